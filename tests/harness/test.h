@@ -1,0 +1,69 @@
+/* Minimal test harness: a failed check prints file:line and the expression, then the test
+ * continues so one run reports every failure; test_exit() returns 1 if anything failed.
+ * Exit code 77 means "skipped" to meson. */
+#pragma once
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEST_SKIP 77
+
+extern int test_failures;
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+			test_failures++;                                                           \
+		}                                                                                  \
+	} while (0)
+
+#define CHECK_INT_EQ(a, b)                                                                         \
+	do {                                                                                       \
+		long long _a = (long long)(a), _b = (long long)(b);                                \
+		if (_a != _b) {                                                                    \
+			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, \
+				#a, #b, _a, _b);                                                   \
+			test_failures++;                                                           \
+		}                                                                                  \
+	} while (0)
+
+#define CHECK_STR_EQ(a, b)                                                                         \
+	do {                                                                                       \
+		const char *_a = (a), *_b = (b);                                                   \
+		if (!_a || !_b || strcmp(_a, _b) != 0) {                                           \
+			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__,     \
+				__LINE__, #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");         \
+			test_failures++;                                                           \
+		}                                                                                  \
+	} while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                      \
+	do {                                                                                       \
+		double _a = (double)(a), _b = (double)(b);                                         \
+		if (!(fabs(_a - _b) <= (tol))) {                                                   \
+			fprintf(stderr, "%s:%d: |%s - %s| <= %g failed: %.9g vs %.9g\n", __FILE__, \
+				__LINE__, #a, #b, (double)(tol), _a, _b);                          \
+			test_failures++;                                                           \
+		}                                                                                  \
+	} while (0)
+
+/* Fatal: stop the test now. */
+#define REQUIRE(cond)                                                                              \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: required: %s\n", __FILE__, __LINE__, #cond);       \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static inline int test_exit(void)
+{
+	if (test_failures)
+		fprintf(stderr, "%d check(s) failed\n", test_failures);
+	return test_failures ? 1 : 0;
+}
+
+#define TEST_DEFINE_GLOBALS int test_failures

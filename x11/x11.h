@@ -1,0 +1,155 @@
+/* x11: see and drive an X11 desktop (capture, input through XTest, kill switch, coordinates).
+ *
+ * The one public header of the x11 module; no Xlib types appear here.
+ *
+ * Threads: Xlib and libxdo are not thread-safe. A struct x11_display is one X connection and must
+ * be used by one thread at a time (the thread that runs a task's actions). The kill switch owns a
+ * second connection on its own thread. The pure helpers (key names, coordinate mapping, PNG
+ * encoding) touch no connection and may be called from any thread.
+ *
+ * Errors: functions return >= 0 or a negative errno; constructors return NULL and set errno.
+ * x11_strerror() turns the module's errors into a sentence a user can act on.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Named limits. */
+#define X11_MAX_KEYS_PER_COMBO 9      /* libxdo's parser breaks at 10 (agent.md 3) */
+#define X11_MAX_KEY_NAME 32
+#define X11_MAX_TYPE_BYTES (64 * 1024) /* one write action */
+#define X11_MAX_MONITORS 16
+#define X11_MAX_SCROLL_NOTCHES 50
+#define X11_MAX_CLICKS 3
+
+/* Errors specific to this module (besides ordinary errnos). */
+#define X11_ERR_WAYLAND EPROTONOSUPPORT /* WAYLAND_DISPLAY set but no X server reachable */
+#define X11_ERR_NO_DISPLAY EHOSTDOWN    /* no $DISPLAY, or the server refused the connection */
+#define X11_ERR_NO_XTEST ENOTSUP        /* server lacks the XTEST extension */
+
+struct x11_display;
+struct x11_killswitch;
+
+struct x11_rect {
+	int x, y, width, height;
+};
+
+/* A captured image: packed 8-bit RGB, `stride` bytes per row (>= 3 * width). */
+struct x11_frame {
+	int width, height;
+	size_t stride;
+	uint8_t *pixels;
+};
+
+/* ---- display ---------------------------------------------------------------------------- */
+
+/* Opens `name` (NULL: $DISPLAY). On failure returns NULL with errno set to X11_ERR_WAYLAND,
+ * X11_ERR_NO_DISPLAY, X11_ERR_NO_XTEST or an ordinary errno. */
+struct x11_display *x11_display_open(const char *name);
+void x11_display_close(struct x11_display *d);
+/* A sentence for a negative errno returned by this module, e.g. for -X11_ERR_WAYLAND:
+ * "this is a Wayland session without X access: XTest cannot reach Wayland clients". */
+const char *x11_strerror(int err);
+
+const char *x11_display_name(const struct x11_display *d);
+/* Root window size in pixels. */
+void x11_display_size(const struct x11_display *d, int *ret_width, int *ret_height);
+/* Monitors from XRandR (the whole screen as one monitor when RandR reports none). Writes up to
+ * `max` rectangles, returns how many monitors exist (may exceed max). The primary monitor first. */
+int x11_display_monitors(struct x11_display *d, struct x11_rect *ret, size_t max);
+
+/* ---- capture ---------------------------------------------------------------------------- */
+
+/* MIT-SHM is used when the server offers it and the client is local; otherwise XGetImage.
+ * x11_capture_set_shm(d, false) forces XGetImage (tests, benchmarks). */
+void x11_capture_set_shm(struct x11_display *d, bool enable);
+bool x11_capture_uses_shm(const struct x11_display *d);
+
+/* Captures `area` (NULL: the whole root window) into a new frame. -ERANGE if area is empty or
+ * not inside the root window. 24- and 32-bit TrueColor visuals are supported; others -ENOTSUP. */
+int x11_capture(struct x11_display *d, const struct x11_rect *area, struct x11_frame **ret);
+/* Same, reusing `frame`'s buffer when it is large enough (the hot path of an agent step). */
+int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct x11_frame *frame);
+
+struct x11_frame *x11_frame_create(int width, int height);
+void x11_frame_destroy(struct x11_frame *f);
+
+/* PNG (libpng, fast compression level). The buffer is malloc'd; the caller frees it. */
+int x11_frame_encode_png(const struct x11_frame *f, uint8_t **ret_data, size_t *ret_size);
+int x11_frame_write_png(const struct x11_frame *f, const char *path);
+
+/* ---- input (XTest to the focused window) ------------------------------------------------ */
+
+enum x11_button {
+	X11_BUTTON_LEFT = 1,
+	X11_BUTTON_MIDDLE = 2,
+	X11_BUTTON_RIGHT = 3,
+};
+
+enum x11_scroll {
+	X11_SCROLL_UP,
+	X11_SCROLL_DOWN,
+	X11_SCROLL_LEFT,
+	X11_SCROLL_RIGHT,
+};
+
+/* Delays between injected events, in microseconds (default 12000 between keys, 100000 between
+ * the clicks of a double or triple click, 8000 between drag motions). */
+void x11_input_set_key_delay_us(struct x11_display *d, uint32_t usec);
+
+/* Coordinates are root-window pixels; -ERANGE when outside the root window. */
+int x11_move(struct x11_display *d, int x, int y);
+/* count: 1 (click), 2 (double), 3 (triple). */
+int x11_click(struct x11_display *d, int x, int y, enum x11_button button, int count);
+/* Press at (x1,y1), move in several steps (past toolkits' drag thresholds), release at (x2,y2). */
+int x11_drag(struct x11_display *d, int x1, int y1, int x2, int y2);
+/* Moves to (x,y) then sends `notches` wheel clicks (buttons 4/5/6/7). 1..X11_MAX_SCROLL_NOTCHES. */
+int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, int notches);
+
+/* Key combination such as "ctrl+shift+t" or "Return": all keys pressed in order, released in
+ * reverse. Key names are validated with x11_key_lookup first: -EINVAL for an unknown name, an
+ * empty combination or more than X11_MAX_KEYS_PER_COMBO keys. */
+int x11_key_combo(struct x11_display *d, const char *combo);
+/* The same with the names given as an array (the model's `hotkey.keys`). */
+int x11_key_names(struct x11_display *d, const char *const *names, size_t n);
+/* Press / release one key, tracking held keys; x11_release_all releases every held key and
+ * mouse button (on abort, error, end of task). */
+int x11_key_down(struct x11_display *d, const char *name);
+int x11_key_up(struct x11_display *d, const char *name);
+int x11_release_all(struct x11_display *d);
+/* Number of keys and buttons currently held by us. */
+size_t x11_held_count(const struct x11_display *d);
+
+/* Types UTF-8 text exactly: keymap characters through XTest, newline and tab as Return and Tab
+ * keysyms, characters missing from the keymap by binding a spare keycode to them (verified,
+ * restored afterwards). -EINVAL for invalid UTF-8 or text longer than X11_MAX_TYPE_BYTES. */
+int x11_type(struct x11_display *d, const char *utf8);
+
+/* ---- key names (pure, no connection) ---------------------------------------------------- */
+
+/* Maps a model key name ("enter", "esc", "ctrl", "cmd", "pagedown", "arrowleft", "a", "F5",
+ * "space", ...) case-insensitively to an X keysym. -EINVAL for unknown names. */
+int x11_key_lookup(const char *name, uint32_t *ret_keysym);
+/* Validates a "+"-joined combination without a display; on error writes a message such as
+ * "unknown key name 'ctr'" into errbuf. */
+int x11_key_combo_validate(const char *combo, char *errbuf, size_t errlen);
+
+/* ---- coordinates (pure) ----------------------------------------------------------------- */
+
+/* Model space (0..1000 over the image of sent_w x sent_h that the model saw) to root pixels of
+ * `monitor`, as agent.md 3: px = mon_x + clamp(round(x/1000*W_sent) * W_mon / W_sent, 0, W_mon-1).
+ * -ERANGE when x or y is outside 0..1000, -EINVAL for empty sizes. */
+int x11_map_model_point(const struct x11_rect *monitor, int sent_w, int sent_h, int mx, int my,
+			int *ret_px, int *ret_py);
+
+/* ---- kill switch ------------------------------------------------------------------------ */
+
+/* Listens on its own connection and thread for two presses of Escape within `window_ms` from a
+ * physical keyboard (XInput2 raw events; the XTest slave devices are ignored, so our own injected
+ * keys never trigger it), then calls `fn(userdata)` from its thread. NULL + errno on failure
+ * (-ENOTSUP when the server lacks XInput2 >= 2.0). */
+struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned window_ms,
+					     void (*fn)(void *userdata), void *userdata);
+void x11_killswitch_destroy(struct x11_killswitch *k);
