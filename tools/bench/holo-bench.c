@@ -1,0 +1,44 @@
+/* holo-bench: benchmarks for holod's hot paths. Each area registers one entry point; results
+ * are printed as ratios to a reference measured in the same run (see docs/benchmarks.md). */
+#include "common.h"
+#include "bench.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int (*main)(int argc, char **argv);
+	const char *help;
+} commands[] = {
+#ifdef HOLO_BENCH_X11
+	{"x11", bench_x11_main, "screen capture (SHM, XGetImage), PNG encoding, click round trip"},
+#endif
+#ifdef HOLO_BENCH_ENGINE
+	{"engine", bench_engine_main, "prefill/decode tokens/s, peak RSS, memory bandwidth ceiling"},
+#endif
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: holo-bench COMMAND [OPTIONS]\n\ncommands:\n");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+	fprintf(f, "\n'holo-bench COMMAND --help' lists a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	log_set_program_name("holo-bench");
+	log_setup_from_env();
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].main(argc - 1, argv + 1);
+	fprintf(stderr, "holo-bench: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
