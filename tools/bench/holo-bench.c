@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
+struct command {
 	const char *name;
 	int (*main)(int argc, char **argv);
 	const char *help;
-} commands[] = {
+};
+
+static const struct command commands[] = {
 #ifdef HOLO_BENCH_X11
 	{"x11", bench_x11_main, "screen capture (SHM, XGetImage), PNG encoding, click round trip"},
 #endif
@@ -22,8 +24,8 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench COMMAND [OPTIONS]\n\ncommands:\n");
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+	for (const struct command *c = commands; c != commands + ARRAY_SIZE(commands); c++)
+		fprintf(f, "  %-8s %s\n", c->name, c->help);
 	fprintf(f, "\n'holo-bench COMMAND --help' lists a command's options.\n");
 }
 
@@ -35,9 +37,9 @@ int main(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].main(argc - 1, argv + 1);
+	for (const struct command *c = commands; c != commands + ARRAY_SIZE(commands); c++)
+		if (strcmp(argv[1], c->name) == 0)
+			return c->main(argc - 1, argv + 1);
 	fprintf(stderr, "holo-bench: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

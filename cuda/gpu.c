@@ -1,0 +1,128 @@
+/* Host side of the CUDA backend: device discovery, contexts, error translation. */
+#include "gpu.h"
+#include "gpu_internal.h"
+
+#include "common.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gpu_translate_error(int err, const char *file, int line, const char *what)
+{
+	cudaError_t e = (cudaError_t)err;
+	if (e == cudaSuccess)
+		return 0;
+	int r = e == cudaErrorMemoryAllocation ? -ENOMEM
+		: (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice) ? -ENODEV
+		: -EIO;
+	log_debug("%s:%d: %s: %s", file, line, what, cudaGetErrorString(e));
+	return r;
+}
+
+int gpu_device_count(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
+		return 0;
+	return n;
+}
+
+int gpu_device_info(int device, struct gpu_device_info *ret)
+{
+	struct cudaDeviceProp p;
+	int r = GPU_CHECK(cudaGetDeviceProperties(&p, device));
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->name, sizeof(ret->name), "%s", p.name);
+	ret->compute_major = p.major;
+	ret->compute_minor = p.minor;
+	ret->total_memory = p.totalGlobalMem;
+	ret->multiprocessors = p.multiProcessorCount;
+	return 0;
+}
+
+struct gpu_context *gpu_context_create(int device)
+{
+	if (device < 0 || device >= gpu_device_count()) {
+		errno = ENODEV;
+		return NULL;
+	}
+	struct gpu_context *g = xcalloc(1, sizeof(*g));
+	g->device = device;
+	int r = GPU_CHECK(cudaSetDevice(device));
+	if (r < 0)
+		goto fail;
+	cudaStream_t s;
+	r = GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	if (r < 0)
+		goto fail;
+	g->stream = s;
+	return g;
+fail:
+	free(g);
+	errno = -r;
+	return NULL;
+}
+
+void gpu_context_destroy(struct gpu_context *g)
+{
+	if (!g)
+		return;
+	if (g->stream)
+		cudaStreamDestroy((cudaStream_t)g->stream);
+	free(g);
+}
+
+void gpu_ref_rmsnorm_f32(const float *x, const float *w, float *out, int rows, int cols, float eps)
+{
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * cols;
+		double ss = 0;
+		for (int c = 0; c < cols; c++)
+			ss += (double)xr[c] * xr[c];
+		float inv = 1.0f / sqrtf((float)(ss / cols) + eps);
+		for (int c = 0; c < cols; c++)
+			out[(size_t)r * cols + c] = xr[c] * inv * w[c];
+	}
+}
+
+int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,
+		    int cols, float eps)
+{
+	size_t n;
+	if (rows <= 0 || cols <= 0 || !size_mul_ok((size_t)rows, (size_t)cols, &n) ||
+	    !size_mul_ok(n, sizeof(float), &n))
+		return -EINVAL;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	float *dx = NULL, *dw = NULL, *dout = NULL;
+	int r = GPU_CHECK(cudaMallocAsync((void **)&dx, n, s));
+	if (r < 0)
+		goto free_none;
+	r = GPU_CHECK(cudaMallocAsync((void **)&dout, n, s));
+	if (r < 0)
+		goto free_x;
+	r = GPU_CHECK(cudaMallocAsync((void **)&dw, (size_t)cols * sizeof(float), s));
+	if (r < 0)
+		goto free_out;
+	r = GPU_CHECK(cudaMemcpyAsync(dx, x, n, cudaMemcpyHostToDevice, s));
+	if (r >= 0)
+		r = GPU_CHECK(cudaMemcpyAsync(dw, w, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice, s));
+	if (r >= 0)
+		r = gpu_launch_rmsnorm_f32(g->stream, dx, dw, dout, rows, cols, eps);
+	if (r >= 0)
+		r = GPU_CHECK(cudaMemcpyAsync(out, dout, n, cudaMemcpyDeviceToHost, s));
+	if (r >= 0)
+		r = GPU_CHECK(cudaStreamSynchronize(s));
+	cudaFreeAsync(dw, s);
+free_out:
+	cudaFreeAsync(dout, s);
+free_x:
+	cudaFreeAsync(dx, s);
+	cudaStreamSynchronize(s);
+free_none:
+	return r;
+}
