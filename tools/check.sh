@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs what is missing, builds holod twice and runs every CPU test suite:
+#  1. debug build with AddressSanitizer + UndefinedBehaviorSanitizer: all suites (unit, x11,
+#     integration; gpu tests skip with 77 when there is no GPU);
+#  2. release build with -Werror: must compile warning-free; the unit suite runs again there.
+# Usage: tools/check.sh [extra meson test args, e.g. --suite unit]
+set -eu
+cd "$(dirname "$0")/.."
+
+./tools/install-deps.sh
+[ -d /usr/local/cuda/bin ] && PATH="/usr/local/cuda/bin:$PATH" && export PATH
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+setup() {
+	dir=$1
+	shift
+	if [ -f "$dir/build.ninja" ]; then
+		meson setup --reconfigure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@" >/dev/null
+	fi
+	ninja -C "$dir" -j "$jobs"
+}
+
+setup build-asan -Db_sanitize=address,undefined -Db_lundef=false
+meson test -C build-asan --print-errorlogs --num-processes "$jobs" "$@"
+
+setup build-release --buildtype=release -Dwerror=true
+meson test -C build-release --print-errorlogs --num-processes "$jobs" --suite unit
