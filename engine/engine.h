@@ -23,4 +23,79 @@ struct engine_session;
 
 /* ==== tokenizer (tokenizer.c) ============================================================ */
 
+/* A Hugging Face fast tokenizer (`tokenizer.json`): byte-level BPE with added tokens, the
+ * pre-tokenizer and decoder the file names (model.md 5.1). What the file asks for is implemented
+ * or the load fails naming it; nothing is tied to one vocabulary. The post-processor is not
+ * applied (the VLM never adds BOS), and `truncation`/`padding` are encode-time options of the HF
+ * Python API that callers handle themselves.
+ *
+ * A loaded tokenizer is immutable apart from an internal, mutex-protected word cache: any number
+ * of threads may encode/decode with it at once. A streaming decoder belongs to one thread. */
+
+/* Limits on what a tokenizer.json may contain; larger files fail to load with -EFBIG/-E2BIG. */
+#define ENGINE_TOKENIZER_MAX_FILE_BYTES (256u << 20)   /* tokenizer.json size */
+#define ENGINE_TOKENIZER_MAX_VOCAB (1u << 21)          /* ids (model vocab + added tokens) */
+#define ENGINE_TOKENIZER_MAX_MERGES (1u << 22)
+#define ENGINE_TOKENIZER_MAX_TOKEN_BYTES 4096u         /* one token's string */
+#define ENGINE_TOKENIZER_MAX_PATTERN_BYTES 65536u      /* one pre-tokenizer regex */
+/* Largest text engine_tokenizer_encode() accepts (-E2BIG above). */
+#define ENGINE_TOKENIZER_MAX_INPUT_BYTES (64u << 20)
+
+/* Loads `path`. On failure returns NULL, sets errno (-ENOENT/-EACCES from the file system,
+ * EINVAL for a malformed or unsupported file, EFBIG/E2BIG for a limit) and writes one precise
+ * sentence to errbuf (may be NULL when errlen is 0), e.g. "tokenizer.json: merges[17]: token
+ * 'xy' is not in the vocabulary". */
+struct engine_tokenizer *engine_tokenizer_load(const char *path, char *errbuf, size_t errlen);
+/* Accepts NULL. */
+void engine_tokenizer_destroy(struct engine_tokenizer *tok);
+
+/* Encodes `len` bytes of UTF-8 `text` (need not be NUL-terminated) into ids, exactly as HF
+ * `tokenizer.encode(text, add_special_tokens=False)` does. With parse_special, special added
+ * tokens written in the text become their ids; without it only non-special added tokens are
+ * matched (HF `encode_special_tokens=True`), so user text cannot inject control tokens.
+ * *ret_ids is malloc'ed (caller frees; non-NULL even when *ret_n is 0).
+ * Returns 0, -EILSEQ for invalid UTF-8, -E2BIG above ENGINE_TOKENIZER_MAX_INPUT_BYTES, -ENOMEM. */
+int engine_tokenizer_encode(const struct engine_tokenizer *tok, const char *text, size_t len,
+			    bool parse_special, int32_t **ret_ids, size_t *ret_n);
+
+/* Decodes ids to UTF-8 as HF `tokenizer.decode(ids, skip_special_tokens=skip_special)`:
+ * token bytes concatenated, invalid or truncated UTF-8 replaced by U+FFFD. *ret_text is
+ * malloc'ed and NUL-terminated (caller frees); *ret_len excludes the NUL.
+ * Returns 0, -EINVAL for an id that names no token, -ENOMEM. */
+int engine_tokenizer_decode(const struct engine_tokenizer *tok, const int32_t *ids, size_t n,
+			    bool skip_special, char **ret_text, size_t *ret_len);
+
+/* Id of a token given by its vocabulary string (as written in tokenizer.json, e.g.
+ * "<SPECIAL_12>", "<image>", or "Ġthe" for a byte-level token). Added tokens take precedence.
+ * Returns the id (>= 0) or -ENOENT. */
+int32_t engine_tokenizer_token_id(const struct engine_tokenizer *tok, const char *token);
+/* One more than the largest id: the number of logits rows the tokenizer can name. Ids below
+ * it may still be holes (no token); engine_tokenizer_token_bytes() says -ENOENT for those. */
+size_t engine_tokenizer_vocab_size(const struct engine_tokenizer *tok);
+/* The bytes `id` contributes to decoded text (byte-level mapping undone; for added tokens
+ * their content), valid as long as the tokenizer. Not NUL-terminated. Returns 0 or -ENOENT. */
+int engine_tokenizer_token_bytes(const struct engine_tokenizer *tok, int32_t id,
+				 const uint8_t **ret_bytes, size_t *ret_len);
+/* The token's vocabulary string (NUL-terminated, owned by the tokenizer) or NULL. */
+const char *engine_tokenizer_token_str(const struct engine_tokenizer *tok, int32_t id);
+/* True for added tokens marked "special" (what skip_special drops). */
+bool engine_tokenizer_is_special(const struct engine_tokenizer *tok, int32_t id);
+
+/* Streaming decoder: turns ids into text as they are generated without ever emitting part of
+ * a UTF-8 character. Bytes of an incomplete character wait for the next ids; a sequence that
+ * can no longer become valid is emitted as U+FFFD, as engine_tokenizer_decode() would. */
+struct engine_detok;
+
+/* Returns NULL and sets errno on failure. The tokenizer must outlive the decoder. */
+struct engine_detok *engine_detok_create(const struct engine_tokenizer *tok, bool skip_special);
+/* Accepts NULL. */
+void engine_detok_destroy(struct engine_detok *d);
+/* Feeds one id. *ret_text/*ret_len receive the text that became complete (possibly empty;
+ * NUL-terminated; owned by the decoder and valid until its next call).
+ * Returns 0, -EINVAL for an id that names no token, -ENOMEM. */
+int engine_detok_push(struct engine_detok *d, int32_t id, const char **ret_text, size_t *ret_len);
+/* Ends the stream: returns whatever is still buffered (an incomplete character becomes U+FFFD)
+ * and resets the decoder for a new stream. Same ownership as engine_detok_push(). */
+int engine_detok_flush(struct engine_detok *d, const char **ret_text, size_t *ret_len);
+
 /* ==== session, sampling (lm_*.c, session.c, sampling.c) ================================== */
