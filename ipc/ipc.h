@@ -1,0 +1,222 @@
+/* ipc: the protocol shared by holod and its clients (holoctl, tests).
+ *
+ * The one public header of the ipc module. It defines:
+ *   - the API version and URL prefix, the default socket path;
+ *   - named limits on everything a client sends (the daemon enforces them, clients may check early);
+ *   - error codes carried in `{"error": {"code": ..., "message": ...}}` bodies;
+ *   - task statuses;
+ *   - the action vocabulary of agent.md 1.1 as a C struct, with JSON parse + validate + serialize.
+ *
+ * No JSON library type appears here: parsing takes bytes, serializing returns a malloc'd string.
+ * Key names are validated with the x11 module's pure key table (no display needed).
+ *
+ * Errors: functions return >= 0 or a negative errno; parse functions additionally write a message
+ * naming the offending field into `errbuf`, e.g. "script[2].keys[1]: unknown key name 'ctr'".
+ * Everything here is thread-safe (no global state).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- protocol ----------------------------------------------------------------------------- */
+
+#define IPC_API_VERSION 1
+#define IPC_API_PREFIX "/v1"
+
+/* Environment variable that overrides the socket path (holod and holoctl both honour it). */
+#define IPC_SOCKET_ENV "HOLOD_SOCKET"
+
+/* The default socket path: $HOLOD_SOCKET if set and non-empty, else
+ * $XDG_RUNTIME_DIR/holod/holod.sock (or /run/user/<uid>/holod/holod.sock).
+ * Writes a malloc'd string to *ret. -ENXIO when no runtime directory can be found,
+ * -ENAMETOOLONG when the path does not fit a sockaddr_un. */
+int ipc_socket_path(char **ret);
+
+/* ---- named limits ------------------------------------------------------------------------- */
+
+#define IPC_MAX_SOCKET_PATH 107               /* sizeof(sun_path) - 1 */
+#define IPC_MAX_BODY_BYTES (1024 * 1024)      /* request body; larger: 413 */
+#define IPC_MAX_HEADER_BYTES (8 * 1024)       /* sum of request header names+values; larger: 431 */
+#define IPC_MAX_SCRIPT_ACTIONS 1000           /* entries in "script"; more: 413 */
+#define IPC_MAX_INSTRUCTION_BYTES (8 * 1024)
+#define IPC_MAX_ELEMENT_BYTES 512             /* the "element" description of pointer actions */
+#define IPC_MAX_CONTENT_BYTES (64 * 1024)     /* write.content and answer.content */
+#define IPC_MAX_HOTKEY_KEYS 5                 /* hotkey.keys: 1..5 names (agent.md 1.1) */
+#define IPC_MAX_KEY_NAME_BYTES 32
+#define IPC_MAX_HOTKEY_REPEAT 10
+#define IPC_MAX_SCROLL_SIZE 50
+#define IPC_DEFAULT_SCROLL_SIZE 5
+#define IPC_MAX_WAIT_MS 30000                 /* wait.duration <= 30 s */
+#define IPC_MODEL_COORD_MAX 1000              /* model space is 0..1000 inclusive */
+#define IPC_MAX_PIXEL_COORD 32767             /* X11 coordinates are 16-bit */
+#define IPC_MAX_TASK_STEPS 10000              /* ceiling for "max_steps" */
+#define IPC_MAX_TASK_SECONDS (24 * 3600)      /* ceiling for "max_seconds" */
+#define IPC_MAX_SETTLE_MS 10000               /* ceiling for "settle_ms" */
+#define IPC_MAX_LIST_LIMIT 500                /* GET /v1/tasks?limit= */
+#define IPC_DEFAULT_LIST_LIMIT 50
+
+/* ---- error codes (the "code" member of an error body) ------------------------------------- */
+
+#define IPC_ERR_BAD_REQUEST "bad_request"             /* 400: malformed JSON, wrong field, ... */
+#define IPC_ERR_FORBIDDEN "forbidden"                 /* 403: peer uid is not holod's */
+#define IPC_ERR_NOT_FOUND "not_found"                 /* 404: unknown route or id */
+#define IPC_ERR_METHOD_NOT_ALLOWED "method_not_allowed" /* 405 */
+#define IPC_ERR_CONFLICT "conflict"                   /* 409: e.g. cancelling a finished task */
+#define IPC_ERR_PAYLOAD_TOO_LARGE "payload_too_large" /* 413: body or list over its limit */
+#define IPC_ERR_UNSUPPORTED_MEDIA "unsupported_media_type" /* 415: body is not application/json */
+#define IPC_ERR_HEADERS_TOO_LARGE "headers_too_large" /* 431 */
+#define IPC_ERR_INTERNAL "internal"                   /* 500 */
+#define IPC_ERR_NO_MODEL "no_model"                   /* 503: instruction task without a model */
+#define IPC_ERR_NO_DISPLAY "no_display"               /* 503: the X display cannot be opened */
+#define IPC_ERR_SHUTTING_DOWN "shutting_down"         /* 503 */
+
+/* ---- task status -------------------------------------------------------------------------- */
+
+enum ipc_task_status {
+	IPC_TASK_QUEUED,
+	IPC_TASK_RUNNING,
+	IPC_TASK_SUCCEEDED,
+	IPC_TASK_FAILED,
+	IPC_TASK_CANCELLED,
+	IPC_TASK_INTERRUPTED, /* holod stopped or crashed while the task was queued or running */
+};
+
+/* "queued", "running", ... ; NULL for an out-of-range value. */
+const char *ipc_task_status_to_string(enum ipc_task_status s);
+/* Returns the status or -EINVAL. */
+int ipc_task_status_from_string(const char *s);
+bool ipc_task_status_is_final(enum ipc_task_status s);
+
+/* ---- actions (agent.md 1.1) ----------------------------------------------------------------- */
+
+enum ipc_tool {
+	IPC_TOOL_CLICK,
+	IPC_TOOL_DOUBLE_CLICK,
+	IPC_TOOL_TRIPLE_CLICK,
+	IPC_TOOL_MOVE,
+	IPC_TOOL_DRAG,
+	IPC_TOOL_SCROLL,
+	IPC_TOOL_WRITE,
+	IPC_TOOL_HOTKEY,
+	IPC_TOOL_KEY_DOWN,
+	IPC_TOOL_KEY_UP,
+	IPC_TOOL_WAIT,
+	IPC_TOOL_ANSWER,
+	IPC_TOOL_COUNT_,
+};
+
+/* "click", ..., NULL for an out-of-range value. */
+const char *ipc_tool_to_string(enum ipc_tool t);
+/* Returns the tool or -EINVAL. */
+int ipc_tool_from_string(const char *s);
+/* True for tools that take x/y (click, double_click, triple_click, move, drag, scroll). */
+bool ipc_tool_has_point(enum ipc_tool t);
+
+/* How x/y (and x2/y2) are to be read. */
+enum ipc_coords {
+	IPC_COORDS_PIXELS, /* root-window pixels, 0..IPC_MAX_PIXEL_COORD */
+	IPC_COORDS_MODEL,  /* 0..1000 over the primary monitor (agent.md 3 mapping) */
+};
+
+const char *ipc_coords_to_string(enum ipc_coords c);
+int ipc_coords_from_string(const char *s);
+
+enum ipc_button {
+	IPC_BUTTON_LEFT,
+	IPC_BUTTON_RIGHT,
+	IPC_BUTTON_MIDDLE,
+};
+
+enum ipc_direction {
+	IPC_DIRECTION_UP,
+	IPC_DIRECTION_DOWN,
+	IPC_DIRECTION_LEFT,
+	IPC_DIRECTION_RIGHT,
+};
+
+/* One tool call. Only the members that belong to `tool` are meaningful; the others are zero/NULL.
+ * Strings are owned by the action (freed by ipc_action_finish). JSON form, flat as in agent.md:
+ *   {"tool_name": "click", "element": "OK button", "x": 10, "y": 20, "button": "left"}
+ * "element" is optional in scripts (a model always sends it). */
+struct ipc_action {
+	enum ipc_tool tool;
+	char *element;                   /* pointer tools, may be NULL */
+	int x, y;                        /* pointer tools */
+	int x2, y2;                      /* drag */
+	enum ipc_button button;          /* click (default left) */
+	enum ipc_direction direction;    /* scroll */
+	int scroll_size;                 /* scroll: 1..IPC_MAX_SCROLL_SIZE, default 5 */
+	char *content;                   /* write, answer */
+	bool press_enter;                /* write, default false */
+	bool overwrite;                  /* write, default false (true: ctrl+a first) */
+	char *keys[IPC_MAX_HOTKEY_KEYS]; /* hotkey: pressed together, released in reverse */
+	size_t n_keys;
+	int repeat_count;                /* hotkey: 1..IPC_MAX_HOTKEY_REPEAT, default 1 */
+	char *key;                       /* key_down, key_up */
+	uint32_t duration_ms;            /* wait: JSON "duration" in seconds (may be fractional),
+					    0 < duration <= 30 */
+};
+
+/* Frees the strings of `a` and zeroes it. Accepts a zeroed action. */
+void ipc_action_finish(struct ipc_action *a);
+
+/* Parses one action object from JSON text. `coords` decides the range of x/y. On error returns
+ * -EINVAL (or -E2BIG for an over-limit string) and writes a message starting with the field
+ * path, e.g. "keys[1]: unknown key name 'ctr'". *ret is written only on success. */
+int ipc_action_parse(const char *json, size_t len, enum ipc_coords coords, struct ipc_action *ret,
+		     char *errbuf, size_t errlen);
+
+/* The action as a compact JSON object (malloc'd, NUL-terminated), defaults written out.
+ * Round-trips through ipc_action_parse. NULL + errno on failure. */
+char *ipc_action_to_json(const struct ipc_action *a);
+
+/* ---- requests ------------------------------------------------------------------------------- */
+
+enum ipc_task_kind {
+	IPC_TASK_KIND_INSTRUCTION,
+	IPC_TASK_KIND_SCRIPT,
+};
+
+const char *ipc_task_kind_to_string(enum ipc_task_kind k);
+
+/* Budgets and options of a task; 0 means "use the daemon's default" for the integers. */
+struct ipc_task_options {
+	uint32_t max_steps;    /* 1..IPC_MAX_TASK_STEPS */
+	uint32_t max_seconds;  /* 1..IPC_MAX_TASK_SECONDS */
+	int32_t settle_ms;     /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
+	bool dry_run;          /* journal the steps, inject nothing */
+};
+
+/* POST /v1/tasks body. Exactly one of "instruction" or "script":
+ *   {"instruction": "open the settings"}
+ *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
+ *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool}
+ * Unknown members are rejected. */
+struct ipc_task_request {
+	enum ipc_task_kind kind;
+	char *instruction;             /* kind == INSTRUCTION */
+	enum ipc_coords coords;        /* kind == SCRIPT */
+	struct ipc_action *actions;    /* kind == SCRIPT, n_actions entries, 1..IPC_MAX_SCRIPT_ACTIONS */
+	size_t n_actions;
+	struct ipc_task_options options;
+};
+
+/* Parses and validates a task request. Errors: -EINVAL (bad JSON, type, value, unknown member;
+ * the message names the field, e.g. "script[2].keys[1]: unknown key name 'ctr'"), -E2BIG (a list
+ * or string over its named limit: the daemon answers 413). On success *ret is a new request. */
+int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
+			   char *errbuf, size_t errlen);
+/* The request as compact JSON (malloc'd); round-trips through ipc_task_request_parse. */
+char *ipc_task_request_to_json(const struct ipc_task_request *req);
+void ipc_task_request_destroy(struct ipc_task_request *req);
+
+/* POST /v1/actions body: one action to run now, on the display queue, journaled as a one-step
+ * script task:
+ *   {"action": {action}, "coords": "pixels"|"model", "dry_run": bool, "settle_ms": N}
+ * Parsed into a script request with n_actions == 1. Same errors as ipc_task_request_parse. */
+int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
+			     char *errbuf, size_t errlen);
+/* Builds that body for one action (malloc'd JSON). */
+char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coords, bool dry_run);

@@ -1,0 +1,106 @@
+/* String forms of the protocol's enums (the JSON spelling is the contract). */
+#include "ipc.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common.h"
+
+static const char *const task_status_names[] = {
+	[IPC_TASK_QUEUED] = "queued",
+	[IPC_TASK_RUNNING] = "running",
+	[IPC_TASK_SUCCEEDED] = "succeeded",
+	[IPC_TASK_FAILED] = "failed",
+	[IPC_TASK_CANCELLED] = "cancelled",
+	[IPC_TASK_INTERRUPTED] = "interrupted",
+};
+
+static const char *const tool_names[] = {
+	[IPC_TOOL_CLICK] = "click",
+	[IPC_TOOL_DOUBLE_CLICK] = "double_click",
+	[IPC_TOOL_TRIPLE_CLICK] = "triple_click",
+	[IPC_TOOL_MOVE] = "move",
+	[IPC_TOOL_DRAG] = "drag",
+	[IPC_TOOL_SCROLL] = "scroll",
+	[IPC_TOOL_WRITE] = "write",
+	[IPC_TOOL_HOTKEY] = "hotkey",
+	[IPC_TOOL_KEY_DOWN] = "key_down",
+	[IPC_TOOL_KEY_UP] = "key_up",
+	[IPC_TOOL_WAIT] = "wait",
+	[IPC_TOOL_ANSWER] = "answer",
+};
+
+static const char *const coords_names[] = {
+	[IPC_COORDS_PIXELS] = "pixels",
+	[IPC_COORDS_MODEL] = "model",
+};
+
+static const char *const kind_names[] = {
+	[IPC_TASK_KIND_INSTRUCTION] = "instruction",
+	[IPC_TASK_KIND_SCRIPT] = "script",
+};
+
+static int lookup(const char *const *table, size_t n, const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (table[i] && strcmp(table[i], s) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+const char *ipc_task_status_to_string(enum ipc_task_status s)
+{
+	return (unsigned)s < ARRAY_SIZE(task_status_names) ? task_status_names[s] : NULL;
+}
+
+int ipc_task_status_from_string(const char *s)
+{
+	return lookup(task_status_names, ARRAY_SIZE(task_status_names), s);
+}
+
+bool ipc_task_status_is_final(enum ipc_task_status s)
+{
+	return s != IPC_TASK_QUEUED && s != IPC_TASK_RUNNING;
+}
+
+const char *ipc_tool_to_string(enum ipc_tool t)
+{
+	return (unsigned)t < ARRAY_SIZE(tool_names) ? tool_names[t] : NULL;
+}
+
+int ipc_tool_from_string(const char *s)
+{
+	return lookup(tool_names, ARRAY_SIZE(tool_names), s);
+}
+
+bool ipc_tool_has_point(enum ipc_tool t)
+{
+	switch (t) {
+	case IPC_TOOL_CLICK:
+	case IPC_TOOL_DOUBLE_CLICK:
+	case IPC_TOOL_TRIPLE_CLICK:
+	case IPC_TOOL_MOVE:
+	case IPC_TOOL_DRAG:
+	case IPC_TOOL_SCROLL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *ipc_coords_to_string(enum ipc_coords c)
+{
+	return (unsigned)c < ARRAY_SIZE(coords_names) ? coords_names[c] : NULL;
+}
+
+int ipc_coords_from_string(const char *s)
+{
+	return lookup(coords_names, ARRAY_SIZE(coords_names), s);
+}
+
+const char *ipc_task_kind_to_string(enum ipc_task_kind k)
+{
+	return (unsigned)k < ARRAY_SIZE(kind_names) ? kind_names[k] : NULL;
+}

@@ -1,0 +1,292 @@
+/* Request bodies of POST /v1/tasks and POST /v1/actions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "json-internal.h"
+
+void ipc_task_request_destroy(struct ipc_task_request *req)
+{
+	if (!req)
+		return;
+	free(req->instruction);
+	for (size_t i = 0; i < req->n_actions; i++)
+		ipc_action_finish(&req->actions[i]);
+	free(req->actions);
+	free(req);
+}
+
+static int check_members(const json_t *root, const char *const *allowed, size_t n, char *errbuf,
+			 size_t errlen)
+{
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)root, key, val) {
+		bool ok = false;
+		for (size_t i = 0; i < n && !ok; i++)
+			ok = strcmp(key, allowed[i]) == 0;
+		if (!ok)
+			return ipc_error_at(errbuf, errlen, -EINVAL, key, "unknown field");
+	}
+	return 0;
+}
+
+static int get_uint(const json_t *root, const char *name, uint32_t lo, uint32_t hi, uint32_t *ret,
+		    bool *ret_present, char *errbuf, size_t errlen)
+{
+	json_t *v = json_object_get(root, name);
+	if (!v) {
+		*ret_present = false;
+		return 0;
+	}
+	if (!json_is_integer(v))
+		return ipc_error_at(errbuf, errlen, -EINVAL, name, "expected an integer");
+	json_int_t i = json_integer_value(v);
+	if (i < (json_int_t)lo || i > (json_int_t)hi)
+		return ipc_error_at(errbuf, errlen, -EINVAL, name, "%lld is out of range %u..%u",
+				    (long long)i, lo, hi);
+	*ret = (uint32_t)i;
+	*ret_present = true;
+	return 0;
+}
+
+/* coords, max_steps, max_seconds, settle_ms, dry_run: common to both request kinds. */
+static int parse_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
+			 size_t errlen)
+{
+	uint32_t u;
+	bool present;
+	int r;
+
+	req->coords = IPC_COORDS_PIXELS;
+	req->options.settle_ms = -1;
+
+	json_t *c = json_object_get(root, "coords");
+	if (c) {
+		r = json_is_string(c) ? ipc_coords_from_string(json_string_value(c)) : -EINVAL;
+		if (r < 0)
+			return ipc_error_at(errbuf, errlen, -EINVAL, "coords",
+					    "expected \"pixels\" or \"model\"");
+		req->coords = (enum ipc_coords)r;
+	}
+	if ((r = get_uint(root, "max_steps", 1, IPC_MAX_TASK_STEPS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.max_steps = u;
+	if ((r = get_uint(root, "max_seconds", 1, IPC_MAX_TASK_SECONDS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.max_seconds = u;
+	if ((r = get_uint(root, "settle_ms", 0, IPC_MAX_SETTLE_MS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.settle_ms = (int32_t)u;
+	json_t *d = json_object_get(root, "dry_run");
+	if (d) {
+		if (!json_is_boolean(d))
+			return ipc_error_at(errbuf, errlen, -EINVAL, "dry_run",
+					    "expected true or false");
+		req->options.dry_run = json_is_true(d);
+	}
+	return 0;
+}
+
+int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
+			   char *errbuf, size_t errlen)
+{
+	static const char *const script_members[] = {"script", "coords", "max_steps",
+						     "max_seconds", "settle_ms", "dry_run"};
+	static const char *const instruction_members[] = {"instruction", "max_steps",
+							  "max_seconds", "settle_ms", "dry_run"};
+	struct ipc_task_request *req = NULL;
+	json_t *root;
+	int r;
+
+	root = ipc_json_load(json, len, errbuf, errlen);
+	if (!root)
+		return -EINVAL;
+	if (!json_is_object(root)) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, NULL,
+				 "expected an object with \"script\" or \"instruction\"");
+		goto finish;
+	}
+
+	json_t *script = json_object_get(root, "script");
+	json_t *instr = json_object_get(root, "instruction");
+	if (!!script == !!instr) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, NULL,
+				 "exactly one of \"script\" (a list of actions) or \"instruction\" "
+				 "(text for the model) is required");
+		goto finish;
+	}
+
+	req = xcalloc(1, sizeof(*req));
+	if (script) {
+		req->kind = IPC_TASK_KIND_SCRIPT;
+		if ((r = check_members(root, script_members, ARRAY_SIZE(script_members), errbuf,
+				       errlen)) < 0)
+			goto finish;
+		if ((r = parse_options(root, req, errbuf, errlen)) < 0)
+			goto finish;
+		if (!json_is_array(script) || json_array_size(script) == 0) {
+			r = ipc_error_at(errbuf, errlen, -EINVAL, "script",
+					 "expected a non-empty array of actions");
+			goto finish;
+		}
+		size_t n = json_array_size(script);
+		if (n > IPC_MAX_SCRIPT_ACTIONS) {
+			r = ipc_error_at(errbuf, errlen, -E2BIG, "script",
+					 "%zu actions exceed the limit of %d", n,
+					 IPC_MAX_SCRIPT_ACTIONS);
+			goto finish;
+		}
+		req->actions = xcalloc(n, sizeof(*req->actions));
+		for (size_t i = 0; i < n; i++) {
+			char prefix[32];
+			snprintf(prefix, sizeof(prefix), "script[%zu]", i);
+			r = ipc_action_from_json(json_array_get(script, i), req->coords, prefix,
+						 &req->actions[i], errbuf, errlen);
+			if (r < 0)
+				goto finish;
+			req->n_actions++;
+		}
+	} else {
+		req->kind = IPC_TASK_KIND_INSTRUCTION;
+		if ((r = check_members(root, instruction_members,
+				       ARRAY_SIZE(instruction_members), errbuf, errlen)) < 0)
+			goto finish;
+		if ((r = parse_options(root, req, errbuf, errlen)) < 0)
+			goto finish;
+		if (!json_is_string(instr) || json_string_length(instr) == 0) {
+			r = ipc_error_at(errbuf, errlen, -EINVAL, "instruction",
+					 "expected a non-empty string");
+			goto finish;
+		}
+		size_t n = json_string_length(instr);
+		if (n > IPC_MAX_INSTRUCTION_BYTES) {
+			r = ipc_error_at(errbuf, errlen, -E2BIG, "instruction",
+					 "%zu bytes exceed the limit of %d", n,
+					 IPC_MAX_INSTRUCTION_BYTES);
+			goto finish;
+		}
+		if (memchr(json_string_value(instr), '\0', n)) {
+			r = ipc_error_at(errbuf, errlen, -EINVAL, "instruction",
+					 "contains a NUL character");
+			goto finish;
+		}
+		req->instruction = xstrndup(json_string_value(instr), n);
+	}
+
+	*ret = req;
+	req = NULL;
+	r = 0;
+finish:
+	ipc_task_request_destroy(req);
+	json_decref(root);
+	return r;
+}
+
+int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
+			     char *errbuf, size_t errlen)
+{
+	static const char *const members[] = {"action", "coords", "dry_run", "settle_ms"};
+	struct ipc_task_request *req = NULL;
+	json_t *root;
+	int r;
+
+	root = ipc_json_load(json, len, errbuf, errlen);
+	if (!root)
+		return -EINVAL;
+	if (!json_is_object(root)) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, NULL,
+				 "expected an object {\"action\": {...}}");
+		goto finish;
+	}
+	if ((r = check_members(root, members, ARRAY_SIZE(members), errbuf, errlen)) < 0)
+		goto finish;
+	json_t *action = json_object_get(root, "action");
+	if (!action) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, "action", "missing");
+		goto finish;
+	}
+	req = xcalloc(1, sizeof(*req));
+	req->kind = IPC_TASK_KIND_SCRIPT;
+	if ((r = parse_options(root, req, errbuf, errlen)) < 0)
+		goto finish;
+	req->actions = xcalloc(1, sizeof(*req->actions));
+	if ((r = ipc_action_from_json(action, req->coords, "action", &req->actions[0], errbuf,
+				      errlen)) < 0)
+		goto finish;
+	req->n_actions = 1;
+
+	*ret = req;
+	req = NULL;
+	r = 0;
+finish:
+	ipc_task_request_destroy(req);
+	json_decref(root);
+	return r;
+}
+
+static char *dump(json_t *o)
+{
+	if (!o) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!s)
+		errno = ENOMEM;
+	return s;
+}
+
+char *ipc_task_request_to_json(const struct ipc_task_request *req)
+{
+	json_t *o = json_object();
+	int r = 0;
+
+	if (!o)
+		return dump(NULL);
+	if (req->kind == IPC_TASK_KIND_INSTRUCTION) {
+		r |= json_object_set_new(o, "instruction",
+					 json_string(req->instruction ? req->instruction : ""));
+	} else {
+		json_t *arr = json_array();
+		r |= json_object_set_new(o, "script", arr);
+		for (size_t i = 0; arr && i < req->n_actions; i++) {
+			json_t *a = ipc_action_to_json_value(&req->actions[i]);
+			r |= a ? json_array_append_new(arr, a) : -1;
+		}
+		r |= json_object_set_new(o, "coords",
+					 json_string(ipc_coords_to_string(req->coords)));
+	}
+	if (req->options.max_steps)
+		r |= json_object_set_new(o, "max_steps", json_integer(req->options.max_steps));
+	if (req->options.max_seconds)
+		r |= json_object_set_new(o, "max_seconds", json_integer(req->options.max_seconds));
+	if (req->options.settle_ms >= 0)
+		r |= json_object_set_new(o, "settle_ms", json_integer(req->options.settle_ms));
+	r |= json_object_set_new(o, "dry_run", json_boolean(req->options.dry_run));
+	if (r) {
+		json_decref(o);
+		return dump(NULL);
+	}
+	return dump(o);
+}
+
+char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coords, bool dry_run)
+{
+	json_t *action = ipc_action_to_json_value(a);
+	if (!action) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return dump(json_pack("{s:o, s:s, s:b}", "action", action, "coords",
+			      ipc_coords_to_string(coords), "dry_run", dry_run));
+}
