@@ -1,0 +1,394 @@
+/* The action executor (see executor.h). Runs on the executor thread only: it alone uses the X
+ * connection it is handed. */
+#include "executor.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
+
+struct run {
+	const struct executor_env *env;
+	const struct executor_task *t;
+	struct x11_display *d;
+	struct x11_rect monitor;
+	int root_w, root_h;
+	uint64_t deadline_us; /* monotonic */
+};
+
+static const char *stop_error(int r)
+{
+	return r == -ECANCELED ? "cancelled" : r == -ETIME ? "max_seconds budget exhausted" : NULL;
+}
+
+/* Sleeps `usec` in slices: -ECANCELED when stopped, -ETIME at the task's deadline. */
+static int sleep_checked(struct run *run, uint64_t usec)
+{
+	uint64_t end = time_mono_us() + usec;
+	for (;;) {
+		if (atomic_load(run->t->stop) != EXECUTOR_RUN)
+			return -ECANCELED;
+		uint64_t now = time_mono_us();
+		if (now >= run->deadline_us)
+			return -ETIME;
+		if (now >= end)
+			return 0;
+		time_sleep_us(MIN(MIN(end - now, run->deadline_us - now), (uint64_t)SLEEP_SLICE_US));
+	}
+}
+
+static enum x11_button to_x11_button(enum ipc_button b)
+{
+	return b == IPC_BUTTON_RIGHT ? X11_BUTTON_RIGHT :
+	       b == IPC_BUTTON_MIDDLE ? X11_BUTTON_MIDDLE : X11_BUTTON_LEFT;
+}
+
+static enum x11_scroll to_x11_scroll(enum ipc_direction d)
+{
+	switch (d) {
+	case IPC_DIRECTION_UP:
+		return X11_SCROLL_UP;
+	case IPC_DIRECTION_DOWN:
+		return X11_SCROLL_DOWN;
+	case IPC_DIRECTION_LEFT:
+		return X11_SCROLL_LEFT;
+	default:
+		return X11_SCROLL_RIGHT;
+	}
+}
+
+/* Model or pixel coordinates to root pixels. */
+static int map_point(struct run *run, const struct journal_step *s, int x, int y, int *px, int *py,
+		     char *err, size_t errlen)
+{
+	int r;
+	if (s->coords == IPC_COORDS_MODEL) {
+		r = x11_map_model_point(&run->monitor, s->image_w, s->image_h, x, y, px, py);
+		if (r < 0)
+			snprintf(err, errlen, "cannot map model point (%d,%d): %s", x, y,
+				 x11_strerror(r));
+		return r;
+	}
+	if (x >= run->root_w || y >= run->root_h) {
+		snprintf(err, errlen, "point (%d,%d) is outside the screen (%dx%d pixels)", x, y,
+			 run->root_w, run->root_h);
+		return -ERANGE;
+	}
+	*px = x;
+	*py = y;
+	return 0;
+}
+
+/* Performs one action. Writes a short factual result, or an error message. */
+static int inject(struct run *run, const struct ipc_action *a, const struct journal_step *s,
+		  char *result, size_t rlen, char *err, size_t errlen)
+{
+	struct x11_display *d = run->d;
+	int r = 0;
+
+	switch (a->tool) {
+	case IPC_TOOL_CLICK:
+	case IPC_TOOL_DOUBLE_CLICK:
+	case IPC_TOOL_TRIPLE_CLICK: {
+		int count = a->tool == IPC_TOOL_CLICK ? 1 : a->tool == IPC_TOOL_DOUBLE_CLICK ? 2 : 3;
+		r = x11_click(d, s->px, s->py, to_x11_button(a->button), count);
+		snprintf(result, rlen, "clicked %s x%d at (%d,%d)",
+			 a->button == IPC_BUTTON_RIGHT ? "right" :
+			 a->button == IPC_BUTTON_MIDDLE ? "middle" : "left",
+			 count, s->px, s->py);
+		break;
+	}
+	case IPC_TOOL_MOVE:
+		r = x11_move(d, s->px, s->py);
+		snprintf(result, rlen, "moved to (%d,%d)", s->px, s->py);
+		break;
+	case IPC_TOOL_DRAG:
+		r = x11_drag(d, s->px, s->py, s->px2, s->py2);
+		snprintf(result, rlen, "dragged (%d,%d) to (%d,%d)", s->px, s->py, s->px2, s->py2);
+		break;
+	case IPC_TOOL_SCROLL:
+		r = x11_scroll(d, s->px, s->py, to_x11_scroll(a->direction), a->scroll_size);
+		snprintf(result, rlen, "scrolled %d notches at (%d,%d)", a->scroll_size, s->px,
+			 s->py);
+		break;
+	case IPC_TOOL_WRITE:
+		if (a->overwrite && (r = x11_key_combo(d, "ctrl+a")) < 0)
+			break;
+		if ((r = x11_type(d, a->content)) < 0)
+			break;
+		if (a->press_enter)
+			r = x11_key_combo(d, "enter");
+		snprintf(result, rlen, "typed %zu bytes%s", strlen(a->content),
+			 a->press_enter ? " and Enter" : "");
+		break;
+	case IPC_TOOL_HOTKEY:
+		for (int i = 0; i < a->repeat_count && r >= 0; i++)
+			r = x11_key_names(d, (const char *const *)a->keys, a->n_keys);
+		{
+			size_t off = (size_t)snprintf(result, rlen, "pressed ");
+			for (size_t i = 0; i < a->n_keys && off < rlen; i++)
+				off += (size_t)snprintf(result + off, rlen - off, "%s%s",
+							i ? "+" : "", a->keys[i]);
+			if (a->repeat_count > 1 && off < rlen)
+				snprintf(result + off, rlen - off, " x%d", a->repeat_count);
+		}
+		break;
+	case IPC_TOOL_KEY_DOWN:
+		r = x11_key_down(d, a->key);
+		snprintf(result, rlen, "holding %s", a->key);
+		break;
+	case IPC_TOOL_KEY_UP:
+		r = x11_key_up(d, a->key);
+		snprintf(result, rlen, "released %s", a->key);
+		break;
+	case IPC_TOOL_WAIT:
+		r = sleep_checked(run, a->duration_ms * 1000ull);
+		if (r < 0) {
+			snprintf(err, errlen, "%s during wait", stop_error(r));
+			return r;
+		}
+		snprintf(result, rlen, "waited %.3g s", a->duration_ms / 1000.0);
+		break;
+	case IPC_TOOL_ANSWER:
+		snprintf(result, rlen, "answered");
+		break;
+	default:
+		snprintf(err, errlen, "unknown tool");
+		return -EINVAL;
+	}
+	if (r < 0)
+		snprintf(err, errlen, "%s", x11_strerror(r));
+	return r;
+}
+
+static int capture(struct run *run, struct x11_frame **ret, char *err, size_t errlen)
+{
+	int r = x11_capture(run->d, &run->monitor, ret);
+	if (r < 0)
+		snprintf(err, errlen, "screenshot failed: %s", x11_strerror(r));
+	return r;
+}
+
+/* One step: returns 0, 1 when the task ends successfully (answer), or a negative errno with
+ * `err` filled (the task fails, or stops on -ECANCELED / -ETIME). */
+static int run_step(struct run *run, int index, const struct ipc_action *a, char **ret_answer,
+		    char *err, size_t errlen)
+{
+	const struct ipc_task_request *req = run->t->req;
+	const bool dry = req->options.dry_run;
+	struct journal_step s = {0};
+	struct journal_step_timing tm = {0};
+	struct x11_frame *frame = NULL;
+	char result[256] = "";
+	char *tool_call = NULL;
+	int r;
+
+	tool_call = ipc_action_to_json(a);
+	if (!tool_call) {
+		snprintf(err, errlen, "cannot serialise the action");
+		return -ENOMEM;
+	}
+	s.task_id = run->t->id;
+	s.index = index;
+	s.tool_call = tool_call;
+	s.tool_name = ipc_tool_to_string(a->tool);
+	s.coords = req->coords;
+	s.has_point = ipc_tool_has_point(a->tool);
+	s.has_point2 = a->tool == IPC_TOOL_DRAG;
+	s.model_x = a->x;
+	s.model_y = a->y;
+	s.model_x2 = a->x2;
+	s.model_y2 = a->y2;
+	s.has_monitor = true;
+	s.monitor = run->monitor;
+	s.started_us = time_real_us();
+
+	uint64_t t0 = time_mono_us();
+	if ((r = capture(run, &frame, err, errlen)) < 0)
+		goto free_call;
+	s.image_w = frame->width;
+	s.image_h = frame->height;
+	uint64_t t1 = time_mono_us();
+	tm.capture_us = t1 - t0;
+
+	char maperr[160] = "";
+	int mr = 0;
+	if (s.has_point)
+		mr = map_point(run, &s, a->x, a->y, &s.px, &s.py, maperr, sizeof(maperr));
+	if (mr >= 0 && s.has_point2)
+		mr = map_point(run, &s, a->x2, a->y2, &s.px2, &s.py2, maperr, sizeof(maperr));
+	if (mr < 0)
+		s.has_point = s.has_point2 = false;
+	uint64_t t2 = time_mono_us();
+	tm.map_us = t2 - t1;
+
+	if ((r = journal_step_begin(run->env->journal, &s)) < 0) {
+		x11_frame_destroy(frame);
+		snprintf(err, errlen, "journal: %s", strerror(-r));
+		goto free_call;
+	}
+	shotwriter_submit(run->env->writer, s.task_id, index, "before", frame);
+	frame = NULL;
+
+	if (mr < 0) {
+		r = mr;
+		snprintf(err, errlen, "%s", maperr);
+	} else if (dry) {
+		r = 0;
+		snprintf(result, sizeof(result), "dry run: nothing injected");
+	} else {
+		r = inject(run, a, &s, result, sizeof(result), err, errlen);
+	}
+	uint64_t t3 = time_mono_us();
+	tm.inject_us = t3 - t2;
+
+	unsigned settle = run->t->settle_ms;
+	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER) {
+		int sr = sleep_checked(run, settle * 1000ull);
+		/* A stop during the settle pause is noticed at the next step; this one is done. */
+		(void)sr;
+	}
+	uint64_t t4 = time_mono_us();
+	tm.settle_us = t4 - t3;
+
+	char cerr[160];
+	if (capture(run, &frame, cerr, sizeof(cerr)) >= 0) {
+		shotwriter_submit(run->env->writer, s.task_id, index, "after", frame);
+		frame = NULL;
+	} else {
+		log_warning("task %lld step %d: %s", (long long)s.task_id, index, cerr);
+	}
+	tm.capture_after_us = time_mono_us() - t4;
+
+	int jr = journal_step_finish(run->env->journal, &s, r < 0 ? "error" : dry ? "dry_run" : "ok",
+				     r < 0 ? NULL : result, r < 0 ? err : NULL, time_real_us(), &tm);
+	if (jr < 0 && r >= 0) {
+		r = jr;
+		snprintf(err, errlen, "journal: %s", strerror(-jr));
+	}
+	run->env->progress(run->env->userdata);
+	if (r >= 0 && a->tool == IPC_TOOL_ANSWER) {
+		*ret_answer = xstrdup(a->content);
+		r = 1;
+	}
+free_call:
+	free(tool_call);
+	return r;
+}
+
+static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
+			const char *format, ...) __attribute__((format(printf, 4, 5)));
+
+static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
+			const char *format, ...)
+{
+	ret->status = status;
+	ret->result = result;
+	ret->error = NULL;
+	if (format) {
+		va_list ap;
+		va_start(ap, format);
+		if (vasprintf(&ret->error, format, ap) < 0)
+			ret->error = NULL;
+		va_end(ap);
+	}
+}
+
+static bool connection_lost(int r)
+{
+	return r == -EIO || r == -EPIPE || r == -ECONNRESET || r == -X11_ERR_NO_DISPLAY;
+}
+
+void executor_run(const struct executor_env *env, struct x11_display **d, const char *display_name,
+		  const struct executor_task *t, struct executor_outcome *ret)
+{
+	struct run run = {.env = env, .t = t};
+	const struct ipc_task_request *req = t->req;
+	char err[512];
+	char *answer = NULL;
+	int r = 0;
+
+	run.deadline_us = time_mono_us() + t->max_seconds * 1000000ull;
+	if (req->kind != IPC_TASK_KIND_SCRIPT) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "no model loaded: only scripts can run");
+		return;
+	}
+	if (!*d) {
+		*d = x11_display_open(display_name);
+		if (!*d) {
+			int e = errno;
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot open display %s: %s",
+				    display_name ? display_name : "$DISPLAY", x11_strerror(-e));
+			return;
+		}
+	}
+	run.d = *d;
+	x11_display_size(run.d, &run.root_w, &run.root_h);
+	if (x11_display_monitors(run.d, &run.monitor, 1) < 1)
+		run.monitor = (struct x11_rect){0, 0, run.root_w, run.root_h};
+
+	for (size_t i = 0; i < req->n_actions; i++) {
+		int stop = atomic_load(t->stop);
+		if (stop == EXECUTOR_CANCEL) {
+			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "cancelled after %zu of %zu steps",
+				    i, req->n_actions);
+			goto release;
+		}
+		if (stop == EXECUTOR_SHUTDOWN) {
+			set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+			goto release;
+		}
+		if (i >= t->max_steps) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_steps budget (%u) reached with %zu actions left", t->max_steps,
+				    req->n_actions - i);
+			goto release;
+		}
+		if (time_mono_us() >= run.deadline_us) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_seconds budget (%u s) exhausted after %zu steps",
+				    t->max_seconds, i);
+			goto release;
+		}
+		err[0] = '\0';
+		r = run_step(&run, (int)i, &req->actions[i], &answer, err, sizeof(err));
+		if (r == 1) {
+			set_outcome(ret, IPC_TASK_SUCCEEDED, answer, NULL);
+			goto release;
+		}
+		if (r == -ECANCELED) {
+			stop = atomic_load(t->stop);
+			if (stop == EXECUTOR_SHUTDOWN)
+				set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+			else
+				set_outcome(ret, IPC_TASK_CANCELLED, NULL,
+					    "cancelled during step %zu (%s)", i,
+					    ipc_tool_to_string(req->actions[i].tool));
+			goto release;
+		}
+		if (r == -ETIME) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_seconds budget (%u s) exhausted during step %zu",
+				    t->max_seconds, i);
+			goto release;
+		}
+		if (r < 0) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", i,
+				    ipc_tool_to_string(req->actions[i].tool), err);
+			goto release;
+		}
+	}
+	set_outcome(ret, IPC_TASK_SUCCEEDED, NULL, NULL);
+
+release:
+	/* Never leave a key or button held after a task, whatever its outcome. */
+	if (x11_release_all(run.d) < 0 || connection_lost(r)) {
+		x11_display_close(*d);
+		*d = NULL;
+	}
+}

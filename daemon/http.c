@@ -1,0 +1,790 @@
+/* The HTTP API (see http.h and docs/api.md).
+ *
+ * Request life cycle, per libmicrohttpd's contract: the access handler is called once with the
+ * headers (we check the peer's uid, the header size and Content-Length there, and may answer
+ * at once), then once per body chunk (appended under IPC_MAX_BODY_BYTES), then once more with
+ * no data, when the route's handler runs. `struct request` lives from the first call to the
+ * completion callback. */
+#include "http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "holod-config.h"
+#include "ipc.h"
+#include "x11.h"
+
+#define HTTP_CONNECTION_MEMORY (128 * 1024) /* libmicrohttpd's per-connection pool; headers
+					       beyond it get its own 431 */
+#define HTTP_CONNECTION_TIMEOUT_S 300
+#define HTTP_STREAM_POLL_MS 1000
+#define HTTP_MAX_PNG_BYTES (512u * 1024 * 1024) /* a journaled screenshot we agree to serve */
+#define HTTP_MAX_SEGMENTS 6
+
+struct http_server {
+	struct MHD_Daemon *mhd;
+	struct http_context ctx;
+};
+
+struct request {
+	char *body;
+	size_t len, cap;
+	bool too_large;
+};
+
+struct route_args {
+	int64_t id;  /* first numeric segment */
+	int64_t n;   /* second numeric segment */
+};
+
+typedef enum MHD_Result (*handler_fn)(struct http_server *s, struct MHD_Connection *c,
+				      struct request *req, const struct route_args *a);
+
+/* ---- responses ----------------------------------------------------------------------------- */
+
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp)
+{
+	if (!resp)
+		return MHD_NO;
+	enum MHD_Result r = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+/* Sends `o` (reference stolen) as JSON. */
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *o)
+{
+	if (!o)
+		return MHD_NO;
+	char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text)
+		return MHD_NO;
+	size_t n = strlen(text);
+	char *body = xrealloc(text, n + 2);
+	body[n] = '\n';
+	body[n + 1] = '\0';
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(n + 1, body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	return queue(c, status, resp);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *code,
+				  const char *format, ...) __attribute__((format(printf, 4, 5)));
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *code,
+				  const char *format, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, format);
+	vsnprintf(msg, sizeof(msg), format, ap);
+	va_end(ap);
+	log_debug("HTTP %u %s: %s", status, code, msg);
+	return send_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
+					      msg));
+}
+
+static enum MHD_Result send_internal(struct MHD_Connection *c, int err, const char *what)
+{
+	log_error_errno(err, "%s", what);
+	return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, IPC_ERR_INTERNAL, "%s: %s", what,
+			  strerror(err < 0 ? -err : err));
+}
+
+/* ---- query parameters ------------------------------------------------------------------------ */
+
+struct query_check {
+	const char *const *allowed;
+	const char *bad;
+};
+
+static enum MHD_Result query_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct query_check *q = cls;
+	for (const char *const *a = q->allowed; a && *a; a++)
+		if (strcmp(*a, key) == 0)
+			return MHD_YES;
+	q->bad = key;
+	return MHD_NO;
+}
+
+/* NULL-terminated list of accepted query parameters; sends 400 and returns false otherwise. */
+static bool check_query(struct MHD_Connection *c, const char *const *allowed, enum MHD_Result *ret)
+{
+	struct query_check q = {.allowed = allowed};
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_iter, &q);
+	if (q.bad) {
+		*ret = send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "unknown query parameter '%s'", q.bad);
+		return false;
+	}
+	return true;
+}
+
+static int parse_uint_arg(const char *s, unsigned max, unsigned *ret)
+{
+	char *end;
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*ret = (unsigned)v;
+	return 0;
+}
+
+/* ---- handlers -------------------------------------------------------------------------------- */
+
+static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
+				struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	json_t *snap = scheduler_snapshot(s->ctx.scheduler);
+	if (!snap)
+		return MHD_NO;
+	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:n, s:O, s:O, s:O, s:s, s:s}", "version",
+			  HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
+			  (json_int_t)getpid(), "display",
+			  s->ctx.display ? json_string(s->ctx.display) : json_null(), "virtual_display",
+			  s->ctx.virtual_display, "model", "running", json_object_get(snap, "running"),
+			  "queue", json_object_get(snap, "queue"), "display_connected",
+			  json_object_get(snap, "connected"), "socket", s->ctx.socket_path,
+			  "state_dir", s->ctx.state_dir);
+	json_decref(snap);
+	return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection *c,
+				    unsigned status, int64_t id)
+{
+	json_t *task;
+	int r = journal_task_get(s->ctx.journal, id, &task);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
+				  (long long)id);
+	if (r < 0)
+		return send_internal(c, r, "cannot read the task");
+	return send_json(c, status, task);
+}
+
+static enum MHD_Result parse_error(struct MHD_Connection *c, int r, const char *msg)
+{
+	if (r == -E2BIG)
+		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE, "%s",
+				  msg);
+	return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST, "%s", msg);
+}
+
+static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connection *c,
+				      struct request *req, const struct route_args *a)
+{
+	struct ipc_task_request *tr;
+	char msg[512];
+	int64_t id;
+	enum MHD_Result ret;
+	int r;
+
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	r = ipc_task_request_parse(req->body ? req->body : "", req->len, &tr, msg, sizeof(msg));
+	if (r < 0)
+		return parse_error(c, r, msg);
+	if (tr->kind == IPC_TASK_KIND_INSTRUCTION) {
+		ipc_task_request_destroy(tr);
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_MODEL,
+				  "no model loaded: holod was started without a model; scripted "
+				  "tasks work (send {\"script\": [...]})");
+	}
+	r = scheduler_submit(s->ctx.scheduler, tr, &id);
+	if (r == -ESHUTDOWN)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_SHUTTING_DOWN,
+				  "holod is shutting down");
+	if (r < 0)
+		return send_internal(c, r, "cannot queue the task");
+	log_info("task %lld: queued", (long long)id);
+	return respond_task(s, c, MHD_HTTP_CREATED, id);
+}
+
+static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection *c,
+				    struct request *req, const struct route_args *a)
+{
+	static const char *const allowed[] = {"status", "limit", "offset", NULL};
+	unsigned limit = IPC_DEFAULT_LIST_LIMIT, offset = 0;
+	int status = -1;
+	enum MHD_Result ret;
+	json_t *list;
+
+	if (!check_query(c, allowed, &ret))
+		return ret;
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "status");
+	if (v && (status = ipc_task_status_from_string(v)) < 0)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "status: unknown value '%s' (expected queued, running, succeeded, "
+				  "failed, cancelled or interrupted)",
+				  v);
+	v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+	if (v && (parse_uint_arg(v, IPC_MAX_LIST_LIMIT, &limit) < 0 || limit == 0))
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "limit: '%s' is not an integer in 1..%d", v, IPC_MAX_LIST_LIMIT);
+	v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
+	if (v && parse_uint_arg(v, INT32_MAX, &offset) < 0)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "offset: '%s' is not a non-negative integer", v);
+	int r = journal_task_list(s->ctx.journal, status, limit, offset, &list);
+	if (r < 0)
+		return send_internal(c, r, "cannot list tasks");
+	return send_json(c, MHD_HTTP_OK, list);
+}
+
+static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *c,
+				  struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	return respond_task(s, c, MHD_HTTP_OK, a->id);
+}
+
+static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c,
+			       struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	enum ipc_task_status st;
+	json_t *steps;
+
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = journal_task_status(s->ctx.journal, a->id, &st);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
+				  (long long)a->id);
+	if (r < 0 || (r = journal_steps_get(s->ctx.journal, a->id, 0, false, &steps)) < 0)
+		return send_internal(c, r, "cannot read the steps");
+	return send_json(c, MHD_HTTP_OK,
+			 json_pack("{s:I, s:o}", "task_id", (json_int_t)a->id, "steps", steps));
+}
+
+static enum MHD_Result h_step_screenshot(struct http_server *s, struct MHD_Connection *c,
+					 struct request *req, const struct route_args *a)
+{
+	static const char *const allowed[] = {"which", NULL};
+	enum MHD_Result ret;
+	char *rel = NULL, *sha = NULL;
+
+	if (!check_query(c, allowed, &ret))
+		return ret;
+	const char *which = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "which");
+	if (!which)
+		which = "after";
+	if (strcmp(which, "before") != 0 && strcmp(which, "after") != 0)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "which: unknown value '%s' (expected before or after)", which);
+	if (a->n > INT32_MAX)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no step %lld",
+				  (long long)a->n);
+	int r = journal_screenshot_get(s->ctx.journal, a->id, (int)a->n, which, &rel, &sha);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND,
+				  "no '%s' screenshot for task %lld step %lld (unknown step, or not "
+				  "written yet)",
+				  which, (long long)a->id, (long long)a->n);
+	if (r < 0)
+		return send_internal(c, r, "cannot read the journal");
+
+	char *path = path_join(s->ctx.state_dir, rel);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > HTTP_MAX_PNG_BYTES) {
+		r = fd < 0 ? -errno : -EIO;
+		if (fd >= 0)
+			close(fd);
+		ret = send_error(c, MHD_HTTP_GONE, IPC_ERR_NOT_FOUND,
+				 "screenshot file %s is missing or unreadable: %s", path,
+				 strerror(-r));
+		goto free_paths;
+	}
+	struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+	if (!resp) {
+		close(fd);
+		ret = MHD_NO;
+		goto free_paths;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "image/png");
+	MHD_add_response_header(resp, "X-Holod-SHA256", sha);
+	ret = queue(c, MHD_HTTP_OK, resp);
+free_paths:
+	free(path);
+	free(rel);
+	free(sha);
+	return ret;
+}
+
+static enum MHD_Result h_cancel(struct http_server *s, struct MHD_Connection *c,
+				struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = scheduler_cancel(s->ctx.scheduler, a->id);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
+				  (long long)a->id);
+	if (r == -EALREADY) {
+		enum ipc_task_status st = IPC_TASK_SUCCEEDED;
+		journal_task_status(s->ctx.journal, a->id, &st);
+		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
+				  "task %lld already finished (%s)", (long long)a->id,
+				  ipc_task_status_to_string(st));
+	}
+	if (r < 0)
+		return send_internal(c, r, "cannot cancel the task");
+	log_info("task %lld: cancel requested", (long long)a->id);
+	/* 200: it was queued and is now cancelled; 202: it stops at its next safe point. */
+	return respond_task(s, c, r == 1 ? MHD_HTTP_ACCEPTED : MHD_HTTP_OK, a->id);
+}
+
+/* ---- event stream ----------------------------------------------------------------------------- */
+
+struct stream {
+	struct http_server *s;
+	int64_t id;
+	int next_index;
+	bool started, done;
+	char *buf;
+	size_t len, off;
+};
+
+static void stream_append(struct stream *st, const char *event, const char *key, json_t *value)
+{
+	json_t *o = json_pack("{s:s, s:I, s:o}", "event", event, "task_id", (json_int_t)st->id,
+			      key, value);
+	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	if (!line)
+		return;
+	size_t n = strlen(line);
+	st->buf = xrealloc(st->buf, st->len + n + 2);
+	memcpy(st->buf + st->len, line, n);
+	st->buf[st->len + n] = '\n';
+	st->len += n + 1;
+	free(line);
+}
+
+/* Fills st->buf with what happened since the last call; returns false on a journal error. */
+static bool stream_collect(struct stream *st)
+{
+	struct journal *j = st->s->ctx.journal;
+	enum ipc_task_status status;
+	json_t *steps, *task;
+
+	/* Status first, steps second: if the task had ended, its last step is already visible. */
+	if (journal_task_status(j, st->id, &status) < 0)
+		return false;
+	if (!st->started) {
+		if (journal_task_get(j, st->id, &task) < 0)
+			return false;
+		stream_append(st, "task", "task", task);
+		st->started = true;
+	}
+	if (journal_steps_get(j, st->id, st->next_index, true, &steps) < 0)
+		return false;
+	size_t i;
+	json_t *step;
+	json_array_foreach(steps, i, step) {
+		st->next_index = (int)json_integer_value(json_object_get(step, "index")) + 1;
+		stream_append(st, "step", "step", json_incref(step));
+	}
+	json_decref(steps);
+	if (ipc_task_status_is_final(status) || scheduler_stopping(st->s->ctx.scheduler)) {
+		if (journal_task_get(j, st->id, &task) < 0)
+			return false;
+		stream_append(st, "end", "task", task);
+		st->done = true;
+	}
+	return true;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct stream *st = cls;
+
+	for (;;) {
+		if (st->off < st->len) {
+			size_t n = MIN(max, st->len - st->off);
+			memcpy(out, st->buf + st->off, n);
+			st->off += n;
+			return (ssize_t)n;
+		}
+		if (st->done)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		free(st->buf);
+		st->buf = NULL;
+		st->len = st->off = 0;
+		/* Thread-per-connection: blocking here holds only this connection's thread. */
+		uint64_t seen = scheduler_progress(st->s->ctx.scheduler);
+		if (!stream_collect(st))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (st->len == 0)
+			scheduler_wait(st->s->ctx.scheduler, seen, HTTP_STREAM_POLL_MS);
+	}
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	free(st->buf);
+	free(st);
+}
+
+static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
+				struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	enum ipc_task_status status;
+
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = journal_task_status(s->ctx.journal, a->id, &status);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
+				  (long long)a->id);
+	if (r < 0)
+		return send_internal(c, r, "cannot read the task");
+	struct stream *st = xcalloc(1, sizeof(*st));
+	st->s = s;
+	st->id = a->id;
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
+						  stream_free);
+	if (!resp) {
+		stream_free(st);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	return queue(c, MHD_HTTP_OK, resp);
+}
+
+/* ---- one action now, and the screen now --------------------------------------------------------- */
+
+static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c,
+				 struct request *req, const struct route_args *a)
+{
+	struct ipc_task_request *tr;
+	enum ipc_task_status status;
+	enum MHD_Result ret;
+	char msg[512];
+	int64_t id;
+	int r;
+
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	r = ipc_action_request_parse(req->body ? req->body : "", req->len, &tr, msg, sizeof(msg));
+	if (r < 0)
+		return parse_error(c, r, msg);
+	r = scheduler_submit(s->ctx.scheduler, tr, &id);
+	if (r == -ESHUTDOWN)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_SHUTTING_DOWN,
+				  "holod is shutting down");
+	if (r < 0)
+		return send_internal(c, r, "cannot queue the action");
+	/* Wait for the display queue to reach and finish it. */
+	uint64_t seen = scheduler_progress(s->ctx.scheduler);
+	while ((r = journal_task_status(s->ctx.journal, id, &status)) >= 0 &&
+	       !ipc_task_status_is_final(status))
+		seen = scheduler_wait(s->ctx.scheduler, seen, HTTP_STREAM_POLL_MS);
+	if (r < 0)
+		return send_internal(c, r, "cannot read the task");
+
+	json_t *task, *steps;
+	if ((r = journal_task_get(s->ctx.journal, id, &task)) < 0)
+		return send_internal(c, r, "cannot read the task");
+	if ((r = journal_steps_get(s->ctx.journal, id, 0, false, &steps)) < 0) {
+		json_decref(task);
+		return send_internal(c, r, "cannot read the step");
+	}
+	json_t *step = json_array_get(steps, 0);
+	json_t *o = json_pack("{s:o, s:O}", "task", task, "step", step ? step : json_null());
+	json_decref(steps);
+	return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection *c,
+				    struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	struct x11_frame *frame = NULL;
+	uint8_t *png = NULL;
+	size_t size;
+	int r;
+
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	/* Its own connection on this thread: the executor's belongs to the executor. */
+	struct x11_display *d = x11_display_open(s->ctx.display);
+	if (!d)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_DISPLAY,
+				  "cannot open display %s: %s",
+				  s->ctx.display ? s->ctx.display : "$DISPLAY", x11_strerror(-errno));
+	r = x11_capture(d, NULL, &frame);
+	x11_display_close(d);
+	if (r < 0)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_DISPLAY,
+				  "screenshot failed: %s", x11_strerror(r));
+	r = x11_frame_encode_png(frame, &png, &size);
+	x11_frame_destroy(frame);
+	if (r < 0)
+		return send_internal(c, r, "cannot encode the screenshot");
+	struct MHD_Response *resp = MHD_create_response_from_buffer(size, png, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(png);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "image/png");
+	return queue(c, MHD_HTTP_OK, resp);
+}
+
+/* ---- routing ----------------------------------------------------------------------------------- */
+
+/* Pattern segments: a literal, or "#" for a decimal integer. */
+static const struct route {
+	const char *method;
+	const char *pattern;
+	handler_fn fn;
+} routes[] = {
+	{"GET", "status", h_status},
+	{"GET", "tasks", h_tasks_list},
+	{"POST", "tasks", h_tasks_create},
+	{"GET", "tasks/#", h_task_get},
+	{"GET", "tasks/#/steps", h_steps},
+	{"GET", "tasks/#/steps/#/screenshot", h_step_screenshot},
+	{"POST", "tasks/#/cancel", h_cancel},
+	{"GET", "tasks/#/events", h_events},
+	{"POST", "actions", h_actions},
+	{"GET", "screenshot", h_screenshot},
+};
+
+static bool match(const char *pattern, const char *path, struct route_args *a)
+{
+	int nums = 0;
+	for (;;) {
+		const char *pe = strchrnul(pattern, '/'), *se = strchrnul(path, '/');
+		size_t pl = (size_t)(pe - pattern), sl = (size_t)(se - path);
+		if (pl == 1 && pattern[0] == '#') {
+			if (sl == 0 || sl > 18)
+				return false;
+			int64_t v = 0;
+			for (size_t i = 0; i < sl; i++) {
+				if (path[i] < '0' || path[i] > '9')
+					return false;
+				v = v * 10 + (path[i] - '0');
+			}
+			if (nums++ == 0)
+				a->id = v;
+			else
+				a->n = v;
+		} else if (pl != sl || strncmp(pattern, path, pl) != 0) {
+			return false;
+		}
+		if (!*pe || !*se)
+			return !*pe && !*se;
+		pattern = pe + 1;
+		path = se + 1;
+	}
+}
+
+static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *c, const char *url,
+				const char *method, struct request *req)
+{
+	struct route_args a = {0};
+	char allow[64] = "";
+	const char *prefix = IPC_API_PREFIX "/";
+
+	if (strncmp(url, prefix, strlen(prefix)) == 0) {
+		const char *path = url + strlen(prefix);
+		for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+			if (!match(routes[i].pattern, path, &a))
+				continue;
+			if (strcmp(routes[i].method, method) == 0)
+				return routes[i].fn(s, c, req, &a);
+			snprintf(allow + strlen(allow), sizeof(allow) - strlen(allow), "%s%s",
+				 allow[0] ? ", " : "", routes[i].method);
+		}
+	}
+	if (allow[0]) {
+		json_t *o = json_pack("{s:{s:s, s:s++}}", "error", "code", IPC_ERR_METHOD_NOT_ALLOWED,
+				      "message", method, " is not allowed here; allowed: ", allow);
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!text)
+			return MHD_NO;
+		struct MHD_Response *resp = MHD_create_response_from_buffer(
+			strlen(text), text, MHD_RESPMEM_MUST_FREE);
+		if (!resp) {
+			free(text);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+		return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
+	}
+	return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND,
+			  "no such endpoint: %s %s (see docs/api.md; the API lives under %s/)",
+			  method, url, IPC_API_PREFIX);
+}
+
+/* ---- the access handler -------------------------------------------------------------------------- */
+
+static enum MHD_Result header_size_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+					const char *value)
+{
+	size_t *total = cls;
+	*total += strlen(key) + (value ? strlen(value) : 0) + 4;
+	return MHD_YES;
+}
+
+/* Only holod's own user may talk to it (the socket's directory and mode say the same). */
+static bool peer_allowed(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		log_warning_errno(-errno, "cannot read the peer credentials of a connection");
+		return false;
+	}
+	if (cred.uid != geteuid()) {
+		log_warning("refused a request from uid %u (pid %d): only uid %u may use holod",
+			    (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
+		return false;
+	}
+	return true;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
+				      const char *method, const char *version,
+				      const char *upload_data, size_t *upload_data_size,
+				      void **con_cls)
+{
+	struct http_server *s = cls;
+	struct request *req = *con_cls;
+
+	if (!req) {
+		if (!peer_allowed(c))
+			return send_error(c, MHD_HTTP_FORBIDDEN, IPC_ERR_FORBIDDEN,
+					  "only the user running holod may use its socket");
+		size_t total = 0;
+		MHD_get_connection_values(c, MHD_HEADER_KIND, header_size_iter, &total);
+		if (total > IPC_MAX_HEADER_BYTES)
+			return send_error(c, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
+					  IPC_ERR_HEADERS_TOO_LARGE,
+					  "request headers of %zu bytes exceed the limit of %d", total,
+					  IPC_MAX_HEADER_BYTES);
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > IPC_MAX_BODY_BYTES)
+			return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE,
+					  "request body of %s bytes exceeds the limit of %d", cl,
+					  IPC_MAX_BODY_BYTES);
+		*con_cls = xcalloc(1, sizeof(struct request));
+		return MHD_YES;
+	}
+
+	if (*upload_data_size) {
+		size_t n = *upload_data_size, need;
+		*upload_data_size = 0;
+		if (req->too_large || !size_add_ok(req->len, n, &need) || need > IPC_MAX_BODY_BYTES) {
+			req->too_large = true;
+			return MHD_YES;
+		}
+		if (need + 1 > req->cap) {
+			req->cap = MAX(need + 1, req->cap * 2);
+			req->body = xrealloc(req->body, req->cap);
+		}
+		memcpy(req->body + req->len, upload_data, n);
+		req->len = need;
+		req->body[req->len] = '\0';
+		return MHD_YES;
+	}
+	if (req->too_large)
+		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE,
+				  "request body exceeds the limit of %d bytes", IPC_MAX_BODY_BYTES);
+	return dispatch(s, c, url, method, req);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			      enum MHD_RequestTerminationCode toe)
+{
+	struct request *req = *con_cls;
+	if (!req)
+		return;
+	free(req->body);
+	free(req);
+	*con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	log_debug("libmicrohttpd: %s", msg);
+}
+
+struct http_server *http_server_create(int listen_fd, const struct http_context *ctx)
+{
+	struct http_server *s = xcalloc(1, sizeof(*s));
+
+	s->ctx = *ctx;
+	s->mhd = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+			MHD_USE_ITC | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	if (!s->mhd) {
+		free(s);
+		errno = EIO;
+		return NULL;
+	}
+	return s;
+}
+
+void http_server_destroy(struct http_server *s)
+{
+	if (!s)
+		return;
+	if (s->mhd) {
+		/* Take the listening socket back first so MHD does not close it (the caller owns
+		 * it and unlinks the path). */
+		MHD_quiesce_daemon(s->mhd);
+		MHD_stop_daemon(s->mhd);
+	}
+	free(s);
+}

@@ -1,0 +1,758 @@
+/* The SQLite journal. See journal.h for the threading and error contract and docs/journal.md for
+ * the schema, which this file's migration table is the source of. */
+#include "journal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+struct journal {
+	sqlite3 *db;
+	pthread_mutex_t lock;
+};
+
+/* Forward migrations: entry i takes user_version i to i + 1. Never edit a shipped entry; append. */
+static const char *const migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE tasks ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  kind TEXT NOT NULL CHECK (kind IN ('instruction', 'script')),"
+	"  spec TEXT NOT NULL,"
+	"  status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed',"
+	"                                         'cancelled', 'interrupted')),"
+	"  display TEXT,"
+	"  created_us INTEGER NOT NULL,"
+	"  started_us INTEGER,"
+	"  finished_us INTEGER,"
+	"  result TEXT,"
+	"  error TEXT"
+	");"
+	"CREATE INDEX tasks_by_status ON tasks (status, id);"
+	"CREATE TABLE steps ("
+	"  task_id INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,"
+	"  idx INTEGER NOT NULL CHECK (idx >= 0),"
+	"  tool_name TEXT NOT NULL,"
+	"  tool_call TEXT NOT NULL,"
+	"  coords TEXT NOT NULL CHECK (coords IN ('pixels', 'model')),"
+	"  model_x INTEGER, model_y INTEGER, model_x2 INTEGER, model_y2 INTEGER,"
+	"  px INTEGER, py INTEGER, px2 INTEGER, py2 INTEGER,"
+	"  mon_x INTEGER, mon_y INTEGER, mon_w INTEGER, mon_h INTEGER,"
+	"  image_w INTEGER, image_h INTEGER,"
+	"  status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'error', 'dry_run',"
+	"                                         'interrupted')),"
+	"  result TEXT,"
+	"  error TEXT,"
+	"  started_us INTEGER NOT NULL,"
+	"  finished_us INTEGER,"
+	"  capture_us INTEGER, map_us INTEGER, inject_us INTEGER, settle_us INTEGER,"
+	"  capture_after_us INTEGER,"
+	"  PRIMARY KEY (task_id, idx)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE screenshots ("
+	"  task_id INTEGER NOT NULL,"
+	"  idx INTEGER NOT NULL,"
+	"  which TEXT NOT NULL CHECK (which IN ('before', 'after')),"
+	"  path TEXT NOT NULL,"
+	"  sha256 TEXT NOT NULL CHECK (length(sha256) = 64),"
+	"  bytes INTEGER NOT NULL,"
+	"  width INTEGER NOT NULL,"
+	"  height INTEGER NOT NULL,"
+	"  encode_us INTEGER,"
+	"  write_us INTEGER,"
+	"  PRIMARY KEY (task_id, idx, which),"
+	"  FOREIGN KEY (task_id, idx) REFERENCES steps (task_id, idx) ON DELETE CASCADE"
+	") WITHOUT ROWID;",
+};
+
+static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
+
+static int sqlite_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_CONSTRAINT:
+	case SQLITE_MISMATCH:
+	case SQLITE_RANGE:
+		return -EINVAL;
+	case SQLITE_TOOBIG:
+		return -E2BIG;
+	default:
+		return -EIO;
+	}
+}
+
+/* Translate at the edge: an SQLite failure becomes -errno plus a debug line with its message. */
+#define db_fail(j, rc, what)                                                                       \
+	log_debug_errno(sqlite_errno(rc) ? sqlite_errno(rc) : -EIO, "sqlite %s: %s (%d)", (what),  \
+			sqlite3_errmsg((j)->db), (rc))
+
+static int exec_locked(struct journal *j, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(j->db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		int r = log_debug_errno(sqlite_errno(rc), "sqlite exec: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return r;
+	}
+	return 0;
+}
+
+static int prepare(struct journal *j, const char *sql, sqlite3_stmt **ret)
+{
+	int rc = sqlite3_prepare_v2(j->db, sql, -1, ret, NULL);
+	return rc == SQLITE_OK ? 0 : db_fail(j, rc, "prepare");
+}
+
+static int step_done(struct journal *j, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_fail(j, rc, "step");
+}
+
+static int read_user_version(struct journal *j, int *ret)
+{
+	sqlite3_stmt *st;
+	int r = prepare(j, "PRAGMA user_version", &st);
+	if (r < 0)
+		return r;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int(st, 0);
+	else
+		r = db_fail(j, rc, "user_version");
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int migrate(struct journal *j)
+{
+	int version, r;
+
+	if ((r = read_user_version(j, &version)) < 0)
+		return r;
+	if (version > JOURNAL_SCHEMA_VERSION) {
+		log_error("journal schema version %d is newer than this holod (%d)", version,
+			  JOURNAL_SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	for (; version < JOURNAL_SCHEMA_VERSION; version++) {
+		char *bump = xasprintf("PRAGMA user_version = %d;", version + 1);
+		if ((r = exec_locked(j, "BEGIN IMMEDIATE;")) < 0) {
+			free(bump);
+			return r;
+		}
+		if ((r = exec_locked(j, migrations[version])) < 0 || (r = exec_locked(j, bump)) < 0 ||
+		    (r = exec_locked(j, "COMMIT;")) < 0) {
+			exec_locked(j, "ROLLBACK;");
+			free(bump);
+			return r;
+		}
+		free(bump);
+	}
+	return 0;
+}
+
+struct journal *journal_open(const char *path)
+{
+	struct journal *j = xcalloc(1, sizeof(*j));
+	int r, rc;
+
+	pthread_mutex_init(&j->lock, NULL);
+	rc = sqlite3_open_v2(path, &j->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		r = j->db ? db_fail(j, rc, "open") : -ENOMEM;
+		goto destroy;
+	}
+	sqlite3_busy_timeout(j->db, 5000);
+	/* WAL + synchronous=NORMAL: a commit survives a crash of holod (kill -9); a power cut may
+	 * lose the last commits but never corrupts the file. */
+	if ((r = exec_locked(j, "PRAGMA journal_mode = WAL;"
+				"PRAGMA synchronous = NORMAL;"
+				"PRAGMA foreign_keys = ON;")) < 0)
+		goto destroy;
+	if ((r = migrate(j)) < 0)
+		goto destroy;
+	return j;
+
+destroy:
+	journal_close(j);
+	errno = -r;
+	return NULL;
+}
+
+void journal_close(struct journal *j)
+{
+	if (!j)
+		return;
+	if (j->db)
+		sqlite3_close(j->db);
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+}
+
+int journal_schema_version(struct journal *j)
+{
+	int v, r;
+	pthread_mutex_lock(&j->lock);
+	r = read_user_version(j, &v);
+	pthread_mutex_unlock(&j->lock);
+	return r < 0 ? r : v;
+}
+
+int journal_integrity_check(struct journal *j)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "PRAGMA integrity_check", &st)) < 0)
+		goto unlock;
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		r = db_fail(j, rc, "integrity_check");
+	} else if (strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
+		log_error("journal integrity check: %s", sqlite3_column_text(st, 0));
+		r = -EBADMSG;
+	}
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_recover(struct journal *j, uint64_t now_us)
+{
+	sqlite3_stmt *st = NULL;
+	int r, changed = 0;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = exec_locked(j, "BEGIN IMMEDIATE;")) < 0)
+		goto unlock;
+	if ((r = prepare(j, "UPDATE tasks SET status = 'interrupted', finished_us = ?1,"
+			    " error = CASE status WHEN 'running'"
+			    "   THEN 'holod stopped while the task was running'"
+			    "   ELSE 'holod stopped before the task started' END"
+			    " WHERE status IN ('running', 'queued')",
+			 &st)) < 0)
+		goto rollback;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)now_us);
+	if ((r = step_done(j, st)) < 0)
+		goto rollback;
+	changed = sqlite3_changes(j->db);
+	sqlite3_finalize(st);
+	st = NULL;
+	if ((r = exec_locked(j, "UPDATE steps SET status = 'interrupted',"
+				" error = 'holod stopped during this step' WHERE status = 'running';")) < 0)
+		goto rollback;
+	if ((r = exec_locked(j, "COMMIT;")) < 0)
+		goto rollback;
+	r = changed;
+	goto unlock;
+rollback:
+	sqlite3_finalize(st);
+	exec_locked(j, "ROLLBACK;");
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_task_insert(struct journal *j, enum ipc_task_kind kind, const char *spec_json,
+			const char *display, uint64_t created_us, int64_t *ret_id)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "INSERT INTO tasks (kind, spec, status, display, created_us)"
+			    " VALUES (?1, ?2, 'queued', ?3, ?4)",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_text(st, 1, ipc_task_kind_to_string(kind), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, spec_json, -1, SQLITE_TRANSIENT);
+	if (display)
+		sqlite3_bind_text(st, 3, display, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)created_us);
+	if ((r = step_done(j, st)) >= 0)
+		*ret_id = sqlite3_last_insert_rowid(j->db);
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_task_start(struct journal *j, int64_t id, uint64_t started_us)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "UPDATE tasks SET status = 'running', started_us = ?2 WHERE id = ?1",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)started_us);
+	r = step_done(j, st);
+	if (r >= 0 && sqlite3_changes(j->db) == 0)
+		r = -ENOENT;
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,
+			uint64_t finished_us, const char *result, const char *error)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "UPDATE tasks SET status = ?2, finished_us = ?3, result = ?4,"
+			    " error = ?5 WHERE id = ?1",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, ipc_task_status_to_string(status), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)finished_us);
+	if (result)
+		sqlite3_bind_text(st, 4, result, -1, SQLITE_TRANSIENT);
+	if (error)
+		sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT);
+	r = step_done(j, st);
+	if (r >= 0 && sqlite3_changes(j->db) == 0)
+		r = -ENOENT;
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+static json_t *col_time(sqlite3_stmt *st, int col)
+{
+	char buf[64];
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_string(time_format_rfc3339((uint64_t)sqlite3_column_int64(st, col), buf,
+					       sizeof(buf)));
+}
+
+static json_t *col_text(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_stringn((const char *)sqlite3_column_text(st, col),
+			    (size_t)sqlite3_column_bytes(st, col));
+}
+
+/* A column holding JSON text we wrote ourselves; falls back to the string if it does not parse. */
+static json_t *col_json(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	json_t *v = json_loadb((const char *)sqlite3_column_text(st, col),
+			       (size_t)sqlite3_column_bytes(st, col), 0, NULL);
+	return v ? v : col_text(st, col);
+}
+
+static json_t *col_int(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_integer(sqlite3_column_int64(st, col));
+}
+
+#define TASK_COLUMNS                                                                               \
+	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"   \
+	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id)"
+
+static json_t *task_row(sqlite3_stmt *st)
+{
+	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}",
+			 "id", (json_int_t)sqlite3_column_int64(st, 0),
+			 "kind", col_text(st, 1),
+			 "spec", col_json(st, 2),
+			 "status", col_text(st, 3),
+			 "display", col_text(st, 4),
+			 "created_at", col_time(st, 5),
+			 "started_at", col_time(st, 6),
+			 "finished_at", col_time(st, 7),
+			 "result", col_text(st, 8),
+			 "error", col_text(st, 9),
+			 "steps", (json_int_t)sqlite3_column_int64(st, 10));
+}
+
+int journal_task_get(struct journal *j, int64_t id, json_t **ret)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "SELECT " TASK_COLUMNS " FROM tasks WHERE id = ?1", &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		json_t *o = task_row(st);
+		if (o)
+			*ret = o;
+		else
+			r = -ENOMEM;
+	} else {
+		r = rc == SQLITE_DONE ? -ENOENT : db_fail(j, rc, "task get");
+	}
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_task_status(struct journal *j, int64_t id, enum ipc_task_status *ret)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "SELECT status FROM tasks WHERE id = ?1", &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int s = ipc_task_status_from_string((const char *)sqlite3_column_text(st, 0));
+		if (s < 0)
+			r = -EBADMSG;
+		else
+			*ret = (enum ipc_task_status)s;
+	} else {
+		r = rc == SQLITE_DONE ? -ENOENT : db_fail(j, rc, "task status");
+	}
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_task_list(struct journal *j, int status, unsigned limit, unsigned offset,
+		      json_t **ret)
+{
+	sqlite3_stmt *st = NULL, *count = NULL;
+	json_t *tasks = json_array();
+	int r, rc;
+
+	if (!tasks)
+		return -ENOMEM;
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "SELECT " TASK_COLUMNS " FROM tasks WHERE ?1 IS NULL OR status = ?1"
+			    " ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+			 &st)) < 0)
+		goto finish;
+	if ((r = prepare(j, "SELECT count(*) FROM tasks WHERE ?1 IS NULL OR status = ?1",
+			 &count)) < 0)
+		goto finish;
+	if (status >= 0) {
+		sqlite3_bind_text(st, 1, ipc_task_status_to_string(status), -1, SQLITE_STATIC);
+		sqlite3_bind_text(count, 1, ipc_task_status_to_string(status), -1, SQLITE_STATIC);
+	}
+	sqlite3_bind_int64(st, 2, limit);
+	sqlite3_bind_int64(st, 3, offset);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		json_t *o = task_row(st);
+		if (!o || json_array_append_new(tasks, o) < 0) {
+			r = -ENOMEM;
+			goto finish;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		r = db_fail(j, rc, "task list");
+		goto finish;
+	}
+	if ((rc = sqlite3_step(count)) != SQLITE_ROW) {
+		r = db_fail(j, rc, "task count");
+		goto finish;
+	}
+	json_t *o = json_pack("{s:O, s:I, s:I, s:I}", "tasks", tasks, "total",
+			      (json_int_t)sqlite3_column_int64(count, 0), "limit", (json_int_t)limit,
+			      "offset", (json_int_t)offset);
+	if (!o) {
+		r = -ENOMEM;
+		goto finish;
+	}
+	*ret = o;
+finish:
+	sqlite3_finalize(st);
+	sqlite3_finalize(count);
+	pthread_mutex_unlock(&j->lock);
+	json_decref(tasks);
+	return r;
+}
+
+static void bind_opt_int(sqlite3_stmt *st, int idx, bool present, int v)
+{
+	if (present)
+		sqlite3_bind_int(st, idx, v);
+	else
+		sqlite3_bind_null(st, idx);
+}
+
+int journal_step_begin(struct journal *j, const struct journal_step *s)
+{
+	sqlite3_stmt *st;
+	int r;
+	bool model = s->coords == IPC_COORDS_MODEL;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "INSERT INTO steps (task_id, idx, tool_name, tool_call, coords,"
+			    " model_x, model_y, model_x2, model_y2, mon_x, mon_y, mon_w, mon_h,"
+			    " image_w, image_h, status, started_us)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+			    " 'running', ?16)",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, s->task_id);
+	sqlite3_bind_int(st, 2, s->index);
+	sqlite3_bind_text(st, 3, s->tool_name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, s->tool_call, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 5, ipc_coords_to_string(s->coords), -1, SQLITE_STATIC);
+	bind_opt_int(st, 6, model && s->has_point, s->model_x);
+	bind_opt_int(st, 7, model && s->has_point, s->model_y);
+	bind_opt_int(st, 8, model && s->has_point2, s->model_x2);
+	bind_opt_int(st, 9, model && s->has_point2, s->model_y2);
+	bind_opt_int(st, 10, s->has_monitor, s->monitor.x);
+	bind_opt_int(st, 11, s->has_monitor, s->monitor.y);
+	bind_opt_int(st, 12, s->has_monitor, s->monitor.width);
+	bind_opt_int(st, 13, s->has_monitor, s->monitor.height);
+	bind_opt_int(st, 14, s->image_w > 0, s->image_w);
+	bind_opt_int(st, 15, s->image_h > 0, s->image_h);
+	sqlite3_bind_int64(st, 16, (sqlite3_int64)s->started_us);
+	r = step_done(j, st);
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_step_finish(struct journal *j, const struct journal_step *s, const char *status,
+			const char *result, const char *error, uint64_t finished_us,
+			const struct journal_step_timing *t)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "UPDATE steps SET status = ?3, result = ?4, error = ?5,"
+			    " finished_us = ?6, capture_us = ?7, map_us = ?8, inject_us = ?9,"
+			    " settle_us = ?10, capture_after_us = ?11, px = ?12, py = ?13,"
+			    " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17"
+			    " WHERE task_id = ?1 AND idx = ?2",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, s->task_id);
+	sqlite3_bind_int(st, 2, s->index);
+	sqlite3_bind_text(st, 3, status, -1, SQLITE_TRANSIENT);
+	if (result)
+		sqlite3_bind_text(st, 4, result, -1, SQLITE_TRANSIENT);
+	if (error)
+		sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)finished_us);
+	sqlite3_bind_int64(st, 7, (sqlite3_int64)t->capture_us);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)t->map_us);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)t->inject_us);
+	sqlite3_bind_int64(st, 10, (sqlite3_int64)t->settle_us);
+	sqlite3_bind_int64(st, 11, (sqlite3_int64)t->capture_after_us);
+	bind_opt_int(st, 12, s->has_point, s->px);
+	bind_opt_int(st, 13, s->has_point, s->py);
+	bind_opt_int(st, 14, s->has_point2, s->px2);
+	bind_opt_int(st, 15, s->has_point2, s->py2);
+	bind_opt_int(st, 16, s->image_w > 0, s->image_w);
+	bind_opt_int(st, 17, s->image_h > 0, s->image_h);
+	r = step_done(j, st);
+	if (r >= 0 && sqlite3_changes(j->db) == 0)
+		r = -ENOENT;
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+static json_t *point(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	json_t *o = json_pack("{s:i, s:i}", "x", sqlite3_column_int(st, col), "y",
+			      sqlite3_column_int(st, col + 1));
+	if (o && sqlite3_column_type(st, col + 2) != SQLITE_NULL) {
+		json_object_set_new(o, "x2", json_integer(sqlite3_column_int(st, col + 2)));
+		json_object_set_new(o, "y2", json_integer(sqlite3_column_int(st, col + 3)));
+	}
+	return o;
+}
+
+static json_t *rect(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_pack("{s:i, s:i, s:i, s:i}", "x", sqlite3_column_int(st, col), "y",
+			 sqlite3_column_int(st, col + 1), "width", sqlite3_column_int(st, col + 2),
+			 "height", sqlite3_column_int(st, col + 3));
+}
+
+static json_t *size(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_pack("{s:i, s:i}", "width", sqlite3_column_int(st, col), "height",
+			 sqlite3_column_int(st, col + 1));
+}
+
+static json_t *shot(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return json_null();
+	return json_pack("{s:o, s:o, s:o}", "path", col_text(st, col), "sha256",
+			 col_text(st, col + 1), "bytes", col_int(st, col + 2));
+}
+
+int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
+		      json_t **ret)
+{
+	sqlite3_stmt *st;
+	json_t *arr = json_array();
+	int r, rc;
+
+	if (!arr)
+		return -ENOMEM;
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "SELECT s.idx, s.tool_call, s.status, s.coords,"
+			    " s.model_x, s.model_y, s.model_x2, s.model_y2,"
+			    " s.px, s.py, s.px2, s.py2, s.mon_x, s.mon_y, s.mon_w, s.mon_h,"
+			    " s.image_w, s.image_h, s.result, s.error, s.started_us, s.finished_us,"
+			    " s.capture_us, s.map_us, s.inject_us, s.settle_us, s.capture_after_us,"
+			    " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes"
+			    " FROM steps s"
+			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
+			    "   AND b.which = 'before'"
+			    " LEFT JOIN screenshots a ON a.task_id = s.task_id AND a.idx = s.idx"
+			    "   AND a.which = 'after'"
+			    " WHERE s.task_id = ?1 AND s.idx >= ?2"
+			    "   AND (?3 = 0 OR s.status != 'running')"
+			    " ORDER BY s.idx",
+			 &st)) < 0)
+		goto finish;
+	sqlite3_bind_int64(st, 1, task_id);
+	sqlite3_bind_int(st, 2, from_index);
+	sqlite3_bind_int(st, 3, finished_only);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		json_t *timings = json_pack(
+			"{s:o, s:o, s:o, s:o, s:o}", "capture", col_int(st, 22), "map",
+			col_int(st, 23), "inject", col_int(st, 24), "settle", col_int(st, 25),
+			"capture_after", col_int(st, 26));
+		json_t *o = json_pack(
+			"{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+			" s:{s:o, s:o}}",
+			"index", sqlite3_column_int(st, 0), "tool_call", col_json(st, 1), "status",
+			col_text(st, 2), "coords", col_text(st, 3), "model", point(st, 4), "pixels",
+			point(st, 8), "monitor", rect(st, 12), "image", size(st, 16), "result",
+			col_text(st, 18), "error", col_text(st, 19), "started_at", col_time(st, 20),
+			"finished_at", col_time(st, 21), "timings_us", timings ? timings : json_null(),
+			"screenshots", "before", shot(st, 27), "after", shot(st, 30));
+		if (!o || json_array_append_new(arr, o) < 0) {
+			r = -ENOMEM;
+			sqlite3_finalize(st);
+			goto finish;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		r = db_fail(j, rc, "steps");
+	sqlite3_finalize(st);
+finish:
+	pthread_mutex_unlock(&j->lock);
+	if (r < 0) {
+		json_decref(arr);
+		return r;
+	}
+	*ret = arr;
+	return 0;
+}
+
+int journal_screenshot_insert(struct journal *j, int64_t task_id, int index, const char *which,
+			      const char *relpath, const char *sha256_hex, uint64_t bytes, int width,
+			      int height, uint64_t encode_us, uint64_t write_us)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "INSERT OR REPLACE INTO screenshots (task_id, idx, which, path, sha256,"
+			    " bytes, width, height, encode_us, write_us)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, task_id);
+	sqlite3_bind_int(st, 2, index);
+	sqlite3_bind_text(st, 3, which, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, relpath, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 5, sha256_hex, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)bytes);
+	sqlite3_bind_int(st, 7, width);
+	sqlite3_bind_int(st, 8, height);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)encode_us);
+	sqlite3_bind_int64(st, 10, (sqlite3_int64)write_us);
+	r = step_done(j, st);
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
+int journal_screenshot_get(struct journal *j, int64_t task_id, int index, const char *which,
+			   char **ret_relpath, char **ret_sha256)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "SELECT path, sha256 FROM screenshots"
+			    " WHERE task_id = ?1 AND idx = ?2 AND which = ?3",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, task_id);
+	sqlite3_bind_int(st, 2, index);
+	sqlite3_bind_text(st, 3, which, -1, SQLITE_TRANSIENT);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*ret_relpath = xstrdup((const char *)sqlite3_column_text(st, 0));
+		if (ret_sha256)
+			*ret_sha256 = xstrdup((const char *)sqlite3_column_text(st, 1));
+	} else {
+		r = rc == SQLITE_DONE ? -ENOENT : db_fail(j, rc, "screenshot get");
+	}
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}

@@ -1,0 +1,91 @@
+/* journal: the SQLite record of every task, step and screenshot (schema: docs/journal.md).
+ *
+ * One struct journal is one database connection guarded by a mutex, shared by the executor
+ * thread (tasks, steps), the screenshot writer (screenshot rows) and the HTTP threads (reads).
+ * Every write is its own transaction, committed before the call returns, so what a reader sees
+ * is what survives a crash of holod (WAL mode, synchronous=NORMAL).
+ *
+ * Query functions return API-ready JSON objects (json_t, a new reference): the rows map one to
+ * one onto the objects of docs/api.md, and the daemon is the only user of this header.
+ *
+ * Errors: -errno; SQLite result codes are translated here (SQLITE_BUSY -> -EBUSY, SQLITE_FULL ->
+ * -ENOSPC, SQLITE_CORRUPT/NOTADB -> -EBADMSG, SQLITE_CANTOPEN -> -ENOENT/-EACCES, constraint
+ * -> -EINVAL, others -> -EIO) with a debug log of the SQLite message.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ipc.h"
+#include "x11.h"
+
+#define JOURNAL_SCHEMA_VERSION 1
+
+struct journal;
+
+/* Opens (creating if needed) and migrates the database at `path`. NULL + errno: -EPROTO when
+ * the file has a newer schema than this holod knows. */
+struct journal *journal_open(const char *path);
+void journal_close(struct journal *j);
+
+int journal_schema_version(struct journal *j);
+/* "ok" -> 0, anything else -> -EBADMSG (message logged). */
+int journal_integrity_check(struct journal *j);
+
+/* Startup recovery after a crash or restart: tasks left 'running' or 'queued' become
+ * 'interrupted' (with an error saying why), steps left 'running' become 'interrupted'.
+ * Returns the number of tasks changed. */
+int journal_recover(struct journal *j, uint64_t now_us);
+
+int journal_task_insert(struct journal *j, enum ipc_task_kind kind, const char *spec_json,
+			const char *display, uint64_t created_us, int64_t *ret_id);
+int journal_task_start(struct journal *j, int64_t id, uint64_t started_us);
+/* Final status; result and error may be NULL. */
+int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,
+			uint64_t finished_us, const char *result, const char *error);
+/* -ENOENT when absent. */
+int journal_task_get(struct journal *j, int64_t id, json_t **ret);
+int journal_task_status(struct journal *j, int64_t id, enum ipc_task_status *ret);
+/* status < 0: any. Newest first. ret: {"tasks": [...], "total": N, "limit", "offset"} */
+int journal_task_list(struct journal *j, int status, unsigned limit, unsigned offset,
+		      json_t **ret);
+
+/* One step, as the executor fills it in. */
+struct journal_step {
+	int64_t task_id;
+	int index;
+	const char *tool_call; /* JSON */
+	const char *tool_name;
+	enum ipc_coords coords;
+	bool has_point, has_point2;
+	int model_x, model_y, model_x2, model_y2; /* only when coords == MODEL */
+	int px, py, px2, py2;
+	bool has_monitor;
+	struct x11_rect monitor;
+	int image_w, image_h; /* 0 when nothing was captured */
+	uint64_t started_us;
+};
+
+struct journal_step_timing {
+	uint64_t capture_us, map_us, inject_us, settle_us, capture_after_us;
+};
+
+/* Inserts the step as 'running' (before the action, so screenshot rows can refer to it). */
+int journal_step_begin(struct journal *j, const struct journal_step *s);
+/* status: "ok", "error", "dry_run"; result/error may be NULL. Also records the pixel
+ * coordinates, which are known only after mapping. */
+int journal_step_finish(struct journal *j, const struct journal_step *s, const char *status,
+			const char *result, const char *error, uint64_t finished_us,
+			const struct journal_step_timing *t);
+/* Finished steps with index >= from_index, in order, as a JSON array (with their screenshots). */
+int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
+		      json_t **ret);
+
+int journal_screenshot_insert(struct journal *j, int64_t task_id, int index, const char *which,
+			      const char *relpath, const char *sha256_hex, uint64_t bytes, int width,
+			      int height, uint64_t encode_us, uint64_t write_us);
+/* Relative path and sha256 of a written screenshot; -ENOENT when there is none (yet). */
+int journal_screenshot_get(struct journal *j, int64_t task_id, int index, const char *which,
+			   char **ret_relpath, char **ret_sha256);

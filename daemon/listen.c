@@ -1,0 +1,149 @@
+/* The API socket: ownership (lock file), stale socket replacement, permissions. */
+#include "system.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "ipc.h"
+
+static int prepare_dir(const char *socket_path)
+{
+	char *dir = xstrdup(socket_path);
+	char *slash = strrchr(dir, '/');
+	struct stat st;
+	int r = 0;
+
+	if (!slash || slash == dir)
+		goto free_dir;
+	*slash = '\0';
+	if ((r = path_mkdir_p(dir, 0700)) < 0) {
+		r = log_error_errno(r, "cannot create socket directory %s", dir);
+		goto free_dir;
+	}
+	if (stat(dir, &st) < 0) {
+		r = log_error_errno(-errno, "cannot stat socket directory %s", dir);
+		goto free_dir;
+	}
+	if (st.st_uid != geteuid()) {
+		log_error("socket directory %s belongs to uid %u, not to us (%u)", dir,
+			  (unsigned)st.st_uid, (unsigned)geteuid());
+		r = -EPERM;
+	} else if ((st.st_mode & 077) && chmod(dir, 0700) < 0) {
+		r = log_error_errno(-errno, "cannot make %s private (0700)", dir);
+	}
+free_dir:
+	free(dir);
+	return r;
+}
+
+/* True when something accepts connections on `path`. */
+static bool socket_is_live(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool live;
+
+	if (fd < 0)
+		return false;
+	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return live;
+}
+
+int listen_socket_open(struct listen_socket *ls, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int r;
+
+	memset(ls, 0, sizeof(*ls));
+	ls->fd = ls->lock_fd = -1;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return log_error_errno(-ENAMETOOLONG, "socket path %s", path);
+	if ((r = prepare_dir(path)) < 0)
+		return r;
+
+	ls->lock_path = xasprintf("%s.lock", path);
+	ls->lock_fd = open(ls->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (ls->lock_fd < 0) {
+		r = log_error_errno(-errno, "cannot open lock file %s", ls->lock_path);
+		goto close;
+	}
+	if (flock(ls->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = -errno;
+		if (r == -EWOULDBLOCK) {
+			log_error("another holod is running on %s; stop it first or use --socket",
+				  path);
+			r = -EADDRINUSE;
+		} else {
+			log_error_errno(r, "cannot lock %s", ls->lock_path);
+		}
+		/* The lock file belongs to the running holod: do not unlink it. */
+		free(ls->lock_path);
+		ls->lock_path = NULL;
+		goto close;
+	}
+
+	/* We hold the lock, so a socket file here is stale, unless a holod from before the lock
+	 * file existed is serving it: never steal a live socket. */
+	if (socket_is_live(path)) {
+		log_error("another process is serving %s; refusing to replace it", path);
+		r = -EADDRINUSE;
+		goto close;
+	}
+	if (unlink(path) == 0)
+		log_notice("replaced stale socket %s", path);
+	else if (errno != ENOENT) {
+		r = log_error_errno(-errno, "cannot remove stale socket %s", path);
+		goto close;
+	}
+
+	ls->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (ls->fd < 0) {
+		r = log_error_errno(-errno, "socket");
+		goto close;
+	}
+	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+	/* The socket is born 0600: no window in which another user could connect. */
+	mode_t old = umask(0177);
+	r = bind(ls->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old);
+	if (r < 0) {
+		log_error_errno(r, "cannot bind %s", path);
+		goto close;
+	}
+	ls->path = xstrdup(path);
+	if (listen(ls->fd, 64) < 0) {
+		r = log_error_errno(-errno, "cannot listen on %s", path);
+		goto close;
+	}
+	return 0;
+
+close:
+	listen_socket_close(ls);
+	return r;
+}
+
+void listen_socket_close(struct listen_socket *ls)
+{
+	if (ls->fd >= 0)
+		close(ls->fd);
+	if (ls->path)
+		unlink(ls->path);
+	if (ls->lock_path)
+		unlink(ls->lock_path);
+	if (ls->lock_fd >= 0)
+		close(ls->lock_fd);
+	free(ls->path);
+	free(ls->lock_path);
+	memset(ls, 0, sizeof(*ls));
+	ls->fd = ls->lock_fd = -1;
+}

@@ -1,0 +1,207 @@
+/* holod: the desktop automation daemon.
+ *
+ * DESIGN (threads and ownership; scheduler.h has the detail where they meet):
+ *   main thread      parses options, owns every object below, creates them in dependency order,
+ *                    then waits for SIGTERM/SIGINT (blocked in every thread, taken here with
+ *                    sigwaitinfo) and tears down in reverse.
+ *   executor thread  (scheduler.c) one per display: runs tasks FIFO, sole user of its X
+ *                    connection.
+ *   writer thread    (shotwriter.c) encodes, writes and hashes screenshots, journals them.
+ *   HTTP threads     (libmicrohttpd, one per connection) parse requests, submit/cancel through
+ *                    the scheduler, read the journal.
+ *   The journal (SQLite) is shared by all through its own mutex.
+ *
+ * Shutdown order matters: stop the scheduler first (the running task stops at a safe point,
+ * held keys are released, the task and the queued ones are marked 'interrupted', waiters are
+ * woken so event streams end), then the HTTP server (joins its threads), then the writer (drains
+ * pending screenshots), then the journal; the socket is unlinked last. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "holod-config.h"
+#include "http.h"
+#include "journal.h"
+#include "options.h"
+#include "scheduler.h"
+#include "shotwriter.h"
+#include "system.h"
+
+static int wait_for_stop(const struct xvfb *xvfb, char *reason, size_t size)
+{
+	sigset_t set;
+	siginfo_t si;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGCHLD);
+	for (;;) {
+		int sig = sigwaitinfo(&set, &si);
+		if (sig < 0) {
+			if (errno == EINTR)
+				continue;
+			return log_error_errno(-errno, "sigwaitinfo");
+		}
+		if (sig == SIGCHLD) {
+			int status;
+			pid_t pid;
+			while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+				if (xvfb->pid == pid)
+					log_error("the virtual display %s exited (status %d); tasks "
+						  "will fail until holod is restarted",
+						  xvfb->display, status);
+			continue;
+		}
+		snprintf(reason, size, "holod received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		log_info("%s, stopping", reason);
+		return 0;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct holod_config cfg;
+	struct listen_socket ls = {.fd = -1, .lock_fd = -1};
+	struct xvfb xvfb = {0};
+	struct journal *journal = NULL;
+	struct shotwriter *writer = NULL;
+	struct scheduler *sched = NULL;
+	struct http_server *http = NULL;
+	char *db_path = NULL, *shots_dir = NULL;
+	char reason[64] = "holod stopped";
+	int r, ret = 1;
+
+	log_set_program_name("holod");
+	log_setup_from_env();
+	if (options_parse(&cfg, argc, argv) < 0) {
+		options_finish(&cfg);
+		return 2;
+	}
+	if (cfg.help) {
+		options_print_help(stdout, argv[0]);
+		ret = 0;
+		goto finish_options;
+	}
+	if (cfg.version) {
+		printf("holod %s (API v%d)\n", HOLOD_VERSION, IPC_API_VERSION);
+		ret = 0;
+		goto finish_options;
+	}
+	if (cfg.dump_config) {
+		options_dump(stdout, &cfg);
+		ret = 0;
+		goto finish_options;
+	}
+	log_set_max_level((enum log_level)log_level_from_string(cfg.log_level));
+
+	/* Signals are taken by the main thread only; every thread created below inherits this. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	/* The socket first: its lock decides whether we are the one holod, before we touch the
+	 * journal of another running instance. */
+	if (listen_socket_open(&ls, cfg.socket_path) < 0)
+		goto finish_options;
+
+	if ((r = path_mkdir_p(cfg.state_dir, 0700)) < 0) {
+		log_error_errno(r, "cannot create the state directory %s", cfg.state_dir);
+		goto close_socket;
+	}
+	shots_dir = path_join(cfg.state_dir, "screenshots");
+	if ((r = path_mkdir_p(shots_dir, 0700)) < 0) {
+		log_error_errno(r, "cannot create %s", shots_dir);
+		goto close_socket;
+	}
+	db_path = path_join(cfg.state_dir, "holod.db");
+	journal = journal_open(db_path);
+	if (!journal) {
+		log_error_errno(-errno, "cannot open the journal %s", db_path);
+		goto close_socket;
+	}
+	r = journal_recover(journal, time_real_us());
+	if (r < 0) {
+		log_error_errno(r, "cannot recover the journal %s", db_path);
+		goto close_journal;
+	}
+	if (r > 0)
+		log_notice("marked %d task(s) left over by a previous holod as interrupted", r);
+
+	if (cfg.virtual_size) {
+		if (xvfb_start(&xvfb, cfg.virtual_width, cfg.virtual_height) < 0)
+			goto close_journal;
+		free(cfg.display);
+		cfg.display = xstrdup(xvfb.display);
+	}
+	if (!cfg.display)
+		log_warning("no display: set $DISPLAY, --display or --virtual WxH; tasks will fail "
+			    "until one is available");
+
+	writer = shotwriter_create(cfg.state_dir, journal, NULL, NULL);
+	if (!writer) {
+		log_error_errno(-errno, "cannot start the screenshot writer");
+		goto stop_xvfb;
+	}
+	struct scheduler_config sc = {
+		.display = cfg.display,
+		.settle_ms = cfg.settle_ms,
+		.max_steps = cfg.max_steps,
+		.max_seconds = cfg.max_seconds,
+	};
+	sched = scheduler_create(&sc, journal, writer);
+	if (!sched) {
+		log_error_errno(-errno, "cannot start the executor");
+		goto destroy_writer;
+	}
+	struct http_context hc = {
+		.scheduler = sched,
+		.journal = journal,
+		.state_dir = cfg.state_dir,
+		.display = cfg.display,
+		.socket_path = cfg.socket_path,
+		.virtual_display = cfg.virtual_size != NULL,
+	};
+	http = http_server_create(ls.fd, &hc);
+	if (!http) {
+		log_error("cannot start the HTTP server on %s", cfg.socket_path);
+		goto destroy_scheduler;
+	}
+
+	log_info("holod %s ready on %s (display %s, state %s)", HOLOD_VERSION, cfg.socket_path,
+		 cfg.display ? cfg.display : "none", cfg.state_dir);
+	notify_send("READY=1");
+
+	if (wait_for_stop(&xvfb, reason, sizeof(reason)) >= 0)
+		ret = 0;
+	notify_send("STOPPING=1");
+
+	scheduler_stop(sched, reason);
+	http_server_destroy(http);
+destroy_scheduler:
+	/* The writer calls back into nothing; the scheduler may go before it drains. */
+	scheduler_destroy(sched);
+destroy_writer:
+	shotwriter_destroy(writer);
+stop_xvfb:
+	xvfb_stop(&xvfb);
+close_journal:
+	journal_close(journal);
+close_socket:
+	listen_socket_close(&ls);
+finish_options:
+	free(db_path);
+	free(shots_dir);
+	options_finish(&cfg);
+	return ret;
+}

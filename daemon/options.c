@@ -1,0 +1,359 @@
+/* The option table and everything derived from it (see options.h). */
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ipc.h"
+
+enum option_type {
+	OPT_PATH,   /* a file system path, taken as given */
+	OPT_STRING,
+	OPT_UINT,
+	OPT_SIZE,   /* WxH */
+	OPT_LEVEL,  /* log level name */
+	OPT_FLAG,   /* command line only, no value */
+};
+
+struct option_def {
+	const char *name; /* --name on the command line, name in the config file */
+	const char *env;  /* environment variable, or NULL */
+	enum option_type type;
+	size_t offset;
+	unsigned min, max; /* OPT_UINT */
+	const char *def;   /* default as text; NULL: derived (see resolve_defaults) or unset */
+	const char *metavar;
+	const char *help;
+	bool in_file;      /* may appear in the config file */
+};
+
+#define OFF(m) offsetof(struct holod_config, m)
+
+static const struct option_def options[] = {
+	{"config", "HOLOD_CONFIG", OPT_PATH, OFF(config_path), 0, 0, NULL, "PATH",
+	 "config file (default $XDG_CONFIG_HOME/holod/holod.conf; a missing default file is fine)",
+	 false},
+	{"socket", IPC_SOCKET_ENV, OPT_PATH, OFF(socket_path), 0, 0, NULL, "PATH",
+	 "Unix socket of the API (default $XDG_RUNTIME_DIR/holod/holod.sock)", true},
+	{"state-dir", "HOLOD_STATE_DIR", OPT_PATH, OFF(state_dir), 0, 0, NULL, "DIR",
+	 "journal database and screenshots (default $XDG_STATE_HOME/holod)", true},
+	{"display", "DISPLAY", OPT_STRING, OFF(display), 0, 0, NULL, "NAME",
+	 "X display to drive (default $DISPLAY)", true},
+	{"virtual", "HOLOD_VIRTUAL", OPT_SIZE, OFF(virtual_size), 0, 0, NULL, "WxH",
+	 "start and own a private Xvfb of this size instead of using --display", true},
+	{"settle-ms", "HOLOD_SETTLE_MS", OPT_UINT, OFF(settle_ms), 0, IPC_MAX_SETTLE_MS, "100", "MS",
+	 "default pause after each action before the 'after' screenshot", true},
+	{"max-steps", "HOLOD_MAX_STEPS", OPT_UINT, OFF(max_steps), 1, IPC_MAX_TASK_STEPS, "200",
+	 "N", "default step budget of a task", true},
+	{"max-seconds", "HOLOD_MAX_SECONDS", OPT_UINT, OFF(max_seconds), 1, IPC_MAX_TASK_SECONDS,
+	 "600", "S", "default wall-time budget of a task", true},
+	{"log-level", "HOLOD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0, "info", "LEVEL",
+	 "error, warning, notice, info or debug", true},
+	{"dump-config", NULL, OPT_FLAG, OFF(dump_config), 0, 0, NULL, NULL,
+	 "print the effective configuration as a config file and exit", false},
+	{"version", NULL, OPT_FLAG, OFF(version), 0, 0, NULL, NULL, "print the version and exit",
+	 false},
+	{"help", NULL, OPT_FLAG, OFF(help), 0, 0, NULL, NULL, "show this help and exit", false},
+};
+
+static int parse_size(const char *s, int *w, int *h)
+{
+	char *end;
+	errno = 0;
+	long a = strtol(s, &end, 10);
+	if (errno || end == s || (*end != 'x' && *end != 'X'))
+		return -EINVAL;
+	const char *p = end + 1;
+	long b = strtol(p, &end, 10);
+	if (errno || end == p || *end)
+		return -EINVAL;
+	if (a < 64 || b < 64 || a > 16384 || b > 16384)
+		return -ERANGE;
+	*w = (int)a;
+	*h = (int)b;
+	return 0;
+}
+
+/* Validates and stores one value; `where` names its origin for the message. */
+static int set_value(struct holod_config *cfg, const struct option_def *o, const char *value,
+		     const char *where)
+{
+	char *base = (char *)cfg + o->offset;
+
+	switch (o->type) {
+	case OPT_PATH:
+	case OPT_STRING:
+		if (!value[0]) {
+			fprintf(stderr, "holod: %s: --%s must not be empty\n", where, o->name);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	case OPT_UINT: {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || v < o->min || v > o->max) {
+			fprintf(stderr, "holod: %s: --%s: '%s' is not an integer in %u..%u\n", where,
+				o->name, value, o->min, o->max);
+			return -EINVAL;
+		}
+		*(unsigned *)base = (unsigned)v;
+		return 0;
+	}
+	case OPT_SIZE: {
+		int w, h;
+		if (parse_size(value, &w, &h) < 0) {
+			fprintf(stderr, "holod: %s: --%s: '%s' is not a size WxH with both sides in "
+					"64..16384\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		cfg->virtual_width = w;
+		cfg->virtual_height = h;
+		return 0;
+	}
+	case OPT_LEVEL:
+		if (log_level_from_string(value) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown level '%s' (error, warning, notice, "
+					"info, debug)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	case OPT_FLAG:
+		*(bool *)base = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const struct option_def *find_option(const char *name, size_t len)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+		if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+			return &options[i];
+	return NULL;
+}
+
+static char *trim(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	return s;
+}
+
+static int read_config_file(struct holod_config *cfg, const char *path, bool must_exist)
+{
+	FILE *f = fopen(path, "re");
+	char line[4096];
+	int r = 0, lineno = 0;
+
+	if (!f) {
+		if (errno == ENOENT && !must_exist)
+			return 0;
+		fprintf(stderr, "holod: cannot read config file %s: %s\n", path, strerror(errno));
+		return -EINVAL;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char where[PATH_MAX + 32];
+		snprintf(where, sizeof(where), "%s:%d", path, lineno);
+		if (!strchr(line, '\n') && !feof(f)) {
+			fprintf(stderr, "holod: %s: line longer than %zu bytes\n", where,
+				sizeof(line) - 1);
+			r = -EINVAL;
+			break;
+		}
+		char *s = trim(line);
+		if (!*s || *s == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			fprintf(stderr, "holod: %s: expected 'key = value'\n", where);
+			r = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		const struct option_def *o = find_option(key, strlen(key));
+		if (!o || !o->in_file) {
+			fprintf(stderr, "holod: %s: unknown key '%s'\n", where, key);
+			r = -EINVAL;
+			break;
+		}
+		if ((r = set_value(cfg, o, value, where)) < 0)
+			break;
+	}
+	fclose(f);
+	return r;
+}
+
+static int resolve_defaults(struct holod_config *cfg)
+{
+	int r;
+	if (!cfg->socket_path) {
+		/* ipc_socket_path() also reads $HOLOD_SOCKET; that was applied above already. */
+		if ((r = ipc_socket_path(&cfg->socket_path)) < 0) {
+			fprintf(stderr, "holod: no socket path: set $XDG_RUNTIME_DIR or --socket\n");
+			return r;
+		}
+	}
+	if (strlen(cfg->socket_path) > IPC_MAX_SOCKET_PATH) {
+		fprintf(stderr, "holod: socket path longer than %d bytes: %s\n", IPC_MAX_SOCKET_PATH,
+			cfg->socket_path);
+		return -EINVAL;
+	}
+	if (!cfg->state_dir && (r = path_xdg(PATH_STATE, "holod", &cfg->state_dir)) < 0) {
+		fprintf(stderr, "holod: no state directory: set $XDG_STATE_HOME, $HOME or "
+				"--state-dir\n");
+		return r;
+	}
+	return 0;
+}
+
+int options_parse(struct holod_config *cfg, int argc, char **argv)
+{
+	const char *cmdline_config = NULL;
+	bool explicit_config = false;
+	int r;
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+		if (options[i].def && (r = set_value(cfg, &options[i], options[i].def,
+						     "default")) < 0)
+			return r;
+
+	/* The config file's own path: command line, then environment, then XDG. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			cmdline_config = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			cmdline_config = argv[i] + 9;
+	}
+	if (cmdline_config) {
+		cfg->config_path = xstrdup(cmdline_config);
+		explicit_config = true;
+	} else if (getenv("HOLOD_CONFIG") && getenv("HOLOD_CONFIG")[0]) {
+		cfg->config_path = xstrdup(getenv("HOLOD_CONFIG"));
+		explicit_config = true;
+	} else if (path_xdg(PATH_CONFIG, "holod", &cfg->config_path) >= 0) {
+		char *p = path_join(cfg->config_path, "holod.conf");
+		free(cfg->config_path);
+		cfg->config_path = p;
+	}
+	if (cfg->config_path && (r = read_config_file(cfg, cfg->config_path, explicit_config)) < 0)
+		return r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		const char *v = options[i].env ? getenv(options[i].env) : NULL;
+		if (v && v[0] && options[i].offset != OFF(config_path)) {
+			char where[64];
+			snprintf(where, sizeof(where), "$%s", options[i].env);
+			if ((r = set_value(cfg, &options[i], v, where)) < 0)
+				return r;
+		}
+	}
+
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (strncmp(arg, "--", 2) != 0) {
+			fprintf(stderr, "holod: unexpected argument '%s' (see --help)\n", arg);
+			return -EINVAL;
+		}
+		const char *name = arg + 2, *eq = strchr(name, '=');
+		const struct option_def *o = find_option(name, eq ? (size_t)(eq - name) : strlen(name));
+		if (!o) {
+			fprintf(stderr, "holod: unknown option '%s' (see --help)\n", arg);
+			return -EINVAL;
+		}
+		const char *value = NULL;
+		if (o->type == OPT_FLAG) {
+			if (eq) {
+				fprintf(stderr, "holod: --%s takes no value\n", o->name);
+				return -EINVAL;
+			}
+		} else if (eq) {
+			value = eq + 1;
+		} else if (i + 1 < argc) {
+			value = argv[++i];
+		} else {
+			fprintf(stderr, "holod: --%s needs a value (%s)\n", o->name, o->metavar);
+			return -EINVAL;
+		}
+		if ((r = set_value(cfg, o, value ? value : "", "command line")) < 0)
+			return r;
+	}
+	if (cfg->help || cfg->version)
+		return 0;
+	return resolve_defaults(cfg);
+}
+
+void options_print_help(FILE *f, const char *argv0)
+{
+	fprintf(f, "Usage: %s [OPTIONS]\n\n"
+		   "holod drives an X11 desktop for scripted and model-driven tasks and serves\n"
+		   "its API (HTTP/1.1 + JSON, docs/api.md) on a Unix socket.\n\nOptions:\n",
+		argv0);
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		const struct option_def *o = &options[i];
+		char left[64];
+		snprintf(left, sizeof(left), "--%s%s%s", o->name, o->metavar ? " " : "",
+			 o->metavar ? o->metavar : "");
+		fprintf(f, "  %-24s %s", left, o->help);
+		if (o->def)
+			fprintf(f, " [%s]", o->def);
+		if (o->env)
+			fprintf(f, " (env $%s)", o->env);
+		fputc('\n', f);
+	}
+	fprintf(f, "\nThe config file holds `key = value` lines with the option names above;\n"
+		   "precedence: default < config file < environment < command line.\n");
+}
+
+void options_dump(FILE *f, const struct holod_config *cfg)
+{
+	fprintf(f, "# holod effective configuration (config file: %s)\n",
+		cfg->config_path ? cfg->config_path : "none");
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		const struct option_def *o = &options[i];
+		const char *base = (const char *)cfg + o->offset;
+		if (!o->in_file)
+			continue;
+		fprintf(f, "# %s\n", o->help);
+		switch (o->type) {
+		case OPT_UINT:
+			fprintf(f, "%s = %u\n", o->name, *(const unsigned *)base);
+			break;
+		case OPT_FLAG:
+			break;
+		default: {
+			const char *v = *(char *const *)base;
+			if (v)
+				fprintf(f, "%s = %s\n", o->name, v);
+			else
+				fprintf(f, "# %s = (unset)\n", o->name);
+		}
+		}
+	}
+}
+
+void options_finish(struct holod_config *cfg)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+		if (options[i].type != OPT_UINT && options[i].type != OPT_FLAG)
+			free(*(char **)((char *)cfg + options[i].offset));
+	memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,29 @@
+/* holod's configuration: one table of options drives command-line parsing, environment
+ * variables, the config file (`key = value` lines), validation, --help and --dump-config.
+ * Precedence, lowest first: built-in default < config file < environment < command line. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct holod_config {
+	char *config_path;   /* --config, $HOLOD_CONFIG, $XDG_CONFIG_HOME/holod/holod.conf */
+	char *socket_path;   /* --socket, $HOLOD_SOCKET, $XDG_RUNTIME_DIR/holod/holod.sock */
+	char *state_dir;     /* --state-dir, $HOLOD_STATE_DIR, $XDG_STATE_HOME/holod */
+	char *display;       /* --display, $DISPLAY; NULL: none */
+	char *virtual_size;  /* --virtual WxH: start and own an Xvfb of that size */
+	int virtual_width, virtual_height;
+	unsigned settle_ms;  /* default pause after each action */
+	unsigned max_steps;  /* default step budget of a task */
+	unsigned max_seconds; /* default time budget of a task */
+	char *log_level;
+	bool help, dump_config, version;
+};
+
+/* Fills `cfg` from argv, the environment and the config file. Returns 0, or -EINVAL after
+ * printing a message that names the option (and file:line for the config file). */
+int options_parse(struct holod_config *cfg, int argc, char **argv);
+void options_print_help(FILE *f, const char *argv0);
+/* Every option as `key = value`; the output is a valid config file. */
+void options_dump(FILE *f, const struct holod_config *cfg);
+void options_finish(struct holod_config *cfg);

@@ -1,0 +1,63 @@
+/* scheduler: the task queue of the one display holod drives, and the executor thread that runs
+ * its tasks in FIFO order.
+ *
+ * DESIGN (who owns what, where the threads meet):
+ *   - main thread: creates and destroys everything, waits for signals, calls scheduler_stop.
+ *   - HTTP threads (libmicrohttpd, one per connection): submit, cancel, read a snapshot, and wait
+ *     for progress (scheduler_wait); they read task and step data from the journal, never from
+ *     the executor.
+ *   - executor thread (one per display): owns the X connection (Xlib is not thread-safe, so no
+ *     other thread touches it), the running task's request and its budgets; writes tasks and
+ *     steps to the journal; hands frames to the screenshot writer.
+ *   - screenshot writer thread: see shotwriter.h; it journals screenshot rows on its own.
+ *   The queue, the `running` pointer, the stop flag and the progress counter are guarded by the
+ *   scheduler's mutex; a task's cancel flag is atomic so the executor can poll it without the
+ *   lock. Every journal change that a waiter may care about bumps the progress counter and
+ *   broadcasts `changed`, which is how event streams and POST /v1/actions learn of progress. */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "ipc.h"
+#include "journal.h"
+#include "shotwriter.h"
+
+struct scheduler;
+
+struct scheduler_config {
+	const char *display;   /* X display name; NULL: $DISPLAY at connect time */
+	unsigned settle_ms;    /* defaults for requests that leave them unset */
+	unsigned max_steps;
+	unsigned max_seconds;
+};
+
+/* Starts the executor thread. The journal and the writer must outlive the scheduler; `cfg`'s
+ * strings are copied. NULL + errno on failure. */
+struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct journal *j,
+				   struct shotwriter *w);
+/* Stops (see scheduler_stop) and frees. Accepts NULL. */
+void scheduler_destroy(struct scheduler *s);
+
+/* Journals a new task as 'queued' and appends it to the queue; takes ownership of `req` (also
+ * on failure). -ESHUTDOWN once stopping. */
+int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t *ret_id);
+
+/* Cancels a task: a queued one becomes 'cancelled' at once (returns 0), the running one stops at
+ * the next safe point (returns 1). -ENOENT unknown id, -EALREADY already finished. */
+int scheduler_cancel(struct scheduler *s, int64_t id);
+
+/* {"running": id|null, "queue": [ids...], "display": name|null, "connected": bool} */
+json_t *scheduler_snapshot(struct scheduler *s);
+
+/* The progress counter; scheduler_wait blocks until it differs from `seen`, the scheduler stops,
+ * or timeout_ms passes, and returns the current value. */
+uint64_t scheduler_progress(struct scheduler *s);
+uint64_t scheduler_wait(struct scheduler *s, uint64_t seen, unsigned timeout_ms);
+void scheduler_notify(struct scheduler *s);
+bool scheduler_stopping(struct scheduler *s);
+
+/* Begins shutdown: refuses new tasks, marks queued tasks 'interrupted', stops the running task
+ * at its next safe point (it is marked 'interrupted' with `reason`), releases held keys and
+ * buttons, joins the executor and wakes every waiter. Idempotent. Main thread only. */
+void scheduler_stop(struct scheduler *s, const char *reason);

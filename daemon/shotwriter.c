@@ -1,0 +1,224 @@
+/* Screenshot writer thread (see shotwriter.h).
+ *
+ * DESIGN: the executor thread produces frames; this thread consumes them. The queue and the
+ * `stopping` flag are protected by `lock`; frames are owned by the queue until popped, then by
+ * this thread. The journal has its own lock. Nothing here touches X. */
+#include "shotwriter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <nettle/sha2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+struct shot_job {
+	int64_t task_id;
+	int index;
+	char which[8];
+	struct x11_frame *frame;
+	struct shot_job *next;
+};
+
+struct shotwriter {
+	char *state_dir;
+	struct journal *journal;
+	void (*written)(void *userdata);
+	void *userdata;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* queue changed (either direction) */
+	struct shot_job *head, *tail;
+	size_t queued;
+	bool stopping;
+	pthread_t thread;
+	bool started;
+};
+
+void shotwriter_sha256_hex(const uint8_t *data, size_t size, char hex[65])
+{
+	struct sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+
+	sha256_init(&ctx);
+	sha256_update(&ctx, size, data);
+	sha256_digest(&ctx, sizeof(digest), digest);
+	for (size_t i = 0; i < sizeof(digest); i++)
+		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+static int write_file_durably(const char *path, const uint8_t *data, size_t size)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	int fd, r = 0;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		goto free_tmp;
+	}
+	for (size_t off = 0; off < size;) {
+		ssize_t n = write(fd, data + off, size - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto close_fd;
+		}
+		off += (size_t)n;
+	}
+	if (fsync(fd) < 0) {
+		r = -errno;
+		goto close_fd;
+	}
+	if (rename(tmp, path) < 0)
+		r = -errno;
+close_fd:
+	close(fd);
+	if (r < 0)
+		unlink(tmp);
+free_tmp:
+	free(tmp);
+	return r;
+}
+
+static void write_one(struct shotwriter *w, struct shot_job *job)
+{
+	char *reldir = xasprintf("screenshots/%lld", (long long)job->task_id);
+	char *relpath = xasprintf("%s/%d-%s.png", reldir, job->index, job->which);
+	char *dir = path_join(w->state_dir, reldir);
+	char *path = path_join(w->state_dir, relpath);
+	uint8_t *png = NULL;
+	size_t size = 0;
+	char hex[65];
+	int r;
+
+	uint64_t t0 = time_mono_us();
+	if ((r = x11_frame_encode_png(job->frame, &png, &size)) < 0) {
+		log_warning_errno(r, "task %lld step %d: cannot encode %s screenshot",
+				  (long long)job->task_id, job->index, job->which);
+		goto free_paths;
+	}
+	uint64_t t1 = time_mono_us();
+	if ((r = path_mkdir_p(dir, 0700)) < 0 || (r = write_file_durably(path, png, size)) < 0) {
+		log_warning_errno(r, "cannot write screenshot %s", path);
+		goto free_png;
+	}
+	shotwriter_sha256_hex(png, size, hex);
+	uint64_t t2 = time_mono_us();
+	r = journal_screenshot_insert(w->journal, job->task_id, job->index, job->which, relpath,
+				      hex, size, job->frame->width, job->frame->height, t1 - t0,
+				      t2 - t1);
+	if (r < 0)
+		log_warning_errno(r, "cannot journal screenshot %s", relpath);
+	else if (w->written)
+		w->written(w->userdata);
+free_png:
+	free(png);
+free_paths:
+	free(reldir);
+	free(relpath);
+	free(dir);
+	free(path);
+}
+
+static void *writer_main(void *userdata)
+{
+	struct shotwriter *w = userdata;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->head && !w->stopping)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->head)
+			break; /* stopping and drained */
+		struct shot_job *job = w->head;
+		w->head = job->next;
+		if (!w->head)
+			w->tail = NULL;
+		w->queued--;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+
+		write_one(w, job);
+		x11_frame_destroy(job->frame);
+		free(job);
+
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+struct shotwriter *shotwriter_create(const char *state_dir, struct journal *j,
+				     void (*written)(void *userdata), void *userdata)
+{
+	struct shotwriter *w = xcalloc(1, sizeof(*w));
+	int r;
+
+	w->state_dir = xstrdup(state_dir);
+	w->journal = j;
+	w->written = written;
+	w->userdata = userdata;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	if ((r = pthread_create(&w->thread, NULL, writer_main, w)) != 0) {
+		shotwriter_destroy(w);
+		errno = r;
+		return NULL;
+	}
+	w->started = true;
+	return w;
+}
+
+int shotwriter_submit(struct shotwriter *w, int64_t task_id, int index, const char *which,
+		      struct x11_frame *frame)
+{
+	struct shot_job *job = xcalloc(1, sizeof(*job));
+
+	job->task_id = task_id;
+	job->index = index;
+	snprintf(job->which, sizeof(job->which), "%s", which);
+	job->frame = frame;
+
+	pthread_mutex_lock(&w->lock);
+	while (w->queued >= SHOTWRITER_QUEUE_MAX && !w->stopping)
+		pthread_cond_wait(&w->cond, &w->lock);
+	if (w->stopping) {
+		pthread_mutex_unlock(&w->lock);
+		x11_frame_destroy(frame);
+		free(job);
+		return -ESHUTDOWN;
+	}
+	if (w->tail)
+		w->tail->next = job;
+	else
+		w->head = job;
+	w->tail = job;
+	w->queued++;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+void shotwriter_destroy(struct shotwriter *w)
+{
+	if (!w)
+		return;
+	if (w->started) {
+		pthread_mutex_lock(&w->lock);
+		w->stopping = true;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+	}
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w->state_dir);
+	free(w);
+}

@@ -1,0 +1,32 @@
+/* holod's contacts with the operating system: the listening socket, the service manager,
+ * a private X server. Called from the main thread only. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* The API socket. Creates the socket's directory (0700), takes `<path>.lock` (flock) so that a
+ * second holod is refused (-EADDRINUSE, with the message logged), removes a stale socket left
+ * by a crashed holod, binds the socket with mode 0600 and listens. */
+struct listen_socket {
+	int fd;
+	int lock_fd;
+	char *path;
+	char *lock_path;
+};
+int listen_socket_open(struct listen_socket *ls, const char *path);
+/* Closes and unlinks what listen_socket_open created. Accepts a zeroed struct. */
+void listen_socket_close(struct listen_socket *ls);
+
+/* sd_notify without libsystemd: one datagram to $NOTIFY_SOCKET ("@..." is abstract).
+ * Returns 0 when NOTIFY_SOCKET is unset, 1 when sent, -errno on failure. */
+int notify_send(const char *state);
+
+/* A private Xvfb of width x height owned by holod: started with -displayfd, killed by
+ * xvfb_stop (and by the kernel via PR_SET_PDEATHSIG if holod dies). */
+struct xvfb {
+	pid_t pid;
+	char *display; /* ":N" */
+};
+int xvfb_start(struct xvfb *x, int width, int height);
+void xvfb_stop(struct xvfb *x);

@@ -1,0 +1,112 @@
+/* --virtual: a private Xvfb owned by holod. */
+#include "system.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define XVFB_START_TIMEOUT_MS 15000
+
+int xvfb_start(struct xvfb *x, int width, int height)
+{
+	int pipefd[2], r;
+	char fdarg[16], screen[64], buf[32];
+	size_t got = 0;
+
+	memset(x, 0, sizeof(*x));
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return log_error_errno(-errno, "pipe");
+	snprintf(fdarg, sizeof(fdarg), "%d", pipefd[1]);
+	snprintf(screen, sizeof(screen), "%dx%dx24", width, height);
+
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		r = log_error_errno(-errno, "fork");
+		goto close_pipe;
+	}
+	if (pid == 0) {
+		/* Child: die with holod, keep only the write end open across exec. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
+		sigset_t all;
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		int fl = fcntl(pipefd[1], F_GETFD);
+		fcntl(pipefd[1], F_SETFD, fl & ~FD_CLOEXEC);
+		execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", screen, "-nolisten",
+		       "tcp", "-noreset", (char *)NULL);
+		fprintf(stderr, "holod: cannot run Xvfb: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	x->pid = pid;
+
+	uint64_t deadline = time_mono_us() + XVFB_START_TIMEOUT_MS * 1000ull;
+	while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
+		uint64_t now = time_mono_us();
+		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
+		if (now >= deadline) {
+			r = log_error_errno(-ETIMEDOUT, "Xvfb did not report a display number");
+			goto kill;
+		}
+		int pr = poll(&p, 1, (int)((deadline - now) / 1000) + 1);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0)
+			continue;
+		ssize_t n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = log_error_errno(-EPIPE, "Xvfb exited before reporting a display "
+						    "(is Xvfb installed?)");
+			goto kill;
+		}
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	int num = atoi(buf);
+	x->display = xasprintf(":%d", num);
+	log_info("started Xvfb %s (%dx%d, pid %d)", x->display, width, height, (int)pid);
+	close(pipefd[0]);
+	return 0;
+
+kill:
+	xvfb_stop(x);
+close_pipe:
+	close(pipefd[0]);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	return r;
+}
+
+void xvfb_stop(struct xvfb *x)
+{
+	if (x->pid > 0) {
+		kill(x->pid, SIGTERM);
+		uint64_t deadline = time_mono_us() + 5000000;
+		int status;
+		while (waitpid(x->pid, &status, WNOHANG) == 0) {
+			if (time_mono_us() > deadline) {
+				kill(x->pid, SIGKILL);
+				waitpid(x->pid, &status, 0);
+				break;
+			}
+			time_sleep_us(10000);
+		}
+	}
+	free(x->display);
+	memset(x, 0, sizeof(*x));
+}
