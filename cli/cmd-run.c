@@ -1,0 +1,306 @@
+/* holoctl run: start a task (POST /v1/tasks) from a script or an instruction, and with --follow
+ * print its steps live from GET /v1/tasks/{id}/events (NDJSON, one event per line). */
+#include "cli.h"
+
+#include "common.h"
+#include "ipc.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	OPT_SCRIPT = CLI_OPT_FIRST_COMMAND_OPTION,
+	OPT_MAX_STEPS,
+	OPT_MAX_SECONDS,
+	OPT_DRY_RUN,
+	OPT_SETTLE_MS,
+	OPT_COORDS,
+	OPT_FOLLOW,
+};
+
+static const struct option run_options[] = {
+	CLI_COMMON_LONG_OPTIONS,
+	{"script", required_argument, NULL, OPT_SCRIPT},
+	{"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+	{"max-seconds", required_argument, NULL, OPT_MAX_SECONDS},
+	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+	{"coords", required_argument, NULL, OPT_COORDS},
+	{"follow", no_argument, NULL, 'f'},
+	{0},
+};
+
+void cli_run_args_finish(struct cli_run_args *a)
+{
+	free(a->body);
+	*a = (struct cli_run_args){0};
+}
+
+int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_file,
+		  struct cli_run_args *ret)
+{
+	struct cli_run_args a = {0};
+	struct ipc_task_request *check = NULL;
+	const char *script = NULL, *coords = NULL;
+	long max_steps = 0, max_seconds = 0, settle_ms = -1;
+	bool dry_run = false;
+	char err[CLI_MAX_ERROR_LEN + 256];
+	json_t *body = NULL;
+	char *text = NULL;
+	int c, r;
+
+	cli_getopt_reset();
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "f", run_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_SCRIPT:
+			script = optarg;
+			break;
+		case OPT_MAX_STEPS:
+			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_STEPS, &max_steps) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run, "--max-steps must be from 1 to %d, not '%s'",
+						       IPC_MAX_TASK_STEPS, optarg);
+			break;
+		case OPT_MAX_SECONDS:
+			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_SECONDS, &max_seconds) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run, "--max-seconds must be from 1 to %d, not '%s'",
+						       IPC_MAX_TASK_SECONDS, optarg);
+			break;
+		case OPT_DRY_RUN:
+			dry_run = true;
+			break;
+		case OPT_SETTLE_MS:
+			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &settle_ms) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run, "--settle-ms must be from 0 to %d, not '%s'",
+						       IPC_MAX_SETTLE_MS, optarg);
+			break;
+		case OPT_COORDS:
+			if (ipc_coords_from_string(optarg) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run, "--coords must be pixels or model, not '%s'",
+						       optarg);
+			coords = optarg;
+			break;
+		case 'f':
+			a.follow = true;
+			break;
+		default:
+			r = cli_common_option(ctx, &cli_cmd_run, c, argv);
+			if (r == CLI_EXIT_OK) {
+				a.help = true;
+				*ret = a;
+				return CLI_EXIT_OK;
+			}
+			if (r >= 0)
+				return r;
+			break;
+		}
+	}
+
+	if (script && optind < argc)
+		return cli_usage_error(ctx, &cli_cmd_run,
+				       "give either --script FILE or an instruction, not both ('%s')", argv[optind]);
+	if (!script && optind >= argc)
+		return cli_usage_error(ctx, &cli_cmd_run,
+				       "what should holod do? give --script FILE (- for stdin) or an instruction");
+
+	if (script) {
+		if (cli_script_read(script, stdin_file, &body, err, sizeof(err)) < 0)
+			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
+		if (coords)
+			json_object_set_new(body, "coords", json_string(coords));
+	} else {
+		if (coords)
+			return cli_usage_error(ctx, &cli_cmd_run, "--coords applies to scripts only");
+		/* Several words are one instruction: `holoctl run open the settings`. */
+		size_t len = 0;
+		for (int i = optind; i < argc; i++)
+			len += strlen(argv[i]) + 1;
+		char *instruction = xmalloc(len + 1);
+		instruction[0] = '\0';
+		for (int i = optind; i < argc; i++) {
+			if (i > optind)
+				strcat(instruction, " ");
+			strcat(instruction, argv[i]);
+		}
+		body = json_pack("{s:s}", "instruction", instruction);
+		free(instruction);
+		if (!body)
+			return cli_usage_error(ctx, &cli_cmd_run, "the instruction is not valid UTF-8");
+	}
+	/* Options on the command line override those of the script file. */
+	if (max_steps)
+		json_object_set_new(body, "max_steps", json_integer(max_steps));
+	if (max_seconds)
+		json_object_set_new(body, "max_seconds", json_integer(max_seconds));
+	if (settle_ms >= 0)
+		json_object_set_new(body, "settle_ms", json_integer(settle_ms));
+	if (dry_run)
+		json_object_set_new(body, "dry_run", json_true());
+
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return cli_error(ctx, "out of memory");
+	if (strlen(text) > IPC_MAX_BODY_BYTES) {
+		free(text);
+		return cli_usage_error(ctx, &cli_cmd_run,
+				       "the task is larger than holod accepts (%d bytes as compact JSON); split the script",
+				       IPC_MAX_BODY_BYTES);
+	}
+	r = ipc_task_request_parse(text, strlen(text), &check, err, sizeof(err));
+	if (r < 0) {
+		free(text);
+		return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
+	}
+	ipc_task_request_destroy(check);
+	a.body = text;
+	*ret = a;
+	return 0;
+}
+
+/* State of one --follow stream. */
+struct follow {
+	struct cli_context *ctx;
+	long long task_id;
+	char *final_status; /* the task's final status once an event carried it */
+	char *final_error;
+	long long steps;
+};
+
+/* The task status an event carries: "status" at the top, or in a "task" member. */
+static json_t *event_task(json_t *event)
+{
+	json_t *task = json_object_get(event, "task");
+	return json_is_object(task) ? task : event;
+}
+
+static int follow_line(const char *line, size_t len, void *userdata)
+{
+	struct follow *f = userdata;
+	struct cli_context *ctx = f->ctx;
+	json_error_t jerr;
+	json_t *event, *step;
+	const char *status;
+
+	if (len == 0)
+		return 0; /* keep-alive */
+	if (ctx->json) {
+		fwrite(line, 1, len, ctx->out);
+		fputc('\n', ctx->out);
+	}
+	event = json_loadb(line, len, 0, &jerr);
+	if (!json_is_object(event)) {
+		json_decref(event);
+		cli_error(ctx, "holod sent an event that is not a JSON object (%s); the task goes on: `holoctl show %lld`",
+			  jerr.text, f->task_id);
+		return -ECANCELED;
+	}
+	step = json_object_get(event, "step");
+	if (json_is_object(step)) {
+		f->steps++;
+		if (!ctx->json)
+			cli_print_step_line(ctx, step);
+	}
+	status = json_string_value(json_object_get(event_task(event), "status"));
+	if (status && ipc_task_status_from_string(status) >= 0 &&
+	    ipc_task_status_is_final((enum ipc_task_status)ipc_task_status_from_string(status))) {
+		const char *error = json_string_value(json_object_get(event_task(event), "error"));
+		free(f->final_status);
+		free(f->final_error);
+		f->final_status = xstrdup(status);
+		f->final_error = error ? xstrdup(error) : NULL;
+	}
+	if (!ctx->json)
+		fflush(ctx->out); /* live: a step is visible as soon as it happened */
+	json_decref(event);
+	return 0;
+}
+
+static int follow_task(struct cli_context *ctx, long long id)
+{
+	struct follow f = {.ctx = ctx, .task_id = id};
+	char *path = xasprintf(IPC_API_PREFIX "/tasks/%lld/events", id);
+	int r;
+
+	r = cli_api_stream(ctx, path, follow_line, &f);
+	free(path);
+	if (r != 0)
+		goto cleanup;
+	if (!f.final_status) {
+		fprintf(ctx->err, "holoctl: the event stream of task %lld ended without its final status (see `holoctl show %lld`)\n",
+			id, id);
+		r = CLI_EXIT_TASK_UNKNOWN;
+		goto cleanup;
+	}
+	if (!ctx->json)
+		fprintf(ctx->out, "task %lld %s after %lld step%s%s%s\n", id, f.final_status, f.steps,
+			f.steps == 1 ? "" : "s", f.final_error ? ": " : "",
+			f.final_error ? f.final_error : "");
+	r = cli_exit_for_task_status(f.final_status);
+
+cleanup:
+	free(f.final_status);
+	free(f.final_error);
+	return r;
+}
+
+static int run_run(struct cli_context *ctx, int argc, char **argv)
+{
+	struct cli_run_args a;
+	json_t *answer = NULL, *id;
+	int r;
+
+	r = cli_run_parse(ctx, argc, argv, stdin, &a);
+	if (r != 0 || a.help)
+		return r;
+	r = cli_api_json(ctx, "POST", IPC_API_PREFIX "/tasks", a.body, &answer);
+	if (r != 0)
+		goto cleanup;
+	id = json_object_get(answer, "id");
+	if (!json_is_integer(id) || json_integer_value(id) <= 0) {
+		r = cli_error(ctx, "holod accepted the task but its answer has no task \"id\"");
+		goto cleanup;
+	}
+	if (!ctx->json) {
+		const char *status = json_string_value(json_object_get(answer, "status"));
+		fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s%s\n", json_integer_value(id),
+			status ? status : "created",
+			a.follow ? "" : " (follow it with `holoctl show ID`)");
+		fflush(ctx->out);
+	}
+	if (a.follow)
+		r = follow_task(ctx, (long long)json_integer_value(id));
+
+cleanup:
+	json_decref(answer);
+	cli_run_args_finish(&a);
+	return r;
+}
+
+const struct cli_command cli_cmd_run = {
+	.name = "run",
+	.args = "[options] (--script FILE | INSTRUCTION)",
+	.summary = "start a task from a script of actions or an instruction",
+	.help =
+		"A script is a JSON array of actions, or an object {\"actions\": [...], options}\n"
+		"with the options of the API (max_steps, max_seconds, settle_ms, dry_run, coords).\n"
+		"One action per tool call, as the model writes them, for example:\n"
+		"  [{\"tool_name\": \"click\", \"x\": 640, \"y\": 400},\n"
+		"   {\"tool_name\": \"write\", \"content\": \"hello\", \"press_enter\": true},\n"
+		"   {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]}]\n"
+		"The script is checked before it is sent; errors name the action and field.\n"
+		"An instruction needs a model loaded in holod.\n"
+		"\n"
+		"Options:\n"
+		"  --script FILE          the script to run (- reads it from stdin)\n"
+		"  -f, --follow           print each step as it happens and exit with the task's\n"
+		"                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 interrupted,\n"
+		"                         6 the stream ended without a final status\n"
+		"  --max-steps N          stop after N steps (1..10000)\n"
+		"  --max-seconds N        stop after N seconds (1..86400)\n"
+		"  --settle-ms N          wait N ms after each action before the screenshot\n"
+		"  --dry-run              journal the steps without injecting anything\n"
+		"  --coords pixels|model  how the script's x/y are read (default pixels)\n"
+		"Options given here override those in the script file.\n",
+	.run = run_run,
+};

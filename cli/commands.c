@@ -1,0 +1,24 @@
+/* The command table: one entry per command, each defined in its cmd-*.c file. */
+#include "cli.h"
+
+#include <string.h>
+
+const struct cli_command *const cli_commands[] = {
+	&cli_cmd_status,
+	&cli_cmd_run,
+	&cli_cmd_list,
+	&cli_cmd_show,
+	&cli_cmd_cancel,
+	&cli_cmd_screenshot,
+	&cli_cmd_do,
+};
+
+const size_t cli_commands_count = sizeof(cli_commands) / sizeof(cli_commands[0]);
+
+const struct cli_command *cli_command_find(const char *name)
+{
+	for (size_t i = 0; i < cli_commands_count; i++)
+		if (strcmp(cli_commands[i]->name, name) == 0)
+			return cli_commands[i];
+	return NULL;
+}

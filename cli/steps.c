@@ -1,0 +1,187 @@
+/* How steps and tasks read in human output: the table of `holoctl show`, the live lines of
+ * `run --follow` and the answer of `holoctl do`. The objects are those of docs/api.md (one step:
+ * index, tool_call, status, coords, model, pixels, result, error, timings_us, screenshots). */
+#include "cli.h"
+
+#include "common.h"
+#include "table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Integer member or -1. */
+static long long int_member(json_t *o, const char *name)
+{
+	json_t *v = json_object_get(o, name);
+	return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+static const char *str_member(json_t *o, const char *name)
+{
+	return json_string_value(json_object_get(o, name));
+}
+
+void cli_format_point(json_t *p, char *buf, size_t size)
+{
+	json_t *x = json_object_get(p, "x"), *y = json_object_get(p, "y");
+	json_t *x2 = json_object_get(p, "x2"), *y2 = json_object_get(p, "y2");
+
+	if (!json_is_integer(x) || !json_is_integer(y)) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	if (json_is_integer(x2) && json_is_integer(y2))
+		snprintf(buf, size, "%lld,%lld->%lld,%lld", (long long)json_integer_value(x),
+			 (long long)json_integer_value(y), (long long)json_integer_value(x2),
+			 (long long)json_integer_value(y2));
+	else
+		snprintf(buf, size, "%lld,%lld", (long long)json_integer_value(x),
+			 (long long)json_integer_value(y));
+}
+
+void cli_format_tool_args(json_t *call, char *buf, size_t size)
+{
+	const char *tool = str_member(call, "tool_name");
+	const char *element = str_member(call, "element");
+	json_t *v;
+
+	buf[0] = '\0';
+	if (!tool)
+		return;
+	if (strcmp(tool, "write") == 0 || strcmp(tool, "answer") == 0) {
+		snprintf(buf, size, "\"%s\"%s%s", str_member(call, "content") ? str_member(call, "content") : "",
+			 json_is_true(json_object_get(call, "press_enter")) ? " +enter" : "",
+			 json_is_true(json_object_get(call, "overwrite")) ? " overwrite" : "");
+	} else if (strcmp(tool, "hotkey") == 0) {
+		size_t o = 0, i;
+		json_array_foreach(json_object_get(call, "keys"), i, v)
+		{
+			int n = snprintf(buf + o, size - o, "%s%s", i ? "+" : "",
+					 json_string_value(v) ? json_string_value(v) : "?");
+			if (n < 0 || (size_t)n >= size - o)
+				break;
+			o += (size_t)n;
+		}
+		if (int_member(call, "repeat_count") > 1 && o < size)
+			snprintf(buf + o, size - o, " x%lld", int_member(call, "repeat_count"));
+	} else if (strcmp(tool, "key_down") == 0 || strcmp(tool, "key_up") == 0) {
+		snprintf(buf, size, "%s", str_member(call, "key") ? str_member(call, "key") : "");
+	} else if (strcmp(tool, "wait") == 0) {
+		v = json_object_get(call, "duration");
+		snprintf(buf, size, "%g s", json_is_number(v) ? json_number_value(v) : 0.0);
+	} else if (strcmp(tool, "scroll") == 0) {
+		snprintf(buf, size, "%s %lld", str_member(call, "direction") ? str_member(call, "direction") : "?",
+			 int_member(call, "scroll_size"));
+	} else if (strcmp(tool, "click") == 0 && str_member(call, "button") &&
+		   strcmp(str_member(call, "button"), "left") != 0) {
+		snprintf(buf, size, "%s%s%s", str_member(call, "button"), element ? " " : "",
+			 element ? element : "");
+	} else if (element) {
+		snprintf(buf, size, "%s", element);
+	}
+}
+
+/* Total time of a step: the sum of its phases (null phases count as 0); -1 when unknown. */
+static long long step_total_us(json_t *timings)
+{
+	static const char *const phases[] = {"capture", "map", "inject", "settle", "capture_after"};
+	long long total = 0;
+	bool any = false;
+
+	for (size_t i = 0; i < ARRAY_SIZE(phases); i++) {
+		long long v = int_member(timings, phases[i]);
+		if (v >= 0) {
+			total += v;
+			any = true;
+		}
+	}
+	return any ? total : -1;
+}
+
+static const char *step_outcome(json_t *step)
+{
+	const char *error = str_member(step, "error");
+	const char *result = str_member(step, "result");
+	return error ? error : result ? result : "";
+}
+
+int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
+{
+	static const char *const headers[] = {"#", "TOOL", "ARGS", "MODEL", "PIXELS", "STATUS",
+					      "CAPTURE", "INJECT", "SETTLE", "TOTAL", "RESULT"};
+	struct cli_table *t = cli_table_create(ARRAY_SIZE(headers), headers);
+	json_t *step;
+	size_t i;
+	int r;
+
+	for (size_t c = 0; c < ARRAY_SIZE(headers); c++)
+		if (c == 0 || (c >= 6 && c <= 9))
+			cli_table_set_align(t, c, CLI_ALIGN_RIGHT);
+	json_array_foreach(steps, i, step)
+	{
+		char idx[24], args[256], model[64], pixels[64], capture[32], inject[32], settle[32],
+			total[32];
+		json_t *call = json_object_get(step, "tool_call");
+		json_t *timings = json_object_get(step, "timings_us");
+
+		snprintf(idx, sizeof(idx), "%lld", int_member(step, "index"));
+		cli_format_tool_args(call, args, sizeof(args));
+		cli_format_point(json_object_get(step, "model"), model, sizeof(model));
+		cli_format_point(json_object_get(step, "pixels"), pixels, sizeof(pixels));
+		cli_format_duration_us(int_member(timings, "capture"), capture, sizeof(capture));
+		cli_format_duration_us(int_member(timings, "inject"), inject, sizeof(inject));
+		cli_format_duration_us(int_member(timings, "settle"), settle, sizeof(settle));
+		cli_format_duration_us(step_total_us(timings), total, sizeof(total));
+		const char *row[] = {idx, str_member(call, "tool_name"), args, model, pixels,
+				     str_member(step, "status"), capture, inject, settle, total,
+				     step_outcome(step)};
+		cli_table_add_row(t, row);
+	}
+	r = cli_table_print(t, ctx->out);
+	cli_table_destroy(t);
+	return r;
+}
+
+void cli_print_step_line(struct cli_context *ctx, json_t *step)
+{
+	char args[256], pixels[64], total[32];
+	json_t *call = json_object_get(step, "tool_call");
+	const char *status = str_member(step, "status");
+	const char *outcome = step_outcome(step);
+	char *shown_args, *shown_outcome;
+
+	cli_format_tool_args(call, args, sizeof(args));
+	cli_format_point(json_object_get(step, "pixels"), pixels, sizeof(pixels));
+	cli_format_duration_us(step_total_us(json_object_get(step, "timings_us")), total, sizeof(total));
+	shown_args = cli_table_render_cell(args);
+	shown_outcome = cli_table_render_cell(outcome);
+	fprintf(ctx->out, "step %lld  %s%s%s%s%s  %s  %s%s%s\n", int_member(step, "index"),
+		str_member(call, "tool_name") ? str_member(call, "tool_name") : "?",
+		args[0] ? " " : "", shown_args, strcmp(pixels, "-") ? " @ " : "",
+		strcmp(pixels, "-") ? pixels : "", status ? status : "?", total,
+		outcome[0] ? ": " : "", shown_outcome);
+	free(shown_args);
+	free(shown_outcome);
+}
+
+int cli_print_action_answer(struct cli_context *ctx, json_t *answer)
+{
+	json_t *step = json_object_get(answer, "step");
+	json_t *steps = json_object_get(answer, "steps");
+	json_t *task = json_object_get(answer, "task");
+	const char *status, *error;
+
+	if (!json_is_object(step) && json_is_array(steps))
+		step = json_array_get(steps, 0);
+	if (!json_is_object(task))
+		task = answer;
+	if (json_is_object(step))
+		cli_print_step_line(ctx, step);
+	status = str_member(task, "status");
+	error = str_member(task, "error");
+	if (status && strcmp(status, "succeeded") != 0)
+		return cli_error(ctx, "the action %s%s%s", status, error ? ": " : "", error ? error : "");
+	if (!json_is_object(step) && !status)
+		return cli_error(ctx, "holod's answer has neither the step nor a status");
+	return CLI_EXIT_OK;
+}

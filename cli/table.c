@@ -1,0 +1,161 @@
+/* Aligned text tables; contracts in table.h. */
+#include "table.h"
+
+#include "common.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cli_table {
+	size_t ncolumns;
+	char **headers;
+	enum cli_align align[CLI_TABLE_MAX_COLUMNS];
+	bool hide_header;
+	char **cells; /* rows * ncolumns, rendered */
+	size_t rows, alloc_rows;
+};
+
+static size_t utf8_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xC0) != 0x80)
+			w++;
+	return w;
+}
+
+/* Length in bytes of the UTF-8 sequence starting at s (1 for invalid or ASCII). */
+static size_t utf8_seq_len(const unsigned char *s)
+{
+	size_t n = *s >= 0xF0 ? 4 : *s >= 0xE0 ? 3 : *s >= 0xC0 ? 2 : 1;
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return 1;
+	return n;
+}
+
+char *cli_table_render_cell(const char *text)
+{
+	/* Scanning stops once the cell is known to be too wide, so at most CLI_TABLE_MAX_CELL + 1
+	 * characters of at most 4 output bytes each are written, plus the NUL. */
+	size_t o = 0, cols = 0, cut = 0;
+	char *out = xmalloc((CLI_TABLE_MAX_CELL + 2) * 4 + 1);
+	const unsigned char *p = (const unsigned char *)text;
+
+	while (*p) {
+		size_t n = 1;
+		if (*p == '\n' || *p == '\t' || *p == '\r') {
+			out[o++] = '\\';
+			out[o++] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+			cols += 2;
+		} else if (*p < 0x20 || *p == 0x7F || (*p >= 0x80 && (n = utf8_seq_len(p)) == 1)) {
+			o += (size_t)sprintf(out + o, "\\x%02X", *p);
+			cols += 4;
+		} else {
+			memcpy(out + o, p, n);
+			o += n;
+			cols++;
+		}
+		p += n;
+		/* Remember where the text must end if it turns out too wide. */
+		if (cols <= CLI_TABLE_MAX_CELL - 3)
+			cut = o;
+		if (cols > CLI_TABLE_MAX_CELL)
+			break;
+	}
+	if (cols > CLI_TABLE_MAX_CELL) {
+		memcpy(out + cut, "...", 3);
+		o = cut + 3;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+struct cli_table *cli_table_create(size_t ncolumns, const char *const *headers)
+{
+	if (ncolumns == 0 || ncolumns > CLI_TABLE_MAX_COLUMNS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct cli_table *t = xcalloc(1, sizeof(*t));
+	t->ncolumns = ncolumns;
+	t->headers = xcalloc(ncolumns, sizeof(char *));
+	for (size_t i = 0; i < ncolumns; i++)
+		t->headers[i] = xstrdup(headers[i]);
+	return t;
+}
+
+void cli_table_destroy(struct cli_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; t->headers && i < t->ncolumns; i++)
+		free(t->headers[i]);
+	for (size_t i = 0; i < t->rows * t->ncolumns; i++)
+		free(t->cells[i]);
+	free(t->headers);
+	free(t->cells);
+	free(t);
+}
+
+void cli_table_set_align(struct cli_table *t, size_t column, enum cli_align align)
+{
+	if (column < t->ncolumns)
+		t->align[column] = align;
+}
+
+void cli_table_add_row(struct cli_table *t, const char *const *cells)
+{
+	if (t->rows == t->alloc_rows) {
+		t->alloc_rows = t->alloc_rows ? t->alloc_rows * 2 : 16;
+		t->cells = xreallocarray(t->cells, t->alloc_rows * t->ncolumns, sizeof(char *));
+	}
+	for (size_t i = 0; i < t->ncolumns; i++)
+		t->cells[t->rows * t->ncolumns + i] = cli_table_render_cell(cells[i] ? cells[i] : "-");
+	t->rows++;
+}
+
+void cli_table_hide_header(struct cli_table *t)
+{
+	t->hide_header = true;
+}
+
+size_t cli_table_rows(const struct cli_table *t)
+{
+	return t->rows;
+}
+
+static void print_row(const struct cli_table *t, char *const *row, const size_t *width, FILE *f)
+{
+	for (size_t c = 0; c < t->ncolumns; c++) {
+		size_t pad = width[c] - utf8_width(row[c]);
+		bool last = c + 1 == t->ncolumns;
+		if (c > 0)
+			fputs("  ", f);
+		if (t->align[c] == CLI_ALIGN_RIGHT)
+			fprintf(f, "%*s%s", (int)pad, "", row[c]);
+		else if (last)
+			fputs(row[c], f);
+		else
+			fprintf(f, "%s%*s", row[c], (int)pad, "");
+	}
+	fputc('\n', f);
+}
+
+int cli_table_print(const struct cli_table *t, FILE *f)
+{
+	size_t width[CLI_TABLE_MAX_COLUMNS] = {0};
+
+	for (size_t c = 0; c < t->ncolumns; c++) {
+		width[c] = utf8_width(t->headers[c]);
+		for (size_t r = 0; r < t->rows; r++)
+			width[c] = MAX(width[c], utf8_width(t->cells[r * t->ncolumns + c]));
+	}
+	if (!t->hide_header)
+		print_row(t, t->headers, width, f);
+	for (size_t r = 0; r < t->rows; r++)
+		print_row(t, t->cells + r * t->ncolumns, width, f);
+	return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,695 @@
+/* holoctl without a daemon: arguments -> request bodies (the `do` mapping, run options, script
+ * files), usage errors, tables and formatting, and what the user sees when holod is not there. */
+#include "cli.h"
+#include "common.h"
+#include "holod-config.h"
+#include "http.h"
+#include "ipc.h"
+#include "table.h"
+#include "test.h"
+
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+TEST_DEFINE_GLOBALS;
+
+/* A context whose output and errors land in memory. */
+struct capture {
+	struct cli_context ctx;
+	char *out, *err;
+	size_t out_len, err_len;
+};
+
+static void capture_init(struct capture *c)
+{
+	*c = (struct capture){0};
+	c->ctx.out = open_memstream(&c->out, &c->out_len);
+	c->ctx.err = open_memstream(&c->err, &c->err_len);
+	REQUIRE(c->ctx.out && c->ctx.err);
+}
+
+static void capture_flush(struct capture *c)
+{
+	fflush(c->ctx.out);
+	fflush(c->ctx.err);
+}
+
+static void capture_finish(struct capture *c)
+{
+	fclose(c->ctx.out);
+	fclose(c->ctx.err);
+	free(c->out);
+	free(c->err);
+	free(c->ctx.socket_owned);
+}
+
+/* Runs `holoctl do ARGS...` up to building the request; returns the exit status and the body
+ * parsed back into JSON (NULL when none). */
+static int build_do(json_t **ret_body, char **ret_err, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	struct capture c;
+	char *body = NULL;
+	int r;
+
+	argv[argc++] = "do";
+	va_start(ap, ret_err);
+	for (char *a; (a = va_arg(ap, char *)) && argc < 31;)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+
+	capture_init(&c);
+	r = cli_do_build_request(&c.ctx, argc, argv, &body);
+	capture_flush(&c);
+	*ret_body = body ? json_loads(body, 0, NULL) : NULL;
+	if (body)
+		REQUIRE(*ret_body);
+	if (ret_err)
+		*ret_err = xstrdup(c.err ? c.err : "");
+	free(body);
+	capture_finish(&c);
+	return r;
+}
+
+static json_t *action_of(json_t *body)
+{
+	return json_object_get(body, "action");
+}
+
+static const char *str_at(json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+static long long int_at(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_integer(v) ? (long long)json_integer_value(v) : -999;
+}
+
+static void test_do_mapping(void)
+{
+	json_t *b;
+	char *err;
+
+	CHECK_INT_EQ(build_do(&b, NULL, "click", "640", "400", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "click");
+	CHECK_INT_EQ(int_at(action_of(b), "x"), 640);
+	CHECK_INT_EQ(int_at(action_of(b), "y"), 400);
+	CHECK_STR_EQ(str_at(action_of(b), "button"), "left");
+	CHECK_STR_EQ(str_at(b, "coords"), "pixels");
+	CHECK(json_is_false(json_object_get(b, "dry_run")));
+	CHECK(!json_object_get(b, "settle_ms"));
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "right_click", "1", "2", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "click");
+	CHECK_STR_EQ(str_at(action_of(b), "button"), "right");
+	json_decref(b);
+
+	/* Options anywhere after the tool, and the shared ones set on the context. */
+	CHECK_INT_EQ(build_do(&b, NULL, "click", "--button", "middle", "5", "6", "--element", "OK",
+			      "--coords", "model", "--dry-run", "--settle-ms", "250", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "button"), "middle");
+	CHECK_STR_EQ(str_at(action_of(b), "element"), "OK");
+	CHECK_STR_EQ(str_at(b, "coords"), "model");
+	CHECK(json_is_true(json_object_get(b, "dry_run")));
+	CHECK_INT_EQ(int_at(b, "settle_ms"), 250);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "double_click", "7", "8", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "double_click");
+	CHECK(!json_object_get(action_of(b), "button"));
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "drag", "10", "20", "300", "40", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "drag");
+	CHECK_INT_EQ(int_at(action_of(b), "x2"), 300);
+	CHECK_INT_EQ(int_at(action_of(b), "y2"), 40);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "scroll", "100", "200", "down", "3", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "direction"), "down");
+	CHECK_INT_EQ(int_at(action_of(b), "scroll_size"), 3);
+	json_decref(b);
+	CHECK_INT_EQ(build_do(&b, NULL, "scroll", "100", "200", "left", NULL), 0);
+	CHECK_INT_EQ(int_at(action_of(b), "scroll_size"), IPC_DEFAULT_SCROLL_SIZE);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "write", "hello world", "--enter", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "content"), "hello world");
+	CHECK(json_is_true(json_object_get(action_of(b), "press_enter")));
+	CHECK(json_is_false(json_object_get(action_of(b), "overwrite")));
+	json_decref(b);
+	/* After --, text that looks like an option is text. */
+	CHECK_INT_EQ(build_do(&b, NULL, "write", "--", "--json", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "content"), "--json");
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "hotkey", "ctrl+shift+t", NULL), 0);
+	json_t *keys = json_object_get(action_of(b), "keys");
+	CHECK_INT_EQ(json_array_size(keys), 3);
+	CHECK_STR_EQ(json_string_value(json_array_get(keys, 0)), "ctrl");
+	CHECK_STR_EQ(json_string_value(json_array_get(keys, 1)), "shift");
+	CHECK_STR_EQ(json_string_value(json_array_get(keys, 2)), "t");
+	CHECK_INT_EQ(int_at(action_of(b), "repeat_count"), 1);
+	json_decref(b);
+	CHECK_INT_EQ(build_do(&b, NULL, "hotkey", "ctrl", "s", "--repeat", "3", NULL), 0);
+	keys = json_object_get(action_of(b), "keys");
+	CHECK_INT_EQ(json_array_size(keys), 2);
+	CHECK_STR_EQ(json_string_value(json_array_get(keys, 1)), "s");
+	CHECK_INT_EQ(int_at(action_of(b), "repeat_count"), 3);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "key_down", "shift", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "key_down");
+	CHECK_STR_EQ(str_at(action_of(b), "key"), "shift");
+	json_decref(b);
+	CHECK_INT_EQ(build_do(&b, NULL, "key_up", "shift", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "key_up");
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "wait", "2", NULL), 0);
+	CHECK_NEAR(json_number_value(json_object_get(action_of(b), "duration")), 2.0, 1e-9);
+	json_decref(b);
+	CHECK_INT_EQ(build_do(&b, NULL, "wait", "0.5", NULL), 0);
+	CHECK_NEAR(json_number_value(json_object_get(action_of(b), "duration")), 0.5, 1e-9);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, NULL, "move", "0", "0", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "tool_name"), "move");
+	json_decref(b);
+
+	/* --help prints the command's help and builds nothing. */
+	struct capture c;
+	char *argv[] = {"do", "--help", NULL};
+	char *body = (char *)"sentinel";
+	capture_init(&c);
+	CHECK_INT_EQ(cli_do_build_request(&c.ctx, 2, argv, &body), 0);
+	capture_flush(&c);
+	CHECK(body == NULL);
+	CHECK(c.out && strstr(c.out, "Usage: holoctl do"));
+	capture_finish(&c);
+
+	(void)err;
+}
+
+/* Each bad command line fails with the usage status, sends nothing, and says what is wrong. */
+static void expect_do_error(const char *needle, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	struct capture c;
+	char *body = NULL;
+
+	argv[argc++] = "do";
+	va_start(ap, needle);
+	for (char *a; (a = va_arg(ap, char *)) && argc < 31;)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+
+	capture_init(&c);
+	int r = cli_do_build_request(&c.ctx, argc, argv, &body);
+	capture_flush(&c);
+	if (r != CLI_EXIT_USAGE || body || !c.err || !strstr(c.err, needle)) {
+		fprintf(stderr, "do %s ...: status %d, stderr \"%s\", wanted \"%s\"\n", argv[1] ? argv[1] : "",
+			r, c.err ? c.err : "", needle);
+		test_failures++;
+	}
+	free(body);
+	capture_finish(&c);
+}
+
+static void test_do_errors(void)
+{
+	expect_do_error("which action", NULL);
+	expect_do_error("unknown action 'clik'", "clik", "1", "2", NULL);
+	expect_do_error("usage: holoctl do click X Y", "click", "1", NULL);
+	expect_do_error("X must be an integer", "click", "abc", "2", NULL);
+	expect_do_error("Y must be an integer", "click", "1", "40000", NULL);
+	expect_do_error("X2 must be an integer", "drag", "1", "2", "x", "4", NULL);
+	expect_do_error("quote the text", "write", "two", "words", NULL);
+	expect_do_error("unknown key name 'ctr'", "hotkey", "ctr+s", NULL);
+	expect_do_error("write the plus key as 'plus'", "hotkey", "ctrl++", NULL);
+	expect_do_error("at most 5 keys", "hotkey", "a+b+c+d+e+f", NULL);
+	expect_do_error("--repeat must be from 1 to 10", "hotkey", "a", "--repeat", "11", NULL);
+	expect_do_error("--button applies to click only", "write", "x", "--button", "left", NULL);
+	expect_do_error("--button applies to click only", "right_click", "1", "2", "--button", "left", NULL);
+	expect_do_error("--button must be left, right or middle", "click", "1", "2", "--button", "up", NULL);
+	expect_do_error("--enter and --overwrite apply to write only", "click", "1", "2", "--enter", NULL);
+	expect_do_error("--element applies to pointer actions only", "wait", "1", "--element", "x", NULL);
+	expect_do_error("scroll direction must be", "scroll", "1", "2", "sideways", NULL);
+	expect_do_error("scroll notches must be from 1 to 50", "scroll", "1", "2", "up", "51", NULL);
+	expect_do_error("wait takes seconds", "wait", "31", NULL);
+	expect_do_error("wait takes seconds", "wait", "0", NULL);
+	expect_do_error("wait takes seconds", "wait", "soon", NULL);
+	expect_do_error("--coords must be pixels or model", "click", "1", "2", "--coords", "inches", NULL);
+	expect_do_error("--settle-ms must be from 0", "click", "1", "2", "--settle-ms", "-1", NULL);
+	/* Model space ends at 1000: checked by the ipc module, named by field. */
+	expect_do_error("action.x", "click", "1001", "2", "--coords", "model", NULL);
+	expect_do_error("unknown option '--bogus'", "click", "1", "2", "--bogus", NULL);
+	expect_do_error("needs a value", "click", "1", "2", "--button", NULL);
+}
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+static int parse_run(const char *stdin_text, struct cli_run_args *ret, char **ret_err, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	struct capture c;
+	FILE *in = fmemopen((void *)stdin_text, strlen(stdin_text), "r");
+	int r;
+
+	REQUIRE(in);
+	argv[argc++] = "run";
+	va_start(ap, ret_err);
+	for (char *a; (a = va_arg(ap, char *)) && argc < 31;)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+
+	capture_init(&c);
+	*ret = (struct cli_run_args){0};
+	r = cli_run_parse(&c.ctx, argc, argv, in, ret);
+	capture_flush(&c);
+	*ret_err = xstrdup(c.err ? c.err : "");
+	capture_finish(&c);
+	fclose(in);
+	return r;
+}
+
+static void test_run_parse(void)
+{
+	struct cli_run_args a;
+	json_t *body;
+	char *err;
+
+	/* A bare array from stdin. */
+	CHECK_INT_EQ(parse_run("[{\"tool_name\":\"click\",\"x\":1,\"y\":2},"
+			       " {\"tool_name\":\"write\",\"content\":\"hi\"}]",
+			       &a, &err, "--script", "-", "--follow", NULL), 0);
+	CHECK(a.follow);
+	body = json_loads(a.body ? a.body : "", 0, NULL);
+	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 2);
+	CHECK(!json_object_get(body, "max_steps"));
+	json_decref(body);
+	cli_run_args_finish(&a);
+	free(err);
+
+	/* An object with options; the command line overrides them. */
+	CHECK_INT_EQ(parse_run("{\"actions\":[{\"tool_name\":\"wait\",\"duration\":1}],"
+			       " \"max_steps\": 5, \"settle_ms\": 10}",
+			       &a, &err, "--script", "-", "--max-steps", "7", "--max-seconds", "9",
+			       "--dry-run", "--coords", "model", NULL), 0);
+	CHECK(!a.follow);
+	body = json_loads(a.body ? a.body : "", 0, NULL);
+	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 1);
+	CHECK(!json_object_get(body, "actions"));
+	CHECK_INT_EQ(int_at(body, "max_steps"), 7);
+	CHECK_INT_EQ(int_at(body, "max_seconds"), 9);
+	CHECK_INT_EQ(int_at(body, "settle_ms"), 10);
+	CHECK(json_is_true(json_object_get(body, "dry_run")));
+	CHECK_STR_EQ(str_at(body, "coords"), "model");
+	json_decref(body);
+	cli_run_args_finish(&a);
+	free(err);
+
+	/* The API's own {"script": [...]} form is a valid file too. */
+	CHECK_INT_EQ(parse_run("{\"script\":[{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}]}", &a,
+			       &err, "--script", "-", NULL), 0);
+	cli_run_args_finish(&a);
+	free(err);
+
+	/* An instruction: several words are one. */
+	CHECK_INT_EQ(parse_run("", &a, &err, "open", "the", "settings", "--max-steps", "3", NULL), 0);
+	body = json_loads(a.body ? a.body : "", 0, NULL);
+	CHECK_STR_EQ(str_at(body, "instruction"), "open the settings");
+	CHECK_INT_EQ(int_at(body, "max_steps"), 3);
+	json_decref(body);
+	cli_run_args_finish(&a);
+	free(err);
+}
+
+static void expect_run_error(const char *stdin_text, const char *needle, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	struct capture c;
+	struct cli_run_args a = {0};
+	FILE *in = fmemopen((void *)stdin_text, strlen(stdin_text) ? strlen(stdin_text) : 1, "r");
+
+	REQUIRE(in);
+	argv[argc++] = "run";
+	va_start(ap, needle);
+	for (char *arg; (arg = va_arg(ap, char *)) && argc < 31;)
+		argv[argc++] = arg;
+	va_end(ap);
+	argv[argc] = NULL;
+
+	capture_init(&c);
+	int r = cli_run_parse(&c.ctx, argc, argv, in, &a);
+	capture_flush(&c);
+	if (r != CLI_EXIT_USAGE || a.body || !c.err || !strstr(c.err, needle)) {
+		fprintf(stderr, "run: status %d, stderr \"%s\", wanted \"%s\"\n", r, c.err ? c.err : "",
+			needle);
+		test_failures++;
+	}
+	cli_run_args_finish(&a);
+	capture_finish(&c);
+	fclose(in);
+}
+
+static void test_run_errors(void)
+{
+	expect_run_error("", "give --script FILE", NULL);
+	expect_run_error("[]", "not both", "--script", "-", "extra", NULL);
+	expect_run_error("[{\"tool_name\":\"click\",\"x\":1,\n\"y\":}]", "(stdin): invalid JSON at line 2",
+			 "--script", "-", NULL);
+	expect_run_error("[{\"tool_name\":\"jump\"}]", "(stdin): script[0].tool_name", "--script", "-", NULL);
+	/* Errors name the field as the file spells it. */
+	expect_run_error("{\"actions\":[{\"tool_name\":\"wait\",\"duration\":1},"
+			 "{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}]}",
+			 "actions[1].keys[0]: unknown key name 'ctr'", "--script", "-", NULL);
+	expect_run_error("{\"steps\":[]}", "no \"actions\" list", "--script", "-", NULL);
+	expect_run_error("42", "a script is a JSON array", "--script", "-", NULL);
+	expect_run_error("{\"instruction\":\"x\"}", "a script file holds actions", "--script", "-", NULL);
+	expect_run_error("[]", "(stdin): script", "--script", "-", NULL);
+	expect_run_error("[{\"tool_name\":\"wait\",\"duration\":1}]", "unknown", "--script", "-",
+			 "--bogus", NULL);
+	expect_run_error("", "cannot open the script /nonexistent/s.json", "--script",
+			 "/nonexistent/s.json", NULL);
+	expect_run_error("", "--coords applies to scripts only", "do", "it", "--coords", "model", NULL);
+	expect_run_error("", "--max-steps must be from 1", "x", "--max-steps", "0", NULL);
+	expect_run_error("", "--max-seconds must be from 1", "x", "--max-seconds", "lots", NULL);
+}
+
+static void test_script_file(void)
+{
+	char dir[] = "/tmp/holoctl-test-XXXXXX";
+	char err[CLI_MAX_ERROR_LEN + 256];
+	json_t *body = NULL;
+
+	REQUIRE(mkdtemp(dir));
+	char *path = path_join(dir, "script.json");
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fputs("{\"actions\": [{\"tool_name\": \"move\", \"x\": 3, \"y\": 4}], \"dry_run\": true}\n", f);
+	fclose(f);
+	CHECK_INT_EQ(cli_script_read(path, stdin, &body, err, sizeof(err)), 0);
+	CHECK(json_is_true(json_object_get(body, "dry_run")));
+	CHECK_STR_EQ(str_at(json_array_get(json_object_get(body, "script"), 0), "tool_name"), "move");
+	json_decref(body);
+
+	/* Over the size limit: refused before parsing, with the limit named. */
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fputc('[', f);
+	for (size_t n = 0; n < CLI_MAX_SCRIPT_BYTES; n += 64)
+		fputs("                                                               \n", f);
+	fputc(']', f);
+	fclose(f);
+	body = NULL;
+	CHECK_INT_EQ(cli_script_read(path, stdin, &body, err, sizeof(err)), -EFBIG);
+	CHECK(body == NULL);
+	CHECK(strstr(err, "larger than") != NULL);
+
+	unlink(path);
+	rmdir(dir);
+	free(path);
+}
+
+/* ---- tables and formatting ------------------------------------------------------------------ */
+
+static char *print_table(struct cli_table *t)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	REQUIRE(f);
+	CHECK_INT_EQ(cli_table_print(t, f), 0);
+	fclose(f);
+	return buf;
+}
+
+static void test_table(void)
+{
+	static const char *const headers[] = {"#", "TOOL", "RESULT"};
+	struct cli_table *t = cli_table_create(3, headers);
+	char *s;
+
+	REQUIRE(t);
+	cli_table_set_align(t, 0, CLI_ALIGN_RIGHT);
+	cli_table_add_row(t, (const char *const[]){"0", "click", "ok"});
+	cli_table_add_row(t, (const char *const[]){"10", "write", NULL});
+	cli_table_add_row(t, (const char *const[]){"11", "héllo", "two\nlines"});
+	CHECK_INT_EQ(cli_table_rows(t), 3);
+	s = print_table(t);
+	CHECK_STR_EQ(s, " #  TOOL   RESULT\n"
+			" 0  click  ok\n"
+			"10  write  -\n"
+			"11  héllo  two\\nlines\n");
+	free(s);
+	cli_table_hide_header(t);
+	s = print_table(t);
+	CHECK_STR_EQ(s, " 0  click  ok\n"
+			"10  write  -\n"
+			"11  héllo  two\\nlines\n");
+	free(s);
+	cli_table_destroy(t);
+
+	CHECK(cli_table_create(0, headers) == NULL);
+
+	/* Cells: control bytes and invalid UTF-8 escaped, long text cut to the limit. */
+	s = cli_table_render_cell("a\tb\x01\xff");
+	CHECK_STR_EQ(s, "a\\tb\\x01\\xFF");
+	free(s);
+	char longtext[200];
+	memset(longtext, 'x', sizeof(longtext) - 1);
+	longtext[sizeof(longtext) - 1] = '\0';
+	s = cli_table_render_cell(longtext);
+	CHECK_INT_EQ(strlen(s), CLI_TABLE_MAX_CELL);
+	CHECK(strcmp(s + CLI_TABLE_MAX_CELL - 3, "...") == 0);
+	free(s);
+	longtext[CLI_TABLE_MAX_CELL] = '\0'; /* exactly the limit: not cut */
+	s = cli_table_render_cell(longtext);
+	CHECK_STR_EQ(s, longtext);
+	free(s);
+}
+
+static void test_format(void)
+{
+	char buf[64];
+
+	cli_format_duration_us(12, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "12 us");
+	cli_format_duration_us(42400, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "42 ms");
+	cli_format_duration_us(1250000, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "1.25 s");
+	cli_format_duration_us(-1, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "-");
+
+	CHECK_INT_EQ(cli_exit_for_task_status("succeeded"), CLI_EXIT_OK);
+	CHECK_INT_EQ(cli_exit_for_task_status("failed"), CLI_EXIT_TASK_FAILED);
+	CHECK_INT_EQ(cli_exit_for_task_status("cancelled"), CLI_EXIT_TASK_CANCELLED);
+	CHECK_INT_EQ(cli_exit_for_task_status("interrupted"), CLI_EXIT_TASK_INTERRUPTED);
+	CHECK_INT_EQ(cli_exit_for_task_status("running"), CLI_EXIT_TASK_UNKNOWN);
+	CHECK_INT_EQ(cli_exit_for_task_status(NULL), CLI_EXIT_TASK_UNKNOWN);
+
+	long v = 0;
+	CHECK_INT_EQ(cli_parse_int("42", 0, 100, &v), 0);
+	CHECK_INT_EQ(v, 42);
+	CHECK_INT_EQ(cli_parse_int("101", 0, 100, &v), -ERANGE);
+	CHECK_INT_EQ(cli_parse_int("4x", 0, 100, &v), -EINVAL);
+	CHECK_INT_EQ(cli_parse_int("", 0, 100, &v), -EINVAL);
+	CHECK_INT_EQ(v, 42);
+
+	json_t *p = json_pack("{s:i, s:i}", "x", 3, "y", 4);
+	cli_format_point(p, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "3,4");
+	json_object_set_new(p, "x2", json_integer(30));
+	json_object_set_new(p, "y2", json_integer(40));
+	cli_format_point(p, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "3,4->30,40");
+	cli_format_point(json_null(), buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "-");
+	json_decref(p);
+
+	json_t *call = json_pack("{s:s, s:[s,s], s:i}", "tool_name", "hotkey", "keys", "ctrl", "s",
+				 "repeat_count", 2);
+	cli_format_tool_args(call, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "ctrl+s x2");
+	json_decref(call);
+	call = json_pack("{s:s, s:s, s:b}", "tool_name", "write", "content", "hi", "press_enter", 1);
+	cli_format_tool_args(call, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "\"hi\" +enter");
+	json_decref(call);
+	call = json_pack("{s:s, s:s, s:i}", "tool_name", "scroll", "direction", "down", "scroll_size", 3);
+	cli_format_tool_args(call, buf, sizeof(buf));
+	CHECK_STR_EQ(buf, "down 3");
+	json_decref(call);
+
+	static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13,
+					      'I', 'H', 'D', 'R', 0, 0, 5, 0, 0, 0, 2, 0xD0};
+	uint32_t w = 0, h = 0;
+	CHECK_INT_EQ(cli_png_size(png, sizeof(png), &w, &h), 0);
+	CHECK_INT_EQ(w, 1280);
+	CHECK_INT_EQ(h, 720);
+	CHECK_INT_EQ(cli_png_size((const uint8_t *)"GIF89a", 6, &w, &h), -EBADMSG);
+
+	char msg[512];
+	const char *e = "{\"error\":{\"code\":\"no_model\",\"message\":\"no model is loaded\"}}";
+	cli_format_api_error(503, e, strlen(e), msg, sizeof(msg));
+	CHECK(strstr(msg, "no model is loaded (HTTP 503 no_model)") == msg);
+	CHECK(strstr(msg, "holoctl run --script") != NULL);
+	cli_format_api_error(502, "<html>", 6, msg, sizeof(msg));
+	CHECK(strstr(msg, "HTTP 502 without an error message") != NULL);
+}
+
+/* ---- the whole program, without a daemon ------------------------------------------------------ */
+
+static int run_main(char **out, char **err, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	size_t ol, el;
+	FILE *fo = open_memstream(out, &ol), *fe = open_memstream(err, &el);
+
+	REQUIRE(fo && fe);
+	argv[argc++] = "holoctl";
+	va_start(ap, err);
+	for (char *a; (a = va_arg(ap, char *)) && argc < 31;)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+	int r = holoctl_main(argc, argv, fo, fe);
+	fclose(fo);
+	fclose(fe);
+	return r;
+}
+
+static void test_main(void)
+{
+	char *out, *err, dir[] = "/tmp/holoctl-main-XXXXXX";
+
+	CHECK_INT_EQ(run_main(&out, &err, "--version", NULL), 0);
+	CHECK(strstr(out, "holoctl " HOLOD_VERSION) == out);
+	free(out), free(err);
+
+	CHECK_INT_EQ(run_main(&out, &err, NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "Commands:") != NULL);
+	free(out), free(err);
+
+	CHECK_INT_EQ(run_main(&out, &err, "--help", NULL), 0);
+	for (size_t i = 0; i < cli_commands_count; i++)
+		CHECK(strstr(out, cli_commands[i]->name) != NULL);
+	CHECK(strstr(out, "Exit status:") != NULL);
+	free(out), free(err);
+
+	/* Every command has its own --help. */
+	for (size_t i = 0; i < cli_commands_count; i++) {
+		CHECK_INT_EQ(run_main(&out, &err, cli_commands[i]->name, "--help", NULL), 0);
+		CHECK(strstr(out, "Usage: holoctl ") == out);
+		CHECK(strstr(out, cli_commands[i]->name) != NULL);
+		free(out), free(err);
+	}
+	CHECK_INT_EQ(run_main(&out, &err, "help", "show", NULL), 0);
+	CHECK(strstr(out, "Usage: holoctl show ID") == out);
+	free(out), free(err);
+
+	CHECK_INT_EQ(run_main(&out, &err, "frobnicate", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "unknown command 'frobnicate'") != NULL);
+	free(out), free(err);
+	CHECK_INT_EQ(run_main(&out, &err, "--bogus", "status", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "unknown option '--bogus'") != NULL);
+	free(out), free(err);
+	CHECK_INT_EQ(run_main(&out, &err, "show", "abc", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "'abc' is not a task ID") != NULL);
+	free(out), free(err);
+	CHECK_INT_EQ(run_main(&out, &err, "cancel", NULL), CLI_EXIT_USAGE);
+	free(out), free(err);
+	CHECK_INT_EQ(run_main(&out, &err, "screenshot", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "give -o FILE") != NULL);
+	free(out), free(err);
+	CHECK_INT_EQ(run_main(&out, &err, "screenshot", "-o", "x.png", "--task", "3", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "--task and --step go together") != NULL);
+	free(out), free(err);
+	CHECK_INT_EQ(run_main(&out, &err, "list", "--status", "done", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "--status must be") != NULL);
+	free(out), free(err);
+
+	/* No daemon: the error names the socket, the cause and the fix. */
+	REQUIRE(mkdtemp(dir));
+	char *sock = path_join(dir, "holod.sock");
+	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "status", NULL), CLI_EXIT_ERROR);
+	CHECK(strstr(err, sock) != NULL);
+	CHECK(strstr(err, "no such file (is holod running? start it with `holod`") != NULL);
+	free(out), free(err);
+
+	/* --socket after the command, and $HOLOD_SOCKET, pick the daemon too. */
+	CHECK_INT_EQ(run_main(&out, &err, "list", "--socket", sock, NULL), CLI_EXIT_ERROR);
+	CHECK(strstr(err, sock) != NULL);
+	free(out), free(err);
+	setenv(IPC_SOCKET_ENV, sock, 1);
+	CHECK_INT_EQ(run_main(&out, &err, "do", "click", "1", "2", NULL), CLI_EXIT_ERROR);
+	CHECK(strstr(err, sock) != NULL);
+	free(out), free(err);
+	unsetenv(IPC_SOCKET_ENV);
+
+	/* A socket file nobody listens on: a stale socket. */
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	REQUIRE(fd >= 0 && strlen(sock) < sizeof(sa.sun_path));
+	strcpy(sa.sun_path, sock);
+	REQUIRE(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	close(fd);
+	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "status", NULL), CLI_EXIT_ERROR);
+	CHECK(strstr(err, "connection refused (a stale socket") != NULL);
+	free(out), free(err);
+	unlink(sock);
+
+	/* A path that cannot be a Unix socket. */
+	char longpath[200];
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = '\0';
+	CHECK_INT_EQ(run_main(&out, &err, "--socket", longpath, "status", NULL), CLI_EXIT_ERROR);
+	CHECK(strstr(err, "too long for a Unix socket") != NULL);
+	free(out), free(err);
+
+	/* Usage errors are found before any connection is tried. */
+	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "do", "hotkey", "ctr", NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(err, "is holod running") == NULL);
+	free(out), free(err);
+
+	rmdir(dir);
+	free(sock);
+}
+
+int main(void)
+{
+	log_set_program_name("test-cli-unit");
+	REQUIRE(cli_http_global_init() == 0);
+	test_do_mapping();
+	test_do_errors();
+	test_run_parse();
+	test_run_errors();
+	test_script_file();
+	test_table();
+	test_format();
+	test_main();
+	cli_http_global_cleanup();
+	return test_exit();
+}
