@@ -1,0 +1,213 @@
+/* x11 suite: capture (SHM and XGetImage, whole screen and sub-rects), monitors, display errors.
+ * Pixels are compared with the colours holo-test-client paints at known places. */
+#include "common.h"
+#include "test.h"
+#include "x11-test-util.h"
+#include "x11.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+TEST_DEFINE_GLOBALS;
+
+/* Where the client window is put on the root window. */
+#define WX 50
+#define WY 40
+
+static uint32_t px(const struct x11_frame *f, int x, int y)
+{
+	const uint8_t *p = f->pixels + (size_t)y * f->stride + (size_t)x * 3;
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+#define CHECK_PX(f, x, y, rgb)                                                                     \
+	do {                                                                                       \
+		uint32_t _got = px((f), (x), (y));                                                 \
+		if (_got != (rgb)) {                                                               \
+			fprintf(stderr, "%s:%d: pixel (%d,%d) is #%06x, expected #%06x\n", __FILE__, \
+				__LINE__, (x), (y), _got, (unsigned)(rgb));                        \
+			test_failures++;                                                           \
+		}                                                                                  \
+	} while (0)
+
+/* Every painted region of the client, checked at its corners and centre, in root coordinates
+ * shifted by (ox, oy) into the frame. */
+static int check_client(const struct x11_frame *f, int ox, int oy)
+{
+	static const struct {
+		int x, y, w, h;
+		uint32_t rgb;
+	} regions[] = {
+		{10, 10, 50, 50, 0xff0000}, {70, 10, 50, 50, 0x00ff00}, {130, 10, 50, 50, 0x0000ff},
+		{190, 10, 50, 50, 0x123456}, {10, 80, 30, 30, 0x808080},
+	};
+	int checked = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(regions); i++) {
+		int x0 = WX + regions[i].x - ox, y0 = WY + regions[i].y - oy;
+		int x1 = x0 + regions[i].w - 1, y1 = y0 + regions[i].h - 1;
+		if (x0 < 0 || y0 < 0 || x1 >= f->width || y1 >= f->height)
+			continue;
+		checked++;
+		CHECK_PX(f, x0, y0, regions[i].rgb);
+		CHECK_PX(f, x1, y1, regions[i].rgb);
+		CHECK_PX(f, (x0 + x1) / 2, (y0 + y1) / 2, regions[i].rgb);
+		/* Just outside the block: the white window background. */
+		if (x0 > 0)
+			CHECK_PX(f, x0 - 1, y0, 0xffffff);
+	}
+	return checked;
+}
+
+static void test_whole_screen(struct x11_display *d, struct x11_frame **ret_shm_frame)
+{
+	struct x11_frame *f = NULL;
+
+	CHECK(x11_capture_uses_shm(d));
+	REQUIRE(x11_capture(d, NULL, &f) == 0);
+	CHECK(x11_capture_uses_shm(d)); /* the attach worked on a local server */
+	CHECK_INT_EQ(f->width, 640);
+	CHECK_INT_EQ(f->height, 480);
+	CHECK(f->stride >= 640 * 3);
+	CHECK_INT_EQ(check_client(f, 0, 0), 5);
+	CHECK_PX(f, 0, 0, 0x000000);     /* Xvfb -br: black root */
+	CHECK_PX(f, 639, 479, 0x000000); /* last pixel */
+	CHECK_PX(f, WX, WY, 0xffffff);   /* window's top-left pixel */
+	*ret_shm_frame = f;
+}
+
+static void test_subrect(struct x11_display *d)
+{
+	struct x11_rect area = {WX + 10, WY + 10, 240, 50};
+	struct x11_frame *f = NULL;
+
+	REQUIRE(x11_capture(d, &area, &f) == 0);
+	CHECK_INT_EQ(f->width, 240);
+	CHECK_INT_EQ(f->height, 50);
+	CHECK_INT_EQ(check_client(f, area.x, area.y), 4);
+	CHECK_PX(f, 0, 0, 0xff0000);
+	CHECK_PX(f, 50, 0, 0xffffff);
+	CHECK_PX(f, 229, 49, 0x123456);
+	CHECK_PX(f, 230, 49, 0xffffff);
+	/* Reuse: a bigger area in the same frame, then a smaller one. */
+	struct x11_rect big = {0, 0, 640, 480};
+	REQUIRE(x11_capture_into(d, &big, f) == 0);
+	CHECK_INT_EQ(f->width, 640);
+	check_client(f, 0, 0);
+	struct x11_rect small = {WX + 70, WY + 10, 3, 2};
+	REQUIRE(x11_capture_into(d, &small, f) == 0);
+	CHECK_INT_EQ(f->width, 3);
+	CHECK_INT_EQ(f->height, 2);
+	CHECK_PX(f, 2, 1, 0x00ff00);
+	x11_frame_destroy(f);
+}
+
+static void test_errors(struct x11_display *d)
+{
+	struct x11_frame *f = (struct x11_frame *)0x1;
+	struct x11_rect outside = {600, 400, 41, 10}, empty = {0, 0, 0, 10}, neg = {-1, 0, 10, 10};
+
+	CHECK_INT_EQ(x11_capture(d, &outside, &f), -ERANGE);
+	CHECK_INT_EQ(x11_capture(d, &empty, &f), -ERANGE);
+	CHECK_INT_EQ(x11_capture(d, &neg, &f), -ERANGE);
+	CHECK(f == (struct x11_frame *)0x1); /* untouched */
+}
+
+static void test_open_errors(const char *good)
+{
+	/* Not an X server: a clear error, Wayland named when WAYLAND_DISPLAY is set. */
+	unsetenv("WAYLAND_DISPLAY");
+	errno = 0;
+	CHECK(x11_display_open(":4242") == NULL);
+	CHECK_INT_EQ(errno, X11_ERR_NO_DISPLAY);
+	setenv("WAYLAND_DISPLAY", "wayland-0", 1);
+	errno = 0;
+	CHECK(x11_display_open(":4242") == NULL);
+	CHECK_INT_EQ(errno, X11_ERR_WAYLAND);
+	CHECK(strstr(x11_strerror(-X11_ERR_WAYLAND), "Wayland") != NULL);
+	unsetenv("DISPLAY");
+	errno = 0;
+	CHECK(x11_display_open(NULL) == NULL);
+	CHECK_INT_EQ(errno, X11_ERR_WAYLAND);
+	unsetenv("WAYLAND_DISPLAY");
+	errno = 0;
+	CHECK(x11_display_open(NULL) == NULL);
+	CHECK_INT_EQ(errno, X11_ERR_NO_DISPLAY);
+	CHECK(strstr(x11_strerror(-X11_ERR_NO_DISPLAY), "DISPLAY") != NULL);
+	setenv("DISPLAY", good, 1);
+}
+
+static void test_depth16(void)
+{
+	struct xt_xvfb x16;
+	struct x11_frame *f = NULL;
+
+	REQUIRE(xt_xvfb_start(&x16, "320x240x16", NULL) == 0);
+	struct x11_display *d = x11_display_open(x16.display);
+	REQUIRE(d);
+	/* 16-bit colour is refused with a clear error, on both paths. */
+	CHECK_INT_EQ(x11_capture(d, NULL, &f), -ENOTSUP);
+	x11_capture_set_shm(d, false);
+	CHECK_INT_EQ(x11_capture(d, NULL, &f), -ENOTSUP);
+	x11_display_close(d);
+	xt_xvfb_stop(&x16);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const extra[] = {"-br", NULL};
+	struct xt_xvfb x;
+	struct x11_frame *shm_frame = NULL, *plain = NULL;
+	const char *log;
+	struct x11_rect mons[4];
+
+	REQUIRE(argc == 2);
+	REQUIRE(xt_xvfb_start(&x, "640x480x24", extra) == 0);
+	pid_t client = xt_client_start(argv[1], "capture", "400x300+50+40", &log);
+	REQUIRE(client > 0);
+	struct x11_display *d = x11_display_open(NULL);
+	REQUIRE(d);
+	CHECK_STR_EQ(x11_display_name(d), x.display);
+	int w = 0, h = 0;
+	x11_display_size(d, &w, &h);
+	CHECK_INT_EQ(w, 640);
+	CHECK_INT_EQ(h, 480);
+	int n = x11_display_monitors(d, mons, ARRAY_SIZE(mons));
+	CHECK(n >= 1);
+	CHECK_INT_EQ(mons[0].x, 0);
+	CHECK_INT_EQ(mons[0].y, 0);
+	CHECK_INT_EQ(mons[0].width, 640);
+	CHECK_INT_EQ(mons[0].height, 480);
+
+	test_whole_screen(d, &shm_frame);
+	test_subrect(d);
+	test_errors(d);
+
+	/* The XGetImage path gives the same pixels. */
+	x11_capture_set_shm(d, false);
+	CHECK(!x11_capture_uses_shm(d));
+	REQUIRE(x11_capture(d, NULL, &plain) == 0);
+	CHECK_INT_EQ(plain->width, shm_frame->width);
+	CHECK_INT_EQ(plain->height, shm_frame->height);
+	CHECK(memcmp(plain->pixels, shm_frame->pixels, shm_frame->stride * 480) == 0);
+	check_client(plain, 0, 0);
+	test_subrect(d);
+	x11_capture_set_shm(d, true);
+	CHECK(x11_capture_uses_shm(d));
+
+	/* PNG of a real capture decodes (size sanity: compressed well below raw). */
+	uint8_t *png = NULL;
+	size_t png_size = 0;
+	CHECK_INT_EQ(x11_frame_encode_png(shm_frame, &png, &png_size), 0);
+	CHECK(png_size > 100 && png_size < 640 * 480 * 3 / 10);
+	free(png);
+
+	x11_frame_destroy(plain);
+	x11_frame_destroy(shm_frame);
+	x11_display_close(d);
+	xt_kill(client);
+	test_open_errors(x.display);
+	test_depth16();
+	xt_xvfb_stop(&x);
+	return test_exit();
+}

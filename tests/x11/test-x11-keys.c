@@ -1,0 +1,142 @@
+/* Unit: the key-name table, combination parsing and UTF-8 decoding (no display). */
+#include "common.h"
+#include "test.h"
+#include "x11-internal.h"
+
+#include <X11/XF86keysym.h>
+#include <X11/keysym.h>
+
+TEST_DEFINE_GLOBALS;
+
+static uint32_t ks(const char *name)
+{
+	uint32_t k = 0;
+	int r = x11_key_lookup(name, &k);
+	if (r < 0) {
+		fprintf(stderr, "lookup '%s' failed\n", name);
+		test_failures++;
+	}
+	return k;
+}
+
+static void test_names(void)
+{
+	/* Model vocabularies meet in one table, case-insensitively. */
+	CHECK_INT_EQ(ks("enter"), XK_Return);
+	CHECK_INT_EQ(ks("Return"), XK_Return);
+	CHECK_INT_EQ(ks("ESC"), XK_Escape);
+	CHECK_INT_EQ(ks("escape"), XK_Escape);
+	CHECK_INT_EQ(ks("ctrl"), XK_Control_L);
+	CHECK_INT_EQ(ks("Control"), XK_Control_L);
+	CHECK_INT_EQ(ks("cmd"), XK_Super_L);
+	CHECK_INT_EQ(ks("super"), XK_Super_L);
+	CHECK_INT_EQ(ks("win"), XK_Super_L);
+	CHECK_INT_EQ(ks("meta"), XK_Super_L);
+	CHECK_INT_EQ(ks("alt"), XK_Alt_L);
+	CHECK_INT_EQ(ks("option"), XK_Alt_L);
+	CHECK_INT_EQ(ks("shift"), XK_Shift_L);
+	CHECK_INT_EQ(ks("pagedown"), XK_Next);
+	CHECK_INT_EQ(ks("PgDn"), XK_Next);
+	CHECK_INT_EQ(ks("pageup"), XK_Prior);
+	CHECK_INT_EQ(ks("ArrowLeft"), XK_Left);
+	CHECK_INT_EQ(ks("left"), XK_Left);
+	CHECK_INT_EQ(ks("arrowup"), XK_Up);
+	CHECK_INT_EQ(ks("home"), XK_Home);
+	CHECK_INT_EQ(ks("end"), XK_End);
+	CHECK_INT_EQ(ks("delete"), XK_Delete);
+	CHECK_INT_EQ(ks("del"), XK_Delete);
+	CHECK_INT_EQ(ks("backspace"), XK_BackSpace);
+	CHECK_INT_EQ(ks("tab"), XK_Tab);
+	CHECK_INT_EQ(ks("space"), XK_space);
+	CHECK_INT_EQ(ks("f1"), XK_F1);
+	CHECK_INT_EQ(ks("F12"), XK_F12);
+	CHECK_INT_EQ(ks("f24"), XK_F24);
+	CHECK_INT_EQ(ks("a"), XK_a);
+	CHECK_INT_EQ(ks("A"), XK_a); /* "ctrl+A" means the A key */
+	CHECK_INT_EQ(ks("7"), XK_7);
+	CHECK_INT_EQ(ks("-"), XK_minus);
+	CHECK_INT_EQ(ks("+"), XK_plus);
+	CHECK_INT_EQ(ks("minus"), XK_minus);
+	CHECK_INT_EQ(ks("plus"), XK_plus);
+	CHECK_INT_EQ(ks("comma"), XK_comma);
+	CHECK_INT_EQ(ks("period"), XK_period);
+	CHECK_INT_EQ(ks("slash"), XK_slash);
+	CHECK_INT_EQ(ks("backslash"), XK_backslash);
+	CHECK_INT_EQ(ks("ö"), XK_odiaeresis);
+	CHECK_INT_EQ(ks("日"), 0x10065e5);
+	CHECK_INT_EQ(ks("KP_Add"), XK_KP_Add);
+	CHECK_INT_EQ(ks("XF86Back"), XF86XK_Back);
+	CHECK_INT_EQ(ks("volumeup"), XF86XK_AudioRaiseVolume);
+
+	/* Unknown names are errors, never silently dropped. */
+	uint32_t k = 0xdead;
+	CHECK_INT_EQ(x11_key_lookup("ctr", &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup("f25", &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup("f0", &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup("", &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup(NULL, &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup("\x01", &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup("\xc3", &k), -EINVAL); /* truncated UTF-8 */
+	CHECK_INT_EQ(x11_key_lookup("0x41", &k), -EINVAL);
+	CHECK_INT_EQ(x11_key_lookup("averyveryveryverylongkeynamethatgoeson", &k), -EINVAL);
+	CHECK_INT_EQ(k, 0xdead); /* untouched on error */
+}
+
+static void test_combos(void)
+{
+	char err[128];
+
+	CHECK_INT_EQ(x11_key_combo_validate("ctrl+shift+t", err, sizeof(err)), 3);
+	CHECK_INT_EQ(x11_key_combo_validate("Return", err, sizeof(err)), 1);
+	CHECK_INT_EQ(x11_key_combo_validate("ctrl++", err, sizeof(err)), 2);
+	CHECK_INT_EQ(x11_key_combo_validate("+", err, sizeof(err)), 1);
+	CHECK_INT_EQ(x11_key_combo_validate("ctrl+minus", err, sizeof(err)), 2);
+	CHECK_INT_EQ(x11_key_combo_validate("a+b+c+d+e+f+g+h+i", err, sizeof(err)), 9);
+
+	err[0] = 0;
+	CHECK_INT_EQ(x11_key_combo_validate("ctrl+ctr+t", err, sizeof(err)), -EINVAL);
+	CHECK_STR_EQ(err, "unknown key name 'ctr'");
+	CHECK_INT_EQ(x11_key_combo_validate("", err, sizeof(err)), -EINVAL);
+	CHECK_STR_EQ(err, "empty key combination");
+	CHECK_INT_EQ(x11_key_combo_validate(NULL, err, sizeof(err)), -EINVAL);
+	CHECK_INT_EQ(x11_key_combo_validate("a+b+c+d+e+f+g+h+i+j", err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "more than 9 keys") != NULL);
+	CHECK_INT_EQ(x11_key_combo_validate("ctrl+", err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "empty key name") != NULL);
+	CHECK_INT_EQ(x11_key_combo_validate("+a", err, sizeof(err)), -EINVAL);
+
+	char names[X11_MAX_KEYS_PER_COMBO][X11_MAX_KEY_NAME];
+	CHECK_INT_EQ(x11_key_combo_split("ctrl++", names, X11_MAX_KEYS_PER_COMBO, err, sizeof(err)),
+		     2);
+	CHECK_STR_EQ(names[0], "ctrl");
+	CHECK_STR_EQ(names[1], "+");
+}
+
+static void test_utf8(void)
+{
+	uint32_t cp = 0;
+
+	CHECK_INT_EQ(x11_utf8_decode("A", 1, &cp), 1);
+	CHECK_INT_EQ(cp, 'A');
+	CHECK_INT_EQ(x11_utf8_decode("\xc3\xb6", 2, &cp), 2);
+	CHECK_INT_EQ(cp, 0xf6);
+	CHECK_INT_EQ(x11_utf8_decode("\xe2\x9c\x93", 3, &cp), 3);
+	CHECK_INT_EQ(cp, 0x2713);
+	CHECK_INT_EQ(x11_utf8_decode("\xf0\x9f\x98\x80", 4, &cp), 4);
+	CHECK_INT_EQ(cp, 0x1f600);
+	CHECK_INT_EQ(x11_utf8_decode("\xc0\xaf", 2, &cp), -EINVAL);     /* overlong */
+	CHECK_INT_EQ(x11_utf8_decode("\xed\xa0\x80", 3, &cp), -EINVAL); /* surrogate */
+	CHECK_INT_EQ(x11_utf8_decode("\xe2\x9c", 2, &cp), -EINVAL);     /* truncated */
+	CHECK_INT_EQ(x11_utf8_decode("\xff", 1, &cp), -EINVAL);
+	CHECK_INT_EQ(x11_keysym_from_codepoint('a'), XK_a);
+	CHECK_INT_EQ(x11_keysym_from_codepoint(0xe9), XK_eacute);
+	CHECK_INT_EQ(x11_keysym_from_codepoint(0x2014), 0x1002014);
+}
+
+int main(void)
+{
+	test_names();
+	test_combos();
+	test_utf8();
+	return test_exit();
+}

@@ -1,0 +1,180 @@
+/* x11 display: connection, error trap, size, monitors, error messages. */
+#include "common.h"
+#include "x11-internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <X11/extensions/XTest.h>
+#include <X11/extensions/Xrandr.h>
+
+static _Thread_local int trapped_error;
+static pthread_once_t errors_once = PTHREAD_ONCE_INIT;
+
+static int error_handler(Display *dpy, XErrorEvent *ev)
+{
+	/* Keep the first error: later ones are usually consequences of it. */
+	if (!trapped_error)
+		trapped_error = ev->error_code;
+	log_debug("X error %d (request %d.%d) on %s", ev->error_code, ev->request_code,
+		  ev->minor_code, DisplayString(dpy));
+	return 0;
+}
+
+static void errors_install_once(void)
+{
+	/* Xlib's default handler exits the process; a daemon must survive a BadWindow. */
+	XSetErrorHandler(error_handler);
+}
+
+void x11_errors_install(void)
+{
+	pthread_once(&errors_once, errors_install_once);
+}
+
+void x11_trap_begin(void)
+{
+	trapped_error = 0;
+}
+
+int x11_trap_end(Display *dpy)
+{
+	XSync(dpy, False);
+	int e = trapped_error;
+	trapped_error = 0;
+	return e;
+}
+
+const char *x11_strerror(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case X11_ERR_WAYLAND:
+		return "this is a Wayland session without X access: XTest cannot reach Wayland "
+		       "clients (run an X11 session, or set DISPLAY to an X server)";
+	case X11_ERR_NO_DISPLAY:
+		return "cannot connect to the X server: DISPLAY is unset or the server refused the "
+		       "connection (check DISPLAY and XAUTHORITY)";
+	case X11_ERR_NO_XTEST:
+		return "the X server lacks the XTEST extension, so input cannot be injected";
+	case ERANGE:
+		return "coordinates or area outside the screen";
+	case EINVAL:
+		return "invalid argument (unknown key name, empty or too long key combination, "
+		       "invalid UTF-8 or out-of-range count)";
+	case ENOSPC:
+		return "no spare keycode left to bind a character that is missing from the keymap";
+	case EIO:
+		return "the X server did not apply a request (keyboard mapping or image transfer)";
+	case ENOMEM:
+		return "out of memory";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}
+
+struct x11_display *x11_display_open(const char *name)
+{
+	const char *resolved = name ? name : getenv("DISPLAY");
+	const char *wayland = getenv("WAYLAND_DISPLAY");
+	struct x11_display *d = NULL;
+	int ev, er, maj, min;
+
+	x11_errors_install();
+	if (!resolved || !*resolved) {
+		errno = wayland && *wayland ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
+		return NULL;
+	}
+	d = xcalloc(1, sizeof(*d));
+	d->name = xstrdup(resolved);
+	d->key_delay_us = X11_DEFAULT_KEY_DELAY_US;
+	d->shm_enabled = true;
+	d->dpy = XOpenDisplay(resolved);
+	if (!d->dpy) {
+		log_debug("XOpenDisplay(%s) failed", resolved);
+		errno = wayland && *wayland ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
+		goto free_display;
+	}
+	if (!XTestQueryExtension(d->dpy, &ev, &er, &maj, &min)) {
+		errno = X11_ERR_NO_XTEST;
+		goto close_connection;
+	}
+	d->screen = DefaultScreen(d->dpy);
+	d->root = RootWindow(d->dpy, d->screen);
+	d->width = DisplayWidth(d->dpy, d->screen);
+	d->height = DisplayHeight(d->dpy, d->screen);
+	d->shm_available = XShmQueryExtension(d->dpy);
+	/* The screen argument of libxdo's move is the X screen; pointer events go to the focused
+	 * window through XTest when the window is CURRENTWINDOW (agent.md 3). */
+	d->xdo = xdo_new_with_opened_display(d->dpy, d->name, 0);
+	if (!d->xdo) {
+		errno = ENOMEM;
+		goto close_connection;
+	}
+	return d;
+
+close_connection:
+	XCloseDisplay(d->dpy);
+free_display:
+	free(d->name);
+	free(d);
+	return NULL;
+}
+
+/* capture.c */
+void x11_capture_release(struct x11_display *d);
+
+void x11_display_close(struct x11_display *d)
+{
+	if (!d)
+		return;
+	if (d->dpy)
+		x11_release_all(d);
+	x11_capture_release(d);
+	if (d->xdo)
+		xdo_free(d->xdo);
+	if (d->dpy)
+		XCloseDisplay(d->dpy);
+	free(d->name);
+	free(d);
+}
+
+const char *x11_display_name(const struct x11_display *d)
+{
+	return d->name;
+}
+
+void x11_display_size(const struct x11_display *d, int *ret_width, int *ret_height)
+{
+	*ret_width = d->width;
+	*ret_height = d->height;
+}
+
+int x11_display_monitors(struct x11_display *d, struct x11_rect *ret, size_t max)
+{
+	int ev, er, n = 0;
+	XRRMonitorInfo *mons = NULL;
+	size_t out = 0;
+
+	if (XRRQueryExtension(d->dpy, &ev, &er))
+		mons = XRRGetMonitors(d->dpy, d->root, True, &n);
+	if (!mons || n <= 0) {
+		if (mons)
+			XRRFreeMonitors(mons);
+		if (max > 0)
+			ret[0] = (struct x11_rect){0, 0, d->width, d->height};
+		return 1;
+	}
+	/* Primary first, then the others in server order. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++) {
+			if ((pass == 0) != !!mons[i].primary)
+				continue;
+			if (out < max)
+				ret[out] = (struct x11_rect){mons[i].x, mons[i].y, mons[i].width,
+							     mons[i].height};
+			out++;
+		}
+	XRRFreeMonitors(mons);
+	return n;
+}

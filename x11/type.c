@@ -1,0 +1,157 @@
+/* x11 typing: UTF-8 text as key events, exactly.
+ *
+ * Characters on the current keymap (first two columns: plain and Shift) are typed with their
+ * keycode; newline and tab become the Return and Tab keysyms (never control characters);
+ * anything else is typed by binding a spare keycode to its keysym for the duration of the text.
+ * Bindings are made in batches and restored only after X11_REBIND_SETTLE_US, because a client
+ * looks the keycode up in the keymap when it processes the event, not when we send it. */
+#include "common.h"
+#include "x11-internal.h"
+
+#include <X11/keysym.h>
+#include <string.h>
+
+int x11_utf8_decode(const char *s, size_t len, uint32_t *ret_cp)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	uint32_t cp, min;
+	int n;
+
+	if (len == 0)
+		return -EINVAL;
+	if (u[0] < 0x80) {
+		*ret_cp = u[0];
+		return 1;
+	} else if ((u[0] & 0xe0) == 0xc0) {
+		n = 2, cp = u[0] & 0x1f, min = 0x80;
+	} else if ((u[0] & 0xf0) == 0xe0) {
+		n = 3, cp = u[0] & 0x0f, min = 0x800;
+	} else if ((u[0] & 0xf8) == 0xf0) {
+		n = 4, cp = u[0] & 0x07, min = 0x10000;
+	} else {
+		return -EINVAL;
+	}
+	if (len < (size_t)n)
+		return -EINVAL;
+	for (int i = 1; i < n; i++) {
+		if ((u[i] & 0xc0) != 0x80)
+			return -EINVAL;
+		cp = (cp << 6) | (u[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return -EINVAL;
+	*ret_cp = cp;
+	return n;
+}
+
+uint32_t x11_keysym_from_codepoint(uint32_t cp)
+{
+	/* Latin-1 keysyms equal their code points; the rest use the Unicode keysym range. */
+	if ((cp >= 0x20 && cp <= 0x7e) || (cp >= 0xa0 && cp <= 0xff))
+		return cp;
+	return 0x01000000u | cp;
+}
+
+/* The keysym for one code point of text, or 0 for a control character we refuse. "\r\n" is one
+ * Return: the caller skips the '\n' after a '\r'. */
+static uint32_t text_keysym(uint32_t cp)
+{
+	if (cp == '\n' || cp == '\r')
+		return XK_Return;
+	if (cp == '\t')
+		return XK_Tab;
+	if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
+		return 0;
+	return x11_keysym_from_codepoint(cp);
+}
+
+static int validate(const char *utf8, size_t len)
+{
+	uint32_t cp;
+
+	for (size_t i = 0; i < len;) {
+		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
+		if (n < 0) {
+			log_debug("invalid UTF-8 at byte %zu", i);
+			return -EINVAL;
+		}
+		if (!text_keysym(cp)) {
+			log_debug("control character U+%04X at byte %zu cannot be typed", cp, i);
+			return -EINVAL;
+		}
+		i += (size_t)n;
+	}
+	return 0;
+}
+
+static int type_keypos(struct x11_display *d, const struct x11_keypos *pos, unsigned shift_kc)
+{
+	uint32_t half = MAX(d->key_delay_us / 2, X11_MIN_KEY_DELAY_US / 2);
+	int r;
+
+	if (pos->shift) {
+		r = x11_fake_key(d, shift_kc, true, half);
+		if (r < 0)
+			return r;
+	}
+	r = x11_fake_key(d, pos->keycode, true, half);
+	if (r >= 0)
+		r = x11_fake_key(d, pos->keycode, false, half);
+	if (pos->shift)
+		x11_fake_key(d, shift_kc, false, half);
+	return r;
+}
+
+int x11_type(struct x11_display *d, const char *utf8)
+{
+	struct x11_keymap km;
+	struct x11_keypos pos;
+	unsigned shift_kc;
+	size_t len;
+	uint32_t cp;
+	int r;
+
+	if (!utf8)
+		return -EINVAL;
+	len = strnlen(utf8, X11_MAX_TYPE_BYTES + 1);
+	if (len > X11_MAX_TYPE_BYTES)
+		return -EINVAL;
+	r = validate(utf8, len);
+	if (r < 0 || len == 0)
+		return r;
+	r = x11_keymap_load(d, &km);
+	if (r < 0)
+		return r;
+	shift_kc = x11_keymap_find_plain(&km, XK_Shift_L);
+	for (size_t i = 0; i < len;) {
+		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
+		uint32_t sym = text_keysym(cp);
+
+		r = x11_keymap_resolve(d, &km, sym, &pos);
+		if (r == -ENOSPC && km.n_bound > 0) {
+			/* Out of spare keycodes: let clients catch up, restore, start a new batch. */
+			x11_keymap_finish(d, &km);
+			r = x11_keymap_load(d, &km);
+			if (r < 0)
+				return r;
+			r = x11_keymap_resolve(d, &km, sym, &pos);
+		}
+		if (r < 0)
+			goto finish_keymap;
+		if (pos.shift && !shift_kc) {
+			r = -ENOTSUP;
+			goto finish_keymap;
+		}
+		r = type_keypos(d, &pos, shift_kc);
+		if (r < 0)
+			goto finish_keymap;
+		i += (size_t)n;
+		if (cp == '\r' && i < len && utf8[i] == '\n')
+			i++;
+	}
+	r = 0;
+finish_keymap:
+	XSync(d->dpy, False);
+	x11_keymap_finish(d, &km);
+	return r;
+}
