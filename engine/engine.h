@@ -90,7 +90,7 @@ struct engine_detok;
 struct engine_detok *engine_detok_create(const struct engine_tokenizer *tok, bool skip_special);
 /* Accepts NULL. */
 void engine_detok_destroy(struct engine_detok *d);
-/* Feeds one id. *ret_text/*ret_len receive the text that became complete (possibly empty;
+/* Feeds one id. ret_text and ret_len receive the text that became complete (possibly empty;
  * NUL-terminated; owned by the decoder and valid until its next call).
  * Returns 0, -EINVAL for an id that names no token, -ENOMEM. */
 int engine_detok_push(struct engine_detok *d, int32_t id, const char **ret_text, size_t *ret_len);
