@@ -21,6 +21,40 @@ struct engine_session;
 
 /* ==== model loading (loader.c) =========================================================== */
 
+/* Loads the checkpoint directory `dir`: config.json (a bare `nemotron_h` config or the
+ * NemotronH_Nano_VL_V2 layout with `llm_config`), model.safetensors or
+ * model.safetensors.index.json with its shards, and tokenizer.json when present. Weights are
+ * memory-mapped read-only, never copied. Every tensor name, shape and dtype is checked against
+ * the config and the layer pattern (model.md 1 and 3); tensors left over are an error, except
+ * the vision tensors (`vision_model.*`, `mlp1.*`) of the VLM layout.
+ * On failure returns NULL, sets errno (ENOENT for a missing file, EINVAL for a malformed or
+ * unsupported checkpoint, EFBIG for a size over a limit) and writes one precise sentence to
+ * errbuf (may be NULL when errlen is 0), e.g. "tensor 'backbone.layers.3.mixer.A_log' has shape
+ * [16], expected [8]". The model is immutable afterwards and may be shared between threads. */
+struct engine_model *engine_model_load(const char *dir, char *errbuf, size_t errlen);
+/* Unmaps everything; accepts NULL. No session may still use the model. */
+void engine_model_destroy(struct engine_model *model);
+
+#define ENGINE_MODEL_MAX_PATTERN 512
+
+struct engine_model_info {
+	int n_layers;
+	int n_mamba, n_attention, n_mlp;
+	int hidden;
+	int vocab;                 /* embedding rows */
+	uint64_t n_params;         /* language-model parameters (a tied head counted once) */
+	uint64_t weight_bytes;     /* bytes of those parameters in the checkpoint */
+	bool tied_embeddings;
+	bool vlm;                  /* NemotronH_Nano_VL_V2 layout (vision tensors may be present) */
+	char pattern[ENGINE_MODEL_MAX_PATTERN]; /* one of M * - per layer */
+};
+
+/* Fills *ret. Returns 0 or -EINVAL for NULL arguments. */
+int engine_model_get_info(const struct engine_model *model, struct engine_model_info *ret);
+/* The tokenizer loaded from the directory's tokenizer.json (owned by the model), or NULL when the
+ * directory has none. */
+struct engine_tokenizer *engine_model_tokenizer(const struct engine_model *model);
+
 /* ==== tokenizer (tokenizer.c) ============================================================ */
 
 /* A Hugging Face fast tokenizer (`tokenizer.json`): byte-level BPE with added tokens, the
