@@ -23,8 +23,12 @@ Models (tests/fixtures/models/<name>/):
                    prefix, tiny vision_model.* / mlp1.* extras; the language model weights are
                    byte-identical to tiny-mamba (same seed), so its logits must equal tiny-mamba's
   tiny-sharded     tiny-mamba split over 3 shards with model.safetensors.index.json
+  tiny-chat        bare nemotron_h, "M-M*-M", with a copy of the tokenizer fixture
+                   (tests/fixtures/tokenizer/tekken/tokenizer.json, Tekken-style specials, <image>
+                   and friends); vocab = the tokenizer's ids rounded up to a multiple of 64.
+                   Skipped (with a note) when that tokenizer is absent.
 
-Usage: tools/gen_tiny_model.py [--out tests/fixtures/models] [--tokenizer PATH/tokenizer.json]
+Usage: tools/gen_tiny_model.py [--out tests/fixtures/models] [--chat-tokenizer PATH/tokenizer.json]
 The output is deterministic: rerunning it reproduces the committed files byte for byte.
 """
 
@@ -271,15 +275,21 @@ def fresh_dir(path):
     os.makedirs(path)
 
 
-def copy_tokenizer(tokenizer, dst):
-    if tokenizer:
-        shutil.copyfile(tokenizer, os.path.join(dst, "tokenizer.json"))
+def tokenizer_ids(path):
+    """One more than the largest id of a tokenizer.json (model vocab and added tokens)."""
+    with open(path, encoding="utf-8") as f:
+        tok = json.load(f)
+    ids = list(tok["model"]["vocab"].values()) + [a["id"] for a in tok.get("added_tokens", [])]
+    return max(ids) + 1
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "models"))
-    ap.add_argument("--tokenizer", help="tokenizer.json to copy into every model directory")
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--chat-tokenizer",
+                    default=os.path.join(here, "..", "tests", "fixtures", "tokenizer", "tekken", "tokenizer.json"),
+                    help="tokenizer.json for tiny-chat")
     args = ap.parse_args(argv)
     out = os.path.normpath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -291,7 +301,6 @@ def main(argv):
     t_mamba = lm_tensors(mamba, np.random.default_rng(1001), "")
     write_safetensors(os.path.join(d, "model.safetensors"), t_mamba)
     write_config(os.path.join(d, "config.json"), text_config(mamba))
-    copy_tokenizer(args.tokenizer, d)
 
     d = os.path.join(out, "tiny-vl")
     fresh_dir(d)
@@ -299,7 +308,6 @@ def main(argv):
     t_vl.update(vision_tensors(np.random.default_rng(1002), mamba["hidden"]))
     write_safetensors(os.path.join(d, "model.safetensors"), t_vl)
     write_config(os.path.join(d, "config.json"), vl_config(mamba))
-    copy_tokenizer(args.tokenizer, d)
 
     d = os.path.join(out, "tiny-sharded")
     fresh_dir(d)
@@ -316,14 +324,12 @@ def main(argv):
         json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
         f.write("\n")
     write_config(os.path.join(d, "config.json"), text_config(mamba))
-    copy_tokenizer(args.tokenizer, d)
 
     aliases = dict(BASE, pattern="*M-M", vocab=512)
     d = os.path.join(out, "tiny-aliases")
     fresh_dir(d)
     write_safetensors(os.path.join(d, "model.safetensors"), lm_tensors(aliases, np.random.default_rng(2001), ""))
     write_config(os.path.join(d, "config.json"), text_config(aliases, aliases=True))
-    copy_tokenizer(args.tokenizer, d)
 
     tied = dict(BASE, pattern="M*M-", vocab=512, tied=True)
     d = os.path.join(out, "tiny-tied")
@@ -331,7 +337,17 @@ def main(argv):
     write_safetensors(os.path.join(d, "model.safetensors"),
                       lm_tensors(tied, np.random.default_rng(3001), "", norm_dtype="F16"))
     write_config(os.path.join(d, "config.json"), text_config(tied))
-    copy_tokenizer(args.tokenizer, d)
+
+    if os.path.isfile(args.chat_tokenizer):
+        n_ids = tokenizer_ids(args.chat_tokenizer)
+        chat = dict(BASE, pattern="M-M*-M", vocab=(n_ids + 63) // 64 * 64)
+        d = os.path.join(out, "tiny-chat")
+        fresh_dir(d)
+        write_safetensors(os.path.join(d, "model.safetensors"), lm_tensors(chat, np.random.default_rng(4001), ""))
+        write_config(os.path.join(d, "config.json"), text_config(chat))
+        shutil.copyfile(args.chat_tokenizer, os.path.join(d, "tokenizer.json"))
+    else:
+        print(f"note: {args.chat_tokenizer} not found, tiny-chat not generated", file=sys.stderr)
     return 0
 
 

@@ -438,6 +438,21 @@ static void test_fixtures(void)
 	CHECK(!info.vlm);
 	CHECK_INT_EQ(engine_model_get_info(NULL, &info), -EINVAL);
 
+	/* Fixtures without tokenizer.json have no tokenizer; tiny-chat has the Tekken fixture's. */
+	CHECK(engine_model_tokenizer(mamba) == NULL);
+	CHECK(engine_model_tokenizer(NULL) == NULL);
+	{
+		struct engine_model *chat = load_fixture("tiny-chat");
+		struct engine_tokenizer *tok = engine_model_tokenizer(chat);
+
+		check_tiny_config(chat, "M-M*-M", 1280, false);
+		REQUIRE(tok);
+		CHECK_INT_EQ(engine_tokenizer_vocab_size(tok), 1234);
+		CHECK_INT_EQ(engine_tokenizer_token_id(tok, "<image>"), 1226);
+		CHECK_INT_EQ(engine_tokenizer_token_id(tok, "</s>"), chat->cfg.eos_id);
+		engine_model_destroy(chat);
+	}
+
 	engine_model_destroy(mamba);
 	engine_model_destroy(sharded);
 	engine_model_destroy(vl);
@@ -755,6 +770,49 @@ static void test_bad_model(void)
 	dir = copy_fixture("tiny-mamba");
 	WITH_JSON(dir, "use_conv_bias", "false");
 	CHECK_LOAD_FAILS(dir, EINVAL, "unexpected tensor 'backbone.layers.0.mixer.conv1d.bias'");
+	drop_fixture(dir);
+
+	/* use_conv_bias false and no bias tensors: loads, conv_b absent. */
+	dir = copy_fixture("tiny-mamba");
+	WITH_JSON(dir, "use_conv_bias", "false");
+	for (int l = 0; l < 6; l++)
+		if ("M-M*-M"[l] == 'M')
+			edit_header(dir, "model.safetensors", delete_tensor, fmt("backbone.layers.%d.mixer.conv1d.bias", l));
+	{
+		struct engine_model *m = engine_model_load(dir, errbuf, sizeof(errbuf));
+		struct engine_model_info info;
+
+		REQUIRE(m);
+		CHECK(m->layers[0].mamba.conv_b.data == NULL);
+		CHECK(m->layers[0].mamba.conv_w.data != NULL);
+		REQUIRE(engine_model_get_info(m, &info) == 0);
+		CHECK_INT_EQ(info.n_params, expected_params("M-M*-M", 256, false) - 3 * 128);
+		engine_model_destroy(m);
+	}
+	drop_fixture(dir);
+
+	/* tokenizer.json: loaded with the model; its failures and a vocabulary wider than the
+	 * embedding fail the load. */
+	dir = copy_fixture("tiny-mamba");
+	{
+		size_t len;
+		char *tok = read_file(fmt("%s/tiny-chat/tokenizer.json", fixtures), &len);
+
+		write_file(fmt("%s/tokenizer.json", dir), tok, len);
+		free(tok);
+	}
+	CHECK_LOAD_FAILS(dir, EINVAL, "tokenizer.json has 1234 ids but the embedding only 256 rows");
+	write_file(fmt("%s/tokenizer.json", dir), "{\"model\": ", 10);
+	{
+		struct engine_model *m;
+
+		errno = 0;
+		m = engine_model_load(dir, errbuf, sizeof(errbuf));
+		CHECK(m == NULL);
+		CHECK(errno != 0);
+		CHECK(strstr(errbuf, "tokenizer.json") != NULL);
+		engine_model_destroy(m);
+	}
 	drop_fixture(dir);
 
 	/* Tied config, untied checkpoint: the head must still fit; the embedding is used. */
