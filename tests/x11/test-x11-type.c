@@ -1,0 +1,158 @@
+/* x11 suite: typing UTF-8 exactly, into holo-test-client (Xlib + XIM) and into xterm (a real
+ * terminal from Debian, whose bytes reach `cat > FILE` through a pty). */
+#include "common.h"
+#include "test.h"
+#include "x11-internal.h"
+#include "x11-test-util.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+TEST_DEFINE_GLOBALS;
+
+static const char text[] = "Hello, wörld! ✓ — 日本語\tTab\nLine";
+
+static bool text_is(const char *contents, void *want)
+{
+	char *got = xt_client_text(contents);
+	bool ok = strcmp(got, want) == 0;
+	free(got);
+	return ok;
+}
+
+static bool file_is(const char *contents, void *want)
+{
+	return strcmp(contents, want) == 0;
+}
+
+static int spare_keycodes(struct x11_display *d)
+{
+	struct x11_keymap km;
+	int n = 0;
+
+	REQUIRE(x11_keymap_load(d, &km) == 0);
+	for (int kc = km.min_keycode; kc <= km.max_keycode; kc++) {
+		bool empty = true;
+		for (int i = 0; i < km.per_code; i++)
+			empty &= km.syms[(size_t)(kc - km.min_keycode) * (size_t)km.per_code + i] ==
+				 NoSymbol;
+		n += empty;
+	}
+	x11_keymap_finish(d, &km);
+	return n;
+}
+
+static void test_client(struct x11_display *d, const char *client_path)
+{
+	const char *log;
+	pid_t client = xt_client_start(client_path, "type", "400x300+0+0", &log);
+	REQUIRE(client > 0);
+	int spare = spare_keycodes(d);
+	CHECK(spare > 0);
+
+	CHECK_INT_EQ(x11_type(d, text), 0);
+	if (!xt_wait_until(log, text_is, (void *)text, XT_WAIT_MS)) {
+		char *s = xt_read_file(log), *got = xt_client_text(s);
+		fprintf(stderr, "client received \"%s\"\nexpected        \"%s\"\n", got, text);
+		test_failures++;
+		free(got);
+		free(s);
+	}
+	/* The keycodes bound for ö ✓ — 日 本 語 are free again. */
+	CHECK_INT_EQ(spare_keycodes(d), spare);
+
+	/* Invalid input: an error and no key events. */
+	char *s = xt_read_file(log);
+	int before = xt_count_lines(s, "key ");
+	free(s);
+	CHECK_INT_EQ(x11_type(d, "ab\xc3"), -EINVAL);     /* truncated UTF-8 */
+	CHECK_INT_EQ(x11_type(d, "a\xed\xa0\x80"), -EINVAL); /* surrogate */
+	CHECK_INT_EQ(x11_type(d, "bell\a"), -EINVAL);      /* control character */
+	CHECK_INT_EQ(x11_type(d, NULL), -EINVAL);
+	char *big = xmalloc(X11_MAX_TYPE_BYTES + 2);
+	memset(big, 'x', X11_MAX_TYPE_BYTES + 1);
+	big[X11_MAX_TYPE_BYTES + 1] = '\0';
+	CHECK_INT_EQ(x11_type(d, big), -EINVAL);
+	free(big);
+	CHECK_INT_EQ(x11_type(d, ""), 0);
+	usleep(200000);
+	s = xt_read_file(log);
+	CHECK_INT_EQ(xt_count_lines(s, "key "), before);
+	free(s);
+	xt_kill(client);
+}
+
+/* The pointer is over a window other than the root (xterm has mapped). */
+static bool xterm_mapped(struct x11_display *d)
+{
+	Window root, child = None;
+	int rx, ry, wx, wy;
+	unsigned mask;
+
+	XQueryPointer(d->dpy, d->root, &root, &child, &rx, &ry, &wx, &wy, &mask);
+	return child != None;
+}
+
+static void test_xterm(struct x11_display *d)
+{
+	char out[512], ready[512], cmd[1200];
+
+	snprintf(out, sizeof(out), "%s/xterm.out", xt_tmpdir());
+	snprintf(ready, sizeof(ready), "%s/xterm.ready", xt_tmpdir());
+	/* Cooked mode with icrnl (xterm sends Return as \r), no flow control; ^D ends the last
+	 * line. */
+	snprintf(cmd, sizeof(cmd), "stty sane icrnl -ixon; echo ok > '%s'; exec cat > '%s'", ready,
+		 out);
+	setenv("LC_ALL", "C.UTF-8", 1);
+	const char *argv[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e", "sh", "-c", cmd, NULL};
+	pid_t xterm = xt_spawn(argv);
+	REQUIRE(xterm > 0);
+	if (!xt_wait_for(ready, "ok", XT_WAIT_MS)) {
+		fprintf(stderr, "xterm did not start\n");
+		test_failures++;
+		xt_kill(xterm);
+		return;
+	}
+	/* Keyboard focus follows the pointer (no window manager, focus PointerRoot). */
+	bool mapped = false;
+	for (int i = 0; i < 500 && !mapped; i++) {
+		CHECK_INT_EQ(x11_move(d, 100, 100), 0);
+		mapped = xterm_mapped(d);
+		if (!mapped)
+			usleep(20000);
+	}
+	CHECK(mapped);
+	XSetInputFocus(d->dpy, PointerRoot, RevertToPointerRoot, CurrentTime);
+	XSync(d->dpy, False);
+
+	CHECK_INT_EQ(x11_type(d, text), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "ctrl+d"), 0);
+	if (!xt_wait_until(out, file_is, (void *)text, XT_WAIT_MS)) {
+		char *got = xt_read_file(out);
+		fprintf(stderr, "xterm wrote    \"%s\"\nexpected       \"%s\"\n", got ? got : "(none)",
+			text);
+		test_failures++;
+		free(got);
+	}
+	CHECK_INT_EQ(x11_key_combo(d, "ctrl+d"), 0);
+	xt_kill(xterm);
+}
+
+int main(int argc, char **argv)
+{
+	struct xt_xvfb x;
+
+	REQUIRE(argc == 2);
+	REQUIRE(xt_xvfb_start(&x, "640x480x24", NULL) == 0);
+	struct x11_display *d = x11_display_open(NULL);
+	REQUIRE(d);
+	x11_input_set_key_delay_us(d, 6000);
+	test_client(d, argv[1]);
+	if (access("/usr/bin/xterm", X_OK) == 0)
+		test_xterm(d);
+	else
+		fprintf(stderr, "xterm not installed: typing into xterm not checked\n");
+	x11_display_close(d);
+	xt_xvfb_stop(&x);
+	return test_exit();
+}
