@@ -60,7 +60,7 @@ struct engine_tokenizer {
 	struct trie trie_raw;    /* added tokens with normalized=false */
 	struct trie trie_norm;   /* added tokens with normalized=true */
 	struct tok_pretok *pretok;
-	pcre2_code *word_re; /* \w, only when some added token is single_word */
+	pcre2_code *word_re; /* word characters, only when some added token is single_word */
 	struct tok_bytelevel bl;
 };
 
@@ -284,7 +284,7 @@ static int load_vocab(struct load_ctx *c, struct engine_tokenizer *tok, const js
 	for (void *it = json_object_iter((json_t *)vocab); it;
 	     it = json_object_iter_next((json_t *)vocab, it)) {
 		const char *key = json_object_iter_key(it);
-		size_t len = json_object_iter_key_len(it), id;
+		size_t len = json_object_iter_key_len(it), id = 0;
 		char what[96];
 		int r;
 
@@ -423,7 +423,7 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 		char what[64];
 		bool normalized = false;
 		struct token *t;
-		size_t id, len;
+		size_t id = 0, len;
 		int r;
 
 		snprintf(what, sizeof(what), "added_tokens[%zu]", i);
@@ -462,11 +462,16 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 			return load_error(c, ENOMEM, "out of memory");
 	}
 	if (need_word_re) {
+		/* Unicode \w as the Rust regex crate defines it (regex_syntax::is_word_character), which
+		 * HF uses for single_word: unlike PCRE2's \w it includes marks and excludes non-decimal
+		 * numbers such as U+00BD. */
+		static const char word_class[] =
+			"[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
 		int code;
 		PCRE2_SIZE off;
 
-		tok->word_re = pcre2_compile((PCRE2_SPTR) "\\w", 2, PCRE2_UTF | PCRE2_UCP, &code, &off,
-					     NULL);
+		tok->word_re = pcre2_compile((PCRE2_SPTR)word_class, sizeof(word_class) - 1,
+					     PCRE2_UTF | PCRE2_UCP, &code, &off, NULL);
 		if (!tok->word_re)
 			return load_error(c, ENOMEM, "cannot compile the word-character pattern");
 	}
@@ -529,7 +534,7 @@ static int check_decoder(struct load_ctx *c, const json_t *d, int depth)
 /* Largest id named by the vocabulary or added_tokens, so the token table can be sized. */
 static int max_id(struct load_ctx *c, const json_t *vocab, const json_t *added, size_t *ret)
 {
-	size_t max = 0, id, i;
+	size_t max = 0, id = 0, i;
 	json_t *a;
 	int r;
 

@@ -108,11 +108,31 @@ TEST_CORPUS = [
     "!!!???...,,,;;;:::",
     "\u00a0\u00a0 x",
     "arabic مرحبا hindi नमस्ते russian привет",
-    "supercalifragilisticexpialidocious" * 100,
+    "supercalifragilisticexpialidocious" * 40,
     "a" * 2000,
     ("word " * 300).strip(),
     "\x00nul\x01ctrl\x7fdel",
 ]
+
+
+# Random texts glued from pieces that stress the pre-tokenizer regex and the added-token matcher
+# (whitespace kinds, marks, ZWJ sequences, token fragments next to letters).
+RANDOM_PIECES = [
+    "a", "Z", "the", "Word", " ", "  ", "\t", "\n", "\r\n", "\r", "\u0085", "\u00a0", "\u3000",
+    "\u2028", "é", "e\u0301", "中", "文", "😀", "👨\u200d👩", "🇫🇷", "\ufe0f", "7", "42", "'s", "'ll",
+    "/", "//", "!", "?", ".", "(", "{", "_", "-", "<s>", "</s>", "<SPECIAL_1", "<SPECIAL_11>",
+    "<image>", "<img>", "</img>", "<think>", "</think>", "<ref>", "</ref>", "<box>", "<", ">",
+    "при", "مر", "\x01", "\x7f", "ǅ", "ʰ", "Ⅻ", "½", "'S", "'re", "'ve", "'d", "'m", "'t", " \n ",
+    "\n\n", " \r", "\u200b", "\u2009", "١٢", "𝐀", "ﬁ", "Σ", "ς", "\x00", "\x1f", "\u0301\u0301",
+    "\U0001F3FD", " 7", "3.5", "ℕ", "ー", "ｱ", "ㄱ",
+]
+
+
+def random_corpus(n, seed=1234):
+    import random
+    rnd = random.Random(seed)
+    return ["".join(rnd.choice(RANDOM_PIECES) for _ in range(rnd.randrange(1, 30)))
+            for _ in range(n)]
 
 
 def build(kind):
@@ -201,7 +221,7 @@ def main():
         # Read back what was written so the expectations describe the committed file.
         tok = Tokenizer.from_file(path)
         cases = []
-        for s in TEST_CORPUS:
+        for s in TEST_CORPUS + random_corpus(150):
             ids_special = encode(tok, s, True)
             ids_plain = encode(tok, s, False)
             cases.append({
