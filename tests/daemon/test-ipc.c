@@ -1,0 +1,279 @@
+/* ipc: the action vocabulary's parser names the offending field, enforces every named limit and
+ * round-trips through the serializer. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static char err[512];
+
+static int parse_task(const char *json, struct ipc_task_request **ret)
+{
+	err[0] = '\0';
+	return ipc_task_request_parse(json, strlen(json), ret, err, sizeof(err));
+}
+
+/* Expects a failure with `code` and a message starting with `prefix`. */
+static void expect_error(const char *json, int code, const char *prefix)
+{
+	struct ipc_task_request *req = NULL;
+	int r = parse_task(json, &req);
+	CHECK_INT_EQ(r, code);
+	CHECK(req == NULL);
+	if (strncmp(err, prefix, strlen(prefix)) != 0) {
+		fprintf(stderr, "for %s\n  expected message starting with: %s\n  got: %s\n", json,
+			prefix, err);
+		test_failures++;
+	}
+}
+
+static void test_script_ok(void)
+{
+	const char *json =
+		"{\"script\": ["
+		"{\"tool_name\": \"click\", \"element\": \"OK\", \"x\": 10, \"y\": 20, \"button\": \"right\"},"
+		"{\"tool_name\": \"double_click\", \"x\": 1, \"y\": 2},"
+		"{\"tool_name\": \"drag\", \"x\": 1, \"y\": 2, \"x2\": 300, \"y2\": 400},"
+		"{\"tool_name\": \"scroll\", \"x\": 5, \"y\": 6, \"direction\": \"down\"},"
+		"{\"tool_name\": \"write\", \"content\": \"h\\u00e9llo\\n\", \"press_enter\": true},"
+		"{\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"shift\", \"t\"], \"repeat_count\": 2},"
+		"{\"tool_name\": \"key_down\", \"key\": \"shift\"},"
+		"{\"tool_name\": \"key_up\", \"key\": \"shift\"},"
+		"{\"tool_name\": \"wait\", \"duration\": 1.5},"
+		"{\"tool_name\": \"answer\", \"content\": \"done\"}"
+		"], \"coords\": \"pixels\", \"max_steps\": 20, \"max_seconds\": 60, \"settle_ms\": 0,"
+		" \"dry_run\": true}";
+	struct ipc_task_request *req = NULL;
+
+	REQUIRE(parse_task(json, &req) == 0);
+	CHECK_INT_EQ(req->kind, IPC_TASK_KIND_SCRIPT);
+	CHECK_INT_EQ(req->n_actions, 10);
+	CHECK_INT_EQ(req->coords, IPC_COORDS_PIXELS);
+	CHECK_INT_EQ(req->options.max_steps, 20);
+	CHECK_INT_EQ(req->options.max_seconds, 60);
+	CHECK_INT_EQ(req->options.settle_ms, 0);
+	CHECK(req->options.dry_run);
+	CHECK_INT_EQ(req->actions[0].tool, IPC_TOOL_CLICK);
+	CHECK_STR_EQ(req->actions[0].element, "OK");
+	CHECK_INT_EQ(req->actions[0].button, IPC_BUTTON_RIGHT);
+	CHECK_INT_EQ(req->actions[1].button, IPC_BUTTON_LEFT);
+	CHECK_INT_EQ(req->actions[2].x2, 300);
+	CHECK_INT_EQ(req->actions[3].direction, IPC_DIRECTION_DOWN);
+	CHECK_INT_EQ(req->actions[3].scroll_size, IPC_DEFAULT_SCROLL_SIZE);
+	CHECK_STR_EQ(req->actions[4].content, "h\xc3\xa9llo\n");
+	CHECK(req->actions[4].press_enter);
+	CHECK(!req->actions[4].overwrite);
+	CHECK_INT_EQ(req->actions[5].n_keys, 3);
+	CHECK_STR_EQ(req->actions[5].keys[2], "t");
+	CHECK_INT_EQ(req->actions[5].repeat_count, 2);
+	CHECK_STR_EQ(req->actions[6].key, "shift");
+	CHECK_INT_EQ(req->actions[8].duration_ms, 1500);
+	CHECK_STR_EQ(req->actions[9].content, "done");
+
+	/* Serialize, parse again, serialize again: the same text. */
+	char *a = ipc_task_request_to_json(req);
+	REQUIRE(a);
+	struct ipc_task_request *again = NULL;
+	REQUIRE(parse_task(a, &again) == 0);
+	char *b = ipc_task_request_to_json(again);
+	CHECK_STR_EQ(a, b);
+	free(a);
+	free(b);
+	ipc_task_request_destroy(again);
+	ipc_task_request_destroy(req);
+}
+
+static void test_errors(void)
+{
+	expect_error("{\"script\": [", -EINVAL, "invalid JSON at line 1");
+	expect_error("[]", -EINVAL, "expected an object");
+	expect_error("{}", -EINVAL, "exactly one of");
+	expect_error("{\"script\": [], \"instruction\": \"x\"}", -EINVAL, "exactly one of");
+	expect_error("{\"script\": []}", -EINVAL, "script: expected a non-empty array");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1}], \"bogus\": 1}",
+		     -EINVAL, "bogus: unknown field");
+	expect_error("{\"script\": [{\"tool_name\": \"clik\", \"x\": 1, \"y\": 1}]}", -EINVAL,
+		     "script[0].tool_name: unknown tool 'clik'");
+	expect_error("{\"script\": [{\"x\": 1}]}", -EINVAL, "script[0].tool_name: missing");
+	expect_error("{\"script\": [42]}", -EINVAL, "script[0]: expected an action object");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": \"1\", \"y\": 1}]}", -EINVAL,
+		     "script[0].x: expected an integer");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1.5, \"y\": 1}]}", -EINVAL,
+		     "script[0].x: expected an integer");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1}]}", -EINVAL,
+		     "script[0].y: missing (required for 'click')");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1, \"key\": \"a\"}]}",
+		     -EINVAL, "script[0].key: unknown field for tool 'click'");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1,"
+		     " \"button\": \"left2\"}]}",
+		     -EINVAL, "script[0].button: unknown value 'left2'");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1},"
+		     " {\"tool_name\": \"wait\", \"duration\": 1},"
+		     " {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"ctr\"]}]}",
+		     -EINVAL, "script[2].keys[1]: unknown key name 'ctr'");
+	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}",
+		     -EINVAL, "script[0].key: unknown key name 'hyperdrive'");
+	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": []}]}", -EINVAL,
+		     "script[0].keys: expected a non-empty array");
+	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": [\"a\", \"b\", \"c\","
+		     " \"d\", \"e\", \"f\"]}]}",
+		     -E2BIG, "script[0].keys: 6 keys exceed the limit of 5");
+	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": [\"a\"],"
+		     " \"repeat_count\": 11}]}",
+		     -EINVAL, "script[0].repeat_count: 11 is out of range 1..10");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 31}]}", -EINVAL,
+		     "script[0].duration: 31 seconds is out of range");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 0}]}", -EINVAL,
+		     "script[0].duration:");
+	expect_error("{\"script\": [{\"tool_name\": \"scroll\", \"x\": 1, \"y\": 1,"
+		     " \"direction\": \"down\", \"scroll_size\": 51}]}",
+		     -EINVAL, "script[0].scroll_size: 51 is out of range 1..50");
+	expect_error("{\"script\": [{\"tool_name\": \"scroll\", \"x\": 1, \"y\": 1}]}", -EINVAL,
+		     "script[0].direction: missing");
+	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"a\\u0000b\"}]}",
+		     -EINVAL, "invalid JSON at line 1 column 56: \\u0000 is not allowed");
+	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": 5}]}", -EINVAL,
+		     "script[0].content: expected a string");
+	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"x\","
+		     " \"press_enter\": 1}]}",
+		     -EINVAL, "script[0].press_enter: expected true or false");
+	/* Model coordinates stop at 1000, pixels at the X11 limit. */
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1001, \"y\": 1}],"
+		     " \"coords\": \"model\"}",
+		     -EINVAL, "script[0].x: 1001 is out of range 0..1000");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": -1, \"y\": 1}]}", -EINVAL,
+		     "script[0].x: -1 is out of range 0..32767");
+	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1}],"
+		     " \"coords\": \"inches\"}",
+		     -EINVAL, "coords: expected \"pixels\" or \"model\"");
+	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1}],"
+		     " \"max_steps\": 0}",
+		     -EINVAL, "max_steps: 0 is out of range");
+	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1}],"
+		     " \"dry_run\": \"yes\"}",
+		     -EINVAL, "dry_run: expected true or false");
+	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1, \"x\": 2}]}",
+		     -EINVAL, "invalid JSON");
+	expect_error("{\"instruction\": \"\"}", -EINVAL, "instruction: expected a non-empty string");
+	expect_error("{\"instruction\": \"x\", \"coords\": \"model\"}", -EINVAL,
+		     "coords: unknown field");
+}
+
+static void test_limits(void)
+{
+	/* One action over IPC_MAX_SCRIPT_ACTIONS: -E2BIG (the daemon's 413). */
+	size_t n = IPC_MAX_SCRIPT_ACTIONS + 1;
+	const char *one = "{\"tool_name\":\"move\",\"x\":1,\"y\":1},";
+	char *json = malloc(n * strlen(one) + 32);
+	REQUIRE(json);
+	strcpy(json, "{\"script\":[");
+	for (size_t i = 0; i < n; i++)
+		strcat(json, one);
+	json[strlen(json) - 1] = ']';
+	strcat(json, "}");
+	expect_error(json, -E2BIG, "script: 1001 actions exceed the limit of 1000");
+	/* Exactly at the limit is fine. */
+	char *last = strrchr(json, '{');
+	strcpy(last - 1, "]}");
+	struct ipc_task_request *req = NULL;
+	CHECK_INT_EQ(parse_task(json, &req), 0);
+	if (req)
+		CHECK_INT_EQ(req->n_actions, IPC_MAX_SCRIPT_ACTIONS);
+	ipc_task_request_destroy(req);
+	free(json);
+
+	size_t big = IPC_MAX_CONTENT_BYTES + 1;
+	json = malloc(big + 64);
+	REQUIRE(json);
+	strcpy(json, "{\"script\":[{\"tool_name\":\"write\",\"content\":\"");
+	size_t off = strlen(json);
+	memset(json + off, 'a', big);
+	strcpy(json + off + big, "\"}]}");
+	expect_error(json, -E2BIG, "script[0].content: 65537 bytes exceed the limit of 65536");
+	free(json);
+}
+
+static void test_action_request(void)
+{
+	struct ipc_task_request *req = NULL;
+	const char *json = "{\"action\": {\"tool_name\": \"click\", \"x\": 500, \"y\": 500},"
+			   " \"coords\": \"model\"}";
+	REQUIRE(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)) == 0);
+	CHECK_INT_EQ(req->n_actions, 1);
+	CHECK_INT_EQ(req->coords, IPC_COORDS_MODEL);
+	CHECK_INT_EQ(req->actions[0].x, 500);
+
+	char *body = ipc_action_request_to_json(&req->actions[0], req->coords, true);
+	REQUIRE(body);
+	struct ipc_task_request *again = NULL;
+	CHECK_INT_EQ(ipc_action_request_parse(body, strlen(body), &again, err, sizeof(err)), 0);
+	if (again) {
+		CHECK(again->options.dry_run);
+		CHECK_INT_EQ(again->coords, IPC_COORDS_MODEL);
+	}
+	ipc_task_request_destroy(again);
+	free(body);
+	ipc_task_request_destroy(req);
+
+	json = "{\"action\": {\"tool_name\": \"hotkey\", \"keys\": [\"ctr\"]}}";
+	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
+	CHECK_STR_EQ(err, "action.keys[0]: unknown key name 'ctr'");
+	json = "{\"tool_name\": \"click\", \"x\": 1, \"y\": 1}";
+	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
+	CHECK_STR_EQ(err, "tool_name: unknown field");
+
+	/* A single action on its own. */
+	struct ipc_action a;
+	json = "{\"tool_name\": \"write\", \"content\": \"x\", \"overwrite\": true}";
+	REQUIRE(ipc_action_parse(json, strlen(json), IPC_COORDS_PIXELS, &a, err, sizeof(err)) == 0);
+	CHECK(a.overwrite);
+	char *s = ipc_action_to_json(&a);
+	CHECK_STR_EQ(s, "{\"tool_name\":\"write\",\"content\":\"x\",\"press_enter\":false,"
+			"\"overwrite\":true}");
+	free(s);
+	ipc_action_finish(&a);
+	CHECK(a.content == NULL);
+}
+
+static void test_names_and_socket(void)
+{
+	for (int i = 0; i < IPC_TOOL_COUNT_; i++)
+		CHECK_INT_EQ(ipc_tool_from_string(ipc_tool_to_string(i)), i);
+	CHECK_INT_EQ(ipc_tool_from_string("Click"), -EINVAL);
+	CHECK(ipc_tool_to_string(IPC_TOOL_COUNT_) == NULL);
+	for (int i = IPC_TASK_QUEUED; i <= IPC_TASK_INTERRUPTED; i++)
+		CHECK_INT_EQ(ipc_task_status_from_string(ipc_task_status_to_string(i)), i);
+	CHECK(!ipc_task_status_is_final(IPC_TASK_RUNNING));
+	CHECK(ipc_task_status_is_final(IPC_TASK_INTERRUPTED));
+
+	char *p = NULL;
+	setenv(IPC_SOCKET_ENV, "/tmp/x/holod.sock", 1);
+	CHECK_INT_EQ(ipc_socket_path(&p), 0);
+	CHECK_STR_EQ(p, "/tmp/x/holod.sock");
+	free(p);
+	unsetenv(IPC_SOCKET_ENV);
+	setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1);
+	CHECK_INT_EQ(ipc_socket_path(&p), 0);
+	CHECK_STR_EQ(p, "/run/user/4242/holod/holod.sock");
+	free(p);
+	char longdir[300];
+	memset(longdir, 'a', sizeof(longdir) - 1);
+	longdir[0] = '/';
+	longdir[sizeof(longdir) - 1] = '\0';
+	setenv("XDG_RUNTIME_DIR", longdir, 1);
+	CHECK_INT_EQ(ipc_socket_path(&p), -ENAMETOOLONG);
+}
+
+int main(void)
+{
+	test_script_ok();
+	test_errors();
+	test_limits();
+	test_action_request();
+	test_names_and_socket();
+	return test_exit();
+}

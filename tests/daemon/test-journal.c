@@ -1,0 +1,277 @@
+/* journal + shotwriter: schema and migrations, task/step/screenshot rows, crash recovery,
+ * refusal of a newer schema, and screenshots that are journaled only once durably written. */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "journal.h"
+#include "shotwriter.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static char dir[] = "/tmp/test-journal-XXXXXX";
+
+static char *db_path(const char *name)
+{
+	return path_join(dir, name);
+}
+
+static void test_fresh_schema(void)
+{
+	char *path = db_path("fresh.db");
+	struct journal *j = journal_open(path);
+	REQUIRE(j);
+	CHECK_INT_EQ(journal_schema_version(j), JOURNAL_SCHEMA_VERSION);
+	CHECK_INT_EQ(journal_integrity_check(j), 0);
+	journal_close(j);
+
+	/* WAL mode and the tables are visible to any SQLite client (docs/journal.md). */
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+	REQUIRE(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL) == SQLITE_OK);
+	REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+	CHECK_STR_EQ((const char *)sqlite3_column_text(st, 0), "wal");
+	sqlite3_finalize(st);
+	REQUIRE(sqlite3_prepare_v2(db, "SELECT group_concat(name) FROM (SELECT name FROM"
+				       " sqlite_master WHERE type = 'table' ORDER BY name)",
+				   -1, &st, NULL) == SQLITE_OK);
+	REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+	CHECK_STR_EQ((const char *)sqlite3_column_text(st, 0), "screenshots,sqlite_sequence,steps,tasks");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+
+	/* Reopening does not migrate twice. */
+	j = journal_open(path);
+	REQUIRE(j);
+	CHECK_INT_EQ(journal_schema_version(j), JOURNAL_SCHEMA_VERSION);
+	journal_close(j);
+	free(path);
+}
+
+static void test_newer_schema_refused(void)
+{
+	char *path = db_path("newer.db");
+	sqlite3 *db;
+	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+	REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+	errno = 0;
+	CHECK(journal_open(path) == NULL);
+	CHECK_INT_EQ(errno, EPROTO);
+
+	/* Not a database at all. */
+	char *junk = db_path("junk.db");
+	FILE *f = fopen(junk, "w");
+	REQUIRE(f);
+	fputs("this is not an SQLite database, but long enough to have a header..............\n"
+	      "................................................................................\n",
+	      f);
+	fclose(f);
+	errno = 0;
+	CHECK(journal_open(junk) == NULL);
+	CHECK_INT_EQ(errno, EBADMSG);
+	free(junk);
+	free(path);
+}
+
+static struct journal_step step(int64_t task, int index)
+{
+	static struct journal_step s;
+	memset(&s, 0, sizeof(s));
+	s.task_id = task;
+	s.index = index;
+	s.tool_call = "{\"tool_name\":\"click\",\"x\":500,\"y\":250}";
+	s.tool_name = "click";
+	s.coords = IPC_COORDS_MODEL;
+	s.has_point = true;
+	s.model_x = 500;
+	s.model_y = 250;
+	s.px = 400;
+	s.py = 150;
+	s.has_monitor = true;
+	s.monitor = (struct x11_rect){0, 0, 800, 600};
+	s.image_w = 800;
+	s.image_h = 600;
+	s.started_us = 1700000000000000ull;
+	return s;
+}
+
+static void test_rows_and_recovery(void)
+{
+	char *path = db_path("rows.db");
+	struct journal *j = journal_open(path);
+	int64_t a, b, c;
+	json_t *o;
+
+	REQUIRE(j);
+	CHECK_INT_EQ(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &a), 0);
+	CHECK_INT_EQ(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 2, &b), 0);
+	CHECK_INT_EQ(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", NULL, 3, &c), 0);
+	CHECK(a < b && b < c);
+	CHECK_INT_EQ(journal_task_start(j, a, 10), 0);
+	CHECK_INT_EQ(journal_task_start(j, 999, 10), -ENOENT);
+
+	struct journal_step s0 = step(a, 0);
+	struct journal_step_timing tm = {.capture_us = 11, .map_us = 1, .inject_us = 22,
+					 .settle_us = 33, .capture_after_us = 44};
+	CHECK_INT_EQ(journal_step_begin(j, &s0), 0);
+	CHECK_INT_EQ(journal_step_begin(j, &s0), -EINVAL); /* same (task, index) twice */
+	CHECK_INT_EQ(journal_step_finish(j, &s0, "ok", "clicked", NULL, 20, &tm), 0);
+	struct journal_step s1 = step(a, 1);
+	CHECK_INT_EQ(journal_step_begin(j, &s1), 0); /* left 'running' by the "crash" */
+
+	const char *hex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	CHECK_INT_EQ(journal_screenshot_insert(j, a, 0, "before", "screenshots/1/0-before.png", hex,
+					       123, 800, 600, 5, 6), 0);
+	/* A screenshot must belong to a step (foreign key). */
+	CHECK_INT_EQ(journal_screenshot_insert(j, a, 7, "after", "x.png", hex, 1, 1, 1, 0, 0),
+		     -EINVAL);
+	CHECK_INT_EQ(journal_screenshot_insert(j, a, 0, "middle", "x.png", hex, 1, 1, 1, 0, 0),
+		     -EINVAL);
+
+	char *rel = NULL, *sha = NULL;
+	CHECK_INT_EQ(journal_screenshot_get(j, a, 0, "before", &rel, &sha), 0);
+	CHECK_STR_EQ(rel, "screenshots/1/0-before.png");
+	CHECK_STR_EQ(sha, hex);
+	free(rel);
+	free(sha);
+	CHECK_INT_EQ(journal_screenshot_get(j, a, 0, "after", &rel, &sha), -ENOENT);
+
+	/* Finished steps only: index 1 is still running. */
+	REQUIRE(journal_steps_get(j, a, 0, true, &o) == 0);
+	CHECK_INT_EQ(json_array_size(o), 1);
+	json_t *s = json_array_get(o, 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(s, "status")), "ok");
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "model"), "x")), 500);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "pixels"), "y")), 150);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "monitor"), "width")),
+		     800);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "timings_us"),
+							 "capture_after")),
+		     44);
+	CHECK_STR_EQ(json_string_value(json_object_get(
+			     json_object_get(json_object_get(s, "screenshots"), "before"), "sha256")),
+		     hex);
+	CHECK(json_is_null(json_object_get(json_object_get(s, "screenshots"), "after")));
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "tool_call"), "tool_name")),
+		     "click");
+	json_decref(o);
+	REQUIRE(journal_steps_get(j, a, 0, false, &o) == 0);
+	CHECK_INT_EQ(json_array_size(o), 2);
+	json_decref(o);
+
+	CHECK_INT_EQ(journal_task_finish(j, c, IPC_TASK_CANCELLED, 30, NULL, "cancelled"), 0);
+	journal_close(j);
+
+	/* "Restart": a running and a queued task become interrupted, the finished one stays. */
+	j = journal_open(path);
+	REQUIRE(j);
+	CHECK_INT_EQ(journal_recover(j, 100), 2);
+	enum ipc_task_status st;
+	CHECK_INT_EQ(journal_task_status(j, a, &st), 0);
+	CHECK_INT_EQ(st, IPC_TASK_INTERRUPTED);
+	CHECK_INT_EQ(journal_task_status(j, b, &st), 0);
+	CHECK_INT_EQ(st, IPC_TASK_INTERRUPTED);
+	CHECK_INT_EQ(journal_task_status(j, c, &st), 0);
+	CHECK_INT_EQ(st, IPC_TASK_CANCELLED);
+	CHECK_INT_EQ(journal_task_status(j, 999, &st), -ENOENT);
+	REQUIRE(journal_task_get(j, a, &o) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(o, "error")),
+		     "holod stopped while the task was running");
+	CHECK_INT_EQ(json_integer_value(json_object_get(o, "steps")), 2);
+	CHECK(json_is_array(json_object_get(json_object_get(o, "spec"), "script")));
+	json_decref(o);
+	REQUIRE(journal_task_get(j, b, &o) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(o, "error")),
+		     "holod stopped before the task started");
+	json_decref(o);
+	REQUIRE(journal_steps_get(j, a, 1, false, &o) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(o, 0), "status")),
+		     "interrupted");
+	json_decref(o);
+	CHECK_INT_EQ(journal_recover(j, 101), 0);
+
+	/* Listing: newest first, filter, paging. */
+	REQUIRE(journal_task_list(j, -1, 2, 0, &o) == 0);
+	CHECK_INT_EQ(json_integer_value(json_object_get(o, "total")), 3);
+	CHECK_INT_EQ(json_array_size(json_object_get(o, "tasks")), 2);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(json_object_get(o, "tasks"),
+									  0), "id")), c);
+	json_decref(o);
+	REQUIRE(journal_task_list(j, -1, 2, 2, &o) == 0);
+	CHECK_INT_EQ(json_array_size(json_object_get(o, "tasks")), 1);
+	json_decref(o);
+	REQUIRE(journal_task_list(j, IPC_TASK_INTERRUPTED, 50, 0, &o) == 0);
+	CHECK_INT_EQ(json_integer_value(json_object_get(o, "total")), 2);
+	json_decref(o);
+	CHECK_INT_EQ(journal_integrity_check(j), 0);
+	journal_close(j);
+	free(path);
+}
+
+static void test_shotwriter(void)
+{
+	char hex[65];
+	shotwriter_sha256_hex((const uint8_t *)"abc", 3, hex);
+	CHECK_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+
+	char *path = db_path("shots.db");
+	struct journal *j = journal_open(path);
+	REQUIRE(j);
+	int64_t id;
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 1, &id) == 0);
+	struct journal_step s = step(id, 0);
+	REQUIRE(journal_step_begin(j, &s) == 0);
+
+	struct shotwriter *w = shotwriter_create(dir, j, NULL, NULL);
+	REQUIRE(w);
+	for (int k = 0; k < 2; k++) {
+		struct x11_frame *f = x11_frame_create(32, 16);
+		REQUIRE(f);
+		memset(f->pixels, k ? 0xff : 0x40, f->stride * (size_t)f->height);
+		CHECK_INT_EQ(shotwriter_submit(w, id, 0, k ? "after" : "before", f), 0);
+	}
+	shotwriter_destroy(w); /* drains */
+
+	for (int k = 0; k < 2; k++) {
+		char *rel = NULL, *sha = NULL;
+		REQUIRE(journal_screenshot_get(j, id, 0, k ? "after" : "before", &rel, &sha) == 0);
+		char *file = path_join(dir, rel);
+		FILE *f = fopen(file, "rb");
+		REQUIRE(f);
+		uint8_t buf[65536];
+		size_t n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		CHECK(n > 8 && memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0);
+		shotwriter_sha256_hex(buf, n, hex);
+		CHECK_STR_EQ(hex, sha);
+		char *tmp = xasprintf("%s.tmp", file);
+		CHECK(access(tmp, F_OK) < 0);
+		free(tmp);
+		free(file);
+		free(rel);
+		free(sha);
+	}
+	journal_close(j);
+	free(path);
+}
+
+int main(void)
+{
+	REQUIRE(mkdtemp(dir));
+	test_fresh_schema();
+	test_newer_schema_refused();
+	test_rows_and_recovery();
+	test_shotwriter();
+	char *cmd = xasprintf("rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	free(cmd);
+	return test_exit();
+}

@@ -1,0 +1,123 @@
+/* The option table: defaults, config file, environment and command line in that precedence;
+ * bad values and unknown keys refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "options.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static char dir[] = "/tmp/test-options-XXXXXX";
+
+static int parse(struct holod_config *cfg, char **argv)
+{
+	int argc = 0;
+	while (argv[argc])
+		argc++;
+	return options_parse(cfg, argc, argv);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+int main(void)
+{
+	struct holod_config cfg;
+	REQUIRE(mkdtemp(dir));
+	char *conf = path_join(dir, "holod.conf");
+
+	unsetenv("HOLOD_SETTLE_MS");
+	unsetenv("HOLOD_CONFIG");
+	unsetenv("HOLOD_SOCKET");
+	unsetenv("HOLOD_STATE_DIR");
+	unsetenv("HOLOD_VIRTUAL");
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	setenv("XDG_STATE_HOME", dir, 1);
+	setenv("XDG_CONFIG_HOME", dir, 1); /* $dir/holod/holod.conf does not exist: fine */
+	setenv("DISPLAY", ":77", 1);
+
+	/* Defaults and XDG-derived paths. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.settle_ms, 100);
+	CHECK_INT_EQ(cfg.max_steps, 200);
+	CHECK_STR_EQ(cfg.display, ":77");
+	char *expect = xasprintf("%s/holod/holod.sock", dir);
+	CHECK_STR_EQ(cfg.socket_path, expect);
+	free(expect);
+	expect = xasprintf("%s/holod", dir);
+	CHECK_STR_EQ(cfg.state_dir, expect);
+	free(expect);
+	options_finish(&cfg);
+
+	/* config file < environment < command line. */
+	write_file(conf, "# comment\n\nsettle-ms = 5\nmax-steps=7\n  virtual = 640x480  \n");
+	setenv("HOLOD_CONFIG", conf, 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.settle_ms, 5);
+	CHECK_INT_EQ(cfg.max_steps, 7);
+	CHECK_INT_EQ(cfg.virtual_width, 640);
+	CHECK_INT_EQ(cfg.virtual_height, 480);
+	options_finish(&cfg);
+	setenv("HOLOD_SETTLE_MS", "6", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.settle_ms, 6);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--settle-ms", "8", "--socket=/tmp/s.sock", NULL}) ==
+		0);
+	CHECK_INT_EQ(cfg.settle_ms, 8);
+	CHECK_STR_EQ(cfg.socket_path, "/tmp/s.sock");
+	options_finish(&cfg);
+	unsetenv("HOLOD_SETTLE_MS");
+
+	/* --dump-config output is itself a valid config file with the same values. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--max-seconds", "42", NULL}) == 0);
+	char *dump = path_join(dir, "dump.conf");
+	FILE *f = fopen(dump, "w");
+	REQUIRE(f);
+	options_dump(f, &cfg);
+	fclose(f);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--config", dump, NULL}) == 0);
+	CHECK_INT_EQ(cfg.max_seconds, 42);
+	CHECK_INT_EQ(cfg.max_steps, 7); /* from $HOLOD_CONFIG, carried through the dump */
+	options_finish(&cfg);
+
+	/* Refusals. */
+	CHECK(parse(&cfg, (char *[]){"holod", "--settle-ms", "-1", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--max-steps", "0", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--bogus", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--socket", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--log-level", "loud", NULL}) < 0);
+	options_finish(&cfg);
+	write_file(conf, "settle-ms = 5\nhelp = 1\n");
+	CHECK(parse(&cfg, (char *[]){"holod", NULL}) < 0);
+	options_finish(&cfg);
+	write_file(conf, "no equals sign\n");
+	CHECK(parse(&cfg, (char *[]){"holod", NULL}) < 0);
+	options_finish(&cfg);
+	/* An explicitly named config file must exist. */
+	CHECK(parse(&cfg, (char *[]){"holod", "--config", "/nonexistent/holod.conf", NULL}) < 0);
+	options_finish(&cfg);
+
+	unlink(conf);
+	unlink(dump);
+	rmdir(dir);
+	free(conf);
+	free(dump);
+	return test_exit();
+}
