@@ -36,7 +36,12 @@ static int cancel_run(struct cli_context *ctx, int argc, char **argv)
 	free(path);
 	if (r == 0 && !ctx->json) {
 		const char *status = json_string_value(json_object_get(answer, "status"));
-		fprintf(ctx->out, "task %ld: %s\n", id, status ? status : "cancel requested");
+		int st = status ? ipc_task_status_from_string(status) : -EINVAL;
+		/* A running task answers before it has stopped (HTTP 202). */
+		if (st >= 0 && ipc_task_status_is_final((enum ipc_task_status)st))
+			fprintf(ctx->out, "task %ld %s\n", id, status);
+		else
+			fprintf(ctx->out, "task %ld: cancelling, it stops at the next safe point\n", id);
 	}
 	json_decref(answer);
 	return r;

@@ -370,6 +370,8 @@ const struct cli_command cli_cmd_do = {
 		"  --dry-run              journal the action without injecting it\n"
 		"  --settle-ms N          wait N ms after the action before the screenshot\n"
 		"  --json                 print holod's JSON answer\n"
-		"Text starting with '-' goes after `--`: holoctl do write -- \"-1\"\n",
+		"Text starting with '-' goes after `--`: holoctl do write -- \"-1\"\n"
+		"Each action is a task of its own, and holod releases held keys when a task ends: to\n"
+		"hold a key across actions, put key_down ... key_up in a script (holoctl run).\n",
 	.run = do_run,
 };

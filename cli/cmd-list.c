@@ -30,14 +30,25 @@ static void describe_task(json_t *task, char *buf, size_t size)
 	const char *instruction = json_string_value(json_object_get(spec, "instruction"));
 	json_t *script = json_object_get(spec, "script");
 
-	if (instruction)
+	if (instruction) {
 		snprintf(buf, size, "%s", instruction);
-	else if (json_is_array(script))
-		snprintf(buf, size, "script (%zu action%s)", json_array_size(script),
-			 json_array_size(script) == 1 ? "" : "s");
-	else
+	} else if (json_array_size(script) == 1) {
+		/* One action (holoctl do): say which. */
+		json_t *call = json_array_get(script, 0);
+		char args[128], point[64];
+		cli_format_tool_args(call, args, sizeof(args));
+		cli_format_point(call, point, sizeof(point));
+		snprintf(buf, size, "%s%s%s%s%s",
+			 json_string_value(json_object_get(call, "tool_name")) ?
+				 json_string_value(json_object_get(call, "tool_name")) : "?",
+			 args[0] ? " " : "", args, strcmp(point, "-") ? " @ " : "",
+			 strcmp(point, "-") ? point : "");
+	} else if (json_is_array(script)) {
+		snprintf(buf, size, "script (%zu actions)", json_array_size(script));
+	} else {
 		snprintf(buf, size, "%s", json_string_value(json_object_get(task, "kind")) ?
 						  json_string_value(json_object_get(task, "kind")) : "-");
+	}
 }
 
 static int list_run(struct cli_context *ctx, int argc, char **argv)

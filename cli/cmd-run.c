@@ -263,9 +263,12 @@ static int run_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	if (!ctx->json) {
 		const char *status = json_string_value(json_object_get(answer, "status"));
-		fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s%s\n", json_integer_value(id),
-			status ? status : "created",
-			a.follow ? "" : " (follow it with `holoctl show ID`)");
+		if (a.follow)
+			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s\n", json_integer_value(id),
+				status ? status : "created");
+		else
+			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s (see its steps with `holoctl show %" JSON_INTEGER_FORMAT "`)\n",
+				json_integer_value(id), status ? status : "created", json_integer_value(id));
 		fflush(ctx->out);
 	}
 	if (a.follow)

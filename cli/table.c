@@ -129,14 +129,18 @@ size_t cli_table_rows(const struct cli_table *t)
 
 static void print_row(const struct cli_table *t, char *const *row, const size_t *width, FILE *f)
 {
-	for (size_t c = 0; c < t->ncolumns; c++) {
+	size_t last = t->ncolumns;
+
+	/* Trailing empty cells print nothing, not even their separator. */
+	while (last > 1 && row[last - 1][0] == '\0')
+		last--;
+	for (size_t c = 0; c < last; c++) {
 		size_t pad = width[c] - utf8_width(row[c]);
-		bool last = c + 1 == t->ncolumns;
 		if (c > 0)
 			fputs("  ", f);
 		if (t->align[c] == CLI_ALIGN_RIGHT)
 			fprintf(f, "%*s%s", (int)pad, "", row[c]);
-		else if (last)
+		else if (c + 1 == last)
 			fputs(row[c], f);
 		else
 			fprintf(f, "%s%*s", row[c], (int)pad, "");

@@ -1,0 +1,401 @@
+#!/bin/sh
+# holod and holoctl end to end: a private Xvfb, the x11 test client recording every input event it
+# receives, holod in temporary XDG directories, and holoctl finding it through those directories.
+#
+# usage: test-cli-integration.sh SCENARIO
+#   script      a script of clicks, typing, hotkeys and scrolls through `run --script - --follow`;
+#               the client records exactly those events; `show` lists the steps; every PNG of the
+#               journal exists and matches its sha256; a step's screenshot through the API too
+#   do          `holoctl do ...` one action at a time, `holoctl screenshot`, errors of each kind
+#   cancel      `holoctl cancel` of a running and of a queued task; the rest never runs
+#   exit-codes  `run --follow` statuses, --json streams, no model, no daemon
+# env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
+# Exit 77 (skipped) when Xvfb (or, for `script`, sqlite3 or sha256sum) is not installed.
+set -u
+
+scenario=${1:?usage: test-cli-integration.sh script|do|cancel|exit-codes}
+: "${HOLOD:?}" "${HOLOCTL:?}" "${HOLO_TEST_CLIENT:?}"
+
+need() {
+	command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed"; exit 77; }
+}
+need Xvfb
+if [ "$scenario" = script ]; then
+	need sqlite3
+	need sha256sum
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/holoctl-it.XXXXXX") || exit 1
+xvfb_pid=
+client_pid=
+holod_pid=
+
+cleanup() {
+	for p in $holod_pid $client_pid $xvfb_pid; do
+		kill "$p" 2>/dev/null
+	done
+	for p in $holod_pid $client_pid $xvfb_pid; do
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() {
+	echo "FAIL ($scenario): $*" >&2
+	for f in holod.log out err follow.out follow.err; do
+		[ -s "$tmp/$f" ] && sed "s|^|  $f: |" "$tmp/$f" >&2
+	done
+	exit 1
+}
+
+now() {
+	date +%s
+}
+
+# wait_for SECONDS COMMAND...: runs COMMAND until it succeeds; fails after SECONDS.
+wait_for() {
+	deadline=$(($(now) + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$(now)" -lt "$deadline" ] || return 1
+		sleep 0.05
+	done
+}
+
+# ---- the desktop: Xvfb, the test client, holod --------------------------------------------------
+
+# Nothing from the caller's environment may point holod or holoctl elsewhere.
+unset HOLOD_SOCKET HOLOD_CONFIG HOLOD_STATE_DIR HOLOD_VIRTUAL HOLOD_SETTLE_MS HOLOD_MAX_STEPS \
+	HOLOD_MAX_SECONDS WAYLAND_DISPLAY
+export XDG_RUNTIME_DIR="$tmp/run" XDG_STATE_HOME="$tmp/state" XDG_CONFIG_HOME="$tmp/config"
+mkdir -m 700 "$XDG_RUNTIME_DIR" "$XDG_STATE_HOME" "$XDG_CONFIG_HOME" || exit 1
+state="$XDG_STATE_HOME/holod"
+
+Xvfb -displayfd 3 -screen 0 1280x720x24 -nolisten tcp 3>"$tmp/display" >"$tmp/xvfb.log" 2>&1 &
+xvfb_pid=$!
+wait_for 30 test -s "$tmp/display" || fail "Xvfb did not start: $(cat "$tmp/xvfb.log")"
+DISPLAY=":$(cat "$tmp/display")"
+export DISPLAY
+
+"$HOLO_TEST_CLIENT" --log "$tmp/client.log" >"$tmp/client.err" 2>&1 &
+client_pid=$!
+wait_for 30 grep -q '^ready ' "$tmp/client.log" || fail "the test client did not become ready"
+
+start_holod() {
+	"$HOLOD" --settle-ms 20 >>"$tmp/holod.log" 2>&1 &
+	holod_pid=$!
+	wait_for 30 "$HOLOCTL" status || fail "holod did not answer holoctl status"
+}
+
+# Stops holod with SIGTERM; it must exit 0.
+stop_holod() {
+	kill -TERM "$holod_pid"
+	wait "$holod_pid"
+	rc=$?
+	holod_pid=
+	[ "$rc" -eq 0 ] || fail "holod exited with status $rc after SIGTERM"
+}
+
+start_holod
+
+# ---- what the client saw ------------------------------------------------------------------------
+
+# Lines the client logged after line $1, without pointer motion, focus changes and the fields
+# that vary from run to run (server timestamps, keycodes of the server's keymap).
+record_since() {
+	tail -n +"$(($1 + 1))" "$tmp/client.log" | grep -Ev '^(motion|focus|ready) ' |
+		sed -e 's/ time=[0-9]*//' -e 's/ keycode=[0-9]*//'
+}
+
+record_mark() {
+	wc -l <"$tmp/client.log"
+}
+
+# expect_record MARK FILE: the client's record since MARK becomes exactly FILE (events arrive
+# asynchronously, so poll; a record that grows past FILE never matches).
+expect_record() {
+	deadline=$(($(now) + 15))
+	while :; do
+		record_since "$1" >"$tmp/record"
+		cmp -s "$tmp/record" "$2" && return 0
+		if [ "$(now)" -ge "$deadline" ]; then
+			diff -u "$2" "$tmp/record" >&2
+			fail "the client's record differs from the expected events (above)"
+		fi
+		sleep 0.05
+	done
+}
+
+# A click as the client logs it: click BUTTON X Y TARGET (window = root: the client is at 0,0).
+click_lines() {
+	mask=$((1 << ($1 + 7)))
+	echo "press button=$1 x=$2 y=$3 root_x=$2 root_y=$3 state=0x0 target=$4"
+	printf 'release button=%s x=%s y=%s root_x=%s root_y=%s state=0x%x\n' "$1" "$2" "$3" "$2" "$3" "$mask"
+}
+
+# task_id_of FILE: the id in holoctl's "task N ..." first line.
+task_id_of() {
+	sed -n '1s/^task \([0-9][0-9]*\) .*/\1/p' "$1"
+}
+
+# ---- scenarios ----------------------------------------------------------------------------------
+
+scenario_script() {
+	mark=$(record_mark)
+	cat >"$tmp/script.json" <<-'EOF'
+	{"actions": [
+	  {"tool_name": "click", "x": 35, "y": 35, "element": "red block"},
+	  {"tool_name": "click", "x": 150, "y": 145, "element": "text field"},
+	  {"tool_name": "write", "content": "hi"},
+	  {"tool_name": "hotkey", "keys": ["ctrl", "s"]},
+	  {"tool_name": "double_click", "x": 95, "y": 35},
+	  {"tool_name": "scroll", "x": 60, "y": 95, "direction": "down", "scroll_size": 2},
+	  {"tool_name": "click", "x": 215, "y": 35, "button": "right"}
+	], "settle_ms": 20}
+	EOF
+	"$HOLOCTL" run --script - --follow <"$tmp/script.json" >"$tmp/follow.out" 2>"$tmp/follow.err"
+	rc=$?
+	[ "$rc" -eq 0 ] || fail "run --follow exited $rc for a task that should succeed"
+	id=$(task_id_of "$tmp/follow.out")
+	[ -n "$id" ] || fail "run printed no task id"
+	[ "$(grep -c '^step [0-9]' "$tmp/follow.out")" -eq 7 ] || fail "--follow did not print 7 steps"
+	grep -q '^step 2  write "hi"  ok' "$tmp/follow.out" || fail "--follow: step 2 is not the write"
+	[ "$(tail -n 1 "$tmp/follow.out")" = "task $id succeeded after 7 steps" ] ||
+		fail "--follow: wrong last line"
+
+	{
+		click_lines 1 35 35 red
+		click_lines 1 150 145 field
+		echo "key keysym=h state=0x0 text=68"
+		echo "keyrelease keysym=h state=0x0"
+		echo "key keysym=i state=0x0 text=69"
+		echo "keyrelease keysym=i state=0x0"
+		echo "key keysym=Control_L state=0x0 text=-"
+		echo "key keysym=s state=0x4 text=13"
+		echo "keyrelease keysym=s state=0x4"
+		echo "keyrelease keysym=Control_L state=0x4"
+		click_lines 1 95 35 green
+		click_lines 1 95 35 green
+		for n in 1 2; do
+			echo "press button=5 x=60 y=95 root_x=60 root_y=95 state=0x0 target=button"
+			echo "scroll direction=down x=60 y=95"
+			echo "release button=5 x=60 y=95 root_x=60 root_y=95 state=0x1000"
+		done
+		click_lines 3 215 35 color
+	} >"$tmp/expected"
+	expect_record "$mark" "$tmp/expected"
+
+	# holoctl show: the task, then one row per step with tool, arguments, pixels, status, result.
+	"$HOLOCTL" show "$id" >"$tmp/out" 2>"$tmp/err" || fail "show $id failed"
+	grep -q '^status  *succeeded$' "$tmp/out" || fail "show: no 'status succeeded' line"
+	grep -Eq '^#  TOOL  +ARGS  +MODEL  +PIXELS  +STATUS' "$tmp/out" || fail "show: no step table header"
+	[ "$(grep -Ec '^[0-6]  (click|write|hotkey|double_click|scroll) ' "$tmp/out")" -eq 7 ] ||
+		fail "show: not 7 step rows"
+	grep -Eq '^0  click  +red block  +-  +35,35  +ok ' "$tmp/out" || fail "show: row 0"
+	grep -Eq '^2  write  +"hi"  +-  +-  +ok ' "$tmp/out" || fail "show: row 2"
+	grep -Eq '^3  hotkey  +ctrl\+s  +-  +-  +ok ' "$tmp/out" || fail "show: row 3"
+	grep -Eq '^5  scroll  +down 2  +-  +60,95  +ok ' "$tmp/out" || fail "show: row 5"
+	grep -Eq '^6  click  +right  +-  +215,35  +ok ' "$tmp/out" || fail "show: row 6"
+	"$HOLOCTL" --json show "$id" >"$tmp/out" 2>"$tmp/err" || fail "show --json failed"
+	[ "$(wc -l <"$tmp/out")" -eq 2 ] || fail "show --json: not the task and the steps documents"
+	grep -q "^{\"task_id\": *$id, *\"steps\": *\[" "$tmp/out" || fail "show --json: no steps document"
+
+	# Screenshots: two per step, written off the critical path, so wait for all 14 rows.
+	db="$state/holod.db"
+	q="SELECT path || ' ' || sha256 FROM screenshots WHERE task_id = $id ORDER BY idx, which"
+	rows_are_14() {
+		[ "$(sqlite3 -readonly "$db" "SELECT count(*) FROM screenshots WHERE task_id = $id")" = 14 ]
+	}
+	wait_for 30 rows_are_14 || fail "the journal does not list 14 screenshots for task $id"
+	sqlite3 -readonly "$db" "$q" >"$tmp/shots" || fail "sqlite3 cannot read $db"
+	while read -r path sha; do
+		f="$state/$path"
+		[ -f "$f" ] || fail "screenshot $path is missing"
+		[ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "$path is not a PNG"
+		[ "$(sha256sum <"$f" | cut -d' ' -f1)" = "$sha" ] || fail "$path does not match its sha256"
+	done <"$tmp/shots"
+
+	# The same PNG through the API.
+	"$HOLOCTL" screenshot --task "$id" --step 0 --which before -o "$tmp/step0.png" >"$tmp/out" 2>"$tmp/err" ||
+		fail "screenshot --task --step failed"
+	sha=$(sqlite3 -readonly "$db" "SELECT sha256 FROM screenshots WHERE task_id = $id AND idx = 0 AND which = 'before'")
+	[ "$(sha256sum <"$tmp/step0.png" | cut -d' ' -f1)" = "$sha" ] ||
+		fail "the API's step screenshot differs from the journal's"
+	grep -q "^wrote $tmp/step0.png (1280x720, [0-9]* bytes)$" "$tmp/out" || fail "screenshot: wrong line"
+}
+
+scenario_do() {
+	mark=$(record_mark)
+	run_do() {
+		"$HOLOCTL" do "$@" >"$tmp/out" 2>"$tmp/err" || fail "do $* exited $?"
+	}
+	run_do click 35 35
+	grep -q '^step 0  click @ 35,35  ok' "$tmp/out" || fail "do click: wrong line"
+	run_do click 150 145
+	run_do write "ok"
+	run_do hotkey ctrl+a
+	run_do right_click 95 35
+	run_do scroll 60 95 up 1
+	# holod releases held keys when a task ends, and each `do` is a task of its own: the key is
+	# pressed and released, and a later key_up finds nothing held.
+	run_do key_down shift
+	"$HOLOCTL" do key_up shift >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "do key_up of a key nobody holds did not fail"
+	grep -q '^holoctl: the action failed: ' "$tmp/err" || fail "do key_up: no reason"
+	run_do --coords model click 27 60
+
+	# Refused before sending: nothing reaches the desktop.
+	"$HOLOCTL" do hotkey ctr+a >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] || fail "do hotkey ctr+a: not a usage error"
+	grep -q "unknown key name 'ctr'" "$tmp/err" || fail "do hotkey ctr+a: no reason"
+	# Refused by holod: the daemon's message.
+	"$HOLOCTL" do click 5000 10 >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "do click 5000 10: not an error"
+	grep -q 'outside the screen' "$tmp/err" || fail "do click 5000 10: not holod's reason"
+
+	{
+		click_lines 1 35 35 red
+		click_lines 1 150 145 field
+		echo "key keysym=o state=0x0 text=6f"
+		echo "keyrelease keysym=o state=0x0"
+		echo "key keysym=k state=0x0 text=6b"
+		echo "keyrelease keysym=k state=0x0"
+		echo "key keysym=Control_L state=0x0 text=-"
+		echo "key keysym=a state=0x4 text=01"
+		echo "keyrelease keysym=a state=0x4"
+		echo "keyrelease keysym=Control_L state=0x4"
+		click_lines 3 95 35 green
+		echo "press button=4 x=60 y=95 root_x=60 root_y=95 state=0x0 target=button"
+		echo "scroll direction=up x=60 y=95"
+		echo "release button=4 x=60 y=95 root_x=60 root_y=95 state=0x800"
+		echo "key keysym=Shift_L state=0x0 text=-"
+		echo "keyrelease keysym=Shift_L state=0x1"
+		click_lines 1 35 43 red
+	} >"$tmp/expected"
+	expect_record "$mark" "$tmp/expected"
+
+	# --json: holod's answer as received.
+	"$HOLOCTL" --json do wait 0.1 >"$tmp/out" 2>"$tmp/err" || fail "do --json wait failed"
+	grep -q '"step": *{.*"tool_name": *"wait"' "$tmp/out" || fail "do --json: no step in the answer"
+
+	# Every action above (the one holod refused included) is a task of its own.
+	"$HOLOCTL" list --limit 500 >"$tmp/out" 2>"$tmp/err" || fail "list failed"
+	[ "$(grep -Ec '^ *[0-9]+  (succeeded|failed) ' "$tmp/out")" -eq 11 ] || fail "list: not 11 tasks"
+	grep -Eq '^ *[0-9]+  failed  +1  .*click @ 5000,10' "$tmp/out" || fail "list: the failed click"
+	"$HOLOCTL" list --status failed >"$tmp/out" 2>"$tmp/err" || fail "list --status failed failed"
+	[ "$(grep -Ec '^ *[0-9]+  failed ' "$tmp/out")" -eq 2 ] || fail "list --status failed: not 2 tasks"
+	"$HOLOCTL" list --limit 2 --offset 2 >"$tmp/out" 2>"$tmp/err" || fail "list paging failed"
+	grep -q '^tasks 3-4 of 11 (next page: --offset 4)$' "$tmp/out" || fail "list: paging line"
+
+	# The screen now, as a PNG file.
+	"$HOLOCTL" screenshot -o "$tmp/shot.png" >"$tmp/out" 2>"$tmp/err" || fail "screenshot failed"
+	size=$(wc -c <"$tmp/shot.png")
+	grep -q "^wrote $tmp/shot.png (1280x720, $size bytes)$" "$tmp/out" || fail "screenshot: wrong line"
+	[ "$(head -c 4 "$tmp/shot.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "screenshot: not a PNG"
+	"$HOLOCTL" screenshot --json -o "$tmp/shot2.png" >"$tmp/out" 2>"$tmp/err" || fail "screenshot --json failed"
+	grep -q '"width": *1280, *"height": *720' "$tmp/out" || fail "screenshot --json: no size"
+}
+
+scenario_cancel() {
+	mark=$(record_mark)
+	printf '%s' '[{"tool_name":"wait","duration":30},{"tool_name":"wait","duration":30},
+		{"tool_name":"click","x":35,"y":35}]' >"$tmp/long.json"
+	started=$(now)
+	"$HOLOCTL" run --script - --follow <"$tmp/long.json" >"$tmp/follow.out" 2>"$tmp/follow.err" &
+	follow_pid=$!
+	wait_for 30 grep -q '^task [0-9]* ' "$tmp/follow.out" || fail "run printed no task id"
+	id=$(task_id_of "$tmp/follow.out")
+	running() {
+		"$HOLOCTL" list --status running | grep -Eq "^ *$id  running "
+	}
+	wait_for 30 running || fail "task $id never ran"
+
+	# A second task waits behind it on the display's queue; cancelling it is immediate.
+	"$HOLOCTL" run --script - <"$tmp/long.json" >"$tmp/out" 2>"$tmp/err" || fail "second run failed"
+	queued_id=$(task_id_of "$tmp/out")
+	grep -q "^task $queued_id queued" "$tmp/out" || fail "the second task is not queued"
+	"$HOLOCTL" cancel "$queued_id" >"$tmp/out" 2>"$tmp/err" || fail "cancel of the queued task failed"
+	[ "$(cat "$tmp/out")" = "task $queued_id cancelled" ] || fail "cancel of a queued task: wrong line"
+
+	"$HOLOCTL" cancel "$id" >"$tmp/out" 2>"$tmp/err" || fail "cancel $id failed"
+	grep -Eq "^task $id(: cancelling| cancelled)" "$tmp/out" || fail "cancel: wrong line"
+	wait "$follow_pid"
+	rc=$?
+	[ "$rc" -eq 4 ] || fail "run --follow exited $rc for a cancelled task, not 4"
+	[ $(($(now) - started)) -lt 30 ] || fail "the cancelled wait ran to its end"
+	grep -q "^task $id cancelled after 1 step" "$tmp/follow.out" || fail "--follow: no cancelled line"
+
+	"$HOLOCTL" show "$id" >"$tmp/out" 2>"$tmp/err" || fail "show $id failed"
+	grep -q '^status  *cancelled$' "$tmp/out" || fail "show: not cancelled"
+	[ "$(grep -Ec '^[0-9]  (wait|click) ' "$tmp/out")" -eq 1 ] || fail "show: steps after the cancel"
+	"$HOLOCTL" list --status cancelled >"$tmp/out" 2>"$tmp/err" || fail "list --status cancelled"
+	[ "$(grep -Ec '^ *[0-9]+  cancelled ' "$tmp/out")" -eq 2 ] || fail "list: not 2 cancelled tasks"
+
+	# Finished tasks cannot be cancelled: holod's reason, exit 1.
+	"$HOLOCTL" cancel "$id" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "cancelling a finished task did not fail"
+	grep -q 'HTTP 409 conflict' "$tmp/err" || fail "cancel of a finished task: not holod's 409"
+	"$HOLOCTL" cancel 999999 >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "cancelling an unknown task did not fail"
+	grep -q 'no task 999999 (HTTP 404 not_found)' "$tmp/err" || fail "cancel of an unknown task"
+
+	# The click after the waits never happened.
+	: >"$tmp/expected"
+	expect_record "$mark" "$tmp/expected"
+}
+
+scenario_exit_codes() {
+	# A failing step fails the task: exit 3, the reason on the last line.
+	printf '%s' '[{"tool_name":"click","x":5000,"y":10},{"tool_name":"click","x":35,"y":35}]' |
+		"$HOLOCTL" run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err"
+	rc=$?
+	[ "$rc" -eq 3 ] || fail "run --follow exited $rc for a failed task, not 3"
+	id=$(task_id_of "$tmp/follow.out")
+	grep -q "^task $id failed after 1 step: .*outside the screen" "$tmp/follow.out" ||
+		fail "--follow: no failed line"
+
+	# --json: one JSON document per line, the stream ending with the task's final state.
+	printf '%s' '[{"tool_name":"move","x":300,"y":250}]' |
+		"$HOLOCTL" --json run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err"
+	rc=$?
+	[ "$rc" -eq 0 ] || fail "run --json --follow exited $rc"
+	grep -q '"event": *"step"' "$tmp/follow.out" || fail "--json --follow: no step event"
+	tail -n 1 "$tmp/follow.out" | grep -q '"event": *"end".*"status": *"succeeded"' ||
+		fail "--json --follow: the last line is not the end event"
+	grep -vq '^{' "$tmp/follow.out" && fail "--json --follow: a line that is not JSON"
+
+	# A bad script: exit 2 and nothing queued.
+	"$HOLOCTL" list --json >"$tmp/before" 2>"$tmp/err" || fail "list --json failed"
+	printf '%s' '[{"tool_name":"scroll","x":1,"y":1,"direction":"sideways"}]' |
+		"$HOLOCTL" run --script - --follow >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] || fail "a bad script is not a usage error"
+	grep -q 'script\[0\].direction' "$tmp/err" || fail "a bad script: the field is not named"
+	"$HOLOCTL" list --json >"$tmp/after" 2>"$tmp/err" || fail "list --json failed"
+	cmp -s "$tmp/before" "$tmp/after" || fail "a bad script reached holod"
+
+	# An instruction without a model: holod's 503, its message and the way out.
+	"$HOLOCTL" run "open the settings" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "an instruction without a model did not fail"
+	grep -q 'HTTP 503 no_model' "$tmp/err" || fail "no model: not holod's error"
+	grep -q 'holoctl run --script FILE' "$tmp/err" || fail "no model: no hint"
+
+	# No daemon: the cause and the fix.
+	stop_holod
+	"$HOLOCTL" status >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "status without holod did not fail"
+	grep -q "cannot connect to $XDG_RUNTIME_DIR/holod/holod.sock: .*start it with \`holod\`" "$tmp/err" ||
+		fail "status without holod: $(cat "$tmp/err")"
+}
+
+case "$scenario" in
+script) scenario_script ;;
+do) scenario_do ;;
+cancel) scenario_cancel ;;
+exit-codes) scenario_exit_codes ;;
+*) fail "unknown scenario" ;;
+esac
+[ -n "$holod_pid" ] && stop_holod
+echo "ok: $scenario"
+exit 0
