@@ -220,7 +220,6 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 				  "holod is shutting down");
 	if (r < 0)
 		return send_internal(c, r, "cannot queue the task");
-	log_info("task %lld: queued", (long long)id);
 	return respond_task(s, c, MHD_HTTP_CREATED, id);
 }
 

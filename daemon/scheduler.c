@@ -231,6 +231,7 @@ int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t 
 	s->tail = t;
 	pthread_cond_signal(&s->wake);
 	bump_locked(s);
+	log_info("task %lld: queued", (long long)id);
 	*ret_id = id;
 unlock:
 	pthread_mutex_unlock(&s->lock);
