@@ -79,7 +79,7 @@ static int shm_prepare(struct x11_display *d, int w, int h)
 		return 0;
 	x11_capture_release(d);
 	img = XShmCreateImage(d->dpy, vis, (unsigned)depth, ZPixmap, NULL, &d->shm_info,
-			      (unsigned)w, (unsigned)h);
+	                      (unsigned)w, (unsigned)h);
 	if (!img)
 		goto unavailable;
 	size = (size_t)img->bytes_per_line * (size_t)img->height;
@@ -224,7 +224,7 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 	}
 	x11_trap_begin();
 	img = XGetImage(d->dpy, d->root, r.x, r.y, (unsigned)r.width, (unsigned)r.height, AllPlanes,
-			ZPixmap);
+	                ZPixmap);
 	int xerr = x11_trap_end(d->dpy);
 	if (!img || xerr) {
 		log_debug("XGetImage failed (X error %d)", xerr);

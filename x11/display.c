@@ -18,7 +18,7 @@ static int error_handler(Display *dpy, XErrorEvent *ev)
 	if (!trapped_error)
 		trapped_error = ev->error_code;
 	log_debug("X error %d (request %d.%d) on %s", ev->error_code, ev->request_code,
-		  ev->minor_code, DisplayString(dpy));
+	          ev->minor_code, DisplayString(dpy));
 	return 0;
 }
 
@@ -172,7 +172,7 @@ int x11_display_monitors(struct x11_display *d, struct x11_rect *ret, size_t max
 				continue;
 			if (out < max)
 				ret[out] = (struct x11_rect){mons[i].x, mons[i].y, mons[i].width,
-							     mons[i].height};
+				                             mons[i].height};
 			out++;
 		}
 	XRRFreeMonitors(mons);

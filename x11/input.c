@@ -67,7 +67,7 @@ int x11_fake_key(struct x11_display *d, unsigned keycode, bool press, uint32_t d
 static int fake_button(struct x11_display *d, unsigned button, bool press, uint32_t delay_us)
 {
 	int r = press ? xdo_mouse_down(d->xdo, CURRENTWINDOW, (int)button)
-		      : xdo_mouse_up(d->xdo, CURRENTWINDOW, (int)button);
+	              : xdo_mouse_up(d->xdo, CURRENTWINDOW, (int)button);
 
 	if (r != 0)
 		return -EIO;
@@ -159,8 +159,10 @@ release_button:
 int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, int notches)
 {
 	static const unsigned buttons[] = {
-		[X11_SCROLL_UP] = 4, [X11_SCROLL_DOWN] = 5,
-		[X11_SCROLL_LEFT] = 6, [X11_SCROLL_RIGHT] = 7,
+	        [X11_SCROLL_UP] = 4,
+	        [X11_SCROLL_DOWN] = 5,
+	        [X11_SCROLL_LEFT] = 6,
+	        [X11_SCROLL_RIGHT] = 7,
 	};
 	int r;
 

@@ -13,7 +13,7 @@ int x11_keymap_load(struct x11_display *d, struct x11_keymap *km)
 	memset(km, 0, sizeof(*km));
 	XDisplayKeycodes(d->dpy, &km->min_keycode, &km->max_keycode);
 	km->syms = XGetKeyboardMapping(d->dpy, (KeyCode)km->min_keycode,
-				       km->max_keycode - km->min_keycode + 1, &per);
+	                               km->max_keycode - km->min_keycode + 1, &per);
 	if (!km->syms || per <= 0) {
 		if (km->syms)
 			XFree(km->syms);
@@ -56,7 +56,7 @@ void x11_keymap_unbind(struct x11_display *d, unsigned keycode)
 }
 
 static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
-		      unsigned *ret_keycode)
+                      unsigned *ret_keycode)
 {
 	/* Both columns: the keysym must come out with or without Shift held. */
 	KeySym syms[2] = {keysym, keysym};
@@ -77,7 +77,7 @@ static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t key
 			XFree(now);
 		if (!took) {
 			log_debug("binding keycode %d to keysym 0x%x did not take (X error %d)", kc,
-				  keysym, xerr);
+			          keysym, xerr);
 			x11_keymap_unbind(d, (unsigned)kc);
 			return -EIO;
 		}
@@ -93,7 +93,7 @@ static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t key
 }
 
 int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
-		       struct x11_keypos *ret)
+                       struct x11_keypos *ret)
 {
 	unsigned kc;
 	int r;

@@ -119,19 +119,25 @@ static const struct ks_device *find_device(const struct x11_killswitch *k, int i
 
 static void handle_raw(struct x11_killswitch *k, const XIRawEvent *re)
 {
-	const struct ks_device *dev = find_device(k, re->sourceid);
+	/* With XIAllDevices a press arrives twice: from the slave (deviceid == sourceid) and
+	 * from its master (deviceid = master, sourceid = slave). The name that tells a keyboard
+	 * from XTest is the source's; the master copy is dropped as a duplicate. */
+	const struct ks_device *via = find_device(k, re->deviceid);
+	const struct ks_device *src = find_device(k, re->sourceid);
 	struct x11_ks_event ev = {
-		.device_name = dev ? dev->name : NULL,
-		.device_is_master = dev ? dev->is_master : false,
-		.is_repeat = (re->flags & XIKeyRepeat) != 0,
-		.time_ms = re->time,
+	        .device_name = src ? src->name : NULL,
+	        .device_is_master = via ? via->is_master : false,
+	        .is_repeat = (re->flags & XIKeyRepeat) != 0,
+	        .time_ms = re->time,
 	};
 
+	if (ev.device_is_master)
+		return;
 	atomic_fetch_add(&k->seen, 1);
 	for (size_t i = 0; i < k->n_esc; i++)
 		ev.is_escape |= k->esc_keycodes[i] == (unsigned)re->detail;
 	if (x11_ks_device_ignored(ev.device_name, ev.device_is_master) &&
-	    !(atomic_load(&k->trust_xtest) && dev && !dev->is_master))
+	    !(atomic_load(&k->trust_xtest) && src && !src->is_master))
 		return;
 	if (x11_ks_feed(&k->state, &ev)) {
 		atomic_fetch_add(&k->triggered, 1);
@@ -144,8 +150,8 @@ static void *listener(void *arg)
 {
 	struct x11_killswitch *k = arg;
 	struct pollfd fds[2] = {
-		{.fd = ConnectionNumber(k->dpy), .events = POLLIN},
-		{.fd = k->stop_pipe[0], .events = POLLIN},
+	        {.fd = ConnectionNumber(k->dpy), .events = POLLIN},
+	        {.fd = k->stop_pipe[0], .events = POLLIN},
 	};
 
 	x11_errors_install();
@@ -159,7 +165,8 @@ static void *listener(void *arg)
 					load_escape_keycodes(k);
 				continue;
 			}
-			if (ev.xcookie.type != GenericEvent || ev.xcookie.extension != k->xi_opcode ||
+			if (ev.xcookie.type != GenericEvent ||
+			    ev.xcookie.extension != k->xi_opcode ||
 			    !XGetEventData(k->dpy, &ev.xcookie))
 				continue;
 			if (ev.xcookie.evtype == XI_RawKeyPress)
@@ -179,7 +186,7 @@ static void *listener(void *arg)
 }
 
 struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned window_ms,
-					     void (*fn)(void *userdata), void *userdata)
+                                             void (*fn)(void *userdata), void *userdata)
 {
 	unsigned char mask_bits[XIMaskLen(XI_LASTEVENT)] = {0};
 	XIEventMask mask = {XIAllDevices, sizeof(mask_bits), mask_bits};

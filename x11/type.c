@@ -129,7 +129,8 @@ int x11_type(struct x11_display *d, const char *utf8)
 
 		r = x11_keymap_resolve(d, &km, sym, &pos);
 		if (r == -ENOSPC && km.n_bound > 0) {
-			/* Out of spare keycodes: let clients catch up, restore, start a new batch. */
+			/* Out of spare keycodes: let clients catch up, restore, start a new batch.
+			 */
 			x11_keymap_finish(d, &km);
 			r = x11_keymap_load(d, &km);
 			if (r < 0)

@@ -31,8 +31,8 @@
 
 struct x11_held {
 	bool is_button;
-	unsigned code;      /* keycode or button number */
-	bool temp_binding;  /* keycode was bound by us for this key: unbind on release */
+	unsigned code;     /* keycode or button number */
+	bool temp_binding; /* keycode was bound by us for this key: unbind on release */
 };
 
 struct x11_display {
@@ -87,7 +87,7 @@ int x11_keymap_load(struct x11_display *d, struct x11_keymap *km);
  * verifies the server took it, and records it in km->bound. -ENOSPC when no spare keycode is
  * left, -EIO when the server did not take the binding. */
 int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
-		       struct x11_keypos *ret);
+                       struct x11_keypos *ret);
 /* Restores every keycode in km->bound to no symbols (after X11_REBIND_SETTLE_US when any was
  * used) and frees the map. */
 void x11_keymap_finish(struct x11_display *d, struct x11_keymap *km);
@@ -106,8 +106,8 @@ int x11_fake_key(struct x11_display *d, unsigned keycode, bool press, uint32_t d
 /* Splits a "+"-joined combination into at most `max` names copied into `names` (each
  * X11_MAX_KEY_NAME bytes). "+" itself is written as "ctrl++" or "+". Returns the count, or
  * -EINVAL with a message in errbuf (empty, too many keys, empty or too long name). */
-int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_t max,
-			char *errbuf, size_t errlen);
+int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_t max, char *errbuf,
+                        size_t errlen);
 
 /* ---- text (type.c) ---------------------------------------------------------------------- */
 
@@ -120,11 +120,11 @@ uint32_t x11_keysym_from_codepoint(uint32_t cp);
 /* ---- kill switch filter (killswitch.c), pure so it can be tested on recorded events ------- */
 
 struct x11_ks_event {
-	const char *device_name; /* name of the XI2 source (slave) device */
-	bool device_is_master;
-	bool is_escape; /* the keycode maps to Escape */
-	bool is_repeat; /* XIKeyRepeat set */
-	uint64_t time_ms; /* server timestamp */
+	const char *device_name; /* name of the XI2 source device (sourceid) */
+	bool device_is_master;   /* delivered through a master (deviceid): a duplicate */
+	bool is_escape;          /* the keycode maps to Escape */
+	bool is_repeat;          /* XIKeyRepeat set */
+	uint64_t time_ms;        /* server timestamp */
 };
 
 struct x11_ks_state {
@@ -141,10 +141,10 @@ bool x11_ks_device_ignored(const char *device_name, bool device_is_master);
  * state is reset after a trigger and by any other physical key. */
 bool x11_ks_feed(struct x11_ks_state *s, const struct x11_ks_event *ev);
 
-/* Test hooks of a live kill switch: raw key presses seen (from any device, before filtering)
- * and triggers so far. trust_xtest makes the listener accept XTest slave devices, so a test on
- * Xvfb (which has no other keyboard) can drive the thread, the XI2 selection and the double-Escape
- * logic end to end; nothing outside tests may call it. */
+/* Test hooks of a live kill switch: raw key presses seen (from any slave device, before the
+ * XTest filter) and triggers so far. trust_xtest makes the listener accept XTest slave devices, so
+ * a test on Xvfb (which has no other keyboard) can drive the thread, the XI2 selection and the
+ * double-Escape logic end to end; nothing outside tests may call it. */
 unsigned x11_killswitch_seen(struct x11_killswitch *k);
 unsigned x11_killswitch_triggered(struct x11_killswitch *k);
 void x11_killswitch_trust_xtest_for_test(struct x11_killswitch *k, bool trust);

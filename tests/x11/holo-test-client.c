@@ -53,12 +53,9 @@ static const struct block {
 	int x, y, w, h;
 	unsigned long rgb;
 } blocks[] = {
-	{"red", 10, 10, 50, 50, 0xff0000},
-	{"green", 70, 10, 50, 50, 0x00ff00},
-	{"blue", 130, 10, 50, 50, 0x0000ff},
-	{"color", 190, 10, 50, 50, 0x123456},
-	{"button", 10, 80, 100, 30, 0x808080},
-	{"field", 10, 130, 280, 30, 0xffffff},
+        {"red", 10, 10, 50, 50, 0xff0000},     {"green", 70, 10, 50, 50, 0x00ff00},
+        {"blue", 130, 10, 50, 50, 0x0000ff},   {"color", 190, 10, 50, 50, 0x123456},
+        {"button", 10, 80, 100, 30, 0x808080}, {"field", 10, 130, 280, 30, 0xffffff},
 };
 
 static FILE *logf_;
@@ -78,10 +75,10 @@ static void logline(const char *fmt, ...)
 static unsigned long pixel_for(Display *dpy, unsigned long rgb)
 {
 	XColor c = {
-		.red = (unsigned short)(((rgb >> 16) & 0xff) * 0x101),
-		.green = (unsigned short)(((rgb >> 8) & 0xff) * 0x101),
-		.blue = (unsigned short)((rgb & 0xff) * 0x101),
-		.flags = DoRed | DoGreen | DoBlue,
+	        .red = (unsigned short)(((rgb >> 16) & 0xff) * 0x101),
+	        .green = (unsigned short)(((rgb >> 8) & 0xff) * 0x101),
+	        .blue = (unsigned short)((rgb & 0xff) * 0x101),
+	        .flags = DoRed | DoGreen | DoBlue,
 	};
 
 	XAllocColor(dpy, DefaultColormap(dpy, DefaultScreen(dpy)), &c);
@@ -95,7 +92,7 @@ static void paint(Display *dpy, Window w, GC gc, int width, int height)
 	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
 		XSetForeground(dpy, gc, pixel_for(dpy, blocks[i].rgb));
 		XFillRectangle(dpy, w, gc, blocks[i].x, blocks[i].y, (unsigned)blocks[i].w,
-			       (unsigned)blocks[i].h);
+		               (unsigned)blocks[i].h);
 	}
 	XSetForeground(dpy, gc, pixel_for(dpy, 0x000000));
 	XDrawRectangle(dpy, w, gc, 10, 130, 279, 29);
@@ -111,25 +108,37 @@ static const char *target_at(int x, int y)
 	return "none";
 }
 
+/* XKeysymToString mallocs (and never frees) the name of a Unicode keysym: format those here. */
+static const char *keysym_name(KeySym sym, char *buf, size_t size)
+{
+	const char *name;
+
+	if ((sym & 0xff000000) == 0x01000000) {
+		snprintf(buf, size, "U%04lX", (unsigned long)(sym & 0xffffff));
+		return buf;
+	}
+	name = sym != NoSymbol ? XKeysymToString(sym) : NULL;
+	return name ? name : "NoSymbol";
+}
+
 static void log_key(Display *dpy, XIC ic, XKeyEvent *ev)
 {
 	char buf[256], hex[2 * sizeof(buf) + 1];
 	KeySym sym = NoSymbol;
 	Status status;
 	int n = Xutf8LookupString(ic, ev, buf, sizeof(buf), &sym, &status);
-	const char *name;
+	char namebuf[16];
 
 	if (status != XLookupChars && status != XLookupBoth)
 		n = 0;
 	if (status != XLookupKeySym && status != XLookupBoth)
 		sym = XLookupKeysym(ev, 0);
-	name = sym != NoSymbol ? XKeysymToString(sym) : NULL;
 	for (int i = 0; i < n; i++)
 		sprintf(hex + 2 * i, "%02x", (unsigned char)buf[i]);
 	if (n == 0)
 		strcpy(hex, "-");
-	logline("key keycode=%u keysym=%s state=0x%x text=%s", ev->keycode, name ? name : "NoSymbol",
-		ev->state, hex);
+	logline("key keycode=%u keysym=%s state=0x%x text=%s", ev->keycode,
+	        keysym_name(sym, namebuf, sizeof(namebuf)), ev->state, hex);
 }
 
 static int parse_geometry(const char *s, int *w, int *h, int *x, int *y)
@@ -155,7 +164,7 @@ int main(int argc, char **argv)
 			focus = false;
 		else {
 			fprintf(stderr, "usage: holo-test-client --log FILE [--geometry WxH+X+Y] "
-					"[--no-focus]\n");
+			                "[--no-focus]\n");
 			return 2;
 		}
 	}
@@ -184,12 +193,12 @@ int main(int argc, char **argv)
 	}
 	int scr = DefaultScreen(dpy);
 	XSetWindowAttributes attrs = {.background_pixel = WhitePixel(dpy, scr)};
-	Window w = XCreateWindow(dpy, RootWindow(dpy, scr), wx, wy, (unsigned)width,
-				 (unsigned)height, 0, CopyFromParent, InputOutput, CopyFromParent,
-				 CWBackPixel, &attrs);
+	Window w =
+	        XCreateWindow(dpy, RootWindow(dpy, scr), wx, wy, (unsigned)width, (unsigned)height,
+	                      0, CopyFromParent, InputOutput, CopyFromParent, CWBackPixel, &attrs);
 	XStoreName(dpy, w, "holo-test-client");
-	XSizeHints hints = {.flags = USPosition | USSize, .x = wx, .y = wy, .width = width,
-			    .height = height};
+	XSizeHints hints = {
+	        .flags = USPosition | USSize, .x = wx, .y = wy, .width = width, .height = height};
 	XSetWMNormalHints(dpy, w, &hints);
 	XIM im = XOpenIM(dpy, NULL, NULL, NULL);
 	if (!im) {
@@ -197,7 +206,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	XIC ic = XCreateIC(im, XNInputStyle, XIMPreeditNothing | XIMStatusNothing, XNClientWindow,
-			   w, XNFocusWindow, w, NULL);
+	                   w, XNFocusWindow, w, NULL);
 	if (!ic) {
 		fprintf(stderr, "holo-test-client: XCreateIC failed\n");
 		return 1;
@@ -205,9 +214,9 @@ int main(int argc, char **argv)
 	long im_mask = 0;
 	XGetICValues(ic, XNFilterEvents, &im_mask, NULL);
 	XSelectInput(dpy, w,
-		     ExposureMask | StructureNotifyMask | KeyPressMask | KeyReleaseMask |
-			     ButtonPressMask | ButtonReleaseMask | PointerMotionMask |
-			     FocusChangeMask | im_mask);
+	             ExposureMask | StructureNotifyMask | KeyPressMask | KeyReleaseMask |
+	                     ButtonPressMask | ButtonReleaseMask | PointerMotionMask |
+	                     FocusChangeMask | im_mask);
 	GC gc = XCreateGC(dpy, w, 0, NULL);
 	XMapRaised(dpy, w);
 	XFlush(dpy);
@@ -241,30 +250,32 @@ int main(int argc, char **argv)
 			break;
 		case MotionNotify:
 			logline("motion x=%d y=%d root_x=%d root_y=%d state=0x%x", ev.xmotion.x,
-				ev.xmotion.y, ev.xmotion.x_root, ev.xmotion.y_root, ev.xmotion.state);
+			        ev.xmotion.y, ev.xmotion.x_root, ev.xmotion.y_root,
+			        ev.xmotion.state);
 			break;
 		case ButtonPress:
 		case ButtonRelease: {
 			XButtonEvent *b = &ev.xbutton;
 			bool press = ev.type == ButtonPress;
-			logline("%s button=%u x=%d y=%d root_x=%d root_y=%d state=0x%x time=%lu%s%s",
-				press ? "press" : "release", b->button, b->x, b->y, b->x_root,
-				b->y_root, b->state, (unsigned long)b->time,
-				press ? " target=" : "", press ? target_at(b->x, b->y) : "");
+			logline("%s button=%u x=%d y=%d root_x=%d root_y=%d state=0x%x "
+			        "time=%lu%s%s",
+			        press ? "press" : "release", b->button, b->x, b->y, b->x_root,
+			        b->y_root, b->state, (unsigned long)b->time,
+			        press ? " target=" : "", press ? target_at(b->x, b->y) : "");
 			static const char *dirs[] = {"up", "down", "left", "right"};
 			if (press && b->button >= 4 && b->button <= 7)
 				logline("scroll direction=%s x=%d y=%d", dirs[b->button - 4], b->x,
-					b->y);
+				        b->y);
 			break;
 		}
 		case KeyPress:
 			log_key(dpy, ic, &ev.xkey);
 			break;
 		case KeyRelease: {
+			char namebuf[16];
 			KeySym sym = XLookupKeysym(&ev.xkey, 0);
-			const char *name = sym != NoSymbol ? XKeysymToString(sym) : NULL;
 			logline("keyrelease keycode=%u keysym=%s state=0x%x", ev.xkey.keycode,
-				name ? name : "NoSymbol", ev.xkey.state);
+			        keysym_name(sym, namebuf, sizeof(namebuf)), ev.xkey.state);
 			break;
 		}
 		default:
@@ -276,7 +287,7 @@ int main(int argc, char **argv)
 			XSync(dpy, False);
 			XSetICFocus(ic);
 			logline("ready window=0x%lx x=%d y=%d width=%d height=%d", w, wx, wy, width,
-				height);
+			        height);
 			ready = true;
 		}
 	}

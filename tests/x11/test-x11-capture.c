@@ -24,8 +24,8 @@ static uint32_t px(const struct x11_frame *f, int x, int y)
 	do {                                                                                       \
 		uint32_t _got = px((f), (x), (y));                                                 \
 		if (_got != (rgb)) {                                                               \
-			fprintf(stderr, "%s:%d: pixel (%d,%d) is #%06x, expected #%06x\n", __FILE__, \
-				__LINE__, (x), (y), _got, (unsigned)(rgb));                        \
+			fprintf(stderr, "%s:%d: pixel (%d,%d) is #%06x, expected #%06x\n",         \
+			        __FILE__, __LINE__, (x), (y), _got, (unsigned)(rgb));              \
 			test_failures++;                                                           \
 		}                                                                                  \
 	} while (0)
@@ -38,8 +38,9 @@ static int check_client(const struct x11_frame *f, int ox, int oy)
 		int x, y, w, h;
 		uint32_t rgb;
 	} regions[] = {
-		{10, 10, 50, 50, 0xff0000}, {70, 10, 50, 50, 0x00ff00}, {130, 10, 50, 50, 0x0000ff},
-		{190, 10, 50, 50, 0x123456}, {10, 80, 30, 30, 0x808080},
+	        {10, 10, 50, 50, 0xff0000},  {70, 10, 50, 50, 0x00ff00},
+	        {130, 10, 50, 50, 0x0000ff}, {190, 10, 50, 50, 0x123456},
+	        {10, 80, 30, 30, 0x808080},
 	};
 	int checked = 0;
 

@@ -107,7 +107,7 @@ static void test_combos(void)
 
 	char names[X11_MAX_KEYS_PER_COMBO][X11_MAX_KEY_NAME];
 	CHECK_INT_EQ(x11_key_combo_split("ctrl++", names, X11_MAX_KEYS_PER_COMBO, err, sizeof(err)),
-		     2);
+	             2);
 	CHECK_STR_EQ(names[0], "ctrl");
 	CHECK_STR_EQ(names[1], "+");
 }

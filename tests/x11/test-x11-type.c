@@ -35,7 +35,7 @@ static int spare_keycodes(struct x11_display *d)
 		bool empty = true;
 		for (int i = 0; i < km.per_code; i++)
 			empty &= km.syms[(size_t)(kc - km.min_keycode) * (size_t)km.per_code + i] ==
-				 NoSymbol;
+			         NoSymbol;
 		n += empty;
 	}
 	x11_keymap_finish(d, &km);
@@ -65,9 +65,9 @@ static void test_client(struct x11_display *d, const char *client_path)
 	char *s = xt_read_file(log);
 	int before = xt_count_lines(s, "key ");
 	free(s);
-	CHECK_INT_EQ(x11_type(d, "ab\xc3"), -EINVAL);     /* truncated UTF-8 */
+	CHECK_INT_EQ(x11_type(d, "ab\xc3"), -EINVAL);        /* truncated UTF-8 */
 	CHECK_INT_EQ(x11_type(d, "a\xed\xa0\x80"), -EINVAL); /* surrogate */
-	CHECK_INT_EQ(x11_type(d, "bell\a"), -EINVAL);      /* control character */
+	CHECK_INT_EQ(x11_type(d, "bell\a"), -EINVAL);        /* control character */
 	CHECK_INT_EQ(x11_type(d, NULL), -EINVAL);
 	char *big = xmalloc(X11_MAX_TYPE_BYTES + 2);
 	memset(big, 'x', X11_MAX_TYPE_BYTES + 1);
@@ -102,9 +102,10 @@ static void test_xterm(struct x11_display *d)
 	/* Cooked mode with icrnl (xterm sends Return as \r), no flow control; ^D ends the last
 	 * line. */
 	snprintf(cmd, sizeof(cmd), "stty sane icrnl -ixon; echo ok > '%s'; exec cat > '%s'", ready,
-		 out);
+	         out);
 	setenv("LC_ALL", "C.UTF-8", 1);
-	const char *argv[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e", "sh", "-c", cmd, NULL};
+	const char *argv[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e",
+	                      "sh",    "-c",  cmd,         NULL};
 	pid_t xterm = xt_spawn(argv);
 	REQUIRE(xterm > 0);
 	if (!xt_wait_for(ready, "ok", XT_WAIT_MS)) {
@@ -129,8 +130,8 @@ static void test_xterm(struct x11_display *d)
 	CHECK_INT_EQ(x11_key_combo(d, "ctrl+d"), 0);
 	if (!xt_wait_until(out, file_is, (void *)text, XT_WAIT_MS)) {
 		char *got = xt_read_file(out);
-		fprintf(stderr, "xterm wrote    \"%s\"\nexpected       \"%s\"\n", got ? got : "(none)",
-			text);
+		fprintf(stderr, "xterm wrote    \"%s\"\nexpected       \"%s\"\n",
+		        got ? got : "(none)", text);
 		test_failures++;
 		free(got);
 	}

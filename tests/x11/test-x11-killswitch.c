@@ -1,0 +1,84 @@
+/* x11 suite: the kill switch on a live server.
+ *
+ * Xvfb has no keyboard besides XTest, so the case "a person presses Escape twice" cannot be
+ * produced here; the device filter that tells the two apart is tested on recorded event data in
+ * test-x11-killswitch-filter.c. Live, this test proves (1) our own injected Escapes reach the
+ * listener and do NOT trigger it, (2) with the XTest filter lifted by a test hook, the same
+ * Escapes go all the way through XI2, the thread and the double-Escape timing to the callback. */
+#include "common.h"
+#include "test.h"
+#include "x11-internal.h"
+#include "x11-test-util.h"
+
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+TEST_DEFINE_GLOBALS;
+
+static atomic_int fired;
+
+static void on_kill(void *userdata)
+{
+	CHECK(userdata == (void *)&fired);
+	atomic_fetch_add(&fired, 1);
+}
+
+/* Polls `get(k)` until it reaches `want` (generous deadline for a loaded machine). */
+static unsigned wait_count(struct x11_killswitch *k, unsigned (*get)(struct x11_killswitch *),
+                           unsigned want)
+{
+	for (int i = 0; i < XT_WAIT_MS / 10 && get(k) < want; i++)
+		usleep(10000);
+	return get(k);
+}
+
+int main(int argc, char **argv)
+{
+	struct xt_xvfb x;
+
+	REQUIRE(xt_xvfb_start(&x, "320x240x24", NULL) == 0);
+	struct x11_display *d = x11_display_open(NULL);
+	REQUIRE(d);
+	x11_input_set_key_delay_us(d, 4000);
+
+	errno = 0;
+	CHECK(x11_killswitch_create(NULL, 0, on_kill, &fired) == NULL);
+	CHECK_INT_EQ(errno, EINVAL);
+	errno = 0;
+	CHECK(x11_killswitch_create(":4243", 500, on_kill, &fired) == NULL);
+	CHECK_INT_EQ(errno, X11_ERR_NO_DISPLAY);
+
+	/* A wide window: a loaded machine must not make the two Escapes too slow. */
+	struct x11_killswitch *k = x11_killswitch_create(NULL, 2000, on_kill, &fired);
+	REQUIRE(k);
+
+	/* (1) Our own double Escape: seen by the listener, ignored. */
+	CHECK_INT_EQ(x11_key_combo(d, "Escape"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "esc"), 0);
+	CHECK(wait_count(k, x11_killswitch_seen, 2) >= 2);
+	/* Also a later key, so that the listener has certainly processed both Escapes. */
+	CHECK_INT_EQ(x11_key_combo(d, "a"), 0);
+	CHECK(wait_count(k, x11_killswitch_seen, 3) >= 3);
+	CHECK_INT_EQ(x11_killswitch_triggered(k), 0);
+	CHECK_INT_EQ(atomic_load(&fired), 0);
+
+	/* (2) The same path with XTest trusted: Escape, a, Escape does not count (reset)... */
+	x11_killswitch_trust_xtest_for_test(k, true);
+	unsigned seen = x11_killswitch_seen(k);
+	CHECK_INT_EQ(x11_key_combo(d, "Escape"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "a"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "Escape"), 0);
+	CHECK(wait_count(k, x11_killswitch_seen, seen + 3) >= seen + 3);
+	CHECK_INT_EQ(x11_killswitch_triggered(k), 0);
+	/* ...and one more Escape completes a double Escape: the callback runs once. */
+	CHECK_INT_EQ(x11_key_combo(d, "Escape"), 0);
+	CHECK_INT_EQ(wait_count(k, x11_killswitch_triggered, 1), 1);
+	CHECK_INT_EQ(atomic_load(&fired), 1);
+
+	x11_killswitch_destroy(k);
+	x11_killswitch_destroy(NULL);
+	x11_display_close(d);
+	xt_xvfb_stop(&x);
+	return test_exit();
+}
