@@ -470,6 +470,17 @@ static void test_table(void)
 
 	CHECK(cli_table_create(0, headers) == NULL);
 
+	/* Empty trailing cells leave no trailing blanks. */
+	t = cli_table_create(3, headers);
+	cli_table_add_row(t, (const char *const[]){"1", "wait", ""});
+	cli_table_add_row(t, (const char *const[]){"2", "", ""});
+	s = print_table(t);
+	CHECK_STR_EQ(s, "#  TOOL  RESULT\n"
+			"1  wait\n"
+			"2\n");
+	free(s);
+	cli_table_destroy(t);
+
 	/* Cells: control bytes and invalid UTF-8 escaped, long text cut to the limit. */
 	s = cli_table_render_cell("a\tb\x01\xff");
 	CHECK_STR_EQ(s, "a\\tb\\x01\\xFF");
