@@ -373,8 +373,9 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 		v = get_alias(text, KEYS("layer_norm_epsilon", "rms_norm_eps"), &key);
 		if (v && model_config_number(text, key, &eps) < 0)
 			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not a number", key);
-		if (!(eps > 0 && eps < 1))
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' = %g is outside (0, 1)",
+		/* checked as the float the compute code gets: 1e-85 would round to 0 */
+		if (!((float)eps > 0 && (float)eps < 1))
+			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' = %g is outside (0, 1) as a float",
 					 key ? key : "layer_norm_epsilon", eps);
 		lm->eps = (float)eps;
 	}

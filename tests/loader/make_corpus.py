@@ -94,6 +94,7 @@ def main():
     seeds["bad-cfg-deep-nesting"] = b"C" + b"[" * 5000 + b"]" * 5000
     seeds["bad-cfg-deep-objects"] = b"C" + b'{"a":' * 3000 + b"1" + b"}" * 3000
     seeds["bad-cfg-nan-eps"] = ("C{" + base + ', "layer_norm_epsilon": NaN}').encode()
+    seeds["bad-cfg-eps-underflows-float"] = ("C{" + base + ', "layer_norm_epsilon": 1e-85}').encode()
     seeds["bad-cfg-neg-infinity-limit"] = ("C{" + base + ', "time_step_limit": [-Infinity, 0.1]}').encode()
     seeds["bad-cfg-infinity-word"] = ("C{" + base + ', "x": Infinityy}').encode()
     seeds["bad-cfg-minus-nan"] = ("C{" + base + ', "x": -NaN}').encode()

@@ -1004,6 +1004,8 @@ static void test_config(void)
 	REQUIRE(parse("{" BASE_CONFIG ", \"NaN\": 1}", &c) == 0);
 
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"layer_norm_epsilon\": NaN}", "'layer_norm_epsilon' = nan is outside (0, 1)");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"layer_norm_epsilon\": 1e-85}", "'layer_norm_epsilon' = 1e-85 is outside (0, 1) as a float");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"rms_norm_eps\": 1}", "'rms_norm_eps' = 1 is outside");
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"time_step_limit\": [-Infinity, 1]}", "'time_step_limit' must be [min, max]");
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"time_step_limit\": [1, 0.5]}", "'time_step_limit' must be [min, max]");
 
