@@ -151,7 +151,7 @@ static int read_user_version(struct journal *j, int *ret)
 
 static int migrate(struct journal *j)
 {
-	int version, r;
+	int version = 0, r;
 
 	if ((r = read_user_version(j, &version)) < 0)
 		return r;
@@ -218,7 +218,7 @@ void journal_close(struct journal *j)
 
 int journal_schema_version(struct journal *j)
 {
-	int v, r;
+	int v = 0, r;
 	pthread_mutex_lock(&j->lock);
 	r = read_user_version(j, &v);
 	pthread_mutex_unlock(&j->lock);

@@ -235,7 +235,7 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 {
 	struct ctx c = {.obj = obj, .prefix = prefix, .errbuf = errbuf, .errlen = errlen};
 	struct ipc_action a = {0};
-	int r, v;
+	int r, v = 0;
 
 	if (!json_is_object(obj))
 		return ipc_error_at(errbuf, errlen, -EINVAL, prefix,

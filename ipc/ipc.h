@@ -65,7 +65,6 @@ int ipc_socket_path(char **ret);
 #define IPC_ERR_METHOD_NOT_ALLOWED "method_not_allowed" /* 405 */
 #define IPC_ERR_CONFLICT "conflict"                   /* 409: e.g. cancelling a finished task */
 #define IPC_ERR_PAYLOAD_TOO_LARGE "payload_too_large" /* 413: body or list over its limit */
-#define IPC_ERR_UNSUPPORTED_MEDIA "unsupported_media_type" /* 415: body is not application/json */
 #define IPC_ERR_HEADERS_TOO_LARGE "headers_too_large" /* 431 */
 #define IPC_ERR_INTERNAL "internal"                   /* 500 */
 #define IPC_ERR_NO_MODEL "no_model"                   /* 503: instruction task without a model */

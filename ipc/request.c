@@ -56,7 +56,7 @@ static int get_uint(const json_t *root, const char *name, uint32_t lo, uint32_t 
 static int parse_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			 size_t errlen)
 {
-	uint32_t u;
+	uint32_t u = 0;
 	bool present;
 	int r;
 
