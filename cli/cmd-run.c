@@ -304,6 +304,7 @@ const struct cli_command cli_cmd_run = {
 		"  --settle-ms N          wait N ms after each action before the screenshot\n"
 		"  --dry-run              journal the steps without injecting anything\n"
 		"  --coords pixels|model  how the script's x/y are read (default pixels)\n"
-		"Options given here override those in the script file.\n",
+		"Options given here override those in the script file. Interrupting --follow\n"
+		"(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n",
 	.run = run_run,
 };
