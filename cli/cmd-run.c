@@ -305,6 +305,7 @@ const struct cli_command cli_cmd_run = {
 		"  --dry-run              journal the steps without injecting anything\n"
 		"  --coords pixels|model  how the script's x/y are read (default pixels)\n"
 		"Options given here override those in the script file. Interrupting --follow\n"
-		"(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n",
+		"(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n"
+		"With --json: the created task, then (--follow) each event line as holod sends it.\n",
 	.run = run_run,
 };
