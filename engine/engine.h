@@ -133,3 +133,78 @@ int engine_detok_push(struct engine_detok *d, int32_t id, const char **ret_text,
 int engine_detok_flush(struct engine_detok *d, const char **ret_text, size_t *ret_len);
 
 /* ==== session, sampling (lm_*.c, session.c, sampling.c) ================================== */
+
+/* ==== vision (vision_*.c, image*.c) ====================================================== */
+
+/* Images enter as 8-bit RGB: decoded from PNG or copied from a frame in memory. Everything that
+ * comes from a file or a client is checked against these limits first (-EFBIG / EFBIG above). */
+#define ENGINE_IMAGE_MAX_DIM 16384u            /* width and height, each */
+#define ENGINE_IMAGE_MAX_PIXELS (64u << 20)     /* width * height */
+#define ENGINE_IMAGE_MAX_PNG_BYTES (256u << 20) /* a PNG file or buffer */
+
+struct engine_image;
+
+/* Decodes a PNG file / a PNG held in memory. Every PNG colour type and bit depth is accepted
+ * and becomes 8-bit RGB as PIL's convert("RGB") makes it: alpha and tRNS transparency are
+ * dropped (not composited), grey is replicated, palettes are expanded, 16-bit samples keep
+ * their high byte. Gamma chunks are ignored. On failure returns NULL, sets errno (ENOENT/EACCES
+ * from the file system, EINVAL for a corrupt or truncated PNG, EFBIG for a limit, ENOMEM) and
+ * writes one precise sentence to errbuf (may be NULL when errlen is 0), e.g.
+ * "shot.png: PNG: IDAT: invalid distance too far back". */
+struct engine_image *engine_image_load_png(const char *path, char *errbuf, size_t errlen);
+struct engine_image *engine_image_decode_png(const void *data, size_t len, char *errbuf,
+					     size_t errlen);
+/* Copies a packed 8-bit RGB frame: `height` rows of `width` R,G,B triplets, rows `stride`
+ * bytes apart (stride >= 3 * width). Returns NULL with errno EINVAL (bad geometry), EFBIG
+ * (limits) or ENOMEM. */
+struct engine_image *engine_image_from_rgb(int width, int height, size_t stride,
+					   const uint8_t *pixels);
+/* Accepts NULL. */
+void engine_image_destroy(struct engine_image *img);
+int engine_image_width(const struct engine_image *img);
+int engine_image_height(const struct engine_image *img);
+/* The pixels: packed R,G,B rows, 3 * width bytes each; owned by the image. */
+const uint8_t *engine_image_rgb(const struct engine_image *img);
+
+/* Tiling (model.md 4.1): the image is resized to a grid of cols x rows square tiles, chosen
+ * among every grid of at most max_tiles tiles as the one whose aspect ratio is closest to the
+ * image's; on equal ratios a larger grid wins only if the image has more than half its pixels.
+ * A thumbnail of the whole image follows the tiles when there is more than one. */
+#define ENGINE_VISION_MAX_TILES 48        /* largest tile budget accepted */
+#define ENGINE_VISION_MAX_TILE_SIZE 2048  /* largest tile side in pixels */
+
+struct engine_vision_grid {
+	int cols;       /* tiles across: the target width is cols * tile_size */
+	int rows;       /* tiles down */
+	bool thumbnail; /* a whole-image thumbnail follows the cols * rows tiles */
+	int n_tiles;    /* cols * rows + thumbnail */
+};
+
+/* The reference's grid choice for a width x height image, bit for bit. Pure.
+ * Returns 0, or -EINVAL for a dimension < 1, a tile size outside 1..ENGINE_VISION_MAX_TILE_SIZE
+ * or max_tiles outside 1..ENGINE_VISION_MAX_TILES. */
+int engine_vision_select_grid(int width, int height, int tile_size, int max_tiles,
+			      bool use_thumbnail, struct engine_vision_grid *ret_grid);
+
+/* What the checkpoint's preprocessor config says (force_image_size, max_num_tiles,
+ * use_thumbnail, norm_mean, norm_std). max_tiles may be lowered per request to trade accuracy
+ * for speed (fewer image tokens). */
+struct engine_vision_preprocess {
+	int tile_size;
+	int max_tiles;
+	bool use_thumbnail;
+	float mean[3];
+	float std[3];
+};
+
+/* The Nano-VL v2 defaults: 512-pixel tiles, 12 tiles, thumbnail, OpenAI-CLIP mean/std. */
+void engine_vision_preprocess_defaults(struct engine_vision_preprocess *p);
+
+/* Turns an image into the model's pixel input (model.md 4.1): grid choice, torchvision's
+ * antialiased bicubic resize of the [0,1] float image (unclamped), row-major tiles, the
+ * thumbnail last, (x - mean) / std per channel. *ret_pixels receives
+ * [n_tiles][3][tile_size][tile_size] floats (malloc'ed, caller frees). Returns 0, -EINVAL for
+ * bad options, -ENOMEM. */
+int engine_vision_preprocess(const struct engine_image *img,
+			     const struct engine_vision_preprocess *p,
+			     struct engine_vision_grid *ret_grid, float **ret_pixels);

@@ -1,0 +1,31 @@
+/* engine internal: decoded images and the reference's resize filter.
+ *
+ * Not a public header: only engine/ sources (and white-box tests) include it.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+struct engine_image {
+	int width;
+	int height;
+	uint8_t *rgb; /* height rows of 3 * width bytes */
+};
+
+/* Allocates an image with uninitialised pixels after checking the dimensions against
+ * ENGINE_IMAGE_MAX_*. Returns NULL with errno EINVAL, EFBIG or ENOMEM. */
+struct engine_image *image_alloc(int width, int height);
+
+/* torch's `_upsample_bicubic2d_aa` (what torchvision's Resize(BICUBIC, antialias=True) runs on
+ * float tensors) for planar float data: `channels` planes of in_h x in_w resized to
+ * out_h x out_w, written to dst. The arithmetic repeats torch's float/double steps so that
+ * results agree to rounding (see image_resize.c). Returns 0, -EINVAL, -ENOMEM. */
+int image_resize_f32(const float *src, int channels, int in_h, int in_w, float *dst, int out_h,
+		     int out_w);
+
+/* The same filter applied to an 8-bit RGB image seen as ToTensor() does (value / 255):
+ * dst receives 3 planes of out_h x out_w floats. Returns 0, -EINVAL, -ENOMEM. */
+int image_resize_rgb8(const struct engine_image *img, float *dst, int out_h, int out_w);
