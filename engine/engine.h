@@ -134,6 +134,120 @@ int engine_detok_flush(struct engine_detok *d, const char **ret_text, size_t *re
 
 /* ==== session, sampling (lm_*.c, session.c, sampling.c) ================================== */
 
+/* A session is one sequence being processed by the language model: the per-sequence state of
+ * every layer (Mamba conv window and fp32 SSM state, attention K/V cache) plus the number of
+ * tokens consumed. Sessions read the model and never change it; several sessions may share one
+ * model. A session is used by one thread at a time. All computation is fp32 over weights in
+ * their stored dtype (model.md 2, 6). */
+
+/* Largest max_tokens engine_session_create() accepts. */
+#define ENGINE_SESSION_MAX_TOKENS (1 << 20)
+
+/* CPU threads every session of the process computes with (default: the CPUs the process may
+ * run on, or $HOLOD_THREADS). Call it while no session computes. Returns 0 or -EINVAL. */
+int engine_set_threads(int n);
+int engine_get_threads(void);
+
+/* A session able to hold up to max_tokens tokens (1..ENGINE_SESSION_MAX_TOKENS); the KV cache
+ * grows on demand up to that size. Returns NULL and sets errno (EINVAL, ENOMEM). */
+struct engine_session *engine_session_create(const struct engine_model *model, int max_tokens);
+/* Accepts NULL. */
+void engine_session_destroy(struct engine_session *s);
+
+/* Tokens (positions) consumed so far. */
+int engine_session_n_tokens(const struct engine_session *s);
+int engine_session_max_tokens(const struct engine_session *s);
+/* Rows of the logits (embedding rows of the model) and width of an embedding row. */
+int engine_session_vocab(const struct engine_session *s);
+int engine_session_hidden(const struct engine_session *s);
+/* Bytes of per-sequence state currently held (conv + SSM states + the used part of the KV
+ * cache), i.e. what a snapshot of this session costs. */
+size_t engine_session_state_bytes(const struct engine_session *s);
+
+/* Forgets every token: back to the state of a new session. */
+void engine_session_reset(struct engine_session *s);
+
+enum engine_logits {
+	ENGINE_LOGITS_NONE, /* no logits (prefill of a prefix) */
+	ENGINE_LOGITS_LAST, /* logits of the last appended position: ret_logits[vocab] */
+	ENGINE_LOGITS_ALL,  /* logits of every appended position: ret_logits[n][vocab] */
+};
+
+/* Appends n positions to the sequence (prefill; any n >= 1, on top of whatever the session
+ * holds: appending A then B gives the state and logits of appending A+B).
+ * Position i is embedded as E[tokens[i]] unless embeds is non-NULL and embeds[i] is non-NULL,
+ * in which case the `hidden` floats at embeds[i] are used instead (image embeddings spliced in
+ * by the vision path, model.md 4.8); tokens[i] is then only checked to be a valid id.
+ * ret_logits (fp32) receives what `want` asks for; it may be NULL for ENGINE_LOGITS_NONE.
+ * Returns 0; -EINVAL for a bad argument or a token id outside [0, vocab); -ENOSPC when the
+ * session would exceed max_tokens; -ENOMEM. On error the session is unchanged. */
+int engine_session_append(struct engine_session *s, const int32_t *tokens,
+			  const float *const *embeds, size_t n, enum engine_logits want,
+			  float *ret_logits);
+/* Appends one token (the recurrent decode step) and writes its logits[vocab]. Same errors. */
+int engine_session_decode(struct engine_session *s, int32_t token, float *ret_logits);
+
+/* A deep copy that continues exactly as the original would. NULL + errno (ENOMEM) on failure. */
+struct engine_session *engine_session_copy(const struct engine_session *s);
+
+/* A saved state of a session (prompt caching, model.md 6.9): restoring it into a session of the
+ * same model makes that session continue exactly as the original did from that point. */
+struct engine_snapshot;
+/* NULL + errno (ENOMEM) on failure. The snapshot does not reference the session. */
+struct engine_snapshot *engine_session_snapshot(const struct engine_session *s);
+/* Returns 0; -EINVAL when the snapshot was taken from another model; -ENOSPC when it holds
+ * more tokens than s->max_tokens; -ENOMEM. On error the session is unchanged. */
+int engine_session_restore(struct engine_session *s, const struct engine_snapshot *snap);
+/* Accepts NULL. */
+void engine_snapshot_destroy(struct engine_snapshot *snap);
+size_t engine_snapshot_bytes(const struct engine_snapshot *snap);
+int engine_snapshot_n_tokens(const struct engine_snapshot *snap);
+
+/* ---- sampling ---- */
+
+struct engine_sampling {
+	float temperature; /* <= 0: greedy (argmax, lowest id on ties) */
+	int top_k;         /* keep the k most likely ids; <= 0: off */
+	float top_p;       /* keep the smallest set with probability mass >= top_p; >= 1: off */
+	uint64_t seed;     /* the sampler's own PRNG: same seed, same logits -> same ids */
+};
+
+struct engine_sampler;
+/* NULL + errno (EINVAL for temperature/top_p that are NaN or top_p <= 0, ENOMEM). */
+struct engine_sampler *engine_sampler_create(const struct engine_sampling *params);
+/* Accepts NULL. */
+void engine_sampler_destroy(struct engine_sampler *sm);
+/* Draws one id from logits[vocab] (not modified). Returns the id or -EINVAL / -ENOMEM. */
+int32_t engine_sampler_sample(struct engine_sampler *sm, const float *logits, int vocab);
+
+/* ---- generation loop ---- */
+
+struct engine_generate_params {
+	struct engine_sampling sampling;
+	int max_new_tokens;     /* > 0 */
+	const int32_t *stop_ids; /* generation ends after emitting one of these (it is returned) */
+	size_t n_stop_ids;
+	/* Optional. Decoded text as it becomes complete (needs a tokenizer; special tokens are
+	 * skipped). Return nonzero to stop generating. */
+	int (*on_text)(void *userdata, const char *text, size_t len);
+	/* Optional. Every logits row the loop computes, in order: one per prompt position, then
+	 * one per generated token fed back into the session. Return nonzero to stop. */
+	int (*on_logits)(void *userdata, const float *logits, int vocab);
+	/* Optional. Every sampled id. Return nonzero to stop. */
+	int (*on_token)(void *userdata, int32_t id);
+	void *userdata;
+};
+
+/* Appends the n_prompt >= 1 prompt ids to the session (on top of what it holds), then samples up
+ * to max_new_tokens ids, feeding each one back into the session except the one that ends the
+ * loop (a stop id, the limit, or a callback's stop), which is returned but not appended: append
+ * it yourself to continue the sequence. tok may be NULL when on_text is NULL.
+ * *ret_ids (malloc'ed, caller frees) / *ret_n receive the generated ids. Returns 0 or a
+ * negative errno (from the session, the sampler or the streaming decoder). */
+int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok,
+		    const int32_t *prompt, size_t n_prompt, const struct engine_generate_params *p,
+		    int32_t **ret_ids, size_t *ret_n);
+
 /* ==== vision (vision_*.c, image*.c) ====================================================== */
 
 /* Images enter as 8-bit RGB: decoded from PNG or copied from a frame in memory. Everything that

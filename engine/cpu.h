@@ -1,0 +1,60 @@
+/* engine internal: CPU compute primitives (worker pool, matmul, small vector kernels).
+ *
+ * Not a public header: only engine/ sources (and white-box tests) include it.
+ *
+ * DESIGN (threads): there is one process-wide worker pool. cpu_parallel_for() hands a job of
+ * n_tasks independent tasks to the pool and returns when every task has finished; the calling
+ * thread works on tasks too. Jobs from different threads are serialised by a mutex, so two
+ * sessions used from two threads share the cores instead of oversubscribing them. Workers own
+ * nothing but their per-thread scratch buffer (cpu_scratch()); the caller owns every input and
+ * output buffer for the duration of the job, and tasks must write disjoint outputs.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* task runs with its task index (0..n_tasks-1) and the index of the thread running it
+ * (0..cpu_threads()-1), which selects the thread's scratch buffer. */
+typedef void cpu_task_fn(void *ctx, int task, int thread);
+
+/* Number of threads a job runs on (workers + caller); starts the pool on first use. */
+int cpu_threads(void);
+/* Changes the thread count (1..CPU_MAX_THREADS); joins the old workers. Not callable while
+ * another thread runs a job. Returns 0 or -EINVAL/-errno. */
+int cpu_set_threads(int n);
+#define CPU_MAX_THREADS 256
+
+/* Makes every thread's scratch buffer at least `bytes` long (64-byte aligned). Call it before
+ * cpu_parallel_for(); -ENOMEM on failure. */
+int cpu_reserve_scratch(size_t bytes);
+/* The scratch buffer of `thread`, valid until the next cpu_reserve_scratch()/cpu_set_threads(). */
+void *cpu_scratch(int thread);
+
+/* Runs fn(ctx, i, thread) for i in [0, n_tasks) across the pool; returns when all are done. */
+void cpu_parallel_for(int n_tasks, cpu_task_fn *fn, void *ctx);
+
+/* y[t, 0:out] = W x[t, :] for t in [0, T): W is a [out, in] tensor of any dtype (bf16/f16/f32),
+ * x is fp32 with row stride ldx, y fp32 with row stride ldy. Accumulation is fp32.
+ * When `accumulate` is true the product is added to y instead of stored.
+ * Returns 0 or -ENOMEM (scratch). */
+int cpu_matmul(const struct tensor *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+	       bool accumulate);
+/* Per-thread scratch bytes cpu_matmul() needs for a weight with `in` columns. */
+size_t cpu_matmul_scratch_bytes(int in);
+/* Same, for rows [row0, row0 + nrows) of W only (y columns 0..nrows-1). */
+int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+		    float *y, size_t ldy, bool accumulate);
+
+/* fp32 dot product of n elements. */
+float cpu_dot(const float *a, const float *b, int n);
+/* y[i] += a * x[i] */
+void cpu_axpy(float *y, float a, const float *x, int n);
+/* Converts n elements starting at element `offset` of tensor t to fp32. */
+void cpu_tensor_to_f32(const struct tensor *t, size_t offset, size_t n, float *dst);
+float cpu_f16_to_f32(uint16_t v);
+/* Which kernels were selected at runtime ("avx512", "avx2", "generic"). */
+const char *cpu_kernel_name(void);

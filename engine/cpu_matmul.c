@@ -1,0 +1,581 @@
+/* Matrix products against memory-mapped weights, fp32 accumulation.
+ *
+ * Two shapes matter. Decode (one token, T < MATMUL_SMALL_T): every weight byte is used once, so
+ * the kernel streams the weight rows in their stored dtype, converts in registers and does four
+ * rows per pass over x (memory-bound). Prefill (many tokens): a task converts a block of ROW_BLOCK
+ * rows to fp32 once into its scratch buffer and then multiplies them with tiles of TOKEN_BLOCK
+ * tokens through a 4-row x 3-token register-blocked micro-kernel, so each weight byte is read
+ * from memory once per call instead of once per token (compute-bound).
+ *
+ * Kernels are chosen at runtime: AVX-512F, AVX2+FMA+F16C, or portable C. $HOLOD_CPU_KERNELS
+ * ("generic", "avx2", "avx512") caps the choice (tests use it to cover every variant).
+ */
+#include "cpu.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
+
+#define ROW_BLOCK 16
+#define TOKEN_BLOCK 48
+#define MATMUL_SMALL_T 4
+
+float cpu_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t exp = (h >> 10) & 0x1f;
+	uint32_t man = h & 0x3ffu;
+	union {
+		uint32_t u;
+		float f;
+	} x;
+	if (exp == 0) {
+		/* zero or subnormal: value = man * 2^-24 */
+		float v = (float)man * 5.9604644775390625e-8f;
+		return sign ? -v : v;
+	}
+	if (exp == 31)
+		x.u = sign | 0x7f800000u | (man << 13);
+	else
+		x.u = sign | ((exp + 112) << 23) | (man << 13);
+	return x.f;
+}
+
+/* ---- portable kernels ------------------------------------------------------------------- */
+
+static float dot_generic(const float *a, const float *b, int n)
+{
+	float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	int i = 0;
+	for (; i + 4 <= n; i += 4) {
+		s0 += a[i] * b[i];
+		s1 += a[i + 1] * b[i + 1];
+		s2 += a[i + 2] * b[i + 2];
+		s3 += a[i + 3] * b[i + 3];
+	}
+	for (; i < n; i++)
+		s0 += a[i] * b[i];
+	return (s0 + s1) + (s2 + s3);
+}
+
+static void bf16_row_generic(const uint16_t *src, float *dst, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = bf16_to_f32(src[i]);
+}
+
+static void f16_row_generic(const uint16_t *src, float *dst, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = cpu_f16_to_f32(src[i]);
+}
+
+/* out[r] = dot(row r of w, x), r < 4; rows are ldw elements apart in the stored dtype. */
+static void dot4_bf16_generic(const uint16_t *w, size_t ldw, const float *x, int n, float out[4])
+{
+	for (int r = 0; r < 4; r++) {
+		const uint16_t *row = w + (size_t)r * ldw;
+		float s = 0;
+		for (int i = 0; i < n; i++)
+			s += bf16_to_f32(row[i]) * x[i];
+		out[r] = s;
+	}
+}
+
+static void dot4_f16_generic(const uint16_t *w, size_t ldw, const float *x, int n, float out[4])
+{
+	for (int r = 0; r < 4; r++) {
+		const uint16_t *row = w + (size_t)r * ldw;
+		float s = 0;
+		for (int i = 0; i < n; i++)
+			s += cpu_f16_to_f32(row[i]) * x[i];
+		out[r] = s;
+	}
+}
+
+static void dot4_f32_generic(const float *w, size_t ldw, const float *x, int n, float out[4])
+{
+	for (int r = 0; r < 4; r++)
+		out[r] = dot_generic(w + (size_t)r * ldw, x, n);
+}
+
+/* out[r][t] = dot(w row r, x row t) for 4 rows x 3 tokens, all fp32. */
+static void mk4x3_generic(const float *w, size_t ldw, const float *x, size_t ldx, int n,
+			  float out[4][3])
+{
+	for (int r = 0; r < 4; r++)
+		for (int t = 0; t < 3; t++)
+			out[r][t] = dot_generic(w + (size_t)r * ldw, x + (size_t)t * ldx, n);
+}
+
+/* ---- AVX2 + FMA + F16C ------------------------------------------------------------------ */
+#ifdef HAVE_X86
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum256(__m256 v)
+{
+	__m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+	lo = _mm_add_ps(lo, hi);
+	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+	return _mm_cvtss_f32(lo);
+}
+
+AVX2 static inline __m256 load_bf16x8(const uint16_t *p)
+{
+	__m128i h = _mm_loadu_si128((const __m128i *)p);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+AVX2 static float dot_avx2(const float *a, const float *b, int n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	float s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+AVX2 static void bf16_row_avx2(const uint16_t *src, float *dst, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, load_bf16x8(src + i));
+	for (; i < n; i++)
+		dst[i] = bf16_to_f32(src[i]);
+}
+
+AVX2 static void f16_row_avx2(const uint16_t *src, float *dst, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+	for (; i < n; i++)
+		dst[i] = cpu_f16_to_f32(src[i]);
+}
+
+#define DOT4_AVX2(name, LOAD, TYPE, SCALAR)                                                        \
+	AVX2 static void name(const TYPE *w, size_t ldw, const float *x, int n, float out[4])     \
+	{                                                                                          \
+		const TYPE *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;           \
+		__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                         \
+		__m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                         \
+		int i = 0;                                                                         \
+		for (; i + 8 <= n; i += 8) {                                                       \
+			__m256 xv = _mm256_loadu_ps(x + i);                                        \
+			s0 = _mm256_fmadd_ps(LOAD(w0 + i), xv, s0);                                \
+			s1 = _mm256_fmadd_ps(LOAD(w1 + i), xv, s1);                                \
+			s2 = _mm256_fmadd_ps(LOAD(w2 + i), xv, s2);                                \
+			s3 = _mm256_fmadd_ps(LOAD(w3 + i), xv, s3);                                \
+		}                                                                                  \
+		out[0] = hsum256(s0);                                                              \
+		out[1] = hsum256(s1);                                                              \
+		out[2] = hsum256(s2);                                                              \
+		out[3] = hsum256(s3);                                                              \
+		for (; i < n; i++) {                                                               \
+			out[0] += SCALAR(w0[i]) * x[i];                                            \
+			out[1] += SCALAR(w1[i]) * x[i];                                            \
+			out[2] += SCALAR(w2[i]) * x[i];                                            \
+			out[3] += SCALAR(w3[i]) * x[i];                                            \
+		}                                                                                  \
+	}
+
+#define LOAD_F16X8(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define SCALAR_F32(v) (v)
+DOT4_AVX2(dot4_bf16_avx2, load_bf16x8, uint16_t, bf16_to_f32)
+DOT4_AVX2(dot4_f16_avx2, LOAD_F16X8, uint16_t, cpu_f16_to_f32)
+DOT4_AVX2(dot4_f32_avx2, _mm256_loadu_ps, float, SCALAR_F32)
+
+AVX2 static void mk4x3_avx2(const float *w, size_t ldw, const float *x, size_t ldx, int n,
+			    float out[4][3])
+{
+	const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
+	const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx;
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+	__m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+	int i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v0 = _mm256_loadu_ps(x0 + i), v1 = _mm256_loadu_ps(x1 + i);
+		__m256 v2 = _mm256_loadu_ps(x2 + i);
+		__m256 r = _mm256_loadu_ps(w0 + i);
+		a00 = _mm256_fmadd_ps(r, v0, a00);
+		a01 = _mm256_fmadd_ps(r, v1, a01);
+		a02 = _mm256_fmadd_ps(r, v2, a02);
+		r = _mm256_loadu_ps(w1 + i);
+		a10 = _mm256_fmadd_ps(r, v0, a10);
+		a11 = _mm256_fmadd_ps(r, v1, a11);
+		a12 = _mm256_fmadd_ps(r, v2, a12);
+		r = _mm256_loadu_ps(w2 + i);
+		a20 = _mm256_fmadd_ps(r, v0, a20);
+		a21 = _mm256_fmadd_ps(r, v1, a21);
+		a22 = _mm256_fmadd_ps(r, v2, a22);
+		r = _mm256_loadu_ps(w3 + i);
+		a30 = _mm256_fmadd_ps(r, v0, a30);
+		a31 = _mm256_fmadd_ps(r, v1, a31);
+		a32 = _mm256_fmadd_ps(r, v2, a32);
+	}
+	out[0][0] = hsum256(a00), out[0][1] = hsum256(a01), out[0][2] = hsum256(a02);
+	out[1][0] = hsum256(a10), out[1][1] = hsum256(a11), out[1][2] = hsum256(a12);
+	out[2][0] = hsum256(a20), out[2][1] = hsum256(a21), out[2][2] = hsum256(a22);
+	out[3][0] = hsum256(a30), out[3][1] = hsum256(a31), out[3][2] = hsum256(a32);
+	for (; i < n; i++)
+		for (int r = 0; r < 4; r++)
+			for (int t = 0; t < 3; t++)
+				out[r][t] += w[(size_t)r * ldw + i] * x[(size_t)t * ldx + i];
+}
+
+/* ---- AVX-512F --------------------------------------------------------------------------- */
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+AVX512 static inline __m512 load_bf16x16(const uint16_t *p)
+{
+	__m256i h = _mm256_loadu_si256((const __m256i *)p);
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+#define LOAD_F16X16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+
+#define DOT4_AVX512(name, LOAD, TYPE, SCALAR)                                                      \
+	AVX512 static void name(const TYPE *w, size_t ldw, const float *x, int n, float out[4])   \
+	{                                                                                          \
+		const TYPE *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;           \
+		__m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();                         \
+		__m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();                         \
+		int i = 0;                                                                         \
+		for (; i + 16 <= n; i += 16) {                                                     \
+			__m512 xv = _mm512_loadu_ps(x + i);                                        \
+			s0 = _mm512_fmadd_ps(LOAD(w0 + i), xv, s0);                                \
+			s1 = _mm512_fmadd_ps(LOAD(w1 + i), xv, s1);                                \
+			s2 = _mm512_fmadd_ps(LOAD(w2 + i), xv, s2);                                \
+			s3 = _mm512_fmadd_ps(LOAD(w3 + i), xv, s3);                                \
+		}                                                                                  \
+		out[0] = _mm512_reduce_add_ps(s0);                                                 \
+		out[1] = _mm512_reduce_add_ps(s1);                                                 \
+		out[2] = _mm512_reduce_add_ps(s2);                                                 \
+		out[3] = _mm512_reduce_add_ps(s3);                                                 \
+		for (; i < n; i++) {                                                               \
+			out[0] += SCALAR(w0[i]) * x[i];                                            \
+			out[1] += SCALAR(w1[i]) * x[i];                                            \
+			out[2] += SCALAR(w2[i]) * x[i];                                            \
+			out[3] += SCALAR(w3[i]) * x[i];                                            \
+		}                                                                                  \
+	}
+
+DOT4_AVX512(dot4_bf16_avx512, load_bf16x16, uint16_t, bf16_to_f32)
+DOT4_AVX512(dot4_f16_avx512, LOAD_F16X16, uint16_t, cpu_f16_to_f32)
+DOT4_AVX512(dot4_f32_avx512, _mm512_loadu_ps, float, SCALAR_F32)
+
+AVX512 static void bf16_row_avx512(const uint16_t *src, float *dst, int n)
+{
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(dst + i, load_bf16x16(src + i));
+	for (; i < n; i++)
+		dst[i] = bf16_to_f32(src[i]);
+}
+
+AVX512 static void mk4x3_avx512(const float *w, size_t ldw, const float *x, size_t ldx, int n,
+				float out[4][3])
+{
+	const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
+	const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx;
+	__m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+	__m512 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 v0 = _mm512_loadu_ps(x0 + i), v1 = _mm512_loadu_ps(x1 + i);
+		__m512 v2 = _mm512_loadu_ps(x2 + i);
+		__m512 r = _mm512_loadu_ps(w0 + i);
+		a00 = _mm512_fmadd_ps(r, v0, a00);
+		a01 = _mm512_fmadd_ps(r, v1, a01);
+		a02 = _mm512_fmadd_ps(r, v2, a02);
+		r = _mm512_loadu_ps(w1 + i);
+		a10 = _mm512_fmadd_ps(r, v0, a10);
+		a11 = _mm512_fmadd_ps(r, v1, a11);
+		a12 = _mm512_fmadd_ps(r, v2, a12);
+		r = _mm512_loadu_ps(w2 + i);
+		a20 = _mm512_fmadd_ps(r, v0, a20);
+		a21 = _mm512_fmadd_ps(r, v1, a21);
+		a22 = _mm512_fmadd_ps(r, v2, a22);
+		r = _mm512_loadu_ps(w3 + i);
+		a30 = _mm512_fmadd_ps(r, v0, a30);
+		a31 = _mm512_fmadd_ps(r, v1, a31);
+		a32 = _mm512_fmadd_ps(r, v2, a32);
+	}
+	out[0][0] = _mm512_reduce_add_ps(a00), out[0][1] = _mm512_reduce_add_ps(a01);
+	out[0][2] = _mm512_reduce_add_ps(a02), out[1][0] = _mm512_reduce_add_ps(a10);
+	out[1][1] = _mm512_reduce_add_ps(a11), out[1][2] = _mm512_reduce_add_ps(a12);
+	out[2][0] = _mm512_reduce_add_ps(a20), out[2][1] = _mm512_reduce_add_ps(a21);
+	out[2][2] = _mm512_reduce_add_ps(a22), out[3][0] = _mm512_reduce_add_ps(a30);
+	out[3][1] = _mm512_reduce_add_ps(a31), out[3][2] = _mm512_reduce_add_ps(a32);
+	for (; i < n; i++)
+		for (int r = 0; r < 4; r++)
+			for (int t = 0; t < 3; t++)
+				out[r][t] += w[(size_t)r * ldw + i] * x[(size_t)t * ldx + i];
+}
+#endif /* HAVE_X86 */
+
+/* ---- dispatch --------------------------------------------------------------------------- */
+
+struct kernels {
+	const char *name;
+	float (*dot)(const float *, const float *, int);
+	void (*bf16_row)(const uint16_t *, float *, int);
+	void (*f16_row)(const uint16_t *, float *, int);
+	void (*dot4_bf16)(const uint16_t *, size_t, const float *, int, float[4]);
+	void (*dot4_f16)(const uint16_t *, size_t, const float *, int, float[4]);
+	void (*dot4_f32)(const float *, size_t, const float *, int, float[4]);
+	void (*mk4x3)(const float *, size_t, const float *, size_t, int, float[4][3]);
+};
+
+static const struct kernels kernels_generic = {
+	"generic",        dot_generic,       bf16_row_generic, f16_row_generic,
+	dot4_bf16_generic, dot4_f16_generic, dot4_f32_generic, mk4x3_generic,
+};
+#ifdef HAVE_X86
+static const struct kernels kernels_avx2 = {
+	"avx2",         dot_avx2,       bf16_row_avx2,  f16_row_avx2,
+	dot4_bf16_avx2, dot4_f16_avx2,  dot4_f32_avx2,  mk4x3_avx2,
+};
+static const struct kernels kernels_avx512 = {
+	"avx512",         dot_avx2,         bf16_row_avx512,  f16_row_avx2,
+	dot4_bf16_avx512, dot4_f16_avx512,  dot4_f32_avx512,  mk4x3_avx512,
+};
+#endif
+
+static const struct kernels *K;
+
+static const struct kernels *select_kernels(void)
+{
+	const char *cap = getenv("HOLOD_CPU_KERNELS");
+	if (cap && strcmp(cap, "generic") == 0)
+		return &kernels_generic;
+#ifdef HAVE_X86
+	__builtin_cpu_init();
+	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		    __builtin_cpu_supports("f16c");
+	bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+	if (avx512 && !(cap && strcmp(cap, "avx2") == 0))
+		return &kernels_avx512;
+	if (avx2)
+		return &kernels_avx2;
+#endif
+	return &kernels_generic;
+}
+
+static inline const struct kernels *kern(void)
+{
+	/* racing first calls store the same pointer */
+	const struct kernels *k = __atomic_load_n(&K, __ATOMIC_ACQUIRE);
+	if (!k) {
+		k = select_kernels();
+		__atomic_store_n(&K, k, __ATOMIC_RELEASE);
+	}
+	return k;
+}
+
+const char *cpu_kernel_name(void)
+{
+	return kern()->name;
+}
+
+float cpu_dot(const float *a, const float *b, int n)
+{
+	return kern()->dot(a, b, n);
+}
+
+void cpu_axpy(float *y, float a, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+static void rows_to_f32(const struct kernels *k, enum tensor_dtype dt, const void *src, float *dst,
+			int n)
+{
+	switch (dt) {
+	case TENSOR_F32:
+		memcpy(dst, src, (size_t)n * sizeof(float));
+		break;
+	case TENSOR_BF16:
+		k->bf16_row(src, dst, n);
+		break;
+	case TENSOR_F16:
+		k->f16_row(src, dst, n);
+		break;
+	}
+}
+
+static size_t dtype_size(enum tensor_dtype dt)
+{
+	return dt == TENSOR_F32 ? 4 : 2;
+}
+
+void cpu_tensor_to_f32(const struct tensor *t, size_t offset, size_t n, float *dst)
+{
+	const char *src = (const char *)t->data + offset * dtype_size(t->dtype);
+	rows_to_f32(kern(), t->dtype, src, dst, (int)n);
+}
+
+/* ---- the matmul job ------------------------------------------------------------------------ */
+
+struct matmul_job {
+	const struct kernels *k;
+	const char *w; /* row row0 of W */
+	enum tensor_dtype dtype;
+	size_t ldw;    /* elements between rows of W (= in) */
+	int in, out;   /* out = rows of this call */
+	const float *x;
+	size_t ldx;
+	int T;
+	float *y;
+	size_t ldy;
+	bool accumulate;
+};
+
+static inline void store(const struct matmul_job *j, int t, int r, float v)
+{
+	float *p = j->y + (size_t)t * j->ldy + r;
+	*p = j->accumulate ? *p + v : v;
+}
+
+static void dot4_native(const struct matmul_job *j, const char *w, const float *x, float out[4])
+{
+	switch (j->dtype) {
+	case TENSOR_BF16:
+		j->k->dot4_bf16((const uint16_t *)w, j->ldw, x, j->in, out);
+		break;
+	case TENSOR_F16:
+		j->k->dot4_f16((const uint16_t *)w, j->ldw, x, j->in, out);
+		break;
+	case TENSOR_F32:
+		j->k->dot4_f32((const float *)w, j->ldw, x, j->in, out);
+		break;
+	}
+}
+
+static float dot1_native(const struct matmul_job *j, const char *w, const float *x, float *tmp)
+{
+	rows_to_f32(j->k, j->dtype, w, tmp, j->in);
+	return j->k->dot(tmp, x, j->in);
+}
+
+static void matmul_task(void *ctx, int task, int thread)
+{
+	const struct matmul_job *j = ctx;
+	const struct kernels *k = j->k;
+	int r0 = task * ROW_BLOCK, r1 = MIN(r0 + ROW_BLOCK, j->out);
+	size_t esz = dtype_size(j->dtype);
+	float *scratch = cpu_scratch(thread);
+
+	if (j->T < MATMUL_SMALL_T) {
+		int r = r0;
+		for (; r + 4 <= r1; r += 4) {
+			const char *w = j->w + (size_t)r * j->ldw * esz;
+			for (int t = 0; t < j->T; t++) {
+				float o[4];
+				dot4_native(j, w, j->x + (size_t)t * j->ldx, o);
+				for (int q = 0; q < 4; q++)
+					store(j, t, r + q, o[q]);
+			}
+		}
+		for (; r < r1; r++) {
+			const char *w = j->w + (size_t)r * j->ldw * esz;
+			for (int t = 0; t < j->T; t++)
+				store(j, t, r, dot1_native(j, w, j->x + (size_t)t * j->ldx, scratch));
+		}
+		return;
+	}
+
+	/* Convert the row block once (fp32 weights are used in place). */
+	int nr = r1 - r0;
+	const float *wf;
+	size_t ldwf;
+	if (j->dtype == TENSOR_F32) {
+		wf = (const float *)j->w + (size_t)r0 * j->ldw;
+		ldwf = j->ldw;
+	} else {
+		for (int r = 0; r < nr; r++)
+			rows_to_f32(k, j->dtype, j->w + (size_t)(r0 + r) * j->ldw * esz,
+				    scratch + (size_t)r * j->in, j->in);
+		wf = scratch;
+		ldwf = (size_t)j->in;
+	}
+	for (int t0 = 0; t0 < j->T; t0 += TOKEN_BLOCK) {
+		int t1 = MIN(t0 + TOKEN_BLOCK, j->T);
+		int r = 0;
+		for (; r + 4 <= nr; r += 4) {
+			int t = t0;
+			for (; t + 3 <= t1; t += 3) {
+				float o[4][3];
+				k->mk4x3(wf + (size_t)r * ldwf, ldwf, j->x + (size_t)t * j->ldx, j->ldx,
+					 j->in, o);
+				for (int q = 0; q < 4; q++)
+					for (int u = 0; u < 3; u++)
+						store(j, t + u, r0 + r + q, o[q][u]);
+			}
+			for (; t < t1; t++)
+				for (int q = 0; q < 4; q++)
+					store(j, t, r0 + r + q,
+					      k->dot(wf + (size_t)(r + q) * ldwf, j->x + (size_t)t * j->ldx,
+						     j->in));
+		}
+		for (; r < nr; r++)
+			for (int t = t0; t < t1; t++)
+				store(j, t, r0 + r,
+				      k->dot(wf + (size_t)r * ldwf, j->x + (size_t)t * j->ldx, j->in));
+	}
+}
+
+size_t cpu_matmul_scratch_bytes(int in)
+{
+	return (size_t)ROW_BLOCK * (size_t)in * sizeof(float);
+}
+
+int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+		    float *y, size_t ldy, bool accumulate)
+{
+	int in = (int)w->shape[w->ndim - 1];
+	if (nrows <= 0 || T <= 0)
+		return 0;
+	int r = cpu_reserve_scratch(cpu_matmul_scratch_bytes(in));
+	if (r < 0)
+		return r;
+	struct matmul_job j = {
+		.k = kern(),
+		.w = (const char *)w->data + (size_t)row0 * (size_t)in * dtype_size(w->dtype),
+		.dtype = w->dtype,
+		.ldw = (size_t)in,
+		.in = in,
+		.out = nrows,
+		.x = x,
+		.ldx = ldx,
+		.T = T,
+		.y = y,
+		.ldy = ldy,
+		.accumulate = accumulate,
+	};
+	cpu_parallel_for((nrows + ROW_BLOCK - 1) / ROW_BLOCK, matmul_task, &j);
+	return 0;
+}
+
+int cpu_matmul(const struct tensor *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+	       bool accumulate)
+{
+	return cpu_matmul_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate);
+}

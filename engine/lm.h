@@ -1,0 +1,95 @@
+/* engine internal: the CPU language-model forward pass and the session state it updates.
+ *
+ * Not a public header: only engine/ sources (and white-box tests) include it.
+ * session.c owns struct engine_session (allocation, snapshot, copy); lm_forward.c runs the
+ * layers over it. Everything a forward call can fail on (allocation) happens in
+ * lm_forward_prepare() before any state changes, so a failed append leaves the session as it was.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "model.h"
+
+/* Longest run of positions one forward call processes; longer appends are split into runs
+ * (which is exact: the state carries over). Bounds the activation scratch. */
+#define LM_MAX_BATCH 256
+
+struct lm_layer_state {
+	float *conv;  /* Mamba: [K-1][conv_dim] raw (pre-conv) xBC of the last K-1 positions, oldest first */
+	float *ssm;   /* Mamba: [H][P][N] fp32 */
+	float *k, *v; /* attention: [kv_cap][Hkv*Dh] */
+};
+
+struct engine_session {
+	const struct engine_model *model;
+	int max_tokens;
+	int n_tokens;
+	int kv_cap; /* positions the K/V caches can hold now */
+	struct lm_layer_state *layers;
+
+	/* activation scratch, not part of the state */
+	float *work;
+	size_t work_floats;
+};
+
+/* Derived sizes of a config. */
+struct lm_dims {
+	int d, vocab;
+	int H, P, N, G, K, d_in, conv_dim, in_rows; /* Mamba */
+	int hq, hkv, dh, q_dim, kv_dim;             /* attention */
+	int inter;                                  /* MLP */
+	int chunk;
+};
+void lm_dims_init(struct lm_dims *dm, const struct lm_config *cfg);
+
+/* Checks that the model's tensors have the shapes the config implies (the compute code relies
+ * on it). Returns 0 or -EINVAL. */
+int lm_model_check(const struct engine_model *m);
+
+/* Grows the KV caches to hold `positions` positions. Returns 0 or -ENOMEM (the recorded capacity
+ * and the cached data stay valid either way). */
+int lm_reserve_kv(struct engine_session *s, int positions);
+
+/* Grows the KV caches for T more positions and the scratch for a run of T positions.
+ * Returns 0 or -ENOMEM (the session's state is unchanged either way). */
+int lm_forward_prepare(struct engine_session *s, int T);
+
+/* Runs T <= LM_MAX_BATCH positions through the model on top of the session state, after
+ * lm_forward_prepare(s, T) succeeded. Embeddings come from tokens[i], or embeds[i] when
+ * embeds && embeds[i]. Logits: `want` rows written to logits (all T rows, or the last one).
+ * Cannot fail. */
+void lm_forward(struct engine_session *s, const int32_t *tokens, const float *const *embeds, int T,
+		enum engine_logits want, float *logits);
+
+/* The Mamba-2 SSM over T positions for all heads, starting from and updating state[H][P][N].
+ * xbc: [T][ldx] conv outputs (x at 0, B at d_in, C at d_in + G*N); dt: [T][H] after softplus
+ * and clamp; a: [H] (= -exp(A_log)); dskip: [H]. y: [T][d_in].
+ * lm_ssm_chunked() uses the chunked SSD form (chunk positions per block), lm_ssm_scan() the
+ * per-token recurrence. Both need cpu_reserve_scratch(lm_ssm_scratch_bytes()). */
+void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		    const float *a, const float *dskip, float *state, float *y, float *cb_work);
+void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		 const float *a, const float *dskip, float *state, float *y);
+size_t lm_ssm_scratch_bytes(const struct lm_dims *dm);
+/* Floats of cb_work lm_ssm_chunked() needs for T positions. */
+size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T);
+
+/* ---- an in-memory model with random weights (lm_random.c) ----
+ * For tests and benchmarks that need no files: the tensors are malloc'ed instead of
+ * memory-mapped; everything else is what the loader fills. */
+struct lm_random_spec {
+	const char *pattern; /* one of M * - per layer */
+	int hidden, vocab, intermediate;
+	int n_heads, n_kv_heads, head_dim;
+	int m_heads, m_head_dim, m_groups, m_state, m_conv_kernel, m_chunk;
+	enum tensor_dtype dtype; /* of the matrices and embeddings; small vectors mix f32/bf16/f16 */
+	uint64_t seed;
+};
+
+/* NULL + errno on failure. Free with lm_random_model_destroy(). */
+struct engine_model *lm_random_model_create(const struct lm_random_spec *spec);
+void lm_random_model_destroy(struct engine_model *m);

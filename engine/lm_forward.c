@@ -1,0 +1,574 @@
+/* The Nemotron-H language model on the CPU (model.md 2): embeddings, pre-norm blocks of Mamba-2,
+ * attention (GQA, no positions) and ReLU^2 MLP layers, final norm, lm_head.
+ *
+ * Activations and the residual stream are fp32; weights are read in their stored dtype straight
+ * from the memory map (cpu_matmul). Prefill runs the Mamba SSM in the chunked SSD form, decode
+ * (one position) in the recurrent form; both equal the per-token scan of model.md 2.5 up to fp32
+ * rounding (tests/lm). The dt clamp uses the config's time_step_limit (dt_min, dt_max), never
+ * time_step_min (model.md 6.1).
+ *
+ * DESIGN (threads): a forward call runs on the caller's thread and hands data-parallel jobs to
+ * the process-wide pool (cpu.h): matmul row blocks, SSM heads (each head's state is touched by
+ * one task only), attention heads (each task writes its own head's output columns).
+ */
+#include "lm.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu.h"
+
+void lm_dims_init(struct lm_dims *dm, const struct lm_config *c)
+{
+	memset(dm, 0, sizeof(*dm));
+	dm->d = c->hidden;
+	dm->vocab = c->vocab;
+	dm->H = c->m_heads;
+	dm->P = c->m_head_dim;
+	dm->N = c->m_state;
+	dm->G = c->m_groups;
+	dm->K = c->m_conv_kernel;
+	dm->d_in = dm->H * dm->P;
+	dm->conv_dim = dm->d_in + 2 * dm->G * dm->N;
+	dm->in_rows = 2 * dm->d_in + 2 * dm->G * dm->N + dm->H;
+	dm->hq = c->n_heads;
+	dm->hkv = c->n_kv_heads;
+	dm->dh = c->head_dim;
+	dm->q_dim = dm->hq * dm->dh;
+	dm->kv_dim = dm->hkv * dm->dh;
+	dm->inter = c->intermediate;
+	dm->chunk = c->m_chunk;
+}
+
+static bool shape_is(const struct tensor *t, int ndim, int64_t a, int64_t b, int64_t c)
+{
+	if (!t->data || t->ndim != ndim)
+		return false;
+	int64_t want[3] = {a, b, c};
+	for (int i = 0; i < ndim; i++)
+		if (t->shape[i] != want[i])
+			return false;
+	return true;
+}
+
+int lm_model_check(const struct engine_model *m)
+{
+	const struct lm_config *c = &m->cfg;
+	struct lm_dims dm;
+	lm_dims_init(&dm, c);
+	if (c->n_layers < 1 || dm.d < 1 || dm.vocab < 1 || !(c->eps >= 0))
+		return -EINVAL;
+	if (!shape_is(&m->embeddings, 2, dm.vocab, dm.d, 0) || !shape_is(&m->norm_f, 1, dm.d, 0, 0) ||
+	    !shape_is(&m->lm_head, 2, dm.vocab, dm.d, 0))
+		return -EINVAL;
+	for (int l = 0; l < c->n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		if (!shape_is(&L->norm, 1, dm.d, 0, 0))
+			return -EINVAL;
+		switch (L->kind) {
+		case LM_LAYER_MAMBA:
+			if (dm.H < 1 || dm.P < 1 || dm.N < 1 || dm.G < 1 || dm.H % dm.G || dm.K < 1 ||
+			    dm.chunk < 1 || !(c->dt_min <= c->dt_max))
+				return -EINVAL;
+			if (!shape_is(&L->mamba.in_proj, 2, dm.in_rows, dm.d, 0) ||
+			    !shape_is(&L->mamba.conv_w, 3, dm.conv_dim, 1, dm.K) ||
+			    (L->mamba.conv_b.data && !shape_is(&L->mamba.conv_b, 1, dm.conv_dim, 0, 0)) ||
+			    !shape_is(&L->mamba.dt_bias, 1, dm.H, 0, 0) ||
+			    !shape_is(&L->mamba.a_log, 1, dm.H, 0, 0) ||
+			    !shape_is(&L->mamba.d, 1, dm.H, 0, 0) ||
+			    !shape_is(&L->mamba.norm, 1, dm.d_in, 0, 0) ||
+			    !shape_is(&L->mamba.out_proj, 2, dm.d, dm.d_in, 0))
+				return -EINVAL;
+			break;
+		case LM_LAYER_ATTENTION:
+			if (dm.hq < 1 || dm.hkv < 1 || dm.dh < 1 || dm.hq % dm.hkv)
+				return -EINVAL;
+			if (!shape_is(&L->attn.q, 2, dm.q_dim, dm.d, 0) ||
+			    !shape_is(&L->attn.k, 2, dm.kv_dim, dm.d, 0) ||
+			    !shape_is(&L->attn.v, 2, dm.kv_dim, dm.d, 0) ||
+			    !shape_is(&L->attn.o, 2, dm.d, dm.q_dim, 0))
+				return -EINVAL;
+			break;
+		case LM_LAYER_MLP:
+			if (dm.inter < 1 || !shape_is(&L->mlp.up, 2, dm.inter, dm.d, 0) ||
+			    !shape_is(&L->mlp.down, 2, dm.d, dm.inter, 0))
+				return -EINVAL;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* ---- SSM ---------------------------------------------------------------------------------- */
+
+size_t lm_ssm_scratch_bytes(const struct lm_dims *dm)
+{
+	return 2 * (size_t)dm->chunk * sizeof(float);
+}
+
+size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T)
+{
+	size_t nchunks = ((size_t)T + (size_t)dm->chunk - 1) / (size_t)dm->chunk;
+	return (size_t)dm->G * nchunks * (size_t)dm->chunk * (size_t)dm->chunk;
+}
+
+struct ssm_job {
+	const struct lm_dims *dm;
+	int T, nchunks;
+	const float *xbc;
+	size_t ldx;
+	const float *dt, *a, *dskip;
+	float *state, *y, *cb;
+};
+
+/* cb[g][c][l][s] = C[t0+l, g] . B[t0+s, g] for s <= l within chunk c */
+static void ssm_cb_task(void *ctx, int task, int thread)
+{
+	const struct ssm_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	int g = task / j->nchunks, c = task % j->nchunks;
+	int t0 = c * dm->chunk, L = MIN(dm->chunk, j->T - t0);
+	float *cb = j->cb + (size_t)task * (size_t)dm->chunk * (size_t)dm->chunk;
+	for (int l = 0; l < L; l++) {
+		const float *C = j->xbc + (size_t)(t0 + l) * j->ldx + dm->d_in + dm->G * dm->N + g * dm->N;
+		for (int s = 0; s <= l; s++) {
+			const float *B = j->xbc + (size_t)(t0 + s) * j->ldx + dm->d_in + g * dm->N;
+			cb[(size_t)l * dm->chunk + s] = cpu_dot(C, B, dm->N);
+		}
+	}
+}
+
+static void ssm_chunk_head_task(void *ctx, int h, int thread)
+{
+	const struct ssm_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	const int P = dm->P, N = dm->N, H = dm->H, chunk = dm->chunk;
+	int g = h / (H / dm->G);
+	float *S = j->state + (size_t)h * P * N;
+	float *cum = cpu_scratch(thread), *w = cum + chunk;
+	const float A = j->a[h], Dk = j->dskip[h];
+
+	for (int c = 0; c < j->nchunks; c++) {
+		int t0 = c * chunk, L = MIN(chunk, j->T - t0);
+		const float *cb = j->cb + ((size_t)g * j->nchunks + c) * (size_t)chunk * chunk;
+		float acc = 0;
+		for (int l = 0; l < L; l++) {
+			acc += j->dt[(size_t)(t0 + l) * H + h] * A;
+			cum[l] = acc;
+		}
+		for (int l = 0; l < L; l++) {
+			const float *row = j->xbc + (size_t)(t0 + l) * j->ldx;
+			const float *C = row + dm->d_in + dm->G * N + g * N;
+			const float *x = row + h * P;
+			float *y = j->y + (size_t)(t0 + l) * dm->d_in + h * P;
+			/* contribution of the state carried into the chunk */
+			float el = expf(cum[l]);
+			for (int p = 0; p < P; p++)
+				y[p] = el * cpu_dot(S + (size_t)p * N, C, N) + Dk * x[p];
+			/* intra-chunk (diagonal block) */
+			for (int s = 0; s <= l; s++)
+				w[s] = cb[(size_t)l * chunk + s] * expf(cum[l] - cum[s]) *
+				       j->dt[(size_t)(t0 + s) * H + h];
+			for (int s = 0; s <= l; s++)
+				cpu_axpy(y, w[s], j->xbc + (size_t)(t0 + s) * j->ldx + h * P, P);
+		}
+		/* carry the state to the end of the chunk */
+		float eL = expf(cum[L - 1]);
+		for (size_t i = 0; i < (size_t)P * N; i++)
+			S[i] *= eL;
+		for (int s = 0; s < L; s++) {
+			const float *row = j->xbc + (size_t)(t0 + s) * j->ldx;
+			const float *x = row + h * P, *B = row + dm->d_in + g * N;
+			float coef = expf(cum[L - 1] - cum[s]) * j->dt[(size_t)(t0 + s) * H + h];
+			for (int p = 0; p < P; p++)
+				cpu_axpy(S + (size_t)p * N, coef * x[p], B, N);
+		}
+	}
+}
+
+static void ssm_scan_head_task(void *ctx, int h, int thread)
+{
+	const struct ssm_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	const int P = dm->P, N = dm->N, H = dm->H;
+	int g = h / (H / dm->G);
+	float *S = j->state + (size_t)h * P * N;
+	const float A = j->a[h], Dk = j->dskip[h];
+
+	for (int t = 0; t < j->T; t++) {
+		const float *row = j->xbc + (size_t)t * j->ldx;
+		const float *x = row + h * P, *B = row + dm->d_in + g * N;
+		const float *C = row + dm->d_in + dm->G * N + g * N;
+		float *y = j->y + (size_t)t * dm->d_in + h * P;
+		float dt = j->dt[(size_t)t * H + h], dA = expf(dt * A);
+		for (int p = 0; p < P; p++) {
+			float *Sp = S + (size_t)p * N, xp = dt * x[p];
+			for (int n = 0; n < N; n++)
+				Sp[n] = Sp[n] * dA + xp * B[n];
+			y[p] = cpu_dot(Sp, C, N) + Dk * x[p];
+		}
+	}
+}
+
+void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		    const float *a, const float *dskip, float *state, float *y, float *cb_work)
+{
+	struct ssm_job j = {
+		.dm = dm,
+		.T = T,
+		.nchunks = (T + dm->chunk - 1) / dm->chunk,
+		.xbc = xbc,
+		.ldx = ldx,
+		.dt = dt,
+		.a = a,
+		.dskip = dskip,
+		.state = state,
+		.y = y,
+		.cb = cb_work,
+	};
+	cpu_parallel_for(dm->G * j.nchunks, ssm_cb_task, &j);
+	cpu_parallel_for(dm->H, ssm_chunk_head_task, &j);
+}
+
+void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		 const float *a, const float *dskip, float *state, float *y)
+{
+	struct ssm_job j = {
+		.dm = dm,
+		.T = T,
+		.xbc = xbc,
+		.ldx = ldx,
+		.dt = dt,
+		.a = a,
+		.dskip = dskip,
+		.state = state,
+		.y = y,
+	};
+	cpu_parallel_for(dm->H, ssm_scan_head_task, &j);
+}
+
+/* ---- scratch layout ----------------------------------------------------------------------- */
+
+struct work {
+	float *h, *xn, *vec;  /* residual [T][d], normed [T][d], converted small tensors */
+	float *mix;           /* per-layer activations, see the layer functions */
+};
+
+static size_t vec_floats(const struct lm_dims *dm)
+{
+	return (size_t)dm->conv_dim * (dm->K + 1) + 3 * (size_t)dm->H + dm->d_in + dm->d;
+}
+
+static bool model_has(const struct engine_model *m, enum lm_layer_kind kind)
+{
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->layers[l].kind == kind)
+			return true;
+	return false;
+}
+
+static size_t mix_floats(const struct engine_model *m, const struct lm_dims *dm, int T)
+{
+	size_t t = (size_t)T, need = 0;
+	if (model_has(m, LM_LAYER_MAMBA)) {
+		size_t mamba = t * dm->in_rows + (t + dm->K - 1) * dm->conv_dim + t * dm->conv_dim +
+			       t * dm->H + t * dm->d_in + lm_ssm_cb_floats(dm, T);
+		need = MAX(need, mamba);
+	}
+	if (model_has(m, LM_LAYER_ATTENTION))
+		need = MAX(need, 2 * t * dm->q_dim);
+	if (model_has(m, LM_LAYER_MLP))
+		need = MAX(need, t * dm->inter);
+	return need;
+}
+
+static int max_in(const struct engine_model *m, const struct lm_dims *dm)
+{
+	int in = dm->d;
+	if (model_has(m, LM_LAYER_MAMBA))
+		in = MAX(in, dm->d_in);
+	if (model_has(m, LM_LAYER_ATTENTION))
+		in = MAX(in, dm->q_dim);
+	if (model_has(m, LM_LAYER_MLP))
+		in = MAX(in, dm->inter);
+	return in;
+}
+
+int lm_reserve_kv(struct engine_session *s, int need)
+{
+	const struct engine_model *m = s->model;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	if (need <= s->kv_cap || !model_has(m, LM_LAYER_ATTENTION))
+		return 0;
+	int cap = MAX(need, MIN(s->max_tokens, MAX(64, s->kv_cap * 2)));
+	size_t bytes = (size_t)cap * dm.kv_dim * sizeof(float);
+	/* each realloc keeps its old block valid on failure, so a partial failure leaves larger
+	 * caches on some layers and the old capacity recorded: still consistent */
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		if (m->layers[l].kind != LM_LAYER_ATTENTION)
+			continue;
+		struct lm_layer_state *st = &s->layers[l];
+		float *k = realloc(st->k, bytes);
+		if (!k)
+			return -ENOMEM;
+		st->k = k;
+		float *v = realloc(st->v, bytes);
+		if (!v)
+			return -ENOMEM;
+		st->v = v;
+	}
+	s->kv_cap = cap;
+	return 0;
+}
+
+int lm_forward_prepare(struct engine_session *s, int T)
+{
+	const struct engine_model *m = s->model;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	int r = lm_reserve_kv(s, s->n_tokens + T);
+	if (r < 0)
+		return r;
+	size_t need = 2 * (size_t)T * dm.d + vec_floats(&dm) + mix_floats(m, &dm, T);
+	if (need > s->work_floats) {
+		float *w = NULL;
+		if (posix_memalign((void **)&w, 64, need * sizeof(float)) != 0)
+			return -ENOMEM;
+		free(s->work);
+		s->work = w;
+		s->work_floats = need;
+	}
+	size_t scratch = cpu_matmul_scratch_bytes(max_in(m, &dm));
+	scratch = MAX(scratch, lm_ssm_scratch_bytes(&dm));
+	scratch = MAX(scratch, (size_t)(s->n_tokens + T) * sizeof(float));
+	scratch = MAX(scratch, (size_t)dm.d * sizeof(float));
+	return cpu_reserve_scratch(scratch);
+}
+
+/* ---- layers --------------------------------------------------------------------------------- */
+
+static void rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, float eps)
+{
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * d;
+		float *o = out + (size_t)t * d;
+		float ss = 0;
+		for (int i = 0; i < d; i++)
+			ss += xr[i] * xr[i];
+		float scale = 1.0f / sqrtf(ss / (float)d + eps);
+		for (int i = 0; i < d; i++)
+			o[i] = w[i] * (xr[i] * scale);
+	}
+}
+
+static inline float silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+static inline float softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+/* cpu_matmul only fails on scratch, which lm_forward_prepare() reserved */
+static void matmul(const struct tensor *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+		   bool accumulate)
+{
+	int r = cpu_matmul(w, x, ldx, T, y, ldy, accumulate);
+	(void)r;
+}
+
+static void mamba_layer(struct engine_session *s, const struct lm_dims *dm,
+			const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
+{
+	const struct lm_config *c = &s->model->cfg;
+	const int K = dm->K, cd = dm->conv_dim, H = dm->H;
+	float *zx = wk->mix;                                     /* [T][in_rows] */
+	float *cbuf = zx + (size_t)T * dm->in_rows;              /* [K-1+T][conv_dim] */
+	float *xc = cbuf + (size_t)(T + K - 1) * cd;             /* [T][conv_dim] */
+	float *dt = xc + (size_t)T * cd;                         /* [T][H] */
+	float *y = dt + (size_t)T * H;                           /* [T][d_in] */
+	float *cb = y + (size_t)T * dm->d_in;
+	float *cw = wk->vec, *cbias = cw + (size_t)cd * K, *dtb = cbias + cd, *a = dtb + H,
+	      *dsk = a + H, *gw = dsk + H;
+
+	cpu_tensor_to_f32(&L->mamba.conv_w, 0, (size_t)cd * K, cw);
+	if (L->mamba.conv_b.data)
+		cpu_tensor_to_f32(&L->mamba.conv_b, 0, cd, cbias);
+	else
+		memset(cbias, 0, (size_t)cd * sizeof(float));
+	cpu_tensor_to_f32(&L->mamba.dt_bias, 0, H, dtb);
+	cpu_tensor_to_f32(&L->mamba.a_log, 0, H, a);
+	for (int h = 0; h < H; h++)
+		a[h] = -expf(a[h]);
+	cpu_tensor_to_f32(&L->mamba.d, 0, H, dsk);
+	cpu_tensor_to_f32(&L->mamba.norm, 0, dm->d_in, gw);
+
+	matmul(&L->mamba.in_proj, wk->xn, dm->d, T, zx, dm->in_rows, false);
+
+	/* causal depthwise conv over [history ; new rows], then SiLU (model.md 2.5 step 2) */
+	if (K > 1)
+		memcpy(cbuf, st->conv, (size_t)(K - 1) * cd * sizeof(float));
+	for (int t = 0; t < T; t++)
+		memcpy(cbuf + (size_t)(K - 1 + t) * cd, zx + (size_t)t * dm->in_rows + dm->d_in,
+		       (size_t)cd * sizeof(float));
+	for (int t = 0; t < T; t++) {
+		float *o = xc + (size_t)t * cd;
+		for (int ch = 0; ch < cd; ch++) {
+			float acc = cbias[ch];
+			for (int k = 0; k < K; k++)
+				acc += cw[(size_t)ch * K + k] * cbuf[(size_t)(t + k) * cd + ch];
+			o[ch] = silu(acc);
+		}
+	}
+	if (K > 1)
+		memcpy(st->conv, cbuf + (size_t)T * cd, (size_t)(K - 1) * cd * sizeof(float));
+
+	for (int t = 0; t < T; t++) {
+		const float *raw = zx + (size_t)t * dm->in_rows + dm->d_in + cd;
+		for (int h = 0; h < H; h++) {
+			float v = softplus(raw[h] + dtb[h]);
+			dt[(size_t)t * H + h] = fminf(fmaxf(v, c->dt_min), c->dt_max);
+		}
+	}
+
+	if (T == 1)
+		lm_ssm_scan(dm, T, xc, cd, dt, a, dsk, st->ssm, y);
+	else
+		lm_ssm_chunked(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb);
+
+	/* gated grouped RMSNorm: norm(y * silu(z)) per group of d_in/G channels (model.md 2.5.6) */
+	int gs = dm->d_in / dm->G;
+	for (int t = 0; t < T; t++) {
+		float *yr = y + (size_t)t * dm->d_in;
+		const float *z = zx + (size_t)t * dm->in_rows;
+		for (int i = 0; i < dm->d_in; i++)
+			yr[i] *= silu(z[i]);
+		for (int g = 0; g < dm->G; g++) {
+			float *u = yr + (size_t)g * gs;
+			float ss = 0;
+			for (int i = 0; i < gs; i++)
+				ss += u[i] * u[i];
+			float scale = 1.0f / sqrtf(ss / (float)gs + c->eps);
+			for (int i = 0; i < gs; i++)
+				u[i] = gw[g * gs + i] * (u[i] * scale);
+		}
+	}
+	matmul(&L->mamba.out_proj, y, dm->d_in, T, wk->h, dm->d, true);
+}
+
+struct attn_job {
+	const struct lm_dims *dm;
+	int T, n0;
+	const float *q, *k, *v;
+	float *o;
+};
+
+static void attn_head_task(void *ctx, int i, int thread)
+{
+	const struct attn_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	int kvh = i / (dm->hq / dm->hkv);
+	float scale = 1.0f / sqrtf((float)dm->dh);
+	float *p = cpu_scratch(thread);
+	for (int t = 0; t < j->T; t++) {
+		const float *q = j->q + (size_t)t * dm->q_dim + (size_t)i * dm->dh;
+		float *o = j->o + (size_t)t * dm->q_dim + (size_t)i * dm->dh;
+		int n = j->n0 + t + 1; /* causal: keys 0..n0+t */
+		float mx = -INFINITY;
+		for (int s = 0; s < n; s++) {
+			p[s] = cpu_dot(q, j->k + (size_t)s * dm->kv_dim + (size_t)kvh * dm->dh, dm->dh) *
+			       scale;
+			mx = fmaxf(mx, p[s]);
+		}
+		float sum = 0;
+		for (int s = 0; s < n; s++) {
+			p[s] = expf(p[s] - mx);
+			sum += p[s];
+		}
+		memset(o, 0, (size_t)dm->dh * sizeof(float));
+		float inv = 1.0f / sum;
+		for (int s = 0; s < n; s++)
+			cpu_axpy(o, p[s] * inv, j->v + (size_t)s * dm->kv_dim + (size_t)kvh * dm->dh,
+				 dm->dh);
+	}
+}
+
+static void attention_layer(struct engine_session *s, const struct lm_dims *dm,
+			    const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
+{
+	float *q = wk->mix, *o = q + (size_t)T * dm->q_dim;
+	int n0 = s->n_tokens;
+	matmul(&L->attn.q, wk->xn, dm->d, T, q, dm->q_dim, false);
+	matmul(&L->attn.k, wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	matmul(&L->attn.v, wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	struct attn_job j = {.dm = dm, .T = T, .n0 = n0, .q = q, .k = st->k, .v = st->v, .o = o};
+	cpu_parallel_for(dm->hq, attn_head_task, &j);
+	matmul(&L->attn.o, o, dm->q_dim, T, wk->h, dm->d, true);
+}
+
+static void mlp_layer(const struct lm_dims *dm, const struct lm_layer *L, struct work *wk, int T)
+{
+	float *u = wk->mix;
+	matmul(&L->mlp.up, wk->xn, dm->d, T, u, dm->inter, false);
+	for (size_t i = 0; i < (size_t)T * dm->inter; i++) {
+		float r = u[i] > 0 ? u[i] : 0;
+		u[i] = r * r;
+	}
+	matmul(&L->mlp.down, u, dm->inter, T, wk->h, dm->d, true);
+}
+
+void lm_forward(struct engine_session *s, const int32_t *tokens, const float *const *embeds, int T,
+		enum engine_logits want, float *logits)
+{
+	const struct engine_model *m = s->model;
+	const struct lm_config *c = &m->cfg;
+	struct lm_dims dm;
+	lm_dims_init(&dm, c);
+	struct work wk;
+	wk.h = s->work;
+	wk.xn = wk.h + (size_t)T * dm.d;
+	wk.vec = wk.xn + (size_t)T * dm.d;
+	wk.mix = wk.vec + vec_floats(&dm);
+
+	for (int t = 0; t < T; t++) {
+		float *h = wk.h + (size_t)t * dm.d;
+		if (embeds && embeds[t])
+			memcpy(h, embeds[t], (size_t)dm.d * sizeof(float));
+		else
+			cpu_tensor_to_f32(&m->embeddings, (size_t)tokens[t] * dm.d, dm.d, h);
+	}
+
+	for (int l = 0; l < c->n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		cpu_tensor_to_f32(&L->norm, 0, dm.d, wk.vec);
+		rmsnorm_rows(wk.h, wk.xn, wk.vec, T, dm.d, c->eps);
+		switch (L->kind) {
+		case LM_LAYER_MAMBA:
+			mamba_layer(s, &dm, L, &s->layers[l], &wk, T);
+			break;
+		case LM_LAYER_ATTENTION:
+			attention_layer(s, &dm, L, &s->layers[l], &wk, T);
+			break;
+		case LM_LAYER_MLP:
+			mlp_layer(&dm, L, &wk, T);
+			break;
+		}
+	}
+	s->n_tokens += T;
+
+	if (want == ENGINE_LOGITS_NONE)
+		return;
+	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
+	int rows = T - first;
+	cpu_tensor_to_f32(&m->norm_f, 0, dm.d, wk.vec);
+	rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, wk.vec, rows, dm.d, c->eps);
+	matmul(&m->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
+}

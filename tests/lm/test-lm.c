@@ -1,0 +1,425 @@
+/* Language model on the CPU, against itself: kernels against naive references, chunked SSD
+ * prefill against the per-token scan, split prefill against whole prefill, snapshot/restore/copy,
+ * embedding overrides, error paths. Uses in-memory random models (no files).
+ *
+ * Tolerances: the kernels accumulate in fp32 in different orders, so equal math differs by
+ * rounding only. Logits are O(1); 2e-4 absolute covers the fp32 reordering over a few layers
+ * (observed ~1e-6) while any real bug (a wrong decay, a group off by one, a dropped conv tap)
+ * moves logits by 1e-2 or more. Where the same code path runs on the same data (restore, copy)
+ * the results must be bit-identical. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "engine.h"
+#include "lm.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static uint64_t rng = 12345;
+
+static float frand(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+		if (!(d <= m))
+			m = isnan(d) ? INFINITY : d;
+	}
+	return m;
+}
+
+/* ---- matmul ------------------------------------------------------------------------------- */
+
+static uint16_t f16_bits(float f)
+{
+	/* exact for the values used here: multiples of 2^-8 within (-0.5, 0.5) */
+	union {
+		float f;
+		uint32_t u;
+	} x = {.f = f};
+	if (f == 0)
+		return 0;
+	uint32_t sign = (x.u >> 16) & 0x8000u;
+	int exp = (int)((x.u >> 23) & 0xff) - 127 + 15;
+	return (uint16_t)(sign | ((uint32_t)exp << 10) | ((x.u & 0x7fffffu) >> 13));
+}
+
+static void test_matmul_case(enum tensor_dtype dt, int out, int in, int T, bool acc)
+{
+	size_t n = (size_t)out * in;
+	float *wf = malloc(n * sizeof(float));
+	void *wd = malloc(n * 4);
+	float *x = malloc((size_t)T * (in + 3) * sizeof(float));
+	float *y = malloc((size_t)T * (out + 5) * sizeof(float));
+	float *ref = malloc((size_t)T * out * sizeof(float));
+	REQUIRE(wf && wd && x && y && ref);
+	for (size_t i = 0; i < n; i++) {
+		/* values exactly representable in every dtype */
+		float v = (float)(int)(frand() * 128) / 256.0f;
+		wf[i] = v;
+		if (dt == TENSOR_F32)
+			((float *)wd)[i] = v;
+		else if (dt == TENSOR_BF16)
+			((uint16_t *)wd)[i] = f32_to_bf16(v);
+		else
+			((uint16_t *)wd)[i] = f16_bits(v);
+	}
+	size_t ldx = (size_t)in + 3, ldy = (size_t)out + 5;
+	for (size_t i = 0; i < (size_t)T * ldx; i++)
+		x[i] = frand();
+	for (size_t i = 0; i < (size_t)T * ldy; i++)
+		y[i] = acc ? frand() : NAN;
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < out; r++) {
+			double s = acc ? y[(size_t)t * ldy + r] : 0;
+			for (int k = 0; k < in; k++)
+				s += (double)wf[(size_t)r * in + k] * x[(size_t)t * ldx + k];
+			ref[(size_t)t * out + r] = (float)s;
+		}
+	struct tensor w = {.data = wd, .dtype = dt, .ndim = 2, .shape = {out, in}};
+	CHECK_INT_EQ(cpu_matmul(&w, x, ldx, T, y, ldy, acc), 0);
+	double worst = 0;
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < out; r++) {
+			double d = fabs((double)y[(size_t)t * ldy + r] - ref[(size_t)t * out + r]);
+			worst = d > worst || isnan(d) ? d : worst;
+		}
+	if (!(worst < 1e-4))
+		fprintf(stderr, "matmul dtype %d %dx%d T=%d acc=%d: max diff %g\n", (int)dt, out, in, T,
+			acc, worst);
+	CHECK(worst < 1e-4);
+	/* the padding columns of y are untouched */
+	if (!acc)
+		for (int t = 0; t < T; t++)
+			for (size_t r = (size_t)out; r < ldy; r++)
+				CHECK(isnan(y[(size_t)t * ldy + r]));
+	free(wf);
+	free(wd);
+	free(x);
+	free(y);
+	free(ref);
+}
+
+static void test_matmul(void)
+{
+	enum tensor_dtype dts[] = {TENSOR_F32, TENSOR_BF16, TENSOR_F16};
+	int shapes[][3] = {{19, 37, 1}, {64, 64, 2}, {35, 70, 5}, {40, 129, 50}, {7, 8, 3}, {33, 17, 97}};
+	for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			test_matmul_case(dts[i], shapes[s][0], shapes[s][1], shapes[s][2], false);
+			test_matmul_case(dts[i], shapes[s][0], shapes[s][1], shapes[s][2], true);
+		}
+}
+
+/* ---- SSM: chunked SSD == per-token scan ---------------------------------------------------- */
+
+static void test_ssm_chunked_vs_scan(void)
+{
+	struct lm_dims dm = {.H = 6, .P = 5, .N = 7, .G = 3, .chunk = 8};
+	dm.d_in = dm.H * dm.P;
+	int ldx = dm.d_in + 2 * dm.G * dm.N + 3;
+	int Ts[] = {1, 7, 8, 9, 37};
+	CHECK_INT_EQ(cpu_reserve_scratch(lm_ssm_scratch_bytes(&dm)), 0);
+	for (size_t ti = 0; ti < sizeof(Ts) / sizeof(Ts[0]); ti++) {
+		int T = Ts[ti];
+		float *xbc = malloc((size_t)T * ldx * sizeof(float));
+		float *dt = malloc((size_t)T * dm.H * sizeof(float));
+		float a[6], dsk[6];
+		size_t sn = (size_t)dm.H * dm.P * dm.N;
+		float *s1 = malloc(sn * sizeof(float)), *s2 = malloc(sn * sizeof(float));
+		float *y1 = malloc((size_t)T * dm.d_in * sizeof(float));
+		float *y2 = malloc((size_t)T * dm.d_in * sizeof(float));
+		float *cb = malloc(lm_ssm_cb_floats(&dm, T) * sizeof(float));
+		REQUIRE(xbc && dt && s1 && s2 && y1 && y2 && cb);
+		for (int i = 0; i < T * ldx; i++)
+			xbc[i] = frand();
+		for (int i = 0; i < T * dm.H; i++)
+			dt[i] = 0.3f * (frand() + 1.0f) + 0.001f;
+		for (int h = 0; h < dm.H; h++) {
+			a[h] = -(float)(h + 1) * 0.7f;
+			dsk[h] = frand();
+		}
+		for (size_t i = 0; i < sn; i++)
+			s1[i] = s2[i] = frand();
+		lm_ssm_chunked(&dm, T, xbc, (size_t)ldx, dt, a, dsk, s1, y1, cb);
+		lm_ssm_scan(&dm, T, xbc, (size_t)ldx, dt, a, dsk, s2, y2);
+		double dy = max_abs_diff(y1, y2, (size_t)T * dm.d_in);
+		double ds = max_abs_diff(s1, s2, sn);
+		if (!(dy < 1e-5 && ds < 1e-5))
+			fprintf(stderr, "ssm T=%d: y diff %g state diff %g\n", T, dy, ds);
+		CHECK(dy < 1e-5);
+		CHECK(ds < 1e-5);
+		/* the scan itself against a float64 recurrence on head 4 (group 4/(6/3) = 2) */
+		{
+			int h = 4, g = 2;
+			double S[5][7];
+			for (int p = 0; p < dm.P; p++)
+				for (int n = 0; n < dm.N; n++)
+					S[p][n] = 0;
+			float *s3 = calloc(sn, sizeof(float));
+			REQUIRE(s3);
+			lm_ssm_scan(&dm, T, xbc, (size_t)ldx, dt, a, dsk, s3, y2);
+			double worst = 0;
+			for (int t = 0; t < T; t++) {
+				const float *row = xbc + (size_t)t * ldx;
+				double dA = exp((double)dt[t * dm.H + h] * a[h]);
+				for (int p = 0; p < dm.P; p++) {
+					double yv = dsk[h] * row[h * dm.P + p];
+					for (int n = 0; n < dm.N; n++) {
+						S[p][n] = S[p][n] * dA + (double)dt[t * dm.H + h] *
+										 row[h * dm.P + p] *
+										 row[dm.d_in + g * dm.N + n];
+						yv += S[p][n] * row[dm.d_in + dm.G * dm.N + g * dm.N + n];
+					}
+					worst = fmax(worst, fabs(yv - y2[(size_t)t * dm.d_in + h * dm.P + p]));
+				}
+			}
+			CHECK(worst < 1e-4);
+			free(s3);
+		}
+		free(xbc);
+		free(dt);
+		free(s1);
+		free(s2);
+		free(y1);
+		free(y2);
+		free(cb);
+	}
+}
+
+/* ---- sessions ----------------------------------------------------------------------------- */
+
+static struct lm_random_spec spec_small(const char *pattern, enum tensor_dtype dt, uint64_t seed)
+{
+	return (struct lm_random_spec){
+		.pattern = pattern,
+		.hidden = 64,
+		.vocab = 96,
+		.intermediate = 96,
+		.n_heads = 4,
+		.n_kv_heads = 2,
+		.head_dim = 16,
+		.m_heads = 8,
+		.m_head_dim = 8,
+		.m_groups = 2,
+		.m_state = 16,
+		.m_conv_kernel = 4,
+		.m_chunk = 8,
+		.dtype = dt,
+		.seed = seed,
+	};
+}
+
+static int32_t *make_tokens(int n, int vocab)
+{
+	int32_t *t = malloc((size_t)n * sizeof(*t));
+	REQUIRE(t);
+	for (int i = 0; i < n; i++)
+		t[i] = (int32_t)((unsigned)((frand() + 1.0f) * 0.5f * (float)vocab) % (unsigned)vocab);
+	return t;
+}
+
+static void test_session_model(const struct engine_model *m, int n)
+{
+	int V = m->cfg.vocab;
+	int32_t *tok = make_tokens(n, V);
+	float *all = malloc((size_t)n * V * sizeof(float));
+	float *step = malloc((size_t)n * V * sizeof(float));
+	float *last = malloc((size_t)V * sizeof(float));
+	REQUIRE(all && step && last);
+
+	/* whole prefill (chunked SSD, several chunks and, for n > LM_MAX_BATCH, several runs) */
+	struct engine_session *s = engine_session_create(m, n + 8);
+	REQUIRE(s);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, all), 0);
+	CHECK_INT_EQ(engine_session_n_tokens(s), n);
+
+	/* per-token recurrent decode from an empty session */
+	struct engine_session *d = engine_session_create(m, n + 8);
+	REQUIRE(d);
+	for (int i = 0; i < n; i++)
+		CHECK_INT_EQ(engine_session_decode(d, tok[i], step + (size_t)i * V), 0);
+	double diff = max_abs_diff(all, step, (size_t)n * V);
+	if (getenv("LM_TEST_VERBOSE") || !(diff < 2e-4))
+		fprintf(stderr, "%s n=%d: prefill vs decode max diff %g\n", m->cfg.pattern, n, diff);
+	CHECK(diff < 2e-4);
+
+	/* split prefill A then B == whole; LAST logits == last row of ALL */
+	int cuts[] = {1, 5, 13, n / 2, n - 1};
+	for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+		int a = cuts[c];
+		if (a <= 0 || a >= n)
+			continue;
+		engine_session_reset(d);
+		CHECK_INT_EQ(engine_session_append(d, tok, NULL, (size_t)a, ENGINE_LOGITS_NONE, NULL), 0);
+		CHECK_INT_EQ(engine_session_append(d, tok + a, NULL, (size_t)(n - a), ENGINE_LOGITS_ALL,
+						   step),
+			     0);
+		diff = max_abs_diff(all + (size_t)a * V, step, (size_t)(n - a) * V);
+		if (!(diff < 2e-4))
+			fprintf(stderr, "%s split %d+%d: max diff %g\n", m->cfg.pattern, a, n - a, diff);
+		CHECK(diff < 2e-4);
+	}
+	engine_session_reset(d);
+	CHECK_INT_EQ(engine_session_append(d, tok, NULL, (size_t)n, ENGINE_LOGITS_LAST, last), 0);
+	CHECK(max_abs_diff(all + (size_t)(n - 1) * V, last, (size_t)V) < 1e-5);
+
+	/* snapshot / restore / copy: continuing gives identical logits and ids */
+	struct engine_snapshot *snap = engine_session_snapshot(s);
+	REQUIRE(snap);
+	CHECK_INT_EQ(engine_snapshot_n_tokens(snap), n);
+	CHECK(engine_snapshot_bytes(snap) == engine_session_state_bytes(s));
+	struct engine_session *cp = engine_session_copy(s);
+	REQUIRE(cp);
+	float *cont1 = malloc(8 * (size_t)V * sizeof(float)), *cont2 = malloc(8 * (size_t)V * sizeof(float));
+	float *cont3 = malloc(8 * (size_t)V * sizeof(float));
+	REQUIRE(cont1 && cont2 && cont3);
+	int32_t next = 3;
+	for (int i = 0; i < 8; i++) {
+		CHECK_INT_EQ(engine_session_decode(s, next, cont1 + (size_t)i * V), 0);
+		next = (next * 7 + 5) % V;
+	}
+	/* the copy and the original evolve independently */
+	CHECK_INT_EQ(engine_session_n_tokens(cp), n);
+	CHECK_INT_EQ(engine_session_restore(s, snap), 0);
+	CHECK_INT_EQ(engine_session_n_tokens(s), n);
+	next = 3;
+	for (int i = 0; i < 8; i++) {
+		CHECK_INT_EQ(engine_session_decode(s, next, cont2 + (size_t)i * V), 0);
+		CHECK_INT_EQ(engine_session_decode(cp, next, cont3 + (size_t)i * V), 0);
+		next = (next * 7 + 5) % V;
+	}
+	CHECK(memcmp(cont1, cont2, 8 * (size_t)V * sizeof(float)) == 0);
+	CHECK(memcmp(cont1, cont3, 8 * (size_t)V * sizeof(float)) == 0);
+	/* restoring into a fresh session of the same model works too */
+	struct engine_session *fresh = engine_session_create(m, n + 8);
+	REQUIRE(fresh);
+	CHECK_INT_EQ(engine_session_restore(fresh, snap), 0);
+	CHECK_INT_EQ(engine_session_decode(fresh, 3, cont2), 0);
+	CHECK(memcmp(cont1, cont2, (size_t)V * sizeof(float)) == 0);
+	/* a session too small for the snapshot refuses it and stays as it was */
+	struct engine_session *tiny = engine_session_create(m, 2);
+	REQUIRE(tiny);
+	CHECK_INT_EQ(engine_session_restore(tiny, snap), -ENOSPC);
+	CHECK_INT_EQ(engine_session_n_tokens(tiny), 0);
+
+	engine_session_destroy(tiny);
+	engine_session_destroy(fresh);
+	engine_snapshot_destroy(snap);
+	engine_session_destroy(cp);
+	engine_session_destroy(d);
+	engine_session_destroy(s);
+	free(cont1);
+	free(cont2);
+	free(cont3);
+	free(tok);
+	free(all);
+	free(step);
+	free(last);
+}
+
+static void test_embeds_and_errors(const struct engine_model *m)
+{
+	int V = m->cfg.vocab, d = m->cfg.hidden;
+	int32_t tok[6] = {5, 9, 17, 33, 2, 71};
+	float *ref = malloc((size_t)6 * V * sizeof(float)), *got = malloc((size_t)6 * V * sizeof(float));
+	float *rows = malloc((size_t)2 * d * sizeof(float));
+	REQUIRE(ref && got && rows);
+	struct engine_session *s = engine_session_create(m, 6);
+	REQUIRE(s);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 6, ENGINE_LOGITS_ALL, ref), 0);
+
+	/* positions 1 and 4 take explicit rows equal to the embeddings of their tokens, under a
+	 * different placeholder id: same logits as the plain tokens */
+	cpu_tensor_to_f32(&m->embeddings, (size_t)tok[1] * d, (size_t)d, rows);
+	cpu_tensor_to_f32(&m->embeddings, (size_t)tok[4] * d, (size_t)d, rows + d);
+	const float *embeds[6] = {NULL, rows, NULL, NULL, rows + d, NULL};
+	int32_t placeholder[6] = {5, 0, 17, 33, 0, 71};
+	engine_session_reset(s);
+	CHECK_INT_EQ(engine_session_append(s, placeholder, embeds, 6, ENGINE_LOGITS_ALL, got), 0);
+	CHECK(max_abs_diff(ref, got, (size_t)6 * V) == 0);
+	/* and without the override the placeholder changes the result */
+	engine_session_reset(s);
+	CHECK_INT_EQ(engine_session_append(s, placeholder, NULL, 6, ENGINE_LOGITS_ALL, got), 0);
+	CHECK(max_abs_diff(ref + V, got + V, (size_t)V) > 1e-3);
+
+	/* errors leave the session unchanged */
+	engine_session_reset(s);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 3, ENGINE_LOGITS_NONE, NULL), 0);
+	int32_t bad[2] = {1, V};
+	CHECK_INT_EQ(engine_session_append(s, bad, NULL, 2, ENGINE_LOGITS_LAST, got), -EINVAL);
+	bad[1] = -1;
+	CHECK_INT_EQ(engine_session_append(s, bad, NULL, 2, ENGINE_LOGITS_LAST, got), -EINVAL);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 4, ENGINE_LOGITS_LAST, got), -ENOSPC);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 0, ENGINE_LOGITS_LAST, got), -EINVAL);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 1, ENGINE_LOGITS_LAST, NULL), -EINVAL);
+	CHECK_INT_EQ(engine_session_n_tokens(s), 3);
+	CHECK_INT_EQ(engine_session_append(s, tok + 3, NULL, 3, ENGINE_LOGITS_LAST, got), 0);
+	CHECK(max_abs_diff(ref + 5 * (size_t)V, got, (size_t)V) < 2e-4);
+	CHECK_INT_EQ(engine_session_decode(s, 1, got), -ENOSPC);
+
+	CHECK(engine_session_create(m, 0) == NULL && errno == EINVAL);
+	CHECK(engine_session_create(NULL, 5) == NULL && errno == EINVAL);
+	engine_session_destroy(NULL);
+	engine_snapshot_destroy(NULL);
+
+	engine_session_destroy(s);
+	free(ref);
+	free(got);
+	free(rows);
+}
+
+/* a model whose shapes disagree with its config is refused */
+static void test_bad_model(void)
+{
+	struct lm_random_spec sp = spec_small("M*-", TENSOR_BF16, 3);
+	struct engine_model *m = lm_random_model_create(&sp);
+	REQUIRE(m);
+	m->cfg.m_groups = 3; /* H = 8 is not a multiple of 3, and in_proj rows no longer match */
+	errno = 0;
+	CHECK(engine_session_create(m, 8) == NULL && errno == EINVAL);
+	m->cfg.m_groups = 2;
+	m->layers[1].attn.k.shape[0] = 16;
+	CHECK(engine_session_create(m, 8) == NULL && errno == EINVAL);
+	lm_random_model_destroy(m);
+}
+
+int main(void)
+{
+	test_matmul();
+	test_ssm_chunked_vs_scan();
+
+	/* every block type in different orders, mixed dtypes */
+	struct {
+		const char *pattern;
+		enum tensor_dtype dt;
+		int n;
+	} cases[] = {
+		{"M-M*-M", TENSOR_BF16, 45},
+		{"*M-", TENSOR_F32, 29},
+		{"-*MM", TENSOR_F16, 21},
+		{"M", TENSOR_BF16, LM_MAX_BATCH + 40},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct lm_random_spec sp = spec_small(cases[i].pattern, cases[i].dt, 100 + i);
+		struct engine_model *m = lm_random_model_create(&sp);
+		REQUIRE(m);
+		test_session_model(m, cases[i].n);
+		if (i == 0)
+			test_embeds_and_errors(m);
+		lm_random_model_destroy(m);
+	}
+	test_bad_model();
+	return test_exit();
+}
