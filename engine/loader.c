@@ -342,8 +342,6 @@ struct claim {
 	const struct model_files *files;
 	const char *prefix; /* "language_model." or "" */
 	bool *claimed;      /* per index entry */
-	uint64_t n_params;
-	uint64_t n_bytes;
 	char *errbuf;
 	size_t errlen;
 };
@@ -399,13 +397,7 @@ static int claim_tensor(struct claim *cl, struct tensor *out, bool optional, int
 		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "tensor '%s' has shape %s, expected %s", name, have_s,
 				 want_s);
 	}
-	if (!cl->claimed[i]) {
-		size_t elems = t->nbytes / st_dtype_size(t->dtype);
-
-		cl->claimed[i] = true;
-		cl->n_params += elems;
-		cl->n_bytes += t->nbytes;
-	}
+	cl->claimed[i] = true;
 	*out = *t;
 	return 0;
 }
@@ -562,12 +554,7 @@ static bool vision_tensor(const char *name)
 	return strncmp(name, "vision_model.", 13) == 0 || strncmp(name, "mlp1.", 5) == 0;
 }
 
-struct model_stats {
-	uint64_t n_params;
-	uint64_t n_bytes;
-};
-
-static int load_lm(struct engine_model *m, struct model_stats *stats, char *errbuf, size_t errlen)
+static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 {
 	const struct model_config *mc = model_files_config(m->files);
 	struct lm_config c = mc->lm;
@@ -637,18 +624,11 @@ static int load_lm(struct engine_model *m, struct model_stats *stats, char *errb
 		goto out;
 	}
 	m->cfg = c;
-	stats->n_params = cl.n_params;
-	stats->n_bytes = cl.n_bytes;
 	r = 0;
 out:
 	free(cl.claimed);
 	return r;
 }
-
-struct engine_model_private {
-	struct engine_model model;
-	struct model_stats stats;
-};
 
 void engine_model_destroy(struct engine_model *model)
 {
@@ -657,13 +637,12 @@ void engine_model_destroy(struct engine_model *model)
 	engine_tokenizer_destroy(model->tokenizer);
 	free(model->layers);
 	model_files_destroy(model->files);
-	free((struct engine_model_private *)model);
+	free(model);
 }
 
 struct engine_model *engine_model_load(const char *dir, char *errbuf, size_t errlen)
 {
-	struct engine_model_private *priv = xcalloc(1, sizeof(*priv));
-	struct engine_model *m = &priv->model;
+	struct engine_model *m = xcalloc(1, sizeof(*m));
 	char *tpath = NULL;
 	int r;
 
@@ -676,7 +655,7 @@ struct engine_model *engine_model_load(const char *dir, char *errbuf, size_t err
 	r = model_files_open(dir, &m->files, errbuf, errlen);
 	if (r < 0)
 		goto fail;
-	r = load_lm(m, &priv->stats, errbuf, errlen);
+	r = load_lm(m, errbuf, errlen);
 	if (r < 0)
 		goto fail;
 
@@ -705,9 +684,18 @@ fail:
 	return NULL;
 }
 
+static void count_tensor(const struct tensor *t, struct engine_model_info *info)
+{
+	if (!t->data || st_dtype_size(t->dtype) == 0)
+		return;
+	info->n_params += t->nbytes / st_dtype_size(t->dtype);
+	info->weight_bytes += t->nbytes;
+}
+
+/* Works on any struct engine_model (also ones built in memory by tests): it reads only
+ * model.h's fields. */
 int engine_model_get_info(const struct engine_model *model, struct engine_model_info *ret)
 {
-	const struct engine_model_private *priv = (const struct engine_model_private *)model;
 	const struct lm_config *c;
 	struct engine_model_info info = {0};
 
@@ -717,15 +705,42 @@ int engine_model_get_info(const struct engine_model *model, struct engine_model_
 	info.n_layers = c->n_layers;
 	info.hidden = c->hidden;
 	info.vocab = c->vocab;
-	for (int l = 0; l < c->n_layers; l++) {
-		info.n_mamba += c->pattern[l] == 'M';
-		info.n_attention += c->pattern[l] == '*';
-		info.n_mlp += c->pattern[l] == '-';
-	}
-	info.n_params = priv->stats.n_params;
-	info.weight_bytes = priv->stats.n_bytes;
+	count_tensor(&model->embeddings, &info);
+	count_tensor(&model->norm_f, &info);
 	info.tied_embeddings = model->lm_head.data == model->embeddings.data;
-	info.vlm = model_files_config(model->files)->vlm;
+	if (!info.tied_embeddings)
+		count_tensor(&model->lm_head, &info);
+	for (int l = 0; model->layers && l < c->n_layers; l++) {
+		const struct lm_layer *L = &model->layers[l];
+
+		count_tensor(&L->norm, &info);
+		switch (L->kind) {
+		case LM_LAYER_MAMBA:
+			info.n_mamba++;
+			count_tensor(&L->mamba.in_proj, &info);
+			count_tensor(&L->mamba.conv_w, &info);
+			count_tensor(&L->mamba.conv_b, &info);
+			count_tensor(&L->mamba.dt_bias, &info);
+			count_tensor(&L->mamba.a_log, &info);
+			count_tensor(&L->mamba.d, &info);
+			count_tensor(&L->mamba.norm, &info);
+			count_tensor(&L->mamba.out_proj, &info);
+			break;
+		case LM_LAYER_ATTENTION:
+			info.n_attention++;
+			count_tensor(&L->attn.q, &info);
+			count_tensor(&L->attn.k, &info);
+			count_tensor(&L->attn.v, &info);
+			count_tensor(&L->attn.o, &info);
+			break;
+		case LM_LAYER_MLP:
+			info.n_mlp++;
+			count_tensor(&L->mlp.up, &info);
+			count_tensor(&L->mlp.down, &info);
+			break;
+		}
+	}
+	info.vlm = model->files && model_files_config(model->files)->vlm;
 	snprintf(info.pattern, sizeof(info.pattern), "%s", c->pattern);
 	*ret = info;
 	return 0;

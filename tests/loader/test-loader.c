@@ -437,6 +437,21 @@ static void test_fixtures(void)
 	REQUIRE(engine_model_get_info(mamba, &info) == 0);
 	CHECK(!info.vlm);
 	CHECK_INT_EQ(engine_model_get_info(NULL, &info), -EINVAL);
+	{
+		/* A model built in memory (as compute tests do) has no files: info reads model.h only. */
+		static const uint16_t emb[4 * 2];
+		struct engine_model fake = {0};
+
+		fake.embeddings = (struct tensor){.data = emb, .dtype = TENSOR_BF16, .ndim = 2, .shape = {4, 2}, .nbytes = sizeof(emb)};
+		fake.lm_head = fake.embeddings;
+		fake.cfg.vocab = 4;
+		REQUIRE(engine_model_get_info(&fake, &info) == 0);
+		CHECK_INT_EQ(info.n_params, 8);
+		CHECK_INT_EQ(info.weight_bytes, 16);
+		CHECK(info.tied_embeddings);
+		CHECK(!info.vlm);
+		CHECK_INT_EQ(info.n_layers, 0);
+	}
 
 	/* Fixtures without tokenizer.json have no tokenizer; tiny-chat has the Tekken fixture's. */
 	CHECK(engine_model_tokenizer(mamba) == NULL);
