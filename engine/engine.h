@@ -75,7 +75,7 @@ struct engine_tokenizer *engine_model_tokenizer(const struct engine_model *model
 /* Largest text engine_tokenizer_encode() accepts (-E2BIG above). */
 #define ENGINE_TOKENIZER_MAX_INPUT_BYTES (64u << 20)
 
-/* Loads `path`. On failure returns NULL, sets errno (-ENOENT/-EACCES from the file system,
+/* Loads `path`. On failure returns NULL, sets errno (ENOENT/EACCES from the file system,
  * EINVAL for a malformed or unsupported file, EFBIG/E2BIG for a limit) and writes one precise
  * sentence to errbuf (may be NULL when errlen is 0), e.g. "tokenizer.json: merges[17]: token
  * 'xy' is not in the vocabulary". */

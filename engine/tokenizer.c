@@ -52,7 +52,18 @@ struct trie {
 	size_t n, cap;
 };
 
+/* Token strings live in a few large blocks instead of one allocation per token (a 131k-entry
+ * vocabulary would otherwise cost as many mallocs at load and frees at destroy). */
+#define ARENA_BLOCK_BYTES (1u << 20)
+
+struct arena_block {
+	struct arena_block *next;
+	size_t used, size;
+	char data[];
+};
+
 struct engine_tokenizer {
+	struct arena_block *arena;
 	struct token *tokens;
 	size_t n_ids;
 	struct tok_bpe bpe;
@@ -237,11 +248,30 @@ static int get_bool(struct load_ctx *c, const json_t *obj, const char *where, co
 	return 0;
 }
 
+static char *arena_alloc(struct engine_tokenizer *tok, size_t n)
+{
+	struct arena_block *b = tok->arena;
+
+	if (!b || b->size - b->used < n) {
+		size_t size = MAX((size_t)ARENA_BLOCK_BYTES, n);
+
+		b = malloc(sizeof(*b) + size);
+		if (!b)
+			return NULL;
+		b->next = tok->arena;
+		b->used = 0;
+		b->size = size;
+		tok->arena = b;
+	}
+	b->used += n;
+	return b->data + b->used - n;
+}
+
 /* Gives id `id` the string s (copied) and its decoded bytes. */
 static int set_token(struct engine_tokenizer *tok, int32_t id, const char *s, size_t len)
 {
 	struct token *t = &tok->tokens[id];
-	char *mem = malloc(2 * len + 1);
+	char *mem = arena_alloc(tok, 2 * len + 1);
 
 	if (!mem)
 		return -ENOMEM;
@@ -252,6 +282,20 @@ static int set_token(struct engine_tokenizer *tok, int32_t id, const char *s, si
 	t->bytes = (uint8_t *)mem + len + 1;
 	t->n_bytes = (uint32_t)tok_bytelevel_unmap(&tok->bl, s, len, t->bytes);
 	return 0;
+}
+
+/* The common case without formatting a message: a valid id. */
+static bool plain_id(const json_t *v, size_t *ret)
+{
+	json_int_t id;
+
+	if (!json_is_integer(v))
+		return false;
+	id = json_integer_value(v);
+	if (id < 0 || id >= (json_int_t)ENGINE_TOKENIZER_MAX_VOCAB)
+		return false;
+	*ret = (size_t)id;
+	return true;
 }
 
 static int check_id(struct load_ctx *c, const json_t *v, const char *what, size_t *ret)
@@ -288,16 +332,18 @@ static int load_vocab(struct load_ctx *c, struct engine_tokenizer *tok, const js
 		char what[96];
 		int r;
 
-		snprintf(what, sizeof(what), "model.vocab \"%.40s\"", key);
-		r = check_id(c, json_object_iter_value(it), what, &id);
-		if (r < 0)
-			return r;
-		r = check_token_string(c, len, what);
-		if (r < 0)
-			return r;
-		if (tok->tokens[id].str)
+		if (!plain_id(json_object_iter_value(it), &id) || len == 0 ||
+		    len > ENGINE_TOKENIZER_MAX_TOKEN_BYTES || tok->tokens[id].str) {
+			snprintf(what, sizeof(what), "model.vocab \"%.40s\"", key);
+			r = check_id(c, json_object_iter_value(it), what, &id);
+			if (r < 0)
+				return r;
+			r = check_token_string(c, len, what);
+			if (r < 0)
+				return r;
 			return load_error(c, EINVAL, "%s: id %zu is also \"%.40s\"", what, id,
 					  tok->tokens[id].str);
+		}
 		if (set_token(tok, (int32_t)id, key, len) < 0)
 			return load_error(c, ENOMEM, "out of memory");
 		if (tok_strmap_put(&tok->bpe.vocab, tok->tokens[id].str, len, (int32_t)id) < 0)
@@ -423,6 +469,7 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 		char what[64];
 		bool normalized = false;
 		struct token *t;
+		int32_t vid;
 		size_t id = 0, len;
 		int r;
 
@@ -435,6 +482,11 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 			r = check_token_string(c, len, what);
 		if (r < 0)
 			return r;
+		/* As HF's AddedVocabulary does, a token the model vocabulary already has keeps the
+		 * model's id; the id written in the file only counts for tokens the model lacks. */
+		vid = vocab_id(tok, json_string_value(content), len);
+		if (vid >= 0)
+			id = (size_t)vid;
 		t = &tok->tokens[id];
 		if (t->added)
 			return load_error(c, EINVAL, "%s: id %zu is used twice", what, id);
@@ -542,10 +594,12 @@ static int max_id(struct load_ctx *c, const json_t *vocab, const json_t *added, 
 	     it = json_object_iter_next((json_t *)vocab, it)) {
 		char what[96];
 
-		snprintf(what, sizeof(what), "model.vocab \"%.40s\"", json_object_iter_key(it));
-		r = check_id(c, json_object_iter_value(it), what, &id);
-		if (r < 0)
-			return r;
+		if (!plain_id(json_object_iter_value(it), &id)) {
+			snprintf(what, sizeof(what), "model.vocab \"%.40s\"", json_object_iter_key(it));
+			r = check_id(c, json_object_iter_value(it), what, &id);
+			if (r < 0)
+				return r;
+		}
 		max = MAX(max, id);
 	}
 	json_array_foreach(added, i, a) {
@@ -618,6 +672,9 @@ static int load_json(struct load_ctx *c, struct engine_tokenizer *tok, const jso
 		r = load_added(c, tok, added);
 	if (r < 0)
 		return r;
+	/* Added ids the file named but the model vocabulary already covered stay unused. */
+	while (tok->n_ids > 1 && !tok->tokens[tok->n_ids - 1].str)
+		tok->n_ids--;
 
 	{
 		char msg[400] = "";
@@ -682,8 +739,12 @@ void engine_tokenizer_destroy(struct engine_tokenizer *tok)
 {
 	if (!tok)
 		return;
-	for (size_t i = 0; tok->tokens && i < tok->n_ids; i++)
-		free(tok->tokens[i].str);
+	while (tok->arena) {
+		struct arena_block *next = tok->arena->next;
+
+		free(tok->arena);
+		tok->arena = next;
+	}
 	free(tok->tokens);
 	tok_bpe_finish(&tok->bpe);
 	tok_strmap_finish(&tok->added);

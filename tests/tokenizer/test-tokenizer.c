@@ -230,7 +230,20 @@ static void test_fixture(const json_t *fx, const char *kind)
 	engine_tokenizer_destroy(tok);
 }
 
-/* An emoji split over several tokens: nothing comes out until its last byte arrives. */
+static int32_t byte_token(const struct engine_tokenizer *tok, uint8_t byte)
+{
+	const uint8_t *b;
+	size_t bl;
+
+	for (int32_t id = 0; id < (int32_t)engine_tokenizer_vocab_size(tok); id++) {
+		if (engine_tokenizer_token_bytes(tok, id, &b, &bl) == 0 && bl == 1 && b[0] == byte &&
+		    !engine_tokenizer_is_special(tok, id))
+			return id;
+	}
+	return -1;
+}
+
+/* An emoji split over four tokens: nothing comes out until its last byte arrives. */
 static void test_streaming_partial(const struct engine_tokenizer *tok)
 {
 	static const char emoji[] = "\xF0\x9F\x98\x80";
@@ -240,8 +253,14 @@ static void test_streaming_partial(const struct engine_tokenizer *tok)
 	int32_t *ids;
 
 	REQUIRE(d);
-	REQUIRE(engine_tokenizer_encode(tok, emoji, 4, true, &ids, &n) == 0);
-	REQUIRE(n > 1); /* the fixture vocabulary has no single token for it */
+	/* Spelled by its four single-byte tokens, so it is cut whatever the vocabulary merges. */
+	n = 4;
+	ids = malloc(n * sizeof(*ids));
+	REQUIRE(ids);
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = byte_token(tok, (uint8_t)emoji[i]);
+		REQUIRE(ids[i] >= 0);
+	}
 	for (size_t i = 0; i < n; i++) {
 		CHECK_INT_EQ(engine_detok_push(d, ids[i], &chunk, &len), 0);
 		if (i + 1 < n)
@@ -258,19 +277,6 @@ static void test_streaming_partial(const struct engine_tokenizer *tok)
 	CHECK_INT_EQ(len, 0);
 	engine_detok_destroy(d);
 	engine_detok_destroy(NULL);
-}
-
-static int32_t byte_token(const struct engine_tokenizer *tok, uint8_t byte)
-{
-	const uint8_t *b;
-	size_t bl;
-
-	for (int32_t id = 0; id < (int32_t)engine_tokenizer_vocab_size(tok); id++) {
-		if (engine_tokenizer_token_bytes(tok, id, &b, &bl) == 0 && bl == 1 && b[0] == byte &&
-		    !engine_tokenizer_is_special(tok, id))
-			return id;
-	}
-	return -1;
 }
 
 /* Half a character at the end of the stream becomes one U+FFFD on flush, never raw bytes. */
