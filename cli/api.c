@@ -93,7 +93,7 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 }
 
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		char **ret_body, size_t *ret_size)
+		char **ret_body, size_t *ret_size, char **ret_sha256)
 {
 	struct cli_http_response resp;
 	int r = request(ctx, method, path, body, &resp);
@@ -102,6 +102,10 @@ int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, c
 	*ret_body = resp.body;
 	*ret_size = resp.size;
 	resp.body = NULL;
+	if (ret_sha256) {
+		*ret_sha256 = resp.sha256;
+		resp.sha256 = NULL;
+	}
 	cli_http_response_finish(&resp);
 	return 0;
 }

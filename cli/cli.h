@@ -87,9 +87,10 @@ int cli_error(struct cli_context *ctx, const char *fmt, ...) __attribute__((form
  * print their human output only when !ctx->json. */
 int cli_api_json(struct cli_context *ctx, const char *method, const char *path, const char *body,
 		 json_t **ret);
-/* The same, returning the raw body (PNGs); prints nothing on success. *ret_body is malloc'd. */
+/* The same, returning the raw body (PNGs); prints nothing on success. *ret_body is malloc'd;
+ * *ret_sha256 (when ret_sha256 is not NULL) is the X-Holod-SHA256 header or NULL, malloc'd. */
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		char **ret_body, size_t *ret_size);
+		char **ret_body, size_t *ret_size, char **ret_sha256);
 /* Streams GET path line by line to fn; handles errors as above. fn returns >= 0 to go on, or
  * -ECANCELED to stop after printing its own error (then CLI_EXIT_ERROR is returned silently). */
 int cli_api_stream(struct cli_context *ctx, const char *path,
@@ -177,5 +178,7 @@ void cli_print_raw(struct cli_context *ctx, const char *body, size_t size);
  * otherwise. */
 int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s,
 		      long *ret);
+/* The SHA-256 of data as 64 lowercase hex digits (and a NUL) in ret. */
+void cli_sha256_hex(const void *data, size_t size, char ret[65]);
 /* Width and height from a PNG's IHDR; -EBADMSG when data is not a PNG. */
 int cli_png_size(const uint8_t *data, size_t size, uint32_t *ret_width, uint32_t *ret_height);

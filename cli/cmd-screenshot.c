@@ -85,7 +85,7 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 {
 	const char *output = NULL, *which = NULL;
 	long task = 0, step = -1;
-	char *path, *png = NULL;
+	char *path, *png = NULL, *journaled = NULL, sha[65];
 	size_t size = 0;
 	uint32_t width, height;
 	int c, r;
@@ -137,12 +137,20 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 				 which ? "?which=" : "", which ? which : "");
 	else
 		path = xstrdup(IPC_API_PREFIX "/screenshot");
-	r = cli_api_raw(ctx, "GET", path, NULL, &png, &size);
+	r = cli_api_raw(ctx, "GET", path, NULL, &png, &size, &journaled);
 	free(path);
 	if (r != 0)
 		return r;
 	if (cli_png_size((const uint8_t *)png, size, &width, &height) < 0) {
 		r = cli_error(ctx, "holod's answer is not a PNG image (%zu bytes)", size);
+		goto cleanup;
+	}
+	/* A step's screenshot carries the hash the journal recorded when it was written: a file
+	 * changed in the state directory since then is reported, not passed on. */
+	cli_sha256_hex(png, size, sha);
+	if (journaled && strcmp(journaled, sha) != 0) {
+		r = cli_error(ctx, "the screenshot holod sent (sha256 %s) does not match the journal's (%s): the file in holod's state directory was changed",
+			      sha, journaled);
 		goto cleanup;
 	}
 	if (strcmp(output, "-") == 0) {
@@ -157,19 +165,22 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 		goto cleanup;
 	}
 	if (ctx->json) {
-		json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "path", output, "bytes", (json_int_t)size,
-				      "width", (json_int_t)width, "height", (json_int_t)height);
+		json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:s, s:b}", "path", output, "bytes",
+				      (json_int_t)size, "width", (json_int_t)width, "height",
+				      (json_int_t)height, "sha256", sha, "verified", journaled != NULL);
 		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		if (text)
 			fprintf(ctx->out, "%s\n", text);
 		free(text);
 		json_decref(o);
 	} else {
-		fprintf(ctx->out, "wrote %s (%ux%u, %zu bytes)\n", output, width, height, size);
+		fprintf(ctx->out, "wrote %s (%ux%u, %zu bytes%s)\n", output, width, height, size,
+			journaled ? ", sha256 matches the journal" : "");
 	}
 	r = 0;
 
 cleanup:
+	free(journaled);
 	free(png);
 	return r;
 }
@@ -182,6 +193,7 @@ const struct cli_command cli_cmd_screenshot = {
 		"  -o, --output FILE     where to write the PNG (- for stdout); written atomically\n"
 		"  --task ID --step N    the screenshot journaled with step N of task ID\n"
 		"  --which before|after  which of the step's two screenshots (default: holod's)\n"
-		"With --json: {\"path\", \"bytes\", \"width\", \"height\"} of the written file.\n",
+		"A step's screenshot is checked against the sha256 the journal recorded for it.\n"
+		"With --json: {\"path\", \"bytes\", \"width\", \"height\", \"sha256\", \"verified\"}.\n",
 	.run = screenshot_run,
 };

@@ -4,6 +4,7 @@
 #include "common.h"
 #include "holod-config.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ struct cli_http {
 /* What the write callback fills: either a whole body or lines handed to line_fn. */
 struct sink {
 	CURL *curl;
+	char *sha256;             /* X-Holod-SHA256, from the header callback */
 	char *data;
 	size_t size, alloc, limit;
 	cli_http_line_fn line_fn; /* NULL: collect the body */
@@ -77,6 +79,7 @@ void cli_http_response_finish(struct cli_http_response *r)
 		return;
 	free(r->body);
 	free(r->content_type);
+	free(r->sha256);
 	*r = (struct cli_http_response){0};
 }
 
@@ -148,6 +151,31 @@ static size_t write_cb(char *p, size_t one, size_t n, void *userdata)
 	return n;
 }
 
+/* Picks X-Holod-SHA256 out of the response headers; anything but 64 hex digits is ignored. */
+static size_t header_cb(char *p, size_t one, size_t n, void *userdata)
+{
+	static const char name[] = "x-holod-sha256:";
+	struct sink *s = userdata;
+	size_t len = n, start = sizeof(name) - 1;
+
+	if (n < start || strncasecmp(p, name, start) != 0)
+		return n;
+	while (start < len && (p[start] == ' ' || p[start] == '\t'))
+		start++;
+	while (len > start && (p[len - 1] == '\r' || p[len - 1] == '\n' || p[len - 1] == ' '))
+		len--;
+	if (len - start != 64)
+		return n;
+	for (size_t i = start; i < len; i++)
+		if (!isxdigit((unsigned char)p[i]))
+			return n;
+	free(s->sha256);
+	s->sha256 = xstrndup(p + start, 64);
+	for (char *c = s->sha256; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	return n;
+}
+
 static int translate_curl(struct cli_http *h, CURLcode code)
 {
 	long os_errno = 0;
@@ -206,6 +234,8 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 	curl_easy_setopt(h->curl, CURLOPT_ERRORBUFFER, h->errbuf);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, &s);
 	curl_easy_setopt(h->curl, CURLOPT_USERAGENT, "holoctl/" HOLOD_VERSION);
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h->curl, CURLOPT_HTTPGET, 1L);
@@ -252,6 +282,8 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 		goto cleanup_sink;
 	}
 	resp.content_type = ct ? xstrdup(ct) : NULL;
+	resp.sha256 = s.sha256;
+	s.sha256 = NULL;
 	if (s.streaming) {
 		resp.body = xstrdup("");
 	} else {
@@ -264,11 +296,13 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 
 cleanup_sink:
 	free(s.data);
+	free(s.sha256);
 	curl_slist_free_all(headers);
 cleanup_url:
 	/* The handle must not keep pointers into this frame (sink, headers, error buffer user). */
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, NULL);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, NULL);
 	free(url);
 	return r;
 }

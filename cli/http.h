@@ -26,6 +26,8 @@ struct cli_http_response {
 	char *body;       /* NUL-terminated (the NUL is not counted in size); owned by the response */
 	size_t size;
 	char *content_type; /* NULL when the daemon sent none */
+	char *sha256;       /* X-Holod-SHA256 (64 lowercase hex digits, the journaled hash of a
+			       screenshot); NULL when absent or malformed */
 };
 
 int cli_http_global_init(void);

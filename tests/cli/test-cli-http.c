@@ -26,7 +26,13 @@ enum variant {
 	V_CLOSE,       /* every connection is closed without an answer */
 	V_HTML_500,    /* errors come as HTML */
 	V_NOT_PNG,     /* the screenshot is a GIF */
+	V_SHOT_HASH,   /* a step's screenshot with its journaled hash */
+	V_SHOT_BAD_HASH, /* ... with a hash that does not match */
 };
+
+/* The smallest PNG prefix holoctl reads (signature and IHDR: 1280x720), and its sha256. */
+static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13,
+				      'I', 'H', 'D', 'R', 0, 0, 5, 0, 0, 0, 2, 0xD0};
 
 static void write_all(int fd, const void *p, size_t n)
 {
@@ -163,6 +169,18 @@ static void serve_connection(int fd, enum variant v)
 	} else if (strncmp(req, "GET /v1/screenshot ", 19) == 0 && v == V_NOT_PNG) {
 		write_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: image/gif\r\nContent-Length: 6\r\n"
 			      "Connection: close\r\n\r\nGIF89a");
+	} else if (strncmp(req, "GET /v1/tasks/7/steps/0/screenshot?which=before ", 48) == 0 &&
+		   (v == V_SHOT_HASH || v == V_SHOT_BAD_HASH)) {
+		char sha[65], head[256];
+		cli_sha256_hex(png, sizeof(png), sha);
+		if (v == V_SHOT_BAD_HASH)
+			sha[0] = sha[0] == '0' ? '1' : '0';
+		snprintf(head, sizeof(head),
+			 "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %zu\r\n"
+			 "X-Holod-SHA256: %s\r\nConnection: close\r\n\r\n",
+			 sizeof(png), sha);
+		write_str(fd, head);
+		write_all(fd, png, sizeof(png));
 	} else if (v == V_HTML_500) {
 		write_str(fd, "HTTP/1.1 500 Oops\r\nContent-Type: text/html\r\nContent-Length: 13\r\n"
 			      "Connection: close\r\n\r\n<h1>oops</h1>");
@@ -328,12 +346,52 @@ static void test_errors(void)
 	fake_stop(&f);
 }
 
+static void test_step_screenshot(void)
+{
+	struct fake f;
+	char *out, *err, *expected, sha[65];
+	char path[] = "/tmp/holoctl-png-XXXXXX";
+	int fd = mkstemp(path);
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	unlink(path);
+	cli_sha256_hex(png, sizeof(png), sha);
+
+	fake_start(&f, V_SHOT_HASH);
+	CHECK_INT_EQ(holoctl(&f, &out, &err, "screenshot", "--task", "7", "--step", "0", "--which",
+			     "before", "-o", path, NULL), 0);
+	expected = xasprintf("wrote %s (1280x720, 24 bytes, sha256 matches the journal)\n", path);
+	CHECK_STR_EQ(out, expected);
+	free(expected);
+	free(out), free(err);
+	CHECK_INT_EQ(holoctl(&f, &out, &err, "--json", "screenshot", "--task", "7", "--step", "0",
+			     "--which", "before", "-o", path, NULL), 0);
+	expected = xasprintf("{\"path\":\"%s\",\"bytes\":24,\"width\":1280,\"height\":720,"
+			     "\"sha256\":\"%s\",\"verified\":true}\n", path, sha);
+	CHECK_STR_EQ(out, expected);
+	free(expected);
+	free(out), free(err);
+	CHECK(unlink(path) == 0);
+	fake_stop(&f);
+
+	/* A hash that does not match: an error, and no file. */
+	fake_start(&f, V_SHOT_BAD_HASH);
+	CHECK_INT_EQ(holoctl(&f, &out, &err, "screenshot", "--task", "7", "--step", "0", "--which",
+			     "before", "-o", path, NULL), CLI_EXIT_ERROR);
+	CHECK(strstr(err, "does not match the journal's") != NULL);
+	CHECK(access(path, F_OK) != 0);
+	free(out), free(err);
+	fake_stop(&f);
+}
+
 int main(void)
 {
 	log_set_program_name("test-cli-http");
 	REQUIRE(cli_http_global_init() == 0);
 	test_follow();
 	test_errors();
+	test_step_screenshot();
 	cli_http_global_cleanup();
 	return test_exit();
 }

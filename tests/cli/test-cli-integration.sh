@@ -223,7 +223,16 @@ scenario_script() {
 	sha=$(sqlite3 -readonly "$db" "SELECT sha256 FROM screenshots WHERE task_id = $id AND idx = 0 AND which = 'before'")
 	[ "$(sha256sum <"$tmp/step0.png" | cut -d' ' -f1)" = "$sha" ] ||
 		fail "the API's step screenshot differs from the journal's"
-	grep -q "^wrote $tmp/step0.png (1280x720, [0-9]* bytes)$" "$tmp/out" || fail "screenshot: wrong line"
+	grep -q "^wrote $tmp/step0.png (1280x720, [0-9]* bytes, sha256 matches the journal)$" "$tmp/out" ||
+		fail "screenshot: wrong line"
+
+	# A screenshot changed behind holod's back is reported, not passed on.
+	path=$(sqlite3 -readonly "$db" "SELECT path FROM screenshots WHERE task_id = $id AND idx = 1 AND which = 'after'")
+	printf 'x' >>"$state/$path"
+	"$HOLOCTL" screenshot --task "$id" --step 1 -o "$tmp/step1.png" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "a changed screenshot was accepted"
+	grep -q "does not match the journal's" "$tmp/err" || fail "a changed screenshot: no reason"
+	[ ! -e "$tmp/step1.png" ] || fail "a changed screenshot was written"
 }
 
 scenario_do() {

@@ -559,6 +559,10 @@ static void test_format(void)
 	CHECK_INT_EQ(h, 720);
 	CHECK_INT_EQ(cli_png_size((const uint8_t *)"GIF89a", 6, &w, &h), -EBADMSG);
 
+	char sha[65];
+	cli_sha256_hex("abc", 3, sha);
+	CHECK_STR_EQ(sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+
 	char msg[512];
 	const char *e = "{\"error\":{\"code\":\"no_model\",\"message\":\"no model is loaded\"}}";
 	cli_format_api_error(503, e, strlen(e), msg, sizeof(msg));
