@@ -11,6 +11,7 @@
 #include "common.h"
 
 #define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
+#define KILL_SWITCH_ERROR "stopped by the kill switch (Escape pressed twice on the keyboard)"
 
 struct run {
 	const struct executor_env *env;
@@ -334,6 +335,10 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 
 	for (size_t i = 0; i < req->n_actions; i++) {
 		int stop = atomic_load(t->stop);
+		if (stop == EXECUTOR_KILL) {
+			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", KILL_SWITCH_ERROR);
+			goto release;
+		}
 		if (stop == EXECUTOR_CANCEL) {
 			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "cancelled after %zu of %zu steps",
 				    i, req->n_actions);
@@ -365,6 +370,8 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 			stop = atomic_load(t->stop);
 			if (stop == EXECUTOR_SHUTDOWN)
 				set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+			else if (stop == EXECUTOR_KILL)
+				set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", KILL_SWITCH_ERROR);
 			else
 				set_outcome(ret, IPC_TASK_CANCELLED, NULL,
 					    "cancelled during step %zu (%s)", i,

@@ -15,6 +15,7 @@ enum executor_stop {
 	EXECUTOR_RUN = 0,
 	EXECUTOR_CANCEL,   /* the user cancelled the task */
 	EXECUTOR_SHUTDOWN, /* holod is stopping */
+	EXECUTOR_KILL,     /* the kill switch fired (Escape pressed twice on a real keyboard) */
 };
 
 struct executor_task {

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,10 +363,28 @@ static enum MHD_Result h_cancel(struct http_server *s, struct MHD_Connection *c,
 	return respond_task(s, c, r == 1 ? MHD_HTTP_ACCEPTED : MHD_HTTP_OK, a->id);
 }
 
+/* ---- waiting for progress ------------------------------------------------------------------------ */
+
+static int connection_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
+}
+
+/* True once the client has gone: a thread that waits for a task must not outlive its reader
+ * by the length of the task. */
+static bool client_gone(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+	return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 /* ---- event stream ----------------------------------------------------------------------------- */
 
 struct stream {
 	struct http_server *s;
+	int fd; /* the client's connection, to notice it leaving */
 	int64_t id;
 	int next_index;
 	bool started, done;
@@ -443,8 +462,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		uint64_t seen = scheduler_progress(st->s->ctx.scheduler);
 		if (!stream_collect(st))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		if (st->len == 0)
+		if (st->len == 0) {
+			if (client_gone(st->fd))
+				return MHD_CONTENT_READER_END_WITH_ERROR;
 			scheduler_wait(st->s->ctx.scheduler, seen, HTTP_STREAM_POLL_MS);
+		}
 	}
 }
 
@@ -471,6 +493,7 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 		return send_internal(c, r, "cannot read the task");
 	struct stream *st = xcalloc(1, sizeof(*st));
 	st->s = s;
+	st->fd = connection_fd(c);
 	st->id = a->id;
 	struct MHD_Response *resp =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
@@ -509,9 +532,15 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 		return send_internal(c, r, "cannot queue the action");
 	/* Wait for the display queue to reach and finish it. */
 	uint64_t seen = scheduler_progress(s->ctx.scheduler);
+	int fd = connection_fd(c);
 	while ((r = journal_task_status(s->ctx.journal, id, &status)) >= 0 &&
-	       !ipc_task_status_is_final(status))
+	       !ipc_task_status_is_final(status)) {
+		if (client_gone(fd)) {
+			log_info("task %lld: the client left; the action still runs", (long long)id);
+			return MHD_NO;
+		}
 		seen = scheduler_wait(s->ctx.scheduler, seen, HTTP_STREAM_POLL_MS);
+	}
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
 

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	struct http_server *http = NULL;
 	char *db_path = NULL, *shots_dir = NULL;
 	char reason[64] = "holod stopped";
-	int r, ret = 1;
+	int state_fd = -1, r, ret = 1;
 
 	log_set_program_name("holod");
 	log_setup_from_env();
@@ -119,6 +119,8 @@ int main(int argc, char **argv)
 		log_error_errno(r, "cannot create the state directory %s", cfg.state_dir);
 		goto close_socket;
 	}
+	if (state_lock_take(cfg.state_dir, &state_fd) < 0)
+		goto close_socket;
 	shots_dir = path_join(cfg.state_dir, "screenshots");
 	if ((r = path_mkdir_p(shots_dir, 0700)) < 0) {
 		log_error_errno(r, "cannot create %s", shots_dir);
@@ -158,6 +160,7 @@ int main(int argc, char **argv)
 		.settle_ms = cfg.settle_ms,
 		.max_steps = cfg.max_steps,
 		.max_seconds = cfg.max_seconds,
+		.kill_switch_ms = cfg.kill_switch_ms,
 	};
 	sched = scheduler_create(&sc, journal, writer);
 	if (!sched) {
@@ -198,6 +201,8 @@ stop_xvfb:
 close_journal:
 	journal_close(journal);
 close_socket:
+	if (state_fd >= 0)
+		close(state_fd);
 	listen_socket_close(&ls);
 finish_options:
 	free(db_path);

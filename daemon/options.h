@@ -16,6 +16,7 @@ struct holod_config {
 	unsigned settle_ms;  /* default pause after each action */
 	unsigned max_steps;  /* default step budget of a task */
 	unsigned max_seconds; /* default time budget of a task */
+	unsigned kill_switch_ms; /* double-Escape window of the kill switch; 0: off */
 	char *log_level;
 	bool help, dump_config, version;
 };

@@ -20,7 +20,7 @@ struct task {
 
 struct scheduler {
 	char *display;
-	unsigned settle_ms, max_steps, max_seconds;
+	unsigned settle_ms, max_steps, max_seconds, kill_switch_ms;
 	struct journal *journal;
 	struct shotwriter *writer;
 
@@ -64,10 +64,43 @@ static void notify_cb(void *userdata)
 	scheduler_notify(userdata);
 }
 
+/* Runs on the kill switch's own thread. */
+static void kill_switch_fired(void *userdata)
+{
+	struct scheduler *s = userdata;
+	pthread_mutex_lock(&s->lock);
+	if (s->running) {
+		log_warning("kill switch: stopping task %lld", (long long)s->running->id);
+		atomic_store(&s->running->stop, EXECUTOR_KILL);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The kill switch listens on the display of the tasks; it is armed before a task runs, and
+ * retried before the next one when the display was not there yet. */
+static void arm_kill_switch(struct scheduler *s, struct x11_killswitch **ks, bool *unsupported)
+{
+	if (*ks || *unsupported || !s->kill_switch_ms)
+		return;
+	*ks = x11_killswitch_create(s->display, s->kill_switch_ms, kill_switch_fired, s);
+	if (*ks) {
+		log_info("kill switch armed: press Escape twice within %u ms to stop a task",
+			 s->kill_switch_ms);
+	} else if (errno == ENOTSUP) {
+		*unsupported = true;
+		log_warning("no kill switch: the X server lacks XInput2; use holoctl cancel or "
+			    "SIGTERM to stop a task");
+	} else {
+		log_debug_errno(-errno, "kill switch not armed yet");
+	}
+}
+
 static void *executor_main(void *userdata)
 {
 	struct scheduler *s = userdata;
 	struct x11_display *d = NULL;
+	struct x11_killswitch *ks = NULL;
+	bool ks_unsupported = false;
 	struct executor_env env = {
 		.journal = s->journal, .writer = s->writer, .progress = notify_cb, .userdata = s};
 
@@ -84,6 +117,7 @@ static void *executor_main(void *userdata)
 		s->running = t;
 		pthread_mutex_unlock(&s->lock);
 
+		arm_kill_switch(s, &ks, &ks_unsupported);
 		int r = journal_task_start(s->journal, t->id, time_real_us());
 		if (r < 0)
 			log_warning_errno(r, "task %lld: cannot journal its start", (long long)t->id);
@@ -124,6 +158,7 @@ static void *executor_main(void *userdata)
 		bump_locked(s);
 	}
 	pthread_mutex_unlock(&s->lock);
+	x11_killswitch_destroy(ks);
 	x11_display_close(d);
 	return NULL;
 }
@@ -138,6 +173,7 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->settle_ms = cfg->settle_ms;
 	s->max_steps = cfg->max_steps;
 	s->max_seconds = cfg->max_seconds;
+	s->kill_switch_ms = cfg->kill_switch_ms;
 	s->journal = j;
 	s->writer = w;
 	pthread_mutex_init(&s->lock, NULL);

@@ -30,6 +30,7 @@ struct scheduler_config {
 	unsigned settle_ms;    /* defaults for requests that leave them unset */
 	unsigned max_steps;
 	unsigned max_seconds;
+	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
 };
 
 /* Starts the executor thread. The journal and the writer must outlive the scheduler; `cfg`'s

@@ -18,6 +18,10 @@ int listen_socket_open(struct listen_socket *ls, const char *path);
 /* Closes and unlinks what listen_socket_open created. Accepts a zeroed struct. */
 void listen_socket_close(struct listen_socket *ls);
 
+/* Takes `<dir>/holod.lock` (flock) for the life of the process, so that two holods never share
+ * a journal even with different sockets: -EBUSY (message logged) when another holds it. */
+int state_lock_take(const char *dir, int *ret_fd);
+
 /* sd_notify without libsystemd: one datagram to $NOTIFY_SOCKET ("@..." is abstract).
  * Returns 0 when NOTIFY_SOCKET is unset, 1 when sent, -errno on failure. */
 int notify_send(const char *state);

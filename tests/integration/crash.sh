@@ -26,6 +26,12 @@ wait "$SECOND"
 rc=$?
 [ "$rc" -ne 0 ] || fail "second holod started (exit 0)"
 grep -q "another holod is running" "$T/second.log" || fail "second holod: $(cat "$T/second.log")"
+# Another socket but the same state directory: refused too (one writer per journal).
+"$HOLOD" --socket "$T/other.sock" 2>"$T/third.log" &
+THIRD=$!
+wait "$THIRD"
+[ $? -ne 0 ] || fail "holod sharing the state directory started"
+grep -q "another holod uses the state directory" "$T/third.log" || fail "third holod: $(cat "$T/third.log")"
 api GET /v1/status
 expect_code "first holod after refused second" 200
 expect_json "first holod still running A" .running "$A"
