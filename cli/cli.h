@@ -20,8 +20,8 @@ enum {
 	CLI_EXIT_OK = 0,
 	CLI_EXIT_ERROR = 1,            /* holod unreachable, or it answered with an error */
 	CLI_EXIT_USAGE = 2,            /* bad arguments or a bad script file: nothing was sent */
-	CLI_EXIT_TASK_FAILED = 3,      /* run --follow: the task ended with status failed */
-	CLI_EXIT_TASK_CANCELLED = 4,   /* ... cancelled (holoctl cancel, the kill switch, a budget) */
+	CLI_EXIT_TASK_FAILED = 3,      /* run --follow: the task failed (a step, a budget) */
+	CLI_EXIT_TASK_CANCELLED = 4,   /* ... cancelled (holoctl cancel, the kill switch) */
 	CLI_EXIT_TASK_INTERRUPTED = 5, /* ... interrupted (holod stopped or crashed mid-task) */
 	CLI_EXIT_TASK_UNKNOWN = 6,     /* ... the stream ended without a final status */
 };

@@ -365,6 +365,14 @@ scenario_exit_codes() {
 	grep -q "^task $id failed after 1 step: .*outside the screen" "$tmp/follow.out" ||
 		fail "--follow: no failed line"
 
+	# The command line's budget reaches holod: one step allowed, two asked.
+	printf '%s' '[{"tool_name":"move","x":10,"y":10},{"tool_name":"move","x":20,"y":20}]' |
+		"$HOLOCTL" run --script - --follow --max-steps 1 >"$tmp/follow.out" 2>"$tmp/follow.err"
+	rc=$?
+	[ "$rc" -eq 3 ] || fail "run --follow --max-steps 1 exited $rc, not 3"
+	grep -q "failed after 1 step: max_steps budget (1) reached" "$tmp/follow.out" ||
+		fail "--max-steps: not the budget's failure"
+
 	# --json: one JSON document per line, the stream ending with the task's final state.
 	printf '%s' '[{"tool_name":"move","x":300,"y":250}]' |
 		"$HOLOCTL" --json run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err"
