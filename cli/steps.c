@@ -144,7 +144,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 
 void cli_print_step_line(struct cli_context *ctx, json_t *step)
 {
-	char args[256], pixels[64], total[32];
+	char args[256], pixels[64], model[64], where[160], total[32];
 	json_t *call = json_object_get(step, "tool_call");
 	const char *status = str_member(step, "status");
 	const char *outcome = step_outcome(step);
@@ -152,13 +152,18 @@ void cli_print_step_line(struct cli_context *ctx, json_t *step)
 
 	cli_format_tool_args(call, args, sizeof(args));
 	cli_format_point(json_object_get(step, "pixels"), pixels, sizeof(pixels));
+	cli_format_point(json_object_get(step, "model"), model, sizeof(model));
+	/* " @ 80,60", or with model coordinates " @ 80,60 (model 100,100)". */
+	where[0] = '\0';
+	if (strcmp(pixels, "-") != 0)
+		snprintf(where, sizeof(where), " @ %s%s%s%s", pixels, strcmp(model, "-") ? " (model " : "",
+			 strcmp(model, "-") ? model : "", strcmp(model, "-") ? ")" : "");
 	cli_format_duration_us(step_total_us(json_object_get(step, "timings_us")), total, sizeof(total));
 	shown_args = cli_table_render_cell(args);
 	shown_outcome = cli_table_render_cell(outcome);
-	fprintf(ctx->out, "step %lld  %s%s%s%s%s  %s  %s%s%s\n", int_member(step, "index"),
+	fprintf(ctx->out, "step %lld  %s%s%s%s  %s  %s%s%s\n", int_member(step, "index"),
 		str_member(call, "tool_name") ? str_member(call, "tool_name") : "?",
-		args[0] ? " " : "", shown_args, strcmp(pixels, "-") ? " @ " : "",
-		strcmp(pixels, "-") ? pixels : "", status ? status : "?", total,
+		args[0] ? " " : "", shown_args, where, status ? status : "?", total,
 		outcome[0] ? ": " : "", shown_outcome);
 	free(shown_args);
 	free(shown_outcome);

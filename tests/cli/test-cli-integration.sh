@@ -254,6 +254,7 @@ scenario_do() {
 	[ $? -eq 1 ] || fail "do key_up of a key nobody holds did not fail"
 	grep -q '^holoctl: the action failed: ' "$tmp/err" || fail "do key_up: no reason"
 	run_do --coords model click 27 60
+	grep -q '^step 0  click @ 35,43 (model 27,60)  ok' "$tmp/out" || fail "do --coords model: wrong line"
 
 	# Refused before sending: nothing reaches the desktop.
 	"$HOLOCTL" do hotkey ctr+a >"$tmp/out" 2>"$tmp/err"
