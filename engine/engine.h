@@ -208,12 +208,13 @@ int engine_snapshot_n_tokens(const struct engine_snapshot *snap);
 struct engine_sampling {
 	float temperature; /* <= 0: greedy (argmax, lowest id on ties) */
 	int top_k;         /* keep the k most likely ids; <= 0: off */
-	float top_p;       /* keep the smallest set with probability mass >= top_p; >= 1: off */
+	float top_p;       /* in (0, 1): keep the smallest set with probability mass >= top_p;
+			    * otherwise off */
 	uint64_t seed;     /* the sampler's own PRNG: same seed, same logits -> same ids */
 };
 
 struct engine_sampler;
-/* NULL + errno (EINVAL for temperature/top_p that are NaN or top_p <= 0, ENOMEM). */
+/* NULL + errno (EINVAL for a NaN temperature or top_p, ENOMEM). */
 struct engine_sampler *engine_sampler_create(const struct engine_sampling *params);
 /* Accepts NULL. */
 void engine_sampler_destroy(struct engine_sampler *sm);
@@ -322,3 +323,42 @@ void engine_vision_preprocess_defaults(struct engine_vision_preprocess *p);
 int engine_vision_preprocess(const struct engine_image *img,
 			     const struct engine_vision_preprocess *p,
 			     struct engine_vision_grid *ret_grid, float **ret_pixels);
+
+/* The vision encoder of a loaded NemotronH_Nano_VL_V2 checkpoint (model.md 4.2-4.7): RADIO ViT
+ * (CPE position embedding, prefix tokens dropped, final norm only if the checkpoint has one),
+ * pixel shuffle v2, mlp1. fp32 math over the weights in their stored dtype, on the CPU pool.
+ * The handle borrows the model's tensors: destroy it before the model. It is immutable after
+ * creation and may be used by several threads at once. */
+struct engine_vision;
+
+/* Returns NULL and sets errno: ENOENT when the checkpoint has no vision tower, EINVAL (with one
+ * sentence in errbuf) for missing or mis-shaped vision tensors or unsupported settings
+ * (ps_version other than "v2", a projector width other than the LM's hidden size), EFBIG for a
+ * size over a limit, ENOMEM. */
+struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf,
+					   size_t errlen);
+/* Accepts NULL. */
+void engine_vision_destroy(struct engine_vision *v);
+/* The checkpoint's preprocessing: config.json's force_image_size, max_num_tiles, use_thumbnail,
+ * norm_mean, norm_std, with the defaults of engine_vision_preprocess_defaults() for what it
+ * does not say. */
+void engine_vision_get_preprocess(const struct engine_vision *v,
+				  struct engine_vision_preprocess *ret);
+/* Language-model embeddings per tile ((tile / patch)^2 * downsample_ratio^2: 256). */
+int engine_vision_tokens_per_tile(const struct engine_vision *v);
+/* Width of those embeddings (the language model's hidden size). */
+int engine_vision_embed_dim(const struct engine_vision *v);
+
+/* Encodes n_tiles preprocessed tiles (engine_vision_preprocess() output with this checkpoint's
+ * settings) into n_tiles * tokens_per_tile rows of embed_dim floats at `out` (caller-allocated),
+ * tile by tile in order, each tile's rows in row-major (i, j) order: the rows that replace the
+ * `<image>` positions (model.md 4.8). Returns 0, -EINVAL, -ENOMEM. */
+int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
+			 float *out);
+/* Preprocesses and encodes one image. max_tiles: 0 for the checkpoint's budget, or a smaller
+ * per-request budget (1..budget; fewer tiles = fewer image tokens, faster, less detail).
+ * *ret_embeds (malloc'ed, caller frees) receives *ret_rows = n_tiles * tokens_per_tile rows.
+ * Returns 0, -EINVAL (bad max_tiles), -ENOMEM. */
+int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
+			       int max_tiles, struct engine_vision_grid *ret_grid,
+			       float **ret_embeds, size_t *ret_rows);

@@ -59,7 +59,7 @@ static double next_unit(struct engine_sampler *sm)
 
 struct engine_sampler *engine_sampler_create(const struct engine_sampling *params)
 {
-	if (!params || isnan(params->temperature) || isnan(params->top_p) || !(params->top_p > 0)) {
+	if (!params || isnan(params->temperature) || isnan(params->top_p)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -172,7 +172,7 @@ int32_t engine_sampler_sample(struct engine_sampler *sm, const float *logits, in
 	for (size_t i = 0; i < n; i++)
 		total += exp((double)c[i].logit - (double)c[0].logit);
 	size_t keep = n;
-	if (sm->p.top_p < 1) {
+	if (sm->p.top_p > 0 && sm->p.top_p < 1) {
 		double acc = 0;
 		for (size_t i = 0; i < n; i++) {
 			acc += exp((double)c[i].logit - (double)c[0].logit) / total;

@@ -395,8 +395,121 @@ static void test_bad_model(void)
 	lm_random_model_destroy(m);
 }
 
+/* ---- sampling ------------------------------------------------------------------------------ */
+
+static void test_sampling(void)
+{
+	enum { V = 16 };
+	float logits[V];
+	for (int i = 0; i < V; i++)
+		logits[i] = 0.1f * (float)((i * 7) % V); /* a permutation of 0.0 .. 1.5 */
+	int32_t best = 0;
+	for (int i = 1; i < V; i++)
+		if (logits[i] > logits[best])
+			best = i;
+
+	/* greedy: argmax, lowest id on ties, independent of the seed */
+	struct engine_sampling g = {.temperature = 0, .seed = 1};
+	struct engine_sampler *sm = engine_sampler_create(&g);
+	REQUIRE(sm);
+	CHECK_INT_EQ(engine_sampler_sample(sm, logits, V), best);
+	float ties[4] = {1, 3, 3, 2};
+	CHECK_INT_EQ(engine_sampler_sample(sm, ties, 4), 1);
+	engine_sampler_destroy(sm);
+
+	/* same seed, same draws; another seed, other draws */
+	struct engine_sampling p = {.temperature = 1.0f, .seed = 42};
+	struct engine_sampler *a = engine_sampler_create(&p), *b = engine_sampler_create(&p);
+	p.seed = 43;
+	struct engine_sampler *c = engine_sampler_create(&p);
+	REQUIRE(a && b && c);
+	int differ = 0;
+	for (int i = 0; i < 200; i++) {
+		int32_t x = engine_sampler_sample(a, logits, V), y = engine_sampler_sample(b, logits, V);
+		int32_t z = engine_sampler_sample(c, logits, V);
+		CHECK_INT_EQ(x, y);
+		CHECK(x >= 0 && x < V);
+		differ += x != z;
+	}
+	CHECK(differ > 50);
+	engine_sampler_destroy(a);
+	engine_sampler_destroy(b);
+	engine_sampler_destroy(c);
+
+	/* frequencies follow softmax(logits / T): 40000 draws, each bucket within 5 sigma */
+	p = (struct engine_sampling){.temperature = 0.5f, .seed = 7};
+	sm = engine_sampler_create(&p);
+	REQUIRE(sm);
+	int counts[V] = {0};
+	const int draws = 40000;
+	for (int i = 0; i < draws; i++)
+		counts[engine_sampler_sample(sm, logits, V)]++;
+	double z = 0;
+	for (int i = 0; i < V; i++)
+		z += exp(logits[i] / 0.5);
+	for (int i = 0; i < V; i++) {
+		double pr = exp(logits[i] / 0.5) / z, mean = pr * draws;
+		double sigma = sqrt(draws * pr * (1 - pr));
+		CHECK(fabs(counts[i] - mean) <= 5 * sigma + 1);
+	}
+	engine_sampler_destroy(sm);
+
+	/* top-k keeps only the k best ids; top-k = 1 is greedy */
+	p = (struct engine_sampling){.temperature = 2.0f, .top_k = 3, .seed = 9};
+	sm = engine_sampler_create(&p);
+	REQUIRE(sm);
+	int seen[V] = {0};
+	for (int i = 0; i < 3000; i++)
+		seen[engine_sampler_sample(sm, logits, V)]++;
+	int kept = 0;
+	for (int i = 0; i < V; i++) {
+		int rank = 0;
+		for (int j = 0; j < V; j++)
+			rank += logits[j] > logits[i];
+		if (seen[i])
+			kept++;
+		CHECK(seen[i] == 0 || rank < 3);
+	}
+	CHECK_INT_EQ(kept, 3);
+	engine_sampler_destroy(sm);
+	p.top_k = 1;
+	sm = engine_sampler_create(&p);
+	REQUIRE(sm);
+	for (int i = 0; i < 100; i++)
+		CHECK_INT_EQ(engine_sampler_sample(sm, logits, V), best);
+	engine_sampler_destroy(sm);
+
+	/* top-p: with probabilities 0.5, 0.3, 0.15, 0.05, top_p = 0.75 keeps the first two
+	 * (0.5 < 0.75 <= 0.8); top_p = 0.85 keeps three */
+	float lp[4] = {logf(0.15f), logf(0.5f), logf(0.05f), logf(0.3f)};
+	p = (struct engine_sampling){.temperature = 1.0f, .top_p = 0.75f, .seed = 11};
+	sm = engine_sampler_create(&p);
+	REQUIRE(sm);
+	int cnt[4] = {0};
+	for (int i = 0; i < 4000; i++)
+		cnt[engine_sampler_sample(sm, lp, 4)]++;
+	CHECK(cnt[0] == 0 && cnt[2] == 0 && cnt[1] > 0 && cnt[3] > 0);
+	/* renormalised: 0.5/0.8 = 62.5% for id 1 */
+	CHECK(fabs(cnt[1] / 4000.0 - 0.625) < 0.04);
+	engine_sampler_destroy(sm);
+	p.top_p = 0.85f;
+	sm = engine_sampler_create(&p);
+	REQUIRE(sm);
+	memset(cnt, 0, sizeof(cnt));
+	for (int i = 0; i < 4000; i++)
+		cnt[engine_sampler_sample(sm, lp, 4)]++;
+	CHECK(cnt[2] == 0 && cnt[0] > 0 && cnt[1] > 0 && cnt[3] > 0);
+	engine_sampler_destroy(sm);
+
+	p.top_p = NAN;
+	CHECK(engine_sampler_create(&p) == NULL && errno == EINVAL);
+	CHECK(engine_sampler_create(NULL) == NULL);
+	engine_sampler_destroy(NULL);
+}
+
 int main(void)
 {
+	test_sampling();
 	test_matmul();
 	test_ssm_chunked_vs_scan();
 
