@@ -135,6 +135,62 @@ static int mask_shift(unsigned long mask, int *ret_shift)
 	return 0;
 }
 
+/* One row of 32-bit little-endian BGRX (the usual X server layout) to RGB. */
+static void row_bgrx_portable(const uint8_t *src, uint8_t *dst, int width)
+{
+	int x = 0;
+
+	/* Four bytes stored per pixel, three kept: the fourth is overwritten by the next pixel,
+	 * so the last pixel of the row is written byte by byte. */
+	for (; x + 1 < width; x++) {
+		uint32_t p;
+		memcpy(&p, src, 4);
+		p = __builtin_bswap32(p) >> 8; /* 0x00BBGGRR: bytes R, G, B, 0 in memory */
+		memcpy(dst, &p, 4);
+		src += 4;
+		dst += 3;
+	}
+	for (; x < width; x++) {
+		dst[0] = src[2];
+		dst[1] = src[1];
+		dst[2] = src[0];
+		src += 4;
+		dst += 3;
+	}
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/* SSSE3: one shuffle turns four BGRX pixels into twelve RGB bytes. The 16-byte store writes four
+ * bytes past them, so it runs only while at least six pixels (18 bytes) remain in the row. */
+__attribute__((target("ssse3"))) static void row_bgrx_ssse3(const uint8_t *src, uint8_t *dst,
+                                                            int width)
+{
+	const __m128i shuf = _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+	int x = 0;
+
+	for (; x + 6 <= width; x += 4) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)src);
+		_mm_storeu_si128((__m128i *)(void *)dst, _mm_shuffle_epi8(v, shuf));
+		src += 16;
+		dst += 12;
+	}
+	row_bgrx_portable(src, dst, width - x);
+}
+#endif
+
+typedef void (*row_fn)(const uint8_t *src, uint8_t *dst, int width);
+
+static row_fn pick_row_bgrx(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (__builtin_cpu_supports("ssse3"))
+		return row_bgrx_ssse3;
+#endif
+	return row_bgrx_portable;
+}
+
 /* Converts a ZPixmap of 24 or 32 bits per pixel with 8-bit TrueColor masks into packed RGB. */
 static int convert_image(const XImage *img, struct x11_frame *f)
 {
@@ -149,20 +205,14 @@ static int convert_image(const XImage *img, struct x11_frame *f)
 	int ri = lsb ? rs / 8 : bytes - 1 - rs / 8;
 	int gi = lsb ? gs / 8 : bytes - 1 - gs / 8;
 	int bi = lsb ? bs / 8 : bytes - 1 - bs / 8;
+	row_fn fast = bytes == 4 && ri == 2 && gi == 1 && bi == 0 ? pick_row_bgrx() : NULL;
 
 	for (int y = 0; y < f->height; y++) {
 		const uint8_t *src = (const uint8_t *)img->data + (size_t)y * img->bytes_per_line;
 		uint8_t *dst = f->pixels + (size_t)y * f->stride;
 
-		if (bytes == 4 && ri == 2 && gi == 1 && bi == 0) {
-			/* The common case (BGRX little endian): a loop the compiler can unroll. */
-			for (int x = 0; x < f->width; x++) {
-				dst[0] = src[2];
-				dst[1] = src[1];
-				dst[2] = src[0];
-				src += 4;
-				dst += 3;
-			}
+		if (fast) {
+			fast(src, dst, f->width);
 			continue;
 		}
 		for (int x = 0; x < f->width; x++) {
@@ -215,7 +265,7 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 	if (x11_capture_uses_shm(d) && shm_prepare(d, r.width, r.height) == 0) {
 		x11_trap_begin();
 		Bool ok = XShmGetImage(d->dpy, d->root, d->shm_image, r.x, r.y, AllPlanes);
-		int xerr = x11_trap_end(d->dpy);
+		int xerr = x11_trap_peek();
 		if (ok && !xerr)
 			return convert_image(d->shm_image, frame);
 		log_debug("XShmGetImage failed (X error %d): falling back to XGetImage", xerr);
@@ -225,7 +275,7 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 	x11_trap_begin();
 	img = XGetImage(d->dpy, d->root, r.x, r.y, (unsigned)r.width, (unsigned)r.height, AllPlanes,
 	                ZPixmap);
-	int xerr = x11_trap_end(d->dpy);
+	int xerr = x11_trap_peek();
 	if (!img || xerr) {
 		log_debug("XGetImage failed (X error %d)", xerr);
 		if (img)

@@ -38,6 +38,13 @@ void x11_trap_begin(void)
 	trapped_error = 0;
 }
 
+int x11_trap_peek(void)
+{
+	int e = trapped_error;
+	trapped_error = 0;
+	return e;
+}
+
 int x11_trap_end(Display *dpy)
 {
 	XSync(dpy, False);

@@ -64,6 +64,9 @@ void x11_errors_install(void);
 void x11_trap_begin(void);
 /* XSyncs `dpy` and returns the first X error code seen since x11_trap_begin (0: none). */
 int x11_trap_end(Display *dpy);
+/* The same without the XSync, after a request that waited for its reply (errors arrive before
+ * the reply, so they have been handled already): saves a round trip on the capture path. */
+int x11_trap_peek(void);
 
 /* ---- keymap (keymap.c): keysym <-> keycode on the live server map ----------------------- */
 

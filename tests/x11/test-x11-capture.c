@@ -52,7 +52,12 @@ static int check_client(const struct x11_frame *f, int ox, int oy)
 		checked++;
 		CHECK_PX(f, x0, y0, regions[i].rgb);
 		CHECK_PX(f, x1, y1, regions[i].rgb);
-		CHECK_PX(f, (x0 + x1) / 2, (y0 + y1) / 2, regions[i].rgb);
+		/* Every pixel: the row conversion works in lanes of 4 pixels with a scalar tail. */
+		int wrong = 0;
+		for (int y = y0; y <= y1; y++)
+			for (int x = x0; x <= x1; x++)
+				wrong += px(f, x, y) != regions[i].rgb;
+		CHECK_INT_EQ(wrong, 0);
 		/* Just outside the block: the white window background. */
 		if (x0 > 0)
 			CHECK_PX(f, x0 - 1, y0, 0xffffff);
@@ -100,6 +105,28 @@ static void test_subrect(struct x11_display *d)
 	CHECK_INT_EQ(f->width, 3);
 	CHECK_INT_EQ(f->height, 2);
 	CHECK_PX(f, 2, 1, 0x00ff00);
+	x11_frame_destroy(f);
+}
+
+/* Strips of every width from 1 to 40 across red | white | green: both the 4-pixel lanes and
+ * the tails of the row conversion, at every alignment. */
+static void test_widths(struct x11_display *d)
+{
+	struct x11_frame *f = x11_frame_create(1, 1);
+	int wrong = 0;
+
+	REQUIRE(f);
+	for (int w = 1; w <= 40; w++) {
+		struct x11_rect strip = {WX + 50 + w % 5, WY + 20, w, 2};
+		REQUIRE(x11_capture_into(d, &strip, f) == 0);
+		CHECK_INT_EQ(f->width, w);
+		for (int x = 0; x < w; x++) {
+			int wx = strip.x - WX + x;
+			uint32_t want = wx < 60 ? 0xff0000 : wx < 70 ? 0xffffff : 0x00ff00;
+			wrong += px(f, x, 0) != want || px(f, x, 1) != want;
+		}
+	}
+	CHECK_INT_EQ(wrong, 0);
 	x11_frame_destroy(f);
 }
 
@@ -182,6 +209,7 @@ int main(int argc, char **argv)
 
 	test_whole_screen(d, &shm_frame);
 	test_subrect(d);
+	test_widths(d);
 	test_errors(d);
 
 	/* The XGetImage path gives the same pixels. */
@@ -193,6 +221,7 @@ int main(int argc, char **argv)
 	CHECK(memcmp(plain->pixels, shm_frame->pixels, shm_frame->stride * 480) == 0);
 	check_client(plain, 0, 0);
 	test_subrect(d);
+	test_widths(d);
 	x11_capture_set_shm(d, true);
 	CHECK(x11_capture_uses_shm(d));
 
