@@ -19,9 +19,12 @@ static int ensure_http(struct cli_context *ctx)
 	if (!ctx->socket_path) {
 		r = ipc_socket_path(&ctx->socket_owned);
 		if (r == -ENXIO)
-			return cli_error(ctx, "no runtime directory for holod's socket: set XDG_RUNTIME_DIR, or pass --socket PATH");
+			return cli_error(ctx, "no runtime directory for holod's socket: set "
+			                      "XDG_RUNTIME_DIR, or pass --socket PATH");
 		if (r == -ENAMETOOLONG)
-			return cli_error(ctx, "the socket path from $" IPC_SOCKET_ENV " or $XDG_RUNTIME_DIR is too long for a Unix socket; pass a shorter --socket PATH");
+			return cli_error(ctx, "the socket path from $" IPC_SOCKET_ENV
+			                      " or $XDG_RUNTIME_DIR is too long for a Unix socket; "
+			                      "pass a shorter --socket PATH");
 		if (r < 0)
 			return cli_error(ctx, "cannot find holod's socket: %s", strerror(-r));
 		ctx->socket_path = ctx->socket_owned;
@@ -38,10 +41,12 @@ static const char *hint_for_code(const char *code)
 	static const struct {
 		const char *code, *hint;
 	} hints[] = {
-		{IPC_ERR_NO_MODEL, "instruction tasks need a model; run a script with `holoctl run --script FILE`"},
-		{IPC_ERR_NO_DISPLAY, "start holod with --display NAME or --virtual WxH, or set DISPLAY for it"},
-		{IPC_ERR_FORBIDDEN, "holod only serves the user that runs it"},
-		{IPC_ERR_SHUTTING_DOWN, "holod is stopping; start it again with `holod`"},
+	        {IPC_ERR_NO_MODEL,
+	         "instruction tasks need a model; run a script with `holoctl run --script FILE`"},
+	        {IPC_ERR_NO_DISPLAY,
+	         "start holod with --display NAME or --virtual WxH, or set DISPLAY for it"},
+	        {IPC_ERR_FORBIDDEN, "holod only serves the user that runs it"},
+	        {IPC_ERR_SHUTTING_DOWN, "holod is stopping; start it again with `holod`"},
 	};
 	for (size_t i = 0; code && i < ARRAY_SIZE(hints); i++)
 		if (strcmp(hints[i].code, code) == 0)
@@ -59,17 +64,19 @@ void cli_format_api_error(long status, const char *body, size_t size, char *buf,
 	if (message) {
 		const char *hint = hint_for_code(code);
 		snprintf(buf, buflen, "%s (HTTP %ld%s%s)%s%s", message, status, code ? " " : "",
-			 code ? code : "", hint ? "; " : "", hint ? hint : "");
+		         code ? code : "", hint ? "; " : "", hint ? hint : "");
 	} else {
-		snprintf(buf, buflen, "holod answered HTTP %ld without an error message (is it really holod on this socket?)",
-			 status);
+		snprintf(buf, buflen,
+		         "holod answered HTTP %ld without an error message (is it really holod on "
+		         "this socket?)",
+		         status);
 	}
 	json_decref(root);
 }
 
 /* Runs one request. Prints errors; returns 0 or CLI_EXIT_ERROR. */
 static int request(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		   struct cli_http_response *ret)
+                   struct cli_http_response *ret)
 {
 	struct cli_http_response resp = {0};
 	char msg[CLI_MAX_ERROR_LEN + 256];
@@ -93,7 +100,7 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 }
 
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		char **ret_body, size_t *ret_size, char **ret_sha256)
+                char **ret_body, size_t *ret_size, char **ret_sha256)
 {
 	struct cli_http_response resp;
 	int r = request(ctx, method, path, body, &resp);
@@ -111,7 +118,7 @@ int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, c
 }
 
 int cli_api_json(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		 json_t **ret)
+                 json_t **ret)
 {
 	struct cli_http_response resp;
 	json_error_t jerr;
@@ -124,8 +131,8 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 	root = json_loadb(resp.body, resp.size, 0, &jerr);
 	cli_http_response_finish(&resp);
 	if (!root)
-		return cli_error(ctx, "holod sent invalid JSON for %s %s: %s (line %d)", method, path,
-				 jerr.text, jerr.line);
+		return cli_error(ctx, "holod sent invalid JSON for %s %s: %s (line %d)", method,
+		                 path, jerr.text, jerr.line);
 	if (ret)
 		*ret = root;
 	else
@@ -134,7 +141,7 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 }
 
 int cli_api_stream(struct cli_context *ctx, const char *path,
-		   int (*fn)(const char *line, size_t len, void *userdata), void *userdata)
+                   int (*fn)(const char *line, size_t len, void *userdata), void *userdata)
 {
 	struct cli_http_response resp = {0};
 	char msg[CLI_MAX_ERROR_LEN + 256];

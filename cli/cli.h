@@ -28,7 +28,7 @@ enum {
 
 /* Named limits on local input. */
 #define CLI_MAX_SCRIPT_BYTES (4u * 1024u * 1024u) /* a script file or stdin */
-#define CLI_MAX_ERROR_LEN 512                      /* one error message */
+#define CLI_MAX_ERROR_LEN 512                     /* one error message */
 
 struct cli_http;
 
@@ -37,7 +37,7 @@ struct cli_context {
 	char *socket_owned;      /* the resolved default (freed by holoctl_main) */
 	bool json;               /* --json: print the daemon's JSON as received */
 	FILE *out, *err;
-	struct cli_http *http;   /* created on the first request */
+	struct cli_http *http; /* created on the first request */
 };
 
 struct cli_command {
@@ -74,7 +74,7 @@ void cli_print_command_help(const struct cli_command *cmd, FILE *f);
 int cli_parse_int(const char *s, long min, long max, long *ret);
 /* Prints "holoctl NAME: <message>" and a hint to run --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(struct cli_context *ctx, const struct cli_command *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 /* Prints "holoctl: <message>"; returns CLI_EXIT_ERROR. */
 int cli_error(struct cli_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -86,15 +86,15 @@ int cli_error(struct cli_context *ctx, const char *fmt, ...) __attribute__((form
  * --json, the daemon's answer (or error body) is also printed to stdout as received, so commands
  * print their human output only when !ctx->json. */
 int cli_api_json(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		 json_t **ret);
+                 json_t **ret);
 /* The same, returning the raw body (PNGs); prints nothing on success. *ret_body is malloc'd;
  * *ret_sha256 (when ret_sha256 is not NULL) is the X-Holod-SHA256 header or NULL, malloc'd. */
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
-		char **ret_body, size_t *ret_size, char **ret_sha256);
+                char **ret_body, size_t *ret_size, char **ret_sha256);
 /* Streams GET path line by line to fn; handles errors as above. fn returns >= 0 to go on, or
  * -ECANCELED to stop after printing its own error (then CLI_EXIT_ERROR is returned silently). */
 int cli_api_stream(struct cli_context *ctx, const char *path,
-		   int (*fn)(const char *line, size_t len, void *userdata), void *userdata);
+                   int (*fn)(const char *line, size_t len, void *userdata), void *userdata);
 /* Formats a daemon error body ({"error":{"code","message"}}) for the user: "MESSAGE (CODE)",
  * or a generic line with the HTTP status when the body is not that shape. */
 void cli_format_api_error(long status, const char *body, size_t size, char *buf, size_t buflen);
@@ -109,16 +109,16 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 
 /* What `holoctl run` was asked to do, parsed from its arguments without a daemon. */
 struct cli_run_args {
-	char *body;    /* the POST /v1/tasks body, validated (malloc'd) */
-	bool follow;   /* --follow */
-	bool help;     /* --help was printed: nothing to do */
+	char *body;  /* the POST /v1/tasks body, validated (malloc'd) */
+	bool follow; /* --follow */
+	bool help;   /* --help was printed: nothing to do */
 };
 
 /* `holoctl run [options] (--script FILE | INSTRUCTION)` (argv[0] is "run"). Reads the script
  * (from stdin_file for "-"), merges the options into it, validates with ipc_task_request_parse.
  * Returns 0 and fills *ret, or CLI_EXIT_USAGE after printing the problem to ctx->err. */
 int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_file,
-		  struct cli_run_args *ret);
+                  struct cli_run_args *ret);
 void cli_run_args_finish(struct cli_run_args *a);
 
 /* Reads a script from `path` ("-" for stdin) into a task request body: a bare JSON array
@@ -128,7 +128,7 @@ void cli_run_args_finish(struct cli_run_args *a);
 int cli_script_read(const char *path, FILE *stdin_file, json_t **ret, char *err, size_t errlen);
 /* The same on a string already in memory (name is used in messages). */
 int cli_script_parse(const char *name, const char *text, size_t len, json_t **ret, char *err,
-		     size_t errlen);
+                     size_t errlen);
 
 /* ---- formatting (format.c) ------------------------------------------------------------------ */
 
@@ -146,8 +146,11 @@ enum {
 };
 
 #define CLI_COMMON_LONG_OPTIONS                                                                    \
-	{"json", no_argument, NULL, CLI_OPT_JSON}, {"socket", required_argument, NULL, CLI_OPT_SOCKET}, \
-		{"help", no_argument, NULL, 'h'}
+	{"json", no_argument, NULL, CLI_OPT_JSON},                                                 \
+	        {"socket", required_argument, NULL, CLI_OPT_SOCKET},                               \
+	{                                                                                          \
+		"help", no_argument, NULL, 'h'                                                     \
+	}
 
 /* Short options every command accepts; prefix a command's own getopt string with it. */
 #define CLI_COMMON_SHORT_OPTIONS ":h"
@@ -177,7 +180,7 @@ void cli_print_raw(struct cli_context *ctx, const char *body, size_t size);
 /* Parses a task ID (a positive integer); prints a usage error and returns CLI_EXIT_USAGE
  * otherwise. */
 int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s,
-		      long *ret);
+                      long *ret);
 /* The SHA-256 of data as 64 lowercase hex digits (and a NUL) in ret. */
 void cli_sha256_hex(const void *data, size_t size, char ret[65]);
 /* Width and height from a PNG's IHDR; -EBADMSG when data is not a PNG. */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 
 static const struct option cancel_options[] = {
-	CLI_COMMON_LONG_OPTIONS,
-	{0},
+        CLI_COMMON_LONG_OPTIONS,
+        {0},
 };
 
 static int cancel_run(struct cli_context *ctx, int argc, char **argv)
@@ -20,7 +20,8 @@ static int cancel_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, cancel_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, cancel_options, NULL)) !=
+	       -1) {
 		r = cli_common_option(ctx, &cli_cmd_cancel, c, argv);
 		if (r >= 0)
 			return r;
@@ -41,17 +42,19 @@ static int cancel_run(struct cli_context *ctx, int argc, char **argv)
 		if (st >= 0 && ipc_task_status_is_final((enum ipc_task_status)st))
 			fprintf(ctx->out, "task %ld %s\n", id, status);
 		else
-			fprintf(ctx->out, "task %ld: cancelling, it stops at the next safe point\n", id);
+			fprintf(ctx->out, "task %ld: cancelling, it stops at the next safe point\n",
+			        id);
 	}
 	json_decref(answer);
 	return r;
 }
 
 const struct cli_command cli_cmd_cancel = {
-	.name = "cancel",
-	.args = "ID",
-	.summary = "cancel a queued or running task",
-	.help = "A running task stops at the next safe point: held keys and buttons are released and\n"
-		"the task ends with status cancelled. Cancelling a finished task is an error.\n",
-	.run = cancel_run,
+        .name = "cancel",
+        .args = "ID",
+        .summary = "cancel a queued or running task",
+        .help = "A running task stops at the next safe point: held keys and buttons are released "
+                "and\n"
+                "the task ends with status cancelled. Cancelling a finished task is an error.\n",
+        .run = cancel_run,
 };

@@ -25,16 +25,16 @@ enum {
 };
 
 static const struct option do_options[] = {
-	CLI_COMMON_LONG_OPTIONS,
-	{"button", required_argument, NULL, OPT_BUTTON},
-	{"element", required_argument, NULL, OPT_ELEMENT},
-	{"enter", no_argument, NULL, OPT_ENTER},
-	{"overwrite", no_argument, NULL, OPT_OVERWRITE},
-	{"repeat", required_argument, NULL, OPT_REPEAT},
-	{"coords", required_argument, NULL, OPT_COORDS},
-	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
-	{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
-	{0},
+        CLI_COMMON_LONG_OPTIONS,
+        {"button", required_argument, NULL, OPT_BUTTON},
+        {"element", required_argument, NULL, OPT_ELEMENT},
+        {"enter", no_argument, NULL, OPT_ENTER},
+        {"overwrite", no_argument, NULL, OPT_OVERWRITE},
+        {"repeat", required_argument, NULL, OPT_REPEAT},
+        {"coords", required_argument, NULL, OPT_COORDS},
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+        {0},
 };
 
 /* Tools as typed on the command line, with the click aliases. */
@@ -45,32 +45,32 @@ static const struct {
 	const char *args;
 	int min_args, max_args;
 } do_tools[] = {
-	{"click", IPC_TOOL_CLICK, -1, "X Y", 2, 2},
-	{"right_click", IPC_TOOL_CLICK, IPC_BUTTON_RIGHT, "X Y", 2, 2},
-	{"middle_click", IPC_TOOL_CLICK, IPC_BUTTON_MIDDLE, "X Y", 2, 2},
-	{"double_click", IPC_TOOL_DOUBLE_CLICK, -1, "X Y", 2, 2},
-	{"triple_click", IPC_TOOL_TRIPLE_CLICK, -1, "X Y", 2, 2},
-	{"move", IPC_TOOL_MOVE, -1, "X Y", 2, 2},
-	{"drag", IPC_TOOL_DRAG, -1, "X Y X2 Y2", 4, 4},
-	{"scroll", IPC_TOOL_SCROLL, -1, "X Y up|down|left|right [NOTCHES]", 3, 4},
-	{"write", IPC_TOOL_WRITE, -1, "TEXT", 1, 1},
-	{"hotkey", IPC_TOOL_HOTKEY, -1, "KEY[+KEY...] [KEY...]", 1, IPC_MAX_HOTKEY_KEYS},
-	{"key_down", IPC_TOOL_KEY_DOWN, -1, "KEY", 1, 1},
-	{"key_up", IPC_TOOL_KEY_UP, -1, "KEY", 1, 1},
-	{"wait", IPC_TOOL_WAIT, -1, "SECONDS", 1, 1},
+        {"click", IPC_TOOL_CLICK, -1, "X Y", 2, 2},
+        {"right_click", IPC_TOOL_CLICK, IPC_BUTTON_RIGHT, "X Y", 2, 2},
+        {"middle_click", IPC_TOOL_CLICK, IPC_BUTTON_MIDDLE, "X Y", 2, 2},
+        {"double_click", IPC_TOOL_DOUBLE_CLICK, -1, "X Y", 2, 2},
+        {"triple_click", IPC_TOOL_TRIPLE_CLICK, -1, "X Y", 2, 2},
+        {"move", IPC_TOOL_MOVE, -1, "X Y", 2, 2},
+        {"drag", IPC_TOOL_DRAG, -1, "X Y X2 Y2", 4, 4},
+        {"scroll", IPC_TOOL_SCROLL, -1, "X Y up|down|left|right [NOTCHES]", 3, 4},
+        {"write", IPC_TOOL_WRITE, -1, "TEXT", 1, 1},
+        {"hotkey", IPC_TOOL_HOTKEY, -1, "KEY[+KEY...] [KEY...]", 1, IPC_MAX_HOTKEY_KEYS},
+        {"key_down", IPC_TOOL_KEY_DOWN, -1, "KEY", 1, 1},
+        {"key_up", IPC_TOOL_KEY_UP, -1, "KEY", 1, 1},
+        {"wait", IPC_TOOL_WAIT, -1, "SECONDS", 1, 1},
 };
 
 static const char *const directions[] = {
-	[IPC_DIRECTION_UP] = "up",
-	[IPC_DIRECTION_DOWN] = "down",
-	[IPC_DIRECTION_LEFT] = "left",
-	[IPC_DIRECTION_RIGHT] = "right",
+        [IPC_DIRECTION_UP] = "up",
+        [IPC_DIRECTION_DOWN] = "down",
+        [IPC_DIRECTION_LEFT] = "left",
+        [IPC_DIRECTION_RIGHT] = "right",
 };
 
 static const char *const buttons[] = {
-	[IPC_BUTTON_LEFT] = "left",
-	[IPC_BUTTON_RIGHT] = "right",
-	[IPC_BUTTON_MIDDLE] = "middle",
+        [IPC_BUTTON_LEFT] = "left",
+        [IPC_BUTTON_RIGHT] = "right",
+        [IPC_BUTTON_MIDDLE] = "middle",
 };
 
 static int lookup(const char *const *names, size_t n, const char *s)
@@ -85,8 +85,9 @@ static int parse_coord(struct cli_context *ctx, const char *what, const char *s,
 {
 	long v;
 	if (cli_parse_int(s, 0, IPC_MAX_PIXEL_COORD, &v) < 0)
-		return cli_usage_error(ctx, &cli_cmd_do, "%s must be an integer from 0 to %d, not '%s'",
-				       what, IPC_MAX_PIXEL_COORD, s);
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "%s must be an integer from 0 to %d, not '%s'", what,
+		                       IPC_MAX_PIXEL_COORD, s);
 	*ret = (int)v;
 	return 0;
 }
@@ -100,12 +101,14 @@ static int parse_keys(struct cli_context *ctx, int n, char **args, struct ipc_ac
 			const char *plus = strchr(p, '+');
 			size_t len = plus ? (size_t)(plus - p) : strlen(p);
 			if (len == 0)
-				return cli_usage_error(ctx, &cli_cmd_do,
-						       "empty key name in '%s' (write the plus key as 'plus')",
-						       args[i]);
+				return cli_usage_error(
+				        ctx, &cli_cmd_do,
+				        "empty key name in '%s' (write the plus key as 'plus')",
+				        args[i]);
 			if (a->n_keys == IPC_MAX_HOTKEY_KEYS)
-				return cli_usage_error(ctx, &cli_cmd_do, "a hotkey has at most %d keys",
-						       IPC_MAX_HOTKEY_KEYS);
+				return cli_usage_error(ctx, &cli_cmd_do,
+				                       "a hotkey has at most %d keys",
+				                       IPC_MAX_HOTKEY_KEYS);
 			a->keys[a->n_keys++] = xstrndup(p, len);
 			if (!plus)
 				break;
@@ -135,8 +138,9 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		case OPT_BUTTON:
 			button = lookup(buttons, ARRAY_SIZE(buttons), optarg);
 			if (button < 0)
-				return cli_usage_error(ctx, &cli_cmd_do,
-						       "--button must be left, right or middle, not '%s'", optarg);
+				return cli_usage_error(
+				        ctx, &cli_cmd_do,
+				        "--button must be left, right or middle, not '%s'", optarg);
 			break;
 		case OPT_ELEMENT:
 			element = optarg;
@@ -149,14 +153,16 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			break;
 		case OPT_REPEAT:
 			if (cli_parse_int(optarg, 1, IPC_MAX_HOTKEY_REPEAT, &repeat) < 0)
-				return cli_usage_error(ctx, &cli_cmd_do, "--repeat must be from 1 to %d, not '%s'",
-						       IPC_MAX_HOTKEY_REPEAT, optarg);
+				return cli_usage_error(ctx, &cli_cmd_do,
+				                       "--repeat must be from 1 to %d, not '%s'",
+				                       IPC_MAX_HOTKEY_REPEAT, optarg);
 			break;
 		case OPT_COORDS:
 			r = ipc_coords_from_string(optarg);
 			if (r < 0)
-				return cli_usage_error(ctx, &cli_cmd_do, "--coords must be pixels or model, not '%s'",
-						       optarg);
+				return cli_usage_error(ctx, &cli_cmd_do,
+				                       "--coords must be pixels or model, not '%s'",
+				                       optarg);
 			coords = (enum ipc_coords)r;
 			break;
 		case OPT_DRY_RUN:
@@ -164,8 +170,9 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			break;
 		case OPT_SETTLE_MS:
 			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &v) < 0)
-				return cli_usage_error(ctx, &cli_cmd_do, "--settle-ms must be from 0 to %d, not '%s'",
-						       IPC_MAX_SETTLE_MS, optarg);
+				return cli_usage_error(ctx, &cli_cmd_do,
+				                       "--settle-ms must be from 0 to %d, not '%s'",
+				                       IPC_MAX_SETTLE_MS, optarg);
 			settle_ms = (int)v;
 			break;
 		default:
@@ -183,7 +190,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	int nargs = argc - optind;
 	char **args = argv + optind;
 	if (nargs < 1)
-		return cli_usage_error(ctx, &cli_cmd_do, "which action? e.g. `holoctl do click 640 400`");
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "which action? e.g. `holoctl do click 640 400`");
 
 	size_t t;
 	for (t = 0; t < ARRAY_SIZE(do_tools); t++)
@@ -191,30 +199,36 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			break;
 	if (t == ARRAY_SIZE(do_tools))
 		return cli_usage_error(ctx, &cli_cmd_do,
-				       "unknown action '%s' (one of click, right_click, middle_click, double_click, triple_click, move, drag, scroll, write, hotkey, key_down, key_up, wait)",
-				       args[0]);
+		                       "unknown action '%s' (one of click, right_click, "
+		                       "middle_click, double_click, triple_click, move, drag, "
+		                       "scroll, write, hotkey, key_down, key_up, wait)",
+		                       args[0]);
 	nargs--;
 	args++;
 	if (nargs < do_tools[t].min_args || nargs > do_tools[t].max_args)
-		return cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", do_tools[t].name,
-				       do_tools[t].args,
-				       do_tools[t].tool == IPC_TOOL_WRITE && nargs > 1 ? " (quote the text)" : "");
+		return cli_usage_error(
+		        ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", do_tools[t].name,
+		        do_tools[t].args,
+		        do_tools[t].tool == IPC_TOOL_WRITE && nargs > 1 ? " (quote the text)" : "");
 
 	a.tool = do_tools[t].tool;
 	if (button >= 0 && (a.tool != IPC_TOOL_CLICK || do_tools[t].button >= 0))
 		return cli_usage_error(ctx, &cli_cmd_do, "--button applies to click only");
 	if ((enter || overwrite) && a.tool != IPC_TOOL_WRITE)
-		return cli_usage_error(ctx, &cli_cmd_do, "--enter and --overwrite apply to write only");
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "--enter and --overwrite apply to write only");
 	if (repeat && a.tool != IPC_TOOL_HOTKEY)
 		return cli_usage_error(ctx, &cli_cmd_do, "--repeat applies to hotkey only");
 	if (element && !ipc_tool_has_point(a.tool))
-		return cli_usage_error(ctx, &cli_cmd_do, "--element applies to pointer actions only");
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "--element applies to pointer actions only");
 
 	r = 0;
 	switch (a.tool) {
 	case IPC_TOOL_CLICK:
 		a.button = (enum ipc_button)(do_tools[t].button >= 0 ? do_tools[t].button
-								     : button >= 0 ? button : IPC_BUTTON_LEFT);
+		                             : button >= 0           ? button
+		                                                     : IPC_BUTTON_LEFT);
 		/* fall through */
 	case IPC_TOOL_DOUBLE_CLICK:
 	case IPC_TOOL_TRIPLE_CLICK:
@@ -240,8 +254,10 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			break;
 		r = lookup(directions, ARRAY_SIZE(directions), args[2]);
 		if (r < 0) {
-			r = cli_usage_error(ctx, &cli_cmd_do,
-					    "scroll direction must be up, down, left or right, not '%s'", args[2]);
+			r = cli_usage_error(
+			        ctx, &cli_cmd_do,
+			        "scroll direction must be up, down, left or right, not '%s'",
+			        args[2]);
 			break;
 		}
 		a.direction = (enum ipc_direction)r;
@@ -250,8 +266,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		if (nargs == 4) {
 			if (cli_parse_int(args[3], 1, IPC_MAX_SCROLL_SIZE, &v) < 0) {
 				r = cli_usage_error(ctx, &cli_cmd_do,
-						    "scroll notches must be from 1 to %d, not '%s'",
-						    IPC_MAX_SCROLL_SIZE, args[3]);
+				                    "scroll notches must be from 1 to %d, not '%s'",
+				                    IPC_MAX_SCROLL_SIZE, args[3]);
 				break;
 			}
 			a.scroll_size = (int)v;
@@ -274,9 +290,10 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		char *end;
 		double s = strtod(args[0], &end);
 		if (end == args[0] || *end || !(s > 0) || s * 1000.0 > IPC_MAX_WAIT_MS) {
-			r = cli_usage_error(ctx, &cli_cmd_do,
-					    "wait takes seconds, more than 0 and at most %d, not '%s'",
-					    IPC_MAX_WAIT_MS / 1000, args[0]);
+			r = cli_usage_error(
+			        ctx, &cli_cmd_do,
+			        "wait takes seconds, more than 0 and at most %d, not '%s'",
+			        IPC_MAX_WAIT_MS / 1000, args[0]);
 			break;
 		}
 		a.duration_ms = (uint32_t)lround(s * 1000.0);
@@ -304,7 +321,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		goto cleanup_action;
 	}
 	req = json_pack("{s:O, s:s, s:b}", "action", action, "coords", ipc_coords_to_string(coords),
-			"dry_run", dry_run);
+	                "dry_run", dry_run);
 	if (req && settle_ms >= 0)
 		json_object_set_new(req, "settle_ms", json_integer(settle_ms));
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
@@ -349,29 +366,31 @@ static int do_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_do = {
-	.name = "do",
-	.args = "[options] ACTION ARGS...",
-	.summary = "run one action now",
-	.help =
-		"Runs one action of the tool vocabulary now, on the display's queue (it waits for a\n"
-		"running task to finish), and journals it as a one-step task.\n"
-		"\n"
-		"Actions:\n"
-		"  click X Y [--button left|right|middle]   right_click X Y   middle_click X Y\n"
-		"  double_click X Y     triple_click X Y     move X Y     drag X Y X2 Y2\n"
-		"  scroll X Y up|down|left|right [NOTCHES]  (default 5 notches, at most 50)\n"
-		"  write TEXT [--enter] [--overwrite]       (--overwrite selects all first)\n"
-		"  hotkey KEY[+KEY...] [--repeat N]         e.g. ctrl+s, ctrl+shift+t, Return\n"
-		"  key_down KEY     key_up KEY              wait SECONDS (at most 30)\n"
-		"\n"
-		"Options:\n"
-		"  --coords pixels|model  X Y are root-window pixels (default) or 0..1000 model space\n"
-		"  --element TEXT         describe the target (journaled with the step)\n"
-		"  --dry-run              journal the action without injecting it\n"
-		"  --settle-ms N          wait N ms after the action before the screenshot\n"
-		"  --json                 print holod's JSON answer\n"
-		"Text starting with '-' goes after `--`: holoctl do write -- \"-1\"\n"
-		"Each action is a task of its own, and holod releases held keys when a task ends: to\n"
-		"hold a key across actions, put key_down ... key_up in a script (holoctl run).\n",
-	.run = do_run,
+        .name = "do",
+        .args = "[options] ACTION ARGS...",
+        .summary = "run one action now",
+        .help = "Runs one action of the tool vocabulary now, on the display's queue (it waits for "
+                "a\n"
+                "running task to finish), and journals it as a one-step task.\n"
+                "\n"
+                "Actions:\n"
+                "  click X Y [--button left|right|middle]   right_click X Y   middle_click X Y\n"
+                "  double_click X Y     triple_click X Y     move X Y     drag X Y X2 Y2\n"
+                "  scroll X Y up|down|left|right [NOTCHES]  (default 5 notches, at most 50)\n"
+                "  write TEXT [--enter] [--overwrite]       (--overwrite selects all first)\n"
+                "  hotkey KEY[+KEY...] [--repeat N]         e.g. ctrl+s, ctrl+shift+t, Return\n"
+                "  key_down KEY     key_up KEY              wait SECONDS (at most 30)\n"
+                "\n"
+                "Options:\n"
+                "  --coords pixels|model  X Y are root-window pixels (default) or 0..1000 model "
+                "space\n"
+                "  --element TEXT         describe the target (journaled with the step)\n"
+                "  --dry-run              journal the action without injecting it\n"
+                "  --settle-ms N          wait N ms after the action before the screenshot\n"
+                "  --json                 print holod's JSON answer\n"
+                "Text starting with '-' goes after `--`: holoctl do write -- \"-1\"\n"
+                "Each action is a task of its own, and holod releases held keys when a task ends: "
+                "to\n"
+                "hold a key across actions, put key_down ... key_up in a script (holoctl run).\n",
+        .run = do_run,
 };

@@ -16,11 +16,11 @@ enum {
 };
 
 static const struct option list_options[] = {
-	CLI_COMMON_LONG_OPTIONS,
-	{"status", required_argument, NULL, OPT_STATUS},
-	{"limit", required_argument, NULL, OPT_LIMIT},
-	{"offset", required_argument, NULL, OPT_OFFSET},
-	{0},
+        CLI_COMMON_LONG_OPTIONS,
+        {"status", required_argument, NULL, OPT_STATUS},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"offset", required_argument, NULL, OPT_OFFSET},
+        {0},
 };
 
 /* What a task was asked: its instruction, or "script (N actions)". */
@@ -39,15 +39,18 @@ static void describe_task(json_t *task, char *buf, size_t size)
 		cli_format_tool_args(call, args, sizeof(args));
 		cli_format_point(call, point, sizeof(point));
 		snprintf(buf, size, "%s%s%s%s%s",
-			 json_string_value(json_object_get(call, "tool_name")) ?
-				 json_string_value(json_object_get(call, "tool_name")) : "?",
-			 args[0] ? " " : "", args, strcmp(point, "-") ? " @ " : "",
-			 strcmp(point, "-") ? point : "");
+		         json_string_value(json_object_get(call, "tool_name"))
+		                 ? json_string_value(json_object_get(call, "tool_name"))
+		                 : "?",
+		         args[0] ? " " : "", args, strcmp(point, "-") ? " @ " : "",
+		         strcmp(point, "-") ? point : "");
 	} else if (json_is_array(script)) {
 		snprintf(buf, size, "script (%zu actions)", json_array_size(script));
 	} else {
-		snprintf(buf, size, "%s", json_string_value(json_object_get(task, "kind")) ?
-						  json_string_value(json_object_get(task, "kind")) : "-");
+		snprintf(buf, size, "%s",
+		         json_string_value(json_object_get(task, "kind"))
+		                 ? json_string_value(json_object_get(task, "kind"))
+		                 : "-");
 	}
 }
 
@@ -66,20 +69,24 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 		switch (c) {
 		case OPT_STATUS:
 			if (ipc_task_status_from_string(optarg) < 0)
-				return cli_usage_error(ctx, &cli_cmd_list,
-						       "--status must be queued, running, succeeded, failed, cancelled or interrupted, not '%s'",
-						       optarg);
+				return cli_usage_error(
+				        ctx, &cli_cmd_list,
+				        "--status must be queued, running, succeeded, failed, "
+				        "cancelled or interrupted, not '%s'",
+				        optarg);
 			status = optarg;
 			break;
 		case OPT_LIMIT:
 			if (cli_parse_int(optarg, 1, IPC_MAX_LIST_LIMIT, &limit) < 0)
-				return cli_usage_error(ctx, &cli_cmd_list, "--limit must be from 1 to %d, not '%s'",
-						       IPC_MAX_LIST_LIMIT, optarg);
+				return cli_usage_error(ctx, &cli_cmd_list,
+				                       "--limit must be from 1 to %d, not '%s'",
+				                       IPC_MAX_LIST_LIMIT, optarg);
 			break;
 		case OPT_OFFSET:
 			if (cli_parse_int(optarg, 0, 1000000000L, &offset) < 0)
-				return cli_usage_error(ctx, &cli_cmd_list, "--offset must be a number >= 0, not '%s'",
-						       optarg);
+				return cli_usage_error(ctx, &cli_cmd_list,
+				                       "--offset must be a number >= 0, not '%s'",
+				                       optarg);
 			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_list, c, argv);
@@ -89,10 +96,11 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 		}
 	}
 	if (optind < argc)
-		return cli_usage_error(ctx, &cli_cmd_list, "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(ctx, &cli_cmd_list, "unexpected argument '%s'",
+		                       argv[optind]);
 
 	path = xasprintf(IPC_API_PREFIX "/tasks?limit=%ld&offset=%ld%s%s", limit, offset,
-			 status ? "&status=" : "", status ? status : "");
+	                 status ? "&status=" : "", status ? status : "");
 	r = cli_api_json(ctx, "GET", path, NULL, &answer);
 	free(path);
 	if (r != 0 || ctx->json) {
@@ -106,7 +114,7 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	if (json_array_size(tasks) == 0) {
 		fprintf(ctx->out, "no %s%stasks%s\n", status ? status : "", status ? " " : "",
-			offset ? " at this offset" : "");
+		        offset ? " at this offset" : "");
 		json_decref(answer);
 		return CLI_EXIT_OK;
 	}
@@ -119,13 +127,13 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 		char id[24], steps[24], what[256];
 		json_t *err = json_object_get(task, "error");
 		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
-			 json_integer_value(json_object_get(task, "id")));
+		         json_integer_value(json_object_get(task, "id")));
 		snprintf(steps, sizeof(steps), "%" JSON_INTEGER_FORMAT,
-			 json_integer_value(json_object_get(task, "steps")));
+		         json_integer_value(json_object_get(task, "steps")));
 		describe_task(task, what, sizeof(what));
-		const char *row[] = {id, json_string_value(json_object_get(task, "status")), steps,
-				     json_string_value(json_object_get(task, "created_at")), what,
-				     json_is_string(err) ? json_string_value(err) : ""};
+		const char *row[] = {id,    json_string_value(json_object_get(task, "status")),
+		                     steps, json_string_value(json_object_get(task, "created_at")),
+		                     what,  json_is_string(err) ? json_string_value(err) : ""};
 		cli_table_add_row(t, row);
 	}
 	r = cli_table_print(t, ctx->out) < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
@@ -134,8 +142,9 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 	json_t *total = json_object_get(answer, "total");
 	if (json_is_integer(total)) {
 		long long shown_end = offset + (long long)json_array_size(tasks);
-		fprintf(ctx->out, "tasks %ld-%lld of %" JSON_INTEGER_FORMAT "%s", offset + 1, shown_end,
-			json_integer_value(total), shown_end < json_integer_value(total) ? "" : "\n");
+		fprintf(ctx->out, "tasks %ld-%lld of %" JSON_INTEGER_FORMAT "%s", offset + 1,
+		        shown_end, json_integer_value(total),
+		        shown_end < json_integer_value(total) ? "" : "\n");
 		if (shown_end < json_integer_value(total))
 			fprintf(ctx->out, " (next page: --offset %lld)\n", shown_end);
 	}
@@ -144,13 +153,13 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_list = {
-	.name = "list",
-	.args = "[--status STATUS] [--limit N] [--offset N]",
-	.summary = "list tasks, newest first",
-	.help = "Options:\n"
-		"  --status STATUS  only tasks in this status: queued, running, succeeded,\n"
-		"                   failed, cancelled, interrupted\n"
-		"  --limit N        at most N tasks (default 50, at most 500)\n"
-		"  --offset N       skip the N newest (paging)\n",
-	.run = list_run,
+        .name = "list",
+        .args = "[--status STATUS] [--limit N] [--offset N]",
+        .summary = "list tasks, newest first",
+        .help = "Options:\n"
+                "  --status STATUS  only tasks in this status: queued, running, succeeded,\n"
+                "                   failed, cancelled, interrupted\n"
+                "  --limit N        at most N tasks (default 50, at most 500)\n"
+                "  --offset N       skip the N newest (paging)\n",
+        .run = list_run,
 };

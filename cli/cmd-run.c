@@ -20,15 +20,15 @@ enum {
 };
 
 static const struct option run_options[] = {
-	CLI_COMMON_LONG_OPTIONS,
-	{"script", required_argument, NULL, OPT_SCRIPT},
-	{"max-steps", required_argument, NULL, OPT_MAX_STEPS},
-	{"max-seconds", required_argument, NULL, OPT_MAX_SECONDS},
-	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
-	{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
-	{"coords", required_argument, NULL, OPT_COORDS},
-	{"follow", no_argument, NULL, 'f'},
-	{0},
+        CLI_COMMON_LONG_OPTIONS,
+        {"script", required_argument, NULL, OPT_SCRIPT},
+        {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+        {"max-seconds", required_argument, NULL, OPT_MAX_SECONDS},
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+        {"coords", required_argument, NULL, OPT_COORDS},
+        {"follow", no_argument, NULL, 'f'},
+        {0},
 };
 
 void cli_run_args_finish(struct cli_run_args *a)
@@ -38,7 +38,7 @@ void cli_run_args_finish(struct cli_run_args *a)
 }
 
 int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_file,
-		  struct cli_run_args *ret)
+                  struct cli_run_args *ret)
 {
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
@@ -51,33 +51,39 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_fi
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "f", run_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "f", run_options, NULL)) !=
+	       -1) {
 		switch (c) {
 		case OPT_SCRIPT:
 			script = optarg;
 			break;
 		case OPT_MAX_STEPS:
 			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_STEPS, &max_steps) < 0)
-				return cli_usage_error(ctx, &cli_cmd_run, "--max-steps must be from 1 to %d, not '%s'",
-						       IPC_MAX_TASK_STEPS, optarg);
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--max-steps must be from 1 to %d, not '%s'",
+				                       IPC_MAX_TASK_STEPS, optarg);
 			break;
 		case OPT_MAX_SECONDS:
 			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_SECONDS, &max_seconds) < 0)
-				return cli_usage_error(ctx, &cli_cmd_run, "--max-seconds must be from 1 to %d, not '%s'",
-						       IPC_MAX_TASK_SECONDS, optarg);
+				return cli_usage_error(
+				        ctx, &cli_cmd_run,
+				        "--max-seconds must be from 1 to %d, not '%s'",
+				        IPC_MAX_TASK_SECONDS, optarg);
 			break;
 		case OPT_DRY_RUN:
 			dry_run = true;
 			break;
 		case OPT_SETTLE_MS:
 			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &settle_ms) < 0)
-				return cli_usage_error(ctx, &cli_cmd_run, "--settle-ms must be from 0 to %d, not '%s'",
-						       IPC_MAX_SETTLE_MS, optarg);
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--settle-ms must be from 0 to %d, not '%s'",
+				                       IPC_MAX_SETTLE_MS, optarg);
 			break;
 		case OPT_COORDS:
 			if (ipc_coords_from_string(optarg) < 0)
-				return cli_usage_error(ctx, &cli_cmd_run, "--coords must be pixels or model, not '%s'",
-						       optarg);
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--coords must be pixels or model, not '%s'",
+				                       optarg);
 			coords = optarg;
 			break;
 		case 'f':
@@ -97,11 +103,14 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_fi
 	}
 
 	if (script && optind < argc)
-		return cli_usage_error(ctx, &cli_cmd_run,
-				       "give either --script FILE or an instruction, not both ('%s')", argv[optind]);
+		return cli_usage_error(
+		        ctx, &cli_cmd_run,
+		        "give either --script FILE or an instruction, not both ('%s')",
+		        argv[optind]);
 	if (!script && optind >= argc)
-		return cli_usage_error(ctx, &cli_cmd_run,
-				       "what should holod do? give --script FILE (- for stdin) or an instruction");
+		return cli_usage_error(
+		        ctx, &cli_cmd_run,
+		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
 	if (script) {
 		if (cli_script_read(script, stdin_file, &body, err, sizeof(err)) < 0)
@@ -110,7 +119,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_fi
 			json_object_set_new(body, "coords", json_string(coords));
 	} else {
 		if (coords)
-			return cli_usage_error(ctx, &cli_cmd_run, "--coords applies to scripts only");
+			return cli_usage_error(ctx, &cli_cmd_run,
+			                       "--coords applies to scripts only");
 		/* Several words are one instruction: `holoctl run open the settings`. */
 		size_t len = 0;
 		for (int i = optind; i < argc; i++)
@@ -125,7 +135,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_fi
 		body = json_pack("{s:s}", "instruction", instruction);
 		free(instruction);
 		if (!body)
-			return cli_usage_error(ctx, &cli_cmd_run, "the instruction is not valid UTF-8");
+			return cli_usage_error(ctx, &cli_cmd_run,
+			                       "the instruction is not valid UTF-8");
 	}
 	/* Options on the command line override those of the script file. */
 	if (max_steps)
@@ -144,8 +155,9 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_fi
 	if (strlen(text) > IPC_MAX_BODY_BYTES) {
 		free(text);
 		return cli_usage_error(ctx, &cli_cmd_run,
-				       "the task is larger than holod accepts (%d bytes as compact JSON); split the script",
-				       IPC_MAX_BODY_BYTES);
+		                       "the task is larger than holod accepts (%d bytes as compact "
+		                       "JSON); split the script",
+		                       IPC_MAX_BODY_BYTES);
 	}
 	r = ipc_task_request_parse(text, strlen(text), &check, err, sizeof(err));
 	if (r < 0) {
@@ -191,8 +203,10 @@ static int follow_line(const char *line, size_t len, void *userdata)
 	event = json_loadb(line, len, 0, &jerr);
 	if (!json_is_object(event)) {
 		json_decref(event);
-		cli_error(ctx, "holod sent an event that is not a JSON object (%s); the task goes on: `holoctl show %lld`",
-			  jerr.text, f->task_id);
+		cli_error(ctx,
+		          "holod sent an event that is not a JSON object (%s); the task goes on: "
+		          "`holoctl show %lld`",
+		          jerr.text, f->task_id);
 		return -ECANCELED;
 	}
 	step = json_object_get(event, "step");
@@ -227,15 +241,17 @@ static int follow_task(struct cli_context *ctx, long long id)
 	if (r != 0)
 		goto cleanup;
 	if (!f.final_status) {
-		fprintf(ctx->err, "holoctl: the event stream of task %lld ended without its final status (see `holoctl show %lld`)\n",
-			id, id);
+		fprintf(ctx->err,
+		        "holoctl: the event stream of task %lld ended without its final status "
+		        "(see `holoctl show %lld`)\n",
+		        id, id);
 		r = CLI_EXIT_TASK_UNKNOWN;
 		goto cleanup;
 	}
 	if (!ctx->json)
-		fprintf(ctx->out, "task %lld %s after %lld step%s%s%s\n", id, f.final_status, f.steps,
-			f.steps == 1 ? "" : "s", f.final_error ? ": " : "",
-			f.final_error ? f.final_error : "");
+		fprintf(ctx->out, "task %lld %s after %lld step%s%s%s\n", id, f.final_status,
+		        f.steps, f.steps == 1 ? "" : "s", f.final_error ? ": " : "",
+		        f.final_error ? f.final_error : "");
 	r = cli_exit_for_task_status(f.final_status);
 
 cleanup:
@@ -264,11 +280,15 @@ static int run_run(struct cli_context *ctx, int argc, char **argv)
 	if (!ctx->json) {
 		const char *status = json_string_value(json_object_get(answer, "status"));
 		if (a.follow)
-			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s\n", json_integer_value(id),
-				status ? status : "created");
+			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s\n",
+			        json_integer_value(id), status ? status : "created");
 		else
-			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s (see its steps with `holoctl show %" JSON_INTEGER_FORMAT "`)\n",
-				json_integer_value(id), status ? status : "created", json_integer_value(id));
+			fprintf(ctx->out,
+			        "task %" JSON_INTEGER_FORMAT
+			        " %s (see its steps with `holoctl show %" JSON_INTEGER_FORMAT
+			        "`)\n",
+			        json_integer_value(id), status ? status : "created",
+			        json_integer_value(id));
 		fflush(ctx->out);
 	}
 	if (a.follow)
@@ -281,31 +301,33 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_run = {
-	.name = "run",
-	.args = "[options] (--script FILE | INSTRUCTION)",
-	.summary = "start a task from a script of actions or an instruction",
-	.help =
-		"A script is a JSON array of actions, or an object {\"actions\": [...], options}\n"
-		"with the options of the API (max_steps, max_seconds, settle_ms, dry_run, coords).\n"
-		"One action per tool call, as the model writes them, for example:\n"
-		"  [{\"tool_name\": \"click\", \"x\": 640, \"y\": 400},\n"
-		"   {\"tool_name\": \"write\", \"content\": \"hello\", \"press_enter\": true},\n"
-		"   {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]}]\n"
-		"The script is checked before it is sent; errors name the action and field.\n"
-		"An instruction needs a model loaded in holod.\n"
-		"\n"
-		"Options:\n"
-		"  --script FILE          the script to run (- reads it from stdin)\n"
-		"  -f, --follow           print each step as it happens and exit with the task's\n"
-		"                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 interrupted,\n"
-		"                         6 the stream ended without a final status\n"
-		"  --max-steps N          stop after N steps (1..10000)\n"
-		"  --max-seconds N        stop after N seconds (1..86400)\n"
-		"  --settle-ms N          wait N ms after each action before the screenshot\n"
-		"  --dry-run              journal the steps without injecting anything\n"
-		"  --coords pixels|model  how the script's x/y are read (default pixels)\n"
-		"Options given here override those in the script file. Interrupting --follow\n"
-		"(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n"
-		"With --json: the created task, then (--follow) each event line as holod sends it.\n",
-	.run = run_run,
+        .name = "run",
+        .args = "[options] (--script FILE | INSTRUCTION)",
+        .summary = "start a task from a script of actions or an instruction",
+        .help = "A script is a JSON array of actions, or an object {\"actions\": [...], options}\n"
+                "with the options of the API (max_steps, max_seconds, settle_ms, dry_run, "
+                "coords).\n"
+                "One action per tool call, as the model writes them, for example:\n"
+                "  [{\"tool_name\": \"click\", \"x\": 640, \"y\": 400},\n"
+                "   {\"tool_name\": \"write\", \"content\": \"hello\", \"press_enter\": true},\n"
+                "   {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]}]\n"
+                "The script is checked before it is sent; errors name the action and field.\n"
+                "An instruction needs a model loaded in holod.\n"
+                "\n"
+                "Options:\n"
+                "  --script FILE          the script to run (- reads it from stdin)\n"
+                "  -f, --follow           print each step as it happens and exit with the task's\n"
+                "                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 "
+                "interrupted,\n"
+                "                         6 the stream ended without a final status\n"
+                "  --max-steps N          stop after N steps (1..10000)\n"
+                "  --max-seconds N        stop after N seconds (1..86400)\n"
+                "  --settle-ms N          wait N ms after each action before the screenshot\n"
+                "  --dry-run              journal the steps without injecting anything\n"
+                "  --coords pixels|model  how the script's x/y are read (default pixels)\n"
+                "Options given here override those in the script file. Interrupting --follow\n"
+                "(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n"
+                "With --json: the created task, then (--follow) each event line as holod sends "
+                "it.\n",
+        .run = run_run,
 };

@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const struct option show_options[] = {
-	CLI_COMMON_LONG_OPTIONS,
-	{0},
+        CLI_COMMON_LONG_OPTIONS,
+        {0},
 };
 
 /* The steps answer is {"steps": [...]} (a bare array is accepted too). */
@@ -22,16 +22,16 @@ static json_t *steps_array(json_t *answer)
 
 static void print_task(struct cli_context *ctx, json_t *task)
 {
-	static const char *const fields[] = {"status", "kind", "display", "created_at", "started_at",
-					     "finished_at", "result", "error"};
+	static const char *const fields[] = {"status",     "kind",        "display", "created_at",
+	                                     "started_at", "finished_at", "result",  "error"};
 	static const char *const headers[] = {"FIELD", "VALUE"};
 	json_t *spec = json_object_get(task, "spec");
 	const char *instruction = json_string_value(json_object_get(spec, "instruction"));
 	struct cli_table *t = cli_table_create(2, headers);
 
 	fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT "%s%s\n",
-		json_integer_value(json_object_get(task, "id")), instruction ? ": " : "",
-		instruction ? instruction : "");
+	        json_integer_value(json_object_get(task, "id")), instruction ? ": " : "",
+	        instruction ? instruction : "");
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
 		const char *v = json_string_value(json_object_get(task, fields[i]));
 		if (!v)
@@ -76,7 +76,8 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 		goto cleanup;
 
 	if (!json_is_array(steps_array(steps))) {
-		r = cli_error(ctx, "holod's answer for the steps of task %ld has no \"steps\" array", id);
+		r = cli_error(
+		        ctx, "holod's answer for the steps of task %ld has no \"steps\" array", id);
 		goto cleanup;
 	}
 	print_task(ctx, task);
@@ -93,12 +94,14 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_show = {
-	.name = "show",
-	.args = "ID",
-	.summary = "show a task and the table of its steps",
-	.help = "Prints the task (status, times, result or error) and one row per step: index, tool,\n"
-		"arguments, target in model space (0..1000) and in pixels, status, the time of each\n"
-		"phase (capture, inject, settle) and in total, and the result or error.\n"
-		"With --json: the task object and the steps answer, one JSON document per line.\n",
-	.run = show_run,
+        .name = "show",
+        .args = "ID",
+        .summary = "show a task and the table of its steps",
+        .help = "Prints the task (status, times, result or error) and one row per step: index, "
+                "tool,\n"
+                "arguments, target in model space (0..1000) and in pixels, status, the time of "
+                "each\n"
+                "phase (capture, inject, settle) and in total, and the result or error.\n"
+                "With --json: the task object and the steps answer, one JSON document per line.\n",
+        .run = show_run,
 };

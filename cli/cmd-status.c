@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const struct option status_options[] = {
-	CLI_COMMON_LONG_OPTIONS,
-	{0},
+        CLI_COMMON_LONG_OPTIONS,
+        {0},
 };
 
 /* Flattens nested objects into "queue.length"-style keys, one row per scalar. */
@@ -27,8 +27,9 @@ static void add_rows(struct cli_table *t, const char *prefix, json_t *o)
 			add_rows(t, name, v);
 		} else {
 			char *text = json_is_string(v) ? xstrdup(json_string_value(v))
-				   : json_is_null(v)   ? xstrdup("-")
-						       : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			             : json_is_null(v)
+			                     ? xstrdup("-")
+			                     : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 			const char *row[] = {name, text ? text : "?"};
 			cli_table_add_row(t, row);
 			free(text);
@@ -44,13 +45,15 @@ static int status_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, status_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, status_options, NULL)) !=
+	       -1) {
 		r = cli_common_option(ctx, &cli_cmd_status, c, argv);
 		if (r >= 0)
 			return r;
 	}
 	if (optind < argc)
-		return cli_usage_error(ctx, &cli_cmd_status, "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(ctx, &cli_cmd_status, "unexpected argument '%s'",
+		                       argv[optind]);
 
 	r = cli_api_json(ctx, "GET", IPC_API_PREFIX "/status", NULL, &answer);
 	if (r != 0 || ctx->json) {
@@ -70,10 +73,10 @@ static int status_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_status = {
-	.name = "status",
-	.args = "",
-	.summary = "show holod's version, display, model, queue and running task",
-	.help = "Prints one FIELD VALUE row per member of GET /v1/status (nested members as\n"
-		"parent.child).\n",
-	.run = status_run,
+        .name = "status",
+        .args = "",
+        .summary = "show holod's version, display, model, queue and running task",
+        .help = "Prints one FIELD VALUE row per member of GET /v1/status (nested members as\n"
+                "parent.child).\n",
+        .run = status_run,
 };

@@ -24,10 +24,10 @@ int cli_exit_for_task_status(const char *status)
 		const char *status;
 		int code;
 	} map[] = {
-		{"succeeded", CLI_EXIT_OK},
-		{"failed", CLI_EXIT_TASK_FAILED},
-		{"cancelled", CLI_EXIT_TASK_CANCELLED},
-		{"interrupted", CLI_EXIT_TASK_INTERRUPTED},
+	        {"succeeded", CLI_EXIT_OK},
+	        {"failed", CLI_EXIT_TASK_FAILED},
+	        {"cancelled", CLI_EXIT_TASK_CANCELLED},
+	        {"interrupted", CLI_EXIT_TASK_INTERRUPTED},
 	};
 
 	if (status)

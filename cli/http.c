@@ -25,14 +25,14 @@ struct cli_http {
 /* What the write callback fills: either a whole body or lines handed to line_fn. */
 struct sink {
 	CURL *curl;
-	char *sha256;             /* X-Holod-SHA256, from the header callback */
+	char *sha256; /* X-Holod-SHA256, from the header callback */
 	char *data;
 	size_t size, alloc, limit;
 	cli_http_line_fn line_fn; /* NULL: collect the body */
 	void *userdata;
-	bool streaming;           /* decided at the first chunk from the HTTP status */
+	bool streaming; /* decided at the first chunk from the HTTP status */
 	bool decided;
-	int error;                /* why the callback stopped the transfer */
+	int error; /* why the callback stopped the transfer */
 };
 
 int cli_http_global_init(void)
@@ -207,12 +207,14 @@ static int translate_curl(struct cli_http *h, CURLcode code)
 }
 
 static int perform(struct cli_http *h, const char *method, const char *path, const char *body,
-		   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret)
+                   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret)
 {
 	struct sockaddr_un sun;
 	struct curl_slist *headers = NULL;
-	struct sink s = {.curl = h->curl, .limit = CLI_HTTP_MAX_BODY, .line_fn = line_fn,
-			 .userdata = userdata};
+	struct sink s = {.curl = h->curl,
+	                 .limit = CLI_HTTP_MAX_BODY,
+	                 .line_fn = line_fn,
+	                 .userdata = userdata};
 	struct cli_http_response resp = {0};
 	char *url = NULL, *ct = NULL;
 	CURLcode code;
@@ -247,7 +249,7 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 		}
 		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, body ? body : "");
 		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE_LARGE,
-				 (curl_off_t)(body ? strlen(body) : 0));
+		                 (curl_off_t)(body ? strlen(body) : 0));
 	}
 	if (body)
 		headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -308,13 +310,13 @@ cleanup_url:
 }
 
 int cli_http_request(struct cli_http *h, const char *method, const char *path, const char *body,
-		     struct cli_http_response *ret)
+                     struct cli_http_response *ret)
 {
 	return perform(h, method, path, body, NULL, NULL, ret);
 }
 
 int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_fn, void *userdata,
-		    struct cli_http_response *ret)
+                    struct cli_http_response *ret)
 {
 	return perform(h, "GET", path, NULL, line_fn, userdata, ret);
 }
@@ -325,33 +327,59 @@ const char *cli_http_strerror(const struct cli_http *h, int err, char *buf, size
 
 	switch (-err) {
 	case ENOENT:
-		snprintf(buf, size, "cannot connect to %s: no such file (is holod running? start it with `holod`, or pick another daemon with --socket PATH)", p);
+		snprintf(buf, size,
+		         "cannot connect to %s: no such file (is holod running? start it with "
+		         "`holod`, or pick another daemon with --socket PATH)",
+		         p);
 		break;
 	case ECONNREFUSED:
-		snprintf(buf, size, "cannot connect to %s: connection refused (a stale socket: holod is not running; start it with `holod`)", p);
+		snprintf(buf, size,
+		         "cannot connect to %s: connection refused (a stale socket: holod is not "
+		         "running; start it with `holod`)",
+		         p);
 		break;
 	case EACCES:
 	case EPERM:
-		snprintf(buf, size, "cannot connect to %s: permission denied (holod only serves the user that runs it; run holoctl as that user)", p);
+		snprintf(buf, size,
+		         "cannot connect to %s: permission denied (holod only serves the user that "
+		         "runs it; run holoctl as that user)",
+		         p);
 		break;
 	case ENOTDIR:
-		snprintf(buf, size, "cannot connect to %s: a path component is not a directory (check --socket)", p);
+		snprintf(buf, size,
+		         "cannot connect to %s: a path component is not a directory (check "
+		         "--socket)",
+		         p);
 		break;
 	case ENAMETOOLONG:
-		snprintf(buf, size, "socket path %s is too long for a Unix socket (use a shorter --socket path)", p);
+		snprintf(buf, size,
+		         "socket path %s is too long for a Unix socket (use a shorter --socket "
+		         "path)",
+		         p);
 		break;
 	case ETIMEDOUT:
-		snprintf(buf, size, "holod at %s did not accept the connection in time (is it stuck? check its log)", p);
+		snprintf(buf, size,
+		         "holod at %s did not accept the connection in time (is it stuck? check "
+		         "its log)",
+		         p);
 		break;
 	case ECONNRESET:
-		snprintf(buf, size, "holod at %s closed the connection without a complete answer (check holod's log)", p);
+		snprintf(buf, size,
+		         "holod at %s closed the connection without a complete answer (check "
+		         "holod's log)",
+		         p);
 		break;
 	case EPROTO:
-		snprintf(buf, size, "%s answered with a malformed HTTP response (is it really holod's socket?)", p);
+		snprintf(
+		        buf, size,
+		        "%s answered with a malformed HTTP response (is it really holod's socket?)",
+		        p);
 		break;
 	case EMSGSIZE:
-		snprintf(buf, size, "holod at %s sent more than holoctl accepts (%u bytes per response, %u per event line)",
-			 p, CLI_HTTP_MAX_BODY, CLI_HTTP_MAX_EVENT_LINE);
+		snprintf(buf, size,
+		         "holod at %s sent more than holoctl accepts (%u bytes per response, %u "
+		         "per event line)",
+		         p, CLI_HTTP_MAX_BODY, CLI_HTTP_MAX_EVENT_LINE);
 		break;
 	default:
 		snprintf(buf, size, "cannot talk to holod at %s: %s", p, strerror(-err));

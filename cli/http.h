@@ -22,12 +22,12 @@
 struct cli_http;
 
 struct cli_http_response {
-	long status;      /* HTTP status code */
-	char *body;       /* NUL-terminated (the NUL is not counted in size); owned by the response */
+	long status; /* HTTP status code */
+	char *body;  /* NUL-terminated (the NUL is not counted in size); owned by the response */
 	size_t size;
 	char *content_type; /* NULL when the daemon sent none */
 	char *sha256;       /* X-Holod-SHA256 (64 lowercase hex digits, the journaled hash of a
-			       screenshot); NULL when absent or malformed */
+	                       screenshot); NULL when absent or malformed */
 };
 
 int cli_http_global_init(void);
@@ -42,7 +42,7 @@ const char *cli_http_socket_path(const struct cli_http *h);
  * On success *ret holds the response (any HTTP status); release it with cli_http_response_finish().
  * -EMSGSIZE when the body exceeds CLI_HTTP_MAX_BODY, -EPROTO for a malformed response. */
 int cli_http_request(struct cli_http *h, const char *method, const char *path, const char *body,
-		     struct cli_http_response *ret);
+                     struct cli_http_response *ret);
 void cli_http_response_finish(struct cli_http_response *r);
 
 /* Called once per complete line of a streamed response (without the newline, NUL-terminated).
@@ -54,7 +54,7 @@ typedef int (*cli_http_line_fn)(const char *line, size_t len, void *userdata);
  * is not called). A final line without a newline is delivered too. Returns the callback's negative
  * value if it stopped the stream, -EMSGSIZE when a line exceeds CLI_HTTP_MAX_EVENT_LINE. */
 int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_fn, void *userdata,
-		    struct cli_http_response *ret);
+                    struct cli_http_response *ret);
 
 /* A sentence for a negative errno returned by this module, naming the cause and the fix, e.g.
  * "cannot connect to /run/user/1000/holod/holod.sock: no such file (is holod running? start it

@@ -32,11 +32,11 @@ void cli_format_point(json_t *p, char *buf, size_t size)
 	}
 	if (json_is_integer(x2) && json_is_integer(y2))
 		snprintf(buf, size, "%lld,%lld->%lld,%lld", (long long)json_integer_value(x),
-			 (long long)json_integer_value(y), (long long)json_integer_value(x2),
-			 (long long)json_integer_value(y2));
+		         (long long)json_integer_value(y), (long long)json_integer_value(x2),
+		         (long long)json_integer_value(y2));
 	else
 		snprintf(buf, size, "%lld,%lld", (long long)json_integer_value(x),
-			 (long long)json_integer_value(y));
+		         (long long)json_integer_value(y));
 }
 
 void cli_format_tool_args(json_t *call, char *buf, size_t size)
@@ -49,15 +49,16 @@ void cli_format_tool_args(json_t *call, char *buf, size_t size)
 	if (!tool)
 		return;
 	if (strcmp(tool, "write") == 0 || strcmp(tool, "answer") == 0) {
-		snprintf(buf, size, "\"%s\"%s%s", str_member(call, "content") ? str_member(call, "content") : "",
-			 json_is_true(json_object_get(call, "press_enter")) ? " +enter" : "",
-			 json_is_true(json_object_get(call, "overwrite")) ? " overwrite" : "");
+		snprintf(buf, size, "\"%s\"%s%s",
+		         str_member(call, "content") ? str_member(call, "content") : "",
+		         json_is_true(json_object_get(call, "press_enter")) ? " +enter" : "",
+		         json_is_true(json_object_get(call, "overwrite")) ? " overwrite" : "");
 	} else if (strcmp(tool, "hotkey") == 0) {
 		size_t o = 0, i;
 		json_array_foreach(json_object_get(call, "keys"), i, v)
 		{
 			int n = snprintf(buf + o, size - o, "%s%s", i ? "+" : "",
-					 json_string_value(v) ? json_string_value(v) : "?");
+			                 json_string_value(v) ? json_string_value(v) : "?");
 			if (n < 0 || (size_t)n >= size - o)
 				break;
 			o += (size_t)n;
@@ -70,12 +71,13 @@ void cli_format_tool_args(json_t *call, char *buf, size_t size)
 		v = json_object_get(call, "duration");
 		snprintf(buf, size, "%g s", json_is_number(v) ? json_number_value(v) : 0.0);
 	} else if (strcmp(tool, "scroll") == 0) {
-		snprintf(buf, size, "%s %lld", str_member(call, "direction") ? str_member(call, "direction") : "?",
-			 int_member(call, "scroll_size"));
+		snprintf(buf, size, "%s %lld",
+		         str_member(call, "direction") ? str_member(call, "direction") : "?",
+		         int_member(call, "scroll_size"));
 	} else if (strcmp(tool, "click") == 0 && str_member(call, "button") &&
-		   strcmp(str_member(call, "button"), "left") != 0) {
+	           strcmp(str_member(call, "button"), "left") != 0) {
 		snprintf(buf, size, "%s%s%s", str_member(call, "button"), element ? " " : "",
-			 element ? element : "");
+		         element ? element : "");
 	} else if (element) {
 		snprintf(buf, size, "%s", element);
 	}
@@ -107,8 +109,9 @@ static const char *step_outcome(json_t *step)
 
 int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 {
-	static const char *const headers[] = {"#", "TOOL", "ARGS", "MODEL", "PIXELS", "STATUS",
-					      "CAPTURE", "INJECT", "SETTLE", "TOTAL", "RESULT"};
+	static const char *const headers[] = {"#",      "TOOL",   "ARGS",    "MODEL",
+	                                      "PIXELS", "STATUS", "CAPTURE", "INJECT",
+	                                      "SETTLE", "TOTAL",  "RESULT"};
 	struct cli_table *t = cli_table_create(ARRAY_SIZE(headers), headers);
 	json_t *step;
 	size_t i;
@@ -120,7 +123,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 	json_array_foreach(steps, i, step)
 	{
 		char idx[24], args[256], model[64], pixels[64], capture[32], inject[32], settle[32],
-			total[32];
+		        total[32];
 		json_t *call = json_object_get(step, "tool_call");
 		json_t *timings = json_object_get(step, "timings_us");
 
@@ -132,9 +135,17 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 		cli_format_duration_us(int_member(timings, "inject"), inject, sizeof(inject));
 		cli_format_duration_us(int_member(timings, "settle"), settle, sizeof(settle));
 		cli_format_duration_us(step_total_us(timings), total, sizeof(total));
-		const char *row[] = {idx, str_member(call, "tool_name"), args, model, pixels,
-				     str_member(step, "status"), capture, inject, settle, total,
-				     step_outcome(step)};
+		const char *row[] = {idx,
+		                     str_member(call, "tool_name"),
+		                     args,
+		                     model,
+		                     pixels,
+		                     str_member(step, "status"),
+		                     capture,
+		                     inject,
+		                     settle,
+		                     total,
+		                     step_outcome(step)};
 		cli_table_add_row(t, row);
 	}
 	r = cli_table_print(t, ctx->out);
@@ -156,15 +167,17 @@ void cli_print_step_line(struct cli_context *ctx, json_t *step)
 	/* " @ 80,60", or with model coordinates " @ 80,60 (model 100,100)". */
 	where[0] = '\0';
 	if (strcmp(pixels, "-") != 0)
-		snprintf(where, sizeof(where), " @ %s%s%s%s", pixels, strcmp(model, "-") ? " (model " : "",
-			 strcmp(model, "-") ? model : "", strcmp(model, "-") ? ")" : "");
-	cli_format_duration_us(step_total_us(json_object_get(step, "timings_us")), total, sizeof(total));
+		snprintf(where, sizeof(where), " @ %s%s%s%s", pixels,
+		         strcmp(model, "-") ? " (model " : "", strcmp(model, "-") ? model : "",
+		         strcmp(model, "-") ? ")" : "");
+	cli_format_duration_us(step_total_us(json_object_get(step, "timings_us")), total,
+	                       sizeof(total));
 	shown_args = cli_table_render_cell(args);
 	shown_outcome = cli_table_render_cell(outcome);
 	fprintf(ctx->out, "step %lld  %s%s%s%s  %s  %s%s%s\n", int_member(step, "index"),
-		str_member(call, "tool_name") ? str_member(call, "tool_name") : "?",
-		args[0] ? " " : "", shown_args, where, status ? status : "?", total,
-		outcome[0] ? ": " : "", shown_outcome);
+	        str_member(call, "tool_name") ? str_member(call, "tool_name") : "?",
+	        args[0] ? " " : "", shown_args, where, status ? status : "?", total,
+	        outcome[0] ? ": " : "", shown_outcome);
 	free(shown_args);
 	free(shown_outcome);
 }
@@ -185,7 +198,8 @@ int cli_print_action_answer(struct cli_context *ctx, json_t *answer)
 	status = str_member(task, "status");
 	error = str_member(task, "error");
 	if (status && strcmp(status, "succeeded") != 0)
-		return cli_error(ctx, "the action %s%s%s", status, error ? ": " : "", error ? error : "");
+		return cli_error(ctx, "the action %s%s%s", status, error ? ": " : "",
+		                 error ? error : "");
 	if (!json_is_object(step) && !status)
 		return cli_error(ctx, "holod's answer has neither the step nor a status");
 	return CLI_EXIT_OK;

@@ -112,7 +112,8 @@ static void test_do_mapping(void)
 
 	/* Options anywhere after the tool, and the shared ones set on the context. */
 	CHECK_INT_EQ(build_do(&b, "click", "--button", "middle", "5", "6", "--element", "OK",
-			      "--coords", "model", "--dry-run", "--settle-ms", "250", NULL), 0);
+	                      "--coords", "model", "--dry-run", "--settle-ms", "250", NULL),
+	             0);
 	CHECK_STR_EQ(str_at(action_of(b), "button"), "middle");
 	CHECK_STR_EQ(str_at(action_of(b), "element"), "OK");
 	CHECK_STR_EQ(str_at(b, "coords"), "model");
@@ -215,8 +216,8 @@ static void expect_do_error(const char *needle, ...)
 	int r = cli_do_build_request(&c.ctx, argc, argv, &body);
 	capture_flush(&c);
 	if (r != CLI_EXIT_USAGE || body || !c.err || !strstr(c.err, needle)) {
-		fprintf(stderr, "do %s ...: status %d, stderr \"%s\", wanted \"%s\"\n", argv[1] ? argv[1] : "",
-			r, c.err ? c.err : "", needle);
+		fprintf(stderr, "do %s ...: status %d, stderr \"%s\", wanted \"%s\"\n",
+		        argv[1] ? argv[1] : "", r, c.err ? c.err : "", needle);
 		test_failures++;
 	}
 	free(body);
@@ -237,16 +238,22 @@ static void test_do_errors(void)
 	expect_do_error("at most 5 keys", "hotkey", "a+b+c+d+e+f", NULL);
 	expect_do_error("--repeat must be from 1 to 10", "hotkey", "a", "--repeat", "11", NULL);
 	expect_do_error("--button applies to click only", "write", "x", "--button", "left", NULL);
-	expect_do_error("--button applies to click only", "right_click", "1", "2", "--button", "left", NULL);
-	expect_do_error("--button must be left, right or middle", "click", "1", "2", "--button", "up", NULL);
-	expect_do_error("--enter and --overwrite apply to write only", "click", "1", "2", "--enter", NULL);
-	expect_do_error("--element applies to pointer actions only", "wait", "1", "--element", "x", NULL);
+	expect_do_error("--button applies to click only", "right_click", "1", "2", "--button",
+	                "left", NULL);
+	expect_do_error("--button must be left, right or middle", "click", "1", "2", "--button",
+	                "up", NULL);
+	expect_do_error("--enter and --overwrite apply to write only", "click", "1", "2", "--enter",
+	                NULL);
+	expect_do_error("--element applies to pointer actions only", "wait", "1", "--element", "x",
+	                NULL);
 	expect_do_error("scroll direction must be", "scroll", "1", "2", "sideways", NULL);
-	expect_do_error("scroll notches must be from 1 to 50", "scroll", "1", "2", "up", "51", NULL);
+	expect_do_error("scroll notches must be from 1 to 50", "scroll", "1", "2", "up", "51",
+	                NULL);
 	expect_do_error("wait takes seconds", "wait", "31", NULL);
 	expect_do_error("wait takes seconds", "wait", "0", NULL);
 	expect_do_error("wait takes seconds", "wait", "soon", NULL);
-	expect_do_error("--coords must be pixels or model", "click", "1", "2", "--coords", "inches", NULL);
+	expect_do_error("--coords must be pixels or model", "click", "1", "2", "--coords", "inches",
+	                NULL);
 	expect_do_error("--settle-ms must be from 0", "click", "1", "2", "--settle-ms", "-1", NULL);
 	/* Model space ends at 1000: checked by the ipc module, named by field. */
 	expect_do_error("action.x", "click", "1001", "2", "--coords", "model", NULL);
@@ -291,8 +298,9 @@ static void test_run_parse(void)
 
 	/* A bare array from stdin. */
 	CHECK_INT_EQ(parse_run("[{\"tool_name\":\"click\",\"x\":1,\"y\":2},"
-			       " {\"tool_name\":\"write\",\"content\":\"hi\"}]",
-			       &a, &err, "--script", "-", "--follow", NULL), 0);
+	                       " {\"tool_name\":\"write\",\"content\":\"hi\"}]",
+	                       &a, &err, "--script", "-", "--follow", NULL),
+	             0);
 	CHECK(a.follow);
 	body = json_loads(a.body ? a.body : "", 0, NULL);
 	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 2);
@@ -304,9 +312,10 @@ static void test_run_parse(void)
 
 	/* An object with options; the command line overrides them. */
 	CHECK_INT_EQ(parse_run("{\"actions\":[{\"tool_name\":\"wait\",\"duration\":1}],"
-			       " \"max_steps\": 5, \"settle_ms\": 10}",
-			       &a, &err, "--script", "-", "--max-steps", "7", "--max-seconds", "9",
-			       "--dry-run", "--coords", "model", NULL), 0);
+	                       " \"max_steps\": 5, \"settle_ms\": 10}",
+	                       &a, &err, "--script", "-", "--max-steps", "7", "--max-seconds", "9",
+	                       "--dry-run", "--coords", "model", NULL),
+	             0);
 	CHECK(!a.follow);
 	body = json_loads(a.body ? a.body : "", 0, NULL);
 	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 1);
@@ -322,14 +331,17 @@ static void test_run_parse(void)
 	free(err);
 
 	/* The API's own {"script": [...]} form is a valid file too. */
-	CHECK_INT_EQ(parse_run("{\"script\":[{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}]}", &a,
-			       &err, "--script", "-", NULL), 0);
+	CHECK_INT_EQ(
+	        parse_run("{\"script\":[{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}]}", &a,
+	                  &err, "--script", "-", NULL),
+	        0);
 	cli_run_args_finish(&a);
 	CHECK_STR_EQ(err, ""); /* nothing printed on success */
 	free(err);
 
 	/* An instruction: several words are one. */
-	CHECK_INT_EQ(parse_run("", &a, &err, "open", "the", "settings", "--max-steps", "3", NULL), 0);
+	CHECK_INT_EQ(parse_run("", &a, &err, "open", "the", "settings", "--max-steps", "3", NULL),
+	             0);
 	body = json_loads(a.body ? a.body : "", 0, NULL);
 	CHECK_STR_EQ(str_at(body, "instruction"), "open the settings");
 	CHECK_INT_EQ(int_at(body, "max_steps"), 3);
@@ -360,8 +372,8 @@ static void expect_run_error(const char *stdin_text, const char *needle, ...)
 	int r = cli_run_parse(&c.ctx, argc, argv, in, &a);
 	capture_flush(&c);
 	if (r != CLI_EXIT_USAGE || a.body || !c.err || !strstr(c.err, needle)) {
-		fprintf(stderr, "run: status %d, stderr \"%s\", wanted \"%s\"\n", r, c.err ? c.err : "",
-			needle);
+		fprintf(stderr, "run: status %d, stderr \"%s\", wanted \"%s\"\n", r,
+		        c.err ? c.err : "", needle);
 		test_failures++;
 	}
 	cli_run_args_finish(&a);
@@ -373,22 +385,25 @@ static void test_run_errors(void)
 {
 	expect_run_error("", "give --script FILE", NULL);
 	expect_run_error("[]", "not both", "--script", "-", "extra", NULL);
-	expect_run_error("[{\"tool_name\":\"click\",\"x\":1,\n\"y\":}]", "(stdin): invalid JSON at line 2",
-			 "--script", "-", NULL);
-	expect_run_error("[{\"tool_name\":\"jump\"}]", "(stdin): script[0].tool_name", "--script", "-", NULL);
+	expect_run_error("[{\"tool_name\":\"click\",\"x\":1,\n\"y\":}]",
+	                 "(stdin): invalid JSON at line 2", "--script", "-", NULL);
+	expect_run_error("[{\"tool_name\":\"jump\"}]", "(stdin): script[0].tool_name", "--script",
+	                 "-", NULL);
 	/* Errors name the field as the file spells it. */
 	expect_run_error("{\"actions\":[{\"tool_name\":\"wait\",\"duration\":1},"
-			 "{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}]}",
-			 "actions[1].keys[0]: unknown key name 'ctr'", "--script", "-", NULL);
+	                 "{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}]}",
+	                 "actions[1].keys[0]: unknown key name 'ctr'", "--script", "-", NULL);
 	expect_run_error("{\"steps\":[]}", "no \"actions\" list", "--script", "-", NULL);
 	expect_run_error("42", "a script is a JSON array", "--script", "-", NULL);
-	expect_run_error("{\"instruction\":\"x\"}", "a script file holds actions", "--script", "-", NULL);
+	expect_run_error("{\"instruction\":\"x\"}", "a script file holds actions", "--script", "-",
+	                 NULL);
 	expect_run_error("[]", "(stdin): script", "--script", "-", NULL);
 	expect_run_error("[{\"tool_name\":\"wait\",\"duration\":1}]", "unknown", "--script", "-",
-			 "--bogus", NULL);
+	                 "--bogus", NULL);
 	expect_run_error("", "cannot open the script /nonexistent/s.json", "--script",
-			 "/nonexistent/s.json", NULL);
-	expect_run_error("", "--coords applies to scripts only", "do", "it", "--coords", "model", NULL);
+	                 "/nonexistent/s.json", NULL);
+	expect_run_error("", "--coords applies to scripts only", "do", "it", "--coords", "model",
+	                 NULL);
 	expect_run_error("", "--max-steps must be from 1", "x", "--max-steps", "0", NULL);
 	expect_run_error("", "--max-seconds must be from 1", "x", "--max-seconds", "lots", NULL);
 }
@@ -403,11 +418,13 @@ static void test_script_file(void)
 	char *path = path_join(dir, "script.json");
 	FILE *f = fopen(path, "w");
 	REQUIRE(f);
-	fputs("{\"actions\": [{\"tool_name\": \"move\", \"x\": 3, \"y\": 4}], \"dry_run\": true}\n", f);
+	fputs("{\"actions\": [{\"tool_name\": \"move\", \"x\": 3, \"y\": 4}], \"dry_run\": true}\n",
+	      f);
 	fclose(f);
 	CHECK_INT_EQ(cli_script_read(path, stdin, &body, err, sizeof(err)), 0);
 	CHECK(json_is_true(json_object_get(body, "dry_run")));
-	CHECK_STR_EQ(str_at(json_array_get(json_object_get(body, "script"), 0), "tool_name"), "move");
+	CHECK_STR_EQ(str_at(json_array_get(json_object_get(body, "script"), 0), "tool_name"),
+	             "move");
 	json_decref(body);
 
 	/* Over the size limit: refused before parsing, with the limit named. */
@@ -455,15 +472,15 @@ static void test_table(void)
 	CHECK_INT_EQ(cli_table_rows(t), 3);
 	s = print_table(t);
 	CHECK_STR_EQ(s, " #  TOOL   RESULT\n"
-			" 0  click  ok\n"
-			"10  write  -\n"
-			"11  héllo  two\\nlines\n");
+	                " 0  click  ok\n"
+	                "10  write  -\n"
+	                "11  héllo  two\\nlines\n");
 	free(s);
 	cli_table_hide_header(t);
 	s = print_table(t);
 	CHECK_STR_EQ(s, " 0  click  ok\n"
-			"10  write  -\n"
-			"11  héllo  two\\nlines\n");
+	                "10  write  -\n"
+	                "11  héllo  two\\nlines\n");
 	free(s);
 	cli_table_destroy(t);
 
@@ -475,8 +492,8 @@ static void test_table(void)
 	cli_table_add_row(t, (const char *const[]){"2", "", ""});
 	s = print_table(t);
 	CHECK_STR_EQ(s, "#  TOOL  RESULT\n"
-			"1  wait\n"
-			"2\n");
+	                "1  wait\n"
+	                "2\n");
 	free(s);
 	cli_table_destroy(t);
 
@@ -537,21 +554,24 @@ static void test_format(void)
 	json_decref(p);
 
 	json_t *call = json_pack("{s:s, s:[s,s], s:i}", "tool_name", "hotkey", "keys", "ctrl", "s",
-				 "repeat_count", 2);
+	                         "repeat_count", 2);
 	cli_format_tool_args(call, buf, sizeof(buf));
 	CHECK_STR_EQ(buf, "ctrl+s x2");
 	json_decref(call);
-	call = json_pack("{s:s, s:s, s:b}", "tool_name", "write", "content", "hi", "press_enter", 1);
+	call = json_pack("{s:s, s:s, s:b}", "tool_name", "write", "content", "hi", "press_enter",
+	                 1);
 	cli_format_tool_args(call, buf, sizeof(buf));
 	CHECK_STR_EQ(buf, "\"hi\" +enter");
 	json_decref(call);
-	call = json_pack("{s:s, s:s, s:i}", "tool_name", "scroll", "direction", "down", "scroll_size", 3);
+	call = json_pack("{s:s, s:s, s:i}", "tool_name", "scroll", "direction", "down",
+	                 "scroll_size", 3);
 	cli_format_tool_args(call, buf, sizeof(buf));
 	CHECK_STR_EQ(buf, "down 3");
 	json_decref(call);
 
-	static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13,
-					      'I', 'H', 'D', 'R', 0, 0, 5, 0, 0, 0, 2, 0xD0};
+	static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n',
+	                                      0,    0,   0,   13,  'I',  'H',  'D',  'R',
+	                                      0,    0,   5,   0,   0,    0,    2,    0xD0};
 	uint32_t w = 0, h = 0;
 	CHECK_INT_EQ(cli_png_size(png, sizeof(png), &w, &h), 0);
 	CHECK_INT_EQ(w, 1280);
@@ -571,7 +591,8 @@ static void test_format(void)
 	CHECK(strstr(msg, "HTTP 502 without an error message") != NULL);
 }
 
-/* ---- the whole program, without a daemon ------------------------------------------------------ */
+/* ---- the whole program, without a daemon ------------------------------------------------------
+ */
 
 static int run_main(char **out, char **err, ...)
 {
@@ -637,7 +658,8 @@ static void test_main(void)
 	CHECK_INT_EQ(run_main(&out, &err, "screenshot", NULL), CLI_EXIT_USAGE);
 	CHECK(strstr(err, "give -o FILE") != NULL);
 	free(out), free(err);
-	CHECK_INT_EQ(run_main(&out, &err, "screenshot", "-o", "x.png", "--task", "3", NULL), CLI_EXIT_USAGE);
+	CHECK_INT_EQ(run_main(&out, &err, "screenshot", "-o", "x.png", "--task", "3", NULL),
+	             CLI_EXIT_USAGE);
 	CHECK(strstr(err, "--task and --step go together") != NULL);
 	free(out), free(err);
 	CHECK_INT_EQ(run_main(&out, &err, "list", "--status", "done", NULL), CLI_EXIT_USAGE);
@@ -684,7 +706,8 @@ static void test_main(void)
 	free(out), free(err);
 
 	/* Usage errors are found before any connection is tried. */
-	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "do", "hotkey", "ctr", NULL), CLI_EXIT_USAGE);
+	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "do", "hotkey", "ctr", NULL),
+	             CLI_EXIT_USAGE);
 	CHECK(strstr(err, "is holod running") == NULL);
 	free(out), free(err);
 
