@@ -1091,6 +1091,164 @@ static void test_config(void)
 	}
 }
 
+
+/* ---- the real Nano-12B-v2 shapes ---------------------------------------------------------- */
+
+struct big_tensor {
+	char name[128];
+	const char *dtype;
+	int ndim;
+	int64_t shape[3];
+};
+
+static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim, int64_t d0, int64_t d1, int64_t d2,
+		    const char *format, ...) __attribute__((format(printf, 8, 9)));
+static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim, int64_t d0, int64_t d1, int64_t d2,
+		    const char *format, ...)
+{
+	va_list ap;
+
+	va_start(ap, format);
+	vsnprintf(t[*n].name, sizeof(t[*n].name), format, ap);
+	va_end(ap);
+	t[*n].dtype = dtype;
+	t[*n].ndim = ndim;
+	t[*n].shape[0] = d0;
+	t[*n].shape[1] = d1;
+	t[*n].shape[2] = d2;
+	(*n)++;
+}
+
+/* A checkpoint with the header of the real model (model.md 1.2, 3: 62 layers, d 5120, vocab
+ * 131072, H 128, P 80, N 128, G 8) and a sparse data section: about 25 GB that occupy no disk.
+ * The config leaves n_groups, mamba_head_dim, head_dim, conv_kernel and intermediate_size out,
+ * so the loader must derive all of them from the shapes. Skipped where the file system cannot
+ * hold sparse files. */
+static void test_real_shapes(void)
+{
+	static const char pattern[] = "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-";
+	const int64_t d = 5120, V = 131072, H = 128, P = 80, N = 128, G = 8, K = 4, Hq = 40, Hkv = 8, Dh = 128,
+		      I = 20480, din = H * P, conv = din + 2 * G * N;
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char *dir = xasprintf("%s/holod-test-loader-XXXXXX", tmp);
+	struct big_tensor *t = xcalloc(1024, sizeof(*t));
+	const char *lp = "language_model.backbone.layers";
+	size_t n = 0, hlen;
+	uint64_t off = 0, expect_params = 0;
+	json_t *hdr = json_object();
+	struct engine_model *m;
+	struct engine_model_info info;
+	struct stat sb;
+	char *text, *config;
+	FILE *f;
+
+	REQUIRE(mkdtemp(dir));
+	big_add(t, &n, "BF16", 2, V, d, 0, "language_model.backbone.embeddings.weight");
+	for (int l = 0; l < 62; l++) {
+		big_add(t, &n, "BF16", 1, d, 0, 0, "%s.%d.norm.weight", lp, l);
+		if (pattern[l] == 'M') {
+			big_add(t, &n, "BF16", 2, 2 * din + 2 * G * N + H, d, 0, "%s.%d.mixer.in_proj.weight", lp, l);
+			big_add(t, &n, "BF16", 3, conv, 1, K, "%s.%d.mixer.conv1d.weight", lp, l);
+			big_add(t, &n, "BF16", 1, conv, 0, 0, "%s.%d.mixer.conv1d.bias", lp, l);
+			big_add(t, &n, "F32", 1, H, 0, 0, "%s.%d.mixer.dt_bias", lp, l);
+			big_add(t, &n, "F32", 1, H, 0, 0, "%s.%d.mixer.A_log", lp, l);
+			big_add(t, &n, "F32", 1, H, 0, 0, "%s.%d.mixer.D", lp, l);
+			big_add(t, &n, "BF16", 1, din, 0, 0, "%s.%d.mixer.norm.weight", lp, l);
+			big_add(t, &n, "BF16", 2, d, din, 0, "%s.%d.mixer.out_proj.weight", lp, l);
+		} else if (pattern[l] == '*') {
+			big_add(t, &n, "BF16", 2, Hq * Dh, d, 0, "%s.%d.mixer.q_proj.weight", lp, l);
+			big_add(t, &n, "BF16", 2, Hkv * Dh, d, 0, "%s.%d.mixer.k_proj.weight", lp, l);
+			big_add(t, &n, "BF16", 2, Hkv * Dh, d, 0, "%s.%d.mixer.v_proj.weight", lp, l);
+			big_add(t, &n, "BF16", 2, d, Hq * Dh, 0, "%s.%d.mixer.o_proj.weight", lp, l);
+		} else {
+			big_add(t, &n, "BF16", 2, I, d, 0, "%s.%d.mixer.up_proj.weight", lp, l);
+			big_add(t, &n, "BF16", 2, d, I, 0, "%s.%d.mixer.down_proj.weight", lp, l);
+		}
+	}
+	big_add(t, &n, "BF16", 1, d, 0, 0, "language_model.backbone.norm_f.weight");
+	big_add(t, &n, "BF16", 2, V, d, 0, "language_model.lm_head.weight");
+	big_add(t, &n, "BF16", 2, 20480, 5120, 0, "mlp1.1.weight");
+	big_add(t, &n, "BF16", 3, 1, 16384, 1280, "vision_model.radio_model.model.patch_generator.pos_embed");
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t elems = 1, nbytes;
+		json_t *shape = json_array();
+
+		for (int k = 0; k < t[i].ndim; k++) {
+			elems *= (uint64_t)t[i].shape[k];
+			json_array_append_new(shape, json_integer(t[i].shape[k]));
+		}
+		nbytes = elems * (strcmp(t[i].dtype, "F32") == 0 ? 4 : 2);
+		if (strncmp(t[i].name, "language_model.", 15) == 0)
+			expect_params += elems;
+		json_object_set_new(hdr, t[i].name,
+				    json_pack("{s:s, s:o, s:[I,I]}", "dtype", t[i].dtype, "shape", shape, "data_offsets",
+					      (json_int_t)off, (json_int_t)(off + nbytes)));
+		off += nbytes;
+	}
+	text = json_dumps(hdr, JSON_COMPACT);
+	hlen = strlen(text);
+	f = fopen(fmt("%s/model.safetensors", dir), "wb");
+	REQUIRE(f);
+	{
+		size_t padded = (hlen + 7) / 8 * 8;
+		uint8_t lenbytes[8];
+
+		for (int i = 0; i < 8; i++)
+			lenbytes[i] = (uint8_t)(padded >> (8 * i));
+		fwrite(lenbytes, 1, 8, f);
+		fwrite(text, 1, hlen, f);
+		fwrite("        ", 1, padded - hlen, f);
+		REQUIRE(fflush(f) == 0);
+		if (ftruncate(fileno(f), (off_t)(8 + padded + off)) != 0 || fstat(fileno(f), &sb) != 0 ||
+		    (uint64_t)sb.st_blocks * 512 > (64u << 20)) {
+			fprintf(stderr, "test_real_shapes: skipped, %s cannot hold a sparse %llu-byte file\n", tmp,
+				(unsigned long long)off);
+			fclose(f);
+			goto out;
+		}
+	}
+	REQUIRE(fclose(f) == 0);
+	config = xasprintf("{\"model_type\": \"NemotronH_Nano_VL_V2\", \"vision_config\": {}, \"llm_config\": {"
+			   "\"model_type\": \"nemotron_h\", \"hybrid_override_pattern\": \"%s\", \"num_hidden_layers\": 62, "
+			   "\"hidden_size\": 5120, \"num_attention_heads\": 40, \"num_key_value_heads\": 8, "
+			   "\"mamba_num_heads\": 128, \"ssm_state_size\": 128, \"chunk_size\": 128, \"vocab_size\": 131072, "
+			   "\"layer_norm_epsilon\": 1e-05, \"mlp_hidden_act\": \"relu2\", \"time_step_limit\": [0.0, Infinity], "
+			   "\"tie_word_embeddings\": false, \"eos_token_id\": 2}}",
+			   pattern);
+	write_file(fmt("%s/config.json", dir), config, strlen(config));
+	free(config);
+
+	m = engine_model_load(dir, errbuf, sizeof(errbuf));
+	if (!m)
+		fprintf(stderr, "real shapes: %s\n", errbuf);
+	REQUIRE(m);
+	CHECK_STR_EQ(m->cfg.pattern, pattern);
+	CHECK_INT_EQ(m->cfg.vocab, 131072);
+	CHECK_INT_EQ(m->cfg.m_groups, 8);
+	CHECK_INT_EQ(m->cfg.m_head_dim, 80);
+	CHECK_INT_EQ(m->cfg.m_conv_kernel, 4);
+	CHECK_INT_EQ(m->cfg.head_dim, 128);
+	CHECK_INT_EQ(m->cfg.intermediate, 20480);
+	check_shape(&m->layers[7].attn.q, 2, 5120, 5120, 0);
+	check_shape(&m->layers[60].mamba.in_proj, 2, 22656, 5120, 0);
+	REQUIRE(engine_model_get_info(m, &info) == 0);
+	CHECK_INT_EQ(info.n_mamba, 28);
+	CHECK_INT_EQ(info.n_attention, 6);
+	CHECK_INT_EQ(info.n_mlp, 28);
+	CHECK_INT_EQ(info.n_params, expect_params);
+	/* model.md 1.2: about 12.31B parameters in the language model */
+	CHECK(info.n_params > 12300000000ull && info.n_params < 12320000000ull);
+	CHECK(model_files_find(m->files, "mlp1.1.weight", &(struct tensor){0}) == 0);
+	engine_model_destroy(m);
+out:
+	free(text);
+	json_decref(hdr);
+	free(t);
+	rm_dir(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *src = getenv("HOLOD_SOURCE_ROOT");
@@ -1101,6 +1259,7 @@ int main(void)
 	test_bad_model();
 	test_bad_sharded();
 	test_config();
+	test_real_shapes();
 	free(fixtures);
 	return test_exit();
 }
