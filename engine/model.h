@@ -113,4 +113,4 @@ static inline uint16_t f32_to_bf16(float f)
 	return (uint16_t)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16);
 }
 
-float f16_to_f32(uint16_t v);
+/* f16 -> f32 lives with the CPU kernels: cpu_f16_to_f32() in cpu.h. */
