@@ -36,8 +36,8 @@ struct cli_context {
 	const char *socket_path; /* --socket, else the default from ipc.h, resolved on first use */
 	char *socket_owned;      /* the resolved default (freed by holoctl_main) */
 	bool json;               /* --json: print the daemon's JSON as received */
-	FILE *out, *err;
-	struct cli_http *http; /* created on the first request */
+	FILE *in, *out, *err;    /* in: the script of `run --script -` */
+	struct cli_http *http;   /* created on the first request */
 };
 
 struct cli_command {
@@ -64,7 +64,7 @@ const struct cli_command *cli_command_find(const char *name);
 
 /* holoctl.c: the whole program minus process setup, so tests can drive it in-process.
  * Returns the exit status. */
-int holoctl_main(int argc, char **argv, FILE *out, FILE *err);
+int holoctl_main(int argc, char **argv, FILE *in, FILE *out, FILE *err);
 void cli_print_usage(FILE *f);
 void cli_print_command_help(const struct cli_command *cmd, FILE *f);
 
@@ -115,10 +115,9 @@ struct cli_run_args {
 };
 
 /* `holoctl run [options] (--script FILE | INSTRUCTION)` (argv[0] is "run"). Reads the script
- * (from stdin_file for "-"), merges the options into it, validates with ipc_task_request_parse.
+ * (from ctx->in for "-"), merges the options into it, validates with ipc_task_request_parse.
  * Returns 0 and fills *ret, or CLI_EXIT_USAGE after printing the problem to ctx->err. */
-int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_file,
-                  struct cli_run_args *ret);
+int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run_args *ret);
 void cli_run_args_finish(struct cli_run_args *a);
 
 /* Reads a script from `path` ("-" for stdin) into a task request body: a bare JSON array

@@ -37,8 +37,7 @@ void cli_run_args_finish(struct cli_run_args *a)
 	*a = (struct cli_run_args){0};
 }
 
-int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_file,
-                  struct cli_run_args *ret)
+int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run_args *ret)
 {
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
@@ -113,7 +112,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, FILE *stdin_fi
 		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
 	if (script) {
-		if (cli_script_read(script, stdin_file, &body, err, sizeof(err)) < 0)
+		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
 		if (coords)
 			json_object_set_new(body, "coords", json_string(coords));
@@ -266,7 +265,7 @@ static int run_run(struct cli_context *ctx, int argc, char **argv)
 	json_t *answer = NULL, *id;
 	int r;
 
-	r = cli_run_parse(ctx, argc, argv, stdin, &a);
+	r = cli_run_parse(ctx, argc, argv, &a);
 	if (r != 0 || a.help)
 		return r;
 	r = cli_api_json(ctx, "POST", IPC_API_PREFIX "/tasks", a.body, &answer);

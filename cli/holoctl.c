@@ -61,9 +61,9 @@ static const struct option global_options[] = {
         {0},
 };
 
-int holoctl_main(int argc, char **argv, FILE *out, FILE *err)
+int holoctl_main(int argc, char **argv, FILE *in, FILE *out, FILE *err)
 {
-	struct cli_context ctx = {.out = out, .err = err};
+	struct cli_context ctx = {.in = in, .out = out, .err = err};
 	const struct cli_command *cmd;
 	int c, r;
 

@@ -16,7 +16,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "holoctl: cannot initialise libcurl\n");
 		return CLI_EXIT_ERROR;
 	}
-	r = holoctl_main(argc, argv, stdout, stderr);
+	r = holoctl_main(argc, argv, stdin, stdout, stderr);
 	cli_http_global_cleanup();
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "holoctl: cannot write the output\n");

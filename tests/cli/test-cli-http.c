@@ -242,7 +242,7 @@ static void fake_stop(struct fake *f)
 }
 
 /* Runs holoctl --socket FAKE ARGS... and returns its exit status with stdout and stderr. */
-static int holoctl(struct fake *f, char **out, char **err, ...)
+static int holoctl(struct fake *f, FILE *in, char **out, char **err, ...)
 {
 	char *argv[32];
 	int argc = 0;
@@ -259,7 +259,7 @@ static int holoctl(struct fake *f, char **out, char **err, ...)
 		argv[argc++] = a;
 	va_end(ap);
 	argv[argc] = NULL;
-	int r = holoctl_main(argc, argv, fo, fe);
+	int r = holoctl_main(argc, argv, in, fo, fe);
 	fclose(fo);
 	fclose(fe);
 	return r;
@@ -270,15 +270,14 @@ static int follow(enum variant v, char **out, char **err)
 {
 	static const char script[] = "[{\"tool_name\":\"click\",\"x\":5,\"y\":6}]";
 	struct fake f;
-	FILE *saved = stdin;
+	FILE *in;
 	int r;
 
 	fake_start(&f, v);
-	stdin = fmemopen((void *)script, strlen(script), "r");
-	REQUIRE(stdin);
-	r = holoctl(&f, out, err, "run", "--script", "-", "--follow", NULL);
-	fclose(stdin);
-	stdin = saved;
+	in = fmemopen((void *)script, strlen(script), "r");
+	REQUIRE(in);
+	r = holoctl(&f, in, out, err, "run", "--script", "-", "--follow", NULL);
+	fclose(in);
 	fake_stop(&f);
 	return r;
 }
@@ -319,24 +318,24 @@ static void test_errors(void)
 	char *out, *err;
 
 	fake_start(&f, V_CLOSE);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "status", NULL), CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "status", NULL), CLI_EXIT_ERROR);
 	CHECK(strstr(err, "closed the connection without a complete answer") != NULL);
 	free(out), free(err);
 	fake_stop(&f);
 
 	fake_start(&f, V_HTML_500);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "list", NULL), CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "list", NULL), CLI_EXIT_ERROR);
 	CHECK(strstr(err, "HTTP 500 without an error message") != NULL);
 	free(out), free(err);
 	fake_stop(&f);
 
 	/* API errors: the daemon's message; with --json also its body on stdout. */
 	fake_start(&f, V_NOT_PNG);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "show", "3", NULL), CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "show", "3", NULL), CLI_EXIT_ERROR);
 	CHECK_STR_EQ(err, "holoctl: no such route (HTTP 404 not_found)\n");
 	CHECK_STR_EQ(out, "");
 	free(out), free(err);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "--json", "show", "3", NULL), CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "--json", "show", "3", NULL), CLI_EXIT_ERROR);
 	CHECK_STR_EQ(out, "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}\n");
 	free(out), free(err);
 
@@ -345,7 +344,8 @@ static void test_errors(void)
 	REQUIRE(fd >= 0);
 	close(fd);
 	unlink(path);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "screenshot", "-o", path, NULL), CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "-o", path, NULL),
+	             CLI_EXIT_ERROR);
 	CHECK(strstr(err, "not a PNG image (6 bytes)") != NULL);
 	CHECK(access(path, F_OK) != 0); /* nothing written */
 	free(out), free(err);
@@ -365,15 +365,15 @@ static void test_step_screenshot(void)
 	cli_sha256_hex(png, sizeof(png), sha);
 
 	fake_start(&f, V_SHOT_HASH);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "screenshot", "--task", "7", "--step", "0", "--which",
-	                     "before", "-o", path, NULL),
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0",
+	                     "--which", "before", "-o", path, NULL),
 	             0);
 	expected = xasprintf("wrote %s (1280x720, 24 bytes, sha256 matches the journal)\n", path);
 	CHECK_STR_EQ(out, expected);
 	free(expected);
 	free(out), free(err);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "--json", "screenshot", "--task", "7", "--step", "0",
-	                     "--which", "before", "-o", path, NULL),
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "--json", "screenshot", "--task", "7", "--step",
+	                     "0", "--which", "before", "-o", path, NULL),
 	             0);
 	expected = xasprintf("{\"path\":\"%s\",\"bytes\":24,\"width\":1280,\"height\":720,"
 	                     "\"sha256\":\"%s\",\"verified\":true}\n",
@@ -386,8 +386,8 @@ static void test_step_screenshot(void)
 
 	/* A hash that does not match: an error, and no file. */
 	fake_start(&f, V_SHOT_BAD_HASH);
-	CHECK_INT_EQ(holoctl(&f, &out, &err, "screenshot", "--task", "7", "--step", "0", "--which",
-	                     "before", "-o", path, NULL),
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0",
+	                     "--which", "before", "-o", path, NULL),
 	             CLI_EXIT_ERROR);
 	CHECK(strstr(err, "does not match the journal's") != NULL);
 	CHECK(access(path, F_OK) != 0);

@@ -282,7 +282,8 @@ static int parse_run(const char *stdin_text, struct cli_run_args *ret, char **re
 
 	capture_init(&c);
 	*ret = (struct cli_run_args){0};
-	r = cli_run_parse(&c.ctx, argc, argv, in, ret);
+	c.ctx.in = in;
+	r = cli_run_parse(&c.ctx, argc, argv, ret);
 	capture_flush(&c);
 	*ret_err = xstrdup(c.err ? c.err : "");
 	capture_finish(&c);
@@ -369,7 +370,8 @@ static void expect_run_error(const char *stdin_text, const char *needle, ...)
 	argv[argc] = NULL;
 
 	capture_init(&c);
-	int r = cli_run_parse(&c.ctx, argc, argv, in, &a);
+	c.ctx.in = in;
+	int r = cli_run_parse(&c.ctx, argc, argv, &a);
 	capture_flush(&c);
 	if (r != CLI_EXIT_USAGE || a.body || !c.err || !strstr(c.err, needle)) {
 		fprintf(stderr, "run: status %d, stderr \"%s\", wanted \"%s\"\n", r,
@@ -609,7 +611,7 @@ static int run_main(char **out, char **err, ...)
 		argv[argc++] = a;
 	va_end(ap);
 	argv[argc] = NULL;
-	int r = holoctl_main(argc, argv, fo, fe);
+	int r = holoctl_main(argc, argv, stdin, fo, fe);
 	fclose(fo);
 	fclose(fe);
 	return r;
