@@ -62,8 +62,11 @@ const char *x11_strerror(int err)
 	case X11_ERR_NO_DISPLAY:
 		return "cannot connect to the X server: DISPLAY is unset or the server refused the "
 		       "connection (check DISPLAY and XAUTHORITY)";
-	case X11_ERR_NO_XTEST:
-		return "the X server lacks the XTEST extension, so input cannot be injected";
+	case X11_ERR_NO_XTEST: /* ENOTSUP: also an unsupported visual, or no XInput2 */
+		return "not supported by this X server: input needs the XTEST extension, the kill "
+		       "switch XInput2, and capture a 24-bit TrueColor screen";
+	case ENOENT:
+		return "the key is not held";
 	case ERANGE:
 		return "coordinates or area outside the screen";
 	case EINVAL:

@@ -102,11 +102,21 @@ static int type_keypos(struct x11_display *d, const struct x11_keypos *pos, unsi
 	return r;
 }
 
+static int tap(struct x11_display *d, unsigned keycode)
+{
+	uint32_t half = MAX(d->key_delay_us / 2, X11_MIN_KEY_DELAY_US / 2);
+	int r = x11_fake_key(d, keycode, true, half);
+
+	if (r >= 0)
+		r = x11_fake_key(d, keycode, false, half);
+	return r;
+}
+
 int x11_type(struct x11_display *d, const char *utf8)
 {
 	struct x11_keymap km;
 	struct x11_keypos pos;
-	unsigned shift_kc;
+	unsigned shift_kc, caps_kc = 0;
 	size_t len;
 	uint32_t cp;
 	int r;
@@ -123,6 +133,17 @@ int x11_type(struct x11_display *d, const char *utf8)
 	if (r < 0)
 		return r;
 	shift_kc = x11_keymap_find_plain(&km, XK_Shift_L);
+	/* Caps Lock would turn "a" into "A" (and Shift+a back into "a"): switch it off while typing. */
+	Window root_ret, child_ret;
+	int rx, ry, wx, wy;
+	unsigned mask = 0;
+	XQueryPointer(d->dpy, d->root, &root_ret, &child_ret, &rx, &ry, &wx, &wy, &mask);
+	caps_kc = mask & LockMask ? x11_keymap_find_plain(&km, XK_Caps_Lock) : 0;
+	if (caps_kc) {
+		r = tap(d, caps_kc);
+		if (r < 0)
+			goto finish_keymap;
+	}
 	for (size_t i = 0; i < len;) {
 		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
 		uint32_t sym = text_keysym(cp);
@@ -152,6 +173,8 @@ int x11_type(struct x11_display *d, const char *utf8)
 	}
 	r = 0;
 finish_keymap:
+	if (caps_kc)
+		tap(d, caps_kc);
 	XSync(d->dpy, False);
 	x11_keymap_finish(d, &km);
 	return r;

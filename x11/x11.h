@@ -96,7 +96,8 @@ enum x11_scroll {
 };
 
 /* Delays between injected events, in microseconds (default 12000 between keys, 100000 between
- * the clicks of a double or triple click, 8000 between drag motions). */
+ * the clicks of a double or triple click, 8000 between drag motions). Key delays below 1000 are
+ * raised to 1000: events with no delay at all get reordered or coalesced by some clients. */
 void x11_input_set_key_delay_us(struct x11_display *d, uint32_t usec);
 
 /* Coordinates are root-window pixels; -ERANGE when outside the root window. */
@@ -115,7 +116,8 @@ int x11_key_combo(struct x11_display *d, const char *combo);
 /* The same with the names given as an array (the model's `hotkey.keys`). */
 int x11_key_names(struct x11_display *d, const char *const *names, size_t n);
 /* Press / release one key, tracking held keys; x11_release_all releases every held key and
- * mouse button (on abort, error, end of task). */
+ * mouse button (on abort, error, end of task). Pressing a held key again does nothing;
+ * x11_key_up of a key that is not held returns -ENOENT and sends nothing. */
 int x11_key_down(struct x11_display *d, const char *name);
 int x11_key_up(struct x11_display *d, const char *name);
 int x11_release_all(struct x11_display *d);
@@ -123,8 +125,10 @@ int x11_release_all(struct x11_display *d);
 size_t x11_held_count(const struct x11_display *d);
 
 /* Types UTF-8 text exactly: keymap characters through XTest, newline and tab as Return and Tab
- * keysyms, characters missing from the keymap by binding a spare keycode to them (verified,
- * restored afterwards). -EINVAL for invalid UTF-8 or text longer than X11_MAX_TYPE_BYTES. */
+ * keysyms ("\r\n" is one Return), characters missing from the keymap by binding a spare keycode
+ * to them (verified, restored afterwards). An active Caps Lock is switched off for the duration.
+ * -EINVAL for invalid UTF-8, other control characters, or text longer than X11_MAX_TYPE_BYTES;
+ * -ENOSPC when the keymap has no spare keycode. */
 int x11_type(struct x11_display *d, const char *utf8);
 
 /* ---- key names (pure, no connection) ---------------------------------------------------- */

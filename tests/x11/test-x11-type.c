@@ -20,6 +20,23 @@ static bool text_is(const char *contents, void *want)
 	return ok;
 }
 
+struct tail_arg {
+	size_t skip;
+	const char *want;
+};
+
+/* The client text received after the first `skip` bytes of the log. */
+static bool tail_text_is(const char *contents, void *arg)
+{
+	struct tail_arg *t = arg;
+	if (strlen(contents) < t->skip)
+		return false;
+	char *got = xt_client_text(contents + t->skip);
+	bool ok = strcmp(got, t->want) == 0;
+	free(got);
+	return ok;
+}
+
 static bool file_is(const char *contents, void *want)
 {
 	return strcmp(contents, want) == 0;
@@ -60,6 +77,24 @@ static void test_client(struct x11_display *d, const char *client_path)
 	}
 	/* The keycodes bound for ö ✓ — 日 本 語 are free again. */
 	CHECK_INT_EQ(spare_keycodes(d), spare);
+
+	/* With Caps Lock on, the text still comes out as given (and Caps Lock stays on). */
+	char *before_caps = xt_read_file(log);
+	size_t skip = strlen(before_caps);
+	free(before_caps);
+	CHECK_INT_EQ(x11_key_combo(d, "capslock"), 0);
+	CHECK_INT_EQ(x11_type(d, "aB1\n"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "a"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "capslock"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "a"), 0);
+	struct tail_arg ta = {skip, "aB1\nAa"};
+	if (!xt_wait_until(log, tail_text_is, &ta, XT_WAIT_MS)) {
+		char *all = xt_read_file(log), *got = xt_client_text(all + skip);
+		fprintf(stderr, "with Caps Lock: \"%s\", expected \"aB1\\nAa\"\n", got);
+		test_failures++;
+		free(got);
+		free(all);
+	}
 
 	/* Invalid input: an error and no key events. */
 	char *s = xt_read_file(log);
