@@ -1,6 +1,7 @@
-/* Screenshot writer thread (see shotwriter.h).
+/* Screenshot writer threads (see shotwriter.h).
  *
- * DESIGN: the executor thread produces frames; this thread consumes them. The queue and the
+ * DESIGN: the executor thread produces frames; SHOTWRITER_THREADS threads consume them, each job
+ * independently (rows may be journaled out of order; nothing depends on that order). The queue and the
  * `stopping` flag are protected by `lock`; frames are owned by the queue until popped, then by
  * this thread. The journal has its own lock. Nothing here touches X. */
 #include "shotwriter.h"
@@ -36,8 +37,8 @@ struct shotwriter {
 	struct shot_job *head, *tail;
 	size_t queued;
 	bool stopping;
-	pthread_t thread;
-	bool started;
+	pthread_t threads[SHOTWRITER_THREADS];
+	size_t n_threads;
 };
 
 void shotwriter_sha256_hex(const uint8_t *data, size_t size, char hex[65])
@@ -167,12 +168,14 @@ struct shotwriter *shotwriter_create(const char *state_dir, struct journal *j,
 	w->userdata = userdata;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	if ((r = pthread_create(&w->thread, NULL, writer_main, w)) != 0) {
-		shotwriter_destroy(w);
-		errno = r;
-		return NULL;
+	for (size_t i = 0; i < SHOTWRITER_THREADS; i++) {
+		if ((r = pthread_create(&w->threads[i], NULL, writer_main, w)) != 0) {
+			shotwriter_destroy(w);
+			errno = r;
+			return NULL;
+		}
+		w->n_threads++;
 	}
-	w->started = true;
 	return w;
 }
 
@@ -210,13 +213,12 @@ void shotwriter_destroy(struct shotwriter *w)
 {
 	if (!w)
 		return;
-	if (w->started) {
-		pthread_mutex_lock(&w->lock);
-		w->stopping = true;
-		pthread_cond_broadcast(&w->cond);
-		pthread_mutex_unlock(&w->lock);
-		pthread_join(w->thread, NULL);
-	}
+	pthread_mutex_lock(&w->lock);
+	w->stopping = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < w->n_threads; i++)
+		pthread_join(w->threads[i], NULL);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w->state_dir);

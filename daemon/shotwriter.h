@@ -1,4 +1,4 @@
-/* shotwriter: encodes, writes and hashes step screenshots on its own thread, off the executor's
+/* shotwriter: encodes, writes and hashes step screenshots on its own threads, off the executor's
  * critical path, and journals each one once its file is on disk (fsync'd and renamed into
  * place), so a journaled screenshot always has an intact PNG with the recorded sha256.
  *
@@ -12,6 +12,9 @@
 #include "x11.h"
 
 #define SHOTWRITER_QUEUE_MAX 16
+/* PNG encoding dominates (about 50 ms for 1280x800 on a loaded core) and every step makes two
+ * screenshots: a few encoders in parallel keep the queue from throttling the executor. */
+#define SHOTWRITER_THREADS 3
 
 struct shotwriter;
 
