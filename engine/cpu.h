@@ -36,6 +36,10 @@ void *cpu_scratch(int thread);
 
 /* Runs fn(ctx, i, thread) for i in [0, n_tasks) across the pool; returns when all are done. */
 void cpu_parallel_for(int n_tasks, cpu_task_fn *fn, void *ctx);
+/* Same, where `work` estimates the job's multiply-adds: below CPU_MIN_PARALLEL_WORK the tasks run
+ * on the calling thread, since waking the workers would cost more than the job. */
+void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work);
+#define CPU_MIN_PARALLEL_WORK 65536.0
 
 /* y[t, 0:out] = W x[t, :] for t in [0, T): W is a [out, in] tensor of any dtype (bf16/f16/f32),
  * x is fp32 with row stride ldx, y fp32 with row stride ldy. Accumulation is fp32.

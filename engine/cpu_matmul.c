@@ -570,7 +570,8 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
 		.ldy = ldy,
 		.accumulate = accumulate,
 	};
-	cpu_parallel_for((nrows + ROW_BLOCK - 1) / ROW_BLOCK, matmul_task, &j);
+	cpu_parallel_for_work((nrows + ROW_BLOCK - 1) / ROW_BLOCK, matmul_task, &j,
+			 (double)nrows * in * T);
 	return 0;
 }
 

@@ -221,10 +221,15 @@ void *cpu_scratch(int thread)
 
 void cpu_parallel_for(int n_tasks, cpu_task_fn *fn, void *ctx)
 {
+	cpu_parallel_for_work(n_tasks, fn, ctx, CPU_MIN_PARALLEL_WORK);
+}
+
+void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
+{
 	if (n_tasks <= 0)
 		return;
 	pthread_once(&pool_once, pool_init);
-	if (pool.n_threads == 1 || n_tasks == 1) {
+	if (pool.n_threads == 1 || n_tasks == 1 || work < CPU_MIN_PARALLEL_WORK) {
 		for (int i = 0; i < n_tasks; i++)
 			fn(ctx, i, 0);
 		return;

@@ -147,6 +147,9 @@ int engine_detok_flush(struct engine_detok *d, const char **ret_text, size_t *re
  * run on, or $HOLOD_THREADS). Call it while no session computes. Returns 0 or -EINVAL. */
 int engine_set_threads(int n);
 int engine_get_threads(void);
+/* Name of the CPU kernels selected for this machine ("avx512", "avx2", "generic");
+ * $HOLOD_CPU_KERNELS=generic|avx2 caps the choice. */
+const char *engine_cpu_kernels(void);
 
 /* A session able to hold up to max_tokens tokens (1..ENGINE_SESSION_MAX_TOKENS); the KV cache
  * grows on demand up to that size. Returns NULL and sets errno (EINVAL, ENOMEM). */

@@ -231,8 +231,10 @@ void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ld
 		.y = y,
 		.cb = cb_work,
 	};
-	cpu_parallel_for(dm->G * j.nchunks, ssm_cb_task, &j);
-	cpu_parallel_for(dm->H, ssm_chunk_head_task, &j);
+	cpu_parallel_for_work(dm->G * j.nchunks, ssm_cb_task, &j,
+			 (double)dm->G * T * dm->chunk * dm->N / 2);
+	cpu_parallel_for_work(dm->H, ssm_chunk_head_task, &j,
+			 (double)dm->H * T * dm->P * (2.0 * dm->N + dm->chunk / 2));
 }
 
 void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
@@ -249,7 +251,7 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 		.state = state,
 		.y = y,
 	};
-	cpu_parallel_for(dm->H, ssm_scan_head_task, &j);
+	cpu_parallel_for_work(dm->H, ssm_scan_head_task, &j, 2.0 * dm->H * T * dm->P * dm->N);
 }
 
 /* ---- scratch layout ----------------------------------------------------------------------- */
@@ -510,7 +512,7 @@ static void attention_layer(struct engine_session *s, const struct lm_dims *dm,
 	matmul(&L->attn.k, wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	matmul(&L->attn.v, wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	struct attn_job j = {.dm = dm, .T = T, .n0 = n0, .q = q, .k = st->k, .v = st->v, .o = o};
-	cpu_parallel_for(dm->hq, attn_head_task, &j);
+	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
 	matmul(&L->attn.o, o, dm->q_dim, T, wk->h, dm->d, true);
 }
 

@@ -30,6 +30,11 @@ int engine_get_threads(void)
 	return cpu_threads();
 }
 
+const char *engine_cpu_kernels(void)
+{
+	return cpu_kernel_name();
+}
+
 static size_t conv_floats(const struct lm_dims *dm)
 {
 	return (size_t)(dm->K - 1) * dm->conv_dim;

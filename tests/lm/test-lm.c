@@ -534,5 +534,19 @@ int main(void)
 		lm_random_model_destroy(m);
 	}
 	test_bad_model();
+
+	/* more threads than cores: same results through the pool's wake/finish paths */
+	CHECK_INT_EQ(engine_set_threads(0), -EINVAL);
+	CHECK_INT_EQ(engine_set_threads(3), 0);
+	CHECK_INT_EQ(engine_get_threads(), 3);
+	struct lm_random_spec sp = spec_small("M*-", TENSOR_BF16, 77);
+	sp.hidden = 128;
+	struct engine_model *m = lm_random_model_create(&sp);
+	REQUIRE(m);
+	test_session_model(m, 40);
+	lm_random_model_destroy(m);
+	test_matmul_case(TENSOR_BF16, 100, 130, 9, true);
+	CHECK_INT_EQ(engine_set_threads(1), 0);
+	test_matmul_case(TENSOR_F16, 100, 130, 9, false);
 	return test_exit();
 }

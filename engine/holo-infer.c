@@ -1,0 +1,415 @@
+/* holo-infer: run the language model of a checkpoint directory from the command line.
+ *
+ *   holo-infer --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3)
+ *              [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]
+ *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
+ *
+ * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
+ * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
+ * then of every generated token fed back into the model.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "engine.h"
+#include "model.h"
+
+#define NPY_HEADER_BYTES 128
+
+struct run {
+	FILE *npy;
+	uint64_t rows;
+	int vocab;
+	bool npy_failed;
+	uint64_t t_first; /* when the first id was sampled (prefill done) */
+	size_t n_ids;
+	bool print_ids;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: holo-infer --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3)\n"
+		"                  [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
+		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
+		"                  [--dump-logits FILE.npy]\n"
+		"\n"
+		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
+		"  --max-tokens N   tokens to generate (default 64)\n"
+		"  --temp T         sampling temperature; 0 = greedy (default 0)\n"
+		"  --top-k K        keep the K most likely tokens (default off)\n"
+		"  --top-p P        nucleus sampling mass in (0, 1) (default off)\n"
+		"  --seed S         seed of the sampler's PRNG (default 0)\n"
+		"  --stop ID        stop after generating ID (repeatable; the model's eos id is added\n"
+		"                   unless --ignore-eos)\n"
+		"  --threads N      CPU threads (default: all available, or $HOLOD_THREADS)\n"
+		"  --dump-logits F  write every computed logits row as float32 .npy [rows, vocab]\n");
+}
+
+static int write_npy_header(FILE *f, uint64_t rows, int vocab)
+{
+	char hdr[NPY_HEADER_BYTES];
+	memset(hdr, ' ', sizeof(hdr));
+	memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+	uint16_t hlen = NPY_HEADER_BYTES - 10;
+	hdr[8] = (char)(hlen & 0xff);
+	hdr[9] = (char)(hlen >> 8);
+	int n = snprintf(hdr + 10, sizeof(hdr) - 10,
+			 "{'descr': '<f4', 'fortran_order': False, 'shape': (%" PRIu64 ", %d), }", rows,
+			 vocab);
+	if (n < 0 || n >= (int)sizeof(hdr) - 11)
+		return -EINVAL;
+	hdr[10 + n] = ' ';
+	hdr[NPY_HEADER_BYTES - 1] = '\n';
+	if (fseek(f, 0, SEEK_SET) != 0 || fwrite(hdr, 1, sizeof(hdr), f) != sizeof(hdr))
+		return -errno;
+	return 0;
+}
+
+static int on_logits(void *ud, const float *logits, int vocab)
+{
+	struct run *r = ud;
+	if (r->npy && !r->npy_failed) {
+		if (fwrite(logits, sizeof(float), (size_t)vocab, r->npy) != (size_t)vocab)
+			r->npy_failed = true;
+		r->rows++;
+	}
+	return 0;
+}
+
+static int on_token(void *ud, int32_t id)
+{
+	struct run *r = ud;
+	if (r->n_ids++ == 0)
+		r->t_first = time_mono_us();
+	if (r->print_ids) {
+		printf("%s%d", r->n_ids > 1 ? " " : "", id);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static int on_text(void *ud, const char *text, size_t len)
+{
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
+	return 0;
+}
+
+static int parse_ids(const char *s, int32_t **ret, size_t *ret_n)
+{
+	size_t cap = 16, n = 0;
+	int32_t *ids = xmalloc(cap * sizeof(*ids));
+	while (*s) {
+		char *end;
+		errno = 0;
+		long v = strtol(s, &end, 10);
+		if (end == s || errno || v < 0 || v > INT32_MAX) {
+			free(ids);
+			return -EINVAL;
+		}
+		if (n == cap)
+			ids = xreallocarray(ids, cap *= 2, sizeof(*ids));
+		ids[n++] = (int32_t)v;
+		s = end;
+		while (*s == ',' || *s == ' ')
+			s++;
+	}
+	if (n == 0) {
+		free(ids);
+		return -EINVAL;
+	}
+	*ret = ids;
+	*ret_n = n;
+	return 0;
+}
+
+static char *read_file(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 4096, n = 0;
+	char *buf = xmalloc(cap);
+	for (;;) {
+		if (n == cap)
+			buf = xrealloc(buf, cap *= 2);
+		size_t r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r == 0)
+			break;
+	}
+	bool err = ferror(f);
+	fclose(f);
+	if (err) {
+		free(buf);
+		errno = EIO;
+		return NULL;
+	}
+	*ret_len = n;
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	enum {
+		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
+		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
+	};
+	static const struct option opts[] = {
+		{"model", required_argument, NULL, 'm'},
+		{"prompt", required_argument, NULL, OPT_PROMPT},
+		{"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
+		{"prompt-ids", required_argument, NULL, OPT_PROMPT_IDS},
+		{"tokenize", no_argument, NULL, OPT_TOKENIZE},
+		{"max-tokens", required_argument, NULL, OPT_MAX},
+		{"temp", required_argument, NULL, OPT_TEMP},
+		{"top-k", required_argument, NULL, OPT_TOPK},
+		{"top-p", required_argument, NULL, OPT_TOPP},
+		{"seed", required_argument, NULL, OPT_SEED},
+		{"stop", required_argument, NULL, OPT_STOP},
+		{"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
+		{"threads", required_argument, NULL, OPT_THREADS},
+		{"dump-logits", required_argument, NULL, OPT_DUMP},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *prompt_ids = NULL;
+	const char *dump = NULL;
+	bool tokenize = false, ignore_eos = false;
+	int max_tokens = 64, threads = 0;
+	struct engine_sampling sampling = {0};
+	int32_t stops[64];
+	size_t n_stops = 0;
+	int ret = 1;
+
+	log_set_program_name("holo-infer");
+	log_setup_from_env();
+	for (int c; (c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1;) {
+		char *end = NULL;
+		errno = 0;
+		switch (c) {
+		case 'm':
+			model_dir = optarg;
+			break;
+		case OPT_PROMPT:
+			prompt = optarg;
+			break;
+		case OPT_PROMPT_FILE:
+			prompt_file = optarg;
+			break;
+		case OPT_PROMPT_IDS:
+			prompt_ids = optarg;
+			break;
+		case OPT_TOKENIZE:
+			tokenize = true;
+			break;
+		case OPT_MAX:
+			max_tokens = (int)strtol(optarg, &end, 10);
+			if (*end || max_tokens < 0 || max_tokens > ENGINE_SESSION_MAX_TOKENS)
+				goto bad_value;
+			break;
+		case OPT_TEMP:
+			sampling.temperature = strtof(optarg, &end);
+			if (*end || errno)
+				goto bad_value;
+			break;
+		case OPT_TOPK:
+			sampling.top_k = (int)strtol(optarg, &end, 10);
+			if (*end || errno)
+				goto bad_value;
+			break;
+		case OPT_TOPP:
+			sampling.top_p = strtof(optarg, &end);
+			if (*end || errno)
+				goto bad_value;
+			break;
+		case OPT_SEED:
+			sampling.seed = strtoull(optarg, &end, 0);
+			if (*end || errno)
+				goto bad_value;
+			break;
+		case OPT_STOP: {
+			long v = strtol(optarg, &end, 10);
+			if (*end || errno || v < 0 || v > INT32_MAX || n_stops == ARRAY_SIZE(stops) - 1)
+				goto bad_value;
+			stops[n_stops++] = (int32_t)v;
+			break;
+		}
+		case OPT_IGNORE_EOS:
+			ignore_eos = true;
+			break;
+		case OPT_THREADS:
+			threads = (int)strtol(optarg, &end, 10);
+			if (*end || threads < 1)
+				goto bad_value;
+			break;
+		case OPT_DUMP:
+			dump = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		continue;
+	bad_value:
+		log_error("invalid value '%s' for --%s", optarg, opts[c == 'm' ? 0 : c - 255].name);
+		return 2;
+	}
+	if (!model_dir || optind != argc || (!!prompt + !!prompt_file + !!prompt_ids) != 1) {
+		usage(stderr);
+		return 2;
+	}
+	if (threads && engine_set_threads(threads) < 0) {
+		log_error("cannot use %d threads", threads);
+		return 2;
+	}
+
+	char err[512] = "";
+	struct engine_model *model = engine_model_load(model_dir, err, sizeof(err));
+	if (!model) {
+		log_error("%s: %s", model_dir, err);
+		return 1;
+	}
+	struct engine_tokenizer *tok = engine_model_tokenizer(model);
+	struct engine_session *s = NULL;
+	int32_t *ids = NULL, *out = NULL;
+	size_t n_ids = 0, n_out = 0;
+	char *text = NULL;
+	struct run run = {0};
+
+	if (prompt_ids) {
+		if (parse_ids(prompt_ids, &ids, &n_ids) < 0) {
+			log_error("--prompt-ids: expected comma-separated token ids");
+			goto out;
+		}
+	} else {
+		size_t len;
+		if (prompt_file) {
+			text = read_file(prompt_file, &len);
+			if (!text) {
+				log_error_errno(-errno, "%s", prompt_file);
+				goto out;
+			}
+		} else {
+			text = xstrdup(prompt);
+			len = strlen(text);
+		}
+		if (!tok) {
+			log_error("%s has no tokenizer.json: use --prompt-ids", model_dir);
+			goto out;
+		}
+		int r = engine_tokenizer_encode(tok, text, len, true, &ids, &n_ids);
+		if (r < 0) {
+			log_error_errno(r, "cannot tokenize the prompt");
+			goto out;
+		}
+	}
+	if (tokenize) {
+		printf("[");
+		for (size_t i = 0; i < n_ids; i++)
+			printf("%s%d", i ? ", " : "", ids[i]);
+		printf("]\n");
+		ret = 0;
+		goto out;
+	}
+	if (n_ids == 0) {
+		log_error("the prompt is empty");
+		goto out;
+	}
+
+	if (!ignore_eos && model->cfg.eos_id >= 0)
+		stops[n_stops++] = model->cfg.eos_id;
+	s = engine_session_create(model, (int)MIN(n_ids + (size_t)max_tokens + 1,
+						  (size_t)ENGINE_SESSION_MAX_TOKENS));
+	if (!s) {
+		log_error_errno(-errno, "cannot create a session");
+		goto out;
+	}
+	run.vocab = engine_session_vocab(s);
+	run.print_ids = !tok;
+	if (dump) {
+		run.npy = fopen(dump, "wb");
+		if (!run.npy || write_npy_header(run.npy, 0, run.vocab) < 0) {
+			log_error_errno(-errno, "%s", dump);
+			goto out;
+		}
+	}
+
+	uint64_t t0 = time_mono_us();
+	if (max_tokens == 0) {
+		/* prefill only */
+		float *logits = malloc((size_t)n_ids * (size_t)run.vocab * sizeof(float));
+		int r = logits ? engine_session_append(s, ids, NULL, n_ids,
+						       dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_LAST,
+						       logits)
+			       : -ENOMEM;
+		for (size_t i = 0; r == 0 && dump && i < n_ids; i++)
+			on_logits(&run, logits + i * (size_t)run.vocab, run.vocab);
+		free(logits);
+		if (r < 0) {
+			log_error_errno(r, "prefill failed");
+			goto out;
+		}
+		run.t_first = time_mono_us();
+	} else {
+		struct engine_generate_params p = {
+			.sampling = sampling,
+			.max_new_tokens = max_tokens,
+			.stop_ids = stops,
+			.n_stop_ids = n_stops,
+			.on_text = tok ? on_text : NULL,
+			.on_logits = dump ? on_logits : NULL,
+			.on_token = on_token,
+			.userdata = &run,
+		};
+		int r = engine_generate(s, tok, ids, n_ids, &p, &out, &n_out);
+		if (r < 0) {
+			log_error_errno(r, "generation failed");
+			goto out;
+		}
+	}
+	uint64_t t1 = time_mono_us();
+	printf("\n");
+	fflush(stdout);
+
+	double prefill_s = (double)(run.t_first - t0) / 1e6, decode_s = (double)(t1 - run.t_first) / 1e6;
+	fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tok/s)\n", n_ids, prefill_s,
+		prefill_s > 0 ? (double)n_ids / prefill_s : 0.0);
+	if (n_out > 1)
+		fprintf(stderr, "decode: %zu tokens in %.3f s (%.2f tok/s)\n", n_out - 1, decode_s,
+			(double)(n_out - 1) / decode_s);
+	fprintf(stderr, "threads: %d, kernels: %s\n", engine_get_threads(),
+		engine_cpu_kernels());
+
+	if (run.npy) {
+		if (run.npy_failed || write_npy_header(run.npy, run.rows, run.vocab) < 0 ||
+		    fclose(run.npy) != 0) {
+			run.npy = NULL;
+			log_error("%s: write failed", dump);
+			goto out;
+		}
+		run.npy = NULL;
+		fprintf(stderr, "logits: %" PRIu64 " x %d rows written to %s\n", run.rows, run.vocab,
+			dump);
+	}
+	ret = 0;
+out:
+	if (run.npy)
+		fclose(run.npy);
+	free(text);
+	free(ids);
+	free(out);
+	engine_session_destroy(s);
+	engine_model_destroy(model);
+	return ret;
+}
