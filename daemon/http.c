@@ -433,7 +433,9 @@ static bool stream_collect(struct stream *st)
 		stream_append(st, "step", "step", json_incref(step));
 	}
 	json_decref(steps);
-	if (ipc_task_status_is_final(status) || scheduler_stopping(st->s->ctx.scheduler)) {
+	/* After a stop every task is final; the second test only guards against a journal that
+	 * failed to record it, so that no stream outlives holod. */
+	if (ipc_task_status_is_final(status) || scheduler_stopped(st->s->ctx.scheduler)) {
 		if (journal_task_get(j, st->id, &task) < 0)
 			return false;
 		stream_append(st, "end", "task", task);

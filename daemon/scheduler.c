@@ -31,6 +31,7 @@ struct scheduler {
 	struct task *running;
 	uint64_t progress;
 	bool stopping;
+	bool stopped;   /* the executor has been joined: every task is final */
 	bool connected; /* the executor holds an X connection */
 	char *stop_reason;
 
@@ -219,7 +220,10 @@ join:
 		pthread_join(s->thread, NULL);
 		s->started = false;
 	}
-	scheduler_notify(s);
+	pthread_mutex_lock(&s->lock);
+	s->stopped = true;
+	bump_locked(s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void scheduler_destroy(struct scheduler *s)
@@ -342,7 +346,7 @@ uint64_t scheduler_wait(struct scheduler *s, uint64_t seen, unsigned timeout_ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&s->lock);
-	while (s->progress == seen && !s->stopping)
+	while (s->progress == seen)
 		if (pthread_cond_timedwait(&s->changed, &s->lock, &ts) == ETIMEDOUT)
 			break;
 	uint64_t p = s->progress;
@@ -350,10 +354,10 @@ uint64_t scheduler_wait(struct scheduler *s, uint64_t seen, unsigned timeout_ms)
 	return p;
 }
 
-bool scheduler_stopping(struct scheduler *s)
+bool scheduler_stopped(struct scheduler *s)
 {
 	pthread_mutex_lock(&s->lock);
-	bool b = s->stopping;
+	bool b = s->stopped;
 	pthread_mutex_unlock(&s->lock);
 	return b;
 }

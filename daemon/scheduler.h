@@ -51,12 +51,13 @@ int scheduler_cancel(struct scheduler *s, int64_t id);
 /* {"running": id|null, "queue": [ids...], "display": name|null, "connected": bool} */
 json_t *scheduler_snapshot(struct scheduler *s);
 
-/* The progress counter; scheduler_wait blocks until it differs from `seen`, the scheduler stops,
- * or timeout_ms passes, and returns the current value. */
+/* The progress counter; scheduler_wait blocks until it differs from `seen` or timeout_ms passes,
+ * and returns the current value. Stopping moves it too (when it starts and when it is done). */
 uint64_t scheduler_progress(struct scheduler *s);
 uint64_t scheduler_wait(struct scheduler *s, uint64_t seen, unsigned timeout_ms);
 void scheduler_notify(struct scheduler *s);
-bool scheduler_stopping(struct scheduler *s);
+/* True once scheduler_stop has joined the executor: no task will change any more. */
+bool scheduler_stopped(struct scheduler *s);
 
 /* Begins shutdown: refuses new tasks, marks queued tasks 'interrupted', stops the running task
  * at its next safe point (it is marked 'interrupted' with `reason`), releases held keys and

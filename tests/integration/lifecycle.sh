@@ -57,8 +57,14 @@ submit '{"script": [{"tool_name": "move", "x": 1, "y": 1}]}'
 B=$TASK
 wait_until 20 sh -c "[ \"\$(sqlite3 '$DB' \"SELECT count(*) FROM steps WHERE task_id = $A AND idx = 1\")\" = 1 ]" ||
 	fail "task never reached its wait"
+curl -sS -N --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$T/events" &
+EVENTS_PID=$!
+wait_until 10 grep -q '"event":"step"' "$T/events" || fail "no step event before SIGTERM"
 t0=$(date +%s)
 stop_holod || fail "holod exited with status $? after SIGTERM"
+wait "$EVENTS_PID" || fail "event stream broken by SIGTERM"
+[ "$(tail -n 1 "$T/events" | jq -r '.event + " " + .task.status')" = "end interrupted" ] ||
+	fail "event stream after SIGTERM ends with: $(tail -n 1 "$T/events" | head -c 300)"
 [ $(($(date +%s) - t0)) -le 5 ] || fail "SIGTERM took more than 5 s"
 [ "$(sqlite3 "$DB" "SELECT status || ': ' || error FROM tasks WHERE id = $A")" = \
 	"interrupted: holod received SIGTERM" ] || fail "A after SIGTERM: $(sqlite3 "$DB" "SELECT status, error FROM tasks WHERE id = $A")"
