@@ -1,6 +1,7 @@
 /* ipc: the action vocabulary's parser names the offending field, enforces every named limit and
  * round-trips through the serializer. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,6 +269,74 @@ static void test_names_and_socket(void)
 	CHECK_INT_EQ(ipc_socket_path(&p), -ENAMETOOLONG);
 }
 
+/* Mutated inputs (a fixed-seed xorshift, so a failure reproduces): the parser either accepts
+ * (and then what it accepted round-trips) or refuses with a message; under ASan this is also
+ * the memory-safety check of every path through it. */
+static void test_mutations(void)
+{
+	const char *seed =
+		"{\"script\": [{\"tool_name\": \"click\", \"x\": 10, \"y\": 20},"
+		" {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]},"
+		" {\"tool_name\": \"write\", \"content\": \"abc\", \"overwrite\": true},"
+		" {\"tool_name\": \"scroll\", \"x\": 1, \"y\": 2, \"direction\": \"up\"},"
+		" {\"tool_name\": \"wait\", \"duration\": 2}], \"coords\": \"model\","
+		" \"max_steps\": 5}";
+	const char alphabet[] = "{}[]\",:0123456789.-eE \\tnruxyfalse";
+	size_t n = strlen(seed);
+	char buf[512];
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	int accepted = 0, refused = 0;
+
+	for (int iter = 0; iter < 20000; iter++) {
+		memcpy(buf, seed, n + 1);
+		size_t len = n;
+		int edits = 1 + (int)(x % 4);
+		for (int e = 0; e < edits && len > 1; e++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			size_t pos = (size_t)(x >> 16) % len;
+			switch (x % 3) {
+			case 0: /* replace */
+				buf[pos] = alphabet[(x >> 40) % (sizeof(alphabet) - 1)];
+				break;
+			case 1: /* delete */
+				memmove(buf + pos, buf + pos + 1, len - pos);
+				len--;
+				break;
+			default: /* truncate */
+				len = pos + 1;
+				buf[len] = '\0';
+			}
+		}
+		struct ipc_task_request *req = NULL;
+		err[0] = '\0';
+		int r = ipc_task_request_parse(buf, len, &req, err, sizeof(err));
+		if (r < 0) {
+			refused++;
+			if (!err[0] || req) {
+				fprintf(stderr, "refused without a message: %s\n", buf);
+				test_failures++;
+			}
+			continue;
+		}
+		accepted++;
+		char *json = ipc_task_request_to_json(req);
+		struct ipc_task_request *again = NULL;
+		if (!json || ipc_task_request_parse(json, strlen(json), &again, err, sizeof(err)) < 0) {
+			fprintf(stderr, "accepted but does not round-trip: %s -> %s (%s)\n", buf,
+				json ? json : "(null)", err);
+			test_failures++;
+		}
+		free(json);
+		ipc_task_request_destroy(again);
+		ipc_task_request_destroy(req);
+	}
+	/* The mutations must exercise both outcomes, or this test proves nothing. */
+	CHECK(accepted > 100);
+	CHECK(refused > 1000);
+}
+
 int main(void)
 {
 	test_script_ok();
@@ -275,5 +344,6 @@ int main(void)
 	test_limits();
 	test_action_request();
 	test_names_and_socket();
+	test_mutations();
 	return test_exit();
 }
