@@ -29,7 +29,7 @@
 #define HTTP_CONNECTION_TIMEOUT_S 300
 #define HTTP_STREAM_POLL_MS 1000
 #define HTTP_MAX_PNG_BYTES (512u * 1024 * 1024) /* a journaled screenshot we agree to serve */
-#define HTTP_MAX_SEGMENTS 6
+#define HTTP_MAX_CONNECTIONS 64 /* one thread each; beyond it libmicrohttpd refuses to accept */
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -797,6 +797,7 @@ struct http_server *http_server_create(int listen_fd, const struct http_context 
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!s->mhd) {
 		free(s);

@@ -33,7 +33,7 @@
 #include "shotwriter.h"
 #include "system.h"
 
-static int wait_for_stop(const struct xvfb *xvfb, char *reason, size_t size)
+static int wait_for_stop(struct xvfb *xvfb, char *reason, size_t size)
 {
 	sigset_t set;
 	siginfo_t si;
@@ -53,10 +53,12 @@ static int wait_for_stop(const struct xvfb *xvfb, char *reason, size_t size)
 			int status;
 			pid_t pid;
 			while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-				if (xvfb->pid == pid)
+				if (xvfb->pid == pid) {
 					log_error("the virtual display %s exited (status %d); tasks "
 						  "will fail until holod is restarted",
 						  xvfb->display, status);
+					xvfb->pid = 0; /* reaped: xvfb_stop must not signal a reused pid */
+				}
 			continue;
 		}
 		snprintf(reason, size, "holod received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
