@@ -96,8 +96,16 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 	vsnprintf(msg, sizeof(msg), format, ap);
 	va_end(ap);
 	log_debug("HTTP %u %s: %s", status, code, msg);
-	return send_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
-					      msg));
+	json_t *o = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+	if (!o) {
+		/* The message quoted something that is not UTF-8 (a URL, a query value): JSON cannot
+		 * carry it, so show those bytes as '?'. */
+		for (char *p = msg; *p; p++)
+			if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+				*p = '?';
+		o = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+	}
+	return send_json(c, status, o);
 }
 
 static enum MHD_Result send_internal(struct MHD_Connection *c, int err, const char *what)

@@ -182,6 +182,10 @@ api GET /v1/nothing
 expect_error "unknown route" 404 not_found "no such endpoint"
 api GET /v2/status
 expect_error "unknown version" 404 not_found "no such endpoint"
+api GET /v1/caf%C3%A9%FF
+expect_error "non-UTF-8 route" 404 not_found "no such endpoint"
+api GET '/v1/tasks?status=%FF'
+expect_error "non-UTF-8 query value" 400 bad_request "status: unknown value '?'"
 api GET /v1/tasks/abc
 expect_error "non-numeric id" 404 not_found "no such endpoint"
 api DELETE /v1/tasks
