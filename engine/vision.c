@@ -1,0 +1,236 @@
+/* engine: the public vision handle: image -> tiles -> ViT -> projector rows for the language
+ * model (model.md 4).
+ *
+ * DESIGN (threads): a struct engine_vision is immutable after engine_vision_create() (its
+ * position embedding for the tile size is computed there, once); the encode functions allocate
+ * their buffers per call and run on the CPU pool, so several threads may encode at once (the
+ * pool serialises their jobs).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "loader.h"
+#include "vision.h"
+
+struct engine_vision {
+	struct vision_weights w;
+	struct engine_vision_preprocess pre;
+	int grid;            /* patches per tile side */
+	int tokens_per_tile;
+	float *pos;          /* position embedding of a grid x grid tile */
+};
+
+static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
+{
+	va_list ap;
+
+	if (errbuf && errlen > 0) {
+		va_start(ap, format);
+		vsnprintf(errbuf, errlen, format, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/* force_image_size, max_num_tiles, use_thumbnail, norm_mean, norm_std of config.json; what is
+ * absent keeps the Nano-VL v2 default. */
+static int read_preprocess(const json_t *root, struct engine_vision_preprocess *p, char *errbuf,
+			   size_t errlen)
+{
+	const struct {
+		const char *key;
+		float *dst;
+	} vecs[] = {{"norm_mean", p->mean}, {"norm_std", p->std}};
+	const json_t *thumb = json_object_get(root, "use_thumbnail");
+	double v;
+	int r;
+
+	engine_vision_preprocess_defaults(p);
+	r = model_config_number(root, "force_image_size", &v);
+	if (r == 0) {
+		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILE_SIZE && v == floor(v)))
+			return fail(errbuf, errlen, -EINVAL, "config.json: force_image_size %g is not supported", v);
+		p->tile_size = (int)v;
+	} else if (r != -ENOENT) {
+		return fail(errbuf, errlen, -EINVAL, "config.json: force_image_size is not a number");
+	}
+	r = model_config_number(root, "max_num_tiles", &v);
+	if (r == 0) {
+		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILES && v == floor(v)))
+			return fail(errbuf, errlen, -EINVAL,
+				    "config.json: max_num_tiles %g is outside 1..%d", v, ENGINE_VISION_MAX_TILES);
+		p->max_tiles = (int)v;
+	} else if (r != -ENOENT) {
+		return fail(errbuf, errlen, -EINVAL, "config.json: max_num_tiles is not a number");
+	}
+	if (thumb) {
+		if (!json_is_boolean(thumb))
+			return fail(errbuf, errlen, -EINVAL, "config.json: use_thumbnail is not a boolean");
+		p->use_thumbnail = json_is_true(thumb);
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(vecs); k++) {
+		const json_t *a = json_object_get(root, vecs[k].key);
+
+		if (!a)
+			continue;
+		if (!json_is_array(a) || json_array_size(a) != 3)
+			return fail(errbuf, errlen, -EINVAL, "config.json: %s is not 3 numbers", vecs[k].key);
+		for (size_t c = 0; c < 3; c++) {
+			const json_t *e = json_array_get(a, c);
+
+			if (!json_is_number(e) || !isfinite(json_number_value(e)) ||
+			    (vecs[k].dst == p->std && !(json_number_value(e) > 0)))
+				return fail(errbuf, errlen, -EINVAL, "config.json: %s[%zu] is not usable",
+					    vecs[k].key, c);
+			vecs[k].dst[c] = (float)json_number_value(e);
+		}
+	}
+	return 0;
+}
+
+void engine_vision_destroy(struct engine_vision *v)
+{
+	if (!v)
+		return;
+	vision_weights_finish(&v->w);
+	free(v->pos);
+	free(v);
+}
+
+struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf,
+					   size_t errlen)
+{
+	struct engine_vision *v;
+	int r;
+
+	if (!model || !model->files) {
+		errno = EINVAL;
+		fail(errbuf, errlen, -EINVAL, "no model");
+		return NULL;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		errno = ENOMEM;
+		fail(errbuf, errlen, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	r = vision_weights_load(&v->w, model->files, errbuf, errlen);
+	if (r < 0)
+		goto fail;
+	r = read_preprocess(model_files_config_json(model->files), &v->pre, errbuf, errlen);
+	if (r < 0)
+		goto fail;
+	if (v->w.out_dim != model->cfg.hidden) {
+		r = fail(errbuf, errlen, -EINVAL,
+			 "the projector gives %d-wide embeddings, the language model takes %d",
+			 v->w.out_dim, model->cfg.hidden);
+		goto fail;
+	}
+	if (v->pre.tile_size % (v->w.patch * v->w.shuffle) != 0) {
+		r = fail(errbuf, errlen, -EINVAL,
+			 "tile size %d is not a multiple of patch %d x pixel-shuffle %d",
+			 v->pre.tile_size, v->w.patch, v->w.shuffle);
+		goto fail;
+	}
+	v->grid = v->pre.tile_size / v->w.patch;
+	v->tokens_per_tile = (v->grid / v->w.shuffle) * (v->grid / v->w.shuffle);
+	v->pos = malloc(sizeof(float) * (size_t)v->grid * v->grid * v->w.width);
+	if (!v->pos) {
+		r = fail(errbuf, errlen, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	r = vision_pos_embed(&v->w, v->grid, v->grid, v->pos);
+	if (r < 0) {
+		fail(errbuf, errlen, r, "position embedding: %s", strerror(-r));
+		goto fail;
+	}
+	return v;
+fail:
+	engine_vision_destroy(v);
+	errno = -r;
+	return NULL;
+}
+
+void engine_vision_get_preprocess(const struct engine_vision *v,
+				  struct engine_vision_preprocess *ret)
+{
+	*ret = v->pre;
+}
+
+int engine_vision_tokens_per_tile(const struct engine_vision *v)
+{
+	return v->tokens_per_tile;
+}
+
+int engine_vision_embed_dim(const struct engine_vision *v)
+{
+	return v->w.out_dim;
+}
+
+int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
+			 float *out)
+{
+	size_t tile_floats = (size_t)3 * v->pre.tile_size * v->pre.tile_size;
+	size_t rows_out = (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
+	float *feat;
+	int r = 0;
+
+	if (!pixels || !out || n_tiles < 0)
+		return -EINVAL;
+	feat = malloc(sizeof(float) * (size_t)v->grid * v->grid * v->w.width);
+	if (!feat)
+		return -ENOMEM;
+	for (int t = 0; t < n_tiles && r >= 0; t++) {
+		r = vision_vit_forward(&v->w, pixels + (size_t)t * tile_floats, v->grid, v->grid, v->pos,
+				       feat);
+		if (r >= 0)
+			r = vision_project(&v->w, feat, v->grid, v->grid, out + (size_t)t * rows_out);
+	}
+	free(feat);
+	return r < 0 ? r : 0;
+}
+
+int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
+			       int max_tiles, struct engine_vision_grid *ret_grid, float **ret_embeds,
+			       size_t *ret_rows)
+{
+	struct engine_vision_preprocess p = v->pre;
+	struct engine_vision_grid grid;
+	float *pixels = NULL, *out = NULL;
+	size_t rows;
+	int r;
+
+	if (max_tiles < 0 || max_tiles > p.max_tiles)
+		return -EINVAL;
+	if (max_tiles > 0)
+		p.max_tiles = max_tiles;
+	r = engine_vision_preprocess(img, &p, &grid, &pixels);
+	if (r < 0)
+		return r;
+	rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
+	out = malloc(sizeof(float) * rows * (size_t)v->w.out_dim);
+	if (!out) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = engine_vision_encode(v, pixels, grid.n_tiles, out);
+	if (r < 0)
+		goto out;
+	*ret_grid = grid;
+	*ret_embeds = out;
+	*ret_rows = rows;
+	out = NULL;
+out:
+	free(out);
+	free(pixels);
+	return r;
+}

@@ -1,0 +1,317 @@
+/* engine: the RADIO ViT on the CPU (model.md 4.2-4.5): patch embedding, CPE position
+ * embedding, prefix tokens, pre-LN blocks, optional final norm. fp32 math over weights in their
+ * stored dtype.
+ *
+ * DESIGN (threads): vision_vit_forward() runs on the caller's thread and hands jobs to the CPU
+ * pool (engine/cpu.h): the matmuls, and row blocks of the element-wise steps and attention.
+ * Every buffer belongs to the call; tasks write disjoint rows.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu.h"
+#include "vision.h"
+
+#define ROWS_PER_TASK 16
+
+/* ---- position embedding ---------------------------------------------------------------------- */
+
+/* torch's upsample_bilinear2d (align_corners=False) source index and weight for one axis. */
+static void linear_tap(int n_in, int n_out, int i, int *ret_i0, int *ret_i1, float *ret_l1)
+{
+	float scale = (float)n_in / (float)n_out;
+	float src = scale * ((float)i + 0.5f) - 0.5f;
+	int i0;
+	float l1;
+
+	if (src < 0.0f)
+		src = 0.0f;
+	i0 = MIN((int)floorf(src), n_in - 1);
+	l1 = CLAMP(src - (float)i0, 0.0f, 1.0f);
+	*ret_i0 = i0;
+	*ret_i1 = i0 + (i0 < n_in - 1 ? 1 : 0);
+	*ret_l1 = l1;
+}
+
+int vision_pos_embed(const struct vision_weights *w, int rows, int cols, float *dst)
+{
+	size_t D = (size_t)w->width;
+	int m = MAX(rows, cols);
+	float *cell;
+
+	if (rows < 1 || cols < 1 || !dst)
+		return -EINVAL;
+	if (rows == w->pos_rows && cols == w->pos_cols) {
+		cpu_tensor_to_f32(&w->pos_embed, 0, (size_t)rows * (size_t)cols * D, dst);
+		return 0;
+	}
+	cell = malloc(sizeof(float) * 4 * D);
+	if (!cell)
+		return -ENOMEM;
+	/* In CPE mode the grid is resized to m x m and the top-left rows x cols window is kept
+	 * (a final resize to rows x cols would be a no-op then). */
+	for (int i = 0; i < rows; i++) {
+		int y0, y1;
+		float ly;
+
+		linear_tap(w->pos_rows, m, i, &y0, &y1, &ly);
+		for (int j = 0; j < cols; j++) {
+			int x0, x1;
+			float lx;
+			float *o = dst + ((size_t)i * (size_t)cols + (size_t)j) * D;
+
+			linear_tap(w->pos_cols, m, j, &x0, &x1, &lx);
+			cpu_tensor_to_f32(&w->pos_embed, ((size_t)y0 * w->pos_cols + x0) * D, D, cell);
+			cpu_tensor_to_f32(&w->pos_embed, ((size_t)y0 * w->pos_cols + x1) * D, D, cell + D);
+			cpu_tensor_to_f32(&w->pos_embed, ((size_t)y1 * w->pos_cols + x0) * D, D, cell + 2 * D);
+			cpu_tensor_to_f32(&w->pos_embed, ((size_t)y1 * w->pos_cols + x1) * D, D, cell + 3 * D);
+			/* torch's order: the width taps inside, then the height taps, multiply-adds fused */
+			for (size_t d = 0; d < D; d++) {
+				float top = fmaf(cell[D + d], lx, cell[d] * (1.0f - lx));
+				float bot = fmaf(cell[3 * D + d], lx, cell[2 * D + d] * (1.0f - lx));
+
+				o[d] = fmaf(bot, ly, top * (1.0f - ly));
+			}
+		}
+	}
+	free(cell);
+	return 0;
+}
+
+/* ---- row-parallel element-wise steps ---------------------------------------------------------- */
+
+enum row_op {
+	ROW_LAYERNORM, /* out = LN(in) * g + b */
+	ROW_BIAS,      /* out += b */
+	ROW_BIAS_GELU, /* out = gelu(out + b) */
+	ROW_SOFTMAX,   /* out = softmax(out * scale) */
+};
+
+struct row_job {
+	enum row_op op;
+	const float *in;
+	float *out;
+	int n_rows, n_cols;
+	size_t ld_in, ld_out;
+	const float *g, *b;
+	float scale;
+};
+
+static void row_task(void *ctx, int task, int thread)
+{
+	const struct row_job *j = ctx;
+	int r1 = MIN((task + 1) * ROWS_PER_TASK, j->n_rows);
+
+	for (int r = task * ROWS_PER_TASK; r < r1; r++) {
+		float *o = j->out + (size_t)r * j->ld_out;
+		int n = j->n_cols;
+
+		switch (j->op) {
+		case ROW_LAYERNORM: {
+			const float *x = j->in + (size_t)r * j->ld_in;
+			double sum = 0, sq = 0;
+			float mean, rstd;
+
+			for (int c = 0; c < n; c++)
+				sum += x[c];
+			mean = (float)(sum / n);
+			for (int c = 0; c < n; c++)
+				sq += ((double)x[c] - mean) * ((double)x[c] - mean);
+			rstd = (float)(1.0 / sqrt(sq / n + (double)VISION_LN_EPS));
+			for (int c = 0; c < n; c++)
+				o[c] = (x[c] - mean) * rstd * j->g[c] + j->b[c];
+			break;
+		}
+		case ROW_BIAS:
+			for (int c = 0; c < n; c++)
+				o[c] += j->b[c];
+			break;
+		case ROW_SOFTMAX: {
+			float mx = -INFINITY, sum = 0.0f;
+
+			for (int c = 0; c < n; c++) {
+				o[c] *= j->scale;
+				mx = MAX(mx, o[c]);
+			}
+			for (int c = 0; c < n; c++) {
+				o[c] = expf(o[c] - mx);
+				sum += o[c];
+			}
+			for (int c = 0; c < n; c++)
+				o[c] /= sum;
+			break;
+		}
+		case ROW_BIAS_GELU:
+			for (int c = 0; c < n; c++) {
+				float v = o[c] + j->b[c];
+
+				o[c] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+			}
+			break;
+		}
+	}
+}
+
+static void rows_run(enum row_op op, const float *in, size_t ld_in, float *out, size_t ld_out,
+		     int n_rows, int n_cols, const float *g, const float *b)
+{
+	struct row_job j = {op, in, out, n_rows, n_cols, ld_in, ld_out, g, b, 1.0f};
+
+	cpu_parallel_for((n_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, row_task, &j);
+}
+
+/* ---- attention ----------------------------------------------------------------------------------- */
+
+/* softmax(q k^T * scale) v per head, as three matmuls on the pool: S = Q K^T (K as the weight),
+ * row softmax of S, O^T = V^T S^T (S as the weight, so the work splits over its L rows). */
+static int attention(const float *qkv, float *out, int L, int D, int heads)
+{
+	const int hd = D / heads;
+	const size_t ld = (size_t)3 * D;
+	float *k = malloc(sizeof(float) * (size_t)L * hd);
+	float *vt = malloc(sizeof(float) * (size_t)hd * L);
+	float *ot = malloc(sizeof(float) * (size_t)hd * L);
+	float *s = malloc(sizeof(float) * (size_t)L * L);
+	struct tensor tk = {.data = k, .dtype = TENSOR_F32, .ndim = 2, .shape = {L, hd},
+			    .nbytes = sizeof(float) * (size_t)L * hd};
+	struct tensor ts = {.data = s, .dtype = TENSOR_F32, .ndim = 2, .shape = {L, L},
+			    .nbytes = sizeof(float) * (size_t)L * L};
+	struct row_job soft = {.op = ROW_SOFTMAX, .out = s, .n_rows = L, .n_cols = L, .ld_out = (size_t)L,
+			       .scale = 1.0f / sqrtf((float)hd)};
+	int r = -ENOMEM;
+
+	if (!k || !vt || !ot || !s)
+		goto out;
+	for (int h = 0; h < heads; h++) {
+		const float *q = qkv + (size_t)h * hd;
+
+		for (int t = 0; t < L; t++) {
+			memcpy(k + (size_t)t * hd, qkv + (size_t)t * ld + D + (size_t)h * hd,
+			       sizeof(float) * (size_t)hd);
+			for (int d = 0; d < hd; d++)
+				vt[(size_t)d * L + t] = qkv[(size_t)t * ld + 2 * (size_t)D + (size_t)h * hd + d];
+		}
+		if ((r = cpu_matmul(&tk, q, ld, L, s, (size_t)L, false)) < 0)
+			goto out;
+		cpu_parallel_for((L + ROWS_PER_TASK - 1) / ROWS_PER_TASK, row_task, &soft);
+		if ((r = cpu_matmul(&ts, vt, (size_t)L, hd, ot, (size_t)L, false)) < 0)
+			goto out;
+		for (int t = 0; t < L; t++)
+			for (int d = 0; d < hd; d++)
+				out[(size_t)t * D + (size_t)h * hd + d] = ot[(size_t)d * L + t];
+	}
+	r = 0;
+out:
+	free(k);
+	free(vt);
+	free(ot);
+	free(s);
+	return r;
+}
+
+/* ---- the tower ---------------------------------------------------------------------------------- */
+
+/* A block's small vectors in fp32. */
+struct block_vecs {
+	float *n1w, *n1b, *qkvb, *projb, *n2w, *n2b, *fc1b, *fc2b;
+};
+
+static void vec(const struct tensor *t, float **p, float **cursor)
+{
+	size_t n = t->nbytes / (t->dtype == TENSOR_F32 ? 4 : 2);
+
+	*p = *cursor;
+	cpu_tensor_to_f32(t, 0, n, *p);
+	*cursor += n;
+}
+
+int vision_vit_forward(const struct vision_weights *w, const float *pixels, int rows, int cols,
+		       const float *pos, float *features)
+{
+	const int D = w->width, T = w->n_prefix, M = w->mlp, p = w->patch;
+	const int N = rows * cols, L = T + N, pp = p * p;
+	const size_t img_w = (size_t)cols * (size_t)p, img_h = (size_t)rows * (size_t)p;
+	float *x = NULL, *a = NULL, *qkv = NULL, *att = NULL, *hid = NULL, *patches = NULL;
+	float *vecs = NULL, *cursor;
+	struct block_vecs bv;
+	int r = -ENOMEM;
+
+	x = malloc(sizeof(float) * (size_t)L * D);
+	a = malloc(sizeof(float) * (size_t)L * D);
+	qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
+	att = malloc(sizeof(float) * (size_t)L * D);
+	hid = malloc(sizeof(float) * (size_t)L * M);
+	patches = malloc(sizeof(float) * (size_t)N * 3 * pp);
+	vecs = malloc(sizeof(float) * ((size_t)D * 8 + (size_t)M + 2 * (size_t)D));
+	if (!x || !a || !qkv || !att || !hid || !patches || !vecs)
+		goto out;
+
+	/* patches[py * cols + px][c * p * p + yy * p + xx] = pixels[c][py * p + yy][px * p + xx] */
+	for (int py = 0; py < rows; py++)
+		for (int px = 0; px < cols; px++)
+			for (int c = 0; c < 3; c++)
+				for (int yy = 0; yy < p; yy++)
+					memcpy(patches + ((size_t)(py * cols + px) * 3 + c) * pp + (size_t)yy * p,
+					       pixels + ((size_t)c * img_h + (size_t)(py * p + yy)) * img_w +
+						       (size_t)px * p,
+					       sizeof(float) * (size_t)p);
+	if ((r = cpu_matmul(&w->embedder, patches, (size_t)3 * pp, N, x + (size_t)T * D, (size_t)D,
+			    false)) < 0)
+		goto out;
+	for (size_t k = 0; k < (size_t)N * D; k++)
+		x[(size_t)T * D + k] += pos[k];
+	cpu_tensor_to_f32(&w->cls_token, 0, (size_t)T * D, x);
+
+	for (int i = 0; i < w->depth; i++) {
+		const struct vision_block *b = &w->blocks[i];
+
+		cursor = vecs;
+		vec(&b->norm1_w, &bv.n1w, &cursor);
+		vec(&b->norm1_b, &bv.n1b, &cursor);
+		vec(&b->qkv_b, &bv.qkvb, &cursor);
+		vec(&b->proj_b, &bv.projb, &cursor);
+		vec(&b->norm2_w, &bv.n2w, &cursor);
+		vec(&b->norm2_b, &bv.n2b, &cursor);
+		vec(&b->fc1_b, &bv.fc1b, &cursor);
+		vec(&b->fc2_b, &bv.fc2b, &cursor);
+
+		rows_run(ROW_LAYERNORM, x, D, a, D, L, D, bv.n1w, bv.n1b);
+		if ((r = cpu_matmul(&b->qkv_w, a, D, L, qkv, (size_t)3 * D, false)) < 0)
+			goto out;
+		rows_run(ROW_BIAS, NULL, 0, qkv, (size_t)3 * D, L, 3 * D, NULL, bv.qkvb);
+		if ((r = attention(qkv, att, L, D, w->heads)) < 0)
+			goto out;
+		if ((r = cpu_matmul(&b->proj_w, att, D, L, x, D, true)) < 0)
+			goto out;
+		rows_run(ROW_BIAS, NULL, 0, x, D, L, D, NULL, bv.projb);
+
+		rows_run(ROW_LAYERNORM, x, D, a, D, L, D, bv.n2w, bv.n2b);
+		if ((r = cpu_matmul(&b->fc1_w, a, D, L, hid, M, false)) < 0)
+			goto out;
+		rows_run(ROW_BIAS_GELU, NULL, 0, hid, M, L, M, NULL, bv.fc1b);
+		if ((r = cpu_matmul(&b->fc2_w, hid, M, L, x, D, true)) < 0)
+			goto out;
+		rows_run(ROW_BIAS, NULL, 0, x, D, L, D, NULL, bv.fc2b);
+	}
+	if (w->norm_w.data) {
+		cursor = vecs;
+		vec(&w->norm_w, &bv.n1w, &cursor);
+		vec(&w->norm_b, &bv.n1b, &cursor);
+		rows_run(ROW_LAYERNORM, x + (size_t)T * D, D, features, D, N, D, bv.n1w, bv.n1b);
+	} else {
+		memcpy(features, x + (size_t)T * D, sizeof(float) * (size_t)N * D);
+	}
+	r = 0;
+out:
+	free(x);
+	free(a);
+	free(qkv);
+	free(att);
+	free(hid);
+	free(patches);
+	free(vecs);
+	return r;
+}
