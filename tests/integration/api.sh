@@ -71,6 +71,9 @@ expect_error "screenshot step 99" 404 not_found "step 99"
 
 # ---- what the test client recorded: exactly those events, in that order
 if [ "$HAVE_CLIENT" = 1 ]; then
+	# The client logs asynchronously; the scrolls come last, so once they are there, all is.
+	two_scrolls() { [ "$(grep -c '^scroll direction=down' "$CLIENT_LOG")" -ge 2 ]; }
+	wait_until 10 two_scrolls || fail "client: the scrolls never arrived"
 	grep -q '^press button=1 .*target=red' "$CLIENT_LOG" || fail "client: no left press on red"
 	grep -q '^press button=1 .*target=field' "$CLIENT_LOG" || fail "client: no press on the field"
 	keys=$(grep '^key ' "$CLIENT_LOG" | sed -n 's/.* text=\([0-9a-f-]*\).*/\1/p' | tr '\n' ' ')

@@ -72,7 +72,8 @@ wait "$EVENTS_PID" || fail "event stream broken by SIGTERM"
 	fail "queued task after SIGTERM"
 [ -e "$SOCK" ] && fail "socket left behind after a clean exit"
 if [ "$HAVE_CLIENT" = 1 ]; then
-	grep -q '^keyrelease .*keysym=Shift_L' "$CLIENT_LOG" || fail "shift still held after SIGTERM"
+	wait_until 10 grep -q '^keyrelease .*keysym=Shift_L' "$CLIENT_LOG" ||
+		fail "shift still held after SIGTERM"
 fi
 
 # ---- --virtual: a private Xvfb, owned and killed
