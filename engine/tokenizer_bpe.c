@@ -463,7 +463,8 @@ int tok_bpe_word(const struct tok_bpe *bpe, const char *word, size_t len, struct
 				return r;
 		}
 	}
-	if (cacheable)
+	/* A word whose characters were all dropped (no unk token) yields no ids and is not cached. */
+	if (cacheable && out->len > start)
 		cache_store(bpe->cache, word, len, hash, out->data + start, out->len - start);
 	return 0;
 }

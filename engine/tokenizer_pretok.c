@@ -77,9 +77,9 @@ static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *
 	PCRE2_SIZE offset;
 	pcre2_code *re;
 
+	/* PCRE2_LITERAL admits no UCP (character classes do not apply to a literal anyway). */
 	re = pcre2_compile((PCRE2_SPTR)pattern, len,
-			   PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &code, &offset,
-			   NULL);
+			   PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &code, &offset, NULL);
 	if (!re) {
 		PCRE2_UCHAR msg[256];
 

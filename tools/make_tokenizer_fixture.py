@@ -162,6 +162,47 @@ def build(kind):
     return tok
 
 
+# Variants of the Tekken fixture that exercise the rest of the pre-tokenizer and BPE options. The
+# C test patches these fields into tekken/tokenizer.json, so only the patch is stored.
+def bl(prefix=False, regex=False):
+    return {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True, "use_regex": regex}
+
+
+def split(pattern, behavior, invert=False, literal=False):
+    return {"type": "Split", "pattern": {("String" if literal else "Regex"): pattern},
+            "behavior": behavior, "invert": invert}
+
+
+VARIANTS = {
+    "split_string_removed": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(" ", "Removed", literal=True), bl()]}},
+    "merged_with_previous": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(r"\s+", "MergedWithPrevious"), bl()]}},
+    "merged_with_next": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(r"\p{P}", "MergedWithNext"), bl()]}},
+    "contiguous_inverted": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(r"\p{L}", "Contiguous", invert=True), bl()]}},
+    "isolated_inverted_digits": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(r"\d+", "Isolated", invert=True), bl(prefix=True)]}},
+    "removed_inverted": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(r"[a-z]+", "Removed", invert=True), bl()]}},
+    "nested_sequence_prefix": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Sequence", "pretokenizers": [split(r"\n", "Isolated")]}, bl(prefix=True, regex=True)]}},
+    # No ByteLevel step: characters outside the byte alphabet reach the model and become <unk>.
+    "unk_fused": {"pre_tokenizer": None, "model": {"unk_token": "<unk>", "fuse_unk": True}},
+    "unk_unfused": {"pre_tokenizer": None, "model": {"unk_token": "<unk>", "fuse_unk": False}},
+    "no_unk_dropped": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        split(r"\s", "Isolated")]}},
+    "ignore_merges": {"model": {"ignore_merges": True}},
+}
+
+VARIANT_TEXTS = [
+    "Hello, world! The quick brown fox.", "  two  spaces   three\tand\ttabs ", "a1b22c333 4444",
+    "line\n\nbreaks\r\nhere", "punct...!?;: (paren) [br] {cu}", "中文 and 😀 and café naïve",
+    "x<image>y <s> <think>z</think>", "", "   ", "ünïcödé ÀÉÎ", "don't stop-me now/then",
+]
+
+
 def encode(tok, text, parse_special):
     tok.encode_special_tokens = not parse_special
     ids = tok.encode(text, add_special_tokens=False).ids
@@ -258,6 +299,21 @@ def main():
         size = os.path.getsize(path)
         assert size < 200 * 1024, f"{path} is {size} bytes"
         print(f"{path}: {size} bytes, vocab {len(vocab)}", file=sys.stderr)
+    base = json.load(open(os.path.join(OUT, "tekken", "tokenizer.json"), encoding="utf-8"))
+    variants = {}
+    for name, patch in VARIANTS.items():
+        data = json.loads(json.dumps(base))
+        for key, value in patch.items():
+            if key == "model":
+                data["model"].update(value)
+            else:
+                data[key] = value
+        tok = Tokenizer.from_str(json.dumps(data))
+        variants[name] = {
+            "patch": patch,
+            "cases": [{"text": t, "ids": encode(tok, t, True)} for t in VARIANT_TEXTS],
+        }
+    expected["variants"] = variants
     with open(os.path.join(OUT, "expected.json"), "w", encoding="utf-8") as f:
         f.write(dump_compact(expected) + "\n")
 

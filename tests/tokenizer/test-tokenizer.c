@@ -361,6 +361,69 @@ static void test_long_inputs(const struct engine_tokenizer *tok)
 	free(text);
 }
 
+/* ---- variants: other pre-tokenizer and BPE options against HF ------------------------------- */
+
+/* Each variant patches fields of tekken/tokenizer.json; HF's ids for the patched file are in
+ * expected.json. Covers Split String, Removed, MergedWithPrevious/Next, Contiguous, invert, nested Sequence,
+ * ByteLevel add_prefix_space, unk/fuse_unk, dropped unknown characters and ignore_merges. */
+static void test_variants(const json_t *variants, const char *base_path)
+{
+	json_error_t jerr;
+	json_t *base = json_load_file(base_path, JSON_ALLOW_NUL, &jerr);
+	const char *name;
+	json_t *v;
+	char path[256];
+
+	REQUIRE(base);
+	REQUIRE(json_object_size(variants) >= 10);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/holod-tok-XXXXXX");
+	REQUIRE(mkdtemp(tmpdir));
+	snprintf(path, sizeof(path), "%s/variant.json", tmpdir);
+	json_object_foreach((json_t *)variants, name, v) {
+		json_t *doc = json_deep_copy(base), *patch = json_object_get(v, "patch"), *c;
+		struct engine_tokenizer *tok;
+		const char *key;
+		json_t *val;
+		char err[512];
+		size_t i;
+
+		REQUIRE(doc);
+		json_object_foreach(patch, key, val) {
+			if (strcmp(key, "model") == 0)
+				json_object_update(json_object_get(doc, "model"), val);
+			else
+				json_object_set(doc, key, val);
+		}
+		REQUIRE(json_dump_file(doc, path, 0) == 0);
+		json_decref(doc);
+		tok = engine_tokenizer_load(path, err, sizeof(err));
+		if (!tok) {
+			fprintf(stderr, "variant %s: %s\n", name, err);
+			test_failures++;
+			continue;
+		}
+		json_array_foreach(json_object_get(v, "cases"), i, c) {
+			const json_t *text = json_object_get(c, "text");
+			int32_t *ids;
+			size_t n;
+
+			CHECK_INT_EQ(engine_tokenizer_encode(tok, json_string_value(text), json_string_length(text),
+							     true, &ids, &n), 0);
+			if (!ids_equal(ids, n, json_object_get(c, "ids"))) {
+				fprintf(stderr, "variant %s case %zu \"%s\": ids differ from tokenizers\n", name, i,
+					json_string_value(text));
+				print_ids("got", ids, n);
+				test_failures++;
+			}
+			free(ids);
+		}
+		engine_tokenizer_destroy(tok);
+	}
+	unlink(path);
+	rmdir(tmpdir);
+	json_decref(base);
+}
+
 /* ---- properties on random input ------------------------------------------------------------ */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -582,7 +645,13 @@ static void test_threads_and_speed(const struct engine_tokenizer *tok, const jso
 	REQUIRE(engine_tokenizer_encode(tok, corpus.text, corpus.len, true, &ids2, &n2) == 0);
 	CHECK(n == n2 && memcmp(ids, ids2, n * sizeof(*ids)) == 0);
 	free(ids2);
+	free(ids);
 
+	/* Four threads share the tokenizer (and its word cache) on a 256 kB part of the text. */
+	corpus.len = 256u << 10;
+	while (corpus.text[corpus.len - 1] != '\n')
+		corpus.len--;
+	REQUIRE(engine_tokenizer_encode(tok, corpus.text, corpus.len, true, &ids, &n) == 0);
 	for (int k = 0; k < 4; k++) {
 		args[k] = (struct thread_arg){.tok = tok, .corpus = &corpus, .want = ids, .want_n = n};
 		REQUIRE(pthread_create(&th[k], NULL, encode_thread, &args[k]) == 0);
@@ -655,6 +724,29 @@ static void test_load_errors(void)
 		/* A character outside the vocabulary with no unk token is dropped, as HF does. */
 		CHECK_INT_EQ(engine_tokenizer_encode(tok, "abc", 3, true, &ids, &n), 0);
 		CHECK(n == 1 && ids[0] == 2);
+		free(ids);
+		engine_tokenizer_destroy(tok);
+	}
+	unlink(path);
+
+	/* An added token the vocabulary already has keeps the vocabulary's id, as in HF; the id the
+	 * file gives it (7) stays unused and does not count in the vocabulary size. */
+	snprintf(path, sizeof(path), "%s/addedinvocab.json", tmpdir);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fputs("{\"added_tokens\":[{\"id\":7,\"content\":\"<x>\",\"special\":true}],\"normalizer\":null,"
+	      MINI_PRE MINI_DEC
+	      "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"<x>\":3},\"merges\":[\"a b\"]}}",
+	      f);
+	fclose(f);
+	tok = engine_tokenizer_load(path, err, sizeof(err));
+	CHECK(tok != NULL);
+	if (tok) {
+		CHECK_INT_EQ(engine_tokenizer_token_id(tok, "<x>"), 3);
+		CHECK_INT_EQ(engine_tokenizer_vocab_size(tok), 4);
+		CHECK(engine_tokenizer_is_special(tok, 3));
+		CHECK_INT_EQ(engine_tokenizer_encode(tok, "ab<x>b", 6, true, &ids, &n), 0);
+		CHECK(n == 3 && ids[0] == 2 && ids[1] == 3 && ids[2] == 1);
 		free(ids);
 		engine_tokenizer_destroy(tok);
 	}
@@ -776,6 +868,8 @@ int main(void)
 		engine_tokenizer_destroy(tok);
 	}
 	test_load_errors();
+	snprintf(path, sizeof(path), "%s/tekken/tokenizer.json", fixture_dir);
+	test_variants(json_object_get(expected, "variants"), path);
 	snprintf(path, sizeof(path), "%s/tekken/tokenizer.json", fixture_dir);
 	test_corrupt_files(path);
 	json_decref(expected);
