@@ -28,10 +28,17 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Sorts the samples; returns the median in ms. ns[0] is then the minimum, the figure least
+ * disturbed by other load on a shared machine. */
 static double median_ms(uint64_t *ns, int n)
 {
 	qsort(ns, (size_t)n, sizeof(*ns), cmp_u64);
 	return (n % 2 ? (double)ns[n / 2] : (ns[n / 2 - 1] + ns[n / 2]) / 2.0) / 1e6;
+}
+
+static double min_ms(const uint64_t *sorted)
+{
+	return (double)sorted[0] / 1e6;
 }
 
 /* Starts Xvfb on a free display number; returns its pid and writes ":N" into name. */
@@ -239,6 +246,7 @@ int bench_x11_main(int argc, char **argv)
 	}
 	double cap_ms[2] = {median_ms(ns_plain, n), median_ms(ns, n)};
 	double memcpy_ms = median_ms(ns_memcpy, n);
+	double shm_min = min_ms(ns), plain_min = min_ms(ns_plain), memcpy_min = min_ms(ns_memcpy);
 
 	/* PNG encoding of the captured desktop. */
 	size_t png_size = 0;
@@ -255,6 +263,7 @@ int bench_x11_main(int argc, char **argv)
 		}
 	}
 	double png_ms = median_ms(ns, png_n);
+	uint64_t ns_png[1] = {ns[0]};
 
 	/* Click round trip: x11_click() until the window's connection has the ButtonPress. */
 	x11_input_set_key_delay_us(d, 0); /* the floor, X11_MIN_KEY_DELAY_US */
@@ -269,14 +278,21 @@ int bench_x11_main(int argc, char **argv)
 	}
 	double click_ms = median_ms(ns, n);
 
-	printf("  capture MIT-SHM       %8.3f ms  (%.2fx memcpy)\n", cap_ms[1], cap_ms[1] / memcpy_ms);
-	printf("  capture XGetImage     %8.3f ms  (%.2fx memcpy)\n", cap_ms[0], cap_ms[0] / memcpy_ms);
-	printf("  memcpy %zu MB         %8.3f ms  (reference)\n", bytes >> 20, memcpy_ms);
-	printf("  PNG encode            %8.3f ms  (%zu bytes, level 1, filter sub; %d samples)\n",
-	       png_ms, png_size, png_n);
-	printf("  click round trip      %8.3f ms  (x11_click until ButtonPress, key delay floor)\n",
-	       click_ms);
-	printf("  goal SHM/memcpy < 3x: %s\n", cap_ms[1] / memcpy_ms < 3 ? "met" : "NOT met");
+	printf("                          median          min\n");
+	printf("  capture MIT-SHM       %8.3f ms  %8.3f ms  (%.2fx / %.2fx memcpy)\n", cap_ms[1],
+	       shm_min, cap_ms[1] / memcpy_ms, shm_min / memcpy_min);
+	printf("  capture XGetImage     %8.3f ms  %8.3f ms  (%.2fx / %.2fx memcpy)\n", cap_ms[0],
+	       plain_min, cap_ms[0] / memcpy_ms, plain_min / memcpy_min);
+	printf("  memcpy %.1f MB        %8.3f ms  %8.3f ms  (reference)\n", bytes / 1048576.0,
+	       memcpy_ms, memcpy_min);
+	printf("  PNG encode            %8.3f ms  %8.3f ms  (%zu bytes, level 1, filter sub; %d "
+	       "samples)\n",
+	       png_ms, min_ms(ns_png), png_size, png_n);
+	printf("  click round trip      %8.3f ms  %8.3f ms  (x11_click until ButtonPress)\n",
+	       click_ms, min_ms(ns));
+	printf("  goal SHM/memcpy < 3x: %s (median), %s (min)\n",
+	       cap_ms[1] / memcpy_ms < 3 ? "met" : "NOT met",
+	       shm_min / memcpy_min < 3 ? "met" : "NOT met");
 	ret = 0;
 
 close_displays:
