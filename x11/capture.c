@@ -191,8 +191,7 @@ static row_fn pick_row_bgrx(void)
 	return row_bgrx_portable;
 }
 
-/* Converts a ZPixmap of 24 or 32 bits per pixel with 8-bit TrueColor masks into packed RGB. */
-static int convert_image(const XImage *img, struct x11_frame *f)
+int x11_image_to_frame(const XImage *img, struct x11_frame *f)
 {
 	int rs, gs, bs, bpp = img->bits_per_pixel;
 
@@ -267,7 +266,7 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 		Bool ok = XShmGetImage(d->dpy, d->root, d->shm_image, r.x, r.y, AllPlanes);
 		int xerr = x11_trap_peek();
 		if (ok && !xerr)
-			return convert_image(d->shm_image, frame);
+			return x11_image_to_frame(d->shm_image, frame);
 		log_debug("XShmGetImage failed (X error %d): falling back to XGetImage", xerr);
 		x11_capture_release(d);
 		d->shm_available = false;
@@ -282,7 +281,7 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 			XDestroyImage(img);
 		return -EIO;
 	}
-	ret = convert_image(img, frame);
+	ret = x11_image_to_frame(img, frame);
 	XDestroyImage(img);
 	return ret;
 }

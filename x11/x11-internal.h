@@ -25,7 +25,7 @@
 /* Time a temporary keycode binding stays after its last key event, so clients have processed the
  * key before the mapping they look it up in changes again (Xlib refreshes a client's keymap lazily,
  * on its next lookup after a MappingNotify). */
-#define X11_REBIND_SETTLE_US 150000u
+#define X11_REBIND_SETTLE_US 200000u
 #define X11_MAX_HELD 32
 #define X11_MAX_TEMP_BINDINGS 64
 
@@ -67,6 +67,14 @@ int x11_trap_end(Display *dpy);
 /* The same without the XSync, after a request that waited for its reply (errors arrive before
  * the reply, so they have been handled already): saves a round trip on the capture path. */
 int x11_trap_peek(void);
+
+/* ---- capture (capture.c) ---------------------------------------------------------------- */
+
+/* Converts a ZPixmap of 24 or 32 bits per pixel with 8-bit TrueColor masks, in either byte order,
+ * into f's packed RGB (f->width x f->height, already allocated). Reads only the image's geometry,
+ * byte order, masks and data, so tests can feed it layouts Xvfb cannot produce. -ENOTSUP for
+ * other layouts (16-bit colour, 10-bit channels). */
+int x11_image_to_frame(const XImage *img, struct x11_frame *f);
 
 /* ---- keymap (keymap.c): keysym <-> keycode on the live server map ----------------------- */
 
