@@ -24,9 +24,10 @@
 #define HAVE_X86 1
 #endif
 
-#define ROW_BLOCK 16
+#define ROW_BLOCK 32
 #define TOKEN_BLOCK 48
 #define MATMUL_SMALL_T 4
+#define GEMM_MIN_T 32
 
 float cpu_f16_to_f32(uint16_t h)
 {
@@ -239,6 +240,65 @@ AVX2 static void mk4x3_avx2(const float *w, size_t ldw, const float *x, size_t l
 				out[r][t] += w[(size_t)r * ldw + i] * x[(size_t)t * ldx + i];
 }
 
+
+/* Prefill micro-kernels over a packed block of ROW_BLOCK = 32 weight rows (wp[k*32 + r],
+ * k-major): each accumulator holds consecutive outputs of one token, so there is no horizontal
+ * reduction, and one pass over the block's weights feeds several tokens' FMAs. Rows past the
+ * end of W are zero in the packed block and not stored. */
+static inline void store_block(float *y, const float *v, int nr, bool acc)
+{
+	for (int r = 0; r < nr; r++)
+		y[r] = acc ? y[r] + v[r] : v[r];
+}
+
+#define G2_DECL(i)                                                                                 \
+	__m256 a##i = _mm256_setzero_ps(), b##i = a##i, c##i = a##i, d##i = a##i;
+#define G2_FMA(i)                                                                                  \
+	{                                                                                          \
+		__m256 xv = _mm256_broadcast_ss(xp + (size_t)(i) * ldx + k);                       \
+		a##i = _mm256_fmadd_ps(w0, xv, a##i);                                              \
+		b##i = _mm256_fmadd_ps(w1, xv, b##i);                                              \
+		c##i = _mm256_fmadd_ps(w2, xv, c##i);                                              \
+		d##i = _mm256_fmadd_ps(w3, xv, d##i);                                              \
+	}
+#define G2_STORE(i)                                                                                \
+	{                                                                                          \
+		float tmp[32];                                                                     \
+		_mm256_storeu_ps(tmp, a##i);                                                       \
+		_mm256_storeu_ps(tmp + 8, b##i);                                                   \
+		_mm256_storeu_ps(tmp + 16, c##i);                                                  \
+		_mm256_storeu_ps(tmp + 24, d##i);                                                  \
+		store_block(y + (size_t)(t + (i)) * ldy, tmp, nr, acc);                            \
+	}
+#define G2_LOADW                                                                                   \
+	__m256 w0 = _mm256_load_ps(wp + (size_t)k * 32), w1 = _mm256_load_ps(wp + (size_t)k * 32 + 8); \
+	__m256 w2 = _mm256_load_ps(wp + (size_t)k * 32 + 16);                                      \
+	__m256 w3 = _mm256_load_ps(wp + (size_t)k * 32 + 24);
+
+AVX2 static void gemm32_avx2(const float *wp, int in, const float *x, size_t ldx, int T, float *y,
+			     size_t ldy, int nr, bool acc)
+{
+	int t = 0;
+	for (; t + 3 <= T; t += 3) {
+		const float *xp = x + (size_t)t * ldx;
+		G2_DECL(0) G2_DECL(1) G2_DECL(2)
+		for (int k = 0; k < in; k++) {
+			G2_LOADW
+			G2_FMA(0) G2_FMA(1) G2_FMA(2)
+		}
+		G2_STORE(0) G2_STORE(1) G2_STORE(2)
+	}
+	for (; t < T; t++) {
+		const float *xp = x + (size_t)t * ldx;
+		G2_DECL(0)
+		for (int k = 0; k < in; k++) {
+			G2_LOADW
+			G2_FMA(0)
+		}
+		G2_STORE(0)
+	}
+}
+
 /* ---- AVX-512F --------------------------------------------------------------------------- */
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 
@@ -328,6 +388,65 @@ AVX512 static void mk4x3_avx512(const float *w, size_t ldw, const float *x, size
 			for (int t = 0; t < 3; t++)
 				out[r][t] += w[(size_t)r * ldw + i] * x[(size_t)t * ldx + i];
 }
+
+#define G5_DECL(i) __m512 c##i = _mm512_setzero_ps(), e##i = c##i;
+#define G5_FMA(i)                                                                                  \
+	{                                                                                          \
+		__m512 xv = _mm512_set1_ps(xp[(size_t)(i) * ldx + k]);                             \
+		c##i = _mm512_fmadd_ps(w0, xv, c##i);                                              \
+		e##i = _mm512_fmadd_ps(w1, xv, e##i);                                              \
+	}
+#define G5_STORE(i)                                                                                \
+	{                                                                                          \
+		float *yp = y + (size_t)(t + (i)) * ldy;                                           \
+		__m512 v = c##i, u = e##i;                                                         \
+		if (acc) {                                                                         \
+			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, yp));                       \
+			u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m1, yp + 16));                  \
+		}                                                                                  \
+		_mm512_mask_storeu_ps(yp, m0, v);                                                  \
+		_mm512_mask_storeu_ps(yp + 16, m1, u);                                             \
+	}
+#define G5_LOADW                                                                                   \
+	__m512 w0 = _mm512_load_ps(wp + (size_t)k * 32), w1 = _mm512_load_ps(wp + (size_t)k * 32 + 16);
+
+AVX512 static void gemm32_avx512(const float *wp, int in, const float *x, size_t ldx, int T,
+				 float *y, size_t ldy, int nr, bool acc)
+{
+	__mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1u);
+	__mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffffu : nr <= 16 ? 0u : (1u << (nr - 16)) - 1u);
+	int t = 0;
+	for (; t + 12 <= T; t += 12) {
+		const float *xp = x + (size_t)t * ldx;
+		G5_DECL(0) G5_DECL(1) G5_DECL(2) G5_DECL(3) G5_DECL(4) G5_DECL(5)
+		G5_DECL(6) G5_DECL(7) G5_DECL(8) G5_DECL(9) G5_DECL(10) G5_DECL(11)
+		for (int k = 0; k < in; k++) {
+			G5_LOADW
+			G5_FMA(0) G5_FMA(1) G5_FMA(2) G5_FMA(3) G5_FMA(4) G5_FMA(5)
+			G5_FMA(6) G5_FMA(7) G5_FMA(8) G5_FMA(9) G5_FMA(10) G5_FMA(11)
+		}
+		G5_STORE(0) G5_STORE(1) G5_STORE(2) G5_STORE(3) G5_STORE(4) G5_STORE(5)
+		G5_STORE(6) G5_STORE(7) G5_STORE(8) G5_STORE(9) G5_STORE(10) G5_STORE(11)
+	}
+	for (; t + 4 <= T; t += 4) {
+		const float *xp = x + (size_t)t * ldx;
+		G5_DECL(0) G5_DECL(1) G5_DECL(2) G5_DECL(3)
+		for (int k = 0; k < in; k++) {
+			G5_LOADW
+			G5_FMA(0) G5_FMA(1) G5_FMA(2) G5_FMA(3)
+		}
+		G5_STORE(0) G5_STORE(1) G5_STORE(2) G5_STORE(3)
+	}
+	for (; t < T; t++) {
+		const float *xp = x + (size_t)t * ldx;
+		G5_DECL(0)
+		for (int k = 0; k < in; k++) {
+			G5_LOADW
+			G5_FMA(0)
+		}
+		G5_STORE(0)
+	}
+}
 #endif /* HAVE_X86 */
 
 /* ---- dispatch --------------------------------------------------------------------------- */
@@ -341,20 +460,25 @@ struct kernels {
 	void (*dot4_f16)(const uint16_t *, size_t, const float *, int, float[4]);
 	void (*dot4_f32)(const float *, size_t, const float *, int, float[4]);
 	void (*mk4x3)(const float *, size_t, const float *, size_t, int, float[4][3]);
+	/* optional: prefill over a packed ROW_BLOCK-row block (NULL: mk4x3 tiles) */
+	void (*gemm)(const float *, int, const float *, size_t, int, float *, size_t, int, bool);
 };
 
 static const struct kernels kernels_generic = {
 	"generic",        dot_generic,       bf16_row_generic, f16_row_generic,
 	dot4_bf16_generic, dot4_f16_generic, dot4_f32_generic, mk4x3_generic,
+	NULL,
 };
 #ifdef HAVE_X86
 static const struct kernels kernels_avx2 = {
 	"avx2",         dot_avx2,       bf16_row_avx2,  f16_row_avx2,
 	dot4_bf16_avx2, dot4_f16_avx2,  dot4_f32_avx2,  mk4x3_avx2,
+	gemm32_avx2,
 };
 static const struct kernels kernels_avx512 = {
 	"avx512",         dot_avx2,         bf16_row_avx512,  f16_row_avx2,
 	dot4_bf16_avx512, dot4_f16_avx512,  dot4_f32_avx512,  mk4x3_avx512,
+	gemm32_avx512,
 };
 #endif
 
@@ -502,8 +626,27 @@ static void matmul_task(void *ctx, int task, int thread)
 		return;
 	}
 
-	/* Convert the row block once (fp32 weights are used in place). */
 	int nr = r1 - r0;
+	if (k->gemm && j->T >= GEMM_MIN_T) {
+		/* pack the block k-major (zero rows past the end): convert the rows, then transpose
+		 * 16 columns at a time so both sides stay in L1 */
+		float *wp = scratch, *rows = scratch + (size_t)ROW_BLOCK * j->in;
+		for (int r = 0; r < nr; r++)
+			rows_to_f32(k, j->dtype, j->w + (size_t)(r0 + r) * j->ldw * esz,
+				    rows + (size_t)r * j->in, j->in);
+		for (int c0 = 0; c0 < j->in; c0 += 8) {
+			int c1 = MIN(c0 + 8, j->in);
+			for (int r = 0; r < ROW_BLOCK; r++) {
+				const float *src = rows + (size_t)r * j->in;
+				for (int c = c0; c < c1; c++)
+					wp[(size_t)c * ROW_BLOCK + r] = r < nr ? src[c] : 0.0f;
+			}
+		}
+		k->gemm(wp, j->in, j->x, j->ldx, j->T, j->y + r0, j->ldy, nr, j->accumulate);
+		return;
+	}
+
+	/* Convert the row block once (fp32 weights are used in place). */
 	const float *wf;
 	size_t ldwf;
 	if (j->dtype == TENSOR_F32) {
@@ -544,7 +687,7 @@ static void matmul_task(void *ctx, int task, int thread)
 
 size_t cpu_matmul_scratch_bytes(int in)
 {
-	return (size_t)ROW_BLOCK * (size_t)in * sizeof(float);
+	return (size_t)(2 * ROW_BLOCK) * (size_t)in * sizeof(float);
 }
 
 int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,

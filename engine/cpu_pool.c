@@ -1,11 +1,16 @@
 /* The process-wide CPU worker pool (see the DESIGN note in cpu.h).
  *
- * DESIGN: `job_lock` serialises whole jobs. A job is published under `lock` by bumping
- * `generation`; workers spin briefly on the generation (decode issues hundreds of small jobs per
- * token, and a futex wake per job would cost more than the job) and then sleep on `wake`. Tasks
- * are claimed with an atomic counter; the last worker to finish signals `done`. Every field a
- * worker reads for a job (fn, ctx, n_tasks) is written before the generation bump under `lock`,
- * and the atomics give the ordering the spinning path needs.
+ * DESIGN: `job_lock` serialises whole jobs (and scratch reallocation). A job is one descriptor
+ * (fn, ctx, base) plus one 64-bit atomic word `claim` = generation:16 | n_tasks:24 | next:24.
+ * Anyone (the caller or a worker) takes a task by a CAS that increments `next` while
+ * next < n_tasks; because n_tasks and the generation live in the same word, a worker that read a
+ * stale word can never claim past the end of a job or into the next one. `pending` counts the
+ * tasks not finished yet; the caller returns when it reaches zero and only then may write the
+ * next descriptor, so a worker that claimed a task always reads the descriptor of that task.
+ * Idle workers are never waited for: on a loaded machine a descheduled worker costs nothing,
+ * the caller simply runs the tasks itself.
+ * Workers spin briefly for the next job (decode issues hundreds of small jobs per token), then
+ * sleep on `wake`; the caller broadcasts only when someone sleeps.
  */
 #include "cpu.h"
 
@@ -19,20 +24,22 @@
 
 #include "common.h"
 
+#define SPIN_ITERATIONS 2000
+#define MAX_JOB_TASKS ((1 << 24) - 1)
+
 struct cpu_pool {
 	int n_threads; /* including the caller */
 	pthread_t *workers;
 	pthread_mutex_t job_lock;
 	pthread_mutex_t lock;
 	pthread_cond_t wake, done;
-	atomic_uint generation;
-	unsigned start_generation; /* generation when the workers were started */
-	atomic_int next_task;
-	atomic_int running; /* workers still inside the current job */
+	_Atomic uint64_t claim;
+	atomic_int pending;
+	int sleepers; /* under lock */
+	bool quit;    /* under lock */
 	cpu_task_fn *fn;
 	void *ctx;
-	int n_tasks;
-	bool quit;
+	int base;
 	void **scratch;
 	size_t scratch_bytes;
 };
@@ -45,48 +52,66 @@ static struct cpu_pool pool = {
 };
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
+static inline uint32_t claim_n(uint64_t v)
+{
+	return (uint32_t)(v >> 24) & 0xffffffu;
+}
+
+static inline uint32_t claim_next(uint64_t v)
+{
+	return (uint32_t)v & 0xffffffu;
+}
+
+static inline bool has_work(uint64_t v)
+{
+	return claim_next(v) < claim_n(v);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Claims and runs tasks of the current job until none is left. */
 static void run_tasks(int thread)
 {
-	for (;;) {
-		int i = atomic_fetch_add_explicit(&pool.next_task, 1, memory_order_relaxed);
-		if (i >= pool.n_tasks)
-			break;
-		pool.fn(pool.ctx, i, thread);
+	uint64_t v = atomic_load_explicit(&pool.claim, memory_order_acquire);
+	while (has_work(v)) {
+		if (!atomic_compare_exchange_weak_explicit(&pool.claim, &v, v + 1, memory_order_acquire,
+							   memory_order_acquire))
+			continue;
+		pool.fn(pool.ctx, pool.base + (int)claim_next(v), thread);
+		if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+			pthread_mutex_lock(&pool.lock);
+			pthread_cond_signal(&pool.done);
+			pthread_mutex_unlock(&pool.lock);
+		}
+		v = atomic_load_explicit(&pool.claim, memory_order_acquire);
 	}
 }
 
 static void *worker_main(void *p)
 {
 	int index = (int)(intptr_t)p;
-	/* not the current generation: a job may already have been posted since pthread_create */
-	unsigned seen = pool.start_generation;
-
 	for (;;) {
-		unsigned gen;
 		int spins = 0;
-		while ((gen = atomic_load_explicit(&pool.generation, memory_order_acquire)) == seen &&
-		       spins < 20000) {
-			spins++;
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
-#endif
-		}
-		if (gen == seen) {
+		while (!has_work(atomic_load_explicit(&pool.claim, memory_order_acquire)) &&
+		       spins++ < SPIN_ITERATIONS)
+			cpu_relax();
+		if (!has_work(atomic_load_explicit(&pool.claim, memory_order_acquire))) {
 			pthread_mutex_lock(&pool.lock);
-			while ((gen = atomic_load(&pool.generation)) == seen && !pool.quit)
+			pool.sleepers++;
+			while (!has_work(atomic_load(&pool.claim)) && !pool.quit)
 				pthread_cond_wait(&pool.wake, &pool.lock);
+			pool.sleepers--;
 			bool quit = pool.quit;
 			pthread_mutex_unlock(&pool.lock);
 			if (quit)
 				return NULL;
 		}
-		seen = gen;
 		run_tasks(index);
-		if (atomic_fetch_sub_explicit(&pool.running, 1, memory_order_acq_rel) == 1) {
-			pthread_mutex_lock(&pool.lock);
-			pthread_cond_signal(&pool.done);
-			pthread_mutex_unlock(&pool.lock);
-		}
 	}
 }
 
@@ -117,7 +142,6 @@ static int start_workers(int n)
 		return -ENOMEM;
 	}
 	pool.n_threads = 1;
-	pool.start_generation = atomic_load(&pool.generation);
 	for (int i = 1; i < n; i++) {
 		int r = pthread_create(&pool.workers[i], NULL, worker_main, (void *)(intptr_t)i);
 		if (r != 0) {
@@ -235,30 +259,31 @@ void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
 		return;
 	}
 	pthread_mutex_lock(&pool.job_lock);
-	pthread_mutex_lock(&pool.lock);
-	pool.fn = fn;
-	pool.ctx = ctx;
-	pool.n_tasks = n_tasks;
-	atomic_store(&pool.next_task, 0);
-	atomic_store(&pool.running, pool.n_threads - 1);
-	atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
-	pthread_cond_broadcast(&pool.wake);
-	pthread_mutex_unlock(&pool.lock);
-
-	run_tasks(0);
-
-	if (atomic_load_explicit(&pool.running, memory_order_acquire) != 0) {
-		int spins = 0;
-		while (atomic_load_explicit(&pool.running, memory_order_acquire) != 0 && spins < 200000) {
-			spins++;
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
-#endif
-		}
+	for (int base = 0; base < n_tasks; base += MAX_JOB_TASKS) {
+		int n = MIN(n_tasks - base, MAX_JOB_TASKS);
+		pool.fn = fn;
+		pool.ctx = ctx;
+		pool.base = base;
+		atomic_store_explicit(&pool.pending, n, memory_order_relaxed);
+		uint64_t gen = (atomic_load(&pool.claim) >> 48) + 1;
+		atomic_store_explicit(&pool.claim, (gen << 48) | ((uint64_t)n << 24), memory_order_release);
 		pthread_mutex_lock(&pool.lock);
-		while (atomic_load(&pool.running) != 0)
-			pthread_cond_wait(&pool.done, &pool.lock);
+		if (pool.sleepers)
+			pthread_cond_broadcast(&pool.wake);
 		pthread_mutex_unlock(&pool.lock);
+
+		run_tasks(0);
+
+		int spins = 0;
+		while (atomic_load_explicit(&pool.pending, memory_order_acquire) != 0 &&
+		       spins++ < SPIN_ITERATIONS)
+			cpu_relax();
+		if (atomic_load_explicit(&pool.pending, memory_order_acquire) != 0) {
+			pthread_mutex_lock(&pool.lock);
+			while (atomic_load(&pool.pending) != 0)
+				pthread_cond_wait(&pool.done, &pool.lock);
+			pthread_mutex_unlock(&pool.lock);
+		}
 	}
 	pthread_mutex_unlock(&pool.job_lock);
 }

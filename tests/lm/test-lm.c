@@ -114,7 +114,7 @@ static void test_matmul_case(enum tensor_dtype dt, int out, int in, int T, bool 
 static void test_matmul(void)
 {
 	enum tensor_dtype dts[] = {TENSOR_F32, TENSOR_BF16, TENSOR_F16};
-	int shapes[][3] = {{19, 37, 1}, {64, 64, 2}, {35, 70, 5}, {40, 129, 50}, {7, 8, 3}, {33, 17, 97}};
+	int shapes[][3] = {{19, 37, 1}, {64, 64, 2}, {35, 70, 5}, {40, 129, 50}, {7, 8, 3}, {33, 17, 97}, {90, 24, 40}};
 	for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 			test_matmul_case(dts[i], shapes[s][0], shapes[s][1], shapes[s][2], false);

@@ -1,0 +1,378 @@
+/* holo-bench engine: prefill and decode tokens/s of the CPU language model, peak RSS, and the
+ * machine's memory read bandwidth measured in the same run, so that decode can be reported as a
+ * fraction of its ceiling (weight bytes read per token / bandwidth).
+ *
+ *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
+ *
+ * SPEC is a comma-separated list of key=value overriding the default random model (a ~0.7B
+ * parameter bf16 Nemotron-H): pattern, hidden, vocab, intermediate, heads, kv_heads, head_dim,
+ * m_heads, m_head_dim, m_groups, m_state, chunk, dtype (bf16|f16|f32).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "bench.h"
+#include "common.h"
+#include "cpu.h"
+#include "engine.h"
+#include "lm.h"
+#include "model.h"
+
+/* 0.70B parameters: 22 Mamba, 4 attention and 22 MLP layers of width 1024, 128k vocabulary. */
+#define DEFAULT_PATTERN "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
+		   "                         [--threads N]\n"
+		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
+		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
+		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
+		   "  --prompt N     prefill length (default 512)\n"
+		   "  --decode N     decode steps (default 32)\n");
+}
+
+static int parse_spec(char *spec, struct lm_random_spec *sp)
+{
+	for (char *save = NULL, *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+		if (!eq)
+			return -EINVAL;
+		*eq = 0;
+		const char *k = kv, *v = eq + 1;
+		if (strcmp(k, "pattern") == 0) {
+			sp->pattern = v;
+			continue;
+		}
+		if (strcmp(k, "dtype") == 0) {
+			if (strcmp(v, "bf16") == 0)
+				sp->dtype = TENSOR_BF16;
+			else if (strcmp(v, "f16") == 0)
+				sp->dtype = TENSOR_F16;
+			else if (strcmp(v, "f32") == 0)
+				sp->dtype = TENSOR_F32;
+			else
+				return -EINVAL;
+			continue;
+		}
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (*end || n < 1 || n > (1 << 20))
+			return -EINVAL;
+		struct {
+			const char *name;
+			int *field;
+		} keys[] = {
+			{"hidden", &sp->hidden},       {"vocab", &sp->vocab},
+			{"intermediate", &sp->intermediate}, {"heads", &sp->n_heads},
+			{"kv_heads", &sp->n_kv_heads}, {"head_dim", &sp->head_dim},
+			{"m_heads", &sp->m_heads},     {"m_head_dim", &sp->m_head_dim},
+			{"m_groups", &sp->m_groups},   {"m_state", &sp->m_state},
+			{"chunk", &sp->m_chunk},
+		};
+		size_t i;
+		for (i = 0; i < ARRAY_SIZE(keys); i++)
+			if (strcmp(k, keys[i].name) == 0) {
+				*keys[i].field = (int)n;
+				break;
+			}
+		if (i == ARRAY_SIZE(keys))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- memory bandwidth --------------------------------------------------------------------- */
+
+struct bw_job {
+	const uint64_t *buf;
+	size_t words_per_task;
+	uint64_t sums[CPU_MAX_THREADS * 8];
+};
+
+static void bw_task(void *ctx, int task, int thread)
+{
+	struct bw_job *j = ctx;
+	const uint64_t *p = j->buf + (size_t)task * j->words_per_task;
+	uint64_t a = 0, b = 0, c = 0, d = 0;
+	for (size_t i = 0; i + 4 <= j->words_per_task; i += 4) {
+		a += p[i];
+		b ^= p[i + 1];
+		c += p[i + 2];
+		d ^= p[i + 3];
+	}
+	j->sums[thread * 8] += a + b + c + d;
+}
+
+/* Read bandwidth (bytes/s) of the pool's threads over a buffer far larger than the caches. */
+static double measure_bandwidth(size_t bytes)
+{
+	uint64_t *buf = malloc(bytes);
+	if (!buf)
+		return 0;
+	memset(buf, 1, bytes);
+	struct bw_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		free(buf);
+		return 0;
+	}
+	int tasks = 256;
+	j->buf = buf;
+	j->words_per_task = bytes / 8 / (size_t)tasks;
+	double best = 0;
+	for (int rep = 0; rep < 5; rep++) {
+		uint64_t t0 = time_mono_ns();
+		cpu_parallel_for(tasks, bw_task, j);
+		uint64_t t1 = time_mono_ns();
+		double bw = (double)(j->words_per_task * 8 * (size_t)tasks) / ((double)(t1 - t0) / 1e9);
+		best = MAX(best, bw);
+	}
+	uint64_t sink = 0;
+	for (int i = 0; i < CPU_MAX_THREADS; i++)
+		sink += j->sums[i * 8];
+	if (sink == 42)
+		fprintf(stderr, " ");
+	free(j);
+	free(buf);
+	return best;
+}
+
+/* Bytes of weights one decode step reads: every layer tensor, the final norm and the head (one
+ * embedding row is negligible). */
+static double decode_weight_bytes(const struct engine_model *m)
+{
+	double b = (double)m->norm_f.nbytes + (double)m->lm_head.nbytes;
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		b += (double)L->norm.nbytes;
+		switch (L->kind) {
+		case LM_LAYER_MAMBA:
+			b += (double)(L->mamba.in_proj.nbytes + L->mamba.conv_w.nbytes +
+				      L->mamba.conv_b.nbytes + L->mamba.dt_bias.nbytes +
+				      L->mamba.a_log.nbytes + L->mamba.d.nbytes + L->mamba.norm.nbytes +
+				      L->mamba.out_proj.nbytes);
+			break;
+		case LM_LAYER_ATTENTION:
+			b += (double)(L->attn.q.nbytes + L->attn.k.nbytes + L->attn.v.nbytes +
+				      L->attn.o.nbytes);
+			break;
+		case LM_LAYER_MLP:
+			b += (double)(L->mlp.up.nbytes + L->mlp.down.nbytes);
+			break;
+		}
+	}
+	return b;
+}
+
+static double count_params(const struct engine_model *m)
+{
+	double n = 0;
+	const struct tensor *all[] = {&m->embeddings, &m->norm_f, &m->lm_head};
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+		n += (double)all[i]->nbytes / (all[i]->dtype == TENSOR_F32 ? 4 : 2);
+	if (m->lm_head.data == m->embeddings.data)
+		n -= (double)m->lm_head.nbytes / (m->lm_head.dtype == TENSOR_F32 ? 4 : 2);
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		const struct tensor *t[9];
+		size_t k = 0;
+		t[k++] = &L->norm;
+		if (L->kind == LM_LAYER_MAMBA) {
+			t[k++] = &L->mamba.in_proj;
+			t[k++] = &L->mamba.conv_w;
+			t[k++] = &L->mamba.conv_b;
+			t[k++] = &L->mamba.dt_bias;
+			t[k++] = &L->mamba.a_log;
+			t[k++] = &L->mamba.d;
+			t[k++] = &L->mamba.norm;
+			t[k++] = &L->mamba.out_proj;
+		} else if (L->kind == LM_LAYER_ATTENTION) {
+			t[k++] = &L->attn.q;
+			t[k++] = &L->attn.k;
+			t[k++] = &L->attn.v;
+			t[k++] = &L->attn.o;
+		} else {
+			t[k++] = &L->mlp.up;
+			t[k++] = &L->mlp.down;
+		}
+		for (size_t i = 0; i < k; i++)
+			n += (double)t[i]->nbytes / (t[i]->dtype == TENSOR_F32 ? 4 : 2);
+	}
+	return n;
+}
+
+static long peak_rss_kib(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+int bench_engine_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"model", required_argument, NULL, 'm'},  {"random", required_argument, NULL, 'r'},
+		{"prompt", required_argument, NULL, 'p'}, {"decode", required_argument, NULL, 'd'},
+		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct lm_random_spec sp = {
+		.pattern = DEFAULT_PATTERN,
+		.hidden = 1024,
+		.vocab = 131072,
+		.intermediate = 5120,
+		.n_heads = 8,
+		.n_kv_heads = 2,
+		.head_dim = 128,
+		.m_heads = 32,
+		.m_head_dim = 64,
+		.m_groups = 8,
+		.m_state = 128,
+		.m_conv_kernel = 4,
+		.m_chunk = 128,
+		.dtype = TENSOR_BF16,
+		.seed = 1,
+	};
+	const char *model_dir = NULL;
+	char *spec = NULL;
+	int n_prompt = 512, n_decode = 32, threads = 0;
+
+	optind = 1;
+	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+		char *end = NULL;
+		switch (c) {
+		case 'm':
+			model_dir = optarg;
+			break;
+		case 'r':
+			spec = optarg;
+			break;
+		case 'p':
+			n_prompt = (int)strtol(optarg, &end, 10);
+			break;
+		case 'd':
+			n_decode = (int)strtol(optarg, &end, 10);
+			break;
+		case 't':
+			threads = (int)strtol(optarg, &end, 10);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (end && (*end || strtol(optarg, NULL, 10) < 1)) {
+			fprintf(stderr, "holo-bench engine: invalid number '%s'\n", optarg);
+			return 2;
+		}
+	}
+	if (optind != argc || (model_dir && spec)) {
+		usage(stderr);
+		return 2;
+	}
+	if (spec && parse_spec(spec, &sp) < 0) {
+		fprintf(stderr, "holo-bench engine: invalid --random spec\n");
+		return 2;
+	}
+	if (threads && engine_set_threads(threads) < 0) {
+		fprintf(stderr, "holo-bench engine: invalid thread count\n");
+		return 2;
+	}
+
+	int ret = 1;
+	struct engine_model *m = NULL;
+	struct engine_session *s = NULL;
+	int32_t *tok = NULL;
+	float *logits = NULL;
+
+	printf("threads %d, kernels %s\n", engine_get_threads(), engine_cpu_kernels());
+	double bw = measure_bandwidth((size_t)1 << 30);
+	printf("memory read bandwidth: %.2f GB/s (1 GiB buffer, best of 5)\n", bw / 1e9);
+
+	if (model_dir) {
+		char err[512] = "";
+		m = engine_model_load(model_dir, err, sizeof(err));
+		if (!m) {
+			fprintf(stderr, "holo-bench engine: %s: %s\n", model_dir, err);
+			goto out;
+		}
+		printf("model %s\n", model_dir);
+	} else {
+		m = lm_random_model_create(&sp);
+		if (!m) {
+			fprintf(stderr, "holo-bench engine: cannot build the random model: %s\n",
+				strerror(errno));
+			goto out;
+		}
+		printf("random model: pattern %s, hidden %d, vocab %d, intermediate %d, attn %d/%d x %d, "
+		       "mamba H %d P %d G %d N %d, chunk %d, dtype %s\n",
+		       sp.pattern, sp.hidden, sp.vocab, sp.intermediate, sp.n_heads, sp.n_kv_heads,
+		       sp.head_dim, sp.m_heads, sp.m_head_dim, sp.m_groups, sp.m_state, sp.m_chunk,
+		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
+	}
+	double wbytes = decode_weight_bytes(m);
+	printf("parameters %.3f B, weight bytes read per decode token %.1f MB\n", count_params(m) / 1e9,
+	       wbytes / 1e6);
+
+	int V = m->cfg.vocab;
+	s = engine_session_create(m, n_prompt + n_decode + 1);
+	tok = malloc((size_t)n_prompt * sizeof(*tok));
+	logits = malloc((size_t)V * sizeof(float));
+	if (!s || !tok || !logits) {
+		fprintf(stderr, "holo-bench engine: out of memory\n");
+		goto out;
+	}
+	for (int i = 0; i < n_prompt; i++)
+		tok[i] = (int32_t)((i * 7919 + 13) % V);
+
+	/* warm-up: fault the weights in and size the scratch */
+	int r = engine_session_append(s, tok, NULL, (size_t)MIN(n_prompt, 8), ENGINE_LOGITS_LAST, logits);
+	if (r < 0)
+		goto fail;
+	engine_session_reset(s);
+
+	uint64_t t0 = time_mono_ns();
+	r = engine_session_append(s, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_LAST, logits);
+	uint64_t t1 = time_mono_ns();
+	if (r < 0)
+		goto fail;
+	double prefill_tps = n_prompt / ((double)(t1 - t0) / 1e9);
+	printf("prefill: %d tokens in %.3f s: %.1f tok/s\n", n_prompt, (double)(t1 - t0) / 1e9,
+	       prefill_tps);
+
+	int32_t next = 0;
+	t0 = time_mono_ns();
+	for (int i = 0; i < n_decode; i++) {
+		next = (next * 31 + 7) % V;
+		r = engine_session_decode(s, next, logits);
+		if (r < 0)
+			goto fail;
+	}
+	t1 = time_mono_ns();
+	double decode_tps = n_decode / ((double)(t1 - t0) / 1e9);
+	double ceiling = bw / wbytes;
+	printf("decode: %d tokens in %.3f s: %.2f tok/s (ceiling %.2f tok/s at %.2f GB/s: %.0f%%)\n",
+	       n_decode, (double)(t1 - t0) / 1e9, decode_tps, ceiling, bw / 1e9,
+	       100.0 * decode_tps / ceiling);
+	printf("session state after %d tokens: %.1f MB\n", engine_session_n_tokens(s),
+	       (double)engine_session_state_bytes(s) / 1e6);
+	printf("peak RSS: %.1f MB\n", (double)peak_rss_kib() / 1024.0);
+	ret = 0;
+	goto out;
+fail:
+	fprintf(stderr, "holo-bench engine: %s\n", strerror(-r));
+out:
+	free(tok);
+	free(logits);
+	engine_session_destroy(s);
+	if (model_dir)
+		engine_model_destroy(m);
+	else
+		lm_random_model_destroy(m);
+	return ret;
+}
