@@ -5,6 +5,8 @@
 #include "x11-test-util.h"
 #include "x11.h"
 
+#include <X11/Xlib.h>
+#include <X11/extensions/Xrandr.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -141,6 +143,67 @@ static void test_errors(struct x11_display *d)
 	CHECK(f == (struct x11_frame *)0x1); /* untouched */
 }
 
+/* Two RandR monitors (left and right half, the right one primary), defined on the live server
+ * as `xrandr --setmonitor` does: x11_display_monitors lists the primary first, and capturing a
+ * monitor's rectangle gives that monitor's pixels. */
+static void test_monitors(struct x11_display *d)
+{
+	Display *dpy = XOpenDisplay(NULL);
+	struct x11_rect mons[4];
+	struct x11_frame *f = NULL;
+	int ev, er;
+
+	REQUIRE(dpy);
+	if (!XRRQueryExtension(dpy, &ev, &er)) {
+		fprintf(stderr, "no RandR: monitors not checked\n");
+		XCloseDisplay(dpy);
+		return;
+	}
+	static const struct {
+		const char *name;
+		int x, w;
+		bool primary;
+	} defs[] = {{"HOLO-LEFT", 0, 320, false}, {"HOLO-RIGHT", 320, 320, true}};
+	for (size_t i = 0; i < ARRAY_SIZE(defs); i++) {
+		XRRMonitorInfo *m = XRRAllocateMonitor(dpy, 0);
+		m->name = XInternAtom(dpy, defs[i].name, False);
+		m->primary = defs[i].primary;
+		m->x = defs[i].x;
+		m->y = 0;
+		m->width = defs[i].w;
+		m->height = 480;
+		m->mwidth = 100;
+		m->mheight = 150;
+		XRRSetMonitor(dpy, DefaultRootWindow(dpy), m);
+		XRRFreeMonitors(m);
+	}
+	XSync(dpy, False);
+	/* Xvfb's own output keeps its automatic monitor (the whole screen): three in all. */
+	int n = x11_display_monitors(d, mons, ARRAY_SIZE(mons));
+	CHECK_INT_EQ(n, 3);
+	CHECK_INT_EQ(mons[0].x, 320); /* primary first */
+	CHECK_INT_EQ(mons[0].width, 320);
+	int left = -1;
+	for (int i = 1; i < MIN(n, 4); i++)
+		if (mons[i].x == 0 && mons[i].y == 0 && mons[i].width == 320 && mons[i].height == 480)
+			left = i;
+	CHECK(left > 0);
+	/* Fewer slots than monitors: the count is still the total, the slot holds the primary. */
+	struct x11_rect one[1];
+	CHECK_INT_EQ(x11_display_monitors(d, one, 1), 3);
+	CHECK_INT_EQ(one[0].x, 320);
+	/* The left monitor holds the client's blocks, at the same coordinates. */
+	if (left > 0) {
+		REQUIRE(x11_capture(d, &mons[left], &f) == 0);
+		CHECK_INT_EQ(f->width, 320);
+		CHECK_INT_EQ(check_client(f, 0, 0), 5);
+		x11_frame_destroy(f);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(defs); i++)
+		XRRDeleteMonitor(dpy, DefaultRootWindow(dpy), XInternAtom(dpy, defs[i].name, False));
+	XCloseDisplay(dpy);
+}
+
 static void test_open_errors(const char *good)
 {
 	/* Not an X server: a clear error, Wayland named when WAYLAND_DISPLAY is set. */
@@ -207,6 +270,7 @@ int main(int argc, char **argv)
 	CHECK_INT_EQ(mons[0].width, 640);
 	CHECK_INT_EQ(mons[0].height, 480);
 
+	test_monitors(d);
 	test_whole_screen(d, &shm_frame);
 	test_subrect(d);
 	test_widths(d);
