@@ -55,8 +55,10 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
 
 /* fp32 dot product of n elements. */
 float cpu_dot(const float *a, const float *b, int n);
-/* y[i] += a * x[i] */
+/* y[i] += a * x[i]; y and x must not overlap */
 void cpu_axpy(float *y, float a, const float *x, int n);
+/* y[i] = a * y[i] + b * x[i]; y and x must not overlap */
+void cpu_axpby(float *y, float a, float b, const float *x, int n);
 /* Converts n elements starting at element `offset` of tensor t to fp32. */
 void cpu_tensor_to_f32(const struct tensor *t, size_t offset, size_t n, float *dst);
 float cpu_f16_to_f32(uint16_t v);

@@ -67,6 +67,12 @@ static float dot_generic(const float *a, const float *b, int n)
 	return (s0 + s1) + (s2 + s3);
 }
 
+static void axpby_generic(float *restrict y, float a, float b, const float *restrict x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = a * y[i] + b * x[i];
+}
+
 static void bf16_row_generic(const uint16_t *src, float *dst, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -150,6 +156,17 @@ AVX2 static float dot_avx2(const float *a, const float *b, int n)
 	for (; i < n; i++)
 		s += a[i] * b[i];
 	return s;
+}
+
+AVX2 static void axpby_avx2(float *restrict y, float a, float b, const float *restrict x, int n)
+{
+	__m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(y + i),
+						       _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
+	for (; i < n; i++)
+		y[i] = a * y[i] + b * x[i];
 }
 
 AVX2 static void bf16_row_avx2(const uint16_t *src, float *dst, int n)
@@ -340,6 +357,21 @@ DOT4_AVX512(dot4_bf16_avx512, load_bf16x16, uint16_t, bf16_to_f32)
 DOT4_AVX512(dot4_f16_avx512, LOAD_F16X16, uint16_t, cpu_f16_to_f32)
 DOT4_AVX512(dot4_f32_avx512, _mm512_loadu_ps, float, SCALAR_F32)
 
+AVX512 static void axpby_avx512(float *restrict y, float a, float b, const float *restrict x, int n)
+{
+	__m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(y + i),
+						       _mm512_mul_ps(vb, _mm512_loadu_ps(x + i))));
+	if (i < n) {
+		__mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+		__m512 v = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, y + i),
+					   _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, x + i)));
+		_mm512_mask_storeu_ps(y + i, m, v);
+	}
+}
+
 AVX512 static void bf16_row_avx512(const uint16_t *src, float *dst, int n)
 {
 	int i = 0;
@@ -460,6 +492,7 @@ struct kernels {
 	void (*dot4_f16)(const uint16_t *, size_t, const float *, int, float[4]);
 	void (*dot4_f32)(const float *, size_t, const float *, int, float[4]);
 	void (*mk4x3)(const float *, size_t, const float *, size_t, int, float[4][3]);
+	void (*axpby)(float *restrict, float, float, const float *restrict, int);
 	/* optional: prefill over a packed ROW_BLOCK-row block (NULL: mk4x3 tiles) */
 	void (*gemm)(const float *, int, const float *, size_t, int, float *, size_t, int, bool);
 };
@@ -467,18 +500,18 @@ struct kernels {
 static const struct kernels kernels_generic = {
 	"generic",        dot_generic,       bf16_row_generic, f16_row_generic,
 	dot4_bf16_generic, dot4_f16_generic, dot4_f32_generic, mk4x3_generic,
-	NULL,
+	axpby_generic, NULL,
 };
 #ifdef HAVE_X86
 static const struct kernels kernels_avx2 = {
 	"avx2",         dot_avx2,       bf16_row_avx2,  f16_row_avx2,
 	dot4_bf16_avx2, dot4_f16_avx2,  dot4_f32_avx2,  mk4x3_avx2,
-	gemm32_avx2,
+	axpby_avx2, gemm32_avx2,
 };
 static const struct kernels kernels_avx512 = {
 	"avx512",         dot_avx2,         bf16_row_avx512,  f16_row_avx2,
 	dot4_bf16_avx512, dot4_f16_avx512,  dot4_f32_avx512,  mk4x3_avx512,
-	gemm32_avx512,
+	axpby_avx512, gemm32_avx512,
 };
 #endif
 
@@ -525,8 +558,12 @@ float cpu_dot(const float *a, const float *b, int n)
 
 void cpu_axpy(float *y, float a, const float *x, int n)
 {
-	for (int i = 0; i < n; i++)
-		y[i] += a * x[i];
+	kern()->axpby(y, 1.0f, a, x, n);
+}
+
+void cpu_axpby(float *y, float a, float b, const float *x, int n)
+{
+	kern()->axpby(y, a, b, x, n);
 }
 
 static void rows_to_f32(const struct kernels *k, enum tensor_dtype dt, const void *src, float *dst,

@@ -207,9 +207,8 @@ static void ssm_scan_head_task(void *ctx, int h, int thread)
 		float *y = j->y + (size_t)t * dm->d_in + h * P;
 		float dt = j->dt[(size_t)t * H + h], dA = expf(dt * A);
 		for (int p = 0; p < P; p++) {
-			float *Sp = S + (size_t)p * N, xp = dt * x[p];
-			for (int n = 0; n < N; n++)
-				Sp[n] = Sp[n] * dA + xp * B[n];
+			float *Sp = S + (size_t)p * N;
+			cpu_axpby(Sp, dA, dt * x[p], B, N);
 			y[p] = cpu_dot(Sp, C, N) + Dk * x[p];
 		}
 	}
