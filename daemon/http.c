@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +31,12 @@
 #define HTTP_STREAM_POLL_MS 1000
 #define HTTP_MAX_PNG_BYTES (512u * 1024 * 1024) /* a journaled screenshot we agree to serve */
 #define HTTP_MAX_CONNECTIONS 64 /* one thread each; beyond it libmicrohttpd refuses to accept */
+#define HTTP_DRAIN_TIMEOUT_US (3 * 1000000ull) /* at shutdown, for answers being sent */
 
 struct http_server {
 	struct MHD_Daemon *mhd;
 	struct http_context ctx;
+	atomic_int in_flight; /* requests between their headers and their last byte sent */
 };
 
 struct request {
@@ -747,6 +750,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 					  "request body of %s bytes exceeds the limit of %d", cl,
 					  IPC_MAX_BODY_BYTES);
 		*con_cls = xcalloc(1, sizeof(struct request));
+		atomic_fetch_add(&s->in_flight, 1);
 		return MHD_YES;
 	}
 
@@ -775,12 +779,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			      enum MHD_RequestTerminationCode toe)
 {
+	struct http_server *s = cls;
 	struct request *req = *con_cls;
 	if (!req)
 		return;
 	free(req->body);
 	free(req);
 	*con_cls = NULL;
+	atomic_fetch_sub(&s->in_flight, 1);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -802,7 +808,7 @@ struct http_server *http_server_create(int listen_fd, const struct http_context 
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
 			MHD_USE_ITC | MHD_USE_ERROR_LOG,
 		0, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
@@ -823,6 +829,11 @@ void http_server_destroy(struct http_server *s)
 		/* Take the listening socket back first so MHD does not close it (the caller owns
 		 * it and unlinks the path). */
 		MHD_quiesce_daemon(s->mhd);
+		/* Let answers in progress finish (an event stream sending its "end" line after the
+		 * scheduler stopped) before the connections are cut. */
+		uint64_t deadline = time_mono_us() + HTTP_DRAIN_TIMEOUT_US;
+		while (atomic_load(&s->in_flight) > 0 && time_mono_us() < deadline)
+			time_sleep_us(10000);
 		MHD_stop_daemon(s->mhd);
 	}
 	free(s);
