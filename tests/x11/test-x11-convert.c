@@ -40,6 +40,8 @@ static XImage make_image(uint8_t *data, int bpp, int byte_order, unsigned long r
 			uint32_t c = rgb_at(x, y), v = 0;
 			for (int ch = 0; ch < 3; ch++) {
 				unsigned long m = ch == 0 ? rmask : ch == 1 ? gmask : bmask;
+				if (!m)
+					continue; /* a layout without this channel */
 				int shift = __builtin_ctzl(m);
 				v |= ((c >> (16 - 8 * ch)) & 0xff) << shift;
 			}
