@@ -365,3 +365,14 @@ int engine_vision_encode(const struct engine_vision *v, const float *pixels, int
 int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
 			       int max_tiles, struct engine_vision_grid *ret_grid,
 			       float **ret_embeds, size_t *ret_rows);
+
+/* Splicing (model.md 4.8): for a run of prompt tokens, points embeds[i] at the next image row for
+ * every position whose id is image_token (the `<image>` id, from the tokenizer or config) and
+ * sets the others to NULL: the `embeds` argument of engine_session_append(). `rows` holds n_rows
+ * rows of `dim` floats, image-major, tile by tile (what engine_vision_encode*() produced for the
+ * images of this run, in order). The number of image_token positions must equal n_rows;
+ * otherwise returns -EINVAL and writes one sentence to errbuf (may be NULL when errlen is 0)
+ * naming both counts. embeds (n entries) is caller-allocated and points into `rows`. */
+int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
+			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
+			 size_t errlen);

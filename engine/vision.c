@@ -234,3 +234,23 @@ out:
 	free(pixels);
 	return r;
 }
+
+int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
+			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
+			 size_t errlen)
+{
+	size_t used = 0, count = 0;
+
+	if ((n && (!tokens || !embeds)) || (n_rows && !rows) || dim == 0)
+		return fail(errbuf, errlen, -EINVAL, "bad arguments");
+	for (size_t i = 0; i < n; i++)
+		count += tokens[i] == image_token;
+	if (count != n_rows)
+		return fail(errbuf, errlen, -EINVAL,
+			    "the prompt has %zu image-context tokens (id %d) but the images give %zu "
+			    "embeddings",
+			    count, (int)image_token, n_rows);
+	for (size_t i = 0; i < n; i++)
+		embeds[i] = tokens[i] == image_token ? rows + dim * used++ : NULL;
+	return 0;
+}

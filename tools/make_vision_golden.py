@@ -12,6 +12,8 @@ tools/gen_tiny_vision.py; writes into tests/fixtures/vision/:
   <case>.safetensors    one per (image, tile budget): the grid, a hash of PIL's RGB decode, a
                         deterministic sample of the normalized tiles, and for the ViT cases the
                         ViT features (every 8th token) and the projector output (all rows)
+  lm.safetensors        logits of the tiny checkpoint's language model for a prompt whose 256
+                        `<image>` positions carry the square image's projector rows (model.md 4.8)
   golden-info.json      library versions and what each case is
 
 Reference algorithm (model.md 4.1, NVIDIA image_processing.py / InternVL dynamic_preprocess):
@@ -27,6 +29,11 @@ front), no final norm, prefix tokens dropped. Then pixel_shuffle (vLLM/NVIDIA co
 v2) and mlp1 (RMSNorm eps 1e-5, Linear, ReLU^2, Linear). The tower runs in float64 so the
 goldens are the exact math of the bf16-valued weights; the pixel input is the float32 tensor
 torchvision produced, as the C code sees its own float32 tiles.
+
+Splicing: inputs_embeds = E[ids] with the `<image>` positions replaced, in order, by the projector
+rows, run through transformers' native NemotronHForCausalLM in float32 (loaded as
+tools/make_lm_golden.py does, from tests/fixtures/models/tiny-mamba, whose weights are the
+tiny-vlm language model's, checked here byte for byte).
 """
 
 import argparse
@@ -319,6 +326,42 @@ CASES = [  # (image, max_tiles, vit)
 ]
 N_SAMPLES = 3000
 FEATURE_STRIDE = 8  # keep every 8th token of the ViT features
+IMAGE_TOKEN = 250   # img_context_token_id of the tiny config
+LM_PRE = [1, 17, 42, 99, 5, 251]          # text, then "<img>" (an ordinary id here)
+LM_POST = [252, 10, 33, 77, 123, 9, 200]  # "</img>", then text
+
+
+def lm_golden(out, weights, proj_rows):
+    """Logits of the spliced prompt (one 1-tile image) from transformers' NemotronH."""
+    import make_lm_golden as mlg
+    from transformers import NemotronHForCausalLM  # noqa: F401  (import check)
+
+    mamba_dir = os.path.join(HERE, "..", "tests", "fixtures", "models", "tiny-mamba")
+    mamba = read_safetensors(os.path.join(mamba_dir, "model.safetensors"))
+    lm_names = [n for n in weights if n.startswith("language_model.")]
+    assert len(lm_names) == len(mamba)
+    for n in lm_names:
+        assert np.array_equal(weights[n], mamba[n[len("language_model."):]]), n
+    model, _ = mlg.load_hf(mamba_dir)
+    n_img = proj_rows.shape[0]
+    ids = LM_PRE + [IMAGE_TOKEN] * n_img + LM_POST
+    with torch.no_grad():
+        emb = model.model.embeddings.weight[torch.tensor(ids)].clone()
+        pos = [i for i, t in enumerate(ids) if t == IMAGE_TOKEN]
+        emb[pos] = torch.from_numpy(proj_rows.astype(np.float32))
+        logits = model(inputs_embeds=emb.unsqueeze(0), use_cache=False).logits[0].float().numpy()
+    p0 = len(LM_PRE)
+    rows = list(range(p0)) + [p0, p0 + 37, p0 + 128, p0 + n_img - 1] + list(range(p0 + n_img, len(ids)))
+    return {
+        "prompt": np.array(ids, np.float32),
+        "logits_rows": np.array(rows, np.float32),
+        "logits": logits[rows],
+    }, transformers_version()
+
+
+def transformers_version():
+    import transformers
+    return transformers.__version__
 
 
 def main(argv):
@@ -392,6 +435,12 @@ def main(argv):
             arrays["features"] = feats[:, ::FEATURE_STRIDE].numpy()
             arrays["projector"] = radio.project(feats).numpy()
             entry["vit"] = {"features": list(feats.shape), "projector": list(arrays["projector"].shape)}
+            if name == "square":
+                lm_arrays, tv = lm_golden(out, weights, arrays["projector"])
+                versions["transformers"] = tv
+                write_safetensors(os.path.join(out, "lm.safetensors"), lm_arrays, dict(meta, transformers=tv))
+                info["lm"] = {"image": "square.png", "prompt_len": int(lm_arrays["prompt"].shape[0]),
+                              "image_token": IMAGE_TOKEN, "rows": lm_arrays["logits_rows"].astype(int).tolist()}
         write_safetensors(os.path.join(out, f"{name}-t{max_tiles}.safetensors"), arrays, meta)
         info["cases"].append(entry)
 
