@@ -100,7 +100,7 @@ static int shm_prepare(struct x11_display *d, int w, int h)
 	xerr = x11_trap_end(d->dpy);
 	/* Marked for removal now: it disappears when both sides detach, even if we crash. */
 	shmctl(d->shm_info.shmid, IPC_RMID, NULL);
-	if (xerr) {
+	if (xerr || d->lost) {
 		log_debug("XShmAttach failed (X error %d): falling back to XGetImage", xerr);
 		shmdt(d->shm_info.shmaddr);
 		goto destroy_image;
@@ -243,6 +243,8 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 	XImage *img = NULL;
 	int ret;
 
+	if (d->lost)
+		return -ECONNRESET;
 	if (r.width <= 0 || r.height <= 0 || r.x < 0 || r.y < 0 || r.x > d->width - r.width ||
 	    r.y > d->height - r.height)
 		return -ERANGE;
@@ -265,6 +267,8 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 		x11_trap_begin();
 		Bool ok = XShmGetImage(d->dpy, d->root, d->shm_image, r.x, r.y, AllPlanes);
 		int xerr = x11_trap_peek();
+		if (d->lost)
+			return -ECONNRESET;
 		if (ok && !xerr)
 			return x11_image_to_frame(d->shm_image, frame);
 		log_debug("XShmGetImage failed (X error %d): falling back to XGetImage", xerr);
@@ -275,6 +279,11 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 	img = XGetImage(d->dpy, d->root, r.x, r.y, (unsigned)r.width, (unsigned)r.height, AllPlanes,
 	                ZPixmap);
 	int xerr = x11_trap_peek();
+	if (d->lost) {
+		if (img)
+			XDestroyImage(img);
+		return -ECONNRESET;
+	}
 	if (!img || xerr) {
 		log_debug("XGetImage failed (X error %d)", xerr);
 		if (img)

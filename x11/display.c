@@ -22,10 +22,32 @@ static int error_handler(Display *dpy, XErrorEvent *ev)
 	return 0;
 }
 
+static int io_error_handler(Display *dpy)
+{
+	log_debug("lost the connection to X server %s", DisplayString(dpy));
+	return 0;
+}
+
+static void io_error_exit_handler(Display *dpy, void *userdata)
+{
+	bool *lost = userdata;
+
+	/* Returning is allowed since libX11 1.7: the Display is marked broken and later calls on
+	 * it return at once; it must still be closed with XCloseDisplay. */
+	*lost = true;
+}
+
+void x11_survive_io_errors(Display *dpy, bool *lost)
+{
+	XSetIOErrorExitHandler(dpy, io_error_exit_handler, lost);
+}
+
 static void errors_install_once(void)
 {
-	/* Xlib's default handler exits the process; a daemon must survive a BadWindow. */
+	/* Xlib's default handlers print and exit the process; a daemon must survive a BadWindow
+	 * and the end of the X session. */
 	XSetErrorHandler(error_handler);
+	XSetIOErrorHandler(io_error_handler);
 }
 
 void x11_errors_install(void)
@@ -67,6 +89,8 @@ const char *x11_strerror(int err)
 		       "switch XInput2, and capture a 24-bit TrueColor screen";
 	case ENOENT:
 		return "the key is not held";
+	case ECONNRESET:
+		return "the connection to the X server was lost (the X session ended?)";
 	case ERANGE:
 		return "coordinates or area outside the screen";
 	case EINVAL:
@@ -109,6 +133,7 @@ struct x11_display *x11_display_open(const char *name)
 		errno = X11_ERR_NO_XTEST;
 		goto close_connection;
 	}
+	x11_survive_io_errors(d->dpy, &d->lost);
 	d->screen = DefaultScreen(d->dpy);
 	d->root = RootWindow(d->dpy, d->screen);
 	d->width = DisplayWidth(d->dpy, d->screen);
@@ -166,6 +191,8 @@ int x11_display_monitors(struct x11_display *d, struct x11_rect *ret, size_t max
 	XRRMonitorInfo *mons = NULL;
 	size_t out = 0;
 
+	if (d->lost)
+		return -ECONNRESET;
 	if (XRRQueryExtension(d->dpy, &ev, &er))
 		mons = XRRGetMonitors(d->dpy, d->root, True, &n);
 	if (!mons || n <= 0) {

@@ -48,14 +48,19 @@ static int held_add(struct x11_display *d, bool is_button, unsigned code, bool t
 	return 0;
 }
 
+/* i < 0 (not found) is a no-op, so callers can pass held_find's result. */
 static void held_remove(struct x11_display *d, int i)
 {
+	if (i < 0)
+		return;
 	memmove(&d->held[i], &d->held[i + 1], (d->n_held - (size_t)i - 1) * sizeof(d->held[0]));
 	d->n_held--;
 }
 
 int x11_fake_key(struct x11_display *d, unsigned keycode, bool press, uint32_t delay_us)
 {
+	if (d->lost)
+		return -ECONNRESET;
 	if (!XTestFakeKeyEvent(d->dpy, keycode, press ? True : False, CurrentTime))
 		return -EIO;
 	XFlush(d->dpy);
@@ -66,6 +71,8 @@ int x11_fake_key(struct x11_display *d, unsigned keycode, bool press, uint32_t d
 
 static int fake_button(struct x11_display *d, unsigned button, bool press, uint32_t delay_us)
 {
+	if (d->lost)
+		return -ECONNRESET;
 	int r = press ? xdo_mouse_down(d->xdo, CURRENTWINDOW, (int)button)
 	              : xdo_mouse_up(d->xdo, CURRENTWINDOW, (int)button);
 
@@ -84,11 +91,13 @@ static bool on_screen(const struct x11_display *d, int x, int y)
 
 static int move_raw(struct x11_display *d, int x, int y)
 {
+	if (d->lost)
+		return -ECONNRESET;
 	if (xdo_move_mouse(d->xdo, x, y, d->screen) != 0)
 		return -EIO;
 	/* A round trip: the server has moved the pointer before we send the next event. */
 	XSync(d->dpy, False);
-	return 0;
+	return d->lost ? -ECONNRESET : 0;
 }
 
 int x11_move(struct x11_display *d, int x, int y)
@@ -358,5 +367,5 @@ int x11_release_all(struct x11_display *d)
 	while (d->n_held > 0)
 		release_held(d, (int)d->n_held - 1);
 	XSync(d->dpy, False);
-	return 0;
+	return d->lost ? -ECONNRESET : 0;
 }

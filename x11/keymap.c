@@ -11,6 +11,8 @@ int x11_keymap_load(struct x11_display *d, struct x11_keymap *km)
 	int per = 0;
 
 	memset(km, 0, sizeof(*km));
+	if (d->lost)
+		return -ECONNRESET;
 	XDisplayKeycodes(d->dpy, &km->min_keycode, &km->max_keycode);
 	km->syms = XGetKeyboardMapping(d->dpy, (KeyCode)km->min_keycode,
 	                               km->max_keycode - km->min_keycode + 1, &per);

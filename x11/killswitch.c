@@ -39,6 +39,7 @@ struct x11_killswitch {
 	void (*fn)(void *userdata);
 	void *userdata;
 	struct x11_ks_state state;
+	bool lost; /* server connection lost: the listener ends */
 
 	struct ks_device devices[KS_MAX_DEVICES];
 	size_t n_devices;
@@ -155,8 +156,8 @@ static void *listener(void *arg)
 	};
 
 	x11_errors_install();
-	for (;;) {
-		while (XPending(k->dpy)) {
+	while (!k->lost) {
+		while (XPending(k->dpy) && !k->lost) {
 			XEvent ev;
 			XNextEvent(k->dpy, &ev);
 			if (ev.type == MappingNotify) {
@@ -210,6 +211,7 @@ struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned 
 		r = wl && *wl ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
 		goto free_killswitch;
 	}
+	x11_survive_io_errors(k->dpy, &k->lost);
 	if (!XQueryExtension(k->dpy, "XInputExtension", &k->xi_opcode, &ev, &er) ||
 	    XIQueryVersion(k->dpy, &major, &minor) != Success) {
 		r = ENOTSUP;

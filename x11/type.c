@@ -133,7 +133,8 @@ int x11_type(struct x11_display *d, const char *utf8)
 	if (r < 0)
 		return r;
 	shift_kc = x11_keymap_find_plain(&km, XK_Shift_L);
-	/* Caps Lock would turn "a" into "A" (and Shift+a back into "a"): switch it off while typing. */
+	/* Caps Lock would turn "a" into "A" (and Shift+a back into "a"): switch it off while
+	 * typing. */
 	Window root_ret, child_ret;
 	int rx, ry, wx, wy;
 	unsigned mask = 0;

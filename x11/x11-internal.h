@@ -50,6 +50,10 @@ struct x11_display {
 	XImage *shm_image; /* attached segment of shm_w x shm_h, or NULL */
 	int shm_w, shm_h;
 
+	/* Set by the I/O error exit handler when the server connection is lost: every call then
+	 * fails with -ECONNRESET instead of Xlib exiting the process. */
+	bool lost;
+
 	/* input */
 	uint32_t key_delay_us;
 	struct x11_held held[X11_MAX_HELD];
@@ -60,6 +64,9 @@ struct x11_display {
 
 /* Installs the process-wide handler once; safe to call repeatedly from any thread. */
 void x11_errors_install(void);
+/* Makes a lost server connection set *lost and return, where Xlib's default exits the process
+ * (a daemon outlives the X session it drives). */
+void x11_survive_io_errors(Display *dpy, bool *lost);
 /* Starts trapping on this thread: clears the slot. */
 void x11_trap_begin(void);
 /* XSyncs `dpy` and returns the first X error code seen since x11_trap_begin (0: none). */

@@ -185,7 +185,8 @@ static void test_monitors(struct x11_display *d)
 	CHECK_INT_EQ(mons[0].width, 320);
 	int left = -1;
 	for (int i = 1; i < MIN(n, 4); i++)
-		if (mons[i].x == 0 && mons[i].y == 0 && mons[i].width == 320 && mons[i].height == 480)
+		if (mons[i].x == 0 && mons[i].y == 0 && mons[i].width == 320 &&
+		    mons[i].height == 480)
 			left = i;
 	CHECK(left > 0);
 	/* Fewer slots than monitors: the count is still the total, the slot holds the primary. */
@@ -200,7 +201,8 @@ static void test_monitors(struct x11_display *d)
 		x11_frame_destroy(f);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(defs); i++)
-		XRRDeleteMonitor(dpy, DefaultRootWindow(dpy), XInternAtom(dpy, defs[i].name, False));
+		XRRDeleteMonitor(dpy, DefaultRootWindow(dpy),
+		                 XInternAtom(dpy, defs[i].name, False));
 	XCloseDisplay(dpy);
 }
 

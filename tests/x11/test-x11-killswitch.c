@@ -4,7 +4,8 @@
  * produced here; the device filter that tells the two apart is tested on recorded event data in
  * test-x11-killswitch-filter.c. Live, this test proves (1) our own injected Escapes reach the
  * listener and do NOT trigger it, (2) with the XTest filter lifted by a test hook, the same
- * Escapes go all the way through XI2, the thread and the double-Escape timing to the callback. */
+ * Escapes go all the way through XI2, the thread and the double-Escape timing to the callback,
+ * (3) the end of the X server is survived by both connections. */
 #include "common.h"
 #include "test.h"
 #include "x11-internal.h"
@@ -76,9 +77,19 @@ int main(int argc, char **argv)
 	CHECK_INT_EQ(wait_count(k, x11_killswitch_triggered, 1), 1);
 	CHECK_INT_EQ(atomic_load(&fired), 1);
 
-	x11_killswitch_destroy(k);
 	x11_killswitch_destroy(NULL);
-	x11_display_close(d);
+
+	/* The X server goes away (the session ends): calls fail with -ECONNRESET instead of Xlib
+	 * exiting the process, and the kill switch's thread ends so destroy returns. */
 	xt_xvfb_stop(&x);
+	struct x11_frame *f = NULL;
+	CHECK_INT_EQ(x11_capture(d, NULL, &f), -ECONNRESET);
+	CHECK_INT_EQ(x11_capture(d, NULL, &f), -ECONNRESET);
+	CHECK_INT_EQ(x11_click(d, 1, 1, X11_BUTTON_LEFT, 1), -ECONNRESET);
+	CHECK_INT_EQ(x11_key_combo(d, "a"), -ECONNRESET);
+	CHECK_INT_EQ(x11_type(d, "abc"), -ECONNRESET);
+	CHECK(strstr(x11_strerror(-ECONNRESET), "lost") != NULL);
+	x11_killswitch_destroy(k);
+	x11_display_close(d);
 	return test_exit();
 }
