@@ -8,7 +8,9 @@
  * encoding) touch no connection and may be called from any thread.
  *
  * Errors: functions return >= 0 or a negative errno; constructors return NULL and set errno.
- * x11_strerror() turns the module's errors into a sentence a user can act on.
+ * x11_strerror() turns the module's errors into a sentence a user can act on. When the X server
+ * goes away, the process survives (Xlib would exit it by default): every later call on that
+ * display returns -ECONNRESET, and the display must still be closed.
  */
 #pragma once
 
