@@ -458,10 +458,17 @@ static int load_model(struct load_ctx *c, struct engine_tokenizer *tok, const js
 	return r;
 }
 
+/* Ids of added tokens follow HF's AddedVocabulary::add_tokens, which is what the model was trained
+ * with: a token the model vocabulary has keeps the model's id; any other gets the next id after
+ * the model vocabulary (or after the largest added id once that is beyond it), in file order.
+ * The ids written in the file are checked for type and range only: HF-written files agree with
+ * this assignment, and where a hand-edited file does not, HF's ids are the ones that count. A
+ * repeated content is skipped, as HF does. */
 static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const json_t *list)
 {
-	bool need_word_re = false;
-	size_t i;
+	size_t n_model = tok->bpe.vocab.n, i;
+	bool need_word_re = false, any_added = false;
+	size_t max_added = 0;
 	json_t *a;
 
 	json_array_foreach(list, i, a) {
@@ -482,17 +489,24 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 			r = check_token_string(c, len, what);
 		if (r < 0)
 			return r;
-		/* As HF's AddedVocabulary does, a token the model vocabulary already has keeps the
-		 * model's id; the id written in the file only counts for tokens the model lacks. */
+		if (tok_strmap_get(&tok->added, json_string_value(content), len) >= 0)
+			continue;
 		vid = vocab_id(tok, json_string_value(content), len);
 		if (vid >= 0)
 			id = (size_t)vid;
+		else if (!any_added || (max_added < n_model && n_model > 0))
+			id = n_model;
+		else
+			id = max_added + 1;
+		if (id >= tok->n_ids)
+			return load_error(c, E2BIG, "%s: id %zu is beyond the limit of %u ids", what, id,
+					  ENGINE_TOKENIZER_MAX_VOCAB);
+		max_added = any_added ? MAX(max_added, id) : id;
+		any_added = true;
 		t = &tok->tokens[id];
-		if (t->added)
-			return load_error(c, EINVAL, "%s: id %zu is used twice", what, id);
-		if (t->str && (t->str_len != len || memcmp(t->str, json_string_value(content), len) != 0))
-			return load_error(c, EINVAL, "%s: id %zu is \"%.40s\" in the vocabulary, not \"%.40s\"",
-					  what, id, t->str, json_string_value(content));
+		if (t->str && vid < 0)
+			return load_error(c, EINVAL, "%s: id %zu for \"%.40s\" is \"%.40s\" in the vocabulary",
+					  what, id, json_string_value(content), t->str);
 		if (!t->str && set_token(tok, (int32_t)id, json_string_value(content), len) < 0)
 			return load_error(c, ENOMEM, "out of memory");
 		t->added = true;
@@ -583,10 +597,11 @@ static int check_decoder(struct load_ctx *c, const json_t *d, int depth)
 			  json_string_value(type));
 }
 
-/* Largest id named by the vocabulary or added_tokens, so the token table can be sized. */
-static int max_id(struct load_ctx *c, const json_t *vocab, const json_t *added, size_t *ret)
+/* Size of the token table: every model id, plus room for each added token to get an id of its
+ * own after them (load_added). Also validates the file's ids. */
+static int table_size(struct load_ctx *c, const json_t *vocab, const json_t *added, size_t *ret)
 {
-	size_t max = 0, id = 0, i;
+	size_t max = 0, id = 0, i, n;
 	json_t *a;
 	int r;
 
@@ -611,9 +626,9 @@ static int max_id(struct load_ctx *c, const json_t *vocab, const json_t *added, 
 		r = check_id(c, json_object_get(a, "id"), what, &id);
 		if (r < 0)
 			return r;
-		max = MAX(max, id);
 	}
-	*ret = max;
+	n = MAX(max + 1, json_object_size(vocab)) + (added ? json_array_size(added) : 0);
+	*ret = MIN(n, (size_t)ENGINE_TOKENIZER_MAX_VOCAB);
 	return 0;
 }
 
@@ -623,7 +638,6 @@ static int load_json(struct load_ctx *c, struct engine_tokenizer *tok, const jso
 	const json_t *type = json_object_get(model, "type");
 	const json_t *vocab = json_object_get(model, "vocab");
 	const json_t *added = json_object_get(root, "added_tokens");
-	size_t max = 0;
 	int r;
 
 	if (!json_is_object(root))
@@ -655,11 +669,10 @@ static int load_json(struct load_ctx *c, struct engine_tokenizer *tok, const jso
 	if (r >= 0)
 		r = check_decoder(c, json_object_get(root, "decoder"), 0);
 	if (r >= 0)
-		r = max_id(c, vocab, added, &max);
+		r = table_size(c, vocab, added, &tok->n_ids);
 	if (r < 0)
 		return r;
 
-	tok->n_ids = max + 1;
 	tok->tokens = calloc(tok->n_ids, sizeof(*tok->tokens));
 	if (!tok->tokens)
 		return load_error(c, ENOMEM, "out of memory for %zu token ids", tok->n_ids);
@@ -672,7 +685,7 @@ static int load_json(struct load_ctx *c, struct engine_tokenizer *tok, const jso
 		r = load_added(c, tok, added);
 	if (r < 0)
 		return r;
-	/* Added ids the file named but the model vocabulary already covered stay unused. */
+	/* The table was sized for the worst case; the vocabulary ends at the last id in use. */
 	while (tok->n_ids > 1 && !tok->tokens[tok->n_ids - 1].str)
 		tok->n_ids--;
 

@@ -420,12 +420,8 @@ int tok_bpe_word(const struct tok_bpe *bpe, const char *word, size_t len, struct
 			bool done = false;
 
 			if (bpe->byte_fallback) {
-				if (unk_pending) {
-					r = add_symbol(s, &n_sym, bpe->unk_id, unk_len);
-					if (r < 0)
-						return r;
-					unk_pending = false;
-				}
+				/* A pending <unk> stays pending across byte-fallback tokens and lands
+				 * after them: HF's merge_word does exactly this, and ids must match. */
 				r = add_byte_fallback(bpe, s, &n_sym, word + i, k, &done);
 				if (r < 0)
 					return r;

@@ -194,6 +194,9 @@ VARIANTS = {
     "no_unk_dropped": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
         split(r"\s", "Isolated")]}},
     "ignore_merges": {"model": {"ignore_merges": True}},
+    # <0xXX> tokens for bytes below 0xF0 only: CJK falls back to bytes, emoji to <unk>.
+    "byte_fallback": {"pre_tokenizer": None, "model": {"unk_token": "<unk>", "byte_fallback": True},
+                      "vocab_add": {f"<0x{b:02X}>": 2000 + b for b in range(0xF0)}},
 }
 
 VARIANT_TEXTS = [
@@ -306,6 +309,8 @@ def main():
         for key, value in patch.items():
             if key == "model":
                 data["model"].update(value)
+            elif key == "vocab_add":
+                data["model"]["vocab"].update(value)
             else:
                 data[key] = value
         tok = Tokenizer.from_str(json.dumps(data))
