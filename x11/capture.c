@@ -237,47 +237,27 @@ static int check_visual(struct x11_display *d)
 	return 0;
 }
 
-int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct x11_frame *frame)
+/* Grabs r into `out`, whose buffer is large enough. */
+static int grab(struct x11_display *d, const struct x11_rect *r, struct x11_frame *out)
 {
-	struct x11_rect r = area ? *area : (struct x11_rect){0, 0, d->width, d->height};
-	XImage *img = NULL;
+	XImage *img;
 	int ret;
 
-	if (d->lost)
-		return -ECONNRESET;
-	if (r.width <= 0 || r.height <= 0 || r.x < 0 || r.y < 0 || r.x > d->width - r.width ||
-	    r.y > d->height - r.height)
-		return -ERANGE;
-	ret = check_visual(d);
-	if (ret < 0)
-		return ret;
-
-	size_t stride = (size_t)r.width * 3, size = stride * (size_t)r.height;
-	if (!frame->pixels || frame->stride * (size_t)frame->height < size) {
-		uint8_t *p = realloc(frame->pixels, size);
-		if (!p)
-			return -ENOMEM;
-		frame->pixels = p;
-	}
-	frame->width = r.width;
-	frame->height = r.height;
-	frame->stride = stride;
-
-	if (x11_capture_uses_shm(d) && shm_prepare(d, r.width, r.height) == 0) {
+	if (x11_capture_uses_shm(d) && shm_prepare(d, r->width, r->height) == 0) {
 		x11_trap_begin();
-		Bool ok = XShmGetImage(d->dpy, d->root, d->shm_image, r.x, r.y, AllPlanes);
+		Bool ok = XShmGetImage(d->dpy, d->root, d->shm_image, r->x, r->y, AllPlanes);
 		int xerr = x11_trap_peek();
 		if (d->lost)
 			return -ECONNRESET;
 		if (ok && !xerr)
-			return x11_image_to_frame(d->shm_image, frame);
+			return x11_image_to_frame(d->shm_image, out);
 		log_debug("XShmGetImage failed (X error %d): falling back to XGetImage", xerr);
 		x11_capture_release(d);
 		d->shm_available = false;
 	}
 	x11_trap_begin();
-	img = XGetImage(d->dpy, d->root, r.x, r.y, (unsigned)r.width, (unsigned)r.height, AllPlanes,
-	                ZPixmap);
+	img = XGetImage(d->dpy, d->root, r->x, r->y, (unsigned)r->width, (unsigned)r->height,
+	                AllPlanes, ZPixmap);
 	int xerr = x11_trap_peek();
 	if (d->lost) {
 		if (img)
@@ -290,9 +270,39 @@ int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct 
 			XDestroyImage(img);
 		return -EIO;
 	}
-	ret = x11_image_to_frame(img, frame);
+	ret = x11_image_to_frame(img, out);
 	XDestroyImage(img);
 	return ret;
+}
+
+int x11_capture_into(struct x11_display *d, const struct x11_rect *area, struct x11_frame *frame)
+{
+	struct x11_rect r = area ? *area : (struct x11_rect){0, 0, d->width, d->height};
+	int ret;
+
+	if (d->lost)
+		return -ECONNRESET;
+	if (r.width <= 0 || r.height <= 0 || r.x < 0 || r.y < 0 || r.x > d->width - r.width ||
+	    r.y > d->height - r.height)
+		return -ERANGE;
+	ret = check_visual(d);
+	if (ret < 0)
+		return ret;
+
+	/* The frame's geometry changes only on success; its buffer may grow either way. */
+	struct x11_frame out = {r.width, r.height, (size_t)r.width * 3, frame->pixels};
+	size_t size = out.stride * (size_t)r.height;
+	if (!out.pixels || frame->stride * (size_t)frame->height < size) {
+		uint8_t *p = realloc(frame->pixels, size);
+		if (!p)
+			return -ENOMEM;
+		frame->pixels = out.pixels = p;
+	}
+	ret = grab(d, &r, &out);
+	if (ret < 0)
+		return ret;
+	*frame = out;
+	return 0;
 }
 
 int x11_capture(struct x11_display *d, const struct x11_rect *area, struct x11_frame **ret)
