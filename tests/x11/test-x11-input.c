@@ -188,6 +188,12 @@ static void test_keys(struct x11_display *d)
 	const char *rb = strstr(s, "keyrelease keycode=56 keysym=b");
 	CHECK(rb && strstr(rb, "keyrelease keycode=37 keysym=Control_L"));
 	free(s);
+
+	/* A key on the Shift level gets Shift added: "ctrl++" is ctrl+shift+equal on a US map. */
+	CHECK_INT_EQ(x11_key_combo(d, "ctrl++"), 0);
+	CHECK_INT_EQ(wait_lines("key keycode=21 keysym=plus state=0x5", 1), 1);
+	CHECK_INT_EQ(x11_key_combo(d, "ctrl+plus"), 0);
+	CHECK_INT_EQ(wait_lines("key keycode=21 keysym=plus state=0x5", 2), 2);
 }
 
 int main(int argc, char **argv)
