@@ -137,6 +137,12 @@ static void *executor_main(void *userdata)
 		log_info("task %lld: running %zu actions%s", (long long)t->id, t->req->n_actions,
 			 o->dry_run ? " (dry run)" : "");
 		executor_run(&env, &d, s->display, &et, &out);
+		if (!d && ks) {
+			/* The executor dropped its X connection (the X session ended): the kill
+			 * switch's went with it, so arm a new one with the next connection. */
+			x11_killswitch_destroy(ks);
+			ks = NULL;
+		}
 
 		pthread_mutex_lock(&s->lock);
 		s->connected = d != NULL;

@@ -1,0 +1,44 @@
+#!/bin/sh
+# The X server going away in the middle of a task (the X session ended) fails that task with a
+# clear error; holod survives, and once a display is back the next task reconnects and runs.
+. "$(dirname "$0")/lib.sh"
+require_tools
+start_xvfb
+start_holod
+
+submit '{"script": [{"tool_name": "move", "x": 1, "y": 1}, {"tool_name": "wait", "duration": 20}, {"tool_name": "move", "x": 2, "y": 2}]}'
+A=$TASK
+in_wait() {
+	[ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE task_id = $A AND idx = 1")" = 1 ]
+}
+wait_until 20 in_wait || fail "task never reached its wait"
+kill "$XVFB_PID"
+wait "$XVFB_PID" 2>/dev/null
+XVFB_PID=
+
+api GET /v1/status
+expect_code "holod alive without its X server" 200
+# The task notices only at its next X call; cancel its 20 s wait rather than sit it out.
+api POST "/v1/tasks/$A/cancel"
+wait_task "$A" cancelled
+
+# No X server: a clear task error, not a crash.
+submit '{"script": [{"tool_name": "move", "x": 1, "y": 1}]}'
+wait_task "$TASK" failed
+api GET "/v1/tasks/$TASK"
+case "$(jq -r .error "$BODY")" in
+*"X server"* | *"cannot open display"*) ;;
+*) fail "error without a display: $(jq -r .error "$BODY")" ;;
+esac
+
+# The display comes back under the same name: the next task reconnects.
+Xvfb "$DISPLAY" -screen 0 800x600x24 -nolisten tcp -noreset 2>"$T/xvfb2.log" &
+XVFB_PID=$!
+submit_until_ok() {
+	api POST /v1/actions '{"action": {"tool_name": "move", "x": 3, "y": 3}}'
+	[ "$(jq -r .task.status "$BODY")" = succeeded ]
+}
+wait_until 20 submit_until_ok || fail "no task succeeded after the X server came back"
+[ "$(grep -c 'kill switch armed' "$HOLOD_LOG")" -ge 2 ] || fail "kill switch not re-armed on the new connection"
+stop_holod || fail "holod exited with status $?"
+pass_or_fail
