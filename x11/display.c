@@ -112,7 +112,7 @@ struct x11_display *x11_display_open(const char *name)
 	const char *resolved = name ? name : getenv("DISPLAY");
 	const char *wayland = getenv("WAYLAND_DISPLAY");
 	struct x11_display *d = NULL;
-	int ev, er, maj, min;
+	int ev, er, maj, min, err;
 
 	x11_errors_install();
 	if (!resolved || !*resolved) {
@@ -126,11 +126,11 @@ struct x11_display *x11_display_open(const char *name)
 	d->dpy = XOpenDisplay(resolved);
 	if (!d->dpy) {
 		log_debug("XOpenDisplay(%s) failed", resolved);
-		errno = wayland && *wayland ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
+		err = wayland && *wayland ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
 		goto free_display;
 	}
 	if (!XTestQueryExtension(d->dpy, &ev, &er, &maj, &min)) {
-		errno = X11_ERR_NO_XTEST;
+		err = X11_ERR_NO_XTEST;
 		goto close_connection;
 	}
 	x11_survive_io_errors(d->dpy, &d->lost);
@@ -143,7 +143,7 @@ struct x11_display *x11_display_open(const char *name)
 	 * window through XTest when the window is CURRENTWINDOW (agent.md 3). */
 	d->xdo = xdo_new_with_opened_display(d->dpy, d->name, 0);
 	if (!d->xdo) {
-		errno = ENOMEM;
+		err = ENOMEM;
 		goto close_connection;
 	}
 	return d;
@@ -153,6 +153,7 @@ close_connection:
 free_display:
 	free(d->name);
 	free(d);
+	errno = err; /* after the cleanup, which may clobber errno */
 	return NULL;
 }
 

@@ -230,6 +230,38 @@ static void test_open_errors(const char *good)
 	setenv("DISPLAY", good, 1);
 }
 
+/* A server without MIT-SHM: capture falls back to XGetImage by itself. One without XTEST: the
+ * display is refused with X11_ERR_NO_XTEST (input could not work). */
+static void test_missing_extensions(const char *client_path)
+{
+	static const char *const no_shm[] = {"-br", "-extension", "MIT-SHM", NULL};
+	static const char *const no_xtest[] = {"-extension", "XTEST", NULL};
+	struct xt_xvfb xs, xt;
+	struct x11_frame *f = NULL;
+	const char *log;
+
+	REQUIRE(xt_xvfb_start(&xs, "640x480x24", no_shm) == 0);
+	pid_t client = xt_client_start(client_path, "noshm", "400x300+50+40", &log);
+	REQUIRE(client > 0);
+	struct x11_display *d = x11_display_open(xs.display);
+	REQUIRE(d);
+	CHECK(!x11_capture_uses_shm(d));
+	REQUIRE(x11_capture(d, NULL, &f) == 0);
+	CHECK_INT_EQ(check_client(f, 0, 0), 5);
+	CHECK_PX(f, 639, 479, 0x000000);
+	x11_frame_destroy(f);
+	x11_display_close(d);
+	xt_kill(client);
+	xt_xvfb_stop(&xs);
+
+	REQUIRE(xt_xvfb_start(&xt, "320x240x24", no_xtest) == 0);
+	errno = 0;
+	CHECK(x11_display_open(xt.display) == NULL);
+	CHECK_INT_EQ(errno, X11_ERR_NO_XTEST);
+	CHECK(strstr(x11_strerror(-X11_ERR_NO_XTEST), "XTEST") != NULL);
+	xt_xvfb_stop(&xt);
+}
+
 static void test_depth16(void)
 {
 	struct xt_xvfb x16;
@@ -305,5 +337,6 @@ int main(int argc, char **argv)
 	test_open_errors(x.display);
 	test_depth16();
 	xt_xvfb_stop(&x);
+	test_missing_extensions(argv[1]);
 	return test_exit();
 }
