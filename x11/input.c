@@ -214,7 +214,7 @@ int x11_key_names(struct x11_display *d, const char *const *names, size_t n)
 {
 	uint32_t syms[X11_MAX_KEYS_PER_COMBO];
 	struct x11_keypos pos[X11_MAX_KEYS_PER_COMBO];
-	bool shifted[X11_MAX_KEYS_PER_COMBO] = {0};
+	bool shifted[X11_MAX_KEYS_PER_COMBO] = {0}, already[X11_MAX_KEYS_PER_COMBO] = {0};
 	struct x11_keymap km;
 	unsigned shift_kc = 0;
 	size_t pressed = 0;
@@ -241,7 +241,13 @@ int x11_key_names(struct x11_display *d, const char *const *names, size_t n)
 				have |= syms[j] == XK_Shift_L || syms[j] == XK_Shift_R;
 			shifted[i] = !have;
 		}
+	/* Keys already held with x11_key_down stay down: neither pressed again (a repeat) nor
+	 * released at the end of the combination (which would drop a held modifier). */
+	for (size_t i = 0; i < n; i++)
+		already[i] = held_find(d, false, pos[i].keycode) >= 0;
 	for (pressed = 0; pressed < n; pressed++) {
+		if (already[pressed])
+			continue;
 		if (shifted[pressed]) {
 			r = x11_fake_key(d, shift_kc, true, half_delay(d));
 			if (r < 0)
@@ -258,6 +264,8 @@ int x11_key_names(struct x11_display *d, const char *const *names, size_t n)
 release_pressed:
 	while (pressed > 0) {
 		pressed--;
+		if (already[pressed])
+			continue;
 		x11_fake_key(d, pos[pressed].keycode, false, half_delay(d));
 		if (shifted[pressed])
 			x11_fake_key(d, shift_kc, false, half_delay(d));

@@ -176,6 +176,16 @@ static void test_keys(struct x11_display *d)
 	CHECK_INT_EQ(x11_held_count(d), 0);
 	CHECK_INT_EQ(lines_now("key keycode=50 keysym=Shift_L"), 2);
 
+	/* A combination with a key held by key_down leaves it held: ctrl down, "ctrl+c", then c
+	 * alone still has Control. */
+	CHECK_INT_EQ(x11_key_down(d, "ctrl"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "ctrl+c"), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "c"), 0);
+	CHECK_INT_EQ(wait_lines("key keycode=54 keysym=c state=0x4 text=03", 2), 2);
+	CHECK_INT_EQ(x11_held_count(d), 1);
+	CHECK_INT_EQ(x11_key_up(d, "ctrl"), 0);
+	CHECK_INT_EQ(x11_held_count(d), 0);
+
 	/* release_all releases everything held, the last pressed first. */
 	CHECK_INT_EQ(x11_key_down(d, "ctrl"), 0);
 	CHECK_INT_EQ(x11_key_down(d, "b"), 0);
@@ -183,7 +193,7 @@ static void test_keys(struct x11_display *d)
 	CHECK_INT_EQ(x11_held_count(d), 2);
 	CHECK_INT_EQ(x11_release_all(d), 0);
 	CHECK_INT_EQ(x11_held_count(d), 0);
-	CHECK_INT_EQ(wait_lines("keyrelease keycode=37 keysym=Control_L", 2), 2);
+	CHECK_INT_EQ(wait_lines("keyrelease keycode=37 keysym=Control_L", 3), 3);
 	s = xt_read_file(log_path);
 	const char *rb = strstr(s, "keyrelease keycode=56 keysym=b");
 	CHECK(rb && strstr(rb, "keyrelease keycode=37 keysym=Control_L"));
