@@ -96,6 +96,20 @@ static void test_client(struct x11_display *d, const char *client_path)
 		free(all);
 	}
 
+	/* Outside the Basic Multilingual Plane, a Latin-1 character typed with a bound keycode and
+	 * "\r\n" as one Return. */
+	char *before_emoji = xt_read_file(log);
+	struct tail_arg te = {strlen(before_emoji), "😀 ÿ\nx"};
+	free(before_emoji);
+	CHECK_INT_EQ(x11_type(d, "😀 ÿ\r\nx"), 0);
+	if (!xt_wait_until(log, tail_text_is, &te, XT_WAIT_MS)) {
+		char *all = xt_read_file(log), *got = xt_client_text(all + te.skip);
+		fprintf(stderr, "got \"%s\", expected \"%s\"\n", got, te.want);
+		test_failures++;
+		free(got);
+		free(all);
+	}
+
 	/* Invalid input: an error and no key events. */
 	char *s = xt_read_file(log);
 	int before = xt_count_lines(s, "key ");
