@@ -347,6 +347,14 @@ void engine_vision_destroy(struct engine_vision *v);
  * does not say. */
 void engine_vision_get_preprocess(const struct engine_vision *v,
 				  struct engine_vision_preprocess *ret);
+/* Applies the checkpoint's preprocessor_config.json (image_size, max_num_tiles, use_thumbnail,
+ * norm_mean, norm_std) over config.json's values. The directory is the caller's (the model
+ * does not keep it); call right after engine_vision_create(), before the handle is shared.
+ * Returns 0; -ENOENT/-EACCES from the file system, -EINVAL (one sentence in errbuf) for a
+ * malformed file or an image_size other than config.json's force_image_size, -EFBIG above
+ * 1 MiB. On error the handle is unchanged. */
+int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path,
+					   char *errbuf, size_t errlen);
 /* Language-model embeddings per tile ((tile / patch)^2 * downsample_ratio^2: 256). */
 int engine_vision_tokens_per_tile(const struct engine_vision *v);
 /* Width of those embeddings (the language model's hidden size). */

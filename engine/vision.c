@@ -18,6 +18,8 @@
 #include "loader.h"
 #include "vision.h"
 
+#define VISION_PREPROCESSOR_MAX_BYTES (1u << 20) /* preprocessor_config.json size */
+
 struct engine_vision {
 	struct vision_weights w;
 	struct engine_vision_preprocess pre;
@@ -41,10 +43,11 @@ static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
 	return err;
 }
 
-/* force_image_size, max_num_tiles, use_thumbnail, norm_mean, norm_std of config.json; what is
- * absent keeps the Nano-VL v2 default. */
-static int read_preprocess(const json_t *root, struct engine_vision_preprocess *p, char *errbuf,
-			   size_t errlen)
+/* The preprocessing fields of a config object, on top of what *p holds: `size_key`
+ * (config.json's force_image_size, preprocessor_config.json's image_size), max_num_tiles,
+ * use_thumbnail, norm_mean, norm_std. `file` names the file in messages. */
+static int read_preprocess(const json_t *root, const char *file, const char *size_key,
+			   struct engine_vision_preprocess *p, char *errbuf, size_t errlen)
 {
 	const struct {
 		const char *key;
@@ -54,27 +57,28 @@ static int read_preprocess(const json_t *root, struct engine_vision_preprocess *
 	double v;
 	int r;
 
-	engine_vision_preprocess_defaults(p);
-	r = model_config_number(root, "force_image_size", &v);
+	if (!json_is_object(root))
+		return fail(errbuf, errlen, -EINVAL, "%s: not a JSON object", file);
+	r = model_config_number(root, size_key, &v);
 	if (r == 0) {
 		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILE_SIZE && v == floor(v)))
-			return fail(errbuf, errlen, -EINVAL, "config.json: force_image_size %g is not supported", v);
+			return fail(errbuf, errlen, -EINVAL, "%s: %s %g is not supported", file, size_key, v);
 		p->tile_size = (int)v;
 	} else if (r != -ENOENT) {
-		return fail(errbuf, errlen, -EINVAL, "config.json: force_image_size is not a number");
+		return fail(errbuf, errlen, -EINVAL, "%s: %s is not a number", file, size_key);
 	}
 	r = model_config_number(root, "max_num_tiles", &v);
 	if (r == 0) {
 		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILES && v == floor(v)))
-			return fail(errbuf, errlen, -EINVAL,
-				    "config.json: max_num_tiles %g is outside 1..%d", v, ENGINE_VISION_MAX_TILES);
+			return fail(errbuf, errlen, -EINVAL, "%s: max_num_tiles %g is outside 1..%d", file, v,
+				    ENGINE_VISION_MAX_TILES);
 		p->max_tiles = (int)v;
 	} else if (r != -ENOENT) {
-		return fail(errbuf, errlen, -EINVAL, "config.json: max_num_tiles is not a number");
+		return fail(errbuf, errlen, -EINVAL, "%s: max_num_tiles is not a number", file);
 	}
 	if (thumb) {
 		if (!json_is_boolean(thumb))
-			return fail(errbuf, errlen, -EINVAL, "config.json: use_thumbnail is not a boolean");
+			return fail(errbuf, errlen, -EINVAL, "%s: use_thumbnail is not a boolean", file);
 		p->use_thumbnail = json_is_true(thumb);
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(vecs); k++) {
@@ -83,13 +87,13 @@ static int read_preprocess(const json_t *root, struct engine_vision_preprocess *
 		if (!a)
 			continue;
 		if (!json_is_array(a) || json_array_size(a) != 3)
-			return fail(errbuf, errlen, -EINVAL, "config.json: %s is not 3 numbers", vecs[k].key);
+			return fail(errbuf, errlen, -EINVAL, "%s: %s is not 3 numbers", file, vecs[k].key);
 		for (size_t c = 0; c < 3; c++) {
 			const json_t *e = json_array_get(a, c);
 
 			if (!json_is_number(e) || !isfinite(json_number_value(e)) ||
 			    (vecs[k].dst == p->std && !(json_number_value(e) > 0)))
-				return fail(errbuf, errlen, -EINVAL, "config.json: %s[%zu] is not usable",
+				return fail(errbuf, errlen, -EINVAL, "%s: %s[%zu] is not usable", file,
 					    vecs[k].key, c);
 			vecs[k].dst[c] = (float)json_number_value(e);
 		}
@@ -126,7 +130,9 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 	r = vision_weights_load(&v->w, model->files, errbuf, errlen);
 	if (r < 0)
 		goto fail;
-	r = read_preprocess(model_files_config_json(model->files), &v->pre, errbuf, errlen);
+	engine_vision_preprocess_defaults(&v->pre);
+	r = read_preprocess(model_files_config_json(model->files), "config.json", "force_image_size",
+			    &v->pre, errbuf, errlen);
 	if (r < 0)
 		goto fail;
 	if (v->w.out_dim != model->cfg.hidden) {
@@ -253,4 +259,53 @@ int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, c
 	for (size_t i = 0; i < n; i++)
 		embeds[i] = tokens[i] == image_token ? rows + dim * used++ : NULL;
 	return 0;
+}
+
+int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path,
+					   char *errbuf, size_t errlen)
+{
+	struct engine_vision_preprocess p = v->pre;
+	json_t *root = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	f = fopen(path, "re");
+	if (!f)
+		return fail(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
+	text = malloc(VISION_PREPROCESSOR_MAX_BYTES + 1);
+	if (!text) {
+		fclose(f);
+		return fail(errbuf, errlen, -ENOMEM, "out of memory");
+	}
+	len = fread(text, 1, VISION_PREPROCESSOR_MAX_BYTES + 1, f);
+	r = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (r < 0) {
+		r = fail(errbuf, errlen, r, "%s: read error", path);
+		goto out;
+	}
+	if (len > VISION_PREPROCESSOR_MAX_BYTES) {
+		r = fail(errbuf, errlen, -EFBIG, "%s: larger than %u bytes", path,
+			 VISION_PREPROCESSOR_MAX_BYTES);
+		goto out;
+	}
+	r = model_config_load_json(text, len, &root, errbuf, errlen);
+	if (r < 0)
+		goto out;
+	r = read_preprocess(root, path, "image_size", &p, errbuf, errlen);
+	if (r < 0)
+		goto out;
+	if (p.tile_size != v->pre.tile_size) {
+		r = fail(errbuf, errlen, -EINVAL,
+			 "%s: image_size %d disagrees with config.json's force_image_size %d", path,
+			 p.tile_size, v->pre.tile_size);
+		goto out;
+	}
+	v->pre = p;
+out:
+	json_decref(root);
+	free(text);
+	return r;
 }

@@ -4,14 +4,15 @@
  *
  * Tolerances (the C code computes in fp32; the reference is exact float64 math):
  *   position embedding  2e-6                  (fp32 bilinear as torch does it; measured: equal)
- *   ViT features        3e-5 + 3e-5 * |ref|   (values up to ~10; measured max 3.2e-6)
- *   projector rows      3e-5 + 3e-5 * |ref|   (values up to ~3; measured max 5.7e-6)
+ *   ViT features        3e-5 + 3e-5 * |ref|   (values up to ~10; measured max 4.8e-6)
+ *   projector rows      3e-5 + 3e-5 * |ref|   (values up to ~3; measured max 1.2e-5)
  * i.e. a few times the measured fp32 error, far below what a wrong layout, order, eps or
  * activation would produce (such bugs give errors of order 0.01-1). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu.h"
 #include "engine.h"
@@ -229,6 +230,61 @@ static void test_errors(const struct vision_weights *good)
 	CHECK_INT_EQ(vision_weights_check(&w, err, sizeof(err)), 0);
 }
 
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
+/* config.json's preprocessing, then preprocessor_config.json over it. */
+static void test_preprocessor_config(struct engine_model *m)
+{
+	struct engine_vision *v;
+	struct engine_vision_preprocess p;
+	char dir[] = "/tmp/holo-vision-pre-XXXXXX", path[64], err[256];
+
+	v = engine_vision_create(m, err, sizeof(err));
+	REQUIRE(v);
+	engine_vision_get_preprocess(v, &p);
+	CHECK_INT_EQ(p.tile_size, 512);
+	CHECK_INT_EQ(p.max_tiles, 12);
+	CHECK(p.use_thumbnail);
+	CHECK_NEAR(p.std[2], 0.27577711, 1e-7);
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(
+			     v, golden_path("tiny-vlm/preprocessor_config.json"), err, sizeof(err)),
+		     0);
+
+	REQUIRE(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/pre.json", dir);
+	REQUIRE(write_file(path, "{\"image_size\": 512, \"max_num_tiles\": 6, \"use_thumbnail\": false,"
+				 " \"norm_std\": [0.5, 0.25, 0.125]}") == 0);
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), 0);
+	engine_vision_get_preprocess(v, &p);
+	CHECK_INT_EQ(p.max_tiles, 6);
+	CHECK(!p.use_thumbnail);
+	CHECK(p.std[2] == 0.125f);
+	CHECK_NEAR(p.mean[0], 0.48145466, 1e-7);
+
+	REQUIRE(write_file(path, "{\"image_size\": 448}") == 0);
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "448") != NULL);
+	REQUIRE(write_file(path, "{\"norm_std\": [0.5, 0, 1]}") == 0);
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), -EINVAL);
+	REQUIRE(write_file(path, "{\"max_num_tiles\": 6") == 0);
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), -EINVAL);
+	engine_vision_get_preprocess(v, &p);
+	CHECK_INT_EQ(p.max_tiles, 6); /* failed reads changed nothing */
+	CHECK(p.std[1] == 0.25f);
+	unlink(path);
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), -ENOENT);
+	rmdir(dir);
+	engine_vision_destroy(v);
+}
+
 int main(void)
 {
 	struct engine_model *model = load_model("vision/tiny-vlm");
@@ -251,6 +307,7 @@ int main(void)
 	CHECK_INT_EQ(engine_vision_embed_dim(v), 64);
 
 	test_errors(&w);
+	test_preprocessor_config(model);
 	test_pos(&w);
 	test_case(v, &w, "square", 12);
 	test_case(v, &w, "small", 2);
