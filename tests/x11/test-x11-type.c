@@ -110,6 +110,29 @@ static void test_client(struct x11_display *d, const char *client_path)
 		free(all);
 	}
 
+	/* More distinct characters than one batch of bindings (X11_MAX_TEMP_BINDINGS): the
+	 * bindings are restored and reused mid-text, and the text still arrives exactly. */
+	char many[3 * (X11_MAX_TEMP_BINDINGS + 10) + 1];
+	size_t mlen = 0;
+	for (uint32_t cp = 0x4e00; cp < 0x4e00 + X11_MAX_TEMP_BINDINGS + 10; cp++) {
+		many[mlen++] = (char)(0xe0 | (cp >> 12));
+		many[mlen++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		many[mlen++] = (char)(0x80 | (cp & 0x3f));
+	}
+	many[mlen] = '\0';
+	char *before_many = xt_read_file(log);
+	struct tail_arg tm = {strlen(before_many), many};
+	free(before_many);
+	CHECK_INT_EQ(x11_type(d, many), 0);
+	if (!xt_wait_until(log, tail_text_is, &tm, XT_WAIT_MS)) {
+		char *all = xt_read_file(log), *got = xt_client_text(all + tm.skip);
+		fprintf(stderr, "got \"%s\"\nexpected \"%s\"\n", got, many);
+		test_failures++;
+		free(got);
+		free(all);
+	}
+	CHECK_INT_EQ(spare_keycodes(d), spare);
+
 	/* Invalid input: an error and no key events. */
 	char *s = xt_read_file(log);
 	int before = xt_count_lines(s, "key ");
