@@ -254,8 +254,8 @@ int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok
 
 /* ==== vision (vision_*.c, image*.c) ====================================================== */
 
-/* Images enter as 8-bit RGB: decoded from PNG or copied from a frame in memory. Everything that
- * comes from a file or a client is checked against these limits first (-EFBIG / EFBIG above). */
+/* Images enter as 8-bit RGB: decoded from PNG or copied from a frame in memory. Sizes from a
+ * file or a client are checked against these limits before anything is allocated (EFBIG). */
 #define ENGINE_IMAGE_MAX_DIM 16384u            /* width and height, each */
 #define ENGINE_IMAGE_MAX_PIXELS (64u << 20)     /* width * height */
 #define ENGINE_IMAGE_MAX_PNG_BYTES (256u << 20) /* a PNG file or buffer */
@@ -265,10 +265,11 @@ struct engine_image;
 /* Decodes a PNG file / a PNG held in memory. Every PNG colour type and bit depth is accepted
  * and becomes 8-bit RGB as PIL's convert("RGB") makes it: alpha and tRNS transparency are
  * dropped (not composited), grey is replicated, palettes are expanded, 16-bit samples keep
- * their high byte. Gamma chunks are ignored. On failure returns NULL, sets errno (ENOENT/EACCES
- * from the file system, EINVAL for a corrupt or truncated PNG, EFBIG for a limit, ENOMEM) and
- * writes one precise sentence to errbuf (may be NULL when errlen is 0), e.g.
- * "shot.png: PNG: IDAT: invalid distance too far back". */
+ * their high byte (as PIL does for 16-bit colour; PIL clips 16-bit grey instead). Gamma chunks
+ * are ignored. On failure returns NULL, sets errno (ENOENT/EACCES from the file system, EINVAL
+ * for a corrupt or truncated PNG, EFBIG for a limit, ENOMEM) and writes one precise sentence to
+ * errbuf (may be NULL when errlen is 0), e.g. "shot.png: corrupt PNG: IDAT: invalid distance
+ * too far back"; buffers are named "PNG". */
 struct engine_image *engine_image_load_png(const char *path, char *errbuf, size_t errlen);
 struct engine_image *engine_image_decode_png(const void *data, size_t len, char *errbuf,
 					     size_t errlen);

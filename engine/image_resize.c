@@ -117,8 +117,11 @@ static inline __attribute__((always_inline)) float apply_tap(const struct resize
  * channel c as in_w floats (it may return a pointer into the source instead of filling buf). */
 typedef const float *row_fn_t(const void *ctx, int c, int y, float *buf);
 
-/* Cloned for CPUs with FMA so that fmaf() is one instruction there (and a libm call elsewhere). */
+/* Cloned for x86-64 CPUs with FMA so that fmaf() is one instruction there (and a libm call
+ * elsewhere). */
+#if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("fma", "default")))
+#endif
 static int resize_planes(row_fn_t *row_fn, const void *ctx, int channels, int in_h, int in_w,
 			 float *dst, int out_h, int out_w)
 {
