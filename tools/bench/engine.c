@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "bench.h"
 #include "common.h"
@@ -205,6 +206,26 @@ static double count_params(const struct engine_model *m)
 	return n;
 }
 
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void print_load(void)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	char buf[128] = "";
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	printf("load average: %s\n", buf[0] ? buf : "unknown");
+}
+
 static long peak_rss_kib(void)
 {
 	struct rusage ru;
@@ -336,16 +357,25 @@ int bench_engine_main(int argc, char **argv)
 		goto fail;
 	engine_session_reset(s);
 
+	/* Besides wall-clock rates, the rate per CPU-second the process actually got, scaled to the
+	 * thread count ("cpu-normalised"): on a shared machine it is what the code does when it
+	 * has its cores to itself. */
+	int nthreads = engine_get_threads();
+	print_load();
+	double c0 = cpu_seconds();
 	uint64_t t0 = time_mono_ns();
 	r = engine_session_append(s, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_LAST, logits);
 	uint64_t t1 = time_mono_ns();
+	double c1 = cpu_seconds();
 	if (r < 0)
 		goto fail;
 	double prefill_tps = n_prompt / ((double)(t1 - t0) / 1e9);
-	printf("prefill: %d tokens in %.3f s: %.1f tok/s\n", n_prompt, (double)(t1 - t0) / 1e9,
-	       prefill_tps);
+	printf("prefill: %d tokens in %.3f s: %.1f tok/s (cpu-normalised %.1f tok/s, %.2f CPUs used)\n",
+	       n_prompt, (double)(t1 - t0) / 1e9, prefill_tps, n_prompt / ((c1 - c0) / nthreads),
+	       (c1 - c0) / ((double)(t1 - t0) / 1e9));
 
 	int32_t next = 0;
+	c0 = cpu_seconds();
 	t0 = time_mono_ns();
 	for (int i = 0; i < n_decode; i++) {
 		next = (next * 31 + 7) % V;
@@ -354,11 +384,15 @@ int bench_engine_main(int argc, char **argv)
 			goto fail;
 	}
 	t1 = time_mono_ns();
+	c1 = cpu_seconds();
 	double decode_tps = n_decode / ((double)(t1 - t0) / 1e9);
 	double ceiling = bw / wbytes;
 	printf("decode: %d tokens in %.3f s: %.2f tok/s (ceiling %.2f tok/s at %.2f GB/s: %.0f%%)\n",
 	       n_decode, (double)(t1 - t0) / 1e9, decode_tps, ceiling, bw / 1e9,
 	       100.0 * decode_tps / ceiling);
+	printf("decode cpu-normalised: %.2f tok/s (%.2f CPUs used)\n",
+	       n_decode / ((c1 - c0) / nthreads), (c1 - c0) / ((double)(t1 - t0) / 1e9));
+	print_load();
 	printf("session state after %d tokens: %.1f MB\n", engine_session_n_tokens(s),
 	       (double)engine_session_state_bytes(s) / 1e6);
 	printf("peak RSS: %.1f MB\n", (double)peak_rss_kib() / 1024.0);

@@ -1,0 +1,147 @@
+/* holo-infer end to end: greedy generation on a fixture checkpoint reproduces the transformers
+ * golden ids, and --dump-logits writes the golden logits as a float32 .npy. argv[1] is the
+ * holo-infer binary. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static const char *root(void)
+{
+	const char *r = getenv("HOLOD_SOURCE_ROOT");
+	return r ? r : ".";
+}
+
+/* Runs cmd; returns its exit status and its stdout (malloc'ed) in *out. */
+static int run(const char *cmd, char **out)
+{
+	FILE *p = popen(cmd, "r");
+	REQUIRE(p);
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	REQUIRE(buf);
+	size_t r;
+	while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
+		n += r;
+		if (n == cap - 1) {
+			buf = realloc(buf, cap *= 2);
+			REQUIRE(buf);
+		}
+	}
+	buf[n] = 0;
+	int st = pclose(p);
+	*out = buf;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(int argc, char **argv)
+{
+	REQUIRE(argc == 2);
+	const char *exe = argv[1];
+	char path[4096], cmd[16384];
+
+	/* the golden of tiny-mamba (format: tools/make_lm_golden.py) */
+	snprintf(path, sizeof(path), "%s/tests/fixtures/lm/tiny-mamba.bin", root());
+	FILE *f = fopen(path, "rb");
+	REQUIRE(f);
+	uint32_t hdr[5];
+	REQUIRE(fread(hdr, 4, 5, f) == 5);
+	uint32_t V = hdr[2], np = hdr[3], ng = hdr[4];
+	REQUIRE(V == 256 && np < 1000 && ng < 1000);
+	int32_t *ids = malloc((np + ng) * sizeof(int32_t));
+	size_t rows = np + ng;
+	float *want = malloc(rows * V * sizeof(float));
+	REQUIRE(ids && want);
+	REQUIRE(fread(ids, 4, np + ng, f) == np + ng);
+	REQUIRE(fread(want, 4, rows * V, f) == rows * V);
+	fclose(f);
+
+	char npy[] = "/tmp/holo-infer-test-XXXXXX";
+	int fd = mkstemp(npy);
+	REQUIRE(fd >= 0);
+	close(fd);
+	int len = snprintf(cmd, sizeof(cmd),
+			   "'%s' --model '%s/tests/fixtures/models/tiny-mamba' --max-tokens %u "
+			   "--ignore-eos --threads 2 --dump-logits '%s' --prompt-ids ",
+			   exe, root(), ng, npy);
+	for (uint32_t i = 0; i < np; i++)
+		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, "%s%d", i ? "," : "", ids[i]);
+	snprintf(cmd + len, sizeof(cmd) - (size_t)len, " 2>/dev/null");
+	char *out = NULL;
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	/* no tokenizer in tiny-mamba: the ids are printed */
+	char *p = out;
+	for (uint32_t i = 0; i < ng; i++) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		CHECK(end != p);
+		CHECK_INT_EQ(v, ids[np + i]);
+		p = end;
+	}
+	free(out);
+
+	/* the .npy: header, then (np + ng - 1) rows: prompt positions and fed-back tokens */
+	f = fopen(npy, "rb");
+	REQUIRE(f);
+	char h[128];
+	REQUIRE(fread(h, 1, sizeof(h), f) == sizeof(h));
+	CHECK(memcmp(h, "\x93NUMPY\x01\x00", 8) == 0);
+	CHECK(h[127] == '\n');
+	char shape[64];
+	snprintf(shape, sizeof(shape), "'shape': (%u, %u)", np + ng - 1, V);
+	CHECK(memmem(h, sizeof(h), shape, strlen(shape)) != NULL);
+	float *got = malloc(rows * V * sizeof(float));
+	REQUIRE(got);
+	size_t n = fread(got, sizeof(float), rows * V, f);
+	fclose(f);
+	CHECK_INT_EQ(n, (size_t)(np + ng - 1) * V);
+	double worst = 0;
+	for (size_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs((double)got[i] - want[i]));
+	CHECK(worst < 1e-4);
+	unlink(npy);
+	free(got);
+
+	/* --tokenize prints the tokenizer's ids as JSON */
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/tests/fixtures/models/tiny-chat' --prompt 'Hello world' --tokenize",
+		 exe, root());
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	CHECK(out[0] == '[' && strstr(out, "]\n") != NULL);
+	snprintf(path, sizeof(path), "%s/tests/fixtures/models/tiny-chat/tokenizer.json", root());
+	struct engine_tokenizer *tok = engine_tokenizer_load(path, NULL, 0);
+	REQUIRE(tok);
+	int32_t *tids = NULL;
+	size_t tn = 0;
+	CHECK_INT_EQ(engine_tokenizer_encode(tok, "Hello world", 11, true, &tids, &tn), 0);
+	char expect[1024];
+	int el = snprintf(expect, sizeof(expect), "[");
+	for (size_t i = 0; i < tn; i++)
+		el += snprintf(expect + el, sizeof(expect) - (size_t)el, "%s%d", i ? ", " : "", tids[i]);
+	snprintf(expect + el, sizeof(expect) - (size_t)el, "]\n");
+	CHECK_STR_EQ(out, expect);
+	free(tids);
+	engine_tokenizer_destroy(tok);
+	free(out);
+
+	/* usage errors exit 2, a bad model directory exits 1 */
+	snprintf(cmd, sizeof(cmd), "'%s' --prompt x 2>/dev/null", exe);
+	CHECK_INT_EQ(run(cmd, &out), 2);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "'%s' --model /nonexistent --prompt-ids 1 2>/dev/null", exe);
+	CHECK_INT_EQ(run(cmd, &out), 1);
+	free(out);
+
+	free(ids);
+	free(want);
+	return test_exit();
+}
