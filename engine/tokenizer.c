@@ -700,12 +700,64 @@ static int load_json(struct load_ctx *c, struct engine_tokenizer *tok, const jso
 	return 0;
 }
 
-struct engine_tokenizer *engine_tokenizer_load(const char *path, char *errbuf, size_t errlen)
+static struct engine_tokenizer *load_buffer(struct load_ctx *c, const char *data, size_t len)
 {
-	struct load_ctx c = {.path = path, .errbuf = errbuf, .errlen = errlen};
 	struct engine_tokenizer *tok = NULL;
 	json_error_t jerr;
 	json_t *root = NULL;
+	int r;
+
+	if (len > ENGINE_TOKENIZER_MAX_FILE_BYTES) {
+		r = load_error(c, EFBIG, "%zu bytes exceeds the limit of %u bytes", len,
+			       ENGINE_TOKENIZER_MAX_FILE_BYTES);
+		goto fail;
+	}
+	/* JSON_ALLOW_NUL: a token may legitimately contain U+0000; lengths are tracked throughout. */
+	root = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
+	if (!root) {
+		r = load_error(c, EINVAL, "invalid JSON at line %d, column %d: %s", jerr.line,
+			       jerr.column, jerr.text);
+		goto fail;
+	}
+	tok = calloc(1, sizeof(*tok));
+	if (!tok) {
+		r = load_error(c, ENOMEM, "out of memory");
+		goto fail;
+	}
+	tok_bytelevel_init(&tok->bl);
+	trie_init(&tok->trie_raw);
+	trie_init(&tok->trie_norm);
+	tok->bpe.unk_id = -1;
+	r = load_json(c, tok, root);
+	if (r < 0)
+		goto fail;
+	json_decref(root);
+	return tok;
+fail:
+	json_decref(root);
+	engine_tokenizer_destroy(tok);
+	errno = -r;
+	return NULL;
+}
+
+struct engine_tokenizer *tok_load_buffer(const char *data, size_t len, const char *name,
+					 char *errbuf, size_t errlen)
+{
+	struct load_ctx c = {.path = name ? name : "tokenizer.json", .errbuf = errbuf, .errlen = errlen};
+
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	if (!data && len) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return load_buffer(&c, data ? data : "", len);
+}
+
+struct engine_tokenizer *engine_tokenizer_load(const char *path, char *errbuf, size_t errlen)
+{
+	struct load_ctx c = {.path = path, .errbuf = errbuf, .errlen = errlen};
+	struct engine_tokenizer *tok;
 	char *data = NULL;
 	size_t len = 0;
 	int r;
@@ -717,35 +769,13 @@ struct engine_tokenizer *engine_tokenizer_load(const char *path, char *errbuf, s
 		return NULL;
 	}
 	r = read_file(&c, &data, &len);
-	if (r < 0)
-		goto fail;
-	/* JSON_ALLOW_NUL: a token may legitimately contain U+0000; lengths are tracked throughout. */
-	root = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	tok = load_buffer(&c, data, len);
 	free(data);
-	if (!root) {
-		r = load_error(&c, EINVAL, "invalid JSON at line %d, column %d: %s", jerr.line,
-			       jerr.column, jerr.text);
-		goto fail;
-	}
-	tok = calloc(1, sizeof(*tok));
-	if (!tok) {
-		r = load_error(&c, ENOMEM, "out of memory");
-		goto fail;
-	}
-	tok_bytelevel_init(&tok->bl);
-	trie_init(&tok->trie_raw);
-	trie_init(&tok->trie_norm);
-	tok->bpe.unk_id = -1;
-	r = load_json(&c, tok, root);
-	if (r < 0)
-		goto fail;
-	json_decref(root);
 	return tok;
-fail:
-	json_decref(root);
-	engine_tokenizer_destroy(tok);
-	errno = -r;
-	return NULL;
 }
 
 void engine_tokenizer_destroy(struct engine_tokenizer *tok)

@@ -20,6 +20,13 @@
 
 #include "engine.h"
 
+/* ---- loading from memory (tokenizer.c) ----------------------------------------------------- */
+
+/* engine_tokenizer_load() for a tokenizer.json already in memory (the fuzz target's entry);
+ * `name` stands for the path in error messages. Same contract otherwise. */
+struct engine_tokenizer *tok_load_buffer(const char *data, size_t len, const char *name,
+					 char *errbuf, size_t errlen);
+
 /* ---- growable buffers (tokenizer_util.c) --------------------------------------------------- */
 
 struct tok_buf {
