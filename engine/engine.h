@@ -356,6 +356,10 @@ void engine_vision_get_preprocess(const struct engine_vision *v,
  * 1 MiB. On error the handle is unchanged. */
 int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path,
 					   char *errbuf, size_t errlen);
+/* The `<image>` token id config.json declares (img_context_token_id, or the older
+ * image_context_token_id), or -ENOENT when it declares none. The prompt builder should check it
+ * against the tokenizer's id for "<image>". */
+int32_t engine_vision_image_token(const struct engine_vision *v);
 /* Language-model embeddings per tile ((tile / patch)^2 * downsample_ratio^2: 256). */
 int engine_vision_tokens_per_tile(const struct engine_vision *v);
 /* Width of those embeddings (the language model's hidden size). */

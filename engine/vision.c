@@ -22,6 +22,7 @@
 
 struct engine_vision {
 	struct vision_weights w;
+	int32_t image_token; /* config's img_context_token_id, or -ENOENT */
 	struct engine_vision_preprocess pre;
 	int grid;            /* patches per tile side */
 	int tokens_per_tile;
@@ -101,6 +102,26 @@ static int read_preprocess(const json_t *root, const char *file, const char *siz
 	return 0;
 }
 
+/* img_context_token_id (older configs: image_context_token_id), when the config has one. */
+static int config_image_token(const json_t *root, int32_t *ret, char *errbuf, size_t errlen)
+{
+	static const char *const keys[] = {"img_context_token_id", "image_context_token_id"};
+	double id;
+
+	for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+		int r = model_config_number(root, keys[k], &id);
+
+		if (r == -ENOENT)
+			continue;
+		if (r < 0 || !(id >= 0 && id < (double)INT32_MAX && id == floor(id)))
+			return fail(errbuf, errlen, -EINVAL, "config.json: %s is not a token id", keys[k]);
+		*ret = (int32_t)id;
+		return 0;
+	}
+	*ret = -ENOENT;
+	return 0;
+}
+
 void engine_vision_destroy(struct engine_vision *v)
 {
 	if (!v)
@@ -128,6 +149,9 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 		return NULL;
 	}
 	r = vision_weights_load(&v->w, model->files, errbuf, errlen);
+	if (r < 0)
+		goto fail;
+	r = config_image_token(model_files_config_json(model->files), &v->image_token, errbuf, errlen);
 	if (r < 0)
 		goto fail;
 	engine_vision_preprocess_defaults(&v->pre);
@@ -170,6 +194,11 @@ void engine_vision_get_preprocess(const struct engine_vision *v,
 				  struct engine_vision_preprocess *ret)
 {
 	*ret = v->pre;
+}
+
+int32_t engine_vision_image_token(const struct engine_vision *v)
+{
+	return v->image_token;
 }
 
 int engine_vision_tokens_per_tile(const struct engine_vision *v)

@@ -304,6 +304,7 @@ int main(void)
 	CHECK_INT_EQ(w.n_prefix, 8);
 	CHECK_INT_EQ(w.pos_rows, 48);
 	CHECK_INT_EQ(engine_vision_tokens_per_tile(v), 256);
+	CHECK_INT_EQ(engine_vision_image_token(v), 250);
 	CHECK_INT_EQ(engine_vision_embed_dim(v), 64);
 
 	test_errors(&w);
