@@ -1,6 +1,7 @@
 /* The process-wide CPU worker pool (see the DESIGN note in cpu.h).
  *
- * DESIGN: `job_lock` serialises whole jobs (and scratch reallocation). A job is one descriptor
+ * DESIGN: `job_lock` serialises whole jobs, inline ones included (they use thread 0's scratch),
+ * and scratch reallocation. A job is one descriptor
  * (fn, ctx, base) plus one 64-bit atomic word `claim` = generation:16 | n_tasks:24 | next:24.
  * Anyone (the caller or a worker) takes a task by a CAS that increments `next` while
  * next < n_tasks; because n_tasks and the generation live in the same word, a worker that read a
@@ -253,12 +254,15 @@ void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
 	if (n_tasks <= 0)
 		return;
 	pthread_once(&pool_once, pool_init);
+	/* job_lock also for jobs run inline: they use thread 0's scratch, as the caller of a
+	 * parallel job does */
+	pthread_mutex_lock(&pool.job_lock);
 	if (pool.n_threads == 1 || n_tasks == 1 || work < CPU_MIN_PARALLEL_WORK) {
 		for (int i = 0; i < n_tasks; i++)
 			fn(ctx, i, 0);
+		pthread_mutex_unlock(&pool.job_lock);
 		return;
 	}
-	pthread_mutex_lock(&pool.job_lock);
 	for (int base = 0; base < n_tasks; base += MAX_JOB_TASKS) {
 		int n = MIN(n_tasks - base, MAX_JOB_TASKS);
 		pool.fn = fn;

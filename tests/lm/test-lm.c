@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "cpu.h"
 #include "engine.h"
 #include "lm.h"
@@ -395,6 +397,62 @@ static void test_bad_model(void)
 	lm_random_model_destroy(m);
 }
 
+/* ---- two sessions on two threads share the pool ------------------------------------------- */
+
+struct thread_run {
+	const struct engine_model *m;
+	const int32_t *tok;
+	int n;
+	float *logits; /* [n][vocab] */
+	int rc;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_run *r = p;
+	struct engine_session *s = engine_session_create(r->m, r->n);
+	r->rc = -ENOMEM;
+	if (!s)
+		return NULL;
+	int V = r->m->cfg.vocab, half = r->n / 2;
+	/* a prefill (large jobs) followed by decode steps (small jobs) */
+	r->rc = engine_session_append(s, r->tok, NULL, (size_t)half, ENGINE_LOGITS_ALL, r->logits);
+	for (int i = half; i < r->n && r->rc == 0; i++)
+		r->rc = engine_session_decode(s, r->tok[i], r->logits + (size_t)i * V);
+	engine_session_destroy(s);
+	return NULL;
+}
+
+static void test_threads(const struct engine_model *m)
+{
+	int V = m->cfg.vocab, n = 60;
+	struct thread_run runs[2];
+	float *serial = malloc((size_t)n * V * sizeof(float));
+	REQUIRE(serial);
+	int32_t *toks[2];
+	for (int i = 0; i < 2; i++) {
+		toks[i] = make_tokens(n, V);
+		runs[i] = (struct thread_run){.m = m, .tok = toks[i], .n = n};
+		runs[i].logits = malloc((size_t)n * V * sizeof(float));
+		REQUIRE(runs[i].logits);
+	}
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&th[i], NULL, thread_main, &runs[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		CHECK_INT_EQ(runs[i].rc, 0);
+		struct thread_run one = {.m = m, .tok = toks[i], .n = n, .logits = serial};
+		thread_main(&one);
+		CHECK_INT_EQ(one.rc, 0);
+		CHECK(memcmp(serial, runs[i].logits, (size_t)n * V * sizeof(float)) == 0);
+		free(runs[i].logits);
+		free(toks[i]);
+	}
+	free(serial);
+}
+
 /* ---- sampling ------------------------------------------------------------------------------ */
 
 static void test_sampling(void)
@@ -544,6 +602,7 @@ int main(void)
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
 	test_session_model(m, 40);
+	test_threads(m);
 	lm_random_model_destroy(m);
 	test_matmul_case(TENSOR_BF16, 100, 130, 9, true);
 	CHECK_INT_EQ(engine_set_threads(1), 0);
