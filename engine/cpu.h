@@ -59,6 +59,12 @@ float cpu_dot(const float *a, const float *b, int n);
 void cpu_axpy(float *y, float a, const float *x, int n);
 /* y[i] = a * y[i] + b * x[i]; y and x must not overlap */
 void cpu_axpby(float *y, float a, float b, const float *x, int n);
+/* y[i] = silu(x[i]) = x / (1 + exp(-x)) (y may be x) */
+void cpu_silu(float *y, const float *x, int n);
+/* y[i] *= silu(z[i]) */
+void cpu_mul_silu(float *y, const float *z, int n);
+/* y[i] += a[i] * b[i]; y must not overlap a or b */
+void cpu_vfma(float *y, const float *a, const float *b, int n);
 /* Converts n elements starting at element `offset` of tensor t to fp32. */
 void cpu_tensor_to_f32(const struct tensor *t, size_t offset, size_t n, float *dst);
 float cpu_f16_to_f32(uint16_t v);

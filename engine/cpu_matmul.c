@@ -73,6 +73,24 @@ static void axpby_generic(float *restrict y, float a, float b, const float *rest
 		y[i] = a * y[i] + b * x[i];
 }
 
+static void silu_generic(float *y, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void mul_silu_generic(float *y, const float *z, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] *= z[i] / (1.0f + expf(-z[i]));
+}
+
+static void vfma_generic(float *restrict y, const float *restrict a, const float *restrict b, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += a[i] * b[i];
+}
+
 static void bf16_row_generic(const uint16_t *src, float *dst, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -167,6 +185,60 @@ AVX2 static void axpby_avx2(float *restrict y, float a, float b, const float *re
 						       _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
 	for (; i < n; i++)
 		y[i] = a * y[i] + b * x[i];
+}
+
+/* expf on 8 lanes (Cephes polynomial after range reduction by ln 2; ~1 ulp over the clamped
+ * range, where expf saturates anyway) */
+AVX2 static inline __m256 exp256(__m256 x)
+{
+	x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 static inline __m256 silu256(__m256 x)
+{
+	__m256 one = _mm256_set1_ps(1.0f);
+	return _mm256_div_ps(x, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+AVX2 static void silu_avx2(float *y, const float *x, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, silu256(_mm256_loadu_ps(x + i)));
+	for (; i < n; i++)
+		y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+AVX2 static void mul_silu_avx2(float *y, const float *z, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), silu256(_mm256_loadu_ps(z + i))));
+	for (; i < n; i++)
+		y[i] *= z[i] / (1.0f + expf(-z[i]));
+}
+
+AVX2 static void vfma_avx2(float *restrict y, const float *restrict a, const float *restrict b, int n)
+{
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i),
+							_mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] += a[i] * b[i];
 }
 
 AVX2 static void bf16_row_avx2(const uint16_t *src, float *dst, int n)
@@ -493,6 +565,9 @@ struct kernels {
 	void (*dot4_f32)(const float *, size_t, const float *, int, float[4]);
 	void (*mk4x3)(const float *, size_t, const float *, size_t, int, float[4][3]);
 	void (*axpby)(float *restrict, float, float, const float *restrict, int);
+	void (*silu)(float *, const float *, int);
+	void (*mul_silu)(float *, const float *, int);
+	void (*vfma)(float *restrict, const float *restrict, const float *restrict, int);
 	/* optional: prefill over a packed ROW_BLOCK-row block (NULL: mk4x3 tiles) */
 	void (*gemm)(const float *, int, const float *, size_t, int, float *, size_t, int, bool);
 };
@@ -500,18 +575,18 @@ struct kernels {
 static const struct kernels kernels_generic = {
 	"generic",        dot_generic,       bf16_row_generic, f16_row_generic,
 	dot4_bf16_generic, dot4_f16_generic, dot4_f32_generic, mk4x3_generic,
-	axpby_generic, NULL,
+	axpby_generic, silu_generic, mul_silu_generic, vfma_generic, NULL,
 };
 #ifdef HAVE_X86
 static const struct kernels kernels_avx2 = {
 	"avx2",         dot_avx2,       bf16_row_avx2,  f16_row_avx2,
 	dot4_bf16_avx2, dot4_f16_avx2,  dot4_f32_avx2,  mk4x3_avx2,
-	axpby_avx2, gemm32_avx2,
+	axpby_avx2, silu_avx2, mul_silu_avx2, vfma_avx2, gemm32_avx2,
 };
 static const struct kernels kernels_avx512 = {
 	"avx512",         dot_avx2,         bf16_row_avx512,  f16_row_avx2,
 	dot4_bf16_avx512, dot4_f16_avx512,  dot4_f32_avx512,  mk4x3_avx512,
-	axpby_avx512, gemm32_avx512,
+	axpby_avx512, silu_avx2, mul_silu_avx2, vfma_avx2, gemm32_avx512,
 };
 #endif
 
@@ -564,6 +639,21 @@ void cpu_axpy(float *y, float a, const float *x, int n)
 void cpu_axpby(float *y, float a, float b, const float *x, int n)
 {
 	kern()->axpby(y, a, b, x, n);
+}
+
+void cpu_silu(float *y, const float *x, int n)
+{
+	kern()->silu(y, x, n);
+}
+
+void cpu_mul_silu(float *y, const float *z, int n)
+{
+	kern()->mul_silu(y, z, n);
+}
+
+void cpu_vfma(float *y, const float *a, const float *b, int n)
+{
+	kern()->vfma(y, a, b, n);
 }
 
 static void rows_to_f32(const struct kernels *k, enum tensor_dtype dt, const void *src, float *dst,

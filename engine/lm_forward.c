@@ -262,7 +262,7 @@ struct work {
 
 static size_t vec_floats(const struct lm_dims *dm)
 {
-	return (size_t)dm->conv_dim * (dm->K + 1) + 3 * (size_t)dm->H + dm->d_in + dm->d;
+	return (size_t)dm->conv_dim * (2 * dm->K + 1) + 3 * (size_t)dm->H + dm->d_in + dm->d;
 }
 
 static bool model_has(const struct engine_model *m, enum lm_layer_kind kind)
@@ -368,11 +368,6 @@ static void rmsnorm_rows(const float *x, float *out, const float *w, int T, int 
 	}
 }
 
-static inline float silu(float x)
-{
-	return x / (1.0f + expf(-x));
-}
-
 static inline float softplus(float x)
 {
 	return x > 20.0f ? x : log1pf(expf(x));
@@ -397,10 +392,14 @@ static void mamba_layer(struct engine_session *s, const struct lm_dims *dm,
 	float *dt = xc + (size_t)T * cd;                         /* [T][H] */
 	float *y = dt + (size_t)T * H;                           /* [T][d_in] */
 	float *cb = y + (size_t)T * dm->d_in;
-	float *cw = wk->vec, *cbias = cw + (size_t)cd * K, *dtb = cbias + cd, *a = dtb + H,
-	      *dsk = a + H, *gw = dsk + H;
+	float *cw = wk->vec, *cwt = cw + (size_t)cd * K, *cbias = cwt + (size_t)cd * K,
+	      *dtb = cbias + cd, *a = dtb + H, *dsk = a + H, *gw = dsk + H;
 
+	/* conv weights transposed to [K][conv_dim] so the conv runs along channels */
 	cpu_tensor_to_f32(&L->mamba.conv_w, 0, (size_t)cd * K, cw);
+	for (int ch = 0; ch < cd; ch++)
+		for (int k = 0; k < K; k++)
+			cwt[(size_t)k * cd + ch] = cw[(size_t)ch * K + k];
 	if (L->mamba.conv_b.data)
 		cpu_tensor_to_f32(&L->mamba.conv_b, 0, cd, cbias);
 	else
@@ -422,12 +421,10 @@ static void mamba_layer(struct engine_session *s, const struct lm_dims *dm,
 		       (size_t)cd * sizeof(float));
 	for (int t = 0; t < T; t++) {
 		float *o = xc + (size_t)t * cd;
-		for (int ch = 0; ch < cd; ch++) {
-			float acc = cbias[ch];
-			for (int k = 0; k < K; k++)
-				acc += cw[(size_t)ch * K + k] * cbuf[(size_t)(t + k) * cd + ch];
-			o[ch] = silu(acc);
-		}
+		memcpy(o, cbias, (size_t)cd * sizeof(float));
+		for (int k = 0; k < K; k++)
+			cpu_vfma(o, cwt + (size_t)k * cd, cbuf + (size_t)(t + k) * cd, cd);
+		cpu_silu(o, o, cd);
 	}
 	if (K > 1)
 		memcpy(st->conv, cbuf + (size_t)T * cd, (size_t)(K - 1) * cd * sizeof(float));
@@ -450,8 +447,7 @@ static void mamba_layer(struct engine_session *s, const struct lm_dims *dm,
 	for (int t = 0; t < T; t++) {
 		float *yr = y + (size_t)t * dm->d_in;
 		const float *z = zx + (size_t)t * dm->in_rows;
-		for (int i = 0; i < dm->d_in; i++)
-			yr[i] *= silu(z[i]);
+		cpu_mul_silu(yr, z, dm->d_in);
 		for (int g = 0; g < dm->G; g++) {
 			float *u = yr + (size_t)g * gs;
 			float ss = 0;

@@ -124,6 +124,49 @@ static void test_matmul(void)
 		}
 }
 
+/* vector helpers against libm, over the whole float range that matters (and beyond) */
+static void test_vector_kernels(void)
+{
+	enum { N = 4099 };
+	float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+	float *z = malloc(N * sizeof(float)), *w = malloc(N * sizeof(float));
+	REQUIRE(x && y && z && w);
+	for (int i = 0; i < N; i++) {
+		x[i] = -120.0f + 240.0f * (float)i / (float)(N - 1);
+		z[i] = frand();
+		w[i] = frand();
+	}
+	cpu_silu(y, x, N);
+	double worst = 0;
+	for (int i = 0; i < N; i++) {
+		double ref = (double)x[i] / (1.0 + exp(-(double)x[i]));
+		double err = fabs(y[i] - ref) / fmax(fabs(ref), 1e-30);
+		if (fabs(ref) > 1e-30)
+			worst = fmax(worst, err);
+		CHECK(!isnan(y[i]));
+	}
+	if (!(worst < 2e-6))
+		fprintf(stderr, "silu: max relative error %g\n", worst);
+	CHECK(worst < 2e-6);
+	memcpy(y, z, N * sizeof(float));
+	cpu_mul_silu(y, x, N);
+	for (int i = 0; i < N; i++)
+		CHECK(fabs(y[i] - z[i] * ((double)x[i] / (1.0 + exp(-(double)x[i])))) <=
+		      2e-6 * fabs(x[i]) + 1e-30);
+	memcpy(y, z, N * sizeof(float));
+	cpu_vfma(y, w, x, N);
+	for (int i = 0; i < N; i++)
+		CHECK(fabs(y[i] - (z[i] + (double)w[i] * x[i])) <= 1e-5 * (1 + fabs(x[i])));
+	memcpy(y, z, N * sizeof(float));
+	cpu_axpby(y, 0.5f, -2.0f, w, N);
+	for (int i = 0; i < N; i++)
+		CHECK(fabs(y[i] - (0.5 * z[i] - 2.0 * w[i])) <= 1e-6);
+	free(x);
+	free(y);
+	free(z);
+	free(w);
+}
+
 /* ---- SSM: chunked SSD == per-token scan ---------------------------------------------------- */
 
 static void test_ssm_chunked_vs_scan(void)
@@ -569,6 +612,7 @@ int main(void)
 {
 	test_sampling();
 	test_matmul();
+	test_vector_kernels();
 	test_ssm_chunked_vs_scan();
 
 	/* every block type in different orders, mixed dtypes */
