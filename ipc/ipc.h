@@ -56,6 +56,8 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_SETTLE_MS 10000               /* ceiling for "settle_ms" */
 #define IPC_MAX_LIST_LIMIT 500                /* GET /v1/tasks?limit= */
 #define IPC_DEFAULT_LIST_LIMIT 50
+#define IPC_MAX_HISTORY_WINDOW 64             /* "window": observations kept with their image */
+#define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */
 
 /* ---- error codes (the "code" member of an error body) ------------------------------------- */
 
@@ -180,16 +182,33 @@ enum ipc_task_kind {
 
 const char *ipc_task_kind_to_string(enum ipc_task_kind k);
 
+/* How an instruction task keeps its conversation (agent.md 2). */
+enum ipc_history {
+	IPC_HISTORY_DEFAULT,    /* the daemon's default */
+	IPC_HISTORY_PERSISTENT, /* append-only session, only new tokens are prefilled */
+	IPC_HISTORY_WINDOW,     /* every step: prefix snapshot + the last `window` observations */
+};
+
+/* "persistent", "window"; NULL for IPC_HISTORY_DEFAULT or an out-of-range value. */
+const char *ipc_history_to_string(enum ipc_history h);
+/* Returns the mode or -EINVAL. */
+int ipc_history_from_string(const char *s);
+
 /* Budgets and options of a task; 0 means "use the daemon's default" for the integers. */
 struct ipc_task_options {
 	uint32_t max_steps;    /* 1..IPC_MAX_TASK_STEPS */
 	uint32_t max_seconds;  /* 1..IPC_MAX_TASK_SECONDS */
 	int32_t settle_ms;     /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
 	bool dry_run;          /* journal the steps, inject nothing */
+	/* Instruction tasks only: */
+	enum ipc_history history;
+	uint32_t window;       /* 1..IPC_MAX_HISTORY_WINDOW */
+	uint32_t max_tiles;    /* 1..IPC_MAX_TILES */
 };
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
- *   {"instruction": "open the settings"}
+ *   {"instruction": "open the settings", "history": "persistent"|"window", "window": K,
+ *    "max_tiles": N, "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool}
  * Unknown members are rejected. */

@@ -96,13 +96,63 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 	return 0;
 }
 
+const char *ipc_history_to_string(enum ipc_history h)
+{
+	switch (h) {
+	case IPC_HISTORY_PERSISTENT:
+		return "persistent";
+	case IPC_HISTORY_WINDOW:
+		return "window";
+	default:
+		return NULL;
+	}
+}
+
+int ipc_history_from_string(const char *s)
+{
+	if (s && strcmp(s, "persistent") == 0)
+		return IPC_HISTORY_PERSISTENT;
+	if (s && strcmp(s, "window") == 0)
+		return IPC_HISTORY_WINDOW;
+	return -EINVAL;
+}
+
+/* history, window, max_tiles: instruction tasks only. */
+static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
+			       size_t errlen)
+{
+	uint32_t u = 0;
+	bool present;
+	int r;
+
+	json_t *h = json_object_get(root, "history");
+	if (h) {
+		r = json_is_string(h) ? ipc_history_from_string(json_string_value(h)) : -EINVAL;
+		if (r < 0)
+			return ipc_error_at(errbuf, errlen, -EINVAL, "history",
+					    "expected \"persistent\" or \"window\"");
+		req->options.history = (enum ipc_history)r;
+	}
+	if ((r = get_uint(root, "window", 1, IPC_MAX_HISTORY_WINDOW, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.window = u;
+	if ((r = get_uint(root, "max_tiles", 1, IPC_MAX_TILES, &u, &present, errbuf, errlen)) < 0)
+		return r;
+	if (present)
+		req->options.max_tiles = u;
+	return 0;
+}
+
 int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			   char *errbuf, size_t errlen)
 {
 	static const char *const script_members[] = {"script", "coords", "max_steps",
 						     "max_seconds", "settle_ms", "dry_run"};
-	static const char *const instruction_members[] = {"instruction", "max_steps",
-							  "max_seconds", "settle_ms", "dry_run"};
+	static const char *const instruction_members[] = {
+		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
+		"history",     "window",    "max_tiles"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -161,6 +211,8 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 				       ARRAY_SIZE(instruction_members), errbuf, errlen)) < 0)
 			goto finish;
 		if ((r = parse_options(root, req, errbuf, errlen)) < 0)
+			goto finish;
+		if ((r = parse_agent_options(root, req, errbuf, errlen)) < 0)
 			goto finish;
 		if (!json_is_string(instr) || json_string_length(instr) == 0) {
 			r = ipc_error_at(errbuf, errlen, -EINVAL, "instruction",
@@ -273,6 +325,13 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.settle_ms >= 0)
 		r |= json_object_set_new(o, "settle_ms", json_integer(req->options.settle_ms));
 	r |= json_object_set_new(o, "dry_run", json_boolean(req->options.dry_run));
+	if (req->options.history != IPC_HISTORY_DEFAULT)
+		r |= json_object_set_new(o, "history",
+					 json_string(ipc_history_to_string(req->options.history)));
+	if (req->options.window)
+		r |= json_object_set_new(o, "window", json_integer(req->options.window));
+	if (req->options.max_tiles)
+		r |= json_object_set_new(o, "max_tiles", json_integer(req->options.max_tiles));
 	if (r) {
 		json_decref(o);
 		return dump(NULL);
