@@ -70,16 +70,91 @@ struct segments {
 
 /* ---- construction ------------------------------------------------------------------------- */
 
+/* HF compiles these patterns with Oniguruma, whose Unicode \s is the White_Space property and
+ * whose \w is letters, marks, decimal digits and connector punctuation. PCRE2's UCP classes differ
+ * at the edges (its \s also takes U+180E, its \w takes every number and no marks), so \s, \S,
+ * \w and \W are spelled out as explicit classes before compiling. Negated ones inside a class
+ * ([\S...]) cannot be spelled that way and are left to PCRE2. */
+#define WHITE_SPACE "\\t\\n\\x0B\\f\\r\\x20\\x85\\xA0\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WORD "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
+
+static int translate_pattern(const char *p, size_t len, struct tok_buf *out)
+{
+	bool in_class = false;
+	int r = 0;
+
+	for (size_t i = 0; i < len && r >= 0; i++) {
+		const char *rep = NULL;
+
+		if (p[i] == '\\' && i + 1 < len) {
+			char c = p[i + 1];
+
+			if (c == 's')
+				rep = in_class ? WHITE_SPACE : "[" WHITE_SPACE "]";
+			else if (c == 'S' && !in_class)
+				rep = "[^" WHITE_SPACE "]";
+			else if (c == 'w')
+				rep = in_class ? WORD : "[" WORD "]";
+			else if (c == 'W' && !in_class)
+				rep = "[^" WORD "]";
+			if (rep) {
+				r = tok_buf_append(out, rep, strlen(rep));
+			} else {
+				r = tok_buf_append(out, p + i, 2);
+			}
+			i++;
+			continue;
+		}
+		if (!in_class && p[i] == '[') {
+			in_class = true;
+			r = tok_buf_append(out, p + i, 1);
+			/* A ']' right after '[' or '[^' is a literal member. */
+			if (r >= 0 && i + 1 < len && p[i + 1] == '^')
+				r = tok_buf_append(out, p + ++i, 1);
+			if (r >= 0 && i + 1 < len && p[i + 1] == ']')
+				r = tok_buf_append(out, p + ++i, 1);
+			continue;
+		}
+		if (in_class && p[i] == '[' && i + 1 < len && p[i + 1] == ':') {
+			/* A POSIX class such as [:alpha:] inside a class: copy it whole. */
+			const char *end = memmem(p + i + 2, len - i - 2, ":]", 2);
+			size_t n = end ? (size_t)(end - (p + i)) + 2 : 1;
+
+			r = tok_buf_append(out, p + i, n);
+			i += n - 1;
+			continue;
+		}
+		if (in_class && p[i] == ']')
+			in_class = false;
+		r = tok_buf_append(out, p + i, 1);
+	}
+	return r;
+}
+
 static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *err,
 			   size_t errlen)
 {
+	struct tok_buf translated = {0};
 	int code;
 	PCRE2_SIZE offset;
 	pcre2_code *re;
 
-	/* PCRE2_LITERAL admits no UCP (character classes do not apply to a literal anyway). */
+	/* The pattern as written is compiled first so that errors point into the file's text.
+	 * PCRE2_LITERAL admits no UCP (character classes do not apply to a literal anyway). */
 	re = pcre2_compile((PCRE2_SPTR)pattern, len,
 			   PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &code, &offset, NULL);
+	if (re && !literal) {
+		pcre2_code_free(re);
+		re = NULL;
+		if (translate_pattern(pattern, len, &translated) < 0) {
+			snprintf(err, errlen, "pre_tokenizer: out of memory");
+			errno = ENOMEM;
+			return NULL;
+		}
+		re = pcre2_compile((PCRE2_SPTR)translated.data, translated.len, PCRE2_UTF | PCRE2_UCP,
+				   &code, &offset, NULL);
+		tok_buf_finish(&translated);
+	}
 	if (!re) {
 		PCRE2_UCHAR msg[256];
 

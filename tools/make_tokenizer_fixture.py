@@ -100,6 +100,8 @@ TEST_CORPUS = [
     "lstrip/rstrip:   <ref>   spaced   </ref>",
     "single word <box> ok but x<box>y not",
     "NEL\u0085nbsp\u00a0ideographic\u3000space\u2028sep\u200bzwsp",
+    # U+180E is no longer White_Space (Oniguruma agrees) but PCRE2's \s still takes it.
+    "mongolian \u180e vowel  \u180e separator \u2000\u180e\x1f x\u180e\u180ey",
     "combining e\u0301 a\u0308 and titlecase \u01c5 and modifier \u02b0",
     "I'll you're we've they'd DON'T",
     "CamelCaseWord snake_case_word SCREAMING_CASE",
