@@ -1,0 +1,149 @@
+/* The holo3 policy format (agent.md 1.1, 1.2): its system prompt, and the registry of formats.
+ * The tool list of the system prompt is generated from the canonical layout, so the prompt,
+ * the grammar and the parser cannot drift apart. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "policy-internal.h"
+
+struct strbuf {
+	char *s;
+	size_t len, cap;
+};
+
+static void sb_add(struct strbuf *b, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(struct strbuf *b, const char *format, ...)
+{
+	va_list ap;
+	va_start(ap, format);
+	int n = vsnprintf(NULL, 0, format, ap);
+	va_end(ap);
+	if (n < 0)
+		abort();
+	if (b->len + (size_t)n + 1 > b->cap) {
+		b->cap = MAX(2 * b->cap, b->len + (size_t)n + 1);
+		b->s = xrealloc(b->s, b->cap);
+	}
+	va_start(ap, format);
+	vsnprintf(b->s + b->len, (size_t)n + 1, format, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* What each tool does, for the model. */
+static const char *const tool_help[IPC_TOOL_COUNT_] = {
+	[IPC_TOOL_CLICK] = "click on an element",
+	[IPC_TOOL_DOUBLE_CLICK] = "double-click on an element",
+	[IPC_TOOL_TRIPLE_CLICK] = "triple-click on an element (selects a line or paragraph)",
+	[IPC_TOOL_MOVE] = "move the pointer over an element",
+	[IPC_TOOL_DRAG] = "drag from (x, y) to (x2, y2)",
+	[IPC_TOOL_SCROLL] = "scroll at (x, y) by scroll_size wheel notches",
+	[IPC_TOOL_WRITE] = "type text into the focused element (overwrite: select all first; "
+			   "press_enter: press Enter after)",
+	[IPC_TOOL_HOTKEY] = "press keys together, e.g. [\"ctrl\", \"c\"], repeat_count times",
+	[IPC_TOOL_KEY_DOWN] = "press and hold a key",
+	[IPC_TOOL_KEY_UP] = "release a held key",
+	[IPC_TOOL_WAIT] = "wait a number of seconds",
+	[IPC_TOOL_ANSWER] = "finish the task with the answer or result",
+};
+
+static void arg_type(struct strbuf *b, const struct policy_arg *a)
+{
+	switch (a->type) {
+	case POLICY_ARG_STRING:
+		sb_add(b, "string");
+		break;
+	case POLICY_ARG_INT:
+		sb_add(b, "integer %d..%d", a->lo, a->hi);
+		break;
+	case POLICY_ARG_BOOL:
+		sb_add(b, "boolean, default false");
+		break;
+	case POLICY_ARG_BUTTON:
+		sb_add(b, "\"left\" (default), \"right\" or \"middle\"");
+		break;
+	case POLICY_ARG_DIRECTION:
+		sb_add(b, "\"up\", \"down\", \"left\" or \"right\"");
+		break;
+	case POLICY_ARG_KEYS:
+		sb_add(b, "array of 1..%d key names", IPC_MAX_HOTKEY_KEYS);
+		break;
+	case POLICY_ARG_KEY:
+		sb_add(b, "key name");
+		break;
+	}
+	if (a->type == POLICY_ARG_INT && strcmp(a->name, "scroll_size") == 0)
+		sb_add(b, ", default %d", IPC_DEFAULT_SCROLL_SIZE);
+	if (a->type == POLICY_ARG_INT && strcmp(a->name, "repeat_count") == 0)
+		sb_add(b, ", default 1");
+}
+
+static char *holo3_system_text(const struct policy_env *env)
+{
+	struct strbuf b = {0};
+	if (!env || env->screen_width <= 0 || env->screen_height <= 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	sb_add(&b, "You are an agent that operates a Linux desktop (X11) to complete the user's "
+		   "task. The screen is %dx%d pixels.", env->screen_width, env->screen_height);
+	if (env->date && env->date[0])
+		sb_add(&b, " Today is %s.", env->date);
+	sb_add(&b, "\n\nEach step you see the screen in an <observation> block, after the result of "
+		   "your previous action in a <tool_output> or <error> block. Answer with one step.\n\n"
+		   "Rules:\n"
+		   "- Take exactly one action per step.\n"
+		   "- Keep durable facts (what you found, what is done) in \"note\": it is your memory "
+		   "across steps. Use null when there is nothing new to keep.\n"
+		   "- \"thought\" is one short line: what you do now and why.\n"
+		   "- x and y are integers from 0 to %d relative to the screenshot: (0, 0) is its "
+		   "top-left corner, (%d, %d) its bottom-right corner.\n"
+		   "- Check on the screen that the task is done before you answer.\n"
+		   "- Never invent passwords, keys or other secrets: when one is needed and not given, "
+		   "answer that it is missing.\n\nTools:\n",
+	       IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX);
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		sb_add(&b, "- %s: %s.", ipc_tool_to_string((enum ipc_tool)t), tool_help[t]);
+		for (size_t i = 0; i < l->n_args; i++) {
+			sb_add(&b, "%s%s%s (", i ? "," : " Arguments:", " ", l->args[i].name);
+			arg_type(&b, &l->args[i]);
+			sb_add(&b, "%s)", l->args[i].required ? "" : ", optional");
+		}
+		sb_add(&b, "\n");
+	}
+	sb_add(&b, "\nKey names: a single character, f1..f24, or one of");
+	for (size_t i = 0; policy_key_name(i); i++)
+		sb_add(&b, "%s %s", i ? "," : "", policy_key_name(i));
+	sb_add(&b, ".\n\n<output_format>\n"
+		   "One JSON object, compact, keys in this order, the tool's arguments in the order "
+		   "listed above (optional ones may be left out):\n"
+		   "{\"note\":string|null,\"thought\":string,\"tool_call\":{\"tool_name\":string,"
+		   "...arguments}}\n"
+		   "Example: {\"note\":null,\"thought\":\"Open the File menu.\",\"tool_call\":"
+		   "{\"tool_name\":\"click\",\"element\":\"File menu\",\"x\":24,\"y\":12}}\n"
+		   "</output_format>");
+	return b.s;
+}
+
+const struct policy_format policy_format_holo3 = {
+	.name = "holo3",
+	.grammar_create = policy_grammar_create_holo3,
+	.step_parse = policy_step_parse,
+	.step_to_json = policy_step_to_json,
+	.system_text = holo3_system_text,
+};
+
+static const struct policy_format *const formats[] = {&policy_format_holo3};
+
+const struct policy_format *policy_format_find(const char *name)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(formats); i++)
+		if (strcmp(formats[i]->name, name) == 0)
+			return formats[i];
+	return NULL;
+}

@@ -1,0 +1,406 @@
+/* Token masks: which vocabulary ids keep the output a valid prefix of a step.
+ *
+ * The vocabulary's token byte strings are put in a trie once. A mask is one depth-first walk of
+ * that trie carrying a copy of the matcher: a subtree is skipped as soon as the automaton
+ * rejects its first byte, so the walk costs what the allowed tokens cost, and tokens sharing a
+ * prefix share its steps. Masks are cached by the matcher's state with the string byte budget
+ * clamped: once a string has more room left than any token can use, the remaining budget cannot
+ * change which tokens are allowed, so all the states inside a long string share one mask.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "policy-internal.h"
+
+#define VT_NONE UINT32_MAX
+
+struct vtrie_node {
+	uint32_t first_child;
+	uint32_t next_sibling;
+	int32_t token; /* first id whose bytes end here, or -1; more in same_next[] */
+	uint8_t byte;
+};
+
+struct cache_key {
+	uint32_t node, sub, val, len;
+	uint16_t count;
+	uint8_t esc, utf8;
+};
+
+struct cache_slot {
+	struct cache_key key;
+	int32_t entry; /* index into masks, -1 when empty */
+};
+
+#define CACHE_SLOTS (2 * POLICY_MASK_CACHE_ENTRIES)
+
+struct policy_masker {
+	const struct policy_grammar *g;
+	size_t n_tokens, n_words;
+	const uint8_t **bytes; /* per id, NULL when never allowed */
+	uint32_t *lens;
+	uint8_t *owned;        /* the bytes of a raw vocabulary */
+	int32_t *same_next;    /* ids with the same bytes, chained */
+	int32_t *stops;
+	size_t n_stops;
+	uint8_t *is_stop;      /* per id */
+
+	struct vtrie_node *trie;
+	size_t n_trie, cap_trie;
+	uint32_t max_token_len;
+
+	struct frame {
+		uint32_t node, child;
+		struct policy_matcher m;
+	} *stack;
+
+	struct cache_slot slots[CACHE_SLOTS];
+	uint32_t *masks; /* POLICY_MASK_CACHE_ENTRIES x n_words */
+	int32_t *counts;
+	size_t n_entries;
+	uint64_t hits, misses;
+};
+
+static uint32_t vtrie_new(struct policy_masker *mk, uint8_t byte)
+{
+	if (mk->n_trie == mk->cap_trie) {
+		mk->cap_trie = mk->cap_trie ? 2 * mk->cap_trie : 4096;
+		mk->trie = xreallocarray(mk->trie, mk->cap_trie, sizeof(*mk->trie));
+	}
+	mk->trie[mk->n_trie] = (struct vtrie_node){VT_NONE, VT_NONE, -1, byte};
+	return (uint32_t)mk->n_trie++;
+}
+
+/* The root's children are found through this table while building (256 siblings otherwise). */
+static void vtrie_insert(struct policy_masker *mk, uint32_t *root_child, int32_t id)
+{
+	const uint8_t *p = mk->bytes[id];
+	uint32_t len = mk->lens[id], cur;
+
+	if (root_child[p[0]] == VT_NONE) {
+		root_child[p[0]] = vtrie_new(mk, p[0]);
+		mk->trie[root_child[p[0]]].next_sibling = mk->trie[0].first_child;
+		mk->trie[0].first_child = root_child[p[0]];
+	}
+	cur = root_child[p[0]];
+	for (uint32_t i = 1; i < len; i++) {
+		uint32_t child = mk->trie[cur].first_child;
+		while (child != VT_NONE && mk->trie[child].byte != p[i])
+			child = mk->trie[child].next_sibling;
+		if (child == VT_NONE) {
+			child = vtrie_new(mk, p[i]);
+			mk->trie[child].next_sibling = mk->trie[cur].first_child;
+			mk->trie[cur].first_child = child;
+		}
+		cur = child;
+	}
+	mk->same_next[id] = mk->trie[cur].token;
+	mk->trie[cur].token = id;
+}
+
+void policy_masker_destroy(struct policy_masker *mk)
+{
+	if (!mk)
+		return;
+	free(mk->bytes);
+	free(mk->lens);
+	free(mk->owned);
+	free(mk->same_next);
+	free(mk->stops);
+	free(mk->is_stop);
+	free(mk->trie);
+	free(mk->stack);
+	free(mk->masks);
+	free(mk->counts);
+	free(mk);
+}
+
+static void cache_clear(struct policy_masker *mk)
+{
+	for (size_t i = 0; i < CACHE_SLOTS; i++)
+		mk->slots[i].entry = -1;
+	mk->n_entries = 0;
+}
+
+/* Takes ownership of nothing: bytes/lens are filled by the caller after this. */
+static struct policy_masker *masker_new(const struct policy_grammar *g, size_t n_tokens,
+					const int32_t *stop_ids, size_t n_stop)
+{
+	size_t words = (n_tokens + 31) / 32, mask_bytes;
+	if (!g || n_tokens == 0 || n_tokens > ENGINE_TOKENIZER_MAX_VOCAB || (n_stop && !stop_ids)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (size_t i = 0; i < n_stop; i++)
+		if (stop_ids[i] < 0 || (size_t)stop_ids[i] >= n_tokens) {
+			errno = EINVAL;
+			return NULL;
+		}
+	struct policy_masker *mk = calloc(1, sizeof(*mk));
+	if (!mk)
+		goto oom;
+	mk->g = g;
+	mk->n_tokens = n_tokens;
+	mk->n_words = words;
+	mk->bytes = calloc(n_tokens, sizeof(*mk->bytes));
+	mk->lens = calloc(n_tokens, sizeof(*mk->lens));
+	mk->same_next = calloc(n_tokens, sizeof(*mk->same_next));
+	mk->is_stop = calloc(n_tokens, 1);
+	mk->stops = calloc(n_stop ? n_stop : 1, sizeof(*mk->stops));
+	mk->counts = calloc(POLICY_MASK_CACHE_ENTRIES, sizeof(*mk->counts));
+	mk->stack = calloc(POLICY_MASK_MAX_TOKEN_BYTES + 1, sizeof(*mk->stack));
+	if (!size_mul_ok(words * sizeof(uint32_t), POLICY_MASK_CACHE_ENTRIES, &mask_bytes))
+		goto oom;
+	mk->masks = malloc(mask_bytes);
+	if (!mk->bytes || !mk->lens || !mk->same_next || !mk->is_stop || !mk->stops ||
+	    !mk->counts || !mk->stack || !mk->masks)
+		goto oom;
+	for (size_t i = 0; i < n_stop; i++) {
+		mk->stops[i] = stop_ids[i];
+		mk->is_stop[stop_ids[i]] = 1;
+	}
+	mk->n_stops = n_stop;
+	cache_clear(mk);
+	return mk;
+oom:
+	policy_masker_destroy(mk);
+	errno = ENOMEM;
+	return NULL;
+}
+
+static struct policy_masker *masker_finish(struct policy_masker *mk)
+{
+	uint32_t *root_child = malloc(256 * sizeof(*root_child));
+	if (!root_child) {
+		policy_masker_destroy(mk);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (int i = 0; i < 256; i++)
+		root_child[i] = VT_NONE;
+	vtrie_new(mk, 0);
+	for (size_t id = 0; id < mk->n_tokens; id++) {
+		if (mk->is_stop[id] || !mk->bytes[id] || mk->lens[id] == 0 ||
+		    mk->lens[id] > POLICY_MASK_MAX_TOKEN_BYTES) {
+			mk->bytes[id] = NULL;
+			continue;
+		}
+		vtrie_insert(mk, root_child, (int32_t)id);
+		mk->max_token_len = MAX(mk->max_token_len, mk->lens[id]);
+	}
+	free(root_child);
+	return mk;
+}
+
+struct policy_masker *policy_masker_create(const struct policy_grammar *g,
+					   const struct engine_tokenizer *tok, size_t n_logits,
+					   const int32_t *stop_ids, size_t n_stop)
+{
+	if (!tok) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct policy_masker *mk = masker_new(g, n_logits, stop_ids, n_stop);
+	if (!mk)
+		return NULL;
+	size_t vocab = engine_tokenizer_vocab_size(tok);
+	for (size_t id = 0; id < n_logits && id < vocab; id++) {
+		const uint8_t *b;
+		size_t len;
+		if (engine_tokenizer_is_special(tok, (int32_t)id) ||
+		    engine_tokenizer_token_bytes(tok, (int32_t)id, &b, &len) < 0)
+			continue;
+		mk->bytes[id] = b;
+		mk->lens[id] = (uint32_t)MIN(len, (size_t)UINT32_MAX);
+	}
+	return masker_finish(mk);
+}
+
+struct policy_masker *policy_masker_create_raw(const struct policy_grammar *g,
+					       const uint8_t *const *bytes, const size_t *lens,
+					       size_t n_tokens, const int32_t *stop_ids,
+					       size_t n_stop)
+{
+	size_t total = 0, off = 0;
+	if (!bytes || !lens) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct policy_masker *mk = masker_new(g, n_tokens, stop_ids, n_stop);
+	if (!mk)
+		return NULL;
+	for (size_t i = 0; i < n_tokens; i++)
+		if (bytes[i] && lens[i] <= POLICY_MASK_MAX_TOKEN_BYTES)
+			total += lens[i];
+	mk->owned = malloc(total ? total : 1);
+	if (!mk->owned) {
+		policy_masker_destroy(mk);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < n_tokens; i++) {
+		if (!bytes[i] || lens[i] > POLICY_MASK_MAX_TOKEN_BYTES)
+			continue;
+		memcpy(mk->owned + off, bytes[i], lens[i]);
+		mk->bytes[i] = mk->owned + off;
+		mk->lens[i] = (uint32_t)lens[i];
+		off += lens[i];
+	}
+	return masker_finish(mk);
+}
+
+size_t policy_masker_n_tokens(const struct policy_masker *mk)
+{
+	return mk->n_tokens;
+}
+
+void policy_masker_stats(const struct policy_masker *mk, uint64_t *ret_hits, uint64_t *ret_misses)
+{
+	*ret_hits = mk->hits;
+	*ret_misses = mk->misses;
+}
+
+static struct cache_key key_of(const struct policy_masker *mk, const struct policy_matcher *m)
+{
+	struct cache_key k = {.node = m->node, .sub = m->sub, .val = m->val, .count = m->count,
+			      .esc = m->esc, .utf8 = m->utf8};
+	const struct gnode *n = &mk->g->nodes[m->node];
+	if (n->kind == GNODE_STRING) {
+		/* Within a token at most max_token_len bytes are read, and a unit (escape, UTF-8
+		 * sequence, surrogate pair) needs at most 12 bytes of room: beyond that the
+		 * budget is invisible. */
+		uint32_t room = n->max - m->len, cap = mk->max_token_len + 16;
+		k.len = MIN(room, cap);
+	}
+	return k;
+}
+
+static uint64_t key_hash(const struct cache_key *k)
+{
+	uint64_t h = 1469598103934665603ull;
+	uint32_t parts[5] = {k->node, k->sub, k->val, k->len,
+			     (uint32_t)k->count << 16 | (uint32_t)k->esc << 8 | k->utf8};
+	for (int i = 0; i < 5; i++) {
+		h ^= parts[i];
+		h *= 1099511628211ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+static bool key_eq(const struct cache_key *a, const struct cache_key *b)
+{
+	return a->node == b->node && a->sub == b->sub && a->val == b->val && a->len == b->len &&
+	       a->count == b->count && a->esc == b->esc && a->utf8 == b->utf8;
+}
+
+/* The walk: sets the bit of every token the automaton accepts from m. Returns the count. */
+static int walk(struct policy_masker *mk, const struct policy_matcher *m, uint32_t *bits)
+{
+	int count = 0;
+	size_t sp = 0;
+	memset(bits, 0, mk->n_words * sizeof(*bits));
+	if (policy_matcher_is_complete(m)) {
+		for (size_t i = 0; i < mk->n_stops; i++) {
+			uint32_t id = (uint32_t)mk->stops[i];
+			if (!(bits[id / 32] & (1u << (id % 32))))
+				count++;
+			bits[id / 32] |= 1u << (id % 32);
+		}
+		return count;
+	}
+	mk->stack[sp++] = (struct frame){.node = 0, .child = mk->trie[0].first_child, .m = *m};
+	while (sp > 0) {
+		struct frame *f = &mk->stack[sp - 1];
+		uint32_t c = f->child;
+		if (c == VT_NONE) {
+			sp--;
+			continue;
+		}
+		const struct vtrie_node *cn = &mk->trie[c];
+		f->child = cn->next_sibling;
+		struct policy_matcher t = f->m;
+		if (!policy_grammar_step(&t, cn->byte))
+			continue;
+		for (int32_t id = cn->token; id >= 0; id = mk->same_next[id]) {
+			bits[id / 32] |= 1u << (id % 32);
+			count++;
+		}
+		if (cn->first_child != VT_NONE)
+			mk->stack[sp++] = (struct frame){.node = c, .child = cn->first_child, .m = t};
+	}
+	return count;
+}
+
+/* The cached mask of m (valid until the next call). */
+static int lookup(struct policy_masker *mk, const struct policy_matcher *m, const uint32_t **ret)
+{
+	if (!m || m->grammar != mk->g)
+		return -EINVAL;
+	struct cache_key k = key_of(mk, m);
+	size_t slot = key_hash(&k) % CACHE_SLOTS;
+	while (mk->slots[slot].entry >= 0) {
+		if (key_eq(&mk->slots[slot].key, &k)) {
+			mk->hits++;
+			int32_t e = mk->slots[slot].entry;
+			*ret = mk->masks + (size_t)e * mk->n_words;
+			return mk->counts[e];
+		}
+		slot = (slot + 1) % CACHE_SLOTS;
+	}
+	mk->misses++;
+	if (mk->n_entries == POLICY_MASK_CACHE_ENTRIES) {
+		cache_clear(mk);
+		slot = key_hash(&k) % CACHE_SLOTS;
+	}
+	int32_t e = (int32_t)mk->n_entries++;
+	uint32_t *bits = mk->masks + (size_t)e * mk->n_words;
+	mk->counts[e] = walk(mk, m, bits);
+	mk->slots[slot].key = k;
+	mk->slots[slot].entry = e;
+	*ret = bits;
+	return mk->counts[e];
+}
+
+int policy_masker_compute(struct policy_masker *mk, const struct policy_matcher *m,
+			  uint32_t *ret_bits)
+{
+	const uint32_t *bits;
+	int n = lookup(mk, m, &bits);
+	if (n < 0)
+		return n;
+	memcpy(ret_bits, bits, mk->n_words * sizeof(*bits));
+	return n;
+}
+
+int policy_masker_apply(struct policy_masker *mk, const struct policy_matcher *m, float *logits)
+{
+	const uint32_t *bits;
+	int n = lookup(mk, m, &bits);
+	if (n < 0)
+		return n;
+	for (size_t w = 0; w < mk->n_words; w++) {
+		uint32_t b = bits[w];
+		if (b == UINT32_MAX)
+			continue;
+		size_t base = w * 32, end = MIN(base + 32, mk->n_tokens);
+		for (size_t i = base; i < end; i++)
+			if (!(b & (1u << (i - base))))
+				logits[i] = -INFINITY;
+	}
+	return n;
+}
+
+int policy_masker_feed(const struct policy_masker *mk, struct policy_matcher *m, int32_t id)
+{
+	if (!m || m->grammar != mk->g || id < 0 || (size_t)id >= mk->n_tokens)
+		return -EINVAL;
+	if (mk->is_stop[id])
+		return policy_matcher_is_complete(m) ? 1 : -EILSEQ;
+	if (!mk->bytes[id])
+		return -EILSEQ;
+	return policy_matcher_feed(m, mk->bytes[id], mk->lens[id]);
+}

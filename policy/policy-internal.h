@@ -1,0 +1,87 @@
+/* policy internals shared by the module's files and its white-box tests. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+enum gnode_kind {
+	GNODE_TRIE,   /* one of a set of byte strings (prefix-free); each leads to a node */
+	GNODE_STRING, /* JSON string content up to `max` bytes, then the closing quote */
+	GNODE_INT,    /* JSON integer in lo..hi, no leading zeros; the next byte goes to `next` */
+	GNODE_KEYSEP, /* inside a hotkey key list: ',' (another key) or ']' */
+	GNODE_END,    /* a whole step: no more bytes */
+};
+
+#define GTRIE_NO_LEAF UINT32_MAX
+#define GNODE_DEFAULT (UINT32_MAX - 1)
+
+/* Grammar tries: children are sibling-linked. A leaf ends a word and names the node that
+ * follows (GNODE_DEFAULT: the owning GNODE_TRIE's `next`). Words are prefix-free, so a leaf
+ * has no children. */
+struct gtrie_node {
+	uint32_t first_child;
+	uint32_t next_sibling;
+	uint32_t leaf_next; /* GTRIE_NO_LEAF for inner nodes */
+	uint8_t byte;
+};
+
+struct gnode {
+	enum gnode_kind kind;
+	bool fold_case;   /* TRIE: A-Z match as a-z */
+	bool keeps_count; /* entering this node keeps matcher.count (hotkey list) */
+	uint32_t root;    /* TRIE: trie root; KEYSEP: the key-name TRIE node to loop to */
+	uint32_t next;    /* TRIE: default next; STRING/INT/KEYSEP: node after */
+	uint32_t max;     /* STRING: byte limit; KEYSEP: most keys */
+	int32_t lo, hi;   /* INT */
+};
+
+struct policy_grammar {
+	struct gnode *nodes;
+	size_t n_nodes;
+	struct gtrie_node *trie;
+	size_t n_trie;
+	uint32_t start;
+};
+
+/* One byte step of the automaton; returns false (m untouched or partly touched: callers step
+ * a copy) when the byte leaves the language. */
+bool policy_grammar_step(struct policy_matcher *m, uint8_t b);
+
+/* Argument types of the canonical layout. */
+enum policy_arg_type {
+	POLICY_ARG_STRING,
+	POLICY_ARG_INT,
+	POLICY_ARG_BOOL,
+	POLICY_ARG_BUTTON,
+	POLICY_ARG_DIRECTION,
+	POLICY_ARG_KEYS,
+	POLICY_ARG_KEY,
+};
+
+struct policy_arg {
+	const char *name;
+	enum policy_arg_type type;
+	bool required;
+	int lo, hi;     /* INT */
+	uint32_t max;   /* STRING */
+};
+
+#define POLICY_MAX_TOOL_ARGS 6
+
+/* The canonical argument order of one tool (the grammar and the serializer follow it). */
+struct policy_tool_layout {
+	struct policy_arg args[POLICY_MAX_TOOL_ARGS];
+	size_t n_args;
+};
+
+/* Layout of an ipc tool, or NULL for a tool the layout table lacks. */
+const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool);
+
+/* Whether the grammar accepts `name` as a key name (the parser holds steps to the same list). */
+bool policy_key_name_ok(const char *name);
+
+extern const char *const policy_button_names[];
+extern const char *const policy_direction_names[];

@@ -1,0 +1,234 @@
+/* policy: what the model is asked and what it answers (agent.md 1, model.md 5).
+ *
+ * The one public header of the policy module. It holds, per policy format:
+ *   - the step schema as a byte-level grammar (an automaton that accepts exactly the valid
+ *     prefixes of a schema-conforming step in the canonical layout, docs/policy.md);
+ *   - token masks for constrained decoding: which vocabulary ids keep the output a valid prefix;
+ *   - the step parser / canonical serializer (the tool call is ipc's struct ipc_action);
+ *   - the prompt builder: the conversation of agent.md 1.2 with the chat markers of model.md 5.2,
+ *     rendered as token ids in incremental pieces for a persistent session, or as a window.
+ *
+ * Errors: int functions return >= 0 or a negative errno; constructors return NULL and set errno.
+ * Threads: a grammar and a format are immutable and may be shared. A matcher, a masker and a
+ * renderer belong to one thread at a time (the masker's cache is not locked).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "ipc.h"
+
+/* ---- canonical step layout: named limits -------------------------------------------------- */
+
+/* String limits count the bytes between the quotes as written (escapes included), so a value
+ * within the limit is also within ipc's limit on the decoded string. */
+#define POLICY_MAX_NOTE_BYTES 1024
+#define POLICY_MAX_THOUGHT_BYTES 1024
+#define POLICY_MAX_ELEMENT_BYTES IPC_MAX_ELEMENT_BYTES
+#define POLICY_MAX_CONTENT_BYTES 4096
+/* wait.duration is whole seconds in the schema: 1..POLICY_MAX_WAIT_SECONDS. */
+#define POLICY_MAX_WAIT_SECONDS (IPC_MAX_WAIT_MS / 1000)
+/* Largest step text the parser accepts. */
+#define POLICY_MAX_STEP_BYTES (64 * 1024)
+
+/* ---- grammar and matcher ------------------------------------------------------------------ */
+
+/* A compiled step schema. Immutable; may be shared between threads. */
+struct policy_grammar;
+
+/* The Holo3-style step (agent.md 1.1) in the canonical layout of docs/policy.md:
+ *   {"note":null|"...","thought":"...","tool_call":{"tool_name":"click","element":"...",...}}
+ * compact (no whitespace), keys in a fixed order, optional arguments omissible. Tool names come
+ * from ipc's vocabulary; key names are the model-facing names of policy_key_name(), each checked
+ * against the x11 key table at creation. NULL + errno (EINVAL when a table disagrees with ipc or
+ * x11, ENOMEM). */
+struct policy_grammar *policy_grammar_create_holo3(void);
+/* Accepts NULL. */
+void policy_grammar_destroy(struct policy_grammar *g);
+
+/* The key names the grammar accepts for hotkey.keys / key_down / key_up besides single printable
+ * ASCII characters and f1..f24 (matched case-insensitively, as x11 does). i from 0 until NULL. */
+const char *policy_key_name(size_t i);
+
+/* Where one output stands in the grammar. Plain data: copy it by assignment to branch. */
+struct policy_matcher {
+	const struct policy_grammar *grammar;
+	uint32_t node;  /* grammar node */
+	uint32_t sub;   /* position inside the node (trie node, digit count) */
+	uint32_t val;   /* integer value so far, or \u escape value */
+	uint32_t len;   /* bytes of the current string so far */
+	uint16_t count; /* keys in the current hotkey list, minus one */
+	uint8_t esc;    /* escape sub-state inside a string */
+	uint8_t utf8;   /* UTF-8 sub-state inside a string */
+};
+
+/* Starts at the beginning of a step. */
+void policy_matcher_init(struct policy_matcher *m, const struct policy_grammar *g);
+/* Feeds bytes. Returns 0 when they keep the output a valid prefix (the matcher advanced), or
+ * -EILSEQ (the matcher is unchanged). */
+int policy_matcher_feed(struct policy_matcher *m, const void *bytes, size_t n);
+/* True when the output so far is one whole step (only the end of turn may follow). */
+bool policy_matcher_is_complete(const struct policy_matcher *m);
+
+/* ---- token masks ---------------------------------------------------------------------------- */
+
+/* Masks over a vocabulary for one grammar: a trie of the tokens' bytes walked alongside the
+ * automaton, with masks cached per automaton state (states inside long strings collapse to a
+ * few classes). Special tokens are never allowed, except the stop ids, which are allowed exactly
+ * when the step is complete (and then nothing else is). */
+struct policy_masker;
+
+/* Masks cached at most (then the cache starts over). */
+#define POLICY_MASK_CACHE_ENTRIES 256
+/* Largest token (bytes) the masker accepts; longer tokens are never allowed. */
+#define POLICY_MASK_MAX_TOKEN_BYTES 256
+
+/* The tokenizer's vocabulary, n_logits rows (the model's logits; ids at or above the tokenizer's
+ * vocab_size are never allowed, as are holes and special tokens). stop_ids: the end-of-turn ids
+ * (e.g. <SPECIAL_12>, </s>). The grammar and tokenizer must outlive the masker.
+ * NULL + errno (EINVAL, ENOMEM). */
+struct policy_masker *policy_masker_create(const struct policy_grammar *g,
+					   const struct engine_tokenizer *tok, size_t n_logits,
+					   const int32_t *stop_ids, size_t n_stop);
+/* The same over an explicit vocabulary: token i has bytes[i] of lens[i] bytes (bytes[i] NULL:
+ * never allowed). The arrays are copied. */
+struct policy_masker *policy_masker_create_raw(const struct policy_grammar *g,
+					       const uint8_t *const *bytes, const size_t *lens,
+					       size_t n_tokens, const int32_t *stop_ids,
+					       size_t n_stop);
+/* Accepts NULL. */
+void policy_masker_destroy(struct policy_masker *mk);
+size_t policy_masker_n_tokens(const struct policy_masker *mk);
+
+/* Writes the allowed-set of matcher state m into ret_bits (bit i of word i/32 = id i allowed;
+ * (n_tokens + 31) / 32 words). Returns the number of allowed ids (never 0 for a matcher the
+ * grammar reached, given a byte-level vocabulary), -EINVAL for a matcher of another grammar. */
+int policy_masker_compute(struct policy_masker *mk, const struct policy_matcher *m,
+			  uint32_t *ret_bits);
+/* Sets logits[id] = -INFINITY for every id the mask forbids (n_logits = n_tokens).
+ * Returns the number of allowed ids or a negative errno as above. */
+int policy_masker_apply(struct policy_masker *mk, const struct policy_matcher *m, float *logits);
+/* Advances m by token id. Returns 1 when id is a stop id and the step was complete (the end),
+ * 0 when m advanced, -EILSEQ when the mask forbids id (m unchanged), -EINVAL for a bad id. */
+int policy_masker_feed(const struct policy_masker *mk, struct policy_matcher *m, int32_t id);
+
+/* Cache statistics since creation (for benchmarks). */
+void policy_masker_stats(const struct policy_masker *mk, uint64_t *ret_hits, uint64_t *ret_misses);
+
+/* ---- steps ---------------------------------------------------------------------------------- */
+
+/* One parsed step. Strings are owned (freed by policy_step_finish). */
+struct policy_step {
+	char *note;    /* NULL for JSON null */
+	char *thought;
+	struct ipc_action action; /* model coordinates (IPC_COORDS_MODEL) */
+};
+
+/* Frees the strings of s and zeroes it; accepts a zeroed step. */
+void policy_step_finish(struct policy_step *s);
+
+/* ---- formats ------------------------------------------------------------------------------- */
+
+/* What the system prompt states about the environment. */
+struct policy_env {
+	int screen_width, screen_height; /* the monitor the agent sees, in pixels */
+	const char *date;                /* e.g. "2026-11-21"; NULL: not stated */
+	bool reasoning;                  /* generation prompt opens <think> (default off) */
+};
+
+/* A policy format: schema, parser and the text of the turns. Chosen by configuration by name. */
+struct policy_format {
+	const char *name;
+	/* The step grammar (NULL + errno). */
+	struct policy_grammar *(*grammar_create)(void);
+	/* Parses and validates one step (any JSON layout; text need not be NUL-terminated).
+	 * -EINVAL (bad JSON, type, value, unknown or missing member: errbuf names the field),
+	 * -E2BIG (over a named limit). *ret written only on success. */
+	int (*step_parse)(const char *text, size_t len, struct policy_step *ret, char *errbuf,
+			  size_t errlen);
+	/* The step in the canonical layout (malloc'd, NUL-terminated); NULL + errno. */
+	char *(*step_to_json)(const struct policy_step *step);
+	/* The system turn's text (malloc'd); NULL + errno. */
+	char *(*system_text)(const struct policy_env *env);
+};
+
+/* The Holo3-style format ("holo3"). */
+extern const struct policy_format policy_format_holo3;
+/* The format named `name`, or NULL. */
+const struct policy_format *policy_format_find(const char *name);
+
+/* Convenience wrappers of the holo3 format's parser and serializer. */
+int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
+		      size_t errlen);
+char *policy_step_to_json(const struct policy_step *step);
+
+/* ---- prompt rendering ------------------------------------------------------------------------ */
+
+/* A run of prompt tokens to append to a session. images[k] says where the k-th image's
+ * <image> positions are (engine_vision_splice() fills them from the vision rows, image-major). */
+struct policy_image_slot {
+	size_t offset;   /* index in ids of the first <image> of this image */
+	size_t n_tokens; /* 256 * tiles */
+};
+
+struct policy_piece {
+	int32_t *ids;
+	size_t n_ids;
+	char *text; /* the same run as text, images expanded (logs, tests), NUL-terminated */
+	size_t text_len;
+	struct policy_image_slot *images;
+	size_t n_images;
+};
+
+/* Frees and zeroes; accepts a zeroed piece. */
+void policy_piece_finish(struct policy_piece *p);
+
+/* The result of the previous action, shown to the model in the next user turn. */
+struct policy_tool_result {
+	enum ipc_tool tool;
+	bool error;       /* <error tool=...> instead of <tool_output tool=...> */
+	const char *text; /* short factual result */
+};
+
+/* One observation turn: the screenshot's tile count (image tokens = tokens_per_tile * n_tiles)
+ * and the previous action's result, if any. */
+struct policy_observation {
+	int n_tiles;
+	const struct policy_tool_result *result; /* NULL for the first step */
+};
+
+/* Renders turns with one format and tokenizer. Marker ids (<SPECIAL_10..12>, <img>, <image>,
+ * </img>) are read from the tokenizer. NULL + errno (ENOENT when a marker is missing, EINVAL,
+ * ENOMEM). The format, tokenizer and env strings must outlive the renderer. */
+#define POLICY_TOKENS_PER_TILE 256
+struct policy_renderer;
+struct policy_renderer *policy_renderer_create(const struct policy_format *fmt,
+					       const struct engine_tokenizer *tok,
+					       const struct policy_env *env, int tokens_per_tile);
+void policy_renderer_destroy(struct policy_renderer *r);
+/* The end-of-turn id (<SPECIAL_12>) the generation stops at. */
+int32_t policy_renderer_stop_id(const struct policy_renderer *r);
+
+/* The prefix: system turn + "Task: ..." user turn. */
+int policy_render_prefix(struct policy_renderer *r, const char *task, struct policy_piece *ret);
+/* One step's user turn (previous tool result, then <observation> with the image) followed by
+ * the generation prompt. evicted: the image is replaced by "[screenshot evicted]". */
+int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs,
+		       bool evicted, struct policy_piece *ret);
+/* What closes the assistant turn after the step's tokens were decoded (persistent mode):
+ * "\n<SPECIAL_12>\n". The sampled stop id itself is not appended by the caller. */
+int policy_render_close(struct policy_renderer *r, struct policy_piece *ret);
+/* A whole assistant turn of the history, the step re-serialized canonically (window mode):
+ * "<SPECIAL_11>Assistant\n{step}\n<SPECIAL_12>\n". */
+int policy_render_assistant(struct policy_renderer *r, const struct policy_step *step,
+			    struct policy_piece *ret);
+/* Window mode: everything after the prefix for the next step. steps[i] was answered to obs[i]
+ * for i < n_done; obs[n_done] is the current observation (n_done + 1 observations). Only the
+ * last `keep` observations carry their image; older ones say "[screenshot evicted]". Ends with
+ * the generation prompt. */
+int policy_render_window(struct policy_renderer *r, const struct policy_observation *obs,
+			 const struct policy_step *steps, size_t n_done, size_t keep,
+			 struct policy_piece *ret);

@@ -1,0 +1,412 @@
+/* The step grammar accepts exactly the canonical steps: every generated valid step (and every
+ * prefix of it, complete only at its end), none of the invalid ones (checked at the byte where
+ * they go wrong); the parser accepts what the grammar accepts, its canonical serialization is
+ * accepted by the grammar again, and the grammar's tool layout agrees with ipc's. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "corpus.h"
+#include "policy-internal.h"
+#include "test.h"
+#include "x11.h"
+
+TEST_DEFINE_GLOBALS;
+
+static struct policy_grammar *g;
+
+/* Feeds s byte by byte: returns the offset of the first rejected byte, or -1 when all bytes
+ * are accepted; *complete says whether the whole text is a step. */
+static long reject_at(const char *s, size_t n, bool *complete)
+{
+	struct policy_matcher m;
+	policy_matcher_init(&m, g);
+	for (size_t i = 0; i < n; i++) {
+		if (policy_matcher_is_complete(&m) && complete)
+			*complete = true;
+		if (policy_matcher_feed(&m, s + i, 1) < 0)
+			return (long)i;
+	}
+	if (complete)
+		*complete = policy_matcher_is_complete(&m);
+	return -1;
+}
+
+static bool accepts(const char *s)
+{
+	bool complete = false;
+	return reject_at(s, strlen(s), &complete) < 0 && complete;
+}
+
+static void test_corpus(void)
+{
+	struct corpus c = {0};
+	corpus_build(&c);
+	CHECK_INT_EQ(c.n, 90); /* 18 optional-argument subsets over 12 tools, 5 variants */
+	for (size_t i = 0; i < c.n; i++) {
+		const char *s = c.items[i];
+		size_t n = strlen(s);
+		struct policy_matcher m;
+		policy_matcher_init(&m, g);
+		bool ok = true;
+		for (size_t k = 0; k < n && ok; k++) {
+			if (policy_matcher_is_complete(&m))
+				ok = false; /* complete before the end */
+			if (policy_matcher_feed(&m, s + k, 1) < 0) {
+				fprintf(stderr, "rejected at %zu: %s\n", k, s);
+				ok = false;
+			}
+		}
+		CHECK(ok);
+		CHECK(policy_matcher_is_complete(&m));
+		/* Nothing may follow a complete step: no trailing garbage, no second object. */
+		CHECK(policy_matcher_feed(&m, "{", 1) == -EILSEQ);
+		CHECK(policy_matcher_feed(&m, " ", 1) == -EILSEQ);
+		CHECK(policy_matcher_feed(&m, "\n", 1) == -EILSEQ);
+
+		/* Whole-buffer feeding agrees with byte feeding and is atomic on error. */
+		policy_matcher_init(&m, g);
+		CHECK(policy_matcher_feed(&m, s, n) == 0);
+		struct policy_matcher before = m;
+		CHECK(policy_matcher_feed(&m, "}", 1) == -EILSEQ);
+		CHECK(memcmp(&before, &m, sizeof(m)) == 0);
+
+		/* The parser takes every grammar step, and its canonical form is a grammar step. */
+		struct policy_step st;
+		char err[256] = "";
+		int r = policy_step_parse(s, n, &st, err, sizeof(err));
+		if (r < 0)
+			fprintf(stderr, "parse failed: %s: %s\n", err, s);
+		CHECK_INT_EQ(r, 0);
+		if (r == 0) {
+			char *canon = policy_step_to_json(&st);
+			REQUIRE(canon);
+			if (!accepts(canon))
+				fprintf(stderr, "canonical form rejected: %s\n", canon);
+			CHECK(accepts(canon));
+			struct policy_step st2;
+			CHECK_INT_EQ(policy_step_parse(canon, strlen(canon), &st2, err, sizeof(err)), 0);
+			char *canon2 = policy_step_to_json(&st2);
+			CHECK_STR_EQ(canon2, canon);
+			free(canon2);
+			free(canon);
+			policy_step_finish(&st2);
+			policy_step_finish(&st);
+		}
+	}
+	corpus_free(&c);
+}
+
+#define PRE "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":"
+
+/* Invalid texts; '|' marks the first byte the grammar must reject (no mark: every byte is
+ * accepted but the step is incomplete). */
+static const char *const bad_texts[] = {
+	/* key order, names, layout */
+	"{\"|thought\":\"t\",\"note\":null}",
+	"{\"note\":| null}",
+	"| {\"note\":null}",
+	"{\"note\":nul|}",
+	"{\"note\":\"a\",\"t|ool_call\":{}}",
+	PRE "\"click\",\"|x\":1,\"y\":2,\"element\":\"e\"}}",
+	PRE "\"click\",\"element\":\"e\",\"|y\":2,\"x\":1}}",
+	PRE "\"cl|ack\",\"element\":\"e\"}}",
+	PRE "\"|Click\",\"element\":\"e\"}}",
+	PRE "\"click\"|}}",
+	PRE "\"click\",\"element\":\"e\"|}}",
+	PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":2,\"|extra\":1}}",
+	PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":2,\"button\":\"left\"}}|x",
+	PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":2,\"button\":\"left\"}}|{",
+	PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":2,\"button\":\"|double\"}}",
+	PRE "\"wait\",\"duration\":5}",
+	PRE "\"wait\",\"duration\":5",
+	/* numbers */
+	PRE "\"click\",\"element\":\"e\",\"x\":100|1",
+	PRE "\"click\",\"element\":\"e\",\"x\":0|1",
+	PRE "\"click\",\"element\":\"e\",\"x\":|-1",
+	PRE "\"click\",\"element\":\"e\",\"x\":1|.5",
+	PRE "\"click\",\"element\":\"e\",\"x\":|\"1\"",
+	PRE "\"click\",\"element\":\"e\",\"x\":|,",
+	PRE "\"wait\",\"duration\":|0}}",
+	PRE "\"wait\",\"duration\":3|1}}",
+	PRE "\"wait\",\"duration\":30|0}}",
+	PRE "\"hotkey\",\"keys\":[\"a\"],\"repeat_count\":1|1}}",
+	PRE "\"scroll\",\"element\":\"e\",\"x\":1,\"y\":2,\"direction\":\"up\",\"scroll_size\":5|1}}",
+	PRE "\"scroll\",\"element\":\"e\",\"x\":1,\"y\":2,\"|scroll_size\":5}}",
+	/* booleans and key names */
+	PRE "\"write\",\"content\":\"x\",\"press_enter\":|True}}",
+	PRE "\"write\",\"content\":\"x\",\"overwrite\":false|,\"press_enter\":true}}",
+	PRE "\"hotkey\",\"keys\":[|]}}",
+	PRE "\"hotkey\",\"keys\":[\"ctr|\"]}}",
+	PRE "\"hotkey\",\"keys\":[\"a\",\"b\",\"c\",\"d\",\"e\"|,\"f\"]}}",
+	PRE "\"hotkey\",\"keys\":|\"ctrl+c\"}}",
+	PRE "\"key_down\",\"key\":\"f2|5\"}}",
+	PRE "\"key_down\",\"key\":\"a|b\"}}",
+	/* strings */
+	"{\"note\":\"a|\nb\"}",
+	"{\"note\":\"\\|x\"}",
+	"{\"note\":\"\\u00|g0\"}",
+	"{\"note\":\"\\u000|0\"}",
+	"{\"note\":\"\\ud|c00\"}",
+	"{\"note\":\"\\ud800\\u|0041\"}",
+	"{\"note\":\"\\ud800|x\"}",
+	"{\"note\":\"|\xc0\xaf\"}",
+	"{\"note\":\"\xe0|\x80\x80\"}",
+	"{\"note\":\"\xed|\xa0\x80\"}",
+	"{\"note\":\"\xf4|\x90\x80\x80\"}",
+	"{\"note\":\"|\xff\"}",
+	"{\"note\":\"\xc3|\"}",
+};
+
+static void test_rejects(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(bad_texts); i++) {
+		char text[512];
+		const char *t = bad_texts[i], *mark = strchr(t, '|');
+		long want = mark ? (long)(mark - t) : -1;
+		snprintf(text, sizeof(text), "%.*s%s", mark ? (int)(mark - t) : (int)strlen(t), t,
+			 mark ? mark + 1 : "");
+		bool complete = false;
+		long at = reject_at(text, strlen(text), &complete);
+		if (at != want)
+			fprintf(stderr, "case %zu: rejected at %ld, expected %ld: %s\n", i, at, want,
+				text);
+		CHECK_INT_EQ(at, want);
+		if (want < 0)
+			CHECK(!complete);
+	}
+}
+
+/* Strings stop at their byte budget, and no budget leaves a prefix without a way to finish:
+ * at every length the string can still be closed. */
+static void test_string_budget(void)
+{
+	struct policy_matcher m, t;
+	char buf[POLICY_MAX_NOTE_BYTES + 64];
+	policy_matcher_init(&m, g);
+	REQUIRE(policy_matcher_feed(&m, "{\"note\":\"", 9) == 0);
+	memset(buf, 'a', sizeof(buf));
+	REQUIRE(policy_matcher_feed(&m, buf, POLICY_MAX_NOTE_BYTES - 11) == 0);
+	/* 11 bytes left: a surrogate-pair escape (12) no longer fits, a \u escape (6) does. */
+	t = m;
+	CHECK(policy_matcher_feed(&t, "\\ud83d", 6) == -EILSEQ);
+	CHECK(policy_matcher_feed(&t, "\\ud7ff", 6) == 0);
+	t = m;
+	CHECK(policy_matcher_feed(&t, "\\u00e9", 6) == 0);
+	REQUIRE(policy_matcher_feed(&m, buf, 8) == 0);
+	/* 3 bytes left: a 4-byte character no longer fits, a 3-byte one does. */
+	t = m;
+	CHECK(policy_matcher_feed(&t, "\xf0", 1) == -EILSEQ);
+	CHECK(policy_matcher_feed(&t, "\xe2\x82\xac", 3) == 0);
+	CHECK(policy_matcher_feed(&t, "a", 1) == -EILSEQ);
+	CHECK(policy_matcher_feed(&t, "\\", 1) == -EILSEQ);
+	CHECK(policy_matcher_feed(&t, "\"", 1) == 0);
+	t = m;
+	CHECK(policy_matcher_feed(&t, "\\u", 2) == -EILSEQ);
+	CHECK(policy_matcher_feed(&t, "\\n", 2) == 0);
+	CHECK(policy_matcher_feed(&t, "a", 1) == 0);
+	CHECK(policy_matcher_feed(&t, "a", 1) == -EILSEQ);
+	CHECK(policy_matcher_feed(&t, "\",\"thought\":\"", 13) == 0);
+}
+
+/* The parser: any JSON layout, errors that name the field, the schema's stricter rules. */
+static void test_parser(void)
+{
+	struct policy_step st;
+	char err[256];
+	static const char spaced[] =
+		"{ \"tool_call\" : {\"y\": 7, \"x\": 1000, \"tool_name\": \"click\", "
+		"\"element\": \"OK\", \"button\": \"right\"}, \"thought\": \"go\", \"note\": \"n\" }";
+	REQUIRE(policy_step_parse(spaced, strlen(spaced), &st, err, sizeof(err)) == 0);
+	CHECK_STR_EQ(st.note, "n");
+	CHECK_STR_EQ(st.thought, "go");
+	CHECK_INT_EQ(st.action.tool, IPC_TOOL_CLICK);
+	CHECK_INT_EQ(st.action.x, 1000);
+	CHECK_INT_EQ(st.action.y, 7);
+	CHECK_INT_EQ(st.action.button, IPC_BUTTON_RIGHT);
+	char *canon = policy_step_to_json(&st);
+	CHECK_STR_EQ(canon, "{\"note\":\"n\",\"thought\":\"go\",\"tool_call\":{\"tool_name\":\"click\","
+			    "\"element\":\"OK\",\"x\":1000,\"y\":7,\"button\":\"right\"}}");
+	free(canon);
+	policy_step_finish(&st);
+
+	/* Defaults are written out by the serializer. */
+	static const char minimal[] =
+		PRE "\"scroll\",\"element\":\"list\",\"x\":5,\"y\":6,\"direction\":\"down\"}}";
+	REQUIRE(policy_step_parse(minimal, strlen(minimal), &st, err, sizeof(err)) == 0);
+	CHECK(st.note == NULL);
+	canon = policy_step_to_json(&st);
+	CHECK_STR_EQ(canon, PRE "\"scroll\",\"element\":\"list\",\"x\":5,\"y\":6,\"direction\":"
+				"\"down\",\"scroll_size\":5}}");
+	free(canon);
+	policy_step_finish(&st);
+
+	static const struct {
+		const char *text;
+		int err;
+		const char *msg;
+	} bads[] = {
+		{"[]", -EINVAL, "expected a step object"},
+		{"{\"note\":null,\"thought\":\"t\"", -EINVAL, "invalid JSON"},
+		{"{\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"wait\",\"duration\":1}}", -EINVAL,
+		 "note: missing"},
+		{"{\"note\":null,\"tool_call\":{\"tool_name\":\"wait\",\"duration\":1}}", -EINVAL,
+		 "thought: missing"},
+		{"{\"note\":null,\"thought\":\"t\"}", -EINVAL, "tool_call: missing"},
+		{"{\"note\":1,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"wait\",\"duration\":1}}",
+		 -EINVAL, "note: expected a string"},
+		{"{\"note\":null,\"thought\":\"t\",\"extra\":1,\"tool_call\":{}}", -EINVAL,
+		 "extra: unknown field"},
+		{PRE "\"click\",\"x\":1,\"y\":2}}", -EINVAL, "tool_call.element: missing"},
+		{PRE "\"wait\",\"duration\":1.5}}", -EINVAL, "tool_call.duration: expected an integer"},
+		{PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":1001}}", -EINVAL,
+		 "tool_call.y: 1001 is out of range 0..1000"},
+		{PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":1,\"direction\":\"up\"}}", -EINVAL,
+		 "tool_call.direction: unknown field for tool 'click'"},
+		{PRE "\"hotkey\",\"keys\":[\"ctrl\",\"ctr\"]}}", -EINVAL,
+		 "tool_call.keys[1]: unknown key name 'ctr'"},
+		{PRE "\"hotkey\",\"keys\":[\"arrow_left\"]}}", -EINVAL,
+		 "tool_call.keys[0]: 'arrow_left' is not a key name of the schema"},
+		{PRE "\"fly\"}}", -EINVAL, "tool_call.tool_name: unknown tool 'fly'"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bads); i++) {
+		memset(&st, 0x5a, sizeof(st));
+		err[0] = 0;
+		int r = policy_step_parse(bads[i].text, strlen(bads[i].text), &st, err, sizeof(err));
+		CHECK_INT_EQ(r, bads[i].err);
+		bool has = strstr(err, bads[i].msg) != NULL;
+		if (!has)
+			fprintf(stderr, "case %zu: message '%s' lacks the expected text\n", i, err);
+		CHECK(has);
+		CHECK(((unsigned char *)&st)[0] == 0x5a); /* untouched on error */
+	}
+	/* Over the named limits, counted as written: 1023 bytes and a newline decode to 1024 bytes
+	 * but are written as 1025. */
+	char *big = malloc(POLICY_MAX_THOUGHT_BYTES + 200);
+	for (int nl = 0; nl < 2; nl++) {
+		int n = snprintf(big, 64, "{\"note\":null,\"thought\":\"");
+		memset(big + n, 'x', POLICY_MAX_THOUGHT_BYTES + 1);
+		n += POLICY_MAX_THOUGHT_BYTES + 1;
+		if (nl)
+			big[n - 2] = '\\', big[n - 1] = 'n';
+		snprintf(big + n, 100, "\",\"tool_call\":{\"tool_name\":\"wait\",\"duration\":1}}");
+		err[0] = 0;
+		CHECK_INT_EQ(policy_step_parse(big, strlen(big), &st, err, sizeof(err)), -E2BIG);
+		CHECK_STR_EQ(err, "thought: 1025 bytes exceed the limit of 1024");
+		/* One byte less is within the limit. */
+		memmove(big + 30, big + 31, strlen(big + 31) + 1);
+		CHECK_INT_EQ(policy_step_parse(big, strlen(big), &st, err, sizeof(err)), 0);
+		policy_step_finish(&st);
+	}
+	free(big);
+}
+
+/* The grammar's layout and ipc's action parser agree: for every tool, every argument name of
+ * any tool is accepted by ipc exactly when the layout lists it for that tool, and every enum
+ * spelling means the enum value of its index. */
+static void test_agrees_with_ipc(void)
+{
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		REQUIRE(l);
+		char base[1024], val[256];
+		int off = snprintf(base, sizeof(base), "{\"tool_name\":\"%s\"",
+				   ipc_tool_to_string((enum ipc_tool)t));
+		for (size_t i = 0; i < l->n_args; i++) {
+			corpus_value(val, sizeof(val), &l->args[i], 1);
+			if (l->args[i].required)
+				off += snprintf(base + off, sizeof(base) - (size_t)off, ",\"%s\":%s",
+						l->args[i].name, val);
+		}
+		struct ipc_action a;
+		char err[256];
+		char call[1400];
+		snprintf(call, sizeof(call), "%s}", base);
+		CHECK_INT_EQ(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err,
+					      sizeof(err)), 0);
+		ipc_action_finish(&a);
+		/* Every argument of every tool, added to this tool. */
+		for (int u = 0; u < IPC_TOOL_COUNT_; u++) {
+			const struct policy_tool_layout *lu = policy_tool_layout((enum ipc_tool)u);
+			for (size_t i = 0; i < lu->n_args; i++) {
+				bool listed = false, present = false;
+				for (size_t j = 0; j < l->n_args; j++) {
+					if (strcmp(l->args[j].name, lu->args[i].name) == 0) {
+						listed = true;
+						present = l->args[j].required;
+					}
+				}
+				if (present)
+					continue;
+				corpus_value(val, sizeof(val), &lu->args[i], 2);
+				snprintf(call, sizeof(call), "%s,\"%s\":%s}", base, lu->args[i].name,
+					 val);
+				int r = ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err,
+							 sizeof(err));
+				if ((r == 0) != listed)
+					fprintf(stderr, "ipc and layout disagree: %s -> %s\n", call,
+						r ? err : "accepted");
+				CHECK((r == 0) == listed);
+				if (r == 0)
+					ipc_action_finish(&a);
+			}
+			/* A required argument left out is refused by ipc too, except `element`,
+			 * which only the model's schema requires. */
+		}
+		for (size_t j = 0; j < l->n_args; j++) {
+			if (!l->args[j].required || strcmp(l->args[j].name, "element") == 0)
+				continue;
+			char *p = strstr(base, l->args[j].name) - 2;
+			char *e = strchr(p + 1, ',');
+			snprintf(call, sizeof(call), "%.*s%s}", (int)(p - base), base, e ? e : "");
+			CHECK(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err,
+					       sizeof(err)) < 0);
+		}
+	}
+	for (int b = 0; b < 3; b++) {
+		char call[256];
+		struct ipc_action a;
+		snprintf(call, sizeof(call), "{\"tool_name\":\"click\",\"x\":1,\"y\":1,\"button\":\"%s\"}",
+			 policy_button_names[b]);
+		REQUIRE(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, NULL, 0) == 0);
+		CHECK_INT_EQ(a.button, b);
+		ipc_action_finish(&a);
+	}
+	for (int d = 0; d < 4; d++) {
+		char call[256];
+		struct ipc_action a;
+		snprintf(call, sizeof(call), "{\"tool_name\":\"scroll\",\"x\":1,\"y\":1,\"direction\":"
+					     "\"%s\"}", policy_direction_names[d]);
+		REQUIRE(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, NULL, 0) == 0);
+		CHECK_INT_EQ(a.direction, d);
+		ipc_action_finish(&a);
+	}
+	/* Every key name of the grammar is one x11 knows (the grammar refuses to build
+	 * otherwise); the list is what the parser holds steps to. */
+	for (size_t i = 0; policy_key_name(i); i++) {
+		uint32_t ks;
+		CHECK(x11_key_lookup(policy_key_name(i), &ks) == 0);
+		CHECK(policy_key_name_ok(policy_key_name(i)));
+	}
+	CHECK(!policy_key_name_ok("f25"));
+	CHECK(!policy_key_name_ok("f0"));
+	CHECK(policy_key_name_ok("F24"));
+	CHECK(!policy_key_name_ok(""));
+	CHECK(!policy_key_name_ok("\x01"));
+}
+
+int main(void)
+{
+	g = policy_grammar_create_holo3();
+	REQUIRE(g);
+	CHECK(policy_format_find("holo3") == &policy_format_holo3);
+	CHECK(policy_format_find("holo1") == NULL);
+	test_corpus();
+	test_rejects();
+	test_string_budget();
+	test_parser();
+	test_agrees_with_ipc();
+	policy_grammar_destroy(g);
+	return test_exit();
+}
