@@ -231,8 +231,9 @@ struct engine_generate_params {
 	int max_new_tokens;     /* > 0 */
 	const int32_t *stop_ids; /* generation ends after emitting one of these (it is returned) */
 	size_t n_stop_ids;
-	/* Optional. Decoded text as it becomes complete (needs a tokenizer; special tokens are
-	 * skipped). Return nonzero to stop generating. */
+	/* Optional. Decoded text as it becomes complete (needs a tokenizer; special tokens and ids
+	 * the tokenizer cannot name, such as padding rows of the vocabulary, add no text). Return
+	 * nonzero to stop generating. */
 	int (*on_text)(void *userdata, const char *text, size_t len);
 	/* Optional. Every logits row the loop computes, in order: one per prompt position, then
 	 * one per generated token fed back into the session. Return nonzero to stop. */
@@ -335,7 +336,9 @@ int engine_vision_preprocess(const struct engine_image *img,
  * creation and may be used by several threads at once. */
 struct engine_vision;
 
-/* Returns NULL and sets errno: ENOENT when the checkpoint has no vision tower, EINVAL (with one
+/* Reads the preprocessing from config.json and, when the model directory has one,
+ * preprocessor_config.json (as engine_vision_read_preprocessor_config() does).
+ * Returns NULL and sets errno: ENOENT when the checkpoint has no vision tower, EINVAL (with one
  * sentence in errbuf) for missing or mis-shaped vision tensors or unsupported settings
  * (ps_version other than "v2", a projector width other than the LM's hidden size), EFBIG for a
  * size over a limit, ENOMEM. */
@@ -389,3 +392,128 @@ int engine_vision_encode_image(const struct engine_vision *v, const struct engin
 int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
 			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
 			 size_t errlen);
+
+/* ==== chat (chat.c) ====================================================================== */
+
+/* The prompt format of the Nemotron-Nano-VL v2 family (model.md 5.2), rendered straight to token
+ * ids with the checkpoint's tokenizer, turn by turn:
+ *
+ *   system     <SPECIAL_10>System\n{text}\n                      (first turn only, optional)
+ *   user       <SPECIAL_11>User\n{text}\n
+ *   assistant  <SPECIAL_11>Assistant\n{text after the last </think>}\n<SPECIAL_12>\n
+ *   generation <SPECIAL_11>Assistant\n<think></think>             (reasoning off)
+ *              <SPECIAL_11>Assistant\n<think>\n                   (reasoning on)
+ *
+ * {text} is stripped of surrounding whitespace (as Python's str.strip()) and, in system and user
+ * turns, of every "/think" and "/no_think"; each of those switches reasoning on / off for the
+ * following generation prompts (the last one written wins; the default is the `reasoning`
+ * option). Each `<image>` placeholder in a user turn becomes <img> + <image> x (tokens_per_tile x
+ * tiles) + </img>; a user turn with images but no placeholder gets "<image>\n" per image in
+ * front of its text (vLLM's convention). The rendered text is then tokenized as HF
+ * `tokenizer.encode(text, add_special_tokens=False)` does, so the ids equal those of the
+ * reference template + processor + tokenizer. Marker ids come from the tokenizer, never from
+ * constants. Message text may not contain special tokens of its own (-EINVAL): a task text
+ * cannot forge a turn.
+ *
+ * Rendering a conversation turn by turn gives exactly the ids of rendering it at once, so a
+ * persistent session appends only the new turn (an agent step: observation image + text, then
+ * the generation prompt). A struct engine_chat holds that small conversation state (whether a
+ * turn was rendered, the reasoning switch); it is used by one thread at a time. */
+
+#define ENGINE_CHAT_MAX_TEXT_BYTES (4u << 20) /* one message's text */
+#define ENGINE_CHAT_MAX_IMAGES 64             /* images in one message */
+
+enum engine_chat_role {
+	ENGINE_CHAT_SYSTEM,
+	ENGINE_CHAT_USER,
+	ENGINE_CHAT_ASSISTANT,
+};
+
+struct engine_chat_message {
+	enum engine_chat_role role;
+	const char *text;        /* UTF-8, NUL-terminated */
+	const int *image_tiles;  /* tiles (engine_vision_grid.n_tiles) of each image, in order */
+	size_t n_images;         /* user turns only */
+};
+
+/* Where one image's <image> positions are in engine_chat_tokens.ids. */
+struct engine_chat_image {
+	size_t begin; /* first <image> position */
+	size_t n;     /* tiles * tokens_per_tile positions: the image's embedding rows */
+	int n_tiles;
+};
+
+/* Rendered ids, accumulated over calls: each render call appends to it. Start from a zeroed
+ * struct; engine_chat_tokens_finish() frees it (and accepts a zeroed one). */
+struct engine_chat_tokens {
+	int32_t *ids;
+	size_t n_ids;
+	struct engine_chat_image *images;
+	size_t n_images;
+	char *text;      /* the rendered text the ids encode, NUL-terminated (NULL when empty) */
+	size_t text_len;
+};
+void engine_chat_tokens_finish(struct engine_chat_tokens *t);
+
+struct engine_chat;
+
+/* A renderer over `tok` (must outlive it). vision may be NULL for text only (images are then
+ * -EINVAL); with it, tokens per tile come from engine_vision_tokens_per_tile() and the config's
+ * image token must be the tokenizer's "<image>". `reasoning` is the default of the generation
+ * prompt. Returns NULL and sets errno: EINVAL with one sentence in errbuf when the tokenizer
+ * lacks a marker of the format (e.g. "the tokenizer has no token '<SPECIAL_11>'"), ENOMEM. */
+struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
+				       const struct engine_vision *vision, bool reasoning,
+				       char *errbuf, size_t errlen);
+/* Accepts NULL. */
+void engine_chat_destroy(struct engine_chat *c);
+/* Back to an empty conversation (the reasoning default restored). */
+void engine_chat_reset(struct engine_chat *c);
+
+/* Renders one turn and appends its ids (and image ranges) to *out. Returns 0; -EINVAL (one
+ * sentence in errbuf) for a system turn that is not the first, images outside a user turn, a
+ * placeholder count that is neither 0 nor n_images, a tile count outside
+ * 1..ENGINE_VISION_MAX_TILES + 1, or a special token in the text; -EILSEQ for invalid UTF-8;
+ * -E2BIG above a limit; -ENOMEM. On error neither *out nor the conversation state changes. */
+int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *m,
+		       struct engine_chat_tokens *out, char *errbuf, size_t errlen);
+/* Appends the generation prompt (reasoning as the conversation so far says). Returns 0 or
+ * -ENOMEM. */
+int engine_chat_generation_prompt(struct engine_chat *c, struct engine_chat_tokens *out);
+/* After generating an answer into a session: the ids that close the assistant turn
+ * ("<SPECIAL_12>\n"), to append instead of the stop id engine_generate() returned, so the next
+ * user turn follows a closed turn. Returns 0 or -ENOMEM. */
+int engine_chat_close_generation(struct engine_chat *c, struct engine_chat_tokens *out);
+/* Resets, then renders n messages and, when add_generation_prompt, the generation prompt:
+ * the whole-conversation form of the calls above. Same errors as engine_chat_append(). */
+int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *msgs, size_t n,
+		       bool add_generation_prompt, struct engine_chat_tokens *out, char *errbuf,
+		       size_t errlen);
+/* Whether the next generation prompt opens reasoning (<think>\n). */
+bool engine_chat_reasoning(const struct engine_chat *c);
+/* The ids generation stops at: end of turn (<SPECIAL_12>) and, when the tokenizer has it,
+ * </s>. Writes up to 2 ids to ret_ids and returns how many. */
+size_t engine_chat_stop_ids(const struct engine_chat *c, int32_t ret_ids[2]);
+/* The tokenizer's "<image>" id (what engine_vision_splice() looks for). */
+int32_t engine_chat_image_token(const struct engine_chat *c);
+
+/* The chat template a checkpoint ships, compared with the format rendered here. */
+enum engine_chat_template {
+	ENGINE_CHAT_TEMPLATE_KNOWN,     /* it has every marker of model.md 5.2 */
+	ENGINE_CHAT_TEMPLATE_NONE,      /* the checkpoint ships none: the built-in format is used */
+	ENGINE_CHAT_TEMPLATE_DIFFERENT, /* a different format: the prompts rendered here may not be
+					 * what the model was trained on */
+};
+/* Checks template source text (Jinja). Returns an enum engine_chat_template (never NONE) and,
+ * for DIFFERENT, writes one sentence to msg naming the markers it lacks and any foreign chat
+ * markers it has, e.g. "the chat template lacks '<SPECIAL_11>User', '<SPECIAL_12>' and uses
+ * '<|im_start|>'". `name` (e.g. the file) starts the sentence when non-NULL. */
+int engine_chat_check_template(const char *name, const char *source, size_t len, char *msg,
+			       size_t msglen);
+/* Checks the model directory's chat_template.jinja and tokenizer_config.json `chat_template`
+ * (a string, or a list of {name, template} of which "default" or else the first is used).
+ * Returns an enum engine_chat_template (msg says which file and what differs; for NONE it says
+ * that the built-in format is used), or -EINVAL (one sentence in msg) for an unreadable or
+ * malformed file, -EFBIG above ENGINE_CHAT_MAX_TEMPLATE_BYTES, -ENOMEM. */
+#define ENGINE_CHAT_MAX_TEMPLATE_BYTES (16u << 20)
+int engine_chat_check_model(const struct engine_model *model, char *msg, size_t msglen);

@@ -67,7 +67,9 @@ int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok
 		bool stop = is_stop(p, id) || n == (size_t)p->max_new_tokens;
 		if (p->on_token && p->on_token(p->userdata, id))
 			stop = true;
-		if (detok) {
+		/* ids the tokenizer cannot name (padding rows of the embedding) add no text, as in
+		 * HF decode */
+		if (detok && engine_tokenizer_token_str(tok, id)) {
 			const char *text;
 			size_t len;
 			r = engine_detok_push(detok, id, &text, &len);
