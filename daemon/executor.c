@@ -11,24 +11,13 @@
 #include "common.h"
 
 #define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
-#define KILL_SWITCH_ERROR "stopped by the kill switch (Escape pressed twice on the keyboard)"
-
-struct run {
-	const struct executor_env *env;
-	const struct executor_task *t;
-	struct x11_display *d;
-	struct x11_rect monitor;
-	int root_w, root_h;
-	uint64_t deadline_us; /* monotonic */
-};
 
 static const char *stop_error(int r)
 {
-	return r == -ECANCELED ? "cancelled" : r == -ETIME ? "max_seconds budget exhausted" : NULL;
+	return r == -ECANCELED ? "cancelled" : r == -ETIME ? "max_seconds budget exhausted" : "stopped";
 }
 
-/* Sleeps `usec` in slices: -ECANCELED when stopped, -ETIME at the task's deadline. */
-static int sleep_checked(struct run *run, uint64_t usec)
+int executor_sleep(struct executor_run *run, uint64_t usec)
 {
 	uint64_t end = time_mono_us() + usec;
 	for (;;) {
@@ -64,7 +53,7 @@ static enum x11_scroll to_x11_scroll(enum ipc_direction d)
 }
 
 /* Model or pixel coordinates to root pixels. */
-static int map_point(struct run *run, const struct journal_step *s, int x, int y, int *px, int *py,
+static int map_point(struct executor_run *run, const struct journal_step *s, int x, int y, int *px, int *py,
 		     char *err, size_t errlen)
 {
 	int r;
@@ -86,7 +75,7 @@ static int map_point(struct run *run, const struct journal_step *s, int x, int y
 }
 
 /* Performs one action. Writes a short factual result, or an error message. */
-static int inject(struct run *run, const struct ipc_action *a, const struct journal_step *s,
+static int inject(struct executor_run *run, const struct ipc_action *a, const struct journal_step *s,
 		  char *result, size_t rlen, char *err, size_t errlen)
 {
 	struct x11_display *d = run->d;
@@ -148,7 +137,7 @@ static int inject(struct run *run, const struct ipc_action *a, const struct jour
 		snprintf(result, rlen, "released %s", a->key);
 		break;
 	case IPC_TOOL_WAIT:
-		r = sleep_checked(run, a->duration_ms * 1000ull);
+		r = executor_sleep(run, a->duration_ms * 1000ull);
 		if (r < 0) {
 			snprintf(err, errlen, "%s during wait", stop_error(r));
 			return r;
@@ -167,7 +156,7 @@ static int inject(struct run *run, const struct ipc_action *a, const struct jour
 	return r;
 }
 
-static int capture(struct run *run, struct x11_frame **ret, char *err, size_t errlen)
+static int capture(struct executor_run *run, struct x11_frame **ret, char *err, size_t errlen)
 {
 	int r = x11_capture(run->d, &run->monitor, ret);
 	if (r < 0)
@@ -175,22 +164,24 @@ static int capture(struct run *run, struct x11_frame **ret, char *err, size_t er
 	return r;
 }
 
-/* One step: returns 0, 1 when the task ends successfully (answer), or a negative errno with
- * `err` filled (the task fails, or stops on -ECANCELED / -ETIME). */
-static int run_step(struct run *run, int index, const struct ipc_action *a, char **ret_answer,
-		    char *err, size_t errlen)
+int executor_step(struct executor_run *run, int index, const struct ipc_action *a,
+		  enum ipc_coords coords, struct x11_frame *before, uint64_t capture_us,
+		  const struct journal_agent_step *agent, char *result, size_t rlen,
+		  char **ret_answer, bool *ret_action_failed, char *err, size_t errlen)
 {
 	const struct ipc_task_request *req = run->t->req;
 	const bool dry = req->options.dry_run;
 	struct journal_step s = {0};
 	struct journal_step_timing tm = {0};
-	struct x11_frame *frame = NULL;
-	char result[256] = "";
+	struct x11_frame *frame = before;
 	char *tool_call = NULL;
 	int r;
 
+	*ret_action_failed = false;
+	result[0] = '\0';
 	tool_call = ipc_action_to_json(a);
 	if (!tool_call) {
+		x11_frame_destroy(frame);
 		snprintf(err, errlen, "cannot serialise the action");
 		return -ENOMEM;
 	}
@@ -198,7 +189,8 @@ static int run_step(struct run *run, int index, const struct ipc_action *a, char
 	s.index = index;
 	s.tool_call = tool_call;
 	s.tool_name = ipc_tool_to_string(a->tool);
-	s.coords = req->coords;
+	s.agent = agent;
+	s.coords = coords;
 	s.has_point = ipc_tool_has_point(a->tool);
 	s.has_point2 = a->tool == IPC_TOOL_DRAG;
 	s.model_x = a->x;
@@ -210,12 +202,12 @@ static int run_step(struct run *run, int index, const struct ipc_action *a, char
 	s.started_us = time_real_us();
 
 	uint64_t t0 = time_mono_us();
-	if ((r = capture(run, &frame, err, errlen)) < 0)
+	if (!frame && (r = capture(run, &frame, err, errlen)) < 0)
 		goto free_call;
 	s.image_w = frame->width;
 	s.image_h = frame->height;
 	uint64_t t1 = time_mono_us();
-	tm.capture_us = t1 - t0;
+	tm.capture_us = before ? capture_us : t1 - t0;
 
 	char maperr[160] = "";
 	int mr = 0;
@@ -239,18 +231,20 @@ static int run_step(struct run *run, int index, const struct ipc_action *a, char
 	if (mr < 0) {
 		r = mr;
 		snprintf(err, errlen, "%s", maperr);
+		*ret_action_failed = true;
 	} else if (dry) {
 		r = 0;
-		snprintf(result, sizeof(result), "dry run: nothing injected");
+		snprintf(result, rlen, "dry run: nothing injected");
 	} else {
-		r = inject(run, a, &s, result, sizeof(result), err, errlen);
+		r = inject(run, a, &s, result, rlen, err, errlen);
+		*ret_action_failed = r < 0 && r != -ECANCELED && r != -ETIME;
 	}
 	uint64_t t3 = time_mono_us();
 	tm.inject_us = t3 - t2;
 
 	unsigned settle = run->t->settle_ms;
 	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER) {
-		int sr = sleep_checked(run, settle * 1000ull);
+		int sr = executor_sleep(run, settle * 1000ull);
 		/* A stop during the settle pause is noticed at the next step; this one is done. */
 		(void)sr;
 	}
@@ -271,6 +265,7 @@ static int run_step(struct run *run, int index, const struct ipc_action *a, char
 	if (jr < 0 && r >= 0) {
 		r = jr;
 		snprintf(err, errlen, "journal: %s", strerror(-jr));
+		*ret_action_failed = false;
 	}
 	run->env->progress(run->env->userdata);
 	if (r >= 0 && a->tool == IPC_TOOL_ANSWER) {
@@ -300,43 +295,67 @@ static void set_outcome(struct executor_outcome *ret, enum ipc_task_status statu
 	}
 }
 
-static bool connection_lost(int r)
+bool executor_connection_lost(int r)
 {
 	return r == -EIO || r == -EPIPE || r == -ECONNRESET || r == -X11_ERR_NO_DISPLAY;
 }
 
-void executor_run(const struct executor_env *env, struct x11_display **d, const char *display_name,
-		  const struct executor_task *t, struct executor_outcome *ret)
+int executor_begin(const struct executor_env *env, struct x11_display **d,
+		   const char *display_name, const struct executor_task *t,
+		   struct executor_run *ret, char *err, size_t errlen)
 {
-	struct run run = {.env = env, .t = t};
-	const struct ipc_task_request *req = t->req;
-	char err[512];
-	char *answer = NULL;
-	int r = 0;
+	struct executor_run run = {.env = env, .t = t};
 
 	run.deadline_us = time_mono_us() + t->max_seconds * 1000000ull;
-	if (req->kind != IPC_TASK_KIND_SCRIPT) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "no model loaded: only scripts can run");
-		return;
-	}
 	if (!*d) {
 		*d = x11_display_open(display_name);
 		if (!*d) {
 			int e = errno;
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot open display %s: %s",
-				    display_name ? display_name : "$DISPLAY", x11_strerror(-e));
-			return;
+			snprintf(err, errlen, "cannot open display %s: %s",
+				 display_name ? display_name : "$DISPLAY", x11_strerror(-e));
+			return -e;
 		}
 	}
 	run.d = *d;
 	x11_display_size(run.d, &run.root_w, &run.root_h);
 	if (x11_display_monitors(run.d, &run.monitor, 1) < 1)
 		run.monitor = (struct x11_rect){0, 0, run.root_w, run.root_h};
+	*ret = run;
+	return 0;
+}
 
+void executor_end(struct executor_run *run, struct x11_display **d, int last_error)
+{
+	/* Never leave a key or button held after a task, whatever its outcome. */
+	if (x11_release_all(run->d) < 0 || executor_connection_lost(last_error)) {
+		x11_display_close(*d);
+		*d = NULL;
+	}
+}
+
+void executor_run(const struct executor_env *env, struct x11_display **d, const char *display_name,
+		  const struct executor_task *t, struct executor_outcome *ret)
+{
+	struct executor_run run;
+	const struct ipc_task_request *req = t->req;
+	char err[512];
+	char result[256];
+	char *answer = NULL;
+	bool action_failed;
+	int r = 0;
+
+	if (req->kind != IPC_TASK_KIND_SCRIPT) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "not a script task");
+		return;
+	}
+	if (executor_begin(env, d, display_name, t, &run, err, sizeof(err)) < 0) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", err);
+		return;
+	}
 	for (size_t i = 0; i < req->n_actions; i++) {
 		int stop = atomic_load(t->stop);
 		if (stop == EXECUTOR_KILL) {
-			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", KILL_SWITCH_ERROR);
+			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
 			goto release;
 		}
 		if (stop == EXECUTOR_CANCEL) {
@@ -361,7 +380,8 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 			goto release;
 		}
 		err[0] = '\0';
-		r = run_step(&run, (int)i, &req->actions[i], &answer, err, sizeof(err));
+		r = executor_step(&run, (int)i, &req->actions[i], req->coords, NULL, 0, NULL, result,
+				  sizeof(result), &answer, &action_failed, err, sizeof(err));
 		if (r == 1) {
 			set_outcome(ret, IPC_TASK_SUCCEEDED, answer, NULL);
 			goto release;
@@ -371,7 +391,7 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 			if (stop == EXECUTOR_SHUTDOWN)
 				set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
 			else if (stop == EXECUTOR_KILL)
-				set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", KILL_SWITCH_ERROR);
+				set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
 			else
 				set_outcome(ret, IPC_TASK_CANCELLED, NULL,
 					    "cancelled during step %zu (%s)", i,
@@ -393,9 +413,5 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 	set_outcome(ret, IPC_TASK_SUCCEEDED, NULL, NULL);
 
 release:
-	/* Never leave a key or button held after a task, whatever its outcome. */
-	if (x11_release_all(run.d) < 0 || connection_lost(r)) {
-		x11_display_close(*d);
-		*d = NULL;
-	}
+	executor_end(&run, d, r);
 }

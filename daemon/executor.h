@@ -1,9 +1,12 @@
 /* executor: runs one script task on the executor thread: maps each action to x11.h calls,
  * journals every step with its screenshots, enforces budgets, honours cancel and dry run.
- * Internal to the scheduler (scheduler.c owns the thread and the X connection). */
+ * The agent (agent.c) drives the same step function with the model's actions, so a model's
+ * click and a script's click take one code path. Internal to the scheduler (scheduler.c owns
+ * the thread and the X connection). */
 #pragma once
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ipc.h"
@@ -17,6 +20,9 @@ enum executor_stop {
 	EXECUTOR_SHUTDOWN, /* holod is stopping */
 	EXECUTOR_KILL,     /* the kill switch fired (Escape pressed twice on a real keyboard) */
 };
+
+#define EXECUTOR_KILL_SWITCH_ERROR \
+	"stopped by the kill switch (Escape pressed twice on the keyboard)"
 
 struct executor_task {
 	int64_t id;
@@ -38,6 +44,39 @@ struct executor_outcome {
 	char *result;
 	char *error;
 };
+
+/* One task's use of the display, between executor_begin and executor_end. */
+struct executor_run {
+	const struct executor_env *env;
+	const struct executor_task *t;
+	struct x11_display *d;
+	struct x11_rect monitor; /* the primary monitor: what is captured and mapped against */
+	int root_w, root_h;
+	uint64_t deadline_us;    /* monotonic, from max_seconds */
+};
+
+/* Opens the display if needed (*d NULL) and fills *ret. -errno with err filled on failure. */
+int executor_begin(const struct executor_env *env, struct x11_display **d,
+		   const char *display_name, const struct executor_task *t,
+		   struct executor_run *ret, char *err, size_t errlen);
+/* Releases every held key and button; closes *d when that fails or when last_error says the
+ * connection was lost, so the next task reconnects. */
+void executor_end(struct executor_run *run, struct x11_display **d, int last_error);
+/* True for errors that mean the X connection is gone. */
+bool executor_connection_lost(int err);
+/* Sleeps in slices: 0, -ECANCELED when the task is stopped, -ETIME at its deadline. */
+int executor_sleep(struct executor_run *run, uint64_t usec);
+
+/* One journaled action. `before` (owned, may be NULL: captured here) is the screenshot the step
+ * is decided on; `agent` (may be NULL) is what the model said. Writes the step's factual result
+ * (on success) or error text. Returns 0, 1 when the action was `answer` (*ret_answer receives
+ * its content), or a negative errno: -ECANCELED / -ETIME (stopped during a wait), or a failure;
+ * *ret_action_failed tells a failure of the action itself (mapping, injection) from one of the
+ * machinery (capture, journal). */
+int executor_step(struct executor_run *run, int index, const struct ipc_action *a,
+		  enum ipc_coords coords, struct x11_frame *before, uint64_t capture_us,
+		  const struct journal_agent_step *agent, char *result, size_t rlen,
+		  char **ret_answer, bool *ret_action_failed, char *err, size_t errlen);
 
 /* Runs `t` on display `*d` (opened lazily here from `display_name` when *d is NULL, and closed
  * again when the connection fails so the next task reconnects). */

@@ -173,11 +173,13 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 	json_t *snap = scheduler_snapshot(s->ctx.scheduler);
 	if (!snap)
 		return MHD_NO;
-	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:n, s:O, s:O, s:O, s:s, s:s}", "version",
+	json_t *model = engine_thread_status(s->ctx.engine);
+	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:s, s:s}", "version",
 			  HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
 			  (json_int_t)getpid(), "display",
 			  s->ctx.display ? json_string(s->ctx.display) : json_null(), "virtual_display",
-			  s->ctx.virtual_display, "model", "running", json_object_get(snap, "running"),
+			  s->ctx.virtual_display, "model", model ? model : json_null(), "running",
+			  json_object_get(snap, "running"),
 			  "queue", json_object_get(snap, "queue"), "display_connected",
 			  json_object_get(snap, "connected"), "socket", s->ctx.socket_path,
 			  "state_dir", s->ctx.state_dir);
@@ -221,10 +223,19 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 	if (r < 0)
 		return parse_error(c, r, msg);
 	if (tr->kind == IPC_TASK_KIND_INSTRUCTION) {
-		ipc_task_request_destroy(tr);
-		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_MODEL,
-				  "no model loaded: holod was started without a model; scripted "
-				  "tasks work (send {\"script\": [...]})");
+		/* A model still loading accepts the task: it waits in the queue for the load. */
+		enum engine_thread_state es = engine_thread_state(s->ctx.engine);
+		if (es == ENGINE_THREAD_NONE || es == ENGINE_THREAD_FAILED) {
+			ipc_task_request_destroy(tr);
+			if (es == ENGINE_THREAD_FAILED)
+				return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_MODEL,
+						  "no model loaded: %s; scripted tasks work (send "
+						  "{\"script\": [...]})",
+						  engine_thread_error(s->ctx.engine));
+			return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_MODEL,
+					  "no model loaded: holod was started without a model; "
+					  "scripted tasks work (send {\"script\": [...]})");
+		}
 	}
 	r = scheduler_submit(s->ctx.scheduler, tr, &id);
 	if (r == -ESHUTDOWN)

@@ -67,6 +67,21 @@ static const char *const migrations[] = {
 	"  PRIMARY KEY (task_id, idx, which),"
 	"  FOREIGN KEY (task_id, idx) REFERENCES steps (task_id, idx) ON DELETE CASCADE"
 	") WITHOUT ROWID;",
+	/* 1 -> 2: agent steps (instruction tasks). */
+	"ALTER TABLE steps ADD COLUMN thought TEXT;"
+	"ALTER TABLE steps ADD COLUMN note TEXT;"
+	"ALTER TABLE steps ADD COLUMN raw_output TEXT;"
+	"ALTER TABLE steps ADD COLUMN attempts INTEGER;"
+	"ALTER TABLE steps ADD COLUMN tiles INTEGER;"
+	"ALTER TABLE steps ADD COLUMN prompt TEXT"
+	"  CHECK (prompt IN ('persistent', 'window', 'rebuild'));"
+	"ALTER TABLE steps ADD COLUMN tokens_appended INTEGER;"
+	"ALTER TABLE steps ADD COLUMN tokens_decoded INTEGER;"
+	"ALTER TABLE steps ADD COLUMN session_tokens INTEGER;"
+	"ALTER TABLE steps ADD COLUMN preprocess_us INTEGER;"
+	"ALTER TABLE steps ADD COLUMN encode_us INTEGER;"
+	"ALTER TABLE steps ADD COLUMN prefill_us INTEGER;"
+	"ALTER TABLE steps ADD COLUMN decode_us INTEGER;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -511,6 +526,14 @@ finish:
 	return r;
 }
 
+static void bind_opt_text(sqlite3_stmt *st, int idx, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, idx, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, idx);
+}
+
 static void bind_opt_int(sqlite3_stmt *st, int idx, bool present, int v)
 {
 	if (present)
@@ -549,7 +572,34 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	bind_opt_int(st, 14, s->image_w > 0, s->image_w);
 	bind_opt_int(st, 15, s->image_h > 0, s->image_h);
 	sqlite3_bind_int64(st, 16, (sqlite3_int64)s->started_us);
+	if ((r = step_done(j, st)) < 0 || !s->agent)
+		goto finalize;
+	sqlite3_finalize(st);
+	if ((r = prepare(j, "UPDATE steps SET thought = ?3, note = ?4, raw_output = ?5,"
+			    " attempts = ?6, tiles = ?7, prompt = ?8, tokens_appended = ?9,"
+			    " tokens_decoded = ?10, session_tokens = ?11, preprocess_us = ?12,"
+			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15"
+			    " WHERE task_id = ?1 AND idx = ?2",
+			 &st)) < 0)
+		goto unlock;
+	const struct journal_agent_step *a = s->agent;
+	sqlite3_bind_int64(st, 1, s->task_id);
+	sqlite3_bind_int(st, 2, s->index);
+	bind_opt_text(st, 3, a->thought);
+	bind_opt_text(st, 4, a->note);
+	bind_opt_text(st, 5, a->raw_output);
+	sqlite3_bind_int(st, 6, a->attempts);
+	sqlite3_bind_int(st, 7, a->tiles);
+	bind_opt_text(st, 8, a->prompt);
+	sqlite3_bind_int64(st, 9, a->tokens_appended);
+	sqlite3_bind_int64(st, 10, a->tokens_decoded);
+	sqlite3_bind_int64(st, 11, a->session_tokens);
+	sqlite3_bind_int64(st, 12, (sqlite3_int64)a->preprocess_us);
+	sqlite3_bind_int64(st, 13, (sqlite3_int64)a->encode_us);
+	sqlite3_bind_int64(st, 14, (sqlite3_int64)a->prefill_us);
+	sqlite3_bind_int64(st, 15, (sqlite3_int64)a->decode_us);
 	r = step_done(j, st);
+finalize:
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);
@@ -637,6 +687,26 @@ static json_t *shot(sqlite3_stmt *st, int col)
 			 col_text(st, col + 1), "bytes", col_int(st, col + 2));
 }
 
+/* The agent columns from `col` on (null for script steps); adds the model's phases to the
+ * step's timings. */
+static json_t *agent_part(sqlite3_stmt *st, int col, json_t *timings)
+{
+	if (sqlite3_column_type(st, col + 3) == SQLITE_NULL)
+		return json_null();
+	if (timings) {
+		json_object_set_new(timings, "preprocess", col_int(st, col + 9));
+		json_object_set_new(timings, "encode", col_int(st, col + 10));
+		json_object_set_new(timings, "prefill", col_int(st, col + 11));
+		json_object_set_new(timings, "decode", col_int(st, col + 12));
+	}
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o}}", "thought",
+			 col_text(st, col), "note", col_text(st, col + 1), "raw_output",
+			 col_text(st, col + 2), "attempts", col_int(st, col + 3), "tiles",
+			 col_int(st, col + 4), "prompt", col_text(st, col + 5), "tokens",
+			 "appended", col_int(st, col + 6), "decoded", col_int(st, col + 7),
+			 "session", col_int(st, col + 8));
+}
+
 int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
 		      json_t **ret)
 {
@@ -652,7 +722,10 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.px, s.py, s.px2, s.py2, s.mon_x, s.mon_y, s.mon_w, s.mon_h,"
 			    " s.image_w, s.image_h, s.result, s.error, s.started_us, s.finished_us,"
 			    " s.capture_us, s.map_us, s.inject_us, s.settle_us, s.capture_after_us,"
-			    " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes"
+			    " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes,"
+			    " s.thought, s.note, s.raw_output, s.attempts, s.tiles, s.prompt,"
+			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
+			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"
@@ -671,6 +744,7 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			"{s:o, s:o, s:o, s:o, s:o}", "capture", col_int(st, 22), "map",
 			col_int(st, 23), "inject", col_int(st, 24), "settle", col_int(st, 25),
 			"capture_after", col_int(st, 26));
+		json_t *agent = agent_part(st, 33, timings);
 		json_t *o = json_pack(
 			"{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
 			" s:{s:o, s:o}}",
@@ -680,6 +754,10 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			col_text(st, 18), "error", col_text(st, 19), "started_at", col_time(st, 20),
 			"finished_at", col_time(st, 21), "timings_us", timings ? timings : json_null(),
 			"screenshots", "before", shot(st, 27), "after", shot(st, 30));
+		if (o && json_object_set_new(o, "agent", agent ? agent : json_null()) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (!o || json_array_append_new(arr, o) < 0) {
 			r = -ENOMEM;
 			sqlite3_finalize(st);

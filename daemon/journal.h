@@ -21,7 +21,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 1
+#define JOURNAL_SCHEMA_VERSION 2
 
 struct journal;
 
@@ -52,6 +52,19 @@ int journal_task_status(struct journal *j, int64_t id, enum ipc_task_status *ret
 int journal_task_list(struct journal *j, int status, unsigned limit, unsigned offset,
 		      json_t **ret);
 
+/* What the model did in an agent step (instruction tasks); strings may be NULL. */
+struct journal_agent_step {
+	const char *thought, *note;
+	const char *raw_output;   /* the decoded text of the last attempt, as sampled */
+	int attempts;             /* decode attempts (1 + invalid-step retries) */
+	int tiles;                /* image tiles sent for this step's observation */
+	const char *prompt;       /* "persistent", "window" or "rebuild" (persistent, rebuilt) */
+	long long tokens_appended; /* prompt tokens prefilled this step (observation + result) */
+	long long tokens_decoded;  /* tokens sampled for the step (all attempts) */
+	long long session_tokens;  /* session length after the step was decoded */
+	uint64_t preprocess_us, encode_us, prefill_us, decode_us;
+};
+
 /* One step, as the executor fills it in. */
 struct journal_step {
 	int64_t task_id;
@@ -66,6 +79,7 @@ struct journal_step {
 	struct x11_rect monitor;
 	int image_w, image_h; /* 0 when nothing was captured */
 	uint64_t started_us;
+	const struct journal_agent_step *agent; /* NULL for scripts */
 };
 
 struct journal_step_timing {

@@ -7,14 +7,17 @@
  *   executor thread  (scheduler.c) one per display: runs tasks FIFO, sole user of its X
  *                    connection.
  *   writer thread    (shotwriter.c) encodes, writes and hashes screenshots, journals them.
+ *   engine thread    (engine-thread.c) loads the model at start-up and owns it and every
+ *                    session; the executor hands it jobs for instruction tasks (agent.c).
  *   HTTP threads     (libmicrohttpd, one per connection) parse requests, submit/cancel through
  *                    the scheduler, read the journal.
  *   The journal (SQLite) is shared by all through its own mutex.
  *
  * Shutdown order matters: stop the scheduler first (the running task stops at a safe point,
  * held keys are released, the task and the queued ones are marked 'interrupted', waiters are
- * woken so event streams end), then the HTTP server (joins its threads), then the writer (drains
- * pending screenshots), then the journal; the socket is unlinked last. */
+ * woken so event streams end), then the HTTP server (joins its threads), then the engine thread
+ * (no job can be in flight once the executor is joined), then the writer (drains pending
+ * screenshots), then the journal; the socket is unlinked last. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "engine-thread.h"
 #include "holod-config.h"
 #include "http.h"
 #include "journal.h"
@@ -75,6 +79,7 @@ int main(int argc, char **argv)
 	struct journal *journal = NULL;
 	struct shotwriter *writer = NULL;
 	struct scheduler *sched = NULL;
+	struct engine_thread *engine = NULL;
 	struct http_server *http = NULL;
 	char *db_path = NULL, *shots_dir = NULL;
 	char reason[64] = "holod stopped";
@@ -157,21 +162,40 @@ int main(int argc, char **argv)
 		log_error_errno(-errno, "cannot start the screenshot writer");
 		goto stop_xvfb;
 	}
+	/* Loading runs on the engine thread: holod serves scripts while a large model maps. */
+	engine = engine_thread_create(cfg.model_dir);
+	if (!engine) {
+		log_error_errno(-errno, "cannot start the engine thread");
+		goto destroy_writer;
+	}
+	if (cfg.debug_unconstrained)
+		log_warning("--debug-unconstrained: steps are decoded without the step grammar");
 	struct scheduler_config sc = {
 		.display = cfg.display,
 		.settle_ms = cfg.settle_ms,
 		.max_steps = cfg.max_steps,
 		.max_seconds = cfg.max_seconds,
 		.kill_switch_ms = cfg.kill_switch_ms,
+		.agent = {
+			.engine = engine,
+			.history = (enum ipc_history)ipc_history_from_string(cfg.history),
+			.window = cfg.window,
+			.max_tiles = cfg.max_tiles,
+			.context_tokens = cfg.context_tokens,
+			.step_tokens = cfg.step_tokens,
+			.step_retries = cfg.step_retries,
+			.unconstrained = cfg.debug_unconstrained,
+		},
 	};
 	sched = scheduler_create(&sc, journal, writer);
 	if (!sched) {
 		log_error_errno(-errno, "cannot start the executor");
-		goto destroy_writer;
+		goto destroy_engine;
 	}
 	struct http_context hc = {
 		.scheduler = sched,
 		.journal = journal,
+		.engine = engine,
 		.state_dir = cfg.state_dir,
 		.display = cfg.display,
 		.socket_path = cfg.socket_path,
@@ -196,6 +220,8 @@ int main(int argc, char **argv)
 destroy_scheduler:
 	/* The writer calls back into nothing; the scheduler may go before it drains. */
 	scheduler_destroy(sched);
+destroy_engine:
+	engine_thread_destroy(engine);
 destroy_writer:
 	shotwriter_destroy(writer);
 stop_xvfb:

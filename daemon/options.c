@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "engine.h"
 #include "ipc.h"
 
 enum option_type {
@@ -17,6 +18,7 @@ enum option_type {
 	OPT_SIZE,   /* WxH */
 	OPT_LEVEL,  /* log level name */
 	OPT_FLAG,   /* command line only, no value */
+	OPT_HISTORY, /* an instruction task's history mode */
 };
 
 struct option_def {
@@ -54,6 +56,26 @@ static const struct option_def options[] = {
 	{"kill-switch-ms", "HOLOD_KILL_SWITCH_MS", OPT_UINT, OFF(kill_switch_ms), 0, 5000, "600",
 	 "MS", "two Escape presses on a real keyboard within MS stop the running task (0: off)",
 	 true},
+	{"model", "HOLOD_MODEL", OPT_PATH, OFF(model_dir), 0, 0, NULL, "DIR",
+	 "model checkpoint to load at start-up (config.json, safetensors, tokenizer.json); "
+	 "without one only scripts run", true},
+	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "persistent", "MODE",
+	 "default history mode of instruction tasks: persistent or window", true},
+	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",
+	 "default number of recent observations sent with their screenshot (window mode, and "
+	 "when a persistent session is rebuilt)", true},
+	{"max-tiles", "HOLOD_MAX_TILES", OPT_UINT, OFF(max_tiles), 0, IPC_MAX_TILES, "0", "N",
+	 "default image tile budget per observation (0: the checkpoint's)", true},
+	{"context-tokens", "HOLOD_CONTEXT_TOKENS", OPT_UINT, OFF(context_tokens), 1024,
+	 ENGINE_SESSION_MAX_TOKENS, "32768", "N",
+	 "session size of an instruction task; a persistent session is rebuilt before it is full",
+	 true},
+	{"step-tokens", "HOLOD_STEP_TOKENS", OPT_UINT, OFF(step_tokens), 16, 65536, "4096", "N",
+	 "most tokens decoded for one step (a longer step is invalid)", true},
+	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",
+	 "invalid steps retried (sampled again) before the task fails", true},
+	{"debug-unconstrained", NULL, OPT_FLAG, OFF(debug_unconstrained), 0, 0, NULL, NULL,
+	 "debug: decode steps without the step grammar (invalid steps become possible)", false},
 	{"log-level", "HOLOD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0, "info", "LEVEL",
 	 "error, warning, notice, info or debug", true},
 	{"dump-config", NULL, OPT_FLAG, OFF(dump_config), 0, 0, NULL, NULL,
@@ -135,6 +157,15 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	case OPT_FLAG:
 		*(bool *)base = true;
+		return 0;
+	case OPT_HISTORY:
+		if (ipc_history_from_string(value) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (persistent, window)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
 		return 0;
 	}
 	return -EINVAL;

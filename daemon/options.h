@@ -17,8 +17,16 @@ struct holod_config {
 	unsigned max_steps;  /* default step budget of a task */
 	unsigned max_seconds; /* default time budget of a task */
 	unsigned kill_switch_ms; /* double-Escape window of the kill switch; 0: off */
+	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
+	char *history;        /* default history mode of instruction tasks: persistent | window */
+	unsigned window;      /* default observations kept with their image (window mode, rebuilds) */
+	unsigned max_tiles;   /* default image tile budget per observation; 0: the checkpoint's */
+	unsigned context_tokens; /* session size; persistent sessions are rebuilt before it */
+	unsigned step_tokens; /* most tokens decoded for one step */
+	unsigned step_retries; /* invalid steps retried before the task fails */
 	char *log_level;
 	bool help, dump_config, version;
+	bool debug_unconstrained; /* debug: decode without the step grammar */
 };
 
 /* Fills `cfg` from argv, the environment and the config file. Returns 0, or -EINVAL after

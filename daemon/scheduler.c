@@ -21,6 +21,7 @@ struct task {
 struct scheduler {
 	char *display;
 	unsigned settle_ms, max_steps, max_seconds, kill_switch_ms;
+	struct agent_config agent;
 	struct journal *journal;
 	struct shotwriter *writer;
 
@@ -65,16 +66,20 @@ static void notify_cb(void *userdata)
 	scheduler_notify(userdata);
 }
 
-/* Runs on the kill switch's own thread. */
-static void kill_switch_fired(void *userdata)
+void scheduler_kill_switch(struct scheduler *s)
 {
-	struct scheduler *s = userdata;
 	pthread_mutex_lock(&s->lock);
 	if (s->running) {
 		log_warning("kill switch: stopping task %lld", (long long)s->running->id);
 		atomic_store(&s->running->stop, EXECUTOR_KILL);
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Runs on the kill switch's own thread. */
+static void kill_switch_fired(void *userdata)
+{
+	scheduler_kill_switch(userdata);
 }
 
 /* The kill switch listens on the display of the tasks; it is armed before a task runs, and
@@ -134,9 +139,15 @@ static void *executor_main(void *userdata)
 			.stop = &t->stop,
 		};
 		struct executor_outcome out = {0};
-		log_info("task %lld: running %zu actions%s", (long long)t->id, t->req->n_actions,
-			 o->dry_run ? " (dry run)" : "");
-		executor_run(&env, &d, s->display, &et, &out);
+		if (t->req->kind == IPC_TASK_KIND_INSTRUCTION) {
+			log_info("task %lld: running an instruction%s", (long long)t->id,
+				 o->dry_run ? " (dry run)" : "");
+			agent_run(&s->agent, &env, &d, s->display, &et, &out);
+		} else {
+			log_info("task %lld: running %zu actions%s", (long long)t->id,
+				 t->req->n_actions, o->dry_run ? " (dry run)" : "");
+			executor_run(&env, &d, s->display, &et, &out);
+		}
 		if (!d && ks) {
 			/* The executor dropped its X connection (the X session ended): the kill
 			 * switch's went with it, so arm a new one with the next connection. */
@@ -181,6 +192,7 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->max_steps = cfg->max_steps;
 	s->max_seconds = cfg->max_seconds;
 	s->kill_switch_ms = cfg->kill_switch_ms;
+	s->agent = cfg->agent;
 	s->journal = j;
 	s->writer = w;
 	pthread_mutex_init(&s->lock, NULL);

@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "agent.h"
 #include "ipc.h"
 #include "journal.h"
 #include "shotwriter.h"
@@ -31,6 +32,7 @@ struct scheduler_config {
 	unsigned max_steps;
 	unsigned max_seconds;
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
+	struct agent_config agent; /* instruction tasks (agent.engine may run without a model) */
 };
 
 /* Starts the executor thread. The journal and the writer must outlive the scheduler; `cfg`'s
@@ -58,6 +60,10 @@ uint64_t scheduler_wait(struct scheduler *s, uint64_t seen, unsigned timeout_ms)
 void scheduler_notify(struct scheduler *s);
 /* True once scheduler_stop has joined the executor: no task will change any more. */
 bool scheduler_stopped(struct scheduler *s);
+
+/* What the kill switch does when it fires (called from its thread): the running task stops at
+ * its next safe point (between decoded tokens for an agent) and becomes 'cancelled'. */
+void scheduler_kill_switch(struct scheduler *s);
 
 /* Begins shutdown: refuses new tasks, marks queued tasks 'interrupted', stops the running task
  * at its next safe point (it is marked 'interrupted' with `reason`), releases held keys and

@@ -1,0 +1,765 @@
+/* The agent loop (see agent.h for the threads).
+ *
+ * One step: capture the primary monitor -> encode it (engine job: preprocess + vision tower) ->
+ * render the new prompt tokens (persistent: this observation's user turn and the generation
+ * prompt; window, or a persistent session near its cap: the prefix snapshot plus the history
+ * with only the last K screenshots) -> engine job: prefill them and decode one step under the
+ * grammar's token masks, retrying an invalid step by sampling again -> executor_step (journal,
+ * inject, settle, "after" screenshot) -> the action's result goes into the next user turn.
+ *
+ * Token accounting per step (journaled): `tokens_appended` are the prompt tokens prefilled by
+ * this step's job (persistent: user turn + generation prompt + the close of the assistant
+ * turn; window: the whole window), `tokens_decoded` the tokens sampled and fed back, and
+ * `session_tokens` the session length afterwards. So, for a persistent session,
+ * session[k] = session[k-1] + appended[k] + decoded[k]; for a window, session[k] = prefix +
+ * appended[k] + decoded[k]. */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+/* Tokens that close an assistant turn ("\n<SPECIAL_12>\n"), bounded generously. */
+#define CLOSE_TOKENS_MAX 8
+/* Sampling of a retried step: greedy would repeat the invalid answer. */
+#define RETRY_TEMPERATURE 0.7f
+
+struct obs_rec {
+	int n_tiles;
+	bool has_result;
+	struct policy_tool_result result; /* result.text points at result_text */
+	char *result_text;
+	float *rows; /* image embeddings, kept for the last `window` observations */
+	size_t n_rows;
+};
+
+struct agent {
+	const struct agent_config *cfg;
+	const struct executor_task *t;
+	struct executor_run run;
+	struct policy_renderer *renderer;
+	enum ipc_history history;
+	size_t window;
+	int max_tiles;
+	int tokens_per_tile, hidden, vocab;
+
+	/* Engine thread objects: touched by jobs only. */
+	struct engine_session *session;
+	struct engine_snapshot *prefix;
+	long long accounted_bytes;
+
+	int prefix_tokens;
+	int session_tokens;
+	struct obs_rec *obs;
+	struct policy_step *steps;
+	size_t n_steps; /* answered steps (= steps[] entries) */
+	size_t cap;
+};
+
+/* ---- engine jobs (run on the engine thread) ----------------------------------------------- */
+
+static void account(struct agent *a, struct engine_ctx *ctx)
+{
+	long long now = a->session ? (long long)engine_session_state_bytes(a->session) : 0;
+	if (a->prefix)
+		now += (long long)engine_snapshot_bytes(a->prefix);
+	engine_thread_account(a->cfg->engine, 0, now - a->accounted_bytes);
+	a->accounted_bytes = now;
+	(void)ctx;
+}
+
+/* Appends a piece in chunks (a stop is noticed between them); image positions take the rows
+ * of slot_rows[k] for the k-th image of the piece. */
+static int prefill(struct agent *a, const struct policy_piece *p, float *const *slot_rows,
+		   enum engine_logits want, float *logits, const atomic_int *stop)
+{
+	const float **embeds = NULL;
+	int r = 0;
+
+	if (p->n_images) {
+		embeds = xcalloc(p->n_ids, sizeof(*embeds));
+		for (size_t k = 0; k < p->n_images; k++)
+			for (size_t i = 0; i < p->images[k].n_tokens; i++)
+				embeds[p->images[k].offset + i] = slot_rows[k] + i * (size_t)a->hidden;
+	}
+	for (size_t off = 0; off < p->n_ids; off += AGENT_PREFILL_CHUNK) {
+		if (atomic_load(stop) != EXECUTOR_RUN) {
+			r = -ECANCELED;
+			break;
+		}
+		size_t n = MIN((size_t)AGENT_PREFILL_CHUNK, p->n_ids - off);
+		bool last = off + n == p->n_ids;
+		r = engine_session_append(a->session, p->ids + off, embeds ? embeds + off : NULL, n,
+					  last ? want : ENGINE_LOGITS_NONE, last ? logits : NULL);
+		if (r < 0)
+			break;
+	}
+	free(embeds);
+	return r;
+}
+
+struct open_job {
+	struct agent *a;
+	const struct policy_piece *prefix;
+	const atomic_int *stop;
+	uint64_t prefill_us;
+};
+
+static int job_open(struct engine_ctx *ctx, void *arg)
+{
+	struct open_job *j = arg;
+	struct agent *a = j->a;
+	uint64_t t0 = time_mono_us();
+	int r;
+
+	a->session = engine_session_create(ctx->model, (int)a->cfg->context_tokens);
+	if (!a->session)
+		return -errno;
+	engine_thread_account(a->cfg->engine, 1, 0);
+	a->hidden = engine_session_hidden(a->session);
+	a->vocab = engine_session_vocab(a->session);
+	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop)) < 0)
+		return r;
+	a->prefix = engine_session_snapshot(a->session);
+	if (!a->prefix)
+		return -errno;
+	a->prefix_tokens = engine_session_n_tokens(a->session);
+	a->session_tokens = a->prefix_tokens;
+	j->prefill_us = time_mono_us() - t0;
+	account(a, ctx);
+	return 0;
+}
+
+static int job_close(struct engine_ctx *ctx, void *arg)
+{
+	struct agent *a = arg;
+	if (a->session)
+		engine_thread_account(a->cfg->engine, -1, 0);
+	engine_snapshot_destroy(a->prefix);
+	engine_session_destroy(a->session);
+	a->prefix = NULL;
+	a->session = NULL;
+	account(a, ctx);
+	return 0;
+}
+
+struct encode_job {
+	const struct engine_image *img;
+	int max_tiles;
+	float *rows;
+	size_t n_rows;
+	int n_tiles;
+	uint64_t preprocess_us, encode_us;
+	char err[256];
+};
+
+static int job_encode(struct engine_ctx *ctx, void *arg)
+{
+	struct encode_job *j = arg;
+	struct engine_vision_preprocess pp;
+	struct engine_vision_grid grid;
+	float *pixels = NULL;
+	int r;
+
+	uint64_t t0 = time_mono_us();
+	engine_vision_get_preprocess(ctx->vision, &pp);
+	if (j->max_tiles > 0)
+		pp.max_tiles = MIN(pp.max_tiles, j->max_tiles);
+	if ((r = engine_vision_preprocess(j->img, &pp, &grid, &pixels)) < 0) {
+		snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s", strerror(-r));
+		return r;
+	}
+	uint64_t t1 = time_mono_us();
+	size_t n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
+	float *rows = malloc(n_rows * (size_t)engine_vision_embed_dim(ctx->vision) * sizeof(float));
+	if (!rows) {
+		free(pixels);
+		return -ENOMEM;
+	}
+	if ((r = engine_vision_encode(ctx->vision, pixels, grid.n_tiles, rows)) < 0) {
+		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
+		free(rows);
+		free(pixels);
+		return r;
+	}
+	free(pixels);
+	j->rows = rows;
+	j->n_rows = n_rows;
+	j->n_tiles = grid.n_tiles;
+	j->preprocess_us = t1 - t0;
+	j->encode_us = time_mono_us() - t1;
+	return 0;
+}
+
+struct step_job {
+	struct agent *a;
+	bool restore_prefix;           /* window, or a rebuild of a persistent session */
+	const struct policy_piece *piece;
+	float *const *slot_rows;       /* one per image of the piece */
+	const struct policy_piece *close; /* appended after a valid step; NULL in window mode */
+	const atomic_int *stop;
+	uint64_t deadline_us;
+	uint64_t seed;
+	/* out */
+	char *raw;
+	size_t raw_len;
+	struct policy_step step;
+	int attempts;
+	long long decoded;
+	uint64_t prefill_us, decode_us;
+	char err[512];
+};
+
+static void raw_add(struct step_job *j, const uint8_t *bytes, size_t n)
+{
+	if (j->raw_len + n > AGENT_MAX_RAW_BYTES)
+		n = AGENT_MAX_RAW_BYTES - j->raw_len;
+	memcpy(j->raw + j->raw_len, bytes, n);
+	j->raw_len += n;
+	j->raw[j->raw_len] = '\0';
+}
+
+/* One decode attempt from the state right after the prompt (logits0). Returns 0 when a stop
+ * id ended a step the grammar accepts (or, unconstrained, any text), -EBADMSG when the step
+ * ran past step_tokens, -ECANCELED / -ETIME, or an engine error. */
+static int decode_attempt(struct engine_ctx *ctx, struct step_job *j, const float *logits0,
+			  float *logits, struct engine_sampler *sm)
+{
+	struct agent *a = j->a;
+	struct policy_matcher m;
+	const bool constrained = !a->cfg->unconstrained;
+
+	policy_matcher_init(&m, ctx->grammar);
+	memcpy(logits, logits0, (size_t)a->vocab * sizeof(*logits));
+	j->raw_len = 0;
+	j->raw[0] = '\0';
+	j->decoded = 0;
+	for (unsigned n = 0;; n++) {
+		int stop = atomic_load(j->stop);
+		if (stop != EXECUTOR_RUN)
+			return -ECANCELED;
+		if (time_mono_us() >= j->deadline_us)
+			return -ETIME;
+		if (n >= a->cfg->step_tokens) {
+			snprintf(j->err, sizeof(j->err), "no complete step within %u tokens",
+				 a->cfg->step_tokens);
+			return -EBADMSG;
+		}
+		if (constrained) {
+			int allowed = policy_masker_apply(ctx->masker, &m, logits);
+			if (allowed <= 0) {
+				snprintf(j->err, sizeof(j->err),
+					 "the step grammar allows no token after %zu bytes", j->raw_len);
+				return -EBADMSG;
+			}
+		}
+		int32_t id = engine_sampler_sample(sm, logits, a->vocab);
+		if (id < 0)
+			return id;
+		bool is_stop = false;
+		for (size_t i = 0; i < ctx->n_stop_ids; i++)
+			is_stop |= id == ctx->stop_ids[i];
+		if (constrained) {
+			int r = policy_masker_feed(ctx->masker, &m, id);
+			if (r == 1)
+				return 0;
+			if (r < 0) {
+				snprintf(j->err, sizeof(j->err), "token %d breaks the step grammar",
+					 (int)id);
+				return -EBADMSG;
+			}
+		} else if (is_stop) {
+			return 0;
+		}
+		const uint8_t *bytes;
+		size_t len;
+		if (engine_tokenizer_token_bytes(ctx->tok, id, &bytes, &len) == 0)
+			raw_add(j, bytes, len);
+		int r = engine_session_decode(a->session, id, logits);
+		if (r < 0)
+			return r;
+		j->decoded++;
+	}
+}
+
+static int job_step(struct engine_ctx *ctx, void *arg)
+{
+	struct step_job *j = arg;
+	struct agent *a = j->a;
+	struct engine_snapshot *before_decode = NULL;
+	float *logits0 = xmalloc((size_t)a->vocab * sizeof(float));
+	float *logits = xmalloc((size_t)a->vocab * sizeof(float));
+	int r;
+
+	j->raw = xmalloc(AGENT_MAX_RAW_BYTES + 1);
+	j->raw[0] = '\0';
+	uint64_t t0 = time_mono_us();
+	if (j->restore_prefix && (r = engine_session_restore(a->session, a->prefix)) < 0) {
+		snprintf(j->err, sizeof(j->err), "cannot restore the prefix snapshot: %s",
+			 strerror(-r));
+		goto finish;
+	}
+	if ((r = prefill(a, j->piece, j->slot_rows, ENGINE_LOGITS_LAST, logits0, j->stop)) < 0) {
+		if (r != -ECANCELED)
+			snprintf(j->err, sizeof(j->err), "prefill failed: %s", strerror(-r));
+		goto finish;
+	}
+	uint64_t t1 = time_mono_us();
+	j->prefill_us = t1 - t0;
+	if (a->cfg->step_retries > 0) {
+		before_decode = engine_session_snapshot(a->session);
+		if (!before_decode) {
+			r = -errno;
+			goto finish;
+		}
+	}
+
+	for (j->attempts = 1;; j->attempts++) {
+		struct engine_sampling sp = {.temperature = j->attempts == 1 ? 0.0f :
+									      RETRY_TEMPERATURE,
+					     .seed = j->seed + (uint64_t)j->attempts};
+		struct engine_sampler *sm = engine_sampler_create(&sp);
+		if (!sm) {
+			r = -errno;
+			break;
+		}
+		r = decode_attempt(ctx, j, logits0, logits, sm);
+		engine_sampler_destroy(sm);
+		if (r == 0) {
+			char perr[256];
+			r = policy_step_parse(j->raw, j->raw_len, &j->step, perr, sizeof(perr));
+			if (r < 0) {
+				snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
+				r = -EBADMSG;
+			}
+		}
+		if (r != -EBADMSG || j->attempts > (int)a->cfg->step_retries)
+			break;
+		log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id, j->err,
+			 j->attempts + 1, a->cfg->step_retries + 1);
+		if ((r = engine_session_restore(a->session, before_decode)) < 0)
+			break;
+	}
+	j->decode_us = time_mono_us() - t1;
+	if (r == 0 && j->close &&
+	    (r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop)) < 0 &&
+	    r != -ECANCELED)
+		snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s", strerror(-r));
+finish:
+	a->session_tokens = engine_session_n_tokens(a->session);
+	account(a, ctx);
+	engine_snapshot_destroy(before_decode);
+	free(logits0);
+	free(logits);
+	return r;
+}
+
+/* ---- the loop (executor thread) ----------------------------------------------------------- */
+
+static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
+			const char *format, ...) __attribute__((format(printf, 4, 5)));
+
+static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
+			const char *format, ...)
+{
+	ret->status = status;
+	ret->result = result;
+	ret->error = NULL;
+	if (format) {
+		va_list ap;
+		va_start(ap, format);
+		if (vasprintf(&ret->error, format, ap) < 0)
+			ret->error = NULL;
+		va_end(ap);
+	}
+}
+
+/* The outcome of a task stopped by its flag. */
+static void stopped(struct agent *a, size_t index, struct executor_outcome *ret)
+{
+	switch (atomic_load(a->t->stop)) {
+	case EXECUTOR_KILL:
+		set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
+		break;
+	case EXECUTOR_SHUTDOWN:
+		set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+		break;
+	default:
+		set_outcome(ret, IPC_TASK_CANCELLED, NULL, "cancelled during step %zu", index);
+	}
+}
+
+/* Renders the history window: obs[first..index] with steps[first..index-1], images of the last
+ * `window` observations. ret_slots receives their rows. */
+static int render_history(struct agent *a, size_t first, size_t index, struct policy_piece *ret,
+			  float ***ret_slots)
+{
+	size_t n = index + 1 - first;
+	struct policy_observation *obs = xcalloc(n, sizeof(*obs));
+	for (size_t i = 0; i < n; i++) {
+		const struct obs_rec *o = &a->obs[first + i];
+		obs[i].n_tiles = o->n_tiles;
+		obs[i].result = o->has_result ? &o->result : NULL;
+	}
+	int r = policy_render_window(a->renderer, obs, a->steps + first, n - 1, a->window, ret);
+	free(obs);
+	if (r < 0)
+		return r;
+	float **slots = xcalloc(ret->n_images + 1, sizeof(*slots));
+	for (size_t k = 0; k < ret->n_images; k++) {
+		const struct obs_rec *o = &a->obs[index + 1 - ret->n_images + k];
+		if (!o->rows || o->n_rows != ret->images[k].n_tokens) {
+			free(slots);
+			policy_piece_finish(ret);
+			return -EINVAL;
+		}
+		slots[k] = o->rows;
+	}
+	*ret_slots = slots;
+	return 0;
+}
+
+/* The step's prompt: persistent -> this observation's turn (or a rebuild near the cap);
+ * window -> the history that fits. */
+static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
+			float ***ret_slots, bool *ret_restore, const char **ret_mode, char *err,
+			size_t errlen)
+{
+	const long long budget = (long long)a->cfg->context_tokens - a->cfg->step_tokens -
+				 CLOSE_TOKENS_MAX;
+	struct obs_rec *o = &a->obs[index];
+	int r;
+
+	if (a->history == IPC_HISTORY_PERSISTENT) {
+		struct policy_observation obs = {.n_tiles = o->n_tiles,
+						 .result = o->has_result ? &o->result : NULL};
+		if ((r = policy_render_step(a->renderer, &obs, false, ret)) < 0) {
+			snprintf(err, errlen, "cannot render the observation: %s", strerror(-r));
+			return r;
+		}
+		if (a->session_tokens + (long long)ret->n_ids <= budget) {
+			float **slots = xcalloc(2, sizeof(*slots));
+			slots[0] = o->rows;
+			*ret_slots = slots;
+			*ret_restore = false;
+			*ret_mode = "persistent";
+			return 0;
+		}
+		policy_piece_finish(ret);
+		*ret_mode = "rebuild";
+	} else {
+		*ret_mode = "window";
+	}
+	/* From the prefix snapshot: as much recent history as fits; a rebuild fills only half of
+	 * the room after the prefix, so that the next steps can append again. */
+	long long limit = budget;
+	if (a->history == IPC_HISTORY_PERSISTENT)
+		limit = a->prefix_tokens + (budget - a->prefix_tokens) / 2;
+	for (size_t first = 0; first <= index; first++) {
+		if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
+			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
+			return r;
+		}
+		if (a->prefix_tokens + (long long)ret->n_ids <= limit) {
+			*ret_restore = true;
+			return 0;
+		}
+		free(*ret_slots);
+		*ret_slots = NULL;
+		policy_piece_finish(ret);
+	}
+	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
+		 "(--context-tokens)", a->cfg->context_tokens);
+	return -ENOSPC;
+}
+
+static void journal_invalid(struct agent *a, size_t index, const struct step_job *j,
+			    const struct journal_agent_step *as, const char *error)
+{
+	struct journal_step s = {
+		.task_id = a->t->id,
+		.index = (int)index,
+		.tool_call = "null",
+		.tool_name = "invalid",
+		.coords = IPC_COORDS_MODEL,
+		.has_monitor = true,
+		.monitor = a->run.monitor,
+		.started_us = time_real_us(),
+		.agent = as,
+	};
+	struct journal_step_timing tm = {0};
+	(void)j;
+	if (journal_step_begin(a->run.env->journal, &s) >= 0)
+		journal_step_finish(a->run.env->journal, &s, "error", NULL, error, time_real_us(),
+				    &tm);
+	a->run.env->progress(a->run.env->userdata);
+}
+
+static void history_free(struct agent *a)
+{
+	for (size_t i = 0; i < a->cap; i++) {
+		free(a->obs[i].result_text);
+		free(a->obs[i].rows);
+	}
+	for (size_t i = 0; i < a->n_steps; i++)
+		policy_step_finish(&a->steps[i]);
+	free(a->obs);
+	free(a->steps);
+}
+
+static void history_grow(struct agent *a, size_t index)
+{
+	if (index < a->cap)
+		return;
+	size_t cap = MAX(a->cap * 2, (size_t)16);
+	a->obs = xreallocarray(a->obs, cap, sizeof(*a->obs));
+	a->steps = xreallocarray(a->steps, cap, sizeof(*a->steps));
+	memset(a->obs + a->cap, 0, (cap - a->cap) * sizeof(*a->obs));
+	memset(a->steps + a->cap, 0, (cap - a->cap) * sizeof(*a->steps));
+	a->cap = cap;
+}
+
+/* Short text of an action for the log. */
+static void describe(const struct ipc_action *act, const struct x11_rect *mon, char *buf,
+		     size_t len)
+{
+	if (ipc_tool_has_point(act->tool))
+		snprintf(buf, len, "%s (%d,%d)", ipc_tool_to_string(act->tool), act->x, act->y);
+	else
+		snprintf(buf, len, "%s", ipc_tool_to_string(act->tool));
+	(void)mon;
+}
+
+void agent_run(const struct agent_config *cfg, const struct executor_env *env,
+	       struct x11_display **d, const char *display_name, const struct executor_task *t,
+	       struct executor_outcome *ret)
+{
+	const struct ipc_task_options *o = &t->req->options;
+	struct agent a = {.cfg = cfg, .t = t};
+	struct policy_piece prefix = {0};
+	struct x11_frame *frame = NULL;
+	char err[512] = "", date[16];
+	int r = 0;
+	bool opened = false;
+
+	a.history = o->history != IPC_HISTORY_DEFAULT ? o->history : cfg->history;
+	a.window = o->window ? o->window : cfg->window;
+	a.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles);
+
+	if (engine_thread_wait_loaded(cfg->engine) != ENGINE_THREAD_READY) {
+		const char *e = engine_thread_error(cfg->engine);
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "no model: %s", e ? e : "none loaded");
+		return;
+	}
+	if (executor_begin(env, d, display_name, t, &a.run, err, sizeof(err)) < 0) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", err);
+		return;
+	}
+
+	json_t *st = engine_thread_status(cfg->engine);
+	a.tokens_per_tile = (int)json_integer_value(json_object_get(st, "tokens_per_tile"));
+	json_decref(st);
+	time_t now = time(NULL);
+	struct tm tmv;
+	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
+	struct policy_env penv = {.screen_width = a.run.monitor.width,
+				  .screen_height = a.run.monitor.height,
+				  .date = date};
+	a.renderer = policy_renderer_create(&policy_format_holo3,
+					    engine_thread_tokenizer(cfg->engine), &penv,
+					    a.tokens_per_tile);
+	if (!a.renderer) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot build the prompt renderer: %s",
+			    strerror(errno));
+		goto release;
+	}
+	if ((r = policy_render_prefix(a.renderer, t->req->instruction, &prefix)) < 0) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot render the prompt: %s",
+			    strerror(-r));
+		goto release;
+	}
+	struct open_job oj = {.a = &a, .prefix = &prefix, .stop = t->stop};
+	r = engine_thread_call(cfg->engine, job_open, &oj);
+	opened = true;
+	if (r == -ECANCELED) {
+		stopped(&a, 0, ret);
+		goto release;
+	}
+	if (r < 0) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot prefill the prompt (%zu tokens): %s",
+			    prefix.n_ids, strerror(-r));
+		goto release;
+	}
+	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",
+		 (long long)t->id, ipc_history_to_string(a.history), a.window, a.prefix_tokens,
+		 oj.prefill_us / 1000.0);
+
+	for (size_t index = 0;; index++) {
+		if (atomic_load(t->stop) != EXECUTOR_RUN) {
+			stopped(&a, index, ret);
+			goto release;
+		}
+		if (index >= t->max_steps) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_steps budget (%u) reached without an answer", t->max_steps);
+			goto release;
+		}
+		if (time_mono_us() >= a.run.deadline_us) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_seconds budget (%u s) exhausted after %zu steps",
+				    t->max_seconds, index);
+			goto release;
+		}
+		history_grow(&a, index);
+		struct obs_rec *ob = &a.obs[index];
+
+		/* See. */
+		uint64_t t0 = time_mono_us();
+		if ((r = x11_capture(a.run.d, &a.run.monitor, &frame)) < 0) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: screenshot failed: %s",
+				    index, x11_strerror(r));
+			goto release;
+		}
+		uint64_t capture_us = time_mono_us() - t0;
+		struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
+								 frame->stride, frame->pixels);
+		if (!img) {
+			r = -errno;
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index, strerror(-r));
+			goto release;
+		}
+		struct encode_job ej = {.img = img, .max_tiles = a.max_tiles};
+		r = engine_thread_call(cfg->engine, job_encode, &ej);
+		engine_image_destroy(img);
+		if (r < 0) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
+				    ej.err[0] ? ej.err : strerror(-r));
+			goto release;
+		}
+		ob->n_tiles = ej.n_tiles;
+		ob->rows = ej.rows;
+		ob->n_rows = ej.n_rows;
+		if (index >= a.window) {
+			free(a.obs[index - a.window].rows);
+			a.obs[index - a.window].rows = NULL;
+		}
+
+		/* Think. */
+		struct policy_piece piece = {0}, close = {0};
+		float **slots = NULL;
+		struct step_job sj = {.a = &a, .stop = t->stop, .deadline_us = a.run.deadline_us,
+				      .seed = (uint64_t)t->id * 1000003u + index};
+		const char *mode = NULL;
+		if ((r = build_prompt(&a, index, &piece, &slots, &sj.restore_prefix, &mode, err,
+				      sizeof(err))) < 0) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index, err);
+			goto release;
+		}
+		if (a.history == IPC_HISTORY_PERSISTENT &&
+		    (r = policy_render_close(a.renderer, &close)) < 0) {
+			policy_piece_finish(&piece);
+			free(slots);
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot render: %s", strerror(-r));
+			goto release;
+		}
+		sj.piece = &piece;
+		sj.slot_rows = slots;
+		sj.close = a.history == IPC_HISTORY_PERSISTENT ? &close : NULL;
+		r = engine_thread_call(cfg->engine, job_step, &sj);
+		struct journal_agent_step as = {
+			.thought = r == 0 ? sj.step.thought : NULL,
+			.note = r == 0 ? sj.step.note : NULL,
+			.raw_output = sj.raw,
+			.attempts = sj.attempts,
+			.tiles = ob->n_tiles,
+			.prompt = mode,
+			.tokens_appended = (long long)piece.n_ids + (sj.close ? close.n_ids : 0),
+			.tokens_decoded = sj.decoded,
+			.session_tokens = a.session_tokens,
+			.preprocess_us = ej.preprocess_us,
+			.encode_us = ej.encode_us,
+			.prefill_us = sj.prefill_us,
+			.decode_us = sj.decode_us,
+		};
+		policy_piece_finish(&piece);
+		policy_piece_finish(&close);
+		free(slots);
+		if (r == -ECANCELED) {
+			free(sj.raw);
+			stopped(&a, index, ret);
+			goto release;
+		}
+		if (r == -ETIME) {
+			free(sj.raw);
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_seconds budget (%u s) exhausted during step %zu",
+				    t->max_seconds, index);
+			goto release;
+		}
+		if (r < 0) {
+			char *e = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s",
+					    index, sj.err[0] ? sj.err : strerror(-r), sj.attempts,
+					    sj.raw ? sj.raw : "");
+			journal_invalid(&a, index, &sj, &as, e);
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", e);
+			free(e);
+			free(sj.raw);
+			goto release;
+		}
+
+		/* Act, through the scripts' code path. */
+		char what[64], result[256], *answer = NULL;
+		bool action_failed;
+		describe(&sj.step.action, &a.run.monitor, what, sizeof(what));
+		log_info("task %lld step %zu: %s; thought: %.120s", (long long)t->id, index, what,
+			 sj.step.thought ? sj.step.thought : "");
+		r = executor_step(&a.run, (int)index, &sj.step.action, IPC_COORDS_MODEL, frame,
+				  capture_us, &as, result, sizeof(result), &answer, &action_failed,
+				  err, sizeof(err));
+		frame = NULL;
+		free(sj.raw);
+		a.steps[index] = sj.step;
+		a.n_steps = index + 1;
+		if (r == 1) {
+			set_outcome(ret, IPC_TASK_SUCCEEDED, answer, NULL);
+			goto release;
+		}
+		if (r == -ECANCELED) {
+			stopped(&a, index, ret);
+			goto release;
+		}
+		if (r == -ETIME) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "max_seconds budget (%u s) exhausted during step %zu",
+				    t->max_seconds, index);
+			goto release;
+		}
+		if (r < 0 && (!action_failed || executor_connection_lost(r))) {
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", index,
+				    ipc_tool_to_string(sj.step.action.tool), err);
+			goto release;
+		}
+		/* The next user turn tells the model what its action did (or why it failed). */
+		history_grow(&a, index + 1);
+		struct obs_rec *next = &a.obs[index + 1];
+		next->has_result = true;
+		next->result_text = xstrdup(r < 0 ? err : result);
+		next->result = (struct policy_tool_result){
+			.tool = sj.step.action.tool, .error = r < 0, .text = next->result_text};
+		r = 0;
+	}
+
+release:
+	x11_frame_destroy(frame);
+	if (opened)
+		engine_thread_call(cfg->engine, job_close, &a);
+	policy_piece_finish(&prefix);
+	policy_renderer_destroy(a.renderer);
+	history_free(&a);
+	executor_end(&a.run, d, r);
+}

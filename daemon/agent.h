@@ -1,0 +1,36 @@
+/* agent: runs one instruction task on the executor thread: look at the screen, ask the model,
+ * act through the executor's step function, repeat until the model answers or a budget ends it.
+ *
+ * DESIGN (threads): the loop runs on the executor thread, which alone owns the X connection,
+ * the prompt renderer and the task's history. Everything that computes with the model (vision
+ * encoding, prefill, constrained decoding, snapshots) is a job handed to the engine thread
+ * (engine-thread.h), which owns the session; the loop waits for each job. The task's stop flag
+ * (cancel, kill switch, shutdown) is atomic and polled by the jobs between decoded tokens and
+ * between prefill chunks, so a stop takes effect within one token's time. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "engine-thread.h"
+#include "executor.h"
+
+/* Tokens prefilled per engine call (a stop is noticed between calls). */
+#define AGENT_PREFILL_CHUNK 256
+/* Bytes of a step's decoded text kept (raw output in the journal). */
+#define AGENT_MAX_RAW_BYTES (64 * 1024)
+
+struct agent_config {
+	struct engine_thread *engine;
+	enum ipc_history history; /* default of tasks that leave it unset */
+	unsigned window;          /* default K */
+	unsigned max_tiles;       /* default tile budget; 0: the checkpoint's */
+	unsigned context_tokens;  /* session size */
+	unsigned step_tokens;     /* most tokens decoded per step */
+	unsigned step_retries;    /* invalid steps retried before failing */
+	bool unconstrained;       /* debug: no step grammar while decoding */
+};
+
+/* Runs instruction task `t` (see executor_run for the display). */
+void agent_run(const struct agent_config *cfg, const struct executor_env *env,
+	       struct x11_display **d, const char *display_name, const struct executor_task *t,
+	       struct executor_outcome *ret);

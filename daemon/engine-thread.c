@@ -1,0 +1,355 @@
+/* The engine thread (see the DESIGN comment in engine-thread.h). */
+#include "engine-thread.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common.h"
+
+struct job {
+	int (*fn)(struct engine_ctx *ctx, void *arg);
+	void *arg;
+	int result;
+	bool done;
+};
+
+struct engine_thread {
+	char *dir; /* NULL: no model */
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* engine thread: a job was queued, or stopping */
+	pthread_cond_t done; /* submitters: a job finished, the queue has room, or the load ended */
+	struct job *queue[ENGINE_THREAD_QUEUE_MAX];
+	size_t head, n_queued;
+	bool stopping;
+	enum engine_thread_state state;
+	char error[ENGINE_THREAD_MAX_ERROR];
+	int sessions;
+	long long state_bytes;
+	uint64_t load_us;
+
+	/* Written by the engine thread before the state becomes READY, immutable afterwards. */
+	struct engine_ctx ctx;
+	struct engine_model_info info;
+	int tokens_per_tile;
+
+	pthread_t thread;
+	bool started;
+};
+
+static void set_failed(struct engine_thread *et, const char *format, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void set_failed(struct engine_thread *et, const char *format, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&et->lock);
+	va_start(ap, format);
+	vsnprintf(et->error, sizeof(et->error), format, ap);
+	va_end(ap);
+	et->state = ENGINE_THREAD_FAILED;
+	pthread_cond_broadcast(&et->done);
+	pthread_mutex_unlock(&et->lock);
+}
+
+static void unload(struct engine_ctx *ctx)
+{
+	policy_masker_destroy(ctx->masker);
+	policy_grammar_destroy((struct policy_grammar *)ctx->grammar);
+	engine_vision_destroy(ctx->vision);
+	engine_model_destroy(ctx->model);
+	memset(ctx, 0, sizeof(*ctx));
+}
+
+/* Loads everything an agent task needs; on failure the state says why and holod goes on
+ * serving scripts. */
+static void load(struct engine_thread *et)
+{
+	struct engine_ctx *ctx = &et->ctx;
+	char err[ENGINE_THREAD_MAX_ERROR - 64] = "";
+	uint64_t t0 = time_mono_us();
+	int r;
+
+	log_info("loading the model %s", et->dir);
+	ctx->model = engine_model_load(et->dir, err, sizeof(err));
+	if (!ctx->model) {
+		set_failed(et, "cannot load the model %s: %s", et->dir,
+			   err[0] ? err : strerror(errno));
+		goto fail;
+	}
+	engine_model_get_info(ctx->model, &et->info);
+	ctx->tok = engine_model_tokenizer(ctx->model);
+	if (!ctx->tok) {
+		set_failed(et, "the model %s has no tokenizer.json", et->dir);
+		goto fail;
+	}
+	ctx->vision = engine_vision_create(ctx->model, err, sizeof(err));
+	if (!ctx->vision) {
+		if (errno == ENOENT)
+			set_failed(et, "the model %s has no vision tower (vision_model.*, mlp1.*): "
+				       "the agent needs a vision-language checkpoint", et->dir);
+		else
+			set_failed(et, "the model %s: vision tower: %s", et->dir,
+				   err[0] ? err : strerror(errno));
+		goto fail;
+	}
+	char *pp = path_join(et->dir, "preprocessor_config.json");
+	struct stat stbuf;
+	r = stat(pp, &stbuf) == 0 ?
+		    engine_vision_read_preprocessor_config(ctx->vision, pp, err, sizeof(err)) : 0;
+	free(pp);
+	if (r < 0) {
+		set_failed(et, "the model %s: preprocessor_config.json: %s", et->dir,
+			   err[0] ? err : strerror(-r));
+		goto fail;
+	}
+	int32_t image_id = engine_tokenizer_token_id(ctx->tok, "<image>");
+	int32_t declared = engine_vision_image_token(ctx->vision);
+	if (image_id < 0 || (declared >= 0 && declared != image_id)) {
+		set_failed(et, "the model %s: the tokenizer's <image> id (%d) differs from "
+			       "config.json's img_context_token_id (%d)", et->dir, (int)image_id,
+			   (int)declared);
+		goto fail;
+	}
+	et->tokens_per_tile = engine_vision_tokens_per_tile(ctx->vision);
+	ctx->grammar = policy_grammar_create_holo3();
+	if (!ctx->grammar) {
+		set_failed(et, "cannot build the step grammar: %s", strerror(errno));
+		goto fail;
+	}
+	ctx->n_stop_ids = 0;
+	static const char *const stops[] = {"<SPECIAL_12>", "</s>"};
+	for (size_t i = 0; i < ARRAY_SIZE(stops); i++) {
+		int32_t id = engine_tokenizer_token_id(ctx->tok, stops[i]);
+		if (id >= 0)
+			ctx->stop_ids[ctx->n_stop_ids++] = id;
+	}
+	if (ctx->n_stop_ids == 0 || ctx->stop_ids[0] != engine_tokenizer_token_id(ctx->tok,
+										 "<SPECIAL_12>")) {
+		set_failed(et, "the model %s: its tokenizer has no <SPECIAL_12> end-of-turn token",
+			   et->dir);
+		goto fail;
+	}
+	ctx->masker = policy_masker_create(ctx->grammar, ctx->tok, (size_t)et->info.vocab,
+					   ctx->stop_ids, ctx->n_stop_ids);
+	if (!ctx->masker) {
+		set_failed(et, "the model %s: cannot build the token masks: %s", et->dir,
+			   strerror(errno));
+		goto fail;
+	}
+
+	pthread_mutex_lock(&et->lock);
+	et->load_us = time_mono_us() - t0;
+	et->state = ENGINE_THREAD_READY;
+	pthread_cond_broadcast(&et->done);
+	pthread_mutex_unlock(&et->lock);
+	log_info("model %s loaded in %.1f s: %.1fM parameters, %d layers (%s), vision %d "
+		 "tokens per tile, %d CPU threads (%s kernels)", et->dir, et->load_us / 1e6,
+		 et->info.n_params / 1e6, et->info.n_layers, et->info.pattern, et->tokens_per_tile,
+		 engine_get_threads(), engine_cpu_kernels());
+	return;
+fail:
+	unload(ctx);
+	log_error("%s; instruction tasks are refused, scripts still work", et->error);
+}
+
+static void *engine_main(void *userdata)
+{
+	struct engine_thread *et = userdata;
+
+	if (et->dir)
+		load(et);
+	pthread_mutex_lock(&et->lock);
+	for (;;) {
+		while (!et->n_queued && !et->stopping)
+			pthread_cond_wait(&et->wake, &et->lock);
+		if (et->stopping)
+			break;
+		struct job *j = et->queue[et->head];
+		et->head = (et->head + 1) % ENGINE_THREAD_QUEUE_MAX;
+		et->n_queued--;
+		pthread_mutex_unlock(&et->lock);
+
+		int r = j->fn(&et->ctx, j->arg);
+
+		pthread_mutex_lock(&et->lock);
+		j->result = r;
+		j->done = true;
+		pthread_cond_broadcast(&et->done);
+	}
+	/* Jobs left in the queue are answered; their submitters are waiting. */
+	while (et->n_queued) {
+		struct job *j = et->queue[et->head];
+		et->head = (et->head + 1) % ENGINE_THREAD_QUEUE_MAX;
+		et->n_queued--;
+		j->result = -ESHUTDOWN;
+		j->done = true;
+	}
+	pthread_cond_broadcast(&et->done);
+	pthread_mutex_unlock(&et->lock);
+	return NULL;
+}
+
+struct engine_thread *engine_thread_create(const char *model_dir)
+{
+	struct engine_thread *et = xcalloc(1, sizeof(*et));
+	int r;
+
+	et->dir = model_dir ? xstrdup(model_dir) : NULL;
+	et->state = model_dir ? ENGINE_THREAD_LOADING : ENGINE_THREAD_NONE;
+	pthread_mutex_init(&et->lock, NULL);
+	pthread_cond_init(&et->wake, NULL);
+	pthread_cond_init(&et->done, NULL);
+	if ((r = pthread_create(&et->thread, NULL, engine_main, et)) != 0) {
+		engine_thread_destroy(et);
+		errno = r;
+		return NULL;
+	}
+	et->started = true;
+	return et;
+}
+
+void engine_thread_destroy(struct engine_thread *et)
+{
+	if (!et)
+		return;
+	if (et->started) {
+		pthread_mutex_lock(&et->lock);
+		et->stopping = true;
+		pthread_cond_broadcast(&et->wake);
+		pthread_mutex_unlock(&et->lock);
+		pthread_join(et->thread, NULL);
+	}
+	unload(&et->ctx);
+	pthread_mutex_destroy(&et->lock);
+	pthread_cond_destroy(&et->wake);
+	pthread_cond_destroy(&et->done);
+	free(et->dir);
+	free(et);
+}
+
+enum engine_thread_state engine_thread_state(struct engine_thread *et)
+{
+	pthread_mutex_lock(&et->lock);
+	enum engine_thread_state s = et->state;
+	pthread_mutex_unlock(&et->lock);
+	return s;
+}
+
+enum engine_thread_state engine_thread_wait_loaded(struct engine_thread *et)
+{
+	pthread_mutex_lock(&et->lock);
+	while (et->state == ENGINE_THREAD_LOADING && !et->stopping)
+		pthread_cond_wait(&et->done, &et->lock);
+	enum engine_thread_state s = et->state;
+	pthread_mutex_unlock(&et->lock);
+	return s;
+}
+
+const char *engine_thread_error(struct engine_thread *et)
+{
+	return engine_thread_state(et) == ENGINE_THREAD_FAILED ? et->error : NULL;
+}
+
+const struct engine_tokenizer *engine_thread_tokenizer(struct engine_thread *et)
+{
+	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->ctx.tok : NULL;
+}
+
+const struct policy_grammar *engine_thread_grammar(struct engine_thread *et)
+{
+	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->ctx.grammar : NULL;
+}
+
+static const char *state_name(enum engine_thread_state s)
+{
+	switch (s) {
+	case ENGINE_THREAD_LOADING:
+		return "loading";
+	case ENGINE_THREAD_READY:
+		return "ready";
+	case ENGINE_THREAD_FAILED:
+		return "failed";
+	default:
+		return "none";
+	}
+}
+
+json_t *engine_thread_status(struct engine_thread *et)
+{
+	if (!et || !et->dir)
+		return json_null();
+	pthread_mutex_lock(&et->lock);
+	const char *slash = strrchr(et->dir, '/');
+	char name[NAME_MAX + 1];
+	snprintf(name, sizeof(name), "%s", slash && slash[1] ? slash + 1 : et->dir);
+	bool ready = et->state == ENGINE_THREAD_READY;
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:i, s:s, s:i}", "path", et->dir,
+			      "name", name, "state", state_name(et->state), "error",
+			      et->state == ENGINE_THREAD_FAILED ? json_string(et->error) :
+								  json_null(),
+			      "backend", "cpu", "threads", engine_get_threads(), "kernels",
+			      engine_cpu_kernels(), "sessions", et->sessions);
+	if (o) {
+		json_object_set_new(o, "state_bytes", json_integer(et->state_bytes));
+		if (ready) {
+			json_object_set_new(o, "parameters", json_integer((json_int_t)et->info.n_params));
+			json_object_set_new(o, "weight_bytes",
+					    json_integer((json_int_t)et->info.weight_bytes));
+			json_object_set_new(o, "layers", json_integer(et->info.n_layers));
+			json_object_set_new(o, "pattern", json_string(et->info.pattern));
+			json_object_set_new(o, "hidden", json_integer(et->info.hidden));
+			json_object_set_new(o, "vocab", json_integer(et->info.vocab));
+			json_object_set_new(o, "vision", json_true());
+			json_object_set_new(o, "tokens_per_tile", json_integer(et->tokens_per_tile));
+			json_object_set_new(o, "load_ms", json_integer((json_int_t)(et->load_us / 1000)));
+		}
+	}
+	pthread_mutex_unlock(&et->lock);
+	return o;
+}
+
+int engine_thread_call(struct engine_thread *et, int (*fn)(struct engine_ctx *ctx, void *arg),
+		       void *arg)
+{
+	struct job j = {.fn = fn, .arg = arg};
+	int r;
+
+	pthread_mutex_lock(&et->lock);
+	while (et->state == ENGINE_THREAD_LOADING && !et->stopping)
+		pthread_cond_wait(&et->done, &et->lock);
+	while (!et->stopping && et->state == ENGINE_THREAD_READY &&
+	       et->n_queued == ENGINE_THREAD_QUEUE_MAX)
+		pthread_cond_wait(&et->done, &et->lock);
+	if (et->stopping) {
+		r = -ESHUTDOWN;
+		goto unlock;
+	}
+	if (et->state != ENGINE_THREAD_READY) {
+		r = -ENODEV;
+		goto unlock;
+	}
+	et->queue[(et->head + et->n_queued) % ENGINE_THREAD_QUEUE_MAX] = &j;
+	et->n_queued++;
+	pthread_cond_signal(&et->wake);
+	while (!j.done)
+		pthread_cond_wait(&et->done, &et->lock);
+	r = j.result;
+unlock:
+	pthread_mutex_unlock(&et->lock);
+	return r;
+}
+
+void engine_thread_account(struct engine_thread *et, int sessions_delta, long long bytes_delta)
+{
+	pthread_mutex_lock(&et->lock);
+	et->sessions += sessions_delta;
+	et->state_bytes += bytes_delta;
+	pthread_mutex_unlock(&et->lock);
+}

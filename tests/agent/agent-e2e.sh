@@ -1,0 +1,87 @@
+#!/bin/sh
+# An instruction task end to end: holod loads the tiny VLM, looks at the screen, decodes steps
+# under the step grammar, clicks through the same executor as scripts, and journals every step.
+# The recording client's log must show exactly the journaled pixels; a dry run clicks nothing.
+. "$(dirname "$0")/agent-lib.sh"
+require_agent
+start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
+start_agent_client
+start_agent
+
+# ---- the model in /v1/status
+api GET /v1/status
+expect_code status 200
+expect_json "status model" .model.state ready
+expect_json "status model" .model.name tiny-agent
+expect_json "status model" .model.backend cpu
+expect_json "status model" .model.error null
+expect_json "status model" '.model.parameters > 100000' true
+expect_json "status model" '.model.weight_bytes > 0' true
+expect_json "status model" .model.vision true
+expect_json "status model" .model.sessions 0
+
+# ---- N steps, each a schema-valid click, executed and journaled
+submit '{"instruction": "Click the red block.", "max_steps": 3}'
+A=$TASK
+wait_task "$A" failed 240
+api GET "/v1/tasks/$A"
+expect_json "budget" .error "max_steps budget (3) reached without an answer"
+expect_json "budget" .steps 3
+expect_json "spec" .spec.instruction "Click the red block."
+steps "$A"
+check_steps "three steps" '.steps | length == 3'
+check_steps "every step ok" 'all(.steps[]; .status == "ok" and .error == null)'
+# What the model wrote is one whole step of the schema, and it is what was executed.
+check_steps "schema" 'all(.steps[]; (.agent.raw_output | fromjson | keys) == ["note", "thought", "tool_call"])'
+check_steps "executed = decoded" 'all(.steps[]; (.agent.raw_output | fromjson | .tool_call) as $c
+	| $c.tool_name == .tool_call.tool_name and $c.x == .tool_call.x and $c.y == .tool_call.y)'
+check_steps "model coords" 'all(.steps[]; .coords == "model" and .model.x == .tool_call.x and .model.y == .tool_call.y)'
+check_steps "mapping" "all(.steps[]; .image == {\"width\": $SCREEN_W, \"height\": $SCREEN_H}
+	and .pixels.x == ((.model.x / 1000 * .image.width) | round)
+	and .pixels.y == ((.model.y / 1000 * .image.height) | round))"
+check_steps "steered clicks" 'all(.steps[]; .tool_call.tool_name == "click")'
+check_steps "thought and note" 'all(.steps[]; (.agent.thought | type) == "string" and (.agent.note | type) == "string")'
+check_steps "one attempt" 'all(.steps[]; .agent.attempts == 1 and .agent.tiles >= 1)'
+check_steps "timings" 'all(.steps[]; .timings_us | (.capture >= 0 and .preprocess > 0 and .encode > 0
+	and .prefill > 0 and .decode > 0 and .inject > 0))'
+check_steps "tokens" 'all(.steps[]; .agent.tokens | (.appended > 0 and .decoded > 0 and .session > 0))'
+check_steps "result" 'all(.steps[]; .result == "clicked left x1 at (\(.pixels.x),\(.pixels.y))")'
+
+# The client saw exactly these clicks, at these pixels, in this order.
+jq -r '.steps[] | "\(.pixels.x) \(.pixels.y)"' "$T/steps.json" >"$T/journal.points"
+sed -n 's/^press button=1 .* root_x=\([0-9-]*\) root_y=\([0-9-]*\) .*/\1 \2/p' "$CLIENT_LOG" \
+	>"$T/client.points"
+cmp -s "$T/journal.points" "$T/client.points" ||
+	fail "client clicks $(tr '\n' ';' <"$T/client.points") != journal $(tr '\n' ';' <"$T/journal.points")"
+[ "$(grep -c '^release button=1' "$CLIENT_LOG")" = 3 ] || fail "expected 3 releases"
+
+# The journal holds every step, with both screenshots written and hashed.
+[ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE task_id = $A AND status = 'ok'
+	AND raw_output IS NOT NULL AND decode_us > 0 AND prompt = 'persistent'")" = 3 ] ||
+	fail "journal rows of task $A"
+wait_until 20 sh -c "[ \$(sqlite3 '$DB' 'SELECT count(*) FROM screenshots WHERE task_id = $A') = 6 ]" ||
+	fail "screenshots of task $A"
+check_screenshots "$A"
+api GET /v1/status
+expect_json "session freed" .model.sessions 0
+expect_json "session freed" .model.state_bytes 0
+
+# ---- dry run: the same decisions are journaled, nothing reaches the client
+P0=$(presses)
+submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
+D=$TASK
+wait_task "$D" failed 240
+steps "$D"
+check_steps "dry run steps" '(.steps | length) == 2 and all(.steps[]; .status == "dry_run"
+	and .result == "dry run: nothing injected" and .pixels != null)'
+[ "$(presses)" = "$P0" ] || fail "a dry run clicked: $(presses) presses, was $P0"
+
+# ---- the events stream of a finished task: every step, then the end
+curl -sS -N --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$T/events"
+[ "$(grep -c '"event":"step"' "$T/events")" = 3 ] || fail "events: $(cat "$T/events")"
+jq -s -e '[.[] | select(.event == "step")] | all(.step.agent.thought | type == "string")' \
+	"$T/events" >/dev/null ||
+	fail "step events lack the agent's thought: $(head -c 600 "$T/events")"
+
+stop_holod || fail "holod exit status $?"
+pass_or_fail
