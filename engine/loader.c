@@ -23,6 +23,7 @@
 #include "model.h"
 
 struct model_files {
+	char *dir; /* the checkpoint directory as given */
 	struct model_config cfg;
 	json_t *config_root;
 	struct st_file **shards;
@@ -45,6 +46,7 @@ void model_files_destroy(struct model_files *files)
 	free(files->shard_names);
 	free(files->index);
 	json_decref(files->config_root);
+	free(files->dir);
 	free(files);
 }
 
@@ -254,6 +256,7 @@ int model_files_open(const char *dir, struct model_files **ret, char *errbuf, si
 	size_t len;
 	int r;
 
+	files->dir = xstrdup(dir);
 	r = read_small_file(dir, "config.json", MODEL_CONFIG_MAX_BYTES, &text, &len, errbuf, errlen);
 	if (r < 0)
 		goto out;
@@ -322,6 +325,11 @@ const struct model_config *model_files_config(const struct model_files *files)
 const json_t *model_files_config_json(const struct model_files *files)
 {
 	return files->config_root;
+}
+
+const char *model_files_dir(const struct model_files *files)
+{
+	return files->dir;
 }
 
 size_t model_files_count(const struct model_files *files)

@@ -126,6 +126,9 @@ const struct model_config *model_files_config(const struct model_files *files);
  * Infinity/NaN appear in it as strings; read numbers with model_config_number(). Include
  * <jansson.h> to use it. */
 const struct json_t *model_files_config_json(const struct model_files *files);
+/* The checkpoint directory as given to model_files_open() (valid as long as files), for the
+ * side files other parts read themselves (preprocessor_config.json, tokenizer_config.json). */
+const char *model_files_dir(const struct model_files *files);
 /* Number of tensors over all shards, and the i-th (in name order), for whole-checkpoint walks. */
 size_t model_files_count(const struct model_files *files);
 const struct st_entry *model_files_entry(const struct model_files *files, size_t i);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "loader.h"
@@ -159,6 +160,15 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 			    &v->pre, errbuf, errlen);
 	if (r < 0)
 		goto fail;
+	if (model_files_dir(model->files)) {
+		char *pre_path = path_join(model_files_dir(model->files), "preprocessor_config.json");
+
+		if (access(pre_path, F_OK) == 0)
+			r = engine_vision_read_preprocessor_config(v, pre_path, errbuf, errlen);
+		free(pre_path);
+		if (r < 0)
+			goto fail;
+	}
 	if (v->w.out_dim != model->cfg.hidden) {
 		r = fail(errbuf, errlen, -EINVAL,
 			 "the projector gives %d-wide embeddings, the language model takes %d",

@@ -1,0 +1,454 @@
+/* Chat rendering (engine/chat.c, model.md 5.2) against the reference: conversations rendered by
+ * tools/make_chat_golden.py with a Jinja2 template of model.md 5.2, the reference processor's
+ * image expansion and the HF tokenizer of tests/fixtures/vision/tiny-vlm
+ * (tests/fixtures/vision/chat-golden.json): exact text and exact ids, whole and turn by turn.
+ * Then the two-image conversation through the vision encoder and the language model against
+ * transformers' logits (chat.safetensors), a session that gets the second image turn appended
+ * against one prefill of the whole conversation, errors, and the template check.
+ *
+ * Tolerances: logits 1e-4 absolute, as test-vision-splice.c (fp32 on both sides, logits ~1-5;
+ * the projector rows' own fp32 error carried through). Turn by turn vs one prefill: 1e-5 (the
+ * same arithmetic in a different grouping of positions). */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "golden.h"
+
+TEST_DEFINE_GLOBALS;
+
+#define LOGITS_TOL 1e-4
+#define TURN_TOL 1e-5
+#define MAX_MSGS 8
+
+static struct engine_model *model;
+static struct engine_vision *vision;
+static json_t *golden;
+
+static int tiles_of(const char *image)
+{
+	const json_t *img = json_object_get(json_object_get(golden, "images"), image);
+
+	REQUIRE(img);
+	return (int)json_integer_value(json_object_get(img, "n_tiles"));
+}
+
+/* The golden case's messages; tiles[] holds the image tile counts in order. */
+static size_t case_messages(const json_t *c, struct engine_chat_message *msgs, int *tiles)
+{
+	const json_t *arr = json_object_get(c, "messages"), *m;
+	size_t i, n_tiles = 0;
+
+	REQUIRE(json_array_size(arr) <= MAX_MSGS);
+	json_array_foreach(arr, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *imgs = json_object_get(m, "images"), *e;
+		size_t k;
+
+		msgs[i] = (struct engine_chat_message){
+			.role = strcmp(role, "system") == 0 ? ENGINE_CHAT_SYSTEM
+				: strcmp(role, "user") == 0 ? ENGINE_CHAT_USER
+							    : ENGINE_CHAT_ASSISTANT,
+			.text = json_string_value(json_object_get(m, "content")),
+			.image_tiles = tiles + n_tiles,
+			.n_images = json_array_size(imgs),
+		};
+		json_array_foreach(imgs, k, e)
+			tiles[n_tiles++] = tiles_of(json_string_value(e));
+	}
+	return json_array_size(arr);
+}
+
+static bool ids_equal(const struct engine_chat_tokens *t, const json_t *ids)
+{
+	if (t->n_ids != json_array_size(ids))
+		return false;
+	for (size_t i = 0; i < t->n_ids; i++)
+		if (t->ids[i] != json_integer_value(json_array_get(ids, i)))
+			return false;
+	return true;
+}
+
+static void test_golden_render(void)
+{
+	const json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(golden, "cases"), i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		bool reasoning = json_is_true(json_object_get(c, "reasoning"));
+		struct engine_chat_message msgs[MAX_MSGS];
+		int tiles[16];
+		size_t n = case_messages(c, msgs, tiles);
+		struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision,
+							      reasoning, NULL, 0);
+		struct engine_chat_tokens whole = {0}, steps = {0};
+		char err[256] = "";
+
+		REQUIRE(chat);
+		CHECK_INT_EQ(engine_chat_render(chat, msgs, n, true, &whole, err, sizeof(err)), 0);
+		if (!whole.text || strcmp(whole.text, json_string_value(json_object_get(c, "text"))) != 0)
+			fprintf(stderr, "%s: text differs:\n%s\n", name, whole.text ? whole.text : "(null)");
+		CHECK(whole.text && strcmp(whole.text, json_string_value(json_object_get(c, "text"))) == 0);
+		CHECK(ids_equal(&whole, json_object_get(c, "ids")));
+
+		/* turn by turn, each into its own buffer, concatenated: the same ids */
+		engine_chat_reset(chat);
+		for (size_t k = 0; k < n; k++) {
+			struct engine_chat_tokens t = {0};
+
+			CHECK_INT_EQ(engine_chat_append(chat, &msgs[k], &t, err, sizeof(err)), 0);
+			for (size_t j = 0; j < t.n_images; j++)
+				t.images[j].begin += steps.n_ids;
+			REQUIRE((steps.ids = realloc(steps.ids, sizeof(int32_t) * (steps.n_ids + t.n_ids + 1))));
+			memcpy(steps.ids + steps.n_ids, t.ids, sizeof(int32_t) * t.n_ids);
+			steps.n_ids += t.n_ids;
+			steps.n_images += t.n_images;
+			engine_chat_tokens_finish(&t);
+		}
+		CHECK_INT_EQ(engine_chat_generation_prompt(chat, &steps), 0);
+		CHECK(ids_equal(&steps, json_object_get(c, "ids")));
+		CHECK_INT_EQ(steps.n_images, whole.n_images);
+		printf("%s: %zu ids, %zu images, reasoning %s\n", name, whole.n_ids, whole.n_images,
+		       engine_chat_reasoning(chat) ? "on" : "off");
+
+		/* the image ranges point at the <image> runs */
+		for (size_t k = 0; k < whole.n_images; k++) {
+			const struct engine_chat_image *im = &whole.images[k];
+
+			CHECK_INT_EQ(im->n, (size_t)im->n_tiles * 256);
+			CHECK_INT_EQ(whole.ids[im->begin - 1], 251);
+			CHECK_INT_EQ(whole.ids[im->begin], 250);
+			CHECK_INT_EQ(whole.ids[im->begin + im->n - 1], 250);
+			CHECK_INT_EQ(whole.ids[im->begin + im->n], 252);
+		}
+		engine_chat_tokens_finish(&whole);
+		engine_chat_tokens_finish(&steps);
+		engine_chat_destroy(chat);
+	}
+}
+
+static float *encode(const char *image, size_t *ret_rows)
+{
+	const json_t *img = json_object_get(json_object_get(golden, "images"), image);
+	struct engine_vision_preprocess p;
+	struct engine_image *pic;
+	struct engine_vision_grid g;
+	float *rows = NULL;
+	char err[256];
+	int budget;
+
+	REQUIRE(img);
+	pic = engine_image_load_png(golden_path(json_string_value(json_object_get(img, "png"))), err,
+				    sizeof(err));
+	REQUIRE(pic);
+	engine_vision_get_preprocess(vision, &p);
+	budget = (int)json_integer_value(json_object_get(img, "max_tiles"));
+	REQUIRE(engine_vision_encode_image(vision, pic, budget == p.max_tiles ? 0 : budget, &g, &rows,
+					   ret_rows) == 0);
+	CHECK_INT_EQ(g.n_tiles, tiles_of(image));
+	engine_image_destroy(pic);
+	return rows;
+}
+
+static const json_t *find_case(const char *name)
+{
+	const json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(golden, "cases"), i, c)
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	REQUIRE(!"golden case missing");
+	return NULL;
+}
+
+/* Splices rows (n_rows x 64, the images of t in order) and appends t to s. */
+static int append_spliced(struct engine_session *s, const struct engine_chat_tokens *t,
+			  const float *rows, size_t n_rows, enum engine_logits want, float *logits)
+{
+	const float **embeds = malloc(sizeof(*embeds) * (t->n_ids + 1));
+	char err[256];
+	int r;
+
+	REQUIRE(embeds);
+	r = engine_vision_splice(t->ids, t->n_ids, 250, rows, n_rows, 64, embeds, err, sizeof(err));
+	if (r == 0)
+		r = engine_session_append(s, t->ids, embeds, t->n_ids, want, logits);
+	else
+		fprintf(stderr, "splice: %s\n", err);
+	free(embeds);
+	return r;
+}
+
+static void test_two_images(void)
+{
+	const json_t *c = find_case("two_images");
+	struct st_file *f = golden_open("chat.safetensors");
+	struct engine_chat_message msgs[MAX_MSGS];
+	int tiles[16];
+	size_t n = case_messages(c, msgs, tiles), n_sq, n_sm, n_lrows;
+	float *sq = encode("square", &n_sq), *sm = encode("small", &n_sm);
+	float *both = malloc(sizeof(float) * (n_sq + n_sm) * 64);
+	const float *rows_f = golden_get(f, "two_images.logits_rows", &n_lrows);
+	const float *want = golden_get(f, "two_images.logits", NULL);
+	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false,
+						      NULL, 0);
+	struct engine_chat_tokens whole = {0}, t1 = {0}, t2 = {0};
+	struct engine_session *s1 = engine_session_create(model, 4096);
+	struct engine_session *s2 = engine_session_create(model, 4096);
+	int vocab = engine_session_vocab(s1);
+	float *l_all, *l_last = malloc(sizeof(float) * (size_t)vocab);
+	struct golden_diff d = {0};
+	double dturn = 0;
+
+	REQUIRE(both && chat && s1 && s2 && l_last && n == 4);
+	memcpy(both, sq, sizeof(float) * n_sq * 64);
+	memcpy(both + n_sq * 64, sm, sizeof(float) * n_sm * 64);
+
+	/* the whole conversation in one prefill, against transformers */
+	CHECK_INT_EQ(engine_chat_render(chat, msgs, n, true, &whole, NULL, 0), 0);
+	CHECK(ids_equal(&whole, json_object_get(c, "ids")));
+	CHECK_INT_EQ(whole.n_images, 2);
+	l_all = malloc(sizeof(float) * whole.n_ids * (size_t)vocab);
+	REQUIRE(l_all);
+	CHECK_INT_EQ(append_spliced(s1, &whole, both, n_sq + n_sm, ENGINE_LOGITS_ALL, l_all), 0);
+	for (size_t k = 0; k < n_lrows; k++)
+		for (int v = 0; v < vocab; v++)
+			golden_diff_add(&d, l_all[(size_t)rows_f[k] * vocab + v], want[k * vocab + v], k);
+	printf("two images over two turns, %zu positions: %zu logits rows vs transformers, max |diff| %.3g\n",
+	       whole.n_ids, n_lrows, d.max_abs);
+	CHECK(d.max_abs <= LOGITS_TOL);
+
+	/* a persistent session: first system + user (image) + assistant, then the next
+	 * observation turn (image + text) and the generation prompt appended on top */
+	engine_chat_reset(chat);
+	for (size_t k = 0; k < 3; k++)
+		CHECK_INT_EQ(engine_chat_append(chat, &msgs[k], &t1, NULL, 0), 0);
+	CHECK_INT_EQ(append_spliced(s2, &t1, sq, n_sq, ENGINE_LOGITS_NONE, NULL), 0);
+	CHECK_INT_EQ(engine_chat_append(chat, &msgs[3], &t2, NULL, 0), 0);
+	CHECK_INT_EQ(engine_chat_generation_prompt(chat, &t2), 0);
+	CHECK_INT_EQ(t2.n_images, 1);
+	CHECK_INT_EQ(t1.n_ids + t2.n_ids, whole.n_ids);
+	CHECK(t2.n_ids <= whole.n_ids && memcmp(t2.ids, whole.ids + t1.n_ids, sizeof(int32_t) * t2.n_ids) == 0);
+	CHECK_INT_EQ(t2.images[0].begin + t1.n_ids, whole.images[1].begin);
+	CHECK_INT_EQ(append_spliced(s2, &t2, sm, n_sm, ENGINE_LOGITS_LAST, l_last), 0);
+	for (int v = 0; v < vocab; v++)
+		dturn = fmax(dturn, fabs(l_last[v] - l_all[(whole.n_ids - 1) * (size_t)vocab + v]));
+	printf("image turn appended to a session vs one prefill: max |diff| %.3g\n", dturn);
+	CHECK(dturn <= TURN_TOL);
+	CHECK_INT_EQ(engine_session_n_tokens(s2), (int)whole.n_ids);
+
+	engine_chat_tokens_finish(&whole);
+	engine_chat_tokens_finish(&t1);
+	engine_chat_tokens_finish(&t2);
+	engine_chat_destroy(chat);
+	engine_session_destroy(s1);
+	engine_session_destroy(s2);
+	free(l_all);
+	free(l_last);
+	free(both);
+	free(sq);
+	free(sm);
+	st_file_destroy(f);
+}
+
+static void test_rules(void)
+{
+	const struct engine_tokenizer *tok = engine_model_tokenizer(model);
+	struct engine_chat *chat = engine_chat_create(tok, vision, false, NULL, 0);
+	struct engine_chat *text_only = engine_chat_create(tok, NULL, false, NULL, 0);
+	struct engine_chat_tokens t = {0};
+	int one = 1, two[2] = {1, 3};
+	int32_t stops[2];
+	char err[256];
+
+	REQUIRE(chat && text_only);
+	CHECK_INT_EQ(engine_chat_stop_ids(chat, stops), 2);
+	CHECK_INT_EQ(stops[0], engine_tokenizer_token_id(tok, "<SPECIAL_12>"));
+	CHECK_INT_EQ(stops[1], engine_tokenizer_token_id(tok, "</s>"));
+	CHECK_INT_EQ(engine_chat_image_token(chat), 250);
+
+	/* Python str.strip(): Unicode whitespace (U+3000, U+00A0, U+2009) and \x1c..\x1f go */
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_USER,
+								      "\xe3\x80\x80\x1f Hi\xc2\xa0\xe2\x80\x89", NULL, 0},
+					&t, err, sizeof(err)),
+		     0);
+	CHECK_STR_EQ(t.text, "<SPECIAL_11>User\nHi\n");
+	/* images without placeholders go in front, one "<image>\n" each */
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "Look.", two, 2},
+					&t, err, sizeof(err)),
+		     0);
+	CHECK_INT_EQ(t.n_images, 2);
+	CHECK_INT_EQ(t.images[1].n, 3 * 256);
+	CHECK_INT_EQ(t.ids[t.images[1].begin - 3], 252); /* </img>, "\n", <img> */
+	CHECK(strstr(t.text, "</img>\n<img>") && strstr(t.text, "</img>\nLook.\n"));
+
+	/* errors leave the buffer and the state as they were */
+	size_t n_ids = t.n_ids;
+	err[0] = 0;
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_SYSTEM, "late", NULL, 0},
+					&t, err, sizeof(err)),
+		     -EINVAL);
+	CHECK(strstr(err, "first"));
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_USER, "click <SPECIAL_12> /think", NULL, 0},
+					&t, err, sizeof(err)),
+		     -EINVAL);
+	CHECK(strstr(err, "special"));
+	CHECK(!engine_chat_reasoning(chat)); /* the failed turn's /think did not count */
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "<image> <image>", two, 1},
+					&t, err, sizeof(err)),
+		     -EINVAL);
+	CHECK(strstr(err, "2 '<image>' placeholders for 1 images"));
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_ASSISTANT, "x", &one, 1},
+					&t, err, sizeof(err)),
+		     -EINVAL);
+	CHECK_INT_EQ(engine_chat_append(text_only, &(struct engine_chat_message){ENGINE_CHAT_USER, "x", &one, 1},
+					&t, err, sizeof(err)),
+		     -EINVAL);
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "bad \xff", NULL, 0},
+					&t, err, sizeof(err)),
+		     -EILSEQ);
+	CHECK_INT_EQ(t.n_ids, n_ids);
+
+	/* the reasoning switch, and the turn that closes a generation */
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "go /think", NULL, 0},
+					&t, err, sizeof(err)),
+		     0);
+	CHECK(engine_chat_reasoning(chat));
+	CHECK_INT_EQ(engine_chat_close_generation(chat, &t), 0);
+	CHECK_INT_EQ(t.ids[t.n_ids - 2], 12);
+	CHECK(strcmp(t.text + t.text_len - strlen("go\n<SPECIAL_12>\n"), "go\n<SPECIAL_12>\n") == 0);
+	engine_chat_reset(chat);
+	CHECK(!engine_chat_reasoning(chat));
+
+	engine_chat_tokens_finish(&t);
+	engine_chat_destroy(chat);
+	engine_chat_destroy(text_only);
+	engine_chat_destroy(NULL);
+}
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void unlink_in(const char *dir, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	unlink(path);
+}
+
+static void test_template_check(void)
+{
+	static const char *const chatml =
+		"{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+		"'<|im_end|>\\n' }}{% endfor %}";
+	char msg[512], dir[] = "/tmp/holo-chat-XXXXXX", src[4096], dst[4096];
+	const char *files[] = {"config.json", "model.safetensors", "tokenizer.json"};
+	struct engine_model *m;
+
+	/* the fixture ships the model.md 5.2 template */
+	CHECK_INT_EQ(engine_chat_check_model(model, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_KNOWN);
+	CHECK_INT_EQ(engine_chat_check_template(NULL, chatml, strlen(chatml), msg, sizeof(msg)),
+		     ENGINE_CHAT_TEMPLATE_DIFFERENT);
+	printf("ChatML: %s\n", msg);
+	CHECK(strstr(msg, "'<SPECIAL_11>User'") && strstr(msg, "'<SPECIAL_12>'") &&
+	      strstr(msg, "'<think>'") && strstr(msg, "'<|im_start|>'"));
+
+	/* a checkpoint directory: no template, a different one in each place */
+	REQUIRE(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(src, sizeof(src), "%s/tests/fixtures/vision/tiny-vlm/%s", golden_source_root(), files[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+		REQUIRE(symlink(src, dst) == 0);
+	}
+	m = engine_model_load(dir, msg, sizeof(msg));
+	REQUIRE(m);
+	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_NONE);
+	CHECK(strstr(msg, "no chat template"));
+	put(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"},"
+					  " {\"name\": \"default\", \"template\": \"<SPECIAL_10>System <SPECIAL_11>User"
+					  " <SPECIAL_11>Assistant <SPECIAL_12> <think>\"}]}");
+	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_KNOWN);
+	put(dir, "tokenizer_config.json", "{\"chat_template\": \"<SPECIAL_10>System <SPECIAL_11>User "
+					  "<SPECIAL_11>Assistant <SPECIAL_12>\"}");
+	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_DIFFERENT);
+	printf("no <think>: %s\n", msg);
+	CHECK(strstr(msg, "tokenizer_config.json") && strstr(msg, "'<think>'") && !strstr(msg, "User'"));
+	put(dir, "chat_template.jinja", chatml);
+	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_DIFFERENT);
+	CHECK(strstr(msg, "chat_template.jinja") && strstr(msg, "<|im_start|>"));
+	unlink_in(dir, "chat_template.jinja");
+	put(dir, "tokenizer_config.json", "{\"chat_template\": 7}");
+	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "not a string"));
+	put(dir, "tokenizer_config.json", "{oops");
+	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), -EINVAL);
+	engine_model_destroy(m);
+
+	/* a tokenizer without the format's markers cannot render it */
+	m = engine_model_load(golden_path("../models/tiny-chat"), msg, sizeof(msg));
+	REQUIRE(m);
+	{
+		struct engine_chat *c = engine_chat_create(engine_model_tokenizer(m), NULL, false, msg,
+							   sizeof(msg));
+		CHECK(c != NULL); /* the tekken fixture has <SPECIAL_10..12> */
+		engine_chat_destroy(c);
+		/* tiny-vlm's vision config says <image> is 250; tiny-chat's tokenizer says 1226 */
+		c = engine_chat_create(engine_model_tokenizer(m), vision, false, msg, sizeof(msg));
+		CHECK(c == NULL && errno == EINVAL && strstr(msg, "img_context_token_id 250"));
+	}
+	engine_model_destroy(m);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		unlink_in(dir, files[i]);
+	unlink_in(dir, "tokenizer_config.json");
+	CHECK_INT_EQ(rmdir(dir), 0);
+}
+
+int main(void)
+{
+	char path[4096], err[256];
+	json_error_t jerr;
+
+	golden = json_load_file(golden_path("chat-golden.json"), 0, &jerr);
+	if (!golden) {
+		fprintf(stderr, "chat-golden.json: %s\n", jerr.text);
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/tests/fixtures/vision/tiny-vlm", golden_source_root());
+	model = engine_model_load(path, err, sizeof(err));
+	if (!model || !engine_model_tokenizer(model)) {
+		fprintf(stderr, "%s: %s\n", path, model ? "no tokenizer" : err);
+		return 1;
+	}
+	vision = engine_vision_create(model, err, sizeof(err));
+	if (!vision) {
+		fprintf(stderr, "engine_vision_create: %s\n", err);
+		return 1;
+	}
+	test_golden_render();
+	test_two_images();
+	test_rules();
+	test_template_check();
+	engine_vision_destroy(vision);
+	engine_model_destroy(model);
+	json_decref(golden);
+	return test_exit();
+}

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Golden fixtures for the chat rendering (engine/chat.c, tests/vision/test-vision-chat.c).
+
+Needs the tools venv (tools/.venv: tokenizers, jinja2, torch, transformers, timm). Run after
+tools/gen_tiny_vision.py and tools/make_vision_golden.py (it reuses the latter's reference
+vision tower and the test images). Writes:
+
+  tests/fixtures/vision/tiny-vlm/tokenizer.json
+      a small byte-level BPE (Tekken-style Split regex + ByteLevel, model.md 5.1) trained here on
+      an ASCII corpus, every id below the tiny checkpoint's 256 embedding rows: <unk>, <s>, </s>,
+      <SPECIAL_3>..<SPECIAL_12> at 0..12 (special), the trained vocabulary up to 249, then
+      <image>=250 (the config's img_context_token_id), <img>=251, </img>=252 (special),
+      <think>=253, </think>=254 (not special).
+  tests/fixtures/vision/tiny-vlm/tokenizer_config.json
+      chat_template: TEMPLATE below, a Jinja2 rendering of model.md 5.2 (the Megatron
+      "nemotron-h-5p5-reasoning" inference format, reasoning off unless asked).
+  tests/fixtures/vision/chat-golden.json
+      conversations rendered with that template (jinja2, as transformers'
+      apply_chat_template does: trim_blocks, lstrip_blocks), each `<image>` placeholder expanded
+      to <img> + <image> x (256 x tiles) + </img> as the reference processor does, tokenized
+      with the HF tokenizer with add_special_tokens=False: expected text and ids.
+  tests/fixtures/vision/chat.safetensors
+      logits of the two-image conversation: the image rows from the reference vision tower
+      (make_vision_golden.TinyRadio, float64) spliced into transformers' NemotronH (float32).
+
+Deterministic for a given `tokenizers` version.
+Usage: tools/.venv/bin/python tools/make_chat_golden.py
+"""
+
+import json
+import os
+import sys
+
+import jinja2
+import numpy as np
+import tokenizers
+import torch
+from PIL import Image
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_vision_golden as mvg  # noqa: E402
+import gen_tiny_vision as gtv  # noqa: E402
+
+FIX = os.path.normpath(os.path.join(HERE, "..", "tests", "fixtures", "vision"))
+MODEL = os.path.join(FIX, "tiny-vlm")
+
+TEKKEN_REGEX = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
+    r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPECIALS = ["<unk>", "<s>", "</s>"] + [f"<SPECIAL_{i}>" for i in range(3, 13)]
+TRAINED_VOCAB = 250  # ids 0..249; <image> must land on 250 (config.json img_context_token_id)
+
+TRAIN_CORPUS = [
+    "You are a GUI agent. Look at the screen and act.",
+    "What is on the screen? Click on the search bar.",
+    "Now this one: type the address and press Enter.",
+    "A red square. The button is at the top left of the window.",
+    "System User Assistant: open the file menu, then save the document.",
+    "Scroll down to see more results; double-click the icon.",
+    "Hello there! Describe the image in one sentence.",
+    "The quick brown fox jumps over the lazy dog 0123456789.",
+    "{\"action\": \"click\", \"x\": 120, \"y\": 45}\n",
+    "Be brief.\nThink step by step.\n\tindented line\n",
+]
+
+# model.md 5.2 as a chat template: the system block only when there is a system message; /think
+# and /no_think in system and user messages switch reasoning (the last one wins), removed from
+# the text; assistant history keeps what follows the last </think>; the generation prompt opens
+# <think></think> (reasoning off, the default) or <think>\n (on: /think, or enable_thinking).
+TEMPLATE = (
+    "{%- set ns = namespace(think=(enable_thinking is defined and enable_thinking)) -%}\n"
+    "{%- for message in messages -%}\n"
+    "  {%- if message['role'] == 'user' or message['role'] == 'system' -%}\n"
+    "    {%- if '/think' in message['content'].replace('/no_think', '') -%}\n"
+    "      {%- set ns.think = true -%}\n"
+    "    {%- elif '/no_think' in message['content'] -%}\n"
+    "      {%- set ns.think = false -%}\n"
+    "    {%- endif -%}\n"
+    "  {%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- for message in messages -%}\n"
+    "  {%- set content = message['content'] -%}\n"
+    "  {%- if message['role'] == 'system' and loop.first -%}\n"
+    "    {{- '<SPECIAL_10>System\\n' + content.replace('/think', '').replace('/no_think', '').strip() + '\\n' -}}\n"
+    "  {%- elif message['role'] == 'user' -%}\n"
+    "    {{- '<SPECIAL_11>User\\n' + content.replace('/think', '').replace('/no_think', '').strip() + '\\n' -}}\n"
+    "  {%- elif message['role'] == 'assistant' -%}\n"
+    "    {%- if '</think>' in content -%}\n"
+    "      {%- set content = content.split('</think>')[-1] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{- '<SPECIAL_11>Assistant\\n' + content.strip() + '\\n<SPECIAL_12>\\n' -}}\n"
+    "  {%- else -%}\n"
+    "    {{- raise_exception('unsupported role ' + message['role']) -}}\n"
+    "  {%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<SPECIAL_11>Assistant\\n' -}}\n"
+    "  {%- if ns.think -%}{{- '<think>\\n' -}}{%- else -%}{{- '<think></think>' -}}{%- endif -%}\n"
+    "{%- endif -%}\n"
+)
+
+TOKENS_PER_TILE = 256
+IMAGES = {  # name -> (png, tile budget); tiles from the reference processor
+    "square": ("square.png", 12),  # 1 tile
+    "small": ("small.png", 2),     # 2 tiles + thumbnail
+}
+
+# Conversations. Images are listed per message in placeholder order.
+CASES = [
+    {
+        "name": "two_images",
+        "reasoning": False,
+        "messages": [
+            {"role": "system", "content": "You are a GUI agent. /no_think"},
+            {"role": "user", "content": "<image>\nWhat is on the screen?", "images": ["square"]},
+            {"role": "assistant", "content": "<think>\nA square.\n</think>\n\nA red square."},
+            {"role": "user", "content": "Now this one: <image>\nClick on the search bar.  ",
+             "images": ["small"]},
+        ],
+        "logits": True,
+    },
+    {
+        "name": "think_in_user",
+        "reasoning": False,
+        "messages": [
+            {"role": "user", "content": "  Hello there! /think\n"},
+        ],
+    },
+    {
+        "name": "option_on",
+        "reasoning": True,
+        "messages": [
+            {"role": "user", "content": "Describe the image in one sentence."},
+        ],
+    },
+    {
+        "name": "no_think_wins",
+        "reasoning": True,
+        "messages": [
+            {"role": "system", "content": "/think Be brief."},
+            {"role": "user", "content": "Scroll down. /no_think"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "Open the file menu.\n\n"},
+        ],
+    },
+    {
+        "name": "spec_example",
+        "reasoning": False,
+        "messages": [
+            {"role": "system", "content": "/no_think"},
+            {"role": "user", "content": "<image>\nClick on the search bar.", "images": ["small"]},
+        ],
+    },
+]
+
+
+def build_tokenizer():
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(TEKKEN_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    byte_map = {ch for ch in pre_tokenizers.ByteLevel.alphabet()}
+    # printable ASCII, tab and newline only: the whole vocabulary must fit under 250 ids
+    ascii_chars = [chr(c) for c in range(0x20, 0x7f)] + ["\t", "\n"]
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    alphabet = sorted({bl.pre_tokenize_str(c)[0][0] for c in ascii_chars})
+    assert set(alphabet) <= byte_map
+    trainer = trainers.BpeTrainer(
+        vocab_size=TRAINED_VOCAB,
+        min_frequency=1,
+        special_tokens=[AddedToken(s, special=True, normalized=False) for s in SPECIALS],
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    tok.train_from_iterator(TRAIN_CORPUS * 3, trainer)
+    assert tok.get_vocab_size() == TRAINED_VOCAB, tok.get_vocab_size()
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
+                            for s in ("<image>", "<img>", "</img>")])
+    tok.add_tokens([AddedToken("<think>", special=False), AddedToken("</think>", special=False)])
+    for s, want in (("<image>", 250), ("<img>", 251), ("</img>", 252), ("<think>", 253),
+                    ("</think>", 254), ("<SPECIAL_12>", 12)):
+        assert tok.token_to_id(s) == want, (s, tok.token_to_id(s))
+    return tok
+
+
+def render(messages, reasoning):
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    env.globals["raise_exception"] = raise_exception
+    msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+    kw = {"enable_thinking": True} if reasoning else {}
+    return env.from_string(TEMPLATE).render(messages=msgs, add_generation_prompt=True, **kw)
+
+
+def expand_images(text, tiles):
+    """The processor: each <image> placeholder, in order, becomes <img><image>*256*t</img>."""
+    parts = text.split("<image>")
+    assert len(parts) == len(tiles) + 1, (len(parts), tiles)
+    out = parts[0]
+    for t, rest in zip(tiles, parts[1:]):
+        out += "<img>" + "<image>" * (TOKENS_PER_TILE * t) + "</img>" + rest
+    return out
+
+
+def main():
+    with open(os.path.join(MODEL, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(MODEL, "preprocessor_config.json")) as f:
+        pcfg = json.load(f)
+    assert cfg["img_context_token_id"] == 250
+
+    tok = build_tokenizer()
+    tok.save(os.path.join(MODEL, "tokenizer.json"))
+    with open(os.path.join(MODEL, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>",
+                   "eos_token": "</s>", "unk_token": "<unk>", "chat_template": TEMPLATE}, f, indent=2)
+        f.write("\n")
+    tok = Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
+
+    weights = mvg.read_safetensors(os.path.join(MODEL, "model.safetensors"))
+    radio = mvg.TinyRadio(weights, dict(gtv.VISION))
+    pixels, tiles_of = {}, {}
+    for name, (png, budget) in IMAGES.items():
+        pil = Image.open(os.path.join(FIX, png))
+        _, grid, px = mvg.preprocess(pil, pcfg["image_size"], budget, pcfg["use_thumbnail"],
+                                     pcfg["norm_mean"], pcfg["norm_std"])
+        pixels[name] = px
+        tiles_of[name] = grid[3]
+
+    golden = {"generator": "tools/make_chat_golden.py", "versions": {
+        "tokenizers": tokenizers.__version__, "jinja2": jinja2.__version__,
+        "torch": torch.__version__}, "tokens_per_tile": TOKENS_PER_TILE,
+        "images": {n: {"png": p, "max_tiles": b, "n_tiles": tiles_of[n]} for n, (p, b) in IMAGES.items()},
+        "cases": []}
+    arrays = {}
+    for case in CASES:
+        order = [img for m in case["messages"] for img in m.get("images", [])]
+        text = expand_images(render(case["messages"], case["reasoning"]), [tiles_of[i] for i in order])
+        ids = tok.encode(text, add_special_tokens=False).ids
+        assert tok.decode(ids, skip_special_tokens=False) == text
+        golden["cases"].append({"name": case["name"], "reasoning": case["reasoning"],
+                                "messages": case["messages"], "text": text, "ids": ids})
+        if case.get("logits"):
+            import make_lm_golden  # noqa: F401
+            rows = torch.cat([radio.project(radio.features(pixels[i])) for i in order]).numpy()
+            mamba_dir = os.path.join(HERE, "..", "tests", "fixtures", "models", "tiny-mamba")
+            model, _ = make_lm_golden.load_hf(mamba_dir)
+            with torch.no_grad():
+                emb = model.model.embeddings.weight[torch.tensor(ids)].clone()
+                pos = [k for k, t in enumerate(ids) if t == 250]
+                assert len(pos) == rows.shape[0]
+                emb[pos] = torch.from_numpy(rows.astype(np.float32))
+                logits = model(inputs_embeds=emb.unsqueeze(0), use_cache=False).logits[0].float().numpy()
+            keep = [k for k, t in enumerate(ids) if t != 250] + [pos[0], pos[255], pos[256], pos[-1]]
+            keep = sorted(set(keep))
+            arrays[case["name"] + ".logits_rows"] = np.array(keep, np.float32)
+            arrays[case["name"] + ".logits"] = logits[keep]
+            import transformers
+            golden["versions"]["transformers"] = transformers.__version__
+    with open(os.path.join(FIX, "chat-golden.json"), "w") as f:
+        f.write(json.dumps(golden, indent=1) + "\n")
+    mvg.write_safetensors(os.path.join(FIX, "chat.safetensors"), arrays,
+                          {"generator": "tools/make_chat_golden.py"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
