@@ -44,7 +44,7 @@ static const char *const tool_help[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_SCROLL] = "scroll at (x, y) by scroll_size wheel notches",
 	[IPC_TOOL_WRITE] = "type text into the focused element (overwrite: select all first; "
 			   "press_enter: press Enter after)",
-	[IPC_TOOL_HOTKEY] = "press keys together, e.g. [\"ctrl\", \"c\"], repeat_count times",
+	[IPC_TOOL_HOTKEY] = "press keys together, e.g. [\"ctrl\",\"c\"], repeat_count times",
 	[IPC_TOOL_KEY_DOWN] = "press and hold a key",
 	[IPC_TOOL_KEY_UP] = "release a held key",
 	[IPC_TOOL_WAIT] = "wait a number of seconds",
