@@ -361,6 +361,59 @@ finish:
 
 /* ---- the loop (executor thread) ----------------------------------------------------------- */
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, cp = c & 0x07;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+/* A copy of the text that is valid UTF-8 (what JSON and the journal's readers need): the
+ * model's raw output is sampled token by token and may end inside a character, or, without
+ * the grammar, be any bytes. Invalid bytes become U+FFFD. */
+static char *utf8_valid(const char *text, size_t len)
+{
+	char *out = xmalloc(len * 3 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq((const unsigned char *)text + i, len - i);
+		if (n == 0 || (n == 1 && text[i] == '\0')) {
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+			continue;
+		}
+		memcpy(out + o, text + i, n);
+		o += n;
+		i += n;
+	}
+	out[o] = '\0';
+	return out;
+}
+
 static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
 			const char *format, ...) __attribute__((format(printf, 4, 5)));
 
@@ -671,6 +724,9 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		sj.slot_rows = slots;
 		sj.close = a.history == IPC_HISTORY_PERSISTENT ? &close : NULL;
 		r = engine_thread_call(cfg->engine, job_step, &sj);
+		char *raw = utf8_valid(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
+		free(sj.raw);
+		sj.raw = raw;
 		struct journal_agent_step as = {
 			.thought = r == 0 ? sj.step.thought : NULL,
 			.note = r == 0 ? sj.step.note : NULL,
@@ -702,9 +758,12 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		if (r < 0) {
-			char *e = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s",
-					    index, sj.err[0] ? sj.err : strerror(-r), sj.attempts,
-					    sj.raw ? sj.raw : "");
+			char *e0 = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s",
+					     index, sj.err[0] ? sj.err : strerror(-r), sj.attempts,
+					     sj.raw);
+			/* %.300s may have cut a character in two. */
+			char *e = utf8_valid(e0, strlen(e0));
+			free(e0);
 			journal_invalid(&a, index, &sj, &as, e);
 			set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", e);
 			free(e);

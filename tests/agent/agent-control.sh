@@ -1,0 +1,54 @@
+#!/bin/sh
+# Stopping an agent task: cancel while a long step is being decoded (the decode loop polls the
+# task's stop flag between tokens, the same flag the kill switch and SIGTERM set), the time
+# budget, and SIGTERM during a task (interrupted, holod exits cleanly).
+. "$(dirname "$0")/agent-lib.sh"
+require_agent
+start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
+start_agent_client
+# Without the grammar this model writes '"' forever: each step decodes all --step-tokens
+# tokens (seconds), which gives a cancel something to interrupt.
+start_agent --debug-unconstrained --step-tokens 20000
+
+decoding() { # TASK: the engine is inside the task's first step
+	grep -q "task $1: persistent history" "$HOLOD_LOG"
+}
+
+now_ms() {
+	echo $(($(date +%s%N) / 1000000))
+}
+
+# ---- cancel in the middle of decoding
+submit '{"instruction": "Click the red block.", "max_steps": 100}'
+C=$TASK
+wait_until 60 decoding "$C" || fail "task $C never started decoding"
+api POST "/v1/tasks/$C/cancel"
+T0=$(now_ms)
+expect_code "cancel running" 202
+wait_task "$C" cancelled 30
+T1=$(now_ms)
+api GET "/v1/tasks/$C"
+expect_json "cancel" .error "cancelled during step 0"
+expect_json "cancel" .steps 0
+[ $((T1 - T0)) -lt 2000 ] || fail "cancel took $((T1 - T0)) ms"
+echo "cancel latency: $((T1 - T0)) ms (polled every 20 ms)"
+[ "$(presses)" = 0 ] || fail "a cancelled task clicked"
+
+# ---- the time budget ends a step that is still decoding
+submit '{"instruction": "Click the red block.", "max_steps": 100, "max_seconds": 1}'
+B=$TASK
+wait_task "$B" failed 30
+api GET "/v1/tasks/$B"
+expect_json "max_seconds" .error "max_seconds budget (1 s) exhausted during step 0"
+T_START=$(sqlite3 "$DB" "SELECT started_us FROM tasks WHERE id = $B")
+T_END=$(sqlite3 "$DB" "SELECT finished_us FROM tasks WHERE id = $B")
+[ $(((T_END - T_START) / 1000)) -lt 3000 ] || fail "max_seconds 1 ran $(((T_END - T_START) / 1000)) ms"
+
+# ---- SIGTERM during a task: interrupted, and holod exits
+submit '{"instruction": "Click the red block.", "max_steps": 100}'
+S=$TASK
+wait_until 60 decoding "$S" || fail "task $S never started decoding"
+stop_holod || fail "holod exit status $? on SIGTERM during a decode"
+[ "$(sqlite3 "$DB" "SELECT status || ': ' || error FROM tasks WHERE id = $S")" = \
+	"interrupted: holod received SIGTERM" ] || fail "task $S after SIGTERM: $(sqlite3 "$DB" "SELECT status, error FROM tasks WHERE id = $S")"
+pass_or_fail

@@ -1,0 +1,72 @@
+#!/bin/sh
+# What goes wrong, visibly: a model that does not load (holod keeps serving scripts, status and
+# 503 say why), and steps that stay invalid after the bounded retries (the task fails with the
+# model's raw output in the journal).
+. "$(dirname "$0")/agent-lib.sh"
+require_agent
+start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
+start_agent_client
+
+# ---- a corrupt checkpoint: truncated weights
+BAD="$T/bad-model"
+mkdir -p "$BAD"
+cp "$AGENT_MODEL"/*.json "$BAD"/
+head -c 100000 "$AGENT_MODEL/model.safetensors" >"$BAD/model.safetensors"
+start_holod --model "$BAD"
+wait_until 30 model_is failed || fail "a truncated model: state $(model_state)"
+api GET /v1/status
+expect_json "load failure" .model.name bad-model
+expect_json "load failure" .model.backend cpu
+ERR=$(jq -r .model.error "$BODY")
+case "$ERR" in
+"cannot load the model $BAD: "?*) ;;
+*) fail "load error: '$ERR'" ;;
+esac
+grep -q "cannot load the model $BAD" "$HOLOD_LOG" || fail "the load error is not in the log"
+api POST /v1/tasks '{"instruction": "Click the red block."}'
+expect_error "instruction without a model" 503 no_model "$ERR"
+submit '{"script": [{"tool_name": "click", "x": 20, "y": 20}]}'
+wait_task "$TASK" succeeded 30
+grep -q '^press button=1 .* root_x=20 root_y=20 ' "$CLIENT_LOG" || fail "the script did not click"
+stop_holod || fail "holod exit status $?"
+
+# ---- a directory that is not a model
+rm -f "$SOCK"
+start_holod --model "$T"
+wait_until 30 model_is failed || fail "not a model: state $(model_state)"
+api POST /v1/tasks '{"instruction": "Click the red block."}'
+expect_code "not a model" 503
+stop_holod || fail "holod exit status $?"
+
+# ---- invalid steps: retried, then the task fails with the raw output journaled
+P0=$(presses)
+rm -f "$SOCK"
+start_agent --debug-unconstrained --step-tokens 32 --step-retries 2
+submit '{"instruction": "Click the red block.", "max_steps": 3}'
+I=$TASK
+wait_task "$I" failed 120
+api GET "/v1/tasks/$I"
+E=$(jq -r .error "$BODY")
+case "$E" in
+"step 0: no complete step within 32 tokens after 3 attempt(s); raw output: \""*) ;;
+*) fail "invalid step error: '$E'" ;;
+esac
+[ "$(sqlite3 "$DB" "SELECT tool_name, status, attempts, length(raw_output) > 0, tokens_decoded
+	FROM steps WHERE task_id = $I")" = "invalid|error|3|1|32" ] ||
+	fail "invalid step row: $(sqlite3 "$DB" "SELECT * FROM steps WHERE task_id = $I")"
+[ "$(grep -c 'retrying (attempt' "$HOLOD_LOG")" = 2 ] || fail "expected 2 retries in the log"
+[ "$(presses)" = "$P0" ] || fail "an invalid step clicked"
+stop_holod || fail "holod exit status $?"
+
+# ---- the grammar on, but a step budget too small for any step: same bounded retries
+rm -f "$SOCK"
+start_agent --step-tokens 16 --step-retries 1
+submit '{"instruction": "Click the red block.", "max_steps": 3}'
+wait_task "$TASK" failed 120
+api GET "/v1/tasks/$TASK"
+case "$(jq -r .error "$BODY")" in
+"step 0: no complete step within 16 tokens after 2 attempt(s); raw output: {\"note\":"*) ;;
+*) fail "constrained step budget error: '$(jq -r .error "$BODY")'" ;;
+esac
+stop_holod || fail "holod exit status $?"
+pass_or_fail
