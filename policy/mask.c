@@ -6,6 +6,11 @@
  * prefix share its steps. Masks are cached by the matcher's state with the string byte budget
  * clamped: once a string has more room left than any token can use, the remaining budget cannot
  * change which tokens are allowed, so all the states inside a long string share one mask.
+ *
+ * Plain string content is where a walk would visit nearly the whole trie, so it has a fast
+ * path: tokens that are plain text (complete UTF-8, no quote, backslash or control byte) are
+ * allowed by any string state outside an escape or a character that has room for them, so
+ * their bits are precomputed and only the other tokens (a second, small trie) are walked.
  */
 #include <errno.h>
 #include <math.h>
@@ -43,14 +48,18 @@ struct policy_masker {
 	const uint8_t **bytes; /* per id, NULL when never allowed */
 	uint32_t *lens;
 	uint8_t *owned;        /* the bytes of a raw vocabulary */
-	int32_t *same_next;    /* ids with the same bytes, chained */
+	int32_t *same_next;    /* ids with the same bytes, chained (in the trie of all tokens) */
+	int32_t *same_next_special; /* the same in the trie of tokens that are not plain */
 	int32_t *stops;
 	size_t n_stops;
 	uint8_t *is_stop;      /* per id */
 
 	struct vtrie_node *trie;
 	size_t n_trie, cap_trie;
+	uint32_t root_all, root_special; /* every token; the tokens that are not plain text */
 	uint32_t max_token_len;
+	uint32_t *plain_bits;
+	int plain_count;
 
 	struct frame {
 		uint32_t node, child;
@@ -75,15 +84,16 @@ static uint32_t vtrie_new(struct policy_masker *mk, uint8_t byte)
 }
 
 /* The root's children are found through this table while building (256 siblings otherwise). */
-static void vtrie_insert(struct policy_masker *mk, uint32_t *root_child, int32_t id)
+static void vtrie_insert(struct policy_masker *mk, uint32_t root, uint32_t *root_child,
+			 int32_t id, int32_t *same_next)
 {
 	const uint8_t *p = mk->bytes[id];
 	uint32_t len = mk->lens[id], cur;
 
 	if (root_child[p[0]] == VT_NONE) {
 		root_child[p[0]] = vtrie_new(mk, p[0]);
-		mk->trie[root_child[p[0]]].next_sibling = mk->trie[0].first_child;
-		mk->trie[0].first_child = root_child[p[0]];
+		mk->trie[root_child[p[0]]].next_sibling = mk->trie[root].first_child;
+		mk->trie[root].first_child = root_child[p[0]];
 	}
 	cur = root_child[p[0]];
 	for (uint32_t i = 1; i < len; i++) {
@@ -97,8 +107,50 @@ static void vtrie_insert(struct policy_masker *mk, uint32_t *root_child, int32_t
 		}
 		cur = child;
 	}
-	mk->same_next[id] = mk->trie[cur].token;
+	same_next[id] = mk->trie[cur].token;
 	mk->trie[cur].token = id;
+}
+
+/* Plain text: complete UTF-8 characters, none of them a quote, a backslash or a control
+ * character. Such a token is allowed wherever string content may continue for its length. */
+static bool is_plain(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t b = p[i];
+		size_t k;
+		if (b < 0x80) {
+			if (b < 0x20 || b == '"' || b == '\\')
+				return false;
+			i++;
+			continue;
+		}
+		if (b >= 0xc2 && b <= 0xdf)
+			k = 2;
+		else if (b >= 0xe0 && b <= 0xef)
+			k = 3;
+		else if (b >= 0xf0 && b <= 0xf4)
+			k = 4;
+		else
+			return false;
+		if (i + k > n)
+			return false;
+		uint8_t lo = 0x80, hi = 0xbf;
+		if (b == 0xe0)
+			lo = 0xa0;
+		else if (b == 0xed)
+			hi = 0x9f;
+		else if (b == 0xf0)
+			lo = 0x90;
+		else if (b == 0xf4)
+			hi = 0x8f;
+		if (p[i + 1] < lo || p[i + 1] > hi)
+			return false;
+		for (size_t j = 2; j < k; j++)
+			if (p[i + j] < 0x80 || p[i + j] > 0xbf)
+				return false;
+		i += k;
+	}
+	return true;
 }
 
 void policy_masker_destroy(struct policy_masker *mk)
@@ -109,6 +161,8 @@ void policy_masker_destroy(struct policy_masker *mk)
 	free(mk->lens);
 	free(mk->owned);
 	free(mk->same_next);
+	free(mk->same_next_special);
+	free(mk->plain_bits);
 	free(mk->stops);
 	free(mk->is_stop);
 	free(mk->trie);
@@ -148,6 +202,8 @@ static struct policy_masker *masker_new(const struct policy_grammar *g, size_t n
 	mk->bytes = calloc(n_tokens, sizeof(*mk->bytes));
 	mk->lens = calloc(n_tokens, sizeof(*mk->lens));
 	mk->same_next = calloc(n_tokens, sizeof(*mk->same_next));
+	mk->same_next_special = calloc(n_tokens, sizeof(*mk->same_next_special));
+	mk->plain_bits = calloc(words, sizeof(*mk->plain_bits));
 	mk->is_stop = calloc(n_tokens, 1);
 	mk->stops = calloc(n_stop ? n_stop : 1, sizeof(*mk->stops));
 	mk->counts = calloc(POLICY_MASK_CACHE_ENTRIES, sizeof(*mk->counts));
@@ -155,7 +211,8 @@ static struct policy_masker *masker_new(const struct policy_grammar *g, size_t n
 	if (!size_mul_ok(words * sizeof(uint32_t), POLICY_MASK_CACHE_ENTRIES, &mask_bytes))
 		goto oom;
 	mk->masks = malloc(mask_bytes);
-	if (!mk->bytes || !mk->lens || !mk->same_next || !mk->is_stop || !mk->stops ||
+	if (!mk->bytes || !mk->lens || !mk->same_next || !mk->same_next_special ||
+	    !mk->plain_bits || !mk->is_stop || !mk->stops ||
 	    !mk->counts || !mk->stack || !mk->masks)
 		goto oom;
 	for (size_t i = 0; i < n_stop; i++) {
@@ -173,25 +230,36 @@ oom:
 
 static struct policy_masker *masker_finish(struct policy_masker *mk)
 {
-	uint32_t *root_child = malloc(256 * sizeof(*root_child));
-	if (!root_child) {
+	uint32_t *all = malloc(256 * sizeof(*all)), *special = malloc(256 * sizeof(*special));
+	if (!all || !special) {
+		free(all);
+		free(special);
 		policy_masker_destroy(mk);
 		errno = ENOMEM;
 		return NULL;
 	}
 	for (int i = 0; i < 256; i++)
-		root_child[i] = VT_NONE;
-	vtrie_new(mk, 0);
+		all[i] = special[i] = VT_NONE;
+	mk->root_all = vtrie_new(mk, 0);
+	mk->root_special = vtrie_new(mk, 0);
 	for (size_t id = 0; id < mk->n_tokens; id++) {
 		if (mk->is_stop[id] || !mk->bytes[id] || mk->lens[id] == 0 ||
 		    mk->lens[id] > POLICY_MASK_MAX_TOKEN_BYTES) {
 			mk->bytes[id] = NULL;
 			continue;
 		}
-		vtrie_insert(mk, root_child, (int32_t)id);
+		vtrie_insert(mk, mk->root_all, all, (int32_t)id, mk->same_next);
+		if (is_plain(mk->bytes[id], mk->lens[id])) {
+			mk->plain_bits[id / 32] |= 1u << (id % 32);
+			mk->plain_count++;
+		} else {
+			vtrie_insert(mk, mk->root_special, special, (int32_t)id,
+				     mk->same_next_special);
+		}
 		mk->max_token_len = MAX(mk->max_token_len, mk->lens[id]);
 	}
-	free(root_child);
+	free(all);
+	free(special);
 	return mk;
 }
 
@@ -297,22 +365,14 @@ static bool key_eq(const struct cache_key *a, const struct cache_key *b)
 	       a->count == b->count && a->esc == b->esc && a->utf8 == b->utf8;
 }
 
-/* The walk: sets the bit of every token the automaton accepts from m. Returns the count. */
-static int walk(struct policy_masker *mk, const struct policy_matcher *m, uint32_t *bits)
+/* Depth-first walk of the trie under `root`: sets the bit of every token the automaton
+ * accepts from m (same_next chains the ids sharing bytes in that trie). Returns the count. */
+static int walk_trie(struct policy_masker *mk, uint32_t root, const int32_t *same_next,
+		     const struct policy_matcher *m, uint32_t *bits)
 {
 	int count = 0;
 	size_t sp = 0;
-	memset(bits, 0, mk->n_words * sizeof(*bits));
-	if (policy_matcher_is_complete(m)) {
-		for (size_t i = 0; i < mk->n_stops; i++) {
-			uint32_t id = (uint32_t)mk->stops[i];
-			if (!(bits[id / 32] & (1u << (id % 32))))
-				count++;
-			bits[id / 32] |= 1u << (id % 32);
-		}
-		return count;
-	}
-	mk->stack[sp++] = (struct frame){.node = 0, .child = mk->trie[0].first_child, .m = *m};
+	mk->stack[sp++] = (struct frame){.node = root, .child = mk->trie[root].first_child, .m = *m};
 	while (sp > 0) {
 		struct frame *f = &mk->stack[sp - 1];
 		uint32_t c = f->child;
@@ -325,7 +385,7 @@ static int walk(struct policy_masker *mk, const struct policy_matcher *m, uint32
 		struct policy_matcher t = f->m;
 		if (!policy_grammar_step(&t, cn->byte))
 			continue;
-		for (int32_t id = cn->token; id >= 0; id = mk->same_next[id]) {
+		for (int32_t id = cn->token; id >= 0; id = same_next[id]) {
 			bits[id / 32] |= 1u << (id % 32);
 			count++;
 		}
@@ -333,6 +393,29 @@ static int walk(struct policy_masker *mk, const struct policy_matcher *m, uint32
 			mk->stack[sp++] = (struct frame){.node = c, .child = cn->first_child, .m = t};
 	}
 	return count;
+}
+
+static int walk(struct policy_masker *mk, const struct policy_matcher *m, uint32_t *bits)
+{
+	int count = 0;
+	if (policy_matcher_is_complete(m)) {
+		memset(bits, 0, mk->n_words * sizeof(*bits));
+		for (size_t i = 0; i < mk->n_stops; i++) {
+			uint32_t id = (uint32_t)mk->stops[i];
+			if (!(bits[id / 32] & (1u << (id % 32))))
+				count++;
+			bits[id / 32] |= 1u << (id % 32);
+		}
+		return count;
+	}
+	const struct gnode *n = &mk->g->nodes[m->node];
+	if (n->kind == GNODE_STRING && m->esc == 0 && m->utf8 == 0 &&
+	    n->max - m->len >= mk->max_token_len) {
+		memcpy(bits, mk->plain_bits, mk->n_words * sizeof(*bits));
+		return mk->plain_count + walk_trie(mk, mk->root_special, mk->same_next_special, m, bits);
+	}
+	memset(bits, 0, mk->n_words * sizeof(*bits));
+	return walk_trie(mk, mk->root_all, mk->same_next, m, bits);
 }
 
 /* The cached mask of m (valid until the next call). */
@@ -384,9 +467,14 @@ int policy_masker_apply(struct policy_masker *mk, const struct policy_matcher *m
 		return n;
 	for (size_t w = 0; w < mk->n_words; w++) {
 		uint32_t b = bits[w];
+		size_t base = w * 32, end = MIN(base + 32, mk->n_tokens);
 		if (b == UINT32_MAX)
 			continue;
-		size_t base = w * 32, end = MIN(base + 32, mk->n_tokens);
+		if (b == 0) {
+			for (size_t i = base; i < end; i++)
+				logits[i] = -INFINITY;
+			continue;
+		}
 		for (size_t i = base; i < end; i++)
 			if (!(b & (1u << (i - base))))
 				logits[i] = -INFINITY;
