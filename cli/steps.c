@@ -1,6 +1,7 @@
 /* How steps and tasks read in human output: the table of `holoctl show`, the live lines of
  * `run --follow` and the answer of `holoctl do`. The objects are those of docs/api.md (one step:
- * index, tool_call, status, coords, model, pixels, result, error, timings_us, screenshots). */
+ * index, tool_call, status, coords, model, pixels, result, error, timings_us, screenshots, and
+ * for instruction tasks `agent`: thought, note, raw_output, tokens). */
 #include "cli.h"
 
 #include "common.h"
@@ -86,7 +87,8 @@ void cli_format_tool_args(json_t *call, char *buf, size_t size)
 /* Total time of a step: the sum of its phases (null phases count as 0); -1 when unknown. */
 static long long step_total_us(json_t *timings)
 {
-	static const char *const phases[] = {"capture", "map", "inject", "settle", "capture_after"};
+	static const char *const phases[] = {"capture", "preprocess", "encode", "prefill", "decode",
+					     "map",     "inject",     "settle", "capture_after"};
 	long long total = 0;
 	bool any = false;
 
@@ -180,6 +182,17 @@ void cli_print_step_line(struct cli_context *ctx, json_t *step)
 	        outcome[0] ? ": " : "", shown_outcome);
 	free(shown_args);
 	free(shown_outcome);
+	/* What the model said about the step (instruction tasks). */
+	json_t *agent = json_object_get(step, "agent");
+	static const char *const said[] = {"thought", "note"};
+	for (size_t i = 0; json_is_object(agent) && i < ARRAY_SIZE(said); i++) {
+		const char *text = str_member(agent, said[i]);
+		if (i > 0 && (!text || !text[0]))
+			continue;
+		char *shown = cli_table_render_cell(text && text[0] ? text : "(empty)");
+		fprintf(ctx->out, "        %s: %s\n", said[i], shown);
+		free(shown);
+	}
 }
 
 int cli_print_action_answer(struct cli_context *ctx, json_t *answer)
