@@ -3,10 +3,18 @@
  *   holo-infer --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3)
  *              [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]
  *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
+ *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
  * then of every generated token fed back into the model.
+ *
+ * With --image, --system or --think the prompt is a chat (engine_chat_*, model.md 5.2): an
+ * optional system turn, the prompt as the user turn with the images (each `<image>` in the text
+ * marks where one goes; without any they go in front), then the generation prompt. Images are
+ * preprocessed and encoded by the checkpoint's vision tower and their rows spliced into the
+ * prompt; generation stops at the end of the turn. The checkpoint's own chat template is
+ * compared with that format and a difference is reported on stderr.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +29,18 @@
 #include "model.h"
 
 #define NPY_HEADER_BYTES 128
+
+/* The vision-language prompt (chat mode). */
+struct chat_run {
+	struct engine_vision *vision;
+	struct engine_chat *chat;
+	struct engine_chat_tokens prompt;
+	float *rows;          /* every image's embedding rows, in prompt order */
+	size_t n_rows;
+	const float **embeds; /* per prompt position: an image row or NULL */
+	int n_tiles;
+	uint64_t preprocess_us, vision_us;
+};
 
 struct run {
 	FILE *npy;
@@ -38,7 +58,8 @@ static void usage(FILE *f)
 		"usage: holo-infer --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3)\n"
 		"                  [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
-		"                  [--dump-logits FILE.npy]\n"
+		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
+		"                  [--think] [--max-tiles N]\n"
 		"\n"
 		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
 		"  --max-tokens N   tokens to generate (default 64)\n"
@@ -49,7 +70,12 @@ static void usage(FILE *f)
 		"  --stop ID        stop after generating ID (repeatable; the model's eos id is added\n"
 		"                   unless --ignore-eos)\n"
 		"  --threads N      CPU threads (default: all available, or $HOLOD_THREADS)\n"
-		"  --dump-logits F  write every computed logits row as float32 .npy [rows, vocab]\n");
+		"  --dump-logits F  write every computed logits row as float32 .npy [rows, vocab]\n"
+		"  --image F        a PNG for the user turn (repeatable; chat mode); `<image>` in the\n"
+		"                   prompt marks where each goes, else they go in front\n"
+		"  --system TEXT    a system turn (chat mode)\n"
+		"  --think          open the answer with reasoning (<think>\\n; default off)\n"
+		"  --max-tiles N    tile budget per image, below the checkpoint's (default: its own)\n");
 }
 
 static int write_npy_header(FILE *f, uint64_t rows, int vocab)
@@ -156,11 +182,142 @@ static char *read_file(const char *path, size_t *ret_len)
 	return buf;
 }
 
+static void chat_run_finish(struct chat_run *c)
+{
+	engine_chat_tokens_finish(&c->prompt);
+	engine_chat_destroy(c->chat);
+	engine_vision_destroy(c->vision);
+	free(c->rows);
+	free(c->embeds);
+}
+
+/* Loads, preprocesses and encodes one image, appending its rows to c->rows. */
+static int chat_encode_image(struct chat_run *c, const char *path, int max_tiles, int *ret_tiles)
+{
+	struct engine_vision_preprocess pre;
+	struct engine_vision_grid grid;
+	struct engine_image *img;
+	float *pixels = NULL, *grown;
+	size_t dim = (size_t)engine_vision_embed_dim(c->vision), rows;
+	char err[512];
+	uint64_t t0 = time_mono_us();
+	int r;
+
+	img = engine_image_load_png(path, err, sizeof(err));
+	if (!img) {
+		log_error("%s", err);
+		return -errno;
+	}
+	engine_vision_get_preprocess(c->vision, &pre);
+	if (max_tiles > pre.max_tiles) {
+		log_error("--max-tiles %d is above the checkpoint's budget of %d tiles", max_tiles,
+			  pre.max_tiles);
+		r = -EINVAL;
+		goto out;
+	}
+	if (max_tiles > 0)
+		pre.max_tiles = max_tiles;
+	r = engine_vision_preprocess(img, &pre, &grid, &pixels);
+	if (r < 0) {
+		log_error_errno(r, "%s: preprocessing failed", path);
+		goto out;
+	}
+	c->preprocess_us += time_mono_us() - t0;
+	t0 = time_mono_us();
+	rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(c->vision);
+	grown = realloc(c->rows, sizeof(float) * dim * (c->n_rows + rows));
+	if (!grown) {
+		r = log_error_errno(-ENOMEM, "%s", path);
+		goto out;
+	}
+	c->rows = grown;
+	r = engine_vision_encode(c->vision, pixels, grid.n_tiles, c->rows + dim * c->n_rows);
+	if (r < 0) {
+		log_error_errno(r, "%s: vision encoder failed", path);
+		goto out;
+	}
+	c->vision_us += time_mono_us() - t0;
+	c->n_rows += rows;
+	c->n_tiles += grid.n_tiles;
+	*ret_tiles = grid.n_tiles;
+	fprintf(stderr, "image %s: %dx%d, %dx%d tiles%s, %zu image tokens\n", path,
+		engine_image_width(img), engine_image_height(img), grid.cols, grid.rows,
+		grid.thumbnail ? " + thumbnail" : "", rows);
+out:
+	free(pixels);
+	engine_image_destroy(img);
+	return r;
+}
+
+/* Chat mode: encodes the images, renders system + user + generation prompt and splices. */
+static int chat_prepare(struct chat_run *c, const struct engine_model *model, const char *system,
+			const char *user, const char *const *images, size_t n_images, int max_tiles,
+			bool think)
+{
+	int tiles[ENGINE_CHAT_MAX_IMAGES];
+	char err[512];
+	int r;
+
+	r = engine_chat_check_model(model, err, sizeof(err));
+	if (r == ENGINE_CHAT_TEMPLATE_DIFFERENT || r == ENGINE_CHAT_TEMPLATE_NONE)
+		log_warning("%s", err);
+	else if (r < 0)
+		log_warning("cannot check the chat template: %s", err);
+	if (n_images) {
+		c->vision = engine_vision_create(model, err, sizeof(err));
+		if (!c->vision) {
+			r = -errno;
+			log_error("vision encoder: %s", errno == ENOENT ? "the checkpoint has no vision tower" : err);
+			return r;
+		}
+	}
+	for (size_t i = 0; i < n_images; i++) {
+		r = chat_encode_image(c, images[i], max_tiles, &tiles[i]);
+		if (r < 0)
+			return r;
+	}
+	c->chat = engine_chat_create(engine_model_tokenizer(model), c->vision, think, err, sizeof(err));
+	if (!c->chat) {
+		log_error("chat format: %s", err);
+		return -errno;
+	}
+	if (system) {
+		struct engine_chat_message m = {.role = ENGINE_CHAT_SYSTEM, .text = system};
+
+		r = engine_chat_append(c->chat, &m, &c->prompt, err, sizeof(err));
+		if (r < 0)
+			goto fail;
+	}
+	struct engine_chat_message m = {
+		.role = ENGINE_CHAT_USER, .text = user, .image_tiles = tiles, .n_images = n_images};
+	r = engine_chat_append(c->chat, &m, &c->prompt, err, sizeof(err));
+	if (r < 0)
+		goto fail;
+	r = engine_chat_generation_prompt(c->chat, &c->prompt);
+	if (r < 0)
+		return log_error_errno(r, "chat prompt");
+	if (n_images) {
+		c->embeds = malloc(sizeof(*c->embeds) * c->prompt.n_ids);
+		if (!c->embeds)
+			return log_error_errno(-ENOMEM, "chat prompt");
+		r = engine_vision_splice(c->prompt.ids, c->prompt.n_ids, engine_chat_image_token(c->chat),
+					 c->rows, c->n_rows, (size_t)engine_vision_embed_dim(c->vision),
+					 c->embeds, err, sizeof(err));
+		if (r < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	log_error("chat prompt: %s", err);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	enum {
 		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
 		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
+		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -177,11 +334,19 @@ int main(int argc, char **argv)
 		{"ignore-eos", no_argument, NULL, OPT_IGNORE_EOS},
 		{"threads", required_argument, NULL, OPT_THREADS},
 		{"dump-logits", required_argument, NULL, OPT_DUMP},
+		{"image", required_argument, NULL, OPT_IMAGE},
+		{"system", required_argument, NULL, OPT_SYSTEM},
+		{"think", no_argument, NULL, OPT_THINK},
+		{"max-tiles", required_argument, NULL, OPT_MAX_TILES},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *prompt_ids = NULL;
-	const char *dump = NULL;
+	const char *dump = NULL, *system = NULL;
+	const char *images[ENGINE_CHAT_MAX_IMAGES];
+	size_t n_images = 0;
+	int max_tiles = 0;
+	bool think = false, chat_mode = false;
 	bool tokenize = false, ignore_eos = false;
 	int max_tokens = 64, threads = 0;
 	struct engine_sampling sampling = {0};
@@ -237,7 +402,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_STOP: {
 			long v = strtol(optarg, &end, 10);
-			if (*end || errno || v < 0 || v > INT32_MAX || n_stops == ARRAY_SIZE(stops) - 1)
+			if (*end || errno || v < 0 || v > INT32_MAX || n_stops == ARRAY_SIZE(stops) - 3)
 				goto bad_value;
 			stops[n_stops++] = (int32_t)v;
 			break;
@@ -253,6 +418,25 @@ int main(int argc, char **argv)
 		case OPT_DUMP:
 			dump = optarg;
 			break;
+		case OPT_IMAGE:
+			if (n_images == ARRAY_SIZE(images))
+				goto bad_value;
+			images[n_images++] = optarg;
+			chat_mode = true;
+			break;
+		case OPT_SYSTEM:
+			system = optarg;
+			chat_mode = true;
+			break;
+		case OPT_THINK:
+			think = true;
+			chat_mode = true;
+			break;
+		case OPT_MAX_TILES:
+			max_tiles = (int)strtol(optarg, &end, 10);
+			if (*end || max_tiles < 1 || max_tiles > ENGINE_VISION_MAX_TILES)
+				goto bad_value;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -267,6 +451,10 @@ int main(int argc, char **argv)
 	}
 	if (!model_dir || optind != argc || (!!prompt + !!prompt_file + !!prompt_ids) != 1) {
 		usage(stderr);
+		return 2;
+	}
+	if (chat_mode && prompt_ids) {
+		log_error("--image, --system and --think need a text prompt (--prompt or --prompt-file)");
 		return 2;
 	}
 	if (threads && engine_set_threads(threads) < 0) {
@@ -286,6 +474,7 @@ int main(int argc, char **argv)
 	size_t n_ids = 0, n_out = 0;
 	char *text = NULL;
 	struct run run = {0};
+	struct chat_run chat = {0};
 
 	if (prompt_ids) {
 		if (parse_ids(prompt_ids, &ids, &n_ids) < 0) {
@@ -308,10 +497,25 @@ int main(int argc, char **argv)
 			log_error("%s has no tokenizer.json: use --prompt-ids", model_dir);
 			goto out;
 		}
-		int r = engine_tokenizer_encode(tok, text, len, true, &ids, &n_ids);
-		if (r < 0) {
-			log_error_errno(r, "cannot tokenize the prompt");
-			goto out;
+		if (chat_mode) {
+			if (memchr(text, '\0', len)) {
+				log_error("the prompt contains a NUL byte");
+				goto out;
+			}
+			text[len] = '\0';
+			if (chat_prepare(&chat, model, system, text, images, n_images, max_tiles, think) < 0)
+				goto out;
+			ids = xmalloc(sizeof(*ids) * chat.prompt.n_ids);
+			memcpy(ids, chat.prompt.ids, sizeof(*ids) * chat.prompt.n_ids);
+			n_ids = chat.prompt.n_ids;
+			if (!ignore_eos)
+				n_stops += engine_chat_stop_ids(chat.chat, stops + n_stops);
+		} else {
+			int r = engine_tokenizer_encode(tok, text, len, true, &ids, &n_ids);
+			if (r < 0) {
+				log_error_errno(r, "cannot tokenize the prompt");
+				goto out;
+			}
 		}
 	}
 	if (tokenize) {
@@ -349,7 +553,7 @@ int main(int argc, char **argv)
 	if (max_tokens == 0) {
 		/* prefill only */
 		float *logits = malloc((size_t)n_ids * (size_t)run.vocab * sizeof(float));
-		int r = logits ? engine_session_append(s, ids, NULL, n_ids,
+		int r = logits ? engine_session_append(s, ids, chat.embeds, n_ids,
 						       dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_LAST,
 						       logits)
 			       : -ENOMEM;
@@ -372,7 +576,24 @@ int main(int argc, char **argv)
 			.on_token = on_token,
 			.userdata = &run,
 		};
-		int r = engine_generate(s, tok, ids, n_ids, &p, &out, &n_out);
+		size_t n_pre = 0;
+		int r = 0;
+
+		if (chat.embeds) {
+			/* engine_generate() takes plain ids: the spliced part goes in first; the
+			 * generation prompt's last id (never an image position) starts the loop */
+			n_pre = n_ids - 1;
+			float *logits = dump ? malloc((size_t)n_pre * (size_t)run.vocab * sizeof(float)) : NULL;
+			r = dump && !logits ? -ENOMEM
+					    : engine_session_append(s, ids, chat.embeds, n_pre,
+								    dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_NONE,
+								    logits);
+			for (size_t i = 0; r == 0 && dump && i < n_pre; i++)
+				on_logits(&run, logits + i * (size_t)run.vocab, run.vocab);
+			free(logits);
+		}
+		if (r == 0)
+			r = engine_generate(s, tok, ids + n_pre, n_ids - n_pre, &p, &out, &n_out);
 		if (r < 0) {
 			log_error_errno(r, "generation failed");
 			goto out;
@@ -388,6 +609,12 @@ int main(int argc, char **argv)
 	if (n_out > 1)
 		fprintf(stderr, "decode: %zu tokens in %.3f s (%.2f tok/s)\n", n_out - 1, decode_s,
 			(double)(n_out - 1) / decode_s);
+	if (chat.n_tiles)
+		fprintf(stderr,
+			"preprocess: %zu images in %.3f s\n"
+			"vision: %d tiles in %.3f s (%.1f ms/tile), %zu image tokens\n",
+			n_images, (double)chat.preprocess_us / 1e6, chat.n_tiles,
+			(double)chat.vision_us / 1e6, (double)chat.vision_us / 1e3 / chat.n_tiles, chat.n_rows);
 	fprintf(stderr, "threads: %d, kernels: %s\n", engine_get_threads(),
 		engine_cpu_kernels());
 
@@ -404,6 +631,7 @@ int main(int argc, char **argv)
 	}
 	ret = 0;
 out:
+	chat_run_finish(&chat);
 	if (run.npy)
 		fclose(run.npy);
 	free(text);

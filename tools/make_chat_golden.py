@@ -154,6 +154,7 @@ CASES = [
             {"role": "system", "content": "/no_think"},
             {"role": "user", "content": "<image>\nClick on the search bar.", "images": ["small"]},
         ],
+        "logits": True,  # also the holo-infer --image smoke test's prompt
     },
 ]
 
@@ -254,6 +255,8 @@ def main():
             rows = torch.cat([radio.project(radio.features(pixels[i])) for i in order]).numpy()
             mamba_dir = os.path.join(HERE, "..", "tests", "fixtures", "models", "tiny-mamba")
             model, _ = make_lm_golden.load_hf(mamba_dir)
+            assert all(np.array_equal(weights[n], w) for n, w in mvg.read_safetensors(
+                os.path.join(mamba_dir, "model.safetensors")).items() for n in ["language_model." + n])
             with torch.no_grad():
                 emb = model.model.embeddings.weight[torch.tensor(ids)].clone()
                 pos = [k for k, t in enumerate(ids) if t == 250]
@@ -261,6 +264,7 @@ def main():
                 emb[pos] = torch.from_numpy(rows.astype(np.float32))
                 logits = model(inputs_embeds=emb.unsqueeze(0), use_cache=False).logits[0].float().numpy()
             keep = [k for k, t in enumerate(ids) if t != 250] + [pos[0], pos[255], pos[256], pos[-1]]
+            keep += [len(ids) - 1]
             keep = sorted(set(keep))
             arrays[case["name"] + ".logits_rows"] = np.array(keep, np.float32)
             arrays[case["name"] + ".logits"] = logits[keep]
