@@ -53,7 +53,8 @@ void policy_grammar_destroy(struct policy_grammar *g);
  * ASCII characters and f1..f24 (matched case-insensitively, as x11 does). i from 0 until NULL. */
 const char *policy_key_name(size_t i);
 
-/* Where one output stands in the grammar. Plain data: copy it by assignment to branch. */
+/* Where one output stands in the grammar. Plain data: copy it by assignment to branch. The
+ * members are the automaton's; callers only init, feed, copy and read is_complete. */
 struct policy_matcher {
 	const struct policy_grammar *grammar;
 	uint32_t node;  /* grammar node */
