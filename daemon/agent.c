@@ -63,14 +63,13 @@ struct agent {
 
 /* ---- engine jobs (run on the engine thread) ----------------------------------------------- */
 
-static void account(struct agent *a, struct engine_ctx *ctx)
+static void account(struct agent *a)
 {
 	long long now = a->session ? (long long)engine_session_state_bytes(a->session) : 0;
 	if (a->prefix)
 		now += (long long)engine_snapshot_bytes(a->prefix);
 	engine_thread_account(a->cfg->engine, 0, now - a->accounted_bytes);
 	a->accounted_bytes = now;
-	(void)ctx;
 }
 
 /* Appends a piece in chunks (a stop is noticed between them); image positions take the rows
@@ -131,7 +130,7 @@ static int job_open(struct engine_ctx *ctx, void *arg)
 	a->prefix_tokens = engine_session_n_tokens(a->session);
 	a->session_tokens = a->prefix_tokens;
 	j->prefill_us = time_mono_us() - t0;
-	account(a, ctx);
+	account(a);
 	return 0;
 }
 
@@ -144,7 +143,7 @@ static int job_close(struct engine_ctx *ctx, void *arg)
 	engine_session_destroy(a->session);
 	a->prefix = NULL;
 	a->session = NULL;
-	account(a, ctx);
+	account(a);
 	return 0;
 }
 
@@ -352,7 +351,7 @@ static int job_step(struct engine_ctx *ctx, void *arg)
 		snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s", strerror(-r));
 finish:
 	a->session_tokens = engine_session_n_tokens(a->session);
-	account(a, ctx);
+	account(a);
 	engine_snapshot_destroy(before_decode);
 	free(logits0);
 	free(logits);
@@ -531,8 +530,8 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 	return -ENOSPC;
 }
 
-static void journal_invalid(struct agent *a, size_t index, const struct step_job *j,
-			    const struct journal_agent_step *as, const char *error)
+static void journal_invalid(struct agent *a, size_t index, const struct journal_agent_step *as,
+			    const char *error)
 {
 	struct journal_step s = {
 		.task_id = a->t->id,
@@ -546,7 +545,6 @@ static void journal_invalid(struct agent *a, size_t index, const struct step_job
 		.agent = as,
 	};
 	struct journal_step_timing tm = {0};
-	(void)j;
 	if (journal_step_begin(a->run.env->journal, &s) >= 0)
 		journal_step_finish(a->run.env->journal, &s, "error", NULL, error, time_real_us(),
 				    &tm);
@@ -578,14 +576,12 @@ static void history_grow(struct agent *a, size_t index)
 }
 
 /* Short text of an action for the log. */
-static void describe(const struct ipc_action *act, const struct x11_rect *mon, char *buf,
-		     size_t len)
+static void describe(const struct ipc_action *act, char *buf, size_t len)
 {
 	if (ipc_tool_has_point(act->tool))
 		snprintf(buf, len, "%s (%d,%d)", ipc_tool_to_string(act->tool), act->x, act->y);
 	else
 		snprintf(buf, len, "%s", ipc_tool_to_string(act->tool));
-	(void)mon;
 }
 
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,
@@ -614,9 +610,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		return;
 	}
 
-	json_t *st = engine_thread_status(cfg->engine);
-	a.tokens_per_tile = (int)json_integer_value(json_object_get(st, "tokens_per_tile"));
-	json_decref(st);
+	a.tokens_per_tile = engine_thread_tokens_per_tile(cfg->engine);
 	time_t now = time(NULL);
 	struct tm tmv;
 	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
@@ -764,7 +758,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			/* %.300s may have cut a character in two. */
 			char *e = utf8_valid(e0, strlen(e0));
 			free(e0);
-			journal_invalid(&a, index, &sj, &as, e);
+			journal_invalid(&a, index, &as, e);
 			set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", e);
 			free(e);
 			free(sj.raw);
@@ -774,7 +768,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		/* Act, through the scripts' code path. */
 		char what[64], result[256], *answer = NULL;
 		bool action_failed;
-		describe(&sj.step.action, &a.run.monitor, what, sizeof(what));
+		describe(&sj.step.action, what, sizeof(what));
 		log_info("task %lld step %zu: %s; thought: %.120s", (long long)t->id, index, what,
 			 sj.step.thought ? sj.step.thought : "");
 		r = executor_step(&a.run, (int)index, &sj.step.action, IPC_COORDS_MODEL, frame,

@@ -267,6 +267,11 @@ const struct policy_grammar *engine_thread_grammar(struct engine_thread *et)
 	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->ctx.grammar : NULL;
 }
 
+int engine_thread_tokens_per_tile(struct engine_thread *et)
+{
+	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->tokens_per_tile : 0;
+}
+
 static const char *state_name(enum engine_thread_state s)
 {
 	switch (s) {

@@ -66,6 +66,8 @@ const char *engine_thread_error(struct engine_thread *et);
 /* Read-only, thread-safe parts of a READY model (NULL before). */
 const struct engine_tokenizer *engine_thread_tokenizer(struct engine_thread *et);
 const struct policy_grammar *engine_thread_grammar(struct engine_thread *et);
+/* Image tokens per tile of the vision tower (0 before READY). */
+int engine_thread_tokens_per_tile(struct engine_thread *et);
 
 /* The "model" member of GET /v1/status: null without a model, else
  * {"path", "name", "state", "error", "backend", "parameters", "weight_bytes", "layers",
