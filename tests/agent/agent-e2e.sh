@@ -76,6 +76,18 @@ check_steps "dry run steps" '(.steps | length) == 2 and all(.steps[]; .status ==
 	and .result == "dry run: nothing injected" and .pixels != null)'
 [ "$(presses)" = "$P0" ] || fail "a dry run clicked: $(presses) presses, was $P0"
 
+# ---- a tile budget per task: one tile (the checkpoint allows 4), fewer image tokens
+submit '{"instruction": "Click the red block.", "max_steps": 1, "max_tiles": 1}'
+wait_task "$TASK" failed 240
+steps "$TASK"
+check_steps "max_tiles 1" '.steps[0].agent.tiles == 1'
+[ "$(sqlite3 "$DB" "SELECT tiles FROM steps WHERE task_id = $A AND idx = 0")" -gt 1 ] ||
+	fail "the default tile budget sent one tile"
+api POST /v1/tasks '{"instruction": "x", "max_tiles": 49}'
+expect_error "max_tiles range" 400 bad_request "max_tiles"
+api POST /v1/tasks '{"instruction": "x", "history": "sliding"}'
+expect_error "history value" 400 bad_request "history"
+
 # ---- the events stream of a finished task: every step, then the end
 curl -sS -N --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$T/events"
 [ "$(grep -c '"event":"step"' "$T/events")" = 3 ] || fail "events: $(cat "$T/events")"

@@ -12,7 +12,11 @@ BAD="$T/bad-model"
 mkdir -p "$BAD"
 cp "$AGENT_MODEL"/*.json "$BAD"/
 head -c 100000 "$AGENT_MODEL/model.safetensors" >"$BAD/model.safetensors"
-start_holod --model "$BAD"
+# Through the config file's `model` key this time.
+mkdir -p "$XDG_CONFIG_HOME/holod"
+printf 'model = %s\n' "$BAD" >"$XDG_CONFIG_HOME/holod/holod.conf"
+start_holod
+rm "$XDG_CONFIG_HOME/holod/holod.conf"
 wait_until 30 model_is failed || fail "a truncated model: state $(model_state)"
 api GET /v1/status
 expect_json "load failure" .model.name bad-model
