@@ -4,3 +4,4 @@
 int bench_x11_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);
 int bench_policy_main(int argc, char **argv);
+int bench_vision_main(int argc, char **argv);

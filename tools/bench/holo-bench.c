@@ -19,6 +19,9 @@ static const struct command commands[] = {
 #ifdef HOLO_BENCH_ENGINE
 	{"engine", bench_engine_main, "prefill/decode tokens/s, peak RSS, memory bandwidth ceiling"},
 #endif
+#ifdef HOLO_BENCH_VISION
+	{"vision", bench_vision_main, "vision encoder + projector ms/tile (RADIO-H), prompt tokens per step"},
+#endif
 #ifdef HOLO_BENCH_POLICY
 	{"policy", bench_policy_main, "constrained-decoding mask cost per token (131072-id vocabulary)"},
 #endif
