@@ -53,6 +53,13 @@ size_t cpu_matmul_scratch_bytes(int in);
 int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
 		    float *y, size_t ldy, bool accumulate);
 
+/* Single-threaded fp32 C[T][N] (+)= A[T][K] . B[K][N] for small products inside a task (the SSD
+ * chunk scan). B is row-major [K][N], or given as its transpose [N][K] when b_trans. `pack` is
+ * caller scratch of cpu_gemm_pack_floats(K) floats, 64-byte aligned. */
+void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b_trans, int T, int K,
+		  int N, float *c, size_t ldc, bool accumulate, float *pack);
+size_t cpu_gemm_pack_floats(int K);
+
 /* fp32 dot product of n elements. */
 float cpu_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i]; y and x must not overlap */

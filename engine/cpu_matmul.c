@@ -605,7 +605,7 @@ static const struct kernels kernels_avx512 = {
 };
 #endif
 
-static const struct kernels *K;
+static const struct kernels *selected;
 
 static const struct kernels *select_kernels(void)
 {
@@ -628,10 +628,10 @@ static const struct kernels *select_kernels(void)
 static inline const struct kernels *kern(void)
 {
 	/* racing first calls store the same pointer */
-	const struct kernels *k = __atomic_load_n(&K, __ATOMIC_ACQUIRE);
+	const struct kernels *k = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
 	if (!k) {
 		k = select_kernels();
-		__atomic_store_n(&K, k, __ATOMIC_RELEASE);
+		__atomic_store_n(&selected, k, __ATOMIC_RELEASE);
 	}
 	return k;
 }
@@ -824,6 +824,44 @@ static void matmul_task(void *ctx, int task, int thread)
 			for (int t = t0; t < t1; t++)
 				store(j, t, r0 + r,
 				      k->dot(wf + (size_t)r * ldwf, j->x + (size_t)t * j->ldx, j->in));
+	}
+}
+
+size_t cpu_gemm_pack_floats(int K)
+{
+	return (size_t)K * ROW_BLOCK;
+}
+
+void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b_trans, int T, int K,
+		  int N, float *c, size_t ldc, bool accumulate, float *pack)
+{
+	const struct kernels *k = kern();
+	if (!k->gemm) {
+		for (int t = 0; t < T; t++)
+			for (int n = 0; n < N; n++) {
+				float acc = 0;
+				for (int q = 0; q < K; q++)
+					acc += a[(size_t)t * lda + q] *
+					       (b_trans ? b[(size_t)n * ldb + q] : b[(size_t)q * ldb + n]);
+				float *o = c + (size_t)t * ldc + n;
+				*o = accumulate ? *o + acc : acc;
+			}
+		return;
+	}
+	for (int n0 = 0; n0 < N; n0 += ROW_BLOCK) {
+		int nr = MIN(ROW_BLOCK, N - n0);
+		for (int q = 0; q < K; q++) {
+			float *dst = pack + (size_t)q * ROW_BLOCK;
+			if (b_trans) {
+				for (int r = 0; r < nr; r++)
+					dst[r] = b[(size_t)(n0 + r) * ldb + q];
+			} else {
+				memcpy(dst, b + (size_t)q * ldb + n0, (size_t)nr * sizeof(float));
+			}
+			for (int r = nr; r < ROW_BLOCK; r++)
+				dst[r] = 0.0f;
+		}
+		k->gemm(pack, K, a, lda, T, c + n0, ldc, nr, accumulate);
 	}
 }
 

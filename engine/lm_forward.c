@@ -106,9 +106,24 @@ int lm_model_check(const struct engine_model *m)
 
 /* ---- SSM ---------------------------------------------------------------------------------- */
 
+static size_t pad16(size_t n)
+{
+	return (n + 15) & ~(size_t)15;
+}
+
+/* Per-thread scratch of the chunked scan, in floats: cum[chunk], M[chunk][chunk],
+ * xt[P][chunk], then the GEMM packing buffer (64-byte aligned: every region is a multiple of 16
+ * floats and the scratch itself is aligned). */
+static size_t ssm_scratch_floats(const struct lm_dims *dm)
+{
+	size_t c = (size_t)dm->chunk;
+	return pad16(c) + pad16(c * c) + pad16((size_t)dm->P * c) +
+	       pad16(cpu_gemm_pack_floats(MAX(dm->N, dm->chunk)));
+}
+
 size_t lm_ssm_scratch_bytes(const struct lm_dims *dm)
 {
-	return 2 * (size_t)dm->chunk * sizeof(float);
+	return ssm_scratch_floats(dm) * sizeof(float);
 }
 
 size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T)
@@ -126,7 +141,14 @@ struct ssm_job {
 	float *state, *y, *cb;
 };
 
-/* cb[g][c][l][s] = C[t0+l, g] . B[t0+s, g] for s <= l within chunk c */
+static float *ssm_pack(const struct lm_dims *dm, float *scratch)
+{
+	size_t c = (size_t)dm->chunk;
+	return scratch + pad16(c) + pad16(c * c) + pad16((size_t)dm->P * c);
+}
+
+/* cb[g][c][l][s] = C[t0+l, g] . B[t0+s, g] within chunk c (the whole L x L block; only s <= l
+ * is used) */
 static void ssm_cb_task(void *ctx, int task, int thread)
 {
 	const struct ssm_job *j = ctx;
@@ -134,15 +156,16 @@ static void ssm_cb_task(void *ctx, int task, int thread)
 	int g = task / j->nchunks, c = task % j->nchunks;
 	int t0 = c * dm->chunk, L = MIN(dm->chunk, j->T - t0);
 	float *cb = j->cb + (size_t)task * (size_t)dm->chunk * (size_t)dm->chunk;
-	for (int l = 0; l < L; l++) {
-		const float *C = j->xbc + (size_t)(t0 + l) * j->ldx + dm->d_in + dm->G * dm->N + g * dm->N;
-		for (int s = 0; s <= l; s++) {
-			const float *B = j->xbc + (size_t)(t0 + s) * j->ldx + dm->d_in + g * dm->N;
-			cb[(size_t)l * dm->chunk + s] = cpu_dot(C, B, dm->N);
-		}
-	}
+	const float *B = j->xbc + (size_t)t0 * j->ldx + dm->d_in + g * dm->N;
+	const float *C = B + (size_t)dm->G * dm->N;
+	cpu_gemm_f32(C, j->ldx, B, j->ldx, true, L, dm->N, L, cb, (size_t)dm->chunk, false,
+		     ssm_pack(dm, cpu_scratch(thread)));
 }
 
+/* One head over all chunks (model.md 2.5 step 5 in the SSD form): per chunk of L positions,
+ *   Y = diag(exp(cum)) C S^T  +  (CB^T o decay o dt) X  +  D X
+ *   S = exp(cum[L-1]) S + (X o coef)^T B,   coef[s] = exp(cum[L-1] - cum[s]) dt[s]
+ * with S the [P][N] state carried in, as four small GEMMs. */
 static void ssm_chunk_head_task(void *ctx, int h, int thread)
 {
 	const struct ssm_job *j = ctx;
@@ -150,44 +173,53 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 	const int P = dm->P, N = dm->N, H = dm->H, chunk = dm->chunk;
 	int g = h / (H / dm->G);
 	float *S = j->state + (size_t)h * P * N;
-	float *cum = cpu_scratch(thread), *w = cum + chunk;
+	float *scratch = cpu_scratch(thread);
+	float *cum = scratch, *M = cum + pad16((size_t)chunk);
+	float *xt = M + pad16((size_t)chunk * chunk), *pack = ssm_pack(dm, scratch);
 	const float A = j->a[h], Dk = j->dskip[h];
 
 	for (int c = 0; c < j->nchunks; c++) {
 		int t0 = c * chunk, L = MIN(chunk, j->T - t0);
 		const float *cb = j->cb + ((size_t)g * j->nchunks + c) * (size_t)chunk * chunk;
+		const float *X = j->xbc + (size_t)t0 * j->ldx + h * P;
+		const float *B = j->xbc + (size_t)t0 * j->ldx + dm->d_in + g * N;
+		const float *C = B + (size_t)dm->G * N;
+		float *Y = j->y + (size_t)t0 * dm->d_in + h * P;
+		const float *dt = j->dt + (size_t)t0 * H + h;
 		float acc = 0;
 		for (int l = 0; l < L; l++) {
-			acc += j->dt[(size_t)(t0 + l) * H + h] * A;
+			acc += dt[(size_t)l * H] * A;
 			cum[l] = acc;
 		}
+		/* contribution of the state carried into the chunk */
+		cpu_gemm_f32(C, j->ldx, S, (size_t)N, true, L, N, P, Y, dm->d_in, false, pack);
 		for (int l = 0; l < L; l++) {
-			const float *row = j->xbc + (size_t)(t0 + l) * j->ldx;
-			const float *C = row + dm->d_in + dm->G * N + g * N;
-			const float *x = row + h * P;
-			float *y = j->y + (size_t)(t0 + l) * dm->d_in + h * P;
-			/* contribution of the state carried into the chunk */
-			float el = expf(cum[l]);
+			float el = expf(cum[l]), *yl = Y + (size_t)l * dm->d_in;
 			for (int p = 0; p < P; p++)
-				y[p] = el * cpu_dot(S + (size_t)p * N, C, N) + Dk * x[p];
-			/* intra-chunk (diagonal block) */
-			for (int s = 0; s <= l; s++)
-				w[s] = cb[(size_t)l * chunk + s] * expf(cum[l] - cum[s]) *
-				       j->dt[(size_t)(t0 + s) * H + h];
-			for (int s = 0; s <= l; s++)
-				cpu_axpy(y, w[s], j->xbc + (size_t)(t0 + s) * j->ldx + h * P, P);
+				yl[p] *= el;
 		}
+		/* intra-chunk (diagonal block): M[l][s] = CB[l][s] exp(cum[l] - cum[s]) dt[s], s <= l */
+		for (int l = 0; l < L; l++) {
+			float *m = M + (size_t)l * chunk;
+			for (int s = 0; s <= l; s++)
+				m[s] = cb[(size_t)l * chunk + s] * expf(cum[l] - cum[s]) * dt[(size_t)s * H];
+			for (int s = l + 1; s < L; s++)
+				m[s] = 0.0f;
+		}
+		cpu_gemm_f32(M, (size_t)chunk, X, j->ldx, false, L, L, P, Y, dm->d_in, true, pack);
+		for (int l = 0; l < L; l++)
+			cpu_axpy(Y + (size_t)l * dm->d_in, Dk, X + (size_t)l * j->ldx, P);
 		/* carry the state to the end of the chunk */
 		float eL = expf(cum[L - 1]);
+		for (int s = 0; s < L; s++) {
+			float coef = expf(cum[L - 1] - cum[s]) * dt[(size_t)s * H];
+			const float *xs = X + (size_t)s * j->ldx;
+			for (int p = 0; p < P; p++)
+				xt[(size_t)p * chunk + s] = coef * xs[p];
+		}
 		for (size_t i = 0; i < (size_t)P * N; i++)
 			S[i] *= eL;
-		for (int s = 0; s < L; s++) {
-			const float *row = j->xbc + (size_t)(t0 + s) * j->ldx;
-			const float *x = row + h * P, *B = row + dm->d_in + g * N;
-			float coef = expf(cum[L - 1] - cum[s]) * j->dt[(size_t)(t0 + s) * H + h];
-			for (int p = 0; p < P; p++)
-				cpu_axpy(S + (size_t)p * N, coef * x[p], B, N);
-		}
+		cpu_gemm_f32(xt, (size_t)chunk, B, j->ldx, false, P, L, N, S, (size_t)N, true, pack);
 	}
 }
 
