@@ -34,7 +34,9 @@ int cpu_reserve_scratch(size_t bytes);
 /* The scratch buffer of `thread`, valid until the next cpu_reserve_scratch()/cpu_set_threads(). */
 void *cpu_scratch(int thread);
 
-/* Runs fn(ctx, i, thread) for i in [0, n_tasks) across the pool; returns when all are done. */
+/* Runs fn(ctx, i, thread) for i in [0, n_tasks) across the pool; returns when all are done.
+ * Tasks must not start jobs themselves (cpu_parallel_for*, cpu_matmul*, cpu_reserve_scratch):
+ * the job lock is not recursive. cpu_gemm_f32() and the vector helpers are fine in a task. */
 void cpu_parallel_for(int n_tasks, cpu_task_fn *fn, void *ctx);
 /* Same, where `work` estimates the job's multiply-adds: below CPU_MIN_PARALLEL_WORK the tasks run
  * on the calling thread, since waking the workers would cost more than the job. */
