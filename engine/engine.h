@@ -482,7 +482,10 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 int engine_chat_generation_prompt(struct engine_chat *c, struct engine_chat_tokens *out);
 /* After generating an answer into a session: the ids that close the assistant turn
  * ("<SPECIAL_12>\n"), to append instead of the stop id engine_generate() returned, so the next
- * user turn follows a closed turn. Returns 0 or -ENOMEM. */
+ * user turn follows a closed turn. Such a session keeps the generation prompt's <think></think>
+ * and the answer as generated, where a whole-conversation render of the same history (the answer
+ * as an assistant turn) would not: that is the price of never re-prefilling. Returns 0 or
+ * -ENOMEM. */
 int engine_chat_close_generation(struct engine_chat *c, struct engine_chat_tokens *out);
 /* Resets, then renders n messages and, when add_generation_prompt, the generation prompt:
  * the whole-conversation form of the calls above. Same errors as engine_chat_append(). */
