@@ -440,6 +440,45 @@ static void set_outcome(struct executor_outcome *ret, enum ipc_task_status statu
 	}
 }
 
+/* The text of what a step appended, for the journal: the pieces' text with each image's run
+ * of <image> tokens written once with its count ("<img><image>x12</img>"), cut at
+ * AGENT_MAX_PROMPT_TEXT_BYTES. */
+static char *prompt_text(const struct policy_piece *piece, const struct policy_piece *close)
+{
+	static const char image[] = "<image>";
+	const size_t n_image = sizeof(image) - 1;
+	size_t cap = AGENT_MAX_PROMPT_TEXT_BYTES, o = 0;
+	char *out = xmalloc(cap + 16);
+	const struct policy_piece *parts[] = {piece, close};
+
+	for (size_t p = 0; p < ARRAY_SIZE(parts) && parts[p]; p++) {
+		const char *t = parts[p]->text;
+		size_t len = parts[p]->text_len;
+		for (size_t i = 0; i < len && o < cap;) {
+			size_t run = 0;
+			while (i + (run + 1) * n_image <= len &&
+			       memcmp(t + i + run * n_image, image, n_image) == 0)
+				run++;
+			if (run > 0) {
+				o += (size_t)snprintf(out + o, cap + 16 - o, "<image>x%zu", run);
+				i += run * n_image;
+			} else {
+				out[o++] = t[i++];
+			}
+		}
+	}
+	if (o >= cap) {
+		o = cap;
+		memcpy(out + o, "[...]", 5);
+		o += 5;
+	}
+	out[o] = '\0';
+	/* A cut may have split a character. */
+	char *valid = utf8_valid(out, o);
+	free(out);
+	return valid;
+}
+
 /* The outcome of a task stopped by its flag. */
 static void stopped(struct agent *a, size_t index, struct executor_outcome *ret)
 {
@@ -737,10 +776,12 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		char *raw = utf8_valid(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 		free(sj.raw);
 		sj.raw = raw;
+		char *ptext = prompt_text(&piece, sj.close);
 		struct journal_agent_step as = {
 			.thought = r == 0 ? sj.step.thought : NULL,
 			.note = r == 0 ? sj.step.note : NULL,
 			.raw_output = sj.raw,
+			.prompt_text = ptext,
 			.attempts = sj.attempts,
 			.tiles = ob->n_tiles,
 			.prompt = mode,
@@ -757,11 +798,13 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		free(slots);
 		if (r == -ECANCELED) {
 			free(sj.raw);
+			free(ptext);
 			stopped(&a, index, ret);
 			goto release;
 		}
 		if (r == -ETIME) {
 			free(sj.raw);
+			free(ptext);
 			set_outcome(ret, IPC_TASK_FAILED, NULL,
 				    "max_seconds budget (%u s) exhausted during step %zu",
 				    t->max_seconds, index);
@@ -778,6 +821,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", e);
 			free(e);
 			free(sj.raw);
+			free(ptext);
 			goto release;
 		}
 
@@ -792,6 +836,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 				  err, sizeof(err));
 		frame = NULL;
 		free(sj.raw);
+		free(ptext);
 		a.steps[index] = sj.step;
 		a.n_steps = index + 1;
 		if (r == 1) {

@@ -18,6 +18,8 @@
 #define AGENT_PREFILL_CHUNK 256
 /* Bytes of a step's decoded text kept (raw output in the journal). */
 #define AGENT_MAX_RAW_BYTES (64 * 1024)
+/* Bytes of a step's prompt text journaled (longer: cut, marked "[...]"). */
+#define AGENT_MAX_PROMPT_TEXT_BYTES (64 * 1024)
 
 struct agent_config {
 	struct engine_thread *engine;

@@ -71,6 +71,7 @@ static const char *const migrations[] = {
 	"ALTER TABLE steps ADD COLUMN thought TEXT;"
 	"ALTER TABLE steps ADD COLUMN note TEXT;"
 	"ALTER TABLE steps ADD COLUMN raw_output TEXT;"
+	"ALTER TABLE steps ADD COLUMN prompt_text TEXT;"
 	"ALTER TABLE steps ADD COLUMN attempts INTEGER;"
 	"ALTER TABLE steps ADD COLUMN tiles INTEGER;"
 	"ALTER TABLE steps ADD COLUMN prompt TEXT"
@@ -578,7 +579,7 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	if ((r = prepare(j, "UPDATE steps SET thought = ?3, note = ?4, raw_output = ?5,"
 			    " attempts = ?6, tiles = ?7, prompt = ?8, tokens_appended = ?9,"
 			    " tokens_decoded = ?10, session_tokens = ?11, preprocess_us = ?12,"
-			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15"
+			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto unlock;
@@ -598,6 +599,7 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	sqlite3_bind_int64(st, 13, (sqlite3_int64)a->encode_us);
 	sqlite3_bind_int64(st, 14, (sqlite3_int64)a->prefill_us);
 	sqlite3_bind_int64(st, 15, (sqlite3_int64)a->decode_us);
+	bind_opt_text(st, 16, a->prompt_text);
 	r = step_done(j, st);
 finalize:
 	sqlite3_finalize(st);
@@ -699,12 +701,12 @@ static json_t *agent_part(sqlite3_stmt *st, int col, json_t *timings)
 		json_object_set_new(timings, "prefill", col_int(st, col + 11));
 		json_object_set_new(timings, "decode", col_int(st, col + 12));
 	}
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o}}", "thought",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o}}", "thought",
 			 col_text(st, col), "note", col_text(st, col + 1), "raw_output",
 			 col_text(st, col + 2), "attempts", col_int(st, col + 3), "tiles",
-			 col_int(st, col + 4), "prompt", col_text(st, col + 5), "tokens",
-			 "appended", col_int(st, col + 6), "decoded", col_int(st, col + 7),
-			 "session", col_int(st, col + 8));
+			 col_int(st, col + 4), "prompt", col_text(st, col + 5), "prompt_text",
+			 col_text(st, col + 13), "tokens", "appended", col_int(st, col + 6),
+			 "decoded", col_int(st, col + 7), "session", col_int(st, col + 8));
 }
 
 int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
@@ -725,7 +727,7 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes,"
 			    " s.thought, s.note, s.raw_output, s.attempts, s.tiles, s.prompt,"
 			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
-			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us"
+			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

@@ -56,6 +56,7 @@ int journal_task_list(struct journal *j, int status, unsigned limit, unsigned of
 struct journal_agent_step {
 	const char *thought, *note;
 	const char *raw_output;   /* the decoded text of the last attempt, as sampled */
+	const char *prompt_text;  /* the tokens appended, as text (image runs collapsed) */
 	int attempts;             /* decode attempts (1 + invalid-step retries) */
 	int tiles;                /* image tiles sent for this step's observation */
 	const char *prompt;       /* "persistent", "window" or "rebuild" (persistent, rebuilt) */

@@ -8,6 +8,9 @@
 #               one screenshot is sent, so it grows less than with K = 3;
 #   rebuild:    a persistent session about to pass --context-tokens is rebuilt from the prefix
 #               snapshot and the recent history, and goes on appending from there.
+# The journal's prompt_text (the appended tokens as text) shows what each step sent: never the
+# system prompt or the task again, the previous action's result, one screenshot per step
+# (persistent), or the whole history with only the last K screenshots (window).
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
 start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
@@ -39,6 +42,13 @@ awk -v name=persistent '
 		exit bad
 	}' "$T/rows" || fail "persistent token counts: $(tr '\n' ';' <"$T/rows")"
 PREFIX=$(cat "$T/prefix")
+steps "$P"
+check_steps "persistent step 0 text" '.steps[0].agent.prompt_text | startswith("<SPECIAL_11>User\n<observation><img><image>x")
+	and endswith("<SPECIAL_12>\n") and (contains("tool_output") | not)'
+check_steps "persistent text: only the new turn" '[.steps[1:][] as $s | .steps[$s.index - 1] as $p
+	| $s.agent.prompt_text | startswith("<SPECIAL_11>User\n<tool_output tool=\"click\">clicked left x1 at (\($p.pixels.x),\($p.pixels.y))</tool_output>\n<observation><img>")
+	and ([match("<observation>"; "g")] | length) == 1 and (contains("SPECIAL_10") | not)
+	and (contains("Task:") | not) and (contains("\"tool_call\"") | not)] | all'
 cp "$T/rows" "$T/rows.p"
 
 # ---- window, K = 1 and K = 3
@@ -48,6 +58,13 @@ for K in 1 3; do
 	api GET "/v1/tasks/$TASK"
 	expect_json "window spec" .spec.history window
 	expect_json "window spec" .spec.window "$K"
+	steps "$TASK"
+	check_steps "window $K text" "[.steps[] | .index as \$i | .agent.prompt_text
+		| ([match(\"<observation>\"; \"g\")] | length) == \$i + 1
+		and ([match(\"<img>\"; \"g\")] | length) == ([\$i + 1, $K] | min)
+		and ([match(\"\\\\[screenshot evicted\\\\]\"; \"g\")] | length) == ([\$i + 1 - $K, 0] | max)
+		and ([match(\"<SPECIAL_11>Assistant\\n{\"; \"g\")] | length) == \$i
+		and (contains(\"SPECIAL_10\") | not) and (contains(\"Task:\") | not)] | all"
 	awk -v name="window $K" -v prefix="$PREFIX" '
 		{ a[NR] = $2; d[NR] = $3; s[NR] = $4; mode[NR] = $5 }
 		END {
