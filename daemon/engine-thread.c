@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common.h"
 
@@ -74,7 +73,6 @@ static void load(struct engine_thread *et)
 	struct engine_ctx *ctx = &et->ctx;
 	char err[ENGINE_THREAD_MAX_ERROR - 64] = "";
 	uint64_t t0 = time_mono_us();
-	int r;
 
 	log_info("loading the model %s", et->dir);
 	ctx->model = engine_model_load(et->dir, err, sizeof(err));
@@ -97,16 +95,6 @@ static void load(struct engine_thread *et)
 		else
 			set_failed(et, "the model %s: vision tower: %s", et->dir,
 				   err[0] ? err : strerror(errno));
-		goto fail;
-	}
-	char *pp = path_join(et->dir, "preprocessor_config.json");
-	struct stat stbuf;
-	r = stat(pp, &stbuf) == 0 ?
-		    engine_vision_read_preprocessor_config(ctx->vision, pp, err, sizeof(err)) : 0;
-	free(pp);
-	if (r < 0) {
-		set_failed(et, "the model %s: preprocessor_config.json: %s", et->dir,
-			   err[0] ? err : strerror(-r));
 		goto fail;
 	}
 	int32_t image_id = engine_tokenizer_token_id(ctx->tok, "<image>");
