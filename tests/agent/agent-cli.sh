@@ -19,6 +19,31 @@ cat "$T/out"
 grep -q 'max_steps budget (2) reached without an answer' "$T/out" "$T/err" ||
 	fail "no outcome: $(cat "$T/out" "$T/err")"
 
+# A model that answers: the task succeeds with the answer's content as its result, and holoctl
+# exits 0.
+stop_holod || fail "holod exit status $?"
+rm -f "$SOCK"
+P0=$(presses)
+steer_to_answer "$T/answering"
+start_holod --model "$T/answering"
+wait_until 60 model_is ready || fail "the answering model did not load: $(model_state)"
+"$HOLOCTL" run --follow --max-steps 5 What is on the screen? >"$T/out" 2>"$T/err"
+RC=$?
+cat "$T/out"
+[ "$RC" = 0 ] || fail "holoctl run --follow of an answer exited $RC: $(cat "$T/out" "$T/err")"
+grep -q '^step 0  answer ' "$T/out" || fail "no answer step: $(cat "$T/out")"
+ID=$(sed -n 's/^task \([0-9]*\) queued$/\1/p' "$T/out")
+api GET "/v1/tasks/$ID"
+expect_json "answer" .status succeeded
+expect_json "answer" .steps 1
+expect_json "answer" .error null
+RESULT=$(jq -r .result "$BODY")
+steps "$ID"
+check_steps "answer step" ".steps[0].tool_call.tool_name == \"answer\" and .steps[0].result == \"answered\"
+	and .steps[0].tool_call.content == $(jq .result "$BODY")"
+[ "$(presses)" = "$P0" ] || fail "an answer clicked"
+echo "answer: '$RESULT'"
+
 # An instruction to a holod without a model: the 503 is explained.
 stop_holod || fail "holod exit status $?"
 rm -f "$SOCK"
