@@ -327,8 +327,11 @@ static int job_step(struct engine_ctx *ctx, void *arg)
 	}
 
 	for (j->attempts = 1;; j->attempts++) {
-		struct engine_sampling sp = {.temperature = j->attempts == 1 ? 0.0f :
-									      RETRY_TEMPERATURE,
+		/* A retry of a greedy step must sample, or it would repeat itself. */
+		float temp = a->cfg->temperature;
+		if (j->attempts > 1 && temp <= 0.0f)
+			temp = RETRY_TEMPERATURE;
+		struct engine_sampling sp = {.temperature = temp,
 					     .seed = j->seed + (uint64_t)j->attempts};
 		struct engine_sampler *sm = engine_sampler_create(&sp);
 		if (!sm) {
@@ -755,7 +758,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		struct policy_piece piece = {0}, close = {0};
 		float **slots = NULL;
 		struct step_job sj = {.a = &a, .stop = t->stop, .deadline_us = a.run.deadline_us,
-				      .seed = (uint64_t)t->id * 1000003u + index};
+				      .seed = cfg->seed * 0x9e3779b97f4a7c15ull +
+					      (uint64_t)t->id * 1000003u + index * 17u};
 		const char *mode = NULL;
 		if ((r = build_prompt(&a, index, &piece, &slots, &sj.restore_prefix, &mode, err,
 				      sizeof(err))) < 0) {

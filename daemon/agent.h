@@ -10,6 +10,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "engine-thread.h"
 #include "executor.h"
@@ -29,6 +30,8 @@ struct agent_config {
 	unsigned context_tokens;  /* session size */
 	unsigned step_tokens;     /* most tokens decoded per step */
 	unsigned step_retries;    /* invalid steps retried before failing */
+	float temperature;        /* first attempt of a step; 0: greedy */
+	uint64_t seed;
 	bool unconstrained;       /* debug: no step grammar while decoding */
 };
 

@@ -184,6 +184,8 @@ int main(int argc, char **argv)
 			.context_tokens = cfg.context_tokens,
 			.step_tokens = cfg.step_tokens,
 			.step_retries = cfg.step_retries,
+			.temperature = (float)cfg.temperature,
+			.seed = cfg.seed,
 			.unconstrained = cfg.debug_unconstrained,
 		},
 	};

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,10 @@ enum option_type {
 	OPT_LEVEL,  /* log level name */
 	OPT_FLAG,   /* command line only, no value */
 	OPT_HISTORY, /* an instruction task's history mode */
+	OPT_TEMPERATURE, /* a sampling temperature, 0..OPT_MAX_TEMPERATURE */
 };
+
+#define OPT_MAX_TEMPERATURE 2.0
 
 struct option_def {
 	const char *name; /* --name on the command line, name in the config file */
@@ -74,6 +78,11 @@ static const struct option_def options[] = {
 	 "most tokens decoded for one step (a longer step is invalid)", true},
 	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",
 	 "invalid steps retried (sampled again) before the task fails", true},
+	{"temperature", "HOLOD_TEMPERATURE", OPT_TEMPERATURE, OFF(temperature), 0, 0, "0", "T",
+	 "sampling temperature of the model's steps, 0..2 (0: greedy); always under the step "
+	 "grammar", true},
+	{"seed", "HOLOD_SEED", OPT_UINT, OFF(seed), 0, UINT32_MAX, "0", "N",
+	 "seed of the sampler (with the task id and step: a rerun samples the same)", true},
 	{"debug-unconstrained", NULL, OPT_FLAG, OFF(debug_unconstrained), 0, 0, NULL, NULL,
 	 "debug: decode steps without the step grammar (invalid steps become possible)", false},
 	{"log-level", "HOLOD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0, "info", "LEVEL",
@@ -158,6 +167,18 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	case OPT_FLAG:
 		*(bool *)base = true;
 		return 0;
+	case OPT_TEMPERATURE: {
+		char *end;
+		errno = 0;
+		double v = strtod(value, &end);
+		if (errno || end == value || *end || !(v >= 0.0 && v <= OPT_MAX_TEMPERATURE)) {
+			fprintf(stderr, "holod: %s: --%s: '%s' is not a number in 0..%g\n", where,
+				o->name, value, OPT_MAX_TEMPERATURE);
+			return -EINVAL;
+		}
+		*(double *)base = v;
+		return 0;
+	}
 	case OPT_HISTORY:
 		if (ipc_history_from_string(value) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (persistent, window)\n",
@@ -371,6 +392,9 @@ void options_dump(FILE *f, const struct holod_config *cfg)
 		case OPT_UINT:
 			fprintf(f, "%s = %u\n", o->name, *(const unsigned *)base);
 			break;
+		case OPT_TEMPERATURE:
+			fprintf(f, "%s = %g\n", o->name, *(const double *)base);
+			break;
 		case OPT_FLAG:
 			break;
 		default: {
@@ -387,7 +411,8 @@ void options_dump(FILE *f, const struct holod_config *cfg)
 void options_finish(struct holod_config *cfg)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-		if (options[i].type != OPT_UINT && options[i].type != OPT_FLAG)
+		if (options[i].type != OPT_UINT && options[i].type != OPT_FLAG &&
+		    options[i].type != OPT_TEMPERATURE)
 			free(*(char **)((char *)cfg + options[i].offset));
 	memset(cfg, 0, sizeof(*cfg));
 }

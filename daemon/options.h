@@ -24,6 +24,8 @@ struct holod_config {
 	unsigned context_tokens; /* session size; persistent sessions are rebuilt before it */
 	unsigned step_tokens; /* most tokens decoded for one step */
 	unsigned step_retries; /* invalid steps retried before the task fails */
+	double temperature;   /* sampling of a step's first attempt; 0: greedy */
+	unsigned seed;        /* the sampler's seed (mixed with the task id and step) */
 	char *log_level;
 	bool help, dump_config, version;
 	bool debug_unconstrained; /* debug: decode without the step grammar */

@@ -96,4 +96,15 @@ jq -s -e '[.[] | select(.event == "step")] | all(.step.agent.thought | type == "
 	fail "step events lack the agent's thought: $(head -c 600 "$T/events")"
 
 stop_holod || fail "holod exit status $?"
+
+# ---- sampling instead of greedy: still one schema-valid step each time (the grammar masks the
+# logits before the sampler sees them)
+rm -f "$SOCK"
+start_agent --temperature 1 --seed 7
+submit '{"instruction": "Click the red block.", "max_steps": 2}'
+wait_task "$TASK" failed 240
+steps "$TASK"
+check_steps "sampled steps" '(.steps | length) == 2 and all(.steps[]; .agent.attempts == 1
+	and (.agent.raw_output | fromjson | keys) == ["note", "thought", "tool_call"])'
+stop_holod || fail "holod exit status $?"
 pass_or_fail
