@@ -52,6 +52,7 @@ struct agent {
 	struct engine_session *session;
 	struct engine_snapshot *prefix;
 	long long accounted_bytes;
+	double prefill_us_per_token; /* measured; sizes the prefill chunks */
 
 	int prefix_tokens;
 	int session_tokens;
@@ -87,7 +88,7 @@ static int prefill(struct agent *a, const struct policy_piece *p, float *const *
 			for (size_t i = 0; i < p->images[k].n_tokens; i++)
 				embeds[p->images[k].offset + i] = slot_rows[k] + i * (size_t)a->hidden;
 	}
-	for (size_t off = 0; off < p->n_ids; off += AGENT_PREFILL_CHUNK) {
+	for (size_t off = 0, n; off < p->n_ids; off += n) {
 		if (atomic_load(stop) != EXECUTOR_RUN) {
 			r = -ECANCELED;
 			break;
@@ -96,12 +97,22 @@ static int prefill(struct agent *a, const struct policy_piece *p, float *const *
 			r = -ETIME;
 			break;
 		}
-		size_t n = MIN((size_t)AGENT_PREFILL_CHUNK, p->n_ids - off);
+		size_t chunk = AGENT_PREFILL_CHUNK_MIN;
+		if (a->prefill_us_per_token > 0)
+			chunk = (size_t)CLAMP(AGENT_STOP_SLICE_US / a->prefill_us_per_token,
+					      (double)AGENT_PREFILL_CHUNK_MIN,
+					      (double)AGENT_PREFILL_CHUNK_MAX);
+		n = MIN(chunk, p->n_ids - off);
 		bool last = off + n == p->n_ids;
+		uint64_t t0 = time_mono_us();
 		r = engine_session_append(a->session, p->ids + off, embeds ? embeds + off : NULL, n,
 					  last ? want : ENGINE_LOGITS_NONE, last ? logits : NULL);
 		if (r < 0)
 			break;
+		double rate = (double)(time_mono_us() - t0) / (double)n;
+		a->prefill_us_per_token = a->prefill_us_per_token > 0 ?
+						  0.5 * a->prefill_us_per_token + 0.5 * rate :
+						  rate;
 	}
 	free(embeds);
 	return r;
@@ -156,6 +167,7 @@ static int job_close(struct engine_ctx *ctx, void *arg)
 
 struct encode_job {
 	const struct engine_image *img;
+	const atomic_int *stop;
 	int max_tiles;
 	float *rows;
 	size_t n_rows;
@@ -187,11 +199,22 @@ static int job_encode(struct engine_ctx *ctx, void *arg)
 		free(pixels);
 		return -ENOMEM;
 	}
-	if ((r = engine_vision_encode(ctx->vision, pixels, grid.n_tiles, rows)) < 0) {
-		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
-		free(rows);
-		free(pixels);
-		return r;
+	/* Tile by tile (tiles are encoded independently): a stop waits for one tile at most. */
+	size_t tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
+	size_t tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) *
+			   (size_t)engine_vision_embed_dim(ctx->vision);
+	for (int i = 0; i < grid.n_tiles; i++) {
+		if (atomic_load(j->stop) != EXECUTOR_RUN)
+			r = -ECANCELED;
+		else if ((r = engine_vision_encode(ctx->vision, pixels + (size_t)i * tile_floats, 1,
+						   rows + (size_t)i * tile_rows)) < 0)
+			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
+				 strerror(-r));
+		if (r < 0) {
+			free(rows);
+			free(pixels);
+			return r;
+		}
 	}
 	free(pixels);
 	j->rows = rows;
@@ -738,9 +761,13 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index, strerror(-r));
 			goto release;
 		}
-		struct encode_job ej = {.img = img, .max_tiles = a.max_tiles};
+		struct encode_job ej = {.img = img, .stop = t->stop, .max_tiles = a.max_tiles};
 		r = engine_thread_call(cfg->engine, job_encode, &ej);
 		engine_image_destroy(img);
+		if (r == -ECANCELED) {
+			stopped(&a, index, ret);
+			goto release;
+		}
 		if (r < 0) {
 			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
 				    ej.err[0] ? ej.err : strerror(-r));

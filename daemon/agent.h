@@ -15,8 +15,12 @@
 #include "engine-thread.h"
 #include "executor.h"
 
-/* Tokens prefilled per engine call (a stop is noticed between calls). */
-#define AGENT_PREFILL_CHUNK 256
+/* Prefill runs in chunks, and the vision tower tile by tile, so that a stop is noticed between
+ * two engine calls. A chunk is sized from the measured prefill rate to last about
+ * AGENT_STOP_SLICE_US, within AGENT_PREFILL_CHUNK_MIN..MAX tokens. */
+#define AGENT_STOP_SLICE_US 100000
+#define AGENT_PREFILL_CHUNK_MIN 16
+#define AGENT_PREFILL_CHUNK_MAX 512
 /* Bytes of a step's decoded text kept (raw output in the journal). */
 #define AGENT_MAX_RAW_BYTES (64 * 1024)
 /* Bytes of a step's prompt text journaled (longer: cut, marked "[...]"). */

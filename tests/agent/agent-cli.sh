@@ -32,7 +32,7 @@ RC=$?
 cat "$T/out"
 [ "$RC" = 0 ] || fail "holoctl run --follow of an answer exited $RC: $(cat "$T/out" "$T/err")"
 grep -q '^step 0  answer ' "$T/out" || fail "no answer step: $(cat "$T/out")"
-ID=$(sed -n 's/^task \([0-9]*\) queued$/\1/p' "$T/out")
+ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out")
 api GET "/v1/tasks/$ID"
 expect_json "answer" .status succeeded
 expect_json "answer" .steps 1
