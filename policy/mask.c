@@ -68,6 +68,7 @@ struct policy_masker {
 
 	struct cache_slot slots[CACHE_SLOTS];
 	uint32_t *masks; /* POLICY_MASK_CACHE_ENTRIES x n_words */
+	uint32_t *scratch; /* the mask of an uncached state */
 	int32_t *counts;
 	size_t n_entries;
 	uint64_t hits, misses;
@@ -168,6 +169,7 @@ void policy_masker_destroy(struct policy_masker *mk)
 	free(mk->trie);
 	free(mk->stack);
 	free(mk->masks);
+	free(mk->scratch);
 	free(mk->counts);
 	free(mk);
 }
@@ -211,7 +213,8 @@ static struct policy_masker *masker_new(const struct policy_grammar *g, size_t n
 	if (!size_mul_ok(words * sizeof(uint32_t), POLICY_MASK_CACHE_ENTRIES, &mask_bytes))
 		goto oom;
 	mk->masks = malloc(mask_bytes);
-	if (!mk->bytes || !mk->lens || !mk->same_next || !mk->same_next_special ||
+	mk->scratch = calloc(words, sizeof(*mk->scratch));
+	if (!mk->scratch || !mk->bytes || !mk->lens || !mk->same_next || !mk->same_next_special ||
 	    !mk->plain_bits || !mk->is_stop || !mk->stops ||
 	    !mk->counts || !mk->stack || !mk->masks)
 		goto oom;
@@ -423,6 +426,15 @@ static int lookup(struct policy_masker *mk, const struct policy_matcher *m, cons
 {
 	if (!m || m->grammar != mk->g)
 		return -EINVAL;
+	/* Only string states are cached: their walks are the expensive ones (most of the
+	 * vocabulary continues a string), and they collapse to few keys. Elsewhere a walk stops
+	 * at the first byte of almost every token, and caching the many states of literal words
+	 * and digits would only evict the string masks. */
+	if (mk->g->nodes[m->node].kind != GNODE_STRING) {
+		mk->misses++;
+		*ret = mk->scratch;
+		return walk(mk, m, mk->scratch);
+	}
 	struct cache_key k = key_of(mk, m);
 	size_t slot = key_hash(&k) % CACHE_SLOTS;
 	while (mk->slots[slot].entry >= 0) {

@@ -77,7 +77,7 @@ bool policy_matcher_is_complete(const struct policy_matcher *m);
 /* ---- token masks ---------------------------------------------------------------------------- */
 
 /* Masks over a vocabulary for one grammar: a trie of the tokens' bytes walked alongside the
- * automaton, with masks cached per automaton state (states inside long strings collapse to a
+ * automaton, with the masks of string states cached (states inside long strings collapse to a
  * few classes). Special tokens are never allowed, except the stop ids, which are allowed exactly
  * when the step is complete (and then nothing else is). */
 struct policy_masker;
@@ -116,7 +116,8 @@ int policy_masker_apply(struct policy_masker *mk, const struct policy_matcher *m
  * 0 when m advanced, -EILSEQ when the mask forbids id (m unchanged), -EINVAL for a bad id. */
 int policy_masker_feed(const struct policy_masker *mk, struct policy_matcher *m, int32_t id);
 
-/* Cache statistics since creation (for benchmarks). */
+/* Since creation: masks answered from the cache, and masks computed by a trie walk (states
+ * outside strings are never cached: their walks are short). For benchmarks. */
 void policy_masker_stats(const struct policy_masker *mk, uint64_t *ret_hits, uint64_t *ret_misses);
 
 /* ---- steps ---------------------------------------------------------------------------------- */
