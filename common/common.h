@@ -76,7 +76,7 @@ bool size_add_ok(size_t a, size_t b, size_t *ret);
 /* ---- XDG paths --------------------------------------------------------------------------- */
 
 enum path_kind {
-	PATH_RUNTIME, /* $XDG_RUNTIME_DIR, else /run/user/<uid> if it exists, else error */
+	PATH_RUNTIME, /* $XDG_RUNTIME_DIR, else /run/user/<uid> if it exists, else /tmp/runtime-<uid> (0700, ours) */
 	PATH_STATE,   /* $XDG_STATE_HOME, else ~/.local/state */
 	PATH_CONFIG,  /* $XDG_CONFIG_HOME, else ~/.config */
 	PATH_DATA,    /* $XDG_DATA_HOME, else ~/.local/share */

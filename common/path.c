@@ -16,6 +16,28 @@ static const char *home_dir(void)
 	return pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
 }
 
+/* /tmp/runtime-<uid>, created 0700; refused unless it is a real directory we own that nobody
+ * else can enter (another user may have created it first to catch our socket). */
+static int runtime_fallback(char **ret)
+{
+	char *p = xasprintf("/tmp/runtime-%u", (unsigned)getuid());
+	struct stat st;
+
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		goto fail_errno;
+	if (lstat(p, &st) < 0)
+		goto fail_errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 0077)) {
+		free(p);
+		return -ENXIO;
+	}
+	*ret = p;
+	return 0;
+fail_errno:
+	free(p);
+	return -errno;
+}
+
 char *path_join(const char *a, const char *b)
 {
 	size_t la = strlen(a);
@@ -47,13 +69,16 @@ int path_xdg(enum path_kind kind, const char *app, char **ret)
 	if (v && v[0] == '/') {
 		base = xstrdup(v);
 	} else if (kind == PATH_RUNTIME) {
-		char *p = xasprintf("/run/user/%u", (unsigned)getuid());
+		base = xasprintf("/run/user/%u", (unsigned)getuid());
 		struct stat st;
-		if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
-			free(p);
-			return -ENXIO;
+		if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+			free(base);
+			/* No login session (a root shell, a container, a CI job): a private directory
+			 * in /tmp, as Qt and tmux do, so the daemon still starts. */
+			int r = runtime_fallback(&base);
+			if (r < 0)
+				return r;
 		}
-		base = p;
 	} else {
 		const char *h = home_dir();
 		if (!h)

@@ -39,6 +39,7 @@ static void test_paths(void)
 	char tmpl[] = "/tmp/holod-test-XXXXXX";
 	REQUIRE(mkdtemp(tmpl));
 	char *p = NULL;
+	struct stat st;
 
 	setenv("XDG_STATE_HOME", tmpl, 1);
 	CHECK_INT_EQ(path_xdg(PATH_STATE, "holod", &p), 0);
@@ -54,14 +55,22 @@ static void test_paths(void)
 	CHECK_STR_EQ(p, "/home/someone/.config");
 	free(p);
 
-	unsetenv("XDG_RUNTIME_DIR");
 	setenv("XDG_RUNTIME_DIR", tmpl, 1);
 	CHECK_INT_EQ(path_xdg(PATH_RUNTIME, "holod", &p), 0);
+	want = xasprintf("%s/holod", tmpl);
+	CHECK_STR_EQ(p, want);
+	free(want);
+	free(p);
+
+	/* Without XDG_RUNTIME_DIR: /run/user/<uid> or a private directory of ours. */
+	unsetenv("XDG_RUNTIME_DIR");
+	CHECK_INT_EQ(path_xdg(PATH_RUNTIME, NULL, &p), 0);
+	CHECK(p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
+	      (st.st_mode & 0077) == 0);
 	free(p);
 
 	char *deep = xasprintf("%s/a/b/c", tmpl);
 	CHECK_INT_EQ(path_mkdir_p(deep, 0700), 0);
-	struct stat st;
 	CHECK(stat(deep, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
 	CHECK_INT_EQ(path_mkdir_p(deep, 0700), 0); /* idempotent */
 	char *file = xasprintf("%s/file", tmpl);
