@@ -550,13 +550,16 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	bool model = s->coords == IPC_COORDS_MODEL;
 
 	pthread_mutex_lock(&j->lock);
+	/* The agent's columns are written in the same transaction as the row. */
+	if (s->agent && (r = exec_locked(j, "BEGIN IMMEDIATE;")) < 0)
+		goto unlock;
 	if ((r = prepare(j, "INSERT INTO steps (task_id, idx, tool_name, tool_call, coords,"
 			    " model_x, model_y, model_x2, model_y2, mon_x, mon_y, mon_w, mon_h,"
 			    " image_w, image_h, status, started_us)"
 			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
 			    " 'running', ?16)",
 			 &st)) < 0)
-		goto unlock;
+		goto rollback;
 	sqlite3_bind_int64(st, 1, s->task_id);
 	sqlite3_bind_int(st, 2, s->index);
 	sqlite3_bind_text(st, 3, s->tool_name, -1, SQLITE_TRANSIENT);
@@ -582,7 +585,7 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
-		goto unlock;
+		goto rollback;
 	const struct journal_agent_step *a = s->agent;
 	sqlite3_bind_int64(st, 1, s->task_id);
 	sqlite3_bind_int(st, 2, s->index);
@@ -603,6 +606,13 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	r = step_done(j, st);
 finalize:
 	sqlite3_finalize(st);
+	st = NULL;
+	if (s->agent && r >= 0 && (r = exec_locked(j, "COMMIT;")) >= 0)
+		goto unlock;
+rollback:
+	sqlite3_finalize(st);
+	if (s->agent)
+		exec_locked(j, "ROLLBACK;");
 unlock:
 	pthread_mutex_unlock(&j->lock);
 	return r;

@@ -9,6 +9,10 @@ start_agent_client
 start_agent
 export HOLOD_SOCKET="$SOCK"
 
+"$HOLOCTL" status >"$T/status" 2>&1 || fail "holoctl status: $(cat "$T/status")"
+grep -Eq '^model\.state +ready$' "$T/status" || fail "holoctl status: $(cat "$T/status")"
+grep -Eq '^model\.name +tiny-agent$' "$T/status" || fail "holoctl status: $(cat "$T/status")"
+
 "$HOLOCTL" run --follow --max-steps 2 Click the red block. >"$T/out" 2>"$T/err"
 RC=$?
 [ "$RC" = 3 ] || fail "holoctl run --follow exited $RC, expected 3 (failed): $(cat "$T/err")"

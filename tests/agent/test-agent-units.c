@@ -220,10 +220,14 @@ static void test_journal_migration(void)
 	CHECK_INT_EQ(json_integer_value(json_object_get(t, "inject")), 5);
 	json_decref(steps);
 
-	/* A prompt mode outside the schema is refused by the database itself. */
+	/* A prompt mode outside the schema is refused by the database itself... */
 	as.prompt = "sliding";
 	s.index = 1;
 	CHECK(journal_step_begin(j, &s) < 0);
+	/* ... and leaves no half-written row behind. */
+	REQUIRE(journal_steps_get(j, id, 0, false, &steps) == 0);
+	CHECK_INT_EQ(json_array_size(steps), 1);
+	json_decref(steps);
 	journal_close(j);
 
 	unlink(path);
