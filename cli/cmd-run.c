@@ -17,6 +17,9 @@ enum {
 	OPT_SETTLE_MS,
 	OPT_COORDS,
 	OPT_FOLLOW,
+	OPT_HISTORY,
+	OPT_WINDOW,
+	OPT_MAX_TILES,
 };
 
 static const struct option run_options[] = {
@@ -28,6 +31,9 @@ static const struct option run_options[] = {
         {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
         {"coords", required_argument, NULL, OPT_COORDS},
         {"follow", no_argument, NULL, 'f'},
+        {"history", required_argument, NULL, OPT_HISTORY},
+        {"window", required_argument, NULL, OPT_WINDOW},
+        {"max-tiles", required_argument, NULL, OPT_MAX_TILES},
         {0},
 };
 
@@ -41,8 +47,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 {
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
-	const char *script = NULL, *coords = NULL;
-	long max_steps = 0, max_seconds = 0, settle_ms = -1;
+	const char *script = NULL, *coords = NULL, *history = NULL;
+	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0;
 	bool dry_run = false;
 	char err[CLI_MAX_ERROR_LEN + 256];
 	json_t *body = NULL;
@@ -88,6 +94,25 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		case 'f':
 			a.follow = true;
 			break;
+		case OPT_HISTORY:
+			if (ipc_history_from_string(optarg) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--history must be persistent or window, not '%s'",
+				                       optarg);
+			history = optarg;
+			break;
+		case OPT_WINDOW:
+			if (cli_parse_int(optarg, 1, IPC_MAX_HISTORY_WINDOW, &window) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--window must be from 1 to %d, not '%s'",
+				                       IPC_MAX_HISTORY_WINDOW, optarg);
+			break;
+		case OPT_MAX_TILES:
+			if (cli_parse_int(optarg, 1, IPC_MAX_TILES, &max_tiles) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--max-tiles must be from 1 to %d, not '%s'",
+				                       IPC_MAX_TILES, optarg);
+			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_run, c, argv);
 			if (r == CLI_EXIT_OK) {
@@ -111,6 +136,9 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		        ctx, &cli_cmd_run,
 		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
+	if (script && (history || window || max_tiles))
+		return cli_usage_error(ctx, &cli_cmd_run,
+		                       "--history, --window and --max-tiles apply to instructions only");
 	if (script) {
 		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
@@ -146,6 +174,12 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "settle_ms", json_integer(settle_ms));
 	if (dry_run)
 		json_object_set_new(body, "dry_run", json_true());
+	if (history)
+		json_object_set_new(body, "history", json_string(history));
+	if (window)
+		json_object_set_new(body, "window", json_integer(window));
+	if (max_tiles)
+		json_object_set_new(body, "max_tiles", json_integer(max_tiles));
 
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
@@ -324,6 +358,10 @@ const struct cli_command cli_cmd_run = {
                 "  --settle-ms N          wait N ms after each action before the screenshot\n"
                 "  --dry-run              journal the steps without injecting anything\n"
                 "  --coords pixels|model  how the script's x/y are read (default pixels)\n"
+                "  --history MODE         instruction: persistent (one resident session) or\n"
+                "                         window (the last --window screenshots re-sent)\n"
+                "  --window K             instruction: screenshots kept in the prompt (1..64)\n"
+                "  --max-tiles N          instruction: image tiles per screenshot (1..48)\n"
                 "Options given here override those in the script file. Interrupting --follow\n"
                 "(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n"
                 "With --json: the created task, then (--follow) each event line as holod sends "

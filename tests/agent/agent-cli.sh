@@ -23,6 +23,18 @@ cat "$T/out"
 grep -q 'max_steps budget (2) reached without an answer' "$T/out" "$T/err" ||
 	fail "no outcome: $(cat "$T/out" "$T/err")"
 
+# The history options reach the task.
+"$HOLOCTL" run --follow --max-steps 2 --history window --window 1 --max-tiles 1 \
+	Click the red block. >"$T/out" 2>"$T/err"
+[ $? = 3 ] || fail "holoctl run --history window: $(cat "$T/out" "$T/err")"
+ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out")
+api GET "/v1/tasks/$ID"
+expect_json "cli history" .spec.history window
+expect_json "cli history" .spec.window 1
+expect_json "cli history" .spec.max_tiles 1
+steps "$ID"
+check_steps "cli window steps" 'all(.steps[]; .agent.prompt == "window" and .agent.tiles == 1)'
+
 # A model that answers: the task succeeds with the answer's content as its result, and holoctl
 # exits 0.
 stop_holod || fail "holod exit status $?"
