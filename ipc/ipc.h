@@ -137,6 +137,11 @@ enum ipc_direction {
 	IPC_DIRECTION_RIGHT,
 };
 
+/* The JSON spellings ("left", "right", "middle"; "up", "down", "left", "right"), NULL for an
+ * out-of-range value (so a loop from 0 until NULL walks every value in enum order). */
+const char *ipc_button_to_string(enum ipc_button b);
+const char *ipc_direction_to_string(enum ipc_direction d);
+
 /* One tool call. Only the members that belong to `tool` are meaningful; the others are zero/NULL.
  * Strings are owned by the action (freed by ipc_action_finish). JSON form, flat as in agent.md:
  *   {"tool_name": "click", "element": "OK button", "x": 10, "y": 20, "button": "left"}

@@ -35,6 +35,21 @@ static const char *const coords_names[] = {
 	[IPC_COORDS_MODEL] = "model",
 };
 
+/* The same spellings as the action parser's (ipc/action.c); tests of the policy module check
+ * that the two agree. */
+static const char *const button_names[] = {
+	[IPC_BUTTON_LEFT] = "left",
+	[IPC_BUTTON_RIGHT] = "right",
+	[IPC_BUTTON_MIDDLE] = "middle",
+};
+
+static const char *const direction_names[] = {
+	[IPC_DIRECTION_UP] = "up",
+	[IPC_DIRECTION_DOWN] = "down",
+	[IPC_DIRECTION_LEFT] = "left",
+	[IPC_DIRECTION_RIGHT] = "right",
+};
+
 static const char *const kind_names[] = {
 	[IPC_TASK_KIND_INSTRUCTION] = "instruction",
 	[IPC_TASK_KIND_SCRIPT] = "script",
@@ -98,6 +113,16 @@ const char *ipc_coords_to_string(enum ipc_coords c)
 int ipc_coords_from_string(const char *s)
 {
 	return lookup(coords_names, ARRAY_SIZE(coords_names), s);
+}
+
+const char *ipc_button_to_string(enum ipc_button b)
+{
+	return (unsigned)b < ARRAY_SIZE(button_names) ? button_names[b] : NULL;
+}
+
+const char *ipc_direction_to_string(enum ipc_direction d)
+{
+	return (unsigned)d < ARRAY_SIZE(direction_names) ? direction_names[d] : NULL;
 }
 
 const char *ipc_task_kind_to_string(enum ipc_task_kind k)

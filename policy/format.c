@@ -51,6 +51,24 @@ static const char *const tool_help[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_ANSWER] = "finish the task with the answer or result",
 };
 
+static const char *button_name(int i)
+{
+	return ipc_button_to_string((enum ipc_button)i);
+}
+
+static const char *direction_name(int i)
+{
+	return ipc_direction_to_string((enum ipc_direction)i);
+}
+
+/* "a"<first_suffix>, "b" or "c": ipc's spellings of an enum, value 0 on until NULL. */
+static void spellings(struct strbuf *b, const char *(*name)(int), const char *first_suffix)
+{
+	for (int i = 0; name(i); i++)
+		sb_add(b, "%s\"%s\"%s", i == 0 ? "" : name(i + 1) ? ", " : " or ", name(i),
+		       i == 0 ? first_suffix : "");
+}
+
 static void arg_type(struct strbuf *b, const struct policy_arg *a)
 {
 	switch (a->type) {
@@ -64,10 +82,10 @@ static void arg_type(struct strbuf *b, const struct policy_arg *a)
 		sb_add(b, "boolean, default false");
 		break;
 	case POLICY_ARG_BUTTON:
-		sb_add(b, "\"left\" (default), \"right\" or \"middle\"");
+		spellings(b, button_name, " (default)");
 		break;
 	case POLICY_ARG_DIRECTION:
-		sb_add(b, "\"up\", \"down\", \"left\" or \"right\"");
+		spellings(b, direction_name, "");
 		break;
 	case POLICY_ARG_KEYS:
 		sb_add(b, "array of 1..%d key names", IPC_MAX_HOTKEY_KEYS);

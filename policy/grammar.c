@@ -60,11 +60,6 @@ const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool)
 	return &layouts[tool];
 }
 
-/* The JSON spellings of ipc's button and direction enums, in enum order (tests check them
- * against ipc_action_parse). */
-const char *const policy_button_names[] = {"left", "right", "middle"};
-const char *const policy_direction_names[] = {"up", "down", "left", "right"};
-
 /* Model-facing key names: what the system prompt lists and the grammar accepts, besides single
  * printable ASCII characters and f1..f24. Constraining key names to a closed list (instead of
  * any string checked after parsing) is what makes every constrained step valid: a free string
@@ -516,12 +511,23 @@ static int key_name_trie(struct builder *b, uint32_t *ret_root)
 	return 0;
 }
 
-static uint32_t enum_trie(struct builder *b, const char *const *names, size_t n, int *err)
+/* The JSON spellings of ipc's enums, value 0 on until NULL. */
+static const char *button_name(int i)
+{
+	return ipc_button_to_string((enum ipc_button)i);
+}
+
+static const char *direction_name(int i)
+{
+	return ipc_direction_to_string((enum ipc_direction)i);
+}
+
+static uint32_t enum_trie(struct builder *b, const char *(*name)(int), int *err)
 {
 	uint32_t root = new_trie_node(b, 0);
 	char w[64];
-	for (size_t i = 0; i < n && !*err; i++) {
-		snprintf(w, sizeof(w), "\"%s\"", names[i]);
+	for (int i = 0; name(i) && !*err; i++) {
+		snprintf(w, sizeof(w), "\"%s\"", name(i));
 		*err = trie_add(b, root, w, strlen(w), GNODE_DEFAULT);
 	}
 	return root;
@@ -625,8 +631,8 @@ struct policy_grammar *policy_grammar_create_holo3(void)
 	end = new_node(&b, (struct gnode){.kind = GNODE_END});
 	if ((r = key_name_trie(&b, &rt.keys)) < 0)
 		goto fail;
-	rt.button = enum_trie(&b, policy_button_names, ARRAY_SIZE(policy_button_names), &r);
-	rt.direction = enum_trie(&b, policy_direction_names, ARRAY_SIZE(policy_direction_names), &r);
+	rt.button = enum_trie(&b, button_name, &r);
+	rt.direction = enum_trie(&b, direction_name, &r);
 	rt.boolean = new_trie_node(&b, 0);
 	if (r < 0 || (r = trie_add(&b, rt.boolean, "true", 4, GNODE_DEFAULT)) < 0 ||
 	    (r = trie_add(&b, rt.boolean, "false", 5, GNODE_DEFAULT)) < 0)

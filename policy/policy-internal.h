@@ -83,5 +83,3 @@ const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool);
 /* Whether the grammar accepts `name` as a key name (the parser holds steps to the same list). */
 bool policy_key_name_ok(const char *name);
 
-extern const char *const policy_button_names[];
-extern const char *const policy_direction_names[];

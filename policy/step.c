@@ -247,14 +247,14 @@ char *policy_step_to_json(const struct policy_step *step)
 									   : a->overwrite);
 			break;
 		case POLICY_ARG_BUTTON:
-			if ((unsigned)a->button > IPC_BUTTON_MIDDLE)
+			if (!ipc_button_to_string(a->button))
 				goto inval;
-			v = json_string(policy_button_names[a->button]);
+			v = json_string(ipc_button_to_string(a->button));
 			break;
 		case POLICY_ARG_DIRECTION:
-			if ((unsigned)a->direction > IPC_DIRECTION_RIGHT)
+			if (!ipc_direction_to_string(a->direction))
 				goto inval;
-			v = json_string(policy_direction_names[a->direction]);
+			v = json_string(ipc_direction_to_string(a->direction));
 			break;
 		case POLICY_ARG_KEYS:
 			if (a->n_keys == 0 || a->n_keys > IPC_MAX_HOTKEY_KEYS)

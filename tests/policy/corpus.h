@@ -80,10 +80,10 @@ static inline void corpus_value(char *buf, size_t size, const struct policy_arg 
 		snprintf(buf, size, "%s", v % 2 ? "true" : "false");
 		break;
 	case POLICY_ARG_BUTTON:
-		snprintf(buf, size, "\"%s\"", policy_button_names[v % 3]);
+		snprintf(buf, size, "\"%s\"", ipc_button_to_string((enum ipc_button)(v % 3)));
 		break;
 	case POLICY_ARG_DIRECTION:
-		snprintf(buf, size, "\"%s\"", policy_direction_names[v % 4]);
+		snprintf(buf, size, "\"%s\"", ipc_direction_to_string((enum ipc_direction)(v % 4)));
 		break;
 	case POLICY_ARG_KEYS:
 		snprintf(buf, size, "%s", corpus_keys[v % CORPUS_N_KEYS]);
