@@ -205,9 +205,11 @@ static int32_t marker(const struct engine_chat *c, const char *s, bool required,
 	return id < 0 ? -1 : id;
 }
 
-struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
-				       const struct engine_vision *vision, bool reasoning,
-				       char *errbuf, size_t errlen)
+/* images: the image markers are required; config_image_token: the vision config's id of
+ * <image> (-1: none to check). */
+static struct engine_chat *create(const struct engine_tokenizer *tok, bool images,
+				  int tokens_per_tile, int32_t config_image_token, bool reasoning,
+				  char *errbuf, size_t errlen)
 {
 	struct engine_chat *c;
 	int r = 0;
@@ -228,16 +230,15 @@ struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
 	c->id_end = marker(c, MARK_END, true, errbuf, errlen, &r);
 	c->id_eos = marker(c, MARK_EOS, false, errbuf, errlen, &r);
 	c->id_img = c->id_image = c->id_img_end = -1;
-	if (vision) {
+	if (images) {
 		c->id_img = marker(c, MARK_IMG, true, errbuf, errlen, &r);
 		c->id_image = marker(c, MARK_IMAGE, true, errbuf, errlen, &r);
 		c->id_img_end = marker(c, MARK_IMG_END, true, errbuf, errlen, &r);
-		c->tokens_per_tile = engine_vision_tokens_per_tile(vision);
-		if (r == 0 && engine_vision_image_token(vision) >= 0 &&
-		    engine_vision_image_token(vision) != c->id_image)
+		c->tokens_per_tile = tokens_per_tile;
+		if (r == 0 && config_image_token >= 0 && config_image_token != c->id_image)
 			r = fail(errbuf, errlen, -EINVAL,
 				 "config.json's img_context_token_id %d is not the tokenizer's '<image>' (%d)",
-				 (int)engine_vision_image_token(vision), (int)c->id_image);
+				 (int)config_image_token, (int)c->id_image);
 		if (r == 0 && c->tokens_per_tile < 1)
 			r = fail(errbuf, errlen, -EINVAL, "the vision encoder gives no tokens per tile");
 	}
@@ -248,6 +249,38 @@ struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
 	}
 	c->reasoning_default = c->reasoning = reasoning;
 	return c;
+}
+
+struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
+				       const struct engine_vision *vision, bool reasoning,
+				       char *errbuf, size_t errlen)
+{
+	return create(tok, vision != NULL, vision ? engine_vision_tokens_per_tile(vision) : 0,
+		      vision ? engine_vision_image_token(vision) : -1, reasoning, errbuf, errlen);
+}
+
+struct engine_chat *engine_chat_create_raw(const struct engine_tokenizer *tok, int tokens_per_tile,
+					   bool reasoning, char *errbuf, size_t errlen)
+{
+	if (tokens_per_tile < 0 || tokens_per_tile > (int)ENGINE_CHAT_MAX_TOKENS_PER_TILE) {
+		fail(errbuf, errlen, -EINVAL, "%d tokens per tile (0..%d)", tokens_per_tile,
+		     (int)ENGINE_CHAT_MAX_TOKENS_PER_TILE);
+		errno = EINVAL;
+		return NULL;
+	}
+	return create(tok, tokens_per_tile > 0, tokens_per_tile, -1, reasoning, errbuf, errlen);
+}
+
+struct engine_chat *engine_chat_dup(const struct engine_chat *c)
+{
+	struct engine_chat *d = malloc(sizeof(*d));
+
+	if (!d) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	*d = *c;
+	return d;
 }
 
 void engine_chat_destroy(struct engine_chat *c)
@@ -528,6 +561,11 @@ int engine_chat_generation_prompt(struct engine_chat *c, struct engine_chat_toke
 int engine_chat_close_generation(struct engine_chat *c, struct engine_chat_tokens *out)
 {
 	return emit_fixed(c, MARK_END "\n", engine_tokenizer_is_special(c->tok, c->id_end), out);
+}
+
+int engine_chat_close_content(struct engine_chat *c, struct engine_chat_tokens *out)
+{
+	return emit_fixed(c, "\n" MARK_END "\n", engine_tokenizer_is_special(c->tok, c->id_end), out);
 }
 
 int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *msgs, size_t n,

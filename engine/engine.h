@@ -465,6 +465,16 @@ struct engine_chat;
 struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
 				       const struct engine_vision *vision, bool reasoning,
 				       char *errbuf, size_t errlen);
+/* The same over a tokenizer alone, for a renderer that knows the vision encoder's tokens per tile
+ * without holding it (the agent's prompt builder): each image tile expands to tokens_per_tile
+ * <image> ids; 0 renders text only. Same errors, and EINVAL for tokens_per_tile outside
+ * 0..ENGINE_CHAT_MAX_TOKENS_PER_TILE. */
+#define ENGINE_CHAT_MAX_TOKENS_PER_TILE 4096
+struct engine_chat *engine_chat_create_raw(const struct engine_tokenizer *tok, int tokens_per_tile,
+					   bool reasoning, char *errbuf, size_t errlen);
+/* A copy of c's conversation state (over the same tokenizer), e.g. the state after a prefix that
+ * a session snapshot holds, to render from again. NULL + errno ENOMEM. */
+struct engine_chat *engine_chat_dup(const struct engine_chat *c);
 /* Accepts NULL. */
 void engine_chat_destroy(struct engine_chat *c);
 /* Back to an empty conversation (the reasoning default restored). */
@@ -487,6 +497,11 @@ int engine_chat_generation_prompt(struct engine_chat *c, struct engine_chat_toke
  * as an assistant turn) would not: that is the price of never re-prefilling. Returns 0 or
  * -ENOMEM. */
 int engine_chat_close_generation(struct engine_chat *c, struct engine_chat_tokens *out);
+/* The same for a generation that stopped right after the last byte of its content, without the
+ * "\n" the format puts before the end of turn (decoding constrained by a grammar that allows the
+ * stop id only there): appends "\n<SPECIAL_12>\n", so the turn ends as an assistant turn of the
+ * history does. Returns 0 or -ENOMEM. */
+int engine_chat_close_content(struct engine_chat *c, struct engine_chat_tokens *out);
 /* Resets, then renders n messages and, when add_generation_prompt, the generation prompt:
  * the whole-conversation form of the calls above. Same errors as engine_chat_append(). */
 int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *msgs, size_t n,

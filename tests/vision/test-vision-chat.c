@@ -326,13 +326,77 @@ static void test_rules(void)
 	CHECK_INT_EQ(engine_chat_close_generation(chat, &t), 0);
 	CHECK_INT_EQ(t.ids[t.n_ids - 2], 12);
 	CHECK(strcmp(t.text + t.text_len - strlen("go\n<SPECIAL_12>\n"), "go\n<SPECIAL_12>\n") == 0);
+	/* a copy keeps the state it was taken in, whatever happens to the original */
+	struct engine_chat *copy = engine_chat_dup(chat);
+	REQUIRE(copy);
 	engine_chat_reset(chat);
 	CHECK(!engine_chat_reasoning(chat));
+	CHECK(engine_chat_reasoning(copy));
+	CHECK_INT_EQ(engine_chat_append(copy, &(struct engine_chat_message){ENGINE_CHAT_SYSTEM, "late", NULL, 0},
+					&t, err, sizeof(err)),
+		     -EINVAL); /* a turn was rendered before the copy */
+	engine_chat_destroy(copy);
+
+	/* closing a generation that stopped right after its content (no "\n" of its own): the
+	 * turn ends as the history's assistant turn "<SPECIAL_11>Assistant\nDone.\n<SPECIAL_12>\n" */
+	struct engine_chat_tokens closed = {0}, history = {0};
+	int32_t *nl;
+	size_t n_nl;
+	CHECK_INT_EQ(engine_chat_close_content(chat, &closed), 0);
+	CHECK_STR_EQ(closed.text, "\n<SPECIAL_12>\n");
+	REQUIRE(engine_tokenizer_encode(tok, "\n", 1, false, &nl, &n_nl) == 0 && n_nl == 1);
+	CHECK_INT_EQ(closed.n_ids, 3);
+	CHECK(closed.n_ids == 3 && closed.ids[0] == nl[0] && closed.ids[1] == 12 && closed.ids[2] == nl[0]);
+	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_ASSISTANT, "Done.", NULL, 0},
+					&history, err, sizeof(err)),
+		     0);
+	CHECK(history.text_len > closed.text_len &&
+	      strcmp(history.text + history.text_len - closed.text_len, closed.text) == 0);
+	free(nl);
+	engine_chat_tokens_finish(&closed);
+	engine_chat_tokens_finish(&history);
 
 	engine_chat_tokens_finish(&t);
 	engine_chat_destroy(chat);
 	engine_chat_destroy(text_only);
 	engine_chat_destroy(NULL);
+}
+
+/* A renderer over the tokenizer alone with the encoder's tokens per tile renders what the one
+ * created with the encoder does (the golden two-image conversation); 0 tokens per tile is text
+ * only. */
+static void test_create_raw(void)
+{
+	const struct engine_tokenizer *tok = engine_model_tokenizer(model);
+	const json_t *c = find_case("two_images");
+	struct engine_chat_message msgs[MAX_MSGS];
+	int tiles[16], one = 1;
+	size_t n = case_messages(c, msgs, tiles);
+	struct engine_chat *raw = engine_chat_create_raw(tok, engine_vision_tokens_per_tile(vision),
+							 json_is_true(json_object_get(c, "reasoning")),
+							 NULL, 0);
+	struct engine_chat *text_only = engine_chat_create_raw(tok, 0, false, NULL, 0);
+	struct engine_chat_tokens t = {0};
+	char err[256] = "";
+
+	REQUIRE(raw && text_only);
+	CHECK_INT_EQ(engine_chat_render(raw, msgs, n, true, &t, err, sizeof(err)), 0);
+	CHECK(ids_equal(&t, json_object_get(c, "ids")));
+	CHECK(t.text && strcmp(t.text, json_string_value(json_object_get(c, "text"))) == 0);
+	CHECK_INT_EQ(t.n_images, 2);
+	CHECK_INT_EQ(engine_chat_image_token(raw), 250);
+	CHECK_INT_EQ(engine_chat_append(text_only, &(struct engine_chat_message){ENGINE_CHAT_USER, "<image>", &one, 1},
+					&t, err, sizeof(err)),
+		     -EINVAL);
+	errno = 0;
+	CHECK(engine_chat_create_raw(tok, -1, false, NULL, 0) == NULL && errno == EINVAL);
+	errno = 0;
+	CHECK(engine_chat_create_raw(tok, ENGINE_CHAT_MAX_TOKENS_PER_TILE + 1, false, err, sizeof(err)) == NULL &&
+	      errno == EINVAL);
+	CHECK(strstr(err, "tokens per tile"));
+	engine_chat_tokens_finish(&t);
+	engine_chat_destroy(raw);
+	engine_chat_destroy(text_only);
 }
 
 static void put(const char *dir, const char *name, const char *text)
@@ -446,6 +510,7 @@ int main(void)
 	test_golden_render();
 	test_two_images();
 	test_rules();
+	test_create_raw();
 	test_template_check();
 	engine_vision_destroy(vision);
 	engine_model_destroy(model);
