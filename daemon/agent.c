@@ -581,23 +581,25 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 	} else {
 		*ret_mode = "window";
 	}
-	/* From the prefix snapshot: as much recent history as fits; a rebuild fills only half of
-	 * the room after the prefix, so that the next steps can append again. */
-	long long limit = budget;
-	if (a->history == IPC_HISTORY_PERSISTENT)
-		limit = a->prefix_tokens + (budget - a->prefix_tokens) / 2;
-	for (size_t first = 0; first <= index; first++) {
-		if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
-			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
-			return r;
+	/* From the prefix snapshot: as much recent history as fits; a rebuild first tries to fill
+	 * only half of the room after the prefix, so that the next steps can append again. */
+	long long limits[] = {a->prefix_tokens + (budget - a->prefix_tokens) / 2, budget};
+	for (size_t l = a->history == IPC_HISTORY_PERSISTENT ? 0 : 1; l < ARRAY_SIZE(limits);
+	     l++) {
+		for (size_t first = 0; first <= index; first++) {
+			if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
+				snprintf(err, errlen, "cannot render the history: %s",
+					 strerror(-r));
+				return r;
+			}
+			if (a->prefix_tokens + (long long)ret->n_ids <= limits[l]) {
+				*ret_restore = true;
+				return 0;
+			}
+			free(*ret_slots);
+			*ret_slots = NULL;
+			policy_piece_finish(ret);
 		}
-		if (a->prefix_tokens + (long long)ret->n_ids <= limit) {
-			*ret_restore = true;
-			return 0;
-		}
-		free(*ret_slots);
-		*ret_slots = NULL;
-		policy_piece_finish(ret);
 	}
 	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
 		 "(--context-tokens)", a->cfg->context_tokens);

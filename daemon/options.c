@@ -24,6 +24,8 @@ enum option_type {
 };
 
 #define OPT_MAX_TEMPERATURE 2.0
+/* Tokens a session must leave for the prompt besides one step's decode budget. */
+#define OPT_MIN_PROMPT_ROOM 1024u
 
 struct option_def {
 	const char *name; /* --name on the command line, name in the config file */
@@ -269,6 +271,12 @@ static int resolve_defaults(struct holod_config *cfg)
 	if (strlen(cfg->socket_path) > IPC_MAX_SOCKET_PATH) {
 		fprintf(stderr, "holod: socket path longer than %d bytes: %s\n", IPC_MAX_SOCKET_PATH,
 			cfg->socket_path);
+		return -EINVAL;
+	}
+	if (cfg->context_tokens < cfg->step_tokens + OPT_MIN_PROMPT_ROOM) {
+		fprintf(stderr, "holod: --context-tokens (%u) must exceed --step-tokens (%u) by at "
+				"least %u tokens for the prompt\n",
+			cfg->context_tokens, cfg->step_tokens, OPT_MIN_PROMPT_ROOM);
 		return -EINVAL;
 	}
 	if (!cfg->state_dir && (r = path_xdg(PATH_STATE, "holod", &cfg->state_dir)) < 0) {
