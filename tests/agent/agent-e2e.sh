@@ -1,6 +1,7 @@
 #!/bin/sh
 # An instruction task end to end: holod loads the tiny VLM, looks at the screen, decodes steps
-# under the step grammar, clicks through the same executor as scripts, and journals every step.
+# under the step grammar, clicks through the same executor as scripts, and journals every step;
+# with the fixture's steering removed (random weights) every step is still schema-valid.
 # The recording client's log must show exactly the journaled pixels; a dry run clicks nothing.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
@@ -95,6 +96,25 @@ jq -s -e '[.[] | select(.event == "step")] | all(.step.agent.thought | type == "
 	"$T/events" >/dev/null ||
 	fail "step events lack the agent's thought: $(head -c 600 "$T/events")"
 
+stop_holod || fail "holod exit status $?"
+
+# ---- the same model without its steering (plain random weights): long, arbitrary strings and
+# any tool, yet every step is schema-valid. A dry run, so that no arbitrary action (say a
+# 30-second wait) is carried out.
+rm -f "$SOCK"
+unsteer "$T/random"
+start_holod --model "$T/random"
+wait_until 60 model_is ready || fail "the random model did not load: $(model_state)"
+submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
+R=$TASK
+wait_task "$R" failed 240
+steps "$R"
+check_steps "random weights: schema-valid steps" '(.steps | length) == 2 and all(.steps[];
+	.status == "dry_run" and .agent.attempts == 1
+	and (.agent.raw_output | fromjson | keys) == ["note", "thought", "tool_call"]
+	and (.agent.raw_output | fromjson | .tool_call.tool_name) == .tool_call.tool_name)'
+check_steps "random weights: in-screen points" "all(.steps[]; .pixels == null or (.pixels.x >= 0
+	and .pixels.x < $SCREEN_W and .pixels.y >= 0 and .pixels.y < $SCREEN_H))"
 stop_holod || fail "holod exit status $?"
 
 # ---- sampling instead of greedy: still one schema-valid step each time (the grammar masks the

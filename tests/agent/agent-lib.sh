@@ -60,6 +60,27 @@ presses() {
 	grep -c '^press ' "$CLIENT_LOG"
 }
 
+# lm_head_offset FILE TOKEN: byte offset of the steering column of TOKEN's LM head row.
+lm_head_offset() {
+	_hlen=$(head -c 8 "$1" | od -An -t u8 | tr -d ' ')
+	_base=$(dd if="$1" bs=1 skip=8 count="$_hlen" 2>/dev/null |
+		jq '.["language_model.lm_head.weight"].data_offsets[0]')
+	_id=$(jq -r --arg t "$2" '.model.vocab[$t]' "$AGENT_MODEL/tokenizer.json")
+	echo $((8 + _hlen + _base + _id * 64 * 2))
+}
+
+# unsteer DIR: a copy of the model in DIR without the steering: a plain random-weight VLM.
+unsteer() {
+	mkdir -p "$1"
+	cp "$AGENT_MODEL"/*.json "$AGENT_MODEL/model.safetensors" "$1"/
+	for _tok in '"' c 5; do
+		printf '\000\000' | dd of="$1/model.safetensors" bs=1 \
+			seek="$(lm_head_offset "$1/model.safetensors" "$_tok")" count=2 conv=notrunc \
+			2>/dev/null
+	done
+	cmp -s "$AGENT_MODEL/model.safetensors" "$1/model.safetensors" && fail "unsteer changed nothing"
+}
+
 # steer_to_answer DIR: a copy of the model in DIR whose steering favours 'a' where it favoured
 # 'c' (gen_agent_model.py), so that its steps are `answer` instead of `click`. The LM head is
 # patched in place: its rows are 64 bf16 values, the steering column is the first.
