@@ -87,17 +87,12 @@ unsteer() {
 steer_to_answer() {
 	mkdir -p "$1"
 	cp "$AGENT_MODEL"/*.json "$AGENT_MODEL/model.safetensors" "$1"/
-	_st="$1/model.safetensors"
-	_hlen=$(head -c 8 "$_st" | od -An -t u8 | tr -d ' ')
-	_base=$(dd if="$_st" bs=1 skip=8 count="$_hlen" 2>/dev/null |
-		jq '.["language_model.lm_head.weight"].data_offsets[0]')
-	_vocab=$(jq -r '.model.vocab' "$1/tokenizer.json")
-	_id_a=$(printf '%s' "$_vocab" | jq -r '.a')
-	_id_c=$(printf '%s' "$_vocab" | jq -r '.c')
-	_off_a=$((8 + _hlen + _base + _id_a * 64 * 2))
-	_off_c=$((8 + _hlen + _base + _id_c * 64 * 2))
-	dd if="$AGENT_MODEL/model.safetensors" of="$_st" bs=1 skip="$_off_c" seek="$_off_a" \
-		count=2 conv=notrunc 2>/dev/null
-	printf '\000\000' | dd of="$_st" bs=1 seek="$_off_c" count=2 conv=notrunc 2>/dev/null
-	cmp -s "$AGENT_MODEL/model.safetensors" "$_st" && fail "steer_to_answer changed nothing"
+	_off_a=$(lm_head_offset "$1/model.safetensors" a)
+	_off_c=$(lm_head_offset "$1/model.safetensors" c)
+	dd if="$AGENT_MODEL/model.safetensors" of="$1/model.safetensors" bs=1 skip="$_off_c" \
+		seek="$_off_a" count=2 conv=notrunc 2>/dev/null
+	printf '\000\000' | dd of="$1/model.safetensors" bs=1 seek="$_off_c" count=2 conv=notrunc \
+		2>/dev/null
+	cmp -s "$AGENT_MODEL/model.safetensors" "$1/model.safetensors" &&
+		fail "steer_to_answer changed nothing"
 }
