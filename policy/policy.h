@@ -5,8 +5,9 @@
  *     prefixes of a schema-conforming step in the canonical layout, docs/policy.md);
  *   - token masks for constrained decoding: which vocabulary ids keep the output a valid prefix;
  *   - the step parser / canonical serializer (the tool call is ipc's struct ipc_action);
- *   - the prompt builder: the conversation of agent.md 1.2 with the chat markers of model.md 5.2,
- *     rendered as token ids in incremental pieces for a persistent session, or as a window.
+ *   - the prompt builder: the conversation of agent.md 1.2 in the chat format of model.md 5.2
+ *     (rendered by the engine's engine_chat_*), as token ids in incremental pieces for a
+ *     persistent session, or as a window.
  *
  * Errors: int functions return >= 0 or a negative errno; constructors return NULL and set errno.
  * Threads: a grammar and a format are immutable and may be shared. A matcher, a masker and a
@@ -202,9 +203,14 @@ struct policy_observation {
 	const struct policy_tool_result *result; /* NULL for the first step */
 };
 
-/* Renders turns with one format and tokenizer. Marker ids (<SPECIAL_10..12>, <img>, <image>,
- * </img>) are read from the tokenizer. NULL + errno (ENOENT when a marker is missing, EINVAL,
- * ENOMEM). The format, tokenizer and env strings must outlive the renderer. */
+/* Renders turns with one format and tokenizer through engine_chat_* (marker ids read from the
+ * tokenizer; turn contents stripped, "/think" and "/no_think" removed and switching reasoning, as
+ * the template does). It keeps the conversation state of the last piece rendered and of the
+ * prefix, from which a window starts again. NULL + errno (ENOENT when a marker is missing,
+ * EINVAL, ENOMEM). The format, tokenizer and env strings must outlive the renderer.
+ * The render calls return 0, -EINVAL for bad arguments or for task / tool result text holding a
+ * special token or an "<image>" placeholder (it cannot forge a turn or an image), -EILSEQ for
+ * invalid UTF-8, -E2BIG, -ENOMEM; *ret is written only on success. */
 #define POLICY_TOKENS_PER_TILE 256
 struct policy_renderer;
 struct policy_renderer *policy_renderer_create(const struct policy_format *fmt,
