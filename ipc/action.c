@@ -87,15 +87,6 @@ static const unsigned tool_fields[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_ANSWER] = F_TOOL_NAME | F_CONTENT,
 };
 
-static const char *const button_names[] = {
-	[IPC_BUTTON_LEFT] = "left", [IPC_BUTTON_RIGHT] = "right", [IPC_BUTTON_MIDDLE] = "middle"};
-static const char *const direction_names[] = {
-	[IPC_DIRECTION_UP] = "up",
-	[IPC_DIRECTION_DOWN] = "down",
-	[IPC_DIRECTION_LEFT] = "left",
-	[IPC_DIRECTION_RIGHT] = "right",
-};
-
 static int field_index(const char *name)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(field_names); i++)
@@ -281,13 +272,13 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 	if (f & F_Y2 && (r = get_int(&c, "y2", true, 0, cmax, 0, &a.y2)) < 0)
 		goto error;
 	if (f & F_BUTTON) {
-		if ((r = get_enum(&c, "button", button_names, ARRAY_SIZE(button_names),
+		if ((r = get_enum(&c, "button", ipc_button_names, ARRAY_SIZE(ipc_button_names),
 				  IPC_BUTTON_LEFT, false, &v)) < 0)
 			goto error;
 		a.button = (enum ipc_button)v;
 	}
 	if (f & F_DIRECTION) {
-		if ((r = get_enum(&c, "direction", direction_names, ARRAY_SIZE(direction_names), 0,
+		if ((r = get_enum(&c, "direction", ipc_direction_names, ARRAY_SIZE(ipc_direction_names), 0,
 				  true, &v)) < 0)
 			goto error;
 		a.direction = (enum ipc_direction)v;
@@ -423,10 +414,10 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 		r |= set_new(o, "x2", json_integer(a->x2));
 	if (f & F_Y2)
 		r |= set_new(o, "y2", json_integer(a->y2));
-	if (f & F_BUTTON && (unsigned)a->button < ARRAY_SIZE(button_names))
-		r |= set_new(o, "button", json_string(button_names[a->button]));
-	if (f & F_DIRECTION && (unsigned)a->direction < ARRAY_SIZE(direction_names))
-		r |= set_new(o, "direction", json_string(direction_names[a->direction]));
+	if (f & F_BUTTON && (unsigned)a->button < ARRAY_SIZE(ipc_button_names))
+		r |= set_new(o, "button", json_string(ipc_button_names[a->button]));
+	if (f & F_DIRECTION && (unsigned)a->direction < ARRAY_SIZE(ipc_direction_names))
+		r |= set_new(o, "direction", json_string(ipc_direction_names[a->direction]));
 	if (f & F_SCROLL_SIZE)
 		r |= set_new(o, "scroll_size", json_integer(a->scroll_size));
 	if (f & F_CONTENT)

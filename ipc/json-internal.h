@@ -20,3 +20,9 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 json_t *ipc_action_to_json_value(const struct ipc_action *a);
 /* Loads a JSON document, turning jansson's error into "invalid JSON at line L column C: ...". */
 json_t *ipc_json_load(const char *json, size_t len, char *errbuf, size_t errlen);
+
+/* Spellings of enum ipc_button and enum ipc_direction (names.c), indexed by value. */
+#define IPC_N_BUTTON_NAMES 3
+#define IPC_N_DIRECTION_NAMES 4
+extern const char *const ipc_button_names[IPC_N_BUTTON_NAMES];
+extern const char *const ipc_direction_names[IPC_N_DIRECTION_NAMES];

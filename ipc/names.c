@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "json-internal.h"
 
 static const char *const task_status_names[] = {
 	[IPC_TASK_QUEUED] = "queued",
@@ -35,15 +36,15 @@ static const char *const coords_names[] = {
 	[IPC_COORDS_MODEL] = "model",
 };
 
-/* The same spellings as the action parser's (ipc/action.c); tests of the policy module check
- * that the two agree. */
-static const char *const button_names[] = {
+/* The one spelling table of buttons and directions: the action parser (action.c) reads these
+ * too (json-internal.h). */
+const char *const ipc_button_names[IPC_N_BUTTON_NAMES] = {
 	[IPC_BUTTON_LEFT] = "left",
 	[IPC_BUTTON_RIGHT] = "right",
 	[IPC_BUTTON_MIDDLE] = "middle",
 };
 
-static const char *const direction_names[] = {
+const char *const ipc_direction_names[IPC_N_DIRECTION_NAMES] = {
 	[IPC_DIRECTION_UP] = "up",
 	[IPC_DIRECTION_DOWN] = "down",
 	[IPC_DIRECTION_LEFT] = "left",
@@ -117,12 +118,12 @@ int ipc_coords_from_string(const char *s)
 
 const char *ipc_button_to_string(enum ipc_button b)
 {
-	return (unsigned)b < ARRAY_SIZE(button_names) ? button_names[b] : NULL;
+	return (unsigned)b < ARRAY_SIZE(ipc_button_names) ? ipc_button_names[b] : NULL;
 }
 
 const char *ipc_direction_to_string(enum ipc_direction d)
 {
-	return (unsigned)d < ARRAY_SIZE(direction_names) ? direction_names[d] : NULL;
+	return (unsigned)d < ARRAY_SIZE(ipc_direction_names) ? ipc_direction_names[d] : NULL;
 }
 
 const char *ipc_task_kind_to_string(enum ipc_task_kind k)
