@@ -702,8 +702,16 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		goto release;
 	}
 	if ((r = policy_render_prefix(a.renderer, t->req->instruction, &prefix)) < 0) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot render the prompt: %s",
-			    strerror(-r));
+		if (r == -EINVAL)
+			/* The chat renderer refuses text that holds a special token of the
+			 * tokenizer: it would forge a turn marker or an image slot. */
+			set_outcome(ret, IPC_TASK_FAILED, NULL,
+				    "cannot render the prompt: the instruction contains one of the "
+				    "model's special tokens (a turn marker such as <SPECIAL_11>, or "
+				    "<image>, <img>, <think>); rephrase it without them");
+		else
+			set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot render the prompt: %s",
+				    strerror(-r));
 		goto release;
 	}
 	struct open_job oj = {
