@@ -65,8 +65,10 @@ static int wait_for_stop(struct xvfb *xvfb, char *reason, size_t size)
 				}
 			continue;
 		}
-		snprintf(reason, size, "holod received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-		log_info("%s, stopping", reason);
+		const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+		/* The reason becomes the error of interrupted tasks, so it names holod. */
+		snprintf(reason, size, "holod received %s", name);
+		log_info("received %s, stopping", name);
 		return 0;
 	}
 }
