@@ -399,6 +399,22 @@ scenario_exit_codes() {
 	grep -q 'HTTP 503 no_model' "$tmp/err" || fail "no model: not holod's error"
 	grep -q 'holoctl run --script FILE' "$tmp/err" || fail "no model: no hint"
 
+	# holod stopped under a running task: the stream ends with the task interrupted, exit 5.
+	printf '%s' '[{"tool_name":"wait","duration":20}]' |
+		"$HOLOCTL" run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err" &
+	follow_pid=$!
+	wait_for 30 grep -q 'queued' "$tmp/follow.out" || fail "--follow: the wait task was not queued"
+	id=$(task_id_of "$tmp/follow.out")
+	wait_for 30 sh -c "\"$HOLOCTL\" --json show $id | grep -q '\"status\": *\"running\"'" ||
+		fail "the wait task did not start"
+	stop_holod
+	wait "$follow_pid"
+	rc=$?
+	[ "$rc" -eq 5 ] || fail "run --follow exited $rc when holod stopped, not 5 (interrupted)"
+	grep -q "^task $id interrupted" "$tmp/follow.out" ||
+		fail "--follow: no interrupted line: $(cat "$tmp/follow.out")"
+	start_holod
+
 	# No daemon: the cause and the fix.
 	stop_holod
 	"$HOLOCTL" status >"$tmp/out" 2>"$tmp/err"
