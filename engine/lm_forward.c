@@ -20,6 +20,7 @@
 
 #include "common.h"
 #include "cpu.h"
+#include "loader.h"
 
 void lm_dims_init(struct lm_dims *dm, const struct lm_config *c)
 {
@@ -54,10 +55,32 @@ static bool shape_is(const struct tensor *t, int ndim, int64_t a, int64_t b, int
 	return true;
 }
 
+/* The products lm_dims_init() forms in int, bounded like the sizes they are made of: each
+ * factor passed its own limit, but e.g. G*N (4096 * 2^20) does not fit an int, and a wrapped
+ * conv_dim could then match a small tensor and send the SSM's group offsets far past it. */
+static bool dims_fit(const struct lm_config *c)
+{
+	int64_t d_in = (int64_t)c->m_heads * c->m_head_dim;
+	int64_t gn2 = 2 * (int64_t)c->m_groups * c->m_state;
+	int64_t derived[] = {
+		d_in,
+		d_in + gn2,                  /* conv_dim */
+		2 * d_in + gn2 + c->m_heads, /* in_proj rows */
+		(int64_t)c->n_heads * c->head_dim,
+		(int64_t)c->n_kv_heads * c->head_dim,
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(derived); i++)
+		if (derived[i] > MODEL_MAX_DIM)
+			return false;
+	return true;
+}
+
 int lm_model_check(const struct engine_model *m)
 {
 	const struct lm_config *c = &m->cfg;
 	struct lm_dims dm;
+	if (!dims_fit(c))
+		return -EINVAL;
 	lm_dims_init(&dm, c);
 	if (c->n_layers < 1 || dm.d < 1 || dm.vocab < 1 || !(c->eps >= 0))
 		return -EINVAL;

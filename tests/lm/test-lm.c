@@ -438,6 +438,29 @@ static void test_bad_model(void)
 	m->layers[1].attn.k.shape[0] = 16;
 	CHECK(engine_session_create(m, 8) == NULL && errno == EINVAL);
 	lm_random_model_destroy(m);
+
+	/* Sizes that each pass their own limit but whose products do not fit an int: H = G = 4096,
+	 * N = 2^20, P = 1 make 2*G*N = 2^33, so conv_dim and the in_proj rows wrap to 4096 and
+	 * 12288. Tensors of those small shapes must not pass for the model (the SSM would then
+	 * index B/C at g*N, gigabytes past them). */
+	sp = spec_small("M", TENSOR_BF16, 4);
+	m = lm_random_model_create(&sp);
+	REQUIRE(m);
+	struct lm_layer *L = &m->layers[0];
+	int64_t d = m->cfg.hidden;
+	m->cfg.m_heads = 4096;
+	m->cfg.m_groups = 4096;
+	m->cfg.m_state = 1 << 20;
+	m->cfg.m_head_dim = 1;
+	L->mamba.in_proj.shape[0] = 12288;
+	L->mamba.conv_w.shape[0] = 4096;
+	L->mamba.conv_b.shape[0] = 4096;
+	L->mamba.dt_bias.shape[0] = L->mamba.a_log.shape[0] = L->mamba.d.shape[0] = 4096;
+	L->mamba.norm.shape[0] = 4096;
+	L->mamba.out_proj.shape[0] = d;
+	L->mamba.out_proj.shape[1] = 4096;
+	CHECK_INT_EQ(lm_model_check(m), -EINVAL);
+	lm_random_model_destroy(m);
 }
 
 /* ---- two sessions on two threads share the pool ------------------------------------------- */
