@@ -16,7 +16,6 @@
 #include "agent.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,24 +447,6 @@ static char *utf8_valid(const char *text, size_t len)
 	return out;
 }
 
-static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
-			const char *format, ...) __attribute__((format(printf, 4, 5)));
-
-static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
-			const char *format, ...)
-{
-	ret->status = status;
-	ret->result = result;
-	ret->error = NULL;
-	if (format) {
-		va_list ap;
-		va_start(ap, format);
-		if (vasprintf(&ret->error, format, ap) < 0)
-			ret->error = NULL;
-		va_end(ap);
-	}
-}
-
 /* The text of what a step appended, for the journal: the pieces' text with each image's run
  * of <image> tokens written once with its count ("<img><image>x12</img>"), cut at
  * AGENT_MAX_PROMPT_TEXT_BYTES. */
@@ -510,13 +491,15 @@ static void stopped(struct agent *a, size_t index, struct executor_outcome *ret)
 {
 	switch (atomic_load(a->t->stop)) {
 	case EXECUTOR_KILL:
-		set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
+		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
+		                     EXECUTOR_KILL_SWITCH_ERROR);
 		break;
 	case EXECUTOR_SHUTDOWN:
-		set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+		executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
 		break;
 	default:
-		set_outcome(ret, IPC_TASK_CANCELLED, NULL, "cancelled during step %zu", index);
+		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "cancelled during step %zu",
+		                     index);
 	}
 }
 
@@ -678,11 +661,12 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 
 	if (engine_thread_wait_loaded(cfg->engine) != ENGINE_THREAD_READY) {
 		const char *e = engine_thread_error(cfg->engine);
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "no model: %s", e ? e : "none loaded");
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: %s",
+		                     e ? e : "none loaded");
 		return;
 	}
 	if (executor_begin(env, d, display_name, t, &a.run, err, sizeof(err)) < 0) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", err);
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", err);
 		return;
 	}
 
@@ -697,21 +681,22 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 					    engine_thread_tokenizer(cfg->engine), &penv,
 					    a.tokens_per_tile);
 	if (!a.renderer) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot build the prompt renderer: %s",
-			    strerror(errno));
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+		                     "cannot build the prompt renderer: %s", strerror(errno));
 		goto release;
 	}
 	if ((r = policy_render_prefix(a.renderer, t->req->instruction, &prefix)) < 0) {
 		if (r == -EINVAL)
 			/* The chat renderer refuses text that holds a special token of the
 			 * tokenizer: it would forge a turn marker or an image slot. */
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "cannot render the prompt: the instruction contains one of the "
-				    "model's special tokens (a turn marker such as <SPECIAL_11>, or "
-				    "<image>, <img>, <think>); rephrase it without them");
+			executor_outcome_set(
+			        ret, IPC_TASK_FAILED, NULL,
+			        "cannot render the prompt: the instruction contains one of the "
+			        "model's special tokens (a turn marker such as <SPECIAL_11>, or "
+			        "<image>, <img>, <think>); rephrase it without them");
 		else
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot render the prompt: %s",
-				    strerror(-r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "cannot render the prompt: %s", strerror(-r));
 		goto release;
 	}
 	struct open_job oj = {
@@ -723,14 +708,17 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		goto release;
 	}
 	if (r == -ETIME) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL,
-			    "max_seconds budget (%u s) exhausted while prefilling the prompt "
-			    "(%zu tokens)", t->max_seconds, prefix.n_ids);
+		executor_outcome_set(
+		        ret, IPC_TASK_FAILED, NULL,
+		        "max_seconds budget (%u s) exhausted while prefilling the prompt "
+		        "(%zu tokens)",
+		        t->max_seconds, prefix.n_ids);
 		goto release;
 	}
 	if (r < 0) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot prefill the prompt (%zu tokens): %s",
-			    prefix.n_ids, strerror(-r));
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+		                     "cannot prefill the prompt (%zu tokens): %s", prefix.n_ids,
+		                     strerror(-r));
 		goto release;
 	}
 	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",
@@ -743,14 +731,15 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		if (index >= t->max_steps) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_steps budget (%u) reached without an answer", t->max_steps);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_steps budget (%u) reached without an answer",
+			                     t->max_steps);
 			goto release;
 		}
 		if (time_mono_us() >= a.run.deadline_us) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_seconds budget (%u s) exhausted after %zu steps",
-				    t->max_seconds, index);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_seconds budget (%u s) exhausted after %zu steps",
+			                     t->max_seconds, index);
 			goto release;
 		}
 		history_grow(&a, index);
@@ -759,8 +748,9 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		/* See. */
 		uint64_t t0 = time_mono_us();
 		if ((r = x11_capture(a.run.d, &a.run.monitor, &frame)) < 0) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: screenshot failed: %s",
-				    index, x11_strerror(r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "step %zu: screenshot failed: %s", index,
+			                     x11_strerror(r));
 			goto release;
 		}
 		uint64_t capture_us = time_mono_us() - t0;
@@ -768,7 +758,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 								 frame->stride, frame->pixels);
 		if (!img) {
 			r = -errno;
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index, strerror(-r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
+			                     strerror(-r));
 			goto release;
 		}
 		struct encode_job ej = {.img = img, .stop = t->stop, .max_tiles = a.max_tiles};
@@ -779,8 +770,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		if (r < 0) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
-				    ej.err[0] ? ej.err : strerror(-r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
+			                     ej.err[0] ? ej.err : strerror(-r));
 			goto release;
 		}
 		ob->n_tiles = ej.n_tiles;
@@ -800,14 +791,16 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		const char *mode = NULL;
 		if ((r = build_prompt(&a, index, &piece, &slots, &sj.restore_prefix, &mode, err,
 				      sizeof(err))) < 0) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index, err);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
+			                     err);
 			goto release;
 		}
 		if (a.history == IPC_HISTORY_PERSISTENT &&
 		    (r = policy_render_close(a.renderer, &close)) < 0) {
 			policy_piece_finish(&piece);
 			free(slots);
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "cannot render: %s", strerror(-r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "cannot render: %s",
+			                     strerror(-r));
 			goto release;
 		}
 		sj.piece = &piece;
@@ -846,9 +839,9 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		if (r == -ETIME) {
 			free(sj.raw);
 			free(ptext);
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_seconds budget (%u s) exhausted during step %zu",
-				    t->max_seconds, index);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_seconds budget (%u s) exhausted during step %zu",
+			                     t->max_seconds, index);
 			goto release;
 		}
 		if (r < 0) {
@@ -859,7 +852,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			char *e = utf8_valid(e0, strlen(e0));
 			free(e0);
 			journal_invalid(&a, index, &as, e);
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", e);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", e);
 			free(e);
 			free(sj.raw);
 			free(ptext);
@@ -881,7 +874,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		a.steps[index] = sj.step;
 		a.n_steps = index + 1;
 		if (r == 1) {
-			set_outcome(ret, IPC_TASK_SUCCEEDED, answer, NULL);
+			executor_outcome_set(ret, IPC_TASK_SUCCEEDED, answer, NULL);
 			goto release;
 		}
 		if (r == -ECANCELED) {
@@ -889,14 +882,14 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		if (r == -ETIME) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_seconds budget (%u s) exhausted during step %zu",
-				    t->max_seconds, index);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_seconds budget (%u s) exhausted during step %zu",
+			                     t->max_seconds, index);
 			goto release;
 		}
 		if (r < 0 && (!action_failed || executor_connection_lost(r))) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", index,
-				    ipc_tool_to_string(sj.step.action.tool), err);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", index,
+			                     ipc_tool_to_string(sj.step.action.tool), err);
 			goto release;
 		}
 		/* The next user turn tells the model what its action did (or why it failed). */

@@ -277,11 +277,8 @@ free_call:
 	return r;
 }
 
-static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
-			const char *format, ...) __attribute__((format(printf, 4, 5)));
-
-static void set_outcome(struct executor_outcome *ret, enum ipc_task_status status, char *result,
-			const char *format, ...)
+void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status status, char *result,
+                          const char *format, ...)
 {
 	ret->status = status;
 	ret->result = result;
@@ -345,72 +342,74 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 	int r = 0;
 
 	if (req->kind != IPC_TASK_KIND_SCRIPT) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "not a script task");
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "not a script task");
 		return;
 	}
 	if (executor_begin(env, d, display_name, t, &run, err, sizeof(err)) < 0) {
-		set_outcome(ret, IPC_TASK_FAILED, NULL, "%s", err);
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", err);
 		return;
 	}
 	for (size_t i = 0; i < req->n_actions; i++) {
 		int stop = atomic_load(t->stop);
 		if (stop == EXECUTOR_KILL) {
-			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
+			executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
+			                     EXECUTOR_KILL_SWITCH_ERROR);
 			goto release;
 		}
 		if (stop == EXECUTOR_CANCEL) {
-			set_outcome(ret, IPC_TASK_CANCELLED, NULL, "cancelled after %zu of %zu steps",
-				    i, req->n_actions);
+			executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL,
+			                     "cancelled after %zu of %zu steps", i, req->n_actions);
 			goto release;
 		}
 		if (stop == EXECUTOR_SHUTDOWN) {
-			set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+			executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
 			goto release;
 		}
 		if (i >= t->max_steps) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_steps budget (%u) reached with %zu actions left", t->max_steps,
-				    req->n_actions - i);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_steps budget (%u) reached with %zu actions left",
+			                     t->max_steps, req->n_actions - i);
 			goto release;
 		}
 		if (time_mono_us() >= run.deadline_us) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_seconds budget (%u s) exhausted after %zu steps",
-				    t->max_seconds, i);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_seconds budget (%u s) exhausted after %zu steps",
+			                     t->max_seconds, i);
 			goto release;
 		}
 		err[0] = '\0';
 		r = executor_step(&run, (int)i, &req->actions[i], req->coords, NULL, 0, NULL, result,
 				  sizeof(result), &answer, &action_failed, err, sizeof(err));
 		if (r == 1) {
-			set_outcome(ret, IPC_TASK_SUCCEEDED, answer, NULL);
+			executor_outcome_set(ret, IPC_TASK_SUCCEEDED, answer, NULL);
 			goto release;
 		}
 		if (r == -ECANCELED) {
 			stop = atomic_load(t->stop);
 			if (stop == EXECUTOR_SHUTDOWN)
-				set_outcome(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+				executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
 			else if (stop == EXECUTOR_KILL)
-				set_outcome(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
+				executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
+				                     EXECUTOR_KILL_SWITCH_ERROR);
 			else
-				set_outcome(ret, IPC_TASK_CANCELLED, NULL,
-					    "cancelled during step %zu (%s)", i,
-					    ipc_tool_to_string(req->actions[i].tool));
+				executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL,
+				                     "cancelled during step %zu (%s)", i,
+				                     ipc_tool_to_string(req->actions[i].tool));
 			goto release;
 		}
 		if (r == -ETIME) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL,
-				    "max_seconds budget (%u s) exhausted during step %zu",
-				    t->max_seconds, i);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+			                     "max_seconds budget (%u s) exhausted during step %zu",
+			                     t->max_seconds, i);
 			goto release;
 		}
 		if (r < 0) {
-			set_outcome(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", i,
-				    ipc_tool_to_string(req->actions[i].tool), err);
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", i,
+			                     ipc_tool_to_string(req->actions[i].tool), err);
 			goto release;
 		}
 	}
-	set_outcome(ret, IPC_TASK_SUCCEEDED, NULL, NULL);
+	executor_outcome_set(ret, IPC_TASK_SUCCEEDED, NULL, NULL);
 
 release:
 	executor_end(&run, d, r);

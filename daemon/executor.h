@@ -45,6 +45,11 @@ struct executor_outcome {
 	char *error;
 };
 
+/* Fills *ret: `result` is taken over (malloc'd or NULL); `format` (NULL: no error) is the
+ * error text. */
+void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status status, char *result,
+                          const char *format, ...) __attribute__((format(printf, 4, 5)));
+
 /* One task's use of the display, between executor_begin and executor_end. */
 struct executor_run {
 	const struct executor_env *env;
