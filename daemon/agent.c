@@ -830,6 +830,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		policy_piece_finish(&piece);
 		policy_piece_finish(&close);
 		free(slots);
+		/* A step can parse and then fail to close its turn (a stop, the deadline, an
+		 * engine error): it is not acted on, so its strings are not kept either. */
+		if (r < 0)
+			policy_step_finish(&sj.step);
 		if (r == -ECANCELED) {
 			free(sj.raw);
 			free(ptext);
