@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,21 +75,6 @@ static int sbuf_add(struct sbuf *b, const char *s, size_t n)
 static int sbuf_str(struct sbuf *b, const char *s)
 {
 	return sbuf_add(b, s, strlen(s));
-}
-
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-{
-	va_list ap;
-
-	if (errbuf && errlen > 0) {
-		va_start(ap, format);
-		vsnprintf(errbuf, errlen, format, ap);
-		va_end(ap);
-	}
-	return err;
 }
 
 /* ---- text helpers (Python str semantics) ---------------------------------------------------- */
@@ -200,8 +184,8 @@ static int32_t marker(const struct engine_chat *c, const char *s, bool required,
 	int32_t id = engine_tokenizer_token_id(c->tok, s);
 
 	if (id < 0 && required && *r == 0)
-		*r = fail(errbuf, errlen, -EINVAL, "the tokenizer has no token '%s' (chat format of model.md 5.2)",
-			  s);
+		*r = st_errorf(errbuf, errlen, -EINVAL, "the tokenizer has no token '%s' (chat format of model.md 5.2)",
+			       s);
 	return id < 0 ? -1 : id;
 }
 
@@ -215,7 +199,7 @@ static struct engine_chat *create(const struct engine_tokenizer *tok, bool image
 	int r = 0;
 
 	if (!tok) {
-		fail(errbuf, errlen, -EINVAL, "no tokenizer");
+		st_errorf(errbuf, errlen, -EINVAL, "no tokenizer");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -236,11 +220,11 @@ static struct engine_chat *create(const struct engine_tokenizer *tok, bool image
 		c->id_img_end = marker(c, MARK_IMG_END, true, errbuf, errlen, &r);
 		c->tokens_per_tile = tokens_per_tile;
 		if (r == 0 && config_image_token >= 0 && config_image_token != c->id_image)
-			r = fail(errbuf, errlen, -EINVAL,
-				 "config.json's img_context_token_id %d is not the tokenizer's '<image>' (%d)",
-				 (int)config_image_token, (int)c->id_image);
+			r = st_errorf(errbuf, errlen, -EINVAL,
+				      "config.json's img_context_token_id %d is not the tokenizer's '<image>' (%d)",
+				      (int)config_image_token, (int)c->id_image);
 		if (r == 0 && c->tokens_per_tile < 1)
-			r = fail(errbuf, errlen, -EINVAL, "the vision encoder gives no tokens per tile");
+			r = st_errorf(errbuf, errlen, -EINVAL, "the vision encoder gives no tokens per tile");
 	}
 	if (r < 0) {
 		free(c);
@@ -263,8 +247,8 @@ struct engine_chat *engine_chat_create_raw(const struct engine_tokenizer *tok, i
 					   bool reasoning, char *errbuf, size_t errlen)
 {
 	if (tokens_per_tile < 0 || tokens_per_tile > (int)ENGINE_CHAT_MAX_TOKENS_PER_TILE) {
-		fail(errbuf, errlen, -EINVAL, "%d tokens per tile (0..%d)", tokens_per_tile,
-		     (int)ENGINE_CHAT_MAX_TOKENS_PER_TILE);
+		st_errorf(errbuf, errlen, -EINVAL, "%d tokens per tile (0..%d)", tokens_per_tile,
+			  (int)ENGINE_CHAT_MAX_TOKENS_PER_TILE);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -328,15 +312,15 @@ static int emit(struct engine_chat *c, const struct sbuf *text, const int *tiles
 
 	r = engine_tokenizer_encode(c->tok, text->p, text->len, true, &ids, &n);
 	if (r == -EILSEQ)
-		return fail(errbuf, errlen, r, "the message is not valid UTF-8");
+		return st_errorf(errbuf, errlen, r, "the message is not valid UTF-8");
 	if (r < 0)
-		return fail(errbuf, errlen, r, "cannot tokenize the message: %s", strerror(-r));
+		return st_errorf(errbuf, errlen, r, "cannot tokenize the message: %s", strerror(-r));
 	for (size_t i = 0; i < n; i++)
 		n_special += engine_tokenizer_is_special(c->tok, ids[i]);
 	if (n_special != want_special) {
-		r = fail(errbuf, errlen, -EINVAL,
-			 "the message text contains special tokens (%zu found where the format puts %zu)",
-			 n_special, want_special);
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "the message text contains special tokens (%zu found where the format puts %zu)",
+			      n_special, want_special);
 		goto out;
 	}
 	grown_ids = realloc(out->ids, sizeof(*ids) * (out->n_ids + n + 1));
@@ -369,7 +353,7 @@ static int emit(struct engine_chat *c, const struct sbuf *text, const int *tiles
 		/* the render put each image's run between <img> and </img>; the special-token count
 		 * above rules out any other run */
 		if (k == n_images || j - i != (size_t)tiles[k] * (size_t)c->tokens_per_tile) {
-			r = fail(errbuf, errlen, -EINVAL, "image placeholders do not match the images");
+			r = st_errorf(errbuf, errlen, -EINVAL, "image placeholders do not match the images");
 			goto out;
 		}
 		out->images[out->n_images + k] = (struct engine_chat_image){
@@ -378,7 +362,7 @@ static int emit(struct engine_chat *c, const struct sbuf *text, const int *tiles
 		i = j;
 	}
 	if (k != n_images) {
-		r = fail(errbuf, errlen, -EINVAL, "image placeholders do not match the images");
+		r = st_errorf(errbuf, errlen, -EINVAL, "image placeholders do not match the images");
 		goto out;
 	}
 	memcpy(out->ids + out->n_ids, ids, sizeof(*ids) * n);
@@ -426,26 +410,26 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 	int r = 0;
 
 	if (!m || !m->text || !out || (m->n_images && !m->image_tiles))
-		return fail(errbuf, errlen, -EINVAL, "bad arguments");
+		return st_errorf(errbuf, errlen, -EINVAL, "bad arguments");
 	len = strlen(m->text);
 	if (len > ENGINE_CHAT_MAX_TEXT_BYTES)
-		return fail(errbuf, errlen, -E2BIG, "the message is longer than %u bytes",
-			    ENGINE_CHAT_MAX_TEXT_BYTES);
+		return st_errorf(errbuf, errlen, -E2BIG, "the message is longer than %u bytes",
+				 ENGINE_CHAT_MAX_TEXT_BYTES);
 	if (m->n_images > ENGINE_CHAT_MAX_IMAGES)
-		return fail(errbuf, errlen, -E2BIG, "a message may hold at most %d images",
-			    ENGINE_CHAT_MAX_IMAGES);
+		return st_errorf(errbuf, errlen, -E2BIG, "a message may hold at most %d images",
+				 ENGINE_CHAT_MAX_IMAGES);
 	if (m->role == ENGINE_CHAT_SYSTEM && c->started)
-		return fail(errbuf, errlen, -EINVAL, "a system turn can only be the first turn");
+		return st_errorf(errbuf, errlen, -EINVAL, "a system turn can only be the first turn");
 	if (m->role != ENGINE_CHAT_SYSTEM && m->role != ENGINE_CHAT_USER &&
 	    m->role != ENGINE_CHAT_ASSISTANT)
-		return fail(errbuf, errlen, -EINVAL, "unknown role %d", (int)m->role);
+		return st_errorf(errbuf, errlen, -EINVAL, "unknown role %d", (int)m->role);
 	if (m->n_images && m->role != ENGINE_CHAT_USER)
-		return fail(errbuf, errlen, -EINVAL, "only user turns may hold images");
+		return st_errorf(errbuf, errlen, -EINVAL, "only user turns may hold images");
 	if (m->n_images && c->tokens_per_tile == 0)
-		return fail(errbuf, errlen, -EINVAL, "images need a renderer created with the vision encoder");
+		return st_errorf(errbuf, errlen, -EINVAL, "images need a renderer created with the vision encoder");
 	for (size_t i = 0; i < m->n_images; i++) {
 		if (m->image_tiles[i] < 1 || m->image_tiles[i] > ENGINE_VISION_MAX_TILES + 1)
-			return fail(errbuf, errlen, -EINVAL, "image %zu has %d tiles", i, m->image_tiles[i]);
+			return st_errorf(errbuf, errlen, -EINVAL, "image %zu has %d tiles", i, m->image_tiles[i]);
 		total_tiles += (size_t)m->image_tiles[i];
 	}
 
@@ -487,8 +471,8 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 	}
 	strip(body, len, &b, &e);
 	if (count(body + b, e - b, MARK_IMAGE) != m->n_images) {
-		r = fail(errbuf, errlen, -EINVAL, "the text has %zu '<image>' placeholders for %zu images",
-			 count(body + b, e - b, MARK_IMAGE), m->n_images);
+		r = st_errorf(errbuf, errlen, -EINVAL, "the text has %zu '<image>' placeholders for %zu images",
+			      count(body + b, e - b, MARK_IMAGE), m->n_images);
 		goto out;
 	}
 
@@ -523,7 +507,7 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 	c->started = true;
 out:
 	if (r == -ENOMEM)
-		fail(errbuf, errlen, r, "out of memory");
+		st_errorf(errbuf, errlen, r, "out of memory");
 	free(content.p);
 	free(cleaned.p);
 	free(tmp.p);
@@ -649,16 +633,16 @@ static int read_file(const char *dir, const char *name, char **ret, size_t *ret_
 	if (fd < 0) {
 		r = -errno;
 		if (r != -ENOENT)
-			fail(msg, msglen, -EINVAL, "%s: %s", name, strerror(-r));
+			st_errorf(msg, msglen, -EINVAL, "%s: %s", name, strerror(-r));
 		goto out;
 	}
 	if (fstat(fd, &st) < 0) {
-		r = fail(msg, msglen, -EINVAL, "%s: %s", name, strerror(errno));
+		r = st_errorf(msg, msglen, -EINVAL, "%s: %s", name, strerror(errno));
 		goto out;
 	}
 	if ((uint64_t)st.st_size > ENGINE_CHAT_MAX_TEMPLATE_BYTES) {
-		r = fail(msg, msglen, -EFBIG, "%s: larger than %u bytes", name,
-			 ENGINE_CHAT_MAX_TEMPLATE_BYTES);
+		r = st_errorf(msg, msglen, -EFBIG, "%s: larger than %u bytes", name,
+			      ENGINE_CHAT_MAX_TEMPLATE_BYTES);
 		goto out;
 	}
 	buf = malloc((size_t)st.st_size + 1);
@@ -670,7 +654,7 @@ static int read_file(const char *dir, const char *name, char **ret, size_t *ret_
 		ssize_t k = read(fd, buf + got, (size_t)st.st_size - got);
 
 		if (k <= 0) {
-			r = fail(msg, msglen, -EINVAL, "%s: read error", name);
+			r = st_errorf(msg, msglen, -EINVAL, "%s: read error", name);
 			goto out;
 		}
 		got += (size_t)k;
@@ -717,7 +701,7 @@ int engine_chat_check_model(const struct engine_model *model, char *msg, size_t 
 		goto out;
 	root = json_loadb(text, len, 0, NULL);
 	if (!json_is_object(root)) {
-		r = fail(msg, msglen, -EINVAL, "tokenizer_config.json: not a JSON object");
+		r = st_errorf(msg, msglen, -EINVAL, "tokenizer_config.json: not a JSON object");
 		goto out;
 	}
 	tmpl = json_object_get(root, "chat_template");
@@ -733,24 +717,24 @@ int engine_chat_check_model(const struct engine_model *model, char *msg, size_t 
 		}
 		tmpl = pick ? json_object_get(pick, "template") : NULL;
 		if (!json_is_string(tmpl)) {
-			r = fail(msg, msglen, -EINVAL,
-				 "tokenizer_config.json: chat_template list has no usable template");
+			r = st_errorf(msg, msglen, -EINVAL,
+				      "tokenizer_config.json: chat_template list has no usable template");
 			goto out;
 		}
 	}
 	if (!tmpl || json_is_null(tmpl))
 		goto none;
 	if (!json_is_string(tmpl)) {
-		r = fail(msg, msglen, -EINVAL, "tokenizer_config.json: chat_template is not a string");
+		r = st_errorf(msg, msglen, -EINVAL, "tokenizer_config.json: chat_template is not a string");
 		goto out;
 	}
 	r = engine_chat_check_template("tokenizer_config.json chat_template", json_string_value(tmpl),
 				       json_string_length(tmpl), msg, msglen);
 	goto out;
 none:
-	fail(msg, msglen, 0,
-	     "the checkpoint ships no chat template (no chat_template.jinja, no chat_template in "
-	     "tokenizer_config.json): the built-in model.md 5.2 format is used");
+	st_errorf(msg, msglen, 0,
+		  "the checkpoint ships no chat template (no chat_template.jinja, no chat_template in "
+		  "tokenizer_config.json): the built-in model.md 5.2 format is used");
 	r = ENGINE_CHAT_TEMPLATE_NONE;
 out:
 	json_decref(root);

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,21 +29,6 @@ struct engine_vision {
 	float *pos;          /* position embedding of a grid x grid tile */
 };
 
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-{
-	va_list ap;
-
-	if (errbuf && errlen > 0) {
-		va_start(ap, format);
-		vsnprintf(errbuf, errlen, format, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 /* The preprocessing fields of a config object, on top of what *p holds: `size_key`
  * (config.json's force_image_size, preprocessor_config.json's image_size), max_num_tiles,
  * use_thumbnail, norm_mean, norm_std. `file` names the file in messages. */
@@ -60,27 +44,27 @@ static int read_preprocess(const json_t *root, const char *file, const char *siz
 	int r;
 
 	if (!json_is_object(root))
-		return fail(errbuf, errlen, -EINVAL, "%s: not a JSON object", file);
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: not a JSON object", file);
 	r = model_config_number(root, size_key, &v);
 	if (r == 0) {
 		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILE_SIZE && v == floor(v)))
-			return fail(errbuf, errlen, -EINVAL, "%s: %s %g is not supported", file, size_key, v);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s %g is not supported", file, size_key, v);
 		p->tile_size = (int)v;
 	} else if (r != -ENOENT) {
-		return fail(errbuf, errlen, -EINVAL, "%s: %s is not a number", file, size_key);
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: %s is not a number", file, size_key);
 	}
 	r = model_config_number(root, "max_num_tiles", &v);
 	if (r == 0) {
 		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILES && v == floor(v)))
-			return fail(errbuf, errlen, -EINVAL, "%s: max_num_tiles %g is outside 1..%d", file, v,
-				    ENGINE_VISION_MAX_TILES);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: max_num_tiles %g is outside 1..%d", file, v,
+					 ENGINE_VISION_MAX_TILES);
 		p->max_tiles = (int)v;
 	} else if (r != -ENOENT) {
-		return fail(errbuf, errlen, -EINVAL, "%s: max_num_tiles is not a number", file);
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: max_num_tiles is not a number", file);
 	}
 	if (thumb) {
 		if (!json_is_boolean(thumb))
-			return fail(errbuf, errlen, -EINVAL, "%s: use_thumbnail is not a boolean", file);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: use_thumbnail is not a boolean", file);
 		p->use_thumbnail = json_is_true(thumb);
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(vecs); k++) {
@@ -89,14 +73,14 @@ static int read_preprocess(const json_t *root, const char *file, const char *siz
 		if (!a)
 			continue;
 		if (!json_is_array(a) || json_array_size(a) != 3)
-			return fail(errbuf, errlen, -EINVAL, "%s: %s is not 3 numbers", file, vecs[k].key);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s is not 3 numbers", file, vecs[k].key);
 		for (size_t c = 0; c < 3; c++) {
 			const json_t *e = json_array_get(a, c);
 
 			if (!json_is_number(e) || !isfinite(json_number_value(e)) ||
 			    (vecs[k].dst == p->std && !(json_number_value(e) > 0)))
-				return fail(errbuf, errlen, -EINVAL, "%s: %s[%zu] is not usable", file,
-					    vecs[k].key, c);
+				return st_errorf(errbuf, errlen, -EINVAL, "%s: %s[%zu] is not usable", file,
+						 vecs[k].key, c);
 			vecs[k].dst[c] = (float)json_number_value(e);
 		}
 	}
@@ -115,7 +99,7 @@ static int config_image_token(const json_t *root, int32_t *ret, char *errbuf, si
 		if (r == -ENOENT)
 			continue;
 		if (r < 0 || !(id >= 0 && id < (double)INT32_MAX && id == floor(id)))
-			return fail(errbuf, errlen, -EINVAL, "config.json: %s is not a token id", keys[k]);
+			return st_errorf(errbuf, errlen, -EINVAL, "config.json: %s is not a token id", keys[k]);
 		*ret = (int32_t)id;
 		return 0;
 	}
@@ -140,13 +124,13 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 
 	if (!model || !model->files) {
 		errno = EINVAL;
-		fail(errbuf, errlen, -EINVAL, "no model");
+		st_errorf(errbuf, errlen, -EINVAL, "no model");
 		return NULL;
 	}
 	v = calloc(1, sizeof(*v));
 	if (!v) {
 		errno = ENOMEM;
-		fail(errbuf, errlen, -ENOMEM, "out of memory");
+		st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	r = vision_weights_load(&v->w, model->files, errbuf, errlen);
@@ -170,27 +154,27 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 			goto fail;
 	}
 	if (v->w.out_dim != model->cfg.hidden) {
-		r = fail(errbuf, errlen, -EINVAL,
-			 "the projector gives %d-wide embeddings, the language model takes %d",
-			 v->w.out_dim, model->cfg.hidden);
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "the projector gives %d-wide embeddings, the language model takes %d",
+			      v->w.out_dim, model->cfg.hidden);
 		goto fail;
 	}
 	if (v->pre.tile_size % (v->w.patch * v->w.shuffle) != 0) {
-		r = fail(errbuf, errlen, -EINVAL,
-			 "tile size %d is not a multiple of patch %d x pixel-shuffle %d",
-			 v->pre.tile_size, v->w.patch, v->w.shuffle);
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "tile size %d is not a multiple of patch %d x pixel-shuffle %d",
+			      v->pre.tile_size, v->w.patch, v->w.shuffle);
 		goto fail;
 	}
 	v->grid = v->pre.tile_size / v->w.patch;
 	v->tokens_per_tile = (v->grid / v->w.shuffle) * (v->grid / v->w.shuffle);
 	v->pos = malloc(sizeof(float) * (size_t)v->grid * v->grid * v->w.width);
 	if (!v->pos) {
-		r = fail(errbuf, errlen, -ENOMEM, "out of memory");
+		r = st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	r = vision_pos_embed(&v->w, v->grid, v->grid, v->pos);
 	if (r < 0) {
-		fail(errbuf, errlen, r, "position embedding: %s", strerror(-r));
+		st_errorf(errbuf, errlen, r, "position embedding: %s", strerror(-r));
 		goto fail;
 	}
 	return v;
@@ -287,14 +271,14 @@ int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, c
 	size_t used = 0, count = 0;
 
 	if ((n && (!tokens || !embeds)) || (n_rows && !rows) || dim == 0)
-		return fail(errbuf, errlen, -EINVAL, "bad arguments");
+		return st_errorf(errbuf, errlen, -EINVAL, "bad arguments");
 	for (size_t i = 0; i < n; i++)
 		count += tokens[i] == image_token;
 	if (count != n_rows)
-		return fail(errbuf, errlen, -EINVAL,
-			    "the prompt has %zu image-context tokens (id %d) but the images give %zu "
-			    "embeddings",
-			    count, (int)image_token, n_rows);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "the prompt has %zu image-context tokens (id %d) but the images give %zu "
+				 "embeddings",
+				 count, (int)image_token, n_rows);
 	for (size_t i = 0; i < n; i++)
 		embeds[i] = tokens[i] == image_token ? rows + dim * used++ : NULL;
 	return 0;
@@ -312,22 +296,22 @@ int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *
 
 	f = fopen(path, "re");
 	if (!f)
-		return fail(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
+		return st_errorf(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
 	text = malloc(VISION_PREPROCESSOR_MAX_BYTES + 1);
 	if (!text) {
 		fclose(f);
-		return fail(errbuf, errlen, -ENOMEM, "out of memory");
+		return st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
 	}
 	len = fread(text, 1, VISION_PREPROCESSOR_MAX_BYTES + 1, f);
 	r = ferror(f) ? -EIO : 0;
 	fclose(f);
 	if (r < 0) {
-		r = fail(errbuf, errlen, r, "%s: read error", path);
+		r = st_errorf(errbuf, errlen, r, "%s: read error", path);
 		goto out;
 	}
 	if (len > VISION_PREPROCESSOR_MAX_BYTES) {
-		r = fail(errbuf, errlen, -EFBIG, "%s: larger than %u bytes", path,
-			 VISION_PREPROCESSOR_MAX_BYTES);
+		r = st_errorf(errbuf, errlen, -EFBIG, "%s: larger than %u bytes", path,
+			      VISION_PREPROCESSOR_MAX_BYTES);
 		goto out;
 	}
 	r = model_config_load_json(text, len, &root, errbuf, errlen);
@@ -337,9 +321,9 @@ int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *
 	if (r < 0)
 		goto out;
 	if (p.tile_size != v->pre.tile_size) {
-		r = fail(errbuf, errlen, -EINVAL,
-			 "%s: image_size %d disagrees with config.json's force_image_size %d", path,
-			 p.tile_size, v->pre.tile_size);
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "%s: image_size %d disagrees with config.json's force_image_size %d", path,
+			      p.tile_size, v->pre.tile_size);
 		goto out;
 	}
 	v->pre = p;

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,21 +10,6 @@
 #include "common.h"
 #include "loader.h"
 #include "vision.h"
-
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-{
-	va_list ap;
-
-	if (errbuf && errlen > 0) {
-		va_start(ap, format);
-		vsnprintf(errbuf, errlen, format, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 static void shape_str(const struct tensor *t, char *buf, size_t len)
 {
@@ -46,15 +30,15 @@ static int want(const struct tensor *t, const char *name, int64_t d0, int64_t d1
 	char got[96];
 
 	if (!t->data)
-		return fail(errbuf, errlen, -EINVAL, "vision tensor '%s' is missing", name);
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor '%s' is missing", name);
 	if (t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
 		return 0;
 	shape_str(t, got, sizeof(got));
 	if (ndim == 1)
-		return fail(errbuf, errlen, -EINVAL, "vision tensor '%s' has shape %s, expected [%lld]",
-			    name, got, (long long)d0);
-	return fail(errbuf, errlen, -EINVAL, "vision tensor '%s' has shape %s, expected [%lld, %lld]",
-		    name, got, (long long)d0, (long long)d1);
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor '%s' has shape %s, expected [%lld]",
+				 name, got, (long long)d0);
+	return st_errorf(errbuf, errlen, -EINVAL, "vision tensor '%s' has shape %s, expected [%lld, %lld]",
+			 name, got, (long long)d0, (long long)d1);
 }
 
 static bool dim_ok(int64_t d, int64_t max)
@@ -69,65 +53,65 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 	int r;
 
 	if (!w->embedder.data || w->embedder.ndim != 2)
-		return fail(errbuf, errlen, -EINVAL,
-			    "vision tensor 'patch_generator.embedder.weight' is missing or not 2-D");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor 'patch_generator.embedder.weight' is missing or not 2-D");
 	D = w->embedder.shape[0];
 	in = w->embedder.shape[1];
 	if (!dim_ok(D, VISION_MAX_DIM))
-		return fail(errbuf, errlen, -EFBIG, "vision width %lld is over the limit of %d",
-			    (long long)D, VISION_MAX_DIM);
+		return st_errorf(errbuf, errlen, -EFBIG, "vision width %lld is over the limit of %d",
+				 (long long)D, VISION_MAX_DIM);
 	p = (int64_t)llround(sqrt((double)in / 3.0));
 	if (p < 1 || 3 * p * p != in || p > VISION_MAX_PATCH)
-		return fail(errbuf, errlen, -EINVAL,
-			    "patch embedder has %lld inputs, not 3 x patch^2 for a patch of at most %d",
-			    (long long)in, VISION_MAX_PATCH);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "patch embedder has %lld inputs, not 3 x patch^2 for a patch of at most %d",
+				 (long long)in, VISION_MAX_PATCH);
 	if (w->patch && w->patch != p)
-		return fail(errbuf, errlen, -EINVAL,
-			    "config patch_size %d does not match the embedder's %lld inputs", w->patch,
-			    (long long)in);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "config patch_size %d does not match the embedder's %lld inputs", w->patch,
+				 (long long)in);
 	w->patch = (int)p;
 	w->width = (int)D;
 
 	if (!w->pos_embed.data)
-		return fail(errbuf, errlen, -EINVAL, "vision tensor 'patch_generator.pos_embed' is missing");
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor 'patch_generator.pos_embed' is missing");
 	shape_str(&w->pos_embed, got, sizeof(got));
 	if (!((w->pos_embed.ndim == 3 && w->pos_embed.shape[0] == 1 && w->pos_embed.shape[2] == D) ||
 	      (w->pos_embed.ndim == 2 && w->pos_embed.shape[1] == D)))
-		return fail(errbuf, errlen, -EINVAL,
-			    "vision tensor 'patch_generator.pos_embed' has shape %s, expected [1, N, %lld]",
-			    got, (long long)D);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor 'patch_generator.pos_embed' has shape %s, expected [1, N, %lld]",
+				 got, (long long)D);
 	grid = w->pos_embed.shape[w->pos_embed.ndim - 2];
 	side = (int64_t)llround(sqrt((double)grid));
 	if (side * side != grid)
-		return fail(errbuf, errlen, -EINVAL,
-			    "position embedding has %lld entries, not a square grid", (long long)grid);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "position embedding has %lld entries, not a square grid", (long long)grid);
 	if (side > VISION_MAX_POS_GRID)
-		return fail(errbuf, errlen, -EFBIG, "position grid %lldx%lld is over the limit of %d",
-			    (long long)side, (long long)side, VISION_MAX_POS_GRID);
+		return st_errorf(errbuf, errlen, -EFBIG, "position grid %lldx%lld is over the limit of %d",
+				 (long long)side, (long long)side, VISION_MAX_POS_GRID);
 	w->pos_rows = w->pos_cols = (int)side;
 
 	if (!w->cls_token.data || w->cls_token.ndim != 2 || w->cls_token.shape[1] != D ||
 	    w->cls_token.shape[0] < 1)
-		return fail(errbuf, errlen, -EINVAL,
-			    "vision tensor 'patch_generator.cls_token.token' is missing or not [T, %lld]",
-			    (long long)D);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor 'patch_generator.cls_token.token' is missing or not [T, %lld]",
+				 (long long)D);
 	if (w->cls_token.shape[0] > VISION_MAX_PREFIX)
-		return fail(errbuf, errlen, -EFBIG, "%lld prefix tokens are over the limit of %d",
-			    (long long)w->cls_token.shape[0], VISION_MAX_PREFIX);
+		return st_errorf(errbuf, errlen, -EFBIG, "%lld prefix tokens are over the limit of %d",
+				 (long long)w->cls_token.shape[0], VISION_MAX_PREFIX);
 	w->n_prefix = (int)w->cls_token.shape[0];
 
 	if (w->heads < 1 || D % w->heads != 0)
-		return fail(errbuf, errlen, -EINVAL, "vision width %lld is not divisible into %d heads",
-			    (long long)D, w->heads);
+		return st_errorf(errbuf, errlen, -EINVAL, "vision width %lld is not divisible into %d heads",
+				 (long long)D, w->heads);
 	w->head_dim = (int)(D / w->heads);
 	if (w->depth < 1 || w->depth > VISION_MAX_DEPTH || !w->blocks)
-		return fail(errbuf, errlen, -EINVAL, "vision tower has %d blocks", w->depth);
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tower has %d blocks", w->depth);
 
 	M = w->blocks[0].fc1_w.data && w->blocks[0].fc1_w.ndim == 2 ? w->blocks[0].fc1_w.shape[0] : 0;
 	if (!dim_ok(M, VISION_MAX_DIM))
-		return fail(errbuf, errlen, M ? -EFBIG : -EINVAL,
-			    "vision MLP size %lld is missing or over the limit of %d", (long long)M,
-			    VISION_MAX_DIM);
+		return st_errorf(errbuf, errlen, M ? -EFBIG : -EINVAL,
+				 "vision MLP size %lld is missing or over the limit of %d", (long long)M,
+				 VISION_MAX_DIM);
 	w->mlp = (int)M;
 	for (int i = 0; i < w->depth; i++) {
 		const struct vision_block *b = &w->blocks[i];
@@ -152,7 +136,7 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 		}
 	}
 	if (!!w->norm_w.data != !!w->norm_b.data)
-		return fail(errbuf, errlen, -EINVAL, "the final vision norm has only one of weight and bias");
+		return st_errorf(errbuf, errlen, -EINVAL, "the final vision norm has only one of weight and bias");
 	if (w->norm_w.data) {
 		if ((r = want(&w->norm_w, "norm.weight", D, -1, errbuf, errlen)) < 0 ||
 		    (r = want(&w->norm_b, "norm.bias", D, -1, errbuf, errlen)) < 0)
@@ -160,17 +144,17 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 	}
 
 	if (w->shuffle < 1 || w->shuffle > 8)
-		return fail(errbuf, errlen, -EINVAL, "pixel-shuffle factor %d is not supported", w->shuffle);
+		return st_errorf(errbuf, errlen, -EINVAL, "pixel-shuffle factor %d is not supported", w->shuffle);
 	w->proj_in = (int)D * w->shuffle * w->shuffle;
 	if ((r = want(&w->mlp1_norm, "mlp1.0.weight", w->proj_in, -1, errbuf, errlen)) < 0)
 		return r;
 	if (!w->mlp1_fc1.data || w->mlp1_fc1.ndim != 2 || !dim_ok(w->mlp1_fc1.shape[0], VISION_MAX_DIM))
-		return fail(errbuf, errlen, -EINVAL, "vision tensor 'mlp1.1.weight' is missing or too large");
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor 'mlp1.1.weight' is missing or too large");
 	w->proj_hidden = (int)w->mlp1_fc1.shape[0];
 	if ((r = want(&w->mlp1_fc1, "mlp1.1.weight", w->proj_hidden, w->proj_in, errbuf, errlen)) < 0)
 		return r;
 	if (!w->mlp1_fc3.data || w->mlp1_fc3.ndim != 2 || !dim_ok(w->mlp1_fc3.shape[0], VISION_MAX_DIM))
-		return fail(errbuf, errlen, -EINVAL, "vision tensor 'mlp1.3.weight' is missing or too large");
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor 'mlp1.3.weight' is missing or too large");
 	w->out_dim = (int)w->mlp1_fc3.shape[0];
 	return want(&w->mlp1_fc3, "mlp1.3.weight", w->out_dim, w->proj_hidden, errbuf, errlen);
 }
@@ -199,8 +183,8 @@ static int config_heads(const json_t *root, int *ret, char *errbuf, size_t errle
 
 	if (vc && model_config_number(vc, "num_attention_heads", &v) == 0) {
 		if (v < 1 || v > 4096 || v != floor(v))
-			return fail(errbuf, errlen, -EINVAL,
-				    "vision_config.num_attention_heads is not a head count");
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "vision_config.num_attention_heads is not a head count");
 		*ret = (int)v;
 		return 0;
 	}
@@ -211,10 +195,10 @@ static int config_heads(const json_t *root, int *ret, char *errbuf, size_t errle
 				*ret = timm_heads[i].heads;
 				return 0;
 			}
-	return fail(errbuf, errlen, -EINVAL,
-		    "config.json: cannot tell the vision heads (no vision_config.num_attention_heads, "
-		    "vision_config.args.model '%s' unknown)",
-		    name ? name : "(none)");
+	return st_errorf(errbuf, errlen, -EINVAL,
+			 "config.json: cannot tell the vision heads (no vision_config.num_attention_heads, "
+			 "vision_config.args.model '%s' unknown)",
+			 name ? name : "(none)");
 }
 
 static int config_shuffle(const json_t *root, int *ret, char *errbuf, size_t errlen)
@@ -224,15 +208,15 @@ static int config_shuffle(const json_t *root, int *ret, char *errbuf, size_t err
 	int r;
 
 	if (ps && !(json_is_string(ps) && strcmp(json_string_value(ps), "v2") == 0))
-		return fail(errbuf, errlen, -EINVAL,
-			    "config.json: ps_version %s is not supported (only \"v2\")",
-			    json_is_string(ps) ? json_string_value(ps) : "(not a string)");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "config.json: ps_version %s is not supported (only \"v2\")",
+				 json_is_string(ps) ? json_string_value(ps) : "(not a string)");
 	r = model_config_number(root, "downsample_ratio", &ratio);
 	if (r < 0 && r != -ENOENT)
-		return fail(errbuf, errlen, r, "config.json: downsample_ratio is not a number");
+		return st_errorf(errbuf, errlen, r, "config.json: downsample_ratio is not a number");
 	if (!(ratio > 0) || fabs(1.0 / ratio - round(1.0 / ratio)) > 1e-9 || round(1.0 / ratio) > 8)
-		return fail(errbuf, errlen, -EINVAL,
-			    "config.json: downsample_ratio %g is not 1/k for a small k", ratio);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "config.json: downsample_ratio %g is not 1/k for a small k", ratio);
 	*ret = (int)round(1.0 / ratio);
 	return 0;
 }
@@ -247,7 +231,7 @@ static int find(const struct model_files *files, const char *name, struct tensor
 		return 0;
 	}
 	if (r < 0)
-		return fail(errbuf, errlen, r, "vision tensor '%s' is missing", name);
+		return st_errorf(errbuf, errlen, r, "vision tensor '%s' is missing", name);
 	return 0;
 }
 
@@ -262,16 +246,16 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 
 	memset(w, 0, sizeof(*w));
 	if (model_files_find(files, VISION_PREFIX "patch_generator.embedder.weight", &probe) == -ENOENT)
-		return fail(errbuf, errlen, -ENOENT, "the checkpoint has no vision tower");
+		return st_errorf(errbuf, errlen, -ENOENT, "the checkpoint has no vision tower");
 	if (!root)
-		return fail(errbuf, errlen, -EINVAL, "config.json is not available");
+		return st_errorf(errbuf, errlen, -EINVAL, "config.json is not available");
 	if ((r = config_heads(root, &w->heads, errbuf, errlen)) < 0 ||
 	    (r = config_shuffle(root, &w->shuffle, errbuf, errlen)) < 0)
 		return r;
 	if (model_config_number(root, "patch_size", &patch) == 0) {
 		if (!(patch >= 1 && patch <= VISION_MAX_PATCH && patch == floor(patch)))
-			return fail(errbuf, errlen, -EINVAL, "config.json: patch_size %g is not supported",
-				    patch);
+			return st_errorf(errbuf, errlen, -EINVAL, "config.json: patch_size %g is not supported",
+					 patch);
 		w->patch = (int)patch;
 	}
 
@@ -282,15 +266,15 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 		depth++;
 	}
 	if (depth > VISION_MAX_DEPTH)
-		return fail(errbuf, errlen, -EFBIG, "the vision tower has more than %d blocks",
-			    VISION_MAX_DEPTH);
+		return st_errorf(errbuf, errlen, -EFBIG, "the vision tower has more than %d blocks",
+				 VISION_MAX_DEPTH);
 	if (depth == 0)
-		return fail(errbuf, errlen, -EINVAL, "vision tensor '" VISION_PREFIX
-			    "blocks.0.norm1.weight' is missing");
+		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor '" VISION_PREFIX
+				 "blocks.0.norm1.weight' is missing");
 	w->depth = depth;
 	w->blocks = calloc((size_t)depth, sizeof(*w->blocks));
 	if (!w->blocks)
-		return fail(errbuf, errlen, -ENOMEM, "out of memory");
+		return st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
 
 	if ((r = find(files, VISION_PREFIX "patch_generator.embedder.weight", &w->embedder, false, errbuf, errlen)) < 0 ||
 	    (r = find(files, VISION_PREFIX "patch_generator.pos_embed", &w->pos_embed, false, errbuf, errlen)) < 0 ||
