@@ -156,7 +156,7 @@ int x11_type(struct x11_display *d, const char *utf8)
 			x11_keymap_finish(d, &km);
 			r = x11_keymap_load(d, &km);
 			if (r < 0)
-				return r;
+				goto finish_keymap; /* Caps Lock goes back on all the same */
 			r = x11_keymap_resolve(d, &km, sym, &pos);
 		}
 		if (r < 0)
