@@ -317,8 +317,12 @@ int x11_key_down(struct x11_display *d, const char *name)
 	if (pos.temp_binding)
 		km.n_bound--;
 	r = x11_fake_key(d, pos.keycode, true, half_delay(d));
-	if (r < 0)
+	if (r < 0) {
 		held_remove(d, held_find(d, false, pos.keycode));
+		/* Taken out of km above: nothing else would restore the spare keycode. */
+		if (pos.temp_binding)
+			x11_keymap_unbind(d, pos.keycode);
+	}
 	XSync(d->dpy, False);
 finish_keymap:
 	x11_keymap_finish(d, &km);
