@@ -48,6 +48,14 @@ static void task_free(struct task *t)
 	free(t);
 }
 
+/* The first reason to stop a task is the one it ends with: a cancel or a kill switch that
+ * arrives while holod is stopping must not turn 'interrupted' into 'cancelled'. */
+static void task_stop(struct task *t, enum executor_stop why)
+{
+	int expected = EXECUTOR_RUN;
+	atomic_compare_exchange_strong(&t->stop, &expected, (int)why);
+}
+
 static void bump_locked(struct scheduler *s)
 {
 	s->progress++;
@@ -71,7 +79,7 @@ void scheduler_kill_switch(struct scheduler *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->running) {
 		log_warning("kill switch: stopping task %lld", (long long)s->running->id);
-		atomic_store(&s->running->stop, EXECUTOR_KILL);
+		task_stop(s->running, EXECUTOR_KILL);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -229,7 +237,7 @@ void scheduler_stop(struct scheduler *s, const char *reason)
 	}
 	s->tail = NULL;
 	if (s->running)
-		atomic_store(&s->running->stop, EXECUTOR_SHUTDOWN);
+		task_stop(s->running, EXECUTOR_SHUTDOWN);
 	pthread_cond_broadcast(&s->wake);
 	bump_locked(s);
 	pthread_mutex_unlock(&s->lock);
@@ -305,7 +313,7 @@ int scheduler_cancel(struct scheduler *s, int64_t id)
 
 	pthread_mutex_lock(&s->lock);
 	if (s->running && s->running->id == id) {
-		atomic_store(&s->running->stop, EXECUTOR_CANCEL);
+		task_stop(s->running, EXECUTOR_CANCEL);
 		pthread_mutex_unlock(&s->lock);
 		return 1;
 	}
