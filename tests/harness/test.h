@@ -59,6 +59,19 @@ extern int test_failures;
 		}                                                                                  \
 	} while (0)
 
+/* Largest |a[i] - b[i]| over n elements; INFINITY as soon as one difference is NaN (fmax()
+ * would skip it, so a NaN output would pass any tolerance). */
+static inline double test_max_abs_diff(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+		if (!(d <= m))
+			m = isnan(d) ? INFINITY : d;
+	}
+	return m;
+}
+
 static inline int test_exit(void)
 {
 	if (test_failures)

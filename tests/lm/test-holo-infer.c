@@ -104,9 +104,7 @@ int main(int argc, char **argv)
 	size_t n = fread(got, sizeof(float), rows * V, f);
 	fclose(f);
 	CHECK_INT_EQ(n, (size_t)(np + ng - 1) * V);
-	double worst = 0;
-	for (size_t i = 0; i < n; i++)
-		worst = fmax(worst, fabs((double)got[i] - want[i]));
+	double worst = test_max_abs_diff(got, want, n);
 	CHECK(worst < 1e-4);
 	unlink(npy);
 	free(got);

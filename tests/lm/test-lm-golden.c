@@ -86,17 +86,6 @@ static void golden_free(struct golden *g)
 	free(g->decode);
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - (double)b[i]);
-		if (!(d <= m))
-			m = isnan(d) ? INFINITY : d;
-	}
-	return m;
-}
-
 static int32_t argmax(const float *v, int n)
 {
 	int32_t b = 0;
@@ -121,7 +110,7 @@ static int on_logits(void *ud, const float *logits, int vocab)
 				    : g->decode + (c->rows - g->n_prompt) * g->vocab;
 	CHECK_INT_EQ(vocab, g->vocab);
 	if (c->rows < g->n_prompt + g->n_gen)
-		c->worst = fmax(c->worst, max_abs_diff(want, logits, g->vocab));
+		c->worst = fmax(c->worst, test_max_abs_diff(want, logits, g->vocab));
 	c->rows++;
 	return 0;
 }
@@ -151,7 +140,7 @@ static void check_model(const char *model_dir, const char *golden_name)
 	REQUIRE(logits);
 
 	CHECK_INT_EQ(engine_session_append(s, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_ALL, logits), 0);
-	double d_prefill = max_abs_diff(g.prefill, logits, (size_t)g.n_prompt * g.vocab);
+	double d_prefill = test_max_abs_diff(g.prefill, logits, (size_t)g.n_prompt * g.vocab);
 	CHECK(d_prefill < GOLDEN_TOL);
 	CHECK_INT_EQ(argmax(logits + (size_t)(g.n_prompt - 1) * g.vocab, (int)g.vocab), g.gen[0]);
 
@@ -159,7 +148,7 @@ static void check_model(const char *model_dir, const char *golden_name)
 	for (uint32_t i = 0; i < g.n_gen; i++) {
 		CHECK_INT_EQ(engine_session_decode(s, g.gen[i], logits), 0);
 		const float *want = g.decode + (size_t)i * g.vocab;
-		d_decode = fmax(d_decode, max_abs_diff(want, logits, g.vocab));
+		d_decode = fmax(d_decode, test_max_abs_diff(want, logits, g.vocab));
 		if (i + 1 < g.n_gen)
 			CHECK_INT_EQ(argmax(logits, (int)g.vocab), g.gen[i + 1]);
 	}

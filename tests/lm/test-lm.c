@@ -30,17 +30,6 @@ static float frand(void)
 	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0;
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - (double)b[i]);
-		if (!(d <= m))
-			m = isnan(d) ? INFINITY : d;
-	}
-	return m;
-}
-
 /* ---- matmul ------------------------------------------------------------------------------- */
 
 static uint16_t f16_bits(float f)
@@ -199,8 +188,8 @@ static void test_ssm_chunked_vs_scan(void)
 			s1[i] = s2[i] = frand();
 		lm_ssm_chunked(&dm, T, xbc, (size_t)ldx, dt, a, dsk, s1, y1, cb);
 		lm_ssm_scan(&dm, T, xbc, (size_t)ldx, dt, a, dsk, s2, y2);
-		double dy = max_abs_diff(y1, y2, (size_t)T * dm.d_in);
-		double ds = max_abs_diff(s1, s2, sn);
+		double dy = test_max_abs_diff(y1, y2, (size_t)T * dm.d_in);
+		double ds = test_max_abs_diff(s1, s2, sn);
 		if (!(dy < 1e-5 && ds < 1e-5))
 			fprintf(stderr, "ssm T=%d: y diff %g state diff %g\n", T, dy, ds);
 		CHECK(dy < 1e-5);
@@ -295,7 +284,7 @@ static void test_session_model(const struct engine_model *m, int n)
 	REQUIRE(d);
 	for (int i = 0; i < n; i++)
 		CHECK_INT_EQ(engine_session_decode(d, tok[i], step + (size_t)i * V), 0);
-	double diff = max_abs_diff(all, step, (size_t)n * V);
+	double diff = test_max_abs_diff(all, step, (size_t)n * V);
 	if (getenv("LM_TEST_VERBOSE") || !(diff < 2e-4))
 		fprintf(stderr, "%s n=%d: prefill vs decode max diff %g\n", m->cfg.pattern, n, diff);
 	CHECK(diff < 2e-4);
@@ -311,14 +300,14 @@ static void test_session_model(const struct engine_model *m, int n)
 		CHECK_INT_EQ(engine_session_append(d, tok + a, NULL, (size_t)(n - a), ENGINE_LOGITS_ALL,
 						   step),
 			     0);
-		diff = max_abs_diff(all + (size_t)a * V, step, (size_t)(n - a) * V);
+		diff = test_max_abs_diff(all + (size_t)a * V, step, (size_t)(n - a) * V);
 		if (!(diff < 2e-4))
 			fprintf(stderr, "%s split %d+%d: max diff %g\n", m->cfg.pattern, a, n - a, diff);
 		CHECK(diff < 2e-4);
 	}
 	engine_session_reset(d);
 	CHECK_INT_EQ(engine_session_append(d, tok, NULL, (size_t)n, ENGINE_LOGITS_LAST, last), 0);
-	CHECK(max_abs_diff(all + (size_t)(n - 1) * V, last, (size_t)V) < 1e-5);
+	CHECK(test_max_abs_diff(all + (size_t)(n - 1) * V, last, (size_t)V) < 1e-5);
 
 	/* snapshot / restore / copy: continuing gives identical logits and ids */
 	struct engine_snapshot *snap = engine_session_snapshot(s);
@@ -393,11 +382,11 @@ static void test_embeds_and_errors(const struct engine_model *m)
 	int32_t placeholder[6] = {5, 0, 17, 33, 0, 71};
 	engine_session_reset(s);
 	CHECK_INT_EQ(engine_session_append(s, placeholder, embeds, 6, ENGINE_LOGITS_ALL, got), 0);
-	CHECK(max_abs_diff(ref, got, (size_t)6 * V) == 0);
+	CHECK(test_max_abs_diff(ref, got, (size_t)6 * V) == 0);
 	/* and without the override the placeholder changes the result */
 	engine_session_reset(s);
 	CHECK_INT_EQ(engine_session_append(s, placeholder, NULL, 6, ENGINE_LOGITS_ALL, got), 0);
-	CHECK(max_abs_diff(ref + V, got + V, (size_t)V) > 1e-3);
+	CHECK(test_max_abs_diff(ref + V, got + V, (size_t)V) > 1e-3);
 
 	/* errors leave the session unchanged */
 	engine_session_reset(s);
@@ -411,7 +400,7 @@ static void test_embeds_and_errors(const struct engine_model *m)
 	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 1, ENGINE_LOGITS_LAST, NULL), -EINVAL);
 	CHECK_INT_EQ(engine_session_n_tokens(s), 3);
 	CHECK_INT_EQ(engine_session_append(s, tok + 3, NULL, 3, ENGINE_LOGITS_LAST, got), 0);
-	CHECK(max_abs_diff(ref + 5 * (size_t)V, got, (size_t)V) < 2e-4);
+	CHECK(test_max_abs_diff(ref + 5 * (size_t)V, got, (size_t)V) < 2e-4);
 	CHECK_INT_EQ(engine_session_decode(s, 1, got), -ENOSPC);
 
 	CHECK(engine_session_create(m, 0) == NULL && errno == EINVAL);
