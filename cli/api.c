@@ -74,9 +74,10 @@ void cli_format_api_error(long status, const char *body, size_t size, char *buf,
 	json_decref(root);
 }
 
-/* Runs one request. Prints errors; returns 0 or CLI_EXIT_ERROR. */
+/* Runs one request, or a stream when line_fn is set (the body then goes to line_fn line by line).
+ * Prints errors; returns 0 or CLI_EXIT_ERROR. */
 static int request(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                   struct cli_http_response *ret)
+                   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret)
 {
 	struct cli_http_response resp = {0};
 	char msg[CLI_MAX_ERROR_LEN + 256];
@@ -85,11 +86,15 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 	r = ensure_http(ctx);
 	if (r != 0)
 		return r;
-	r = cli_http_request(ctx->http, method, path, body, &resp);
+	r = line_fn ? cli_http_stream(ctx->http, path, line_fn, userdata, &resp)
+	            : cli_http_request(ctx->http, method, path, body, &resp);
+	if (r == -ECANCELED)
+		return CLI_EXIT_ERROR; /* the line callback stopped the stream and said why */
 	if (r < 0)
 		return cli_error(ctx, "%s", cli_http_strerror(ctx->http, r, msg, sizeof(msg)));
 	if (resp.status >= 300) {
-		if (ctx->json && resp.size > 0)
+		/* With --json a stream prints its lines only, not an error answer. */
+		if (ctx->json && !line_fn && resp.size > 0)
 			cli_print_raw(ctx, resp.body, resp.size);
 		cli_format_api_error(resp.status, resp.body, resp.size, msg, sizeof(msg));
 		cli_http_response_finish(&resp);
@@ -103,7 +108,7 @@ int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, c
                 char **ret_body, size_t *ret_size, char **ret_sha256)
 {
 	struct cli_http_response resp;
-	int r = request(ctx, method, path, body, &resp);
+	int r = request(ctx, method, path, body, NULL, NULL, &resp);
 	if (r != 0)
 		return r;
 	*ret_body = resp.body;
@@ -123,7 +128,7 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 	struct cli_http_response resp;
 	json_error_t jerr;
 	json_t *root;
-	int r = request(ctx, method, path, body, &resp);
+	int r = request(ctx, method, path, body, NULL, NULL, &resp);
 	if (r != 0)
 		return r;
 	if (ctx->json)
@@ -143,23 +148,10 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 int cli_api_stream(struct cli_context *ctx, const char *path,
                    int (*fn)(const char *line, size_t len, void *userdata), void *userdata)
 {
-	struct cli_http_response resp = {0};
-	char msg[CLI_MAX_ERROR_LEN + 256];
-	int r;
-
-	r = ensure_http(ctx);
+	struct cli_http_response resp;
+	int r = request(ctx, "GET", path, NULL, fn, userdata, &resp);
 	if (r != 0)
 		return r;
-	r = cli_http_stream(ctx->http, path, fn, userdata, &resp);
-	if (r == -ECANCELED)
-		return CLI_EXIT_ERROR; /* the line callback stopped the stream and said why */
-	if (r < 0)
-		return cli_error(ctx, "%s", cli_http_strerror(ctx->http, r, msg, sizeof(msg)));
-	if (resp.status >= 300) {
-		cli_format_api_error(resp.status, resp.body, resp.size, msg, sizeof(msg));
-		cli_http_response_finish(&resp);
-		return cli_error(ctx, "%s", msg);
-	}
 	cli_http_response_finish(&resp);
 	return 0;
 }
