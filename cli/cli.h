@@ -180,7 +180,5 @@ void cli_print_raw(struct cli_context *ctx, const char *body, size_t size);
  * otherwise. */
 int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s,
                       long *ret);
-/* The SHA-256 of data as 64 lowercase hex digits (and a NUL) in ret. */
-void cli_sha256_hex(const void *data, size_t size, char ret[65]);
 /* Width and height from a PNG's IHDR; -EBADMSG when data is not a PNG. */
 int cli_png_size(const uint8_t *data, size_t size, uint32_t *ret_width, uint32_t *ret_height);

@@ -156,7 +156,7 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	/* A step's screenshot carries the hash the journal recorded when it was written: a file
 	 * changed in the state directory since then is reported, not passed on. */
-	cli_sha256_hex(png, size, sha);
+	ipc_sha256_hex(png, size, sha);
 	if (journaled && strcmp(journaled, sha) != 0) {
 		r = cli_error(ctx,
 		              "the screenshot holod sent (sha256 %s) does not match the journal's "

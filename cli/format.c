@@ -1,7 +1,6 @@
 /* Formatting helpers for human output. */
 #include "cli.h"
 
-#include <nettle/sha2.h>
 #include <string.h>
 
 void cli_format_duration_us(long long us, char *buf, size_t size)
@@ -44,14 +43,3 @@ void cli_print_raw(struct cli_context *ctx, const char *body, size_t size)
 		fputc('\n', ctx->out);
 }
 
-void cli_sha256_hex(const void *data, size_t size, char ret[65])
-{
-	struct sha256_ctx c;
-	uint8_t digest[SHA256_DIGEST_SIZE];
-
-	sha256_init(&c);
-	sha256_update(&c, size, data);
-	sha256_digest(&c, sizeof(digest), digest);
-	for (size_t i = 0; i < sizeof(digest); i++)
-		snprintf(ret + 2 * i, 3, "%02x", digest[i]);
-}

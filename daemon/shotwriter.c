@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <nettle/sha2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,18 +39,6 @@ struct shotwriter {
 	pthread_t threads[SHOTWRITER_THREADS];
 	size_t n_threads;
 };
-
-void shotwriter_sha256_hex(const uint8_t *data, size_t size, char hex[65])
-{
-	struct sha256_ctx ctx;
-	uint8_t digest[SHA256_DIGEST_SIZE];
-
-	sha256_init(&ctx);
-	sha256_update(&ctx, size, data);
-	sha256_digest(&ctx, sizeof(digest), digest);
-	for (size_t i = 0; i < sizeof(digest); i++)
-		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-}
 
 static int write_file_durably(const char *path, const uint8_t *data, size_t size)
 {
@@ -110,7 +97,7 @@ static void write_one(struct shotwriter *w, struct shot_job *job)
 		log_warning_errno(r, "cannot write screenshot %s", path);
 		goto free_png;
 	}
-	shotwriter_sha256_hex(png, size, hex);
+	ipc_sha256_hex(png, size, hex);
 	uint64_t t2 = time_mono_us();
 	r = journal_screenshot_insert(w->journal, job->task_id, job->index, job->which, relpath,
 				      hex, size, job->frame->width, job->frame->height, t1 - t0,

@@ -28,5 +28,3 @@ int shotwriter_submit(struct shotwriter *w, int64_t task_id, int index, const ch
 /* Writes every queued job, then stops the thread. Accepts NULL. */
 void shotwriter_destroy(struct shotwriter *w);
 
-/* Lowercase hex sha256 of `data` into hex[65]. */
-void shotwriter_sha256_hex(const uint8_t *data, size_t size, char hex[65]);

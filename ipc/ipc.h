@@ -243,3 +243,7 @@ int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_reque
 			     char *errbuf, size_t errlen);
 /* Builds that body for one action (malloc'd JSON). */
 char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coords, bool dry_run);
+
+/* The SHA-256 of `data` as 64 lowercase hex digits and a NUL in ret: the digest of a journaled
+ * screenshot, sent in the X-Holod-SHA256 header of GET .../screenshot. */
+void ipc_sha256_hex(const void *data, size_t size, char ret[65]);

@@ -177,7 +177,7 @@ static void serve_connection(int fd, enum variant v)
 	} else if (strncmp(req, "GET /v1/tasks/7/steps/0/screenshot?which=before ", 48) == 0 &&
 	           (v == V_SHOT_HASH || v == V_SHOT_BAD_HASH)) {
 		char sha[65], head[256];
-		cli_sha256_hex(png, sizeof(png), sha);
+		ipc_sha256_hex(png, sizeof(png), sha);
 		if (v == V_SHOT_BAD_HASH)
 			sha[0] = sha[0] == '0' ? '1' : '0';
 		snprintf(head, sizeof(head),
@@ -362,7 +362,7 @@ static void test_step_screenshot(void)
 	REQUIRE(fd >= 0);
 	close(fd);
 	unlink(path);
-	cli_sha256_hex(png, sizeof(png), sha);
+	ipc_sha256_hex(png, sizeof(png), sha);
 
 	fake_start(&f, V_SHOT_HASH);
 	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0",

@@ -581,7 +581,7 @@ static void test_format(void)
 	CHECK_INT_EQ(cli_png_size((const uint8_t *)"GIF89a", 6, &w, &h), -EBADMSG);
 
 	char sha[65];
-	cli_sha256_hex("abc", 3, sha);
+	ipc_sha256_hex("abc", 3, sha);
 	CHECK_STR_EQ(sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 
 	char msg[512];

@@ -218,7 +218,7 @@ static void test_rows_and_recovery(void)
 static void test_shotwriter(void)
 {
 	char hex[65];
-	shotwriter_sha256_hex((const uint8_t *)"abc", 3, hex);
+	ipc_sha256_hex("abc", 3, hex);
 	CHECK_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 
 	char *path = db_path("shots.db");
@@ -249,7 +249,7 @@ static void test_shotwriter(void)
 		size_t n = fread(buf, 1, sizeof(buf), f);
 		fclose(f);
 		CHECK(n > 8 && memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0);
-		shotwriter_sha256_hex(buf, n, hex);
+		ipc_sha256_hex(buf, n, hex);
 		CHECK_STR_EQ(hex, sha);
 		char *tmp = xasprintf("%s.tmp", file);
 		CHECK(access(tmp, F_OK) < 0);
