@@ -486,23 +486,6 @@ static char *prompt_text(const struct policy_piece *piece, const struct policy_p
 	return valid;
 }
 
-/* The outcome of a task stopped by its flag. */
-static void stopped(struct agent *a, size_t index, struct executor_outcome *ret)
-{
-	switch (atomic_load(a->t->stop)) {
-	case EXECUTOR_KILL:
-		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
-		                     EXECUTOR_KILL_SWITCH_ERROR);
-		break;
-	case EXECUTOR_SHUTDOWN:
-		executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
-		break;
-	default:
-		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "cancelled during step %zu",
-		                     index);
-	}
-}
-
 /* Renders the history window: obs[first..index] with steps[first..index-1], images of the last
  * `window` observations. ret_slots receives their rows. */
 static int render_history(struct agent *a, size_t first, size_t index, struct policy_piece *ret,
@@ -704,7 +687,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	r = engine_thread_call(cfg->engine, job_open, &oj);
 	opened = true;
 	if (r == -ECANCELED) {
-		stopped(&a, 0, ret);
+		executor_outcome_stopped(ret, t, "cancelled during step 0");
 		goto release;
 	}
 	if (r == -ETIME) {
@@ -727,7 +710,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 
 	for (size_t index = 0;; index++) {
 		if (atomic_load(t->stop) != EXECUTOR_RUN) {
-			stopped(&a, index, ret);
+			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (index >= t->max_steps) {
@@ -766,7 +749,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		r = engine_thread_call(cfg->engine, job_encode, &ej);
 		engine_image_destroy(img);
 		if (r == -ECANCELED) {
-			stopped(&a, index, ret);
+			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (r < 0) {
@@ -837,7 +820,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		if (r == -ECANCELED) {
 			free(sj.raw);
 			free(ptext);
-			stopped(&a, index, ret);
+			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (r == -ETIME) {
@@ -882,7 +865,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		if (r == -ECANCELED) {
-			stopped(&a, index, ret);
+			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (r == -ETIME) {

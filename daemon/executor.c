@@ -292,6 +292,29 @@ void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status sta
 	}
 }
 
+void executor_outcome_stopped(struct executor_outcome *ret, const struct executor_task *t,
+                              const char *cancelled, ...)
+{
+	va_list ap;
+
+	switch (atomic_load(t->stop)) {
+	case EXECUTOR_KILL:
+		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
+		                     EXECUTOR_KILL_SWITCH_ERROR);
+		break;
+	case EXECUTOR_SHUTDOWN:
+		/* The scheduler fills in the reason holod gave for stopping. */
+		executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+		break;
+	default:
+		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, NULL);
+		va_start(ap, cancelled);
+		if (vasprintf(&ret->error, cancelled, ap) < 0)
+			ret->error = NULL;
+		va_end(ap);
+	}
+}
+
 bool executor_connection_lost(int r)
 {
 	return r == -EIO || r == -EPIPE || r == -ECONNRESET || r == -X11_ERR_NO_DISPLAY;
@@ -350,19 +373,9 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 		return;
 	}
 	for (size_t i = 0; i < req->n_actions; i++) {
-		int stop = atomic_load(t->stop);
-		if (stop == EXECUTOR_KILL) {
-			executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
-			                     EXECUTOR_KILL_SWITCH_ERROR);
-			goto release;
-		}
-		if (stop == EXECUTOR_CANCEL) {
-			executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL,
-			                     "cancelled after %zu of %zu steps", i, req->n_actions);
-			goto release;
-		}
-		if (stop == EXECUTOR_SHUTDOWN) {
-			executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
+		if (atomic_load(t->stop) != EXECUTOR_RUN) {
+			executor_outcome_stopped(ret, t, "cancelled after %zu of %zu steps", i,
+			                         req->n_actions);
 			goto release;
 		}
 		if (i >= t->max_steps) {
@@ -385,16 +398,8 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 			goto release;
 		}
 		if (r == -ECANCELED) {
-			stop = atomic_load(t->stop);
-			if (stop == EXECUTOR_SHUTDOWN)
-				executor_outcome_set(ret, IPC_TASK_INTERRUPTED, NULL, NULL);
-			else if (stop == EXECUTOR_KILL)
-				executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
-				                     EXECUTOR_KILL_SWITCH_ERROR);
-			else
-				executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL,
-				                     "cancelled during step %zu (%s)", i,
-				                     ipc_tool_to_string(req->actions[i].tool));
+			executor_outcome_stopped(ret, t, "cancelled during step %zu (%s)", i,
+			                         ipc_tool_to_string(req->actions[i].tool));
 			goto release;
 		}
 		if (r == -ETIME) {

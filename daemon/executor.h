@@ -50,6 +50,11 @@ struct executor_outcome {
 void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status status, char *result,
                           const char *format, ...) __attribute__((format(printf, 4, 5)));
 
+/* The outcome of a task its stop flag ended: the kill switch's error, 'interrupted' for a
+ * shutdown, or 'cancelled' with the printf-style `cancelled` message. */
+void executor_outcome_stopped(struct executor_outcome *ret, const struct executor_task *t,
+                              const char *cancelled, ...) __attribute__((format(printf, 3, 4)));
+
 /* One task's use of the display, between executor_begin and executor_end. */
 struct executor_run {
 	const struct executor_env *env;
