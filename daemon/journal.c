@@ -150,6 +150,13 @@ static int step_done(struct journal *j, sqlite3_stmt *st)
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_fail(j, rc, "step");
 }
 
+/* An UPDATE of one row by its key: -ENOENT when there is no such row. */
+static int step_update_one(struct journal *j, sqlite3_stmt *st)
+{
+	int r = step_done(j, st);
+	return r >= 0 && sqlite3_changes(j->db) == 0 ? -ENOENT : r;
+}
+
 static int read_user_version(struct journal *j, int *ret)
 {
 	sqlite3_stmt *st;
@@ -333,9 +340,7 @@ int journal_task_start(struct journal *j, int64_t id, uint64_t started_us)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)started_us);
-	r = step_done(j, st);
-	if (r >= 0 && sqlite3_changes(j->db) == 0)
-		r = -ENOENT;
+	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);
@@ -360,9 +365,7 @@ int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status stat
 		sqlite3_bind_text(st, 4, result, -1, SQLITE_TRANSIENT);
 	if (error)
 		sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT);
-	r = step_done(j, st);
-	if (r >= 0 && sqlite3_changes(j->db) == 0)
-		r = -ENOENT;
+	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);
@@ -652,9 +655,7 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 	bind_opt_int(st, 15, s->has_point2, s->py2);
 	bind_opt_int(st, 16, s->image_w > 0, s->image_w);
 	bind_opt_int(st, 17, s->image_h > 0, s->image_h);
-	r = step_done(j, st);
-	if (r >= 0 && sqlite3_changes(j->db) == 0)
-		r = -ENOENT;
+	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);
