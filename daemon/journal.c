@@ -767,7 +767,9 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			col_text(st, 18), "error", col_text(st, 19), "started_at", col_time(st, 20),
 			"finished_at", col_time(st, 21), "timings_us", timings ? timings : json_null(),
 			"screenshots", "before", shot(st, 27), "after", shot(st, 30));
-		if (o && json_object_set_new(o, "agent", agent ? agent : json_null()) < 0) {
+		if (!o) {
+			json_decref(agent); /* not taken by a failed json_pack */
+		} else if (json_object_set_new(o, "agent", agent ? agent : json_null()) < 0) {
 			json_decref(o);
 			o = NULL;
 		}
