@@ -18,7 +18,6 @@
  * the corpus directory given as argv[1] it runs the target and checks the outcome the file's
  * name promises: ok-* must parse, bad-* must be rejected with a message.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -115,61 +114,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef HOLOD_LIBFUZZER
+#include "fuzz-replay.h"
+
+static bool replay_one(const uint8_t *data, size_t size)
+{
+	return run_one(data, size);
+}
+
 int main(int argc, char **argv)
 {
-	struct dirent *e;
-	int failures = 0, n = 0;
-	DIR *d;
-
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s CORPUS-DIR\n", argv[0]);
 		return 2;
 	}
-	d = opendir(argv[1]);
-	if (!d) {
-		fprintf(stderr, "%s: %s\n", argv[1], strerror(errno));
-		return 1;
-	}
-	while ((e = readdir(d))) {
-		bool want_ok = strncmp(e->d_name, "ok-", 3) == 0;
-		char *path;
-		uint8_t *buf;
-		long len;
-		FILE *f;
-
-		if (!want_ok && strncmp(e->d_name, "bad-", 4) != 0)
-			continue;
-		path = xasprintf("%s/%s", argv[1], e->d_name);
-		f = fopen(path, "rb");
-		if (!f || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
-			fprintf(stderr, "%s: cannot read\n", path);
-			failures++;
-			if (f)
-				fclose(f);
-			free(path);
-			continue;
-		}
-		rewind(f);
-		/* an exact-size heap copy, so ASan sees any read past the input */
-		buf = xmalloc(len ? (size_t)len : 1);
-		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-			fprintf(stderr, "%s: short read\n", path);
-			failures++;
-		} else if (run_one(buf, (size_t)len) != want_ok) {
-			fprintf(stderr, "%s: expected the parser to %s it\n", e->d_name, want_ok ? "accept" : "reject");
-			failures++;
-		}
-		n++;
-		fclose(f);
-		free(buf);
-		free(path);
-	}
-	closedir(d);
-	if (n < 10) {
-		fprintf(stderr, "only %d corpus files found in %s\n", n, argv[1]);
-		failures++;
-	}
-	printf("replayed %d corpus files, %d failure(s)\n", n, failures);
-	return failures ? 1 : 0;
+	return fuzz_replay(argv[1], replay_one, 10);
 }
 #endif

@@ -23,7 +23,6 @@
  * `--write-seeds DIR` writes the seed corpus (the generated valid steps of corpus.h and the
  * invalid texts below) into DIR.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -104,6 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef HOLOD_LIBFUZZER
+#include "fuzz-replay.h"
+
 #define PRE "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":"
 
 /* Texts the parser must refuse (the grammar too). */
@@ -171,61 +172,22 @@ static int write_seeds(const char *dir)
 	return r < 0 ? 1 : 0;
 }
 
+static bool replay_one(const uint8_t *data, size_t size)
+{
+	LLVMFuzzerTestOneInput(data, size);
+	return last_outcome;
+}
+
 int main(int argc, char **argv)
 {
-	struct dirent *e;
-	int failures = 0, files = 0;
-	DIR *dir;
-
 	if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0)
 		return write_seeds(argv[2]);
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s CORPUS-DIR | --write-seeds DIR\n", argv[0]);
 		return 2;
 	}
-	dir = opendir(argv[1]);
-	if (!dir) {
-		perror(argv[1]);
-		return 1;
-	}
-	while ((e = readdir(dir))) {
-		bool want_ok = strncmp(e->d_name, "ok-", 3) == 0;
-		char path[4096];
-		uint8_t *buf;
-		long size;
-		FILE *f;
-
-		if (!want_ok && strncmp(e->d_name, "bad-", 4) != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", argv[1], e->d_name);
-		f = fopen(path, "rb");
-		if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
-		    fseek(f, 0, SEEK_SET) != 0) {
-			perror(path);
-			return 1;
-		}
-		buf = malloc((size_t)size + 1);
-		if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size) {
-			perror(path);
-			return 1;
-		}
-		fclose(f);
-		LLVMFuzzerTestOneInput(buf, (size_t)size);
-		if (last_outcome != want_ok) {
-			fprintf(stderr, "%s: expected %s\n", e->d_name,
-				want_ok ? "success" : "rejection");
-			failures++;
-		}
-		free(buf);
-		files++;
-	}
-	closedir(dir);
+	int r = fuzz_replay(argv[1], replay_one, 20);
 	policy_grammar_destroy(grammar);
-	fprintf(stderr, "%d corpus files, %d failures\n", files, failures);
-	if (files < 20) {
-		fprintf(stderr, "corpus too small: %d files\n", files);
-		return 1;
-	}
-	return failures ? 1 : 0;
+	return r;
 }
 #endif

@@ -21,7 +21,6 @@
  * Without HOLOD_LIBFUZZER this file builds a replay driver (a `unit` test): every file of the
  * corpus directory given as argv[1] is run and must have the outcome its name promises.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -186,57 +185,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef HOLOD_LIBFUZZER
+#include "fuzz-replay.h"
+
+static bool replay_one(const uint8_t *data, size_t size)
+{
+	LLVMFuzzerTestOneInput(data, size);
+	return last_outcome;
+}
+
 int main(int argc, char **argv)
 {
-	struct dirent *e;
-	int failures = 0, files = 0;
-	DIR *dir;
-
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s CORPUS-DIR\n", argv[0]);
 		return 2;
 	}
-	dir = opendir(argv[1]);
-	if (!dir) {
-		perror(argv[1]);
-		return 1;
-	}
-	while ((e = readdir(dir))) {
-		bool want_ok = strncmp(e->d_name, "ok-", 3) == 0;
-		char path[4096];
-		uint8_t *buf;
-		long size;
-		FILE *f;
-
-		if (!want_ok && strncmp(e->d_name, "bad-", 4) != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", argv[1], e->d_name);
-		f = fopen(path, "rb");
-		if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-			perror(path);
-			return 1;
-		}
-		buf = malloc((size_t)size + 1);
-		if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size) {
-			perror(path);
-			return 1;
-		}
-		fclose(f);
-		LLVMFuzzerTestOneInput(buf, (size_t)size);
-		if (last_outcome != want_ok) {
-			fprintf(stderr, "%s: expected %s\n", e->d_name, want_ok ? "success" : "rejection");
-			failures++;
-		}
-		free(buf);
-		files++;
-	}
-	closedir(dir);
+	int r = fuzz_replay(argv[1], replay_one, 20);
 	engine_tokenizer_destroy(fixture);
-	fprintf(stderr, "%d corpus files, %d failures\n", files, failures);
-	if (files < 20) {
-		fprintf(stderr, "corpus too small: %d files\n", files);
-		return 1;
-	}
-	return failures ? 1 : 0;
+	return r;
 }
 #endif
