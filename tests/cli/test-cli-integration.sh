@@ -403,7 +403,9 @@ scenario_exit_codes() {
 	printf '%s' '[{"tool_name":"wait","duration":20}]' |
 		"$HOLOCTL" run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err" &
 	follow_pid=$!
-	wait_for 30 grep -q 'queued' "$tmp/follow.out" || fail "--follow: the wait task was not queued"
+	# POST /v1/tasks answers 'queued', or already 'running' when the display was idle (api.md).
+	wait_for 30 grep -qE '^task [0-9]+ (queued|running)' "$tmp/follow.out" ||
+		fail "--follow: the wait task was not queued"
 	id=$(task_id_of "$tmp/follow.out")
 	wait_for 30 sh -c "\"$HOLOCTL\" --json show $id | grep -q '\"status\": *\"running\"'" ||
 		fail "the wait task did not start"
