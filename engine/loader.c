@@ -337,11 +337,6 @@ size_t model_files_count(const struct model_files *files)
 	return files->n_index;
 }
 
-const struct st_entry *model_files_entry(const struct model_files *files, size_t i)
-{
-	return i < files->n_index ? files->index[i] : NULL;
-}
-
 /* ---- claiming the language model's tensors ------------------------------------------------ */
 
 #define ANY (-1) /* a dimension the loader derives from the tensor */

@@ -46,9 +46,8 @@ struct st_file {
 /* Writes the formatted sentence to errbuf (when errlen > 0) and returns err. */
 int st_errorf(char *errbuf, size_t errlen, int err, const char *format, ...)
 	__attribute__((format(printf, 4, 5)));
-/* Bytes per element (2 or 4) and the safetensors name ("BF16", "F16", "F32"). */
+/* Bytes per element (2 or 4). */
 size_t st_dtype_size(enum tensor_dtype dtype);
-const char *st_dtype_name(enum tensor_dtype dtype);
 
 /* Parses the safetensors file held in buf[0..len): 8-byte little-endian header length, JSON
  * header, data. The buffer is not copied: it must outlive the returned st_file. Checks every
@@ -129,6 +128,5 @@ const struct json_t *model_files_config_json(const struct model_files *files);
 /* The checkpoint directory as given to model_files_open() (valid as long as files), for the
  * side files other parts read themselves (preprocessor_config.json, tokenizer_config.json). */
 const char *model_files_dir(const struct model_files *files);
-/* Number of tensors over all shards, and the i-th (in name order), for whole-checkpoint walks. */
+/* Number of tensors over all shards. */
 size_t model_files_count(const struct model_files *files);
-const struct st_entry *model_files_entry(const struct model_files *files, size_t i);

@@ -49,14 +49,6 @@ size_t st_dtype_size(enum tensor_dtype dtype)
 	return 0;
 }
 
-const char *st_dtype_name(enum tensor_dtype dtype)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(supported_dtypes); i++)
-		if (supported_dtypes[i].dtype == dtype)
-			return supported_dtypes[i].name;
-	return "?";
-}
-
 void st_file_destroy(struct st_file *f)
 {
 	if (!f)
