@@ -60,27 +60,6 @@ static const struct {
         {"wait", IPC_TOOL_WAIT, -1, "SECONDS", 1, 1},
 };
 
-static const char *const directions[] = {
-        [IPC_DIRECTION_UP] = "up",
-        [IPC_DIRECTION_DOWN] = "down",
-        [IPC_DIRECTION_LEFT] = "left",
-        [IPC_DIRECTION_RIGHT] = "right",
-};
-
-static const char *const buttons[] = {
-        [IPC_BUTTON_LEFT] = "left",
-        [IPC_BUTTON_RIGHT] = "right",
-        [IPC_BUTTON_MIDDLE] = "middle",
-};
-
-static int lookup(const char *const *names, size_t n, const char *s)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(names[i], s) == 0)
-			return (int)i;
-	return -EINVAL;
-}
-
 static int parse_coord(struct cli_context *ctx, const char *what, const char *s, int *ret)
 {
 	long v;
@@ -136,7 +115,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, do_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_BUTTON:
-			button = lookup(buttons, ARRAY_SIZE(buttons), optarg);
+			button = ipc_button_from_string(optarg);
 			if (button < 0)
 				return cli_usage_error(
 				        ctx, &cli_cmd_do,
@@ -252,7 +231,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			r = parse_coord(ctx, "Y", args[1], &a.y);
 		if (r != 0)
 			break;
-		r = lookup(directions, ARRAY_SIZE(directions), args[2]);
+		r = ipc_direction_from_string(args[2]);
 		if (r < 0) {
 			r = cli_usage_error(
 			        ctx, &cli_cmd_do,

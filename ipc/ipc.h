@@ -141,6 +141,9 @@ enum ipc_direction {
  * out-of-range value (so a loop from 0 until NULL walks every value in enum order). */
 const char *ipc_button_to_string(enum ipc_button b);
 const char *ipc_direction_to_string(enum ipc_direction d);
+/* The value of a spelling, or -EINVAL. */
+int ipc_button_from_string(const char *s);
+int ipc_direction_from_string(const char *s);
 
 /* One tool call. Only the members that belong to `tool` are meaningful; the others are zero/NULL.
  * Strings are owned by the action (freed by ipc_action_finish). JSON form, flat as in agent.md:

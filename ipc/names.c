@@ -126,6 +126,16 @@ const char *ipc_direction_to_string(enum ipc_direction d)
 	return (unsigned)d < ARRAY_SIZE(ipc_direction_names) ? ipc_direction_names[d] : NULL;
 }
 
+int ipc_button_from_string(const char *s)
+{
+	return lookup(ipc_button_names, ARRAY_SIZE(ipc_button_names), s);
+}
+
+int ipc_direction_from_string(const char *s)
+{
+	return lookup(ipc_direction_names, ARRAY_SIZE(ipc_direction_names), s);
+}
+
 const char *ipc_task_kind_to_string(enum ipc_task_kind k)
 {
 	return (unsigned)k < ARRAY_SIZE(kind_names) ? kind_names[k] : NULL;

@@ -246,6 +246,14 @@ static void test_names_and_socket(void)
 		CHECK_INT_EQ(ipc_tool_from_string(ipc_tool_to_string(i)), i);
 	CHECK_INT_EQ(ipc_tool_from_string("Click"), -EINVAL);
 	CHECK(ipc_tool_to_string(IPC_TOOL_COUNT_) == NULL);
+	for (int i = 0; ipc_button_to_string((enum ipc_button)i); i++)
+		CHECK_INT_EQ(ipc_button_from_string(ipc_button_to_string((enum ipc_button)i)), i);
+	for (int i = 0; ipc_direction_to_string((enum ipc_direction)i); i++)
+		CHECK_INT_EQ(ipc_direction_from_string(
+				     ipc_direction_to_string((enum ipc_direction)i)),
+			     i);
+	CHECK_INT_EQ(ipc_button_from_string("Left"), -EINVAL);
+	CHECK_INT_EQ(ipc_direction_from_string("sideways"), -EINVAL);
 	for (int i = IPC_TASK_QUEUED; i <= IPC_TASK_INTERRUPTED; i++)
 		CHECK_INT_EQ(ipc_task_status_from_string(ipc_task_status_to_string(i)), i);
 	CHECK(!ipc_task_status_is_final(IPC_TASK_RUNNING));
