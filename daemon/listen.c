@@ -86,9 +86,6 @@ int listen_socket_open(struct listen_socket *ls, const char *path)
 		} else {
 			log_error_errno(r, "cannot lock %s", ls->lock_path);
 		}
-		/* The lock file belongs to the running holod: do not unlink it. */
-		free(ls->lock_path);
-		ls->lock_path = NULL;
 		goto close;
 	}
 
@@ -138,8 +135,9 @@ void listen_socket_close(struct listen_socket *ls)
 		close(ls->fd);
 	if (ls->path)
 		unlink(ls->path);
-	if (ls->lock_path)
-		unlink(ls->lock_path);
+	/* The lock file stays: unlinking it would let a holod that opened it just before lock
+	 * the dead inode while another locks a new file at the same path, and both would then
+	 * believe they own the socket. */
 	if (ls->lock_fd >= 0)
 		close(ls->lock_fd);
 	free(ls->path);
