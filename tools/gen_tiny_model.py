@@ -72,9 +72,10 @@ class Tensor:
         assert len(self.data) == int(np.prod(self.shape, dtype=np.int64)) * DTYPE_SIZE[dtype]
 
 
-def write_safetensors(path, tensors):
-    """tensors: dict name -> Tensor. Data laid out in name order, header padded to 8 bytes."""
-    header = {"__metadata__": {"format": "pt"}}
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: dict name -> Tensor. Data laid out in name order, header padded to 8 bytes.
+    metadata: the __metadata__ strings (default {"format": "pt"})."""
+    header = {"__metadata__": {"format": "pt"} if metadata is None else dict(metadata)}
     offset = 0
     names = sorted(tensors)
     for name in names:

@@ -66,20 +66,7 @@ torch.set_grad_enabled(False)
 def write_safetensors(path, arrays, metadata):
     """arrays: dict name -> float array (stored F32)."""
     tensors = {n: gtm.Tensor("F32", np.asarray(a, dtype=np.float32)) for n, a in arrays.items()}
-    header = {"__metadata__": dict(metadata)}
-    offset = 0
-    names = sorted(tensors)
-    for n in names:
-        t = tensors[n]
-        header[n] = {"dtype": "F32", "shape": t.shape, "data_offsets": [offset, offset + len(t.data)]}
-        offset += len(t.data)
-    hjson = json.dumps(header, separators=(",", ":")).encode()
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for n in names:
-            f.write(tensors[n].data)
+    gtm.write_safetensors(path, tensors, metadata)
 
 
 def read_safetensors(path):
