@@ -337,6 +337,8 @@ int executor_begin(const struct executor_env *env, struct x11_display **d,
 		}
 	}
 	run.d = *d;
+	/* The stop flag interrupts a long write between two characters (EXECUTOR_RUN is 0). */
+	x11_input_set_interrupt(run.d, t->stop);
 	x11_display_size(run.d, &run.root_w, &run.root_h);
 	if (x11_display_monitors(run.d, &run.monitor, 1) < 1)
 		run.monitor = (struct x11_rect){0, 0, run.root_w, run.root_h};
@@ -346,6 +348,7 @@ int executor_begin(const struct executor_env *env, struct x11_display **d,
 
 void executor_end(struct executor_run *run, struct x11_display **d, int last_error)
 {
+	x11_input_set_interrupt(run->d, NULL); /* the flag goes with the task */
 	/* Never leave a key or button held after a task, whatever its outcome. */
 	if (x11_release_all(run->d) < 0 || executor_connection_lost(last_error)) {
 		x11_display_close(*d);

@@ -25,6 +25,11 @@ void x11_input_set_key_delay_us(struct x11_display *d, uint32_t usec)
 	d->key_delay_us = MAX(usec, X11_MIN_KEY_DELAY_US);
 }
 
+void x11_input_set_interrupt(struct x11_display *d, const atomic_int *flag)
+{
+	d->interrupt = flag;
+}
+
 size_t x11_held_count(const struct x11_display *d)
 {
 	return d->n_held;

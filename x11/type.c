@@ -146,6 +146,11 @@ int x11_type(struct x11_display *d, const char *utf8)
 			goto finish_keymap;
 	}
 	for (size_t i = 0; i < len;) {
+		/* 64 KiB of text takes minutes at the key delay: a stop must not wait for it. */
+		if (d->interrupt && atomic_load(d->interrupt)) {
+			r = -ECANCELED;
+			goto finish_keymap;
+		}
 		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
 		uint32_t sym = text_keysym(cp);
 

@@ -56,6 +56,7 @@ struct x11_display {
 
 	/* input */
 	uint32_t key_delay_us;
+	const atomic_int *interrupt; /* x11_input_set_interrupt; NULL: none */
 	struct x11_held held[X11_MAX_HELD];
 	size_t n_held;
 };

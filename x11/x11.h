@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -101,6 +102,10 @@ enum x11_scroll {
  * the clicks of a double or triple click, 8000 between drag motions). Key delays below 1000 are
  * raised to 1000: events with no delay at all get reordered or coalesced by some clients. */
 void x11_input_set_key_delay_us(struct x11_display *d, uint32_t usec);
+/* While *flag is nonzero, x11_type stops between two characters and returns -ECANCELED (Caps
+ * Lock and the keymap restored as on any other return): a long write can be stopped at once.
+ * NULL detaches; the flag must outlive its use on this display. */
+void x11_input_set_interrupt(struct x11_display *d, const atomic_int *flag);
 
 /* Coordinates are root-window pixels; -ERANGE when outside the root window. */
 int x11_move(struct x11_display *d, int x, int y);
@@ -130,7 +135,8 @@ size_t x11_held_count(const struct x11_display *d);
  * keysyms ("\r\n" is one Return), characters missing from the keymap by binding a spare keycode
  * to them (verified, restored afterwards). An active Caps Lock is switched off for the duration.
  * -EINVAL for invalid UTF-8, other control characters, or text longer than X11_MAX_TYPE_BYTES;
- * -ENOSPC when the keymap has no spare keycode. */
+ * -ENOSPC when the keymap has no spare keycode; -ECANCELED when interrupted (see
+ * x11_input_set_interrupt), with a prefix of the text typed. */
 int x11_type(struct x11_display *d, const char *utf8);
 
 /* ---- key names (pure, no connection) ---------------------------------------------------- */

@@ -5,6 +5,8 @@
 #include "x11-internal.h"
 #include "x11-test-util.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -57,6 +59,39 @@ static int spare_keycodes(struct x11_display *d)
 	}
 	x11_keymap_finish(d, &km);
 	return n;
+}
+
+static void *raise_later(void *flag)
+{
+	usleep(200000);
+	atomic_store((atomic_int *)flag, 1);
+	return NULL;
+}
+
+/* A stop (the executor's flag) interrupts a long text between two characters: -ECANCELED long
+ * before the text could have been typed, and the display types again once detached. */
+static void test_interrupt(struct x11_display *d)
+{
+	enum { N = 1000 }; /* at least 6 s at the 6 ms key delay of this test */
+	static atomic_int flag;
+	char *many_x = xmalloc(N + 1);
+	pthread_t th;
+
+	memset(many_x, 'x', N);
+	many_x[N] = '\0';
+	atomic_store(&flag, 0);
+	x11_input_set_interrupt(d, &flag);
+	REQUIRE(pthread_create(&th, NULL, raise_later, &flag) == 0);
+	uint64_t t0 = time_mono_us();
+	CHECK_INT_EQ(x11_type(d, many_x), -ECANCELED);
+	uint64_t took = time_mono_us() - t0;
+	pthread_join(th, NULL);
+	CHECK(took < 3000000);
+	CHECK_INT_EQ(x11_type(d, "x"), -ECANCELED); /* still raised: nothing typed */
+	x11_input_set_interrupt(d, NULL);
+	CHECK_INT_EQ(x11_type(d, "x"), 0);
+	CHECK_INT_EQ(x11_held_count(d), 0);
+	free(many_x);
 }
 
 static void test_client(struct x11_display *d, const char *client_path)
@@ -221,6 +256,7 @@ int main(int argc, char **argv)
 	REQUIRE(d);
 	x11_input_set_key_delay_us(d, 6000);
 	test_client(d, argv[1]);
+	test_interrupt(d);
 	if (access("/usr/bin/xterm", X_OK) == 0)
 		test_xterm(d);
 	else
