@@ -246,26 +246,6 @@ static double count_params(const struct engine_model *m)
 	return n;
 }
 
-static double cpu_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void print_load(void)
-{
-	FILE *f = fopen("/proc/loadavg", "r");
-	char buf[128] = "";
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = 0;
-		fclose(f);
-	}
-	buf[strcspn(buf, "\n")] = 0;
-	printf("load average: %s\n", buf[0] ? buf : "unknown");
-}
-
 static long peak_rss_kib(void)
 {
 	struct rusage ru;
@@ -399,12 +379,12 @@ int bench_engine_main(int argc, char **argv)
 	 * thread count ("cpu-normalised"): on a shared machine it is what the code does when it
 	 * has its cores to itself. */
 	int nthreads = engine_get_threads();
-	print_load();
-	double c0 = cpu_seconds();
+	bench_print_load();
+	double c0 = bench_cpu_seconds();
 	uint64_t t0 = time_mono_ns();
 	r = engine_session_append(s, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_LAST, logits);
 	uint64_t t1 = time_mono_ns();
-	double c1 = cpu_seconds();
+	double c1 = bench_cpu_seconds();
 	if (r < 0)
 		goto fail;
 	double prefill_tps = n_prompt / ((double)(t1 - t0) / 1e9);
@@ -429,7 +409,7 @@ int bench_engine_main(int argc, char **argv)
 	for (int done = 0; done < n_decode; rounds++) {
 		bw_sum += bw_pass(bw);
 		int steps = MIN(DECODE_ROUND, n_decode - done);
-		c0 = cpu_seconds();
+		c0 = bench_cpu_seconds();
 		t0 = time_mono_ns();
 		for (int i = 0; i < steps; i++) {
 			next = (next * 31 + 7) % V;
@@ -438,7 +418,7 @@ int bench_engine_main(int argc, char **argv)
 				goto fail;
 		}
 		t1 = time_mono_ns();
-		c1 = cpu_seconds();
+		c1 = bench_cpu_seconds();
 		dec_s += (double)(t1 - t0) / 1e9;
 		dec_cpu += c1 - c0;
 		done += steps;
@@ -452,7 +432,7 @@ int bench_engine_main(int argc, char **argv)
 	       ceiling, wbytes / 1e6, bw_mean / 1e9, rounds, 100.0 * decode_tps / ceiling);
 	printf("decode cpu-normalised: %.2f tok/s (%.2f CPUs used)\n", n_decode / (dec_cpu / nthreads),
 	       dec_cpu / dec_s);
-	print_load();
+	bench_print_load();
 	printf("session state after %d tokens: %.1f MB\n", engine_session_n_tokens(s),
 	       (double)engine_session_state_bytes(s) / 1e6);
 	printf("peak RSS: %.1f MB (with the 1 GiB bandwidth buffer)\n", (double)peak_rss_kib() / 1024.0);

@@ -4,7 +4,9 @@
 #include "bench.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct command {
 	const char *name;
@@ -26,6 +28,24 @@ static const struct command commands[] = {
 	{"policy", bench_policy_main, "constrained-decoding mask cost per token (131072-id vocabulary)"},
 #endif
 };
+
+double bench_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void bench_print_load(void)
+{
+	double l[3];
+
+	if (getloadavg(l, 3) == 3)
+		printf("load average: %.2f %.2f %.2f\n", l[0], l[1], l[2]);
+	else
+		printf("load average: unknown\n");
+}
 
 static void usage(FILE *f)
 {

@@ -57,22 +57,6 @@ static void usage(FILE *f)
 		   "  --tokenizer F  tokenizer.json for the step's chat overhead (default: --model's)\n");
 }
 
-static double cpu_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void print_load(void)
-{
-	double l[3];
-
-	if (getloadavg(l, 3) == 3)
-		printf("load average: %.2f %.2f %.2f\n", l[0], l[1], l[2]);
-}
-
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static float frand(void) /* uniform in [-1, 1) */
@@ -171,11 +155,11 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 
 		for (int t = 0; r == 0 && t < n; t++) {
 			uint64_t t0 = time_mono_ns();
-			double c0 = cpu_seconds();
+			double c0 = bench_cpu_seconds();
 
 			r = vision_vit_forward(w, px + (size_t)t * 3 * TILE * TILE, grid, grid, pos, feat);
 			uint64_t t1 = time_mono_ns();
-			cpu += cpu_seconds() - c0;
+			cpu += bench_cpu_seconds() - c0;
 			if (r == 0)
 				r = vision_project(w, feat, grid, grid, out);
 			uint64_t t2 = time_mono_ns();
@@ -240,7 +224,7 @@ static int bench_random(int blocks, int n_tiles)
 	printf("projector (pixel shuffle + mlp1, measured): %.0f ms/tile\n", projn * 1e3);
 	printf("vision encoder + projector: %.0f ms/tile%s\n", (vit32 + projn) * 1e3,
 	       blocks == RADIO_H_DEPTH ? "" : " (extrapolated)");
-	print_load();
+	bench_print_load();
 out:
 	for (size_t i = 0; i < n_pool; i++)
 		free(pool[i]);
