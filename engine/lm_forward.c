@@ -41,7 +41,10 @@ void lm_dims_init(struct lm_dims *dm, const struct lm_config *c)
 	dm->q_dim = dm->hq * dm->dh;
 	dm->kv_dim = dm->hkv * dm->dh;
 	dm->inter = c->intermediate;
-	dm->chunk = c->m_chunk;
+	/* A forward call holds at most LM_MAX_BATCH positions, so a longer chunk is only ever one
+	 * partly filled block: the same arithmetic, with scratch of chunk^2 floats per thread (16 GiB
+	 * each for the config's largest chunk_size). */
+	dm->chunk = MIN(c->m_chunk, LM_MAX_BATCH);
 }
 
 static bool shape_is(const struct tensor *t, int ndim, int64_t a, int64_t b, int64_t c)

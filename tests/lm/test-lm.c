@@ -452,6 +452,38 @@ static void test_bad_model(void)
 	lm_random_model_destroy(m);
 }
 
+/* A chunk_size beyond what one forward call holds computes what LM_MAX_BATCH does, with the
+ * same scratch (not chunk^2 floats per thread). */
+static void test_long_chunk(void)
+{
+	struct lm_random_spec sp = spec_small("M*", TENSOR_BF16, 5);
+	sp.m_chunk = 1 << 16;
+	struct engine_model *big = lm_random_model_create(&sp);
+	sp.m_chunk = LM_MAX_BATCH;
+	struct engine_model *ref = lm_random_model_create(&sp);
+	REQUIRE(big && ref);
+	struct lm_dims db, dr;
+	lm_dims_init(&db, &big->cfg);
+	lm_dims_init(&dr, &ref->cfg);
+	CHECK_INT_EQ(lm_ssm_scratch_bytes(&db), lm_ssm_scratch_bytes(&dr));
+
+	int n = 40, V = big->cfg.vocab;
+	int32_t *tok = make_tokens(n, V);
+	float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+	struct engine_session *sa = engine_session_create(big, n), *sb = engine_session_create(ref, n);
+	REQUIRE(a && b && sa && sb);
+	CHECK_INT_EQ(engine_session_append(sa, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, a), 0);
+	CHECK_INT_EQ(engine_session_append(sb, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, b), 0);
+	CHECK(test_max_abs_diff(a, b, (size_t)n * V) == 0);
+	engine_session_destroy(sa);
+	engine_session_destroy(sb);
+	free(a);
+	free(b);
+	free(tok);
+	lm_random_model_destroy(big);
+	lm_random_model_destroy(ref);
+}
+
 /* ---- two sessions on two threads share the pool ------------------------------------------- */
 
 struct thread_run {
@@ -648,6 +680,7 @@ int main(void)
 		lm_random_model_destroy(m);
 	}
 	test_bad_model();
+	test_long_chunk();
 
 	/* more threads than cores: same results through the pool's wake/finish paths */
 	CHECK_INT_EQ(engine_set_threads(0), -EINVAL);
