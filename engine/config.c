@@ -330,7 +330,7 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 	    (r = get_int(text, KEYS("ssm_state_size", "mamba_d_state"), 1, MODEL_MAX_DIM, &lm->m_state, errbuf, errlen)) < 0 ||
 	    (r = get_int(text, KEYS("n_groups", "mamba_n_groups"), 1, MODEL_MAX_HEADS, &lm->m_groups, errbuf, errlen)) < 0 ||
 	    (r = get_int(text, KEYS("conv_kernel", "mamba_d_conv"), 1, MODEL_MAX_KERNEL, &lm->m_conv_kernel, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("chunk_size", "mamba_chunk_size"), 1, 1 << 16, &lm->m_chunk, errbuf, errlen)) < 0 ||
+	    (r = get_int(text, KEYS("chunk_size", "mamba_chunk_size"), 1, MODEL_MAX_CHUNK, &lm->m_chunk, errbuf, errlen)) < 0 ||
 	    (r = get_bool(text, KEYS("use_conv_bias", "mamba_conv_bias"), &c->use_conv_bias, errbuf, errlen)) < 0 ||
 	    (r = get_bool(text, KEYS("tie_word_embeddings"), &c->tie_word_embeddings, errbuf, errlen)) < 0)
 		return r;

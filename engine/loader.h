@@ -69,6 +69,7 @@ const struct st_entry *st_file_find(const struct st_file *f, const char *name);
 #define MODEL_MAX_DIM (1 << 20)            /* hidden, intermediate, d_inner, conv_dim, ... */
 #define MODEL_MAX_HEADS 4096               /* attention and Mamba heads */
 #define MODEL_MAX_KERNEL 64                /* conv kernel width */
+#define MODEL_MAX_CHUNK (1 << 16)          /* SSD chunk_size */
 #define MODEL_MAX_VOCAB (1 << 22)          /* embedding rows */
 
 /* What config.json says, before it is checked against the tensors. Sizes the config does not
