@@ -25,6 +25,10 @@ static int grow(void **data, size_t *cap, size_t need, size_t elem)
 	p = realloc(*data, bytes);
 	if (!p)
 		return -ENOMEM;
+	/* Zero the spare capacity: PCRE2's JIT reads ahead of a subject's end in whole vectors (it
+	 * masks what it finds there), and under valgrind uninitialised bytes would make every match
+	 * look like an error. Growth is geometric, so this costs O(1) per byte amortised. */
+	memset((char *)p + *cap * elem, 0, bytes - *cap * elem);
 	*data = p;
 	*cap = ncap;
 	return 0;
