@@ -221,7 +221,8 @@ struct engine_sampler;
 struct engine_sampler *engine_sampler_create(const struct engine_sampling *params);
 /* Accepts NULL. */
 void engine_sampler_destroy(struct engine_sampler *sm);
-/* Draws one id from logits[vocab] (not modified). Returns the id or -EINVAL / -ENOMEM. */
+/* Draws one id from logits[vocab] (not modified). Returns the id or -EINVAL (also for logits
+ * that are all NaN when sampling without top-k) / -ENOMEM. */
 int32_t engine_sampler_sample(struct engine_sampler *sm, const float *logits, int vocab);
 
 /* ---- generation loop ---- */

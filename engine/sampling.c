@@ -135,17 +135,25 @@ int32_t engine_sampler_sample(struct engine_sampler *sm, const float *logits, in
 		sm->cap = (size_t)vocab;
 	}
 	struct cand *c = sm->cands;
-	float inv_t = 1.0f / sm->p.temperature;
+	const float t = sm->p.temperature;
 	size_t n;
+
+	/* Scaled logits are (logit - max) / t: <= 0, the best exactly 0. logit / t would overflow
+	 * to +inf for a tiny t, and the draw among those infinities (exp(inf - inf) = NaN) would
+	 * not be the argmax. */
+	float top = -INFINITY;
+	for (int i = 0; i < vocab; i++)
+		top = fmaxf(top, logits[i]);
+	const float shift = isfinite(top) ? top : 0.0f;
 
 	if (sm->p.top_k > 0 && sm->p.top_k < vocab) {
 		size_t k = (size_t)sm->p.top_k;
 		for (size_t i = 0; i < k; i++)
-			c[i] = (struct cand){logits[i] * inv_t, (int32_t)i};
+			c[i] = (struct cand){(logits[i] - shift) / t, (int32_t)i};
 		for (size_t i = k / 2; i-- > 0;)
 			sift_down(c, k, i);
 		for (int i = (int)k; i < vocab; i++) {
-			struct cand x = {logits[i] * inv_t, i};
+			struct cand x = {(logits[i] - shift) / t, i};
 			if (weaker(&c[0], &x)) {
 				c[0] = x;
 				sift_down(c, k, 0);
@@ -155,15 +163,16 @@ int32_t engine_sampler_sample(struct engine_sampler *sm, const float *logits, in
 	} else {
 		/* Candidates more than 40 nats below the best carry < vocab * e^-40 of the mass: they
 		 * cannot change which ids top-p keeps or the draw at double precision. */
-		float mx = -INFINITY;
-		for (int i = 0; i < vocab; i++)
-			mx = fmaxf(mx, logits[i] * inv_t);
+		float mx = (top - shift) / t;
 		n = 0;
 		for (int i = 0; i < vocab; i++) {
-			float l = logits[i] * inv_t;
+			float l = (logits[i] - shift) / t;
 			if (l >= mx - 40.0f)
 				c[n++] = (struct cand){l, i};
 		}
+		/* only NaN logits (fmaxf skips them): nothing to draw from */
+		if (n == 0)
+			return -EINVAL;
 	}
 	qsort(c, n, sizeof(*c), cmp_cand);
 

@@ -562,6 +562,19 @@ static void test_sampling(void)
 	CHECK_INT_EQ(engine_sampler_sample(sm, ties, 4), 1);
 	engine_sampler_destroy(sm);
 
+	/* a temperature so small that logit / t overflows (1 / 1e-39 is +inf in float): still the
+	 * argmax, not one of the tokens with a positive logit; NaN logits are refused, not read
+	 * past */
+	struct engine_sampling tiny = {.temperature = 1e-39f, .seed = 1};
+	sm = engine_sampler_create(&tiny);
+	REQUIRE(sm);
+	float pos[5] = {1, 3, 2, 0, -1};
+	for (int i = 0; i < 8; i++)
+		CHECK_INT_EQ(engine_sampler_sample(sm, pos, 5), 1);
+	float nans[3] = {NAN, NAN, NAN};
+	CHECK_INT_EQ(engine_sampler_sample(sm, nans, 3), -EINVAL);
+	engine_sampler_destroy(sm);
+
 	/* same seed, same draws; another seed, other draws */
 	struct engine_sampling p = {.temperature = 1.0f, .seed = 42};
 	struct engine_sampler *a = engine_sampler_create(&p), *b = engine_sampler_create(&p);
