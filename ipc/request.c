@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "json-internal.h"
+#include "x11.h"
 
 void ipc_task_request_destroy(struct ipc_task_request *req)
 {
@@ -53,6 +54,21 @@ static int get_uint(const json_t *root, const char *name, uint32_t lo, uint32_t 
 }
 
 /* coords, max_steps, max_seconds, settle_ms, dry_run: common to both request kinds. */
+/* A write the display would refuse (a control character, invalid UTF-8) is a bad request now,
+ * not a failed step later. The model's own steps are not checked here: their failure is
+ * reported back to the model as the action's error. */
+static int check_typeable(const struct ipc_action *a, const char *prefix, char *errbuf,
+			  size_t errlen)
+{
+	char why[160], path[64];
+	int r;
+
+	if (a->tool != IPC_TOOL_WRITE || (r = x11_text_validate(a->content, why, sizeof(why))) >= 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s.content", prefix);
+	return ipc_error_at(errbuf, errlen, r, path, "%s", why);
+}
+
 static int parse_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			 size_t errlen)
 {
@@ -204,6 +220,8 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 			if (r < 0)
 				goto finish;
 			req->n_actions++;
+			if ((r = check_typeable(&req->actions[i], prefix, errbuf, errlen)) < 0)
+				goto finish;
 		}
 	} else {
 		req->kind = IPC_TASK_KIND_INSTRUCTION;
@@ -275,6 +293,8 @@ int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_reque
 				      errlen)) < 0)
 		goto finish;
 	req->n_actions = 1;
+	if ((r = check_typeable(&req->actions[0], "action", errbuf, errlen)) < 0)
+		goto finish;
 
 	*ret = req;
 	req = NULL;

@@ -9,6 +9,7 @@
 #include "x11-internal.h"
 
 #include <X11/keysym.h>
+#include <stdio.h>
 #include <string.h>
 
 int x11_utf8_decode(const char *s, size_t len, uint32_t *ret_cp)
@@ -65,18 +66,32 @@ static uint32_t text_keysym(uint32_t cp)
 	return x11_keysym_from_codepoint(cp);
 }
 
-static int validate(const char *utf8, size_t len)
+int x11_text_validate(const char *utf8, char *errbuf, size_t errlen)
 {
 	uint32_t cp;
+	size_t len;
 
+	if (!utf8)
+		return -EINVAL;
+	len = strnlen(utf8, X11_MAX_TYPE_BYTES + 1);
+	if (len > X11_MAX_TYPE_BYTES) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "text longer than %d bytes", X11_MAX_TYPE_BYTES);
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < len;) {
 		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
 		if (n < 0) {
-			log_debug("invalid UTF-8 at byte %zu", i);
+			if (errbuf)
+				snprintf(errbuf, errlen, "invalid UTF-8 at byte %zu", i);
 			return -EINVAL;
 		}
 		if (!text_keysym(cp)) {
-			log_debug("control character U+%04X at byte %zu cannot be typed", cp, i);
+			if (errbuf)
+				snprintf(errbuf, errlen,
+					 "control character U+%04X at byte %zu cannot be typed (only "
+					 "newline and tab are)",
+					 (unsigned)cp, i);
 			return -EINVAL;
 		}
 		i += (size_t)n;
@@ -121,14 +136,15 @@ int x11_type(struct x11_display *d, const char *utf8)
 	uint32_t cp;
 	int r;
 
-	if (!utf8)
-		return -EINVAL;
-	len = strnlen(utf8, X11_MAX_TYPE_BYTES + 1);
-	if (len > X11_MAX_TYPE_BYTES)
-		return -EINVAL;
-	r = validate(utf8, len);
-	if (r < 0 || len == 0)
+	char why[128];
+	r = x11_text_validate(utf8, why, sizeof(why));
+	if (r < 0) {
+		log_debug("%s", utf8 ? why : "no text");
 		return r;
+	}
+	len = strlen(utf8);
+	if (len == 0)
+		return 0;
 	r = x11_keymap_load(d, &km);
 	if (r < 0)
 		return r;

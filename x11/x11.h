@@ -139,7 +139,12 @@ size_t x11_held_count(const struct x11_display *d);
  * x11_input_set_interrupt), with a prefix of the text typed. */
 int x11_type(struct x11_display *d, const char *utf8);
 
-/* ---- key names (pure, no connection) ---------------------------------------------------- */
+/* ---- key names and text (pure, no connection) ------------------------------------------ */
+
+/* Whether x11_type would accept `utf8` (valid UTF-8, no control characters besides newline and
+ * tab, at most X11_MAX_TYPE_BYTES): 0, or -EINVAL with a sentence in errbuf (may be NULL). Lets
+ * a request be refused before it reaches a display. */
+int x11_text_validate(const char *utf8, char *errbuf, size_t errlen);
 
 /* Maps a model key name ("enter", "esc", "ctrl", "cmd", "pagedown", "arrowleft", "a", "F5",
  * "space", ...) case-insensitively to an X keysym. -EINVAL for unknown names. */

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "common.h"
 #include "http.h"
+#include "ipc.h"
 #include "test.h"
 
 #include <signal.h>

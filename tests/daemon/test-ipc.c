@@ -116,6 +116,21 @@ static void test_errors(void)
 		     " {\"tool_name\": \"wait\", \"duration\": 1},"
 		     " {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"ctr\"]}]}",
 		     -EINVAL, "script[2].keys[1]: unknown key name 'ctr'");
+	/* Text the display would refuse is a bad request, not a failed step later. */
+	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"ok\"},"
+		     " {\"tool_name\": \"write\", \"content\": \"bell\\u0007\"}]}",
+		     -EINVAL,
+		     "script[1].content: control character U+0007 at byte 4 cannot be typed (only "
+		     "newline and tab are)");
+	{
+		/* An answer is not typed: any text is fine. */
+		struct ipc_task_request *ok = NULL;
+		CHECK_INT_EQ(parse_task("{\"script\": [{\"tool_name\": \"answer\","
+					" \"content\": \"bell\\u0007\"}]}",
+					&ok),
+			     0);
+		ipc_task_request_destroy(ok);
+	}
 	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}",
 		     -EINVAL, "script[0].key: unknown key name 'hyperdrive'");
 	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": []}]}", -EINVAL,
@@ -223,6 +238,10 @@ static void test_action_request(void)
 	json = "{\"action\": {\"tool_name\": \"hotkey\", \"keys\": [\"ctr\"]}}";
 	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
 	CHECK_STR_EQ(err, "action.keys[0]: unknown key name 'ctr'");
+	json = "{\"action\": {\"tool_name\": \"write\", \"content\": \"a\\u001bb\"}}";
+	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
+	CHECK_STR_EQ(err, "action.content: control character U+001B at byte 1 cannot be typed (only "
+			  "newline and tab are)");
 	json = "{\"tool_name\": \"click\", \"x\": 1, \"y\": 1}";
 	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
 	CHECK_STR_EQ(err, "tool_name: unknown field");
