@@ -53,7 +53,6 @@ static int get_uint(const json_t *root, const char *name, uint32_t lo, uint32_t 
 	return 0;
 }
 
-/* coords, max_steps, max_seconds, settle_ms, dry_run: common to both request kinds. */
 /* A write the display would refuse (a control character, invalid UTF-8) is a bad request now,
  * not a failed step later. The model's own steps are not checked here: their failure is
  * reported back to the model as the action's error. */
@@ -69,6 +68,7 @@ static int check_typeable(const struct ipc_action *a, const char *prefix, char *
 	return ipc_error_at(errbuf, errlen, r, path, "%s", why);
 }
 
+/* coords, max_steps, max_seconds, settle_ms, dry_run: common to both request kinds. */
 static int parse_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			 size_t errlen)
 {
@@ -138,7 +138,7 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 			       size_t errlen)
 {
 	uint32_t u = 0;
-	bool present;
+	bool present = false; /* written by get_uint; gcc -O3 cannot see that through its errors */
 	int r;
 
 	json_t *h = json_object_get(root, "history");
