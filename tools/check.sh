@@ -28,3 +28,7 @@ meson test -C build-asan --print-errorlogs --num-processes "$jobs" "$@"
 
 setup build-release --buildtype=release -Dwerror=true
 meson test -C build-release --print-errorlogs --num-processes "$jobs" --suite unit
+
+# One closing line over both runs (meson's summaries are printed above).
+jq -rs '[.[].result] | "\(map(select(. == "OK" or . == "EXPECTEDFAIL")) | length) passed, \(map(select(. == "FAIL" or . == "TIMEOUT" or . == "ERROR" or . == "UNEXPECTEDPASS")) | length) failed, \(map(select(. == "SKIP")) | length) skipped"' \
+	build-asan/meson-logs/testlog.json build-release/meson-logs/testlog.json
