@@ -552,19 +552,44 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 	long long limits[] = {a->prefix_tokens + (budget - a->prefix_tokens) / 2, budget};
 	for (size_t l = a->history == IPC_HISTORY_PERSISTENT ? 0 : 1; l < ARRAY_SIZE(limits);
 	     l++) {
-		for (size_t first = 0; first <= index; first++) {
-			if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
+		/* The earliest first step whose history fits. Starting later only drops turns, so
+		 * the size falls as `first` grows: a binary search renders O(log steps) times
+		 * instead of once per candidate. lo..hi brackets the answer; hi == index + 1 means
+		 * none fits yet. */
+		size_t lo = 0, hi = index + 1;
+		bool have = false; /* *ret holds the rendering of `hi` */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			struct policy_piece p = {0};
+			float **slots = NULL;
+			if ((r = render_history(a, mid, index, &p, &slots)) < 0) {
 				snprintf(err, errlen, "cannot render the history: %s",
 					 strerror(-r));
+				if (have) {
+					free(*ret_slots);
+					*ret_slots = NULL;
+					policy_piece_finish(ret);
+				}
 				return r;
 			}
-			if (a->prefix_tokens + (long long)ret->n_ids <= limits[l]) {
-				*ret_restore = true;
-				return 0;
+			if (a->prefix_tokens + (long long)p.n_ids <= limits[l]) {
+				if (have) {
+					free(*ret_slots);
+					policy_piece_finish(ret);
+				}
+				*ret = p;
+				*ret_slots = slots;
+				have = true;
+				hi = mid;
+			} else {
+				free(slots);
+				policy_piece_finish(&p);
+				lo = mid + 1;
 			}
-			free(*ret_slots);
-			*ret_slots = NULL;
-			policy_piece_finish(ret);
+		}
+		if (have) {
+			*ret_restore = true;
+			return 0;
 		}
 	}
 	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
