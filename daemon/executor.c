@@ -185,6 +185,14 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		snprintf(err, errlen, "cannot serialise the action");
 		return -ENOMEM;
 	}
+	/* A screenshot of an earlier step that could not be written (a full disk) ends the task
+	 * before this step acts: its record would be lost too. */
+	char shoterr[512];
+	if ((r = shotwriter_task_error(run->env->writer, run->t->id, shoterr, sizeof(shoterr))) < 0) {
+		x11_frame_destroy(frame);
+		snprintf(err, errlen, "not run: %s", shoterr);
+		goto free_call;
+	}
 	s.task_id = run->t->id;
 	s.index = index;
 	s.tool_call = tool_call;
@@ -222,7 +230,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 
 	if ((r = journal_step_begin(run->env->journal, &s)) < 0) {
 		x11_frame_destroy(frame);
-		snprintf(err, errlen, "journal: %s", strerror(-r));
+		snprintf(err, errlen, "not run: cannot journal it in %s: %s",
+			 journal_path(run->env->journal), strerror(-r));
 		goto free_call;
 	}
 	shotwriter_submit(run->env->writer, s.task_id, index, "before", frame);
@@ -264,7 +273,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 				     r < 0 ? NULL : result, r < 0 ? err : NULL, time_real_us(), &tm);
 	if (jr < 0 && r >= 0) {
 		r = jr;
-		snprintf(err, errlen, "journal: %s", strerror(-jr));
+		snprintf(err, errlen, "cannot journal its end in %s: %s",
+			 journal_path(run->env->journal), strerror(-jr));
 		*ret_action_failed = false;
 	}
 	run->env->progress(run->env->userdata);

@@ -118,6 +118,18 @@ static enum MHD_Result send_internal(struct MHD_Connection *c, int err, const ch
 			  strerror(err < 0 ? -err : err));
 }
 
+/* A write to the journal failed: the message names the database, so that "No space left on
+ * device" says which disk is full. */
+static enum MHD_Result send_journal_error(struct http_server *s, struct MHD_Connection *c, int err,
+					  const char *what)
+{
+	const char *path = journal_path(s->ctx.journal);
+
+	log_error_errno(err, "%s: journal %s", what, path);
+	return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, IPC_ERR_INTERNAL, "%s: journal %s: %s",
+			  what, path, strerror(err < 0 ? -err : err));
+}
+
 /* ---- query parameters ------------------------------------------------------------------------ */
 
 struct query_check {
@@ -241,8 +253,10 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 	if (r == -ESHUTDOWN)
 		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_SHUTTING_DOWN,
 				  "holod is shutting down");
-	if (r < 0)
+	if (r == -ENOMEM)
 		return send_internal(c, r, "cannot queue the task");
+	if (r < 0)
+		return send_journal_error(s, c, r, "cannot queue the task");
 	return respond_task(s, c, MHD_HTTP_CREATED, id);
 }
 
@@ -552,8 +566,10 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 	if (r == -ESHUTDOWN)
 		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_SHUTTING_DOWN,
 				  "holod is shutting down");
-	if (r < 0)
+	if (r == -ENOMEM)
 		return send_internal(c, r, "cannot queue the action");
+	if (r < 0)
+		return send_journal_error(s, c, r, "cannot queue the action");
 	/* Wait for the display queue to reach and finish it. */
 	uint64_t seen = scheduler_progress(s->ctx.scheduler);
 	int fd = connection_fd(c);

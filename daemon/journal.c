@@ -4,15 +4,26 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 
+/* A full disk must not leave a task 'running' for ever: the write of its end would fail like
+ * the rest. So the journal keeps JOURNAL_RESERVE_BYTES of the disk in a file next to the
+ * database (<db>.reserve), gives them back when a task's end fails with SQLITE_FULL and retries
+ * it once; the reserve is taken again when a task starts and there is space. */
+#define JOURNAL_RESERVE_BYTES (256 * 1024)
+
 struct journal {
 	sqlite3 *db;
+	char *path;
+	char *reserve_path;
 	pthread_mutex_t lock;
 };
 
@@ -157,6 +168,47 @@ static int step_update_one(struct journal *j, sqlite3_stmt *st)
 	return r >= 0 && sqlite3_changes(j->db) == 0 ? -ENOENT : r;
 }
 
+/* Takes the reserve if it is missing (best effort: on a full disk it is simply not there). */
+static void reserve_take(struct journal *j)
+{
+	struct stat stt;
+	int fd, r;
+
+	if (stat(j->reserve_path, &stt) == 0 && stt.st_size >= JOURNAL_RESERVE_BYTES)
+		return;
+	fd = open(j->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		log_debug_errno(-errno, "cannot create %s", j->reserve_path);
+		return;
+	}
+	r = posix_fallocate(fd, 0, JOURNAL_RESERVE_BYTES);
+	if (r == 0 && fsync(fd) < 0)
+		r = errno;
+	close(fd);
+	if (r != 0) {
+		log_debug_errno(-r, "cannot reserve %d bytes in %s", JOURNAL_RESERVE_BYTES,
+				j->reserve_path);
+		unlink(j->reserve_path);
+	}
+}
+
+/* A task's end: on a full disk, gives the reserve back and tries once more. */
+static int step_update_closing(struct journal *j, sqlite3_stmt *st)
+{
+	int r = step_update_one(j, st);
+
+	if (r != -ENOSPC)
+		return r;
+	if (unlink(j->reserve_path) < 0) {
+		log_debug_errno(-errno, "no reserve to give back in %s", j->reserve_path);
+		return r;
+	}
+	log_debug("journal %s: the disk is full; recording a task's end in the reserved space",
+		  j->path);
+	sqlite3_reset(st);
+	return step_update_one(j, st);
+}
+
 static int read_user_version(struct journal *j, int *ret)
 {
 	sqlite3_stmt *st;
@@ -206,6 +258,8 @@ struct journal *journal_open(const char *path)
 	int r, rc;
 
 	pthread_mutex_init(&j->lock, NULL);
+	j->path = xstrdup(path);
+	j->reserve_path = xasprintf("%s.reserve", path);
 	rc = sqlite3_open_v2(path, &j->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -221,6 +275,7 @@ struct journal *journal_open(const char *path)
 		goto destroy;
 	if ((r = migrate(j)) < 0)
 		goto destroy;
+	reserve_take(j);
 	return j;
 
 destroy:
@@ -236,7 +291,14 @@ void journal_close(struct journal *j)
 	if (j->db)
 		sqlite3_close(j->db);
 	pthread_mutex_destroy(&j->lock);
+	free(j->path);
+	free(j->reserve_path);
 	free(j);
+}
+
+const char *journal_path(const struct journal *j)
+{
+	return j->path;
 }
 
 int journal_schema_version(struct journal *j)
@@ -335,6 +397,7 @@ int journal_task_start(struct journal *j, int64_t id, uint64_t started_us)
 	int r;
 
 	pthread_mutex_lock(&j->lock);
+	reserve_take(j);
 	if ((r = prepare(j, "UPDATE tasks SET status = 'running', started_us = ?2 WHERE id = ?1",
 			 &st)) < 0)
 		goto unlock;
@@ -365,7 +428,7 @@ int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status stat
 		sqlite3_bind_text(st, 4, result, -1, SQLITE_TRANSIENT);
 	if (error)
 		sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT);
-	r = step_update_one(j, st);
+	r = step_update_closing(j, st);
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);

@@ -29,6 +29,8 @@ struct journal;
  * the file has a newer schema than this holod knows. */
 struct journal *journal_open(const char *path);
 void journal_close(struct journal *j);
+/* The database file, as given to journal_open: for error messages (a full disk names it). */
+const char *journal_path(const struct journal *j);
 
 int journal_schema_version(struct journal *j);
 /* "ok" -> 0, anything else -> -EBADMSG (message logged). */
@@ -41,8 +43,10 @@ int journal_recover(struct journal *j, uint64_t now_us);
 
 int journal_task_insert(struct journal *j, enum ipc_task_kind kind, const char *spec_json,
 			const char *display, uint64_t created_us, int64_t *ret_id);
+/* Also takes the disk space reserved for recording task ends (<db>.reserve) when it is missing. */
 int journal_task_start(struct journal *j, int64_t id, uint64_t started_us);
-/* Final status; result and error may be NULL. */
+/* Final status; result and error may be NULL. On a full disk (SQLITE_FULL) it gives back the
+ * reserved space and retries once; -ENOSPC when even that was not enough. */
 int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,
 			uint64_t finished_us, const char *result, const char *error);
 /* -ENOENT when absent. */

@@ -11,6 +11,8 @@
 #include "common.h"
 #include "executor.h"
 
+#define FINISH_RETRY_US 200000 /* journaling a task's end on a full disk: retry period */
+
 struct task {
 	int64_t id;
 	struct ipc_task_request *req;
@@ -109,6 +111,31 @@ static void arm_kill_switch(struct scheduler *s, struct x11_killswitch **ks, boo
 	}
 }
 
+/* Journals a task's end. On a full disk whose reserve is already spent, the task would stay
+ * 'running' in the journal for ever: retry until there is space or holod stops (its restart
+ * then marks the task interrupted). The queue waits; the HTTP threads keep serving. */
+static int finish_task(struct scheduler *s, int64_t id, const struct executor_outcome *out)
+{
+	int r = journal_task_finish(s->journal, id, out->status, time_real_us(), out->result,
+				    out->error);
+	if (r != -ENOSPC)
+		return r;
+	log_error_errno(r, "task %lld: cannot journal its end in %s; retrying until there is space",
+			(long long)id, journal_path(s->journal));
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		bool stopping = s->stopping;
+		pthread_mutex_unlock(&s->lock);
+		if (stopping)
+			return r;
+		time_sleep_us(FINISH_RETRY_US);
+		r = journal_task_finish(s->journal, id, out->status, time_real_us(), out->result,
+					out->error);
+		if (r != -ENOSPC)
+			return r;
+	}
+}
+
 static void *executor_main(void *userdata)
 {
 	struct scheduler *s = userdata;
@@ -163,16 +190,26 @@ static void *executor_main(void *userdata)
 			ks = NULL;
 		}
 
+		/* A task is not done before its screenshots are: one that could not be written
+		 * (a full disk) fails a task that would otherwise have succeeded. */
+		shotwriter_sync(s->writer);
+		char shoterr[512];
+		if (out.status == IPC_TASK_SUCCEEDED &&
+		    shotwriter_task_error(s->writer, t->id, shoterr, sizeof(shoterr)) < 0) {
+			free(out.result);
+			executor_outcome_set(&out, IPC_TASK_FAILED, NULL, "%s", shoterr);
+		}
+
 		pthread_mutex_lock(&s->lock);
 		s->connected = d != NULL;
 		if (out.status == IPC_TASK_INTERRUPTED && !out.error)
 			out.error = xstrdup(s->stop_reason ? s->stop_reason : "holod stopped");
 		pthread_mutex_unlock(&s->lock);
 
-		r = journal_task_finish(s->journal, t->id, out.status, time_real_us(), out.result,
-					out.error);
-		if (r < 0)
-			log_error_errno(r, "task %lld: cannot journal its end", (long long)t->id);
+		r = finish_task(s, t->id, &out);
+		if (r < 0 && r != -ENOSPC) /* finish_task said why */
+			log_error_errno(r, "task %lld: cannot journal its end in %s", (long long)t->id,
+					journal_path(s->journal));
 		log_info("task %lld: %s%s%s", (long long)t->id, ipc_task_status_to_string(out.status),
 			 out.error ? ": " : "", out.error ? out.error : "");
 		free(out.result);

@@ -2,7 +2,8 @@
  *
  * DESIGN: the executor thread produces frames; SHOTWRITER_THREADS threads consume them, each job
  * independently (rows may be journaled out of order; nothing depends on that order). The queue and the
- * `stopping` flag are protected by `lock`; frames are owned by the queue until popped, then by
+ * `stopping` flag, the count of jobs being written (`busy`) and the task failure record are
+ * protected by `lock`; frames are owned by the queue until popped, then by
  * this thread. The journal has its own lock. Nothing here touches X. */
 #include "shotwriter.h"
 
@@ -35,7 +36,12 @@ struct shotwriter {
 	pthread_cond_t cond; /* queue changed (either direction) */
 	struct shot_job *head, *tail;
 	size_t queued;
+	size_t busy; /* jobs popped and not yet written */
 	bool stopping;
+	/* The first failure of task `failed_task` (failed_err < 0), for the executor. */
+	int64_t failed_task;
+	int failed_err;
+	char failed_msg[512];
 	pthread_t threads[SHOTWRITER_THREADS];
 	size_t n_threads;
 };
@@ -75,6 +81,29 @@ free_tmp:
 	return r;
 }
 
+/* Keeps the task's first failure and logs it once at error level; later ones of the same task
+ * (every screenshot after it usually fails for the same reason) only at debug level. */
+static void record_failure(struct shotwriter *w, int64_t task_id, int err, const char *reason,
+			   const char *what, const char *path)
+{
+	char msg[sizeof(w->failed_msg)];
+	bool first;
+
+	snprintf(msg, sizeof(msg), "cannot %s screenshot %s: %s", what, path, reason);
+	pthread_mutex_lock(&w->lock);
+	first = w->failed_task != task_id || w->failed_err == 0;
+	if (first) {
+		w->failed_task = task_id;
+		w->failed_err = err;
+		memcpy(w->failed_msg, msg, sizeof(msg));
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (first)
+		log_error("task %lld: %s", (long long)task_id, msg);
+	else
+		log_debug("task %lld: %s", (long long)task_id, msg);
+}
+
 static void write_one(struct shotwriter *w, struct shot_job *job)
 {
 	char *reldir = xasprintf("screenshots/%lld", (long long)job->task_id);
@@ -88,13 +117,12 @@ static void write_one(struct shotwriter *w, struct shot_job *job)
 
 	uint64_t t0 = time_mono_us();
 	if ((r = x11_frame_encode_png(job->frame, &png, &size)) < 0) {
-		log_warning_errno(r, "task %lld step %d: cannot encode %s screenshot",
-				  (long long)job->task_id, job->index, job->which);
+		record_failure(w, job->task_id, r, x11_strerror(r), "encode", path);
 		goto free_paths;
 	}
 	uint64_t t1 = time_mono_us();
 	if ((r = path_mkdir_p(dir, 0700)) < 0 || (r = write_file_durably(path, png, size)) < 0) {
-		log_warning_errno(r, "cannot write screenshot %s", path);
+		record_failure(w, job->task_id, r, strerror(-r), "write", path);
 		goto free_png;
 	}
 	ipc_sha256_hex(png, size, hex);
@@ -102,10 +130,15 @@ static void write_one(struct shotwriter *w, struct shot_job *job)
 	r = journal_screenshot_insert(w->journal, job->task_id, job->index, job->which, relpath,
 				      hex, size, job->frame->width, job->frame->height, t1 - t0,
 				      t2 - t1);
-	if (r < 0)
-		log_warning_errno(r, "cannot journal screenshot %s", relpath);
-	else if (w->written)
+	if (r < 0) {
+		/* Without its row the file is an orphan nobody can find: give its space back. */
+		unlink(path);
+		char *reason = xasprintf("%s: %s", journal_path(w->journal), strerror(-r));
+		record_failure(w, job->task_id, r, reason, "journal", path);
+		free(reason);
+	} else if (w->written) {
 		w->written(w->userdata);
+	}
 free_png:
 	free(png);
 free_paths:
@@ -130,6 +163,7 @@ static void *writer_main(void *userdata)
 		if (!w->head)
 			w->tail = NULL;
 		w->queued--;
+		w->busy++;
 		pthread_cond_broadcast(&w->cond);
 		pthread_mutex_unlock(&w->lock);
 
@@ -138,6 +172,8 @@ static void *writer_main(void *userdata)
 		free(job);
 
 		pthread_mutex_lock(&w->lock);
+		w->busy--;
+		pthread_cond_broadcast(&w->cond);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
@@ -194,6 +230,27 @@ int shotwriter_submit(struct shotwriter *w, int64_t task_id, int index, const ch
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 	return 0;
+}
+
+void shotwriter_sync(struct shotwriter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while ((w->head || w->busy) && w->n_threads)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int shotwriter_task_error(struct shotwriter *w, int64_t task_id, char *err, size_t errlen)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&w->lock);
+	if (w->failed_err < 0 && w->failed_task == task_id) {
+		r = w->failed_err;
+		snprintf(err, errlen, "%s", w->failed_msg);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return r;
 }
 
 void shotwriter_destroy(struct shotwriter *w)
