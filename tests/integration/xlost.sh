@@ -3,7 +3,16 @@
 # clear error; holod survives, and once a display is back the next task reconnects and runs.
 . "$(dirname "$0")/lib.sh"
 require_tools
-start_xvfb
+# Our display goes away for a while: other tests' `Xvfb -displayfd` take the lowest free numbers,
+# so while ours is down one of them could take its number and answer holod in its place. Use a
+# number far above theirs instead (the first free one from 500 + pid % 400).
+n=$((500 + $$ % 400))
+while [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ]; do n=$((n + 1)); done
+DISPLAY=":$n"
+export DISPLAY
+Xvfb "$DISPLAY" -screen 0 800x600x24 -nolisten tcp -noreset 2>"$T/xvfb.log" &
+XVFB_PID=$!
+wait_until 20 test -S "/tmp/.X11-unix/X$n" || { cat "$T/xvfb.log" >&2; fail "Xvfb $DISPLAY did not start"; exit 1; }
 start_holod
 
 submit '{"script": [{"tool_name": "move", "x": 1, "y": 1}, {"tool_name": "wait", "duration": 20}, {"tool_name": "move", "x": 2, "y": 2}]}'
