@@ -158,6 +158,15 @@ static void *executor_main(void *userdata)
 		s->running = t;
 		pthread_mutex_unlock(&s->lock);
 
+		/* The connection kept from the last task: read the screen's size again (it may have
+		 * been resized since); if its server went away meanwhile, drop it and the kill
+		 * switch with it, so that both start over on the display as it is now. */
+		if (d && x11_display_refresh(d) < 0) {
+			x11_display_close(d);
+			d = NULL;
+			x11_killswitch_destroy(ks);
+			ks = NULL;
+		}
 		arm_kill_switch(s, &ks, &ks_unsupported);
 		int r = journal_task_start(s->journal, t->id, time_real_us());
 		if (r < 0)

@@ -180,6 +180,25 @@ const char *x11_display_name(const struct x11_display *d)
 	return d->name;
 }
 
+int x11_display_refresh(struct x11_display *d)
+{
+	Window root;
+	int x, y;
+	unsigned w, h, border, depth;
+
+	if (d->lost)
+		return -ECONNRESET;
+	/* The screen can change size under us (a RandR resolution change): ask the server rather
+	 * than trusting what Xlib read at connect. */
+	if (!XGetGeometry(d->dpy, d->root, &root, &x, &y, &w, &h, &border, &depth))
+		return d->lost ? -ECONNRESET : -EIO;
+	if (d->lost)
+		return -ECONNRESET;
+	d->width = (int)w;
+	d->height = (int)h;
+	return 0;
+}
+
 void x11_display_size(const struct x11_display *d, int *ret_width, int *ret_height)
 {
 	*ret_width = d->width;

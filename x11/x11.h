@@ -57,7 +57,11 @@ void x11_display_close(struct x11_display *d);
 const char *x11_strerror(int err);
 
 const char *x11_display_name(const struct x11_display *d);
-/* Root window size in pixels. */
+/* Re-reads the root window's size from the server (the screen may have been resized since the
+ * connection was opened); capture bounds and input checks use it from then on. Call it when a
+ * task starts. -ECONNRESET when the server is gone. */
+int x11_display_refresh(struct x11_display *d);
+/* Root window size in pixels, as of the connection or the last x11_display_refresh. */
 void x11_display_size(const struct x11_display *d, int *ret_width, int *ret_height);
 /* Monitors from XRandR (the whole screen as one monitor when RandR reports none). Writes up to
  * `max` rectangles, returns how many monitors exist (may exceed max). The primary monitor first. */

@@ -49,5 +49,21 @@ submit_until_ok() {
 }
 wait_until 20 submit_until_ok || fail "no task succeeded after the X server came back"
 [ "$(grep -c 'kill switch armed' "$HOLOD_LOG")" -ge 2 ] || fail "kill switch not re-armed on the new connection"
+
+# The server goes away while holod is idle and a new one comes up under the same name: the next
+# task notices before its first action (holod re-reads the display before every task), so it
+# runs on the new server at the first try, with the kill switch armed there too.
+kill "$XVFB_PID"
+wait "$XVFB_PID" 2>/dev/null
+Xvfb "$DISPLAY" -screen 0 640x480x24 -nolisten tcp -noreset 2>"$T/xvfb3.log" &
+XVFB_PID=$!
+wait_until 20 test -S "/tmp/.X11-unix/X$n" || fail "Xvfb $DISPLAY did not come back"
+api POST /v1/actions '{"action": {"tool_name": "move", "x": 639, "y": 479}}'
+[ "$(jq -r .task.status "$BODY")" = succeeded ] ||
+	fail "the first task after an idle server change: $(cat "$BODY")"
+# The new screen is smaller: its size was read again, so a point of the old one is refused.
+api POST /v1/actions '{"action": {"tool_name": "move", "x": 700, "y": 500}}'
+[ "$(jq -r .task.status "$BODY")" = failed ] || fail "a point outside the new screen: $(cat "$BODY")"
+[ "$(grep -c 'kill switch armed' "$HOLOD_LOG")" -ge 3 ] || fail "kill switch not re-armed after the idle server change"
 stop_holod || fail "holod exited with status $?"
 pass_or_fail

@@ -81,7 +81,14 @@ int main(int argc, char **argv)
 
 	/* The X server goes away (the session ends): calls fail with -ECONNRESET instead of Xlib
 	 * exiting the process, and the kill switch's thread ends so destroy returns. */
+	int w0, h0, w1, h1;
+	x11_display_size(d, &w0, &h0);
+	CHECK_INT_EQ(x11_display_refresh(d), 0);
+	x11_display_size(d, &w1, &h1);
+	CHECK(w1 == w0 && h1 == h0 && w1 > 0 && h1 > 0);
 	xt_xvfb_stop(&x);
+	/* holod asks this first before a task: it must notice the server is gone. */
+	CHECK_INT_EQ(x11_display_refresh(d), -ECONNRESET);
 	struct x11_frame *f = NULL;
 	CHECK_INT_EQ(x11_capture(d, NULL, &f), -ECONNRESET);
 	CHECK_INT_EQ(x11_capture(d, NULL, &f), -ECONNRESET);
