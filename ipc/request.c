@@ -192,13 +192,15 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	}
 
 	req = xcalloc(1, sizeof(*req));
+	req->kind = script ? IPC_TASK_KIND_SCRIPT : IPC_TASK_KIND_INSTRUCTION;
+	if ((r = script ? check_members(root, script_members, ARRAY_SIZE(script_members), errbuf,
+					errlen)
+			: check_members(root, instruction_members,
+					ARRAY_SIZE(instruction_members), errbuf, errlen)) < 0)
+		goto finish;
+	if ((r = parse_options(root, req, errbuf, errlen)) < 0)
+		goto finish;
 	if (script) {
-		req->kind = IPC_TASK_KIND_SCRIPT;
-		if ((r = check_members(root, script_members, ARRAY_SIZE(script_members), errbuf,
-				       errlen)) < 0)
-			goto finish;
-		if ((r = parse_options(root, req, errbuf, errlen)) < 0)
-			goto finish;
 		if (!json_is_array(script) || json_array_size(script) == 0) {
 			r = ipc_error_at(errbuf, errlen, -EINVAL, "script",
 					 "expected a non-empty array of actions");
@@ -224,12 +226,6 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 				goto finish;
 		}
 	} else {
-		req->kind = IPC_TASK_KIND_INSTRUCTION;
-		if ((r = check_members(root, instruction_members,
-				       ARRAY_SIZE(instruction_members), errbuf, errlen)) < 0)
-			goto finish;
-		if ((r = parse_options(root, req, errbuf, errlen)) < 0)
-			goto finish;
 		if ((r = parse_agent_options(root, req, errbuf, errlen)) < 0)
 			goto finish;
 		if (!json_is_string(instr) || json_string_length(instr) == 0) {
