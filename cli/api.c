@@ -75,9 +75,11 @@ void cli_format_api_error(long status, const char *body, size_t size, char *buf,
 }
 
 /* Runs one request, or a stream when line_fn is set (the body then goes to line_fn line by line).
- * Prints errors; returns 0 or CLI_EXIT_ERROR. */
+ * Prints errors; returns 0 or CLI_EXIT_ERROR. *ret_transport (may be NULL) gets the transport
+ * error (-errno), or 0 when the failure, if any, was not one. */
 static int request(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret)
+                   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret,
+                   int *ret_transport)
 {
 	struct cli_http_response resp = {0};
 	char msg[CLI_MAX_ERROR_LEN + 256];
@@ -90,8 +92,11 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 	            : cli_http_request(ctx->http, method, path, body, &resp);
 	if (r == -ECANCELED)
 		return CLI_EXIT_ERROR; /* the line callback stopped the stream and said why */
-	if (r < 0)
+	if (r < 0) {
+		if (ret_transport)
+			*ret_transport = r;
 		return cli_error(ctx, "%s", cli_http_strerror(ctx->http, r, msg, sizeof(msg)));
+	}
 	if (resp.status >= 300) {
 		/* With --json a stream prints its lines only, not an error answer. */
 		if (ctx->json && !line_fn && resp.size > 0)
@@ -108,7 +113,7 @@ int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, c
                 char **ret_body, size_t *ret_size, char **ret_sha256)
 {
 	struct cli_http_response resp;
-	int r = request(ctx, method, path, body, NULL, NULL, &resp);
+	int r = request(ctx, method, path, body, NULL, NULL, &resp, NULL);
 	if (r != 0)
 		return r;
 	*ret_body = resp.body;
@@ -128,7 +133,7 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 	struct cli_http_response resp;
 	json_error_t jerr;
 	json_t *root;
-	int r = request(ctx, method, path, body, NULL, NULL, &resp);
+	int r = request(ctx, method, path, body, NULL, NULL, &resp, NULL);
 	if (r != 0)
 		return r;
 	if (ctx->json)
@@ -149,9 +154,10 @@ int cli_api_stream(struct cli_context *ctx, const char *path,
                    int (*fn)(const char *line, size_t len, void *userdata), void *userdata)
 {
 	struct cli_http_response resp;
-	int r = request(ctx, "GET", path, NULL, fn, userdata, &resp);
+	int transport = 0;
+	int r = request(ctx, "GET", path, NULL, fn, userdata, &resp, &transport);
 	if (r != 0)
-		return r;
+		return transport == -ECONNRESET ? -ECONNRESET : r;
 	cli_http_response_finish(&resp);
 	return 0;
 }

@@ -92,7 +92,9 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
                 char **ret_body, size_t *ret_size, char **ret_sha256);
 /* Streams GET path line by line to fn; handles errors as above. fn returns >= 0 to go on, or
- * -ECANCELED to stop after printing its own error (then CLI_EXIT_ERROR is returned silently). */
+ * -ECANCELED to stop after printing its own error (then CLI_EXIT_ERROR is returned silently).
+ * -ECONNRESET (after printing the error) when holod closed the connection before the stream's
+ * end: it went away, so what became of the task is unknown. */
 int cli_api_stream(struct cli_context *ctx, const char *path,
                    int (*fn)(const char *line, size_t len, void *userdata), void *userdata);
 /* Formats a daemon error body ({"error":{"code","message"}}) for the user: "MESSAGE (CODE)",

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "ipc.h"
+#include "x11.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -252,11 +253,19 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			a.scroll_size = (int)v;
 		}
 		break;
-	case IPC_TOOL_WRITE:
+	case IPC_TOOL_WRITE: {
+		/* Text the display cannot type is the user's mistake: say where, before JSON (which
+		 * cannot carry invalid UTF-8) is even built. */
+		char why[160];
+		if (x11_text_validate(args[0], why, sizeof(why)) < 0) {
+			r = cli_usage_error(ctx, &cli_cmd_do, "write: %s", why);
+			break;
+		}
 		a.content = xstrdup(args[0]);
 		a.press_enter = enter;
 		a.overwrite = overwrite;
 		break;
+	}
 	case IPC_TOOL_HOTKEY:
 		r = parse_keys(ctx, nargs, args, &a);
 		a.repeat_count = repeat ? (int)repeat : 1;

@@ -271,6 +271,14 @@ static int follow_task(struct cli_context *ctx, long long id)
 
 	r = cli_api_stream(ctx, path, follow_line, &f);
 	free(path);
+	if (r == -ECONNRESET) {
+		fprintf(ctx->err,
+		        "holoctl: lost holod while following task %lld; its outcome is unknown "
+		        "(see `holoctl show %lld` once holod runs again)\n",
+		        id, id);
+		r = CLI_EXIT_TASK_UNKNOWN;
+		goto cleanup;
+	}
 	if (r != 0)
 		goto cleanup;
 	if (!f.final_status) {
@@ -352,7 +360,7 @@ const struct cli_command cli_cmd_run = {
                 "  -f, --follow           print each step as it happens and exit with the task's\n"
                 "                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 "
                 "interrupted,\n"
-                "                         6 the stream ended without a final status\n"
+                "                         6 the stream ended without a final status (holod lost)\n"
                 "  --max-steps N          stop after N steps (1..10000)\n"
                 "  --max-seconds N        stop after N seconds (1..86400)\n"
                 "  --settle-ms N          wait N ms after each action before the screenshot\n"

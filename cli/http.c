@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 /* Only the connection attempt is bounded: an action such as `wait 30` legitimately keeps a
@@ -193,9 +194,11 @@ static int translate_curl(struct cli_http *h, CURLcode code)
 	case CURLE_GOT_NOTHING:
 	case CURLE_SEND_ERROR:
 	case CURLE_RECV_ERROR:
+	/* The answer stopped before its announced end: the server went away (holod killed
+	 * mid-stream), not a malformed answer. */
+	case CURLE_PARTIAL_FILE:
 		return -ECONNRESET;
 	case CURLE_WEIRD_SERVER_REPLY:
-	case CURLE_PARTIAL_FILE:
 	case CURLE_BAD_CONTENT_ENCODING:
 	case CURLE_HTTP2:
 	case CURLE_UNSUPPORTED_PROTOCOL:
@@ -324,6 +327,7 @@ int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_
 const char *cli_http_strerror(const struct cli_http *h, int err, char *buf, size_t size)
 {
 	const char *p = h ? h->socket_path : "(no socket)";
+	struct stat st;
 
 	switch (-err) {
 	case ENOENT:
@@ -333,6 +337,18 @@ const char *cli_http_strerror(const struct cli_http *h, int err, char *buf, size
 		         p);
 		break;
 	case ECONNREFUSED:
+		/* connect() refuses a regular file or a directory the same way as a socket nobody
+		 * listens on: only the first is a stale socket. */
+		if (stat(p, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			snprintf(buf, size,
+			         "cannot connect to %s: it is not a socket but a %s (check --socket "
+			         "and $HOLOD_SOCKET)",
+			         p,
+			         S_ISDIR(st.st_mode)   ? "directory"
+			         : S_ISREG(st.st_mode) ? "regular file"
+			                               : "special file");
+			break;
+		}
 		snprintf(buf, size,
 		         "cannot connect to %s: connection refused (a stale socket: holod is not "
 		         "running; start it with `holod`)",

@@ -417,12 +417,38 @@ scenario_exit_codes() {
 		fail "--follow: no interrupted line: $(cat "$tmp/follow.out")"
 	start_holod
 
+	# holod killed under a running task: the stream breaks off, the outcome is unknown: exit 6
+	# with a sentence saying so, not a protocol error.
+	printf '%s' '[{"tool_name":"wait","duration":20}]' |
+		"$HOLOCTL" run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err" &
+	follow_pid=$!
+	wait_for 30 grep -qE '^task [0-9]+ (queued|running)' "$tmp/follow.out" ||
+		fail "--follow: the second wait task was not queued"
+	id=$(task_id_of "$tmp/follow.out")
+	wait_for 30 sh -c "\"$HOLOCTL\" --json show $id | grep -q '\"status\": *\"running\"'" ||
+		fail "the second wait task did not start"
+	kill -KILL "$holod_pid"
+	wait "$holod_pid"
+	holod_pid=
+	wait "$follow_pid"
+	rc=$?
+	[ "$rc" -eq 6 ] || fail "run --follow exited $rc when holod was killed, not 6 (unknown)"
+	grep -q "lost holod while following task $id; its outcome is unknown" "$tmp/follow.err" ||
+		fail "--follow after kill -9: $(cat "$tmp/follow.err")"
+	start_holod
+
 	# No daemon: the cause and the fix.
 	stop_holod
 	"$HOLOCTL" status >"$tmp/out" 2>"$tmp/err"
 	[ $? -eq 1 ] || fail "status without holod did not fail"
 	grep -q "cannot connect to $XDG_RUNTIME_DIR/holod/holod.sock: .*start it with \`holod\`" "$tmp/err" ||
 		fail "status without holod: $(cat "$tmp/err")"
+
+	# A path that is not a socket is named as such, not as a stale socket.
+	HOLOD_SOCKET=/etc/passwd "$HOLOCTL" status >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "status on /etc/passwd did not fail"
+	grep -q "cannot connect to /etc/passwd: it is not a socket but a regular file" "$tmp/err" ||
+		fail "status on /etc/passwd: $(cat "$tmp/err")"
 }
 
 case "$scenario" in

@@ -233,6 +233,8 @@ static void test_do_errors(void)
 	expect_do_error("Y must be an integer", "click", "1", "40000", NULL);
 	expect_do_error("X2 must be an integer", "drag", "1", "2", "x", "4", NULL);
 	expect_do_error("quote the text", "write", "two", "words", NULL);
+	expect_do_error("write: invalid UTF-8 at byte 2", "write", "ab\xff", NULL);
+	expect_do_error("write: control character U+0007 at byte 1", "write", "a\a", NULL);
 	expect_do_error("unknown key name 'ctr'", "hotkey", "ctr+s", NULL);
 	expect_do_error("write the plus key as 'plus'", "hotkey", "ctrl++", NULL);
 	expect_do_error("at most 5 keys", "hotkey", "a+b+c+d+e+f", NULL);
