@@ -14,6 +14,10 @@
 #include "common.h"
 #include "ipc.h"
 
+/* The socket's directory. One holod creates is made 0700. One that exists is never chmod'ed
+ * (--socket ~/holod.sock must not change $HOME, nor --socket /tmp/h.sock change /tmp as root):
+ * it is accepted when other users cannot write to it, or when it is sticky (/tmp), where they
+ * cannot remove or replace the files holod creates; the socket itself is 0600 either way. */
 static int prepare_dir(const char *socket_path)
 {
 	char *dir = xstrdup(socket_path);
@@ -21,27 +25,66 @@ static int prepare_dir(const char *socket_path)
 	struct stat st;
 	int r = 0;
 
-	if (!slash || slash == dir)
+	if (!slash)
 		goto free_dir;
-	*slash = '\0';
-	if ((r = path_mkdir_p(dir, 0700)) < 0) {
-		r = log_error_errno(r, "cannot create socket directory %s", dir);
-		goto free_dir;
-	}
+	if (slash == dir)
+		slash[1] = '\0'; /* "/h.sock": the root directory */
+	else
+		*slash = '\0';
 	if (stat(dir, &st) < 0) {
-		r = log_error_errno(-errno, "cannot stat socket directory %s", dir);
+		if (errno != ENOENT) {
+			r = log_error_errno(-errno, "cannot stat socket directory %s", dir);
+			goto free_dir;
+		}
+		if ((r = path_mkdir_p(dir, 0700)) < 0)
+			r = log_error_errno(r, "cannot create socket directory %s", dir);
 		goto free_dir;
 	}
-	if (st.st_uid != geteuid()) {
-		log_error("socket directory %s belongs to uid %u, not to us (%u)", dir,
-			  (unsigned)st.st_uid, (unsigned)geteuid());
+	if (!S_ISDIR(st.st_mode)) {
+		log_error("socket directory %s is not a directory", dir);
+		r = -ENOTDIR;
+	} else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		log_error("socket directory %s is writable by other users and not sticky (mode "
+			  "%04o), so one of them could replace holod's socket; use a private "
+			  "directory for --socket",
+			  dir, (unsigned)(st.st_mode & 07777));
 		r = -EPERM;
-	} else if ((st.st_mode & 077) && chmod(dir, 0700) < 0) {
-		r = log_error_errno(-errno, "cannot make %s private (0700)", dir);
 	}
 free_dir:
 	free(dir);
 	return r;
+}
+
+/* In a directory others may write to (sticky), a file holod did not create could sit at its
+ * lock or socket path: refuse one that belongs to another user. */
+static int check_owner(int fd, const char *path)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return log_error_errno(-errno, "cannot stat %s", path);
+	if (st.st_uid != geteuid()) {
+		log_error("%s belongs to uid %u, not to holod's uid %u; refusing to use it", path,
+			  (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Only a socket may be replaced: anything else at the path is the user's mistake, and removing
+ * it (HOLOD_SOCKET=/etc/passwd as root) would be a disaster. */
+static int check_not_other_file(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : log_error_errno(-errno, "cannot stat %s", path);
+	if (S_ISSOCK(st.st_mode))
+		return 0;
+	log_error("%s exists and is not a socket; refusing to replace it (pick another path with "
+		  "--socket or $HOLOD_SOCKET)",
+		  path);
+	return -EEXIST;
 }
 
 /* True when something accepts connections on `path`. */
@@ -68,7 +111,7 @@ int listen_socket_open(struct listen_socket *ls, const char *path)
 	ls->fd = ls->lock_fd = -1;
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return log_error_errno(-ENAMETOOLONG, "socket path %s", path);
-	if ((r = prepare_dir(path)) < 0)
+	if ((r = prepare_dir(path)) < 0 || (r = check_not_other_file(path)) < 0)
 		return r;
 
 	ls->lock_path = xasprintf("%s.lock", path);
@@ -77,6 +120,8 @@ int listen_socket_open(struct listen_socket *ls, const char *path)
 		r = log_error_errno(-errno, "cannot open lock file %s", ls->lock_path);
 		goto close;
 	}
+	if ((r = check_owner(ls->lock_fd, ls->lock_path)) < 0)
+		goto close;
 	if (flock(ls->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		r = -errno;
 		if (r == -EWOULDBLOCK) {
@@ -96,6 +141,8 @@ int listen_socket_open(struct listen_socket *ls, const char *path)
 		r = -EADDRINUSE;
 		goto close;
 	}
+	if ((r = check_not_other_file(path)) < 0)
+		goto close;
 	if (unlink(path) == 0)
 		log_notice("replaced stale socket %s", path);
 	else if (errno != ENOENT) {

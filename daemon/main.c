@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +110,9 @@ int main(int argc, char **argv)
 		goto finish_options;
 	}
 	log_set_max_level((enum log_level)log_level_from_string(cfg.log_level));
+	/* Every file holod creates (journal, its -wal and -shm, screenshots, the socket's lock) is
+	 * its user's alone, whatever the caller's umask. */
+	umask(077);
 
 	/* Signals are taken by the main thread only; every thread created below inherits this. */
 	sigset_t set;
@@ -124,10 +128,8 @@ int main(int argc, char **argv)
 	if (listen_socket_open(&ls, cfg.socket_path) < 0)
 		goto finish_options;
 
-	if ((r = path_mkdir_p(cfg.state_dir, 0700)) < 0) {
-		log_error_errno(r, "cannot create the state directory %s", cfg.state_dir);
+	if (state_dir_prepare(cfg.state_dir) < 0)
 		goto close_socket;
-	}
 	if (state_lock_take(cfg.state_dir, &state_fd) < 0)
 		goto close_socket;
 	shots_dir = path_join(cfg.state_dir, "screenshots");

@@ -7,6 +7,7 @@
  * this thread. The journal has its own lock. Nothing here touches X. */
 #include "shotwriter.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -179,11 +180,57 @@ static void *writer_main(void *userdata)
 	return NULL;
 }
 
+static bool is_partial_png(const char *name)
+{
+	static const char suffix[] = ".png.tmp";
+	size_t n = strlen(name), k = sizeof(suffix) - 1;
+	return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* A holod killed while writing leaves screenshots/<task>/<name>.png.tmp that no row refers to
+ * (a PNG is journaled only after its rename): remove them. Only names of the layout above, in
+ * holod's own state directory, are touched; a failure costs disk space, not correctness. */
+static void remove_partial_pngs(const char *state_dir)
+{
+	char *shots = path_join(state_dir, "screenshots");
+	DIR *top = opendir(shots);
+	struct dirent *te, *e;
+	unsigned removed = 0;
+
+	if (!top)
+		goto free_shots;
+	while ((te = readdir(top))) {
+		if (te->d_name[0] == '.' || strspn(te->d_name, "0123456789") != strlen(te->d_name))
+			continue;
+		int fd = openat(dirfd(top), te->d_name,
+				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		DIR *task = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!task) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while ((e = readdir(task)))
+			if (is_partial_png(e->d_name) && unlinkat(dirfd(task), e->d_name, 0) == 0)
+				removed++;
+		closedir(task);
+	}
+	closedir(top);
+	if (removed)
+		log_notice("removed %u partial screenshot file(s) (*.png.tmp) left by a previous "
+			   "holod in %s",
+			   removed, shots);
+free_shots:
+	free(shots);
+}
+
 struct shotwriter *shotwriter_create(const char *state_dir, struct journal *j,
 				     void (*written)(void *userdata), void *userdata)
 {
 	struct shotwriter *w = xcalloc(1, sizeof(*w));
 	int r;
+
+	remove_partial_pngs(state_dir);
 
 	w->state_dir = xstrdup(state_dir);
 	w->journal = j;

@@ -21,8 +21,10 @@
 
 struct shotwriter;
 
-/* `state_dir` holds screenshots/<task>/<index>-<which>.png. `written(userdata)` is called on the
- * writer thread after each journaled screenshot. NULL + errno on failure. */
+/* `state_dir` holds screenshots/<task>/<index>-<which>.png. Removes the partial files
+ * (<name>.png.tmp) a killed holod left there; call it once the state directory is locked.
+ * `written(userdata)` is called on the writer thread after each journaled screenshot. NULL +
+ * errno on failure. */
 struct shotwriter *shotwriter_create(const char *state_dir, struct journal *j,
 				     void (*written)(void *userdata), void *userdata);
 /* Takes ownership of `frame` (also on failure). which: "before" or "after". */

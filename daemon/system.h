@@ -5,9 +5,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* The API socket. Creates the socket's directory (0700), takes `<path>.lock` (flock) so that a
- * second holod is refused (-EADDRINUSE, with the message logged), removes a stale socket left
- * by a crashed holod, binds the socket with mode 0600 and listens. */
+/* The API socket. Creates the socket's directory (0700) when it is missing; refuses an existing
+ * one that others may write to unless it is sticky, and never changes its mode. Refuses a path
+ * that holds something other than a socket. Takes `<path>.lock` (flock) so that a second holod
+ * is refused (-EADDRINUSE, with the message logged), removes a stale socket left by a crashed
+ * holod, binds the socket with mode 0600 and listens. */
 struct listen_socket {
 	int fd;
 	int lock_fd;
@@ -21,6 +23,11 @@ void listen_socket_close(struct listen_socket *ls);
 /* Takes `<dir>/holod.lock` (flock) for the life of the process, so that two holods never share
  * a journal even with different sockets: -EBUSY (message logged) when another holds it. */
 int state_lock_take(const char *dir, int *ret_fd);
+
+/* Creates the state directory (0700) or makes an existing one of holod's uid private: the
+ * journal and the screenshots hold what tasks typed and saw. Tightening is logged with the old
+ * mode; a directory of another uid is refused. */
+int state_dir_prepare(const char *dir);
 
 /* sd_notify without libsystemd: one datagram to $NOTIFY_SOCKET ("@..." is abstract).
  * Returns 0 when NOTIFY_SOCKET is unset, 1 when sent, -errno on failure. */
