@@ -1,0 +1,790 @@
+/* The cuBLASLt stand-in of the emulated CUDA build (-Dcuda-emulation=true).
+ *
+ * It implements, with NVIDIA's own prototypes from <cublasLt.h>, exactly the subset of cuBLASLt
+ * the engine calls, and refuses everything else with CUBLAS_STATUS_NOT_SUPPORTED so the engine
+ * can never rely on behaviour nobody has tested:
+ *
+ *   D = epilogue(alpha * op(A) op(B) + beta * C), column-major, op = N or T, per-layout leading
+ *   dimensions, strided batches (one batch count for all four layouts, a stride per layout; a
+ *   zero stride broadcasts A, B or an out-of-place C), C == D in place or C != D.
+ *   Compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and alpha/beta on the host.
+ *   A/B (same type): CUDA_R_32F -> C/D CUDA_R_32F; CUDA_R_16BF or CUDA_R_16F -> C/D (same type)
+ *   of that type or CUDA_R_32F. Bias: the type of D (cuBLASLt's default, BIAS_DATA_TYPE -1) or
+ *   CUDA_R_32F, one value per row of D (per output feature), the same for every batch.
+ *   Epilogues: DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS.
+ *
+ * Decisions where cuBLASLt leaves room, each one chosen to fail loudly rather than differ quietly:
+ * - CUBLAS_COMPUTE_32F_FAST_TF32 (and the other FAST/PEDANTIC compute types) are refused, not
+ *   treated as 32F: on a GPU TF32 rounds the fp32 inputs to 10 mantissa bits, and code tested
+ *   here at full fp32 precision would lose that precision there unseen.
+ * - Products are exact in fp32 for bf16/fp16 inputs (both widen exactly); every dot product is
+ *   summed in fp32 in increasing k order, then alpha, beta * C, bias and the activation are
+ *   applied in fp32 and D is rounded to its type to nearest even. A GPU sums in another order
+ *   (and with FMA): compare with tolerances, never bit for bit.
+ * - C is not read when beta == 0 (cuBLAS's contract: C may then hold anything, NaN included), so
+ *   a poisoned, never-written C is fine then and an ASan report otherwise. Only the rows x cols
+ *   elements of each operand are read or written, never the leading-dimension padding.
+ * - RELU is max(x, 0) with NaN kept (NaN stays NaN), so a NaN upstream stays visible.
+ * - GELU is the tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). NVIDIA's header and
+ *   documentation say only "GELU"; the tanh form is what code validated against cuBLASLt on GPUs
+ *   compares with (TornadoVM's BenchmarkLtFusedMlp cross-checks CUBLASLT_EPILOGUE_GELU_BIAS
+ *   against a tanh kernel; a ggml CUDA fork notes "GELU_BIAS is the tanh approximation" after
+ *   measuring it). It must be confirmed on a GPU before a GELU epilogue is fused into a model
+ *   whose checkpoint uses the erf form (they differ by up to about 5e-4).
+ * - Overlapping D with A, B or an out-of-place C, or batches of D that overlap each other, is
+ *   CUBLAS_STATUS_INVALID_VALUE (undefined on a GPU, so an engine bug here).
+ *
+ * Threads: the handle and descriptors carry no mutable state after set-up; calls run on the
+ * calling thread (the emulation executes streams synchronously), like cuBLASLt a handle may be
+ * shared if the caller serialises descriptor changes.
+ */
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <initializer_list>
+
+namespace {
+
+/* cuBLASLt documents rows and columns as "usually only values that fit int32_t". */
+constexpr uint64_t LT_MAX_DIM = INT32_MAX;
+constexpr uint32_t LT_HANDLE_MAGIC = 0x4c74486e;  /* "LtHn" */
+constexpr uint32_t LT_DESC_MAGIC = 0x4c744d64;    /* "LtMd" */
+constexpr uint32_t LT_LAYOUT_MAGIC = 0x4c744c79;  /* "LtLy" */
+constexpr uint32_t LT_PREF_MAGIC = 0x4c745066;    /* "LtPf" */
+constexpr uint64_t LT_ALGO_TAG = 0x686f6c6f2d656d75; /* "holo-emu": our one algorithm */
+
+/* Register tile of the inner kernel: MR rows of op(A) by NR columns of op(B). */
+constexpr int MR = 8, NR = 4;
+/* Rows of op(A) whose packed panels stay in cache while every column strip of op(B) passes. */
+constexpr int MC = 64;
+
+struct lt_context {
+	uint32_t magic;
+};
+
+struct matmul_desc {
+	uint32_t magic;
+	int32_t compute_type;
+	int32_t scale_type;
+	int32_t pointer_mode;
+	int32_t transa, transb;
+	uint32_t epilogue;
+	const void *bias;
+	int32_t bias_type; /* -1: the type of D */
+};
+
+struct matrix_layout {
+	uint32_t magic;
+	uint32_t type;
+	int32_t order;
+	uint64_t rows, cols;
+	int64_t ld;
+	int32_t batch_count;
+	int64_t batch_stride;
+};
+
+struct matmul_pref {
+	uint32_t magic;
+	uint64_t max_workspace;
+};
+
+lt_context *as_ctx(cublasLtHandle_t h)
+{
+	auto *c = reinterpret_cast<lt_context *>(h);
+	return c && c->magic == LT_HANDLE_MAGIC ? c : nullptr;
+}
+
+matmul_desc *as_desc(cublasLtMatmulDesc_t d)
+{
+	auto *m = reinterpret_cast<matmul_desc *>(d);
+	return m && m->magic == LT_DESC_MAGIC ? m : nullptr;
+}
+
+matrix_layout *as_layout(cublasLtMatrixLayout_t l)
+{
+	auto *m = reinterpret_cast<matrix_layout *>(l);
+	return m && m->magic == LT_LAYOUT_MAGIC ? m : nullptr;
+}
+
+matmul_pref *as_pref(cublasLtMatmulPreference_t p)
+{
+	auto *m = reinterpret_cast<matmul_pref *>(p);
+	return m && m->magic == LT_PREF_MAGIC ? m : nullptr;
+}
+
+/* cuBLASLt's attribute contract: the buffer must be exactly the attribute's size. */
+template <typename T> cublasStatus_t set_attr(T &field, const void *buf, size_t size)
+{
+	if (!buf || size != sizeof(T))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	memcpy(&field, buf, sizeof(T));
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* sizeInBytes 0 asks for the size through sizeWritten. */
+template <typename T>
+cublasStatus_t get_attr(const T &field, void *buf, size_t size, size_t *written)
+{
+	if (size == 0) {
+		if (!written)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		*written = sizeof(T);
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	if (!buf || size != sizeof(T))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	memcpy(buf, &field, sizeof(T));
+	if (written)
+		*written = sizeof(T);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+size_t type_size(uint32_t t)
+{
+	switch (t) {
+	case CUDA_R_32F:
+		return 4;
+	case CUDA_R_16BF:
+	case CUDA_R_16F:
+		return 2;
+	default:
+		return 0;
+	}
+}
+
+bool has_bias(uint32_t epilogue)
+{
+	return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
+	       epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+/* Everything cublasLtMatmul needs, checked and copied out of the descriptors. */
+struct problem {
+	int64_t m, n, k;
+	int transa, transb;
+	uint32_t epilogue;
+	uint32_t ab_type, cd_type, bias_type;
+	int64_t lda, ldb, ldc, ldd;
+	int64_t batch;
+	int64_t stride_a, stride_b, stride_c, stride_d;
+	const matrix_layout *a, *b, *c, *d;
+};
+
+/* The one place that decides what is supported: the heuristic and the matmul both ask it. */
+cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, const matrix_layout *b,
+			     const matrix_layout *c, const matrix_layout *d, problem *ret)
+{
+	if (!op || !a || !b || !c || !d)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (op->compute_type != CUBLAS_COMPUTE_32F || op->scale_type != CUDA_R_32F ||
+	    op->pointer_mode != CUBLASLT_POINTER_MODE_HOST)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	for (int t : {op->transa, op->transb})
+		if (t != CUBLAS_OP_N && t != CUBLAS_OP_T)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+	switch (op->epilogue) {
+	case CUBLASLT_EPILOGUE_DEFAULT:
+	case CUBLASLT_EPILOGUE_RELU:
+	case CUBLASLT_EPILOGUE_BIAS:
+	case CUBLASLT_EPILOGUE_RELU_BIAS:
+	case CUBLASLT_EPILOGUE_GELU:
+	case CUBLASLT_EPILOGUE_GELU_BIAS:
+		break;
+	default:
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	for (const matrix_layout *l : {a, b, c, d})
+		if (l->order != CUBLASLT_ORDER_COL || l->rows > LT_MAX_DIM || l->cols > LT_MAX_DIM ||
+		    l->batch_stride < 0)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+
+	if (a->type != b->type || c->type != d->type)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (a->type == CUDA_R_32F) {
+		if (d->type != CUDA_R_32F)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+	} else if (a->type == CUDA_R_16BF || a->type == CUDA_R_16F) {
+		if (d->type != a->type && d->type != CUDA_R_32F)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+	} else {
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	uint32_t bias_type = op->bias_type == -1 ? d->type : (uint32_t)op->bias_type;
+	if (has_bias(op->epilogue) && bias_type != d->type && bias_type != CUDA_R_32F)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+
+	for (const matrix_layout *l : {a, b, c, d})
+		if (l->ld < 1 || (uint64_t)l->ld < l->rows || l->batch_count < 1)
+			return CUBLAS_STATUS_INVALID_VALUE;
+	int64_t m = (int64_t)d->rows, n = (int64_t)d->cols;
+	bool ta = op->transa == CUBLAS_OP_T, tb = op->transb == CUBLAS_OP_T;
+	int64_t am = (int64_t)(ta ? a->cols : a->rows), k = (int64_t)(ta ? a->rows : a->cols);
+	int64_t bk = (int64_t)(tb ? b->cols : b->rows), bn = (int64_t)(tb ? b->rows : b->cols);
+	if (am != m || bk != k || bn != n || (int64_t)c->rows != m || (int64_t)c->cols != n)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (a->batch_count != d->batch_count || b->batch_count != d->batch_count ||
+	    c->batch_count != d->batch_count)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	/* Batches of D must not overlap: each would be written by several matrices at once. */
+	if (d->batch_count > 1 && m > 0 && n > 0 && d->batch_stride < d->ld * n)
+		return CUBLAS_STATUS_INVALID_VALUE;
+
+	*ret = problem{m,
+		       n,
+		       k,
+		       ta,
+		       tb,
+		       op->epilogue,
+		       a->type,
+		       d->type,
+		       bias_type,
+		       a->ld,
+		       b->ld,
+		       c->ld,
+		       d->ld,
+		       d->batch_count,
+		       a->batch_stride,
+		       b->batch_stride,
+		       c->batch_stride,
+		       d->batch_stride,
+		       a,
+		       b,
+		       c,
+		       d};
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Bytes from the first to one past the last element a layout can touch over all batches. */
+size_t layout_extent(const matrix_layout *l)
+{
+	if (l->rows == 0 || l->cols == 0)
+		return 0;
+	uint64_t last = (uint64_t)(l->batch_count - 1) * (uint64_t)l->batch_stride +
+			(l->cols - 1) * (uint64_t)l->ld + l->rows;
+	return (size_t)(last * type_size(l->type));
+}
+
+bool overlaps(const void *p, size_t np, const void *q, size_t nq)
+{
+	auto a = (uintptr_t)p, b = (uintptr_t)q;
+	return np && nq && a < b + nq && b < a + np;
+}
+
+inline float load(const void *base, int64_t i, uint32_t type)
+{
+	switch (type) {
+	case CUDA_R_16BF:
+		return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[i]);
+	case CUDA_R_16F:
+		return __half2float(static_cast<const __half *>(base)[i]);
+	default:
+		return static_cast<const float *>(base)[i];
+	}
+}
+
+inline void store(void *base, int64_t i, uint32_t type, float v)
+{
+	switch (type) {
+	case CUDA_R_16BF:
+		static_cast<__nv_bfloat16 *>(base)[i] = __float2bfloat16_rn(v);
+		break;
+	case CUDA_R_16F:
+		static_cast<__half *>(base)[i] = __float2half_rn(v);
+		break;
+	default:
+		static_cast<float *>(base)[i] = v;
+	}
+}
+
+/* op(X) as fp32 strips of `w` rows (op(A), w = MR) or columns (op(B), w = NR), each strip
+ * k-major: panel[s][p][lane]. Lanes past `count` are zero so the inner kernel needs no edge case.
+ * `across` = true when the strip's lanes are consecutive along X's leading dimension, i.e.
+ * element (lane, p) is at lane + p * ld; otherwise it is at p + lane * ld. */
+template <typename T>
+void pack(const T *x, int64_t ld, bool across, int64_t count, int64_t k, int w, float *panel)
+{
+	int64_t strips = (count + w - 1) / w;
+	for (int64_t s = 0; s < strips; s++) {
+		float *dst = panel + s * k * w;
+		int64_t lanes = count - s * w < w ? count - s * w : w;
+		for (int64_t p = 0; p < k; p++) {
+			for (int64_t l = 0; l < lanes; l++) {
+				int64_t e = s * w + l;
+				float v;
+				if constexpr (sizeof(T) == 4)
+					v = across ? x[e + p * ld] : x[p + e * ld];
+				else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+					v = __bfloat162float(across ? x[e + p * ld] : x[p + e * ld]);
+				else
+					v = __half2float(across ? x[e + p * ld] : x[p + e * ld]);
+				dst[p * w + l] = v;
+			}
+			for (int64_t l = lanes; l < w; l++)
+				dst[p * w + l] = 0.0f;
+		}
+	}
+}
+
+void pack_any(const void *x, uint32_t type, int64_t ld, bool across, int64_t count, int64_t k,
+	      int w, float *panel)
+{
+	switch (type) {
+	case CUDA_R_16BF:
+		pack(static_cast<const __nv_bfloat16 *>(x), ld, across, count, k, w, panel);
+		break;
+	case CUDA_R_16F:
+		pack(static_cast<const __half *>(x), ld, across, count, k, w, panel);
+		break;
+	default:
+		pack(static_cast<const float *>(x), ld, across, count, k, w, panel);
+	}
+}
+
+/* acc[c][r] = sum over p, in increasing p, of a[p][r] * b[p][c]: one fp32 sum per element in a
+ * fixed order, written so the compiler can vectorise across r without reassociating. */
+void micro_kernel(const float *__restrict a, const float *__restrict b, int64_t k,
+		  float acc[NR][MR])
+{
+	float t[NR][MR] = {};
+	for (int64_t p = 0; p < k; p++) {
+		const float *ap = a + p * MR, *bp = b + p * NR;
+		for (int c = 0; c < NR; c++)
+			for (int r = 0; r < MR; r++)
+				t[c][r] += ap[r] * bp[c];
+	}
+	memcpy(acc, t, sizeof(t));
+}
+
+inline float gelu_tanh(float x)
+{
+	const float sqrt_2_over_pi = 0.7978845608028654f;
+	return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+}
+
+struct operands {
+	float alpha, beta;
+	const void *a, *b, *c;
+	void *d;
+	const void *bias;
+};
+
+cublasStatus_t run(const problem &pb, const operands &o)
+{
+	int64_t m = pb.m, n = pb.n, k = pb.k;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	int64_t mstrips = (m + MR - 1) / MR, nstrips = (n + NR - 1) / NR;
+	size_t ab_size = type_size(pb.ab_type), cd_size = type_size(pb.cd_type);
+	/* k may be 0 (D = beta C + epilogue); keep the allocations non-empty. */
+	size_t kk = k ? (size_t)k : 1;
+	float *ap = static_cast<float *>(malloc(sizeof(float) * kk * (size_t)(mstrips * MR)));
+	float *bp = static_cast<float *>(malloc(sizeof(float) * kk * (size_t)(nstrips * NR)));
+	if (!ap || !bp) {
+		free(ap);
+		free(bp);
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	}
+	bool relu = pb.epilogue == CUBLASLT_EPILOGUE_RELU || pb.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+	bool gelu = pb.epilogue == CUBLASLT_EPILOGUE_GELU || pb.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
+	bool bias = has_bias(pb.epilogue);
+
+	for (int64_t bt = 0; bt < pb.batch; bt++) {
+		auto *a = static_cast<const char *>(o.a) + (size_t)(bt * pb.stride_a) * ab_size;
+		auto *b = static_cast<const char *>(o.b) + (size_t)(bt * pb.stride_b) * ab_size;
+		auto *c = static_cast<const char *>(o.c) + (size_t)(bt * pb.stride_c) * cd_size;
+		auto *d = static_cast<char *>(o.d) + (size_t)(bt * pb.stride_d) * cd_size;
+		/* A broadcast operand (stride 0) is packed once for the whole batch. */
+		if (bt == 0 || pb.stride_a != 0)
+			pack_any(a, pb.ab_type, pb.lda, !pb.transa, m, k, MR, ap);
+		if (bt == 0 || pb.stride_b != 0)
+			pack_any(b, pb.ab_type, pb.ldb, pb.transb, n, k, NR, bp);
+
+		for (int64_t i0 = 0; i0 < mstrips; i0 += MC / MR) {
+			int64_t i1 = i0 + MC / MR < mstrips ? i0 + MC / MR : mstrips;
+			for (int64_t js = 0; js < nstrips; js++) {
+				for (int64_t is = i0; is < i1; is++) {
+					float acc[NR][MR];
+					micro_kernel(ap + is * k * MR, bp + js * k * NR, k, acc);
+					for (int cc = 0; cc < NR && js * NR + cc < n; cc++) {
+						int64_t j = js * NR + cc;
+						for (int r = 0; r < MR && is * MR + r < m; r++) {
+							int64_t i = is * MR + r;
+							float v = o.alpha * acc[cc][r];
+							if (o.beta != 0.0f)
+								v += o.beta * load(c, i + j * pb.ldc, pb.cd_type);
+							if (bias)
+								v += load(o.bias, i, pb.bias_type);
+							if (relu)
+								v = v < 0.0f ? 0.0f : v;
+							else if (gelu)
+								v = gelu_tanh(v);
+							store(d, i + j * pb.ldd, pb.cd_type, v);
+						}
+					}
+				}
+			}
+		}
+	}
+	free(ap);
+	free(bp);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+} // namespace
+
+extern "C" {
+
+cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t *lightHandle)
+{
+	if (!lightHandle)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	auto *c = new (std::nothrow) lt_context{LT_HANDLE_MAGIC};
+	if (!c)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*lightHandle = reinterpret_cast<cublasLtHandle_t>(c);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t lightHandle)
+{
+	lt_context *c = as_ctx(lightHandle);
+	if (!c)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	c->magic = 0;
+	delete c;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status)
+{
+	switch (status) {
+	case CUBLAS_STATUS_SUCCESS:
+		return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_NOT_INITIALIZED:
+		return "CUBLAS_STATUS_NOT_INITIALIZED";
+	case CUBLAS_STATUS_ALLOC_FAILED:
+		return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE:
+		return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_ARCH_MISMATCH:
+		return "CUBLAS_STATUS_ARCH_MISMATCH";
+	case CUBLAS_STATUS_MAPPING_ERROR:
+		return "CUBLAS_STATUS_MAPPING_ERROR";
+	case CUBLAS_STATUS_EXECUTION_FAILED:
+		return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_INTERNAL_ERROR:
+		return "CUBLAS_STATUS_INTERNAL_ERROR";
+	case CUBLAS_STATUS_NOT_SUPPORTED:
+		return "CUBLAS_STATUS_NOT_SUPPORTED";
+	case CUBLAS_STATUS_LICENSE_ERROR:
+		return "CUBLAS_STATUS_LICENSE_ERROR";
+	}
+	return "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char *CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status)
+{
+	switch (status) {
+	case CUBLAS_STATUS_SUCCESS:
+		return "success";
+	case CUBLAS_STATUS_NOT_INITIALIZED:
+		return "the library was not initialized";
+	case CUBLAS_STATUS_ALLOC_FAILED:
+		return "the resource allocation failed";
+	case CUBLAS_STATUS_INVALID_VALUE:
+		return "an invalid numeric value was used as an argument";
+	case CUBLAS_STATUS_NOT_SUPPORTED:
+		return "the functionality requested is not supported";
+	default:
+		return "an error occurred in the emulated cuBLASLt";
+	}
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
+						     cublasComputeType_t computeType,
+						     cudaDataType_t scaleType)
+{
+	if (!matmulDesc)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	auto *d = new (std::nothrow) matmul_desc{LT_DESC_MAGIC,
+						 (int32_t)computeType,
+						 (int32_t)scaleType,
+						 CUBLASLT_POINTER_MODE_HOST,
+						 CUBLAS_OP_N,
+						 CUBLAS_OP_N,
+						 CUBLASLT_EPILOGUE_DEFAULT,
+						 nullptr,
+						 -1};
+	if (!d)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
+{
+	matmul_desc *d = as_desc(matmulDesc);
+	if (!d)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	d->magic = 0;
+	delete d;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Only the attributes of the subset exist here; setting any other one (AUX pointers, scale
+ * pointers, bias batch stride, fast accumulation, ...) is refused at once. */
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
+							   cublasLtMatmulDescAttributes_t attr,
+							   const void *buf, size_t sizeInBytes)
+{
+	matmul_desc *d = as_desc(matmulDesc);
+	if (!d)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	switch (attr) {
+	case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+		return set_attr(d->compute_type, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+		return set_attr(d->scale_type, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+		return set_attr(d->pointer_mode, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_TRANSA:
+		return set_attr(d->transa, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_TRANSB:
+		return set_attr(d->transb, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_EPILOGUE:
+		return set_attr(d->epilogue, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+		return set_attr(d->bias, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+		return set_attr(d->bias_type, buf, sizeInBytes);
+	default:
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
+							   cublasLtMatmulDescAttributes_t attr,
+							   void *buf, size_t sizeInBytes,
+							   size_t *sizeWritten)
+{
+	const matmul_desc *d = as_desc(matmulDesc);
+	if (!d)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	switch (attr) {
+	case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+		return get_attr(d->compute_type, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+		return get_attr(d->scale_type, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+		return get_attr(d->pointer_mode, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_TRANSA:
+		return get_attr(d->transa, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_TRANSB:
+		return get_attr(d->transb, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_EPILOGUE:
+		return get_attr(d->epilogue, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+		return get_attr(d->bias, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+		return get_attr(d->bias_type, buf, sizeInBytes, sizeWritten);
+	default:
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout,
+						       cudaDataType type, uint64_t rows,
+						       uint64_t cols, int64_t ld)
+{
+	if (!matLayout)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	auto *l = new (std::nothrow)
+		matrix_layout{LT_LAYOUT_MAGIC, (uint32_t)type, CUBLASLT_ORDER_COL, rows, cols, ld, 1, 0};
+	if (!l)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*matLayout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
+{
+	matrix_layout *l = as_layout(matLayout);
+	if (!l)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	l->magic = 0;
+	delete l;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* PLANE_OFFSET (planar complex) and BATCH_MODE (pointer arrays) are outside the subset. */
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
+							     cublasLtMatrixLayoutAttribute_t attr,
+							     const void *buf, size_t sizeInBytes)
+{
+	matrix_layout *l = as_layout(matLayout);
+	if (!l)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	switch (attr) {
+	case CUBLASLT_MATRIX_LAYOUT_TYPE:
+		return set_attr(l->type, buf, sizeInBytes);
+	case CUBLASLT_MATRIX_LAYOUT_ORDER:
+		return set_attr(l->order, buf, sizeInBytes);
+	case CUBLASLT_MATRIX_LAYOUT_ROWS:
+		return set_attr(l->rows, buf, sizeInBytes);
+	case CUBLASLT_MATRIX_LAYOUT_COLS:
+		return set_attr(l->cols, buf, sizeInBytes);
+	case CUBLASLT_MATRIX_LAYOUT_LD:
+		return set_attr(l->ld, buf, sizeInBytes);
+	case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+		return set_attr(l->batch_count, buf, sizeInBytes);
+	case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+		return set_attr(l->batch_stride, buf, sizeInBytes);
+	default:
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
+							     cublasLtMatrixLayoutAttribute_t attr,
+							     void *buf, size_t sizeInBytes,
+							     size_t *sizeWritten)
+{
+	const matrix_layout *l = as_layout(matLayout);
+	if (!l)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	switch (attr) {
+	case CUBLASLT_MATRIX_LAYOUT_TYPE:
+		return get_attr(l->type, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATRIX_LAYOUT_ORDER:
+		return get_attr(l->order, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATRIX_LAYOUT_ROWS:
+		return get_attr(l->rows, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATRIX_LAYOUT_COLS:
+		return get_attr(l->cols, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATRIX_LAYOUT_LD:
+		return get_attr(l->ld, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+		return get_attr(l->batch_count, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+		return get_attr(l->batch_stride, buf, sizeInBytes, sizeWritten);
+	default:
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
+{
+	if (!pref)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	auto *p = new (std::nothrow) matmul_pref{LT_PREF_MAGIC, 0};
+	if (!p)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
+{
+	matmul_pref *p = as_pref(pref);
+	if (!p)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	p->magic = 0;
+	delete p;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
+	cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+	size_t sizeInBytes)
+{
+	matmul_pref *p = as_pref(pref);
+	if (!p)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	return set_attr(p->max_workspace, buf, sizeInBytes);
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(
+	cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, void *buf,
+	size_t sizeInBytes, size_t *sizeWritten)
+{
+	const matmul_pref *p = as_pref(pref);
+	if (!p)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	return get_attr(p->max_workspace, buf, sizeInBytes, sizeWritten);
+}
+
+/* One algorithm, needing no workspace, for every supported problem; none otherwise. */
+cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
+	cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
+	cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
+	cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+	cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
+{
+	if (!returnAlgoCount)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*returnAlgoCount = 0;
+	if (!as_ctx(lightHandle))
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!as_pref(preference) || requestedAlgoCount < 1 || !heuristicResultsArray)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	problem pb;
+	cublasStatus_t st = check_problem(as_desc(operationDesc), as_layout(Adesc), as_layout(Bdesc),
+					  as_layout(Cdesc), as_layout(Ddesc), &pb);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return st;
+	cublasLtMatmulHeuristicResult_t r;
+	memset(&r, 0, sizeof(r));
+	r.algo.data[0] = LT_ALGO_TAG;
+	r.workspaceSize = 0;
+	r.state = CUBLAS_STATUS_SUCCESS;
+	r.wavesCount = 1.0f;
+	heuristicResultsArray[0] = r;
+	*returnAlgoCount = 1;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
+					   cublasLtMatmulDesc_t computeDesc, const void *alpha,
+					   const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+					   cublasLtMatrixLayout_t Bdesc, const void *beta,
+					   const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+					   cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+					   void *workspace, size_t workspaceSizeInBytes,
+					   cudaStream_t stream)
+{
+	if (!as_ctx(lightHandle))
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	const matmul_desc *op = as_desc(computeDesc);
+	problem pb;
+	cublasStatus_t st = check_problem(op, as_layout(Adesc), as_layout(Bdesc), as_layout(Cdesc),
+					  as_layout(Ddesc), &pb);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return st;
+	if (algo && algo->data[0] != LT_ALGO_TAG)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (!alpha || !beta || !A || !B || !C || !D || (has_bias(pb.epilogue) && !op->bias))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	operands o{*static_cast<const float *>(alpha), *static_cast<const float *>(beta), A, B, C, D,
+		   op->bias};
+	/* In place, C and D must be described alike: cuBLASLt reads C through D's layout then. */
+	if (C == D && (pb.c->ld != pb.d->ld || pb.c->batch_stride != pb.d->batch_stride))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	size_t ext_d = layout_extent(pb.d);
+	if (overlaps(D, ext_d, A, layout_extent(pb.a)) || overlaps(D, ext_d, B, layout_extent(pb.b)) ||
+	    (C != D && o.beta != 0.0f && overlaps(D, ext_d, C, layout_extent(pb.c))))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return run(pb, o);
+}
+
+} // extern "C"
