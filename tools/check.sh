@@ -2,7 +2,8 @@
 # Installs what is missing, builds holod twice and runs every CPU test suite:
 #  1. debug build with AddressSanitizer + UndefinedBehaviorSanitizer: all suites (unit, x11,
 #     integration; gpu tests skip with 77 when there is no GPU);
-#  2. release build with -Werror: must compile warning-free; the unit suite runs again there.
+#  2. release build with -Werror: must compile warning-free (with the nvcc build checks where
+#     nvcc is installed); the unit suite runs again there.
 # Usage: tools/check.sh [extra meson test args, e.g. --suite unit]
 set -eu
 cd "$(dirname "$0")/.."
@@ -26,7 +27,11 @@ setup() {
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false
 meson test -C build-asan --print-errorlogs --num-processes "$jobs" "$@"
 
-setup build-release --buildtype=release -Dwerror=true
+# Where nvcc is installed the release build must compile the CUDA module (for sm_90 and sm_80,
+# spills and local memory as errors, every kernel within cuda/resource-budget.txt), not skip it.
+cuda=auto
+command -v nvcc >/dev/null 2>&1 && cuda=enabled
+setup build-release --buildtype=release -Dwerror=true -Dcuda=$cuda
 meson test -C build-release --print-errorlogs --num-processes "$jobs" --suite unit
 
 # One closing line over both runs (meson's summaries are printed above).
