@@ -62,6 +62,10 @@ void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b
 		  int N, float *c, size_t ldc, bool accumulate, float *pack);
 size_t cpu_gemm_pack_floats(int K);
 
+/* The RMSNorm every norm of the language model runs (lm_forward.c): for each of T rows of d
+ * floats, out = w * (x / sqrt(mean(x^2) + eps)), fp32 sum of squares in index order. out may
+ * not overlap x unless equal. The reference the GPU kernels are checked against. */
+void cpu_rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, float eps);
 /* fp32 dot product of n elements. */
 float cpu_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i]; y and x must not overlap */

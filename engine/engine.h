@@ -151,9 +151,86 @@ int engine_get_threads(void);
  * $HOLOD_CPU_KERNELS=generic|avx2 caps the choice. */
 const char *engine_cpu_kernels(void);
 
+/* ---- backends ----
+ * A backend runs the language model of one model on one device and owns what that takes: its
+ * copy of the weights (the CPU reads the memory map as it is; CUDA uploads them once), every
+ * session's state and scratch. Sessions live on one backend. The model owns a default CPU
+ * backend, created on first use, which engine_session_create() uses; engine_backend_create()
+ * makes others (a CUDA device, another precision, a state limit). */
+
+enum engine_backend_kind {
+	ENGINE_BACKEND_AUTO, /* CUDA when a device is present and the CUDA backend can run the
+			      * model, the CPU otherwise */
+	ENGINE_BACKEND_CPU,
+	ENGINE_BACKEND_CUDA,
+};
+
+enum engine_precision {
+	ENGINE_PRECISION_DEFAULT, /* the backend's own: fp32 on the CPU, bf16 on CUDA */
+	ENGINE_PRECISION_BF16,    /* bf16 weights and KV cache, fp32 accumulation and SSM state */
+	ENGINE_PRECISION_FP32,
+};
+
+struct engine_backend_options {
+	enum engine_backend_kind kind;
+	int device;                /* CUDA device index */
+	enum engine_precision precision;
+	uint64_t state_limit;      /* bytes of session state (all sessions and snapshots) the
+				    * backend may allocate; 0: no limit but memory itself */
+};
+
+/* "auto", "cpu", "cuda" and "default", "bf16", "fp32": the names options use.
+ * The parsers return 0 or -EINVAL. */
+const char *engine_backend_kind_name(enum engine_backend_kind kind);
+int engine_backend_kind_parse(const char *name, enum engine_backend_kind *ret);
+const char *engine_precision_name(enum engine_precision p);
+int engine_precision_parse(const char *name, enum engine_precision *ret);
+
+/* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in
+ * opts->precision) and checks that the result can run the language model here. Returns 0;
+ * -EINVAL for a bad value or bf16 on the CPU (which computes in fp32 only); -ENODEV when this
+ * build has no CUDA backend or the device does not exist; -EOPNOTSUPP when the CUDA backend
+ * cannot run the language model yet. On error msg receives one sentence; on success with AUTO
+ * it receives why a present device is not used (empty otherwise). msg may be NULL when
+ * msglen is 0. */
+int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen);
+
+struct engine_backend;
+
+/* A backend for `model` (which must outlive it). AUTO is resolved as above. Unlike
+ * engine_backend_resolve(), creating a CUDA backend that cannot run the language model yet
+ * succeeds (its weights and sessions exist; computing on it is -EOPNOTSUPP). Returns NULL,
+ * sets errno and writes one sentence to errbuf: EINVAL (bad options or a model the backend
+ * cannot run), ENODEV (no such device or no CUDA in this build), ENOMEM (not enough memory
+ * for the weights, naming the bytes needed and free), EIO (a device failure). */
+struct engine_backend *engine_backend_create(const struct engine_model *model,
+					     const struct engine_backend_options *opts,
+					     char *errbuf, size_t errlen);
+/* Accepts NULL. Every session and snapshot of the backend must be destroyed first. */
+void engine_backend_destroy(struct engine_backend *b);
+
+struct engine_backend_info {
+	enum engine_backend_kind kind;   /* CPU or CUDA */
+	const char *name;                /* "cpu", "cuda" */
+	char device[256];                /* e.g. "NVIDIA H100 80GB HBM3", "x86_64, avx2 kernels" */
+	enum engine_precision precision; /* BF16 or FP32 */
+	bool runs_model;                 /* false: sessions exist but computing is -EOPNOTSUPP */
+	uint64_t weight_bytes;           /* weights held for this backend (the map on the CPU) */
+	uint64_t state_bytes;            /* memory of its live sessions and snapshots */
+	uint64_t state_limit;            /* 0: none */
+	uint64_t memory_total, memory_free; /* of the device (host RAM on the CPU); 0: unknown */
+};
+/* Fills *ret. Any thread may call it while others compute. Returns 0 or -EINVAL. */
+int engine_backend_get_info(const struct engine_backend *b, struct engine_backend_info *ret);
+
 /* A session able to hold up to max_tokens tokens (1..ENGINE_SESSION_MAX_TOKENS); the KV cache
- * grows on demand up to that size. Returns NULL and sets errno (EINVAL, ENOMEM). */
+ * grows on demand up to that size. The model's default CPU backend holds its state.
+ * Returns NULL and sets errno (EINVAL, ENOMEM). */
 struct engine_session *engine_session_create(const struct engine_model *model, int max_tokens);
+/* The same on backend b. NULL + errno (EINVAL, ENOMEM, also for b's state limit). */
+struct engine_session *engine_session_create_on(struct engine_backend *b, int max_tokens);
+/* The backend a session lives on. */
+struct engine_backend *engine_session_backend(const struct engine_session *s);
 /* Accepts NULL. */
 void engine_session_destroy(struct engine_session *s);
 
@@ -183,12 +260,32 @@ enum engine_logits {
  * by the vision path, model.md 4.8); tokens[i] is then only checked to be a valid id.
  * ret_logits (fp32) receives what `want` asks for; it may be NULL for ENGINE_LOGITS_NONE.
  * Returns 0; -EINVAL for a bad argument or a token id outside [0, vocab); -ENOSPC when the
- * session would exceed max_tokens; -ENOMEM. On error the session is unchanged. */
+ * session would exceed max_tokens; -ENOMEM; -EOPNOTSUPP on a backend that cannot compute
+ * (engine_backend_info.runs_model). On error the session is unchanged (-EIO, a device failure,
+ * leaves it undefined: reset or destroy it). */
 int engine_session_append(struct engine_session *s, const int32_t *tokens,
 			  const float *const *embeds, size_t n, enum engine_logits want,
 			  float *ret_logits);
 /* Appends one token (the recurrent decode step) and writes its logits[vocab]. Same errors. */
 int engine_session_decode(struct engine_session *s, int32_t token, float *ret_logits);
+
+/* Several sessions of one backend at once: entry i appends tokens[0..n) (and embeds) to
+ * session i exactly as engine_session_append() would, with its own logits request. Every
+ * session gets the state and logits it would get alone. All or nothing: returns 0, or
+ * -EINVAL (a bad entry, a session of another backend, the same session twice), -ENOSPC,
+ * -ENOMEM, -EOPNOTSUPP (a backend that cannot compute) with every session unchanged; -EIO for
+ * a device failure. */
+struct engine_batch_entry {
+	struct engine_session *session;
+	const int32_t *tokens;
+	const float *const *embeds; /* NULL, or [n] as in engine_session_append() */
+	size_t n;
+	enum engine_logits want;
+	float *ret_logits;
+};
+#define ENGINE_BATCH_MAX_SESSIONS 1024
+int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries,
+			 size_t n_entries);
 
 /* A deep copy that continues exactly as the original would. NULL + errno (ENOMEM) on failure. */
 struct engine_session *engine_session_copy(const struct engine_session *s);
@@ -198,7 +295,8 @@ struct engine_session *engine_session_copy(const struct engine_session *s);
 struct engine_snapshot;
 /* NULL + errno (ENOMEM) on failure. The snapshot does not reference the session. */
 struct engine_snapshot *engine_session_snapshot(const struct engine_session *s);
-/* Returns 0; -EINVAL when the snapshot was taken from another model; -ENOSPC when it holds
+/* Returns 0; -EINVAL when the snapshot was taken from another model or on another backend
+ * (engine_session_create() sessions of one model share one backend); -ENOSPC when it holds
  * more tokens than s->max_tokens; -ENOMEM. On error the session is unchanged. */
 int engine_session_restore(struct engine_session *s, const struct engine_snapshot *snap);
 /* Accepts NULL. */

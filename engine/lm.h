@@ -1,9 +1,9 @@
-/* engine internal: the CPU language-model forward pass and the session state it updates.
+/* engine internal: the CPU language-model forward pass and the sequence state it updates.
  *
  * Not a public header: only engine/ sources (and white-box tests) include it.
- * session.c owns struct engine_session (allocation, snapshot, copy); lm_forward.c runs the
- * layers over it. Everything a forward call can fail on (allocation) happens in
- * lm_forward_prepare() before any state changes, so a failed append leaves the session as it was.
+ * backend_cpu.c owns struct lm_seq (allocation, copy, accounting); lm_forward.c runs the layers
+ * over it. Everything a forward call can fail on (allocation) happens in lm_forward_prepare()
+ * before any state changes, so a failed append leaves the sequence as it was.
  */
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "engine.h"
 #include "model.h"
 
@@ -24,14 +25,15 @@ struct lm_layer_state {
 	float *k, *v; /* attention: [kv_cap][Hkv*Dh] */
 };
 
-struct engine_session {
+/* A sequence of the CPU backend. base.n_tokens positions are held; base.max_tokens bounds them. */
+struct lm_seq {
+	struct backend_seq base;
 	const struct engine_model *model;
-	int max_tokens;
-	int n_tokens;
 	int kv_cap; /* positions the K/V caches can hold now */
 	struct lm_layer_state *layers;
 
-	/* activation scratch, not part of the state */
+	/* activation scratch, not part of the state (per sequence, so sequences used by different
+	 * threads never share it) */
 	float *work;
 	size_t work_floats;
 };
@@ -52,17 +54,17 @@ int lm_model_check(const struct engine_model *m);
 
 /* Grows the KV caches to hold `positions` positions. Returns 0 or -ENOMEM (the recorded capacity
  * and the cached data stay valid either way). */
-int lm_reserve_kv(struct engine_session *s, int positions);
+int lm_reserve_kv(struct lm_seq *s, int positions);
 
 /* Grows the KV caches for T more positions and the scratch for a run of T positions.
  * Returns 0 or -ENOMEM (the session's state is unchanged either way). */
-int lm_forward_prepare(struct engine_session *s, int T);
+int lm_forward_prepare(struct lm_seq *s, int T);
 
 /* Runs T <= LM_MAX_BATCH positions through the model on top of the session state, after
  * lm_forward_prepare(s, T) succeeded. Embeddings come from tokens[i], or embeds[i] when
  * embeds && embeds[i]. Logits: `want` rows written to logits (all T rows, or the last one).
  * Cannot fail. */
-void lm_forward(struct engine_session *s, const int32_t *tokens, const float *const *embeds, int T,
+void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *embeds, int T,
 		enum engine_logits want, float *logits);
 
 /* The Mamba-2 SSM over T positions for all heads, starting from and updating state[H][P][N].

@@ -358,40 +358,50 @@ static int max_in(const struct engine_model *m, const struct lm_dims *dm)
 	return in;
 }
 
-int lm_reserve_kv(struct engine_session *s, int need)
+int lm_reserve_kv(struct lm_seq *s, int need)
 {
 	const struct engine_model *m = s->model;
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
 	if (need <= s->kv_cap || !model_has(m, LM_LAYER_ATTENTION))
 		return 0;
-	int cap = MAX(need, MIN(s->max_tokens, MAX(64, s->kv_cap * 2)));
+	int cap = MAX(need, MIN(s->base.max_tokens, MAX(64, s->kv_cap * 2)));
 	size_t bytes = (size_t)cap * dm.kv_dim * sizeof(float);
+	int n_attn = 0;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		n_attn += m->layers[l].kind == LM_LAYER_ATTENTION;
+	uint64_t grow = 2 * (uint64_t)n_attn * (uint64_t)(cap - s->kv_cap) * dm.kv_dim * sizeof(float);
+	int r = backend_charge(s->base.backend, grow);
+	if (r < 0)
+		return r;
 	/* each realloc keeps its old block valid on failure, so a partial failure leaves larger
-	 * caches on some layers and the old capacity recorded: still consistent */
+	 * caches on some layers and the old capacity recorded (and charged): still consistent */
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		if (m->layers[l].kind != LM_LAYER_ATTENTION)
 			continue;
 		struct lm_layer_state *st = &s->layers[l];
 		float *k = realloc(st->k, bytes);
 		if (!k)
-			return -ENOMEM;
+			goto uncharge;
 		st->k = k;
 		float *v = realloc(st->v, bytes);
 		if (!v)
-			return -ENOMEM;
+			goto uncharge;
 		st->v = v;
 	}
 	s->kv_cap = cap;
 	return 0;
+uncharge:
+	backend_uncharge(s->base.backend, grow);
+	return -ENOMEM;
 }
 
-int lm_forward_prepare(struct engine_session *s, int T)
+int lm_forward_prepare(struct lm_seq *s, int T)
 {
 	const struct engine_model *m = s->model;
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
-	int r = lm_reserve_kv(s, s->n_tokens + T);
+	int r = lm_reserve_kv(s, s->base.n_tokens + T);
 	if (r < 0)
 		return r;
 	size_t need = 2 * (size_t)T * dm.d + vec_floats(&dm) + mix_floats(m, &dm, T);
@@ -405,14 +415,14 @@ int lm_forward_prepare(struct engine_session *s, int T)
 	}
 	size_t scratch = cpu_matmul_scratch_bytes(max_in(m, &dm));
 	scratch = MAX(scratch, lm_ssm_scratch_bytes(&dm));
-	scratch = MAX(scratch, (size_t)(s->n_tokens + T) * sizeof(float));
+	scratch = MAX(scratch, (size_t)(s->base.n_tokens + T) * sizeof(float));
 	scratch = MAX(scratch, (size_t)dm.d * sizeof(float));
 	return cpu_reserve_scratch(scratch);
 }
 
 /* ---- layers --------------------------------------------------------------------------------- */
 
-static void rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, float eps)
+void cpu_rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, float eps)
 {
 	for (int t = 0; t < T; t++) {
 		const float *xr = x + (size_t)t * d;
@@ -439,7 +449,7 @@ static void matmul(const struct tensor *w, const float *x, size_t ldx, int T, fl
 	(void)r;
 }
 
-static void mamba_layer(struct engine_session *s, const struct lm_dims *dm,
+static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm,
 			const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
 {
 	const struct lm_config *c = &s->model->cfg;
@@ -556,11 +566,11 @@ static void attn_head_task(void *ctx, int i, int thread)
 	}
 }
 
-static void attention_layer(struct engine_session *s, const struct lm_dims *dm,
+static void attention_layer(struct lm_seq *s, const struct lm_dims *dm,
 			    const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
 {
 	float *q = wk->mix, *o = q + (size_t)T * dm->q_dim;
-	int n0 = s->n_tokens;
+	int n0 = s->base.n_tokens;
 	matmul(&L->attn.q, wk->xn, dm->d, T, q, dm->q_dim, false);
 	matmul(&L->attn.k, wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	matmul(&L->attn.v, wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
@@ -580,7 +590,7 @@ static void mlp_layer(const struct lm_dims *dm, const struct lm_layer *L, struct
 	matmul(&L->mlp.down, u, dm->inter, T, wk->h, dm->d, true);
 }
 
-void lm_forward(struct engine_session *s, const int32_t *tokens, const float *const *embeds, int T,
+void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *embeds, int T,
 		enum engine_logits want, float *logits)
 {
 	const struct engine_model *m = s->model;
@@ -604,7 +614,7 @@ void lm_forward(struct engine_session *s, const int32_t *tokens, const float *co
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
 		cpu_tensor_to_f32(&L->norm, 0, dm.d, wk.vec);
-		rmsnorm_rows(wk.h, wk.xn, wk.vec, T, dm.d, c->eps);
+		cpu_rmsnorm_rows(wk.h, wk.xn, wk.vec, T, dm.d, c->eps);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
 			mamba_layer(s, &dm, L, &s->layers[l], &wk, T);
@@ -617,13 +627,13 @@ void lm_forward(struct engine_session *s, const int32_t *tokens, const float *co
 			break;
 		}
 	}
-	s->n_tokens += T;
+	s->base.n_tokens += T;
 
 	if (want == ENGINE_LOGITS_NONE)
 		return;
 	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
 	int rows = T - first;
 	cpu_tensor_to_f32(&m->norm_f, 0, dm.d, wk.vec);
-	rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, wk.vec, rows, dm.d, c->eps);
+	cpu_rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, wk.vec, rows, dm.d, c->eps);
 	matmul(&m->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
 }

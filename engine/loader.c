@@ -637,6 +637,7 @@ void engine_model_destroy(struct engine_model *model)
 {
 	if (!model)
 		return;
+	backend_model_release(model);
 	engine_tokenizer_destroy(model->tokenizer);
 	free(model->layers);
 	model_files_destroy(model->files);

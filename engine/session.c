@@ -1,23 +1,24 @@
-/* Sessions: per-sequence state of the language model (lm.h), snapshots and copies.
- *
- * State per layer: Mamba layers hold the raw conv window [K-1][conv_dim] and the fp32 SSM state
- * [H][P][N]; attention layers hold fp32 K/V caches of kv_cap positions (grown on demand up to
- * max_tokens); MLP layers hold nothing. A snapshot stores the same arrays with the caches cut to
- * the tokens actually held.
+/* Sessions and snapshots over the backend seam (backend.h): argument checks, batching of
+ * appends, and snapshot/restore/copy as sequence copies. The state itself lives in the backend.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "common.h"
 #include "cpu.h"
-#include "lm.h"
 
+struct engine_session {
+	struct engine_backend *backend;
+	struct backend_seq *seq;
+};
+
+/* A sequence cut to its tokens (seq_copy() gives it exactly the room it holds). */
 struct engine_snapshot {
-	const struct engine_model *model;
-	int n_tokens;
+	struct engine_backend *backend;
+	struct backend_seq *seq;
 	size_t bytes;
-	struct lm_layer_state *layers;
 };
 
 int engine_set_threads(int n)
@@ -35,100 +36,24 @@ const char *engine_cpu_kernels(void)
 	return cpu_kernel_name();
 }
 
-static size_t conv_floats(const struct lm_dims *dm)
+struct engine_session *engine_session_create_on(struct engine_backend *b, int max_tokens)
 {
-	return (size_t)(dm->K - 1) * dm->conv_dim;
-}
-
-static size_t ssm_floats(const struct lm_dims *dm)
-{
-	return (size_t)dm->H * dm->P * dm->N;
-}
-
-static void free_layers(const struct engine_model *m, struct lm_layer_state *layers)
-{
-	if (!layers)
-		return;
-	for (int l = 0; l < m->cfg.n_layers; l++) {
-		free(layers[l].conv);
-		free(layers[l].ssm);
-		free(layers[l].k);
-		free(layers[l].v);
-	}
-	free(layers);
-}
-
-/* Allocates zeroed per-layer state with K/V room for kv_cap positions. */
-static struct lm_layer_state *alloc_layers(const struct engine_model *m, int kv_cap)
-{
-	struct lm_dims dm;
-	lm_dims_init(&dm, &m->cfg);
-	struct lm_layer_state *layers = calloc((size_t)m->cfg.n_layers, sizeof(*layers));
-	if (!layers)
+	if (!b || max_tokens < 1 || max_tokens > ENGINE_SESSION_MAX_TOKENS) {
+		errno = EINVAL;
 		return NULL;
-	for (int l = 0; l < m->cfg.n_layers; l++) {
-		struct lm_layer_state *st = &layers[l];
-		switch (m->layers[l].kind) {
-		case LM_LAYER_MAMBA:
-			st->conv = calloc(MAX(conv_floats(&dm), 1), sizeof(float));
-			st->ssm = calloc(ssm_floats(&dm), sizeof(float));
-			if (!st->conv || !st->ssm)
-				goto fail;
-			break;
-		case LM_LAYER_ATTENTION:
-			if (kv_cap > 0) {
-				st->k = malloc((size_t)kv_cap * dm.kv_dim * sizeof(float));
-				st->v = malloc((size_t)kv_cap * dm.kv_dim * sizeof(float));
-				if (!st->k || !st->v)
-					goto fail;
-			}
-			break;
-		case LM_LAYER_MLP:
-			break;
-		}
 	}
-	return layers;
-fail:
-	free_layers(m, layers);
-	return NULL;
-}
-
-/* Copies the state of n_tokens positions between two layer arrays of the same model. */
-static void copy_layers(const struct engine_model *m, struct lm_layer_state *dst,
-			const struct lm_layer_state *src, int n_tokens)
-{
-	struct lm_dims dm;
-	lm_dims_init(&dm, &m->cfg);
-	for (int l = 0; l < m->cfg.n_layers; l++) {
-		switch (m->layers[l].kind) {
-		case LM_LAYER_MAMBA:
-			memcpy(dst[l].conv, src[l].conv, conv_floats(&dm) * sizeof(float));
-			memcpy(dst[l].ssm, src[l].ssm, ssm_floats(&dm) * sizeof(float));
-			break;
-		case LM_LAYER_ATTENTION:
-			if (n_tokens > 0) {
-				memcpy(dst[l].k, src[l].k, (size_t)n_tokens * dm.kv_dim * sizeof(float));
-				memcpy(dst[l].v, src[l].v, (size_t)n_tokens * dm.kv_dim * sizeof(float));
-			}
-			break;
-		case LM_LAYER_MLP:
-			break;
-		}
+	struct engine_session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
 	}
-}
-
-static size_t state_bytes(const struct engine_model *m, int n_tokens)
-{
-	struct lm_dims dm;
-	lm_dims_init(&dm, &m->cfg);
-	size_t b = 0;
-	for (int l = 0; l < m->cfg.n_layers; l++) {
-		if (m->layers[l].kind == LM_LAYER_MAMBA)
-			b += (conv_floats(&dm) + ssm_floats(&dm)) * sizeof(float);
-		else if (m->layers[l].kind == LM_LAYER_ATTENTION)
-			b += 2 * (size_t)n_tokens * dm.kv_dim * sizeof(float);
+	s->backend = b;
+	s->seq = b->ops->seq_create(b, max_tokens);
+	if (!s->seq) {
+		free(s);
+		return NULL;
 	}
-	return b;
+	return s;
 }
 
 struct engine_session *engine_session_create(const struct engine_model *model, int max_tokens)
@@ -137,108 +62,134 @@ struct engine_session *engine_session_create(const struct engine_model *model, i
 		errno = EINVAL;
 		return NULL;
 	}
-	int r = lm_model_check(model);
-	if (r < 0) {
-		errno = -r;
+	struct engine_backend *b = backend_model_default(model);
+	if (!b)
 		return NULL;
-	}
-	struct engine_session *s = calloc(1, sizeof(*s));
-	if (!s)
-		goto oom;
-	s->model = model;
-	s->max_tokens = max_tokens;
-	s->layers = alloc_layers(model, 0);
-	if (!s->layers)
-		goto oom;
-	return s;
-oom:
-	free(s);
-	errno = ENOMEM;
-	return NULL;
+	return engine_session_create_on(b, max_tokens);
 }
 
 void engine_session_destroy(struct engine_session *s)
 {
 	if (!s)
 		return;
-	free_layers(s->model, s->layers);
-	free(s->work);
+	s->backend->ops->seq_destroy(s->seq);
 	free(s);
+}
+
+struct engine_backend *engine_session_backend(const struct engine_session *s)
+{
+	return s->backend;
 }
 
 int engine_session_n_tokens(const struct engine_session *s)
 {
-	return s->n_tokens;
+	return s->seq->n_tokens;
 }
 
 int engine_session_max_tokens(const struct engine_session *s)
 {
-	return s->max_tokens;
+	return s->seq->max_tokens;
 }
 
 int engine_session_vocab(const struct engine_session *s)
 {
-	return s->model->cfg.vocab;
+	return s->backend->model->cfg.vocab;
 }
 
 int engine_session_hidden(const struct engine_session *s)
 {
-	return s->model->cfg.hidden;
+	return s->backend->model->cfg.hidden;
 }
 
 size_t engine_session_state_bytes(const struct engine_session *s)
 {
-	return state_bytes(s->model, s->n_tokens);
+	return s->backend->ops->seq_state_bytes(s->seq);
+}
+
+int backend_session_export(const struct engine_session *s, struct backend_seq_state *ret)
+{
+	return s->backend->ops->seq_export(s->seq, ret);
 }
 
 void engine_session_reset(struct engine_session *s)
 {
-	struct lm_dims dm;
-	lm_dims_init(&dm, &s->model->cfg);
-	for (int l = 0; l < s->model->cfg.n_layers; l++) {
-		if (s->model->layers[l].kind != LM_LAYER_MAMBA)
-			continue;
-		memset(s->layers[l].conv, 0, conv_floats(&dm) * sizeof(float));
-		memset(s->layers[l].ssm, 0, ssm_floats(&dm) * sizeof(float));
-	}
-	s->n_tokens = 0;
+	s->backend->ops->seq_reset(s->seq);
+}
+
+/* ---- appends and batches -------------------------------------------------------------------- */
+
+static bool want_ok(enum engine_logits want, const float *ret_logits)
+{
+	if (want == ENGINE_LOGITS_NONE)
+		return true;
+	return (want == ENGINE_LOGITS_LAST || want == ENGINE_LOGITS_ALL) && ret_logits;
+}
+
+/* Checks one append; returns 0, -EINVAL or -ENOSPC. */
+static int check_append(const struct engine_session *s, const int32_t *tokens, size_t n,
+			enum engine_logits want, const float *ret_logits)
+{
+	if (!s || !tokens || n == 0 || !want_ok(want, ret_logits))
+		return -EINVAL;
+	if (n > (size_t)(s->seq->max_tokens - s->seq->n_tokens))
+		return -ENOSPC;
+	int vocab = s->backend->model->cfg.vocab;
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= vocab)
+			return -EINVAL;
+	return 0;
+}
+
+/* Reserve, then forward: every failure but a device's happens before any state changes. */
+static int run_batch(struct engine_backend *b, const struct backend_batch *batch)
+{
+	if (!b->ops->forward)
+		return -EOPNOTSUPP;
+	int r = b->ops->reserve(b, batch);
+	if (r < 0)
+		return r;
+	return b->ops->forward(b, batch);
+}
+
+/* Points logits[first..first+n) at an entry's rows as `want` asks. */
+static void set_logits(float **logits, size_t first, size_t n, enum engine_logits want,
+		       float *ret_logits, size_t vocab)
+{
+	for (size_t i = 0; i < n; i++)
+		logits[first + i] = NULL;
+	if (want == ENGINE_LOGITS_ALL)
+		for (size_t i = 0; i < n; i++)
+			logits[first + i] = ret_logits + i * vocab;
+	else if (want == ENGINE_LOGITS_LAST)
+		logits[first + n - 1] = ret_logits;
 }
 
 int engine_session_append(struct engine_session *s, const int32_t *tokens,
 			  const float *const *embeds, size_t n, enum engine_logits want,
 			  float *ret_logits)
 {
-	if (!s || !tokens || n == 0 || (want != ENGINE_LOGITS_NONE && !ret_logits) ||
-	    (want != ENGINE_LOGITS_NONE && want != ENGINE_LOGITS_LAST && want != ENGINE_LOGITS_ALL))
-		return -EINVAL;
-	if (n > (size_t)(s->max_tokens - s->n_tokens))
-		return -ENOSPC;
-	int vocab = s->model->cfg.vocab;
-	for (size_t i = 0; i < n; i++)
-		if (tokens[i] < 0 || tokens[i] >= vocab)
-			return -EINVAL;
-
-	/* Everything that can fail happens before the state changes: the KV caches for all n
-	 * positions and the scratch for the largest run. */
-	int saved = s->n_tokens;
-	int batch = (int)MIN(n, (size_t)LM_MAX_BATCH);
-	s->n_tokens = saved + (int)n - batch; /* the last run sees the longest context */
-	int r = lm_forward_prepare(s, batch);
-	s->n_tokens = saved;
+	int r = check_append(s, tokens, n, want, ret_logits);
 	if (r < 0)
 		return r;
-
-	for (size_t done = 0; done < n;) {
-		int T = (int)MIN(n - done, (size_t)LM_MAX_BATCH);
-		bool last = done + (size_t)T == n;
-		enum engine_logits w = want == ENGINE_LOGITS_ALL ? ENGINE_LOGITS_ALL
-				       : last			  ? want
-								  : ENGINE_LOGITS_NONE;
-		float *out = want == ENGINE_LOGITS_ALL ? ret_logits + done * (size_t)vocab : ret_logits;
-		lm_forward(s, tokens + done, embeds ? embeds + done : NULL, T, w, out);
-		done += (size_t)T;
+	float **logits = NULL;
+	if (want != ENGINE_LOGITS_NONE) {
+		logits = malloc(n * sizeof(*logits));
+		if (!logits)
+			return -ENOMEM;
+		set_logits(logits, 0, n, want, ret_logits, (size_t)engine_session_vocab(s));
 	}
-	return 0;
+	struct backend_span span = {.seq = s->seq, .first = 0, .n = n};
+	struct backend_batch batch = {
+		.n_pos = n,
+		.tokens = tokens,
+		.embeds = embeds,
+		.logits = logits,
+		.spans = &span,
+		.n_spans = 1,
+	};
+	r = run_batch(s->backend, &batch);
+	free(logits);
+	return r;
 }
 
 int engine_session_decode(struct engine_session *s, int32_t token, float *ret_logits)
@@ -246,65 +197,121 @@ int engine_session_decode(struct engine_session *s, int32_t token, float *ret_lo
 	return engine_session_append(s, &token, NULL, 1, ENGINE_LOGITS_LAST, ret_logits);
 }
 
+int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries,
+			 size_t n_entries)
+{
+	if (!b || !entries || n_entries == 0 || n_entries > ENGINE_BATCH_MAX_SESSIONS)
+		return -EINVAL;
+	size_t total = 0;
+	bool any_embeds = false, any_logits = false;
+	for (size_t i = 0; i < n_entries; i++) {
+		const struct engine_batch_entry *e = &entries[i];
+		if (!e->session || e->session->backend != b)
+			return -EINVAL;
+		for (size_t j = 0; j < i; j++)
+			if (entries[j].session == e->session)
+				return -EINVAL;
+		int r = check_append(e->session, e->tokens, e->n, e->want, e->ret_logits);
+		if (r < 0)
+			return r;
+		/* each n is at most ENGINE_SESSION_MAX_TOKENS, so the sum cannot wrap */
+		total += e->n;
+		any_embeds |= e->embeds != NULL;
+		any_logits |= e->want != ENGINE_LOGITS_NONE;
+	}
+
+	int r = -ENOMEM;
+	size_t vocab = (size_t)b->model->cfg.vocab;
+	struct backend_span *spans = calloc(n_entries, sizeof(*spans));
+	int32_t *tokens = malloc(total * sizeof(*tokens));
+	const float **embeds = any_embeds ? calloc(total, sizeof(*embeds)) : NULL;
+	float **logits = any_logits ? malloc(total * sizeof(*logits)) : NULL;
+	if (!spans || !tokens || (any_embeds && !embeds) || (any_logits && !logits))
+		goto free_arrays;
+	size_t pos = 0;
+	for (size_t i = 0; i < n_entries; i++) {
+		const struct engine_batch_entry *e = &entries[i];
+		spans[i] = (struct backend_span){.seq = e->session->seq, .first = pos, .n = e->n};
+		memcpy(tokens + pos, e->tokens, e->n * sizeof(*tokens));
+		if (e->embeds)
+			memcpy(embeds + pos, e->embeds, e->n * sizeof(*embeds));
+		if (logits)
+			set_logits(logits, pos, e->n, e->want, e->ret_logits, vocab);
+		pos += e->n;
+	}
+	struct backend_batch batch = {
+		.n_pos = total,
+		.tokens = tokens,
+		.embeds = embeds,
+		.logits = logits,
+		.spans = spans,
+		.n_spans = n_entries,
+	};
+	r = run_batch(b, &batch);
+free_arrays:
+	free(logits);
+	free(embeds);
+	free(tokens);
+	free(spans);
+	return r;
+}
+
+/* ---- copies ----------------------------------------------------------------------------------- */
+
 struct engine_session *engine_session_copy(const struct engine_session *s)
 {
-	struct engine_session *c = calloc(1, sizeof(*c));
+	struct engine_session *c = engine_session_create_on(s->backend, s->seq->max_tokens);
 	if (!c)
-		goto oom;
-	c->model = s->model;
-	c->max_tokens = s->max_tokens;
-	c->n_tokens = s->n_tokens;
-	c->kv_cap = s->n_tokens;
-	c->layers = alloc_layers(s->model, c->kv_cap);
-	if (!c->layers)
-		goto oom;
-	copy_layers(s->model, c->layers, s->layers, s->n_tokens);
+		return NULL;
+	int r = s->backend->ops->seq_copy(c->seq, s->seq);
+	if (r < 0) {
+		engine_session_destroy(c);
+		errno = -r;
+		return NULL;
+	}
 	return c;
-oom:
-	free(c);
-	errno = ENOMEM;
-	return NULL;
 }
 
 struct engine_snapshot *engine_session_snapshot(const struct engine_session *s)
 {
+	struct engine_backend *b = s->backend;
 	struct engine_snapshot *snap = calloc(1, sizeof(*snap));
-	if (!snap)
-		goto oom;
-	snap->model = s->model;
-	snap->n_tokens = s->n_tokens;
-	snap->bytes = state_bytes(s->model, s->n_tokens);
-	snap->layers = alloc_layers(s->model, s->n_tokens);
-	if (!snap->layers)
-		goto oom;
-	copy_layers(s->model, snap->layers, s->layers, s->n_tokens);
+	if (!snap) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	snap->backend = b;
+	snap->bytes = b->ops->seq_state_bytes(s->seq);
+	/* max_tokens of the snapshot's sequence is what it holds: it never grows */
+	snap->seq = b->ops->seq_create(b, MAX(s->seq->n_tokens, 1));
+	if (!snap->seq)
+		goto free_snap;
+	int r = b->ops->seq_copy(snap->seq, s->seq);
+	if (r < 0) {
+		b->ops->seq_destroy(snap->seq);
+		errno = -r;
+		goto free_snap;
+	}
 	return snap;
-oom:
+free_snap:
 	free(snap);
-	errno = ENOMEM;
 	return NULL;
 }
 
 int engine_session_restore(struct engine_session *s, const struct engine_snapshot *snap)
 {
-	if (!s || !snap || snap->model != s->model)
+	if (!s || !snap || snap->backend != s->backend)
 		return -EINVAL;
-	if (snap->n_tokens > s->max_tokens)
+	if (snap->seq->n_tokens > s->seq->max_tokens)
 		return -ENOSPC;
-	/* grow the caches first (the only step that can fail), then overwrite */
-	int r = lm_reserve_kv(s, snap->n_tokens);
-	if (r < 0)
-		return r;
-	copy_layers(s->model, s->layers, snap->layers, snap->n_tokens);
-	s->n_tokens = snap->n_tokens;
-	return 0;
+	return s->backend->ops->seq_copy(s->seq, snap->seq);
 }
 
 void engine_snapshot_destroy(struct engine_snapshot *snap)
 {
 	if (!snap)
 		return;
-	free_layers(snap->model, snap->layers);
+	snap->backend->ops->seq_destroy(snap->seq);
 	free(snap);
 }
 
@@ -315,5 +322,5 @@ size_t engine_snapshot_bytes(const struct engine_snapshot *snap)
 
 int engine_snapshot_n_tokens(const struct engine_snapshot *snap)
 {
-	return snap->n_tokens;
+	return snap->seq->n_tokens;
 }

@@ -1,0 +1,271 @@
+/* Backends: options, creation, accounting, and the model's default CPU backend (backend.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "common.h"
+#ifdef HOLOD_HAVE_CUDA
+#include "gpu.h"
+#endif
+
+static const char *const kind_names[] = {
+	[ENGINE_BACKEND_AUTO] = "auto",
+	[ENGINE_BACKEND_CPU] = "cpu",
+	[ENGINE_BACKEND_CUDA] = "cuda",
+};
+
+static const char *const precision_names[] = {
+	[ENGINE_PRECISION_DEFAULT] = "default",
+	[ENGINE_PRECISION_BF16] = "bf16",
+	[ENGINE_PRECISION_FP32] = "fp32",
+};
+
+const char *engine_backend_kind_name(enum engine_backend_kind kind)
+{
+	return (unsigned)kind < ARRAY_SIZE(kind_names) ? kind_names[kind] : "unknown";
+}
+
+int engine_backend_kind_parse(const char *name, enum engine_backend_kind *ret)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(kind_names); i++) {
+		if (strcmp(name, kind_names[i]) == 0) {
+			*ret = (enum engine_backend_kind)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *engine_precision_name(enum engine_precision p)
+{
+	return (unsigned)p < ARRAY_SIZE(precision_names) ? precision_names[p] : "unknown";
+}
+
+int engine_precision_parse(const char *name, enum engine_precision *ret)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(precision_names); i++) {
+		if (strcmp(name, precision_names[i]) == 0) {
+			*ret = (enum engine_precision)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int fail(int err, char *msg, size_t msglen, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(int err, char *msg, size_t msglen, const char *format, ...)
+{
+	if (msg && msglen) {
+		va_list ap;
+		va_start(ap, format);
+		vsnprintf(msg, msglen, format, ap);
+		va_end(ap);
+	}
+	return -err;
+}
+
+/* Checks a CUDA device for opts (ENODEV sentences); 0 when it is usable. */
+static int check_cuda_device(const struct engine_backend_options *opts, char *msg, size_t msglen)
+{
+#ifdef HOLOD_HAVE_CUDA
+	int n = gpu_device_count();
+	if (n == 0)
+		return fail(ENODEV, msg, msglen, "no CUDA device is present");
+	if (opts->device < 0 || opts->device >= n)
+		return fail(ENODEV, msg, msglen, "CUDA device %d does not exist (%d device%s present)",
+			    opts->device, n, n == 1 ? " is" : "s are");
+	return 0;
+#else
+	return fail(ENODEV, msg, msglen, "this build has no CUDA backend (nvcc was not found when it was built)");
+#endif
+}
+
+static bool cuda_can_forward(void)
+{
+#ifdef HOLOD_HAVE_CUDA
+	return backend_cuda_can_forward();
+#else
+	return false;
+#endif
+}
+
+/* The checks engine_backend_resolve() and engine_backend_create() share: AUTO and DEFAULT
+ * resolved, values and device checked, but not whether the backend can compute. */
+static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
+{
+	if (msg && msglen)
+		msg[0] = '\0';
+	if ((unsigned)opts->kind >= ARRAY_SIZE(kind_names))
+		return fail(EINVAL, msg, msglen, "unknown backend %d", (int)opts->kind);
+	if ((unsigned)opts->precision >= ARRAY_SIZE(precision_names))
+		return fail(EINVAL, msg, msglen, "unknown precision %d", (int)opts->precision);
+	if (opts->kind == ENGINE_BACKEND_AUTO) {
+		char why[256];
+		opts->kind = ENGINE_BACKEND_CPU;
+		if (check_cuda_device(opts, why, sizeof(why)) == 0) {
+			if (cuda_can_forward())
+				opts->kind = ENGINE_BACKEND_CUDA;
+			else
+				fail(0, msg, msglen, "a CUDA device is present, but the CUDA backend cannot run the language model yet (its kernels are issue 11): using the CPU");
+		}
+		if (opts->kind == ENGINE_BACKEND_CPU && opts->precision == ENGINE_PRECISION_BF16)
+			return fail(EINVAL, msg, msglen, "--precision bf16 needs the CUDA backend, and the CPU computes in fp32 only");
+	}
+	if (opts->kind == ENGINE_BACKEND_CPU) {
+		if (opts->precision == ENGINE_PRECISION_BF16)
+			return fail(EINVAL, msg, msglen, "the CPU backend computes in fp32 only (bf16 needs --backend cuda)");
+		opts->precision = ENGINE_PRECISION_FP32;
+		return 0;
+	}
+	int r = check_cuda_device(opts, msg, msglen);
+	if (r < 0)
+		return r;
+	if (opts->precision == ENGINE_PRECISION_DEFAULT)
+		opts->precision = ENGINE_PRECISION_BF16;
+	return 0;
+}
+
+int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
+{
+	if (!opts)
+		return -EINVAL;
+	struct engine_backend_options o = *opts;
+	int r = resolve(&o, msg, msglen);
+	if (r < 0)
+		return r;
+	if (o.kind == ENGINE_BACKEND_CUDA && !cuda_can_forward())
+		return fail(EOPNOTSUPP, msg, msglen, "the CUDA backend cannot run the language model yet (its kernels are issue 11)");
+	*opts = o;
+	return 0;
+}
+
+struct engine_backend *engine_backend_create(const struct engine_model *model,
+					     const struct engine_backend_options *opts,
+					     char *errbuf, size_t errlen)
+{
+	if (!model || !opts) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct engine_backend_options o = *opts;
+	int r = resolve(&o, errbuf, errlen);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	if (o.kind == ENGINE_BACKEND_CPU) {
+		struct engine_backend *b = backend_cpu_create(model, &o);
+		if (!b)
+			fail(errno, errbuf, errlen, errno == EINVAL
+				    ? "the model's tensors do not match its config"
+				    : "out of memory creating the CPU backend");
+		return b;
+	}
+#ifdef HOLOD_HAVE_CUDA
+	return backend_cuda_create(model, &o, errbuf, errlen);
+#else
+	errno = ENODEV; /* resolve() refused CUDA already */
+	return NULL;
+#endif
+}
+
+void engine_backend_destroy(struct engine_backend *b)
+{
+	if (b)
+		b->ops->destroy(b);
+}
+
+int engine_backend_get_info(const struct engine_backend *b, struct engine_backend_info *ret)
+{
+	if (!b || !ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	ret->kind = b->kind;
+	ret->name = b->ops->name;
+	ret->precision = b->precision;
+	ret->runs_model = b->ops->forward != NULL;
+	ret->weight_bytes = b->weight_bytes;
+	ret->state_bytes = atomic_load(&b->state_bytes);
+	ret->state_limit = b->state_limit;
+	b->ops->info(b, ret);
+	return 0;
+}
+
+void backend_init(struct engine_backend *b, const struct backend_ops *ops,
+		  const struct engine_model *m, const struct engine_backend_options *opts)
+{
+	b->ops = ops;
+	b->model = m;
+	b->kind = opts->kind;
+	b->device = opts->device;
+	b->precision = opts->precision;
+	b->state_limit = opts->state_limit;
+	atomic_init(&b->state_bytes, 0);
+}
+
+int backend_charge(struct engine_backend *b, uint64_t bytes)
+{
+	uint64_t cur = atomic_load(&b->state_bytes);
+	do {
+		if (b->state_limit && (bytes > b->state_limit || cur > b->state_limit - bytes))
+			return -ENOMEM;
+	} while (!atomic_compare_exchange_weak(&b->state_bytes, &cur, cur + bytes));
+	return 0;
+}
+
+void backend_uncharge(struct engine_backend *b, uint64_t bytes)
+{
+	atomic_fetch_sub(&b->state_bytes, bytes);
+}
+
+void backend_seq_state_finish(struct backend_seq_state *st)
+{
+	if (!st->layers)
+		return;
+	for (int l = 0; l < st->n_layers; l++) {
+		free(st->layers[l].conv);
+		free(st->layers[l].ssm);
+		free(st->layers[l].k);
+		free(st->layers[l].v);
+	}
+	free(st->layers);
+	st->layers = NULL;
+}
+
+/* ---- the model's default backend ---------------------------------------------------------- */
+
+/* Guards every model's default_backend pointer: a model is shared read-only between threads,
+ * so its first engine_session_create() calls may race. */
+static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct engine_backend *backend_model_default(const struct engine_model *model)
+{
+	/* The model is immutable to its users; the lazily created backend is the one field the
+	 * engine writes after load, under default_lock. */
+	struct engine_model *m = (struct engine_model *)model;
+	pthread_mutex_lock(&default_lock);
+	struct engine_backend *b = m->default_backend;
+	if (!b) {
+		struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
+		b = backend_cpu_create(model, &o);
+		m->default_backend = b;
+	}
+	pthread_mutex_unlock(&default_lock);
+	return b;
+}
+
+void backend_model_release(struct engine_model *m)
+{
+	pthread_mutex_lock(&default_lock);
+	struct engine_backend *b = m->default_backend;
+	m->default_backend = NULL;
+	pthread_mutex_unlock(&default_lock);
+	engine_backend_destroy(b);
+}

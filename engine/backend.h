@@ -1,0 +1,142 @@
+/* engine internal: the backend seam under sessions (not a public header).
+ *
+ * A backend instance serves one model on one device, the way sqlite3_io_methods sits under the
+ * pager and ggml_backend_i under a model: it owns its copy of the weights (prepared once at
+ * creation: the CPU reads the memory map as it is, CUDA uploads once), every sequence's state
+ * (conv window, fp32 SSM state, KV cache) and the scratch a forward needs. session.c holds the
+ * public objects (engine_session, engine_snapshot) and validates every argument; backends only
+ * see well-formed requests.
+ *
+ * Sequences: a struct backend_seq is the per-sequence state of the language model. A snapshot is
+ * a sequence cut to its tokens; snapshot, restore and copy are seq_copy() between sequences
+ * (device-side on CUDA). Backends embed struct backend_seq as the first member of their own
+ * sequence type, and struct engine_backend as the first member of their instance type.
+ *
+ * Batches: forward() runs a batch of positions that may belong to several sequences. Each
+ * sequence's positions are contiguous in the batch (one span), in order, and follow what the
+ * sequence already holds. reserve() does everything that can fail for a batch (allocations, the
+ * state limit); forward() after a successful reserve() of the same batch cannot fail on
+ * resources, so a failed call leaves every sequence as it was.
+ *
+ * Threads: a backend may be used by several threads at once as long as each sequence is used by
+ * one thread at a time (the CPU backend keeps a forward's scratch per sequence); the state
+ * accounting is atomic. The CUDA backend's sequences belong to the thread that owns its context.
+ */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "model.h"
+
+struct engine_backend;
+
+struct backend_seq {
+	struct engine_backend *backend;
+	int max_tokens; /* positions it may hold (1..ENGINE_SESSION_MAX_TOKENS) */
+	int n_tokens;   /* positions it holds; forward() advances it */
+};
+
+/* The positions of one sequence in a batch: batch positions [first, first + n). */
+struct backend_span {
+	struct backend_seq *seq;
+	size_t first, n;
+};
+
+struct backend_batch {
+	size_t n_pos;
+	const int32_t *tokens;        /* [n_pos] ids in [0, vocab) */
+	const float *const *embeds;   /* NULL, or [n_pos]: non-NULL rows of `hidden` floats replace
+				       * the token embedding */
+	float *const *logits;         /* NULL (none), or [n_pos]: where forward() writes the
+				       * logits[vocab] of each position (NULL: not wanted). A run of
+				       * consecutive wanted positions of one sequence should have
+				       * consecutive rows (the CPU then computes them in one pass). */
+	const struct backend_span *spans; /* n_spans spans covering [0, n_pos) in order, one per
+					   * sequence */
+	size_t n_spans;
+};
+
+/* The per-sequence state in the CPU layout (lm.h): what seq_export() produces, so tests and
+ * conformance checks compare states across backends. Arrays are malloc'ed; free with
+ * backend_seq_state_finish(). */
+struct backend_layer_state {
+	float *conv; /* Mamba: [K-1][conv_dim] */
+	float *ssm;  /* Mamba: [H][P][N] */
+	float *k, *v; /* attention: [n_tokens][Hkv*Dh] */
+};
+struct backend_seq_state {
+	int n_layers, n_tokens;
+	struct backend_layer_state *layers;
+};
+void backend_seq_state_finish(struct backend_seq_state *st);
+/* A session's state, through its backend's seq_export() (session.c). */
+int backend_session_export(const struct engine_session *s, struct backend_seq_state *ret);
+
+struct backend_ops {
+	const char *name; /* "cpu", "cuda" */
+	void (*destroy)(struct engine_backend *b);
+	/* A zeroed sequence with no KV room yet. NULL + errno (ENOMEM). */
+	struct backend_seq *(*seq_create)(struct engine_backend *b, int max_tokens);
+	void (*seq_destroy)(struct backend_seq *seq);
+	/* Back to the state of a new sequence (capacity kept). */
+	void (*seq_reset)(struct backend_seq *seq);
+	/* dst takes src's state and token count (dst->max_tokens >= src->n_tokens, checked by the
+	 * caller); dst's KV room grows to exactly what it needs, if it must. Returns 0 or -ENOMEM
+	 * with dst unchanged. */
+	int (*seq_copy)(struct backend_seq *dst, const struct backend_seq *src);
+	/* Bytes of the state the sequence holds: conv + SSM + the used part of the KV cache. */
+	size_t (*seq_state_bytes)(const struct backend_seq *seq);
+	/* Copies the state to host arrays (struct backend_seq_state). Returns 0, -ENOMEM, -EIO. */
+	int (*seq_export)(const struct backend_seq *seq, struct backend_seq_state *ret);
+	/* Prepares everything forward() needs for `batch`. Returns 0, -ENOMEM (host or device
+	 * memory, or the state limit); no sequence's state or token count changes either way. */
+	int (*reserve)(struct engine_backend *b, const struct backend_batch *batch);
+	/* Runs the batch after reserve(batch) succeeded and writes the wanted logits rows. Returns
+	 * 0, or -EIO for a device failure (sequences in the batch are then undefined). NULL when
+	 * the backend cannot run the language model. */
+	int (*forward)(struct engine_backend *b, const struct backend_batch *batch);
+	/* Fills the backend-specific parts of *ret (device name, memory). */
+	void (*info)(const struct engine_backend *b, struct engine_backend_info *ret);
+};
+
+struct engine_backend {
+	const struct backend_ops *ops;
+	const struct engine_model *model;
+	enum engine_backend_kind kind;
+	int device;
+	enum engine_precision precision;
+	uint64_t weight_bytes;       /* weights held by the device for this backend */
+	uint64_t state_limit;        /* 0: none */
+	_Atomic uint64_t state_bytes; /* sequence memory allocated (capacity), all sequences */
+};
+
+/* Charges `bytes` of sequence memory to the backend; -ENOMEM when that would pass the state
+ * limit (nothing charged then). backend_uncharge() gives it back. */
+int backend_charge(struct engine_backend *b, uint64_t bytes);
+void backend_uncharge(struct engine_backend *b, uint64_t bytes);
+
+/* Fills the common fields of a new instance. */
+void backend_init(struct engine_backend *b, const struct backend_ops *ops,
+		  const struct engine_model *m, const struct engine_backend_options *opts);
+
+/* The model's default CPU backend, created on first use; NULL + errno (EINVAL, ENOMEM). */
+struct engine_backend *backend_model_default(const struct engine_model *m);
+
+/* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,
+ * ENOMEM). */
+struct engine_backend *backend_cpu_create(const struct engine_model *m,
+					  const struct engine_backend_options *opts);
+
+#ifdef HOLOD_HAVE_CUDA
+/* The CUDA backend (backend_cuda.c). NULL + errno and one sentence in errbuf (ENODEV, ENOMEM,
+ * EIO). */
+struct engine_backend *backend_cuda_create(const struct engine_model *m,
+					   const struct engine_backend_options *opts, char *errbuf,
+					   size_t errlen);
+/* Whether the CUDA backend has a forward (its kernels exist in this build). */
+bool backend_cuda_can_forward(void);
+#endif

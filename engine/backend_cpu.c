@@ -1,0 +1,339 @@
+/* The CPU backend: the language model of lm_forward.c behind the backend seam (backend.h).
+ *
+ * Weights: the model's memory-mapped tensors as they are (cpu_matmul reads bf16/f16/f32
+ * directly), so creating the backend allocates nothing for them. Sequences (struct lm_seq):
+ * Mamba layers hold the raw conv window [K-1][conv_dim] and the fp32 SSM state [H][P][N];
+ * attention layers hold fp32 K/V caches of kv_cap positions, grown on demand up to max_tokens;
+ * MLP layers hold nothing. Every byte of that is charged to the backend (backend_charge), which
+ * enforces the state limit.
+ *
+ * A batch runs sequence by sequence, each span in runs of at most LM_MAX_BATCH positions (exact:
+ * the state carries over); batched GEMMs across sequences are a later step.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "common.h"
+#include "cpu.h"
+#include "lm.h"
+
+static size_t conv_floats(const struct lm_dims *dm)
+{
+	return (size_t)(dm->K - 1) * dm->conv_dim;
+}
+
+static size_t ssm_floats(const struct lm_dims *dm)
+{
+	return (size_t)dm->H * dm->P * dm->N;
+}
+
+/* Bytes of the fixed part of a sequence (conv + SSM states) and of one KV position. */
+static void seq_sizes(const struct engine_model *m, uint64_t *ret_fixed, uint64_t *ret_per_pos)
+{
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	uint64_t fixed = 0, per_pos = 0;
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		if (m->layers[l].kind == LM_LAYER_MAMBA)
+			fixed += (conv_floats(&dm) + ssm_floats(&dm)) * sizeof(float);
+		else if (m->layers[l].kind == LM_LAYER_ATTENTION)
+			per_pos += 2 * (uint64_t)dm.kv_dim * sizeof(float);
+	}
+	*ret_fixed = fixed;
+	*ret_per_pos = per_pos;
+}
+
+static void free_layers(const struct engine_model *m, struct lm_layer_state *layers)
+{
+	if (!layers)
+		return;
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		free(layers[l].conv);
+		free(layers[l].ssm);
+		free(layers[l].k);
+		free(layers[l].v);
+	}
+	free(layers);
+}
+
+static void cpu_seq_destroy(struct backend_seq *bs)
+{
+	struct lm_seq *s = (struct lm_seq *)bs;
+	if (!s)
+		return;
+	uint64_t fixed, per_pos;
+	seq_sizes(s->model, &fixed, &per_pos);
+	if (s->layers)
+		backend_uncharge(bs->backend, fixed + per_pos * (uint64_t)s->kv_cap);
+	free_layers(s->model, s->layers);
+	free(s->work);
+	free(s);
+}
+
+static struct backend_seq *cpu_seq_create(struct engine_backend *b, int max_tokens)
+{
+	const struct engine_model *m = b->model;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	uint64_t fixed, per_pos;
+	seq_sizes(m, &fixed, &per_pos);
+	struct lm_seq *s = calloc(1, sizeof(*s));
+	if (!s)
+		goto oom;
+	s->base.backend = b;
+	s->base.max_tokens = max_tokens;
+	s->model = m;
+	if (backend_charge(b, fixed) < 0)
+		goto free_seq;
+	s->layers = calloc((size_t)m->cfg.n_layers, sizeof(*s->layers));
+	if (!s->layers)
+		goto uncharge;
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		if (m->layers[l].kind != LM_LAYER_MAMBA)
+			continue;
+		s->layers[l].conv = calloc(MAX(conv_floats(&dm), 1), sizeof(float));
+		s->layers[l].ssm = calloc(ssm_floats(&dm), sizeof(float));
+		if (!s->layers[l].conv || !s->layers[l].ssm)
+			goto free_layers;
+	}
+	return &s->base;
+free_layers:
+	free_layers(m, s->layers);
+uncharge:
+	backend_uncharge(b, fixed);
+free_seq:
+	free(s);
+oom:
+	errno = ENOMEM;
+	return NULL;
+}
+
+static void cpu_seq_reset(struct backend_seq *bs)
+{
+	struct lm_seq *s = (struct lm_seq *)bs;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &s->model->cfg);
+	for (int l = 0; l < s->model->cfg.n_layers; l++) {
+		if (s->model->layers[l].kind != LM_LAYER_MAMBA)
+			continue;
+		memset(s->layers[l].conv, 0, conv_floats(&dm) * sizeof(float));
+		memset(s->layers[l].ssm, 0, ssm_floats(&dm) * sizeof(float));
+	}
+	bs->n_tokens = 0;
+}
+
+/* Grows the KV caches to exactly `positions` (a copy needs no room to spare: a snapshot is a
+ * sequence cut to its tokens). Same failure contract as lm_reserve_kv(). */
+static int reserve_exact(struct lm_seq *s, int positions)
+{
+	if (positions <= s->kv_cap)
+		return 0;
+	int max = s->base.max_tokens;
+	s->base.max_tokens = positions; /* caps lm_reserve_kv()'s doubling at what is needed */
+	int r = lm_reserve_kv(s, positions);
+	s->base.max_tokens = max;
+	return r;
+}
+
+static int cpu_seq_copy(struct backend_seq *bdst, const struct backend_seq *bsrc)
+{
+	struct lm_seq *dst = (struct lm_seq *)bdst;
+	const struct lm_seq *src = (const struct lm_seq *)bsrc;
+	const struct engine_model *m = src->model;
+	int n = bsrc->n_tokens;
+	int r = reserve_exact(dst, n);
+	if (r < 0)
+		return r;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		switch (m->layers[l].kind) {
+		case LM_LAYER_MAMBA:
+			memcpy(dst->layers[l].conv, src->layers[l].conv, conv_floats(&dm) * sizeof(float));
+			memcpy(dst->layers[l].ssm, src->layers[l].ssm, ssm_floats(&dm) * sizeof(float));
+			break;
+		case LM_LAYER_ATTENTION:
+			if (n > 0) {
+				memcpy(dst->layers[l].k, src->layers[l].k, (size_t)n * dm.kv_dim * sizeof(float));
+				memcpy(dst->layers[l].v, src->layers[l].v, (size_t)n * dm.kv_dim * sizeof(float));
+			}
+			break;
+		case LM_LAYER_MLP:
+			break;
+		}
+	}
+	bdst->n_tokens = n;
+	return 0;
+}
+
+static size_t cpu_seq_state_bytes(const struct backend_seq *bs)
+{
+	const struct lm_seq *s = (const struct lm_seq *)bs;
+	uint64_t fixed, per_pos;
+	seq_sizes(s->model, &fixed, &per_pos);
+	return (size_t)(fixed + per_pos * (uint64_t)bs->n_tokens);
+}
+
+static float *dup_floats(const float *src, size_t n)
+{
+	float *p = malloc(MAX(n, 1) * sizeof(float));
+	if (p && n)
+		memcpy(p, src, n * sizeof(float));
+	return p;
+}
+
+static int cpu_seq_export(const struct backend_seq *bs, struct backend_seq_state *ret)
+{
+	const struct lm_seq *s = (const struct lm_seq *)bs;
+	const struct engine_model *m = s->model;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	struct backend_seq_state st = {.n_layers = m->cfg.n_layers, .n_tokens = bs->n_tokens};
+	st.layers = calloc((size_t)st.n_layers, sizeof(*st.layers));
+	if (!st.layers)
+		return -ENOMEM;
+	size_t kv = (size_t)bs->n_tokens * dm.kv_dim;
+	for (int l = 0; l < st.n_layers; l++) {
+		struct backend_layer_state *o = &st.layers[l];
+		const struct lm_layer_state *in = &s->layers[l];
+		if (m->layers[l].kind == LM_LAYER_MAMBA) {
+			o->conv = dup_floats(in->conv, conv_floats(&dm));
+			o->ssm = dup_floats(in->ssm, ssm_floats(&dm));
+			if (!o->conv || !o->ssm)
+				goto oom;
+		} else if (m->layers[l].kind == LM_LAYER_ATTENTION) {
+			o->k = dup_floats(in->k, kv);
+			o->v = dup_floats(in->v, kv);
+			if (!o->k || !o->v)
+				goto oom;
+		}
+	}
+	*ret = st;
+	return 0;
+oom:
+	backend_seq_state_finish(&st);
+	return -ENOMEM;
+}
+
+static int cpu_reserve(struct engine_backend *b, const struct backend_batch *batch)
+{
+	for (size_t i = 0; i < batch->n_spans; i++) {
+		struct lm_seq *s = (struct lm_seq *)batch->spans[i].seq;
+		size_t n = batch->spans[i].n;
+		/* the KV caches for all n positions and the scratch for the largest run, seen from
+		 * the longest context the last run has */
+		int saved = s->base.n_tokens;
+		int run = (int)MIN(n, (size_t)LM_MAX_BATCH);
+		s->base.n_tokens = saved + (int)n - run;
+		int r = lm_forward_prepare(s, run);
+		s->base.n_tokens = saved;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int cpu_forward(struct engine_backend *b, const struct backend_batch *batch)
+{
+	size_t vocab = (size_t)b->model->cfg.vocab;
+	float *const *dst = batch->logits;
+	for (size_t i = 0; i < batch->n_spans; i++) {
+		const struct backend_span *sp = &batch->spans[i];
+		struct lm_seq *s = (struct lm_seq *)sp->seq;
+		size_t end = sp->first + sp->n;
+		for (size_t p = sp->first; p < end;) {
+			size_t T = MIN(end - p, (size_t)LM_MAX_BATCH);
+			/* lm_forward() writes the logits of all rows of a run, contiguously, or of its
+			 * last row: a run takes all rows when every one is wanted into consecutive
+			 * rows, and otherwise ends at its first wanted row */
+			enum engine_logits want = ENGINE_LOGITS_NONE;
+			float *out = NULL;
+			if (dst) {
+				size_t first = T;
+				bool all = true;
+				for (size_t t = 0; t < T; t++) {
+					if (!dst[p] || dst[p + t] != dst[p] + t * vocab)
+						all = false;
+					if (dst[p + t] && first == T)
+						first = t;
+				}
+				if (all) {
+					want = ENGINE_LOGITS_ALL;
+					out = dst[p];
+				} else if (first < T) {
+					T = first + 1;
+					want = ENGINE_LOGITS_LAST;
+					out = dst[p + first];
+				}
+			}
+			lm_forward(s, batch->tokens + p, batch->embeds ? batch->embeds + p : NULL,
+				   (int)T, want, out);
+			p += T;
+		}
+	}
+	return 0;
+}
+
+static void cpu_info(const struct engine_backend *b, struct engine_backend_info *ret)
+{
+#if defined(__x86_64__)
+	const char *arch = "x86_64";
+#elif defined(__aarch64__)
+	const char *arch = "aarch64";
+#else
+	const char *arch = "cpu";
+#endif
+	snprintf(ret->device, sizeof(ret->device), "%s, %s kernels, %d threads", arch,
+		 cpu_kernel_name(), cpu_threads());
+	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
+	long page = sysconf(_SC_PAGESIZE);
+	if (pages > 0 && page > 0)
+		ret->memory_total = (uint64_t)pages * (uint64_t)page;
+	if (avail > 0 && page > 0)
+		ret->memory_free = (uint64_t)avail * (uint64_t)page;
+}
+
+static void cpu_destroy(struct engine_backend *b)
+{
+	free(b);
+}
+
+static const struct backend_ops cpu_ops = {
+	.name = "cpu",
+	.destroy = cpu_destroy,
+	.seq_create = cpu_seq_create,
+	.seq_destroy = cpu_seq_destroy,
+	.seq_reset = cpu_seq_reset,
+	.seq_copy = cpu_seq_copy,
+	.seq_state_bytes = cpu_seq_state_bytes,
+	.seq_export = cpu_seq_export,
+	.reserve = cpu_reserve,
+	.forward = cpu_forward,
+	.info = cpu_info,
+};
+
+struct engine_backend *backend_cpu_create(const struct engine_model *m,
+					  const struct engine_backend_options *opts)
+{
+	int r = lm_model_check(m);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	struct engine_backend *b = calloc(1, sizeof(*b));
+	if (!b) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	backend_init(b, &cpu_ops, m, opts);
+	b->kind = ENGINE_BACKEND_CPU;
+	b->precision = ENGINE_PRECISION_FP32;
+	struct engine_model_info info;
+	engine_model_get_info(m, &info);
+	b->weight_bytes = info.weight_bytes;
+	return b;
+}

@@ -1,0 +1,421 @@
+/* The backend seam (engine/backend.h): batches of several sessions against separate calls,
+ * all-or-nothing failures, the state limit and its accounting, backend options and their
+ * error sentences. In-memory random models; the CPU backend.
+ *
+ * A batch runs each session's positions in the same runs a separate append would, so logits and
+ * states must be bit-identical, not merely close. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "lm.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static uint64_t rng = 777;
+
+static int32_t next_token(int vocab)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (int32_t)((rng >> 33) % (uint64_t)vocab);
+}
+
+static int32_t *make_tokens(int n, int vocab)
+{
+	int32_t *t = malloc((size_t)n * sizeof(*t));
+	REQUIRE(t);
+	for (int i = 0; i < n; i++)
+		t[i] = next_token(vocab);
+	return t;
+}
+
+static struct engine_model *small_model(const char *pattern, uint64_t seed)
+{
+	struct lm_random_spec sp = {
+		.pattern = pattern,
+		.hidden = 64,
+		.vocab = 96,
+		.intermediate = 96,
+		.n_heads = 4,
+		.n_kv_heads = 2,
+		.head_dim = 16,
+		.m_heads = 8,
+		.m_head_dim = 8,
+		.m_groups = 2,
+		.m_state = 16,
+		.m_conv_kernel = 4,
+		.m_chunk = 8,
+		.dtype = TENSOR_BF16,
+		.seed = seed,
+	};
+	struct engine_model *m = lm_random_model_create(&sp);
+	REQUIRE(m);
+	return m;
+}
+
+/* Whether two sessions hold bit-identical state (every layer's conv, SSM, K and V). */
+static bool same_state(const struct engine_session *a, const struct engine_session *b)
+{
+	struct backend_seq_state sa = {0}, sb = {0};
+	REQUIRE(backend_session_export(a, &sa) == 0 && backend_session_export(b, &sb) == 0);
+	const struct engine_model *m = engine_session_backend(a)->model;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	bool same = sa.n_tokens == sb.n_tokens && sa.n_layers == sb.n_layers;
+	size_t conv = (size_t)(dm.K - 1) * dm.conv_dim, ssm = (size_t)dm.H * dm.P * dm.N;
+	size_t kv = (size_t)sa.n_tokens * dm.kv_dim;
+	for (int l = 0; same && l < sa.n_layers; l++) {
+		const struct backend_layer_state *x = &sa.layers[l], *y = &sb.layers[l];
+		switch (m->layers[l].kind) {
+		case LM_LAYER_MAMBA:
+			same = memcmp(x->conv, y->conv, conv * sizeof(float)) == 0 &&
+			       memcmp(x->ssm, y->ssm, ssm * sizeof(float)) == 0;
+			break;
+		case LM_LAYER_ATTENTION:
+			same = memcmp(x->k, y->k, kv * sizeof(float)) == 0 &&
+			       memcmp(x->v, y->v, kv * sizeof(float)) == 0;
+			break;
+		case LM_LAYER_MLP:
+			break;
+		}
+	}
+	backend_seq_state_finish(&sa);
+	backend_seq_state_finish(&sb);
+	return same;
+}
+
+/* Three sessions at different positions (0, 5 and 17 tokens held) advance in one batch: a long
+ * prefill over several runs wanting its last logits, a split prefill wanting every row, and a
+ * one-token decode. Each must get what a separate call gives. */
+#define N_SESS 3
+static const int prefix_len[N_SESS] = {0, 5, 17};
+static const int step_len[N_SESS] = {LM_MAX_BATCH + 44, 7, 1};
+static const enum engine_logits step_want[N_SESS] = {ENGINE_LOGITS_LAST, ENGINE_LOGITS_ALL,
+						     ENGINE_LOGITS_LAST};
+
+static size_t rows_of(int i)
+{
+	return step_want[i] == ENGINE_LOGITS_ALL ? (size_t)step_len[i] : 1;
+}
+
+static void prefill(struct engine_session **s, int32_t *const *prefix)
+{
+	for (int i = 0; i < N_SESS; i++) {
+		engine_session_reset(s[i]);
+		if (prefix_len[i])
+			REQUIRE(engine_session_append(s[i], prefix[i], NULL, (size_t)prefix_len[i],
+						      ENGINE_LOGITS_NONE, NULL) == 0);
+	}
+}
+
+static void test_batch_equals_separate(struct engine_backend *b, struct engine_model *m)
+{
+	int V = m->cfg.vocab;
+	int32_t *prefix[N_SESS], *step[N_SESS];
+	float *want[N_SESS], *got[N_SESS];
+	struct engine_session *ref[N_SESS], *bat[N_SESS];
+	for (int i = 0; i < N_SESS; i++) {
+		prefix[i] = make_tokens(prefix_len[i] + 1, V);
+		step[i] = make_tokens(step_len[i], V);
+		want[i] = malloc(rows_of(i) * (size_t)V * sizeof(float));
+		got[i] = malloc(rows_of(i) * (size_t)V * sizeof(float));
+		ref[i] = engine_session_create_on(b, 400);
+		bat[i] = engine_session_create_on(b, 400);
+		REQUIRE(want[i] && got[i] && ref[i] && bat[i]);
+		CHECK(engine_session_backend(bat[i]) == b);
+	}
+	prefill(ref, prefix);
+	prefill(bat, prefix);
+	for (int i = 0; i < N_SESS; i++)
+		CHECK_INT_EQ(engine_session_append(ref[i], step[i], NULL, (size_t)step_len[i],
+						   step_want[i], want[i]),
+			     0);
+
+	struct engine_batch_entry e[N_SESS];
+	for (int i = 0; i < N_SESS; i++)
+		e[i] = (struct engine_batch_entry){.session = bat[i], .tokens = step[i],
+						   .n = (size_t)step_len[i], .want = step_want[i],
+						   .ret_logits = got[i]};
+	CHECK_INT_EQ(engine_forward_batch(b, e, N_SESS), 0);
+	for (int i = 0; i < N_SESS; i++) {
+		CHECK_INT_EQ(engine_session_n_tokens(bat[i]), prefix_len[i] + step_len[i]);
+		CHECK(memcmp(want[i], got[i], rows_of(i) * (size_t)V * sizeof(float)) == 0);
+		CHECK(same_state(ref[i], bat[i]));
+	}
+
+	/* a batch of one decode each, in another order, continues them identically */
+	float *la = malloc((size_t)V * sizeof(float) * N_SESS), *lb = malloc((size_t)V * sizeof(float) * N_SESS);
+	REQUIRE(la && lb);
+	int32_t tok[N_SESS] = {3, 50, 91};
+	for (int i = 0; i < N_SESS; i++) {
+		CHECK_INT_EQ(engine_session_decode(ref[i], tok[i], la + (size_t)i * V), 0);
+		int j = N_SESS - 1 - i;
+		e[i] = (struct engine_batch_entry){.session = bat[j], .tokens = &tok[j], .n = 1,
+						   .want = ENGINE_LOGITS_LAST,
+						   .ret_logits = lb + (size_t)j * V};
+	}
+	CHECK_INT_EQ(engine_forward_batch(b, e, N_SESS), 0);
+	CHECK(memcmp(la, lb, (size_t)V * sizeof(float) * N_SESS) == 0);
+
+	/* argument errors change nothing */
+	e[0] = (struct engine_batch_entry){.session = bat[0], .tokens = tok, .n = 1,
+					   .want = ENGINE_LOGITS_LAST, .ret_logits = lb};
+	e[1] = e[0];
+	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL); /* the same session twice */
+	CHECK_INT_EQ(engine_forward_batch(b, e, 0), -EINVAL);
+	CHECK_INT_EQ(engine_forward_batch(NULL, e, 1), -EINVAL);
+	struct engine_session *other = engine_session_create(m, 8); /* the model's own backend */
+	REQUIRE(other);
+	CHECK(engine_session_backend(other) != b);
+	e[1] = (struct engine_batch_entry){.session = other, .tokens = tok, .n = 1};
+	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL);
+	e[1] = (struct engine_batch_entry){.session = bat[1], .tokens = step[0], .n = 400};
+	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -ENOSPC);
+	int32_t bad = V;
+	e[1] = (struct engine_batch_entry){.session = bat[1], .tokens = &bad, .n = 1};
+	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL);
+	e[1] = (struct engine_batch_entry){.session = bat[1], .tokens = tok, .n = 1,
+					   .want = ENGINE_LOGITS_ALL};
+	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL); /* logits wanted, no buffer */
+	for (int i = 0; i < N_SESS; i++)
+		CHECK(same_state(ref[i], bat[i]));
+	engine_session_destroy(other);
+
+	for (int i = 0; i < N_SESS; i++) {
+		engine_session_destroy(ref[i]);
+		engine_session_destroy(bat[i]);
+		free(prefix[i]);
+		free(step[i]);
+		free(want[i]);
+		free(got[i]);
+	}
+	free(la);
+	free(lb);
+}
+
+/* A backend whose state limit the batch would pass: the reserve fails with -ENOMEM and none of
+ * the three sessions changes; they continue exactly as sessions that never saw the batch. */
+static void test_batch_reserve_failure(struct engine_model *m)
+{
+	int V = m->cfg.vocab;
+	char err[256];
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
+	struct engine_backend *ref_b = engine_backend_create(m, &o, err, sizeof(err));
+	REQUIRE(ref_b);
+	int32_t *prefix[N_SESS], *step[N_SESS];
+	struct engine_session *ref[N_SESS], *lim[N_SESS];
+	for (int i = 0; i < N_SESS; i++) {
+		prefix[i] = make_tokens(prefix_len[i] + 1, V);
+		step[i] = make_tokens(step_len[i], V);
+		ref[i] = engine_session_create_on(ref_b, 400);
+		REQUIRE(ref[i]);
+	}
+	prefill(ref, prefix);
+	struct engine_backend_info info;
+	CHECK_INT_EQ(engine_backend_get_info(ref_b, &info), 0);
+
+	/* what the three prefixes hold, plus the first KV block (64 positions) of the empty
+	 * session, far less than the batch's KV growth */
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	o.state_limit = info.state_bytes + 2 * 64 * (uint64_t)dm.kv_dim * sizeof(float) + 1024;
+	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
+	REQUIRE(b);
+	for (int i = 0; i < N_SESS; i++) {
+		lim[i] = engine_session_create_on(b, 400);
+		REQUIRE(lim[i]);
+	}
+	prefill(lim, prefix);
+	struct engine_backend_info before;
+	CHECK_INT_EQ(engine_backend_get_info(b, &before), 0);
+	CHECK(before.state_bytes <= o.state_limit);
+	CHECK(before.state_limit == o.state_limit);
+
+	float *logits = malloc((size_t)LM_MAX_BATCH * 2 * (size_t)V * sizeof(float));
+	REQUIRE(logits);
+	struct engine_batch_entry e[N_SESS];
+	for (int i = 0; i < N_SESS; i++)
+		e[i] = (struct engine_batch_entry){.session = lim[i], .tokens = step[i],
+						   .n = (size_t)step_len[i], .want = ENGINE_LOGITS_LAST,
+						   .ret_logits = logits + (size_t)i * V};
+	CHECK_INT_EQ(engine_forward_batch(b, e, N_SESS), -ENOMEM);
+	for (int i = 0; i < N_SESS; i++) {
+		CHECK_INT_EQ(engine_session_n_tokens(lim[i]), prefix_len[i]);
+		CHECK(same_state(ref[i], lim[i]));
+	}
+	/* a single append past the limit fails the same way; a session past it cannot be made */
+	CHECK_INT_EQ(engine_session_append(lim[0], step[0], NULL, (size_t)step_len[0],
+					   ENGINE_LOGITS_NONE, NULL),
+		     -ENOMEM);
+	errno = 0;
+	struct engine_session *extra[16];
+	int n_extra = 0;
+	while (n_extra < 16 && (extra[n_extra] = engine_session_create_on(b, 8)))
+		n_extra++;
+	CHECK(n_extra < 16 && errno == ENOMEM);
+	for (int i = 0; i < n_extra; i++)
+		engine_session_destroy(extra[i]);
+
+	/* continuing after the failure matches the reference, position for position */
+	float *a = malloc((size_t)V * sizeof(float)), *c = malloc((size_t)V * sizeof(float));
+	REQUIRE(a && c);
+	for (int i = 0; i < N_SESS; i++) {
+		CHECK_INT_EQ(engine_session_decode(ref[i], prefix[i][prefix_len[i]], a), 0);
+		CHECK_INT_EQ(engine_session_decode(lim[i], prefix[i][prefix_len[i]], c), 0);
+		CHECK(memcmp(a, c, (size_t)V * sizeof(float)) == 0);
+	}
+
+	for (int i = 0; i < N_SESS; i++) {
+		engine_session_destroy(ref[i]);
+		engine_session_destroy(lim[i]);
+		free(prefix[i]);
+		free(step[i]);
+	}
+	/* every byte charged is given back */
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK_INT_EQ(info.state_bytes, 0);
+	engine_backend_destroy(b);
+	engine_backend_destroy(ref_b);
+	free(logits);
+	free(a);
+	free(c);
+}
+
+/* What the info says about the CPU backend and its sessions and snapshots. */
+static void test_info(struct engine_model *m)
+{
+	char err[256];
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_AUTO};
+	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
+	REQUIRE(b);
+	struct engine_backend_info info;
+	struct engine_model_info mi;
+	CHECK_INT_EQ(engine_model_get_info(m, &mi), 0);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	/* AUTO is the CPU while the CUDA backend cannot run the model */
+	CHECK_INT_EQ(info.kind, ENGINE_BACKEND_CPU);
+	CHECK_STR_EQ(info.name, "cpu");
+	CHECK_INT_EQ(info.precision, ENGINE_PRECISION_FP32);
+	CHECK(info.runs_model);
+	CHECK(info.weight_bytes == mi.weight_bytes && info.weight_bytes > 0);
+	CHECK_INT_EQ(info.state_bytes, 0);
+	CHECK(strstr(info.device, "kernels") != NULL);
+	CHECK(info.memory_total > 0 && info.memory_free <= info.memory_total);
+
+	struct engine_session *s = engine_session_create_on(b, 100);
+	REQUIRE(s);
+	size_t fixed = engine_session_state_bytes(s);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK_INT_EQ(info.state_bytes, fixed);
+	int32_t *tok = make_tokens(10, m->cfg.vocab);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 10, ENGINE_LOGITS_NONE, NULL), 0);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	/* the KV cache is allocated ahead (64 positions at first), and counted as allocated */
+	CHECK(info.state_bytes > engine_session_state_bytes(s));
+	uint64_t with_session = info.state_bytes;
+	struct engine_snapshot *snap = engine_session_snapshot(s);
+	REQUIRE(snap);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	/* a snapshot holds exactly its tokens */
+	CHECK_INT_EQ(info.state_bytes - with_session, engine_snapshot_bytes(snap));
+	engine_snapshot_destroy(snap);
+	engine_session_destroy(s);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK_INT_EQ(info.state_bytes, 0);
+	free(tok);
+
+	/* two sessions of engine_session_create() share the model's backend, another is apart */
+	struct engine_session *d1 = engine_session_create(m, 4), *d2 = engine_session_create(m, 4);
+	REQUIRE(d1 && d2);
+	CHECK(engine_session_backend(d1) == engine_session_backend(d2));
+	CHECK(engine_session_backend(d1) != b);
+	struct engine_snapshot *ds = engine_session_snapshot(d1);
+	REQUIRE(ds);
+	struct engine_session *on_b = engine_session_create_on(b, 4);
+	REQUIRE(on_b);
+	CHECK_INT_EQ(engine_session_restore(on_b, ds), -EINVAL);
+	engine_session_destroy(on_b);
+	engine_snapshot_destroy(ds);
+	engine_session_destroy(d1);
+	engine_session_destroy(d2);
+	CHECK(engine_session_create_on(b, 0) == NULL && errno == EINVAL);
+	CHECK(engine_session_create_on(NULL, 4) == NULL && errno == EINVAL);
+	CHECK_INT_EQ(engine_backend_get_info(NULL, &info), -EINVAL);
+	engine_backend_destroy(b);
+	engine_backend_destroy(NULL);
+}
+
+static void test_options(struct engine_model *m)
+{
+	enum engine_backend_kind k;
+	enum engine_precision p;
+	CHECK_INT_EQ(engine_backend_kind_parse("cuda", &k), 0);
+	CHECK_INT_EQ(k, ENGINE_BACKEND_CUDA);
+	CHECK_INT_EQ(engine_backend_kind_parse("auto", &k), 0);
+	CHECK_INT_EQ(k, ENGINE_BACKEND_AUTO);
+	CHECK_INT_EQ(engine_backend_kind_parse("gpu", &k), -EINVAL);
+	CHECK_INT_EQ(engine_backend_kind_parse(NULL, &k), -EINVAL);
+	CHECK_INT_EQ(engine_precision_parse("bf16", &p), 0);
+	CHECK_INT_EQ(p, ENGINE_PRECISION_BF16);
+	CHECK_INT_EQ(engine_precision_parse("fp16", &p), -EINVAL);
+	CHECK_STR_EQ(engine_backend_kind_name(ENGINE_BACKEND_CPU), "cpu");
+	CHECK_STR_EQ(engine_precision_name(ENGINE_PRECISION_FP32), "fp32");
+
+	char msg[256];
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
+	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_FP32);
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
+					    .precision = ENGINE_PRECISION_BF16};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "fp32 only") != NULL);
+	CHECK_INT_EQ(o.kind, ENGINE_BACKEND_CPU); /* unchanged on error */
+	errno = 0;
+	CHECK(engine_backend_create(m, &o, msg, sizeof(msg)) == NULL && errno == EINVAL);
+	CHECK(strstr(msg, "fp32 only") != NULL);
+	o = (struct engine_backend_options){.kind = 7};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+
+	/* AUTO never picks a backend that cannot compute */
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
+	CHECK_INT_EQ(o.kind, ENGINE_BACKEND_CPU);
+	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_FP32);
+
+	/* CUDA: without a device (or without CUDA in the build) ENODEV, naming CUDA; with one,
+	 * the programs' check refuses a backend that cannot run the model, while creating it
+	 * works and computing on it is -EOPNOTSUPP */
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA};
+	int r = engine_backend_resolve(&o, msg, sizeof(msg));
+	if (r == -ENODEV) {
+		CHECK(strstr(msg, "CUDA") != NULL);
+		errno = 0;
+		CHECK(engine_backend_create(m, &o, msg, sizeof(msg)) == NULL && errno == ENODEV);
+		CHECK(strstr(msg, "CUDA") != NULL);
+	} else {
+		CHECK_INT_EQ(r, -EOPNOTSUPP);
+		CHECK(strstr(msg, "cannot run the language model yet") != NULL);
+	}
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .device = 99};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -ENODEV);
+}
+
+int main(void)
+{
+	struct engine_model *m = small_model("M*-M", 31);
+	char err[256];
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
+	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
+	REQUIRE(b);
+	test_batch_equals_separate(b, m);
+	engine_backend_destroy(b);
+	test_batch_reserve_failure(m);
+	test_info(m);
+	test_options(m);
+	lm_random_model_destroy(m);
+	return test_exit();
+}
