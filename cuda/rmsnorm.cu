@@ -1,5 +1,6 @@
 // RMSNorm, one block per row: fp32 sum of squares reduced through warp shuffles and shared memory.
 #include "gpu_internal.h"
+#include "klaunch.h"
 
 #include <cuda_runtime.h>
 
@@ -34,6 +35,6 @@ static __global__ void rmsnorm_f32_kernel(const float *__restrict__ x, const flo
 extern "C" int gpu_launch_rmsnorm_f32(void *stream, const float *x, const float *w, float *out,
 				      int rows, int cols, float eps)
 {
-	rmsnorm_f32_kernel<<<rows, 256, 0, (cudaStream_t)stream>>>(x, w, out, cols, eps);
+	klaunch(rmsnorm_f32_kernel, dim3(rows), dim3(256), 0, (cudaStream_t)stream, x, w, out, cols, eps);
 	return GPU_CHECK(cudaGetLastError());
 }

@@ -1,0 +1,339 @@
+/* gpu_emu.h: the CUDA execution model on the CPU, device side (C++ only).
+ *
+ * Included in front of every .cu file when the tree is configured with -Dcuda-emulation=true
+ * (the build compiles a generated .cc that includes this header, then the .cu, so __FILE__ stays
+ * the .cu path). NVIDIA's own headers give the types (dim3, __half, __nv_bfloat16) and host
+ * arithmetic; this header supplies what they keep device-only: the built-in variables, shared
+ * memory, barriers, warp collectives, atomics, intrinsics, WMMA and the klaunch() launcher.
+ *
+ * Execution model (see sched.cc): every CUDA thread of a block is a fiber; the blocks of a grid run
+ * one after another on one emulation thread, so shared memory is per block and plain memory
+ * operations are atomic. Collectives block the calling fiber until every thread (barrier) or every
+ * lane of the mask (warp collective) has arrived; a divergent barrier, a collective whose lanes
+ * disagree and a scheduler pass with no progress abort with both source lines named.
+ */
+#pragma once
+
+#ifndef __cplusplus
+#error "gpu_emu.h is the device side of the CUDA emulation: include it from C++ (a .cu file)"
+#endif
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+/* ---- control (tests and tools) ------------------------------------------------------------ */
+
+/* Order in which the threads of a block run between two synchronisation points. The default comes
+ * from HOLOD_GPU_EMU_ORDER=forward|reverse|random[:SEED] (forward when unset); reverse also runs
+ * the blocks of a grid last to first; random reshuffles the threads at every scheduler pass. */
+enum gpu_emu_order { GPU_EMU_ORDER_FORWARD, GPU_EMU_ORDER_REVERSE, GPU_EMU_ORDER_RANDOM };
+void gpu_emu_set_order(enum gpu_emu_order order, unsigned long long seed);
+enum gpu_emu_order gpu_emu_get_order(void);
+/* The emulated device memory (cudaMalloc fails with cudaErrorMemoryAllocation past it; default
+ * from HOLOD_GPU_EMU_MEMORY, e.g. 64M, else 80G). */
+void gpu_emu_set_memory_limit(size_t bytes);
+/* The emulated architecture's limits: 9 (sm_90, H100) or 8 (sm_80, A100); default from
+ * HOLOD_GPU_EMU_ARCH=sm_90|sm_80, else sm_90. -EINVAL for another. */
+int gpu_emu_set_arch(int major);
+
+/* ---- built-in variables ------------------------------------------------------------------- */
+
+/* Written by the scheduler before it resumes a fiber; only the emulation thread reads them. */
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+constexpr int warpSize = 32;
+
+/* ---- shared memory ------------------------------------------------------------------------ */
+
+/* Static shared memory is thread-local storage of the emulation thread: one copy per variable
+ * (per template instantiation), valid for the running block, filled with 0xFF bytes (NaN for
+ * float, bf16 and half) at every block start. */
+#undef __shared__
+#define __shared__ static thread_local
+
+/* The running block's dynamic shared memory: a heap buffer of exactly the launch's size (so
+ * AddressSanitizer reports overruns), 16-byte aligned, filled with 0xFF at every block start. */
+void *gpu_emu_dynamic_shared(void);
+/* Inside a kernel body only (under nvcc it is the usual `extern __shared__` array). */
+#define GPU_DYNAMIC_SHARED(T, name) T *const name = static_cast<T *>(gpu_emu_dynamic_shared())
+
+/* ---- barriers ----------------------------------------------------------------------------- */
+
+enum gpu_emu_bar_kind { GPU_EMU_BAR_SYNC, GPU_EMU_BAR_COUNT, GPU_EMU_BAR_AND, GPU_EMU_BAR_OR };
+int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, int line);
+#define __syncthreads() ((void)gpu_emu_syncthreads(GPU_EMU_BAR_SYNC, 0, __FILE__, __LINE__))
+#define __syncthreads_count(p) gpu_emu_syncthreads(GPU_EMU_BAR_COUNT, (p) != 0, __FILE__, __LINE__)
+#define __syncthreads_and(p) gpu_emu_syncthreads(GPU_EMU_BAR_AND, (p) != 0, __FILE__, __LINE__)
+#define __syncthreads_or(p) gpu_emu_syncthreads(GPU_EMU_BAR_OR, (p) != 0, __FILE__, __LINE__)
+/* Blocks run one at a time in program order: memory fences have nothing to order. */
+#define __threadfence() ((void)0)
+#define __threadfence_block() ((void)0)
+
+/* ---- warp collectives --------------------------------------------------------------------- */
+
+enum gpu_emu_warp_kind {
+	GPU_EMU_WARP_SYNC,
+	GPU_EMU_WARP_SHFL,
+	GPU_EMU_WARP_SHFL_UP,
+	GPU_EMU_WARP_SHFL_DOWN,
+	GPU_EMU_WARP_SHFL_XOR,
+	GPU_EMU_WARP_BALLOT,
+	GPU_EMU_WARP_ANY,
+	GPU_EMU_WARP_ALL,
+};
+/* Blocks until every lane of `mask` has arrived at a collective of the same kind with the same
+ * mask, then returns this lane's result: the 8 value bytes of the source lane for shuffles, the
+ * ballot / any / all result otherwise. */
+uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value, int arg, int width,
+		      const char *file, int line);
+/* The lanes of the calling thread's warp that have not exited (fibers do not diverge the way a
+ * SIMT warp does, so this is the most a real __activemask() could return). */
+unsigned gpu_emu_activemask(void);
+
+template <typename T> static inline uint64_t gpu_emu_to_bits(T v)
+{
+	static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
+		      "warp shuffles move at most 8 bytes of a trivially copyable type");
+	uint64_t b = 0;
+	memcpy(&b, &v, sizeof(T));
+	return b;
+}
+template <typename T> static inline T gpu_emu_from_bits(uint64_t b)
+{
+	T v;
+	memcpy(&v, &b, sizeof(T));
+	return v;
+}
+template <typename T>
+static inline T gpu_emu_shfl(enum gpu_emu_warp_kind k, unsigned mask, T v, int arg, int width,
+			     const char *file, int line)
+{
+	return gpu_emu_from_bits<T>(gpu_emu_warp(k, mask, gpu_emu_to_bits(v), arg, width, file, line));
+}
+#define GPU_EMU_SHFL_(k, mask, v, arg, ...) gpu_emu_shfl(k, mask, v, arg, __VA_ARGS__ + 0, __FILE__, __LINE__)
+/* The optional width argument: an absent one reads as `+ 0`, which the scheduler takes as 32. */
+#define __shfl_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL, mask, v, __VA_ARGS__)
+#define __shfl_up_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL_UP, mask, v, __VA_ARGS__)
+#define __shfl_down_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL_DOWN, mask, v, __VA_ARGS__)
+#define __shfl_xor_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL_XOR, mask, v, __VA_ARGS__)
+#define __ballot_sync(mask, p) \
+	((unsigned)gpu_emu_warp(GPU_EMU_WARP_BALLOT, mask, (p) != 0, 0, 32, __FILE__, __LINE__))
+#define __any_sync(mask, p) ((int)gpu_emu_warp(GPU_EMU_WARP_ANY, mask, (p) != 0, 0, 32, __FILE__, __LINE__))
+#define __all_sync(mask, p) ((int)gpu_emu_warp(GPU_EMU_WARP_ALL, mask, (p) != 0, 0, 32, __FILE__, __LINE__))
+#define __syncwarp(...) \
+	((void)gpu_emu_warp(GPU_EMU_WARP_SYNC, gpu_emu_syncwarp_mask(__VA_ARGS__ + 0u, #__VA_ARGS__[0] == 0), \
+			    0, 0, 32, __FILE__, __LINE__))
+static inline unsigned gpu_emu_syncwarp_mask(unsigned mask, bool absent)
+{
+	return absent ? 0xffffffffu : mask;
+}
+#define __activemask() gpu_emu_activemask()
+
+/* ---- atomics: one emulation thread runs every fiber, so plain read-modify-write is atomic ---- */
+
+/* The operand is not deduced, so atomicAdd(&unsigned_counter, 1) works as with CUDA's overloads. */
+template <typename T> struct gpu_emu_same {
+	typedef T type;
+};
+
+template <typename T> static inline T atomicAdd(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = old + v;
+	return old;
+}
+template <typename T> static inline T atomicSub(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = old - v;
+	return old;
+}
+template <typename T> static inline T atomicExch(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = v;
+	return old;
+}
+template <typename T> static inline T atomicMax(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = old < v ? v : old;
+	return old;
+}
+template <typename T> static inline T atomicMin(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = v < old ? v : old;
+	return old;
+}
+template <typename T> static inline T atomicCAS(T *p, typename gpu_emu_same<T>::type compare, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	if (old == compare)
+		*p = v;
+	return old;
+}
+template <typename T> static inline T atomicOr(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = old | v;
+	return old;
+}
+template <typename T> static inline T atomicAnd(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = old & v;
+	return old;
+}
+template <typename T> static inline T atomicXor(T *p, typename gpu_emu_same<T>::type v)
+{
+	T old = *p;
+	*p = old ^ v;
+	return old;
+}
+static inline unsigned atomicInc(unsigned *p, unsigned limit)
+{
+	unsigned old = *p;
+	*p = old >= limit ? 0 : old + 1;
+	return old;
+}
+
+/* ---- intrinsics NVIDIA's headers keep device-only ----------------------------------------- */
+
+/* Exact here, approximate on the GPU: compare with tolerances (gpu-testing.md). */
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+/* __expf, __logf, __sinf, __cosf, __powf: glibc's math.h declares them (its own names of expf,
+ * logf, ...), so they need no definition here. */
+static inline float __fdividef(float x, float y) { return x / y; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __saturatef(float x) { return x > 1.0f ? 1.0f : x > 0.0f ? x : 0.0f; } /* NaN -> 0 */
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline int __float_as_int(float x) { return gpu_emu_from_bits<int>(gpu_emu_to_bits(x)); }
+static inline unsigned __float_as_uint(float x) { return gpu_emu_from_bits<unsigned>(gpu_emu_to_bits(x)); }
+static inline float __int_as_float(int x) { return gpu_emu_from_bits<float>(gpu_emu_to_bits(x)); }
+static inline float __uint_as_float(unsigned x) { return gpu_emu_from_bits<float>(gpu_emu_to_bits(x)); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x)
+{
+	unsigned r = 0;
+	for (int i = 0; i < 32; i++, x >>= 1)
+		r = (r << 1) | (x & 1u);
+	return r;
+}
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+template <typename T> static inline T __ldcs(const T *p) { return *p; }
+template <typename T> static inline void __stcs(T *p, T v) { *p = v; }
+
+/* Device min/max: CUDA has overloads for every arithmetic type in the global namespace. */
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+
+/* half and bf16: computed in fp32 and rounded once, as the hardware does for these. */
+static inline __half __hfma(__half a, __half b, __half c)
+{
+	return __float2half(fmaf(__half2float(a), __half2float(b), __half2float(c)));
+}
+static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c)
+{
+	return __float2bfloat16(fmaf(__bfloat162float(a), __bfloat162float(b), __bfloat162float(c)));
+}
+static inline __half hexp(__half a) { return __float2half(expf(__half2float(a))); }
+static inline __half hsqrt(__half a) { return __float2half(sqrtf(__half2float(a))); }
+static inline __half hrsqrt(__half a) { return __float2half(1.0f / sqrtf(__half2float(a))); }
+static inline __nv_bfloat16 hexp(__nv_bfloat16 a) { return __float2bfloat16(expf(__bfloat162float(a))); }
+static inline __nv_bfloat16 hsqrt(__nv_bfloat16 a) { return __float2bfloat16(sqrtf(__bfloat162float(a))); }
+static inline __nv_bfloat16 hrsqrt(__nv_bfloat16 a)
+{
+	return __float2bfloat16(1.0f / sqrtf(__bfloat162float(a)));
+}
+/* bf16 -> int, round to nearest even; NaN gives 0 as on the GPU, out of range saturates. */
+static inline int __bfloat162int_rn(__nv_bfloat16 a)
+{
+	float f = __bfloat162float(a);
+	if (f != f)
+		return 0;
+	if (f >= 2147483648.0f)
+		return 2147483647;
+	if (f <= -2147483648.0f)
+		return (-2147483647 - 1);
+	return (int)nearbyintf(f);
+}
+static inline int __half2int_rn(__half a)
+{
+	float f = __half2float(a);
+	return f != f ? 0 : (int)nearbyintf(f);
+}
+
+/* ---- launches ----------------------------------------------------------------------------- */
+
+/* One kernel launch as the runtime sees it: the arguments are a heap copy owned by the record
+ * (kernel parameters are passed by value, and a captured graph must keep them). */
+struct gpu_emu_kernel_call {
+	const void *kernel; /* identity for cudaFuncSetAttribute */
+	void (*run)(const void *args);
+	void *(*clone)(const void *args);
+	void (*destroy)(void *args);
+	void *args;
+	const char *text; /* the launch's argument text, for messages */
+	const char *file;
+	int line;
+};
+/* Checks the configuration (recording the error for cudaGetLastError), then runs the grid, or
+ * records it when `stream` is capturing. Takes ownership of call->args. */
+void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem, cudaStream_t stream);
+
+template <typename Tuple, typename... KArgs> struct gpu_emu_thunk {
+	static void run(const void *args)
+	{
+		void (*kernel)(KArgs...) = std::get<0>(*static_cast<const Tuple *>(args));
+		/* Each thread gets its own copy of the parameters, as on the GPU. */
+		Tuple t = *static_cast<const Tuple *>(args);
+		std::apply([kernel](auto, auto... a) { kernel(a...); }, t);
+	}
+	static void *clone(const void *args) { return new Tuple(*static_cast<const Tuple *>(args)); }
+	static void destroy(void *args) { delete static_cast<Tuple *>(args); }
+};
+
+template <typename... KArgs, typename... Args>
+static inline void gpu_emu_klaunch(const char *text, const char *file, int line, void (*kernel)(KArgs...),
+				   dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args &&...args)
+{
+	static_assert(sizeof...(KArgs) == sizeof...(Args), "klaunch: wrong number of kernel arguments");
+	typedef std::tuple<void (*)(KArgs...), std::decay_t<KArgs>...> Tuple;
+	typedef gpu_emu_thunk<Tuple, KArgs...> Thunk;
+	struct gpu_emu_kernel_call call = {
+		(const void *)kernel, Thunk::run, Thunk::clone, Thunk::destroy,
+		new Tuple(kernel, static_cast<std::decay_t<KArgs>>(std::forward<Args>(args))...),
+		text, file, line,
+	};
+	gpu_emu_launch(&call, grid, block, smem, stream);
+}
+#define klaunch(...) gpu_emu_klaunch(#__VA_ARGS__, __FILE__, __LINE__, __VA_ARGS__)

@@ -1,0 +1,740 @@
+/* The CUDA runtime subset the engine uses, on the CPU, with NVIDIA's prototypes (cuda_runtime_api.h).
+ *
+ * One emulated device. Device memory is host memory of exactly the requested size, filled with
+ * 0xFF bytes (NaN for fp32, bf16 and half) so that a read before any write shows up; the total is
+ * capped (HOLOD_GPU_EMU_MEMORY, default 80G) so that out-of-memory paths can be tested. Every
+ * operation on a stream runs at once on the calling thread (kernels on the emulation thread, which
+ * the caller waits for), so stream order is kept trivially; a stream that is capturing records
+ * launches, copies, memsets and event records into a graph instead, and cudaGraphLaunch replays
+ * them. Functions the engine does not use are not defined here: a link error names them.
+ *
+ * Threads: any host thread may call these functions; the allocation table and the kernel attribute
+ * table are guarded by one mutex; the last error is per host thread, as in CUDA.
+ */
+#include "emu_internal.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+static const size_t KIB = 1024;
+static const size_t SMEM_DEFAULT_MAX = 48 * KIB; /* dynamic shared memory without the opt-in */
+
+static thread_local cudaError_t last_error = cudaSuccess;
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static std::unordered_map<void *, size_t> *device_allocs; /* under table_lock */
+static std::map<const void *, int> *kernel_max_dyn_smem; /* under table_lock */
+static size_t mem_used, mem_limit;
+static int arch_major; /* 9 or 8; 0 until read from HOLOD_GPU_EMU_ARCH */
+
+static cudaError_t fail(cudaError_t e)
+{
+	last_error = e;
+	return e;
+}
+
+/* "64M", "80G", "4096": a byte count with an optional K/M/G suffix (powers of 1024). */
+static size_t parse_size(const char *s, size_t fallback, const char *var)
+{
+	if (!s || !*s)
+		return fallback;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30, end++;
+	if (errno || end == s || *end || v > (ULLONG_MAX >> shift))
+		gpu_emu_die("%s=%s: expected a byte count such as 4096, 64M or 80G", var, s);
+	return (size_t)(v << shift);
+}
+
+/* Reads the configuration once; called with table_lock held. */
+static void config_locked(void)
+{
+	if (device_allocs)
+		return;
+	device_allocs = new std::unordered_map<void *, size_t>();
+	kernel_max_dyn_smem = new std::map<const void *, int>();
+	if (!mem_limit)
+		mem_limit = parse_size(getenv("HOLOD_GPU_EMU_MEMORY"), (size_t)80 << 30, "HOLOD_GPU_EMU_MEMORY");
+	if (!arch_major) {
+		const char *a = getenv("HOLOD_GPU_EMU_ARCH");
+		if (!a || !*a || !strcmp(a, "sm_90"))
+			arch_major = 9;
+		else if (!strcmp(a, "sm_80"))
+			arch_major = 8;
+		else
+			gpu_emu_die("HOLOD_GPU_EMU_ARCH=%s: expected sm_90 or sm_80", a);
+	}
+}
+
+static void config(void)
+{
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	pthread_mutex_unlock(&table_lock);
+}
+
+void gpu_emu_set_memory_limit(size_t bytes)
+{
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	mem_limit = bytes;
+	pthread_mutex_unlock(&table_lock);
+}
+
+int gpu_emu_set_arch(int major)
+{
+	if (major != 8 && major != 9)
+		return -EINVAL;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	arch_major = major;
+	pthread_mutex_unlock(&table_lock);
+	return 0;
+}
+
+/* The opt-in maximum of shared memory per block: 227 KiB on sm_90, 163 KiB on sm_80. */
+static size_t smem_optin_max(void)
+{
+	return arch_major == 8 ? 163 * KIB : 227 * KIB;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = last_error;
+	last_error = cudaSuccess;
+	return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+	return last_error;
+}
+
+static const struct {
+	cudaError_t e;
+	const char *name, *text;
+} error_table[] = {
+	{cudaSuccess, "cudaSuccess", "no error"},
+	{cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+	{cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+	{cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+	{cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+	{cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+	{cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+	{cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+	{cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+	{cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+	{cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+	 "operation not permitted when stream is capturing"},
+	{cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+	 "operation failed due to a previous error during capture"},
+	{cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in this state"},
+	{cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+};
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+	for (const auto &t : error_table)
+		if (t.e == e)
+			return t.name;
+	return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+	for (const auto &t : error_table)
+		if (t.e == e)
+			return t.text;
+	return "unknown error";
+}
+
+/* ---- device ------------------------------------------------------------------------------- */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+	if (!count)
+		return fail(cudaErrorInvalidValue);
+	*count = 1;
+	return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+	return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+	if (!device)
+		return fail(cudaErrorInvalidValue);
+	*device = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
+{
+	if (!p)
+		return fail(cudaErrorInvalidValue);
+	if (device != 0)
+		return fail(cudaErrorInvalidDevice);
+	config();
+	bool hopper = arch_major == 9;
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "CUDA emulation (CPU, %s)", hopper ? "sm_90" : "sm_80");
+	p->totalGlobalMem = mem_limit;
+	p->sharedMemPerBlock = SMEM_DEFAULT_MAX;
+	p->sharedMemPerBlockOptin = smem_optin_max();
+	p->sharedMemPerMultiprocessor = hopper ? 228 * KIB : 164 * KIB;
+	p->reservedSharedMemPerBlock = KIB;
+	p->regsPerBlock = 65536;
+	p->regsPerMultiprocessor = 65536;
+	p->warpSize = 32;
+	p->memPitch = SIZE_MAX;
+	p->maxThreadsPerBlock = 1024;
+	p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+	p->maxGridSize[0] = INT_MAX, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+	p->totalConstMem = 64 * KIB;
+	p->major = arch_major;
+	p->minor = 0;
+	p->multiProcessorCount = hopper ? 132 : 108;
+	p->maxThreadsPerMultiProcessor = 2048;
+	p->maxBlocksPerMultiProcessor = 32;
+	p->l2CacheSize = hopper ? 50 << 20 : 40 << 20;
+	p->memoryBusWidth = 5120;
+	p->concurrentKernels = 1;
+	p->asyncEngineCount = 2;
+	p->unifiedAddressing = 1;
+	p->managedMemory = 1;
+	p->canMapHostMemory = 1;
+	p->memoryPoolsSupported = 1;
+	p->cooperativeLaunch = 1;
+	p->clusterLaunch = hopper;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	return cudaSuccess;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+cudaError_t cudaMalloc(void **ret, size_t size)
+{
+	if (!ret)
+		return fail(cudaErrorInvalidValue);
+	if (size == 0) {
+		*ret = nullptr;
+		return cudaSuccess;
+	}
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	bool fits = size <= mem_limit - mem_used;
+	if (fits)
+		mem_used += size;
+	pthread_mutex_unlock(&table_lock);
+	if (!fits)
+		return fail(cudaErrorMemoryAllocation);
+	void *p = malloc(size);
+	if (!p) {
+		pthread_mutex_lock(&table_lock);
+		mem_used -= size;
+		pthread_mutex_unlock(&table_lock);
+		return fail(cudaErrorMemoryAllocation);
+	}
+	memset(p, 0xff, size);
+	pthread_mutex_lock(&table_lock);
+	(*device_allocs)[p] = size;
+	pthread_mutex_unlock(&table_lock);
+	*ret = p;
+	return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+	if (!p)
+		return cudaSuccess;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	auto it = device_allocs->find(p);
+	bool known = it != device_allocs->end();
+	if (known) {
+		mem_used -= it->second;
+		device_allocs->erase(it);
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (!known)
+		return fail(cudaErrorInvalidDevicePointer);
+	free(p);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void **ret, size_t size, cudaStream_t stream)
+{
+	(void)stream;
+	return cudaMalloc(ret, size);
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
+{
+	(void)stream;
+	return cudaFree(p);
+}
+
+cudaError_t cudaMemGetInfo(size_t *ret_free, size_t *ret_total)
+{
+	if (!ret_free || !ret_total)
+		return fail(cudaErrorInvalidValue);
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	*ret_free = mem_limit - mem_used;
+	*ret_total = mem_limit;
+	pthread_mutex_unlock(&table_lock);
+	return cudaSuccess;
+}
+
+/* Pinned host memory is ordinary host memory here; it is poisoned too, which costs nothing and
+ * catches host code that reads a staging buffer before filling it. */
+cudaError_t cudaMallocHost(void **ret, size_t size)
+{
+	if (!ret)
+		return fail(cudaErrorInvalidValue);
+	void *p = malloc(size ? size : 1);
+	if (!p)
+		return fail(cudaErrorMemoryAllocation);
+	memset(p, 0xff, size);
+	*ret = p;
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ret, size_t size, unsigned int flags)
+{
+	(void)flags;
+	return cudaMallocHost(ret, size);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+	free(p);
+	return cudaSuccess;
+}
+
+/* ---- streams, events, graphs -------------------------------------------------------------- */
+
+enum node_type { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_EVENT };
+
+struct graph_node {
+	enum node_type type;
+	struct gpu_emu_kernel_call call; /* NODE_KERNEL: call.args owned by the node */
+	dim3 grid, block;
+	size_t smem;
+	void *dst; /* NODE_MEMCPY, NODE_MEMSET */
+	const void *src;
+	size_t count;
+	int value;
+	cudaEvent_t event; /* NODE_EVENT */
+};
+
+struct CUgraph_st {
+	std::vector<struct graph_node> nodes;
+	~CUgraph_st()
+	{
+		for (auto &n : nodes)
+			if (n.type == NODE_KERNEL)
+				n.call.destroy(n.call.args);
+	}
+};
+
+struct CUgraphExec_st : CUgraph_st {};
+
+struct CUstream_st {
+	unsigned flags;
+	struct CUgraph_st *capture; /* non-NULL while capturing */
+	bool invalidated; /* an operation failed during capture */
+};
+
+struct CUevent_st {
+	unsigned flags;
+	bool recorded;
+	double t_ms;
+};
+
+/* The legacy default stream (NULL, cudaStreamLegacy, cudaStreamPerThread): never captures. */
+static struct CUstream_st default_stream;
+
+static struct CUstream_st *stream_of(cudaStream_t s)
+{
+	if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread)
+		return &default_stream;
+	return s;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *ret, unsigned int flags)
+{
+	if (!ret)
+		return fail(cudaErrorInvalidValue);
+	*ret = new CUstream_st{flags, nullptr, false};
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *ret)
+{
+	return cudaStreamCreateWithFlags(ret, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	if (!s || stream_of(s) == &default_stream)
+		return fail(cudaErrorInvalidResourceHandle);
+	delete s->capture;
+	delete s;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture) {
+		st->invalidated = true;
+		return fail(cudaErrorStreamCaptureUnsupported);
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	return cudaStreamSynchronize(s);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+	(void)s;
+	(void)flags;
+	return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ret, unsigned int flags)
+{
+	if (!ret)
+		return fail(cudaErrorInvalidValue);
+	*ret = new CUevent_st{flags, false, 0};
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *ret)
+{
+	return cudaEventCreateWithFlags(ret, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+	if (!e)
+		return fail(cudaErrorInvalidResourceHandle);
+	delete e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	if (!e)
+		return fail(cudaErrorInvalidResourceHandle);
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture) {
+		struct graph_node n = {};
+		n.type = NODE_EVENT;
+		n.event = e;
+		st->capture->nodes.push_back(n);
+		return cudaSuccess;
+	}
+	/* Everything before it on the stream has already run: the host clock is the event's time. */
+	e->recorded = true;
+	e->t_ms = now_ms();
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	if (!ms)
+		return fail(cudaErrorInvalidValue);
+	if (!start || !end || (start->flags & cudaEventDisableTiming) || (end->flags & cudaEventDisableTiming))
+		return fail(cudaErrorInvalidResourceHandle);
+	if (!start->recorded || !end->recorded)
+		return fail(cudaErrorNotReady);
+	*ms = (float)(end->t_ms - start->t_ms);
+	return cudaSuccess;
+}
+
+/* ---- copies ------------------------------------------------------------------------------- */
+
+static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	if ((unsigned)kind > (unsigned)cudaMemcpyDefault)
+		return fail(cudaErrorInvalidMemcpyDirection);
+	if (count == 0)
+		return cudaSuccess;
+	if (!dst || !src)
+		return fail(cudaErrorInvalidValue);
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture) {
+		struct graph_node n = {};
+		n.type = NODE_MEMCPY;
+		n.dst = dst;
+		n.src = src;
+		n.count = count;
+		st->capture->nodes.push_back(n);
+		return cudaSuccess;
+	}
+	memmove(dst, src, count);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return memcpy_on(dst, src, count, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	return memcpy_on(dst, src, count, kind, s);
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			 enum cudaMemcpyKind kind)
+{
+	if (width > dpitch || width > spitch)
+		return fail(cudaErrorInvalidValue);
+	for (size_t r = 0; r < height; r++) {
+		cudaError_t e = memcpy_on((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, nullptr);
+		if (e != cudaSuccess)
+			return e;
+	}
+	return cudaSuccess;
+}
+
+static cudaError_t memset_on(void *p, int value, size_t count, cudaStream_t s)
+{
+	if (count == 0)
+		return cudaSuccess;
+	if (!p)
+		return fail(cudaErrorInvalidValue);
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture) {
+		struct graph_node n = {};
+		n.type = NODE_MEMSET;
+		n.dst = p;
+		n.value = value;
+		n.count = count;
+		st->capture->nodes.push_back(n);
+		return cudaSuccess;
+	}
+	memset(p, value, count);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t count)
+{
+	return memset_on(p, value, count, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t count, cudaStream_t s)
+{
+	return memset_on(p, value, count, s);
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	if (!func)
+		return fail(cudaErrorInvalidValue);
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	cudaError_t e = cudaSuccess;
+	if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+		if (value < 0 || (size_t)value > smem_optin_max())
+			e = cudaErrorInvalidValue;
+		else
+			(*kernel_max_dyn_smem)[func] = value;
+	} else if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) {
+		if (value < -1 || value > 100)
+			e = cudaErrorInvalidValue;
+	} else {
+		e = cudaErrorNotSupported;
+	}
+	pthread_mutex_unlock(&table_lock);
+	return e == cudaSuccess ? e : fail(e);
+}
+
+/* The limits of sm_80 and sm_90 (CUDA programming guide, "Technical Specifications"). Static
+ * shared memory is not counted: the emulation cannot see a kernel's __shared__ variables before
+ * it runs; the nvcc build's resource report checks those. */
+static cudaError_t check_launch(const void *kernel, dim3 grid, dim3 block, size_t smem)
+{
+	unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+	if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64)
+		return cudaErrorInvalidConfiguration;
+	if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > (unsigned)INT_MAX || grid.y > 65535 ||
+	    grid.z > 65535)
+		return cudaErrorInvalidConfiguration;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	auto it = kernel_max_dyn_smem->find(kernel);
+	size_t max = it == kernel_max_dyn_smem->end() ? SMEM_DEFAULT_MAX : (size_t)it->second;
+	pthread_mutex_unlock(&table_lock);
+	if (smem > max)
+		return cudaErrorInvalidValue;
+	return cudaSuccess;
+}
+
+void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem, cudaStream_t stream)
+{
+	cudaError_t e = check_launch(call->kernel, grid, block, smem);
+	if (e != cudaSuccess) {
+		call->destroy(call->args);
+		fail(e);
+		return;
+	}
+	struct CUstream_st *st = stream_of(stream);
+	if (st->capture) {
+		struct graph_node n = {};
+		n.type = NODE_KERNEL;
+		n.call = *call;
+		n.grid = grid;
+		n.block = block;
+		n.smem = smem;
+		st->capture->nodes.push_back(n);
+		return;
+	}
+	gpu_emu_run_grid(call, grid, block, smem);
+	call->destroy(call->args);
+}
+
+/* ---- graph capture and replay ------------------------------------------------------------- */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+	(void)mode;
+	struct CUstream_st *st = stream_of(s);
+	if (st == &default_stream)
+		return fail(cudaErrorStreamCaptureUnsupported);
+	if (st->capture)
+		return fail(cudaErrorIllegalState);
+	st->capture = new CUgraph_st();
+	st->invalidated = false;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *ret)
+{
+	struct CUstream_st *st = stream_of(s);
+	if (!ret)
+		return fail(cudaErrorInvalidValue);
+	if (!st->capture)
+		return fail(cudaErrorIllegalState);
+	struct CUgraph_st *g = st->capture;
+	st->capture = nullptr;
+	if (st->invalidated) {
+		delete g;
+		return fail(cudaErrorStreamCaptureInvalidated);
+	}
+	*ret = g;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *ret)
+{
+	if (!ret)
+		return fail(cudaErrorInvalidValue);
+	struct CUstream_st *st = stream_of(s);
+	*ret = !st->capture ? cudaStreamCaptureStatusNone
+	       : st->invalidated ? cudaStreamCaptureStatusInvalidated
+				 : cudaStreamCaptureStatusActive;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ret, cudaGraph_t graph, unsigned long long flags)
+{
+	(void)flags;
+	if (!ret || !graph)
+		return fail(cudaErrorInvalidValue);
+	struct CUgraphExec_st *x = new CUgraphExec_st();
+	x->nodes = graph->nodes;
+	for (auto &n : x->nodes)
+		if (n.type == NODE_KERNEL)
+			n.call.args = n.call.clone(n.call.args);
+	*ret = x;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
+{
+	if (!x)
+		return fail(cudaErrorInvalidResourceHandle);
+	if (stream_of(s)->capture)
+		return fail(cudaErrorStreamCaptureUnsupported);
+	for (const auto &n : x->nodes) {
+		switch (n.type) {
+		case NODE_KERNEL:
+			gpu_emu_run_grid(&n.call, n.grid, n.block, n.smem);
+			break;
+		case NODE_MEMCPY:
+			memmove(n.dst, n.src, n.count);
+			break;
+		case NODE_MEMSET:
+			memset(n.dst, n.value, n.count);
+			break;
+		case NODE_EVENT:
+			n.event->recorded = true;
+			n.event->t_ms = now_ms();
+			break;
+		}
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+	delete x;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+	delete g;
+	return cudaSuccess;
+}

@@ -1,0 +1,645 @@
+/* The CUDA emulation's scheduler: CUDA threads as fibers, barriers, warp collectives.
+ *
+ * DESIGN (threads): kernels never run on the caller's thread. gpu_emu_run_grid() hands the grid to
+ * one emulation thread (started on first use, one per process) and waits for it, holding a lock so
+ * that one grid runs at a time, whichever host thread launched it. On the emulation thread every
+ * CUDA thread of the running block is a fiber with its own mmap'ed stack (guard page below); the
+ * blocks of the grid run one after another. All the state below belongs to the emulation thread,
+ * except the hand-off fields, which are guarded by job_mutex.
+ *
+ * Why the emulation thread: static __shared__ variables are thread_local (gpu_emu.h), so they live
+ * in this executable's TLS block; on a thread that only runs kernels that whole block can be
+ * poisoned at every block start, template instantiations included, without touching the TLS of
+ * the threads that run the rest of the program.
+ *
+ * Context switch: Boost.Context's fcontext (Debian libboost-context-dev): a register-only switch,
+ * with no signal-mask system call as in swapcontext (gpu-testing.md: about 1 us per switch there).
+ * test-emu-sched prints the measured cost of a switch; on the 2-core CI machine it is a few tens of
+ * nanoseconds without sanitizers. Under AddressSanitizer every switch is announced with
+ * __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber so ASan knows which stack runs.
+ *
+ * Scheduling: a pass resumes every runnable fiber once, in the configured order (forward,
+ * reverse, or a seeded shuffle per pass); a fiber runs until it waits in a collective or exits.
+ * A collective completes when its last participant arrives, which makes all participants runnable
+ * again. A pass that resumes nobody while threads are alive is a deadlock.
+ */
+#include "emu_internal.h"
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <link.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+using boost::context::detail::fcontext_t;
+using boost::context::detail::jump_fcontext;
+using boost::context::detail::make_fcontext;
+using boost::context::detail::transfer_t;
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+/* Fiber stacks are reserved, not committed: untouched pages cost nothing. ASan's redzones make
+ * frames several times larger. */
+static const size_t STACK_SIZE = EMU_ASAN ? (size_t)1 << 20 : (size_t)256 << 10;
+
+enum fiber_state { FIBER_RUNNABLE, FIBER_BARRIER, FIBER_WARP, FIBER_DONE };
+
+struct fiber {
+	fcontext_t ctx;
+	char *stack; /* lowest usable byte, above the guard page */
+	uint3 tid;
+	int linear; /* x + y * blockDim.x + z * blockDim.x * blockDim.y */
+	enum fiber_state state;
+	const char *file; /* where it waits */
+	int line;
+	/* the pending warp collective */
+	enum gpu_emu_warp_kind kind;
+	unsigned mask;
+	uint64_t value;
+	int arg, width;
+	uint64_t result;
+	void *fake_stack; /* ASan's, while switched out */
+};
+
+static struct {
+	/* hand-off from the launching thread (job_mutex) */
+	pthread_mutex_t job_mutex;
+	pthread_cond_t job_cv, done_cv;
+	bool job_pending, job_done;
+	pid_t worker_pid;
+	const struct gpu_emu_kernel_call *call;
+	dim3 grid, block;
+	size_t smem;
+
+	/* emulation thread only */
+	unsigned char *tls_begin, *tls_end;
+	struct fiber *fibers;
+	int fiber_cap, nthreads;
+	int *perm;
+	fcontext_t sched_ctx;
+	struct fiber *cur;
+	int live;
+	int bar_arrived, bar_count;
+	const char *bar_file;
+	int bar_line;
+	struct fiber *bar_first;
+	void *dyn_smem;
+	uint64_t rng;
+	const void *sched_stack_bottom;
+	size_t sched_stack_size;
+	void *sched_fake_stack;
+
+	enum gpu_emu_order order;
+	unsigned long long seed;
+	bool order_set;
+} emu; /* the hand-off primitives are initialised when the emulation thread starts */
+
+static pthread_mutex_t grid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Locates this executable's TLS block (where static __shared__ variables live). */
+static thread_local unsigned char tls_marker;
+
+void gpu_emu_die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gpu-emu: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	fflush(stderr);
+	abort();
+}
+
+/* ---- order ---------------------------------------------------------------------------------- */
+
+static void order_from_env(void)
+{
+	if (emu.order_set)
+		return;
+	emu.order_set = true;
+	emu.order = GPU_EMU_ORDER_FORWARD;
+	emu.seed = 1;
+	const char *s = getenv("HOLOD_GPU_EMU_ORDER");
+	if (!s || !*s || !strcmp(s, "forward"))
+		return;
+	if (!strcmp(s, "reverse")) {
+		emu.order = GPU_EMU_ORDER_REVERSE;
+		return;
+	}
+	if (!strncmp(s, "random", 6) && (s[6] == 0 || s[6] == ':')) {
+		emu.order = GPU_EMU_ORDER_RANDOM;
+		if (s[6] == ':') {
+			char *end;
+			errno = 0;
+			emu.seed = strtoull(s + 7, &end, 0);
+			if (errno || end == s + 7 || *end)
+				gpu_emu_die("HOLOD_GPU_EMU_ORDER=%s: the seed must be a number", s);
+		}
+		return;
+	}
+	gpu_emu_die("HOLOD_GPU_EMU_ORDER=%s: expected forward, reverse or random[:SEED]", s);
+}
+
+void gpu_emu_set_order(enum gpu_emu_order order, unsigned long long seed)
+{
+	pthread_mutex_lock(&grid_lock);
+	emu.order_set = true;
+	emu.order = order;
+	emu.seed = seed;
+	pthread_mutex_unlock(&grid_lock);
+}
+
+enum gpu_emu_order gpu_emu_get_order(void)
+{
+	pthread_mutex_lock(&grid_lock);
+	order_from_env();
+	enum gpu_emu_order o = emu.order;
+	pthread_mutex_unlock(&grid_lock);
+	return o;
+}
+
+static uint64_t rng_next(void)
+{
+	/* splitmix64 */
+	uint64_t z = (emu.rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+/* The kernel's name: the launch text up to its first top-level comma. */
+static void kernel_name(char *buf, size_t size)
+{
+	const char *t = emu.call->text;
+	int depth = 0;
+	size_t n = 0;
+	for (; *t && n + 1 < size; t++) {
+		if (*t == '<' || *t == '(')
+			depth++;
+		else if (*t == '>' || *t == ')')
+			depth--;
+		else if (*t == ',' && depth <= 0)
+			break;
+		buf[n++] = *t;
+	}
+	buf[n] = 0;
+}
+
+#define WHERE_FMT "kernel %s (launched at %s:%d), block (%u,%u,%u)"
+#define WHERE_ARGS(name) name, emu.call->file, emu.call->line, blockIdx.x, blockIdx.y, blockIdx.z
+
+static const char *warp_kind_name(enum gpu_emu_warp_kind k)
+{
+	switch (k) {
+	case GPU_EMU_WARP_SYNC: return "__syncwarp";
+	case GPU_EMU_WARP_SHFL: return "__shfl_sync";
+	case GPU_EMU_WARP_SHFL_UP: return "__shfl_up_sync";
+	case GPU_EMU_WARP_SHFL_DOWN: return "__shfl_down_sync";
+	case GPU_EMU_WARP_SHFL_XOR: return "__shfl_xor_sync";
+	case GPU_EMU_WARP_BALLOT: return "__ballot_sync";
+	case GPU_EMU_WARP_ANY: return "__any_sync";
+	case GPU_EMU_WARP_ALL: return "__all_sync";
+	}
+	return "a warp collective";
+}
+
+[[noreturn]] static void report_deadlock(void)
+{
+	char name[256];
+	kernel_name(name, sizeof(name));
+	fprintf(stderr, "gpu-emu: deadlock in " WHERE_FMT ": no thread can run\n", WHERE_ARGS(name));
+	/* One line per distinct wait (state, site, collective, mask). */
+	int done = 0;
+	bool *seen = (bool *)calloc((size_t)emu.nthreads, 1);
+	for (int i = 0; i < emu.nthreads; i++) {
+		struct fiber *f = &emu.fibers[i];
+		if (f->state == FIBER_DONE) {
+			done++;
+			continue;
+		}
+		if (seen && seen[i])
+			continue;
+		int count = 0;
+		for (int j = i; j < emu.nthreads; j++) {
+			struct fiber *g = &emu.fibers[j];
+			if (g->state == f->state && g->line == f->line && !strcmp(g->file, f->file) &&
+			    (f->state != FIBER_WARP || (g->kind == f->kind && g->mask == f->mask))) {
+				count++;
+				if (seen)
+					seen[j] = true;
+			}
+		}
+		if (f->state == FIBER_BARRIER)
+			fprintf(stderr, "gpu-emu:   %d thread(s) wait in __syncthreads at %s:%d (first: thread (%u,%u,%u))\n",
+				count, f->file, f->line, f->tid.x, f->tid.y, f->tid.z);
+		else
+			fprintf(stderr,
+				"gpu-emu:   %d lane(s) of warp %d wait in %s at %s:%d with mask 0x%08x (first: thread (%u,%u,%u))\n",
+				count, f->linear / 32, warp_kind_name(f->kind), f->file, f->line, f->mask, f->tid.x,
+				f->tid.y, f->tid.z);
+	}
+	free(seen);
+	gpu_emu_die("  %d of %d thread(s) have exited; a barrier or a warp collective waits for a thread that "
+		    "never arrives", done, emu.nthreads);
+}
+
+/* ---- fibers --------------------------------------------------------------------------------- */
+
+static void yield_to_scheduler(void)
+{
+	struct fiber *f = emu.cur;
+#if EMU_ASAN
+	__sanitizer_start_switch_fiber(&f->fake_stack, emu.sched_stack_bottom, emu.sched_stack_size);
+#endif
+	transfer_t t = jump_fcontext(emu.sched_ctx, nullptr);
+#if EMU_ASAN
+	__sanitizer_finish_switch_fiber(f->fake_stack, &emu.sched_stack_bottom, &emu.sched_stack_size);
+#endif
+	emu.sched_ctx = t.fctx;
+}
+
+static void release_barrier(void)
+{
+	uint64_t r = (uint64_t)(unsigned)emu.bar_count | (uint64_t)(unsigned)emu.bar_arrived << 32;
+	for (int i = 0; i < emu.nthreads; i++) {
+		struct fiber *f = &emu.fibers[i];
+		if (f->state == FIBER_BARRIER) {
+			f->state = FIBER_RUNNABLE;
+			f->result = r;
+		}
+	}
+	emu.bar_arrived = 0;
+	emu.bar_count = 0;
+}
+
+static void fiber_main(transfer_t t)
+{
+#if EMU_ASAN
+	__sanitizer_finish_switch_fiber(nullptr, &emu.sched_stack_bottom, &emu.sched_stack_size);
+#endif
+	emu.sched_ctx = t.fctx;
+	struct fiber *f = (struct fiber *)t.data;
+	emu.call->run(emu.call->args);
+	f->state = FIBER_DONE;
+	emu.live--;
+	/* Exited threads no longer count towards a barrier (as on sm_70+). */
+	if (emu.bar_arrived > 0 && emu.bar_arrived == emu.live)
+		release_barrier();
+#if EMU_ASAN
+	__sanitizer_start_switch_fiber(nullptr, emu.sched_stack_bottom, emu.sched_stack_size);
+#endif
+	jump_fcontext(emu.sched_ctx, nullptr);
+	abort(); /* a finished fiber is never resumed */
+}
+
+static void resume(struct fiber *f)
+{
+	threadIdx = f->tid;
+	emu.cur = f;
+#if EMU_ASAN
+	__sanitizer_start_switch_fiber(&emu.sched_fake_stack, f->stack, STACK_SIZE);
+#endif
+	transfer_t t = jump_fcontext(f->ctx, f);
+#if EMU_ASAN
+	__sanitizer_finish_switch_fiber(emu.sched_fake_stack, nullptr, nullptr);
+#endif
+	f->ctx = t.fctx;
+}
+
+static void ensure_fibers(int n)
+{
+	if (n <= emu.fiber_cap)
+		return;
+	struct fiber *nf = (struct fiber *)realloc(emu.fibers, sizeof(*nf) * (size_t)n);
+	int *np = (int *)realloc(emu.perm, sizeof(*np) * (size_t)n);
+	if (!nf || !np)
+		gpu_emu_die("out of memory for %d fibers", n);
+	emu.fibers = nf;
+	emu.perm = np;
+	long page = sysconf(_SC_PAGESIZE);
+	for (int i = emu.fiber_cap; i < n; i++) {
+		void *m = mmap(nullptr, STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+		if (m == MAP_FAILED)
+			gpu_emu_die("cannot map a %zu-byte fiber stack: %s", STACK_SIZE, strerror(errno));
+		/* The guard page: a thread that overflows its stack faults instead of writing into
+		 * its neighbour's. */
+		if (mprotect(m, (size_t)page, PROT_NONE) < 0)
+			gpu_emu_die("cannot protect a fiber stack's guard page: %s", strerror(errno));
+		memset(&emu.fibers[i], 0, sizeof(emu.fibers[i]));
+		emu.fibers[i].stack = (char *)m + page;
+	}
+	emu.fiber_cap = n;
+}
+
+/* ---- collectives (called on fibers) --------------------------------------------------------- */
+
+int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, int line)
+{
+	struct fiber *f = emu.cur;
+	if (!f)
+		gpu_emu_die("%s:%d: __syncthreads outside a kernel", file, line);
+	if (emu.bar_arrived == 0) {
+		emu.bar_file = file;
+		emu.bar_line = line;
+		emu.bar_first = f;
+	} else if (line != emu.bar_line || strcmp(file, emu.bar_file)) {
+		char name[256];
+		kernel_name(name, sizeof(name));
+		struct fiber *g = emu.bar_first;
+		gpu_emu_die("divergent __syncthreads in " WHERE_FMT ": thread (%u,%u,%u) waits at %s:%d while "
+			    "thread (%u,%u,%u) reached %s:%d",
+			    WHERE_ARGS(name), g->tid.x, g->tid.y, g->tid.z, emu.bar_file, emu.bar_line, f->tid.x,
+			    f->tid.y, f->tid.z, file, line);
+	}
+	emu.bar_arrived++;
+	emu.bar_count += pred != 0;
+	f->state = FIBER_BARRIER;
+	f->file = file;
+	f->line = line;
+	if (emu.bar_arrived == emu.live)
+		release_barrier();
+	yield_to_scheduler();
+	unsigned count = (unsigned)f->result, arrived = (unsigned)(f->result >> 32);
+	switch (kind) {
+	case GPU_EMU_BAR_SYNC: return 0;
+	case GPU_EMU_BAR_COUNT: return (int)count;
+	case GPU_EMU_BAR_AND: return count == arrived;
+	case GPU_EMU_BAR_OR: return count > 0;
+	}
+	return 0;
+}
+
+static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
+{
+	unsigned ballot = 0;
+	for (int l = 0; l < 32; l++)
+		if ((mask >> l & 1u) && emu.fibers[base + l].value)
+			ballot |= 1u << l;
+	for (int l = 0; l < 32; l++) {
+		if (!(mask >> l & 1u))
+			continue;
+		struct fiber *g = &emu.fibers[base + l];
+		int w = g->width, seg = l & ~(w - 1), src = l;
+		switch (kind) {
+		case GPU_EMU_WARP_SYNC: g->result = 0; break;
+		case GPU_EMU_WARP_BALLOT: g->result = ballot; break;
+		case GPU_EMU_WARP_ANY: g->result = ballot != 0; break;
+		case GPU_EMU_WARP_ALL: g->result = ballot == mask; break;
+		case GPU_EMU_WARP_SHFL:
+			src = seg + (g->arg & (w - 1));
+			break;
+		case GPU_EMU_WARP_SHFL_UP:
+			if ((l & (w - 1)) >= g->arg)
+				src = l - g->arg;
+			break;
+		case GPU_EMU_WARP_SHFL_DOWN:
+			if ((l & (w - 1)) + g->arg < w)
+				src = l + g->arg;
+			break;
+		case GPU_EMU_WARP_SHFL_XOR:
+			src = l ^ (g->arg & 31);
+			if ((src & ~(w - 1)) != seg)
+				src = l;
+			break;
+		}
+		if (kind >= GPU_EMU_WARP_SHFL && kind <= GPU_EMU_WARP_SHFL_XOR)
+			/* A source lane outside the mask is undefined on the GPU: all-ones bytes (NaN
+			 * for floating types) make that visible. */
+			g->result = (mask >> src & 1u) ? emu.fibers[base + src].value : ~(uint64_t)0;
+	}
+	for (int l = 0; l < 32; l++)
+		if (mask >> l & 1u)
+			emu.fibers[base + l].state = FIBER_RUNNABLE;
+}
+
+uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value, int arg, int width,
+		      const char *file, int line)
+{
+	struct fiber *f = emu.cur;
+	if (!f)
+		gpu_emu_die("%s:%d: %s outside a kernel", file, line, warp_kind_name(kind));
+	int lane = f->linear & 31, base = f->linear - lane;
+	char name[256];
+	if (!(mask >> lane & 1u)) {
+		kernel_name(name, sizeof(name));
+		gpu_emu_die("%s:%d: %s in " WHERE_FMT ": lane %d of warp %d passes mask 0x%08x, which does not name it",
+			    file, line, warp_kind_name(kind), WHERE_ARGS(name), lane, f->linear / 32, mask);
+	}
+	if (width == 0)
+		width = 32;
+	if (width < 1 || width > 32 || (width & (width - 1))) {
+		kernel_name(name, sizeof(name));
+		gpu_emu_die("%s:%d: %s in " WHERE_FMT ": width %d is not a power of two from 1 to 32", file, line,
+			    warp_kind_name(kind), WHERE_ARGS(name), width);
+	}
+	f->state = FIBER_WARP;
+	f->file = file;
+	f->line = line;
+	f->kind = kind;
+	f->mask = mask;
+	f->value = value;
+	f->arg = arg;
+	f->width = width;
+	bool complete = true;
+	for (int l = 0; l < 32 && complete; l++) {
+		if (!(mask >> l & 1u))
+			continue;
+		if (base + l >= emu.nthreads) {
+			complete = false; /* a lane past the block's last thread: reported as a deadlock */
+			break;
+		}
+		struct fiber *g = &emu.fibers[base + l];
+		if (g->state != FIBER_WARP || g->mask != mask) {
+			complete = false;
+		} else if (g->kind != kind) {
+			kernel_name(name, sizeof(name));
+			gpu_emu_die("mismatched warp collectives in " WHERE_FMT ": lane %d calls %s at %s:%d while lane "
+				    "%d calls %s at %s:%d with the same mask 0x%08x",
+				    WHERE_ARGS(name), l, warp_kind_name(g->kind), g->file, g->line, lane,
+				    warp_kind_name(kind), file, line, mask);
+		}
+	}
+	if (complete)
+		complete_warp(base, mask, kind);
+	yield_to_scheduler();
+	return f->result;
+}
+
+unsigned gpu_emu_activemask(void)
+{
+	struct fiber *f = emu.cur;
+	if (!f)
+		gpu_emu_die("__activemask outside a kernel");
+	int base = f->linear & ~31;
+	unsigned m = 0;
+	for (int l = 0; l < 32 && base + l < emu.nthreads; l++)
+		if (emu.fibers[base + l].state != FIBER_DONE)
+			m |= 1u << l;
+	return m;
+}
+
+void *gpu_emu_dynamic_shared(void)
+{
+	if (!emu.cur)
+		gpu_emu_die("dynamic shared memory used outside a kernel");
+	return emu.dyn_smem;
+}
+
+/* ---- the grid ------------------------------------------------------------------------------- */
+
+static void run_block(void)
+{
+	if (emu.tls_end > emu.tls_begin)
+		memset(emu.tls_begin, 0xff, (size_t)(emu.tls_end - emu.tls_begin));
+	if (emu.smem)
+		memset(emu.dyn_smem, 0xff, emu.smem);
+	int n = emu.nthreads;
+	for (int i = 0; i < n; i++) {
+		struct fiber *f = &emu.fibers[i];
+		f->tid.x = (unsigned)i % emu.block.x;
+		f->tid.y = (unsigned)i / emu.block.x % emu.block.y;
+		f->tid.z = (unsigned)i / (emu.block.x * emu.block.y);
+		f->linear = i;
+		f->state = FIBER_RUNNABLE;
+		f->file = "(start)";
+		f->line = 0;
+		f->ctx = make_fcontext(f->stack + STACK_SIZE, STACK_SIZE, fiber_main);
+		emu.perm[i] = emu.order == GPU_EMU_ORDER_REVERSE ? n - 1 - i : i;
+	}
+	emu.live = n;
+	emu.bar_arrived = 0;
+	emu.bar_count = 0;
+	while (emu.live > 0) {
+		if (emu.order == GPU_EMU_ORDER_RANDOM)
+			for (int i = n - 1; i > 0; i--) {
+				int j = (int)(rng_next() % (uint64_t)(i + 1)), t = emu.perm[i];
+				emu.perm[i] = emu.perm[j];
+				emu.perm[j] = t;
+			}
+		bool progressed = false;
+		for (int k = 0; k < n; k++) {
+			struct fiber *f = &emu.fibers[emu.perm[k]];
+			if (f->state == FIBER_RUNNABLE) {
+				resume(f);
+				progressed = true;
+			}
+		}
+		if (!progressed)
+			report_deadlock();
+	}
+	emu.cur = nullptr;
+}
+
+static void run_job(void)
+{
+	emu.nthreads = (int)(emu.block.x * emu.block.y * emu.block.z);
+	ensure_fibers(emu.nthreads);
+	/* Exactly the launch's size, so ASan reports a read past it; malloc(0) when there is none. */
+	emu.dyn_smem = malloc(emu.smem);
+	if (!emu.dyn_smem && emu.smem)
+		gpu_emu_die("out of memory for %zu bytes of dynamic shared memory", emu.smem);
+	emu.rng = emu.seed;
+	blockDim = emu.block;
+	gridDim = emu.grid;
+	unsigned long long nblocks = (unsigned long long)emu.grid.x * emu.grid.y * emu.grid.z;
+	for (unsigned long long b = 0; b < nblocks; b++) {
+		unsigned long long i = emu.order == GPU_EMU_ORDER_REVERSE ? nblocks - 1 - b : b;
+		blockIdx.x = (unsigned)(i % emu.grid.x);
+		blockIdx.y = (unsigned)(i / emu.grid.x % emu.grid.y);
+		blockIdx.z = (unsigned)(i / ((unsigned long long)emu.grid.x * emu.grid.y));
+		run_block();
+	}
+	free(emu.dyn_smem);
+	emu.dyn_smem = nullptr;
+}
+
+static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	if (!info->dlpi_tls_data)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		unsigned char *b = (unsigned char *)info->dlpi_tls_data;
+		if (ph->p_type == PT_TLS && &tls_marker >= b && &tls_marker < b + ph->p_memsz) {
+			emu.tls_begin = b;
+			emu.tls_end = b + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	tls_marker = 1;
+	dl_iterate_phdr(find_tls, nullptr);
+	if (!emu.tls_begin)
+		gpu_emu_die("cannot find the TLS block that holds static __shared__ variables");
+	pthread_mutex_lock(&emu.job_mutex);
+	for (;;) {
+		while (!emu.job_pending)
+			pthread_cond_wait(&emu.job_cv, &emu.job_mutex);
+		emu.job_pending = false;
+		pthread_mutex_unlock(&emu.job_mutex);
+		run_job();
+		pthread_mutex_lock(&emu.job_mutex);
+		emu.job_done = true;
+		pthread_cond_broadcast(&emu.done_cv);
+	}
+	return nullptr;
+}
+
+void gpu_emu_run_grid(const struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem)
+{
+	pthread_mutex_lock(&grid_lock);
+	order_from_env();
+	/* A forked child has no emulation thread: start one. */
+	if (emu.worker_pid != getpid()) {
+		pthread_mutex_init(&emu.job_mutex, nullptr);
+		pthread_cond_init(&emu.job_cv, nullptr);
+		pthread_cond_init(&emu.done_cv, nullptr);
+		emu.job_pending = emu.job_done = false;
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int r = pthread_create(&t, &attr, worker_main, nullptr);
+		pthread_attr_destroy(&attr);
+		if (r)
+			gpu_emu_die("cannot start the emulation thread: %s", strerror(r));
+		emu.worker_pid = getpid();
+	}
+	pthread_mutex_lock(&emu.job_mutex);
+	emu.call = call;
+	emu.grid = grid;
+	emu.block = block;
+	emu.smem = smem;
+	emu.job_pending = true;
+	pthread_cond_signal(&emu.job_cv);
+	while (!emu.job_done)
+		pthread_cond_wait(&emu.done_cv, &emu.job_mutex);
+	emu.job_done = false;
+	pthread_mutex_unlock(&emu.job_mutex);
+	pthread_mutex_unlock(&grid_lock);
+}

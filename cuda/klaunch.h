@@ -1,0 +1,30 @@
+/* klaunch.h: the one way .cu files launch kernels, under nvcc and under the CPU emulation.
+ *
+ *   klaunch(kernel, grid, block, dynamic_smem_bytes, stream, args...);
+ *
+ * is `kernel<<<grid, block, dynamic_smem_bytes, stream>>>(args...)` under nvcc and runs the grid on
+ * the CPU under -Dcuda-emulation=true (cuda/emu/gpu_emu.h). As with <<<>>>, a refused
+ * configuration is reported by cudaGetLastError(), never by a return value.
+ *
+ * GPU_DYNAMIC_SHARED(T, name) declares the block's dynamic shared memory inside a kernel body:
+ * `extern __shared__ __align__(16) T name[]` under nvcc, the running block's buffer under the
+ * emulation.
+ */
+#pragma once
+
+#include <cuda_runtime.h>
+
+#if defined(__CUDACC__)
+#include <utility>
+
+#define GPU_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
+
+template <typename... KArgs, typename... Args>
+static inline void klaunch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+			   Args &&...args)
+{
+	kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+}
+#else
+#include "emu/gpu_emu.h"
+#endif
