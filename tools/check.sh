@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs what is missing, builds holod twice and runs every CPU test suite:
-#  1. debug build with AddressSanitizer + UndefinedBehaviorSanitizer: all suites (unit, x11,
-#     integration; gpu tests skip with 77 when there is no GPU);
-#  2. release build with -Werror: must compile warning-free (with the nvcc build checks where
-#     nvcc is installed); the unit suite runs again there.
+#  1. debug build with AddressSanitizer + UndefinedBehaviorSanitizer and the CUDA module built
+#     against the CPU emulation (-Dcuda-emulation=true): all suites (unit, x11, integration, and
+#     gpu + gpu-emu, whose kernels then run on the CPU under the sanitizers);
+#  2. release build with -Werror and the real nvcc objects (with the nvcc build checks where
+#     nvcc is installed): must compile warning-free; the unit suite runs again there.
 # Usage: tools/check.sh [extra meson test args, e.g. --suite unit]
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ setup() {
 	ninja -C "$dir" -j "$jobs"
 }
 
-setup build-asan -Db_sanitize=address,undefined -Db_lundef=false
+setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dcuda-emulation=true
 meson test -C build-asan --print-errorlogs --num-processes "$jobs" "$@"
 
 # Where nvcc is installed the release build must compile the CUDA module (for sm_90 and sm_80,
