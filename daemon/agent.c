@@ -132,7 +132,7 @@ static int job_open(struct engine_ctx *ctx, void *arg)
 	uint64_t t0 = time_mono_us();
 	int r;
 
-	a->session = engine_session_create(ctx->model, (int)a->cfg->context_tokens);
+	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
 	if (!a->session)
 		return -errno;
 	engine_thread_account(a->cfg->engine, 1, 0);

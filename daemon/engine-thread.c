@@ -20,6 +20,7 @@ struct job {
 
 struct engine_thread {
 	char *dir; /* NULL: no model */
+	struct engine_backend_options backend; /* as given; resolved by the load */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* engine thread: a job was queued, or stopping */
@@ -62,6 +63,7 @@ static void unload(struct engine_ctx *ctx)
 	policy_masker_destroy(ctx->masker);
 	policy_grammar_destroy((struct policy_grammar *)ctx->grammar);
 	engine_vision_destroy(ctx->vision);
+	engine_backend_destroy(ctx->backend);
 	engine_model_destroy(ctx->model);
 	memset(ctx, 0, sizeof(*ctx));
 }
@@ -82,6 +84,23 @@ static void load(struct engine_thread *et)
 		goto fail;
 	}
 	engine_model_get_info(ctx->model, &et->info);
+	char why[256];
+	struct engine_backend_options bo = et->backend;
+	int r = engine_backend_resolve(&bo, why, sizeof(why));
+	if (r < 0) {
+		set_failed(et, "%s", why);
+		goto fail;
+	}
+	if (why[0])
+		log_notice("%s", why);
+	ctx->backend = engine_backend_create(ctx->model, &bo, err, sizeof(err));
+	if (!ctx->backend) {
+		set_failed(et, "the model %s: %s", et->dir, err[0] ? err : strerror(errno));
+		goto fail;
+	}
+	pthread_mutex_lock(&et->lock);
+	et->backend = bo;
+	pthread_mutex_unlock(&et->lock);
 	ctx->tok = engine_model_tokenizer(ctx->model);
 	if (!ctx->tok) {
 		set_failed(et, "the model %s has no tokenizer.json", et->dir);
@@ -137,10 +156,12 @@ static void load(struct engine_thread *et)
 	et->state = ENGINE_THREAD_READY;
 	pthread_cond_broadcast(&et->done);
 	pthread_mutex_unlock(&et->lock);
+	struct engine_backend_info bi;
+	engine_backend_get_info(ctx->backend, &bi);
 	log_info("model %s loaded in %.1f s: %.1fM parameters, %d layers (%s), vision %d "
-		 "tokens per tile, %d CPU threads (%s kernels)", et->dir, et->load_us / 1e6,
+		 "tokens per tile; language model on %s (%s), %s", et->dir, et->load_us / 1e6,
 		 et->info.n_params / 1e6, et->info.n_layers, et->info.pattern, et->tokens_per_tile,
-		 engine_get_threads(), engine_cpu_kernels());
+		 bi.name, bi.device, engine_precision_name(bi.precision));
 	return;
 fail:
 	unload(ctx);
@@ -184,11 +205,14 @@ static void *engine_main(void *userdata)
 	return NULL;
 }
 
-struct engine_thread *engine_thread_create(const char *model_dir)
+struct engine_thread *engine_thread_create(const char *model_dir,
+					   const struct engine_backend_options *backend)
 {
 	struct engine_thread *et = xcalloc(1, sizeof(*et));
 	int r;
 
+	et->backend = backend ? *backend
+			      : (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
 	et->dir = model_dir ? xstrdup(model_dir) : NULL;
 	et->state = model_dir ? ENGINE_THREAD_LOADING : ENGINE_THREAD_NONE;
 	pthread_mutex_init(&et->lock, NULL);
@@ -287,7 +311,8 @@ json_t *engine_thread_status(struct engine_thread *et)
 			      "name", name, "state", state_name(et->state), "error",
 			      et->state == ENGINE_THREAD_FAILED ? json_string(et->error) :
 								  json_null(),
-			      "backend", "cpu", "threads", engine_get_threads(), "kernels",
+			      "backend", engine_backend_kind_name(et->backend.kind), "threads",
+			      engine_get_threads(), "kernels",
 			      engine_cpu_kernels(), "sessions", et->sessions);
 	if (o) {
 		json_object_set_new(o, "state_bytes", json_integer(et->state_bytes));
@@ -302,6 +327,17 @@ json_t *engine_thread_status(struct engine_thread *et)
 			json_object_set_new(o, "vision", json_true());
 			json_object_set_new(o, "tokens_per_tile", json_integer(et->tokens_per_tile));
 			json_object_set_new(o, "load_ms", json_integer((json_int_t)(et->load_us / 1000)));
+			/* the backend's figures are atomic or fixed at creation: readable from here */
+			struct engine_backend_info bi;
+			engine_backend_get_info(et->ctx.backend, &bi);
+			json_object_set_new(o, "device", json_string(bi.device));
+			json_object_set_new(o, "precision", json_string(engine_precision_name(bi.precision)));
+			json_object_set_new(o, "device_weight_bytes", json_integer((json_int_t)bi.weight_bytes));
+			json_object_set_new(o, "device_state_bytes", json_integer((json_int_t)bi.state_bytes));
+			json_object_set_new(o, "device_memory_total",
+					    bi.memory_total ? json_integer((json_int_t)bi.memory_total) : json_null());
+			json_object_set_new(o, "device_memory_free",
+					    bi.memory_free ? json_integer((json_int_t)bi.memory_free) : json_null());
 		}
 	}
 	pthread_mutex_unlock(&et->lock);

@@ -42,6 +42,7 @@ enum engine_thread_state {
 /* What a job sees. Valid on the engine thread, during the job. */
 struct engine_ctx {
 	struct engine_model *model;
+	struct engine_backend *backend; /* the language model runs here; sessions live on it */
 	const struct engine_tokenizer *tok;
 	struct engine_vision *vision;
 	const struct policy_grammar *grammar;
@@ -52,8 +53,11 @@ struct engine_ctx {
 
 struct engine_thread;
 
-/* Starts the thread; when model_dir is non-NULL it begins loading it at once. NULL + errno. */
-struct engine_thread *engine_thread_create(const char *model_dir);
+/* Starts the thread; when model_dir is non-NULL it begins loading it at once, with a backend
+ * made from `backend` (NULL: auto; checked with engine_backend_resolve() by the caller, so a
+ * backend that cannot run the model fails the load with its sentence). NULL + errno. */
+struct engine_thread *engine_thread_create(const char *model_dir,
+					   const struct engine_backend_options *backend);
 /* Joins the thread and frees the model. No job may be in flight. Accepts NULL. */
 void engine_thread_destroy(struct engine_thread *et);
 
@@ -72,7 +76,9 @@ int engine_thread_tokens_per_tile(struct engine_thread *et);
 /* The "model" member of GET /v1/status: null without a model, else
  * {"path", "name", "state", "error", "backend", "parameters", "weight_bytes", "layers",
  *  "pattern", "hidden", "vocab", "vision", "tokens_per_tile", "threads", "kernels", "load_ms",
- *  "sessions", "state_bytes"}. A new reference, or NULL on OOM. */
+ *  "sessions", "state_bytes", and once ready "device", "precision", "device_weight_bytes",
+ *  "device_state_bytes", "device_memory_total", "device_memory_free"}. A new reference, or
+ *  NULL on OOM. */
 json_t *engine_thread_status(struct engine_thread *et);
 
 /* Runs fn(ctx, arg) on the engine thread and returns its result. -ENODEV when no model is

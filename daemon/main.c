@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 		goto stop_xvfb;
 	}
 	/* Loading runs on the engine thread: holod serves scripts while a large model maps. */
-	engine = engine_thread_create(cfg.model_dir);
+	engine = engine_thread_create(cfg.model_dir, &cfg.engine_backend);
 	if (!engine) {
 		log_error_errno(-errno, "cannot start the engine thread");
 		goto destroy_writer;

@@ -21,6 +21,8 @@ enum option_type {
 	OPT_FLAG,   /* command line only, no value */
 	OPT_HISTORY, /* an instruction task's history mode */
 	OPT_TEMPERATURE, /* a sampling temperature, 0..OPT_MAX_TEMPERATURE */
+	OPT_BACKEND,     /* an engine backend kind name */
+	OPT_PRECISION,   /* an engine precision name */
 };
 
 #define OPT_MAX_TEMPERATURE 2.0
@@ -65,6 +67,12 @@ static const struct option_def options[] = {
 	{"model", "HOLOD_MODEL", OPT_PATH, OFF(model_dir), 0, 0, NULL, "DIR",
 	 "model checkpoint to load at start-up (config.json, safetensors, tokenizer.json); "
 	 "without one only scripts run", true},
+	{"backend", "HOLOD_BACKEND", OPT_BACKEND, OFF(backend), 0, 0, "auto", "B",
+	 "where the language model runs: auto, cpu or cuda (auto: cuda when a device can run it, "
+	 "else the cpu; a backend that cannot is refused at start-up)", true},
+	{"precision", "HOLOD_PRECISION", OPT_PRECISION, OFF(precision), 0, 0, "default", "P",
+	 "precision of the language model: default, bf16 or fp32 (default: fp32 on the cpu, bf16 "
+	 "on cuda)", true},
 	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "persistent", "MODE",
 	 "default history mode of instruction tasks: persistent or window", true},
 	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",
@@ -181,6 +189,25 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		*(double *)base = v;
 		return 0;
 	}
+	case OPT_BACKEND:
+		if (engine_backend_kind_parse(value, &cfg->engine_backend.kind) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown backend '%s' (auto, cpu, cuda)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	case OPT_PRECISION:
+		if (engine_precision_parse(value, &cfg->engine_backend.precision) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown precision '%s' (default, bf16, "
+					"fp32)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
 	case OPT_HISTORY:
 		if (ipc_history_from_string(value) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (persistent, window)\n",
@@ -278,6 +305,16 @@ static int resolve_defaults(struct holod_config *cfg)
 				"least %u tokens for the prompt\n",
 			cfg->context_tokens, cfg->step_tokens, OPT_MIN_PROMPT_ROOM);
 		return -EINVAL;
+	}
+	/* A backend that cannot run the model is refused here, before anything starts, rather
+	 * than replaced by the CPU. Without a model the option has nothing to check. */
+	if (cfg->model_dir) {
+		char msg[256];
+		if ((r = engine_backend_resolve(&cfg->engine_backend, msg, sizeof(msg))) < 0) {
+			fprintf(stderr, "holod: --backend %s --precision %s: %s\n", cfg->backend,
+				cfg->precision, msg);
+			return r;
+		}
 	}
 	if (!cfg->state_dir && (r = path_xdg(PATH_STATE, "holod", &cfg->state_dir)) < 0) {
 		fprintf(stderr, "holod: no state directory: set $XDG_STATE_HOME, $HOME or "

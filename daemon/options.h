@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "engine.h"
+
 struct holod_config {
 	char *config_path;   /* --config, $HOLOD_CONFIG, $XDG_CONFIG_HOME/holod/holod.conf */
 	char *socket_path;   /* --socket, $HOLOD_SOCKET, $XDG_RUNTIME_DIR/holod/holod.sock */
@@ -18,6 +20,9 @@ struct holod_config {
 	unsigned max_seconds; /* default time budget of a task */
 	unsigned kill_switch_ms; /* double-Escape window of the kill switch; 0: off */
 	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
+	char *backend;        /* --backend auto|cpu|cuda: where the language model runs */
+	char *precision;      /* --precision default|bf16|fp32 */
+	struct engine_backend_options engine_backend; /* the two above, parsed and resolved */
 	char *history;        /* default history mode of instruction tasks: persistent | window */
 	unsigned window;      /* default observations kept with their image (window mode, rebuilds) */
 	unsigned max_tiles;   /* default image tile budget per observation; 0: the checkpoint's */

@@ -4,6 +4,7 @@
  *              [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]
  *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
  *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
+ *              [--backend auto|cpu|cuda] [--precision bf16|fp32]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
@@ -15,6 +16,10 @@
  * preprocessed and encoded by the checkpoint's vision tower and their rows spliced into the
  * prompt; generation stops at the end of the turn. The checkpoint's own chat template is
  * compared with that format and a difference is reported on stderr.
+ *
+ * --backend and --precision are checked before the model loads (engine_backend_resolve()): a
+ * backend that cannot run the language model is refused with one sentence, never replaced by the
+ * CPU behind the user's back.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -59,7 +64,7 @@ static void usage(FILE *f)
 		"                  [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
 		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
-		"                  [--think] [--max-tiles N]\n"
+		"                  [--think] [--max-tiles N] [--backend B] [--precision P]\n"
 		"\n"
 		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
 		"  --max-tokens N   tokens to generate (default 64)\n"
@@ -75,7 +80,10 @@ static void usage(FILE *f)
 		"                   prompt marks where each goes, else they go in front\n"
 		"  --system TEXT    a system turn (chat mode)\n"
 		"  --think          open the answer with reasoning (<think>\\n; default off)\n"
-		"  --max-tiles N    tile budget per image, below the checkpoint's (default: its own)\n");
+		"  --max-tiles N    tile budget per image, below the checkpoint's (default: its own)\n"
+		"  --backend B      auto, cpu or cuda (default auto: cuda when a device can run the\n"
+		"                   model, else the cpu)\n"
+		"  --precision P    bf16 or fp32 (default: fp32 on the cpu, bf16 on cuda)\n");
 }
 
 static int write_npy_header(FILE *f, uint64_t rows, int vocab)
@@ -317,7 +325,7 @@ int main(int argc, char **argv)
 	enum {
 		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
 		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
-		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES,
+		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES, OPT_BACKEND, OPT_PRECISION,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -338,6 +346,8 @@ int main(int argc, char **argv)
 		{"system", required_argument, NULL, OPT_SYSTEM},
 		{"think", no_argument, NULL, OPT_THINK},
 		{"max-tiles", required_argument, NULL, OPT_MAX_TILES},
+		{"backend", required_argument, NULL, OPT_BACKEND},
+		{"precision", required_argument, NULL, OPT_PRECISION},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -350,6 +360,7 @@ int main(int argc, char **argv)
 	bool tokenize = false, ignore_eos = false;
 	int max_tokens = 64, threads = 0;
 	struct engine_sampling sampling = {0};
+	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	int32_t stops[64];
 	size_t n_stops = 0;
 	int ret = 1;
@@ -437,6 +448,14 @@ int main(int argc, char **argv)
 			if (*end || max_tiles < 1 || max_tiles > ENGINE_VISION_MAX_TILES)
 				goto bad_value;
 			break;
+		case OPT_BACKEND:
+			if (engine_backend_kind_parse(optarg, &bopts.kind) < 0)
+				goto bad_value;
+			break;
+		case OPT_PRECISION:
+			if (engine_precision_parse(optarg, &bopts.precision) < 0)
+				goto bad_value;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -463,12 +482,17 @@ int main(int argc, char **argv)
 	}
 
 	char err[512] = "";
+	if (engine_backend_resolve(&bopts, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
 	struct engine_model *model = engine_model_load(model_dir, err, sizeof(err));
 	if (!model) {
 		log_error("%s: %s", model_dir, err);
 		return 1;
 	}
 	struct engine_tokenizer *tok = engine_model_tokenizer(model);
+	struct engine_backend *backend = NULL;
 	struct engine_session *s = NULL;
 	int32_t *ids = NULL, *out = NULL;
 	size_t n_ids = 0, n_out = 0;
@@ -533,8 +557,13 @@ int main(int argc, char **argv)
 
 	if (!ignore_eos && model->cfg.eos_id >= 0)
 		stops[n_stops++] = model->cfg.eos_id;
-	s = engine_session_create(model, (int)MIN(n_ids + (size_t)max_tokens + 1,
-						  (size_t)ENGINE_SESSION_MAX_TOKENS));
+	backend = engine_backend_create(model, &bopts, err, sizeof(err));
+	if (!backend) {
+		log_error("%s", err);
+		goto out;
+	}
+	s = engine_session_create_on(backend, (int)MIN(n_ids + (size_t)max_tokens + 1,
+						       (size_t)ENGINE_SESSION_MAX_TOKENS));
 	if (!s) {
 		log_error_errno(-errno, "cannot create a session");
 		goto out;
@@ -615,8 +644,10 @@ int main(int argc, char **argv)
 			"vision: %d tiles in %.3f s (%.1f ms/tile), %zu image tokens\n",
 			n_images, (double)chat.preprocess_us / 1e6, chat.n_tiles,
 			(double)chat.vision_us / 1e6, (double)chat.vision_us / 1e3 / chat.n_tiles, chat.n_rows);
-	fprintf(stderr, "threads: %d, kernels: %s\n", engine_get_threads(),
-		engine_cpu_kernels());
+	struct engine_backend_info binfo;
+	engine_backend_get_info(backend, &binfo);
+	fprintf(stderr, "backend: %s (%s), %s\n", binfo.name, binfo.device,
+		engine_precision_name(binfo.precision));
 
 	if (run.npy) {
 		if (run.npy_failed || write_npy_header(run.npy, run.rows, run.vocab) < 0 ||
@@ -638,6 +669,7 @@ out:
 	free(ids);
 	free(out);
 	engine_session_destroy(s);
+	engine_backend_destroy(backend);
 	engine_model_destroy(model);
 	return ret;
 }

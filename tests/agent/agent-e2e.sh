@@ -20,6 +20,10 @@ expect_json "status model" '.model.parameters > 100000' true
 expect_json "status model" '.model.weight_bytes > 0' true
 expect_json "status model" .model.vision true
 expect_json "status model" .model.sessions 0
+expect_json "status model" .model.precision fp32
+expect_json "status model" '.model.device | test("kernels")' true
+expect_json "status model" '.model.device_weight_bytes == .model.weight_bytes' true
+expect_json "status model" .model.device_state_bytes 0
 
 # ---- N steps, each a schema-valid click, executed and journaled
 submit '{"instruction": "Click the red block.", "max_steps": 3}'
@@ -66,6 +70,7 @@ check_screenshots "$A"
 api GET /v1/status
 expect_json "session freed" .model.sessions 0
 expect_json "session freed" .model.state_bytes 0
+expect_json "session freed" .model.device_state_bytes 0
 
 # ---- dry run: the same decisions are journaled, nothing reaches the client
 P0=$(presses)

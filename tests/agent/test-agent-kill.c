@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 	REQUIRE(j);
 	struct shotwriter *w = shotwriter_create(xt_tmpdir(), j, NULL, NULL);
 	REQUIRE(w);
-	struct engine_thread *et = engine_thread_create(model);
+	struct engine_thread *et = engine_thread_create(model, NULL);
 	REQUIRE(et);
 	REQUIRE(engine_thread_wait_loaded(et) == ENGINE_THREAD_READY);
 	struct scheduler_config sc = {

@@ -28,7 +28,7 @@ static int job_count(struct engine_ctx *ctx, void *arg)
 
 static void test_no_model(void)
 {
-	struct engine_thread *et = engine_thread_create(NULL);
+	struct engine_thread *et = engine_thread_create(NULL, NULL);
 	REQUIRE(et);
 	CHECK_INT_EQ(engine_thread_state(et), ENGINE_THREAD_NONE);
 	CHECK_INT_EQ(engine_thread_call(et, job_count, NULL), -ENODEV);
@@ -43,7 +43,7 @@ static void test_failed_load(void)
 {
 	char dir[] = "/tmp/test-agent-units-XXXXXX";
 	REQUIRE(mkdtemp(dir));
-	struct engine_thread *et = engine_thread_create(dir);
+	struct engine_thread *et = engine_thread_create(dir, NULL);
 	REQUIRE(et);
 	CHECK_INT_EQ(engine_thread_wait_loaded(et), ENGINE_THREAD_FAILED);
 	const char *err = engine_thread_error(et);
@@ -94,7 +94,7 @@ static void *submitter(void *arg)
 
 static void test_loaded(const char *model)
 {
-	struct engine_thread *et = engine_thread_create(model);
+	struct engine_thread *et = engine_thread_create(model, NULL);
 	REQUIRE(et);
 	REQUIRE(engine_thread_wait_loaded(et) == ENGINE_THREAD_READY);
 	CHECK(engine_thread_error(et) == NULL);
@@ -107,6 +107,13 @@ static void test_loaded(const char *model)
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "state")), "ready");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "name")), "tiny-agent");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "backend")), "cpu");
+	/* the backend's own figures: the CPU holds the map as it is, fp32 */
+	CHECK_STR_EQ(json_string_value(json_object_get(st, "precision")), "fp32");
+	CHECK(strstr(json_string_value(json_object_get(st, "device")), "kernels") != NULL);
+	CHECK_INT_EQ(json_integer_value(json_object_get(st, "device_weight_bytes")),
+		     json_integer_value(json_object_get(st, "weight_bytes")));
+	CHECK_INT_EQ(json_integer_value(json_object_get(st, "device_state_bytes")), 0);
+	CHECK(json_integer_value(json_object_get(st, "device_memory_total")) > 0);
 	CHECK(json_integer_value(json_object_get(st, "parameters")) > 100000);
 	CHECK_INT_EQ(json_integer_value(json_object_get(st, "vocab")), 1280);
 	CHECK(json_is_true(json_object_get(st, "vision")));

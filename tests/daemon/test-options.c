@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "engine.h"
 #include "options.h"
 #include "test.h"
 
@@ -90,6 +91,60 @@ int main(void)
 	CHECK_INT_EQ(cfg.max_seconds, 42);
 	CHECK_INT_EQ(cfg.max_steps, 7); /* from $HOLOD_CONFIG, carried through the dump */
 	options_finish(&cfg);
+
+	/* The engine backend: names checked when given, the combination only with a model (it is
+	 * what the model would run on); a backend that cannot run the model is refused with its
+	 * sentence at start-up, never replaced by the CPU. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.backend, "auto");
+	CHECK_STR_EQ(cfg.precision, "default");
+	options_finish(&cfg);
+	setenv("HOLOD_BACKEND", "cpu", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--precision", "fp32", NULL}) == 0);
+	CHECK_INT_EQ(cfg.engine_backend.kind, ENGINE_BACKEND_CPU);
+	CHECK_INT_EQ(cfg.engine_backend.precision, ENGINE_PRECISION_FP32);
+	options_finish(&cfg);
+	unsetenv("HOLOD_BACKEND");
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", NULL}) == 0);
+	CHECK_INT_EQ(cfg.engine_backend.kind, ENGINE_BACKEND_CPU); /* auto, resolved */
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--backend", "cuda", NULL}) == 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--backend", "gpu", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--precision", "fp8", NULL}) < 0);
+	options_finish(&cfg);
+	char *errlog = path_join(dir, "stderr.txt");
+	fflush(stderr);
+	int saved = dup(2);
+	REQUIRE(saved >= 0 && freopen(errlog, "w", stderr));
+	int r_bf16 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu",
+					    "--precision", "bf16", NULL});
+	options_finish(&cfg);
+	int r_cuda = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda", NULL});
+	options_finish(&cfg);
+	fflush(stderr);
+	REQUIRE(dup2(saved, 2) == 2);
+	close(saved);
+	CHECK(r_bf16 < 0 && r_cuda < 0);
+	char buf[2048] = "";
+	FILE *ef = fopen(errlog, "r");
+	REQUIRE(ef);
+	size_t nread = fread(buf, 1, sizeof(buf) - 1, ef);
+	buf[nread] = 0;
+	fclose(ef);
+	CHECK(strstr(buf, "holod: --backend cpu --precision bf16: the CPU backend computes in fp32 "
+			  "only") != NULL);
+	CHECK(strstr(buf, "holod: --backend cuda --precision default: ") != NULL &&
+	      strstr(buf, "CUDA") != NULL);
+	unlink(errlog);
+	free(errlog);
+	write_file(conf, "backend = cpu\nprecision = fp32\n");
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.backend, "cpu");
+	CHECK_STR_EQ(cfg.precision, "fp32");
+	options_finish(&cfg);
+	write_file(conf, "\n");
 
 	/* Refusals. */
 	CHECK(parse(&cfg, (char *[]){"holod", "--settle-ms", "-1", NULL}) < 0);

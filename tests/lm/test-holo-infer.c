@@ -139,6 +139,36 @@ int main(int argc, char **argv)
 	CHECK_INT_EQ(run(cmd, &out), 1);
 	free(out);
 
+	/* backend options: checked before the model loads, one sentence each; a bad name is a
+	 * usage error */
+	const char *mamba = "tests/fixtures/models/tiny-mamba";
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend gpu 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 2);
+	CHECK(strstr(out, "invalid value 'gpu' for --backend") != NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/%s' --prompt-ids 1 --backend cpu --precision bf16 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 1);
+	CHECK(strstr(out, "the CPU backend computes in fp32 only") != NULL);
+	free(out);
+	/* no device here (ENODEV), or one whose backend cannot run the model yet: refused either
+	 * way, never run on the CPU instead */
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 1);
+	CHECK(strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL ||
+	      strstr(out, "cannot run the language model yet") != NULL);
+	CHECK(strstr(out, "prefill:") == NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 1 --backend cpu "
+		 "--precision fp32 2>&1 >/dev/null", exe, root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	CHECK(strstr(out, "backend: cpu (") != NULL && strstr(out, "), fp32") != NULL);
+	free(out);
+
 	free(ids);
 	free(want);
 	return test_exit();

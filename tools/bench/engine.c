@@ -3,6 +3,7 @@
  * fraction of its ceiling (weight bytes read per token / bandwidth).
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
+ *                     [--backend auto|cpu|cuda] [--precision bf16|fp32]
  *
  * SPEC is a comma-separated list of key=value overriding the default random model (a ~0.7B
  * parameter bf16 Nemotron-H): pattern, hidden, vocab, intermediate, heads, kv_heads, head_dim,
@@ -30,12 +31,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
-		   "                         [--threads N]\n"
+		   "                         [--threads N] [--backend B] [--precision P]\n"
 		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
 		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
 		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
 		   "  --prompt N     prefill length (default 512)\n"
-		   "  --decode N     decode steps (default 32)\n");
+		   "  --decode N     decode steps (default 32)\n"
+		   "  --backend B    auto, cpu or cuda (default auto)\n"
+		   "  --precision P  bf16 or fp32 (default: the backend's own)\n");
 }
 
 static int parse_spec(char *spec, struct lm_random_spec *sp)
@@ -258,6 +261,7 @@ int bench_engine_main(int argc, char **argv)
 		{"model", required_argument, NULL, 'm'},  {"random", required_argument, NULL, 'r'},
 		{"prompt", required_argument, NULL, 'p'}, {"decode", required_argument, NULL, 'd'},
 		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+		{"backend", required_argument, NULL, 'b'}, {"precision", required_argument, NULL, 'P'},
 		{0},
 	};
 	struct lm_random_spec sp = {
@@ -280,6 +284,7 @@ int bench_engine_main(int argc, char **argv)
 	const char *model_dir = NULL;
 	char *spec = NULL;
 	int n_prompt = 512, n_decode = 32, threads = 0;
+	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 
 	optind = 1;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -299,6 +304,18 @@ int bench_engine_main(int argc, char **argv)
 			break;
 		case 't':
 			threads = (int)strtol(optarg, &end, 10);
+			break;
+		case 'b':
+			if (engine_backend_kind_parse(optarg, &bopts.kind) < 0) {
+				fprintf(stderr, "holo-bench engine: invalid backend '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'P':
+			if (engine_precision_parse(optarg, &bopts.precision) < 0) {
+				fprintf(stderr, "holo-bench engine: invalid precision '%s'\n", optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -325,14 +342,22 @@ int bench_engine_main(int argc, char **argv)
 		return 2;
 	}
 
+	char msg[512] = "";
+	if (engine_backend_resolve(&bopts, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "holo-bench engine: %s\n", msg);
+		return 1;
+	}
+	if (msg[0])
+		printf("%s\n", msg);
+
 	int ret = 1;
 	struct bw_job *bw = NULL;
 	struct engine_model *m = NULL;
+	struct engine_backend *backend = NULL;
 	struct engine_session *s = NULL;
 	int32_t *tok = NULL;
 	float *logits = NULL;
 
-	printf("threads %d, kernels %s\n", engine_get_threads(), engine_cpu_kernels());
 	if (model_dir) {
 		char err[512] = "";
 		m = engine_model_load(model_dir, err, sizeof(err));
@@ -358,8 +383,18 @@ int bench_engine_main(int argc, char **argv)
 	printf("parameters %.3f B, weight bytes read per decode token %.1f MB\n", count_params(m) / 1e9,
 	       wbytes / 1e6);
 
+	backend = engine_backend_create(m, &bopts, msg, sizeof(msg));
+	if (!backend) {
+		fprintf(stderr, "holo-bench engine: %s\n", msg);
+		goto out;
+	}
+	struct engine_backend_info binfo;
+	engine_backend_get_info(backend, &binfo);
+	printf("backend %s (%s), %s, weights %.1f MB\n", binfo.name, binfo.device,
+	       engine_precision_name(binfo.precision), (double)binfo.weight_bytes / 1e6);
+
 	int V = m->cfg.vocab;
-	s = engine_session_create(m, n_prompt + n_decode + 1);
+	s = engine_session_create_on(backend, n_prompt + n_decode + 1);
 	tok = malloc((size_t)n_prompt * sizeof(*tok));
 	logits = malloc((size_t)V * sizeof(float));
 	if (!s || !tok || !logits) {
@@ -444,6 +479,7 @@ out:
 	free(tok);
 	free(logits);
 	engine_session_destroy(s);
+	engine_backend_destroy(backend);
 	if (model_dir)
 		engine_model_destroy(m);
 	else
