@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -95,22 +96,22 @@ enum gpu_emu_warp_kind {
  * ballot / any / all result otherwise. */
 uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value, int arg, int width,
 		      const char *file, int line);
-/* The lanes of the calling thread's warp that have not exited (fibers do not diverge the way a
- * SIMT warp does, so this is the most a real __activemask() could return). */
-unsigned gpu_emu_activemask(void);
+/* The lanes of the calling thread's warp that reach this call site together: it waits until no
+ * lane of the warp can run on, then returns the lanes waiting at the same site (sched.cc). */
+unsigned gpu_emu_activemask(const char *file, int line);
 
 template <typename T> static inline uint64_t gpu_emu_to_bits(T v)
 {
 	static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
 		      "warp shuffles move at most 8 bytes of a trivially copyable type");
 	uint64_t b = 0;
-	memcpy(&b, &v, sizeof(T));
+	memcpy((void *)&b, (const void *)&v, sizeof(T));
 	return b;
 }
 template <typename T> static inline T gpu_emu_from_bits(uint64_t b)
 {
 	T v;
-	memcpy(&v, &b, sizeof(T));
+	memcpy((void *)&v, (const void *)&b, sizeof(T));
 	return v;
 }
 template <typename T>
@@ -136,7 +137,7 @@ static inline unsigned gpu_emu_syncwarp_mask(unsigned mask, bool absent)
 {
 	return absent ? 0xffffffffu : mask;
 }
-#define __activemask() gpu_emu_activemask()
+#define __activemask() gpu_emu_activemask(__FILE__, __LINE__)
 
 /* ---- atomics: one emulation thread runs every fiber, so plain read-modify-write is atomic ---- */
 
@@ -336,4 +337,11 @@ static inline void gpu_emu_klaunch(const char *text, const char *file, int line,
 	};
 	gpu_emu_launch(&call, grid, block, smem, stream);
 }
+/* cuda_runtime.h declares its C++ overloads that take a kernel only for nvcc. */
+template <typename... KArgs>
+static inline cudaError_t cudaFuncSetAttribute(void (*kernel)(KArgs...), enum cudaFuncAttribute attr, int value)
+{
+	return ::cudaFuncSetAttribute((const void *)kernel, attr, value);
+}
+
 #define klaunch(...) gpu_emu_klaunch(#__VA_ARGS__, __FILE__, __LINE__, __VA_ARGS__)

@@ -56,7 +56,7 @@ dim3 blockDim, gridDim;
  * frames several times larger. */
 static const size_t STACK_SIZE = EMU_ASAN ? (size_t)1 << 20 : (size_t)256 << 10;
 
-enum fiber_state { FIBER_RUNNABLE, FIBER_BARRIER, FIBER_WARP, FIBER_DONE };
+enum fiber_state { FIBER_RUNNABLE, FIBER_BARRIER, FIBER_WARP, FIBER_ACTIVEMASK, FIBER_DONE };
 
 struct fiber {
 	fcontext_t ctx;
@@ -93,6 +93,7 @@ static struct {
 	fcontext_t sched_ctx;
 	struct fiber *cur;
 	int live;
+	int activemask_waiting; /* fibers in FIBER_ACTIVEMASK */
 	int bar_arrived, bar_count;
 	const char *bar_file;
 	int bar_line;
@@ -275,6 +276,37 @@ static void yield_to_scheduler(void)
 	emu.sched_ctx = t.fctx;
 }
 
+/* __activemask() waits until no lane of its warp can run any more (each has exited, waits in a
+ * collective, or waits here); then the lanes waiting at the same call site form the mask. This is
+ * what a SIMT warp reports for the lanes that reached that point together, and it does not depend
+ * on the thread order. Called whenever a fiber of warp `base` stops being runnable. */
+static void resolve_activemask(int base)
+{
+	if (!emu.activemask_waiting)
+		return;
+	int end = base + 32 < emu.nthreads ? base + 32 : emu.nthreads;
+	for (int i = base; i < end; i++)
+		if (emu.fibers[i].state == FIBER_RUNNABLE)
+			return;
+	for (int i = base; i < end; i++) {
+		struct fiber *f = &emu.fibers[i];
+		if (f->state != FIBER_ACTIVEMASK)
+			continue;
+		unsigned m = 0;
+		for (int j = base; j < end; j++) {
+			struct fiber *g = &emu.fibers[j];
+			if (g->state == FIBER_ACTIVEMASK && g->line == f->line && !strcmp(g->file, f->file))
+				m |= 1u << (j - base);
+		}
+		for (int j = base; j < end; j++)
+			if (m >> (j - base) & 1u) {
+				emu.fibers[j].result = m;
+				emu.fibers[j].state = FIBER_RUNNABLE;
+				emu.activemask_waiting--;
+			}
+	}
+}
+
 static void release_barrier(void)
 {
 	uint64_t r = (uint64_t)(unsigned)emu.bar_count | (uint64_t)(unsigned)emu.bar_arrived << 32;
@@ -302,6 +334,7 @@ static void fiber_main(transfer_t t)
 	/* Exited threads no longer count towards a barrier (as on sm_70+). */
 	if (emu.bar_arrived > 0 && emu.bar_arrived == emu.live)
 		release_barrier();
+	resolve_activemask(f->linear & ~31);
 #if EMU_ASAN
 	__sanitizer_start_switch_fiber(nullptr, emu.sched_stack_bottom, emu.sched_stack_size);
 #endif
@@ -376,6 +409,7 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 	f->line = line;
 	if (emu.bar_arrived == emu.live)
 		release_barrier();
+	resolve_activemask(f->linear & ~31);
 	yield_to_scheduler();
 	unsigned count = (unsigned)f->result, arrived = (unsigned)(f->result >> 32);
 	switch (kind) {
@@ -479,21 +513,23 @@ uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value
 	}
 	if (complete)
 		complete_warp(base, mask, kind);
+	resolve_activemask(base);
 	yield_to_scheduler();
 	return f->result;
 }
 
-unsigned gpu_emu_activemask(void)
+unsigned gpu_emu_activemask(const char *file, int line)
 {
 	struct fiber *f = emu.cur;
 	if (!f)
-		gpu_emu_die("__activemask outside a kernel");
-	int base = f->linear & ~31;
-	unsigned m = 0;
-	for (int l = 0; l < 32 && base + l < emu.nthreads; l++)
-		if (emu.fibers[base + l].state != FIBER_DONE)
-			m |= 1u << l;
-	return m;
+		gpu_emu_die("%s:%d: __activemask outside a kernel", file, line);
+	f->state = FIBER_ACTIVEMASK;
+	f->file = file;
+	f->line = line;
+	emu.activemask_waiting++;
+	resolve_activemask(f->linear & ~31);
+	yield_to_scheduler();
+	return (unsigned)f->result;
 }
 
 void *gpu_emu_dynamic_shared(void)
@@ -525,6 +561,7 @@ static void run_block(void)
 		emu.perm[i] = emu.order == GPU_EMU_ORDER_REVERSE ? n - 1 - i : i;
 	}
 	emu.live = n;
+	emu.activemask_waiting = 0;
 	emu.bar_arrived = 0;
 	emu.bar_count = 0;
 	while (emu.live > 0) {
