@@ -344,6 +344,12 @@ int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, boo
 	uint32_t cp;
 	int r;
 
+	/* An empty input may come as (NULL, 0), and NULL + 0 is undefined in C. */
+	if (len == 0) {
+		if (ret_tail)
+			*ret_tail = 0;
+		return 0;
+	}
 	while (i < len) {
 		size_t n = s[i] < 0x80 ? 1 : tok_utf8_decode(s + i, len - i, &cp), bad;
 

@@ -1,10 +1,11 @@
 #!/bin/sh
-# Installs what is missing, builds holod twice and runs every CPU test suite:
+# Installs what is missing, builds holod twice (three times with clang) and runs every CPU test suite:
 #  1. debug build with AddressSanitizer + UndefinedBehaviorSanitizer and the CUDA module built
 #     against the CPU emulation (-Dcuda-emulation=true): all suites (unit, x11, integration, and
 #     gpu + gpu-emu, whose kernels then run on the CPU under the sanitizers);
 #  2. release build with -Werror and the real nvcc objects (with the nvcc build checks where
 #     nvcc is installed): must compile warning-free; the unit suite runs again there.
+#  3. with clang: the libFuzzer targets build and their corpora replay (docs/fuzzing.md).
 # Usage: tools/check.sh [extra meson test args, e.g. --suite unit]
 set -eu
 cd "$(dirname "$0")/.."
@@ -35,6 +36,17 @@ command -v nvcc >/dev/null 2>&1 && cuda=enabled
 setup build-release --buildtype=release -Dwerror=true -Dcuda=$cuda
 meson test -C build-release --print-errorlogs --num-processes "$jobs" --suite unit
 
-# One closing line over both runs (meson's summaries are printed above).
+# 3. where clang is installed (it is optional): the libFuzzer targets compile, and their
+#    corpora replay under clang's sanitizers, which check more than GCC's (docs/fuzzing.md).
+logs="build-asan/meson-logs/testlog.json build-release/meson-logs/testlog.json"
+if command -v clang-14 >/dev/null 2>&1 || command -v clang >/dev/null 2>&1; then
+	./tools/fuzz/build.sh build-fuzz
+	logs="$logs build-fuzz/meson-logs/testlog.json"
+else
+	echo "check: clang not found: the fuzz targets were not built" >&2
+fi
+
+# One closing line over all runs (meson's summaries are printed above).
+# shellcheck disable=SC2086
 jq -rs '[.[].result] | "\(map(select(. == "OK" or . == "EXPECTEDFAIL")) | length) passed, \(map(select(. == "FAIL" or . == "TIMEOUT" or . == "ERROR" or . == "UNEXPECTEDPASS")) | length) failed, \(map(select(. == "SKIP")) | length) skipped"' \
-	build-asan/meson-logs/testlog.json build-release/meson-logs/testlog.json
+	$logs
