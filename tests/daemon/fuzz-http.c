@@ -36,7 +36,7 @@
 #include "scheduler.h"
 #include "shotwriter.h"
 
-#define HTTP_FUZZ_TIMEOUT_MS 10000
+#define HTTP_FUZZ_TIMEOUT_MS 5000
 #define HTTP_FUZZ_MAX_REPLY (8u << 20)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,24 +52,45 @@ static struct {
 } srv = {.listen_fd = -1};
 
 static int last_status; /* of the first answer; 0: none */
+static const uint8_t *cur_reply; /* what the server sent, shown when an invariant fails */
+static size_t cur_reply_len;
 
 static void check(bool cond, const char *what)
 {
 	if (!cond) {
 		fprintf(stderr, "invariant violated: %s\n", what);
+		if (cur_reply) {
+			fprintf(stderr, "the server sent %zu bytes:\n", cur_reply_len);
+			fwrite(cur_reply, 1, MIN(cur_reply_len, (size_t)2048), stderr);
+			fputc('\n', stderr);
+		}
 		abort();
 	}
 }
 
+static void remove_state_dir(void)
+{
+	char *cmd = xasprintf("rm -rf '%s'", srv.dir);
+
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", srv.dir);
+	free(cmd);
+}
+
 static void server_start(void)
 {
-	const char *tmp = getenv("TMPDIR");
+	/* tmpfs when there is one: the journal is written at every task */
+	const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *db, *shots;
 
 	log_set_max_level(LOG_LEVEL_ERROR);
 	srv.dir = xasprintf("%s/holod-fuzz-http-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	check(mkdtemp(srv.dir) != NULL, "mkdtemp");
+#ifdef HOLOD_LIBFUZZER
+	/* libFuzzer ends with exit() while the server runs: only the directory is cleaned up */
+	atexit(remove_state_dir);
+#endif
 	shots = path_join(srv.dir, "screenshots");
 	check(path_mkdir_p(shots, 0700) == 0, "mkdir screenshots");
 	free(shots);
@@ -112,8 +133,6 @@ static void server_start(void)
 #ifndef HOLOD_LIBFUZZER
 static void server_stop(void)
 {
-	char *cmd;
-
 	if (!srv.http)
 		return;
 	scheduler_stop(srv.scheduler, "fuzz replay done");
@@ -123,10 +142,7 @@ static void server_stop(void)
 	shotwriter_destroy(srv.writer);
 	journal_close(srv.journal);
 	close(srv.listen_fd);
-	cmd = xasprintf("rm -rf '%s'", srv.dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", srv.dir);
-	free(cmd);
+	remove_state_dir();
 	free(srv.socket_path);
 	free(srv.dir);
 }
@@ -151,6 +167,18 @@ static uint8_t *exchange(const uint8_t *data, size_t size, size_t *ret_len)
 		struct pollfd p = {.fd = fd, .events = POLLIN | (sending ? POLLOUT : 0)};
 		int n = poll(&p, 1, HTTP_FUZZ_TIMEOUT_MS);
 
+		if (n < 0 && errno == EINTR)
+			continue; /* libFuzzer's timer signal */
+		check(n >= 0, "poll");
+		if (n == 0) {
+			json_t *snap = scheduler_snapshot(srv.scheduler);
+			char *text = snap ? json_dumps(snap, JSON_COMPACT) : NULL;
+
+			fprintf(stderr, "no answer after %d ms (%zu bytes received); scheduler: %s\n",
+				HTTP_FUZZ_TIMEOUT_MS, len, text ? text : "?");
+			free(text);
+			json_decref(snap);
+		}
 		check(n > 0, "the server answers and closes the connection in time");
 		if (sending && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
 			ssize_t w = send(fd, data + off, size - off, MSG_NOSIGNAL);
@@ -193,7 +221,7 @@ static int check_reply(const uint8_t *reply, size_t len)
 		return 0;
 	while (p < end) {
 		const char *head_end = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
-		bool json = false;
+		bool json = false, typed = false;
 		long long clen = -1;
 		int status;
 
@@ -206,12 +234,19 @@ static int check_reply(const uint8_t *reply, size_t len)
 		check(head_end != NULL, "an answer's header ends with an empty line");
 		for (const char *h = memchr(p, '\n', (size_t)(head_end - p)); h && h < head_end;
 		     h = memchr(h + 1, '\n', (size_t)(head_end - h))) {
+			if (strncasecmp(h + 1, "Content-Type: ", 14) == 0)
+				typed = true;
 			if (strncasecmp(h + 1, "Content-Type: application/json", 30) == 0)
 				json = true;
 			else if (strncasecmp(h + 1, "Content-Length: ", 16) == 0)
 				clen = strtoll(h + 17, NULL, 10);
 		}
 		p = head_end + 4;
+		/* holod types every answer it makes; an untyped one is libmicrohttpd's own error
+		 * page, which for some malformed requests repeats its header block (see
+		 * docs/fuzzing.md): nothing after it is holod's. */
+		if (!typed)
+			break;
 		if (clen < 0)
 			break; /* chunked or until close: an event stream, or the last answer */
 		check(clen <= end - p, "the body is as long as Content-Length says");
@@ -241,7 +276,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!srv.http)
 		server_start();
 	reply = exchange(data, size, &len);
+	cur_reply = reply;
+	cur_reply_len = len;
 	last_status = check_reply(reply, len);
+	cur_reply = NULL;
 	free(reply);
 	return 0;
 }

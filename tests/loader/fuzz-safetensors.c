@@ -5,12 +5,7 @@
  * safetensors file), the rest is the input. On success the result's invariants are checked and
  * a violation aborts, so the fuzzer reports it like a crash.
  *
- * With libFuzzer (from the repository root):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DHOLOD_LIBFUZZER -D_GNU_SOURCE \
- *     -Icommon -Iengine tests/loader/fuzz-safetensors.c engine/safetensors.c engine/config.c \
- *     common/alloc.c $(pkg-config --cflags --libs jansson) -lm -o /tmp/fuzz-safetensors
- *   mkdir -p /tmp/fuzz-corpus && cp -r tests/loader/corpus/. /tmp/fuzz-corpus/
- *   /tmp/fuzz-safetensors -max_len=65536 /tmp/fuzz-corpus
+ * With libFuzzer: tools/fuzz/build.sh, then tools/fuzz/run.sh safetensors (docs/fuzzing.md).
  * New crashers go into tests/loader/corpus/ named bad-* (the parser must reject them) or ok-*
  * (it must accept them).
  *

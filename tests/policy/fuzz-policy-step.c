@@ -7,15 +7,7 @@
  *   - every step the parser accepts serializes, its canonical form is a whole grammar step, and
  *     parsing that form gives back the same canonical form.
  *
- * With libFuzzer (from the repository root, after building build-policy):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DHOLOD_LIBFUZZER -D_GNU_SOURCE \
- *     -Icommon -Iengine -Iipc -Ix11 -Ipolicy tests/policy/fuzz-policy-step.c \
- *     build-policy/policy/libholo-policy.a build-policy/ipc/libholo-ipc.a \
- *     build-policy/x11/libholo-x11.a build-policy/engine/libholo-engine.a \
- *     build-policy/common/libholo-common.a $(pkg-config --libs jansson libpcre2-8 libpng x11 \
- *     xext xtst xi xrandr) -lxdo -lm -lpthread -o /tmp/fuzz-policy-step
- *   mkdir -p /tmp/step-corpus && cp -r tests/policy/corpus/. /tmp/step-corpus/
- *   /tmp/fuzz-policy-step -max_len=8192 /tmp/step-corpus
+ * With libFuzzer: tools/fuzz/build.sh, then tools/fuzz/run.sh policy-step (docs/fuzzing.md).
  * New crashers go into tests/policy/corpus/ named ok-* (must parse) or bad-* (must not).
  *
  * Without HOLOD_LIBFUZZER this file builds a replay driver (a `unit` test): every file of the

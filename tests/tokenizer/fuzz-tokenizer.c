@@ -9,12 +9,7 @@
  * gives exactly the batch text, chunk by chunk valid UTF-8; with special tokens not parsed, the
  * fixture gives back the text it encoded (except around <ref>/</ref>, which strip whitespace).
  *
- * With libFuzzer (from the repository root):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DHOLOD_LIBFUZZER -D_GNU_SOURCE \
- *     -Icommon -Iengine tests/tokenizer/fuzz-tokenizer.c engine/tokenizer*.c common/alloc.c \
- *     $(pkg-config --cflags --libs jansson libpcre2-8) -lpthread -o /tmp/fuzz-tokenizer
- *   mkdir -p /tmp/tok-corpus && cp -r tests/tokenizer/corpus/. /tmp/tok-corpus/
- *   HOLOD_SOURCE_ROOT=$PWD /tmp/fuzz-tokenizer -max_len=65536 /tmp/tok-corpus
+ * With libFuzzer: tools/fuzz/build.sh, then tools/fuzz/run.sh tokenizer (docs/fuzzing.md).
  * New crashers go into tests/tokenizer/corpus/ named bad-* (must be rejected: the load or the
  * encode/decode fails with an error) or ok-* (must succeed).
  *

@@ -35,13 +35,10 @@ fi
 
 # Only the targets, their replay drivers and what they link.
 ninja_targets=""
-tests=""
 while read -r name folder _; do
 	case $name in '#'* | '') continue ;; esac
 	ninja_targets="$ninja_targets $folder/libfuzzer-$name $folder/fuzz-$name"
-	tests="$tests fuzz-$name-corpus"
 done <tools/fuzz/targets
 # shellcheck disable=SC2086
 ninja -C "$dir" -j "$(nproc 2>/dev/null || echo 2)" $ninja_targets
-# shellcheck disable=SC2086
-meson test -C "$dir" --no-rebuild --print-errorlogs $tests
+meson test -C "$dir" --no-rebuild --print-errorlogs --suite fuzz
