@@ -7,5 +7,12 @@
  * configuration has been checked. Serialises concurrent callers (one grid runs at a time). */
 void gpu_emu_run_grid(const struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem);
 
+/* Records host work (a library stand-in's call, such as cublasLtMatmul) into the graph that
+ * `stream` is capturing: cudaGraphLaunch runs call->run(call->args) on the replaying thread, in
+ * order with the graph's kernels and copies; instantiation clones the args, the graph destroys
+ * them. The stream must be capturing (the caller asks cudaStreamIsCapturing first; outside a
+ * capture it runs the work itself). Takes ownership of call->args; call->kernel is unused. */
+void gpu_emu_capture_host_work(struct gpu_emu_kernel_call *call, cudaStream_t stream);
+
 /* Aborts the process after printing "gpu-emu: <message>" (programmer errors in kernels). */
 [[noreturn]] void gpu_emu_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

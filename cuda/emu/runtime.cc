@@ -346,11 +346,11 @@ cudaError_t cudaFreeHost(void *p)
 
 /* ---- streams, events, graphs -------------------------------------------------------------- */
 
-enum node_type { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_EVENT };
+enum node_type { NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_EVENT, NODE_HOST_WORK };
 
 struct graph_node {
 	enum node_type type;
-	struct gpu_emu_kernel_call call; /* NODE_KERNEL: call.args owned by the node */
+	struct gpu_emu_kernel_call call; /* NODE_KERNEL, NODE_HOST_WORK: call.args owned by the node */
 	dim3 grid, block;
 	size_t smem;
 	void *dst; /* NODE_MEMCPY, NODE_MEMSET */
@@ -365,7 +365,7 @@ struct CUgraph_st {
 	~CUgraph_st()
 	{
 		for (auto &n : nodes)
-			if (n.type == NODE_KERNEL)
+			if (n.type == NODE_KERNEL || n.type == NODE_HOST_WORK)
 				n.call.destroy(n.call.args);
 	}
 };
@@ -644,6 +644,18 @@ void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, siz
 	call->destroy(call->args);
 }
 
+void gpu_emu_capture_host_work(struct gpu_emu_kernel_call *call, cudaStream_t stream)
+{
+	struct CUstream_st *st = stream_of(stream);
+	if (!st->capture)
+		gpu_emu_die("%s:%d: host work captured on a stream that is not capturing", call->file,
+			    call->line);
+	struct graph_node n = {};
+	n.type = NODE_HOST_WORK;
+	n.call = *call;
+	st->capture->nodes.push_back(n);
+}
+
 /* ---- graph capture and replay ------------------------------------------------------------- */
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
@@ -695,7 +707,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ret, cudaGraph_t graph, unsign
 	struct CUgraphExec_st *x = new CUgraphExec_st();
 	x->nodes = graph->nodes;
 	for (auto &n : x->nodes)
-		if (n.type == NODE_KERNEL)
+		if (n.type == NODE_KERNEL || n.type == NODE_HOST_WORK)
 			n.call.args = n.call.clone(n.call.args);
 	*ret = x;
 	return cudaSuccess;
@@ -721,6 +733,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 		case NODE_EVENT:
 			n.event->recorded = true;
 			n.event->t_ms = now_ms();
+			break;
+		case NODE_HOST_WORK:
+			n.call.run(n.call.args);
 			break;
 		}
 	}
