@@ -34,10 +34,16 @@
  * - Overlapping D with A, B or an out-of-place C, or batches of D that overlap each other, is
  *   CUBLAS_STATUS_INVALID_VALUE (undefined on a GPU, so an engine bug here).
  *
- * Threads: the handle and descriptors carry no mutable state after set-up; calls run on the
- * calling thread (the emulation executes streams synchronously), like cuBLASLt a handle may be
- * shared if the caller serialises descriptor changes.
+ * Streams: a matmul runs at once on the calling thread (the emulation executes streams
+ * synchronously); on a stream that is capturing it is checked, then recorded with a copy of its
+ * problem (descriptors may be destroyed after the capture, as with cuBLASLt) and runs when the
+ * graph is launched, in order with the graph's kernels.
+ *
+ * Threads: the handle and descriptors carry no mutable state after set-up; like cuBLASLt a handle
+ * may be shared if the caller serialises descriptor changes.
  */
+#include "emu_internal.h"
+
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -449,6 +455,29 @@ cublasStatus_t run(const problem &pb, const operands &o)
 	return CUBLAS_STATUS_SUCCESS;
 }
 
+/* A matmul recorded into a graph: everything it needs, by value. */
+struct recorded_matmul {
+	problem pb;
+	operands o;
+};
+
+void replay_matmul(const void *args)
+{
+	auto *r = static_cast<const recorded_matmul *>(args);
+	if (run(r->pb, r->o) != CUBLAS_STATUS_SUCCESS)
+		gpu_emu_die("cublasLtMatmul replayed from a graph: no memory for its fp32 panels");
+}
+
+void *clone_matmul(const void *args)
+{
+	return new recorded_matmul(*static_cast<const recorded_matmul *>(args));
+}
+
+void destroy_matmul(void *args)
+{
+	delete static_cast<recorded_matmul *>(args);
+}
+
 } // namespace
 
 extern "C" {
@@ -796,7 +825,19 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	if (overlaps(D, ext_d, A, layout_extent(pb.a)) || overlaps(D, ext_d, B, layout_extent(pb.b)) ||
 	    (C != D && o.beta != 0.0f && overlaps(D, ext_d, C, layout_extent(pb.c))))
 		return CUBLAS_STATUS_INVALID_VALUE;
-	return run(pb, o);
+	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+	if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (capture == cudaStreamCaptureStatusNone)
+		return run(pb, o);
+	pb.a = pb.b = pb.c = pb.d = nullptr; /* the descriptors may be gone at replay */
+	auto *r = new (std::nothrow) recorded_matmul{pb, o};
+	if (!r)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	gpu_emu_kernel_call call = {nullptr,	    replay_matmul, clone_matmul, destroy_matmul, r,
+				    "cublasLtMatmul", __FILE__,	   __LINE__};
+	gpu_emu_capture_host_work(&call, stream);
+	return CUBLAS_STATUS_SUCCESS;
 }
 
 } // extern "C"

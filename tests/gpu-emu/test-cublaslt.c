@@ -10,7 +10,7 @@
  * in batches of 1 and 3 (strides larger than a matrix, a zero stride broadcasting A), leading
  * dimensions larger than the rows; then odd shapes (m, n, k among 1, 7, 33, 130) over every type
  * and transpose pair; bias of D's type and of fp32; the bf16 rounding of D to nearest even on
- * sums that are exact in fp32.
+ * sums that are exact in fp32; a matmul captured into a CUDA graph and replayed.
  *
  * Inputs are multiples of 1/64 in [-2, 2], exact in bf16, fp16 and fp32, so only the
  * accumulation, the epilogue and the rounding of D can differ from the reference. Tolerance per
@@ -499,6 +499,66 @@ static void test_attributes(void)
 	cublasLtMatmulDescDestroy(op);
 }
 
+/* A matmul captured into a graph runs at each launch, on the inputs of that moment, after its
+ * descriptors are gone; capturing it computes nothing. */
+static void test_graph_capture(void)
+{
+	enum { M = 8, N = 4, K = 16 };
+	float a1[M * K], a2[M * K], b[K * N], d[M * N];
+	for (int i = 0; i < M * K; i++)
+		a1[i] = (float)(i % 5 - 2), a2[i] = (float)(i % 3 - 1);
+	for (int i = 0; i < K * N; i++)
+		b[i] = (float)(i % 7 - 3);
+	void *da, *db, *dd;
+	REQUIRE(cudaMalloc(&da, sizeof(a1)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&db, sizeof(b)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&dd, sizeof(d)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(da, a1, sizeof(a1), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaMemcpy(db, b, sizeof(b), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaMemset(dd, 0, sizeof(d)) == cudaSuccess);
+
+	cudaStream_t stream;
+	REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, ld;
+	REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, M, K, M) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, K, N, K) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, N, M) == CUBLAS_STATUS_SUCCESS);
+	float alpha = 1, beta = 0;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0,
+				stream));
+	REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
+	cublasLtMatmulDescDestroy(op);
+	REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+
+	REQUIRE(cudaMemcpy(d, dd, sizeof(d), cudaMemcpyDeviceToHost) == cudaSuccess);
+	for (int i = 0; i < M * N; i++)
+		CHECK_NEAR(d[i], 0.0, 0.0);
+	for (int round = 0; round < 2; round++) {
+		const float *a = round ? a2 : a1;
+		REQUIRE(cudaMemcpy(da, a, sizeof(a1), cudaMemcpyHostToDevice) == cudaSuccess);
+		CHECK_INT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+		CHECK_INT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+		REQUIRE(cudaMemcpy(d, dd, sizeof(d), cudaMemcpyDeviceToHost) == cudaSuccess);
+		for (int j = 0; j < N; j++)
+			for (int i = 0; i < M; i++) {
+				double want = 0; /* small integers: exact in any order */
+				for (int p = 0; p < K; p++)
+					want += (double)a[i + p * M] * b[p + j * K];
+				CHECK_NEAR(d[i + j * M], want, 0.0);
+			}
+	}
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	cudaStreamDestroy(stream);
+	cudaFree(da), cudaFree(db), cudaFree(dd);
+}
+
 #ifdef HOLO_TEST_EMULATED
 /* One problem, 16 x 8 x 32 bf16 -> bf16, whose descriptors each refusal case bends. */
 struct refusal {
@@ -651,6 +711,7 @@ int main(void)
 	test_bf16_rounding();
 	test_every_combination();
 	test_odd_shapes();
+	test_graph_capture();
 #ifdef HOLO_TEST_EMULATED
 	test_refusals();
 #endif
