@@ -9,8 +9,10 @@
  *   zero stride broadcasts A, B or an out-of-place C), C == D in place or C != D.
  *   Compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and alpha/beta on the host.
  *   A/B (same type): CUDA_R_32F -> C/D CUDA_R_32F; CUDA_R_16BF or CUDA_R_16F -> C/D (same type)
- *   of that type or CUDA_R_32F. Bias: the type of D (cuBLASLt's default, BIAS_DATA_TYPE -1) or
- *   CUDA_R_32F, one value per row of D (per output feature), the same for every batch.
+ *   of that type or CUDA_R_32F. C's leading dimension and batch stride may differ from D's when
+ *   C != D, as cuBLASLt documents for out-of-place products. Bias: one value per row of D (per
+ *   output feature), the same for every batch, of D's type: <cublasLt.h> documents no other bias
+ *   type outside integer and fp8 kernels, so an fp32 bias for a bf16 D is refused here.
  *   Epilogues: DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS.
  *
  * Decisions where cuBLASLt leaves room, each one chosen to fail loudly rather than differ quietly:
@@ -223,7 +225,7 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	}
 	uint32_t bias_type = op->bias_type == -1 ? d->type : (uint32_t)op->bias_type;
-	if (has_bias(op->epilogue) && bias_type != d->type && bias_type != CUDA_R_32F)
+	if (has_bias(op->epilogue) && bias_type != d->type)
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 
 	for (const matrix_layout *l : {a, b, c, d})
