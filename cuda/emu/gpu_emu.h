@@ -90,6 +90,7 @@ enum gpu_emu_warp_kind {
 	GPU_EMU_WARP_BALLOT,
 	GPU_EMU_WARP_ANY,
 	GPU_EMU_WARP_ALL,
+	GPU_EMU_WARP_WMMA, /* the wmma::*_sync calls */
 };
 /* Blocks until every lane of `mask` has arrived at a collective of the same kind with the same
  * mask, then returns this lane's result: the 8 value bytes of the source lane for shuffles, the
@@ -138,6 +139,8 @@ static inline unsigned gpu_emu_syncwarp_mask(unsigned mask, bool absent)
 	return absent ? 0xffffffffu : mask;
 }
 #define __activemask() gpu_emu_activemask(__FILE__, __LINE__)
+/* Aborts naming the call: WMMA needs 256-bit aligned pointers and a 16-byte multiple stride. */
+[[noreturn]] void gpu_emu_wmma_misuse(const char *what, const void *p, unsigned ldm, const char *file, int line);
 
 /* ---- atomics: one emulation thread runs every fiber, so plain read-modify-write is atomic ---- */
 
@@ -292,6 +295,125 @@ static inline int __half2int_rn(__half a)
 	float f = __half2float(a);
 	return f != f ? 0 : (int)nearbyintf(f);
 }
+
+/* ---- WMMA (nvcuda::wmma): m16n16k16, bf16 or half inputs, fp32 accumulators ---------------- */
+
+/* A fragment is opaque on the GPU (its element-to-lane mapping is unspecified), so here every lane
+ * holds the whole tile, row-major in x[]; element-wise loops over x[0..num_elements) keep working.
+ * load/store/mma are warp collectives over all 32 lanes (each waits for the whole warp first), so
+ * a lane that skips one is reported as a deadlock. store_matrix_sync writes from lane 0 only. */
+namespace nvcuda {
+namespace wmma {
+
+struct row_major {};
+struct col_major {};
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K> struct gpu_emu_shape;
+template <int M, int N, int K> struct gpu_emu_shape<matrix_a, M, N, K> {
+	enum { rows = M, cols = K };
+};
+template <int M, int N, int K> struct gpu_emu_shape<matrix_b, M, N, K> {
+	enum { rows = K, cols = N };
+};
+template <int M, int N, int K> struct gpu_emu_shape<accumulator, M, N, K> {
+	enum { rows = M, cols = N };
+};
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> class fragment {
+	static_assert(M == 16 && N == 16 && K == 16, "the CUDA emulation implements the m16n16k16 WMMA shape");
+	static_assert(std::is_same<Use, accumulator>::value ? std::is_same<T, float>::value
+							    : std::is_same<T, __half>::value ||
+								      std::is_same<T, __nv_bfloat16>::value,
+		      "the CUDA emulation implements bf16 and half inputs with fp32 accumulators");
+
+public:
+	typedef T element_type;
+	typedef T storage_element_type;
+	enum { rows = gpu_emu_shape<Use, M, N, K>::rows, cols = gpu_emu_shape<Use, M, N, K>::cols };
+	enum { num_elements = rows * cols };
+	T x[num_elements];
+};
+
+template <typename Use, int M, int N, int K, typename T, typename L>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, const T &v)
+{
+	for (int i = 0; i < f.num_elements; i++)
+		f.x[i] = v;
+}
+
+static inline void gpu_emu_wmma_enter(const char *what, const void *p, unsigned ldm, size_t elem, const char *file,
+				      int line)
+{
+	if ((uintptr_t)p % 32 != 0 || (ldm * elem) % 16 != 0)
+		gpu_emu_wmma_misuse(what, p, ldm, file, line);
+	gpu_emu_warp(GPU_EMU_WARP_WMMA, 0xffffffffu, 0, 0, 32, file, line);
+}
+
+template <typename Use, int M, int N, int K, typename T, typename L>
+static inline void gpu_emu_load(fragment<Use, M, N, K, T, L> &f, const T *p, unsigned ldm, bool col)
+{
+	for (int r = 0; r < f.rows; r++)
+		for (int c = 0; c < f.cols; c++)
+			f.x[r * f.cols + c] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+}
+
+template <typename Use, int M, int N, int K, typename T, typename L>
+static inline void load_matrix_sync_at(const char *file, int line, fragment<Use, M, N, K, T, L> &f, const T *p,
+				       unsigned ldm)
+{
+	static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load names its layout_t");
+	gpu_emu_wmma_enter("wmma::load_matrix_sync", p, ldm, sizeof(T), file, line);
+	gpu_emu_load(f, p, ldm, std::is_same<L, col_major>::value);
+}
+
+template <int M, int N, int K, typename T>
+static inline void load_matrix_sync_at(const char *file, int line, fragment<accumulator, M, N, K, T> &f,
+				       const T *p, unsigned ldm, layout_t layout)
+{
+	gpu_emu_wmma_enter("wmma::load_matrix_sync", p, ldm, sizeof(T), file, line);
+	gpu_emu_load(f, p, ldm, layout == mem_col_major);
+}
+
+template <int M, int N, int K, typename T>
+static inline void store_matrix_sync_at(const char *file, int line, T *p, const fragment<accumulator, M, N, K, T> &f,
+					unsigned ldm, layout_t layout)
+{
+	gpu_emu_wmma_enter("wmma::store_matrix_sync", p, ldm, sizeof(T), file, line);
+	if ((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32 != 0)
+		return;
+	for (int r = 0; r < f.rows; r++)
+		for (int c = 0; c < f.cols; c++)
+			(layout == mem_col_major ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]) = f.x[r * f.cols + c];
+}
+
+/* d = a * b + c, products and sums in fp32, k ascending. */
+template <int M, int N, int K, typename T, typename LA, typename LB>
+static inline void mma_sync_at(const char *file, int line, fragment<accumulator, M, N, K, float> &d,
+			       const fragment<matrix_a, M, N, K, T, LA> &a, const fragment<matrix_b, M, N, K, T, LB> &b,
+			       const fragment<accumulator, M, N, K, float> &c)
+{
+	gpu_emu_warp(GPU_EMU_WARP_WMMA, 0xffffffffu, 0, 0, 32, file, line);
+	float out[M * N];
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			float acc = c.x[i * N + j];
+			for (int k = 0; k < K; k++)
+				acc += (float)a.x[i * K + k] * (float)b.x[k * N + j];
+			out[i * N + j] = acc;
+		}
+	memcpy(d.x, out, sizeof(out));
+}
+
+} // namespace wmma
+} // namespace nvcuda
+
+#define load_matrix_sync(...) load_matrix_sync_at(__FILE__, __LINE__, __VA_ARGS__)
+#define store_matrix_sync(...) store_matrix_sync_at(__FILE__, __LINE__, __VA_ARGS__)
+#define mma_sync(...) mma_sync_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* ---- launches ----------------------------------------------------------------------------- */
 

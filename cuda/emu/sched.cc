@@ -217,6 +217,7 @@ static const char *warp_kind_name(enum gpu_emu_warp_kind k)
 	case GPU_EMU_WARP_BALLOT: return "__ballot_sync";
 	case GPU_EMU_WARP_ANY: return "__any_sync";
 	case GPU_EMU_WARP_ALL: return "__all_sync";
+	case GPU_EMU_WARP_WMMA: return "a wmma::*_sync call";
 	}
 	return "a warp collective";
 }
@@ -433,7 +434,8 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 		struct fiber *g = &emu.fibers[base + l];
 		int w = g->width, seg = l & ~(w - 1), src = l;
 		switch (kind) {
-		case GPU_EMU_WARP_SYNC: g->result = 0; break;
+		case GPU_EMU_WARP_SYNC:
+		case GPU_EMU_WARP_WMMA: g->result = 0; break;
 		case GPU_EMU_WARP_BALLOT: g->result = ballot; break;
 		case GPU_EMU_WARP_ANY: g->result = ballot != 0; break;
 		case GPU_EMU_WARP_ALL: g->result = ballot == mask; break;
@@ -516,6 +518,15 @@ uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value
 	resolve_activemask(base);
 	yield_to_scheduler();
 	return f->result;
+}
+
+void gpu_emu_wmma_misuse(const char *what, const void *p, unsigned ldm, const char *file, int line)
+{
+	char name[256];
+	kernel_name(name, sizeof(name));
+	gpu_emu_die("%s:%d: %s in " WHERE_FMT ": pointer %p must be 32-byte aligned and ldm %u a multiple of 16 "
+		    "bytes",
+		    file, line, what, WHERE_ARGS(name), p, ldm);
 }
 
 unsigned gpu_emu_activemask(const char *file, int line)
