@@ -1,0 +1,168 @@
+/* gpu-emu suite: the emulation aborts a broken kernel with a message that names the source lines
+ * involved: a divergent barrier, deadlocks (a lane named in a mask that exits; a barrier against
+ * a warp collective), a mask that does not name its caller, and (when built with ASan) an
+ * out-of-bounds read reported at the kernel's source file. Each case runs in a child process (this
+ * program re-executed with the case's name); the parent checks that it died and what it said.
+ * The lines are found by the markers in this file's comments. */
+#include "klaunch.h"
+#include "test.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+extern char **environ;
+
+TEST_DEFINE_GLOBALS;
+
+static __global__ void divergent_kernel(void)
+{
+	if (threadIdx.x < 40)
+		__syncthreads(); /* MARK_DIVERGENT_A */
+	else
+		__syncthreads(); /* MARK_DIVERGENT_B */
+}
+
+static __global__ void exited_lane_kernel(float *out)
+{
+	float v = threadIdx.x;
+	if (threadIdx.x % 32 < 16)
+		return;
+	v += __shfl_xor_sync(0xffffffffu, v, 1); /* MARK_EXITED_SHFL */
+	out[threadIdx.x] = v;
+}
+
+static __global__ void barrier_vs_warp_kernel(float *out)
+{
+	float v = threadIdx.x;
+	if (threadIdx.x == 0)
+		__syncthreads(); /* MARK_BVW_BAR */
+	else
+		v = __shfl_down_sync(0xffffffffu, v, 1); /* MARK_BVW_SHFL */
+	out[threadIdx.x] = v;
+}
+
+static __global__ void foreign_mask_kernel(int *out)
+{
+	out[threadIdx.x] = __ballot_sync(0x0000ffffu, 1); /* MARK_FOREIGN */
+}
+
+static __global__ void oob_kernel(const float *in, float *out, int n)
+{
+	out[threadIdx.x] = in[threadIdx.x + n]; /* MARK_OOB */
+}
+
+static int child(const char *name)
+{
+	float *f;
+	int *i;
+	REQUIRE(cudaMalloc((void **)&f, 64 * sizeof(float)) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&i, 64 * sizeof(int)) == cudaSuccess);
+	std::string n = name;
+	if (n == "divergent")
+		klaunch(divergent_kernel, dim3(2), dim3(64), 0, 0);
+	else if (n == "exited")
+		klaunch(exited_lane_kernel, dim3(1), dim3(64), 0, 0, f);
+	else if (n == "barrier-vs-warp")
+		klaunch(barrier_vs_warp_kernel, dim3(1), dim3(32), 0, 0, f);
+	else if (n == "foreign-mask")
+		klaunch(foreign_mask_kernel, dim3(1), dim3(32), 0, 0, i);
+	else if (n == "oob")
+		klaunch(oob_kernel, dim3(1), dim3(64), 0, 0, (const float *)f, f, 1);
+	fprintf(stderr, "child %s: the kernel ran to its end\n", name);
+	return 0;
+}
+
+/* "file:line" of the marker in this source file. */
+static std::string site(const char *marker)
+{
+	FILE *fp = fopen(__FILE__, "r");
+	REQUIRE(fp);
+	char buf[512];
+	int line = 0, found = 0;
+	while (fgets(buf, sizeof(buf), fp)) {
+		line++;
+		if (strstr(buf, marker) && !strstr(buf, "site(\"")) {
+			found = line;
+			break;
+		}
+	}
+	fclose(fp);
+	REQUIRE(found);
+	return std::string(__FILE__) + ":" + std::to_string(found);
+}
+
+/* Runs the case in a child; returns its stderr and checks that it died of SIGABRT. */
+static std::string run_child(const char *self, const char *name)
+{
+	int fds[2];
+	REQUIRE(pipe(fds) == 0);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+	posix_spawn_file_actions_addclose(&fa, fds[0]);
+	char *argv[] = {(char *)self, (char *)name, NULL};
+	pid_t pid;
+	REQUIRE(posix_spawn(&pid, self, &fa, NULL, argv, environ) == 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	std::string out;
+	char buf[4096];
+	ssize_t r;
+	while ((r = read(fds[0], buf, sizeof(buf))) > 0)
+		out.append(buf, (size_t)r);
+	close(fds[0]);
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
+		fprintf(stderr, "case %s: the child did not abort (status 0x%x); it said:\n%s\n", name, status, out.c_str());
+		test_failures++;
+	}
+	return out;
+}
+
+static void expect(const std::string &out, const std::string &what, const char *name)
+{
+	if (out.find(what) == std::string::npos) {
+		fprintf(stderr, "case %s: expected \"%s\" in:\n%s\n", name, what.c_str(), out.c_str());
+		test_failures++;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2)
+		return child(argv[1]);
+	const char *self = "/proc/self/exe";
+	std::string out = run_child(self, "divergent");
+	expect(out, "divergent __syncthreads", "divergent");
+	expect(out, site("MARK_DIVERGENT_A"), "divergent");
+	expect(out, site("MARK_DIVERGENT_B"), "divergent");
+	expect(out, "divergent_kernel", "divergent");
+
+	out = run_child(self, "exited");
+	expect(out, "deadlock", "exited");
+	expect(out, site("MARK_EXITED_SHFL"), "exited");
+	expect(out, "__shfl_xor_sync", "exited");
+	expect(out, "have exited", "exited");
+
+	out = run_child(self, "barrier-vs-warp");
+	expect(out, "deadlock", "barrier-vs-warp");
+	expect(out, site("MARK_BVW_BAR"), "barrier-vs-warp");
+	expect(out, site("MARK_BVW_SHFL"), "barrier-vs-warp");
+
+	out = run_child(self, "foreign-mask");
+	expect(out, site("MARK_FOREIGN"), "foreign-mask");
+	expect(out, "does not name it", "foreign-mask");
+
+#if defined(__SANITIZE_ADDRESS__)
+	out = run_child(self, "oob");
+	expect(out, "heap-buffer-overflow", "oob");
+	expect(out, site("MARK_OOB"), "oob");
+#else
+	fprintf(stderr, "not built with AddressSanitizer: the out-of-bounds case is not run\n");
+#endif
+	return test_exit();
+}
