@@ -62,6 +62,8 @@ namespace {
 
 /* cuBLASLt documents rows and columns as "usually only values that fit int32_t". */
 constexpr uint64_t LT_MAX_DIM = INT32_MAX;
+/* The most bytes one operand may span (all batches): far beyond any device's memory. */
+constexpr uint64_t LT_MAX_EXTENT = (uint64_t)1 << 48;
 constexpr uint32_t LT_HANDLE_MAGIC = 0x4c74486e;  /* "LtHn" */
 constexpr uint32_t LT_DESC_MAGIC = 0x4c744d64;    /* "LtMd" */
 constexpr uint32_t LT_LAYOUT_MAGIC = 0x4c744c79;  /* "LtLy" */
@@ -173,6 +175,25 @@ bool has_bias(uint32_t epilogue)
 	       epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
 }
 
+/* Bytes from the first to one past the last element a layout can touch over all batches; false
+ * when that does not fit in LT_MAX_EXTENT (no such buffer can exist). */
+bool layout_extent(const matrix_layout *l, size_t *ret)
+{
+	if (l->rows == 0 || l->cols == 0) {
+		*ret = 0;
+		return true;
+	}
+	uint64_t batches, cols, elems, bytes;
+	if (__builtin_mul_overflow((uint64_t)(l->batch_count - 1), (uint64_t)l->batch_stride, &batches) ||
+	    __builtin_mul_overflow(l->cols - 1, (uint64_t)l->ld, &cols) ||
+	    __builtin_add_overflow(batches, cols, &elems) ||
+	    __builtin_add_overflow(elems, l->rows, &elems) ||
+	    __builtin_mul_overflow(elems, (uint64_t)type_size(l->type), &bytes) || bytes > LT_MAX_EXTENT)
+		return false;
+	*ret = (size_t)bytes;
+	return true;
+}
+
 /* Everything cublasLtMatmul needs, checked and copied out of the descriptors. */
 struct problem {
 	int64_t m, n, k;
@@ -240,7 +261,12 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 	if (a->batch_count != d->batch_count || b->batch_count != d->batch_count ||
 	    c->batch_count != d->batch_count)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	/* Batches of D must not overlap: each would be written by several matrices at once. */
+	size_t extent;
+	for (const matrix_layout *l : {a, b, c, d})
+		if (!layout_extent(l, &extent))
+			return CUBLAS_STATUS_INVALID_VALUE;
+	/* Batches of D must not overlap: each would be written by several matrices at once. (ld * n
+	 * cannot overflow: the extent is bounded.) */
 	if (d->batch_count > 1 && m > 0 && n > 0 && d->batch_stride < d->ld * n)
 		return CUBLAS_STATUS_INVALID_VALUE;
 
@@ -267,16 +293,6 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 		       c,
 		       d};
 	return CUBLAS_STATUS_SUCCESS;
-}
-
-/* Bytes from the first to one past the last element a layout can touch over all batches. */
-size_t layout_extent(const matrix_layout *l)
-{
-	if (l->rows == 0 || l->cols == 0)
-		return 0;
-	uint64_t last = (uint64_t)(l->batch_count - 1) * (uint64_t)l->batch_stride +
-			(l->cols - 1) * (uint64_t)l->ld + l->rows;
-	return (size_t)(last * type_size(l->type));
 }
 
 bool overlaps(const void *p, size_t np, const void *q, size_t nq)
@@ -403,9 +419,12 @@ cublasStatus_t run(const problem &pb, const operands &o)
 	int64_t mstrips = (m + MR - 1) / MR, nstrips = (n + NR - 1) / NR;
 	size_t ab_size = type_size(pb.ab_type), cd_size = type_size(pb.cd_type);
 	/* k may be 0 (D = beta C + epilogue); keep the allocations non-empty. */
-	size_t kk = k ? (size_t)k : 1;
-	float *ap = static_cast<float *>(malloc(sizeof(float) * kk * (size_t)(mstrips * MR)));
-	float *bp = static_cast<float *>(malloc(sizeof(float) * kk * (size_t)(nstrips * NR)));
+	size_t kk = k ? (size_t)k : 1, a_bytes, b_bytes;
+	if (__builtin_mul_overflow(sizeof(float) * kk, (size_t)(mstrips * MR), &a_bytes) ||
+	    __builtin_mul_overflow(sizeof(float) * kk, (size_t)(nstrips * NR), &b_bytes))
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	float *ap = static_cast<float *>(malloc(a_bytes));
+	float *bp = static_cast<float *>(malloc(b_bytes));
 	if (!ap || !bp) {
 		free(ap);
 		free(bp);
@@ -823,9 +842,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	/* In place, C and D must be described alike: cuBLASLt reads C through D's layout then. */
 	if (C == D && (pb.c->ld != pb.d->ld || pb.c->batch_stride != pb.d->batch_stride))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
-	size_t ext_d = layout_extent(pb.d);
-	if (overlaps(D, ext_d, A, layout_extent(pb.a)) || overlaps(D, ext_d, B, layout_extent(pb.b)) ||
-	    (C != D && o.beta != 0.0f && overlaps(D, ext_d, C, layout_extent(pb.c))))
+	size_t ext_a, ext_b, ext_c, ext_d; /* check_problem() made sure they fit */
+	layout_extent(pb.a, &ext_a), layout_extent(pb.b, &ext_b);
+	layout_extent(pb.c, &ext_c), layout_extent(pb.d, &ext_d);
+	if (overlaps(D, ext_d, A, ext_a) || overlaps(D, ext_d, B, ext_b) ||
+	    (C != D && o.beta != 0.0f && overlaps(D, ext_d, C, ext_c)))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
 	if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)

@@ -696,6 +696,11 @@ static void test_refusals(void)
 					    r.a, r.ld, NULL, NULL, 0, 0),
 			     CUBLAS_STATUS_INVALID_VALUE);
 	}
+	/* A leading dimension no buffer could span (its byte extent overflows 64 bits). */
+	int64_t huge_ld = INT64_MAX / 2;
+	CHECK_LT(cublasLtMatrixLayoutSetAttribute(r.la, CUBLASLT_MATRIX_LAYOUT_LD, &huge_ld,
+						  sizeof(huge_ld)));
+	EXPECT_STATUS(&r, CUBLAS_STATUS_INVALID_VALUE);
 	refusal_finish(&r);
 }
 #endif
