@@ -4,18 +4,41 @@
  * headers (we check the peer's uid, the header size and Content-Length there, and may answer
  * at once), then once per body chunk (appended under IPC_MAX_BODY_BYTES), then once more with
  * no data, when the route's handler runs. `struct request` lives from the first call to the
- * completion callback. */
+ * completion callback.
+ *
+ * DESIGN (connections, threads and limits). libmicrohttpd runs one thread per connection: a
+ * handler may block (POST /v1/actions waits for its action, an event stream waits for steps)
+ * without holding up anyone else, and an idle connection costs a sleeping thread. What one
+ * leaky or hostile client of the user's could otherwise do, and what stops it:
+ *   - Open connections without end: beyond HTTP_MAX_CONNECTIONS a request is answered 503
+ *     too_many_connections (JSON, then closed); the library itself accepts
+ *     HTTP_OVERFLOW_CONNECTIONS more so that those answers can be given, and resets any beyond
+ *     (it gives its caller no say there: docs/api.md).
+ *   - Follow without end: event streams have their own limit, HTTP_MAX_STREAMS, well below the
+ *     connection limit, so followers never take the slots requests need (503 beyond it).
+ *   - Send slowly: the library's timeout (HTTP_IDLE_TIMEOUT_S) only notices silence, so a
+ *     byte a second kept a connection forever. A reaper thread closes (shutdown()) every
+ *     connection whose request, headers and body, is not complete HTTP_REQUEST_TIMEOUT_S after
+ *     it opened or after its previous answer; an idle keep-alive connection goes the same way.
+ *     It works on a dup() of each connection's socket taken when the connection starts and
+ *     closed when it ends (MHD_OPTION_NOTIFY_CONNECTION), so it can never hit a reused fd.
+ *     `struct conn` (the socket context) and the list of them are guarded by conns_lock.
+ *   - Stop reading: the idle timeout closes a connection whose answer is not being read;
+ *     event streams send an empty line every HTTP_STREAM_KEEPALIVE_MS so that a quiet task
+ *     does not look like that. */
 #include "http.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,17 +50,42 @@
 
 #define HTTP_CONNECTION_MEMORY (128 * 1024) /* libmicrohttpd's per-connection pool; headers
 					       beyond it get its own 431 */
-#define HTTP_CONNECTION_TIMEOUT_S 300
+#define HTTP_IDLE_TIMEOUT_S 30     /* no byte either way for this long: closed (libmicrohttpd) */
+#define HTTP_REQUEST_TIMEOUT_S 15  /* a whole request must arrive within this (the reaper) */
+#define HTTP_REAPER_PERIOD_MS 500
 #define HTTP_STREAM_POLL_MS 1000
+#define HTTP_STREAM_KEEPALIVE_MS 10000 /* well below the idle timeout */
 #define HTTP_MAX_PNG_BYTES (512u * 1024 * 1024) /* a journaled screenshot we agree to serve */
-#define HTTP_MAX_CONNECTIONS 64 /* one thread each; beyond it libmicrohttpd refuses to accept */
+#define HTTP_MAX_CONNECTIONS 256   /* one thread each; a request beyond gets 503 */
+#define HTTP_OVERFLOW_CONNECTIONS 64 /* accepted beyond it to be told so; more are reset */
+#define HTTP_MAX_STREAMS 128       /* event streams, within HTTP_MAX_CONNECTIONS */
 #define HTTP_DRAIN_TIMEOUT_US (3 * 1000000ull) /* at shutdown, for answers being sent */
+
+/* One per connection (libmicrohttpd's socket context); fields under http_server.conns_lock. */
+struct conn {
+	struct http_server *s;
+	struct conn *prev, *next;
+	int fd;            /* a dup of the connection's socket, for the reaper */
+	uint64_t since_us; /* when the connection opened or its previous answer was sent */
+	bool reading;      /* its request is not complete yet (or not begun) */
+	bool reaped;
+};
 
 struct http_server {
 	struct MHD_Daemon *mhd;
 	struct http_context ctx;
 	atomic_int in_flight; /* requests between their headers and their last byte sent */
+	atomic_int n_conns;   /* open connections */
+	atomic_int n_streams; /* open event streams */
+	pthread_mutex_t conns_lock;
+	pthread_cond_t reaper_cond;
+	pthread_t reaper;
+	bool reaper_started, stopping;
+	struct conn *conns;
 };
+
+/* The first call's *con_cls for a request whose URI holod refuses (see uri_seen). */
+static char bad_uri_marker;
 
 struct request {
 	char *body;
@@ -53,19 +101,120 @@ struct route_args {
 typedef enum MHD_Result (*handler_fn)(struct http_server *s, struct MHD_Connection *c,
 				      struct request *req, const struct route_args *a);
 
+/* ---- connections -------------------------------------------------------------------------- */
+
+/* reading: the connection waits for (the rest of) a request, under the reaper's deadline from
+ * now; !reading: holod has the request and answers it. */
+static void conn_set_reading(struct MHD_Connection *c, bool reading)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *cn = ci ? ci->socket_context : NULL;
+
+	if (!cn)
+		return;
+	pthread_mutex_lock(&cn->s->conns_lock);
+	cn->reading = reading;
+	cn->since_us = time_mono_us();
+	pthread_mutex_unlock(&cn->s->conns_lock);
+}
+
+static void connection_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+			      enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *s = cls;
+	struct conn *cn = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		cn = xcalloc(1, sizeof(*cn));
+		cn->s = s;
+		/* Without the dup the reaper cannot close this one; the idle timeout still can. */
+		cn->fd = ci ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0) : -1;
+		cn->since_us = time_mono_us();
+		cn->reading = true;
+		pthread_mutex_lock(&s->conns_lock);
+		cn->next = s->conns;
+		if (s->conns)
+			s->conns->prev = cn;
+		s->conns = cn;
+		pthread_mutex_unlock(&s->conns_lock);
+		atomic_fetch_add(&s->n_conns, 1);
+		*socket_context = cn;
+		return;
+	}
+	if (!cn)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	if (cn->prev)
+		cn->prev->next = cn->next;
+	else
+		s->conns = cn->next;
+	if (cn->next)
+		cn->next->prev = cn->prev;
+	pthread_mutex_unlock(&s->conns_lock);
+	if (cn->fd >= 0)
+		close(cn->fd);
+	free(cn);
+	*socket_context = NULL;
+	atomic_fetch_sub(&s->n_conns, 1);
+}
+
+static void *reaper_main(void *arg)
+{
+	struct http_server *s = arg;
+	const uint64_t limit = HTTP_REQUEST_TIMEOUT_S * 1000000ull;
+
+	pthread_mutex_lock(&s->conns_lock);
+	while (!s->stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += HTTP_REAPER_PERIOD_MS * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&s->reaper_cond, &s->conns_lock, &ts);
+
+		uint64_t now = time_mono_us();
+		unsigned n = 0;
+		for (struct conn *cn = s->conns; cn; cn = cn->next) {
+			if (!cn->reading || cn->reaped || cn->fd < 0 || now - cn->since_us < limit)
+				continue;
+			/* The connection's thread sees end-of-file and closes it. */
+			shutdown(cn->fd, SHUT_RDWR);
+			cn->reaped = true;
+			n++;
+		}
+		if (n)
+			log_info("closed %u connection(s) that sent no complete request within %d s",
+				 n, HTTP_REQUEST_TIMEOUT_S);
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+	return NULL;
+}
+
+/* The raw request line's URI, before libmicrohttpd decodes it: "%00" would become the end of
+ * the string, and /v1/status%00junk would be served as /v1/status. Its return value is the
+ * first *con_cls of the request. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	return uri && strstr(uri, "%00") ? &bad_uri_marker : NULL;
+}
+
 /* ---- responses ----------------------------------------------------------------------------- */
 
 static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp)
 {
 	if (!resp)
 		return MHD_NO;
+	conn_set_reading(c, false);
 	enum MHD_Result r = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
 
-/* Sends `o` (reference stolen) as JSON. */
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *o)
+/* Sends `o` (reference stolen) as JSON; with `close`, the connection ends after it. */
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *o, bool close)
 {
 	if (!o)
 		return MHD_NO;
@@ -84,8 +233,14 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (close)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	return queue(c, status, resp);
 }
+
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code,
+				    bool close, const char *format, va_list ap)
+	__attribute__((format(printf, 5, 0)));
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *code,
 				  const char *format, ...) __attribute__((format(printf, 4, 5)));
@@ -93,11 +248,33 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *code,
 				  const char *format, ...)
 {
-	char msg[1024];
 	va_list ap;
 	va_start(ap, format);
-	vsnprintf(msg, sizeof(msg), format, ap);
+	enum MHD_Result r = send_error_v(c, status, code, false, format, ap);
 	va_end(ap);
+	return r;
+}
+
+/* The same, and the connection is closed after the answer. */
+static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned status,
+					const char *code, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned status,
+					const char *code, const char *format, ...)
+{
+	va_list ap;
+	va_start(ap, format);
+	enum MHD_Result r = send_error_v(c, status, code, true, format, ap);
+	va_end(ap);
+	return r;
+}
+
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code,
+				    bool close, const char *format, va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof(msg), format, ap);
 	log_debug("HTTP %u %s: %s", status, code, msg);
 	json_t *o = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
 	if (!o) {
@@ -108,7 +285,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 				*p = '?';
 		o = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
 	}
-	return send_json(c, status, o);
+	return send_json(c, status, o, close);
 }
 
 static enum MHD_Result send_internal(struct MHD_Connection *c, int err, const char *what)
@@ -196,7 +373,7 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 			  json_object_get(snap, "connected"), "socket", s->ctx.socket_path,
 			  "state_dir", s->ctx.state_dir);
 	json_decref(snap);
-	return send_json(c, MHD_HTTP_OK, o);
+	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
 static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection *c,
@@ -209,7 +386,7 @@ static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection
 				  (long long)id);
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
-	return send_json(c, status, task);
+	return send_json(c, status, task, false);
 }
 
 static enum MHD_Result parse_error(struct MHD_Connection *c, int r, const char *msg)
@@ -288,7 +465,7 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	int r = journal_task_list(s->ctx.journal, status, limit, offset, &list);
 	if (r < 0)
 		return send_internal(c, r, "cannot list tasks");
-	return send_json(c, MHD_HTTP_OK, list);
+	return send_json(c, MHD_HTTP_OK, list, false);
 }
 
 static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *c,
@@ -316,7 +493,7 @@ static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c,
 	if (r < 0 || (r = journal_steps_get(s->ctx.journal, a->id, 0, false, &steps)) < 0)
 		return send_internal(c, r, "cannot read the steps");
 	return send_json(c, MHD_HTTP_OK,
-			 json_pack("{s:I, s:o}", "task_id", (json_int_t)a->id, "steps", steps));
+			 json_pack("{s:I, s:o}", "task_id", (json_int_t)a->id, "steps", steps), false);
 }
 
 static enum MHD_Result h_step_screenshot(struct http_server *s, struct MHD_Connection *c,
@@ -426,6 +603,7 @@ struct stream {
 	bool started, done;
 	char *buf;
 	size_t len, off;
+	uint64_t sent_us; /* when a line last went out */
 };
 
 static void stream_append(struct stream *st, const char *event, const char *key, json_t *value)
@@ -489,6 +667,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 			size_t n = MIN(max, st->len - st->off);
 			memcpy(out, st->buf + st->off, n);
 			st->off += n;
+			st->sent_us = time_mono_us();
 			return (ssize_t)n;
 		}
 		if (st->done)
@@ -503,6 +682,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		if (st->len == 0) {
 			if (client_gone(st->fd))
 				return MHD_CONTENT_READER_END_WITH_ERROR;
+			/* An empty line: the connection is alive, not idle (clients skip it). */
+			if (time_mono_us() - st->sent_us >= HTTP_STREAM_KEEPALIVE_MS * 1000ull) {
+				st->buf = xstrdup("\n");
+				st->len = 1;
+				continue;
+			}
 			scheduler_wait(st->s->ctx.scheduler, seen, HTTP_STREAM_POLL_MS);
 		}
 	}
@@ -511,6 +696,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 static void stream_free(void *cls)
 {
 	struct stream *st = cls;
+	atomic_fetch_sub(&st->s->n_streams, 1);
 	free(st->buf);
 	free(st);
 }
@@ -529,8 +715,16 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 				  (long long)a->id);
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
-	struct stream *st = xcalloc(1, sizeof(*st));
+	if (atomic_fetch_add(&s->n_streams, 1) >= HTTP_MAX_STREAMS) {
+		atomic_fetch_sub(&s->n_streams, 1);
+		return send_error_close(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_TOO_MANY,
+					"holod already serves %d event streams, the most it keeps open; "
+					"close some followers (or poll GET /v1/tasks/%lld)",
+					HTTP_MAX_STREAMS, (long long)a->id);
+	}
+	struct stream *st = xcalloc(1, sizeof(*st)); /* stream_free gives the slot back */
 	st->s = s;
+	st->sent_us = time_mono_us();
 	st->fd = connection_fd(c);
 	st->id = a->id;
 	struct MHD_Response *resp =
@@ -594,7 +788,7 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 	json_t *step = json_array_get(steps, 0);
 	json_t *o = json_pack("{s:o, s:O}", "task", task, "step", step ? step : json_null());
 	json_decref(steps);
-	return send_json(c, MHD_HTTP_OK, o);
+	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
 static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection *c,
@@ -723,11 +917,18 @@ static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *c,
 
 /* ---- the access handler -------------------------------------------------------------------------- */
 
-static enum MHD_Result header_size_iter(void *cls, enum MHD_ValueKind kind, const char *key,
-					const char *value)
+struct header_scan {
+	size_t total;         /* bytes of names and values, as a client sent them */
+	int content_lengths;  /* Content-Length headers */
+};
+
+static enum MHD_Result header_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
 {
-	size_t *total = cls;
-	*total += strlen(key) + (value ? strlen(value) : 0) + 4;
+	struct header_scan *h = cls;
+	h->total += strlen(key) + (value ? strlen(value) : 0) + 4;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		h->content_lengths++;
 	return MHD_YES;
 }
 
@@ -759,17 +960,33 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 	struct http_server *s = cls;
 	struct request *req = *con_cls;
 
+	if (req == (void *)&bad_uri_marker)
+		return send_error_close(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+					"the URL contains an encoded NUL byte (%%00), which no holod "
+					"path or parameter has");
 	if (!req) {
+		if (atomic_load(&s->n_conns) > HTTP_MAX_CONNECTIONS)
+			return send_error_close(
+				c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_TOO_MANY,
+				"holod has %d connections open, more than the %d it serves; close "
+				"idle ones and retry",
+				atomic_load(&s->n_conns), HTTP_MAX_CONNECTIONS);
 		if (!peer_allowed(c))
 			return send_error(c, MHD_HTTP_FORBIDDEN, IPC_ERR_FORBIDDEN,
 					  "only the user running holod may use its socket");
-		size_t total = 0;
-		MHD_get_connection_values(c, MHD_HEADER_KIND, header_size_iter, &total);
-		if (total > IPC_MAX_HEADER_BYTES)
+		struct header_scan h = {0};
+		MHD_get_connection_values(c, MHD_HEADER_KIND, header_iter, &h);
+		if (h.total > IPC_MAX_HEADER_BYTES)
 			return send_error(c, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
 					  IPC_ERR_HEADERS_TOO_LARGE,
-					  "request headers of %zu bytes exceed the limit of %d", total,
+					  "request headers of %zu bytes exceed the limit of %d", h.total,
 					  IPC_MAX_HEADER_BYTES);
+		/* libmicrohttpd reads the body by the first one; which one the client meant is
+		 * anyone's guess, so neither is used. */
+		if (h.content_lengths > 1)
+			return send_error_close(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+						"the request has %d Content-Length headers; send one",
+						h.content_lengths);
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > IPC_MAX_BODY_BYTES)
@@ -800,6 +1017,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 	if (req->too_large)
 		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE,
 				  "request body exceeds the limit of %d bytes", IPC_MAX_BODY_BYTES);
+	/* The request is complete: the handler may take as long as its task (no reaper). */
+	conn_set_reading(c, false);
 	return dispatch(s, c, url, method, req);
 }
 
@@ -808,7 +1027,10 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
 {
 	struct http_server *s = cls;
 	struct request *req = *con_cls;
-	if (!req)
+
+	/* Waiting for the next request on a kept-alive connection: the deadline starts again. */
+	conn_set_reading(c, true);
+	if (!req || req == (void *)&bad_uri_marker)
 		return;
 	free(req->body);
 	free(req);
@@ -829,19 +1051,35 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 struct http_server *http_server_create(int listen_fd, const struct http_context *ctx)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+	int r;
 
 	s->ctx = *ctx;
+	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->reaper_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((r = pthread_create(&s->reaper, NULL, reaper_main, s)) != 0) {
+		http_server_destroy(s);
+		errno = r;
+		return NULL;
+	}
+	s->reaper_started = true;
 	s->mhd = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
 			MHD_USE_ITC | MHD_USE_ERROR_LOG,
 		0, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
+		MHD_OPTION_NOTIFY_CONNECTION, connection_notify, s,
+		MHD_OPTION_URI_LOG_CALLBACK, uri_seen, s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)(HTTP_MAX_CONNECTIONS + HTTP_OVERFLOW_CONNECTIONS),
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!s->mhd) {
-		free(s);
+		http_server_destroy(s);
 		errno = EIO;
 		return NULL;
 	}
@@ -861,7 +1099,18 @@ void http_server_destroy(struct http_server *s)
 		uint64_t deadline = time_mono_us() + HTTP_DRAIN_TIMEOUT_US;
 		while (atomic_load(&s->in_flight) > 0 && time_mono_us() < deadline)
 			time_sleep_us(10000);
-		MHD_stop_daemon(s->mhd);
 	}
+	if (s->reaper_started) {
+		pthread_mutex_lock(&s->conns_lock);
+		s->stopping = true;
+		pthread_cond_signal(&s->reaper_cond);
+		pthread_mutex_unlock(&s->conns_lock);
+		pthread_join(s->reaper, NULL);
+	}
+	/* Closes every connection, and with it (connection_notify) every struct conn. */
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	pthread_cond_destroy(&s->reaper_cond);
+	pthread_mutex_destroy(&s->conns_lock);
 	free(s);
 }

@@ -72,6 +72,7 @@ int ipc_socket_path(char **ret);
 #define IPC_ERR_NO_MODEL "no_model"                   /* 503: instruction task without a model */
 #define IPC_ERR_NO_DISPLAY "no_display"               /* 503: the X display cannot be opened */
 #define IPC_ERR_SHUTTING_DOWN "shutting_down"         /* 503 */
+#define IPC_ERR_TOO_MANY "too_many_connections"       /* 503: connection or event stream limit */
 
 /* ---- task status -------------------------------------------------------------------------- */
 
