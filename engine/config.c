@@ -87,13 +87,19 @@ static size_t rewrite_nonfinite(const char *text, size_t len, char *out)
 
 int model_config_load_json(const char *text, size_t len, json_t **ret, char *errbuf, size_t errlen)
 {
+	return model_json_load("config.json", text, len, ret, errbuf, errlen);
+}
+
+int model_json_load(const char *name, const char *text, size_t len, json_t **ret, char *errbuf,
+		    size_t errlen)
+{
 	json_error_t jerr;
 	json_t *root;
 	size_t n;
 	char *buf;
 
 	if (len > MODEL_CONFIG_MAX_BYTES)
-		return st_errorf(errbuf, errlen, -EFBIG, "config.json: %zu bytes, more than the limit of %u", len,
+		return st_errorf(errbuf, errlen, -EFBIG, "%s: %zu bytes, more than the limit of %u", name, len,
 				 MODEL_CONFIG_MAX_BYTES);
 	/* Each rewrite adds 9 bytes to a token of at least 3: the copy stays under 4 * len. */
 	n = rewrite_nonfinite(text, len, NULL);
@@ -103,11 +109,11 @@ int model_config_load_json(const char *text, size_t len, json_t **ret, char *err
 	root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr);
 	free(buf);
 	if (!root)
-		return st_errorf(errbuf, errlen, -EINVAL, "config.json: malformed JSON at line %d: %s", jerr.line,
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: malformed JSON at line %d: %s", name, jerr.line,
 				 jerr.text);
 	if (!json_is_object(root)) {
 		json_decref(root);
-		return st_errorf(errbuf, errlen, -EINVAL, "config.json: the top level is not a JSON object");
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: the top level is not a JSON object", name);
 	}
 	*ret = root;
 	return 0;

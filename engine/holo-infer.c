@@ -22,6 +22,7 @@
  * CPU behind the user's back.
  */
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -70,7 +71,7 @@ static void usage(FILE *f)
 		"  --max-tokens N   tokens to generate (default 64)\n"
 		"  --temp T         sampling temperature; 0 = greedy (default 0)\n"
 		"  --top-k K        keep the K most likely tokens (default off)\n"
-		"  --top-p P        nucleus sampling mass in (0, 1) (default off)\n"
+		"  --top-p P        nucleus sampling mass in (0, 1]; 1 keeps every token (default)\n"
 		"  --seed S         seed of the sampler's PRNG (default 0)\n"
 		"  --stop ID        stop after generating ID (repeatable; the model's eos id is added\n"
 		"                   unless --ignore-eos)\n"
@@ -393,18 +394,28 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TEMP:
 			sampling.temperature = strtof(optarg, &end);
-			if (*end || errno)
-				goto bad_value;
+			if (*end || errno || !isfinite(sampling.temperature) ||
+			    sampling.temperature < 0) {
+				log_error("--temp: '%s' is not a temperature: expected a finite number, "
+					  "0 (greedy) or more", optarg);
+				return 2;
+			}
 			break;
 		case OPT_TOPK:
 			sampling.top_k = (int)strtol(optarg, &end, 10);
-			if (*end || errno)
-				goto bad_value;
+			if (*end || errno || sampling.top_k < 0) {
+				log_error("--top-k: '%s' is not a token count: expected an integer, 0 "
+					  "(off) or more", optarg);
+				return 2;
+			}
 			break;
 		case OPT_TOPP:
 			sampling.top_p = strtof(optarg, &end);
-			if (*end || errno)
-				goto bad_value;
+			if (*end || errno || !(sampling.top_p > 0 && sampling.top_p <= 1)) {
+				log_error("--top-p: '%s' is outside (0, 1]: it is the probability mass "
+					  "of the tokens kept", optarg);
+				return 2;
+			}
 			break;
 		case OPT_SEED:
 			sampling.seed = strtoull(optarg, &end, 0);
@@ -505,6 +516,14 @@ int main(int argc, char **argv)
 			log_error("--prompt-ids: expected comma-separated token ids");
 			goto out;
 		}
+		for (size_t i = 0; i < n_ids; i++)
+			if (ids[i] >= model->cfg.vocab) {
+				log_error("--prompt-ids: token id %d is outside the vocabulary of %s "
+					  "(0..%d)",
+					  ids[i], model_dir, model->cfg.vocab - 1);
+				ret = 2;
+				goto out;
+			}
 	} else {
 		size_t len;
 		if (prompt_file) {

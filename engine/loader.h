@@ -90,6 +90,9 @@ struct json_t;
  * jansson reference (json_decref it). */
 int model_config_load_json(const char *text, size_t len, struct json_t **ret, char *errbuf,
 			   size_t errlen);
+/* The same for another JSON file of the checkpoint; errors name it `name`. */
+int model_json_load(const char *name, const char *text, size_t len, struct json_t **ret,
+		    char *errbuf, size_t errlen);
 /* Reads a config.json root object: the VLM layout (`llm_config` or `text_config` holding a
  * nemotron_h config) or a bare `nemotron_h` config; field aliases as model.md 1.2. */
 int model_config_from_json(const struct json_t *root, struct model_config *ret, char *errbuf,

@@ -314,7 +314,7 @@ int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *
 			      VISION_PREPROCESSOR_MAX_BYTES);
 		goto out;
 	}
-	r = model_config_load_json(text, len, &root, errbuf, errlen);
+	r = model_json_load(path, text, len, &root, errbuf, errlen);
 	if (r < 0)
 		goto out;
 	r = read_preprocess(root, path, "image_size", &p, errbuf, errlen);

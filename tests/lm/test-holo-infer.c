@@ -169,6 +169,30 @@ int main(int argc, char **argv)
 	CHECK(strstr(out, "backend: cpu (") != NULL && strstr(out, "), fp32") != NULL);
 	free(out);
 
+	/* values out of their range: a usage error naming the value and the limit */
+	static const struct {
+		const char *args, *message;
+	} bad[] = {
+		{"--prompt-ids 1,99999999", "--prompt-ids: token id 99999999 is outside the vocabulary"},
+		{"--prompt-ids 1 --temp nan", "--temp: 'nan' is not a temperature"},
+		{"--prompt-ids 1 --temp -1", "--temp: '-1' is not a temperature"},
+		{"--prompt-ids 1 --top-p 2", "--top-p: '2' is outside (0, 1]"},
+		{"--prompt-ids 1 --top-p 0", "--top-p: '0' is outside (0, 1]"},
+		{"--prompt-ids 1 --top-k -3", "--top-k: '-3' is not a token count"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "'%s' --model '%s/tests/fixtures/models/tiny-mamba' --max-tokens 2 %s 2>&1",
+			 exe, root(), bad[i].args);
+		int st = run(cmd, &out);
+		if (st != 2 || !strstr(out, bad[i].message)) {
+			fprintf(stderr, "holo-infer %s: exit %d, output \"%s\", wanted \"%s\"\n",
+				bad[i].args, st, out, bad[i].message);
+			test_failures++;
+		}
+		free(out);
+	}
+
 	free(ids);
 	free(want);
 	return test_exit();

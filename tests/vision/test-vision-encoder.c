@@ -276,6 +276,8 @@ static void test_preprocessor_config(struct engine_model *m)
 	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), -EINVAL);
 	REQUIRE(write_file(path, "{\"max_num_tiles\": 6") == 0);
 	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v, path, err, sizeof(err)), -EINVAL);
+	/* The broken file is named, not config.json. */
+	CHECK(strncmp(err, path, strlen(path)) == 0 && strstr(err, ": malformed JSON at line 1"));
 	engine_vision_get_preprocess(v, &p);
 	CHECK_INT_EQ(p.max_tiles, 6); /* failed reads changed nothing */
 	CHECK(p.std[1] == 0.25f);
