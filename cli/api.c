@@ -47,6 +47,9 @@ static const char *hint_for_code(const char *code)
 	         "start holod with --display NAME or --virtual WxH, or set DISPLAY for it"},
 	        {IPC_ERR_FORBIDDEN, "holod only serves the user that runs it"},
 	        {IPC_ERR_SHUTTING_DOWN, "holod is stopping; start it again with `holod`"},
+	        {IPC_ERR_TOO_MANY,
+	         "something holds many connections to holod open (followers, a leaky script); "
+	         "close them and retry"},
 	};
 	for (size_t i = 0; code && i < ARRAY_SIZE(hints); i++)
 		if (strcmp(hints[i].code, code) == 0)

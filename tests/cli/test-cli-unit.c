@@ -591,6 +591,10 @@ static void test_format(void)
 	cli_format_api_error(503, e, strlen(e), msg, sizeof(msg));
 	CHECK(strstr(msg, "no model is loaded (HTTP 503 no_model)") == msg);
 	CHECK(strstr(msg, "holoctl run --script") != NULL);
+	e = "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"holod has 300\"}}";
+	cli_format_api_error(503, e, strlen(e), msg, sizeof(msg));
+	CHECK(strstr(msg, "(HTTP 503 too_many_connections); something holds many connections") !=
+	      NULL);
 	cli_format_api_error(502, "<html>", 6, msg, sizeof(msg));
 	CHECK(strstr(msg, "HTTP 502 without an error message") != NULL);
 }

@@ -15,6 +15,9 @@
  *   http-load streams SOCKET PATH COUNT
  *                                 opens COUNT event streams on PATH, each answered 200, then one
  *                                 more; prints that one's answer; exit 0 when it came.
+ *   http-load idle SOCKET COUNT SECONDS
+ *                                 holds COUNT connections open without a byte sent for SECONDS;
+ *                                 prints a line once they are open.
  *   http-load flood SOCKET COUNT  holds COUNT idle connections, then asks GET /v1/status on
  *                                 fresh ones until one is refused (10 s at most); prints that
  *                                 answer; exit 0 when it came.
@@ -272,6 +275,27 @@ static int cmd_slow(int count, int seconds)
 	return 0;
 }
 
+/* ---- idle ----------------------------------------------------------------------------------- */
+
+static int cmd_idle(int count, int seconds)
+{
+	static int fds[4096];
+
+	if (count < 0 || count > (int)(sizeof(fds) / sizeof(fds[0])))
+		return 2;
+	for (int i = 0; i < count; i++)
+		if ((fds[i] = dial()) < 0) {
+			printf("cannot open connection %d: %s\n", i, strerror(errno));
+			return 1;
+		}
+	printf("%d connections open\n", count);
+	fflush(stdout);
+	sleep((unsigned)seconds);
+	for (int i = 0; i < count; i++)
+		close(fds[i]);
+	return 0;
+}
+
 /* ---- flood ---------------------------------------------------------------------------------- */
 
 static int cmd_flood(int count)
@@ -370,6 +394,8 @@ int main(int argc, char **argv)
 		return cmd_slow(atoi(argv[3]), atoi(argv[4]));
 	if (strcmp(argv[1], "streams") == 0 && argc == 5)
 		return cmd_streams(argv[3], atoi(argv[4]));
+	if (strcmp(argv[1], "idle") == 0 && argc == 5)
+		return cmd_idle(atoi(argv[3]), atoi(argv[4]));
 	if (strcmp(argv[1], "flood") == 0 && argc == 4)
 		return cmd_flood(atoi(argv[3]));
 usage:

@@ -3,7 +3,9 @@
 #  - 20 clients x 50 keep-alive requests while 100 idle connections are held open and 100 more
 #    send their request one byte a second: zero errors, and GET /v1/status on a fresh
 #    connection answers within a second throughout;
+#  - meanwhile holoctl status answers within a second;
 #  - the slow senders are closed by holod (request deadline 15 s), not kept forever;
+#  - a quiet task's event stream carries empty keep-alive lines;
 #  - beyond the connection limit a request gets 503 too_many_connections as JSON, and holod
 #    serves again once those connections are gone;
 #  - event streams have their own limit, answered the same way;
@@ -16,17 +18,33 @@ require_tools
 start_xvfb
 start_holod
 
+# A follower of a task that stays quiet for 12 s: the stream carries an empty keep-alive line
+# after 10 s (so the 30 s idle timeout never cuts a quiet task's followers).
+submit '{"script": [{"tool_name": "wait", "duration": 12}]}'
+QUIET=$TASK
+curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$QUIET/events" >"$T/quiet.out" 2>&1 &
+FOLLOW=$!
+
 "$HTTP_LOAD" slow "$SOCK" 100 25 >"$T/slow.out" 2>&1 &
 SLOW=$!
 "$HTTP_LOAD" load "$SOCK" 20 50 100 >"$T/load.out" 2>&1 || fail "load: $(cat "$T/load.out")"
 grep -q '^1000 requests from 20 clients with 100 idle connections in [0-9]* ms: 0 errors;' \
 	"$T/load.out" || fail "load: $(cat "$T/load.out")"
-# While the slow senders still trickle: a fresh client is answered at once.
+# While the slow senders still trickle (and 100 idle connections are open again): holoctl is
+# answered at once.
+"$HTTP_LOAD" idle "$SOCK" 100 5 >"$T/idle.out" 2>&1 &
+IDLE=$!
+wait_until 5 grep -q '^100 connections open' "$T/idle.out" || fail "idle: $(cat "$T/idle.out")"
 if kill -0 "$SLOW" 2>/dev/null; then
-	curl -sf -m 1 --unix-socket "$SOCK" -o /dev/null http://holod/v1/status ||
-		fail "status did not answer within 1 s beside 100 slow senders"
+	timeout 1 "$HOLOCTL" --socket "$SOCK" status >"$T/status.out" 2>&1 ||
+		fail "holoctl status did not answer within 1 s beside 200 idle and slow connections"
 fi
 wait "$SLOW" || fail "slow senders: $(cat "$T/slow.out")"
+wait "$IDLE" || fail "idle: $(cat "$T/idle.out")"
+wait "$FOLLOW"
+grep -qx '' "$T/quiet.out" || fail "no keep-alive line in a quiet task's stream: $(cat "$T/quiet.out")"
+tail -n 1 "$T/quiet.out" | grep -q '"event":"end".*"status":"succeeded"' ||
+	fail "the quiet task's stream did not end with its end event: $(cat "$T/quiet.out")"
 echo "load: $(cat "$T/load.out")"
 echo "slow: $(cat "$T/slow.out")"
 grep -q "closed [0-9]* connection(s) that sent no complete request within 15 s" "$HOLOD_LOG" ||
