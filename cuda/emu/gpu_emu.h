@@ -445,6 +445,13 @@ template <typename Tuple, typename... KArgs> struct gpu_emu_thunk {
 	static void destroy(void *args) { delete static_cast<Tuple *>(args); }
 };
 
+/* Copy-initialisation, as when nvcc passes an argument to a kernel parameter: an explicit-only
+ * conversion that <<<>>> would reject is rejected here too. */
+template <typename To> static inline To gpu_emu_implicit(To v)
+{
+	return v;
+}
+
 template <typename... KArgs, typename... Args>
 static inline void gpu_emu_klaunch(const char *text, const char *file, int line, void (*kernel)(KArgs...),
 				   dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args &&...args)
@@ -454,7 +461,7 @@ static inline void gpu_emu_klaunch(const char *text, const char *file, int line,
 	typedef gpu_emu_thunk<Tuple, KArgs...> Thunk;
 	struct gpu_emu_kernel_call call = {
 		(const void *)kernel, Thunk::run, Thunk::clone, Thunk::destroy,
-		new Tuple(kernel, static_cast<std::decay_t<KArgs>>(std::forward<Args>(args))...),
+		new Tuple(kernel, gpu_emu_implicit<std::decay_t<KArgs>>(std::forward<Args>(args))...),
 		text, file, line,
 	};
 	gpu_emu_launch(&call, grid, block, smem, stream);

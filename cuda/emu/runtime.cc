@@ -27,6 +27,7 @@
 
 static const size_t KIB = 1024;
 static const size_t SMEM_DEFAULT_MAX = 48 * KIB; /* dynamic shared memory without the opt-in */
+static const size_t DEVICE_ALIGN = 256;
 
 static thread_local cudaError_t last_error = cudaSuccess;
 
@@ -260,8 +261,10 @@ cudaError_t cudaMalloc(void **ret, size_t size)
 	pthread_mutex_unlock(&table_lock);
 	if (!fits)
 		return fail(cudaErrorMemoryAllocation);
-	void *p = malloc(size);
-	if (!p) {
+	/* CUDA aligns allocations to at least 256 bytes (vector loads and WMMA rely on it);
+	 * posix_memalign keeps the exact size for AddressSanitizer. */
+	void *p = NULL;
+	if (posix_memalign(&p, DEVICE_ALIGN, size) != 0) {
 		pthread_mutex_lock(&table_lock);
 		mem_used -= size;
 		pthread_mutex_unlock(&table_lock);
@@ -324,8 +327,8 @@ cudaError_t cudaMallocHost(void **ret, size_t size)
 {
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
-	void *p = malloc(size ? size : 1);
-	if (!p)
+	void *p = NULL;
+	if (posix_memalign(&p, DEVICE_ALIGN, size ? size : 1) != 0)
 		return fail(cudaErrorMemoryAllocation);
 	memset(p, 0xff, size);
 	*ret = p;

@@ -266,8 +266,8 @@ static const char *warp_kind_name(enum gpu_emu_warp_kind k)
 
 static void yield_to_scheduler(void)
 {
-	struct fiber *f = emu.cur;
 #if EMU_ASAN
+	struct fiber *f = emu.cur;
 	__sanitizer_start_switch_fiber(&f->fake_stack, emu.sched_stack_bottom, emu.sched_stack_size);
 #endif
 	transfer_t t = jump_fcontext(emu.sched_ctx, nullptr);

@@ -164,6 +164,8 @@ static void test_device_poison(void)
 	float *in, *out, h[32];
 	REQUIRE(cudaMalloc((void **)&in, sizeof(h)) == cudaSuccess);
 	REQUIRE(cudaMalloc((void **)&out, sizeof(h)) == cudaSuccess);
+	CHECK_INT_EQ((uintptr_t)in % 256, 0); /* CUDA's alignment guarantee */
+	CHECK_INT_EQ((uintptr_t)out % 256, 0);
 	unsigned char raw[sizeof(h)];
 	cudaMemcpy(raw, in, sizeof(raw), cudaMemcpyDeviceToHost);
 	for (size_t i = 0; i < sizeof(raw); i++)
