@@ -10,7 +10,8 @@
  *   engine thread    (engine-thread.c) loads the model at start-up and owns it and every
  *                    session; the executor hands it jobs for instruction tasks (agent.c).
  *   HTTP threads     (libmicrohttpd, one per connection) parse requests, submit/cancel through
- *                    the scheduler, read the journal.
+ *                    the scheduler, read the journal; http.c's reaper thread closes connections
+ *                    whose request does not arrive in time.
  *   The journal (SQLite) is shared by all through its own mutex.
  *
  * Shutdown order matters: stop the scheduler first (the running task stops at a safe point,

@@ -4,8 +4,8 @@
 #    -shm, and the screenshots are 0600 even under umask 022, and a second uid cannot read them;
 #  - partial screenshots (*.png.tmp) a killed holod left are removed at start-up, nothing else;
 #  - --socket in an existing directory never changes that directory's mode; a directory others
-#    may write to is refused unless it is sticky; a path that is not a socket is refused and
-#    left alone.
+#    may write to is refused unless it is sticky (where a lock file of another uid is refused);
+#    a path that is not a socket is refused and left alone.
 . "$(dirname "$0")/lib.sh"
 require_tools setpriv stat
 [ "$(id -u)" = 0 ] || { echo "skip: needs root to act as another uid"; exit 77; }
@@ -86,6 +86,12 @@ SOCK="$T/sticky/h.sock"
 start_holod --socket "$SOCK"
 [ "$(mode_of "$T/sticky")" = 1777 ] || fail "the sticky directory was changed"
 stop_holod || fail "holod exited with status $?"
+
+# In a sticky directory, a lock file another user planted is refused, not used.
+mkdir "$T/sticky2" && chmod 1777 "$T/sticky2"
+touch "$T/sticky2/h.sock.lock" && chown 65534 "$T/sticky2/h.sock.lock"
+holod_refused "another uid's lock file" "h.sock.lock belongs to uid 65534, not to holod's uid 0" \
+	--socket "$T/sticky2/h.sock"
 
 # Not a socket: refused by name, and the file is untouched.
 echo "root:x:0:0" >"$T/passwd"
