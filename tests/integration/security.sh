@@ -7,8 +7,10 @@
 #    may write to is refused unless it is sticky (where a lock file of another uid is refused);
 #    a path that is not a socket is refused and left alone.
 . "$(dirname "$0")/lib.sh"
-require_tools setpriv stat
-[ "$(id -u)" = 0 ] || { echo "skip: needs root to act as another uid"; exit 77; }
+require_tools stat
+# The checks as a second uid need root and setpriv; the rest runs as anyone.
+AS_ROOT=false
+[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 && AS_ROOT=true
 umask 022
 
 as_nobody() {
@@ -44,11 +46,15 @@ for f in "$DB" "$DB-wal" "$DB-shm" "$STATE/$shot"; do
 done
 
 # A second uid, with every directory above the state directory open to it, still reads nothing.
-chmod 711 "$T" "$XDG_STATE_HOME"
-as_nobody cat "$DB" >/dev/null 2>&1 && fail "another uid read the journal"
-as_nobody cat "$STATE/$shot" >/dev/null 2>&1 && fail "another uid read a screenshot"
-as_nobody ls "$STATE" >/dev/null 2>&1 && fail "another uid listed the state directory"
-chmod 700 "$T" "$XDG_STATE_HOME"
+if $AS_ROOT; then
+	chmod 711 "$T" "$XDG_STATE_HOME"
+	as_nobody cat "$DB" >/dev/null 2>&1 && fail "another uid read the journal"
+	as_nobody cat "$STATE/$shot" >/dev/null 2>&1 && fail "another uid read a screenshot"
+	as_nobody ls "$STATE" >/dev/null 2>&1 && fail "another uid listed the state directory"
+	chmod 700 "$T" "$XDG_STATE_HOME"
+else
+	echo "not root: the checks as a second uid are skipped"
+fi
 stop_holod || fail "holod exited with status $?"
 
 # ---- the socket's directory ---------------------------------------------------------------------
@@ -88,10 +94,12 @@ start_holod --socket "$SOCK"
 stop_holod || fail "holod exited with status $?"
 
 # In a sticky directory, a lock file another user planted is refused, not used.
-mkdir "$T/sticky2" && chmod 1777 "$T/sticky2"
-touch "$T/sticky2/h.sock.lock" && chown 65534 "$T/sticky2/h.sock.lock"
-holod_refused "another uid's lock file" "h.sock.lock belongs to uid 65534, not to holod's uid 0" \
-	--socket "$T/sticky2/h.sock"
+if $AS_ROOT; then
+	mkdir "$T/sticky2" && chmod 1777 "$T/sticky2"
+	touch "$T/sticky2/h.sock.lock" && chown 65534 "$T/sticky2/h.sock.lock"
+	holod_refused "another uid's lock file" \
+		"h.sock.lock belongs to uid 65534, not to holod's uid 0" --socket "$T/sticky2/h.sock"
+fi
 
 # Not a socket: refused by name, and the file is untouched.
 echo "root:x:0:0" >"$T/passwd"
