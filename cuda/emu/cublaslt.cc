@@ -23,9 +23,10 @@
  *   summed in fp32 in increasing k order, then alpha, beta * C, bias and the activation are
  *   applied in fp32 and D is rounded to its type to nearest even. A GPU sums in another order
  *   (and with FMA): compare with tolerances, never bit for bit.
- * - C is not read when beta == 0 (cuBLAS's contract: C may then hold anything, NaN included), so
- *   a poisoned, never-written C is fine then and an ASan report otherwise. Only the rows x cols
- *   elements of each operand are read or written, never the leading-dimension padding.
+ * - C is not read when beta == 0 (cuBLAS's contract: C may then hold anything), so a C never
+ *   written since cudaMalloc (0xFF bytes, NaN, in the emulation) is harmless then and NaN in D
+ *   otherwise. Only the rows x cols elements of each operand are read or written, never the
+ *   leading-dimension padding nor the gaps between batches.
  * - RELU is max(x, 0) with NaN kept (NaN stays NaN), so a NaN upstream stays visible.
  * - GELU is the tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). NVIDIA's header and
  *   documentation say only "GELU"; the tanh form is what code validated against cuBLASLt on GPUs
