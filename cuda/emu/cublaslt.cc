@@ -73,7 +73,8 @@ constexpr uint64_t LT_ALGO_TAG = 0x686f6c6f2d656d75; /* "holo-emu": our one algo
 
 /* Register tile of the inner kernel: MR rows of op(A) by NR columns of op(B). */
 constexpr int MR = 8, NR = 4;
-/* Rows of op(A) whose packed panels stay in cache while every column strip of op(B) passes. */
+/* Rows of op(A) packed at a time: their panels stay in cache while every column strip of op(B)
+ * passes, and a large weight matrix never needs a full fp32 copy. */
 constexpr int MC = 64;
 
 struct lt_context {
@@ -421,7 +422,7 @@ cublasStatus_t run(const problem &pb, const operands &o)
 	size_t ab_size = type_size(pb.ab_type), cd_size = type_size(pb.cd_type);
 	/* k may be 0 (D = beta C + epilogue); keep the allocations non-empty. */
 	size_t kk = k ? (size_t)k : 1, a_bytes, b_bytes;
-	if (__builtin_mul_overflow(sizeof(float) * kk, (size_t)(mstrips * MR), &a_bytes) ||
+	if (__builtin_mul_overflow(sizeof(float) * kk, (size_t)MC, &a_bytes) ||
 	    __builtin_mul_overflow(sizeof(float) * kk, (size_t)(nstrips * NR), &b_bytes))
 		return CUBLAS_STATUS_ALLOC_FAILED;
 	float *ap = static_cast<float *>(malloc(a_bytes));
@@ -440,18 +441,21 @@ cublasStatus_t run(const problem &pb, const operands &o)
 		auto *b = static_cast<const char *>(o.b) + (size_t)(bt * pb.stride_b) * ab_size;
 		auto *c = static_cast<const char *>(o.c) + (size_t)(bt * pb.stride_c) * cd_size;
 		auto *d = static_cast<char *>(o.d) + (size_t)(bt * pb.stride_d) * cd_size;
-		/* A broadcast operand (stride 0) is packed once for the whole batch. */
-		if (bt == 0 || pb.stride_a != 0)
-			pack_any(a, pb.ab_type, pb.lda, !pb.transa, m, k, MR, ap);
+		/* A broadcast B (stride 0) is packed once for the whole batch. */
 		if (bt == 0 || pb.stride_b != 0)
 			pack_any(b, pb.ab_type, pb.ldb, pb.transb, n, k, NR, bp);
 
 		for (int64_t i0 = 0; i0 < mstrips; i0 += MC / MR) {
 			int64_t i1 = i0 + MC / MR < mstrips ? i0 + MC / MR : mstrips;
+			int64_t r0 = i0 * MR, rows = m - r0 < MC ? m - r0 : MC;
+			/* A broadcast A that fits one block is packed once for the whole batch. */
+			if (bt == 0 || pb.stride_a != 0 || mstrips > MC / MR)
+				pack_any(a + (size_t)(pb.transa ? r0 * pb.lda : r0) * ab_size, pb.ab_type,
+					 pb.lda, !pb.transa, rows, k, MR, ap);
 			for (int64_t js = 0; js < nstrips; js++) {
 				for (int64_t is = i0; is < i1; is++) {
 					float acc[NR][MR];
-					micro_kernel(ap + is * k * MR, bp + js * k * NR, k, acc);
+					micro_kernel(ap + (is - i0) * k * MR, bp + js * k * NR, k, acc);
 					for (int cc = 0; cc < NR && js * NR + cc < n; cc++) {
 						int64_t j = js * NR + cc;
 						for (int r = 0; r < MR && is * MR + r < m; r++) {
