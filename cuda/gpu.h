@@ -36,3 +36,25 @@ void gpu_context_destroy(struct gpu_context *g);
 int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,
 		    int cols, float eps);
 void gpu_ref_rmsnorm_f32(const float *x, const float *w, float *out, int rows, int cols, float eps);
+
+/* ---- device memory (gpu_memory.c) ----
+ * Device pointers are opaque `void *` here; they are valid only on the context's device and
+ * only for these functions and the module's kernels. Every function runs on the context's
+ * stream, in order: copies to and from the host return when the host buffer may be reused (and,
+ * from the device, holds the data); device-to-device copies and memsets are queued, and
+ * gpu_synchronize() waits for them. Errors are -ENOMEM (allocation), -EINVAL (a bad argument),
+ * -EIO (a device failure). */
+
+/* The device's free and total memory in bytes, as the driver reports them now. */
+int gpu_memory_info(struct gpu_context *g, size_t *ret_free, size_t *ret_total);
+/* Allocates `bytes` (> 0) of device memory, 256-byte aligned, contents undefined. */
+int gpu_alloc(struct gpu_context *g, size_t bytes, void **ret_ptr);
+/* Accepts NULL. The memory may still be in use by queued work: it is freed in stream order. */
+void gpu_free(struct gpu_context *g, void *ptr);
+int gpu_copy_to_device(struct gpu_context *g, void *dst, const void *src, size_t bytes);
+int gpu_copy_to_host(struct gpu_context *g, void *dst, const void *src, size_t bytes);
+int gpu_copy_on_device(struct gpu_context *g, void *dst, const void *src, size_t bytes);
+int gpu_memset(struct gpu_context *g, void *dst, int byte, size_t bytes);
+int gpu_synchronize(struct gpu_context *g);
+/* The device index the context was created for. */
+int gpu_context_device(const struct gpu_context *g);

@@ -73,8 +73,10 @@ struct backend_seq_state {
 	struct backend_layer_state *layers;
 };
 void backend_seq_state_finish(struct backend_seq_state *st);
-/* A session's state, through its backend's seq_export() (session.c). */
+/* A session's state, through its backend's seq_export() / seq_import() (session.c). Import
+ * returns -EINVAL for a state of another shape or more tokens than the session may hold. */
 int backend_session_export(const struct engine_session *s, struct backend_seq_state *ret);
+int backend_session_import(struct engine_session *s, const struct backend_seq_state *st);
 
 struct backend_ops {
 	const char *name; /* "cpu", "cuda" */
@@ -92,6 +94,11 @@ struct backend_ops {
 	size_t (*seq_state_bytes)(const struct backend_seq *seq);
 	/* Copies the state to host arrays (struct backend_seq_state). Returns 0, -ENOMEM, -EIO. */
 	int (*seq_export)(const struct backend_seq *seq, struct backend_seq_state *ret);
+	/* Replaces the state with `st` (the layout seq_export() writes; st->n_tokens <=
+	 * seq->max_tokens, checked by the caller), converting to the backend's precision: so a
+	 * conformance test starts two backends from one state. Returns 0, -ENOMEM (seq unchanged),
+	 * -EIO. */
+	int (*seq_import)(struct backend_seq *seq, const struct backend_seq_state *st);
 	/* Prepares everything forward() needs for `batch`. Returns 0, -ENOMEM (host or device
 	 * memory, or the state limit); no sequence's state or token count changes either way. */
 	int (*reserve)(struct engine_backend *b, const struct backend_batch *batch);
@@ -132,6 +139,7 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 					  const struct engine_backend_options *opts);
 
 #ifdef HOLOD_HAVE_CUDA
+struct gpu_context;
 /* The CUDA backend (backend_cuda.c). NULL + errno and one sentence in errbuf (ENODEV, ENOMEM,
  * EIO). */
 struct engine_backend *backend_cuda_create(const struct engine_model *m,
@@ -139,4 +147,10 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 					   size_t errlen);
 /* Whether the CUDA backend has a forward (its kernels exist in this build). */
 bool backend_cuda_can_forward(void);
+/* The device copy of a model tensor (a pointer into b->model's tensors) and its dtype on the
+ * device; NULL when the tensor is absent or not a language-model weight. */
+const void *backend_cuda_weight(const struct engine_backend *b, const struct tensor *t,
+				enum tensor_dtype *ret_dtype);
+/* The backend's device context (gpu.h). */
+struct gpu_context *backend_cuda_context(const struct engine_backend *b);
 #endif

@@ -219,6 +219,30 @@ oom:
 	return -ENOMEM;
 }
 
+static int cpu_seq_import(struct backend_seq *bs, const struct backend_seq_state *st)
+{
+	struct lm_seq *s = (struct lm_seq *)bs;
+	const struct engine_model *m = s->model;
+	int n = st->n_tokens;
+	int r = reserve_exact(s, n);
+	if (r < 0)
+		return r;
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct backend_layer_state *in = &st->layers[l];
+		if (m->layers[l].kind == LM_LAYER_MAMBA) {
+			memcpy(s->layers[l].conv, in->conv, conv_floats(&dm) * sizeof(float));
+			memcpy(s->layers[l].ssm, in->ssm, ssm_floats(&dm) * sizeof(float));
+		} else if (m->layers[l].kind == LM_LAYER_ATTENTION && n > 0) {
+			memcpy(s->layers[l].k, in->k, (size_t)n * dm.kv_dim * sizeof(float));
+			memcpy(s->layers[l].v, in->v, (size_t)n * dm.kv_dim * sizeof(float));
+		}
+	}
+	bs->n_tokens = n;
+	return 0;
+}
+
 static int cpu_reserve(struct engine_backend *b, const struct backend_batch *batch)
 {
 	for (size_t i = 0; i < batch->n_spans; i++) {
@@ -311,6 +335,7 @@ static const struct backend_ops cpu_ops = {
 	.seq_copy = cpu_seq_copy,
 	.seq_state_bytes = cpu_seq_state_bytes,
 	.seq_export = cpu_seq_export,
+	.seq_import = cpu_seq_import,
 	.reserve = cpu_reserve,
 	.forward = cpu_forward,
 	.info = cpu_info,

@@ -497,6 +497,8 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
+	if (err[0])
+		log_notice("%s", err);
 	struct engine_model *model = engine_model_load(model_dir, err, sizeof(err));
 	if (!model) {
 		log_error("%s: %s", model_dir, err);

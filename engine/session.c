@@ -111,6 +111,14 @@ int backend_session_export(const struct engine_session *s, struct backend_seq_st
 	return s->backend->ops->seq_export(s->seq, ret);
 }
 
+int backend_session_import(struct engine_session *s, const struct backend_seq_state *st)
+{
+	if (!st || !st->layers || st->n_layers != s->backend->model->cfg.n_layers ||
+	    st->n_tokens < 0 || st->n_tokens > s->seq->max_tokens)
+		return -EINVAL;
+	return s->backend->ops->seq_import(s->seq, st);
+}
+
 void engine_session_reset(struct engine_session *s)
 {
 	s->backend->ops->seq_reset(s->seq);
