@@ -35,7 +35,9 @@
  *   measuring it). It must be confirmed on a GPU before a GELU epilogue is fused into a model
  *   whose checkpoint uses the erf form (they differ by up to about 5e-4).
  * - Overlapping D with A, B or an out-of-place C, or batches of D that overlap each other, is
- *   CUBLAS_STATUS_INVALID_VALUE (undefined on a GPU, so an engine bug here).
+ *   CUBLAS_STATUS_INVALID_VALUE (undefined on a GPU, so an engine bug here); so is an operand
+ *   (or the bias) not inside one cudaMalloc allocation over its whole extent: host memory works
+ *   here, where everything is host memory, and would fault on a GPU.
  *
  * Streams: a matmul runs at once on the calling thread (the emulation executes streams
  * synchronously); on a stream that is capturing it is checked, then recorded with a copy of its
@@ -852,6 +854,13 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	layout_extent(pb.c, &ext_c), layout_extent(pb.d, &ext_d);
 	if (overlaps(D, ext_d, A, ext_a) || overlaps(D, ext_d, B, ext_b) ||
 	    (C != D && o.beta != 0.0f && overlaps(D, ext_d, C, ext_c)))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	/* What a GPU would fault on: host memory, or an operand running past its allocation. */
+	if (!gpu_emu_is_device_range(A, ext_a) || !gpu_emu_is_device_range(B, ext_b) ||
+	    !gpu_emu_is_device_range(D, ext_d) ||
+	    (o.beta != 0.0f && !gpu_emu_is_device_range(C, ext_c)) ||
+	    (has_bias(pb.epilogue) &&
+	     !gpu_emu_is_device_range(op->bias, (size_t)pb.m * type_size(pb.bias_type))))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
 	if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)

@@ -14,5 +14,11 @@ void gpu_emu_run_grid(const struct gpu_emu_kernel_call *call, dim3 grid, dim3 bl
  * capture it runs the work itself). Takes ownership of call->args; call->kernel is unused. */
 void gpu_emu_capture_host_work(struct gpu_emu_kernel_call *call, cudaStream_t stream);
 
+/* True when the `bytes` bytes at `p` lie inside one live cudaMalloc allocation. Every pointer
+ * is host memory here, so a library stand-in asks this before dereferencing what a GPU could not
+ * (a host pointer, or a range running past its allocation). Walks the allocation table: for
+ * per-call checks, not per element. */
+bool gpu_emu_is_device_range(const void *p, size_t bytes);
+
 /* Aborts the process after printing "gpu-emu: <message>" (programmer errors in kernels). */
 [[noreturn]] void gpu_emu_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -297,6 +297,25 @@ cudaError_t cudaFree(void *p)
 	return cudaSuccess;
 }
 
+bool gpu_emu_is_device_range(const void *p, size_t bytes)
+{
+	if (bytes == 0)
+		return true;
+	uintptr_t a = (uintptr_t)p;
+	bool inside = false;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	for (const auto &e : *device_allocs) {
+		uintptr_t base = (uintptr_t)e.first;
+		if (a >= base && a - base < e.second && bytes <= e.second - (a - base)) {
+			inside = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+	return inside;
+}
+
 cudaError_t cudaMallocAsync(void **ret, size_t size, cudaStream_t stream)
 {
 	(void)stream;

@@ -696,6 +696,22 @@ static void test_refusals(void)
 					    r.a, r.ld, NULL, NULL, 0, 0),
 			     CUBLAS_STATUS_INVALID_VALUE);
 	}
+	/* Host memory where device memory is due, and an A whose layout runs past its allocation. */
+	{
+		float alpha = 1, beta = 0;
+		void *host = malloc(16 * 32 * 2);
+		REQUIRE(host);
+		memset(host, 0, 16 * 32 * 2);
+		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, host, r.la, r.b, r.lb, &beta, r.d, r.lc,
+					    r.d, r.ld, NULL, NULL, 0, 0),
+			     CUBLAS_STATUS_INVALID_VALUE);
+		free(host);
+		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, (char *)r.a + 2, r.la, r.b, r.lb, &beta,
+					    r.d, r.lc, r.d, r.ld, NULL, NULL, 0, 0),
+			     CUBLAS_STATUS_INVALID_VALUE);
+		CHECK_LT(cublasLtMatmul(lt, r.op, &alpha, r.a, r.la, r.b, r.lb, &beta, r.d, r.lc, r.d,
+					r.ld, NULL, NULL, 0, 0));
+	}
 	/* A leading dimension no buffer could span (its byte extent overflows 64 bits). */
 	int64_t huge_ld = INT64_MAX / 2;
 	CHECK_LT(cublasLtMatrixLayoutSetAttribute(r.la, CUBLASLT_MATRIX_LAYOUT_LD, &huge_ld,
