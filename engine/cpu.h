@@ -66,6 +66,8 @@ size_t cpu_gemm_pack_floats(int K);
  * floats, out = w * (x / sqrt(mean(x^2) + eps)), fp32 sum of squares in index order. out may
  * not overlap x unless equal. The reference the GPU kernels are checked against. */
 void cpu_rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, float eps);
+/* ReLU² of the MLP in place: u[i] = max(u[i], 0)^2 (NaN becomes 0, as `u > 0 ? u : 0` does). */
+void cpu_relu2(float *u, size_t n);
 /* fp32 dot product of n elements. */
 float cpu_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i]; y and x must not overlap */

@@ -80,6 +80,14 @@ size_t lm_ssm_scratch_bytes(const struct lm_dims *dm);
 /* Floats of cb_work lm_ssm_chunked() needs for T positions. */
 size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T);
 
+/* Causal GQA attention without positions (model.md) of T new positions over the n0 cached
+ * ones and themselves: query head i (of hq) attends with KV head i / (hq / hkv) to positions
+ * s <= n0 + t, softmax(q . k_s / sqrt(dh)) weighting v_s. q and o: [T][q_dim]; k and v:
+ * [n0 + T][kv_dim] (positions n0.. already hold the new rows). Needs
+ * cpu_reserve_scratch((n0 + T) floats). */
+void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
+			const float *v, float *o);
+
 /* ---- an in-memory model with random weights (lm_random.c) ----
  * For tests and benchmarks that need no files: the tensors are malloc'ed instead of
  * memory-mapped; everything else is what the loader fills. */

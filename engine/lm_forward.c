@@ -436,6 +436,14 @@ void cpu_rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, 
 	}
 }
 
+void cpu_relu2(float *u, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float r = u[i] > 0 ? u[i] : 0;
+		u[i] = r * r;
+	}
+}
+
 static inline float softplus(float x)
 {
 	return x > 20.0f ? x : log1pf(expf(x));
@@ -566,6 +574,13 @@ static void attn_head_task(void *ctx, int i, int thread)
 	}
 }
 
+void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
+			const float *v, float *o)
+{
+	struct attn_job j = {.dm = dm, .T = T, .n0 = n0, .q = q, .k = k, .v = v, .o = o};
+	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
+}
+
 static void attention_layer(struct lm_seq *s, const struct lm_dims *dm,
 			    const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
 {
@@ -574,8 +589,7 @@ static void attention_layer(struct lm_seq *s, const struct lm_dims *dm,
 	matmul(&L->attn.q, wk->xn, dm->d, T, q, dm->q_dim, false);
 	matmul(&L->attn.k, wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	matmul(&L->attn.v, wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
-	struct attn_job j = {.dm = dm, .T = T, .n0 = n0, .q = q, .k = st->k, .v = st->v, .o = o};
-	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
+	lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
 	matmul(&L->attn.o, o, dm->q_dim, T, wk->h, dm->d, true);
 }
 
@@ -583,10 +597,7 @@ static void mlp_layer(const struct lm_dims *dm, const struct lm_layer *L, struct
 {
 	float *u = wk->mix;
 	matmul(&L->mlp.up, wk->xn, dm->d, T, u, dm->inter, false);
-	for (size_t i = 0; i < (size_t)T * dm->inter; i++) {
-		float r = u[i] > 0 ? u[i] : 0;
-		u[i] = r * r;
-	}
+	cpu_relu2(u, (size_t)T * dm->inter);
 	matmul(&L->mlp.down, u, dm->inter, T, wk->h, dm->d, true);
 }
 
