@@ -31,6 +31,19 @@
 #include <type_traits>
 #include <utility>
 
+/* ---- qualifiers cuda_runtime.h leaves undefined or GCC-incompatible outside nvcc ---------- */
+
+/* Occupancy and register hints mean nothing on the CPU. */
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+#undef __maxnreg__
+#define __maxnreg__(n)
+#undef __grid_constant__
+#define __grid_constant__
+#ifndef __noinline__
+#define __noinline__ __attribute__((noinline))
+#endif
+
 /* ---- control (tests and tools) ------------------------------------------------------------ */
 
 /* Order in which the threads of a block run between two synchronisation points. The default comes
@@ -471,6 +484,31 @@ template <typename... KArgs>
 static inline cudaError_t cudaFuncSetAttribute(void (*kernel)(KArgs...), enum cudaFuncAttribute attr, int value)
 {
 	return ::cudaFuncSetAttribute((const void *)kernel, attr, value);
+}
+
+/* __constant__ and __device__ variables are ordinary host globals here: a symbol's address is its
+ * device address. */
+template <typename T>
+static inline cudaError_t cudaMemcpyToSymbol(const T &symbol, const void *src, size_t count, size_t offset = 0,
+					     enum cudaMemcpyKind kind = cudaMemcpyHostToDevice)
+{
+	return ::cudaMemcpyToSymbol((const void *)&symbol, src, count, offset, kind);
+}
+template <typename T>
+static inline cudaError_t cudaMemcpyToSymbolAsync(const T &symbol, const void *src, size_t count, size_t offset,
+						  enum cudaMemcpyKind kind, cudaStream_t stream = 0)
+{
+	return ::cudaMemcpyToSymbolAsync((const void *)&symbol, src, count, offset, kind, stream);
+}
+template <typename T>
+static inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count, size_t offset = 0,
+					       enum cudaMemcpyKind kind = cudaMemcpyDeviceToHost)
+{
+	return ::cudaMemcpyFromSymbol(dst, (const void *)&symbol, count, offset, kind);
+}
+template <typename T> static inline cudaError_t cudaGetSymbolAddress(void **ret, const T &symbol)
+{
+	return ::cudaGetSymbolAddress(ret, (const void *)&symbol);
 }
 
 #define klaunch(...) gpu_emu_klaunch(#__VA_ARGS__, __FILE__, __LINE__, __VA_ARGS__)

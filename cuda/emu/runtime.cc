@@ -568,6 +568,38 @@ cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitc
 	return cudaSuccess;
 }
 
+/* __constant__ and __device__ variables are host globals in the emulated build (gpu_emu.h). */
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+			       enum cudaMemcpyKind kind)
+{
+	if (!symbol)
+		return fail(cudaErrorInvalidValue);
+	return memcpy_on((char *)symbol + offset, src, count, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
+				    enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	if (!symbol)
+		return fail(cudaErrorInvalidValue);
+	return memcpy_on((char *)symbol + offset, src, count, kind, s);
+}
+
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+	if (!symbol)
+		return fail(cudaErrorInvalidValue);
+	return memcpy_on(dst, (const char *)symbol + offset, count, kind, nullptr);
+}
+
+cudaError_t cudaGetSymbolAddress(void **ret, const void *symbol)
+{
+	if (!ret || !symbol)
+		return fail(cudaErrorInvalidValue);
+	*ret = (void *)symbol;
+	return cudaSuccess;
+}
+
 static cudaError_t memset_on(void *p, int value, size_t count, cudaStream_t s)
 {
 	if (count == 0)

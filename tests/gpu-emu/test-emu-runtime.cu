@@ -49,6 +49,17 @@ static __global__ void read_kernel(const float *in, float *out)
 	out[threadIdx.x] = in[threadIdx.x] * 2.0f;
 }
 
+__constant__ float coeffs[4];
+__constant__ int offset_c;
+__device__ int counter_d;
+
+static __global__ void __launch_bounds__(128) constant_kernel(float *out)
+{
+	out[threadIdx.x] = coeffs[threadIdx.x % 4] + (float)offset_c;
+	if (threadIdx.x == 0)
+		counter_d += 1;
+}
+
 static cudaError_t launch(dim3 grid, dim3 block, size_t smem)
 {
 	klaunch(touch_kernel, grid, block, smem, 0, (int *)NULL);
@@ -248,6 +259,32 @@ static void test_streams_events(void)
 	CHECK_INT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+/* __constant__ / __device__ variables through the symbol API, as host code writes it for nvcc. */
+static void test_symbols(void)
+{
+	const float c[4] = {1, 2, 3, 4};
+	const int off = 10, zero = 0;
+	CHECK_INT_EQ(cudaMemcpyToSymbol(coeffs, c, sizeof(c)), cudaSuccess);
+	CHECK_INT_EQ(cudaMemcpyToSymbol(offset_c, &off, sizeof(off)), cudaSuccess);
+	CHECK_INT_EQ(cudaMemcpyToSymbolAsync(counter_d, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, 0), cudaSuccess);
+	float *d, h[8];
+	REQUIRE(cudaMalloc((void **)&d, sizeof(h)) == cudaSuccess);
+	klaunch(constant_kernel, dim3(3), dim3(8), 0, 0, d);
+	CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+	cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
+	for (int i = 0; i < 8; i++)
+		CHECK_NEAR(h[i], c[i % 4] + 10, 0);
+	int count = -1;
+	CHECK_INT_EQ(cudaMemcpyFromSymbol(&count, counter_d, sizeof(count)), cudaSuccess);
+	CHECK_INT_EQ(count, 3);
+	void *addr = NULL;
+	CHECK_INT_EQ(cudaGetSymbolAddress(&addr, coeffs), cudaSuccess);
+	float third = 0;
+	CHECK_INT_EQ(cudaMemcpy(&third, (float *)addr + 2, sizeof(third), cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK_NEAR(third, 3, 0);
+	cudaFree(d);
+}
+
 static void test_copies(void)
 {
 	int *d, h[64], back[64];
@@ -287,5 +324,6 @@ int main(void)
 	test_out_of_memory();
 	test_streams_events();
 	test_copies();
+	test_symbols();
 	return test_exit();
 }
