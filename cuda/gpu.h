@@ -11,8 +11,17 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+/* C names a struct and a function alike (gpu_device_info); C++ would warn that one hides the
+ * other in every .cu file that includes this header. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+extern "C" {
+#endif
 
 struct gpu_context;
 
@@ -58,3 +67,74 @@ int gpu_memset(struct gpu_context *g, void *dst, int byte, size_t bytes);
 int gpu_synchronize(struct gpu_context *g);
 /* The device index the context was created for. */
 int gpu_context_device(const struct gpu_context *g);
+
+/* ---- language-model operations (issue 11) ----
+ * Every operation below takes device pointers, runs asynchronously on the context's stream and
+ * returns 0, -EINVAL (an argument outside its contract, nothing queued) or -EIO (the launch
+ * failed). None allocates or synchronises with the host, so each can be captured into a CUDA
+ * graph. Matrices are row-major; `ld*` arguments are row strides in elements. */
+
+/* Most rows (positions) one call of the operations below processes. */
+#define GPU_MAX_ROWS (1 << 24)
+
+enum gpu_dtype {
+	GPU_DTYPE_F32,
+	GPU_DTYPE_BF16, /* carried as uint16_t on the host */
+};
+
+/* GEMMs through cuBLASLt (gemm.c). A struct gpu_blas owns the cuBLASLt handle, a workspace
+ * allocated once at creation (so calls never allocate and can be captured) and a cache of the
+ * descriptors and the heuristic's algorithm per problem shape. It belongs to the context's
+ * thread. NULL + errno (ENOMEM, EIO). */
+struct gpu_blas;
+struct gpu_blas *gpu_blas_create(struct gpu_context *g);
+void gpu_blas_destroy(struct gpu_blas *gm);
+
+/* Problem shapes one struct gpu_blas caches; a call with a shape beyond these is -ENOSPC. */
+#define GPU_BLAS_MAX_SHAPES 256
+/* Largest of rows, out, in and the strides (cuBLASLt's int32 dimensions). */
+#define GPU_GEMM_MAX_DIM ((int64_t)1 << 30)
+
+/* y[r][0:out] = W x[r] for r in [0, rows) (accumulate: y[r] += W x[r], the residual add fused
+ * into the GEMM), with W [out][in] (row stride in), x [rows][ldx] of W's dtype, y [rows][ldy] of
+ * y_dtype. fp32 W: fp32 x and y (exact fp32 products, no TF32). bf16 W: bf16 x, y fp32 or bf16
+ * (fp32 accumulation, y rounded once). y must not overlap W or x. Returns 0, -EINVAL, -ENOSPC,
+ * -EIO. */
+int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
+	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
+	     bool accumulate);
+
+/* Elementwise and row kernels of the language model (lm_ops.cu). */
+
+/* Embedding rows: for r in [0, rows), h[r][0:d] = table[ids[r]] (table [vocab][d], fp32 or bf16,
+ * widened exactly) when ids[r] >= 0, or spliced[-1 - ids[r]] (fp32 [n_spliced][d]) when
+ * ids[r] < 0: the rows a caller splices in place of token embeddings (image features). ids is
+ * a device array; an id outside both ranges fills its row with NaN (callers validate ids, so
+ * this only makes an engine bug visible instead of reading out of bounds). h is fp32 [rows][d]. */
+int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtype table_dtype, int vocab,
+	      int d, const int32_t *ids, int rows, const float *spliced, int n_spliced, float *h);
+
+/* The pre-norm of every block and the final norm, with the residual add fused: for each of
+ * `rows` rows of d floats, first h[r] += delta[r] when delta is not NULL (h updated in place),
+ * then out[r] = w * (h[r] / sqrt(mean(h[r]^2) + eps)), as cpu_rmsnorm_rows() computes it (fp32
+ * sum of squares, 1 / sqrtf, the product in that order). h and delta have row stride d, out
+ * [rows][ldo] of out_dtype (bf16 to feed a bf16 GEMM directly); out may equal h only for fp32
+ * with ldo == d. w is fp32 [d]. */
+int gpu_add_rmsnorm(struct gpu_context *g, float *h, const float *delta, const float *w, int rows,
+		    int d, float eps, void *out, enum gpu_dtype out_dtype, size_t ldo);
+
+/* ReLU² of the MLP: out[i] = max(u[i], 0)^2 for i in [0, n), u fp32, out of out_dtype; out may
+ * equal u for fp32 (in place). NaN stays NaN. */
+int gpu_relu2(struct gpu_context *g, const float *u, void *out, enum gpu_dtype out_dtype, size_t n);
+
+/* Appends rows new positions to a KV cache at the position held in device memory, so a captured
+ * graph stays valid as the sequence grows: for r in [0, rows), k_cache[*pos + r] = k_new[r] and
+ * v_cache[*pos + r] = v_new[r], rows of kv_dim elements of `dtype`, contiguous. The caller
+ * guarantees *pos + rows <= the caches' capacity. */
+int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, void *k_cache,
+		  void *v_cache, enum gpu_dtype dtype, int kv_dim, int rows, const int32_t *pos);
+
+#ifdef __cplusplus
+}
+#pragma GCC diagnostic pop
+#endif

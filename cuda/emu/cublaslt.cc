@@ -8,6 +8,7 @@
  *   dimensions, strided batches (one batch count for all four layouts, a stride per layout; a
  *   zero stride broadcasts A, B or an out-of-place C), C == D in place or C != D.
  *   Compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and alpha/beta on the host.
+ *   Preferences: MAX_WORKSPACE_BYTES and MIN_ALIGNMENT_{A,B,C,D}_BYTES (powers of two).
  *   A/B (same type): CUDA_R_32F -> C/D CUDA_R_32F; CUDA_R_16BF or CUDA_R_16F -> C/D (same type)
  *   of that type or CUDA_R_32F. C's leading dimension and batch stride may differ from D's when
  *   C != D, as cuBLASLt documents for out-of-place products. Bias: one value per row of D (per
@@ -107,7 +108,27 @@ struct matrix_layout {
 struct matmul_pref {
 	uint32_t magic;
 	uint64_t max_workspace;
+	/* MIN_ALIGNMENT_{A,B,C,D}_BYTES: recorded and checked to be powers of two; the one
+	 * algorithm here works at any alignment, so they exclude nothing. */
+	uint32_t min_align[4];
 };
+
+/* Index into matmul_pref::min_align, or -1 for another attribute. */
+int align_index(cublasLtMatmulPreferenceAttributes_t attr)
+{
+	switch (attr) {
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+		return 0;
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+		return 1;
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+		return 2;
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+		return 3;
+	default:
+		return -1;
+	}
+}
 
 lt_context *as_ctx(cublasLtHandle_t h)
 {
@@ -752,7 +773,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPrefere
 {
 	if (!pref)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	auto *p = new (std::nothrow) matmul_pref{LT_PREF_MAGIC, 0};
+	auto *p = new (std::nothrow) matmul_pref{LT_PREF_MAGIC, 0, {256, 256, 256, 256}};
 	if (!p)
 		return CUBLAS_STATUS_ALLOC_FAILED;
 	*pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
@@ -776,6 +797,17 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
 	matmul_pref *p = as_pref(pref);
 	if (!p)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	int ai = align_index(attr);
+	if (ai >= 0) {
+		uint32_t v;
+		cublasStatus_t st = set_attr(v, buf, sizeInBytes);
+		if (st != CUBLAS_STATUS_SUCCESS)
+			return st;
+		if (v == 0 || (v & (v - 1)))
+			return CUBLAS_STATUS_INVALID_VALUE;
+		p->min_align[ai] = v;
+		return CUBLAS_STATUS_SUCCESS;
+	}
 	if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	return set_attr(p->max_workspace, buf, sizeInBytes);
@@ -788,6 +820,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(
 	const matmul_pref *p = as_pref(pref);
 	if (!p)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	int ai = align_index(attr);
+	if (ai >= 0)
+		return get_attr(p->min_align[ai], buf, sizeInBytes, sizeWritten);
 	if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	return get_attr(p->max_workspace, buf, sizeInBytes, sizeWritten);

@@ -1,0 +1,246 @@
+/* Row-major GEMMs through cuBLASLt (gpu.h), with descriptors and algorithms cached per shape.
+ *
+ * cuBLASLt is column-major: row-major y[rows][out] = x[rows][in] W^T is, read column-major,
+ * Y (out x rows, ld ldy) = op(A) B with A = W seen as an in x out matrix (ld in, op T) and
+ * B = x seen as in x rows (ld ldx, op N); so m = out, n = rows, k = in.
+ *
+ * Cache: a call's key is everything the descriptors and the algorithm depend on (shape, strides,
+ * dtypes, beta, and the alignment of the four pointers, which cuBLASLt's algorithms require:
+ * its default preference assumes 256-byte aligned buffers, and a row inside a buffer is often
+ * less aligned). The first call of a key builds the descriptors and asks the heuristic for one
+ * algorithm that fits the preallocated workspace; later calls only launch. A capture may hit or
+ * miss: both enqueue nothing but the matmul.
+ */
+#include "gpu.h"
+#include "gpu_internal.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* cuBLASLt's recommended workspace on Hopper; also enough for every Ampere algorithm. */
+#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+
+struct gemm_key {
+	int64_t out, in, rows, ldx, ldy;
+	int w_dtype, y_dtype;
+	int accumulate;
+	uint32_t align_w, align_x, align_y;
+};
+
+struct gemm_entry {
+	struct gemm_key key;
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, d;
+	cublasLtMatmulAlgo_t algo;
+};
+
+struct gpu_blas {
+	struct gpu_context *g;
+	cublasLtHandle_t lt;
+	void *workspace;
+	struct gemm_entry *entries;
+	size_t n_entries;
+};
+
+static int lt_check(cublasStatus_t st, const char *file, int line, const char *what)
+{
+	if (st == CUBLAS_STATUS_SUCCESS)
+		return 0;
+	log_debug("gpu: %s failed at %s:%d: %s", what, file, line, cublasLtGetStatusString(st));
+	if (st == CUBLAS_STATUS_ALLOC_FAILED)
+		return -ENOMEM;
+	if (st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_NOT_SUPPORTED)
+		return -EINVAL;
+	return -EIO;
+}
+#define LT_CHECK(call) lt_check((call), __FILE__, __LINE__, #call)
+
+struct gpu_blas *gpu_blas_create(struct gpu_context *g)
+{
+	struct gpu_blas *gm = calloc(1, sizeof(*gm));
+	int r = -ENOMEM;
+	if (!gm)
+		goto fail;
+	gm->g = g;
+	gm->entries = calloc(GPU_BLAS_MAX_SHAPES, sizeof(*gm->entries));
+	if (!gm->entries)
+		goto free_gm;
+	r = GPU_CHECK(cudaSetDevice(g->device));
+	if (r < 0)
+		goto free_entries;
+	r = LT_CHECK(cublasLtCreate(&gm->lt));
+	if (r < 0)
+		goto free_entries;
+	r = gpu_alloc(g, GEMM_WORKSPACE_BYTES, &gm->workspace);
+	if (r < 0)
+		goto destroy_lt;
+	return gm;
+destroy_lt:
+	cublasLtDestroy(gm->lt);
+free_entries:
+	free(gm->entries);
+free_gm:
+	free(gm);
+fail:
+	errno = r == -EINVAL ? EIO : -r;
+	return NULL;
+}
+
+static void entry_release(struct gemm_entry *e)
+{
+	if (e->d)
+		cublasLtMatrixLayoutDestroy(e->d);
+	if (e->b)
+		cublasLtMatrixLayoutDestroy(e->b);
+	if (e->a)
+		cublasLtMatrixLayoutDestroy(e->a);
+	if (e->desc)
+		cublasLtMatmulDescDestroy(e->desc);
+	memset(e, 0, sizeof(*e));
+}
+
+void gpu_blas_destroy(struct gpu_blas *gm)
+{
+	if (!gm)
+		return;
+	for (size_t i = 0; i < gm->n_entries; i++)
+		entry_release(&gm->entries[i]);
+	gpu_free(gm->g, gm->workspace);
+	cublasLtDestroy(gm->lt);
+	free(gm->entries);
+	free(gm);
+}
+
+static cudaDataType_t lt_type(int dtype)
+{
+	return dtype == GPU_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* The largest power of two up to 256 dividing the address (cuBLASLt's alignment preference). */
+static uint32_t alignment_of(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	uint32_t al = 256;
+	while (al > 1 && a % al)
+		al /= 2;
+	return al;
+}
+
+static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct gemm_key *k)
+{
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+	cudaDataType_t in_type = lt_type(k->w_dtype), out_type = lt_type(k->y_dtype);
+	size_t ws = GEMM_WORKSPACE_BYTES;
+	int r = LT_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+							    &trans_a, sizeof(trans_a)));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+							    &trans_b, sizeof(trans_b)));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->a, in_type, (uint64_t)k->in, (uint64_t)k->out,
+							k->in));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->b, in_type, (uint64_t)k->in,
+							(uint64_t)k->rows, k->ldx));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->d, out_type, (uint64_t)k->out,
+							(uint64_t)k->rows, k->ldy));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+	if (r >= 0)
+		r = LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+			pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+	const struct {
+		cublasLtMatmulPreferenceAttributes_t attr;
+		uint32_t value;
+	} aligns[] = {
+		{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k->align_w},
+		{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k->align_x},
+		{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k->align_y},
+		{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k->align_y},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(aligns) && r >= 0; i++)
+		r = LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i].attr, &aligns[i].value,
+								  sizeof(aligns[i].value)));
+	if (r >= 0) {
+		cublasLtMatmulHeuristicResult_t res;
+		int found = 0;
+		r = LT_CHECK(cublasLtMatmulAlgoGetHeuristic(gm->lt, e->desc, e->a, e->b, e->d, e->d, pref,
+							    1, &res, &found));
+		if (r >= 0 && found < 1) {
+			log_debug("gpu: cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
+				  (long long)k->out, (long long)k->rows, (long long)k->in);
+			r = -EINVAL;
+		}
+		if (r >= 0)
+			e->algo = res.algo;
+	}
+	if (pref)
+		cublasLtMatmulPreferenceDestroy(pref);
+	if (r < 0) {
+		entry_release(e);
+		return r;
+	}
+	e->key = *k;
+	return 0;
+}
+
+static bool dim_ok(int64_t v)
+{
+	return v >= 1 && v <= GPU_GEMM_MAX_DIM;
+}
+
+int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
+	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
+	     bool accumulate)
+{
+	if (!gm || !w || !x || !y || !dim_ok(out) || !dim_ok(in) || !dim_ok(rows) ||
+	    ldx > (size_t)GPU_GEMM_MAX_DIM || ldy > (size_t)GPU_GEMM_MAX_DIM || ldx < (size_t)in ||
+	    ldy < (size_t)out)
+		return -EINVAL;
+	if ((w_dtype != GPU_DTYPE_F32 && w_dtype != GPU_DTYPE_BF16) ||
+	    (y_dtype != GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_BF16) ||
+	    (w_dtype == GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_F32))
+		return -EINVAL;
+	struct gemm_key key;
+	memset(&key, 0, sizeof(key)); /* compared with memcmp */
+	key.out = out;
+	key.in = in;
+	key.rows = rows;
+	key.ldx = (int64_t)ldx;
+	key.ldy = (int64_t)ldy;
+	key.w_dtype = w_dtype;
+	key.y_dtype = y_dtype;
+	key.accumulate = accumulate;
+	key.align_w = alignment_of(w);
+	key.align_x = alignment_of(x);
+	key.align_y = alignment_of(y);
+
+	struct gemm_entry *e = NULL;
+	for (size_t i = 0; i < gm->n_entries && !e; i++)
+		if (!memcmp(&gm->entries[i].key, &key, sizeof(key)))
+			e = &gm->entries[i];
+	if (!e) {
+		if (gm->n_entries == GPU_BLAS_MAX_SHAPES)
+			return -ENOSPC;
+		e = &gm->entries[gm->n_entries];
+		int r = entry_build(gm, e, &key);
+		if (r < 0)
+			return r;
+		gm->n_entries++;
+	}
+	const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+	return LT_CHECK(cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y, e->d, y,
+				       e->d, &e->algo, gm->workspace, GEMM_WORKSPACE_BYTES,
+				       (cudaStream_t)gm->g->stream)) < 0
+		       ? -EIO
+		       : 0;
+}
