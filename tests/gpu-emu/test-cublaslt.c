@@ -7,10 +7,11 @@
  *
  * Cases: every accepted type pair (A/B -> C/D: 32F -> 32F, 16BF -> 16BF or 32F, 16F -> 16F or
  * 32F) x N/T x N/T x every accepted epilogue x beta 0 / beta with C != D / beta in place (C == D),
- * in batches of 1 and 3 (strides larger than a matrix, a zero stride broadcasting A), leading
- * dimensions larger than the rows; then odd shapes (m, n, k among 1, 7, 33, 130) over every type
- * and transpose pair; the bias type left to its default (D's) or set; the bf16 rounding of D to nearest even on
- * sums that are exact in fp32; a matmul captured into a CUDA graph and replayed.
+ * in batches of 1 and 3 (strides larger than a matrix; a zero stride broadcasting A, B or an
+ * out-of-place C), leading dimensions larger than the rows, the bias type left to its default
+ * (D's) or set; then odd shapes (m, n, k among 1, 7, 33, 130) over every type and transpose
+ * pair; the bf16 rounding of D to nearest even on sums that are exact in fp32; a matmul captured
+ * into a CUDA graph and replayed.
  *
  * Inputs are multiples of 1/64 in [-2, 2], exact in bf16, fp16 and fp32, so only the
  * accumulation, the epilogue and the rounding of D can differ from the reference. Tolerance per
@@ -221,7 +222,7 @@ struct gemm_case {
 	cublasLtEpilogue_t epilogue;
 	int m, n, k, batch, pad;
 	enum beta_mode beta_mode;
-	bool broadcast_a;
+	bool broadcast_a, broadcast_b, broadcast_c; /* batch stride 0 (C: out of place only) */
 	bool set_bias_type; /* else the default: D's type */
 };
 
@@ -237,14 +238,16 @@ static void run_case(const struct gemm_case *g)
 	struct mat a, b, c, d;
 	mat_init(&a, g->ab, ar, ac, g->pad, g->batch,
 		 g->broadcast_a ? 0 : (ar + g->pad) * (int64_t)ac + extra);
-	mat_init(&b, g->ab, br, bc, g->pad + 1, g->batch, (br + g->pad + 1) * (int64_t)bc + extra);
+	mat_init(&b, g->ab, br, bc, g->pad + 1, g->batch,
+		 g->broadcast_b ? 0 : (br + g->pad + 1) * (int64_t)bc + extra);
 	mat_init(&d, g->cd, g->m, g->n, g->pad, g->batch, (g->m + g->pad) * (int64_t)g->n + extra);
 	float alpha = g->k % 2 ? 0.75f : -1.25f, beta = g->beta_mode == BETA_ZERO ? 0.0f : 0.5f;
 
 	if (g->beta_mode == BETA_IN_PLACE) {
 		c = d; /* the same device buffer, values and layout */
 	} else {
-		mat_init(&c, g->cd, g->m, g->n, 2, g->batch, (g->m + 2) * (int64_t)g->n + extra);
+		mat_init(&c, g->cd, g->m, g->n, 2, g->batch,
+			 g->broadcast_c ? 0 : (g->m + 2) * (int64_t)g->n + extra);
 		if (g->beta_mode == BETA_ZERO)
 			for (size_t i = 0; i < c.elems; i++)
 				c.host[i] = NAN;
@@ -344,9 +347,9 @@ static void run_case(const struct gemm_case *g)
 	if (test_failures != failures_before)
 		fprintf(stderr,
 			"  in case ab=%d cd=%d bias=%d ta=%d tb=%d epilogue=%d m=%d n=%d k=%d batch=%d "
-			"pad=%d beta_mode=%d broadcast_a=%d\n",
+			"pad=%d beta_mode=%d broadcast a/b/c=%d/%d/%d\n",
 			g->ab, g->cd, g->bias_type, g->ta, g->tb, g->epilogue, g->m, g->n, g->k,
-			g->batch, g->pad, g->beta_mode, g->broadcast_a);
+			g->batch, g->pad, g->beta_mode, g->broadcast_a, g->broadcast_b, g->broadcast_c);
 	cases_run++;
 
 	free(got);
@@ -396,6 +399,8 @@ static void test_every_combination(void)
 								.pad = counter % 3,
 								.beta_mode = (enum beta_mode)bm,
 								.broadcast_a = batch > 1 && counter % 4 == 1,
+								.broadcast_b = batch > 1 && counter % 4 == 3,
+								.broadcast_c = batch > 1 && counter % 8 == 0,
 							};
 							run_case(&g);
 						}
