@@ -316,17 +316,6 @@ bool gpu_emu_is_device_range(const void *p, size_t bytes)
 	return inside;
 }
 
-cudaError_t cudaMallocAsync(void **ret, size_t size, cudaStream_t stream)
-{
-	(void)stream;
-	return cudaMalloc(ret, size);
-}
-
-cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
-{
-	(void)stream;
-	return cudaFree(p);
-}
 
 cudaError_t cudaMemGetInfo(size_t *ret_free, size_t *ret_total)
 {
@@ -519,6 +508,30 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 		return fail(cudaErrorNotReady);
 	*ms = (float)(end->t_ms - start->t_ms);
 	return cudaSuccess;
+}
+
+/* Stream-ordered allocation runs at once. A capture does not record it: CUDA's graph memory nodes
+ * (an allocation that lives from its node to its free node, at one address across replays) are not
+ * emulated, so a capturing stream refuses them and the capture is invalidated, rather than a
+ * replay touching memory that was freed while capturing. */
+cudaError_t cudaMallocAsync(void **ret, size_t size, cudaStream_t s)
+{
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture) {
+		st->invalidated = true;
+		return fail(cudaErrorStreamCaptureUnsupported);
+	}
+	return cudaMalloc(ret, size);
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture) {
+		st->invalidated = true;
+		return fail(cudaErrorStreamCaptureUnsupported);
+	}
+	return cudaFree(p);
 }
 
 /* ---- copies ------------------------------------------------------------------------------- */

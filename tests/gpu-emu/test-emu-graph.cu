@@ -86,6 +86,11 @@ int main(void)
 	CHECK_INT_EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
 	CHECK_INT_EQ(st, cudaStreamCaptureStatusInvalidated);
 	CHECK_INT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+	/* stream-ordered allocation is not captured (no graph memory nodes): the capture fails */
+	void *tmp = NULL;
+	CHECK_INT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	CHECK_INT_EQ(cudaMallocAsync(&tmp, 64, s), cudaErrorStreamCaptureUnsupported);
+	CHECK_INT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
 	/* the legacy stream cannot capture */
 	CHECK_INT_EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
 	cudaGetLastError();
