@@ -1,7 +1,8 @@
 /* The CPU backend: the language model of lm_forward.c behind the backend seam (backend.h).
  *
- * Weights: the model's memory-mapped tensors as they are (cpu_matmul reads bf16/f16/f32
- * directly), so creating the backend allocates nothing for them. Sequences (struct lm_seq):
+ * Weights: the model's memory-mapped matrices as they are (cpu_matmul reads bf16/f16/f32
+ * directly); the small tensors (norms, conv taps, SSM parameters) are converted to fp32 once at
+ * creation (struct lm_prepared), so no forward call converts a weight. Sequences (struct lm_seq):
  * Mamba layers hold the raw conv window [K-1][conv_dim] and the fp32 SSM state [H][P][N];
  * attention layers hold fp32 K/V caches of kv_cap positions, grown on demand up to max_tokens;
  * MLP layers hold nothing. Every byte of that is charged to the backend (backend_charge), which
@@ -20,6 +21,11 @@
 #include "common.h"
 #include "cpu.h"
 #include "lm.h"
+
+struct cpu_backend {
+	struct engine_backend base;
+	struct lm_prepared prep;
+};
 
 static size_t conv_floats(const struct lm_dims *dm)
 {
@@ -87,6 +93,7 @@ static struct backend_seq *cpu_seq_create(struct engine_backend *b, int max_toke
 	s->base.backend = b;
 	s->base.max_tokens = max_tokens;
 	s->model = m;
+	s->prep = &((struct cpu_backend *)b)->prep;
 	if (backend_charge(b, fixed) < 0)
 		goto free_seq;
 	s->layers = calloc((size_t)m->cfg.n_layers, sizeof(*s->layers));
@@ -323,6 +330,7 @@ static void cpu_info(const struct engine_backend *b, struct engine_backend_info 
 
 static void cpu_destroy(struct engine_backend *b)
 {
+	lm_prepared_finish(&((struct cpu_backend *)b)->prep);
 	free(b);
 }
 
@@ -349,11 +357,13 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
-	struct engine_backend *b = calloc(1, sizeof(*b));
-	if (!b) {
+	struct cpu_backend *cb = calloc(1, sizeof(*cb));
+	if (!cb || lm_prepare(m, &cb->prep) < 0) {
+		free(cb);
 		errno = ENOMEM;
 		return NULL;
 	}
+	struct engine_backend *b = &cb->base;
 	backend_init(b, &cpu_ops, m, opts);
 	b->kind = ENGINE_BACKEND_CPU;
 	b->precision = ENGINE_PRECISION_FP32;

@@ -25,10 +25,31 @@ struct lm_layer_state {
 	float *k, *v; /* attention: [kv_cap][Hkv*Dh] */
 };
 
+/* What the CPU backend prepares once from the model's small tensors, so that no forward call
+ * converts a weight: every norm weight, the Mamba layers' conv taps transposed to
+ * [K][conv_dim], conv bias (zeros without one), dt_bias, A = -exp(A_log), D and the gated norm
+ * weight, all fp32. The matrices are read from the memory map as they are (cpu_matmul). */
+struct lm_prepared_layer {
+	float *norm;             /* [hidden] */
+	float *conv_wt, *conv_b; /* Mamba: [K][conv_dim], [conv_dim] */
+	float *dt_bias, *a, *d;  /* Mamba: [H] */
+	float *gnorm;            /* Mamba: [d_in] */
+};
+struct lm_prepared {
+	float *norm_f; /* [hidden] */
+	struct lm_prepared_layer *layers;
+	int n_layers;
+};
+/* Fills *ret for a model that passed lm_model_check(). Returns 0 or -ENOMEM. */
+int lm_prepare(const struct engine_model *m, struct lm_prepared *ret);
+/* Accepts a zeroed struct. */
+void lm_prepared_finish(struct lm_prepared *p);
+
 /* A sequence of the CPU backend. base.n_tokens positions are held; base.max_tokens bounds them. */
 struct lm_seq {
 	struct backend_seq base;
 	const struct engine_model *model;
+	const struct lm_prepared *prep; /* the backend's */
 	int kv_cap; /* positions the K/V caches can hold now */
 	struct lm_layer_state *layers;
 

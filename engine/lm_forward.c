@@ -314,13 +314,79 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 /* ---- scratch layout ----------------------------------------------------------------------- */
 
 struct work {
-	float *h, *xn, *vec;  /* residual [T][d], normed [T][d], converted small tensors */
-	float *mix;           /* per-layer activations, see the layer functions */
+	float *h, *xn; /* residual [T][d], normed [T][d] */
+	float *mix;    /* per-layer activations, see the layer functions */
 };
 
-static size_t vec_floats(const struct lm_dims *dm)
+static float *f32_copy(const struct tensor *t, size_t n)
 {
-	return (size_t)dm->conv_dim * (2 * dm->K + 1) + 3 * (size_t)dm->H + dm->d_in + dm->d;
+	float *p = malloc(MAX(n, 1) * sizeof(float));
+	if (p)
+		cpu_tensor_to_f32(t, 0, n, p);
+	return p;
+}
+
+int lm_prepare(const struct engine_model *m, struct lm_prepared *ret)
+{
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	struct lm_prepared p = {.n_layers = m->cfg.n_layers};
+	p.norm_f = f32_copy(&m->norm_f, (size_t)dm.d);
+	p.layers = calloc((size_t)p.n_layers, sizeof(*p.layers));
+	if (!p.norm_f || !p.layers)
+		goto oom;
+	const int K = dm.K, cd = dm.conv_dim, H = dm.H;
+	for (int l = 0; l < p.n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		struct lm_prepared_layer *o = &p.layers[l];
+		o->norm = f32_copy(&L->norm, (size_t)dm.d);
+		if (!o->norm)
+			goto oom;
+		if (L->kind != LM_LAYER_MAMBA)
+			continue;
+		float *cw = f32_copy(&L->mamba.conv_w, (size_t)cd * K);
+		o->conv_wt = malloc((size_t)cd * K * sizeof(float));
+		if (cw && o->conv_wt) {
+			/* transposed to [K][conv_dim] so the conv runs along channels */
+			for (int ch = 0; ch < cd; ch++)
+				for (int k = 0; k < K; k++)
+					o->conv_wt[(size_t)k * cd + ch] = cw[(size_t)ch * K + k];
+		}
+		bool have_cw = cw != NULL;
+		free(cw);
+		o->conv_b = L->mamba.conv_b.data ? f32_copy(&L->mamba.conv_b, (size_t)cd)
+						 : calloc((size_t)cd, sizeof(float));
+		o->dt_bias = f32_copy(&L->mamba.dt_bias, (size_t)H);
+		o->a = f32_copy(&L->mamba.a_log, (size_t)H);
+		o->d = f32_copy(&L->mamba.d, (size_t)H);
+		o->gnorm = f32_copy(&L->mamba.norm, (size_t)dm.d_in);
+		if (!have_cw || !o->conv_wt || !o->conv_b || !o->dt_bias || !o->a || !o->d || !o->gnorm)
+			goto oom;
+		for (int h = 0; h < H; h++)
+			o->a[h] = -expf(o->a[h]);
+	}
+	*ret = p;
+	return 0;
+oom:
+	lm_prepared_finish(&p);
+	return -ENOMEM;
+}
+
+void lm_prepared_finish(struct lm_prepared *p)
+{
+	for (int l = 0; p->layers && l < p->n_layers; l++) {
+		struct lm_prepared_layer *o = &p->layers[l];
+		free(o->norm);
+		free(o->conv_wt);
+		free(o->conv_b);
+		free(o->dt_bias);
+		free(o->a);
+		free(o->d);
+		free(o->gnorm);
+	}
+	free(p->layers);
+	free(p->norm_f);
+	memset(p, 0, sizeof(*p));
 }
 
 static bool model_has(const struct engine_model *m, enum lm_layer_kind kind)
@@ -404,7 +470,7 @@ int lm_forward_prepare(struct lm_seq *s, int T)
 	int r = lm_reserve_kv(s, s->base.n_tokens + T);
 	if (r < 0)
 		return r;
-	size_t need = 2 * (size_t)T * dm.d + vec_floats(&dm) + mix_floats(m, &dm, T);
+	size_t need = 2 * (size_t)T * dm.d + mix_floats(m, &dm, T);
 	if (need > s->work_floats) {
 		float *w = NULL;
 		if (posix_memalign((void **)&w, 64, need * sizeof(float)) != 0)
@@ -457,8 +523,9 @@ static void matmul(const struct tensor *w, const float *x, size_t ldx, int T, fl
 	(void)r;
 }
 
-static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm,
-			const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
+static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct lm_layer *L,
+			const struct lm_prepared_layer *P, struct lm_layer_state *st, struct work *wk,
+			int T)
 {
 	const struct lm_config *c = &s->model->cfg;
 	const int K = dm->K, cd = dm->conv_dim, H = dm->H;
@@ -468,24 +535,8 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm,
 	float *dt = xc + (size_t)T * cd;                         /* [T][H] */
 	float *y = dt + (size_t)T * H;                           /* [T][d_in] */
 	float *cb = y + (size_t)T * dm->d_in;
-	float *cw = wk->vec, *cwt = cw + (size_t)cd * K, *cbias = cwt + (size_t)cd * K,
-	      *dtb = cbias + cd, *a = dtb + H, *dsk = a + H, *gw = dsk + H;
-
-	/* conv weights transposed to [K][conv_dim] so the conv runs along channels */
-	cpu_tensor_to_f32(&L->mamba.conv_w, 0, (size_t)cd * K, cw);
-	for (int ch = 0; ch < cd; ch++)
-		for (int k = 0; k < K; k++)
-			cwt[(size_t)k * cd + ch] = cw[(size_t)ch * K + k];
-	if (L->mamba.conv_b.data)
-		cpu_tensor_to_f32(&L->mamba.conv_b, 0, cd, cbias);
-	else
-		memset(cbias, 0, (size_t)cd * sizeof(float));
-	cpu_tensor_to_f32(&L->mamba.dt_bias, 0, H, dtb);
-	cpu_tensor_to_f32(&L->mamba.a_log, 0, H, a);
-	for (int h = 0; h < H; h++)
-		a[h] = -expf(a[h]);
-	cpu_tensor_to_f32(&L->mamba.d, 0, H, dsk);
-	cpu_tensor_to_f32(&L->mamba.norm, 0, dm->d_in, gw);
+	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
+		    *dsk = P->d, *gw = P->gnorm;
 
 	matmul(&L->mamba.in_proj, wk->xn, dm->d, T, zx, dm->in_rows, false);
 
@@ -611,8 +662,7 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 	struct work wk;
 	wk.h = s->work;
 	wk.xn = wk.h + (size_t)T * dm.d;
-	wk.vec = wk.xn + (size_t)T * dm.d;
-	wk.mix = wk.vec + vec_floats(&dm);
+	wk.mix = wk.xn + (size_t)T * dm.d;
 
 	for (int t = 0; t < T; t++) {
 		float *h = wk.h + (size_t)t * dm.d;
@@ -624,11 +674,11 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
-		cpu_tensor_to_f32(&L->norm, 0, dm.d, wk.vec);
-		cpu_rmsnorm_rows(wk.h, wk.xn, wk.vec, T, dm.d, c->eps);
+		const struct lm_prepared_layer *P = &s->prep->layers[l];
+		cpu_rmsnorm_rows(wk.h, wk.xn, P->norm, T, dm.d, c->eps);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
-			mamba_layer(s, &dm, L, &s->layers[l], &wk, T);
+			mamba_layer(s, &dm, L, P, &s->layers[l], &wk, T);
 			break;
 		case LM_LAYER_ATTENTION:
 			attention_layer(s, &dm, L, &s->layers[l], &wk, T);
@@ -644,7 +694,6 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 		return;
 	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
 	int rows = T - first;
-	cpu_tensor_to_f32(&m->norm_f, 0, dm.d, wk.vec);
-	cpu_rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, wk.vec, rows, dm.d, c->eps);
+	cpu_rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps);
 	matmul(&m->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
 }
