@@ -87,6 +87,12 @@ static int check_not_other_file(const char *path)
 	return -EEXIST;
 }
 
+/* Connections waiting for accept(). A client connecting non-blocking (libcurl, so holoctl) gets
+ * EAGAIN, not a wait, when a Unix socket's backlog is full: a burst of clients (followers
+ * starting together) must fit, well above what the HTTP server serves at once. The kernel
+ * caps it at net.core.somaxconn (4096 by default). */
+#define LISTEN_BACKLOG 1024
+
 /* True when something accepts connections on `path`. */
 static bool socket_is_live(const char *path)
 {
@@ -165,7 +171,7 @@ int listen_socket_open(struct listen_socket *ls, const char *path)
 		goto close;
 	}
 	ls->path = xstrdup(path);
-	if (listen(ls->fd, 64) < 0) {
+	if (listen(ls->fd, LISTEN_BACKLOG) < 0) {
 		r = log_error_errno(-errno, "cannot listen on %s", path);
 		goto close;
 	}

@@ -23,6 +23,7 @@
  *                                 answer; exit 0 when it came.
  * Every outcome is printed as one line on stdout. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -47,16 +48,21 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Connects as libcurl (holoctl) does: non-blocking, so a full listen backlog is an error
+ * (EAGAIN on a Unix socket), not a wait. The socket is blocking afterwards. */
 static int dial(void)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
 	if (fd < 0)
 		return -1;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		int e = errno;
 		close(fd);
+		errno = e;
 		return -1;
 	}
 	return fd;

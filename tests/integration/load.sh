@@ -22,8 +22,9 @@ start_holod
 # after 10 s (so the 30 s idle timeout never cuts a quiet task's followers).
 submit '{"script": [{"tool_name": "wait", "duration": 12}]}'
 QUIET=$TASK
-curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$QUIET/events" >"$T/quiet.out" 2>&1 &
+curl -sSN --unix-socket "$SOCK" "http://holod/v1/tasks/$QUIET/events" >"$T/quiet.out" 2>&1 &
 FOLLOW=$!
+wait_until 10 grep -q '"event":"task"' "$T/quiet.out" || fail "the follower got no task event"
 
 "$HTTP_LOAD" slow "$SOCK" 100 25 >"$T/slow.out" 2>&1 &
 SLOW=$!
