@@ -20,5 +20,9 @@ void gpu_emu_capture_host_work(struct gpu_emu_kernel_call *call, cudaStream_t st
  * per-call checks, not per element. */
 bool gpu_emu_is_device_range(const void *p, size_t bytes);
 
+/* The value of environment variable `var`: "4096", "64M", "80G" (K/M/G are powers of 1024);
+ * `fallback` when unset or empty; aborts naming the variable when malformed. */
+size_t gpu_emu_parse_size(const char *s, size_t fallback, const char *var);
+
 /* Aborts the process after printing "gpu-emu: <message>" (programmer errors in kernels). */
 [[noreturn]] void gpu_emu_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -43,8 +43,7 @@ static cudaError_t fail(cudaError_t e)
 	return e;
 }
 
-/* "64M", "80G", "4096": a byte count with an optional K/M/G suffix (powers of 1024). */
-static size_t parse_size(const char *s, size_t fallback, const char *var)
+size_t gpu_emu_parse_size(const char *s, size_t fallback, const char *var)
 {
 	if (!s || !*s)
 		return fallback;
@@ -71,7 +70,7 @@ static void config_locked(void)
 	device_allocs = new std::unordered_map<void *, size_t>();
 	kernel_max_dyn_smem = new std::map<const void *, int>();
 	if (!mem_limit)
-		mem_limit = parse_size(getenv("HOLOD_GPU_EMU_MEMORY"), (size_t)80 << 30, "HOLOD_GPU_EMU_MEMORY");
+		mem_limit = gpu_emu_parse_size(getenv("HOLOD_GPU_EMU_MEMORY"), (size_t)80 << 30, "HOLOD_GPU_EMU_MEMORY");
 	if (!arch_major) {
 		const char *a = getenv("HOLOD_GPU_EMU_ARCH");
 		if (!a || !*a || !strcmp(a, "sm_90"))

@@ -29,6 +29,7 @@
 
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -53,8 +54,12 @@ uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 
 /* Fiber stacks are reserved, not committed: untouched pages cost nothing. ASan's redzones make
- * frames several times larger. */
-static const size_t STACK_SIZE = EMU_ASAN ? (size_t)1 << 20 : (size_t)256 << 10;
+ * frames several times larger. HOLOD_GPU_EMU_STACK overrides the size (read once, when the
+ * emulation thread starts). */
+static const size_t STACK_DEFAULT = EMU_ASAN ? (size_t)1 << 20 : (size_t)256 << 10;
+static const size_t STACK_MIN = 16 << 10, STACK_MAX = (size_t)64 << 20;
+static size_t STACK_SIZE;
+static size_t page_size;
 
 enum fiber_state { FIBER_RUNNABLE, FIBER_BARRIER, FIBER_WARP, FIBER_ACTIVEMASK, FIBER_DONE };
 
@@ -367,15 +372,15 @@ static void ensure_fibers(int n)
 		gpu_emu_die("out of memory for %d fibers", n);
 	emu.fibers = nf;
 	emu.perm = np;
-	long page = sysconf(_SC_PAGESIZE);
+	size_t page = page_size;
 	for (int i = emu.fiber_cap; i < n; i++) {
-		void *m = mmap(nullptr, STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
+		void *m = mmap(nullptr, STACK_SIZE + page, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
 		if (m == MAP_FAILED)
 			gpu_emu_die("cannot map a %zu-byte fiber stack: %s", STACK_SIZE, strerror(errno));
 		/* The guard page: a thread that overflows its stack faults instead of writing into
 		 * its neighbour's. */
-		if (mprotect(m, (size_t)page, PROT_NONE) < 0)
+		if (mprotect(m, page, PROT_NONE) < 0)
 			gpu_emu_die("cannot protect a fiber stack's guard page: %s", strerror(errno));
 		memset(&emu.fibers[i], 0, sizeof(emu.fibers[i]));
 		emu.fibers[i].stack = (char *)m + page;
@@ -637,9 +642,61 @@ static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+#if !EMU_ASAN
+/* A fault in a fiber's guard page is a kernel thread overflowing its stack: say so, with the
+ * kernel and the thread, then abort. Any other fault goes back to the previous handler. ASan
+ * builds keep ASan's handler, which reports the kernel's source line. */
+static struct sigaction previous_segv;
+
+static void segv_handler(int sig, siginfo_t *si, void *ucontext)
+{
+	(void)sig;
+	(void)ucontext;
+	struct fiber *f = emu.cur;
+	char *a = (char *)si->si_addr;
+	if (f && a >= f->stack - page_size && a < f->stack) {
+		char name[256], msg[768];
+		kernel_name(name, sizeof(name));
+		int n = snprintf(msg, sizeof(msg),
+				 "gpu-emu: thread (%u,%u,%u) overflowed its %zu KiB fiber stack in " WHERE_FMT
+				 "; set HOLOD_GPU_EMU_STACK to more (e.g. 1M) or shrink the kernel's local arrays\n",
+				 f->tid.x, f->tid.y, f->tid.z, STACK_SIZE >> 10, WHERE_ARGS(name));
+		if (n > 0 && write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1) < 0)
+			n = 0;
+		signal(SIGABRT, SIG_DFL);
+		abort();
+	}
+	sigaction(SIGSEGV, &previous_segv, nullptr);
+}
+
+static void install_overflow_handler(void)
+{
+	static char alt[64 << 10];
+	stack_t ss = {};
+	ss.ss_sp = alt;
+	ss.ss_size = sizeof(alt);
+	if (sigaltstack(&ss, nullptr) < 0)
+		return;
+	struct sigaction sa = {};
+	sa.sa_sigaction = segv_handler;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, &previous_segv);
+}
+#endif
+
 static void *worker_main(void *arg)
 {
 	(void)arg;
+	page_size = (size_t)sysconf(_SC_PAGESIZE);
+	STACK_SIZE = gpu_emu_parse_size(getenv("HOLOD_GPU_EMU_STACK"), STACK_DEFAULT, "HOLOD_GPU_EMU_STACK");
+	if (STACK_SIZE < STACK_MIN || STACK_SIZE > STACK_MAX)
+		gpu_emu_die("HOLOD_GPU_EMU_STACK=%zu: a fiber stack must be from %zu KiB to %zu MiB", STACK_SIZE,
+			    STACK_MIN >> 10, STACK_MAX >> 20);
+	STACK_SIZE = (STACK_SIZE + page_size - 1) / page_size * page_size;
+#if !EMU_ASAN
+	install_overflow_handler();
+#endif
 	tls_marker = 1;
 	dl_iterate_phdr(find_tls, nullptr);
 	if (!emu.tls_begin)

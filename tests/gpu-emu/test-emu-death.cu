@@ -1,6 +1,7 @@
 /* gpu-emu suite: the emulation aborts a broken kernel with a message that names the source lines
  * involved: a divergent barrier, deadlocks (a lane named in a mask that exits; a barrier against
- * a warp collective), a mask that does not name its caller, and (when built with ASan) an
+ * a warp collective), a mask that does not name its caller, a thread overflowing its fiber stack,
+ * and (when built with ASan) an
  * out-of-bounds read reported at the kernel's source file. Each case runs in a child process (this
  * program re-executed with the case's name); the parent checks that it died and what it said.
  * The lines are found by the markers in this file's comments. */
@@ -54,6 +55,15 @@ static __global__ void oob_kernel(const float *in, float *out, int n)
 	out[threadIdx.x] = in[threadIdx.x + n]; /* MARK_OOB */
 }
 
+/* 256 KiB of locals against a 64 KiB fiber stack (HOLOD_GPU_EMU_STACK, set by the parent). */
+static __global__ void stack_kernel(float *out, int n)
+{
+	volatile char buf[256 << 10];
+	for (int i = 0; i < n; i++)
+		buf[i] = (char)i;
+	out[threadIdx.x] = buf[n / 2];
+}
+
 static int child(const char *name)
 {
 	float *f;
@@ -69,6 +79,8 @@ static int child(const char *name)
 		klaunch(barrier_vs_warp_kernel, dim3(1), dim3(32), 0, 0, f);
 	else if (n == "foreign-mask")
 		klaunch(foreign_mask_kernel, dim3(1), dim3(32), 0, 0, i);
+	else if (n == "stack")
+		klaunch(stack_kernel, dim3(1), dim3(4), 0, 0, f, 256 << 10);
 	else if (n == "oob")
 		klaunch(oob_kernel, dim3(1), dim3(64), 0, 0, (const float *)f, f, 1);
 	fprintf(stderr, "child %s: the kernel ran to its end\n", name);
@@ -136,6 +148,8 @@ int main(int argc, char **argv)
 	if (argc == 2)
 		return child(argv[1]);
 	const char *self = "/proc/self/exe";
+	/* ASan reports by exiting unless told to abort (meson's test environment tells it). */
+	setenv("ASAN_OPTIONS", "abort_on_error=1", 0);
 	std::string out = run_child(self, "divergent");
 	expect(out, "divergent __syncthreads", "divergent");
 	expect(out, site("MARK_DIVERGENT_A"), "divergent");
@@ -156,6 +170,17 @@ int main(int argc, char **argv)
 	out = run_child(self, "foreign-mask");
 	expect(out, site("MARK_FOREIGN"), "foreign-mask");
 	expect(out, "does not name it", "foreign-mask");
+
+	setenv("HOLOD_GPU_EMU_STACK", "64K", 1);
+	out = run_child(self, "stack");
+	unsetenv("HOLOD_GPU_EMU_STACK");
+#if defined(__SANITIZE_ADDRESS__)
+	expect(out, "stack-overflow", "stack"); /* ASan's report, at the kernel's frame */
+	expect(out, "in stack_kernel " __FILE__, "stack");
+#else
+	expect(out, "overflowed its 64 KiB fiber stack", "stack");
+	expect(out, "stack_kernel", "stack");
+#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 	out = run_child(self, "oob");
