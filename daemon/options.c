@@ -28,6 +28,8 @@ enum option_type {
 #define OPT_MAX_TEMPERATURE 2.0
 /* Tokens a session must leave for the prompt besides one step's decode budget. */
 #define OPT_MIN_PROMPT_ROOM 1024u
+/* Highest CUDA device index --device accepts. */
+#define OPT_MAX_DEVICE 63u
 
 struct option_def {
 	const char *name; /* --name on the command line, name in the config file */
@@ -70,6 +72,8 @@ static const struct option_def options[] = {
 	{"backend", "HOLOD_BACKEND", OPT_BACKEND, OFF(backend), 0, 0, "auto", "B",
 	 "where the language model runs: auto, cpu or cuda (auto: cuda when a device can run it, "
 	 "else the cpu; a backend that cannot is refused at start-up)", true},
+	{"device", "HOLOD_DEVICE", OPT_UINT, OFF(device), 0, OPT_MAX_DEVICE, "0", "N",
+	 "CUDA device the language model runs on (--backend cuda or auto)", true},
 	{"precision", "HOLOD_PRECISION", OPT_PRECISION, OFF(precision), 0, 0, "default", "P",
 	 "precision of the language model: default, bf16 or fp32 (default: fp32 on the cpu, bf16 "
 	 "on cuda)", true},
@@ -308,6 +312,7 @@ static int resolve_defaults(struct holod_config *cfg)
 	}
 	/* A backend that cannot run the model is refused here, before anything starts, rather
 	 * than replaced by the CPU. Without a model the option has nothing to check. */
+	cfg->engine_backend.device = (int)cfg->device;
 	if (cfg->model_dir) {
 		char msg[256];
 		if ((r = engine_backend_resolve(&cfg->engine_backend, msg, sizeof(msg))) < 0) {

@@ -4,7 +4,7 @@
  *              [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]
  *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
  *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
- *              [--backend auto|cpu|cuda] [--precision bf16|fp32]
+ *              [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
@@ -65,7 +65,8 @@ static void usage(FILE *f)
 		"                  [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
 		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
-		"                  [--think] [--max-tiles N] [--backend B] [--precision P]\n"
+		"                  [--think] [--max-tiles N] [--backend B] [--device N]\n"
+		"                  [--precision P]\n"
 		"\n"
 		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
 		"  --max-tokens N   tokens to generate (default 64)\n"
@@ -84,6 +85,7 @@ static void usage(FILE *f)
 		"  --max-tiles N    tile budget per image, below the checkpoint's (default: its own)\n"
 		"  --backend B      auto, cpu or cuda (default auto: cuda when a device can run the\n"
 		"                   model, else the cpu)\n"
+		"  --device N       CUDA device index (default 0)\n"
 		"  --precision P    bf16 or fp32 (default: fp32 on the cpu, bf16 on cuda)\n");
 }
 
@@ -327,6 +329,7 @@ int main(int argc, char **argv)
 		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
 		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
 		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES, OPT_BACKEND, OPT_PRECISION,
+		OPT_DEVICE,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -349,6 +352,7 @@ int main(int argc, char **argv)
 		{"max-tiles", required_argument, NULL, OPT_MAX_TILES},
 		{"backend", required_argument, NULL, OPT_BACKEND},
 		{"precision", required_argument, NULL, OPT_PRECISION},
+		{"device", required_argument, NULL, OPT_DEVICE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -467,6 +471,13 @@ int main(int argc, char **argv)
 			if (engine_precision_parse(optarg, &bopts.precision) < 0)
 				goto bad_value;
 			break;
+		case OPT_DEVICE: {
+			long v = strtol(optarg, &end, 10);
+			if (*end || errno || v < 0 || v > INT_MAX)
+				goto bad_value;
+			bopts.device = (int)v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;

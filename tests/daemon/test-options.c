@@ -114,6 +114,13 @@ int main(void)
 	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--precision", "fp8", NULL}) < 0);
 	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--device", "64", NULL}) < 0);
+	options_finish(&cfg);
+	setenv("HOLOD_DEVICE", "3", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", NULL}) == 0);
+	CHECK_INT_EQ(cfg.engine_backend.device, 3);
+	options_finish(&cfg);
+	unsetenv("HOLOD_DEVICE");
 	char *errlog = path_join(dir, "stderr.txt");
 	fflush(stderr);
 	int saved = dup(2);

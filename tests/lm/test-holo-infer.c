@@ -162,6 +162,12 @@ int main(int argc, char **argv)
 	      strstr(out, "cannot run the language model yet") != NULL);
 	CHECK(strstr(out, "prefill:") == NULL);
 	free(out);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda --device 7 2>&1",
+		 exe, root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 1);
+	CHECK(strstr(out, "CUDA device 7 does not exist") != NULL ||
+	      strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL);
+	free(out);
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 1 --backend cpu "
 		 "--precision fp32 2>&1 >/dev/null", exe, root(), mamba);

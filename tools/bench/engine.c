@@ -3,7 +3,7 @@
  * fraction of its ceiling (weight bytes read per token / bandwidth).
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
- *                     [--backend auto|cpu|cuda] [--precision bf16|fp32]
+ *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
  *
  * SPEC is a comma-separated list of key=value overriding the default random model (a ~0.7B
  * parameter bf16 Nemotron-H): pattern, hidden, vocab, intermediate, heads, kv_heads, head_dim,
@@ -31,13 +31,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
-		   "                         [--threads N] [--backend B] [--precision P]\n"
+		   "                         [--threads N] [--backend B] [--device N] [--precision P]\n"
 		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
 		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
 		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
 		   "  --prompt N     prefill length (default 512)\n"
 		   "  --decode N     decode steps (default 32)\n"
 		   "  --backend B    auto, cpu or cuda (default auto)\n"
+		   "  --device N     CUDA device index (default 0)\n"
 		   "  --precision P  bf16 or fp32 (default: the backend's own)\n");
 }
 
@@ -262,6 +263,7 @@ int bench_engine_main(int argc, char **argv)
 		{"prompt", required_argument, NULL, 'p'}, {"decode", required_argument, NULL, 'd'},
 		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
 		{"backend", required_argument, NULL, 'b'}, {"precision", required_argument, NULL, 'P'},
+		{"device", required_argument, NULL, 'D'},
 		{0},
 	};
 	struct lm_random_spec sp = {
@@ -310,6 +312,14 @@ int bench_engine_main(int argc, char **argv)
 				fprintf(stderr, "holo-bench engine: invalid backend '%s'\n", optarg);
 				return 2;
 			}
+			break;
+		case 'D':
+			bopts.device = (int)strtol(optarg, &end, 10);
+			if (*end || bopts.device < 0) {
+				fprintf(stderr, "holo-bench engine: invalid device '%s'\n", optarg);
+				return 2;
+			}
+			end = NULL;
 			break;
 		case 'P':
 			if (engine_precision_parse(optarg, &bopts.precision) < 0) {
