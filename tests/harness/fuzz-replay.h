@@ -1,9 +1,11 @@
 /* The replay driver of the fuzz targets' seed corpora (the `unit` tests fuzz-*-corpus).
  *
  * Every file of `dir` named ok-* must be accepted and every bad-* rejected by `one` (true when
- * the target accepted the input). Each input is an exact-size heap copy, so ASan reports a read
- * of even one byte past it. Returns the test's exit code: 1 when a file cannot be read, an
- * outcome differs, or fewer than `min_files` files were replayed; else 0.
+ * the target accepted the input), in the order of their names, so that a target with state
+ * (fuzz-http's server) sees the same history on every file system. Each input is an exact-size
+ * heap copy, so ASan reports a read of even one byte past it. Returns the test's exit code: 1
+ * when a file cannot be read, an outcome differs, or fewer than `min_files` files were
+ * replayed; else 0.
  */
 #pragma once
 
@@ -18,15 +20,16 @@
 static inline int fuzz_replay(const char *dir, bool (*one)(const uint8_t *data, size_t size),
 			      int min_files)
 {
-	struct dirent *e;
+	struct dirent **names, *e;
 	int failures = 0, files = 0;
-	DIR *d = opendir(dir);
+	int n = scandir(dir, &names, NULL, alphasort);
 
-	if (!d) {
+	if (n < 0) {
 		fprintf(stderr, "%s: %s\n", dir, strerror(errno));
 		return 1;
 	}
-	while ((e = readdir(d))) {
+	for (int i = 0; i < n; free(names[i++])) {
+		e = names[i];
 		bool want_ok = strncmp(e->d_name, "ok-", 3) == 0;
 		char path[4096];
 		uint8_t *buf;
@@ -58,7 +61,7 @@ static inline int fuzz_replay(const char *dir, bool (*one)(const uint8_t *data, 
 		free(buf);
 		files++;
 	}
-	closedir(d);
+	free(names);
 	fprintf(stderr, "%d corpus files, %d failures\n", files, failures);
 	if (files < min_files) {
 		fprintf(stderr, "corpus too small: %d files (at least %d)\n", files, min_files);
