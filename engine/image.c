@@ -106,6 +106,13 @@ struct engine_image *engine_image_from_rgb(int width, int height, size_t stride,
 
 /* ---- PNG ---------------------------------------------------------------------------------- */
 
+/* Ancillary chunks that libpng reads whole into a buffer of the size their length field
+ * claims, up to 2^31 - 1, before reading them (libpng 1.6.39 does not apply
+ * png_set_chunk_malloc_max to these): a 571-byte file with an sPLT chunk made it allocate
+ * 1.9 GB. None of them changes the RGB pixels (text, ICC profile, suggested palettes, EXIF,
+ * calibration, scale), so they are skipped unread, like unknown chunks. */
+static const png_byte png_ignored_chunks[] = "iCCP\0sPLT\0tEXt\0zTXt\0iTXt\0eXIf\0pCAL\0sCAL";
+
 struct png_source {
 	const uint8_t *data;
 	size_t len;
@@ -177,6 +184,8 @@ static struct engine_image *decode_png(const uint8_t *data, size_t len, const ch
 	png_set_read_fn(png, &src, png_read_fn);
 	/* Our own limits below give EFBIG; libpng's would only say "exceeds user limit". */
 	png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
+	png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, png_ignored_chunks,
+				    (int)(sizeof(png_ignored_chunks) / 5));
 	png_read_info(png, info);
 	png_get_IHDR(png, info, &width, &height, &bit_depth, &color_type, NULL, NULL, NULL);
 	if (width > ENGINE_IMAGE_MAX_DIM || height > ENGINE_IMAGE_MAX_DIM ||
