@@ -134,6 +134,29 @@ int gpu_relu2(struct gpu_context *g, const float *u, void *out, enum gpu_dtype o
 int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, void *k_cache,
 		  void *v_cache, enum gpu_dtype dtype, int kv_dim, int rows, const int32_t *pos);
 
+/* Causal GQA attention without positions (attention.cu), the device form of
+ * lm_attention_heads(): `rows` new positions, whose K and V rows are already in the caches,
+ * attend over the n0 positions before them and themselves. Query head i (of hq) uses KV head
+ * i / (hq / hkv); row t attends to positions s <= n0 + t with softmax(q . k_s / sqrt(dh)) over
+ * v_s. q: fp32 [rows][ldq] (head i at column i * dh); k, v: the caches, [>= n0 + rows][hkv * dh]
+ * of kv_dtype; o: [rows][ldo] of o_dtype (head i at column i * dh), not overlapping q.
+ * n0 is read from device memory at *pos when pos is not NULL (a captured decode graph stays
+ * valid as the sequence grows), else taken from the argument. max_len >= n0 + rows bounds every
+ * length the call will see; it sizes the grid, so a graph captured with it serves every length
+ * up to it. scratch: gpu_attention_scratch_floats(rows, max_len, hq, dh) fp32 of device memory
+ * (may be NULL when that is 0), not shared with a concurrent call.
+ * Work: rows of 16 or more with a bf16 cache and dh a multiple of 16 up to
+ * GPU_ATTN_WMMA_MAX_HEAD_DIM run flash-style on tensor cores (bf16 q, probabilities and values,
+ * fp32 accumulation and softmax); the rest (decode, fp32) run in fp32 over splits of
+ * GPU_ATTN_SPLIT positions of the sequence in parallel, then a combine. */
+#define GPU_ATTN_MAX_HEAD_DIM 1024
+#define GPU_ATTN_WMMA_MAX_HEAD_DIM 128
+#define GPU_ATTN_SPLIT 256
+size_t gpu_attention_scratch_floats(int rows, int max_len, int hq, int dh);
+int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void *k, const void *v,
+		  enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos,
+		  int n0, int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
+
 #ifdef __cplusplus
 }
 #pragma GCC diagnostic pop

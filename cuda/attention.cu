@@ -1,0 +1,367 @@
+// Causal GQA attention without positions (gpu.h gpu_attention): a split-sequence fp32 kernel with
+// a combine (decode, fp32 precision), and a flash-style WMMA kernel for bf16 prefill.
+#include "gpu.h"
+#include "gpu_internal.h"
+#include "klaunch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <math.h>
+#include <mma.h>
+
+using namespace nvcuda;
+
+static __device__ inline float to_f32(float v) { return v; }
+static __device__ inline float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ inline void store(float *p, float v) { *p = v; }
+static __device__ inline void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+static __device__ inline float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ inline float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* Reduction over the block (blockDim.x a multiple of 32); every thread gets the result.
+ * red: 33 floats of shared memory; consecutive calls may share it. */
+template <bool MAX>
+static __device__ float block_reduce(float v, float *red)
+{
+	v = MAX ? warp_max(v) : warp_sum(v);
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (lane == 0)
+		red[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		v = lane < (int)(blockDim.x / 32) ? red[lane] : (MAX ? -INFINITY : 0.0f);
+		v = MAX ? warp_max(v) : warp_sum(v);
+		if (lane == 0)
+			red[32] = v;
+	}
+	__syncthreads();
+	return red[32];
+}
+
+/* ---- split-sequence fp32 path ---------------------------------------------------------------- */
+
+static constexpr int SPLIT_THREADS = 128;
+
+/* One block per (query head, row, split of GPU_ATTN_SPLIT positions): the split's unnormalised
+ * partial result acc[dh] = sum_j exp(s_j - m) v_j, then m and l = sum_j exp(s_j - m), into
+ * part[row][head][split][dh + 2]. A split past the row's length writes m = -inf, l = 0. */
+template <typename KV>
+static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq, const KV *__restrict__ k,
+					 const KV *__restrict__ v, int group, int hkv, int dh,
+					 const int32_t *__restrict__ pos, int n0_arg, int splits, float scale,
+					 float *__restrict__ part)
+{
+	GPU_DYNAMIC_SHARED(float, sm);
+	float *qs = sm, *p = sm + dh, *red = p + GPU_ATTN_SPLIT;
+	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+	const int len = (pos ? *pos : n0_arg) + t + 1;
+	const int start = sp * GPU_ATTN_SPLIT, end = min(start + GPU_ATTN_SPLIT, len);
+	float *out = part + (((size_t)t * gridDim.x + h) * splits + sp) * (size_t)(dh + 2);
+	if (start >= end) { /* the same for the whole block */
+		if (threadIdx.x == 0) {
+			out[dh] = -INFINITY;
+			out[dh + 1] = 0.0f;
+		}
+		return;
+	}
+	const float *qr = q + (size_t)t * ldq + (size_t)h * dh;
+	for (int d = threadIdx.x; d < dh; d += blockDim.x)
+		qs[d] = qr[d];
+	__syncthreads();
+
+	const size_t kvd = (size_t)hkv * dh, off = (size_t)(h / group) * dh;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+	for (int j = start + warp; j < end; j += nw) {
+		const KV *kr = k + (size_t)j * kvd + off;
+		float s = 0.0f;
+		for (int d = lane; d < dh; d += 32)
+			s += qs[d] * to_f32(kr[d]);
+		s = warp_sum(s);
+		if (lane == 0)
+			p[j - start] = s * scale;
+	}
+	__syncthreads();
+
+	const int n = end - start;
+	float mx = -INFINITY;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		mx = fmaxf(mx, p[i]);
+	mx = block_reduce<true>(mx, red);
+	float sum = 0.0f;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		float e = expf(p[i] - mx);
+		p[i] = e;
+		sum += e;
+	}
+	sum = block_reduce<false>(sum, red); /* its barrier also publishes p[] */
+
+	for (int d = threadIdx.x; d < dh; d += blockDim.x) {
+		const KV *vc = v + (size_t)start * kvd + off + d;
+		float acc = 0.0f;
+		for (int j = 0; j < n; j++)
+			acc += p[j] * to_f32(vc[(size_t)j * kvd]);
+		out[d] = acc;
+	}
+	if (threadIdx.x == 0) {
+		out[dh] = mx;
+		out[dh + 1] = sum;
+	}
+}
+
+/* One block per (query head, row): o = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M). */
+template <typename OutT>
+static __global__ void attn_combine_kernel(const float *__restrict__ part, int dh, int splits, OutT *__restrict__ o,
+					   size_t ldo)
+{
+	const int h = blockIdx.x, t = blockIdx.y;
+	const size_t stride = (size_t)dh + 2;
+	const float *pp = part + ((size_t)t * gridDim.x + h) * splits * stride;
+	float M = -INFINITY;
+	for (int s = 0; s < splits; s++)
+		M = fmaxf(M, pp[s * stride + dh]);
+	float L = 0.0f;
+	for (int s = 0; s < splits; s++) {
+		float ms = pp[s * stride + dh];
+		if (ms != -INFINITY)
+			L += pp[s * stride + dh + 1] * expf(ms - M);
+	}
+	OutT *orow = o + (size_t)t * ldo + (size_t)h * dh;
+	for (int d = threadIdx.x; d < dh; d += blockDim.x) {
+		float acc = 0.0f;
+		for (int s = 0; s < splits; s++) {
+			float ms = pp[s * stride + dh];
+			if (ms != -INFINITY)
+				acc += pp[s * stride + d] * expf(ms - M);
+		}
+		store(orow + d, acc / L);
+	}
+}
+
+/* ---- flash-style WMMA path (bf16 cache) ------------------------------------------------------ */
+
+static constexpr int WM_WARPS = 2;            /* each warp owns 16 query rows */
+static constexpr int WM_QT = 16 * WM_WARPS;   /* query rows per block */
+static constexpr int WM_KT = 32;              /* keys per tile: one per lane in the softmax */
+
+/* Shared memory of the WMMA kernel for a head dim padded to dhp (a multiple of 16); every region
+ * starts 32-byte aligned, as WMMA loads and stores need. */
+struct wm_layout {
+	size_t q, k, v, s, p, o, ml, total;
+};
+
+static __host__ __device__ inline size_t wm_align(size_t n)
+{
+	return (n + 31) & ~(size_t)31;
+}
+
+static __host__ __device__ inline wm_layout wm_layout_of(int dhp)
+{
+	wm_layout l;
+	l.q = 0;
+	l.k = l.q + wm_align((size_t)WM_QT * dhp * 2);
+	l.v = l.k + wm_align((size_t)WM_KT * dhp * 2);
+	l.s = l.v + wm_align((size_t)WM_KT * dhp * 2);
+	l.p = l.s + wm_align((size_t)WM_WARPS * 16 * WM_KT * 4);
+	l.o = l.p + wm_align((size_t)WM_WARPS * 16 * WM_KT * 2);
+	l.ml = l.o + wm_align((size_t)WM_WARPS * 16 * dhp * 4);
+	l.total = l.ml + wm_align((size_t)WM_WARPS * 16 * 2 * 4);
+	return l;
+}
+
+/* One block per (query head, tile of WM_QT rows). Keys stream through shared memory in tiles of
+ * WM_KT; per tile each warp computes S = Q K^T on tensor cores, updates its rows' running max m
+ * and sum l (online softmax, fp32), rescales its fp32 output rows by exp(m_old - m_new) and adds
+ * P V with P rounded to bf16. Rows past `rows` compute like the last row and are not stored. */
+template <typename OutT>
+static __global__ void attn_wmma_kernel(const float *__restrict__ q, size_t ldq, const __nv_bfloat16 *__restrict__ k,
+					const __nv_bfloat16 *__restrict__ v, int group, int hkv, int dh, int dhp,
+					int rows, const int32_t *__restrict__ pos, int n0_arg, float scale,
+					OutT *__restrict__ o, size_t ldo)
+{
+	GPU_DYNAMIC_SHARED(unsigned char, smem);
+	const wm_layout L = wm_layout_of(dhp);
+	__nv_bfloat16 *qs = (__nv_bfloat16 *)(smem + L.q), *ks = (__nv_bfloat16 *)(smem + L.k);
+	__nv_bfloat16 *vs = (__nv_bfloat16 *)(smem + L.v);
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	float *S = (float *)(smem + L.s) + warp * 16 * WM_KT;
+	__nv_bfloat16 *P = (__nv_bfloat16 *)(smem + L.p) + warp * 16 * WM_KT;
+	float *O = (float *)(smem + L.o) + (size_t)warp * 16 * dhp;
+	float *ml = (float *)(smem + L.ml) + warp * 16 * 2;
+
+	const int h = blockIdx.x, t0 = blockIdx.y * WM_QT;
+	const int n0 = pos ? *pos : n0_arg;
+	const size_t kvd = (size_t)hkv * dh, off = (size_t)(h / group) * dh;
+	const int last = min(t0 + WM_QT, rows) - 1;
+	const int kend = n0 + last + 1; /* keys the tile needs */
+
+	for (int i = threadIdx.x; i < WM_QT * dhp; i += blockDim.x) {
+		int r = i / dhp, d = i % dhp, t = t0 + r;
+		qs[i] = __float2bfloat16_rn(t < rows && d < dh ? q[(size_t)t * ldq + (size_t)h * dh + d] : 0.0f);
+	}
+	for (int i = lane; i < 16 * dhp; i += 32)
+		O[i] = 0.0f;
+	if (lane < 16) {
+		ml[lane * 2] = -INFINITY;
+		ml[lane * 2 + 1] = 0.0f;
+	}
+	__syncthreads();
+
+	for (int kb = 0; kb < kend; kb += WM_KT) {
+		for (int i = threadIdx.x; i < WM_KT * dhp; i += blockDim.x) {
+			int r = i / dhp, d = i % dhp, j = kb + r;
+			bool in = j < kend && d < dh;
+			ks[i] = in ? k[(size_t)j * kvd + off + d] : __float2bfloat16_rn(0.0f);
+			vs[i] = in ? v[(size_t)j * kvd + off + d] : __float2bfloat16_rn(0.0f);
+		}
+		__syncthreads();
+
+		for (int nb = 0; nb < WM_KT / 16; nb++) {
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+			wmma::fill_fragment(acc, 0.0f);
+			for (int kk = 0; kk < dhp / 16; kk++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+				wmma::load_matrix_sync(a, qs + (size_t)warp * 16 * dhp + kk * 16, dhp);
+				wmma::load_matrix_sync(b, ks + (size_t)nb * 16 * dhp + kk * 16, dhp);
+				wmma::mma_sync(acc, a, b, acc);
+			}
+			wmma::store_matrix_sync(S + nb * 16, acc, WM_KT, wmma::mem_row_major);
+		}
+		__syncwarp();
+
+		for (int r = 0; r < 16; r++) {
+			int t = min(t0 + warp * 16 + r, rows - 1), j = kb + lane;
+			float sv = j <= n0 + t ? S[r * WM_KT + lane] * scale : -INFINITY;
+			float m_old = ml[r * 2], m_new = fmaxf(m_old, warp_max(sv));
+			/* m_new is finite: key 0 is in the first tile and every row may see it */
+			__nv_bfloat16 pb = __float2bfloat16_rn(sv == -INFINITY ? 0.0f : expf(sv - m_new));
+			P[r * WM_KT + lane] = pb;
+			float rs = warp_sum(__bfloat162float(pb)), alpha = expf(m_old - m_new);
+			for (int d = lane; d < dhp; d += 32)
+				O[r * dhp + d] *= alpha;
+			float l_new = ml[r * 2 + 1] * alpha + rs;
+			__syncwarp();
+			if (lane == 0) {
+				ml[r * 2] = m_new;
+				ml[r * 2 + 1] = l_new;
+			}
+		}
+		__syncwarp();
+
+		for (int nb = 0; nb < dhp / 16; nb++) {
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+			wmma::load_matrix_sync(acc, O + nb * 16, dhp, wmma::mem_row_major);
+			for (int kk = 0; kk < WM_KT / 16; kk++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+				wmma::load_matrix_sync(a, P + kk * 16, WM_KT);
+				wmma::load_matrix_sync(b, vs + (size_t)kk * 16 * dhp + nb * 16, dhp);
+				wmma::mma_sync(acc, a, b, acc);
+			}
+			wmma::store_matrix_sync(O + nb * 16, acc, dhp, wmma::mem_row_major);
+		}
+		__syncthreads(); /* the next tile overwrites ks and vs; O is re-read below */
+	}
+
+	for (int r = 0; r < 16; r++) {
+		int t = t0 + warp * 16 + r;
+		if (t >= rows)
+			break;
+		float inv = 1.0f / ml[r * 2 + 1];
+		OutT *orow = o + (size_t)t * ldo + (size_t)h * dh;
+		for (int d = lane; d < dh; d += 32)
+			store(orow + d, O[r * dhp + d] * inv);
+	}
+}
+
+/* ---- launcher ------------------------------------------------------------------------------- */
+
+static int splits_of(int max_len)
+{
+	return (max_len + GPU_ATTN_SPLIT - 1) / GPU_ATTN_SPLIT;
+}
+
+extern "C" size_t gpu_attention_scratch_floats(int rows, int max_len, int hq, int dh)
+{
+	if (rows < 1 || max_len < 1 || hq < 1 || dh < 1)
+		return 0;
+	return (size_t)rows * hq * splits_of(max_len) * ((size_t)dh + 2);
+}
+
+template <typename OutT>
+static void launch_split(const float *q, size_t ldq, const void *k, const void *v, enum gpu_dtype kv_dtype,
+			 int hq, int hkv, int dh, int rows, const int32_t *pos, int n0, int max_len, OutT *o,
+			 size_t ldo, float *scratch, cudaStream_t s)
+{
+	const int splits = splits_of(max_len), group = hq / hkv;
+	const float scale = 1.0f / sqrtf((float)dh);
+	const size_t smem = ((size_t)dh + GPU_ATTN_SPLIT + 33) * sizeof(float);
+	const dim3 grid(hq, rows, splits);
+	if (kv_dtype == GPU_DTYPE_BF16)
+		klaunch(attn_split_kernel<__nv_bfloat16>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq,
+			(const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, group, hkv, dh, pos, n0, splits, scale,
+			scratch);
+	else
+		klaunch(attn_split_kernel<float>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, (const float *)k,
+			(const float *)v, group, hkv, dh, pos, n0, splits, scale, scratch);
+	int threads = (dh + 31) / 32 * 32;
+	klaunch(attn_combine_kernel<OutT>, dim3(hq, rows), dim3(threads < 256 ? threads : 256), 0, s,
+		(const float *)scratch, dh, splits, o, ldo);
+}
+
+template <typename OutT>
+static void launch_wmma(const float *q, size_t ldq, const void *k, const void *v, int hq, int hkv, int dh,
+			int rows, const int32_t *pos, int n0, OutT *o, size_t ldo, cudaStream_t s)
+{
+	const int dhp = (dh + 15) / 16 * 16;
+	klaunch(attn_wmma_kernel<OutT>, dim3(hq, (rows + WM_QT - 1) / WM_QT), dim3(32 * WM_WARPS),
+		wm_layout_of(dhp).total, s, q, ldq, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, hq / hkv,
+		hkv, dh, dhp, rows, pos, n0, 1.0f / sqrtf((float)dh), o, ldo);
+}
+
+extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void *k, const void *v,
+			     enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos,
+			     int n0, int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch)
+{
+	if (!g || !q || !k || !v || !o || hq < 1 || hkv < 1 || hq % hkv || dh < 1 ||
+	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > GPU_MAX_ROWS || n0 < 0 || max_len < 1 ||
+	    max_len > GPU_MAX_ROWS || (!pos && n0 + rows > max_len) ||
+	    (kv_dtype != GPU_DTYPE_F32 && kv_dtype != GPU_DTYPE_BF16) ||
+	    (o_dtype != GPU_DTYPE_F32 && o_dtype != GPU_DTYPE_BF16) || ldq < (size_t)hq * dh ||
+	    ldo < (size_t)hq * dh)
+		return -EINVAL;
+	if (rows == 0)
+		return 0;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	const bool wmma_path = kv_dtype == GPU_DTYPE_BF16 && rows >= 16 && dh % 16 == 0 &&
+			       dh <= GPU_ATTN_WMMA_MAX_HEAD_DIM;
+	if (wmma_path) {
+		if (o_dtype == GPU_DTYPE_BF16)
+			launch_wmma(q, ldq, k, v, hq, hkv, dh, rows, pos, n0, (__nv_bfloat16 *)o, ldo, s);
+		else
+			launch_wmma(q, ldq, k, v, hq, hkv, dh, rows, pos, n0, (float *)o, ldo, s);
+	} else {
+		if (!scratch)
+			return -EINVAL;
+		if (o_dtype == GPU_DTYPE_BF16)
+			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len, (__nv_bfloat16 *)o,
+				     ldo, scratch, s);
+		else
+			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len, (float *)o, ldo,
+				     scratch, s);
+	}
+	return GPU_CHECK(cudaGetLastError());
+}
