@@ -12,6 +12,7 @@
  *   order (1e-5 vmax), the WMMA path rounds q and the probabilities to bf16 (2^-9 relative
  *   each), so 8e-3 vmax (2.7e-3 measured);
  * - a bf16 output adds 2^-8 of the value. */
+#include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include "common.h"
 #include "cpu.h"
 #include "gpu.h"
+#include "gpu_internal.h"
 #include "lm.h"
 #include "model.h"
 #include "test.h"
@@ -172,6 +174,109 @@ static void check_growing_decode(void)
 	free(q), free(k), free(v), free(want), free(got);
 }
 
+/* One decode step captured once as a CUDA graph and replayed while the sequence grows, as the
+ * CUDA backend replays it per token: append the new K/V rows at the device-side position,
+ * attend, then the output projection accumulated into the residual (gpu_gemm). Each replay must
+ * equal the same calls launched eagerly, bit for bit, and the CPU's attention_layer ops within
+ * the fp32 tolerances. */
+struct step_bufs {
+	void *q, *kn, *vn, *kc, *vc, *o, *w, *h, *scratch, *pos;
+};
+
+static int queue_step(struct gpu_blas *gb, const struct step_bufs *b, int hq, int hkv, int dh, int d,
+		      int max_len)
+{
+	int r = gpu_kv_append(g, b->kn, b->vn, b->kc, b->vc, GPU_DTYPE_F32, hkv * dh, 1, b->pos);
+	if (r >= 0)
+		r = gpu_attention(g, b->q, (size_t)hq * dh, b->kc, b->vc, GPU_DTYPE_F32, hq, hkv, dh, 1, b->pos, 0,
+				  max_len, b->o, GPU_DTYPE_F32, (size_t)hq * dh, b->scratch);
+	if (r >= 0)
+		r = gpu_gemm(gb, b->w, GPU_DTYPE_F32, d, hq * dh, b->o, (size_t)hq * dh, 1, b->h, GPU_DTYPE_F32, d,
+			     true);
+	return r;
+}
+
+static void check_decode_graph(void)
+{
+	enum { hq = 6, hkv = 2, dh = 16, d = 40, max_len = GPU_ATTN_SPLIT + 40, q_dim = hq * dh, kv_dim = hkv * dh };
+	float *k = xmalloc((size_t)max_len * kv_dim * 4), *v = xmalloc((size_t)max_len * kv_dim * 4);
+	float *w = xmalloc((size_t)d * q_dim * 4), *q = xmalloc((size_t)q_dim * 4), *o = xmalloc((size_t)q_dim * 4);
+	float kn[kv_dim], vn[kv_dim], h0[d], want[d], eager[d], replay[d];
+	for (size_t i = 0; i < (size_t)max_len * kv_dim; i++)
+		k[i] = frand(), v[i] = frand();
+	for (int i = 0; i < d * q_dim; i++)
+		w[i] = frand();
+	struct step_bufs b;
+	b.q = dev_from(NULL, (size_t)q_dim * 4);
+	b.kn = dev_from(NULL, sizeof(kn)), b.vn = dev_from(NULL, sizeof(vn));
+	b.kc = dev_from(k, (size_t)max_len * kv_dim * 4), b.vc = dev_from(v, (size_t)max_len * kv_dim * 4);
+	b.o = dev_from(NULL, (size_t)q_dim * 4), b.w = dev_from(w, (size_t)d * q_dim * 4);
+	b.h = dev_from(NULL, sizeof(h0));
+	b.scratch = dev_from(NULL, gpu_attention_scratch_floats(1, max_len, hq, dh) * 4);
+	b.pos = dev_from(NULL, sizeof(int32_t));
+	struct gpu_blas *gb = gpu_blas_create(g);
+	REQUIRE(gb);
+	struct tensor wt = {.data = w, .dtype = TENSOR_F32, .ndim = 2, .shape = {d, q_dim},
+			    .nbytes = (size_t)d * q_dim * 4};
+	struct lm_dims dm = {.hq = hq, .hkv = hkv, .dh = dh, .q_dim = q_dim, .kv_dim = kv_dim};
+	REQUIRE(cpu_reserve_scratch(MAX((size_t)max_len * sizeof(float), cpu_matmul_scratch_bytes(q_dim))) == 0);
+
+	cudaStream_t s = (cudaStream_t)g->stream;
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+	CHECK_INT_EQ(queue_step(gb, &b, hq, hkv, dh, d, max_len), 0);
+	REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+	REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+
+	static const int32_t positions[] = {0, 1, 2, GPU_ATTN_SPLIT - 1, GPU_ATTN_SPLIT, max_len - 1};
+	for (size_t step = 0; step < ARRAY_SIZE(positions); step++) {
+		int32_t pos = positions[step];
+		for (int i = 0; i < kv_dim; i++)
+			kn[i] = frand(), vn[i] = frand();
+		for (int i = 0; i < q_dim; i++)
+			q[i] = frand() * 4;
+		for (int i = 0; i < d; i++)
+			h0[i] = frand();
+		REQUIRE(gpu_copy_to_device(g, b.q, q, (size_t)q_dim * 4) == 0);
+		REQUIRE(gpu_copy_to_device(g, b.kn, kn, sizeof(kn)) == 0);
+		REQUIRE(gpu_copy_to_device(g, b.vn, vn, sizeof(vn)) == 0);
+		REQUIRE(gpu_copy_to_device(g, b.pos, &pos, sizeof(pos)) == 0);
+		/* eager */
+		REQUIRE(gpu_copy_to_device(g, b.h, h0, sizeof(h0)) == 0);
+		CHECK_INT_EQ(queue_step(gb, &b, hq, hkv, dh, d, max_len), 0);
+		REQUIRE(gpu_copy_to_host(g, eager, b.h, sizeof(eager)) == 0);
+		/* replay (the append writes the same rows again) */
+		REQUIRE(gpu_copy_to_device(g, b.h, h0, sizeof(h0)) == 0);
+		CHECK_INT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+		REQUIRE(gpu_copy_to_host(g, replay, b.h, sizeof(replay)) == 0);
+		CHECK(memcmp(eager, replay, sizeof(eager)) == 0);
+		/* the CPU forward's ops */
+		memcpy(k + (size_t)pos * kv_dim, kn, sizeof(kn));
+		memcpy(v + (size_t)pos * kv_dim, vn, sizeof(vn));
+		lm_attention_heads(&dm, 1, pos, q, k, v, o);
+		memcpy(want, h0, sizeof(h0));
+		REQUIRE(cpu_matmul(&wt, o, q_dim, 1, want, d, true) == 0);
+		int bad = 0;
+		for (int i = 0; i < d; i++) {
+			double scale = fabs(h0[i]);
+			for (int j = 0; j < q_dim; j++)
+				scale += fabs((double)w[(size_t)i * q_dim + j] * o[j]);
+			bad += !(fabs(replay[i] - want[i]) <= 1e-5 * scale);
+		}
+		if (bad)
+			fprintf(stderr, "decode graph at position %d: %d of %d outputs differ\n", pos, bad, d);
+		CHECK_INT_EQ(bad, 0);
+	}
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+	gpu_blas_destroy(gb);
+	void *bufs[] = {b.q, b.kn, b.vn, b.kc, b.vc, b.o, b.w, b.h, b.scratch, b.pos};
+	for (size_t i = 0; i < ARRAY_SIZE(bufs); i++)
+		gpu_free(g, bufs[i]);
+	free(k), free(v), free(w), free(q), free(o);
+}
+
 int main(void)
 {
 	if (gpu_device_count() == 0) {
@@ -199,6 +304,7 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		check_attention(&cases[i]);
 	check_growing_decode();
+	check_decode_graph();
 	gpu_context_destroy(g);
 	return test_exit();
 }
