@@ -109,6 +109,22 @@ size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T);
 void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
 			const float *v, float *o);
 
+/* The other Mamba-2 steps of the forward (model.md 2.5), one function each so the CUDA kernels are
+ * tested against the CPU's own arithmetic.
+ * lm_conv_silu: causal depthwise conv + bias + SiLU (step 2) of T positions. raw: [T][ldr] pre-conv
+ * xBC rows (conv_dim used); cwt: [K][conv_dim] taps (transposed); cbias: [conv_dim]; conv_state:
+ * [K-1][conv_dim] raw rows of the last K-1 positions, oldest first, read then replaced; cbuf:
+ * [K-1+T][conv_dim] scratch; out: [T][conv_dim].
+ * lm_dt_softplus: dt[t][h] = clamp(softplus(raw[t][h] + dt_bias[h]), dt_min, dt_max) (step 3).
+ * lm_gated_rmsnorm: in place on y [T][d_in]: y * silu(z), then RMSNorm with weight w over each of
+ * the G groups of d_in/G channels (step 6); z: [T][ldz]. */
+void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
+		  const float *cbias, float *conv_state, float *cbuf, float *out);
+void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ldr,
+		    const float *dt_bias, float dt_min, float dt_max, float *dt);
+void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z, size_t ldz,
+		      const float *w, float eps);
+
 /* ---- an in-memory model with random weights (lm_random.c) ----
  * For tests and benchmarks that need no files: the tensors are malloc'ed instead of
  * memory-mapped; everything else is what the loader fills. */

@@ -523,6 +523,57 @@ static void matmul(const struct tensor *w, const float *x, size_t ldx, int T, fl
 	(void)r;
 }
 
+void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
+		  const float *cbias, float *conv_state, float *cbuf, float *out)
+{
+	const int K = dm->K, cd = dm->conv_dim;
+	if (K > 1)
+		memcpy(cbuf, conv_state, (size_t)(K - 1) * cd * sizeof(float));
+	for (int t = 0; t < T; t++)
+		memcpy(cbuf + (size_t)(K - 1 + t) * cd, raw + (size_t)t * ldr, (size_t)cd * sizeof(float));
+	for (int t = 0; t < T; t++) {
+		float *o = out + (size_t)t * cd;
+		memcpy(o, cbias, (size_t)cd * sizeof(float));
+		for (int k = 0; k < K; k++)
+			cpu_vfma(o, cwt + (size_t)k * cd, cbuf + (size_t)(t + k) * cd, cd);
+		cpu_silu(o, o, cd);
+	}
+	if (K > 1)
+		memcpy(conv_state, cbuf + (size_t)T * cd, (size_t)(K - 1) * cd * sizeof(float));
+}
+
+void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ldr,
+		    const float *dt_bias, float dt_min, float dt_max, float *dt)
+{
+	const int H = dm->H;
+	for (int t = 0; t < T; t++) {
+		const float *r = raw + (size_t)t * ldr;
+		for (int h = 0; h < H; h++) {
+			float v = softplus(r[h] + dt_bias[h]);
+			dt[(size_t)t * H + h] = fminf(fmaxf(v, dt_min), dt_max);
+		}
+	}
+}
+
+void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z, size_t ldz,
+		      const float *w, float eps)
+{
+	int gs = dm->d_in / dm->G;
+	for (int t = 0; t < T; t++) {
+		float *yr = y + (size_t)t * dm->d_in;
+		cpu_mul_silu(yr, z + (size_t)t * ldz, dm->d_in);
+		for (int g = 0; g < dm->G; g++) {
+			float *u = yr + (size_t)g * gs;
+			float ss = 0;
+			for (int i = 0; i < gs; i++)
+				ss += u[i] * u[i];
+			float scale = 1.0f / sqrtf(ss / (float)gs + eps);
+			for (int i = 0; i < gs; i++)
+				u[i] = w[g * gs + i] * (u[i] * scale);
+		}
+	}
+}
+
 static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct lm_layer *L,
 			const struct lm_prepared_layer *P, struct lm_layer_state *st, struct work *wk,
 			int T)
@@ -540,51 +591,15 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 
 	matmul(&L->mamba.in_proj, wk->xn, dm->d, T, zx, dm->in_rows, false);
 
-	/* causal depthwise conv over [history ; new rows], then SiLU (model.md 2.5 step 2) */
-	if (K > 1)
-		memcpy(cbuf, st->conv, (size_t)(K - 1) * cd * sizeof(float));
-	for (int t = 0; t < T; t++)
-		memcpy(cbuf + (size_t)(K - 1 + t) * cd, zx + (size_t)t * dm->in_rows + dm->d_in,
-		       (size_t)cd * sizeof(float));
-	for (int t = 0; t < T; t++) {
-		float *o = xc + (size_t)t * cd;
-		memcpy(o, cbias, (size_t)cd * sizeof(float));
-		for (int k = 0; k < K; k++)
-			cpu_vfma(o, cwt + (size_t)k * cd, cbuf + (size_t)(t + k) * cd, cd);
-		cpu_silu(o, o, cd);
-	}
-	if (K > 1)
-		memcpy(st->conv, cbuf + (size_t)T * cd, (size_t)(K - 1) * cd * sizeof(float));
-
-	for (int t = 0; t < T; t++) {
-		const float *raw = zx + (size_t)t * dm->in_rows + dm->d_in + cd;
-		for (int h = 0; h < H; h++) {
-			float v = softplus(raw[h] + dtb[h]);
-			dt[(size_t)t * H + h] = fminf(fmaxf(v, c->dt_min), c->dt_max);
-		}
-	}
+	lm_conv_silu(dm, T, zx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, xc);
+	lm_dt_softplus(dm, T, zx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max, dt);
 
 	if (T == 1)
 		lm_ssm_scan(dm, T, xc, cd, dt, a, dsk, st->ssm, y);
 	else
 		lm_ssm_chunked(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb);
 
-	/* gated grouped RMSNorm: norm(y * silu(z)) per group of d_in/G channels (model.md 2.5.6) */
-	int gs = dm->d_in / dm->G;
-	for (int t = 0; t < T; t++) {
-		float *yr = y + (size_t)t * dm->d_in;
-		const float *z = zx + (size_t)t * dm->in_rows;
-		cpu_mul_silu(yr, z, dm->d_in);
-		for (int g = 0; g < dm->G; g++) {
-			float *u = yr + (size_t)g * gs;
-			float ss = 0;
-			for (int i = 0; i < gs; i++)
-				ss += u[i] * u[i];
-			float scale = 1.0f / sqrtf(ss / (float)gs + c->eps);
-			for (int i = 0; i < gs; i++)
-				u[i] = gw[g * gs + i] * (u[i] * scale);
-		}
-	}
+	lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
 	matmul(&L->mamba.out_proj, y, dm->d_in, T, wk->h, dm->d, true);
 }
 
