@@ -157,6 +157,69 @@ int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void 
 		  enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos,
 		  int n0, int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
 
+/* ---- the Mamba-2 mixer (mamba.c; kernels in mamba_conv.cu, _ssd, _step, _norm) ----
+ * Kernels of model.md 2.5 steps 2-6, queued on the context's stream; every pointer is device
+ * memory, rows are row-major with the given leading dimension (in elements), and the math is
+ * fp32 whatever the storage. Each returns 0, -EINVAL (a shape out of the limits below, sizes up
+ * to 4096 and T up to 2^20; nothing is queued) or -EIO. The CPU references, which the tests hold
+ * them to, are lm_conv_silu, lm_dt_softplus, lm_ssm_chunked / lm_ssm_scan and lm_gated_rmsnorm
+ * (engine/lm.h). None allocates or waits for the host, so each can be captured into a graph. */
+
+/* The longest conv1d kernel and SSD chunk the kernels take. */
+#define GPU_MAMBA_MAX_CONV_K 8
+#define GPU_MAMBA_MAX_CHUNK 256
+
+/* One Mamba layer's sizes: d_in = n_heads * head_dim; conv_dim = d_in + 2 * groups * state
+ * (xBC = x, then B, then C, each group's `state` columns together); n_heads a multiple of groups;
+ * chunk is the SSD block length of gpu_mamba_ssd (any value in [1, GPU_MAMBA_MAX_CHUNK]; the
+ * result does not depend on it beyond fp32 rounding). */
+struct gpu_mamba_dims {
+	int n_heads, head_dim, state, groups, conv_k, chunk;
+};
+
+/* Causal depthwise conv1d over T >= 1 positions, + bias, then SiLU:
+ *   out[t][c] = silu(bias[c] + sum_k w[c][k] * u[t - (K-1) + k][c])
+ * where u[] is conv_state's K-1 rows (oldest first) followed by raw's T rows. raw: [T][ld_raw]
+ * pre-conv xBC (columns [0, conv_dim)); w: [conv_dim][K] (conv1d.weight) in w_dtype; bias:
+ * [conv_dim] fp32, or NULL for none; conv_state: [K-1][conv_dim] fp32, replaced by the last K-1
+ * rows of u; out: [T][ld_out] fp32, overlapping neither raw nor conv_state. T = 1 is the decode
+ * step. Needs 1 <= K <= GPU_MAMBA_MAX_CONV_K. */
+int gpu_mamba_conv_silu(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,
+			const float *raw, size_t ld_raw, const void *w, enum gpu_dtype w_dtype,
+			const float *bias, float *conv_state, float *out, size_t ld_out);
+
+/* Device bytes of workspace gpu_mamba_ssd() needs for T positions (0 on a bad shape). */
+size_t gpu_mamba_ssd_workspace_bytes(const struct gpu_mamba_dims *dm, int T);
+
+/* The SSM over T >= 1 positions in the chunked SSD form (Mamba-2's chunk cumsum, CB^T, chunk
+ * states, state passing and chunk scan kernels), from and into state [n_heads][head_dim][state]
+ * fp32:
+ *   dt[t][h] = clamp(softplus(dt_raw[t][h] + dt_bias[h]), dt_min, dt_max), A[h] = -exp(a_log[h])
+ *   S_h = exp(dt A) S_h + dt x_h B_g^T,  y_h = S_h C_g + d_skip[h] x_h   (g = h / (H / G))
+ * xbc: [T][ld_xbc] conv outputs (x at 0, B at d_in, C at d_in + groups * state); dt_raw:
+ * [T][ld_dt] (n_heads columns); dt_bias, a_log, d_skip: [n_heads] fp32; y: [T][ld_y] (d_in
+ * columns), overlapping no input; workspace: gpu_mamba_ssd_workspace_bytes(dm, T) device bytes
+ * (256-byte aligned), contents undefined and not kept. */
+int gpu_mamba_ssd(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T, const float *xbc,
+		  size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
+		  const float *a_log, const float *d_skip, float dt_min, float dt_max, float *state,
+		  float *y, size_t ld_y, void *workspace);
+
+/* The same recurrence for one position (decode), one fused kernel: xbc [conv_dim], dt_raw
+ * [n_heads], y [d_in]; state updated in place. */
+int gpu_mamba_ssm_step(struct gpu_context *g, const struct gpu_mamba_dims *dm, const float *xbc,
+		       const float *dt_raw, const float *dt_bias, const float *a_log,
+		       const float *d_skip, float dt_min, float dt_max, float *state, float *y);
+
+/* Gated grouped RMSNorm over T rows: u = y * silu(z), then per group of d_in / groups channels
+ *   out = w * (u / sqrt(mean(u^2) + eps))
+ * y: [T][ld_y] fp32; z: [T][ld_z] fp32; w: [d_in] fp32; out: [T][ld_out] in out_dtype (bf16
+ * rounds to nearest even), which may be y itself (fp32, same ld) but must not overlap it
+ * otherwise. */
+int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,
+			    const float *y, size_t ld_y, const float *z, size_t ld_z, const float *w,
+			    float eps, void *out, size_t ld_out, enum gpu_dtype out_dtype);
+
 #ifdef __cplusplus
 }
 #pragma GCC diagnostic pop

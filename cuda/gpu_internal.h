@@ -1,6 +1,8 @@
 /* cuda module internal: shared between the host C files and the .cu kernels. */
 #pragma once
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -17,6 +19,27 @@ int gpu_translate_error(int err, const char *file, int line, const char *what);
 /* Kernel launchers (device pointers, asynchronous on `stream`). */
 int gpu_launch_rmsnorm_f32(void *stream, const float *x, const float *w, float *out, int rows,
 			   int cols, float eps);
+
+/* The Mamba-2 kernels behind gpu.h's gpu_mamba_* (mamba.c checks the shapes first; the sizes
+ * and pointers here are those already checked). w_bf16 / out_bf16: the operand is bf16, else
+ * fp32. */
+#define GPU_MAMBA_CONV_WINDOW 8 /* registers of the conv window: GPU_MAMBA_MAX_CONV_K (gpu.h) */
+int gpu_launch_mamba_conv_silu(void *stream, int T, int conv_dim, int K, const float *raw,
+			       size_t ld_raw, const void *w, int w_bf16, const float *bias,
+			       float *conv_state, float *out, size_t ld_out);
+/* The SSD workspace for T positions in floats, and the offsets of its four parts. */
+size_t gpu_mamba_ssd_layout(int T, int H, int P, int N, int G, int Q, size_t off[4]);
+int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, int G, int Q, const float *xbc,
+			 size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
+			 const float *a_log, const float *d_skip, float dt_min, float dt_max,
+			 float *state, float *y, size_t ld_y, float *workspace);
+int gpu_launch_mamba_ssm_step(void *stream, int H, int P, int N, int G, const float *xbc,
+			      const float *dt_raw, const float *dt_bias, const float *a_log,
+			      const float *d_skip, float dt_min, float dt_max, float *state,
+			      float *y);
+int gpu_launch_mamba_gated_rmsnorm(void *stream, int T, int d_in, int G, const float *y,
+				   size_t ld_y, const float *z, size_t ld_z, const float *w, float eps,
+				   void *out, size_t ld_out, int out_bf16);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,49 @@
+// Mamba-2 SSM state update for one position (decode; gpu.h gpu_mamba_ssm_step), fused with the
+// dt softplus + clamp: one warp per (head, channel p) row of the state, its lanes striding over
+// the N state entries, the output reduced with warp shuffles.
+#include "gpu_internal.h"
+#include "klaunch.h"
+
+#include <cuda_runtime.h>
+
+#define STEP_WARPS 8
+
+// grid (H, ceil(P / STEP_WARPS)), STEP_WARPS warps
+static __global__ void
+mamba_ssm_step_kernel(const float *__restrict__ xbc, const float *__restrict__ dt_raw,
+                      const float *__restrict__ dt_bias, const float *__restrict__ a_log,
+                      const float *__restrict__ d_skip, float dt_min, float dt_max,
+                      float *__restrict__ state, float *__restrict__ y, int H, int P, int N, int G)
+{
+	int h = blockIdx.x, p = blockIdx.y * STEP_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (p >= P)
+		return; // whole warps only: the shuffles below see full warps
+	int g = h / (H / G);
+	float r = dt_raw[h] + dt_bias[h];
+	float dt = fminf(fmaxf(r > 20.0f ? r : log1pf(expf(r)), dt_min), dt_max);
+	float dA = expf(dt * -expf(a_log[h]));
+	float x = xbc[(size_t)h * P + p], dtx = dt * x;
+	const float *B = xbc + (size_t)H * P + (size_t)g * N, *C = B + (size_t)G * N;
+	float *S = state + ((size_t)h * P + p) * N;
+	float acc = 0.0f;
+	for (int n = lane; n < N; n += 32) {
+		float s = dA * S[n] + dtx * B[n];
+		S[n] = s;
+		acc += s * C[n];
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		acc += __shfl_xor_sync(0xffffffffu, acc, o);
+	if (lane == 0)
+		y[(size_t)h * P + p] = acc + d_skip[h] * x;
+}
+
+extern "C" int gpu_launch_mamba_ssm_step(void *stream, int H, int P, int N, int G, const float *xbc,
+                                         const float *dt_raw, const float *dt_bias,
+                                         const float *a_log, const float *d_skip, float dt_min,
+                                         float dt_max, float *state, float *y)
+{
+	dim3 grid((unsigned)H, (unsigned)((P + STEP_WARPS - 1) / STEP_WARPS));
+	klaunch(mamba_ssm_step_kernel, grid, dim3(32 * STEP_WARPS), 0, (cudaStream_t)stream, xbc,
+	        dt_raw, dt_bias, a_log, d_skip, dt_min, dt_max, state, y, H, P, N, G);
+	return GPU_CHECK(cudaGetLastError());
+}
