@@ -5,7 +5,8 @@
  *
  * Shapes: head_dim, state and channel counts that are not multiples of 32, groups shared by
  * several heads, T = 1, chunk - 1, chunk, chunk + 1 and 3 chunk + 5, chunks shorter and longer
- * than the kernels' 32-wide tiles, and a prefill split across calls at a point inside a chunk.
+ * than the kernels' 32-wide tiles, conv prefills over several of its 64-position tiles, and
+ * prefills split across calls at a point inside a chunk (or tile) and on a chunk boundary.
  *
  * Tolerances (|got - want| <= abs + rel * |want|):
  *  - conv + SiLU, fp32 or bf16 taps (the CPU given the same bf16-rounded taps): 1e-6 + 1e-5;
@@ -476,6 +477,9 @@ int main(void)
 		test_conv(convs[i], 11, 0, true);
 		test_conv(convs[i], 11, 2, false); /* split inside the state's reach */
 		test_conv(convs[i], 11, 7, true);
+		/* several 64-position tiles of the kernel, whole and split off a tile boundary */
+		test_conv(convs[i], 150, 0, false);
+		test_conv(convs[i], 150, 70, true);
 	}
 	const struct shape k1 = {.H = 2, .P = 3, .N = 2, .G = 1, .K = 1, .chunk = 4};
 	test_conv(&k1, 5, 2, false);
