@@ -55,9 +55,11 @@ static __device__ float block_reduce(float v, float *red)
 
 static constexpr int SPLIT_THREADS = 128;
 
-/* One block per (query head, row, split of GPU_ATTN_SPLIT positions): the split's unnormalised
- * partial result acc[dh] = sum_j exp(s_j - m) v_j, then m and l = sum_j exp(s_j - m), into
- * part[row][head][split][dh + 2]. A split past the row's length writes m = -inf, l = 0. */
+/* One block per (query head, row, split): split sp of `splits` covers an equal share of the row's
+ * len = n0 + t + 1 positions and streams it through shared memory GPU_ATTN_SPLIT positions at a
+ * time with an online softmax. It leaves the unnormalised acc[dh] = sum_j exp(s_j - m) v_j, then
+ * m and l = sum_j exp(s_j - m), in part[row][head][split][dh + 2]; a split with no positions
+ * writes m = -inf, l = 0. */
 template <typename KV>
 static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq, const KV *__restrict__ k,
 					 const KV *__restrict__ v, int group, int hkv, int dh,
@@ -65,10 +67,10 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 					 float *__restrict__ part)
 {
 	GPU_DYNAMIC_SHARED(float, sm);
-	float *qs = sm, *p = sm + dh, *red = p + GPU_ATTN_SPLIT;
+	float *qs = sm, *acc = sm + dh, *p = acc + dh, *red = p + GPU_ATTN_SPLIT;
 	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
-	const int len = (pos ? *pos : n0_arg) + t + 1;
-	const int start = sp * GPU_ATTN_SPLIT, end = min(start + GPU_ATTN_SPLIT, len);
+	const int len = (pos ? *pos : n0_arg) + t + 1, per = (len + splits - 1) / splits;
+	const int start = sp * per, end = min(start + per, len);
 	float *out = part + (((size_t)t * gridDim.x + h) * splits + sp) * (size_t)(dh + 2);
 	if (start >= end) { /* the same for the whole block */
 		if (threadIdx.x == 0) {
@@ -78,46 +80,56 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 		return;
 	}
 	const float *qr = q + (size_t)t * ldq + (size_t)h * dh;
-	for (int d = threadIdx.x; d < dh; d += blockDim.x)
+	for (int d = threadIdx.x; d < dh; d += blockDim.x) {
 		qs[d] = qr[d];
+		acc[d] = 0.0f; /* each thread owns acc[d] for its d */
+	}
 	__syncthreads();
 
 	const size_t kvd = (size_t)hkv * dh, off = (size_t)(h / group) * dh;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-	for (int j = start + warp; j < end; j += nw) {
-		const KV *kr = k + (size_t)j * kvd + off;
-		float s = 0.0f;
-		for (int d = lane; d < dh; d += 32)
-			s += qs[d] * to_f32(kr[d]);
-		s = warp_sum(s);
-		if (lane == 0)
-			p[j - start] = s * scale;
-	}
-	__syncthreads();
+	float m_run = -INFINITY, l_run = 0.0f; /* the same in every thread */
+	for (int c0 = start; c0 < end; c0 += GPU_ATTN_SPLIT) {
+		const int n = min(GPU_ATTN_SPLIT, end - c0);
+		for (int j = warp; j < n; j += nw) {
+			const KV *kr = k + (size_t)(c0 + j) * kvd + off;
+			float s = 0.0f;
+			for (int d = lane; d < dh; d += 32)
+				s += qs[d] * to_f32(kr[d]);
+			s = warp_sum(s);
+			if (lane == 0)
+				p[j] = s * scale;
+		}
+		__syncthreads();
 
-	const int n = end - start;
-	float mx = -INFINITY;
-	for (int i = threadIdx.x; i < n; i += blockDim.x)
-		mx = fmaxf(mx, p[i]);
-	mx = block_reduce<true>(mx, red);
-	float sum = 0.0f;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		float e = expf(p[i] - mx);
-		p[i] = e;
-		sum += e;
-	}
-	sum = block_reduce<false>(sum, red); /* its barrier also publishes p[] */
+		float mx = -INFINITY;
+		for (int i = threadIdx.x; i < n; i += blockDim.x)
+			mx = fmaxf(mx, p[i]);
+		const float m_new = fmaxf(m_run, block_reduce<true>(mx, red));
+		const float alpha = expf(m_run - m_new); /* 0 for the first chunk */
+		float sum = 0.0f;
+		for (int i = threadIdx.x; i < n; i += blockDim.x) {
+			float e = expf(p[i] - m_new);
+			p[i] = e;
+			sum += e;
+		}
+		l_run = l_run * alpha + block_reduce<false>(sum, red); /* its barrier also publishes p[] */
+		m_run = m_new;
 
-	for (int d = threadIdx.x; d < dh; d += blockDim.x) {
-		const KV *vc = v + (size_t)start * kvd + off + d;
-		float acc = 0.0f;
-		for (int j = 0; j < n; j++)
-			acc += p[j] * to_f32(vc[(size_t)j * kvd]);
-		out[d] = acc;
+		for (int d = threadIdx.x; d < dh; d += blockDim.x) {
+			const KV *vc = v + (size_t)c0 * kvd + off + d;
+			float a = 0.0f;
+			for (int j = 0; j < n; j++)
+				a += p[j] * to_f32(vc[(size_t)j * kvd]);
+			acc[d] = acc[d] * alpha + a;
+		}
+		__syncthreads(); /* p[] is rewritten by the next chunk */
 	}
+	for (int d = threadIdx.x; d < dh; d += blockDim.x)
+		out[d] = acc[d];
 	if (threadIdx.x == 0) {
-		out[dh] = mx;
-		out[dh + 1] = sum;
+		out[dh] = m_run;
+		out[dh + 1] = l_run;
 	}
 }
 
@@ -289,16 +301,22 @@ static __global__ void attn_wmma_kernel(const float *__restrict__ q, size_t ldq,
 
 /* ---- launcher ------------------------------------------------------------------------------- */
 
-static int splits_of(int max_len)
+/* Splits of the sequence per (head, row): one per GPU_ATTN_SPLIT positions of max_len, at most
+ * GPU_ATTN_MAX_SPLITS / rows (a prefill's rows already fill the device), so the scratch stays
+ * bounded by max(rows, GPU_ATTN_MAX_SPLITS) * hq * (dh + 2) floats however long the sequence. */
+static int splits_of(int rows, int max_len)
 {
-	return (max_len + GPU_ATTN_SPLIT - 1) / GPU_ATTN_SPLIT;
+	int s = (max_len + GPU_ATTN_SPLIT - 1) / GPU_ATTN_SPLIT, cap = GPU_ATTN_MAX_SPLITS / rows;
+	if (cap < 1)
+		cap = 1;
+	return s < cap ? s : cap;
 }
 
 extern "C" size_t gpu_attention_scratch_floats(int rows, int max_len, int hq, int dh)
 {
 	if (rows < 1 || max_len < 1 || hq < 1 || dh < 1)
 		return 0;
-	return (size_t)rows * hq * splits_of(max_len) * ((size_t)dh + 2);
+	return (size_t)rows * hq * splits_of(rows, max_len) * ((size_t)dh + 2);
 }
 
 template <typename OutT>
@@ -306,9 +324,9 @@ static void launch_split(const float *q, size_t ldq, const void *k, const void *
 			 int hq, int hkv, int dh, int rows, const int32_t *pos, int n0, int max_len, OutT *o,
 			 size_t ldo, float *scratch, cudaStream_t s)
 {
-	const int splits = splits_of(max_len), group = hq / hkv;
+	const int splits = splits_of(rows, max_len), group = hq / hkv;
 	const float scale = 1.0f / sqrtf((float)dh);
-	const size_t smem = ((size_t)dh + GPU_ATTN_SPLIT + 33) * sizeof(float);
+	const size_t smem = (2 * (size_t)dh + GPU_ATTN_SPLIT + 33) * sizeof(float);
 	const dim3 grid(hq, rows, splits);
 	if (kv_dtype == GPU_DTYPE_BF16)
 		klaunch(attn_split_kernel<__nv_bfloat16>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq,

@@ -147,11 +147,14 @@ int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, v
  * (may be NULL when that is 0), not shared with a concurrent call.
  * Work: rows of 16 or more with a bf16 cache and dh a multiple of 16 up to
  * GPU_ATTN_WMMA_MAX_HEAD_DIM run flash-style on tensor cores (bf16 q, probabilities and values,
- * fp32 accumulation and softmax); the rest (decode, fp32) run in fp32 over splits of
- * GPU_ATTN_SPLIT positions of the sequence in parallel, then a combine. */
+ * fp32 accumulation and softmax); the rest (decode, fp32) run in fp32 with the sequence split
+ * in parallel (one split per GPU_ATTN_SPLIT positions of max_len, at most GPU_ATTN_MAX_SPLITS /
+ * rows and at least one), then a combine; the scratch is at most
+ * max(rows, GPU_ATTN_MAX_SPLITS) * hq * (dh + 2) floats whatever max_len is. */
 #define GPU_ATTN_MAX_HEAD_DIM 1024
 #define GPU_ATTN_WMMA_MAX_HEAD_DIM 128
 #define GPU_ATTN_SPLIT 256
+#define GPU_ATTN_MAX_SPLITS 64
 size_t gpu_attention_scratch_floats(int rows, int max_len, int hq, int dh);
 int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void *k, const void *v,
 		  enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos,

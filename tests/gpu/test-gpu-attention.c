@@ -1,8 +1,8 @@
 /* Attention on the device (cuda/attention.cu, gpu_attention) against the CPU backend's own
- * lm_attention_heads(): decode over the KV cache (one row, lengths at and around the split of
- * GPU_ATTN_SPLIT positions, the length read from device memory with a grid sized for longer)
- * and prefill (rows on both sides of the WMMA tile of 32 and of 16, head dims that are not
- * multiples of 32 or of 16, GQA groups of 1, 3 and 4). Runs on a device (suite `gpu`, 77 without
+ * lm_attention_heads(): decode over the KV cache (one row, lengths at and around the chunk of
+ * GPU_ATTN_SPLIT positions, splits of several chunks, the length read from device memory with a
+ * grid sized for longer) and prefill (rows on both sides of the WMMA tile of 32 and of 16, head
+ * dims that are not multiples of 32 or of 16, GQA groups of 1, 2, 3 and 4). Runs on a device (suite `gpu`, 77 without
  * one) and in the CUDA emulation (suite `gpu-emu`, three thread orders).
  *
  * The output is a convex combination of value rows, so errors are measured against vmax, the
@@ -291,9 +291,12 @@ int main(void)
 		{3, 1, 33, GPU_ATTN_SPLIT - 1, 1, GPU_DTYPE_F32, GPU_DTYPE_F32, true, 0},
 		{6, 2, 16, GPU_ATTN_SPLIT, 1, GPU_DTYPE_BF16, GPU_DTYPE_BF16, true, 300},
 		{2, 2, 40, GPU_ATTN_SPLIT + 45, 1, GPU_DTYPE_BF16, GPU_DTYPE_F32, false, 0},
+		/* more than GPU_ATTN_MAX_SPLITS chunks: splits of several chunks each */
+		{1, 1, 8, GPU_ATTN_MAX_SPLITS * GPU_ATTN_SPLIT + 300, 1, GPU_DTYPE_F32, GPU_DTYPE_F32, true, 0},
 		/* prefill on the fp32 path */
 		{6, 2, 20, 3, 5, GPU_DTYPE_F32, GPU_DTYPE_F32, false, 0},
 		{4, 4, 8, 0, 17, GPU_DTYPE_F32, GPU_DTYPE_BF16, false, 0},
+		{4, 4, 8, 300, 65, GPU_DTYPE_F32, GPU_DTYPE_F32, false, 0}, /* one split, two chunks */
 		{4, 1, 20, 2, 17, GPU_DTYPE_BF16, GPU_DTYPE_F32, false, 0}, /* dh % 16: no WMMA */
 		/* prefill on tensor cores: tile boundaries of 16 and 32 rows and of 32 keys */
 		{4, 1, 32, 7, 33, GPU_DTYPE_BF16, GPU_DTYPE_F32, false, 0},
