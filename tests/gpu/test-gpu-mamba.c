@@ -15,7 +15,9 @@
  *    form reassociates the sums of the recurrence, as lm_ssm_chunked does, and computes dt*A
  *    prefix sums by a warp scan);
  *  - gated RMSNorm, fp32 output: 1e-6 + 1e-5; bf16 output: 1e-5 + (2^-8 + 1e-5) (one bf16
- *    rounding on top).
+ *    rounding on top);
+ *  - the mixer chained as the forward runs it (conv, SSD or step, gated norm; a prefill then
+ *    decode steps): outputs and SSM state 2e-5 + 2e-5, conv state exact.
  */
 #include <errno.h>
 #include <math.h>
@@ -408,6 +410,124 @@ static void test_gated_norm(const struct shape *s, int T)
 	        free(gi);
 }
 
+/* ---- the mixer as the forward chains it --------------------------------------------------------
+ */
+
+/* A prefill of T0 positions then n_decode one-position steps, everything read from in_proj-like
+ * rows zx [T][in_rows] = [z | xBC | dt] as the forward lays them out: conv -> SSD (or step) ->
+ * gated norm on the device against lm_conv_silu -> lm_dt_softplus -> lm_ssm_chunked (lm_ssm_scan
+ * for one position) -> lm_gated_rmsnorm on the CPU, outputs and both states compared. */
+static void test_mixer(const struct shape *s, int T0, int n_decode)
+{
+	struct lm_dims dm;
+	struct gpu_mamba_dims gm;
+	dims_of(s, &dm, &gm);
+	const int cd = dm.conv_dim, K = dm.K, H = dm.H, d_in = dm.d_in, T = T0 + n_decode;
+	const size_t in_rows = (size_t)2 * d_in + 2 * (size_t)s->G * s->N + H;
+	const size_t nconv = (size_t)(K - 1) * cd, nssm = (size_t)H * dm.P * dm.N;
+	const float eps = 1e-5f, dt_min = 0.001f, dt_max = 0.5f;
+	float *zx = rand_floats((size_t)T * in_rows, 1.0f, 0.0f),
+	      *w = rand_floats((size_t)cd * K, 0.5f, 0.0f);
+	float *bias = rand_floats((size_t)cd, 0.2f, 0.0f),
+	      *dtb = rand_floats((size_t)H, 0.5f, -1.0f);
+	float *a_log = rand_floats((size_t)H, 0.5f, 0.0f),
+	      *dsk = rand_floats((size_t)H, 1.0f, 0.0f);
+	float *gw = rand_floats((size_t)d_in, 0.3f, 1.0f);
+	float *conv0 = rand_floats(nconv, 1.0f, 0.0f), *ssm0 = rand_floats(nssm, 0.5f, 0.0f);
+
+	/* the CPU */
+	float *cwt = xmalloc((size_t)cd * K * sizeof(float)),
+	      *a = xmalloc((size_t)H * sizeof(float));
+	for (int c = 0; c < cd; c++)
+		for (int k = 0; k < K; k++)
+			cwt[(size_t)k * cd + c] = w[(size_t)c * K + k];
+	for (int h = 0; h < H; h++)
+		a[h] = -expf(a_log[h]);
+	float *cst = xmalloc(MAX(nconv, 1) * sizeof(float)), *sst = xmalloc(nssm * sizeof(float));
+	memcpy(cst, conv0, nconv * sizeof(float));
+	memcpy(sst, ssm0, nssm * sizeof(float));
+	float *cbuf = xmalloc((size_t)(K - 1 + T0) * cd * sizeof(float));
+	float *xc = xmalloc((size_t)T0 * cd * sizeof(float)),
+	      *dt = xmalloc((size_t)T0 * H * sizeof(float));
+	float *want = xmalloc((size_t)T * d_in * sizeof(float));
+	float *cb = xmalloc(lm_ssm_cb_floats(&dm, T0) * sizeof(float));
+	REQUIRE(cpu_reserve_scratch(lm_ssm_scratch_bytes(&dm)) == 0);
+	for (int t = 0; t < T;) {
+		int n = t == 0 ? T0 : 1;
+		const float *row = zx + (size_t)t * in_rows;
+		float *y = want + (size_t)t * d_in;
+		lm_conv_silu(&dm, n, row + d_in, in_rows, cwt, bias, cst, cbuf, xc);
+		lm_dt_softplus(&dm, n, row + d_in + cd, in_rows, dtb, dt_min, dt_max, dt);
+		if (n == 1)
+			lm_ssm_scan(&dm, n, xc, (size_t)cd, dt, a, dsk, sst, y);
+		else
+			lm_ssm_chunked(&dm, n, xc, (size_t)cd, dt, a, dsk, sst, y, cb);
+		lm_gated_rmsnorm(&dm, n, y, row, in_rows, gw, eps);
+		t += n;
+	}
+
+	/* the device */
+	float *dzx = dev_from(zx, (size_t)T * in_rows * sizeof(float)),
+	      *dw = dev_from(w, (size_t)cd * K * sizeof(float));
+	float *dbias = dev_from(bias, (size_t)cd * sizeof(float)),
+	      *ddtb = dev_from(dtb, (size_t)H * sizeof(float));
+	float *dalog = dev_from(a_log, (size_t)H * sizeof(float)),
+	      *ddsk = dev_from(dsk, (size_t)H * sizeof(float));
+	float *dgw = dev_from(gw, (size_t)d_in * sizeof(float)),
+	      *dconv = dev_from(conv0, nconv * sizeof(float));
+	float *dssm = dev_from(ssm0, nssm * sizeof(float)),
+	      *dxc = dev_from(NULL, (size_t)T0 * cd * sizeof(float));
+	float *dy = dev_from(NULL, (size_t)T * d_in * sizeof(float));
+	size_t ws_bytes = gpu_mamba_ssd_workspace_bytes(&gm, T0);
+	void *ws = dev_from(NULL, ws_bytes);
+	for (int t = 0; t < T;) {
+		int n = t == 0 ? T0 : 1;
+		const float *row = dzx + (size_t)t * in_rows;
+		float *y = dy + (size_t)t * d_in;
+		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, n, row + d_in, in_rows, dw, GPU_DTYPE_F32,
+		                                 dbias, dconv, dxc, (size_t)cd),
+		             0);
+		if (n == 1)
+			CHECK_INT_EQ(gpu_mamba_ssm_step(g, &gm, dxc, row + d_in + cd, ddtb, dalog,
+			                                ddsk, dt_min, dt_max, dssm, y),
+			             0);
+		else
+			CHECK_INT_EQ(gpu_mamba_ssd(g, &gm, n, dxc, (size_t)cd, row + d_in + cd,
+			                           in_rows, ddtb, dalog, ddsk, dt_min, dt_max, dssm,
+			                           y, (size_t)d_in, ws),
+			             0);
+		CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, n, y, (size_t)d_in, row, in_rows, dgw,
+		                                     eps, y, (size_t)d_in, GPU_DTYPE_F32),
+		             0);
+		t += n;
+	}
+	float *got = xmalloc((size_t)T * d_in * sizeof(float)),
+	      *gconv = xmalloc(MAX(nconv, 1) * sizeof(float));
+	float *gssm = xmalloc(nssm * sizeof(float));
+	to_host(got, dy, (size_t)T * d_in * sizeof(float));
+	to_host(gconv, dconv, nconv * sizeof(float));
+	to_host(gssm, dssm, nssm * sizeof(float));
+	char what[96];
+	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d out", s->P, s->N, T0, n_decode);
+	check_close(what, got, want, (size_t)T * d_in, 2e-5, 2e-5);
+	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d ssm state", s->P, s->N, T0,
+	         n_decode);
+	check_close(what, gssm, sst, nssm, 2e-5, 2e-5);
+	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d conv state", s->P, s->N, T0,
+	         n_decode);
+	check_close(what, gconv, cst, nconv, 0, 0);
+
+	gpu_free(g, dzx), gpu_free(g, dw), gpu_free(g, dbias), gpu_free(g, ddtb),
+	        gpu_free(g, dalog);
+	gpu_free(g, ddsk), gpu_free(g, dgw), gpu_free(g, dconv), gpu_free(g, dssm),
+	        gpu_free(g, dxc);
+	gpu_free(g, dy), gpu_free(g, ws);
+	free(zx), free(w), free(bias), free(dtb), free(a_log), free(dsk), free(gw), free(conv0);
+	free(ssm0), free(cwt), free(a), free(cst), free(sst), free(cbuf), free(xc), free(dt),
+	        free(want);
+	free(cb), free(got), free(gconv), free(gssm);
+}
+
 /* ---- refusals ---------------------------------------------------------------------------------
  */
 
@@ -504,6 +624,9 @@ int main(void)
 	test_gated_norm(&wide, 2);
 	const struct shape big_group = {.H = 8, .P = 40, .N = 4, .G = 1, .K = 4, .chunk = 8};
 	test_gated_norm(&big_group, 2); /* one group of 320 channels: more than one per thread */
+
+	test_mixer(&small, 19, 4);
+	test_mixer(&wide, 70, 3);
 
 	test_bad_shapes();
 	gpu_context_destroy(g);
