@@ -667,13 +667,27 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	a.window = o->window ? o->window : cfg->window;
 	a.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles);
 
-	if (engine_thread_wait_loaded(cfg->engine) != ENGINE_THREAD_READY) {
+	enum engine_thread_state es = engine_thread_wait_loaded(cfg->engine);
+	/* What produced the task (docs/journal.md): the model is null when none is loaded. */
+	json_t *prov = json_pack(
+	        "{s:o, s:{s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "model",
+	        engine_thread_provenance(cfg->engine), "sampling", "temperature",
+	        (double)cfg->temperature, "seed", (json_int_t)cfg->seed, "history",
+	        ipc_history_to_string(a.history), "window", (json_int_t)a.window, "max_tiles",
+	        (json_int_t)a.max_tiles, "context_tokens", (json_int_t)cfg->context_tokens,
+	        "step_tokens", (json_int_t)cfg->step_tokens, "step_retries",
+	        (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
+	if (es != ENGINE_THREAD_READY) {
 		const char *e = engine_thread_error(cfg->engine);
+		executor_record_provenance(env, display_name, t, NULL, prov);
+		json_decref(prov);
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: %s",
 		                     e ? e : "none loaded");
 		return;
 	}
-	if (executor_begin(env, d, display_name, t, &a.run, err, sizeof(err)) < 0) {
+	r = executor_begin(env, d, display_name, t, prov, &a.run, err, sizeof(err));
+	json_decref(prov);
+	if (r < 0) {
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", err);
 		return;
 	}

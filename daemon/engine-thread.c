@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "ipc.h"
 
 struct job {
 	int (*fn)(struct engine_ctx *ctx, void *arg);
@@ -38,6 +39,7 @@ struct engine_thread {
 	struct engine_ctx ctx;
 	struct engine_model_info info;
 	int tokens_per_tile;
+	char content_sha256[65]; /* "" when the files could not be read */
 
 	pthread_t thread;
 	bool started;
@@ -68,6 +70,77 @@ static void unload(struct engine_ctx *ctx)
 	memset(ctx, 0, sizeof(*ctx));
 }
 
+/* Longest part read into the model's content hash: config.json, the weights index, or the JSON
+ * header of a single model.safetensors. Larger is not a checkpoint holod loads. */
+#define ENGINE_THREAD_HASH_MAX_PART (64u << 20)
+
+/* Appends "name\n<size>\n<bytes>" of `size` bytes read from `f` at its position. */
+static int hash_part(FILE *f, const char *name, uint64_t size, char **buf, size_t *len)
+{
+	if (size > ENGINE_THREAD_HASH_MAX_PART)
+		return -EFBIG;
+	char head[NAME_MAX + 32];
+	int n = snprintf(head, sizeof(head), "%s\n%llu\n", name, (unsigned long long)size);
+	*buf = xrealloc(*buf, *len + (size_t)n + size);
+	memcpy(*buf + *len, head, (size_t)n);
+	if (size && fread(*buf + *len + n, 1, size, f) != size)
+		return ferror(f) ? -EIO : -EBADMSG;
+	*len += (size_t)n + size;
+	return 0;
+}
+
+static int hash_file(const char *dir, const char *name, bool safetensors_header, char **buf,
+		     size_t *len)
+{
+	char *path = path_join(dir, name);
+	FILE *f = fopen(path, "rbe");
+	int r = 0;
+
+	free(path);
+	if (!f)
+		return -errno;
+	if (safetensors_header) {
+		unsigned char le[8];
+		uint64_t n = 0;
+		if (fread(le, 1, sizeof(le), f) != sizeof(le)) {
+			r = -EBADMSG;
+			goto close;
+		}
+		for (int i = 7; i >= 0; i--)
+			n = n << 8 | le[i];
+		r = hash_part(f, name, n, buf, len);
+	} else if (fseeko(f, 0, SEEK_END) == 0) {
+		off_t size = ftello(f);
+		rewind(f);
+		r = size < 0 ? -errno : hash_part(f, name, (uint64_t)size, buf, len);
+	} else {
+		r = -errno;
+	}
+close:
+	fclose(f);
+	return r;
+}
+
+/* The model's content hash (provenance of instruction tasks): sha256 over config.json and the
+ * weights index (model.safetensors.index.json, or the header of a single model.safetensors),
+ * which name every tensor with its dtype, shape and byte range. Computed once, at load. */
+static int model_content_hash(const char *dir, char ret[65])
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int r = hash_file(dir, "config.json", false, &buf, &len);
+
+	if (r >= 0) {
+		r = hash_file(dir, "model.safetensors.index.json", false, &buf, &len);
+		if (r == -ENOENT)
+			r = hash_file(dir, "model.safetensors", true, &buf, &len);
+	}
+	if (r >= 0)
+		ipc_sha256_hex(buf, len, ret);
+	free(buf);
+	return r;
+}
+
 /* Loads everything an agent task needs; on failure the state says why and holod goes on
  * serving scripts. */
 static void load(struct engine_thread *et)
@@ -75,6 +148,7 @@ static void load(struct engine_thread *et)
 	struct engine_ctx *ctx = &et->ctx;
 	char err[ENGINE_THREAD_MAX_ERROR - 64] = "";
 	uint64_t t0 = time_mono_us();
+	int r;
 
 	log_info("loading the model %s", et->dir);
 	ctx->model = engine_model_load(et->dir, err, sizeof(err));
@@ -84,9 +158,14 @@ static void load(struct engine_thread *et)
 		goto fail;
 	}
 	engine_model_get_info(ctx->model, &et->info);
+	if ((r = model_content_hash(et->dir, et->content_sha256)) < 0) {
+		log_warning_errno(r, "the model %s: cannot hash config.json and its weights index; "
+				     "tasks record no content hash", et->dir);
+		et->content_sha256[0] = '\0';
+	}
 	char why[256];
 	struct engine_backend_options bo = et->backend;
-	int r = engine_backend_resolve(&bo, why, sizeof(why));
+	r = engine_backend_resolve(&bo, why, sizeof(why));
 	if (r < 0) {
 		set_failed(et, "%s", why);
 		goto fail;
@@ -296,6 +375,20 @@ static const char *state_name(enum engine_thread_state s)
 	default:
 		return "none";
 	}
+}
+
+json_t *engine_thread_provenance(struct engine_thread *et)
+{
+	if (engine_thread_state(et) != ENGINE_THREAD_READY)
+		return json_null();
+	const char *slash = strrchr(et->dir, '/');
+	struct engine_backend_info bi;
+	engine_backend_get_info(et->ctx.backend, &bi);
+	return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "path", et->dir, "name",
+			 slash && slash[1] ? slash + 1 : et->dir, "sha256",
+			 et->content_sha256[0] ? json_string(et->content_sha256) : json_null(),
+			 "backend", bi.name, "device", bi.device, "precision",
+			 engine_precision_name(bi.precision));
 }
 
 json_t *engine_thread_status(struct engine_thread *et)

@@ -81,6 +81,11 @@ int engine_thread_tokens_per_tile(struct engine_thread *et);
  *  NULL on OOM. */
 json_t *engine_thread_status(struct engine_thread *et);
 
+/* What produced a task, for its provenance: null unless READY, else {"path", "name", "sha256"
+ * (config.json + weights index, hashed once at load; null when unreadable), "backend", "device",
+ * "precision"}. A new reference, or NULL on OOM. */
+json_t *engine_thread_provenance(struct engine_thread *et);
+
 /* Runs fn(ctx, arg) on the engine thread and returns its result. -ENODEV when no model is
  * loaded (NONE or FAILED; waits for a load in progress), -ESHUTDOWN when stopping. */
 int engine_thread_call(struct engine_thread *et, int (*fn)(struct engine_ctx *ctx, void *arg),

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "holod-config.h"
 
 #define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
 
@@ -330,8 +331,37 @@ bool executor_connection_lost(int r)
 	return r == -EIO || r == -EPIPE || r == -ECONNRESET || r == -X11_ERR_NO_DISPLAY;
 }
 
+void executor_record_provenance(const struct executor_env *env, const char *display_name,
+				const struct executor_task *t, const struct x11_display *d,
+				json_t *extra)
+{
+	const char *display = display_name ? display_name : getenv("DISPLAY");
+	json_t *screen = json_null();
+	int w, h;
+
+	if (d) {
+		x11_display_size(d, &w, &h);
+		screen = json_pack("{s:i, s:i}", "width", w, "height", h);
+	}
+	json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I}}", "holod_version",
+			      HOLOD_VERSION, "display", display ? json_string(display) : json_null(),
+			      "screen", screen ? screen : json_null(), "budgets", "max_steps",
+			      (json_int_t)t->max_steps, "max_seconds", (json_int_t)t->max_seconds,
+			      "settle_ms", (json_int_t)t->settle_ms);
+	if (o && extra && json_object_update(o, extra) < 0) {
+		json_decref(o);
+		o = NULL;
+	}
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	int r = text ? journal_task_provenance(env->journal, t->id, text) : -ENOMEM;
+	if (r < 0)
+		log_warning_errno(r, "task %lld: cannot journal its provenance", (long long)t->id);
+	free(text);
+	json_decref(o);
+}
+
 int executor_begin(const struct executor_env *env, struct x11_display **d,
-		   const char *display_name, const struct executor_task *t,
+		   const char *display_name, const struct executor_task *t, json_t *provenance,
 		   struct executor_run *ret, char *err, size_t errlen)
 {
 	struct executor_run run = {.env = env, .t = t};
@@ -343,9 +373,11 @@ int executor_begin(const struct executor_env *env, struct x11_display **d,
 			int e = errno;
 			snprintf(err, errlen, "cannot open display %s: %s",
 				 display_name ? display_name : "$DISPLAY", x11_strerror(-e));
+			executor_record_provenance(env, display_name, t, NULL, provenance);
 			return -e;
 		}
 	}
+	executor_record_provenance(env, display_name, t, *d, provenance);
 	run.d = *d;
 	/* The stop flag interrupts a long write between two characters (EXECUTOR_RUN is 0). */
 	x11_input_set_interrupt(run.d, t->stop);
@@ -381,7 +413,7 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "not a script task");
 		return;
 	}
-	if (executor_begin(env, d, display_name, t, &run, err, sizeof(err)) < 0) {
+	if (executor_begin(env, d, display_name, t, NULL, &run, err, sizeof(err)) < 0) {
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", err);
 		return;
 	}

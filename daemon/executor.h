@@ -65,9 +65,18 @@ struct executor_run {
 	uint64_t deadline_us;    /* monotonic, from max_seconds */
 };
 
-/* Opens the display if needed (*d NULL) and fills *ret. -errno with err filled on failure. */
+/* Journals the task's provenance (docs/journal.md): holod's version, the display and its
+ * screen size (null when d is NULL), the effective budgets, and the members of `extra` (may be
+ * NULL; not taken). A failure to journal it is logged, not fatal. */
+void executor_record_provenance(const struct executor_env *env, const char *display_name,
+				const struct executor_task *t, const struct x11_display *d,
+				json_t *extra);
+
+/* Opens the display if needed (*d NULL), records the task's provenance with `provenance`'s
+ * members added (see executor_record_provenance) and fills *ret. -errno with err filled on
+ * failure. */
 int executor_begin(const struct executor_env *env, struct x11_display **d,
-		   const char *display_name, const struct executor_task *t,
+		   const char *display_name, const struct executor_task *t, json_t *provenance,
 		   struct executor_run *ret, char *err, size_t errlen);
 /* Releases every held key and button; closes *d when that fails or when last_error says the
  * connection was lost, so the next task reconnects. */

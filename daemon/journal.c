@@ -94,6 +94,8 @@ static const char *const migrations[] = {
 	"ALTER TABLE steps ADD COLUMN encode_us INTEGER;"
 	"ALTER TABLE steps ADD COLUMN prefill_us INTEGER;"
 	"ALTER TABLE steps ADD COLUMN decode_us INTEGER;",
+	/* 2 -> 3: what produced a task (docs/journal.md, provenance). */
+	"ALTER TABLE tasks ADD COLUMN provenance TEXT;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -435,6 +437,23 @@ unlock:
 	return r;
 }
 
+int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "UPDATE tasks SET provenance = ?2 WHERE id = ?1", &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, provenance_json, -1, SQLITE_TRANSIENT);
+	r = step_update_one(j, st);
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
 static json_t *col_time(sqlite3_stmt *st, int col)
 {
 	char buf[64];
@@ -471,11 +490,11 @@ static json_t *col_int(sqlite3_stmt *st, int col)
 
 #define TASK_COLUMNS                                                                               \
 	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"   \
-	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id)"
+	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance"
 
 static json_t *task_row(sqlite3_stmt *st)
 {
-	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}",
+	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o}",
 			 "id", (json_int_t)sqlite3_column_int64(st, 0),
 			 "kind", col_text(st, 1),
 			 "spec", col_json(st, 2),
@@ -486,7 +505,8 @@ static json_t *task_row(sqlite3_stmt *st)
 			 "finished_at", col_time(st, 7),
 			 "result", col_text(st, 8),
 			 "error", col_text(st, 9),
-			 "steps", (json_int_t)sqlite3_column_int64(st, 10));
+			 "steps", (json_int_t)sqlite3_column_int64(st, 10),
+			 "provenance", col_json(st, 11));
 }
 
 int journal_task_get(struct journal *j, int64_t id, json_t **ret)

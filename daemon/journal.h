@@ -21,7 +21,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 2
+#define JOURNAL_SCHEMA_VERSION 3
 
 struct journal;
 
@@ -49,6 +49,8 @@ int journal_task_start(struct journal *j, int64_t id, uint64_t started_us);
  * reserved space and retries once; -ENOSPC when even that was not enough. */
 int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,
 			uint64_t finished_us, const char *result, const char *error);
+/* Records what produced the task (a JSON object, docs/journal.md); -ENOENT unknown id. */
+int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json);
 /* -ENOENT when absent. */
 int journal_task_get(struct journal *j, int64_t id, json_t **ret);
 int journal_task_status(struct journal *j, int64_t id, enum ipc_task_status *ret);

@@ -52,6 +52,26 @@ check_steps "timings" 'all(.steps[]; .timings_us | (.capture >= 0 and .preproces
 check_steps "tokens" 'all(.steps[]; .agent.tokens | (.appended > 0 and .decoded > 0 and .session > 0))'
 check_steps "result" 'all(.steps[]; .result == "clicked left x1 at (\(.pixels.x),\(.pixels.y))")'
 
+# What produced the task: the model with its content hash (config.json, then the safetensors
+# header, each after "<name>\n<bytes>\n": docs/journal.md), sampling, budgets, the screen.
+M=$AGENT_MODEL
+HDR=$(od -An -tu8 -N8 "$M/model.safetensors" | tr -d ' ')
+MODEL_SHA=$({ printf 'config.json\n%s\n' "$(wc -c <"$M/config.json" | tr -d ' ')"
+	cat "$M/config.json"
+	printf 'model.safetensors\n%s\n' "$HDR"
+	tail -c +9 "$M/model.safetensors" | head -c "$HDR"; } | sha256sum | cut -d' ' -f1)
+api GET "/v1/tasks/$A"
+expect_json "provenance" .provenance.model.sha256 "$MODEL_SHA"
+expect_json "provenance" .provenance.model.name tiny-agent
+expect_json "provenance" .provenance.model.backend cpu
+expect_json "provenance" .provenance.model.precision fp32
+expect_json "provenance" .provenance.history persistent
+expect_json "provenance" '.provenance.sampling | has("temperature") and has("seed")' true
+expect_json "provenance" .provenance.budgets.max_steps 3
+expect_json "provenance" ".provenance.screen == {\"width\": $SCREEN_W, \"height\": $SCREEN_H}" true
+expect_json "provenance" '.provenance.holod_version | test("^[0-9]+\\.[0-9]+")' true
+expect_json "provenance" .provenance.constrained true
+
 # The client saw exactly these clicks, at these pixels, in this order.
 jq -r '.steps[] | "\(.pixels.x) \(.pixels.y)"' "$T/steps.json" >"$T/journal.points"
 sed -n 's/^press button=1 .* root_x=\([0-9-]*\) root_y=\([0-9-]*\) .*/\1 \2/p' "$CLIENT_LOG" \

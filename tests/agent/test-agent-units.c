@@ -184,7 +184,7 @@ static void test_journal_migration(void)
 
 	struct journal *j = journal_open(path);
 	REQUIRE(j);
-	CHECK_INT_EQ(journal_schema_version(j), 2);
+	CHECK_INT_EQ(journal_schema_version(j), JOURNAL_SCHEMA_VERSION);
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
 	json_t *steps = NULL;
 	REQUIRE(journal_steps_get(j, 1, 0, false, &steps) == 0);

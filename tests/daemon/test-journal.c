@@ -54,6 +54,37 @@ static void test_fresh_schema(void)
 	free(path);
 }
 
+/* A journal of version 2 (before provenance) is migrated in place; its tasks keep their rows
+ * and read back with a null provenance. */
+static void test_migrate_from_2(void)
+{
+	char *path = db_path("v2.db");
+	struct journal *j = journal_open(path);
+	int64_t id;
+	json_t *o;
+	sqlite3 *db;
+
+	REQUIRE(j);
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &id) == 0);
+	journal_close(j);
+	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+	REQUIRE(sqlite3_exec(db, "ALTER TABLE tasks DROP COLUMN provenance; PRAGMA user_version = 2",
+			     NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+
+	j = journal_open(path);
+	REQUIRE(j);
+	CHECK_INT_EQ(journal_schema_version(j), 3);
+	REQUIRE(journal_task_get(j, id, &o) == 0);
+	CHECK(json_is_null(json_object_get(o, "provenance")));
+	CHECK_STR_EQ(json_string_value(json_object_get(o, "display")), ":9");
+	json_decref(o);
+	CHECK_INT_EQ(journal_task_provenance(j, id, "{\"holod_version\":\"x\"}"), 0);
+	CHECK_INT_EQ(journal_integrity_check(j), 0);
+	journal_close(j);
+	free(path);
+}
+
 static void test_newer_schema_refused(void)
 {
 	char *path = db_path("newer.db");
@@ -166,6 +197,19 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(json_array_size(o), 2);
 	json_decref(o);
 
+	/* Provenance: recorded when a task starts, read back as an object; null when absent. */
+	CHECK_INT_EQ(journal_task_provenance(j, a, "{\"holod_version\":\"0.1.0\",\"screen\":"
+						    "{\"width\":800,\"height\":600}}"), 0);
+	CHECK_INT_EQ(journal_task_provenance(j, 999, "{}"), -ENOENT);
+	REQUIRE(journal_task_get(j, a, &o) == 0);
+	CHECK_INT_EQ(json_integer_value(json_object_get(
+			     json_object_get(json_object_get(o, "provenance"), "screen"), "width")),
+		     800);
+	json_decref(o);
+	REQUIRE(journal_task_get(j, b, &o) == 0);
+	CHECK(json_is_null(json_object_get(o, "provenance")));
+	json_decref(o);
+
 	CHECK_INT_EQ(journal_task_finish(j, c, IPC_TASK_CANCELLED, 30, NULL, "cancelled"), 0);
 	journal_close(j);
 
@@ -266,6 +310,7 @@ int main(void)
 {
 	REQUIRE(mkdtemp(dir));
 	test_fresh_schema();
+	test_migrate_from_2();
 	test_newer_schema_refused();
 	test_rows_and_recovery();
 	test_shotwriter();

@@ -37,6 +37,12 @@ expect_code task 200
 expect_json task .result "all done"
 expect_json task .steps 7
 expect_json task '.spec.script[0].element' "red block"
+# A script task's provenance: holod's version, the display and its screen, the budgets.
+expect_json provenance '.provenance.screen == {"width": 800, "height": 600}' true
+expect_json provenance '.provenance.display | test("^:[0-9]+$")' true
+expect_json provenance '.provenance.budgets | (.max_steps > 0 and .max_seconds > 0)' true
+expect_json provenance '.provenance.holod_version | length > 0' true
+expect_json provenance '.provenance | has("model")' false
 
 # ---- GET /v1/tasks/{id}/steps
 api GET "/v1/tasks/$T1/steps"
