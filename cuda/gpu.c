@@ -72,6 +72,7 @@ void gpu_context_destroy(struct gpu_context *g)
 {
 	if (!g)
 		return;
+	gpu_profile_free(g);
 	if (g->stream)
 		cudaStreamDestroy((cudaStream_t)g->stream);
 	free(g);

@@ -68,6 +68,40 @@ int gpu_synchronize(struct gpu_context *g);
 /* The device index the context was created for. */
 int gpu_context_device(const struct gpu_context *g);
 
+/* ---- graphs (graph.c) ----
+ * Work queued on the context's stream between gpu_graph_begin() and gpu_graph_end() is captured
+ * instead of run (kernels, device copies and memsets; nothing that waits for the host, such as
+ * gpu_copy_to_host or gpu_synchronize, may be called in between), then replayed by
+ * gpu_graph_launch() with the same arguments: a replay reads whatever the captured device
+ * buffers hold at that time. gpu_graph_abort() ends a capture that must be given up. */
+struct gpu_graph;
+int gpu_graph_begin(struct gpu_context *g);
+int gpu_graph_end(struct gpu_context *g, struct gpu_graph **ret);
+int gpu_graph_abort(struct gpu_context *g);
+int gpu_graph_launch(struct gpu_context *g, struct gpu_graph *graph);
+void gpu_graph_destroy(struct gpu_graph *graph);
+
+/* ---- profile (profile.c) ----
+ * Device time per call site: while enabled, gpu_profile_begin(kind, site) ... gpu_profile_end()
+ * around the work of one call site (one kernel launch or one GEMM call; not nested) records CUDA
+ * events on the stream, so the site's time is what the device spent between them (on the
+ * emulation: host time). `site` must outlive the context (a string literal). Both are no-ops
+ * returning 0 while profiling is off. Not for work being captured into a graph. */
+enum gpu_profile_kind { GPU_PROFILE_KERNEL, GPU_PROFILE_GEMM };
+/* Turns profiling on (allocating its events; -ENOMEM, -EIO) or off (dropping the counts). */
+int gpu_profile_enable(struct gpu_context *g, bool on);
+bool gpu_profile_enabled(const struct gpu_context *g);
+int gpu_profile_begin(struct gpu_context *g, enum gpu_profile_kind kind, const char *site);
+int gpu_profile_end(struct gpu_context *g);
+/* Waits for the stream, then returns the number of sites that ran and sets *ret_lines to a
+ * NULL-terminated array of lines, in first-call order, `kernel NAME launches=N ms=T` or
+ * `gemm SITE calls=N ms=T`; free it with gpu_profile_lines_free(). 0 lines (and an empty
+ * array, or NULL while profiling is off) when nothing ran. */
+int gpu_profile_report(struct gpu_context *g, char ***ret_lines);
+void gpu_profile_lines_free(char **lines);
+/* Zeroes the counts (profiling stays on). */
+void gpu_profile_clear(struct gpu_context *g);
+
 /* ---- language-model operations (issue 11) ----
  * Every operation below takes device pointers, runs asynchronously on the context's stream and
  * returns 0, -EINVAL (an argument outside its contract, nothing queued) or -EIO (the launch

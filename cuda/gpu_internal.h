@@ -10,7 +10,11 @@ extern "C" {
 struct gpu_context {
 	int device;
 	void *stream; /* cudaStream_t */
+	struct gpu_profile *profile; /* NULL while profiling is off (profile.c) */
 };
+
+/* Frees the profile state (gpu_context_destroy()). */
+void gpu_profile_free(struct gpu_context *g);
 
 /* Translates a cudaError_t to -errno with a debug log; 0 for cudaSuccess. */
 int gpu_translate_error(int err, const char *file, int line, const char *what);
