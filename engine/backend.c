@@ -198,6 +198,28 @@ int engine_backend_get_info(const struct engine_backend *b, struct engine_backen
 	return 0;
 }
 
+int engine_backend_profile(struct engine_backend *b, bool on)
+{
+	if (!b)
+		return -EINVAL;
+	return b->ops->profile ? b->ops->profile(b, on) : -EOPNOTSUPP;
+}
+
+int engine_backend_profile_report(struct engine_backend *b, char ***ret_lines)
+{
+	if (!b || !ret_lines)
+		return -EINVAL;
+	*ret_lines = NULL;
+	return b->ops->profile_report ? b->ops->profile_report(b, ret_lines) : -EOPNOTSUPP;
+}
+
+void engine_backend_profile_free(char **lines)
+{
+	for (size_t i = 0; lines && lines[i]; i++)
+		free(lines[i]);
+	free(lines);
+}
+
 void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 		  const struct engine_model *m, const struct engine_backend_options *opts)
 {
@@ -245,6 +267,29 @@ void backend_seq_state_finish(struct backend_seq_state *st)
  * so its first engine_session_create() calls may race. */
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The default backend: the CPU, or what $HOLOD_BACKEND names (backend.h). */
+static struct engine_backend *default_create(const struct engine_model *model)
+{
+	const char *kind = getenv("HOLOD_BACKEND"), *precision = getenv("HOLOD_PRECISION");
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
+	if (!kind || !*kind || strcmp(kind, "cpu") == 0)
+		return backend_cpu_create(model, &o);
+	char err[256] = "";
+	o.precision = ENGINE_PRECISION_FP32;
+	if (strcmp(kind, "cuda") != 0 ||
+	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0)) {
+		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s: expected cpu or cuda, and fp32 or bf16",
+			  kind, precision ? precision : "");
+		errno = EINVAL;
+		return NULL;
+	}
+	o.kind = ENGINE_BACKEND_CUDA;
+	struct engine_backend *b = engine_backend_create(model, &o, err, sizeof(err));
+	if (!b)
+		log_error("HOLOD_BACKEND=cuda: %s", err);
+	return b;
+}
+
 struct engine_backend *backend_model_default(const struct engine_model *model)
 {
 	/* The model is immutable to its users; the lazily created backend is the one field the
@@ -253,8 +298,7 @@ struct engine_backend *backend_model_default(const struct engine_model *model)
 	pthread_mutex_lock(&default_lock);
 	struct engine_backend *b = m->default_backend;
 	if (!b) {
-		struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
-		b = backend_cpu_create(model, &o);
+		b = default_create(model);
 		m->default_backend = b;
 	}
 	pthread_mutex_unlock(&default_lock);

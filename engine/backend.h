@@ -106,6 +106,9 @@ struct backend_ops {
 	 * 0, or -EIO for a device failure (sequences in the batch are then undefined). NULL when
 	 * the backend cannot run the language model. */
 	int (*forward)(struct engine_backend *b, const struct backend_batch *batch);
+	/* Device profiling (engine_backend_profile()); NULL on a backend without a device. */
+	int (*profile)(struct engine_backend *b, bool on);
+	int (*profile_report)(struct engine_backend *b, char ***ret_lines);
 	/* Fills the backend-specific parts of *ret (device name, memory). */
 	void (*info)(const struct engine_backend *b, struct engine_backend_info *ret);
 };
@@ -130,7 +133,10 @@ void backend_uncharge(struct engine_backend *b, uint64_t bytes);
 void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 		  const struct engine_model *m, const struct engine_backend_options *opts);
 
-/* The model's default CPU backend, created on first use; NULL + errno (EINVAL, ENOMEM). */
+/* The model's default backend, created on first use; NULL + errno (EINVAL, ENOMEM, and
+ * backend_cuda_create()'s errors). It is the CPU unless $HOLOD_BACKEND=cuda (with
+ * $HOLOD_PRECISION=fp32, the default, or bf16) puts it on CUDA device 0: the hook the backend
+ * conformance suite runs every session test through (tests/lm/meson.build). */
 struct engine_backend *backend_model_default(const struct engine_model *m);
 
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,

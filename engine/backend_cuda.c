@@ -508,6 +508,19 @@ static int cuda_reserve(struct engine_backend *base, const struct backend_batch 
 	return 0;
 }
 
+static int cuda_profile(struct engine_backend *base, bool on)
+{
+	return gpu_profile_enable(cb_of(base)->gpu, on);
+}
+
+static int cuda_profile_report(struct engine_backend *base, char ***ret_lines)
+{
+	struct gpu_context *g = cb_of(base)->gpu;
+	if (!gpu_profile_enabled(g))
+		return -EINVAL;
+	return gpu_profile_report(g, ret_lines);
+}
+
 static void cuda_info(const struct engine_backend *base, struct engine_backend_info *ret)
 {
 	const struct cuda_backend *b = cb_of(base);
@@ -539,6 +552,8 @@ static const struct backend_ops cuda_ops = {
 	.seq_import = cuda_seq_import,
 	.reserve = cuda_reserve,
 	.forward = NULL, /* the layer kernels are issue 11 */
+	.profile = cuda_profile,
+	.profile_report = cuda_profile_report,
 	.info = cuda_info,
 };
 

@@ -223,6 +223,19 @@ struct engine_backend_info {
 /* Fills *ret. Any thread may call it while others compute. Returns 0 or -EINVAL. */
 int engine_backend_get_info(const struct engine_backend *b, struct engine_backend_info *ret);
 
+/* Device profiling (`--profile`): while on, the backend times every kernel launch and GEMM call
+ * its forward makes, per call site (on the CUDA backend; decode then runs its launches one by
+ * one instead of replaying a graph, so each is timed). -EOPNOTSUPP on a backend without a device
+ * (the CPU), -ENOMEM, -EIO. Turning it off drops the counts. */
+int engine_backend_profile(struct engine_backend *b, bool on);
+/* Waits for the device, then sets *ret_lines to a NULL-terminated array of what ran since
+ * profiling was turned on, one line per call site in first-use order: `kernel NAME launches=N
+ * ms=T` or `gemm SITE calls=N ms=T` (device times from CUDA events on a GPU; host times on the
+ * emulation). Returns the number of lines (0: nothing ran on the device), -EINVAL when
+ * profiling is off, -EOPNOTSUPP, -ENOMEM, -EIO. Free with engine_backend_profile_free(). */
+int engine_backend_profile_report(struct engine_backend *b, char ***ret_lines);
+void engine_backend_profile_free(char **lines);
+
 /* A session able to hold up to max_tokens tokens (1..ENGINE_SESSION_MAX_TOKENS); the KV cache
  * grows on demand up to that size. The model's default CPU backend holds its state.
  * Returns NULL and sets errno (EINVAL, ENOMEM). */

@@ -5,6 +5,7 @@
  *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
  *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
  *              [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
+ *              [--profile]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
@@ -19,7 +20,9 @@
  *
  * --backend and --precision are checked before the model loads (engine_backend_resolve()): a
  * backend that cannot run the language model is refused with one sentence, never replaced by the
- * CPU behind the user's back.
+ * CPU behind the user's back. --profile (CUDA only) prints to stderr, after the run, one line per
+ * kernel and per GEMM call site with its launches and device milliseconds; a run that put
+ * nothing on the device is an error.
  */
 #include <errno.h>
 #include <math.h>
@@ -66,7 +69,7 @@ static void usage(FILE *f)
 		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
 		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
 		"                  [--think] [--max-tiles N] [--backend B] [--device N]\n"
-		"                  [--precision P]\n"
+		"                  [--precision P] [--profile]\n"
 		"\n"
 		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
 		"  --max-tokens N   tokens to generate (default 64)\n"
@@ -86,7 +89,8 @@ static void usage(FILE *f)
 		"  --backend B      auto, cpu or cuda (default auto: cuda when a device can run the\n"
 		"                   model, else the cpu)\n"
 		"  --device N       CUDA device index (default 0)\n"
-		"  --precision P    bf16 or fp32 (default: fp32 on the cpu, bf16 on cuda)\n");
+		"  --precision P    bf16 or fp32 (default: fp32 on the cpu, bf16 on cuda)\n"
+		"  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
 static int write_npy_header(FILE *f, uint64_t rows, int vocab)
@@ -329,7 +333,7 @@ int main(int argc, char **argv)
 		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
 		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
 		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES, OPT_BACKEND, OPT_PRECISION,
-		OPT_DEVICE,
+		OPT_DEVICE, OPT_PROFILE,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -353,6 +357,7 @@ int main(int argc, char **argv)
 		{"backend", required_argument, NULL, OPT_BACKEND},
 		{"precision", required_argument, NULL, OPT_PRECISION},
 		{"device", required_argument, NULL, OPT_DEVICE},
+		{"profile", no_argument, NULL, OPT_PROFILE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -362,7 +367,7 @@ int main(int argc, char **argv)
 	size_t n_images = 0;
 	int max_tiles = 0;
 	bool think = false, chat_mode = false;
-	bool tokenize = false, ignore_eos = false;
+	bool tokenize = false, ignore_eos = false, profile = false;
 	int max_tokens = 64, threads = 0;
 	struct engine_sampling sampling = {0};
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
@@ -478,6 +483,9 @@ int main(int argc, char **argv)
 			bopts.device = (int)v;
 			break;
 		}
+		case OPT_PROFILE:
+			profile = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -510,6 +518,12 @@ int main(int argc, char **argv)
 	}
 	if (err[0])
 		log_notice("%s", err);
+	if (profile && bopts.kind != ENGINE_BACKEND_CUDA) {
+		log_error("--profile times the kernels of a device, and this run uses the %s: add "
+			  "--backend cuda",
+			  engine_backend_kind_name(bopts.kind));
+		return 2;
+	}
 	struct engine_model *model = engine_model_load(model_dir, err, sizeof(err));
 	if (!model) {
 		log_error("%s: %s", model_dir, err);
@@ -593,6 +607,13 @@ int main(int argc, char **argv)
 	if (!backend) {
 		log_error("%s", err);
 		goto out;
+	}
+	if (profile) {
+		int r = engine_backend_profile(backend, true);
+		if (r < 0) {
+			log_error_errno(r, "cannot profile the device");
+			goto out;
+		}
 	}
 	s = engine_session_create_on(backend, (int)MIN(n_ids + (size_t)max_tokens + 1,
 						       (size_t)ENGINE_SESSION_MAX_TOKENS));
@@ -680,6 +701,20 @@ int main(int argc, char **argv)
 	engine_backend_get_info(backend, &binfo);
 	fprintf(stderr, "backend: %s (%s), %s\n", binfo.name, binfo.device,
 		engine_precision_name(binfo.precision));
+	if (profile) {
+		char **lines = NULL;
+		int n = engine_backend_profile_report(backend, &lines);
+		for (int i = 0; i < n; i++)
+			fprintf(stderr, "%s\n", lines[i]);
+		engine_backend_profile_free(lines);
+		if (n <= 0) {
+			if (n < 0)
+				log_error_errno(n, "cannot read the device profile");
+			else
+				log_error("--profile: nothing ran on the CUDA device");
+			goto out;
+		}
+	}
 
 	if (run.npy) {
 		if (run.npy_failed || write_npy_header(run.npy, run.rows, run.vocab) < 0 ||

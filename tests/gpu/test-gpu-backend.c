@@ -323,6 +323,44 @@ static void test_oom(void)
 	lm_random_model_destroy(m);
 }
 
+/* $HOLOD_BACKEND / $HOLOD_PRECISION put a model's default backend (engine_session_create()) on
+ * the device, fp32 unless told otherwise: the conformance suite's hook; a bad value makes
+ * sessions fail rather than run on the CPU. */
+static void test_default_backend_env(void)
+{
+	static const struct {
+		const char *kind, *precision;
+		bool ok;
+		enum engine_precision want;
+	} cases[] = {
+		{"cuda", NULL, true, ENGINE_PRECISION_FP32},
+		{"cuda", "bf16", true, ENGINE_PRECISION_BF16},
+		{"cpu", NULL, true, ENGINE_PRECISION_FP32},
+		{"gpu", NULL, false, ENGINE_PRECISION_FP32},
+		{"cuda", "fp16", false, ENGINE_PRECISION_FP32},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct engine_model *m = model_of(TENSOR_BF16, 64, 100);
+		setenv("HOLOD_BACKEND", cases[i].kind, 1);
+		if (cases[i].precision)
+			setenv("HOLOD_PRECISION", cases[i].precision, 1);
+		else
+			unsetenv("HOLOD_PRECISION");
+		struct engine_session *s = engine_session_create(m, 8);
+		CHECK(!s == !cases[i].ok);
+		if (s) {
+			struct engine_backend_info info;
+			CHECK_INT_EQ(engine_backend_get_info(engine_session_backend(s), &info), 0);
+			CHECK_STR_EQ(info.name, cases[i].kind);
+			CHECK_INT_EQ((int)info.precision, (int)cases[i].want);
+		}
+		engine_session_destroy(s);
+		lm_random_model_destroy(m);
+	}
+	unsetenv("HOLOD_BACKEND");
+	unsetenv("HOLOD_PRECISION");
+}
+
 int main(int argc, char **argv)
 {
 	if (gpu_device_count() == 0) {
@@ -338,5 +376,6 @@ int main(int argc, char **argv)
 		test_backend(dts[i], ENGINE_PRECISION_FP32);
 		test_backend(dts[i], ENGINE_PRECISION_BF16);
 	}
+	test_default_backend_env();
 	return test_exit();
 }

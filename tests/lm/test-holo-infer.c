@@ -174,6 +174,15 @@ int main(int argc, char **argv)
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(strstr(out, "backend: cpu (") != NULL && strstr(out, "), fp32") != NULL);
 	free(out);
+	/* --profile times a device's kernels: on the CPU it is refused before anything runs */
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 1 --backend cpu --profile 2>&1",
+		 exe, root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 2);
+	CHECK(strstr(out, "--profile times the kernels of a device, and this run uses the cpu") !=
+	      NULL);
+	CHECK(strstr(out, "prefill:") == NULL);
+	free(out);
 
 	/* values out of their range: a usage error naming the value and the limit */
 	static const struct {
