@@ -456,8 +456,10 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 				src = l + g->arg;
 			break;
 		case GPU_EMU_WARP_SHFL_XOR:
+			/* As PTX shfl.bfly: a lane of an earlier segment may be read, a later one
+			 * gives the caller's own value (CUDA programming guide, __shfl_xor_sync). */
 			src = l ^ (g->arg & 31);
-			if ((src & ~(w - 1)) != seg)
+			if (src > (seg | (w - 1)))
 				src = l;
 			break;
 		}

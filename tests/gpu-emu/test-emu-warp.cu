@@ -34,7 +34,9 @@ static int want_shuffle(int c, int t)
 	case DOWN: return lane + 4 < 32 ? v + 4 : v;
 	case DOWN_W8: return lane % 8 + 1 < 8 ? v + 1 : v;
 	case XOR: return 1000 + base + (lane ^ 7);
-	case XOR_W16: return v; /* lane ^ 16 leaves the 16-lane segment: own value */
+	/* lane ^ 16 leaves the 16-lane segment: a later segment gives the caller's own value, an
+	 * earlier one may be read (CUDA programming guide, __shfl_xor_sync) */
+	case XOR_W16: return lane < 16 ? v : v - 16;
 	}
 	return -1;
 }
