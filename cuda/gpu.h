@@ -215,8 +215,9 @@ struct gpu_mamba_dims {
 };
 
 /* Causal depthwise conv1d over T >= 1 positions, + bias, then SiLU:
- *   out[t][c] = silu(bias[c] + sum_k w[c][k] * u[t - (K-1) + k][c])
- * where u[] is conv_state's K-1 rows (oldest first) followed by raw's T rows. raw: [T][ld_raw]
+ *   out[t][c] = silu(bias[c] + sum_{k < K} w[c][k] * u[t + k][c])
+ * where u[] is conv_state's K-1 rows (oldest first) followed by raw's T rows (u[K-1 + t] is raw
+ * row t). raw: [T][ld_raw]
  * pre-conv xBC (columns [0, conv_dim)); w: [conv_dim][K] (conv1d.weight) in w_dtype; bias:
  * [conv_dim] fp32, or NULL for none; conv_state: [K-1][conv_dim] fp32, replaced by the last K-1
  * rows of u; out: [T][ld_out] fp32, overlapping neither raw nor conv_state. T = 1 is the decode
