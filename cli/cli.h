@@ -135,6 +135,16 @@ int cli_script_parse(const char *name, const char *text, size_t len, json_t **re
 
 /* "1.25 s", "830 ms", "12 us" for a duration in microseconds; "-" when negative. */
 void cli_format_duration_us(long long us, char *buf, size_t size);
+/* Narrowest width text is wrapped to. */
+#define CLI_WRAP_MIN_WIDTH 40
+/* Columns of the terminal `f` is (TIOCGWINSZ), else $COLUMNS, else 80; at least
+ * CLI_WRAP_MIN_WIDTH. */
+unsigned cli_terminal_width(FILE *f);
+/* Prints `label` then `text` after `indent` blanks, word-wrapped to `width` columns, continuation
+ * lines aligned under the text's start. Newlines in text start a new line; tabs print as a blank
+ * and other control characters as \xNN, so what a model wrote cannot move the cursor. */
+void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent,
+		       unsigned width);
 /* The exit status `run --follow` returns for a final task status string. */
 int cli_exit_for_task_status(const char *status);
 
@@ -170,8 +180,11 @@ void cli_format_point(json_t *point, char *buf, size_t size);
 /* The arguments of a tool call other than its coordinates: "\"hello\" +enter", "ctrl+s",
  * "down 3", "2 s", the button of a non-left click, else the element; "" when there are none. */
 void cli_format_tool_args(json_t *tool_call, char *buf, size_t size);
-/* The aligned table of `holoctl show` for a JSON array of steps. */
+/* The aligned table of `holoctl show` for a JSON array of steps; with the model's phases
+ * (preprocess, vision, prefill, decode) when a step came from the model. */
 int cli_print_steps_table(struct cli_context *ctx, json_t *steps);
+/* For each step from the model: "step N", then its thought and note wrapped to `width`. */
+void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width);
 /* One line per step, as `run --follow` prints them live. */
 void cli_print_step_line(struct cli_context *ctx, json_t *step);
 /* The short answer of `holoctl do`. */

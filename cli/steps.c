@@ -109,25 +109,48 @@ static const char *step_outcome(json_t *step)
 	return error ? error : result ? result : "";
 }
 
+/* Whether any step came from the model (instruction tasks): its phases get columns. */
+static bool any_agent_step(json_t *steps)
+{
+	json_t *step;
+	size_t i;
+
+	json_array_foreach(steps, i, step)
+		if (json_is_object(json_object_get(step, "agent")))
+			return true;
+	return false;
+}
+
 int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 {
-	static const char *const headers[] = {"#",      "TOOL",   "ARGS",    "MODEL",
-	                                      "PIXELS", "STATUS", "CAPTURE", "INJECT",
-	                                      "SETTLE", "TOTAL",  "RESULT"};
-	struct cli_table *t = cli_table_create(ARRAY_SIZE(headers), headers);
+	/* Capture, then the model's phases (instruction tasks), then inject and settle: the
+	 * order a step runs them in. */
+	static const char *const script_headers[] = {"#",      "TOOL",   "ARGS",    "MODEL",
+						     "PIXELS", "STATUS", "CAPTURE", "INJECT",
+						     "SETTLE", "TOTAL",  "RESULT"};
+	static const char *const agent_headers[] = {
+		"#",       "TOOL",    "ARGS",   "MODEL",  "PIXELS", "STATUS", "CAPTURE", "PREPROC",
+		"VISION",  "PREFILL", "DECODE", "INJECT", "SETTLE", "TOTAL",  "RESULT"};
+	static const char *const model_phases[] = {"preprocess", "encode", "prefill", "decode"};
+	bool agent = any_agent_step(steps);
+	const char *const *headers = agent ? agent_headers : script_headers;
+	size_t ncol = agent ? ARRAY_SIZE(agent_headers) : ARRAY_SIZE(script_headers);
+	struct cli_table *t = cli_table_create(ncol, headers);
 	json_t *step;
 	size_t i;
 	int r;
 
-	for (size_t c = 0; c < ARRAY_SIZE(headers); c++)
-		if (c == 0 || (c >= 6 && c <= 9))
+	for (size_t c = 0; c < ncol; c++)
+		if (c == 0 || (c >= 6 && c + 1 < ncol))
 			cli_table_set_align(t, c, CLI_ALIGN_RIGHT);
 	json_array_foreach(steps, i, step)
 	{
-		char idx[24], args[256], model[64], pixels[64], capture[32], inject[32], settle[32],
-		        total[32];
+		char idx[24], args[256], model[64], pixels[64], capture[32], phases[4][32],
+		        inject[32], settle[32], total[32];
 		json_t *call = json_object_get(step, "tool_call");
 		json_t *timings = json_object_get(step, "timings_us");
+		const char *row[ARRAY_SIZE(agent_headers)];
+		size_t n = 0;
 
 		snprintf(idx, sizeof(idx), "%lld", int_member(step, "index"));
 		cli_format_tool_args(call, args, sizeof(args));
@@ -137,22 +160,49 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 		cli_format_duration_us(int_member(timings, "inject"), inject, sizeof(inject));
 		cli_format_duration_us(int_member(timings, "settle"), settle, sizeof(settle));
 		cli_format_duration_us(step_total_us(timings), total, sizeof(total));
-		const char *row[] = {idx,
-		                     str_member(call, "tool_name"),
-		                     args,
-		                     model,
-		                     pixels,
-		                     str_member(step, "status"),
-		                     capture,
-		                     inject,
-		                     settle,
-		                     total,
-		                     step_outcome(step)};
+		row[n++] = idx;
+		row[n++] = str_member(call, "tool_name");
+		row[n++] = args;
+		row[n++] = model;
+		row[n++] = pixels;
+		row[n++] = str_member(step, "status");
+		row[n++] = capture;
+		for (size_t p = 0; agent && p < ARRAY_SIZE(model_phases); p++) {
+			cli_format_duration_us(int_member(timings, model_phases[p]), phases[p],
+			                       sizeof(phases[p]));
+			row[n++] = phases[p];
+		}
+		row[n++] = inject;
+		row[n++] = settle;
+		row[n++] = total;
+		row[n++] = step_outcome(step);
 		cli_table_add_row(t, row);
 	}
 	r = cli_table_print(t, ctx->out);
 	cli_table_destroy(t);
 	return r;
+}
+
+void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width)
+{
+	static const char *const said[] = {"thought", "note"};
+	json_t *step;
+	size_t i;
+
+	json_array_foreach(steps, i, step)
+	{
+		json_t *agent = json_object_get(step, "agent");
+		if (!json_is_object(agent))
+			continue;
+		fprintf(ctx->out, "\nstep %lld\n", int_member(step, "index"));
+		for (size_t k = 0; k < ARRAY_SIZE(said); k++) {
+			const char *text = str_member(agent, said[k]);
+			char label[16];
+			snprintf(label, sizeof(label), "%s: ", said[k]);
+			cli_print_wrapped(ctx->out, label, text && text[0] ? text : "(none)", 2,
+			                  width);
+		}
+	}
 }
 
 void cli_print_step_line(struct cli_context *ctx, json_t *step)

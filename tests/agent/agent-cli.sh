@@ -23,6 +23,30 @@ cat "$T/out"
 grep -q 'max_steps budget (2) reached without an answer' "$T/out" "$T/err" ||
 	fail "no outcome: $(cat "$T/out" "$T/err")"
 
+# holoctl show: the model's phases next to capture/inject/settle, what produced the task, each
+# step's thought and note wrapped to $COLUMNS, and --steps for a range.
+ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out")
+COLUMNS=60 "$HOLOCTL" show "$ID" >"$T/show" 2>"$T/err" || fail "holoctl show: $(cat "$T/err")"
+cat "$T/show"
+grep -Eq '^#  TOOL .* CAPTURE +PREPROC +VISION +PREFILL +DECODE +INJECT +SETTLE +TOTAL  RESULT$' "$T/show" ||
+	fail "show: no model phase columns"
+[ "$(grep -Ec '^[01]  click .* ok ( +[0-9.]+ (us|ms|s)){8}  clicked left' "$T/show")" = 2 ] ||
+	fail "show: not two rows with eight timings"
+grep -Eq '^model  +tiny-agent \(sha256 [0-9a-f]{12}\) on cpu, fp32$' "$T/show" || fail "show: no model line"
+grep -Eq "^screen  +${SCREEN_W}x${SCREEN_H}\$" "$T/show" || fail "show: no screen line"
+[ "$(grep -c '^step [01]$' "$T/show")" = 2 ] || fail "show: not two step texts"
+[ "$(grep -c '^  thought: ' "$T/show")" = 2 ] || fail "show: not two thoughts"
+[ "$(grep -c '^  note: ' "$T/show")" = 2 ] || fail "show: not two notes"
+awk '/^step 0$/ { on = 1 } on && length($0) > 60 { bad = 1 } END { exit bad }' "$T/show" ||
+	fail "show: a thought line is wider than COLUMNS=60"
+"$HOLOCTL" show --steps 1-1 "$ID" >"$T/show" 2>"$T/err" || fail "holoctl show --steps: $(cat "$T/err")"
+[ "$(grep -Ec '^[0-9]+  click ' "$T/show")" = 1 ] && grep -Eq '^1  click ' "$T/show" &&
+	grep -q '^step 1$' "$T/show" && ! grep -q '^step 0$' "$T/show" || fail "show --steps 1-1: $(cat "$T/show")"
+"$HOLOCTL" show --steps 5- "$ID" >"$T/show" 2>"$T/err" || fail "holoctl show --steps 5-"
+grep -q '^no steps in the range 5-10000 (the task has 2)$' "$T/show" || fail "show --steps 5-: $(cat "$T/show")"
+"$HOLOCTL" show --steps 3-1 "$ID" >"$T/show" 2>"$T/err"
+[ $? = 2 ] && grep -q "holoctl show: --steps '3-1' is not a range" "$T/err" || fail "show --steps 3-1: $(cat "$T/err")"
+
 # The history options reach the task.
 "$HOLOCTL" run --follow --max-steps 2 --history window --window 1 --max-tiles 1 \
 	Click the red block. >"$T/out" 2>"$T/err"

@@ -623,6 +623,52 @@ static int run_main(char **out, char **err, ...)
 	return r;
 }
 
+static char *wrapped(const char *label, const char *text, unsigned indent, unsigned width)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	REQUIRE(f);
+	cli_print_wrapped(f, label, text, indent, width);
+	fclose(f);
+	return buf;
+}
+
+/* Thoughts in `holoctl show`: wrapped at blanks to the width, continuation lines under the
+ * text, a word longer than the line cut, escapes for what would move the cursor. */
+static void test_wrap(void)
+{
+	char *s = wrapped("thought: ", "The save button is at the top right of the dialog", 2, 40);
+	CHECK_STR_EQ(s, "  thought: The save button is at the top\n"
+			"           right of the dialog\n");
+	free(s);
+	s = wrapped("note: ", "line one\nline two", 0, 40);
+	CHECK_STR_EQ(s, "note: line one\n      line two\n");
+	free(s);
+	s = wrapped("n: ", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz", 0, 40);
+	CHECK_STR_EQ(s, "n: abcdefghijklmnopqrstuvwxyzabcdefghijk\n"
+			"   lmnopqrstuvwxyz\n");
+	free(s);
+	s = wrapped("n: ", "\x1b[2Jé\tok", 0, 40);
+	CHECK_STR_EQ(s, "n: \\x1b[2Jé ok\n");
+	free(s);
+	/* Every printed line fits, whatever the text. */
+	s = wrapped("thought: ", "aa bbb cccc ddddd eeeeee fffffff gggggggg hhhhhhhhh iiiiiiiiii "
+				 "jjjjjjjjjjj kkkkkkkkkkkk", 4, 40);
+	for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
+		CHECK(strlen(line) <= 40);
+	free(s);
+	setenv("COLUMNS", "132", 1);
+	FILE *f = tmpfile();
+	REQUIRE(f);
+	CHECK_INT_EQ(cli_terminal_width(f), 132);
+	setenv("COLUMNS", "10", 1);
+	CHECK_INT_EQ(cli_terminal_width(f), CLI_WRAP_MIN_WIDTH);
+	unsetenv("COLUMNS");
+	CHECK_INT_EQ(cli_terminal_width(f), 80);
+	fclose(f);
+}
+
 static void test_main(void)
 {
 	char *out, *err, dir[] = "/tmp/holoctl-main-XXXXXX";
@@ -649,7 +695,7 @@ static void test_main(void)
 		free(out), free(err);
 	}
 	CHECK_INT_EQ(run_main(&out, &err, "help", "show", NULL), 0);
-	CHECK(strstr(out, "Usage: holoctl show ID") == out);
+	CHECK(strstr(out, "Usage: holoctl show [--steps A-B] ID") == out);
 	free(out), free(err);
 
 	CHECK_INT_EQ(run_main(&out, &err, "frobnicate", NULL), CLI_EXIT_USAGE);
@@ -734,6 +780,7 @@ int main(void)
 	test_script_file();
 	test_table();
 	test_format();
+	test_wrap();
 	test_main();
 	cli_http_global_cleanup();
 	return test_exit();
