@@ -37,6 +37,7 @@ struct gemm_entry {
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, d;
 	cublasLtMatmulAlgo_t algo;
+	uint64_t last_use;
 };
 
 struct gpu_blas {
@@ -45,6 +46,7 @@ struct gpu_blas {
 	void *workspace;
 	struct gemm_entry *entries;
 	size_t n_entries;
+	uint64_t calls;
 };
 
 static int lt_check(cublasStatus_t st, const char *file, int line, const char *what)
@@ -137,6 +139,7 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 	cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
 	cudaDataType_t in_type = lt_type(k->w_dtype), out_type = lt_type(k->y_dtype);
 	size_t ws = GEMM_WORKSPACE_BYTES;
+	memset(e, 0, sizeof(*e));
 	int r = LT_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	if (r >= 0)
 		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA,
@@ -202,6 +205,8 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
 	     bool accumulate)
 {
+	if (rows == 0 && gm && w && x && y)
+		return 0;
 	if (!gm || !w || !x || !y || !dim_ok(out) || !dim_ok(in) || !dim_ok(rows) ||
 	    ldx > (size_t)GPU_GEMM_MAX_DIM || ldy > (size_t)GPU_GEMM_MAX_DIM || ldx < (size_t)in ||
 	    ldy < (size_t)out)
@@ -229,14 +234,29 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 		if (!memcmp(&gm->entries[i].key, &key, sizeof(key)))
 			e = &gm->entries[i];
 	if (!e) {
-		if (gm->n_entries == GPU_BLAS_MAX_SHAPES)
-			return -ENOSPC;
-		e = &gm->entries[gm->n_entries];
+		/* a free slot, else the least recently used entry (a captured graph keeps its own
+		 * copy of what it launched, so its descriptors may go) */
+		if (gm->n_entries < GPU_BLAS_MAX_SHAPES) {
+			e = &gm->entries[gm->n_entries];
+		} else {
+			e = &gm->entries[0];
+			for (size_t i = 1; i < gm->n_entries; i++)
+				if (gm->entries[i].last_use < e->last_use)
+					e = &gm->entries[i];
+			entry_release(e);
+		}
 		int r = entry_build(gm, e, &key);
-		if (r < 0)
+		if (r < 0) {
+			if (e != &gm->entries[gm->n_entries]) { /* an evicted slot: fill the hole */
+				*e = gm->entries[--gm->n_entries];
+				memset(&gm->entries[gm->n_entries], 0, sizeof(*e));
+			}
 			return r;
-		gm->n_entries++;
+		}
+		if (e == &gm->entries[gm->n_entries])
+			gm->n_entries++;
 	}
+	e->last_use = ++gm->calls;
 	const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
 	return LT_CHECK(cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y, e->d, y,
 				       e->d, &e->algo, gm->workspace, GEMM_WORKSPACE_BYTES,

@@ -124,7 +124,8 @@ struct gpu_blas;
 struct gpu_blas *gpu_blas_create(struct gpu_context *g);
 void gpu_blas_destroy(struct gpu_blas *gm);
 
-/* Problem shapes one struct gpu_blas caches; a call with a shape beyond these is -ENOSPC. */
+/* Problem shapes one struct gpu_blas caches; beyond them the least recently used is dropped
+ * (and rebuilt when it comes back). */
 #define GPU_BLAS_MAX_SHAPES 256
 /* Largest of rows, out, in and the strides (cuBLASLt's int32 dimensions). */
 #define GPU_GEMM_MAX_DIM ((int64_t)1 << 30)
@@ -132,8 +133,8 @@ void gpu_blas_destroy(struct gpu_blas *gm);
 /* y[r][0:out] = W x[r] for r in [0, rows) (accumulate: y[r] += W x[r], the residual add fused
  * into the GEMM), with W [out][in] (row stride in), x [rows][ldx] of W's dtype, y [rows][ldy] of
  * y_dtype. fp32 W: fp32 x and y (exact fp32 products, no TF32). bf16 W: bf16 x, y fp32 or bf16
- * (fp32 accumulation, y rounded once). y must not overlap W or x. Returns 0, -EINVAL, -ENOSPC,
- * -EIO. */
+ * (fp32 accumulation, y rounded once). y must not overlap W or x. rows == 0 does nothing.
+ * Returns 0, -EINVAL, -EIO. */
 int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
 	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
 	     bool accumulate);

@@ -8,6 +8,7 @@
  *   the CPU gets the same bf16-rounded x the device gets, so the products are exact on both and
  *   only the summation order differs.
  * - RMSNorm: 2e-6 relative + 1e-6 absolute in fp32, plus 2^-8 relative for a bf16 output.
+ * - the GEMM cache: more shapes than GPU_BLAS_MAX_SHAPES, then earlier ones again, still right.
  * - embedding, ReLU² and the KV append: exact (fp32), or equal to the host's own bf16 rounding. */
 #include <errno.h>
 #include <math.h>
@@ -154,6 +155,16 @@ static void test_gemm(void)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		check_gemm(gm, &cases[i]);
 
+	/* more shapes than the cache holds: the oldest are dropped and rebuilt, answers stay right */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int out = 1; out <= GPU_BLAS_MAX_SHAPES + 20; out += pass ? 37 : 1) {
+			struct gemm_case c = {out, 3, 1, 3, (size_t)out, pass == 1, TENSOR_F32, GPU_DTYPE_F32};
+			if (pass == 0 && out % 64 != 1)
+				c.in = 1, c.ldx = 1; /* cheap: fills the cache */
+			check_gemm(gm, &c);
+		}
+	}
+
 	void *d = dev_from(NULL, 4096);
 	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 3, 1, (char *)d + 1024, GPU_DTYPE_F32, 4,
 			      false),
@@ -164,6 +175,9 @@ static void test_gemm(void)
 	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 0, 4, d, 4, 1, (char *)d + 1024, GPU_DTYPE_F32, 4,
 			      false),
 		     -EINVAL);
+	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 0, (char *)d + 1024, GPU_DTYPE_F32, 4,
+			      false),
+		     0); /* no rows: nothing to do */
 	gpu_free(g, d);
 	gpu_blas_destroy(gm);
 }
