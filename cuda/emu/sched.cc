@@ -390,6 +390,18 @@ static void ensure_fibers(int n)
 
 /* ---- collectives (called on fibers) --------------------------------------------------------- */
 
+[[noreturn]] __attribute__((noinline, cold)) static void die_divergent(const struct fiber *f, const char *file,
+									int line)
+{
+	char name[256];
+	kernel_name(name, sizeof(name));
+	const struct fiber *g = emu.bar_first;
+	gpu_emu_die("divergent __syncthreads in " WHERE_FMT ": thread (%u,%u,%u) waits at %s:%d while thread (%u,%u,%u) "
+		    "reached %s:%d",
+		    WHERE_ARGS(name), g->tid.x, g->tid.y, g->tid.z, emu.bar_file, emu.bar_line, f->tid.x, f->tid.y,
+		    f->tid.z, file, line);
+}
+
 int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, int line)
 {
 	struct fiber *f = emu.cur;
@@ -400,13 +412,7 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 		emu.bar_line = line;
 		emu.bar_first = f;
 	} else if (line != emu.bar_line || strcmp(file, emu.bar_file)) {
-		char name[256];
-		kernel_name(name, sizeof(name));
-		struct fiber *g = emu.bar_first;
-		gpu_emu_die("divergent __syncthreads in " WHERE_FMT ": thread (%u,%u,%u) waits at %s:%d while "
-			    "thread (%u,%u,%u) reached %s:%d",
-			    WHERE_ARGS(name), g->tid.x, g->tid.y, g->tid.z, emu.bar_file, emu.bar_line, f->tid.x,
-			    f->tid.y, f->tid.z, file, line);
+		die_divergent(f, file, line);
 	}
 	emu.bar_arrived++;
 	emu.bar_count += pred != 0;
@@ -473,6 +479,32 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 			emu.fibers[base + l].state = FIBER_RUNNABLE;
 }
 
+/* The error paths of the collectives, out of line: a local name buffer in the hot functions costs
+ * an ASan frame setup on every call. */
+[[noreturn]] __attribute__((noinline, cold)) static void die_warp(const struct fiber *f, enum gpu_emu_warp_kind kind,
+								   const char *file, int line, const char *what,
+								   unsigned mask, int width)
+{
+	char name[256];
+	kernel_name(name, sizeof(name));
+	if (!strcmp(what, "mask"))
+		gpu_emu_die("%s:%d: %s in " WHERE_FMT ": lane %d of warp %d passes mask 0x%08x, which does not name it",
+			    file, line, warp_kind_name(kind), WHERE_ARGS(name), f->linear & 31, f->linear / 32, mask);
+	gpu_emu_die("%s:%d: %s in " WHERE_FMT ": width %d is not a power of two from 1 to 32", file, line,
+		    warp_kind_name(kind), WHERE_ARGS(name), width);
+}
+
+[[noreturn]] __attribute__((noinline, cold)) static void die_mismatch(const struct fiber *f, const struct fiber *g,
+								       int l)
+{
+	char name[256];
+	kernel_name(name, sizeof(name));
+	gpu_emu_die("mismatched warp collectives in " WHERE_FMT ": lane %d calls %s at %s:%d while lane %d calls %s at "
+		    "%s:%d with the same mask 0x%08x",
+		    WHERE_ARGS(name), l, warp_kind_name(g->kind), g->file, g->line, f->linear & 31,
+		    warp_kind_name(f->kind), f->file, f->line, f->mask);
+}
+
 uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value, int arg, int width,
 		      const char *file, int line)
 {
@@ -480,19 +512,12 @@ uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value
 	if (!f)
 		gpu_emu_die("%s:%d: %s outside a kernel", file, line, warp_kind_name(kind));
 	int lane = f->linear & 31, base = f->linear - lane;
-	char name[256];
-	if (!(mask >> lane & 1u)) {
-		kernel_name(name, sizeof(name));
-		gpu_emu_die("%s:%d: %s in " WHERE_FMT ": lane %d of warp %d passes mask 0x%08x, which does not name it",
-			    file, line, warp_kind_name(kind), WHERE_ARGS(name), lane, f->linear / 32, mask);
-	}
+	if (!(mask >> lane & 1u))
+		die_warp(f, kind, file, line, "mask", mask, width);
 	if (width == 0)
 		width = 32;
-	if (width < 1 || width > 32 || (width & (width - 1))) {
-		kernel_name(name, sizeof(name));
-		gpu_emu_die("%s:%d: %s in " WHERE_FMT ": width %d is not a power of two from 1 to 32", file, line,
-			    warp_kind_name(kind), WHERE_ARGS(name), width);
-	}
+	if (width < 1 || width > 32 || (width & (width - 1)))
+		die_warp(f, kind, file, line, "width", mask, width);
 	f->state = FIBER_WARP;
 	f->file = file;
 	f->line = line;
@@ -513,11 +538,7 @@ uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value
 		if (g->state != FIBER_WARP || g->mask != mask) {
 			complete = false;
 		} else if (g->kind != kind) {
-			kernel_name(name, sizeof(name));
-			gpu_emu_die("mismatched warp collectives in " WHERE_FMT ": lane %d calls %s at %s:%d while lane "
-				    "%d calls %s at %s:%d with the same mask 0x%08x",
-				    WHERE_ARGS(name), l, warp_kind_name(g->kind), g->file, g->line, lane,
-				    warp_kind_name(kind), file, line, mask);
+			die_mismatch(f, g, l);
 		}
 	}
 	if (complete)
