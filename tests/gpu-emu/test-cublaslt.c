@@ -502,6 +502,28 @@ static void test_attributes(void)
 						  &written));
 	CHECK_INT_EQ(rows, 4);
 	CHECK(cublasLtGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED) != NULL);
+
+	/* the pointer alignments cuda/gemm.c tells the heuristic (the default assumes 256 bytes) */
+	cublasLtMatmulPreference_t pref;
+	REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
+	uint32_t align = 0;
+	CHECK_LT(cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+						      &align, sizeof(align), &written));
+	CHECK_INT_EQ(align, 256);
+	align = 16;
+	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+						      &align, sizeof(align)));
+	align = 0;
+	CHECK_LT(cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+						      &align, sizeof(align), &written));
+	CHECK_INT_EQ(align, 16);
+#ifdef HOLO_TEST_EMULATED
+	align = 12; /* not a power of two */
+	CHECK_INT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+							  &align, sizeof(align)),
+		     CUBLAS_STATUS_INVALID_VALUE);
+#endif
+	cublasLtMatmulPreferenceDestroy(pref);
 	cublasLtMatrixLayoutDestroy(l);
 	cublasLtMatmulDescDestroy(op);
 }
