@@ -56,6 +56,7 @@ extern const struct cli_command cli_cmd_show;
 extern const struct cli_command cli_cmd_cancel;
 extern const struct cli_command cli_cmd_screenshot;
 extern const struct cli_command cli_cmd_do;
+extern const struct cli_command cli_cmd_report;
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];
@@ -195,5 +196,8 @@ void cli_print_raw(struct cli_context *ctx, const char *body, size_t size);
  * otherwise. */
 int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s,
                       long *ret);
+/* Writes through a temporary file in the same directory and renames it over `path` (mode
+ * 0644), so a reader never sees half a file. -errno. */
+int cli_write_file_atomic(const char *path, const char *data, size_t size);
 /* Width and height from a PNG's IHDR; -EBADMSG when data is not a PNG. */
 int cli_png_size(const uint8_t *data, size_t size, uint32_t *ret_width, uint32_t *ret_height);

@@ -57,9 +57,7 @@ static int write_all(int fd, const char *data, size_t size)
 	return 0;
 }
 
-/* Writes through a temporary file in the same directory and renames it over `path`, so a reader
- * never sees half a PNG. */
-static int write_file_atomic(const char *path, const char *data, size_t size)
+int cli_write_file_atomic(const char *path, const char *data, size_t size)
 {
 	char *tmp = xasprintf("%s.XXXXXX", path);
 	int fd, r;
@@ -170,7 +168,7 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 			r = cli_error(ctx, "cannot write the PNG to stdout");
 		goto cleanup;
 	}
-	r = write_file_atomic(output, png, size);
+	r = cli_write_file_atomic(output, png, size);
 	if (r < 0) {
 		r = cli_error(ctx, "cannot write %s: %s", output, strerror(-r));
 		goto cleanup;

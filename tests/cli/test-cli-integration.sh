@@ -9,6 +9,7 @@
 #   do          `holoctl do ...` one action at a time, `holoctl screenshot`, errors of each kind
 #   cancel      `holoctl cancel` of a running and of a queued task; the rest never runs
 #   exit-codes  `run --follow` statuses, --json streams, no model, no daemon
+#   report      `holoctl report` rendered by headless Chromium: markers, escaping, navigation
 # env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
 # Exit 77 (skipped) when Xvfb (or, for `script`, sqlite3 or sha256sum) is not installed.
 set -u
@@ -20,10 +21,12 @@ need() {
 	command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed"; exit 77; }
 }
 need Xvfb
-if [ "$scenario" = script ]; then
+if [ "$scenario" = script ] || [ "$scenario" = report ]; then
 	need sqlite3
 	need sha256sum
 fi
+# tools/install-deps.sh installs Chromium; it is skipped only where it genuinely is not.
+[ "$scenario" = report ] && need chromium
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/holoctl-it.XXXXXX") || exit 1
 xvfb_pid=
@@ -451,8 +454,69 @@ scenario_exit_codes() {
 		fail "status on /etc/passwd: $(cat "$tmp/err")"
 }
 
+# holoctl report: the page of a recorded task rendered by headless Chromium; the DOM it
+# built says the page's own script ran (step count, every image decoded), the markers sit at
+# the recorded pixels, and markup typed or named by a task is text, never code.
+scenario_report() {
+	cat >"$tmp/script.json" <<-'EOF'
+	{"actions": [
+	  {"tool_name": "click", "x": 35, "y": 35, "element": "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"},
+	  {"tool_name": "double_click", "x": 95, "y": 35},
+	  {"tool_name": "drag", "x": 100, "y": 100, "x2": 300, "y2": 200},
+	  {"tool_name": "scroll", "x": 60, "y": 95, "direction": "down", "scroll_size": 2},
+	  {"tool_name": "write", "content": "</pre><script>document.body.setAttribute('data-pwned','2')</script>"},
+	  {"tool_name": "hotkey", "keys": ["ctrl", "a"]}
+	], "settle_ms": 20}
+	EOF
+	"$HOLOCTL" run --script - --follow <"$tmp/script.json" >"$tmp/follow.out" 2>"$tmp/follow.err" ||
+		fail "run --follow failed: $(cat "$tmp/follow.err")"
+	id=$(task_id_of "$tmp/follow.out")
+	"$HOLOCTL" report -o "$tmp/r.html" "$id" >"$tmp/out" 2>"$tmp/err" || fail "report failed"
+	grep -q "^$tmp/r.html: task $id, 6 steps$" "$tmp/out" || fail "report: $(cat "$tmp/out")"
+	dom() {
+		HOME="$tmp" timeout 90 chromium --headless --no-sandbox --disable-gpu \
+			--user-data-dir="$tmp/chromium" --window-size=1920,1080 --dump-dom \
+			"file://$1" 2>"$tmp/chromium.err"
+	}
+	dom "$tmp/r.html" >"$tmp/dom" || fail "chromium: $(tail -n 5 "$tmp/chromium.err")"
+	grep -q '<body data-steps="6" data-images-loaded="12"' "$tmp/dom" ||
+		fail "report: the page's script did not count 6 steps and 12 decoded images: $(grep -o '<body[^>]*>' "$tmp/dom")"
+	[ "$(grep -o '<section class="step"' "$tmp/dom" | wc -l)" -eq 6 ] || fail "report: not 6 step sections"
+	grep -q 'data-pwned="' "$tmp/dom" && fail "report: markup from the task ran in the page"
+	grep -q "&lt;/pre&gt;&lt;script&gt;document.body.setAttribute" "$tmp/dom" ||
+		fail "report: the typed markup is not shown as text"
+	grep -q '&lt;img src=x onerror=' "$tmp/dom" || fail "report: the element is not shown as text"
+	# Markers at the recorded pixels (the screenshot is the whole 1280x720 screen).
+	grep -q '<circle class="marker click" data-x="35" data-y="35" cx="35" cy="35"' "$tmp/dom" ||
+		fail "report: no click marker at 35,35"
+	grep -q '<circle class="marker double" data-x="95" data-y="35" cx="95" cy="35"' "$tmp/dom" ||
+		fail "report: no double-click marker at 95,35"
+	grep -q '<circle class="marker ring" cx="95" cy="35"' "$tmp/dom" || fail "report: no double-click ring"
+	grep -q '<line class="marker drag" x1="100" y1="100" x2="300" y2="200"' "$tmp/dom" ||
+		fail "report: no drag path 100,100 -> 300,200"
+	grep -Eq '<line class="marker scroll" x1="60" y1="95" x2="60" y2="1[0-9][0-9]"' "$tmp/dom" ||
+		fail "report: no downward scroll arrow at 60,95"
+	grep -q '<b>hotkey</b> ctrl+a' "$tmp/dom" || fail "report: no hotkey caption"
+
+	# Images beside the page: the same checks hold, and the files are the journal's PNGs.
+	"$HOLOCTL" report --external-images -o "$tmp/ext.html" "$id" >"$tmp/out" 2>"$tmp/err" ||
+		fail "report --external-images failed: $(cat "$tmp/err")"
+	[ "$(ls "$tmp/ext-images" | wc -l)" -eq 12 ] || fail "report: not 12 PNGs in ext-images/"
+	db_sha=$(sqlite3 "$state/holod.db" "SELECT sha256 FROM screenshots WHERE task_id = $id AND idx = 2 AND which = 'before'")
+	[ "$(sha256sum <"$tmp/ext-images/2-before.png" | cut -d' ' -f1)" = "$db_sha" ] ||
+		fail "report: ext-images/2-before.png is not the journaled screenshot"
+	dom "$tmp/ext.html" >"$tmp/dom" || fail "chromium: $(tail -n 5 "$tmp/chromium.err")"
+	grep -q '<body data-steps="6" data-images-loaded="12"' "$tmp/dom" ||
+		fail "report --external-images: images not loaded: $(grep -o '<body[^>]*>' "$tmp/dom")"
+	grep -q 'src="ext-images/0-before.png"' "$tmp/dom" || fail "report: no relative image path"
+
+	"$HOLOCTL" report 999 -o "$tmp/none.html" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] && [ ! -e "$tmp/none.html" ] || fail "report of an unknown task"
+}
+
 case "$scenario" in
 script) scenario_script ;;
+report) scenario_report ;;
 do) scenario_do ;;
 cancel) scenario_cancel ;;
 exit-codes) scenario_exit_codes ;;
