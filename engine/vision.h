@@ -91,3 +91,25 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
  * floats to out. Returns 0, -ENOMEM. */
 int vision_project(const struct vision_weights *w, const float *features, int rows, int cols,
 		   float *out);
+
+/* The ViT's and projector's steps on the CPU, as the forwards above call them (so the CUDA
+ * kernels are checked against the CPU's own operations). Rows have ld elements between them.
+ * vision_layernorm_rows: out = (in - mean) / sqrt(var + VISION_LN_EPS) * g + b per row (mean and
+ * variance summed in double); vision_bias_rows: x += b; vision_bias_gelu_rows: x = gelu(x + b)
+ * with the exact (erf) GELU. Run on the CPU pool. */
+void vision_layernorm_rows(const float *in, size_t ld_in, float *out, size_t ld_out, int rows,
+			   int cols, const float *g, const float *b);
+void vision_bias_rows(float *x, size_t ld, int rows, int cols, const float *b);
+void vision_bias_gelu_rows(float *x, size_t ld, int rows, int cols, const float *b);
+/* Bidirectional multi-head attention over L tokens: qkv [L][3 * D] (q | k | v, head h at
+ * columns h * D / heads), out [L][D] = softmax(q k^T / sqrt(D / heads)) v per head. Needs the
+ * CPU matmul scratch for L inputs. Returns 0, -ENOMEM. */
+int vision_attention(const float *qkv, float *out, int L, int D, int heads);
+/* pixels [3][rows * p][cols * p] to patches [rows * cols][3 * p * p] (channel, row, column). */
+void vision_patchify(const float *pixels, int rows, int cols, int p, float *patches);
+/* Pixel shuffle v2 of features [rows][cols][D] by s, each of the (rows/s) * (cols/s) tokens of
+ * s * s * D values RMS-normalised (sum of squares in double, VISION_RMS_EPS) and scaled by g. */
+void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s, const float *g,
+			 float *out);
+/* mlp1's activation in place: h = max(h, 0)^2. */
+void vision_relu2(float *h, size_t n);

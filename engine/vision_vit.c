@@ -163,11 +163,27 @@ static void rows_run(enum row_op op, const float *in, size_t ld_in, float *out, 
 	cpu_parallel_for((n_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, row_task, &j);
 }
 
+void vision_layernorm_rows(const float *in, size_t ld_in, float *out, size_t ld_out, int rows,
+			   int cols, const float *g, const float *b)
+{
+	rows_run(ROW_LAYERNORM, in, ld_in, out, ld_out, rows, cols, g, b);
+}
+
+void vision_bias_rows(float *x, size_t ld, int rows, int cols, const float *b)
+{
+	rows_run(ROW_BIAS, NULL, 0, x, ld, rows, cols, NULL, b);
+}
+
+void vision_bias_gelu_rows(float *x, size_t ld, int rows, int cols, const float *b)
+{
+	rows_run(ROW_BIAS_GELU, NULL, 0, x, ld, rows, cols, NULL, b);
+}
+
 /* ---- attention ----------------------------------------------------------------------------------- */
 
 /* softmax(q k^T * scale) v per head, as three matmuls on the pool: S = Q K^T (K as the weight),
  * row softmax of S, O^T = V^T S^T (S as the weight, so the work splits over its L rows). */
-static int attention(const float *qkv, float *out, int L, int D, int heads)
+int vision_attention(const float *qkv, float *out, int L, int D, int heads)
 {
 	const int hd = D / heads;
 	const size_t ld = (size_t)3 * D;
@@ -212,6 +228,24 @@ out:
 	return r;
 }
 
+/* ---- patches ----------------------------------------------------------------------------------- */
+
+void vision_patchify(const float *pixels, int rows, int cols, int p, float *patches)
+{
+	const size_t pp = (size_t)p * (size_t)p;
+	const size_t img_w = (size_t)cols * (size_t)p, img_h = (size_t)rows * (size_t)p;
+
+	/* patches[py * cols + px][c * p * p + yy * p + xx] = pixels[c][py * p + yy][px * p + xx] */
+	for (int py = 0; py < rows; py++)
+		for (int px = 0; px < cols; px++)
+			for (int c = 0; c < 3; c++)
+				for (int yy = 0; yy < p; yy++)
+					memcpy(patches + ((size_t)(py * cols + px) * 3 + c) * pp + (size_t)yy * p,
+					       pixels + ((size_t)c * img_h + (size_t)(py * p + yy)) * img_w +
+						       (size_t)px * p,
+					       sizeof(float) * (size_t)p);
+}
+
 /* ---- the tower ---------------------------------------------------------------------------------- */
 
 /* A block's small vectors in fp32. */
@@ -233,7 +267,6 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
 {
 	const int D = w->width, T = w->n_prefix, M = w->mlp, p = w->patch;
 	const int N = rows * cols, L = T + N, pp = p * p;
-	const size_t img_w = (size_t)cols * (size_t)p, img_h = (size_t)rows * (size_t)p;
 	float *x = NULL, *a = NULL, *qkv = NULL, *att = NULL, *hid = NULL, *patches = NULL;
 	float *vecs = NULL, *cursor;
 	struct block_vecs bv;
@@ -249,15 +282,7 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
 	if (!x || !a || !qkv || !att || !hid || !patches || !vecs)
 		goto out;
 
-	/* patches[py * cols + px][c * p * p + yy * p + xx] = pixels[c][py * p + yy][px * p + xx] */
-	for (int py = 0; py < rows; py++)
-		for (int px = 0; px < cols; px++)
-			for (int c = 0; c < 3; c++)
-				for (int yy = 0; yy < p; yy++)
-					memcpy(patches + ((size_t)(py * cols + px) * 3 + c) * pp + (size_t)yy * p,
-					       pixels + ((size_t)c * img_h + (size_t)(py * p + yy)) * img_w +
-						       (size_t)px * p,
-					       sizeof(float) * (size_t)p);
+	vision_patchify(pixels, rows, cols, p, patches);
 	if ((r = cpu_matmul(&w->embedder, patches, (size_t)3 * pp, N, x + (size_t)T * D, (size_t)D,
 			    false)) < 0)
 		goto out;
@@ -278,29 +303,29 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
 		vec(&b->fc1_b, &bv.fc1b, &cursor);
 		vec(&b->fc2_b, &bv.fc2b, &cursor);
 
-		rows_run(ROW_LAYERNORM, x, D, a, D, L, D, bv.n1w, bv.n1b);
+		vision_layernorm_rows(x, D, a, D, L, D, bv.n1w, bv.n1b);
 		if ((r = cpu_matmul(&b->qkv_w, a, D, L, qkv, (size_t)3 * D, false)) < 0)
 			goto out;
-		rows_run(ROW_BIAS, NULL, 0, qkv, (size_t)3 * D, L, 3 * D, NULL, bv.qkvb);
-		if ((r = attention(qkv, att, L, D, w->heads)) < 0)
+		vision_bias_rows(qkv, (size_t)3 * D, L, 3 * D, bv.qkvb);
+		if ((r = vision_attention(qkv, att, L, D, w->heads)) < 0)
 			goto out;
 		if ((r = cpu_matmul(&b->proj_w, att, D, L, x, D, true)) < 0)
 			goto out;
-		rows_run(ROW_BIAS, NULL, 0, x, D, L, D, NULL, bv.projb);
+		vision_bias_rows(x, D, L, D, bv.projb);
 
-		rows_run(ROW_LAYERNORM, x, D, a, D, L, D, bv.n2w, bv.n2b);
+		vision_layernorm_rows(x, D, a, D, L, D, bv.n2w, bv.n2b);
 		if ((r = cpu_matmul(&b->fc1_w, a, D, L, hid, M, false)) < 0)
 			goto out;
-		rows_run(ROW_BIAS_GELU, NULL, 0, hid, M, L, M, NULL, bv.fc1b);
+		vision_bias_gelu_rows(hid, M, L, M, bv.fc1b);
 		if ((r = cpu_matmul(&b->fc2_w, hid, M, L, x, D, true)) < 0)
 			goto out;
-		rows_run(ROW_BIAS, NULL, 0, x, D, L, D, NULL, bv.fc2b);
+		vision_bias_rows(x, D, L, D, bv.fc2b);
 	}
 	if (w->norm_w.data) {
 		cursor = vecs;
 		vec(&w->norm_w, &bv.n1w, &cursor);
 		vec(&w->norm_b, &bv.n1b, &cursor);
-		rows_run(ROW_LAYERNORM, x + (size_t)T * D, D, features, D, N, D, bv.n1w, bv.n1b);
+		vision_layernorm_rows(x + (size_t)T * D, D, features, D, N, D, bv.n1w, bv.n1b);
 	} else {
 		memcpy(features, x + (size_t)T * D, sizeof(float) * (size_t)N * D);
 	}
