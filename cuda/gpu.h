@@ -259,6 +259,63 @@ int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *
 			    const float *y, size_t ld_y, const float *z, size_t ld_z, const float *w,
 			    float eps, void *out, size_t ld_out, enum gpu_dtype out_dtype);
 
+/* ---- vision operations (issue 12; vision_ops.cu) ----
+ * The RADIO ViT and the mlp1 projector over all tiles of an observation at once. Same rules as
+ * the language-model operations: device pointers, asynchronous on the context's stream, 0,
+ * -EINVAL (nothing queued) or -EIO; row-major, every buffer fp32 unless a dtype says otherwise.
+ * The CPU references are engine/vision.h's vision_* step functions. */
+
+/* Largest head dimension of gpu_vision_attention, patch side of gpu_vision_patchify, and
+ * shuffled width (d * s * s) of gpu_vision_shuffle_norm. */
+#define GPU_VISION_MAX_HEAD_DIM 128
+#define GPU_VISION_MAX_PATCH 64
+#define GPU_VISION_MAX_DIM (1 << 16)
+
+/* Patches of `tiles` images pixels [tiles][3][rows * p][cols * p] to patches [tiles * rows *
+ * cols][3 * p * p] of dtype (channel, then row, then column inside a patch; patches of a tile
+ * row-major), as vision_patchify() lays them out. */
+int gpu_vision_patchify(struct gpu_context *g, const float *pixels, int tiles, int rows, int cols,
+			int p, void *patches, enum gpu_dtype dtype);
+
+/* The token rows of `tiles` tiles of n_prefix + n tokens each, x [tiles][n_prefix + n][d]:
+ * x[t][i] = prefix[i] for i < n_prefix (prefix [n_prefix][d], the cls and register tokens),
+ * x[t][n_prefix + i] = emb[t * n + i] + pos[i] (emb the patch embeddings [tiles * n][d], pos the
+ * position grid [n][d]). x must not overlap the inputs. */
+int gpu_vision_tokens(struct gpu_context *g, const float *emb, const float *pos, const float *prefix,
+		      int tiles, int n, int n_prefix, int d, float *x);
+
+/* LayerNorm with bias over rows of d: out[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta
+ * (fp32, the mean first, then the centred sum of squares), x [rows][ldx], out [rows][ldo] of
+ * out_dtype; out may equal x only for fp32 with ldo == ldx. gamma, beta fp32 [d]. */
+int gpu_layernorm(struct gpu_context *g, const float *x, size_t ldx, const float *gamma,
+		  const float *beta, int rows, int d, float eps, void *out, enum gpu_dtype out_dtype,
+		  size_t ldo);
+
+enum gpu_act {
+	GPU_ACT_NONE,
+	GPU_ACT_GELU_ERF, /* 0.5 v (1 + erf(v / sqrt 2)), the exact GELU (not the tanh form) */
+};
+
+/* Bias and activation over rows of d: out[r][c] = act(x[r][c] + b[c]), x [rows][ldx], out
+ * [rows][ldo] of out_dtype; out may equal x only for fp32 with ldo == ldx (in place). b fp32 [d]. */
+int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, const float *b, int rows, int d,
+		 enum gpu_act act, void *out, enum gpu_dtype out_dtype, size_t ldo);
+
+/* Bidirectional multi-head attention inside each of `tiles` tiles of L tokens: qkv [tiles * L][3 *
+ * D] (q | k | v, head h at columns h * D / heads of each part), out [tiles * L][D] of out_dtype =
+ * softmax(q k^T / sqrt(D / heads)) v per tile and head, fp32 throughout (an online softmax over
+ * chunks of 32 keys). D / heads <= GPU_VISION_MAX_HEAD_DIM; out must not overlap qkv. */
+int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int L, int D, int heads,
+			 void *out, enum gpu_dtype out_dtype);
+
+/* Pixel shuffle v2 and mlp1's RMSNorm, as vision_shuffle_norm(): for each of `tiles` feature maps
+ * [rows][cols][d] (tile t at features + t * tile_stride), the (rows/s) * (cols/s) tokens
+ * out[(t * rows/s + i) * cols/s + j] = concat over di (outer), dj (inner) of F[s*i + di][s*j + dj],
+ * scaled by 1 / sqrt(mean square + eps) (fp32) and by gamma [d * s * s]; out of out_dtype. */
+int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t tile_stride,
+			    int tiles, int rows, int cols, int d, int s, const float *gamma, float eps,
+			    void *out, enum gpu_dtype out_dtype);
+
 #ifdef __cplusplus
 }
 #pragma GCC diagnostic pop
