@@ -190,6 +190,21 @@ void engine_vision_get_preprocess(const struct engine_vision *v,
 	*ret = v->pre;
 }
 
+const struct vision_weights *engine_vision_weights(const struct engine_vision *v)
+{
+	return &v->w;
+}
+
+int engine_vision_grid_side(const struct engine_vision *v)
+{
+	return v->grid;
+}
+
+const float *engine_vision_pos_grid(const struct engine_vision *v)
+{
+	return v->pos;
+}
+
 int32_t engine_vision_image_token(const struct engine_vision *v)
 {
 	return v->image_token;

@@ -113,3 +113,44 @@ void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s
 			 float *out);
 /* mlp1's activation in place: h = max(h, 0)^2. */
 void vision_relu2(float *h, size_t n);
+
+/* The handle's parts, for the CUDA encoder: its weights, the patches per tile side and the
+ * position grid of a tile ([grid * grid][width] floats). */
+const struct vision_weights *engine_vision_weights(const struct engine_vision *v);
+int engine_vision_grid_side(const struct engine_vision *v);
+const float *engine_vision_pos_grid(const struct engine_vision *v);
+
+#ifdef HOLOD_HAVE_CUDA
+/* ---- the encoder on a CUDA device (vision_cuda.c) ----
+ * The ViT and the projector of an engine_vision handle over all tiles of an observation in one
+ * batch, every step on the device: the handle's weights uploaded once at creation (matrices in
+ * the precision, vectors in fp32), activations grown to the largest tile count seen. Belongs to
+ * the thread that owns the gpu_context; must not outlive the handle or the context. */
+struct gpu_context;
+struct vision_cuda;
+
+/* Most tiles one encode takes: the largest grid plus the thumbnail. */
+#define VISION_CUDA_MAX_TILES (ENGINE_VISION_MAX_TILES + 1)
+
+/* NULL + errno: EINVAL (a precision other than bf16/fp32, or a model whose head dimension, patch
+ * or projector width is beyond the kernels' limits), ENOMEM, EIO. */
+struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct engine_vision *v,
+				       enum engine_precision precision);
+/* The same for tiles of grid x grid patches (a multiple of the shuffle factor) with the
+ * position grid pos [grid * grid][width] (vision_pos_embed()): what tests use for tiles smaller
+ * than the checkpoint's. */
+struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w,
+					    int grid, const float *pos, enum engine_precision precision);
+void vision_cuda_destroy(struct vision_cuda *vc);
+/* Encodes n_tiles preprocessed tiles (host pixels, as engine_vision_encode() takes them):
+ * *ret_rows is the device buffer of n_tiles * tokens_per_tile rows of embed_dim floats, in
+ * engine_vision_encode()'s order, queued on the context's stream and valid until the next call
+ * or vision_cuda_destroy(); the LM's prefill reads it in place (gpu_embed's spliced rows).
+ * Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
+		       const float **ret_rows);
+/* Copies the last encode's results to the host (waiting for them): rows as
+ * engine_vision_encode() writes them, and features (NULL: not wanted) as vision_vit_forward()
+ * writes them, tile after tile. n_tiles at most the last encode's. Returns 0, -EINVAL, -EIO. */
+int vision_cuda_download(struct vision_cuda *vc, int n_tiles, float *rows, float *features);
+#endif

@@ -1,0 +1,340 @@
+/* engine: the RADIO ViT and the mlp1 projector on the CUDA device (issue 12), the same steps as
+ * vision_vit.c and vision_project.c over all tiles of an observation in one batch.
+ *
+ * Precision: matrices (embedder, qkv, proj, fc1, fc2, mlp1's two) are uploaded in the chosen
+ * precision, vectors (norms, biases, prefix tokens, the position grid) in fp32. In fp32 every
+ * GEMM is fp32 (no TF32); in bf16 the GEMM inputs (patches, LayerNorm outputs, attention output,
+ * GELU and ReLU² outputs, the shuffled tokens) are written in bf16 by the kernel before the GEMM,
+ * and everything else stays fp32: the residual stream, q/k/v and the softmax.
+ *
+ * DESIGN (threads): a struct vision_cuda belongs to the thread that owns its gpu_context; its
+ * activation buffers grow to the largest tile count seen and are reused, and the rows of the
+ * last encode stay in device memory until the next one.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu.h"
+#include "gpu.h"
+#include "vision.h"
+
+struct vc_block {
+	void *qkv_w, *proj_w, *fc1_w, *fc2_w;
+	float *n1w, *n1b, *qkvb, *projb, *n2w, *n2b, *fc1b, *fc2b;
+};
+
+struct vision_cuda {
+	struct gpu_context *g;
+	struct gpu_blas *blas;
+	const struct vision_weights *w;
+	enum gpu_dtype dt; /* GEMM inputs and matrices */
+	int grid, n;       /* patches per tile side, patches per tile */
+	int L;             /* tokens per tile: prefix + patches */
+	int tokens;        /* projector rows per tile */
+	/* weights */
+	void *embedder, *fc1, *fc3;
+	float *pos, *prefix, *norm_w, *norm_b, *mlp1_norm;
+	struct vc_block *blocks;
+	/* activations, for cap tiles */
+	int cap;
+	float *pix, *emb, *x, *qkv, *hid, *feat, *h, *rows;
+	void *patches, *a, *att, *hidb, *px, *hb;
+};
+
+static size_t dt_size(enum gpu_dtype dt)
+{
+	return dt == GPU_DTYPE_BF16 ? 2 : 4;
+}
+
+/* Uploads t (any stored dtype) as dt; *ret is the device copy. */
+static int upload(struct vision_cuda *vc, const struct tensor *t, enum gpu_dtype dt, void **ret)
+{
+	size_t n = t->nbytes / (t->dtype == TENSOR_F32 ? 4 : 2);
+	float *tmp = malloc(sizeof(float) * n);
+	uint16_t *narrow = dt == GPU_DTYPE_BF16 ? malloc(sizeof(uint16_t) * n) : NULL;
+	int r = -ENOMEM;
+
+	if (!tmp || (dt == GPU_DTYPE_BF16 && !narrow))
+		goto out;
+	cpu_tensor_to_f32(t, 0, n, tmp);
+	for (size_t i = 0; narrow && i < n; i++)
+		narrow[i] = f32_to_bf16(tmp[i]);
+	r = gpu_alloc(vc->g, n * dt_size(dt), ret);
+	if (r == 0)
+		r = gpu_copy_to_device(vc->g, *ret, narrow ? (const void *)narrow : (const void *)tmp,
+				       n * dt_size(dt));
+out:
+	free(tmp);
+	free(narrow);
+	return r;
+}
+
+static int upload_f32(struct vision_cuda *vc, const struct tensor *t, float **ret)
+{
+	return upload(vc, t, GPU_DTYPE_F32, (void **)ret);
+}
+
+static void free_buffers(struct vision_cuda *vc)
+{
+	void *bufs[] = {vc->pix, vc->emb, vc->x, vc->qkv, vc->hid, vc->feat, vc->h, vc->rows,
+			vc->patches, vc->a, vc->att, vc->hidb, vc->px, vc->hb};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bufs); i++)
+		gpu_free(vc->g, bufs[i]);
+	vc->pix = vc->emb = vc->x = vc->qkv = vc->hid = vc->feat = vc->h = vc->rows = NULL;
+	vc->patches = vc->a = vc->att = vc->hidb = vc->px = vc->hb = NULL;
+	vc->cap = 0;
+}
+
+void vision_cuda_destroy(struct vision_cuda *vc)
+{
+	if (!vc)
+		return;
+	free_buffers(vc);
+	if (vc->blocks) {
+		for (int i = 0; i < vc->w->depth; i++) {
+			struct vc_block *b = &vc->blocks[i];
+			void *p[] = {b->qkv_w, b->proj_w, b->fc1_w, b->fc2_w, b->n1w, b->n1b,
+				     b->qkvb, b->projb, b->n2w, b->n2b, b->fc1b, b->fc2b};
+
+			for (size_t k = 0; k < ARRAY_SIZE(p); k++)
+				gpu_free(vc->g, p[k]);
+		}
+		free(vc->blocks);
+	}
+	gpu_free(vc->g, vc->embedder);
+	gpu_free(vc->g, vc->fc1);
+	gpu_free(vc->g, vc->fc3);
+	gpu_free(vc->g, vc->pos);
+	gpu_free(vc->g, vc->prefix);
+	gpu_free(vc->g, vc->norm_w);
+	gpu_free(vc->g, vc->norm_b);
+	gpu_free(vc->g, vc->mlp1_norm);
+	gpu_blas_destroy(vc->blas);
+	free(vc);
+}
+
+static int upload_weights(struct vision_cuda *vc, const float *pos)
+{
+	const struct vision_weights *w = vc->w;
+	size_t pos_bytes = sizeof(float) * (size_t)vc->n * w->width;
+	int r;
+
+	if ((r = upload(vc, &w->embedder, vc->dt, &vc->embedder)) < 0 ||
+	    (r = upload(vc, &w->mlp1_fc1, vc->dt, &vc->fc1)) < 0 ||
+	    (r = upload(vc, &w->mlp1_fc3, vc->dt, &vc->fc3)) < 0 ||
+	    (r = upload_f32(vc, &w->cls_token, &vc->prefix)) < 0 ||
+	    (r = upload_f32(vc, &w->mlp1_norm, &vc->mlp1_norm)) < 0)
+		return r;
+	if (w->norm_w.data && ((r = upload_f32(vc, &w->norm_w, &vc->norm_w)) < 0 ||
+			       (r = upload_f32(vc, &w->norm_b, &vc->norm_b)) < 0))
+		return r;
+	if ((r = gpu_alloc(vc->g, pos_bytes, (void **)&vc->pos)) < 0 ||
+	    (r = gpu_copy_to_device(vc->g, vc->pos, pos, pos_bytes)) < 0)
+		return r;
+	for (int i = 0; i < w->depth; i++) {
+		const struct vision_block *s = &w->blocks[i];
+		struct vc_block *b = &vc->blocks[i];
+
+		if ((r = upload(vc, &s->qkv_w, vc->dt, &b->qkv_w)) < 0 ||
+		    (r = upload(vc, &s->proj_w, vc->dt, &b->proj_w)) < 0 ||
+		    (r = upload(vc, &s->fc1_w, vc->dt, &b->fc1_w)) < 0 ||
+		    (r = upload(vc, &s->fc2_w, vc->dt, &b->fc2_w)) < 0 ||
+		    (r = upload_f32(vc, &s->norm1_w, &b->n1w)) < 0 ||
+		    (r = upload_f32(vc, &s->norm1_b, &b->n1b)) < 0 ||
+		    (r = upload_f32(vc, &s->qkv_b, &b->qkvb)) < 0 ||
+		    (r = upload_f32(vc, &s->proj_b, &b->projb)) < 0 ||
+		    (r = upload_f32(vc, &s->norm2_w, &b->n2w)) < 0 ||
+		    (r = upload_f32(vc, &s->norm2_b, &b->n2b)) < 0 ||
+		    (r = upload_f32(vc, &s->fc1_b, &b->fc1b)) < 0 ||
+		    (r = upload_f32(vc, &s->fc2_b, &b->fc2b)) < 0)
+			return r;
+	}
+	return gpu_synchronize(vc->g);
+}
+
+struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct engine_vision *v,
+				       enum engine_precision precision)
+{
+	if (!v) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return vision_cuda_create_grid(g, engine_vision_weights(v), engine_vision_grid_side(v),
+				       engine_vision_pos_grid(v), precision);
+}
+
+struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w,
+					    int grid, const float *pos, enum engine_precision precision)
+{
+	struct vision_cuda *vc;
+	int r;
+
+	if (!g || !w || !pos || grid < 1 || grid % w->shuffle != 0 ||
+	    w->head_dim > GPU_VISION_MAX_HEAD_DIM || w->patch > GPU_VISION_MAX_PATCH ||
+	    w->proj_in > GPU_VISION_MAX_DIM ||
+	    (precision != ENGINE_PRECISION_BF16 && precision != ENGINE_PRECISION_FP32)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	vc = calloc(1, sizeof(*vc));
+	if (!vc) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	vc->g = g;
+	vc->w = w;
+	vc->dt = precision == ENGINE_PRECISION_BF16 ? GPU_DTYPE_BF16 : GPU_DTYPE_F32;
+	vc->grid = grid;
+	vc->n = grid * grid;
+	vc->L = w->n_prefix + vc->n;
+	vc->tokens = (grid / w->shuffle) * (grid / w->shuffle);
+	vc->blocks = calloc((size_t)w->depth, sizeof(*vc->blocks));
+	vc->blas = gpu_blas_create(g);
+	if (!vc->blocks || !vc->blas) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = upload_weights(vc, pos);
+	if (r < 0)
+		goto fail;
+	return vc;
+fail:
+	vision_cuda_destroy(vc);
+	errno = -r;
+	return NULL;
+}
+
+static int alloc_buffers(struct vision_cuda *vc, int tiles)
+{
+	const struct vision_weights *w = vc->w;
+	const size_t D = (size_t)w->width, M = (size_t)w->mlp, p = (size_t)w->patch;
+	const size_t rows = (size_t)tiles * vc->L, pr = (size_t)tiles * vc->n, tr = (size_t)tiles * vc->tokens;
+	const size_t dsz = dt_size(vc->dt);
+	struct {
+		void **ptr;
+		size_t bytes;
+	} b[] = {
+		{(void **)&vc->pix, sizeof(float) * pr * 3 * p * p},
+		{&vc->patches, dsz * pr * 3 * p * p},
+		{(void **)&vc->emb, sizeof(float) * pr * D},
+		{(void **)&vc->x, sizeof(float) * rows * D},
+		{&vc->a, dsz * rows * D},
+		{(void **)&vc->qkv, sizeof(float) * rows * 3 * D},
+		{&vc->att, dsz * rows * D},
+		{(void **)&vc->hid, sizeof(float) * rows * M},
+		{&vc->hidb, dsz * rows * M},
+		{(void **)&vc->feat, sizeof(float) * rows * D},
+		{&vc->px, dsz * tr * (size_t)w->proj_in},
+		{(void **)&vc->h, sizeof(float) * tr * (size_t)w->proj_hidden},
+		{&vc->hb, dsz * tr * (size_t)w->proj_hidden},
+		{(void **)&vc->rows, sizeof(float) * tr * (size_t)w->out_dim},
+	};
+	int r;
+
+	if (tiles <= vc->cap)
+		return 0;
+	free_buffers(vc);
+	for (size_t i = 0; i < ARRAY_SIZE(b); i++)
+		if ((r = gpu_alloc(vc->g, b[i].bytes, b[i].ptr)) < 0) {
+			free_buffers(vc);
+			return r;
+		}
+	vc->cap = tiles;
+	return 0;
+}
+
+/* The ViT and the projector on the tiles in vc->pix: the rows land in vc->rows and the final
+ * features in vc->feat (or vc->x without a final norm) at vision_cuda_features_at(). */
+static int run(struct vision_cuda *vc, int tiles)
+{
+	const struct vision_weights *w = vc->w;
+	const int D = w->width, M = w->mlp, L = vc->L, T = w->n_prefix, pp3 = 3 * w->patch * w->patch;
+	const int rows = tiles * L, pr = tiles * vc->n, tr = tiles * vc->tokens;
+	const enum gpu_dtype dt = vc->dt;
+	struct gpu_context *g = vc->g;
+	struct gpu_blas *bl = vc->blas;
+	/* fp32: the GELU and ReLU² run in place, their outputs feed the GEMMs as they are */
+	void *hidb = dt == GPU_DTYPE_F32 ? (void *)vc->hid : vc->hidb;
+	void *hb = dt == GPU_DTYPE_F32 ? (void *)vc->h : vc->hb;
+	const float *feat;
+	int r;
+
+	if ((r = gpu_vision_patchify(g, vc->pix, tiles, vc->grid, vc->grid, w->patch, vc->patches, dt)) < 0 ||
+	    (r = gpu_gemm(bl, vc->embedder, dt, D, pp3, vc->patches, (size_t)pp3, pr, vc->emb, GPU_DTYPE_F32,
+			  (size_t)D, false)) < 0 ||
+	    (r = gpu_vision_tokens(g, vc->emb, vc->pos, vc->prefix, tiles, vc->n, T, D, vc->x)) < 0)
+		return r;
+	for (int i = 0; i < w->depth; i++) {
+		const struct vc_block *b = &vc->blocks[i];
+
+		if ((r = gpu_layernorm(g, vc->x, D, b->n1w, b->n1b, rows, D, VISION_LN_EPS, vc->a, dt, D)) < 0 ||
+		    (r = gpu_gemm(bl, b->qkv_w, dt, 3 * D, D, vc->a, D, rows, vc->qkv, GPU_DTYPE_F32,
+				  (size_t)3 * D, false)) < 0 ||
+		    (r = gpu_bias_act(g, vc->qkv, (size_t)3 * D, b->qkvb, rows, 3 * D, GPU_ACT_NONE, vc->qkv,
+				      GPU_DTYPE_F32, (size_t)3 * D)) < 0 ||
+		    (r = gpu_vision_attention(g, vc->qkv, tiles, L, D, w->heads, vc->att, dt)) < 0 ||
+		    (r = gpu_gemm(bl, b->proj_w, dt, D, D, vc->att, D, rows, vc->x, GPU_DTYPE_F32, D, true)) < 0 ||
+		    (r = gpu_bias_act(g, vc->x, D, b->projb, rows, D, GPU_ACT_NONE, vc->x, GPU_DTYPE_F32, D)) < 0 ||
+		    (r = gpu_layernorm(g, vc->x, D, b->n2w, b->n2b, rows, D, VISION_LN_EPS, vc->a, dt, D)) < 0 ||
+		    (r = gpu_gemm(bl, b->fc1_w, dt, M, D, vc->a, D, rows, vc->hid, GPU_DTYPE_F32, M, false)) < 0 ||
+		    (r = gpu_bias_act(g, vc->hid, M, b->fc1b, rows, M, GPU_ACT_GELU_ERF, hidb, dt, M)) < 0 ||
+		    (r = gpu_gemm(bl, b->fc2_w, dt, D, M, hidb, M, rows, vc->x, GPU_DTYPE_F32, D, true)) < 0 ||
+		    (r = gpu_bias_act(g, vc->x, D, b->fc2b, rows, D, GPU_ACT_NONE, vc->x, GPU_DTYPE_F32, D)) < 0)
+			return r;
+	}
+	feat = vc->x;
+	if (vc->norm_w) {
+		if ((r = gpu_layernorm(g, vc->x, D, vc->norm_w, vc->norm_b, rows, D, VISION_LN_EPS, vc->feat,
+				       GPU_DTYPE_F32, D)) < 0)
+			return r;
+		feat = vc->feat;
+	}
+	if ((r = gpu_vision_shuffle_norm(g, feat + (size_t)T * D, (size_t)L * D, tiles, vc->grid, vc->grid, D,
+					 w->shuffle, vc->mlp1_norm, VISION_RMS_EPS, vc->px, dt)) < 0 ||
+	    (r = gpu_gemm(bl, vc->fc1, dt, w->proj_hidden, w->proj_in, vc->px, (size_t)w->proj_in, tr, vc->h,
+			  GPU_DTYPE_F32, (size_t)w->proj_hidden, false)) < 0 ||
+	    (r = gpu_relu2(g, vc->h, hb, dt, (size_t)tr * w->proj_hidden)) < 0 ||
+	    (r = gpu_gemm(bl, vc->fc3, dt, w->out_dim, w->proj_hidden, hb, (size_t)w->proj_hidden, tr, vc->rows,
+			  GPU_DTYPE_F32, (size_t)w->out_dim, false)) < 0)
+		return r;
+	return 0;
+}
+
+int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles, const float **ret_rows)
+{
+	size_t tile_floats = (size_t)3 * vc->n * vc->w->patch * vc->w->patch;
+	int r;
+
+	if (!pixels || n_tiles < 1 || n_tiles > VISION_CUDA_MAX_TILES || !ret_rows)
+		return -EINVAL;
+	if ((r = alloc_buffers(vc, n_tiles)) < 0)
+		return r;
+	if ((r = gpu_copy_to_device(vc->g, vc->pix, pixels, sizeof(float) * tile_floats * n_tiles)) < 0 ||
+	    (r = run(vc, n_tiles)) < 0)
+		return r;
+	*ret_rows = vc->rows;
+	return 0;
+}
+
+int vision_cuda_download(struct vision_cuda *vc, int n_tiles, float *rows, float *features)
+{
+	const struct vision_weights *w = vc->w;
+	const size_t D = (size_t)w->width;
+	const float *feat = vc->norm_w ? vc->feat : vc->x;
+	int r;
+
+	if (n_tiles < 1 || n_tiles > vc->cap)
+		return -EINVAL;
+	if (rows && (r = gpu_copy_to_host(vc->g, rows, vc->rows,
+					  sizeof(float) * (size_t)n_tiles * vc->tokens * w->out_dim)) < 0)
+		return r;
+	for (int t = 0; features && t < n_tiles; t++)
+		if ((r = gpu_copy_to_host(vc->g, features + (size_t)t * vc->n * D,
+					  feat + ((size_t)t * vc->L + w->n_prefix) * D,
+					  sizeof(float) * (size_t)vc->n * D)) < 0)
+			return r;
+	return 0;
+}
