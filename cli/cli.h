@@ -57,6 +57,7 @@ extern const struct cli_command cli_cmd_cancel;
 extern const struct cli_command cli_cmd_screenshot;
 extern const struct cli_command cli_cmd_do;
 extern const struct cli_command cli_cmd_report;
+extern const struct cli_command cli_cmd_export;
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];

@@ -47,6 +47,15 @@ grep -q '^no steps in the range 5-10000 (the task has 2)$' "$T/show" || fail "sh
 "$HOLOCTL" show --steps 3-1 "$ID" >"$T/show" 2>"$T/err"
 [ $? = 2 ] && grep -q "holoctl show: --steps '3-1' is not a range" "$T/err" || fail "show --steps 3-1: $(cat "$T/err")"
 
+# holoctl export of an instruction task: the instruction, the model's raw output and the
+# model-space point it chose, with the pixels it became.
+"$HOLOCTL" export -o "$T/exp" "$ID" >"$T/exp.out" 2>"$T/err" || fail "holoctl export: $(cat "$T/err")"
+[ "$(wc -l <"$T/exp/steps.jsonl")" = 2 ] || fail "export: not two lines"
+jq -e -s 'all(.[]; .instruction == "Click the red block." and (.raw_output | fromjson | .tool_call.x) == .model.x
+	and .model == {"x": 555, "y": 555} and .pixels == {"x": 355, "y": 222}
+	and .provenance.model.name == "tiny-agent" and (.screenshot | test("^images/[0-9]+-[01]-before.png$")))' \
+	"$T/exp/steps.jsonl" >/dev/null || fail "export: $(cat "$T/exp/steps.jsonl")"
+
 # The history options reach the task.
 "$HOLOCTL" run --follow --max-steps 2 --history window --window 1 --max-tiles 1 \
 	Click the red block. >"$T/out" 2>"$T/err"

@@ -25,6 +25,7 @@ if [ "$scenario" = script ] || [ "$scenario" = report ]; then
 	need sqlite3
 	need sha256sum
 fi
+[ "$scenario" = report ] && need jq
 # tools/install-deps.sh installs Chromium; it is skipped only where it genuinely is not.
 [ "$scenario" = report ] && need chromium
 
@@ -509,6 +510,28 @@ scenario_report() {
 	grep -q '<body data-steps="6" data-images-loaded="12"' "$tmp/dom" ||
 		fail "report --external-images: images not loaded: $(grep -o '<body[^>]*>' "$tmp/dom")"
 	grep -q 'src="ext-images/0-before.png"' "$tmp/dom" || fail "report: no relative image path"
+
+	# holoctl export: one line per step with its action, both coordinate spaces, the copied
+	# screenshots (the journal's bytes) and the task's provenance.
+	"$HOLOCTL" export -o "$tmp/exp" "$id" >"$tmp/out" 2>"$tmp/err" || fail "export failed: $(cat "$tmp/err")"
+	grep -q "^$tmp/exp/steps.jsonl: 1 tasks, 6 steps$" "$tmp/out" || fail "export: $(cat "$tmp/out")"
+	[ "$(wc -l <"$tmp/exp/steps.jsonl")" -eq 6 ] || fail "export: not 6 lines"
+	[ "$(jq -s -c '[.[] | .step]' "$tmp/exp/steps.jsonl")" = "[0,1,2,3,4,5]" ] || fail "export: step order"
+	jq -e -s ".[2] | .task_id == $id and .kind == \"script\" and .instruction == null
+		and .action.tool_name == \"drag\" and .pixels == {\"x\": 100, \"y\": 100, \"x2\": 300, \"y2\": 200}
+		and .image == {\"width\": 1280, \"height\": 720} and .status == \"ok\"
+		and .screenshot == \"images/$id-2-before.png\" and .provenance.screen.width == 1280
+		and .task_status == \"succeeded\"" "$tmp/exp/steps.jsonl" >/dev/null ||
+		fail "export: line 2: $(sed -n 3p "$tmp/exp/steps.jsonl")"
+	[ "$(sha256sum <"$tmp/exp/images/$id-2-before.png" | cut -d' ' -f1)" = "$db_sha" ] ||
+		fail "export: images/$id-2-before.png is not the journaled screenshot"
+	[ "$(ls "$tmp/exp/images" | wc -l)" -eq 12 ] || fail "export: not 12 images"
+	"$HOLOCTL" export -o "$tmp/exp2" --since 2000-01-01 >"$tmp/out" 2>"$tmp/err" || fail "export --since failed"
+	cmp -s "$tmp/exp/steps.jsonl" "$tmp/exp2/steps.jsonl" || fail "export --since differs from export ID"
+	"$HOLOCTL" export -o "$tmp/exp3" --since 2999-01-01 >"$tmp/out" 2>"$tmp/err" || fail "export --since (none) failed"
+	[ ! -s "$tmp/exp3/steps.jsonl" ] || fail "export --since 2999 exported steps"
+	"$HOLOCTL" export -o "$tmp/exp4" --all "$id" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] || fail "export with both --all and an ID was accepted"
 
 	"$HOLOCTL" report 999 -o "$tmp/none.html" >"$tmp/out" 2>"$tmp/err"
 	[ $? -eq 1 ] && [ ! -e "$tmp/none.html" ] || fail "report of an unknown task"
