@@ -58,6 +58,7 @@ extern const struct cli_command cli_cmd_screenshot;
 extern const struct cli_command cli_cmd_do;
 extern const struct cli_command cli_cmd_report;
 extern const struct cli_command cli_cmd_export;
+extern const struct cli_command cli_cmd_prune;
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];
@@ -74,6 +75,8 @@ void cli_print_command_help(const struct cli_command *cmd, FILE *f);
 
 /* Parses a decimal integer in [min, max] (the whole string). -EINVAL or -ERANGE otherwise. */
 int cli_parse_int(const char *s, long min, long max, long *ret);
+/* An age "N" + s, m, h, d or w, in seconds, at most IPC_MAX_PRUNE_AGE_S; -EINVAL/-ERANGE. */
+int cli_parse_age(const char *s, long *ret_seconds);
 /* Prints "holoctl NAME: <message>" and a hint to run --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(struct cli_context *ctx, const struct cli_command *cmd, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

@@ -468,6 +468,35 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	return send_json(c, MHD_HTTP_OK, list, false);
 }
 
+static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
+			       struct request *req, const struct route_args *a)
+{
+	static const char *const allowed[] = {"older_than", NULL};
+	enum MHD_Result ret;
+	unsigned older_than;
+	int tasks;
+	uint64_t bytes;
+
+	if (!check_query(c, allowed, &ret))
+		return ret;
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "older_than");
+	if (!v || parse_uint_arg(v, IPC_MAX_PRUNE_AGE_S, &older_than) < 0)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "older_than: '%s' is not a number of seconds in 0..%d",
+				  v ? v : "", IPC_MAX_PRUNE_AGE_S);
+	uint64_t now = time_real_us(), age = (uint64_t)older_than * 1000000u;
+	int r = journal_prune(s->ctx.journal, s->ctx.state_dir, now > age ? now - age : 0, &tasks,
+			      &bytes);
+	if (r < 0)
+		return send_journal_error(s, c, r, "cannot prune the journal");
+	log_info("pruned %d task(s) finished over %u s ago: %llu bytes of screenshots freed", tasks,
+		 older_than, (unsigned long long)bytes);
+	json_t *o = json_pack("{s:i, s:I}", "tasks", tasks, "bytes_freed", (json_int_t)bytes);
+	if (!o)
+		return send_internal(c, -ENOMEM, "cannot answer");
+	return send_json(c, MHD_HTTP_OK, o, false);
+}
+
 static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *c,
 				  struct request *req, const struct route_args *a)
 {
@@ -844,6 +873,7 @@ static const struct route {
 	{"GET", "tasks/#/events", h_events},
 	{"POST", "actions", h_actions},
 	{"GET", "screenshot", h_screenshot},
+	{"POST", "prune", h_prune},
 };
 
 static bool match(const char *pattern, const char *path, struct route_args *a)

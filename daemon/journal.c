@@ -875,6 +875,93 @@ finish:
 	return 0;
 }
 
+/* Files of the rows being pruned: unlinked after the commit (a file without a row is allowed, a
+ * row without its file is not). */
+struct prune_files {
+	char **paths;
+	size_t n;
+};
+
+static void prune_unlink(const char *state_dir, struct prune_files *pf, uint64_t *bytes)
+{
+	for (size_t i = 0; i < pf->n; i++) {
+		char *file = path_join(state_dir, pf->paths[i]);
+		struct stat st;
+		if (stat(file, &st) == 0 && unlink(file) == 0)
+			*bytes += (uint64_t)st.st_size;
+		else if (errno != ENOENT)
+			log_warning_errno(-errno, "prune: cannot remove %s", file);
+		/* screenshots/<task>/ goes once it is empty (ENOTEMPTY otherwise: kept) */
+		char *slash = strrchr(file, '/');
+		if (slash) {
+			*slash = '\0';
+			rmdir(file);
+		}
+		free(file);
+		free(pf->paths[i]);
+	}
+	free(pf->paths);
+}
+
+int journal_prune(struct journal *j, const char *state_dir, uint64_t before_us, int *ret_tasks,
+		  uint64_t *ret_bytes)
+{
+	static const char *const where =
+		" FROM tasks WHERE status NOT IN ('queued', 'running') AND finished_us < ?1";
+	struct prune_files pf = {0};
+	sqlite3_stmt *st = NULL;
+	int r, rc, tasks = 0;
+	uint64_t bytes = 0;
+	char *sql;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = exec_locked(j, "BEGIN IMMEDIATE;")) < 0)
+		goto unlock;
+	sql = xasprintf("SELECT path FROM screenshots WHERE task_id IN (SELECT id%s)", where);
+	r = prepare(j, sql, &st);
+	free(sql);
+	if (r < 0)
+		goto rollback;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before_us);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		pf.paths = xreallocarray(pf.paths, pf.n + 1, sizeof(*pf.paths));
+		pf.paths[pf.n++] = xstrdup((const char *)sqlite3_column_text(st, 0));
+	}
+	if (rc != SQLITE_DONE) {
+		r = db_fail(j, rc, "prune select");
+		goto rollback;
+	}
+	sqlite3_finalize(st);
+	/* Steps and screenshots go with their task (ON DELETE CASCADE). */
+	sql = xasprintf("DELETE%s", where);
+	r = prepare(j, sql, &st);
+	free(sql);
+	if (r < 0)
+		goto rollback;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before_us);
+	if ((r = step_done(j, st)) < 0)
+		goto rollback;
+	tasks = sqlite3_changes(j->db);
+	sqlite3_finalize(st);
+	st = NULL;
+	if ((r = exec_locked(j, "COMMIT;")) < 0)
+		goto rollback;
+	pthread_mutex_unlock(&j->lock);
+	prune_unlink(state_dir, &pf, &bytes);
+	*ret_tasks = tasks;
+	*ret_bytes = bytes;
+	return 0;
+rollback:
+	sqlite3_finalize(st);
+	exec_locked(j, "ROLLBACK;");
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	for (size_t i = 0; i < pf.n; i++)
+		free(pf.paths[i]);
+	free(pf.paths);
+	return r;
+}
+
 int journal_screenshot_insert(struct journal *j, int64_t task_id, int index, const char *which,
 			      const char *relpath, const char *sha256_hex, uint64_t bytes, int width,
 			      int height, uint64_t encode_us, uint64_t write_us)

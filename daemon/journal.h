@@ -104,6 +104,13 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
 		      json_t **ret);
 
+/* Retention: removes the tasks that finished before `before_us` (never a queued or running
+ * one), their steps and screenshot rows in one transaction, then their PNG files under
+ * `state_dir` (and each emptied screenshots/<task>/). *ret_bytes: the bytes of the files
+ * removed. */
+int journal_prune(struct journal *j, const char *state_dir, uint64_t before_us, int *ret_tasks,
+		  uint64_t *ret_bytes);
+
 int journal_screenshot_insert(struct journal *j, int64_t task_id, int index, const char *which,
 			      const char *relpath, const char *sha256_hex, uint64_t bytes, int width,
 			      int height, uint64_t encode_us, uint64_t write_us);

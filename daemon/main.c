@@ -151,6 +151,7 @@ int main(int argc, char **argv)
 	}
 	if (r > 0)
 		log_notice("marked %d task(s) left over by a previous holod as interrupted", r);
+	scheduler_prune_old(journal, cfg.state_dir, cfg.prune_days);
 
 	if (cfg.virtual_size) {
 		if (xvfb_start(&xvfb, cfg.virtual_width, cfg.virtual_height) < 0)
@@ -181,6 +182,8 @@ int main(int argc, char **argv)
 		.max_steps = cfg.max_steps,
 		.max_seconds = cfg.max_seconds,
 		.kill_switch_ms = cfg.kill_switch_ms,
+		.state_dir = cfg.state_dir,
+		.prune_days = cfg.prune_days,
 		.agent = {
 			.engine = engine,
 			.history = (enum ipc_history)ipc_history_from_string(cfg.history),

@@ -66,6 +66,10 @@ static const struct option_def options[] = {
 	{"kill-switch-ms", "HOLOD_KILL_SWITCH_MS", OPT_UINT, OFF(kill_switch_ms), 0, 5000, "600",
 	 "MS", "two Escape presses on a real keyboard within MS stop the running task (0: off)",
 	 true},
+	{"prune-days", "HOLOD_PRUNE_DAYS", OPT_UINT, OFF(prune_days), 0, IPC_MAX_PRUNE_AGE_S / 86400,
+	 "0", "D",
+	 "remove tasks (steps, screenshots) that finished more than D days ago, at start-up and "
+	 "after each task (0: keep everything)", true},
 	{"model", "HOLOD_MODEL", OPT_PATH, OFF(model_dir), 0, 0, NULL, "DIR",
 	 "model checkpoint to load at start-up (config.json, safetensors, tokenizer.json); "
 	 "without one only scripts run", true},

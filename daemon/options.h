@@ -19,6 +19,7 @@ struct holod_config {
 	unsigned max_steps;  /* default step budget of a task */
 	unsigned max_seconds; /* default time budget of a task */
 	unsigned kill_switch_ms; /* double-Escape window of the kill switch; 0: off */
+	unsigned prune_days;  /* tasks finished longer ago are pruned after each task; 0: off */
 	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
 	char *backend;        /* --backend auto|cpu|cuda: where the language model runs */
 	char *precision;      /* --precision default|bf16|fp32 */

@@ -23,6 +23,8 @@ struct task {
 struct scheduler {
 	char *display;
 	unsigned settle_ms, max_steps, max_seconds, kill_switch_ms;
+	char *state_dir;
+	unsigned prune_days;
 	struct agent_config agent;
 	struct journal *journal;
 	struct shotwriter *writer;
@@ -136,6 +138,23 @@ static int finish_task(struct scheduler *s, int64_t id, const struct executor_ou
 	}
 }
 
+void scheduler_prune_old(struct journal *j, const char *state_dir, unsigned days)
+{
+	uint64_t now = time_real_us(), age = (uint64_t)days * 86400u * 1000000u;
+	uint64_t bytes = 0;
+	int tasks = 0;
+
+	if (!days || !state_dir)
+		return;
+	int r = journal_prune(j, state_dir, now > age ? now - age : 0, &tasks, &bytes);
+	if (r < 0)
+		log_warning_errno(r, "cannot prune tasks older than %u days from %s", days,
+				  journal_path(j));
+	else if (tasks > 0)
+		log_info("pruned %d task(s) finished over %u days ago: %llu bytes of screenshots "
+			 "freed", tasks, days, (unsigned long long)bytes);
+}
+
 static void *executor_main(void *userdata)
 {
 	struct scheduler *s = userdata;
@@ -221,6 +240,7 @@ static void *executor_main(void *userdata)
 					journal_path(s->journal));
 		log_info("task %lld: %s%s%s", (long long)t->id, ipc_task_status_to_string(out.status),
 			 out.error ? ": " : "", out.error ? out.error : "");
+		scheduler_prune_old(s->journal, s->state_dir, s->prune_days);
 		free(out.result);
 		free(out.error);
 
@@ -246,6 +266,8 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->max_steps = cfg->max_steps;
 	s->max_seconds = cfg->max_seconds;
 	s->kill_switch_ms = cfg->kill_switch_ms;
+	s->state_dir = cfg->state_dir ? xstrdup(cfg->state_dir) : NULL;
+	s->prune_days = cfg->prune_days;
 	s->agent = cfg->agent;
 	s->journal = j;
 	s->writer = w;
@@ -307,6 +329,7 @@ void scheduler_destroy(struct scheduler *s)
 	pthread_cond_destroy(&s->wake);
 	pthread_cond_destroy(&s->changed);
 	free(s->display);
+	free(s->state_dir);
 	free(s->stop_reason);
 	free(s);
 }

@@ -32,8 +32,14 @@ struct scheduler_config {
 	unsigned max_steps;
 	unsigned max_seconds;
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
+	const char *state_dir;   /* screenshot paths of the journal are relative to it */
+	unsigned prune_days;     /* automatic retention after each task; 0: off */
 	struct agent_config agent; /* instruction tasks (agent.engine may run without a model) */
 };
+
+/* Retention (--prune-days): removes the tasks that finished more than `days` days ago with
+ * their steps and screenshots, logging what was freed; does nothing for 0. */
+void scheduler_prune_old(struct journal *j, const char *state_dir, unsigned days);
 
 /* Starts the executor thread. The journal and the writer must outlive the scheduler; `cfg`'s
  * strings are copied. NULL + errno on failure. */

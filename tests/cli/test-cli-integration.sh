@@ -535,6 +535,24 @@ scenario_report() {
 
 	"$HOLOCTL" report 999 -o "$tmp/none.html" >"$tmp/out" 2>"$tmp/err"
 	[ $? -eq 1 ] && [ ! -e "$tmp/none.html" ] || fail "report of an unknown task"
+
+	# holoctl prune: a recent task stays; with --older-than 0s it goes with its steps and
+	# PNGs in one transaction, and the bytes freed are those of its 12 screenshots.
+	"$HOLOCTL" prune --older-than 30d >"$tmp/out" 2>"$tmp/err" || fail "prune 30d: $(cat "$tmp/err")"
+	grep -q '^pruned 0 task(s) finished over 30d ago; 0 bytes' "$tmp/out" || fail "prune 30d: $(cat "$tmp/out")"
+	shot_bytes=$(sqlite3 "$state/holod.db" "SELECT sum(bytes) FROM screenshots WHERE task_id = $id")
+	"$HOLOCTL" prune --older-than 0s >"$tmp/out" 2>"$tmp/err" || fail "prune 0s: $(cat "$tmp/err")"
+	grep -q "^pruned 1 task(s) finished over 0s ago; $shot_bytes bytes of screenshots freed" "$tmp/out" ||
+		fail "prune 0s: $(cat "$tmp/out") (expected $shot_bytes bytes)"
+	[ ! -e "$state/screenshots/$id" ] || fail "prune left $state/screenshots/$id"
+	[ "$(sqlite3 "$state/holod.db" "SELECT (SELECT count(*) FROM tasks) + (SELECT count(*) FROM steps)
+		+ (SELECT count(*) FROM screenshots)")" = 0 ] || fail "prune left rows"
+	[ "$(sqlite3 "$state/holod.db" 'PRAGMA foreign_key_check; PRAGMA integrity_check')" = ok ] ||
+		fail "prune: the journal is not consistent"
+	"$HOLOCTL" show "$id" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "show of a pruned task did not fail"
+	"$HOLOCTL" prune --older-than 30 >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] && grep -q "'30' is not an age" "$tmp/err" || fail "prune without a unit: $(cat "$tmp/err")"
 }
 
 case "$scenario" in

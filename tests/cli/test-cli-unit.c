@@ -669,6 +669,24 @@ static void test_wrap(void)
 	fclose(f);
 }
 
+static void test_age(void)
+{
+	long s = -1;
+	CHECK_INT_EQ(cli_parse_age("30d", &s), 0);
+	CHECK_INT_EQ(s, 30 * 86400);
+	CHECK_INT_EQ(cli_parse_age("0s", &s), 0);
+	CHECK_INT_EQ(s, 0);
+	CHECK_INT_EQ(cli_parse_age("12h", &s), 0);
+	CHECK_INT_EQ(s, 12 * 3600);
+	CHECK_INT_EQ(cli_parse_age("2w", &s), 0);
+	CHECK_INT_EQ(s, 14 * 86400);
+	CHECK(cli_parse_age("30", &s) < 0);
+	CHECK(cli_parse_age("d", &s) < 0);
+	CHECK(cli_parse_age("-1d", &s) < 0);
+	CHECK(cli_parse_age("99999d", &s) < 0); /* over ten years */
+	CHECK(cli_parse_age("3x", &s) < 0);
+}
+
 static void test_main(void)
 {
 	char *out, *err, dir[] = "/tmp/holoctl-main-XXXXXX";
@@ -781,6 +799,7 @@ int main(void)
 	test_table();
 	test_format();
 	test_wrap();
+	test_age();
 	test_main();
 	cli_http_global_cleanup();
 	return test_exit();

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -259,6 +260,81 @@ static void test_rows_and_recovery(void)
 	free(path);
 }
 
+static void write_file(const char *path, size_t size)
+{
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	for (size_t i = 0; i < size; i++)
+		fputc('x', f);
+	fclose(f);
+}
+
+/* Retention: old finished tasks go with their steps, screenshot rows and files, in one
+ * transaction; a recent, a queued and a running task stay; the journal stays consistent. */
+static void test_prune(void)
+{
+	char *path = db_path("prune.db");
+	struct journal *j = journal_open(path);
+	const char *hex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	int64_t old, recent, queued, running;
+	int tasks = -1;
+	uint64_t bytes = 0;
+
+	REQUIRE(j);
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 1, &old) == 0);
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 2, &recent) == 0);
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 3, &queued) == 0);
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 4, &running) == 0);
+	REQUIRE(journal_task_start(j, old, 10) == 0);
+	struct journal_step s0 = step(old, 0);
+	REQUIRE(journal_step_begin(j, &s0) == 0);
+	char *state = db_path("prune-state");
+	char *shots = path_join(state, "screenshots");
+	char *tdir = xasprintf("%s/%lld", shots, (long long)old);
+	REQUIRE(mkdir(state, 0700) == 0 && mkdir(shots, 0700) == 0 && mkdir(tdir, 0700) == 0);
+	char *rel_b = xasprintf("screenshots/%lld/0-before.png", (long long)old);
+	char *rel_a = xasprintf("screenshots/%lld/0-after.png", (long long)old);
+	char *file_b = path_join(state, rel_b), *file_a = path_join(state, rel_a);
+	write_file(file_b, 1000);
+	write_file(file_a, 234);
+	REQUIRE(journal_screenshot_insert(j, old, 0, "before", rel_b, hex, 1000, 8, 8, 0, 0) == 0);
+	REQUIRE(journal_screenshot_insert(j, old, 0, "after", rel_a, hex, 234, 8, 8, 0, 0) == 0);
+	REQUIRE(journal_task_finish(j, old, IPC_TASK_SUCCEEDED, 100, NULL, NULL) == 0);
+	REQUIRE(journal_task_start(j, recent, 10) == 0);
+	REQUIRE(journal_task_finish(j, recent, IPC_TASK_FAILED, 5000, NULL, "x") == 0);
+	REQUIRE(journal_task_start(j, running, 10) == 0);
+
+	/* Nothing finished before 50. */
+	CHECK_INT_EQ(journal_prune(j, state, 50, &tasks, &bytes), 0);
+	CHECK_INT_EQ(tasks, 0);
+	CHECK_INT_EQ(bytes, 0);
+	CHECK_INT_EQ(journal_prune(j, state, 1000, &tasks, &bytes), 0);
+	CHECK_INT_EQ(tasks, 1);
+	CHECK_INT_EQ(bytes, 1234);
+	CHECK(access(file_b, F_OK) < 0 && access(file_a, F_OK) < 0);
+	CHECK(access(tdir, F_OK) < 0); /* the emptied folder went too */
+	json_t *o = NULL;
+	CHECK_INT_EQ(journal_task_get(j, old, &o), -ENOENT);
+	CHECK_INT_EQ(journal_steps_get(j, old, 0, false, &o), 0);
+	CHECK_INT_EQ(json_array_size(o), 0);
+	json_decref(o);
+	char *rel = NULL;
+	CHECK_INT_EQ(journal_screenshot_get(j, old, 0, "before", &rel, NULL), -ENOENT);
+	enum ipc_task_status st;
+	CHECK_INT_EQ(journal_task_status(j, recent, &st), 0);
+	/* Everything finished: queued and running tasks are never pruned. */
+	CHECK_INT_EQ(journal_prune(j, state, UINT64_MAX / 2, &tasks, &bytes), 0);
+	CHECK_INT_EQ(tasks, 1);
+	CHECK_INT_EQ(journal_task_status(j, queued, &st), 0);
+	CHECK_INT_EQ(st, IPC_TASK_QUEUED);
+	CHECK_INT_EQ(journal_task_status(j, running, &st), 0);
+	CHECK_INT_EQ(st, IPC_TASK_RUNNING);
+	CHECK_INT_EQ(journal_integrity_check(j), 0);
+	journal_close(j);
+	free(rel_a), free(rel_b), free(file_a), free(file_b), free(tdir), free(shots), free(state);
+	free(path);
+}
+
 static void test_shotwriter(void)
 {
 	char hex[65];
@@ -314,6 +390,7 @@ int main(void)
 	test_newer_schema_refused();
 	test_rows_and_recovery();
 	test_shotwriter();
+	test_prune();
 	char *cmd = xasprintf("rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
