@@ -109,6 +109,11 @@ struct backend_ops {
 	/* Device profiling (engine_backend_profile()); NULL on a backend without a device. */
 	int (*profile)(struct engine_backend *b, bool on);
 	int (*profile_report)(struct engine_backend *b, char ***ret_lines);
+	/* Encodes n_tiles preprocessed tiles of `v` as engine_vision_encode() does (its input and
+	 * output layout, host buffers) with the backend's device and precision. NULL: the CPU path,
+	 * engine_vision_encode() itself. Returns 0, -ENOMEM, -EIO (engine_vision_encode_on()). */
+	int (*vision_encode)(struct engine_backend *b, const struct engine_vision *v,
+			     const float *pixels, int n_tiles, float *out);
 	/* Fills the backend-specific parts of *ret (device name, memory). */
 	void (*info)(const struct engine_backend *b, struct engine_backend_info *ret);
 };
@@ -122,6 +127,8 @@ struct engine_backend {
 	uint64_t weight_bytes;       /* weights held by the device for this backend */
 	uint64_t state_limit;        /* 0: none */
 	_Atomic uint64_t state_bytes; /* sequence memory allocated (capacity), all sequences */
+	struct backend_vision *vision; /* CUDA: the device encoder of the vision handle used last
+					* (backend_cuda_vision.c); NULL until vision_encode() */
 };
 
 /* Charges `bytes` of sequence memory to the backend; -ENOMEM when that would pass the state
@@ -159,4 +166,9 @@ const void *backend_cuda_weight(const struct engine_backend *b, const struct ten
 				enum tensor_dtype *ret_dtype);
 /* The backend's device context (gpu.h). */
 struct gpu_context *backend_cuda_context(const struct engine_backend *b);
+/* vision_encode() of the CUDA backend (backend_cuda_vision.c), and the release of b->vision that
+ * the backend's destroy() calls before its context goes. */
+int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
+			       const float *pixels, int n_tiles, float *out);
+void backend_cuda_vision_finish(struct engine_backend *b);
 #endif

@@ -533,6 +533,7 @@ static void cuda_info(const struct engine_backend *base, struct engine_backend_i
 static void cuda_destroy(struct engine_backend *base)
 {
 	struct cuda_backend *b = cb_of(base);
+	backend_cuda_vision_finish(base);
 	if (b->gpu)
 		gpu_free(b->gpu, b->weights);
 	gpu_context_destroy(b->gpu);
@@ -554,6 +555,7 @@ static const struct backend_ops cuda_ops = {
 	.forward = NULL, /* the layer kernels are issue 11 */
 	.profile = cuda_profile,
 	.profile_report = cuda_profile_report,
+	.vision_encode = backend_cuda_vision_encode,
 	.info = cuda_info,
 };
 

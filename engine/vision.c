@@ -9,12 +9,14 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "backend.h"
 #include "loader.h"
 #include "vision.h"
 
@@ -27,7 +29,10 @@ struct engine_vision {
 	int grid;            /* patches per tile side */
 	int tokens_per_tile;
 	float *pos;          /* position embedding of a grid x grid tile */
+	uint64_t id;         /* unique per handle in the process (engine_vision_id()) */
 };
+
+static _Atomic uint64_t next_vision_id = 1;
 
 /* The preprocessing fields of a config object, on top of what *p holds: `size_key`
  * (config.json's force_image_size, preprocessor_config.json's image_size), max_num_tiles,
@@ -177,6 +182,7 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 		st_errorf(errbuf, errlen, r, "position embedding: %s", strerror(-r));
 		goto fail;
 	}
+	v->id = atomic_fetch_add(&next_vision_id, 1);
 	return v;
 fail:
 	engine_vision_destroy(v);
@@ -193,6 +199,11 @@ void engine_vision_get_preprocess(const struct engine_vision *v,
 const struct vision_weights *engine_vision_weights(const struct engine_vision *v)
 {
 	return &v->w;
+}
+
+uint64_t engine_vision_id(const struct engine_vision *v)
+{
+	return v->id;
 }
 
 int engine_vision_grid_side(const struct engine_vision *v)
@@ -241,6 +252,18 @@ int engine_vision_encode(const struct engine_vision *v, const float *pixels, int
 	}
 	free(feat);
 	return r < 0 ? r : 0;
+}
+
+int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v,
+			    const float *pixels, int n_tiles, float *out)
+{
+	if (!v || !pixels || !out || n_tiles < 0)
+		return -EINVAL;
+	if (!b || !b->ops->vision_encode || n_tiles == 0)
+		return engine_vision_encode(v, pixels, n_tiles, out);
+	if (n_tiles > VISION_MAX_ENCODE_TILES)
+		return -EINVAL;
+	return b->ops->vision_encode(b, v, pixels, n_tiles, out);
 }
 
 int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,

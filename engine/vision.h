@@ -117,8 +117,13 @@ void vision_relu2(float *h, size_t n);
 /* The handle's parts, for the CUDA encoder: its weights, the patches per tile side and the
  * position grid of a tile ([grid * grid][width] floats). */
 const struct vision_weights *engine_vision_weights(const struct engine_vision *v);
+/* A number no other handle of the process has had (caches key on it, not on the address). */
+uint64_t engine_vision_id(const struct engine_vision *v);
 int engine_vision_grid_side(const struct engine_vision *v);
 const float *engine_vision_pos_grid(const struct engine_vision *v);
+
+/* Most tiles one encode on a backend takes: the largest grid plus the thumbnail. */
+#define VISION_MAX_ENCODE_TILES (ENGINE_VISION_MAX_TILES + 1)
 
 #ifdef HOLOD_HAVE_CUDA
 /* ---- the encoder on a CUDA device (vision_cuda.c) ----
@@ -129,8 +134,7 @@ const float *engine_vision_pos_grid(const struct engine_vision *v);
 struct gpu_context;
 struct vision_cuda;
 
-/* Most tiles one encode takes: the largest grid plus the thumbnail. */
-#define VISION_CUDA_MAX_TILES (ENGINE_VISION_MAX_TILES + 1)
+#define VISION_CUDA_MAX_TILES VISION_MAX_ENCODE_TILES
 
 /* NULL + errno: EINVAL (a precision other than bf16/fp32, or a model whose head dimension, patch
  * or projector width is beyond the kernels' limits), ENOMEM, EIO. */

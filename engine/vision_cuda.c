@@ -28,7 +28,8 @@ struct vc_block {
 struct vision_cuda {
 	struct gpu_context *g;
 	struct gpu_blas *blas;
-	const struct vision_weights *w;
+	const struct vision_weights *w; /* borrowed; not read by vision_cuda_destroy() */
+	int depth;
 	enum gpu_dtype dt; /* GEMM inputs and matrices */
 	int grid, n;       /* patches per tile side, patches per tile */
 	int L;             /* tokens per tile: prefix + patches */
@@ -94,7 +95,7 @@ void vision_cuda_destroy(struct vision_cuda *vc)
 		return;
 	free_buffers(vc);
 	if (vc->blocks) {
-		for (int i = 0; i < vc->w->depth; i++) {
+		for (int i = 0; i < vc->depth; i++) {
 			struct vc_block *b = &vc->blocks[i];
 			void *p[] = {b->qkv_w, b->proj_w, b->fc1_w, b->fc2_w, b->n1w, b->n1b,
 				     b->qkvb, b->projb, b->n2w, b->n2b, b->fc1b, b->fc2b};
@@ -186,6 +187,7 @@ struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct 
 	}
 	vc->g = g;
 	vc->w = w;
+	vc->depth = w->depth;
 	vc->dt = precision == ENGINE_PRECISION_BF16 ? GPU_DTYPE_BF16 : GPU_DTYPE_F32;
 	vc->grid = grid;
 	vc->n = grid * grid;

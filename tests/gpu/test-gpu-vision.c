@@ -15,12 +15,16 @@
  *   statistics of the norms in fp32 instead of double);
  * - bf16 precision: cosine similarity >= 0.999 for every projector row and every feature row
  *   (bf16 weights and GEMM inputs, fp32 everywhere else).
- * An encode with more tiles after a smaller one (buffers grow) must give the same rows. */
+ * An encode with more tiles after a smaller one (buffers grow) must give the same rows.
+ * The backend seam (engine_vision_encode_on()): the CPU backend gives engine_vision_encode()'s
+ * rows bit for bit, a CUDA backend the rows within the same bounds, on the tiny checkpoint with
+ * its tile size set to 64 pixels (a temporary copy of its config) and a 6-tile observation. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "cpu.h"
@@ -141,6 +145,138 @@ static void check_grid(struct gpu_context *g, const struct fixture *f, int grid)
 	free(got_feat);
 }
 
+/* ---- the backend seam: engine_vision_encode_on() ---------------------------------------------- */
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	REQUIRE(f);
+	char *buf = xmalloc(1 << 16);
+	size_t n = fread(buf, 1, (1 << 16) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return buf;
+}
+
+/* Copies src/name to dir/name with the first `from` replaced by `to`. */
+static void copy_replacing(const char *src, const char *dir, const char *name, const char *from, const char *to)
+{
+	char path[4096];
+	REQUIRE((size_t)snprintf(path, sizeof(path), "%s/%s", src, name) < sizeof(path));
+	char *text = read_text(path), *at = strstr(text, from);
+	REQUIRE(at);
+	REQUIRE((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) < sizeof(path));
+	FILE *f = fopen(path, "wb");
+	REQUIRE(f);
+	fwrite(text, 1, (size_t)(at - text), f);
+	fputs(to, f);
+	fputs(at + strlen(from), f);
+	REQUIRE(fclose(f) == 0);
+	free(text);
+}
+
+/* The tiny checkpoint with 64-pixel tiles (4 x 4 patches), so that whole observations go
+ * through the seam quickly in the emulation: the same tensors (linked), the tile size changed
+ * in config.json and preprocessor_config.json. */
+static void make_small_tile_model(const char *src, char *dir, size_t dirlen)
+{
+	static const char *const links[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+	char a[4096], b[4096];
+	snprintf(dir, dirlen, "/tmp/holod-test-gpu-vision-XXXXXX");
+	REQUIRE(mkdtemp(dir));
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		REQUIRE((size_t)snprintf(a, sizeof(a), "%s/%s", src, links[i]) < sizeof(a));
+		REQUIRE((size_t)snprintf(b, sizeof(b), "%s/%s", dir, links[i]) < sizeof(b));
+		REQUIRE(symlink(a, b) == 0);
+	}
+	copy_replacing(src, dir, "config.json", "\"force_image_size\": 512", "\"force_image_size\": 64");
+	copy_replacing(src, dir, "preprocessor_config.json", "\"image_size\": 512", "\"image_size\": 64");
+}
+
+static void remove_model_dir(const char *dir)
+{
+	static const char *const names[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json",
+					    "config.json", "preprocessor_config.json"};
+	char path[4096];
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, names[i]) < sizeof(path))
+			unlink(path);
+	}
+	rmdir(dir);
+}
+
+static void check_seam(const char *root, const struct engine_image *img)
+{
+	char src[4096], dir[64], err[256];
+	snprintf(src, sizeof(src), "%s/tests/fixtures/vision/tiny-vlm", root);
+	make_small_tile_model(src, dir, sizeof(dir));
+	struct engine_model *m = engine_model_load(dir, err, sizeof(err));
+	if (!m)
+		fprintf(stderr, "%s: %s\n", dir, err);
+	REQUIRE(m);
+	struct engine_vision *v = engine_vision_create(m, err, sizeof(err));
+	REQUIRE(v);
+	struct engine_vision_preprocess pre;
+	struct engine_vision_grid vg;
+	float *pixels = NULL;
+	engine_vision_get_preprocess(v, &pre);
+	CHECK_INT_EQ(pre.tile_size, 64);
+	pre.max_tiles = 6;
+	REQUIRE(engine_vision_preprocess(img, &pre, &vg, &pixels) == 0);
+	const int tiles = vg.n_tiles;
+	const size_t n = (size_t)tiles * engine_vision_tokens_per_tile(v) * engine_vision_embed_dim(v);
+	float *want = xmalloc(n * sizeof(float)), *got = xmalloc(n * sizeof(float));
+	REQUIRE(engine_vision_encode(v, pixels, tiles, want) == 0);
+	fprintf(stderr, "seam: %d tiles of 64 pixels\n", tiles);
+
+	/* no backend and the CPU backend: engine_vision_encode() itself */
+	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU};
+	struct engine_backend *b = engine_backend_create(m, &opts, err, sizeof(err));
+	REQUIRE(b);
+	CHECK_INT_EQ(engine_vision_encode_on(NULL, v, pixels, tiles, got), 0);
+	CHECK(memcmp(got, want, n * sizeof(float)) == 0);
+	memset(got, 0, n * sizeof(float));
+	CHECK_INT_EQ(engine_vision_encode_on(b, v, pixels, tiles, got), 0);
+	CHECK(memcmp(got, want, n * sizeof(float)) == 0);
+	engine_backend_destroy(b);
+
+	const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32, ENGINE_PRECISION_BF16};
+	for (size_t k = 0; k < ARRAY_SIZE(precisions); k++) {
+		opts = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .precision = precisions[k]};
+		b = engine_backend_create(m, &opts, err, sizeof(err));
+		if (!b)
+			fprintf(stderr, "cuda backend: %s\n", err);
+		REQUIRE(b);
+		memset(got, 0, n * sizeof(float));
+		CHECK_INT_EQ(engine_vision_encode_on(b, v, pixels, tiles, got), 0);
+		if (precisions[k] == ENGINE_PRECISION_FP32) {
+			double e = nmse(got, want, n);
+			fprintf(stderr, "seam, fp32: rows NMSE %.3g\n", e);
+			CHECK(e <= 1e-9);
+		} else {
+			double c = min_cosine(got, want, n / engine_vision_embed_dim(v), engine_vision_embed_dim(v));
+			fprintf(stderr, "seam, bf16: smallest row cosine %.6f\n", c);
+			CHECK(c >= 0.999);
+		}
+		/* another handle of the same model: a new device encoder, the same rows */
+		struct engine_vision *v2 = engine_vision_create(m, err, sizeof(err));
+		REQUIRE(v2);
+		float *again = xmalloc(n * sizeof(float));
+		CHECK_INT_EQ(engine_vision_encode_on(b, v2, pixels, tiles, again), 0);
+		CHECK(memcmp(again, got, n * sizeof(float)) == 0);
+		free(again);
+		engine_vision_destroy(v2);
+		CHECK_INT_EQ(engine_vision_encode_on(b, v, pixels, VISION_MAX_ENCODE_TILES + 1, got), -EINVAL);
+		engine_backend_destroy(b);
+	}
+	free(want);
+	free(got);
+	free(pixels);
+	engine_vision_destroy(v);
+	engine_model_destroy(m);
+	remove_model_dir(dir);
+}
+
 int main(void)
 {
 	char path[4096], err[256];
@@ -186,6 +322,7 @@ int main(void)
 	vision_cuda_destroy(vc);
 	errno = 0;
 	CHECK(vision_cuda_create(g, v, ENGINE_PRECISION_DEFAULT) == NULL && errno == EINVAL);
+	check_seam(root, img);
 
 	gpu_context_destroy(g);
 	free(pixels);
