@@ -248,60 +248,77 @@ static int alloc_buffers(struct vision_cuda *vc, int tiles)
 	return 0;
 }
 
+/* Runs `call` (an operation queued on the context's stream, returning 0 or -errno) as the
+ * profile site `name` (gpu.h: a no-op while profiling is off); returns from the caller on an
+ * error. */
+#define STEP(kind, name, call)                                         \
+	do {                                                           \
+		int e_;                                                \
+		if ((r = gpu_profile_begin(g, kind, name)) < 0)        \
+			return r;                                      \
+		r = (call);                                            \
+		e_ = gpu_profile_end(g);                               \
+		if (r < 0 || (r = e_) < 0)                             \
+			return r;                                      \
+	} while (0)
+#define KERNEL(name, call) STEP(GPU_PROFILE_KERNEL, name, call)
+#define GEMM(name, call) STEP(GPU_PROFILE_GEMM, name, call)
+
 /* The ViT and the projector on the tiles in vc->pix: the rows land in vc->rows and the final
- * features in vc->feat (or vc->x without a final norm) at vision_cuda_features_at(). */
+ * features in vc->feat (or vc->x without a final norm). Profile sites are named after the
+ * kernel (vision_*) or the weight (gemm vision.*, mlp1.*). */
 static int run(struct vision_cuda *vc, int tiles)
 {
 	const struct vision_weights *w = vc->w;
 	const int D = w->width, M = w->mlp, L = vc->L, T = w->n_prefix, pp3 = 3 * w->patch * w->patch;
 	const int rows = tiles * L, pr = tiles * vc->n, tr = tiles * vc->tokens;
-	const enum gpu_dtype dt = vc->dt;
+	const int P = w->proj_in, H = w->proj_hidden;
+	const enum gpu_dtype dt = vc->dt, f32 = GPU_DTYPE_F32;
 	struct gpu_context *g = vc->g;
 	struct gpu_blas *bl = vc->blas;
 	/* fp32: the GELU and ReLU² run in place, their outputs feed the GEMMs as they are */
 	void *hidb = dt == GPU_DTYPE_F32 ? (void *)vc->hid : vc->hidb;
 	void *hb = dt == GPU_DTYPE_F32 ? (void *)vc->h : vc->hb;
-	const float *feat;
+	const float *feat = vc->x;
 	int r;
 
-	if ((r = gpu_vision_patchify(g, vc->pix, tiles, vc->grid, vc->grid, w->patch, vc->patches, dt)) < 0 ||
-	    (r = gpu_gemm(bl, vc->embedder, dt, D, pp3, vc->patches, (size_t)pp3, pr, vc->emb, GPU_DTYPE_F32,
-			  (size_t)D, false)) < 0 ||
-	    (r = gpu_vision_tokens(g, vc->emb, vc->pos, vc->prefix, tiles, vc->n, T, D, vc->x)) < 0)
-		return r;
+	KERNEL("vision_patchify",
+	       gpu_vision_patchify(g, vc->pix, tiles, vc->grid, vc->grid, w->patch, vc->patches, dt));
+	GEMM("vision.embedder",
+	     gpu_gemm(bl, vc->embedder, dt, D, pp3, vc->patches, (size_t)pp3, pr, vc->emb, f32, D, false));
+	KERNEL("vision_tokens", gpu_vision_tokens(g, vc->emb, vc->pos, vc->prefix, tiles, vc->n, T, D, vc->x));
 	for (int i = 0; i < w->depth; i++) {
 		const struct vc_block *b = &vc->blocks[i];
 
-		if ((r = gpu_layernorm(g, vc->x, D, b->n1w, b->n1b, rows, D, VISION_LN_EPS, vc->a, dt, D)) < 0 ||
-		    (r = gpu_gemm(bl, b->qkv_w, dt, 3 * D, D, vc->a, D, rows, vc->qkv, GPU_DTYPE_F32,
-				  (size_t)3 * D, false)) < 0 ||
-		    (r = gpu_bias_act(g, vc->qkv, (size_t)3 * D, b->qkvb, rows, 3 * D, GPU_ACT_NONE, vc->qkv,
-				      GPU_DTYPE_F32, (size_t)3 * D)) < 0 ||
-		    (r = gpu_vision_attention(g, vc->qkv, tiles, L, D, w->heads, vc->att, dt)) < 0 ||
-		    (r = gpu_gemm(bl, b->proj_w, dt, D, D, vc->att, D, rows, vc->x, GPU_DTYPE_F32, D, true)) < 0 ||
-		    (r = gpu_bias_act(g, vc->x, D, b->projb, rows, D, GPU_ACT_NONE, vc->x, GPU_DTYPE_F32, D)) < 0 ||
-		    (r = gpu_layernorm(g, vc->x, D, b->n2w, b->n2b, rows, D, VISION_LN_EPS, vc->a, dt, D)) < 0 ||
-		    (r = gpu_gemm(bl, b->fc1_w, dt, M, D, vc->a, D, rows, vc->hid, GPU_DTYPE_F32, M, false)) < 0 ||
-		    (r = gpu_bias_act(g, vc->hid, M, b->fc1b, rows, M, GPU_ACT_GELU_ERF, hidb, dt, M)) < 0 ||
-		    (r = gpu_gemm(bl, b->fc2_w, dt, D, M, hidb, M, rows, vc->x, GPU_DTYPE_F32, D, true)) < 0 ||
-		    (r = gpu_bias_act(g, vc->x, D, b->fc2b, rows, D, GPU_ACT_NONE, vc->x, GPU_DTYPE_F32, D)) < 0)
-			return r;
+		KERNEL("vision_layernorm",
+		       gpu_layernorm(g, vc->x, D, b->n1w, b->n1b, rows, D, VISION_LN_EPS, vc->a, dt, D));
+		GEMM("vision.qkv",
+		     gpu_gemm(bl, b->qkv_w, dt, 3 * D, D, vc->a, D, rows, vc->qkv, f32, (size_t)3 * D, false));
+		KERNEL("vision_bias", gpu_bias_act(g, vc->qkv, (size_t)3 * D, b->qkvb, rows, 3 * D, GPU_ACT_NONE,
+						   vc->qkv, f32, (size_t)3 * D));
+		KERNEL("vision_attention", gpu_vision_attention(g, vc->qkv, tiles, L, D, w->heads, vc->att, dt));
+		GEMM("vision.proj", gpu_gemm(bl, b->proj_w, dt, D, D, vc->att, D, rows, vc->x, f32, D, true));
+		KERNEL("vision_bias", gpu_bias_act(g, vc->x, D, b->projb, rows, D, GPU_ACT_NONE, vc->x, f32, D));
+		KERNEL("vision_layernorm",
+		       gpu_layernorm(g, vc->x, D, b->n2w, b->n2b, rows, D, VISION_LN_EPS, vc->a, dt, D));
+		GEMM("vision.fc1", gpu_gemm(bl, b->fc1_w, dt, M, D, vc->a, D, rows, vc->hid, f32, M, false));
+		KERNEL("vision_bias_gelu",
+		       gpu_bias_act(g, vc->hid, M, b->fc1b, rows, M, GPU_ACT_GELU_ERF, hidb, dt, M));
+		GEMM("vision.fc2", gpu_gemm(bl, b->fc2_w, dt, D, M, hidb, M, rows, vc->x, f32, D, true));
+		KERNEL("vision_bias", gpu_bias_act(g, vc->x, D, b->fc2b, rows, D, GPU_ACT_NONE, vc->x, f32, D));
 	}
-	feat = vc->x;
 	if (vc->norm_w) {
-		if ((r = gpu_layernorm(g, vc->x, D, vc->norm_w, vc->norm_b, rows, D, VISION_LN_EPS, vc->feat,
-				       GPU_DTYPE_F32, D)) < 0)
-			return r;
+		KERNEL("vision_layernorm", gpu_layernorm(g, vc->x, D, vc->norm_w, vc->norm_b, rows, D,
+							 VISION_LN_EPS, vc->feat, f32, D));
 		feat = vc->feat;
 	}
-	if ((r = gpu_vision_shuffle_norm(g, feat + (size_t)T * D, (size_t)L * D, tiles, vc->grid, vc->grid, D,
-					 w->shuffle, vc->mlp1_norm, VISION_RMS_EPS, vc->px, dt)) < 0 ||
-	    (r = gpu_gemm(bl, vc->fc1, dt, w->proj_hidden, w->proj_in, vc->px, (size_t)w->proj_in, tr, vc->h,
-			  GPU_DTYPE_F32, (size_t)w->proj_hidden, false)) < 0 ||
-	    (r = gpu_relu2(g, vc->h, hb, dt, (size_t)tr * w->proj_hidden)) < 0 ||
-	    (r = gpu_gemm(bl, vc->fc3, dt, w->out_dim, w->proj_hidden, hb, (size_t)w->proj_hidden, tr, vc->rows,
-			  GPU_DTYPE_F32, (size_t)w->out_dim, false)) < 0)
-		return r;
+	KERNEL("vision_shuffle_norm",
+	       gpu_vision_shuffle_norm(g, feat + (size_t)T * D, (size_t)L * D, tiles, vc->grid, vc->grid, D,
+				       w->shuffle, vc->mlp1_norm, VISION_RMS_EPS, vc->px, dt));
+	GEMM("mlp1.fc1", gpu_gemm(bl, vc->fc1, dt, H, P, vc->px, (size_t)P, tr, vc->h, f32, (size_t)H, false));
+	KERNEL("relu2", gpu_relu2(g, vc->h, hb, dt, (size_t)tr * H));
+	GEMM("mlp1.fc3", gpu_gemm(bl, vc->fc3, dt, w->out_dim, H, hb, (size_t)H, tr, vc->rows, f32,
+				  (size_t)w->out_dim, false));
 	return 0;
 }
 

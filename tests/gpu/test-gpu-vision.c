@@ -15,7 +15,8 @@
  *   statistics of the norms in fp32 instead of double);
  * - bf16 precision: cosine similarity >= 0.999 for every projector row and every feature row
  *   (bf16 weights and GEMM inputs, fp32 everywhere else).
- * An encode with more tiles after a smaller one (buffers grow) must give the same rows.
+ * An encode with more tiles after a smaller one (buffers grow) must give the same rows, and a
+ * profiled encode lists every vision kernel and GEMM site.
  * The backend seam (engine_vision_encode_on()): the CPU backend gives engine_vision_encode()'s
  * rows bit for bit, a CUDA backend the rows within the same bounds, on the tiny checkpoint with
  * its tile size set to 64 pixels (a temporary copy of its config) and a 6-tile observation. */
@@ -143,6 +144,47 @@ static void check_grid(struct gpu_context *g, const struct fixture *f, int grid)
 	free(want_feat);
 	free(got_rows);
 	free(got_feat);
+}
+
+/* With profiling on, one encode reports every vision kernel and GEMM site, with a launch per
+ * block for the per-block sites. */
+static void check_profile(struct gpu_context *g, const struct fixture *f)
+{
+	const struct vision_weights *w = f->w;
+	float *pixels = crop(f, 4), *pos = xmalloc(sizeof(float) * 16 * w->width);
+	const float *rows;
+	char **lines = NULL, want[128];
+	static const char *const once[] = {"kernel vision_patchify launches=1 ", "gemm vision.embedder calls=1 ",
+					   "kernel vision_tokens launches=1 ", "kernel vision_shuffle_norm launches=1 ",
+					   "gemm mlp1.fc1 calls=1 ", "kernel relu2 launches=1 ", "gemm mlp1.fc3 calls=1 "};
+	static const char *const per_block[] = {"gemm vision.qkv calls=", "kernel vision_attention launches=",
+						"gemm vision.proj calls=", "gemm vision.fc1 calls=",
+						"kernel vision_bias_gelu launches=", "gemm vision.fc2 calls="};
+
+	REQUIRE(vision_pos_embed(w, 4, 4, pos) == 0);
+	struct vision_cuda *vc = vision_cuda_create_grid(g, w, 4, pos, ENGINE_PRECISION_BF16);
+	REQUIRE(vc);
+	REQUIRE(gpu_profile_enable(g, true) == 0);
+	CHECK_INT_EQ(vision_cuda_encode(vc, pixels, f->tiles, &rows), 0);
+	int n = gpu_profile_report(g, &lines);
+	CHECK(n >= (int)(ARRAY_SIZE(once) + ARRAY_SIZE(per_block)));
+	for (size_t k = 0; k < ARRAY_SIZE(once) + ARRAY_SIZE(per_block); k++) {
+		bool found = false;
+		if (k < ARRAY_SIZE(once))
+			snprintf(want, sizeof(want), "%s", once[k]);
+		else
+			snprintf(want, sizeof(want), "%s%d ", per_block[k - ARRAY_SIZE(once)], w->depth);
+		for (int i = 0; lines && lines[i]; i++)
+			found = found || strncmp(lines[i], want, strlen(want)) == 0;
+		if (!found)
+			fprintf(stderr, "profile: no line starting '%s'\n", want);
+		CHECK(found);
+	}
+	gpu_profile_lines_free(lines);
+	REQUIRE(gpu_profile_enable(g, false) == 0);
+	vision_cuda_destroy(vc);
+	free(pixels);
+	free(pos);
 }
 
 /* ---- the backend seam: engine_vision_encode_on() ---------------------------------------------- */
@@ -322,6 +364,7 @@ int main(void)
 	vision_cuda_destroy(vc);
 	errno = 0;
 	CHECK(vision_cuda_create(g, v, ENGINE_PRECISION_DEFAULT) == NULL && errno == EINVAL);
+	check_profile(g, &f);
 	check_seam(root, img);
 
 	gpu_context_destroy(g);
