@@ -45,6 +45,15 @@ int gpu_device_info(int device, struct gpu_device_info *ret)
 	return 0;
 }
 
+bool gpu_devices_emulated(void)
+{
+#ifdef HOLOD_GPU_EMULATED
+	return true;
+#else
+	return false;
+#endif
+}
+
 struct gpu_context *gpu_context_create(int device)
 {
 	if (device < 0 || device >= gpu_device_count()) {

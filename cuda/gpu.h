@@ -36,6 +36,10 @@ struct gpu_device_info {
 int gpu_device_count(void);
 int gpu_device_info(int device, struct gpu_device_info *ret);
 
+/* Whether this build's devices are the CPU emulation (-Dcuda-emulation=true): they run every
+ * kernel, but are no accelerator, so nothing picks them unasked. */
+bool gpu_devices_emulated(void);
+
 /* NULL + errno (ENODEV when the device does not exist). */
 struct gpu_context *gpu_context_create(int device);
 void gpu_context_destroy(struct gpu_context *g);

@@ -94,6 +94,15 @@ static bool cuda_can_forward(void)
 #endif
 }
 
+static bool cuda_emulated(void)
+{
+#ifdef HOLOD_HAVE_CUDA
+	return gpu_devices_emulated();
+#else
+	return false;
+#endif
+}
+
 /* The checks engine_backend_resolve() and engine_backend_create() share: AUTO and DEFAULT
  * resolved, values and device checked, but not whether the backend can compute. */
 static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
@@ -108,7 +117,9 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 		char why[256];
 		opts->kind = ENGINE_BACKEND_CPU;
 		if (check_cuda_device(opts, why, sizeof(why)) == 0) {
-			if (cuda_can_forward())
+			if (cuda_emulated())
+				fail(0, msg, msglen, "the CUDA device is the CPU emulation of a test build: using the CPU");
+			else if (cuda_can_forward())
 				opts->kind = ENGINE_BACKEND_CUDA;
 			else
 				fail(0, msg, msglen, "a CUDA device is present, but the CUDA backend cannot run the language model yet (its kernels are issue 11): using the CPU");

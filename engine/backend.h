@@ -160,6 +160,10 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 					   size_t errlen);
 /* Whether the CUDA backend has a forward (its kernels exist in this build). */
 bool backend_cuda_can_forward(void);
+/* Tests: whether decode steps replay captured graphs (the default) or launch eagerly, and how
+ * many graphs the backend has captured. */
+void backend_cuda_set_graphs(struct engine_backend *b, bool on);
+uint64_t backend_cuda_graph_captures(const struct engine_backend *b);
 /* The device copy of a model tensor (a pointer into b->model's tensors) and its dtype on the
  * device; NULL when the tensor is absent or not a language-model weight. */
 const void *backend_cuda_weight(const struct engine_backend *b, const struct tensor *t,

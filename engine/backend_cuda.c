@@ -14,14 +14,26 @@
  * device allocation that fails is -ENOMEM with the sequence unchanged. Reset is a device memset,
  * copy (snapshot, restore) device copies, export a download.
  *
- * The forward op is absent until the language model's kernels exist (issue 11): the engine then
- * answers -EOPNOTSUPP and programs refuse the backend up front (engine_backend_resolve()).
+ * Forward: the CPU's layer loop (lm_forward.c) on the device, one span at a time, cut into runs
+ * of CUDA_MAX_RUN positions like the CPU's: embedding gather, per layer the pre-norm (bf16 out in
+ * bf16 precision, to feed the GEMMs), the mixer's GEMMs through cuBLASLt with the residual add
+ * fused into the output projection, the Mamba kernels (conv + SiLU, SSD for prefill or the
+ * one-token update for decode, gated norm), GQA attention over the device KV cache, ReLU^2; the
+ * final norm and lm_head run only for the rows whose logits are wanted, which are copied to the
+ * host. Activations live in one scratch block and the cuBLASLt workspace, made by the first
+ * reserve(). A decode step (one position, one sequence, logits wanted, no spliced row) replays
+ * the sequence's CUDA graph: captured once, with the position and token read from device memory
+ * written just before the launch, and captured again when the KV block moved (its capacity
+ * grew). Profiling times each call site and runs decode eagerly, so every launch is seen.
  *
  * Threads: the device context belongs to the thread that created the backend (holod's engine
- * thread); every op runs there. engine_backend_get_info() may run on any thread, so it reports
- * memory from figures cached at creation and the atomic state counter, never from the driver.
+ * thread). Every op that queues work takes the backend's lock, since the scratch is shared and
+ * a capture must see no other thread's work on the stream. engine_backend_get_info() may run on
+ * any thread, so it reports memory from figures cached at creation and the atomic state
+ * counter, never from the driver.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +57,41 @@ struct cuda_weight {
 	size_t elems;
 };
 
+/* Positions one run of the layer loop processes: a span is cut into runs of at most this many,
+ * like the CPU's LM_MAX_BATCH (so both cut the SSD chunks at the same places). It sizes the
+ * activation scratch. */
+#define CUDA_MAX_RUN LM_MAX_BATCH
+/* Logits rows one lm_head call computes (bounds the device logits buffer). */
+#define CUDA_LOGIT_ROWS 16
+
+/* Device pointers of the weights one layer uses, resolved once at creation. */
+struct cuda_layer_w {
+	const void *norm;
+	const void *in_proj, *conv_w, *conv_b, *dt_bias, *a_log, *d, *gnorm, *out_proj;
+	const void *q, *k, *v, *o;
+	const void *up, *down;
+};
+
+/* The activation scratch of one run (CUDA_MAX_RUN rows), carved from one device block
+ * allocated by the first reserve(); act is the precision's GEMM input type. */
+struct cuda_scratch {
+	void *block;
+	int32_t *io;        /* [0]: the run's first position; [1 + t]: row t's id, or -1 - i for
+			     * spliced row i */
+	float *spliced;     /* [R][d] */
+	float *h;           /* [R][d] the residual stream */
+	void *xn;           /* [R][d] of act: the normed rows a GEMM reads */
+	float *logits;      /* [CUDA_LOGIT_ROWS][vocab] */
+	float *zx, *xc, *y; /* Mamba: in_proj out [R][in_rows], conv out [R][conv_dim], [R][d_in] */
+	void *yn;           /* Mamba: gated norm out [R][d_in] of act */
+	void *ssd_ws;
+	float *q;              /* attention: [R][q_dim] */
+	void *knew, *vnew, *o; /* attention: [R][kv_dim] x 2, [R][q_dim] of act */
+	float *attn_ws;
+	float *u;  /* MLP: [R][inter] */
+	void *u2;  /* MLP: [R][inter] of act */
+};
+
 struct cuda_backend {
 	struct engine_backend base;
 	struct gpu_context *gpu;
@@ -55,8 +102,24 @@ struct cuda_backend {
 	struct cuda_weight *table;
 	size_t n_weights;
 	struct lm_dims dm;
-	int n_mamba, n_attn;
+	int n_mamba, n_attn, n_mlp;
 	size_t kv_elem; /* bytes of one K/V element */
+
+	/* the forward */
+	struct gpu_blas *blas;
+	enum gpu_dtype act; /* of GEMM inputs and the KV cache: the precision's */
+	size_t act_bytes;
+	struct gpu_mamba_dims md;
+	size_t attn_ws_floats;
+	const void *lw_embed, *lw_norm_f, *lw_lm_head;
+	enum gpu_dtype embed_dtype;
+	struct cuda_layer_w *lw; /* [n_layers] */
+	struct cuda_scratch scratch;
+	bool graphs;             /* decode through captured graphs (tests turn it off) */
+	/* Serialises every op that queues work on the stream: the scratch is shared, and a
+	 * capture must see no other thread's work on the stream. */
+	pthread_mutex_t lock;
+	uint64_t graph_captures; /* graphs captured so far (tests) */
 };
 
 struct cuda_seq {
@@ -64,6 +127,10 @@ struct cuda_seq {
 	void *fixed; /* conv + SSM of every Mamba layer, fp32 */
 	void *kv;    /* [n_attn][2][kv_cap][kv_dim] */
 	int kv_cap;
+	/* decode's captured graph, valid while the KV block is graph_kv of capacity graph_cap */
+	struct gpu_graph *graph;
+	void *graph_kv;
+	int graph_cap;
 };
 
 static struct cuda_backend *cb_of(const struct engine_backend *b)
@@ -73,7 +140,17 @@ static struct cuda_backend *cb_of(const struct engine_backend *b)
 
 bool backend_cuda_can_forward(void)
 {
-	return false;
+	return true;
+}
+
+void backend_cuda_set_graphs(struct engine_backend *b, bool on)
+{
+	cb_of(b)->graphs = on;
+}
+
+uint64_t backend_cuda_graph_captures(const struct engine_backend *b)
+{
+	return cb_of(b)->graph_captures;
 }
 
 struct gpu_context *backend_cuda_context(const struct engine_backend *b)
@@ -251,6 +328,7 @@ static void cuda_seq_destroy(struct backend_seq *bs)
 	if (!s)
 		return;
 	struct cuda_backend *b = cb_of(bs->backend);
+	gpu_graph_destroy(s->graph);
 	gpu_free(b->gpu, s->kv);
 	gpu_free(b->gpu, s->fixed);
 	backend_uncharge(bs->backend, fixed_bytes(b) + kv_bytes(b, s->kv_cap));
@@ -497,8 +575,13 @@ static int cuda_seq_import(struct backend_seq *bs, const struct backend_seq_stat
 	return 0;
 }
 
+static int scratch_reserve(struct cuda_backend *b);
+
 static int cuda_reserve(struct engine_backend *base, const struct backend_batch *batch)
 {
+	int r0 = scratch_reserve(cb_of(base));
+	if (r0 < 0)
+		return r0;
 	for (size_t i = 0; i < batch->n_spans; i++) {
 		struct cuda_seq *s = (struct cuda_seq *)batch->spans[i].seq;
 		int r = grow_kv(s, s->base.n_tokens + (int)batch->spans[i].n, false);
@@ -506,6 +589,359 @@ static int cuda_reserve(struct engine_backend *base, const struct backend_batch 
 			return r;
 	}
 	return 0;
+}
+
+/* ---- the forward -------------------------------------------------------------------------- */
+
+static enum gpu_dtype gdt(enum tensor_dtype d)
+{
+	return d == TENSOR_F32 ? GPU_DTYPE_F32 : GPU_DTYPE_BF16;
+}
+
+static const void *wptr(const struct cuda_backend *b, const struct tensor *t)
+{
+	enum tensor_dtype dt;
+	return t->data ? backend_cuda_weight(&b->base, t, &dt) : NULL;
+}
+
+/* Carves n bytes (256-aligned) at *off of the scratch block; with block NULL it only sizes. */
+static void *carve(void *block, size_t *off, size_t n)
+{
+	void *p = block ? (char *)block + *off : NULL;
+	*off += align_up(MAX(n, 1));
+	return p;
+}
+
+/* Lays the scratch out in block (NULL: sizing only); returns its size. */
+static size_t scratch_layout(struct cuda_backend *b, void *block)
+{
+	const struct lm_dims *dm = &b->dm;
+	struct cuda_scratch *s = &b->scratch;
+	const size_t R = CUDA_MAX_RUN, f = sizeof(float), a = b->act_bytes;
+	size_t off = 0;
+	s->io = carve(block, &off, (1 + R) * sizeof(int32_t));
+	s->spliced = carve(block, &off, R * dm->d * f);
+	s->h = carve(block, &off, R * dm->d * f);
+	s->xn = carve(block, &off, R * dm->d * a);
+	s->logits = carve(block, &off, (size_t)CUDA_LOGIT_ROWS * dm->vocab * f);
+	if (b->n_mamba) {
+		s->zx = carve(block, &off, R * dm->in_rows * f);
+		s->xc = carve(block, &off, R * dm->conv_dim * f);
+		s->y = carve(block, &off, R * dm->d_in * f);
+		s->yn = carve(block, &off, R * dm->d_in * a);
+		s->ssd_ws = carve(block, &off, gpu_mamba_ssd_workspace_bytes(&b->md, (int)R));
+	}
+	if (b->n_attn) {
+		s->q = carve(block, &off, R * dm->q_dim * f);
+		s->knew = carve(block, &off, R * dm->kv_dim * a);
+		s->vnew = carve(block, &off, R * dm->kv_dim * a);
+		s->o = carve(block, &off, R * dm->q_dim * a);
+		s->attn_ws = carve(block, &off, b->attn_ws_floats * f);
+	}
+	if (b->n_mlp) {
+		s->u = carve(block, &off, R * dm->inter * f);
+		s->u2 = carve(block, &off, R * dm->inter * a);
+	}
+	return off;
+}
+
+/* Creates the cuBLASLt handle (its workspace) and allocates the scratch on first use
+ * (reserve()); -ENOMEM or -EIO leave the backend as it was. */
+static int scratch_reserve(struct cuda_backend *b)
+{
+	if (!b->blas) {
+		b->blas = gpu_blas_create(b->gpu);
+		if (!b->blas)
+			return errno == ENOMEM ? -ENOMEM : -EIO;
+	}
+	if (b->scratch.block)
+		return 0;
+	size_t bytes = scratch_layout(b, NULL);
+	void *block = NULL;
+	int r = gpu_alloc(b->gpu, bytes, &block);
+	if (r < 0)
+		return r;
+	b->scratch.block = block;
+	scratch_layout(b, block);
+	return 0;
+}
+
+/* Runs one call site, timed when profiling is on. */
+#define SITE(kind, name, call)                                                          \
+	do {                                                                            \
+		if (r >= 0)                                                             \
+			r = gpu_profile_begin(g, GPU_PROFILE_##kind, name);             \
+		if (r >= 0) {                                                           \
+			r = (call);                                                     \
+			int r_end_ = gpu_profile_end(g);                                \
+			if (r >= 0)                                                     \
+				r = r_end_;                                             \
+		}                                                                       \
+	} while (0)
+
+/* Queues the layers of one run of T positions of sequence s, whose first position is n0 (also
+ * in scratch.io[0]) and whose ids are in scratch.io[1..] (spliced rows already in
+ * scratch.spliced). max_len bounds the attention lengths the queued work serves (the KV
+ * capacity for a captured graph). Leaves the final hidden state in scratch.h. */
+static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n0, int max_len,
+			int n_spliced)
+{
+	const struct engine_model *m = b->base.model;
+	const struct lm_config *c = &m->cfg;
+	const struct lm_dims *dm = &b->dm;
+	struct cuda_scratch *sc = &b->scratch;
+	struct gpu_context *g = b->gpu;
+	const enum gpu_dtype act = b->act, w = b->act;
+	const int32_t *pos = sc->io;
+	int r = 0;
+
+	SITE(KERNEL, "embed", gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d, sc->io + 1,
+				       T, n_spliced ? sc->spliced : NULL, n_spliced, sc->h));
+	for (int l = 0; l < c->n_layers && r >= 0; l++) {
+		const struct cuda_layer_w *L = &b->lw[l];
+		SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h, NULL, L->norm, T, dm->d, c->eps,
+							    sc->xn, act, dm->d));
+		switch (m->layers[l].kind) {
+		case LM_LAYER_MAMBA: {
+			float *st = (float *)((char *)s->fixed + mamba_offset(b, mamba_index(m, l)));
+			float *ssm = st + conv_floats(dm);
+			const float *dt_raw = sc->zx + dm->d_in + dm->conv_dim;
+			SITE(GEMM, "mamba.in_proj", gpu_gemm(b->blas, L->in_proj, w, dm->in_rows, dm->d,
+							     sc->xn, dm->d, T, sc->zx, GPU_DTYPE_F32,
+							     dm->in_rows, false));
+			SITE(KERNEL, "mamba_conv_silu",
+			     gpu_mamba_conv_silu(g, &b->md, T, sc->zx + dm->d_in, dm->in_rows, L->conv_w,
+						 w, L->conv_b, st, sc->xc, dm->conv_dim));
+			if (T == 1)
+				SITE(KERNEL, "mamba_ssm_step",
+				     gpu_mamba_ssm_step(g, &b->md, sc->xc, dt_raw, L->dt_bias, L->a_log,
+							L->d, c->dt_min, c->dt_max, ssm, sc->y));
+			else
+				SITE(KERNEL, "mamba_ssd",
+				     gpu_mamba_ssd(g, &b->md, T, sc->xc, dm->conv_dim, dt_raw, dm->in_rows,
+						   L->dt_bias, L->a_log, L->d, c->dt_min, c->dt_max, ssm,
+						   sc->y, dm->d_in, sc->ssd_ws));
+			SITE(KERNEL, "mamba_gated_rmsnorm",
+			     gpu_mamba_gated_rmsnorm(g, &b->md, T, sc->y, dm->d_in, sc->zx, dm->in_rows,
+						     L->gnorm, c->eps, sc->yn, dm->d_in, act));
+			SITE(GEMM, "mamba.out_proj", gpu_gemm(b->blas, L->out_proj, w, dm->d, dm->d_in,
+							      sc->yn, dm->d_in, T, sc->h,
+							      GPU_DTYPE_F32, dm->d, true));
+			break;
+		}
+		case LM_LAYER_ATTENTION: {
+			int ai = attn_index(m, l);
+			void *kc = kv_at(b, s->kv, s->kv_cap, ai, 0), *vc = kv_at(b, s->kv, s->kv_cap, ai, 1);
+			SITE(GEMM, "attn.q_proj", gpu_gemm(b->blas, L->q, w, dm->q_dim, dm->d, sc->xn, dm->d,
+							   T, sc->q, GPU_DTYPE_F32, dm->q_dim, false));
+			SITE(GEMM, "attn.k_proj", gpu_gemm(b->blas, L->k, w, dm->kv_dim, dm->d, sc->xn,
+							   dm->d, T, sc->knew, act, dm->kv_dim, false));
+			SITE(GEMM, "attn.v_proj", gpu_gemm(b->blas, L->v, w, dm->kv_dim, dm->d, sc->xn,
+							   dm->d, T, sc->vnew, act, dm->kv_dim, false));
+			SITE(KERNEL, "kv_append", gpu_kv_append(g, sc->knew, sc->vnew, kc, vc, act,
+								 dm->kv_dim, T, pos));
+			SITE(KERNEL, "attention",
+			     gpu_attention(g, sc->q, dm->q_dim, kc, vc, act, dm->hq, dm->hkv, dm->dh, T,
+					   pos, n0, max_len, sc->o, act, dm->q_dim, sc->attn_ws));
+			SITE(GEMM, "attn.o_proj", gpu_gemm(b->blas, L->o, w, dm->d, dm->q_dim, sc->o,
+							   dm->q_dim, T, sc->h, GPU_DTYPE_F32, dm->d,
+							   true));
+			break;
+		}
+		case LM_LAYER_MLP:
+			SITE(GEMM, "mlp.up", gpu_gemm(b->blas, L->up, w, dm->inter, dm->d, sc->xn, dm->d, T,
+						      sc->u, GPU_DTYPE_F32, dm->inter, false));
+			SITE(KERNEL, "relu2", gpu_relu2(g, sc->u, sc->u2, act, (size_t)T * dm->inter));
+			SITE(GEMM, "mlp.down", gpu_gemm(b->blas, L->down, w, dm->d, dm->inter, sc->u2,
+							dm->inter, T, sc->h, GPU_DTYPE_F32, dm->d, true));
+			break;
+		}
+	}
+	return r;
+}
+
+/* Queues the final norm and lm_head of rows [first, first + n) (n <= CUDA_LOGIT_ROWS) of
+ * scratch.h into scratch.logits. */
+static int queue_logits(struct cuda_backend *b, int first, int n)
+{
+	const struct lm_dims *dm = &b->dm;
+	struct cuda_scratch *sc = &b->scratch;
+	struct gpu_context *g = b->gpu;
+	int r = 0;
+	SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h + (size_t)first * dm->d, NULL,
+						    b->lw_norm_f, n, dm->d, b->base.model->cfg.eps,
+						    sc->xn, b->act, dm->d));
+	SITE(GEMM, "lm_head", gpu_gemm(b->blas, b->lw_lm_head, b->act, dm->vocab, dm->d, sc->xn,
+				       dm->d, n, sc->logits, GPU_DTYPE_F32, dm->vocab, false));
+	return r;
+}
+
+/* Writes the run's inputs to the device: n0 and the ids, and the spliced rows. Returns the
+ * number of spliced rows or -errno. */
+static int upload_inputs(struct cuda_backend *b, const struct backend_batch *batch, size_t p,
+			 int T, int n0)
+{
+	const int d = b->dm.d;
+	int32_t io[1 + CUDA_MAX_RUN];
+	int n_spliced = 0, r = 0;
+	io[0] = n0;
+	for (int t = 0; t < T; t++) {
+		const float *e = batch->embeds ? batch->embeds[p + t] : NULL;
+		if (e) {
+			r = gpu_copy_to_device(b->gpu, b->scratch.spliced + (size_t)n_spliced * d, e,
+					       (size_t)d * sizeof(float));
+			if (r < 0)
+				return r;
+			io[1 + t] = -1 - n_spliced++;
+		} else {
+			io[1 + t] = batch->tokens[p + t];
+		}
+	}
+	r = gpu_copy_to_device(b->gpu, b->scratch.io, io, (1 + (size_t)T) * sizeof(int32_t));
+	return r < 0 ? r : n_spliced;
+}
+
+/* Copies the logits of the wanted rows among [p, p + T) to the host, CUDA_LOGIT_ROWS at a
+ * time. */
+static int fetch_logits(struct cuda_backend *b, float *const *dst, size_t p, int T)
+{
+	const size_t vocab = (size_t)b->dm.vocab;
+	for (int t = 0; t < T;) {
+		if (!dst[p + t]) {
+			t++;
+			continue;
+		}
+		int n = 1;
+		while (t + n < T && n < CUDA_LOGIT_ROWS && dst[p + t + n])
+			n++;
+		int r = queue_logits(b, t, n);
+		for (int i = 0; i < n && r >= 0; i++)
+			r = gpu_copy_to_host(b->gpu, dst[p + t + i], b->scratch.logits + (size_t)i * vocab,
+					     vocab * sizeof(float));
+		if (r < 0)
+			return r;
+		t += n;
+	}
+	return 0;
+}
+
+/* One decode step of s through its captured graph (captured on first use, and again when the KV
+ * block moved); the id and position are already uploaded. Leaves the logits in scratch.logits
+ * row 0. */
+static int decode_graph(struct cuda_backend *b, struct cuda_seq *s, int n0)
+{
+	if (!s->graph || s->graph_kv != s->kv || s->graph_cap != s->kv_cap) {
+		gpu_graph_destroy(s->graph);
+		s->graph = NULL;
+		int r = gpu_graph_begin(b->gpu);
+		if (r < 0)
+			return r;
+		r = queue_layers(b, s, 1, n0, MAX(s->kv_cap, 1), 0);
+		if (r >= 0)
+			r = queue_logits(b, 0, 1);
+		if (r < 0) {
+			(void)gpu_graph_abort(b->gpu);
+			return r;
+		}
+		r = gpu_graph_end(b->gpu, &s->graph);
+		if (r < 0)
+			return r;
+		s->graph_kv = s->kv;
+		s->graph_cap = s->kv_cap;
+		b->graph_captures++;
+	}
+	return gpu_graph_launch(b->gpu, s->graph);
+}
+
+static int cuda_forward(struct engine_backend *base, const struct backend_batch *batch)
+{
+	struct cuda_backend *b = cb_of(base);
+	float *const *dst = batch->logits;
+	for (size_t i = 0; i < batch->n_spans; i++) {
+		const struct backend_span *sp = &batch->spans[i];
+		struct cuda_seq *s = (struct cuda_seq *)sp->seq;
+		size_t end = sp->first + sp->n;
+		for (size_t p = sp->first; p < end;) {
+			int T = (int)MIN(end - p, (size_t)CUDA_MAX_RUN), n0 = s->base.n_tokens;
+			int n_spliced = upload_inputs(b, batch, p, T, n0);
+			if (n_spliced < 0)
+				return -EIO;
+			int r;
+			bool graph = T == 1 && n_spliced == 0 && dst && dst[p] && b->graphs &&
+				     !gpu_profile_enabled(b->gpu);
+			if (graph) {
+				r = decode_graph(b, s, n0);
+				if (r >= 0)
+					r = gpu_copy_to_host(b->gpu, dst[p], b->scratch.logits,
+							     (size_t)b->dm.vocab * sizeof(float));
+			} else {
+				r = queue_layers(b, s, T, n0, n0 + T, n_spliced);
+				if (r >= 0 && dst)
+					r = fetch_logits(b, dst, p, T);
+			}
+			if (r < 0)
+				return -EIO;
+			s->base.n_tokens += T;
+			p += (size_t)T;
+		}
+	}
+	/* the last run's work (with no logits wanted) must have finished without error */
+	return gpu_synchronize(b->gpu) < 0 ? -EIO : 0;
+}
+
+/* Resolves the weights' device pointers and the kernels' shapes (creation). */
+static void forward_init(struct cuda_backend *b)
+{
+	const struct engine_model *m = b->base.model;
+	const struct lm_dims *dm = &b->dm;
+	enum tensor_dtype dt;
+	b->act = b->base.precision == ENGINE_PRECISION_FP32 ? GPU_DTYPE_F32 : GPU_DTYPE_BF16;
+	b->act_bytes = b->act == GPU_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+	b->lw_embed = backend_cuda_weight(&b->base, &m->embeddings, &dt);
+	b->embed_dtype = gdt(dt);
+	b->lw_norm_f = wptr(b, &m->norm_f);
+	b->lw_lm_head = wptr(b, &m->lm_head);
+	b->lw = xcalloc((size_t)m->cfg.n_layers, sizeof(*b->lw));
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		struct cuda_layer_w *o = &b->lw[l];
+		o->norm = wptr(b, &L->norm);
+		switch (L->kind) {
+		case LM_LAYER_MAMBA:
+			o->in_proj = wptr(b, &L->mamba.in_proj);
+			o->conv_w = wptr(b, &L->mamba.conv_w);
+			o->conv_b = wptr(b, &L->mamba.conv_b);
+			o->dt_bias = wptr(b, &L->mamba.dt_bias);
+			o->a_log = wptr(b, &L->mamba.a_log);
+			o->d = wptr(b, &L->mamba.d);
+			o->gnorm = wptr(b, &L->mamba.norm);
+			o->out_proj = wptr(b, &L->mamba.out_proj);
+			break;
+		case LM_LAYER_ATTENTION:
+			o->q = wptr(b, &L->attn.q);
+			o->k = wptr(b, &L->attn.k);
+			o->v = wptr(b, &L->attn.v);
+			o->o = wptr(b, &L->attn.o);
+			break;
+		case LM_LAYER_MLP:
+			o->up = wptr(b, &L->mlp.up);
+			o->down = wptr(b, &L->mlp.down);
+			b->n_mlp++;
+			break;
+		}
+	}
+	b->md = (struct gpu_mamba_dims){
+		.n_heads = dm->H,
+		.head_dim = dm->P,
+		.state = dm->N,
+		.groups = dm->G,
+		.conv_k = dm->K,
+		.chunk = dm->chunk,
+	};
+	if (b->n_attn)
+		b->attn_ws_floats = gpu_attention_scratch_floats(CUDA_MAX_RUN, ENGINE_SESSION_MAX_TOKENS,
+								 dm->hq, dm->dh);
+	b->graphs = true;
 }
 
 static int cuda_profile(struct engine_backend *base, bool on)
@@ -534,28 +970,134 @@ static void cuda_destroy(struct engine_backend *base)
 {
 	struct cuda_backend *b = cb_of(base);
 	backend_cuda_vision_finish(base);
-	if (b->gpu)
+	if (b->gpu) {
+		gpu_free(b->gpu, b->scratch.block);
 		gpu_free(b->gpu, b->weights);
+	}
+	gpu_blas_destroy(b->blas);
+	free(b->lw);
+	pthread_mutex_destroy(&b->lock);
 	gpu_context_destroy(b->gpu);
 	free(b->table);
 	free(b);
 }
 
+/* The ops as the engine calls them: each under the backend's lock. */
+static struct backend_seq * locked_seq_create(struct engine_backend *b, int max_tokens)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	struct backend_seq *r = cuda_seq_create(b, max_tokens);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static void locked_seq_destroy(struct backend_seq *seq)
+{
+	if (!seq)
+		return;
+	struct cuda_backend *cb = cb_of(seq->backend);
+	pthread_mutex_lock(&cb->lock);
+	cuda_seq_destroy(seq);
+	pthread_mutex_unlock(&cb->lock);
+}
+
+static void locked_seq_reset(struct backend_seq *seq)
+{
+	struct cuda_backend *cb = cb_of(seq->backend);
+	pthread_mutex_lock(&cb->lock);
+	cuda_seq_reset(seq);
+	pthread_mutex_unlock(&cb->lock);
+}
+
+static int locked_seq_copy(struct backend_seq *dst, const struct backend_seq *src)
+{
+	struct cuda_backend *cb = cb_of(dst->backend);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_seq_copy(dst, src);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_seq_export(const struct backend_seq *seq, struct backend_seq_state *ret)
+{
+	struct cuda_backend *cb = cb_of(seq->backend);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_seq_export(seq, ret);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_seq_import(struct backend_seq *seq, const struct backend_seq_state *st)
+{
+	struct cuda_backend *cb = cb_of(seq->backend);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_seq_import(seq, st);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_reserve(struct engine_backend *b, const struct backend_batch *batch)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_reserve(b, batch);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_forward(struct engine_backend *b, const struct backend_batch *batch)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_forward(b, batch);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_profile(struct engine_backend *b, bool on)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_profile(b, on);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_profile_report(struct engine_backend *b, char ***ret_lines)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = cuda_profile_report(b, ret_lines);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_vision_encode(struct engine_backend *b, const struct engine_vision *v,
+				const float *pixels, int n_tiles, float *out)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = backend_cuda_vision_encode(b, v, pixels, n_tiles, out);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
 static const struct backend_ops cuda_ops = {
 	.name = "cuda",
 	.destroy = cuda_destroy,
-	.seq_create = cuda_seq_create,
-	.seq_destroy = cuda_seq_destroy,
-	.seq_reset = cuda_seq_reset,
-	.seq_copy = cuda_seq_copy,
+	.seq_create = locked_seq_create,
+	.seq_destroy = locked_seq_destroy,
+	.seq_reset = locked_seq_reset,
+	.seq_copy = locked_seq_copy,
 	.seq_state_bytes = cuda_seq_state_bytes,
-	.seq_export = cuda_seq_export,
-	.seq_import = cuda_seq_import,
-	.reserve = cuda_reserve,
-	.forward = NULL, /* the layer kernels are issue 11 */
-	.profile = cuda_profile,
-	.profile_report = cuda_profile_report,
-	.vision_encode = backend_cuda_vision_encode,
+	.seq_export = locked_seq_export,
+	.seq_import = locked_seq_import,
+	.reserve = locked_reserve,
+	.forward = locked_forward,
+	.profile = locked_profile,
+	.profile_report = locked_profile_report,
+	.vision_encode = locked_vision_encode,
 	.info = cuda_info,
 };
 
@@ -584,6 +1126,7 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		return NULL;
 	}
 	struct cuda_backend *b = xcalloc(1, sizeof(*b));
+	pthread_mutex_init(&b->lock, NULL);
 	backend_init(&b->base, &cuda_ops, m, opts);
 	lm_dims_init(&b->dm, &m->cfg);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
@@ -643,6 +1186,7 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	}
 	free(staging);
 	staging = NULL;
+	forward_init(b);
 	if (gpu_memory_info(b->gpu, &free_b, &total_b) >= 0)
 		b->memory_free_after_upload = free_b;
 	return &b->base;

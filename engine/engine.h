@@ -159,8 +159,8 @@ const char *engine_cpu_kernels(void);
  * makes others (a CUDA device, another precision, a state limit). */
 
 enum engine_backend_kind {
-	ENGINE_BACKEND_AUTO, /* CUDA when a device is present and the CUDA backend can run the
-			      * model, the CPU otherwise */
+	ENGINE_BACKEND_AUTO, /* CUDA when a device is present (not the CPU emulation of a test
+			      * build) and the CUDA backend can run the model, the CPU otherwise */
 	ENGINE_BACKEND_CPU,
 	ENGINE_BACKEND_CUDA,
 };

@@ -128,7 +128,8 @@ int main(void)
 	int r_bf16 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu",
 					    "--precision", "bf16", NULL});
 	options_finish(&cfg);
-	int r_cuda = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda", NULL});
+	int r_cuda = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda",
+					    "--device", "63", NULL});
 	options_finish(&cfg);
 	fflush(stderr);
 	REQUIRE(dup2(saved, 2) == 2);
