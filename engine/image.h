@@ -29,3 +29,19 @@ int image_resize_f32(const float *src, int channels, int in_h, int in_w, float *
 /* The same filter applied to an 8-bit RGB image seen as ToTensor() does (value / 255):
  * dst receives 3 planes of out_h x out_w floats. Returns 0, -EINVAL, -ENOMEM. */
 int image_resize_rgb8(const struct engine_image *img, float *dst, int out_h, int out_w);
+
+/* Taps and weights of that filter for resizing one axis from n_in to n_out samples (what
+ * image_resize_f32() and image_resize_rgb8() apply; the CUDA preprocessing uploads the same
+ * tables, so the weights have one implementation): output i is
+ * sum over j < count[i] of in[first[i] + j] * w[i * taps + j], accumulated from j = 0 with fused
+ * multiply-adds. */
+struct image_resize_axis {
+	int n_out;
+	int taps;    /* max_interp_size: weights per output */
+	int *first;  /* first input index of each output */
+	int *count;  /* taps used by each output */
+	float *w;    /* n_out * taps weights */
+};
+/* Returns 0, -ENOMEM. */
+int image_resize_axis_init(struct image_resize_axis *ax, int n_in, int n_out);
+void image_resize_axis_free(struct image_resize_axis *ax);

@@ -38,23 +38,14 @@ static float cubic_filter(float x)
 	return 0.0f;
 }
 
-/* Taps and weights for resizing one axis from n_in to n_out samples. */
-struct resize_axis {
-	int n_out;
-	int taps;    /* max_interp_size: weights per output */
-	int *first;  /* first input index of each output */
-	int *count;  /* taps used by each output */
-	float *w;    /* n_out * taps weights */
-};
-
-static void axis_free(struct resize_axis *ax)
+void image_resize_axis_free(struct image_resize_axis *ax)
 {
 	free(ax->first);
 	free(ax->count);
 	free(ax->w);
 }
 
-static int axis_init(struct resize_axis *ax, int n_in, int n_out)
+int image_resize_axis_init(struct image_resize_axis *ax, int n_in, int n_out)
 {
 	float scale = (float)n_in / (float)n_out;
 	float support = scale >= 1.0f ? 2.0f * scale : 2.0f;
@@ -68,7 +59,7 @@ static int axis_init(struct resize_axis *ax, int n_in, int n_out)
 	ax->count = malloc(sizeof(int) * (size_t)n_out);
 	ax->w = calloc((size_t)n_out * (size_t)taps, sizeof(float));
 	if (!ax->first || !ax->count || !ax->w) {
-		axis_free(ax);
+		image_resize_axis_free(ax);
 		return -ENOMEM;
 	}
 	for (int i = 0; i < n_out; i++) {
@@ -98,7 +89,7 @@ static int axis_init(struct resize_axis *ax, int n_in, int n_out)
 
 /* out[i] = sum_j in[(first_i + j) * stride] * w_ij, accumulated as torch does. Always inlined
  * so that it is compiled for the caller's target clone. */
-static inline __attribute__((always_inline)) float apply_tap(const struct resize_axis *ax, int i, const float *in, size_t stride)
+static inline __attribute__((always_inline)) float apply_tap(const struct image_resize_axis *ax, int i, const float *in, size_t stride)
 {
 	const float *w = ax->w + (size_t)i * (size_t)ax->taps;
 	const float *p = in + (size_t)ax->first[i] * stride;
@@ -125,7 +116,7 @@ __attribute__((target_clones("fma", "default")))
 static int resize_planes(row_fn_t *row_fn, const void *ctx, int channels, int in_h, int in_w,
 			 float *dst, int out_h, int out_w)
 {
-	struct resize_axis ax_w = {0}, ax_h = {0};
+	struct image_resize_axis ax_w = {0}, ax_h = {0};
 	float *tmp = NULL, *rowbuf = NULL;
 	size_t plane_tmp = (size_t)in_h * (size_t)out_w;
 	size_t plane_out = (size_t)out_h * (size_t)out_w;
@@ -135,9 +126,9 @@ static int resize_planes(row_fn_t *row_fn, const void *ctx, int channels, int in
 	if (channels < 1 || in_h < 1 || in_w < 1 || out_h < 1 || out_w < 1)
 		return -EINVAL;
 	/* torch skips an axis whose size does not change; its filter there is the identity. */
-	if (do_w && axis_init(&ax_w, in_w, out_w) < 0)
+	if (do_w && image_resize_axis_init(&ax_w, in_w, out_w) < 0)
 		goto out;
-	if (do_h && axis_init(&ax_h, in_h, out_h) < 0)
+	if (do_h && image_resize_axis_init(&ax_h, in_h, out_h) < 0)
 		goto out;
 	rowbuf = malloc(sizeof(float) * (size_t)in_w);
 	if (!rowbuf)
@@ -173,8 +164,8 @@ static int resize_planes(row_fn_t *row_fn, const void *ctx, int channels, int in
 	}
 	r = 0;
 out:
-	axis_free(&ax_w);
-	axis_free(&ax_h);
+	image_resize_axis_free(&ax_w);
+	image_resize_axis_free(&ax_h);
 	free(tmp);
 	free(rowbuf);
 	return r;
