@@ -320,6 +320,36 @@ int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t
 			    int tiles, int rows, int cols, int d, int s, const float *gamma, float eps,
 			    void *out, enum gpu_dtype out_dtype);
 
+/* ---- image preprocessing (issue 12; vision_preprocess.cu) ---- */
+
+/* Largest image side gpu_image_resize_tiles() takes (engine.h's ENGINE_IMAGE_MAX_* are below). */
+#define GPU_IMAGE_MAX_SIDE 65535
+
+/* One axis of the antialiased bicubic resize, as engine/image.h's struct image_resize_axis
+ * computes it on the host, with its arrays copied to the device: output i =
+ * sum_{j < count[i]} in[first[i] + j] * w[i * taps + j] (first product, then fused
+ * multiply-adds). count[i] may be 0 (output 0). An axis that keeps its size is the identity
+ * table (first[i] = i, count 1, weight 1). */
+struct gpu_resize_axis {
+	int n_out, taps;
+	const int32_t *first, *count;
+	const float *w;
+};
+
+/* Per-channel normalisation: (v - mean[c]) / std[c]. */
+struct gpu_image_norm {
+	float mean[3], std[3];
+};
+
+/* The 8-bit RGB image rgb [in_h][in_w][3] (device) as ToTensor() sees it (v / 255), resized to
+ * ax_w->n_out x ax_h->n_out (= cols * ts x rows * ts) by the width pass into tmp (device, 3 * in_h
+ * * ax_w->n_out floats) then the height pass, cut into the cols x rows grid of ts x ts tiles
+ * (row-major) and normalised: out [cols * rows][3][ts][ts] fp32. rows * ts <= 65535. */
+int gpu_image_resize_tiles(struct gpu_context *g, const uint8_t *rgb, int in_w, int in_h,
+			   const struct gpu_resize_axis *ax_w, const struct gpu_resize_axis *ax_h,
+			   int ts, int cols, int rows, const struct gpu_image_norm *norm, float *tmp,
+			   float *out);
+
 #ifdef __cplusplus
 }
 #pragma GCC diagnostic pop

@@ -133,6 +133,7 @@ const float *engine_vision_pos_grid(const struct engine_vision *v);
  * the thread that owns the gpu_context; must not outlive the handle or the context. */
 struct gpu_context;
 struct vision_cuda;
+struct engine_image;
 
 #define VISION_CUDA_MAX_TILES VISION_MAX_ENCODE_TILES
 
@@ -157,4 +158,18 @@ int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
  * engine_vision_encode() writes them, and features (NULL: not wanted) as vision_vit_forward()
  * writes them, tile after tile. n_tiles at most the last encode's. Returns 0, -EINVAL, -EIO. */
 int vision_cuda_download(struct vision_cuda *vc, int n_tiles, float *rows, float *features);
+/* engine_vision_preprocess() on the device: img (8-bit RGB, host) is uploaded once, resized with
+ * the CPU's weight tables (image_resize_axis_init()) for the grid and the thumbnail, cut and
+ * normalised into the encoder's tile buffer; p->tile_size must be the encoder's tile side.
+ * Returns 0 with *ret_grid set, -EINVAL, -ENOMEM, -EIO. */
+int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *img,
+			   const struct engine_vision_preprocess *p, struct engine_vision_grid *ret_grid);
+/* Copies the first n_tiles tiles of the tile buffer (the last preprocess or encode) to the host
+ * (waiting for them). Returns 0, -EINVAL, -EIO. */
+int vision_cuda_download_pixels(struct vision_cuda *vc, int n_tiles, float *pixels);
+/* vision_cuda_preprocess() then the encoder on its tiles, all on the device: *ret_rows as
+ * vision_cuda_encode() gives them. */
+int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *img,
+			     const struct engine_vision_preprocess *p, struct engine_vision_grid *ret_grid,
+			     const float **ret_rows);
 #endif

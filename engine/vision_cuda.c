@@ -12,12 +12,14 @@
  * last encode stay in device memory until the next one.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
 #include "cpu.h"
 #include "gpu.h"
+#include "image.h"
 #include "vision.h"
 
 struct vc_block {
@@ -40,6 +42,7 @@ struct vision_cuda {
 	struct vc_block *blocks;
 	/* activations, for cap tiles */
 	int cap;
+	int n_pix; /* tiles vision_cuda_preprocess() left in pix */
 	float *pix, *emb, *x, *qkv, *hid, *feat, *h, *rows;
 	void *patches, *a, *att, *hidb, *px, *hb;
 };
@@ -87,6 +90,7 @@ static void free_buffers(struct vision_cuda *vc)
 	vc->pix = vc->emb = vc->x = vc->qkv = vc->hid = vc->feat = vc->h = vc->rows = NULL;
 	vc->patches = vc->a = vc->att = vc->hidb = vc->px = vc->hb = NULL;
 	vc->cap = 0;
+	vc->n_pix = 0;
 }
 
 void vision_cuda_destroy(struct vision_cuda *vc)
@@ -334,6 +338,7 @@ int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
 	if ((r = gpu_copy_to_device(vc->g, vc->pix, pixels, sizeof(float) * tile_floats * n_tiles)) < 0 ||
 	    (r = run(vc, n_tiles)) < 0)
 		return r;
+	vc->n_pix = n_tiles;
 	*ret_rows = vc->rows;
 	return 0;
 }
@@ -355,5 +360,158 @@ int vision_cuda_download(struct vision_cuda *vc, int n_tiles, float *rows, float
 					  feat + ((size_t)t * vc->L + w->n_prefix) * D,
 					  sizeof(float) * (size_t)vc->n * D)) < 0)
 			return r;
+	return 0;
+}
+
+/* ---- preprocessing on the device ------------------------------------------------------------- */
+
+/* The host's weight table for n_in -> n_out on the device (the identity when the size stays, as
+ * the CPU then skips the axis). *ret_mem is the one allocation holding it. */
+static int upload_axis(struct gpu_context *g, int n_in, int n_out, struct gpu_resize_axis *ret,
+		       void **ret_mem)
+{
+	struct image_resize_axis ax = {0};
+	size_t ints, bytes;
+	char *host = NULL, *dev = NULL;
+	int r;
+
+	if (n_in == n_out) {
+		ax.n_out = n_out;
+		ax.taps = 1;
+		ax.first = malloc(sizeof(int) * (size_t)n_out);
+		ax.count = malloc(sizeof(int) * (size_t)n_out);
+		ax.w = malloc(sizeof(float) * (size_t)n_out);
+		if (!ax.first || !ax.count || !ax.w) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (int i = 0; i < n_out; i++) {
+			ax.first[i] = i;
+			ax.count[i] = 1;
+			ax.w[i] = 1.0f;
+		}
+	} else if ((r = image_resize_axis_init(&ax, n_in, n_out)) < 0) {
+		goto out;
+	}
+	ints = sizeof(int32_t) * (size_t)n_out;
+	bytes = 2 * ints + sizeof(float) * (size_t)n_out * (size_t)ax.taps;
+	host = malloc(bytes);
+	if (!host) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < n_out; i++) {
+		((int32_t *)host)[i] = ax.first[i];
+		((int32_t *)(host + ints))[i] = ax.count[i];
+	}
+	memcpy(host + 2 * ints, ax.w, sizeof(float) * (size_t)n_out * (size_t)ax.taps);
+	if ((r = gpu_alloc(g, bytes, (void **)&dev)) < 0)
+		goto out;
+	if ((r = gpu_copy_to_device(g, dev, host, bytes)) < 0) {
+		gpu_free(g, dev);
+		goto out;
+	}
+	*ret = (struct gpu_resize_axis){.n_out = n_out, .taps = ax.taps, .first = (const int32_t *)dev,
+					.count = (const int32_t *)(dev + ints),
+					.w = (const float *)(dev + 2 * ints)};
+	*ret_mem = dev;
+out:
+	image_resize_axis_free(&ax);
+	free(host);
+	return r;
+}
+
+/* The image on the device resized to cols x rows tiles at out (engine_vision_preprocess()'s
+ * resize, cut and normalisation). */
+static int resize_tiles(struct vision_cuda *vc, const uint8_t *rgb, const struct engine_image *img,
+			int ts, int cols, int rows, const struct gpu_image_norm *norm, float *out)
+{
+	struct gpu_resize_axis aw, ah;
+	void *mw = NULL, *mh = NULL;
+	float *tmp = NULL;
+	int r;
+
+	if ((r = upload_axis(vc->g, img->width, cols * ts, &aw, &mw)) < 0 ||
+	    (r = upload_axis(vc->g, img->height, rows * ts, &ah, &mh)) < 0 ||
+	    (r = gpu_alloc(vc->g, sizeof(float) * 3 * (size_t)img->height * (size_t)cols * ts,
+			   (void **)&tmp)) < 0)
+		goto out;
+	r = gpu_image_resize_tiles(vc->g, rgb, img->width, img->height, &aw, &ah, ts, cols, rows, norm,
+				   tmp, out);
+out:
+	gpu_free(vc->g, tmp);
+	gpu_free(vc->g, mw);
+	gpu_free(vc->g, mh);
+	return r;
+}
+
+int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *img,
+			   const struct engine_vision_preprocess *p, struct engine_vision_grid *ret_grid)
+{
+	const int ts = vc->grid * vc->w->patch;
+	const size_t rgb_bytes = img ? (size_t)img->width * (size_t)img->height * 3 : 0;
+	const size_t tile_floats = (size_t)3 * ts * ts;
+	struct gpu_image_norm norm;
+	struct engine_vision_grid grid;
+	uint8_t *rgb = NULL;
+	int r;
+
+	if (!img || !img->rgb || !p || !ret_grid || p->tile_size != ts)
+		return -EINVAL;
+	for (int c = 0; c < 3; c++) {
+		if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
+			return -EINVAL;
+		norm.mean[c] = p->mean[c];
+		norm.std[c] = p->std[c];
+	}
+	r = engine_vision_select_grid(img->width, img->height, ts, p->max_tiles, p->use_thumbnail, &grid);
+	if (r < 0)
+		return r;
+	if ((r = alloc_buffers(vc, grid.n_tiles)) < 0)
+		return r;
+	/* the screenshot crosses the bus once; both resizes read it on the device */
+	if ((r = gpu_alloc(vc->g, rgb_bytes, (void **)&rgb)) < 0)
+		return r;
+	if ((r = gpu_copy_to_device(vc->g, rgb, img->rgb, rgb_bytes)) < 0)
+		goto out;
+	if (grid.cols * grid.rows == 1) {
+		r = resize_tiles(vc, rgb, img, ts, 1, 1, &norm, vc->pix);
+	} else {
+		r = resize_tiles(vc, rgb, img, ts, grid.cols, grid.rows, &norm, vc->pix);
+		if (r == 0 && grid.thumbnail)
+			r = resize_tiles(vc, rgb, img, ts, 1, 1, &norm,
+					 vc->pix + (size_t)(grid.n_tiles - 1) * tile_floats);
+	}
+	if (r == 0) {
+		vc->n_pix = grid.n_tiles;
+		*ret_grid = grid;
+	}
+out:
+	gpu_free(vc->g, rgb);
+	return r;
+}
+
+int vision_cuda_download_pixels(struct vision_cuda *vc, int n_tiles, float *pixels)
+{
+	size_t tile_floats = (size_t)3 * vc->n * vc->w->patch * vc->w->patch;
+
+	if (!pixels || n_tiles < 1 || n_tiles > vc->n_pix)
+		return -EINVAL;
+	return gpu_copy_to_host(vc->g, pixels, vc->pix, sizeof(float) * tile_floats * (size_t)n_tiles);
+}
+
+int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *img,
+			     const struct engine_vision_preprocess *p, struct engine_vision_grid *ret_grid,
+			     const float **ret_rows)
+{
+	struct engine_vision_grid grid;
+	int r;
+
+	if (!ret_rows || !ret_grid)
+		return -EINVAL;
+	if ((r = vision_cuda_preprocess(vc, img, p, &grid)) < 0 || (r = run(vc, grid.n_tiles)) < 0)
+		return r;
+	*ret_grid = grid;
+	*ret_rows = vc->rows;
 	return 0;
 }

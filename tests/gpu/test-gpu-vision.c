@@ -15,6 +15,7 @@
  *   statistics of the norms in fp32 instead of double);
  * - bf16 precision: cosine similarity >= 0.999 for every projector row and every feature row
  *   (bf16 weights and GEMM inputs, fp32 everywhere else).
+ * Preprocessing on the device: tiles within 1/255 of engine_vision_preprocess()'s (pixel units).
  * An encode with more tiles after a smaller one (buffers grow) must give the same rows, and a
  * profiled encode lists every vision kernel and GEMM site.
  * The backend seam (engine_vision_encode_on()): the CPU backend gives engine_vision_encode()'s
@@ -185,6 +186,70 @@ static void check_profile(struct gpu_context *g, const struct fixture *f)
 	vision_cuda_destroy(vc);
 	free(pixels);
 	free(pos);
+}
+
+/* Preprocessing on the device against engine_vision_preprocess() with 64-pixel tiles: the same
+ * grid, every value within 1/255 in pixel units (|got - want| * std), and the rows encoded from
+ * the device's tiles equal (fp32 NMSE <= 1e-9) to those encoded from the CPU's. */
+static void check_preprocess(struct gpu_context *g, const struct engine_vision *v, const char *root,
+			     const char *image, int max_tiles)
+{
+	const struct vision_weights *w = engine_vision_weights(v);
+	char path[4096], err[256];
+	snprintf(path, sizeof(path), "%s/tests/fixtures/vision/%s", root, image);
+	struct engine_image *img = engine_image_load_png(path, err, sizeof(err));
+	REQUIRE(img);
+	struct engine_vision_preprocess pre;
+	engine_vision_get_preprocess(v, &pre);
+	pre.tile_size = 64;
+	pre.max_tiles = max_tiles;
+	struct engine_vision_grid want_grid, got_grid;
+	float *want = NULL;
+	REQUIRE(engine_vision_preprocess(img, &pre, &want_grid, &want) == 0);
+
+	float *pos = xmalloc(sizeof(float) * 16 * w->width);
+	REQUIRE(vision_pos_embed(w, 4, 4, pos) == 0);
+	struct vision_cuda *vc = vision_cuda_create_grid(g, w, 4, pos, ENGINE_PRECISION_FP32);
+	REQUIRE(vc);
+	CHECK_INT_EQ(vision_cuda_preprocess(vc, img, &pre, &got_grid), 0);
+	CHECK_INT_EQ(got_grid.n_tiles, want_grid.n_tiles);
+	CHECK_INT_EQ(got_grid.cols, want_grid.cols);
+	CHECK_INT_EQ(got_grid.rows, want_grid.rows);
+	const int tiles = want_grid.n_tiles;
+	const size_t plane = 64 * 64, n = (size_t)tiles * 3 * plane;
+	float *got = xmalloc(n * sizeof(float));
+	CHECK_INT_EQ(vision_cuda_download_pixels(vc, tiles, got), 0);
+	double worst = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - want[i]) * pre.std[(i / plane) % 3];
+		if (!(d <= worst))
+			worst = d != d ? 1e30 : d;
+	}
+	fprintf(stderr, "preprocess %s: %d tiles (%dx%d%s), largest difference %.3g of 1/255\n", image, tiles,
+		want_grid.cols, want_grid.rows, want_grid.thumbnail ? " + thumbnail" : "", worst * 255);
+	CHECK(worst <= 1.0 / 255);
+
+	/* the whole observation on the device vs the encoder on the CPU's tiles */
+	const size_t rows_n = (size_t)tiles * 4 * w->out_dim;
+	float *rows_cpu_px = xmalloc(rows_n * sizeof(float)), *rows_dev_px = xmalloc(rows_n * sizeof(float));
+	const float *dev_rows;
+	CHECK_INT_EQ(vision_cuda_encode(vc, want, tiles, &dev_rows), 0);
+	CHECK_INT_EQ(vision_cuda_download(vc, tiles, rows_cpu_px, NULL), 0);
+	CHECK_INT_EQ(vision_cuda_encode_image(vc, img, &pre, &got_grid, &dev_rows), 0);
+	CHECK_INT_EQ(vision_cuda_download(vc, tiles, rows_dev_px, NULL), 0);
+	double e = nmse(rows_dev_px, rows_cpu_px, rows_n);
+	fprintf(stderr, "preprocess %s: rows from device tiles vs CPU tiles NMSE %.3g\n", image, e);
+	CHECK(e <= 1e-9);
+	pre.tile_size = 128;
+	CHECK_INT_EQ(vision_cuda_preprocess(vc, img, &pre, &got_grid), -EINVAL);
+
+	vision_cuda_destroy(vc);
+	free(rows_cpu_px);
+	free(rows_dev_px);
+	free(got);
+	free(want);
+	free(pos);
+	engine_image_destroy(img);
 }
 
 /* ---- the backend seam: engine_vision_encode_on() ---------------------------------------------- */
@@ -365,6 +430,10 @@ int main(void)
 	errno = 0;
 	CHECK(vision_cuda_create(g, v, ENGINE_PRECISION_DEFAULT) == NULL && errno == EINVAL);
 	check_profile(g, &f);
+	check_preprocess(g, v, root, "small.png", 6);
+	check_preprocess(g, v, root, "wide.png", 12);
+	check_preprocess(g, v, root, "screen.png", 12);
+	check_preprocess(g, v, root, "square.png", 1);
 	check_seam(root, img);
 
 	gpu_context_destroy(g);
