@@ -198,15 +198,17 @@ static int job_encode(struct engine_ctx *ctx, void *arg)
 		free(pixels);
 		return -ENOMEM;
 	}
-	/* Tile by tile (tiles are encoded independently): a stop waits for one tile at most. */
+	/* Tile by tile (tiles are encoded independently): a stop waits for one tile at most. On the
+	 * session's backend: a CUDA backend encodes on its device (this is its thread). */
 	size_t tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
 	size_t tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) *
 			   (size_t)engine_vision_embed_dim(ctx->vision);
 	for (int i = 0; i < grid.n_tiles; i++) {
 		if (atomic_load(j->stop) != EXECUTOR_RUN)
 			r = -ECANCELED;
-		else if ((r = engine_vision_encode(ctx->vision, pixels + (size_t)i * tile_floats, 1,
-						   rows + (size_t)i * tile_rows)) < 0)
+		else if ((r = engine_vision_encode_on(ctx->backend, ctx->vision,
+						      pixels + (size_t)i * tile_floats, 1,
+						      rows + (size_t)i * tile_rows)) < 0)
 			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
 				 strerror(-r));
 		if (r < 0) {
