@@ -24,6 +24,9 @@ static const struct command commands[] = {
 #ifdef HOLO_BENCH_VISION
 	{"vision", bench_vision_main, "vision encoder + projector ms/tile (RADIO-H), prompt tokens per step"},
 #endif
+#ifdef HOLO_BENCH_GPU
+	{"gpu", bench_gpu_main, "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate (CUDA)"},
+#endif
 #ifdef HOLO_BENCH_POLICY
 	{"policy", bench_policy_main, "constrained-decoding mask cost per token (131072-id vocabulary)"},
 #endif
