@@ -310,6 +310,14 @@ static void test_oom(void)
 		engine_session_destroy(many[i]);
 	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
 	CHECK_INT_EQ(info.state_bytes, before.state_bytes);
+	/* a forward whose scratch (the cuBLASLt workspace, the activations) does not fit: -ENOMEM
+	 * from reserve() with the session unchanged, and the same again on a retry (nothing half
+	 * made is left behind) */
+	int32_t tok[4] = {1, 2, 3, 4};
+	float logits[96];
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 4, ENGINE_LOGITS_LAST, logits), -ENOMEM);
+	CHECK_INT_EQ(engine_session_n_tokens(s), 0);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 4, ENGINE_LOGITS_LAST, logits), -ENOMEM);
 	backend_seq_state_finish(&st);
 	engine_session_destroy(s);
 	engine_backend_destroy(b);
