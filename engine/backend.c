@@ -85,15 +85,6 @@ static int check_cuda_device(const struct engine_backend_options *opts, char *ms
 #endif
 }
 
-static bool cuda_can_forward(void)
-{
-#ifdef HOLOD_HAVE_CUDA
-	return backend_cuda_can_forward();
-#else
-	return false;
-#endif
-}
-
 static bool cuda_emulated(void)
 {
 #ifdef HOLOD_HAVE_CUDA
@@ -104,7 +95,7 @@ static bool cuda_emulated(void)
 }
 
 /* The checks engine_backend_resolve() and engine_backend_create() share: AUTO and DEFAULT
- * resolved, values and device checked, but not whether the backend can compute. */
+ * resolved, values and device checked. */
 static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
 {
 	if (msg && msglen)
@@ -119,10 +110,8 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 		if (check_cuda_device(opts, why, sizeof(why)) == 0) {
 			if (cuda_emulated())
 				fail(0, msg, msglen, "the CUDA device is the CPU emulation of a test build: using the CPU");
-			else if (cuda_can_forward())
-				opts->kind = ENGINE_BACKEND_CUDA;
 			else
-				fail(0, msg, msglen, "a CUDA device is present, but the CUDA backend cannot run the language model yet (its kernels are issue 11): using the CPU");
+				opts->kind = ENGINE_BACKEND_CUDA;
 		}
 		if (opts->kind == ENGINE_BACKEND_CPU && opts->precision == ENGINE_PRECISION_BF16)
 			return fail(EINVAL, msg, msglen, "--precision bf16 needs the CUDA backend, and the CPU computes in fp32 only");
@@ -149,8 +138,6 @@ int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_
 	int r = resolve(&o, msg, msglen);
 	if (r < 0)
 		return r;
-	if (o.kind == ENGINE_BACKEND_CUDA && !cuda_can_forward())
-		return fail(EOPNOTSUPP, msg, msglen, "the CUDA backend cannot run the language model yet (its kernels are issue 11)");
 	*opts = o;
 	return 0;
 }

@@ -158,8 +158,6 @@ struct gpu_context;
 struct engine_backend *backend_cuda_create(const struct engine_model *m,
 					   const struct engine_backend_options *opts, char *errbuf,
 					   size_t errlen);
-/* Whether the CUDA backend has a forward (its kernels exist in this build). */
-bool backend_cuda_can_forward(void);
 /* Tests: whether decode steps replay captured graphs (the default) or launch eagerly, and how
  * many graphs the backend has captured. */
 void backend_cuda_set_graphs(struct engine_backend *b, bool on);

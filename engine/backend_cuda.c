@@ -138,11 +138,6 @@ static struct cuda_backend *cb_of(const struct engine_backend *b)
 	return (struct cuda_backend *)b;
 }
 
-bool backend_cuda_can_forward(void)
-{
-	return true;
-}
-
 void backend_cuda_set_graphs(struct engine_backend *b, bool on)
 {
 	cb_of(b)->graphs = on;

@@ -189,17 +189,14 @@ int engine_precision_parse(const char *name, enum engine_precision *ret);
 /* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in
  * opts->precision) and checks that the result can run the language model here. Returns 0;
  * -EINVAL for a bad value or bf16 on the CPU (which computes in fp32 only); -ENODEV when this
- * build has no CUDA backend or the device does not exist; -EOPNOTSUPP when the CUDA backend
- * cannot run the language model yet. On error msg receives one sentence; on success with AUTO
- * it receives why a present device is not used (empty otherwise). msg may be NULL when
- * msglen is 0. */
+ * build has no CUDA backend or the device does not exist. On error msg receives one sentence;
+ * on success with AUTO it receives why a present device is not used (the CPU emulation of a
+ * test build; empty otherwise). msg may be NULL when msglen is 0. */
 int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen);
 
 struct engine_backend;
 
-/* A backend for `model` (which must outlive it). AUTO is resolved as above. Unlike
- * engine_backend_resolve(), creating a CUDA backend that cannot run the language model yet
- * succeeds (its weights and sessions exist; computing on it is -EOPNOTSUPP). Returns NULL,
+/* A backend for `model` (which must outlive it). AUTO is resolved as above. Returns NULL,
  * sets errno and writes one sentence to errbuf: EINVAL (bad options or a model the backend
  * cannot run), ENODEV (no such device or no CUDA in this build), ENOMEM (not enough memory
  * for the weights, naming the bytes needed and free), EIO (a device failure). */
