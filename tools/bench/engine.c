@@ -3,7 +3,7 @@
  * fraction of its ceiling (weight bytes read per token / bandwidth).
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
- *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
+ *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32] [--profile]
  *
  * SPEC is a comma-separated list of key=value overriding the default random model (a ~0.7B
  * parameter bf16 Nemotron-H): pattern, hidden, vocab, intermediate, heads, kv_heads, head_dim,
@@ -32,6 +32,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
 		   "                         [--threads N] [--backend B] [--device N] [--precision P]\n"
+		   "                         [--profile]\n"
 		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
 		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
 		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
@@ -39,7 +40,8 @@ static void usage(FILE *f)
 		   "  --decode N     decode steps (default 32)\n"
 		   "  --backend B    auto, cpu or cuda (default auto)\n"
 		   "  --device N     CUDA device index (default 0)\n"
-		   "  --precision P  bf16 or fp32 (default: the backend's own)\n");
+		   "  --precision P  bf16 or fp32 (default: the backend's own)\n"
+		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
 static int parse_spec(char *spec, struct lm_random_spec *sp)
@@ -264,6 +266,7 @@ int bench_engine_main(int argc, char **argv)
 		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
 		{"backend", required_argument, NULL, 'b'}, {"precision", required_argument, NULL, 'P'},
 		{"device", required_argument, NULL, 'D'},
+		{"profile", no_argument, NULL, 'F'},
 		{0},
 	};
 	struct lm_random_spec sp = {
@@ -286,6 +289,7 @@ int bench_engine_main(int argc, char **argv)
 	const char *model_dir = NULL;
 	char *spec = NULL;
 	int n_prompt = 512, n_decode = 32, threads = 0;
+	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 
 	optind = 1;
@@ -327,6 +331,9 @@ int bench_engine_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'F':
+			profile = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -356,6 +363,12 @@ int bench_engine_main(int argc, char **argv)
 	if (engine_backend_resolve(&bopts, msg, sizeof(msg)) < 0) {
 		fprintf(stderr, "holo-bench engine: %s\n", msg);
 		return 1;
+	}
+	if (profile && bopts.kind != ENGINE_BACKEND_CUDA) {
+		fprintf(stderr, "holo-bench engine: --profile times the kernels of a device, and this "
+				"run uses the %s: add --backend cuda\n",
+			engine_backend_kind_name(bopts.kind));
+		return 2;
 	}
 	if (msg[0])
 		printf("%s\n", msg);
@@ -396,6 +409,11 @@ int bench_engine_main(int argc, char **argv)
 	backend = engine_backend_create(m, &bopts, msg, sizeof(msg));
 	if (!backend) {
 		fprintf(stderr, "holo-bench engine: %s\n", msg);
+		goto out;
+	}
+	int pr = profile ? engine_backend_profile(backend, true) : 0;
+	if (pr < 0) {
+		fprintf(stderr, "holo-bench engine: cannot profile the device: %s\n", strerror(-pr));
 		goto out;
 	}
 	struct engine_backend_info binfo;
@@ -481,6 +499,17 @@ int bench_engine_main(int argc, char **argv)
 	printf("session state after %d tokens: %.1f MB\n", engine_session_n_tokens(s),
 	       (double)engine_session_state_bytes(s) / 1e6);
 	printf("peak RSS: %.1f MB (with the 1 GiB bandwidth buffer)\n", (double)peak_rss_kib() / 1024.0);
+	if (profile) {
+		char **lines = NULL;
+		int n = engine_backend_profile_report(backend, &lines);
+		for (int i = 0; i < n; i++)
+			printf("%s\n", lines[i]);
+		engine_backend_profile_free(lines);
+		if (n <= 0) {
+			fprintf(stderr, "holo-bench engine: --profile: nothing ran on the CUDA device\n");
+			goto out;
+		}
+	}
 	ret = 0;
 	goto out;
 fail:
