@@ -5,6 +5,8 @@
 # ok-* and bad-* by the replay driver (the unit suite then replays them with the outcome they
 # have today), and the smallest MAX (default 20, at most half of them ok-*) are kept.
 # Usage: tools/fuzz/merge.sh NAME [MAX [MAX_BYTES [BUILD-DIR]]]
+# The corpus names are ok-/bad- names and libFuzzer's SHA-1s, which ls lists safely.
+# shellcheck disable=SC2012
 set -eu
 cd "$(dirname "$0")/../.."
 
@@ -38,26 +40,26 @@ echo "fuzz/merge.sh: $(wc -l <"$work/added") inputs add coverage" >&2
 mkdir "$work/all" "$work/alone"
 cp "$folder"/corpus/* "$work/all/"
 while read -r f; do
-	cp "$work/merged/$f" "$work/all/ok-fz-$(echo "$f" | cut -c1-12)"
+	cp "$work/merged/$f" "$work/all/ok-new-$(echo "$f" | cut -c1-12)"
 done <"$work/added"
 replay() {
 	HOLOD_SOURCE_ROOT=$PWD "$dir/$folder/fuzz-$name" "$1" 2>&1 |
-		sed -n 's/^\(\(ok\|bad\)-fz-[0-9a-f]*\): expected .*/\1/p' || true
+		sed -n 's/^\(\(ok\|bad\)-new-[0-9a-f]*\): expected .*/\1/p' || true
 }
 for f in $(replay "$work/all"); do
 	mv "$work/all/$f" "$work/all/bad-${f#ok-}"
 done
-cp "$work"/all/*-fz-* "$work/alone/"
+cp "$work"/all/*-new-* "$work/alone/"
 for f in $(replay "$work/alone"); do
 	echo "fuzz/merge.sh: $f: its outcome depends on what ran before; dropped" >&2
 	rm "$work/alone/$f"
 done
 
 # Keep the smallest: at most half accepted inputs, the rest rejected ones.
-n_ok=$(cd "$work/alone" && ls -Sr ok-fz-* 2>/dev/null | head -n $((max / 2)) | tee "$work/keep" | wc -l)
-(cd "$work/alone" && ls -Sr bad-fz-* 2>/dev/null | head -n $((max - n_ok)) >>"$work/keep")
+n_ok=$(cd "$work/alone" && ls -Sr ok-new-* 2>/dev/null | head -n $((max / 2)) | tee "$work/keep" | wc -l)
+(cd "$work/alone" && ls -Sr bad-new-* 2>/dev/null | head -n $((max - n_ok)) >>"$work/keep")
 while read -r f; do
-	cp "$work/alone/$f" "$folder/corpus/"
+	cp "$work/alone/$f" "$folder/corpus/$(echo "$f" | sed 's/-new-/-fz-/')"
 done <"$work/keep"
 echo "fuzz/merge.sh: kept $(wc -l <"$work/keep") ($n_ok accepted) in $folder/corpus" >&2
 HOLOD_SOURCE_ROOT=$PWD "$dir/$folder/fuzz-$name" "$folder/corpus"
