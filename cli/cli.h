@@ -59,6 +59,7 @@ extern const struct cli_command cli_cmd_do;
 extern const struct cli_command cli_cmd_report;
 extern const struct cli_command cli_cmd_export;
 extern const struct cli_command cli_cmd_prune;
+extern const struct cli_command cli_cmd_replay;
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];
@@ -136,6 +137,13 @@ int cli_script_read(const char *path, FILE *stdin_file, json_t **ret, char *err,
 int cli_script_parse(const char *name, const char *text, size_t len, json_t **ret, char *err,
                      size_t errlen);
 
+/* The script that replays the recorded `steps` (a steps array of the API) from index `from`:
+ * each executed action (status ok or dry_run; invalid model steps are skipped) with its
+ * recorded pixel coordinates, as a POST /v1/tasks body {"script", "coords": "pixels",
+ * "replay_of", "dry_run"}. NULL + *ret_n 0 when there is nothing to replay. */
+json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run,
+                          size_t *ret_n);
+
 /* ---- formatting (format.c) ------------------------------------------------------------------ */
 
 /* "1.25 s", "830 ms", "12 us" for a duration in microseconds; "-" when negative. */
@@ -190,6 +198,9 @@ void cli_format_tool_args(json_t *tool_call, char *buf, size_t size);
 int cli_print_steps_table(struct cli_context *ctx, json_t *steps);
 /* For each step from the model: "step N", then its thought and note wrapped to `width`. */
 void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width);
+/* Follows task `id` to its end as `run --follow` does (one line per step, then the outcome);
+ * returns the exit status for its final status. */
+int cli_follow_task(struct cli_context *ctx, long long id);
 /* One line per step, as `run --follow` prints them live. */
 void cli_print_step_line(struct cli_context *ctx, json_t *step);
 /* The short answer of `holoctl do`. */

@@ -263,7 +263,7 @@ static int follow_line(const char *line, size_t len, void *userdata)
 	return 0;
 }
 
-static int follow_task(struct cli_context *ctx, long long id)
+int cli_follow_task(struct cli_context *ctx, long long id)
 {
 	struct follow f = {.ctx = ctx, .task_id = id};
 	char *path = xasprintf(IPC_API_PREFIX "/tasks/%lld/events", id);
@@ -333,7 +333,7 @@ static int run_run(struct cli_context *ctx, int argc, char **argv)
 		fflush(ctx->out);
 	}
 	if (a.follow)
-		r = follow_task(ctx, (long long)json_integer_value(id));
+		r = cli_follow_task(ctx, (long long)json_integer_value(id));
 
 cleanup:
 	json_decref(answer);

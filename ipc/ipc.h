@@ -220,7 +220,7 @@ struct ipc_task_options {
  *   {"instruction": "open the settings", "history": "persistent"|"window", "window": K,
  *    "max_tiles": N, "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
- *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool}
+ *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID}
  * Unknown members are rejected. */
 struct ipc_task_request {
 	enum ipc_task_kind kind;
@@ -228,6 +228,7 @@ struct ipc_task_request {
 	enum ipc_coords coords;        /* kind == SCRIPT */
 	struct ipc_action *actions;    /* kind == SCRIPT, n_actions entries, 1..IPC_MAX_SCRIPT_ACTIONS */
 	size_t n_actions;
+	int64_t replay_of;             /* kind == SCRIPT: the task it replays (holoctl replay); 0 */
 	struct ipc_task_options options;
 };
 

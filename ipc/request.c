@@ -164,8 +164,9 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			   char *errbuf, size_t errlen)
 {
-	static const char *const script_members[] = {"script", "coords", "max_steps",
-						     "max_seconds", "settle_ms", "dry_run"};
+	static const char *const script_members[] = {"script",      "coords",    "max_steps",
+						     "max_seconds", "settle_ms", "dry_run",
+						     "replay_of"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles"};
@@ -213,6 +214,12 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 					 IPC_MAX_SCRIPT_ACTIONS);
 			goto finish;
 		}
+		uint32_t id;
+		bool present;
+		if ((r = get_uint(root, "replay_of", 1, INT32_MAX, &id, &present, errbuf, errlen)) <
+		    0)
+			goto finish;
+		req->replay_of = present ? id : 0;
 		req->actions = xcalloc(n, sizeof(*req->actions));
 		for (size_t i = 0; i < n; i++) {
 			char prefix[32];
@@ -333,6 +340,8 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 		}
 		r |= json_object_set_new(o, "coords",
 					 json_string(ipc_coords_to_string(req->coords)));
+		if (req->replay_of)
+			r |= json_object_set_new(o, "replay_of", json_integer(req->replay_of));
 	}
 	if (req->options.max_steps)
 		r |= json_object_set_new(o, "max_steps", json_integer(req->options.max_steps));

@@ -536,15 +536,40 @@ scenario_report() {
 	"$HOLOCTL" report 999 -o "$tmp/none.html" >"$tmp/out" 2>"$tmp/err"
 	[ $? -eq 1 ] && [ ! -e "$tmp/none.html" ] || fail "report of an unknown task"
 
-	# holoctl prune: a recent task stays; with --older-than 0s it goes with its steps and
-	# PNGs in one transaction, and the bytes freed are those of its 12 screenshots.
+	# holoctl replay: the recorded actions from step 1 on, as a new script task at the same
+	# pixels that records what it replays; --dry-run journals them and injects nothing.
+	"$HOLOCTL" replay --from 1 "$id" >"$tmp/out" 2>"$tmp/err" || fail "replay: $(cat "$tmp/out" "$tmp/err")"
+	rid=$(sed -n "s/^task \([0-9]*\) replays task $id: 5 actions\$/\1/p" "$tmp/out")
+	[ -n "$rid" ] || fail "replay: $(cat "$tmp/out")"
+	grep -q "^task $rid succeeded after 5 steps$" "$tmp/out" || fail "replay outcome: $(cat "$tmp/out")"
+	"$HOLOCTL" --json show "$rid" >"$tmp/rshow" || fail "show of the replay"
+	jq -e -s ".[0].spec.replay_of == $id and .[0].spec.coords == \"pixels\"" "$tmp/rshow" >/dev/null ||
+		fail "replay: the new task does not record replay_of $id"
+	"$HOLOCTL" --json show "$id" >"$tmp/oshow" || fail "show of the original"
+	[ "$(jq -c -s '[.[1].steps[1:][] | [.tool_call.tool_name, .pixels]]' "$tmp/oshow")" = \
+	  "$(jq -c -s '[.[1].steps[] | [.tool_call.tool_name, .pixels]]' "$tmp/rshow")" ] ||
+		fail "replay: not the original actions at the original pixels"
+	mark=$(record_mark)
+	"$HOLOCTL" replay --dry-run "$id" >"$tmp/out" 2>"$tmp/err" || fail "replay --dry-run: $(cat "$tmp/err")"
+	did=$(sed -n "s/^task \([0-9]*\) replays task $id: 6 actions (dry run)\$/\1/p" "$tmp/out")
+	[ -n "$did" ] || fail "replay --dry-run: $(cat "$tmp/out")"
+	"$HOLOCTL" --json show "$did" | jq -e -s '[.[1].steps[].status] == ["dry_run","dry_run","dry_run","dry_run","dry_run","dry_run"]' >/dev/null ||
+		fail "replay --dry-run: steps not dry_run"
+	sleep 0.2
+	[ -z "$(record_since "$mark")" ] || fail "replay --dry-run injected input: $(record_since "$mark")"
+	"$HOLOCTL" replay --from 6 "$id" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] && grep -q "task $id has no executed step from step 6 on to replay" "$tmp/err" ||
+		fail "replay --from 6: $(cat "$tmp/err")"
+
+	# holoctl prune: recent tasks stay; with --older-than 0s they go with their steps and
+	# PNGs in one transaction, and the bytes freed are those of their screenshots.
 	"$HOLOCTL" prune --older-than 30d >"$tmp/out" 2>"$tmp/err" || fail "prune 30d: $(cat "$tmp/err")"
 	grep -q '^pruned 0 task(s) finished over 30d ago; 0 bytes' "$tmp/out" || fail "prune 30d: $(cat "$tmp/out")"
-	shot_bytes=$(sqlite3 "$state/holod.db" "SELECT sum(bytes) FROM screenshots WHERE task_id = $id")
+	shot_bytes=$(sqlite3 "$state/holod.db" "SELECT sum(bytes) FROM screenshots")
 	"$HOLOCTL" prune --older-than 0s >"$tmp/out" 2>"$tmp/err" || fail "prune 0s: $(cat "$tmp/err")"
-	grep -q "^pruned 1 task(s) finished over 0s ago; $shot_bytes bytes of screenshots freed" "$tmp/out" ||
+	grep -q "^pruned 3 task(s) finished over 0s ago; $shot_bytes bytes of screenshots freed" "$tmp/out" ||
 		fail "prune 0s: $(cat "$tmp/out") (expected $shot_bytes bytes)"
-	[ ! -e "$state/screenshots/$id" ] || fail "prune left $state/screenshots/$id"
+	[ -z "$(ls "$state/screenshots")" ] || fail "prune left $(ls "$state/screenshots")"
 	[ "$(sqlite3 "$state/holod.db" "SELECT (SELECT count(*) FROM tasks) + (SELECT count(*) FROM steps)
 		+ (SELECT count(*) FROM screenshots)")" = 0 ] || fail "prune left rows"
 	[ "$(sqlite3 "$state/holod.db" 'PRAGMA foreign_key_check; PRAGMA integrity_check')" = ok ] ||

@@ -88,6 +88,23 @@ static void test_script_ok(void)
 	ipc_task_request_destroy(req);
 }
 
+/* "replay_of": a script records the task it replays, and keeps it through the spec. */
+static void test_replay_of(void)
+{
+	struct ipc_task_request *req = NULL;
+	REQUIRE(parse_task("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
+			   " \"replay_of\": 7}", &req) == 0);
+	CHECK_INT_EQ(req->replay_of, 7);
+	char *a = ipc_task_request_to_json(req);
+	REQUIRE(a);
+	CHECK(strstr(a, "\"replay_of\": 7") || strstr(a, "\"replay_of\":7"));
+	free(a);
+	ipc_task_request_destroy(req);
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"replay_of\": 0}",
+		     -EINVAL, "replay_of:");
+	expect_error("{\"instruction\": \"x\", \"replay_of\": 3}", -EINVAL, "replay_of: unknown field");
+}
+
 static void test_errors(void)
 {
 	expect_error("{\"script\": [", -EINVAL, "invalid JSON at line 1");
@@ -368,6 +385,7 @@ int main(void)
 {
 	test_script_ok();
 	test_errors();
+	test_replay_of();
 	test_limits();
 	test_action_request();
 	test_names_and_socket();

@@ -1,0 +1,154 @@
+/* holoctl replay: re-runs the recorded actions of a task as a new script task at the original
+ * pixel coordinates (POST /v1/tasks with "replay_of"), then follows it like `run --follow`. */
+#include "cli.h"
+
+#include "common.h"
+#include "ipc.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_DRY_RUN = CLI_OPT_FIRST_COMMAND_OPTION, OPT_FROM };
+
+static const struct option replay_options[] = {
+        CLI_COMMON_LONG_OPTIONS,
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"from", required_argument, NULL, OPT_FROM},
+        {0},
+};
+
+static void set_pixel(json_t *action, json_t *pixels, const char *from, const char *to)
+{
+	json_t *v = json_object_get(pixels, from);
+	if (json_is_integer(v))
+		json_object_set(action, to, v);
+}
+
+json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run,
+                          size_t *ret_n)
+{
+	json_t *script = json_array(), *step;
+	size_t i;
+
+	*ret_n = 0;
+	json_array_foreach(steps, i, step)
+	{
+		const char *status = json_string_value(json_object_get(step, "status"));
+		json_t *call = json_object_get(step, "tool_call");
+		json_t *pixels = json_object_get(step, "pixels");
+		json_t *idx = json_object_get(step, "index");
+		if (!json_is_integer(idx) || json_integer_value(idx) < from || !json_is_object(call) ||
+		    !status || (strcmp(status, "ok") != 0 && strcmp(status, "dry_run") != 0))
+			continue;
+		json_t *action = json_deep_copy(call);
+		/* Pointer actions: the pixels the original run used, whatever its coordinates. */
+		if (json_object_get(action, "x")) {
+			if (!json_is_object(pixels)) {
+				json_decref(action);
+				continue;
+			}
+			set_pixel(action, pixels, "x", "x");
+			set_pixel(action, pixels, "y", "y");
+			set_pixel(action, pixels, "x2", "x2");
+			set_pixel(action, pixels, "y2", "y2");
+		}
+		json_array_append_new(script, action);
+	}
+	*ret_n = json_array_size(script);
+	if (*ret_n == 0) {
+		json_decref(script);
+		return NULL;
+	}
+	return json_pack("{s:o, s:s, s:I, s:b}", "script", script, "coords", "pixels", "replay_of",
+	                 (json_int_t)task_id, "dry_run", dry_run);
+}
+
+static int replay_run(struct cli_context *ctx, int argc, char **argv)
+{
+	json_t *steps = NULL, *body = NULL, *answer = NULL;
+	char *path, *text = NULL;
+	bool dry_run = false;
+	long id, from = 0;
+	size_t n;
+	int c, r;
+
+	cli_getopt_reset();
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, replay_options, NULL)) != -1) {
+		if (c == OPT_DRY_RUN) {
+			dry_run = true;
+			continue;
+		}
+		if (c == OPT_FROM) {
+			if (cli_parse_int(optarg, 0, IPC_MAX_TASK_STEPS, &from) < 0)
+				return cli_usage_error(ctx, &cli_cmd_replay,
+				                       "--from '%s' is not a step index (0..%d)",
+				                       optarg, IPC_MAX_TASK_STEPS);
+			continue;
+		}
+		r = cli_common_option(ctx, &cli_cmd_replay, c, argv);
+		if (r >= 0)
+			return r;
+	}
+	if (argc - optind != 1)
+		return cli_usage_error(ctx, &cli_cmd_replay, "needs exactly one task ID");
+	if ((r = cli_parse_task_id(ctx, &cli_cmd_replay, argv[optind], &id)) != 0)
+		return r;
+
+	/* The steps are read quietly: --json prints the new task's answer and events only. */
+	bool json = ctx->json;
+	ctx->json = false;
+	path = xasprintf(IPC_API_PREFIX "/tasks/%ld/steps", id);
+	r = cli_api_json(ctx, "GET", path, NULL, &steps);
+	free(path);
+	ctx->json = json;
+	if (r != 0)
+		goto cleanup;
+	body = cli_replay_script(json_object_get(steps, "steps"), id, from, dry_run, &n);
+	if (!body) {
+		r = cli_error(ctx, "task %ld has no executed step from step %ld on to replay", id,
+		              from);
+		goto cleanup;
+	}
+	if (n > IPC_MAX_SCRIPT_ACTIONS) {
+		r = cli_error(ctx, "task %ld has %zu actions to replay, over the %d of one script; "
+		                   "replay it in parts with --from",
+		              id, n, IPC_MAX_SCRIPT_ACTIONS);
+		goto cleanup;
+	}
+	text = json_dumps(body, JSON_COMPACT);
+	r = cli_api_json(ctx, "POST", IPC_API_PREFIX "/tasks", text, &answer);
+	if (r != 0)
+		goto cleanup;
+	json_t *new_id = json_object_get(answer, "id");
+	if (!json_is_integer(new_id)) {
+		r = cli_error(ctx, "holod accepted the task but its answer has no task \"id\"");
+		goto cleanup;
+	}
+	if (!ctx->json) {
+		fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " replays task %ld: %zu actions%s\n",
+		        json_integer_value(new_id), id, n, dry_run ? " (dry run)" : "");
+		fflush(ctx->out);
+	}
+	r = cli_follow_task(ctx, (long long)json_integer_value(new_id));
+
+cleanup:
+	free(text);
+	json_decref(steps);
+	json_decref(body);
+	json_decref(answer);
+	return r;
+}
+
+const struct cli_command cli_cmd_replay = {
+        .name = "replay",
+        .args = "[--dry-run] [--from N] ID",
+        .summary = "run a task's recorded actions again, at the same pixels",
+        .help = "Re-runs the actions task ID executed (a script or an instruction task's model\n"
+                "steps) as a new script task on the current screen, with the original pixel\n"
+                "coordinates, and follows it like `run --follow` (same exit statuses). The new\n"
+                "task records the one it replays (\"replay_of\" in its spec).\n"
+                "  --dry-run   journal the steps and screenshots, inject nothing\n"
+                "  --from N    start at step N\n",
+        .run = replay_run,
+};
