@@ -214,7 +214,7 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 					 IPC_MAX_SCRIPT_ACTIONS);
 			goto finish;
 		}
-		uint32_t id;
+		uint32_t id = 0;
 		bool present;
 		if ((r = get_uint(root, "replay_of", 1, INT32_MAX, &id, &present, errbuf, errlen)) <
 		    0)
