@@ -5,7 +5,6 @@
 #include "common.h"
 
 #include <cuda_runtime.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,19 +84,6 @@ void gpu_context_destroy(struct gpu_context *g)
 	if (g->stream)
 		cudaStreamDestroy((cudaStream_t)g->stream);
 	free(g);
-}
-
-void gpu_ref_rmsnorm_f32(const float *x, const float *w, float *out, int rows, int cols, float eps)
-{
-	for (int r = 0; r < rows; r++) {
-		const float *xr = x + (size_t)r * cols;
-		double ss = 0;
-		for (int c = 0; c < cols; c++)
-			ss += (double)xr[c] * xr[c];
-		float inv = 1.0f / sqrtf((float)(ss / cols) + eps);
-		for (int c = 0; c < cols; c++)
-			out[(size_t)r * cols + c] = xr[c] * inv * w[c];
-	}
 }
 
 int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,

@@ -45,10 +45,10 @@ struct gpu_context *gpu_context_create(int device);
 void gpu_context_destroy(struct gpu_context *g);
 
 /* RMSNorm over rows: out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, fp32 in and out,
- * host buffers (copied to and from the device). The CPU reference is gpu_ref_rmsnorm_f32. */
+ * host buffers (copied to and from the device). Tested against the CPU backend's own
+ * cpu_rmsnorm_rows (tests/gpu/test-gpu-rmsnorm.c). */
 int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,
 		    int cols, float eps);
-void gpu_ref_rmsnorm_f32(const float *x, const float *w, float *out, int rows, int cols, float eps);
 
 /* ---- device memory (gpu_memory.c) ----
  * Device pointers are opaque `void *` here; they are valid only on the context's device and
