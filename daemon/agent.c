@@ -740,9 +740,11 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		goto release;
 	}
 	if (r < 0) {
+		char why[512];
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
 		                     "cannot prefill the prompt (%zu tokens): %s", prefix.n_ids,
-		                     strerror(-r));
+		                     engine_backend_strerror(engine_session_backend(a.session), r,
+		                                             why, sizeof(why)));
 		goto release;
 	}
 	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",

@@ -196,6 +196,28 @@ int engine_backend_get_info(const struct engine_backend *b, struct engine_backen
 	return 0;
 }
 
+const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf,
+				    size_t len)
+{
+	struct engine_backend_info info;
+
+	if (!b || b->kind != ENGINE_BACKEND_CUDA || engine_backend_get_info(b, &info) < 0 ||
+	    (err != -ENOMEM && err != -EIO)) {
+		snprintf(buf, len, "%s", strerror(-err));
+		return buf;
+	}
+	if (err == -EIO)
+		snprintf(buf, len, "the CUDA device %d (%s) failed (see the debug log for the CUDA "
+			 "error)", b->device, info.device);
+	else
+		snprintf(buf, len, "out of device memory on CUDA device %d (%s): %llu of %llu MiB "
+			 "free, sessions hold %llu MiB", b->device, info.device,
+			 (unsigned long long)(info.memory_free >> 20),
+			 (unsigned long long)(info.memory_total >> 20),
+			 (unsigned long long)(info.state_bytes >> 20));
+	return buf;
+}
+
 int engine_backend_profile(struct engine_backend *b, bool on)
 {
 	if (!b)

@@ -220,6 +220,13 @@ struct engine_backend_info {
 /* Fills *ret. Any thread may call it while others compute. Returns 0 or -EINVAL. */
 int engine_backend_get_info(const struct engine_backend *b, struct engine_backend_info *ret);
 
+/* Writes one sentence for an error `err` (negative errno) that a computation on b returned and
+ * returns buf: -ENOMEM names the device and its memory, e.g. "out of device memory on CUDA
+ * device 0 (NVIDIA H100 80GB HBM3): 1234 of 81559 MiB free, sessions hold 512 MiB", -EIO says
+ * the device failed; other errors are strerror(). b may be NULL (then strerror() alone). */
+const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf,
+				    size_t len);
+
 /* Device profiling (`--profile`): while on, the backend times every kernel launch and GEMM call
  * its forward makes, per call site (on the CUDA backend; decode then runs its launches one by
  * one instead of replaying a graph, so each is timed). -EOPNOTSUPP on a backend without a device

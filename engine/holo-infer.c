@@ -677,7 +677,9 @@ int main(int argc, char **argv)
 		if (r == 0)
 			r = engine_generate(s, tok, ids + n_pre, n_ids - n_pre, &p, &out, &n_out);
 		if (r < 0) {
-			log_error_errno(r, "generation failed");
+			char why[512];
+			log_error("generation failed: %s",
+				  engine_backend_strerror(backend, r, why, sizeof(why)));
 			goto out;
 		}
 	}

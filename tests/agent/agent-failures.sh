@@ -34,6 +34,47 @@ wait_task "$TASK" succeeded 30
 grep -q '^press button=1 .* root_x=20 root_y=20 ' "$CLIENT_LOG" || fail "the script did not click"
 stop_holod || fail "holod exit status $?"
 
+# ---- the CUDA backend on a device the model does not fit (the emulated build's device is
+# capped at 256 KiB): the load fails with a sentence about device memory, never a silent CPU
+# fallback, and scripts keep working.
+if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
+	rm -f "$SOCK"
+	HOLOD_GPU_EMU_MEMORY=256K start_holod --model "$AGENT_MODEL" --backend cuda
+	wait_until 60 model_is failed || fail "CUDA out of memory: state $(model_state)"
+	api GET /v1/status
+	expect_json "CUDA out of memory" .model.backend cuda
+	ERR=$(jq -r .model.error "$BODY")
+	case "$ERR" in
+	*"device memory"*) ;;
+	*) fail "CUDA out-of-memory error: '$ERR'" ;;
+	esac
+	api POST /v1/tasks '{"instruction": "Click the red block."}'
+	expect_error "instruction without a model (CUDA)" 503 no_model "$ERR"
+	submit '{"script": [{"tool_name": "click", "x": 30, "y": 30}]}'
+	wait_task "$TASK" succeeded 30
+	grep -q '^press button=1 .* root_x=30 root_y=30 ' "$CLIENT_LOG" ||
+		fail "the script did not click after the CUDA load failed"
+	stop_holod || fail "holod exit status $?"
+
+	# The weights fit a 1 MiB device but a task's session does not: the task fails naming the
+	# device's memory, and the next script still runs.
+	rm -f "$SOCK"
+	HOLOD_GPU_EMU_MEMORY=1M start_agent --backend cuda
+	submit '{"instruction": "Click the red block.", "max_steps": 1}'
+	wait_task "$TASK" failed 60
+	api GET "/v1/tasks/$TASK"
+	E=$(jq -r .error "$BODY")
+	case "$E" in
+	"cannot prefill the prompt ("*" tokens): out of device memory on CUDA device 0 ("*"MiB free"*) ;;
+	*) fail "a session past device memory: '$E'" ;;
+	esac
+	submit '{"script": [{"tool_name": "click", "x": 40, "y": 40}]}'
+	wait_task "$TASK" succeeded 30
+	grep -q '^press button=1 .* root_x=40 root_y=40 ' "$CLIENT_LOG" ||
+		fail "the script did not click after the CUDA task ran out of memory"
+	stop_holod || fail "holod exit status $?"
+fi
+
 # ---- a directory that is not a model
 rm -f "$SOCK"
 start_holod --model "$T"
