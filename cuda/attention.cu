@@ -2,6 +2,7 @@
 // a combine (decode, fp32 precision), and a flash-style WMMA kernel for bf16 prefill.
 #include "gpu.h"
 #include "gpu_internal.h"
+#include "kernel_util.cuh"
 #include "klaunch.h"
 
 #include <cuda_bf16.h>
@@ -12,10 +13,6 @@
 
 using namespace nvcuda;
 
-static __device__ inline float to_f32(float v) { return v; }
-static __device__ inline float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-static __device__ inline void store(float *p, float v) { *p = v; }
-static __device__ inline void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
 static __device__ inline float warp_sum(float v)
 {
@@ -95,7 +92,7 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 			const KV *kr = k + (size_t)(c0 + j) * kvd + off;
 			float s = 0.0f;
 			for (int d = lane; d < dh; d += 32)
-				s += qs[d] * to_f32(kr[d]);
+				s += qs[d] * gpu_load_f32(kr[d]);
 			s = warp_sum(s);
 			if (lane == 0)
 				p[j] = s * scale;
@@ -120,7 +117,7 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 			const KV *vc = v + (size_t)c0 * kvd + off + d;
 			float a = 0.0f;
 			for (int j = 0; j < n; j++)
-				a += p[j] * to_f32(vc[(size_t)j * kvd]);
+				a += p[j] * gpu_load_f32(vc[(size_t)j * kvd]);
 			acc[d] = acc[d] * alpha + a;
 		}
 		__syncthreads(); /* p[] is rewritten by the next chunk */
@@ -158,7 +155,7 @@ static __global__ void attn_combine_kernel(const float *__restrict__ part, int d
 			if (ms != -INFINITY)
 				acc += pp[s * stride + d] * expf(ms - M);
 		}
-		store(orow + d, acc / L);
+		gpu_store(orow + d, acc / L);
 	}
 }
 
@@ -295,7 +292,7 @@ static __global__ void attn_wmma_kernel(const float *__restrict__ q, size_t ldq,
 		float inv = 1.0f / ml[r * 2 + 1];
 		OutT *orow = o + (size_t)t * ldo + (size_t)h * dh;
 		for (int d = lane; d < dh; d += 32)
-			store(orow + d, O[r * dhp + d] * inv);
+			gpu_store(orow + d, O[r * dhp + d] * inv);
 	}
 }
 

@@ -2,6 +2,7 @@
 // RMSNorm, ReLU², KV-cache append.
 #include "gpu.h"
 #include "gpu_internal.h"
+#include "kernel_util.cuh"
 #include "klaunch.h"
 
 #include <cuda_bf16.h>
@@ -11,10 +12,6 @@
 
 static constexpr int ROW_THREADS = 256;
 
-static __device__ inline float to_f32(float v) { return v; }
-static __device__ inline float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-static __device__ inline void store(float *p, float v) { *p = v; }
-static __device__ inline void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
 template <typename T>
 static __global__ void embed_kernel(const T *__restrict__ table, int vocab, int d, const int32_t *__restrict__ ids,
@@ -25,7 +22,7 @@ static __global__ void embed_kernel(const T *__restrict__ table, int vocab, int 
 	if (id >= 0 && id < vocab) {
 		const T *src = table + (size_t)id * d;
 		for (int c = threadIdx.x; c < d; c += blockDim.x)
-			hr[c] = to_f32(src[c]);
+			hr[c] = gpu_load_f32(src[c]);
 	} else if (id < 0 && -(int64_t)id - 1 < n_spliced) {
 		const float *src = spliced + (size_t)(-(int64_t)id - 1) * d;
 		for (int c = threadIdx.x; c < d; c += blockDim.x)
@@ -34,26 +31,6 @@ static __global__ void embed_kernel(const T *__restrict__ table, int vocab, int 
 		for (int c = threadIdx.x; c < d; c += blockDim.x)
 			hr[c] = nanf("");
 	}
-}
-
-/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the total. */
-static __device__ float block_sum(float v, float *partial)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	if (lane == 0)
-		partial[warp] = v;
-	__syncthreads();
-	if (warp == 0) {
-		v = lane < (int)(blockDim.x / 32) ? partial[lane] : 0.0f;
-		for (int o = 16; o > 0; o >>= 1)
-			v += __shfl_xor_sync(0xffffffffu, v, o);
-		if (lane == 0)
-			partial[32] = v;
-	}
-	__syncthreads();
-	return partial[32];
 }
 
 template <typename OutT>
@@ -74,11 +51,11 @@ static __global__ void add_rmsnorm_kernel(float *__restrict__ h, const float *__
 		for (int c = threadIdx.x; c < d; c += blockDim.x)
 			ss += hr[c] * hr[c];
 	}
-	ss = block_sum(ss, partial);
+	ss = gpu_block_sum(ss, partial);
 	float scale = 1.0f / sqrtf(ss / (float)d + eps);
 	OutT *o = out + (size_t)blockIdx.x * ldo;
 	for (int c = threadIdx.x; c < d; c += blockDim.x)
-		store(o + c, w[c] * (hr[c] * scale));
+		gpu_store(o + c, w[c] * (hr[c] * scale));
 }
 
 template <typename OutT>
@@ -87,7 +64,7 @@ static __global__ void relu2_kernel(const float *u, OutT *out, size_t n)
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
 		float v = u[i];
 		float r = v > 0.0f ? v : (v != v ? v : 0.0f);
-		store(out + i, r * r);
+		gpu_store(out + i, r * r);
 	}
 }
 

@@ -3,6 +3,7 @@
 // attention over each tile's tokens, pixel shuffle + RMSNorm.
 #include "gpu.h"
 #include "gpu_internal.h"
+#include "kernel_util.cuh"
 #include "klaunch.h"
 
 #include <cuda_bf16.h>
@@ -14,32 +15,6 @@ static constexpr int VIS_THREADS = 256;
 static constexpr int ATT_WARPS = 4;   /* query rows per attention block, one per warp */
 static constexpr int ATT_KEYS = 32;   /* keys staged in shared memory at a time, one per lane */
 static constexpr int ATT_ACC = GPU_VISION_MAX_HEAD_DIM / 32;
-
-static __device__ inline void vstore(float *p, float v) { *p = v; }
-static __device__ inline void vstore(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-
-/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the total.
- * partial holds 33 floats; the function may be called again with the same buffer. */
-static __device__ float vis_block_sum(float v, float *partial)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	if (lane == 0)
-		partial[warp] = v;
-	__syncthreads();
-	if (warp == 0) {
-		v = lane < (int)(blockDim.x / 32) ? partial[lane] : 0.0f;
-		for (int o = 16; o > 0; o >>= 1)
-			v += __shfl_xor_sync(0xffffffffu, v, o);
-		if (lane == 0)
-			partial[32] = v;
-	}
-	__syncthreads();
-	float total = partial[32];
-	__syncthreads(); /* partial is reused by the next call */
-	return total;
-}
 
 /* One block per patch (blockIdx.x = tile * rows * cols + patch). */
 template <typename OutT>
@@ -53,7 +28,7 @@ static __global__ void vis_patchify_kernel(const float *__restrict__ pixels, int
 	OutT *o = patches + (size_t)blockIdx.x * 3 * pp;
 	for (int i = threadIdx.x; i < 3 * pp; i += blockDim.x) {
 		int c = i / pp, yy = (i % pp) / p, xx = i % p;
-		vstore(o + i, img[((size_t)c * img_h + (size_t)py * p + yy) * img_w + (size_t)px * p + xx]);
+		gpu_store(o + i, img[((size_t)c * img_h + (size_t)py * p + yy) * img_w + (size_t)px * p + xx]);
 	}
 }
 
@@ -85,16 +60,16 @@ static __global__ void vis_layernorm_kernel(const float *__restrict__ x, size_t 
 	float s = 0.0f;
 	for (int c = threadIdx.x; c < d; c += blockDim.x)
 		s += xr[c];
-	float mean = vis_block_sum(s, partial) / (float)d;
+	float mean = gpu_block_sum(s, partial) / (float)d;
 	float sq = 0.0f;
 	for (int c = threadIdx.x; c < d; c += blockDim.x) {
 		float v = xr[c] - mean;
 		sq += v * v;
 	}
-	float rstd = 1.0f / sqrtf(vis_block_sum(sq, partial) / (float)d + eps);
+	float rstd = 1.0f / sqrtf(gpu_block_sum(sq, partial) / (float)d + eps);
 	OutT *o = out + (size_t)blockIdx.x * ldo;
 	for (int c = threadIdx.x; c < d; c += blockDim.x)
-		vstore(o + c, (xr[c] - mean) * rstd * gamma[c] + beta[c]);
+		gpu_store(o + c, (xr[c] - mean) * rstd * gamma[c] + beta[c]);
 }
 
 /* One block per row. */
@@ -108,7 +83,7 @@ static __global__ void vis_bias_act_kernel(const float *x, size_t ldx, const flo
 		float v = xr[c] + b[c];
 		if (gelu)
 			v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
-		vstore(o + c, v);
+		gpu_store(o + c, v);
 	}
 }
 
@@ -181,7 +156,7 @@ static __global__ void vis_attention_kernel(const float *__restrict__ qkv, int L
 	for (int k = 0; k < ATT_ACC; k++) {
 		int c = lane + 32 * k;
 		if (c < hd)
-			vstore(o + c, acc[k] / l);
+			gpu_store(o + c, acc[k] / l);
 	}
 }
 
@@ -201,12 +176,12 @@ static __global__ void vis_shuffle_norm_kernel(const float *__restrict__ feat, s
 		float v = f[((size_t)(s * i + di) * cols + (size_t)(s * j + dj)) * d + c % d];
 		sq += v * v;
 	}
-	float rms = 1.0f / sqrtf(vis_block_sum(sq, partial) / (float)P + eps);
+	float rms = 1.0f / sqrtf(gpu_block_sum(sq, partial) / (float)P + eps);
 	OutT *o = out + (size_t)blockIdx.x * P;
 	for (int c = threadIdx.x; c < P; c += blockDim.x) {
 		int part = c / d, di = part / s, dj = part % s;
 		float v = f[((size_t)(s * i + di) * cols + (size_t)(s * j + dj)) * d + c % d];
-		vstore(o + c, v * rms * gamma[c]);
+		gpu_store(o + c, v * rms * gamma[c]);
 	}
 }
 
