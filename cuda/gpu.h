@@ -4,7 +4,7 @@
  * `cuda` feature is enabled and nvcc is found; nothing in holod requires a GPU to build or test.
  *
  * Threads: a struct gpu_context owns one device, one stream and its allocations, and belongs to
- * the engine thread; other threads hand work to that thread (conventions.md).
+ * the model worker; other threads hand work to that thread (conventions.md).
  * Errors: int functions return >= 0 or a negative errno; CUDA errors become -EIO (kernel or
  * driver failure), -ENOMEM (allocation), -ENODEV (no device), with a debug log naming the CUDA
  * error at file:line.

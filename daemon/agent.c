@@ -1,9 +1,9 @@
 /* The agent loop (see agent.h for the threads).
  *
- * One step: capture the primary monitor -> encode it (engine job: preprocess + vision tower) ->
+ * One step: capture the primary monitor -> encode it (worker job: preprocess + vision tower) ->
  * render the new prompt tokens (persistent: this observation's user turn and the generation
  * prompt; window, or a persistent session near its cap: the prefix snapshot plus the history
- * with only the last K screenshots) -> engine job: prefill them and decode one step under the
+ * with only the last K screenshots) -> worker job: prefill them and decode one step under the
  * grammar's token masks, retrying an invalid step by sampling again -> executor_step (journal,
  * inject, settle, "after" screenshot) -> the action's result goes into the next user turn.
  *
@@ -47,7 +47,7 @@ struct agent {
 	int max_tiles;
 	int tokens_per_tile, hidden, vocab;
 
-	/* Engine thread objects: touched by jobs only. */
+	/* Model worker objects: touched by jobs only. */
 	struct engine_session *session;
 	struct engine_snapshot *prefix;
 	long long accounted_bytes;
@@ -61,14 +61,14 @@ struct agent {
 	size_t cap;
 };
 
-/* ---- engine jobs (run on the engine thread) ----------------------------------------------- */
+/* ---- worker jobs (run on the model worker) ----------------------------------------------- */
 
 static void account(struct agent *a)
 {
 	long long now = a->session ? (long long)engine_session_state_bytes(a->session) : 0;
 	if (a->prefix)
 		now += (long long)engine_snapshot_bytes(a->prefix);
-	engine_thread_account(a->cfg->engine, 0, now - a->accounted_bytes);
+	model_worker_account(a->cfg->worker, 0, now - a->accounted_bytes);
 	a->accounted_bytes = now;
 }
 
@@ -125,7 +125,7 @@ struct open_job {
 	uint64_t prefill_us;
 };
 
-static int job_open(struct engine_ctx *ctx, void *arg)
+static int job_open(struct worker_ctx *ctx, void *arg)
 {
 	struct open_job *j = arg;
 	struct agent *a = j->a;
@@ -135,7 +135,7 @@ static int job_open(struct engine_ctx *ctx, void *arg)
 	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
 	if (!a->session)
 		return -errno;
-	engine_thread_account(a->cfg->engine, 1, 0);
+	model_worker_account(a->cfg->worker, 1, 0);
 	a->hidden = engine_session_hidden(a->session);
 	a->vocab = engine_session_vocab(a->session);
 	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
@@ -151,11 +151,11 @@ static int job_open(struct engine_ctx *ctx, void *arg)
 	return 0;
 }
 
-static int job_close(struct engine_ctx *ctx, void *arg)
+static int job_close(struct worker_ctx *ctx, void *arg)
 {
 	struct agent *a = arg;
 	if (a->session)
-		engine_thread_account(a->cfg->engine, -1, 0);
+		model_worker_account(a->cfg->worker, -1, 0);
 	engine_snapshot_destroy(a->prefix);
 	engine_session_destroy(a->session);
 	a->prefix = NULL;
@@ -175,7 +175,7 @@ struct encode_job {
 	char err[256];
 };
 
-static int job_encode(struct engine_ctx *ctx, void *arg)
+static int job_encode(struct worker_ctx *ctx, void *arg)
 {
 	struct encode_job *j = arg;
 	struct engine_vision_preprocess pp;
@@ -257,7 +257,7 @@ static void raw_add(struct step_job *j, const uint8_t *bytes, size_t n)
 /* One decode attempt from the state right after the prompt (logits0). Returns 0 when a stop
  * id ended a step the grammar accepts (or, unconstrained, any text), -EBADMSG when the step
  * ran past step_tokens, -ECANCELED / -ETIME, or an engine error. */
-static int decode_attempt(struct engine_ctx *ctx, struct step_job *j, const float *logits0,
+static int decode_attempt(struct worker_ctx *ctx, struct step_job *j, const float *logits0,
 			  float *logits, struct engine_sampler *sm)
 {
 	struct agent *a = j->a;
@@ -317,7 +317,7 @@ static int decode_attempt(struct engine_ctx *ctx, struct step_job *j, const floa
 	}
 }
 
-static int job_step(struct engine_ctx *ctx, void *arg)
+static int job_step(struct worker_ctx *ctx, void *arg)
 {
 	struct step_job *j = arg;
 	struct agent *a = j->a;
@@ -669,18 +669,18 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	a.window = o->window ? o->window : cfg->window;
 	a.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles);
 
-	enum engine_thread_state es = engine_thread_wait_loaded(cfg->engine);
+	enum model_worker_state es = model_worker_wait_loaded(cfg->worker);
 	/* What produced the task (docs/journal.md): the model is null when none is loaded. */
 	json_t *prov = json_pack(
 	        "{s:o, s:{s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "model",
-	        engine_thread_provenance(cfg->engine), "sampling", "temperature",
+	        model_worker_provenance(cfg->worker), "sampling", "temperature",
 	        (double)cfg->temperature, "seed", (json_int_t)cfg->seed, "history",
 	        ipc_history_to_string(a.history), "window", (json_int_t)a.window, "max_tiles",
 	        (json_int_t)a.max_tiles, "context_tokens", (json_int_t)cfg->context_tokens,
 	        "step_tokens", (json_int_t)cfg->step_tokens, "step_retries",
 	        (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
-	if (es != ENGINE_THREAD_READY) {
-		const char *e = engine_thread_error(cfg->engine);
+	if (es != MODEL_WORKER_READY) {
+		const char *e = model_worker_error(cfg->worker);
 		executor_record_provenance(env, display_name, t, NULL, prov);
 		json_decref(prov);
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: %s",
@@ -694,7 +694,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		return;
 	}
 
-	a.tokens_per_tile = engine_thread_tokens_per_tile(cfg->engine);
+	a.tokens_per_tile = model_worker_tokens_per_tile(cfg->worker);
 	time_t now = time(NULL);
 	struct tm tmv;
 	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
@@ -702,7 +702,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 				  .screen_height = a.run.monitor.height,
 				  .date = date};
 	a.renderer = policy_renderer_create(&policy_format_holo3,
-					    engine_thread_tokenizer(cfg->engine), &penv,
+					    model_worker_tokenizer(cfg->worker), &penv,
 					    a.tokens_per_tile);
 	if (!a.renderer) {
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
@@ -725,7 +725,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	}
 	struct open_job oj = {
 		.a = &a, .prefix = &prefix, .stop = t->stop, .deadline_us = a.run.deadline_us};
-	r = engine_thread_call(cfg->engine, job_open, &oj);
+	r = model_worker_call(cfg->worker, job_open, &oj);
 	opened = true;
 	if (r == -ECANCELED) {
 		executor_outcome_stopped(ret, t, "cancelled during step 0");
@@ -789,7 +789,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		struct encode_job ej = {.img = img, .stop = t->stop, .max_tiles = a.max_tiles};
-		r = engine_thread_call(cfg->engine, job_encode, &ej);
+		r = model_worker_call(cfg->worker, job_encode, &ej);
 		engine_image_destroy(img);
 		if (r == -ECANCELED) {
 			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
@@ -832,7 +832,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		sj.piece = &piece;
 		sj.slot_rows = slots;
 		sj.close = a.history == IPC_HISTORY_PERSISTENT ? &close : NULL;
-		r = engine_thread_call(cfg->engine, job_step, &sj);
+		r = model_worker_call(cfg->worker, job_step, &sj);
 		char *raw = utf8_valid(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 		free(sj.raw);
 		sj.raw = raw;
@@ -935,7 +935,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 release:
 	x11_frame_destroy(frame);
 	if (opened)
-		engine_thread_call(cfg->engine, job_close, &a);
+		model_worker_call(cfg->worker, job_close, &a);
 	policy_piece_finish(&prefix);
 	policy_renderer_destroy(a.renderer);
 	history_free(&a);

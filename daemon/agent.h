@@ -3,8 +3,8 @@
  *
  * DESIGN (threads): the loop runs on the executor thread, which alone owns the X connection,
  * the prompt renderer and the task's history. Everything that computes with the model (vision
- * encoding, prefill, constrained decoding, snapshots) is a job handed to the engine thread
- * (engine-thread.h), which owns the session; the loop waits for each job. The task's stop flag
+ * encoding, prefill, constrained decoding, snapshots) is a job handed to the model worker
+ * (model-worker.h), which owns the session; the loop waits for each job. The task's stop flag
  * (cancel, kill switch, shutdown) is atomic and polled by the jobs between decoded tokens and
  * between prefill chunks, so a stop takes effect within one token's time. */
 #pragma once
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine-thread.h"
+#include "model-worker.h"
 #include "executor.h"
 
 /* Prefill runs in chunks, and the vision tower tile by tile, so that a stop is noticed between
@@ -27,7 +27,7 @@
 #define AGENT_MAX_PROMPT_TEXT_BYTES (64 * 1024)
 
 struct agent_config {
-	struct engine_thread *engine;
+	struct model_worker *worker;
 	enum ipc_history history; /* default of tasks that leave it unset */
 	unsigned window;          /* default K */
 	unsigned max_tiles;       /* default tile budget; 0: the checkpoint's */

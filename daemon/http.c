@@ -362,7 +362,7 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 	json_t *snap = scheduler_snapshot(s->ctx.scheduler);
 	if (!snap)
 		return MHD_NO;
-	json_t *model = engine_thread_status(s->ctx.engine);
+	json_t *model = model_worker_status(s->ctx.worker);
 	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:s, s:s}", "version",
 			  HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
 			  (json_int_t)getpid(), "display",
@@ -413,14 +413,14 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 		return parse_error(c, r, msg);
 	if (tr->kind == IPC_TASK_KIND_INSTRUCTION) {
 		/* A model still loading accepts the task: it waits in the queue for the load. */
-		enum engine_thread_state es = engine_thread_state(s->ctx.engine);
-		if (es == ENGINE_THREAD_NONE || es == ENGINE_THREAD_FAILED) {
+		enum model_worker_state es = model_worker_state(s->ctx.worker);
+		if (es == MODEL_WORKER_NONE || es == MODEL_WORKER_FAILED) {
 			ipc_task_request_destroy(tr);
-			if (es == ENGINE_THREAD_FAILED)
+			if (es == MODEL_WORKER_FAILED)
 				return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_MODEL,
 						  "no model loaded: %s; scripted tasks work (send "
 						  "{\"script\": [...]})",
-						  engine_thread_error(s->ctx.engine));
+						  model_worker_error(s->ctx.worker));
 			return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_MODEL,
 					  "no model loaded: holod was started without a model; "
 					  "scripted tasks work (send {\"script\": [...]})");

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "engine-thread.h"
+#include "model-worker.h"
 #include "journal.h"
 #include "scheduler.h"
 
@@ -15,7 +15,7 @@ struct http_server;
 struct http_context {
 	struct scheduler *scheduler;
 	struct journal *journal;
-	struct engine_thread *engine; /* the model, for /v1/status and instruction tasks */
+	struct model_worker *worker; /* the model, for /v1/status and instruction tasks */
 	const char *state_dir;   /* screenshot paths in the journal are relative to it */
 	const char *display;     /* for GET /v1/screenshot and /v1/status; NULL: $DISPLAY */
 	const char *socket_path; /* for /v1/status */

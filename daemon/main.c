@@ -7,7 +7,7 @@
  *   executor thread  (scheduler.c) one per display: runs tasks FIFO, sole user of its X
  *                    connection.
  *   writer thread    (shotwriter.c) encodes, writes and hashes screenshots, journals them.
- *   engine thread    (engine-thread.c) loads the model at start-up and owns it and every
+ *   model worker     (model-worker.c) loads the model at start-up and owns it and every
  *                    session; the executor hands it jobs for instruction tasks (agent.c).
  *   HTTP threads     (libmicrohttpd, one per connection) parse requests, submit/cancel through
  *                    the scheduler, read the journal; http.c's reaper thread closes connections
@@ -16,7 +16,7 @@
  *
  * Shutdown order matters: stop the scheduler first (the running task stops at a safe point,
  * held keys are released, the task and the queued ones are marked 'interrupted', waiters are
- * woken so event streams end), then the HTTP server (joins its threads), then the engine thread
+ * woken so event streams end), then the HTTP server (joins its threads), then the model worker
  * (no job can be in flight once the executor is joined), then the writer (drains pending
  * screenshots), then the journal; the socket is unlinked last. */
 #include <errno.h>
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "engine-thread.h"
+#include "model-worker.h"
 #include "holod-config.h"
 #include "http.h"
 #include "journal.h"
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	struct journal *journal = NULL;
 	struct shotwriter *writer = NULL;
 	struct scheduler *sched = NULL;
-	struct engine_thread *engine = NULL;
+	struct model_worker *worker = NULL;
 	struct http_server *http = NULL;
 	char *db_path = NULL, *shots_dir = NULL;
 	char reason[64] = "holod stopped";
@@ -168,10 +168,10 @@ int main(int argc, char **argv)
 		log_error_errno(-errno, "cannot start the screenshot writer");
 		goto stop_xvfb;
 	}
-	/* Loading runs on the engine thread: holod serves scripts while a large model maps. */
-	engine = engine_thread_create(cfg.model_dir, &cfg.engine_backend);
-	if (!engine) {
-		log_error_errno(-errno, "cannot start the engine thread");
+	/* Loading runs on the model worker: holod serves scripts while a large model maps. */
+	worker = model_worker_create(cfg.model_dir, &cfg.engine_backend);
+	if (!worker) {
+		log_error_errno(-errno, "cannot start the model worker");
 		goto destroy_writer;
 	}
 	if (cfg.debug_unconstrained)
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 		.state_dir = cfg.state_dir,
 		.prune_days = cfg.prune_days,
 		.agent = {
-			.engine = engine,
+			.worker = worker,
 			.history = (enum ipc_history)ipc_history_from_string(cfg.history),
 			.window = cfg.window,
 			.max_tiles = cfg.max_tiles,
@@ -200,12 +200,12 @@ int main(int argc, char **argv)
 	sched = scheduler_create(&sc, journal, writer);
 	if (!sched) {
 		log_error_errno(-errno, "cannot start the executor");
-		goto destroy_engine;
+		goto destroy_worker;
 	}
 	struct http_context hc = {
 		.scheduler = sched,
 		.journal = journal,
-		.engine = engine,
+		.worker = worker,
 		.state_dir = cfg.state_dir,
 		.display = cfg.display,
 		.socket_path = cfg.socket_path,
@@ -230,8 +230,8 @@ int main(int argc, char **argv)
 destroy_scheduler:
 	/* The writer calls back into nothing; the scheduler may go before it drains. */
 	scheduler_destroy(sched);
-destroy_engine:
-	engine_thread_destroy(engine);
+destroy_worker:
+	model_worker_destroy(worker);
 destroy_writer:
 	shotwriter_destroy(writer);
 stop_xvfb:

@@ -34,7 +34,7 @@ struct scheduler_config {
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
 	const char *state_dir;   /* screenshot paths of the journal are relative to it */
 	unsigned prune_days;     /* automatic retention after each task; 0: off */
-	struct agent_config agent; /* instruction tasks (agent.engine may run without a model) */
+	struct agent_config agent; /* instruction tasks (agent.worker may run without a model) */
 };
 
 /* Retention (--prune-days): removes the tasks that finished more than `days` days ago with

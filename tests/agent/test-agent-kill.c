@@ -4,12 +4,12 @@
  * The kill switch itself (XInput2 raw events, double Escape, injected XTest keys ignored) is
  * tested by the x11 suite; XTest keys can never trigger it, so this test enters where the kill
  * switch's callback does: scheduler_kill_switch(), the function its thread calls. Everything
- * after that is the daemon's own path: the executor's stop flag, the engine thread's decode loop
+ * after that is the daemon's own path: the executor's stop flag, the model worker's decode loop
  * polling it between tokens, the task becoming 'cancelled' with the kill-switch error, held
  * keys and buttons released by the executor.
  *
  * Setup: a private Xvfb, the recording client, the scheduler with the journal, the screenshot
- * writer and the engine thread on the tiny-agent model, decoding without the grammar so that the
+ * writer and the model worker on the tiny-agent model, decoding without the grammar so that the
  * model writes '"' for --step-tokens tokens (seconds): the kill lands inside that decode.
  *
  * usage: test-agent-kill HOLO_TEST_CLIENT   ($AGENT_MODEL: the model directory) */
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "engine-thread.h"
+#include "model-worker.h"
 #include "journal.h"
 #include "scheduler.h"
 #include "shotwriter.h"
@@ -32,11 +32,11 @@ TEST_DEFINE_GLOBALS;
 #define KILL_LATENCY_MAX_US 500000 /* "a fraction of a second" */
 #define DEADLINE_US (60 * 1000000ull)
 
-static bool wait_sessions(struct engine_thread *et, long long want)
+static bool wait_sessions(struct model_worker *et, long long want)
 {
 	uint64_t end = time_mono_us() + DEADLINE_US;
 	while (time_mono_us() < end) {
-		json_t *st = engine_thread_status(et);
+		json_t *st = model_worker_status(et);
 		long long n = json_integer_value(json_object_get(st, "sessions"));
 		long long bytes = json_integer_value(json_object_get(st, "state_bytes"));
 		json_decref(st);
@@ -70,16 +70,16 @@ int main(int argc, char **argv)
 	REQUIRE(j);
 	struct shotwriter *w = shotwriter_create(xt_tmpdir(), j, NULL, NULL);
 	REQUIRE(w);
-	struct engine_thread *et = engine_thread_create(model, NULL);
+	struct model_worker *et = model_worker_create(model, NULL);
 	REQUIRE(et);
-	REQUIRE(engine_thread_wait_loaded(et) == ENGINE_THREAD_READY);
+	REQUIRE(model_worker_wait_loaded(et) == MODEL_WORKER_READY);
 	struct scheduler_config sc = {
 		.display = xvfb.display,
 		.settle_ms = 0,
 		.max_steps = 100,
 		.max_seconds = 600,
 		.kill_switch_ms = 0, /* the XInput2 listener is not needed: we call what it calls */
-		.agent = {.engine = et,
+		.agent = {.worker = et,
 			  .history = IPC_HISTORY_PERSISTENT,
 			  .window = 3,
 			  .context_tokens = 32768,
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
 	free(log);
 
 	scheduler_destroy(s);
-	engine_thread_destroy(et);
+	model_worker_destroy(et);
 	shotwriter_destroy(w);
 	journal_close(j);
 	free(db);

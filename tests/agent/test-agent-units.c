@@ -1,7 +1,7 @@
 /* Unit tests of the agent's daemon pieces (no display):
- *   - the engine thread: no model (jobs refused -ENODEV), a failed load (the error sentence, jobs
+ *   - the model worker: no model (jobs refused -ENODEV), a failed load (the error sentence, jobs
  *     refused), a loaded model (status figures), jobs from many threads at once run one at a time
- *     on the engine thread, in a queue that never holds more than ENGINE_THREAD_QUEUE_MAX;
+ *     on the model worker, in a queue that never holds more than MODEL_WORKER_QUEUE_MAX;
  *   - the journal: a database of schema 1 (a holod before the agent) is migrated to 2, keeps its
  *     rows, and agent steps round-trip through journal_steps_get.
  * $AGENT_MODEL: the tiny-agent model directory. */
@@ -15,51 +15,51 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "engine-thread.h"
+#include "model-worker.h"
 #include "journal.h"
 #include "test.h"
 
 TEST_DEFINE_GLOBALS;
 
-static int job_count(struct engine_ctx *ctx, void *arg)
+static int job_count(struct worker_ctx *ctx, void *arg)
 {
 	return ctx->model && ctx->masker ? 7 : -EINVAL;
 }
 
 static void test_no_model(void)
 {
-	struct engine_thread *et = engine_thread_create(NULL, NULL);
+	struct model_worker *et = model_worker_create(NULL, NULL);
 	REQUIRE(et);
-	CHECK_INT_EQ(engine_thread_state(et), ENGINE_THREAD_NONE);
-	CHECK_INT_EQ(engine_thread_call(et, job_count, NULL), -ENODEV);
-	CHECK(engine_thread_tokenizer(et) == NULL);
-	json_t *st = engine_thread_status(et);
+	CHECK_INT_EQ(model_worker_state(et), MODEL_WORKER_NONE);
+	CHECK_INT_EQ(model_worker_call(et, job_count, NULL), -ENODEV);
+	CHECK(model_worker_tokenizer(et) == NULL);
+	json_t *st = model_worker_status(et);
 	CHECK(json_is_null(st));
 	json_decref(st);
-	engine_thread_destroy(et);
+	model_worker_destroy(et);
 }
 
 static void test_failed_load(void)
 {
 	char dir[] = "/tmp/test-agent-units-XXXXXX";
 	REQUIRE(mkdtemp(dir));
-	struct engine_thread *et = engine_thread_create(dir, NULL);
+	struct model_worker *et = model_worker_create(dir, NULL);
 	REQUIRE(et);
-	CHECK_INT_EQ(engine_thread_wait_loaded(et), ENGINE_THREAD_FAILED);
-	const char *err = engine_thread_error(et);
+	CHECK_INT_EQ(model_worker_wait_loaded(et), MODEL_WORKER_FAILED);
+	const char *err = model_worker_error(et);
 	REQUIRE(err);
 	CHECK(strstr(err, "cannot load the model") && strstr(err, dir));
-	CHECK_INT_EQ(engine_thread_call(et, job_count, NULL), -ENODEV);
-	json_t *st = engine_thread_status(et);
+	CHECK_INT_EQ(model_worker_call(et, job_count, NULL), -ENODEV);
+	json_t *st = model_worker_status(et);
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "state")), "failed");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "error")), err);
 	CHECK(json_object_get(st, "parameters") == NULL);
 	json_decref(st);
-	engine_thread_destroy(et);
+	model_worker_destroy(et);
 	rmdir(dir);
 }
 
-/* Jobs submitted from many threads: each checks that it runs alone and on the engine thread. */
+/* Jobs submitted from many threads: each checks that it runs alone and on the model worker. */
 #define N_SUBMITTERS 12
 #define JOBS_EACH 20
 
@@ -67,7 +67,7 @@ static atomic_int inside, overlaps, done_jobs;
 static pthread_t engine_tid;
 static atomic_bool tid_set, wrong_thread;
 
-static int job_alone(struct engine_ctx *ctx, void *arg)
+static int job_alone(struct worker_ctx *ctx, void *arg)
 {
 	if (!atomic_exchange(&tid_set, true))
 		engine_tid = pthread_self();
@@ -83,10 +83,10 @@ static int job_alone(struct engine_ctx *ctx, void *arg)
 
 static void *submitter(void *arg)
 {
-	struct engine_thread *et = arg;
+	struct model_worker *et = arg;
 	for (int i = 0; i < JOBS_EACH; i++) {
 		int v = i;
-		if (engine_thread_call(et, job_alone, &v) != i)
+		if (model_worker_call(et, job_alone, &v) != i)
 			return (void *)1;
 	}
 	return NULL;
@@ -94,16 +94,16 @@ static void *submitter(void *arg)
 
 static void test_loaded(const char *model)
 {
-	struct engine_thread *et = engine_thread_create(model, NULL);
+	struct model_worker *et = model_worker_create(model, NULL);
 	REQUIRE(et);
-	REQUIRE(engine_thread_wait_loaded(et) == ENGINE_THREAD_READY);
-	CHECK(engine_thread_error(et) == NULL);
-	CHECK(engine_thread_tokenizer(et) != NULL);
-	CHECK(engine_thread_grammar(et) != NULL);
-	CHECK_INT_EQ(engine_thread_tokens_per_tile(et), 4);
-	CHECK_INT_EQ(engine_thread_call(et, job_count, NULL), 7);
+	REQUIRE(model_worker_wait_loaded(et) == MODEL_WORKER_READY);
+	CHECK(model_worker_error(et) == NULL);
+	CHECK(model_worker_tokenizer(et) != NULL);
+	CHECK(model_worker_grammar(et) != NULL);
+	CHECK_INT_EQ(model_worker_tokens_per_tile(et), 4);
+	CHECK_INT_EQ(model_worker_call(et, job_count, NULL), 7);
 
-	json_t *st = engine_thread_status(et);
+	json_t *st = model_worker_status(et);
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "state")), "ready");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "name")), "tiny-agent");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "backend")), "cpu");
@@ -132,13 +132,13 @@ static void test_loaded(const char *model)
 	CHECK(!atomic_load(&wrong_thread));
 	CHECK(!pthread_equal(engine_tid, pthread_self()));
 
-	engine_thread_account(et, 1, 1000);
-	st = engine_thread_status(et);
+	model_worker_account(et, 1, 1000);
+	st = model_worker_status(et);
 	CHECK_INT_EQ(json_integer_value(json_object_get(st, "sessions")), 1);
 	CHECK_INT_EQ(json_integer_value(json_object_get(st, "state_bytes")), 1000);
 	json_decref(st);
-	engine_thread_account(et, -1, -1000);
-	engine_thread_destroy(et);
+	model_worker_account(et, -1, -1000);
+	model_worker_destroy(et);
 }
 
 /* The schema of a holod from before the agent (migration 0 -> 1 as shipped). */

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "engine-thread.h"
+#include "model-worker.h"
 #include "http.h"
 #include "journal.h"
 #include "scheduler.h"
@@ -46,7 +46,7 @@ static struct {
 	int listen_fd;
 	struct journal *journal;
 	struct shotwriter *writer;
-	struct engine_thread *engine;
+	struct model_worker *worker;
 	struct scheduler *scheduler;
 	struct http_server *http;
 } srv = {.listen_fd = -1};
@@ -99,14 +99,14 @@ static void server_start(void)
 	free(db);
 	check(srv.journal != NULL, "journal_open");
 	srv.writer = shotwriter_create(srv.dir, srv.journal, NULL, NULL);
-	srv.engine = engine_thread_create(NULL, NULL);
-	check(srv.writer && srv.engine, "writer and engine thread");
+	srv.worker = model_worker_create(NULL, NULL);
+	check(srv.writer && srv.worker, "writer and model worker");
 	struct scheduler_config sc = {
 		.display = ":65533", /* no such server: every task fails at once */
 		.settle_ms = 0,
 		.max_steps = 100,
 		.max_seconds = 5,
-		.agent = {.engine = srv.engine, .window = 1, .context_tokens = 1024, .step_tokens = 64},
+		.agent = {.worker = srv.worker, .window = 1, .context_tokens = 1024, .step_tokens = 64},
 	};
 	srv.scheduler = scheduler_create(&sc, srv.journal, srv.writer);
 	check(srv.scheduler != NULL, "scheduler_create");
@@ -121,7 +121,7 @@ static void server_start(void)
 	struct http_context hc = {
 		.scheduler = srv.scheduler,
 		.journal = srv.journal,
-		.engine = srv.engine,
+		.worker = srv.worker,
 		.state_dir = srv.dir,
 		.display = ":65533",
 		.socket_path = srv.socket_path,
@@ -138,7 +138,7 @@ static void server_stop(void)
 	scheduler_stop(srv.scheduler, "fuzz replay done");
 	http_server_destroy(srv.http);
 	scheduler_destroy(srv.scheduler);
-	engine_thread_destroy(srv.engine);
+	model_worker_destroy(srv.worker);
 	shotwriter_destroy(srv.writer);
 	journal_close(srv.journal);
 	close(srv.listen_fd);

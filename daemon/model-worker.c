@@ -1,5 +1,5 @@
-/* The engine thread (see the DESIGN comment in engine-thread.h). */
-#include "engine-thread.h"
+/* The model worker (see the DESIGN comment in model-worker.h). */
+#include "model-worker.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -13,30 +13,30 @@
 #include "ipc.h"
 
 struct job {
-	int (*fn)(struct engine_ctx *ctx, void *arg);
+	int (*fn)(struct worker_ctx *ctx, void *arg);
 	void *arg;
 	int result;
 	bool done;
 };
 
-struct engine_thread {
+struct model_worker {
 	char *dir; /* NULL: no model */
 	struct engine_backend_options backend; /* as given; resolved by the load */
 
 	pthread_mutex_t lock;
-	pthread_cond_t wake; /* engine thread: a job was queued, or stopping */
+	pthread_cond_t wake; /* model worker: a job was queued, or stopping */
 	pthread_cond_t done; /* submitters: a job finished, the queue has room, or the load ended */
-	struct job *queue[ENGINE_THREAD_QUEUE_MAX];
+	struct job *queue[MODEL_WORKER_QUEUE_MAX];
 	size_t head, n_queued;
 	bool stopping;
-	enum engine_thread_state state;
-	char error[ENGINE_THREAD_MAX_ERROR];
+	enum model_worker_state state;
+	char error[MODEL_WORKER_MAX_ERROR];
 	int sessions;
 	long long state_bytes;
 	uint64_t load_us;
 
-	/* Written by the engine thread before the state becomes READY, immutable afterwards. */
-	struct engine_ctx ctx;
+	/* Written by the model worker before the state becomes READY, immutable afterwards. */
+	struct worker_ctx ctx;
 	struct engine_model_info info;
 	int tokens_per_tile;
 	char content_sha256[65]; /* "" when the files could not be read */
@@ -45,22 +45,22 @@ struct engine_thread {
 	bool started;
 };
 
-static void set_failed(struct engine_thread *et, const char *format, ...)
+static void set_failed(struct model_worker *et, const char *format, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void set_failed(struct engine_thread *et, const char *format, ...)
+static void set_failed(struct model_worker *et, const char *format, ...)
 {
 	va_list ap;
 	pthread_mutex_lock(&et->lock);
 	va_start(ap, format);
 	vsnprintf(et->error, sizeof(et->error), format, ap);
 	va_end(ap);
-	et->state = ENGINE_THREAD_FAILED;
+	et->state = MODEL_WORKER_FAILED;
 	pthread_cond_broadcast(&et->done);
 	pthread_mutex_unlock(&et->lock);
 }
 
-static void unload(struct engine_ctx *ctx)
+static void unload(struct worker_ctx *ctx)
 {
 	policy_masker_destroy(ctx->masker);
 	policy_grammar_destroy((struct policy_grammar *)ctx->grammar);
@@ -72,12 +72,12 @@ static void unload(struct engine_ctx *ctx)
 
 /* Longest part read into the model's content hash: config.json, the weights index, or the JSON
  * header of a single model.safetensors. Larger is not a checkpoint holod loads. */
-#define ENGINE_THREAD_HASH_MAX_PART (64u << 20)
+#define MODEL_WORKER_HASH_MAX_PART (64u << 20)
 
 /* Appends "name\n<size>\n<bytes>" of `size` bytes read from `f` at its position. */
 static int hash_part(FILE *f, const char *name, uint64_t size, char **buf, size_t *len)
 {
-	if (size > ENGINE_THREAD_HASH_MAX_PART)
+	if (size > MODEL_WORKER_HASH_MAX_PART)
 		return -EFBIG;
 	char head[NAME_MAX + 32];
 	int n = snprintf(head, sizeof(head), "%s\n%llu\n", name, (unsigned long long)size);
@@ -143,10 +143,10 @@ static int model_content_hash(const char *dir, char ret[65])
 
 /* Loads everything an agent task needs; on failure the state says why and holod goes on
  * serving scripts. */
-static void load(struct engine_thread *et)
+static void load(struct model_worker *et)
 {
-	struct engine_ctx *ctx = &et->ctx;
-	char err[ENGINE_THREAD_MAX_ERROR - 64] = "";
+	struct worker_ctx *ctx = &et->ctx;
+	char err[MODEL_WORKER_MAX_ERROR - 64] = "";
 	uint64_t t0 = time_mono_us();
 	int r;
 
@@ -232,7 +232,7 @@ static void load(struct engine_thread *et)
 
 	pthread_mutex_lock(&et->lock);
 	et->load_us = time_mono_us() - t0;
-	et->state = ENGINE_THREAD_READY;
+	et->state = MODEL_WORKER_READY;
 	pthread_cond_broadcast(&et->done);
 	pthread_mutex_unlock(&et->lock);
 	struct engine_backend_info bi;
@@ -247,9 +247,9 @@ fail:
 	log_error("%s; instruction tasks are refused, scripts still work", et->error);
 }
 
-static void *engine_main(void *userdata)
+static void *worker_main(void *userdata)
 {
-	struct engine_thread *et = userdata;
+	struct model_worker *et = userdata;
 
 	if (et->dir)
 		load(et);
@@ -260,7 +260,7 @@ static void *engine_main(void *userdata)
 		if (et->stopping)
 			break;
 		struct job *j = et->queue[et->head];
-		et->head = (et->head + 1) % ENGINE_THREAD_QUEUE_MAX;
+		et->head = (et->head + 1) % MODEL_WORKER_QUEUE_MAX;
 		et->n_queued--;
 		pthread_mutex_unlock(&et->lock);
 
@@ -274,7 +274,7 @@ static void *engine_main(void *userdata)
 	/* Jobs left in the queue are answered; their submitters are waiting. */
 	while (et->n_queued) {
 		struct job *j = et->queue[et->head];
-		et->head = (et->head + 1) % ENGINE_THREAD_QUEUE_MAX;
+		et->head = (et->head + 1) % MODEL_WORKER_QUEUE_MAX;
 		et->n_queued--;
 		j->result = -ESHUTDOWN;
 		j->done = true;
@@ -284,21 +284,21 @@ static void *engine_main(void *userdata)
 	return NULL;
 }
 
-struct engine_thread *engine_thread_create(const char *model_dir,
-					   const struct engine_backend_options *backend)
+struct model_worker *model_worker_create(const char *model_dir,
+					const struct engine_backend_options *backend)
 {
-	struct engine_thread *et = xcalloc(1, sizeof(*et));
+	struct model_worker *et = xcalloc(1, sizeof(*et));
 	int r;
 
 	et->backend = backend ? *backend
 			      : (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
 	et->dir = model_dir ? xstrdup(model_dir) : NULL;
-	et->state = model_dir ? ENGINE_THREAD_LOADING : ENGINE_THREAD_NONE;
+	et->state = model_dir ? MODEL_WORKER_LOADING : MODEL_WORKER_NONE;
 	pthread_mutex_init(&et->lock, NULL);
 	pthread_cond_init(&et->wake, NULL);
 	pthread_cond_init(&et->done, NULL);
-	if ((r = pthread_create(&et->thread, NULL, engine_main, et)) != 0) {
-		engine_thread_destroy(et);
+	if ((r = pthread_create(&et->thread, NULL, worker_main, et)) != 0) {
+		model_worker_destroy(et);
 		errno = r;
 		return NULL;
 	}
@@ -306,7 +306,7 @@ struct engine_thread *engine_thread_create(const char *model_dir,
 	return et;
 }
 
-void engine_thread_destroy(struct engine_thread *et)
+void model_worker_destroy(struct model_worker *et)
 {
 	if (!et)
 		return;
@@ -325,61 +325,61 @@ void engine_thread_destroy(struct engine_thread *et)
 	free(et);
 }
 
-enum engine_thread_state engine_thread_state(struct engine_thread *et)
+enum model_worker_state model_worker_state(struct model_worker *et)
 {
 	pthread_mutex_lock(&et->lock);
-	enum engine_thread_state s = et->state;
+	enum model_worker_state s = et->state;
 	pthread_mutex_unlock(&et->lock);
 	return s;
 }
 
-enum engine_thread_state engine_thread_wait_loaded(struct engine_thread *et)
+enum model_worker_state model_worker_wait_loaded(struct model_worker *et)
 {
 	pthread_mutex_lock(&et->lock);
-	while (et->state == ENGINE_THREAD_LOADING && !et->stopping)
+	while (et->state == MODEL_WORKER_LOADING && !et->stopping)
 		pthread_cond_wait(&et->done, &et->lock);
-	enum engine_thread_state s = et->state;
+	enum model_worker_state s = et->state;
 	pthread_mutex_unlock(&et->lock);
 	return s;
 }
 
-const char *engine_thread_error(struct engine_thread *et)
+const char *model_worker_error(struct model_worker *et)
 {
-	return engine_thread_state(et) == ENGINE_THREAD_FAILED ? et->error : NULL;
+	return model_worker_state(et) == MODEL_WORKER_FAILED ? et->error : NULL;
 }
 
-const struct engine_tokenizer *engine_thread_tokenizer(struct engine_thread *et)
+const struct engine_tokenizer *model_worker_tokenizer(struct model_worker *et)
 {
-	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->ctx.tok : NULL;
+	return model_worker_state(et) == MODEL_WORKER_READY ? et->ctx.tok : NULL;
 }
 
-const struct policy_grammar *engine_thread_grammar(struct engine_thread *et)
+const struct policy_grammar *model_worker_grammar(struct model_worker *et)
 {
-	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->ctx.grammar : NULL;
+	return model_worker_state(et) == MODEL_WORKER_READY ? et->ctx.grammar : NULL;
 }
 
-int engine_thread_tokens_per_tile(struct engine_thread *et)
+int model_worker_tokens_per_tile(struct model_worker *et)
 {
-	return engine_thread_state(et) == ENGINE_THREAD_READY ? et->tokens_per_tile : 0;
+	return model_worker_state(et) == MODEL_WORKER_READY ? et->tokens_per_tile : 0;
 }
 
-static const char *state_name(enum engine_thread_state s)
+static const char *state_name(enum model_worker_state s)
 {
 	switch (s) {
-	case ENGINE_THREAD_LOADING:
+	case MODEL_WORKER_LOADING:
 		return "loading";
-	case ENGINE_THREAD_READY:
+	case MODEL_WORKER_READY:
 		return "ready";
-	case ENGINE_THREAD_FAILED:
+	case MODEL_WORKER_FAILED:
 		return "failed";
 	default:
 		return "none";
 	}
 }
 
-json_t *engine_thread_provenance(struct engine_thread *et)
+json_t *model_worker_provenance(struct model_worker *et)
 {
-	if (engine_thread_state(et) != ENGINE_THREAD_READY)
+	if (model_worker_state(et) != MODEL_WORKER_READY)
 		return json_null();
 	const char *slash = strrchr(et->dir, '/');
 	struct engine_backend_info bi;
@@ -391,7 +391,7 @@ json_t *engine_thread_provenance(struct engine_thread *et)
 			 engine_precision_name(bi.precision));
 }
 
-json_t *engine_thread_status(struct engine_thread *et)
+json_t *model_worker_status(struct model_worker *et)
 {
 	if (!et || !et->dir)
 		return json_null();
@@ -399,10 +399,10 @@ json_t *engine_thread_status(struct engine_thread *et)
 	const char *slash = strrchr(et->dir, '/');
 	char name[NAME_MAX + 1];
 	snprintf(name, sizeof(name), "%s", slash && slash[1] ? slash + 1 : et->dir);
-	bool ready = et->state == ENGINE_THREAD_READY;
+	bool ready = et->state == MODEL_WORKER_READY;
 	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:i, s:s, s:i}", "path", et->dir,
 			      "name", name, "state", state_name(et->state), "error",
-			      et->state == ENGINE_THREAD_FAILED ? json_string(et->error) :
+			      et->state == MODEL_WORKER_FAILED ? json_string(et->error) :
 								  json_null(),
 			      "backend", engine_backend_kind_name(et->backend.kind), "threads",
 			      engine_get_threads(), "kernels",
@@ -437,27 +437,27 @@ json_t *engine_thread_status(struct engine_thread *et)
 	return o;
 }
 
-int engine_thread_call(struct engine_thread *et, int (*fn)(struct engine_ctx *ctx, void *arg),
-		       void *arg)
+int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg),
+		      void *arg)
 {
 	struct job j = {.fn = fn, .arg = arg};
 	int r;
 
 	pthread_mutex_lock(&et->lock);
-	while (et->state == ENGINE_THREAD_LOADING && !et->stopping)
+	while (et->state == MODEL_WORKER_LOADING && !et->stopping)
 		pthread_cond_wait(&et->done, &et->lock);
-	while (!et->stopping && et->state == ENGINE_THREAD_READY &&
-	       et->n_queued == ENGINE_THREAD_QUEUE_MAX)
+	while (!et->stopping && et->state == MODEL_WORKER_READY &&
+	       et->n_queued == MODEL_WORKER_QUEUE_MAX)
 		pthread_cond_wait(&et->done, &et->lock);
 	if (et->stopping) {
 		r = -ESHUTDOWN;
 		goto unlock;
 	}
-	if (et->state != ENGINE_THREAD_READY) {
+	if (et->state != MODEL_WORKER_READY) {
 		r = -ENODEV;
 		goto unlock;
 	}
-	et->queue[(et->head + et->n_queued) % ENGINE_THREAD_QUEUE_MAX] = &j;
+	et->queue[(et->head + et->n_queued) % MODEL_WORKER_QUEUE_MAX] = &j;
 	et->n_queued++;
 	pthread_cond_signal(&et->wake);
 	while (!j.done)
@@ -468,7 +468,7 @@ unlock:
 	return r;
 }
 
-void engine_thread_account(struct engine_thread *et, int sessions_delta, long long bytes_delta)
+void model_worker_account(struct model_worker *et, int sessions_delta, long long bytes_delta)
 {
 	pthread_mutex_lock(&et->lock);
 	et->sessions += sessions_delta;
