@@ -17,23 +17,14 @@ struct cli_table {
 	size_t rows, alloc_rows;
 };
 
-static size_t utf8_width(const char *s)
+/* Columns a rendered cell or a header takes: one per character (both are valid UTF-8). */
+static size_t cell_width(const char *s)
 {
 	size_t w = 0;
 	for (; *s; s++)
 		if (((unsigned char)*s & 0xC0) != 0x80)
 			w++;
 	return w;
-}
-
-/* Length in bytes of the UTF-8 sequence starting at s (1 for invalid or ASCII). */
-static size_t utf8_seq_len(const unsigned char *s)
-{
-	size_t n = *s >= 0xF0 ? 4 : *s >= 0xE0 ? 3 : *s >= 0xC0 ? 2 : 1;
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xC0) != 0x80)
-			return 1;
-	return n;
 }
 
 char *cli_table_render_cell(const char *text)
@@ -45,12 +36,14 @@ char *cli_table_render_cell(const char *text)
 	const unsigned char *p = (const unsigned char *)text;
 
 	while (*p) {
-		size_t n = 1;
+		size_t n = 1, left = strnlen((const char *)p, UTF8_MAX_SEQ);
+		uint32_t cp;
 		if (*p == '\n' || *p == '\t' || *p == '\r') {
 			out[o++] = '\\';
 			out[o++] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
 			cols += 2;
-		} else if (*p < 0x20 || *p == 0x7F || (*p >= 0x80 && (n = utf8_seq_len(p)) == 1)) {
+		} else if (*p < 0x20 || *p == 0x7F || (*p >= 0x80 && !(n = utf8_decode(p, left, &cp)))) {
+			n = 1; /* invalid UTF-8 (overlong, surrogate, truncated): byte by byte */
 			o += (size_t)sprintf(out + o, "\\x%02X", *p);
 			cols += 4;
 		} else {
@@ -136,7 +129,7 @@ static void print_row(const struct cli_table *t, char *const *row, const size_t 
 	while (last > 1 && row[last - 1][0] == '\0')
 		last--;
 	for (size_t c = 0; c < last; c++) {
-		size_t pad = width[c] - utf8_width(row[c]);
+		size_t pad = width[c] - cell_width(row[c]);
 		if (c > 0)
 			fputs("  ", f);
 		if (t->align[c] == CLI_ALIGN_RIGHT)
@@ -154,9 +147,9 @@ int cli_table_print(const struct cli_table *t, FILE *f)
 	size_t width[CLI_TABLE_MAX_COLUMNS] = {0};
 
 	for (size_t c = 0; c < t->ncolumns; c++) {
-		width[c] = utf8_width(t->headers[c]);
+		width[c] = cell_width(t->headers[c]);
 		for (size_t r = 0; r < t->rows; r++)
-			width[c] = MAX(width[c], utf8_width(t->cells[r * t->ncolumns + c]));
+			width[c] = MAX(width[c], cell_width(t->cells[r * t->ncolumns + c]));
 	}
 	if (!t->hide_header)
 		print_row(t, t->headers, width, f);

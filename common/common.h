@@ -1,4 +1,4 @@
-/* common: logging, checked allocation, XDG paths, monotonic time.
+/* common: logging, checked allocation, XDG paths, monotonic time, UTF-8.
  *
  * The one public header of the common module. Everything here is safe to call from any thread:
  * the log sink serialises whole lines with a mutex, and nothing else holds state.
@@ -101,3 +101,28 @@ uint64_t time_real_us(void);
 void time_sleep_us(uint64_t usec);
 /* Formats a wall-clock time (us since epoch) as RFC 3339 UTC with milliseconds into buf. */
 char *time_format_rfc3339(uint64_t real_us, char *buf, size_t size);
+
+/* ---- UTF-8 ------------------------------------------------------------------------------- */
+
+/* Well-formed UTF-8 as Unicode defines it (Table 3-7): overlong forms, surrogates
+ * (U+D800..U+DFFF), code points above U+10FFFF and truncated sequences are invalid everywhere
+ * in holod. The functions take any bytes (no NUL needed; U+0000 is a valid one-byte sequence). */
+
+/* The longest sequence. */
+#define UTF8_MAX_SEQ 4
+/* U+FFFD REPLACEMENT CHARACTER, what invalid bytes become where text must be valid. */
+#define UTF8_REPLACEMENT "\xEF\xBF\xBD"
+
+/* Length (1 to 4) of the well-formed sequence that s[0..len) starts with, its code point in
+ * *ret_cp; 0 when it starts with none (len == 0 included; *ret_cp untouched). */
+size_t utf8_decode(const void *s, size_t len, uint32_t *ret_cp);
+/* Whether all of s[0..len) is well-formed UTF-8. */
+bool utf8_valid(const void *s, size_t len);
+/* Writes cp's sequence to out and returns its length (1 to 4); 0 for a surrogate or a value
+ * above U+10FFFF, which have none. */
+size_t utf8_encode(uint32_t cp, char out[UTF8_MAX_SEQ]);
+/* How many bytes at the start of s[0..len) form a maximal invalid subpart (Unicode's
+ * "substitution of maximal subparts", as WHATWG and Rust's from_utf8_lossy: each such part
+ * becomes one U+FFFD), >= 1; 0 when s starts a well-formed sequence, or when s[0..len) is a
+ * proper prefix of one that more bytes could complete. */
+size_t utf8_invalid_prefix(const void *s, size_t len);

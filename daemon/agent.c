@@ -396,47 +396,18 @@ finish:
 
 /* ---- the loop (executor thread) ----------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-	size_t len;
-	uint32_t cp;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, cp = c & 0x1f;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, cp = c & 0x0f;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, cp = c & 0x07;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 /* A copy of the text that is valid UTF-8 (what JSON and the journal's readers need): the
  * model's raw output is sampled token by token and may end inside a character, or, without
  * the grammar, be any bytes. Invalid bytes become U+FFFD. */
-static char *utf8_valid(const char *text, size_t len)
+static char *valid_utf8_copy(const char *text, size_t len)
 {
 	char *out = xmalloc(len * 3 + 1);
 	size_t o = 0;
 	for (size_t i = 0; i < len;) {
-		size_t n = utf8_seq((const unsigned char *)text + i, len - i);
-		if (n == 0 || (n == 1 && text[i] == '\0')) {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
+		uint32_t cp;
+		size_t n = utf8_decode(text + i, len - i, &cp);
+		if (n == 0 || cp == 0) {
+			memcpy(out + o, UTF8_REPLACEMENT, 3);
 			o += 3;
 			i++;
 			continue;
@@ -483,7 +454,7 @@ static char *prompt_text(const struct policy_piece *piece, const struct policy_p
 	}
 	out[o] = '\0';
 	/* A cut may have split a character. */
-	char *valid = utf8_valid(out, o);
+	char *valid = valid_utf8_copy(out, o);
 	free(out);
 	return valid;
 }
@@ -833,7 +804,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		sj.slot_rows = slots;
 		sj.close = a.history == IPC_HISTORY_PERSISTENT ? &close : NULL;
 		r = model_worker_call(cfg->worker, job_step, &sj);
-		char *raw = utf8_valid(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
+		char *raw = valid_utf8_copy(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 		free(sj.raw);
 		sj.raw = raw;
 		char *ptext = prompt_text(&piece, sj.close);
@@ -879,7 +850,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 					     index, sj.err[0] ? sj.err : strerror(-r), sj.attempts,
 					     sj.raw);
 			/* %.300s may have cut a character in two. */
-			char *e = utf8_valid(e0, strlen(e0));
+			char *e = valid_utf8_copy(e0, strlen(e0));
 			free(e0);
 			journal_invalid(&a, index, &as, e);
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", e);

@@ -127,21 +127,17 @@ static bool py_space(uint32_t c)
 	       c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-/* The code point at s[0..len) (valid UTF-8 assumed by the caller's earlier check; anything
- * else counts as a non-space byte) and its length. */
+/* The code point at s[0..len) and its length (the caller checked the text is valid UTF-8;
+ * an invalid byte would count as one non-space U+FFFD). */
 static uint32_t utf8_at(const unsigned char *s, size_t len, size_t *ret_n)
 {
-	size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : 4;
 	uint32_t c;
 
-	if (n > len || (n > 1 && (s[0] & 0xc0) != 0xc0)) {
+	*ret_n = utf8_decode(s, len, &c);
+	if (!*ret_n) {
 		*ret_n = 1;
 		return 0xfffd;
 	}
-	c = n == 1 ? s[0] : n == 2 ? s[0] & 0x1fu : n == 3 ? s[0] & 0x0fu : s[0] & 0x07u;
-	for (size_t i = 1; i < n; i++)
-		c = (c << 6) | (s[i] & 0x3fu);
-	*ret_n = n;
 	return c;
 }
 

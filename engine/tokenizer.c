@@ -852,7 +852,7 @@ static size_t char_start_before(const char *s, size_t end)
 static size_t char_len_at(const char *s, size_t len)
 {
 	uint32_t cp;
-	size_t k = tok_utf8_decode((const uint8_t *)s, len, &cp);
+	size_t k = utf8_decode((const uint8_t *)s, len, &cp);
 
 	return k ? k : 1;
 }
@@ -861,7 +861,7 @@ static bool cp_at_is_space(const char *s, size_t len)
 {
 	uint32_t cp;
 
-	return tok_utf8_decode((const uint8_t *)s, len, &cp) && tok_is_whitespace(cp);
+	return utf8_decode((const uint8_t *)s, len, &cp) && tok_is_whitespace(cp);
 }
 
 /* Cuts the added tokens of trie `t` out of s and encodes the stretches between them: with the
@@ -948,7 +948,7 @@ int engine_tokenizer_encode(const struct engine_tokenizer *tok, const char *text
 		return -EINVAL;
 	if (len > ENGINE_TOKENIZER_MAX_INPUT_BYTES)
 		return -E2BIG;
-	if (!tok_utf8_valid((const uint8_t *)text, len))
+	if (!utf8_valid((const uint8_t *)text, len))
 		return -EILSEQ;
 	r = encode_added(&e, &tok->trie_raw, true, text, len);
 	if (r < 0)

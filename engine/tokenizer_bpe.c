@@ -400,7 +400,7 @@ int tok_bpe_word(const struct tok_bpe *bpe, const char *word, size_t len, struct
 
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
-		size_t k = tok_utf8_decode((const uint8_t *)word + i, len - i, &cp);
+		size_t k = utf8_decode((const uint8_t *)word + i, len - i, &cp);
 		int32_t id;
 
 		if (!k)

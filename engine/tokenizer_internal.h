@@ -86,18 +86,8 @@ int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t va
 /* Returns the value or -1. */
 int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len);
 
-/* ---- UTF-8 (tokenizer_util.c) ---------------------------------------------------------- */
+/* ---- UTF-8 (tokenizer_util.c; decoding and validation are common.h's utf8_*) ------------ */
 
-/* Length of the well-formed UTF-8 sequence at s (1-4, writing the code point), or 0 when the
- * bytes at s are not a complete well-formed sequence. */
-size_t tok_utf8_decode(const uint8_t *s, size_t len, uint32_t *ret_cp);
-bool tok_utf8_valid(const uint8_t *s, size_t len);
-/* Writes cp as UTF-8 into out (>= 4 bytes); returns the length. */
-size_t tok_utf8_encode(uint32_t cp, char *out);
-/* Length of the maximal prefix of an ill-formed sequence at s (WHATWG / Rust from_utf8_lossy:
- * one U+FFFD per such prefix), or 0 when s starts a well-formed sequence or `len` bytes are a
- * proper prefix of one that more bytes could complete. */
-size_t tok_utf8_invalid_prefix(const uint8_t *s, size_t len);
 /* Appends bytes to out replacing ill-formed sequences by U+FFFD, as Rust's
  * String::from_utf8_lossy. With keep_tail, an incomplete sequence at the end is not converted;
  * its length is returned in *ret_tail (0 otherwise). Returns 0 or -ENOMEM. */

@@ -416,7 +416,7 @@ static int find_matches(const pcre2_code *re, const char *s, size_t len, pcre2_m
 		} else {
 			/* An empty match: step over one character so the search moves on. */
 			uint32_t cp;
-			size_t k = end < len ? tok_utf8_decode((const uint8_t *)s + end, len - end, &cp) : 1;
+			size_t k = end < len ? utf8_decode((const uint8_t *)s + end, len - end, &cp) : 1;
 
 			pos = end + (k ? k : 1);
 		}

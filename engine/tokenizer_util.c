@@ -221,125 +221,9 @@ int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
 
 /* ---- UTF-8 -------------------------------------------------------------------------------- */
 
-/* The lead byte's sequence length and the allowed range of the first continuation byte
- * (Unicode Table 3-7); 0 for bytes that cannot start a sequence. */
-static size_t utf8_lead(uint8_t b, uint8_t *lo, uint8_t *hi)
-{
-	*lo = 0x80;
-	*hi = 0xBF;
-	if (b < 0x80)
-		return 1;
-	if (b >= 0xC2 && b <= 0xDF)
-		return 2;
-	if (b >= 0xE0 && b <= 0xEF) {
-		if (b == 0xE0)
-			*lo = 0xA0;
-		else if (b == 0xED)
-			*hi = 0x9F;
-		return 3;
-	}
-	if (b >= 0xF0 && b <= 0xF4) {
-		if (b == 0xF0)
-			*lo = 0x90;
-		else if (b == 0xF4)
-			*hi = 0x8F;
-		return 4;
-	}
-	return 0;
-}
-
-size_t tok_utf8_decode(const uint8_t *s, size_t len, uint32_t *ret_cp)
-{
-	uint8_t lo, hi;
-	size_t n;
-	uint32_t cp;
-
-	if (!len)
-		return 0;
-	n = utf8_lead(s[0], &lo, &hi);
-	if (!n || n > len)
-		return 0;
-	cp = n == 1 ? s[0] : (uint32_t)s[0] & (0x7Fu >> n);
-	for (size_t i = 1; i < n; i++) {
-		if (s[i] < lo || s[i] > hi)
-			return 0;
-		lo = 0x80;
-		hi = 0xBF;
-		cp = (cp << 6) | (s[i] & 0x3Fu);
-	}
-	*ret_cp = cp;
-	return n;
-}
-
-bool tok_utf8_valid(const uint8_t *s, size_t len)
-{
-	size_t i = 0;
-	uint32_t cp;
-
-	while (i < len) {
-		size_t n;
-
-		if (s[i] < 0x80) {
-			i++;
-			continue;
-		}
-		n = tok_utf8_decode(s + i, len - i, &cp);
-		if (!n)
-			return false;
-		i += n;
-	}
-	return true;
-}
-
-size_t tok_utf8_encode(uint32_t cp, char *out)
-{
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xC0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xE0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		out[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	out[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
-size_t tok_utf8_invalid_prefix(const uint8_t *s, size_t len)
-{
-	uint8_t lo, hi;
-	size_t n;
-
-	if (!len)
-		return 0;
-	n = utf8_lead(s[0], &lo, &hi);
-	if (!n)
-		return 1;
-	for (size_t i = 1; i < n; i++) {
-		if (i >= len)
-			return 0; /* a proper prefix: more bytes may complete it */
-		if (s[i] < lo || s[i] > hi)
-			return i;
-		lo = 0x80;
-		hi = 0xBF;
-	}
-	return 0;
-}
-
 int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, bool keep_tail,
 			  size_t *ret_tail)
 {
-	static const char replacement[] = "\xEF\xBF\xBD";
 	size_t i = 0, run = 0, tail = 0;
 	uint32_t cp;
 	int r;
@@ -351,7 +235,7 @@ int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, boo
 		return 0;
 	}
 	while (i < len) {
-		size_t n = s[i] < 0x80 ? 1 : tok_utf8_decode(s + i, len - i, &cp), bad;
+		size_t n = s[i] < 0x80 ? 1 : utf8_decode(s + i, len - i, &cp), bad;
 
 		if (n) {
 			i += n;
@@ -360,7 +244,7 @@ int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, boo
 		r = tok_buf_append(out, s + run, i - run);
 		if (r < 0)
 			return r;
-		bad = tok_utf8_invalid_prefix(s + i, len - i);
+		bad = utf8_invalid_prefix(s + i, len - i);
 		if (!bad) {
 			/* Incomplete at the very end. */
 			if (keep_tail) {
@@ -370,7 +254,7 @@ int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, boo
 			}
 			bad = len - i;
 		}
-		r = tok_buf_append(out, replacement, 3);
+		r = tok_buf_append(out, UTF8_REPLACEMENT, 3);
 		if (r < 0)
 			return r;
 		i += bad;
@@ -402,8 +286,8 @@ void tok_bytelevel_init(struct tok_bytelevel *bl)
 	for (uint32_t b = 0; b < 256; b++) {
 		bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
 		uint32_t cp = printable ? b : next++;
-		char tmp[4];
-		size_t n = tok_utf8_encode(cp, tmp);
+		char tmp[UTF8_MAX_SEQ];
+		size_t n = utf8_encode(cp, tmp);
 
 		memcpy(bl->utf8[b], tmp, n);
 		bl->utf8_len[b] = (uint8_t)n;
@@ -441,7 +325,7 @@ size_t tok_bytelevel_unmap(const struct tok_bytelevel *bl, const char *s, size_t
 
 	while (i < len) {
 		uint32_t cp;
-		size_t k = tok_utf8_decode(u + i, len - i, &cp);
+		size_t k = utf8_decode(u + i, len - i, &cp);
 
 		if (!k || cp >= ARRAY_SIZE(bl->byte_of) || bl->byte_of[cp] < 0) {
 			memcpy(out, s, len);

@@ -198,7 +198,7 @@ int x11_key_lookup(const char *name, uint32_t *ret_keysym)
 	}
 	/* One character: letters by their lowercase key (a hotkey "ctrl+A" means the A key),
 	 * anything else by its own keysym. */
-	if (x11_utf8_decode(name, len, &cp) == (int)len) {
+	if (utf8_decode(name, len, &cp) == len) {
 		if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
 			return -EINVAL;
 		if (cp >= 'A' && cp <= 'Z')

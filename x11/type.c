@@ -12,39 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int x11_utf8_decode(const char *s, size_t len, uint32_t *ret_cp)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	uint32_t cp, min;
-	int n;
-
-	if (len == 0)
-		return -EINVAL;
-	if (u[0] < 0x80) {
-		*ret_cp = u[0];
-		return 1;
-	} else if ((u[0] & 0xe0) == 0xc0) {
-		n = 2, cp = u[0] & 0x1f, min = 0x80;
-	} else if ((u[0] & 0xf0) == 0xe0) {
-		n = 3, cp = u[0] & 0x0f, min = 0x800;
-	} else if ((u[0] & 0xf8) == 0xf0) {
-		n = 4, cp = u[0] & 0x07, min = 0x10000;
-	} else {
-		return -EINVAL;
-	}
-	if (len < (size_t)n)
-		return -EINVAL;
-	for (int i = 1; i < n; i++) {
-		if ((u[i] & 0xc0) != 0x80)
-			return -EINVAL;
-		cp = (cp << 6) | (u[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return -EINVAL;
-	*ret_cp = cp;
-	return n;
-}
-
 uint32_t x11_keysym_from_codepoint(uint32_t cp)
 {
 	/* Latin-1 keysyms equal their code points; the rest use the Unicode keysym range. */
@@ -80,8 +47,8 @@ int x11_text_validate(const char *utf8, char *errbuf, size_t errlen)
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < len;) {
-		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
-		if (n < 0) {
+		size_t n = utf8_decode(utf8 + i, len - i, &cp);
+		if (!n) {
 			if (errbuf)
 				snprintf(errbuf, errlen, "invalid UTF-8 at byte %zu", i);
 			return -EINVAL;
@@ -94,7 +61,7 @@ int x11_text_validate(const char *utf8, char *errbuf, size_t errlen)
 					 (unsigned)cp, i);
 			return -EINVAL;
 		}
-		i += (size_t)n;
+		i += n;
 	}
 	return 0;
 }
@@ -167,7 +134,7 @@ int x11_type(struct x11_display *d, const char *utf8)
 			r = -ECANCELED;
 			goto finish_keymap;
 		}
-		int n = x11_utf8_decode(utf8 + i, len - i, &cp);
+		size_t n = utf8_decode(utf8 + i, len - i, &cp);
 		uint32_t sym = text_keysym(cp);
 
 		r = x11_keymap_resolve(d, &km, sym, &pos);

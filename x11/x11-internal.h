@@ -130,9 +130,6 @@ int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_
 
 /* ---- text (type.c) ---------------------------------------------------------------------- */
 
-/* Decodes one UTF-8 code point at s (strict: no overlongs, surrogates or > U+10FFFF).
- * Returns its length in bytes and writes *ret_cp, or -EINVAL. */
-int x11_utf8_decode(const char *s, size_t len, uint32_t *ret_cp);
 /* The keysym X uses for a Unicode code point (Latin-1 keysyms below U+0100). */
 uint32_t x11_keysym_from_codepoint(uint32_t cp);
 

@@ -505,6 +505,10 @@ static void test_table(void)
 	s = cli_table_render_cell("a\tb\x01\xff");
 	CHECK_STR_EQ(s, "a\\tb\\x01\\xFF");
 	free(s);
+	/* An overlong '/', a surrogate and a truncated sequence are escaped too; é is kept. */
+	s = cli_table_render_cell("\xC0\xAF \xED\xA0\x80 \xC3\xA9 \xE2\x82");
+	CHECK_STR_EQ(s, "\\xC0\\xAF \\xED\\xA0\\x80 \xC3\xA9 \\xE2\\x82");
+	free(s);
 	char longtext[200];
 	memset(longtext, 'x', sizeof(longtext) - 1);
 	longtext[sizeof(longtext) - 1] = '\0';

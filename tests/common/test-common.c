@@ -101,11 +101,92 @@ static void test_time(void)
 		     "2023-11-14T22:13:20.123Z");
 }
 
+/* utf8_decode() on one input: the length it takes (0: rejected) and the code point. */
+static void check_decode(const char *s, size_t len, size_t want_n, uint32_t want_cp)
+{
+	uint32_t cp = 0xDEAD;
+	size_t n = utf8_decode(s, len, &cp);
+
+	CHECK_INT_EQ((long long)n, (long long)want_n);
+	if (want_n)
+		CHECK_INT_EQ((long long)cp, (long long)want_cp);
+	else
+		CHECK_INT_EQ((long long)cp, 0xDEAD);
+	CHECK(utf8_valid(s, len) == (want_n == len));
+}
+
+static void test_utf8(void)
+{
+	/* The shortest and longest code point of each length. */
+	check_decode("A", 1, 1, 'A');
+	check_decode("\0", 1, 1, 0);
+	check_decode("\x7F", 1, 1, 0x7F);
+	check_decode("\xC2\x80", 2, 2, 0x80);
+	check_decode("\xDF\xBF", 2, 2, 0x7FF);
+	check_decode("\xE0\xA0\x80", 3, 3, 0x800);
+	check_decode("\xED\x9F\xBF", 3, 3, 0xD7FF);
+	check_decode("\xEE\x80\x80", 3, 3, 0xE000);
+	check_decode("\xEF\xBF\xBF", 3, 3, 0xFFFF);
+	check_decode("\xF0\x90\x80\x80", 4, 4, 0x10000);
+	check_decode("\xF4\x8F\xBF\xBF", 4, 4, 0x10FFFF);
+	/* Overlong forms. */
+	check_decode("\xC0\xAF", 2, 0, 0);
+	check_decode("\xC1\xBF", 2, 0, 0);
+	check_decode("\xE0\x80\xAF", 3, 0, 0);
+	check_decode("\xE0\x9F\xBF", 3, 0, 0);
+	check_decode("\xF0\x80\x80\xAF", 4, 0, 0);
+	check_decode("\xF0\x8F\xBF\xBF", 4, 0, 0);
+	/* Surrogates, and beyond U+10FFFF. */
+	check_decode("\xED\xA0\x80", 3, 0, 0);
+	check_decode("\xED\xBF\xBF", 3, 0, 0);
+	check_decode("\xF4\x90\x80\x80", 4, 0, 0);
+	check_decode("\xF5\x80\x80\x80", 4, 0, 0);
+	check_decode("\xFF", 1, 0, 0);
+	/* Truncated sequences, a lone continuation byte, a continuation that is not one. */
+	check_decode("\xC3", 1, 0, 0);
+	check_decode("\xE2\x82", 2, 0, 0);
+	check_decode("\xF0\x9F\x98", 3, 0, 0);
+	check_decode("\x80", 1, 0, 0);
+	check_decode("\xE2\x28\xA1", 3, 0, 0);
+	check_decode("", 0, 0, 0);
+	/* Only the first sequence is decoded; validation covers the whole input. */
+	check_decode("\xC3\xB6\xFF", 3, 2, 0xF6);
+	CHECK(utf8_valid("a\xC3\xB6\xE2\x9C\x93\xF0\x9F\x98\x80z", 11));
+	CHECK(utf8_valid("", 0));
+
+	/* Every scalar value encodes to the sequence that decodes back to it; none else encodes. */
+	size_t bad = 0;
+	for (uint32_t cp = 0; cp <= 0x110000; cp++) {
+		char buf[UTF8_MAX_SEQ];
+		uint32_t back = 0;
+		size_t n = utf8_encode(cp, buf);
+		bool scalar = cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+
+		if (scalar ? n == 0 || utf8_decode(buf, n, &back) != n || back != cp ||
+				     n != (size_t)(cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4)
+			   : n != 0)
+			bad++;
+	}
+	CHECK_INT_EQ((long long)bad, 0);
+
+	/* Maximal invalid subparts (Unicode 3.9, table 3-8's example), and proper prefixes. */
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\x80\x80", 2), 1);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xC0\xAF", 2), 1);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xE0\x80", 2), 1);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xED\xA0\x80", 3), 1);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xF4\x90", 2), 1);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xE1\x80\x41", 3), 2);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xF1\x80\x80\x41", 4), 3);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xF1\x80\x80", 3), 0);
+	CHECK_INT_EQ((long long)utf8_invalid_prefix("\xE2", 1), 0);
+}
+
 int main(void)
 {
 	test_log();
 	test_alloc();
 	test_paths();
 	test_time();
+	test_utf8();
 	return test_exit();
 }

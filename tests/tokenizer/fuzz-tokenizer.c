@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "engine.h"
 #include "tokenizer_internal.h"
 
@@ -76,19 +77,19 @@ static int decode_both(const struct engine_tokenizer *tok, const int32_t *ids, s
 	for (size_t i = 0; i < n && rs == 0; i++) {
 		rs = engine_detok_push(d, ids[i], &chunk, &len);
 		if (rs == 0) {
-			check(tok_utf8_valid((const uint8_t *)chunk, len), "streamed chunk is valid UTF-8");
+			check(utf8_valid((const uint8_t *)chunk, len), "streamed chunk is valid UTF-8");
 			check(tok_buf_append(&streamed, chunk, len) == 0, "append");
 		}
 	}
 	if (rs == 0) {
 		check(engine_detok_flush(d, &chunk, &len) == 0, "flush");
-		check(tok_utf8_valid((const uint8_t *)chunk, len), "flushed chunk is valid UTF-8");
+		check(utf8_valid((const uint8_t *)chunk, len), "flushed chunk is valid UTF-8");
 		check(tok_buf_append(&streamed, chunk, len) == 0, "append");
 	}
 	engine_detok_destroy(d);
 	check((r == 0) == (rs == 0), "batch and streaming decode agree on errors");
 	if (r == 0) {
-		check(tok_utf8_valid((const uint8_t *)text, text_len), "decoded text is valid UTF-8");
+		check(utf8_valid((const uint8_t *)text, text_len), "decoded text is valid UTF-8");
 		check(text[text_len] == '\0', "decoded text is NUL-terminated");
 		check(streamed.len == text_len && memcmp(streamed.data ? streamed.data : "", text, text_len) == 0,
 		      "streaming decode equals batch decode");
@@ -101,7 +102,7 @@ static int decode_both(const struct engine_tokenizer *tok, const int32_t *ids, s
 
 static int run_encode(const struct engine_tokenizer *tok, const char *text, size_t len, bool lossless)
 {
-	bool valid = tok_utf8_valid((const uint8_t *)text, len);
+	bool valid = utf8_valid((const uint8_t *)text, len);
 	int result = 0;
 
 	for (int special = 0; special < 2; special++) {

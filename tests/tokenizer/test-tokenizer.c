@@ -13,48 +13,14 @@
 
 #include <jansson.h>
 
+#include "common.h"
 #include "engine.h"
 #include "test.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 TEST_DEFINE_GLOBALS;
 
 static char fixture_dir[4096];
 static char tmpdir[64];
-
-static bool utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0;
-
-	while (i < len) {
-		size_t n;
-		unsigned char lo = 0x80, hi = 0xBF;
-
-		if (u[i] < 0x80) {
-			i++;
-			continue;
-		}
-		if (u[i] >= 0xC2 && u[i] <= 0xDF)
-			n = 2;
-		else if (u[i] >= 0xE0 && u[i] <= 0xEF)
-			n = 3, lo = u[i] == 0xE0 ? 0xA0 : 0x80, hi = u[i] == 0xED ? 0x9F : 0xBF;
-		else if (u[i] >= 0xF0 && u[i] <= 0xF4)
-			n = 4, lo = u[i] == 0xF0 ? 0x90 : 0x80, hi = u[i] == 0xF4 ? 0x8F : 0xBF;
-		else
-			return false;
-		if (i + n > len)
-			return false;
-		for (size_t k = 1; k < n; k++) {
-			if (u[i + k] < lo || u[i + k] > hi)
-				return false;
-			lo = 0x80, hi = 0xBF;
-		}
-		i += n;
-	}
-	return true;
-}
 
 static bool ids_equal(const int32_t *ids, size_t n, const json_t *expected)
 {

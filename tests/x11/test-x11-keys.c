@@ -114,20 +114,15 @@ static void test_combos(void)
 
 static void test_utf8(void)
 {
-	uint32_t cp = 0;
+	char err[128];
 
-	CHECK_INT_EQ(x11_utf8_decode("A", 1, &cp), 1);
-	CHECK_INT_EQ(cp, 'A');
-	CHECK_INT_EQ(x11_utf8_decode("\xc3\xb6", 2, &cp), 2);
-	CHECK_INT_EQ(cp, 0xf6);
-	CHECK_INT_EQ(x11_utf8_decode("\xe2\x9c\x93", 3, &cp), 3);
-	CHECK_INT_EQ(cp, 0x2713);
-	CHECK_INT_EQ(x11_utf8_decode("\xf0\x9f\x98\x80", 4, &cp), 4);
-	CHECK_INT_EQ(cp, 0x1f600);
-	CHECK_INT_EQ(x11_utf8_decode("\xc0\xaf", 2, &cp), -EINVAL);     /* overlong */
-	CHECK_INT_EQ(x11_utf8_decode("\xed\xa0\x80", 3, &cp), -EINVAL); /* surrogate */
-	CHECK_INT_EQ(x11_utf8_decode("\xe2\x9c", 2, &cp), -EINVAL);     /* truncated */
-	CHECK_INT_EQ(x11_utf8_decode("\xff", 1, &cp), -EINVAL);
+	/* Text to type is decoded by common's utf8_decode: what it rejects is never typed. */
+	CHECK_INT_EQ(x11_text_validate("A\xc3\xb6\xe2\x9c\x93\xf0\x9f\x98\x80", err, sizeof(err)), 0);
+	CHECK_INT_EQ(x11_text_validate("ab\xc0\xaf", err, sizeof(err)), -EINVAL); /* overlong */
+	CHECK(strstr(err, "invalid UTF-8 at byte 2") != NULL);
+	CHECK_INT_EQ(x11_text_validate("\xed\xa0\x80", err, sizeof(err)), -EINVAL); /* surrogate */
+	CHECK_INT_EQ(x11_text_validate("\xe2\x9c", err, sizeof(err)), -EINVAL);     /* truncated */
+	CHECK_INT_EQ(x11_text_validate("\xff", err, sizeof(err)), -EINVAL);
 	CHECK_INT_EQ(x11_keysym_from_codepoint('a'), XK_a);
 	CHECK_INT_EQ(x11_keysym_from_codepoint(0xe9), XK_eacute);
 	CHECK_INT_EQ(x11_keysym_from_codepoint(0x2014), 0x1002014);
