@@ -7,7 +7,7 @@
 
 #include "common.h"
 #include "ipc.h"
-#include "x11.h"
+#include "keys.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -257,7 +257,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		/* Text the display cannot type is the user's mistake: say where, before JSON (which
 		 * cannot carry invalid UTF-8) is even built. */
 		char why[160];
-		if (x11_text_validate(args[0], why, sizeof(why)) < 0) {
+		if (keys_text_validate(args[0], why, sizeof(why)) < 0) {
 			r = cli_usage_error(ctx, &cli_cmd_do, "write: %s", why);
 			break;
 		}

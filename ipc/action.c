@@ -8,7 +8,7 @@
 
 #include "common.h"
 #include "json-internal.h"
-#include "x11.h"
+#include "keys.h"
 
 int ipc_error_at(char *errbuf, size_t errlen, int err, const char *path, const char *format, ...)
 {
@@ -212,7 +212,7 @@ static int check_key_name(struct ctx *c, const json_t *v, const char *path, char
 	int r = get_string_at(c, v, path, IPC_MAX_KEY_NAME_BYTES, &name);
 	if (r < 0)
 		return r;
-	if (x11_key_lookup(name, &keysym) < 0) {
+	if (keys_lookup(name, &keysym) < 0) {
 		r = ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "unknown key name '%s'", name);
 		free(name);
 		return r;

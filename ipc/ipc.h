@@ -8,7 +8,7 @@
  *   - the action vocabulary of agent.md 1.1 as a C struct, with JSON parse + validate + serialize.
  *
  * No JSON library type appears here: parsing takes bytes, serializing returns a malloc'd string.
- * Key names are validated with the x11 module's pure key table (no display needed).
+ * Key names are validated with the keys module's pure key table (no display needed).
  *
  * Errors: functions return >= 0 or a negative errno; parse functions additionally write a message
  * naming the offending field into `errbuf`, e.g. "script[2].keys[1]: unknown key name 'ctr'".

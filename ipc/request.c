@@ -6,7 +6,7 @@
 
 #include "common.h"
 #include "json-internal.h"
-#include "x11.h"
+#include "keys.h"
 
 void ipc_task_request_destroy(struct ipc_task_request *req)
 {
@@ -62,7 +62,7 @@ static int check_typeable(const struct ipc_action *a, const char *prefix, char *
 	char why[160], path[64];
 	int r;
 
-	if (a->tool != IPC_TOOL_WRITE || (r = x11_text_validate(a->content, why, sizeof(why))) >= 0)
+	if (a->tool != IPC_TOOL_WRITE || (r = keys_text_validate(a->content, why, sizeof(why))) >= 0)
 		return 0;
 	snprintf(path, sizeof(path), "%s.content", prefix);
 	return ipc_error_at(errbuf, errlen, r, path, "%s", why);

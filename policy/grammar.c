@@ -19,7 +19,7 @@
 
 #include "common.h"
 #include "policy-internal.h"
-#include "x11.h"
+#include "keys.h"
 
 /* ---- the canonical layout ------------------------------------------------------------------- */
 
@@ -63,8 +63,8 @@ const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool)
 /* Model-facing key names: what the system prompt lists and the grammar accepts, besides single
  * printable ASCII characters and f1..f24. Constraining key names to a closed list (instead of
  * any string checked after parsing) is what makes every constrained step valid: a free string
- * could spell a name x11 does not know. Each name is checked against x11_key_lookup() when a
- * grammar is created; x11's table stays the one mapping to keysyms. */
+ * could spell a name x11 does not know. Each name is checked against keys_lookup() when a
+ * grammar is created; the keys module's table stays the one mapping to keysyms. */
 static const char *const key_names[] = {
 	"enter", "return", "esc", "escape", "tab", "space", "backspace", "delete", "insert",
 	"home", "end", "pageup", "pagedown", "left", "right", "up", "down", "ctrl", "control",
@@ -478,7 +478,7 @@ static int key_name_trie(struct builder *b, uint32_t *ret_root)
 	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(key_names); i++) {
-		if (x11_key_lookup(key_names[i], &keysym) < 0 ||
+		if (keys_lookup(key_names[i], &keysym) < 0 ||
 		    strlen(key_names[i]) > IPC_MAX_KEY_NAME_BYTES)
 			return -EINVAL;
 		snprintf(w, sizeof(w), "\"%s\"", key_names[i]);
@@ -488,7 +488,7 @@ static int key_name_trie(struct builder *b, uint32_t *ret_root)
 	for (int f = 1; f <= 24; f++) {
 		char name[8];
 		snprintf(name, sizeof(name), "f%d", f);
-		if (x11_key_lookup(name, &keysym) < 0)
+		if (keys_lookup(name, &keysym) < 0)
 			return -EINVAL;
 		snprintf(w, sizeof(w), "\"%s\"", name);
 		if ((r = trie_add(b, root, w, strlen(w), GNODE_DEFAULT)) < 0)
@@ -498,7 +498,7 @@ static int key_name_trie(struct builder *b, uint32_t *ret_root)
 		if (c >= 'A' && c <= 'Z')
 			continue; /* folded onto a..z */
 		char one[2] = {(char)c, 0};
-		if (x11_key_lookup(one, &keysym) < 0)
+		if (keys_lookup(one, &keysym) < 0)
 			return -EINVAL;
 		if (c == '"' || c == '\\')
 			snprintf(w, sizeof(w), "\"\\%c\"", c);

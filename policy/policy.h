@@ -44,14 +44,15 @@ struct policy_grammar;
  *   {"note":null|"...","thought":"...","tool_call":{"tool_name":"click","element":"...",...}}
  * compact (no whitespace), keys in a fixed order, optional arguments omissible. Tool names come
  * from ipc's vocabulary; key names are the model-facing names of policy_key_name(), each checked
- * against the x11 key table at creation. NULL + errno (EINVAL when a table disagrees with ipc or
- * x11, ENOMEM). */
+ * against the key table (keys.h) at creation. NULL + errno (EINVAL when a table disagrees with
+ * ipc or keys, ENOMEM). */
 struct policy_grammar *policy_grammar_create_holo3(void);
 /* Accepts NULL. */
 void policy_grammar_destroy(struct policy_grammar *g);
 
 /* The key names the grammar accepts for hotkey.keys / key_down / key_up besides single printable
- * ASCII characters and f1..f24 (matched case-insensitively, as x11 does). i from 0 until NULL. */
+ * ASCII characters and f1..f24 (matched case-insensitively, as keys_lookup does). i from 0 until
+ * NULL. */
 const char *policy_key_name(size_t i);
 
 /* Where one output stands in the grammar. Plain data: copy it by assignment to branch. The

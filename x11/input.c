@@ -203,12 +203,12 @@ int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, i
 
 static int lookup_all(const char *const *names, size_t n, uint32_t *syms)
 {
-	if (n == 0 || n > X11_MAX_KEYS_PER_COMBO) {
-		log_debug("key combination of %zu keys (1..%d allowed)", n, X11_MAX_KEYS_PER_COMBO);
+	if (n == 0 || n > KEYS_MAX_PER_COMBO) {
+		log_debug("key combination of %zu keys (1..%d allowed)", n, KEYS_MAX_PER_COMBO);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (!names[i] || x11_key_lookup(names[i], &syms[i]) < 0) {
+		if (!names[i] || keys_lookup(names[i], &syms[i]) < 0) {
 			log_debug("unknown key name '%s'", names[i] ? names[i] : "(null)");
 			return -EINVAL;
 		}
@@ -217,9 +217,9 @@ static int lookup_all(const char *const *names, size_t n, uint32_t *syms)
 
 int x11_key_names(struct x11_display *d, const char *const *names, size_t n)
 {
-	uint32_t syms[X11_MAX_KEYS_PER_COMBO];
-	struct x11_keypos pos[X11_MAX_KEYS_PER_COMBO];
-	bool shifted[X11_MAX_KEYS_PER_COMBO] = {0}, already[X11_MAX_KEYS_PER_COMBO] = {0};
+	uint32_t syms[KEYS_MAX_PER_COMBO];
+	struct x11_keypos pos[KEYS_MAX_PER_COMBO];
+	bool shifted[KEYS_MAX_PER_COMBO] = {0}, already[KEYS_MAX_PER_COMBO] = {0};
 	struct x11_keymap km;
 	unsigned shift_kc = 0;
 	size_t pressed = 0;
@@ -283,10 +283,10 @@ finish_keymap:
 
 int x11_key_combo(struct x11_display *d, const char *combo)
 {
-	char names[X11_MAX_KEYS_PER_COMBO][X11_MAX_KEY_NAME];
-	const char *ptrs[X11_MAX_KEYS_PER_COMBO];
+	char names[KEYS_MAX_PER_COMBO][KEYS_MAX_NAME];
+	const char *ptrs[KEYS_MAX_PER_COMBO];
 	char err[128];
-	int n = x11_key_combo_split(combo, names, X11_MAX_KEYS_PER_COMBO, err, sizeof(err));
+	int n = keys_combo_split(combo, names, KEYS_MAX_PER_COMBO, err, sizeof(err));
 
 	if (n < 0) {
 		log_debug("%s", err);

@@ -6,65 +6,12 @@
  * Bindings are made in batches and restored only after X11_REBIND_SETTLE_US, because a client
  * looks the keycode up in the keymap when it processes the event, not when we send it. */
 #include "common.h"
+#include "keys.h"
 #include "x11-internal.h"
 
 #include <X11/keysym.h>
 #include <stdio.h>
 #include <string.h>
-
-uint32_t x11_keysym_from_codepoint(uint32_t cp)
-{
-	/* Latin-1 keysyms equal their code points; the rest use the Unicode keysym range. */
-	if ((cp >= 0x20 && cp <= 0x7e) || (cp >= 0xa0 && cp <= 0xff))
-		return cp;
-	return 0x01000000u | cp;
-}
-
-/* The keysym for one code point of text, or 0 for a control character we refuse. "\r\n" is one
- * Return: the caller skips the '\n' after a '\r'. */
-static uint32_t text_keysym(uint32_t cp)
-{
-	if (cp == '\n' || cp == '\r')
-		return XK_Return;
-	if (cp == '\t')
-		return XK_Tab;
-	if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
-		return 0;
-	return x11_keysym_from_codepoint(cp);
-}
-
-int x11_text_validate(const char *utf8, char *errbuf, size_t errlen)
-{
-	uint32_t cp;
-	size_t len;
-
-	if (!utf8)
-		return -EINVAL;
-	len = strnlen(utf8, X11_MAX_TYPE_BYTES + 1);
-	if (len > X11_MAX_TYPE_BYTES) {
-		if (errbuf)
-			snprintf(errbuf, errlen, "text longer than %d bytes", X11_MAX_TYPE_BYTES);
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < len;) {
-		size_t n = utf8_decode(utf8 + i, len - i, &cp);
-		if (!n) {
-			if (errbuf)
-				snprintf(errbuf, errlen, "invalid UTF-8 at byte %zu", i);
-			return -EINVAL;
-		}
-		if (!text_keysym(cp)) {
-			if (errbuf)
-				snprintf(errbuf, errlen,
-					 "control character U+%04X at byte %zu cannot be typed (only "
-					 "newline and tab are)",
-					 (unsigned)cp, i);
-			return -EINVAL;
-		}
-		i += n;
-	}
-	return 0;
-}
 
 static int type_keypos(struct x11_display *d, const struct x11_keypos *pos, unsigned shift_kc)
 {
@@ -104,7 +51,7 @@ int x11_type(struct x11_display *d, const char *utf8)
 	int r;
 
 	char why[128];
-	r = x11_text_validate(utf8, why, sizeof(why));
+	r = keys_text_validate(utf8, why, sizeof(why));
 	if (r < 0) {
 		log_debug("%s", utf8 ? why : "no text");
 		return r;
@@ -135,7 +82,7 @@ int x11_type(struct x11_display *d, const char *utf8)
 			goto finish_keymap;
 		}
 		size_t n = utf8_decode(utf8 + i, len - i, &cp);
-		uint32_t sym = text_keysym(cp);
+		uint32_t sym = keys_text_keysym(cp);
 
 		r = x11_keymap_resolve(d, &km, sym, &pos);
 		if (r == -ENOSPC && km.n_bound > 0) {

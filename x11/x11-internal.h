@@ -120,19 +120,6 @@ unsigned x11_keymap_find_plain(const struct x11_keymap *km, uint32_t keysym);
 /* One key event through XTest, flushed, followed by `delay_us`. */
 int x11_fake_key(struct x11_display *d, unsigned keycode, bool press, uint32_t delay_us);
 
-/* ---- key names (keys.c) ----------------------------------------------------------------- */
-
-/* Splits a "+"-joined combination into at most `max` names copied into `names` (each
- * X11_MAX_KEY_NAME bytes). "+" itself is written as "ctrl++" or "+". Returns the count, or
- * -EINVAL with a message in errbuf (empty, too many keys, empty or too long name). */
-int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_t max, char *errbuf,
-                        size_t errlen);
-
-/* ---- text (type.c) ---------------------------------------------------------------------- */
-
-/* The keysym X uses for a Unicode code point (Latin-1 keysyms below U+0100). */
-uint32_t x11_keysym_from_codepoint(uint32_t cp);
-
 /* ---- kill switch filter (killswitch.c), pure so it can be tested on recorded events ------- */
 
 struct x11_ks_event {

@@ -4,7 +4,7 @@
  *
  * Threads: Xlib and libxdo are not thread-safe. A struct x11_display is one X connection and must
  * be used by one thread at a time (the thread that runs a task's actions). The kill switch owns a
- * second connection on its own thread. The pure helpers (key names, coordinate mapping, PNG
+ * second connection on its own thread. The pure helpers (coordinate mapping, PNG
  * encoding) touch no connection and may be called from any thread.
  *
  * Errors: functions return >= 0 or a negative errno; constructors return NULL and set errno.
@@ -19,10 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keys.h"
+
 /* Named limits. */
-#define X11_MAX_KEYS_PER_COMBO 9      /* libxdo's parser breaks at 10 (agent.md 3) */
-#define X11_MAX_KEY_NAME 32
-#define X11_MAX_TYPE_BYTES (64 * 1024) /* one write action */
 #define X11_MAX_MONITORS 16
 #define X11_MAX_SCROLL_NOTCHES 50
 #define X11_MAX_CLICKS 3
@@ -121,8 +120,8 @@ int x11_drag(struct x11_display *d, int x1, int y1, int x2, int y2);
 int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, int notches);
 
 /* Key combination such as "ctrl+shift+t" or "Return": all keys pressed in order, released in
- * reverse. Key names are validated with x11_key_lookup first: -EINVAL for an unknown name, an
- * empty combination or more than X11_MAX_KEYS_PER_COMBO keys. */
+ * reverse. Key names are validated with keys_lookup (keys.h) first: -EINVAL for an unknown name, an
+ * empty combination or more than KEYS_MAX_PER_COMBO keys. */
 int x11_key_combo(struct x11_display *d, const char *combo);
 /* The same with the names given as an array (the model's `hotkey.keys`). */
 int x11_key_names(struct x11_display *d, const char *const *names, size_t n);
@@ -138,24 +137,10 @@ size_t x11_held_count(const struct x11_display *d);
 /* Types UTF-8 text exactly: keymap characters through XTest, newline and tab as Return and Tab
  * keysyms ("\r\n" is one Return), characters missing from the keymap by binding a spare keycode
  * to them (verified, restored afterwards). An active Caps Lock is switched off for the duration.
- * -EINVAL for invalid UTF-8, other control characters, or text longer than X11_MAX_TYPE_BYTES;
+ * -EINVAL for invalid UTF-8, other control characters, or text longer than KEYS_MAX_TEXT_BYTES;
  * -ENOSPC when the keymap has no spare keycode; -ECANCELED when interrupted (see
  * x11_input_set_interrupt), with a prefix of the text typed. */
 int x11_type(struct x11_display *d, const char *utf8);
-
-/* ---- key names and text (pure, no connection) ------------------------------------------ */
-
-/* Whether x11_type would accept `utf8` (valid UTF-8, no control characters besides newline and
- * tab, at most X11_MAX_TYPE_BYTES): 0, or -EINVAL with a sentence in errbuf (may be NULL). Lets
- * a request be refused before it reaches a display. */
-int x11_text_validate(const char *utf8, char *errbuf, size_t errlen);
-
-/* Maps a model key name ("enter", "esc", "ctrl", "cmd", "pagedown", "arrowleft", "a", "F5",
- * "space", ...) case-insensitively to an X keysym. -EINVAL for unknown names. */
-int x11_key_lookup(const char *name, uint32_t *ret_keysym);
-/* Validates a "+"-joined combination without a display; on error writes a message such as
- * "unknown key name 'ctr'" into errbuf. */
-int x11_key_combo_validate(const char *combo, char *errbuf, size_t errlen);
 
 /* ---- coordinates (pure) ----------------------------------------------------------------- */
 

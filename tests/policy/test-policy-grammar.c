@@ -10,7 +10,7 @@
 #include "corpus.h"
 #include "policy-internal.h"
 #include "test.h"
-#include "x11.h"
+#include "keys.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -392,7 +392,7 @@ static void test_agrees_with_ipc(void)
 	 * otherwise); the list is what the parser holds steps to. */
 	for (size_t i = 0; policy_key_name(i); i++) {
 		uint32_t ks;
-		CHECK(x11_key_lookup(policy_key_name(i), &ks) == 0);
+		CHECK(keys_lookup(policy_key_name(i), &ks) == 0);
 		CHECK(policy_key_name_ok(policy_key_name(i)));
 	}
 	CHECK(!policy_key_name_ok("f25"));

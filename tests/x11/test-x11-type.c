@@ -176,9 +176,9 @@ static void test_client(struct x11_display *d, const char *client_path)
 	CHECK_INT_EQ(x11_type(d, "a\xed\xa0\x80"), -EINVAL); /* surrogate */
 	CHECK_INT_EQ(x11_type(d, "bell\a"), -EINVAL);        /* control character */
 	CHECK_INT_EQ(x11_type(d, NULL), -EINVAL);
-	char *big = xmalloc(X11_MAX_TYPE_BYTES + 2);
-	memset(big, 'x', X11_MAX_TYPE_BYTES + 1);
-	big[X11_MAX_TYPE_BYTES + 1] = '\0';
+	char *big = xmalloc(KEYS_MAX_TEXT_BYTES + 2);
+	memset(big, 'x', KEYS_MAX_TEXT_BYTES + 1);
+	big[KEYS_MAX_TEXT_BYTES + 1] = '\0';
 	CHECK_INT_EQ(x11_type(d, big), -EINVAL);
 	free(big);
 	CHECK_INT_EQ(x11_type(d, ""), 0);

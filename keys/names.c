@@ -1,9 +1,11 @@
-/* x11 key names: the one table from model vocabularies to X keysyms (agent.md 3). Pure. */
+/* keys: the one table from model vocabularies to X keysyms (agent.md 3), combinations, and X's
+ * own keysym names (see keys.h). */
 #include "common.h"
-#include "x11-internal.h"
+#include "keys.h"
 
 #include <X11/XF86keysym.h>
 #include <X11/keysym.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,7 +173,37 @@ static const struct {
         {"playpause", XF86XK_AudioPlay},
 };
 
-int x11_key_lookup(const char *name, uint32_t *ret_keysym)
+/* X's keysym names, as XStringToKeysym() knows them: generated from the same headers that
+ * libX11's own table is made from (keysym-names.awk), so no X library is needed here. */
+struct keysym_name {
+	const char *name;
+	uint32_t keysym;
+};
+#include "keysym-names.h"
+
+/* XStringToKeysym() without libX11: an exact (case-sensitive) name, or "U" and the hex of a
+ * code point ("U2014"), which only a printable character has. */
+static int x_keysym_name(const char *name, size_t len, uint32_t *ret_keysym)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(keysym_names); i++)
+		if (strcmp(name, keysym_names[i].name) == 0) {
+			*ret_keysym = keysym_names[i].keysym;
+			return 0;
+		}
+	if (name[0] == 'U' && len >= 2 && len <= 7 &&
+	    strspn(name + 1, "0123456789abcdefABCDEF") == len - 1) {
+		uint32_t cp = (uint32_t)strtoul(name + 1, NULL, 16);
+
+		if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return -EINVAL;
+		*ret_keysym = keys_keysym_from_codepoint(cp);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int keys_lookup(const char *name, uint32_t *ret_keysym)
 {
 	size_t len;
 	uint32_t cp;
@@ -179,7 +211,7 @@ int x11_key_lookup(const char *name, uint32_t *ret_keysym)
 	if (!name || !*name)
 		return -EINVAL;
 	len = strlen(name);
-	if (len >= X11_MAX_KEY_NAME)
+	if (len >= KEYS_MAX_NAME)
 		return -EINVAL;
 	for (size_t i = 0; i < ARRAY_SIZE(key_table); i++)
 		if (strcasecmp(name, key_table[i].name) == 0) {
@@ -203,22 +235,15 @@ int x11_key_lookup(const char *name, uint32_t *ret_keysym)
 			return -EINVAL;
 		if (cp >= 'A' && cp <= 'Z')
 			cp += 'a' - 'A';
-		*ret_keysym = x11_keysym_from_codepoint(cp);
+		*ret_keysym = keys_keysym_from_codepoint(cp);
 		return 0;
 	}
 	/* Exact X keysym names ("KP_Add", "XF86Back") for callers that already speak X. */
-	if ((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z')) {
-		KeySym ks = XStringToKeysym(name);
-		if (ks != NoSymbol) {
-			*ret_keysym = (uint32_t)ks;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return x_keysym_name(name, len, ret_keysym);
 }
 
-int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_t max, char *errbuf,
-                        size_t errlen)
+int keys_combo_split(const char *combo, char names[][KEYS_MAX_NAME], size_t max, char *errbuf,
+		     size_t errlen)
 {
 	size_t n = 0;
 	const char *p = combo;
@@ -242,7 +267,7 @@ int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_
 			snprintf(errbuf, errlen, "more than %zu keys in '%s'", max, combo);
 			return -EINVAL;
 		}
-		if (len >= X11_MAX_KEY_NAME) {
+		if (len >= KEYS_MAX_NAME) {
 			snprintf(errbuf, errlen, "key name too long in '%s'", combo);
 			return -EINVAL;
 		}
@@ -265,16 +290,16 @@ int x11_key_combo_split(const char *combo, char names[][X11_MAX_KEY_NAME], size_
 	return (int)n;
 }
 
-int x11_key_combo_validate(const char *combo, char *errbuf, size_t errlen)
+int keys_combo_validate(const char *combo, char *errbuf, size_t errlen)
 {
-	char names[X11_MAX_KEYS_PER_COMBO][X11_MAX_KEY_NAME];
+	char names[KEYS_MAX_PER_COMBO][KEYS_MAX_NAME];
 	uint32_t ks;
-	int n = x11_key_combo_split(combo, names, X11_MAX_KEYS_PER_COMBO, errbuf, errlen);
+	int n = keys_combo_split(combo, names, KEYS_MAX_PER_COMBO, errbuf, errlen);
 
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n; i++)
-		if (x11_key_lookup(names[i], &ks) < 0) {
+		if (keys_lookup(names[i], &ks) < 0) {
 			snprintf(errbuf, errlen, "unknown key name '%s'", names[i]);
 			return -EINVAL;
 		}
