@@ -362,16 +362,21 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 	json_t *snap = scheduler_snapshot(s->ctx.scheduler);
 	if (!snap)
 		return MHD_NO;
+	/* display, running and display_connected describe the first display, as they did before
+	 * holod drove several; displays lists them all. */
+	json_t *first = json_array_get(json_object_get(snap, "displays"), 0);
 	json_t *model = model_worker_status(s->ctx.worker);
-	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:s, s:s}", "version",
-			  HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
-			  (json_int_t)getpid(), "display",
-			  s->ctx.display ? json_string(s->ctx.display) : json_null(), "virtual_display",
-			  s->ctx.virtual_display, "model", model ? model : json_null(), "running",
-			  json_object_get(snap, "running"),
-			  "queue", json_object_get(snap, "queue"), "display_connected",
-			  json_object_get(snap, "connected"), "socket", s->ctx.socket_path,
-			  "state_dir", s->ctx.state_dir);
+	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:O, s:s, s:s}",
+			      "version", HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
+			      (json_int_t)getpid(), "display",
+			      s->ctx.display ? json_string(s->ctx.display) : json_null(),
+			      "virtual_display", s->ctx.virtual_display, "model",
+			      model ? model : json_null(), "running",
+			      json_object_get(first, "running"), "queue",
+			      json_object_get(snap, "queue"), "display_connected",
+			      json_object_get(first, "connected"), "displays",
+			      json_object_get(snap, "displays"), "socket", s->ctx.socket_path,
+			      "state_dir", s->ctx.state_dir);
 	json_decref(snap);
 	return send_json(c, MHD_HTTP_OK, o, false);
 }
@@ -395,6 +400,31 @@ static enum MHD_Result parse_error(struct MHD_Connection *c, int r, const char *
 		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE, "%s",
 				  msg);
 	return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST, "%s", msg);
+}
+
+/* A task naming a display this holod does not drive. */
+static enum MHD_Result send_no_such_display(struct http_server *s, struct MHD_Connection *c,
+					    const char *display)
+{
+	char names[IPC_MAX_DISPLAY_NAME_BYTES * 4 + 16] = "";
+	json_t *snap = scheduler_snapshot(s->ctx.scheduler);
+	size_t i, off = 0;
+	json_t *d;
+
+	json_array_foreach(json_object_get(snap, "displays"), i, d) {
+		const char *name = json_string_value(json_object_get(d, "name"));
+		int n = snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
+				 name ? name : "$DISPLAY");
+		if (n < 0 || (size_t)n >= sizeof(names) - off) {
+			snprintf(names + off, sizeof(names) - off, "...");
+			break;
+		}
+		off += (size_t)n;
+	}
+	json_decref(snap);
+	return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+			  "display: holod does not drive display %.64s (it drives %s)", display,
+			  names);
 }
 
 static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connection *c,
@@ -426,7 +456,12 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 					  "scripted tasks work (send {\"script\": [...]})");
 		}
 	}
+	char display[IPC_MAX_DISPLAY_NAME_BYTES + 1] = "";
+	if (tr->options.display)
+		snprintf(display, sizeof(display), "%s", tr->options.display);
 	r = scheduler_submit(s->ctx.scheduler, tr, &id);
+	if (r == -ENXIO)
+		return send_no_such_display(s, c, display);
 	if (r == -ESHUTDOWN)
 		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_SHUTTING_DOWN,
 				  "holod is shutting down");
@@ -603,6 +638,31 @@ static enum MHD_Result h_cancel(struct http_server *s, struct MHD_Connection *c,
 	log_info("task %lld: cancel requested", (long long)a->id);
 	/* 200: it was queued and is now cancelled; 202: it stops at its next safe point. */
 	return respond_task(s, c, r == 1 ? MHD_HTTP_ACCEPTED : MHD_HTTP_OK, a->id);
+}
+
+/* Every queued and running task at once: what `holoctl cancel --all` sends. */
+static enum MHD_Result h_cancel_all(struct http_server *s, struct MHD_Connection *c,
+				    struct request *req, const struct route_args *a)
+{
+	json_t *cancelled, *stopping;
+	enum MHD_Result ret;
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = scheduler_cancel_all(s->ctx.scheduler, &cancelled, &stopping);
+	if (r == -ENOMEM)
+		return send_internal(c, r, "cannot cancel the tasks");
+	if (r < 0) {
+		/* The queue is empty now; a task whose end could not be journaled is interrupted
+		 * by the next start of holod. */
+		json_decref(cancelled);
+		json_decref(stopping);
+		return send_journal_error(s, c, r, "cannot journal the cancelled tasks");
+	}
+	log_info("cancel all: %zu queued task(s) cancelled, %zu running task(s) stopping",
+		 json_array_size(cancelled), json_array_size(stopping));
+	return send_json(c, MHD_HTTP_OK,
+			 json_pack("{s:o, s:o}", "cancelled", cancelled, "stopping", stopping),
+			 false);
 }
 
 /* ---- waiting for progress ------------------------------------------------------------------------ */
@@ -785,7 +845,12 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 	r = ipc_action_request_parse(req->body ? req->body : "", req->len, &tr, msg, sizeof(msg));
 	if (r < 0)
 		return parse_error(c, r, msg);
+	char display[IPC_MAX_DISPLAY_NAME_BYTES + 1] = "";
+	if (tr->options.display)
+		snprintf(display, sizeof(display), "%s", tr->options.display);
 	r = scheduler_submit(s->ctx.scheduler, tr, &id);
+	if (r == -ENXIO)
+		return send_no_such_display(s, c, display);
 	if (r == -ESHUTDOWN)
 		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_SHUTTING_DOWN,
 				  "holod is shutting down");
@@ -829,14 +894,33 @@ static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection
 	size_t size;
 	int r;
 
-	if (!check_query(c, NULL, &ret))
+	static const char *const allowed[] = {"display", NULL};
+	if (!check_query(c, allowed, &ret))
 		return ret;
+	/* ?display= picks one of the displays holod drives; the first by default. */
+	const char *display = s->ctx.display;
+	const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "display");
+	if (want) {
+		json_t *snap = scheduler_snapshot(s->ctx.scheduler);
+		json_t *dj;
+		size_t i;
+		bool found = false;
+		json_array_foreach(json_object_get(snap, "displays"), i, dj) {
+			const char *name = json_string_value(json_object_get(dj, "name"));
+			if (name && strcmp(name, want) == 0)
+				found = true;
+		}
+		json_decref(snap);
+		if (!found)
+			return send_no_such_display(s, c, want);
+		display = want;
+	}
 	/* Its own connection on this thread: the executor's belongs to the executor. */
-	struct x11_display *d = x11_display_open(s->ctx.display);
+	struct x11_display *d = x11_display_open(display);
 	if (!d)
 		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_DISPLAY,
-				  "cannot open display %s: %s",
-				  s->ctx.display ? s->ctx.display : "$DISPLAY", x11_strerror(-errno));
+				  "cannot open display %s: %s", display ? display : "$DISPLAY",
+				  x11_strerror(-errno));
 	r = x11_capture(d, NULL, &frame);
 	x11_display_close(d);
 	if (r < 0)
@@ -870,6 +954,7 @@ static const struct route {
 	{"GET", "tasks/#/steps", h_steps},
 	{"GET", "tasks/#/steps/#/screenshot", h_step_screenshot},
 	{"POST", "tasks/#/cancel", h_cancel},
+	{"POST", "tasks/cancel", h_cancel_all},
 	{"GET", "tasks/#/events", h_events},
 	{"POST", "actions", h_actions},
 	{"GET", "screenshot", h_screenshot},

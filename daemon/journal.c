@@ -393,18 +393,21 @@ unlock:
 	return r;
 }
 
-int journal_task_start(struct journal *j, int64_t id, uint64_t started_us)
+int journal_task_start(struct journal *j, int64_t id, const char *display, uint64_t started_us)
 {
 	sqlite3_stmt *st;
 	int r;
 
 	pthread_mutex_lock(&j->lock);
 	reserve_take(j);
-	if ((r = prepare(j, "UPDATE tasks SET status = 'running', started_us = ?2 WHERE id = ?1",
+	if ((r = prepare(j, "UPDATE tasks SET status = 'running', started_us = ?2, "
+			    "display = COALESCE(?3, display) WHERE id = ?1",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)started_us);
+	if (display)
+		sqlite3_bind_text(st, 3, display, -1, SQLITE_TRANSIENT);
 	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:

@@ -43,8 +43,9 @@ int journal_recover(struct journal *j, uint64_t now_us);
 
 int journal_task_insert(struct journal *j, enum ipc_task_kind kind, const char *spec_json,
 			const char *display, uint64_t created_us, int64_t *ret_id);
-/* Also takes the disk space reserved for recording task ends (<db>.reserve) when it is missing. */
-int journal_task_start(struct journal *j, int64_t id, uint64_t started_us);
+/* Marks the task running on `display` (NULL: keeps the display it was inserted with). Also
+ * takes the disk space reserved for recording task ends (<db>.reserve) when it is missing. */
+int journal_task_start(struct journal *j, int64_t id, const char *display, uint64_t started_us);
 /* Final status; result and error may be NULL. On a full disk (SQLITE_FULL) it gives back the
  * reserved space and retries once; -ENOSPC when even that was not enough. */
 int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,

@@ -5,10 +5,11 @@
  *                    then waits for SIGTERM/SIGINT (blocked in every thread, taken here with
  *                    sigwaitinfo) and tears down in reverse.
  *   executor thread  (scheduler.c) one per display: runs tasks FIFO, sole user of its X
- *                    connection.
+ *                    connection and kill switch; one queue feeds them all.
  *   writer thread    (shotwriter.c) encodes, writes and hashes screenshots, journals them.
  *   model worker     (model-worker.c) loads the model at start-up and owns it and every
- *                    session; the executor hands it jobs for instruction tasks (agent.c).
+ *                    session; the executors hand it jobs for instruction tasks (agent.c), so
+ *                    tasks on several displays share the one loaded model.
  *   HTTP threads     (libmicrohttpd, one per connection) parse requests, submit/cancel through
  *                    the scheduler, read the journal; http.c's reaper thread closes connections
  *                    whose request does not arrive in time.
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -39,7 +41,25 @@
 #include "shotwriter.h"
 #include "system.h"
 
-static int wait_for_stop(struct xvfb *xvfb, char *reason, size_t size)
+#define MODEL_POLL_MS 100 /* --require-model: how often the load's end is looked for */
+
+static void announce_ready(const struct holod_config *cfg, char *const *displays, size_t n)
+{
+	char list[256] = "";
+	size_t off = 0;
+	for (size_t i = 0; i < n && off < sizeof(list); i++)
+		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
+					displays[i]);
+	log_info("holod %s ready on %s (display%s %s, state %s)", HOLOD_VERSION, cfg->socket_path,
+		 n > 1 ? "s" : "", n ? list : "none", cfg->state_dir);
+	notify_send("READY=1");
+}
+
+/* Waits for SIGTERM or SIGINT (0, with `reason` set). With `worker` (--require-model), holod is
+ * announced ready once the model has loaded, and a failed load returns 1. */
+static int wait_for_stop(struct xvfb *xvfbs, size_t n_xvfb, struct model_worker *worker,
+			 const struct holod_config *cfg, char *const *displays, size_t n_displays,
+			 char *reason, size_t size)
 {
 	sigset_t set;
 	siginfo_t si;
@@ -49,7 +69,27 @@ static int wait_for_stop(struct xvfb *xvfb, char *reason, size_t size)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGCHLD);
 	for (;;) {
-		int sig = sigwaitinfo(&set, &si);
+		int sig;
+		if (worker) {
+			enum model_worker_state es = model_worker_state(worker);
+			if (es == MODEL_WORKER_FAILED) {
+				log_error("--require-model: %s", model_worker_error(worker));
+				snprintf(reason, size, "holod could not load its model");
+				return 1;
+			}
+			if (es == MODEL_WORKER_READY) {
+				worker = NULL;
+				announce_ready(cfg, displays, n_displays);
+			}
+		}
+		if (worker) {
+			struct timespec ts = {0, MODEL_POLL_MS * 1000000L};
+			sig = sigtimedwait(&set, &si, &ts);
+			if (sig < 0 && errno == EAGAIN)
+				continue;
+		} else {
+			sig = sigwaitinfo(&set, &si);
+		}
 		if (sig < 0) {
 			if (errno == EINTR)
 				continue;
@@ -59,11 +99,19 @@ static int wait_for_stop(struct xvfb *xvfb, char *reason, size_t size)
 			int status;
 			pid_t pid;
 			while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-				if (xvfb->pid == pid) {
-					log_error("the virtual display %s exited (status %d); tasks "
-						  "will fail until holod is restarted",
-						  xvfb->display, status);
-					xvfb->pid = 0; /* reaped: xvfb_stop must not signal a reused pid */
+				for (size_t i = 0; i < n_xvfb; i++) {
+					struct xvfb *x = &xvfbs[i];
+					if (x->pid == pid) {
+						log_error("the virtual display %s exited (status %d); "
+							  "its tasks will fail until holod is restarted",
+							  x->display, status);
+						x->pid = 0; /* reaped: xvfb_stop must not signal a
+							       reused pid */
+					} else if (x->session_pid == pid) {
+						log_warning("the session on %s exited (status %d)",
+							    x->display, status);
+						x->session_pid = 0;
+					}
 				}
 			continue;
 		}
@@ -79,7 +127,8 @@ int main(int argc, char **argv)
 {
 	struct holod_config cfg;
 	struct listen_socket ls = {.fd = -1, .lock_fd = -1};
-	struct xvfb xvfb = {0};
+	struct xvfb xvfbs[HOLOD_MAX_DISPLAYS] = {0};
+	size_t n_xvfb = 0;
 	struct journal *journal = NULL;
 	struct shotwriter *writer = NULL;
 	struct scheduler *sched = NULL;
@@ -154,12 +203,23 @@ int main(int argc, char **argv)
 	scheduler_prune_old(journal, cfg.state_dir, cfg.prune_days);
 
 	if (cfg.virtual_size) {
-		if (xvfb_start(&xvfb, cfg.virtual_width, cfg.virtual_height) < 0)
-			goto close_journal;
+		/* One Xvfb (and session) per display, numbered from @:N when given. */
+		for (; n_xvfb < cfg.n_virtual; n_xvfb++) {
+			int number = cfg.virtual_number >= 0 ? cfg.virtual_number + (int)n_xvfb : -1;
+			struct xvfb *x = &xvfbs[n_xvfb];
+			if (xvfb_start(x, cfg.virtual_width, cfg.virtual_height, number) < 0)
+				goto stop_xvfb;
+			if (cfg.session && xvfb_start_session(x, cfg.session) < 0) {
+				n_xvfb++;
+				goto stop_xvfb;
+			}
+			cfg.displays = xrealloc(cfg.displays, (n_xvfb + 1) * sizeof(*cfg.displays));
+			cfg.displays[cfg.n_displays++] = xstrdup(x->display);
+		}
 		free(cfg.display);
-		cfg.display = xstrdup(xvfb.display);
+		cfg.display = xstrdup(cfg.displays[0]);
 	}
-	if (!cfg.display)
+	if (!cfg.n_displays)
 		log_warning("no display: set $DISPLAY, --display or --virtual WxH; tasks will fail "
 			    "until one is available");
 
@@ -177,7 +237,8 @@ int main(int argc, char **argv)
 	if (cfg.debug_unconstrained)
 		log_warning("--debug-unconstrained: steps are decoded without the step grammar");
 	struct scheduler_config sc = {
-		.display = cfg.display,
+		.displays = (const char *const *)cfg.displays,
+		.n_displays = cfg.n_displays,
 		.settle_ms = cfg.settle_ms,
 		.max_steps = cfg.max_steps,
 		.max_seconds = cfg.max_seconds,
@@ -207,7 +268,7 @@ int main(int argc, char **argv)
 		.journal = journal,
 		.worker = worker,
 		.state_dir = cfg.state_dir,
-		.display = cfg.display,
+		.display = cfg.n_displays ? cfg.displays[0] : NULL,
 		.socket_path = cfg.socket_path,
 		.virtual_display = cfg.virtual_size != NULL,
 	};
@@ -217,11 +278,17 @@ int main(int argc, char **argv)
 		goto destroy_scheduler;
 	}
 
-	log_info("holod %s ready on %s (display %s, state %s)", HOLOD_VERSION, cfg.socket_path,
-		 cfg.display ? cfg.display : "none", cfg.state_dir);
-	notify_send("READY=1");
+	/* --require-model: ready only once the model is; a model that cannot load ends holod. */
+	bool await_model = cfg.require_model && cfg.model_dir;
+	if (await_model)
+		log_info("waiting for the model %s to load before reporting ready "
+			 "(--require-model)", cfg.model_dir);
+	else
+		announce_ready(&cfg, cfg.displays, cfg.n_displays);
 
-	if (wait_for_stop(&xvfb, reason, sizeof(reason)) >= 0)
+	r = wait_for_stop(xvfbs, n_xvfb, await_model ? worker : NULL, &cfg, cfg.displays,
+			  cfg.n_displays, reason, sizeof(reason));
+	if (r == 0)
 		ret = 0;
 	notify_send("STOPPING=1");
 
@@ -235,7 +302,8 @@ destroy_worker:
 destroy_writer:
 	shotwriter_destroy(writer);
 stop_xvfb:
-	xvfb_stop(&xvfb);
+	while (n_xvfb > 0)
+		xvfb_stop(&xvfbs[--n_xvfb]);
 close_journal:
 	journal_close(journal);
 close_socket:

@@ -1,12 +1,14 @@
 /* The option table and everything derived from it (see options.h). */
 #include "options.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "engine.h"
@@ -16,7 +18,8 @@ enum option_type {
 	OPT_PATH,   /* a file system path, taken as given */
 	OPT_STRING,
 	OPT_UINT,
-	OPT_SIZE,   /* WxH */
+	OPT_SIZE,   /* WxH[@:N] */
+	OPT_DISPLAYS, /* display names, comma-separated; repeated on the command line */
 	OPT_LEVEL,  /* log level name */
 	OPT_FLAG,   /* command line only, no value */
 	OPT_HISTORY, /* an instruction task's history mode */
@@ -53,10 +56,17 @@ static const struct option_def options[] = {
 	 "Unix socket of the API (default $XDG_RUNTIME_DIR/holod/holod.sock)", true},
 	{"state-dir", "HOLOD_STATE_DIR", OPT_PATH, OFF(state_dir), 0, 0, NULL, "DIR",
 	 "journal database and screenshots (default $XDG_STATE_HOME/holod)", true},
-	{"display", "DISPLAY", OPT_STRING, OFF(display), 0, 0, NULL, "NAME",
-	 "X display to drive (default $DISPLAY)", true},
-	{"virtual", "HOLOD_VIRTUAL", OPT_SIZE, OFF(virtual_size), 0, 0, NULL, "WxH",
-	 "start and own a private Xvfb of this size instead of using --display", true},
+	{"display", "DISPLAY", OPT_DISPLAYS, OFF(display), 0, 0, NULL, "NAME",
+	 "X display to drive (default $DISPLAY); repeat it, or list names with commas, to drive "
+	 "several at once", true},
+	{"virtual", "HOLOD_VIRTUAL", OPT_SIZE, OFF(virtual_size), 0, 0, NULL, "WxH[@:N]",
+	 "start and own private Xvfbs of this size instead of using --display (@:N: the first one "
+	 "is display :N, the next :N+1...; default: free numbers)", true},
+	{"displays", "HOLOD_DISPLAYS", OPT_UINT, OFF(n_virtual), 1, HOLOD_MAX_DISPLAYS, "1", "N",
+	 "how many Xvfbs --virtual starts; each display runs its own tasks", true},
+	{"session", "HOLOD_SESSION", OPT_STRING, OFF(session), 0, 0, NULL, "CMD",
+	 "with --virtual: run CMD (through /bin/sh) on each virtual display once it is up, e.g. "
+	 "a window manager such as openbox", true},
 	{"settle-ms", "HOLOD_SETTLE_MS", OPT_UINT, OFF(settle_ms), 0, IPC_MAX_SETTLE_MS, "100", "MS",
 	 "default pause after each action before the 'after' screenshot", true},
 	{"max-steps", "HOLOD_MAX_STEPS", OPT_UINT, OFF(max_steps), 1, IPC_MAX_TASK_STEPS, "200",
@@ -101,6 +111,9 @@ static const struct option_def options[] = {
 	 "grammar", true},
 	{"seed", "HOLOD_SEED", OPT_UINT, OFF(seed), 0, UINT32_MAX, "0", "N",
 	 "seed of the sampler (with the task id and step: a rerun samples the same)", true},
+	{"require-model", NULL, OPT_FLAG, OFF(require_model), 0, 0, NULL, NULL,
+	 "exit non-zero when the configured model cannot be loaded (readiness waits for the load) "
+	 "instead of serving scripts only", false},
 	{"debug-unconstrained", NULL, OPT_FLAG, OFF(debug_unconstrained), 0, 0, NULL, NULL,
 	 "debug: decode steps without the step grammar (invalid steps become possible)", false},
 	{"log-level", "HOLOD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0, "info", "LEVEL",
@@ -112,22 +125,100 @@ static const struct option_def options[] = {
 	{"help", NULL, OPT_FLAG, OFF(help), 0, 0, NULL, NULL, "show this help and exit", false},
 };
 
-static int parse_size(const char *s, int *w, int *h)
+/* WxH, or WxH@:N. *number is -1 without @:N. */
+static int parse_size(const char *s, int *w, int *h, int *number)
 {
 	char *end;
+	long n = -1;
 	errno = 0;
 	long a = strtol(s, &end, 10);
 	if (errno || end == s || (*end != 'x' && *end != 'X'))
 		return -EINVAL;
 	const char *p = end + 1;
 	long b = strtol(p, &end, 10);
-	if (errno || end == p || *end)
+	if (errno || end == p)
+		return -EINVAL;
+	if (*end == '@') {
+		if (end[1] != ':' || end[2] < '0' || end[2] > '9')
+			return -EINVAL;
+		p = end + 2;
+		n = strtol(p, &end, 10);
+		if (errno || n > HOLOD_MAX_DISPLAY_NUMBER)
+			return -EINVAL;
+	}
+	if (*end)
 		return -EINVAL;
 	if (a < 64 || b < 64 || a > 16384 || b > 16384)
 		return -ERANGE;
 	*w = (int)a;
 	*h = (int)b;
+	*number = (int)n;
 	return 0;
+}
+
+/* One display name of a list: no spaces or control characters, at most
+ * IPC_MAX_DISPLAY_NAME_BYTES bytes. */
+static bool display_name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > IPC_MAX_DISPLAY_NAME_BYTES)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)name[i] <= ' ' || name[i] == 0x7f)
+			return false;
+	return true;
+}
+
+/* Splits a comma-separated list of display names; -EINVAL names the bad entry. */
+static int split_displays(const char *list, char ***ret, size_t *ret_n, const char *where,
+			  const char *option)
+{
+	char **v = NULL;
+	size_t n = 0;
+	const char *p = list;
+
+	for (;;) {
+		const char *comma = strchrnul(p, ',');
+		size_t len = (size_t)(comma - p);
+		if (!display_name_ok(p, len)) {
+			fprintf(stderr, "holod: %s: --%s: '%.*s' is not a display name (like :1; at "
+					"most %d bytes, no spaces)\n",
+				where, option, (int)MIN(len, 80), p, IPC_MAX_DISPLAY_NAME_BYTES);
+			goto fail;
+		}
+		if (n == HOLOD_MAX_DISPLAYS) {
+			fprintf(stderr, "holod: %s: --%s: more than %d displays\n", where, option,
+				HOLOD_MAX_DISPLAYS);
+			goto fail;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (strlen(v[i]) == len && strncmp(v[i], p, len) == 0) {
+				fprintf(stderr, "holod: %s: --%s: display %s is listed twice\n", where,
+					option, v[i]);
+				goto fail;
+			}
+		v = xrealloc(v, (n + 1) * sizeof(*v));
+		v[n++] = xstrndup(p, len);
+		if (!*comma)
+			break;
+		p = comma + 1;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+fail:
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	return -EINVAL;
+}
+
+static void free_displays(struct holod_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_displays; i++)
+		free(cfg->displays[i]);
+	free(cfg->displays);
+	cfg->displays = NULL;
+	cfg->n_displays = 0;
 }
 
 /* Validates and stores one value; `where` names its origin for the message. */
@@ -159,17 +250,38 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	}
 	case OPT_SIZE: {
-		int w, h;
-		if (parse_size(value, &w, &h) < 0) {
+		int w, h, number;
+		if (parse_size(value, &w, &h, &number) < 0) {
 			fprintf(stderr, "holod: %s: --%s: '%s' is not a size WxH with both sides in "
-					"64..16384\n",
-				where, o->name, value);
+					"64..16384, optionally followed by @:N (N in 0..%d)\n",
+				where, o->name, value, HOLOD_MAX_DISPLAY_NUMBER);
 			return -EINVAL;
 		}
 		free(*(char **)base);
 		*(char **)base = xstrdup(value);
 		cfg->virtual_width = w;
 		cfg->virtual_height = h;
+		cfg->virtual_number = number;
+		return 0;
+	}
+	case OPT_DISPLAYS: {
+		/* A second --display on the command line adds a display; any other source
+		 * replaces what a lower one said. */
+		bool append = cfg->display_cmdline && strcmp(where, "command line") == 0;
+		char *list = append ? xasprintf("%s,%s", *(char **)base, value) : xstrdup(value);
+		char **v;
+		size_t n;
+		if (split_displays(list, &v, &n, where, o->name) < 0) {
+			free(list);
+			return -EINVAL;
+		}
+		free_displays(cfg);
+		cfg->displays = v;
+		cfg->n_displays = n;
+		free(*(char **)base);
+		*(char **)base = list;
+		if (strcmp(where, "command line") == 0)
+			cfg->display_cmdline = true;
 		return 0;
 	}
 	case OPT_LEVEL:
@@ -247,6 +359,88 @@ static char *trim(char *s)
 	return s;
 }
 
+/* ~ and $VAR (or ${VAR}) in a path of the config file, as a shell would expand them: the
+ * file is read by holod, not by a shell, and `model = ~/.local/share/holod/models/X` should
+ * mean what it says. A variable that is unset or empty is an error rather than an empty
+ * string, which would silently point elsewhere. */
+static int expand_path(const char *value, char **ret, const char *where, const char *option)
+{
+	size_t cap = strlen(value) + 1, n = 0;
+	char *out = xmalloc(cap);
+	const char *p = value;
+
+#define PUT(src, len)                                                                           \
+	do {                                                                                    \
+		size_t _l = (len);                                                              \
+		if (n + _l + 1 > HOLOD_MAX_CONFIG_PATH)                                         \
+			goto too_long;                                                          \
+		if (n + _l + 1 > cap) {                                                         \
+			cap = n + _l + 1;                                                       \
+			out = xrealloc(out, cap);                                               \
+		}                                                                               \
+		memcpy(out + n, (src), _l);                                                     \
+		n += _l;                                                                        \
+	} while (0)
+
+	if (p[0] == '~' && (p[1] == '/' || p[1] == '\0')) {
+		const char *home = getenv("HOME");
+		if (!home || !home[0]) {
+			fprintf(stderr, "holod: %s: --%s: '~' needs $HOME, which is not set\n", where,
+				option);
+			goto fail;
+		}
+		PUT(home, strlen(home));
+		p++;
+	} else if (p[0] == '~') {
+		fprintf(stderr, "holod: %s: --%s: '~user' is not expanded; write the path\n", where,
+			option);
+		goto fail;
+	}
+	while (*p) {
+		if (*p != '$') {
+			PUT(p, 1);
+			p++;
+			continue;
+		}
+		bool braced = p[1] == '{';
+		const char *name = p + 1 + braced, *e = name;
+		while ((*e >= 'A' && *e <= 'Z') || (*e >= 'a' && *e <= 'z') || *e == '_' ||
+		       (e > name && *e >= '0' && *e <= '9'))
+			e++;
+		if (e == name || (braced && *e != '}')) {
+			fprintf(stderr, "holod: %s: --%s: '$' must start a variable ($NAME or "
+					"${NAME})\n",
+				where, option);
+			goto fail;
+		}
+		char var[128];
+		if ((size_t)(e - name) >= sizeof(var)) {
+			fprintf(stderr, "holod: %s: --%s: variable name longer than %zu bytes\n",
+				where, option, sizeof(var) - 1);
+			goto fail;
+		}
+		memcpy(var, name, (size_t)(e - name));
+		var[e - name] = '\0';
+		const char *v = getenv(var);
+		if (!v || !v[0]) {
+			fprintf(stderr, "holod: %s: --%s: $%s is not set\n", where, option, var);
+			goto fail;
+		}
+		PUT(v, strlen(v));
+		p = e + braced;
+	}
+#undef PUT
+	out[n] = '\0';
+	*ret = out;
+	return 0;
+too_long:
+	fprintf(stderr, "holod: %s: --%s: the path is longer than %d bytes once expanded\n", where,
+		option, HOLOD_MAX_CONFIG_PATH);
+fail:
+	free(out);
+	return -EINVAL;
+}
+
 static int read_config_file(struct holod_config *cfg, const char *path, bool must_exist)
 {
 	FILE *f = fopen(path, "re");
@@ -286,11 +480,65 @@ static int read_config_file(struct holod_config *cfg, const char *path, bool mus
 			r = -EINVAL;
 			break;
 		}
-		if ((r = set_value(cfg, o, value, where)) < 0)
+		if (o->type == OPT_PATH) {
+			char *expanded;
+			if ((r = expand_path(value, &expanded, where, o->name)) < 0)
+				break;
+			r = set_value(cfg, o, expanded, where);
+			free(expanded);
+		} else {
+			r = set_value(cfg, o, value, where);
+		}
+		if (r < 0)
 			break;
 	}
 	fclose(f);
 	return r;
+}
+
+/* Without --model: the one checkpoint under $XDG_DATA_HOME/holod/models/ (a directory with a
+ * config.json), where README's "Getting the model" puts it. Several are not guessed between. */
+static int find_default_model(struct holod_config *cfg)
+{
+	char *base = NULL;
+	char *found = NULL;
+	size_t n = 0;
+
+	if (cfg->model_dir || path_xdg(PATH_DATA, "holod/models", &base) < 0)
+		return 0;
+	DIR *d = opendir(base);
+	if (!d) {
+		free(base);
+		return 0;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char *dir = path_join(base, e->d_name);
+		char *config = path_join(dir, "config.json");
+		if (access(config, R_OK) == 0) {
+			n++;
+			if (!found)
+				found = dir;
+			else
+				free(dir);
+		} else {
+			free(dir);
+		}
+		free(config);
+	}
+	closedir(d);
+	if (n > 1) {
+		fprintf(stderr, "holod: %zu checkpoints in %s: choose one with --model DIR\n", n,
+			base);
+		free(found);
+		free(base);
+		return -EINVAL;
+	}
+	free(base);
+	cfg->model_dir = found;
+	return 0;
 }
 
 static int resolve_defaults(struct holod_config *cfg)
@@ -314,6 +562,28 @@ static int resolve_defaults(struct holod_config *cfg)
 			cfg->context_tokens, cfg->step_tokens, OPT_MIN_PROMPT_ROOM);
 		return -EINVAL;
 	}
+	if (!cfg->virtual_size && cfg->n_virtual > 1) {
+		fprintf(stderr, "holod: --displays %u starts virtual displays: give --virtual WxH "
+				"too (or name existing displays with --display, repeated)\n",
+			cfg->n_virtual);
+		return -EINVAL;
+	}
+	if (cfg->virtual_size && cfg->virtual_number >= 0 &&
+	    cfg->virtual_number + (int)cfg->n_virtual - 1 > HOLOD_MAX_DISPLAY_NUMBER) {
+		fprintf(stderr, "holod: --virtual %s --displays %u: display numbers above %d\n",
+			cfg->virtual_size, cfg->n_virtual, HOLOD_MAX_DISPLAY_NUMBER);
+		return -EINVAL;
+	}
+	if (cfg->session && !cfg->virtual_size) {
+		fprintf(stderr, "holod: --session runs on the virtual displays holod starts: give "
+				"--virtual WxH too\n");
+		return -EINVAL;
+	}
+	/* The Xvfbs' names are known once they run: main.c sets the displays then. */
+	if (cfg->virtual_size)
+		free_displays(cfg);
+	if ((r = find_default_model(cfg)) < 0)
+		return r;
 	/* A backend that cannot run the model is refused here, before anything starts, rather
 	 * than replaced by the CPU. Without a model the option has nothing to check. */
 	cfg->engine_backend.device = (int)cfg->device;
@@ -340,6 +610,7 @@ int options_parse(struct holod_config *cfg, int argc, char **argv)
 	int r;
 
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->virtual_number = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
 		if (options[i].def && (r = set_value(cfg, &options[i], options[i].def,
 						     "default")) < 0)
@@ -464,6 +735,7 @@ void options_dump(FILE *f, const struct holod_config *cfg)
 
 void options_finish(struct holod_config *cfg)
 {
+	free_displays(cfg);
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
 		if (options[i].type != OPT_UINT && options[i].type != OPT_FLAG &&
 		    options[i].type != OPT_TEMPERATURE)

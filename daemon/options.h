@@ -8,13 +8,31 @@
 
 #include "engine.h"
 
+/* Displays one holod drives at most (--displays, --display repeated). */
+#define HOLOD_MAX_DISPLAYS 16
+/* Highest N of --virtual WxH@:N. */
+#define HOLOD_MAX_DISPLAY_NUMBER 9999
+/* Longest config-file path after ~ and $VAR expansion. */
+#define HOLOD_MAX_CONFIG_PATH 4096
+
 struct holod_config {
 	char *config_path;   /* --config, $HOLOD_CONFIG, $XDG_CONFIG_HOME/holod/holod.conf */
 	char *socket_path;   /* --socket, $HOLOD_SOCKET, $XDG_RUNTIME_DIR/holod/holod.sock */
 	char *state_dir;     /* --state-dir, $HOLOD_STATE_DIR, $XDG_STATE_HOME/holod */
-	char *display;       /* --display, $DISPLAY; NULL: none */
-	char *virtual_size;  /* --virtual WxH: start and own an Xvfb of that size */
+	char *display;       /* --display, $DISPLAY: one name or a comma-separated list (the
+				command line may repeat --display); NULL: none */
+	char *virtual_size;  /* --virtual WxH[@:N]: start and own Xvfbs of that size */
 	int virtual_width, virtual_height;
+	int virtual_number;  /* the N of WxH@:N: the first virtual display's number; -1: any */
+	unsigned n_virtual;  /* --displays: how many Xvfbs --virtual starts */
+	char *session;       /* --session CMD: run on each virtual display once it is up */
+	/* Derived by options_parse: the displays driven, one executor each (HOLOD_MAX_DISPLAYS at
+	 * most); empty with --virtual (main.c fills them in as the Xvfbs come up) and when no
+	 * display is known. */
+	char **displays;
+	size_t n_displays;
+	bool display_cmdline; /* a --display of the command line was seen: the next one appends */
+	bool require_model;   /* a model that cannot be loaded makes holod exit non-zero */
 	unsigned settle_ms;  /* default pause after each action */
 	unsigned max_steps;  /* default step budget of a task */
 	unsigned max_seconds; /* default time budget of a task */

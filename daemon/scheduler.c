@@ -20,8 +20,20 @@ struct task {
 	struct task *next;
 };
 
+/* One display and its executor thread. */
+struct lane {
+	struct scheduler *s;
+	size_t index;
+	char *display;        /* NULL: $DISPLAY at connect time */
+	struct task *running; /* under the scheduler's lock */
+	bool connected;       /* the executor holds an X connection (under the lock) */
+	pthread_t thread;
+	bool started;
+};
+
 struct scheduler {
-	char *display;
+	struct lane *lanes;
+	size_t n_lanes;
 	unsigned settle_ms, max_steps, max_seconds, kill_switch_ms;
 	char *state_dir;
 	unsigned prune_days;
@@ -30,18 +42,14 @@ struct scheduler {
 	struct shotwriter *writer;
 
 	pthread_mutex_t lock;
-	pthread_cond_t wake;    /* executor: work queued or stopping */
+	pthread_cond_t wake;    /* executors: work queued or stopping (broadcast: a task may be
+				   for one display only) */
 	pthread_cond_t changed; /* waiters: progress counter moved or stopping */
 	struct task *head, *tail;
-	struct task *running;
 	uint64_t progress;
 	bool stopping;
-	bool stopped;   /* the executor has been joined: every task is final */
-	bool connected; /* the executor holds an X connection */
+	bool stopped;   /* the executors have been joined: every task is final */
 	char *stop_reason;
-
-	pthread_t thread;
-	bool started;
 };
 
 static void task_free(struct task *t)
@@ -78,12 +86,16 @@ static void notify_cb(void *userdata)
 	scheduler_notify(userdata);
 }
 
-void scheduler_kill_switch(struct scheduler *s)
+void scheduler_kill_switch(struct scheduler *s, size_t index)
 {
+	if (index >= s->n_lanes)
+		return;
+	struct lane *l = &s->lanes[index];
 	pthread_mutex_lock(&s->lock);
-	if (s->running) {
-		log_warning("kill switch: stopping task %lld", (long long)s->running->id);
-		task_stop(s->running, EXECUTOR_KILL);
+	if (l->running) {
+		log_warning("kill switch of display %s: stopping task %lld",
+			    l->display ? l->display : "$DISPLAY", (long long)l->running->id);
+		task_stop(l->running, EXECUTOR_KILL);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -91,19 +103,21 @@ void scheduler_kill_switch(struct scheduler *s)
 /* Runs on the kill switch's own thread. */
 static void kill_switch_fired(void *userdata)
 {
-	scheduler_kill_switch(userdata);
+	struct lane *l = userdata;
+	scheduler_kill_switch(l->s, l->index);
 }
 
-/* The kill switch listens on the display of the tasks; it is armed before a task runs, and
- * retried before the next one when the display was not there yet. */
-static void arm_kill_switch(struct scheduler *s, struct x11_killswitch **ks, bool *unsupported)
+/* The kill switch listens on the display of the lane's tasks; it is armed before a task runs,
+ * and retried before the next one when the display was not there yet. */
+static void arm_kill_switch(struct lane *l, struct x11_killswitch **ks, bool *unsupported)
 {
+	struct scheduler *s = l->s;
 	if (*ks || *unsupported || !s->kill_switch_ms)
 		return;
-	*ks = x11_killswitch_create(s->display, s->kill_switch_ms, kill_switch_fired, s);
+	*ks = x11_killswitch_create(l->display, s->kill_switch_ms, kill_switch_fired, l);
 	if (*ks) {
-		log_info("kill switch armed: press Escape twice within %u ms to stop a task",
-			 s->kill_switch_ms);
+		log_info("kill switch armed on %s: press Escape twice within %u ms to stop a task",
+			 l->display ? l->display : "$DISPLAY", s->kill_switch_ms);
 	} else if (errno == ENOTSUP) {
 		*unsupported = true;
 		log_warning("no kill switch: the X server lacks XInput2; use holoctl cancel or "
@@ -155,9 +169,27 @@ void scheduler_prune_old(struct journal *j, const char *state_dir, unsigned days
 			 "freed", tasks, days, (unsigned long long)bytes);
 }
 
+/* The oldest queued task that this lane may run: one naming its display, or none. */
+static struct task *take_locked(struct scheduler *s, struct lane *l)
+{
+	for (struct task **p = &s->head, *prev = NULL; *p; prev = *p, p = &(*p)->next) {
+		const char *want = (*p)->req->options.display;
+		if (want && (!l->display || strcmp(want, l->display) != 0))
+			continue;
+		struct task *t = *p;
+		*p = t->next;
+		if (s->tail == t)
+			s->tail = prev;
+		t->next = NULL;
+		return t;
+	}
+	return NULL;
+}
+
 static void *executor_main(void *userdata)
 {
-	struct scheduler *s = userdata;
+	struct lane *l = userdata;
+	struct scheduler *s = l->s;
 	struct x11_display *d = NULL;
 	struct x11_killswitch *ks = NULL;
 	bool ks_unsupported = false;
@@ -166,15 +198,12 @@ static void *executor_main(void *userdata)
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		while (!s->head && !s->stopping)
+		struct task *t = NULL;
+		while (!s->stopping && !(t = take_locked(s, l)))
 			pthread_cond_wait(&s->wake, &s->lock);
 		if (s->stopping)
 			break;
-		struct task *t = s->head;
-		s->head = t->next;
-		if (!s->head)
-			s->tail = NULL;
-		s->running = t;
+		l->running = t;
 		pthread_mutex_unlock(&s->lock);
 
 		/* The connection kept from the last task: read the screen's size again (it may have
@@ -186,8 +215,8 @@ static void *executor_main(void *userdata)
 			x11_killswitch_destroy(ks);
 			ks = NULL;
 		}
-		arm_kill_switch(s, &ks, &ks_unsupported);
-		int r = journal_task_start(s->journal, t->id, time_real_us());
+		arm_kill_switch(l, &ks, &ks_unsupported);
+		int r = journal_task_start(s->journal, t->id, l->display, time_real_us());
 		if (r < 0)
 			log_warning_errno(r, "task %lld: cannot journal its start", (long long)t->id);
 		scheduler_notify(s);
@@ -203,13 +232,14 @@ static void *executor_main(void *userdata)
 		};
 		struct executor_outcome out = {0};
 		if (t->req->kind == IPC_TASK_KIND_INSTRUCTION) {
-			log_info("task %lld: running an instruction%s", (long long)t->id,
-				 o->dry_run ? " (dry run)" : "");
-			agent_run(&s->agent, &env, &d, s->display, &et, &out);
+			log_info("task %lld: running an instruction on %s%s", (long long)t->id,
+				 l->display ? l->display : "$DISPLAY", o->dry_run ? " (dry run)" : "");
+			agent_run(&s->agent, &env, &d, l->display, &et, &out);
 		} else {
-			log_info("task %lld: running %zu actions%s", (long long)t->id,
-				 t->req->n_actions, o->dry_run ? " (dry run)" : "");
-			executor_run(&env, &d, s->display, &et, &out);
+			log_info("task %lld: running %zu actions on %s%s", (long long)t->id,
+				 t->req->n_actions, l->display ? l->display : "$DISPLAY",
+				 o->dry_run ? " (dry run)" : "");
+			executor_run(&env, &d, l->display, &et, &out);
 		}
 		if (!d && ks) {
 			/* The executor dropped its X connection (the X session ended): the kill
@@ -229,7 +259,7 @@ static void *executor_main(void *userdata)
 		}
 
 		pthread_mutex_lock(&s->lock);
-		s->connected = d != NULL;
+		l->connected = d != NULL;
 		if (out.status == IPC_TASK_INTERRUPTED && !out.error)
 			out.error = xstrdup(s->stop_reason ? s->stop_reason : "holod stopped");
 		pthread_mutex_unlock(&s->lock);
@@ -245,7 +275,7 @@ static void *executor_main(void *userdata)
 		free(out.error);
 
 		pthread_mutex_lock(&s->lock);
-		s->running = NULL;
+		l->running = NULL;
 		task_free(t);
 		bump_locked(s);
 	}
@@ -258,10 +288,29 @@ static void *executor_main(void *userdata)
 struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct journal *j,
 				   struct shotwriter *w)
 {
-	struct scheduler *s = xcalloc(1, sizeof(*s));
+	struct scheduler *s;
 	int r;
 
-	s->display = cfg->display ? xstrdup(cfg->display) : NULL;
+	if (cfg->n_displays > SCHEDULER_MAX_DISPLAYS) {
+		errno = E2BIG;
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_displays; i++)
+		for (size_t k = 0; k < i; k++)
+			if (!cfg->displays[i] || !cfg->displays[k] ||
+			    strcmp(cfg->displays[i], cfg->displays[k]) == 0) {
+				errno = EINVAL;
+				return NULL;
+			}
+	s = xcalloc(1, sizeof(*s));
+	s->n_lanes = cfg->n_displays ? cfg->n_displays : 1;
+	s->lanes = xcalloc(s->n_lanes, sizeof(*s->lanes));
+	for (size_t i = 0; i < s->n_lanes; i++) {
+		s->lanes[i].s = s;
+		s->lanes[i].index = i;
+		if (cfg->n_displays && cfg->displays[i])
+			s->lanes[i].display = xstrdup(cfg->displays[i]);
+	}
 	s->settle_ms = cfg->settle_ms;
 	s->max_steps = cfg->max_steps;
 	s->max_seconds = cfg->max_seconds;
@@ -278,12 +327,15 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->changed, &ca);
 	pthread_condattr_destroy(&ca);
-	if ((r = pthread_create(&s->thread, NULL, executor_main, s)) != 0) {
-		scheduler_destroy(s);
-		errno = r;
-		return NULL;
+	for (size_t i = 0; i < s->n_lanes; i++) {
+		if ((r = pthread_create(&s->lanes[i].thread, NULL, executor_main, &s->lanes[i])) !=
+		    0) {
+			scheduler_destroy(s);
+			errno = r;
+			return NULL;
+		}
+		s->lanes[i].started = true;
 	}
-	s->started = true;
 	return s;
 }
 
@@ -304,16 +356,18 @@ void scheduler_stop(struct scheduler *s, const char *reason)
 		task_free(t);
 	}
 	s->tail = NULL;
-	if (s->running)
-		task_stop(s->running, EXECUTOR_SHUTDOWN);
+	for (size_t i = 0; i < s->n_lanes; i++)
+		if (s->lanes[i].running)
+			task_stop(s->lanes[i].running, EXECUTOR_SHUTDOWN);
 	pthread_cond_broadcast(&s->wake);
 	bump_locked(s);
 	pthread_mutex_unlock(&s->lock);
 join:
-	if (s->started) {
-		pthread_join(s->thread, NULL);
-		s->started = false;
-	}
+	for (size_t i = 0; i < s->n_lanes; i++)
+		if (s->lanes[i].started) {
+			pthread_join(s->lanes[i].thread, NULL);
+			s->lanes[i].started = false;
+		}
 	pthread_mutex_lock(&s->lock);
 	s->stopped = true;
 	bump_locked(s);
@@ -328,10 +382,20 @@ void scheduler_destroy(struct scheduler *s)
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->wake);
 	pthread_cond_destroy(&s->changed);
-	free(s->display);
+	for (size_t i = 0; i < s->n_lanes; i++)
+		free(s->lanes[i].display);
+	free(s->lanes);
 	free(s->state_dir);
 	free(s->stop_reason);
 	free(s);
+}
+
+static struct lane *find_lane(struct scheduler *s, const char *display)
+{
+	for (size_t i = 0; i < s->n_lanes; i++)
+		if (s->lanes[i].display && strcmp(s->lanes[i].display, display) == 0)
+			return &s->lanes[i];
+	return NULL;
 }
 
 int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t *ret_id)
@@ -344,6 +408,15 @@ int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t 
 		ipc_task_request_destroy(req);
 		return -ENOMEM;
 	}
+	/* The display a task will run on is known now when it names one or there is only one;
+	 * otherwise the executor that takes it journals it when it starts. */
+	const char *display = req->options.display;
+	if (display && !find_lane(s, display)) {
+		r = -ENXIO;
+		goto free_spec;
+	}
+	if (!display && s->n_lanes == 1)
+		display = s->lanes[0].display;
 	pthread_mutex_lock(&s->lock);
 	if (s->stopping) {
 		r = -ESHUTDOWN;
@@ -351,8 +424,8 @@ int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t 
 	}
 	/* Journal and enqueue under one lock hold: a task is never 'queued' in the journal
 	 * without being in the queue, so cancel can trust what it finds. */
-	if ((r = journal_task_insert(s->journal, req->kind, spec, s->display, time_real_us(),
-				     &id)) < 0)
+	if ((r = journal_task_insert(s->journal, req->kind, spec, display, time_real_us(), &id)) <
+	    0)
 		goto unlock;
 	struct task *t = xcalloc(1, sizeof(*t));
 	t->id = id;
@@ -364,12 +437,13 @@ int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t 
 	else
 		s->head = t;
 	s->tail = t;
-	pthread_cond_signal(&s->wake);
+	pthread_cond_broadcast(&s->wake);
 	bump_locked(s);
 	log_info("task %lld: queued", (long long)id);
 	*ret_id = id;
 unlock:
 	pthread_mutex_unlock(&s->lock);
+free_spec:
 	ipc_task_request_destroy(req);
 	free(spec);
 	return r;
@@ -381,10 +455,13 @@ int scheduler_cancel(struct scheduler *s, int64_t id)
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->running && s->running->id == id) {
-		task_stop(s->running, EXECUTOR_CANCEL);
-		pthread_mutex_unlock(&s->lock);
-		return 1;
+	for (size_t i = 0; i < s->n_lanes; i++) {
+		struct task *running = s->lanes[i].running;
+		if (running && running->id == id) {
+			task_stop(running, EXECUTOR_CANCEL);
+			pthread_mutex_unlock(&s->lock);
+			return 1;
+		}
 	}
 	for (struct task **p = &s->head, *prev = NULL; *p; prev = *p, p = &(*p)->next) {
 		if ((*p)->id != id)
@@ -407,19 +484,65 @@ int scheduler_cancel(struct scheduler *s, int64_t id)
 	return ipc_task_status_is_final(status) ? -EALREADY : -ENOENT;
 }
 
+int scheduler_cancel_all(struct scheduler *s, json_t **ret_cancelled, json_t **ret_stopping)
+{
+	json_t *cancelled = json_array(), *stopping = json_array();
+	int r = 0;
+
+	if (!cancelled || !stopping) {
+		json_decref(cancelled);
+		json_decref(stopping);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_lanes; i++) {
+		struct task *t = s->lanes[i].running;
+		if (t && atomic_load(&t->stop) == EXECUTOR_RUN) {
+			task_stop(t, EXECUTOR_CANCEL);
+			json_array_append_new(stopping, json_integer(t->id));
+		}
+	}
+	uint64_t now = time_real_us();
+	while (s->head) {
+		struct task *t = s->head;
+		s->head = t->next;
+		int jr = journal_task_finish(s->journal, t->id, IPC_TASK_CANCELLED, now, NULL,
+					     "cancelled before it started");
+		if (jr < 0 && r == 0)
+			r = jr;
+		json_array_append_new(cancelled, json_integer(t->id));
+		task_free(t);
+	}
+	s->tail = NULL;
+	bump_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	*ret_cancelled = cancelled;
+	*ret_stopping = stopping;
+	return r;
+}
+
 json_t *scheduler_snapshot(struct scheduler *s)
 {
-	json_t *queue = json_array();
+	json_t *queue = json_array(), *displays = json_array();
+	if (!queue || !displays) {
+		json_decref(queue);
+		json_decref(displays);
+		return NULL;
+	}
 	pthread_mutex_lock(&s->lock);
-	for (struct task *t = s->head; t && queue; t = t->next)
+	for (struct task *t = s->head; t; t = t->next)
 		json_array_append_new(queue, json_integer(t->id));
-	json_t *o = json_pack("{s:o, s:o, s:o, s:b}", "running",
-			      s->running ? json_integer(s->running->id) : json_null(), "queue",
-			      queue ? queue : json_array(), "display",
-			      s->display ? json_string(s->display) : json_null(), "connected",
-			      s->connected);
+	for (size_t i = 0; i < s->n_lanes; i++) {
+		const struct lane *l = &s->lanes[i];
+		json_array_append_new(
+			displays,
+			json_pack("{s:o, s:o, s:b}", "name",
+				  l->display ? json_string(l->display) : json_null(), "running",
+				  l->running ? json_integer(l->running->id) : json_null(),
+				  "connected", l->connected));
+	}
 	pthread_mutex_unlock(&s->lock);
-	return o;
+	return json_pack("{s:o, s:o}", "queue", queue, "displays", displays);
 }
 
 uint64_t scheduler_progress(struct scheduler *s)

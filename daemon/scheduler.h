@@ -1,16 +1,21 @@
-/* scheduler: the task queue of the one display holod drives, and the executor thread that runs
- * its tasks in FIFO order.
+/* scheduler: the task queue of the displays holod drives, and one executor thread per display
+ * that runs tasks one at a time, in FIFO order.
  *
  * DESIGN (who owns what, where the threads meet):
  *   - main thread: creates and destroys everything, waits for signals, calls scheduler_stop.
  *   - HTTP threads (libmicrohttpd, one per connection): submit, cancel, read a snapshot, and wait
  *     for progress (scheduler_wait); they read task and step data from the journal, never from
  *     the executor.
- *   - executor thread (one per display): owns the X connection (Xlib is not thread-safe, so no
- *     other thread touches it), the running task's request and its budgets; writes tasks and
- *     steps to the journal; hands frames to the screenshot writer.
+ *   - executor thread (one per display): owns its display's X connection and kill switch (Xlib
+ *     is not thread-safe, so no other thread touches them), the running task's request and its
+ *     budgets; writes tasks and steps to the journal; hands frames to the screenshot writer.
+ *     Instruction tasks on several displays share the one engine thread: their jobs queue
+ *     there (engine-thread.h).
+ *   - one queue serves every display: an idle executor takes the oldest task that names its
+ *     display or none, so a task runs on the display it asks for or on the first free one, and
+ *     no display ever runs two tasks at once. Task ids are the journal's, global.
  *   - screenshot writer thread: see shotwriter.h; it journals screenshot rows on its own.
- *   The queue, the `running` pointer, the stop flag and the progress counter are guarded by the
+ *   The queue, each display's `running` pointer, the stop flag and the progress counter are guarded by the
  *   scheduler's mutex; a task's cancel flag is atomic so the executor can poll it without the
  *   lock. Every journal change that a waiter may care about bumps the progress counter and
  *   broadcasts `changed`, which is how event streams and POST /v1/actions learn of progress. */
@@ -26,8 +31,14 @@
 
 struct scheduler;
 
+/* Displays one scheduler drives at most. */
+#define SCHEDULER_MAX_DISPLAYS 16
+
 struct scheduler_config {
-	const char *display;   /* X display name; NULL: $DISPLAY at connect time */
+	/* X display names, one executor each (1..SCHEDULER_MAX_DISPLAYS, distinct); none
+	 * (n_displays 0): one executor on $DISPLAY at connect time. */
+	const char *const *displays;
+	size_t n_displays;
 	unsigned settle_ms;    /* defaults for requests that leave them unset */
 	unsigned max_steps;
 	unsigned max_seconds;
@@ -49,14 +60,21 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 void scheduler_destroy(struct scheduler *s);
 
 /* Journals a new task as 'queued' and appends it to the queue; takes ownership of `req` (also
- * on failure). -ESHUTDOWN once stopping. */
+ * on failure). -ENXIO when req->options.display names no display of this scheduler,
+ * -ESHUTDOWN once stopping. */
 int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t *ret_id);
 
 /* Cancels a task: a queued one becomes 'cancelled' at once (returns 0), the running one stops at
  * the next safe point (returns 1). -ENOENT unknown id, -EALREADY already finished. */
 int scheduler_cancel(struct scheduler *s, int64_t id);
 
-/* {"running": id|null, "queue": [ids...], "display": name|null, "connected": bool} */
+/* Cancels every queued task (now) and every running one (at its next safe point), as
+ * scheduler_cancel does each; *ret_cancelled and *ret_stopping receive their ids (new arrays).
+ * Tasks submitted later are not affected. */
+int scheduler_cancel_all(struct scheduler *s, json_t **ret_cancelled, json_t **ret_stopping);
+
+/* {"queue": [ids...], "displays": [{"name": name|null, "running": id|null,
+ *  "connected": bool}...]}: the displays in the order of the configuration. */
 json_t *scheduler_snapshot(struct scheduler *s);
 
 /* The progress counter; scheduler_wait blocks until it differs from `seen` or timeout_ms passes,
@@ -67,9 +85,10 @@ void scheduler_notify(struct scheduler *s);
 /* True once scheduler_stop has joined the executor: no task will change any more. */
 bool scheduler_stopped(struct scheduler *s);
 
-/* What the kill switch does when it fires (called from its thread): the running task stops at
- * its next safe point (between decoded tokens for an agent) and becomes 'cancelled'. */
-void scheduler_kill_switch(struct scheduler *s);
+/* What the kill switch of display `index` (in configuration order) does when it fires (called
+ * from its thread): that display's running task stops at its next safe point (between decoded
+ * tokens for an agent) and becomes 'cancelled'. Tasks on other displays run on. */
+void scheduler_kill_switch(struct scheduler *s, size_t index);
 
 /* Begins shutdown: refuses new tasks, marks queued tasks 'interrupted', stops the running task
  * at its next safe point (it is marked 'interrupted' with `reason`), releases held keys and

@@ -33,11 +33,18 @@ int state_dir_prepare(const char *dir);
  * Returns 0 when NOTIFY_SOCKET is unset, 1 when sent, -errno on failure. */
 int notify_send(const char *state);
 
-/* A private Xvfb of width x height owned by holod: started with -displayfd, killed by
- * xvfb_stop (and by the kernel via PR_SET_PDEATHSIG if holod dies). */
+/* A private Xvfb of width x height owned by holod: display `number` (-1: the first free one,
+ * which Xvfb reports through -displayfd), killed by xvfb_stop (and by the kernel via
+ * PR_SET_PDEATHSIG if holod dies). xvfb_start returns once the server accepts clients. */
 struct xvfb {
 	pid_t pid;
-	char *display; /* ":N" */
+	char *display;      /* ":N" */
+	pid_t session_pid;  /* --session: its process group leader; 0: none (or reaped) */
 };
-int xvfb_start(struct xvfb *x, int width, int height);
+int xvfb_start(struct xvfb *x, int width, int height, int number);
+/* Starts `command` through /bin/sh on the display, in its own process group (so that the
+ * programs it starts are stopped with it), stdin from /dev/null, output to holod's stderr. */
+int xvfb_start_session(struct xvfb *x, const char *command);
+/* Stops the session's process group (SIGTERM, then SIGKILL after a grace period), then the
+ * server. Accepts a zeroed struct. */
 void xvfb_stop(struct xvfb *x);

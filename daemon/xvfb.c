@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,10 @@
 
 #define XVFB_START_TIMEOUT_MS 15000
 
-int xvfb_start(struct xvfb *x, int width, int height)
+int xvfb_start(struct xvfb *x, int width, int height, int number)
 {
 	int pipefd[2], r;
-	char fdarg[16], screen[64], buf[32];
+	char fdarg[16], screen[64], buf[32], name[16];
 	size_t got = 0;
 
 	memset(x, 0, sizeof(*x));
@@ -27,6 +28,7 @@ int xvfb_start(struct xvfb *x, int width, int height)
 		return log_error_errno(-errno, "pipe");
 	snprintf(fdarg, sizeof(fdarg), "%d", pipefd[1]);
 	snprintf(screen, sizeof(screen), "%dx%dx24", width, height);
+	snprintf(name, sizeof(name), ":%d", number);
 
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -44,8 +46,13 @@ int xvfb_start(struct xvfb *x, int width, int height)
 		sigprocmask(SIG_SETMASK, &all, NULL);
 		int fl = fcntl(pipefd[1], F_GETFD);
 		fcntl(pipefd[1], F_SETFD, fl & ~FD_CLOEXEC);
-		execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", screen, "-nolisten",
-		       "tcp", "-noreset", (char *)NULL);
+		/* With a number, -displayfd still tells when the server is ready. */
+		if (number >= 0)
+			execlp("Xvfb", "Xvfb", name, "-displayfd", fdarg, "-screen", "0", screen,
+			       "-nolisten", "tcp", "-noreset", (char *)NULL);
+		else
+			execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", screen,
+			       "-nolisten", "tcp", "-noreset", (char *)NULL);
 		fprintf(stderr, "holod: cannot run Xvfb: %s\n", strerror(errno));
 		_exit(127);
 	}
@@ -70,8 +77,14 @@ int xvfb_start(struct xvfb *x, int width, int height)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			r = log_error_errno(-EPIPE, "Xvfb exited before reporting a display "
-						    "(is Xvfb installed?)");
+			if (number >= 0)
+				r = log_error_errno(-EPIPE, "Xvfb could not start display %s (in use "
+							    "by another X server? Xvfb's message is "
+							    "above)",
+						    name);
+			else
+				r = log_error_errno(-EPIPE, "Xvfb exited before reporting a display "
+							    "(is Xvfb installed?)");
 			goto kill;
 		}
 		got += (size_t)n;
@@ -92,21 +105,60 @@ close_pipe:
 	return r;
 }
 
+int xvfb_start_session(struct xvfb *x, const char *command)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0)
+		return log_error_errno(-errno, "fork");
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
+		setpgid(0, 0);
+		sigset_t all;
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (null >= 0 && null != STDIN_FILENO)
+			dup2(null, STDIN_FILENO);
+		setenv("DISPLAY", x->display, 1);
+		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+		fprintf(stderr, "holod: cannot run /bin/sh for --session: %s\n", strerror(errno));
+		_exit(127);
+	}
+	/* Both sides set the group, so that a stop right after the fork finds it. */
+	setpgid(pid, pid);
+	x->session_pid = pid;
+	log_info("started the session on %s (pid %d): %s", x->display, (int)pid, command);
+	return 0;
+}
+
+/* SIGTERM to a process (group, for pgid), SIGKILL after `grace_us`; reaps `pid`. */
+static void terminate(pid_t pid, bool group, uint64_t grace_us)
+{
+	int status;
+	kill(group ? -pid : pid, SIGTERM);
+	uint64_t deadline = time_mono_us() + grace_us;
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (time_mono_us() > deadline) {
+			kill(group ? -pid : pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return;
+		}
+		time_sleep_us(10000);
+	}
+	if (group)
+		kill(-pid, SIGKILL); /* what the leader started and left behind */
+}
+
 void xvfb_stop(struct xvfb *x)
 {
-	if (x->pid > 0) {
-		kill(x->pid, SIGTERM);
-		uint64_t deadline = time_mono_us() + 5000000;
-		int status;
-		while (waitpid(x->pid, &status, WNOHANG) == 0) {
-			if (time_mono_us() > deadline) {
-				kill(x->pid, SIGKILL);
-				waitpid(x->pid, &status, 0);
-				break;
-			}
-			time_sleep_us(10000);
-		}
-	}
+	if (x->session_pid > 0)
+		terminate(x->session_pid, true, 2000000);
+	if (x->pid > 0)
+		terminate(x->pid, false, 5000000);
 	free(x->display);
 	memset(x, 0, sizeof(*x));
 }

@@ -59,6 +59,7 @@ int ipc_socket_path(char **ret);
 #define IPC_DEFAULT_LIST_LIMIT 50
 #define IPC_MAX_HISTORY_WINDOW 64             /* "window": observations kept with their image */
 #define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */
+#define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
 
 /* ---- error codes (the "code" member of an error body) ------------------------------------- */
 
@@ -210,6 +211,7 @@ struct ipc_task_options {
 	uint32_t max_seconds;  /* 1..IPC_MAX_TASK_SECONDS */
 	int32_t settle_ms;     /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
 	bool dry_run;          /* journal the steps, inject nothing */
+	char *display;         /* the display to run on (one holod drives); NULL: the first free */
 	/* Instruction tasks only: */
 	enum ipc_history history;
 	uint32_t window;       /* 1..IPC_MAX_HISTORY_WINDOW */
@@ -218,9 +220,11 @@ struct ipc_task_options {
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
  *   {"instruction": "open the settings", "history": "persistent"|"window", "window": K,
- *    "max_tiles": N, "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool}
+ *    "max_tiles": N, "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool,
+ *    "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
- *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID}
+ *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,
+ *    "display": ":1"}
  * Unknown members are rejected. */
 struct ipc_task_request {
 	enum ipc_task_kind kind;
@@ -243,7 +247,8 @@ void ipc_task_request_destroy(struct ipc_task_request *req);
 
 /* POST /v1/actions body: one action to run now, on the display queue, journaled as a one-step
  * script task:
- *   {"action": {action}, "coords": "pixels"|"model", "dry_run": bool, "settle_ms": N}
+ *   {"action": {action}, "coords": "pixels"|"model", "dry_run": bool, "settle_ms": N,
+ *    "display": ":1"}
  * Parsed into a script request with n_actions == 1. Same errors as ipc_task_request_parse. */
 int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			     char *errbuf, size_t errlen);

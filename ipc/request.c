@@ -13,6 +13,7 @@ void ipc_task_request_destroy(struct ipc_task_request *req)
 	if (!req)
 		return;
 	free(req->instruction);
+	free(req->options.display);
 	for (size_t i = 0; i < req->n_actions; i++)
 		ipc_action_finish(&req->actions[i]);
 	free(req->actions);
@@ -109,6 +110,24 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 					    "expected true or false");
 		req->options.dry_run = json_is_true(d);
 	}
+	json_t *disp = json_object_get(root, "display");
+	if (disp) {
+		if (!json_is_string(disp) || json_string_length(disp) == 0)
+			return ipc_error_at(errbuf, errlen, -EINVAL, "display",
+					    "expected a display name such as \":1\"");
+		size_t n = json_string_length(disp);
+		if (n > IPC_MAX_DISPLAY_NAME_BYTES)
+			return ipc_error_at(errbuf, errlen, -E2BIG, "display",
+					    "%zu bytes exceed the limit of %d", n,
+					    IPC_MAX_DISPLAY_NAME_BYTES);
+		const char *v = json_string_value(disp);
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)v[i] <= ' ' || v[i] == 0x7f)
+				return ipc_error_at(errbuf, errlen, -EINVAL, "display",
+						    "a display name has no spaces or control "
+						    "characters");
+		req->options.display = xstrndup(v, n);
+	}
 	return 0;
 }
 
@@ -166,10 +185,10 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 {
 	static const char *const script_members[] = {"script",      "coords",    "max_steps",
 						     "max_seconds", "settle_ms", "dry_run",
-						     "replay_of"};
+						     "replay_of",   "display"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
-		"history",     "window",    "max_tiles"};
+		"history",     "window",    "max_tiles",   "display"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -267,7 +286,8 @@ finish:
 int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			     char *errbuf, size_t errlen)
 {
-	static const char *const members[] = {"action", "coords", "dry_run", "settle_ms"};
+	static const char *const members[] = {"action", "coords", "dry_run", "settle_ms",
+					      "display"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -350,6 +370,8 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.settle_ms >= 0)
 		r |= json_object_set_new(o, "settle_ms", json_integer(req->options.settle_ms));
 	r |= json_object_set_new(o, "dry_run", json_boolean(req->options.dry_run));
+	if (req->options.display)
+		r |= json_object_set_new(o, "display", json_string(req->options.display));
 	if (req->options.history != IPC_HISTORY_DEFAULT)
 		r |= json_object_set_new(o, "history",
 					 json_string(ipc_history_to_string(req->options.history)));

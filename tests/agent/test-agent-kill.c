@@ -74,7 +74,8 @@ int main(int argc, char **argv)
 	REQUIRE(et);
 	REQUIRE(model_worker_wait_loaded(et) == MODEL_WORKER_READY);
 	struct scheduler_config sc = {
-		.display = xvfb.display,
+		.displays = (const char *const[]){xvfb.display},
+		.n_displays = 1,
 		.settle_ms = 0,
 		.max_steps = 100,
 		.max_seconds = 600,
@@ -104,7 +105,7 @@ int main(int argc, char **argv)
 	CHECK_INT_EQ(status, IPC_TASK_RUNNING);
 
 	uint64_t t0 = time_mono_us();
-	scheduler_kill_switch(s);
+	scheduler_kill_switch(s, 0);
 	while (journal_task_status(j, id, &status) == 0 && !ipc_task_status_is_final(status) &&
 	       time_mono_us() - t0 < DEADLINE_US)
 		time_sleep_us(1000);

@@ -102,7 +102,9 @@ static void server_start(void)
 	srv.worker = model_worker_create(NULL, NULL);
 	check(srv.writer && srv.worker, "writer and model worker");
 	struct scheduler_config sc = {
-		.display = ":65533", /* no such server: every task fails at once */
+		/* no such server: every task fails at once */
+		.displays = (const char *const[]){":65533"},
+		.n_displays = 1,
 		.settle_ms = 0,
 		.max_steps = 100,
 		.max_seconds = 5,

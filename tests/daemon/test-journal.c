@@ -146,8 +146,8 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 2, &b), 0);
 	CHECK_INT_EQ(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", NULL, 3, &c), 0);
 	CHECK(a < b && b < c);
-	CHECK_INT_EQ(journal_task_start(j, a, 10), 0);
-	CHECK_INT_EQ(journal_task_start(j, 999, 10), -ENOENT);
+	CHECK_INT_EQ(journal_task_start(j, a, NULL, 10), 0);
+	CHECK_INT_EQ(journal_task_start(j, 999, NULL, 10), -ENOENT);
 
 	struct journal_step s0 = step(a, 0);
 	struct journal_step_timing tm = {.capture_us = 11, .map_us = 1, .inject_us = 22,
@@ -285,7 +285,7 @@ static void test_prune(void)
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 2, &recent) == 0);
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 3, &queued) == 0);
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{}", NULL, 4, &running) == 0);
-	REQUIRE(journal_task_start(j, old, 10) == 0);
+	REQUIRE(journal_task_start(j, old, NULL, 10) == 0);
 	struct journal_step s0 = step(old, 0);
 	REQUIRE(journal_step_begin(j, &s0) == 0);
 	char *state = db_path("prune-state");
@@ -300,9 +300,9 @@ static void test_prune(void)
 	REQUIRE(journal_screenshot_insert(j, old, 0, "before", rel_b, hex, 1000, 8, 8, 0, 0) == 0);
 	REQUIRE(journal_screenshot_insert(j, old, 0, "after", rel_a, hex, 234, 8, 8, 0, 0) == 0);
 	REQUIRE(journal_task_finish(j, old, IPC_TASK_SUCCEEDED, 100, NULL, NULL) == 0);
-	REQUIRE(journal_task_start(j, recent, 10) == 0);
+	REQUIRE(journal_task_start(j, recent, NULL, 10) == 0);
 	REQUIRE(journal_task_finish(j, recent, IPC_TASK_FAILED, 5000, NULL, "x") == 0);
-	REQUIRE(journal_task_start(j, running, 10) == 0);
+	REQUIRE(journal_task_start(j, running, NULL, 10) == 0);
 
 	/* Nothing finished before 50. */
 	CHECK_INT_EQ(journal_prune(j, state, 50, &tasks, &bytes), 0);
