@@ -249,6 +249,35 @@ static int open_single(struct model_files *files, const char *dir, char *errbuf,
 	return 0;
 }
 
+/* A directory that is not a checkpoint at all (a typo, the parent directory, a file) is told
+ * apart from a checkpoint with a bad file: the sentence says what a checkpoint holds. */
+static int check_checkpoint_dir(const char *dir, char *errbuf, size_t errlen)
+{
+	static const char expected[] =
+		"expected a Hugging Face checkpoint directory holding config.json, model.safetensors "
+		"(or model.safetensors.index.json and its shards) and tokenizer.json";
+	struct stat st;
+
+	if (stat(dir, &st) < 0) {
+		int e = errno;
+		return st_errorf(errbuf, errlen, -e, "%s: %s; %s", dir, strerror(e), expected);
+	}
+	if (!S_ISDIR(st.st_mode))
+		return st_errorf(errbuf, errlen, -ENOTDIR, "%s is not a directory; %s", dir, expected);
+	bool config = file_exists(dir, "config.json");
+	bool weights = file_exists(dir, "model.safetensors") ||
+		       file_exists(dir, "model.safetensors.index.json");
+	if (!config && !weights)
+		return st_errorf(errbuf, errlen, -ENOENT,
+				 "%s is not a model checkpoint: it has neither config.json nor "
+				 "safetensors weights; %s",
+				 dir, expected);
+	if (!config)
+		return st_errorf(errbuf, errlen, -ENOENT, "%s has weights but no config.json; %s", dir,
+				 expected);
+	return 0;
+}
+
 int model_files_open(const char *dir, struct model_files **ret, char *errbuf, size_t errlen)
 {
 	struct model_files *files = xcalloc(1, sizeof(*files));
@@ -257,6 +286,9 @@ int model_files_open(const char *dir, struct model_files **ret, char *errbuf, si
 	int r;
 
 	files->dir = xstrdup(dir);
+	r = check_checkpoint_dir(dir, errbuf, errlen);
+	if (r < 0)
+		goto out;
 	r = read_small_file(dir, "config.json", MODEL_CONFIG_MAX_BYTES, &text, &len, errbuf, errlen);
 	if (r < 0)
 		goto out;

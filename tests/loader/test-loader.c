@@ -853,9 +853,20 @@ static void test_bad_model(void)
 	unlink(fmt("%s/model.safetensors", dir));
 	CHECK_LOAD_FAILS(dir, ENOENT, "no model.safetensors or model.safetensors.index.json");
 	unlink(fmt("%s/config.json", dir));
-	CHECK_LOAD_FAILS(dir, ENOENT, "config.json: cannot open: No such file or directory");
+	/* A directory that is no checkpoint says what one holds. */
+	CHECK_LOAD_FAILS(dir, ENOENT, "is not a model checkpoint: it has neither config.json nor "
+				      "safetensors weights; expected a Hugging Face checkpoint directory "
+				      "holding config.json, model.safetensors");
 	drop_fixture(dir);
-	CHECK_LOAD_FAILS("/nonexistent/holod/model", ENOENT, "config.json: cannot open");
+	dir = copy_fixture("tiny-mamba");
+	unlink(fmt("%s/config.json", dir));
+	CHECK_LOAD_FAILS(dir, ENOENT, "has weights but no config.json; expected");
+	drop_fixture(dir);
+	CHECK_LOAD_FAILS("/nonexistent/holod/model", ENOENT,
+			 "/nonexistent/holod/model: No such file or directory; expected a Hugging "
+			 "Face checkpoint directory");
+	CHECK_LOAD_FAILS(fmt("%s/tiny-mamba/config.json", fixtures), ENOTDIR,
+			 "is not a directory; expected");
 	CHECK_LOAD_FAILS(NULL, EINVAL, "no model directory");
 
 	/* A bad config.json through the loader. */
