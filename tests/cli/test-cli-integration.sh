@@ -72,8 +72,9 @@ wait_for() {
 
 # Nothing from the caller's environment may point holod or holoctl elsewhere.
 unset HOLOD_SOCKET HOLOD_CONFIG HOLOD_STATE_DIR HOLOD_VIRTUAL HOLOD_SETTLE_MS HOLOD_MAX_STEPS \
-	HOLOD_MAX_SECONDS WAYLAND_DISPLAY
-export XDG_RUNTIME_DIR="$tmp/run" XDG_STATE_HOME="$tmp/state" XDG_CONFIG_HOME="$tmp/config"
+	HOLOD_MAX_SECONDS HOLOD_DISPLAYS HOLOD_SESSION HOLOD_MODEL WAYLAND_DISPLAY
+export XDG_RUNTIME_DIR="$tmp/run" XDG_STATE_HOME="$tmp/state" XDG_CONFIG_HOME="$tmp/config" \
+	XDG_DATA_HOME="$tmp/data"
 mkdir -m 700 "$XDG_RUNTIME_DIR" "$XDG_STATE_HOME" "$XDG_CONFIG_HOME" || exit 1
 state="$XDG_STATE_HOME/holod"
 

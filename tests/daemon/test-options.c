@@ -44,6 +44,10 @@ int main(void)
 	setenv("XDG_RUNTIME_DIR", dir, 1);
 	setenv("XDG_STATE_HOME", dir, 1);
 	setenv("XDG_CONFIG_HOME", dir, 1); /* $dir/holod/holod.conf does not exist: fine */
+	setenv("XDG_DATA_HOME", dir, 1);   /* no $dir/holod/models yet: no default model */
+	unsetenv("HOLOD_MODEL");
+	unsetenv("HOLOD_DISPLAYS");
+	unsetenv("HOLOD_SESSION");
 	setenv("DISPLAY", ":77", 1);
 
 	/* Defaults and XDG-derived paths. */
@@ -153,6 +157,120 @@ int main(void)
 	CHECK_STR_EQ(cfg.precision, "fp32");
 	options_finish(&cfg);
 	write_file(conf, "\n");
+
+	/* Several displays: --display repeated or a comma list; the command line replaces what
+	 * the environment said, then each further --display adds one. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.n_displays, 1);
+	CHECK_STR_EQ(cfg.displays[0], ":77");
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--display", ":1", "--display=:2", NULL}) == 0);
+	CHECK_INT_EQ(cfg.n_displays, 2);
+	CHECK_STR_EQ(cfg.displays[0], ":1");
+	CHECK_STR_EQ(cfg.displays[1], ":2");
+	options_finish(&cfg);
+	write_file(conf, "display = :5,:6,:7\n");
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.n_displays, 1); /* $DISPLAY replaces the file's list */
+	CHECK_STR_EQ(cfg.displays[0], ":77");
+	options_finish(&cfg);
+	unsetenv("DISPLAY");
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.n_displays, 3);
+	CHECK_STR_EQ(cfg.displays[2], ":7");
+	options_finish(&cfg);
+	write_file(conf, "\n");
+	CHECK(parse(&cfg, (char *[]){"holod", "--display", ":1", "--display", ":1", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--display", ":1,,:2", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--display", ":1 :2", NULL}) < 0);
+	options_finish(&cfg);
+	/* --virtual WxH@:N --displays K: K Xvfbs from :N; the names come when they run. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:40", "--displays", "3",
+				       "--session", "openbox", NULL}) == 0);
+	CHECK_INT_EQ(cfg.virtual_width, 640);
+	CHECK_INT_EQ(cfg.virtual_number, 40);
+	CHECK_INT_EQ(cfg.n_virtual, 3);
+	CHECK_STR_EQ(cfg.session, "openbox");
+	CHECK_INT_EQ(cfg.n_displays, 0);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--virtual", "640x480", NULL}) == 0);
+	CHECK_INT_EQ(cfg.virtual_number, -1);
+	CHECK_INT_EQ(cfg.n_virtual, 1);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--displays", "2", NULL}) < 0); /* needs --virtual */
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--session", "openbox", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@40", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:9999", "--displays", "2",
+				     NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480", "--displays", "17",
+				     NULL}) < 0);
+	options_finish(&cfg);
+	setenv("DISPLAY", ":77", 1);
+
+	/* ~ and $VAR in the config file's paths (and only there: a shell expanded the rest). */
+	setenv("HOME", "/home/tester", 1);
+	setenv("HOLOD_TEST_MODELS", "/srv/models", 1);
+	write_file(conf, "model = ~/.local/share/holod/models/Holotron-12B\n"
+			 "state-dir = ${HOLOD_TEST_MODELS}/../state-$HOLOD_TEST_MODELS\n");
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--backend", "cpu", NULL}) == 0);
+	CHECK_STR_EQ(cfg.model_dir, "/home/tester/.local/share/holod/models/Holotron-12B");
+	CHECK_STR_EQ(cfg.state_dir, "/srv/models/../state-/srv/models");
+	options_finish(&cfg);
+	write_file(conf, "state-dir = $HOLOD_TEST_UNSET/x\n");
+	unsetenv("HOLOD_TEST_UNSET");
+	CHECK(parse(&cfg, (char *[]){"holod", NULL}) < 0);
+	options_finish(&cfg);
+	write_file(conf, "state-dir = ~other/x\n");
+	CHECK(parse(&cfg, (char *[]){"holod", NULL}) < 0);
+	options_finish(&cfg);
+	write_file(conf, "state-dir = /a/$/b\n");
+	CHECK(parse(&cfg, (char *[]){"holod", NULL}) < 0);
+	options_finish(&cfg);
+	write_file(conf, "\n");
+
+	/* --require-model; without --model the one checkpoint under $XDG_DATA_HOME/holod/models. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--require-model", NULL}) == 0);
+	CHECK(cfg.require_model);
+	CHECK(cfg.model_dir == NULL);
+	options_finish(&cfg);
+	char *models = path_join(dir, "holod/models/a");
+	REQUIRE(path_mkdir_p(models, 0700) == 0);
+	char *a_config = path_join(models, "config.json");
+	write_file(a_config, "{}");
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--backend", "cpu", NULL}) == 0);
+	CHECK_STR_EQ(cfg.model_dir, models);
+	options_finish(&cfg);
+	char *models_b = path_join(dir, "holod/models/b");
+	REQUIRE(path_mkdir_p(models_b, 0700) == 0);
+	char *b_config = path_join(models_b, "config.json");
+	write_file(b_config, "{}");
+	CHECK(parse(&cfg, (char *[]){"holod", NULL}) < 0); /* two: not guessed between */
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", NULL}) == 0);
+	CHECK_STR_EQ(cfg.model_dir, "/m");
+	options_finish(&cfg);
+	unlink(a_config);
+	unlink(b_config);
+	rmdir(models);
+	rmdir(models_b);
+	char *models_dir = path_join(dir, "holod/models");
+	rmdir(models_dir);
+	char *holod_dir = path_join(dir, "holod");
+	rmdir(holod_dir);
+	free(a_config);
+	free(b_config);
+	free(models);
+	free(models_b);
+	free(models_dir);
+	free(holod_dir);
 
 	/* Refusals. */
 	CHECK(parse(&cfg, (char *[]){"holod", "--settle-ms", "-1", NULL}) < 0);
