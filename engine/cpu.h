@@ -55,6 +55,26 @@ size_t cpu_matmul_scratch_bytes(int in);
 int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
 		    float *y, size_t ldy, bool accumulate);
 
+/* Decode products, y[t, 0:nrows] (+)= W[row0 + r, :] . x[t, :] for t < T <= CPU_GEMV_MAX_T, the
+ * rows split into one contiguous range per pool thread (cpu_gemv.c). bf16_act rounds x to bf16
+ * first (bf16 precision: bf16 weights then run on vdpbf16ps where the CPU has it); otherwise the
+ * products and sums are fp32. cpu_matmul*() call it for T <= CPU_GEMV_T. Returns 0, -EINVAL
+ * (T too large) or -ENOMEM. */
+int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+		  float *y, size_t ldy, bool accumulate, bool bf16_act);
+#define CPU_GEMV_MAX_T 4
+/* the most tokens cpu_matmul*() hand to cpu_gemv_rows() */
+#define CPU_GEMV_T 3
+/* Forces the GEMV variant ("portable", "avx2", "avx512", "avx512bf16"): -EINVAL for an unknown
+ * name, -ENOTSUP where this CPU cannot run it. Not callable while a job runs. Without it the
+ * most capable variant the CPU runs is used, capped by $HOLOD_CPU_KERNELS when that names one
+ * ("generic" is "portable"). */
+int cpu_gemv_select(const char *name);
+/* The GEMV variant in use. */
+const char *cpu_gemv_name(void);
+/* The name of variant i (0: portable, then in order of capability), NULL past the last. */
+const char *cpu_gemv_variant_name(int i);
+
 /* Single-threaded fp32 C[T][N] (+)= A[T][K] . B[K][N] for small products inside a task (the SSD
  * chunk scan). B is row-major [K][N], or given as its transpose [N][K] when b_trans. `pack` is
  * caller scratch of cpu_gemm_pack_floats(K) floats, 64-byte aligned. */

@@ -1,14 +1,13 @@
 /* Matrix products against memory-mapped weights, fp32 accumulation.
  *
- * Two shapes matter. Decode (one token, T < MATMUL_SMALL_T): every weight byte is used once, so
- * the kernel streams the weight rows in their stored dtype, converts in registers and does four
- * rows per pass over x (memory-bound). Prefill (many tokens): a task converts a block of ROW_BLOCK
+ * Two shapes matter. Decode (T <= CPU_GEMV_T tokens): every weight byte is used once; the GEMV
+ * kernels of cpu_gemv.c stream it (memory-bound). Prefill (many tokens): a task converts a block of ROW_BLOCK
  * rows to fp32 once into its scratch buffer and then multiplies them with tiles of TOKEN_BLOCK
  * tokens through a 4-row x 3-token register-blocked micro-kernel, so each weight byte is read
  * from memory once per call instead of once per token (compute-bound).
  *
  * Kernels are chosen at runtime: AVX-512F, AVX2+FMA+F16C, or portable C. $HOLOD_CPU_KERNELS
- * ("generic", "avx2", "avx512") caps the choice (tests use it to cover every variant).
+ * ("generic" or "portable", "avx2", "avx512") caps the choice (tests use it to cover every variant).
  */
 #include "cpu.h"
 
@@ -27,7 +26,6 @@
 
 #define ROW_BLOCK 32
 #define TOKEN_BLOCK 48
-#define MATMUL_SMALL_T 4
 #define GEMM_MIN_T 32
 
 float cpu_f16_to_f32(uint16_t h)
@@ -102,35 +100,6 @@ static void f16_row_generic(const uint16_t *src, float *dst, int n)
 {
 	for (int i = 0; i < n; i++)
 		dst[i] = cpu_f16_to_f32(src[i]);
-}
-
-/* out[r] = dot(row r of w, x), r < 4; rows are ldw elements apart in the stored dtype. */
-static void dot4_bf16_generic(const uint16_t *w, size_t ldw, const float *x, int n, float out[4])
-{
-	for (int r = 0; r < 4; r++) {
-		const uint16_t *row = w + (size_t)r * ldw;
-		float s = 0;
-		for (int i = 0; i < n; i++)
-			s += bf16_to_f32(row[i]) * x[i];
-		out[r] = s;
-	}
-}
-
-static void dot4_f16_generic(const uint16_t *w, size_t ldw, const float *x, int n, float out[4])
-{
-	for (int r = 0; r < 4; r++) {
-		const uint16_t *row = w + (size_t)r * ldw;
-		float s = 0;
-		for (int i = 0; i < n; i++)
-			s += cpu_f16_to_f32(row[i]) * x[i];
-		out[r] = s;
-	}
-}
-
-static void dot4_f32_generic(const float *w, size_t ldw, const float *x, int n, float out[4])
-{
-	for (int r = 0; r < 4; r++)
-		out[r] = dot_generic(w + (size_t)r * ldw, x, n);
 }
 
 /* out[r][t] = dot(w row r, x row t) for 4 rows x 3 tokens, all fp32. */
@@ -260,47 +229,6 @@ AVX2 static void f16_row_avx2(const uint16_t *src, float *dst, int n)
 		dst[i] = cpu_f16_to_f32(src[i]);
 }
 
-/* Decode streams four weight rows at once; a software prefetch 1 KiB ahead on each keeps more
- * misses in flight than the hardware prefetcher does alone (~10% on a 256 MB head). Prefetches
- * past the end of a row are harmless hints. */
-#define DOT4_AVX2(name, LOAD, TYPE, SCALAR)                                                        \
-	AVX2 static void name(const TYPE *w, size_t ldw, const float *x, int n, float out[4])     \
-	{                                                                                          \
-		const TYPE *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;           \
-		__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                         \
-		__m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();                         \
-		int i = 0;                                                                         \
-		for (; i + 8 <= n; i += 8) {                                                       \
-			__m256 xv = _mm256_loadu_ps(x + i);                                        \
-			if ((i & 31) == 0) {                                                       \
-				_mm_prefetch((const char *)(w0 + i) + 1024, _MM_HINT_T0);          \
-				_mm_prefetch((const char *)(w1 + i) + 1024, _MM_HINT_T0);          \
-				_mm_prefetch((const char *)(w2 + i) + 1024, _MM_HINT_T0);          \
-				_mm_prefetch((const char *)(w3 + i) + 1024, _MM_HINT_T0);          \
-			}                                                                          \
-			s0 = _mm256_fmadd_ps(LOAD(w0 + i), xv, s0);                                \
-			s1 = _mm256_fmadd_ps(LOAD(w1 + i), xv, s1);                                \
-			s2 = _mm256_fmadd_ps(LOAD(w2 + i), xv, s2);                                \
-			s3 = _mm256_fmadd_ps(LOAD(w3 + i), xv, s3);                                \
-		}                                                                                  \
-		out[0] = hsum256(s0);                                                              \
-		out[1] = hsum256(s1);                                                              \
-		out[2] = hsum256(s2);                                                              \
-		out[3] = hsum256(s3);                                                              \
-		for (; i < n; i++) {                                                               \
-			out[0] += SCALAR(w0[i]) * x[i];                                            \
-			out[1] += SCALAR(w1[i]) * x[i];                                            \
-			out[2] += SCALAR(w2[i]) * x[i];                                            \
-			out[3] += SCALAR(w3[i]) * x[i];                                            \
-		}                                                                                  \
-	}
-
-#define LOAD_F16X8(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define SCALAR_F32(v) (v)
-DOT4_AVX2(dot4_bf16_avx2, load_bf16x8, uint16_t, bf16_to_f32)
-DOT4_AVX2(dot4_f16_avx2, LOAD_F16X8, uint16_t, cpu_f16_to_f32)
-DOT4_AVX2(dot4_f32_avx2, _mm256_loadu_ps, float, SCALAR_F32)
-
 AVX2 static void mk4x3_avx2(const float *w, size_t ldw, const float *x, size_t ldx, int n,
 			    float out[4][3])
 {
@@ -406,44 +334,6 @@ AVX512 static inline __m512 load_bf16x16(const uint16_t *p)
 	__m256i h = _mm256_loadu_si256((const __m256i *)p);
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-
-#define LOAD_F16X16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-
-#define DOT4_AVX512(name, LOAD, TYPE, SCALAR)                                                      \
-	AVX512 static void name(const TYPE *w, size_t ldw, const float *x, int n, float out[4])   \
-	{                                                                                          \
-		const TYPE *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;           \
-		__m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();                         \
-		__m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();                         \
-		int i = 0;                                                                         \
-		for (; i + 16 <= n; i += 16) {                                                     \
-			__m512 xv = _mm512_loadu_ps(x + i);                                        \
-			if ((i & 31) == 0) {                                                       \
-				_mm_prefetch((const char *)(w0 + i) + 1024, _MM_HINT_T0);          \
-				_mm_prefetch((const char *)(w1 + i) + 1024, _MM_HINT_T0);          \
-				_mm_prefetch((const char *)(w2 + i) + 1024, _MM_HINT_T0);          \
-				_mm_prefetch((const char *)(w3 + i) + 1024, _MM_HINT_T0);          \
-			}                                                                          \
-			s0 = _mm512_fmadd_ps(LOAD(w0 + i), xv, s0);                                \
-			s1 = _mm512_fmadd_ps(LOAD(w1 + i), xv, s1);                                \
-			s2 = _mm512_fmadd_ps(LOAD(w2 + i), xv, s2);                                \
-			s3 = _mm512_fmadd_ps(LOAD(w3 + i), xv, s3);                                \
-		}                                                                                  \
-		out[0] = _mm512_reduce_add_ps(s0);                                                 \
-		out[1] = _mm512_reduce_add_ps(s1);                                                 \
-		out[2] = _mm512_reduce_add_ps(s2);                                                 \
-		out[3] = _mm512_reduce_add_ps(s3);                                                 \
-		for (; i < n; i++) {                                                               \
-			out[0] += SCALAR(w0[i]) * x[i];                                            \
-			out[1] += SCALAR(w1[i]) * x[i];                                            \
-			out[2] += SCALAR(w2[i]) * x[i];                                            \
-			out[3] += SCALAR(w3[i]) * x[i];                                            \
-		}                                                                                  \
-	}
-
-DOT4_AVX512(dot4_bf16_avx512, load_bf16x16, uint16_t, bf16_to_f32)
-DOT4_AVX512(dot4_f16_avx512, LOAD_F16X16, uint16_t, cpu_f16_to_f32)
-DOT4_AVX512(dot4_f32_avx512, _mm512_loadu_ps, float, SCALAR_F32)
 
 AVX512 static void axpby_avx512(float *restrict y, float a, float b, const float *restrict x, int n)
 {
@@ -576,9 +466,6 @@ struct kernels {
 	float (*dot)(const float *, const float *, int);
 	void (*bf16_row)(const uint16_t *, float *, int);
 	void (*f16_row)(const uint16_t *, float *, int);
-	void (*dot4_bf16)(const uint16_t *, size_t, const float *, int, float[4]);
-	void (*dot4_f16)(const uint16_t *, size_t, const float *, int, float[4]);
-	void (*dot4_f32)(const float *, size_t, const float *, int, float[4]);
 	void (*mk4x3)(const float *, size_t, const float *, size_t, int, float[4][3]);
 	void (*axpby)(float *restrict, float, float, const float *restrict, int);
 	void (*silu)(float *, const float *, int);
@@ -590,18 +477,18 @@ struct kernels {
 
 static const struct kernels kernels_generic = {
 	"generic",        dot_generic,       bf16_row_generic, f16_row_generic,
-	dot4_bf16_generic, dot4_f16_generic, dot4_f32_generic, mk4x3_generic,
+	mk4x3_generic,
 	axpby_generic, silu_generic, mul_silu_generic, vfma_generic, NULL,
 };
 #ifdef HAVE_X86
 static const struct kernels kernels_avx2 = {
 	"avx2",         dot_avx2,       bf16_row_avx2,  f16_row_avx2,
-	dot4_bf16_avx2, dot4_f16_avx2,  dot4_f32_avx2,  mk4x3_avx2,
+	mk4x3_avx2,
 	axpby_avx2, silu_avx2, mul_silu_avx2, vfma_avx2, gemm32_avx2,
 };
 static const struct kernels kernels_avx512 = {
 	"avx512",         dot_avx2,         bf16_row_avx512,  f16_row_avx2,
-	dot4_bf16_avx512, dot4_f16_avx512,  dot4_f32_avx512,  mk4x3_avx512,
+	mk4x3_avx512,
 	axpby_avx512, silu_avx2, mul_silu_avx2, vfma_avx2, gemm32_avx512,
 };
 #endif
@@ -623,7 +510,7 @@ static bool has_f16c(void)
 static const struct kernels *select_kernels(void)
 {
 	const char *cap = getenv("HOLOD_CPU_KERNELS");
-	if (cap && strcmp(cap, "generic") == 0)
+	if (cap && (strcmp(cap, "generic") == 0 || strcmp(cap, "portable") == 0))
 		return &kernels_generic;
 #ifdef HAVE_X86
 	__builtin_cpu_init();
@@ -732,27 +619,6 @@ static inline void store(const struct matmul_job *j, int t, int r, float v)
 	*p = j->accumulate ? *p + v : v;
 }
 
-static void dot4_native(const struct matmul_job *j, const char *w, const float *x, float out[4])
-{
-	switch (j->dtype) {
-	case TENSOR_BF16:
-		j->k->dot4_bf16((const uint16_t *)w, j->ldw, x, j->in, out);
-		break;
-	case TENSOR_F16:
-		j->k->dot4_f16((const uint16_t *)w, j->ldw, x, j->in, out);
-		break;
-	case TENSOR_F32:
-		j->k->dot4_f32((const float *)w, j->ldw, x, j->in, out);
-		break;
-	}
-}
-
-static float dot1_native(const struct matmul_job *j, const char *w, const float *x, float *tmp)
-{
-	rows_to_f32(j->k, j->dtype, w, tmp, j->in);
-	return j->k->dot(tmp, x, j->in);
-}
-
 static void matmul_task(void *ctx, int task, int thread)
 {
 	const struct matmul_job *j = ctx;
@@ -760,27 +626,8 @@ static void matmul_task(void *ctx, int task, int thread)
 	int r0 = task * ROW_BLOCK, r1 = MIN(r0 + ROW_BLOCK, j->out);
 	size_t esz = dtype_size(j->dtype);
 	float *scratch = cpu_scratch(thread);
-
-	if (j->T < MATMUL_SMALL_T) {
-		int r = r0;
-		for (; r + 4 <= r1; r += 4) {
-			const char *w = j->w + (size_t)r * j->ldw * esz;
-			for (int t = 0; t < j->T; t++) {
-				float o[4];
-				dot4_native(j, w, j->x + (size_t)t * j->ldx, o);
-				for (int q = 0; q < 4; q++)
-					store(j, t, r + q, o[q]);
-			}
-		}
-		for (; r < r1; r++) {
-			const char *w = j->w + (size_t)r * j->ldw * esz;
-			for (int t = 0; t < j->T; t++)
-				store(j, t, r, dot1_native(j, w, j->x + (size_t)t * j->ldx, scratch));
-		}
-		return;
-	}
-
 	int nr = r1 - r0;
+
 	if (k->gemm && j->T >= GEMM_MIN_T) {
 		/* pack the block k-major (zero rows past the end): convert the rows, then transpose
 		 * 16 columns at a time so both sides stay in L1 */
@@ -888,6 +735,8 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
 	int in = (int)w->shape[w->ndim - 1];
 	if (nrows <= 0 || T <= 0)
 		return 0;
+	if (T <= CPU_GEMV_T)
+		return cpu_gemv_rows(w, row0, nrows, x, ldx, T, y, ldy, accumulate, false);
 	int r = cpu_reserve_scratch(cpu_matmul_scratch_bytes(in));
 	if (r < 0)
 		return r;

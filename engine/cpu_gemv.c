@@ -1,0 +1,272 @@
+/* Decode matrix-vector products (T <= CPU_GEMV_MAX_T tokens): the variant table, the run-time
+ * choice from cpuid, the portable C variant and the split of the rows across the pool.
+ *
+ * DESIGN: decode reads every weight byte once per token, so these products run at the speed
+ * the cores can stream memory. The weights stay in their stored (memory-mapped, row-major)
+ * layout: a variant streams several consecutive rows at once, so a thread's range of rows is a
+ * single contiguous region read front to back, which is the layout the kernel would otherwise
+ * pack them into, without a second copy of the weights. Each thread of the pool takes one
+ * contiguous range of rows (CPU_GEMV_TASKS_PER_THREAD ranges per thread, claimed in order,
+ * so a thread descheduled on a loaded machine leaves little for the others to wait on); ranges
+ * start at multiples of 16 rows, so two threads never write the same 64-byte line of y.
+ * The variant is chosen once (first use) or by cpu_gemv_select(); a job reads it once, so a
+ * call never mixes two variants.
+ */
+#include "cpu_gemv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#define HAVE_X86 1
+#endif
+
+#define TASKS_PER_THREAD 1
+#define ROW_ALIGN 16
+/* activations rounded to bf16 live on the stack up to this size, else on the heap */
+#define XB_STACK_FLOATS 4096
+
+/* ---- portable C ---------------------------------------------------------------------------- */
+
+static float weight_at(const struct cpu_gemv_args *a, size_t off)
+{
+	switch (a->dtype) {
+	case TENSOR_BF16:
+		return bf16_to_f32(((const uint16_t *)a->w)[off]);
+	case TENSOR_F16:
+		return cpu_f16_to_f32(((const uint16_t *)a->w)[off]);
+	case TENSOR_F32:
+		break;
+	}
+	return ((const float *)a->w)[off];
+}
+
+/* four rows at a time, each (row, token) summed in column order */
+static void portable_rows(const struct cpu_gemv_args *a, int r0, int r1, bool xbf)
+{
+	for (int r = r0; r < r1; r += 4) {
+		int nr = MIN(4, r1 - r);
+		for (int t = 0; t < a->T; t++) {
+			float s[4] = {0, 0, 0, 0};
+			for (int k = 0; k < a->in; k++) {
+				float xv = xbf ? bf16_to_f32(a->xb[(size_t)t * (size_t)a->in + k])
+					       : a->x[(size_t)t * a->ldx + k];
+				for (int q = 0; q < nr; q++)
+					s[q] += weight_at(a, (size_t)(r + q) * a->ldw + (size_t)k) * xv;
+			}
+			for (int q = 0; q < nr; q++) {
+				float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+				*p = a->accumulate ? *p + s[q] : s[q];
+			}
+		}
+	}
+}
+
+static void portable_f32(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_rows(a, r0, r1, false);
+}
+
+static void portable_bf16(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_rows(a, r0, r1, true);
+}
+
+const struct cpu_gemv_variant cpu_gemv_portable = {
+	.name = "portable",
+	.f32 = portable_f32,
+	.bf16 = portable_bf16,
+};
+
+/* ---- the table and the choice --------------------------------------------------------------- */
+
+/* from the least to the most capable */
+static const struct cpu_gemv_variant *const variants[] = {
+	&cpu_gemv_portable,
+#ifdef HAVE_X86
+	&cpu_gemv_avx2,
+	&cpu_gemv_avx512,
+	&cpu_gemv_avx512bf16,
+#endif
+};
+
+#ifdef HAVE_X86
+/* CPUID.(7,1):EAX.AVX512_BF16[bit 5]; the OS's saving of the zmm state is implied by the
+ * avx512f check (__builtin_cpu_supports reads XGETBV) it is combined with */
+static bool has_avx512bf16(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5));
+}
+
+static bool has_f16c(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+}
+#endif
+
+static bool supported(const struct cpu_gemv_variant *v)
+{
+	if (v == &cpu_gemv_portable)
+		return true;
+#ifdef HAVE_X86
+	__builtin_cpu_init();
+	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+	bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+	if (v == &cpu_gemv_avx2)
+		return avx2;
+	if (v == &cpu_gemv_avx512)
+		return avx512;
+	if (v == &cpu_gemv_avx512bf16)
+		return avx512 && __builtin_cpu_supports("avx512bw") && has_avx512bf16();
+#endif
+	return false;
+}
+
+static const struct cpu_gemv_variant *find(const char *name)
+{
+	/* "generic" is the name $HOLOD_CPU_KERNELS has always used for portable C */
+	if (strcmp(name, "generic") == 0)
+		name = "portable";
+	for (size_t i = 0; i < ARRAY_SIZE(variants); i++)
+		if (strcmp(variants[i]->name, name) == 0)
+			return variants[i];
+	return NULL;
+}
+
+/* The most capable variant the CPU runs, capped by $HOLOD_CPU_KERNELS when it names one. */
+static const struct cpu_gemv_variant *choose(void)
+{
+	const char *cap_name = getenv("HOLOD_CPU_KERNELS");
+	const struct cpu_gemv_variant *cap = cap_name ? find(cap_name) : NULL;
+	const struct cpu_gemv_variant *best = &cpu_gemv_portable;
+	for (size_t i = 0; i < ARRAY_SIZE(variants); i++) {
+		if (supported(variants[i]))
+			best = variants[i];
+		if (variants[i] == cap)
+			break;
+	}
+	return best;
+}
+
+static const struct cpu_gemv_variant *selected;
+
+static const struct cpu_gemv_variant *variant(void)
+{
+	/* racing first calls store the same pointer */
+	const struct cpu_gemv_variant *v = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
+	if (!v) {
+		v = choose();
+		__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	}
+	return v;
+}
+
+int cpu_gemv_select(const char *name)
+{
+	const struct cpu_gemv_variant *v = find(name);
+	if (!v)
+		return -EINVAL;
+	if (!supported(v))
+		return -ENOTSUP;
+	__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	return 0;
+}
+
+const char *cpu_gemv_name(void)
+{
+	return variant()->name;
+}
+
+const char *cpu_gemv_variant_name(int i)
+{
+	return i >= 0 && (size_t)i < ARRAY_SIZE(variants) ? variants[i]->name : NULL;
+}
+
+/* ---- the job ------------------------------------------------------------------------------- */
+
+struct gemv_job {
+	cpu_gemv_fn *fn;
+	struct cpu_gemv_args a;
+	int nrows, chunk;
+};
+
+static void gemv_task(void *ctx, int task, int thread)
+{
+	const struct gemv_job *j = ctx;
+	(void)thread;
+	int r0 = task * j->chunk, r1 = MIN(r0 + j->chunk, j->nrows);
+	if (r0 < r1)
+		j->fn(&j->a, r0, r1);
+}
+
+int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+		  float *y, size_t ldy, bool accumulate, bool bf16_act)
+{
+	if (nrows <= 0 || T <= 0)
+		return 0;
+	if (T > CPU_GEMV_MAX_T)
+		return -EINVAL;
+	const struct cpu_gemv_variant *v = variant();
+	int in = (int)w->shape[w->ndim - 1];
+	size_t esz = w->dtype == TENSOR_F32 ? 4 : 2;
+	struct gemv_job j = {
+		.fn = v->f32,
+		.a =
+			{
+				.w = (const char *)w->data + (size_t)row0 * (size_t)in * esz,
+				.dtype = w->dtype,
+				.ldw = (size_t)in,
+				.in = in,
+				.T = T,
+				.x = x,
+				.ldx = ldx,
+				.y = y,
+				.ldy = ldy,
+				.accumulate = accumulate,
+			},
+		.nrows = nrows,
+	};
+	/* bf16 precision: bf16 weights meet the rounded activations in the variant's bf16 kernel;
+	 * other dtypes multiply the rounded activations widened back, which is the same product */
+	float stack[XB_STACK_FLOATS];
+	void *heap = NULL;
+	if (bf16_act) {
+		size_t n = (size_t)T * (size_t)in;
+		bool widen = w->dtype != TENSOR_BF16;
+		size_t bytes = n * (widen ? sizeof(float) : sizeof(uint16_t));
+		void *buf = bytes <= sizeof(stack) ? stack : (heap = malloc(bytes));
+		if (!buf)
+			return -ENOMEM;
+		for (int t = 0; t < T; t++)
+			for (int k = 0; k < in; k++) {
+				uint16_t b = f32_to_bf16(x[(size_t)t * ldx + k]);
+				size_t i = (size_t)t * (size_t)in + (size_t)k;
+				if (widen)
+					((float *)buf)[i] = bf16_to_f32(b);
+				else
+					((uint16_t *)buf)[i] = b;
+			}
+		if (widen) {
+			j.a.x = buf;
+			j.a.ldx = (size_t)in;
+		} else {
+			j.a.xb = buf;
+			j.fn = v->bf16;
+		}
+	}
+	int tasks = cpu_threads() * TASKS_PER_THREAD;
+	int per = (nrows + tasks - 1) / tasks;
+	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j,
+			      (double)nrows * in * T);
+	free(heap);
+	return 0;
+}

@@ -1,0 +1,48 @@
+/* engine internal: the decode GEMV kernel variants (engine/cpu_gemv*.c) behind one table.
+ *
+ * Each variant is one file compiled with its own -m flags (meson.build) and is only ever called
+ * after cpu_gemv.c has checked with cpuid that the CPU (and the OS) runs its instructions.
+ * The public entry points are in cpu.h (cpu_gemv_rows and friends).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+
+/* The operands of one call. A kernel computes rows [r0, r1) of
+ * y[t * ldy + r] (+)= W[r, :] . x[t, :] for t < T, accumulating in fp32. */
+struct cpu_gemv_args {
+	const void *w;		 /* row 0 of W, in `dtype` */
+	enum tensor_dtype dtype; /* bf16, f16 or f32 */
+	size_t ldw;		 /* elements between rows of W */
+	int in;			 /* columns */
+	int T;			 /* tokens, 1..CPU_GEMV_MAX_T */
+	const float *x;		 /* fp32 activations, rows ldx apart (fp32 precision) */
+	size_t ldx;
+	const uint16_t *xb; /* x rounded to bf16, T dense rows of `in` (bf16 precision), or NULL */
+	float *y;
+	size_t ldy;
+	bool accumulate;
+};
+
+typedef void cpu_gemv_fn(const struct cpu_gemv_args *a, int r0, int r1);
+
+struct cpu_gemv_variant {
+	const char *name;
+	/* any weight dtype, fp32 activations (a->x): fp32 products, fp32 sums */
+	cpu_gemv_fn *f32;
+	/* bf16 weights, bf16 activations (a->xb) */
+	cpu_gemv_fn *bf16;
+};
+
+extern const struct cpu_gemv_variant cpu_gemv_portable;
+#if defined(__x86_64__) && defined(__GNUC__)
+extern const struct cpu_gemv_variant cpu_gemv_avx2;
+extern const struct cpu_gemv_variant cpu_gemv_avx512;
+extern const struct cpu_gemv_variant cpu_gemv_avx512bf16;
+/* shared by the AVX-512 variants: the AVX512-BF16 one differs only with bf16 activations */
+void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1);
+#endif

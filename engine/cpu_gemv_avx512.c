@@ -1,0 +1,160 @@
+/* Decode GEMV, AVX-512F variant (compiled with -mavx512f -mavx2 -mfma -mf16c; cpu_gemv.c calls it
+ * only where cpuid says the CPU runs it).
+ *
+ * Each block streams NR consecutive weight rows against the T activation rows: one 16-lane fp32
+ * accumulator per (row, token), so every weight byte is loaded once per call and the NR * T
+ * multiply-add chains are independent. The rows of a block lie back to back in memory, and the
+ * prefetch runs one block ahead on every row, so a thread's whole contiguous range is one
+ * stream. Per row and token the sum is the 16-lane accumulator reduced, then the columns past the
+ * last multiple of 16 in order: the order the previous dot4 kernel used, so fp32 results of a
+ * single token are unchanged. */
+#include "cpu_gemv.h"
+
+#include <immintrin.h>
+
+#define INL static inline __attribute__((always_inline))
+#define NOINL static __attribute__((noinline))
+
+/* how far ahead of the stream the prefetch reads: the same columns of the next block's rows */
+#define PREFETCH_BLOCKS 1
+
+INL __m512 load_w(const void *w, size_t off, enum tensor_dtype dt)
+{
+	if (dt == TENSOR_BF16) {
+		__m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off));
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+	if (dt == TENSOR_F16)
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off)));
+	return _mm512_loadu_ps((const float *)w + off);
+}
+
+INL float scalar_w(const void *w, size_t off, enum tensor_dtype dt)
+{
+	if (dt == TENSOR_BF16)
+		return bf16_to_f32(((const uint16_t *)w)[off]);
+	if (dt == TENSOR_F16)
+		return cpu_f16_to_f32(((const uint16_t *)w)[off]);
+	return ((const float *)w)[off];
+}
+
+INL __m512 load_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
+{
+	if (xbf) {
+		__m256i h = _mm256_loadu_si256((const __m256i *)(a->xb + (size_t)t * (size_t)a->in + i));
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+	return _mm512_loadu_ps(a->x + (size_t)t * a->ldx + i);
+}
+
+INL float scalar_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
+{
+	return xbf ? bf16_to_f32(a->xb[(size_t)t * (size_t)a->in + i]) : a->x[(size_t)t * a->ldx + i];
+}
+
+INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
+	       const enum tensor_dtype dt, const bool xbf)
+{
+	const size_t esz = dt == TENSOR_F32 ? 4 : 2;
+	const char *w = (const char *)a->w;
+	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)(PREFETCH_BLOCKS * NR) * ldw;
+	const int n = a->in;
+	__m512 acc[8][CPU_GEMV_MAX_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_setzero_ps();
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 xv[CPU_GEMV_MAX_T];
+		for (int t = 0; t < T; t++)
+			xv[t] = load_x(a, t, i, xbf);
+		if (esz == 4 || (i & 31) == 0)
+			for (int q = 0; q < NR; q++)
+				_mm_prefetch(w + (base + ahead + (size_t)q * ldw + (size_t)i) * esz, _MM_HINT_T0);
+		for (int q = 0; q < NR; q++) {
+			__m512 wv = load_w(w, base + (size_t)q * ldw + (size_t)i, dt);
+			for (int t = 0; t < T; t++)
+				acc[q][t] = _mm512_fmadd_ps(wv, xv[t], acc[q][t]);
+		}
+	}
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			float s = _mm512_reduce_add_ps(acc[q][t]);
+			for (int k = i; k < n; k++)
+				s += scalar_w(w, base + (size_t)q * ldw + (size_t)k, dt) * scalar_x(a, t, k, xbf);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + s : s;
+		}
+}
+
+INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T,
+	      const enum tensor_dtype dt, const bool xbf)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		block(a, r, NR, T, dt, xbf);
+	for (; r < r1; r++)
+		block(a, r, 1, T, dt, xbf);
+}
+
+/* rows in flight per block: 8 for one token, 4 with more (16 accumulators of 32 registers) */
+#define INSTANCES(suffix, dt, xbf)                                                                 \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 8, 1, dt, xbf);                                                    \
+	}                                                                                          \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 2, dt, xbf);                                                    \
+	}                                                                                          \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 3, dt, xbf);                                                    \
+	}                                                                                          \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 4, dt, xbf);                                                    \
+	}                                                                                          \
+	static void gemv_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                   \
+	{                                                                                          \
+		switch (a->T) {                                                                    \
+		case 1:                                                                            \
+			t1_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 2:                                                                            \
+			t2_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 3:                                                                            \
+			t3_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		default:                                                                           \
+			t4_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		}                                                                                  \
+	}
+
+INSTANCES(bf16, TENSOR_BF16, false)
+INSTANCES(f16, TENSOR_F16, false)
+INSTANCES(f32, TENSOR_F32, false)
+INSTANCES(bf16x, TENSOR_BF16, true)
+
+void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	switch (a->dtype) {
+	case TENSOR_BF16:
+		gemv_bf16(a, r0, r1);
+		break;
+	case TENSOR_F16:
+		gemv_f16(a, r0, r1);
+		break;
+	case TENSOR_F32:
+		gemv_f32(a, r0, r1);
+		break;
+	}
+}
+
+const struct cpu_gemv_variant cpu_gemv_avx512 = {
+	.name = "avx512",
+	.f32 = cpu_gemv_avx512_f32,
+	.bf16 = gemv_bf16x,
+};

@@ -1,0 +1,100 @@
+/* Decode GEMV, AVX512-BF16 variant (compiled with -mavx512f -mavx512bw -mavx512bf16; cpu_gemv.c
+ * calls it only where cpuid says the CPU runs it).
+ *
+ * With bf16 activations one vdpbf16ps multiplies 32 weight/activation pairs and adds them into 16
+ * fp32 lanes, half the instructions of widening the weights and FMA-ing them (the AVX-512F
+ * variant). Blocks and prefetch as there: NR consecutive rows against T tokens, one accumulator
+ * per (row, token), the next block's rows prefetched. The column tail is a masked load (zeros
+ * add nothing). fp32 activations take the AVX-512F code. */
+#include "cpu_gemv.h"
+
+#include <immintrin.h>
+
+#define INL static inline __attribute__((always_inline))
+#define NOINL static __attribute__((noinline))
+
+INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+{
+	const uint16_t *w = a->w;
+	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)NR * ldw;
+	const int n = a->in;
+	__m512 acc[8][CPU_GEMV_MAX_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_setzero_ps();
+	int i = 0;
+	for (; i < n; i += 32) {
+		__mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+		__m512bh xv[CPU_GEMV_MAX_T];
+		for (int t = 0; t < T; t++)
+			xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, a->xb + (size_t)t * (size_t)n + i);
+		for (int q = 0; q < NR; q++)
+			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
+				     _MM_HINT_T0);
+		for (int q = 0; q < NR; q++) {
+			__m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(
+				m, w + base + (size_t)q * ldw + (size_t)i);
+			for (int t = 0; t < T; t++)
+				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);
+		}
+	}
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			float s = _mm512_reduce_add_ps(acc[q][t]);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + s : s;
+		}
+}
+
+INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		block(a, r, NR, T);
+	for (; r < r1; r++)
+		block(a, r, 1, T);
+}
+
+NOINL void t1(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	rows(a, r0, r1, 8, 1);
+}
+
+NOINL void t2(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	rows(a, r0, r1, 4, 2);
+}
+
+NOINL void t3(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	rows(a, r0, r1, 4, 3);
+}
+
+NOINL void t4(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	rows(a, r0, r1, 4, 4);
+}
+
+static void gemv_bf16x(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	switch (a->T) {
+	case 1:
+		t1(a, r0, r1);
+		break;
+	case 2:
+		t2(a, r0, r1);
+		break;
+	case 3:
+		t3(a, r0, r1);
+		break;
+	default:
+		t4(a, r0, r1);
+		break;
+	}
+}
+
+const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
+	.name = "avx512bf16",
+	.f32 = cpu_gemv_avx512_f32,
+	.bf16 = gemv_bf16x,
+};
