@@ -7,8 +7,6 @@
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
-void x11_capture_release(struct x11_display *d);
-
 struct x11_frame *x11_frame_create(int width, int height)
 {
 	size_t stride, size;

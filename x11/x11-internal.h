@@ -61,7 +61,7 @@ struct x11_display {
 	size_t n_held;
 };
 
-/* ---- error trap (display.c) ------------------------------------------------------------- */
+/* ---- error trap (errors.c) -------------------------------------------------------------- */
 
 /* Installs the process-wide handler once; safe to call repeatedly from any thread. */
 void x11_errors_install(void);
@@ -83,6 +83,8 @@ int x11_trap_peek(void);
  * byte order, masks and data, so tests can feed it layouts Xvfb cannot produce. -ENOTSUP for
  * other layouts (16-bit colour, 10-bit channels). */
 int x11_image_to_frame(const XImage *img, struct x11_frame *f);
+/* Detaches and frees the display's MIT-SHM capture segment, if any (x11_display_close). */
+void x11_capture_release(struct x11_display *d);
 
 /* ---- keymap (keymap.c): keysym <-> keycode on the live server map ----------------------- */
 
