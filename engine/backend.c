@@ -113,13 +113,10 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 			else
 				opts->kind = ENGINE_BACKEND_CUDA;
 		}
-		if (opts->kind == ENGINE_BACKEND_CPU && opts->precision == ENGINE_PRECISION_BF16)
-			return fail(EINVAL, msg, msglen, "--precision bf16 needs the CUDA backend, and the CPU computes in fp32 only");
 	}
 	if (opts->kind == ENGINE_BACKEND_CPU) {
-		if (opts->precision == ENGINE_PRECISION_BF16)
-			return fail(EINVAL, msg, msglen, "the CPU backend computes in fp32 only (bf16 needs --backend cuda)");
-		opts->precision = ENGINE_PRECISION_FP32;
+		if (opts->precision == ENGINE_PRECISION_DEFAULT)
+			opts->precision = ENGINE_PRECISION_FP32;
 		return 0;
 	}
 	int r = check_cuda_device(opts, msg, msglen);
@@ -292,17 +289,19 @@ static struct engine_backend *default_create(const struct engine_model *model)
 {
 	const char *kind = getenv("HOLOD_BACKEND"), *precision = getenv("HOLOD_PRECISION");
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
-	if (!kind || !*kind || strcmp(kind, "cpu") == 0)
-		return backend_cpu_create(model, &o);
-	char err[256] = "";
-	o.precision = ENGINE_PRECISION_FP32;
-	if (strcmp(kind, "cuda") != 0 ||
+	bool cpu = !kind || !*kind || strcmp(kind, "cpu") == 0;
+	if (!cpu)
+		o.precision = ENGINE_PRECISION_FP32;
+	if ((!cpu && strcmp(kind, "cuda") != 0) ||
 	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0)) {
 		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s: expected cpu or cuda, and fp32 or bf16",
-			  kind, precision ? precision : "");
+			  kind ? kind : "", precision ? precision : "");
 		errno = EINVAL;
 		return NULL;
 	}
+	if (cpu)
+		return backend_cpu_create(model, &o);
+	char err[256] = "";
 	o.kind = ENGINE_BACKEND_CUDA;
 	struct engine_backend *b = engine_backend_create(model, &o, err, sizeof(err));
 	if (!b)

@@ -141,9 +141,10 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 		  const struct engine_model *m, const struct engine_backend_options *opts);
 
 /* The model's default backend, created on first use; NULL + errno (EINVAL, ENOMEM, and
- * backend_cuda_create()'s errors). It is the CPU unless $HOLOD_BACKEND=cuda (with
- * $HOLOD_PRECISION=fp32, the default, or bf16) puts it on CUDA device 0: the hook the backend
- * conformance suite runs every session test through (tests/lm/meson.build). */
+ * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32, the default,
+ * or bf16), unless $HOLOD_BACKEND=cuda (with
+ * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device 0: the hook the
+ * backend conformance suite runs every session test through (tests/lm/meson.build). */
 struct engine_backend *backend_model_default(const struct engine_model *m);
 
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,

@@ -309,6 +309,13 @@ static int cpu_forward(struct engine_backend *b, const struct backend_batch *bat
 	return 0;
 }
 
+/* $HOLOD_CPU_GEMM_WEIGHTS: "plain" (default) or "reordered" (docs/benchmarks.md weighs them). */
+static enum cpu_dnnl_layout cpu_gemm_layout(void)
+{
+	const char *v = getenv("HOLOD_CPU_GEMM_WEIGHTS");
+	return v && strcmp(v, "reordered") == 0 ? CPU_DNNL_REORDERED : CPU_DNNL_PLAIN;
+}
+
 static void cpu_info(const struct engine_backend *b, struct engine_backend_info *ret)
 {
 #if defined(__x86_64__)
@@ -318,8 +325,15 @@ static void cpu_info(const struct engine_backend *b, struct engine_backend_info 
 #else
 	const char *arch = "cpu";
 #endif
-	snprintf(ret->device, sizeof(ret->device), "%s, %s kernels, %d threads", arch,
-		 cpu_kernel_name(), cpu_threads());
+	const struct cpu_backend *cb = (const struct cpu_backend *)b;
+	if (cb->prep.bf16)
+		snprintf(ret->device, sizeof(ret->device),
+			 "%s, %s kernels, gemm=onednn:%s (%s weights), %d threads", arch,
+			 cpu_kernel_name(), cpu_dnnl_impl_name(),
+			 cpu_gemm_layout() == CPU_DNNL_REORDERED ? "reordered" : "plain", cpu_threads());
+	else
+		snprintf(ret->device, sizeof(ret->device), "%s, %s kernels, %d threads", arch,
+			 cpu_kernel_name(), cpu_threads());
 	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
 	if (pages > 0 && page > 0)
@@ -357,18 +371,25 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
+	enum engine_precision precision =
+		opts->precision == ENGINE_PRECISION_BF16 ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
-	if (!cb || lm_prepare(m, &cb->prep) < 0) {
-		free(cb);
+	if (!cb) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	r = lm_prepare(m, precision == ENGINE_PRECISION_BF16, cpu_gemm_layout(), &cb->prep);
+	if (r < 0) {
+		free(cb);
+		errno = -r;
 		return NULL;
 	}
 	struct engine_backend *b = &cb->base;
 	backend_init(b, &cpu_ops, m, opts);
 	b->kind = ENGINE_BACKEND_CPU;
-	b->precision = ENGINE_PRECISION_FP32;
+	b->precision = precision;
 	struct engine_model_info info;
 	engine_model_get_info(m, &info);
-	b->weight_bytes = info.weight_bytes;
+	b->weight_bytes = info.weight_bytes + cb->prep.gemm_bytes;
 	return b;
 }

@@ -167,7 +167,8 @@ enum engine_backend_kind {
 
 enum engine_precision {
 	ENGINE_PRECISION_DEFAULT, /* the backend's own: fp32 on the CPU, bf16 on CUDA */
-	ENGINE_PRECISION_BF16,    /* bf16 weights and KV cache, fp32 accumulation and SSM state */
+	ENGINE_PRECISION_BF16,    /* bf16 weights and matrix-product inputs, fp32 accumulation and
+				   * SSM state; on CUDA also a bf16 KV cache */
 	ENGINE_PRECISION_FP32,
 };
 
@@ -188,7 +189,7 @@ int engine_precision_parse(const char *name, enum engine_precision *ret);
 
 /* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in
  * opts->precision) and checks that the result can run the language model here. Returns 0;
- * -EINVAL for a bad value or bf16 on the CPU (which computes in fp32 only); -ENODEV when this
+ * -EINVAL for a bad value; -ENODEV when this
  * build has no CUDA backend or the device does not exist. On error msg receives one sentence;
  * on success with AUTO it receives why a present device is not used (the CPU emulation of a
  * test build; empty otherwise). msg may be NULL when msglen is 0. */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_dnnl.h"
 #include "engine.h"
 #include "model.h"
 
@@ -34,14 +35,23 @@ struct lm_prepared_layer {
 	float *conv_wt, *conv_b; /* Mamba: [K][conv_dim], [conv_dim] */
 	float *dt_bias, *a, *d;  /* Mamba: [H] */
 	float *gnorm;            /* Mamba: [d_in] */
+	/* bf16 precision: the layer's matrices prepared for oneDNN (cpu_dnnl.h), in the order
+	 * in_proj, out_proj | q, k, v, o | up, down; NULL in fp32 */
+	struct cpu_dnnl_weight *gemm[4];
 };
 struct lm_prepared {
 	float *norm_f; /* [hidden] */
 	struct lm_prepared_layer *layers;
 	int n_layers;
+	bool bf16;                          /* activations rounded to bf16 at every matrix product */
+	struct cpu_dnnl_weight *lm_head;    /* bf16: always plain (read in place when bf16) */
+	uint64_t gemm_bytes;                /* what the prepared matrices allocated */
 };
-/* Fills *ret for a model that passed lm_model_check(). Returns 0 or -ENOMEM. */
-int lm_prepare(const struct engine_model *m, struct lm_prepared *ret);
+/* Fills *ret for a model that passed lm_model_check(); in bf16 precision also prepares the
+ * matrices for oneDNN in `layout`. Returns 0, -ENOMEM or -ENOTSUP (no
+ * oneDNN matmul on this CPU). */
+int lm_prepare(const struct engine_model *m, bool bf16, enum cpu_dnnl_layout layout,
+	       struct lm_prepared *ret);
 /* Accepts a zeroed struct. */
 void lm_prepared_finish(struct lm_prepared *p);
 

@@ -326,15 +326,56 @@ static float *f32_copy(const struct tensor *t, size_t n)
 	return p;
 }
 
-int lm_prepare(const struct engine_model *m, struct lm_prepared *ret)
+/* The layer's matrices in the order of lm_prepared_layer.gemm. */
+static int layer_matrices(const struct lm_layer *L, const struct tensor *ret[4])
+{
+	switch (L->kind) {
+	case LM_LAYER_MAMBA:
+		ret[0] = &L->mamba.in_proj, ret[1] = &L->mamba.out_proj;
+		return 2;
+	case LM_LAYER_ATTENTION:
+		ret[0] = &L->attn.q, ret[1] = &L->attn.k, ret[2] = &L->attn.v, ret[3] = &L->attn.o;
+		return 4;
+	case LM_LAYER_MLP:
+		ret[0] = &L->mlp.up, ret[1] = &L->mlp.down;
+		return 2;
+	}
+	return 0;
+}
+
+static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layout,
+			 struct lm_prepared *p)
+{
+	int r = cpu_dnnl_weight_create(&m->lm_head, CPU_DNNL_PLAIN, &p->lm_head);
+	if (r < 0)
+		return r;
+	p->gemm_bytes += cpu_dnnl_weight_bytes(p->lm_head);
+	for (int l = 0; l < p->n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = layer_matrices(&m->layers[l], mats);
+		for (int i = 0; i < n; i++) {
+			struct cpu_dnnl_weight **w = &p->layers[l].gemm[i];
+			if ((r = cpu_dnnl_weight_create(mats[i], layout, w)) < 0)
+				return r;
+			p->gemm_bytes += cpu_dnnl_weight_bytes(*w);
+		}
+	}
+	return 0;
+}
+
+int lm_prepare(const struct engine_model *m, bool bf16, enum cpu_dnnl_layout layout,
+	       struct lm_prepared *ret)
 {
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
-	struct lm_prepared p = {.n_layers = m->cfg.n_layers};
+	struct lm_prepared p = {.n_layers = m->cfg.n_layers, .bf16 = bf16};
+	int r;
 	p.norm_f = f32_copy(&m->norm_f, (size_t)dm.d);
 	p.layers = calloc((size_t)p.n_layers, sizeof(*p.layers));
 	if (!p.norm_f || !p.layers)
 		goto oom;
+	if (bf16 && (r = prepare_gemms(m, layout, &p)) < 0)
+		goto fail;
 	const int K = dm.K, cd = dm.conv_dim, H = dm.H;
 	for (int l = 0; l < p.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
@@ -368,8 +409,10 @@ int lm_prepare(const struct engine_model *m, struct lm_prepared *ret)
 	*ret = p;
 	return 0;
 oom:
+	r = -ENOMEM;
+fail:
 	lm_prepared_finish(&p);
-	return -ENOMEM;
+	return r;
 }
 
 void lm_prepared_finish(struct lm_prepared *p)
@@ -383,7 +426,10 @@ void lm_prepared_finish(struct lm_prepared *p)
 		free(o->a);
 		free(o->d);
 		free(o->gnorm);
+		for (int i = 0; i < 4; i++)
+			cpu_dnnl_weight_destroy(o->gemm[i]);
 	}
+	cpu_dnnl_weight_destroy(p->lm_head);
 	free(p->layers);
 	free(p->norm_f);
 	memset(p, 0, sizeof(*p));
@@ -515,10 +561,21 @@ static inline float softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/* cpu_matmul only fails on scratch, which lm_forward_prepare() reserved */
-static void matmul(const struct tensor *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+/* y (+)= W x. In bf16 precision x is rounded to bf16 in place first (every x here is a
+ * product's input only, and the rounding is idempotent, so q, k and v may share theirs), and
+ * products of CPU_DNNL_MIN_T rows or more run through oneDNN: both paths then multiply the same
+ * bf16 values, exactly, and differ only in the order of the fp32 sums. cpu_matmul only fails on
+ * scratch, which lm_forward_prepare() reserved; a oneDNN product that fails (memory for a new
+ * primitive) runs on cpu_matmul instead. */
+static void matmul(const struct lm_prepared *p, const struct tensor *w,
+		   const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
 		   bool accumulate)
 {
+	if (p->bf16) {
+		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
+		if (dw && T >= CPU_DNNL_MIN_T && cpu_dnnl_matmul(dw, x, ldx, T, y, ldy, accumulate) == 0)
+			return;
+	}
 	int r = cpu_matmul(w, x, ldx, T, y, ldy, accumulate);
 	(void)r;
 }
@@ -589,7 +646,7 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
 		    *dsk = P->d, *gw = P->gnorm;
 
-	matmul(&L->mamba.in_proj, wk->xn, dm->d, T, zx, dm->in_rows, false);
+	matmul(s->prep, &L->mamba.in_proj, P->gemm[0], wk->xn, dm->d, T, zx, dm->in_rows, false);
 
 	lm_conv_silu(dm, T, zx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, xc);
 	lm_dt_softplus(dm, T, zx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max, dt);
@@ -600,7 +657,7 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 		lm_ssm_chunked(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb);
 
 	lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
-	matmul(&L->mamba.out_proj, y, dm->d_in, T, wk->h, dm->d, true);
+	matmul(s->prep, &L->mamba.out_proj, P->gemm[1], y, dm->d_in, T, wk->h, dm->d, true);
 }
 
 struct attn_job {
@@ -647,24 +704,26 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
 }
 
-static void attention_layer(struct lm_seq *s, const struct lm_dims *dm,
-			    const struct lm_layer *L, struct lm_layer_state *st, struct work *wk, int T)
+static void attention_layer(struct lm_seq *s, const struct lm_dims *dm, const struct lm_layer *L,
+			    const struct lm_prepared_layer *P, struct lm_layer_state *st,
+			    struct work *wk, int T)
 {
 	float *q = wk->mix, *o = q + (size_t)T * dm->q_dim;
 	int n0 = s->base.n_tokens;
-	matmul(&L->attn.q, wk->xn, dm->d, T, q, dm->q_dim, false);
-	matmul(&L->attn.k, wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
-	matmul(&L->attn.v, wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	matmul(s->prep, &L->attn.q, P->gemm[0], wk->xn, dm->d, T, q, dm->q_dim, false);
+	matmul(s->prep, &L->attn.k, P->gemm[1], wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	matmul(s->prep, &L->attn.v, P->gemm[2], wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
-	matmul(&L->attn.o, o, dm->q_dim, T, wk->h, dm->d, true);
+	matmul(s->prep, &L->attn.o, P->gemm[3], o, dm->q_dim, T, wk->h, dm->d, true);
 }
 
-static void mlp_layer(const struct lm_dims *dm, const struct lm_layer *L, struct work *wk, int T)
+static void mlp_layer(const struct lm_prepared *p, const struct lm_dims *dm, const struct lm_layer *L,
+		      const struct lm_prepared_layer *P, struct work *wk, int T)
 {
 	float *u = wk->mix;
-	matmul(&L->mlp.up, wk->xn, dm->d, T, u, dm->inter, false);
+	matmul(p, &L->mlp.up, P->gemm[0], wk->xn, dm->d, T, u, dm->inter, false);
 	cpu_relu2(u, (size_t)T * dm->inter);
-	matmul(&L->mlp.down, u, dm->inter, T, wk->h, dm->d, true);
+	matmul(p, &L->mlp.down, P->gemm[1], u, dm->inter, T, wk->h, dm->d, true);
 }
 
 void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *embeds, int T,
@@ -696,10 +755,10 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 			mamba_layer(s, &dm, L, P, &s->layers[l], &wk, T);
 			break;
 		case LM_LAYER_ATTENTION:
-			attention_layer(s, &dm, L, &s->layers[l], &wk, T);
+			attention_layer(s, &dm, L, P, &s->layers[l], &wk, T);
 			break;
 		case LM_LAYER_MLP:
-			mlp_layer(&dm, L, &wk, T);
+			mlp_layer(s->prep, &dm, L, P, &wk, T);
 			break;
 		}
 	}
@@ -710,5 +769,5 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
 	int rows = T - first;
 	cpu_rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps);
-	matmul(&m->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
+	matmul(s->prep, &m->lm_head, s->prep->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
 }

@@ -8,6 +8,7 @@ libx11-dev libxext-dev libxtst-dev libxi-dev libxrandr-dev libxdo-dev
 libsqlite3-dev libpng-dev libjansson-dev libpcre2-dev libmicrohttpd-dev
 libcurl4-openssl-dev zlib1g-dev nettle-dev scdoc jq
 libboost-context-dev
+libdnnl-dev
 xvfb xauth x11-utils xterm curl sqlite3 util-linux passwd
 chromium"
 

@@ -131,6 +131,7 @@ int main(void)
 	REQUIRE(saved >= 0 && freopen(errlog, "w", stderr));
 	int r_bf16 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu",
 					    "--precision", "bf16", NULL});
+	enum engine_precision p_bf16 = cfg.engine_backend.precision;
 	options_finish(&cfg);
 	int r_cuda = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda",
 					    "--device", "63", NULL});
@@ -138,15 +139,14 @@ int main(void)
 	fflush(stderr);
 	REQUIRE(dup2(saved, 2) == 2);
 	close(saved);
-	CHECK(r_bf16 < 0 && r_cuda < 0);
+	/* the CPU runs bf16 too (oneDNN's products) */
+	CHECK(r_bf16 == 0 && p_bf16 == ENGINE_PRECISION_BF16 && r_cuda < 0);
 	char buf[2048] = "";
 	FILE *ef = fopen(errlog, "r");
 	REQUIRE(ef);
 	size_t nread = fread(buf, 1, sizeof(buf) - 1, ef);
 	buf[nread] = 0;
 	fclose(ef);
-	CHECK(strstr(buf, "holod: --backend cpu --precision bf16: the CPU backend computes in fp32 "
-			  "only") != NULL);
 	CHECK(strstr(buf, "holod: --backend cuda --precision default: ") != NULL &&
 	      strstr(buf, "CUDA") != NULL);
 	unlink(errlog);

@@ -369,16 +369,23 @@ static void test_options(struct engine_model *m)
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
 	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_FP32);
+	/* bf16 on the CPU: oneDNN's products, and the backend says so */
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
 					    .precision = ENGINE_PRECISION_BF16};
-	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
-	CHECK(strstr(msg, "fp32 only") != NULL);
-	CHECK_INT_EQ(o.kind, ENGINE_BACKEND_CPU); /* unchanged on error */
-	errno = 0;
-	CHECK(engine_backend_create(m, &o, msg, sizeof(msg)) == NULL && errno == EINVAL);
-	CHECK(strstr(msg, "fp32 only") != NULL);
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
+	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_BF16);
+	struct engine_backend *b16 = engine_backend_create(m, &o, msg, sizeof(msg));
+	REQUIRE(b16);
+	struct engine_backend_info info;
+	CHECK_INT_EQ(engine_backend_get_info(b16, &info), 0);
+	CHECK_INT_EQ(info.precision, ENGINE_PRECISION_BF16);
+	CHECK(strstr(info.device, "gemm=onednn:") != NULL);
+	engine_backend_destroy(b16);
 	o = (struct engine_backend_options){.kind = 7};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU, .precision = 9};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+	CHECK_INT_EQ(o.kind, ENGINE_BACKEND_CPU); /* unchanged on error */
 
 	/* AUTO never picks the emulation */
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};

@@ -1,0 +1,64 @@
+/* engine internal: the CPU backend's many-token matrix products through oneDNN's matmul
+ * (cpu_dnnl.c), used in bf16 precision.
+ *
+ * Not a public header: only engine/ sources (and white-box tests) include it.
+ *
+ * y[T][out] (+)= bf16(x[T][in]) . W^T with W a [out][in] weight held in bf16, fp32 accumulation
+ * and fp32 results. oneDNN picks the implementation for the CPU it runs on (AMX tiles,
+ * AVX512-BF16, AVX-512, AVX2: `cpu_dnnl_impl_name()`); it asks the kernel for the AMX tile state
+ * itself and falls back when refused.
+ *
+ * Weights are prepared once (cpu_dnnl_weight_create): either the bf16 rows as stored (a bf16
+ * tensor is used in place, without a copy: CPU_DNNL_PLAIN) or a copy reordered into the blocked
+ * layout oneDNN chooses for the matmul (CPU_DNNL_REORDERED: faster, but a second copy of every
+ * weight in memory). Never per call.
+ *
+ * DESIGN (threads): oneDNN's threading runtime in Debian's build is OpenMP. Each product runs
+ * with cpu_threads() OpenMP threads, under one process-wide lock, so products from two sessions
+ * take turns like the engine pool's jobs do; the engine pool is idle while one runs (the caller
+ * is the thread that would have handed it work).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* Products with fewer rows than this stay on cpu_matmul() (decode and short spans), where
+ * oneDNN's per-call cost outweighs its speed. */
+#define CPU_DNNL_MIN_T 16
+
+enum cpu_dnnl_layout {
+	CPU_DNNL_PLAIN,     /* the bf16 rows as stored */
+	CPU_DNNL_REORDERED, /* a copy in oneDNN's blocked layout */
+};
+
+struct cpu_dnnl_weight;
+
+/* Prepares the 2-D weight w ([out][in], any dtype; anything but bf16 is converted to a bf16
+ * copy). The tensor's data must outlive the result. Returns 0, -ENOMEM, -EINVAL (not 2-D, or a
+ * dimension beyond INT_MAX) or -ENOTSUP (oneDNN has no matmul for it on this CPU). */
+int cpu_dnnl_weight_create(const struct tensor *w, enum cpu_dnnl_layout layout,
+			   struct cpu_dnnl_weight **ret);
+/* Accepts NULL. */
+void cpu_dnnl_weight_destroy(struct cpu_dnnl_weight *w);
+/* Bytes the weight allocated (0 when it reads the tensor in place). */
+size_t cpu_dnnl_weight_bytes(const struct cpu_dnnl_weight *w);
+
+/* y[t, 0:out] (+)= W x[t, :] for t in [0, T), as cpu_matmul() does but with x rounded to bf16
+ * (round to nearest even). x has row stride ldx, y row stride ldy (>= out). Returns 0, -ENOMEM
+ * or -ENOTSUP (no primitive for this shape). Callable from any thread. */
+int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
+		    size_t ldy, bool accumulate);
+
+/* The oneDNN implementation the weights' matmul runs (e.g. "brg:avx512_core_amx_bf16"), known
+ * once a weight was created; "none" before. */
+const char *cpu_dnnl_impl_name(void);
+
+/* Rounds n floats to bf16 (nearest even; NaN stays NaN). */
+void cpu_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
+/* The same rounding in place, for T rows of n floats ldx apart: each value becomes the fp32
+ * value of its bf16 rounding (idempotent). */
+void cpu_round_bf16_rows(float *x, size_t ldx, int T, int n);
