@@ -25,6 +25,7 @@
 struct cpu_backend {
 	struct engine_backend base;
 	struct lm_prepared prep;
+	struct lm_profile prof;
 };
 
 static size_t conv_floats(const struct lm_dims *dm)
@@ -342,6 +343,53 @@ static void cpu_info(const struct engine_backend *b, struct engine_backend_info 
 		ret->memory_free = (uint64_t)avail * (uint64_t)page;
 }
 
+/* Turning it on or off starts the sums from zero. */
+static int cpu_profile(struct engine_backend *b, bool on)
+{
+	struct lm_profile *p = &((struct cpu_backend *)b)->prof;
+	for (int i = 0; i < LM_OP_COUNT; i++) {
+		atomic_store(&p->ns[i], 0);
+		atomic_store(&p->flop[i], 0);
+	}
+	atomic_store(&p->on, on);
+	return 0;
+}
+
+/* One line per operation: "<name>: <ms> ms (<share>%)", the matrix products with their rate,
+ * then "total: <ms> ms". */
+static int cpu_profile_report(struct engine_backend *b, char ***ret_lines)
+{
+	struct lm_profile *p = &((struct cpu_backend *)b)->prof;
+	if (!atomic_load(&p->on))
+		return -EINVAL;
+	char **lines = calloc(LM_OP_COUNT + 2, sizeof(*lines));
+	if (!lines)
+		return -ENOMEM;
+	uint64_t ns[LM_OP_COUNT], total = 0;
+	for (int i = 0; i < LM_OP_COUNT; i++)
+		total += ns[i] = atomic_load(&p->ns[i]);
+	int n = 0;
+	for (int i = 0; i < LM_OP_COUNT; i++) {
+		char line[160], rate[64] = "";
+		if (i == LM_OP_GEMM && ns[i])
+			snprintf(rate, sizeof(rate), ", %.0f GFLOP/s",
+				 (double)atomic_load(&p->flop[i]) / (double)ns[i]);
+		snprintf(line, sizeof(line), "cpu %-16s %9.2f ms (%4.1f%%)%s", lm_op_name((enum lm_op)i),
+			 (double)ns[i] / 1e6, total ? 100.0 * (double)ns[i] / (double)total : 0.0, rate);
+		if (!(lines[n++] = strdup(line)))
+			goto oom;
+	}
+	char line[96];
+	snprintf(line, sizeof(line), "cpu %-16s %9.2f ms", "total", (double)total / 1e6);
+	if (!(lines[n++] = strdup(line)))
+		goto oom;
+	*ret_lines = lines;
+	return n;
+oom:
+	engine_backend_profile_free(lines);
+	return -ENOMEM;
+}
+
 static void cpu_destroy(struct engine_backend *b)
 {
 	lm_prepared_finish(&((struct cpu_backend *)b)->prep);
@@ -361,6 +409,8 @@ static const struct backend_ops cpu_ops = {
 	.reserve = cpu_reserve,
 	.forward = cpu_forward,
 	.info = cpu_info,
+	.profile = cpu_profile,
+	.profile_report = cpu_profile_report,
 };
 
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
@@ -384,6 +434,7 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
+	cb->prep.prof = &cb->prof;
 	struct engine_backend *b = &cb->base;
 	backend_init(b, &cpu_ops, m, opts);
 	b->kind = ENGINE_BACKEND_CPU;

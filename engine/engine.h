@@ -228,10 +228,11 @@ int engine_backend_get_info(const struct engine_backend *b, struct engine_backen
 const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf,
 				    size_t len);
 
-/* Device profiling (`--profile`): while on, the backend times every kernel launch and GEMM call
- * its forward makes, per call site (on the CUDA backend; decode then runs its launches one by
- * one instead of replaying a graph, so each is timed). -EOPNOTSUPP on a backend without a device
- * (the CPU), -ENOMEM, -EIO. Turning it off drops the counts. */
+/* Profiling (`--profile`): while on, the backend times every kernel launch and GEMM call its
+ * forward makes, per call site (on the CUDA backend; decode then runs its launches one by one
+ * instead of replaying a graph, so each is timed), or the time of each kind of operation (on
+ * the CPU: matrix products with their GFLOP/s, mamba scan, conv, attention, norms, other, then
+ * the total; one line each). -ENOMEM, -EIO. Turning it on or off drops the counts. */
 int engine_backend_profile(struct engine_backend *b, bool on);
 /* Waits for the device, then sets *ret_lines to a NULL-terminated array of what ran since
  * profiling was turned on, one line per call site in first-use order: `kernel NAME launches=N

@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,7 +40,26 @@ struct lm_prepared_layer {
 	 * in_proj, out_proj | q, k, v, o | up, down; NULL in fp32 */
 	struct cpu_dnnl_weight *gemm[4];
 };
+/* Time per operation of the forward calls while `on` (the CPU backend's profile): summed
+ * over every session of the backend, in ns. */
+enum lm_op {
+	LM_OP_GEMM,      /* the matrix products (lm_head included) */
+	LM_OP_SSM,       /* the Mamba scan (chunked or recurrent) */
+	LM_OP_CONV,      /* conv1d + SiLU and dt's softplus */
+	LM_OP_ATTENTION, /* scores, softmax and the weighted sum */
+	LM_OP_NORM,      /* RMSNorms and the gated norm */
+	LM_OP_OTHER,     /* embeddings, ReLU^2 */
+	LM_OP_COUNT,
+};
+struct lm_profile {
+	_Atomic bool on;
+	_Atomic uint64_t ns[LM_OP_COUNT];
+	_Atomic uint64_t flop[LM_OP_COUNT]; /* of the matrix products: 2 T in out each */
+};
+const char *lm_op_name(enum lm_op op);
+
 struct lm_prepared {
+	struct lm_profile *prof; /* the backend's, written by forward calls */
 	float *norm_f; /* [hidden] */
 	struct lm_prepared_layer *layers;
 	int n_layers;

@@ -561,6 +561,28 @@ static inline float softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
+const char *lm_op_name(enum lm_op op)
+{
+	static const char *const names[LM_OP_COUNT] = {
+		[LM_OP_GEMM] = "matrix products", [LM_OP_SSM] = "mamba scan",
+		[LM_OP_CONV] = "conv+silu, dt", [LM_OP_ATTENTION] = "attention",
+		[LM_OP_NORM] = "norms", [LM_OP_OTHER] = "embed, relu2",
+	};
+	return (unsigned)op < LM_OP_COUNT ? names[op] : "?";
+}
+
+/* 0 when not profiling */
+static inline uint64_t prof_start(const struct lm_prepared *p)
+{
+	return p->prof && atomic_load_explicit(&p->prof->on, memory_order_relaxed) ? time_mono_ns() : 0;
+}
+
+static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t t0)
+{
+	if (t0)
+		atomic_fetch_add_explicit(&p->prof->ns[op], time_mono_ns() - t0, memory_order_relaxed);
+}
+
 /* y (+)= W x. In bf16 precision x is rounded to bf16 in place first (every x here is a
  * product's input only, and the rounding is idempotent, so q, k and v may share theirs), and
  * products of CPU_DNNL_MIN_T rows or more run through oneDNN: both paths then multiply the same
@@ -571,13 +593,20 @@ static void matmul(const struct lm_prepared *p, const struct tensor *w,
 		   const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
 		   bool accumulate)
 {
+	uint64_t t0 = prof_start(p);
+	if (t0)
+		atomic_fetch_add_explicit(&p->prof->flop[LM_OP_GEMM],
+					  2 * (uint64_t)T * (uint64_t)w->shape[0] * (uint64_t)w->shape[1],
+					  memory_order_relaxed);
 	if (p->bf16) {
 		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
 		if (dw && T >= CPU_DNNL_MIN_T && cpu_dnnl_matmul(dw, x, ldx, T, y, ldy, accumulate) == 0)
-			return;
+			goto done;
 	}
 	int r = cpu_matmul(w, x, ldx, T, y, ldy, accumulate);
 	(void)r;
+done:
+	prof_end(p, LM_OP_GEMM, t0);
 }
 
 void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
@@ -648,15 +677,21 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 
 	matmul(s->prep, &L->mamba.in_proj, P->gemm[0], wk->xn, dm->d, T, zx, dm->in_rows, false);
 
+	uint64_t t0 = prof_start(s->prep);
 	lm_conv_silu(dm, T, zx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, xc);
 	lm_dt_softplus(dm, T, zx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max, dt);
+	prof_end(s->prep, LM_OP_CONV, t0);
 
+	t0 = prof_start(s->prep);
 	if (T == 1)
 		lm_ssm_scan(dm, T, xc, cd, dt, a, dsk, st->ssm, y);
 	else
 		lm_ssm_chunked(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb);
+	prof_end(s->prep, LM_OP_SSM, t0);
 
+	t0 = prof_start(s->prep);
 	lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
+	prof_end(s->prep, LM_OP_NORM, t0);
 	matmul(s->prep, &L->mamba.out_proj, P->gemm[1], y, dm->d_in, T, wk->h, dm->d, true);
 }
 
@@ -713,7 +748,9 @@ static void attention_layer(struct lm_seq *s, const struct lm_dims *dm, const st
 	matmul(s->prep, &L->attn.q, P->gemm[0], wk->xn, dm->d, T, q, dm->q_dim, false);
 	matmul(s->prep, &L->attn.k, P->gemm[1], wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	matmul(s->prep, &L->attn.v, P->gemm[2], wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	uint64_t t0 = prof_start(s->prep);
 	lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
+	prof_end(s->prep, LM_OP_ATTENTION, t0);
 	matmul(s->prep, &L->attn.o, P->gemm[3], o, dm->q_dim, T, wk->h, dm->d, true);
 }
 
@@ -722,7 +759,9 @@ static void mlp_layer(const struct lm_prepared *p, const struct lm_dims *dm, con
 {
 	float *u = wk->mix;
 	matmul(p, &L->mlp.up, P->gemm[0], wk->xn, dm->d, T, u, dm->inter, false);
+	uint64_t t0 = prof_start(p);
 	cpu_relu2(u, (size_t)T * dm->inter);
+	prof_end(p, LM_OP_OTHER, t0);
 	matmul(p, &L->mlp.down, P->gemm[1], u, dm->inter, T, wk->h, dm->d, true);
 }
 
@@ -738,6 +777,7 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 	wk.xn = wk.h + (size_t)T * dm.d;
 	wk.mix = wk.xn + (size_t)T * dm.d;
 
+	uint64_t t0 = prof_start(s->prep);
 	for (int t = 0; t < T; t++) {
 		float *h = wk.h + (size_t)t * dm.d;
 		if (embeds && embeds[t])
@@ -745,11 +785,14 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 		else
 			cpu_tensor_to_f32(&m->embeddings, (size_t)tokens[t] * dm.d, dm.d, h);
 	}
+	prof_end(s->prep, LM_OP_OTHER, t0);
 
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
 		const struct lm_prepared_layer *P = &s->prep->layers[l];
+		t0 = prof_start(s->prep);
 		cpu_rmsnorm_rows(wk.h, wk.xn, P->norm, T, dm.d, c->eps);
+		prof_end(s->prep, LM_OP_NORM, t0);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
 			mamba_layer(s, &dm, L, P, &s->layers[l], &wk, T);
@@ -768,6 +811,8 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 		return;
 	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
 	int rows = T - first;
+	t0 = prof_start(s->prep);
 	cpu_rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps);
+	prof_end(s->prep, LM_OP_NORM, t0);
 	matmul(s->prep, &m->lm_head, s->prep->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
 }

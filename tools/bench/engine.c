@@ -438,6 +438,19 @@ int bench_engine_main(int argc, char **argv)
 		goto fail;
 	engine_session_reset(s);
 
+	/* The GEMM-only rate first: it also creates the oneDNN primitives the prefill reuses. On
+	 * the CPU the prefill is profiled per operation (cheap: a clock read per operation). */
+	bool on_cpu = binfo.kind == ENGINE_BACKEND_CPU;
+	double gemm_flop = 0, gemm_s = on_cpu ? bench_gemm_only_seconds(
+					      m, binfo.precision == ENGINE_PRECISION_BF16, n_prompt, &gemm_flop)
+				     : 0;
+	if (gemm_s < 0) {
+		r = (int)gemm_s;
+		goto fail;
+	}
+	if (on_cpu && (r = engine_backend_profile(backend, true)) < 0)
+		goto fail;
+
 	/* Besides wall-clock rates, the rate per CPU-second the process actually got, scaled to the
 	 * thread count ("cpu-normalised"): on a shared machine it is what the code does when it
 	 * has its cores to itself. */
@@ -454,6 +467,19 @@ int bench_engine_main(int argc, char **argv)
 	printf("prefill: %d tokens in %.3f s: %.1f tok/s (cpu-normalised %.1f tok/s, %.2f CPUs used)\n",
 	       n_prompt, (double)(t1 - t0) / 1e9, prefill_tps, n_prompt / ((c1 - c0) / nthreads),
 	       (c1 - c0) / ((double)(t1 - t0) / 1e9));
+
+	if (on_cpu) {
+		char **lines = NULL;
+		int n = engine_backend_profile_report(backend, &lines);
+		for (int i = 0; i < n; i++)
+			printf("prefill %s\n", lines[i]);
+		engine_backend_profile_free(lines);
+		engine_backend_profile(backend, false);
+		double gemm_tps = n_prompt / gemm_s;
+		printf("prefill GEMM-only rate: %.1f tok/s (the matrix products alone, %.0f GFLOP/s): "
+		       "prefill at %.0f%% of it\n",
+		       gemm_tps, gemm_flop / gemm_s / 1e9, 100.0 * prefill_tps / gemm_tps);
+	}
 
 	/* peak RSS of the engine alone, before the bandwidth buffer exists */
 	printf("peak RSS after prefill: %.1f MB (model, session, scratch)\n",
