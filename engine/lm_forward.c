@@ -22,6 +22,10 @@
 #include "cpu.h"
 #include "loader.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 void lm_dims_init(struct lm_dims *dm, const struct lm_config *c)
 {
 	memset(dm, 0, sizeof(*dm));
@@ -548,8 +552,31 @@ void cpu_rmsnorm_rows(const float *x, float *out, const float *w, int T, int d, 
 	}
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* max(u, 0) takes the second operand for NaN and for -0, as `u > 0 ? u : 0` does: the same
+ * bits as the scalar loop, without its unpredictable branch. */
+__attribute__((target("avx512f"))) static void relu2_avx512(float *u, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 r = _mm512_max_ps(_mm512_loadu_ps(u + i), _mm512_setzero_ps());
+		_mm512_storeu_ps(u + i, _mm512_mul_ps(r, r));
+	}
+	for (; i < n; i++) {
+		float r = u[i] > 0 ? u[i] : 0;
+		u[i] = r * r;
+	}
+}
+#endif
+
 void cpu_relu2(float *u, size_t n)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (strcmp(cpu_kernel_name(), "avx512") == 0) {
+		relu2_avx512(u, n);
+		return;
+	}
+#endif
 	for (size_t i = 0; i < n; i++) {
 		float r = u[i] > 0 ? u[i] : 0;
 		u[i] = r * r;
