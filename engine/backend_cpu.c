@@ -329,12 +329,13 @@ static void cpu_info(const struct engine_backend *b, struct engine_backend_info 
 	const struct cpu_backend *cb = (const struct cpu_backend *)b;
 	if (cb->prep.bf16)
 		snprintf(ret->device, sizeof(ret->device),
-			 "%s, %s kernels, gemm=onednn:%s (%s weights), %d threads", arch,
+			 "%s, %s kernels, gemm=onednn:%s (%s weights), gemv=%s, %d threads", arch,
 			 cpu_kernel_name(), cpu_dnnl_impl_name(),
-			 cpu_gemm_layout() == CPU_DNNL_REORDERED ? "reordered" : "plain", cpu_threads());
+			 cpu_gemm_layout() == CPU_DNNL_REORDERED ? "reordered" : "plain", cpu_gemv_name(),
+			 cpu_threads());
 	else
-		snprintf(ret->device, sizeof(ret->device), "%s, %s kernels, %d threads", arch,
-			 cpu_kernel_name(), cpu_threads());
+		snprintf(ret->device, sizeof(ret->device), "%s, %s kernels, gemv=%s, %d threads", arch,
+			 cpu_kernel_name(), cpu_gemv_name(), cpu_threads());
 	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
 	if (pages > 0 && page > 0)

@@ -611,9 +611,10 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
 }
 
 /* y (+)= W x. In bf16 precision x is rounded to bf16 in place first (every x here is a
- * product's input only, and the rounding is idempotent, so q, k and v may share theirs), and
- * products of CPU_DNNL_MIN_T rows or more run through oneDNN: both paths then multiply the same
- * bf16 values, exactly, and differ only in the order of the fp32 sums. cpu_matmul only fails on
+ * product's input only, and the rounding is idempotent, so q, k and v may share theirs),
+ * products of CPU_DNNL_MIN_T rows or more run through oneDNN and decode's on the GEMV kernels
+ * with bf16 activations: all paths then multiply the same bf16 values, exactly, and differ only
+ * in the order of the fp32 sums. cpu_matmul only fails on
  * scratch, which lm_forward_prepare() reserved; a oneDNN product that fails (memory for a new
  * primitive) runs on cpu_matmul instead. */
 static void matmul(const struct lm_prepared *p, const struct tensor *w,
@@ -629,6 +630,11 @@ static void matmul(const struct lm_prepared *p, const struct tensor *w,
 		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
 		if (dw && T >= CPU_DNNL_MIN_T && cpu_dnnl_matmul(dw, x, ldx, T, y, ldy, accumulate) == 0)
 			goto done;
+		if (T <= CPU_GEMV_T) {
+			int r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, true);
+			(void)r;
+			goto done;
+		}
 	}
 	int r = cpu_matmul(w, x, ldx, T, y, ldy, accumulate);
 	(void)r;
