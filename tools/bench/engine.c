@@ -5,6 +5,11 @@
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
  *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32] [--profile]
  *
+ * It also measures the machine's limits in the same run (machine.c): the read bandwidth with the
+ * pool's threads (min/median/max over passes interleaved with the decode rounds), the decode GEMV
+ * alone on the largest weight, the bf16 peak of the pool's threads (AMX when the kernel grants
+ * it) and the pool's cost of starting a job against a decode layer's time.
+ *
  * SPEC is a comma-separated list of key=value overriding the default random model (a ~0.7B
  * parameter bf16 Nemotron-H): pattern, hidden, vocab, intermediate, heads, kv_heads, head_dim,
  * m_heads, m_head_dim, m_groups, m_state, chunk, dtype (bf16|f16|f32).
@@ -21,6 +26,7 @@
 #include "common.h"
 #include "cpu.h"
 #include "engine.h"
+#include "machine.h"
 #include "lm.h"
 #include "model.h"
 
@@ -94,98 +100,53 @@ static int parse_spec(char *spec, struct lm_random_spec *sp)
 	return 0;
 }
 
-/* ---- memory bandwidth --------------------------------------------------------------------- */
-
-#define BW_TASKS 256
-
-struct bw_job {
-	const uint64_t *buf;
-	size_t words_per_task;
-	uint64_t sums[CPU_MAX_THREADS * 8];
-};
-
-/* Streams the task's slice with the widest loads the machine has, as the decode kernels do. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t words)
+static int cmp_double(const void *a, const void *b)
 {
-	__m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-	for (size_t i = 0; i + 16 <= words; i += 16) {
-		a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(p + i)));
-		b = _mm256_xor_si256(b, _mm256_load_si256((const __m256i *)(p + i + 4)));
-		c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(p + i + 8)));
-		d = _mm256_xor_si256(d, _mm256_load_si256((const __m256i *)(p + i + 12)));
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* sorts v */
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define GEMV_ROUNDS 8
+
+/* The decode GEMV alone on the largest weight, one token, in rounds interleaved with bandwidth
+ * passes: its read rate against the bandwidth measured beside it. */
+static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, bool bf16_act)
+{
+	const struct tensor *w = &m->lm_head;
+	int rows = (int)w->shape[0], in = (int)w->shape[w->ndim - 1];
+	float *x = malloc((size_t)in * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
+	if (!x || !y) {
+		free(x);
+		free(y);
+		return -ENOMEM;
 	}
-	__m256i v = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
-	uint64_t out[4];
-	_mm256_storeu_si256((__m256i *)out, v);
-	return out[0] + out[1] + out[2] + out[3];
-}
-#endif
-
-static uint64_t read_plain(const uint64_t *p, size_t words)
-{
-	uint64_t a = 0, b = 0, c = 0, d = 0;
-	for (size_t i = 0; i + 4 <= words; i += 4) {
-		a += p[i];
-		b ^= p[i + 1];
-		c += p[i + 2];
-		d ^= p[i + 3];
+	for (int i = 0; i < in; i++)
+		x[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+	double g[GEMV_ROUNDS], b[GEMV_ROUNDS];
+	int r = 0;
+	for (int k = 0; k < GEMV_ROUNDS && r == 0; k++) {
+		b[k] = bench_bw_pass(bw);
+		uint64_t t0 = time_mono_ns();
+		r = cpu_gemv_rows(w, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false, bf16_act);
+		g[k] = (double)w->nbytes / ((double)(time_mono_ns() - t0) / 1e9);
 	}
-	return a + b + c + d;
-}
-
-static void bw_task(void *ctx, int task, int thread)
-{
-	struct bw_job *j = ctx;
-	const uint64_t *p = j->buf + (size_t)task * j->words_per_task;
-#if defined(__x86_64__) && defined(__GNUC__)
-	if (__builtin_cpu_supports("avx2")) {
-		j->sums[thread * 8] += read_avx2(p, j->words_per_task);
-		return;
-	}
-#endif
-	j->sums[thread * 8] += read_plain(p, j->words_per_task);
-}
-
-/* A buffer far larger than the caches, read by the pool's threads. */
-static struct bw_job *bw_create(size_t bytes)
-{
-	struct bw_job *j = calloc(1, sizeof(*j));
-	uint64_t *buf = NULL;
-	if (posix_memalign((void **)&buf, 64, bytes) != 0)
-		buf = NULL;
-	if (!j || !buf) {
-		free(j);
-		free(buf);
-		return NULL;
-	}
-	memset(buf, 1, bytes);
-	j->buf = buf;
-	j->words_per_task = bytes / 8 / BW_TASKS;
-	return j;
-}
-
-/* One timed pass: bytes/s. */
-static double bw_pass(struct bw_job *j)
-{
-	uint64_t t0 = time_mono_ns();
-	cpu_parallel_for(BW_TASKS, bw_task, j);
-	uint64_t t1 = time_mono_ns();
-	return (double)(j->words_per_task * 8 * BW_TASKS) / ((double)(t1 - t0) / 1e9);
-}
-
-static void bw_destroy(struct bw_job *j)
-{
-	if (!j)
-		return;
-	uint64_t sink = 0;
-	for (int i = 0; i < CPU_MAX_THREADS; i++)
-		sink += j->sums[i * 8];
-	if (sink == 42)
-		fprintf(stderr, " ");
-	free((void *)j->buf);
-	free(j);
+	free(x);
+	free(y);
+	if (r < 0)
+		return r;
+	double gm = median(g, GEMV_ROUNDS), bm = median(b, GEMV_ROUNDS);
+	printf("gemv alone (%s, the lm head %d x %d, %s activations): median %.2f GB/s, %.0f%% of the "
+	       "median read bandwidth of the same rounds (%.2f GB/s)\n",
+	       cpu_gemv_name(), rows, in, bf16_act ? "bf16" : "fp32", gm / 1e9, 100.0 * gm / bm,
+	       bm / 1e9);
+	return 0;
 }
 
 /* Bytes of weights one decode step reads: every layer tensor, the final norm and the head (one
@@ -374,7 +335,7 @@ int bench_engine_main(int argc, char **argv)
 		printf("%s\n", msg);
 
 	int ret = 1;
-	struct bw_job *bw = NULL;
+	struct bench_bw *bw = NULL;
 	struct engine_model *m = NULL;
 	struct engine_backend *backend = NULL;
 	struct engine_session *s = NULL;
@@ -484,7 +445,7 @@ int bench_engine_main(int argc, char **argv)
 	/* peak RSS of the engine alone, before the bandwidth buffer exists */
 	printf("peak RSS after prefill: %.1f MB (model, session, scratch)\n",
 	       (double)peak_rss_kib() / 1024.0);
-	bw = bw_create((size_t)1 << 30);
+	bw = bench_bw_create((size_t)1 << 30);
 	if (!bw) {
 		fprintf(stderr, "holo-bench engine: out of memory\n");
 		goto out;
@@ -493,18 +454,25 @@ int bench_engine_main(int argc, char **argv)
 	/* Decode in rounds of DECODE_ROUND steps, each round preceded by one bandwidth pass, so the
 	 * ceiling is measured under the same machine load as the decode it is compared with. */
 	int32_t next = 0;
-	double dec_s = 0, dec_cpu = 0, bw_sum = 0;
+	double dec_s = 0, dec_cpu = 0;
 	int rounds = 0;
+	double *bw_rates = malloc(((size_t)n_decode / DECODE_ROUND + 1) * sizeof(double));
+	if (!bw_rates) {
+		fprintf(stderr, "holo-bench engine: out of memory\n");
+		goto out;
+	}
 	for (int done = 0; done < n_decode; rounds++) {
-		bw_sum += bw_pass(bw);
+		bw_rates[rounds] = bench_bw_pass(bw);
 		int steps = MIN(DECODE_ROUND, n_decode - done);
 		c0 = bench_cpu_seconds();
 		t0 = time_mono_ns();
 		for (int i = 0; i < steps; i++) {
 			next = (next * 31 + 7) % V;
 			r = engine_session_decode(s, next, logits);
-			if (r < 0)
+			if (r < 0) {
+				free(bw_rates);
 				goto fail;
+			}
 		}
 		t1 = time_mono_ns();
 		c1 = bench_cpu_seconds();
@@ -512,15 +480,35 @@ int bench_engine_main(int argc, char **argv)
 		dec_cpu += c1 - c0;
 		done += steps;
 	}
-	double bw_mean = bw_sum / rounds;
+	double bw_med = median(bw_rates, rounds), bw_min = bw_rates[0], bw_max = bw_rates[rounds - 1];
+	free(bw_rates);
 	double decode_tps = n_decode / dec_s;
-	double ceiling = bw_mean / wbytes;
+	double ceiling = bw_med / wbytes;
 	printf("decode: %d tokens in %.3f s: %.2f tok/s\n", n_decode, dec_s, decode_tps);
-	printf("decode ceiling: %.2f tok/s (%.1f MB per token at %.2f GB/s, the mean of %d bandwidth "
-	       "passes interleaved with the decode rounds): decode at %.0f%% of it\n",
-	       ceiling, wbytes / 1e6, bw_mean / 1e9, rounds, 100.0 * decode_tps / ceiling);
+	printf("read bandwidth (%d threads, %.0f MB passes interleaved with the decode rounds): min "
+	       "%.2f, median %.2f, max %.2f GB/s over %d passes\n",
+	       nthreads, (double)bench_bw_bytes(bw) / 1e6, bw_min / 1e9, bw_med / 1e9, bw_max / 1e9,
+	       rounds);
+	printf("decode ceiling: %.2f tok/s (%.1f MB per token at the median %.2f GB/s): decode at "
+	       "%.0f%% of the read bandwidth\n",
+	       ceiling, wbytes / 1e6, bw_med / 1e9, 100.0 * decode_tps / ceiling);
 	printf("decode cpu-normalised: %.2f tok/s (%.2f CPUs used)\n", n_decode / (dec_cpu / nthreads),
 	       dec_cpu / dec_s);
+	if (binfo.kind == ENGINE_BACKEND_CPU) {
+		r = print_gemv_alone(m, bw, binfo.precision == ENGINE_PRECISION_BF16);
+		if (r < 0)
+			goto fail;
+		double hot, cold;
+		bench_pool_wake(200, &hot, &cold);
+		double layer = dec_s / n_decode / m->cfg.n_layers;
+		printf("pool (%d threads): a job costs %.1f us back to back, %.1f us with the workers "
+		       "asleep; a decode layer takes %.1f us\n",
+		       nthreads, hot * 1e6, cold * 1e6, layer * 1e6);
+		struct bench_peak pk;
+		if (bench_bf16_peak(NULL, 0.3, &pk) == 0)
+			printf("bf16 peak (%d threads, %s%s%s): %.0f GFLOP/s\n", nthreads, pk.unit,
+			       *pk.note ? "; " : "", pk.note, pk.flops_per_s / 1e9);
+	}
 	bench_print_load();
 	printf("session state after %d tokens: %.1f MB\n", engine_session_n_tokens(s),
 	       (double)engine_session_state_bytes(s) / 1e6);
@@ -549,6 +537,6 @@ out:
 		engine_model_destroy(m);
 	else
 		lm_random_model_destroy(m);
-	bw_destroy(bw);
+	bench_bw_destroy(bw);
 	return ret;
 }
