@@ -241,6 +241,7 @@ struct step_job {
 	struct policy_step step;
 	int attempts;
 	long long decoded;
+	bool closed; /* `close` was appended */
 	uint64_t prefill_us, decode_us;
 	char err[512];
 };
@@ -380,11 +381,13 @@ static int job_step(struct worker_ctx *ctx, void *arg)
 			break;
 	}
 	j->decode_us = time_mono_us() - t1;
-	if (r == 0 && j->close &&
-	    (r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
-		    0 &&
-	    r != -ECANCELED && r != -ETIME)
-		snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s", strerror(-r));
+	if (r == 0 && j->close) {
+		r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us);
+		j->closed = r == 0;
+		if (r < 0 && r != -ECANCELED && r != -ETIME)
+			snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s",
+				 strerror(-r));
+	}
 finish:
 	a->session_tokens = engine_session_n_tokens(a->session);
 	account(a);
@@ -457,6 +460,56 @@ static char *prompt_text(const struct policy_piece *piece, const struct policy_p
 	char *valid = valid_utf8_copy(out, o);
 	free(out);
 	return valid;
+}
+
+/* The SHA-256 (hex) of the ids of `piece` followed by those of `close` (may be NULL), each
+ * as 4 little-endian bytes: what a step prefilled, journaled so that a chat export re-rendered
+ * elsewhere can be checked against it (docs/journal.md). A digest rather than the ids: a
+ * window step re-prefills its whole history, thousands of ids per step, all of which the
+ * exported turns already determine. */
+static void prefill_sha256(const struct policy_piece *piece, const struct policy_piece *close,
+			   char ret[65])
+{
+	size_t n = piece->n_ids + (close ? close->n_ids : 0);
+	uint8_t *bytes = xmalloc(n * 4 + 1);
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v = (uint32_t)(i < piece->n_ids ? piece->ids[i]
+							 : close->ids[i - piece->n_ids]);
+		for (int b = 0; b < 4; b++)
+			bytes[i * 4 + (size_t)b] = (uint8_t)(v >> (8 * b));
+	}
+	ipc_sha256_hex(bytes, n * 4, ret);
+	free(bytes);
+}
+
+/* Journals the prefix the session starts from and how the turns after it are written
+ * (docs/journal.md, `prompt`), for the chat export. A failure is logged, not fatal: the task
+ * itself does not depend on it. */
+static void journal_prompt(struct agent *a, const struct policy_piece *prefix)
+{
+	char *system = NULL, *user = NULL, sha[65];
+	int r;
+
+	if ((r = policy_prefix_text(a->renderer, a->t->req->instruction, &system, &user)) < 0) {
+		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,
+			 strerror(-r));
+		return;
+	}
+	prefill_sha256(prefix, NULL, sha);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:s, s:I, s:s}", "format",
+			      policy_format_holo3.name, "system", system, "user", user,
+			      "tokens_per_tile", a->tokens_per_tile, "reasoning", false, "evicted",
+			      POLICY_EVICTED_TEXT, "tokens", (json_int_t)prefix->n_ids, "sha256",
+			      sha);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (!text || (r = journal_task_prompt(a->run.env->journal, a->t->id, text)) < 0)
+		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,
+			 strerror(text ? -r : ENOMEM));
+	free(text);
+	json_decref(o);
+	free(system);
+	free(user);
 }
 
 /* Renders the history window: obs[first..index] with steps[first..index-1], images of the last
@@ -718,6 +771,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		                                             why, sizeof(why)));
 		goto release;
 	}
+	journal_prompt(&a, &prefix);
 	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",
 		 (long long)t->id, ipc_history_to_string(a.history), a.window, a.prefix_tokens,
 		 oj.prefill_us / 1000.0);
@@ -807,16 +861,22 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		char *raw = valid_utf8_copy(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 		free(sj.raw);
 		sj.raw = raw;
-		char *ptext = prompt_text(&piece, sj.close);
+		char *ptext = prompt_text(&piece, sj.closed ? sj.close : NULL);
+		struct policy_observation this_obs = {
+			.n_tiles = ob->n_tiles, .result = ob->has_result ? &ob->result : NULL};
+		char *user_turn = policy_user_text(&this_obs, false), sha[65];
+		prefill_sha256(&piece, sj.closed ? sj.close : NULL, sha);
 		struct journal_agent_step as = {
 			.thought = r == 0 ? sj.step.thought : NULL,
 			.note = r == 0 ? sj.step.note : NULL,
 			.raw_output = sj.raw,
 			.prompt_text = ptext,
+			.user_turn = user_turn,
+			.prompt_sha256 = sha,
 			.attempts = sj.attempts,
 			.tiles = ob->n_tiles,
 			.prompt = mode,
-			.tokens_appended = (long long)piece.n_ids + (sj.close ? close.n_ids : 0),
+			.tokens_appended = (long long)piece.n_ids + (sj.closed ? close.n_ids : 0),
 			.tokens_decoded = sj.decoded,
 			.session_tokens = a.session_tokens,
 			.preprocess_us = ej.preprocess_us,
@@ -834,12 +894,14 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		if (r == -ECANCELED) {
 			free(sj.raw);
 			free(ptext);
+			free(user_turn);
 			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (r == -ETIME) {
 			free(sj.raw);
 			free(ptext);
+			free(user_turn);
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
 			                     "max_seconds budget (%u s) exhausted during step %zu",
 			                     t->max_seconds, index);
@@ -857,6 +919,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			free(e);
 			free(sj.raw);
 			free(ptext);
+			free(user_turn);
 			goto release;
 		}
 
@@ -872,6 +935,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		frame = NULL;
 		free(sj.raw);
 		free(ptext);
+		free(user_turn);
 		a.steps[index] = sj.step;
 		a.n_steps = index + 1;
 		if (r == 1) {

@@ -96,6 +96,10 @@ static const char *const migrations[] = {
 	"ALTER TABLE steps ADD COLUMN decode_us INTEGER;",
 	/* 2 -> 3: what produced a task (docs/journal.md, provenance). */
 	"ALTER TABLE tasks ADD COLUMN provenance TEXT;",
+	/* 3 -> 4: what an instruction task's session prefilled (docs/journal.md, chat export). */
+	"ALTER TABLE tasks ADD COLUMN prompt TEXT;"
+	"ALTER TABLE steps ADD COLUMN user_turn TEXT;"
+	"ALTER TABLE steps ADD COLUMN prompt_sha256 TEXT;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -440,21 +444,32 @@ unlock:
 	return r;
 }
 
-int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json)
+static int task_set_json(struct journal *j, const char *sql, int64_t id, const char *json)
 {
 	sqlite3_stmt *st;
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "UPDATE tasks SET provenance = ?2 WHERE id = ?1", &st)) < 0)
+	if ((r = prepare(j, sql, &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_text(st, 2, provenance_json, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, json, -1, SQLITE_TRANSIENT);
 	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);
 	return r;
+}
+
+int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json)
+{
+	return task_set_json(j, "UPDATE tasks SET provenance = ?2 WHERE id = ?1", id,
+			     provenance_json);
+}
+
+int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json)
+{
+	return task_set_json(j, "UPDATE tasks SET prompt = ?2 WHERE id = ?1", id, prompt_json);
 }
 
 static json_t *col_time(sqlite3_stmt *st, int col)
@@ -493,11 +508,11 @@ static json_t *col_int(sqlite3_stmt *st, int col)
 
 #define TASK_COLUMNS                                                                               \
 	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"   \
-	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance"
+	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance, prompt"
 
 static json_t *task_row(sqlite3_stmt *st)
 {
-	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o}",
+	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}",
 			 "id", (json_int_t)sqlite3_column_int64(st, 0),
 			 "kind", col_text(st, 1),
 			 "spec", col_json(st, 2),
@@ -509,7 +524,8 @@ static json_t *task_row(sqlite3_stmt *st)
 			 "result", col_text(st, 8),
 			 "error", col_text(st, 9),
 			 "steps", (json_int_t)sqlite3_column_int64(st, 10),
-			 "provenance", col_json(st, 11));
+			 "provenance", col_json(st, 11),
+			 "prompt", col_json(st, 12));
 }
 
 int journal_task_get(struct journal *j, int64_t id, json_t **ret)
@@ -671,7 +687,8 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	if ((r = prepare(j, "UPDATE steps SET thought = ?3, note = ?4, raw_output = ?5,"
 			    " attempts = ?6, tiles = ?7, prompt = ?8, tokens_appended = ?9,"
 			    " tokens_decoded = ?10, session_tokens = ?11, preprocess_us = ?12,"
-			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16"
+			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16,"
+			    " user_turn = ?17, prompt_sha256 = ?18"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto rollback;
@@ -692,6 +709,8 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	sqlite3_bind_int64(st, 14, (sqlite3_int64)a->prefill_us);
 	sqlite3_bind_int64(st, 15, (sqlite3_int64)a->decode_us);
 	bind_opt_text(st, 16, a->prompt_text);
+	bind_opt_text(st, 17, a->user_turn);
+	bind_opt_text(st, 18, a->prompt_sha256);
 	r = step_done(j, st);
 finalize:
 	sqlite3_finalize(st);
@@ -798,12 +817,14 @@ static json_t *agent_part(sqlite3_stmt *st, int col, json_t *timings)
 		json_object_set_new(timings, "prefill", col_int(st, col + 11));
 		json_object_set_new(timings, "decode", col_int(st, col + 12));
 	}
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o}}", "thought",
-			 col_text(st, col), "note", col_text(st, col + 1), "raw_output",
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o}}",
+			 "thought", col_text(st, col), "note", col_text(st, col + 1), "raw_output",
 			 col_text(st, col + 2), "attempts", col_int(st, col + 3), "tiles",
 			 col_int(st, col + 4), "prompt", col_text(st, col + 5), "prompt_text",
-			 col_text(st, col + 13), "tokens", "appended", col_int(st, col + 6),
-			 "decoded", col_int(st, col + 7), "session", col_int(st, col + 8));
+			 col_text(st, col + 13), "user_turn", col_text(st, col + 14), "tokens",
+			 "appended", col_int(st, col + 6), "appended_sha256",
+			 col_text(st, col + 15), "decoded", col_int(st, col + 7), "session",
+			 col_int(st, col + 8));
 }
 
 int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
@@ -824,7 +845,8 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes,"
 			    " s.thought, s.note, s.raw_output, s.attempts, s.tiles, s.prompt,"
 			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
-			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text"
+			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
+			    " s.user_turn, s.prompt_sha256"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

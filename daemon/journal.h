@@ -21,7 +21,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 3
+#define JOURNAL_SCHEMA_VERSION 4
 
 struct journal;
 
@@ -52,6 +52,9 @@ int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status stat
 			uint64_t finished_us, const char *result, const char *error);
 /* Records what produced the task (a JSON object, docs/journal.md); -ENOENT unknown id. */
 int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json);
+/* Records what an instruction task's session prefilled first, and how its turns are written (a
+ * JSON object, docs/journal.md `prompt`); -ENOENT unknown id. */
+int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json);
 /* -ENOENT when absent. */
 int journal_task_get(struct journal *j, int64_t id, json_t **ret);
 int journal_task_status(struct journal *j, int64_t id, enum ipc_task_status *ret);
@@ -64,6 +67,8 @@ struct journal_agent_step {
 	const char *thought, *note;
 	const char *raw_output;   /* the decoded text of the last attempt, as sampled */
 	const char *prompt_text;  /* the tokens appended, as text (image runs collapsed) */
+	const char *user_turn;    /* the observation's user turn text, "<image>" placeholder */
+	const char *prompt_sha256; /* of the ids prefilled this step (agent.c: prefill_sha256) */
 	int attempts;             /* decode attempts (1 + invalid-step retries) */
 	int tiles;                /* image tiles sent for this step's observation */
 	const char *prompt;       /* "persistent", "window" or "rebuild" (persistent, rebuilt) */

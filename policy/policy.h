@@ -223,6 +223,16 @@ int32_t policy_renderer_stop_id(const struct policy_renderer *r);
 
 /* The prefix: system turn + "Task: ..." user turn. */
 int policy_render_prefix(struct policy_renderer *r, const char *task, struct policy_piece *ret);
+/* The texts of the prefix's system and user turns as policy_render_prefix renders them (before
+ * the chat format strips them), malloc'd: what a chat export records. 0, -EINVAL, -ENOMEM. */
+int policy_prefix_text(const struct policy_renderer *r, const char *task, char **ret_system,
+		       char **ret_user);
+/* What an evicted observation says where its screenshot was. */
+#define POLICY_EVICTED_TEXT "[screenshot evicted]"
+/* The text of one observation's user turn as rendered: the previous result, then
+ * <observation> with the "<image>" placeholder (or POLICY_EVICTED_TEXT). malloc'd; NULL +
+ * errno EINVAL (no observation, an unknown tool). */
+char *policy_user_text(const struct policy_observation *obs, bool evicted);
 /* One step's user turn (previous tool result, then <observation> with the image) followed by
  * the generation prompt. evicted: the image is replaced by "[screenshot evicted]". */
 int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs,

@@ -19,8 +19,6 @@
 #include "common.h"
 #include "policy-internal.h"
 
-#define EVICTED "[screenshot evicted]"
-
 struct policy_renderer {
 	const struct policy_format *fmt;
 	struct policy_env env; /* a copy; its strings are the caller's */
@@ -125,6 +123,24 @@ static int append(struct engine_chat *c, enum engine_chat_role role, const char 
 	return engine_chat_append(c, &m, t, NULL, 0);
 }
 
+static char *task_text(const char *task)
+{
+	return xasprintf("Task: %s", task);
+}
+
+int policy_prefix_text(const struct policy_renderer *r, const char *task, char **ret_system,
+		       char **ret_user)
+{
+	if (!task)
+		return -EINVAL;
+	char *sys = r->fmt->system_text(&r->env);
+	if (!sys)
+		return -errno;
+	*ret_system = sys;
+	*ret_user = task_text(task);
+	return 0;
+}
+
 int policy_render_prefix(struct policy_renderer *r, const char *task, struct policy_piece *ret)
 {
 	struct engine_chat_tokens t = {0};
@@ -143,7 +159,7 @@ int policy_render_prefix(struct policy_renderer *r, const char *task, struct pol
 		return -ENOMEM;
 	}
 	engine_chat_reset(work);
-	user = xasprintf("Task: %s", task);
+	user = task_text(task);
 	err = append(work, ENGINE_CHAT_SYSTEM, sys, NULL, 0, &t);
 	if (err == 0)
 		err = append(work, ENGINE_CHAT_USER, user, NULL, 0, &t);
@@ -162,25 +178,34 @@ int policy_render_prefix(struct policy_renderer *r, const char *task, struct pol
 
 /* One observation's user turn: the previous action's result, then the screenshot (or its
  * eviction note) inside <observation>. */
+char *policy_user_text(const struct policy_observation *obs, bool evicted)
+{
+	const char *image = evicted ? POLICY_EVICTED_TEXT : "<image>";
+
+	if (!obs) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!obs->result)
+		return xasprintf("<observation>%s</observation>", image);
+	const char *name = ipc_tool_to_string(obs->result->tool);
+	const char *tag = obs->result->error ? "error" : "tool_output";
+	if (!name) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return xasprintf("<%s tool=\"%s\">%s</%s>\n<observation>%s</observation>", tag, name,
+			 obs->result->text ? obs->result->text : "", tag, image);
+}
+
 static int user_turn(struct engine_chat *c, const struct policy_observation *obs, bool evicted,
 		     struct engine_chat_tokens *t)
 {
-	char *text;
+	char *text = policy_user_text(obs, evicted);
 	int err;
 
-	if (!obs)
-		return -EINVAL;
-	if (obs->result) {
-		const char *name = ipc_tool_to_string(obs->result->tool);
-		const char *tag = obs->result->error ? "error" : "tool_output";
-		if (!name)
-			return -EINVAL;
-		text = xasprintf("<%s tool=\"%s\">%s</%s>\n<observation>%s</observation>", tag, name,
-				 obs->result->text ? obs->result->text : "", tag,
-				 evicted ? EVICTED : "<image>");
-	} else {
-		text = xasprintf("<observation>%s</observation>", evicted ? EVICTED : "<image>");
-	}
+	if (!text)
+		return -errno;
 	err = append(c, ENGINE_CHAT_USER, text, &obs->n_tiles, evicted ? 0 : 1, t);
 	free(text);
 	return err;

@@ -199,6 +199,8 @@ static void test_journal_migration(void)
 				    2, &id) == 0);
 	struct journal_agent_step as = {
 		.thought = "press OK", .note = NULL, .raw_output = "{...}", .prompt_text = "<p>",
+		.user_turn = "<observation><image></observation>",
+		.prompt_sha256 = "0c2d7bc39e6ad4f8c4c1a8c7a4b7dbbb7e84b4a25c8bbf8dfa4a4a1f2b0e3c11",
 		.attempts = 2, .tiles = 3, .prompt = "window", .tokens_appended = 99,
 		.tokens_decoded = 84, .session_tokens = 2320, .preprocess_us = 10, .encode_us = 11,
 		.prefill_us = 12, .decode_us = 13};
@@ -215,6 +217,11 @@ static void test_journal_migration(void)
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "raw_output")), "{...}");
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "prompt_text")), "<p>");
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "prompt")), "window");
+	CHECK_STR_EQ(json_string_value(json_object_get(a, "user_turn")),
+		     "<observation><image></observation>");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(a, "tokens"),
+							"appended_sha256")),
+		     as.prompt_sha256);
 	CHECK_INT_EQ(json_integer_value(json_object_get(a, "attempts")), 2);
 	CHECK_INT_EQ(json_integer_value(json_object_get(a, "tiles")), 3);
 	json_t *tok = json_object_get(a, "tokens");
@@ -226,6 +233,17 @@ static void test_journal_migration(void)
 	CHECK_INT_EQ(json_integer_value(json_object_get(t, "decode")), 13);
 	CHECK_INT_EQ(json_integer_value(json_object_get(t, "inject")), 5);
 	json_decref(steps);
+	/* The task's prompt (version 4), as the chat export reads it. */
+	json_t *task = NULL;
+	REQUIRE(journal_task_get(j, id, &task) == 0);
+	CHECK(json_is_null(json_object_get(task, "prompt")));
+	json_decref(task);
+	REQUIRE(journal_task_prompt(j, id, "{\"tokens\":7}") == 0);
+	REQUIRE(journal_task_get(j, id, &task) == 0);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(task, "prompt"), "tokens")),
+		     7);
+	json_decref(task);
+	CHECK_INT_EQ(journal_task_prompt(j, id + 100, "{}"), -ENOENT);
 
 	/* A prompt mode outside the schema is refused by the database itself... */
 	as.prompt = "sliding";

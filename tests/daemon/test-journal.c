@@ -69,15 +69,20 @@ static void test_migrate_from_2(void)
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &id) == 0);
 	journal_close(j);
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-	REQUIRE(sqlite3_exec(db, "ALTER TABLE tasks DROP COLUMN provenance; PRAGMA user_version = 2",
+	/* Back to version 2: without the columns of versions 3 and 4. */
+	REQUIRE(sqlite3_exec(db, "ALTER TABLE tasks DROP COLUMN provenance;"
+				 "ALTER TABLE tasks DROP COLUMN prompt;"
+				 "ALTER TABLE steps DROP COLUMN user_turn;"
+				 "ALTER TABLE steps DROP COLUMN prompt_sha256; PRAGMA user_version = 2",
 			     NULL, NULL, NULL) == SQLITE_OK);
 	sqlite3_close(db);
 
 	j = journal_open(path);
 	REQUIRE(j);
-	CHECK_INT_EQ(journal_schema_version(j), 3);
+	CHECK_INT_EQ(journal_schema_version(j), JOURNAL_SCHEMA_VERSION);
 	REQUIRE(journal_task_get(j, id, &o) == 0);
 	CHECK(json_is_null(json_object_get(o, "provenance")));
+	CHECK(json_is_null(json_object_get(o, "prompt")));
 	CHECK_STR_EQ(json_string_value(json_object_get(o, "display")), ":9");
 	json_decref(o);
 	CHECK_INT_EQ(journal_task_provenance(j, id, "{\"holod_version\":\"x\"}"), 0);
