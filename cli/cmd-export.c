@@ -1,5 +1,7 @@
 /* holoctl export: trajectories for a training pipeline (docs/export.md). One JSON line per
- * step in DIR/steps.jsonl, the screenshots copied beside it in DIR/images/, everything read
+ * step in DIR/steps.jsonl (--format jsonl), or one per instruction task in the model's chat
+ * format in DIR/chat.jsonl (--format chat), the screenshots copied beside it in DIR/images/,
+ * everything read
  * through the API (GET /v1/tasks, .../steps, .../screenshot), so it works against any holod the
  * user can reach, with or without access to its state directory. */
 #include "cli.h"
@@ -168,6 +170,113 @@ cleanup:
 	return r;
 }
 
+/* The user turn of a chat line: the step's journaled turn text, its screenshot beside it. */
+static json_t *chat_user(json_t *step, json_t *agent, const char *shot)
+{
+	json_t *image = json_object_get(step, "image");
+	json_t *images = json_pack("[{s:s, s:o, s:o, s:o}]", "path", shot, "tiles",
+	                           member(agent, "tiles"), "width", member(image, "width"),
+	                           "height", member(image, "height"));
+	return json_pack("{s:s, s:o, s:o}", "role", "user", "content", member(agent, "user_turn"),
+	                 "images", images);
+}
+
+/* One instruction task as one line in the model's chat format (docs/export.md, format chat):
+ * the journaled turns, and per step what the session prefilled, to check a re-rendering
+ * against. *ret_exported is false for a task that has none (a script, a task whose model never
+ * prefilled, or one journaled before holod recorded prompts). */
+static int export_chat_task(struct cli_context *ctx, const char *dir, long long id, FILE *out,
+                            bool *ret_exported)
+{
+	json_t *task = NULL, *steps = NULL, *line = NULL, *step;
+	char *path, *text = NULL;
+	size_t i;
+	int r;
+
+	*ret_exported = false;
+	path = xasprintf(IPC_API_PREFIX "/tasks/%lld", id);
+	r = cli_api_json(ctx, "GET", path, NULL, &task);
+	free(path);
+	if (r != 0)
+		return r;
+	json_t *prompt = json_object_get(task, "prompt");
+	if (!json_is_object(prompt))
+		goto cleanup;
+	path = xasprintf(IPC_API_PREFIX "/tasks/%lld/steps", id);
+	r = cli_api_json(ctx, "GET", path, NULL, &steps);
+	free(path);
+	if (r != 0)
+		goto cleanup;
+	json_t *prov = json_object_get(task, "provenance");
+	json_t *messages = json_pack("[{s:s, s:o}, {s:s, s:o}]", "role", "system", "content",
+	                             member(prompt, "system"), "role", "user", "content",
+	                             member(prompt, "user"));
+	json_t *prefilled = json_array();
+	line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+	                 " s:{s:{s:o, s:o}, s:o}, s:o}",
+	                 "task_id", (json_int_t)id, "format", member(prompt, "format"),
+	                 "instruction", member(json_object_get(task, "spec"), "instruction"),
+	                 "task_status", member(task, "status"), "history", member(prov, "history"),
+	                 "window", member(prov, "window"), "max_tiles", member(prov, "max_tiles"),
+	                 "tokens_per_tile", member(prompt, "tokens_per_tile"), "reasoning",
+	                 member(prompt, "reasoning"), "evicted", member(prompt, "evicted"),
+	                 "messages", messages, "prefill", "prefix",
+	                 "tokens", member(prompt, "tokens"), "sha256", member(prompt, "sha256"),
+	                 "steps", prefilled, "provenance", member(task, "provenance"));
+	if (!line) {
+		r = cli_error(ctx, "out of memory");
+		goto cleanup;
+	}
+	json_array_foreach(json_object_get(steps, "steps"), i, step)
+	{
+		json_t *agent = json_object_get(step, "agent");
+		json_t *tokens = json_object_get(agent, "tokens");
+		if (!json_is_string(json_object_get(agent, "user_turn")) ||
+		    !json_is_string(json_object_get(tokens, "appended_sha256"))) {
+			r = cli_error(ctx, "task %lld step %zu has no recorded user turn: the journal "
+			                   "lost part of what the model was given",
+			              id, i);
+			goto cleanup;
+		}
+		char *before = copy_shot(ctx, dir, id, step, "before", &r);
+		if (r != 0)
+			goto cleanup;
+		if (!before) {
+			r = cli_error(ctx, "task %lld step %zu has no screenshot: its image cannot be "
+			                   "exported",
+			              id, i);
+			goto cleanup;
+		}
+		json_array_append_new(messages, chat_user(step, agent, before));
+		free(before);
+		/* A step that stayed invalid was never acted on nor closed: no assistant turn. */
+		bool valid = json_is_object(json_object_get(step, "tool_call"));
+		if (valid)
+			json_array_append_new(messages,
+			                      json_pack("{s:s, s:o}", "role", "assistant", "content",
+			                                member(agent, "raw_output")));
+		json_array_append_new(prefilled,
+		                      json_pack("{s:o, s:o, s:b, s:o, s:o}", "step",
+		                                member(step, "index"), "prompt",
+		                                member(agent, "prompt"), "valid", valid, "tokens",
+		                                member(tokens, "appended"), "sha256",
+		                                member(tokens, "appended_sha256")));
+	}
+	text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (!text) {
+		r = cli_error(ctx, "out of memory");
+		goto cleanup;
+	}
+	fprintf(out, "%s\n", text);
+	*ret_exported = true;
+cleanup:
+	free(text);
+	json_decref(line);
+	json_decref(task);
+	json_decref(steps);
+	return r;
+}
+
 static int export_run(struct cli_context *ctx, int argc, char **argv)
 {
 	const char *dir = NULL, *since = NULL, *format = "jsonl";
@@ -192,8 +301,9 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 		if (r >= 0)
 			goto cleanup;
 	}
-	if (strcmp(format, "jsonl") != 0) {
-		r = cli_usage_error(ctx, &cli_cmd_export, "--format '%s' is not known (jsonl)",
+	bool chat = strcmp(format, "chat") == 0;
+	if (!chat && strcmp(format, "jsonl") != 0) {
+		r = cli_usage_error(ctx, &cli_cmd_export, "--format '%s' is not known (jsonl, chat)",
 		                    format);
 		goto cleanup;
 	}
@@ -220,17 +330,24 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 		r = cli_error(ctx, "cannot create %s: %s", images, strerror(errno));
 		goto cleanup;
 	}
-	file = path_join(dir, "steps.jsonl");
+	file = path_join(dir, chat ? "chat.jsonl" : "steps.jsonl");
 	tmp = xasprintf("%s.tmp", file);
 	out = fopen(tmp, "we");
 	if (!out) {
 		r = cli_error(ctx, "cannot create %s: %s", tmp, strerror(errno));
 		goto cleanup;
 	}
+	size_t nchat = 0;
 	json_array_foreach(ids, i, v)
 	{
-		if ((r = export_task(ctx, dir, json_integer_value(v), out, &nsteps)) != 0)
+		bool exported;
+		if (chat)
+			r = export_chat_task(ctx, dir, json_integer_value(v), out, &exported);
+		else
+			r = export_task(ctx, dir, json_integer_value(v), out, &nsteps);
+		if (r != 0)
 			goto cleanup;
+		nchat += chat && exported;
 	}
 	int e = fclose(out) == 0 ? 0 : errno;
 	out = NULL;
@@ -238,7 +355,12 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 		r = cli_error(ctx, "cannot write %s: %s", file, strerror(e ? e : errno));
 		goto cleanup;
 	}
-	fprintf(ctx->out, "%s: %zu tasks, %zu steps\n", file, json_array_size(ids), nsteps);
+	if (chat)
+		fprintf(ctx->out, "%s: %zu tasks (%zu without a conversation: scripts, or tasks whose "
+		                  "model never prefilled a prompt)\n",
+		        file, nchat, json_array_size(ids) - nchat);
+	else
+		fprintf(ctx->out, "%s: %zu tasks, %zu steps\n", file, json_array_size(ids), nsteps);
 	r = CLI_EXIT_OK;
 cleanup:
 	if (out) {
@@ -254,13 +376,16 @@ cleanup:
 
 const struct cli_command cli_cmd_export = {
         .name = "export",
-        .args = "-o DIR [--format jsonl] (ID... | --since DATE | --all)",
-        .summary = "export trajectories for training (one JSON line per step)",
+        .args = "-o DIR [--format jsonl|chat] (ID... | --since DATE | --all)",
+        .summary = "export trajectories for training (a JSON line per step, or per task)",
         .help = "Writes DIR/steps.jsonl, one JSON object per step of the tasks, oldest task first:\n"
                 "task id, step index, instruction, the before and after screenshots (copied into\n"
                 "DIR/images/), the image size the model was sent, the model's raw output, thought\n"
                 "and note, the parsed action, its pixel and model-space (0..1000) coordinates,\n"
                 "the outcome and the task's provenance. Format: docs/export.md.\n"
+                "  --format chat  DIR/chat.jsonl instead: one line per instruction task in the\n"
+                "                 model's chat format (system, user turns with their screenshot,\n"
+                "                 assistant steps) and the digests of what the session prefilled\n"
                 "  --since DATE   tasks created at or after DATE (2026-11-01 or RFC 3339, UTC)\n"
                 "  --all          every task in the journal\n",
         .run = export_run,
