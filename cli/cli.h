@@ -140,9 +140,11 @@ int cli_script_parse(const char *name, const char *text, size_t len, json_t **re
 /* The script that replays the recorded `steps` (a steps array of the API) from index `from`:
  * each executed action (status ok or dry_run; invalid model steps are skipped) with its
  * recorded pixel coordinates, as a POST /v1/tasks body {"script", "coords": "pixels",
- * "replay_of", "dry_run"}. NULL + *ret_n 0 when there is nothing to replay. */
+ * "replay_of", "dry_run"}, and with check_threshold >= 0 "check": {"threshold", "steps": the
+ * recorded index of each action} (holod compares each screen with the recorded one). NULL +
+ * *ret_n 0 when there is nothing to replay. */
 json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run,
-                          size_t *ret_n);
+                          double check_threshold, size_t *ret_n);
 
 /* ---- formatting (format.c) ------------------------------------------------------------------ */
 

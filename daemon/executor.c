@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "engine.h"
 #include "holod-config.h"
 
 #define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
@@ -398,6 +399,69 @@ void executor_end(struct executor_run *run, struct x11_display **d, int last_err
 	}
 }
 
+/* How a screen differs from a recorded one. */
+struct screen_diff {
+	double differing; /* fraction of pixels with any channel different */
+	double mean_abs;  /* mean absolute difference over all channels, 0..255 */
+};
+
+/* Compares `frame` with the replayed task's "before" screenshot of step `step`. 0 with *ret
+ * filled (a different size counts every pixel as differing); -errno with err filled when the
+ * recording cannot be read. */
+static int compare_recorded(const struct executor_run *run, int64_t task, uint32_t step,
+			    const struct x11_frame *frame, struct screen_diff *ret, char *err,
+			    size_t errlen)
+{
+	char *rel = NULL, *sha = NULL, why[256];
+	int r;
+
+	if (!run->env->state_dir) {
+		snprintf(err, errlen, "holod has no state directory to read task %lld's screenshots "
+			 "from", (long long)task);
+		return -ENOENT;
+	}
+	if ((r = journal_screenshot_get(run->env->journal, task, (int)step, "before", &rel,
+					&sha)) < 0) {
+		snprintf(err, errlen, "task %lld has no screenshot of step %u to compare with%s",
+			 (long long)task, step, r == -ENOENT ? "" : ": the journal cannot be read");
+		return r;
+	}
+	char *path = path_join(run->env->state_dir, rel);
+	struct engine_image *img = engine_image_load_png(path, why, sizeof(why));
+	free(path);
+	free(rel);
+	free(sha);
+	if (!img) {
+		r = -errno;
+		snprintf(err, errlen, "cannot read task %lld's screenshot of step %u: %s",
+			 (long long)task, step, why);
+		return r;
+	}
+	int w = engine_image_width(img), h = engine_image_height(img);
+	if (w != frame->width || h != frame->height) {
+		*ret = (struct screen_diff){.differing = 1.0, .mean_abs = 255.0};
+		engine_image_destroy(img);
+		return 0;
+	}
+	const uint8_t *rec = engine_image_rgb(img);
+	uint64_t differing = 0, abs_sum = 0;
+	for (int y = 0; y < h; y++) {
+		const uint8_t *a = frame->pixels + (size_t)y * frame->stride;
+		const uint8_t *b = rec + (size_t)y * 3 * (size_t)w;
+		for (int x = 0; x < 3 * w; x += 3) {
+			unsigned d0 = (unsigned)abs(a[x] - b[x]), d1 = (unsigned)abs(a[x + 1] - b[x + 1]),
+				 d2 = (unsigned)abs(a[x + 2] - b[x + 2]);
+			differing += (d0 | d1 | d2) != 0;
+			abs_sum += d0 + d1 + d2;
+		}
+	}
+	engine_image_destroy(img);
+	double pixels = (double)w * (double)h;
+	*ret = (struct screen_diff){.differing = pixels > 0 ? (double)differing / pixels : 0,
+				    .mean_abs = pixels > 0 ? (double)abs_sum / (3 * pixels) : 0};
+	return 0;
+}
+
 void executor_run(const struct executor_env *env, struct x11_display **d, const char *display_name,
 		  const struct executor_task *t, struct executor_outcome *ret)
 {
@@ -436,8 +500,47 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 			goto release;
 		}
 		err[0] = '\0';
-		r = executor_step(&run, (int)i, &req->actions[i], req->coords, NULL, 0, NULL, result,
-				  sizeof(result), &answer, &action_failed, err, sizeof(err));
+		struct x11_frame *before = NULL;
+		uint64_t capture_us = 0;
+		if (req->check_steps) {
+			/* A replay --check: the screen this action is about to act on must be the
+			 * one the recorded step acted on. */
+			struct screen_diff diff = {0};
+			uint64_t t0 = time_mono_us();
+			if ((r = x11_capture(run.d, &run.monitor, &before)) < 0) {
+				executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
+				                     "step %zu: screenshot failed: %s", i,
+				                     x11_strerror(r));
+				goto release;
+			}
+			capture_us = time_mono_us() - t0;
+			if ((r = compare_recorded(&run, req->replay_of, req->check_steps[i], before,
+			                          &diff, err, sizeof(err))) < 0) {
+				x11_frame_destroy(before);
+				executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", i, err);
+				goto release;
+			}
+			if (diff.differing > req->check_threshold) {
+				x11_frame_destroy(before);
+				executor_outcome_set(
+				        ret, IPC_TASK_FAILED, NULL,
+				        "step %zu: the screen differs from step %u of task %lld: %.2f%% "
+				        "of the pixels differ (mean absolute difference %.2f of 255), "
+				        "above the threshold of %.2f%%",
+				        i, req->check_steps[i], (long long)req->replay_of,
+				        100.0 * diff.differing, diff.mean_abs,
+				        100.0 * req->check_threshold);
+				r = 0;
+				goto release;
+			}
+			log_info("task %lld step %zu: the screen matches step %u of task %lld (%.2f%% "
+			         "of the pixels differ)",
+			         (long long)t->id, i, req->check_steps[i], (long long)req->replay_of,
+			         100.0 * diff.differing);
+		}
+		r = executor_step(&run, (int)i, &req->actions[i], req->coords, before, capture_us,
+				  NULL, result, sizeof(result), &answer, &action_failed, err,
+				  sizeof(err));
 		if (r == 1) {
 			executor_outcome_set(ret, IPC_TASK_SUCCEEDED, answer, NULL);
 			goto release;

@@ -34,6 +34,7 @@ struct executor_task {
 struct executor_env {
 	struct journal *journal;
 	struct shotwriter *writer;
+	const char *state_dir; /* the journal's screenshot paths are relative to it; NULL: none */
 	void (*progress)(void *userdata); /* after each journaled step */
 	void *userdata;
 };

@@ -193,8 +193,11 @@ static void *executor_main(void *userdata)
 	struct x11_display *d = NULL;
 	struct x11_killswitch *ks = NULL;
 	bool ks_unsupported = false;
-	struct executor_env env = {
-		.journal = s->journal, .writer = s->writer, .progress = notify_cb, .userdata = s};
+	struct executor_env env = {.journal = s->journal,
+				   .writer = s->writer,
+				   .state_dir = s->state_dir,
+				   .progress = notify_cb,
+				   .userdata = s};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {

@@ -224,7 +224,10 @@ struct ipc_task_options {
  *    "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,
- *    "display": ":1"}
+ *    "display": ":1", "check": {"threshold": T, "steps": [N, ...]}}
+ * "check" (only with "replay_of"): before action i, the screen is compared with the "before"
+ * screenshot of step steps[i] of the replayed task, and the task fails at the first action
+ * whose screen has a fraction of differing pixels above T (0..1).
  * Unknown members are rejected. */
 struct ipc_task_request {
 	enum ipc_task_kind kind;
@@ -233,6 +236,8 @@ struct ipc_task_request {
 	struct ipc_action *actions;    /* kind == SCRIPT, n_actions entries, 1..IPC_MAX_SCRIPT_ACTIONS */
 	size_t n_actions;
 	int64_t replay_of;             /* kind == SCRIPT: the task it replays (holoctl replay); 0 */
+	uint32_t *check_steps;         /* with replay_of: n_actions recorded step indices, or NULL */
+	double check_threshold;        /* 0..1: fraction of pixels that may differ */
 	struct ipc_task_options options;
 };
 

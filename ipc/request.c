@@ -17,6 +17,7 @@ void ipc_task_request_destroy(struct ipc_task_request *req)
 	for (size_t i = 0; i < req->n_actions; i++)
 		ipc_action_finish(&req->actions[i]);
 	free(req->actions);
+	free(req->check_steps);
 	free(req);
 }
 
@@ -57,6 +58,49 @@ static int get_uint(const json_t *root, const char *name, uint32_t lo, uint32_t 
 /* A write the display would refuse (a control character, invalid UTF-8) is a bad request now,
  * not a failed step later. The model's own steps are not checked here: their failure is
  * reported back to the model as the action's error. */
+/* "check": {"threshold": T, "steps": [...]}, one recorded step per action of the script. */
+static int parse_check(const json_t *root, struct ipc_task_request *req, size_t n_actions,
+		       char *errbuf, size_t errlen)
+{
+	static const char *const members[] = {"threshold", "steps"};
+	json_t *check = json_object_get(root, "check");
+	json_t *steps = json_object_get(check, "steps");
+	json_t *t = json_object_get(check, "threshold");
+	int r;
+
+	if (!check)
+		return 0;
+	if (!json_is_object(check))
+		return ipc_error_at(errbuf, errlen, -EINVAL, "check",
+				    "expected an object with \"threshold\" and \"steps\"");
+	if (!req->replay_of)
+		return ipc_error_at(errbuf, errlen, -EINVAL, "check",
+				    "needs \"replay_of\": the task whose screenshots it compares with");
+	if ((r = check_members(check, members, ARRAY_SIZE(members), errbuf, errlen)) < 0)
+		return r;
+	if (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 1)
+		return ipc_error_at(errbuf, errlen, -EINVAL, "check.threshold",
+				    "expected a number from 0 to 1");
+	if (!json_is_array(steps) || json_array_size(steps) != n_actions)
+		return ipc_error_at(errbuf, errlen, -EINVAL, "check.steps",
+				    "expected an array of %zu step indices, one per action",
+				    n_actions);
+	req->check_steps = xcalloc(n_actions, sizeof(*req->check_steps));
+	for (size_t i = 0; i < n_actions; i++) {
+		json_t *v = json_array_get(steps, i);
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) >= IPC_MAX_TASK_STEPS) {
+			char path[32];
+			snprintf(path, sizeof(path), "check.steps[%zu]", i);
+			return ipc_error_at(errbuf, errlen, -EINVAL, path,
+					    "expected a step index 0..%d", IPC_MAX_TASK_STEPS - 1);
+		}
+		req->check_steps[i] = (uint32_t)json_integer_value(v);
+	}
+	req->check_threshold = json_number_value(t);
+	return 0;
+}
+
 static int check_typeable(const struct ipc_action *a, const char *prefix, char *errbuf,
 			  size_t errlen)
 {
@@ -185,7 +229,7 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 {
 	static const char *const script_members[] = {"script",      "coords",    "max_steps",
 						     "max_seconds", "settle_ms", "dry_run",
-						     "replay_of",   "display"};
+						     "replay_of",   "display",   "check"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display"};
@@ -239,6 +283,8 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 		    0)
 			goto finish;
 		req->replay_of = present ? id : 0;
+		if ((r = parse_check(root, req, n, errbuf, errlen)) < 0)
+			goto finish;
 		req->actions = xcalloc(n, sizeof(*req->actions));
 		for (size_t i = 0; i < n; i++) {
 			char prefix[32];
@@ -362,6 +408,15 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 					 json_string(ipc_coords_to_string(req->coords)));
 		if (req->replay_of)
 			r |= json_object_set_new(o, "replay_of", json_integer(req->replay_of));
+		if (req->check_steps) {
+			json_t *steps = json_array();
+			for (size_t i = 0; steps && i < req->n_actions; i++)
+				r |= json_array_append_new(steps,
+							   json_integer(req->check_steps[i]));
+			r |= json_object_set_new(o, "check",
+						 json_pack("{s:f, s:o}", "threshold",
+							   req->check_threshold, "steps", steps));
+		}
 	}
 	if (req->options.max_steps)
 		r |= json_object_set_new(o, "max_steps", json_integer(req->options.max_steps));

@@ -10,6 +10,8 @@
 #   cancel      `holoctl cancel` of a running and of a queued task; the rest never runs
 #   exit-codes  `run --follow` statuses, --json streams, no model, no daemon
 #   report      `holoctl report` rendered by headless Chromium: markers, escaping, navigation
+#   replay-check  `holoctl replay --check`: a replay on the recorded screen passes; one on a
+#               changed screen stops at the first step whose screen differs, saying by how much
 # env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
 # Exit 77 (skipped) when Xvfb (or, for `script`, sqlite3 or sha256sum) is not installed.
 set -u
@@ -21,7 +23,7 @@ need() {
 	command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed"; exit 77; }
 }
 need Xvfb
-if [ "$scenario" = script ] || [ "$scenario" = report ]; then
+if [ "$scenario" = script ] || [ "$scenario" = report ] || [ "$scenario" = replay-check ]; then
 	need sqlite3
 	need sha256sum
 fi
@@ -581,12 +583,75 @@ scenario_report() {
 	[ $? -eq 2 ] && grep -q "'30' is not an age" "$tmp/err" || fail "prune without a unit: $(cat "$tmp/err")"
 }
 
+scenario_replay_check() {
+	# Three moves on an unchanging screen: a checked replay finds every screen as recorded.
+	printf '%s' '{"actions": [{"tool_name": "move", "x": 20, "y": 20},
+		{"tool_name": "move", "x": 30, "y": 30}, {"tool_name": "move", "x": 40, "y": 40}],
+		"settle_ms": 0}' >"$tmp/same.json"
+	"$HOLOCTL" run --script - --follow <"$tmp/same.json" >"$tmp/out" 2>"$tmp/err" ||
+		fail "recording: $(cat "$tmp/err")"
+	same=$(task_id_of "$tmp/out")
+	"$HOLOCTL" replay --check "$same" >"$tmp/out" 2>"$tmp/err" ||
+		fail "replay --check on the same screen: $(cat "$tmp/out" "$tmp/err")"
+	rid=$(sed -n "s/^task \([0-9]*\) replays task $same: 3 actions, each screen checked (at most 1% of the pixels may differ)\$/\1/p" "$tmp/out")
+	[ -n "$rid" ] || fail "replay --check: $(cat "$tmp/out")"
+	grep -q "^task $rid succeeded after 3 steps$" "$tmp/out" || fail "replay --check: $(cat "$tmp/out")"
+	"$HOLOCTL" --json show "$rid" >"$tmp/rshow" || fail "show of the replay"
+	jq -e -s ".[0].spec.check == {\"threshold\": 0.01, \"steps\": [0, 1, 2]}" "$tmp/rshow" >/dev/null ||
+		fail "replay --check: the spec does not record the check: $(head -c 600 "$tmp/rshow")"
+
+	# A recording during which a second window appears (while step 1 waits): its step 2 saw
+	# that window. Replayed once the window is gone, steps 0 and 1 match and step 2 does not.
+	printf '%s' '{"actions": [{"tool_name": "move", "x": 20, "y": 20},
+		{"tool_name": "wait", "duration": 3}, {"tool_name": "move", "x": 40, "y": 40}],
+		"settle_ms": 0}' >"$tmp/changed.json"
+	"$HOLOCTL" run --script - <"$tmp/changed.json" >"$tmp/out" 2>"$tmp/err" ||
+		fail "recording: $(cat "$tmp/err")"
+	changed=$(task_id_of "$tmp/out")
+	step_running() {
+		[ "$(sqlite3 "$state/holod.db" "SELECT status FROM steps WHERE task_id = $changed AND idx = 1")" = running ]
+	}
+	wait_for 20 step_running || fail "step 1 of task $changed did not start"
+	"$HOLO_TEST_CLIENT" --log "$tmp/client2.log" --geometry 400x300+600+300 --no-focus \
+		>"$tmp/client2.err" 2>&1 &
+	client2_pid=$!
+	wait_for 10 grep -q '^ready ' "$tmp/client2.log" || fail "the second client did not become ready"
+	task_done() {
+		[ "$(sqlite3 "$state/holod.db" "SELECT status FROM tasks WHERE id = $changed")" = succeeded ]
+	}
+	wait_for 20 task_done || fail "task $changed did not succeed"
+	kill "$client2_pid"
+	wait "$client2_pid" 2>/dev/null
+	sleep 0.3
+
+	"$HOLOCTL" replay --check "$changed" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	cat "$tmp/out" "$tmp/err"
+	[ "$rc" -eq 3 ] || fail "replay --check on a changed screen exited $rc, expected 3 (failed)"
+	grep -Eq "step 2: the screen differs from step 2 of task $changed: 1[0-9]\.[0-9]{2}% of the pixels differ \(mean absolute difference [0-9]+\.[0-9]{2} of 255\), above the threshold of 1\.00%" \
+		"$tmp/out" "$tmp/err" || fail "replay --check: no difference message"
+	cid=$(sed -n "s/^task \([0-9]*\) replays task $changed: .*/\1/p" "$tmp/out")
+	# It stopped before acting on the differing screen: steps 0 and 1 ran, step 2 did not.
+	[ "$(sqlite3 "$state/holod.db" "SELECT group_concat(idx || ':' || status) FROM steps WHERE task_id = $cid")" = "0:ok,1:ok" ] ||
+		fail "replay --check: steps $(sqlite3 "$state/holod.db" "SELECT idx, status FROM steps WHERE task_id = $cid")"
+
+	# A threshold above the difference lets it through.
+	"$HOLOCTL" replay --check --threshold 50% "$changed" >"$tmp/out" 2>"$tmp/err" ||
+		fail "replay --check --threshold 50%: $(cat "$tmp/out" "$tmp/err")"
+	grep -q "succeeded after 3 steps$" "$tmp/out" || fail "replay --threshold 50%: $(cat "$tmp/out")"
+	"$HOLOCTL" replay --check --threshold 2 "$changed" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] && grep -q "'2' is not a fraction of the pixels" "$tmp/err" || fail "threshold 2: $(cat "$tmp/err")"
+	"$HOLOCTL" replay --threshold 0.1 "$changed" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] && grep -q -- "--threshold goes with --check" "$tmp/err" || fail "threshold alone: $(cat "$tmp/err")"
+}
+
 case "$scenario" in
 script) scenario_script ;;
 report) scenario_report ;;
 do) scenario_do ;;
 cancel) scenario_cancel ;;
 exit-codes) scenario_exit_codes ;;
+replay-check) scenario_replay_check ;;
 *) fail "unknown scenario" ;;
 esac
 [ -n "$holod_pid" ] && stop_holod

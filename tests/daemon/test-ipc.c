@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "ipc.h"
 #include "test.h"
 
@@ -103,6 +104,42 @@ static void test_replay_of(void)
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"replay_of\": 0}",
 		     -EINVAL, "replay_of:");
 	expect_error("{\"instruction\": \"x\", \"replay_of\": 3}", -EINVAL, "replay_of: unknown field");
+}
+
+/* replay --check: one recorded step per action, a threshold 0..1, only with replay_of; it
+ * round-trips through the spec holod journals. */
+static void test_replay_check(void)
+{
+	static const char two[] = "{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1},"
+				  " {\"tool_name\": \"wait\", \"duration\": 1}], \"replay_of\": 7, ";
+	struct ipc_task_request *req = NULL, *back = NULL;
+	char *json = xasprintf("%s\"check\": {\"threshold\": 0.25, \"steps\": [3, 5]}}", two);
+	REQUIRE(parse_task(json, &req) == 0);
+	free(json);
+	REQUIRE(req->check_steps);
+	CHECK_INT_EQ(req->check_steps[0], 3);
+	CHECK_INT_EQ(req->check_steps[1], 5);
+	CHECK(req->check_threshold == 0.25);
+	char *a = ipc_task_request_to_json(req);
+	REQUIRE(a);
+	REQUIRE(parse_task(a, &back) == 0);
+	CHECK(back->check_steps && back->check_steps[1] == 5 && back->check_threshold == 0.25);
+	free(a);
+	ipc_task_request_destroy(back);
+	ipc_task_request_destroy(req);
+
+	json = xasprintf("%s\"check\": {\"threshold\": 0.25, \"steps\": [3]}}", two);
+	expect_error(json, -EINVAL, "check.steps: expected an array of 2 step indices");
+	free(json);
+	json = xasprintf("%s\"check\": {\"threshold\": 1.5, \"steps\": [3, 5]}}", two);
+	expect_error(json, -EINVAL, "check.threshold: expected a number from 0 to 1");
+	free(json);
+	json = xasprintf("%s\"check\": {\"threshold\": 0, \"steps\": [3, -1]}}", two);
+	expect_error(json, -EINVAL, "check.steps[1]: expected a step index");
+	free(json);
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
+		     " \"check\": {\"threshold\": 0, \"steps\": [0]}}",
+		     -EINVAL, "check: needs \"replay_of\"");
 }
 
 static void test_errors(void)
@@ -386,6 +423,7 @@ int main(void)
 	test_script_ok();
 	test_errors();
 	test_replay_of();
+	test_replay_check();
 	test_limits();
 	test_action_request();
 	test_names_and_socket();
