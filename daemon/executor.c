@@ -462,6 +462,44 @@ static int compare_recorded(const struct executor_run *run, int64_t task, uint32
 	return 0;
 }
 
+/* Journals action `a` as step `index` that was not run: status error with `error` as the
+ * reason and `frame` (owned) as its before screenshot, so that a review shows the screen the
+ * step was refused on. A failure to journal it is logged: the task fails with the reason
+ * anyway. */
+static void journal_not_run(struct executor_run *run, int index, const struct ipc_action *a,
+			    enum ipc_coords coords, struct x11_frame *frame, uint64_t capture_us,
+			    const char *error)
+{
+	struct journal_step s = {.task_id = run->t->id,
+				 .index = index,
+				 .tool_name = ipc_tool_to_string(a->tool),
+				 .coords = coords,
+				 .has_monitor = true,
+				 .monitor = run->monitor,
+				 .image_w = frame->width,
+				 .image_h = frame->height,
+				 .started_us = time_real_us()};
+	struct journal_step_timing tm = {.capture_us = capture_us};
+	char *tool_call = ipc_action_to_json(a);
+	int r = tool_call ? 0 : -ENOMEM;
+
+	s.tool_call = tool_call;
+	if (r < 0 || (r = journal_step_begin(run->env->journal, &s)) < 0) {
+		log_warning("task %lld step %d: cannot journal the step that was not run: %s",
+			    (long long)run->t->id, index, strerror(-r));
+		x11_frame_destroy(frame);
+		free(tool_call);
+		return;
+	}
+	shotwriter_submit(run->env->writer, s.task_id, index, "before", frame);
+	if ((r = journal_step_finish(run->env->journal, &s, "error", NULL, error, time_real_us(),
+				     &tm)) < 0)
+		log_warning("task %lld step %d: cannot journal why it was not run: %s",
+			    (long long)run->t->id, index, strerror(-r));
+	run->env->progress(run->env->userdata);
+	free(tool_call);
+}
+
 void executor_run(const struct executor_env *env, struct x11_display **d, const char *display_name,
 		  const struct executor_task *t, struct executor_outcome *ret)
 {
@@ -521,15 +559,18 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 				goto release;
 			}
 			if (diff.differing > req->check_threshold) {
-				x11_frame_destroy(before);
-				executor_outcome_set(
-				        ret, IPC_TASK_FAILED, NULL,
-				        "step %zu: the screen differs from step %u of task %lld: %.2f%% "
-				        "of the pixels differ (mean absolute difference %.2f of 255), "
-				        "above the threshold of %.2f%%",
-				        i, req->check_steps[i], (long long)req->replay_of,
-				        100.0 * diff.differing, diff.mean_abs,
-				        100.0 * req->check_threshold);
+				snprintf(err, sizeof(err),
+				         "the screen differs from step %u of task %lld: %.2f%% of the "
+				         "pixels differ (mean absolute difference %.2f of 255), above the "
+				         "threshold of %.2f%%",
+				         req->check_steps[i], (long long)req->replay_of,
+				         100.0 * diff.differing, diff.mean_abs,
+				         100.0 * req->check_threshold);
+				char *why = xasprintf("not run: %s", err);
+				journal_not_run(&run, (int)i, &req->actions[i], req->coords, before,
+				                capture_us, why);
+				free(why);
+				executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", i, err);
 				r = 0;
 				goto release;
 			}

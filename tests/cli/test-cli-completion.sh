@@ -34,4 +34,6 @@ complete_words "$HOLOCTL" do scroll 10 20 "" | grep -qx down || fail "do scroll:
 complete_words "$HOLOCTL" list --status "" | grep -qx interrupted || fail "list --status: no statuses"
 complete_words "$HOLOCTL" --json run --coords m | grep -qx model || fail "run --coords: no model"
 complete_words "$HOLOCTL" run --f | grep -qx -- --follow || fail "run: no --follow"
+complete_words "$HOLOCTL" export --format c | grep -qx chat || fail "export --format: no chat"
+complete_words "$HOLOCTL" replay --ch | grep -qx -- --check || fail "replay: no --check"
 echo "ok"

@@ -631,9 +631,18 @@ scenario_replay_check() {
 	grep -Eq "step 2: the screen differs from step 2 of task $changed: 1[0-9]\.[0-9]{2}% of the pixels differ \(mean absolute difference [0-9]+\.[0-9]{2} of 255\), above the threshold of 1\.00%" \
 		"$tmp/out" "$tmp/err" || fail "replay --check: no difference message"
 	cid=$(sed -n "s/^task \([0-9]*\) replays task $changed: .*/\1/p" "$tmp/out")
-	# It stopped before acting on the differing screen: steps 0 and 1 ran, step 2 did not.
-	[ "$(sqlite3 "$state/holod.db" "SELECT group_concat(idx || ':' || status) FROM steps WHERE task_id = $cid")" = "0:ok,1:ok" ] ||
+	# It stopped before acting on the differing screen: steps 0 and 1 ran; step 2 is journaled
+	# as not run, with the screen it was refused on (the review shows what differed).
+	[ "$(sqlite3 "$state/holod.db" "SELECT group_concat(idx || ':' || status) FROM steps WHERE task_id = $cid")" = "0:ok,1:ok,2:error" ] ||
 		fail "replay --check: steps $(sqlite3 "$state/holod.db" "SELECT idx, status FROM steps WHERE task_id = $cid")"
+	sqlite3 "$state/holod.db" "SELECT error FROM steps WHERE task_id = $cid AND idx = 2" |
+		grep -q "^not run: the screen differs from step 2 of task $changed: " ||
+		fail "replay --check: step 2's error: $(sqlite3 "$state/holod.db" "SELECT error FROM steps WHERE task_id = $cid AND idx = 2")"
+	wait_for 10 "$HOLOCTL" screenshot --task "$cid" --step 2 --which before -o "$tmp/refused.png" ||
+		fail "replay --check: no screenshot of the refused step"
+	"$HOLOCTL" --json screenshot --task "$cid" --step 2 --which before -o "$tmp/refused.png" |
+		jq -e '.width == 1280 and .height == 720 and .verified' >/dev/null ||
+		fail "replay --check: the refused step's screenshot"
 
 	# A threshold above the difference lets it through.
 	"$HOLOCTL" replay --check --threshold 50% "$changed" >"$tmp/out" 2>"$tmp/err" ||
