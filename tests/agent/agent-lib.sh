@@ -11,9 +11,8 @@ SCREEN_H=400
 
 require_agent() {
 	require_tools "$@"
-	[ -f "$AGENT_MODEL/model.safetensors" ] || { echo "skip: no model at $AGENT_MODEL"; exit 77; }
-	[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] ||
-		{ echo "skip: no test client"; exit 77; }
+	[ -f "$AGENT_MODEL/model.safetensors" ] || test_skip "no model at $AGENT_MODEL"
+	[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
 }
 
 # start_agent_client: the recording client over the whole screen, so every click lands in it.

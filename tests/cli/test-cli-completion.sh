@@ -2,7 +2,8 @@
 # The bash completion knows every command `holoctl --help` lists, and completes the values of the
 # options that take a fixed set of words. env: HOLOCTL, HOLOD_SOURCE_ROOT.
 set -u
-command -v bash >/dev/null 2>&1 || { echo "SKIP: bash is not installed"; exit 77; }
+. "$(dirname "$0")/../harness/test-lib.sh"
+command -v bash >/dev/null 2>&1 || test_skip "bash is not installed"
 completion="$HOLOD_SOURCE_ROOT/packaging/holoctl.bash-completion"
 bash -n "$completion" || exit 1
 

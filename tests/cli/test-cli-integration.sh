@@ -13,14 +13,16 @@
 #   replay-check  `holoctl replay --check`: a replay on the recorded screen passes; one on a
 #               changed screen stops at the first step whose screen differs, saying by how much
 # env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
-# Exit 77 (skipped) when Xvfb (or, for `script`, sqlite3 or sha256sum) is not installed.
+# Skipped (exit 77; failed where $HOLOD_CI is set) when Xvfb (or, for `script`, sqlite3 or
+# sha256sum) is not installed.
 set -u
+. "$(dirname "$0")/../harness/test-lib.sh"
 
 scenario=${1:?usage: test-cli-integration.sh script|do|cancel|exit-codes}
 : "${HOLOD:?}" "${HOLOCTL:?}" "${HOLO_TEST_CLIENT:?}"
 
 need() {
-	command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed"; exit 77; }
+	command -v "$1" >/dev/null 2>&1 || test_skip "$1 is not installed"
 }
 need Xvfb
 if [ "$scenario" = script ] || [ "$scenario" = report ] || [ "$scenario" = replay-check ]; then

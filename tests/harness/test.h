@@ -1,6 +1,6 @@
 /* Minimal test harness: a failed check prints file:line and the expression, then the test
  * continues so one run reports every failure; test_exit() returns 1 if anything failed.
- * Exit code 77 means "skipped" to meson. */
+ * Exit code 77 means "skipped" to meson (test_skip_missing: a failure on the CI machine). */
 #pragma once
 
 #include <math.h>
@@ -9,6 +9,34 @@
 #include <string.h>
 
 #define TEST_SKIP 77
+/* How much slower a run under valgrind is allowed to be (test_time_limit_us). */
+#define TEST_VALGRIND_SLOWDOWN 20
+
+/* Ends the test as skipped (exit 77) because `what` is missing, or as failed when $HOLOD_CI is
+ * set (.ci/run sets it): the CI machine installs every tool the suites need
+ * (tools/install-deps.sh), so there a missing one is a defect, never a reason to pass without
+ * running. */
+static inline void test_skip_missing(const char *what)
+{
+	const char *ci = getenv("HOLOD_CI");
+
+	if (ci && *ci && strcmp(ci, "0") != 0) {
+		fprintf(stderr, "FAIL: %s (HOLOD_CI is set: the CI machine must have it, see "
+				"tools/install-deps.sh)\n", what);
+		exit(1);
+	}
+	fprintf(stderr, "skip: %s\n", what);
+	exit(TEST_SKIP);
+}
+
+/* A bound on elapsed wall-clock time, scaled for slow runs: x TEST_VALGRIND_SLOWDOWN when
+ * $HOLOD_UNDER_VALGRIND is set (meson test --setup=valgrind sets it). */
+static inline unsigned long long test_time_limit_us(unsigned long long us)
+{
+	const char *v = getenv("HOLOD_UNDER_VALGRIND");
+
+	return v && *v && strcmp(v, "0") != 0 ? us * TEST_VALGRIND_SLOWDOWN : us;
+}
 
 extern int test_failures;
 

@@ -5,6 +5,7 @@
 # Environment from meson: HOLOD (the daemon), HOLO_TEST_CLIENT (optional), NOTIFY_RECV.
 
 set -u
+. "$(dirname "$0")/../harness/test-lib.sh"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/holod-it.XXXXXX")
 export XDG_RUNTIME_DIR="$T/run" XDG_STATE_HOME="$T/state" XDG_CONFIG_HOME="$T/config" \
@@ -54,7 +55,7 @@ pass_or_fail() {
 
 require_tools() {
 	for tool in Xvfb curl jq sqlite3 sha256sum "$@"; do
-		command -v "$tool" >/dev/null 2>&1 || { echo "skip: $tool not installed"; exit 77; }
+		command -v "$tool" >/dev/null 2>&1 || test_skip "$tool is not installed"
 	done
 }
 

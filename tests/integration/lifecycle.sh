@@ -65,7 +65,7 @@ stop_holod || fail "holod exited with status $? after SIGTERM"
 wait "$EVENTS_PID" || fail "event stream broken by SIGTERM"
 [ "$(tail -n 1 "$T/events" | jq -r '.event + " " + .task.status')" = "end interrupted" ] ||
 	fail "event stream after SIGTERM ends with: $(tail -n 1 "$T/events" | head -c 300)"
-[ $(($(date +%s) - t0)) -le 5 ] || fail "SIGTERM took more than 5 s"
+[ $(($(date +%s) - t0)) -le "$(test_time_limit 5)" ] || fail "SIGTERM took more than $(test_time_limit 5) s"
 [ "$(sqlite3 "$DB" "SELECT status || ': ' || error FROM tasks WHERE id = $A")" = \
 	"interrupted: holod received SIGTERM" ] || fail "A after SIGTERM: $(sqlite3 "$DB" "SELECT status, error FROM tasks WHERE id = $A")"
 [ "$(sqlite3 "$DB" "SELECT status FROM tasks WHERE id = $B")" = interrupted ] ||

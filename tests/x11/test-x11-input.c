@@ -41,6 +41,50 @@ static int lines_now(const char *prefix)
 	return got;
 }
 
+/* Sentinel for "nothing was sent": events of one X connection arrive in order, so once the
+ * motion to (x,y) injected after the calls that must send nothing is in the log, any event they
+ * had sent is there too. Returns the lines with `prefix` at that point. */
+static int lines_after_sentinel_motion(struct x11_display *d, int x, int y, const char *prefix)
+{
+	char sentinel[64];
+
+	snprintf(sentinel, sizeof(sentinel), "motion x=%d y=%d ", x, y);
+	CHECK_INT_EQ(lines_now(sentinel), 0);
+	CHECK_INT_EQ(x11_move(d, x, y), 0);
+	CHECK_INT_EQ(wait_lines(sentinel, 1), 1);
+	return lines_now(prefix);
+}
+
+struct needle_arg {
+	const char *needle;
+	int n;
+};
+
+static bool needle_reached(const char *contents, void *arg)
+{
+	struct needle_arg *a = arg;
+	int n = 0;
+
+	for (const char *p = strstr(contents, a->needle); p; p = strstr(p + 1, a->needle))
+		n++;
+	return n >= a->n;
+}
+
+/* The same with a key: `name` pressed and released; its release is the last event. */
+static int lines_after_sentinel_key(struct x11_display *d, const char *name, const char *prefix)
+{
+	char needle[64];
+	char *s = xt_read_file(log_path);
+
+	snprintf(needle, sizeof(needle), "keysym=%s state=", name);
+	CHECK(s && !strstr(s, needle));
+	free(s);
+	CHECK_INT_EQ(x11_key_combo(d, name), 0);
+	struct needle_arg want = {needle, 2}; /* the press line and the release line */
+	CHECK(xt_wait_until(log_path, needle_reached, &want, XT_WAIT_MS));
+	return lines_now(prefix);
+}
+
 /* Server times (ms) of the press lines with this prefix. */
 static int press_times(const char *prefix, unsigned long *times, int max)
 {
@@ -84,8 +128,10 @@ static void test_clicks(struct x11_display *d)
 	CHECK_INT_EQ(press_times("press button=1 x=61 y=96 ", t, 4), 3);
 	CHECK(t[2] - t[0] < 800);
 
-	/* Bad arguments: errors, no events. */
-	int before = lines_now("press ");
+	/* Bad arguments: errors, no events (no press, release, scroll or motion before the
+	 * sentinel). */
+	int before = lines_now("press "), before_release = lines_now("release "),
+	    before_scroll = lines_now("scroll "), before_motion = lines_now("motion ");
 	CHECK_INT_EQ(x11_click(d, 640, 10, X11_BUTTON_LEFT, 1), -ERANGE);
 	CHECK_INT_EQ(x11_click(d, 10, -1, X11_BUTTON_LEFT, 1), -ERANGE);
 	CHECK_INT_EQ(x11_click(d, 10, 10, X11_BUTTON_LEFT, 0), -EINVAL);
@@ -96,8 +142,10 @@ static void test_clicks(struct x11_display *d)
 	CHECK_INT_EQ(x11_scroll(d, 10, 10, X11_SCROLL_UP, 0), -EINVAL);
 	CHECK_INT_EQ(x11_scroll(d, 10, 10, X11_SCROLL_UP, X11_MAX_SCROLL_NOTCHES + 1), -EINVAL);
 	CHECK_INT_EQ(x11_scroll(d, 10, 999, X11_SCROLL_UP, 1), -ERANGE);
-	usleep(200000);
+	CHECK_INT_EQ(lines_after_sentinel_motion(d, 321, 123, "motion "), before_motion + 1);
 	CHECK_INT_EQ(lines_now("press "), before);
+	CHECK_INT_EQ(lines_now("release "), before_release);
+	CHECK_INT_EQ(lines_now("scroll "), before_scroll);
 }
 
 static void test_move_drag_scroll(struct x11_display *d)
@@ -152,7 +200,9 @@ static void test_keys(struct x11_display *d)
 	CHECK_INT_EQ(wait_lines("key keycode=23 keysym=ISO_Left_Tab state=0x1", 1), 1);
 
 	/* Errors: nothing is sent for a combination with an unknown key, or too many, or none. */
-	int before = lines_now("key ");
+	/* Counted after a first sentinel, so that shift+Tab's releases are in already. */
+	int before = lines_after_sentinel_key(d, "F8", "key "),
+	    before_release = lines_now("keyrelease ");
 	CHECK_INT_EQ(x11_key_combo(d, "ctrl+ctr+t"), -EINVAL);
 	CHECK_INT_EQ(x11_key_combo(d, ""), -EINVAL);
 	CHECK_INT_EQ(x11_key_combo(d, "a+b+c+d+e+f+g+h+i+j"), -EINVAL);
@@ -161,8 +211,9 @@ static void test_keys(struct x11_display *d)
 	CHECK_INT_EQ(x11_key_names(d, bad, 2), -EINVAL);
 	CHECK_INT_EQ(x11_key_down(d, "nosuchkey"), -EINVAL);
 	CHECK_INT_EQ(x11_key_up(d, "shift"), -ENOENT); /* not held */
-	usleep(200000);
-	CHECK_INT_EQ(lines_now("key "), before);
+	/* F7's press is the one key line after `before`; its release the one keyrelease line. */
+	CHECK_INT_EQ(lines_after_sentinel_key(d, "F7", "key "), before + 1);
+	CHECK_INT_EQ(lines_now("keyrelease "), before_release + 1);
 
 	/* key_down / key_up with held-key tracking (shift+Tab above pressed Shift once). */
 	CHECK_INT_EQ(lines_now("key keycode=50 keysym=Shift_L"), 1);

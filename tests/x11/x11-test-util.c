@@ -81,10 +81,8 @@ int xt_xvfb_start(struct xt_xvfb *x, const char *screen, const char *const *extr
 		int status = 0;
 		kill(x->pid, SIGTERM);
 		waitpid(x->pid, &status, 0);
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-			fprintf(stderr, "Xvfb not found: skipping\n");
-			exit(TEST_SKIP);
-		}
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+			test_skip_missing("Xvfb is not installed");
 		fprintf(stderr, "Xvfb did not start\n");
 		return -1;
 	}

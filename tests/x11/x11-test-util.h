@@ -14,8 +14,8 @@ struct xt_xvfb {
 };
 
 /* Starts `Xvfb -displayfd` with "-screen 0 <screen>" (e.g. "1024x768x24") plus `extra` args
- * (NULL-terminated, may be NULL), and sets $DISPLAY to it. Exits the test with 77 when Xvfb
- * is not installed; returns -1 if it fails to start. */
+ * (NULL-terminated, may be NULL), and sets $DISPLAY to it. Skips the test when Xvfb is not
+ * installed (test_skip_missing: fails it on the CI machine); returns -1 if it fails to start. */
 int xt_xvfb_start(struct xt_xvfb *x, const char *screen, const char *const *extra);
 void xt_xvfb_stop(struct xt_xvfb *x);
 
