@@ -91,10 +91,17 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 	r = ensure_http(ctx);
 	if (r != 0)
 		return r;
-	r = line_fn ? cli_http_stream(ctx->http, path, line_fn, userdata, &resp)
+	r = line_fn ? cli_http_stream(ctx->http, path, line_fn, userdata, ctx->interrupt,
+	                                ctx->interrupt_seen, &resp)
 	            : cli_http_request(ctx->http, method, path, body, &resp);
 	if (r == -ECANCELED)
 		return CLI_EXIT_ERROR; /* the line callback stopped the stream and said why */
+	if (r == -EINTR) {
+		/* The caller's signal handler asked; the caller says what happens next. */
+		if (ret_transport)
+			*ret_transport = r;
+		return CLI_EXIT_ERROR;
+	}
 	if (r < 0) {
 		if (ret_transport)
 			*ret_transport = r;
@@ -160,7 +167,7 @@ int cli_api_stream(struct cli_context *ctx, const char *path,
 	int transport = 0;
 	int r = request(ctx, "GET", path, NULL, fn, userdata, &resp, &transport);
 	if (r != 0)
-		return transport == -ECONNRESET ? -ECONNRESET : r;
+		return transport == -ECONNRESET || transport == -EINTR ? transport : r;
 	cli_http_response_finish(&resp);
 	return 0;
 }

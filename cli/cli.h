@@ -10,6 +10,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@ enum {
 	CLI_EXIT_TASK_CANCELLED = 4,   /* ... cancelled (holoctl cancel, the kill switch) */
 	CLI_EXIT_TASK_INTERRUPTED = 5, /* ... interrupted (holod stopped or crashed mid-task) */
 	CLI_EXIT_TASK_UNKNOWN = 6,     /* ... the stream ended without a final status */
+	CLI_EXIT_DETACHED = 130,       /* ... a second Ctrl-C stopped following; the task runs on */
 };
 
 /* Named limits on local input. */
@@ -38,6 +40,10 @@ struct cli_context {
 	bool json;               /* --json: print the daemon's JSON as received */
 	FILE *in, *out, *err;    /* in: the script of `run --script -` */
 	struct cli_http *http;   /* created on the first request */
+	/* A signal handler's counter: a stream stops (-EINTR) once it differs from
+	 * interrupt_seen. NULL: none. */
+	volatile sig_atomic_t *interrupt;
+	sig_atomic_t interrupt_seen;
 };
 
 struct cli_command {
@@ -100,7 +106,8 @@ int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, c
 /* Streams GET path line by line to fn; handles errors as above. fn returns >= 0 to go on, or
  * -ECANCELED to stop after printing its own error (then CLI_EXIT_ERROR is returned silently).
  * -ECONNRESET (after printing the error) when holod closed the connection before the stream's
- * end: it went away, so what became of the task is unknown. */
+ * end: it went away, so what became of the task is unknown. -EINTR (nothing printed) when
+ * *ctx->interrupt moved away from ctx->interrupt_seen. */
 int cli_api_stream(struct cli_context *ctx, const char *path,
                    int (*fn)(const char *line, size_t len, void *userdata), void *userdata);
 /* Formats a daemon error body ({"error":{"code","message"}}) for the user: "MESSAGE (CODE)",

@@ -23,6 +23,7 @@ enum {
 	OPT_COORDS,
 	OPT_DRY_RUN,
 	OPT_SETTLE_MS,
+	OPT_DISPLAY,
 };
 
 static const struct option do_options[] = {
@@ -35,6 +36,7 @@ static const struct option do_options[] = {
         {"coords", required_argument, NULL, OPT_COORDS},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+        {"display", required_argument, NULL, OPT_DISPLAY},
         {0},
 };
 
@@ -103,7 +105,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	struct ipc_action a = {0};
 	struct ipc_task_request *check = NULL;
 	enum ipc_coords coords = IPC_COORDS_PIXELS;
-	const char *element = NULL;
+	const char *element = NULL, *display = NULL;
 	int button = -1, settle_ms = -1, c, r;
 	long repeat = 0, v;
 	bool dry_run = false, enter = false, overwrite = false;
@@ -154,6 +156,9 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 				                       "--settle-ms must be from 0 to %d, not '%s'",
 				                       IPC_MAX_SETTLE_MS, optarg);
 			settle_ms = (int)v;
+			break;
+		case OPT_DISPLAY:
+			display = optarg; /* checked with the whole request below */
 			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_do, c, argv);
@@ -312,6 +317,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	                "dry_run", dry_run);
 	if (req && settle_ms >= 0)
 		json_object_set_new(req, "settle_ms", json_integer(settle_ms));
+	if (req && display)
+		json_object_set_new(req, "display", json_string(display));
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	if (!body) {
 		r = cli_error(ctx, "out of memory");
@@ -375,6 +382,8 @@ const struct cli_command cli_cmd_do = {
                 "  --element TEXT         describe the target (journaled with the step)\n"
                 "  --dry-run              journal the action without injecting it\n"
                 "  --settle-ms N          wait N ms after the action before the screenshot\n"
+                "  --display NAME         run it on this display of holod's (default: the first "
+                "free)\n"
                 "  --json                 print holod's JSON answer\n"
                 "Text starting with '-' goes after `--`: holoctl do write -- \"-1\"\n"
                 "Each action is a task of its own, and holod releases held keys when a task ends: "

@@ -5,7 +5,9 @@
 #include "common.h"
 #include "ipc.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +22,7 @@ enum {
 	OPT_HISTORY,
 	OPT_WINDOW,
 	OPT_MAX_TILES,
+	OPT_DISPLAY,
 };
 
 static const struct option run_options[] = {
@@ -34,6 +37,7 @@ static const struct option run_options[] = {
         {"history", required_argument, NULL, OPT_HISTORY},
         {"window", required_argument, NULL, OPT_WINDOW},
         {"max-tiles", required_argument, NULL, OPT_MAX_TILES},
+        {"display", required_argument, NULL, OPT_DISPLAY},
         {0},
 };
 
@@ -47,7 +51,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 {
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
-	const char *script = NULL, *coords = NULL, *history = NULL;
+	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0;
 	bool dry_run = false;
 	char err[CLI_MAX_ERROR_LEN + 256];
@@ -93,6 +97,9 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 			break;
 		case 'f':
 			a.follow = true;
+			break;
+		case OPT_DISPLAY:
+			display = optarg; /* checked with the whole request below */
 			break;
 		case OPT_HISTORY:
 			if (ipc_history_from_string(optarg) < 0)
@@ -180,6 +187,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "window", json_integer(window));
 	if (max_tiles)
 		json_object_set_new(body, "max_tiles", json_integer(max_tiles));
+	if (display)
+		json_object_set_new(body, "display", json_string(display));
 
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
@@ -210,6 +219,8 @@ struct follow {
 	char *final_status; /* the task's final status once an event carried it */
 	char *final_error;
 	long long steps;
+	long long events; /* event lines handled so far */
+	long long skip;   /* a stream opened again repeats what was handled: skip that many */
 };
 
 /* The task status an event carries: "status" at the top, or in a "task" member. */
@@ -229,6 +240,11 @@ static int follow_line(const char *line, size_t len, void *userdata)
 
 	if (len == 0)
 		return 0; /* keep-alive */
+	if (f->skip > 0) {
+		f->skip--;
+		return 0;
+	}
+	f->events++;
 	if (ctx->json) {
 		fwrite(line, 1, len, ctx->out);
 		fputc('\n', ctx->out);
@@ -263,14 +279,82 @@ static int follow_line(const char *line, size_t len, void *userdata)
 	return 0;
 }
 
+static volatile sig_atomic_t follow_interrupts; /* Ctrl-C presses while following */
+
+static void follow_sigint(int sig)
+{
+	(void)sig;
+	follow_interrupts++;
+}
+
+/* Follows the event stream; the first Ctrl-C asks holod to cancel the task and goes on
+ * following (the task ends 'cancelled' at its next safe point), a second one stops following and
+ * leaves the task to run on. Returns what cli_api_stream does, or -EINTR after that second one. */
+static int follow_stream(struct cli_context *ctx, struct follow *f)
+{
+	char *path = xasprintf(IPC_API_PREFIX "/tasks/%lld/events", f->task_id);
+	struct sigaction sa = {.sa_handler = follow_sigint}, old;
+	bool handler = false, cancelled = false;
+	int r;
+
+	/* A Ctrl-C that the caller ignores (a background job of a shell) stays ignored. */
+	if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN) {
+		follow_interrupts = 0;
+		sigemptyset(&sa.sa_mask);
+		handler = sigaction(SIGINT, &sa, NULL) == 0;
+	}
+	ctx->interrupt = handler ? &follow_interrupts : NULL;
+	ctx->interrupt_seen = 0;
+	for (;;) {
+		r = cli_api_stream(ctx, path, follow_line, f);
+		if (r != -EINTR)
+			break;
+		if (!cancelled) {
+			if (follow_interrupts < 2)
+				fprintf(ctx->err,
+				        "holoctl: cancelling task %lld (Ctrl-C again to stop following "
+				        "it)\n",
+				        f->task_id);
+			char *cancel = xasprintf(IPC_API_PREFIX "/tasks/%lld/cancel", f->task_id);
+			char *body = NULL;
+			size_t size;
+			/* Its answer is not printed, even with --json: the events say how the task
+			 * ends. */
+			if (cli_api_raw(ctx, "POST", cancel, NULL, &body, &size, NULL) == 0)
+				free(body);
+			free(cancel);
+			cancelled = true;
+		}
+		/* A second Ctrl-C, also one pressed while the cancel was sent, stops following. */
+		if (follow_interrupts >= 2) {
+			fprintf(ctx->err,
+			        "holoctl: stopped following task %lld; it runs on until it stops at "
+			        "its next safe point (see `holoctl show %lld`)\n",
+			        f->task_id, f->task_id);
+			break;
+		}
+		ctx->interrupt_seen = 1;
+		/* The stream starts over from the task's first event: skip what was shown. */
+		f->skip = f->events;
+		f->events = 0;
+	}
+	ctx->interrupt = NULL;
+	if (handler)
+		sigaction(SIGINT, &old, NULL);
+	free(path);
+	return r;
+}
+
 int cli_follow_task(struct cli_context *ctx, long long id)
 {
 	struct follow f = {.ctx = ctx, .task_id = id};
-	char *path = xasprintf(IPC_API_PREFIX "/tasks/%lld/events", id);
 	int r;
 
-	r = cli_api_stream(ctx, path, follow_line, &f);
-	free(path);
+	r = follow_stream(ctx, &f);
+	if (r == -EINTR) {
+		r = CLI_EXIT_DETACHED;
+		goto cleanup;
+	}
 	if (r == -ECONNRESET) {
 		fprintf(ctx->err,
 		        "holoctl: lost holod while following task %lld; its outcome is unknown "
@@ -370,8 +454,12 @@ const struct cli_command cli_cmd_run = {
                 "                         window (the last --window screenshots re-sent)\n"
                 "  --window K             instruction: screenshots kept in the prompt (1..64)\n"
                 "  --max-tiles N          instruction: image tiles per screenshot (1..48)\n"
-                "Options given here override those in the script file. Interrupting --follow\n"
-                "(Ctrl-C) stops following, not the task: stop it with `holoctl cancel ID`.\n"
+                "  --display NAME         run on this display of holod's (see `holoctl "
+                "status`);\n"
+                "                         default: the first that is free\n"
+                "Options given here override those in the script file. Ctrl-C during --follow\n"
+                "cancels the task and follows it to its end; a second Ctrl-C stops following\n"
+                "(exit status 130) and leaves the task to stop on its own.\n"
                 "With --json: the created task, then (--follow) each event line as holod sends "
                 "it.\n",
         .run = run_run,

@@ -17,6 +17,7 @@ enum {
 	OPT_TASK = CLI_OPT_FIRST_COMMAND_OPTION,
 	OPT_STEP,
 	OPT_WHICH,
+	OPT_DISPLAY,
 };
 
 static const struct option screenshot_options[] = {
@@ -25,6 +26,7 @@ static const struct option screenshot_options[] = {
         {"task", required_argument, NULL, OPT_TASK},
         {"step", required_argument, NULL, OPT_STEP},
         {"which", required_argument, NULL, OPT_WHICH},
+        {"display", required_argument, NULL, OPT_DISPLAY},
         {0},
 };
 
@@ -83,7 +85,7 @@ cleanup_tmp:
 
 static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 {
-	const char *output = NULL, *which = NULL;
+	const char *output = NULL, *which = NULL, *display = NULL;
 	long task = 0, step = -1;
 	char *path, *png = NULL, *journaled = NULL, sha[65];
 	size_t size = 0;
@@ -116,6 +118,18 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 				                       optarg);
 			which = optarg;
 			break;
+		case OPT_DISPLAY:
+			/* Sent in the query string as it is: only the characters of display
+			 * names. */
+			if (!optarg[0] || strlen(optarg) > IPC_MAX_DISPLAY_NAME_BYTES ||
+			    strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			                   "0123456789:._-") != strlen(optarg))
+				return cli_usage_error(ctx, &cli_cmd_screenshot,
+				                       "--display takes a display name such as :1, not "
+				                       "'%s'",
+				                       optarg);
+			display = optarg;
+			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_screenshot, c, argv);
 			if (r >= 0)
@@ -132,6 +146,9 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 		                       "where to? give -o FILE (- for stdout)");
 	if ((task > 0) != (step >= 0))
 		return cli_usage_error(ctx, &cli_cmd_screenshot, "--task and --step go together");
+	if (display && task > 0)
+		return cli_usage_error(ctx, &cli_cmd_screenshot,
+		                       "--display applies to the current screen, not a step's");
 	if (which && task == 0)
 		return cli_usage_error(ctx, &cli_cmd_screenshot,
 		                       "--which applies to a step's screenshot");
@@ -143,7 +160,8 @@ static int screenshot_run(struct cli_context *ctx, int argc, char **argv)
 		path = xasprintf(IPC_API_PREFIX "/tasks/%ld/steps/%ld/screenshot%s%s", task, step,
 		                 which ? "?which=" : "", which ? which : "");
 	else
-		path = xstrdup(IPC_API_PREFIX "/screenshot");
+		path = xasprintf(IPC_API_PREFIX "/screenshot%s%s", display ? "?display=" : "",
+		                 display ? display : "");
 	r = cli_api_raw(ctx, "GET", path, NULL, &png, &size, &journaled);
 	free(path);
 	if (r != 0)
@@ -197,13 +215,15 @@ cleanup:
 
 const struct cli_command cli_cmd_screenshot = {
         .name = "screenshot",
-        .args = "-o FILE [--task ID --step N [--which before|after]]",
+        .args = "-o FILE [--display NAME | --task ID --step N [--which before|after]]",
         .summary = "save the current screen, or a step's screenshot, as PNG",
         .help = "Options:\n"
                 "  -o, --output FILE     where to write the PNG (- for stdout); written "
                 "atomically\n"
                 "  --task ID --step N    the screenshot journaled with step N of task ID\n"
                 "  --which before|after  which of the step's two screenshots (default: holod's)\n"
+                "  --display NAME        the screen of this display of holod's (default: its "
+                "first)\n"
                 "A step's screenshot is checked against the sha256 the journal recorded for it.\n"
                 "With --json: {\"path\", \"bytes\", \"width\", \"height\", \"sha256\", "
                 "\"verified\"}.\n",

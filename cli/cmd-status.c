@@ -22,6 +22,8 @@ static void add_rows(struct cli_table *t, const char *prefix, json_t *o)
 
 	json_object_foreach(o, key, v)
 	{
+		if (!prefix && strcmp(key, "displays") == 0)
+			continue; /* one row per display: add_display_rows */
 		char *name = prefix ? xasprintf("%s.%s", prefix, key) : xstrdup(key);
 		if (json_is_object(v) && json_object_size(v) > 0) {
 			add_rows(t, name, v);
@@ -35,6 +37,28 @@ static void add_rows(struct cli_table *t, const char *prefix, json_t *o)
 			free(text);
 		}
 		free(name);
+	}
+}
+
+/* "display :1    running task 7" / "display :2    idle", for every display holod drives. */
+static void add_display_rows(struct cli_table *t, json_t *displays)
+{
+	size_t i;
+	json_t *d;
+
+	json_array_foreach(displays, i, d)
+	{
+		const char *name = json_string_value(json_object_get(d, "name"));
+		json_t *running = json_object_get(d, "running");
+		char *left = xasprintf("display %s", name ? name : "$DISPLAY");
+		char *right = json_is_integer(running)
+		                      ? xasprintf("running task %" JSON_INTEGER_FORMAT,
+		                                  json_integer_value(running))
+		                      : xstrdup("idle");
+		const char *row[] = {left, right};
+		cli_table_add_row(t, row);
+		free(left);
+		free(right);
 	}
 }
 
@@ -66,6 +90,7 @@ static int status_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	struct cli_table *t = cli_table_create(2, headers);
 	add_rows(t, NULL, answer);
+	add_display_rows(t, json_object_get(answer, "displays"));
 	r = cli_table_print(t, ctx->out) < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 	cli_table_destroy(t);
 	json_decref(answer);
@@ -75,8 +100,9 @@ static int status_run(struct cli_context *ctx, int argc, char **argv)
 const struct cli_command cli_cmd_status = {
         .name = "status",
         .args = "",
-        .summary = "show holod's version, display, model, queue and running task",
+        .summary = "show holod's version, displays, model, queue and running tasks",
         .help = "Prints one FIELD VALUE row per member of GET /v1/status (nested members as\n"
-                "parent.child).\n",
+                "parent.child), then one row per display holod drives with the task running "
+                "there.\n",
         .run = status_run,
 };

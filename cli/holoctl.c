@@ -35,7 +35,8 @@ void cli_print_usage(FILE *f)
 	           "  3  run --follow: the task failed\n"
 	           "  4  run --follow: the task was cancelled\n"
 	           "  5  run --follow: the task was interrupted (holod stopped during it)\n"
-	           "  6  run --follow: the event stream ended without a final status\n");
+	           "  6  run --follow: the event stream ended without a final status\n"
+	           "130  run --follow: a second Ctrl-C stopped following; the task runs on\n");
 }
 
 void cli_print_command_help(const struct cli_command *cmd, FILE *f)

@@ -34,7 +34,18 @@ struct sink {
 	bool streaming; /* decided at the first chunk from the HTTP status */
 	bool decided;
 	int error; /* why the callback stopped the transfer */
+	volatile sig_atomic_t *interrupt; /* other than interrupt_seen: abort (-EINTR) */
+	sig_atomic_t interrupt_seen;
 };
+
+/* curl calls it as data moves and about once a second while none does. */
+static int xferinfo_cb(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+	struct sink *s = userdata;
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return *s->interrupt != s->interrupt_seen ? 1 : 0;
+}
 
 int cli_http_global_init(void)
 {
@@ -210,14 +221,17 @@ static int translate_curl(struct cli_http *h, CURLcode code)
 }
 
 static int perform(struct cli_http *h, const char *method, const char *path, const char *body,
-                   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret)
+                   cli_http_line_fn line_fn, void *userdata, volatile sig_atomic_t *interrupt,
+                   sig_atomic_t seen, struct cli_http_response *ret)
 {
 	struct sockaddr_un sun;
 	struct curl_slist *headers = NULL;
 	struct sink s = {.curl = h->curl,
 	                 .limit = CLI_HTTP_MAX_BODY,
 	                 .line_fn = line_fn,
-	                 .userdata = userdata};
+	                 .userdata = userdata,
+	                 .interrupt = interrupt,
+	                 .interrupt_seen = seen};
 	struct cli_http_response resp = {0};
 	char *url = NULL, *ct = NULL;
 	CURLcode code;
@@ -242,6 +256,11 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 	curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, &s);
 	curl_easy_setopt(h->curl, CURLOPT_USERAGENT, "holoctl/" HOLOD_VERSION);
+	if (interrupt) {
+		curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION, xferinfo_cb);
+		curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, &s);
+	}
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h->curl, CURLOPT_HTTPGET, 1L);
 	} else {
@@ -265,6 +284,10 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
 
 	code = curl_easy_perform(h->curl);
+	if (code == CURLE_ABORTED_BY_CALLBACK && interrupt && *interrupt != seen) {
+		r = -EINTR;
+		goto cleanup_sink;
+	}
 	if (code == CURLE_WRITE_ERROR && s.error < 0) {
 		r = s.error;
 		goto cleanup_sink;
@@ -315,13 +338,14 @@ cleanup_url:
 int cli_http_request(struct cli_http *h, const char *method, const char *path, const char *body,
                      struct cli_http_response *ret)
 {
-	return perform(h, method, path, body, NULL, NULL, ret);
+	return perform(h, method, path, body, NULL, NULL, NULL, 0, ret);
 }
 
 int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_fn, void *userdata,
+                    volatile sig_atomic_t *interrupt, sig_atomic_t seen,
                     struct cli_http_response *ret)
 {
-	return perform(h, "GET", path, NULL, line_fn, userdata, ret);
+	return perform(h, "GET", path, NULL, line_fn, userdata, interrupt, seen, ret);
 }
 
 const char *cli_http_strerror(const struct cli_http *h, int err, char *buf, size_t size)

@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -52,8 +53,11 @@ typedef int (*cli_http_line_fn)(const char *line, size_t len, void *userdata);
 /* GET `path` and deliver the body line by line as chunks arrive when the status is 2xx. For any
  * other status the body is collected instead and returned in *ret like cli_http_request() (line_fn
  * is not called). A final line without a newline is delivered too. Returns the callback's negative
- * value if it stopped the stream, -EMSGSIZE when a line exceeds CLI_HTTP_MAX_EVENT_LINE. */
+ * value if it stopped the stream, -EMSGSIZE when a line exceeds CLI_HTTP_MAX_EVENT_LINE, -EINTR
+ * when `*interrupt` (may be NULL; a signal handler's counter) differs from `seen`: it is looked
+ * at as data arrives and at least once a second while none does. */
 int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_fn, void *userdata,
+                    volatile sig_atomic_t *interrupt, sig_atomic_t seen,
                     struct cli_http_response *ret);
 
 /* A sentence for a negative errno returned by this module, naming the cause and the fix, e.g.
