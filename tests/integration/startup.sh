@@ -1,0 +1,69 @@
+#!/bin/sh
+# Starting holod with a model, as a new user would: a --model directory that is not a
+# checkpoint says what one holds; --require-model turns a model that cannot load into a non-zero
+# exit (and a good one into readiness only once it is loaded); ~ and $VAR in the config file's
+# paths; the one checkpoint under $XDG_DATA_HOME/holod/models/ is found without --model;
+# instruction tasks on two displays share the one loaded model. Env: TINY_MODEL (a checkpoint).
+. "$(dirname "$0")/lib.sh"
+require_tools timeout
+mkdir -p "$T/notmodel"
+echo '{}' >"$T/notmodel/README.json"
+
+# Not a checkpoint, --require-model: holod exits non-zero, naming what a checkpoint holds.
+timeout 60 "$HOLOD" --model "$T/notmodel" --require-model 2>"$T/err1"
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "--require-model with no checkpoint: exit $rc"
+grep -q "$T/notmodel is not a model checkpoint: it has neither config.json nor safetensors weights; expected a Hugging Face checkpoint directory holding config.json, model.safetensors" \
+	"$T/err1" || fail "not-a-checkpoint message: $(cat "$T/err1")"
+[ -S "$SOCK" ] && fail "the socket outlived holod"
+
+# Without --require-model holod serves scripts, and /v1/status says why there is no model.
+start_holod --model "$T/notmodel"
+wait_until 20 sh -c "curl -sf --unix-socket '$SOCK' http://holod/v1/status |
+	jq -e '.model.state == \"failed\"'" || fail "the model never failed"
+api GET /v1/status
+case "$(jq -r .model.error "$BODY")" in
+*"is not a model checkpoint"*) ;;
+*) fail "status error: $(jq -r .model.error "$BODY")" ;;
+esac
+stop_holod || fail "holod exited non-zero"
+
+# The config file's ~ and $VAR: the path holod reports is the expanded one.
+mkdir -p "$XDG_CONFIG_HOME/holod"
+printf 'model = ~/models/${HOLOD_TEST_NAME}\n' >"$XDG_CONFIG_HOME/holod/holod.conf"
+HOME="$T" HOLOD_TEST_NAME=missing timeout 60 "$HOLOD" --require-model 2>"$T/err2"
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "--require-model with a missing model: exit $rc"
+grep -q "$T/models/missing: No such file or directory; expected a Hugging Face" "$T/err2" ||
+	fail "expanded path: $(cat "$T/err2")"
+HOME="$T" timeout 60 "$HOLOD" --require-model 2>"$T/err3"
+grep -q 'holod.conf:1: --model: \$HOLOD_TEST_NAME is not set' "$T/err3" ||
+	fail "unset variable: $(cat "$T/err3")"
+rm "$XDG_CONFIG_HOME/holod/holod.conf"
+
+# The default model directory, --require-model with a model that loads: ready once loaded;
+# two instruction tasks on two displays run side by side on the one model.
+[ -d "${TINY_MODEL:-}" ] || { fail "TINY_MODEL is not a directory"; pass_or_fail; }
+mkdir -p "$XDG_DATA_HOME/holod/models"
+cp -r "$TINY_MODEL" "$XDG_DATA_HOME/holod/models/tiny"
+start_holod --require-model --virtual 320x240 --displays 2
+api GET /v1/status
+expect_json "default model" .model.path "$XDG_DATA_HOME/holod/models/tiny"
+expect_json "ready before serving" .model.state ready
+submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
+A=$TASK
+submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
+B=$TASK
+wait_until 120 task_final "$A" || fail "task $A did not finish"
+wait_until 120 task_final "$B" || fail "task $B did not finish"
+for id in "$A" "$B"; do
+	[ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE task_id = $id")" -ge 1 ] ||
+		fail "task $id has no step: $(task_status "$id")"
+done
+[ "$(sqlite3 "$DB" "SELECT count(DISTINCT display) FROM tasks WHERE id IN ($A, $B)")" = 2 ] ||
+	fail "the two instruction tasks did not run on two displays"
+overlap=$(sqlite3 "$DB" "SELECT count(*) FROM tasks a JOIN tasks b ON a.id = $A AND b.id = $B
+	WHERE a.started_us < b.finished_us AND b.started_us < a.finished_us")
+[ "$overlap" = 1 ] || fail "the two instruction tasks did not run at the same time"
+stop_holod || fail "holod exited non-zero"
+pass_or_fail
