@@ -56,15 +56,17 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
 		    float *y, size_t ldy, bool accumulate);
 
 /* Decode products, y[t, 0:nrows] (+)= W[row0 + r, :] . x[t, :] for t < T <= CPU_GEMV_MAX_T, the
- * rows split into one contiguous range per pool thread (cpu_gemv.c). bf16_act rounds x to bf16
- * first (bf16 precision: bf16 weights then run on vdpbf16ps where the CPU has it); otherwise the
- * products and sums are fp32. cpu_matmul*() call it for T <= CPU_GEMV_T. Returns 0, -EINVAL
- * (T too large) or -ENOMEM. */
+ * rows split into one contiguous range per pool thread (cpu_gemv.c). bf16_act multiplies x
+ * rounded to bf16 (bf16 precision: bf16 weights then run on vdpbf16ps where the CPU has it; x
+ * itself is not written); otherwise the products are fp32. Sums are fp32. cpu_matmul*() call it
+ * for T <= CPU_GEMV_T. Returns 0, or -EINVAL when T > CPU_GEMV_MAX_T. */
 int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
 		  float *y, size_t ldy, bool accumulate, bool bf16_act);
 #define CPU_GEMV_MAX_T 4
-/* the most tokens cpu_matmul*() hand to cpu_gemv_rows() */
-#define CPU_GEMV_T 3
+/* The most tokens cpu_matmul*() hand to cpu_gemv_rows(): 4 tokens cost it what one does (memory
+ * bound), 3.3x less than cpu_matmul's blocked product (8192 x 1024 bf16, one thread, test-gemv's
+ * shapes aside: measured on a Xeon with AVX-512, 2026-11-25). */
+#define CPU_GEMV_T 4
 /* Forces the GEMV variant ("portable", "avx2", "avx512", "avx512bf16"): -EINVAL for an unknown
  * name, -ENOTSUP where this CPU cannot run it. Not callable while a job runs. Without it the
  * most capable variant the CPU runs is used, capped by $HOLOD_CPU_KERNELS when that names one

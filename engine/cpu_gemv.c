@@ -27,8 +27,6 @@
 
 #define TASKS_PER_THREAD 1
 #define ROW_ALIGN 16
-/* activations rounded to bf16 live on the stack up to this size, else on the heap */
-#define XB_STACK_FLOATS 4096
 
 /* ---- portable C ---------------------------------------------------------------------------- */
 
@@ -53,8 +51,9 @@ static void portable_rows(const struct cpu_gemv_args *a, int r0, int r1, bool xb
 		for (int t = 0; t < a->T; t++) {
 			float s[4] = {0, 0, 0, 0};
 			for (int k = 0; k < a->in; k++) {
-				float xv = xbf ? bf16_to_f32(a->xb[(size_t)t * (size_t)a->in + k])
-					       : a->x[(size_t)t * a->ldx + k];
+				float xv = a->x[(size_t)t * a->ldx + k];
+				if (xbf)
+					xv = bf16_to_f32(f32_to_bf16(xv));
 				for (int q = 0; q < nr; q++)
 					s[q] += weight_at(a, (size_t)(r + q) * a->ldw + (size_t)k) * xv;
 			}
@@ -218,7 +217,7 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 	int in = (int)w->shape[w->ndim - 1];
 	size_t esz = w->dtype == TENSOR_F32 ? 4 : 2;
 	struct gemv_job j = {
-		.fn = v->f32,
+		.fn = bf16_act ? v->bf16 : v->f32,
 		.a =
 			{
 				.w = (const char *)w->data + (size_t)row0 * (size_t)in * esz,
@@ -234,39 +233,10 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 			},
 		.nrows = nrows,
 	};
-	/* bf16 precision: bf16 weights meet the rounded activations in the variant's bf16 kernel;
-	 * other dtypes multiply the rounded activations widened back, which is the same product */
-	float stack[XB_STACK_FLOATS];
-	void *heap = NULL;
-	if (bf16_act) {
-		size_t n = (size_t)T * (size_t)in;
-		bool widen = w->dtype != TENSOR_BF16;
-		size_t bytes = n * (widen ? sizeof(float) : sizeof(uint16_t));
-		void *buf = bytes <= sizeof(stack) ? stack : (heap = malloc(bytes));
-		if (!buf)
-			return -ENOMEM;
-		for (int t = 0; t < T; t++)
-			for (int k = 0; k < in; k++) {
-				uint16_t b = f32_to_bf16(x[(size_t)t * ldx + k]);
-				size_t i = (size_t)t * (size_t)in + (size_t)k;
-				if (widen)
-					((float *)buf)[i] = bf16_to_f32(b);
-				else
-					((uint16_t *)buf)[i] = b;
-			}
-		if (widen) {
-			j.a.x = buf;
-			j.a.ldx = (size_t)in;
-		} else {
-			j.a.xb = buf;
-			j.fn = v->bf16;
-		}
-	}
 	int tasks = cpu_threads() * TASKS_PER_THREAD;
 	int per = (nrows + tasks - 1) / tasks;
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j,
 			      (double)nrows * in * T);
-	free(heap);
 	return 0;
 }

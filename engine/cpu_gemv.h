@@ -20,9 +20,8 @@ struct cpu_gemv_args {
 	size_t ldw;		 /* elements between rows of W */
 	int in;			 /* columns */
 	int T;			 /* tokens, 1..CPU_GEMV_MAX_T */
-	const float *x;		 /* fp32 activations, rows ldx apart (fp32 precision) */
+	const float *x;		 /* activations, rows ldx apart */
 	size_t ldx;
-	const uint16_t *xb; /* x rounded to bf16, T dense rows of `in` (bf16 precision), or NULL */
 	float *y;
 	size_t ldy;
 	bool accumulate;
@@ -34,7 +33,8 @@ struct cpu_gemv_variant {
 	const char *name;
 	/* any weight dtype, fp32 activations (a->x): fp32 products, fp32 sums */
 	cpu_gemv_fn *f32;
-	/* bf16 weights, bf16 activations (a->xb) */
+	/* any weight dtype, activations rounded to bf16 (to nearest even) in registers: the
+	 * products of bf16 precision, fp32 sums */
 	cpu_gemv_fn *bf16;
 };
 
@@ -43,6 +43,8 @@ extern const struct cpu_gemv_variant cpu_gemv_portable;
 extern const struct cpu_gemv_variant cpu_gemv_avx2;
 extern const struct cpu_gemv_variant cpu_gemv_avx512;
 extern const struct cpu_gemv_variant cpu_gemv_avx512bf16;
-/* shared by the AVX-512 variants: the AVX512-BF16 one differs only with bf16 activations */
+/* shared by the AVX-512 variants: the AVX512-BF16 one differs only for bf16 weights with bf16
+ * activations */
 void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1);
 #endif

@@ -35,16 +35,28 @@ INL float scalar_w(const void *w, size_t off, enum tensor_dtype dt)
 	return ((const float *)w)[off];
 }
 
+/* f32_to_bf16() on 8 lanes, widened back: round to nearest even, NaN kept (quieted) */
+INL __m256 round_bf16(__m256 v)
+{
+	__m256i u = _mm256_castps_si256(v);
+	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	__m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+	__m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+	r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(q),
+						 _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+	return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
 INL __m256 load_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
 {
-	if (xbf)
-		return widen_bf16(a->xb + (size_t)t * (size_t)a->in + i);
-	return _mm256_loadu_ps(a->x + (size_t)t * a->ldx + i);
+	__m256 v = _mm256_loadu_ps(a->x + (size_t)t * a->ldx + i);
+	return xbf ? round_bf16(v) : v;
 }
 
 INL float scalar_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
 {
-	return xbf ? bf16_to_f32(a->xb[(size_t)t * (size_t)a->in + i]) : a->x[(size_t)t * a->ldx + i];
+	float v = a->x[(size_t)t * a->ldx + i];
+	return xbf ? bf16_to_f32(f32_to_bf16(v)) : v;
 }
 
 INL float hsum(__m256 v)
@@ -140,6 +152,8 @@ INSTANCES(bf16, TENSOR_BF16, false)
 INSTANCES(f16, TENSOR_F16, false)
 INSTANCES(f32, TENSOR_F32, false)
 INSTANCES(bf16x, TENSOR_BF16, true)
+INSTANCES(f16x, TENSOR_F16, true)
+INSTANCES(f32x, TENSOR_F32, true)
 
 static void gemv_f32act(const struct cpu_gemv_args *a, int r0, int r1)
 {
@@ -156,8 +170,23 @@ static void gemv_f32act(const struct cpu_gemv_args *a, int r0, int r1)
 	}
 }
 
+static void gemv_bf16act(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	switch (a->dtype) {
+	case TENSOR_BF16:
+		gemv_bf16x(a, r0, r1);
+		break;
+	case TENSOR_F16:
+		gemv_f16x(a, r0, r1);
+		break;
+	case TENSOR_F32:
+		gemv_f32x(a, r0, r1);
+		break;
+	}
+}
+
 const struct cpu_gemv_variant cpu_gemv_avx2 = {
 	.name = "avx2",
 	.f32 = gemv_f32act,
-	.bf16 = gemv_bf16x,
+	.bf16 = gemv_bf16act,
 };

@@ -38,18 +38,27 @@ INL float scalar_w(const void *w, size_t off, enum tensor_dtype dt)
 	return ((const float *)w)[off];
 }
 
+/* f32_to_bf16() on 16 lanes, widened back: round to nearest even, NaN kept (quieted) */
+INL __m512 round_bf16(__m512 v)
+{
+	__m512i u = _mm512_castps_si512(v);
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+	__m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+	__mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+	r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
 INL __m512 load_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
 {
-	if (xbf) {
-		__m256i h = _mm256_loadu_si256((const __m256i *)(a->xb + (size_t)t * (size_t)a->in + i));
-		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-	}
-	return _mm512_loadu_ps(a->x + (size_t)t * a->ldx + i);
+	__m512 v = _mm512_loadu_ps(a->x + (size_t)t * a->ldx + i);
+	return xbf ? round_bf16(v) : v;
 }
 
 INL float scalar_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
 {
-	return xbf ? bf16_to_f32(a->xb[(size_t)t * (size_t)a->in + i]) : a->x[(size_t)t * a->ldx + i];
+	float v = a->x[(size_t)t * a->ldx + i];
+	return xbf ? bf16_to_f32(f32_to_bf16(v)) : v;
 }
 
 INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
@@ -137,6 +146,8 @@ INSTANCES(bf16, TENSOR_BF16, false)
 INSTANCES(f16, TENSOR_F16, false)
 INSTANCES(f32, TENSOR_F32, false)
 INSTANCES(bf16x, TENSOR_BF16, true)
+INSTANCES(f16x, TENSOR_F16, true)
+INSTANCES(f32x, TENSOR_F32, true)
 
 void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1)
 {
@@ -153,8 +164,23 @@ void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1)
 	}
 }
 
+void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	switch (a->dtype) {
+	case TENSOR_BF16:
+		gemv_bf16x(a, r0, r1);
+		break;
+	case TENSOR_F16:
+		gemv_f16x(a, r0, r1);
+		break;
+	case TENSOR_F32:
+		gemv_f32x(a, r0, r1);
+		break;
+	}
+}
+
 const struct cpu_gemv_variant cpu_gemv_avx512 = {
 	.name = "avx512",
 	.f32 = cpu_gemv_avx512_f32,
-	.bf16 = gemv_bf16x,
+	.bf16 = cpu_gemv_avx512_bf16,
 };

@@ -4,8 +4,10 @@
  * With bf16 activations one vdpbf16ps multiplies 32 weight/activation pairs and adds them into 16
  * fp32 lanes, half the instructions of widening the weights and FMA-ing them (the AVX-512F
  * variant). Blocks and prefetch as there: NR consecutive rows against T tokens, one accumulator
- * per (row, token), the next block's rows prefetched. The column tail is a masked load (zeros
- * add nothing). fp32 activations take the AVX-512F code. */
+ * per (row, token), the next block's rows prefetched. The activations are rounded to bf16 in
+ * registers (vcvtne2ps2bf16: nearest even; it reads fp32 denormals as zero, as vdpbf16ps does).
+ * The column tail is a masked load (zeros add nothing). fp32 activations take the AVX-512F
+ * code, and so do f16 and f32 weights. */
 #include "cpu_gemv.h"
 
 #include <immintrin.h>
@@ -26,8 +28,11 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T)
 	for (; i < n; i += 32) {
 		__mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
 		__m512bh xv[CPU_GEMV_MAX_T];
-		for (int t = 0; t < T; t++)
-			xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, a->xb + (size_t)t * (size_t)n + i);
+		for (int t = 0; t < T; t++) {
+			const float *x = a->x + (size_t)t * a->ldx + i;
+			xv[t] = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 16),
+						    _mm512_maskz_loadu_ps((__mmask16)m, x));
+		}
 		for (int q = 0; q < NR; q++)
 			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
 				     _MM_HINT_T0);
@@ -77,6 +82,10 @@ NOINL void t4(const struct cpu_gemv_args *a, int r0, int r1)
 
 static void gemv_bf16x(const struct cpu_gemv_args *a, int r0, int r1)
 {
+	if (a->dtype != TENSOR_BF16) {
+		cpu_gemv_avx512_bf16(a, r0, r1);
+		return;
+	}
 	switch (a->T) {
 	case 1:
 		t1(a, r0, r1);
