@@ -321,6 +321,10 @@ static const struct {
 	{"bad-action-key", "POST /v1/actions HTTP/1.1\r\nHost: h\r\nContent-Length: 48\r\n\r\n"
 			   "{\"action\":{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}}"},
 	{"bad-screenshot-no-display", "GET /v1/screenshot HTTP/1.1\r\nHost: h\r\n\r\n"},
+	{"bad-screenshot-other-display", "GET /v1/screenshot?display=:9 HTTP/1.1\r\nHost: h\r\n\r\n"},
+	{"bad-task-other-display", "POST /v1/tasks HTTP/1.1\r\nHost: h\r\nContent-Length: 63\r\n\r\n"
+				   "{\"script\":[{\"tool_name\":\"wait\",\"duration\":0.1}],\"display\":\":9\"}"},
+	{"ok-cancel-all", "POST /v1/tasks/cancel HTTP/1.1\r\nHost: h\r\n\r\n"},
 	{"bad-garbage", "\x01\x02 nothing like HTTP\r\n\r\n"},
 	{"bad-no-version", "GET /v1/status\r\n\r\n"},
 	{"bad-empty", ""},

@@ -106,6 +106,42 @@ static void test_replay_of(void)
 	expect_error("{\"instruction\": \"x\", \"replay_of\": 3}", -EINVAL, "replay_of: unknown field");
 }
 
+/* "display": a task or an action may name the display it runs on; the name is kept in the
+ * spec and bounded. */
+static void test_display(void)
+{
+	struct ipc_task_request *req = NULL, *back = NULL;
+	REQUIRE(parse_task("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
+			   " \"display\": \":12\"}", &req) == 0);
+	CHECK_STR_EQ(req->options.display, ":12");
+	char *a = ipc_task_request_to_json(req);
+	REQUIRE(a);
+	REQUIRE(parse_task(a, &back) == 0);
+	CHECK_STR_EQ(back->options.display, ":12");
+	free(a);
+	ipc_task_request_destroy(back);
+	ipc_task_request_destroy(req);
+	REQUIRE(parse_task("{\"instruction\": \"x\", \"display\": \"host:0.1\"}", &req) == 0);
+	CHECK_STR_EQ(req->options.display, "host:0.1");
+	ipc_task_request_destroy(req);
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK(req->options.display == NULL);
+	ipc_task_request_destroy(req);
+	static const char action[] = "{\"action\": {\"tool_name\": \"move\", \"x\": 1, \"y\": 1},"
+				     " \"display\": \":3\"}";
+	REQUIRE(ipc_action_request_parse(action, strlen(action), &req, err, sizeof(err)) == 0);
+	CHECK_STR_EQ(req->options.display, ":3");
+	ipc_task_request_destroy(req);
+
+	expect_error("{\"instruction\": \"x\", \"display\": 1}", -EINVAL, "display:");
+	expect_error("{\"instruction\": \"x\", \"display\": \"\"}", -EINVAL, "display:");
+	expect_error("{\"instruction\": \"x\", \"display\": \": 1\"}", -EINVAL, "display:");
+	char *longname = xasprintf("{\"instruction\": \"x\", \"display\": \":%0*d\"}",
+				   IPC_MAX_DISPLAY_NAME_BYTES, 1);
+	expect_error(longname, -E2BIG, "display:");
+	free(longname);
+}
+
 /* replay --check: one recorded step per action, a threshold 0..1, only with replay_of; it
  * round-trips through the spec holod journals. */
 static void test_replay_check(void)
@@ -423,6 +459,7 @@ int main(void)
 	test_script_ok();
 	test_errors();
 	test_replay_of();
+	test_display();
 	test_replay_check();
 	test_limits();
 	test_action_request();
