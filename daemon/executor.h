@@ -5,6 +5,7 @@
  * the thread and the X connection). */
 #pragma once
 
+#include <jansson.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>

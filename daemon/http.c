@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api-json.h"
 #include "common.h"
 #include "holod-config.h"
 #include "ipc.h"
@@ -385,7 +386,7 @@ static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection
 				    unsigned status, int64_t id)
 {
 	json_t *task;
-	int r = journal_task_get(s->ctx.journal, id, &task);
+	int r = api_json_read_task(s->ctx.journal, id, &task);
 	if (r == -ENOENT)
 		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
 				  (long long)id);
@@ -497,7 +498,7 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	if (v && parse_uint_arg(v, INT32_MAX, &offset) < 0)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 				  "offset: '%s' is not a non-negative integer", v);
-	int r = journal_task_list(s->ctx.journal, status, limit, offset, &list);
+	int r = api_json_read_task_list(s->ctx.journal, status, limit, offset, &list);
 	if (r < 0)
 		return send_internal(c, r, "cannot list tasks");
 	return send_json(c, MHD_HTTP_OK, list, false);
@@ -554,7 +555,7 @@ static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c,
 	if (r == -ENOENT)
 		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
 				  (long long)a->id);
-	if (r < 0 || (r = journal_steps_get(s->ctx.journal, a->id, 0, false, &steps)) < 0)
+	if (r < 0 || (r = api_json_read_steps(s->ctx.journal, a->id, 0, false, &steps)) < 0)
 		return send_internal(c, r, "cannot read the steps");
 	return send_json(c, MHD_HTTP_OK,
 			 json_pack("{s:I, s:o}", "task_id", (json_int_t)a->id, "steps", steps), false);
@@ -722,12 +723,12 @@ static bool stream_collect(struct stream *st)
 	if (journal_task_status(j, st->id, &status) < 0)
 		return false;
 	if (!st->started) {
-		if (journal_task_get(j, st->id, &task) < 0)
+		if (api_json_read_task(j, st->id, &task) < 0)
 			return false;
 		stream_append(st, "task", "task", task);
 		st->started = true;
 	}
-	if (journal_steps_get(j, st->id, st->next_index, true, &steps) < 0)
+	if (api_json_read_steps(j, st->id, st->next_index, true, &steps) < 0)
 		return false;
 	size_t i;
 	json_t *step;
@@ -739,7 +740,7 @@ static bool stream_collect(struct stream *st)
 	/* After a stop every task is final; the second test only guards against a journal that
 	 * failed to record it, so that no stream outlives holod. */
 	if (ipc_task_status_is_final(status) || scheduler_stopped(st->s->ctx.scheduler)) {
-		if (journal_task_get(j, st->id, &task) < 0)
+		if (api_json_read_task(j, st->id, &task) < 0)
 			return false;
 		stream_append(st, "end", "task", task);
 		st->done = true;
@@ -873,9 +874,9 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 		return send_internal(c, r, "cannot read the task");
 
 	json_t *task, *steps;
-	if ((r = journal_task_get(s->ctx.journal, id, &task)) < 0)
+	if ((r = api_json_read_task(s->ctx.journal, id, &task)) < 0)
 		return send_internal(c, r, "cannot read the task");
-	if ((r = journal_steps_get(s->ctx.journal, id, 0, false, &steps)) < 0) {
+	if ((r = api_json_read_steps(s->ctx.journal, id, 0, false, &steps)) < 0) {
 		json_decref(task);
 		return send_internal(c, r, "cannot read the step");
 	}

@@ -472,63 +472,76 @@ int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json)
 	return task_set_json(j, "UPDATE tasks SET prompt = ?2 WHERE id = ?1", id, prompt_json);
 }
 
-static json_t *col_time(sqlite3_stmt *st, int col)
+static char *col_str(sqlite3_stmt *st, int col)
 {
-	char buf[64];
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_string(time_format_rfc3339((uint64_t)sqlite3_column_int64(st, col), buf,
-					       sizeof(buf)));
+		return NULL;
+	return xstrndup((const char *)sqlite3_column_text(st, col),
+			(size_t)sqlite3_column_bytes(st, col));
 }
 
-static json_t *col_text(sqlite3_stmt *st, int col)
+static int64_t col_i64(sqlite3_stmt *st, int col)
 {
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_stringn((const char *)sqlite3_column_text(st, col),
-			    (size_t)sqlite3_column_bytes(st, col));
+		return JOURNAL_NONE;
+	return sqlite3_column_int64(st, col);
 }
 
-/* A column holding JSON text we wrote ourselves; falls back to the string if it does not parse. */
-static json_t *col_json(sqlite3_stmt *st, int col)
+static uint64_t col_time_us(sqlite3_stmt *st, int col)
 {
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	json_t *v = json_loadb((const char *)sqlite3_column_text(st, col),
-			       (size_t)sqlite3_column_bytes(st, col), 0, NULL);
-	return v ? v : col_text(st, col);
-}
-
-static json_t *col_int(sqlite3_stmt *st, int col)
-{
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_integer(sqlite3_column_int64(st, col));
+		return 0;
+	return (uint64_t)sqlite3_column_int64(st, col);
 }
 
 #define TASK_COLUMNS                                                                               \
 	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"   \
 	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance, prompt"
 
-static json_t *task_row(sqlite3_stmt *st)
+static void task_row(sqlite3_stmt *st, struct journal_task_row *row)
 {
-	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}",
-			 "id", (json_int_t)sqlite3_column_int64(st, 0),
-			 "kind", col_text(st, 1),
-			 "spec", col_json(st, 2),
-			 "status", col_text(st, 3),
-			 "display", col_text(st, 4),
-			 "created_at", col_time(st, 5),
-			 "started_at", col_time(st, 6),
-			 "finished_at", col_time(st, 7),
-			 "result", col_text(st, 8),
-			 "error", col_text(st, 9),
-			 "steps", (json_int_t)sqlite3_column_int64(st, 10),
-			 "provenance", col_json(st, 11),
-			 "prompt", col_json(st, 12));
+	*row = (struct journal_task_row){
+		.id = sqlite3_column_int64(st, 0),
+		.kind = col_str(st, 1),
+		.spec = col_str(st, 2),
+		.status = col_str(st, 3),
+		.display = col_str(st, 4),
+		.created_us = col_time_us(st, 5),
+		.started_us = col_time_us(st, 6),
+		.finished_us = col_time_us(st, 7),
+		.result = col_str(st, 8),
+		.error = col_str(st, 9),
+		.n_steps = sqlite3_column_int64(st, 10),
+		.provenance = col_str(st, 11),
+		.prompt = col_str(st, 12),
+	};
 }
 
-int journal_task_get(struct journal *j, int64_t id, json_t **ret)
+void journal_task_row_finish(struct journal_task_row *row)
+{
+	if (!row)
+		return;
+	free(row->kind);
+	free(row->spec);
+	free(row->status);
+	free(row->display);
+	free(row->result);
+	free(row->error);
+	free(row->provenance);
+	free(row->prompt);
+	*row = (struct journal_task_row){0};
+}
+
+void journal_task_rows_free(struct journal_task_row *rows, size_t n)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < n; i++)
+		journal_task_row_finish(&rows[i]);
+	free(rows);
+}
+
+int journal_task_get(struct journal *j, int64_t id, struct journal_task_row *ret)
 {
 	sqlite3_stmt *st;
 	int r;
@@ -538,15 +551,10 @@ int journal_task_get(struct journal *j, int64_t id, json_t **ret)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
 	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		json_t *o = task_row(st);
-		if (o)
-			*ret = o;
-		else
-			r = -ENOMEM;
-	} else {
+	if (rc == SQLITE_ROW)
+		task_row(st, ret);
+	else
 		r = rc == SQLITE_DONE ? -ENOENT : db_fail(j, rc, "task get");
-	}
 	sqlite3_finalize(st);
 unlock:
 	pthread_mutex_unlock(&j->lock);
@@ -579,14 +587,13 @@ unlock:
 }
 
 int journal_task_list(struct journal *j, int status, unsigned limit, unsigned offset,
-		      json_t **ret)
+		      struct journal_task_row **ret_rows, size_t *ret_n, int64_t *ret_total)
 {
 	sqlite3_stmt *st = NULL, *count = NULL;
-	json_t *tasks = json_array();
-	int r, rc;
+	struct journal_task_row *rows = NULL;
+	size_t n = 0;
+	int r, rc = SQLITE_DONE;
 
-	if (!tasks)
-		return -ENOMEM;
 	pthread_mutex_lock(&j->lock);
 	if ((r = prepare(j, "SELECT " TASK_COLUMNS " FROM tasks WHERE ?1 IS NULL OR status = ?1"
 			    " ORDER BY id DESC LIMIT ?2 OFFSET ?3",
@@ -601,14 +608,11 @@ int journal_task_list(struct journal *j, int status, unsigned limit, unsigned of
 	}
 	sqlite3_bind_int64(st, 2, limit);
 	sqlite3_bind_int64(st, 3, offset);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		json_t *o = task_row(st);
-		if (!o || json_array_append_new(tasks, o) < 0) {
-			r = -ENOMEM;
-			goto finish;
-		}
-	}
-	if (rc != SQLITE_DONE) {
+	/* limit is the API's, at most IPC_MAX_LIST_LIMIT rows. */
+	rows = xcalloc(MAX(limit, 1u), sizeof(*rows));
+	while (n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW)
+		task_row(st, &rows[n++]);
+	if (n < limit && rc != SQLITE_DONE) {
 		r = db_fail(j, rc, "task list");
 		goto finish;
 	}
@@ -616,19 +620,16 @@ int journal_task_list(struct journal *j, int status, unsigned limit, unsigned of
 		r = db_fail(j, rc, "task count");
 		goto finish;
 	}
-	json_t *o = json_pack("{s:O, s:I, s:I, s:I}", "tasks", tasks, "total",
-			      (json_int_t)sqlite3_column_int64(count, 0), "limit", (json_int_t)limit,
-			      "offset", (json_int_t)offset);
-	if (!o) {
-		r = -ENOMEM;
-		goto finish;
-	}
-	*ret = o;
+	*ret_total = sqlite3_column_int64(count, 0);
+	*ret_rows = rows;
+	*ret_n = n;
+	rows = NULL;
+	n = 0;
 finish:
 	sqlite3_finalize(st);
 	sqlite3_finalize(count);
 	pthread_mutex_unlock(&j->lock);
-	json_decref(tasks);
+	journal_task_rows_free(rows, n);
 	return r;
 }
 
@@ -767,75 +768,115 @@ unlock:
 	return r;
 }
 
-static json_t *point(sqlite3_stmt *st, int col)
+static void shot_row(sqlite3_stmt *st, int col, struct journal_shot *ret)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	json_t *o = json_pack("{s:i, s:i}", "x", sqlite3_column_int(st, col), "y",
-			      sqlite3_column_int(st, col + 1));
-	if (o && sqlite3_column_type(st, col + 2) != SQLITE_NULL) {
-		json_object_set_new(o, "x2", json_integer(sqlite3_column_int(st, col + 2)));
-		json_object_set_new(o, "y2", json_integer(sqlite3_column_int(st, col + 3)));
+	*ret = (struct journal_shot){
+		.path = col_str(st, col),
+		.sha256 = col_str(st, col + 1),
+		.bytes = col_i64(st, col + 2),
+	};
+}
+
+/* The agent columns from `col` on; a script step has none (attempts is NULL). */
+static void agent_row(sqlite3_stmt *st, int col, struct journal_step_row *row)
+{
+	row->is_agent = sqlite3_column_type(st, col + 3) != SQLITE_NULL;
+	if (!row->is_agent) {
+		row->attempts = row->tiles = row->tokens_appended = row->tokens_decoded =
+			row->session_tokens = row->preprocess_us = row->encode_us =
+				row->prefill_us = row->decode_us = JOURNAL_NONE;
+		return;
 	}
-	return o;
+	row->thought = col_str(st, col);
+	row->note = col_str(st, col + 1);
+	row->raw_output = col_str(st, col + 2);
+	row->attempts = col_i64(st, col + 3);
+	row->tiles = col_i64(st, col + 4);
+	row->prompt = col_str(st, col + 5);
+	row->tokens_appended = col_i64(st, col + 6);
+	row->tokens_decoded = col_i64(st, col + 7);
+	row->session_tokens = col_i64(st, col + 8);
+	row->preprocess_us = col_i64(st, col + 9);
+	row->encode_us = col_i64(st, col + 10);
+	row->prefill_us = col_i64(st, col + 11);
+	row->decode_us = col_i64(st, col + 12);
+	row->prompt_text = col_str(st, col + 13);
+	row->user_turn = col_str(st, col + 14);
+	row->prompt_sha256 = col_str(st, col + 15);
 }
 
-static json_t *rect(sqlite3_stmt *st, int col)
+static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_pack("{s:i, s:i, s:i, s:i}", "x", sqlite3_column_int(st, col), "y",
-			 sqlite3_column_int(st, col + 1), "width", sqlite3_column_int(st, col + 2),
-			 "height", sqlite3_column_int(st, col + 3));
+	*row = (struct journal_step_row){
+		.index = sqlite3_column_int(st, 0),
+		.tool_call = col_str(st, 1),
+		.status = col_str(st, 2),
+		.coords = col_str(st, 3),
+		.model_x = col_i64(st, 4),
+		.model_y = col_i64(st, 5),
+		.model_x2 = col_i64(st, 6),
+		.model_y2 = col_i64(st, 7),
+		.px = col_i64(st, 8),
+		.py = col_i64(st, 9),
+		.px2 = col_i64(st, 10),
+		.py2 = col_i64(st, 11),
+		.has_monitor = sqlite3_column_type(st, 12) != SQLITE_NULL,
+		.monitor = {sqlite3_column_int(st, 12), sqlite3_column_int(st, 13),
+			    sqlite3_column_int(st, 14), sqlite3_column_int(st, 15)},
+		.image_w = col_i64(st, 16),
+		.image_h = col_i64(st, 17),
+		.result = col_str(st, 18),
+		.error = col_str(st, 19),
+		.started_us = col_time_us(st, 20),
+		.finished_us = col_time_us(st, 21),
+		.capture_us = col_i64(st, 22),
+		.map_us = col_i64(st, 23),
+		.inject_us = col_i64(st, 24),
+		.settle_us = col_i64(st, 25),
+		.capture_after_us = col_i64(st, 26),
+	};
+	shot_row(st, 27, &row->before);
+	shot_row(st, 30, &row->after);
+	agent_row(st, 33, row);
 }
 
-static json_t *size(sqlite3_stmt *st, int col)
+static void step_row_finish(struct journal_step_row *row)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_pack("{s:i, s:i}", "width", sqlite3_column_int(st, col), "height",
-			 sqlite3_column_int(st, col + 1));
+	free(row->tool_call);
+	free(row->status);
+	free(row->coords);
+	free(row->result);
+	free(row->error);
+	free(row->before.path);
+	free(row->before.sha256);
+	free(row->after.path);
+	free(row->after.sha256);
+	free(row->thought);
+	free(row->note);
+	free(row->raw_output);
+	free(row->prompt);
+	free(row->prompt_text);
+	free(row->user_turn);
+	free(row->prompt_sha256);
 }
 
-static json_t *shot(sqlite3_stmt *st, int col)
+void journal_step_rows_free(struct journal_step_row *rows, size_t n)
 {
-	if (sqlite3_column_type(st, col) == SQLITE_NULL)
-		return json_null();
-	return json_pack("{s:o, s:o, s:o}", "path", col_text(st, col), "sha256",
-			 col_text(st, col + 1), "bytes", col_int(st, col + 2));
-}
-
-/* The agent columns from `col` on (null for script steps); adds the model's phases to the
- * step's timings. */
-static json_t *agent_part(sqlite3_stmt *st, int col, json_t *timings)
-{
-	if (sqlite3_column_type(st, col + 3) == SQLITE_NULL)
-		return json_null();
-	if (timings) {
-		json_object_set_new(timings, "preprocess", col_int(st, col + 9));
-		json_object_set_new(timings, "encode", col_int(st, col + 10));
-		json_object_set_new(timings, "prefill", col_int(st, col + 11));
-		json_object_set_new(timings, "decode", col_int(st, col + 12));
-	}
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o}}",
-			 "thought", col_text(st, col), "note", col_text(st, col + 1), "raw_output",
-			 col_text(st, col + 2), "attempts", col_int(st, col + 3), "tiles",
-			 col_int(st, col + 4), "prompt", col_text(st, col + 5), "prompt_text",
-			 col_text(st, col + 13), "user_turn", col_text(st, col + 14), "tokens",
-			 "appended", col_int(st, col + 6), "appended_sha256",
-			 col_text(st, col + 15), "decoded", col_int(st, col + 7), "session",
-			 col_int(st, col + 8));
+	if (!rows)
+		return;
+	for (size_t i = 0; i < n; i++)
+		step_row_finish(&rows[i]);
+	free(rows);
 }
 
 int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
-		      json_t **ret)
+		      struct journal_step_row **ret_rows, size_t *ret_n)
 {
 	sqlite3_stmt *st;
-	json_t *arr = json_array();
+	struct journal_step_row *rows = NULL;
+	size_t n = 0, cap = 0;
 	int r, rc;
 
-	if (!arr)
-		return -ENOMEM;
 	pthread_mutex_lock(&j->lock);
 	if ((r = prepare(j, "SELECT s.idx, s.tool_call, s.status, s.coords,"
 			    " s.model_x, s.model_y, s.model_x2, s.model_y2,"
@@ -856,47 +897,28 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    "   AND (?3 = 0 OR s.status != 'running')"
 			    " ORDER BY s.idx",
 			 &st)) < 0)
-		goto finish;
+		goto unlock;
 	sqlite3_bind_int64(st, 1, task_id);
 	sqlite3_bind_int(st, 2, from_index);
 	sqlite3_bind_int(st, 3, finished_only);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		json_t *timings = json_pack(
-			"{s:o, s:o, s:o, s:o, s:o}", "capture", col_int(st, 22), "map",
-			col_int(st, 23), "inject", col_int(st, 24), "settle", col_int(st, 25),
-			"capture_after", col_int(st, 26));
-		json_t *agent = agent_part(st, 33, timings);
-		json_t *o = json_pack(
-			"{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-			" s:{s:o, s:o}}",
-			"index", sqlite3_column_int(st, 0), "tool_call", col_json(st, 1), "status",
-			col_text(st, 2), "coords", col_text(st, 3), "model", point(st, 4), "pixels",
-			point(st, 8), "monitor", rect(st, 12), "image", size(st, 16), "result",
-			col_text(st, 18), "error", col_text(st, 19), "started_at", col_time(st, 20),
-			"finished_at", col_time(st, 21), "timings_us", timings ? timings : json_null(),
-			"screenshots", "before", shot(st, 27), "after", shot(st, 30));
-		if (!o) {
-			json_decref(agent); /* not taken by a failed json_pack */
-		} else if (json_object_set_new(o, "agent", agent ? agent : json_null()) < 0) {
-			json_decref(o);
-			o = NULL;
+		if (n == cap) {
+			cap = MAX(cap * 2, (size_t)16);
+			rows = xreallocarray(rows, cap, sizeof(*rows));
 		}
-		if (!o || json_array_append_new(arr, o) < 0) {
-			r = -ENOMEM;
-			sqlite3_finalize(st);
-			goto finish;
-		}
+		step_row(st, &rows[n++]);
 	}
 	if (rc != SQLITE_DONE)
 		r = db_fail(j, rc, "steps");
 	sqlite3_finalize(st);
-finish:
+unlock:
 	pthread_mutex_unlock(&j->lock);
 	if (r < 0) {
-		json_decref(arr);
+		journal_step_rows_free(rows, n);
 		return r;
 	}
-	*ret = arr;
+	*ret_rows = rows;
+	*ret_n = n;
 	return 0;
 }
 

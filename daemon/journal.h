@@ -5,8 +5,9 @@
  * Every write is its own transaction, committed before the call returns, so what a reader sees
  * is what survives a crash of holod (WAL mode, synchronous=NORMAL).
  *
- * Query functions return API-ready JSON objects (json_t, a new reference): the rows map one to
- * one onto the objects of docs/api.md, and the daemon is the only user of this header.
+ * Query functions return rows (structs owning their strings, freed with their *_finish or
+ * *_free); api-json.h renders them as the objects of docs/api.md. The daemon is the only user
+ * of this header.
  *
  * Errors: -errno; SQLite result codes are translated here (SQLITE_BUSY -> -EBUSY, SQLITE_FULL ->
  * -ENOSPC, SQLITE_CORRUPT/NOTADB -> -EBADMSG, SQLITE_CANTOPEN -> -ENOENT/-EACCES, constraint
@@ -14,8 +15,8 @@
  */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ipc.h"
@@ -55,12 +56,30 @@ int journal_task_provenance(struct journal *j, int64_t id, const char *provenanc
 /* Records what an instruction task's session prefilled first, and how its turns are written (a
  * JSON object, docs/journal.md `prompt`); -ENOENT unknown id. */
 int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json);
+/* A value the journal does not have (SQL NULL) in the rows' integer fields, all of which are
+ * otherwise >= 0. */
+#define JOURNAL_NONE (-1)
+
+/* One task as stored. Strings are NULL where the column is; times are microseconds since the
+ * epoch, 0 when not reached yet. */
+struct journal_task_row {
+	int64_t id;
+	char *kind, *status, *display;
+	char *spec;                /* the request, JSON text */
+	uint64_t created_us, started_us, finished_us;
+	char *result, *error;
+	int64_t n_steps;
+	char *provenance, *prompt; /* JSON text */
+};
+void journal_task_row_finish(struct journal_task_row *row);
+void journal_task_rows_free(struct journal_task_row *rows, size_t n);
+
 /* -ENOENT when absent. */
-int journal_task_get(struct journal *j, int64_t id, json_t **ret);
+int journal_task_get(struct journal *j, int64_t id, struct journal_task_row *ret);
 int journal_task_status(struct journal *j, int64_t id, enum ipc_task_status *ret);
-/* status < 0: any. Newest first. ret: {"tasks": [...], "total": N, "limit", "offset"} */
+/* status < 0: any. Newest first: at most `limit` rows from `offset` on, and how many match. */
 int journal_task_list(struct journal *j, int status, unsigned limit, unsigned offset,
-		      json_t **ret);
+		      struct journal_task_row **ret_rows, size_t *ret_n, int64_t *ret_total);
 
 /* What the model did in an agent step (instruction tasks); strings may be NULL. */
 struct journal_agent_step {
@@ -106,9 +125,38 @@ int journal_step_begin(struct journal *j, const struct journal_step *s);
 int journal_step_finish(struct journal *j, const struct journal_step *s, const char *status,
 			const char *result, const char *error, uint64_t finished_us,
 			const struct journal_step_timing *t);
-/* Finished steps with index >= from_index, in order, as a JSON array (with their screenshots). */
+/* A screenshot of a step; path NULL when there is none (yet). */
+struct journal_shot {
+	char *path, *sha256;
+	int64_t bytes;
+};
+
+/* One step as stored, with its screenshots. Strings are NULL and integers JOURNAL_NONE where
+ * the column is NULL. */
+struct journal_step_row {
+	int index;
+	char *tool_call; /* JSON text */
+	char *status, *coords;
+	int64_t model_x, model_y, model_x2, model_y2;
+	int64_t px, py, px2, py2;
+	bool has_monitor;
+	struct x11_rect monitor;
+	int64_t image_w, image_h;
+	char *result, *error;
+	uint64_t started_us, finished_us; /* 0: not yet */
+	int64_t capture_us, map_us, inject_us, settle_us, capture_after_us;
+	struct journal_shot before, after;
+	/* What the model did (instruction tasks; is_agent false for script steps). */
+	bool is_agent;
+	char *thought, *note, *raw_output, *prompt, *prompt_text, *user_turn, *prompt_sha256;
+	int64_t attempts, tiles, tokens_appended, tokens_decoded, session_tokens;
+	int64_t preprocess_us, encode_us, prefill_us, decode_us;
+};
+void journal_step_rows_free(struct journal_step_row *rows, size_t n);
+
+/* Steps with index >= from_index (finished ones only, or also the running one), in order. */
 int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool finished_only,
-		      json_t **ret);
+		      struct journal_step_row **ret_rows, size_t *ret_n);
 
 /* Retention: removes the tasks that finished before `before_us` (never a queued or running
  * one), their steps and screenshot rows in one transaction, then their PNG files under

@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "model-worker.h"
+#include "api-json.h"
 #include "journal.h"
 #include "scheduler.h"
 #include "shotwriter.h"
@@ -115,7 +116,7 @@ int main(int argc, char **argv)
 	CHECK(latency < test_time_limit_us(KILL_LATENCY_MAX_US));
 
 	json_t *task = NULL;
-	REQUIRE(journal_task_get(j, id, &task) == 0);
+	REQUIRE(api_json_read_task(j, id, &task) == 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(task, "error")),
 		     EXECUTOR_KILL_SWITCH_ERROR);
 	CHECK_INT_EQ(json_integer_value(json_object_get(task, "steps")), 0);

@@ -3,7 +3,7 @@
  *     refused), a loaded model (status figures), jobs from many threads at once run one at a time
  *     on the model worker, in a queue that never holds more than MODEL_WORKER_QUEUE_MAX;
  *   - the journal: a database of schema 1 (a holod before the agent) is migrated to 2, keeps its
- *     rows, and agent steps round-trip through journal_steps_get.
+ *     rows, and agent steps round-trip through journal_steps_get (rendered by api-json).
  * $AGENT_MODEL: the tiny-agent model directory. */
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +16,7 @@
 
 #include "common.h"
 #include "model-worker.h"
+#include "api-json.h"
 #include "journal.h"
 #include "test.h"
 
@@ -187,7 +188,7 @@ static void test_journal_migration(void)
 	CHECK_INT_EQ(journal_schema_version(j), JOURNAL_SCHEMA_VERSION);
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
 	json_t *steps = NULL;
-	REQUIRE(journal_steps_get(j, 1, 0, false, &steps) == 0);
+	REQUIRE(api_json_read_steps(j, 1, 0, false, &steps) == 0);
 	json_t *s0 = json_array_get(steps, 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(s0, "result")), "moved to (1,2)");
 	CHECK(json_is_null(json_object_get(s0, "agent")));
@@ -210,7 +211,7 @@ static void test_journal_migration(void)
 	struct journal_step_timing tm = {.inject_us = 5};
 	REQUIRE(journal_step_begin(j, &s) == 0);
 	REQUIRE(journal_step_finish(j, &s, "ok", "waited 1 s", NULL, 4, &tm) == 0);
-	REQUIRE(journal_steps_get(j, id, 0, true, &steps) == 0);
+	REQUIRE(api_json_read_steps(j, id, 0, true, &steps) == 0);
 	json_t *a = json_object_get(json_array_get(steps, 0), "agent");
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "thought")), "press OK");
 	CHECK(json_is_null(json_object_get(a, "note")));
@@ -235,11 +236,11 @@ static void test_journal_migration(void)
 	json_decref(steps);
 	/* The task's prompt (version 4), as the chat export reads it. */
 	json_t *task = NULL;
-	REQUIRE(journal_task_get(j, id, &task) == 0);
+	REQUIRE(api_json_read_task(j, id, &task) == 0);
 	CHECK(json_is_null(json_object_get(task, "prompt")));
 	json_decref(task);
 	REQUIRE(journal_task_prompt(j, id, "{\"tokens\":7}") == 0);
-	REQUIRE(journal_task_get(j, id, &task) == 0);
+	REQUIRE(api_json_read_task(j, id, &task) == 0);
 	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(task, "prompt"), "tokens")),
 		     7);
 	json_decref(task);
@@ -250,7 +251,7 @@ static void test_journal_migration(void)
 	s.index = 1;
 	CHECK(journal_step_begin(j, &s) < 0);
 	/* ... and leaves no half-written row behind. */
-	REQUIRE(journal_steps_get(j, id, 0, false, &steps) == 0);
+	REQUIRE(api_json_read_steps(j, id, 0, false, &steps) == 0);
 	CHECK_INT_EQ(json_array_size(steps), 1);
 	json_decref(steps);
 	journal_close(j);

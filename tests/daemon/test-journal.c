@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "api-json.h"
 #include "journal.h"
 #include "shotwriter.h"
 #include "test.h"
@@ -80,7 +81,7 @@ static void test_migrate_from_2(void)
 	j = journal_open(path);
 	REQUIRE(j);
 	CHECK_INT_EQ(journal_schema_version(j), JOURNAL_SCHEMA_VERSION);
-	REQUIRE(journal_task_get(j, id, &o) == 0);
+	REQUIRE(api_json_read_task(j, id, &o) == 0);
 	CHECK(json_is_null(json_object_get(o, "provenance")));
 	CHECK(json_is_null(json_object_get(o, "prompt")));
 	CHECK_STR_EQ(json_string_value(json_object_get(o, "display")), ":9");
@@ -139,6 +140,64 @@ static struct journal_step step(int64_t task, int index)
 	return s;
 }
 
+/* The rows themselves (what api-json renders): NULL columns are NULL strings, JOURNAL_NONE
+ * integers and 0 times; a script step has no agent part. */
+static void test_row_structs(void)
+{
+	char *path = db_path("structs.db");
+	struct journal *j = journal_open(path);
+	struct journal_task_row t;
+	struct journal_step_row *rows;
+	size_t n;
+	int64_t id, total;
+
+	REQUIRE(j);
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", NULL, 5, &id) == 0);
+	REQUIRE(journal_task_get(j, id, &t) == 0);
+	CHECK_INT_EQ(t.id, id);
+	CHECK_STR_EQ(t.kind, "script");
+	CHECK_STR_EQ(t.status, "queued");
+	CHECK_STR_EQ(t.spec, "{\"script\":[]}");
+	CHECK(!t.display && !t.result && !t.error && !t.provenance && !t.prompt);
+	CHECK(t.created_us == 5 && t.started_us == 0 && t.finished_us == 0);
+	CHECK_INT_EQ(t.n_steps, 0);
+	journal_task_row_finish(&t);
+	CHECK_INT_EQ(journal_task_get(j, id + 1, &t), -ENOENT);
+
+	REQUIRE(journal_task_start(j, id, ":3", 7) == 0);
+	struct journal_step s0 = step(id, 0);
+	s0.has_monitor = false;
+	s0.image_w = 0;
+	REQUIRE(journal_step_begin(j, &s0) == 0);
+	REQUIRE(journal_steps_get(j, id, 0, false, &rows, &n) == 0);
+	REQUIRE(n == 1);
+	CHECK_STR_EQ(rows[0].status, "running");
+	CHECK(rows[0].model_x == 500 && rows[0].model_y == 250);
+	CHECK(rows[0].model_x2 == JOURNAL_NONE && rows[0].px == JOURNAL_NONE);
+	CHECK(!rows[0].has_monitor && rows[0].image_w == JOURNAL_NONE);
+	CHECK(rows[0].capture_us == JOURNAL_NONE && rows[0].finished_us == 0);
+	CHECK(!rows[0].before.path && !rows[0].after.path);
+	CHECK(!rows[0].is_agent && !rows[0].thought && rows[0].attempts == JOURNAL_NONE);
+	journal_step_rows_free(rows, n);
+	REQUIRE(journal_steps_get(j, id, 0, true, &rows, &n) == 0);
+	CHECK_INT_EQ(n, 0); /* the running step is not finished */
+	journal_step_rows_free(rows, n);
+
+	REQUIRE(journal_task_get(j, id, &t) == 0);
+	CHECK(t.started_us == 7 && t.n_steps == 1);
+	CHECK_STR_EQ(t.display, ":3");
+	journal_task_row_finish(&t);
+	struct journal_task_row *list;
+	REQUIRE(journal_task_list(j, IPC_TASK_RUNNING, 10, 0, &list, &n, &total) == 0);
+	CHECK(n == 1 && total == 1 && list[0].id == id);
+	journal_task_rows_free(list, n);
+	REQUIRE(journal_task_list(j, IPC_TASK_SUCCEEDED, 10, 0, &list, &n, &total) == 0);
+	CHECK(n == 0 && total == 0);
+	journal_task_rows_free(list, n);
+	journal_close(j);
+	free(path);
+}
+
 static void test_rows_and_recovery(void)
 {
 	char *path = db_path("rows.db");
@@ -181,7 +240,7 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(journal_screenshot_get(j, a, 0, "after", &rel, &sha), -ENOENT);
 
 	/* Finished steps only: index 1 is still running. */
-	REQUIRE(journal_steps_get(j, a, 0, true, &o) == 0);
+	REQUIRE(api_json_read_steps(j, a, 0, true, &o) == 0);
 	CHECK_INT_EQ(json_array_size(o), 1);
 	json_t *s = json_array_get(o, 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(s, "status")), "ok");
@@ -199,7 +258,7 @@ static void test_rows_and_recovery(void)
 	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "tool_call"), "tool_name")),
 		     "click");
 	json_decref(o);
-	REQUIRE(journal_steps_get(j, a, 0, false, &o) == 0);
+	REQUIRE(api_json_read_steps(j, a, 0, false, &o) == 0);
 	CHECK_INT_EQ(json_array_size(o), 2);
 	json_decref(o);
 
@@ -207,12 +266,12 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(journal_task_provenance(j, a, "{\"holod_version\":\"0.1.0\",\"screen\":"
 						    "{\"width\":800,\"height\":600}}"), 0);
 	CHECK_INT_EQ(journal_task_provenance(j, 999, "{}"), -ENOENT);
-	REQUIRE(journal_task_get(j, a, &o) == 0);
+	REQUIRE(api_json_read_task(j, a, &o) == 0);
 	CHECK_INT_EQ(json_integer_value(json_object_get(
 			     json_object_get(json_object_get(o, "provenance"), "screen"), "width")),
 		     800);
 	json_decref(o);
-	REQUIRE(journal_task_get(j, b, &o) == 0);
+	REQUIRE(api_json_read_task(j, b, &o) == 0);
 	CHECK(json_is_null(json_object_get(o, "provenance")));
 	json_decref(o);
 
@@ -231,33 +290,33 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(journal_task_status(j, c, &st), 0);
 	CHECK_INT_EQ(st, IPC_TASK_CANCELLED);
 	CHECK_INT_EQ(journal_task_status(j, 999, &st), -ENOENT);
-	REQUIRE(journal_task_get(j, a, &o) == 0);
+	REQUIRE(api_json_read_task(j, a, &o) == 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(o, "error")),
 		     "holod stopped while the task was running");
 	CHECK_INT_EQ(json_integer_value(json_object_get(o, "steps")), 2);
 	CHECK(json_is_array(json_object_get(json_object_get(o, "spec"), "script")));
 	json_decref(o);
-	REQUIRE(journal_task_get(j, b, &o) == 0);
+	REQUIRE(api_json_read_task(j, b, &o) == 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(o, "error")),
 		     "holod stopped before the task started");
 	json_decref(o);
-	REQUIRE(journal_steps_get(j, a, 1, false, &o) == 0);
+	REQUIRE(api_json_read_steps(j, a, 1, false, &o) == 0);
 	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(o, 0), "status")),
 		     "interrupted");
 	json_decref(o);
 	CHECK_INT_EQ(journal_recover(j, 101), 0);
 
 	/* Listing: newest first, filter, paging. */
-	REQUIRE(journal_task_list(j, -1, 2, 0, &o) == 0);
+	REQUIRE(api_json_read_task_list(j, -1, 2, 0, &o) == 0);
 	CHECK_INT_EQ(json_integer_value(json_object_get(o, "total")), 3);
 	CHECK_INT_EQ(json_array_size(json_object_get(o, "tasks")), 2);
 	CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(json_object_get(o, "tasks"),
 									  0), "id")), c);
 	json_decref(o);
-	REQUIRE(journal_task_list(j, -1, 2, 2, &o) == 0);
+	REQUIRE(api_json_read_task_list(j, -1, 2, 2, &o) == 0);
 	CHECK_INT_EQ(json_array_size(json_object_get(o, "tasks")), 1);
 	json_decref(o);
-	REQUIRE(journal_task_list(j, IPC_TASK_INTERRUPTED, 50, 0, &o) == 0);
+	REQUIRE(api_json_read_task_list(j, IPC_TASK_INTERRUPTED, 50, 0, &o) == 0);
 	CHECK_INT_EQ(json_integer_value(json_object_get(o, "total")), 2);
 	json_decref(o);
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
@@ -319,8 +378,8 @@ static void test_prune(void)
 	CHECK(access(file_b, F_OK) < 0 && access(file_a, F_OK) < 0);
 	CHECK(access(tdir, F_OK) < 0); /* the emptied folder went too */
 	json_t *o = NULL;
-	CHECK_INT_EQ(journal_task_get(j, old, &o), -ENOENT);
-	CHECK_INT_EQ(journal_steps_get(j, old, 0, false, &o), 0);
+	CHECK_INT_EQ(api_json_read_task(j, old, &o), -ENOENT);
+	CHECK_INT_EQ(api_json_read_steps(j, old, 0, false, &o), 0);
 	CHECK_INT_EQ(json_array_size(o), 0);
 	json_decref(o);
 	char *rel = NULL;
@@ -393,6 +452,7 @@ int main(void)
 	test_fresh_schema();
 	test_migrate_from_2();
 	test_newer_schema_refused();
+	test_row_structs();
 	test_rows_and_recovery();
 	test_shotwriter();
 	test_prune();
