@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "common.h"
 #include "json-internal.h"
 #include "keys.h"
@@ -63,21 +66,33 @@ enum {
 	F_REPEAT = 1 << 13,
 	F_KEY = 1 << 14,
 	F_DURATION = 1 << 15,
+	F_TARGET = 1 << 16,
+	F_TARGET2 = 1 << 17,
+	F_COMMAND = 1 << 18,
+	F_WAIT_WINDOW = 1 << 19,
+	F_TIMEOUT = 1 << 20,
+	F_WINDOW = 1 << 21,
+	F_WINDOW_GONE = 1 << 22,
+	F_FOCUS = 1 << 23,
+	F_SCREEN_STABLE = 1 << 24,
+	F_REGION_CHANGED = 1 << 25,
 };
 
 static const char *const field_names[] = {
 	"tool_name", "element", "x", "y", "x2", "y2", "button", "direction", "scroll_size",
 	"content", "press_enter", "overwrite", "keys", "repeat_count", "key", "duration",
+	"target", "target2", "command", "wait_window", "timeout", "window", "window_gone", "focus",
+	"screen_stable", "region_changed",
 };
 
 #define F_POINT (F_TOOL_NAME | F_ELEMENT | F_X | F_Y)
 
 static const unsigned tool_fields[IPC_TOOL_COUNT_] = {
-	[IPC_TOOL_CLICK] = F_POINT | F_BUTTON,
-	[IPC_TOOL_DOUBLE_CLICK] = F_POINT,
+	[IPC_TOOL_CLICK] = F_POINT | F_BUTTON | F_TARGET,
+	[IPC_TOOL_DOUBLE_CLICK] = F_POINT | F_TARGET,
 	[IPC_TOOL_TRIPLE_CLICK] = F_POINT,
-	[IPC_TOOL_MOVE] = F_POINT,
-	[IPC_TOOL_DRAG] = F_POINT | F_X2 | F_Y2,
+	[IPC_TOOL_MOVE] = F_POINT | F_TARGET,
+	[IPC_TOOL_DRAG] = F_POINT | F_X2 | F_Y2 | F_TARGET | F_TARGET2,
 	[IPC_TOOL_SCROLL] = F_POINT | F_DIRECTION | F_SCROLL_SIZE,
 	[IPC_TOOL_WRITE] = F_TOOL_NAME | F_CONTENT | F_PRESS_ENTER | F_OVERWRITE,
 	[IPC_TOOL_HOTKEY] = F_TOOL_NAME | F_KEYS | F_REPEAT,
@@ -85,7 +100,16 @@ static const unsigned tool_fields[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_KEY_UP] = F_TOOL_NAME | F_KEY,
 	[IPC_TOOL_WAIT] = F_TOOL_NAME | F_DURATION,
 	[IPC_TOOL_ANSWER] = F_TOOL_NAME | F_CONTENT,
+	[IPC_TOOL_LAUNCH] = F_TOOL_NAME | F_COMMAND | F_WAIT_WINDOW | F_TIMEOUT,
+	[IPC_TOOL_WAIT_FOR] = F_TOOL_NAME | F_TIMEOUT | F_WINDOW | F_WINDOW_GONE | F_FOCUS |
+			      F_SCREEN_STABLE | F_REGION_CHANGED,
+	[IPC_TOOL_ACTIVATE] = F_TOOL_NAME | F_WINDOW | F_TIMEOUT,
 };
+
+bool ipc_action_is_grounded(const struct ipc_action *a)
+{
+	return a->target || a->target2;
+}
 
 static int field_index(const char *name)
 {
@@ -221,6 +245,250 @@ static int check_key_name(struct ctx *c, const json_t *v, const char *path, char
 	return 0;
 }
 
+/* "timeout" in seconds (fractions allowed) into *ret_ms, def_ms when absent. */
+static int get_timeout(struct ctx *c, uint32_t def_ms, uint32_t *ret_ms)
+{
+	json_t *v = json_object_get(c->obj, "timeout");
+	if (!v) {
+		*ret_ms = def_ms;
+		return 0;
+	}
+	if (!json_is_number(v))
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, "timeout"),
+				    "expected a number of seconds");
+	double s = json_number_value(v);
+	double ms = round(s * 1000.0);
+	if (!(ms >= 1.0 && ms <= IPC_MAX_WAIT_FOR_MS))
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, "timeout"),
+				    "%g seconds is out of range 0.001..%d", s,
+				    IPC_MAX_WAIT_FOR_MS / 1000);
+	*ret_ms = (uint32_t)ms;
+	return 0;
+}
+
+static void match_finish(struct ipc_window_match *m)
+{
+	free(m->title);
+	free(m->class_name);
+	free(m->instance);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The member names of a window match, in struct order. */
+static const char *const match_names[] = {"title", "class", "instance"};
+
+static char **match_slot(struct ipc_window_match *m, size_t i)
+{
+	return i == 0 ? &m->title : i == 1 ? &m->class_name : &m->instance;
+}
+
+/* Compiles one regex of a match; NULL with errbuf filled ("<path>: invalid regex ..."). */
+static pcre2_code *compile_regex(const char *pattern, const char *path, char *errbuf,
+				 size_t errlen)
+{
+	int code;
+	PCRE2_SIZE offset;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+				       PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &code, &offset, NULL);
+	if (!re) {
+		PCRE2_UCHAR why[160];
+		if (pcre2_get_error_message(code, why, sizeof(why)) < 0)
+			snprintf((char *)why, sizeof(why), "error %d", code);
+		ipc_error_at(errbuf, errlen, -EINVAL, path, "invalid regex at offset %zu: %s",
+			     (size_t)offset, (const char *)why);
+	}
+	return re;
+}
+
+/* A window match object at `path`: {"title": RE, "class": RE, "instance": RE}, at least one. */
+static int get_match(struct ctx *c, const json_t *v, const char *path,
+		     struct ipc_window_match *ret)
+{
+	struct ipc_window_match m = {0};
+	char sub[320];
+	const char *key;
+	json_t *val;
+	int r;
+
+	if (!json_is_object(v) || json_object_size(v) == 0)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+				    "expected a window match such as {\"title\": \"Save\", "
+				    "\"class\": \"Mousepad\", \"instance\": \"mousepad\"}");
+	json_object_foreach((json_t *)v, key, val) {
+		size_t i;
+		for (i = 0; i < ARRAY_SIZE(match_names); i++)
+			if (strcmp(key, match_names[i]) == 0)
+				break;
+		snprintf(sub, sizeof(sub), "%s.%s", path, key);
+		if (i == ARRAY_SIZE(match_names)) {
+			r = ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub,
+					 "unknown field (expected title, class or instance)");
+			goto error;
+		}
+		if ((r = get_string_at(c, val, sub, IPC_MAX_MATCH_BYTES, match_slot(&m, i))) < 0)
+			goto error;
+		pcre2_code *re = compile_regex(*match_slot(&m, i), sub, c->errbuf, c->errlen);
+		if (!re) {
+			r = -EINVAL;
+			goto error;
+		}
+		pcre2_code_free(re);
+	}
+	*ret = m;
+	return 0;
+error:
+	match_finish(&m);
+	return r;
+}
+
+/* launch.command: a non-empty array of strings, the program first. */
+static int get_command(struct ctx *c, struct ipc_action *a)
+{
+	json_t *v = json_object_get(c->obj, "command");
+	char sub[320];
+	int r;
+
+	if (!v)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, "command"),
+				    "missing (required for 'launch')");
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, "command"),
+				    "expected a non-empty array: the program, then its arguments");
+	if (json_array_size(v) > IPC_MAX_LAUNCH_ARGS)
+		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, at(c, "command"),
+				    "%zu arguments exceed the limit of %d", json_array_size(v),
+				    IPC_MAX_LAUNCH_ARGS);
+	a->argv = xcalloc(json_array_size(v) + 1, sizeof(*a->argv));
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		snprintf(sub, sizeof(sub), "%s[%zu]", at(c, "command"), i);
+		if ((r = get_string_at(c, json_array_get(v, i), sub, IPC_MAX_LAUNCH_ARG_BYTES,
+				       &a->argv[i])) < 0)
+			return r;
+		a->argc++;
+	}
+	if (a->argv[0][0] == '\0')
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, "command"),
+				    "the program name is empty");
+	return 0;
+}
+
+/* A non-negative integer member of a nested object. */
+static int get_sub_int(struct ctx *c, const json_t *obj, const char *path, const char *name,
+		       int lo, int hi, int *ret)
+{
+	char sub[320];
+	snprintf(sub, sizeof(sub), "%s.%s", path, name);
+	json_t *v = json_object_get(obj, name);
+	if (!v)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "missing");
+	if (!json_is_integer(v))
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "expected an integer");
+	json_int_t i = json_integer_value(v);
+	if (i < lo || i > hi)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub,
+				    "%lld is out of range %d..%d", (long long)i, lo, hi);
+	*ret = (int)i;
+	return 0;
+}
+
+/* Refuses members of a nested object other than `names`. */
+static int check_sub_members(struct ctx *c, const json_t *obj, const char *path,
+			     const char *const *names, size_t n)
+{
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)obj, key, val) {
+		size_t i;
+		for (i = 0; i < n && strcmp(key, names[i]) != 0; i++)
+			;
+		if (i == n) {
+			char sub[320];
+			snprintf(sub, sizeof(sub), "%s.%s", path, key);
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "unknown field");
+		}
+	}
+	return 0;
+}
+
+/* wait_for: exactly one condition member. */
+static int get_wait_condition(struct ctx *c, struct ipc_action *a)
+{
+	int found = -1, r;
+	for (size_t k = 0; k < IPC_N_WAIT_KIND_NAMES; k++) {
+		if (!json_object_get(c->obj, ipc_wait_kind_names[k]))
+			continue;
+		if (found >= 0)
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL,
+					    at(c, ipc_wait_kind_names[k]),
+					    "one condition per wait_for step ('%s' is given too)",
+					    ipc_wait_kind_names[found]);
+		found = (int)k;
+	}
+	if (found < 0)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, c->prefix,
+				    "wait_for needs one condition: window, window_gone, focus, "
+				    "screen_stable or region_changed");
+	a->wait_kind = (enum ipc_wait_kind)found;
+	const char *name = ipc_wait_kind_names[found];
+	char path[300];
+	snprintf(path, sizeof(path), "%s", at(c, name));
+	json_t *v = json_object_get(c->obj, name);
+	switch (a->wait_kind) {
+	case IPC_WAIT_WINDOW:
+	case IPC_WAIT_WINDOW_GONE:
+	case IPC_WAIT_FOCUS:
+		if ((r = get_match(c, v, path, &a->match)) < 0)
+			return r;
+		a->has_match = true;
+		return 0;
+	case IPC_WAIT_SCREEN_STABLE: {
+		static const char *const names[] = {"ms"};
+		int ms;
+		if (!json_is_object(v))
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+					    "expected {\"ms\": N}");
+		if ((r = check_sub_members(c, v, path, names, ARRAY_SIZE(names))) < 0 ||
+		    (r = get_sub_int(c, v, path, "ms", IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS,
+				     &ms)) < 0)
+			return r;
+		a->stable_ms = (uint32_t)ms;
+		return 0;
+	}
+	case IPC_WAIT_REGION_CHANGED: {
+		static const char *const names[] = {"x", "y", "width", "height"};
+		if (!json_is_object(v))
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+					    "expected {\"x\": X, \"y\": Y, \"width\": W, "
+					    "\"height\": H} in pixels");
+		if ((r = check_sub_members(c, v, path, names, ARRAY_SIZE(names))) < 0 ||
+		    (r = get_sub_int(c, v, path, "x", 0, IPC_MAX_PIXEL_COORD, &a->rx)) < 0 ||
+		    (r = get_sub_int(c, v, path, "y", 0, IPC_MAX_PIXEL_COORD, &a->ry)) < 0 ||
+		    (r = get_sub_int(c, v, path, "width", 1, IPC_MAX_PIXEL_COORD, &a->rw)) < 0 ||
+		    (r = get_sub_int(c, v, path, "height", 1, IPC_MAX_PIXEL_COORD, &a->rh)) < 0)
+			return r;
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+/* A grounded point: "target" instead of x and y (or "target2" instead of x2 and y2). */
+static int get_target(struct ctx *c, const char *name, const char *xn, const char *yn,
+		      char **ret)
+{
+	int r = get_string(c, name, false, IPC_MAX_TARGET_BYTES, ret);
+	if (r < 0 || !*ret)
+		return r;
+	if ((*ret)[strspn(*ret, " \t\n")] == '\0')
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name),
+				    "expected a description of what to point at, such as "
+				    "\"the Save button\"");
+	if (json_object_get(c->obj, xn) || json_object_get(c->obj, yn))
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name),
+				    "give either '%s' or '%s' and '%s', not both", name, xn, yn);
+	return 0;
+}
+
 int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *prefix,
 			 struct ipc_action *ret, char *errbuf, size_t errlen)
 {
@@ -243,7 +511,7 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
 				    "unknown tool '%s' (expected one of click, double_click, "
 				    "triple_click, move, drag, scroll, write, hotkey, key_down, "
-				    "key_up, wait, answer)",
+				    "key_up, wait, answer, launch, wait_for, activate)",
 				    json_string_value(tn));
 	a.tool = (enum ipc_tool)r;
 	c.tool = ipc_tool_to_string(a.tool);
@@ -263,13 +531,49 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 	if (f & F_ELEMENT && (r = get_string(&c, "element", false, IPC_MAX_ELEMENT_BYTES,
 					     &a.element)) < 0)
 		goto error;
-	if (f & F_X && (r = get_int(&c, "x", true, 0, cmax, 0, &a.x)) < 0)
+	if (f & F_TARGET && (r = get_target(&c, "target", "x", "y", &a.target)) < 0)
 		goto error;
-	if (f & F_Y && (r = get_int(&c, "y", true, 0, cmax, 0, &a.y)) < 0)
+	if (f & F_TARGET2 && (r = get_target(&c, "target2", "x2", "y2", &a.target2)) < 0)
 		goto error;
-	if (f & F_X2 && (r = get_int(&c, "x2", true, 0, cmax, 0, &a.x2)) < 0)
+	if (a.tool == IPC_TOOL_DRAG && !a.target != !a.target2) {
+		/* One coordinate space per step: a located point is in model space. */
+		r = ipc_error_at(errbuf, errlen, -EINVAL, at(&c, a.target ? "target2" : "target"),
+				 "missing: a drag takes both ends as targets or both as x/y");
 		goto error;
-	if (f & F_Y2 && (r = get_int(&c, "y2", true, 0, cmax, 0, &a.y2)) < 0)
+	}
+	if (f & F_X && (r = get_int(&c, "x", !a.target, 0, cmax, 0, &a.x)) < 0)
+		goto error;
+	if (f & F_Y && (r = get_int(&c, "y", !a.target, 0, cmax, 0, &a.y)) < 0)
+		goto error;
+	if (f & F_X2 && (r = get_int(&c, "x2", !a.target2, 0, cmax, 0, &a.x2)) < 0)
+		goto error;
+	if (f & F_Y2 && (r = get_int(&c, "y2", !a.target2, 0, cmax, 0, &a.y2)) < 0)
+		goto error;
+	if (f & F_COMMAND && (r = get_command(&c, &a)) < 0)
+		goto error;
+	if (f & F_WAIT_WINDOW && json_object_get(obj, "wait_window")) {
+		char path[300];
+		snprintf(path, sizeof(path), "%s", at(&c, "wait_window"));
+		if ((r = get_match(&c, json_object_get(obj, "wait_window"), path, &a.match)) < 0)
+			goto error;
+		a.has_match = true;
+	}
+	if (a.tool == IPC_TOOL_WAIT_FOR && (r = get_wait_condition(&c, &a)) < 0)
+		goto error;
+	if (a.tool == IPC_TOOL_ACTIVATE) {
+		json_t *w = json_object_get(obj, "window");
+		char path[300];
+		snprintf(path, sizeof(path), "%s", at(&c, "window"));
+		if (!w) {
+			r = ipc_error_at(errbuf, errlen, -EINVAL, path,
+					 "missing (required for 'activate')");
+			goto error;
+		}
+		if ((r = get_match(&c, w, path, &a.match)) < 0)
+			goto error;
+		a.has_match = true;
+	}
+	if (f & F_TIMEOUT && (r = get_timeout(&c, IPC_DEFAULT_WAIT_FOR_MS, &a.timeout_ms)) < 0)
 		goto error;
 	if (f & F_BUTTON) {
 		if ((r = get_enum(&c, "button", ipc_button_names, ARRAY_SIZE(ipc_button_names),
@@ -374,6 +678,12 @@ void ipc_action_finish(struct ipc_action *a)
 	for (size_t i = 0; i < a->n_keys; i++)
 		free(a->keys[i]);
 	free(a->key);
+	free(a->target);
+	free(a->target2);
+	for (size_t i = 0; i < a->argc; i++)
+		free(a->argv[i]);
+	free(a->argv);
+	match_finish(&a->match);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -393,6 +703,22 @@ static int set_new(json_t *o, const char *key, json_t *v)
 	return v ? json_object_set_new(o, key, v) : -1;
 }
 
+static json_t *match_to_json(const struct ipc_window_match *m)
+{
+	json_t *o = json_object();
+	int r = o ? 0 : -1;
+	for (size_t i = 0; o && i < ARRAY_SIZE(match_names); i++) {
+		const char *v = *match_slot((struct ipc_window_match *)m, i);
+		if (v)
+			r |= set_new(o, match_names[i], json_string(v));
+	}
+	if (r != 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *ipc_action_to_json_value(const struct ipc_action *a)
 {
 	const char *name = ipc_tool_to_string(a->tool);
@@ -406,14 +732,38 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 
 	if (f & F_ELEMENT && a->element)
 		r |= set_new(o, "element", json_string(a->element));
-	if (f & F_X)
+	if (f & F_TARGET && a->target)
+		r |= set_new(o, "target", json_string(a->target));
+	else if (f & F_X) {
 		r |= set_new(o, "x", json_integer(a->x));
-	if (f & F_Y)
 		r |= set_new(o, "y", json_integer(a->y));
-	if (f & F_X2)
+	}
+	if (f & F_TARGET2 && a->target2)
+		r |= set_new(o, "target2", json_string(a->target2));
+	else if (f & F_X2) {
 		r |= set_new(o, "x2", json_integer(a->x2));
-	if (f & F_Y2)
 		r |= set_new(o, "y2", json_integer(a->y2));
+	}
+	if (f & F_COMMAND) {
+		json_t *arr = json_array();
+		r |= set_new(o, "command", arr);
+		for (size_t i = 0; arr && i < a->argc; i++)
+			r |= json_array_append_new(arr, json_string(a->argv[i]));
+	}
+	if ((f & (F_WAIT_WINDOW | F_WINDOW)) && a->has_match) {
+		const char *member = a->tool == IPC_TOOL_LAUNCH ? "wait_window" :
+				   a->tool == IPC_TOOL_WAIT_FOR ? ipc_wait_kind_to_string(a->wait_kind) :
+				   "window";
+		r |= set_new(o, member, match_to_json(&a->match));
+	}
+	if (a->tool == IPC_TOOL_WAIT_FOR && a->wait_kind == IPC_WAIT_SCREEN_STABLE)
+		r |= set_new(o, "screen_stable", json_pack("{s:I}", "ms", (json_int_t)a->stable_ms));
+	if (a->tool == IPC_TOOL_WAIT_FOR && a->wait_kind == IPC_WAIT_REGION_CHANGED)
+		r |= set_new(o, "region_changed", json_pack("{s:i, s:i, s:i, s:i}", "x", a->rx, "y",
+							    a->ry, "width", a->rw, "height",
+							    a->rh));
+	if (f & F_TIMEOUT)
+		r |= set_new(o, "timeout", json_real(a->timeout_ms / 1000.0));
 	if (f & F_BUTTON && (unsigned)a->button < ARRAY_SIZE(ipc_button_names))
 		r |= set_new(o, "button", json_string(ipc_button_names[a->button]));
 	if (f & F_DIRECTION && (unsigned)a->direction < ARRAY_SIZE(ipc_direction_names))
@@ -457,4 +807,74 @@ char *ipc_action_to_json(const struct ipc_action *a)
 	if (!s)
 		errno = ENOMEM;
 	return s;
+}
+
+/* ---- window matcher ------------------------------------------------------------------------ */
+
+struct ipc_window_matcher {
+	pcre2_code *re[3]; /* title, class, instance; NULL: not part of the match */
+	pcre2_match_data *md;
+};
+
+void ipc_window_matcher_destroy(struct ipc_window_matcher *mt)
+{
+	if (!mt)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(mt->re); i++)
+		pcre2_code_free(mt->re[i]);
+	pcre2_match_data_free(mt->md);
+	free(mt);
+}
+
+struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_match *m,
+						     char *errbuf, size_t errlen)
+{
+	struct ipc_window_matcher *mt = xcalloc(1, sizeof(*mt));
+	for (size_t i = 0; i < ARRAY_SIZE(match_names); i++) {
+		const char *p = *match_slot((struct ipc_window_match *)m, i);
+		if (!p)
+			continue;
+		mt->re[i] = compile_regex(p, match_names[i], errbuf, errlen);
+		if (!mt->re[i]) {
+			ipc_window_matcher_destroy(mt);
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	mt->md = pcre2_match_data_create(1, NULL);
+	if (!mt->md) {
+		ipc_window_matcher_destroy(mt);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mt;
+}
+
+bool ipc_window_matcher_test(const struct ipc_window_matcher *mt, const char *title,
+			     const char *class_name, const char *instance)
+{
+	const char *values[] = {title, class_name, instance};
+	for (size_t i = 0; i < ARRAY_SIZE(mt->re); i++) {
+		if (!mt->re[i])
+			continue;
+		const char *v = values[i] ? values[i] : "";
+		if (pcre2_match(mt->re[i], (PCRE2_SPTR)v, strlen(v), 0, 0, mt->md, NULL) < 0)
+			return false;
+	}
+	return true;
+}
+
+const char *ipc_window_match_describe(const struct ipc_window_match *m, char *buf, size_t size)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(match_names) && off < size; i++) {
+		const char *p = *match_slot((struct ipc_window_match *)m, i);
+		if (p) {
+			int n = snprintf(buf + off, size - off, "%s%s ~ \"%s\"", off ? ", " : "",
+					 match_names[i], p);
+			off = n < 0 ? size : off + (size_t)n;
+		}
+	}
+	return buf;
 }

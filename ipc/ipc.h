@@ -60,6 +60,15 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_HISTORY_WINDOW 64             /* "window": observations kept with their image */
 #define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */
 #define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
+/* Script-only actions (launch, wait_for, activate, grounded targets). */
+#define IPC_MAX_LAUNCH_ARGS 64                /* launch.command: program + arguments */
+#define IPC_MAX_LAUNCH_ARG_BYTES 4096         /* one of them */
+#define IPC_MAX_MATCH_BYTES 512               /* one title/class/instance regex */
+#define IPC_MAX_TARGET_BYTES 512              /* "target" of a grounded click */
+#define IPC_MAX_WAIT_FOR_MS (600 * 1000)      /* "timeout" of launch, wait_for, activate */
+#define IPC_DEFAULT_WAIT_FOR_MS (10 * 1000)
+#define IPC_MIN_STABLE_MS 50                  /* wait_for.screen_stable.ms */
+#define IPC_MAX_STABLE_MS 60000
 
 /* ---- error codes (the "code" member of an error body) ------------------------------------- */
 
@@ -108,8 +117,16 @@ enum ipc_tool {
 	IPC_TOOL_KEY_UP,
 	IPC_TOOL_WAIT,
 	IPC_TOOL_ANSWER,
+	/* Script-only tools: never in the model's vocabulary (policy stops at
+	 * IPC_TOOL_MODEL_COUNT). */
+	IPC_TOOL_LAUNCH,
+	IPC_TOOL_WAIT_FOR,
+	IPC_TOOL_ACTIVATE,
 	IPC_TOOL_COUNT_,
 };
+
+/* The tools of the model's vocabulary (agent.md 1.1) are 0..IPC_TOOL_MODEL_COUNT-1. */
+#define IPC_TOOL_MODEL_COUNT (IPC_TOOL_ANSWER + 1)
 
 /* "click", ..., NULL for an out-of-range value. */
 const char *ipc_tool_to_string(enum ipc_tool t);
@@ -148,6 +165,27 @@ const char *ipc_direction_to_string(enum ipc_direction d);
 int ipc_button_from_string(const char *s);
 int ipc_direction_from_string(const char *s);
 
+/* Which windows a launch, wait_for or activate step means: each member present is a PCRE2
+ * regex (UTF-8, unanchored: "Save" matches "Save As") that must match the window's title
+ * (_NET_WM_NAME, else WM_NAME), WM_CLASS class or WM_CLASS instance; at least one is present. */
+struct ipc_window_match {
+	char *title;
+	char *class_name;
+	char *instance;
+};
+
+/* The condition of a wait_for step (one per step). */
+enum ipc_wait_kind {
+	IPC_WAIT_WINDOW,         /* a matching window is mapped */
+	IPC_WAIT_WINDOW_GONE,    /* no matching window is mapped */
+	IPC_WAIT_FOCUS,          /* a matching window has the keyboard focus */
+	IPC_WAIT_SCREEN_STABLE,  /* no pixel changed for stable_ms */
+	IPC_WAIT_REGION_CHANGED, /* region differs from the step's before-screenshot */
+};
+
+/* "window", "window_gone", "focus", "screen_stable", "region_changed"; NULL out of range. */
+const char *ipc_wait_kind_to_string(enum ipc_wait_kind k);
+
 /* One tool call. Only the members that belong to `tool` are meaningful; the others are zero/NULL.
  * Strings are owned by the action (freed by ipc_action_finish). JSON form, flat as in agent.md:
  *   {"tool_name": "click", "element": "OK button", "x": 10, "y": 20, "button": "left"}
@@ -169,7 +207,37 @@ struct ipc_action {
 	char *key;                       /* key_down, key_up */
 	uint32_t duration_ms;            /* wait: JSON "duration" in seconds (may be fractional),
 					    0 < duration <= 30 */
+	/* Grounded pointer actions (click, double_click, move, drag): the model locates `target`
+	 * (and, for drag, `target2`) on the screen instead of x/y (x2/y2), which are then 0. */
+	char *target;
+	char *target2;
+	/* launch: "command", 1..IPC_MAX_LAUNCH_ARGS strings, program first (searched in PATH). */
+	char **argv;
+	size_t argc;
+	/* wait_for (window, window_gone, focus), activate, launch ("wait_window", optional). */
+	bool has_match;
+	struct ipc_window_match match;
+	enum ipc_wait_kind wait_kind;    /* wait_for */
+	uint32_t stable_ms;              /* wait_for.screen_stable.ms */
+	int rx, ry, rw, rh;              /* wait_for.region_changed, root pixels */
+	uint32_t timeout_ms;             /* launch, wait_for, activate: JSON "timeout" in seconds */
 };
+
+/* A window match compiled for testing (PCRE2); immutable, may be shared between threads. */
+struct ipc_window_matcher;
+/* NULL + errno: EINVAL with "title: invalid regex at offset N: <why>" in errbuf for a pattern
+ * PCRE2 refuses (ipc_action_parse already refused such a request), ENOMEM. */
+struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_match *m,
+						     char *errbuf, size_t errlen);
+void ipc_window_matcher_destroy(struct ipc_window_matcher *mt);
+/* True when every present regex matches its property (NULL properties count as ""). */
+bool ipc_window_matcher_test(const struct ipc_window_matcher *mt, const char *title,
+			     const char *class_name, const char *instance);
+/* The match as a user reads it, e.g. `title ~ "Save", class ~ "Mousepad"`, into buf. */
+const char *ipc_window_match_describe(const struct ipc_window_match *m, char *buf, size_t size);
+
+/* True when the action has a "target" (or "target2"): it needs a model to run. */
+bool ipc_action_is_grounded(const struct ipc_action *a);
 
 /* Frees the strings of `a` and zeroes it. Accepts a zeroed action. */
 void ipc_action_finish(struct ipc_action *a);
@@ -216,6 +284,9 @@ struct ipc_task_options {
 	enum ipc_history history;
 	uint32_t window;       /* 1..IPC_MAX_HISTORY_WINDOW */
 	uint32_t max_tiles;    /* 1..IPC_MAX_TILES */
+	/* Scripts only: a write or hotkey while no window has the keyboard focus fails the step
+	 * (false: it runs and its result says so). */
+	bool require_focus;
 };
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
@@ -224,7 +295,8 @@ struct ipc_task_options {
  *    "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,
- *    "display": ":1", "check": {"threshold": T, "steps": [N, ...]}}
+ *    "display": ":1", "check": {"threshold": T, "steps": [N, ...]},
+ *    "require_focus": bool}
  * "check" (only with "replay_of"): before action i, the screen is compared with the "before"
  * screenshot of step steps[i] of the replayed task, and the task fails at the first action
  * whose screen has a fraction of differing pixels above T (0..1).

@@ -24,5 +24,7 @@ json_t *ipc_json_load(const char *json, size_t len, char *errbuf, size_t errlen)
 /* Spellings of enum ipc_button and enum ipc_direction (names.c), indexed by value. */
 #define IPC_N_BUTTON_NAMES 3
 #define IPC_N_DIRECTION_NAMES 4
+#define IPC_N_WAIT_KIND_NAMES 5
+extern const char *const ipc_wait_kind_names[IPC_N_WAIT_KIND_NAMES];
 extern const char *const ipc_button_names[IPC_N_BUTTON_NAMES];
 extern const char *const ipc_direction_names[IPC_N_DIRECTION_NAMES];

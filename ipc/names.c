@@ -29,7 +29,24 @@ static const char *const tool_names[] = {
 	[IPC_TOOL_KEY_UP] = "key_up",
 	[IPC_TOOL_WAIT] = "wait",
 	[IPC_TOOL_ANSWER] = "answer",
+	[IPC_TOOL_LAUNCH] = "launch",
+	[IPC_TOOL_WAIT_FOR] = "wait_for",
+	[IPC_TOOL_ACTIVATE] = "activate",
 };
+
+/* Also the member names of wait_for's conditions. */
+const char *const ipc_wait_kind_names[IPC_N_WAIT_KIND_NAMES] = {
+	[IPC_WAIT_WINDOW] = "window",
+	[IPC_WAIT_WINDOW_GONE] = "window_gone",
+	[IPC_WAIT_FOCUS] = "focus",
+	[IPC_WAIT_SCREEN_STABLE] = "screen_stable",
+	[IPC_WAIT_REGION_CHANGED] = "region_changed",
+};
+
+const char *ipc_wait_kind_to_string(enum ipc_wait_kind k)
+{
+	return (unsigned)k < ARRAY_SIZE(ipc_wait_kind_names) ? ipc_wait_kind_names[k] : NULL;
+}
 
 static const char *const coords_names[] = {
 	[IPC_COORDS_PIXELS] = "pixels",

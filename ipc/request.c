@@ -229,7 +229,8 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 {
 	static const char *const script_members[] = {"script",      "coords",    "max_steps",
 						     "max_seconds", "settle_ms", "dry_run",
-						     "replay_of",   "display",   "check"};
+						     "replay_of",   "display",   "check",
+						     "require_focus"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display"};
@@ -285,6 +286,13 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 		req->replay_of = present ? id : 0;
 		if ((r = parse_check(root, req, n, errbuf, errlen)) < 0)
 			goto finish;
+		json_t *rf = json_object_get(root, "require_focus");
+		if (rf && !json_is_boolean(rf)) {
+			r = ipc_error_at(errbuf, errlen, -EINVAL, "require_focus",
+					 "expected true or false");
+			goto finish;
+		}
+		req->options.require_focus = rf && json_is_true(rf);
 		req->actions = xcalloc(n, sizeof(*req->actions));
 		for (size_t i = 0; i < n; i++) {
 			char prefix[32];
@@ -417,6 +425,8 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 						 json_pack("{s:f, s:o}", "threshold",
 							   req->check_threshold, "steps", steps));
 		}
+		if (req->options.require_focus)
+			r |= json_object_set_new(o, "require_focus", json_true());
 	}
 	if (req->options.max_steps)
 		r |= json_object_set_new(o, "max_steps", json_integer(req->options.max_steps));

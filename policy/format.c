@@ -35,7 +35,7 @@ static void sb_add(struct strbuf *b, const char *format, ...)
 }
 
 /* What each tool does, for the model. */
-static const char *const tool_help[IPC_TOOL_COUNT_] = {
+static const char *const tool_help[IPC_TOOL_MODEL_COUNT] = {
 	[IPC_TOOL_CLICK] = "click on an element",
 	[IPC_TOOL_DOUBLE_CLICK] = "double-click on an element",
 	[IPC_TOOL_TRIPLE_CLICK] = "triple-click on an element (selects a line or paragraph)",
@@ -124,7 +124,7 @@ static char *holo3_system_text(const struct policy_env *env)
 		   "- Never invent passwords, keys or other secrets: when one is needed and not given, "
 		   "answer that it is missing.\n\nTools:\n",
 	       IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX);
-	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
 		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		sb_add(&b, "- %s: %s.", ipc_tool_to_string((enum ipc_tool)t), tool_help[t]);
 		for (size_t i = 0; i < l->n_args; i++) {

@@ -31,7 +31,7 @@
 /* Which arguments each tool takes and in which order. ipc's action parser is the judge of what
  * a tool call means; tests/policy checks that this table and ipc agree on every tool and
  * argument. `element` is required here (a model always describes its target). */
-static const struct policy_tool_layout layouts[IPC_TOOL_COUNT_] = {
+static const struct policy_tool_layout layouts[IPC_TOOL_MODEL_COUNT] = {
 	[IPC_TOOL_CLICK] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y"),
 			     {.name = "button", .type = POLICY_ARG_BUTTON}}, 4},
 	[IPC_TOOL_DOUBLE_CLICK] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y")}, 3},
@@ -55,7 +55,7 @@ static const struct policy_tool_layout layouts[IPC_TOOL_COUNT_] = {
 
 const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool)
 {
-	if ((unsigned)tool >= IPC_TOOL_COUNT_ || layouts[tool].n_args == 0)
+	if ((unsigned)tool >= IPC_TOOL_MODEL_COUNT || layouts[tool].n_args == 0)
 		return NULL;
 	return &layouts[tool];
 }
@@ -642,7 +642,7 @@ struct policy_grammar *policy_grammar_create_holo3(void)
 	uint32_t tools_root = new_trie_node(&b, 0);
 	static const char tool_call[] = ",\"tool_call\":{\"tool_name\":\"";
 	char w[64];
-	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
 		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		if (!l) {
 			r = -EINVAL;
@@ -665,6 +665,32 @@ struct policy_grammar *policy_grammar_create_holo3(void)
 		goto fail;
 	note = trie_node(&b, note_root, end);
 	if ((r = literal(&b, "{\"note\":", note, &b.g->start)) < 0)
+		goto fail;
+	return b.g;
+
+fail:
+	policy_grammar_destroy(b.g);
+	errno = -r;
+	return NULL;
+}
+
+struct policy_grammar *policy_grammar_create_point(void)
+{
+	struct builder b = {.g = xcalloc(1, sizeof(struct policy_grammar))};
+	uint32_t end, y, y_key, x;
+	int r;
+
+	end = new_node(&b, (struct gnode){.kind = GNODE_END});
+	uint32_t close = 0;
+	if ((r = literal(&b, "}", end, &close)) < 0)
+		goto fail;
+	y = new_node(&b, (struct gnode){.kind = GNODE_INT, .lo = 0, .hi = IPC_MODEL_COORD_MAX,
+					.next = close});
+	if ((r = literal(&b, ",\"y\":", y, &y_key)) < 0)
+		goto fail;
+	x = new_node(&b, (struct gnode){.kind = GNODE_INT, .lo = 0, .hi = IPC_MODEL_COORD_MAX,
+					.next = y_key});
+	if ((r = literal(&b, "{\"x\":", x, &b.g->start)) < 0)
 		goto fail;
 	return b.g;
 

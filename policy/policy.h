@@ -47,6 +47,10 @@ struct policy_grammar;
  * against the key table (keys.h) at creation. NULL + errno (EINVAL when a table disagrees with
  * ipc or keys, ENOMEM). */
 struct policy_grammar *policy_grammar_create_holo3(void);
+/* A point and nothing else, for grounding a script's target (one step, no history):
+ *   {"x":X,"y":Y}   with X and Y integers in 0..IPC_MODEL_COORD_MAX (model space)
+ * NULL + errno. */
+struct policy_grammar *policy_grammar_create_point(void);
 /* Accepts NULL. */
 void policy_grammar_destroy(struct policy_grammar *g);
 

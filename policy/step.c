@@ -172,6 +172,13 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		fail(errbuf, errlen, r, "tool_call.%s", ierr);
 		goto out;
 	}
+	/* The script-only tools are not the model's to use (a "target" is refused above: the
+	 * layout requires x and y, and ipc refuses a target beside them). */
+	if (s.action.tool >= IPC_TOOL_MODEL_COUNT) {
+		r = fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: '%s' is a script-only tool",
+			 ipc_tool_to_string(s.action.tool));
+		goto out;
+	}
 	for (size_t k = 0; k < s.action.n_keys; k++)
 		if (!policy_key_name_ok(s.action.keys[k])) {
 			r = fail(errbuf, errlen, -EINVAL, "tool_call.keys[%zu]: '%s' is not a key name of "

@@ -454,8 +454,141 @@ static void test_mutations(void)
 	CHECK(refused > 1000);
 }
 
+/* The script-only actions (issue 15): launch, wait_for, activate, grounded targets and
+ * require_focus parse, round-trip, and name the field of each mistake. */
+static void test_desktop_actions(void)
+{
+	const char *json =
+		"{\"script\": ["
+		"{\"tool_name\": \"launch\", \"command\": [\"mousepad\", \"/tmp/a b.txt\"],"
+		" \"wait_window\": {\"class\": \"^Mousepad$\"}, \"timeout\": 2.5},"
+		"{\"tool_name\": \"wait_for\", \"window\": {\"title\": \"Save\", \"instance\": \"^m\"}},"
+		"{\"tool_name\": \"wait_for\", \"window_gone\": {\"title\": \"Save\"}, \"timeout\": 1},"
+		"{\"tool_name\": \"wait_for\", \"focus\": {\"class\": \"XTerm\"}},"
+		"{\"tool_name\": \"wait_for\", \"screen_stable\": {\"ms\": 500}},"
+		"{\"tool_name\": \"wait_for\", \"region_changed\": {\"x\": 1, \"y\": 2, \"width\": 3,"
+		" \"height\": 4}},"
+		"{\"tool_name\": \"activate\", \"window\": {\"title\": \"Sav(e|ing)\"}},"
+		"{\"tool_name\": \"click\", \"target\": \"the Save button\", \"button\": \"right\"},"
+		"{\"tool_name\": \"drag\", \"target\": \"a\", \"target2\": \"b\"}"
+		"], \"require_focus\": true}";
+	struct ipc_task_request *req = NULL;
+
+	REQUIRE(parse_task(json, &req) == 0);
+	CHECK(req->options.require_focus);
+	const struct ipc_action *a = req->actions;
+	CHECK_INT_EQ(a[0].tool, IPC_TOOL_LAUNCH);
+	CHECK_INT_EQ(a[0].argc, 2);
+	CHECK_STR_EQ(a[0].argv[1], "/tmp/a b.txt");
+	CHECK(a[0].argv[2] == NULL);
+	CHECK(a[0].has_match);
+	CHECK_STR_EQ(a[0].match.class_name, "^Mousepad$");
+	CHECK_INT_EQ(a[0].timeout_ms, 2500);
+	CHECK_INT_EQ(a[1].wait_kind, IPC_WAIT_WINDOW);
+	CHECK_INT_EQ(a[1].timeout_ms, IPC_DEFAULT_WAIT_FOR_MS);
+	CHECK_STR_EQ(a[1].match.instance, "^m");
+	CHECK_INT_EQ(a[2].wait_kind, IPC_WAIT_WINDOW_GONE);
+	CHECK_INT_EQ(a[3].wait_kind, IPC_WAIT_FOCUS);
+	CHECK_INT_EQ(a[4].stable_ms, 500);
+	CHECK_INT_EQ(a[5].rh, 4);
+	CHECK_INT_EQ(a[6].tool, IPC_TOOL_ACTIVATE);
+	CHECK_STR_EQ(a[7].target, "the Save button");
+	CHECK(ipc_action_is_grounded(&a[7]));
+	CHECK(!ipc_action_is_grounded(&a[1]));
+	CHECK_STR_EQ(a[8].target2, "b");
+
+	char *one = ipc_task_request_to_json(req);
+	REQUIRE(one);
+	struct ipc_task_request *again = NULL;
+	REQUIRE(parse_task(one, &again) == 0);
+	char *two = ipc_task_request_to_json(again);
+	CHECK_STR_EQ(one, two);
+	CHECK(strstr(one, "\"target\":\"the Save button\"") != NULL);
+	CHECK(strstr(one, "\"require_focus\":true") != NULL);
+	free(one);
+	free(two);
+	ipc_task_request_destroy(again);
+
+	/* The matcher: unanchored regexes over title, class and instance, all present ones. */
+	char e[256];
+	struct ipc_window_matcher *mt = ipc_window_matcher_create(&a[1].match, e, sizeof(e));
+	REQUIRE(mt);
+	CHECK(ipc_window_matcher_test(mt, "Save As", "Mousepad", "mousepad"));
+	CHECK(!ipc_window_matcher_test(mt, "Save As", "Mousepad", "xterm"));
+	CHECK(!ipc_window_matcher_test(mt, "Open", "Mousepad", "mousepad"));
+	CHECK(!ipc_window_matcher_test(mt, NULL, NULL, NULL));
+	ipc_window_matcher_destroy(mt);
+	char desc[128];
+	CHECK_STR_EQ(ipc_window_match_describe(&a[1].match, desc, sizeof(desc)),
+		     "title ~ \"Save\", instance ~ \"^m\"");
+	ipc_task_request_destroy(req);
+
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"title\": \"(Save\"}}]}",
+		     -EINVAL, "script[0].window.title: invalid regex at offset 5: missing closing parenthesis");
+	expect_error("{\"script\": [{\"tool_name\": \"activate\", \"window\": {\"class\": \"[a\"}}]}",
+		     -EINVAL, "script[0].window.class: invalid regex");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"timeout\": 3}]}", -EINVAL,
+		     "script[0]: wait_for needs one condition");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"title\": \"a\"},"
+		     " \"focus\": {\"title\": \"a\"}}]}", -EINVAL,
+		     "script[0].focus: one condition per wait_for step");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {}}]}", -EINVAL,
+		     "script[0].window: expected a window match");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"name\": \"a\"}}]}",
+		     -EINVAL, "script[0].window.name: unknown field");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"screen_stable\": {\"ms\": 10}}]}",
+		     -EINVAL, "script[0].screen_stable.ms: 10 is out of range 50..60000");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"region_changed\": {\"x\": 0,"
+		     " \"y\": 0, \"width\": 0, \"height\": 5}}]}",
+		     -EINVAL, "script[0].region_changed.width: 0 is out of range");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"screen_stable\": {\"ms\": 100},"
+		     " \"timeout\": 601}]}", -EINVAL, "script[0].timeout: 601 seconds is out of range");
+	expect_error("{\"script\": [{\"tool_name\": \"launch\"}]}", -EINVAL,
+		     "script[0].command: missing (required for 'launch')");
+	expect_error("{\"script\": [{\"tool_name\": \"launch\", \"command\": []}]}", -EINVAL,
+		     "script[0].command: expected a non-empty array");
+	expect_error("{\"script\": [{\"tool_name\": \"launch\", \"command\": [\"\"]}]}", -EINVAL,
+		     "script[0].command: the program name is empty");
+	expect_error("{\"script\": [{\"tool_name\": \"launch\", \"command\": [\"a\", 1]}]}", -EINVAL,
+		     "script[0].command[1]: expected a string");
+	expect_error("{\"script\": [{\"tool_name\": \"activate\"}]}", -EINVAL,
+		     "script[0].window: missing (required for 'activate')");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"target\": \"OK\", \"x\": 1,"
+		     " \"y\": 2}]}", -EINVAL, "script[0].target: give either 'target' or 'x' and 'y'");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"target\": \"  \"}]}", -EINVAL,
+		     "script[0].target: expected a description");
+	expect_error("{\"script\": [{\"tool_name\": \"drag\", \"target\": \"a\", \"x2\": 1,"
+		     " \"y2\": 1}]}", -EINVAL, "script[0].target2: missing: a drag takes both");
+	expect_error("{\"script\": [{\"tool_name\": \"triple_click\", \"target\": \"a\"}]}",
+		     -EINVAL, "script[0].target: unknown field for tool 'triple_click'");
+	expect_error("{\"script\": [{\"tool_name\": \"click\"}]}", -EINVAL,
+		     "script[0].x: missing (required for 'click')");
+	expect_error("{\"instruction\": \"x\", \"require_focus\": true}", -EINVAL,
+		     "require_focus: unknown field");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
+		     " \"require_focus\": 1}", -EINVAL, "require_focus: expected true or false");
+
+	/* Limits: 413. */
+	char big[IPC_MAX_TARGET_BYTES + 128];
+	snprintf(big, sizeof(big), "{\"script\": [{\"tool_name\": \"move\", \"target\": \"%0*d\"}]}",
+		 IPC_MAX_TARGET_BYTES + 1, 0);
+	expect_error(big, -E2BIG, "script[0].target: 513 bytes exceed the limit of 512");
+	char *many = xasprintf("{\"script\": [{\"tool_name\": \"launch\", \"command\": [\"a\"%s]}]}",
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\""
+			       ",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\",\"b\"");
+	expect_error(many, -E2BIG, "script[0].command: 65 arguments exceed the limit of 64");
+	free(many);
+}
+
 int main(void)
 {
+	test_desktop_actions();
 	test_script_ok();
 	test_errors();
 	test_replay_of();

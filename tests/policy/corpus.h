@@ -98,7 +98,7 @@ static inline void corpus_value(char *buf, size_t size, const struct policy_arg 
 static inline void corpus_build(struct corpus *c)
 {
 	unsigned counter = 0;
-	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
 		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		if (!l)
 			abort();

@@ -108,6 +108,11 @@ static const char *const bad_texts[] = {
 	"{\"note\":| null}",
 	"| {\"note\":null}",
 	"{\"note\":nul|}",
+	/* the script-only tools and grounded targets are not the model's */
+	"{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"|launch\"}}",
+	"{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"wait|_for\"}}",
+	"{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"a|ctivate\"}}",
+	"{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"click\",\"|target\":\"a\"}}",
 	"{\"note\":\"a\",\"t|ool_call\":{}}",
 	PRE "\"click\",\"|x\":1,\"y\":2,\"element\":\"e\"}}",
 	PRE "\"click\",\"element\":\"e\",\"|y\":2,\"x\":1}}",
@@ -269,6 +274,10 @@ static void test_parser(void)
 		{PRE "\"hotkey\",\"keys\":[\"arrow_left\"]}}", -EINVAL,
 		 "tool_call.keys[0]: 'arrow_left' is not a key name of the schema"},
 		{PRE "\"fly\"}}", -EINVAL, "tool_call.tool_name: unknown tool 'fly'"},
+		{PRE "\"launch\",\"command\":[\"xterm\"]}}", -EINVAL,
+		 "tool_call.tool_name: 'launch' is a script-only tool"},
+		{PRE "\"click\",\"element\":\"e\",\"target\":\"OK\"}}", -EINVAL,
+		 "tool_call.x: missing"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bads); i++) {
 		memset(&st, 0x5a, sizeof(st));
@@ -307,7 +316,7 @@ static void test_parser(void)
  * spelling means the enum value of its index. */
 static void test_agrees_with_ipc(void)
 {
-	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
 		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		REQUIRE(l);
 		char base[1024], val[256];
@@ -327,7 +336,7 @@ static void test_agrees_with_ipc(void)
 					      sizeof(err)), 0);
 		ipc_action_finish(&a);
 		/* Every argument of every tool, added to this tool. */
-		for (int u = 0; u < IPC_TOOL_COUNT_; u++) {
+		for (int u = 0; u < IPC_TOOL_MODEL_COUNT; u++) {
 			const struct policy_tool_layout *lu = policy_tool_layout((enum ipc_tool)u);
 			for (size_t i = 0; i < lu->n_args; i++) {
 				bool listed = false, present = false;
@@ -402,8 +411,37 @@ static void test_agrees_with_ipc(void)
 	CHECK(!policy_key_name_ok("\x01"));
 }
 
+/* The grounding grammar: a point in model space and nothing else. */
+static void test_point_grammar(void)
+{
+	struct policy_grammar *pg = policy_grammar_create_point();
+	REQUIRE(pg);
+	static const struct {
+		const char *text;
+		bool ok;
+	} cases[] = {
+		{"{\"x\":0,\"y\":1000}", true},    {"{\"x\":512,\"y\":7}", true},
+		{"{\"x\":1001,\"y\":0}", false},   {"{\"x\":05,\"y\":0}", false},
+		{"{\"y\":1,\"x\":1}", false},      {"{\"x\":1,\"y\":1,}", false},
+		{"{\"x\": 1,\"y\":1}", false},     {"{\"x\":-1,\"y\":1}", false},
+		{"{\"x\":1,\"y\":1", false},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct policy_matcher m;
+		policy_matcher_init(&m, pg);
+		bool ok = policy_matcher_feed(&m, cases[i].text, strlen(cases[i].text)) == 0 &&
+			  policy_matcher_is_complete(&m);
+		if (ok != cases[i].ok)
+			fprintf(stderr, "point grammar: %s %s\n", cases[i].text,
+				ok ? "accepted" : "refused");
+		CHECK(ok == cases[i].ok);
+	}
+	policy_grammar_destroy(pg);
+}
+
 int main(void)
 {
+	test_point_grammar();
 	g = policy_grammar_create_holo3();
 	REQUIRE(g);
 	CHECK(policy_format_find("holo3") == &policy_format_holo3);
