@@ -142,6 +142,34 @@ size_t x11_held_count(const struct x11_display *d);
  * x11_input_set_interrupt), with a prefix of the text typed. */
 int x11_type(struct x11_display *d, const char *utf8);
 
+/* ---- windows ---------------------------------------------------------------------------- */
+
+#define X11_MAX_WINDOWS 1024        /* client windows listed at most */
+#define X11_MAX_TITLE_BYTES 1024    /* longer titles are cut */
+
+/* A client window (one that carries WM_CLASS), as listed by x11_windows_list. */
+struct x11_window {
+	uint64_t id;
+	char *title;      /* _NET_WM_NAME, else WM_NAME (Latin-1 converted), UTF-8; "" if none */
+	char *class_name; /* WM_CLASS class, e.g. "Mousepad"; "" if none */
+	char *instance;   /* WM_CLASS instance, e.g. "mousepad" */
+	struct x11_rect rect; /* root coordinates */
+};
+
+/* The viewable client windows, bottom to top of the stacking order, at most X11_MAX_WINDOWS.
+ * *ret is freed with x11_windows_free. -ECONNRESET when the server is gone. */
+int x11_windows_list(struct x11_display *d, struct x11_window **ret, size_t *ret_n);
+void x11_windows_free(struct x11_window *w, size_t n);
+/* The client window that has the keyboard focus (focus PointerRoot: the client under the
+ * pointer), or 0 in *ret_id when keys would go to the root window or nowhere. */
+int x11_focus_window(struct x11_display *d, uint64_t *ret_id);
+/* True when an EWMH window manager runs (_NET_SUPPORTING_WM_CHECK is live). */
+bool x11_has_window_manager(struct x11_display *d);
+/* Raises and focuses window `id`: through the window manager (_NET_ACTIVE_WINDOW) when one runs
+ * (returns 1), else XRaiseWindow + XSetInputFocus (returns 0). Does not wait for the focus.
+ * -ENOENT when the window is gone. */
+int x11_window_activate(struct x11_display *d, uint64_t id);
+
 /* ---- coordinates (pure) ----------------------------------------------------------------- */
 
 /* Model space (0..1000 over the image of sent_w x sent_h that the model saw) to root pixels of
