@@ -976,3 +976,184 @@ release:
 	history_free(&a);
 	executor_end(&a.run, d, r);
 }
+
+/* ---- grounding a script's target ------------------------------------------------------------ */
+
+/* Tokens decoded at most for a point: {"x":1000,"y":1000} is 19 bytes. */
+#define GROUND_MAX_TOKENS 32
+
+struct ground_job {
+	struct agent *a;
+	const struct policy_piece *prefix, *piece;
+	float *rows;
+	const atomic_int *stop;
+	uint64_t deadline_us;
+	int x, y;
+	char raw[GROUND_MAX_TOKENS * POLICY_MASK_MAX_TOKEN_BYTES + 1];
+	size_t raw_len;
+	char err[256];
+};
+
+/* A fresh session (no history): the prompt, the screenshot, then a greedy decode under the
+ * point grammar, so whatever the weights say the answer is a point in 0..1000. */
+static int job_ground(struct worker_ctx *ctx, void *arg)
+{
+	struct ground_job *j = arg;
+	struct agent *a = j->a;
+	struct policy_grammar *g = NULL;
+	struct policy_masker *mk = NULL;
+	struct engine_sampler *sm = NULL;
+	float *logits = NULL;
+	float *slots[1] = {j->rows};
+	int r;
+
+	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
+	if (!a->session)
+		return -errno;
+	model_worker_account(a->cfg->worker, 1, 0);
+	a->hidden = engine_session_hidden(a->session);
+	a->vocab = engine_session_vocab(a->session);
+	logits = xmalloc((size_t)a->vocab * sizeof(*logits));
+	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
+		    0 ||
+	    (r = prefill(a, j->piece, slots, ENGINE_LOGITS_LAST, logits, j->stop,
+			 j->deadline_us)) < 0) {
+		if (r != -ECANCELED && r != -ETIME)
+			snprintf(j->err, sizeof(j->err), "prefill failed: %s", strerror(-r));
+		goto finish;
+	}
+	g = policy_grammar_create_point();
+	mk = g ? policy_masker_create(g, ctx->tok, (size_t)a->vocab, ctx->stop_ids,
+				      ctx->n_stop_ids) :
+		 NULL;
+	struct engine_sampling sp = {.temperature = 0.0f};
+	sm = mk ? engine_sampler_create(&sp) : NULL;
+	if (!sm) {
+		r = -errno;
+		snprintf(j->err, sizeof(j->err), "cannot build the point grammar: %s",
+			 strerror(-r));
+		goto finish;
+	}
+	struct policy_matcher m;
+	policy_matcher_init(&m, g);
+	for (int n = 0;; n++) {
+		if (atomic_load(j->stop) != EXECUTOR_RUN) {
+			r = -ECANCELED;
+			goto finish;
+		}
+		if (time_mono_us() >= j->deadline_us) {
+			r = -ETIME;
+			goto finish;
+		}
+		if (n >= GROUND_MAX_TOKENS || policy_masker_apply(mk, &m, logits) <= 0) {
+			snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
+				 GROUND_MAX_TOKENS, j->raw);
+			r = -EBADMSG;
+			goto finish;
+		}
+		int32_t id = engine_sampler_sample(sm, logits, a->vocab);
+		if (id < 0) {
+			r = id;
+			goto finish;
+		}
+		if ((r = policy_masker_feed(mk, &m, id)) == 1)
+			break;
+		if (r < 0) {
+			snprintf(j->err, sizeof(j->err), "token %d breaks the point grammar", (int)id);
+			r = -EBADMSG;
+			goto finish;
+		}
+		const uint8_t *bytes;
+		size_t len;
+		if (engine_tokenizer_token_bytes(ctx->tok, id, &bytes, &len) == 0 &&
+		    j->raw_len + len < sizeof(j->raw)) {
+			memcpy(j->raw + j->raw_len, bytes, len);
+			j->raw_len += len;
+			j->raw[j->raw_len] = '\0';
+		}
+		if ((r = engine_session_decode(a->session, id, logits)) < 0)
+			goto finish;
+	}
+	r = sscanf(j->raw, "{\"x\":%d,\"y\":%d}", &j->x, &j->y) == 2 ? 0 : -EBADMSG;
+	if (r < 0)
+		snprintf(j->err, sizeof(j->err), "the point \"%.100s\" does not parse", j->raw);
+finish:
+	engine_sampler_destroy(sm);
+	policy_masker_destroy(mk);
+	policy_grammar_destroy(g);
+	free(logits);
+	model_worker_account(a->cfg->worker, -1, 0);
+	engine_session_destroy(a->session);
+	a->session = NULL;
+	return r;
+}
+
+int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
+		 const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
+		 char *err, size_t errlen)
+{
+	const struct agent_config *cfg = ground_ctx;
+	struct agent a = {.cfg = cfg, .t = t};
+	struct policy_piece prefix = {0}, piece = {0};
+	struct policy_renderer *renderer = NULL;
+	struct encode_job ej = {.stop = t->stop, .max_tiles = (int)cfg->max_tiles};
+	char *task = NULL;
+	int r;
+
+	if (model_worker_wait_loaded(cfg->worker) != MODEL_WORKER_READY) {
+		const char *e = model_worker_error(cfg->worker);
+		snprintf(err, errlen, "a target needs a model to locate it: %s",
+			 e ? e : "none is loaded");
+		return -ENODEV;
+	}
+	struct policy_env penv = {.screen_width = frame->width, .screen_height = frame->height};
+	renderer = policy_renderer_create(&policy_format_holo3, model_worker_tokenizer(cfg->worker),
+					  &penv, model_worker_tokens_per_tile(cfg->worker));
+	if (!renderer) {
+		r = -errno;
+		snprintf(err, errlen, "cannot build the prompt renderer: %s", strerror(-r));
+		return r;
+	}
+	task = xasprintf("Locate this on the screen: %s. Answer with the point to act on as "
+			 "{\"x\":X,\"y\":Y}, each from 0 to 1000 across the screenshot.", target);
+	if ((r = policy_render_prefix(renderer, task, &prefix)) < 0) {
+		snprintf(err, errlen, "cannot render the target into a prompt%s",
+			 r == -EINVAL ? ": it contains one of the model's special tokens" : "");
+		goto finish;
+	}
+	struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
+							 frame->stride, frame->pixels);
+	if (!img) {
+		r = -errno;
+		snprintf(err, errlen, "%s", strerror(-r));
+		goto finish;
+	}
+	r = model_worker_call(cfg->worker, job_encode, &ej);
+	engine_image_destroy(img);
+	if (r < 0) {
+		snprintf(err, errlen, "%s", ej.err[0] ? ej.err : strerror(-r));
+		goto finish;
+	}
+	struct policy_observation obs = {.n_tiles = ej.n_tiles};
+	if ((r = policy_render_step(renderer, &obs, false, &piece)) < 0) {
+		snprintf(err, errlen, "cannot render the screenshot turn: %s", strerror(-r));
+		goto finish;
+	}
+	struct ground_job gj = {.a = &a, .prefix = &prefix, .piece = &piece, .rows = ej.rows,
+				.stop = t->stop, .deadline_us = deadline_us};
+	r = model_worker_call(cfg->worker, job_ground, &gj);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
+			 gj.err[0] ? gj.err : strerror(-r));
+		goto finish;
+	}
+	*ret_mx = gj.x;
+	*ret_my = gj.y;
+finish:
+	free(ej.rows);
+	policy_piece_finish(&piece);
+	policy_piece_finish(&prefix);
+	policy_renderer_destroy(renderer);
+	free(task);
+	return r;
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "desktop.h"
 #include "engine.h"
 #include "holod-config.h"
 
@@ -77,11 +78,41 @@ static int map_point(struct executor_run *run, const struct journal_step *s, int
 }
 
 /* Performs one action. Writes a short factual result, or an error message. */
+/* Before a write or hotkey: whether a window has the keyboard focus. Without one the keys go
+ * to the root window, almost always a mistake: the result says so, or, with require_focus,
+ * the step fails. *ret_note receives the note for the result. */
+static int check_focus(struct executor_run *run, const char **ret_note, char *err, size_t errlen)
+{
+	bool focused;
+	char title[320];
+	int r = desktop_focus(run, &focused, title, sizeof(title));
+	*ret_note = "";
+	if (r < 0) {
+		snprintf(err, errlen, "%s", x11_strerror(r));
+		return r;
+	}
+	if (focused)
+		return 0;
+	if (run->t->req->options.require_focus) {
+		snprintf(err, errlen, "no window has the keyboard focus (the keys would go to the "
+			 "root window; require_focus is set): activate a window first");
+		return -ENOTCONN;
+	}
+	*ret_note = " (no window had the keyboard focus: the keys went to the root window)";
+	return 0;
+}
+
 static int inject(struct executor_run *run, const struct ipc_action *a, const struct journal_step *s,
-		  char *result, size_t rlen, char *err, size_t errlen)
+		  const struct x11_frame *region_before, char *result, size_t rlen, char *err,
+		  size_t errlen)
 {
 	struct x11_display *d = run->d;
+	const char *note = "";
 	int r = 0;
+
+	if ((a->tool == IPC_TOOL_WRITE || a->tool == IPC_TOOL_HOTKEY) &&
+	    (r = check_focus(run, &note, err, errlen)) < 0)
+		return r;
 
 	switch (a->tool) {
 	case IPC_TOOL_CLICK:
@@ -115,8 +146,8 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 			break;
 		if (a->press_enter)
 			r = x11_key_combo(d, "enter");
-		snprintf(result, rlen, "typed %zu bytes%s", strlen(a->content),
-			 a->press_enter ? " and Enter" : "");
+		snprintf(result, rlen, "typed %zu bytes%s%s", strlen(a->content),
+			 a->press_enter ? " and Enter" : "", note);
 		break;
 	case IPC_TOOL_HOTKEY:
 		for (int i = 0; i < a->repeat_count && r >= 0; i++)
@@ -127,7 +158,10 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 				off += (size_t)snprintf(result + off, rlen - off, "%s%s",
 							i ? "+" : "", a->keys[i]);
 			if (a->repeat_count > 1 && off < rlen)
-				snprintf(result + off, rlen - off, " x%d", a->repeat_count);
+				off += (size_t)snprintf(result + off, rlen - off, " x%d",
+							a->repeat_count);
+			if (off < rlen)
+				snprintf(result + off, rlen - off, "%s", note);
 		}
 		break;
 	case IPC_TOOL_KEY_DOWN:
@@ -149,6 +183,12 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 	case IPC_TOOL_ANSWER:
 		snprintf(result, rlen, "answered");
 		break;
+	case IPC_TOOL_LAUNCH:
+		return desktop_launch(run, a, result, rlen, err, errlen);
+	case IPC_TOOL_WAIT_FOR:
+		return desktop_wait_for(run, a, region_before, result, rlen, err, errlen);
+	case IPC_TOOL_ACTIVATE:
+		return desktop_activate(run, a, result, rlen, err, errlen);
 	default:
 		snprintf(err, errlen, "unknown tool");
 		return -EINVAL;
@@ -164,6 +204,38 @@ static int capture(struct executor_run *run, struct x11_frame **ret, char *err, 
 	if (r < 0)
 		snprintf(err, errlen, "screenshot failed: %s", x11_strerror(r));
 	return r;
+}
+
+/* Asks the model for the point(s) of a grounded action; writes them to s->model_* and what
+ * was located, with the time taken, to `located`. */
+static int ground(struct executor_run *run, const struct ipc_action *a,
+		  const struct x11_frame *frame, struct journal_step *s, char *located, size_t llen,
+		  char *err, size_t errlen)
+{
+	const struct executor_env *env = run->env;
+	const char *targets[2] = {a->target, a->target2};
+	int *xs[2] = {&s->model_x, &s->model_x2}, *ys[2] = {&s->model_y, &s->model_y2};
+	size_t off = 0;
+
+	if (!env->ground) {
+		snprintf(err, errlen, "a target needs a model to locate it, and holod runs without "
+			 "one (--model)");
+		return -ENODEV;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		if (!targets[i])
+			continue;
+		uint64_t t0 = time_mono_us();
+		int r = env->ground(env->ground_ctx, run->t, run->deadline_us, frame, targets[i],
+				    xs[i], ys[i], err, errlen);
+		if (r < 0)
+			return r;
+		int n = snprintf(located + off, llen - off, "%s\"%s\" located at (%d,%d) of 1000 in "
+				 "%.0f ms", off ? "; " : "", targets[i], *xs[i], *ys[i],
+				 (time_mono_us() - t0) / 1e3);
+		off = n < 0 ? off : MIN(llen - 1, off + (size_t)n);
+	}
+	return 0;
 }
 
 int executor_step(struct executor_run *run, int index, const struct ipc_action *a,
@@ -219,9 +291,21 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	uint64_t t1 = time_mono_us();
 	tm.capture_us = before ? capture_us : t1 - t0;
 
-	char maperr[160] = "";
+	char maperr[512] = "", located[IPC_MAX_TARGET_BYTES * 2 + 160] = "";
 	int mr = 0;
-	if (s.has_point)
+	if (ipc_action_is_grounded(a)) {
+		/* The model's point is in model space over the frame it saw: journaled and mapped
+		 * as a model click is. */
+		s.coords = IPC_COORDS_MODEL;
+		mr = ground(run, a, frame, &s, located, sizeof(located), maperr, sizeof(maperr));
+		if (mr == -ECANCELED || mr == -ETIME) {
+			x11_frame_destroy(frame);
+			snprintf(err, errlen, "%s while locating the target", stop_error(mr));
+			r = mr;
+			goto free_call;
+		}
+	}
+	if (mr >= 0 && s.has_point)
 		mr = map_point(run, &s, a->x, a->y, &s.px, &s.py, maperr, sizeof(maperr));
 	if (mr >= 0 && s.has_point2)
 		mr = map_point(run, &s, a->x2, a->y2, &s.px2, &s.py2, maperr, sizeof(maperr));
@@ -236,6 +320,11 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 			 journal_path(run->env->journal), strerror(-r));
 		goto free_call;
 	}
+	struct x11_frame *region_before = NULL;
+	if (a->tool == IPC_TOOL_WAIT_FOR && a->wait_kind == IPC_WAIT_REGION_CHANGED) {
+		const struct x11_rect area = {a->rx, a->ry, a->rw, a->rh};
+		region_before = desktop_crop(frame, &run->monitor, &area);
+	}
 	shotwriter_submit(run->env->writer, s.task_id, index, "before", frame);
 	frame = NULL;
 
@@ -247,9 +336,13 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		r = 0;
 		snprintf(result, rlen, "dry run: nothing injected");
 	} else {
-		r = inject(run, a, &s, result, rlen, err, errlen);
+		r = inject(run, a, &s, region_before, result, rlen, err, errlen);
 		*ret_action_failed = r < 0 && r != -ECANCELED && r != -ETIME;
+		size_t used = strlen(result);
+		if (r >= 0 && located[0] && used < rlen)
+			snprintf(result + used, rlen - used, "; %s", located);
 	}
+	x11_frame_destroy(region_before);
 	uint64_t t3 = time_mono_us();
 	tm.inject_us = t3 - t2;
 
@@ -380,6 +473,7 @@ int executor_begin(const struct executor_env *env, struct x11_display **d,
 	}
 	executor_record_provenance(env, display_name, t, *d, provenance);
 	run.d = *d;
+	run.display_name = display_name;
 	/* The stop flag interrupts a long write between two characters (EXECUTOR_RUN is 0). */
 	x11_input_set_interrupt(run.d, t->stop);
 	x11_display_size(run.d, &run.root_w, &run.root_h);
@@ -505,8 +599,8 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 {
 	struct executor_run run;
 	const struct ipc_task_request *req = t->req;
-	char err[512];
-	char result[256];
+	char err[1024];
+	char result[1024];
 	char *answer = NULL;
 	bool action_failed;
 	int r = 0;

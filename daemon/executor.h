@@ -35,9 +35,20 @@ struct executor_task {
 struct executor_env {
 	struct journal *journal;
 	struct shotwriter *writer;
-	const char *state_dir; /* the journal's screenshot paths are relative to it; NULL: none */
+	/* The journal's screenshot paths are relative to it; launch steps write their programs'
+	 * output to <state_dir>/logs/<task>.log. NULL: none (launch then uses ./logs/). */
+	const char *state_dir;
 	void (*progress)(void *userdata); /* after each journaled step */
 	void *userdata;
+	/* Locates a grounded action's target on `frame` (the primary monitor as captured) and
+	 * writes its point in model space (0..1000 over the frame); NULL when holod has no model.
+	 * deadline_us: the task's max_seconds deadline (monotonic).
+	 * 0, -ECANCELED / -ETIME (stopped), or -errno with a sentence in err. Called on the
+	 * executor thread. */
+	int (*ground)(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
+		      const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
+		      char *err, size_t errlen);
+	void *ground_ctx;
 };
 
 /* The outcome of a task. `result` and `error` are malloc'd (or NULL). */
@@ -62,6 +73,7 @@ struct executor_run {
 	const struct executor_env *env;
 	const struct executor_task *t;
 	struct x11_display *d;
+	const char *display_name; /* for launched programs' DISPLAY */
 	struct x11_rect monitor; /* the primary monitor: what is captured and mapped against */
 	int root_w, root_h;
 	uint64_t deadline_us;    /* monotonic, from max_seconds */

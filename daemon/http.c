@@ -428,6 +428,41 @@ static enum MHD_Result send_no_such_display(struct http_server *s, struct MHD_Co
 			  names);
 }
 
+/* A script whose action has a "target" needs a model to locate it: refused with 400 (the
+ * request cannot succeed as sent) when none is loaded or its load failed; a model still
+ * loading accepts it, as an instruction. Returns true when the request may go on, else
+ * destroys it and answers. `prefix` names the actions' field path ("script" or "action"). */
+static bool grounding_possible(struct http_server *s, struct MHD_Connection *c,
+			       struct ipc_task_request *tr, const char *prefix,
+			       enum MHD_Result *ret)
+{
+	for (size_t i = 0; i < tr->n_actions; i++) {
+		if (!ipc_action_is_grounded(&tr->actions[i]))
+			continue;
+		enum model_worker_state es = model_worker_state(s->ctx.worker);
+		if (es != MODEL_WORKER_NONE && es != MODEL_WORKER_FAILED)
+			return true;
+		char path[64];
+		if (strcmp(prefix, "action") == 0)
+			snprintf(path, sizeof(path), "action.%s",
+				 tr->actions[i].target ? "target" : "target2");
+		else
+			snprintf(path, sizeof(path), "script[%zu].%s", i,
+				 tr->actions[i].target ? "target" : "target2");
+		*ret = es == MODEL_WORKER_FAILED ?
+			send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				   "%s: a target needs a model to locate it, and the model failed "
+				   "to load (%s); give x and y instead", path,
+				   model_worker_error(s->ctx.worker)) :
+			send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				   "%s: a target needs a model to locate it, and holod was started "
+				   "without one (--model); give x and y instead", path);
+		ipc_task_request_destroy(tr);
+		return false;
+	}
+	return true;
+}
+
 static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connection *c,
 				      struct request *req, const struct route_args *a)
 {
@@ -442,6 +477,8 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 	r = ipc_task_request_parse(req->body ? req->body : "", req->len, &tr, msg, sizeof(msg));
 	if (r < 0)
 		return parse_error(c, r, msg);
+	if (!grounding_possible(s, c, tr, "script", &ret))
+		return ret;
 	if (tr->kind == IPC_TASK_KIND_INSTRUCTION) {
 		/* A model still loading accepts the task: it waits in the queue for the load. */
 		enum model_worker_state es = model_worker_state(s->ctx.worker);
@@ -849,6 +886,8 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 	char display[IPC_MAX_DISPLAY_NAME_BYTES + 1] = "";
 	if (tr->options.display)
 		snprintf(display, sizeof(display), "%s", tr->options.display);
+	if (!grounding_possible(s, c, tr, "action", &ret))
+		return ret;
 	r = scheduler_submit(s->ctx.scheduler, tr, &id);
 	if (r == -ENXIO)
 		return send_no_such_display(s, c, display);

@@ -197,7 +197,11 @@ static void *executor_main(void *userdata)
 				   .writer = s->writer,
 				   .state_dir = s->state_dir,
 				   .progress = notify_cb,
-				   .userdata = s};
+				   .userdata = s,
+				   /* Scripts' grounded actions ask the model (http.c refuses them
+				    * without one). */
+				   .ground = s->agent.worker ? agent_ground : NULL,
+				   .ground_ctx = &s->agent};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
