@@ -1128,6 +1128,7 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 		snprintf(err, errlen, "%s", strerror(-r));
 		goto finish;
 	}
+	ej.img = img;
 	r = model_worker_call(cfg->worker, job_encode, &ej);
 	engine_image_destroy(img);
 	if (r < 0) {

@@ -306,9 +306,9 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		}
 	}
 	if (mr >= 0 && s.has_point)
-		mr = map_point(run, &s, a->x, a->y, &s.px, &s.py, maperr, sizeof(maperr));
+		mr = map_point(run, &s, s.model_x, s.model_y, &s.px, &s.py, maperr, sizeof(maperr));
 	if (mr >= 0 && s.has_point2)
-		mr = map_point(run, &s, a->x2, a->y2, &s.px2, &s.py2, maperr, sizeof(maperr));
+		mr = map_point(run, &s, s.model_x2, s.model_y2, &s.px2, &s.py2, maperr, sizeof(maperr));
 	if (mr < 0)
 		s.has_point = s.has_point2 = false;
 	uint64_t t2 = time_mono_us();

@@ -23,15 +23,9 @@ start_holod
 # run_script NAME JSON: submits a script and waits for its end; TASK is its id and $BODY the
 # final task.
 run_script() {
-	api POST /v1/tasks "$2"
-	expect_code "$1 submitted" 201
-	TASK=$(jq -r .id "$BODY")
+	submit "$2"
 	wait_until 60 task_final "$TASK" || fail "$1: task $TASK did not end"
 	api GET "/v1/tasks/$TASK"
-}
-task_final() {
-	curl -sS --unix-socket "$SOCK" "http://holod/v1/tasks/$1" |
-		jq -e '.status | IN("succeeded", "failed", "cancelled")'
 }
 # step_field TASK N FILTER: a member of step N.
 step_field() {
