@@ -1,10 +1,17 @@
 /* Many-token matrix products through oneDNN's matmul (cpu_dnnl.h).
  *
- * One oneDNN CPU engine and stream for the process, created on first use. A product is a matmul
- * primitive for (T, in, out, ldy, accumulate, layout): primitives are kept in a small cache
- * (CACHE_SIZE, least recently used out), since creating one JIT-compiles its kernels. The bf16
- * copy of x lives in one buffer grown to the largest product seen. The lock serialises all of
- * it: the stream, the cache, the buffer and the OpenMP thread count.
+ * DESIGN (threads): one set of threads. oneDNN's own OpenMP threads are never started: every
+ * oneDNN call runs with an OpenMP thread count of 1, on the engine pool (cpu.h). A product is
+ * one pool job whose task i runs the matmul of the i-th run of rows (one run per thread,
+ * multiples of ROW_ALIGN rows) on the thread that takes it, with that thread's stream and
+ * scratchpad; every task reads the whole weight. So nothing of oneDNN spins while the pool's
+ * workers wait for work or the other way round, and --threads sizes both.
+ *
+ * A run's product is a matmul primitive for (rows, in, out, ldy, accumulate, layout),
+ * kept in a small cache (CACHE_SIZE, least recently used out), since creating one JIT-compiles
+ * its kernels. The bf16 copy of x lives in one buffer grown to the largest product seen and is
+ * read by every slice. The lock serialises the cache, the buffer, the streams and scratchpads
+ * (one product at a time, as the pool runs one job at a time).
  *
  * The reordered layout is the one oneDNN chooses for REF_T rows; every product with that weight
  * then names that layout explicitly, which the brgemm matmul accepts for any row count (if some
@@ -15,6 +22,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,27 +40,36 @@
 
 #define CACHE_SIZE 64
 #define REF_T 256
+#define ROW_ALIGN 32
 
 /* libgomp's, which libdnnl links: the thread count of the calling thread's parallel regions
  * (declared here because clang's resource directory has no omp.h) */
 void omp_set_num_threads(int n);
 
+/* Output columns [n0, n0 + n) of a weight. */
+struct slice {
+	int n0, n;
+	dnnl_memory_desc_t md; /* dims {in, n} */
+	dnnl_memory_t mem;
+	void *owned; /* the reordered copy; NULL when reading the plain rows */
+};
+
 struct cpu_dnnl_weight {
 	int in, out;
 	enum cpu_dnnl_layout layout;
-	dnnl_memory_desc_t md; /* dims {in, out} */
-	dnnl_memory_t mem;
-	void *owned; /* the bf16 copy or the reordered one; NULL when reading the tensor */
+	uint16_t *copy; /* the bf16 copy of a tensor of another dtype, else NULL */
 	size_t owned_bytes;
+	int n_slices;
+	struct slice s[];
 };
 
 struct cache_entry {
-	int T, in, out;
+	int T, in, n;
 	size_t ldy;
 	bool accumulate;
-	dnnl_memory_desc_t wmd;
+	dnnl_memory_desc_t wmd, src_md, dst_md, scratch_md;
+	size_t scratch_bytes;
 	dnnl_primitive_t prim;
-	dnnl_memory_t src, dst;
 	uint64_t used;
 };
 
@@ -61,7 +78,9 @@ static struct {
 	pthread_once_t once;
 	int init_error; /* 0 or -ENOTSUP */
 	dnnl_engine_t engine;
-	dnnl_stream_t stream;
+	dnnl_stream_t streams[CPU_MAX_THREADS]; /* per pool thread, created on first use */
+	void *scratch[CPU_MAX_THREADS];          /* per pool thread: the primitives' scratchpads */
+	size_t scratch_size[CPU_MAX_THREADS];
 	struct cache_entry cache[CACHE_SIZE];
 	int n_cache;
 	uint64_t clock;
@@ -76,15 +95,9 @@ static struct {
 
 static void init_once(void)
 {
-	if (dnnl_engine_create(&g.engine, dnnl_cpu, 0) != dnnl_success) {
+	omp_set_num_threads(1);
+	if (dnnl_engine_create(&g.engine, dnnl_cpu, 0) != dnnl_success)
 		g.init_error = -ENOTSUP;
-		return;
-	}
-	if (dnnl_stream_create(&g.stream, g.engine, dnnl_stream_default_flags) != dnnl_success) {
-		dnnl_engine_destroy(g.engine);
-		g.engine = NULL;
-		g.init_error = -ENOTSUP;
-	}
 }
 
 static int init(void)
@@ -188,19 +201,19 @@ void cpu_round_bf16_rows(float *x, size_t ldx, int T, int n)
 	}
 }
 
-/* ---- primitives --------------------------------------------------------------------------- */
+/* ---- primitives ------------------------------------------------------------------------- */
 
 static int status_errno(dnnl_status_t s)
 {
 	return s == dnnl_out_of_memory ? -ENOMEM : -ENOTSUP;
 }
 
-/* The matmul of T rows against a weight of layout wmd (format `any` to let oneDNN choose). */
-static int matmul_pd(int T, int in, int out, const dnnl_memory_desc_t *wmd, size_t ldy,
+/* The matmul of T rows against n columns of layout wmd (format `any` to let oneDNN choose). */
+static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t ldy,
 		     bool accumulate, dnnl_primitive_desc_t *ret)
 {
 	dnnl_memory_desc_t src, dst;
-	dnnl_dims_t sdims = {T, in}, ddims = {T, out}, dstrides = {(dnnl_dim_t)ldy, 1};
+	dnnl_dims_t sdims = {T, in}, ddims = {T, n}, dstrides = {(dnnl_dim_t)ldy, 1};
 	dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src, 2, sdims, dnnl_bf16, dnnl_ab);
 	if (s == dnnl_success)
 		s = dnnl_memory_desc_init_by_strides(&dst, 2, ddims, dnnl_f32, dstrides);
@@ -212,10 +225,11 @@ static int matmul_pd(int T, int in, int out, const dnnl_memory_desc_t *wmd, size
 		return status_errno(s);
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
-	if (accumulate) {
-		s = dnnl_primitive_attr_create(&attr);
-		if (s == dnnl_success)
-			s = dnnl_post_ops_create(&po);
+	s = dnnl_primitive_attr_create(&attr);
+	if (s == dnnl_success)
+		s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+	if (s == dnnl_success && accumulate) {
+		s = dnnl_post_ops_create(&po);
 		if (s == dnnl_success)
 			s = dnnl_post_ops_append_sum(po, 1.0f);
 		if (s == dnnl_success)
@@ -234,22 +248,18 @@ static void entry_clear(struct cache_entry *e)
 {
 	if (e->prim)
 		dnnl_primitive_destroy(e->prim);
-	if (e->src)
-		dnnl_memory_destroy(e->src);
-	if (e->dst)
-		dnnl_memory_destroy(e->dst);
 	memset(e, 0, sizeof(*e));
 }
 
-/* The cached primitive for this product, created on a miss. Called with the lock held. */
-static int cache_get(const struct cpu_dnnl_weight *w, int T, size_t ldy, bool accumulate,
-		     struct cache_entry **ret)
+/* The cached primitive for slice sl of w, created on a miss. Called with the lock held. */
+static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, int T, size_t ldy,
+		     bool accumulate, struct cache_entry **ret)
 {
 	struct cache_entry *victim = NULL;
 	for (int i = 0; i < g.n_cache; i++) {
 		struct cache_entry *e = &g.cache[i];
-		if (e->T == T && e->in == w->in && e->out == w->out && e->ldy == ldy &&
-		    e->accumulate == accumulate && dnnl_memory_desc_equal(&e->wmd, &w->md)) {
+		if (e->T == T && e->in == w->in && e->n == sl->n && e->ldy == ldy &&
+		    e->accumulate == accumulate && dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
 			e->used = ++g.clock;
 			*ret = e;
 			return 0;
@@ -263,16 +273,23 @@ static int cache_get(const struct cpu_dnnl_weight *w, int T, size_t ldy, bool ac
 		entry_clear(victim);
 
 	dnnl_primitive_desc_t pd;
-	int r = matmul_pd(T, w->in, w->out, &w->md, ldy, accumulate, &pd);
+	int r = matmul_pd(T, w->in, sl->n, &sl->md, ldy, accumulate, &pd);
 	if (r < 0)
 		goto drop;
+	/* oneDNN's reference matmul (what it falls back to for a weight layout its fast kernels
+	 * do not take at this row count) is far slower than cpu_matmul(): refused */
+	const char *impl = NULL;
+	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+	    !impl || strncmp(impl, "ref", 3) == 0) {
+		dnnl_primitive_desc_destroy(pd);
+		r = -ENOTSUP;
+		goto drop;
+	}
 	dnnl_status_t s = dnnl_primitive_create(&victim->prim, pd);
-	if (s == dnnl_success)
-		s = dnnl_memory_create(&victim->src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-				       g.engine, DNNL_MEMORY_NONE);
-	if (s == dnnl_success)
-		s = dnnl_memory_create(&victim->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-				       g.engine, DNNL_MEMORY_NONE);
+	victim->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+	victim->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+	victim->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+	victim->scratch_bytes = dnnl_memory_desc_get_size(&victim->scratch_md);
 	dnnl_primitive_desc_destroy(pd);
 	if (s != dnnl_success) {
 		r = status_errno(s);
@@ -280,10 +297,10 @@ static int cache_get(const struct cpu_dnnl_weight *w, int T, size_t ldy, bool ac
 	}
 	victim->T = T;
 	victim->in = w->in;
-	victim->out = w->out;
+	victim->n = sl->n;
 	victim->ldy = ldy;
 	victim->accumulate = accumulate;
-	victim->wmd = w->md;
+	victim->wmd = sl->md;
 	victim->used = ++g.clock;
 	*ret = victim;
 	return 0;
@@ -298,31 +315,49 @@ drop:
 	return r;
 }
 
-static int run(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
+/* Runs p on the calling thread with one OpenMP thread, on stream st. */
+static int run(dnnl_stream_t st, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
 {
-	omp_set_num_threads(cpu_threads());
-	dnnl_status_t s = dnnl_primitive_execute(p, g.stream, nargs, args);
+	omp_set_num_threads(1);
+	dnnl_status_t s = dnnl_primitive_execute(p, st, nargs, args);
 	if (s == dnnl_success)
-		s = dnnl_stream_wait(g.stream);
+		s = dnnl_stream_wait(st);
 	return s == dnnl_success ? 0 : status_errno(s);
+}
+
+/* The stream of pool thread t. Called with the lock held. */
+static int stream_of(int t, dnnl_stream_t *ret)
+{
+	if (!g.streams[t] &&
+	    dnnl_stream_create(&g.streams[t], g.engine, dnnl_stream_default_flags) != dnnl_success) {
+		g.streams[t] = NULL;
+		return -ENOMEM;
+	}
+	*ret = g.streams[t];
+	return 0;
 }
 
 /* ---- weights ------------------------------------------------------------------------------ */
 
-/* Reorders the plain bf16 weight at `plain` into w->md (already the chosen layout), into a new
- * buffer. Called with the lock held. */
-static int reorder_weight(struct cpu_dnnl_weight *w, const dnnl_memory_desc_t *plain_md,
-			  const void *plain)
+/* Reorders the plain slice at `plain` (plain_md) into sl->md, a new buffer. Called with the
+ * lock held. */
+static int reorder_slice(struct slice *sl, const dnnl_memory_desc_t *plain_md, const void *plain,
+			 size_t *bytes)
 {
-	w->owned_bytes = dnnl_memory_desc_get_size(&w->md);
-	if (posix_memalign(&w->owned, 64, MAX(w->owned_bytes, 64)) != 0) {
-		w->owned = NULL;
+	size_t n = dnnl_memory_desc_get_size(&sl->md);
+	if (posix_memalign(&sl->owned, 64, MAX(n, 64)) != 0) {
+		sl->owned = NULL;
 		return -ENOMEM;
 	}
+	*bytes += n;
+	dnnl_stream_t st;
+	int r = stream_of(0, &st);
+	if (r < 0)
+		return r;
 	dnnl_primitive_desc_t rpd;
 	dnnl_primitive_t rp = NULL;
 	dnnl_memory_t from = NULL, to = NULL;
-	dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, plain_md, g.engine, &w->md,
+	dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, plain_md, g.engine, &sl->md,
 							     g.engine, NULL);
 	if (s != dnnl_success)
 		return status_errno(s);
@@ -331,11 +366,11 @@ static int reorder_weight(struct cpu_dnnl_weight *w, const dnnl_memory_desc_t *p
 	if (s == dnnl_success)
 		s = dnnl_memory_create(&from, plain_md, g.engine, (void *)plain);
 	if (s == dnnl_success)
-		s = dnnl_memory_create(&to, &w->md, g.engine, w->owned);
-	int r = status_errno(s);
+		s = dnnl_memory_create(&to, &sl->md, g.engine, sl->owned);
+	r = status_errno(s);
 	if (s == dnnl_success) {
 		dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-		r = run(rp, 2, args);
+		r = run(st, rp, 2, args);
 	}
 	if (to)
 		dnnl_memory_destroy(to);
@@ -344,6 +379,36 @@ static int reorder_weight(struct cpu_dnnl_weight *w, const dnnl_memory_desc_t *p
 	if (rp)
 		dnnl_primitive_destroy(rp);
 	return r;
+}
+
+/* Prepares slice sl of the plain bf16 rows `plain` ([out][in]). Called with the lock held. */
+static int slice_prepare(struct cpu_dnnl_weight *w, struct slice *sl, const uint16_t *plain)
+{
+	dnnl_memory_desc_t plain_md, any_md;
+	dnnl_dims_t dims = {w->in, sl->n}, strides = {1, w->in};
+	if (dnnl_memory_desc_init_by_strides(&plain_md, 2, dims, dnnl_bf16, strides) != dnnl_success ||
+	    dnnl_memory_desc_init_by_tag(&any_md, 2, dims, dnnl_bf16, dnnl_format_tag_any) !=
+		    dnnl_success)
+		return -ENOTSUP;
+	const uint16_t *rows = plain + (size_t)sl->n0 * w->in;
+	dnnl_primitive_desc_t pd;
+	int r = matmul_pd(REF_T, w->in, sl->n, w->layout == CPU_DNNL_REORDERED ? &any_md : &plain_md,
+			  (size_t)sl->n, false, &pd);
+	if (r < 0)
+		return r;
+	const char *impl = NULL;
+	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+		snprintf(g.impl, sizeof(g.impl), "%s", impl);
+	sl->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+	dnnl_primitive_desc_destroy(pd);
+	if (w->layout == CPU_DNNL_REORDERED && (r = reorder_slice(sl, &plain_md, rows, &w->owned_bytes)) < 0)
+		return r;
+	void *data = sl->owned ? sl->owned : (void *)rows;
+	if (dnnl_memory_create(&sl->mem, &sl->md, g.engine, data) != dnnl_success) {
+		sl->mem = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout,
@@ -355,80 +420,61 @@ int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout,
 	int r = init();
 	if (r < 0)
 		return r;
-	struct cpu_dnnl_weight *w = calloc(1, sizeof(*w));
+	int out = (int)t->shape[0], in = (int)t->shape[1];
+	/* One slice: column slices would write y with a row stride wider than the slice, which
+	 * oneDNN 2.6's brgemm (AMX) matmul does not take (it falls back to its plain jit GEMM), so
+	 * products split their rows over the pool instead. */
+	int n_slices = 1, per = out;
+	struct cpu_dnnl_weight *w = calloc(1, sizeof(*w) + (size_t)n_slices * sizeof(w->s[0]));
 	if (!w)
 		return -ENOMEM;
-	w->out = (int)t->shape[0];
-	w->in = (int)t->shape[1];
+	w->out = out;
+	w->in = in;
 	w->layout = layout;
-	size_t n = (size_t)w->in * (size_t)w->out;
+	w->n_slices = n_slices;
+	for (int i = 0; i < n_slices; i++) {
+		w->s[i].n0 = i * per;
+		w->s[i].n = MIN(per, out - i * per);
+	}
+	size_t n = (size_t)in * (size_t)out;
 
 	/* the plain bf16 rows: the tensor itself, or a converted copy */
-	const void *plain = t->data;
-	uint16_t *copy = NULL;
+	const uint16_t *plain = t->data;
 	if (t->dtype != TENSOR_BF16) {
-		if (posix_memalign((void **)&copy, 64, MAX(n * sizeof(uint16_t), 64)) != 0) {
+		if (posix_memalign((void **)&w->copy, 64, MAX(n * sizeof(uint16_t), 64)) != 0) {
+			w->copy = NULL;
 			r = -ENOMEM;
-			goto free_w;
+			goto fail;
 		}
-		float *row = malloc((size_t)w->in * sizeof(float));
+		float *row = malloc((size_t)in * sizeof(float));
 		if (!row) {
 			r = -ENOMEM;
-			goto free_copy;
+			goto fail;
 		}
-		for (int o = 0; o < w->out; o++) {
-			cpu_tensor_to_f32(t, (size_t)o * w->in, (size_t)w->in, row);
-			cpu_f32_to_bf16(row, copy + (size_t)o * w->in, (size_t)w->in);
+		for (int o = 0; o < out; o++) {
+			cpu_tensor_to_f32(t, (size_t)o * in, (size_t)in, row);
+			cpu_f32_to_bf16(row, w->copy + (size_t)o * in, (size_t)in);
 		}
 		free(row);
-		plain = copy;
-	}
-	dnnl_memory_desc_t plain_md, any_md;
-	dnnl_dims_t dims = {w->in, w->out};
-	if (dnnl_memory_desc_init_by_tag(&plain_md, 2, dims, dnnl_bf16, dnnl_ba) != dnnl_success ||
-	    dnnl_memory_desc_init_by_tag(&any_md, 2, dims, dnnl_bf16, dnnl_format_tag_any) !=
-		    dnnl_success) {
-		r = -ENOTSUP;
-		goto free_copy;
-	}
-
-	pthread_mutex_lock(&g.lock);
-	dnnl_primitive_desc_t pd;
-	r = matmul_pd(REF_T, w->in, w->out, layout == CPU_DNNL_REORDERED ? &any_md : &plain_md,
-		      (size_t)w->out, false, &pd);
-	if (r < 0)
-		goto unlock;
-	const char *impl = NULL;
-	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-		snprintf(g.impl, sizeof(g.impl), "%s", impl);
-	w->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-	dnnl_primitive_desc_destroy(pd);
-	if (layout == CPU_DNNL_REORDERED) {
-		r = reorder_weight(w, &plain_md, plain);
-		if (r < 0)
-			goto unlock;
-		free(copy);
-		copy = NULL;
-	} else if (copy) {
-		w->owned = copy;
+		plain = w->copy;
 		w->owned_bytes = n * sizeof(uint16_t);
-		copy = NULL;
 	}
-	void *data = w->owned ? w->owned : (void *)plain;
-	if (dnnl_memory_create(&w->mem, &w->md, g.engine, data) != dnnl_success) {
-		r = -ENOMEM;
-		goto unlock;
-	}
+	pthread_mutex_lock(&g.lock);
+	for (int i = 0; i < n_slices && r == 0; i++)
+		r = slice_prepare(w, &w->s[i], plain);
 	pthread_mutex_unlock(&g.lock);
+	if (r < 0)
+		goto fail;
+	if (layout == CPU_DNNL_REORDERED && w->copy) {
+		/* the slices hold their own copies now */
+		free(w->copy);
+		w->copy = NULL;
+		w->owned_bytes -= n * sizeof(uint16_t);
+	}
 	*ret = w;
 	return 0;
-unlock:
-	pthread_mutex_unlock(&g.lock);
-free_copy:
-	free(copy);
-free_w:
-	free(w->owned);
-	free(w);
+fail:
+	cpu_dnnl_weight_destroy(w);
 	return r;
 }
 
@@ -436,9 +482,12 @@ void cpu_dnnl_weight_destroy(struct cpu_dnnl_weight *w)
 {
 	if (!w)
 		return;
-	if (w->mem)
-		dnnl_memory_destroy(w->mem);
-	free(w->owned);
+	for (int i = 0; i < w->n_slices; i++) {
+		if (w->s[i].mem)
+			dnnl_memory_destroy(w->s[i].mem);
+		free(w->s[i].owned);
+	}
+	free(w->copy);
 	free(w);
 }
 
@@ -454,6 +503,48 @@ const char *cpu_dnnl_impl_name(void)
 
 /* ---- products ----------------------------------------------------------------------------- */
 
+struct product {
+	const struct cpu_dnnl_weight *w;
+	struct cache_entry **e; /* per task */
+	int rows;               /* per task (the last may have fewer) */
+	float *y;
+	size_t ldy;
+	_Atomic int err;
+};
+
+/* Rows [i * rows, ...) of the product, on the thread that takes the task. */
+static void product_task(void *ctx, int i, int thread)
+{
+	struct product *p = ctx;
+	const struct slice *sl = &p->w->s[0];
+	const struct cache_entry *e = p->e[i];
+	size_t t0 = (size_t)i * (size_t)p->rows;
+	dnnl_memory_t src = NULL, dst = NULL, scr = NULL;
+	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, g.xbuf + t0 * p->w->in);
+	if (s == dnnl_success)
+		s = dnnl_memory_create(&dst, &e->dst_md, g.engine, p->y + t0 * p->ldy);
+	if (s == dnnl_success)
+		s = dnnl_memory_create(&scr, &e->scratch_md, g.engine, g.scratch[thread]);
+	int r = status_errno(s);
+	if (s == dnnl_success) {
+		dnnl_exec_arg_t args[4] = {
+			{DNNL_ARG_SRC, src},
+			{DNNL_ARG_WEIGHTS, sl->mem},
+			{DNNL_ARG_DST, dst},
+			{DNNL_ARG_SCRATCHPAD, scr},
+		};
+		r = run(g.streams[thread], e->prim, 4, args);
+	}
+	if (r < 0)
+		atomic_store(&p->err, r);
+	if (scr)
+		dnnl_memory_destroy(scr);
+	if (dst)
+		dnnl_memory_destroy(dst);
+	if (src)
+		dnnl_memory_destroy(src);
+}
+
 int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
 		    size_t ldy, bool accumulate)
 {
@@ -462,6 +553,12 @@ int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx,
 	if (ldy < (size_t)w->out || ldx < (size_t)w->in)
 		return -EINVAL;
 	size_t need = (size_t)T * (size_t)w->in;
+	int threads = cpu_threads();
+	/* one run of rows per thread, ROW_ALIGN rows at least */
+	int rows = (T + threads - 1) / threads;
+	rows = (rows + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+	int n_tasks = (T + rows - 1) / rows;
+	struct cache_entry *entries[CPU_MAX_THREADS];
 	pthread_mutex_lock(&g.lock);
 	int r = 0;
 	if (need > g.xbuf_elems) {
@@ -474,23 +571,34 @@ int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx,
 		g.xbuf = b;
 		g.xbuf_elems = need;
 	}
-	struct cache_entry *e;
-	r = cache_get(w, T, ldy, accumulate, &e);
-	if (r < 0)
-		goto unlock;
+	size_t scratch = 0;
+	for (int i = 0; i < n_tasks; i++) {
+		int Ti = MIN(rows, T - i * rows);
+		if ((r = cache_get(w, &w->s[0], Ti, ldy, accumulate, &entries[i])) < 0)
+			goto unlock;
+		scratch = MAX(scratch, entries[i]->scratch_bytes);
+	}
+	for (int t = 0; t < threads; t++) {
+		dnnl_stream_t st;
+		if ((r = stream_of(t, &st)) < 0)
+			goto unlock;
+		if (!g.scratch[t] || scratch > g.scratch_size[t]) {
+			void *b = NULL;
+			if (posix_memalign(&b, 64, MAX(scratch, 64)) != 0) {
+				r = -ENOMEM;
+				goto unlock;
+			}
+			free(g.scratch[t]);
+			g.scratch[t] = b;
+			g.scratch_size[t] = MAX(scratch, 64);
+		}
+	}
 	for (int t = 0; t < T; t++)
 		cpu_f32_to_bf16(x + (size_t)t * ldx, g.xbuf + (size_t)t * w->in, (size_t)w->in);
-	if (dnnl_memory_set_data_handle(e->src, g.xbuf) != dnnl_success ||
-	    dnnl_memory_set_data_handle(e->dst, y) != dnnl_success) {
-		r = -ENOTSUP;
-		goto unlock;
-	}
-	dnnl_exec_arg_t args[3] = {
-		{DNNL_ARG_SRC, e->src},
-		{DNNL_ARG_WEIGHTS, w->mem},
-		{DNNL_ARG_DST, e->dst},
-	};
-	r = run(e->prim, 3, args);
+	struct product p = {.w = w, .e = entries, .rows = rows, .y = y, .ldy = ldy};
+	atomic_init(&p.err, 0);
+	cpu_parallel_for(n_tasks, product_task, &p);
+	r = atomic_load(&p.err);
 unlock:
 	pthread_mutex_unlock(&g.lock);
 	return r;

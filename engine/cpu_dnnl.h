@@ -13,10 +13,11 @@
  * layout oneDNN chooses for the matmul (CPU_DNNL_REORDERED: faster, but a second copy of every
  * weight in memory). Never per call.
  *
- * DESIGN (threads): oneDNN's threading runtime in Debian's build is OpenMP. Each product runs
- * with cpu_threads() OpenMP threads, under one process-wide lock, so products from two sessions
- * take turns like the engine pool's jobs do; the engine pool is idle while one runs (the caller
- * is the thread that would have handed it work).
+ * DESIGN (threads): one set of threads. oneDNN's threading runtime in Debian's build is OpenMP,
+ * whose threads would spin between products while the engine pool's workers wait for the rest
+ * of the forward, and the other way round. So oneDNN runs with one OpenMP thread per call and
+ * the parallelism is the engine pool's: each product is one pool job over runs of its rows
+ * (cpu_dnnl.c). --threads sizes both.
  */
 #pragma once
 
@@ -49,7 +50,9 @@ size_t cpu_dnnl_weight_bytes(const struct cpu_dnnl_weight *w);
 
 /* y[t, 0:out] (+)= W x[t, :] for t in [0, T), as cpu_matmul() does but with x rounded to bf16
  * (round to nearest even). x has row stride ldx, y row stride ldy (>= out). Returns 0, -ENOMEM
- * or -ENOTSUP (no primitive for this shape). Callable from any thread. */
+ * or -ENOTSUP, y untouched, where oneDNN has no fast kernel for the product (its reference
+ * matmul is refused: e.g. a reordered weight into a y with ldy > out). Callable from any thread
+ * but not from a pool task. */
 int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
 		    size_t ldy, bool accumulate);
 
