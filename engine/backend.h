@@ -106,12 +106,12 @@ struct backend_ops {
 	 * 0, or -EIO for a device failure (sequences in the batch are then undefined). NULL when
 	 * the backend cannot run the language model. */
 	int (*forward)(struct engine_backend *b, const struct backend_batch *batch);
-	/* Device profiling (engine_backend_profile()); NULL on a backend without a device. */
+	/* Profiling (engine_backend_profile()): a device's kernels, or the CPU's operations. */
 	int (*profile)(struct engine_backend *b, bool on);
 	int (*profile_report)(struct engine_backend *b, char ***ret_lines);
 	/* Encodes n_tiles preprocessed tiles of `v` as engine_vision_encode() does (its input and
-	 * output layout, host buffers) with the backend's device and precision. NULL: the CPU path,
-	 * engine_vision_encode() itself. Returns 0, -ENOMEM, -EIO (engine_vision_encode_on()). */
+	 * output layout, host buffers) with the backend's device and precision (the CPU's bf16:
+	 * oneDNN's products). NULL: engine_vision_encode() itself. Returns 0, -ENOMEM, -EIO (engine_vision_encode_on()). */
 	int (*vision_encode)(struct engine_backend *b, const struct engine_vision *v,
 			     const float *pixels, int n_tiles, float *out);
 	/* Fills the backend-specific parts of *ret (device name, memory). */

@@ -12,6 +12,7 @@
  * the state carries over); batched GEMMs across sequences are a later step.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,17 @@
 #include "common.h"
 #include "cpu.h"
 #include "lm.h"
+#include "vision.h"
 
 struct cpu_backend {
 	struct engine_backend base;
 	struct lm_prepared prep;
 	struct lm_profile prof;
+	/* bf16: the vision handle last encoded (by engine_vision_id()) and its matrices prepared
+	 * for oneDNN, under vision_lock */
+	pthread_mutex_t vision_lock;
+	uint64_t vision_id;
+	struct vision_gemms *vision;
 };
 
 static size_t conv_floats(const struct lm_dims *dm)
@@ -391,8 +398,33 @@ oom:
 	return -ENOMEM;
 }
 
+/* bf16: the tiles through oneDNN's products, the handle's matrices prepared on its first
+ * encode (a different handle replaces them); fp32: engine_vision_encode(). */
+static int cpu_vision_encode(struct engine_backend *b, const struct engine_vision *v,
+			     const float *pixels, int n_tiles, float *out)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	if (!cb->prep.bf16)
+		return engine_vision_encode(v, pixels, n_tiles, out);
+	pthread_mutex_lock(&cb->vision_lock);
+	int r = 0;
+	if (!cb->vision || cb->vision_id != engine_vision_id(v)) {
+		vision_gemms_destroy(cb->vision);
+		cb->vision = NULL;
+		r = vision_gemms_create(engine_vision_weights(v), cpu_gemm_layout(), &cb->vision);
+		if (r == 0)
+			cb->vision_id = engine_vision_id(v);
+	}
+	if (r == 0)
+		r = vision_encode_gemms(v, cb->vision, pixels, n_tiles, out);
+	pthread_mutex_unlock(&cb->vision_lock);
+	return r == -ENOTSUP ? engine_vision_encode(v, pixels, n_tiles, out) : r;
+}
+
 static void cpu_destroy(struct engine_backend *b)
 {
+	vision_gemms_destroy(((struct cpu_backend *)b)->vision);
+	pthread_mutex_destroy(&((struct cpu_backend *)b)->vision_lock);
 	lm_prepared_finish(&((struct cpu_backend *)b)->prep);
 	free(b);
 }
@@ -412,6 +444,7 @@ static const struct backend_ops cpu_ops = {
 	.info = cpu_info,
 	.profile = cpu_profile,
 	.profile_report = cpu_profile_report,
+	.vision_encode = cpu_vision_encode,
 };
 
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
@@ -436,6 +469,7 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		return NULL;
 	}
 	cb->prep.prof = &cb->prof;
+	pthread_mutex_init(&cb->vision_lock, NULL);
 	struct engine_backend *b = &cb->base;
 	backend_init(b, &cpu_ops, m, opts);
 	b->kind = ENGINE_BACKEND_CPU;

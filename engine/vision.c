@@ -234,6 +234,12 @@ int engine_vision_embed_dim(const struct engine_vision *v)
 int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
 			 float *out)
 {
+	return vision_encode_gemms(v, NULL, pixels, n_tiles, out);
+}
+
+int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms *gm,
+			const float *pixels, int n_tiles, float *out)
+{
 	size_t tile_floats = (size_t)3 * v->pre.tile_size * v->pre.tile_size;
 	size_t rows_out = (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
 	float *feat;
@@ -245,10 +251,11 @@ int engine_vision_encode(const struct engine_vision *v, const float *pixels, int
 	if (!feat)
 		return -ENOMEM;
 	for (int t = 0; t < n_tiles && r >= 0; t++) {
-		r = vision_vit_forward(&v->w, pixels + (size_t)t * tile_floats, v->grid, v->grid, v->pos,
-				       feat);
+		r = vision_vit_forward_gemms(&v->w, gm, pixels + (size_t)t * tile_floats, v->grid,
+					     v->grid, v->pos, feat);
 		if (r >= 0)
-			r = vision_project(&v->w, feat, v->grid, v->grid, out + (size_t)t * rows_out);
+			r = vision_project_gemms(&v->w, gm, feat, v->grid, v->grid,
+						 out + (size_t)t * rows_out);
 	}
 	free(feat);
 	return r < 0 ? r : 0;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cpu_dnnl.h"
 #include "engine.h"
 #include "model.h"
 
@@ -85,6 +86,35 @@ int vision_pos_embed(const struct vision_weights *w, int rows, int cols, float *
  * Returns 0, -ENOMEM. */
 int vision_vit_forward(const struct vision_weights *w, const float *pixels, int rows, int cols,
 		       const float *pos, float *features);
+
+/* bf16 precision on the CPU: the encoder's matrices prepared for oneDNN (cpu_dnnl.h), whose
+ * products then take bf16-rounded inputs (vision_gemm()). */
+struct vision_gemms {
+	struct cpu_dnnl_weight *embedder, *mlp1_fc1, *mlp1_fc3;
+	struct {
+		struct cpu_dnnl_weight *m[4]; /* qkv, proj, fc1, fc2 */
+	} *blocks;
+	int depth;
+};
+/* Returns 0, -ENOMEM or -ENOTSUP (cpu_dnnl_weight_create()). w must outlive *ret. */
+int vision_gemms_create(const struct vision_weights *w, enum cpu_dnnl_layout layout,
+			struct vision_gemms **ret);
+/* Accepts NULL. */
+void vision_gemms_destroy(struct vision_gemms *g);
+/* y (+)= W x: with dw, x rounded to bf16 in place (it must be the product's input only) and
+ * the product through oneDNN (cpu_matmul() where oneDNN has no fast kernel); without,
+ * cpu_matmul(). Returns 0, -ENOMEM. */
+int vision_gemm(const struct cpu_dnnl_weight *dw, const struct tensor *w, float *x, size_t ldx,
+		int T, float *y, size_t ldy, bool accumulate);
+/* vision_vit_forward(), vision_project() and engine_vision_encode() with the products of gm
+ * (NULL: fp32, cpu_matmul()). */
+int vision_vit_forward_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
+			     const float *pixels, int rows, int cols, const float *pos,
+			     float *features);
+int vision_project_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
+			 const float *features, int rows, int cols, float *out);
+int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms *gm,
+			const float *pixels, int n_tiles, float *out);
 
 /* Pixel shuffle v2 (model.md 4.6) and mlp1 (4.7) on one tile's features [rows][cols][width]
  * (rows, cols divisible by the shuffle factor): writes (rows/s) * (cols/s) rows of out_dim

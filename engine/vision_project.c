@@ -46,6 +46,12 @@ void vision_relu2(float *h, size_t n)
 int vision_project(const struct vision_weights *w, const float *features, int rows, int cols,
 		   float *out)
 {
+	return vision_project_gemms(w, NULL, features, rows, cols, out);
+}
+
+int vision_project_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
+			 const float *features, int rows, int cols, float *out)
+{
 	const int s = w->shuffle, D = w->width, P = w->proj_in, H = w->proj_hidden;
 	const int orow = rows / s, ocol = cols / s, n = orow * ocol;
 	float *x = NULL, *h = NULL, *g = NULL;
@@ -61,10 +67,12 @@ int vision_project(const struct vision_weights *w, const float *features, int ro
 	cpu_tensor_to_f32(&w->mlp1_norm, 0, (size_t)P, g);
 
 	vision_shuffle_norm(features, rows, cols, D, s, g, x);
-	if ((r = cpu_matmul(&w->mlp1_fc1, x, (size_t)P, n, h, (size_t)H, false)) < 0)
+	if ((r = vision_gemm(gm ? gm->mlp1_fc1 : NULL, &w->mlp1_fc1, x, (size_t)P, n, h, (size_t)H,
+			     false)) < 0)
 		goto out;
 	vision_relu2(h, (size_t)n * H);
-	r = cpu_matmul(&w->mlp1_fc3, h, (size_t)H, n, out, (size_t)w->out_dim, false);
+	r = vision_gemm(gm ? gm->mlp1_fc3 : NULL, &w->mlp1_fc3, h, (size_t)H, n, out,
+			(size_t)w->out_dim, false);
 out:
 	free(x);
 	free(h);

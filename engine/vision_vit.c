@@ -265,6 +265,13 @@ static void vec(const struct tensor *t, float **p, float **cursor)
 int vision_vit_forward(const struct vision_weights *w, const float *pixels, int rows, int cols,
 		       const float *pos, float *features)
 {
+	return vision_vit_forward_gemms(w, NULL, pixels, rows, cols, pos, features);
+}
+
+int vision_vit_forward_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
+			     const float *pixels, int rows, int cols, const float *pos,
+			     float *features)
+{
 	const int D = w->width, T = w->n_prefix, M = w->mlp, p = w->patch;
 	const int N = rows * cols, L = T + N, pp = p * p;
 	float *x = NULL, *a = NULL, *qkv = NULL, *att = NULL, *hid = NULL, *patches = NULL;
@@ -283,8 +290,8 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
 		goto out;
 
 	vision_patchify(pixels, rows, cols, p, patches);
-	if ((r = cpu_matmul(&w->embedder, patches, (size_t)3 * pp, N, x + (size_t)T * D, (size_t)D,
-			    false)) < 0)
+	if ((r = vision_gemm(gm ? gm->embedder : NULL, &w->embedder, patches, (size_t)3 * pp, N,
+			     x + (size_t)T * D, (size_t)D, false)) < 0)
 		goto out;
 	for (size_t k = 0; k < (size_t)N * D; k++)
 		x[(size_t)T * D + k] += pos[k];
@@ -304,20 +311,24 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
 		vec(&b->fc2_b, &bv.fc2b, &cursor);
 
 		vision_layernorm_rows(x, D, a, D, L, D, bv.n1w, bv.n1b);
-		if ((r = cpu_matmul(&b->qkv_w, a, D, L, qkv, (size_t)3 * D, false)) < 0)
+		if ((r = vision_gemm(gm ? gm->blocks[i].m[0] : NULL, &b->qkv_w, a, D, L, qkv,
+				     (size_t)3 * D, false)) < 0)
 			goto out;
 		vision_bias_rows(qkv, (size_t)3 * D, L, 3 * D, bv.qkvb);
 		if ((r = vision_attention(qkv, att, L, D, w->heads)) < 0)
 			goto out;
-		if ((r = cpu_matmul(&b->proj_w, att, D, L, x, D, true)) < 0)
+		if ((r = vision_gemm(gm ? gm->blocks[i].m[1] : NULL, &b->proj_w, att, D, L, x, D,
+				     true)) < 0)
 			goto out;
 		vision_bias_rows(x, D, L, D, bv.projb);
 
 		vision_layernorm_rows(x, D, a, D, L, D, bv.n2w, bv.n2b);
-		if ((r = cpu_matmul(&b->fc1_w, a, D, L, hid, M, false)) < 0)
+		if ((r = vision_gemm(gm ? gm->blocks[i].m[2] : NULL, &b->fc1_w, a, D, L, hid, M,
+				     false)) < 0)
 			goto out;
 		vision_bias_gelu_rows(hid, M, L, M, bv.fc1b);
-		if ((r = cpu_matmul(&b->fc2_w, hid, M, L, x, D, true)) < 0)
+		if ((r = vision_gemm(gm ? gm->blocks[i].m[3] : NULL, &b->fc2_w, hid, M, L, x, D,
+				     true)) < 0)
 			goto out;
 		vision_bias_rows(x, D, L, D, bv.fc2b);
 	}

@@ -97,6 +97,24 @@ static void test_pos(const struct vision_weights *w)
 	st_file_destroy(f);
 }
 
+/* The CPU backend in bf16 precision (oneDNN's products), for the bf16-vs-fp32 check. */
+static struct engine_backend *bf16_backend;
+
+/* Smallest cosine similarity over rows of dim floats, in double. */
+static double min_row_cosine(const float *a, const float *b, size_t rows, size_t dim)
+{
+	double worst = 1;
+	for (size_t r = 0; r < rows; r++) {
+		double ab = 0, aa = 0, bb = 0;
+		for (size_t i = 0; i < dim; i++) {
+			double x = a[r * dim + i], y = b[r * dim + i];
+			ab += x * y, aa += x * x, bb += y * y;
+		}
+		worst = fmin(worst, ab / sqrt(aa * bb));
+	}
+	return worst;
+}
+
 static void test_case(const struct engine_vision *v, const struct vision_weights *w,
 		      const char *image, int max_tiles)
 {
@@ -167,6 +185,17 @@ static void test_case(const struct engine_vision *v, const struct vision_weights
 			CHECK(memcmp(out, out2, sizeof(float) * n_proj) == 0);
 	}
 	free(out2);
+
+	/* --precision bf16 on the CPU (the products' inputs rounded to bf16, through oneDNN):
+	 * every projector row within cosine 0.999 of fp32 */
+	float *out16 = malloc(sizeof(float) * n_proj);
+	REQUIRE(out16);
+	CHECK_INT_EQ(engine_vision_encode_on(bf16_backend, v, px, g.n_tiles, out16), 0);
+	double cos16 = min_row_cosine(out16, out, n_proj / (size_t)dim, (size_t)dim);
+	printf("%s, %d tiles: bf16 projector rows, min cosine to fp32 %.6f\n", image, g.n_tiles,
+	       cos16);
+	CHECK(cos16 >= 0.999);
+	free(out16);
 	free(out);
 	free(px);
 	engine_image_destroy(img);
@@ -309,6 +338,11 @@ int main(void)
 	CHECK_INT_EQ(engine_vision_image_token(v), 250);
 	CHECK_INT_EQ(engine_vision_embed_dim(v), 64);
 
+	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
+					    .precision = ENGINE_PRECISION_BF16};
+	bf16_backend = engine_backend_create(model, &bo, err, sizeof(err));
+	REQUIRE(bf16_backend);
+
 	test_errors(&w);
 	test_preprocessor_config(model);
 	test_pos(&w);
@@ -316,6 +350,7 @@ int main(void)
 	test_case(v, &w, "small", 2);
 
 	vision_weights_finish(&w);
+	engine_backend_destroy(bf16_backend);
 	engine_vision_destroy(v);
 	engine_model_destroy(model);
 	return test_exit();

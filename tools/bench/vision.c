@@ -51,13 +51,16 @@ static const char STEP_USER[] =
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench vision [--model DIR] [--blocks N] [--tiles N] [--threads N]\n"
-		   "                         [--tokenizer FILE]\n"
+		   "                         [--tokenizer FILE] [--precision bf16|fp32]\n"
+		   "  --precision P  the random tower's products: fp32 (default) or bf16 (oneDNN)\n"
 		   "  --blocks N     ViT blocks of the random RADIO-H (default 32; fewer: extrapolated)\n"
 		   "  --tiles N      tiles timed per measurement (default 1)\n"
 		   "  --tokenizer F  tokenizer.json for the step's chat overhead (default: --model's)\n");
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+/* --precision bf16: the random tower's products through oneDNN (vision_gemms) */
+static bool bench_bf16;
 
 static float frand(void) /* uniform in [-1, 1) */
 {
@@ -148,8 +151,11 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 	int full = w->depth, r;
 	double best_vit = INFINITY, best_proj = INFINITY, best_cpu = INFINITY;
 
+	struct vision_gemms *gm = NULL;
 	r = vision_pos_embed(w, grid, grid, pos);
 	w->depth = depth;
+	if (r == 0 && bench_bf16)
+		r = vision_gemms_create(w, CPU_DNNL_PLAIN, &gm);
 	for (int k = 0; r == 0 && k < reps; k++) {
 		double vit = 0, proj = 0, cpu = 0;
 
@@ -157,11 +163,12 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 			uint64_t t0 = time_mono_ns();
 			double c0 = bench_cpu_seconds();
 
-			r = vision_vit_forward(w, px + (size_t)t * 3 * TILE * TILE, grid, grid, pos, feat);
+			r = vision_vit_forward_gemms(w, gm, px + (size_t)t * 3 * TILE * TILE, grid, grid,
+						     pos, feat);
 			uint64_t t1 = time_mono_ns();
 			cpu += bench_cpu_seconds() - c0;
 			if (r == 0)
-				r = vision_project(w, feat, grid, grid, out);
+				r = vision_project_gemms(w, gm, feat, grid, grid, out);
 			uint64_t t2 = time_mono_ns();
 			vit += (double)(t1 - t0) / 1e9;
 			proj += (double)(t2 - t1) / 1e9;
@@ -170,6 +177,7 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 		best_cpu = fmin(best_cpu, cpu / n / engine_get_threads());
 		best_proj = fmin(best_proj, proj / n);
 	}
+	vision_gemms_destroy(gm);
 	w->depth = full;
 	if (r == 0 && !isfinite(out[0]))
 		fprintf(stderr, "holo-bench vision: warning: non-finite projector output\n");
@@ -325,6 +333,7 @@ int bench_vision_main(int argc, char **argv)
 		{"model", required_argument, NULL, 'm'},   {"blocks", required_argument, NULL, 'b'},
 		{"tiles", required_argument, NULL, 'n'},   {"threads", required_argument, NULL, 't'},
 		{"tokenizer", required_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
+		{"precision", required_argument, NULL, 'P'},
 		{0},
 	};
 	const char *model_dir = NULL, *tok_path = NULL;
@@ -363,6 +372,13 @@ int bench_vision_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'P':
+			if (strcmp(optarg, "bf16") != 0 && strcmp(optarg, "fp32") != 0) {
+				fprintf(stderr, "holo-bench vision: --precision is bf16 or fp32\n");
+				return 2;
+			}
+			bench_bf16 = strcmp(optarg, "bf16") == 0;
+			break;
 		case 'k':
 			tok_path = optarg;
 			break;
@@ -378,7 +394,8 @@ int bench_vision_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	printf("threads %d, kernels %s\n", engine_get_threads(), engine_cpu_kernels());
+	printf("threads %d, kernels %s, precision %s\n", engine_get_threads(), engine_cpu_kernels(),
+	       bench_bf16 ? "bf16 (oneDNN products)" : "fp32");
 	if (model_dir) {
 		m = engine_model_load(model_dir, err, sizeof(err));
 		if (!m) {
