@@ -24,6 +24,12 @@ enum {
 	OPT_DRY_RUN,
 	OPT_SETTLE_MS,
 	OPT_DISPLAY,
+	OPT_TARGET,
+	OPT_TARGET2,
+	OPT_TITLE,
+	OPT_CLASS,
+	OPT_INSTANCE,
+	OPT_TIMEOUT,
 };
 
 static const struct option do_options[] = {
@@ -37,6 +43,12 @@ static const struct option do_options[] = {
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
         {"display", required_argument, NULL, OPT_DISPLAY},
+        {"target", required_argument, NULL, OPT_TARGET},
+        {"target2", required_argument, NULL, OPT_TARGET2},
+        {"title", required_argument, NULL, OPT_TITLE},
+        {"class", required_argument, NULL, OPT_CLASS},
+        {"instance", required_argument, NULL, OPT_INSTANCE},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {0},
 };
 
@@ -61,7 +73,27 @@ static const struct {
         {"key_down", IPC_TOOL_KEY_DOWN, -1, "KEY", 1, 1},
         {"key_up", IPC_TOOL_KEY_UP, -1, "KEY", 1, 1},
         {"wait", IPC_TOOL_WAIT, -1, "SECONDS", 1, 1},
+        {"launch", IPC_TOOL_LAUNCH, -1, "[--title RE] [--class RE] -- PROGRAM [ARG...]", 1,
+         IPC_MAX_LAUNCH_ARGS},
+        {"wait_for", IPC_TOOL_WAIT_FOR, -1,
+         "window|window_gone|focus --title/--class/--instance RE | screen_stable MS | "
+         "region_changed X Y W H",
+         1, 5},
+        {"activate", IPC_TOOL_ACTIVATE, -1, "--title/--class/--instance RE", 0, 0},
 };
+
+/* A number of seconds for --timeout: 0.001..IPC_MAX_WAIT_FOR_MS / 1000. */
+static int parse_timeout(struct cli_context *ctx, const char *s, uint32_t *ret_ms)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || *end || !(v * 1000.0 >= 1.0) || v * 1000.0 > IPC_MAX_WAIT_FOR_MS)
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "--timeout takes seconds, more than 0 and at most %d, not '%s'",
+		                       IPC_MAX_WAIT_FOR_MS / 1000, s);
+	*ret_ms = (uint32_t)lround(v * 1000.0);
+	return 0;
+}
 
 static int parse_coord(struct cli_context *ctx, const char *what, const char *s, int *ret)
 {
@@ -105,7 +137,10 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	struct ipc_action a = {0};
 	struct ipc_task_request *check = NULL;
 	enum ipc_coords coords = IPC_COORDS_PIXELS;
-	const char *element = NULL, *display = NULL;
+	const char *element = NULL, *display = NULL, *target = NULL, *target2 = NULL;
+	struct ipc_window_match match = {0}; /* borrowed from argv; copied into the action */
+	uint32_t timeout_ms = IPC_DEFAULT_WAIT_FOR_MS;
+	bool has_timeout = false;
 	int button = -1, settle_ms = -1, c, r;
 	long repeat = 0, v;
 	bool dry_run = false, enter = false, overwrite = false;
@@ -160,6 +195,26 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		case OPT_DISPLAY:
 			display = optarg; /* checked with the whole request below */
 			break;
+		case OPT_TARGET:
+			target = optarg;
+			break;
+		case OPT_TARGET2:
+			target2 = optarg;
+			break;
+		case OPT_TITLE:
+			match.title = optarg; /* regexes: checked by ipc with the request */
+			break;
+		case OPT_CLASS:
+			match.class_name = optarg;
+			break;
+		case OPT_INSTANCE:
+			match.instance = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if ((r = parse_timeout(ctx, optarg, &timeout_ms)) != 0)
+				return r;
+			has_timeout = true;
+			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_do, c, argv);
 			if (r == CLI_EXIT_OK) {
@@ -186,11 +241,34 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		return cli_usage_error(ctx, &cli_cmd_do,
 		                       "unknown action '%s' (one of click, right_click, "
 		                       "middle_click, double_click, triple_click, move, drag, "
-		                       "scroll, write, hotkey, key_down, key_up, wait)",
+		                       "scroll, write, hotkey, key_down, key_up, wait, launch, "
+		                       "wait_for, activate)",
 		                       args[0]);
 	nargs--;
 	args++;
-	if (nargs < do_tools[t].min_args || nargs > do_tools[t].max_args)
+	/* A target stands for X Y (a drag's --target2 for X2 Y2). */
+	const bool targeted = target || target2;
+	const enum ipc_tool tool = do_tools[t].tool;
+	if (targeted && tool != IPC_TOOL_CLICK && tool != IPC_TOOL_DOUBLE_CLICK &&
+	    tool != IPC_TOOL_MOVE && tool != IPC_TOOL_DRAG)
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "--target applies to click, double_click, move and drag");
+	if (target2 && tool != IPC_TOOL_DRAG)
+		return cli_usage_error(ctx, &cli_cmd_do, "--target2 applies to drag only");
+	if (targeted && nargs > 0)
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "give either --target or coordinates, not both");
+	const bool matches = match.title || match.class_name || match.instance;
+	if (matches && tool != IPC_TOOL_LAUNCH && tool != IPC_TOOL_WAIT_FOR &&
+	    tool != IPC_TOOL_ACTIVATE)
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "--title, --class and --instance apply to launch, wait_for "
+		                       "and activate");
+	if (has_timeout && tool != IPC_TOOL_LAUNCH && tool != IPC_TOOL_WAIT_FOR &&
+	    tool != IPC_TOOL_ACTIVATE)
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "--timeout applies to launch, wait_for and activate");
+	if (!targeted && (nargs < do_tools[t].min_args || nargs > do_tools[t].max_args))
 		return cli_usage_error(
 		        ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", do_tools[t].name,
 		        do_tools[t].args,
@@ -218,11 +296,21 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	case IPC_TOOL_DOUBLE_CLICK:
 	case IPC_TOOL_TRIPLE_CLICK:
 	case IPC_TOOL_MOVE:
+		if (targeted) {
+			a.target = xstrdup(target);
+			break;
+		}
 		r = parse_coord(ctx, "X", args[0], &a.x);
 		if (r == 0)
 			r = parse_coord(ctx, "Y", args[1], &a.y);
 		break;
 	case IPC_TOOL_DRAG:
+		if (targeted) {
+			/* ipc says when one end is missing. */
+			a.target = target ? xstrdup(target) : NULL;
+			a.target2 = target2 ? xstrdup(target2) : NULL;
+			break;
+		}
 		r = parse_coord(ctx, "X", args[0], &a.x);
 		if (r == 0)
 			r = parse_coord(ctx, "Y", args[1], &a.y);
@@ -294,6 +382,64 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			a.duration_ms = 1;
 		break;
 	}
+	case IPC_TOOL_LAUNCH:
+		a.argv = xcalloc((size_t)nargs + 1, sizeof(*a.argv));
+		for (int i = 0; i < nargs; i++)
+			a.argv[a.argc++] = xstrdup(args[i]);
+		a.has_match = matches;
+		a.timeout_ms = timeout_ms;
+		break;
+	case IPC_TOOL_WAIT_FOR: {
+		int k;
+		for (k = 0; ipc_wait_kind_to_string((enum ipc_wait_kind)k); k++)
+			if (strcmp(args[0], ipc_wait_kind_to_string((enum ipc_wait_kind)k)) == 0)
+				break;
+		if (!ipc_wait_kind_to_string((enum ipc_wait_kind)k)) {
+			r = cli_usage_error(ctx, &cli_cmd_do,
+			                    "wait_for takes window, window_gone, focus, screen_stable "
+			                    "or region_changed, not '%s'", args[0]);
+			break;
+		}
+		a.wait_kind = (enum ipc_wait_kind)k;
+		a.timeout_ms = timeout_ms;
+		int want = a.wait_kind == IPC_WAIT_SCREEN_STABLE ? 2 :
+		           a.wait_kind == IPC_WAIT_REGION_CHANGED ? 5 : 1;
+		if (nargs != want || (want == 1) != matches) {
+			r = cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do wait_for %s",
+			                    want == 2 ? "screen_stable MS" :
+			                    want == 5 ? "region_changed X Y WIDTH HEIGHT" :
+			                                "window|window_gone|focus --title/--class/"
+			                                "--instance RE");
+			break;
+		}
+		a.has_match = matches;
+		if (want == 2) {
+			if (cli_parse_int(args[1], IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, &v) < 0) {
+				r = cli_usage_error(ctx, &cli_cmd_do,
+				                    "screen_stable takes milliseconds from %d to %d, "
+				                    "not '%s'", IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS,
+				                    args[1]);
+				break;
+			}
+			a.stable_ms = (uint32_t)v;
+		}
+		if (want == 5) {
+			int *dst[] = {&a.rx, &a.ry, &a.rw, &a.rh};
+			for (int i = 0; i < 4 && r == 0; i++)
+				r = parse_coord(ctx, "region_changed's X, Y, WIDTH and HEIGHT",
+				                args[1 + i], dst[i]);
+		}
+		break;
+	}
+	case IPC_TOOL_ACTIVATE:
+		if (!matches) {
+			r = cli_usage_error(ctx, &cli_cmd_do,
+			                    "activate needs --title, --class or --instance");
+			break;
+		}
+		a.has_match = true;
+		a.timeout_ms = timeout_ms;
+		break;
 	default:
 		r = cli_usage_error(ctx, &cli_cmd_do, "'%s' cannot be run with do", args[0]);
 		break;
@@ -302,6 +448,11 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		goto cleanup_action;
 	if (element && ipc_tool_has_point(a.tool))
 		a.element = xstrdup(element);
+	if (a.has_match) {
+		a.match.title = match.title ? xstrdup(match.title) : NULL;
+		a.match.class_name = match.class_name ? xstrdup(match.class_name) : NULL;
+		a.match.instance = match.instance ? xstrdup(match.instance) : NULL;
+	}
 
 	action_json = ipc_action_to_json(&a);
 	if (!action_json) {
@@ -375,6 +526,14 @@ const struct cli_command cli_cmd_do = {
                 "  write TEXT [--enter] [--overwrite]       (--overwrite selects all first)\n"
                 "  hotkey KEY[+KEY...] [--repeat N]         e.g. ctrl+s, ctrl+shift+t, Return\n"
                 "  key_down KEY     key_up KEY              wait SECONDS (at most 30)\n"
+                "  click/double_click/move --target TEXT    drag --target TEXT --target2 TEXT\n"
+                "                         the model locates TEXT on the screen (needs --model)\n"
+                "  launch [--class RE] [--title RE] -- PROGRAM [ARG...]\n"
+                "                         start it on the display; wait for its window if asked\n"
+                "  wait_for window|window_gone|focus --title/--class/--instance RE\n"
+                "  wait_for screen_stable MS            wait_for region_changed X Y W H\n"
+                "  activate --title/--class/--instance RE  raise and focus a window\n"
+                "  (RE: a PCRE2 regex; --timeout SECONDS, default 10, at most 600)\n"
                 "\n"
                 "Options:\n"
                 "  --coords pixels|model  X Y are root-window pixels (default) or 0..1000 model "

@@ -32,6 +32,9 @@ for c in $commands; do
 done
 complete_words "$HOLOCTL" do "" | grep -qx double_click || fail "do: no actions"
 complete_words "$HOLOCTL" do scroll 10 20 "" | grep -qx down || fail "do scroll: no directions"
+complete_words "$HOLOCTL" do "" | grep -qx wait_for || fail "do: no wait_for"
+complete_words "$HOLOCTL" do wait_for "" | grep -qx screen_stable || fail "do wait_for: no conditions"
+complete_words "$HOLOCTL" do --tar | grep -qx -- --target || fail "do: no --target"
 complete_words "$HOLOCTL" list --status "" | grep -qx interrupted || fail "list --status: no statuses"
 complete_words "$HOLOCTL" --json run --coords m | grep -qx model || fail "run --coords: no model"
 complete_words "$HOLOCTL" run --f | grep -qx -- --follow || fail "run: no --follow"

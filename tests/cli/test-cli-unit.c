@@ -224,6 +224,76 @@ static void expect_do_error(const char *needle, ...)
 	capture_finish(&c);
 }
 
+/* The script-only actions and grounded targets through holoctl do (issue 15). */
+static void test_do_desktop(void)
+{
+	json_t *b, *a, *m;
+
+	CHECK_INT_EQ(build_do(&b, "launch", "--class", "^Mousepad$", "--timeout", "2.5", "--",
+	                      "mousepad", "-q", "/tmp/x y", NULL), 0);
+	a = action_of(b);
+	CHECK_STR_EQ(str_at(a, "tool_name"), "launch");
+	CHECK_INT_EQ(json_array_size(json_object_get(a, "command")), 3);
+	CHECK_STR_EQ(json_string_value(json_array_get(json_object_get(a, "command"), 1)), "-q");
+	CHECK_STR_EQ(str_at(json_object_get(a, "wait_window"), "class"), "^Mousepad$");
+	CHECK(json_real_value(json_object_get(a, "timeout")) == 2.5);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "launch", "--", "xterm", NULL), 0);
+	CHECK(!json_object_get(action_of(b), "wait_window"));
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "wait_for", "window_gone", "--title", "Save", NULL), 0);
+	m = json_object_get(action_of(b), "window_gone");
+	CHECK_STR_EQ(str_at(m, "title"), "Save");
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "wait_for", "screen_stable", "400", NULL), 0);
+	CHECK_INT_EQ(int_at(json_object_get(action_of(b), "screen_stable"), "ms"), 400);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "wait_for", "region_changed", "1", "2", "30", "40", NULL), 0);
+	CHECK_INT_EQ(int_at(json_object_get(action_of(b), "region_changed"), "height"), 40);
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "activate", "--instance", "xterm", NULL), 0);
+	CHECK_STR_EQ(str_at(json_object_get(action_of(b), "window"), "instance"), "xterm");
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "click", "--target", "the Save button", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "target"), "the Save button");
+	CHECK(!json_object_get(action_of(b), "x"));
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "drag", "--target", "a", "--target2", "b", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "target2"), "b");
+	json_decref(b);
+
+	expect_do_error("invalid regex at offset 1", "activate", "--title", "(", NULL);
+	expect_do_error("activate needs --title, --class or --instance", "activate", NULL);
+	expect_do_error("usage: holoctl do wait_for screen_stable MS", "wait_for", "screen_stable",
+	                NULL);
+	expect_do_error("usage: holoctl do wait_for window|window_gone|focus", "wait_for", "focus",
+	                NULL);
+	expect_do_error("wait_for takes window, window_gone", "wait_for", "dialog", NULL);
+	expect_do_error("screen_stable takes milliseconds from 50", "wait_for", "screen_stable",
+	                "10", NULL);
+	expect_do_error("--timeout takes seconds", "wait_for", "focus", "--title", "a", "--timeout",
+	                "0", NULL);
+	expect_do_error("--timeout applies to launch, wait_for and activate", "click", "1", "2",
+	                "--timeout", "3", NULL);
+	expect_do_error("--title, --class and --instance apply to", "write", "x", "--title", "a",
+	                NULL);
+	expect_do_error("--target applies to click, double_click, move and drag", "scroll",
+	                "--target", "a", NULL);
+	expect_do_error("give either --target or coordinates", "click", "--target", "a", "1", "2",
+	                NULL);
+	expect_do_error("--target2 applies to drag only", "click", "--target2", "a", NULL);
+	expect_do_error("action.target2: missing: a drag takes both ends", "drag", "--target", "a",
+	                NULL);
+	expect_do_error("usage: holoctl do launch", "launch", NULL);
+}
+
 static void test_do_errors(void)
 {
 	expect_do_error("which action", NULL);
@@ -797,6 +867,7 @@ int main(void)
 	REQUIRE(cli_http_global_init() == 0);
 	test_do_mapping();
 	test_do_errors();
+	test_do_desktop();
 	test_run_parse();
 	test_run_errors();
 	test_script_file();
