@@ -5,10 +5,10 @@
  * the cores can stream memory. The weights stay in their stored (memory-mapped, row-major)
  * layout: a variant streams several consecutive rows at once, so a thread's range of rows is a
  * single contiguous region read front to back, which is the layout the kernel would otherwise
- * pack them into, without a second copy of the weights. Each thread of the pool takes one
- * contiguous range of rows (CPU_GEMV_TASKS_PER_THREAD ranges per thread, claimed in order,
- * so a thread descheduled on a loaded machine leaves little for the others to wait on); ranges
- * start at multiples of 16 rows, so two threads never write the same 64-byte line of y.
+ * pack them into, without a second copy of the weights. A job has one contiguous range of rows
+ * per pool thread (a range whose thread is descheduled on a loaded machine is run by the first
+ * thread free, as every pool task is); ranges start at multiples of 16 rows, so with a 64-byte
+ * aligned y two threads never write the same cache line of it.
  * The variant is chosen once (first use) or by cpu_gemv_select(); a job reads it once, so a
  * call never mixes two variants.
  */
@@ -25,7 +25,6 @@
 #define HAVE_X86 1
 #endif
 
-#define TASKS_PER_THREAD 1
 #define ROW_ALIGN 16
 
 /* ---- portable C ---------------------------------------------------------------------------- */
@@ -233,7 +232,7 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 			},
 		.nrows = nrows,
 	};
-	int tasks = cpu_threads() * TASKS_PER_THREAD;
+	int tasks = cpu_threads();
 	int per = (nrows + tasks - 1) / tasks;
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j,
