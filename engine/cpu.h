@@ -42,6 +42,9 @@ void cpu_parallel_for(int n_tasks, cpu_task_fn *fn, void *ctx);
  * on the calling thread, since waking the workers would cost more than the job. */
 void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work);
 #define CPU_MIN_PARALLEL_WORK 65536.0
+/* Jobs so far that ran on the pool's threads (not inline): each one woke or signalled the
+ * workers. For benchmarks. */
+uint64_t cpu_parallel_jobs(void);
 
 /* y[t, 0:out] = W x[t, :] for t in [0, T): W is a [out, in] tensor of any dtype (bf16/f16/f32),
  * x is fp32 with row stride ldx, y fp32 with row stride ldy. Accumulation is fp32.

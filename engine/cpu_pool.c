@@ -52,6 +52,7 @@ static struct cpu_pool pool = {
 	.done = PTHREAD_COND_INITIALIZER,
 };
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t parallel_jobs;
 
 static inline uint32_t claim_n(uint64_t v)
 {
@@ -263,6 +264,7 @@ void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
 		pthread_mutex_unlock(&pool.job_lock);
 		return;
 	}
+	atomic_fetch_add_explicit(&parallel_jobs, 1, memory_order_relaxed);
 	for (int base = 0; base < n_tasks; base += MAX_JOB_TASKS) {
 		int n = MIN(n_tasks - base, MAX_JOB_TASKS);
 		pool.fn = fn;
@@ -290,4 +292,9 @@ void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
 		}
 	}
 	pthread_mutex_unlock(&pool.job_lock);
+}
+
+uint64_t cpu_parallel_jobs(void)
+{
+	return atomic_load_explicit(&parallel_jobs, memory_order_relaxed);
 }
