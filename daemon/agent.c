@@ -255,67 +255,105 @@ static void raw_add(struct step_job *j, const uint8_t *bytes, size_t n)
 	j->raw[j->raw_len] = '\0';
 }
 
-/* One decode attempt from the state right after the prompt (logits0). Returns 0 when a stop
- * id ended a step the grammar accepts (or, unconstrained, any text), -EBADMSG when the step
- * ran past step_tokens, -ECANCELED / -ETIME, or an engine error. */
+/* What engine_generate's callbacks need for one decode attempt. */
+struct attempt {
+	struct worker_ctx *ctx;
+	struct step_job *j;
+	struct policy_matcher m;
+	bool constrained;
+	bool complete; /* a stop id ended a step the grammar accepts (or, unconstrained, any) */
+	int error;     /* why a callback stopped the loop: -EBADMSG; 0 */
+};
+
+/* Before each sample: the stop flag and the deadline, then the grammar's mask. */
+static int attempt_logits(void *userdata, float *logits, int vocab)
+{
+	struct attempt *at = userdata;
+	struct step_job *j = at->j;
+
+	(void)vocab;
+	if (atomic_load(j->stop) != EXECUTOR_RUN)
+		return -ECANCELED;
+	if (time_mono_us() >= j->deadline_us)
+		return -ETIME;
+	if (at->constrained && policy_masker_apply(at->ctx->masker, &at->m, logits) <= 0) {
+		snprintf(j->err, sizeof(j->err), "the step grammar allows no token after %zu bytes",
+			 j->raw_len);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* After each sample: the grammar follows the id; the step ends at a stop id it accepts. */
+static int attempt_token(void *userdata, int32_t id)
+{
+	struct attempt *at = userdata;
+	struct step_job *j = at->j;
+	const uint8_t *bytes;
+	size_t len;
+
+	if (at->constrained) {
+		int r = policy_masker_feed(at->ctx->masker, &at->m, id);
+		if (r == 1) {
+			at->complete = true;
+			return 1;
+		}
+		if (r < 0) {
+			snprintf(j->err, sizeof(j->err), "token %d breaks the step grammar", (int)id);
+			at->error = -EBADMSG;
+			return 1;
+		}
+	} else {
+		for (size_t i = 0; i < at->ctx->n_stop_ids; i++)
+			if (id == at->ctx->stop_ids[i]) {
+				at->complete = true;
+				return 1;
+			}
+	}
+	if (engine_tokenizer_token_bytes(at->ctx->tok, id, &bytes, &len) == 0)
+		raw_add(j, bytes, len);
+	return 0;
+}
+
+/* One decode attempt from the state right after the prompt (logits0), through the engine's
+ * generation loop with the grammar as its logits hook. Returns 0 when a stop id ended a step
+ * the grammar accepts (or, unconstrained, any text), -EBADMSG when the step ran past
+ * step_tokens or broke the grammar, -ECANCELED / -ETIME, or an engine error. */
 static int decode_attempt(struct worker_ctx *ctx, struct step_job *j, const float *logits0,
-			  float *logits, struct engine_sampler *sm)
+			  const struct engine_sampling *sampling)
 {
 	struct agent *a = j->a;
-	struct policy_matcher m;
-	const bool constrained = !a->cfg->unconstrained;
+	struct attempt at = {.ctx = ctx, .j = j, .constrained = !a->cfg->unconstrained};
+	struct engine_generate_params p = {
+		.sampling = *sampling,
+		.max_new_tokens = (int)a->cfg->step_tokens,
+		.on_token = attempt_token,
+		.logits_hook = attempt_logits,
+		.userdata = &at,
+		.start_logits = logits0,
+	};
+	int32_t *ids = NULL;
+	size_t n = 0;
+	int r;
 
-	policy_matcher_init(&m, ctx->grammar);
-	memcpy(logits, logits0, (size_t)a->vocab * sizeof(*logits));
+	policy_matcher_init(&at.m, ctx->grammar);
 	j->raw_len = 0;
 	j->raw[0] = '\0';
-	j->decoded = 0;
-	for (unsigned n = 0;; n++) {
-		int stop = atomic_load(j->stop);
-		if (stop != EXECUTOR_RUN)
-			return -ECANCELED;
-		if (time_mono_us() >= j->deadline_us)
-			return -ETIME;
-		if (n >= a->cfg->step_tokens) {
-			snprintf(j->err, sizeof(j->err), "no complete step within %u tokens",
-				 a->cfg->step_tokens);
-			return -EBADMSG;
-		}
-		if (constrained) {
-			int allowed = policy_masker_apply(ctx->masker, &m, logits);
-			if (allowed <= 0) {
-				snprintf(j->err, sizeof(j->err),
-					 "the step grammar allows no token after %zu bytes", j->raw_len);
-				return -EBADMSG;
-			}
-		}
-		int32_t id = engine_sampler_sample(sm, logits, a->vocab);
-		if (id < 0)
-			return id;
-		bool is_stop = false;
-		for (size_t i = 0; i < ctx->n_stop_ids; i++)
-			is_stop |= id == ctx->stop_ids[i];
-		if (constrained) {
-			int r = policy_masker_feed(ctx->masker, &m, id);
-			if (r == 1)
-				return 0;
-			if (r < 0) {
-				snprintf(j->err, sizeof(j->err), "token %d breaks the step grammar",
-					 (int)id);
-				return -EBADMSG;
-			}
-		} else if (is_stop) {
-			return 0;
-		}
-		const uint8_t *bytes;
-		size_t len;
-		if (engine_tokenizer_token_bytes(ctx->tok, id, &bytes, &len) == 0)
-			raw_add(j, bytes, len);
-		int r = engine_session_decode(a->session, id, logits);
-		if (r < 0)
-			return r;
-		j->decoded++;
+	long long before = engine_session_n_tokens(a->session);
+	r = engine_generate(a->session, NULL, NULL, 0, &p, &ids, &n);
+	free(ids);
+	/* What was fed back: every id sampled but the one that ended the loop. */
+	j->decoded = engine_session_n_tokens(a->session) - before;
+	if (r < 0)
+		return r;
+	if (at.error < 0)
+		return at.error;
+	if (!at.complete) {
+		snprintf(j->err, sizeof(j->err), "no complete step within %u tokens",
+			 a->cfg->step_tokens);
+		return -EBADMSG;
 	}
+	return 0;
 }
 
 static int job_step(struct worker_ctx *ctx, void *arg)
@@ -324,7 +362,6 @@ static int job_step(struct worker_ctx *ctx, void *arg)
 	struct agent *a = j->a;
 	struct engine_snapshot *before_decode = NULL;
 	float *logits0 = xmalloc((size_t)a->vocab * sizeof(float));
-	float *logits = xmalloc((size_t)a->vocab * sizeof(float));
 	int r;
 
 	j->raw = xmalloc(AGENT_MAX_RAW_BYTES + 1);
@@ -358,13 +395,7 @@ static int job_step(struct worker_ctx *ctx, void *arg)
 			temp = RETRY_TEMPERATURE;
 		struct engine_sampling sp = {.temperature = temp,
 					     .seed = j->seed + (uint64_t)j->attempts};
-		struct engine_sampler *sm = engine_sampler_create(&sp);
-		if (!sm) {
-			r = -errno;
-			break;
-		}
-		r = decode_attempt(ctx, j, logits0, logits, sm);
-		engine_sampler_destroy(sm);
+		r = decode_attempt(ctx, j, logits0, &sp);
 		if (r == 0) {
 			char perr[256];
 			r = policy_step_parse(j->raw, j->raw_len, &j->step, perr, sizeof(perr));
@@ -393,7 +424,6 @@ finish:
 	account(a);
 	engine_snapshot_destroy(before_decode);
 	free(logits0);
-	free(logits);
 	return r;
 }
 

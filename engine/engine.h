@@ -358,15 +358,23 @@ struct engine_generate_params {
 	int (*on_logits)(void *userdata, const float *logits, int vocab);
 	/* Optional. Every sampled id. Return nonzero to stop. */
 	int (*on_token)(void *userdata, int32_t id);
+	/* Optional. The logits each id is about to be sampled from, which it may change (a
+	 * grammar's mask, a bias; on_logits saw them unchanged). Returns 0 to sample, > 0 to end
+	 * the loop without sampling, or a negative errno, which engine_generate returns. */
+	int (*logits_hook)(void *userdata, float *logits, int vocab);
 	void *userdata;
+	/* Optional. The logits after a prompt the caller has already appended to the session (with
+	 * images, in chunks): the loop then starts sampling from them, and takes no prompt. */
+	const float *start_logits;
 };
 
-/* Appends the n_prompt >= 1 prompt ids to the session (on top of what it holds), then samples up
- * to max_new_tokens ids, feeding each one back into the session except the one that ends the
- * loop (a stop id, the limit, or a callback's stop), which is returned but not appended: append
- * it yourself to continue the sequence. tok may be NULL when on_text is NULL.
- * *ret_ids (malloc'ed, caller frees) / *ret_n receive the generated ids. Returns 0 or a
- * negative errno (from the session, the sampler or the streaming decoder). */
+/* Appends the n_prompt >= 1 prompt ids to the session (on top of what it holds; none with
+ * start_logits), then samples up to max_new_tokens ids, feeding each one back into the session
+ * except the one that ends the loop (a stop id, the limit, or a callback's stop), which is
+ * returned but not appended: append it yourself to continue the sequence. tok may be NULL when
+ * on_text is NULL. *ret_ids (malloc'ed, caller frees) / *ret_n receive the generated ids.
+ * Returns 0 or a negative errno (from the session, the sampler, the streaming decoder or the
+ * logits hook). */
 int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok,
 		    const int32_t *prompt, size_t n_prompt, const struct engine_generate_params *p,
 		    int32_t **ret_ids, size_t *ret_n);

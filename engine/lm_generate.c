@@ -18,8 +18,9 @@ int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok
 		    const int32_t *prompt, size_t n_prompt, const struct engine_generate_params *p,
 		    int32_t **ret_ids, size_t *ret_n)
 {
-	if (!s || !prompt || n_prompt == 0 || !p || p->max_new_tokens <= 0 ||
-	    (p->on_text && !tok) || (p->n_stop_ids && !p->stop_ids) || !ret_ids || !ret_n)
+	if (!s || !p || (p->start_logits ? n_prompt != 0 : !prompt || n_prompt == 0) ||
+	    p->max_new_tokens <= 0 || (p->on_text && !tok) || (p->n_stop_ids && !p->stop_ids) ||
+	    !ret_ids || !ret_n)
 		return -EINVAL;
 
 	int vocab = engine_session_vocab(s);
@@ -31,7 +32,7 @@ int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok
 	struct engine_sampler *sm = engine_sampler_create(&p->sampling);
 	if (!sm)
 		return -errno;
-	size_t rows = p->on_logits ? n_prompt : 1;
+	size_t rows = p->on_logits && n_prompt ? n_prompt : 1;
 	logits = malloc(rows * (size_t)vocab * sizeof(float));
 	ids = malloc((size_t)p->max_new_tokens * sizeof(*ids));
 	if (!logits || !ids) {
@@ -46,11 +47,14 @@ int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok
 		}
 	}
 
-	r = engine_session_append(s, prompt, NULL, n_prompt,
-				  p->on_logits ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_LAST, logits);
-	if (r < 0)
+	if (p->start_logits) {
+		/* The caller computed these: on_logits sees only the rows the loop computes. */
+		memcpy(logits, p->start_logits, (size_t)vocab * sizeof(float));
+	} else if ((r = engine_session_append(s, prompt, NULL, n_prompt,
+					      p->on_logits ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_LAST,
+					      logits)) < 0) {
 		goto out;
-	if (p->on_logits) {
+	} else if (p->on_logits) {
 		for (size_t i = 0; i < n_prompt; i++)
 			if (p->on_logits(p->userdata, logits + i * (size_t)vocab, vocab))
 				goto flush;
@@ -58,6 +62,13 @@ int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok
 	}
 
 	for (;;) {
+		if (p->logits_hook) {
+			r = p->logits_hook(p->userdata, logits, vocab);
+			if (r < 0)
+				goto out;
+			if (r > 0)
+				break;
+		}
 		int32_t id = engine_sampler_sample(sm, logits, vocab);
 		if (id < 0) {
 			r = id;

@@ -95,6 +95,28 @@ static int32_t argmax(const float *v, int n)
 	return b;
 }
 
+/* A logits hook that allows one id (every other logit to -inf), and stops or fails at a given
+ * call (1-based; 0: never). */
+struct hook_state {
+	int32_t only;
+	int stop_at, fail_at, calls;
+};
+
+static int only_one(void *ud, float *logits, int vocab)
+{
+	struct hook_state *h = ud;
+
+	h->calls++;
+	if (h->calls == h->fail_at)
+		return -ECANCELED;
+	if (h->calls == h->stop_at)
+		return 1;
+	for (int i = 0; i < vocab; i++)
+		if (i != h->only)
+			logits[i] = -INFINITY;
+	return 0;
+}
+
 struct gen_capture {
 	const struct golden *g;
 	size_t rows;
@@ -191,6 +213,50 @@ static void check_model(const char *model_dir, const char *golden_name)
 	CHECK_INT_EQ(n, first + 1);
 	CHECK_INT_EQ(ids[n - 1], stop);
 	free(ids);
+
+	/* The logits hook: a mask that allows one id makes greedy decoding emit it every time,
+	 * the agent's grammar in miniature; the hook's stop ends the loop, its error is returned. */
+	engine_session_reset(s);
+	struct hook_state hs = {.only = g.gen[0] == 7 ? 8 : 7};
+	p.stop_ids = NULL;
+	p.n_stop_ids = 0;
+	p.max_new_tokens = 5;
+	p.logits_hook = only_one;
+	p.userdata = &hs;
+	CHECK_INT_EQ(engine_generate(s, NULL, g.prompt, g.n_prompt, &p, &ids, &n), 0);
+	CHECK_INT_EQ(n, 5);
+	for (size_t i = 0; i < n; i++)
+		CHECK_INT_EQ(ids[i], hs.only);
+	CHECK_INT_EQ(hs.calls, 5);
+	free(ids);
+	engine_session_reset(s);
+	hs = (struct hook_state){.only = hs.only, .stop_at = 3};
+	CHECK_INT_EQ(engine_generate(s, NULL, g.prompt, g.n_prompt, &p, &ids, &n), 0);
+	CHECK_INT_EQ(n, 2); /* the third call ended the loop before sampling */
+	free(ids);
+	engine_session_reset(s);
+	hs = (struct hook_state){.only = hs.only, .fail_at = 2};
+	ids = NULL;
+	CHECK_INT_EQ(engine_generate(s, NULL, g.prompt, g.n_prompt, &p, &ids, &n), -ECANCELED);
+	CHECK(ids == NULL);
+
+	/* start_logits: sampling continues from logits the caller computed after appending the
+	 * prompt itself; the same ids as from the prompt. */
+	engine_session_reset(s);
+	float *after_prompt = malloc((size_t)g.vocab * sizeof(float));
+	REQUIRE(after_prompt);
+	CHECK_INT_EQ(engine_session_append(s, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_LAST,
+					   after_prompt), 0);
+	p.logits_hook = NULL;
+	p.max_new_tokens = (int)g.n_gen;
+	p.start_logits = after_prompt;
+	CHECK_INT_EQ(engine_generate(s, NULL, NULL, 0, &p, &ids, &n), 0);
+	CHECK_INT_EQ(n, g.n_gen);
+	for (size_t i = 0; i < n && i < g.n_gen; i++)
+		CHECK_INT_EQ(ids[i], g.gen[i]);
+	free(ids);
+	CHECK_INT_EQ(engine_generate(s, NULL, g.prompt, g.n_prompt, &p, &ids, &n), -EINVAL);
+	free(after_prompt);
 
 	free(logits);
 	engine_session_destroy(s);
