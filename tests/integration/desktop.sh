@@ -99,6 +99,15 @@ run_script activate_none '{"script": [{"tool_name": "activate", "window": {"titl
 expect_contains "activate nothing" "$(jq -r .error "$BODY")" \
 	'no window with title ~ "^nothing$" to activate; windows on the screen:'
 
+# A cancel stops a wait at its next poll, long before its timeout.
+submit '{"script": [{"tool_name": "wait_for", "window": {"title": "^never$"}, "timeout": 60}]}'
+wait_until 10 task_is "$TASK" running || fail "cancel: the wait did not start"
+api POST "/v1/tasks/$TASK/cancel"
+expect_code "cancel a wait" 202
+wait_until 5 task_is "$TASK" cancelled || fail "cancel: the wait did not stop within 5 s"
+api GET "/v1/tasks/$TASK"
+expect_json "cancelled wait" .error "cancelled during step 0 (wait_for)"
+
 api POST /v1/tasks '{"script": [{"tool_name": "wait_for", "window": {"title": "(Save"}}]}'
 expect_error "regex" 400 bad_request \
 	"script[0].window.title: invalid regex at offset 5: missing closing parenthesis"

@@ -51,6 +51,19 @@ static void check_action(const struct ipc_action *a, enum ipc_coords coords)
 	check(!a->content || strlen(a->content) <= IPC_MAX_CONTENT_BYTES, "content within the limit");
 	check(!a->element || strlen(a->element) <= IPC_MAX_ELEMENT_BYTES, "element within the limit");
 	check(a->duration_ms <= IPC_MAX_WAIT_MS, "wait within the limit");
+	check(a->argc <= IPC_MAX_LAUNCH_ARGS && (a->tool != IPC_TOOL_LAUNCH || a->argc >= 1),
+	      "launch command within the limit");
+	check(a->timeout_ms <= IPC_MAX_WAIT_FOR_MS, "timeout within the limit");
+	check(!a->target || strlen(a->target) <= IPC_MAX_TARGET_BYTES, "target within the limit");
+	check(a->tool != IPC_TOOL_ACTIVATE || a->has_match, "activate has a window match");
+	check(!a->has_match || a->match.title || a->match.class_name || a->match.instance,
+	      "a window match has a member");
+	if (a->has_match) {
+		char e[256];
+		struct ipc_window_matcher *mt = ipc_window_matcher_create(&a->match, e, sizeof(e));
+		check(mt != NULL, "an accepted window match compiles");
+		ipc_window_matcher_destroy(mt);
+	}
 }
 
 /* Serializes, parses the JSON back and serializes again: both texts must be equal. */
@@ -174,6 +187,22 @@ static const struct seed seeds[] = {
 	{"ok-action-answer", "p{\"tool_name\":\"answer\",\"content\":\"done\"}"},
 	{"ok-action-triple", "m{\"tool_name\":\"triple_click\",\"x\":1000,\"y\":0}"},
 	{"ok-action-move", "p{\"tool_name\":\"move\",\"x\":32767,\"y\":32767}"},
+	{"ok-task-desktop",
+	 "T{\"script\":[{\"tool_name\":\"launch\",\"command\":[\"mousepad\",\"a b\"],"
+	 "\"wait_window\":{\"class\":\"^Mousepad$\"},\"timeout\":2.5},"
+	 "{\"tool_name\":\"wait_for\",\"window_gone\":{\"title\":\"Save (As)?\"}},"
+	 "{\"tool_name\":\"wait_for\",\"screen_stable\":{\"ms\":300},\"timeout\":0.001},"
+	 "{\"tool_name\":\"wait_for\",\"region_changed\":{\"x\":0,\"y\":0,\"width\":9,\"height\":9}},"
+	 "{\"tool_name\":\"activate\",\"window\":{\"instance\":\"x\",\"title\":\"\\\\d+\"}},"
+	 "{\"tool_name\":\"click\",\"target\":\"the Save button\"},"
+	 "{\"tool_name\":\"drag\",\"target\":\"a\",\"target2\":\"b\"}],"
+	 "\"require_focus\":true}"},
+	{"ok-action-focus", "A{\"action\":{\"tool_name\":\"wait_for\",\"focus\":{\"class\":\"XTerm\"}}}"},
+	{"bad-action-regex", "p{\"tool_name\":\"activate\",\"window\":{\"title\":\"(a\"}}"},
+	{"bad-action-two-conditions",
+	 "p{\"tool_name\":\"wait_for\",\"focus\":{\"title\":\"a\"},\"window\":{\"title\":\"a\"}}"},
+	{"bad-action-target-and-x", "p{\"tool_name\":\"move\",\"target\":\"a\",\"x\":1,\"y\":1}"},
+	{"bad-action-launch-empty", "p{\"tool_name\":\"launch\",\"command\":[]}"},
 	{"bad-task-both", "T{\"instruction\":\"i\",\"script\":[{\"tool_name\":\"wait\",\"duration\":1}]}"},
 	{"bad-task-neither", "T{\"dry_run\":true}"},
 	{"bad-task-unknown-member", "T{\"instruction\":\"i\",\"colour\":1}"},
