@@ -506,19 +506,24 @@ const char *cpu_dnnl_impl_name(void)
 struct product {
 	const struct cpu_dnnl_weight *w;
 	struct cache_entry **e; /* per task */
-	int rows;               /* per task (the last may have fewer) */
+	int T, rows;            /* rows per task (the last may have fewer) */
+	const float *x;
+	size_t ldx;
 	float *y;
 	size_t ldy;
 	_Atomic int err;
 };
 
-/* Rows [i * rows, ...) of the product, on the thread that takes the task. */
+/* Rows [i * rows, ...) of the product, x's rounded to bf16 first, on the thread that takes the
+ * task. */
 static void product_task(void *ctx, int i, int thread)
 {
 	struct product *p = ctx;
 	const struct slice *sl = &p->w->s[0];
 	const struct cache_entry *e = p->e[i];
-	size_t t0 = (size_t)i * (size_t)p->rows;
+	size_t t0 = (size_t)i * (size_t)p->rows, in = (size_t)p->w->in;
+	for (size_t t = t0; t < t0 + (size_t)e->T; t++)
+		cpu_f32_to_bf16(p->x + t * p->ldx, g.xbuf + t * in, in);
 	dnnl_memory_t src = NULL, dst = NULL, scr = NULL;
 	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, g.xbuf + t0 * p->w->in);
 	if (s == dnnl_success)
@@ -593,9 +598,8 @@ int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx,
 			g.scratch_size[t] = MAX(scratch, 64);
 		}
 	}
-	for (int t = 0; t < T; t++)
-		cpu_f32_to_bf16(x + (size_t)t * ldx, g.xbuf + (size_t)t * w->in, (size_t)w->in);
-	struct product p = {.w = w, .e = entries, .rows = rows, .y = y, .ldy = ldy};
+	struct product p = {.w = w, .e = entries, .T = T, .rows = rows, .x = x, .ldx = ldx,
+			    .y = y, .ldy = ldy};
 	atomic_init(&p.err, 0);
 	cpu_parallel_for(n_tasks, product_task, &p);
 	r = atomic_load(&p.err);

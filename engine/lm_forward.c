@@ -610,8 +610,9 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
 		atomic_fetch_add_explicit(&p->prof->ns[op], time_mono_ns() - t0, memory_order_relaxed);
 }
 
-/* y (+)= W x. In bf16 precision x is rounded to bf16 in place first (every x here is a
- * product's input only, and the rounding is idempotent, so q, k and v may share theirs),
+/* y (+)= W x. In bf16 precision x is rounded to bf16 (in place where oneDNN does not run the
+ * product: every x here is a product's input only, and the rounding is idempotent, so q, k and
+ * v may share theirs),
  * products of CPU_DNNL_MIN_T rows or more run through oneDNN and decode's on the GEMV kernels
  * with bf16 activations: all paths then multiply the same bf16 values, exactly, and differ only
  * in the order of the fp32 sums. cpu_matmul only fails on
@@ -627,9 +628,10 @@ static void matmul(const struct lm_prepared *p, const struct tensor *w,
 					  2 * (uint64_t)T * (uint64_t)w->shape[0] * (uint64_t)w->shape[1],
 					  memory_order_relaxed);
 	if (p->bf16) {
-		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
+		/* oneDNN rounds its own copy of x; the rounding in place is for the other paths */
 		if (dw && T >= CPU_DNNL_MIN_T && cpu_dnnl_matmul(dw, x, ldx, T, y, ldy, accumulate) == 0)
 			goto done;
+		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
 		if (T <= CPU_GEMV_T) {
 			int r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, true);
 			(void)r;
