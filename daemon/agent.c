@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent-history.h"
 #include "common.h"
 
 /* Tokens that close an assistant turn ("\n<SPECIAL_12>\n"), bounded generously. */
@@ -429,69 +430,6 @@ finish:
 
 /* ---- the loop (executor thread) ----------------------------------------------------------- */
 
-/* A copy of the text that is valid UTF-8 (what JSON and the journal's readers need): the
- * model's raw output is sampled token by token and may end inside a character, or, without
- * the grammar, be any bytes. Invalid bytes become U+FFFD. */
-static char *valid_utf8_copy(const char *text, size_t len)
-{
-	char *out = xmalloc(len * 3 + 1);
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		uint32_t cp;
-		size_t n = utf8_decode(text + i, len - i, &cp);
-		if (n == 0 || cp == 0) {
-			memcpy(out + o, UTF8_REPLACEMENT, 3);
-			o += 3;
-			i++;
-			continue;
-		}
-		memcpy(out + o, text + i, n);
-		o += n;
-		i += n;
-	}
-	out[o] = '\0';
-	return out;
-}
-
-/* The text of what a step appended, for the journal: the pieces' text with each image's run
- * of <image> tokens written once with its count ("<img><image>x12</img>"), cut at
- * AGENT_MAX_PROMPT_TEXT_BYTES. */
-static char *prompt_text(const struct policy_piece *piece, const struct policy_piece *close)
-{
-	static const char image[] = "<image>";
-	const size_t n_image = sizeof(image) - 1;
-	size_t cap = AGENT_MAX_PROMPT_TEXT_BYTES, o = 0;
-	char *out = xmalloc(cap + 16);
-	const struct policy_piece *parts[] = {piece, close};
-
-	for (size_t p = 0; p < ARRAY_SIZE(parts) && parts[p]; p++) {
-		const char *t = parts[p]->text;
-		size_t len = parts[p]->text_len;
-		for (size_t i = 0; i < len && o < cap;) {
-			size_t run = 0;
-			while (i + (run + 1) * n_image <= len &&
-			       memcmp(t + i + run * n_image, image, n_image) == 0)
-				run++;
-			if (run > 0) {
-				o += (size_t)snprintf(out + o, cap + 16 - o, "<image>x%zu", run);
-				i += run * n_image;
-			} else {
-				out[o++] = t[i++];
-			}
-		}
-	}
-	if (o >= cap) {
-		o = cap;
-		memcpy(out + o, "[...]", 5);
-		o += 5;
-	}
-	out[o] = '\0';
-	/* A cut may have split a character. */
-	char *valid = valid_utf8_copy(out, o);
-	free(out);
-	return valid;
-}
-
 /* The SHA-256 (hex) of the ids of `piece` followed by those of `close` (may be NULL), each
  * as 4 little-endian bytes: what a step prefilled, journaled so that a chat export re-rendered
  * elsewhere can be checked against it (docs/journal.md). A digest rather than the ids: a
@@ -572,14 +510,43 @@ static int render_history(struct agent *a, size_t first, size_t index, struct po
 	return 0;
 }
 
+/* The size of the history from step `first` on, for agent_history_fit: the prefix and what
+ * render_history makes. */
+struct fit_arg {
+	struct agent *a;
+	size_t index;
+	char *err;
+	size_t errlen;
+};
+
+static int history_size(void *userdata, size_t first, long long *ret_size)
+{
+	struct fit_arg *f = userdata;
+	struct policy_piece p = {0};
+	float **slots = NULL;
+	int r = render_history(f->a, first, f->index, &p, &slots);
+
+	if (r < 0) {
+		snprintf(f->err, f->errlen, "cannot render the history: %s", strerror(-r));
+		return r;
+	}
+	*ret_size = f->a->prefix_tokens + (long long)p.n_ids;
+	free(slots);
+	policy_piece_finish(&p);
+	return 0;
+}
+
 /* The step's prompt: persistent -> this observation's turn (or a rebuild near the cap);
  * window -> the history that fits. */
 static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 			float ***ret_slots, bool *ret_restore, const char **ret_mode, char *err,
 			size_t errlen)
 {
-	const long long budget = (long long)a->cfg->context_tokens - a->cfg->step_tokens -
-				 CLOSE_TOKENS_MAX;
+	long long limits[AGENT_HISTORY_MAX_LIMITS];
+	bool rebuild = a->history == IPC_HISTORY_PERSISTENT;
+	size_t n_limits = agent_history_limits(rebuild, a->cfg->context_tokens,
+					       a->cfg->step_tokens, CLOSE_TOKENS_MAX,
+					       a->prefix_tokens, limits);
 	struct obs_rec *o = &a->obs[index];
 	int r;
 
@@ -590,7 +557,8 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 			snprintf(err, errlen, "cannot render the observation: %s", strerror(-r));
 			return r;
 		}
-		if (a->session_tokens + (long long)ret->n_ids <= budget) {
+		/* The last limit is the whole budget. */
+		if (a->session_tokens + (long long)ret->n_ids <= limits[n_limits - 1]) {
 			float **slots = xcalloc(2, sizeof(*slots));
 			slots[0] = o->rows;
 			*ret_slots = slots;
@@ -603,50 +571,21 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 	} else {
 		*ret_mode = "window";
 	}
-	/* From the prefix snapshot: as much recent history as fits; a rebuild first tries to fill
-	 * only half of the room after the prefix, so that the next steps can append again. */
-	long long limits[] = {a->prefix_tokens + (budget - a->prefix_tokens) / 2, budget};
-	for (size_t l = a->history == IPC_HISTORY_PERSISTENT ? 0 : 1; l < ARRAY_SIZE(limits);
-	     l++) {
-		/* The earliest first step whose history fits. Starting later only drops turns, so
-		 * the size falls as `first` grows: a binary search renders O(log steps) times
-		 * instead of once per candidate. lo..hi brackets the answer; hi == index + 1 means
-		 * none fits yet. */
-		size_t lo = 0, hi = index + 1;
-		bool have = false; /* *ret holds the rendering of `hi` */
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			struct policy_piece p = {0};
-			float **slots = NULL;
-			if ((r = render_history(a, mid, index, &p, &slots)) < 0) {
-				snprintf(err, errlen, "cannot render the history: %s",
-					 strerror(-r));
-				if (have) {
-					free(*ret_slots);
-					*ret_slots = NULL;
-					policy_piece_finish(ret);
-				}
-				return r;
-			}
-			if (a->prefix_tokens + (long long)p.n_ids <= limits[l]) {
-				if (have) {
-					free(*ret_slots);
-					policy_piece_finish(ret);
-				}
-				*ret = p;
-				*ret_slots = slots;
-				have = true;
-				hi = mid;
-			} else {
-				free(slots);
-				policy_piece_finish(&p);
-				lo = mid + 1;
-			}
+	/* From the prefix snapshot: as much recent history as fits the first limit that any
+	 * does. */
+	struct fit_arg f = {a, index, err, errlen};
+	for (size_t l = 0; l < n_limits; l++) {
+		size_t first;
+		if ((r = agent_history_fit(index, limits[l], history_size, &f, &first)) < 0)
+			return r;
+		if (first > index)
+			continue;
+		if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
+			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
+			return r;
 		}
-		if (have) {
-			*ret_restore = true;
-			return 0;
-		}
+		*ret_restore = true;
+		return 0;
 	}
 	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
 		 "(--context-tokens)", a->cfg->context_tokens);
@@ -888,10 +827,11 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		sj.slot_rows = slots;
 		sj.close = a.history == IPC_HISTORY_PERSISTENT ? &close : NULL;
 		r = model_worker_call(cfg->worker, job_step, &sj);
-		char *raw = valid_utf8_copy(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
+		char *raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 		free(sj.raw);
 		sj.raw = raw;
-		char *ptext = prompt_text(&piece, sj.closed ? sj.close : NULL);
+		char *ptext = agent_prompt_text(&piece, sj.closed ? sj.close : NULL,
+						 AGENT_MAX_PROMPT_TEXT_BYTES);
 		struct policy_observation this_obs = {
 			.n_tiles = ob->n_tiles, .result = ob->has_result ? &ob->result : NULL};
 		char *user_turn = policy_user_text(&this_obs, false), sha[65];
@@ -942,7 +882,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 					     index, sj.err[0] ? sj.err : strerror(-r), sj.attempts,
 					     sj.raw);
 			/* %.300s may have cut a character in two. */
-			char *e = valid_utf8_copy(e0, strlen(e0));
+			char *e = agent_text_valid_utf8(e0, strlen(e0));
 			free(e0);
 			journal_invalid(&a, index, &as, e);
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", e);
