@@ -9,8 +9,8 @@
  *   - executor thread (one per display): owns its display's X connection and kill switch (Xlib
  *     is not thread-safe, so no other thread touches them), the running task's request and its
  *     budgets; writes tasks and steps to the journal; hands frames to the screenshot writer.
- *     Instruction tasks on several displays share the one engine thread: their jobs queue
- *     there (engine-thread.h).
+ *     Instruction tasks on several displays share the one model worker: their jobs queue
+ *     there (model-worker.h).
  *   - one queue serves every display: an idle executor takes the oldest task that names its
  *     display or none, so a task runs on the display it asks for or on the first free one, and
  *     no display ever runs two tasks at once. Task ids are the journal's, global.
