@@ -454,7 +454,7 @@ static void prefill_sha256(const struct policy_piece *piece, const struct policy
 /* Journals the prefix the session starts from and how the turns after it are written
  * (docs/journal.md, `prompt`), for the chat export. A failure is logged, not fatal: the task
  * itself does not depend on it. */
-static void journal_prompt(struct agent *a, const struct policy_piece *prefix)
+static void journal_prompt(struct agent *a, const struct policy_piece *prefix, bool reasoning)
 {
 	char *system = NULL, *user = NULL, sha[65];
 	int r;
@@ -467,7 +467,7 @@ static void journal_prompt(struct agent *a, const struct policy_piece *prefix)
 	prefill_sha256(prefix, NULL, sha);
 	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:s, s:I, s:s}", "format",
 			      policy_format_holo3.name, "system", system, "user", user,
-			      "tokens_per_tile", a->tokens_per_tile, "reasoning", false, "evicted",
+			      "tokens_per_tile", a->tokens_per_tile, "reasoning", reasoning, "evicted",
 			      POLICY_EVICTED_TEXT, "tokens", (json_int_t)prefix->n_ids, "sha256",
 			      sha);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -740,7 +740,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		                                             why, sizeof(why)));
 		goto release;
 	}
-	journal_prompt(&a, &prefix);
+	journal_prompt(&a, &prefix, penv.reasoning);
 	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",
 		 (long long)t->id, ipc_history_to_string(a.history), a.window, a.prefix_tokens,
 		 oj.prefill_us / 1000.0);
