@@ -11,10 +11,6 @@
 #include "common.h"
 #include "launch.h"
 
-struct frame_cmp {
-	const struct x11_frame *a, *b;
-};
-
 static bool frames_equal(const struct x11_frame *a, const struct x11_frame *b)
 {
 	if (a->width != b->width || a->height != b->height)
@@ -80,7 +76,7 @@ static int stop_message(int r, const char *what, char *err, size_t errlen)
 	return r;
 }
 
-static int x11_failure(int r, char *err, size_t errlen)
+static int display_error(int r, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "%s", x11_strerror(r));
 	return r;
@@ -106,7 +102,7 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 		struct x11_window *w = NULL;
 		size_t n = 0;
 		if ((r = x11_windows_list(run->d, &w, &n)) < 0) {
-			x11_failure(r, err, errlen);
+			display_error(r, err, errlen);
 			break;
 		}
 		const struct x11_window *hit = find(mt, w, n);
@@ -195,7 +191,7 @@ static int wait_focus(struct executor_run *run, const struct ipc_window_match *m
 		uint64_t fid;
 		char title[320];
 		if ((r = focus_info(run, &focused, &fid, title, sizeof(title))) < 0) {
-			x11_failure(r, err, errlen);
+			display_error(r, err, errlen);
 			break;
 		}
 		bool ok = false;
@@ -205,7 +201,7 @@ static int wait_focus(struct executor_run *run, const struct ipc_window_match *m
 			struct x11_window *w = NULL;
 			size_t n = 0;
 			if ((r = x11_windows_list(run->d, &w, &n)) < 0) {
-				x11_failure(r, err, errlen);
+				display_error(r, err, errlen);
 				break;
 			}
 			for (size_t k = 0; k < n && !ok; k++)
@@ -247,14 +243,14 @@ static int wait_stable(struct executor_run *run, const struct ipc_action *a, cha
 
 	snprintf(what, sizeof(what), "the screen to stay unchanged for %u ms", a->stable_ms);
 	if ((r = x11_capture(run->d, NULL, &prev)) < 0)
-		return x11_failure(r, err, errlen);
+		return display_error(r, err, errlen);
 	for (;;) {
 		if ((r = executor_sleep(run, DESKTOP_POLL_US)) < 0) {
 			stop_message(r, what, err, errlen);
 			break;
 		}
 		if ((r = x11_capture(run->d, NULL, &cur)) < 0) {
-			x11_failure(r, err, errlen);
+			display_error(r, err, errlen);
 			break;
 		}
 		uint64_t now = time_mono_us();
@@ -304,7 +300,7 @@ static int wait_region(struct executor_run *run, const struct ipc_action *a,
 	for (;;) {
 		struct x11_frame *cur = NULL;
 		if ((r = x11_capture(run->d, &area, &cur)) < 0)
-			return x11_failure(r, err, errlen);
+			return display_error(r, err, errlen);
 		bool same = frames_equal(before, cur);
 		x11_frame_destroy(cur);
 		if (!same) {
@@ -355,7 +351,7 @@ int desktop_activate(struct executor_run *run, const struct ipc_action *a, char 
 		return -errno;
 	ipc_window_match_describe(&a->match, desc, sizeof(desc));
 	if ((r = x11_windows_list(run->d, &w, &n)) < 0) {
-		x11_failure(r, err, errlen);
+		display_error(r, err, errlen);
 		goto free_matcher;
 	}
 	const struct x11_window *hit = find(mt, w, n);
