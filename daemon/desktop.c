@@ -59,12 +59,28 @@ static void describe_windows(const struct x11_window *w, size_t n, char *buf, si
 		snprintf(buf + off, size - off, " and %zu more", n - DESKTOP_MAX_WINDOWS_NAMED);
 }
 
-/* The topmost window matching mt in the list, or NULL. */
+/* Window ids that do not count (those that were there before a launch). */
+struct id_set {
+	uint64_t *ids;
+	size_t n;
+};
+
+static bool id_set_has(const struct id_set *set, uint64_t id)
+{
+	for (size_t i = 0; set && i < set->n; i++)
+		if (set->ids[i] == id)
+			return true;
+	return false;
+}
+
+/* The topmost window matching mt in the list and not in `old` (may be NULL), or NULL. */
 static const struct x11_window *find(const struct ipc_window_matcher *mt,
-				     const struct x11_window *w, size_t n)
+				     const struct x11_window *w, size_t n,
+				     const struct id_set *old)
 {
 	for (size_t k = n; k-- > 0;)
-		if (ipc_window_matcher_test(mt, w[k].title, w[k].class_name, w[k].instance))
+		if (!id_set_has(old, w[k].id) &&
+		    ipc_window_matcher_test(mt, w[k].title, w[k].class_name, w[k].instance))
 			return &w[k];
 	return NULL;
 }
@@ -85,8 +101,8 @@ static int display_error(int r, char *err, size_t errlen)
 /* Waits for a matching window to be mapped (want_present) or gone; on success the found
  * window's title and class go into result. */
 static int wait_window(struct executor_run *run, const struct ipc_window_match *m,
-		       bool want_present, uint32_t timeout_ms, char *found, size_t flen,
-		       char *err, size_t errlen)
+		       bool want_present, const struct id_set *old, uint32_t timeout_ms,
+		       char *found, size_t flen, char *err, size_t errlen)
 {
 	char desc[IPC_MAX_MATCH_BYTES * 3 + 64], what[sizeof(desc) + 64];
 	struct ipc_window_matcher *mt = ipc_window_matcher_create(m, err, errlen);
@@ -96,7 +112,8 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 	if (!mt)
 		return -errno;
 	ipc_window_match_describe(m, desc, sizeof(desc));
-	snprintf(what, sizeof(what), "%s %s", want_present ? "a window with" : "no window with",
+	snprintf(what, sizeof(what), "%s %s",
+		 !want_present ? "no window with" : old ? "a new window with" : "a window with",
 		 desc);
 	for (;;) {
 		struct x11_window *w = NULL;
@@ -105,7 +122,7 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 			display_error(r, err, errlen);
 			break;
 		}
-		const struct x11_window *hit = find(mt, w, n);
+		const struct x11_window *hit = find(mt, w, n, old);
 		if (want_present ? hit != NULL : hit == NULL) {
 			if (hit)
 				snprintf(found, flen, "window \"%.200s\" (%s) after %.2f s", hit->title,
@@ -325,7 +342,8 @@ int desktop_wait_for(struct executor_run *run, const struct ipc_action *a,
 	switch (a->wait_kind) {
 	case IPC_WAIT_WINDOW:
 	case IPC_WAIT_WINDOW_GONE:
-		return wait_window(run, &a->match, a->wait_kind == IPC_WAIT_WINDOW, a->timeout_ms,
+		return wait_window(run, &a->match, a->wait_kind == IPC_WAIT_WINDOW, NULL,
+				   a->timeout_ms,
 				   result, rlen, err, errlen);
 	case IPC_WAIT_FOCUS:
 		return wait_focus(run, &a->match, 0, a->timeout_ms, result, rlen, err, errlen);
@@ -354,7 +372,7 @@ int desktop_activate(struct executor_run *run, const struct ipc_action *a, char 
 		display_error(r, err, errlen);
 		goto free_matcher;
 	}
-	const struct x11_window *hit = find(mt, w, n);
+	const struct x11_window *hit = find(mt, w, n, NULL);
 	if (!hit) {
 		describe_windows(w, n, seen, sizeof(seen));
 		snprintf(err, errlen, "no window with %s to activate; windows on the screen: %s",
@@ -390,6 +408,7 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 	char *logs = xasprintf("%s/logs", dir);
 	char *log_path = xasprintf("%s/%lld.log", logs, (long long)run->t->id);
 	char found[400] = "";
+	struct id_set old = {0};
 	pid_t pid;
 	int r;
 
@@ -398,14 +417,28 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 		snprintf(err, errlen, "cannot create the log directory %s: %s", logs, strerror(-r));
 		goto free_paths;
 	}
+	/* "Its first window": one that was not on the screen before the launch (a second
+	 * editor must not be satisfied by the first one's window). */
+	if (a->has_match) {
+		struct x11_window *w = NULL;
+		size_t n = 0;
+		if ((r = x11_windows_list(run->d, &w, &n)) < 0) {
+			display_error(r, err, errlen);
+			goto free_paths;
+		}
+		old.ids = xcalloc(n + 1, sizeof(*old.ids));
+		for (size_t k = 0; k < n; k++)
+			old.ids[old.n++] = w[k].id;
+		x11_windows_free(w, n);
+	}
 	if ((r = launch_spawn(a->argv, run->display_name ? run->display_name :
 				 x11_display_name(run->d), log_path, &pid, err, errlen)) < 0)
 		goto free_paths;
 	int off = snprintf(result, rlen, "started %.100s (pid %d, output in %s)", a->argv[0],
 			   (int)pid, log_path);
 	if (a->has_match) {
-		if ((r = wait_window(run, &a->match, true, a->timeout_ms, found, sizeof(found), err,
-				     errlen)) < 0) {
+		if ((r = wait_window(run, &a->match, true, &old, a->timeout_ms, found,
+				     sizeof(found), err, errlen)) < 0) {
 			/* The program runs on: say which one the timeout is about. */
 			char why[512];
 			snprintf(why, sizeof(why), "%s", err);
@@ -418,6 +451,7 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 	}
 	r = 0;
 free_paths:
+	free(old.ids);
 	free(log_path);
 	free(logs);
 	return r;

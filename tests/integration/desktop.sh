@@ -76,11 +76,12 @@ expect_json "missing program" .status failed
 expect_contains "missing program" "$(jq -r .error "$BODY")" \
 	"cannot start 'holod-no-such-program': no such program (looked in PATH)"
 
+# The editor's window is there, but a launch waits for a window of its own.
 run_script never '{"script": [{"tool_name": "launch", "command": ["sleep", "30"],
-  "wait_window": {"title": "never"}, "timeout": 0.5}]}'
+  "wait_window": {"class": "^Mousepad$"}, "timeout": 0.5}]}'
 expect_json "never status" .status failed
 expect_contains "never: the timeout says what it waited for" "$(jq -r .error "$BODY")" \
-	'timed out after 0.5 s waiting for a window with title ~ "never"; windows on the screen:'
+	'timed out after 0.5 s waiting for a new window with class ~ "^Mousepad$"; windows on the screen:'
 expect_contains "never: the timeout names the windows seen" "$(jq -r .error "$BODY")" \
 	'"/tmp/'
 SLEEP_PID=$(step_field "$TASK" 0 .error | sed -n 's/.*(pid \([0-9]*\)).*/\1/p')
