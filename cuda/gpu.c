@@ -5,15 +5,42 @@
 #include "common.h"
 
 #include <cuda_runtime.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The sticky error that broke the context (cudaSuccess: none); gpu_device_reset() clears it. */
+static _Atomic int device_fault = cudaSuccess;
+
+static bool is_sticky(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorAssert:
+	case cudaErrorECCUncorrectable:
+		return true;
+	default:
+		return false;
+	}
+}
 
 int gpu_translate_error(int err, const char *file, int line, const char *what)
 {
 	cudaError_t e = (cudaError_t)err;
 	if (e == cudaSuccess)
 		return 0;
+	int none = cudaSuccess;
+	if (is_sticky(e) && atomic_compare_exchange_strong(&device_fault, &none, (int)e))
+		log_error("%s:%d: %s: %s: the CUDA context is unusable until the device is reset",
+			  file, line, what, cudaGetErrorString(e));
 	int r = e == cudaErrorMemoryAllocation ? -ENOMEM
 		: (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice) ? -ENODEV
 		: -EIO;
@@ -42,6 +69,26 @@ int gpu_device_info(int device, struct gpu_device_info *ret)
 	ret->total_memory = p.totalGlobalMem;
 	ret->multiprocessors = p.multiProcessorCount;
 	return 0;
+}
+
+bool gpu_device_fault(char *buf, size_t len)
+{
+	cudaError_t e = (cudaError_t)atomic_load(&device_fault);
+	if (e == cudaSuccess)
+		return false;
+	if (buf && len)
+		snprintf(buf, len, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+	return true;
+}
+
+int gpu_device_reset(int device)
+{
+	/* a broken context may fail this too: the reset below is what repairs it */
+	(void)cudaSetDevice(device);
+	int r = GPU_CHECK(cudaDeviceReset());
+	if (r >= 0)
+		atomic_store(&device_fault, cudaSuccess);
+	return r;
 }
 
 bool gpu_devices_emulated(void)

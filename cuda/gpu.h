@@ -40,6 +40,15 @@ int gpu_device_info(int device, struct gpu_device_info *ret);
  * kernel, but are no accelerator, so nothing picks them unasked. */
 bool gpu_devices_emulated(void);
 
+/* Whether a sticky error (an illegal address or instruction, a launch failure, an uncorrectable
+ * ECC error...) has broken this process's CUDA context: then every later CUDA call fails until
+ * gpu_device_reset(). True with "cudaErrorX (its text)" in buf (may be NULL). */
+bool gpu_device_fault(char *buf, size_t len);
+/* Repairs the device after a fault (cudaDeviceReset): every allocation, stream and graph of the
+ * process on it is gone, so call it once all were freed (their frees fail quietly). Returns 0 or
+ * -EIO. */
+int gpu_device_reset(int device);
+
 /* NULL + errno (ENODEV when the device does not exist). */
 struct gpu_context *gpu_context_create(int device);
 void gpu_context_destroy(struct gpu_context *g);

@@ -193,6 +193,19 @@ int engine_backend_get_info(const struct engine_backend *b, struct engine_backen
 	return 0;
 }
 
+bool engine_backend_fault(const struct engine_backend *b, char *buf, size_t len)
+{
+#ifdef HOLOD_HAVE_CUDA
+	if (b && b->kind == ENGINE_BACKEND_CUDA)
+		return gpu_device_fault(buf, len);
+#else
+	(void)b;
+#endif
+	(void)buf;
+	(void)len;
+	return false;
+}
+
 const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf,
 				    size_t len)
 {
@@ -203,7 +216,11 @@ const char *engine_backend_strerror(const struct engine_backend *b, int err, cha
 		snprintf(buf, len, "%s", strerror(-err));
 		return buf;
 	}
-	if (err == -EIO)
+	char fault[160];
+	if (err == -EIO && engine_backend_fault(b, fault, sizeof(fault)))
+		snprintf(buf, len, "the CUDA device %d (%s) failed: %s", b->device, info.device,
+			 fault);
+	else if (err == -EIO)
 		snprintf(buf, len, "the CUDA device %d (%s) failed (see the debug log for the CUDA "
 			 "error)", b->device, info.device);
 	else

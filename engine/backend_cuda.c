@@ -973,6 +973,10 @@ static void cuda_destroy(struct engine_backend *base)
 	free(b->lw);
 	pthread_mutex_destroy(&b->lock);
 	gpu_context_destroy(b->gpu);
+	/* After a sticky error the context is unusable: this backend was its last user (its
+	 * sessions went first), so reset the device for the next one. */
+	if (gpu_device_fault(NULL, 0) && gpu_device_reset(base->device) < 0)
+		log_error("CUDA device %d: the reset after a device fault failed", base->device);
 	free(b->table);
 	free(b);
 }

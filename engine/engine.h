@@ -221,6 +221,12 @@ struct engine_backend_info {
 /* Fills *ret. Any thread may call it while others compute. Returns 0 or -EINVAL. */
 int engine_backend_get_info(const struct engine_backend *b, struct engine_backend_info *ret);
 
+/* Whether b's device has failed for good (a CUDA sticky error: an illegal address, a launch
+ * failure...): every computation on b fails from then on, and only destroying b (after its
+ * sessions) and creating a new backend recovers. True with the device's error in buf (may be
+ * NULL); false for the CPU. */
+bool engine_backend_fault(const struct engine_backend *b, char *buf, size_t len);
+
 /* Writes one sentence for an error `err` (negative errno) that a computation on b returned and
  * returns buf: -ENOMEM names the device and its memory, e.g. "out of device memory on CUDA
  * device 0 (NVIDIA H100 80GB HBM3): 1234 of 81559 MiB free, sessions hold 512 MiB", -EIO says

@@ -901,7 +901,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (capture == cudaStreamCaptureStatusNone)
-		return run(pb, o);
+		return gpu_emu_grid_faults() ? CUBLAS_STATUS_EXECUTION_FAILED : run(pb, o);
 	pb.a = pb.b = pb.c = pb.d = nullptr; /* the descriptors may be gone at replay */
 	auto *r = new (std::nothrow) recorded_matmul{pb, o};
 	if (!r)

@@ -7,6 +7,10 @@
  * configuration has been checked. Serialises concurrent callers (one grid runs at a time). */
 void gpu_emu_run_grid(const struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem);
 
+/* Whether the grid (or library call standing in for one) about to run must not: the context is
+ * broken by an injected fault, or the fault fires now (HOLOD_GPU_EMU_FAULT, runtime.cc). */
+bool gpu_emu_grid_faults(void);
+
 /* Records host work (a library stand-in's call, such as cublasLtMatmul) into the graph that
  * `stream` is capturing: cudaGraphLaunch runs call->run(call->args) on the replaying thread, in
  * order with the graph's kernels and copies; instantiation clones the args, the graph destroys

@@ -8,6 +8,9 @@
  * launches, copies, memsets and event records into a graph instead, and cudaGraphLaunch replays
  * them. Functions the engine does not use are not defined here: a link error names them.
  *
+ * A device fault can be injected (HOLOD_GPU_EMU_FAULT, below): the context is then broken as a
+ * kernel's illegal address breaks a real one, until cudaDeviceReset().
+ *
  * Threads: any host thread may call these functions; the allocation table and the kernel attribute
  * table are guarded by one mutex; the last error is per host thread, as in CUDA.
  */
@@ -15,6 +18,9 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <cerrno>
 #include <climits>
@@ -41,6 +47,79 @@ static cudaError_t fail(cudaError_t e)
 {
 	last_error = e;
 	return e;
+}
+
+/* ---- injected device faults ----------------------------------------------------------------
+ * HOLOD_GPU_EMU_FAULT=after:N: the kernel grid after the first N of the process (graph replays
+ * count each of their kernels) does not run and breaks the context; file:PATH: the first grid
+ * launched while PATH exists does. Either fires once per process. A broken context behaves as
+ * CUDA's after a sticky error (cudaErrorIllegalAddress): no further kernel, copy or memset runs,
+ * and every call that reports an error returns it (cudaFree still frees, so that the caller's
+ * teardown leaks nothing) until cudaDeviceReset(), which repairs the device. Allocations made
+ * before the reset stay valid here, unlike on a real device: free them first. */
+static std::atomic<bool> broken{false};
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+static unsigned long long fault_after = ULLONG_MAX; /* grids before the fault */
+static char *fault_file;                             /* or: the trigger file */
+static std::atomic<unsigned long long> grids_seen{0};
+static std::atomic<bool> fault_fired{false};
+
+static void fault_config(void)
+{
+	const char *f = getenv("HOLOD_GPU_EMU_FAULT");
+	if (!f || !*f)
+		return;
+	if (!strncmp(f, "after:", 6)) {
+		char *end;
+		errno = 0;
+		fault_after = strtoull(f + 6, &end, 10);
+		if (errno || end == f + 6 || *end)
+			gpu_emu_die("HOLOD_GPU_EMU_FAULT=%s: expected after:N or file:PATH", f);
+	} else if (!strncmp(f, "file:", 5) && f[5]) {
+		fault_file = strdup(f + 5);
+	} else {
+		gpu_emu_die("HOLOD_GPU_EMU_FAULT=%s: expected after:N or file:PATH", f);
+	}
+}
+
+bool gpu_emu_grid_faults(void)
+{
+	pthread_once(&fault_once, fault_config);
+	if (broken.load())
+		return true;
+	if (fault_fired.load() || (fault_after == ULLONG_MAX && !fault_file))
+		return false;
+	bool now = fault_file ? access(fault_file, F_OK) == 0 : grids_seen.fetch_add(1) == fault_after;
+	if (now && !fault_fired.exchange(true)) {
+		fprintf(stderr, "gpu-emu: injected device fault (HOLOD_GPU_EMU_FAULT): "
+				"the context is broken until cudaDeviceReset()\n");
+		broken.store(true);
+		return true;
+	}
+	return false;
+}
+
+/* cudaErrorIllegalAddress once the context is broken (recorded as the last error too). */
+static bool broken_now(cudaError_t *ret)
+{
+	if (!broken.load())
+		return false;
+	*ret = fail(cudaErrorIllegalAddress);
+	return true;
+}
+
+#define RETURN_IF_BROKEN()                                                                         \
+	do {                                                                                       \
+		cudaError_t broken_e_;                                                             \
+		if (broken_now(&broken_e_))                                                        \
+			return broken_e_;                                                          \
+	} while (0)
+
+cudaError_t cudaDeviceReset(void)
+{
+	broken.store(false);
+	last_error = cudaSuccess;
+	return cudaSuccess;
 }
 
 size_t gpu_emu_parse_size(const char *s, size_t fallback, const char *var)
@@ -125,6 +204,7 @@ static double now_ms(void)
 
 cudaError_t cudaGetLastError(void)
 {
+	RETURN_IF_BROKEN();
 	cudaError_t e = last_error;
 	last_error = cudaSuccess;
 	return e;
@@ -132,6 +212,7 @@ cudaError_t cudaGetLastError(void)
 
 cudaError_t cudaPeekAtLastError(void)
 {
+	RETURN_IF_BROKEN();
 	return last_error;
 }
 
@@ -155,6 +236,7 @@ static const struct {
 	 "operation failed due to a previous error during capture"},
 	{cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in this state"},
 	{cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+	{cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
 };
 
 const char *cudaGetErrorName(cudaError_t e)
@@ -239,6 +321,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+	RETURN_IF_BROKEN();
 	return cudaSuccess;
 }
 
@@ -248,6 +331,7 @@ cudaError_t cudaMalloc(void **ret, size_t size)
 {
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
+	RETURN_IF_BROKEN();
 	if (size == 0) {
 		*ret = nullptr;
 		return cudaSuccess;
@@ -293,6 +377,7 @@ cudaError_t cudaFree(void *p)
 	if (!known)
 		return fail(cudaErrorInvalidDevicePointer);
 	free(p);
+	RETURN_IF_BROKEN();
 	return cudaSuccess;
 }
 
@@ -428,6 +513,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+	RETURN_IF_BROKEN();
 	struct CUstream_st *st = stream_of(s);
 	if (st->capture) {
 		st->invalidated = true;
@@ -489,6 +575,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+	RETURN_IF_BROKEN();
 	return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
@@ -539,6 +626,7 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cuda
 {
 	if ((unsigned)kind > (unsigned)cudaMemcpyDefault)
 		return fail(cudaErrorInvalidMemcpyDirection);
+	RETURN_IF_BROKEN();
 	if (count == 0)
 		return cudaSuccess;
 	if (!dst || !src)
@@ -614,6 +702,7 @@ cudaError_t cudaGetSymbolAddress(void **ret, const void *symbol)
 
 static cudaError_t memset_on(void *p, int value, size_t count, cudaStream_t s)
 {
+	RETURN_IF_BROKEN();
 	if (count == 0)
 		return cudaSuccess;
 	if (!p)
@@ -706,7 +795,8 @@ void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, siz
 		st->capture->nodes.push_back(n);
 		return;
 	}
-	gpu_emu_run_grid(call, grid, block, smem);
+	if (!gpu_emu_grid_faults())
+		gpu_emu_run_grid(call, grid, block, smem);
 	call->destroy(call->args);
 }
 
@@ -785,10 +875,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 		return fail(cudaErrorInvalidResourceHandle);
 	if (stream_of(s)->capture)
 		return fail(cudaErrorStreamCaptureUnsupported);
+	RETURN_IF_BROKEN();
 	for (const auto &n : x->nodes) {
+		if (broken.load())
+			break;
 		switch (n.type) {
 		case NODE_KERNEL:
-			gpu_emu_run_grid(&n.call, n.grid, n.block, n.smem);
+			if (!gpu_emu_grid_faults())
+				gpu_emu_run_grid(&n.call, n.grid, n.block, n.smem);
 			break;
 		case NODE_MEMCPY:
 			memmove(n.dst, n.src, n.count);
@@ -801,7 +895,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 			n.event->t_ms = now_ms();
 			break;
 		case NODE_HOST_WORK:
-			n.call.run(n.call.args);
+			if (!gpu_emu_grid_faults())
+				n.call.run(n.call.args);
 			break;
 		}
 	}

@@ -3,15 +3,19 @@
  * copies, reset), memory accounting, and out-of-memory refusals. It runs on a real device (suite
  * `gpu`, 77 without one) and in the CUDA emulation (suite `gpu-emu`).
  *
- * Usage: test-gpu-backend [oom]. `oom` expects a small device (HOLOD_GPU_EMU_MEMORY=1M in the
+ * Usage: test-gpu-backend [oom|fault]. `oom` expects a small device (HOLOD_GPU_EMU_MEMORY=1M in the
  * emulation): a model too large for it and sequences that do not fit must fail with -ENOMEM and
- * clear sentences, leaving everything else as it was.
+ * clear sentences, leaving everything else as it was. `fault` (emulation only) breaks the device
+ * in the middle of a forward (HOLOD_GPU_EMU_FAULT, set by the test itself): the forward fails with
+ * -EIO and a sentence naming the CUDA error, so does everything after it on that backend, and a
+ * backend created after the broken one is destroyed computes the same logits as before the fault.
  *
  * Exactness: fp32 precision keeps every value; bf16 precision rounds matrices and the KV cache to
  * bf16 (round to nearest even) and nothing else, so each is compared bit for bit with the host's
  * own conversion. */
 #include <errno.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,6 +328,65 @@ static void test_oom(void)
 	lm_random_model_destroy(m);
 }
 
+static void test_fault(void)
+{
+	char dir[] = "/tmp/holod-gpu-fault.XXXXXX";
+	REQUIRE(mkdtemp(dir));
+	char *trigger = path_join(dir, "fault");
+	char *spec = xasprintf("file:%s", trigger);
+	REQUIRE(setenv("HOLOD_GPU_EMU_FAULT", spec, 1) == 0); /* read at the first launch */
+
+	struct engine_model *m = model_of(TENSOR_BF16, 64, 96);
+	int32_t tok[12] = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 11, 12};
+	float want[96], got[96];
+	char buf[512];
+
+	struct engine_backend *b = cuda_backend(m, ENGINE_PRECISION_FP32);
+	struct engine_session *s = engine_session_create_on(b, 64);
+	REQUIRE(s);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 12, ENGINE_LOGITS_LAST, want), 0);
+	engine_session_destroy(s);
+	CHECK(!engine_backend_fault(b, buf, sizeof(buf)));
+
+	/* the next kernel faults: in the middle of this forward */
+	FILE *f = fopen(trigger, "w");
+	REQUIRE(f);
+	fclose(f);
+	s = engine_session_create_on(b, 64);
+	REQUIRE(s);
+	int r = engine_session_append(s, tok, NULL, 12, ENGINE_LOGITS_LAST, got);
+	CHECK_INT_EQ(r, -EIO);
+	CHECK(unlink(trigger) == 0);
+	CHECK(engine_backend_fault(b, buf, sizeof(buf)));
+	CHECK(strstr(buf, "cudaErrorIllegalAddress") != NULL);
+	engine_backend_strerror(b, r, buf, sizeof(buf));
+	fprintf(stderr, "as expected: %s\n", buf);
+	CHECK(strstr(buf, "the CUDA device 0 (") == buf &&
+	      strstr(buf, ") failed: cudaErrorIllegalAddress (an illegal memory access was "
+			  "encountered)") != NULL);
+	/* the context stays broken: nothing more computes on this backend */
+	engine_session_destroy(s);
+	s = engine_session_create_on(b, 64);
+	if (s)
+		CHECK_INT_EQ(engine_session_append(s, tok, NULL, 12, ENGINE_LOGITS_LAST, got), -EIO);
+	engine_session_destroy(s);
+	engine_backend_destroy(b);
+
+	/* a new backend (the old one reset the device as it went) computes as before */
+	b = cuda_backend(m, ENGINE_PRECISION_FP32);
+	CHECK(!engine_backend_fault(b, buf, sizeof(buf)));
+	s = engine_session_create_on(b, 64);
+	REQUIRE(s);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 12, ENGINE_LOGITS_LAST, got), 0);
+	CHECK(memcmp(want, got, sizeof(want)) == 0);
+	engine_session_destroy(s);
+	engine_backend_destroy(b);
+	lm_random_model_destroy(m);
+	rmdir(dir);
+	free(spec);
+	free(trigger);
+}
+
 /* $HOLOD_BACKEND / $HOLOD_PRECISION put a model's default backend (engine_session_create()) on
  * the device, fp32 unless told otherwise: the conformance suite's hook; a bad value makes
  * sessions fail rather than run on the CPU. */
@@ -370,6 +433,10 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "oom") == 0) {
 		test_oom();
+		return test_exit();
+	}
+	if (argc > 1 && strcmp(argv[1], "fault") == 0) {
+		test_fault();
 		return test_exit();
 	}
 	enum tensor_dtype dts[] = {TENSOR_BF16, TENSOR_F16, TENSOR_F32};
