@@ -182,6 +182,7 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 	struct engine_vision_preprocess pp;
 	struct engine_vision_grid grid;
 	float *pixels = NULL;
+	char why[256];
 	int r;
 
 	uint64_t t0 = time_mono_us();
@@ -211,7 +212,7 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 						      pixels + (size_t)i * tile_floats, 1,
 						      rows + (size_t)i * tile_rows)) < 0)
 			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
-				 strerror(-r));
+				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		if (r < 0) {
 			free(rows);
 			free(pixels);
@@ -362,6 +363,7 @@ static int job_step(struct worker_ctx *ctx, void *arg)
 	struct step_job *j = arg;
 	struct agent *a = j->a;
 	struct engine_snapshot *before_decode = NULL;
+	char why[256];
 	float *logits0 = xmalloc((size_t)a->vocab * sizeof(float));
 	int r;
 
@@ -376,7 +378,8 @@ static int job_step(struct worker_ctx *ctx, void *arg)
 	if ((r = prefill(a, j->piece, j->slot_rows, ENGINE_LOGITS_LAST, logits0, j->stop,
 			 j->deadline_us)) < 0) {
 		if (r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "prefill failed: %s", strerror(-r));
+			snprintf(j->err, sizeof(j->err), "prefill failed: %s",
+				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		goto finish;
 	}
 	uint64_t t1 = time_mono_us();
@@ -413,12 +416,15 @@ static int job_step(struct worker_ctx *ctx, void *arg)
 			break;
 	}
 	j->decode_us = time_mono_us() - t1;
+	if (r < 0 && r != -EBADMSG && r != -ECANCELED && r != -ETIME)
+		snprintf(j->err, sizeof(j->err), "decoding failed: %s",
+			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 	if (r == 0 && j->close) {
 		r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us);
 		j->closed = r == 0;
 		if (r < 0 && r != -ECANCELED && r != -ETIME)
 			snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s",
-				 strerror(-r));
+				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 	}
 finish:
 	a->session_tokens = engine_session_n_tokens(a->session);

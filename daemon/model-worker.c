@@ -34,6 +34,13 @@ struct model_worker {
 	int sessions;
 	long long state_bytes;
 	uint64_t load_us;
+	int device_resets; /* backends recreated after a device fault */
+	bool loaded; /* the load succeeded once: ctx's tokenizer, grammar and vision stay valid
+		      * (a backend recreated after a device fault is LOADING again meanwhile) */
+	/* Model worker only: the backend's device has failed for good (engine_backend_fault());
+	 * it is recreated once no session is left on it. */
+	bool device_failed;
+	char device_error[MODEL_WORKER_MAX_ERROR / 2];
 
 	/* Written by the model worker before the state becomes READY, immutable afterwards. */
 	struct worker_ctx ctx;
@@ -233,6 +240,7 @@ static void load(struct model_worker *et)
 	pthread_mutex_lock(&et->lock);
 	et->load_us = time_mono_us() - t0;
 	et->state = MODEL_WORKER_READY;
+	et->loaded = true;
 	pthread_cond_broadcast(&et->done);
 	pthread_mutex_unlock(&et->lock);
 	struct engine_backend_info bi;
@@ -245,6 +253,42 @@ static void load(struct model_worker *et)
 fail:
 	unload(ctx);
 	log_error("%s; instruction tasks are refused, scripts still work", et->error);
+}
+
+/* After a device fault, with no session left on the broken backend: a new backend on the same
+ * device, or FAILED saying why not. Jobs wait meanwhile (the state is LOADING); the model, the
+ * tokenizer, the vision tower and the grammar are the backend's neighbours, not its parts, and
+ * stay. Called with et->lock held; drops it while it works. */
+static void recreate_backend(struct model_worker *et)
+{
+	struct worker_ctx *ctx = &et->ctx;
+	char err[MODEL_WORKER_MAX_ERROR / 2] = "";
+	uint64_t t0 = time_mono_us();
+
+	et->state = MODEL_WORKER_LOADING;
+	struct engine_backend_options bo = et->backend;
+	pthread_mutex_unlock(&et->lock);
+
+	log_notice("the model %s: recreating its %s backend after the device failure", et->dir,
+		   engine_backend_kind_name(bo.kind));
+	engine_backend_destroy(ctx->backend);
+	ctx->backend = engine_backend_create(ctx->model, &bo, err, sizeof(err));
+
+	pthread_mutex_lock(&et->lock);
+	et->device_failed = false;
+	et->device_resets++;
+	if (!ctx->backend) {
+		snprintf(et->error, sizeof(et->error),
+			 "the model's device failed (%s) and its backend could not be recreated: %s",
+			 et->device_error, err[0] ? err : strerror(errno));
+		et->state = MODEL_WORKER_FAILED;
+		log_error("%s; instruction tasks are refused, scripts still work", et->error);
+	} else {
+		et->state = MODEL_WORKER_READY;
+		log_notice("the model %s: backend recreated in %.1f s", et->dir,
+			   (time_mono_us() - t0) / 1e6);
+	}
+	pthread_cond_broadcast(&et->done);
 }
 
 static void *worker_main(void *userdata)
@@ -265,11 +309,21 @@ static void *worker_main(void *userdata)
 		pthread_mutex_unlock(&et->lock);
 
 		int r = j->fn(&et->ctx, j->arg);
+		/* A job that met a device fault failed with it (its task says so); so do the jobs of
+		 * other tasks until their sessions are gone: then the backend is recreated. */
+		if (!et->device_failed && engine_backend_fault(et->ctx.backend, et->device_error,
+							       sizeof(et->device_error))) {
+			et->device_failed = true;
+			log_error("the model %s: its device failed: %s; the backend is recreated once "
+				  "the tasks using it have ended", et->dir, et->device_error);
+		}
 
 		pthread_mutex_lock(&et->lock);
 		j->result = r;
 		j->done = true;
 		pthread_cond_broadcast(&et->done);
+		if (et->device_failed && et->sessions == 0 && !et->stopping)
+			recreate_backend(et);
 	}
 	/* Jobs left in the queue are answered; their submitters are waiting. */
 	while (et->n_queued) {
@@ -348,19 +402,27 @@ const char *model_worker_error(struct model_worker *et)
 	return model_worker_state(et) == MODEL_WORKER_FAILED ? et->error : NULL;
 }
 
+static bool loaded(struct model_worker *et)
+{
+	pthread_mutex_lock(&et->lock);
+	bool l = et->loaded;
+	pthread_mutex_unlock(&et->lock);
+	return l;
+}
+
 const struct engine_tokenizer *model_worker_tokenizer(struct model_worker *et)
 {
-	return model_worker_state(et) == MODEL_WORKER_READY ? et->ctx.tok : NULL;
+	return loaded(et) ? et->ctx.tok : NULL;
 }
 
 const struct policy_grammar *model_worker_grammar(struct model_worker *et)
 {
-	return model_worker_state(et) == MODEL_WORKER_READY ? et->ctx.grammar : NULL;
+	return loaded(et) ? et->ctx.grammar : NULL;
 }
 
 int model_worker_tokens_per_tile(struct model_worker *et)
 {
-	return model_worker_state(et) == MODEL_WORKER_READY ? et->tokens_per_tile : 0;
+	return loaded(et) ? et->tokens_per_tile : 0;
 }
 
 static const char *state_name(enum model_worker_state s)
@@ -379,16 +441,22 @@ static const char *state_name(enum model_worker_state s)
 
 json_t *model_worker_provenance(struct model_worker *et)
 {
-	if (model_worker_state(et) != MODEL_WORKER_READY)
+	/* under the lock: after a device fault the backend is recreated */
+	pthread_mutex_lock(&et->lock);
+	if (et->state != MODEL_WORKER_READY) {
+		pthread_mutex_unlock(&et->lock);
 		return json_null();
+	}
 	const char *slash = strrchr(et->dir, '/');
 	struct engine_backend_info bi;
 	engine_backend_get_info(et->ctx.backend, &bi);
-	return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "path", et->dir, "name",
-			 slash && slash[1] ? slash + 1 : et->dir, "sha256",
-			 et->content_sha256[0] ? json_string(et->content_sha256) : json_null(),
-			 "backend", bi.name, "device", bi.device, "precision",
-			 engine_precision_name(bi.precision));
+	json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "path", et->dir, "name",
+			      slash && slash[1] ? slash + 1 : et->dir, "sha256",
+			      et->content_sha256[0] ? json_string(et->content_sha256) : json_null(),
+			      "backend", bi.name, "device", bi.device, "precision",
+			      engine_precision_name(bi.precision));
+	pthread_mutex_unlock(&et->lock);
+	return o;
 }
 
 json_t *model_worker_status(struct model_worker *et)
@@ -409,6 +477,7 @@ json_t *model_worker_status(struct model_worker *et)
 			      engine_cpu_kernels(), "sessions", et->sessions);
 	if (o) {
 		json_object_set_new(o, "state_bytes", json_integer(et->state_bytes));
+		json_object_set_new(o, "device_resets", json_integer(et->device_resets));
 		if (ready) {
 			json_object_set_new(o, "parameters", json_integer((json_int_t)et->info.n_params));
 			json_object_set_new(o, "weight_bytes",

@@ -16,6 +16,11 @@
  *     step grammar (policy.h). The masker is not (its cache is unlocked): jobs only.
  *   - Long jobs poll the caller's cancel flag themselves (between decoded tokens, between
  *     prefill chunks); the model worker never blocks on anything but its queue.
+ *   - A device fault (engine_backend_fault(): a CUDA sticky error) fails the job that met it and
+ *     every job after it until the sessions on the broken backend are gone (their tasks fail
+ *     and close them); then the worker destroys the backend and creates a new one on the same
+ *     device (state LOADING meanwhile, READY again, or FAILED saying why it could not). The
+ *     model, tokenizer, vision tower and grammar are not the backend's and stay.
  *   - Shutdown: destroy after the scheduler is stopped (no job in flight); jobs still queued
  *     are answered -ESHUTDOWN. */
 #pragma once
@@ -67,16 +72,18 @@ enum model_worker_state model_worker_wait_loaded(struct model_worker *et);
 /* The load error (a sentence), or NULL. Valid until the thread is destroyed. */
 const char *model_worker_error(struct model_worker *et);
 
-/* Read-only, thread-safe parts of a READY model (NULL before). */
+/* Read-only, thread-safe parts of a model once loaded (NULL before the load succeeded; they stay
+ * while a backend is recreated after a device fault). */
 const struct engine_tokenizer *model_worker_tokenizer(struct model_worker *et);
 const struct policy_grammar *model_worker_grammar(struct model_worker *et);
-/* Image tokens per tile of the vision tower (0 before READY). */
+/* Image tokens per tile of the vision tower (0 before the load succeeded). */
 int model_worker_tokens_per_tile(struct model_worker *et);
 
 /* The "model" member of GET /v1/status: null without a model, else
  * {"path", "name", "state", "error", "backend", "parameters", "weight_bytes", "layers",
  *  "pattern", "hidden", "vocab", "vision", "tokens_per_tile", "threads", "kernels", "load_ms",
- *  "sessions", "state_bytes", and once ready "device", "precision", "device_weight_bytes",
+ *  "sessions", "state_bytes", "device_resets" (backends recreated after a device fault), and
+ *  once ready "device", "precision", "device_weight_bytes",
  *  "device_state_bytes", "device_memory_total", "device_memory_free"}. A new reference, or
  *  NULL on OOM. */
 json_t *model_worker_status(struct model_worker *et);

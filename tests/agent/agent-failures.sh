@@ -73,6 +73,47 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	grep -q '^press button=1 .* root_x=40 root_y=40 ' "$CLIENT_LOG" ||
 		fail "the script did not click after the CUDA task ran out of memory"
 	stop_holod || fail "holod exit status $?"
+
+	# A device fault in the middle of a task (injected: the first kernel after the trigger file
+	# appears meets an illegal address, and the context stays broken as CUDA's does): the task
+	# fails naming the CUDA error, holod recreates the backend once the task's session is gone,
+	# and the recreated backend computes again.
+	rm -f "$SOCK"
+	HOLOD_GPU_EMU_FAULT="file:$T/gpu-fault" start_agent --backend cuda
+	: >"$T/gpu-fault"
+	submit '{"instruction": "Click the red block.", "max_steps": 1}'
+	wait_task "$TASK" failed 60
+	rm -f "$T/gpu-fault"
+	api GET "/v1/tasks/$TASK"
+	E=$(jq -r .error "$BODY")
+	case "$E" in
+	"cannot prefill the prompt ("*" tokens): the CUDA device 0 ("*") failed: cudaErrorIllegalAddress (an illegal memory access was encountered)") ;;
+	*) fail "a device fault: '$E'" ;;
+	esac
+	wait_until 60 sh -c "curl -sS --unix-socket '$SOCK' http://holod/v1/status |
+		jq -e '.model.state == \"ready\" and .model.device_resets == 1' >/dev/null" ||
+		fail "no backend recreated after the device fault: $(curl -sS --unix-socket "$SOCK" http://holod/v1/status)"
+	api GET /v1/status
+	expect_json "after the device fault" .model.sessions 0
+	expect_json "after the device fault" .model.device_state_bytes 0
+	expect_json "after the device fault" '.model.device_weight_bytes > 0' true
+	grep -q "its device failed: cudaErrorIllegalAddress" "$HOLOD_LOG" ||
+		fail "the device fault is not in the log"
+	grep -q "backend recreated in" "$HOLOD_LOG" || fail "the recreation is not in the log"
+	# Past the point where the fault stopped the first task: this one computes until its time
+	# budget ends it, with no device error.
+	submit '{"instruction": "Click the red block.", "max_steps": 1, "max_seconds": 4}'
+	wait_task "$TASK" failed 60
+	api GET "/v1/tasks/$TASK"
+	case "$(jq -r .error "$BODY")" in
+	"max_seconds budget (4 s) exhausted "*) ;;
+	*) fail "a task after the recreation: '$(jq -r .error "$BODY")'" ;;
+	esac
+	submit '{"script": [{"tool_name": "click", "x": 50, "y": 50}]}'
+	wait_task "$TASK" succeeded 30
+	grep -q '^press button=1 .* root_x=50 root_y=50 ' "$CLIENT_LOG" ||
+		fail "the script did not click after the device fault"
+	stop_holod || fail "holod exit status $?"
 fi
 
 # ---- a directory that is not a model
