@@ -2,12 +2,17 @@
 # (temporary XDG directories, a private Xvfb, holod, curl/jq/sqlite3 helpers) plus the model
 # and a recording client that covers the whole screen.
 #
-# Environment from meson: HOLOD, HOLOCTL, HOLO_TEST_CLIENT, AGENT_MODEL, INTEGRATION_LIB.
+# Environment from meson: HOLOD, HOLOCTL, HOLO_TEST_CLIENT, AGENT_MODEL, INTEGRATION_LIB, and
+# AGENT_BACKEND (cpu, the default, or cuda: the emulated build runs the same scenarios on the CUDA
+# backend) and AGENT_PRECISION (empty: the backend's default), which start_agent passes as
+# --backend and --precision.
 
 . "$INTEGRATION_LIB"
 
 SCREEN_W=640
 SCREEN_H=400
+AGENT_BACKEND=${AGENT_BACKEND:-cpu}
+AGENT_PRECISION=${AGENT_PRECISION:-}
 
 require_agent() {
 	require_tools "$@"
@@ -32,9 +37,11 @@ model_is() {
 	[ "$(model_state)" = "$1" ]
 }
 
-# start_agent [HOLOD ARGS...]: holod with the model, once the model is loaded.
+# start_agent [HOLOD ARGS...]: holod with the model on $AGENT_BACKEND, once the model is loaded
+# (a later --backend in ARGS wins).
 start_agent() {
-	start_holod --model "$AGENT_MODEL" "$@"
+	start_holod --model "$AGENT_MODEL" --backend "$AGENT_BACKEND" \
+		${AGENT_PRECISION:+--precision "$AGENT_PRECISION"} "$@"
 	wait_until 60 model_is ready || { fail "the model did not load: $(model_state)"; exit 1; }
 }
 
