@@ -35,6 +35,9 @@ struct model_worker {
 	long long state_bytes;
 	uint64_t load_us;
 	int device_resets; /* backends recreated after a device fault */
+	/* weight loading (engine_backend_options.progress): checkpoint bytes prepared of total,
+	 * since load_t0; the last progress line logged at load_logged_us */
+	uint64_t load_done, load_total, load_t0, load_end, load_logged_us;
 	bool loaded; /* the load succeeded once: ctx's tokenizer, grammar and vision stay valid
 		      * (a backend recreated after a device fault is LOADING again meanwhile) */
 	/* Model worker only: the backend's device has failed for good (engine_backend_fault());
@@ -148,6 +151,43 @@ static int model_content_hash(const char *dir, char ret[65])
 	return r;
 }
 
+/* Seconds between two progress lines of a weight load in the log. */
+#define MODEL_WORKER_PROGRESS_LOG_US 2000000u
+
+/* engine_backend_options.progress: the figures for the status, and a log line every
+ * MODEL_WORKER_PROGRESS_LOG_US and at the end. Runs on the worker, inside the backend's creation. */
+static void load_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct model_worker *et = arg;
+	uint64_t now = time_mono_us();
+
+	pthread_mutex_lock(&et->lock);
+	et->load_done = done;
+	et->load_total = total;
+	if (done == total)
+		et->load_end = now;
+	bool log = done == total || now - et->load_logged_us >= MODEL_WORKER_PROGRESS_LOG_US;
+	if (log)
+		et->load_logged_us = now;
+	double s = (double)(now - et->load_t0) / 1e6;
+	pthread_mutex_unlock(&et->lock);
+	if (log)
+		log_info("the model %s: weights %.1f of %.1f MiB loaded (%.1f MiB/s)", et->dir,
+			 (double)done / (1 << 20), (double)total / (1 << 20),
+			 s > 0 ? (double)done / (1 << 20) / s : 0.0);
+}
+
+/* Starts the progress figures of a weight load and hooks load_progress() into `bo`. */
+static void load_progress_start(struct model_worker *et, struct engine_backend_options *bo)
+{
+	pthread_mutex_lock(&et->lock);
+	et->load_done = et->load_total = et->load_end = 0;
+	et->load_t0 = et->load_logged_us = time_mono_us();
+	pthread_mutex_unlock(&et->lock);
+	bo->progress = load_progress;
+	bo->progress_arg = et;
+}
+
 /* Loads everything an agent task needs; on failure the state says why and holod goes on
  * serving scripts. */
 static void load(struct model_worker *et)
@@ -179,6 +219,7 @@ static void load(struct model_worker *et)
 	}
 	if (why[0])
 		log_notice("%s", why);
+	load_progress_start(et, &bo);
 	ctx->backend = engine_backend_create(ctx->model, &bo, err, sizeof(err));
 	if (!ctx->backend) {
 		set_failed(et, "the model %s: %s", et->dir, err[0] ? err : strerror(errno));
@@ -272,6 +313,7 @@ static void recreate_backend(struct model_worker *et)
 	log_notice("the model %s: recreating its %s backend after the device failure", et->dir,
 		   engine_backend_kind_name(bo.kind));
 	engine_backend_destroy(ctx->backend);
+	load_progress_start(et, &bo);
 	ctx->backend = engine_backend_create(ctx->model, &bo, err, sizeof(err));
 
 	pthread_mutex_lock(&et->lock);
@@ -477,6 +519,14 @@ json_t *model_worker_status(struct model_worker *et)
 			      engine_cpu_kernels(), "sessions", et->sessions);
 	if (o) {
 		json_object_set_new(o, "state_bytes", json_integer(et->state_bytes));
+		if (et->load_t0) {
+			uint64_t end = et->load_end ? et->load_end : time_mono_us();
+			double s = (double)(end - et->load_t0) / 1e6;
+			json_object_set_new(o, "load", json_pack("{s:I, s:I, s:I, s:b}", "bytes",
+				(json_int_t)et->load_done, "total", (json_int_t)et->load_total,
+				"bytes_per_second", (json_int_t)(s > 0 ? (double)et->load_done / s : 0),
+				"done", et->load_end != 0));
+		}
 		json_object_set_new(o, "device_resets", json_integer(et->device_resets));
 		if (ready) {
 			json_object_set_new(o, "parameters", json_integer((json_int_t)et->info.n_params));

@@ -82,8 +82,9 @@ int model_worker_tokens_per_tile(struct model_worker *et);
 /* The "model" member of GET /v1/status: null without a model, else
  * {"path", "name", "state", "error", "backend", "parameters", "weight_bytes", "layers",
  *  "pattern", "hidden", "vocab", "vision", "tokens_per_tile", "threads", "kernels", "load_ms",
- *  "sessions", "state_bytes", "device_resets" (backends recreated after a device fault), and
- *  once ready "device", "precision", "device_weight_bytes",
+ *  "sessions", "state_bytes", "device_resets" (backends recreated after a device fault), "load"
+ *  once the weights began loading ({"bytes", "total": checkpoint bytes prepared so far and in all,
+ *  "bytes_per_second", "done"}: engine_backend_options.progress), and once ready "device", "precision", "device_weight_bytes",
  *  "device_state_bytes", "device_memory_total", "device_memory_free"}. A new reference, or
  *  NULL on OOM. */
 json_t *model_worker_status(struct model_worker *et);

@@ -161,6 +161,8 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 			fail(errno, errbuf, errlen, errno == EINVAL
 				    ? "the model's tensors do not match its config"
 				    : "out of memory creating the CPU backend");
+		else if (o.progress)
+			o.progress(o.progress_arg, b->weight_bytes, b->weight_bytes);
 		return b;
 	}
 #ifdef HOLOD_HAVE_CUDA

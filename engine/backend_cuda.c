@@ -250,8 +250,13 @@ static void convert(const struct cuda_weight *w, size_t first, size_t n, void *s
 	}
 }
 
-static int upload_weights(struct cuda_backend *b, void *staging)
+/* Uploads every weight, reporting the checkpoint bytes done to opts->progress after each piece. */
+static int upload_weights(struct cuda_backend *b, void *staging,
+			  const struct engine_backend_options *opts)
 {
+	uint64_t total = 0, done = 0;
+	for (size_t i = 0; i < b->n_weights; i++)
+		total += (uint64_t)b->table[i].elems * dtype_bytes(b->table[i].src->dtype);
 	for (size_t i = 0; i < b->n_weights; i++) {
 		const struct cuda_weight *w = &b->table[i];
 		size_t esz = dtype_bytes(w->dtype), per = CUDA_STAGING_BYTES / esz;
@@ -262,8 +267,13 @@ static int upload_weights(struct cuda_backend *b, void *staging)
 						   staging, n * esz);
 			if (r < 0)
 				return r;
+			done += (uint64_t)n * dtype_bytes(w->src->dtype);
+			if (opts->progress)
+				opts->progress(opts->progress_arg, done, total);
 		}
 	}
+	if (opts->progress && b->n_weights == 0)
+		opts->progress(opts->progress_arg, 0, 0);
 	return 0;
 }
 
@@ -1177,7 +1187,7 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		r = fail(ENOMEM, errbuf, errlen, "out of host memory for the weight upload");
 		goto destroy;
 	}
-	r = upload_weights(b, staging);
+	r = upload_weights(b, staging, opts);
 	if (r < 0) {
 		r = fail(-r, errbuf, errlen, "uploading the weights to CUDA device %d (%s) failed",
 			 opts->device, di.name);

@@ -178,6 +178,12 @@ struct engine_backend_options {
 	enum engine_precision precision;
 	uint64_t state_limit;      /* bytes of session state (all sessions and snapshots) the
 				    * backend may allocate; 0: no limit but memory itself */
+	/* Weight loading progress: called on the creating thread with the bytes of the
+	 * checkpoint's tensors prepared so far (CUDA: read from the files, converted and sent to
+	 * the device; the CPU reads the memory map as it is, so it reports them all at once), of
+	 * `total`; the last call has done == total. NULL: none. */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
 
 /* "auto", "cpu", "cuda" and "default", "bf16", "fp32": the names options use.

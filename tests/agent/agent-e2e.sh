@@ -31,6 +31,11 @@ else
 	expect_json "status model" '.model.device_memory_free < .model.device_memory_total' true
 fi
 expect_json "status model" .model.device_state_bytes 0
+# the weight load's progress, finished: every byte, at some rate, also in the log
+expect_json "status model" '.model.load | .done and .bytes == .total and .total > 0
+	and .bytes_per_second > 0' true
+grep -q "weights [0-9.]* of [0-9.]* MiB loaded ([0-9.]* MiB/s)" "$HOLOD_LOG" ||
+	fail "no weight load progress in the log"
 
 # ---- N steps, each a schema-valid click, executed and journaled
 submit '{"instruction": "Click the red block.", "max_steps": 3}'

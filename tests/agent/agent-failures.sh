@@ -80,6 +80,9 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	# and the recreated backend computes again.
 	rm -f "$SOCK"
 	HOLOD_GPU_EMU_FAULT="file:$T/gpu-fault" start_agent --backend cuda
+	api GET /v1/status
+	expect_json "CUDA weight load" '.model.load | .done and .bytes == .total and .total > 0
+		and .bytes_per_second > 0' true
 	: >"$T/gpu-fault"
 	submit '{"instruction": "Click the red block.", "max_steps": 1}'
 	wait_task "$TASK" failed 60
