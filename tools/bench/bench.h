@@ -8,6 +8,7 @@ int bench_engine_main(int argc, char **argv);
 int bench_policy_main(int argc, char **argv);
 int bench_vision_main(int argc, char **argv);
 int bench_gpu_main(int argc, char **argv);
+int bench_agent_main(int argc, char **argv);
 
 /* Helpers the areas share (holo-bench.c). */
 /* CPU seconds this process has used (all threads). */

@@ -27,6 +27,9 @@ static const struct command commands[] = {
 #ifdef HOLO_BENCH_GPU
 	{"gpu", bench_gpu_main, "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate (CUDA)"},
 #endif
+#ifdef HOLO_BENCH_AGENT
+	{"agent", bench_agent_main, "one agent step's roofline on a GPU from the real shapes (--device-spec h100|h200)"},
+#endif
 #ifdef HOLO_BENCH_POLICY
 	{"policy", bench_policy_main, "constrained-decoding mask cost per token (131072-id vocabulary)"},
 #endif

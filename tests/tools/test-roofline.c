@@ -1,0 +1,67 @@
+/* holo-bench agent's counting (tools/bench/roofline.c) on a tiny config, against values worked
+ * out by hand below from the formulas of roofline.h. */
+#include "roofline.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+/* pattern "M*-", d = 8, V = 16, I = 12, 2 query heads and 1 KV head of 4, Mamba H = 2, P = 4,
+ * G = 1, N = 2, K = 3; bf16 weights and KV, fp32 state. Per token:
+ *   Mamba: d_in = 8, G*N = 2, in_proj rows 2*8 + 2*2 + 2 = 22, conv 3*(8 + 4) = 36, SSM 2*4*2 = 16
+ *          FLOPs 2*8*22 + 2*8*8 + 2*36 + 5*16 = 352 + 128 + 72 + 80 = 632
+ *          weights 8*22 + 36 + 8*8 = 276; state 16 + 2*(8 + 4) = 40
+ *   attention: q/k/v 8*(2 + 2)*4 = 128, o 2*4*8 = 64: FLOPs 2*128 + 2*64 = 384, 4*2*4 = 32 per
+ *          key; weights 192; K and V 2*1*4 = 8 per position
+ *   MLP: FLOPs 4*8*12 = 384, weights 2*8*12 = 192
+ *   sum: 1400 FLOPs + 32 per key; lm_head 2*16*8 = 256 per logits row; weights 660 + 16*8 + 8
+ *          (lm_head, embedding row) = 796 */
+static const struct roofline_lm lm = {
+	.pattern = "M*-", .hidden = 8, .vocab = 16, .intermediate = 12,
+	.n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+	.m_heads = 2, .m_head_dim = 4, .m_groups = 1, .m_state = 2, .m_conv_kernel = 3,
+	.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
+};
+
+/* ViT: width 8, 2 blocks, MLP 16, 2-px patches of 8-px tiles (16 patches), 1 prefix token
+ * (T = 17), projector hidden 6, shuffle 2, into an 8-wide LM:
+ *   patch embedding 2*16*(3*2*2)*8 = 3072
+ *   block 6*17*64 + 2*17*64 + 4*17*8*16 + 4*17*17*8 = 6528 + 2176 + 8704 + 9248 = 26656, x2
+ *   projector 2*(16/4)*(8*4*6 + 6*8) = 8*240 = 1920
+ *   tile: 3072 + 53312 + 1920 = 58304 FLOPs, (8/2/2)^2 = 4 image tokens */
+static const struct roofline_vit vit = {
+	.width = 8, .depth = 2, .mlp = 16, .patch = 2, .tile = 8, .prefix = 1, .proj_hidden = 6,
+	.shuffle = 2,
+};
+
+int main(void)
+{
+	CHECK_INT_EQ(roofline_tile_tokens(&vit), 4);
+	CHECK_INT_EQ(roofline_tile_flops(&vit, 8), 58304);
+	/* 3 tokens after 5: keys 3*5 + 3*4/2 = 21; 3*1400 + 21*32 + 256 */
+	CHECK_INT_EQ(roofline_prefill_flops(&lm, 5, 3), 5128);
+	/* one token after 5: 6 keys */
+	CHECK_INT_EQ(roofline_decode_flops(&lm, 5), 1400 + 6 * 32 + 256);
+	/* 796*2 weight bytes + 40*4 state bytes read and written + 6 positions * 8 * 2 */
+	CHECK_INT_EQ(roofline_decode_bytes(&lm, 5), 1592 + 320 + 96);
+
+	/* a step: 2 tiles and 1 text token (9 appended) after 5, then 2 tokens decoded */
+	struct roofline_step s = {.context = 5, .n_tiles = 2, .text_tokens = 1, .decoded = 2};
+	roofline_step_count(&lm, &vit, 8, &s);
+	CHECK_INT_EQ(s.appended, 9);
+	CHECK_INT_EQ(s.vision_flops, 2 * 58304);
+	/* keys 9*5 + 9*10/2 = 90: 9*1400 + 90*32 + 256 */
+	CHECK_INT_EQ(s.prefill_flops, 15736);
+	/* after 14 and 15 tokens: 15 and 16 keys */
+	CHECK_INT_EQ(s.decode_flops, (1400 + 15 * 32 + 256) + (1400 + 16 * 32 + 256));
+	CHECK_INT_EQ(s.decode_bytes, (1912 + 15 * 16) + (1912 + 16 * 16));
+
+	/* the datasheet rates: 989 TFLOP/s, 3.35 and 4.8 TB/s */
+	const struct roofline_device *h100 = roofline_device_find("H100");
+	const struct roofline_device *h200 = roofline_device_find("h200");
+	REQUIRE(h100 && h200);
+	CHECK_NEAR(roofline_seconds_flops(h100, 989e12), 1.0, 1e-12);
+	CHECK_NEAR(roofline_seconds_bytes(h100, 3.35e12), 1.0, 1e-12);
+	CHECK_NEAR(roofline_seconds_bytes(h200, 4.8e12), 1.0, 1e-12);
+	CHECK(roofline_device_find("a100") == NULL);
+	return test_exit();
+}

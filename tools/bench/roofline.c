@@ -1,0 +1,109 @@
+/* FLOP and byte counts of an agent step (see roofline.h for what is counted). */
+#include "roofline.h"
+
+#include <stddef.h>
+#include <strings.h>
+
+/* Peak rates from NVIDIA's datasheets: H100 SXM5 (80 GB HBM3) and H200 SXM (141 GB HBM3e) list
+ * "BF16 Tensor Core 1,979 teraFLOPS" with 2:4 sparsity, so 989 TFLOP/s dense; GPU memory
+ * bandwidth 3.35 TB/s and 4.8 TB/s. */
+static const struct roofline_device devices[] = {
+	{"h100", 989e12, 3.35e12},
+	{"h200", 989e12, 4.8e12},
+};
+
+const struct roofline_device *roofline_device_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(devices) / sizeof(devices[0]); i++)
+		if (name && strcasecmp(name, devices[i].name) == 0)
+			return &devices[i];
+	return NULL;
+}
+
+int roofline_tile_tokens(const struct roofline_vit *v)
+{
+	int side = v->tile / v->patch / v->shuffle;
+	return side * side;
+}
+
+double roofline_tile_flops(const struct roofline_vit *v, int lm_hidden)
+{
+	double W = v->width, M = v->mlp, side = (double)(v->tile / v->patch);
+	double P = side * side, T = P + v->prefix;
+	double s2 = (double)v->shuffle * v->shuffle;
+	double embed = 2 * P * (3.0 * v->patch * v->patch) * W;
+	double block = 6 * T * W * W + 2 * T * W * W + 4 * T * W * M + 4 * T * T * W;
+	double proj = 2 * (P / s2) * (W * s2 * v->proj_hidden + (double)v->proj_hidden * lm_hidden);
+	return embed + v->depth * block + proj;
+}
+
+struct per_token {
+	double flops;     /* everything but attention's key-dependent part and the lm_head */
+	double attn_keys; /* FLOPs per attended key, summed over attention layers */
+	double weights;   /* matrix elements read per token (lm_head and embedding row included) */
+	double state;     /* Mamba state elements (SSM + conv), read once and written once */
+	double kv_row;    /* KV elements per position, summed over attention layers (K and V) */
+};
+
+static struct per_token per_token(const struct roofline_lm *m)
+{
+	struct per_token p = {0};
+	double d = m->hidden, d_in = (double)m->m_heads * m->m_head_dim;
+	double gn = (double)m->m_groups * m->m_state, hd = m->head_dim;
+	for (const char *c = m->pattern; *c; c++) {
+		if (*c == 'M') {
+			double in_rows = 2 * d_in + 2 * gn + m->m_heads;
+			double conv = (double)m->m_conv_kernel * (d_in + 2 * gn);
+			double ssm = (double)m->m_heads * m->m_head_dim * m->m_state;
+			p.flops += 2 * d * in_rows + 2 * d_in * d + 2 * conv + 5 * ssm;
+			p.weights += d * in_rows + conv + d_in * d;
+			p.state += ssm + (double)(m->m_conv_kernel - 1) * (d_in + 2 * gn);
+		} else if (*c == '*') {
+			double qkv = d * (m->n_heads + 2.0 * m->n_kv_heads) * hd;
+			double o = (double)m->n_heads * hd * d;
+			p.flops += 2 * qkv + 2 * o;
+			p.attn_keys += 4.0 * m->n_heads * hd;
+			p.weights += qkv + o;
+			p.kv_row += 2.0 * m->n_kv_heads * hd;
+		} else if (*c == '-') {
+			p.flops += 4 * d * m->intermediate;
+			p.weights += 2 * d * m->intermediate;
+		}
+	}
+	p.weights += (double)m->vocab * d + d; /* lm_head, and the embedding row */
+	return p;
+}
+
+double roofline_prefill_flops(const struct roofline_lm *m, double context, double n)
+{
+	struct per_token p = per_token(m);
+	/* token i (1..n) attends to context + i keys */
+	double keys = n * context + n * (n + 1) / 2;
+	return n * p.flops + keys * p.attn_keys + 2.0 * m->vocab * m->hidden;
+}
+
+double roofline_decode_flops(const struct roofline_lm *m, double context)
+{
+	return roofline_prefill_flops(m, context, 1);
+}
+
+double roofline_decode_bytes(const struct roofline_lm *m, double context)
+{
+	struct per_token p = per_token(m);
+	return p.weights * m->weight_bytes + 2 * p.state * m->state_bytes +
+	       (context + 1) * p.kv_row * m->kv_bytes;
+}
+
+void roofline_step_count(const struct roofline_lm *m, const struct roofline_vit *v, int lm_hidden,
+			 struct roofline_step *s)
+{
+	s->appended = (double)s->n_tiles * roofline_tile_tokens(v) + s->text_tokens;
+	s->vision_flops = s->n_tiles * roofline_tile_flops(v, lm_hidden);
+	s->prefill_flops = roofline_prefill_flops(m, s->context, s->appended);
+	s->decode_flops = s->decode_bytes = 0;
+	for (int j = 0; j < s->decoded; j++) {
+		double c = s->context + s->appended + j;
+		s->decode_flops += roofline_decode_flops(m, c);
+		s->decode_bytes += roofline_decode_bytes(m, c);
+	}
+}

@@ -1,0 +1,84 @@
+/* roofline: FLOP and byte counts of one agent step (vision, prefill, decode) from a model's shapes,
+ * and the time a device's peak rates allow for them. Pure arithmetic, no engine: holo-bench agent
+ * prints it, tests/tools/test-roofline.c checks it on a tiny config against hand-computed values.
+ *
+ * What is counted (2 FLOPs per multiply-add; batch 1):
+ *   - RADIO ViT, per tile of P = (tile/patch)^2 patches and T = P + prefix tokens: the patch
+ *     embedding 2*P*(3*patch^2)*W, then per block QKV 6*T*W^2, the output projection 2*T*W^2,
+ *     the MLP 4*T*W*M and attention 4*T^2*W (scores and the weighted sum); the mlp1 projector
+ *     2*(P*ds^2)*((W/ds^2)*Hp + Hp*d) after the pixel shuffle. LayerNorms, GELU and softmax are
+ *     left out (O(T*W), under 1% here).
+ *   - Language model, per token: Mamba-2 2*d*(2*d_in + 2*G*N + H) (in_proj) + 2*d_in*d
+ *     (out_proj) + 2*K*(d_in + 2*G*N) (conv) + 5*H*P*N (the recurrent state update and its
+ *     readout: the chunked prefill form does a little more); attention 2*d*(hq + 2*hkv)*dh +
+ *     2*hq*dh*d + 4*hq*dh*keys, keys being the positions it attends to (itself included); MLP
+ *     4*d*I (ReLU^2 left out); the lm_head 2*V*d per logits row (prefill: the last position only).
+ *   - Decode bytes per token: every matrix once (in_proj, conv, out_proj, q/k/v/o, up/down, the
+ *     lm_head and the embedding row) at weight_bytes per element; each Mamba layer's SSM and conv
+ *     state read and written at state_bytes; each attention layer's K and V rows read for every
+ *     key (the new row written) at kv_bytes. Norm weights and biases are left out (O(d) each).
+ *   - Roofline time: vision and prefill FLOPs at the GEMM rate, decode bytes at the memory
+ *     bandwidth (a batch-1 decode does ~1 FLOP per weight byte, far under any GPU's balance).
+ */
+#pragma once
+
+#include <stdint.h>
+
+struct roofline_lm {
+	const char *pattern; /* one of M * - per layer */
+	int hidden, vocab, intermediate;
+	int n_heads, n_kv_heads, head_dim;
+	int m_heads, m_head_dim, m_groups, m_state, m_conv_kernel;
+	int weight_bytes; /* per matrix element: 2 for bf16 */
+	int state_bytes;  /* per SSM / conv state element: 4 (fp32) */
+	int kv_bytes;     /* per KV cache element: 2 (bf16) or 4 */
+};
+
+struct roofline_vit {
+	int width, depth, mlp;
+	int patch, tile;
+	int prefix;      /* class and register tokens in front of the patches */
+	int proj_hidden; /* mlp1's hidden size */
+	int shuffle;     /* pixel-shuffle factor: 1 / downsample_ratio (2) */
+};
+
+/* FLOPs of one tile through the ViT and the projector into rows of lm_hidden. */
+double roofline_tile_flops(const struct roofline_vit *v, int lm_hidden);
+/* Image tokens one tile becomes: (tile/patch/shuffle)^2. */
+int roofline_tile_tokens(const struct roofline_vit *v);
+/* FLOPs of prefilling n tokens after `context` cached ones, with the logits of the last. */
+double roofline_prefill_flops(const struct roofline_lm *m, double context, double n);
+/* FLOPs and bytes of decoding one token after `context` cached ones (with its logits). */
+double roofline_decode_flops(const struct roofline_lm *m, double context);
+double roofline_decode_bytes(const struct roofline_lm *m, double context);
+
+/* One agent step: n_tiles tiles, the new turn's text tokens besides the image tokens, and the
+ * tokens decoded, after `context` cached tokens. */
+struct roofline_step {
+	double context;
+	int n_tiles, text_tokens, decoded;
+	/* results */
+	double appended;       /* image + text tokens prefilled */
+	double vision_flops, prefill_flops, decode_flops, decode_bytes;
+};
+void roofline_step_count(const struct roofline_lm *m, const struct roofline_vit *v, int lm_hidden,
+			 struct roofline_step *s);
+
+/* A device's peak rates. */
+struct roofline_device {
+	const char *name;
+	double flops;     /* dense bf16 tensor-core FLOP/s */
+	double bandwidth; /* memory bytes/s */
+};
+/* "h100" or "h200" (case-insensitive); NULL for another name. */
+const struct roofline_device *roofline_device_find(const char *name);
+
+/* Seconds the device needs at least: FLOPs at its GEMM rate, bytes at its bandwidth. */
+static inline double roofline_seconds_flops(const struct roofline_device *d, double flops)
+{
+	return flops / d->flops;
+}
+static inline double roofline_seconds_bytes(const struct roofline_device *d, double bytes)
+{
+	return bytes / d->bandwidth;
+}
