@@ -78,6 +78,11 @@ int gpu_copy_to_host(struct gpu_context *g, void *dst, const void *src, size_t b
 int gpu_copy_on_device(struct gpu_context *g, void *dst, const void *src, size_t bytes);
 int gpu_memset(struct gpu_context *g, void *dst, int byte, size_t bytes);
 int gpu_synchronize(struct gpu_context *g);
+/* Page-locked host memory (cudaHostAlloc), so a copy to the device is one DMA from it rather
+ * than a pass through the driver's own staging buffer: for data that crosses the bus on every
+ * request (the screenshot). gpu_host_free() accepts NULL and waits for the device first. */
+int gpu_host_alloc(struct gpu_context *g, size_t bytes, void **ret_ptr);
+void gpu_host_free(struct gpu_context *g, void *ptr);
 /* The device index the context was created for. */
 int gpu_context_device(const struct gpu_context *g);
 
@@ -114,6 +119,15 @@ int gpu_profile_report(struct gpu_context *g, char ***ret_lines);
 void gpu_profile_lines_free(char **lines);
 /* Zeroes the counts (profiling stays on). */
 void gpu_profile_clear(struct gpu_context *g);
+/* Copies made through gpu_copy_* while profiling was on (since it was turned on or cleared),
+ * per direction: so a test or `--profile` shows what crossed the bus (e.g. that image rows
+ * stay on the device). All zero while profiling is off. */
+struct gpu_copy_counts {
+	uint64_t to_device_calls, to_device_bytes;
+	uint64_t to_host_calls, to_host_bytes;
+	uint64_t on_device_calls, on_device_bytes;
+};
+void gpu_profile_copies(const struct gpu_context *g, struct gpu_copy_counts *ret);
 
 /* ---- language-model operations (issue 11) ----
  * Every operation below takes device pointers, runs asynchronously on the context's stream and

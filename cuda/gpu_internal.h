@@ -15,6 +15,8 @@ struct gpu_context {
 
 /* Frees the profile state (gpu_context_destroy()). */
 void gpu_profile_free(struct gpu_context *g);
+/* Counts one copy of `bytes` in direction `kind` (a cudaMemcpyKind) while profiling is on. */
+void gpu_profile_copy(struct gpu_context *g, int kind, size_t bytes);
 
 /* Translates a cudaError_t to -errno with a debug log; 0 for cudaSuccess. */
 int gpu_translate_error(int err, const char *file, int line, const char *what);

@@ -42,6 +42,29 @@ void gpu_free(struct gpu_context *g, void *ptr)
 	(void)GPU_CHECK(cudaFree(ptr));
 }
 
+int gpu_host_alloc(struct gpu_context *g, size_t bytes, void **ret_ptr)
+{
+	if (bytes == 0 || !ret_ptr)
+		return -EINVAL;
+	void *p = NULL;
+	int r = GPU_CHECK(cudaSetDevice(g->device));
+	if (r >= 0)
+		r = GPU_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+	if (r < 0)
+		return r;
+	*ret_ptr = p;
+	return 0;
+}
+
+void gpu_host_free(struct gpu_context *g, void *ptr)
+{
+	if (!ptr)
+		return;
+	/* a queued copy may still read it */
+	(void)GPU_CHECK(cudaStreamSynchronize((cudaStream_t)g->stream));
+	(void)GPU_CHECK(cudaFreeHost(ptr));
+}
+
 static int copy(struct gpu_context *g, void *dst, const void *src, size_t bytes,
 		enum cudaMemcpyKind kind, bool wait)
 {
@@ -50,6 +73,7 @@ static int copy(struct gpu_context *g, void *dst, const void *src, size_t bytes,
 	if (!dst || !src)
 		return -EINVAL;
 	cudaStream_t s = (cudaStream_t)g->stream;
+	gpu_profile_copy(g, (int)kind, bytes);
 	int r = GPU_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
 	if (r >= 0 && wait)
 		r = GPU_CHECK(cudaStreamSynchronize(s));

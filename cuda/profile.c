@@ -39,6 +39,7 @@ struct gpu_profile {
 	struct profile_pending pending[PROFILE_MAX_PENDING];
 	int n_pending;
 	int open; /* pending index of the pair begun and not ended, -1 when none */
+	struct gpu_copy_counts copies;
 };
 
 int gpu_profile_enable(struct gpu_context *g, bool on)
@@ -197,4 +198,31 @@ void gpu_profile_clear(struct gpu_context *g)
 		return;
 	(void)fold_pending(g);
 	p->n_sites = 0;
+	p->copies = (struct gpu_copy_counts){0};
+}
+
+void gpu_profile_copy(struct gpu_context *g, int kind, size_t bytes)
+{
+	struct gpu_profile *p = g->profile;
+	if (!p)
+		return;
+	switch (kind) {
+	case cudaMemcpyHostToDevice:
+		p->copies.to_device_calls++;
+		p->copies.to_device_bytes += bytes;
+		break;
+	case cudaMemcpyDeviceToHost:
+		p->copies.to_host_calls++;
+		p->copies.to_host_bytes += bytes;
+		break;
+	default:
+		p->copies.on_device_calls++;
+		p->copies.on_device_bytes += bytes;
+		break;
+	}
+}
+
+void gpu_profile_copies(const struct gpu_context *g, struct gpu_copy_counts *ret)
+{
+	*ret = g->profile ? g->profile->copies : (struct gpu_copy_counts){0};
 }

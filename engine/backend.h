@@ -51,6 +51,10 @@ struct backend_batch {
 	const int32_t *tokens;        /* [n_pos] ids in [0, vocab) */
 	const float *const *embeds;   /* NULL, or [n_pos]: non-NULL rows of `hidden` floats replace
 				       * the token embedding */
+	const float *const *device_embeds; /* NULL, or [n_pos]: the same for rows in this
+					    * backend's device memory (engine_rows); a position
+					    * has at most one of the two. Only for a backend
+					    * with rows_alloc. */
 	float *const *logits;         /* NULL (none), or [n_pos]: where forward() writes the
 				       * logits[vocab] of each position (NULL: not wanted). A run of
 				       * consecutive wanted positions of one sequence should have
@@ -114,6 +118,20 @@ struct backend_ops {
 	 * oneDNN's products). NULL: engine_vision_encode() itself. Returns 0, -ENOMEM, -EIO (engine_vision_encode_on()). */
 	int (*vision_encode)(struct engine_backend *b, const struct engine_vision *v,
 			     const float *pixels, int n_tiles, float *out);
+	/* Preprocesses and encodes one image (engine_vision_encode_image_on()) with the
+	 * preprocessing `p` on the device: the rows land in device memory from rows_alloc(),
+	 * *ret_rows (n_tiles * tokens_per_tile rows of embed_dim floats). NULL: the CPU path.
+	 * Returns 0, -EINVAL, -ENOMEM, -EIO. */
+	int (*vision_encode_image)(struct engine_backend *b, const struct engine_vision *v,
+				   const struct engine_image *img,
+				   const struct engine_vision_preprocess *p,
+				   struct engine_vision_grid *ret_grid, float **ret_rows);
+	/* Device memory for embedding rows (struct engine_rows.device); NULL on a backend without
+	 * a device. rows_alloc: n floats, copied from `host` when it is non-NULL (0, -ENOMEM,
+	 * -EIO); rows_read: n floats at dev to the host (0, -EIO); rows_free accepts NULL. */
+	int (*rows_alloc)(struct engine_backend *b, size_t n, const float *host, float **ret);
+	int (*rows_read)(struct engine_backend *b, const float *dev, size_t n, float *out);
+	void (*rows_free)(struct engine_backend *b, float *dev);
 	/* Fills the backend-specific parts of *ret (device name, memory). */
 	void (*info)(const struct engine_backend *b, struct engine_backend_info *ret);
 };
@@ -130,6 +148,20 @@ struct engine_backend {
 	struct backend_vision *vision; /* CUDA: the device encoder of the vision handle used last
 					* (backend_cuda_vision.c); NULL until vision_encode() */
 };
+
+/* Embedding rows (engine.h): in host memory, or in the device memory of `backend`. */
+struct engine_rows {
+	struct engine_backend *backend; /* the backend whose device holds `device`; NULL on the host */
+	size_t n_rows;
+	int dim;
+	float *host;   /* [n_rows][dim], or NULL */
+	float *device; /* [n_rows][dim] in backend's device memory, or NULL */
+};
+
+/* A handle over rows already made: host (malloc'ed) or device (b's rows_alloc()) memory, which
+ * the handle then owns. NULL + errno (EINVAL, ENOMEM); the memory is not freed then. */
+struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, float *device,
+				      size_t n_rows, int dim);
 
 /* Charges `bytes` of sequence memory to the backend; -ENOMEM when that would pass the state
  * limit (nothing charged then). backend_uncharge() gives it back. */
@@ -174,4 +206,13 @@ struct gpu_context *backend_cuda_context(const struct engine_backend *b);
 int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
 			       const float *pixels, int n_tiles, float *out);
 void backend_cuda_vision_finish(struct engine_backend *b);
+/* vision_encode_image(), rows_alloc(), rows_read() and rows_free() of the CUDA backend
+ * (backend_cuda_vision.c), called under the backend's lock. */
+int backend_cuda_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,
+				     const struct engine_image *img,
+				     const struct engine_vision_preprocess *p,
+				     struct engine_vision_grid *ret_grid, float **ret_rows);
+int backend_cuda_rows_alloc(struct engine_backend *b, size_t n, const float *host, float **ret);
+int backend_cuda_rows_read(struct engine_backend *b, const float *dev, size_t n, float *out);
+void backend_cuda_rows_free(struct engine_backend *b, float *dev);
 #endif

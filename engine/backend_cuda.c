@@ -781,26 +781,37 @@ static int queue_logits(struct cuda_backend *b, int first, int n)
 	return r;
 }
 
-/* Writes the run's inputs to the device: n0 and the ids, and the spliced rows. Returns the
- * number of spliced rows or -errno. */
+/* Writes the run's inputs to the device: n0 and the ids, and the spliced rows (host rows
+ * uploaded, device rows copied on the device, consecutive rows of one buffer in one copy).
+ * Returns the number of spliced rows or -errno. */
 static int upload_inputs(struct cuda_backend *b, const struct backend_batch *batch, size_t p,
 			 int T, int n0)
 {
-	const int d = b->dm.d;
+	const size_t row = (size_t)b->dm.d * sizeof(float);
 	int32_t io[1 + CUDA_MAX_RUN];
 	int n_spliced = 0, r = 0;
 	io[0] = n0;
-	for (int t = 0; t < T; t++) {
+	for (int t = 0; t < T;) {
 		const float *e = batch->embeds ? batch->embeds[p + t] : NULL;
+		const float *de = batch->device_embeds ? batch->device_embeds[p + t] : NULL;
+		float *dst = b->scratch.spliced + (size_t)n_spliced * b->dm.d;
 		if (e) {
-			r = gpu_copy_to_device(b->gpu, b->scratch.spliced + (size_t)n_spliced * d, e,
-					       (size_t)d * sizeof(float));
-			if (r < 0)
-				return r;
-			io[1 + t] = -1 - n_spliced++;
+			r = gpu_copy_to_device(b->gpu, dst, e, row);
+			io[1 + t++] = -1 - n_spliced++;
+		} else if (de) {
+			int n = 1;
+			while (t + n < T && batch->device_embeds[p + t + n] == de + (size_t)n * b->dm.d &&
+			       !(batch->embeds && batch->embeds[p + t + n]))
+				n++;
+			r = gpu_copy_on_device(b->gpu, dst, de, (size_t)n * row);
+			for (int i = 0; i < n; i++)
+				io[1 + t++] = -1 - n_spliced++;
 		} else {
 			io[1 + t] = batch->tokens[p + t];
+			t++;
 		}
+		if (r < 0)
+			return r;
 	}
 	r = gpu_copy_to_device(b->gpu, b->scratch.io, io, (1 + (size_t)T) * sizeof(int32_t));
 	return r < 0 ? r : n_spliced;
@@ -959,7 +970,38 @@ static int cuda_profile_report(struct engine_backend *base, char ***ret_lines)
 	struct gpu_context *g = cb_of(base)->gpu;
 	if (!gpu_profile_enabled(g))
 		return -EINVAL;
-	return gpu_profile_report(g, ret_lines);
+	int n = gpu_profile_report(g, ret_lines);
+	if (n < 0)
+		return n;
+	/* then what crossed the bus, per direction that saw copies */
+	struct gpu_copy_counts c;
+	gpu_profile_copies(g, &c);
+	const struct {
+		const char *dir;
+		uint64_t calls, bytes;
+	} dirs[] = {{"to_device", c.to_device_calls, c.to_device_bytes},
+		    {"to_host", c.to_host_calls, c.to_host_bytes},
+		    {"on_device", c.on_device_calls, c.on_device_bytes}};
+	char **lines = realloc(*ret_lines, ((size_t)n + ARRAY_SIZE(dirs) + 1) * sizeof(*lines));
+	if (!lines) {
+		gpu_profile_lines_free(*ret_lines);
+		*ret_lines = NULL;
+		return -ENOMEM;
+	}
+	*ret_lines = lines;
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		if (!dirs[i].calls)
+			continue;
+		if (asprintf(&lines[n], "copy %s calls=%llu bytes=%llu", dirs[i].dir,
+			     (unsigned long long)dirs[i].calls, (unsigned long long)dirs[i].bytes) < 0) {
+			lines[n] = NULL;
+			gpu_profile_lines_free(lines);
+			*ret_lines = NULL;
+			return -ENOMEM;
+		}
+		lines[++n] = NULL;
+	}
+	return n;
 }
 
 static void cuda_info(const struct engine_backend *base, struct engine_backend_info *ret)
@@ -1092,6 +1134,44 @@ static int locked_vision_encode(struct engine_backend *b, const struct engine_vi
 	return r;
 }
 
+static int locked_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,
+				      const struct engine_image *img,
+				      const struct engine_vision_preprocess *p,
+				      struct engine_vision_grid *ret_grid, float **ret_rows)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = backend_cuda_vision_encode_image(b, v, img, p, ret_grid, ret_rows);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_rows_alloc(struct engine_backend *b, size_t n, const float *host, float **ret)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = backend_cuda_rows_alloc(b, n, host, ret);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_rows_read(struct engine_backend *b, const float *dev, size_t n, float *out)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = backend_cuda_rows_read(b, dev, n, out);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static void locked_rows_free(struct engine_backend *b, float *dev)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	backend_cuda_rows_free(b, dev);
+	pthread_mutex_unlock(&cb->lock);
+}
+
 static const struct backend_ops cuda_ops = {
 	.name = "cuda",
 	.destroy = cuda_destroy,
@@ -1107,6 +1187,10 @@ static const struct backend_ops cuda_ops = {
 	.profile = locked_profile,
 	.profile_report = locked_profile_report,
 	.vision_encode = locked_vision_encode,
+	.vision_encode_image = locked_vision_encode_image,
+	.rows_alloc = locked_rows_alloc,
+	.rows_read = locked_rows_read,
+	.rows_free = locked_rows_free,
 	.info = cuda_info,
 };
 

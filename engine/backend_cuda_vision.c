@@ -7,9 +7,11 @@
  * a handle freed and another allocated at the same address is never served the old weights.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "backend.h"
+#include "gpu.h"
 #include "vision.h"
 
 struct backend_vision {
@@ -26,12 +28,11 @@ void backend_cuda_vision_finish(struct engine_backend *b)
 	b->vision = NULL;
 }
 
-int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
-			       const float *pixels, int n_tiles, float *out)
+/* The device encoder of v, created (replacing the cached one) when v is another handle. */
+static int encoder_of(struct engine_backend *b, const struct engine_vision *v)
 {
 	enum engine_precision p = b->precision == ENGINE_PRECISION_FP32 ? ENGINE_PRECISION_FP32
 									 : ENGINE_PRECISION_BF16;
-	const float *rows;
 	int r;
 
 	if (!b->vision || b->vision->vision_id != engine_vision_id(v)) {
@@ -49,8 +50,77 @@ int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vis
 		bv->vision_id = engine_vision_id(v);
 		b->vision = bv;
 	}
+	return 0;
+}
+
+int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
+			       const float *pixels, int n_tiles, float *out)
+{
+	const float *rows;
+	int r = encoder_of(b, v);
+
+	if (r < 0)
+		return r;
 	r = vision_cuda_encode(b->vision->vc, pixels, n_tiles, &rows);
 	if (r == 0)
 		r = vision_cuda_download(b->vision->vc, n_tiles, out, NULL);
 	return r;
+}
+
+int backend_cuda_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,
+				     const struct engine_image *img,
+				     const struct engine_vision_preprocess *p,
+				     struct engine_vision_grid *ret_grid, float **ret_rows)
+{
+	struct engine_vision_grid grid;
+	float *rows = NULL;
+	int r = encoder_of(b, v);
+
+	if (r < 0)
+		return r;
+	if ((r = vision_cuda_preprocess(b->vision->vc, img, p, &grid)) < 0)
+		return r;
+	size_t n = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(v) *
+		   (size_t)engine_vision_embed_dim(v);
+	if ((r = backend_cuda_rows_alloc(b, n, NULL, &rows)) < 0)
+		return r;
+	/* the projector's last GEMM writes the rows the prefill reads */
+	r = vision_cuda_encode_preprocessed(b->vision->vc, grid.n_tiles, rows);
+	if (r == 0)
+		r = gpu_synchronize(backend_cuda_context(b));
+	if (r < 0) {
+		backend_cuda_rows_free(b, rows);
+		return r;
+	}
+	*ret_grid = grid;
+	*ret_rows = rows;
+	return 0;
+}
+
+int backend_cuda_rows_alloc(struct engine_backend *b, size_t n, const float *host, float **ret)
+{
+	struct gpu_context *g = backend_cuda_context(b);
+	void *dev = NULL;
+	int r;
+
+	if (n == 0 || n > SIZE_MAX / sizeof(float))
+		return -EINVAL;
+	if ((r = gpu_alloc(g, n * sizeof(float), &dev)) < 0)
+		return r;
+	if (host && (r = gpu_copy_to_device(g, dev, host, n * sizeof(float))) < 0) {
+		gpu_free(g, dev);
+		return r;
+	}
+	*ret = dev;
+	return 0;
+}
+
+int backend_cuda_rows_read(struct engine_backend *b, const float *dev, size_t n, float *out)
+{
+	return gpu_copy_to_host(backend_cuda_context(b), out, dev, n * sizeof(float));
+}
+
+void backend_cuda_rows_free(struct engine_backend *b, float *dev)
+{
+	gpu_free(backend_cuda_context(b), dev);
 }

@@ -249,7 +249,8 @@ int engine_backend_profile(struct engine_backend *b, bool on);
 /* Waits for the device, then sets *ret_lines to a NULL-terminated array of what ran since
  * profiling was turned on, one line per call site in first-use order: `kernel NAME launches=N
  * ms=T` or `gemm SITE calls=N ms=T` (device times from CUDA events on a GPU; host times on the
- * emulation). Returns the number of lines (0: nothing ran on the device), -EINVAL when
+ * emulation), then for each direction that saw copies `copy DIR calls=N bytes=B` (DIR:
+ * to_device, to_host, on_device). Returns the number of lines (0: nothing ran on the device), -EINVAL when
  * profiling is off, -EOPNOTSUPP, -ENOMEM, -EIO. Free with engine_backend_profile_free(). */
 int engine_backend_profile_report(struct engine_backend *b, char ***ret_lines);
 void engine_backend_profile_free(char **lines);
@@ -297,6 +298,46 @@ enum engine_logits {
 int engine_session_append(struct engine_session *s, const int32_t *tokens,
 			  const float *const *embeds, size_t n, enum engine_logits want,
 			  float *ret_logits);
+/* ---- embedding rows ----
+ * Rows of floats that replace token embeddings in an append (the image rows of the vision path,
+ * model.md 4.8), held where the backend's forward reads them: host memory without a backend or
+ * on the CPU backend, the device's memory on a CUDA backend, so that image rows go from the
+ * vision encoder to the prefill without crossing the bus. Host rows may be appended to a
+ * session of any backend; device rows only to sessions of the backend that made them, under its
+ * thread rules (CUDA: the thread that owns its device). */
+struct engine_rows;
+#define ENGINE_ROWS_MAX_FLOATS ((size_t)1 << 32) /* n_rows * dim of one handle */
+
+/* A copy of n_rows rows of dim floats (host memory) on backend b (NULL: on the host). Returns
+ * NULL and sets errno: EINVAL (n_rows or dim 0, or n_rows * dim above ENGINE_ROWS_MAX_FLOATS),
+ * ENOMEM (host or device memory), EIO. */
+struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows,
+				       size_t n_rows, int dim);
+/* Accepts NULL. Frees device memory on the backend's thread rules; before the backend goes. */
+void engine_rows_destroy(struct engine_rows *r);
+size_t engine_rows_count(const struct engine_rows *r);
+int engine_rows_dim(const struct engine_rows *r);
+/* Whether the rows are in a device's memory (a CUDA backend's). */
+bool engine_rows_on_device(const struct engine_rows *r);
+/* Copies rows [first, first + n) to out (n * dim floats). Returns 0, -EINVAL (out of range),
+ * -EIO. */
+int engine_rows_read(const struct engine_rows *r, size_t first, size_t n, float *out);
+
+/* One position's embedding: row `row` of `rows`, or the token's own embedding (rows NULL). */
+struct engine_row_ref {
+	const struct engine_rows *rows;
+	size_t row;
+};
+
+/* engine_session_append() with the spliced rows given as references into engine_rows handles
+ * (refs NULL, or [n]): position i takes row refs[i].row of refs[i].rows when that is non-NULL.
+ * Host rows give exactly what engine_session_append() gives with pointers to the same floats.
+ * Same errors, and -EINVAL for a row out of range, rows whose width is not the model's hidden
+ * size, or device rows of another backend. */
+int engine_session_append_rows(struct engine_session *s, const int32_t *tokens,
+			       const struct engine_row_ref *refs, size_t n, enum engine_logits want,
+			       float *ret_logits);
+
 /* Appends one token (the recurrent decode step) and writes its logits[vocab]. Same errors. */
 int engine_session_decode(struct engine_session *s, int32_t token, float *ret_logits);
 
@@ -529,6 +570,18 @@ int engine_vision_encode_image(const struct engine_vision *v, const struct engin
 			       int max_tiles, struct engine_vision_grid *ret_grid,
 			       float **ret_embeds, size_t *ret_rows);
 
+/* Preprocesses and encodes one image on backend b into an engine_rows handle of *ret_rows =
+ * n_tiles * tokens_per_tile rows, the handle's rows held where b's prefill reads them. The CPU
+ * backend (and b NULL) runs engine_vision_encode_image()'s steps and gives host rows equal to
+ * its rows bit for bit; a CUDA backend uploads the image once from page-locked memory, resizes,
+ * cuts and normalises the tiles on its device (within 1/255 of the CPU's tiles), encodes all
+ * tiles in one batch in its precision and leaves the rows in its device memory. max_tiles as in
+ * engine_vision_encode_image(). Uses the backend's thread rules. Returns 0, -EINVAL, -ENOMEM,
+ * -EIO. */
+int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_vision *v,
+				  const struct engine_image *img, int max_tiles,
+				  struct engine_vision_grid *ret_grid, struct engine_rows **ret_rows);
+
 /* Splicing (model.md 4.8): for a run of prompt tokens, points embeds[i] at the next image row for
  * every position whose id is image_token (the `<image>` id, from the tokenizer or config) and
  * sets the others to NULL: the `embeds` argument of engine_session_append(). `rows` holds n_rows
@@ -539,6 +592,11 @@ int engine_vision_encode_image(const struct engine_vision *v, const struct engin
 int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
 			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
 			 size_t errlen);
+/* The same with the rows of n_images handles, image after image: refs (n entries,
+ * caller-allocated) is the `refs` argument of engine_session_append_rows(). The same errors. */
+int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_token,
+			      const struct engine_rows *const *images, size_t n_images,
+			      struct engine_row_ref *refs, char *errbuf, size_t errlen);
 
 /* ==== chat (chat.c) ====================================================================== */
 

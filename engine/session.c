@@ -172,14 +172,13 @@ static void set_logits(float **logits, size_t first, size_t n, enum engine_logit
 		logits[first + n - 1] = ret_logits;
 }
 
-int engine_session_append(struct engine_session *s, const int32_t *tokens,
-			  const float *const *embeds, size_t n, enum engine_logits want,
-			  float *ret_logits)
+/* One append after check_append(), with host and device rows as the batch takes them. */
+static int append(struct engine_session *s, const int32_t *tokens, const float *const *embeds,
+		  const float *const *device_embeds, size_t n, enum engine_logits want,
+		  float *ret_logits)
 {
-	int r = check_append(s, tokens, n, want, ret_logits);
-	if (r < 0)
-		return r;
 	float **logits = NULL;
+	int r;
 	if (want != ENGINE_LOGITS_NONE) {
 		logits = malloc(n * sizeof(*logits));
 		if (!logits)
@@ -191,12 +190,63 @@ int engine_session_append(struct engine_session *s, const int32_t *tokens,
 		.n_pos = n,
 		.tokens = tokens,
 		.embeds = embeds,
+		.device_embeds = device_embeds,
 		.logits = logits,
 		.spans = &span,
 		.n_spans = 1,
 	};
 	r = run_batch(s->backend, &batch);
 	free(logits);
+	return r;
+}
+
+int engine_session_append(struct engine_session *s, const int32_t *tokens,
+			  const float *const *embeds, size_t n, enum engine_logits want,
+			  float *ret_logits)
+{
+	int r = check_append(s, tokens, n, want, ret_logits);
+	if (r < 0)
+		return r;
+	return append(s, tokens, embeds, NULL, n, want, ret_logits);
+}
+
+int engine_session_append_rows(struct engine_session *s, const int32_t *tokens,
+			       const struct engine_row_ref *refs, size_t n, enum engine_logits want,
+			       float *ret_logits)
+{
+	int r = check_append(s, tokens, n, want, ret_logits);
+	if (r < 0 || !refs)
+		return r < 0 ? r : append(s, tokens, NULL, NULL, n, want, ret_logits);
+	const int hidden = s->backend->model->cfg.hidden;
+	bool any_host = false, any_device = false;
+	for (size_t i = 0; i < n; i++) {
+		const struct engine_rows *rows = refs[i].rows;
+		if (!rows)
+			continue;
+		if (rows->dim != hidden || refs[i].row >= rows->n_rows ||
+		    (rows->device && rows->backend != s->backend))
+			return -EINVAL;
+		any_host |= rows->host != NULL;
+		any_device |= rows->device != NULL;
+	}
+	const float **embeds = any_host ? calloc(n, sizeof(*embeds)) : NULL;
+	const float **device_embeds = any_device ? calloc(n, sizeof(*device_embeds)) : NULL;
+	if ((any_host && !embeds) || (any_device && !device_embeds)) {
+		r = -ENOMEM;
+		goto free_arrays;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct engine_rows *rows = refs[i].rows;
+		size_t at = rows ? refs[i].row * (size_t)hidden : 0;
+		if (rows && rows->device)
+			device_embeds[i] = rows->device + at;
+		else if (rows)
+			embeds[i] = rows->host + at;
+	}
+	r = append(s, tokens, embeds, device_embeds, n, want, ret_logits);
+free_arrays:
+	free(device_embeds);
+	free(embeds);
 	return r;
 }
 

@@ -309,6 +309,83 @@ out:
 	return r;
 }
 
+int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_vision *v,
+				  const struct engine_image *img, int max_tiles,
+				  struct engine_vision_grid *ret_grid, struct engine_rows **ret_rows)
+{
+	struct engine_vision_preprocess p;
+	struct engine_vision_grid grid;
+	struct engine_rows *rows;
+	float *data = NULL;
+	size_t n_rows;
+	int r;
+
+	if (!v || !img || !ret_grid || !ret_rows)
+		return -EINVAL;
+	p = v->pre;
+	if (max_tiles < 0 || max_tiles > p.max_tiles)
+		return -EINVAL;
+	if (max_tiles > 0)
+		p.max_tiles = max_tiles;
+	if (!b || !b->ops->vision_encode_image) {
+		r = engine_vision_encode_image(v, img, max_tiles, &grid, &data, &n_rows);
+		if (r < 0)
+			return r;
+		rows = backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
+		if (!rows) {
+			free(data);
+			return -errno;
+		}
+	} else {
+		r = b->ops->vision_encode_image(b, v, img, &p, &grid, &data);
+		if (r < 0)
+			return r;
+		n_rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
+		rows = backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim);
+		if (!rows) {
+			b->ops->rows_free(b, data);
+			return -errno;
+		}
+	}
+	*ret_grid = grid;
+	*ret_rows = rows;
+	return 0;
+}
+
+int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_token,
+			      const struct engine_rows *const *images, size_t n_images,
+			      struct engine_row_ref *refs, char *errbuf, size_t errlen)
+{
+	size_t count = 0, n_rows = 0, k = 0, row = 0;
+
+	if ((n && (!tokens || !refs)) || (n_images && !images))
+		return st_errorf(errbuf, errlen, -EINVAL, "bad arguments");
+	for (size_t i = 0; i < n_images; i++) {
+		if (!images[i])
+			return st_errorf(errbuf, errlen, -EINVAL, "bad arguments");
+		n_rows += images[i]->n_rows;
+	}
+	for (size_t i = 0; i < n; i++)
+		count += tokens[i] == image_token;
+	if (count != n_rows)
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "the prompt has %zu image-context tokens (id %d) but the images give %zu "
+				 "embeddings",
+				 count, (int)image_token, n_rows);
+	for (size_t i = 0; i < n; i++) {
+		if (tokens[i] != image_token) {
+			refs[i] = (struct engine_row_ref){0};
+			continue;
+		}
+		while (row == images[k]->n_rows) {
+			k++;
+			row = 0;
+		}
+		refs[i] = (struct engine_row_ref){.rows = images[k], .row = row++};
+	}
+	return 0;
+}
+
 int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
 			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
 			 size_t errlen)

@@ -188,7 +188,8 @@ int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
  * engine_vision_encode() writes them, and features (NULL: not wanted) as vision_vit_forward()
  * writes them, tile after tile. n_tiles at most the last encode's. Returns 0, -EINVAL, -EIO. */
 int vision_cuda_download(struct vision_cuda *vc, int n_tiles, float *rows, float *features);
-/* engine_vision_preprocess() on the device: img (8-bit RGB, host) is uploaded once, resized with
+/* engine_vision_preprocess() on the device: img (8-bit RGB, host) is copied into a page-locked
+ * staging buffer and uploaded from there once (both kept for the next image), resized with
  * the CPU's weight tables (image_resize_axis_init()) for the grid and the thumbnail, cut and
  * normalised into the encoder's tile buffer; p->tile_size must be the encoder's tile side.
  * Returns 0 with *ret_grid set, -EINVAL, -ENOMEM, -EIO. */
@@ -197,6 +198,11 @@ int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *im
 /* Copies the first n_tiles tiles of the tile buffer (the last preprocess or encode) to the host
  * (waiting for them). Returns 0, -EINVAL, -EIO. */
 int vision_cuda_download_pixels(struct vision_cuda *vc, int n_tiles, float *pixels);
+/* The encoder on the n_tiles tiles the last vision_cuda_preprocess() left in the tile buffer,
+ * its rows written to `out` (device memory of n_tiles * tokens_per_tile rows of embed_dim
+ * floats, the caller's: the rows the LM's prefill then reads), queued on the context's stream.
+ * Returns 0, -EINVAL (more tiles than were preprocessed), -EIO. */
+int vision_cuda_encode_preprocessed(struct vision_cuda *vc, int n_tiles, float *out);
 /* vision_cuda_preprocess() then the encoder on its tiles, all on the device: *ret_rows as
  * vision_cuda_encode() gives them. */
 int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *img,

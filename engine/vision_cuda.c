@@ -43,6 +43,9 @@ struct vision_cuda {
 	/* activations, for cap tiles */
 	int cap;
 	int n_pix; /* tiles vision_cuda_preprocess() left in pix */
+	/* the screenshot: page-locked staging and its device copy, for rgb_cap bytes */
+	uint8_t *staging, *rgb;
+	size_t rgb_cap;
 	float *pix, *emb, *x, *qkv, *hid, *feat, *h, *rows;
 	void *patches, *a, *att, *hidb, *px, *hb;
 };
@@ -98,6 +101,8 @@ void vision_cuda_destroy(struct vision_cuda *vc)
 	if (!vc)
 		return;
 	free_buffers(vc);
+	gpu_host_free(vc->g, vc->staging);
+	gpu_free(vc->g, vc->rgb);
 	if (vc->blocks) {
 		for (int i = 0; i < vc->depth; i++) {
 			struct vc_block *b = &vc->blocks[i];
@@ -268,10 +273,10 @@ static int alloc_buffers(struct vision_cuda *vc, int tiles)
 #define KERNEL(name, call) STEP(GPU_PROFILE_KERNEL, name, call)
 #define GEMM(name, call) STEP(GPU_PROFILE_GEMM, name, call)
 
-/* The ViT and the projector on the tiles in vc->pix: the rows land in vc->rows and the final
+/* The ViT and the projector on the tiles in vc->pix: the rows land in `out` and the final
  * features in vc->feat (or vc->x without a final norm). Profile sites are named after the
  * kernel (vision_*) or the weight (gemm vision.*, mlp1.*). */
-static int run(struct vision_cuda *vc, int tiles)
+static int run(struct vision_cuda *vc, int tiles, float *out)
 {
 	const struct vision_weights *w = vc->w;
 	const int D = w->width, M = w->mlp, L = vc->L, T = w->n_prefix, pp3 = 3 * w->patch * w->patch;
@@ -321,7 +326,7 @@ static int run(struct vision_cuda *vc, int tiles)
 				       w->shuffle, vc->mlp1_norm, VISION_RMS_EPS, vc->px, dt));
 	GEMM("mlp1.fc1", gpu_gemm(bl, vc->fc1, dt, H, P, vc->px, (size_t)P, tr, vc->h, f32, (size_t)H, false));
 	KERNEL("relu2", gpu_relu2(g, vc->h, hb, dt, (size_t)tr * H));
-	GEMM("mlp1.fc3", gpu_gemm(bl, vc->fc3, dt, w->out_dim, H, hb, (size_t)H, tr, vc->rows, f32,
+	GEMM("mlp1.fc3", gpu_gemm(bl, vc->fc3, dt, w->out_dim, H, hb, (size_t)H, tr, out, f32,
 				  (size_t)w->out_dim, false));
 	return 0;
 }
@@ -336,7 +341,7 @@ int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
 	if ((r = alloc_buffers(vc, n_tiles)) < 0)
 		return r;
 	if ((r = gpu_copy_to_device(vc->g, vc->pix, pixels, sizeof(float) * tile_floats * n_tiles)) < 0 ||
-	    (r = run(vc, n_tiles)) < 0)
+	    (r = run(vc, n_tiles, vc->rows)) < 0)
 		return r;
 	vc->n_pix = n_tiles;
 	*ret_rows = vc->rows;
@@ -469,11 +474,22 @@ int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *im
 		return r;
 	if ((r = alloc_buffers(vc, grid.n_tiles)) < 0)
 		return r;
-	/* the screenshot crosses the bus once; both resizes read it on the device */
-	if ((r = gpu_alloc(vc->g, rgb_bytes, (void **)&rgb)) < 0)
+	/* the screenshot crosses the bus once, from page-locked memory; both resizes read it on
+	 * the device */
+	if (rgb_bytes > vc->rgb_cap) {
+		gpu_host_free(vc->g, vc->staging);
+		gpu_free(vc->g, vc->rgb);
+		vc->staging = vc->rgb = NULL;
+		vc->rgb_cap = 0;
+		if ((r = gpu_host_alloc(vc->g, rgb_bytes, (void **)&vc->staging)) < 0 ||
+		    (r = gpu_alloc(vc->g, rgb_bytes, (void **)&vc->rgb)) < 0)
+			return r;
+		vc->rgb_cap = rgb_bytes;
+	}
+	rgb = vc->rgb;
+	memcpy(vc->staging, img->rgb, rgb_bytes);
+	if ((r = gpu_copy_to_device(vc->g, rgb, vc->staging, rgb_bytes)) < 0)
 		return r;
-	if ((r = gpu_copy_to_device(vc->g, rgb, img->rgb, rgb_bytes)) < 0)
-		goto out;
 	if (grid.cols * grid.rows == 1) {
 		r = resize_tiles(vc, rgb, img, ts, 1, 1, &norm, vc->pix);
 	} else {
@@ -486,8 +502,6 @@ int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *im
 		vc->n_pix = grid.n_tiles;
 		*ret_grid = grid;
 	}
-out:
-	gpu_free(vc->g, rgb);
 	return r;
 }
 
@@ -509,9 +523,17 @@ int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *
 
 	if (!ret_rows || !ret_grid)
 		return -EINVAL;
-	if ((r = vision_cuda_preprocess(vc, img, p, &grid)) < 0 || (r = run(vc, grid.n_tiles)) < 0)
+	if ((r = vision_cuda_preprocess(vc, img, p, &grid)) < 0 ||
+	    (r = run(vc, grid.n_tiles, vc->rows)) < 0)
 		return r;
 	*ret_grid = grid;
 	*ret_rows = vc->rows;
 	return 0;
+}
+
+int vision_cuda_encode_preprocessed(struct vision_cuda *vc, int n_tiles, float *out)
+{
+	if (!out || n_tiles < 1 || n_tiles > vc->n_pix)
+		return -EINVAL;
+	return run(vc, n_tiles, out);
 }

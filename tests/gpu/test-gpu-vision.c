@@ -20,7 +20,8 @@
  * profiled encode lists every vision kernel and GEMM site.
  * The backend seam (engine_vision_encode_on()): the CPU backend gives engine_vision_encode()'s
  * rows bit for bit, a CUDA backend the rows within the same bounds, on the tiny checkpoint with
- * its tile size set to 64 pixels (a temporary copy of its config) and a 6-tile observation. */
+ * its tile size set to 64 pixels (a temporary copy of its config) and a 6-tile observation.
+ * Embedding rows (engine_vision_encode_image_on(), engine_session_append_rows()): check_rows(). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -312,6 +313,202 @@ static void remove_model_dir(const char *dir)
 	rmdir(dir);
 }
 
+/* The `copy DIR calls=N bytes=B` line of a backend profile report (0 when absent). */
+static unsigned long long copied_bytes(struct engine_backend *b, const char *dir)
+{
+	char **lines = NULL, head[64];
+	unsigned long long calls = 0, bytes = 0;
+	REQUIRE(engine_backend_profile_report(b, &lines) >= 0);
+	snprintf(head, sizeof(head), "copy %s calls=", dir);
+	for (int i = 0; lines && lines[i]; i++)
+		if (strncmp(lines[i], head, strlen(head)) == 0)
+			CHECK(sscanf(lines[i] + strlen(head), "%llu bytes=%llu", &calls, &bytes) == 2);
+	engine_backend_profile_free(lines);
+	return bytes;
+}
+
+/* The prompt of an observation: two text tokens, n image positions, three text tokens. */
+static int32_t *image_prompt(int32_t image_token, size_t n_rows, size_t *ret_n)
+{
+	size_t n = n_rows + 5;
+	int32_t *ids = xmalloc(n * sizeof(*ids));
+	ids[0] = 1;
+	ids[1] = 7;
+	for (size_t i = 0; i < n_rows; i++)
+		ids[2 + i] = image_token;
+	ids[n - 3] = 9;
+	ids[n - 2] = 30;
+	ids[n - 1] = 2;
+	*ret_n = n;
+	return ids;
+}
+
+/* The logits of every position of `ids` appended to a new session on b, the image rows given
+ * as engine_rows references (refs non-NULL) or as host pointers (embeds). */
+static float *append_logits(struct engine_backend *b, const int32_t *ids, size_t n,
+			    const struct engine_row_ref *refs, const float **embeds, int vocab)
+{
+	struct engine_session *s = engine_session_create_on(b, 256);
+	REQUIRE(s);
+	float *logits = xmalloc(n * (size_t)vocab * sizeof(float));
+	if (refs)
+		CHECK_INT_EQ(engine_session_append_rows(s, ids, refs, n, ENGINE_LOGITS_ALL, logits), 0);
+	else
+		CHECK_INT_EQ(engine_session_append(s, ids, embeds, n, ENGINE_LOGITS_ALL, logits), 0);
+	engine_session_destroy(s);
+	return logits;
+}
+
+/* engine_vision_encode_image_on() into engine_rows and engine_session_append_rows():
+ * - no backend and the CPU backend: host rows equal to engine_vision_encode_image()'s bit for
+ *   bit, and appending them gives the logits of engine_session_append() with the same floats,
+ *   bit for bit;
+ * - a CUDA backend in fp32: device rows (NMSE <= 1e-9 against the CPU's), and the prefill that
+ *   reads them on the device gives the logits of the same rows taken back through the host bit
+ *   for bit and the CPU engine's within NMSE 1e-9; the profile shows that nothing but the
+ *   logits came back to the host (the rows never crossed the bus) and that the image went to the
+ *   device once;
+ * - bf16: rows within cosine 0.999 of the CPU's;
+ * - misuse: device rows in a session of another backend, a row out of range, rows of another
+ *   width are refused. */
+static void check_rows(struct engine_model *m, const struct engine_vision *v, const struct engine_image *img)
+{
+	char err[256];
+	const int dim = engine_vision_embed_dim(v), vocab = m->cfg.vocab;
+	struct engine_vision_grid want_grid, grid;
+	float *want = NULL;
+	size_t n_rows = 0, n;
+	REQUIRE(engine_vision_encode_image(v, img, 6, &want_grid, &want, &n_rows) == 0);
+	int32_t *ids = image_prompt(engine_vision_image_token(v), n_rows, &n);
+	const float **embeds = xcalloc(n, sizeof(*embeds));
+	struct engine_row_ref *refs = xcalloc(n, sizeof(*refs));
+	float *got = xmalloc(n_rows * (size_t)dim * sizeof(float));
+
+	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU};
+	struct engine_backend *cpu = engine_backend_create(m, &opts, err, sizeof(err));
+	REQUIRE(cpu);
+	CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), want, n_rows, (size_t)dim, embeds,
+					  err, sizeof(err)),
+		     0);
+	float *want_logits = append_logits(cpu, ids, n, NULL, embeds, vocab);
+	struct engine_backend *hosts[] = {NULL, cpu};
+	for (size_t k = 0; k < ARRAY_SIZE(hosts); k++) {
+		struct engine_rows *rows = NULL;
+		CHECK_INT_EQ(engine_vision_encode_image_on(hosts[k], v, img, 6, &grid, &rows), 0);
+		REQUIRE(rows);
+		CHECK(!engine_rows_on_device(rows));
+		CHECK_INT_EQ(grid.n_tiles, want_grid.n_tiles);
+		CHECK(engine_rows_count(rows) == n_rows && engine_rows_dim(rows) == dim);
+		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
+		CHECK(memcmp(got, want, n_rows * (size_t)dim * sizeof(float)) == 0);
+		const struct engine_rows *images[] = {rows};
+		CHECK_INT_EQ(engine_vision_splice_rows(ids, n, engine_vision_image_token(v), images, 1, refs, err,
+						       sizeof(err)),
+			     0);
+		float *logits = append_logits(cpu, ids, n, refs, NULL, vocab);
+		CHECK(memcmp(logits, want_logits, n * (size_t)vocab * sizeof(float)) == 0);
+		free(logits);
+		engine_rows_destroy(rows);
+	}
+
+	const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32, ENGINE_PRECISION_BF16};
+	for (size_t k = 0; k < ARRAY_SIZE(precisions); k++) {
+		opts = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .precision = precisions[k]};
+		struct engine_backend *b = engine_backend_create(m, &opts, err, sizeof(err));
+		REQUIRE(b);
+		struct engine_rows *rows = NULL;
+		/* the first image uploads the encoder's weights; the second is profiled */
+		CHECK_INT_EQ(engine_vision_encode_image_on(b, v, img, 6, &grid, &rows), 0);
+		engine_rows_destroy(rows);
+		rows = NULL;
+		const size_t image_bytes = (size_t)engine_image_width(img) * engine_image_height(img) * 3;
+		const size_t rows_bytes = n_rows * (size_t)dim * sizeof(float);
+		REQUIRE(engine_backend_profile(b, true) == 0);
+		CHECK_INT_EQ(engine_vision_encode_image_on(b, v, img, 6, &grid, &rows), 0);
+		REQUIRE(rows);
+		/* the image went up (with the resize tables), nothing came back */
+		unsigned long long up = copied_bytes(b, "to_device"), down = copied_bytes(b, "to_host");
+		fprintf(stderr, "rows, %s: encode copied %llu bytes to the device (image %zu), %llu to the host\n",
+			engine_precision_name(precisions[k]), up, image_bytes, down);
+		CHECK(up >= image_bytes);
+		CHECK(down == 0);
+		REQUIRE(engine_backend_profile(b, false) == 0);
+		CHECK(engine_rows_on_device(rows));
+		CHECK(engine_rows_count(rows) == n_rows);
+		const struct engine_rows *images[] = {rows};
+		CHECK_INT_EQ(engine_vision_splice_rows(ids, n, engine_vision_image_token(v), images, 1, refs, err,
+						       sizeof(err)),
+			     0);
+		REQUIRE(engine_backend_profile(b, true) == 0);
+		float *dev_logits = append_logits(b, ids, n, refs, NULL, vocab);
+		/* the prefill took the rows on the device; only the ids went up, the logits came back */
+		up = copied_bytes(b, "to_device");
+		down = copied_bytes(b, "to_host");
+		unsigned long long on = copied_bytes(b, "on_device");
+		fprintf(stderr, "rows, %s: append copied %llu bytes on the device (rows %zu), %llu to the device, "
+			"%llu to the host (logits %zu)\n",
+			engine_precision_name(precisions[k]), on, rows_bytes, up, down, n * (size_t)vocab * sizeof(float));
+		CHECK(on == rows_bytes);
+		CHECK(up < rows_bytes);
+		CHECK(down == n * (size_t)vocab * sizeof(float));
+		REQUIRE(engine_backend_profile(b, false) == 0);
+
+		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
+		if (precisions[k] == ENGINE_PRECISION_FP32) {
+			double e = nmse(got, want, n_rows * (size_t)dim);
+			fprintf(stderr, "rows, fp32: device rows vs CPU NMSE %.3g\n", e);
+			CHECK(e <= 1e-9);
+			/* the same rows through the host: the same logits, bit for bit */
+			CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), got, n_rows, (size_t)dim,
+							  embeds, err, sizeof(err)),
+				     0);
+			float *host_logits = append_logits(b, ids, n, NULL, embeds, vocab);
+			CHECK(memcmp(host_logits, dev_logits, n * (size_t)vocab * sizeof(float)) == 0);
+			free(host_logits);
+			e = nmse(dev_logits, want_logits, n * (size_t)vocab);
+			fprintf(stderr, "rows, fp32: logits after the image vs the CPU engine NMSE %.3g\n", e);
+			CHECK(e <= 1e-9);
+		} else {
+			double c = min_cosine(got, want, n_rows, (size_t)dim);
+			fprintf(stderr, "rows, bf16: smallest row cosine %.6f\n", c);
+			CHECK(c >= 0.999);
+		}
+		free(dev_logits);
+
+		/* misuse */
+		struct engine_session *s = engine_session_create_on(cpu, 256);
+		REQUIRE(s);
+		CHECK_INT_EQ(engine_session_append_rows(s, ids, refs, n, ENGINE_LOGITS_NONE, NULL), -EINVAL);
+		CHECK_INT_EQ(engine_session_n_tokens(s), 0);
+		engine_session_destroy(s);
+		s = engine_session_create_on(b, 256);
+		REQUIRE(s);
+		refs[2].row = n_rows;
+		CHECK_INT_EQ(engine_session_append_rows(s, ids, refs, n, ENGINE_LOGITS_NONE, NULL), -EINVAL);
+		refs[2].row = 0;
+		struct engine_rows *narrow = engine_rows_create(b, want, 2, dim / 2);
+		REQUIRE(narrow);
+		refs[3] = (struct engine_row_ref){.rows = narrow, .row = 0};
+		CHECK_INT_EQ(engine_session_append_rows(s, ids, refs, n, ENGINE_LOGITS_NONE, NULL), -EINVAL);
+		CHECK_INT_EQ(engine_session_n_tokens(s), 0);
+		engine_rows_destroy(narrow);
+		engine_session_destroy(s);
+		CHECK_INT_EQ(engine_rows_read(rows, n_rows, 1, got), -EINVAL);
+		engine_rows_destroy(rows);
+		engine_backend_destroy(b);
+	}
+	errno = 0;
+	CHECK(engine_rows_create(NULL, want, 0, dim) == NULL && errno == EINVAL);
+	CHECK(engine_rows_create(NULL, want, ENGINE_ROWS_MAX_FLOATS, 2) == NULL && errno == EINVAL);
+	engine_backend_destroy(cpu);
+	free(want_logits);
+	free(got);
+	free(refs);
+	free(embeds);
+	free(ids);
+	free(want);
+}
+
 static void check_seam(const char *root, const struct engine_image *img)
 {
 	char src[4096], dir[64], err[256];
@@ -379,6 +576,7 @@ static void check_seam(const char *root, const struct engine_image *img)
 	free(want);
 	free(got);
 	free(pixels);
+	check_rows(m, v, img);
 	engine_vision_destroy(v);
 	engine_model_destroy(m);
 	remove_model_dir(dir);
