@@ -38,7 +38,10 @@ void gpu_free(struct gpu_context *g, void *ptr)
 {
 	if (!ptr)
 		return;
-	/* cudaFree synchronises with the device, so queued work using ptr has finished */
+	/* cudaFree synchronises with the device, so queued work using ptr has finished; the
+	 * device is set first because memory may be freed by another thread than the one that
+	 * allocated it (engine_rows under the backend's lock) */
+	(void)GPU_CHECK(cudaSetDevice(g->device));
 	(void)GPU_CHECK(cudaFree(ptr));
 }
 

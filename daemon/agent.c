@@ -34,7 +34,8 @@ struct obs_rec {
 	bool has_result;
 	struct policy_tool_result result; /* result.text points at result_text */
 	char *result_text;
-	float *rows; /* image embeddings, kept for the last `window` observations */
+	struct engine_rows *rows; /* image embeddings, kept for the last `window` observations,
+				   * on the backend's device when it has one; freed by jobs */
 	size_t n_rows;
 };
 
@@ -75,18 +76,19 @@ static void account(struct agent *a)
 
 /* Appends a piece in chunks (a stop is noticed between them); image positions take the rows
  * of slot_rows[k] for the k-th image of the piece. */
-static int prefill(struct agent *a, const struct policy_piece *p, float *const *slot_rows,
-		   enum engine_logits want, float *logits, const atomic_int *stop,
-		   uint64_t deadline_us)
+static int prefill(struct agent *a, const struct policy_piece *p,
+		   struct engine_rows *const *slot_rows, enum engine_logits want, float *logits,
+		   const atomic_int *stop, uint64_t deadline_us)
 {
-	const float **embeds = NULL;
+	struct engine_row_ref *refs = NULL;
 	int r = 0;
 
 	if (p->n_images) {
-		embeds = xcalloc(p->n_ids, sizeof(*embeds));
+		refs = xcalloc(p->n_ids, sizeof(*refs));
 		for (size_t k = 0; k < p->n_images; k++)
 			for (size_t i = 0; i < p->images[k].n_tokens; i++)
-				embeds[p->images[k].offset + i] = slot_rows[k] + i * (size_t)a->hidden;
+				refs[p->images[k].offset + i] =
+					(struct engine_row_ref){.rows = slot_rows[k], .row = i};
 	}
 	for (size_t off = 0, n; off < p->n_ids; off += n) {
 		if (atomic_load(stop) != EXECUTOR_RUN) {
@@ -105,8 +107,9 @@ static int prefill(struct agent *a, const struct policy_piece *p, float *const *
 		n = MIN(chunk, p->n_ids - off);
 		bool last = off + n == p->n_ids;
 		uint64_t t0 = time_mono_us();
-		r = engine_session_append(a->session, p->ids + off, embeds ? embeds + off : NULL, n,
-					  last ? want : ENGINE_LOGITS_NONE, last ? logits : NULL);
+		r = engine_session_append_rows(a->session, p->ids + off, refs ? refs + off : NULL, n,
+					       last ? want : ENGINE_LOGITS_NONE,
+					       last ? logits : NULL);
 		if (r < 0)
 			break;
 		double rate = (double)(time_mono_us() - t0) / (double)n;
@@ -114,7 +117,7 @@ static int prefill(struct agent *a, const struct policy_piece *p, float *const *
 						  0.5 * a->prefill_us_per_token + 0.5 * rate :
 						  rate;
 	}
-	free(embeds);
+	free(refs);
 	return r;
 }
 
@@ -161,6 +164,10 @@ static int job_close(struct worker_ctx *ctx, void *arg)
 	engine_session_destroy(a->session);
 	a->prefix = NULL;
 	a->session = NULL;
+	for (size_t i = 0; i < a->cap; i++) {
+		engine_rows_destroy(a->obs[i].rows);
+		a->obs[i].rows = NULL;
+	}
 	account(a);
 	return 0;
 }
@@ -169,16 +176,18 @@ struct encode_job {
 	const struct engine_image *img;
 	const atomic_int *stop;
 	int max_tiles;
-	float *rows;
+	struct engine_rows *drop; /* the rows of an observation that left the window */
+	struct engine_rows *rows;
 	size_t n_rows;
 	int n_tiles;
 	uint64_t preprocess_us, encode_us;
 	char err[256];
 };
 
-static int job_encode(struct worker_ctx *ctx, void *arg)
+/* The CPU path: preprocessing, then the encoder tile by tile (tiles are encoded independently)
+ * so that a stop waits for one tile at most. */
+static int encode_on_cpu(struct worker_ctx *ctx, struct encode_job *j)
 {
-	struct encode_job *j = arg;
 	struct engine_vision_preprocess pp;
 	struct engine_vision_grid grid;
 	float *pixels = NULL;
@@ -194,17 +203,15 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 		return r;
 	}
 	uint64_t t1 = time_mono_us();
+	const int dim = engine_vision_embed_dim(ctx->vision);
 	size_t n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
-	float *rows = malloc(n_rows * (size_t)engine_vision_embed_dim(ctx->vision) * sizeof(float));
+	float *rows = malloc(n_rows * (size_t)dim * sizeof(float));
 	if (!rows) {
 		free(pixels);
 		return -ENOMEM;
 	}
-	/* Tile by tile (tiles are encoded independently): a stop waits for one tile at most. On the
-	 * session's backend: a CUDA backend encodes on its device (this is its thread). */
 	size_t tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
-	size_t tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) *
-			   (size_t)engine_vision_embed_dim(ctx->vision);
+	size_t tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) * (size_t)dim;
 	for (int i = 0; i < grid.n_tiles; i++) {
 		if (atomic_load(j->stop) != EXECUTOR_RUN)
 			r = -ECANCELED;
@@ -220,7 +227,11 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 		}
 	}
 	free(pixels);
-	j->rows = rows;
+	j->rows = engine_rows_from_host(rows, n_rows, dim);
+	if (!j->rows) {
+		free(rows);
+		return -errno;
+	}
 	j->n_rows = n_rows;
 	j->n_tiles = grid.n_tiles;
 	j->preprocess_us = t1 - t0;
@@ -228,11 +239,44 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 	return 0;
 }
 
+/* On a backend with a device, the screenshot goes to it and every tile of the observation is
+ * preprocessed and encoded there in one batch, the rows staying in its memory for the prefill.
+ * The preprocessing is then part of the vision phase (preprocess_us 0). */
+static int job_encode(struct worker_ctx *ctx, void *arg)
+{
+	struct encode_job *j = arg;
+	struct engine_backend_info bi;
+	struct engine_vision_preprocess pp;
+	struct engine_vision_grid grid;
+	int r;
+
+	engine_rows_destroy(j->drop);
+	j->drop = NULL;
+	if (engine_backend_get_info(ctx->backend, &bi) < 0 || bi.kind != ENGINE_BACKEND_CUDA)
+		return encode_on_cpu(ctx, j);
+	if (atomic_load(j->stop) != EXECUTOR_RUN)
+		return -ECANCELED;
+	engine_vision_get_preprocess(ctx->vision, &pp);
+	uint64_t t0 = time_mono_us();
+	r = engine_vision_encode_image_on(ctx->backend, ctx->vision, j->img,
+					  j->max_tiles > 0 ? MIN(pp.max_tiles, j->max_tiles) : 0,
+					  &grid, &j->rows);
+	if (r < 0) {
+		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
+		return r;
+	}
+	j->n_rows = engine_rows_count(j->rows);
+	j->n_tiles = grid.n_tiles;
+	j->preprocess_us = 0;
+	j->encode_us = time_mono_us() - t0;
+	return 0;
+}
+
 struct step_job {
 	struct agent *a;
 	bool restore_prefix;           /* window, or a rebuild of a persistent session */
 	const struct policy_piece *piece;
-	float *const *slot_rows;       /* one per image of the piece */
+	struct engine_rows *const *slot_rows; /* one per image of the piece */
 	const struct policy_piece *close; /* appended after a valid step; NULL in window mode */
 	const atomic_int *stop;
 	uint64_t deadline_us;
@@ -489,7 +533,7 @@ static void journal_prompt(struct agent *a, const struct policy_piece *prefix, b
 /* Renders the history window: obs[first..index] with steps[first..index-1], images of the last
  * `window` observations. ret_slots receives their rows. */
 static int render_history(struct agent *a, size_t first, size_t index, struct policy_piece *ret,
-			  float ***ret_slots)
+			  struct engine_rows ***ret_slots)
 {
 	size_t n = index + 1 - first;
 	struct policy_observation *obs = xcalloc(n, sizeof(*obs));
@@ -502,7 +546,7 @@ static int render_history(struct agent *a, size_t first, size_t index, struct po
 	free(obs);
 	if (r < 0)
 		return r;
-	float **slots = xcalloc(ret->n_images + 1, sizeof(*slots));
+	struct engine_rows **slots = xcalloc(ret->n_images + 1, sizeof(*slots));
 	for (size_t k = 0; k < ret->n_images; k++) {
 		const struct obs_rec *o = &a->obs[index + 1 - ret->n_images + k];
 		if (!o->rows || o->n_rows != ret->images[k].n_tokens) {
@@ -529,7 +573,7 @@ static int history_size(void *userdata, size_t first, long long *ret_size)
 {
 	struct fit_arg *f = userdata;
 	struct policy_piece p = {0};
-	float **slots = NULL;
+	struct engine_rows **slots = NULL;
 	int r = render_history(f->a, first, f->index, &p, &slots);
 
 	if (r < 0) {
@@ -545,8 +589,8 @@ static int history_size(void *userdata, size_t first, long long *ret_size)
 /* The step's prompt: persistent -> this observation's turn (or a rebuild near the cap);
  * window -> the history that fits. */
 static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
-			float ***ret_slots, bool *ret_restore, const char **ret_mode, char *err,
-			size_t errlen)
+			struct engine_rows ***ret_slots, bool *ret_restore, const char **ret_mode,
+			char *err, size_t errlen)
 {
 	long long limits[AGENT_HISTORY_MAX_LIMITS];
 	bool rebuild = a->history == IPC_HISTORY_PERSISTENT;
@@ -565,7 +609,7 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 		}
 		/* The last limit is the whole budget. */
 		if (a->session_tokens + (long long)ret->n_ids <= limits[n_limits - 1]) {
-			float **slots = xcalloc(2, sizeof(*slots));
+			struct engine_rows **slots = xcalloc(2, sizeof(*slots));
 			slots[0] = o->rows;
 			*ret_slots = slots;
 			*ret_restore = false;
@@ -623,7 +667,7 @@ static void history_free(struct agent *a)
 {
 	for (size_t i = 0; i < a->cap; i++) {
 		free(a->obs[i].result_text);
-		free(a->obs[i].rows);
+		engine_rows_destroy(a->obs[i].rows); /* left by a failed job_close only */
 	}
 	for (size_t i = 0; i < a->n_steps; i++)
 		policy_step_finish(&a->steps[i]);
@@ -789,6 +833,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		struct encode_job ej = {.img = img, .stop = t->stop, .max_tiles = a.max_tiles};
+		if (index >= a.window) {
+			ej.drop = a.obs[index - a.window].rows;
+			a.obs[index - a.window].rows = NULL;
+		}
 		r = model_worker_call(cfg->worker, job_encode, &ej);
 		engine_image_destroy(img);
 		if (r == -ECANCELED) {
@@ -803,14 +851,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		ob->n_tiles = ej.n_tiles;
 		ob->rows = ej.rows;
 		ob->n_rows = ej.n_rows;
-		if (index >= a.window) {
-			free(a.obs[index - a.window].rows);
-			a.obs[index - a.window].rows = NULL;
-		}
 
 		/* Think. */
 		struct policy_piece piece = {0}, close = {0};
-		float **slots = NULL;
+		struct engine_rows **slots = NULL;
 		struct step_job sj = {.a = &a, .stop = t->stop, .deadline_us = a.run.deadline_us,
 				      .seed = cfg->seed * 0x9e3779b97f4a7c15ull +
 					      (uint64_t)t->id * 1000003u + index * 17u};
@@ -961,7 +1005,7 @@ release:
 struct ground_job {
 	struct agent *a;
 	const struct policy_piece *prefix, *piece;
-	float *rows;
+	struct engine_rows *rows; /* the screenshot's; the job frees them */
 	const atomic_int *stop;
 	uint64_t deadline_us;
 	int x, y;
@@ -969,6 +1013,14 @@ struct ground_job {
 	size_t raw_len;
 	char err[256];
 };
+
+/* Frees rows a job made when no later job took them (device memory is the worker's). */
+static int job_drop_rows(struct worker_ctx *ctx, void *arg)
+{
+	(void)ctx;
+	engine_rows_destroy(arg);
+	return 0;
+}
 
 /* A fresh session (no history): the prompt, the screenshot, then a greedy decode under the
  * point grammar, so whatever the weights say the answer is a point in 0..1000. */
@@ -980,12 +1032,16 @@ static int job_ground(struct worker_ctx *ctx, void *arg)
 	struct policy_masker *mk = NULL;
 	struct engine_sampler *sm = NULL;
 	float *logits = NULL;
-	float *slots[1] = {j->rows};
+	struct engine_rows *slots[1] = {j->rows};
 	int r;
 
 	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
-	if (!a->session)
-		return -errno;
+	if (!a->session) {
+		r = -errno;
+		engine_rows_destroy(j->rows);
+		j->rows = NULL;
+		return r;
+	}
 	model_worker_account(a->cfg->worker, 1, 0);
 	a->hidden = engine_session_hidden(a->session);
 	a->vocab = engine_session_vocab(a->session);
@@ -1058,6 +1114,8 @@ finish:
 	policy_masker_destroy(mk);
 	policy_grammar_destroy(g);
 	free(logits);
+	engine_rows_destroy(j->rows);
+	j->rows = NULL;
 	model_worker_account(a->cfg->worker, -1, 0);
 	engine_session_destroy(a->session);
 	a->session = NULL;
@@ -1118,6 +1176,7 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	}
 	struct ground_job gj = {.a = &a, .prefix = &prefix, .piece = &piece, .rows = ej.rows,
 				.stop = t->stop, .deadline_us = deadline_us};
+	ej.rows = NULL;
 	r = model_worker_call(cfg->worker, job_ground, &gj);
 	if (r < 0) {
 		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
@@ -1127,7 +1186,8 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	*ret_mx = gj.x;
 	*ret_my = gj.y;
 finish:
-	free(ej.rows);
+	if (ej.rows)
+		model_worker_call(cfg->worker, job_drop_rows, ej.rows);
 	policy_piece_finish(&piece);
 	policy_piece_finish(&prefix);
 	policy_renderer_destroy(renderer);

@@ -313,6 +313,9 @@ struct engine_rows;
  * ENOMEM (host or device memory), EIO. */
 struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows,
 				       size_t n_rows, int dim);
+/* A handle over host rows the caller malloc'ed: the handle owns `rows` from then on (on
+ * success only). NULL + errno (EINVAL as above, ENOMEM). */
+struct engine_rows *engine_rows_from_host(float *rows, size_t n_rows, int dim);
 /* Accepts NULL. Frees device memory on the backend's thread rules; before the backend goes. */
 void engine_rows_destroy(struct engine_rows *r);
 size_t engine_rows_count(const struct engine_rows *r);

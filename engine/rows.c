@@ -36,6 +36,15 @@ struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, flo
 	return r;
 }
 
+struct engine_rows *engine_rows_from_host(float *rows, size_t n_rows, int dim)
+{
+	if (!rows) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return backend_rows_wrap(NULL, rows, NULL, n_rows, dim);
+}
+
 struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows,
 				       size_t n_rows, int dim)
 {
