@@ -14,15 +14,18 @@
  * With --image, --system or --think the prompt is a chat (engine_chat_*, model.md 5.2): an
  * optional system turn, the prompt as the user turn with the images (each `<image>` in the text
  * marks where one goes; without any they go in front), then the generation prompt. Images are
- * preprocessed and encoded by the checkpoint's vision tower and their rows spliced into the
- * prompt; generation stops at the end of the turn. The checkpoint's own chat template is
+ * preprocessed and encoded by the checkpoint's vision tower on the run's backend (on a CUDA
+ * device both steps run there, all tiles of an image in one batch, and the rows stay in device
+ * memory for the prefill) and their rows spliced into the prompt; generation stops at the end
+ * of the turn. The checkpoint's own chat template is
  * compared with that format and a difference is reported on stderr.
  *
  * --backend and --precision are checked before the model loads (engine_backend_resolve()): a
  * backend that cannot run the language model is refused with one sentence, never replaced by the
  * CPU behind the user's back. --profile (CUDA only) prints to stderr, after the run, one line per
- * kernel and per GEMM call site with its launches and device milliseconds; a run that put
- * nothing on the device is an error.
+ * kernel and per GEMM call site (the vision encoder's too, on an image run) with its launches
+ * and device milliseconds, then the bytes copied per direction; a run that put nothing on the
+ * device is an error.
  */
 #include <errno.h>
 #include <math.h>
@@ -44,11 +47,13 @@ struct chat_run {
 	struct engine_vision *vision;
 	struct engine_chat *chat;
 	struct engine_chat_tokens prompt;
-	float *rows;          /* every image's embedding rows, in prompt order */
-	size_t n_rows;
-	const float **embeds; /* per prompt position: an image row or NULL */
+	struct engine_rows *images[ENGINE_CHAT_MAX_IMAGES]; /* each image's embedding rows, where
+							      * the backend's prefill reads them */
+	size_t n_images, n_rows;
+	struct engine_row_ref *refs; /* per prompt position: an image row or none */
 	int n_tiles;
 	uint64_t preprocess_us, vision_us;
+	bool on_device; /* preprocessed and encoded on the backend's device */
 };
 
 struct run {
@@ -201,19 +206,24 @@ static void chat_run_finish(struct chat_run *c)
 {
 	engine_chat_tokens_finish(&c->prompt);
 	engine_chat_destroy(c->chat);
+	for (size_t i = 0; i < c->n_images; i++)
+		engine_rows_destroy(c->images[i]);
 	engine_vision_destroy(c->vision);
-	free(c->rows);
-	free(c->embeds);
+	free(c->refs);
 }
 
-/* Loads, preprocesses and encodes one image, appending its rows to c->rows. */
-static int chat_encode_image(struct chat_run *c, const char *path, int max_tiles, int *ret_tiles)
+/* Loads, preprocesses and encodes one image into c->images[c->n_images]: on a device, both on
+ * it (the preprocessing then counts in the vision time), else on the CPU. */
+static int chat_encode_image(struct chat_run *c, struct engine_backend *b, const char *path,
+			     int max_tiles, int *ret_tiles)
 {
 	struct engine_vision_preprocess pre;
 	struct engine_vision_grid grid;
+	struct engine_backend_info bi;
 	struct engine_image *img;
-	float *pixels = NULL, *grown;
-	size_t dim = (size_t)engine_vision_embed_dim(c->vision), rows;
+	float *pixels = NULL, *rows_data = NULL;
+	const int dim = engine_vision_embed_dim(c->vision);
+	size_t rows;
 	char err[512];
 	uint64_t t0 = time_mono_us();
 	int r;
@@ -232,6 +242,19 @@ static int chat_encode_image(struct chat_run *c, const char *path, int max_tiles
 	}
 	if (max_tiles > 0)
 		pre.max_tiles = max_tiles;
+	if (engine_backend_get_info(b, &bi) == 0 && bi.kind == ENGINE_BACKEND_CUDA) {
+		r = engine_vision_encode_image_on(b, c->vision, img, max_tiles, &grid,
+						  &c->images[c->n_images]);
+		if (r < 0) {
+			log_error("%s: vision encoder failed: %s", path,
+				  engine_backend_strerror(b, r, err, sizeof(err)));
+			goto out;
+		}
+		rows = engine_rows_count(c->images[c->n_images]);
+		c->vision_us += time_mono_us() - t0;
+		c->on_device = true;
+		goto done;
+	}
 	r = engine_vision_preprocess(img, &pre, &grid, &pixels);
 	if (r < 0) {
 		log_error_errno(r, "%s: preprocessing failed", path);
@@ -240,18 +263,25 @@ static int chat_encode_image(struct chat_run *c, const char *path, int max_tiles
 	c->preprocess_us += time_mono_us() - t0;
 	t0 = time_mono_us();
 	rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(c->vision);
-	grown = realloc(c->rows, sizeof(float) * dim * (c->n_rows + rows));
-	if (!grown) {
+	rows_data = malloc(sizeof(float) * (size_t)dim * rows);
+	if (!rows_data) {
 		r = log_error_errno(-ENOMEM, "%s", path);
 		goto out;
 	}
-	c->rows = grown;
-	r = engine_vision_encode(c->vision, pixels, grid.n_tiles, c->rows + dim * c->n_rows);
+	r = engine_vision_encode(c->vision, pixels, grid.n_tiles, rows_data);
 	if (r < 0) {
 		log_error_errno(r, "%s: vision encoder failed", path);
 		goto out;
 	}
+	c->images[c->n_images] = engine_rows_from_host(rows_data, rows, dim);
+	if (!c->images[c->n_images]) {
+		r = log_error_errno(-errno, "%s", path);
+		goto out;
+	}
+	rows_data = NULL;
 	c->vision_us += time_mono_us() - t0;
+done:
+	c->n_images++;
 	c->n_rows += rows;
 	c->n_tiles += grid.n_tiles;
 	*ret_tiles = grid.n_tiles;
@@ -259,15 +289,38 @@ static int chat_encode_image(struct chat_run *c, const char *path, int max_tiles
 		engine_image_width(img), engine_image_height(img), grid.cols, grid.rows,
 		grid.thumbnail ? " + thumbnail" : "", rows);
 out:
+	free(rows_data);
 	free(pixels);
 	engine_image_destroy(img);
 	return r;
 }
 
+/* The run's backend, profiling when asked to. Returns 0 or -errno (logged). */
+static int open_backend(const struct engine_model *model, const struct engine_backend_options *bopts,
+			bool profile, struct engine_backend **ret)
+{
+	char err[512];
+	struct engine_backend *b = engine_backend_create(model, bopts, err, sizeof(err));
+	if (!b) {
+		int r = -errno;
+		log_error("%s", err);
+		return r;
+	}
+	if (profile) {
+		int r = engine_backend_profile(b, true);
+		if (r < 0) {
+			engine_backend_destroy(b);
+			return log_error_errno(r, "cannot profile the device");
+		}
+	}
+	*ret = b;
+	return 0;
+}
+
 /* Chat mode: encodes the images, renders system + user + generation prompt and splices. */
-static int chat_prepare(struct chat_run *c, const struct engine_model *model, const char *system,
-			const char *user, const char *const *images, size_t n_images, int max_tiles,
-			bool think)
+static int chat_prepare(struct chat_run *c, const struct engine_model *model,
+			struct engine_backend *b, const char *system, const char *user,
+			const char *const *images, size_t n_images, int max_tiles, bool think)
 {
 	int tiles[ENGINE_CHAT_MAX_IMAGES];
 	char err[512];
@@ -287,7 +340,7 @@ static int chat_prepare(struct chat_run *c, const struct engine_model *model, co
 		}
 	}
 	for (size_t i = 0; i < n_images; i++) {
-		r = chat_encode_image(c, images[i], max_tiles, &tiles[i]);
+		r = chat_encode_image(c, b, images[i], max_tiles, &tiles[i]);
 		if (r < 0)
 			return r;
 	}
@@ -312,12 +365,13 @@ static int chat_prepare(struct chat_run *c, const struct engine_model *model, co
 	if (r < 0)
 		return log_error_errno(r, "chat prompt");
 	if (n_images) {
-		c->embeds = malloc(sizeof(*c->embeds) * c->prompt.n_ids);
-		if (!c->embeds)
+		c->refs = malloc(sizeof(*c->refs) * c->prompt.n_ids);
+		if (!c->refs)
 			return log_error_errno(-ENOMEM, "chat prompt");
-		r = engine_vision_splice(c->prompt.ids, c->prompt.n_ids, engine_chat_image_token(c->chat),
-					 c->rows, c->n_rows, (size_t)engine_vision_embed_dim(c->vision),
-					 c->embeds, err, sizeof(err));
+		r = engine_vision_splice_rows(c->prompt.ids, c->prompt.n_ids,
+					      engine_chat_image_token(c->chat),
+					      (const struct engine_rows *const *)c->images,
+					      c->n_images, c->refs, err, sizeof(err));
 		if (r < 0)
 			goto fail;
 	}
@@ -573,7 +627,11 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			text[len] = '\0';
-			if (chat_prepare(&chat, model, system, text, images, n_images, max_tiles, think) < 0)
+			/* images are encoded on the backend, whose prefill reads their rows */
+			if (n_images && !tokenize && open_backend(model, &bopts, profile, &backend) < 0)
+				goto out;
+			if (chat_prepare(&chat, model, backend, system, text, images, n_images,
+					 max_tiles, think) < 0)
 				goto out;
 			ids = xmalloc(sizeof(*ids) * chat.prompt.n_ids);
 			memcpy(ids, chat.prompt.ids, sizeof(*ids) * chat.prompt.n_ids);
@@ -603,18 +661,8 @@ int main(int argc, char **argv)
 
 	if (!ignore_eos && model->cfg.eos_id >= 0)
 		stops[n_stops++] = model->cfg.eos_id;
-	backend = engine_backend_create(model, &bopts, err, sizeof(err));
-	if (!backend) {
-		log_error("%s", err);
+	if (!backend && open_backend(model, &bopts, profile, &backend) < 0)
 		goto out;
-	}
-	if (profile) {
-		int r = engine_backend_profile(backend, true);
-		if (r < 0) {
-			log_error_errno(r, "cannot profile the device");
-			goto out;
-		}
-	}
 	s = engine_session_create_on(backend, (int)MIN(n_ids + (size_t)max_tokens + 1,
 						       (size_t)ENGINE_SESSION_MAX_TOKENS));
 	if (!s) {
@@ -635,9 +683,10 @@ int main(int argc, char **argv)
 	if (max_tokens == 0) {
 		/* prefill only */
 		float *logits = malloc((size_t)n_ids * (size_t)run.vocab * sizeof(float));
-		int r = logits ? engine_session_append(s, ids, chat.embeds, n_ids,
-						       dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_LAST,
-						       logits)
+		int r = logits ? engine_session_append_rows(s, ids, chat.refs, n_ids,
+							    dump ? ENGINE_LOGITS_ALL
+								 : ENGINE_LOGITS_LAST,
+							    logits)
 			       : -ENOMEM;
 		for (size_t i = 0; r == 0 && dump && i < n_ids; i++)
 			on_logits(&run, logits + i * (size_t)run.vocab, run.vocab);
@@ -661,15 +710,16 @@ int main(int argc, char **argv)
 		size_t n_pre = 0;
 		int r = 0;
 
-		if (chat.embeds) {
+		if (chat.refs) {
 			/* engine_generate() takes plain ids: the spliced part goes in first; the
 			 * generation prompt's last id (never an image position) starts the loop */
 			n_pre = n_ids - 1;
 			float *logits = dump ? malloc((size_t)n_pre * (size_t)run.vocab * sizeof(float)) : NULL;
 			r = dump && !logits ? -ENOMEM
-					    : engine_session_append(s, ids, chat.embeds, n_pre,
-								    dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_NONE,
-								    logits);
+					    : engine_session_append_rows(s, ids, chat.refs, n_pre,
+									 dump ? ENGINE_LOGITS_ALL
+									      : ENGINE_LOGITS_NONE,
+									 logits);
 			for (size_t i = 0; r == 0 && dump && i < n_pre; i++)
 				on_logits(&run, logits + i * (size_t)run.vocab, run.vocab);
 			free(logits);
@@ -693,12 +743,15 @@ int main(int argc, char **argv)
 	if (n_out > 1)
 		fprintf(stderr, "decode: %zu tokens in %.3f s (%.2f tok/s)\n", n_out - 1, decode_s,
 			(double)(n_out - 1) / decode_s);
+	if (chat.n_tiles && chat.on_device)
+		fprintf(stderr, "preprocess: %zu images on the device, in the vision time\n", n_images);
+	else if (chat.n_tiles)
+		fprintf(stderr, "preprocess: %zu images in %.3f s\n", n_images,
+			(double)chat.preprocess_us / 1e6);
 	if (chat.n_tiles)
-		fprintf(stderr,
-			"preprocess: %zu images in %.3f s\n"
-			"vision: %d tiles in %.3f s (%.1f ms/tile), %zu image tokens\n",
-			n_images, (double)chat.preprocess_us / 1e6, chat.n_tiles,
-			(double)chat.vision_us / 1e6, (double)chat.vision_us / 1e3 / chat.n_tiles, chat.n_rows);
+		fprintf(stderr, "vision: %d tiles in %.3f s (%.1f ms/tile), %zu image tokens\n",
+			chat.n_tiles, (double)chat.vision_us / 1e6,
+			(double)chat.vision_us / 1e3 / chat.n_tiles, chat.n_rows);
 	struct engine_backend_info binfo;
 	engine_backend_get_info(backend, &binfo);
 	fprintf(stderr, "backend: %s (%s), %s\n", binfo.name, binfo.device,

@@ -174,6 +174,34 @@ int main(int argc, char **argv)
 		CHECK(strstr(out, "gemm lm_head calls=") != NULL);
 	}
 	free(out);
+	/* an image run on the device: --profile lists the vision encoder's kernels and GEMM sites
+	 * with the language model's, and shows that the image rows (3 tiles x 4 tokens x 64
+	 * floats) were copied only on the device, the host getting nothing but two logits rows */
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/tests/fixtures/models/tiny-agent' --image "
+		 "'%s/tests/fixtures/vision/small.png' --prompt 'Click.' --max-tokens 2 --ignore-eos "
+		 "--backend cuda --precision fp32 --profile 2>&1 >/dev/null",
+		 exe, root(), root());
+	rc = run(cmd, &out);
+	if (rc == 1) {
+		CHECK(strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL);
+	} else {
+		static const char *const sites[] = {
+			"kernel vision_patchify launches=1 ", "gemm vision.embedder calls=1 ",
+			"kernel vision_attention launches=2 ", "gemm vision.qkv calls=2 ",
+			"gemm vision.fc2 calls=2 ", "kernel vision_shuffle_norm launches=1 ",
+			"gemm mlp1.fc3 calls=1 ", "kernel embed launches=", "gemm lm_head calls=",
+			"copy on_device calls=1 bytes=3072\n", "copy to_host calls=2 bytes=10240\n"};
+		CHECK_INT_EQ(rc, 0);
+		CHECK(strstr(out, "2x1 tiles + thumbnail, 12 image tokens") != NULL);
+		CHECK(strstr(out, "preprocess: 1 images on the device") != NULL);
+		for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+			if (!strstr(out, sites[i]))
+				fprintf(stderr, "--profile of an image run: no '%s' in:\n%s", sites[i], out);
+			CHECK(strstr(out, sites[i]) != NULL);
+		}
+	}
+	free(out);
 	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda --device 7 2>&1",
 		 exe, root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 1);
