@@ -330,8 +330,11 @@ int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, const float 
 
 /* Bidirectional multi-head attention inside each of `tiles` tiles of L tokens: qkv [tiles * L][3 *
  * D] (q | k | v, head h at columns h * D / heads of each part), out [tiles * L][D] of out_dtype =
- * softmax(q k^T / sqrt(D / heads)) v per tile and head, fp32 throughout (an online softmax over
- * chunks of 32 keys). D / heads <= GPU_VISION_MAX_HEAD_DIM; out must not overlap qkv. */
+ * softmax(q k^T / sqrt(D / heads)) v per tile and head (an online softmax over chunks of 32
+ * keys). fp32 output: fp32 throughout (SIMT). bf16 output with a head dim that is a multiple of
+ * 16: on tensor cores (WMMA), q, k, v and the probabilities rounded to bf16, fp32 accumulation
+ * and softmax statistics; other bf16 head dims: the fp32 path, rounded at the end.
+ * D / heads <= GPU_VISION_MAX_HEAD_DIM; out must not overlap qkv. */
 int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int L, int D, int heads,
 			 void *out, enum gpu_dtype out_dtype);
 

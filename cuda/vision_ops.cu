@@ -10,6 +10,9 @@
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
+#include <mma.h>
+
+using namespace nvcuda;
 
 static constexpr int VIS_THREADS = 256;
 static constexpr int ATT_WARPS = 4;   /* query rows per attention block, one per warp */
@@ -268,6 +271,151 @@ extern "C" int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, c
 	return GPU_CHECK(cudaGetLastError());
 }
 
+/* ---- the same on tensor cores (bf16 output: the bf16 precision) ---------------------------------
+ * Flash-style, as attention.cu's prefill kernel without its causal mask: one block per (query
+ * tile of VW_QT rows, head, tile); keys stream through shared memory VW_KT at a time; each warp
+ * computes S = Q K^T for its 16 rows with WMMA (Q, K in bf16, fp32 accumulation), keeps its
+ * rows' running max and sum (online softmax, fp32), rescales its fp32 output rows and adds P V
+ * with P and V in bf16. Rows past L compute like row L - 1 and are not stored. hd % 16 == 0. */
+static constexpr int VW_WARPS = 2;          /* each warp owns 16 query rows */
+static constexpr int VW_QT = 16 * VW_WARPS; /* query rows per block */
+static constexpr int VW_KT = 32;            /* keys per tile: one per lane in the softmax */
+
+struct vw_layout {
+	size_t q, k, v, s, p, o, ml, total;
+};
+
+static __host__ __device__ inline size_t vw_align(size_t n)
+{
+	return (n + 31) & ~(size_t)31;
+}
+
+/* Dynamic shared memory for head dim hd; every region starts 32-byte aligned for WMMA. */
+static __host__ __device__ inline vw_layout vw_layout_of(int hd)
+{
+	vw_layout l;
+	l.q = 0;
+	l.k = l.q + vw_align((size_t)VW_QT * hd * 2);
+	l.v = l.k + vw_align((size_t)VW_KT * hd * 2);
+	l.s = l.v + vw_align((size_t)VW_KT * hd * 2);
+	l.p = l.s + vw_align((size_t)VW_WARPS * 16 * VW_KT * 4);
+	l.o = l.p + vw_align((size_t)VW_WARPS * 16 * VW_KT * 2);
+	l.ml = l.o + vw_align((size_t)VW_WARPS * 16 * hd * 4);
+	l.total = l.ml + vw_align((size_t)VW_WARPS * 16 * 2 * 4);
+	return l;
+}
+
+static __device__ inline float vw_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ inline float vw_warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, int L, int D, int hd, float scale,
+						 __nv_bfloat16 *__restrict__ out)
+{
+	GPU_DYNAMIC_SHARED(unsigned char, smem);
+	const vw_layout ly = vw_layout_of(hd);
+	__nv_bfloat16 *qs = (__nv_bfloat16 *)(smem + ly.q), *ks = (__nv_bfloat16 *)(smem + ly.k);
+	__nv_bfloat16 *vs = (__nv_bfloat16 *)(smem + ly.v);
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	float *S = (float *)(smem + ly.s) + warp * 16 * VW_KT;
+	__nv_bfloat16 *P = (__nv_bfloat16 *)(smem + ly.p) + warp * 16 * VW_KT;
+	float *O = (float *)(smem + ly.o) + (size_t)warp * 16 * hd;
+	float *ml = (float *)(smem + ly.ml) + warp * 16 * 2;
+
+	const int t0 = blockIdx.x * VW_QT, head = blockIdx.y, tile = blockIdx.z;
+	const size_t ld = (size_t)3 * D;
+	const float *base = qkv + (size_t)tile * L * ld + (size_t)head * hd;
+
+	for (int i = threadIdx.x; i < VW_QT * hd; i += blockDim.x) {
+		int r = i / hd, d = i % hd, t = min(t0 + r, L - 1);
+		qs[i] = __float2bfloat16_rn(base[(size_t)t * ld + d]);
+	}
+	for (int i = lane; i < 16 * hd; i += 32)
+		O[i] = 0.0f;
+	if (lane < 16) {
+		ml[lane * 2] = -INFINITY;
+		ml[lane * 2 + 1] = 0.0f;
+	}
+	__syncthreads();
+
+	for (int kb = 0; kb < L; kb += VW_KT) {
+		for (int i = threadIdx.x; i < VW_KT * hd; i += blockDim.x) {
+			int r = i / hd, d = i % hd, j = kb + r;
+			bool in = j < L;
+			ks[i] = __float2bfloat16_rn(in ? base[(size_t)j * ld + D + d] : 0.0f);
+			vs[i] = __float2bfloat16_rn(in ? base[(size_t)j * ld + 2 * (size_t)D + d] : 0.0f);
+		}
+		__syncthreads();
+
+		for (int nb = 0; nb < VW_KT / 16; nb++) {
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+			wmma::fill_fragment(acc, 0.0f);
+			for (int kk = 0; kk < hd / 16; kk++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+				wmma::load_matrix_sync(a, qs + (size_t)warp * 16 * hd + kk * 16, hd);
+				wmma::load_matrix_sync(b, ks + (size_t)nb * 16 * hd + kk * 16, hd);
+				wmma::mma_sync(acc, a, b, acc);
+			}
+			wmma::store_matrix_sync(S + nb * 16, acc, VW_KT, wmma::mem_row_major);
+		}
+		__syncwarp();
+
+		for (int r = 0; r < 16; r++) {
+			int j = kb + lane;
+			float sv = j < L ? S[r * VW_KT + lane] * scale : -INFINITY;
+			float m_old = ml[r * 2], m_new = fmaxf(m_old, vw_warp_max(sv));
+			/* m_new is finite: key kb < L */
+			__nv_bfloat16 pb = __float2bfloat16_rn(sv == -INFINITY ? 0.0f : expf(sv - m_new));
+			P[r * VW_KT + lane] = pb;
+			float rs = vw_warp_sum(__bfloat162float(pb)), alpha = expf(m_old - m_new);
+			for (int d = lane; d < hd; d += 32)
+				O[r * hd + d] *= alpha;
+			float l_new = ml[r * 2 + 1] * alpha + rs;
+			__syncwarp();
+			if (lane == 0) {
+				ml[r * 2] = m_new;
+				ml[r * 2 + 1] = l_new;
+			}
+		}
+		__syncwarp();
+
+		for (int nb = 0; nb < hd / 16; nb++) {
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+			wmma::load_matrix_sync(acc, O + nb * 16, hd, wmma::mem_row_major);
+			for (int kk = 0; kk < VW_KT / 16; kk++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+				wmma::load_matrix_sync(a, P + kk * 16, VW_KT);
+				wmma::load_matrix_sync(b, vs + (size_t)kk * 16 * hd + nb * 16, hd);
+				wmma::mma_sync(acc, a, b, acc);
+			}
+			wmma::store_matrix_sync(O + nb * 16, acc, hd, wmma::mem_row_major);
+		}
+		__syncthreads(); /* the next tile overwrites ks and vs */
+	}
+
+	for (int r = 0; r < 16; r++) {
+		int t = t0 + warp * 16 + r;
+		if (t >= L)
+			break;
+		float inv = 1.0f / ml[r * 2 + 1];
+		__nv_bfloat16 *orow = out + ((size_t)tile * L + t) * D + (size_t)head * hd;
+		for (int d = lane; d < hd; d += 32)
+			orow[d] = __float2bfloat16_rn(O[r * hd + d] * inv);
+	}
+}
+
 extern "C" int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int L, int D, int heads,
 				    void *out, enum gpu_dtype out_dtype)
 {
@@ -282,7 +430,10 @@ extern "C" int gpu_vision_attention(struct gpu_context *g, const float *qkv, int
 	dim3 grid((unsigned)((L + ATT_WARPS - 1) / ATT_WARPS), (unsigned)heads, (unsigned)tiles);
 	float scale = 1.0f / sqrtf((float)hd);
 	cudaStream_t st = (cudaStream_t)g->stream;
-	if (out_dtype == GPU_DTYPE_BF16)
+	if (out_dtype == GPU_DTYPE_BF16 && hd % 16 == 0)
+		klaunch(vis_attention_wmma_kernel, dim3((unsigned)((L + VW_QT - 1) / VW_QT), (unsigned)heads, (unsigned)tiles),
+			dim3(32 * VW_WARPS), vw_layout_of(hd).total, st, qkv, L, D, hd, scale, (__nv_bfloat16 *)out);
+	else if (out_dtype == GPU_DTYPE_BF16)
 		klaunch(vis_attention_kernel<__nv_bfloat16>, grid, dim3(32 * ATT_WARPS), smem, st, qkv, L, D, hd, scale,
 			(__nv_bfloat16 *)out);
 	else
