@@ -1,4 +1,5 @@
-/* engine: the CUDA backend's vision encode (backend.h's vision_encode): the device encoder
+/* engine: the CUDA backend's vision encode (backend.h's vision_encode, vision_encode_image) and
+ * its embedding rows in device memory (rows_alloc, rows_read, rows_free): the device encoder
  * (vision_cuda.c) of the vision handle used last, created on first use and kept in b->vision
  * until another handle comes or the backend goes.
  *

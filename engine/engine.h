@@ -557,11 +557,10 @@ int engine_vision_embed_dim(const struct engine_vision *v);
 int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
 			 float *out);
 /* The same on backend b, a backend of the handle's model: the CPU backend (and b NULL) runs
- * engine_vision_encode()
- * itself; a CUDA backend runs the ViT and the projector on its device in its precision, all
- * tiles in one batch, and copies the rows to `out` (the LM forward on CUDA can read them in
- * device memory instead; this host copy is the path until it does). Uses the backend's thread
- * rules (CUDA: the thread that owns its device). Returns 0, -EINVAL (n_tiles beyond
+ * engine_vision_encode() itself; a CUDA backend runs the ViT and the projector on its device in
+ * its precision, all tiles in one batch, and copies the rows to `out` (for tests and tools:
+ * engine_vision_encode_image_on() keeps them on the device for the prefill). Uses the
+ * backend's thread rules (CUDA: the thread that owns its device). Returns 0, -EINVAL (n_tiles beyond
  * ENGINE_VISION_MAX_TILES + 1), -ENOMEM, -EIO. */
 int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v,
 			    const float *pixels, int n_tiles, float *out);
