@@ -1004,8 +1004,11 @@ release:
 
 struct ground_job {
 	struct agent *a;
-	const struct policy_piece *prefix, *piece;
-	struct engine_rows *rows; /* the screenshot's; the job frees them */
+	const struct policy_piece *prefix;
+	struct encode_job *enc;   /* the screenshot, encoded by the job itself */
+	struct policy_renderer *renderer;
+	struct policy_piece *piece; /* out: the screenshot turn */
+	bool err_whole;           /* err is the whole message, not why the target was not found */
 	const atomic_int *stop;
 	uint64_t deadline_us;
 	int x, y;
@@ -1014,16 +1017,10 @@ struct ground_job {
 	char err[256];
 };
 
-/* Frees rows a job made when no later job took them (device memory is the worker's). */
-static int job_drop_rows(struct worker_ctx *ctx, void *arg)
-{
-	(void)ctx;
-	engine_rows_destroy(arg);
-	return 0;
-}
-
 /* A fresh session (no history): the prompt, the screenshot, then a greedy decode under the
- * point grammar, so whatever the weights say the answer is a point in 0..1000. */
+ * point grammar, so whatever the weights say the answer is a point in 0..1000. The screenshot
+ * is encoded in the same job: its rows (device memory on CUDA) never outlive a job without a
+ * session, so the worker never recreates the backend under them. */
 static int job_ground(struct worker_ctx *ctx, void *arg)
 {
 	struct ground_job *j = arg;
@@ -1032,15 +1029,26 @@ static int job_ground(struct worker_ctx *ctx, void *arg)
 	struct policy_masker *mk = NULL;
 	struct engine_sampler *sm = NULL;
 	float *logits = NULL;
-	struct engine_rows *slots[1] = {j->rows};
+	struct engine_rows *slots[1];
 	int r;
 
+	if ((r = job_encode(ctx, j->enc)) < 0) {
+		snprintf(j->err, sizeof(j->err), "%s", j->enc->err[0] ? j->enc->err : strerror(-r));
+		j->err_whole = true;
+		return r;
+	}
+	slots[0] = j->enc->rows;
+	struct policy_observation obs = {.n_tiles = j->enc->n_tiles};
+	if ((r = policy_render_step(j->renderer, &obs, false, j->piece)) < 0) {
+		snprintf(j->err, sizeof(j->err), "cannot render the screenshot turn: %s",
+			 strerror(-r));
+		j->err_whole = true;
+		goto drop_rows;
+	}
 	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
 	if (!a->session) {
 		r = -errno;
-		engine_rows_destroy(j->rows);
-		j->rows = NULL;
-		return r;
+		goto drop_rows;
 	}
 	model_worker_account(a->cfg->worker, 1, 0);
 	a->hidden = engine_session_hidden(a->session);
@@ -1114,11 +1122,12 @@ finish:
 	policy_masker_destroy(mk);
 	policy_grammar_destroy(g);
 	free(logits);
-	engine_rows_destroy(j->rows);
-	j->rows = NULL;
 	model_worker_account(a->cfg->worker, -1, 0);
 	engine_session_destroy(a->session);
 	a->session = NULL;
+drop_rows:
+	engine_rows_destroy(j->enc->rows);
+	j->enc->rows = NULL;
 	return r;
 }
 
@@ -1163,21 +1172,14 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 		goto finish;
 	}
 	ej.img = img;
-	r = model_worker_call(cfg->worker, job_encode, &ej);
-	engine_image_destroy(img);
-	if (r < 0) {
-		snprintf(err, errlen, "%s", ej.err[0] ? ej.err : strerror(-r));
-		goto finish;
-	}
-	struct policy_observation obs = {.n_tiles = ej.n_tiles};
-	if ((r = policy_render_step(renderer, &obs, false, &piece)) < 0) {
-		snprintf(err, errlen, "cannot render the screenshot turn: %s", strerror(-r));
-		goto finish;
-	}
-	struct ground_job gj = {.a = &a, .prefix = &prefix, .piece = &piece, .rows = ej.rows,
-				.stop = t->stop, .deadline_us = deadline_us};
-	ej.rows = NULL;
+	struct ground_job gj = {.a = &a, .prefix = &prefix, .enc = &ej, .renderer = renderer,
+				.piece = &piece, .stop = t->stop, .deadline_us = deadline_us};
 	r = model_worker_call(cfg->worker, job_ground, &gj);
+	engine_image_destroy(img);
+	if (r < 0 && gj.err_whole) {
+		snprintf(err, errlen, "%s", gj.err);
+		goto finish;
+	}
 	if (r < 0) {
 		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
 			 gj.err[0] ? gj.err : strerror(-r));
@@ -1186,8 +1188,6 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	*ret_mx = gj.x;
 	*ret_my = gj.y;
 finish:
-	if (ej.rows)
-		model_worker_call(cfg->worker, job_drop_rows, ej.rows);
 	policy_piece_finish(&piece);
 	policy_piece_finish(&prefix);
 	policy_renderer_destroy(renderer);
