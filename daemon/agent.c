@@ -1058,8 +1058,10 @@ static int job_ground(struct worker_ctx *ctx, void *arg)
 		    0 ||
 	    (r = prefill(a, j->piece, slots, ENGINE_LOGITS_LAST, logits, j->stop,
 			 j->deadline_us)) < 0) {
+		char why[256];
 		if (r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "prefill failed: %s", strerror(-r));
+			snprintf(j->err, sizeof(j->err), "prefill failed: %s",
+				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		goto finish;
 	}
 	g = policy_grammar_create_point();
@@ -1111,8 +1113,12 @@ static int job_ground(struct worker_ctx *ctx, void *arg)
 			j->raw_len += len;
 			j->raw[j->raw_len] = '\0';
 		}
-		if ((r = engine_session_decode(a->session, id, logits)) < 0)
+		if ((r = engine_session_decode(a->session, id, logits)) < 0) {
+			char why[256];
+			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
+				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 			goto finish;
+		}
 	}
 	r = sscanf(j->raw, "{\"x\":%d,\"y\":%d}", &j->x, &j->y) == 2 ? 0 : -EBADMSG;
 	if (r < 0)
