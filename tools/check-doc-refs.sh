@@ -22,7 +22,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # FILE:LINE:MATCH for every reference, the section number with it when there is one.
-find . \( -path './.*' -o -name 'build*' -o -name subprojects -o -path ./docs/design \) -prune -o -type f \
+find . \( -path '*/.*' -o -name 'build*' -o -name subprojects -o -path ./docs/design \) -prune -o -type f \
 	\( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' \
 	   -o -name '*.py' -o -name '*.sh' -o -name 'meson.build' -o -name '*.md' -o -name '*.scd' \) \
 	-print | sed 's|^\./||' | sort >"$tmp/files"
