@@ -89,8 +89,8 @@ static const struct option_def options[] = {
 	{"device", "HOLOD_DEVICE", OPT_UINT, OFF(device), 0, OPT_MAX_DEVICE, "0", "N",
 	 "CUDA device the language model runs on (--backend cuda or auto)", true},
 	{"precision", "HOLOD_PRECISION", OPT_PRECISION, OFF(precision), 0, 0, "default", "P",
-	 "precision of the language model: default, bf16 or fp32 (default: fp32 on the cpu, bf16 "
-	 "on cuda)", true},
+	 "precision of the language model: default, bf16 or fp32 (default: bf16 on cuda, and on "
+	 "the cpu for a bf16 checkpoint; fp32 on the cpu otherwise)", true},
 	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "persistent", "MODE",
 	 "default history mode of instruction tasks: persistent or window", true},
 	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",

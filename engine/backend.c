@@ -94,8 +94,8 @@ static bool cuda_emulated(void)
 #endif
 }
 
-/* The checks engine_backend_resolve() and engine_backend_create() share: AUTO and DEFAULT
- * resolved, values and device checked. */
+/* The checks engine_backend_resolve() and engine_backend_create() share: AUTO resolved, DEFAULT
+ * resolved on CUDA (kept on the CPU), values and device checked. */
 static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
 {
 	if (msg && msglen)
@@ -114,17 +114,21 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 				opts->kind = ENGINE_BACKEND_CUDA;
 		}
 	}
-	if (opts->kind == ENGINE_BACKEND_CPU) {
-		if (opts->precision == ENGINE_PRECISION_DEFAULT)
-			opts->precision = ENGINE_PRECISION_FP32;
+	/* the CPU's DEFAULT depends on the checkpoint: backend_cpu_create() resolves it */
+	if (opts->kind == ENGINE_BACKEND_CPU)
 		return 0;
-	}
 	int r = check_cuda_device(opts, msg, msglen);
 	if (r < 0)
 		return r;
 	if (opts->precision == ENGINE_PRECISION_DEFAULT)
 		opts->precision = ENGINE_PRECISION_BF16;
 	return 0;
+}
+
+enum engine_precision engine_model_cpu_precision(const struct engine_model *model)
+{
+	return model && model->embeddings.dtype == TENSOR_BF16 ? ENGINE_PRECISION_BF16
+							       : ENGINE_PRECISION_FP32;
 }
 
 int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen)

@@ -173,8 +173,8 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 		  const struct engine_model *m, const struct engine_backend_options *opts);
 
 /* The model's default backend, created on first use; NULL + errno (EINVAL, ENOMEM, and
- * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32, the default,
- * or bf16), unless $HOLOD_BACKEND=cuda (with
+ * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32 or bf16; unset,
+ * engine_model_cpu_precision()'s), unless $HOLOD_BACKEND=cuda (with
  * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device 0: the hook the
  * backend conformance suite runs every session test through (tests/lm/meson.build). */
 struct engine_backend *backend_model_default(const struct engine_model *m);

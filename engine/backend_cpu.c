@@ -455,8 +455,9 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
-	enum engine_precision precision =
-		opts->precision == ENGINE_PRECISION_BF16 ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
+	enum engine_precision precision = opts->precision;
+	if (precision == ENGINE_PRECISION_DEFAULT)
+		precision = engine_model_cpu_precision(m);
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb) {
 		errno = ENOMEM;

@@ -166,7 +166,8 @@ enum engine_backend_kind {
 };
 
 enum engine_precision {
-	ENGINE_PRECISION_DEFAULT, /* the backend's own: fp32 on the CPU, bf16 on CUDA */
+	ENGINE_PRECISION_DEFAULT, /* the backend's own: bf16 on CUDA; on the CPU what
+				   * engine_model_cpu_precision() says */
 	ENGINE_PRECISION_BF16,    /* bf16 weights and matrix-product inputs, fp32 accumulation and
 				   * SSM state; on CUDA also a bf16 KV cache */
 	ENGINE_PRECISION_FP32,
@@ -192,10 +193,15 @@ const char *engine_backend_kind_name(enum engine_backend_kind kind);
 int engine_backend_kind_parse(const char *name, enum engine_backend_kind *ret);
 const char *engine_precision_name(enum engine_precision p);
 int engine_precision_parse(const char *name, enum engine_precision *ret);
+/* The precision the CPU backend runs `model` in when none is asked for: BF16 for a bf16
+ * checkpoint (its embedding matrix stored in bf16), FP32 otherwise (f32 or f16 weights, whose
+ * fp32 path rounds nothing). */
+enum engine_precision engine_model_cpu_precision(const struct engine_model *model);
 
 /* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in
- * opts->precision) and checks that the result can run the language model here. Returns 0;
- * -EINVAL for a bad value; -ENODEV when this
+ * opts->precision on CUDA; on the CPU DEFAULT stays, resolved by engine_backend_create() from
+ * the checkpoint as engine_model_cpu_precision() says) and checks that the result can run the
+ * language model here. Returns 0; -EINVAL for a bad value; -ENODEV when this
  * build has no CUDA backend or the device does not exist. On error msg receives one sentence;
  * on success with AUTO it receives why a present device is not used (the CPU emulation of a
  * test build; empty otherwise). msg may be NULL when msglen is 0. */

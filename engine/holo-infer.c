@@ -94,7 +94,8 @@ static void usage(FILE *f)
 		"  --backend B      auto, cpu or cuda (default auto: cuda when a device can run the\n"
 		"                   model, else the cpu)\n"
 		"  --device N       CUDA device index (default 0)\n"
-		"  --precision P    bf16 or fp32 (default: fp32 on the cpu, bf16 on cuda)\n"
+		"  --precision P    bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
+		"                   the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
 		"  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -431,6 +432,13 @@ int main(int argc, char **argv)
 
 	log_set_program_name("holo-infer");
 	log_setup_from_env();
+	/* $HOLOD_PRECISION as --precision (which overrides it): the variable holod reads too */
+	const char *env_precision = getenv("HOLOD_PRECISION");
+	if (env_precision && *env_precision &&
+	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+		log_error("HOLOD_PRECISION=%s: expected bf16 or fp32", env_precision);
+		return 2;
+	}
 	for (int c; (c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1;) {
 		char *end = NULL;
 		errno = 0;

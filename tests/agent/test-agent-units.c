@@ -108,8 +108,9 @@ static void test_loaded(const char *model)
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "state")), "ready");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "name")), "tiny-agent");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "backend")), "cpu");
-	/* the backend's own figures: the CPU holds the map as it is, fp32 */
-	CHECK_STR_EQ(json_string_value(json_object_get(st, "precision")), "fp32");
+	/* the backend's own figures: the CPU holds the map as it is, and runs this bf16
+	 * checkpoint in bf16 by default */
+	CHECK_STR_EQ(json_string_value(json_object_get(st, "precision")), "bf16");
 	CHECK(strstr(json_string_value(json_object_get(st, "device")), "kernels") != NULL);
 	CHECK_INT_EQ(json_integer_value(json_object_get(st, "device_weight_bytes")),
 		     json_integer_value(json_object_get(st, "weight_bytes")));

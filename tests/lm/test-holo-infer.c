@@ -150,9 +150,29 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' --model '%s/%s' --prompt-ids 1 --backend cpu --precision bf16 2>&1", exe,
 		 root(), mamba);
-	/* bf16 on the CPU runs, and says which matrix-product kernels */
+	/* bf16 on the CPU runs, and says which matrix-product kernels (--precision wins over the
+	 * test environment's HOLOD_PRECISION=fp32) */
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(strstr(out, "gemm=onednn:") != NULL && strstr(out, "), bf16") != NULL);
+	free(out);
+	/* $HOLOD_PRECISION as --precision; unset, the fixture's bf16 weights run in bf16 */
+	snprintf(cmd, sizeof(cmd),
+		 "HOLOD_PRECISION=fp32 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	CHECK(strstr(out, "), fp32") != NULL && strstr(out, "gemm=onednn:") == NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "env -u HOLOD_PRECISION '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	CHECK(strstr(out, "gemm=onednn:") != NULL && strstr(out, "), bf16") != NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "HOLOD_PRECISION=fp8 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 2);
+	CHECK(strstr(out, "HOLOD_PRECISION=fp8: expected bf16 or fp32") != NULL);
 	free(out);
 	/* no device here (ENODEV): refused, never run on the CPU instead; with one (the emulation
 	 * counts) the run is on it, and --profile lists what ran there */

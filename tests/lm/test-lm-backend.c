@@ -33,7 +33,8 @@ static int32_t *make_tokens(int n, int vocab)
 	return t;
 }
 
-static struct engine_model *small_model(const char *pattern, uint64_t seed)
+static struct engine_model *small_model_dtype(const char *pattern, uint64_t seed,
+					      enum tensor_dtype dtype)
 {
 	struct lm_random_spec sp = {
 		.pattern = pattern,
@@ -49,12 +50,17 @@ static struct engine_model *small_model(const char *pattern, uint64_t seed)
 		.m_state = 16,
 		.m_conv_kernel = 4,
 		.m_chunk = 8,
-		.dtype = TENSOR_BF16,
+		.dtype = dtype,
 		.seed = seed,
 	};
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
 	return m;
+}
+
+static struct engine_model *small_model(const char *pattern, uint64_t seed)
+{
+	return small_model_dtype(pattern, seed, TENSOR_BF16);
 }
 
 /* Whether two sessions hold bit-identical state (every layer's conv, SSM, K and V). */
@@ -299,7 +305,8 @@ static void test_info(struct engine_model *m)
 	/* AUTO is the CPU here: no device, or the CPU emulation of a test build */
 	CHECK_INT_EQ(info.kind, ENGINE_BACKEND_CPU);
 	CHECK_STR_EQ(info.name, "cpu");
-	CHECK_INT_EQ(info.precision, ENGINE_PRECISION_FP32);
+	/* the model's weights are bf16, so the CPU's default precision is bf16 */
+	CHECK_INT_EQ(info.precision, ENGINE_PRECISION_BF16);
 	CHECK(info.runs_model);
 	CHECK(info.weight_bytes == mi.weight_bytes && info.weight_bytes > 0);
 	CHECK_INT_EQ(info.state_bytes, 0);
@@ -349,6 +356,34 @@ static void test_info(struct engine_model *m)
 	engine_backend_destroy(NULL);
 }
 
+static enum engine_precision created_precision(const struct engine_model *m,
+					       enum engine_precision asked)
+{
+	char msg[256];
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = asked};
+	struct engine_backend *b = engine_backend_create(m, &o, msg, sizeof(msg));
+	REQUIRE(b);
+	struct engine_backend_info info;
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	engine_backend_destroy(b);
+	return info.precision;
+}
+
+/* The CPU's default precision follows the checkpoint's weights: bf16 for bf16 ones (`m`), fp32
+ * for f32 ones; an explicit precision wins either way. */
+static void test_default_precision(struct engine_model *m)
+{
+	CHECK_INT_EQ(engine_model_cpu_precision(m), ENGINE_PRECISION_BF16);
+	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_DEFAULT), ENGINE_PRECISION_BF16);
+	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_FP32), ENGINE_PRECISION_FP32);
+
+	struct engine_model *f32 = small_model_dtype("M*-M", 37, TENSOR_F32);
+	CHECK_INT_EQ(engine_model_cpu_precision(f32), ENGINE_PRECISION_FP32);
+	CHECK_INT_EQ(created_precision(f32, ENGINE_PRECISION_DEFAULT), ENGINE_PRECISION_FP32);
+	CHECK_INT_EQ(created_precision(f32, ENGINE_PRECISION_BF16), ENGINE_PRECISION_BF16);
+	lm_random_model_destroy(f32);
+}
+
 static void test_options(struct engine_model *m)
 {
 	enum engine_backend_kind k;
@@ -368,7 +403,9 @@ static void test_options(struct engine_model *m)
 	char msg[256];
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
-	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_FP32);
+	/* the CPU's default depends on the checkpoint, so resolving without one keeps it */
+	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_DEFAULT);
+	test_default_precision(m);
 	/* bf16 on the CPU: oneDNN's products, and the backend says so */
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
 					    .precision = ENGINE_PRECISION_BF16};
@@ -391,7 +428,7 @@ static void test_options(struct engine_model *m)
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
 	CHECK_INT_EQ(o.kind, ENGINE_BACKEND_CPU);
-	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_FP32);
+	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_DEFAULT);
 
 	/* CUDA: without a device (or without CUDA in the build) ENODEV, naming CUDA; with one
 	 * (the emulation counts when asked for by name) it resolves, bf16 by default */

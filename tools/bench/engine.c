@@ -46,7 +46,8 @@ static void usage(FILE *f)
 		   "  --decode N     decode steps (default 32)\n"
 		   "  --backend B    auto, cpu or cuda (default auto)\n"
 		   "  --device N     CUDA device index (default 0)\n"
-		   "  --precision P  bf16 or fp32 (default: the backend's own)\n"
+		   "  --precision P  bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
+		   "                 the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
 		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -252,6 +253,13 @@ int bench_engine_main(int argc, char **argv)
 	int n_prompt = 512, n_decode = 32, threads = 0;
 	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
+	const char *env_precision = getenv("HOLOD_PRECISION");
+	if (env_precision && *env_precision &&
+	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+		fprintf(stderr, "holo-bench engine: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
+			env_precision);
+		return 2;
+	}
 
 	optind = 1;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {

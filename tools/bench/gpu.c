@@ -133,6 +133,13 @@ int bench_gpu_main(int argc, char **argv)
 	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_CUDA,
 					       .precision = ENGINE_PRECISION_BF16};
+	const char *env_precision = getenv("HOLOD_PRECISION");
+	if (env_precision && *env_precision &&
+	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+		fprintf(stderr, "holo-bench gpu: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
+			env_precision);
+		return 2;
+	}
 	optind = 1;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
 		char *end = NULL;
