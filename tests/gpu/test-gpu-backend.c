@@ -389,7 +389,8 @@ static void test_fault(void)
 
 /* $HOLOD_BACKEND / $HOLOD_PRECISION put a model's default backend (engine_session_create()) on
  * the device, fp32 unless told otherwise: the conformance suite's hook; a bad value makes
- * sessions fail rather than run on the CPU. */
+ * sessions fail rather than run on the CPU. On the CPU the default follows the weights (bf16
+ * here). */
 static void test_default_backend_env(void)
 {
 	static const struct {
@@ -399,7 +400,8 @@ static void test_default_backend_env(void)
 	} cases[] = {
 		{"cuda", NULL, true, ENGINE_PRECISION_FP32},
 		{"cuda", "bf16", true, ENGINE_PRECISION_BF16},
-		{"cpu", NULL, true, ENGINE_PRECISION_FP32},
+		{"cpu", NULL, true, ENGINE_PRECISION_BF16},
+		{"cpu", "fp32", true, ENGINE_PRECISION_FP32},
 		{"gpu", NULL, false, ENGINE_PRECISION_FP32},
 		{"cuda", "fp16", false, ENGINE_PRECISION_FP32},
 	};

@@ -384,7 +384,7 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 	struct engine_row_ref *refs = xcalloc(n, sizeof(*refs));
 	float *got = xmalloc(n_rows * (size_t)dim * sizeof(float));
 
-	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU};
+	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend *cpu = engine_backend_create(m, &opts, err, sizeof(err));
 	REQUIRE(cpu);
 	CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), want, n_rows, (size_t)dim, embeds,
@@ -534,7 +534,7 @@ static void check_seam(const char *root, const struct engine_image *img)
 	fprintf(stderr, "seam: %d tiles of 64 pixels\n", tiles);
 
 	/* no backend and the CPU backend: engine_vision_encode() itself */
-	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU};
+	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend *b = engine_backend_create(m, &opts, err, sizeof(err));
 	REQUIRE(b);
 	CHECK_INT_EQ(engine_vision_encode_on(NULL, v, pixels, tiles, got), 0);
