@@ -48,6 +48,7 @@ int main(void)
 	unsetenv("HOLOD_MODEL");
 	unsetenv("HOLOD_DISPLAYS");
 	unsetenv("HOLOD_SESSION");
+	unsetenv("HOLOD_PRECISION"); /* the test environment sets it (tests/meson.build) */
 	setenv("DISPLAY", ":77", 1);
 
 	/* Defaults and XDG-derived paths. */
