@@ -35,11 +35,12 @@ grep -q '^press button=1 .* root_x=20 root_y=20 ' "$CLIENT_LOG" || fail "the scr
 stop_holod || fail "holod exit status $?"
 
 # ---- the CUDA backend on a device the model does not fit (the emulated build's device is
-# capped at 256 KiB): the load fails with a sentence about device memory, never a silent CPU
+# capped at 256 KiB; these runs name CUDA's bf16, over the test environment's
+# HOLOD_PRECISION=fp32): the load fails with a sentence about device memory, never a silent CPU
 # fallback, and scripts keep working.
 if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	rm -f "$SOCK"
-	HOLOD_GPU_EMU_MEMORY=256K start_holod --model "$AGENT_MODEL" --backend cuda
+	HOLOD_GPU_EMU_MEMORY=256K start_holod --model "$AGENT_MODEL" --backend cuda --precision bf16
 	wait_until 60 model_is failed || fail "CUDA out of memory: state $(model_state)"
 	api GET /v1/status
 	expect_json "CUDA out of memory" .model.backend cuda
@@ -59,7 +60,7 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	# The weights fit a 1 MiB device but a task's session does not: the task fails naming the
 	# device's memory, and the next script still runs.
 	rm -f "$SOCK"
-	HOLOD_GPU_EMU_MEMORY=1M start_agent --backend cuda
+	HOLOD_GPU_EMU_MEMORY=1M start_agent --backend cuda --precision bf16
 	submit '{"instruction": "Click the red block.", "max_steps": 1}'
 	wait_task "$TASK" failed 60
 	api GET "/v1/tasks/$TASK"
@@ -79,7 +80,7 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	# fails naming the CUDA error, holod recreates the backend once the task's session is gone,
 	# and the recreated backend computes again.
 	rm -f "$SOCK"
-	HOLOD_GPU_EMU_FAULT="file:$T/gpu-fault" start_agent --backend cuda
+	HOLOD_GPU_EMU_FAULT="file:$T/gpu-fault" start_agent --backend cuda --precision bf16
 	api GET /v1/status
 	expect_json "CUDA weight load" '.model.load | .done and .bytes == .total and .total > 0
 		and .bytes_per_second > 0' true

@@ -175,10 +175,10 @@ int main(int argc, char **argv)
 	CHECK(strstr(out, "HOLOD_PRECISION=fp8: expected bf16 or fp32") != NULL);
 	free(out);
 	/* no device here (ENODEV): refused, never run on the CPU instead; with one (the emulation
-	 * counts) the run is on it, and --profile lists what ran there */
+	 * counts) the run is on it, in CUDA's default bf16, and --profile lists what ran there */
 	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s/%s' --prompt-ids 1,2,3 --max-tokens 3 --ignore-eos --backend cuda "
-		 "--profile 2>&1 >/dev/null",
+		 "env -u HOLOD_PRECISION '%s' --model '%s/%s' --prompt-ids 1,2,3 --max-tokens 3 "
+		 "--ignore-eos --backend cuda --profile 2>&1 >/dev/null",
 		 exe, root(), mamba);
 	int rc = run(cmd, &out);
 	if (rc == 1) {
