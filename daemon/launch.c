@@ -44,6 +44,17 @@ static ssize_t read_full(int fd, void *buf, size_t n)
 	return (ssize_t)got;
 }
 
+/*
+ * What the two children report through the pipe. The middle child's pid message and the
+ * grandchild's exec errno race (the grandchild may fail its exec before its parent has written),
+ * so each message says what it is; both are far below PIPE_BUF, so each arrives whole.
+ */
+enum { LAUNCH_MSG_PID, LAUNCH_MSG_ERRNO };
+struct launch_msg {
+	int kind;
+	int value;
+};
+
 /* The grandchild: never returns. Reports an exec failure's errno through `fd`. */
 static void exec_child(char *const argv[], char **env, int log_fd, int null_fd, int fd)
 {
@@ -55,15 +66,11 @@ static void exec_child(char *const argv[], char **env, int log_fd, int null_fd, 
 		sigaction(s, &dfl, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0 ||
-	    dup2(log_fd, STDERR_FILENO) < 0) {
-		int e = errno;
-		(void)!write(fd, &e, sizeof(e));
-		_exit(127);
-	}
-	execvpe(argv[0], argv, env);
-	int e = errno;
-	(void)!write(fd, &e, sizeof(e));
+	if (dup2(null_fd, STDIN_FILENO) >= 0 && dup2(log_fd, STDOUT_FILENO) >= 0 &&
+	    dup2(log_fd, STDERR_FILENO) >= 0)
+		execvpe(argv[0], argv, env);
+	struct launch_msg m = {LAUNCH_MSG_ERRNO, errno};
+	(void)!write(fd, &m, sizeof(m));
 	_exit(127);
 }
 
@@ -98,21 +105,30 @@ int launch_spawn(char *const argv[], const char *display, const char *log_path, 
 		pid_t g = fork();
 		if (g == 0)
 			exec_child(argv, env, log_fd, null_fd, pipefd[1]);
-		(void)!write(pipefd[1], &g, sizeof(g));
+		struct launch_msg m = {LAUNCH_MSG_PID, (int)g};
+		(void)!write(pipefd[1], &m, sizeof(m));
 		_exit(g < 0 ? 1 : 0);
 	}
 	close(pipefd[1]);
 	pipefd[1] = -1;
 	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
 		;
+	/* Up to two messages, in either order; the pipe ends when the middle child has exited and
+	 * the grandchild has exec'd (O_CLOEXEC) or exited. */
 	int e = 0;
-	if (read_full(pipefd[0], &pid, sizeof(pid)) != (ssize_t)sizeof(pid) || pid <= 0) {
+	struct launch_msg m;
+	for (int i = 0; i < 2 && read_full(pipefd[0], &m, sizeof(m)) == (ssize_t)sizeof(m); i++) {
+		if (m.kind == LAUNCH_MSG_PID)
+			pid = (pid_t)m.value;
+		else if (m.kind == LAUNCH_MSG_ERRNO)
+			e = m.value;
+	}
+	if (pid <= 0) {
 		r = -EAGAIN;
 		snprintf(err, errlen, "cannot start %s: fork failed", argv[0]);
 		goto close_fds;
 	}
-	ssize_t n = read_full(pipefd[0], &e, sizeof(e));
-	if (n == (ssize_t)sizeof(e)) {
+	if (e != 0) {
 		r = -e;
 		if (e == ENOENT)
 			snprintf(err, errlen, "cannot start '%s': no such program (looked in PATH)",
