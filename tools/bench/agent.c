@@ -14,7 +14,19 @@
  * session is rebuilt before it is full). Weights and the KV cache are bf16, the Mamba state fp32,
  * as the CUDA backend keeps them at bf16 precision.
  *
- * It prints the prediction only: timing the parts on a device is not part of this command yet.
+ *   holo-bench agent --backend cpu|cuda --model DIR [--precision bf16|fp32] [--screen WxH]
+ *                    [--prefix N] [--text N] [--decode N] [--context-cap N] [--steps N]
+ *
+ * measures instead: the checkpoint in DIR (its config.json gives the counts) runs N persistent
+ * agent steps (default 50, fewer when the context cap comes first) on the backend through the
+ * engine API the agent uses: a synthetic screenshot (a deterministic pattern) through
+ * engine_vision_encode_image_on(), the turn's text and image positions appended with
+ * engine_session_append_rows(), and --decode tokens decoded greedily. It prints steps 2 and N:
+ * the measured vision / prefill / decode milliseconds beside the roofline of the same counts at
+ * rates measured in the same run (a bf16 GEMM of the model's shapes through the backend's GEMM:
+ * cuBLASLt on CUDA, oneDNN or the fp32 products on the CPU; a device-to-device copy on CUDA,
+ * memcpy on the CPU), measured/roofline, and step N / step 2. Without a CUDA device (or the
+ * emulation of a test build) --backend cuda fails saying so.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,12 +35,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 #include "common.h"
 #include "engine.h"
 #include "loader.h"
 #include "roofline.h"
+#ifdef HOLO_BENCH_GPU
+#include "gpu.h"
+#endif
 
 /* HOLO_BENCH_DIR: this folder in the source tree (meson.build) */
 #define DEFAULT_CONFIG HOLO_BENCH_DIR "/holotron-12b-config.json"
@@ -41,6 +57,7 @@ static const struct {
 	int width, depth, mlp;
 } vits[] = {
 	{"vit_huge_patch16_224", 1280, 32, 5120},
+	{"vit_tiny_test", 64, 2, 256}, /* the test fixtures' (tools/gen_tiny_vision.py) */
 };
 
 static void usage(FILE *f)
@@ -49,6 +66,12 @@ static void usage(FILE *f)
 		"usage: holo-bench agent --device-spec h100|h200 [--config FILE] [--screen WxH]\n"
 		"                        [--max-tiles N] [--prefix N] [--text N] [--decode N]\n"
 		"                        [--context-cap N] [--steps A,B]\n"
+		"       holo-bench agent --backend cpu|cuda --model DIR [--precision bf16|fp32]\n"
+		"                        [--screen WxH] [--prefix N] [--text N] [--decode N]\n"
+		"                        [--context-cap N] [--steps N]\n"
+		"  --backend B      measure the steps of DIR's checkpoint on the CPU or CUDA device 0\n"
+		"  --model DIR      the checkpoint the measured steps run (its config.json is --config)\n"
+		"  --precision P    the backend's precision (default: the backend's own)\n"
 		"  --device-spec D  the GPU whose peak rates the prediction uses\n"
 		"  --config FILE    a checkpoint's config.json (default " DEFAULT_CONFIG ")\n"
 		"  --screen WxH     screenshot size (default 1920x1080)\n"
@@ -57,7 +80,8 @@ static void usage(FILE *f)
 		"  --text N         text tokens of a step's turn besides the image (default 50)\n"
 		"  --decode N       tokens decoded per step (default 60)\n"
 		"  --context-cap N  session size, holod's --context-tokens (default 32768)\n"
-		"  --steps A,B      persistent steps to show (default 2,50)\n");
+		"  --steps A,B      persistent steps to show (default 2,50); measured: steps to run\n"
+		"                   (default 50), of which 2 and the last are shown\n");
 }
 
 static int read_file(const char *path, char **ret, size_t *ret_len)
@@ -168,6 +192,387 @@ static int parse_count(const char *s, int max, int *ret)
 	return 0;
 }
 
+/* ---- the measured side: --backend cpu|cuda --model DIR ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The rates the roofline sum uses, measured in the same run: FLOP/s of a GEMM of the model's
+ * shapes through the backend's own GEMM, and bytes/s (read + written) of a copy in the memory
+ * the backend's decode reads. */
+struct agent_rates {
+	double gemm, copy;
+	char gemm_what[160];
+};
+
+#define CPU_COPY_BYTES ((size_t)64 << 20)
+#define CPU_COPY_ROUNDS 4
+
+static int cpu_rates(const struct engine_model *m, bool bf16, int rows, struct agent_rates *ret)
+{
+	double flop = 0, t = bench_gemm_only_seconds(m, bf16, rows, &flop);
+	if (t <= 0 || flop <= 0)
+		return -EIO;
+	ret->gemm = flop / t;
+	snprintf(ret->gemm_what, sizeof(ret->gemm_what),
+		 "the model's matrix products for %d tokens, %s", rows, bf16 ? "bf16 (oneDNN)" : "fp32");
+	char *a = malloc(CPU_COPY_BYTES), *b = malloc(CPU_COPY_BYTES);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	memset(a, 1, CPU_COPY_BYTES);
+	memcpy(b, a, CPU_COPY_BYTES); /* warm-up: the pages are touched */
+	double t0 = now_s();
+	for (int i = 0; i < CPU_COPY_ROUNDS; i++)
+		memcpy(i % 2 ? a : b, i % 2 ? b : a, CPU_COPY_BYTES);
+	ret->copy = 2.0 * (double)CPU_COPY_BYTES * CPU_COPY_ROUNDS / (now_s() - t0);
+	/* the copies' result is read so that they are not dropped */
+	int r = a[CPU_COPY_BYTES - 1] == 1 ? 0 : -EIO;
+	free(a);
+	free(b);
+	return r;
+}
+
+#ifdef HOLO_BENCH_GPU
+#define GPU_COPY_BYTES ((size_t)1 << 30)
+#define GPU_COPY_ROUNDS 10
+#define EMU_COPY_BYTES ((size_t)16 << 20) /* the emulation's device is host memory under ASan */
+#define EMU_COPY_ROUNDS 2
+#define GPU_GEMM_ROUNDS 10
+
+static int gpu_copy_rate(struct gpu_context *g, size_t bytes, int rounds, double *ret)
+{
+	void *a = NULL, *b = NULL;
+	int r = gpu_alloc(g, bytes, &a);
+	if (r >= 0)
+		r = gpu_alloc(g, bytes, &b);
+	if (r >= 0)
+		r = gpu_memset(g, a, 1, bytes);
+	if (r >= 0)
+		r = gpu_copy_on_device(g, b, a, bytes); /* warm-up */
+	if (r >= 0)
+		r = gpu_synchronize(g);
+	double t0 = now_s();
+	for (int i = 0; i < rounds && r >= 0; i++)
+		r = gpu_copy_on_device(g, i % 2 ? a : b, i % 2 ? b : a, bytes);
+	if (r >= 0)
+		r = gpu_synchronize(g);
+	*ret = 2.0 * (double)bytes * rounds / (now_s() - t0);
+	gpu_free(g, a);
+	gpu_free(g, b);
+	return r;
+}
+
+/* y[rows][out] = W[out][in] x[rows][in] in bf16 with fp32 output, through cuBLASLt (gpu_gemm). */
+static int gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret)
+{
+	size_t wb = (size_t)out * in * 2, xb = (size_t)rows * in * 2, yb = (size_t)rows * out * 4;
+	void *w = NULL, *x = NULL, *y = NULL;
+	struct gpu_blas *blas = gpu_blas_create(g);
+	int r = blas ? 0 : -errno;
+	if (r >= 0)
+		r = gpu_alloc(g, wb, &w);
+	if (r >= 0)
+		r = gpu_alloc(g, xb, &x);
+	if (r >= 0)
+		r = gpu_alloc(g, yb, &y);
+	if (r >= 0)
+		r = gpu_memset(g, w, 0x3c, wb); /* bf16 0x3c3c, about 0.0115 */
+	if (r >= 0)
+		r = gpu_memset(g, x, 0x3c, xb);
+	if (r >= 0) /* warm-up: the shape's descriptors and algorithm */
+		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, out, in, x, (size_t)in, rows, y, GPU_DTYPE_F32,
+			     (size_t)out, false);
+	if (r >= 0)
+		r = gpu_synchronize(g);
+	double t0 = now_s();
+	for (int i = 0; i < rounds && r >= 0; i++)
+		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, out, in, x, (size_t)in, rows, y, GPU_DTYPE_F32,
+			     (size_t)out, false);
+	if (r >= 0)
+		r = gpu_synchronize(g);
+	*ret = 2.0 * (double)out * in * rows * rounds / (now_s() - t0);
+	gpu_free(g, w);
+	gpu_free(g, x);
+	gpu_free(g, y);
+	gpu_blas_destroy(blas);
+	return r;
+}
+
+static int cuda_rates(int device, int hidden, int intermediate, int rows, struct agent_rates *ret)
+{
+	struct gpu_context *g = gpu_context_create(device);
+	if (!g)
+		return -errno;
+	bool emu = gpu_devices_emulated();
+	int r = gpu_copy_rate(g, emu ? EMU_COPY_BYTES : GPU_COPY_BYTES,
+			      emu ? EMU_COPY_ROUNDS : GPU_COPY_ROUNDS, &ret->copy);
+	if (r >= 0)
+		r = gpu_gemm_rate(g, intermediate, hidden, rows, emu ? 1 : GPU_GEMM_ROUNDS, &ret->gemm);
+	snprintf(ret->gemm_what, sizeof(ret->gemm_what),
+		 "cuBLASLt bf16 %d x %d weight times %d tokens (the MLP up-projection)", intermediate,
+		 hidden, rows);
+	gpu_context_destroy(g);
+	return r;
+}
+#endif
+
+/* A deterministic screenshot: gradients with a grid of lines, like a window's edges. */
+static struct engine_image *synthetic_screen(int w, int h)
+{
+	size_t stride = (size_t)w * 3;
+	uint8_t *px = malloc(stride * (size_t)h);
+	if (!px)
+		return NULL;
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			uint8_t *p = px + (size_t)y * stride + (size_t)x * 3;
+			bool line = x % 97 == 0 || y % 61 == 0;
+			p[0] = line ? 20 : (uint8_t)(x * 255 / w);
+			p[1] = line ? 20 : (uint8_t)(y * 255 / h);
+			p[2] = line ? 20 : (uint8_t)((x ^ y) & 0xff);
+		}
+	struct engine_image *img = engine_image_from_rgb(w, h, stride, px);
+	free(px);
+	return img;
+}
+
+static int32_t argmax(const float *v, int n)
+{
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (v[i] > v[best])
+			best = i;
+	return best;
+}
+
+/* A text token that is not the image token: deterministic, spread over the vocabulary. */
+static int32_t text_token(unsigned i, int vocab, int32_t image_token)
+{
+	int32_t t = (int32_t)((i * 7919u + 17u) % (unsigned)vocab);
+	return t == image_token ? (t + 1) % vocab : t;
+}
+
+struct agent_measure_args {
+	const char *model_dir;
+	struct engine_backend_options bopts;
+	int sw, sh, prefix, text, decode, cap, steps;
+	struct roofline_lm lm;
+	struct roofline_vit vit;
+	int lm_hidden;
+};
+
+struct step_time {
+	int context, tiles;
+	double vision, prefill, decode;
+};
+
+/* Runs args->steps persistent agent steps and prints the breakdown; returns the exit code. */
+static int agent_measure(struct agent_measure_args *a)
+{
+	char err[512] = "";
+	int code = 1, r;
+	struct engine_model *m = NULL;
+	struct engine_vision *v = NULL;
+	struct engine_backend *b = NULL;
+	struct engine_session *s = NULL;
+	struct engine_image *img = NULL;
+	struct engine_rows *rows = NULL;
+	struct step_time *st = NULL;
+	int32_t *tok = NULL;
+	struct engine_row_ref *refs = NULL;
+	float *logits = NULL;
+
+	if (engine_backend_resolve(&a->bopts, err, sizeof(err)) < 0) {
+		fprintf(stderr, "holo-bench agent: %s\n", err);
+		return 1;
+	}
+	bool cuda = a->bopts.kind == ENGINE_BACKEND_CUDA;
+	m = engine_model_load(a->model_dir, err, sizeof(err));
+	if (!m) {
+		fprintf(stderr, "holo-bench agent: %s\n", err);
+		goto out_fail;
+	}
+	v = engine_vision_create(m, err, sizeof(err));
+	if (!v) {
+		fprintf(stderr, "holo-bench agent: %s\n", err);
+		goto out_model;
+	}
+	struct engine_model_info mi;
+	engine_model_get_info(m, &mi);
+	int vocab = mi.vocab, tpt = engine_vision_tokens_per_tile(v);
+	int32_t image_token = engine_vision_image_token(v);
+	struct engine_vision_grid grid;
+	struct engine_vision_preprocess pp;
+	engine_vision_get_preprocess(v, &pp);
+	r = engine_vision_select_grid(a->sw, a->sh, pp.tile_size, pp.max_tiles, pp.use_thumbnail,
+				      &grid);
+	if (r < 0) {
+		fprintf(stderr, "holo-bench agent: no tile grid for a %dx%d screenshot\n", a->sw, a->sh);
+		goto out_vision;
+	}
+	int n_image = grid.n_tiles * tpt, n_turn = n_image + a->text;
+	int per_step = n_turn + a->decode;
+	int steps = a->steps;
+	if (a->prefix + (double)steps * per_step > a->cap)
+		steps = (a->cap - a->prefix) / per_step;
+	if (steps < 2) {
+		fprintf(stderr, "holo-bench agent: a %d-token prefix and steps of %d tokens leave "
+				"fewer than 2 steps under the context cap %d\n",
+			a->prefix, per_step, a->cap);
+		goto out_vision;
+	}
+
+	struct agent_rates rates = {0};
+	bool bf16 = false;
+#ifdef HOLO_BENCH_GPU
+	if (cuda) {
+		r = cuda_rates(a->bopts.device, a->lm.hidden,
+			       a->lm.intermediate > 0 ? a->lm.intermediate : a->lm.hidden, n_turn,
+			       &rates);
+		if (r < 0) {
+			fprintf(stderr, "holo-bench agent: the copy or GEMM measurement failed on CUDA "
+					"device %d: %s\n", a->bopts.device, strerror(-r));
+			goto out_vision;
+		}
+	}
+#endif
+	b = engine_backend_create(m, &a->bopts, err, sizeof(err));
+	if (!b) {
+		fprintf(stderr, "holo-bench agent: %s\n", err);
+		goto out_vision;
+	}
+	struct engine_backend_info bi;
+	engine_backend_get_info(b, &bi);
+	bf16 = bi.precision == ENGINE_PRECISION_BF16;
+	if (!cuda && (r = cpu_rates(m, bf16, n_turn, &rates)) < 0) {
+		fprintf(stderr, "holo-bench agent: the CPU GEMM or copy measurement failed: %s\n",
+			strerror(-r));
+		goto out_backend;
+	}
+	a->lm.weight_bytes = bf16 ? 2 : 4;
+	a->lm.kv_bytes = bf16 && cuda ? 2 : 4;
+
+	int max_tokens = a->prefix + steps * per_step + 1;
+	s = engine_session_create_on(b, max_tokens);
+	img = synthetic_screen(a->sw, a->sh);
+	st = calloc((size_t)steps, sizeof(*st));
+	int n_buf = a->prefix > n_turn ? a->prefix : n_turn;
+	tok = malloc(sizeof(*tok) * (size_t)n_buf);
+	refs = malloc(sizeof(*refs) * (size_t)n_turn);
+	/* the logits, and one image row when the vision time waits for its rows */
+	logits = malloc(sizeof(*logits) * (size_t)(vocab > a->lm_hidden ? vocab : a->lm_hidden));
+	if (!s || !img || !st || !tok || !refs || !logits) {
+		fprintf(stderr, "holo-bench agent: out of memory for a %d-token session\n",
+			max_tokens);
+		goto out_buffers;
+	}
+
+	printf("holo-bench agent: measured on %s (%s), %s; %s\n", bi.name, bi.device,
+	       engine_precision_name(bi.precision), a->model_dir);
+	printf("step: %dx%d synthetic screenshot -> %d x %d tiles%s = %d tiles; %d + %d tokens "
+	       "appended, %d decoded greedily; prefix %d; %d persistent steps\n", a->sw, a->sh,
+	       grid.cols, grid.rows, grid.thumbnail ? " + thumbnail" : "", grid.n_tiles, n_image,
+	       a->text, a->decode, a->prefix, steps);
+	if (steps < a->steps)
+		printf("(%d steps asked; %d fit under the context cap %d)\n", a->steps, steps, a->cap);
+	printf("GEMM rate: %.3f TFLOP/s (%s)\ncopy bandwidth: %.1f GB/s (read + write)\n",
+	       rates.gemm / 1e12, rates.gemm_what, rates.copy / 1e9);
+
+	for (int i = 0; i < a->prefix; i++)
+		tok[i] = text_token((unsigned)i, vocab, image_token);
+	r = a->prefix ? engine_session_append(s, tok, NULL, (size_t)a->prefix, ENGINE_LOGITS_NONE,
+					      NULL)
+		      : 0;
+	for (int k = 0; k < steps && r >= 0; k++) {
+		struct step_time *t = &st[k];
+		t->context = engine_session_n_tokens(s);
+		double t0 = now_s();
+		struct engine_vision_grid g;
+		r = engine_vision_encode_image_on(b, v, img, 0, &g, &rows);
+		/* reading one row waits for the device: the vision time ends with its rows */
+		if (r >= 0)
+			r = engine_rows_read(rows, 0, 1, logits);
+		double t1 = now_s();
+		if (r < 0)
+			break;
+		t->tiles = g.n_tiles;
+		/* the turn: half its text, the image's positions, the rest of its text */
+		int h = a->text / 2, n = 0;
+		for (int i = 0; i < h; i++)
+			tok[n++] = text_token((unsigned)(k * 131 + i), vocab, image_token);
+		for (int i = 0; i < n_image; i++)
+			tok[n++] = image_token;
+		for (int i = h; i < a->text; i++)
+			tok[n++] = text_token((unsigned)(k * 131 + i), vocab, image_token);
+		const struct engine_rows *imgs[1] = {rows};
+		r = engine_vision_splice_rows(tok, (size_t)n, image_token, imgs, 1, refs, err,
+					      sizeof(err));
+		if (r >= 0)
+			r = engine_session_append_rows(s, tok, refs, (size_t)n, ENGINE_LOGITS_LAST,
+						       logits);
+		double t2 = now_s();
+		for (int i = 0; i < a->decode && r >= 0; i++)
+			r = engine_session_decode(s, argmax(logits, vocab), logits);
+		double t3 = now_s();
+		engine_rows_destroy(rows);
+		rows = NULL;
+		t->vision = (t1 - t0) * 1e3;
+		t->prefill = (t2 - t1) * 1e3;
+		t->decode = (t3 - t2) * 1e3;
+	}
+	if (r < 0) {
+		fprintf(stderr, "holo-bench agent: a step failed on the %s backend: %s\n", bi.name,
+			err[0] ? err : strerror(-r));
+		goto out_buffers;
+	}
+
+	printf("\n%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "step", "context",
+	       "tiles", "vision", "prefill", "decode", "sum", "vision", "prefill", "decode", "sum",
+	       "measured");
+	printf("%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "", "tokens", "",
+	       "ms", "ms", "ms", "ms", "roof ms", "roof ms", "roof ms", "roof ms", "/roof");
+	int shown[2] = {1, steps - 1};
+	double sum[2];
+	for (int i = 0; i < 2; i++) {
+		const struct step_time *t = &st[shown[i]];
+		struct roofline_step rs = {.context = t->context, .n_tiles = t->tiles,
+					   .text_tokens = a->text, .decoded = a->decode};
+		roofline_step_count(&a->lm, &a->vit, a->lm_hidden, &rs);
+		double rv = rs.vision_flops / rates.gemm * 1e3, rp = rs.prefill_flops / rates.gemm * 1e3;
+		double rd = rs.decode_bytes / rates.copy * 1e3;
+		sum[i] = t->vision + t->prefill + t->decode;
+		printf("%-6d %8d %5d %10.2f %10.2f %10.2f %10.2f | %10.2f %10.2f %10.2f %10.2f %8.2f\n",
+		       shown[i] + 1, t->context, t->tiles, t->vision, t->prefill, t->decode, sum[i],
+		       rv, rp, rd, rv + rp + rd, sum[i] / (rv + rp + rd));
+	}
+	printf("\nstep %d / step 2: %.3f (goal <= 1.1 in persistent mode up to the context cap); "
+	       "goal per step: measured/roof <= 1.2\n", steps, sum[1] / sum[0]);
+	code = 0;
+out_buffers:
+	engine_rows_destroy(rows);
+	free(logits);
+	free(refs);
+	free(tok);
+	free(st);
+	engine_image_destroy(img);
+	engine_session_destroy(s);
+out_backend:
+	engine_backend_destroy(b);
+out_vision:
+	engine_vision_destroy(v);
+out_model:
+	engine_model_destroy(m);
+out_fail:
+	return code;
+}
+
 int bench_agent_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -176,13 +581,19 @@ int bench_agent_main(int argc, char **argv)
 		{"prefix", required_argument, NULL, 'p'},      {"text", required_argument, NULL, 'x'},
 		{"decode", required_argument, NULL, 'n'},      {"context-cap", required_argument, NULL, 'C'},
 		{"steps", required_argument, NULL, 'k'},       {"help", no_argument, NULL, 'h'},
+		{"backend", required_argument, NULL, 'b'},     {"model", required_argument, NULL, 'm'},
+		{"precision", required_argument, NULL, 'P'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct roofline_device *dev = NULL;
 	const char *config = DEFAULT_CONFIG;
 	int sw = 1920, sh = 1080, max_tiles = 12, prefix = 2000, text = 50, decode = 60;
 	int cap = 32768, steps[2] = {2, 50};
-	int c;
+	int c, run_steps = 50;
+	bool config_given = false;
+	const char *model_dir = NULL;
+	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
+	bool measure = false;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -194,6 +605,19 @@ int bench_agent_main(int argc, char **argv)
 			break;
 		case 'c':
 			config = optarg;
+			config_given = true;
+			break;
+		case 'b':
+			r = engine_backend_kind_parse(optarg, &bopts.kind);
+			if (r >= 0 && bopts.kind == ENGINE_BACKEND_AUTO)
+				r = -EINVAL;
+			measure = true;
+			break;
+		case 'm':
+			model_dir = optarg;
+			break;
+		case 'P':
+			r = engine_precision_parse(optarg, &bopts.precision);
 			break;
 		case 's':
 			r = parse_pair(optarg, 'x', &sw, &sh);
@@ -216,7 +640,10 @@ int bench_agent_main(int argc, char **argv)
 			r = parse_count(optarg, ENGINE_SESSION_MAX_TOKENS, &cap);
 			break;
 		case 'k':
-			r = parse_pair(optarg, ',', &steps[0], &steps[1]);
+			if (strchr(optarg, ','))
+				r = parse_pair(optarg, ',', &steps[0], &steps[1]);
+			else
+				r = parse_count(optarg, ENGINE_SESSION_MAX_TOKENS, &run_steps);
 			break;
 		case 'h':
 			usage(stdout);
@@ -232,13 +659,23 @@ int bench_agent_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc || !dev) {
+	if (optind != argc || measure != !dev || measure != !!model_dir || (measure && run_steps < 2)) {
 		fprintf(stderr, "holo-bench agent: name the GPU with --device-spec h100|h200 (the "
-				"prediction from the model's FLOP and byte counts)\n");
+				"prediction from the model's FLOP and byte counts), or measure with "
+				"--backend cpu|cuda --model DIR and --steps of at least 2\n");
 		usage(stderr);
 		return 2;
 	}
 
+	char cfg_path[4096];
+	if (measure && !config_given) {
+		if ((size_t)snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", model_dir) >=
+		    sizeof(cfg_path)) {
+			fprintf(stderr, "holo-bench agent: the model path is too long\n");
+			return 2;
+		}
+		config = cfg_path;
+	}
 	char *text_buf = NULL, err[256] = "";
 	size_t len = 0;
 	json_t *root = NULL;
@@ -273,6 +710,14 @@ int bench_agent_main(int argc, char **argv)
 		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
 		.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
 	};
+	if (measure) {
+		struct agent_measure_args ma = {
+			.model_dir = model_dir, .bopts = bopts, .sw = sw, .sh = sh, .prefix = prefix,
+			.text = text, .decode = decode, .cap = cap, .steps = run_steps, .lm = lm,
+			.vit = vit, .lm_hidden = l->hidden,
+		};
+		return agent_measure(&ma);
+	}
 	int tile_tokens = roofline_tile_tokens(&vit);
 	double per_step = (double)grid.n_tiles * tile_tokens + text + decode;
 
