@@ -41,6 +41,14 @@ void x11_survive_io_errors(Display *dpy, bool *lost)
 
 static void errors_install_once(void)
 {
+	/* Several threads use Xlib at once (an executor and a kill switch per display), each on its
+	 * own Display, but Xlib and its extension libraries keep process-wide lists (libXext's
+	 * per-display extension records, which libXi's close hook frees): without XInitThreads
+	 * their locks are no-ops, and two displays closed at once corrupted libXi's list (a double
+	 * free in XCloseDisplay, integration-startup under ASan). Debian's libX11 does not call it
+	 * by itself. This runs before the module's first XOpenDisplay, as Xlib requires. */
+	if (!XInitThreads())
+		log_warning("XInitThreads failed: Xlib is not safe to use from several threads");
 	/* Xlib's default handlers print and exit the process; a daemon must survive a BadWindow
 	 * and the end of the X session. */
 	XSetErrorHandler(error_handler);

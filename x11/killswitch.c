@@ -79,6 +79,22 @@ bool x11_ks_feed(struct x11_ks_state *s, const struct x11_ks_event *ev)
 	return false;
 }
 
+/*
+ * libXi keeps one process-wide record of the displays that use it, created by the first
+ * display's first XInput call and destroyed by the last one's XCloseDisplay, both outside any
+ * lock (XInputClose checks and frees it after XextRemoveDisplay). Two kill switches closed at
+ * once (several displays, holod stopping) freed it twice. Every kill switch display is the only
+ * XInput user in holod, so this lock around its first XInput call and its close is enough.
+ */
+static pthread_mutex_t xi_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void close_connection(Display *dpy)
+{
+	pthread_mutex_lock(&xi_lock);
+	XCloseDisplay(dpy);
+	pthread_mutex_unlock(&xi_lock);
+}
+
 static void load_devices(struct x11_killswitch *k)
 {
 	int n = 0;
@@ -212,8 +228,11 @@ struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned 
 		goto free_killswitch;
 	}
 	x11_survive_io_errors(k->dpy, &k->lost);
-	if (!XQueryExtension(k->dpy, "XInputExtension", &k->xi_opcode, &ev, &er) ||
-	    XIQueryVersion(k->dpy, &major, &minor) != Success) {
+	pthread_mutex_lock(&xi_lock);
+	bool xi = XQueryExtension(k->dpy, "XInputExtension", &k->xi_opcode, &ev, &er) &&
+		  XIQueryVersion(k->dpy, &major, &minor) == Success;
+	pthread_mutex_unlock(&xi_lock);
+	if (!xi) {
 		r = ENOTSUP;
 		goto close_connection;
 	}
@@ -241,7 +260,7 @@ close_pipe:
 	close(k->stop_pipe[0]);
 	close(k->stop_pipe[1]);
 close_connection:
-	XCloseDisplay(k->dpy);
+	close_connection(k->dpy);
 free_killswitch:
 	free(k);
 	errno = r;
@@ -263,7 +282,7 @@ void x11_killswitch_destroy(struct x11_killswitch *k)
 		close(k->stop_pipe[1]);
 	}
 	if (k->dpy)
-		XCloseDisplay(k->dpy);
+		close_connection(k->dpy);
 	free(k);
 }
 
