@@ -58,6 +58,10 @@ struct lm_profile {
 };
 const char *lm_op_name(enum lm_op op);
 
+/* A layer's weight matrices in the order of lm_prepared_layer.gemm (Mamba: in_proj, out_proj;
+ * attention: q, k, v, o; MLP: up, down): their count. */
+int lm_layer_matrices(const struct lm_layer *L, const struct tensor *ret[4]);
+
 struct lm_prepared {
 	struct lm_profile *prof; /* the backend's, written by forward calls */
 	float *norm_f; /* [hidden] */

@@ -330,8 +330,7 @@ static float *f32_copy(const struct tensor *t, size_t n)
 	return p;
 }
 
-/* The layer's matrices in the order of lm_prepared_layer.gemm. */
-static int layer_matrices(const struct lm_layer *L, const struct tensor *ret[4])
+int lm_layer_matrices(const struct lm_layer *L, const struct tensor *ret[4])
 {
 	switch (L->kind) {
 	case LM_LAYER_MAMBA:
@@ -356,7 +355,7 @@ static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layo
 	p->gemm_bytes += cpu_dnnl_weight_bytes(p->lm_head);
 	for (int l = 0; l < p->n_layers; l++) {
 		const struct tensor *mats[4];
-		int n = layer_matrices(&m->layers[l], mats);
+		int n = lm_layer_matrices(&m->layers[l], mats);
 		for (int i = 0; i < n; i++) {
 			struct cpu_dnnl_weight **w = &p->layers[l].gemm[i];
 			if ((r = cpu_dnnl_weight_create(mats[i], layout, w)) < 0)

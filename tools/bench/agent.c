@@ -257,75 +257,17 @@ static int cpu_rates(const struct engine_model *m, bool bf16, int rows, struct a
 #define EMU_COPY_ROUNDS 2
 #define GPU_GEMM_ROUNDS 10
 
-static int gpu_copy_rate(struct gpu_context *g, size_t bytes, int rounds, double *ret)
-{
-	void *a = NULL, *b = NULL;
-	int r = gpu_alloc(g, bytes, &a);
-	if (r >= 0)
-		r = gpu_alloc(g, bytes, &b);
-	if (r >= 0)
-		r = gpu_memset(g, a, 1, bytes);
-	if (r >= 0)
-		r = gpu_copy_on_device(g, b, a, bytes); /* warm-up */
-	if (r >= 0)
-		r = gpu_synchronize(g);
-	double t0 = now_s();
-	for (int i = 0; i < rounds && r >= 0; i++)
-		r = gpu_copy_on_device(g, i % 2 ? a : b, i % 2 ? b : a, bytes);
-	if (r >= 0)
-		r = gpu_synchronize(g);
-	*ret = 2.0 * (double)bytes * rounds / (now_s() - t0);
-	gpu_free(g, a);
-	gpu_free(g, b);
-	return r;
-}
-
-/* y[rows][out] = W[out][in] x[rows][in] in bf16 with fp32 output, through cuBLASLt (gpu_gemm). */
-static int gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret)
-{
-	size_t wb = (size_t)out * in * 2, xb = (size_t)rows * in * 2, yb = (size_t)rows * out * 4;
-	void *w = NULL, *x = NULL, *y = NULL;
-	struct gpu_blas *blas = gpu_blas_create(g);
-	int r = blas ? 0 : -errno;
-	if (r >= 0)
-		r = gpu_alloc(g, wb, &w);
-	if (r >= 0)
-		r = gpu_alloc(g, xb, &x);
-	if (r >= 0)
-		r = gpu_alloc(g, yb, &y);
-	if (r >= 0)
-		r = gpu_memset(g, w, 0x3c, wb); /* bf16 0x3c3c, about 0.0115 */
-	if (r >= 0)
-		r = gpu_memset(g, x, 0x3c, xb);
-	if (r >= 0) /* warm-up: the shape's descriptors and algorithm */
-		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, out, in, x, (size_t)in, rows, y, GPU_DTYPE_F32,
-			     (size_t)out, false);
-	if (r >= 0)
-		r = gpu_synchronize(g);
-	double t0 = now_s();
-	for (int i = 0; i < rounds && r >= 0; i++)
-		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, out, in, x, (size_t)in, rows, y, GPU_DTYPE_F32,
-			     (size_t)out, false);
-	if (r >= 0)
-		r = gpu_synchronize(g);
-	*ret = 2.0 * (double)out * in * rows * rounds / (now_s() - t0);
-	gpu_free(g, w);
-	gpu_free(g, x);
-	gpu_free(g, y);
-	gpu_blas_destroy(blas);
-	return r;
-}
-
 static int cuda_rates(int device, int hidden, int intermediate, int rows, struct agent_rates *ret)
 {
 	struct gpu_context *g = gpu_context_create(device);
 	if (!g)
 		return -errno;
 	bool emu = gpu_devices_emulated();
-	int r = gpu_copy_rate(g, emu ? EMU_COPY_BYTES : GPU_COPY_BYTES,
+	int r = bench_gpu_copy_rate(g, emu ? EMU_COPY_BYTES : GPU_COPY_BYTES,
 			      emu ? EMU_COPY_ROUNDS : GPU_COPY_ROUNDS, &ret->copy);
 	if (r >= 0)
-		r = gpu_gemm_rate(g, intermediate, hidden, rows, emu ? 1 : GPU_GEMM_ROUNDS, &ret->gemm);
+		r = bench_gpu_gemm_rate(g, intermediate, hidden, rows, emu ? 1 : GPU_GEMM_ROUNDS,
+					&ret->gemm);
 	snprintf(ret->gemm_what, sizeof(ret->gemm_what),
 		 "cuBLASLt bf16 %d x %d weight times %d tokens (the MLP up-projection)", intermediate,
 		 hidden, rows);

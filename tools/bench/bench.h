@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 int bench_x11_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);
@@ -21,3 +22,10 @@ void bench_print_load(void);
 struct engine_model;
 double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt,
 			       double *ret_flop);
+
+/* gpu.c (builds with CUDA): bytes per second a device-to-device copy of `bytes` moves (read +
+ * write, `rounds` copies after a warm-up), and flops per second of the bf16 product
+ * y[rows][out] = W[out][in] x[rows][in] with fp32 output through gpu_gemm (cuBLASLt). -errno. */
+struct gpu_context;
+int bench_gpu_copy_rate(struct gpu_context *g, size_t bytes, int rounds, double *ret);
+int bench_gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret);

@@ -13,22 +13,6 @@
 #include "cpu_dnnl.h"
 #include "lm.h"
 
-static int layer_mats(const struct lm_layer *L, const struct tensor *ret[4])
-{
-	switch (L->kind) {
-	case LM_LAYER_MAMBA:
-		ret[0] = &L->mamba.in_proj, ret[1] = &L->mamba.out_proj;
-		return 2;
-	case LM_LAYER_ATTENTION:
-		ret[0] = &L->attn.q, ret[1] = &L->attn.k, ret[2] = &L->attn.v, ret[3] = &L->attn.o;
-		return 4;
-	case LM_LAYER_MLP:
-		ret[0] = &L->mlp.up, ret[1] = &L->mlp.down;
-		return 2;
-	}
-	return 0;
-}
-
 /* One pass over every product of an n_prompt-token prefill; the flops it did in *flop. */
 static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n_prompt, float *x,
 		float *y, double *flop)
@@ -38,7 +22,7 @@ static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n
 		int T = MIN(LM_MAX_BATCH, n_prompt - p), i = 0;
 		for (int l = 0; l < m->cfg.n_layers; l++) {
 			const struct tensor *mats[4];
-			int n = layer_mats(&m->layers[l], mats);
+			int n = lm_layer_matrices(&m->layers[l], mats);
 			for (int k = 0; k < n; k++, i++) {
 				int in = (int)mats[k]->shape[1], out = (int)mats[k]->shape[0];
 				int r = dw && T >= CPU_DNNL_MIN_T
@@ -62,7 +46,7 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 	size_t max_in = (size_t)m->lm_head.shape[1], max_out = (size_t)m->lm_head.shape[0];
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct tensor *mats[4];
-		int n = layer_mats(&m->layers[l], mats);
+		int n = lm_layer_matrices(&m->layers[l], mats);
 		for (int k = 0; k < n; k++) {
 			max_in = MAX(max_in, (size_t)mats[k]->shape[1]);
 			max_out = MAX(max_out, (size_t)mats[k]->shape[0]);
@@ -85,7 +69,7 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 		cpu_round_bf16_rows(x, max_in, (int)rows, (int)max_in);
 		for (int l = 0, i = 0; l < m->cfg.n_layers; l++) {
 			const struct tensor *mats[4];
-			int n = layer_mats(&m->layers[l], mats);
+			int n = lm_layer_matrices(&m->layers[l], mats);
 			for (int k = 0; k < n; k++, i++) {
 				int r = cpu_dnnl_weight_create(mats[k], layout, &dw[i]);
 				if (r < 0) {

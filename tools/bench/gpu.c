@@ -41,59 +41,57 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Bytes per second a device-to-device copy moves (read + write). */
-static int copy_bandwidth(struct gpu_context *g, double *ret)
+int bench_gpu_copy_rate(struct gpu_context *g, size_t bytes, int rounds, double *ret)
 {
 	void *a = NULL, *b = NULL;
-	int r = gpu_alloc(g, COPY_BYTES, &a);
+	int r = gpu_alloc(g, bytes, &a);
 	if (r >= 0)
-		r = gpu_alloc(g, COPY_BYTES, &b);
+		r = gpu_alloc(g, bytes, &b);
 	if (r >= 0)
-		r = gpu_memset(g, a, 1, COPY_BYTES);
+		r = gpu_memset(g, a, 1, bytes);
 	if (r >= 0)
-		r = gpu_copy_on_device(g, b, a, COPY_BYTES); /* warm-up */
+		r = gpu_copy_on_device(g, b, a, bytes); /* warm-up */
 	if (r >= 0)
 		r = gpu_synchronize(g);
 	double t0 = now_s();
-	for (int i = 0; i < COPY_ROUNDS && r >= 0; i++)
-		r = gpu_copy_on_device(g, i % 2 ? a : b, i % 2 ? b : a, COPY_BYTES);
+	for (int i = 0; i < rounds && r >= 0; i++)
+		r = gpu_copy_on_device(g, i % 2 ? a : b, i % 2 ? b : a, bytes);
 	if (r >= 0)
 		r = gpu_synchronize(g);
-	*ret = 2.0 * (double)COPY_BYTES * COPY_ROUNDS / (now_s() - t0);
+	*ret = 2.0 * (double)bytes * rounds / (now_s() - t0);
 	gpu_free(g, a);
 	gpu_free(g, b);
 	return r;
 }
 
-/* Flops per second of a bf16 GEMM_N^3 problem through gpu_gemm. */
-static int gemm_rate(struct gpu_context *g, double *ret)
+int bench_gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret)
 {
-	size_t n = GEMM_N, bf = n * n * sizeof(uint16_t);
+	size_t wb = (size_t)out * in * 2, xb = (size_t)rows * in * 2, yb = (size_t)rows * out * 4;
 	void *w = NULL, *x = NULL, *y = NULL;
 	struct gpu_blas *blas = gpu_blas_create(g);
 	int r = blas ? 0 : -errno;
 	if (r >= 0)
-		r = gpu_alloc(g, bf, &w);
+		r = gpu_alloc(g, wb, &w);
 	if (r >= 0)
-		r = gpu_alloc(g, bf, &x);
+		r = gpu_alloc(g, xb, &x);
 	if (r >= 0)
-		r = gpu_alloc(g, n * n * sizeof(float), &y);
+		r = gpu_alloc(g, yb, &y);
 	if (r >= 0)
-		r = gpu_memset(g, w, 0x3c, bf); /* bf16 0x3c3c, about 0.0115 */
+		r = gpu_memset(g, w, 0x3c, wb); /* bf16 0x3c3c, about 0.0115 */
 	if (r >= 0)
-		r = gpu_memset(g, x, 0x3c, bf);
-	if (r >= 0)
-		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, GEMM_N, GEMM_N, x, n, GEMM_N, y, GPU_DTYPE_F32, n,
-			     false);
+		r = gpu_memset(g, x, 0x3c, xb);
+	if (r >= 0) /* warm-up: the shape's descriptors and algorithm */
+		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, out, in, x, (size_t)in, rows, y, GPU_DTYPE_F32,
+			     (size_t)out, false);
 	if (r >= 0)
 		r = gpu_synchronize(g);
 	double t0 = now_s();
-	for (int i = 0; i < GEMM_ROUNDS && r >= 0; i++)
-		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, GEMM_N, GEMM_N, x, n, GEMM_N, y, GPU_DTYPE_F32,
-			     n, false);
+	for (int i = 0; i < rounds && r >= 0; i++)
+		r = gpu_gemm(blas, w, GPU_DTYPE_BF16, out, in, x, (size_t)in, rows, y, GPU_DTYPE_F32,
+			     (size_t)out, false);
 	if (r >= 0)
 		r = gpu_synchronize(g);
-	*ret = 2.0 * (double)n * n * n * GEMM_ROUNDS / (now_s() - t0);
+	*ret = 2.0 * (double)out * in * rows * rounds / (now_s() - t0);
 	gpu_free(g, w);
 	gpu_free(g, x);
 	gpu_free(g, y);
@@ -195,7 +193,8 @@ int bench_gpu_main(int argc, char **argv)
 		goto out;
 	}
 	printf("device: %s, %zu MiB, %d SMs\n", di.name, di.total_memory >> 20, di.multiprocessors);
-	if (copy_bandwidth(g, &bw) < 0 || gemm_rate(g, &flops) < 0) {
+	if (bench_gpu_copy_rate(g, COPY_BYTES, COPY_ROUNDS, &bw) < 0 ||
+	    bench_gpu_gemm_rate(g, GEMM_N, GEMM_N, GEMM_N, GEMM_ROUNDS, &flops) < 0) {
 		fprintf(stderr, "holo-bench gpu: the copy or GEMM measurement failed on the device\n");
 		goto out;
 	}
