@@ -4,43 +4,26 @@
 #include "gpu_internal.h"
 #include "kernel_util.cuh"
 #include "klaunch.h"
+#include "wmma_attention.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
-#include <mma.h>
-
-using namespace nvcuda;
-
-
-static __device__ inline float warp_sum(float v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
-static __device__ inline float warp_max(float v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-	return v;
-}
 
 /* Reduction over the block (blockDim.x a multiple of 32); every thread gets the result.
  * red: 33 floats of shared memory; consecutive calls may share it. */
 template <bool MAX>
 static __device__ float block_reduce(float v, float *red)
 {
-	v = MAX ? warp_max(v) : warp_sum(v);
+	v = MAX ? gpu_warp_max(v) : gpu_warp_sum(v);
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	if (lane == 0)
 		red[warp] = v;
 	__syncthreads();
 	if (warp == 0) {
 		v = lane < (int)(blockDim.x / 32) ? red[lane] : (MAX ? -INFINITY : 0.0f);
-		v = MAX ? warp_max(v) : warp_sum(v);
+		v = MAX ? gpu_warp_max(v) : gpu_warp_sum(v);
 		if (lane == 0)
 			red[32] = v;
 	}
@@ -93,7 +76,7 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 			float s = 0.0f;
 			for (int d = lane; d < dh; d += 32)
 				s += qs[d] * gpu_load_f32(kr[d]);
-			s = warp_sum(s);
+			s = gpu_warp_sum(s);
 			if (lane == 0)
 				p[j] = s * scale;
 		}
@@ -237,51 +220,12 @@ static __global__ void attn_wmma_kernel(const float *__restrict__ q, size_t ldq,
 		}
 		__syncthreads();
 
-		for (int nb = 0; nb < WM_KT / 16; nb++) {
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-			wmma::fill_fragment(acc, 0.0f);
-			for (int kk = 0; kk < dhp / 16; kk++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-				wmma::load_matrix_sync(a, qs + (size_t)warp * 16 * dhp + kk * 16, dhp);
-				wmma::load_matrix_sync(b, ks + (size_t)nb * 16 * dhp + kk * 16, dhp);
-				wmma::mma_sync(acc, a, b, acc);
-			}
-			wmma::store_matrix_sync(S + nb * 16, acc, WM_KT, wmma::mem_row_major);
-		}
-		__syncwarp();
-
-		for (int r = 0; r < 16; r++) {
-			int t = min(t0 + warp * 16 + r, rows - 1), j = kb + lane;
-			float sv = j <= n0 + t ? S[r * WM_KT + lane] * scale : -INFINITY;
-			float m_old = ml[r * 2], m_new = fmaxf(m_old, warp_max(sv));
-			/* m_new is finite: key 0 is in the first tile and every row may see it */
-			__nv_bfloat16 pb = __float2bfloat16_rn(sv == -INFINITY ? 0.0f : expf(sv - m_new));
-			P[r * WM_KT + lane] = pb;
-			float rs = warp_sum(__bfloat162float(pb)), alpha = expf(m_old - m_new);
-			for (int d = lane; d < dhp; d += 32)
-				O[r * dhp + d] *= alpha;
-			float l_new = ml[r * 2 + 1] * alpha + rs;
-			__syncwarp();
-			if (lane == 0) {
-				ml[r * 2] = m_new;
-				ml[r * 2 + 1] = l_new;
-			}
-		}
-		__syncwarp();
-
-		for (int nb = 0; nb < dhp / 16; nb++) {
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-			wmma::load_matrix_sync(acc, O + nb * 16, dhp, wmma::mem_row_major);
-			for (int kk = 0; kk < WM_KT / 16; kk++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
-				wmma::load_matrix_sync(a, P + kk * 16, WM_KT);
-				wmma::load_matrix_sync(b, vs + (size_t)kk * 16 * dhp + nb * 16, dhp);
-				wmma::mma_sync(acc, a, b, acc);
-			}
-			wmma::store_matrix_sync(O + nb * 16, acc, dhp, wmma::mem_row_major);
-		}
+		gpu_wmma_scores<WM_KT>(qs + (size_t)warp * 16 * dhp, ks, S, dhp);
+		/* key 0 is in the first tile and every row may see it */
+		gpu_wmma_softmax_tile<WM_KT>(S, P, O, ml, dhp, kb, scale, [&](int r, int j) {
+			return j <= n0 + min(t0 + warp * 16 + r, rows - 1);
+		});
+		gpu_wmma_pv<WM_KT>(P, vs, O, dhp);
 		__syncthreads(); /* the next tile overwrites ks and vs; O is re-read below */
 	}
 

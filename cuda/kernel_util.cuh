@@ -12,6 +12,21 @@ static __device__ inline float gpu_load_f32(__nv_bfloat16 v) { return __bfloat16
 static __device__ inline void gpu_store(float *p, float v) { *p = v; }
 static __device__ inline void gpu_store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
+/* Sum and maximum over the warp; every lane gets the result. */
+static __device__ inline float gpu_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ inline float gpu_warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
 /* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the total.
  * partial is shared memory of 33 floats; it may be passed again to the next call, since the
  * function waits for every thread to have read the total before returning. */

@@ -5,14 +5,12 @@
 #include "gpu_internal.h"
 #include "kernel_util.cuh"
 #include "klaunch.h"
+#include "wmma_attention.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
-#include <mma.h>
-
-using namespace nvcuda;
 
 static constexpr int VIS_THREADS = 256;
 static constexpr int ATT_WARPS = 4;   /* query rows per attention block, one per warp */
@@ -305,20 +303,6 @@ static __host__ __device__ inline vw_layout vw_layout_of(int hd)
 	return l;
 }
 
-static __device__ inline float vw_warp_sum(float v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
-static __device__ inline float vw_warp_max(float v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-	return v;
-}
-
 static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, int L, int D, int hd, float scale,
 						 __nv_bfloat16 *__restrict__ out)
 {
@@ -357,51 +341,11 @@ static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, 
 		}
 		__syncthreads();
 
-		for (int nb = 0; nb < VW_KT / 16; nb++) {
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-			wmma::fill_fragment(acc, 0.0f);
-			for (int kk = 0; kk < hd / 16; kk++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-				wmma::load_matrix_sync(a, qs + (size_t)warp * 16 * hd + kk * 16, hd);
-				wmma::load_matrix_sync(b, ks + (size_t)nb * 16 * hd + kk * 16, hd);
-				wmma::mma_sync(acc, a, b, acc);
-			}
-			wmma::store_matrix_sync(S + nb * 16, acc, VW_KT, wmma::mem_row_major);
-		}
-		__syncwarp();
-
-		for (int r = 0; r < 16; r++) {
-			int j = kb + lane;
-			float sv = j < L ? S[r * VW_KT + lane] * scale : -INFINITY;
-			float m_old = ml[r * 2], m_new = fmaxf(m_old, vw_warp_max(sv));
-			/* m_new is finite: key kb < L */
-			__nv_bfloat16 pb = __float2bfloat16_rn(sv == -INFINITY ? 0.0f : expf(sv - m_new));
-			P[r * VW_KT + lane] = pb;
-			float rs = vw_warp_sum(__bfloat162float(pb)), alpha = expf(m_old - m_new);
-			for (int d = lane; d < hd; d += 32)
-				O[r * hd + d] *= alpha;
-			float l_new = ml[r * 2 + 1] * alpha + rs;
-			__syncwarp();
-			if (lane == 0) {
-				ml[r * 2] = m_new;
-				ml[r * 2 + 1] = l_new;
-			}
-		}
-		__syncwarp();
-
-		for (int nb = 0; nb < hd / 16; nb++) {
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-			wmma::load_matrix_sync(acc, O + nb * 16, hd, wmma::mem_row_major);
-			for (int kk = 0; kk < VW_KT / 16; kk++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
-				wmma::load_matrix_sync(a, P + kk * 16, VW_KT);
-				wmma::load_matrix_sync(b, vs + (size_t)kk * 16 * hd + nb * 16, hd);
-				wmma::mma_sync(acc, a, b, acc);
-			}
-			wmma::store_matrix_sync(O + nb * 16, acc, hd, wmma::mem_row_major);
-		}
+		gpu_wmma_scores<VW_KT>(qs + (size_t)warp * 16 * hd, ks, S, hd);
+		/* key kb < L for every tile, so the running max is finite */
+		gpu_wmma_softmax_tile<VW_KT>(S, P, O, ml, hd, kb, scale,
+					     [&](int, int j) { return j < L; });
+		gpu_wmma_pv<VW_KT>(P, vs, O, hd);
 		__syncthreads(); /* the next tile overwrites ks and vs */
 	}
 
