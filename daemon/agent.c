@@ -1,18 +1,11 @@
 /* The agent loop (see agent.h for the threads).
  *
- * One step: capture the primary monitor -> encode it (worker job: preprocess + vision tower) ->
- * render the new prompt tokens (persistent: this observation's user turn and the generation
- * prompt; window, or a persistent session near its cap: the prefix snapshot plus the history
- * with only the last K screenshots) -> worker job: prefill them and decode one step under the
- * grammar's token masks, retrying an invalid step by sampling again -> executor_step (journal,
- * inject, settle, "after" screenshot) -> the action's result goes into the next user turn.
- *
- * Token accounting per step (journaled): `tokens_appended` are the prompt tokens prefilled by
- * this step's job (persistent: user turn + generation prompt + the close of the assistant
- * turn; window: the whole window), `tokens_decoded` the tokens sampled and fed back, and
- * `session_tokens` the session length afterwards. So, for a persistent session,
- * session[k] = session[k-1] + appended[k] + decoded[k]; for a window, session[k] = prefix +
- * appended[k] + decoded[k]. */
+ * One step: capture the primary monitor -> the provider takes the observation (provider.h:
+ * the local engine encodes it, a remote one keeps its PNG) -> the provider answers the step
+ * from the task's history, retrying an invalid answer -> executor_step (journal, inject,
+ * settle, "after" screenshot) -> the action's result goes into the next user turn. The loop
+ * keeps the budgets, the history (results and steps) and the journal; it does not know which
+ * provider runs. */
 #include "agent.h"
 
 #include <errno.h>
@@ -23,624 +16,20 @@
 
 #include "agent-history.h"
 #include "common.h"
-
-/* Tokens that close an assistant turn ("\n<SPECIAL_12>\n"), bounded generously. */
-#define CLOSE_TOKENS_MAX 8
-/* Sampling of a retried step: greedy would repeat the invalid answer. */
-#define RETRY_TEMPERATURE 0.7f
-
-struct obs_rec {
-	int n_tiles;
-	bool has_result;
-	struct policy_tool_result result; /* result.text points at result_text */
-	char *result_text;
-	struct engine_rows *rows; /* image embeddings, kept for the last `window` observations,
-				   * on the backend's device when it has one; freed by jobs */
-	size_t n_rows;
-};
+#include "provider.h"
 
 struct agent {
 	const struct agent_config *cfg;
 	const struct executor_task *t;
 	struct executor_run run;
-	struct policy_renderer *renderer;
-	enum ipc_history history;
-	size_t window;
-	int max_tiles;
-	int tokens_per_tile, hidden, vocab;
-
-	/* Model worker objects: touched by jobs only. */
-	struct engine_session *session;
-	struct engine_snapshot *prefix;
-	long long accounted_bytes;
-	double prefill_us_per_token; /* measured; sizes the prefill chunks */
-
-	int prefix_tokens;
-	int session_tokens;
-	struct obs_rec *obs;
+	/* results[i]: what the action answering observation i-1 did (text NULL: none);
+	 * result_texts[i] owns its text. steps[i] answered observation i. */
+	struct policy_tool_result *results;
+	char **result_texts;
 	struct policy_step *steps;
 	size_t n_steps; /* answered steps (= steps[] entries) */
 	size_t cap;
 };
-
-/* ---- worker jobs (run on the model worker) ----------------------------------------------- */
-
-static void account(struct agent *a)
-{
-	long long now = a->session ? (long long)engine_session_state_bytes(a->session) : 0;
-	if (a->prefix)
-		now += (long long)engine_snapshot_bytes(a->prefix);
-	model_worker_account(a->cfg->worker, 0, now - a->accounted_bytes);
-	a->accounted_bytes = now;
-}
-
-/* Appends a piece in chunks (a stop is noticed between them); image positions take the rows
- * of slot_rows[k] for the k-th image of the piece. */
-static int prefill(struct agent *a, const struct policy_piece *p,
-		   struct engine_rows *const *slot_rows, enum engine_logits want, float *logits,
-		   const atomic_int *stop, uint64_t deadline_us)
-{
-	struct engine_row_ref *refs = NULL;
-	int r = 0;
-
-	if (p->n_images) {
-		refs = xcalloc(p->n_ids, sizeof(*refs));
-		for (size_t k = 0; k < p->n_images; k++)
-			for (size_t i = 0; i < p->images[k].n_tokens; i++)
-				refs[p->images[k].offset + i] =
-					(struct engine_row_ref){.rows = slot_rows[k], .row = i};
-	}
-	for (size_t off = 0, n; off < p->n_ids; off += n) {
-		if (atomic_load(stop) != EXECUTOR_RUN) {
-			r = -ECANCELED;
-			break;
-		}
-		if (time_mono_us() >= deadline_us) {
-			r = -ETIME;
-			break;
-		}
-		size_t chunk = AGENT_PREFILL_CHUNK_MIN;
-		if (a->prefill_us_per_token > 0)
-			chunk = (size_t)CLAMP(AGENT_STOP_SLICE_US / a->prefill_us_per_token,
-					      (double)AGENT_PREFILL_CHUNK_MIN,
-					      (double)AGENT_PREFILL_CHUNK_MAX);
-		n = MIN(chunk, p->n_ids - off);
-		bool last = off + n == p->n_ids;
-		uint64_t t0 = time_mono_us();
-		r = engine_session_append_rows(a->session, p->ids + off, refs ? refs + off : NULL, n,
-					       last ? want : ENGINE_LOGITS_NONE,
-					       last ? logits : NULL);
-		if (r < 0)
-			break;
-		double rate = (double)(time_mono_us() - t0) / (double)n;
-		a->prefill_us_per_token = a->prefill_us_per_token > 0 ?
-						  0.5 * a->prefill_us_per_token + 0.5 * rate :
-						  rate;
-	}
-	free(refs);
-	return r;
-}
-
-struct open_job {
-	struct agent *a;
-	const struct policy_piece *prefix;
-	const atomic_int *stop;
-	uint64_t deadline_us;
-	uint64_t prefill_us;
-};
-
-static int job_open(struct worker_ctx *ctx, void *arg)
-{
-	struct open_job *j = arg;
-	struct agent *a = j->a;
-	uint64_t t0 = time_mono_us();
-	int r;
-
-	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
-	if (!a->session)
-		return -errno;
-	model_worker_account(a->cfg->worker, 1, 0);
-	a->hidden = engine_session_hidden(a->session);
-	a->vocab = engine_session_vocab(a->session);
-	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
-	    0)
-		return r;
-	a->prefix = engine_session_snapshot(a->session);
-	if (!a->prefix)
-		return -errno;
-	a->prefix_tokens = engine_session_n_tokens(a->session);
-	a->session_tokens = a->prefix_tokens;
-	j->prefill_us = time_mono_us() - t0;
-	account(a);
-	return 0;
-}
-
-static int job_close(struct worker_ctx *ctx, void *arg)
-{
-	struct agent *a = arg;
-	if (a->session)
-		model_worker_account(a->cfg->worker, -1, 0);
-	engine_snapshot_destroy(a->prefix);
-	engine_session_destroy(a->session);
-	a->prefix = NULL;
-	a->session = NULL;
-	for (size_t i = 0; i < a->cap; i++) {
-		engine_rows_destroy(a->obs[i].rows);
-		a->obs[i].rows = NULL;
-	}
-	account(a);
-	return 0;
-}
-
-struct encode_job {
-	const struct engine_image *img;
-	const atomic_int *stop;
-	int max_tiles;
-	struct engine_rows *drop; /* the rows of an observation that left the window */
-	struct engine_rows *rows;
-	size_t n_rows;
-	int n_tiles;
-	uint64_t preprocess_us, encode_us;
-	char err[256];
-};
-
-/* The CPU path: preprocessing, then the encoder tile by tile (tiles are encoded independently)
- * so that a stop waits for one tile at most. */
-static int encode_on_cpu(struct worker_ctx *ctx, struct encode_job *j)
-{
-	struct engine_vision_preprocess pp;
-	struct engine_vision_grid grid;
-	float *pixels = NULL;
-	char why[256];
-	int r;
-
-	uint64_t t0 = time_mono_us();
-	engine_vision_get_preprocess(ctx->vision, &pp);
-	if (j->max_tiles > 0)
-		pp.max_tiles = MIN(pp.max_tiles, j->max_tiles);
-	if ((r = engine_vision_preprocess(j->img, &pp, &grid, &pixels)) < 0) {
-		snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s", strerror(-r));
-		return r;
-	}
-	uint64_t t1 = time_mono_us();
-	const int dim = engine_vision_embed_dim(ctx->vision);
-	size_t n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
-	float *rows = malloc(n_rows * (size_t)dim * sizeof(float));
-	if (!rows) {
-		free(pixels);
-		return -ENOMEM;
-	}
-	size_t tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
-	size_t tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) * (size_t)dim;
-	for (int i = 0; i < grid.n_tiles; i++) {
-		if (atomic_load(j->stop) != EXECUTOR_RUN)
-			r = -ECANCELED;
-		else if ((r = engine_vision_encode_on(ctx->backend, ctx->vision,
-						      pixels + (size_t)i * tile_floats, 1,
-						      rows + (size_t)i * tile_rows)) < 0)
-			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		if (r < 0) {
-			free(rows);
-			free(pixels);
-			return r;
-		}
-	}
-	free(pixels);
-	j->rows = engine_rows_from_host(rows, n_rows, dim);
-	if (!j->rows) {
-		free(rows);
-		return -errno;
-	}
-	j->n_rows = n_rows;
-	j->n_tiles = grid.n_tiles;
-	j->preprocess_us = t1 - t0;
-	j->encode_us = time_mono_us() - t1;
-	return 0;
-}
-
-/* On a backend with a device, the screenshot goes to it and every tile of the observation is
- * preprocessed and encoded there in one batch, the rows staying in its memory for the prefill.
- * The preprocessing is then part of the vision phase (preprocess_us 0). */
-static int job_encode(struct worker_ctx *ctx, void *arg)
-{
-	struct encode_job *j = arg;
-	struct engine_backend_info bi;
-	struct engine_vision_preprocess pp;
-	struct engine_vision_grid grid;
-	int r;
-
-	engine_rows_destroy(j->drop);
-	j->drop = NULL;
-	if (engine_backend_get_info(ctx->backend, &bi) < 0 || bi.kind != ENGINE_BACKEND_CUDA)
-		return encode_on_cpu(ctx, j);
-	if (atomic_load(j->stop) != EXECUTOR_RUN)
-		return -ECANCELED;
-	engine_vision_get_preprocess(ctx->vision, &pp);
-	uint64_t t0 = time_mono_us();
-	r = engine_vision_encode_image_on(ctx->backend, ctx->vision, j->img,
-					  j->max_tiles > 0 ? MIN(pp.max_tiles, j->max_tiles) : 0,
-					  &grid, &j->rows);
-	if (r < 0) {
-		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
-		return r;
-	}
-	j->n_rows = engine_rows_count(j->rows);
-	j->n_tiles = grid.n_tiles;
-	j->preprocess_us = 0;
-	j->encode_us = time_mono_us() - t0;
-	return 0;
-}
-
-struct step_job {
-	struct agent *a;
-	bool restore_prefix;           /* window, or a rebuild of a persistent session */
-	const struct policy_piece *piece;
-	struct engine_rows *const *slot_rows; /* one per image of the piece */
-	const struct policy_piece *close; /* appended after a valid step; NULL in window mode */
-	const atomic_int *stop;
-	uint64_t deadline_us;
-	uint64_t seed;
-	/* out */
-	char *raw;
-	size_t raw_len;
-	struct policy_step step;
-	int attempts;
-	long long decoded;
-	bool closed; /* `close` was appended */
-	uint64_t prefill_us, decode_us;
-	char err[512];
-};
-
-static void raw_add(struct step_job *j, const uint8_t *bytes, size_t n)
-{
-	if (j->raw_len + n > AGENT_MAX_RAW_BYTES)
-		n = AGENT_MAX_RAW_BYTES - j->raw_len;
-	memcpy(j->raw + j->raw_len, bytes, n);
-	j->raw_len += n;
-	j->raw[j->raw_len] = '\0';
-}
-
-/* What engine_generate's callbacks need for one decode attempt. */
-struct attempt {
-	struct worker_ctx *ctx;
-	struct step_job *j;
-	struct policy_matcher m;
-	bool constrained;
-	bool complete; /* a stop id ended a step the grammar accepts (or, unconstrained, any) */
-	int error;     /* why a callback stopped the loop: -EBADMSG; 0 */
-};
-
-/* Before each sample: the stop flag and the deadline, then the grammar's mask. */
-static int attempt_logits(void *userdata, float *logits, int vocab)
-{
-	struct attempt *at = userdata;
-	struct step_job *j = at->j;
-
-	(void)vocab;
-	if (atomic_load(j->stop) != EXECUTOR_RUN)
-		return -ECANCELED;
-	if (time_mono_us() >= j->deadline_us)
-		return -ETIME;
-	if (at->constrained && policy_masker_apply(at->ctx->masker, &at->m, logits) <= 0) {
-		snprintf(j->err, sizeof(j->err), "the step grammar allows no token after %zu bytes",
-			 j->raw_len);
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* After each sample: the grammar follows the id; the step ends at a stop id it accepts. */
-static int attempt_token(void *userdata, int32_t id)
-{
-	struct attempt *at = userdata;
-	struct step_job *j = at->j;
-	const uint8_t *bytes;
-	size_t len;
-
-	if (at->constrained) {
-		int r = policy_masker_feed(at->ctx->masker, &at->m, id);
-		if (r == 1) {
-			at->complete = true;
-			return 1;
-		}
-		if (r < 0) {
-			snprintf(j->err, sizeof(j->err), "token %d breaks the step grammar", (int)id);
-			at->error = -EBADMSG;
-			return 1;
-		}
-	} else {
-		for (size_t i = 0; i < at->ctx->n_stop_ids; i++)
-			if (id == at->ctx->stop_ids[i]) {
-				at->complete = true;
-				return 1;
-			}
-	}
-	if (engine_tokenizer_token_bytes(at->ctx->tok, id, &bytes, &len) == 0)
-		raw_add(j, bytes, len);
-	return 0;
-}
-
-/* One decode attempt from the state right after the prompt (logits0), through the engine's
- * generation loop with the grammar as its logits hook. Returns 0 when a stop id ended a step
- * the grammar accepts (or, unconstrained, any text), -EBADMSG when the step ran past
- * step_tokens or broke the grammar, -ECANCELED / -ETIME, or an engine error. */
-static int decode_attempt(struct worker_ctx *ctx, struct step_job *j, const float *logits0,
-			  const struct engine_sampling *sampling)
-{
-	struct agent *a = j->a;
-	struct attempt at = {.ctx = ctx, .j = j, .constrained = !a->cfg->unconstrained};
-	struct engine_generate_params p = {
-		.sampling = *sampling,
-		.max_new_tokens = (int)a->cfg->step_tokens,
-		.on_token = attempt_token,
-		.logits_hook = attempt_logits,
-		.userdata = &at,
-		.start_logits = logits0,
-	};
-	int32_t *ids = NULL;
-	size_t n = 0;
-	int r;
-
-	policy_matcher_init(&at.m, ctx->grammar);
-	j->raw_len = 0;
-	j->raw[0] = '\0';
-	long long before = engine_session_n_tokens(a->session);
-	r = engine_generate(a->session, NULL, NULL, 0, &p, &ids, &n);
-	free(ids);
-	/* What was fed back: every id sampled but the one that ended the loop. */
-	j->decoded = engine_session_n_tokens(a->session) - before;
-	if (r < 0)
-		return r;
-	if (at.error < 0)
-		return at.error;
-	if (!at.complete) {
-		snprintf(j->err, sizeof(j->err), "no complete step within %u tokens",
-			 a->cfg->step_tokens);
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-static int job_step(struct worker_ctx *ctx, void *arg)
-{
-	struct step_job *j = arg;
-	struct agent *a = j->a;
-	struct engine_snapshot *before_decode = NULL;
-	char why[256];
-	float *logits0 = xmalloc((size_t)a->vocab * sizeof(float));
-	int r;
-
-	j->raw = xmalloc(AGENT_MAX_RAW_BYTES + 1);
-	j->raw[0] = '\0';
-	uint64_t t0 = time_mono_us();
-	if (j->restore_prefix && (r = engine_session_restore(a->session, a->prefix)) < 0) {
-		snprintf(j->err, sizeof(j->err), "cannot restore the prefix snapshot: %s",
-			 strerror(-r));
-		goto finish;
-	}
-	if ((r = prefill(a, j->piece, j->slot_rows, ENGINE_LOGITS_LAST, logits0, j->stop,
-			 j->deadline_us)) < 0) {
-		if (r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "prefill failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		goto finish;
-	}
-	uint64_t t1 = time_mono_us();
-	j->prefill_us = t1 - t0;
-	if (a->cfg->step_retries > 0) {
-		before_decode = engine_session_snapshot(a->session);
-		if (!before_decode) {
-			r = -errno;
-			goto finish;
-		}
-	}
-
-	for (j->attempts = 1;; j->attempts++) {
-		/* A retry of a greedy step must sample, or it would repeat itself. */
-		float temp = a->cfg->temperature;
-		if (j->attempts > 1 && temp <= 0.0f)
-			temp = RETRY_TEMPERATURE;
-		struct engine_sampling sp = {.temperature = temp,
-					     .seed = j->seed + (uint64_t)j->attempts};
-		r = decode_attempt(ctx, j, logits0, &sp);
-		if (r == 0) {
-			char perr[256];
-			r = policy_step_parse(j->raw, j->raw_len, &j->step, perr, sizeof(perr));
-			if (r < 0) {
-				snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
-				r = -EBADMSG;
-			}
-		}
-		if (r != -EBADMSG || j->attempts > (int)a->cfg->step_retries)
-			break;
-		log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id, j->err,
-			 j->attempts + 1, a->cfg->step_retries + 1);
-		if ((r = engine_session_restore(a->session, before_decode)) < 0)
-			break;
-	}
-	j->decode_us = time_mono_us() - t1;
-	if (r < 0 && r != -EBADMSG && r != -ECANCELED && r != -ETIME)
-		snprintf(j->err, sizeof(j->err), "decoding failed: %s",
-			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-	if (r == 0 && j->close) {
-		r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us);
-		j->closed = r == 0;
-		if (r < 0 && r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-	}
-finish:
-	a->session_tokens = engine_session_n_tokens(a->session);
-	account(a);
-	engine_snapshot_destroy(before_decode);
-	free(logits0);
-	return r;
-}
-
-/* ---- the loop (executor thread) ----------------------------------------------------------- */
-
-/* The SHA-256 (hex) of the ids of `piece` followed by those of `close` (may be NULL), each
- * as 4 little-endian bytes: what a step prefilled, journaled so that a chat export re-rendered
- * elsewhere can be checked against it (docs/journal.md). A digest rather than the ids: a
- * window step re-prefills its whole history, thousands of ids per step, all of which the
- * exported turns already determine. */
-static void prefill_sha256(const struct policy_piece *piece, const struct policy_piece *close,
-			   char ret[65])
-{
-	size_t n = piece->n_ids + (close ? close->n_ids : 0);
-	uint8_t *bytes = xmalloc(n * 4 + 1);
-
-	for (size_t i = 0; i < n; i++) {
-		uint32_t v = (uint32_t)(i < piece->n_ids ? piece->ids[i]
-							 : close->ids[i - piece->n_ids]);
-		for (int b = 0; b < 4; b++)
-			bytes[i * 4 + (size_t)b] = (uint8_t)(v >> (8 * b));
-	}
-	ipc_sha256_hex(bytes, n * 4, ret);
-	free(bytes);
-}
-
-/* Journals the prefix the session starts from and how the turns after it are written
- * (docs/journal.md, `prompt`), for the chat export. A failure is logged, not fatal: the task
- * itself does not depend on it. */
-static void journal_prompt(struct agent *a, const struct policy_piece *prefix, bool reasoning)
-{
-	char *system = NULL, *user = NULL, sha[65];
-	int r;
-
-	if ((r = policy_prefix_text(a->renderer, a->t->req->instruction, &system, &user)) < 0) {
-		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,
-			 strerror(-r));
-		return;
-	}
-	prefill_sha256(prefix, NULL, sha);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:s, s:I, s:s}", "format",
-			      policy_format_holo3.name, "system", system, "user", user,
-			      "tokens_per_tile", a->tokens_per_tile, "reasoning", reasoning, "evicted",
-			      POLICY_EVICTED_TEXT, "tokens", (json_int_t)prefix->n_ids, "sha256",
-			      sha);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	if (!text || (r = journal_task_prompt(a->run.env->journal, a->t->id, text)) < 0)
-		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,
-			 strerror(text ? -r : ENOMEM));
-	free(text);
-	json_decref(o);
-	free(system);
-	free(user);
-}
-
-/* Renders the history window: obs[first..index] with steps[first..index-1], images of the last
- * `window` observations. ret_slots receives their rows. */
-static int render_history(struct agent *a, size_t first, size_t index, struct policy_piece *ret,
-			  struct engine_rows ***ret_slots)
-{
-	size_t n = index + 1 - first;
-	struct policy_observation *obs = xcalloc(n, sizeof(*obs));
-	for (size_t i = 0; i < n; i++) {
-		const struct obs_rec *o = &a->obs[first + i];
-		obs[i].n_tiles = o->n_tiles;
-		obs[i].result = o->has_result ? &o->result : NULL;
-	}
-	int r = policy_render_window(a->renderer, obs, a->steps + first, n - 1, a->window, ret);
-	free(obs);
-	if (r < 0)
-		return r;
-	struct engine_rows **slots = xcalloc(ret->n_images + 1, sizeof(*slots));
-	for (size_t k = 0; k < ret->n_images; k++) {
-		const struct obs_rec *o = &a->obs[index + 1 - ret->n_images + k];
-		if (!o->rows || o->n_rows != ret->images[k].n_tokens) {
-			free(slots);
-			policy_piece_finish(ret);
-			return -EINVAL;
-		}
-		slots[k] = o->rows;
-	}
-	*ret_slots = slots;
-	return 0;
-}
-
-/* The size of the history from step `first` on, for agent_history_fit: the prefix and what
- * render_history makes. */
-struct fit_arg {
-	struct agent *a;
-	size_t index;
-	char *err;
-	size_t errlen;
-};
-
-static int history_size(void *userdata, size_t first, long long *ret_size)
-{
-	struct fit_arg *f = userdata;
-	struct policy_piece p = {0};
-	struct engine_rows **slots = NULL;
-	int r = render_history(f->a, first, f->index, &p, &slots);
-
-	if (r < 0) {
-		snprintf(f->err, f->errlen, "cannot render the history: %s", strerror(-r));
-		return r;
-	}
-	*ret_size = f->a->prefix_tokens + (long long)p.n_ids;
-	free(slots);
-	policy_piece_finish(&p);
-	return 0;
-}
-
-/* The step's prompt: persistent -> this observation's turn (or a rebuild near the cap);
- * window -> the history that fits. */
-static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
-			struct engine_rows ***ret_slots, bool *ret_restore, const char **ret_mode,
-			char *err, size_t errlen)
-{
-	long long limits[AGENT_HISTORY_MAX_LIMITS];
-	bool rebuild = a->history == IPC_HISTORY_PERSISTENT;
-	size_t n_limits = agent_history_limits(rebuild, a->cfg->context_tokens,
-					       a->cfg->step_tokens, CLOSE_TOKENS_MAX,
-					       a->prefix_tokens, limits);
-	struct obs_rec *o = &a->obs[index];
-	int r;
-
-	if (a->history == IPC_HISTORY_PERSISTENT) {
-		struct policy_observation obs = {.n_tiles = o->n_tiles,
-						 .result = o->has_result ? &o->result : NULL};
-		if ((r = policy_render_step(a->renderer, &obs, false, ret)) < 0) {
-			snprintf(err, errlen, "cannot render the observation: %s", strerror(-r));
-			return r;
-		}
-		/* The last limit is the whole budget. */
-		if (a->session_tokens + (long long)ret->n_ids <= limits[n_limits - 1]) {
-			struct engine_rows **slots = xcalloc(2, sizeof(*slots));
-			slots[0] = o->rows;
-			*ret_slots = slots;
-			*ret_restore = false;
-			*ret_mode = "persistent";
-			return 0;
-		}
-		policy_piece_finish(ret);
-		*ret_mode = "rebuild";
-	} else {
-		*ret_mode = "window";
-	}
-	/* From the prefix snapshot: as much recent history as fits the first limit that any
-	 * does. */
-	struct fit_arg f = {a, index, err, errlen};
-	for (size_t l = 0; l < n_limits; l++) {
-		size_t first;
-		if ((r = agent_history_fit(index, limits[l], history_size, &f, &first)) < 0)
-			return r;
-		if (first > index)
-			continue;
-		if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
-			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
-			return r;
-		}
-		*ret_restore = true;
-		return 0;
-	}
-	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
-		 "(--context-tokens)", a->cfg->context_tokens);
-	return -ENOSPC;
-}
 
 static void journal_invalid(struct agent *a, size_t index, const struct journal_agent_step *as,
 			    const char *error)
@@ -665,13 +54,12 @@ static void journal_invalid(struct agent *a, size_t index, const struct journal_
 
 static void history_free(struct agent *a)
 {
-	for (size_t i = 0; i < a->cap; i++) {
-		free(a->obs[i].result_text);
-		engine_rows_destroy(a->obs[i].rows); /* left by a failed job_close only */
-	}
+	for (size_t i = 0; i < a->cap; i++)
+		free(a->result_texts[i]);
 	for (size_t i = 0; i < a->n_steps; i++)
 		policy_step_finish(&a->steps[i]);
-	free(a->obs);
+	free(a->results);
+	free(a->result_texts);
 	free(a->steps);
 }
 
@@ -680,9 +68,11 @@ static void history_grow(struct agent *a, size_t index)
 	if (index < a->cap)
 		return;
 	size_t cap = MAX(a->cap * 2, (size_t)16);
-	a->obs = xreallocarray(a->obs, cap, sizeof(*a->obs));
+	a->results = xreallocarray(a->results, cap, sizeof(*a->results));
+	a->result_texts = xreallocarray(a->result_texts, cap, sizeof(*a->result_texts));
 	a->steps = xreallocarray(a->steps, cap, sizeof(*a->steps));
-	memset(a->obs + a->cap, 0, (cap - a->cap) * sizeof(*a->obs));
+	memset(a->results + a->cap, 0, (cap - a->cap) * sizeof(*a->results));
+	memset(a->result_texts + a->cap, 0, (cap - a->cap) * sizeof(*a->result_texts));
 	memset(a->steps + a->cap, 0, (cap - a->cap) * sizeof(*a->steps));
 	a->cap = cap;
 }
@@ -695,35 +85,40 @@ static void describe(const struct ipc_action *act, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%s", ipc_tool_to_string(act->tool));
 }
-
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	       struct x11_display **d, const char *display_name, const struct executor_task *t,
 	       struct executor_outcome *ret)
 {
 	const struct ipc_task_options *o = &t->req->options;
+	struct provider *p = cfg->provider;
 	struct agent a = {.cfg = cfg, .t = t};
-	struct policy_piece prefix = {0};
+	struct provider_task *pt = NULL;
 	struct x11_frame *frame = NULL;
 	char err[512] = "", date[16];
 	int r = 0;
-	bool opened = false;
 
-	a.history = o->history != IPC_HISTORY_DEFAULT ? o->history : cfg->history;
-	a.window = o->window ? o->window : cfg->window;
-	a.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles);
+	struct provider_task_args args = {
+		.cfg = cfg,
+		.t = t,
+		.run = &a.run,
+		.history = o->history != IPC_HISTORY_DEFAULT ? o->history : cfg->history,
+		.window = o->window ? o->window : cfg->window,
+		.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles),
+		.date = date,
+	};
 
-	enum model_worker_state es = model_worker_wait_loaded(cfg->worker);
+	enum provider_state ps = p->ops->wait_ready(p);
 	/* What produced the task (docs/journal.md): the model is null when none is loaded. */
 	json_t *prov = json_pack(
-	        "{s:o, s:{s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "model",
-	        model_worker_provenance(cfg->worker), "sampling", "temperature",
+	        "{s:s, s:o, s:{s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "provider",
+	        p->ops->name, "model", p->ops->provenance(p), "sampling", "temperature",
 	        (double)cfg->temperature, "seed", (json_int_t)cfg->seed, "history",
-	        ipc_history_to_string(a.history), "window", (json_int_t)a.window, "max_tiles",
-	        (json_int_t)a.max_tiles, "context_tokens", (json_int_t)cfg->context_tokens,
-	        "step_tokens", (json_int_t)cfg->step_tokens, "step_retries",
-	        (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
-	if (es != MODEL_WORKER_READY) {
-		const char *e = model_worker_error(cfg->worker);
+	        ipc_history_to_string(args.history), "window", (json_int_t)args.window,
+	        "max_tiles", (json_int_t)args.max_tiles, "context_tokens",
+	        (json_int_t)cfg->context_tokens, "step_tokens", (json_int_t)cfg->step_tokens,
+	        "step_retries", (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
+	if (ps != PROVIDER_READY) {
+		const char *e = p->ops->error(p);
 		executor_record_provenance(env, display_name, t, NULL, prov);
 		json_decref(prov);
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: %s",
@@ -737,63 +132,18 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		return;
 	}
 
-	a.tokens_per_tile = model_worker_tokens_per_tile(cfg->worker);
 	time_t now = time(NULL);
 	struct tm tmv;
 	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
-	struct policy_env penv = {.screen_width = a.run.monitor.width,
-				  .screen_height = a.run.monitor.height,
-				  .date = date};
-	a.renderer = policy_renderer_create(&policy_format_holo3,
-					    model_worker_tokenizer(cfg->worker), &penv,
-					    a.tokens_per_tile);
-	if (!a.renderer) {
-		executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-		                     "cannot build the prompt renderer: %s", strerror(errno));
-		goto release;
-	}
-	if ((r = policy_render_prefix(a.renderer, t->req->instruction, &prefix)) < 0) {
-		if (r == -EINVAL)
-			/* The chat renderer refuses text that holds a special token of the
-			 * tokenizer: it would forge a turn marker or an image slot. */
-			executor_outcome_set(
-			        ret, IPC_TASK_FAILED, NULL,
-			        "cannot render the prompt: the instruction contains one of the "
-			        "model's special tokens (a turn marker such as <SPECIAL_11>, or "
-			        "<image>, <img>, <think>); rephrase it without them");
-		else
-			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "cannot render the prompt: %s", strerror(-r));
-		goto release;
-	}
-	struct open_job oj = {
-		.a = &a, .prefix = &prefix, .stop = t->stop, .deadline_us = a.run.deadline_us};
-	r = model_worker_call(cfg->worker, job_open, &oj);
-	opened = true;
+	r = p->ops->task_open(p, &args, &pt, err, sizeof(err));
 	if (r == -ECANCELED) {
 		executor_outcome_stopped(ret, t, "cancelled during step 0");
 		goto release;
 	}
-	if (r == -ETIME) {
-		executor_outcome_set(
-		        ret, IPC_TASK_FAILED, NULL,
-		        "max_seconds budget (%u s) exhausted while prefilling the prompt "
-		        "(%zu tokens)",
-		        t->max_seconds, prefix.n_ids);
-		goto release;
-	}
 	if (r < 0) {
-		char why[512];
-		executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-		                     "cannot prefill the prompt (%zu tokens): %s", prefix.n_ids,
-		                     engine_backend_strerror(engine_session_backend(a.session), r,
-		                                             why, sizeof(why)));
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", err);
 		goto release;
 	}
-	journal_prompt(&a, &prefix, penv.reasoning);
-	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",
-		 (long long)t->id, ipc_history_to_string(a.history), a.window, a.prefix_tokens,
-		 oj.prefill_us / 1000.0);
 
 	for (size_t index = 0;; index++) {
 		if (atomic_load(t->stop) != EXECUTOR_RUN) {
@@ -813,7 +163,6 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		history_grow(&a, index);
-		struct obs_rec *ob = &a.obs[index];
 
 		/* See. */
 		uint64_t t0 = time_mono_us();
@@ -824,104 +173,36 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		uint64_t capture_us = time_mono_us() - t0;
-		struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
-								 frame->stride, frame->pixels);
-		if (!img) {
-			r = -errno;
-			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
-			                     strerror(-r));
-			goto release;
-		}
-		struct encode_job ej = {.img = img, .stop = t->stop, .max_tiles = a.max_tiles};
-		if (index >= a.window) {
-			ej.drop = a.obs[index - a.window].rows;
-			a.obs[index - a.window].rows = NULL;
-		}
-		r = model_worker_call(cfg->worker, job_encode, &ej);
-		engine_image_destroy(img);
+		r = pt->p->ops->observe(pt, index, frame, err, sizeof(err));
 		if (r == -ECANCELED) {
 			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (r < 0) {
-			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
-			                     ej.err[0] ? ej.err : strerror(-r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index, err);
 			goto release;
 		}
-		ob->n_tiles = ej.n_tiles;
-		ob->rows = ej.rows;
-		ob->n_rows = ej.n_rows;
 
 		/* Think. */
-		struct policy_piece piece = {0}, close = {0};
-		struct engine_rows **slots = NULL;
-		struct step_job sj = {.a = &a, .stop = t->stop, .deadline_us = a.run.deadline_us,
-				      .seed = cfg->seed * 0x9e3779b97f4a7c15ull +
-					      (uint64_t)t->id * 1000003u + index * 17u};
-		const char *mode = NULL;
-		if ((r = build_prompt(&a, index, &piece, &slots, &sj.restore_prefix, &mode, err,
-				      sizeof(err))) < 0) {
-			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", index,
-			                     err);
-			goto release;
-		}
-		if (a.history == IPC_HISTORY_PERSISTENT &&
-		    (r = policy_render_close(a.renderer, &close)) < 0) {
-			policy_piece_finish(&piece);
-			free(slots);
-			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "cannot render: %s",
-			                     strerror(-r));
-			goto release;
-		}
-		sj.piece = &piece;
-		sj.slot_rows = slots;
-		sj.close = a.history == IPC_HISTORY_PERSISTENT ? &close : NULL;
-		r = model_worker_call(cfg->worker, job_step, &sj);
-		char *raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
-		free(sj.raw);
-		sj.raw = raw;
-		char *ptext = agent_prompt_text(&piece, sj.closed ? sj.close : NULL,
-						 AGENT_MAX_PROMPT_TEXT_BYTES);
-		struct policy_observation this_obs = {
-			.n_tiles = ob->n_tiles, .result = ob->has_result ? &ob->result : NULL};
-		char *user_turn = policy_user_text(&this_obs, false), sha[65];
-		prefill_sha256(&piece, sj.closed ? sj.close : NULL, sha);
-		struct journal_agent_step as = {
-			.thought = r == 0 ? sj.step.thought : NULL,
-			.note = r == 0 ? sj.step.note : NULL,
-			.raw_output = sj.raw,
-			.prompt_text = ptext,
-			.user_turn = user_turn,
-			.prompt_sha256 = sha,
-			.attempts = sj.attempts,
-			.tiles = ob->n_tiles,
-			.prompt = mode,
-			.tokens_appended = (long long)piece.n_ids + (sj.closed ? close.n_ids : 0),
-			.tokens_decoded = sj.decoded,
-			.session_tokens = a.session_tokens,
-			.preprocess_us = ej.preprocess_us,
-			.encode_us = ej.encode_us,
-			.prefill_us = sj.prefill_us,
-			.decode_us = sj.decode_us,
-		};
-		policy_piece_finish(&piece);
-		policy_piece_finish(&close);
-		free(slots);
-		/* A step can parse and then fail to close its turn (a stop, the deadline, an
-		 * engine error): it is not acted on, so its strings are not kept either. */
-		if (r < 0)
-			policy_step_finish(&sj.step);
+		struct provider_history h = {.results = a.results, .steps = a.steps, .index = index};
+		struct provider_step ps_ = {0};
+		r = pt->p->ops->step(pt, &h, cfg->seed * 0x9e3779b97f4a7c15ull +
+					     (uint64_t)t->id * 1000003u + index * 17u, &ps_);
+		struct journal_agent_step as = ps_.as;
+		as.thought = r == 0 ? ps_.step.thought : NULL;
+		as.note = r == 0 ? ps_.step.note : NULL;
+		as.raw_output = ps_.raw;
+		as.prompt_text = ps_.prompt_text;
+		as.user_turn = ps_.user_turn;
+		as.prompt_sha256 = ps_.prompt_sha256[0] ? ps_.prompt_sha256 : NULL;
+		as.prompt = ps_.prompt_mode;
 		if (r == -ECANCELED) {
-			free(sj.raw);
-			free(ptext);
-			free(user_turn);
+			provider_step_finish(&ps_);
 			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
 		}
 		if (r == -ETIME) {
-			free(sj.raw);
-			free(ptext);
-			free(user_turn);
+			provider_step_finish(&ps_);
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
 			                     "max_seconds budget (%u s) exhausted during step %zu",
 			                     t->max_seconds, index);
@@ -929,35 +210,32 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		}
 		if (r < 0) {
 			char *e0 = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s",
-					     index, sj.err[0] ? sj.err : strerror(-r), sj.attempts,
-					     sj.raw);
+					     index, ps_.err[0] ? ps_.err : strerror(-r),
+					     ps_.as.attempts, ps_.raw);
 			/* %.300s may have cut a character in two. */
 			char *e = agent_text_valid_utf8(e0, strlen(e0));
 			free(e0);
 			journal_invalid(&a, index, &as, e);
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", e);
 			free(e);
-			free(sj.raw);
-			free(ptext);
-			free(user_turn);
+			provider_step_finish(&ps_);
 			goto release;
 		}
 
 		/* Act, through the scripts' code path. */
 		char what[64], result[256], *answer = NULL;
 		bool action_failed;
-		describe(&sj.step.action, what, sizeof(what));
+		describe(&ps_.step.action, what, sizeof(what));
 		log_info("task %lld step %zu: %s; thought: %.120s", (long long)t->id, index, what,
-			 sj.step.thought ? sj.step.thought : "");
-		r = executor_step(&a.run, (int)index, &sj.step.action, IPC_COORDS_MODEL, frame,
+			 ps_.step.thought ? ps_.step.thought : "");
+		r = executor_step(&a.run, (int)index, &ps_.step.action, IPC_COORDS_MODEL, frame,
 				  capture_us, &as, result, sizeof(result), &answer, &action_failed,
 				  err, sizeof(err));
 		frame = NULL;
-		free(sj.raw);
-		free(ptext);
-		free(user_turn);
-		a.steps[index] = sj.step;
+		a.steps[index] = ps_.step;
 		a.n_steps = index + 1;
+		ps_.step = (struct policy_step){0};
+		provider_step_finish(&ps_);
 		if (r == 1) {
 			executor_outcome_set(ret, IPC_TASK_SUCCEEDED, answer, NULL);
 			goto release;
@@ -974,229 +252,22 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		}
 		if (r < 0 && (!action_failed || executor_connection_lost(r))) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", index,
-			                     ipc_tool_to_string(sj.step.action.tool), err);
+			                     ipc_tool_to_string(a.steps[index].action.tool), err);
 			goto release;
 		}
 		/* The next user turn tells the model what its action did (or why it failed). */
 		history_grow(&a, index + 1);
-		struct obs_rec *next = &a.obs[index + 1];
-		next->has_result = true;
-		next->result_text = xstrdup(r < 0 ? err : result);
-		next->result = (struct policy_tool_result){
-			.tool = sj.step.action.tool, .error = r < 0, .text = next->result_text};
+		a.result_texts[index + 1] = xstrdup(r < 0 ? err : result);
+		a.results[index + 1] = (struct policy_tool_result){
+			.tool = a.steps[index].action.tool, .error = r < 0,
+			.text = a.result_texts[index + 1]};
 		r = 0;
 	}
 
 release:
 	x11_frame_destroy(frame);
-	if (opened)
-		model_worker_call(cfg->worker, job_close, &a);
-	policy_piece_finish(&prefix);
-	policy_renderer_destroy(a.renderer);
+	if (pt)
+		pt->p->ops->task_close(pt);
 	history_free(&a);
 	executor_end(&a.run, d, r);
-}
-
-/* ---- grounding a script's target ------------------------------------------------------------ */
-
-/* Tokens decoded at most for a point: {"x":1000,"y":1000} is 19 bytes. */
-#define GROUND_MAX_TOKENS 32
-
-struct ground_job {
-	struct agent *a;
-	const struct policy_piece *prefix;
-	struct encode_job *enc;   /* the screenshot, encoded by the job itself */
-	struct policy_renderer *renderer;
-	struct policy_piece *piece; /* out: the screenshot turn */
-	bool err_whole;           /* err is the whole message, not why the target was not found */
-	const atomic_int *stop;
-	uint64_t deadline_us;
-	int x, y;
-	char raw[GROUND_MAX_TOKENS * POLICY_MASK_MAX_TOKEN_BYTES + 1];
-	size_t raw_len;
-	char err[256];
-};
-
-/* A fresh session (no history): the prompt, the screenshot, then a greedy decode under the
- * point grammar, so whatever the weights say the answer is a point in 0..1000. The screenshot
- * is encoded in the same job: its rows (device memory on CUDA) never outlive a job without a
- * session, so the worker never recreates the backend under them. */
-static int job_ground(struct worker_ctx *ctx, void *arg)
-{
-	struct ground_job *j = arg;
-	struct agent *a = j->a;
-	struct policy_grammar *g = NULL;
-	struct policy_masker *mk = NULL;
-	struct engine_sampler *sm = NULL;
-	float *logits = NULL;
-	struct engine_rows *slots[1];
-	int r;
-
-	if ((r = job_encode(ctx, j->enc)) < 0) {
-		snprintf(j->err, sizeof(j->err), "%s", j->enc->err[0] ? j->enc->err : strerror(-r));
-		j->err_whole = true;
-		return r;
-	}
-	slots[0] = j->enc->rows;
-	struct policy_observation obs = {.n_tiles = j->enc->n_tiles};
-	if ((r = policy_render_step(j->renderer, &obs, false, j->piece)) < 0) {
-		snprintf(j->err, sizeof(j->err), "cannot render the screenshot turn: %s",
-			 strerror(-r));
-		j->err_whole = true;
-		goto drop_rows;
-	}
-	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
-	if (!a->session) {
-		r = -errno;
-		goto drop_rows;
-	}
-	model_worker_account(a->cfg->worker, 1, 0);
-	a->hidden = engine_session_hidden(a->session);
-	a->vocab = engine_session_vocab(a->session);
-	logits = xmalloc((size_t)a->vocab * sizeof(*logits));
-	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
-		    0 ||
-	    (r = prefill(a, j->piece, slots, ENGINE_LOGITS_LAST, logits, j->stop,
-			 j->deadline_us)) < 0) {
-		char why[256];
-		if (r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "prefill failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		goto finish;
-	}
-	g = policy_grammar_create_point();
-	mk = g ? policy_masker_create(g, ctx->tok, (size_t)a->vocab, ctx->stop_ids,
-				      ctx->n_stop_ids) :
-		 NULL;
-	struct engine_sampling sp = {.temperature = 0.0f};
-	sm = mk ? engine_sampler_create(&sp) : NULL;
-	if (!sm) {
-		r = -errno;
-		snprintf(j->err, sizeof(j->err), "cannot build the point grammar: %s",
-			 strerror(-r));
-		goto finish;
-	}
-	struct policy_matcher m;
-	policy_matcher_init(&m, g);
-	for (int n = 0;; n++) {
-		if (atomic_load(j->stop) != EXECUTOR_RUN) {
-			r = -ECANCELED;
-			goto finish;
-		}
-		if (time_mono_us() >= j->deadline_us) {
-			r = -ETIME;
-			goto finish;
-		}
-		if (n >= GROUND_MAX_TOKENS || policy_masker_apply(mk, &m, logits) <= 0) {
-			snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
-				 GROUND_MAX_TOKENS, j->raw);
-			r = -EBADMSG;
-			goto finish;
-		}
-		int32_t id = engine_sampler_sample(sm, logits, a->vocab);
-		if (id < 0) {
-			r = id;
-			goto finish;
-		}
-		if ((r = policy_masker_feed(mk, &m, id)) == 1)
-			break;
-		if (r < 0) {
-			snprintf(j->err, sizeof(j->err), "token %d breaks the point grammar", (int)id);
-			r = -EBADMSG;
-			goto finish;
-		}
-		const uint8_t *bytes;
-		size_t len;
-		if (engine_tokenizer_token_bytes(ctx->tok, id, &bytes, &len) == 0 &&
-		    j->raw_len + len < sizeof(j->raw)) {
-			memcpy(j->raw + j->raw_len, bytes, len);
-			j->raw_len += len;
-			j->raw[j->raw_len] = '\0';
-		}
-		if ((r = engine_session_decode(a->session, id, logits)) < 0) {
-			char why[256];
-			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-			goto finish;
-		}
-	}
-	r = sscanf(j->raw, "{\"x\":%d,\"y\":%d}", &j->x, &j->y) == 2 ? 0 : -EBADMSG;
-	if (r < 0)
-		snprintf(j->err, sizeof(j->err), "the point \"%.100s\" does not parse", j->raw);
-finish:
-	engine_sampler_destroy(sm);
-	policy_masker_destroy(mk);
-	policy_grammar_destroy(g);
-	free(logits);
-	model_worker_account(a->cfg->worker, -1, 0);
-	engine_session_destroy(a->session);
-	a->session = NULL;
-drop_rows:
-	engine_rows_destroy(j->enc->rows);
-	j->enc->rows = NULL;
-	return r;
-}
-
-int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
-		 const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
-		 char *err, size_t errlen)
-{
-	const struct agent_config *cfg = ground_ctx;
-	struct agent a = {.cfg = cfg, .t = t};
-	struct policy_piece prefix = {0}, piece = {0};
-	struct policy_renderer *renderer = NULL;
-	struct encode_job ej = {.stop = t->stop, .max_tiles = (int)cfg->max_tiles};
-	char *task = NULL;
-	int r;
-
-	if (model_worker_wait_loaded(cfg->worker) != MODEL_WORKER_READY) {
-		const char *e = model_worker_error(cfg->worker);
-		snprintf(err, errlen, "a target needs a model to locate it: %s",
-			 e ? e : "none is loaded");
-		return -ENODEV;
-	}
-	struct policy_env penv = {.screen_width = frame->width, .screen_height = frame->height};
-	renderer = policy_renderer_create(&policy_format_holo3, model_worker_tokenizer(cfg->worker),
-					  &penv, model_worker_tokens_per_tile(cfg->worker));
-	if (!renderer) {
-		r = -errno;
-		snprintf(err, errlen, "cannot build the prompt renderer: %s", strerror(-r));
-		return r;
-	}
-	task = xasprintf("Locate this on the screen: %s. Answer with the point to act on as "
-			 "{\"x\":X,\"y\":Y}, each from 0 to 1000 across the screenshot.", target);
-	if ((r = policy_render_prefix(renderer, task, &prefix)) < 0) {
-		snprintf(err, errlen, "cannot render the target into a prompt%s",
-			 r == -EINVAL ? ": it contains one of the model's special tokens" : "");
-		goto finish;
-	}
-	struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
-							 frame->stride, frame->pixels);
-	if (!img) {
-		r = -errno;
-		snprintf(err, errlen, "%s", strerror(-r));
-		goto finish;
-	}
-	ej.img = img;
-	struct ground_job gj = {.a = &a, .prefix = &prefix, .enc = &ej, .renderer = renderer,
-				.piece = &piece, .stop = t->stop, .deadline_us = deadline_us};
-	r = model_worker_call(cfg->worker, job_ground, &gj);
-	engine_image_destroy(img);
-	if (r < 0 && gj.err_whole) {
-		snprintf(err, errlen, "%s", gj.err);
-		goto finish;
-	}
-	if (r < 0) {
-		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
-			 gj.err[0] ? gj.err : strerror(-r));
-		goto finish;
-	}
-	*ret_mx = gj.x;
-	*ret_my = gj.y;
-finish:
-	policy_piece_finish(&piece);
-	policy_piece_finish(&prefix);
-	policy_renderer_destroy(renderer);
-	free(task);
-	return r;
 }

@@ -1,12 +1,13 @@
-/* agent: runs one instruction task on the executor thread: look at the screen, ask the model,
- * act through the executor's step function, repeat until the model answers or a budget ends it.
+/* agent: runs one instruction task on the executor thread: look at the screen, ask the model
+ * provider (provider.h: the local engine or a remote server) for the next step, act through the
+ * executor's step function, repeat until the model answers or a budget ends it.
  *
- * DESIGN (threads): the loop runs on the executor thread, which alone owns the X connection,
- * the prompt renderer and the task's history. Everything that computes with the model (vision
- * encoding, prefill, constrained decoding, snapshots) is a job handed to the model worker
- * (model-worker.h), which owns the session; the loop waits for each job. The task's stop flag
- * (cancel, kill switch, shutdown) is atomic and polled by the jobs between decoded tokens and
- * between prefill chunks, so a stop takes effect within one token's time. */
+ * DESIGN (threads): the loop runs on the executor thread, which alone owns the X connection
+ * and the task's history. The provider's task ops run on it too; the local provider hands
+ * everything that computes with the model to the model worker (model-worker.h), the remote
+ * one waits on its HTTP transfer. The task's stop flag (cancel, kill switch, shutdown) is
+ * atomic and polled by both (between decoded tokens and prefill chunks; in the transfer's
+ * progress callback), so a stop takes effect at once. */
 #pragma once
 
 #include <stdbool.h>
@@ -26,8 +27,11 @@
 /* Bytes of a step's prompt text journaled (longer: cut, marked "[...]"). */
 #define AGENT_MAX_PROMPT_TEXT_BYTES (64 * 1024)
 
+struct provider;
+
 struct agent_config {
-	struct model_worker *worker;
+	struct provider *provider; /* where instruction tasks' steps come from */
+	struct model_worker *worker; /* the local engine: grounding, and the local provider */
 	enum ipc_history history; /* default of tasks that leave it unset */
 	unsigned window;          /* default K */
 	unsigned max_tiles;       /* default tile budget; 0: the checkpoint's */
@@ -44,7 +48,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	       struct x11_display **d, const char *display_name, const struct executor_task *t,
 	       struct executor_outcome *ret);
 
-/* executor_env.ground for scripts' grounded actions (ground_ctx: the struct agent_config):
+/* executor_env.ground for scripts' grounded actions, on the local engine whatever the provider
+ * (defined in provider-local.c, beside the jobs it shares with the local provider) (ground_ctx: the struct agent_config):
  * one constrained step on a fresh session, no history: the system prompt, the target as the
  * task, the screenshot `frame`, then a greedy decode under policy_grammar_create_point(); the
  * point is in model space over `frame`. Waits for a model still loading. -ENODEV without a

@@ -87,7 +87,7 @@ struct journal_agent_step {
 	const char *raw_output;   /* the decoded text of the last attempt, as sampled */
 	const char *prompt_text;  /* the tokens appended, as text (image runs collapsed) */
 	const char *user_turn;    /* the observation's user turn text, "<image>" placeholder */
-	const char *prompt_sha256; /* of the ids prefilled this step (agent.c: prefill_sha256) */
+	const char *prompt_sha256; /* of the ids prefilled this step (provider-local.c: prefill_sha256) */
 	int attempts;             /* decode attempts (1 + invalid-step retries) */
 	int tiles;                /* image tiles sent for this step's observation */
 	const char *prompt;       /* "persistent", "window" or "rebuild" (persistent, rebuilt) */

@@ -8,8 +8,9 @@
  *                    connection and kill switch; one queue feeds them all.
  *   writer thread    (shotwriter.c) encodes, writes and hashes screenshots, journals them.
  *   model worker     (model-worker.c) loads the model at start-up and owns it and every
- *                    session; the executors hand it jobs for instruction tasks (agent.c), so
- *                    tasks on several displays share the one loaded model.
+ *                    session; the executors hand it jobs for instruction tasks (agent.c
+ *                    through provider-local.c), so tasks on several displays share the one
+ *                    loaded model.
  *   HTTP threads     (libmicrohttpd, one per connection) parse requests, submit/cancel through
  *                    the scheduler, read the journal; http.c's reaper thread closes connections
  *                    whose request does not arrive in time.
@@ -33,6 +34,7 @@
 
 #include "common.h"
 #include "model-worker.h"
+#include "provider.h"
 #include "holod-config.h"
 #include "http.h"
 #include "journal.h"
@@ -133,6 +135,7 @@ int main(int argc, char **argv)
 	struct shotwriter *writer = NULL;
 	struct scheduler *sched = NULL;
 	struct model_worker *worker = NULL;
+	struct provider *provider = NULL;
 	struct http_server *http = NULL;
 	char *db_path = NULL, *shots_dir = NULL;
 	char reason[64] = "holod stopped";
@@ -234,6 +237,11 @@ int main(int argc, char **argv)
 		log_error_errno(-errno, "cannot start the model worker");
 		goto destroy_writer;
 	}
+	provider = provider_local_create(worker);
+	if (!provider) {
+		log_error_errno(-errno, "cannot create the model provider");
+		goto destroy_worker;
+	}
 	if (cfg.debug_unconstrained)
 		log_warning("--debug-unconstrained: steps are decoded without the step grammar");
 	struct scheduler_config sc = {
@@ -246,6 +254,7 @@ int main(int argc, char **argv)
 		.state_dir = cfg.state_dir,
 		.prune_days = cfg.prune_days,
 		.agent = {
+			.provider = provider,
 			.worker = worker,
 			.history = (enum ipc_history)ipc_history_from_string(cfg.history),
 			.window = cfg.window,
@@ -261,7 +270,7 @@ int main(int argc, char **argv)
 	sched = scheduler_create(&sc, journal, writer);
 	if (!sched) {
 		log_error_errno(-errno, "cannot start the executor");
-		goto destroy_worker;
+		goto destroy_provider;
 	}
 	struct http_context hc = {
 		.scheduler = sched,
@@ -297,6 +306,8 @@ int main(int argc, char **argv)
 destroy_scheduler:
 	/* The writer calls back into nothing; the scheduler may go before it drains. */
 	scheduler_destroy(sched);
+destroy_provider:
+	provider_destroy(provider);
 destroy_worker:
 	model_worker_destroy(worker);
 destroy_writer:

@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "model-worker.h"
+#include "provider.h"
 #include "api-json.h"
 #include "journal.h"
 #include "scheduler.h"
@@ -74,6 +75,8 @@ int main(int argc, char **argv)
 	struct model_worker *et = model_worker_create(model, NULL);
 	REQUIRE(et);
 	REQUIRE(model_worker_wait_loaded(et) == MODEL_WORKER_READY);
+	struct provider *prov = provider_local_create(et);
+	REQUIRE(prov);
 	struct scheduler_config sc = {
 		.displays = (const char *const[]){xvfb.display},
 		.n_displays = 1,
@@ -81,7 +84,8 @@ int main(int argc, char **argv)
 		.max_steps = 100,
 		.max_seconds = 600,
 		.kill_switch_ms = 0, /* the XInput2 listener is not needed: we call what it calls */
-		.agent = {.worker = et,
+		.agent = {.provider = prov,
+			  .worker = et,
 			  .history = IPC_HISTORY_PERSISTENT,
 			  .window = 3,
 			  .context_tokens = 32768,
@@ -130,6 +134,7 @@ int main(int argc, char **argv)
 	free(log);
 
 	scheduler_destroy(s);
+	provider_destroy(prov);
 	model_worker_destroy(et);
 	shotwriter_destroy(w);
 	journal_close(j);
