@@ -228,7 +228,7 @@ int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void 
  * fp32 whatever the storage. Each returns 0, -EINVAL (a shape out of the limits below, sizes up
  * to 4096 and T up to 2^20; nothing is queued) or -EIO. The CPU references, which the tests hold
  * them to, are lm_conv_silu, lm_dt_softplus, lm_ssm_chunked / lm_ssm_scan and lm_gated_rmsnorm
- * (engine/lm.h). None allocates or waits for the host, so each can be captured into a graph. */
+ * (engine/lm/lm.h). None allocates or waits for the host, so each can be captured into a graph. */
 
 /* The longest conv1d kernel and SSD chunk the kernels take. */
 #define GPU_MAMBA_MAX_CONV_K 8
@@ -290,7 +290,7 @@ int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *
  * The RADIO ViT and the mlp1 projector over all tiles of an observation at once. Same rules as
  * the language-model operations: device pointers, asynchronous on the context's stream, 0,
  * -EINVAL (nothing queued) or -EIO; row-major, every buffer fp32 unless a dtype says otherwise.
- * The CPU references are engine/vision.h's vision_* step functions. */
+ * The CPU references are engine/vision/vision.h's vision_* step functions. */
 
 /* Largest head dimension of gpu_vision_attention, patch side of gpu_vision_patchify, and
  * shuffled width (d * s * s) of gpu_vision_shuffle_norm. */
@@ -351,7 +351,7 @@ int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t
 /* Largest image side gpu_image_resize_tiles() takes (engine.h's ENGINE_IMAGE_MAX_* are below). */
 #define GPU_IMAGE_MAX_SIDE 65535
 
-/* One axis of the antialiased bicubic resize, as engine/image.h's struct image_resize_axis
+/* One axis of the antialiased bicubic resize, as engine/image/image.h's struct image_resize_axis
  * computes it on the host, with its arrays copied to the device: output i =
  * sum_{j < count[i]} in[first[i] + j] * w[i * taps + j] (first product, then fused
  * multiply-adds). count[i] may be 0 (output 0). An axis that keeps its size is the identity

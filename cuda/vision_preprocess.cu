@@ -1,6 +1,6 @@
 // Image preprocessing of the vision encoder on the device (gpu.h, "image preprocessing"):
 // torchvision's antialiased bicubic resize as two separable passes over weight tables the host
-// computed (engine/image_resize.c's), the cut into tiles and the normalisation.
+// computed (engine/image/image_resize.c's), the cut into tiles and the normalisation.
 #include "gpu.h"
 #include "gpu_internal.h"
 #include "klaunch.h"

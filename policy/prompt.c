@@ -1,6 +1,6 @@
 /* The conversation of agent.md 1.2 as token ids, rendered through the engine's chat renderer.
  *
- * engine_chat_* (engine/chat.c) is the one implementation of the chat format of model.md 5.2:
+ * engine_chat_* (engine/chat/chat.c) is the one implementation of the chat format of model.md 5.2:
  * turn markers, content stripping, the /think switch, image expansion, the generation prompt,
  * tokenization (golden-tested against the reference template). This file only decides what the
  * turns say: the system prompt, "Task: ...", the tool result wrappers, the <observation> with its

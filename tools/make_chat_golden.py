@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden fixtures for the chat rendering (engine/chat.c, tests/vision/test-vision-chat.c).
+"""Golden fixtures for the chat rendering (engine/chat/chat.c, tests/vision/test-vision-chat.c).
 
 Needs the tools venv (tools/.venv: tokenizers, jinja2, torch, transformers, timm). Run after
 tools/gen_tiny_vision.py and tools/make_vision_golden.py (it reuses the latter's reference

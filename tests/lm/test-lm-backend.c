@@ -1,4 +1,4 @@
-/* The backend seam (engine/backend.h): batches of several sessions against separate calls,
+/* The backend seam (engine/backend/backend.h): batches of several sessions against separate calls,
  * all-or-nothing failures, the state limit and its accounting, backend options and their
  * error sentences. In-memory random models; the CPU backend.
  *

@@ -1,4 +1,4 @@
-/* Chat rendering (engine/chat.c, model.md 5.2) against the reference: conversations rendered by
+/* Chat rendering (engine/chat/chat.c, model.md 5.2) against the reference: conversations rendered by
  * tools/make_chat_golden.py with a Jinja2 template of model.md 5.2, the reference processor's
  * image expansion and the HF tokenizer of tests/fixtures/vision/tiny-vlm
  * (tests/fixtures/vision/chat-golden.json): exact text and exact ids, whole and turn by turn.
