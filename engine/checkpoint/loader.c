@@ -741,6 +741,7 @@ int engine_model_get_info(const struct engine_model *model, struct engine_model_
 	info.n_layers = c->n_layers;
 	info.hidden = c->hidden;
 	info.vocab = c->vocab;
+	info.eos_id = c->eos_id;
 	count_tensor(&model->embeddings, &info);
 	count_tensor(&model->norm_f, &info);
 	info.tied_embeddings = model->lm_head.data == model->embeddings.data;

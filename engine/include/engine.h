@@ -42,6 +42,7 @@ struct engine_model_info {
 	int n_mamba, n_attention, n_mlp;
 	int hidden;
 	int vocab;                 /* embedding rows */
+	int eos_id;                /* config.json's eos_token_id (the first of a list), -1 when null */
 	uint64_t n_params;         /* language-model parameters (a tied head counted once) */
 	uint64_t weight_bytes;     /* bytes of those parameters in the checkpoint */
 	bool tied_embeddings;

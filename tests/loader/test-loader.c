@@ -328,6 +328,7 @@ static void check_tiny_config(const struct engine_model *m, const char *pattern,
 	CHECK_INT_EQ(info.n_layers, c->n_layers);
 	CHECK_INT_EQ(info.hidden, 64);
 	CHECK_INT_EQ(info.vocab, vocab);
+	CHECK_INT_EQ(info.eos_id, 2);
 	CHECK_STR_EQ(info.pattern, pattern);
 	CHECK_INT_EQ(info.n_mamba + info.n_attention + info.n_mlp, c->n_layers);
 	CHECK_INT_EQ(info.tied_embeddings, tied);

@@ -38,7 +38,6 @@
 
 #include "common.h"
 #include "engine.h"
-#include "model.h"
 
 #define NPY_HEADER_BYTES 128
 
@@ -591,6 +590,8 @@ int main(int argc, char **argv)
 		log_error("%s: %s", model_dir, err);
 		return 1;
 	}
+	struct engine_model_info minfo;
+	engine_model_get_info(model, &minfo);
 	struct engine_tokenizer *tok = engine_model_tokenizer(model);
 	struct engine_backend *backend = NULL;
 	struct engine_session *s = NULL;
@@ -606,10 +607,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		for (size_t i = 0; i < n_ids; i++)
-			if (ids[i] >= model->cfg.vocab) {
+			if (ids[i] >= minfo.vocab) {
 				log_error("--prompt-ids: token id %d is outside the vocabulary of %s "
 					  "(0..%d)",
-					  ids[i], model_dir, model->cfg.vocab - 1);
+					  ids[i], model_dir, minfo.vocab - 1);
 				ret = 2;
 				goto out;
 			}
@@ -667,8 +668,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (!ignore_eos && model->cfg.eos_id >= 0)
-		stops[n_stops++] = model->cfg.eos_id;
+	if (!ignore_eos && minfo.eos_id >= 0)
+		stops[n_stops++] = minfo.eos_id;
 	if (!backend && open_backend(model, &bopts, profile, &backend) < 0)
 		goto out;
 	s = engine_session_create_on(backend, (int)MIN(n_ids + (size_t)max_tokens + 1,
