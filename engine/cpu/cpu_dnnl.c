@@ -508,6 +508,7 @@ struct product {
 	struct cache_entry **e; /* per task */
 	int T, rows;            /* rows per task (the last may have fewer) */
 	const float *x;
+	const uint16_t *xb; /* bf16 rows `in` apart, read in place; NULL: x, converted */
 	size_t ldx;
 	float *y;
 	size_t ldy;
@@ -522,10 +523,14 @@ static void product_task(void *ctx, int i, int thread)
 	const struct slice *sl = &p->w->s[0];
 	const struct cache_entry *e = p->e[i];
 	size_t t0 = (size_t)i * (size_t)p->rows, in = (size_t)p->w->in;
-	for (size_t t = t0; t < t0 + (size_t)e->T; t++)
-		cpu_f32_to_bf16(p->x + t * p->ldx, g.xbuf + t * in, in);
+	const uint16_t *xb = p->xb;
+	if (!xb) {
+		for (size_t t = t0; t < t0 + (size_t)e->T; t++)
+			cpu_f32_to_bf16(p->x + t * p->ldx, g.xbuf + t * in, in);
+		xb = g.xbuf;
+	}
 	dnnl_memory_t src = NULL, dst = NULL, scr = NULL;
-	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, g.xbuf + t0 * p->w->in);
+	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, (void *)(xb + t0 * in));
 	if (s == dnnl_success)
 		s = dnnl_memory_create(&dst, &e->dst_md, g.engine, p->y + t0 * p->ldy);
 	if (s == dnnl_success)
@@ -550,14 +555,14 @@ static void product_task(void *ctx, int i, int thread)
 		dnnl_memory_destroy(src);
 }
 
-int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
-		    size_t ldy, bool accumulate)
+static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_t *xb, size_t ldx,
+		  int T, float *y, size_t ldy, bool accumulate)
 {
 	if (T <= 0)
 		return 0;
-	if (ldy < (size_t)w->out || ldx < (size_t)w->in)
+	if (ldy < (size_t)w->out || ldx < (size_t)w->in || (xb && ldx != (size_t)w->in))
 		return -EINVAL;
-	size_t need = (size_t)T * (size_t)w->in;
+	size_t need = xb ? 0 : (size_t)T * (size_t)w->in;
 	int threads = cpu_threads();
 	/* one run of rows per thread, ROW_ALIGN rows at least */
 	int rows = (T + threads - 1) / threads;
@@ -598,12 +603,24 @@ int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx,
 			g.scratch_size[t] = MAX(scratch, 64);
 		}
 	}
-	struct product p = {.w = w, .e = entries, .T = T, .rows = rows, .x = x, .ldx = ldx,
-			    .y = y, .ldy = ldy};
+	struct product p = {.w = w, .e = entries, .T = T, .rows = rows, .x = x, .xb = xb,
+			    .ldx = ldx, .y = y, .ldy = ldy};
 	atomic_init(&p.err, 0);
 	cpu_parallel_for(n_tasks, product_task, &p);
 	r = atomic_load(&p.err);
 unlock:
 	pthread_mutex_unlock(&g.lock);
 	return r;
+}
+
+int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
+		    size_t ldy, bool accumulate)
+{
+	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate);
+}
+
+int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
+			 size_t ldy, bool accumulate)
+{
+	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate);
 }

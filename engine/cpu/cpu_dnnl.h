@@ -56,6 +56,11 @@ size_t cpu_dnnl_weight_bytes(const struct cpu_dnnl_weight *w);
 int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
 		    size_t ldy, bool accumulate);
 
+/* The same for activations already in bf16: x is T dense rows of `in` bf16 values, read in
+ * place (no conversion pass). */
+int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
+			 size_t ldy, bool accumulate);
+
 /* The oneDNN implementation the weights' matmul runs (e.g. "brg:avx512_core_amx_bf16"), known
  * once a weight was created; "none" before. */
 const char *cpu_dnnl_impl_name(void);

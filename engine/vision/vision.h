@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common.h"
 #include "cpu_dnnl.h"
 #include "engine.h"
 #include "model.h"
@@ -116,6 +117,42 @@ int vision_project_gemms(const struct vision_weights *w, const struct vision_gem
 int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms *gm,
 			const float *pixels, int n_tiles, float *out);
 
+/* Time per step of the CPU encoder (holo-bench vision's split), added up over calls, in ns.
+ * The caller owns it; one forward at a time writes it. */
+enum vision_op {
+	VISION_OP_EMBED,     /* patchify, the patch embedding's product, position, prefix tokens */
+	VISION_OP_NORM,      /* the blocks' LayerNorms and the final one */
+	VISION_OP_GEMM,      /* the blocks' matrix products (qkv, proj, fc1, fc2) */
+	VISION_OP_BIAS,      /* bias adds not fused into another step */
+	VISION_OP_ATTENTION, /* scores, softmax, weighted sum (the qkv bias when fused into it) */
+	VISION_OP_GELU,      /* fc1's bias and the GELU */
+	VISION_OP_PROJ_ROWS, /* pixel shuffle + RMSNorm and ReLU^2 of the projector */
+	VISION_OP_PROJ_GEMM, /* the projector's two products */
+	VISION_OP_COUNT,
+};
+struct vision_profile {
+	uint64_t ns[VISION_OP_COUNT];
+};
+const char *vision_op_name(enum vision_op op);
+/* The clock of a timed step: 0 without a profile. */
+static inline uint64_t vision_prof_start(const struct vision_profile *prof)
+{
+	return prof ? time_mono_ns() : 0;
+}
+static inline void vision_prof_end(struct vision_profile *prof, enum vision_op op, uint64_t t0)
+{
+	if (prof)
+		prof->ns[op] += time_mono_ns() - t0;
+}
+/* vision_vit_forward_gemms() and vision_project_gemms() adding their steps' times to prof
+ * (NULL: not timed). */
+int vision_vit_forward_profile(const struct vision_weights *w, const struct vision_gemms *gm,
+			       const float *pixels, int rows, int cols, const float *pos,
+			       float *features, struct vision_profile *prof);
+int vision_project_profile(const struct vision_weights *w, const struct vision_gemms *gm,
+			   const float *features, int rows, int cols, float *out,
+			   struct vision_profile *prof);
+
 /* Pixel shuffle v2 (model.md 4.6) and mlp1 (4.7) on one tile's features [rows][cols][width]
  * (rows, cols divisible by the shuffle factor): writes (rows/s) * (cols/s) rows of out_dim
  * floats to out. Returns 0, -ENOMEM. */
@@ -131,6 +168,31 @@ void vision_layernorm_rows(const float *in, size_t ld_in, float *out, size_t ld_
 			   int cols, const float *g, const float *b);
 void vision_bias_rows(float *x, size_t ld, int rows, int cols, const float *b);
 void vision_bias_gelu_rows(float *x, size_t ld, int rows, int cols, const float *b);
+/* The same steps in bf16 precision (vision_bf16.c, kernels of vision_rows.h), each writing the
+ * bf16 rows (dense, `cols` apart) that the next product reads through vision_gemm_bf16().
+ * vision_layernorm_bf16_rows: x += add (stored back; add NULL: none), out = LN(x) * g + b;
+ * vision_bias_gelu_bf16_rows: out = gelu(x + b); vision_bias_add_rows: x += b in fp32;
+ * vision_relu2_bf16_rows: out = max(x, 0)^2; vision_shuffle_norm_bf16: vision_shuffle_norm()
+ * with bf16 output (-ENOMEM). Run on the CPU pool. */
+void vision_layernorm_bf16_rows(float *x, size_t ldx, const float *add, int rows, int cols,
+				const float *g, const float *b, uint16_t *out);
+void vision_bias_gelu_bf16_rows(const float *x, size_t ldx, int rows, int cols, const float *b,
+				uint16_t *out);
+void vision_bias_add_rows(float *x, size_t ldx, int rows, int cols, const float *b);
+void vision_relu2_bf16_rows(const float *x, size_t ldx, int rows, int cols, uint16_t *out);
+int vision_shuffle_norm_bf16(const float *features, int rows, int cols, int D, int s,
+			     const float *g, uint16_t *out);
+/* vision_attention() in bf16 precision on the qkv product before its bias: out [L][D] (bf16) =
+ * softmax(q k^T / sqrt(D / heads)) v per head with q, k, v = bf16(qkv + qkv_bias), the scores
+ * and weighted sums as oneDNN products per head and block of query rows, the probabilities
+ * rounded to bf16 before the weighted sum and normalised after it. Where oneDNN has no fast
+ * kernel, vision_attention()'s fp32 path. Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D, int heads,
+			  uint16_t *out);
+/* y (+)= W x for T dense rows x of bf16 (W's `in` columns each): through oneDNN with dw, else
+ * cpu_matmul() on the same values. Returns 0, -ENOMEM. */
+int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, const uint16_t *x,
+		     int T, float *y, size_t ldy, bool accumulate);
 /* Bidirectional multi-head attention over L tokens: qkv [L][3 * D] (q | k | v, head h at
  * columns h * D / heads), out [L][D] = softmax(q k^T / sqrt(D / heads)) v per head. Needs the
  * CPU matmul scratch for L inputs. Returns 0, -ENOMEM. */

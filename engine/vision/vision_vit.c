@@ -268,27 +268,149 @@ int vision_vit_forward(const struct vision_weights *w, const float *pixels, int 
 	return vision_vit_forward_gemms(w, NULL, pixels, rows, cols, pos, features);
 }
 
+const char *vision_op_name(enum vision_op op)
+{
+	static const char *const names[VISION_OP_COUNT] = {
+		[VISION_OP_EMBED] = "patch embed",
+		[VISION_OP_NORM] = "layernorm",
+		[VISION_OP_GEMM] = "matrix products",
+		[VISION_OP_BIAS] = "bias adds",
+		[VISION_OP_ATTENTION] = "attention",
+		[VISION_OP_GELU] = "bias+gelu",
+		[VISION_OP_PROJ_ROWS] = "projector shuffle+norm, relu2",
+		[VISION_OP_PROJ_GEMM] = "projector products",
+	};
+	return op >= 0 && op < VISION_OP_COUNT ? names[op] : "?";
+}
+
 int vision_vit_forward_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
 			     const float *pixels, int rows, int cols, const float *pos,
 			     float *features)
+{
+	return vision_vit_forward_profile(w, gm, pixels, rows, cols, pos, features, NULL);
+}
+
+/* floats of a block's vectors: 9 of the width, one of the MLP */
+#define VECS_FLOATS(D, M) ((size_t)(D) * 9 + (size_t)(M))
+
+static void block_vecs_load(const struct vision_block *b, float *vecs, struct block_vecs *bv)
+{
+	float *cursor = vecs;
+
+	vec(&b->norm1_w, &bv->n1w, &cursor);
+	vec(&b->norm1_b, &bv->n1b, &cursor);
+	vec(&b->qkv_b, &bv->qkvb, &cursor);
+	vec(&b->proj_b, &bv->projb, &cursor);
+	vec(&b->norm2_w, &bv->n2w, &cursor);
+	vec(&b->norm2_b, &bv->n2b, &cursor);
+	vec(&b->fc1_b, &bv->fc1b, &cursor);
+	vec(&b->fc2_b, &bv->fc2b, &cursor);
+}
+
+/* The blocks in bf16 precision on the residual stream x [L][D] (vision_bf16.c's steps): each
+ * residual bias is added by the step that next reads x (proj's by the second LayerNorm, fc2's
+ * by the next block's first, the last block's by a bias add), so x leaves as the fp32 blocks
+ * leave it. vecs: room for a block's vectors. */
+static int blocks_bf16(const struct vision_weights *w, const struct vision_gemms *gm, float *x,
+		       int L, float *vecs, struct vision_profile *prof)
+{
+	const int D = w->width, M = w->mlp;
+	uint16_t *a = malloc(sizeof(uint16_t) * (size_t)L * D);
+	uint16_t *att = malloc(sizeof(uint16_t) * (size_t)L * D);
+	uint16_t *hid_b = malloc(sizeof(uint16_t) * (size_t)L * M);
+	float *qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
+	float *hid = malloc(sizeof(float) * (size_t)L * M);
+	const float *pending = NULL; /* the residual bias not yet added to x */
+	struct block_vecs bv;
+	uint64_t t0;
+	int r = -ENOMEM;
+
+	if (!a || !att || !hid_b || !qkv || !hid)
+		goto out;
+	for (int i = 0; i < w->depth; i++) {
+		const struct vision_block *b = &w->blocks[i];
+		/* the previous block's fc2 bias is still needed while this block's LayerNorm
+		 * adds it: the vectors alternate between the two halves of vecs */
+		float *mine = vecs + (i % 2) * VECS_FLOATS(D, M);
+
+		block_vecs_load(b, mine, &bv);
+
+		t0 = vision_prof_start(prof);
+		vision_layernorm_bf16_rows(x, D, pending, L, D, bv.n1w, bv.n1b, a);
+		vision_prof_end(prof, VISION_OP_NORM, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm_bf16(gm->blocks[i].m[0], &b->qkv_w, a, L, qkv, (size_t)3 * D,
+					  false)) < 0)
+			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_attention_bf16(qkv, bv.qkvb, L, D, w->heads, att)) < 0)
+			goto out;
+		vision_prof_end(prof, VISION_OP_ATTENTION, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm_bf16(gm->blocks[i].m[1], &b->proj_w, att, L, x, D, true)) < 0)
+			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+
+		t0 = vision_prof_start(prof);
+		vision_layernorm_bf16_rows(x, D, bv.projb, L, D, bv.n2w, bv.n2b, a);
+		vision_prof_end(prof, VISION_OP_NORM, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm_bf16(gm->blocks[i].m[2], &b->fc1_w, a, L, hid, M, false)) < 0)
+			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
+		vision_bias_gelu_bf16_rows(hid, M, L, M, bv.fc1b, hid_b);
+		vision_prof_end(prof, VISION_OP_GELU, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm_bf16(gm->blocks[i].m[3], &b->fc2_w, hid_b, L, x, D, true)) < 0)
+			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		pending = bv.fc2b;
+	}
+	if (pending) {
+		t0 = vision_prof_start(prof);
+		vision_bias_add_rows(x, D, L, D, pending);
+		vision_prof_end(prof, VISION_OP_BIAS, t0);
+	}
+	r = 0;
+out:
+	free(a);
+	free(att);
+	free(hid_b);
+	free(qkv);
+	free(hid);
+	return r;
+}
+
+int vision_vit_forward_profile(const struct vision_weights *w, const struct vision_gemms *gm,
+			       const float *pixels, int rows, int cols, const float *pos,
+			       float *features, struct vision_profile *prof)
 {
 	const int D = w->width, T = w->n_prefix, M = w->mlp, p = w->patch;
 	const int N = rows * cols, L = T + N, pp = p * p;
 	float *x = NULL, *a = NULL, *qkv = NULL, *att = NULL, *hid = NULL, *patches = NULL;
 	float *vecs = NULL, *cursor;
 	struct block_vecs bv;
+	uint64_t t0;
 	int r = -ENOMEM;
 
 	x = malloc(sizeof(float) * (size_t)L * D);
-	a = malloc(sizeof(float) * (size_t)L * D);
-	qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
-	att = malloc(sizeof(float) * (size_t)L * D);
-	hid = malloc(sizeof(float) * (size_t)L * M);
 	patches = malloc(sizeof(float) * (size_t)N * 3 * pp);
-	vecs = malloc(sizeof(float) * ((size_t)D * 8 + (size_t)M + 2 * (size_t)D));
-	if (!x || !a || !qkv || !att || !hid || !patches || !vecs)
+	/* two blocks' vectors (blocks_bf16()), which also holds the final norm's */
+	vecs = malloc(sizeof(float) * 2 * VECS_FLOATS(D, M));
+	if (!x || !patches || !vecs)
 		goto out;
+	if (!gm) { /* blocks_bf16() has buffers of its own */
+		a = malloc(sizeof(float) * (size_t)L * D);
+		qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
+		att = malloc(sizeof(float) * (size_t)L * D);
+		hid = malloc(sizeof(float) * (size_t)L * M);
+		if (!a || !qkv || !att || !hid)
+			goto out;
+	}
 
+	t0 = vision_prof_start(prof);
 	vision_patchify(pixels, rows, cols, p, patches);
 	if ((r = vision_gemm(gm ? gm->embedder : NULL, &w->embedder, patches, (size_t)3 * pp, N,
 			     x + (size_t)T * D, (size_t)D, false)) < 0)
@@ -296,42 +418,56 @@ int vision_vit_forward_gemms(const struct vision_weights *w, const struct vision
 	for (size_t k = 0; k < (size_t)N * D; k++)
 		x[(size_t)T * D + k] += pos[k];
 	cpu_tensor_to_f32(&w->cls_token, 0, (size_t)T * D, x);
+	vision_prof_end(prof, VISION_OP_EMBED, t0);
 
-	for (int i = 0; i < w->depth; i++) {
+	if (gm && (r = blocks_bf16(w, gm, x, L, vecs, prof)) < 0)
+		goto out;
+	for (int i = 0; !gm && i < w->depth; i++) {
 		const struct vision_block *b = &w->blocks[i];
 
-		cursor = vecs;
-		vec(&b->norm1_w, &bv.n1w, &cursor);
-		vec(&b->norm1_b, &bv.n1b, &cursor);
-		vec(&b->qkv_b, &bv.qkvb, &cursor);
-		vec(&b->proj_b, &bv.projb, &cursor);
-		vec(&b->norm2_w, &bv.n2w, &cursor);
-		vec(&b->norm2_b, &bv.n2b, &cursor);
-		vec(&b->fc1_b, &bv.fc1b, &cursor);
-		vec(&b->fc2_b, &bv.fc2b, &cursor);
+		block_vecs_load(b, vecs, &bv);
 
+		t0 = vision_prof_start(prof);
 		vision_layernorm_rows(x, D, a, D, L, D, bv.n1w, bv.n1b);
-		if ((r = vision_gemm(gm ? gm->blocks[i].m[0] : NULL, &b->qkv_w, a, D, L, qkv,
-				     (size_t)3 * D, false)) < 0)
+		vision_prof_end(prof, VISION_OP_NORM, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm(NULL, &b->qkv_w, a, D, L, qkv, (size_t)3 * D, false)) < 0)
 			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
 		vision_bias_rows(qkv, (size_t)3 * D, L, 3 * D, bv.qkvb);
+		vision_prof_end(prof, VISION_OP_BIAS, t0);
+		t0 = vision_prof_start(prof);
 		if ((r = vision_attention(qkv, att, L, D, w->heads)) < 0)
 			goto out;
-		if ((r = vision_gemm(gm ? gm->blocks[i].m[1] : NULL, &b->proj_w, att, D, L, x, D,
-				     true)) < 0)
+		vision_prof_end(prof, VISION_OP_ATTENTION, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm(NULL, &b->proj_w, att, D, L, x, D, true)) < 0)
 			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
 		vision_bias_rows(x, D, L, D, bv.projb);
+		vision_prof_end(prof, VISION_OP_BIAS, t0);
 
+		t0 = vision_prof_start(prof);
 		vision_layernorm_rows(x, D, a, D, L, D, bv.n2w, bv.n2b);
-		if ((r = vision_gemm(gm ? gm->blocks[i].m[2] : NULL, &b->fc1_w, a, D, L, hid, M,
-				     false)) < 0)
+		vision_prof_end(prof, VISION_OP_NORM, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm(NULL, &b->fc1_w, a, D, L, hid, M, false)) < 0)
 			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
 		vision_bias_gelu_rows(hid, M, L, M, bv.fc1b);
-		if ((r = vision_gemm(gm ? gm->blocks[i].m[3] : NULL, &b->fc2_w, hid, M, L, x, D,
-				     true)) < 0)
+		vision_prof_end(prof, VISION_OP_GELU, t0);
+		t0 = vision_prof_start(prof);
+		if ((r = vision_gemm(NULL, &b->fc2_w, hid, M, L, x, D, true)) < 0)
 			goto out;
+		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
 		vision_bias_rows(x, D, L, D, bv.fc2b);
+		vision_prof_end(prof, VISION_OP_BIAS, t0);
 	}
+	t0 = vision_prof_start(prof);
 	if (w->norm_w.data) {
 		cursor = vecs;
 		vec(&w->norm_w, &bv.n1w, &cursor);
@@ -340,6 +476,7 @@ int vision_vit_forward_gemms(const struct vision_weights *w, const struct vision
 	} else {
 		memcpy(features, x + (size_t)T * D, sizeof(float) * (size_t)N * D);
 	}
+	vision_prof_end(prof, VISION_OP_NORM, t0);
 	r = 0;
 out:
 	free(x);

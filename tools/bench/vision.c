@@ -142,7 +142,8 @@ static float *random_tiles(int n)
 
 /* Seconds of the best of `reps` runs of depth-`depth` ViT over n tiles, and of the projector. */
 static int time_random(struct vision_weights *w, int depth, const float *px, int n, int reps,
-		       double *ret_vit, double *ret_proj, double *ret_vit_cpu)
+		       double *ret_vit, double *ret_proj, double *ret_vit_cpu,
+		       struct vision_profile *ret_prof)
 {
 	const int grid = TILE / RADIO_H_PATCH;
 	size_t feat_n = (size_t)grid * grid * RADIO_H_WIDTH;
@@ -152,6 +153,7 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 	double best_vit = INFINITY, best_proj = INFINITY, best_cpu = INFINITY;
 
 	struct vision_gemms *gm = NULL;
+	struct vision_profile prof = {0};
 	r = vision_pos_embed(w, grid, grid, pos);
 	w->depth = depth;
 	if (r == 0 && bench_bf16)
@@ -163,12 +165,12 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 			uint64_t t0 = time_mono_ns();
 			double c0 = bench_cpu_seconds();
 
-			r = vision_vit_forward_gemms(w, gm, px + (size_t)t * 3 * TILE * TILE, grid, grid,
-						     pos, feat);
+			r = vision_vit_forward_profile(w, gm, px + (size_t)t * 3 * TILE * TILE, grid,
+						       grid, pos, feat, &prof);
 			uint64_t t1 = time_mono_ns();
 			cpu += bench_cpu_seconds() - c0;
 			if (r == 0)
-				r = vision_project_gemms(w, gm, feat, grid, grid, out);
+				r = vision_project_profile(w, gm, feat, grid, grid, out, &prof);
 			uint64_t t2 = time_mono_ns();
 			vit += (double)(t1 - t0) / 1e9;
 			proj += (double)(t2 - t1) / 1e9;
@@ -187,7 +189,31 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 	*ret_vit = best_vit;
 	*ret_proj = best_proj;
 	*ret_vit_cpu = best_cpu;
+	for (int op = 0; op < VISION_OP_COUNT; op++)
+		ret_prof->ns[op] = prof.ns[op] / (uint64_t)(reps * n);
 	return r;
+}
+
+/* The time per operation of one tile through `blocks` blocks and the projector (mean of the
+ * timed runs); the blocks' steps also per block. */
+static void print_split(const struct vision_profile *prof, int blocks)
+{
+	uint64_t total = 0;
+
+	for (int op = 0; op < VISION_OP_COUNT; op++)
+		total += prof->ns[op];
+	printf("per operation, one tile through %d block%s and the projector (%.0f ms):\n", blocks,
+	       blocks == 1 ? "" : "s", (double)total / 1e6);
+	for (int op = 0; op < VISION_OP_COUNT; op++) {
+		bool per_block = op == VISION_OP_GEMM || op == VISION_OP_BIAS ||
+				 op == VISION_OP_ATTENTION || op == VISION_OP_GELU;
+
+		printf("  vision cpu %-30s %8.1f ms %5.1f%%", vision_op_name((enum vision_op)op),
+		       (double)prof->ns[op] / 1e6, total ? 100.0 * (double)prof->ns[op] / (double)total : 0.0);
+		if (per_block)
+			printf("  (%.2f ms per block)", (double)prof->ns[op] / 1e6 / blocks);
+		printf("\n");
+	}
 }
 
 static int bench_random(int blocks, int n_tiles)
@@ -197,6 +223,7 @@ static int bench_random(int blocks, int n_tiles)
 	size_t n_pool = 0;
 	float *px = random_tiles(n_tiles);
 	double vit1, vitn, proj1, projn, per_block, vit32, cpu1, cpun, cpu_block;
+	struct vision_profile prof;
 	uint64_t t0 = time_mono_ns();
 	int r = random_radio_h(&w, blocks, &pool, &n_pool);
 
@@ -208,15 +235,15 @@ static int bench_random(int blocks, int n_tiles)
 	       RADIO_H_POS_GRID, 4 * RADIO_H_WIDTH, PROJ_HIDDEN, LM_HIDDEN, blocks,
 	       (double)(time_mono_ns() - t0) / 1e9);
 	if (blocks == RADIO_H_DEPTH) {
-		r = time_random(&w, blocks, px, n_tiles, 1, &vit32, &projn, &cpun);
+		r = time_random(&w, blocks, px, n_tiles, 1, &vit32, &projn, &cpun, &prof);
 		if (r < 0)
 			goto out;
 		printf("ViT (32 blocks, measured): %.0f ms/tile (cpu-normalised %.0f)\n", vit32 * 1e3,
 		       cpun * 1e3);
 	} else {
-		r = time_random(&w, 1, px, n_tiles, 3, &vit1, &proj1, &cpu1);
+		r = time_random(&w, 1, px, n_tiles, 3, &vit1, &proj1, &cpu1, &prof);
 		if (r == 0)
-			r = time_random(&w, blocks, px, n_tiles, 3, &vitn, &projn, &cpun);
+			r = time_random(&w, blocks, px, n_tiles, 3, &vitn, &projn, &cpun, &prof);
 		if (r < 0)
 			goto out;
 		projn = fmin(proj1, projn);
@@ -232,6 +259,7 @@ static int bench_random(int blocks, int n_tiles)
 	printf("projector (pixel shuffle + mlp1, measured): %.0f ms/tile\n", projn * 1e3);
 	printf("vision encoder + projector: %.0f ms/tile%s\n", (vit32 + projn) * 1e3,
 	       blocks == RADIO_H_DEPTH ? "" : " (extrapolated)");
+	print_split(&prof, blocks);
 	bench_print_load();
 out:
 	for (size_t i = 0; i < n_pool; i++)
