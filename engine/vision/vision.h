@@ -186,9 +186,13 @@ int vision_shuffle_norm_bf16(const float *features, int rows, int cols, int D, i
  * softmax(q k^T / sqrt(D / heads)) v per head with q, k, v = bf16(qkv + qkv_bias), the scores
  * and weighted sums as oneDNN products per head and block of query rows, the probabilities
  * rounded to bf16 before the weighted sum and normalised after it. Where oneDNN has no fast
- * kernel, vision_attention()'s fp32 path. Returns 0, -EINVAL, -ENOMEM, -EIO. */
+ * kernel, vision_attention()'s fp32 path. scratch: vision_attention_bf16_scratch() bytes, so
+ * that a forward allocates them once. Returns 0, -EINVAL, -ENOMEM, -EIO. */
 int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D, int heads,
-			  uint16_t *out);
+			  void *scratch, uint16_t *out);
+/* The bytes of vision_attention_bf16()'s scratch (64-byte aligned) at the pool's current
+ * thread count; 0 for impossible sizes. */
+size_t vision_attention_bf16_scratch(int L, int D, int heads);
 /* y (+)= W x for T dense rows x of bf16 (W's `in` columns each): through oneDNN with dw, else
  * cpu_matmul() on the same values. Returns 0, -ENOMEM. */
 int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, const uint16_t *x,

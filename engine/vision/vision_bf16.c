@@ -258,27 +258,44 @@ out:
 	return r;
 }
 
-int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D, int heads,
-			  uint16_t *out)
+/* per thread: S [ATTN_ROWS][L] fp32, O [ATTN_ROWS][hd] fp32, the sums, P [ATTN_ROWS][L] bf16;
+ * in floats, a multiple of 16 (64 bytes) */
+static size_t attn_thread_floats(int L, int hd)
 {
+	size_t n = (size_t)ATTN_ROWS * L + (size_t)ATTN_ROWS * hd + ATTN_ROWS +
+		   ((size_t)ATTN_ROWS * L + 1) / 2;
+	return (n + 15) / 16 * 16;
+}
+
+/* bytes of the bf16 copies of q, k and v, rounded up to 64 */
+static size_t attn_copies_bytes(int L, int D)
+{
+	return (sizeof(uint16_t) * 3 * (size_t)L * D + 63) / 64 * 64;
+}
+
+size_t vision_attention_bf16_scratch(int L, int D, int heads)
+{
+	if (L < 1 || heads < 1 || D < heads)
+		return 0;
+	return attn_copies_bytes(L, D) +
+	       sizeof(float) * attn_thread_floats(L, D / heads) * (size_t)cpu_threads();
+}
+
+int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D, int heads,
+			  void *scratch, uint16_t *out)
+{
+	if (L < 1 || heads < 1 || D % heads != 0 || !scratch)
+		return -EINVAL;
 	const int hd = D / heads, blocks = (L + ATTN_ROWS - 1) / ATTN_ROWS;
-	const int tail = L - (blocks - 1) * ATTN_ROWS, threads = cpu_threads();
+	const int tail = L - (blocks - 1) * ATTN_ROWS;
 	struct attn_job j = {.k = vision_rows(), .qkv = qkv, .bias = qkv_bias, .L = L, .D = D,
-			     .heads = heads, .hd = hd, .blocks = blocks, .out = out};
+			     .heads = heads, .hd = hd, .blocks = blocks, .out = out,
+			     .scratch_floats = attn_thread_floats(L, hd)};
 	int r;
 
-	if (L < 1 || heads < 1 || D % heads != 0)
-		return -EINVAL;
-	/* per thread: S [ATTN_ROWS][L] fp32, O [ATTN_ROWS][hd] fp32, the sums, P [ATTN_ROWS][L] bf16 */
-	j.scratch_floats = (size_t)ATTN_ROWS * L + (size_t)ATTN_ROWS * hd + ATTN_ROWS +
-			   ((size_t)ATTN_ROWS * L + 1) / 2;
-	j.scratch_floats = (j.scratch_floats + 15) / 16 * 16;
-	j.qkv_b = malloc(sizeof(uint16_t) * 3 * (size_t)L * D);
-	j.scratch = malloc(sizeof(float) * j.scratch_floats * (size_t)threads);
+	j.qkv_b = scratch;
+	j.scratch = (float *)((char *)scratch + attn_copies_bytes(L, D));
 	atomic_init(&j.err, 0);
-	r = -ENOMEM;
-	if (!j.qkv_b || !j.scratch)
-		goto out;
 	r = cpu_dnnl_small_get(ATTN_ROWS, hd, L, (size_t)hd, (size_t)hd, true, (size_t)L, false,
 			       &j.scores[0]);
 	if (r == 0)
@@ -304,7 +321,5 @@ out:
 		cpu_dnnl_small_put(j.scores[i]);
 		cpu_dnnl_small_put(j.sum[i]);
 	}
-	free(j.qkv_b);
-	free(j.scratch);
 	return r;
 }

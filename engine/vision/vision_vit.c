@@ -320,6 +320,7 @@ static int blocks_bf16(const struct vision_weights *w, const struct vision_gemms
 	uint16_t *hid_b = malloc(sizeof(uint16_t) * (size_t)L * M);
 	float *qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
 	float *hid = malloc(sizeof(float) * (size_t)L * M);
+	void *att_scratch = NULL;
 	const float *pending = NULL; /* the residual bias not yet added to x */
 	struct block_vecs bv;
 	uint64_t t0;
@@ -327,6 +328,11 @@ static int blocks_bf16(const struct vision_weights *w, const struct vision_gemms
 
 	if (!a || !att || !hid_b || !qkv || !hid)
 		goto out;
+	size_t scratch_bytes = vision_attention_bf16_scratch(L, D, w->heads);
+	if (posix_memalign(&att_scratch, 64, MAX(scratch_bytes, 64)) != 0) {
+		att_scratch = NULL;
+		goto out;
+	}
 	for (int i = 0; i < w->depth; i++) {
 		const struct vision_block *b = &w->blocks[i];
 		/* the previous block's fc2 bias is still needed while this block's LayerNorm
@@ -344,7 +350,7 @@ static int blocks_bf16(const struct vision_weights *w, const struct vision_gemms
 			goto out;
 		vision_prof_end(prof, VISION_OP_GEMM, t0);
 		t0 = vision_prof_start(prof);
-		if ((r = vision_attention_bf16(qkv, bv.qkvb, L, D, w->heads, att)) < 0)
+		if ((r = vision_attention_bf16(qkv, bv.qkvb, L, D, w->heads, att_scratch, att)) < 0)
 			goto out;
 		vision_prof_end(prof, VISION_OP_ATTENTION, t0);
 		t0 = vision_prof_start(prof);
@@ -380,6 +386,7 @@ out:
 	free(hid_b);
 	free(qkv);
 	free(hid);
+	free(att_scratch);
 	return r;
 }
 

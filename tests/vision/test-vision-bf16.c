@@ -365,7 +365,11 @@ static void check_attention(int L, int D, int heads)
 		for (int c = 0; c < 3 * D; c++)
 			qb[(size_t)t * 3 * D + c] = qkv[(size_t)t * 3 * D + c] + bias[c];
 	REQUIRE(vision_attention(qb, want, L, D, heads) == 0);
-	CHECK_INT_EQ(vision_attention_bf16(qkv, bias, L, D, heads, got), 0);
+	size_t sb = vision_attention_bf16_scratch(L, D, heads);
+	void *scratch = NULL;
+	REQUIRE(sb > 0 && posix_memalign(&scratch, 64, sb) == 0);
+	CHECK_INT_EQ(vision_attention_bf16(qkv, bias, L, D, heads, scratch, got), 0);
+	free(scratch);
 
 	double min_cos = 1, worst = 0, vmax = 0;
 	for (int t = 0; t < L; t++)
@@ -488,6 +492,7 @@ int main(void)
 	check_attention(65, 48, 3);    /* a last block of one row */
 	check_attention(7, 8, 1);      /* shorter than one block */
 	check_attention(129, 20, 4);   /* 5-wide heads */
+	check_attention(9, 15, 3);     /* an odd width: the scratch's second part stays aligned */
 	check_tower();
 	return test_exit();
 }
