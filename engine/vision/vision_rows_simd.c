@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "cpu_vexp.h"
+
 #if !defined(VR_NAME) || !defined(VR_WIDTH)
 #error "VR_NAME and VR_WIDTH are set by meson.build"
 #endif
@@ -97,25 +99,9 @@ static inline vf bf16_value(vh h)
 	return (vf)(__builtin_convertvector(h, vu) << 16);
 }
 
-/* exp(x) for x <= 0: Cephes' expf (range reduction by ln 2 in two parts, degree-5 polynomial);
- * below -87.3 the result is exp(-87.3), about 1e-38, where bf16 resolution ends anyway */
-static inline vf vexp_neg(vf x)
-{
-	x = vmax(x, splat(-87.3f));
-	vf n = x * 1.44269504088896341f + 12582912.0f;
-	n = n - 12582912.0f;
-	vf r = x - n * 0.693359375f;
-	r = r - n * -2.12194440e-4f;
-	vf p = splat(1.9875691500e-4f);
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r * r + r + 1.0f;
-	vi e = __builtin_convertvector(n, vi) << 23;
-	return (vf)((vi)p + e);
-}
+/* exp (cpu_vexp.h); the softmax's arguments are <= 0, and below -87 the result is exp(-87),
+ * about 1.6e-38, where bf16's normal range ends anyway */
+CPU_VEXP_DEFINE(vexp, vf, vi)
 
 /* erf(x): Eigen's rational approximation, x clamped to [-4, 4] (erf(4) is 1 - 1.5e-8) */
 static inline vf verf(vf x)
@@ -263,14 +249,14 @@ static float softmax_bf16(const float *s, int n, float scale, uint16_t *out)
 		m = vmax(m, load_tail(s + i, tail, -INFINITY));
 	const float mx = hmax(m);
 	for (i = 0; i < nv; i += W) {
-		vh h = to_bf16(vexp_neg((load(s + i) - mx) * scale));
+		vh h = to_bf16(vexp((load(s + i) - mx) * scale));
 		memcpy(out + i, &h, sizeof(h));
 		sum += bf16_value(h);
 	}
 	float total = hsum(sum);
 	if (tail) {
 		uint16_t t[W];
-		vh h = to_bf16(vexp_neg((load_tail(s + i, tail, mx) - mx) * scale));
+		vh h = to_bf16(vexp((load_tail(s + i, tail, mx) - mx) * scale));
 		memcpy(t, &h, sizeof(h));
 		memcpy(out + i, t, sizeof(uint16_t) * (size_t)tail);
 		vf v = bf16_value(h);

@@ -8,6 +8,7 @@
  *   absolute term for the approximations: GELU's erf 3e-6, exp's relative 1e-6. Element-wise
  *   kernels whose fp32 math is one exact operation (bias, scale, relu2, bias add) must equal
  *   the scalar rounding bit for bit.
+ * - cpu_vexp.h's exp within 2e-7 relative of exp() over its whole range, clamped outside.
  * - cpu_dnnl_small products against float64 on the attention's shapes and odd ones (b given
  *   transposed or not, strided operands, accumulation): both multiply the same bf16 values, so
  *   the bound is the fp32 summation bound (K + 2) 2^-24 sum |a b|.
@@ -29,6 +30,7 @@
 #include "cpu.h"
 #include "cpu_dnnl.h"
 #include "cpu_dnnl_small.h"
+#include "cpu_vexp.h"
 #include "engine.h"
 #include "golden.h"
 #include "model.h"
@@ -67,6 +69,36 @@ static void err_add(struct err *e, double got, double want, double abs_tol, int 
 		e->worst = s != s ? 1e30 : s;
 		e->at = i;
 	}
+}
+
+/* cpu_vexp.h's exp, on 4-wide vectors here (the kernels' widths run the same code) */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+CPU_VEXP_DEFINE(test_vexp, v4f, v4i)
+
+static void check_vexp(void)
+{
+	double worst = 0;
+	float at = 0;
+	for (int i = 0; i <= 200000; i++) {
+		float x = -87.0f + 175.0f * (float)i / 200000.0f;
+		v4f v = test_vexp((v4f){x, -x, x * 0.5f, x * 0.01f});
+		float xs[4] = {x, -x, x * 0.5f, x * 0.01f};
+		for (int k = 0; k < 4; k++) {
+			if (xs[k] < -87.0f || xs[k] > 88.0f)
+				continue;
+			double e = fabs(v[k] - exp((double)xs[k])) / exp((double)xs[k]);
+			if (!(e <= worst)) {
+				worst = e != e ? 1e30 : e;
+				at = xs[k];
+			}
+		}
+	}
+	v4f c = test_vexp((v4f){-1000.0f, 1000.0f, -INFINITY, 0.0f});
+	printf("cpu_vexp on [-87, 88]: worst relative error %.3g (at %g)\n", worst, at);
+	CHECK(worst <= 2e-7);
+	CHECK(c[0] == (float)test_vexp((v4f){-87.0f})[0] && c[1] == (float)test_vexp((v4f){88.0f})[0]);
+	CHECK(c[2] == c[0] && c[3] == 1.0f);
 }
 
 static const int row_sizes[] = {1, 3, 16, 17, 33, 80, 1032, 1280, 1283, 5120};
@@ -485,6 +517,7 @@ out:
 int main(void)
 {
 	REQUIRE(cpu_set_threads(2) == 0);
+	check_vexp();
 	check_rows();
 	check_smalls();
 	check_matmul_bf16();
