@@ -324,6 +324,14 @@ static enum cpu_dnnl_layout cpu_gemm_layout(void)
 	return v && strcmp(v, "reordered") == 0 ? CPU_DNNL_REORDERED : CPU_DNNL_PLAIN;
 }
 
+/* The ViT blocks' layout (vision_gemms_create()): reordered, unless $HOLOD_CPU_GEMM_WEIGHTS
+ * says "plain". */
+static enum cpu_dnnl_layout cpu_vision_layout(void)
+{
+	const char *v = getenv("HOLOD_CPU_GEMM_WEIGHTS");
+	return v && strcmp(v, "plain") == 0 ? CPU_DNNL_PLAIN : CPU_DNNL_REORDERED;
+}
+
 static void cpu_info(const struct engine_backend *b, struct engine_backend_info *ret)
 {
 #if defined(__x86_64__)
@@ -411,7 +419,7 @@ static int cpu_vision_encode(struct engine_backend *b, const struct engine_visio
 	if (!cb->vision || cb->vision_id != engine_vision_id(v)) {
 		vision_gemms_destroy(cb->vision);
 		cb->vision = NULL;
-		r = vision_gemms_create(engine_vision_weights(v), cpu_gemm_layout(), &cb->vision);
+		r = vision_gemms_create(engine_vision_weights(v), cpu_vision_layout(), &cb->vision);
 		if (r == 0)
 			cb->vision_id = engine_vision_id(v);
 	}

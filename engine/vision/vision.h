@@ -97,7 +97,11 @@ struct vision_gemms {
 	} *blocks;
 	int depth;
 };
-/* Returns 0, -ENOMEM or -ENOTSUP (cpu_dnnl_weight_create()). w must outlive *ret. */
+/* The ViT blocks' matrices in `layout`, the patch embedding's and the projector's plain (read
+ * in place). On RADIO-H's blocks (1,032 rows, 1280 x 3840 to 5120 x 1280 weights) oneDNN's
+ * product on plain rows re-copies the weight per block of rows and ran at half the rate of the
+ * reordered copy; the projector's (256 rows) gained nothing from it (docs/benchmarks.md, issue
+ * 21). Returns 0, -ENOMEM or -ENOTSUP (cpu_dnnl_weight_create()). w must outlive *ret. */
 int vision_gemms_create(const struct vision_weights *w, enum cpu_dnnl_layout layout,
 			struct vision_gemms **ret);
 /* Accepts NULL. */
