@@ -20,6 +20,7 @@
 
 #include "common.h"
 #include "cpu.h"
+#include "cpu_rows.h"
 #include "loader.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -532,6 +533,8 @@ int lm_forward_prepare(struct lm_seq *s, int T)
 	scratch = MAX(scratch, lm_ssm_scratch_bytes(&dm));
 	scratch = MAX(scratch, (size_t)(s->base.n_tokens + T) * sizeof(float));
 	scratch = MAX(scratch, (size_t)dm.d * sizeof(float));
+	if (model_has(m, LM_LAYER_ATTENTION))
+		scratch = MAX(scratch, lm_attention_blocked_scratch_bytes(&dm));
 	return cpu_reserve_scratch(scratch);
 }
 
@@ -694,6 +697,17 @@ void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z,
 	}
 }
 
+/* bf16 precision runs the row kernels of cpu_rows.h (vectorized, on the pool's threads); fp32
+ * keeps the reference functions of this file, bit for bit. */
+static void norm_rows(const struct lm_prepared *p, const float *x, float *out, const float *w,
+		      int T, int d, float eps)
+{
+	if (p->bf16)
+		cpu_rows_rmsnorm(x, out, w, T, d, eps);
+	else
+		cpu_rmsnorm_rows(x, out, w, T, d, eps);
+}
+
 static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct lm_layer *L,
 			const struct lm_prepared_layer *P, struct lm_layer_state *st, struct work *wk,
 			int T)
@@ -712,8 +726,17 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 	matmul(s->prep, &L->mamba.in_proj, P->gemm[0], wk->xn, dm->d, T, zx, dm->in_rows, false);
 
 	uint64_t t0 = prof_start(s->prep);
-	lm_conv_silu(dm, T, zx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, xc);
-	lm_dt_softplus(dm, T, zx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max, dt);
+	if (s->prep->bf16) {
+		struct cpu_conv_args ca = {.T = T, .K = K, .channels = cd, .raw = zx + dm->d_in,
+					   .ldr = dm->in_rows, .wt = cwt, .bias = cbias,
+					   .state = st->conv, .out = xc, .ldo = cd};
+		struct cpu_dt_args da = {.T = T, .H = H, .raw = zx + dm->d_in + cd, .ldr = dm->in_rows,
+					 .bias = dtb, .lo = c->dt_min, .hi = c->dt_max, .dt = dt};
+		cpu_rows_conv_dt(&ca, &da);
+	} else {
+		lm_conv_silu(dm, T, zx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, xc);
+		lm_dt_softplus(dm, T, zx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max, dt);
+	}
 	prof_end(s->prep, LM_OP_CONV, t0);
 
 	t0 = prof_start(s->prep);
@@ -724,7 +747,10 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 	prof_end(s->prep, LM_OP_SSM, t0);
 
 	t0 = prof_start(s->prep);
-	lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
+	if (s->prep->bf16)
+		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, T, dm->G, dm->d_in / dm->G, c->eps);
+	else
+		lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
 	prof_end(s->prep, LM_OP_NORM, t0);
 	matmul(s->prep, &L->mamba.out_proj, P->gemm[1], y, dm->d_in, T, wk->h, dm->d, true);
 }
@@ -783,7 +809,10 @@ static void attention_layer(struct lm_seq *s, const struct lm_dims *dm, const st
 	matmul(s->prep, &L->attn.k, P->gemm[1], wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	matmul(s->prep, &L->attn.v, P->gemm[2], wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	uint64_t t0 = prof_start(s->prep);
-	lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
+	if (s->prep->bf16 && T > 1)
+		lm_attention_blocked(dm, T, n0, q, st->k, st->v, o);
+	else
+		lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
 	prof_end(s->prep, LM_OP_ATTENTION, t0);
 	matmul(s->prep, &L->attn.o, P->gemm[3], o, dm->q_dim, T, wk->h, dm->d, true);
 }
@@ -794,7 +823,10 @@ static void mlp_layer(const struct lm_prepared *p, const struct lm_dims *dm, con
 	float *u = wk->mix;
 	matmul(p, &L->mlp.up, P->gemm[0], wk->xn, dm->d, T, u, dm->inter, false);
 	uint64_t t0 = prof_start(p);
-	cpu_relu2(u, (size_t)T * dm->inter);
+	if (p->bf16)
+		cpu_rows_relu2(u, (size_t)T * dm->inter);
+	else
+		cpu_relu2(u, (size_t)T * dm->inter);
 	prof_end(p, LM_OP_OTHER, t0);
 	matmul(p, &L->mlp.down, P->gemm[1], u, dm->inter, T, wk->h, dm->d, true);
 }
@@ -825,7 +857,7 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 		const struct lm_layer *L = &m->layers[l];
 		const struct lm_prepared_layer *P = &s->prep->layers[l];
 		t0 = prof_start(s->prep);
-		cpu_rmsnorm_rows(wk.h, wk.xn, P->norm, T, dm.d, c->eps);
+		norm_rows(s->prep, wk.h, wk.xn, P->norm, T, dm.d, c->eps);
 		prof_end(s->prep, LM_OP_NORM, t0);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
@@ -846,7 +878,7 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
 	int rows = T - first;
 	t0 = prof_start(s->prep);
-	cpu_rmsnorm_rows(wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps);
+	norm_rows(s->prep, wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps);
 	prof_end(s->prep, LM_OP_NORM, t0);
 	matmul(s->prep, &m->lm_head, s->prep->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
 }

@@ -1,0 +1,344 @@
+/* The row kernels of bf16 precision (cpu_rows.h): the portable C variant, the variant table and
+ * its run-time choice, and the pool jobs that split rows, channels and elements across threads.
+ *
+ * DESIGN: a job has a few tasks per pool thread (so a thread descheduled on a loaded machine
+ * leaves its share to the others, as every pool task does), each over a contiguous range that
+ * starts at a multiple of 16 elements or channels: with 64-byte aligned buffers no two tasks
+ * write the same cache line. The variant is read once per job, so a job never mixes two.
+ */
+#include "cpu_rows.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu.h"
+#include "loader.h"
+
+_Static_assert(MODEL_MAX_KERNEL <= CPU_CONV_MAX_K, "a model's conv kernel fits the row kernels");
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_X86 1
+#endif
+
+/* tasks per pool thread */
+#define TASKS_PER_THREAD 4
+#define ALIGN 16
+
+/* ---- portable C ---------------------------------------------------------------------------- */
+
+static void portable_rmsnorm(const float *x, float *out, const float *w, int n, float eps)
+{
+	float ss = 0;
+	for (int i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	float scale = 1.0f / sqrtf(ss / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		out[i] = w[i] * (x[i] * scale);
+}
+
+static void portable_gated_rmsnorm(float *y, const float *z, const float *w, int groups, int gs,
+				   float eps)
+{
+	for (int g = 0; g < groups; g++) {
+		float *u = y + (size_t)g * gs;
+		const float *zg = z + (size_t)g * gs;
+		float ss = 0;
+		for (int i = 0; i < gs; i++) {
+			u[i] *= zg[i] / (1.0f + expf(-zg[i]));
+			ss += u[i] * u[i];
+		}
+		float scale = 1.0f / sqrtf(ss / (float)gs + eps);
+		for (int i = 0; i < gs; i++)
+			u[i] = w[(size_t)g * gs + i] * (u[i] * scale);
+	}
+}
+
+static void portable_conv_silu(const struct cpu_conv_args *a, int c0, int c1)
+{
+	const int K = a->K, cd = a->channels;
+	for (int t = 0; t < a->T; t++) {
+		float *o = a->out + (size_t)t * a->ldo;
+		for (int c = c0; c < c1; c++)
+			o[c] = a->bias[c];
+		for (int k = 0; k < K; k++) {
+			int s = t - (K - 1) + k;
+			const float *in = s < 0 ? a->state + (size_t)(K - 1 + s) * cd
+					       : a->raw + (size_t)s * a->ldr;
+			const float *wk = a->wt + (size_t)k * cd;
+			for (int c = c0; c < c1; c++)
+				o[c] += wk[c] * in[c];
+		}
+		for (int c = c0; c < c1; c++)
+			o[c] = o[c] / (1.0f + expf(-o[c]));
+	}
+	cpu_rows_conv_state(a, c0, c1);
+}
+
+static void portable_relu2(float *u, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float r = u[i] > 0 ? u[i] : 0;
+		u[i] = r * r;
+	}
+}
+
+static float portable_max(const float *p, int n)
+{
+	float m = p[0];
+	for (int i = 1; i < n; i++)
+		m = fmaxf(m, p[i]);
+	return m;
+}
+
+static float portable_exp_sum(float *p, int n, float mx)
+{
+	float s = 0;
+	for (int i = 0; i < n; i++) {
+		p[i] = expf(p[i] - mx);
+		s += p[i];
+	}
+	return s;
+}
+
+static void portable_scale(float *y, float a, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] *= a;
+}
+
+const struct cpu_rows_variant cpu_rows_portable = {
+	.name = "portable",
+	.rmsnorm = portable_rmsnorm,
+	.gated_rmsnorm = portable_gated_rmsnorm,
+	.conv_silu = portable_conv_silu,
+	.relu2 = portable_relu2,
+	.max = portable_max,
+	.exp_sum = portable_exp_sum,
+	.scale = portable_scale,
+};
+
+void cpu_rows_conv_state(const struct cpu_conv_args *a, int c0, int c1)
+{
+	const int K = a->K, cd = a->channels;
+	/* state[j] becomes in[T - (K-1) + j]: for T < K-1 that is old state row T + j > j, which
+	 * ascending j reads before overwriting it */
+	for (int j = 0; j < K - 1; j++) {
+		int s = a->T - (K - 1) + j;
+		const float *src = s < 0 ? a->state + (size_t)(K - 1 + s) * cd : a->raw + (size_t)s * a->ldr;
+		memmove(a->state + (size_t)j * cd + c0, src + c0, (size_t)(c1 - c0) * sizeof(float));
+	}
+}
+
+/* ---- the table and the choice --------------------------------------------------------------- */
+
+/* from the least to the most capable */
+static const struct cpu_rows_variant *const variants[] = {
+	&cpu_rows_portable,
+#ifdef HAVE_X86
+	&cpu_rows_avx2,
+	&cpu_rows_avx512,
+#endif
+};
+
+static bool supported(const struct cpu_rows_variant *v)
+{
+	if (v == &cpu_rows_portable)
+		return true;
+#ifdef HAVE_X86
+	__builtin_cpu_init();
+	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	if (v == &cpu_rows_avx2)
+		return avx2;
+	if (v == &cpu_rows_avx512)
+		return avx2 && __builtin_cpu_supports("avx512f");
+#endif
+	return false;
+}
+
+static const struct cpu_rows_variant *find(const char *name)
+{
+	/* "generic" is $HOLOD_CPU_KERNELS's name for portable C */
+	if (strcmp(name, "generic") == 0)
+		name = "portable";
+	for (size_t i = 0; i < ARRAY_SIZE(variants); i++)
+		if (strcmp(variants[i]->name, name) == 0)
+			return variants[i];
+	return NULL;
+}
+
+/* The most capable variant the CPU runs, capped by $HOLOD_CPU_KERNELS when it names one (the
+ * GEMV's "avx512bf16" names none here: these kernels have no bf16 products). */
+static const struct cpu_rows_variant *choose(void)
+{
+	const char *cap_name = getenv("HOLOD_CPU_KERNELS");
+	const struct cpu_rows_variant *cap = cap_name ? find(cap_name) : NULL;
+	const struct cpu_rows_variant *best = &cpu_rows_portable;
+	for (size_t i = 0; i < ARRAY_SIZE(variants); i++) {
+		if (supported(variants[i]))
+			best = variants[i];
+		if (variants[i] == cap)
+			break;
+	}
+	return best;
+}
+
+static const struct cpu_rows_variant *selected;
+
+const struct cpu_rows_variant *cpu_rows(void)
+{
+	/* racing first calls store the same pointer */
+	const struct cpu_rows_variant *v = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
+	if (!v) {
+		v = choose();
+		__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	}
+	return v;
+}
+
+int cpu_rows_select(const char *name)
+{
+	const struct cpu_rows_variant *v = find(name);
+	if (!v)
+		return -EINVAL;
+	if (!supported(v))
+		return -ENOTSUP;
+	__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	return 0;
+}
+
+const char *cpu_rows_variant_name(int i)
+{
+	return i >= 0 && (size_t)i < ARRAY_SIZE(variants) ? variants[i]->name : NULL;
+}
+
+/* ---- the jobs ------------------------------------------------------------------------------- */
+
+/* Splits n items into at most TASKS_PER_THREAD tasks per thread of `align`-multiple sizes;
+ * returns the task count and the size in *ret_chunk. */
+static int split(size_t n, size_t align, size_t *ret_chunk)
+{
+	size_t tasks = (size_t)cpu_threads() * TASKS_PER_THREAD;
+	size_t chunk = (n + tasks - 1) / tasks;
+	chunk = MAX((chunk + align - 1) / align * align, align);
+	*ret_chunk = chunk;
+	return (int)((n + chunk - 1) / chunk);
+}
+
+struct norm_job {
+	const struct cpu_rows_variant *v;
+	const float *x, *z, *w;
+	float *out;
+	size_t ldx, ldz, ldo;
+	int T, d, groups, gs, chunk;
+	float eps;
+};
+
+static void rmsnorm_task(void *ctx, int task, int thread)
+{
+	const struct norm_job *j = ctx;
+	(void)thread;
+	int t1 = MIN(j->T, (task + 1) * j->chunk);
+	for (int t = task * j->chunk; t < t1; t++)
+		j->v->rmsnorm(j->x + (size_t)t * j->ldx, j->out + (size_t)t * j->ldo, j->w, j->d, j->eps);
+}
+
+void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps)
+{
+	if (T <= 0)
+		return;
+	size_t chunk;
+	int tasks = split((size_t)T, 1, &chunk);
+	struct norm_job j = {.v = cpu_rows(), .x = x, .w = w, .out = out, .ldx = (size_t)d,
+			     .ldo = (size_t)d, .T = T, .d = d, .chunk = (int)chunk, .eps = eps};
+	cpu_parallel_for_work(tasks, rmsnorm_task, &j, 2.0 * T * d);
+}
+
+static void gated_task(void *ctx, int task, int thread)
+{
+	const struct norm_job *j = ctx;
+	(void)thread;
+	int t1 = MIN(j->T, (task + 1) * j->chunk);
+	for (int t = task * j->chunk; t < t1; t++)
+		j->v->gated_rmsnorm(j->out + (size_t)t * j->ldo, j->z + (size_t)t * j->ldz, j->w,
+				    j->groups, j->gs, j->eps);
+}
+
+void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, const float *w, int T,
+			    int groups, int gs, float eps)
+{
+	if (T <= 0)
+		return;
+	size_t chunk;
+	int tasks = split((size_t)T, 1, &chunk);
+	struct norm_job j = {.v = cpu_rows(), .z = z, .w = w, .out = y, .ldz = ldz, .ldo = ldy,
+			     .T = T, .groups = groups, .gs = gs, .chunk = (int)chunk, .eps = eps};
+	/* the SiLU's exp counts as ~8 multiply-adds */
+	cpu_parallel_for_work(tasks, gated_task, &j, 10.0 * T * groups * gs);
+}
+
+struct conv_job {
+	const struct cpu_rows_variant *v;
+	const struct cpu_conv_args *conv;
+	const struct cpu_dt_args *dt;
+	int conv_chunk, dt_chunk;
+};
+
+static inline float softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+static void conv_task(void *ctx, int task, int thread)
+{
+	const struct conv_job *j = ctx;
+	(void)thread;
+	int c0 = task * j->conv_chunk, c1 = MIN(j->conv->channels, c0 + j->conv_chunk);
+	if (c0 < c1)
+		j->v->conv_silu(j->conv, c0, c1);
+	const struct cpu_dt_args *d = j->dt;
+	int t1 = MIN(d->T, (task + 1) * j->dt_chunk);
+	for (int t = task * j->dt_chunk; t < t1; t++) {
+		const float *r = d->raw + (size_t)t * d->ldr;
+		float *o = d->dt + (size_t)t * d->H;
+		for (int h = 0; h < d->H; h++)
+			o[h] = fminf(fmaxf(softplus(r[h] + d->bias[h]), d->lo), d->hi);
+	}
+}
+
+void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args *dt)
+{
+	if (conv->T <= 0)
+		return;
+	size_t chunk;
+	int tasks = split((size_t)conv->channels, ALIGN, &chunk);
+	struct conv_job j = {.v = cpu_rows(), .conv = conv, .dt = dt, .conv_chunk = (int)chunk,
+			     .dt_chunk = (dt->T + tasks - 1) / tasks};
+	cpu_parallel_for_work(tasks, conv_task, &j,
+			      (double)conv->T * conv->channels * (conv->K + 8) + 30.0 * dt->T * dt->H);
+}
+
+struct relu2_job {
+	const struct cpu_rows_variant *v;
+	float *u;
+	size_t n, chunk;
+};
+
+static void relu2_task(void *ctx, int task, int thread)
+{
+	const struct relu2_job *j = ctx;
+	(void)thread;
+	size_t i0 = (size_t)task * j->chunk;
+	j->v->relu2(j->u + i0, MIN(j->chunk, j->n - i0));
+}
+
+void cpu_rows_relu2(float *u, size_t n)
+{
+	if (n == 0)
+		return;
+	struct relu2_job j = {.v = cpu_rows(), .u = u, .n = n};
+	int tasks = split(n, ALIGN, &j.chunk);
+	cpu_parallel_for_work(tasks, relu2_task, &j, (double)n);
+}

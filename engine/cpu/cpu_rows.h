@@ -1,0 +1,97 @@
+/* engine internal: the element-wise and per-row kernels of the language model in bf16 precision
+ * (RMSNorm, the Mamba mixer's causal conv + SiLU and dt, its gated RMSNorm, ReLU^2, the softmax
+ * steps of prefill attention), vectorized and spread over the pool's threads.
+ *
+ * Not a public header: only engine/ sources (and white-box tests) include it.
+ *
+ * Each variant (portable C, AVX2+FMA, AVX-512F) is one file compiled with its own -m flags
+ * (meson.build) behind one table, chosen like the GEMV's (cpu_gemv_select, cpu.h): the most
+ * capable the CPU runs, capped by $HOLOD_CPU_KERNELS, or forced by cpu_rows_select(). The
+ * variants agree with lm_forward.c's fp32 functions (the reference, and the path of
+ * --precision fp32, which never calls these) up to the order of fp32 sums and a ~1 ulp expf
+ * (cpu_vexp.h); tests/lm/test-cpu-rows.c holds each to the reference with written tolerances.
+ *
+ * DESIGN (threads): the cpu_rows_* entry points are pool jobs (cpu.h): call them from the
+ * forward's thread, never from a task. Each task owns a disjoint range of rows, channels or
+ * elements of the outputs. The variant's functions themselves are single-threaded and may run
+ * inside a task.
+ */
+#pragma once
+
+#include <stddef.h>
+
+/* The Mamba-2 mixer's causal depthwise conv + bias + SiLU over T new positions:
+ *   out[t][c] = silu(bias[c] + sum_k wt[k][c] * in[t - (K-1) + k][c])
+ * where in[-j] (j = 1..K-1) is state[K-1-j] (the inputs of the positions before raw[0], oldest
+ * first) and in[t] = raw[t]. On return state holds the inputs of the last K-1 positions.
+ * 1 <= K <= CPU_CONV_MAX_K. */
+#define CPU_CONV_MAX_K 64
+struct cpu_conv_args {
+	int T, K, channels;
+	const float *raw; /* [T][ldr] */
+	size_t ldr;
+	const float *wt;   /* [K][channels] */
+	const float *bias; /* [channels] */
+	float *state;      /* [K-1][channels] */
+	float *out;        /* [T][ldo] */
+	size_t ldo;
+};
+
+/* dt[t][h] = clamp(softplus(raw[t][h] + bias[h]), lo, hi), softplus(x) = log1p(exp(x)) (x for
+ * x > 20), as lm_dt_softplus() computes it. */
+struct cpu_dt_args {
+	int T, H;
+	const float *raw; /* [T][ldr] */
+	size_t ldr;
+	const float *bias;
+	float lo, hi;
+	float *dt; /* [T][H] */
+};
+
+struct cpu_rows_variant {
+	const char *name;
+	/* out = w * (x / sqrt(mean(x^2) + eps)) over one row of n (out may equal x) */
+	void (*rmsnorm)(const float *x, float *out, const float *w, int n, float eps);
+	/* one row of groups * gs: y *= silu(z), then RMSNorm with weight w over each group of gs */
+	void (*gated_rmsnorm)(float *y, const float *z, const float *w, int groups, int gs, float eps);
+	/* the conv of channels [c0, c1) for every position, state included (c0 a multiple of 16) */
+	void (*conv_silu)(const struct cpu_conv_args *a, int c0, int c1);
+	/* u[i] = max(u[i], 0)^2 in place (NaN becomes 0, as cpu_relu2 does) */
+	void (*relu2)(float *u, size_t n);
+	/* the largest of p[0..n), n >= 1 */
+	float (*max)(const float *p, int n);
+	/* p[i] = exp(p[i] - mx) in place; returns their fp32 sum */
+	float (*exp_sum)(float *p, int n, float mx);
+	/* y[i] *= a */
+	void (*scale)(float *y, float a, int n);
+};
+
+/* The conv's state update for channels [c0, c1), which every variant's conv_silu ends with
+ * (after its outputs, which read the old state). */
+void cpu_rows_conv_state(const struct cpu_conv_args *a, int c0, int c1);
+
+extern const struct cpu_rows_variant cpu_rows_portable;
+#if defined(__x86_64__) && defined(__GNUC__)
+extern const struct cpu_rows_variant cpu_rows_avx2;
+extern const struct cpu_rows_variant cpu_rows_avx512;
+#endif
+
+/* Forces a variant ("portable", "avx2", "avx512"): -EINVAL for an unknown name, -ENOTSUP where
+ * the CPU cannot run it. Not callable while a job runs. */
+int cpu_rows_select(const char *name);
+/* The variant in use (chosen on first use). */
+const struct cpu_rows_variant *cpu_rows(void);
+/* The name of variant i (0: portable, then in order of capability), NULL past the last. */
+const char *cpu_rows_variant_name(int i);
+
+/* Pool jobs over the variant in use. */
+/* T rows of d: out = w * (x / sqrt(mean(x^2) + eps)) (out may equal x, else no overlap) */
+void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps);
+/* T rows of groups * gs floats ldy apart, in place: y *= silu(z) (z rows ldz apart), then the
+ * RMSNorm of each group with weight w */
+void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, const float *w, int T,
+			    int groups, int gs, float eps);
+/* The conv (channels split across the tasks) and dt (positions split) as one job. */
+void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args *dt);
+/* ReLU^2 of n floats in place */
+void cpu_rows_relu2(float *u, size_t n);

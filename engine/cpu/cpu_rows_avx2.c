@@ -1,0 +1,179 @@
+/* The row kernels, AVX2+FMA variant (compiled with -mavx2 -mfma; cpu_rows.c calls it only where
+ * cpuid says the CPU runs it). 8 lanes, the tails under a maskload/maskstore, expf from
+ * cpu_vexp.h; sums of squares in two 8-lane accumulators. */
+#include "cpu_rows.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_vexp.h"
+
+#define INL static inline __attribute__((always_inline))
+
+/* lanes [0, n) of 8 set, for n in [0, 8] */
+INL __m256i tail_mask(int n)
+{
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+INL __m256i lanes(int left)
+{
+	return left >= 8 ? _mm256_set1_epi32(-1) : tail_mask(left);
+}
+
+INL float hsum(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+INL float hmax(__m256 v)
+{
+	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_max_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+INL __m256 silu(__m256 x)
+{
+	return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), cpu_vexp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+static float sum_squares(const float *x, int n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0;
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+		s0 = _mm256_fmadd_ps(a, a, s0);
+		s1 = _mm256_fmadd_ps(b, b, s1);
+	}
+	for (; i < n; i += 8) {
+		__m256 a = _mm256_maskload_ps(x + i, lanes(n - i));
+		s0 = _mm256_fmadd_ps(a, a, s0);
+	}
+	return hsum(_mm256_add_ps(s0, s1));
+}
+
+/* out = w * (x * scale) */
+static void scale_by(const float *x, float *out, const float *w, int n, float scale)
+{
+	__m256 s = _mm256_set1_ps(scale);
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(w + i),
+							_mm256_mul_ps(_mm256_loadu_ps(x + i), s)));
+	if (i < n) {
+		__m256i m = tail_mask(n - i);
+		_mm256_maskstore_ps(out + i, m, _mm256_mul_ps(_mm256_maskload_ps(w + i, m),
+							      _mm256_mul_ps(_mm256_maskload_ps(x + i, m), s)));
+	}
+}
+
+static void rmsnorm(const float *x, float *out, const float *w, int n, float eps)
+{
+	float scale = 1.0f / sqrtf(sum_squares(x, n) / (float)n + eps);
+	scale_by(x, out, w, n, scale);
+}
+
+static void gated_rmsnorm(float *y, const float *z, const float *w, int groups, int gs, float eps)
+{
+	for (int g = 0; g < groups; g++) {
+		float *u = y + (size_t)g * gs;
+		const float *zg = z + (size_t)g * gs;
+		__m256 s0 = _mm256_setzero_ps();
+		for (int i = 0; i < gs; i += 8) {
+			__m256i m = lanes(gs - i);
+			__m256 a = _mm256_mul_ps(_mm256_maskload_ps(u + i, m), silu(_mm256_maskload_ps(zg + i, m)));
+			_mm256_maskstore_ps(u + i, m, a);
+			s0 = _mm256_fmadd_ps(a, a, s0);
+		}
+		scale_by(u, u, w + (size_t)g * gs, gs, 1.0f / sqrtf(hsum(s0) / (float)gs + eps));
+	}
+}
+
+/* as the AVX-512 variant: row by row along the task's channels */
+static void conv_silu(const struct cpu_conv_args *a, int c0, int c1)
+{
+	const int K = a->K, cd = a->channels;
+	for (int t = 0; t < a->T; t++) {
+		const float *in[CPU_CONV_MAX_K];
+		for (int k = 0; k < K; k++) {
+			int s = t - (K - 1) + k;
+			in[k] = s < 0 ? a->state + (size_t)(K - 1 + s) * cd : a->raw + (size_t)s * a->ldr;
+		}
+		float *o = a->out + (size_t)t * a->ldo;
+		for (int c = c0; c < c1; c += 8) {
+			__m256i m = lanes(c1 - c);
+			__m256 acc = _mm256_maskload_ps(a->bias + c, m);
+			for (int k = 0; k < K; k++)
+				acc = _mm256_fmadd_ps(_mm256_maskload_ps(a->wt + (size_t)k * cd + c, m),
+						      _mm256_maskload_ps(in[k] + c, m), acc);
+			_mm256_maskstore_ps(o + c, m, silu(acc));
+		}
+	}
+	cpu_rows_conv_state(a, c0, c1);
+}
+
+/* max(u, 0) takes the second operand for NaN and -0, as `u > 0 ? u : 0` does */
+static void relu2(float *u, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 r = _mm256_max_ps(_mm256_loadu_ps(u + i), _mm256_setzero_ps());
+		_mm256_storeu_ps(u + i, _mm256_mul_ps(r, r));
+	}
+	for (; i < n; i++) {
+		float r = u[i] > 0 ? u[i] : 0;
+		u[i] = r * r;
+	}
+}
+
+static float vmax(const float *p, int n)
+{
+	__m256 m0 = _mm256_set1_ps(p[0]);
+	int i = 0;
+	for (; i + 8 <= n; i += 8)
+		m0 = _mm256_max_ps(m0, _mm256_loadu_ps(p + i));
+	float m = hmax(m0);
+	for (; i < n; i++)
+		m = fmaxf(m, p[i]);
+	return m;
+}
+
+static float exp_sum(float *p, int n, float mx)
+{
+	__m256 vm = _mm256_set1_ps(mx), s0 = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8) {
+		__m256i m = lanes(n - i);
+		/* masked-off lanes load 0 and come back as exp(-mx): and them out of the sum */
+		__m256 e = _mm256_and_ps(cpu_vexp256(_mm256_sub_ps(_mm256_maskload_ps(p + i, m), vm)),
+					 _mm256_castsi256_ps(m));
+		_mm256_maskstore_ps(p + i, m, e);
+		s0 = _mm256_add_ps(s0, e);
+	}
+	return hsum(s0);
+}
+
+static void scale(float *y, float a, int n)
+{
+	__m256 va = _mm256_set1_ps(a);
+	for (int i = 0; i < n; i += 8) {
+		__m256i m = lanes(n - i);
+		_mm256_maskstore_ps(y + i, m, _mm256_mul_ps(_mm256_maskload_ps(y + i, m), va));
+	}
+}
+
+const struct cpu_rows_variant cpu_rows_avx2 = {
+	.name = "avx2",
+	.rmsnorm = rmsnorm,
+	.gated_rmsnorm = gated_rmsnorm,
+	.conv_silu = conv_silu,
+	.relu2 = relu2,
+	.max = vmax,
+	.exp_sum = exp_sum,
+	.scale = scale,
+};

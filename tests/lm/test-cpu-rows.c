@@ -1,0 +1,221 @@
+/* bf16 precision's row kernels (engine/cpu/cpu_rows*.c) and blocked prefill attention
+ * (engine/lm/lm_attention.c) against the fp32 functions the forward runs in fp32 precision
+ * (lm_forward.c: cpu_rmsnorm_rows, lm_gated_rmsnorm, lm_conv_silu, lm_dt_softplus, cpu_relu2,
+ * lm_attention_heads), for every variant this CPU runs (the test prints which it skipped), on
+ * the default model's shapes and on odd sizes with vector tails, on 1, 2 and 3 threads.
+ *
+ * Tolerances: the variants differ from the reference in the order of fp32 sums (relative error
+ * ~n * 2^-24 on a sum of n squares, ~1e-6 for the norms' scale) and in expf (cpu_vexp.h: ~1 ulp
+ * in the SiLU and the softmax). Norms and conv: |got - want| <= 1e-5 |want| + 1e-6 (a wrong
+ * element, row or channel is off by O(1)). Attention (a weighted mean of values in [-1, 1]):
+ * 2e-5 absolute. ReLU^2, dt and the conv's state: bit for bit (the same arithmetic). */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cpu.h"
+#include "cpu_rows.h"
+#include "lm.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static uint64_t rng = 4242;
+
+static float frand(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float *rand_buf(size_t n, float scale)
+{
+	float *p = malloc(n * sizeof(float) + 64);
+	REQUIRE(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = frand() * scale;
+	return p;
+}
+
+static float *copy_buf(const float *src, size_t n)
+{
+	float *p = malloc(n * sizeof(float) + 64);
+	REQUIRE(p);
+	memcpy(p, src, n * sizeof(float));
+	return p;
+}
+
+/* the largest |got - want| beyond the tolerance's relative part, 0 when within */
+static double excess(const float *got, const float *want, size_t n, double rel, double abs_tol)
+{
+	double worst = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - want[i]), lim = rel * fabs(want[i]) + abs_tol;
+		if (!(d <= lim))
+			worst = fmax(worst, isnan(d) ? INFINITY : d - lim);
+	}
+	return worst;
+}
+
+static void test_rmsnorm(int T, int d)
+{
+	float *x = rand_buf((size_t)T * d, 3.0f), *w = rand_buf((size_t)d, 1.5f);
+	float *want = malloc((size_t)T * d * sizeof(float)), *got = malloc((size_t)T * d * sizeof(float));
+	REQUIRE(want && got);
+	cpu_rmsnorm_rows(x, want, w, T, d, 1e-5f);
+	cpu_rows_rmsnorm(x, got, w, T, d, 1e-5f);
+	double e = excess(got, want, (size_t)T * d, 1e-5, 1e-6);
+	if (e > 0)
+		fprintf(stderr, "rmsnorm T=%d d=%d: excess %g\n", T, d, e);
+	CHECK(e == 0);
+	/* in place, as the variants allow */
+	cpu_rows_rmsnorm(x, x, w, T, d, 1e-5f);
+	CHECK(excess(x, want, (size_t)T * d, 1e-5, 1e-6) == 0);
+	free(x), free(w), free(want), free(got);
+}
+
+static void test_gated(int T, int groups, int gs, size_t ldz)
+{
+	int n = groups * gs;
+	struct lm_dims dm = {.d_in = n, .G = groups};
+	float *y = rand_buf((size_t)T * n, 2.0f), *z = rand_buf((size_t)T * ldz, 6.0f);
+	float *w = rand_buf((size_t)n, 1.5f);
+	/* saturated gates: exp's clamp (cpu_vexp.h) and silu's far tails */
+	z[0] = -100.0f, z[ldz > 1 ? 1 : 0] = 95.0f;
+	float *want = copy_buf(y, (size_t)T * n), *got = copy_buf(y, (size_t)T * n);
+	lm_gated_rmsnorm(&dm, T, want, z, ldz, w, 1e-5f);
+	cpu_rows_gated_rmsnorm(got, (size_t)n, z, ldz, w, T, groups, gs, 1e-5f);
+	double e = excess(got, want, (size_t)T * n, 1e-5, 1e-6);
+	if (e > 0)
+		fprintf(stderr, "gated rmsnorm T=%d G=%d gs=%d: excess %g\n", T, groups, gs, e);
+	CHECK(e == 0);
+	free(y), free(z), free(w), free(want), free(got);
+}
+
+/* Two appends in a row (T1 then T2 positions), so the second one reads the state the first
+ * left, as prefill then decode do. */
+static void test_conv(int K, int cd, int H, int T1, int T2)
+{
+	struct lm_dims dm = {.K = K, .conv_dim = cd, .H = H};
+	int T = T1 + T2;
+	size_t ldr = (size_t)cd + (size_t)H + 3;
+	float *raw = rand_buf((size_t)T * ldr, 4.0f), *wt = rand_buf((size_t)K * cd, 1.0f);
+	float *bias = rand_buf((size_t)cd, 0.5f), *dtb = rand_buf((size_t)H, 2.0f);
+	for (int i = 0; i < T * (int)ldr; i += 7)
+		raw[i] *= 8.0f; /* some dt beyond softplus's linear cut and the clamps */
+	size_t st_n = (size_t)MAX(K - 1, 0) * cd;
+	float *st_want = rand_buf(st_n + 1, 2.0f), *st_got = copy_buf(st_want, st_n + 1);
+	float *cbuf = malloc(((size_t)K - 1 + T) * cd * sizeof(float));
+	float *want = malloc((size_t)T * cd * sizeof(float)), *got = malloc((size_t)T * cd * sizeof(float));
+	float *dt_want = malloc((size_t)T * H * sizeof(float)), *dt_got = malloc((size_t)T * H * sizeof(float));
+	REQUIRE(cbuf && want && got && dt_want && dt_got);
+	const float lo = 0.001f, hi = 10.0f;
+	for (int part = 0; part < 2; part++) {
+		int t0 = part ? T1 : 0, n = part ? T2 : T1;
+		const float *r = raw + (size_t)t0 * ldr;
+		lm_conv_silu(&dm, n, r, ldr, wt, bias, st_want, cbuf, want + (size_t)t0 * cd);
+		lm_dt_softplus(&dm, n, r + cd, ldr, dtb, lo, hi, dt_want + (size_t)t0 * H);
+		struct cpu_conv_args ca = {.T = n, .K = K, .channels = cd, .raw = r, .ldr = ldr, .wt = wt,
+					   .bias = bias, .state = st_got, .out = got + (size_t)t0 * cd,
+					   .ldo = (size_t)cd};
+		struct cpu_dt_args da = {.T = n, .H = H, .raw = r + cd, .ldr = ldr, .bias = dtb, .lo = lo,
+					 .hi = hi, .dt = dt_got + (size_t)t0 * H};
+		cpu_rows_conv_dt(&ca, &da);
+	}
+	double e = excess(got, want, (size_t)T * cd, 1e-5, 1e-6);
+	if (e > 0)
+		fprintf(stderr, "conv K=%d cd=%d T=%d+%d: excess %g\n", K, cd, T1, T2, e);
+	CHECK(e == 0);
+	CHECK(memcmp(st_got, st_want, st_n * sizeof(float)) == 0);
+	CHECK(memcmp(dt_got, dt_want, (size_t)T * H * sizeof(float)) == 0);
+	free(raw), free(wt), free(bias), free(dtb), free(st_want), free(st_got), free(cbuf);
+	free(want), free(got), free(dt_want), free(dt_got);
+}
+
+static void test_relu2(size_t n)
+{
+	float *u = rand_buf(n, 5.0f);
+	if (n > 3) {
+		u[0] = NAN;
+		u[1] = -0.0f;
+		u[2] = INFINITY;
+		u[3] = -INFINITY;
+	}
+	float *want = copy_buf(u, n);
+	cpu_relu2(want, n);
+	cpu_rows_relu2(u, n);
+	CHECK(memcmp(u, want, n * sizeof(float)) == 0);
+	free(u), free(want);
+}
+
+static void test_attention(int hq, int hkv, int dh, int n0, int T)
+{
+	struct lm_dims dm = {.hq = hq, .hkv = hkv, .dh = dh, .q_dim = hq * dh, .kv_dim = hkv * dh};
+	size_t npos = (size_t)n0 + (size_t)T;
+	float *q = rand_buf((size_t)T * dm.q_dim, 3.0f);
+	float *k = rand_buf(npos * dm.kv_dim, 3.0f), *v = rand_buf(npos * dm.kv_dim, 1.0f);
+	float *want = malloc((size_t)T * dm.q_dim * sizeof(float));
+	float *got = malloc((size_t)T * dm.q_dim * sizeof(float));
+	REQUIRE(want && got);
+	REQUIRE(cpu_reserve_scratch(MAX(npos * sizeof(float), lm_attention_blocked_scratch_bytes(&dm))) == 0);
+	lm_attention_heads(&dm, T, n0, q, k, v, want);
+	lm_attention_blocked(&dm, T, n0, q, k, v, got);
+	double e = excess(got, want, (size_t)T * dm.q_dim, 0, 2e-5);
+	if (e > 0)
+		fprintf(stderr, "attention hq=%d hkv=%d dh=%d n0=%d T=%d: excess %g\n", hq, hkv, dh, n0, T, e);
+	CHECK(e == 0);
+	free(q), free(k), free(v), free(want), free(got);
+}
+
+static void run_all(void)
+{
+	/* the default model (tools/bench): d 1024, d_in 2048 in G 8, conv 4096 x K 4, H 32,
+	 * MLP 5120, attention 8 / 2 x 128; prompts up to 512 positions */
+	test_rmsnorm(67, 1024);
+	test_gated(37, 8, 256, 2048 * 2 + 2048 + 32);
+	test_conv(4, 4096, 32, 61, 1);
+	test_relu2((size_t)19 * 5120);
+	test_attention(8, 2, 128, 0, 100);
+	test_attention(8, 2, 128, 290, 21);
+	test_attention(8, 2, 128, 5, 1);
+	/* odd sizes and tails */
+	for (int d = 1; d <= 35; d += 2)
+		test_rmsnorm(3, d);
+	test_rmsnorm(1, 100);
+	test_gated(5, 3, 23, 80);
+	test_gated(2, 1, 7, 9);
+	test_gated(4, 2, 48, 96);
+	test_conv(1, 19, 1, 3, 2);
+	test_conv(2, 33, 5, 1, 1);
+	test_conv(5, 70, 3, 2, 9);
+	test_conv(4, 100, 7, 1, 2);
+	for (size_t n = 1; n <= 40; n++)
+		test_relu2(n);
+	test_attention(1, 1, 5, 0, 2);
+	test_attention(6, 3, 17, 3, 33);
+	test_attention(4, 4, 40, 251, 7);
+	test_attention(2, 1, 64, 0, 300);
+}
+
+int main(void)
+{
+	for (int threads = 1; threads <= 3; threads++) {
+		REQUIRE(cpu_set_threads(threads) == 0);
+		for (int i = 0; cpu_rows_variant_name(i); i++) {
+			const char *name = cpu_rows_variant_name(i);
+			int r = cpu_rows_select(name);
+			CHECK(r == 0 || r == -ENOTSUP);
+			if (threads == 1)
+				printf("row kernels %s: %s\n", name, r == 0 ? "tested" : "skipped (this CPU lacks it)");
+			if (r == 0)
+				run_all();
+		}
+	}
+	CHECK_INT_EQ(cpu_rows_select("generic"), 0);
+	CHECK_STR_EQ(cpu_rows()->name, "portable");
+	CHECK_INT_EQ(cpu_rows_select("avx1024"), -EINVAL);
+	return test_exit();
+}
