@@ -67,6 +67,7 @@ struct cache_entry {
 	int T, in, n;
 	size_t ldy;
 	bool accumulate;
+	enum cpu_dnnl_act act;
 	dnnl_memory_desc_t wmd, src_md, dst_md, scratch_md;
 	size_t scratch_bytes;
 	dnnl_primitive_t prim;
@@ -210,7 +211,7 @@ static int status_errno(dnnl_status_t s)
 
 /* The matmul of T rows against n columns of layout wmd (format `any` to let oneDNN choose). */
 static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t ldy,
-		     bool accumulate, dnnl_primitive_desc_t *ret)
+		     bool accumulate, enum cpu_dnnl_act act, dnnl_primitive_desc_t *ret)
 {
 	dnnl_memory_desc_t src, dst;
 	dnnl_dims_t sdims = {T, in}, ddims = {T, n}, dstrides = {(dnnl_dim_t)ldy, 1};
@@ -228,10 +229,15 @@ static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t
 	s = dnnl_primitive_attr_create(&attr);
 	if (s == dnnl_success)
 		s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-	if (s == dnnl_success && accumulate) {
+	if (s == dnnl_success && (accumulate || act != CPU_DNNL_ACT_NONE)) {
 		s = dnnl_post_ops_create(&po);
-		if (s == dnnl_success)
+		if (s == dnnl_success && accumulate)
 			s = dnnl_post_ops_append_sum(po, 1.0f);
+		/* max(y, 0)^2 in the epilogue, in fp32 as cpu_relu2() computes it */
+		if (s == dnnl_success && act == CPU_DNNL_ACT_RELU2)
+			s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+		if (s == dnnl_success && act == CPU_DNNL_ACT_RELU2)
+			s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_square, 0.0f, 0.0f);
 		if (s == dnnl_success)
 			s = dnnl_primitive_attr_set_post_ops(attr, po);
 	}
@@ -253,13 +259,14 @@ static void entry_clear(struct cache_entry *e)
 
 /* The cached primitive for slice sl of w, created on a miss. Called with the lock held. */
 static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, int T, size_t ldy,
-		     bool accumulate, struct cache_entry **ret)
+		     bool accumulate, enum cpu_dnnl_act act, struct cache_entry **ret)
 {
 	struct cache_entry *victim = NULL;
 	for (int i = 0; i < g.n_cache; i++) {
 		struct cache_entry *e = &g.cache[i];
 		if (e->T == T && e->in == w->in && e->n == sl->n && e->ldy == ldy &&
-		    e->accumulate == accumulate && dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
+		    e->accumulate == accumulate && e->act == act &&
+		    dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
 			e->used = ++g.clock;
 			*ret = e;
 			return 0;
@@ -273,7 +280,7 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 		entry_clear(victim);
 
 	dnnl_primitive_desc_t pd;
-	int r = matmul_pd(T, w->in, sl->n, &sl->md, ldy, accumulate, &pd);
+	int r = matmul_pd(T, w->in, sl->n, &sl->md, ldy, accumulate, act, &pd);
 	if (r < 0)
 		goto drop;
 	/* oneDNN's reference matmul (what it falls back to for a weight layout its fast kernels
@@ -300,6 +307,7 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 	victim->n = sl->n;
 	victim->ldy = ldy;
 	victim->accumulate = accumulate;
+	victim->act = act;
 	victim->wmd = sl->md;
 	victim->used = ++g.clock;
 	*ret = victim;
@@ -393,7 +401,7 @@ static int slice_prepare(struct cpu_dnnl_weight *w, struct slice *sl, const uint
 	const uint16_t *rows = plain + (size_t)sl->n0 * w->in;
 	dnnl_primitive_desc_t pd;
 	int r = matmul_pd(REF_T, w->in, sl->n, w->layout == CPU_DNNL_REORDERED ? &any_md : &plain_md,
-			  (size_t)sl->n, false, &pd);
+			  (size_t)sl->n, false, CPU_DNNL_ACT_NONE, &pd);
 	if (r < 0)
 		return r;
 	const char *impl = NULL;
@@ -556,7 +564,7 @@ static void product_task(void *ctx, int i, int thread)
 }
 
 static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_t *xb, size_t ldx,
-		  int T, float *y, size_t ldy, bool accumulate)
+		  int T, float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	if (T <= 0)
 		return 0;
@@ -584,7 +592,7 @@ static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_
 	size_t scratch = 0;
 	for (int i = 0; i < n_tasks; i++) {
 		int Ti = MIN(rows, T - i * rows);
-		if ((r = cache_get(w, &w->s[0], Ti, ldy, accumulate, &entries[i])) < 0)
+		if ((r = cache_get(w, &w->s[0], Ti, ldy, accumulate, act, &entries[i])) < 0)
 			goto unlock;
 		scratch = MAX(scratch, entries[i]->scratch_bytes);
 	}
@@ -616,11 +624,17 @@ unlock:
 int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
 		    size_t ldy, bool accumulate)
 {
-	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate);
+	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
 int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
 			 size_t ldy, bool accumulate)
 {
-	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate);
+	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
+}
+
+int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T,
+			float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+{
+	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, act);
 }

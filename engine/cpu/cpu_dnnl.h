@@ -61,6 +61,15 @@ int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx,
 int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
 			 size_t ldy, bool accumulate);
 
+/* What a product's epilogue applies to each result (after the accumulation, if any). */
+enum cpu_dnnl_act {
+	CPU_DNNL_ACT_NONE,
+	CPU_DNNL_ACT_RELU2, /* max(y, 0)^2, the MLP's ReLU^2 (cpu_relu2, cpu.h) */
+};
+/* cpu_dnnl_matmul() with the epilogue `act`, so the results are written once. */
+int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T,
+			float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act);
+
 /* The oneDNN implementation the weights' matmul runs (e.g. "brg:avx512_core_amx_bf16"), known
  * once a weight was created; "none" before. */
 const char *cpu_dnnl_impl_name(void);

@@ -619,11 +619,13 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * with bf16 activations: all paths then multiply the same bf16 values, exactly, and differ only
  * in the order of the fp32 sums. cpu_matmul only fails on
  * scratch, which lm_forward_prepare() reserved; a oneDNN product that fails (memory for a new
- * primitive) runs on cpu_matmul instead. */
-static void matmul(const struct lm_prepared *p, const struct tensor *w,
-		   const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
-		   bool accumulate)
+ * primitive) runs on cpu_matmul instead. oneDNN's products apply `act` in their epilogue;
+ * returns whether act was applied (else the caller applies it). */
+static bool product(const struct lm_prepared *p, const struct tensor *w,
+		    const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
+		    bool accumulate, enum cpu_dnnl_act act)
 {
+	bool applied = false;
 	uint64_t t0 = prof_start(p);
 	if (t0)
 		atomic_fetch_add_explicit(&p->prof->flop[LM_OP_GEMM],
@@ -631,8 +633,11 @@ static void matmul(const struct lm_prepared *p, const struct tensor *w,
 					  memory_order_relaxed);
 	if (p->bf16) {
 		/* oneDNN rounds its own copy of x; the rounding in place is for the other paths */
-		if (dw && T >= CPU_DNNL_MIN_T && cpu_dnnl_matmul(dw, x, ldx, T, y, ldy, accumulate) == 0)
+		if (dw && T >= CPU_DNNL_MIN_T &&
+		    cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act) == 0) {
+			applied = true;
 			goto done;
+		}
 		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
 		if (T <= CPU_GEMV_T) {
 			int r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, true);
@@ -644,6 +649,14 @@ static void matmul(const struct lm_prepared *p, const struct tensor *w,
 	(void)r;
 done:
 	prof_end(p, LM_OP_GEMM, t0);
+	return applied;
+}
+
+static void matmul(const struct lm_prepared *p, const struct tensor *w,
+		   const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
+		   bool accumulate)
+{
+	product(p, w, dw, x, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
 void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
@@ -821,13 +834,16 @@ static void mlp_layer(const struct lm_prepared *p, const struct lm_dims *dm, con
 		      const struct lm_prepared_layer *P, struct work *wk, int T)
 {
 	float *u = wk->mix;
-	matmul(p, &L->mlp.up, P->gemm[0], wk->xn, dm->d, T, u, dm->inter, false);
-	uint64_t t0 = prof_start(p);
-	if (p->bf16)
-		cpu_rows_relu2(u, (size_t)T * dm->inter);
-	else
-		cpu_relu2(u, (size_t)T * dm->inter);
-	prof_end(p, LM_OP_OTHER, t0);
+	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
+	if (!product(p, &L->mlp.up, P->gemm[0], wk->xn, dm->d, T, u, dm->inter, false,
+		     p->bf16 ? CPU_DNNL_ACT_RELU2 : CPU_DNNL_ACT_NONE)) {
+		uint64_t t0 = prof_start(p);
+		if (p->bf16)
+			cpu_rows_relu2(u, (size_t)T * dm->inter);
+		else
+			cpu_relu2(u, (size_t)T * dm->inter);
+		prof_end(p, LM_OP_OTHER, t0);
+	}
 	matmul(p, &L->mlp.down, P->gemm[1], u, dm->inter, T, wk->h, dm->d, true);
 }
 

@@ -9,6 +9,8 @@
  *   is on the same rounded inputs. Both multiply the same bf16 values exactly, so the bound is
  *   (K + 2) 2^-24 sum |x w| for any order of the sums: a wrong layout or a lost tail is far
  *   outside it.
+ * - the ReLU^2 epilogue (cpu_dnnl_matmul_act) on the same products: bit for bit cpu_relu2() of
+ *   the plain product (both compute max(y, 0)^2 in fp32 on the same y).
  */
 #include <errno.h>
 #include <math.h>
@@ -149,6 +151,19 @@ static void check_shape(const struct shape *sh)
 	memcpy(yd2, y0, (size_t)T * ldy * sizeof(float));
 	CHECK_INT_EQ(cpu_dnnl_matmul(dw, x, ldx, T, yd2, ldy, sh->accumulate), 0);
 	CHECK(memcmp(yd, yd2, (size_t)T * ldy * sizeof(float)) == 0);
+	/* the ReLU^2 epilogue: bit for bit cpu_relu2() of the same product, the gaps untouched */
+	memcpy(yd2, y0, (size_t)T * ldy * sizeof(float));
+	CHECK_INT_EQ(cpu_dnnl_matmul_act(dw, x, ldx, T, yd2, ldy, sh->accumulate, CPU_DNNL_ACT_RELU2), 0);
+	for (int t = 0; t < T; t++) {
+		float *want = malloc((size_t)out * sizeof(float));
+		REQUIRE(want);
+		memcpy(want, yd + (size_t)t * ldy, (size_t)out * sizeof(float));
+		cpu_relu2(want, (size_t)out);
+		CHECK(memcmp(yd2 + (size_t)t * ldy, want, (size_t)out * sizeof(float)) == 0);
+		CHECK(memcmp(yd2 + (size_t)t * ldy + out, y0 + (size_t)t * ldy + out,
+			     (ldy - (size_t)out) * sizeof(float)) == 0);
+		free(want);
+	}
 	free(yd2);
 	/* the portable path: the same bf16 weights (an f32 tensor's rounded copy) */
 	uint16_t *wb = malloc((size_t)in * out * sizeof(uint16_t));
