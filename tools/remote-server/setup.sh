@@ -6,8 +6,8 @@
 #   tools/remote-server/setup.sh
 #
 # Idempotent: does nothing when the venv already imports the pinned versions. llama-cpp-python
-# has no binary wheel on PyPI, so pip builds llama.cpp from its source the first time (minutes on
-# 2 cores, docs/remote-server.md has the figures); pip's wheel cache (~/.cache/pip) keeps the
+# has no binary wheel on PyPI, so pip builds llama.cpp from its source the first time (about 8
+# minutes of CPU time, 14 minutes on a loaded 2-core machine); pip's wheel cache (~/.cache/pip) keeps the
 # built wheel, so a new venv later installs in seconds. GGML_NATIVE=OFF builds llama.cpp's
 # portable x86-64 set (AVX2, FMA, F16C) instead of the building CPU's: a cached wheel then runs on
 # any CI machine of that class. $HOLOD_REMOTE_VENV names another venv (the tests read it too).
