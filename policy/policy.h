@@ -168,6 +168,13 @@ extern const struct policy_format policy_format_holo3;
 /* The format named `name`, or NULL. */
 const struct policy_format *policy_format_find(const char *name);
 
+/* The holo3 step as JSON Schema (draft 2020-12 subset: type, properties, required, enum,
+ * const, anyOf, minimum/maximum, maxLength, minItems/maxItems), compact, malloc'd; for servers
+ * that constrain their output with a schema. It accepts what the grammar does, except that
+ * string limits are in characters there and in bytes as written here: the parser decides.
+ * NULL + errno. */
+char *policy_step_json_schema(void);
+
 /* Convenience wrappers of the holo3 format's parser and serializer. */
 int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
 		      size_t errlen);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "corpus.h"
 #include "policy-internal.h"
 #include "test.h"
@@ -439,8 +441,62 @@ static void test_point_grammar(void)
 	policy_grammar_destroy(pg);
 }
 
+/* The JSON Schema a remote server constrains its output with (policy_step_json_schema): one
+ * alternative per tool, each naming the tool and exactly the layout's arguments, required as
+ * the grammar requires them, ranges and enums as the grammar's, the same key names. */
+static void test_json_schema(void)
+{
+	char *text = policy_step_json_schema();
+	REQUIRE(text);
+	json_t *s = json_loads(text, 0, NULL);
+	REQUIRE(s);
+	json_t *req = json_object_get(s, "required");
+	CHECK_INT_EQ(json_array_size(req), 3);
+	CHECK(json_is_false(json_object_get(s, "additionalProperties")));
+	json_t *tools = json_object_get(json_object_get(json_object_get(s, "properties"),
+							"tool_call"), "anyOf");
+	CHECK_INT_EQ(json_array_size(tools), IPC_TOOL_MODEL_COUNT);
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
+		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		json_t *alt = json_array_get(tools, (size_t)t);
+		json_t *props = json_object_get(alt, "properties");
+		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(props, "tool_name"),
+							       "const")),
+			     ipc_tool_to_string((enum ipc_tool)t));
+		CHECK_INT_EQ(json_object_size(props), l->n_args + 1);
+		size_t n_required = 1;
+		for (size_t i = 0; i < l->n_args; i++) {
+			json_t *a = json_object_get(props, l->args[i].name);
+			CHECK(a != NULL);
+			if (l->args[i].type == POLICY_ARG_INT) {
+				CHECK_INT_EQ(json_integer_value(json_object_get(a, "minimum")),
+					     l->args[i].lo);
+				CHECK_INT_EQ(json_integer_value(json_object_get(a, "maximum")),
+					     l->args[i].hi);
+			}
+			n_required += l->args[i].required;
+		}
+		CHECK_INT_EQ(json_array_size(json_object_get(alt, "required")), n_required);
+	}
+	/* hotkey.keys: the grammar's key names, f1..f24 and single printable characters. */
+	json_t *keys = json_object_get(json_object_get(json_object_get(
+		json_object_get(json_array_get(tools, IPC_TOOL_HOTKEY), "properties"), "keys"),
+		"items"), "enum");
+	size_t n_names = 0;
+	while (policy_key_name(n_names))
+		n_names++;
+	CHECK_INT_EQ(json_array_size(keys), n_names + 24 + 95);
+	size_t i;
+	json_t *k;
+	json_array_foreach(keys, i, k)
+		CHECK(policy_key_name_ok(json_string_value(k)));
+	json_decref(s);
+	free(text);
+}
+
 int main(void)
 {
+	test_json_schema();
 	test_point_grammar();
 	g = policy_grammar_create_holo3();
 	REQUIRE(g);

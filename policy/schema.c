@@ -1,0 +1,90 @@
+/* The step schema as JSON Schema, for servers that constrain their output with one (the remote
+ * provider's response_format). Built from the same layout table as the grammar, so the two
+ * cannot drift apart; the grammar stays stricter where JSON Schema cannot say it (string
+ * limits count bytes as written, not characters), and the parser is the judge of both. */
+#include <errno.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "common.h"
+#include "policy-internal.h"
+
+static json_t *key_enum(void)
+{
+	json_t *names = json_array();
+	char buf[8];
+
+	for (size_t i = 0; policy_key_name(i); i++)
+		json_array_append_new(names, json_string(policy_key_name(i)));
+	for (int f = 1; f <= 24; f++) {
+		snprintf(buf, sizeof(buf), "f%d", f);
+		json_array_append_new(names, json_string(buf));
+	}
+	for (int c = 0x20; c < 0x7f; c++) {
+		buf[0] = (char)c;
+		buf[1] = '\0';
+		json_array_append_new(names, json_string(buf));
+	}
+	return json_pack("{s:s, s:o}", "type", "string", "enum", names);
+}
+
+static json_t *arg_schema(const struct policy_arg *a)
+{
+	switch (a->type) {
+	case POLICY_ARG_STRING:
+		return json_pack("{s:s, s:I}", "type", "string", "maxLength", (json_int_t)a->max);
+	case POLICY_ARG_INT:
+		return json_pack("{s:s, s:i, s:i}", "type", "integer", "minimum", a->lo, "maximum",
+				 a->hi);
+	case POLICY_ARG_BOOL:
+		return json_pack("{s:s}", "type", "boolean");
+	case POLICY_ARG_BUTTON:
+		return json_pack("{s:s, s:[s,s,s]}", "type", "string", "enum", "left", "right",
+				 "middle");
+	case POLICY_ARG_DIRECTION:
+		return json_pack("{s:s, s:[s,s,s,s]}", "type", "string", "enum", "up", "down",
+				 "left", "right");
+	case POLICY_ARG_KEYS:
+		return json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", key_enum(),
+				 "minItems", 1, "maxItems", IPC_MAX_HOTKEY_KEYS);
+	case POLICY_ARG_KEY:
+		return key_enum();
+	}
+	return NULL;
+}
+
+char *policy_step_json_schema(void)
+{
+	json_t *tools = json_array();
+	char *text = NULL;
+
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
+		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		if (!l)
+			continue;
+		json_t *props = json_pack("{s:{s:s, s:s}}", "tool_name", "type", "string", "const",
+					  ipc_tool_to_string((enum ipc_tool)t));
+		json_t *req = json_pack("[s]", "tool_name");
+		for (size_t i = 0; i < l->n_args; i++) {
+			json_object_set_new(props, l->args[i].name, arg_schema(&l->args[i]));
+			if (l->args[i].required)
+				json_array_append_new(req, json_string(l->args[i].name));
+		}
+		json_array_append_new(tools, json_pack("{s:s, s:o, s:o, s:b}", "type", "object",
+						       "properties", props, "required", req,
+						       "additionalProperties", 0));
+	}
+	json_t *schema = json_pack(
+	        "{s:s, s:{s:{s:[s,s], s:i}, s:{s:s, s:i}, s:{s:o}}, s:[s,s,s], s:b}", "type",
+	        "object", "properties", "note", "type", "string", "null", "maxLength",
+	        POLICY_MAX_NOTE_BYTES, "thought", "type", "string", "maxLength",
+	        POLICY_MAX_THOUGHT_BYTES, "tool_call", "anyOf", tools, "required", "note", "thought",
+	        "tool_call", "additionalProperties", 0);
+	if (schema)
+		text = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(schema);
+	if (!text)
+		errno = ENOMEM;
+	return text;
+}
