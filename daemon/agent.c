@@ -107,6 +107,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		.date = date,
 	};
 
+	if (!p) {
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: none loaded");
+		return;
+	}
 	enum provider_state ps = p->ops->wait_ready(p);
 	/* What produced the task (docs/journal.md): the model is null when none is loaded. */
 	json_t *prov = json_pack(

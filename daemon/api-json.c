@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <string.h>
 
 static json_t *str_or_null(const char *s)
 {
@@ -98,7 +99,7 @@ static json_t *agent_part(const struct journal_step_row *row)
 {
 	if (!row->is_agent)
 		return json_null();
-	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o}}",
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o}}",
 			 "thought", str_or_null(row->thought), "note", str_or_null(row->note),
 			 "raw_output", str_or_null(row->raw_output), "attempts",
 			 int_or_null(row->attempts), "tiles", int_or_null(row->tiles), "prompt",
@@ -107,6 +108,19 @@ static json_t *agent_part(const struct journal_step_row *row)
 			 int_or_null(row->tokens_appended), "appended_sha256",
 			 str_or_null(row->prompt_sha256), "decoded", int_or_null(row->tokens_decoded),
 			 "session", int_or_null(row->session_tokens));
+	/* Which provider answered; a remote server's model name, usage and time. */
+	if (o) {
+		json_object_set_new(o, "provider", str_or_null(row->provider));
+		if (row->provider && strcmp(row->provider, "remote") == 0)
+			json_object_set_new(
+			        o, "remote",
+			        json_pack("{s:o, s:o, s:o, s:o}", "model",
+			                  str_or_null(row->remote_model), "prompt_tokens",
+			                  int_or_null(row->prompt_tokens), "completion_tokens",
+			                  int_or_null(row->completion_tokens), "server_us",
+			                  int_or_null(row->server_us)));
+	}
+	return o;
 }
 
 json_t *api_json_step(const struct journal_step_row *row)

@@ -27,6 +27,7 @@
  *     event streams send an empty line every HTTP_STREAM_KEEPALIVE_MS so that a quiet task
  *     does not look like that. */
 #include "http.h"
+#include "provider.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -367,6 +368,7 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 	 * holod drove several; displays lists them all. */
 	json_t *first = json_array_get(json_object_get(snap, "displays"), 0);
 	json_t *model = model_worker_status(s->ctx.worker);
+	json_t *prov = s->ctx.provider ? s->ctx.provider->ops->status(s->ctx.provider) : NULL;
 	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:O, s:s, s:s}",
 			      "version", HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
 			      (json_int_t)getpid(), "display",
@@ -378,6 +380,10 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 			      json_object_get(first, "connected"), "displays",
 			      json_object_get(snap, "displays"), "socket", s->ctx.socket_path,
 			      "state_dir", s->ctx.state_dir);
+	if (o)
+		json_object_set_new(o, "provider", prov ? prov : json_pack("{s:s}", "name", "local"));
+	else
+		json_decref(prov);
 	json_decref(snap);
 	return send_json(c, MHD_HTTP_OK, o, false);
 }
@@ -463,6 +469,12 @@ static bool grounding_possible(struct http_server *s, struct MHD_Connection *c,
 	return true;
 }
 
+/* Instruction tasks go to a remote server, which is never "not loaded". */
+static bool remote_provider(const struct http_server *s)
+{
+	return s->ctx.provider && strcmp(s->ctx.provider->ops->name, "remote") == 0;
+}
+
 static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connection *c,
 				      struct request *req, const struct route_args *a)
 {
@@ -479,7 +491,7 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 		return parse_error(c, r, msg);
 	if (!grounding_possible(s, c, tr, "script", &ret))
 		return ret;
-	if (tr->kind == IPC_TASK_KIND_INSTRUCTION) {
+	if (tr->kind == IPC_TASK_KIND_INSTRUCTION && !remote_provider(s)) {
 		/* A model still loading accepts the task: it waits in the queue for the load. */
 		enum model_worker_state es = model_worker_state(s->ctx.worker);
 		if (es == MODEL_WORKER_NONE || es == MODEL_WORKER_FAILED) {

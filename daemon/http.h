@@ -15,7 +15,8 @@ struct http_server;
 struct http_context {
 	struct scheduler *scheduler;
 	struct journal *journal;
-	struct model_worker *worker; /* the model, for /v1/status and instruction tasks */
+	struct model_worker *worker; /* the local model: /v1/status, grounding */
+	struct provider *provider;   /* instruction tasks' steps; NULL: the local model's */
 	const char *state_dir;   /* screenshot paths in the journal are relative to it */
 	const char *display;     /* for GET /v1/screenshot and /v1/status; NULL: $DISPLAY */
 	const char *socket_path; /* for /v1/status */

@@ -100,6 +100,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE tasks ADD COLUMN prompt TEXT;"
 	"ALTER TABLE steps ADD COLUMN user_turn TEXT;"
 	"ALTER TABLE steps ADD COLUMN prompt_sha256 TEXT;",
+	/* 4 -> 5: which provider answered a step, and a remote server's usage (issue 17). */
+	"ALTER TABLE steps ADD COLUMN provider TEXT;"
+	"ALTER TABLE steps ADD COLUMN remote_model TEXT;"
+	"ALTER TABLE steps ADD COLUMN prompt_tokens INTEGER;"
+	"ALTER TABLE steps ADD COLUMN completion_tokens INTEGER;"
+	"ALTER TABLE steps ADD COLUMN server_us INTEGER;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -649,6 +655,14 @@ static void bind_opt_int(sqlite3_stmt *st, int idx, bool present, int v)
 		sqlite3_bind_null(st, idx);
 }
 
+static void bind_opt_int64(sqlite3_stmt *st, int idx, bool present, long long v)
+{
+	if (present)
+		sqlite3_bind_int64(st, idx, (sqlite3_int64)v);
+	else
+		sqlite3_bind_null(st, idx);
+}
+
 int journal_step_begin(struct journal *j, const struct journal_step *s)
 {
 	sqlite3_stmt *st;
@@ -689,7 +703,9 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 			    " attempts = ?6, tiles = ?7, prompt = ?8, tokens_appended = ?9,"
 			    " tokens_decoded = ?10, session_tokens = ?11, preprocess_us = ?12,"
 			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16,"
-			    " user_turn = ?17, prompt_sha256 = ?18"
+			    " user_turn = ?17, prompt_sha256 = ?18, provider = ?19,"
+			    " remote_model = ?20, prompt_tokens = ?21, completion_tokens = ?22,"
+			    " server_us = ?23"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto rollback;
@@ -712,6 +728,12 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	bind_opt_text(st, 16, a->prompt_text);
 	bind_opt_text(st, 17, a->user_turn);
 	bind_opt_text(st, 18, a->prompt_sha256);
+	bool remote = a->provider && strcmp(a->provider, "remote") == 0;
+	bind_opt_text(st, 19, a->provider ? a->provider : "local");
+	bind_opt_text(st, 20, a->remote_model);
+	bind_opt_int64(st, 21, remote && a->prompt_tokens >= 0, a->prompt_tokens);
+	bind_opt_int64(st, 22, remote && a->completion_tokens >= 0, a->completion_tokens);
+	bind_opt_int64(st, 23, remote && a->server_us >= 0, a->server_us);
 	r = step_done(j, st);
 finalize:
 	sqlite3_finalize(st);
@@ -784,7 +806,8 @@ static void agent_row(sqlite3_stmt *st, int col, struct journal_step_row *row)
 	if (!row->is_agent) {
 		row->attempts = row->tiles = row->tokens_appended = row->tokens_decoded =
 			row->session_tokens = row->preprocess_us = row->encode_us =
-				row->prefill_us = row->decode_us = JOURNAL_NONE;
+				row->prefill_us = row->decode_us = row->prompt_tokens =
+					row->completion_tokens = row->server_us = JOURNAL_NONE;
 		return;
 	}
 	row->thought = col_str(st, col);
@@ -803,6 +826,11 @@ static void agent_row(sqlite3_stmt *st, int col, struct journal_step_row *row)
 	row->prompt_text = col_str(st, col + 13);
 	row->user_turn = col_str(st, col + 14);
 	row->prompt_sha256 = col_str(st, col + 15);
+	row->provider = col_str(st, col + 16);
+	row->remote_model = col_str(st, col + 17);
+	row->prompt_tokens = col_i64(st, col + 18);
+	row->completion_tokens = col_i64(st, col + 19);
+	row->server_us = col_i64(st, col + 20);
 }
 
 static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
@@ -858,6 +886,8 @@ static void step_row_finish(struct journal_step_row *row)
 	free(row->prompt_text);
 	free(row->user_turn);
 	free(row->prompt_sha256);
+	free(row->provider);
+	free(row->remote_model);
 }
 
 void journal_step_rows_free(struct journal_step_row *rows, size_t n)
@@ -887,7 +917,8 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.thought, s.note, s.raw_output, s.attempts, s.tiles, s.prompt,"
 			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
 			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
-			    " s.user_turn, s.prompt_sha256"
+			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
+			    " s.prompt_tokens, s.completion_tokens, s.server_us"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

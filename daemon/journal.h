@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 4
+#define JOURNAL_SCHEMA_VERSION 5
 
 struct journal;
 
@@ -95,6 +95,13 @@ struct journal_agent_step {
 	long long tokens_decoded;  /* tokens sampled for the step (all attempts) */
 	long long session_tokens;  /* session length after the step was decoded */
 	uint64_t preprocess_us, encode_us, prefill_us, decode_us;
+	/* Which provider answered ("local", "remote"; NULL: local) and, from a remote server,
+	 * the model name it answered with, its usage (all attempts; -1: not told) and the time
+	 * its requests took (-1 or 0 with provider local: not journaled). */
+	const char *provider;
+	const char *remote_model;
+	long long prompt_tokens, completion_tokens;
+	long long server_us;
 };
 
 /* One step, as the executor fills it in. */
@@ -151,6 +158,8 @@ struct journal_step_row {
 	char *thought, *note, *raw_output, *prompt, *prompt_text, *user_turn, *prompt_sha256;
 	int64_t attempts, tiles, tokens_appended, tokens_decoded, session_tokens;
 	int64_t preprocess_us, encode_us, prefill_us, decode_us;
+	char *provider, *remote_model;
+	int64_t prompt_tokens, completion_tokens, server_us;
 };
 void journal_step_rows_free(struct journal_step_row *rows, size_t n);
 

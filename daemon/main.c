@@ -237,10 +237,34 @@ int main(int argc, char **argv)
 		log_error_errno(-errno, "cannot start the model worker");
 		goto destroy_writer;
 	}
-	provider = provider_local_create(worker);
-	if (!provider) {
-		log_error_errno(-errno, "cannot create the model provider");
-		goto destroy_worker;
+	if (cfg.remote) {
+		char perr[PROVIDER_MAX_ERROR] = "";
+		bool images = strcmp(cfg.remote_images, "png") == 0;
+		if (!images && strcmp(cfg.remote_images, "none") != 0) {
+			log_error("--remote-images: \"%s\" is neither png nor none",
+				  cfg.remote_images);
+			goto destroy_worker;
+		}
+		struct provider_remote_config rc = {
+			.url = cfg.remote,
+			.model = cfg.remote_model,
+			.key_file = cfg.remote_key_file,
+			.connect_timeout_s = cfg.remote_connect_timeout,
+			.timeout_s = cfg.remote_timeout,
+			.retries = cfg.remote_retries,
+			.images = images,
+		};
+		provider = provider_remote_create(&rc, perr, sizeof(perr));
+		if (!provider) {
+			log_error("%s", perr[0] ? perr : "cannot create the remote provider");
+			goto destroy_worker;
+		}
+	} else {
+		provider = provider_local_create(worker);
+		if (!provider) {
+			log_error_errno(-errno, "cannot create the model provider");
+			goto destroy_worker;
+		}
 	}
 	if (cfg.debug_unconstrained)
 		log_warning("--debug-unconstrained: steps are decoded without the step grammar");
@@ -276,6 +300,7 @@ int main(int argc, char **argv)
 		.scheduler = sched,
 		.journal = journal,
 		.worker = worker,
+		.provider = provider,
 		.state_dir = cfg.state_dir,
 		.display = cfg.n_displays ? cfg.displays[0] : NULL,
 		.socket_path = cfg.socket_path,

@@ -111,6 +111,26 @@ static const struct option_def options[] = {
 	 "grammar", true},
 	{"seed", "HOLOD_SEED", OPT_UINT, OFF(seed), 0, UINT32_MAX, "0", "N",
 	 "seed of the sampler (with the task id and step: a rerun samples the same)", true},
+	{"remote", "HOLOD_REMOTE", OPT_STRING, OFF(remote), 0, 0, NULL, "URL",
+	 "take instruction tasks' steps from an OpenAI-compatible server (vLLM, SGLang, llama.cpp) "
+	 "at URL, e.g. http://host:8000/v1, instead of the local model", true},
+	{"remote-model", "HOLOD_REMOTE_MODEL", OPT_STRING, OFF(remote_model), 0, 0, NULL, "NAME",
+	 "model name sent to the --remote server (default: the first it lists)", true},
+	{"remote-key-file", "HOLOD_REMOTE_KEY_FILE", OPT_PATH, OFF(remote_key_file), 0, 0, NULL,
+	 "FILE", "bearer key of the --remote server: the file's first line (keep it mode 0600)",
+	 true},
+	{"remote-connect-timeout", "HOLOD_REMOTE_CONNECT_TIMEOUT", OPT_UINT,
+	 OFF(remote_connect_timeout), 1, 600, "10", "S",
+	 "seconds to connect to the --remote server", true},
+	{"remote-timeout", "HOLOD_REMOTE_TIMEOUT", OPT_UINT, OFF(remote_timeout), 1, 3600, "300",
+	 "S", "seconds one request to the --remote server may take, its streamed answer included",
+	 true},
+	{"remote-retries", "HOLOD_REMOTE_RETRIES", OPT_UINT, OFF(remote_retries), 0, 10, "3", "N",
+	 "retries of a request the --remote server answers with HTTP 429 or 5xx (exponential "
+	 "backoff, Retry-After honoured)", true},
+	{"remote-images", "HOLOD_REMOTE_IMAGES", OPT_STRING, OFF(remote_images), 0, 0, "png",
+	 "png|none", "screenshots sent to the --remote server: png (data URLs), or none (the "
+	 "text-only layout, for servers without vision)", true},
 	{"require-model", NULL, OPT_FLAG, OFF(require_model), 0, 0, NULL, NULL,
 	 "exit non-zero when the configured model cannot be loaded (readiness waits for the load) "
 	 "instead of serving scripts only", false},

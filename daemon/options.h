@@ -51,6 +51,13 @@ struct holod_config {
 	unsigned step_retries; /* invalid steps retried before the task fails */
 	double temperature;   /* sampling of a step's first attempt; 0: greedy */
 	unsigned seed;        /* the sampler's seed (mixed with the task id and step) */
+	char *remote;         /* --remote URL: steps from an OpenAI-compatible server */
+	char *remote_model;   /* the model name sent; NULL: the server's first */
+	char *remote_key_file; /* bearer key file */
+	unsigned remote_connect_timeout; /* seconds */
+	unsigned remote_timeout; /* seconds, a whole request */
+	unsigned remote_retries; /* HTTP 429/5xx retries */
+	char *remote_images;  /* png | none */
 	char *log_level;
 	bool help, dump_config, version;
 	bool debug_unconstrained; /* debug: decode without the step grammar */

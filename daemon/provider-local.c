@@ -844,6 +844,8 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	int r;
 
 	a->h = h;
+	ret->as.provider = "local";
+	ret->as.prompt_tokens = ret->as.completion_tokens = ret->as.server_us = -1;
 	ret->as.tiles = ob->n_tiles;
 	ret->as.preprocess_us = a->last_preprocess_us;
 	ret->as.encode_us = a->last_encode_us;

@@ -122,5 +122,21 @@ struct provider_task {
  * errno. */
 struct provider *provider_local_create(struct model_worker *worker);
 
+/* The remote provider's configuration (holod's --remote options). */
+struct provider_remote_config {
+	const char *url;       /* the server's base URL (.../v1) or its chat completions URL */
+	const char *model;     /* the model name sent; NULL: the first the server lists */
+	const char *key_file;  /* the bearer key's file (first line), or NULL */
+	unsigned connect_timeout_s, timeout_s; /* connection; whole request */
+	unsigned retries;      /* retries of HTTP 429/5xx */
+	bool images;           /* false: the text-only layout (no screenshots sent) */
+};
+
+/* An OpenAI-compatible server (provider-remote.c). Checks the URL and reads the key file (a
+ * key file others can read is warned about). NULL + errno with err filled (a sentence that
+ * never holds the key or the URL's credentials). */
+struct provider *provider_remote_create(const struct provider_remote_config *c, char *err,
+					size_t errlen);
+
 /* Accepts NULL. */
 void provider_destroy(struct provider *p);

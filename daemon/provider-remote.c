@@ -1,0 +1,1065 @@
+/* The remote provider: an OpenAI-compatible server (vLLM, SGLang, llama.cpp's server) answers
+ * each step through POST {url}/chat/completions (provider.h, issue 17).
+ *
+ * A step sends the conversation of the task's history mode as chat messages: the system
+ * prompt, "Task: ...", then one user turn per observation (the previous action's result and
+ * the screenshot as a PNG data URL at the captured size: the server's own processor tiles it
+ * as the model expects) with the steps answered so far as assistant turns, re-serialized
+ * canonically. Only the last K observations carry their image (window mode: --window K;
+ * persistent mode: REMOTE_MAX_IMAGES, since the server keeps no session between requests);
+ * older ones say "[screenshot evicted]", and with --remote-images none every one does (the
+ * text-only layout). The answer is constrained by the step's JSON schema as response_format
+ * {"type": "json_schema"}, plus vLLM's "guided_json" when the server's GET {url}/models says
+ * it is vLLM (its models are "owned_by": "vllm"); the model name is --remote-model or the
+ * first model that list names. The same parser as the local engine's validates the answer;
+ * an invalid one is asked again (sampled at RETRY_TEMPERATURE when greedy).
+ *
+ * Transport: libcurl's multi interface polled every REMOTE_POLL_MS, checking the task's stop
+ * flag and deadline between polls, so cancel and the kill switch end a streamed answer at once
+ * (stream: true, read as server-sent events). HTTP 429 and 5xx are retried up to
+ * --remote-retries times after an exponential backoff (REMOTE_BACKOFF_BASE_MS doubling, or the
+ * server's Retry-After, both capped at REMOTE_MAX_BACKOFF_MS); anything else fails the step.
+ * Every size read from the server is checked against a named limit.
+ *
+ * Credentials: the key (first line of --remote-key-file) goes only into the Authorization
+ * header. Logs, errors, the journal and /v1/status name the endpoint without userinfo, query
+ * or fragment.
+ *
+ * DESIGN (threads): the provider's configuration is immutable after creation; what the probe
+ * of GET /models learns is guarded by `lock`. A task's transfers run on its executor thread. */
+#include "provider.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent-history.h"
+#include "common.h"
+
+/* Bytes of one response at most (a whole streamed answer, or a non-streamed body). */
+#define REMOTE_MAX_RESPONSE_BYTES (8 * 1024 * 1024)
+/* Bytes of one server-sent-event line at most. */
+#define REMOTE_MAX_SSE_LINE (1024 * 1024)
+/* Bytes of an error body kept for the message. */
+#define REMOTE_MAX_ERROR_BODY 2048
+/* Bytes of a key file read at most. */
+#define REMOTE_MAX_KEY_BYTES 4096
+/* Bytes of GET /models read at most. */
+#define REMOTE_MAX_MODELS_BYTES (1024 * 1024)
+/* Longest served model name kept. */
+#define REMOTE_MAX_MODEL_NAME 256
+/* How often a transfer checks the stop flag and the deadline. */
+#define REMOTE_POLL_MS 20
+/* Backoff before the first retry of a 429/5xx; doubles, capped (as is Retry-After). */
+#define REMOTE_BACKOFF_BASE_MS 500
+#define REMOTE_MAX_BACKOFF_MS 30000
+/* Observations sent with their image at most in persistent mode. */
+#define REMOTE_MAX_IMAGES 32
+/* Sampling of a retried step: greedy would repeat the invalid answer. */
+#define RETRY_TEMPERATURE 0.7f
+
+struct remote_provider {
+	struct provider base;
+	char *url;        /* chat completions, as configured (may hold userinfo) */
+	char *models_url; /* GET: the served models */
+	char *endpoint;   /* the base URL without userinfo, query or fragment */
+	char *model;      /* --remote-model; NULL: the server's first */
+	char *auth;       /* "Authorization: Bearer KEY", or NULL */
+	char *schema;     /* the step's JSON Schema, compact */
+	unsigned connect_timeout_s, timeout_s, retries;
+	bool images;
+
+	pthread_mutex_t lock; /* guards what follows */
+	bool probed;
+	bool guided_json;     /* vLLM: its own structured-output field too */
+	bool json_object;     /* the server refused "json_schema": {"type":"json_object","schema"} */
+	char *served_model;   /* from GET /models */
+};
+
+struct remote_task {
+	struct provider_task base;
+	struct remote_provider *rp;
+	const struct agent_config *cfg;
+	const struct executor_task *t;
+	struct executor_run *run;
+	enum ipc_history history;
+	size_t keep;      /* observations sent with their image */
+	char *system;     /* the system turn */
+	char *task_text;  /* "Task: ..." */
+	char *model;      /* the name sent */
+	bool guided_json, json_object;
+	char **pngs;      /* pngs[i]: observation i's data URL (NULL once out of reach) */
+	size_t cap;
+};
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static char *base64_data_url(const uint8_t *data, size_t n)
+{
+	static const char tab[] =
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char prefix[] = "data:image/png;base64,";
+	size_t plen = sizeof(prefix) - 1;
+	char *out = xmalloc(plen + (n + 2) / 3 * 4 + 1), *o = out + plen;
+
+	memcpy(out, prefix, plen);
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)data[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)data[i + 1] << 8;
+		if (i + 2 < n)
+			v |= data[i + 2];
+		*o++ = tab[(v >> 18) & 63];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? tab[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+/* A growable byte buffer bounded by `max`. */
+struct buf {
+	char *data;
+	size_t len, cap, max;
+};
+
+/* Appends; -E2BIG past the bound (nothing appended). */
+static int buf_add(struct buf *b, const char *p, size_t n)
+{
+	if (n > b->max - b->len)
+		return -E2BIG;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = MAX(b->cap * 2, b->len + n + 1);
+		b->data = xrealloc(b->data, MIN(cap, b->max + 1));
+		b->cap = MIN(cap, b->max + 1);
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+/* ---- one HTTP exchange ------------------------------------------------------------------------ */
+
+/* What a transfer collected. */
+struct reply {
+	const struct remote_task *rt; /* NULL: no stop flag (the provider's own probe) */
+	bool stream;
+	long status;
+	long retry_after_s;    /* -1: none */
+	size_t total;          /* bytes of the body */
+	struct buf line;       /* the SSE line being read */
+	struct buf body;       /* a non-streamed body (or an error body) */
+	struct buf content;    /* the answer's text */
+	bool saw_event, done;
+	long long prompt_tokens, completion_tokens; /* -1: not told */
+	char model[REMOTE_MAX_MODEL_NAME];
+	char err[PROVIDER_MAX_ERROR]; /* why the write callback stopped the transfer */
+};
+
+static void reply_init(struct reply *rep, const struct remote_task *rt, bool stream,
+		       size_t body_max)
+{
+	*rep = (struct reply){.rt = rt, .stream = stream, .retry_after_s = -1,
+			      .prompt_tokens = -1, .completion_tokens = -1};
+	rep->line.max = REMOTE_MAX_SSE_LINE;
+	rep->body.max = body_max;
+	rep->content.max = AGENT_MAX_RAW_BYTES;
+}
+
+static void reply_finish(struct reply *rep)
+{
+	free(rep->line.data);
+	free(rep->body.data);
+	free(rep->content.data);
+}
+
+/* Takes what a chat completion (a whole one, or one streamed chunk) says. -errno with
+ * rep->err filled when it is an error or over a limit. */
+static int take_completion(struct reply *rep, json_t *o, bool chunk)
+{
+	json_t *e = json_object_get(o, "error");
+	if (e) {
+		const char *msg = json_string_value(json_object_get(e, "message"));
+		if (!msg)
+			msg = json_string_value(e);
+		snprintf(rep->err, sizeof(rep->err), "the model server reported an error: %.300s",
+			 msg ? msg : "(no message)");
+		return -EPROTO;
+	}
+	const char *model = json_string_value(json_object_get(o, "model"));
+	if (model)
+		snprintf(rep->model, sizeof(rep->model), "%s", model);
+	json_t *usage = json_object_get(o, "usage");
+	if (json_is_object(usage)) {
+		json_t *p = json_object_get(usage, "prompt_tokens");
+		json_t *c = json_object_get(usage, "completion_tokens");
+		if (json_is_integer(p))
+			rep->prompt_tokens = json_integer_value(p);
+		if (json_is_integer(c))
+			rep->completion_tokens = json_integer_value(c);
+	}
+	json_t *choice = json_array_get(json_object_get(o, "choices"), 0);
+	json_t *msg = json_object_get(choice, chunk ? "delta" : "message");
+	const char *text = json_string_value(json_object_get(msg, "content"));
+	if (text && buf_add(&rep->content, text, strlen(text)) < 0) {
+		snprintf(rep->err, sizeof(rep->err), "the answer is longer than %d bytes",
+			 AGENT_MAX_RAW_BYTES);
+		return -E2BIG;
+	}
+	return 0;
+}
+
+/* One line of the event stream ("data: {...}", "data: [DONE]", comments, other fields). */
+static int take_line(struct reply *rep, char *line, size_t len)
+{
+	if (len && line[len - 1] == '\r')
+		line[--len] = '\0';
+	if (strncmp(line, "data:", 5) != 0) {
+		/* Not an event: a server that ignored "stream" sends its JSON body as is. */
+		if (!rep->saw_event && (buf_add(&rep->body, line, len) < 0 ||
+					buf_add(&rep->body, "\n", 1) < 0)) {
+			snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes",
+				 REMOTE_MAX_RESPONSE_BYTES);
+			return -E2BIG;
+		}
+		return 0;
+	}
+	rep->saw_event = true;
+	const char *data = line + 5;
+	while (*data == ' ')
+		data++;
+	if (strcmp(data, "[DONE]") == 0) {
+		rep->done = true;
+		return 0;
+	}
+	json_error_t je;
+	json_t *o = json_loads(data, 0, &je);
+	if (!o) {
+		snprintf(rep->err, sizeof(rep->err), "the model server sent an event that is not "
+			 "JSON: %s", je.text);
+		return -EPROTO;
+	}
+	int r = take_completion(rep, o, true);
+	json_decref(o);
+	return r;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *userdata)
+{
+	struct reply *rep = userdata;
+	size_t len = size * n;
+
+	if (len > REMOTE_MAX_RESPONSE_BYTES - rep->total) {
+		snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes",
+			 REMOTE_MAX_RESPONSE_BYTES);
+		return 0;
+	}
+	rep->total += len;
+	if (!rep->stream || rep->status != 200) {
+		/* An error body is cut, not refused: it only feeds a message. */
+		if (rep->status != 200 && rep->body.len + len > rep->body.max)
+			len = rep->body.max - rep->body.len;
+		if (buf_add(&rep->body, p, len) < 0) {
+			snprintf(rep->err, sizeof(rep->err), "the answer is over %zu bytes",
+				 rep->body.max);
+			return 0;
+		}
+		return size * n;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] != '\n') {
+			if (buf_add(&rep->line, p + i, 1) < 0) {
+				snprintf(rep->err, sizeof(rep->err),
+					 "an event line of the answer is over %d bytes",
+					 REMOTE_MAX_SSE_LINE);
+				return 0;
+			}
+			continue;
+		}
+		int r = rep->line.len ? take_line(rep, rep->line.data, rep->line.len) : 0;
+		rep->line.len = 0;
+		if (r < 0)
+			return 0;
+	}
+	return size * n;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *userdata)
+{
+	struct reply *rep = userdata;
+	size_t len = size * n;
+
+	if (len > 12 && strncasecmp(p, "HTTP/", 5) == 0) {
+		/* A new response (after a 100-continue): its own status and headers follow. */
+		const char *sp = memchr(p, ' ', len);
+		rep->retry_after_s = -1;
+		rep->status = sp && (size_t)(sp - p) + 4 <= len ? strtol(sp + 1, NULL, 10) : 0;
+	} else if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
+		char v[32] = "";
+		size_t k = MIN(len - 12, sizeof(v) - 1);
+		memcpy(v, p + 12, k);
+		v[k] = '\0';
+		char *end;
+		long s = strtol(v, &end, 10);
+		/* Seconds only; an HTTP date falls back to the backoff. */
+		if (end != v && s >= 0)
+			rep->retry_after_s = MIN(s, (long)(REMOTE_MAX_BACKOFF_MS / 1000));
+	}
+	return len;
+}
+
+static bool stopped(const struct remote_task *rt)
+{
+	return rt && atomic_load(rt->t->stop) != EXECUTOR_RUN;
+}
+
+/* Sleeps ms in slices: 0, -ECANCELED, -ETIME. */
+static int wait_ms(const struct remote_task *rt, uint64_t ms)
+{
+	uint64_t end = time_mono_us() + ms * 1000;
+	for (;;) {
+		uint64_t now = time_mono_us();
+		if (stopped(rt))
+			return -ECANCELED;
+		if (rt && now >= rt->run->deadline_us)
+			return -ETIME;
+		if (now >= end)
+			return 0;
+		time_sleep_us(MIN(end - now, (uint64_t)REMOTE_POLL_MS * 1000));
+	}
+}
+
+/* One transfer: GET (body NULL) or POST of a JSON body. Returns 0 with rep->status set (any
+ * HTTP status), -ECANCELED, -ETIME (the task's deadline), or -errno with err filled (no
+ * connection, the total timeout, a limit). */
+static int transfer(struct remote_provider *rp, const char *url, const char *body,
+		    struct reply *rep, char *err, size_t errlen)
+{
+	char cerr[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdr = NULL;
+	CURLM *m = curl_multi_init();
+	CURL *e = curl_easy_init();
+	int r = 0, running = 1;
+
+	if (!m || !e) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "cannot start an HTTP transfer: out of memory");
+		goto cleanup;
+	}
+	if (body)
+		hdr = curl_slist_append(hdr, "Content-Type: application/json");
+	hdr = curl_slist_append(hdr, "Accept: text/event-stream, application/json");
+	if (rp->auth)
+		hdr = curl_slist_append(hdr, rp->auth);
+	/* The probe, which no stop flag reaches, is bounded by the connect timeout; a task's
+	 * deadline is checked by the loop below, not by curl. */
+	uint64_t timeout_ms = (uint64_t)(rep->rt ? rp->timeout_s : rp->connect_timeout_s) * 1000;
+	if (rep->rt && time_mono_us() >= rep->rt->run->deadline_us) {
+		r = -ETIME;
+		goto cleanup;
+	}
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)rp->connect_timeout_s * 1000);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, rep);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, rep);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	if (body) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	}
+	curl_multi_add_handle(m, e);
+	while (running) {
+		if (stopped(rep->rt)) {
+			r = -ECANCELED;
+			break;
+		}
+		if (rep->rt && time_mono_us() >= rep->rt->run->deadline_us) {
+			r = -ETIME;
+			break;
+		}
+		CURLMcode mc = curl_multi_perform(m, &running);
+		if (mc == CURLM_OK && running)
+			mc = curl_multi_poll(m, NULL, 0, REMOTE_POLL_MS, NULL);
+		if (mc != CURLM_OK) {
+			r = -EIO;
+			snprintf(err, errlen, "HTTP transfer to %s failed: %s", rp->endpoint,
+				 curl_multi_strerror(mc));
+			break;
+		}
+	}
+	if (r == 0) {
+		int left;
+		CURLMsg *msg = curl_multi_info_read(m, &left);
+		CURLcode cc = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_OK;
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &rep->status);
+		if (cc == CURLE_WRITE_ERROR && rep->err[0]) {
+			r = -E2BIG;
+			snprintf(err, errlen, "%s", rep->err);
+		} else if (cc == CURLE_OPERATION_TIMEDOUT) {
+			r = -ETIMEDOUT;
+			snprintf(err, errlen, "the model server at %s did not answer within %u s "
+				 "(--remote-timeout %u, --remote-connect-timeout %u)",
+				 rp->endpoint, rp->timeout_s, rp->timeout_s, rp->connect_timeout_s);
+		} else if (cc != CURLE_OK) {
+			r = -ECONNREFUSED;
+			snprintf(err, errlen, "cannot reach the model server at %s: %s", rp->endpoint,
+				 cerr[0] ? cerr : curl_easy_strerror(cc));
+		}
+	}
+cleanup:
+	if (m && e)
+		curl_multi_remove_handle(m, e);
+	curl_easy_cleanup(e);
+	curl_multi_cleanup(m);
+	curl_slist_free_all(hdr);
+	return r;
+}
+
+/* ---- the probe: GET /models ------------------------------------------------------------------ */
+
+/* Learns the served model and the server's kind once; a failure to connect fails the task
+ * (the server is down), a server without /models is used as configured. */
+static int probe(struct remote_provider *rp, struct remote_task *rt, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&rp->lock);
+	bool done = rp->probed;
+	pthread_mutex_unlock(&rp->lock);
+	if (done)
+		return 0;
+
+	struct reply rep;
+	reply_init(&rep, rt, false, REMOTE_MAX_MODELS_BYTES);
+	int r = transfer(rp, rp->models_url, NULL, &rep, err, errlen);
+	if (r < 0)
+		goto finish;
+	char *served = NULL;
+	bool vllm = false;
+	if (rep.status == 200 && rep.body.data) {
+		json_t *o = json_loads(rep.body.data, 0, NULL);
+		json_t *m0 = json_array_get(json_object_get(o, "data"), 0);
+		const char *id = json_string_value(json_object_get(m0, "id"));
+		const char *owner = json_string_value(json_object_get(m0, "owned_by"));
+		if (id && strlen(id) <= REMOTE_MAX_MODEL_NAME)
+			served = xstrdup(id);
+		vllm = owner && strcmp(owner, "vllm") == 0;
+		json_decref(o);
+	}
+	if (rep.status != 200)
+		log_info("the model server at %s answered GET /models with HTTP %ld; using "
+			 "--remote-model as given", rp->endpoint, rep.status);
+	pthread_mutex_lock(&rp->lock);
+	if (!rp->probed) {
+		rp->probed = true;
+		rp->served_model = served;
+		rp->guided_json = vllm;
+		served = NULL;
+		log_info("model server %s: model %s%s", rp->endpoint,
+			 rp->model ? rp->model : rp->served_model ? rp->served_model : "(unnamed)",
+			 rp->guided_json ? " (vLLM: guided_json sent too)" : "");
+	}
+	pthread_mutex_unlock(&rp->lock);
+	free(served);
+finish:
+	reply_finish(&rep);
+	return r;
+}
+
+/* ---- the ops ---------------------------------------------------------------------------------- */
+
+static struct remote_provider *remote_of(struct provider *p)
+{
+	return (struct remote_provider *)p;
+}
+
+static enum provider_state remote_state(struct provider *p)
+{
+	(void)p;
+	return PROVIDER_READY;
+}
+
+/* Probes the server before a task's provenance is written, so that it names the served model;
+ * a server that does not answer is found again by the task itself, which fails saying so. */
+static enum provider_state remote_wait_ready(struct provider *p)
+{
+	char err[PROVIDER_MAX_ERROR];
+	probe(remote_of(p), NULL, err, sizeof(err));
+	return PROVIDER_READY;
+}
+
+static const char *remote_error(struct provider *p)
+{
+	(void)p;
+	return NULL;
+}
+
+static json_t *remote_provenance(struct provider *p)
+{
+	struct remote_provider *rp = remote_of(p);
+	pthread_mutex_lock(&rp->lock);
+	json_t *o = json_pack("{s:s, s:s?, s:s?, s:b, s:b, s:s}", "endpoint", rp->endpoint, "name",
+			      rp->model ? rp->model : rp->served_model, "served", rp->served_model,
+			      "images", rp->images, "guided_json", rp->guided_json, "response_format",
+			      rp->json_object ? "json_object" : "json_schema");
+	pthread_mutex_unlock(&rp->lock);
+	return o;
+}
+
+static json_t *remote_status(struct provider *p)
+{
+	json_t *o = remote_provenance(p);
+	if (o)
+		json_object_set_new(o, "name", json_string("remote"));
+	struct remote_provider *rp = remote_of(p);
+	pthread_mutex_lock(&rp->lock);
+	json_object_set_new(o, "model", rp->model ? json_string(rp->model) :
+				rp->served_model ? json_string(rp->served_model) : json_null());
+	pthread_mutex_unlock(&rp->lock);
+	return o;
+}
+
+static void remote_task_close(struct provider_task *pt)
+{
+	struct remote_task *rt = (struct remote_task *)pt;
+	if (!rt)
+		return;
+	for (size_t i = 0; i < rt->cap; i++)
+		free(rt->pngs[i]);
+	free(rt->pngs);
+	free(rt->system);
+	free(rt->task_text);
+	free(rt->model);
+	free(rt);
+}
+
+static int remote_task_open(struct provider *p, const struct provider_task_args *args,
+			    struct provider_task **ret, char *err, size_t errlen)
+{
+	struct remote_provider *rp = remote_of(p);
+	struct remote_task *rt = xcalloc(1, sizeof(*rt));
+	int r;
+
+	rt->base.p = p;
+	rt->rp = rp;
+	rt->cfg = args->cfg;
+	rt->t = args->t;
+	rt->run = args->run;
+	rt->history = args->history;
+	rt->keep = !rp->images ? 0 :
+		   args->history == IPC_HISTORY_WINDOW ? args->window : REMOTE_MAX_IMAGES;
+	struct policy_env penv = {.screen_width = args->run->monitor.width,
+				  .screen_height = args->run->monitor.height,
+				  .date = args->date};
+	rt->system = policy_format_holo3.system_text(&penv);
+	rt->task_text = xasprintf("Task: %s", args->t->req->instruction);
+	if (!rt->system) {
+		r = -errno;
+		snprintf(err, errlen, "cannot write the system prompt: %s", strerror(-r));
+		goto close_task;
+	}
+	if ((r = probe(rp, rt, err, errlen)) < 0) {
+		if (r == -ETIME)
+			snprintf(err, errlen, "max_seconds budget (%u s) exhausted while asking the "
+				 "model server at %s for its models", args->t->max_seconds,
+				 rp->endpoint);
+		goto close_task;
+	}
+	pthread_mutex_lock(&rp->lock);
+	rt->model = xstrdup(rp->model ? rp->model : rp->served_model ? rp->served_model :
+			    "default");
+	rt->guided_json = rp->guided_json;
+	rt->json_object = rp->json_object;
+	pthread_mutex_unlock(&rp->lock);
+	/* What the chat export reads (docs/journal.md, `prompt`). */
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", policy_format_holo3.name,
+			      "system", rt->system, "user", rt->task_text, "evicted",
+			      POLICY_EVICTED_TEXT, "provider", "remote", "endpoint", rp->endpoint);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (!text || journal_task_prompt(args->run->env->journal, args->t->id, text) < 0)
+		log_warning("task %lld: cannot journal its prompt", (long long)args->t->id);
+	free(text);
+	json_decref(o);
+	log_info("task %lld: %s history, model %s at %s", (long long)args->t->id,
+		 ipc_history_to_string(rt->history), rt->model, rp->endpoint);
+	*ret = &rt->base;
+	return 0;
+
+close_task:
+	remote_task_close(&rt->base);
+	return r;
+}
+
+static int remote_observe(struct provider_task *pt, size_t index, const struct x11_frame *frame,
+			  char *err, size_t errlen)
+{
+	struct remote_task *rt = (struct remote_task *)pt;
+
+	if (index >= rt->cap) {
+		size_t cap = MAX(rt->cap * 2, index + 16);
+		rt->pngs = xreallocarray(rt->pngs, cap, sizeof(*rt->pngs));
+		memset(rt->pngs + rt->cap, 0, (cap - rt->cap) * sizeof(*rt->pngs));
+		rt->cap = cap;
+	}
+	/* An observation that left the window is never sent with its image again. */
+	if (rt->keep && index >= rt->keep) {
+		free(rt->pngs[index - rt->keep]);
+		rt->pngs[index - rt->keep] = NULL;
+	}
+	if (!rt->keep)
+		return 0;
+	uint8_t *png = NULL;
+	size_t n = 0;
+	int r = x11_frame_encode_png(frame, &png, &n);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot encode the screenshot as PNG: %s", strerror(-r));
+		return r;
+	}
+	rt->pngs[index] = base64_data_url(png, n);
+	free(png);
+	return 0;
+}
+
+/* One user turn: text parts around the image, or only text. */
+static json_t *user_content(const struct remote_task *rt, const struct provider_history *h,
+			    size_t i, char **ret_text)
+{
+	struct policy_observation obs = {.result = h->results[i].text ? &h->results[i] : NULL};
+	bool image = rt->pngs[i] && i + rt->keep > h->index;
+	char *text = policy_user_text(&obs, !image);
+
+	if (!text)
+		return NULL;
+	*ret_text = text;
+	if (!image)
+		return json_string(text);
+	char *at = strstr(text, "<image>");
+	json_t *parts = json_array();
+	if (at > text)
+		json_array_append_new(parts, json_pack("{s:s, s:s%}", "type", "text", "text", text,
+						       (size_t)(at - text)));
+	json_array_append_new(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url",
+					       "url", rt->pngs[i]));
+	if (at[7])
+		json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", at + 7));
+	return parts;
+}
+
+/* The request body of a step and its text for the journal (images as "<image>"). */
+static char *build_request(struct remote_task *rt, const struct provider_history *h,
+			   float temperature, uint64_t seed, char **ret_prompt_text,
+			   char **ret_user_turn)
+{
+	struct remote_provider *rp = rt->rp;
+	json_t *msgs = json_array();
+	struct buf pt = {.max = AGENT_MAX_PROMPT_TEXT_BYTES};
+	char *req = NULL;
+
+	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
+					      rt->system));
+	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content",
+					      rt->task_text));
+	for (size_t i = 0; i <= h->index; i++) {
+		char *text = NULL;
+		json_t *c = user_content(rt, h, i, &text);
+		if (!c)
+			goto finish;
+		json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "user", "content", c));
+		/* The journal's prompt text: what this step's request holds past the prefix,
+		 * as the local window writes it (cut at the bound). */
+		buf_add(&pt, "User: ", 6);
+		buf_add(&pt, text, strlen(text));
+		buf_add(&pt, "\n", 1);
+		if (i == h->index) {
+			*ret_user_turn = text;
+			break;
+		}
+		free(text);
+		char *step = policy_step_to_json(&h->steps[i]);
+		if (!step)
+			goto finish;
+		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content",
+						      step));
+		buf_add(&pt, "Assistant: ", 11);
+		buf_add(&pt, step, strlen(step));
+		buf_add(&pt, "\n", 1);
+		free(step);
+	}
+	json_t *schema = json_loads(rp->schema, 0, NULL);
+	json_t *format =
+	        rt->json_object ?
+	                json_pack("{s:s, s:O}", "type", "json_object", "schema", schema) :
+	                json_pack("{s:s, s:{s:s, s:b, s:O}}", "type", "json_schema", "json_schema",
+	                          "name", "holo3_step", "strict", 1, "schema", schema);
+	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:I, s:o}", "model", rt->model,
+			      "messages", msgs, "stream", 1, "stream_options", "include_usage", 1,
+			      "max_tokens", (json_int_t)rt->cfg->step_tokens, "temperature",
+			      (double)temperature, "seed", (json_int_t)(seed & 0x7fffffff),
+			      "response_format", format);
+	if (o && rt->guided_json)
+		json_object_set(o, "guided_json", schema);
+	req = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	json_decref(schema);
+	*ret_prompt_text = pt.data ? pt.data : xstrdup("");
+	pt.data = NULL;
+finish:
+	free(pt.data);
+	json_decref(msgs);
+	return req;
+}
+
+/* One request with its retries on 429/5xx. 0 with rep filled by a 200; -ECANCELED, -ETIME;
+ * else -errno with err filled. */
+static int post(struct remote_task *rt, const char *body, struct reply *rep, char *err,
+		size_t errlen)
+{
+	struct remote_provider *rp = rt->rp;
+	int r;
+
+	for (unsigned attempt = 0;; attempt++) {
+		reply_finish(rep);
+		reply_init(rep, rt, true, REMOTE_MAX_RESPONSE_BYTES);
+		if ((r = transfer(rp, rp->url, body, rep, err, errlen)) < 0)
+			return r;
+		if (rep->status == 200)
+			break;
+		bool transient = rep->status == 429 || rep->status >= 500;
+		char detail[400] = "";
+		if (rep->body.data) {
+			json_t *o = json_loads(rep->body.data, 0, NULL);
+			json_t *e = json_object_get(o, "error");
+			const char *m = json_string_value(json_object_get(e, "message"));
+			if (!m)
+				m = json_string_value(e);
+			if (m)
+				snprintf(detail, sizeof(detail), ": %.300s", m);
+			json_decref(o);
+		}
+		/* A server that does not know the json_schema form (llama-cpp-python's server
+		 * takes {"type":"json_object","schema":S}) says so in a 400 or 422. */
+		if (!rt->json_object && (rep->status == 400 || rep->status == 422) &&
+		    rep->body.data &&
+		    (strstr(rep->body.data, "response_format") || strstr(rep->body.data, "json_schema"))) {
+			snprintf(err, errlen, "the model server at %s refused the json_schema "
+				 "response_format (HTTP %ld%s)", rp->endpoint, rep->status, detail);
+			return -ENOPROTOOPT;
+		}
+		if (!transient || attempt >= rp->retries) {
+			snprintf(err, errlen, "the model server at %s answered HTTP %ld%s%s",
+				 rp->endpoint, rep->status, detail,
+				 transient ? " (retries exhausted, --remote-retries)" : "");
+			return -EPROTO;
+		}
+		uint64_t ms = (uint64_t)REMOTE_BACKOFF_BASE_MS << MIN(attempt, 16u);
+		if (rep->retry_after_s >= 0)
+			ms = (uint64_t)rep->retry_after_s * 1000;
+		ms = MIN(ms, (uint64_t)REMOTE_MAX_BACKOFF_MS);
+		log_info("task %lld: the model server answered HTTP %ld; retry %u of %u in %llu ms",
+			 (long long)rt->t->id, rep->status, attempt + 1, rp->retries,
+			 (unsigned long long)ms);
+		if ((r = wait_ms(rt, ms)) < 0)
+			return r;
+	}
+	/* A trailing line without its newline. */
+	if (rep->line.len) {
+		r = take_line(rep, rep->line.data, rep->line.len);
+		rep->line.len = 0;
+		if (r < 0) {
+			snprintf(err, errlen, "%s", rep->err);
+			return r;
+		}
+	}
+	if (!rep->saw_event && rep->body.data) {
+		json_error_t je;
+		json_t *o = json_loads(rep->body.data, 0, &je);
+		if (!o) {
+			snprintf(err, errlen, "the model server's answer is neither an event stream "
+				 "nor JSON: %s", je.text);
+			return -EPROTO;
+		}
+		r = take_completion(rep, o, false);
+		json_decref(o);
+		if (r < 0) {
+			snprintf(err, errlen, "%s", rep->err);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int remote_step(struct provider_task *pt, const struct provider_history *h, uint64_t seed,
+		       struct provider_step *ret)
+{
+	struct remote_task *rt = (struct remote_task *)pt;
+	const struct agent_config *cfg = rt->cfg;
+	struct reply rep;
+	int r = 0;
+
+	reply_init(&rep, rt, true, REMOTE_MAX_RESPONSE_BYTES);
+	ret->prompt_mode = rt->history == IPC_HISTORY_WINDOW ? "window" : "persistent";
+	ret->as.provider = "remote";
+	ret->as.prompt_tokens = ret->as.completion_tokens = -1;
+	for (ret->as.attempts = 1;; ret->as.attempts++) {
+		float temp = cfg->temperature;
+		if (ret->as.attempts > 1 && temp <= 0.0f)
+			temp = RETRY_TEMPERATURE;
+		char *ptext = NULL, *uturn = NULL;
+		char *body = build_request(rt, h, temp, seed + (uint64_t)ret->as.attempts, &ptext,
+					   &uturn);
+		if (!body) {
+			free(ptext);
+			free(uturn);
+			r = -ENOMEM;
+			snprintf(ret->err, sizeof(ret->err), "cannot write the request");
+			break;
+		}
+		free(ret->prompt_text);
+		free(ret->user_turn);
+		ret->prompt_text = ptext;
+		ret->user_turn = uturn;
+		uint64_t t0 = time_mono_us();
+		r = post(rt, body, &rep, ret->err, sizeof(ret->err));
+		free(body);
+		if (r == -ENOPROTOOPT) {
+			log_info("task %lld: %s; asking with {\"type\": \"json_object\", \"schema\"} "
+				 "instead", (long long)rt->t->id, ret->err);
+			rt->json_object = true;
+			pthread_mutex_lock(&rt->rp->lock);
+			rt->rp->json_object = true;
+			pthread_mutex_unlock(&rt->rp->lock);
+			ret->as.attempts--;
+			ret->err[0] = '\0';
+			continue;
+		}
+		ret->as.server_us += time_mono_us() - t0;
+		free(ret->raw);
+		ret->raw = agent_text_valid_utf8(rep.content.data ? rep.content.data : "",
+						 rep.content.len);
+		if (rep.prompt_tokens >= 0)
+			ret->as.prompt_tokens = MAX(ret->as.prompt_tokens, 0) + rep.prompt_tokens;
+		if (rep.completion_tokens >= 0)
+			ret->as.completion_tokens =
+				MAX(ret->as.completion_tokens, 0) + rep.completion_tokens;
+		if (rep.model[0]) {
+			free(ret->remote_model);
+			ret->remote_model = xstrdup(rep.model);
+		}
+		if (r < 0)
+			break;
+		char perr[256];
+		policy_step_finish(&ret->step);
+		r = policy_step_parse(rep.content.data ? rep.content.data : "", rep.content.len,
+				      &ret->step, perr, sizeof(perr));
+		if (r == 0)
+			break;
+		snprintf(ret->err, sizeof(ret->err), "invalid step: %s", perr);
+		r = -EBADMSG;
+		if (ret->as.attempts > (int)cfg->step_retries)
+			break;
+		log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)rt->t->id,
+			 ret->err, ret->as.attempts + 1, cfg->step_retries + 1);
+	}
+	ret->as.decode_us = ret->as.server_us;
+	ret->as.remote_model = ret->remote_model;
+	reply_finish(&rep);
+	return r;
+}
+
+static void remote_destroy(struct provider *p)
+{
+	struct remote_provider *rp = remote_of(p);
+	free(rp->url);
+	free(rp->models_url);
+	free(rp->endpoint);
+	free(rp->model);
+	if (rp->auth) {
+		/* The key leaves no copy behind in freed memory. */
+		memset(rp->auth, 0, strlen(rp->auth));
+		free(rp->auth);
+	}
+	free(rp->schema);
+	free(rp->served_model);
+	pthread_mutex_destroy(&rp->lock);
+	free(rp);
+}
+
+static const struct provider_ops remote_ops = {
+	.name = "remote",
+	.state = remote_state,
+	.wait_ready = remote_wait_ready,
+	.error = remote_error,
+	.provenance = remote_provenance,
+	.task_open = remote_task_open,
+	.observe = remote_observe,
+	.step = remote_step,
+	.task_close = remote_task_close,
+	.status = remote_status,
+	.destroy = remote_destroy,
+};
+
+/* ---- creation ---------------------------------------------------------------------------------- */
+
+/* The key: the first line of the file, trimmed; printable ASCII only (it goes into a header). */
+static int read_key(const char *path, char **ret, char *err, size_t errlen)
+{
+	char buf[REMOTE_MAX_KEY_BYTES + 1];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cannot open the key file %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+		snprintf(err, errlen, "the key file %s is not a regular file", path);
+		goto close_fd;
+	}
+	if (st.st_mode & 077)
+		log_warning("the key file %s can be read by other users (mode %03o); chmod 600 it",
+			    path, (unsigned)(st.st_mode & 0777));
+	ssize_t n = read(fd, buf, sizeof(buf));
+	if (n < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cannot read the key file %s: %s", path, strerror(-r));
+		goto close_fd;
+	}
+	if (n > REMOTE_MAX_KEY_BYTES) {
+		r = -E2BIG;
+		snprintf(err, errlen, "the key file %s is over %d bytes", path,
+			 REMOTE_MAX_KEY_BYTES);
+		goto close_fd;
+	}
+	size_t len = 0;
+	while (len < (size_t)n && buf[len] != '\n' && buf[len] != '\r')
+		len++;
+	while (len && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		len--;
+	size_t start = 0;
+	while (start < len && (buf[start] == ' ' || buf[start] == '\t'))
+		start++;
+	for (size_t i = start; i < len; i++)
+		if ((unsigned char)buf[i] < 0x21 || (unsigned char)buf[i] > 0x7e) {
+			r = -EINVAL;
+			snprintf(err, errlen, "the key in %s holds a character that is not printable "
+				 "ASCII", path);
+			goto close_fd;
+		}
+	if (start == len) {
+		r = -EINVAL;
+		snprintf(err, errlen, "the key file %s is empty", path);
+		goto close_fd;
+	}
+	*ret = xasprintf("Authorization: Bearer %.*s", (int)(len - start), buf + start);
+close_fd:
+	memset(buf, 0, sizeof(buf));
+	close(fd);
+	return r;
+}
+
+/* The chat completions URL, the models URL and the endpoint shown, from the configured URL. */
+static int parse_url(struct remote_provider *rp, const char *url, char *err, size_t errlen)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL;
+	int r = 0;
+
+	if (!u)
+		return -ENOMEM;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+		r = -EINVAL;
+		snprintf(err, errlen, "--remote: not an http:// or https:// URL");
+		goto cleanup;
+	}
+	curl_url_get(u, CURLUPART_PORT, &port, 0);
+	curl_url_get(u, CURLUPART_PATH, &path, 0);
+	/* The base: the path without a trailing "/chat/completions" or "/". */
+	size_t plen = path ? strlen(path) : 0;
+	static const char cc[] = "/chat/completions";
+	if (plen >= sizeof(cc) - 1 && strcmp(path + plen - (sizeof(cc) - 1), cc) == 0)
+		plen -= sizeof(cc) - 1;
+	while (plen && path[plen - 1] == '/')
+		plen--;
+	rp->endpoint = xasprintf("%s://%s%s%s%.*s", scheme, host, port ? ":" : "",
+				 port ? port : "", (int)plen, path ? path : "");
+	/* The requests keep the URL's userinfo (basic auth) but no query or fragment. */
+	char *full = NULL;
+	curl_url_set(u, CURLUPART_QUERY, NULL, 0);
+	curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0);
+	char *base_path = xasprintf("%.*s/chat/completions", (int)plen, path ? path : "");
+	curl_url_set(u, CURLUPART_PATH, base_path, 0);
+	free(base_path);
+	curl_url_get(u, CURLUPART_URL, &full, 0);
+	rp->url = xstrdup(full);
+	curl_free(full);
+	base_path = xasprintf("%.*s/models", (int)plen, path ? path : "");
+	curl_url_set(u, CURLUPART_PATH, base_path, 0);
+	free(base_path);
+	curl_url_get(u, CURLUPART_URL, &full, 0);
+	rp->models_url = xstrdup(full);
+	curl_free(full);
+cleanup:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_free(path);
+	curl_url_cleanup(u);
+	return r;
+}
+
+struct provider *provider_remote_create(const struct provider_remote_config *c, char *err,
+					size_t errlen)
+{
+	struct remote_provider *rp = xcalloc(1, sizeof(*rp));
+	int r;
+
+	rp->base.ops = &remote_ops;
+	pthread_mutex_init(&rp->lock, NULL);
+	rp->connect_timeout_s = c->connect_timeout_s;
+	rp->timeout_s = c->timeout_s;
+	rp->retries = c->retries;
+	rp->images = c->images;
+	if (c->model && c->model[0])
+		rp->model = xstrdup(c->model);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "cannot initialise libcurl");
+		goto fail;
+	}
+	if ((r = parse_url(rp, c->url, err, errlen)) < 0)
+		goto fail;
+	if (c->key_file && (r = read_key(c->key_file, &rp->auth, err, errlen)) < 0)
+		goto fail;
+	rp->schema = policy_step_json_schema();
+	if (!rp->schema) {
+		r = -errno;
+		snprintf(err, errlen, "cannot write the step schema: %s", strerror(-r));
+		goto fail;
+	}
+	return &rp->base;
+
+fail:
+	remote_destroy(&rp->base);
+	errno = -r;
+	return NULL;
+}
