@@ -1,0 +1,185 @@
+#!/bin/sh
+# The remote provider (issue 17) against a scripted OpenAI-compatible server (fake-openai.c):
+# streamed answers with a 429 retried after its Retry-After, the request checked against the
+# chat-completions schema (PNG data URLs, response_format json_schema, vLLM's guided_json), a
+# non-streamed answer, 5xx past the retry bound, a slow server (timeout), invalid answers
+# (retried, then the raw output journaled), the json_object fallback, cancel in the middle of a
+# streamed answer, the server down (the task fails, holod keeps serving) -- and the key never
+# appears in the log, the journal, the API or status.
+. "$INTEGRATION_LIB"
+require_tools
+[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
+command -v base64 >/dev/null 2>&1 && command -v od >/dev/null 2>&1 || test_skip "no base64/od"
+
+KEY="sk-fake-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+SCRIPT="$T/script"
+REC="$T/requests"
+mkdir -p "$REC"
+FAKE_PID=
+stop_fake() {
+	[ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null && wait "$FAKE_PID" 2>/dev/null
+	FAKE_PID=
+}
+trap 'stop_fake; cleanup' EXIT
+
+CLICK='{"note":null,"thought":"Click the block","tool_call":{"tool_name":"click","element":"the block","x":250,"y":250}}'
+ANSWER='{"note":null,"thought":"All done","tool_call":{"tool_name":"answer","content":"done"}}'
+printf 'status 429 1\nok %s\nok %s\n' "$CLICK" "$ANSWER" >"$SCRIPT"
+"$FAKE_OPENAI" --port-file "$T/port" --script "$SCRIPT" --record "$REC" 2>"$T/fake.log" &
+FAKE_PID=$!
+wait_until 20 test -s "$T/port" || { fail "the fake server did not start"; exit 1; }
+PORT=$(cat "$T/port")
+ENDPOINT="http://127.0.0.1:$PORT/v1"
+
+start_xvfb 640x400x24
+start_client || exit 1
+printf '%s\n' "$KEY" >"$T/key"
+chmod 640 "$T/key"
+# Credentials and a query in the URL must not reach the journal, the log or status either.
+start_holod --remote "http://someone:pw-in-url@127.0.0.1:$PORT/v1/?token=q-in-url" \
+	--remote-key-file "$T/key" --remote-timeout 3 --remote-connect-timeout 2 \
+	--remote-retries 2 --step-retries 1 --history window --window 1
+grep -q "can be read by other users" "$HOLOD_LOG" || fail "no warning about the key file's mode"
+api GET /v1/status
+expect_json "status" .provider.name remote
+expect_json "status" .provider.endpoint "$ENDPOINT"
+
+# ---- two streamed steps after a 429 honoured for its Retry-After (1 s)
+submit '{"instruction": "Click the block, then answer."}'
+wait_task "$TASK" succeeded 30
+api GET "/v1/tasks/$TASK"
+expect_json "answer" .result done
+expect_json "provenance" .provenance.provider remote
+expect_json "provenance" .provenance.model.endpoint "$ENDPOINT"
+expect_json "provenance" .provenance.model.guided_json true
+grep -q "HTTP 429; retry 1 of 2 in 1000 ms" "$HOLOD_LOG" || fail "the 429 was not retried after 1 s"
+grep -q '^press button=1 .* root_x=160 root_y=100 ' "$CLIENT_LOG" ||
+	fail "the remote step's click (250,250 of 1000 on 640x400) did not land"
+api GET "/v1/tasks/$TASK/steps"
+jq -e '(.steps | length) == 2 and all(.steps[]; .agent.provider == "remote"
+	and .agent.remote.model == "fake-model" and .agent.remote.prompt_tokens > 0
+	and .agent.remote.completion_tokens > 0 and .agent.remote.server_us > 0)' "$BODY" >/dev/null ||
+	fail "steps lack the remote usage: $(head -c 1500 "$BODY")"
+[ "$(cat "$REC/req-1.auth")" = "Bearer $KEY" ] || fail "the key was not sent as a bearer token"
+# The request as the chat-completions API documents it.
+R1="$REC/req-1.json"
+jq -e '.model == "fake-model" and .stream == true and .stream_options.include_usage == true
+	and .response_format.type == "json_schema"
+	and .response_format.json_schema.name == "holo3_step"
+	and (.response_format.json_schema.schema.required == ["note","thought","tool_call"])
+	and (.response_format.json_schema.schema.properties.tool_call.anyOf | length) == 12
+	and .guided_json == .response_format.json_schema.schema
+	and .messages[0].role == "system" and (.messages[0].content | type) == "string"
+	and .messages[1] == {"role":"user","content":"Task: Click the block, then answer."}
+	and (.messages | length) == 3 and .messages[2].role == "user"
+	and ([.messages[2].content[] | .type] == ["text","image_url","text"])
+	and (.messages[2].content[1].image_url.url | startswith("data:image/png;base64,"))' \
+	"$R1" >/dev/null || fail "request 1 does not follow the API: $(head -c 600 "$R1")"
+jq -r '.messages[2].content[1].image_url.url' "$R1" | sed 's/^data:image\/png;base64,//' |
+	base64 -d >"$T/shot.png" 2>/dev/null
+[ "$(od -An -tx1 -N24 "$T/shot.png" | tr -d ' \n')" = \
+	"89504e470d0a1a0a0000000d494844520000028000000190" ] ||
+	fail "the image is not a 640x400 PNG"
+# Step 2 (window 1): the first observation's screenshot evicted, the step as the assistant said.
+jq -e --argjson click "$CLICK" '(.messages | length) == 5
+	and (.messages[2].content | type) == "string"
+	and (.messages[2].content | contains("[screenshot evicted]"))
+	and .messages[3].role == "assistant" and (.messages[3].content | fromjson) as $s
+	| $s.tool_call.tool_name == "click" and $s.tool_call.x == 250
+	and ([.messages[4].content[] | .type] == ["text","image_url","text"])
+	and (.messages[4].content[0].text | contains("<tool_output tool=\"click\">"))' \
+	"$REC/req-2.json" >/dev/null || fail "request 2's history: $(head -c 800 "$REC/req-2.json")"
+
+# ---- a non-streamed answer is taken too
+printf 'plain %s\n' "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Answer."}'
+wait_task "$TASK" succeeded 30
+
+# ---- 5xx past the retry bound: 1 + 2 requests, then the task fails saying so
+N0=$(ls "$REC"/*.json | wc -l)
+printf 'status 503\n' >"$SCRIPT"
+submit '{"instruction": "Click the block."}'
+wait_task "$TASK" failed 30
+api GET "/v1/tasks/$TASK"
+case "$(jq -r .error "$BODY")" in
+*"answered HTTP 503: fake failure 503 (retries exhausted, --remote-retries)"*) ;;
+*) fail "5xx error: $(jq -r .error "$BODY")" ;;
+esac
+[ $(($(ls "$REC"/*.json | wc -l) - N0)) -eq 3 ] || fail "503 was not asked 3 times"
+
+# ---- a slow server: the request times out after --remote-timeout
+printf 'slow 6000 ok %s\n' "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Answer."}'
+wait_task "$TASK" failed 30
+api GET "/v1/tasks/$TASK"
+case "$(jq -r .error "$BODY")" in
+*"did not answer within 3 s (--remote-timeout 3"*) ;;
+*) fail "timeout error: $(jq -r .error "$BODY")" ;;
+esac
+
+# ---- invalid answers: retried once (sampled at 0.7), then the task fails, raw output journaled
+N0=$(ls "$REC"/*.json | wc -l)
+printf 'ok {"thought": "no tool call here"}\n' >"$SCRIPT"
+submit '{"instruction": "Click the block."}'
+wait_task "$TASK" failed 30
+[ $(($(ls "$REC"/*.json | wc -l) - N0)) -eq 2 ] || fail "the invalid answer was not retried once"
+LAST=$(($(ls "$REC"/*.json | wc -l) - 1))
+jq -e '.temperature > 0.6' "$REC/req-$LAST.json" >/dev/null || fail "the retry was not sampled"
+api GET "/v1/tasks/$TASK/steps"
+jq -e '.steps[0].tool_call == "null" and .steps[0].status == "error" and .steps[0].agent.attempts == 2
+	and .steps[0].agent.raw_output == "{\"thought\": \"no tool call here\"}"' "$BODY" >/dev/null ||
+	fail "the invalid step's raw output: $(head -c 800 "$BODY")"
+
+# ---- a server that takes {"type":"json_object","schema"} only (llama-cpp-python)
+printf 'schema422 %s\n' "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Answer."}'
+wait_task "$TASK" succeeded 30
+LAST=$(($(ls "$REC"/*.json | wc -l) - 1))
+jq -e '.response_format.type == "json_object" and .response_format.schema.type == "object"' \
+	"$REC/req-$LAST.json" >/dev/null || fail "no json_object fallback"
+api GET /v1/status
+expect_json "fallback remembered" .provider.response_format json_object
+
+# ---- cancel in the middle of a streamed answer stops at once
+printf 'stall %s\n' "$CLICK" >"$SCRIPT"
+N0=$(ls "$REC"/*.json | wc -l)
+submit '{"instruction": "Click the block."}'
+more_requests() { [ "$(ls "$REC"/*.json | wc -l)" -gt "$N0" ]; }
+wait_until 20 more_requests || fail "the stalled request never came"
+sleep 0.3
+T0=$(date +%s%N)
+api POST "/v1/tasks/$TASK/cancel"
+wait_until 10 task_final "$TASK"
+MS=$((($(date +%s%N) - T0) / 1000000))
+[ "$(task_status "$TASK")" = cancelled ] || fail "the stalled task is $(task_status "$TASK")"
+[ "$MS" -lt 1000 ] || fail "cancel took $MS ms"
+echo "cancel during a streamed answer: $MS ms"
+
+# ---- the server down: the task fails clearly, holod keeps serving
+stop_fake
+submit '{"instruction": "Click the block."}'
+wait_task "$TASK" failed 30
+api GET "/v1/tasks/$TASK"
+case "$(jq -r .error "$BODY")" in
+*"cannot reach the model server at $ENDPOINT: "*) ;;
+*) fail "server down: $(jq -r .error "$BODY")" ;;
+esac
+submit '{"script": [{"tool_name": "click", "x": 30, "y": 30}]}'
+wait_task "$TASK" succeeded 30
+
+# ---- the key and the URL's credentials appear nowhere holod writes or answers
+api GET /v1/status
+cp "$BODY" "$T/status.json"
+curl -sS --unix-socket "$SOCK" "http://holod/v1/tasks?limit=100" >"$T/tasks.json"
+for id in $(seq 1 "$TASK"); do
+	curl -sS --unix-socket "$SOCK" "http://holod/v1/tasks/$id" >>"$T/tasks.json"
+	curl -sS --unix-socket "$SOCK" "http://holod/v1/tasks/$id/steps" >>"$T/tasks.json"
+done
+sqlite3 "$DB" .dump >"$T/db.sql"
+for secret in "$KEY" pw-in-url q-in-url someone; do
+	for f in "$HOLOD_LOG" "$T/status.json" "$T/tasks.json" "$T/db.sql"; do
+		! grep -q -- "$secret" "$f" || fail "'$secret' appears in $(basename "$f")"
+	done
+done
+stop_holod || fail "holod exit status $?"
+pass_or_fail
