@@ -21,6 +21,7 @@
 #include "common.h"
 #include "cpu.h"
 #include "cpu_rows.h"
+#include "cpu_ssd.h"
 #include "loader.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -452,7 +453,8 @@ static size_t mix_floats(const struct engine_model *m, const struct lm_dims *dm,
 	size_t t = (size_t)T, need = 0;
 	if (model_has(m, LM_LAYER_MAMBA)) {
 		size_t mamba = t * dm->in_rows + (t + dm->K - 1) * dm->conv_dim + t * dm->conv_dim +
-			       t * dm->H + t * dm->d_in + lm_ssm_cb_floats(dm, T);
+			       t * dm->H + t * dm->d_in +
+			       MAX(lm_ssm_cb_floats(dm, T), cpu_ssd_work_floats(dm, T));
 		need = MAX(need, mamba);
 	}
 	if (model_has(m, LM_LAYER_ATTENTION))
@@ -531,6 +533,8 @@ int lm_forward_prepare(struct lm_seq *s, int T)
 	}
 	size_t scratch = cpu_matmul_scratch_bytes(max_in(m, &dm));
 	scratch = MAX(scratch, lm_ssm_scratch_bytes(&dm));
+	if (s->prep->bf16)
+		scratch = MAX(scratch, cpu_ssd_scratch_bytes(&dm));
 	scratch = MAX(scratch, (size_t)(s->base.n_tokens + T) * sizeof(float));
 	scratch = MAX(scratch, (size_t)dm.d * sizeof(float));
 	if (model_has(m, LM_LAYER_ATTENTION))
@@ -753,9 +757,11 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 	prof_end(s->prep, LM_OP_CONV, t0);
 
 	t0 = prof_start(s->prep);
+	/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
 	if (T == 1)
 		lm_ssm_scan(dm, T, xc, cd, dt, a, dsk, st->ssm, y);
-	else
+	else if (!s->prep->bf16 || T < CPU_SSD_MIN_T ||
+		 cpu_ssd_scan_bf16(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb) < 0)
 		lm_ssm_chunked(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb);
 	prof_end(s->prep, LM_OP_SSM, t0);
 

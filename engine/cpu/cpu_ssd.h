@@ -1,0 +1,57 @@
+/* engine internal: the Mamba-2 chunked scan (SSD) of bf16 prefill as small matrix products on
+ * oneDNN (cpu_ssd.c).
+ *
+ * Not a public header: only engine/ sources (and white-box tests) include it.
+ *
+ * The same arithmetic as lm_ssm_chunked() (lm.h), on the same chunks, but every matrix product
+ * takes bf16 inputs (rounded to nearest even) with fp32 sums, through cpu_dnnl_small_*: per chunk
+ * and group C B^T, per head (C B^T o decay o dt) X, the chunk's own state (X o coef)^T B for the
+ * heads of a group at once, and C S^T of the state carried in. The decays (exp of the cumulative
+ * dt A), the skip D x and the state recurrence between chunks stay fp32; the state enters its
+ * product rounded to bf16 and is stored fp32.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lm.h"
+
+/* The scan's row kernels, one set per instruction set: the portable loops (cpu_ssd.c) and, on
+ * x86, cpu_ssd_avx512.c compiled for AVX-512 and again for AVX512-BF16. */
+struct cpu_ssd_kernels {
+	/* out[s] = exp(base - cum[s]) dth[s] for s < n */
+	void (*decay)(float *out, float base, const float *cum, const float *dth, int n);
+	/* row l of a head's masked decay matrix in bf16: dst[s] = bf16(cb[s] exp(base - cum[s])
+	 * dth[s]) for s <= l, 0 for l < s < L */
+	void (*mask_row)(uint16_t *dst, const float *cb, float base, const float *cum,
+			 const float *dth, int l, int L);
+	/* x16[i] = bf16(x[i]), xc16[i] = bf16(x[i] k) for i < n */
+	void (*pack_x)(uint16_t *x16, uint16_t *xc16, const float *x, float k, int n);
+	/* dst[i] = bf16(src[i]) for i < n */
+	void (*round_bf16)(uint16_t *dst, const float *src, int n);
+	/* o[i] = yd[i] + e yo[i] + dk x[i] for i < n */
+	void (*combine)(float *o, const float *yd, float e, const float *yo, float dk,
+			const float *x, int n);
+	/* st[i] = e st[i] + sl[i] for i < n */
+	void (*decay_add)(float *st, float e, const float *sl, int n);
+};
+extern const struct cpu_ssd_kernels cpu_ssd_avx512, cpu_ssd_avx512bf16;
+
+/* Spans shorter than this stay on lm_ssm_chunked(): oneDNN's per-product cost outweighs the
+ * gain there (and T = 1 is decode's lm_ssm_scan()). */
+#define CPU_SSD_MIN_T 16
+
+/* Floats of `work` cpu_ssd_scan_bf16() needs for T positions. */
+size_t cpu_ssd_work_floats(const struct lm_dims *dm, int T);
+/* Per-thread scratch bytes (cpu_reserve_scratch) it needs. */
+size_t cpu_ssd_scratch_bytes(const struct lm_dims *dm);
+
+/* lm_ssm_chunked()'s contract (xbc rows [x | B | C] ldx apart, dt [T][H], a = -exp(A_log), state
+ * [H][P][N] carried in and out, y [T][d_in]) with bf16 products. Returns 0, or -ENOMEM /
+ * -ENOTSUP (oneDNN has no fast kernel for a shape on this CPU) with the state untouched and y
+ * unspecified: the caller then runs lm_ssm_chunked(). Runs pool jobs: not callable from a pool
+ * task. */
+int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+		      const float *dt, const float *a, const float *dskip, float *state, float *y,
+		      float *work);
