@@ -5,9 +5,11 @@
  * prompt, "Task: ...", then one user turn per observation (the previous action's result and
  * the screenshot as a PNG data URL at the captured size: the server's own processor tiles it
  * as the model expects) with the steps answered so far as assistant turns, re-serialized
- * canonically. Only the last K observations carry their image (window mode: --window K;
- * persistent mode: REMOTE_MAX_IMAGES, since the server keeps no session between requests);
- * older ones say "[screenshot evicted]", and with --remote-images none every one does (the
+ * canonically. Only the last K (--window, or the task's window) observations carry their
+ * image, in both history modes: the server keeps no session between requests, so every one
+ * re-sends what it shows, and K bounds the request (servers also cap images per prompt, as
+ * vLLM's --limit-mm-per-prompt does); its prefix cache plays the persistent session. Older
+ * ones say "[screenshot evicted]", and with --remote-images none every one does (the
  * text-only layout). The answer is constrained by the step's JSON schema as response_format
  * {"type": "json_schema"}, plus vLLM's "guided_json" when the server's GET {url}/models says
  * it is vLLM (its models are "owned_by": "vllm"); the model name is --remote-model or the
@@ -61,8 +63,6 @@
 /* Backoff before the first retry of a 429/5xx; doubles, capped (as is Retry-After). */
 #define REMOTE_BACKOFF_BASE_MS 500
 #define REMOTE_MAX_BACKOFF_MS 30000
-/* Observations sent with their image at most in persistent mode. */
-#define REMOTE_MAX_IMAGES 32
 /* Sampling of a retried step: greedy would repeat the invalid answer. */
 #define RETRY_TEMPERATURE 0.7f
 
@@ -561,8 +561,7 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->t = args->t;
 	rt->run = args->run;
 	rt->history = args->history;
-	rt->keep = !rp->images ? 0 :
-		   args->history == IPC_HISTORY_WINDOW ? args->window : REMOTE_MAX_IMAGES;
+	rt->keep = rp->images ? args->window : 0;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
 				  .screen_height = args->run->monitor.height,
 				  .date = args->date};

@@ -64,6 +64,28 @@ int main(void)
 	free(expect);
 	options_finish(&cfg);
 
+	/* The remote provider's options: defaults, the config file's keys, the command line. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK(cfg.remote == NULL);
+	CHECK_INT_EQ(cfg.remote_connect_timeout, 10);
+	CHECK_INT_EQ(cfg.remote_timeout, 300);
+	CHECK_INT_EQ(cfg.remote_retries, 3);
+	CHECK_STR_EQ(cfg.remote_images, "png");
+	options_finish(&cfg);
+	write_file(conf, "remote = http://gpu:8000/v1\nremote-model = holo\nremote-retries = 5\n");
+	setenv("HOLOD_CONFIG", conf, 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--remote-timeout", "30", "--remote-images",
+				      "none", NULL}) == 0);
+	CHECK_STR_EQ(cfg.remote, "http://gpu:8000/v1");
+	CHECK_STR_EQ(cfg.remote_model, "holo");
+	CHECK_INT_EQ(cfg.remote_retries, 5);
+	CHECK_INT_EQ(cfg.remote_timeout, 30);
+	CHECK_STR_EQ(cfg.remote_images, "none");
+	options_finish(&cfg);
+	CHECK_INT_EQ(parse(&cfg, (char *[]){"holod", "--remote-retries", "11", NULL}), -EINVAL);
+	options_finish(&cfg);
+	unsetenv("HOLOD_CONFIG");
+
 	/* config file < environment < command line. */
 	write_file(conf, "# comment\n\nsettle-ms = 5\nmax-steps=7\n  virtual = 640x480  \n");
 	setenv("HOLOD_CONFIG", conf, 1);
