@@ -751,8 +751,10 @@ static int post(struct remote_task *rt, const char *body, struct reply *rep, cha
 			json_decref(o);
 		}
 		/* A server that does not know the json_schema form (llama-cpp-python's server
-		 * takes {"type":"json_object","schema":S}) says so in a 400 or 422. */
-		if (!rt->json_object && (rep->status == 400 || rep->status == 422) &&
+		 * takes {"type":"json_object","schema":S}) says so in a 400, a 422 or (that one)
+		 * a 500: asked again at once in the other form, not retried as a failure. */
+		if (!rt->json_object &&
+		    (rep->status == 400 || rep->status == 422 || rep->status == 500) &&
 		    rep->body.data &&
 		    (strstr(rep->body.data, "response_format") || strstr(rep->body.data, "json_schema"))) {
 			snprintf(err, errlen, "the model server at %s refused the json_schema "

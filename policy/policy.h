@@ -171,7 +171,9 @@ const struct policy_format *policy_format_find(const char *name);
 /* The holo3 step as JSON Schema (draft 2020-12 subset: type, properties, required, enum,
  * const, anyOf, minimum/maximum, maxLength, minItems/maxItems), compact, malloc'd; for servers
  * that constrain their output with a schema. It accepts what the grammar does, except that
- * string limits are in characters there and in bytes as written here: the parser decides.
+ * string limits are in characters there and in bytes as written here, limits above 1000 are
+ * left out and so are the '"' and '\\' keys (llama.cpp's schema converter breaks on them):
+ * the parser decides.
  * NULL + errno. */
 char *policy_step_json_schema(void);
 

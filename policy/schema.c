@@ -2,6 +2,7 @@
  * provider's response_format). Built from the same layout table as the grammar, so the two
  * cannot drift apart; the grammar stays stricter where JSON Schema cannot say it (string
  * limits count bytes as written, not characters), and the parser is the judge of both. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 
@@ -9,6 +10,12 @@
 
 #include "common.h"
 #include "policy-internal.h"
+
+/* Largest maxLength written. llama.cpp's schema converter (llama-cpp-python's server) turns
+ * maxLength N into N nested optional rules, and its grammar parser refuses N >= 1024 and stops
+ * the server; a longer string is bounded by the request's max_tokens instead, and the parser's
+ * byte limits stay the contract. */
+#define SCHEMA_MAX_LENGTH 1000
 
 static json_t *key_enum(void)
 {
@@ -22,6 +29,10 @@ static json_t *key_enum(void)
 		json_array_append_new(names, json_string(buf));
 	}
 	for (int c = 0x20; c < 0x7f; c++) {
+		/* llama.cpp's converter writes enum values into its grammar unescaped: '"' and
+		 * '\\' break it (the server stops). The grammar's own decoding keeps them. */
+		if (c == '"' || c == '\\')
+			continue;
 		buf[0] = (char)c;
 		buf[1] = '\0';
 		json_array_append_new(names, json_string(buf));
@@ -33,6 +44,8 @@ static json_t *arg_schema(const struct policy_arg *a)
 {
 	switch (a->type) {
 	case POLICY_ARG_STRING:
+		if (a->max > SCHEMA_MAX_LENGTH)
+			return json_pack("{s:s}", "type", "string");
 		return json_pack("{s:s, s:I}", "type", "string", "maxLength", (json_int_t)a->max);
 	case POLICY_ARG_INT:
 		return json_pack("{s:s, s:i, s:i}", "type", "integer", "minimum", a->lo, "maximum",
@@ -75,12 +88,16 @@ char *policy_step_json_schema(void)
 						       "properties", props, "required", req,
 						       "additionalProperties", 0));
 	}
+	/* note and thought (1024 bytes) are past SCHEMA_MAX_LENGTH; "type": ["string", "null"]
+	 * would also lose a maxLength in llama.cpp's converter, so note is an anyOf. */
+	static_assert(POLICY_MAX_NOTE_BYTES > SCHEMA_MAX_LENGTH &&
+			      POLICY_MAX_THOUGHT_BYTES > SCHEMA_MAX_LENGTH,
+		      "note and thought would need a maxLength");
 	json_t *schema = json_pack(
-	        "{s:s, s:{s:{s:[s,s], s:i}, s:{s:s, s:i}, s:{s:o}}, s:[s,s,s], s:b}", "type",
-	        "object", "properties", "note", "type", "string", "null", "maxLength",
-	        POLICY_MAX_NOTE_BYTES, "thought", "type", "string", "maxLength",
-	        POLICY_MAX_THOUGHT_BYTES, "tool_call", "anyOf", tools, "required", "note", "thought",
-	        "tool_call", "additionalProperties", 0);
+	        "{s:s, s:{s:{s:[{s:s}, {s:s}]}, s:{s:s}, s:{s:o}}, s:[s,s,s], s:b}", "type",
+	        "object", "properties", "note", "anyOf", "type", "string", "type", "null",
+	        "thought", "type", "string", "tool_call", "anyOf", tools, "required", "note",
+	        "thought", "tool_call", "additionalProperties", 0);
 	if (schema)
 		text = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(schema);

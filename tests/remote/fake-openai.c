@@ -12,8 +12,8 @@
  *   status CODE [S]     HTTP CODE with an OpenAI-style error body (Retry-After: S)
  *   slow MS TEXT        as ok, after MS milliseconds
  *   stall TEXT          the first half of TEXT streamed, then nothing for 60 s
- *   schema422           HTTP 422 naming response_format unless the request asks json_object,
- *                       then as ok with the rest of the line
+ *   schema500           HTTP 500 naming response_format unless the request asks json_object
+ *                       (as llama-cpp-python's server answers), then as ok with the rest
  * Runs until killed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -206,13 +206,13 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *rq)
 
 	record(n, "json", rq->body ? rq->body : "", rq->len);
 	record(n, "auth", auth ? auth : "", auth ? strlen(auth) : 0);
-	if (strncmp(line, "schema422", 9) == 0) {
+	if (strncmp(line, "schema500", 9) == 0) {
 		if (!rq->body || !strstr(rq->body, "\"json_object\"")) {
-			status = 422;
+			status = 500;
 			resp = text_response("application/json",
-					     strdup("{\"detail\":[{\"loc\":[\"body\",\"response_format\","
-						    "\"type\"],\"msg\":\"Input should be 'text' or "
-						    "'json_object'\"}]}"));
+					     strdup("{\"error\":{\"message\":\"1 validation error: "
+						    "('body', 'response_format', 'type') Input should "
+						    "be 'text' or 'json_object'\"}}"));
 		} else {
 			resp = sse(arg, rq->len, false);
 		}

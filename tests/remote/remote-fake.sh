@@ -130,13 +130,15 @@ jq -e '.steps[0].tool_call == "null" and .steps[0].status == "error" and .steps[
 	and .steps[0].agent.raw_output == "{\"thought\": \"no tool call here\"}"' "$BODY" >/dev/null ||
 	fail "the invalid step's raw output: $(head -c 800 "$BODY")"
 
-# ---- a server that takes {"type":"json_object","schema"} only (llama-cpp-python)
-printf 'schema422 %s\n' "$ANSWER" >"$SCRIPT"
+# ---- a server that takes {"type":"json_object","schema"} only (llama-cpp-python, whose 500
+# names response_format): asked again at once in that form, no backoff
+printf 'schema500 %s\n' "$ANSWER" >"$SCRIPT"
 submit '{"instruction": "Answer."}'
 wait_task "$TASK" succeeded 30
 LAST=$(($(ls "$REC"/*.json | wc -l) - 1))
 jq -e '.response_format.type == "json_object" and .response_format.schema.type == "object"' \
 	"$REC/req-$LAST.json" >/dev/null || fail "no json_object fallback"
+grep -q "answered HTTP 500; retry" "$HOLOD_LOG" && fail "the refused form was retried as a failure"
 api GET /v1/status
 expect_json "fallback remembered" .provider.response_format json_object
 
