@@ -28,6 +28,7 @@ struct cpu_dnnl_small {
 	int M, K, N;
 	size_t lda, ldb, ldc;
 	bool b_trans, accumulate;
+	bool cached;   /* in g.cache; otherwise destroyed by its last put */
 	int refs;      /* under lock */
 	uint64_t used; /* under lock */
 	dnnl_primitive_t prim;
@@ -180,11 +181,7 @@ int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans
 		if (e->refs == 0 && (victim < 0 || e->used < g.cache[victim]->used))
 			victim = i;
 	}
-	if (free_slot < 0) {
-		if (victim < 0) {
-			r = -EBUSY;
-			goto unlock;
-		}
+	if (free_slot < 0 && victim >= 0) {
 		entry_destroy(g.cache[victim]);
 		g.cache[victim] = NULL;
 		free_slot = victim;
@@ -194,7 +191,11 @@ int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans
 		goto unlock;
 	p->refs = 1;
 	p->used = ++g.clock;
-	g.cache[free_slot] = p;
+	/* every slot in use: the caller's alone, gone with its put */
+	if (free_slot >= 0) {
+		p->cached = true;
+		g.cache[free_slot] = p;
+	}
 	*ret = p;
 unlock:
 	pthread_mutex_unlock(&g.lock);
@@ -206,8 +207,10 @@ void cpu_dnnl_small_put(struct cpu_dnnl_small *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&g.lock);
-	p->refs--;
+	bool gone = --p->refs == 0 && !p->cached;
 	pthread_mutex_unlock(&g.lock);
+	if (gone)
+		entry_destroy(p);
 }
 
 const char *cpu_dnnl_small_impl(const struct cpu_dnnl_small *p)

@@ -13,7 +13,8 @@
  * thread on the pool thread that calls cpu_dnnl_small_run(), with that thread's oneDNN stream
  * and scratchpad. A prepared product is shared: cpu_dnnl_small_get() hands out a counted
  * reference to a process-wide cache entry (creating one JIT-compiles its kernels, so products of
- * one shape are created once); entries in use are never evicted. Get and put lock the cache;
+ * one shape are created once); entries in use are never evicted, and when every entry is in use
+ * the product is prepared for the caller alone. Get and put lock the cache;
  * run takes no lock.
  */
 #pragma once
@@ -29,8 +30,7 @@ struct cpu_dnnl_small;
 
 /* A reference to the prepared product of this shape. Not callable from a pool task. Returns
  * 0, -EINVAL (a dimension < 1 or over CPU_DNNL_SMALL_MAX_DIM, a leading dimension too small),
- * -ENOMEM, -ENOTSUP (oneDNN has no fast kernel for it on this CPU), -EBUSY (every cache entry
- * is in use). */
+ * -ENOMEM, -ENOTSUP (oneDNN has no fast kernel for it on this CPU). */
 int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans, size_t ldc,
 		       bool accumulate, struct cpu_dnnl_small **ret);
 /* Gives the reference back; accepts NULL. */

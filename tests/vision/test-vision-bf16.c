@@ -11,7 +11,8 @@
  * - cpu_vexp.h's exp within 2e-7 relative of exp() over its whole range, clamped outside.
  * - cpu_dnnl_small products against float64 on the attention's shapes and odd ones (b given
  *   transposed or not, strided operands, accumulation): both multiply the same bf16 values, so
- *   the bound is the fp32 summation bound (K + 2) 2^-24 sum |a b|.
+ *   the bound is the fp32 summation bound (K + 2) 2^-24 sum |a b|; more shapes held at once
+ *   than the cache holds are all prepared.
  * - cpu_dnnl_matmul_bf16() equals cpu_dnnl_matmul() on the same rounded rows, bit for bit.
  * - vision_attention_bf16() against vision_attention() (fp32, bias added) on a 1032-token tile
  *   with 80-wide heads and odd shapes: every row within cosine 0.9995 and every value within
@@ -335,6 +336,29 @@ static void check_smalls(void)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		if (!check_small(&cases[i]))
 			break;
+	/* more shapes held at once than the cache has entries: every one is still prepared, and
+	 * the last (the caller's alone) runs correctly */
+	enum { HELD = 40 };
+	struct cpu_dnnl_small *held[HELD] = {0};
+	int n_held = 0, r = 0;
+	for (; n_held < HELD && r == 0; n_held++)
+		r = cpu_dnnl_small_get(4, 8 + n_held, 16, (size_t)(8 + n_held), 16, false, 16, false,
+				       &held[n_held]);
+	if (r != -ENOTSUP) {
+		CHECK_INT_EQ(r, 0);
+		uint16_t a[4 * (8 + HELD)], b[(8 + HELD) * 16];
+		float c[4 * 16];
+		for (size_t i = 0; i < ARRAY_SIZE(a); i++)
+			a[i] = f32_to_bf16(1.0f);
+		for (size_t i = 0; i < ARRAY_SIZE(b); i++)
+			b[i] = f32_to_bf16(0.5f);
+		struct small_run s = {.p = held[HELD - 1], .a = a, .b = b, .c = c};
+		cpu_parallel_for(1, small_task, &s);
+		CHECK_INT_EQ(s.r, 0);
+		CHECK(c[0] == 0.5f * (8 + HELD - 1) && c[4 * 16 - 1] == c[0]);
+	}
+	while (n_held-- > 0)
+		cpu_dnnl_small_put(held[n_held]);
 	CHECK_INT_EQ(cpu_dnnl_small_get(0, 4, 4, 4, 4, false, 4, false, &p), -EINVAL);
 	CHECK_INT_EQ(cpu_dnnl_small_get(4, 4, 4, 3, 4, false, 4, false, &p), -EINVAL);
 	CHECK_INT_EQ(cpu_dnnl_small_get(4, 8, 4, 8, 4, true, 4, false, &p), -EINVAL);
