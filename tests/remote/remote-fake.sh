@@ -89,6 +89,14 @@ jq -e --argjson click "$CLICK" '(.messages | length) == 5
 	and ([.messages[4].content[] | .type] == ["text","image_url","text"])
 	and (.messages[4].content[0].text | contains("<tool_output tool=\"click\">"))' \
 	"$REC/req-2.json" >/dev/null || fail "request 2's history: $(head -c 800 "$REC/req-2.json")"
+# The chat export takes a remote task: the same turns, no prefill digests (the server tokenized).
+FIRST=$TASK
+"$HOLOCTL" export -o "$T/exp" --format chat "$FIRST" >"$T/exp.out" 2>"$T/err" ||
+	fail "holoctl export --format chat: $(cat "$T/err")"
+jq -e --arg click "$CLICK" '[.messages[].role] == ["system", "user", "user", "assistant", "user",
+	"assistant"] and .messages[3].content == $click and .prefill.steps[0].sha256 == null
+	and (.messages[2].images[0].path | type) == "string"' "$T/exp/chat.jsonl" >/dev/null ||
+	fail "chat export of a remote task: $(head -c 800 "$T/exp/chat.jsonl")"
 
 # ---- a non-streamed answer is taken too
 printf 'plain %s\n' "$ANSWER" >"$SCRIPT"
