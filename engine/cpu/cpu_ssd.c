@@ -70,7 +70,7 @@ struct scratch {
 	float *st;       /* [N][H/G * P]: the state */
 	float *cum;      /* [H/G][L] */
 	float *dth;      /* [H/G][L] */
-	float *coef;     /* [H/G][L] */
+	float *coef;     /* [H/G][L], then [L] for the mask */
 };
 
 static size_t scratch_at(const struct lm_dims *dm, void *base, struct scratch *s)
@@ -80,7 +80,7 @@ static size_t scratch_at(const struct lm_dims *dm, void *base, struct scratch *s
 	/* sizes in bytes */
 	size_t sz[] = {L * N * 2,  N * L * 2,  L * N * 2,  hp * L * 2,  L * L * 2,
 		       L * hp * 2, N * hp * 2, L * L * 4,  hp * L * 4,  L * hp * 4,
-		       N * hp * 4, N * hp * 4, hpg * L * 4, hpg * L * 4, hpg * L * 4};
+		       N * hp * 4, N * hp * 4, hpg * L * 4, hpg * L * 4, (hpg + 1) * L * 4};
 	void **ptr[] = {(void **)&s->b16,  (void **)&s->bt16, (void **)&s->c16, (void **)&s->x16,
 			(void **)&s->m16,  (void **)&s->xc16, (void **)&s->st16, (void **)&s->cb,
 			(void **)&s->yd,   (void **)&s->yo,   (void **)&s->sl,   (void **)&s->st,
@@ -118,13 +118,18 @@ static void decay_c(float *out, float base, const float *cum, const float *dth, 
 		out[s] = expf(base - cum[s]) * dth[s];
 }
 
-static void mask_row_c(uint16_t *dst, const float *cb, float base, const float *cum,
-		       const float *dth, int l, int L)
+static void mask_c(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L,
+		   float *tmp)
 {
-	for (int s = 0; s <= l; s++)
-		dst[s] = bf16_of(cb[s] * (expf(base - cum[s]) * dth[s]));
-	for (int s = l + 1; s < L; s++)
-		dst[s] = 0;
+	(void)tmp;
+	for (int l = 0; l < L; l++) {
+		uint16_t *d = dst + (size_t)l * L;
+		const float *c = cb + (size_t)l * L;
+		for (int s = 0; s <= l; s++)
+			d[s] = bf16_of(c[s] * (expf(cum[l] - cum[s]) * dth[s]));
+		for (int s = l + 1; s < L; s++)
+			d[s] = 0;
+	}
 }
 
 static void pack_x_c(uint16_t *x16, uint16_t *xc16, const float *x, float k, int n)
@@ -154,9 +159,32 @@ static void decay_add_c(float *st, float e, const float *sl, int n)
 		st[i] = e * st[i] + sl[i];
 }
 
+/* dst[c][r] = src[r][c] for r < rows, c < cols, in 16 x 16 blocks: the rows here are 2^k
+ * floats apart, and a whole column's worth of lines would thrash a few L1 sets */
+#define TRANSPOSE(name, type)                                                                      \
+	__attribute__((noinline)) static void name(type *dst, size_t ldd, const type *src,       \
+						   size_t lds, int rows, int cols)               \
+	{                                                                                          \
+		for (int r0 = 0; r0 < rows; r0 += 16) {                                            \
+			int r1 = MIN(r0 + 16, rows);                                               \
+			for (int c0 = 0; c0 < cols; c0 += 16) {                                    \
+				int c1 = MIN(c0 + 16, cols);                                       \
+				for (int r = r0; r < r1; r++) {                                    \
+					const type *sp = src + (size_t)r * lds;                    \
+					type *dp = dst + r;                                        \
+					for (int c = c0; c < c1; c++)                              \
+						dp[(size_t)c * ldd] = sp[c];                       \
+				}                                                                  \
+			}                                                                          \
+		}                                                                                  \
+	}
+TRANSPOSE(transpose_c, float)
+TRANSPOSE(transpose16, uint16_t)
+
 static const struct cpu_ssd_kernels portable = {
 	.decay = decay_c,
-	.mask_row = mask_row_c,
+	.mask = mask_c,
+	.transpose = transpose_c,
 	.pack_x = pack_x_c,
 	.round_bf16 = round_bf16_c,
 	.combine = combine_c,
@@ -200,27 +228,6 @@ struct ssd_job {
 	_Atomic int err;
 };
 
-/* dst[c][r] = src[r][c] for r < rows, c < cols, in 16 x 16 blocks: the rows here are 2^k
- * floats apart, and a whole column's worth of lines would thrash a few L1 sets */
-#define TRANSPOSE(name, type)                                                                      \
-	__attribute__((noinline)) static void name(type *dst, size_t ldd, const type *src,       \
-						   size_t lds, int rows, int cols)               \
-	{                                                                                          \
-		for (int r0 = 0; r0 < rows; r0 += 16) {                                            \
-			int r1 = MIN(r0 + 16, rows);                                               \
-			for (int c0 = 0; c0 < cols; c0 += 16) {                                    \
-				int c1 = MIN(c0 + 16, cols);                                       \
-				for (int r = r0; r < r1; r++) {                                    \
-					const type *sp = src + (size_t)r * lds;                    \
-					type *dp = dst + r;                                        \
-					for (int c = c0; c < c1; c++)                              \
-						dp[(size_t)c * ldd] = sp[c];                       \
-				}                                                                  \
-			}                                                                          \
-		}                                                                                  \
-	}
-TRANSPOSE(transpose, float)
-TRANSPOSE(transpose16, uint16_t)
 
 /* One chunk of L positions from t0 for group g; sc.st holds the state entering it (and sc.st16
  * its rounding) and the state after it on return. Returns 0 or a product's -errno. */
@@ -265,9 +272,7 @@ static int group_chunk(struct ssd_job *j, int g, int t0, int L, int thread, stru
 	for (int i = 0; i < hpg; i++) {
 		const float *cum = sc->cum + (size_t)i * L, *dth = sc->dth + (size_t)i * L;
 		/* intra-chunk: M[l][s] = CB[l][s] exp(cum[l] - cum[s]) dt[s] for s <= l, else 0 */
-		for (int l = 0; l < L; l++)
-			k->mask_row(sc->m16 + (size_t)l * L, sc->cb + (size_t)l * L, cum[l], cum, dth, l,
-				    L);
+		k->mask(sc->m16, sc->cb, cum, dth, L, sc->coef + (size_t)hpg * L);
 		if ((r = cpu_dnnl_small_run(prod[SHAPE_Y], thread, sc->m16, sc->x16 + (size_t)i * L * P,
 					    sc->yd + (size_t)i * L * P)) < 0)
 			return r;
@@ -306,7 +311,7 @@ static void group_task(void *ctx, int g, int thread)
 	struct scratch sc;
 	scratch_at(dm, cpu_scratch(thread), &sc);
 	for (int i = 0; i < j->hpg; i++)
-		transpose(sc.st + (size_t)i * P, (size_t)hp, j->state + (size_t)(g * j->hpg + i) * P * N,
+		j->k->transpose(sc.st + (size_t)i * P, (size_t)hp, j->state + (size_t)(g * j->hpg + i) * P * N,
 			  (size_t)N, P, N);
 	j->k->round_bf16(sc.st16, sc.st, N * hp);
 	for (int t0 = 0; t0 < j->T; t0 += dm->chunk) {
@@ -330,7 +335,7 @@ static void store_task(void *ctx, int g, int thread)
 	(void)thread;
 	const float *S = j->fin + (size_t)g * N * hp;
 	for (int i = 0; i < j->hpg; i++)
-		transpose(j->state + (size_t)(g * j->hpg + i) * P * N, (size_t)N, S + (size_t)i * P,
+		j->k->transpose(j->state + (size_t)(g * j->hpg + i) * P * N, (size_t)N, S + (size_t)i * P,
 			  (size_t)hp, N, P);
 }
 
@@ -364,6 +369,13 @@ int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t 
 {
 	if (T < 1)
 		return 0;
+	/* the decay factors of the mask are <= 1 only for a non-increasing cum */
+	for (int h = 0; h < dm->H; h++)
+		if (!(a[h] <= 0))
+			return -EINVAL;
+	for (size_t i = 0; i < (size_t)T * dm->H; i++)
+		if (!(dt[i] >= 0))
+			return -EINVAL;
 	struct ssd_job j = {
 		.dm = dm,
 		.T = T,

@@ -22,10 +22,14 @@
 struct cpu_ssd_kernels {
 	/* out[s] = exp(base - cum[s]) dth[s] for s < n */
 	void (*decay)(float *out, float base, const float *cum, const float *dth, int n);
-	/* row l of a head's masked decay matrix in bf16: dst[s] = bf16(cb[s] exp(base - cum[s])
-	 * dth[s]) for s <= l, 0 for l < s < L */
-	void (*mask_row)(uint16_t *dst, const float *cb, float base, const float *cum,
-			 const float *dth, int l, int L);
+	/* a head's masked decay matrix in bf16, dst[l][s] = bf16(cb[l][s] exp(cum[l] - cum[s])
+	 * dth[s]) for s <= l, 0 for l < s < L, rows L apart (dst and cb); cum non-increasing (dt >=
+	 * 0, A <= 0), so that exp(cum[l] - cum[s]) may be taken as the product of two factors
+	 * <= 1. tmp: L floats. */
+	void (*mask)(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L,
+		     float *tmp);
+	/* dst[c][r] = src[r][c] for r < rows, c < cols */
+	void (*transpose)(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols);
 	/* x16[i] = bf16(x[i]), xc16[i] = bf16(x[i] k) for i < n */
 	void (*pack_x)(uint16_t *x16, uint16_t *xc16, const float *x, float k, int n);
 	/* dst[i] = bf16(src[i]) for i < n */
@@ -48,9 +52,10 @@ size_t cpu_ssd_work_floats(const struct lm_dims *dm, int T);
 size_t cpu_ssd_scratch_bytes(const struct lm_dims *dm);
 
 /* lm_ssm_chunked()'s contract (xbc rows [x | B | C] ldx apart, dt [T][H], a = -exp(A_log), state
- * [H][P][N] carried in and out, y [T][d_in]) with bf16 products. Returns 0, or -ENOMEM /
- * -ENOTSUP (oneDNN has no fast kernel for a shape on this CPU) with the state untouched and y
- * unspecified: the caller then runs lm_ssm_chunked(). Runs pool jobs: not callable from a pool
+ * [H][P][N] carried in and out, y [T][d_in]) with bf16 products, for dt >= 0 and a <= 0 (as the
+ * model makes them: dt a clamped softplus). Returns 0, or -ENOMEM / -ENOTSUP (oneDNN has no fast
+ * kernel for a shape on this CPU) / -EINVAL (a dt or a of the wrong sign) with the state
+ * untouched and y unspecified: the caller then runs lm_ssm_chunked(). Runs pool jobs: not callable from a pool
  * task. */
 int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
 		      const float *dt, const float *a, const float *dskip, float *state, float *y,

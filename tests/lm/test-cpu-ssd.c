@@ -4,6 +4,7 @@
  * Shapes: holo-bench's default model (H 32, P 64, N 128, 8 groups, chunk 128) with one short
  * span, one full chunk and a span of 200 (a full chunk and a 72-position tail); odd ones
  * (sizes off every block, 1 to 3 positions, one group, 3 groups, a chunk longer than the span).
+ * A decay that would grow (a > 0 or dt < 0) is refused with the state untouched.
  * Every case starts from a random state (what a previous append leaves) and appends a second
  * span on the state each scan carried out, so a state written wrong or not at all shows in the
  * second span's y.
@@ -154,8 +155,36 @@ static bool check_case(const struct lm_dims *dm, int T1, int T2)
 	return ran;
 }
 
+/* A decay that grows (a > 0, or dt < 0: not what the model makes) is refused with the state
+ * untouched, for the fp32 scan to run: the mask's two-factor decays assume cum never rises. */
+static void check_refusal(void)
+{
+	struct lm_dims dm = dims(4, 8, 16, 2, 8);
+	int T = 20;
+	size_t ldx = (size_t)dm.d_in + 2 * (size_t)dm.G * dm.N, sn = (size_t)dm.H * dm.P * dm.N;
+	struct span sp;
+	span_init(&dm, T, ldx, &sp);
+	float a[4] = {-0.5f, -0.5f, 0.25f, -0.5f}, dsk[4] = {1, 1, 1, 1};
+	float *s = malloc(sn * sizeof(float)), *s0 = malloc(sn * sizeof(float));
+	float *work = malloc(cpu_ssd_work_floats(&dm, T) * sizeof(float));
+	REQUIRE(s && s0 && work);
+	CHECK_INT_EQ(cpu_reserve_scratch(cpu_ssd_scratch_bytes(&dm)), 0);
+	for (size_t i = 0; i < sn; i++)
+		s[i] = s0[i] = frand();
+	CHECK_INT_EQ(cpu_ssd_scan_bf16(&dm, T, sp.xbc, ldx, sp.dt, a, dsk, s, sp.y, work), -EINVAL);
+	a[2] = -0.25f;
+	sp.dt[7] = -0.01f;
+	CHECK_INT_EQ(cpu_ssd_scan_bf16(&dm, T, sp.xbc, ldx, sp.dt, a, dsk, s, sp.y, work), -EINVAL);
+	CHECK(memcmp(s, s0, sn * sizeof(float)) == 0);
+	free(s);
+	free(s0);
+	free(work);
+	span_free(&sp);
+}
+
 int main(void)
 {
+	check_refusal();
 	struct lm_dims model = dims(32, 64, 128, 8, 128);
 	bool ran = check_case(&model, 16, 200);
 	if (!ran) {
