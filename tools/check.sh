@@ -2,7 +2,8 @@
 # Installs what is missing, builds holod twice (three times with clang) and runs every CPU test suite:
 #  1. debug build with AddressSanitizer + UndefinedBehaviorSanitizer and the CUDA module built
 #     against the CPU emulation (-Dcuda-emulation=true): all suites (unit, x11, integration, and
-#     gpu + gpu-emu, whose kernels then run on the CPU under the sanitizers);
+#     gpu + gpu-emu, whose kernels then run on the CPU under the sanitizers, and remote, against
+#     llama.cpp's OpenAI-compatible server installed by tools/remote-server/setup.sh);
 #  2. release build with -Werror and the real nvcc objects (with the nvcc build checks where
 #     nvcc is installed): must compile warning-free; the unit suite runs again there.
 #  3. with clang: the libFuzzer targets build and their corpora replay (docs/fuzzing.md).
@@ -11,6 +12,9 @@ set -eu
 cd "$(dirname "$0")/.."
 
 ./tools/install-deps.sh
+# The remote suite's server (llama-cpp-python in tools/.venv-remote; the first run builds
+# llama.cpp, docs/remote-server.md).
+./tools/remote-server/setup.sh
 [ -d /usr/local/cuda/bin ] && PATH="/usr/local/cuda/bin:$PATH" && export PATH
 
 jobs=$(nproc 2>/dev/null || echo 2)

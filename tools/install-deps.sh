@@ -9,6 +9,7 @@ libsqlite3-dev libpng-dev libjansson-dev libpcre2-dev libmicrohttpd-dev
 libcurl4-openssl-dev zlib1g-dev nettle-dev scdoc jq
 libboost-context-dev
 libdnnl-dev
+cmake python3-venv
 xvfb xauth x11-utils xterm openbox mousepad curl sqlite3 util-linux passwd
 chromium"
 
