@@ -74,6 +74,10 @@ code=$(chat "$req")
 { [ "$code" = 500 ] && grep -q "cannot read a content part of type image_url" "$T/body"; } ||
 	fail "image_url part: expected HTTP 500 naming image_url, got $code: $(head -c 300 "$T/body")"
 
-# None of it took the server down (a grammar llama.cpp cannot parse ends its process).
-kill -0 "$REMOTE_PID" 2>/dev/null || fail "the server exited during the test"
+# None of it took the server down (a grammar llama.cpp cannot parse ends its process), and
+# remote_server_stop ends it (no test leaves a server behind).
+pid=$REMOTE_PID
+kill -0 "$pid" 2>/dev/null || fail "the server exited during the test"
+remote_server_stop
+kill -0 "$pid" 2>/dev/null && fail "the server is still running after remote_server_stop"
 pass_or_fail
