@@ -12,8 +12,8 @@
 #                           REMOTE_LOG     the server's output (printed when a check failed)
 #   remote_server_stop    stops it (the EXIT trap calls it too)
 #
-# A missing venv skips the test (exit 77), and fails it where $HOLOD_CI is set (.ci/run installs
-# the venv first).
+# A missing venv skips the test (exit 77), and fails it where $HOLOD_CI is set (tools/check.sh,
+# which CI runs, installs the venv first).
 
 . "$(dirname "$0")/../integration/lib.sh"
 
@@ -24,8 +24,8 @@ REMOTE_LOG="$T/remote-server.log"
 REMOTE_PID=
 REMOTE_ORIGIN=
 REMOTE_URL=
-# Seconds the server may take to load the model and answer /v1/models (about 2 s on an idle
-# 2-core machine; the suites run in parallel under the sanitizers).
+# Seconds the server may take to load the model and answer /v1/models (about 1 s here, but the
+# suites run in parallel on 2 cores).
 REMOTE_START_SECONDS=${REMOTE_START_SECONDS:-60}
 
 remote_server_stop() {
@@ -71,7 +71,7 @@ remote_server_start() {
 	model="$T/holod-tiny.gguf"
 	[ -f "$model" ] || "$REMOTE_PY" "$HOLOD_SOURCE_ROOT/tools/remote-server/tiny_model.py" \
 		--out "$model" || { fail "tiny_model.py could not write the model"; return 1; }
-	for attempt in 1 2 3; do
+	for _ in 1 2 3; do
 		port=$(remote_free_port)
 		# One thread: the model is tiny, and the other suites share the CPU. 32768 tokens of
 		# context: the vocabulary is one token per byte and a task's conversation grows by
