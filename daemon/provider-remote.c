@@ -97,6 +97,7 @@ struct remote_task {
 	char *model;      /* the name sent */
 	bool guided_json, json_object;
 	char **pngs;      /* pngs[i]: observation i's data URL (NULL once out of reach) */
+	uint64_t png_us;  /* encoding the last observation's PNG */
 	size_t cap;
 };
 
@@ -267,8 +268,10 @@ static size_t on_write(char *p, size_t size, size_t n, void *userdata)
 	rep->total += len;
 	if (!rep->stream || rep->status != 200) {
 		/* An error body is cut, not refused: it only feeds a message. */
-		if (rep->status != 200 && rep->body.len + len > rep->body.max)
-			len = rep->body.max - rep->body.len;
+		size_t cap = rep->status != 200 ? MIN(rep->body.max, (size_t)REMOTE_MAX_ERROR_BODY) :
+						  rep->body.max;
+		if (rep->status != 200)
+			len = rep->body.len >= cap ? 0 : MIN(len, cap - rep->body.len);
 		if (buf_add(&rep->body, p, len) < 0) {
 			snprintf(rep->err, sizeof(rep->err), "the answer is over %zu bytes",
 				 rep->body.max);
@@ -337,6 +340,12 @@ static int wait_ms(const struct remote_task *rt, uint64_t ms)
 			return 0;
 		time_sleep_us(MIN(end - now, (uint64_t)REMOTE_POLL_MS * 1000));
 	}
+}
+
+static bool connected(CURL *e)
+{
+	curl_off_t us = 0;
+	return curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &us) == CURLE_OK && us > 0;
 }
 
 /* One transfer: GET (body NULL) or POST of a JSON body. Returns 0 with rep->status set (any
@@ -412,6 +421,10 @@ static int transfer(struct remote_provider *rp, const char *url, const char *bod
 		if (cc == CURLE_WRITE_ERROR && rep->err[0]) {
 			r = -E2BIG;
 			snprintf(err, errlen, "%s", rep->err);
+		} else if (cc == CURLE_OPERATION_TIMEDOUT && !connected(e)) {
+			r = -ETIMEDOUT;
+			snprintf(err, errlen, "cannot connect to the model server at %s within %u s "
+				 "(--remote-connect-timeout)", rp->endpoint, rp->connect_timeout_s);
 		} else if (cc == CURLE_OPERATION_TIMEDOUT) {
 			r = -ETIMEDOUT;
 			snprintf(err, errlen, "the model server at %s did not answer within %u s "
@@ -620,10 +633,12 @@ static int remote_observe(struct provider_task *pt, size_t index, const struct x
 		free(rt->pngs[index - rt->keep]);
 		rt->pngs[index - rt->keep] = NULL;
 	}
+	rt->png_us = 0;
 	if (!rt->keep)
 		return 0;
 	uint8_t *png = NULL;
 	size_t n = 0;
+	uint64_t t0 = time_mono_us();
 	int r = x11_frame_encode_png(frame, &png, &n);
 	if (r < 0) {
 		snprintf(err, errlen, "cannot encode the screenshot as PNG: %s", strerror(-r));
@@ -631,6 +646,7 @@ static int remote_observe(struct provider_task *pt, size_t index, const struct x
 	}
 	rt->pngs[index] = base64_data_url(png, n);
 	free(png);
+	rt->png_us = time_mono_us() - t0;
 	return 0;
 }
 
@@ -815,6 +831,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 	reply_init(&rep, rt, true, REMOTE_MAX_RESPONSE_BYTES);
 	ret->prompt_mode = rt->history == IPC_HISTORY_WINDOW ? "window" : "persistent";
 	ret->as.provider = "remote";
+	ret->as.preprocess_us = rt->png_us;
 	ret->as.prompt_tokens = ret->as.completion_tokens = -1;
 	for (ret->as.attempts = 1;; ret->as.attempts++) {
 		float temp = cfg->temperature;
