@@ -165,6 +165,25 @@ MS=$((($(date +%s%N) - T0) / 1000000))
 [ "$MS" -lt "$(test_time_limit 1000)" ] || fail "cancel took $MS ms"
 echo "cancel during a streamed answer: $MS ms"
 
+# ---- SIGTERM in the middle of a streamed answer (the flag the kill switch sets too): holod
+# stops at once, the task is interrupted
+N0=$(ls "$REC"/*.json | wc -l)
+submit '{"instruction": "Click the block."}'
+STALLED=$TASK
+wait_until 20 more_requests || fail "the second stalled request never came"
+sleep 0.3
+T0=$(date +%s%N)
+stop_holod || fail "holod exit status $? after SIGTERM during a streamed answer"
+MS=$((($(date +%s%N) - T0) / 1000000))
+[ "$MS" -lt "$(test_time_limit 3000)" ] || fail "SIGTERM during a streamed answer took $MS ms"
+echo "SIGTERM during a streamed answer: holod exited in $MS ms"
+start_holod --remote "http://someone:pw-in-url@127.0.0.1:$PORT/v1/?token=q-in-url" \
+	--remote-key-file "$T/key" --remote-timeout 3 --remote-connect-timeout 2
+case "$(task_status "$STALLED")" in
+interrupted | cancelled) ;;
+*) fail "the task stopped by SIGTERM is $(task_status "$STALLED")" ;;
+esac
+
 # ---- the server down: the task fails clearly, holod keeps serving
 stop_fake
 submit '{"instruction": "Click the block."}'
