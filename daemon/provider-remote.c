@@ -45,24 +45,17 @@
 #include "agent.h"
 #include "agent-history.h"
 #include "common.h"
+#include "remote-reply.h"
 
-/* Bytes of one response at most (a whole streamed answer, or a non-streamed body). */
-#define REMOTE_MAX_RESPONSE_BYTES (8 * 1024 * 1024)
-/* Bytes of one server-sent-event line at most. */
-#define REMOTE_MAX_SSE_LINE (1024 * 1024)
-/* Bytes of an error body kept for the message. */
-#define REMOTE_MAX_ERROR_BODY 2048
 /* Bytes of a key file read at most. */
 #define REMOTE_MAX_KEY_BYTES 4096
 /* Bytes of GET /models read at most. */
 #define REMOTE_MAX_MODELS_BYTES (1024 * 1024)
-/* Longest served model name kept. */
-#define REMOTE_MAX_MODEL_NAME 256
 /* How often a transfer checks the stop flag and the deadline. */
 #define REMOTE_POLL_MS 20
 /* Backoff before the first retry of a 429/5xx; doubles, capped (as is Retry-After). */
 #define REMOTE_BACKOFF_BASE_MS 500
-#define REMOTE_MAX_BACKOFF_MS 30000
+#define REMOTE_MAX_BACKOFF_MS (REMOTE_MAX_RETRY_AFTER_S * 1000)
 /* Sampling of a retried step: greedy would repeat the invalid answer. */
 #define RETRY_TEMPERATURE 0.7f
 
@@ -127,198 +120,16 @@ static char *base64_data_url(const uint8_t *data, size_t n)
 	return out;
 }
 
-/* A growable byte buffer bounded by `max`. */
-struct buf {
-	char *data;
-	size_t len, cap, max;
-};
-
-/* Appends; -E2BIG past the bound (nothing appended). */
-static int buf_add(struct buf *b, const char *p, size_t n)
-{
-	if (n > b->max - b->len)
-		return -E2BIG;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = MAX(b->cap * 2, b->len + n + 1);
-		b->data = xrealloc(b->data, MIN(cap, b->max + 1));
-		b->cap = MIN(cap, b->max + 1);
-	}
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
-/* ---- one HTTP exchange ------------------------------------------------------------------------ */
-
-/* What a transfer collected. */
-struct reply {
-	const struct remote_task *rt; /* NULL: no stop flag (the provider's own probe) */
-	bool stream;
-	long status;
-	long retry_after_s;    /* -1: none */
-	size_t total;          /* bytes of the body */
-	struct buf line;       /* the SSE line being read */
-	struct buf body;       /* a non-streamed body (or an error body) */
-	struct buf content;    /* the answer's text */
-	bool saw_event, done;
-	long long prompt_tokens, completion_tokens; /* -1: not told */
-	char model[REMOTE_MAX_MODEL_NAME];
-	char err[PROVIDER_MAX_ERROR]; /* why the write callback stopped the transfer */
-};
-
-static void reply_init(struct reply *rep, const struct remote_task *rt, bool stream,
-		       size_t body_max)
-{
-	*rep = (struct reply){.rt = rt, .stream = stream, .retry_after_s = -1,
-			      .prompt_tokens = -1, .completion_tokens = -1};
-	rep->line.max = REMOTE_MAX_SSE_LINE;
-	rep->body.max = body_max;
-	rep->content.max = AGENT_MAX_RAW_BYTES;
-}
-
-static void reply_finish(struct reply *rep)
-{
-	free(rep->line.data);
-	free(rep->body.data);
-	free(rep->content.data);
-}
-
-/* Takes what a chat completion (a whole one, or one streamed chunk) says. -errno with
- * rep->err filled when it is an error or over a limit. */
-static int take_completion(struct reply *rep, json_t *o, bool chunk)
-{
-	json_t *e = json_object_get(o, "error");
-	if (e) {
-		const char *msg = json_string_value(json_object_get(e, "message"));
-		if (!msg)
-			msg = json_string_value(e);
-		snprintf(rep->err, sizeof(rep->err), "the model server reported an error: %.300s",
-			 msg ? msg : "(no message)");
-		return -EPROTO;
-	}
-	const char *model = json_string_value(json_object_get(o, "model"));
-	if (model)
-		snprintf(rep->model, sizeof(rep->model), "%s", model);
-	json_t *usage = json_object_get(o, "usage");
-	if (json_is_object(usage)) {
-		json_t *p = json_object_get(usage, "prompt_tokens");
-		json_t *c = json_object_get(usage, "completion_tokens");
-		if (json_is_integer(p))
-			rep->prompt_tokens = json_integer_value(p);
-		if (json_is_integer(c))
-			rep->completion_tokens = json_integer_value(c);
-	}
-	json_t *choice = json_array_get(json_object_get(o, "choices"), 0);
-	json_t *msg = json_object_get(choice, chunk ? "delta" : "message");
-	const char *text = json_string_value(json_object_get(msg, "content"));
-	if (text && buf_add(&rep->content, text, strlen(text)) < 0) {
-		snprintf(rep->err, sizeof(rep->err), "the answer is longer than %d bytes",
-			 AGENT_MAX_RAW_BYTES);
-		return -E2BIG;
-	}
-	return 0;
-}
-
-/* One line of the event stream ("data: {...}", "data: [DONE]", comments, other fields). */
-static int take_line(struct reply *rep, char *line, size_t len)
-{
-	if (len && line[len - 1] == '\r')
-		line[--len] = '\0';
-	if (strncmp(line, "data:", 5) != 0) {
-		/* Not an event: a server that ignored "stream" sends its JSON body as is. */
-		if (!rep->saw_event && (buf_add(&rep->body, line, len) < 0 ||
-					buf_add(&rep->body, "\n", 1) < 0)) {
-			snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes",
-				 REMOTE_MAX_RESPONSE_BYTES);
-			return -E2BIG;
-		}
-		return 0;
-	}
-	rep->saw_event = true;
-	const char *data = line + 5;
-	while (*data == ' ')
-		data++;
-	if (strcmp(data, "[DONE]") == 0) {
-		rep->done = true;
-		return 0;
-	}
-	json_error_t je;
-	json_t *o = json_loads(data, 0, &je);
-	if (!o) {
-		snprintf(rep->err, sizeof(rep->err), "the model server sent an event that is not "
-			 "JSON: %s", je.text);
-		return -EPROTO;
-	}
-	int r = take_completion(rep, o, true);
-	json_decref(o);
-	return r;
-}
-
+/* libcurl's callbacks, feeding the reply (remote-reply.h). */
 static size_t on_write(char *p, size_t size, size_t n, void *userdata)
 {
-	struct reply *rep = userdata;
-	size_t len = size * n;
-
-	if (len > REMOTE_MAX_RESPONSE_BYTES - rep->total) {
-		snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes",
-			 REMOTE_MAX_RESPONSE_BYTES);
-		return 0;
-	}
-	rep->total += len;
-	if (!rep->stream || rep->status != 200) {
-		/* An error body is cut, not refused: it only feeds a message. */
-		size_t cap = rep->status != 200 ? MIN(rep->body.max, (size_t)REMOTE_MAX_ERROR_BODY) :
-						  rep->body.max;
-		if (rep->status != 200)
-			len = rep->body.len >= cap ? 0 : MIN(len, cap - rep->body.len);
-		if (buf_add(&rep->body, p, len) < 0) {
-			snprintf(rep->err, sizeof(rep->err), "the answer is over %zu bytes",
-				 rep->body.max);
-			return 0;
-		}
-		return size * n;
-	}
-	for (size_t i = 0; i < len; i++) {
-		if (p[i] != '\n') {
-			if (buf_add(&rep->line, p + i, 1) < 0) {
-				snprintf(rep->err, sizeof(rep->err),
-					 "an event line of the answer is over %d bytes",
-					 REMOTE_MAX_SSE_LINE);
-				return 0;
-			}
-			continue;
-		}
-		int r = rep->line.len ? take_line(rep, rep->line.data, rep->line.len) : 0;
-		rep->line.len = 0;
-		if (r < 0)
-			return 0;
-	}
-	return size * n;
+	return remote_reply_feed(userdata, p, size * n) < 0 ? 0 : size * n;
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *userdata)
 {
-	struct reply *rep = userdata;
-	size_t len = size * n;
-
-	if (len > 12 && strncasecmp(p, "HTTP/", 5) == 0) {
-		/* A new response (after a 100-continue): its own status and headers follow. */
-		const char *sp = memchr(p, ' ', len);
-		rep->retry_after_s = -1;
-		rep->status = sp && (size_t)(sp - p) + 4 <= len ? strtol(sp + 1, NULL, 10) : 0;
-	} else if (len > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
-		char v[32] = "";
-		size_t k = MIN(len - 12, sizeof(v) - 1);
-		memcpy(v, p + 12, k);
-		v[k] = '\0';
-		char *end;
-		long s = strtol(v, &end, 10);
-		/* Seconds only; an HTTP date falls back to the backoff. */
-		if (end != v && s >= 0)
-			rep->retry_after_s = MIN(s, (long)(REMOTE_MAX_BACKOFF_MS / 1000));
-	}
-	return len;
+	remote_reply_header(userdata, p, size * n);
+	return size * n;
 }
 
 static bool stopped(const struct remote_task *rt)
@@ -351,8 +162,8 @@ static bool connected(CURL *e)
 /* One transfer: GET (body NULL) or POST of a JSON body. Returns 0 with rep->status set (any
  * HTTP status), -ECANCELED, -ETIME (the task's deadline), or -errno with err filled (no
  * connection, the total timeout, a limit). */
-static int transfer(struct remote_provider *rp, const char *url, const char *body,
-		    struct reply *rep, char *err, size_t errlen)
+static int transfer(struct remote_provider *rp, const struct remote_task *rt, const char *url,
+		    const char *body, struct remote_reply *rep, char *err, size_t errlen)
 {
 	char cerr[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdr = NULL;
@@ -372,8 +183,8 @@ static int transfer(struct remote_provider *rp, const char *url, const char *bod
 		hdr = curl_slist_append(hdr, rp->auth);
 	/* The probe, which no stop flag reaches, is bounded by the connect timeout; a task's
 	 * deadline is checked by the loop below, not by curl. */
-	uint64_t timeout_ms = (uint64_t)(rep->rt ? rp->timeout_s : rp->connect_timeout_s) * 1000;
-	if (rep->rt && time_mono_us() >= rep->rt->run->deadline_us) {
+	uint64_t timeout_ms = (uint64_t)(rt ? rp->timeout_s : rp->connect_timeout_s) * 1000;
+	if (rt && time_mono_us() >= rt->run->deadline_us) {
 		r = -ETIME;
 		goto cleanup;
 	}
@@ -395,11 +206,11 @@ static int transfer(struct remote_provider *rp, const char *url, const char *bod
 	}
 	curl_multi_add_handle(m, e);
 	while (running) {
-		if (stopped(rep->rt)) {
+		if (stopped(rt)) {
 			r = -ECANCELED;
 			break;
 		}
-		if (rep->rt && time_mono_us() >= rep->rt->run->deadline_us) {
+		if (rt && time_mono_us() >= rt->run->deadline_us) {
 			r = -ETIME;
 			break;
 		}
@@ -457,9 +268,9 @@ static int probe(struct remote_provider *rp, struct remote_task *rt, char *err, 
 	if (done)
 		return 0;
 
-	struct reply rep;
-	reply_init(&rep, rt, false, REMOTE_MAX_MODELS_BYTES);
-	int r = transfer(rp, rp->models_url, NULL, &rep, err, errlen);
+	struct remote_reply rep;
+	remote_reply_init(&rep, false, REMOTE_MAX_MODELS_BYTES);
+	int r = transfer(rp, rt, rp->models_url, NULL, &rep, err, errlen);
 	if (r < 0)
 		goto finish;
 	char *served = NULL;
@@ -490,7 +301,7 @@ static int probe(struct remote_provider *rp, struct remote_task *rt, char *err, 
 	pthread_mutex_unlock(&rp->lock);
 	free(served);
 finish:
-	reply_finish(&rep);
+	remote_reply_finish(&rep);
 	return r;
 }
 
@@ -682,7 +493,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 {
 	struct remote_provider *rp = rt->rp;
 	json_t *msgs = json_array();
-	struct buf pt = {.max = AGENT_MAX_PROMPT_TEXT_BYTES};
+	struct remote_buf pt = {.max = AGENT_MAX_PROMPT_TEXT_BYTES};
 	char *req = NULL;
 
 	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
@@ -697,9 +508,9 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 		json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "user", "content", c));
 		/* The journal's prompt text: what this step's request holds past the prefix,
 		 * as the local window writes it (cut at the bound). */
-		buf_add(&pt, "User: ", 6);
-		buf_add(&pt, text, strlen(text));
-		buf_add(&pt, "\n", 1);
+		remote_buf_add(&pt, "User: ", 6);
+		remote_buf_add(&pt, text, strlen(text));
+		remote_buf_add(&pt, "\n", 1);
 		if (i == h->index) {
 			*ret_user_turn = text;
 			break;
@@ -710,9 +521,9 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 			goto finish;
 		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content",
 						      step));
-		buf_add(&pt, "Assistant: ", 11);
-		buf_add(&pt, step, strlen(step));
-		buf_add(&pt, "\n", 1);
+		remote_buf_add(&pt, "Assistant: ", 11);
+		remote_buf_add(&pt, step, strlen(step));
+		remote_buf_add(&pt, "\n", 1);
 		free(step);
 	}
 	json_t *schema = json_loads(rp->schema, 0, NULL);
@@ -741,16 +552,16 @@ finish:
 
 /* One request with its retries on 429/5xx. 0 with rep filled by a 200; -ECANCELED, -ETIME;
  * else -errno with err filled. */
-static int post(struct remote_task *rt, const char *body, struct reply *rep, char *err,
+static int post(struct remote_task *rt, const char *body, struct remote_reply *rep, char *err,
 		size_t errlen)
 {
 	struct remote_provider *rp = rt->rp;
 	int r;
 
 	for (unsigned attempt = 0;; attempt++) {
-		reply_finish(rep);
-		reply_init(rep, rt, true, REMOTE_MAX_RESPONSE_BYTES);
-		if ((r = transfer(rp, rp->url, body, rep, err, errlen)) < 0)
+		remote_reply_finish(rep);
+		remote_reply_init(rep, true, REMOTE_MAX_RESPONSE_BYTES);
+		if ((r = transfer(rp, rt, rp->url, body, rep, err, errlen)) < 0)
 			return r;
 		if (rep->status == 200)
 			break;
@@ -793,29 +604,9 @@ static int post(struct remote_task *rt, const char *body, struct reply *rep, cha
 		if ((r = wait_ms(rt, ms)) < 0)
 			return r;
 	}
-	/* A trailing line without its newline. */
-	if (rep->line.len) {
-		r = take_line(rep, rep->line.data, rep->line.len);
-		rep->line.len = 0;
-		if (r < 0) {
-			snprintf(err, errlen, "%s", rep->err);
-			return r;
-		}
-	}
-	if (!rep->saw_event && rep->body.data) {
-		json_error_t je;
-		json_t *o = json_loads(rep->body.data, 0, &je);
-		if (!o) {
-			snprintf(err, errlen, "the model server's answer is neither an event stream "
-				 "nor JSON: %s", je.text);
-			return -EPROTO;
-		}
-		r = take_completion(rep, o, false);
-		json_decref(o);
-		if (r < 0) {
-			snprintf(err, errlen, "%s", rep->err);
-			return r;
-		}
+	if ((r = remote_reply_end(rep)) < 0) {
+		snprintf(err, errlen, "%s", rep->err);
+		return r;
 	}
 	return 0;
 }
@@ -825,10 +616,10 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 {
 	struct remote_task *rt = (struct remote_task *)pt;
 	const struct agent_config *cfg = rt->cfg;
-	struct reply rep;
+	struct remote_reply rep;
 	int r = 0;
 
-	reply_init(&rep, rt, true, REMOTE_MAX_RESPONSE_BYTES);
+	remote_reply_init(&rep, true, REMOTE_MAX_RESPONSE_BYTES);
 	ret->prompt_mode = rt->history == IPC_HISTORY_WINDOW ? "window" : "persistent";
 	ret->as.provider = "remote";
 	ret->as.preprocess_us = rt->png_us;
@@ -895,7 +686,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 	}
 	ret->as.decode_us = ret->as.server_us;
 	ret->as.remote_model = ret->remote_model;
-	reply_finish(&rep);
+	remote_reply_finish(&rep);
 	return r;
 }
 
