@@ -173,6 +173,26 @@ int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, c
 	return r;
 }
 
+int vision_gemm_bf16_act(const struct cpu_dnnl_weight *dw, const struct tensor *w,
+			 const uint16_t *x, int T, const float *bias, enum cpu_dnnl_act act,
+			 float *y, uint16_t *out)
+{
+	const int n = (int)w->shape[0];
+	if ((act == CPU_DNNL_ACT_GELU_ERF) != (bias != NULL) || act == CPU_DNNL_ACT_NONE)
+		return -EINVAL;
+	int r = cpu_dnnl_matmul_bf16_out(dw, x, T, bias, act, out);
+	if (r != -ENOTSUP)
+		return r;
+	/* no fused epilogue here: the product into y, then the row kernel */
+	if ((r = vision_gemm_bf16(dw, w, x, T, y, (size_t)n, false)) < 0)
+		return r;
+	if (act == CPU_DNNL_ACT_GELU_ERF)
+		vision_bias_gelu_bf16_rows(y, (size_t)n, T, n, bias, out);
+	else
+		vision_relu2_bf16_rows(y, (size_t)n, T, n, out);
+	return 0;
+}
+
 /* ---- attention ----------------------------------------------------------------------------------- */
 
 struct attn_job {
