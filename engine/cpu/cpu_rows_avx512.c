@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "common.h"
 #include "cpu_vexp.h"
 
 #define INL static inline __attribute__((always_inline))
@@ -15,9 +16,14 @@ INL __mmask16 tail_mask(int n)
 	return (__mmask16)((1u << n) - 1u);
 }
 
+/* x / (1 + exp(-x)), the division as a reciprocal estimate (2^-14) and one Newton step (~2^-23
+ * relative): a third of the division's cost */
 INL __m512 silu(__m512 x)
 {
-	return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), cpu_vexp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+	__m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), cpu_vexp512(_mm512_sub_ps(_mm512_setzero_ps(), x)));
+	__m512 r = _mm512_rcp14_ps(d);
+	r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+	return _mm512_mul_ps(x, r);
 }
 
 static float sum_squares(const float *x, int n)
@@ -103,7 +109,10 @@ static void conv_silu(const struct cpu_conv_args *a, int c0, int c1)
 			in[k] = s < 0 ? a->state + (size_t)(K - 1 + s) * cd : a->raw + (size_t)s * a->ldr;
 		}
 		float *o = a->out + (size_t)t * a->ldo;
+		/* the next position's row, a stride the hardware prefetchers do not follow */
+		const float *next = a->raw + (size_t)MIN(t + 1, a->T - 1) * a->ldr;
 		for (int c = c0; c < c1; c += 16) {
+			_mm_prefetch((const char *)(next + c), _MM_HINT_T0);
 			__mmask16 m = c1 - c >= 16 ? (__mmask16)0xffff : tail_mask(c1 - c);
 			__m512 acc = _mm512_maskz_loadu_ps(m, a->bias + c);
 			for (int k = 0; k < K; k++)
