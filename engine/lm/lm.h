@@ -143,12 +143,16 @@ size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T);
 void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
 			const float *v, float *o);
 /* The same attention in blocks (lm_attention.c), for bf16 precision's prefill: per KV head and
- * block of positions, the scores of all its query heads against a block of keys as one fp32
- * product (cpu_gemm_f32), an online softmax, and the weighted values as a second product. Equal
- * to lm_attention_heads() up to the order of fp32 sums and a ~1 ulp expf (cpu_vexp.h). Needs
- * cpu_reserve_scratch(lm_attention_blocked_scratch_bytes()), whatever n0 + T. */
-void lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
-			  const float *v, float *o);
+ * block of positions, the scores of all its query heads against a block of keys as one
+ * product, an online softmax, and the weighted values as a second product. With bf16 they run
+ * through oneDNN where it has a fast kernel for them, the scores from Q / sqrt(dh) and K split
+ * into two bf16 parts each (nearly fp32 scores), V and the softmax's weights rounded to bf16;
+ * otherwise, or without bf16, they are fp32
+ * (then equal to lm_attention_heads() up to the order of fp32 sums and a ~1 ulp expf). Returns
+ * whether the bf16 products ran. Needs cpu_reserve_scratch(lm_attention_blocked_scratch_bytes()),
+ * whatever n0 + T. */
+bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
+			  const float *v, float *o, bool bf16);
 size_t lm_attention_blocked_scratch_bytes(const struct lm_dims *dm);
 
 /* The other Mamba-2 steps of the forward (model.md 2.5), one function each so the CUDA kernels are

@@ -3,16 +3,25 @@
  *
  * A task takes one KV head and a block of QB positions: its R = QB * (hq / hkv) query rows (every
  * query head that shares the KV head, position-major) against blocks of KB keys,
- *   S = (Q / sqrt(dh)) K_blk^T        [R][KB], cpu_gemm_f32
+ *   S = (Q / sqrt(dh)) K_blk^T        [R][KB]
  *   per row: m' = max(m, max S), P = exp(S - m'), O *= exp(m - m'), l = l exp(m - m') + sum P
- *   O += P V_blk                      [R][dh], cpu_gemm_f32
+ *   O += P V_blk                      [R][dh]
  * and finally o = O / l. Keys past a row's own position (causal) get P = 0; a block of keys
  * past every row's position is never formed. Scratch per thread is fixed (no [R][n0 + T]
  * score matrix), so a long cache costs no memory.
  *
+ * The two products run in bf16 through oneDNN (cpu_dnnl_small: AMX tiles or AVX512-BF16) when
+ * the caller asks for it and oneDNN has a fast kernel for them: the scores from Q / sqrt(dh) and
+ * K each split into two bf16 parts (split_rows(): three products' worth of tile work, scores
+ * about as exact as fp32 ones, since the softmax amplifies their error), the weighted values
+ * from the value block and P rounded to bf16 (as bf16 precision's products round their
+ * inputs); the sums, the softmax and O stay fp32. Their shapes are fixed (R and KB padded with zero rows)
+ * so two prepared products serve every block. Otherwise they run in fp32 (cpu_gemm_f32).
+ *
  * DESIGN (threads): one pool job; each task writes the output columns of its KV head's query
- * heads for its positions only. Tasks are numbered from the last block of positions (the most
- * keys) to the first, so the pool, which hands out tasks in order, starts the longest first.
+ * heads for its positions only, and uses its thread's scratch. Tasks are numbered from the last
+ * block of positions (the most keys) to the first, so the pool, which hands out tasks in order,
+ * starts the longest first.
  */
 #include "lm.h"
 
@@ -21,9 +30,11 @@
 
 #include "common.h"
 #include "cpu.h"
+#include "cpu_dnnl.h"
+#include "cpu_dnnl_small.h"
 #include "cpu_rows.h"
 
-#define QB 16  /* positions per task */
+#define QB 32  /* positions per task */
 #define KB 256 /* keys per block */
 
 static size_t pad16(size_t n)
@@ -36,92 +47,182 @@ static size_t rows_per_task(const struct lm_dims *dm)
 	return (size_t)QB * (size_t)(dm->hq / dm->hkv);
 }
 
-/* Q [R][dh], S [R][KB], O [R][dh], m [R], l [R], then cpu_gemm_f32's packing */
-static size_t scratch_floats(const struct lm_dims *dm)
+/* The scratch of one task, carved from its thread's buffer: fp32 Q [R][dh], S [R][KB],
+ * O [R][dh], m [R], l [R], cpu_gemm_f32's packing, a row of dh; bf16 Q [R][3 dh] and K
+ * [KB][3 dh] (split, see split_rows()), V [KB][dh], P [R][KB]. */
+struct scratch {
+	float *q, *s, *o, *m, *l, *pack, *row;
+	uint16_t *qb, *kb, *vb, *pb;
+	size_t floats;
+};
+
+/* the next n floats of base (NULL: only counting), 64-byte aligned */
+static float *take(float *base, size_t *at, size_t n)
 {
-	size_t R = rows_per_task(dm), dh = (size_t)dm->dh;
-	return 2 * pad16(R * dh) + pad16(R * KB) + 2 * pad16(R) +
-	       pad16(cpu_gemm_pack_floats(MAX(dm->dh, KB)));
+	float *p = base ? base + *at : NULL;
+	*at += pad16(n);
+	return p;
+}
+
+static void scratch_layout(const struct lm_dims *dm, float *base, struct scratch *ret)
+{
+	size_t R = rows_per_task(dm), dh = (size_t)dm->dh, at = 0;
+	ret->q = take(base, &at, R * dh);
+	ret->s = take(base, &at, R * KB);
+	ret->o = take(base, &at, R * dh);
+	ret->m = take(base, &at, R);
+	ret->l = take(base, &at, R);
+	ret->pack = take(base, &at, cpu_gemm_pack_floats(MAX(dm->dh, KB)));
+	ret->row = take(base, &at, dh);
+	ret->qb = (uint16_t *)take(base, &at, (R * 3 * dh + 1) / 2);
+	ret->kb = (uint16_t *)take(base, &at, (KB * 3 * dh + 1) / 2);
+	ret->vb = (uint16_t *)take(base, &at, (KB * dh + 1) / 2);
+	ret->pb = (uint16_t *)take(base, &at, (R * KB + 1) / 2);
+	ret->floats = at;
 }
 
 size_t lm_attention_blocked_scratch_bytes(const struct lm_dims *dm)
 {
-	return scratch_floats(dm) * sizeof(float);
+	struct scratch sc;
+	scratch_layout(dm, NULL, &sc);
+	return sc.floats * sizeof(float);
 }
 
 struct job {
 	const struct lm_dims *dm;
 	const struct cpu_rows_variant *rows;
+	const struct cpu_dnnl_small *qk, *pv; /* both, or neither: fp32 products */
 	int T, n0, nblocks;
 	const float *q, *keys, *values;
 	float *o;
 };
+
+/* Each of n rows of dh floats ld apart as three bf16 parts [a | b | c] of a row of 3 dh: the
+ * rounding h = bf16(x) and the rest l = bf16(x - h), as [h | h | l] for the queries and
+ * [h | l | h] for the keys, so that one product over 3 dh sums Qh Kh + Qh Kl + Ql Kh: the
+ * scores to ~2^-16 of sum |q k| instead of bf16's 2^-8 (they are exponentiated, which turns
+ * their error into the weights' relative error). Zero rows up to `pad`. */
+static void split_rows(const float *src, size_t ld, int n, int dh, int pad, bool keys, float *row,
+		       uint16_t *dst)
+{
+	for (int r = 0; r < n; r++) {
+		const float *x = src + (size_t)r * ld;
+		uint16_t *h = dst + (size_t)r * 3 * dh;
+		cpu_f32_to_bf16(x, h, (size_t)dh);
+		for (int e = 0; e < dh; e++)
+			row[e] = x[e] - bf16_to_f32(h[e]);
+		cpu_f32_to_bf16(row, h + (keys ? 1 : 2) * dh, (size_t)dh);
+		memcpy(h + (keys ? 2 : 1) * dh, h, (size_t)dh * sizeof(uint16_t));
+	}
+	memset(dst + (size_t)n * 3 * dh, 0, (size_t)(pad - n) * 3 * dh * sizeof(uint16_t));
+}
+
+/* n rows of dh floats ld apart -> dense bf16 rows, zero rows up to `pad` */
+static void to_bf16_rows(const float *src, size_t ld, int n, int dh, int pad, uint16_t *dst)
+{
+	for (int r = 0; r < n; r++)
+		cpu_f32_to_bf16(src + (size_t)r * ld, dst + (size_t)r * dh, (size_t)dh);
+	memset(dst + (size_t)n * dh, 0, (size_t)(pad - n) * dh * sizeof(uint16_t));
+}
 
 static void task(void *ctx, int i, int thread)
 {
 	const struct job *j = ctx;
 	const struct lm_dims *dm = j->dm;
 	const struct cpu_rows_variant *rows = j->rows;
+	const bool bf16 = j->qk != NULL;
 	const int gq = dm->hq / dm->hkv, dh = dm->dh;
 	const int g = i % dm->hkv, b = j->nblocks - 1 - i / dm->hkv;
 	const int t0 = b * QB, nt = MIN(QB, j->T - t0), R = nt * gq;
-	const size_t Rmax = rows_per_task(dm);
-	float *Q = cpu_scratch(thread), *S = Q + pad16(Rmax * dh), *O = S + pad16(Rmax * KB);
-	float *m = O + pad16(Rmax * dh), *l = m + pad16(Rmax), *pack = l + pad16(Rmax);
+	/* the bf16 products have the fixed shape of a full task */
+	const int Rp = bf16 ? (int)rows_per_task(dm) : R;
+	struct scratch sc;
+	scratch_layout(dm, cpu_scratch(thread), &sc);
 	const float scale = 1.0f / sqrtf((float)dh);
 
 	for (int r = 0; r < R; r++) {
 		const float *src = j->q + (size_t)(t0 + r / gq) * dm->q_dim + (size_t)(g * gq + r % gq) * dh;
 		for (int e = 0; e < dh; e++)
-			Q[(size_t)r * dh + e] = src[e] * scale;
-		m[r] = -INFINITY;
-		l[r] = 0;
+			sc.q[(size_t)r * dh + e] = src[e] * scale;
+		sc.m[r] = -INFINITY;
+		sc.l[r] = 0;
 	}
-	memset(O, 0, (size_t)R * dh * sizeof(float));
+	memset(sc.o, 0, (size_t)Rp * dh * sizeof(float));
+	if (bf16) {
+		split_rows(sc.q, (size_t)dh, R, dh, Rp, false, sc.row, sc.qb);
+		memset(sc.pb, 0, (size_t)Rp * KB * sizeof(uint16_t));
+	}
 
 	const int nkeys = j->n0 + t0 + nt;
 	for (int s0 = 0; s0 < nkeys; s0 += KB) {
 		const int kb = MIN(KB, nkeys - s0);
 		const float *K = j->keys + (size_t)s0 * dm->kv_dim + (size_t)g * dh;
 		const float *V = j->values + (size_t)s0 * dm->kv_dim + (size_t)g * dh;
-		cpu_gemm_f32(Q, (size_t)dh, K, (size_t)dm->kv_dim, true, R, dh, kb, S, KB, false, pack);
+		if (bf16) {
+			split_rows(K, (size_t)dm->kv_dim, kb, dh, KB, true, sc.row, sc.kb);
+			to_bf16_rows(V, (size_t)dm->kv_dim, kb, dh, KB, sc.vb);
+		}
+		/* a bf16 product fails only on its thread's first run (no memory for the stream or
+		 * scratchpad): that block then runs in fp32 */
+		if (!bf16 || cpu_dnnl_small_run(j->qk, thread, sc.qb, sc.kb, sc.s) < 0)
+			cpu_gemm_f32(sc.q, (size_t)dh, K, (size_t)dm->kv_dim, true, R, dh, kb, sc.s, KB,
+				     false, sc.pack);
 		for (int r = 0; r < R; r++) {
-			float *srow = S + (size_t)r * KB;
+			float *srow = sc.s + (size_t)r * KB;
 			/* keys s0.. up to the row's own position n0 + t */
 			int valid = MIN(kb, j->n0 + t0 + r / gq + 1 - s0);
 			if (valid <= 0) {
 				memset(srow, 0, (size_t)kb * sizeof(float));
+				if (bf16)
+					memset(sc.pb + (size_t)r * KB, 0, KB * sizeof(uint16_t));
 				continue;
 			}
-			float mnew = fmaxf(m[r], rows->max(srow, valid));
+			float mnew = fmaxf(sc.m[r], rows->max(srow, valid));
 			float sum = rows->exp_sum(srow, valid, mnew);
 			if (valid < kb)
 				memset(srow + valid, 0, (size_t)(kb - valid) * sizeof(float));
+			if (bf16) {
+				cpu_f32_to_bf16(srow, sc.pb + (size_t)r * KB, (size_t)valid);
+				memset(sc.pb + (size_t)r * KB + valid, 0, (size_t)(KB - valid) * sizeof(uint16_t));
+			}
 			/* the first block of every row has valid >= 1 and m = -inf: alpha = 0, on O = 0 */
-			float alpha = expf(m[r] - mnew);
+			float alpha = expf(sc.m[r] - mnew);
 			if (alpha != 1.0f)
-				rows->scale(O + (size_t)r * dh, alpha, dh);
-			l[r] = l[r] * alpha + sum;
-			m[r] = mnew;
+				rows->scale(sc.o + (size_t)r * dh, alpha, dh);
+			sc.l[r] = sc.l[r] * alpha + sum;
+			sc.m[r] = mnew;
 		}
-		cpu_gemm_f32(S, KB, V, (size_t)dm->kv_dim, false, R, kb, dh, O, (size_t)dh, true, pack);
+		if (!bf16 || cpu_dnnl_small_run(j->pv, thread, sc.pb, sc.vb, sc.o) < 0)
+			cpu_gemm_f32(sc.s, KB, V, (size_t)dm->kv_dim, false, R, kb, dh, sc.o, (size_t)dh,
+				     true, sc.pack);
 	}
 
 	for (int r = 0; r < R; r++) {
 		float *dst = j->o + (size_t)(t0 + r / gq) * dm->q_dim + (size_t)(g * gq + r % gq) * dh;
-		float inv = 1.0f / l[r];
+		float inv = 1.0f / sc.l[r];
 		for (int e = 0; e < dh; e++)
-			dst[e] = O[(size_t)r * dh + e] * inv;
+			dst[e] = sc.o[(size_t)r * dh + e] * inv;
 	}
 }
 
-void lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
-			  const float *v, float *o)
+bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
+			  const float *v, float *o, bool bf16)
 {
 	if (T <= 0)
-		return;
-	struct job j = {.dm = dm, .rows = cpu_rows(), .T = T, .n0 = n0, .nblocks = (T + QB - 1) / QB,
-			.q = q, .keys = k, .values = v, .o = o};
+		return false;
+	struct job j = {.dm = dm, .rows = cpu_rows(), .T = T, .n0 = n0,
+			.nblocks = (T + QB - 1) / QB, .q = q, .keys = k, .values = v, .o = o};
+	struct cpu_dnnl_small *qk = NULL, *pv = NULL;
+	const int R = (int)rows_per_task(dm), dh = dm->dh;
+	if (bf16 &&
+	    cpu_dnnl_small_get(R, 3 * dh, KB, 3 * (size_t)dh, 3 * (size_t)dh, true, KB, false, &qk) == 0 &&
+	    cpu_dnnl_small_get(R, KB, dh, KB, (size_t)dh, false, (size_t)dh, true, &pv) == 0) {
+		j.qk = qk;
+		j.pv = pv;
+	}
 	cpu_parallel_for_work(dm->hkv * j.nblocks, task, &j,
 			      2.0 * dm->hq * T * ((double)n0 + T / 2.0) * dm->dh);
+	cpu_dnnl_small_put(qk);
+	cpu_dnnl_small_put(pv);
+	return j.qk != NULL;
 }

@@ -829,7 +829,7 @@ static void attention_layer(struct lm_seq *s, const struct lm_dims *dm, const st
 	matmul(s->prep, &L->attn.v, P->gemm[2], wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	uint64_t t0 = prof_start(s->prep);
 	if (s->prep->bf16 && T > 1)
-		lm_attention_blocked(dm, T, n0, q, st->k, st->v, o);
+		lm_attention_blocked(dm, T, n0, q, st->k, st->v, o, true);
 	else
 		lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
 	prof_end(s->prep, LM_OP_ATTENTION, t0);

@@ -8,7 +8,9 @@
  * ~n * 2^-24 on a sum of n squares, ~1e-6 for the norms' scale) and in expf (cpu_vexp.h: ~1 ulp
  * in the SiLU and the softmax). Norms and conv: |got - want| <= 1e-5 |want| + 1e-6 (a wrong
  * element, row or channel is off by O(1)). Attention (a weighted mean of values in [-1, 1]):
- * 2e-5 absolute. ReLU^2, dt and the conv's state: bit for bit (the same arithmetic). */
+ * 2e-5 absolute with fp32 products; with bf16 products, against float64 with the values
+ * rounded to bf16, 2^-9 + 1e-4 (the softmax's weights rounded to bf16, the scores' error),
+ * while one key too many or too few moves a row with few keys by O(1). ReLU^2, dt and the conv's state: bit for bit (the same arithmetic). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +19,7 @@
 
 #include "common.h"
 #include "cpu.h"
+#include "cpu_dnnl.h"
 #include "cpu_rows.h"
 #include "lm.h"
 #include "test.h"
@@ -151,6 +154,65 @@ static void test_relu2(size_t n)
 	free(u), free(want);
 }
 
+static float bf16_of(float f)
+{
+	uint16_t h;
+	cpu_f32_to_bf16(&f, &h, 1);
+	return bf16_to_f32(h);
+}
+
+/* bf16(x[i]) as floats */
+static float *bf16_copy(const float *x, size_t n)
+{
+	float *r = malloc(n * sizeof(float) + 1);
+	REQUIRE(r);
+	for (size_t i = 0; i < n; i++)
+		r[i] = bf16_of(x[i]);
+	return r;
+}
+
+/* The attention of the bf16 products' inputs in float64: softmax((q / sqrt(dh)) . k) weighting
+ * bf16(v) (the scores' products take q and k in two bf16 parts each, ~2^-16 of sum |q k|). */
+static void attention_f64(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
+			  const float *v, float *o)
+{
+	size_t npos = (size_t)n0 + (size_t)T;
+	float scale = 1.0f / sqrtf((float)dm->dh);
+	float *vb = bf16_copy(v, npos * dm->kv_dim);
+	double *w = malloc(npos * sizeof(double)), *acc = malloc((size_t)dm->dh * sizeof(double));
+	REQUIRE(w && acc);
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < dm->hq; i++) {
+			int g = i / (dm->hq / dm->hkv), n = n0 + t + 1;
+			const float *qi = q + (size_t)t * dm->q_dim + (size_t)i * dm->dh;
+			double mx = -INFINITY, sum = 0;
+			for (int s = 0; s < n; s++) {
+				const float *ks = k + (size_t)s * dm->kv_dim + (size_t)g * dm->dh;
+				double d = 0;
+				for (int e = 0; e < dm->dh; e++)
+					d += (double)(qi[e] * scale) * ks[e];
+				w[s] = d;
+				mx = fmax(mx, d);
+			}
+			memset(acc, 0, (size_t)dm->dh * sizeof(double));
+			for (int s = 0; s < n; s++) {
+				sum += w[s] = exp(w[s] - mx);
+				const float *vs = vb + (size_t)s * dm->kv_dim + (size_t)g * dm->dh;
+				for (int e = 0; e < dm->dh; e++)
+					acc[e] += w[s] * vs[e];
+			}
+			for (int e = 0; e < dm->dh; e++)
+				o[(size_t)t * dm->q_dim + (size_t)i * dm->dh + e] = (float)(acc[e] / sum);
+		}
+	free(vb), free(w), free(acc);
+}
+
+static int bf16_attention_runs = -1;
+
+/* fp32 products against lm_attention_heads(); bf16 products (where oneDNN runs them) against
+ * the float64 attention of their inputs: the softmax's weights, rounded to bf16 for the second
+ * product, are off by 2^-9 of themselves at most, so the output by 2^-9 max |v|, plus the
+ * scores' error (fp32 sums, the split's 2^-16): 1e-4 here. */
 static void test_attention(int hq, int hkv, int dh, int n0, int T)
 {
 	struct lm_dims dm = {.hq = hq, .hkv = hkv, .dh = dh, .q_dim = hq * dh, .kv_dim = hkv * dh};
@@ -162,10 +224,22 @@ static void test_attention(int hq, int hkv, int dh, int n0, int T)
 	REQUIRE(want && got);
 	REQUIRE(cpu_reserve_scratch(MAX(npos * sizeof(float), lm_attention_blocked_scratch_bytes(&dm))) == 0);
 	lm_attention_heads(&dm, T, n0, q, k, v, want);
-	lm_attention_blocked(&dm, T, n0, q, k, v, got);
+	CHECK(!lm_attention_blocked(&dm, T, n0, q, k, v, got, false));
 	double e = excess(got, want, (size_t)T * dm.q_dim, 0, 2e-5);
 	if (e > 0)
 		fprintf(stderr, "attention hq=%d hkv=%d dh=%d n0=%d T=%d: excess %g\n", hq, hkv, dh, n0, T, e);
+	CHECK(e == 0);
+
+	bool ran = lm_attention_blocked(&dm, T, n0, q, k, v, got, true);
+	if (bf16_attention_runs < 0)
+		printf("attention's bf16 products: %s\n", ran ? "oneDNN" : "not on this CPU (fp32 ran)");
+	bf16_attention_runs = ran;
+	if (ran)
+		attention_f64(&dm, T, n0, q, k, v, want);
+	e = excess(got, want, (size_t)T * dm.q_dim, 0, ran ? 0x1p-9 + 1e-4 : 2e-5);
+	if (e > 0)
+		fprintf(stderr, "attention bf16 hq=%d hkv=%d dh=%d n0=%d T=%d: excess %g\n", hq, hkv, dh,
+			n0, T, e);
 	CHECK(e == 0);
 	free(q), free(k), free(v), free(want), free(got);
 }
