@@ -5,8 +5,8 @@
  * Against the fp32 steps of vision_vit.c and vision_project.c, the passes are fused where that
  * saves a trip through memory: each bias add is folded into the step that next reads the
  * values (the residual's biases into the next LayerNorm, qkv's into attention's bf16 copies of
- * q, k and v, fc1's into the GELU), and each step that feeds a product writes its bf16 input
- * directly, which the product reads in place.
+ * q, k and v), fc1's bias and GELU and mlp1's ReLU^2 run in their product's epilogue, and each
+ * step that feeds a product writes its bf16 input directly, which the product reads in place.
  *
  * DESIGN (threads): the functions run on the caller's thread and hand jobs to the CPU pool; every
  * buffer belongs to the call, tasks write disjoint rows (attention: disjoint (rows, head) blocks
