@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "model.h"
 #include "vision.h"
+#include "vision_rows.h"
 
 /* C-RADIOv2-H and the Nano-VL v2 projector */
 #define RADIO_H_WIDTH 1280
@@ -52,7 +53,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench vision [--model DIR] [--blocks N] [--tiles N] [--threads N]\n"
 		   "                         [--tokenizer FILE] [--precision bf16|fp32]\n"
-		   "  --precision P  the random tower's products: fp32 (default) or bf16 (oneDNN)\n"
+		   "  --precision P  the encoder's precision: fp32 (default) or bf16 (as the CPU backend\n"
+		   "                 runs it: oneDNN products, bf16 row kernels)\n"
 		   "  --blocks N     ViT blocks of the random RADIO-H (default 32; fewer: extrapolated)\n"
 		   "  --tiles N      tiles timed per measurement (default 1)\n"
 		   "  --tokenizer F  tokenizer.json for the step's chat overhead (default: --model's)\n");
@@ -140,6 +142,14 @@ static float *random_tiles(int n)
 	return px;
 }
 
+/* The ViT blocks' layout the CPU backend takes in bf16 (backend_cpu.c): reordered unless
+ * $HOLOD_CPU_GEMM_WEIGHTS says "plain". */
+static enum cpu_dnnl_layout blocks_layout(void)
+{
+	const char *v = getenv("HOLOD_CPU_GEMM_WEIGHTS");
+	return v && strcmp(v, "plain") == 0 ? CPU_DNNL_PLAIN : CPU_DNNL_REORDERED;
+}
+
 /* Seconds of the best of `reps` runs of depth-`depth` ViT over n tiles, and of the projector;
  * the time per operation of the fastest run, per tile. */
 static int time_random(struct vision_weights *w, int depth, const float *px, int n, int reps,
@@ -157,14 +167,8 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 	struct vision_profile best_prof = {0};
 	r = vision_pos_embed(w, grid, grid, pos);
 	w->depth = depth;
-	if (r == 0 && bench_bf16) {
-		/* the blocks' layout the CPU backend takes (backend_cpu.c): reordered unless
-		 * $HOLOD_CPU_GEMM_WEIGHTS says "plain" */
-		const char *lv = getenv("HOLOD_CPU_GEMM_WEIGHTS");
-		r = vision_gemms_create(w, lv && strcmp(lv, "plain") == 0 ? CPU_DNNL_PLAIN
-									  : CPU_DNNL_REORDERED,
-					&gm);
-	}
+	if (r == 0 && bench_bf16)
+		r = vision_gemms_create(w, blocks_layout(), &gm);
 	for (int k = 0; r == 0 && k < reps; k++) {
 		double vit = 0, proj = 0, cpu = 0;
 		struct vision_profile prof = {0};
@@ -206,13 +210,14 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 
 /* The time per operation of one tile through `blocks` blocks and the projector (the fastest
  * timed run); the blocks' steps also per block. */
-static void print_split(const struct vision_profile *prof, int blocks)
+static void print_split(const struct vision_profile *prof, const struct vision_weights *w,
+			int grid, int blocks)
 {
-	const double L = (double)(TILE / RADIO_H_PATCH) * (TILE / RADIO_H_PATCH) + RADIO_H_PREFIX;
-	const double D = RADIO_H_WIDTH, M = RADIO_H_MLP, n_proj = TOKENS_PER_TILE;
+	const double L = (double)grid * grid + w->n_prefix, D = w->width, M = w->mlp;
+	const double n_proj = (double)(grid / w->shuffle) * (grid / w->shuffle);
 	/* multiply-adds x 2 of qkv, proj, fc1, fc2; of mlp1's two products */
 	const double block_flop = 2.0 * L * D * (3 * D + D + 2 * M);
-	const double proj_flop = 2.0 * n_proj * PROJ_HIDDEN * (4 * D + LM_HIDDEN);
+	const double proj_flop = 2.0 * n_proj * w->proj_hidden * ((double)w->proj_in + w->out_dim);
 	uint64_t total = 0;
 
 	for (int op = 0; op < VISION_OP_COUNT; op++)
@@ -277,7 +282,7 @@ static int bench_random(int blocks, int n_tiles)
 	printf("projector (pixel shuffle + mlp1, measured): %.0f ms/tile\n", projn * 1e3);
 	printf("vision encoder + projector: %.0f ms/tile%s\n", (vit32 + projn) * 1e3,
 	       blocks == RADIO_H_DEPTH ? "" : " (extrapolated)");
-	print_split(&prof, blocks);
+	print_split(&prof, &w, TILE / RADIO_H_PATCH, blocks);
 	bench_print_load();
 out:
 	for (size_t i = 0; i < n_pool; i++)
@@ -304,14 +309,40 @@ static int bench_model(struct engine_vision *v, int n_tiles)
 	for (size_t i = 0; i < (size_t)n_tiles * 3 * pre.tile_size * pre.tile_size; i++)
 		px[i] = 1.5f * frand();
 	out = xmalloc((size_t)n_tiles * tpt * dim * sizeof(float));
+	const struct vision_weights *w = engine_vision_weights(v);
+	const int grid = engine_vision_grid_side(v);
+	const size_t tile_px = (size_t)3 * pre.tile_size * pre.tile_size;
+	float *feat = xmalloc((size_t)grid * grid * w->width * sizeof(float));
+	struct vision_profile prof, best_prof = {0};
+	struct vision_gemms *gm = NULL;
+	if (bench_bf16)
+		r = vision_gemms_create(w, blocks_layout(), &gm);
+	/* as vision_encode_gemms() runs the tiles, timed per operation */
 	for (int k = 0; r == 0 && k < 2; k++) {
 		uint64_t t0 = time_mono_ns();
 
-		r = engine_vision_encode(v, px, n_tiles, out);
-		best = fmin(best, (double)(time_mono_ns() - t0) / 1e9 / n_tiles);
+		memset(&prof, 0, sizeof(prof));
+		for (int t = 0; r == 0 && t < n_tiles; t++) {
+			r = vision_vit_forward_profile(w, gm, px + (size_t)t * tile_px, grid, grid,
+						       engine_vision_pos_grid(v), feat, &prof);
+			if (r == 0)
+				r = vision_project_profile(w, gm, feat, grid, grid,
+							   out + (size_t)t * tpt * dim, &prof);
+		}
+		double s = (double)(time_mono_ns() - t0) / 1e9 / n_tiles;
+		if (s < best) {
+			best = s;
+			best_prof = prof;
+		}
 	}
-	if (r == 0)
+	vision_gemms_destroy(gm);
+	free(feat);
+	if (r == 0) {
 		printf("checkpoint vision encoder + projector (measured): %.0f ms/tile\n", best * 1e3);
+		for (int op = 0; op < VISION_OP_COUNT; op++)
+			best_prof.ns[op] /= (uint64_t)n_tiles;
+		print_split(&best_prof, w, grid, w->depth);
+	}
 	free(px);
 	free(out);
 	return r;
@@ -440,8 +471,9 @@ int bench_vision_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	printf("threads %d, kernels %s, precision %s\n", engine_get_threads(), engine_cpu_kernels(),
-	       bench_bf16 ? "bf16 (oneDNN products)" : "fp32");
+	printf("threads %d, kernels %s, precision %s%s%s\n", engine_get_threads(),
+	       engine_cpu_kernels(), bench_bf16 ? "bf16 (oneDNN products, vision row kernels " : "fp32",
+	       bench_bf16 ? vision_rows()->name : "", bench_bf16 ? ")" : "");
 	if (model_dir) {
 		m = engine_model_load(model_dir, err, sizeof(err));
 		if (!m) {
