@@ -486,6 +486,27 @@ static json_t *user_content(const struct remote_task *rt, const struct provider_
 	return parts;
 }
 
+/* The journal's text of a request: cut at AGENT_MAX_PROMPT_TEXT_BYTES with "[...]" (as
+ * agent_prompt_text does), on a character boundary. */
+static char *prompt_text_cut(const char *text, size_t len)
+{
+	static const char mark[] = "[...]";
+	size_t k = AGENT_MAX_PROMPT_TEXT_BYTES - (sizeof(mark) - 1);
+
+	if (len <= AGENT_MAX_PROMPT_TEXT_BYTES)
+		return xstrdup(text);
+	while (k > 0 && ((unsigned char)text[k] & 0xc0) == 0x80)
+		k--;
+	return xasprintf("%.*s%s", (int)k, text, mark);
+}
+
+static void prompt_text_add(struct remote_buf *pt, const char *role, const char *text)
+{
+	/* The history is bounded by the task's steps; the bound here only guards the sum. */
+	if (remote_buf_add(pt, role, strlen(role)) == 0 && remote_buf_add(pt, text, strlen(text)) == 0)
+		remote_buf_add(pt, "\n", 1);
+}
+
 /* The request body of a step and its text for the journal (images as "<image>"). */
 static char *build_request(struct remote_task *rt, const struct provider_history *h,
 			   float temperature, uint64_t seed, char **ret_prompt_text,
@@ -493,7 +514,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 {
 	struct remote_provider *rp = rt->rp;
 	json_t *msgs = json_array();
-	struct remote_buf pt = {.max = AGENT_MAX_PROMPT_TEXT_BYTES};
+	struct remote_buf pt = {.max = REMOTE_MAX_RESPONSE_BYTES};
 	char *req = NULL;
 
 	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
@@ -508,9 +529,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 		json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "user", "content", c));
 		/* The journal's prompt text: what this step's request holds past the prefix,
 		 * as the local window writes it (cut at the bound). */
-		remote_buf_add(&pt, "User: ", 6);
-		remote_buf_add(&pt, text, strlen(text));
-		remote_buf_add(&pt, "\n", 1);
+		prompt_text_add(&pt, "User: ", text);
 		if (i == h->index) {
 			*ret_user_turn = text;
 			break;
@@ -521,9 +540,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 			goto finish;
 		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content",
 						      step));
-		remote_buf_add(&pt, "Assistant: ", 11);
-		remote_buf_add(&pt, step, strlen(step));
-		remote_buf_add(&pt, "\n", 1);
+		prompt_text_add(&pt, "Assistant: ", step);
 		free(step);
 	}
 	json_t *schema = json_loads(rp->schema, 0, NULL);
@@ -542,8 +559,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 	req = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	json_decref(schema);
-	*ret_prompt_text = pt.data ? pt.data : xstrdup("");
-	pt.data = NULL;
+	*ret_prompt_text = prompt_text_cut(pt.data ? pt.data : "", pt.len);
 finish:
 	free(pt.data);
 	json_decref(msgs);

@@ -11,6 +11,8 @@ require_tools
 [ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
 command -v base64 >/dev/null 2>&1 && command -v od >/dev/null 2>&1 || test_skip "no base64/od"
 
+# libcurl honours the proxy variables; the fake server is on this machine.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 KEY="sk-fake-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 SCRIPT="$T/script"
 REC="$T/requests"
