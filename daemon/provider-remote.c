@@ -20,8 +20,10 @@
  * flag and deadline between polls, so cancel and the kill switch end a streamed answer at once
  * (stream: true, read as server-sent events). HTTP 429 and 5xx are retried up to
  * --remote-retries times after an exponential backoff (REMOTE_BACKOFF_BASE_MS doubling, or the
- * server's Retry-After, both capped at REMOTE_MAX_BACKOFF_MS); anything else fails the step.
- * Every size read from the server is checked against a named limit.
+ * server's Retry-After, both capped at REMOTE_MAX_BACKOFF_MS); a 400, 422 or 500 whose body
+ * names response_format switches the provider to {"type": "json_object", "schema"} (the form
+ * llama-cpp-python's server takes) at once; anything else fails the step. What the server
+ * sends is read by remote-reply.c, every size against a named limit.
  *
  * Credentials: the key (first line of --remote-key-file) goes only into the Authorization
  * header. Logs, errors, the journal and /v1/status name the endpoint without userinfo, query
