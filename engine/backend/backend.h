@@ -94,7 +94,9 @@ struct backend_ops {
 	 * caller); dst's KV room grows to exactly what it needs, if it must. Returns 0 or -ENOMEM
 	 * with dst unchanged. */
 	int (*seq_copy)(struct backend_seq *dst, const struct backend_seq *src);
-	/* Bytes of the state the sequence holds: conv + SSM + the used part of the KV cache. */
+	/* Bytes of the state the sequence holds: conv + SSM + the used part of the KV cache; a
+	 * function of seq->n_tokens alone (engine_session_state_bytes_at() asks it of other
+	 * lengths). */
 	size_t (*seq_state_bytes)(const struct backend_seq *seq);
 	/* Copies the state to host arrays (struct backend_seq_state). Returns 0, -ENOMEM, -EIO. */
 	int (*seq_export)(const struct backend_seq *seq, struct backend_seq_state *ret);

@@ -282,6 +282,10 @@ int engine_session_hidden(const struct engine_session *s);
 /* Bytes of per-sequence state currently held (conv + SSM states + the used part of the KV
  * cache), i.e. what a snapshot of this session costs. */
 size_t engine_session_state_bytes(const struct engine_session *s);
+/* What engine_session_state_bytes() would say for a session of the same backend holding
+ * n_tokens (0..ENGINE_SESSION_MAX_TOKENS) tokens: what admitting a session that will grow to
+ * that length costs. */
+size_t engine_session_state_bytes_at(const struct engine_session *s, int n_tokens);
 
 /* Forgets every token: back to the state of a new session. */
 void engine_session_reset(struct engine_session *s);
@@ -364,6 +368,9 @@ struct engine_batch_entry {
 	size_t n;
 	enum engine_logits want;
 	float *ret_logits;
+	/* NULL, or [n] as in engine_session_append_rows() (then embeds must be NULL): rows of
+	 * engine_rows handles, host or this backend's device memory */
+	const struct engine_row_ref *refs;
 };
 #define ENGINE_BATCH_MAX_SESSIONS 1024
 int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries,
@@ -441,6 +448,45 @@ struct engine_generate_params {
 int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok,
 		    const int32_t *prompt, size_t n_prompt, const struct engine_generate_params *p,
 		    int32_t **ret_ids, size_t *ret_n);
+
+/* ---- stepping generators ----
+ * The loop of engine_generate() one token at a time, so that the generations of several
+ * sessions of one backend advance together: each step samples every running generator's next
+ * id and feeds the ids back in one engine_forward_batch(). A generator holds its session's
+ * sampler, stop ids, callbacks (the logits hook of a grammar mask) and budget; it finishes
+ * (a stop id, max_new_tokens, a callback's stop) or fails (a hook's error) on its own, leaving
+ * the others running. The session must not be used otherwise while its generator runs, and
+ * must outlive it. Sessions give exactly the ids engine_generate() gives them alone. */
+struct engine_generator;
+
+/* A generator over session s whose first id is sampled from logits[vocab] (copied): the
+ * logits of the session's last position. p as for engine_generate() (start_logits is
+ * ignored; tok may be NULL without on_text). NULL + errno (EINVAL, ENOMEM). */
+struct engine_generator *engine_generator_create(struct engine_session *s,
+						 const struct engine_tokenizer *tok,
+						 const struct engine_generate_params *p,
+						 const float *logits);
+/* Accepts NULL. */
+void engine_generator_destroy(struct engine_generator *g);
+/* The two halves of a step, for a caller that puts other appends (prefill chunks) into the
+ * same forward: sample() runs the hook and the sampler and, unless the id ended the
+ * generation, fills *ret_entry with the append that feeds it back (its logits land in the
+ * generator) and returns 1; it returns 0 when the generator has finished, or its error. The
+ * entry goes into one engine_forward_batch(); then fed() takes that call's result (0 or a
+ * negative errno, which fails the generator) and returns the status. -EINVAL out of order. */
+int engine_generator_sample(struct engine_generator *g, struct engine_batch_entry *ret_entry);
+int engine_generator_fed(struct engine_generator *g, int err);
+/* 0 while running, 1 finished, or the negative errno it failed with. */
+int engine_generator_status(const struct engine_generator *g);
+/* The ids generated so far (the last one, which ended the generation, is not appended to the
+ * session, as with engine_generate()); valid until the next step or destroy. */
+const int32_t *engine_generator_ids(const struct engine_generator *g, size_t *ret_n);
+/* One step of n generators of backend b (finished ones are skipped): one batched forward for
+ * all that continue. Returns how many are still running, or a negative errno: -EINVAL (a NULL
+ * generator, one of another backend), -ENOMEM, or the forward's error, with which every
+ * generator fed in this step fails. */
+int engine_generators_step(struct engine_backend *b, struct engine_generator *const *gens,
+			   size_t n);
 
 /* ==== vision (vision_*.c, image*.c) ====================================================== */
 

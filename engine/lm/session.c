@@ -106,6 +106,18 @@ size_t engine_session_state_bytes(const struct engine_session *s)
 	return s->backend->ops->seq_state_bytes(s->seq);
 }
 
+size_t engine_session_state_bytes_at(const struct engine_session *s, int n_tokens)
+{
+	/* seq_state_bytes() is a function of n_tokens alone (backend.h): ask it of a copy of the
+	 * sequence's header, the state itself untouched */
+	struct backend_seq *seq = s->seq;
+	int held = seq->n_tokens;
+	seq->n_tokens = CLAMP(n_tokens, 0, ENGINE_SESSION_MAX_TOKENS);
+	size_t bytes = s->backend->ops->seq_state_bytes(seq);
+	seq->n_tokens = held;
+	return bytes;
+}
+
 int backend_session_export(const struct engine_session *s, struct backend_seq_state *ret)
 {
 	return s->backend->ops->seq_export(s->seq, ret);
@@ -210,15 +222,12 @@ int engine_session_append(struct engine_session *s, const int32_t *tokens,
 	return append(s, tokens, embeds, NULL, n, want, ret_logits);
 }
 
-int engine_session_append_rows(struct engine_session *s, const int32_t *tokens,
-			       const struct engine_row_ref *refs, size_t n, enum engine_logits want,
-			       float *ret_logits)
+/* Checks refs[0..n) against session s: Returns 0 or -EINVAL; *any_host / *any_device say
+ * which kinds of rows they name (or'ed in). */
+static int check_refs(const struct engine_session *s, const struct engine_row_ref *refs,
+		      size_t n, bool *any_host, bool *any_device)
 {
-	int r = check_append(s, tokens, n, want, ret_logits);
-	if (r < 0 || !refs)
-		return r < 0 ? r : append(s, tokens, NULL, NULL, n, want, ret_logits);
 	const int hidden = s->backend->model->cfg.hidden;
-	bool any_host = false, any_device = false;
 	for (size_t i = 0; i < n; i++) {
 		const struct engine_rows *rows = refs[i].rows;
 		if (!rows)
@@ -226,15 +235,18 @@ int engine_session_append_rows(struct engine_session *s, const int32_t *tokens,
 		if (rows->dim != hidden || refs[i].row >= rows->n_rows ||
 		    (rows->device && rows->backend != s->backend))
 			return -EINVAL;
-		any_host |= rows->host != NULL;
-		any_device |= rows->device != NULL;
+		*any_host |= rows->host != NULL;
+		*any_device |= rows->device != NULL;
 	}
-	const float **embeds = any_host ? calloc(n, sizeof(*embeds)) : NULL;
-	const float **device_embeds = any_device ? calloc(n, sizeof(*device_embeds)) : NULL;
-	if ((any_host && !embeds) || (any_device && !device_embeds)) {
-		r = -ENOMEM;
-		goto free_arrays;
-	}
+	return 0;
+}
+
+/* Points embeds[i] / device_embeds[i] at the rows refs[i] names (arrays as check_refs() said
+ * they are needed; the others are left alone). */
+static void resolve_refs(const struct engine_session *s, const struct engine_row_ref *refs,
+			 size_t n, const float **embeds, const float **device_embeds)
+{
+	const int hidden = s->backend->model->cfg.hidden;
 	for (size_t i = 0; i < n; i++) {
 		const struct engine_rows *rows = refs[i].rows;
 		size_t at = rows ? refs[i].row * (size_t)hidden : 0;
@@ -243,6 +255,25 @@ int engine_session_append_rows(struct engine_session *s, const int32_t *tokens,
 		else if (rows)
 			embeds[i] = rows->host + at;
 	}
+}
+
+int engine_session_append_rows(struct engine_session *s, const int32_t *tokens,
+			       const struct engine_row_ref *refs, size_t n, enum engine_logits want,
+			       float *ret_logits)
+{
+	int r = check_append(s, tokens, n, want, ret_logits);
+	if (r < 0 || !refs)
+		return r < 0 ? r : append(s, tokens, NULL, NULL, n, want, ret_logits);
+	bool any_host = false, any_device = false;
+	if ((r = check_refs(s, refs, n, &any_host, &any_device)) < 0)
+		return r;
+	const float **embeds = any_host ? calloc(n, sizeof(*embeds)) : NULL;
+	const float **device_embeds = any_device ? calloc(n, sizeof(*device_embeds)) : NULL;
+	if ((any_host && !embeds) || (any_device && !device_embeds)) {
+		r = -ENOMEM;
+		goto free_arrays;
+	}
+	resolve_refs(s, refs, n, embeds, device_embeds);
 	r = append(s, tokens, embeds, device_embeds, n, want, ret_logits);
 free_arrays:
 	free(device_embeds);
@@ -261,7 +292,7 @@ int engine_forward_batch(struct engine_backend *b, const struct engine_batch_ent
 	if (!b || !entries || n_entries == 0 || n_entries > ENGINE_BATCH_MAX_SESSIONS)
 		return -EINVAL;
 	size_t total = 0;
-	bool any_embeds = false, any_logits = false;
+	bool any_embeds = false, any_device = false, any_logits = false;
 	for (size_t i = 0; i < n_entries; i++) {
 		const struct engine_batch_entry *e = &entries[i];
 		if (!e->session || e->session->backend != b)
@@ -272,6 +303,10 @@ int engine_forward_batch(struct engine_backend *b, const struct engine_batch_ent
 		int r = check_append(e->session, e->tokens, e->n, e->want, e->ret_logits);
 		if (r < 0)
 			return r;
+		if (e->refs && (e->embeds ||
+				(r = check_refs(e->session, e->refs, e->n, &any_embeds,
+						&any_device)) < 0))
+			return r < 0 ? r : -EINVAL;
 		/* each n is at most ENGINE_SESSION_MAX_TOKENS, so the sum cannot wrap */
 		total += e->n;
 		any_embeds |= e->embeds != NULL;
@@ -283,8 +318,10 @@ int engine_forward_batch(struct engine_backend *b, const struct engine_batch_ent
 	struct backend_span *spans = calloc(n_entries, sizeof(*spans));
 	int32_t *tokens = malloc(total * sizeof(*tokens));
 	const float **embeds = any_embeds ? calloc(total, sizeof(*embeds)) : NULL;
+	const float **device_embeds = any_device ? calloc(total, sizeof(*device_embeds)) : NULL;
 	float **logits = any_logits ? malloc(total * sizeof(*logits)) : NULL;
-	if (!spans || !tokens || (any_embeds && !embeds) || (any_logits && !logits))
+	if (!spans || !tokens || (any_embeds && !embeds) || (any_device && !device_embeds) ||
+	    (any_logits && !logits))
 		goto free_arrays;
 	size_t pos = 0;
 	for (size_t i = 0; i < n_entries; i++) {
@@ -293,6 +330,9 @@ int engine_forward_batch(struct engine_backend *b, const struct engine_batch_ent
 		memcpy(tokens + pos, e->tokens, e->n * sizeof(*tokens));
 		if (e->embeds)
 			memcpy(embeds + pos, e->embeds, e->n * sizeof(*embeds));
+		else if (e->refs)
+			resolve_refs(e->session, e->refs, e->n, embeds ? embeds + pos : NULL,
+				     device_embeds ? device_embeds + pos : NULL);
 		if (logits)
 			set_logits(logits, pos, e->n, e->want, e->ret_logits, vocab);
 		pos += e->n;
@@ -301,12 +341,14 @@ int engine_forward_batch(struct engine_backend *b, const struct engine_batch_ent
 		.n_pos = total,
 		.tokens = tokens,
 		.embeds = embeds,
+		.device_embeds = device_embeds,
 		.logits = logits,
 		.spans = spans,
 		.n_spans = n_entries,
 	};
 	r = run_batch(b, &batch);
 free_arrays:
+	free(device_embeds);
 	free(logits);
 	free(embeds);
 	free(tokens);
