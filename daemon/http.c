@@ -398,6 +398,10 @@ static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection
 				  (long long)id);
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
+	/* waiting for the model's admission (model-worker.h): its place in that queue */
+	int pos = s->ctx.worker ? model_worker_wait_position(s->ctx.worker, (long long)id) : 0;
+	if (pos > 0)
+		json_object_set_new(task, "model_queue_position", json_integer(pos));
 	return send_json(c, status, task, false);
 }
 

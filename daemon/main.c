@@ -232,11 +232,13 @@ int main(int argc, char **argv)
 		goto stop_xvfb;
 	}
 	/* Loading runs on the model worker: holod serves scripts while a large model maps. */
+	cfg.engine_backend.state_limit = (uint64_t)cfg.state_limit_kib << 10;
 	worker = model_worker_create(cfg.model_dir, &cfg.engine_backend);
 	if (!worker) {
 		log_error_errno(-errno, "cannot start the model worker");
 		goto destroy_writer;
 	}
+	model_worker_set_prefill_chunk(worker, cfg.batch_prefill_chunk);
 	if (cfg.remote) {
 		char perr[PROVIDER_MAX_ERROR] = "";
 		bool images = strcmp(cfg.remote_images, "png") == 0;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 #include "ipc.h"
@@ -15,8 +16,24 @@
 struct job {
 	int (*fn)(struct worker_ctx *ctx, void *arg);
 	void *arg;
+	const struct model_seq_job *seq; /* a sequence job (fn NULL) */
 	int result;
 	bool done;
+};
+
+/* A sequence job in the batch, with its current work item. Model worker only. */
+struct active {
+	struct job *j;
+	struct model_work w;
+	size_t done;  /* prefill: positions appended so far */
+	size_t take;  /* prefill: positions in this forward */
+	bool fresh;   /* its work item was set during this forward's preparation */
+};
+
+/* A task waiting for admission. */
+struct waiter {
+	long long task;
+	uint64_t bytes;
 };
 
 struct model_worker {
@@ -53,6 +70,25 @@ struct model_worker {
 
 	pthread_t thread;
 	bool started;
+
+	/* The scheduler of sequences: the active set is the worker's; the counters are read by
+	 * status under the lock. */
+	unsigned prefill_chunk;
+	struct active *active;
+	size_t n_active, cap_active, rr;
+	size_t n_sequences; /* n_active, for status (under the lock) */
+	unsigned long long batches;
+	size_t largest_batch;
+	/* Admission, under the lock: the budget (0: none), what admitted tasks reserved, and the
+	 * tasks waiting in FIFO order; a session's size at a length, measured when the backend is
+	 * made. */
+	uint64_t budget, reserved;
+	struct waiter *waiters;
+	size_t n_waiters, cap_waiters;
+	pthread_cond_t admitted;
+	/* a session's state: fixed (conv, SSM) + per_pos per position held (KV) */
+	uint64_t state_fixed;
+	double state_per_pos;
 };
 
 static void set_failed(struct model_worker *et, const char *format, ...)
@@ -68,6 +104,41 @@ static void set_failed(struct model_worker *et, const char *format, ...)
 	et->state = MODEL_WORKER_FAILED;
 	pthread_cond_broadcast(&et->done);
 	pthread_mutex_unlock(&et->lock);
+}
+
+/* Sizes sessions for admission with an empty session of the new backend (then destroyed),
+ * and sets the budget its sessions may hold. Model worker, before READY. */
+static void admission_setup(struct model_worker *et)
+{
+	struct engine_backend_info bi;
+	struct engine_session *probe = engine_session_create_on(et->ctx.backend, 1);
+	uint64_t fixed = 0, full = 0;
+	bool sized = probe != NULL;
+	if (probe) {
+		fixed = engine_session_state_bytes_at(probe, 0);
+		full = engine_session_state_bytes_at(probe, ENGINE_SESSION_MAX_TOKENS);
+		engine_session_destroy(probe);
+	} else {
+		log_warning_errno(-errno, "the model %s: cannot size its sessions; tasks are "
+					  "admitted without a memory budget", et->dir);
+	}
+	engine_backend_get_info(et->ctx.backend, &bi);
+	uint64_t budget = bi.state_limit;
+	/* on a device without a limit: what is free after the weights, less a tenth for the
+	 * scratch and the graphs */
+	if (!budget && bi.kind == ENGINE_BACKEND_CUDA && bi.memory_free)
+		budget = bi.memory_free - bi.memory_free / 10 + bi.state_bytes;
+	pthread_mutex_lock(&et->lock);
+	et->budget = sized ? budget : 0;
+	et->state_fixed = fixed;
+	et->state_per_pos = (double)(full - fixed) / ENGINE_SESSION_MAX_TOKENS;
+	pthread_mutex_unlock(&et->lock);
+}
+
+/* What a session holding n positions costs (a device's KV blocks may round it up a little). */
+static uint64_t state_at(const struct model_worker *et, int n)
+{
+	return et->state_fixed + (uint64_t)(et->state_per_pos * (double)n + 0.5);
 }
 
 static void unload(struct worker_ctx *ctx)
@@ -228,6 +299,7 @@ static void load(struct model_worker *et)
 	pthread_mutex_lock(&et->lock);
 	et->backend = bo;
 	pthread_mutex_unlock(&et->lock);
+	admission_setup(et);
 	ctx->tok = engine_model_tokenizer(ctx->model);
 	if (!ctx->tok) {
 		set_failed(et, "the model %s has no tokenizer.json", et->dir);
@@ -315,6 +387,8 @@ static void recreate_backend(struct model_worker *et)
 	engine_backend_destroy(ctx->backend);
 	load_progress_start(et, &bo);
 	ctx->backend = engine_backend_create(ctx->model, &bo, err, sizeof(err));
+	if (ctx->backend)
+		admission_setup(et);
 
 	pthread_mutex_lock(&et->lock);
 	et->device_failed = false;
@@ -333,6 +407,149 @@ static void recreate_backend(struct model_worker *et)
 	pthread_cond_broadcast(&et->done);
 }
 
+/* Under the lock: the job's result, for its submitter. */
+static void finish_job(struct model_worker *et, struct job *j, int r)
+{
+	j->result = r;
+	j->done = true;
+	pthread_cond_broadcast(&et->done);
+}
+
+/* After a forward or a job: a device fault is noticed once; the jobs of other tasks fail with
+ * it until their sessions are gone, then the backend is recreated. */
+static void check_fault(struct model_worker *et)
+{
+	if (!et->device_failed && engine_backend_fault(et->ctx.backend, et->device_error,
+						       sizeof(et->device_error))) {
+		et->device_failed = true;
+		log_error("the model %s: its device failed: %s; the backend is recreated once the "
+			  "tasks using it have ended", et->dir, et->device_error);
+	}
+}
+
+/* The work item of a ended with r: the job's next one, or the job's end. Model worker. */
+static void work_ended(struct model_worker *et, struct active *a, int r)
+{
+	a->w = (struct model_work){0};
+	a->done = 0;
+	r = a->j->seq->next(&et->ctx, a->j->seq->arg, r, &a->w);
+	a->fresh = true;
+	if (r == 1)
+		return;
+	pthread_mutex_lock(&et->lock);
+	finish_job(et, a->j, r);
+	pthread_mutex_unlock(&et->lock);
+	a->j = NULL;
+}
+
+/* A sequence job joins the batch with its first work item (or ends at once). */
+static void activate(struct model_worker *et, struct job *j)
+{
+	if (et->n_active == et->cap_active) {
+		et->cap_active = MAX(et->cap_active * 2, (size_t)8);
+		et->active = xreallocarray(et->active, et->cap_active, sizeof(*et->active));
+	}
+	struct active *a = &et->active[et->n_active++];
+	*a = (struct active){.j = j};
+	a->j = j;
+	int r = j->seq->next(&et->ctx, j->seq->arg, 0, &a->w);
+	if (r != 1) {
+		pthread_mutex_lock(&et->lock);
+		finish_job(et, j, r);
+		pthread_mutex_unlock(&et->lock);
+		et->n_active--;
+	}
+}
+
+/* One batched forward: every decoding session's next token and up to prefill_chunk positions
+ * of prefill, handed out in turn (the first sequence served rotates). Model worker. */
+static void tick(struct model_worker *et)
+{
+	size_t n = et->n_active, n_e = 0;
+	struct engine_batch_entry *e = xcalloc(n, sizeof(*e));
+	struct active **of = xcalloc(n, sizeof(*of));
+	int *rs = xcalloc(n, sizeof(*rs));
+	size_t budget = et->prefill_chunk;
+
+	for (size_t i = 0; i < n; i++)
+		et->active[i].fresh = false;
+	for (size_t k = 0; k < n; k++) {
+		struct active *a = &et->active[(et->rr + k) % n];
+		if (!a->j || a->fresh)
+			continue;
+		if (a->w.kind == MODEL_WORK_DECODE) {
+			int r = engine_generator_sample(a->w.gen, &e[n_e]);
+			if (r == 1)
+				of[n_e++] = a;
+			else
+				work_ended(et, a, r);
+			continue;
+		}
+		if (!budget)
+			continue;
+		int r = a->j->seq->check ? a->j->seq->check(a->j->seq->arg) : 0;
+		if (r < 0) {
+			work_ended(et, a, r);
+			continue;
+		}
+		a->take = MIN(a->w.n - a->done, budget);
+		budget -= a->take;
+		bool last = a->done + a->take == a->w.n;
+		e[n_e] = (struct engine_batch_entry){
+			.session = a->w.session, .tokens = a->w.ids + a->done, .n = a->take,
+			.refs = a->w.refs ? a->w.refs + a->done : NULL,
+			.want = last ? a->w.want : ENGINE_LOGITS_NONE,
+			.ret_logits = last ? a->w.logits : NULL};
+		of[n_e++] = a;
+	}
+	et->rr = (et->rr + 1) % n;
+	if (n_e) {
+		int r = engine_forward_batch(et->ctx.backend, e, n_e);
+		/* nothing changed (all or nothing): each entry alone, so that one session's
+		 * failure (its context full, the state limit) is its own */
+		for (size_t i = 0; i < n_e; i++)
+			rs[i] = r;
+		if (r < 0 && r != -EIO && n_e > 1)
+			for (size_t i = 0; i < n_e; i++)
+				rs[i] = engine_forward_batch(et->ctx.backend, &e[i], 1);
+		check_fault(et);
+		pthread_mutex_lock(&et->lock);
+		et->batches++;
+		et->largest_batch = MAX(et->largest_batch, n_e);
+		pthread_mutex_unlock(&et->lock);
+	}
+	for (size_t i = 0; i < n_e; i++) {
+		struct active *a = of[i];
+		if (a->w.kind == MODEL_WORK_DECODE) {
+			int st = engine_generator_fed(a->w.gen, rs[i]);
+			if (st != 0)
+				work_ended(et, a, st < 0 ? st : 0);
+		} else if (rs[i] < 0) {
+			work_ended(et, a, rs[i]);
+		} else if ((a->done += a->take) == a->w.n) {
+			work_ended(et, a, 0);
+		}
+	}
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++)
+		if (et->active[i].j)
+			et->active[kept++] = et->active[i];
+	et->n_active = kept;
+	if (kept)
+		et->rr %= kept;
+	free(rs);
+	free(of);
+	free(e);
+}
+
+static struct job *pop(struct model_worker *et)
+{
+	struct job *j = et->queue[et->head];
+	et->head = (et->head + 1) % MODEL_WORKER_QUEUE_MAX;
+	et->n_queued--;
+	return j;
+}
+
 static void *worker_main(void *userdata)
 {
 	struct model_worker *et = userdata;
@@ -341,40 +558,46 @@ static void *worker_main(void *userdata)
 		load(et);
 	pthread_mutex_lock(&et->lock);
 	for (;;) {
-		while (!et->n_queued && !et->stopping)
+		while (!et->n_queued && !et->n_active && !et->stopping)
 			pthread_cond_wait(&et->wake, &et->lock);
 		if (et->stopping)
 			break;
-		struct job *j = et->queue[et->head];
-		et->head = (et->head + 1) % MODEL_WORKER_QUEUE_MAX;
-		et->n_queued--;
+		/* Sequence jobs join the batch at once; one plain job runs between two forwards. */
+		struct job *plain = NULL;
+		while (et->n_queued && !plain) {
+			struct job *j = pop(et);
+			if (!j->seq) {
+				plain = j;
+				break;
+			}
+			pthread_mutex_unlock(&et->lock);
+			activate(et, j);
+			pthread_mutex_lock(&et->lock);
+		}
+		pthread_cond_broadcast(&et->done); /* the queue has room */
 		pthread_mutex_unlock(&et->lock);
 
-		int r = j->fn(&et->ctx, j->arg);
-		/* A job that met a device fault failed with it (its task says so); so do the jobs of
-		 * other tasks until their sessions are gone: then the backend is recreated. */
-		if (!et->device_failed && engine_backend_fault(et->ctx.backend, et->device_error,
-							       sizeof(et->device_error))) {
-			et->device_failed = true;
-			log_error("the model %s: its device failed: %s; the backend is recreated once "
-				  "the tasks using it have ended", et->dir, et->device_error);
+		if (plain) {
+			int r = plain->fn(&et->ctx, plain->arg);
+			check_fault(et);
+			pthread_mutex_lock(&et->lock);
+			finish_job(et, plain, r);
+			pthread_mutex_unlock(&et->lock);
 		}
+		if (et->n_active)
+			tick(et);
 
 		pthread_mutex_lock(&et->lock);
-		j->result = r;
-		j->done = true;
-		pthread_cond_broadcast(&et->done);
-		if (et->device_failed && et->sessions == 0 && !et->stopping)
+		et->n_sequences = et->n_active;
+		if (et->device_failed && et->sessions == 0 && !et->n_active && !et->stopping)
 			recreate_backend(et);
 	}
-	/* Jobs left in the queue are answered; their submitters are waiting. */
-	while (et->n_queued) {
-		struct job *j = et->queue[et->head];
-		et->head = (et->head + 1) % MODEL_WORKER_QUEUE_MAX;
-		et->n_queued--;
-		j->result = -ESHUTDOWN;
-		j->done = true;
-	}
+	/* Jobs left are answered; their submitters are waiting. */
+	while (et->n_queued)
+		finish_job(et, pop(et), -ESHUTDOWN);
+	for (size_t i = 0; i < et->n_active; i++)
+		finish_job(et, et->active[i].j, -ESHUTDOWN);
+	et->n_active = 0;
 	pthread_cond_broadcast(&et->done);
 	pthread_mutex_unlock(&et->lock);
 	return NULL;
@@ -393,6 +616,8 @@ struct model_worker *model_worker_create(const char *model_dir,
 	pthread_mutex_init(&et->lock, NULL);
 	pthread_cond_init(&et->wake, NULL);
 	pthread_cond_init(&et->done, NULL);
+	pthread_cond_init(&et->admitted, NULL);
+	et->prefill_chunk = MODEL_WORKER_DEFAULT_PREFILL_CHUNK;
 	if ((r = pthread_create(&et->thread, NULL, worker_main, et)) != 0) {
 		model_worker_destroy(et);
 		errno = r;
@@ -414,9 +639,12 @@ void model_worker_destroy(struct model_worker *et)
 		pthread_join(et->thread, NULL);
 	}
 	unload(&et->ctx);
+	free(et->active);
+	free(et->waiters);
 	pthread_mutex_destroy(&et->lock);
 	pthread_cond_destroy(&et->wake);
 	pthread_cond_destroy(&et->done);
+	pthread_cond_destroy(&et->admitted);
 	free(et->dir);
 	free(et);
 }
@@ -528,6 +756,17 @@ json_t *model_worker_status(struct model_worker *et)
 				"done", et->load_end != 0));
 		}
 		json_object_set_new(o, "device_resets", json_integer(et->device_resets));
+		json_t *waiting = json_array();
+		for (size_t i = 0; waiting && i < et->n_waiters; i++)
+			json_array_append_new(waiting, json_pack("{s:I, s:I}", "task",
+				(json_int_t)et->waiters[i].task, "position", (json_int_t)(i + 1)));
+		json_object_set_new(o, "batching", json_pack(
+			"{s:i, s:I, s:I, s:I, s:o, s:I, s:o}", "prefill_chunk", (int)et->prefill_chunk,
+			"batches", (json_int_t)et->batches, "sequences", (json_int_t)et->n_sequences,
+			"largest_batch", (json_int_t)et->largest_batch, "budget_bytes",
+			et->budget ? json_integer((json_int_t)et->budget) : json_null(),
+			"reserved_bytes", (json_int_t)et->reserved, "waiting",
+			waiting ? waiting : json_array()));
 		if (ready) {
 			json_object_set_new(o, "parameters", json_integer((json_int_t)et->info.n_params));
 			json_object_set_new(o, "weight_bytes",
@@ -556,10 +795,18 @@ json_t *model_worker_status(struct model_worker *et)
 	return o;
 }
 
+static int submit(struct model_worker *et, struct job *j);
+
 int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg),
 		      void *arg)
 {
 	struct job j = {.fn = fn, .arg = arg};
+	return submit(et, &j);
+}
+
+/* Queues j as model_worker_call() does and waits for its result. */
+static int submit(struct model_worker *et, struct job *j)
+{
 	int r;
 
 	pthread_mutex_lock(&et->lock);
@@ -576,15 +823,132 @@ int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx,
 		r = -ENODEV;
 		goto unlock;
 	}
-	et->queue[(et->head + et->n_queued) % MODEL_WORKER_QUEUE_MAX] = &j;
+	et->queue[(et->head + et->n_queued) % MODEL_WORKER_QUEUE_MAX] = j;
 	et->n_queued++;
 	pthread_cond_signal(&et->wake);
-	while (!j.done)
+	while (!j->done)
 		pthread_cond_wait(&et->done, &et->lock);
-	r = j.result;
+	r = j->result;
 unlock:
 	pthread_mutex_unlock(&et->lock);
 	return r;
+}
+
+int model_worker_run(struct model_worker *et, const struct model_seq_job *job)
+{
+	struct job j = {.seq = job};
+	return submit(et, &j);
+}
+
+int model_worker_set_prefill_chunk(struct model_worker *et, unsigned tokens)
+{
+	if (tokens < 1 || tokens > MODEL_WORKER_MAX_PREFILL_CHUNK)
+		return -EINVAL;
+	pthread_mutex_lock(&et->lock);
+	et->prefill_chunk = tokens;
+	pthread_mutex_unlock(&et->lock);
+	return 0;
+}
+
+unsigned long long model_worker_batches(struct model_worker *et)
+{
+	pthread_mutex_lock(&et->lock);
+	unsigned long long n = et->batches;
+	pthread_mutex_unlock(&et->lock);
+	return n;
+}
+
+/* Milliseconds between two looks at a waiting task's stop flag. */
+#define MODEL_WORKER_ADMIT_POLL_MS 50
+
+static void drop_waiter(struct model_worker *et, long long task)
+{
+	for (size_t i = 0; i < et->n_waiters; i++)
+		if (et->waiters[i].task == task) {
+			memmove(&et->waiters[i], &et->waiters[i + 1],
+				(et->n_waiters - i - 1) * sizeof(*et->waiters));
+			et->n_waiters--;
+			break;
+		}
+	pthread_cond_broadcast(&et->admitted);
+}
+
+int model_worker_admit(struct model_worker *et, long long task, int max_tokens,
+		       int prefix_tokens, const atomic_int *stop, uint64_t *ret_bytes, char *err,
+		       size_t errlen)
+{
+	int r = 0;
+
+	if (model_worker_wait_loaded(et) != MODEL_WORKER_READY)
+		return -ENODEV;
+	pthread_mutex_lock(&et->lock);
+	if (!et->budget) {
+		*ret_bytes = 0;
+		goto unlock;
+	}
+	uint64_t bytes = state_at(et, max_tokens) + state_at(et, prefix_tokens);
+	if (bytes > et->budget) {
+		snprintf(err, errlen, "the task's model session needs %.1f MiB (a context of %d "
+			 "tokens and its prefix), more than the %.1f MiB the sessions may hold "
+			 "(--state-limit, or the device's free memory): lower --context-tokens or "
+			 "raise the limit", (double)bytes / (1 << 20), max_tokens,
+			 (double)et->budget / (1 << 20));
+		r = -EFBIG;
+		goto unlock;
+	}
+	if (et->n_waiters == et->cap_waiters) {
+		et->cap_waiters = MAX(et->cap_waiters * 2, (size_t)8);
+		et->waiters = xreallocarray(et->waiters, et->cap_waiters, sizeof(*et->waiters));
+	}
+	et->waiters[et->n_waiters++] = (struct waiter){.task = task, .bytes = bytes};
+	bool logged = false;
+	while (et->waiters[0].task != task || et->reserved + bytes > et->budget) {
+		if (atomic_load(stop) || et->stopping) {
+			drop_waiter(et, task);
+			r = -ECANCELED;
+			goto unlock;
+		}
+		if (!logged) {
+			log_info("task %lld waits for the model: its session (%.1f MiB) does not fit "
+				 "beside the %.1f MiB reserved of %.1f MiB", task,
+				 (double)bytes / (1 << 20), (double)et->reserved / (1 << 20),
+				 (double)et->budget / (1 << 20));
+			logged = true;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += MODEL_WORKER_ADMIT_POLL_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&et->admitted, &et->lock, &ts);
+	}
+	drop_waiter(et, task);
+	et->reserved += bytes;
+	*ret_bytes = bytes;
+unlock:
+	pthread_mutex_unlock(&et->lock);
+	return r;
+}
+
+void model_worker_release(struct model_worker *et, uint64_t bytes)
+{
+	pthread_mutex_lock(&et->lock);
+	et->reserved -= MIN(bytes, et->reserved);
+	pthread_cond_broadcast(&et->admitted);
+	pthread_mutex_unlock(&et->lock);
+}
+
+int model_worker_wait_position(struct model_worker *et, long long task)
+{
+	int pos = 0;
+	pthread_mutex_lock(&et->lock);
+	for (size_t i = 0; i < et->n_waiters; i++)
+		if (et->waiters[i].task == task)
+			pos = (int)i + 1;
+	pthread_mutex_unlock(&et->lock);
+	return pos;
 }
 
 void model_worker_account(struct model_worker *et, int sessions_delta, long long bytes_delta)

@@ -16,6 +16,22 @@
  *     step grammar (policy.h). The masker is not (its cache is unlocked): jobs only.
  *   - Long jobs poll the caller's cancel flag themselves (between decoded tokens, between
  *     prefill chunks); the model worker never blocks on anything but its queue.
+ *   - The worker is a scheduler of sequences (continuous batching, issue 16): a sequence job
+ *     (model_worker_run) hands it work items on one session, a prefill of some ids or a decode
+ *     by an engine generator, and the worker runs the items of every task in batched forwards:
+ *     each forward advances every decoding session by one token and adds at most
+ *     `prefill_chunk` positions of prefill (shared out in turn among the sessions prefilling),
+ *     so a long prefill delays another session's next token by one forward at most. Plain jobs
+ *     (model_worker_call: vision encoding, session creation, snapshots) run between two
+ *     forwards. A work item that fails (a stop, a deadline, an engine error) ends its own job;
+ *     a forward that fails without changing anything is run again entry by entry so that the
+ *     failure lands on the session that caused it, and the others go on.
+ *   - Admission: a task's session is admitted only while what it may grow to (its context
+ *     plus its prefix snapshot) fits the state budget (the backend's state_limit; on CUDA
+ *     without one, the device memory free after the weights) beside the sessions admitted
+ *     before it; others wait in FIFO order, their position shown by /v1/status and the task
+ *     (model_worker_wait_position); one that cannot fit even alone is refused. The executor
+ *     threads wait in model_worker_admit(), never the worker.
  *   - A device fault (engine_backend_fault(): a CUDA sticky error) fails the job that met it and
  *     every job after it until the sessions on the broken backend are gone (their tasks fail
  *     and close them); then the worker destroys the backend and creates a new one on the same
@@ -26,6 +42,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -85,7 +102,10 @@ int model_worker_tokens_per_tile(struct model_worker *et);
  *  "sessions", "state_bytes", "device_resets" (backends recreated after a device fault), "load"
  *  once the weights began loading ({"bytes", "total": checkpoint bytes prepared so far and in all,
  *  "bytes_per_second", "done"}: engine_backend_options.progress), and once ready "device", "precision", "device_weight_bytes",
- *  "device_state_bytes", "device_memory_total", "device_memory_free"}. A new reference, or
+ *  "device_state_bytes", "device_memory_total", "device_memory_free"}, and "batching":
+ *  {"prefill_chunk", "batches" (forwards of sequence work), "sequences" (jobs in the batch
+ *  now), "largest_batch" (sessions in one forward at most), "budget_bytes" (admission; null:
+ *  none), "reserved_bytes", "waiting": [{"task", "position"}...]}. A new reference, or
  *  NULL on OOM. */
 json_t *model_worker_status(struct model_worker *et);
 
@@ -98,6 +118,62 @@ json_t *model_worker_provenance(struct model_worker *et);
  * loaded (NONE or FAILED; waits for a load in progress), -ESHUTDOWN when stopping. */
 int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg),
 		      void *arg);
+
+/* Prefill positions one batched forward takes at most (--batch-prefill-chunk). */
+#define MODEL_WORKER_DEFAULT_PREFILL_CHUNK 256
+#define MODEL_WORKER_MAX_PREFILL_CHUNK 65536
+/* Sets it (1..MODEL_WORKER_MAX_PREFILL_CHUNK); call before the first job. -EINVAL. */
+int model_worker_set_prefill_chunk(struct model_worker *et, unsigned tokens);
+
+/* What a sequence job asks of the worker next: one work item on one session. */
+enum model_work_kind {
+	MODEL_WORK_PREFILL, /* append ids[0..n) (refs: NULL or [n] image rows) in chunks */
+	MODEL_WORK_DECODE,  /* step `gen` (an engine generator over `session`) until it ends */
+};
+
+struct model_work {
+	enum model_work_kind kind;
+	struct engine_session *session;
+	const int32_t *ids;
+	const struct engine_row_ref *refs;
+	size_t n;
+	enum engine_logits want; /* of the last position: NONE or LAST (into logits[vocab]) */
+	float *logits;
+	struct engine_generator *gen;
+};
+
+/* A job the worker runs as a state machine (on the worker, like a plain job's function):
+ * next() is called first with r = 0 and then each time its work item ended, with the item's
+ * result (0; the generator's error; the forward's error; check()'s error). It fills *ret_work
+ * and returns 1 to go on, or returns the job's result (0 or a negative errno). check(), when
+ * set, runs before every prefill chunk: a negative errno (a stop, a deadline) ends the item
+ * with it. The ids, refs and generator of a work item stay valid until next() is called. */
+struct model_seq_job {
+	int (*next)(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work);
+	int (*check)(void *arg);
+	void *arg;
+};
+
+/* Runs a sequence job on the worker beside the others and returns its result; the same
+ * errors as model_worker_call(). */
+int model_worker_run(struct model_worker *et, const struct model_seq_job *job);
+
+/* Forwards the worker has run (batches of sequence work): what the fairness of the scheduler
+ * is counted in. Any thread. */
+unsigned long long model_worker_batches(struct model_worker *et);
+
+/* Admission of task `task`'s session: it may grow to max_tokens positions and keeps a snapshot
+ * of prefix_tokens; waits (FIFO, polling *stop every 50 ms: nonzero stops it) until that fits
+ * the state budget beside the sessions admitted before. Returns 0 with *ret_bytes reserved
+ * (give them back with model_worker_release()); -ECANCELED when stopped; -ENODEV without a
+ * model; -EFBIG when it cannot fit even alone (err says how much it needs and what the budget
+ * is). Called from the task's thread, never the worker. */
+int model_worker_admit(struct model_worker *et, long long task, int max_tokens,
+		       int prefix_tokens, const atomic_int *stop, uint64_t *ret_bytes, char *err,
+		       size_t errlen);
+void model_worker_release(struct model_worker *et, uint64_t bytes);
+/* Task `task`'s position among the sessions waiting for admission (1: next), or 0. */
+int model_worker_wait_position(struct model_worker *et, long long task);
 
 /* Jobs account for the sessions they keep (shown by /v1/status): a created session adds
  * +1/bytes, a destroyed one -1/-bytes, a session that grew or shrank its delta. */

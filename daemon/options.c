@@ -13,6 +13,7 @@
 #include "common.h"
 #include "engine.h"
 #include "ipc.h"
+#include "model-worker.h"
 
 enum option_type {
 	OPT_PATH,   /* a file system path, taken as given */
@@ -102,6 +103,14 @@ static const struct option_def options[] = {
 	 ENGINE_SESSION_MAX_TOKENS, "32768", "N",
 	 "session size of an instruction task; a persistent session is rebuilt before it is full",
 	 true},
+	{"state-limit", "HOLOD_STATE_LIMIT", OPT_UINT, OFF(state_limit_kib), 0, UINT32_MAX, "0",
+	 "KIB", "KiB of model session state (recurrent state and KV caches of every task) the "
+	 "model may hold; a task whose session would pass it waits for others to end (0: no limit "
+	 "on the cpu, the free device memory on cuda)", true},
+	{"batch-prefill-chunk", "HOLOD_BATCH_PREFILL_CHUNK", OPT_UINT, OFF(batch_prefill_chunk), 1,
+	 MODEL_WORKER_MAX_PREFILL_CHUNK, "256", "N",
+	 "prefill tokens one batched forward of the model takes at most, so that a long prefill "
+	 "delays the other tasks' decoding by one such forward", true},
 	{"step-tokens", "HOLOD_STEP_TOKENS", OPT_UINT, OFF(step_tokens), 16, 65536, "4096", "N",
 	 "most tokens decoded for one step (a longer step is invalid)", true},
 	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",

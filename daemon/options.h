@@ -47,6 +47,8 @@ struct holod_config {
 	unsigned window;      /* default observations kept with their image (window mode, rebuilds) */
 	unsigned max_tiles;   /* default image tile budget per observation; 0: the checkpoint's */
 	unsigned context_tokens; /* session size; persistent sessions are rebuilt before it */
+	unsigned state_limit_kib; /* session state the model may hold; 0: none (CUDA: free memory) */
+	unsigned batch_prefill_chunk; /* prefill positions per batched forward at most */
 	unsigned step_tokens; /* most tokens decoded for one step */
 	unsigned step_retries; /* invalid steps retried before the task fails */
 	double temperature;   /* sampling of a step's first attempt; 0: greedy */

@@ -66,7 +66,8 @@ struct agent {
 	struct engine_session *session;
 	struct engine_snapshot *prefix;
 	long long accounted_bytes;
-	double prefill_us_per_token; /* measured; sizes the prefill chunks */
+	double prefill_us_per_token; /* measured; sizes the prefill chunks of grounding */
+	uint64_t reserved; /* admission (model_worker_admit), given back at close */
 
 	int prefix_tokens;
 	int session_tokens;
@@ -137,31 +138,54 @@ struct open_job {
 	const struct policy_piece *prefix;
 	const atomic_int *stop;
 	uint64_t deadline_us;
-	uint64_t prefill_us;
+	uint64_t t0, prefill_us;
+	bool started;
 };
 
-static int job_open(struct worker_ctx *ctx, void *arg)
+/* Before each prefill chunk of a sequence job: the stop flag, then the deadline. */
+static int stop_check(const atomic_int *stop, uint64_t deadline_us)
+{
+	if (atomic_load(stop) != EXECUTOR_RUN)
+		return -ECANCELED;
+	if (time_mono_us() >= deadline_us)
+		return -ETIME;
+	return 0;
+}
+
+static int open_check(void *arg)
+{
+	struct open_job *j = arg;
+	return stop_check(j->stop, j->deadline_us);
+}
+
+/* A sequence job: the session, the prefix prefilled in the worker's batches, its snapshot. */
+static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
 	struct open_job *j = arg;
 	struct agent *a = j->a;
-	uint64_t t0 = time_mono_us();
-	int r;
 
-	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
-	if (!a->session)
-		return -errno;
-	model_worker_account(a->cfg->worker, 1, 0);
-	a->hidden = engine_session_hidden(a->session);
-	a->vocab = engine_session_vocab(a->session);
-	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
-	    0)
+	if (!j->started) {
+		j->started = true;
+		j->t0 = time_mono_us();
+		a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
+		if (!a->session)
+			return -errno;
+		model_worker_account(a->cfg->worker, 1, 0);
+		a->hidden = engine_session_hidden(a->session);
+		a->vocab = engine_session_vocab(a->session);
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
+						.ids = j->prefix->ids, .n = j->prefix->n_ids,
+						.want = ENGINE_LOGITS_NONE};
+		return 1;
+	}
+	if (r < 0)
 		return r;
 	a->prefix = engine_session_snapshot(a->session);
 	if (!a->prefix)
 		return -errno;
 	a->prefix_tokens = engine_session_n_tokens(a->session);
 	a->session_tokens = a->prefix_tokens;
-	j->prefill_us = time_mono_us() - t0;
+	j->prefill_us = time_mono_us() - j->t0;
 	account(a);
 	return 0;
 }
@@ -283,6 +307,8 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 	return 0;
 }
 
+struct attempt;
+
 struct step_job {
 	struct agent *a;
 	bool restore_prefix;           /* window, or a rebuild of a persistent session */
@@ -301,6 +327,15 @@ struct step_job {
 	bool closed; /* `close` was appended */
 	uint64_t prefill_us, decode_us;
 	char err[512];
+	/* the state machine (a sequence job of the worker) */
+	int phase;
+	struct engine_row_ref *refs;
+	float *logits0;
+	struct engine_snapshot *before_decode;
+	struct engine_generator *gen;
+	struct attempt *at;      /* the generator's callbacks' state */
+	long long tokens_before; /* the session's length before the attempt */
+	uint64_t t0, t1;
 };
 
 static void raw_add(struct step_job *j, const uint8_t *bytes, size_t n)
@@ -372,121 +407,182 @@ static int attempt_token(void *userdata, int32_t id)
 	return 0;
 }
 
-/* One decode attempt from the state right after the prompt (logits0), through the engine's
- * generation loop with the grammar as its logits hook. Returns 0 when a stop id ended a step
- * the grammar accepts (or, unconstrained, any text), -EBADMSG when the step ran past
- * step_tokens or broke the grammar, -ECANCELED / -ETIME, or an engine error. */
-static int decode_attempt(struct worker_ctx *ctx, struct step_job *j, const float *logits0,
-			  const struct engine_sampling *sampling)
+enum step_phase {
+	STEP_START,
+	STEP_PREFILL, /* the piece, into logits0 */
+	STEP_DECODE,  /* an attempt, under the grammar */
+	STEP_CLOSE,   /* the close of the assistant turn */
+};
+
+static int step_check(void *arg)
+{
+	struct step_job *j = arg;
+	return stop_check(j->stop, j->deadline_us);
+}
+
+/* A decode attempt from the state right after the prompt (logits0): a generator with the
+ * grammar as its logits hook, which the worker steps in its batches. */
+static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct model_work *ret_work)
 {
 	struct agent *a = j->a;
-	struct attempt at = {.ctx = ctx, .j = j, .constrained = !a->cfg->unconstrained};
+	/* A retry of a greedy step must sample, or it would repeat itself. */
+	float temp = a->cfg->temperature;
+	if (j->attempts > 1 && temp <= 0.0f)
+		temp = RETRY_TEMPERATURE;
+	*j->at = (struct attempt){.ctx = ctx, .j = j, .constrained = !a->cfg->unconstrained};
 	struct engine_generate_params p = {
-		.sampling = *sampling,
+		.sampling = {.temperature = temp, .seed = j->seed + (uint64_t)j->attempts},
 		.max_new_tokens = (int)a->cfg->step_tokens,
 		.on_token = attempt_token,
 		.logits_hook = attempt_logits,
-		.userdata = &at,
-		.start_logits = logits0,
+		.userdata = j->at,
 	};
-	int32_t *ids = NULL;
-	size_t n = 0;
-	int r;
-
-	policy_matcher_init(&at.m, ctx->grammar);
+	policy_matcher_init(&j->at->m, ctx->grammar);
 	j->raw_len = 0;
 	j->raw[0] = '\0';
-	long long before = engine_session_n_tokens(a->session);
-	r = engine_generate(a->session, NULL, NULL, 0, &p, &ids, &n);
-	free(ids);
+	j->tokens_before = engine_session_n_tokens(a->session);
+	j->gen = engine_generator_create(a->session, NULL, &p, j->logits0);
+	if (!j->gen)
+		return -errno;
+	*ret_work = (struct model_work){.kind = MODEL_WORK_DECODE, .session = a->session,
+					.gen = j->gen};
+	return 1;
+}
+
+/* The attempt's generation ended with r: 0 when a stop id ended a step the grammar accepts
+ * (or, unconstrained, any text) and it parses; -EBADMSG when the step ran past step_tokens,
+ * broke the grammar or does not parse; -ECANCELED / -ETIME; or an engine error. */
+static int attempt_end(struct step_job *j, int r)
+{
+	struct agent *a = j->a;
+
+	engine_generator_destroy(j->gen);
+	j->gen = NULL;
 	/* What was fed back: every id sampled but the one that ended the loop. */
-	j->decoded = engine_session_n_tokens(a->session) - before;
+	j->decoded = engine_session_n_tokens(a->session) - j->tokens_before;
 	if (r < 0)
 		return r;
-	if (at.error < 0)
-		return at.error;
-	if (!at.complete) {
+	if (j->at->error < 0)
+		return j->at->error;
+	if (!j->at->complete) {
 		snprintf(j->err, sizeof(j->err), "no complete step within %u tokens",
 			 a->cfg->step_tokens);
+		return -EBADMSG;
+	}
+	char perr[256];
+	if (policy_step_parse(j->raw, j->raw_len, &j->step, perr, sizeof(perr)) < 0) {
+		snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
 		return -EBADMSG;
 	}
 	return 0;
 }
 
-static int job_step(struct worker_ctx *ctx, void *arg)
+static int step_finish(struct step_job *j, int r)
+{
+	struct agent *a = j->a;
+
+	engine_generator_destroy(j->gen);
+	j->gen = NULL;
+	a->session_tokens = engine_session_n_tokens(a->session);
+	account(a);
+	engine_snapshot_destroy(j->before_decode);
+	j->before_decode = NULL;
+	free(j->logits0);
+	j->logits0 = NULL;
+	free(j->refs);
+	j->refs = NULL;
+	free(j->at);
+	j->at = NULL;
+	return r;
+}
+
+static bool stopped(int r)
+{
+	return r == -ECANCELED || r == -ETIME;
+}
+
+/* The step as a sequence job: restore (window, rebuild) -> prefill the piece -> decode
+ * attempts under the grammar, an invalid one retried from the snapshot taken before decoding
+ * -> prefill the close of the assistant turn. */
+static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
 	struct step_job *j = arg;
 	struct agent *a = j->a;
-	struct engine_snapshot *before_decode = NULL;
+	const struct policy_piece *p = j->piece;
 	char why[256];
-	float *logits0 = xmalloc((size_t)a->vocab * sizeof(float));
-	int r;
 
-	j->raw = xmalloc(AGENT_MAX_RAW_BYTES + 1);
-	j->raw[0] = '\0';
-	uint64_t t0 = time_mono_us();
-	if (j->restore_prefix && (r = engine_session_restore(a->session, a->prefix)) < 0) {
-		snprintf(j->err, sizeof(j->err), "cannot restore the prefix snapshot: %s",
-			 strerror(-r));
-		goto finish;
-	}
-	if ((r = prefill(a, j->piece, j->slot_rows, ENGINE_LOGITS_LAST, logits0, j->stop,
-			 j->deadline_us)) < 0) {
-		if (r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "prefill failed: %s",
+	switch ((enum step_phase)j->phase) {
+	case STEP_START:
+		j->raw = xmalloc(AGENT_MAX_RAW_BYTES + 1);
+		j->raw[0] = '\0';
+		j->logits0 = xmalloc((size_t)a->vocab * sizeof(float));
+		j->at = xcalloc(1, sizeof(*j->at));
+		j->t0 = time_mono_us();
+		if (j->restore_prefix && (r = engine_session_restore(a->session, a->prefix)) < 0) {
+			snprintf(j->err, sizeof(j->err), "cannot restore the prefix snapshot: %s",
+				 strerror(-r));
+			return step_finish(j, r);
+		}
+		if (p->n_images) {
+			j->refs = xcalloc(p->n_ids, sizeof(*j->refs));
+			for (size_t k = 0; k < p->n_images; k++)
+				for (size_t i = 0; i < p->images[k].n_tokens; i++)
+					j->refs[p->images[k].offset + i] = (struct engine_row_ref){
+						.rows = j->slot_rows[k], .row = i};
+		}
+		j->phase = STEP_PREFILL;
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
+						.ids = p->ids, .refs = j->refs, .n = p->n_ids,
+						.want = ENGINE_LOGITS_LAST, .logits = j->logits0};
+		return 1;
+	case STEP_PREFILL:
+		if (r < 0) {
+			if (!stopped(r))
+				snprintf(j->err, sizeof(j->err), "prefill failed: %s",
+					 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
+			return step_finish(j, r);
+		}
+		j->t1 = time_mono_us();
+		j->prefill_us = j->t1 - j->t0;
+		if (a->cfg->step_retries > 0 &&
+		    !(j->before_decode = engine_session_snapshot(a->session)))
+			return step_finish(j, -errno);
+		j->attempts = 1;
+		j->phase = STEP_DECODE;
+		if ((r = attempt_start(ctx, j, ret_work)) < 0)
+			return step_finish(j, r);
+		return 1;
+	case STEP_DECODE:
+		r = attempt_end(j, r);
+		if (r == -EBADMSG && j->attempts <= (int)a->cfg->step_retries) {
+			log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id,
+				 j->err, j->attempts + 1, a->cfg->step_retries + 1);
+			if ((r = engine_session_restore(a->session, j->before_decode)) < 0)
+				return step_finish(j, r);
+			j->attempts++;
+			if ((r = attempt_start(ctx, j, ret_work)) < 0)
+				return step_finish(j, r);
+			return 1;
+		}
+		j->decode_us = time_mono_us() - j->t1;
+		if (r < 0 && r != -EBADMSG && !stopped(r))
+			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		goto finish;
-	}
-	uint64_t t1 = time_mono_us();
-	j->prefill_us = t1 - t0;
-	if (a->cfg->step_retries > 0) {
-		before_decode = engine_session_snapshot(a->session);
-		if (!before_decode) {
-			r = -errno;
-			goto finish;
-		}
-	}
-
-	for (j->attempts = 1;; j->attempts++) {
-		/* A retry of a greedy step must sample, or it would repeat itself. */
-		float temp = a->cfg->temperature;
-		if (j->attempts > 1 && temp <= 0.0f)
-			temp = RETRY_TEMPERATURE;
-		struct engine_sampling sp = {.temperature = temp,
-					     .seed = j->seed + (uint64_t)j->attempts};
-		r = decode_attempt(ctx, j, logits0, &sp);
-		if (r == 0) {
-			char perr[256];
-			r = policy_step_parse(j->raw, j->raw_len, &j->step, perr, sizeof(perr));
-			if (r < 0) {
-				snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
-				r = -EBADMSG;
-			}
-		}
-		if (r != -EBADMSG || j->attempts > (int)a->cfg->step_retries)
-			break;
-		log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id, j->err,
-			 j->attempts + 1, a->cfg->step_retries + 1);
-		if ((r = engine_session_restore(a->session, before_decode)) < 0)
-			break;
-	}
-	j->decode_us = time_mono_us() - t1;
-	if (r < 0 && r != -EBADMSG && r != -ECANCELED && r != -ETIME)
-		snprintf(j->err, sizeof(j->err), "decoding failed: %s",
-			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-	if (r == 0 && j->close) {
-		r = prefill(a, j->close, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us);
+		if (r < 0 || !j->close)
+			return step_finish(j, r);
+		j->phase = STEP_CLOSE;
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
+						.ids = j->close->ids, .n = j->close->n_ids,
+						.want = ENGINE_LOGITS_NONE};
+		return 1;
+	case STEP_CLOSE:
 		j->closed = r == 0;
-		if (r < 0 && r != -ECANCELED && r != -ETIME)
+		if (r < 0 && !stopped(r))
 			snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
+		return step_finish(j, r);
 	}
-finish:
-	a->session_tokens = engine_session_n_tokens(a->session);
-	account(a);
-	engine_snapshot_destroy(before_decode);
-	free(logits0);
-	return r;
+	return step_finish(j, -EINVAL);
 }
 
 /* ---- prompts (executor thread) ------------------------------------------------------------ */
@@ -705,6 +801,7 @@ static void local_task_close(struct provider_task *pt)
 		return;
 	if (a->session || a->prefix)
 		model_worker_call(a->cfg->worker, job_close, a);
+	model_worker_release(a->cfg->worker, a->reserved);
 	for (size_t i = 0; i < a->cap; i++)
 		engine_rows_destroy(a->obs[i].rows); /* left by a failed job_close only */
 	free(a->obs);
@@ -754,7 +851,17 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	}
 	struct open_job oj = {
 		.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
-	r = model_worker_call(lp->worker, job_open, &oj);
+	/* admission: the session waits until what it may grow to fits the state budget */
+	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
+			       (int)prefix.n_ids, t->stop, &a->reserved, err, errlen);
+	if (r == -ENODEV)
+		snprintf(err, errlen, "the model is not loaded: %s",
+			 model_worker_error(lp->worker) ? model_worker_error(lp->worker) : "none");
+	if (r < 0)
+		goto close_task;
+	r = model_worker_run(lp->worker, &(struct model_seq_job){.next = open_next,
+								 .check = open_check,
+								 .arg = &oj});
 	if (r == -ETIME) {
 		snprintf(err, errlen,
 			 "max_seconds budget (%u s) exhausted while prefilling the prompt "
@@ -860,7 +967,9 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	sj.piece = &piece;
 	sj.slot_rows = slots;
 	sj.close = a->history == IPC_HISTORY_PERSISTENT ? &close : NULL;
-	r = model_worker_call(a->cfg->worker, job_step, &sj);
+	r = model_worker_run(a->cfg->worker, &(struct model_seq_job){.next = step_next,
+								     .check = step_check,
+								     .arg = &sj});
 	ret->raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 	ret->prompt_text = agent_prompt_text(&piece, sj.closed ? sj.close : NULL,
 					     AGENT_MAX_PROMPT_TEXT_BYTES);
