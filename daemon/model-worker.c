@@ -873,7 +873,7 @@ static void drop_waiter(struct model_worker *et, long long task)
 	pthread_cond_broadcast(&et->admitted);
 }
 
-int model_worker_admit(struct model_worker *et, long long task, int max_tokens,
+int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies,
 		       int prefix_tokens, const atomic_int *stop, uint64_t *ret_bytes, char *err,
 		       size_t errlen)
 {
@@ -886,10 +886,11 @@ int model_worker_admit(struct model_worker *et, long long task, int max_tokens,
 		*ret_bytes = 0;
 		goto unlock;
 	}
-	uint64_t bytes = state_at(et, max_tokens) + state_at(et, prefix_tokens);
+	uint64_t bytes = (uint64_t)MAX(copies, 1) * state_at(et, max_tokens) +
+			 state_at(et, prefix_tokens);
 	if (bytes > et->budget) {
 		snprintf(err, errlen, "the task's model session needs %.1f MiB (a context of %d "
-			 "tokens and its prefix), more than the %.1f MiB the sessions may hold "
+			 "tokens, its snapshots and its prefix), more than the %.1f MiB the sessions may hold "
 			 "(--state-limit, or the device's free memory): lower --context-tokens or "
 			 "raise the limit", (double)bytes / (1 << 20), max_tokens,
 			 (double)et->budget / (1 << 20));

@@ -853,7 +853,8 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 		.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
 	/* admission: the session waits until what it may grow to fits the state budget */
 	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
-			       (int)prefix.n_ids, t->stop, &a->reserved, err, errlen);
+			       a->cfg->step_retries > 0 ? 2 : 1, (int)prefix.n_ids, t->stop,
+			       &a->reserved, err, errlen);
 	if (r == -ENODEV)
 		snprintf(err, errlen, "the model is not loaded: %s",
 			 model_worker_error(lp->worker) ? model_worker_error(lp->worker) : "none");
