@@ -665,6 +665,12 @@ int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t 
 	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, act, NULL, false);
 }
 
+int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
+			     size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+{
+	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, act, NULL, false);
+}
+
 int cpu_dnnl_matmul_bf16_out(const struct cpu_dnnl_weight *w, const uint16_t *x, int T,
 			     const float *bias, enum cpu_dnnl_act act, uint16_t *y)
 {

@@ -15,6 +15,7 @@
 
 #include "common.h"
 #include "cpu.h"
+#include "cpu_dnnl.h"
 #include "loader.h"
 
 _Static_assert(MODEL_MAX_KERNEL <= CPU_CONV_MAX_K, "a model's conv kernel fits the row kernels");
@@ -231,6 +232,7 @@ struct norm_job {
 	const struct cpu_rows_variant *v;
 	const float *x, *z, *w;
 	float *out;
+	uint16_t *outb;
 	size_t ldx, ldz, ldo;
 	int T, d, groups, gs, chunk;
 	float eps;
@@ -241,17 +243,22 @@ static void rmsnorm_task(void *ctx, int task, int thread)
 	const struct norm_job *j = ctx;
 	(void)thread;
 	int t1 = MIN(j->T, (task + 1) * j->chunk);
-	for (int t = task * j->chunk; t < t1; t++)
-		j->v->rmsnorm(j->x + (size_t)t * j->ldx, j->out + (size_t)t * j->ldo, j->w, j->d, j->eps);
+	for (int t = task * j->chunk; t < t1; t++) {
+		float *o = j->out + (size_t)t * j->ldo;
+		j->v->rmsnorm(j->x + (size_t)t * j->ldx, o, j->w, j->d, j->eps);
+		if (j->outb)
+			cpu_f32_to_bf16(o, j->outb + (size_t)t * j->d, (size_t)j->d);
+	}
 }
 
-void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps)
+void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps,
+		      uint16_t *out_bf16)
 {
 	if (T <= 0)
 		return;
 	size_t chunk;
 	int tasks = split((size_t)T, 1, &chunk);
-	struct norm_job j = {.v = cpu_rows(), .x = x, .w = w, .out = out, .ldx = (size_t)d,
+	struct norm_job j = {.v = cpu_rows(), .x = x, .w = w, .out = out, .outb = out_bf16, .ldx = (size_t)d,
 			     .ldo = (size_t)d, .T = T, .d = d, .chunk = (int)chunk, .eps = eps};
 	cpu_parallel_for_work(tasks, rmsnorm_task, &j, 2.0 * T * d);
 }
@@ -261,19 +268,23 @@ static void gated_task(void *ctx, int task, int thread)
 	const struct norm_job *j = ctx;
 	(void)thread;
 	int t1 = MIN(j->T, (task + 1) * j->chunk);
-	for (int t = task * j->chunk; t < t1; t++)
-		j->v->gated_rmsnorm(j->out + (size_t)t * j->ldo, j->z + (size_t)t * j->ldz, j->w,
-				    j->groups, j->gs, j->eps);
+	size_t n = (size_t)j->groups * (size_t)j->gs;
+	for (int t = task * j->chunk; t < t1; t++) {
+		float *y = j->out + (size_t)t * j->ldo;
+		j->v->gated_rmsnorm(y, j->z + (size_t)t * j->ldz, j->w, j->groups, j->gs, j->eps);
+		if (j->outb)
+			cpu_f32_to_bf16(y, j->outb + (size_t)t * n, n);
+	}
 }
 
 void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, const float *w, int T,
-			    int groups, int gs, float eps)
+			    int groups, int gs, float eps, uint16_t *out_bf16)
 {
 	if (T <= 0)
 		return;
 	size_t chunk;
 	int tasks = split((size_t)T, 1, &chunk);
-	struct norm_job j = {.v = cpu_rows(), .z = z, .w = w, .out = y, .ldz = ldz, .ldo = ldy,
+	struct norm_job j = {.v = cpu_rows(), .z = z, .w = w, .out = y, .outb = out_bf16, .ldz = ldz, .ldo = ldy,
 			     .T = T, .groups = groups, .gs = gs, .chunk = (int)chunk, .eps = eps};
 	/* the SiLU's exp counts as ~8 multiply-adds */
 	cpu_parallel_for_work(tasks, gated_task, &j, 10.0 * T * groups * gs);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The Mamba-2 mixer's causal depthwise conv + bias + SiLU over T new positions:
  *   out[t][c] = silu(bias[c] + sum_k wt[k][c] * in[t - (K-1) + k][c])
@@ -84,13 +85,16 @@ const struct cpu_rows_variant *cpu_rows(void);
 /* The name of variant i (0: portable, then in order of capability), NULL past the last. */
 const char *cpu_rows_variant_name(int i);
 
-/* Pool jobs over the variant in use. */
+/* Pool jobs over the variant in use. Where out_bf16 is not NULL they also write their fp32
+ * results rounded to bf16 (cpu_f32_to_bf16, cpu_dnnl.h) there, dense rows, while each row is
+ * still in cache: the input the next oneDNN product reads in place (cpu_dnnl_matmul_bf16). */
 /* T rows of d: out = w * (x / sqrt(mean(x^2) + eps)) (out may equal x, else no overlap) */
-void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps);
+void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps,
+		      uint16_t *out_bf16);
 /* T rows of groups * gs floats ldy apart, in place: y *= silu(z) (z rows ldz apart), then the
  * RMSNorm of each group with weight w */
 void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, const float *w, int T,
-			    int groups, int gs, float eps);
+			    int groups, int gs, float eps, uint16_t *out_bf16);
 /* The conv (channels split across the tasks) and dt (positions split) as one job. */
 void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args *dt);
 /* ReLU^2 of n floats in place */

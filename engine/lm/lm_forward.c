@@ -322,7 +322,17 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 struct work {
 	float *h, *xn; /* residual [T][d], normed [T][d] */
 	float *mix;    /* per-layer activations, see the layer functions */
+	/* bf16 precision with oneDNN's products (T >= CPU_DNNL_MIN_T), else NULL: the normed rows
+	 * rounded to bf16, dense, the input those products read in place ([T][d] after the
+	 * pre-norm, [T][d_in] after the Mamba mixer's gated norm) */
+	uint16_t *xb;
 };
+
+/* floats after the work's mix for its xb */
+static size_t xb_floats(const struct lm_dims *dm, int T, bool bf16)
+{
+	return bf16 && T >= CPU_DNNL_MIN_T ? ((size_t)T * (size_t)MAX(dm->d, dm->d_in) + 1) / 2 : 0;
+}
 
 static float *f32_copy(const struct tensor *t, size_t n)
 {
@@ -522,7 +532,7 @@ int lm_forward_prepare(struct lm_seq *s, int T)
 	int r = lm_reserve_kv(s, s->base.n_tokens + T);
 	if (r < 0)
 		return r;
-	size_t need = 2 * (size_t)T * dm.d + mix_floats(m, &dm, T);
+	size_t need = 2 * (size_t)T * dm.d + mix_floats(m, &dm, T) + xb_floats(&dm, T, s->prep->bf16);
 	if (need > s->work_floats) {
 		float *w = NULL;
 		if (posix_memalign((void **)&w, 64, need * sizeof(float)) != 0)
@@ -626,8 +636,8 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * primitive) runs on cpu_matmul instead. oneDNN's products apply `act` in their epilogue;
  * returns whether act was applied (else the caller applies it). */
 static bool product(const struct lm_prepared *p, const struct tensor *w,
-		    const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
-		    bool accumulate, enum cpu_dnnl_act act)
+		    const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx, int T,
+		    float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	bool applied = false;
 	uint64_t t0 = prof_start(p);
@@ -636,9 +646,11 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 					  2 * (uint64_t)T * (uint64_t)w->shape[0] * (uint64_t)w->shape[1],
 					  memory_order_relaxed);
 	if (p->bf16) {
-		/* oneDNN rounds its own copy of x; the rounding in place is for the other paths */
+		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
+		 * of x; the rounding in place is for the other paths */
 		if (dw && T >= CPU_DNNL_MIN_T &&
-		    cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act) == 0) {
+		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
+			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
 			applied = true;
 			goto done;
 		}
@@ -660,7 +672,15 @@ static void matmul(const struct lm_prepared *p, const struct tensor *w,
 		   const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
 		   bool accumulate)
 {
-	product(p, w, dw, x, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
+	product(p, w, dw, x, NULL, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
+}
+
+/* matmul() of a norm's output x, whose bf16 copy is xb (NULL: none) */
+static void matmul_normed(const struct lm_prepared *p, const struct tensor *w,
+			  const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx,
+			  int T, float *y, size_t ldy, bool accumulate)
+{
+	product(p, w, dw, x, xb, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
 void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
@@ -717,10 +737,10 @@ void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z,
 /* bf16 precision runs the row kernels of cpu_rows.h (vectorized, on the pool's threads); fp32
  * keeps the reference functions of this file, bit for bit. */
 static void norm_rows(const struct lm_prepared *p, const float *x, float *out, const float *w,
-		      int T, int d, float eps)
+		      int T, int d, float eps, uint16_t *out_bf16)
 {
 	if (p->bf16)
-		cpu_rows_rmsnorm(x, out, w, T, d, eps);
+		cpu_rows_rmsnorm(x, out, w, T, d, eps, out_bf16);
 	else
 		cpu_rmsnorm_rows(x, out, w, T, d, eps);
 }
@@ -740,7 +760,8 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
 		    *dsk = P->d, *gw = P->gnorm;
 
-	matmul(s->prep, &L->mamba.in_proj, P->gemm[0], wk->xn, dm->d, T, zx, dm->in_rows, false);
+	matmul_normed(s->prep, &L->mamba.in_proj, P->gemm[0], wk->xn, wk->xb, dm->d, T, zx,
+		      dm->in_rows, false);
 
 	uint64_t t0 = prof_start(s->prep);
 	if (s->prep->bf16) {
@@ -767,11 +788,13 @@ static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct
 
 	t0 = prof_start(s->prep);
 	if (s->prep->bf16)
-		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, T, dm->G, dm->d_in / dm->G, c->eps);
+		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, T, dm->G, dm->d_in / dm->G,
+				       c->eps, wk->xb);
 	else
 		lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
 	prof_end(s->prep, LM_OP_NORM, t0);
-	matmul(s->prep, &L->mamba.out_proj, P->gemm[1], y, dm->d_in, T, wk->h, dm->d, true);
+	matmul_normed(s->prep, &L->mamba.out_proj, P->gemm[1], y, wk->xb, dm->d_in, T, wk->h, dm->d,
+		      true);
 }
 
 struct attn_job {
@@ -824,9 +847,11 @@ static void attention_layer(struct lm_seq *s, const struct lm_dims *dm, const st
 {
 	float *q = wk->mix, *o = q + (size_t)T * dm->q_dim;
 	int n0 = s->base.n_tokens;
-	matmul(s->prep, &L->attn.q, P->gemm[0], wk->xn, dm->d, T, q, dm->q_dim, false);
-	matmul(s->prep, &L->attn.k, P->gemm[1], wk->xn, dm->d, T, st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
-	matmul(s->prep, &L->attn.v, P->gemm[2], wk->xn, dm->d, T, st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	matmul_normed(s->prep, &L->attn.q, P->gemm[0], wk->xn, wk->xb, dm->d, T, q, dm->q_dim, false);
+	matmul_normed(s->prep, &L->attn.k, P->gemm[1], wk->xn, wk->xb, dm->d, T,
+		      st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
+	matmul_normed(s->prep, &L->attn.v, P->gemm[2], wk->xn, wk->xb, dm->d, T,
+		      st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
 	uint64_t t0 = prof_start(s->prep);
 	if (s->prep->bf16 && T > 1)
 		lm_attention_blocked(dm, T, n0, q, st->k, st->v, o, true);
@@ -841,7 +866,7 @@ static void mlp_layer(const struct lm_prepared *p, const struct lm_dims *dm, con
 {
 	float *u = wk->mix;
 	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
-	if (!product(p, &L->mlp.up, P->gemm[0], wk->xn, dm->d, T, u, dm->inter, false,
+	if (!product(p, &L->mlp.up, P->gemm[0], wk->xn, wk->xb, dm->d, T, u, dm->inter, false,
 		     p->bf16 ? CPU_DNNL_ACT_RELU2 : CPU_DNNL_ACT_NONE)) {
 		uint64_t t0 = prof_start(p);
 		if (p->bf16)
@@ -864,6 +889,7 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 	wk.h = s->work;
 	wk.xn = wk.h + (size_t)T * dm.d;
 	wk.mix = wk.xn + (size_t)T * dm.d;
+	wk.xb = xb_floats(&dm, T, s->prep->bf16) ? (uint16_t *)(wk.mix + mix_floats(m, &dm, T)) : NULL;
 
 	uint64_t t0 = prof_start(s->prep);
 	for (int t = 0; t < T; t++) {
@@ -879,7 +905,7 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 		const struct lm_layer *L = &m->layers[l];
 		const struct lm_prepared_layer *P = &s->prep->layers[l];
 		t0 = prof_start(s->prep);
-		norm_rows(s->prep, wk.h, wk.xn, P->norm, T, dm.d, c->eps);
+		norm_rows(s->prep, wk.h, wk.xn, P->norm, T, dm.d, c->eps, wk.xb);
 		prof_end(s->prep, LM_OP_NORM, t0);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
@@ -900,7 +926,8 @@ void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *emb
 	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
 	int rows = T - first;
 	t0 = prof_start(s->prep);
-	norm_rows(s->prep, wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps);
+	norm_rows(s->prep, wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps,
+		  NULL);
 	prof_end(s->prep, LM_OP_NORM, t0);
 	matmul(s->prep, &m->lm_head, s->prep->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
 }

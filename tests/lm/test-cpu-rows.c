@@ -10,7 +10,8 @@
  * element, row or channel is off by O(1)). Attention (a weighted mean of values in [-1, 1]):
  * 2e-5 absolute with fp32 products; with bf16 products, against float64 with the values
  * rounded to bf16, 2^-9 + 1e-4 (the softmax's weights rounded to bf16, the scores' error),
- * while one key too many or too few moves a row with few keys by O(1). ReLU^2, dt and the conv's state: bit for bit (the same arithmetic). */
+ * while one key too many or too few moves a row with few keys by O(1). ReLU^2, dt and the conv's state: bit for bit (the same arithmetic), and the norms' bf16 copies
+ * are the rounding of their fp32 results. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -69,15 +70,20 @@ static void test_rmsnorm(int T, int d)
 	float *want = malloc((size_t)T * d * sizeof(float)), *got = malloc((size_t)T * d * sizeof(float));
 	REQUIRE(want && got);
 	cpu_rmsnorm_rows(x, want, w, T, d, 1e-5f);
-	cpu_rows_rmsnorm(x, got, w, T, d, 1e-5f);
+	uint16_t *gotb = malloc((size_t)T * d * sizeof(uint16_t)), *wantb = malloc((size_t)T * d * sizeof(uint16_t));
+	REQUIRE(gotb && wantb);
+	cpu_rows_rmsnorm(x, got, w, T, d, 1e-5f, gotb);
 	double e = excess(got, want, (size_t)T * d, 1e-5, 1e-6);
 	if (e > 0)
 		fprintf(stderr, "rmsnorm T=%d d=%d: excess %g\n", T, d, e);
 	CHECK(e == 0);
+	/* the bf16 copy is the rounding of the fp32 result */
+	cpu_f32_to_bf16(got, wantb, (size_t)T * d);
+	CHECK(memcmp(gotb, wantb, (size_t)T * d * sizeof(uint16_t)) == 0);
 	/* in place, as the variants allow */
-	cpu_rows_rmsnorm(x, x, w, T, d, 1e-5f);
+	cpu_rows_rmsnorm(x, x, w, T, d, 1e-5f, NULL);
 	CHECK(excess(x, want, (size_t)T * d, 1e-5, 1e-6) == 0);
-	free(x), free(w), free(want), free(got);
+	free(x), free(w), free(want), free(got), free(gotb), free(wantb);
 }
 
 static void test_gated(int T, int groups, int gs, size_t ldz)
@@ -90,12 +96,16 @@ static void test_gated(int T, int groups, int gs, size_t ldz)
 	z[0] = -100.0f, z[ldz > 1 ? 1 : 0] = 95.0f;
 	float *want = copy_buf(y, (size_t)T * n), *got = copy_buf(y, (size_t)T * n);
 	lm_gated_rmsnorm(&dm, T, want, z, ldz, w, 1e-5f);
-	cpu_rows_gated_rmsnorm(got, (size_t)n, z, ldz, w, T, groups, gs, 1e-5f);
+	uint16_t *gotb = malloc((size_t)T * n * sizeof(uint16_t)), *wantb = malloc((size_t)T * n * sizeof(uint16_t));
+	REQUIRE(gotb && wantb);
+	cpu_rows_gated_rmsnorm(got, (size_t)n, z, ldz, w, T, groups, gs, 1e-5f, gotb);
 	double e = excess(got, want, (size_t)T * n, 1e-5, 1e-6);
 	if (e > 0)
 		fprintf(stderr, "gated rmsnorm T=%d G=%d gs=%d: excess %g\n", T, groups, gs, e);
 	CHECK(e == 0);
-	free(y), free(z), free(w), free(want), free(got);
+	cpu_f32_to_bf16(got, wantb, (size_t)T * n);
+	CHECK(memcmp(gotb, wantb, (size_t)T * n * sizeof(uint16_t)) == 0);
+	free(y), free(z), free(w), free(want), free(got), free(gotb), free(wantb);
 }
 
 /* Two appends in a row (T1 then T2 positions), so the second one reads the state the first
