@@ -162,8 +162,8 @@ static void task(void *ctx, int i, int thread)
 			split_rows(K, (size_t)dm->kv_dim, kb, dh, KB, true, sc.row, sc.kb);
 			to_bf16_rows(V, (size_t)dm->kv_dim, kb, dh, KB, sc.vb);
 		}
-		/* a bf16 product fails only on its thread's first run (no memory for the stream or
-		 * scratchpad): that block then runs in fp32 */
+		/* a bf16 product fails on its thread's first run without memory for the stream or
+		 * scratchpad, or when oneDNN does: that block then runs in fp32 */
 		if (!bf16 || cpu_dnnl_small_run(j->qk, thread, sc.qb, sc.kb, sc.s) < 0)
 			cpu_gemm_f32(sc.q, (size_t)dh, K, (size_t)dm->kv_dim, true, R, dh, kb, sc.s, KB,
 				     false, sc.pack);
