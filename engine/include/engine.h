@@ -609,8 +609,9 @@ int engine_vision_embed_dim(const struct engine_vision *v);
  * `<image>` positions (model.md 4.8). Returns 0, -EINVAL, -ENOMEM. */
 int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
 			 float *out);
-/* The same on backend b, a backend of the handle's model: the CPU backend (and b NULL) runs
- * engine_vision_encode() itself; a CUDA backend runs the ViT and the projector on its device in
+/* The same on backend b, a backend of the handle's model: b NULL and the CPU backend in fp32
+ * run engine_vision_encode() itself, the CPU backend in bf16 its bf16 steps (oneDNN products,
+ * bf16 row kernels; rows within cosine 0.999 of fp32's); a CUDA backend runs the ViT and the projector on its device in
  * its precision, all tiles in one batch, and copies the rows to `out` (for tests and tools:
  * engine_vision_encode_image_on() keeps them on the device for the prefill). Uses the
  * backend's thread rules (CUDA: the thread that owns its device). Returns 0, -EINVAL (n_tiles beyond
@@ -627,8 +628,9 @@ int engine_vision_encode_image(const struct engine_vision *v, const struct engin
 
 /* Preprocesses and encodes one image on backend b into an engine_rows handle of *ret_rows =
  * n_tiles * tokens_per_tile rows, the handle's rows held where b's prefill reads them. The CPU
- * backend (and b NULL) runs engine_vision_encode_image()'s steps and gives host rows equal to
- * its rows bit for bit; a CUDA backend uploads the image once from page-locked memory, resizes,
+ * backend (and b NULL) runs engine_vision_encode_image()'s steps with the tiles encoded as
+ * engine_vision_encode_on() does (in fp32 host rows equal to engine_vision_encode_image()'s bit
+ * for bit); a CUDA backend uploads the image once from page-locked memory, resizes,
  * cuts and normalises the tiles on its device (within 1/255 of the CPU's tiles), encodes all
  * tiles in one batch in its precision and leaves the rows in its device memory. max_tiles as in
  * engine_vision_encode_image(). Uses the backend's thread rules. Returns 0, -EINVAL, -ENOMEM,

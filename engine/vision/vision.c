@@ -273,9 +273,10 @@ int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision
 	return b->ops->vision_encode(b, v, pixels, n_tiles, out);
 }
 
-int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
-			       int max_tiles, struct engine_vision_grid *ret_grid, float **ret_embeds,
-			       size_t *ret_rows)
+/* engine_vision_encode_image() with the tiles encoded by engine_vision_encode_on(b) */
+static int encode_image(struct engine_backend *b, const struct engine_vision *v,
+			const struct engine_image *img, int max_tiles,
+			struct engine_vision_grid *ret_grid, float **ret_embeds, size_t *ret_rows)
 {
 	struct engine_vision_preprocess p = v->pre;
 	struct engine_vision_grid grid;
@@ -296,7 +297,7 @@ int engine_vision_encode_image(const struct engine_vision *v, const struct engin
 		r = -ENOMEM;
 		goto out;
 	}
-	r = engine_vision_encode(v, pixels, grid.n_tiles, out);
+	r = engine_vision_encode_on(b, v, pixels, grid.n_tiles, out);
 	if (r < 0)
 		goto out;
 	*ret_grid = grid;
@@ -307,6 +308,13 @@ out:
 	free(out);
 	free(pixels);
 	return r;
+}
+
+int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
+			       int max_tiles, struct engine_vision_grid *ret_grid, float **ret_embeds,
+			       size_t *ret_rows)
+{
+	return encode_image(NULL, v, img, max_tiles, ret_grid, ret_embeds, ret_rows);
 }
 
 int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_vision *v,
@@ -328,7 +336,8 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 	if (max_tiles > 0)
 		p.max_tiles = max_tiles;
 	if (!b || !b->ops->vision_encode_image) {
-		r = engine_vision_encode_image(v, img, max_tiles, &grid, &data, &n_rows);
+		/* the CPU backend: its tile encode (bf16 steps in bf16, else engine_vision_encode()) */
+		r = encode_image(b, v, img, max_tiles, &grid, &data, &n_rows);
 		if (r < 0)
 			return r;
 		rows = backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);

@@ -20,7 +20,9 @@
  *   with 80-wide heads and odd shapes: every row within cosine 0.9995 and every value within
  *   0.02 of the largest |v| (bf16 q, k, v and probabilities: measured worst ~0.004).
  * - The tiny checkpoint's ViT and projector in bf16 (every row variant) against fp32: every
- *   feature and projector row within cosine 0.999, and --precision fp32's path untouched.
+ *   feature and projector row within cosine 0.999, and --precision fp32's path untouched; a
+ *   screenshot through the CPU backend in bf16 (engine_vision_encode_image_on) takes the bf16
+ *   steps, within the same cosine.
  */
 #include <errno.h>
 #include <math.h>
@@ -582,6 +584,39 @@ static void check_tower(void)
 		CHECK(prof.ns[VISION_OP_GEMM] > 0 && prof.ns[VISION_OP_ATTENTION] > 0 &&
 		      prof.ns[VISION_OP_NORM] > 0 && prof.ns[VISION_OP_PROJ_GEMM] > 0 &&
 		      prof.ns[VISION_OP_PROJ_ROWS] > 0);
+	}
+	/* a screenshot through the CPU backend in bf16 (what holod and holo-infer run): the bf16
+	 * steps, not the fp32 ones (the rows differ), within cosine 0.999 of fp32's */
+	{
+		snprintf(path, sizeof(path), "%s/tests/fixtures/vision/screen.png", golden_source_root());
+		struct engine_image *img = engine_image_load_png(path, err, sizeof(err));
+		struct engine_vision *v = engine_vision_create(m, err, sizeof(err));
+		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
+						    .precision = ENGINE_PRECISION_BF16};
+		struct engine_backend *b = engine_backend_create(m, &bo, err, sizeof(err));
+		struct engine_vision_grid g32, g16;
+		struct engine_rows *r32 = NULL, *r16 = NULL;
+		REQUIRE(img && v && b);
+		CHECK_INT_EQ(engine_vision_encode_image_on(NULL, v, img, 2, &g32, &r32), 0);
+		CHECK_INT_EQ(engine_vision_encode_image_on(b, v, img, 2, &g16, &r16), 0);
+		REQUIRE(r32 && r16 && engine_rows_count(r32) == engine_rows_count(r16));
+		size_t nr = engine_rows_count(r32), dim = (size_t)engine_vision_embed_dim(v);
+		float *a32 = malloc(sizeof(float) * nr * dim), *a16 = malloc(sizeof(float) * nr * dim);
+		REQUIRE(a32 && a16);
+		CHECK_INT_EQ(engine_rows_read(r32, 0, nr, a32), 0);
+		CHECK_INT_EQ(engine_rows_read(r16, 0, nr, a16), 0);
+		double c = min_row_cosine(a16, a32, nr, dim);
+		printf("screen.png, %d tiles, CPU backend in bf16: min row cosine to fp32 %.6f\n",
+		       g16.n_tiles, c);
+		CHECK(c >= 0.999);
+		CHECK(memcmp(a16, a32, sizeof(float) * nr * dim) != 0);
+		free(a32);
+		free(a16);
+		engine_rows_destroy(r32);
+		engine_rows_destroy(r16);
+		engine_backend_destroy(b);
+		engine_vision_destroy(v);
+		engine_image_destroy(img);
 	}
 	/* fp32 after bf16 runs: the same values as before, bit for bit */
 	REQUIRE(vision_vit_forward(&w, px, grid, grid, pos, f32b) == 0);

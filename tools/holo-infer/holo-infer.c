@@ -268,7 +268,8 @@ static int chat_encode_image(struct chat_run *c, struct engine_backend *b, const
 		r = log_error_errno(-ENOMEM, "%s", path);
 		goto out;
 	}
-	r = engine_vision_encode(c->vision, pixels, grid.n_tiles, rows_data);
+	/* on the backend, so that --precision bf16 encodes in bf16 too (fp32: engine_vision_encode()) */
+	r = engine_vision_encode_on(b, c->vision, pixels, grid.n_tiles, rows_data);
 	if (r < 0) {
 		log_error_errno(r, "%s: vision encoder failed", path);
 		goto out;
