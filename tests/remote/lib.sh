@@ -51,6 +51,9 @@ remote_cleanup() {
 	cleanup
 }
 trap remote_cleanup EXIT
+# A reader that went away (SIGPIPE) or a closed terminal also runs the EXIT trap, so the server
+# never outlives the test (integration/lib.sh covers INT and TERM).
+trap 'exit 1' HUP PIPE
 
 # remote_require [TOOL...]: curl, jq, the tools named and the venv's server, or skip.
 remote_require() {
