@@ -58,14 +58,17 @@ size_t cpu_matmul_scratch_bytes(int in);
 int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
 		    float *y, size_t ldy, bool accumulate);
 
-/* Decode products, y[t, 0:nrows] (+)= W[row0 + r, :] . x[t, :] for t < T <= CPU_GEMV_MAX_T, the
- * rows split into one contiguous range per pool thread (cpu_gemv.c). bf16_act multiplies x
+/* Decode products, y[t, 0:nrows] (+)= W[row0 + r, :] . x[t, :] for t < T, the rows split into one
+ * contiguous range per pool thread (cpu_gemv.c). Any T >= 1: the kernels take up to 4 tokens at
+ * a time, and more tokens (the decode rows of several sessions) run in groups over each small
+ * block of rows while the block is in cache, so every weight byte comes from memory once for
+ * all T. Each (row, token) sum is formed the same way whatever T and the other tokens are, so a
+ * token's results are bit-identical to a call with that token alone. bf16_act multiplies x
  * rounded to bf16 (bf16 precision: bf16 weights then run on vdpbf16ps where the CPU has it; x
  * itself is not written); otherwise the products are fp32. Sums are fp32. cpu_matmul*() call it
- * for T <= CPU_GEMV_T. Returns 0, or -EINVAL when T > CPU_GEMV_MAX_T. */
+ * for T <= CPU_GEMV_T. Returns 0. */
 int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
 		  float *y, size_t ldy, bool accumulate, bool bf16_act);
-#define CPU_GEMV_MAX_T 4
 /* The most tokens cpu_matmul*() hand to cpu_gemv_rows(): 4 tokens cost it what one does (memory
  * bound), 3.3x less than cpu_matmul's blocked product (8192 x 1024 bf16, one thread, test-gemv's
  * shapes aside: measured on a Xeon with AVX-512, 2026-11-25). */

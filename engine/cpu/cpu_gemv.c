@@ -1,4 +1,4 @@
-/* Decode matrix-vector products (T <= CPU_GEMV_MAX_T tokens): the variant table, the run-time
+/* Decode matrix-vector products (T tokens, a few to a few dozen): the variant table, the run-time
  * choice from cpuid, the portable C variant and the split of the rows across the pool.
  *
  * DESIGN: decode reads every weight byte once per token, so these products run at the speed
@@ -11,6 +11,13 @@
  * aligned y two threads never write the same cache line of it.
  * The variant is chosen once (first use) or by cpu_gemv_select(); a job reads it once, so a
  * call never mixes two variants.
+ *
+ * More tokens than a kernel holds (CPU_GEMV_KERNEL_T: the decode rows of several sessions): a
+ * thread walks its range in blocks of about GROUP_BLOCK_BYTES of weights and runs every group of
+ * CPU_GEMV_KERNEL_T tokens over a block before the next, so the block comes from memory for the
+ * first group and from the core's cache for the others. A kernel forms each (row, token) sum on
+ * its own (one accumulator, columns in order, the same reduction), so splitting the tokens
+ * changes no bit of any result.
  */
 #include "cpu_gemv.h"
 
@@ -26,6 +33,9 @@
 #endif
 
 #define ROW_ALIGN 16
+/* Weight bytes per block when tokens run in groups: half of a 48 KiB L1 data cache, so the block
+ * stays there while x's rows of a group stream past it. */
+#define GROUP_BLOCK_BYTES (24 * 1024)
 
 /* ---- portable C ---------------------------------------------------------------------------- */
 
@@ -194,6 +204,7 @@ struct gemv_job {
 	cpu_gemv_fn *fn;
 	struct cpu_gemv_args a;
 	int nrows, chunk;
+	int block_rows; /* rows per block when a->T > CPU_GEMV_KERNEL_T */
 };
 
 static void gemv_task(void *ctx, int task, int thread)
@@ -201,8 +212,22 @@ static void gemv_task(void *ctx, int task, int thread)
 	const struct gemv_job *j = ctx;
 	(void)thread;
 	int r0 = task * j->chunk, r1 = MIN(r0 + j->chunk, j->nrows);
-	if (r0 < r1)
+	if (r0 >= r1)
+		return;
+	if (j->a.T <= CPU_GEMV_KERNEL_T) {
 		j->fn(&j->a, r0, r1);
+		return;
+	}
+	for (int b = r0; b < r1; b += j->block_rows) {
+		int b1 = MIN(b + j->block_rows, r1);
+		for (int t = 0; t < j->a.T; t += CPU_GEMV_KERNEL_T) {
+			struct cpu_gemv_args g = j->a;
+			g.x += (size_t)t * g.ldx;
+			g.y += (size_t)t * g.ldy;
+			g.T = MIN(CPU_GEMV_KERNEL_T, j->a.T - t);
+			j->fn(&g, b, b1);
+		}
+	}
 }
 
 int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
@@ -210,8 +235,6 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 {
 	if (nrows <= 0 || T <= 0)
 		return 0;
-	if (T > CPU_GEMV_MAX_T)
-		return -EINVAL;
 	const struct cpu_gemv_variant *v = variant();
 	int in = (int)w->shape[w->ndim - 1];
 	size_t esz = w->dtype == TENSOR_F32 ? 4 : 2;
@@ -232,6 +255,9 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 			},
 		.nrows = nrows,
 	};
+	/* a multiple of 8 rows, the kernels' widest block, so no block ends in single rows */
+	size_t row_bytes = (size_t)in * esz;
+	j.block_rows = (int)MAX(8, MIN((size_t)GROUP_BLOCK_BYTES / row_bytes, (size_t)1 << 20) & ~(size_t)7);
 	int tasks = cpu_threads();
 	int per = (nrows + tasks - 1) / tasks;
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;

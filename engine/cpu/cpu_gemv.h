@@ -12,6 +12,10 @@
 
 #include "cpu.h"
 
+/* The most tokens one kernel call takes (its accumulators fill the registers); cpu_gemv_rows()
+ * hands larger T to the kernels in groups of this many. */
+#define CPU_GEMV_KERNEL_T 4
+
 /* The operands of one call. A kernel computes rows [r0, r1) of
  * y[t * ldy + r] (+)= W[r, :] . x[t, :] for t < T, accumulating in fp32. */
 struct cpu_gemv_args {
@@ -19,7 +23,7 @@ struct cpu_gemv_args {
 	enum tensor_dtype dtype; /* bf16, f16 or f32 */
 	size_t ldw;		 /* elements between rows of W */
 	int in;			 /* columns */
-	int T;			 /* tokens, 1..CPU_GEMV_MAX_T */
+	int T;			 /* tokens, 1..CPU_GEMV_KERNEL_T */
 	const float *x;		 /* activations, rows ldx apart */
 	size_t ldx;
 	float *y;

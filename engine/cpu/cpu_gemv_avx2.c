@@ -75,13 +75,13 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
 	const char *w = (const char *)a->w;
 	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)NR * ldw;
 	const int n = a->in;
-	__m256 acc[4][CPU_GEMV_MAX_T];
+	__m256 acc[4][CPU_GEMV_KERNEL_T];
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm256_setzero_ps();
 	int i = 0;
 	for (; i + 8 <= n; i += 8) {
-		__m256 xv[CPU_GEMV_MAX_T];
+		__m256 xv[CPU_GEMV_KERNEL_T];
 		for (int t = 0; t < T; t++)
 			xv[t] = load_x(a, t, i, xbf);
 		if ((i & (esz == 4 ? 15 : 31)) == 0)

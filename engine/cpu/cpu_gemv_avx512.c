@@ -68,13 +68,13 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
 	const char *w = (const char *)a->w;
 	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)(PREFETCH_BLOCKS * NR) * ldw;
 	const int n = a->in;
-	__m512 acc[8][CPU_GEMV_MAX_T];
+	__m512 acc[8][CPU_GEMV_KERNEL_T];
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm512_setzero_ps();
 	int i = 0;
 	for (; i + 16 <= n; i += 16) {
-		__m512 xv[CPU_GEMV_MAX_T];
+		__m512 xv[CPU_GEMV_KERNEL_T];
 		for (int t = 0; t < T; t++)
 			xv[t] = load_x(a, t, i, xbf);
 		if (esz == 4 || (i & 31) == 0)

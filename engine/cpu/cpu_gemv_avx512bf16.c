@@ -20,14 +20,14 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T)
 	const uint16_t *w = a->w;
 	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)NR * ldw;
 	const int n = a->in;
-	__m512 acc[8][CPU_GEMV_MAX_T];
+	__m512 acc[8][CPU_GEMV_KERNEL_T];
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm512_setzero_ps();
 	int i = 0;
 	for (; i < n; i += 32) {
 		__mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
-		__m512bh xv[CPU_GEMV_MAX_T];
+		__m512bh xv[CPU_GEMV_KERNEL_T];
 		for (int t = 0; t < T; t++) {
 			const float *x = a->x + (size_t)t * a->ldx + i;
 			xv[t] = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 16),
