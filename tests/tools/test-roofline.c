@@ -63,5 +63,18 @@ int main(void)
 	CHECK_NEAR(roofline_seconds_bytes(h100, 3.35e12), 1.0, 1e-12);
 	CHECK_NEAR(roofline_seconds_bytes(h200, 4.8e12), 1.0, 1e-12);
 	CHECK(roofline_device_find("a100") == NULL);
+
+	/* 3 sessions after 5 tokens, batched: the weights once (1592 bytes), 3 x 320 state bytes,
+	 * 3 x 96 KV bytes, 3 x 1848 FLOPs; memory-bound on both (2840 / 3.35e12 s) */
+	struct roofline_serve sv;
+	roofline_serve_step(&lm, 3, 5, &sv);
+	CHECK_INT_EQ(sv.weight_bytes, 1592);
+	CHECK_INT_EQ(sv.state_bytes, 960);
+	CHECK_INT_EQ(sv.kv_bytes, 288);
+	CHECK_INT_EQ(sv.flops, 3 * 1848);
+	CHECK_NEAR(roofline_serve_seconds(h100, &sv), 2840 / 3.35e12, 1e-24);
+	/* a device with no bandwidth to speak of is bound by its FLOPs instead */
+	struct roofline_device slow = {.name = "slow", .flops = 1e3, .bandwidth = 1e12};
+	CHECK_NEAR(roofline_serve_seconds(&slow, &sv), 3 * 1848 / 1e3, 1e-9);
 	return test_exit();
 }

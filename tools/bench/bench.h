@@ -10,12 +10,20 @@ int bench_policy_main(int argc, char **argv);
 int bench_vision_main(int argc, char **argv);
 int bench_gpu_main(int argc, char **argv);
 int bench_agent_main(int argc, char **argv);
+int bench_serve_main(int argc, char **argv);
 
 /* Helpers the areas share (holo-bench.c). */
 /* CPU seconds this process has used (all threads). */
 double bench_cpu_seconds(void);
 /* Prints "load average: 1m 5m 15m" (or "unknown"): the runs share their machine. */
 void bench_print_load(void);
+
+/* engine.c: the default random model of holo-bench engine (a ~0.7B bf16 Nemotron-H), and
+ * --random's key=value list over it (spec is cut up; sp->pattern may point into it). 0 or
+ * -EINVAL. */
+struct lm_random_spec;
+void bench_engine_default_spec(struct lm_random_spec *ret);
+int bench_engine_parse_spec(char *spec, struct lm_random_spec *sp);
 
 /* engine_gemm.c: seconds the matrix products of an n_prompt-token prefill of m take alone, in
  * bf16 (oneDNN) or fp32, after a warm-up pass; their flops in *ret_flop. -errno on failure. */

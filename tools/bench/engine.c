@@ -34,6 +34,27 @@
 #define DECODE_ROUND 4
 #define DEFAULT_PATTERN "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-"
 
+void bench_engine_default_spec(struct lm_random_spec *ret)
+{
+	*ret = (struct lm_random_spec){
+		.pattern = DEFAULT_PATTERN,
+		.hidden = 1024,
+		.vocab = 131072,
+		.intermediate = 5120,
+		.n_heads = 8,
+		.n_kv_heads = 2,
+		.head_dim = 128,
+		.m_heads = 32,
+		.m_head_dim = 64,
+		.m_groups = 8,
+		.m_state = 128,
+		.m_conv_kernel = 4,
+		.m_chunk = 128,
+		.dtype = TENSOR_BF16,
+		.seed = 1,
+	};
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
@@ -51,7 +72,7 @@ static void usage(FILE *f)
 		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
-static int parse_spec(char *spec, struct lm_random_spec *sp)
+int bench_engine_parse_spec(char *spec, struct lm_random_spec *sp)
 {
 	for (char *save = NULL, *kv = strtok_r(spec, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(kv, '=');
@@ -231,23 +252,8 @@ int bench_engine_main(int argc, char **argv)
 		{"profile", no_argument, NULL, 'F'},
 		{0},
 	};
-	struct lm_random_spec sp = {
-		.pattern = DEFAULT_PATTERN,
-		.hidden = 1024,
-		.vocab = 131072,
-		.intermediate = 5120,
-		.n_heads = 8,
-		.n_kv_heads = 2,
-		.head_dim = 128,
-		.m_heads = 32,
-		.m_head_dim = 64,
-		.m_groups = 8,
-		.m_state = 128,
-		.m_conv_kernel = 4,
-		.m_chunk = 128,
-		.dtype = TENSOR_BF16,
-		.seed = 1,
-	};
+	struct lm_random_spec sp;
+	bench_engine_default_spec(&sp);
 	const char *model_dir = NULL;
 	char *spec = NULL;
 	int n_prompt = 512, n_decode = 32, threads = 0;
@@ -319,7 +325,7 @@ int bench_engine_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (spec && parse_spec(spec, &sp) < 0) {
+	if (spec && bench_engine_parse_spec(spec, &sp) < 0) {
 		fprintf(stderr, "holo-bench engine: invalid --random spec\n");
 		return 2;
 	}

@@ -30,6 +30,9 @@ static const struct command commands[] = {
 #ifdef HOLO_BENCH_AGENT
 	{"agent", bench_agent_main, "one agent step's roofline on a GPU from the real shapes (--device-spec h100|h200)"},
 #endif
+#ifdef HOLO_BENCH_SERVE
+	{"serve", bench_serve_main, "aggregate decode tokens/s of 1..16 sessions batched, 12B roofline at 100"},
+#endif
 #ifdef HOLO_BENCH_POLICY
 	{"policy", bench_policy_main, "constrained-decoding mask cost per token (131072-id vocabulary)"},
 #endif

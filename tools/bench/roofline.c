@@ -94,6 +94,16 @@ double roofline_decode_bytes(const struct roofline_lm *m, double context)
 	       (context + 1) * p.kv_row * m->kv_bytes;
 }
 
+void roofline_serve_step(const struct roofline_lm *m, int sessions, double context,
+			 struct roofline_serve *ret)
+{
+	struct per_token p = per_token(m);
+	ret->weight_bytes = p.weights * m->weight_bytes;
+	ret->state_bytes = sessions * 2 * p.state * m->state_bytes;
+	ret->kv_bytes = sessions * (context + 1) * p.kv_row * m->kv_bytes;
+	ret->flops = sessions * roofline_decode_flops(m, context);
+}
+
 void roofline_step_count(const struct roofline_lm *m, const struct roofline_vit *v, int lm_hidden,
 			 struct roofline_step *s)
 {

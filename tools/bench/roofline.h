@@ -19,6 +19,9 @@
  *     key (the new row written) at kv_bytes. Norm weights and biases are left out (O(d) each).
  *   - Roofline time: vision and prefill FLOPs at the GEMM rate, decode bytes at the memory
  *     bandwidth (a batch-1 decode does ~1 FLOP per weight byte, far under any GPU's balance).
+ *   - Serving (holo-bench serve): one decode step of S sessions batched reads every matrix once
+ *     for all of them and each session's own state and KV rows; it takes the longer of its bytes
+ *     at the bandwidth and its S decode tokens' FLOPs at the GEMM rate.
  */
 #pragma once
 
@@ -64,6 +67,16 @@ struct roofline_step {
 void roofline_step_count(const struct roofline_lm *m, const struct roofline_vit *v, int lm_hidden,
 			 struct roofline_step *s);
 
+/* One batched decode step of `sessions` sessions, each after `context` cached tokens. */
+struct roofline_serve {
+	double weight_bytes; /* every matrix once, for all sessions */
+	double state_bytes;  /* every session's SSM and conv state, read and written */
+	double kv_bytes;     /* every session's K and V rows read, the new one written */
+	double flops;        /* sessions x one decode token's */
+};
+void roofline_serve_step(const struct roofline_lm *m, int sessions, double context,
+			 struct roofline_serve *ret);
+
 /* A device's peak rates. */
 struct roofline_device {
 	const char *name;
@@ -81,4 +94,12 @@ static inline double roofline_seconds_flops(const struct roofline_device *d, dou
 static inline double roofline_seconds_bytes(const struct roofline_device *d, double bytes)
 {
 	return bytes / d->bandwidth;
+}
+/* Seconds of a serve step: its bytes at the bandwidth or its FLOPs at the GEMM rate, the longer. */
+static inline double roofline_serve_seconds(const struct roofline_device *d,
+					    const struct roofline_serve *s)
+{
+	double b = roofline_seconds_bytes(d, s->weight_bytes + s->state_bytes + s->kv_bytes);
+	double f = roofline_seconds_flops(d, s->flops);
+	return b > f ? b : f;
 }

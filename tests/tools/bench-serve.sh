@@ -1,0 +1,22 @@
+#!/bin/sh
+# holo-bench serve on a tiny random model: one line per session count in the documented format
+# (the first count's speedup 1.00), the roofline of Holotron-12B's shapes at 100 sessions on both
+# devices with the figures of the committed config (test-roofline checks the formulas), and
+# session lists that are not ascending from 1 refused.
+# usage: bench-serve.sh HOLO_BENCH OUT
+set -eu
+bench=$1 out=$2
+tiny=hidden=64,vocab=256,intermediate=96,heads=4,kv_heads=2,head_dim=16,m_heads=8,m_head_dim=8,m_groups=2,m_state=16,chunk=8,pattern=M*-M
+"$bench" serve --backend cpu --random "$tiny" --sessions 1,2,3 --prompt 5 --decode 2 --rounds 3 >"$out"
+cat "$out"
+num='[0-9]+\.[0-9]+'
+grep -Eq "^sessions=1 tok/s=$num speedup=1\.00 step_ms=$num cpu_tok/s=$num$" "$out"
+grep -Eq "^sessions=2 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out"
+grep -Eq "^sessions=3 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out"
+test "$(grep -c '^sessions=' "$out")" = 3
+# 23.28 GB of weights once, 100 x 302 MB of fp32 state read and written, 100 x 4097 bf16 KV rows
+grep -Eq "^roofline device=h200 sessions=100 context=4096 tok/s=7555 step_ms=13\.24 weights_GB=23\.28 state_GB=30\.19 kv_GB=10\.07 bound=memory$" "$out"
+grep -Eq "^roofline device=h100 sessions=100 context=4096 tok/s=5273 step_ms=18\.96 " "$out"
+! "$bench" serve --random "$tiny" --sessions 2,4 >/dev/null 2>&1
+! "$bench" serve --random "$tiny" --sessions 1,4,2 >/dev/null 2>&1
+! "$bench" serve --random "$tiny" --sessions 1,300 >/dev/null 2>&1

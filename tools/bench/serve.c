@@ -1,0 +1,425 @@
+/* holo-bench serve: the aggregate decode rate of many sessions of one model advancing together
+ * (issue 16: weights read once per batched step), and what Holotron-12B's shapes allow at 100
+ * sessions on an H200 and an H100.
+ *
+ *   holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N] [--decode N]
+ *                    [--rounds N] [--threads N] [--backend auto|cpu|cuda] [--device N]
+ *                    [--precision bf16|fp32] [--config FILE] [--roofline-sessions N]
+ *                    [--context N]
+ *
+ * For each session count of LIST (ascending, starting at 1; default 1,2,4,8,16) that many
+ * sessions are prefilled with their own --prompt tokens in one batch, then decode --decode steps
+ * together: each step is one engine_forward_batch() of one token per session with its logits,
+ * the next token being each session's argmax (so the sessions diverge as real ones do). Only the
+ * forward calls are timed. The counts run in --rounds rounds, every count once per round, and a
+ * count's figures are those of its median round, so a shared machine's drift falls on all counts
+ * alike. One line per count:
+ *
+ *   sessions=N tok/s=X speedup=Y step_ms=Z cpu_tok/s=W
+ *
+ * X is N * steps / seconds, Y is X over the 1-session X of the same run, Z the time of one
+ * batched step, W the rate per CPU-second the process got, scaled to the thread count (what the
+ * code does with its cores to itself). Then the roofline (roofline.h) of one batched decode step
+ * of the --config shapes (default: holotron-12b-config.json beside this file) with
+ * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
+ * bf16 weights and KV, fp32 Mamba state:
+ *
+ *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "common.h"
+#include "engine.h"
+#include "lm.h"
+#include "loader.h"
+#include "roofline.h"
+
+#define DEFAULT_CONFIG HOLO_BENCH_DIR "/holotron-12b-config.json"
+#define MAX_CONFIG_BYTES (1u << 20)
+/* Limits of the options: counts of sessions (each holds its full state), steps and rounds. */
+#define SERVE_MAX_SESSIONS 256
+#define SERVE_MAX_COUNTS 16
+#define SERVE_MAX_TOKENS 4096
+#define SERVE_MAX_ROUNDS 32
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N]\n"
+		"                        [--decode N] [--rounds N] [--threads N] [--backend B]\n"
+		"                        [--device N] [--precision P] [--config FILE]\n"
+		"                        [--roofline-sessions N] [--context N]\n"
+		"  --random SPEC          key=value,... over holo-bench engine's ~0.7B bf16 model\n"
+		"  --sessions LIST        ascending session counts from 1 (default 1,2,4,8,16; at most %d)\n"
+		"  --prompt N             tokens prefilled per session (default 32)\n"
+		"  --decode N             batched decode steps timed per count and round (default 16)\n"
+		"  --rounds N             rounds over all counts; the median is shown (default 3)\n"
+		"  --backend B            auto, cpu or cuda (default auto)\n"
+		"  --precision P          bf16 or fp32 (default $HOLOD_PRECISION, else the backend's)\n"
+		"  --config FILE          config.json of the roofline's shapes (default Holotron-12B's)\n"
+		"  --roofline-sessions N  sessions of the roofline step (default 100)\n"
+		"  --context N            cached tokens per session in the roofline (default 4096)\n",
+		SERVE_MAX_SESSIONS);
+}
+
+static int parse_int(const char *s, int min, int max, int *ret)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -EINVAL;
+	*ret = (int)v;
+	return 0;
+}
+
+/* "1,2,4": ascending, first 1 */
+static int parse_counts(const char *s, int *counts, int *ret_n)
+{
+	int n = 0;
+	char buf[256];
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == SERVE_MAX_COUNTS || parse_int(tok, 1, SERVE_MAX_SESSIONS, &counts[n]) < 0 ||
+		    (n == 0 && counts[0] != 1) || (n > 0 && counts[n] <= counts[n - 1]))
+			return -EINVAL;
+		n++;
+	}
+	if (n == 0)
+		return -EINVAL;
+	*ret_n = n;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static int32_t argmax(const float *v, int n)
+{
+	int32_t best = 0;
+	for (int i = 1; i < n; i++)
+		if (v[i] > v[best])
+			best = i;
+	return best;
+}
+
+struct serve {
+	struct engine_backend *backend;
+	int vocab, prompt, decode;
+	struct engine_session **sessions;
+	struct engine_batch_entry *entries;
+	int32_t *tokens; /* [sessions][prompt]: each session's prompt, then its next token at [0] */
+	float *logits;   /* [sessions][vocab] */
+};
+
+/* Prefills `n` sessions in one batch and times `steps` batched decode steps: wall and CPU
+ * seconds of the forward calls. */
+static int run_count(struct serve *sv, int n, int steps, double *ret_s, double *ret_cpu)
+{
+	size_t V = (size_t)sv->vocab;
+	for (int i = 0; i < n; i++) {
+		engine_session_reset(sv->sessions[i]);
+		int32_t *t = sv->tokens + (size_t)i * sv->prompt;
+		for (int k = 0; k < sv->prompt; k++)
+			t[k] = (int32_t)(((uint64_t)k * 7919 + (uint64_t)i * 104729 + 13) % V);
+		sv->entries[i] = (struct engine_batch_entry){
+			.session = sv->sessions[i], .tokens = t, .n = (size_t)sv->prompt,
+			.want = ENGINE_LOGITS_LAST, .ret_logits = sv->logits + (size_t)i * V};
+	}
+	int r = engine_forward_batch(sv->backend, sv->entries, (size_t)n);
+	if (r < 0)
+		return r;
+	double wall = 0, cpu = 0;
+	for (int s = 0; s < steps; s++) {
+		for (int i = 0; i < n; i++) {
+			int32_t *t = sv->tokens + (size_t)i * sv->prompt;
+			t[0] = argmax(sv->logits + (size_t)i * V, sv->vocab);
+			sv->entries[i].n = 1;
+		}
+		double c0 = bench_cpu_seconds();
+		uint64_t t0 = time_mono_ns();
+		r = engine_forward_batch(sv->backend, sv->entries, (size_t)n);
+		wall += (double)(time_mono_ns() - t0) / 1e9;
+		cpu += bench_cpu_seconds() - c0;
+		if (r < 0)
+			return r;
+	}
+	*ret_s = wall;
+	*ret_cpu = cpu;
+	return 0;
+}
+
+static int read_config(const char *path, struct model_config *ret)
+{
+	FILE *f = fopen(path, "rbe");
+	if (!f)
+		return -errno;
+	char *buf = xmalloc(MAX_CONFIG_BYTES + 1);
+	size_t len = fread(buf, 1, MAX_CONFIG_BYTES + 1, f);
+	int r = ferror(f) ? -EIO : len > MAX_CONFIG_BYTES ? -EFBIG : 0;
+	fclose(f);
+	char err[256] = "";
+	json_t *root = NULL;
+	if (r == 0)
+		r = model_config_load_json(buf, len, &root, err, sizeof(err));
+	if (r >= 0)
+		r = model_config_from_json(root, ret, err, sizeof(err));
+	if (r < 0 && err[0])
+		fprintf(stderr, "holo-bench serve: %s: %s\n", path, err);
+	json_decref(root);
+	free(buf);
+	return r < 0 ? r : 0;
+}
+
+static int print_roofline(const char *config, int sessions, int context)
+{
+	struct model_config mc;
+	int r = read_config(config, &mc);
+	if (r < 0) {
+		fprintf(stderr, "holo-bench serve: %s: %s\n", config, strerror(-r));
+		return r;
+	}
+	const struct lm_config *l = &mc.lm;
+	struct roofline_lm lm = {
+		.pattern = l->pattern, .hidden = l->hidden, .vocab = mc.vocab_size,
+		.intermediate = l->intermediate, .n_heads = l->n_heads, .n_kv_heads = l->n_kv_heads,
+		.head_dim = l->head_dim, .m_heads = l->m_heads, .m_head_dim = l->m_head_dim,
+		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
+		.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
+	};
+	struct roofline_serve st;
+	roofline_serve_step(&lm, sessions, context, &st);
+	const char *base = strrchr(config, '/');
+	printf("roofline of one batched decode step: %s (%d layers, hidden %d), bf16 weights and KV, "
+	       "fp32 state\n",
+	       base ? base + 1 : config, l->n_layers, l->hidden);
+	static const char *const devices[] = {"h200", "h100"};
+	for (size_t i = 0; i < ARRAY_SIZE(devices); i++) {
+		const struct roofline_device *d = roofline_device_find(devices[i]);
+		double s = roofline_serve_seconds(d, &st);
+		bool compute = roofline_seconds_flops(d, st.flops) >=
+			       roofline_seconds_bytes(d, st.weight_bytes + st.state_bytes + st.kv_bytes);
+		printf("roofline device=%s sessions=%d context=%d tok/s=%.0f step_ms=%.2f "
+		       "weights_GB=%.2f state_GB=%.2f kv_GB=%.2f bound=%s\n",
+		       d->name, sessions, context, sessions / s, s * 1e3, st.weight_bytes / 1e9,
+		       st.state_bytes / 1e9, st.kv_bytes / 1e9, compute ? "compute" : "memory");
+	}
+	return 0;
+}
+
+int bench_serve_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"model", required_argument, NULL, 'm'},     {"random", required_argument, NULL, 'r'},
+		{"sessions", required_argument, NULL, 's'},  {"prompt", required_argument, NULL, 'p'},
+		{"decode", required_argument, NULL, 'd'},    {"rounds", required_argument, NULL, 'R'},
+		{"threads", required_argument, NULL, 't'},   {"backend", required_argument, NULL, 'b'},
+		{"device", required_argument, NULL, 'D'},    {"precision", required_argument, NULL, 'P'},
+		{"config", required_argument, NULL, 'c'},    {"roofline-sessions", required_argument, NULL, 'S'},
+		{"context", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct lm_random_spec sp;
+	bench_engine_default_spec(&sp);
+	const char *model_dir = NULL, *config = DEFAULT_CONFIG;
+	char *spec = NULL;
+	int counts[SERVE_MAX_COUNTS] = {1, 2, 4, 8, 16}, n_counts = 5;
+	int prompt = 32, decode = 16, rounds = 3, threads = 0, roof_sessions = 100, context = 4096;
+	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
+	const char *env_precision = getenv("HOLOD_PRECISION");
+	if (env_precision && *env_precision &&
+	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+		fprintf(stderr, "holo-bench serve: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
+			env_precision);
+		return 2;
+	}
+	optind = 1;
+	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+		int r = 0;
+		switch (c) {
+		case 'm':
+			model_dir = optarg;
+			break;
+		case 'r':
+			spec = optarg;
+			break;
+		case 's':
+			r = parse_counts(optarg, counts, &n_counts);
+			break;
+		case 'p':
+			r = parse_int(optarg, 1, SERVE_MAX_TOKENS, &prompt);
+			break;
+		case 'd':
+			r = parse_int(optarg, 1, SERVE_MAX_TOKENS, &decode);
+			break;
+		case 'R':
+			r = parse_int(optarg, 1, SERVE_MAX_ROUNDS, &rounds);
+			break;
+		case 't':
+			r = parse_int(optarg, 1, 1024, &threads);
+			break;
+		case 'b':
+			r = engine_backend_kind_parse(optarg, &bopts.kind);
+			break;
+		case 'D':
+			r = parse_int(optarg, 0, 1024, &bopts.device);
+			break;
+		case 'P':
+			r = engine_precision_parse(optarg, &bopts.precision);
+			break;
+		case 'c':
+			config = optarg;
+			break;
+		case 'S':
+			r = parse_int(optarg, 1, ENGINE_BATCH_MAX_SESSIONS, &roof_sessions);
+			break;
+		case 'C':
+			r = parse_int(optarg, 0, 1 << 24, &context);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (r < 0) {
+			fprintf(stderr, "holo-bench serve: invalid value '%s'\n", optarg);
+			return 2;
+		}
+	}
+	if (optind != argc || (model_dir && spec)) {
+		usage(stderr);
+		return 2;
+	}
+	if (spec && bench_engine_parse_spec(spec, &sp) < 0) {
+		fprintf(stderr, "holo-bench serve: invalid --random spec\n");
+		return 2;
+	}
+	if (threads && engine_set_threads(threads) < 0) {
+		fprintf(stderr, "holo-bench serve: invalid thread count\n");
+		return 2;
+	}
+	char msg[512] = "";
+	if (engine_backend_resolve(&bopts, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "holo-bench serve: %s\n", msg);
+		return 1;
+	}
+	if (msg[0])
+		printf("%s\n", msg);
+
+	int ret = 1, r = 0;
+	int max_n = counts[n_counts - 1];
+	struct engine_model *m = NULL;
+	struct serve sv = {.prompt = prompt, .decode = decode};
+	double *wall = NULL, *cpu = NULL;
+	if (model_dir) {
+		char err[512] = "";
+		m = engine_model_load(model_dir, err, sizeof(err));
+		if (!m) {
+			fprintf(stderr, "holo-bench serve: %s: %s\n", model_dir, err);
+			goto out;
+		}
+		printf("model %s\n", model_dir);
+	} else {
+		m = lm_random_model_create(&sp);
+		if (!m) {
+			fprintf(stderr, "holo-bench serve: cannot build the random model: %s\n",
+				strerror(errno));
+			goto out;
+		}
+		printf("random model: pattern %s, hidden %d, vocab %d, intermediate %d, dtype %s\n",
+		       sp.pattern, sp.hidden, sp.vocab, sp.intermediate,
+		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
+	}
+	sv.backend = engine_backend_create(m, &bopts, msg, sizeof(msg));
+	if (!sv.backend) {
+		fprintf(stderr, "holo-bench serve: %s\n", msg);
+		goto out;
+	}
+	struct engine_backend_info binfo;
+	engine_backend_get_info(sv.backend, &binfo);
+	printf("backend %s (%s), %s, %d threads\n", binfo.name, binfo.device,
+	       engine_precision_name(binfo.precision), engine_get_threads());
+	sv.vocab = m->cfg.vocab;
+	sv.sessions = calloc((size_t)max_n, sizeof(*sv.sessions));
+	sv.entries = calloc((size_t)max_n, sizeof(*sv.entries));
+	sv.tokens = malloc((size_t)max_n * (size_t)prompt * sizeof(*sv.tokens));
+	sv.logits = malloc((size_t)max_n * (size_t)sv.vocab * sizeof(float));
+	wall = calloc((size_t)n_counts * (size_t)rounds, sizeof(double));
+	cpu = calloc((size_t)n_counts * (size_t)rounds, sizeof(double));
+	if (!sv.sessions || !sv.entries || !sv.tokens || !sv.logits || !wall || !cpu) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < max_n; i++)
+		if (!(sv.sessions[i] = engine_session_create_on(sv.backend, prompt + decode))) {
+			r = -errno;
+			goto fail;
+		}
+
+	/* warm-up: the weights faulted in, every count's scratch and products sized */
+	for (int k = 0; k < n_counts; k++) {
+		double w, c;
+		if ((r = run_count(&sv, counts[k], 1, &w, &c)) < 0)
+			goto fail;
+	}
+	bench_print_load();
+	for (int round = 0; round < rounds; round++)
+		for (int k = 0; k < n_counts; k++) {
+			size_t at = (size_t)k * (size_t)rounds + (size_t)round;
+			if ((r = run_count(&sv, counts[k], decode, &wall[at], &cpu[at])) < 0)
+				goto fail;
+		}
+	bench_print_load();
+	double base = 0;
+	int nthreads = engine_get_threads();
+	for (int k = 0; k < n_counts; k++) {
+		/* the median round by wall time, and its CPU time */
+		double sorted[SERVE_MAX_ROUNDS];
+		memcpy(sorted, &wall[(size_t)k * rounds], (size_t)rounds * sizeof(double));
+		qsort(sorted, (size_t)rounds, sizeof(double), cmp_double);
+		double w = sorted[rounds / 2], c = 0;
+		for (int i = 0; i < rounds; i++)
+			if (wall[(size_t)k * rounds + i] == w)
+				c = cpu[(size_t)k * rounds + i];
+		double tokens = (double)counts[k] * decode, tps = tokens / w;
+		if (k == 0)
+			base = tps;
+		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f\n", counts[k],
+		       tps, tps / base, w / decode * 1e3, c > 0 ? tokens / (c / nthreads) : 0.0);
+	}
+	if (print_roofline(config, roof_sessions, context) < 0)
+		goto out;
+	ret = 0;
+	goto out;
+fail:
+	fprintf(stderr, "holo-bench serve: %s\n", strerror(-r));
+out:
+	for (int i = 0; sv.sessions && i < max_n; i++)
+		engine_session_destroy(sv.sessions[i]);
+	free(sv.sessions);
+	free(sv.entries);
+	free(sv.tokens);
+	free(sv.logits);
+	free(wall);
+	free(cpu);
+	engine_backend_destroy(sv.backend);
+	if (model_dir)
+		engine_model_destroy(m);
+	else
+		lm_random_model_destroy(m);
+	return ret;
+}
