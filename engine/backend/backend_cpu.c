@@ -8,8 +8,10 @@
  * MLP layers hold nothing. Every byte of that is charged to the backend (backend_charge), which
  * enforces the state limit.
  *
- * A batch runs sequence by sequence, each span in runs of at most LM_MAX_BATCH positions (exact:
- * the state carries over); batched GEMMs across sequences are a later step.
+ * A batch runs in steps (lm_forward_batch): each step takes the next run of every span (at most
+ * LM_MAX_BATCH positions, cut as a separate append cuts them), so the decode tokens of n
+ * sessions go through the layers together, every weight read once for all of them, and a long
+ * prefill joins them run by run. Every sequence gets what a separate append gives it (lm.h).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -258,62 +260,112 @@ static int cpu_seq_import(struct backend_seq *bs, const struct backend_seq_state
 	return 0;
 }
 
+/* The next run of a span from batch position p (end: the span's end): at most LM_MAX_BATCH
+ * positions, cut as a separate append cuts them. lm_forward_batch() writes the logits of all
+ * rows of a run, contiguously, or of its last row: a run takes all rows when every one is wanted
+ * into consecutive rows, and otherwise ends at its first wanted row. */
+static void next_run(const struct backend_batch *batch, size_t p, size_t end, size_t vocab,
+		     struct lm_run *ret)
+{
+	size_t T = MIN(end - p, (size_t)LM_MAX_BATCH);
+	float *const *dst = batch->logits;
+	enum engine_logits want = ENGINE_LOGITS_NONE;
+	float *out = NULL;
+	if (dst) {
+		size_t first = T;
+		bool all = true;
+		for (size_t t = 0; t < T; t++) {
+			if (!dst[p] || dst[p + t] != dst[p] + t * vocab)
+				all = false;
+			if (dst[p + t] && first == T)
+				first = t;
+		}
+		if (all) {
+			want = ENGINE_LOGITS_ALL;
+			out = dst[p];
+		} else if (first < T) {
+			T = first + 1;
+			want = ENGINE_LOGITS_LAST;
+			out = dst[p + first];
+		}
+	}
+	*ret = (struct lm_run){
+		.tokens = batch->tokens + p,
+		.embeds = batch->embeds ? batch->embeds + p : NULL,
+		.T = (int)T,
+		.want = want,
+		.logits = out,
+	};
+}
+
+/* The next step of a batch: the next run of every span with positions left, in span order, while
+ * they fit LM_BATCH_MAX_ROWS rows and LM_BATCH_MAX_RUNS runs (the first always does). pos[i] is
+ * span i's next position; the step's runs advance it. Returns the number of runs, 0 when the
+ * batch is done. Spans run one run at a time, in order, so each sequence sees the runs a
+ * separate append gives it. */
+static int next_step(const struct backend_batch *batch, size_t *pos, struct lm_run *runs)
+{
+	size_t vocab = (size_t)batch->spans[0].seq->backend->model->cfg.vocab;
+	int n = 0, rows = 0;
+	for (size_t i = 0; i < batch->n_spans && n < LM_BATCH_MAX_RUNS; i++) {
+		const struct backend_span *sp = &batch->spans[i];
+		size_t end = sp->first + sp->n;
+		if (pos[i] == end)
+			continue;
+		struct lm_run r;
+		next_run(batch, pos[i], end, vocab, &r);
+		if (n > 0 && rows + r.T > LM_BATCH_MAX_ROWS)
+			continue;
+		r.seq = (struct lm_seq *)sp->seq;
+		runs[n++] = r;
+		rows += r.T;
+		pos[i] += (size_t)r.T;
+	}
+	return n;
+}
+
+/* Every span's KV room and the pool's scratch for its longest context, then the lead's (the
+ * first span's sequence) activations for the largest step. The steps are planned as forward()
+ * will run them. */
 static int cpu_reserve(struct engine_backend *b, const struct backend_batch *batch)
 {
+	(void)b;
 	for (size_t i = 0; i < batch->n_spans; i++) {
-		struct lm_seq *s = (struct lm_seq *)batch->spans[i].seq;
-		size_t n = batch->spans[i].n;
-		/* the KV caches for all n positions and the scratch for the largest run, seen from
-		 * the longest context the last run has */
-		int saved = s->base.n_tokens;
-		int run = (int)MIN(n, (size_t)LM_MAX_BATCH);
-		s->base.n_tokens = saved + (int)n - run;
-		int r = lm_forward_prepare(s, run);
-		s->base.n_tokens = saved;
+		int r = lm_seq_prepare((struct lm_seq *)batch->spans[i].seq, (int)batch->spans[i].n);
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	size_t *pos = malloc(batch->n_spans * sizeof(*pos));
+	struct lm_run *runs = malloc(LM_BATCH_MAX_RUNS * sizeof(*runs));
+	int r = -ENOMEM;
+	if (!pos || !runs)
+		goto free_arrays;
+	for (size_t i = 0; i < batch->n_spans; i++)
+		pos[i] = batch->spans[i].first;
+	struct lm_seq *lead = (struct lm_seq *)batch->spans[0].seq;
+	r = 0;
+	for (int n; r == 0 && (n = next_step(batch, pos, runs)) > 0;)
+		r = lm_batch_prepare(lead, runs, n);
+free_arrays:
+	free(runs);
+	free(pos);
+	return r;
 }
 
+/* One lm_forward_batch() per step: decoding sequences advance together (one product of their
+ * rows per matrix); a span longer than LM_MAX_BATCH takes one run per step. The cursors (one per
+ * span: session.c holds a batch to ENGINE_BATCH_MAX_SESSIONS) and runs live on the stack:
+ * forward() cannot fail on memory. */
 static int cpu_forward(struct engine_backend *b, const struct backend_batch *batch)
 {
-	size_t vocab = (size_t)b->model->cfg.vocab;
-	float *const *dst = batch->logits;
-	for (size_t i = 0; i < batch->n_spans; i++) {
-		const struct backend_span *sp = &batch->spans[i];
-		struct lm_seq *s = (struct lm_seq *)sp->seq;
-		size_t end = sp->first + sp->n;
-		for (size_t p = sp->first; p < end;) {
-			size_t T = MIN(end - p, (size_t)LM_MAX_BATCH);
-			/* lm_forward() writes the logits of all rows of a run, contiguously, or of its
-			 * last row: a run takes all rows when every one is wanted into consecutive
-			 * rows, and otherwise ends at its first wanted row */
-			enum engine_logits want = ENGINE_LOGITS_NONE;
-			float *out = NULL;
-			if (dst) {
-				size_t first = T;
-				bool all = true;
-				for (size_t t = 0; t < T; t++) {
-					if (!dst[p] || dst[p + t] != dst[p] + t * vocab)
-						all = false;
-					if (dst[p + t] && first == T)
-						first = t;
-				}
-				if (all) {
-					want = ENGINE_LOGITS_ALL;
-					out = dst[p];
-				} else if (first < T) {
-					T = first + 1;
-					want = ENGINE_LOGITS_LAST;
-					out = dst[p + first];
-				}
-			}
-			lm_forward(s, batch->tokens + p, batch->embeds ? batch->embeds + p : NULL,
-				   (int)T, want, out);
-			p += T;
-		}
-	}
+	(void)b;
+	size_t pos[ENGINE_BATCH_MAX_SESSIONS];
+	struct lm_run runs[LM_BATCH_MAX_RUNS];
+	for (size_t i = 0; i < batch->n_spans; i++)
+		pos[i] = batch->spans[i].first;
+	struct lm_seq *lead = (struct lm_seq *)batch->spans[0].seq;
+	for (int n; (n = next_step(batch, pos, runs)) > 0;)
+		lm_forward_batch(lead, runs, n);
 	return 0;
 }
 

@@ -2,8 +2,9 @@
  *
  * Not a public header: only engine/ sources (and white-box tests) include it.
  * backend_cpu.c owns struct lm_seq (allocation, copy, accounting); lm_forward.c runs the layers
- * over it. Everything a forward call can fail on (allocation) happens in lm_forward_prepare()
- * before any state changes, so a failed append leaves the sequence as it was.
+ * over it, for several sequences at once. Everything a forward call can fail on (allocation)
+ * happens in lm_seq_prepare() and lm_batch_prepare() before any state changes, so a failed
+ * append leaves the sequence as it was.
  */
 #pragma once
 
@@ -88,7 +89,7 @@ struct lm_seq {
 	struct lm_layer_state *layers;
 
 	/* activation scratch, not part of the state (per sequence, so sequences used by different
-	 * threads never share it) */
+	 * threads never share it): a batched forward uses its lead sequence's */
 	float *work;
 	size_t work_floats;
 };
@@ -111,16 +112,43 @@ int lm_model_check(const struct engine_model *m);
  * and the cached data stay valid either way). */
 int lm_reserve_kv(struct lm_seq *s, int positions);
 
-/* Grows the KV caches for T more positions and the scratch for a run of T positions.
- * Returns 0 or -ENOMEM (the session's state is unchanged either way). */
-int lm_forward_prepare(struct lm_seq *s, int T);
+/* A batched forward (lm_forward_batch): runs of positions of several sequences through the
+ * layers together. Every matrix product runs once over the rows of all runs (the decode rows of
+ * n sequences are one product of n rows, which reads each weight once), while each run updates
+ * its own sequence's conv window, SSM state and KV cache. Each sequence gets the state and
+ * logits a forward of its run alone gives: bit for bit in fp32 and in bf16 below
+ * LM_BATCH_DNNL_ROWS decode rows (the same kernels form every row's sums the same way); from
+ * there on bf16's decode rows run through oneDNN's product, whose sums are ordered otherwise
+ * (within bf16's tolerance, tests/lm/test-lm-backend.c). */
+struct lm_run {
+	struct lm_seq *seq;         /* one run per sequence in a batch */
+	const int32_t *tokens;      /* [T] */
+	const float *const *embeds; /* NULL, or [T] as in lm_forward_batch() */
+	int T;                      /* 1..LM_MAX_BATCH positions following what seq holds */
+	enum engine_logits want;    /* ALL: T rows into logits, consecutive; LAST: the last row */
+	float *logits;
+	int row; /* the run's first row among the batch's activations (lm_forward_batch sets it) */
+};
+/* Rows (positions) and runs of one batched forward: bounds the activation scratch. */
+#define LM_BATCH_MAX_ROWS (2 * LM_MAX_BATCH)
+#define LM_BATCH_MAX_RUNS 256
+/* bf16: from this many merged decode rows on, their products run through oneDNN. */
+#define LM_BATCH_DNNL_ROWS 16
+/* Logits rows of merged decode rows computed per lm_head pass (bounds their scratch). */
+#define LM_BATCH_LOGIT_ROWS 64
 
-/* Runs T <= LM_MAX_BATCH positions through the model on top of the session state, after
- * lm_forward_prepare(s, T) succeeded. Embeddings come from tokens[i], or embeds[i] when
- * embeds && embeds[i]. Logits: `want` rows written to logits (all T rows, or the last one).
- * Cannot fail. */
-void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *embeds, int T,
-		enum engine_logits want, float *logits);
+/* Grows s's KV caches for n more positions and the pool threads' scratch for contexts up to
+ * n_tokens + n. Returns 0 or -ENOMEM (the sequence's state is unchanged either way). */
+int lm_seq_prepare(struct lm_seq *s, int n);
+/* Grows the activation scratch of a batched forward of these runs (at most LM_BATCH_MAX_ROWS
+ * rows and LM_BATCH_MAX_RUNS runs), which `lead`, one of their sequences, holds. 0 or -ENOMEM. */
+int lm_batch_prepare(struct lm_seq *lead, const struct lm_run *runs, int n);
+
+/* Runs the n runs (each of another sequence) through the model after lm_seq_prepare() of every
+ * run's sequence and lm_batch_prepare(lead, runs, n) succeeded. Embeddings come from tokens[i],
+ * or embeds[i] when embeds && embeds[i]. Writes the logits asked for, advances every sequence
+ * by its run's T, and sets each run's `row`. Cannot fail. */
+void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n);
 
 /* The Mamba-2 SSM over T positions for all heads, starting from and updating state[H][P][N].
  * xbc: [T][ldx] conv outputs (x at 0, B at d_in, C at d_in + G*N); dt: [T][H] after softplus

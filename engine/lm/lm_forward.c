@@ -322,17 +322,7 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 struct work {
 	float *h, *xn; /* residual [T][d], normed [T][d] */
 	float *mix;    /* per-layer activations, see the layer functions */
-	/* bf16 precision with oneDNN's products (T >= CPU_DNNL_MIN_T), else NULL: the normed rows
-	 * rounded to bf16, dense, the input those products read in place ([T][d] after the
-	 * pre-norm, [T][d_in] after the Mamba mixer's gated norm) */
-	uint16_t *xb;
 };
-
-/* floats after the work's mix for its xb */
-static size_t xb_floats(const struct lm_dims *dm, int T, bool bf16)
-{
-	return bf16 && T >= CPU_DNNL_MIN_T ? ((size_t)T * (size_t)MAX(dm->d, dm->d_in) + 1) / 2 : 0;
-}
 
 static float *f32_copy(const struct tensor *t, size_t n)
 {
@@ -458,17 +448,21 @@ static bool model_has(const struct engine_model *m, enum lm_layer_kind kind)
 	return false;
 }
 
-static size_t mix_floats(const struct engine_model *m, const struct lm_dims *dm, int T)
+/* The activations of a batched forward (lm_forward_batch) of M rows whose longest run has Tmax
+ * positions, with `logit_rows` rows of logits gathered for the merged decode rows: floats past
+ * h and xn. The conv window and the chunked scan's scratch serve one run at a time. */
+static size_t mix_floats(const struct engine_model *m, const struct lm_dims *dm, int M, int Tmax,
+			 int logit_rows)
 {
-	size_t t = (size_t)T, need = 0;
+	size_t t = (size_t)M, need = (size_t)logit_rows * (size_t)dm->vocab;
 	if (model_has(m, LM_LAYER_MAMBA)) {
-		size_t mamba = t * dm->in_rows + (t + dm->K - 1) * dm->conv_dim + t * dm->conv_dim +
-			       t * dm->H + t * dm->d_in +
-			       MAX(lm_ssm_cb_floats(dm, T), cpu_ssd_work_floats(dm, T));
+		size_t mamba = t * dm->in_rows + t * dm->conv_dim + t * dm->H + t * dm->d_in +
+			       (size_t)(Tmax + dm->K - 1) * dm->conv_dim +
+			       MAX(lm_ssm_cb_floats(dm, Tmax), cpu_ssd_work_floats(dm, Tmax));
 		need = MAX(need, mamba);
 	}
 	if (model_has(m, LM_LAYER_ATTENTION))
-		need = MAX(need, 2 * t * dm->q_dim);
+		need = MAX(need, 2 * t * dm->q_dim + 2 * t * dm->kv_dim);
 	if (model_has(m, LM_LAYER_MLP))
 		need = MAX(need, t * dm->inter);
 	return need;
@@ -524,32 +518,87 @@ uncharge:
 	return -ENOMEM;
 }
 
-int lm_forward_prepare(struct lm_seq *s, int T)
+int lm_seq_prepare(struct lm_seq *s, int n)
 {
 	const struct engine_model *m = s->model;
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
-	int r = lm_reserve_kv(s, s->base.n_tokens + T);
+	int r = lm_reserve_kv(s, s->base.n_tokens + n);
 	if (r < 0)
 		return r;
-	size_t need = 2 * (size_t)T * dm.d + mix_floats(m, &dm, T) + xb_floats(&dm, T, s->prep->bf16);
-	if (need > s->work_floats) {
-		float *w = NULL;
-		if (posix_memalign((void **)&w, 64, need * sizeof(float)) != 0)
-			return -ENOMEM;
-		free(s->work);
-		s->work = w;
-		s->work_floats = need;
-	}
 	size_t scratch = cpu_matmul_scratch_bytes(max_in(m, &dm));
 	scratch = MAX(scratch, lm_ssm_scratch_bytes(&dm));
 	if (s->prep->bf16)
 		scratch = MAX(scratch, cpu_ssd_scratch_bytes(&dm));
-	scratch = MAX(scratch, (size_t)(s->base.n_tokens + T) * sizeof(float));
+	scratch = MAX(scratch, (size_t)(s->base.n_tokens + n) * sizeof(float));
 	scratch = MAX(scratch, (size_t)dm.d * sizeof(float));
 	if (model_has(m, LM_LAYER_ATTENTION))
 		scratch = MAX(scratch, lm_attention_blocked_scratch_bytes(&dm));
 	return cpu_reserve_scratch(scratch);
+}
+
+/* The rows of a batch: the runs of at most CPU_GEMV_T positions (decode) first, in order, then
+ * the others; how many rows the first kind has, how many of their rows want logits and how many
+ * of those runs want them. */
+struct batch_shape {
+	int M, Ms, Tmax;
+	int small_logit_rows, small_logit_runs;
+};
+
+static bool run_is_small(const struct lm_run *r)
+{
+	return r->T <= CPU_GEMV_T;
+}
+
+static int run_logit_rows(const struct lm_run *r)
+{
+	return r->want == ENGINE_LOGITS_ALL ? r->T : r->want == ENGINE_LOGITS_LAST ? 1 : 0;
+}
+
+static void batch_shape(const struct lm_run *runs, int n, struct batch_shape *ret)
+{
+	struct batch_shape b = {0};
+	for (int i = 0; i < n; i++) {
+		b.M += runs[i].T;
+		b.Tmax = MAX(b.Tmax, runs[i].T);
+		if (!run_is_small(&runs[i]))
+			continue;
+		b.Ms += runs[i].T;
+		int rows = run_logit_rows(&runs[i]);
+		b.small_logit_rows += rows;
+		b.small_logit_runs += rows > 0;
+	}
+	*ret = b;
+}
+
+/* Rows of logits the merged decode rows are computed into before they are copied out: none when
+ * one run wants them (its own rows take them), else chunks of LM_BATCH_LOGIT_ROWS. */
+static int logit_scratch_rows(const struct batch_shape *b)
+{
+	return b->small_logit_runs > 1 ? MIN(b->small_logit_rows, LM_BATCH_LOGIT_ROWS) : 0;
+}
+
+static size_t batch_work_floats(const struct engine_model *m, const struct lm_run *runs, int n)
+{
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	struct batch_shape b;
+	batch_shape(runs, n, &b);
+	return 2 * (size_t)b.M * dm.d + mix_floats(m, &dm, b.M, b.Tmax, logit_scratch_rows(&b));
+}
+
+int lm_batch_prepare(struct lm_seq *lead, const struct lm_run *runs, int n)
+{
+	size_t need = batch_work_floats(lead->model, runs, n);
+	if (need <= lead->work_floats)
+		return 0;
+	float *w = NULL;
+	if (posix_memalign((void **)&w, 64, need * sizeof(float)) != 0)
+		return -ENOMEM;
+	free(lead->work);
+	lead->work = w;
+	lead->work_floats = need;
+	return 0;
 }
 
 /* ---- layers --------------------------------------------------------------------------------- */
@@ -631,56 +680,48 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * v may share theirs),
  * products of CPU_DNNL_MIN_T rows or more run through oneDNN and decode's on the GEMV kernels
  * with bf16 activations: all paths then multiply the same bf16 values, exactly, and differ only
- * in the order of the fp32 sums. cpu_matmul only fails on
- * scratch, which lm_forward_prepare() reserved; a oneDNN product that fails (memory for a new
- * primitive) runs on cpu_matmul instead. oneDNN's products apply `act` in their epilogue;
- * returns whether act was applied (else the caller applies it). */
+ * in the order of the fp32 sums. `merged`: the decode rows of several sequences (struct
+ * batch_shape's Ms rows), which run on the GEMV kernels whatever their number (each row's sums
+ * as its sequence's own decode forms them), except in bf16 from LM_BATCH_DNNL_ROWS rows, where
+ * oneDNN's product is faster. cpu_matmul only fails on scratch, which lm_seq_prepare()
+ * reserved; a oneDNN product that fails (memory for a new primitive) runs on cpu_matmul
+ * instead. oneDNN's products apply `act` in their epilogue; returns whether act was applied
+ * (else the caller applies it). */
 static bool product(const struct lm_prepared *p, const struct tensor *w,
-		    const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx, int T,
-		    float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+		    const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
+		    bool accumulate, enum cpu_dnnl_act act, bool merged)
 {
 	bool applied = false;
+	if (T <= 0)
+		return true;
 	uint64_t t0 = prof_start(p);
 	if (t0)
 		atomic_fetch_add_explicit(&p->prof->flop[LM_OP_GEMM],
 					  2 * (uint64_t)T * (uint64_t)w->shape[0] * (uint64_t)w->shape[1],
 					  memory_order_relaxed);
+	int r;
 	if (p->bf16) {
-		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
-		 * of x; the rounding in place is for the other paths */
-		if (dw && T >= CPU_DNNL_MIN_T &&
-		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
-			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
+		/* oneDNN rounds its own copy of x; the rounding in place is for the other paths */
+		if (dw && T >= (merged ? LM_BATCH_DNNL_ROWS : CPU_DNNL_MIN_T) &&
+		    cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act) == 0) {
 			applied = true;
 			goto done;
 		}
 		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
-		if (T <= CPU_GEMV_T) {
-			int r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, true);
+		if (T <= CPU_GEMV_T || merged) {
+			r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, true);
 			(void)r;
 			goto done;
 		}
 	}
-	int r = cpu_matmul(w, x, ldx, T, y, ldy, accumulate);
+	if (merged)
+		r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, false);
+	else
+		r = cpu_matmul(w, x, ldx, T, y, ldy, accumulate);
 	(void)r;
 done:
 	prof_end(p, LM_OP_GEMM, t0);
 	return applied;
-}
-
-static void matmul(const struct lm_prepared *p, const struct tensor *w,
-		   const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
-		   bool accumulate)
-{
-	product(p, w, dw, x, NULL, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
-}
-
-/* matmul() of a norm's output x, whose bf16 copy is xb (NULL: none) */
-static void matmul_normed(const struct lm_prepared *p, const struct tensor *w,
-			  const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx,
-			  int T, float *y, size_t ldy, bool accumulate)
-{
-	product(p, w, dw, x, xb, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
 void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
@@ -745,56 +786,108 @@ static void norm_rows(const struct lm_prepared *p, const float *x, float *out, c
 		cpu_rmsnorm_rows(x, out, w, T, d, eps);
 }
 
-static void mamba_layer(struct lm_seq *s, const struct lm_dims *dm, const struct lm_layer *L,
-			const struct lm_prepared_layer *P, struct lm_layer_state *st, struct work *wk,
-			int T)
+/* A batched forward in progress: the runs (lm_run.row set), their row counts and the
+ * activations of all their rows. */
+struct batch {
+	const struct engine_model *m;
+	const struct lm_prepared *p;
+	struct lm_dims dm;
+	struct lm_run *runs;
+	int n;
+	struct batch_shape shape;
+	struct work wk;
+};
+
+/* y (+)= W x over every row of the batch: the merged decode rows [0, Ms) as one product, then
+ * each longer run's rows as the product that run would be alone. `act` (the MLP's ReLU^2) is
+ * applied to every row, in oneDNN's epilogue or after. */
+static void batch_product(const struct batch *b, const struct tensor *w,
+			  const struct cpu_dnnl_weight *dw, float *x, size_t ldx, float *y, size_t ldy,
+			  bool accumulate, enum cpu_dnnl_act act)
 {
-	const struct lm_config *c = &s->model->cfg;
-	const int K = dm->K, cd = dm->conv_dim, H = dm->H;
-	float *zx = wk->mix;                                     /* [T][in_rows] */
-	float *cbuf = zx + (size_t)T * dm->in_rows;              /* [K-1+T][conv_dim] */
-	float *xc = cbuf + (size_t)(T + K - 1) * cd;             /* [T][conv_dim] */
-	float *dt = xc + (size_t)T * cd;                         /* [T][H] */
-	float *y = dt + (size_t)T * H;                           /* [T][d_in] */
-	float *cb = y + (size_t)T * dm->d_in;
+	int first = 0, rows = b->shape.Ms;
+	for (int i = -1; i < b->n; i++) {
+		if (i >= 0) {
+			if (run_is_small(&b->runs[i]))
+				continue;
+			first = b->runs[i].row;
+			rows = b->runs[i].T;
+		}
+		float *xr = x + (size_t)first * ldx, *yr = y + (size_t)first * ldy;
+		if (!product(b->p, w, dw, xr, ldx, rows, yr, ldy, accumulate, act, i < 0) &&
+		    act == CPU_DNNL_ACT_RELU2) {
+			/* ldy is the MLP's width here: the rows are contiguous */
+			uint64_t t0 = prof_start(b->p);
+			if (b->p->bf16)
+				cpu_rows_relu2(yr, (size_t)rows * ldy);
+			else
+				cpu_relu2(yr, (size_t)rows * ldy);
+			prof_end(b->p, LM_OP_OTHER, t0);
+		}
+	}
+}
+
+static void mamba_layer(const struct batch *b, int l)
+{
+	const struct lm_layer *L = &b->m->layers[l];
+	const struct lm_prepared_layer *P = &b->p->layers[l];
+	const struct lm_config *c = &b->m->cfg;
+	const struct lm_dims *dm = &b->dm;
+	const int K = dm->K, cd = dm->conv_dim, H = dm->H, M = b->shape.M;
+	float *zx = b->wk.mix;                          /* [M][in_rows] */
+	float *xc = zx + (size_t)M * dm->in_rows;        /* [M][conv_dim] */
+	float *dt = xc + (size_t)M * cd;                 /* [M][H] */
+	float *y = dt + (size_t)M * H;                   /* [M][d_in] */
+	float *cbuf = y + (size_t)M * dm->d_in;          /* [K-1+T][conv_dim], one run at a time */
+	float *cb = cbuf + (size_t)(b->shape.Tmax + K - 1) * cd;
 	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
 		    *dsk = P->d, *gw = P->gnorm;
 
-	matmul_normed(s->prep, &L->mamba.in_proj, P->gemm[0], wk->xn, wk->xb, dm->d, T, zx,
-		      dm->in_rows, false);
+	batch_product(b, &L->mamba.in_proj, P->gemm[0], b->wk.xn, dm->d, zx, dm->in_rows, false,
+		      CPU_DNNL_ACT_NONE);
 
-	uint64_t t0 = prof_start(s->prep);
-	if (s->prep->bf16) {
-		struct cpu_conv_args ca = {.T = T, .K = K, .channels = cd, .raw = zx + dm->d_in,
-					   .ldr = dm->in_rows, .wt = cwt, .bias = cbias,
-					   .state = st->conv, .out = xc, .ldo = cd};
-		struct cpu_dt_args da = {.T = T, .H = H, .raw = zx + dm->d_in + cd, .ldr = dm->in_rows,
-					 .bias = dtb, .lo = c->dt_min, .hi = c->dt_max, .dt = dt};
-		cpu_rows_conv_dt(&ca, &da);
-	} else {
-		lm_conv_silu(dm, T, zx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, xc);
-		lm_dt_softplus(dm, T, zx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max, dt);
+	/* the conv window and the SSM state are each sequence's own: one run at a time */
+	for (int i = 0; i < b->n; i++) {
+		const struct lm_run *r = &b->runs[i];
+		struct lm_layer_state *st = &r->seq->layers[l];
+		const int T = r->T;
+		float *rzx = zx + (size_t)r->row * dm->in_rows, *rxc = xc + (size_t)r->row * cd;
+		float *rdt = dt + (size_t)r->row * H, *ry = y + (size_t)r->row * dm->d_in;
+		uint64_t t0 = prof_start(b->p);
+		if (b->p->bf16) {
+			struct cpu_conv_args ca = {.T = T, .K = K, .channels = cd, .raw = rzx + dm->d_in,
+						   .ldr = dm->in_rows, .wt = cwt, .bias = cbias,
+						   .state = st->conv, .out = rxc, .ldo = cd};
+			struct cpu_dt_args da = {.T = T, .H = H, .raw = rzx + dm->d_in + cd,
+						 .ldr = dm->in_rows, .bias = dtb, .lo = c->dt_min,
+						 .hi = c->dt_max, .dt = rdt};
+			cpu_rows_conv_dt(&ca, &da);
+		} else {
+			lm_conv_silu(dm, T, rzx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, rxc);
+			lm_dt_softplus(dm, T, rzx + dm->d_in + cd, dm->in_rows, dtb, c->dt_min, c->dt_max,
+				       rdt);
+		}
+		prof_end(b->p, LM_OP_CONV, t0);
+
+		t0 = prof_start(b->p);
+		/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
+		if (T == 1)
+			lm_ssm_scan(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry);
+		else if (!b->p->bf16 || T < CPU_SSD_MIN_T ||
+			 cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb) < 0)
+			lm_ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb);
+		prof_end(b->p, LM_OP_SSM, t0);
 	}
-	prof_end(s->prep, LM_OP_CONV, t0);
 
-	t0 = prof_start(s->prep);
-	/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
-	if (T == 1)
-		lm_ssm_scan(dm, T, xc, cd, dt, a, dsk, st->ssm, y);
-	else if (!s->prep->bf16 || T < CPU_SSD_MIN_T ||
-		 cpu_ssd_scan_bf16(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb) < 0)
-		lm_ssm_chunked(dm, T, xc, cd, dt, a, dsk, st->ssm, y, cb);
-	prof_end(s->prep, LM_OP_SSM, t0);
-
-	t0 = prof_start(s->prep);
-	if (s->prep->bf16)
-		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, T, dm->G, dm->d_in / dm->G,
-				       c->eps, wk->xb);
+	uint64_t t0 = prof_start(b->p);
+	if (b->p->bf16)
+		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, M, dm->G, dm->d_in / dm->G,
+				       c->eps, NULL);
 	else
-		lm_gated_rmsnorm(dm, T, y, zx, dm->in_rows, gw, c->eps);
-	prof_end(s->prep, LM_OP_NORM, t0);
-	matmul_normed(s->prep, &L->mamba.out_proj, P->gemm[1], y, wk->xb, dm->d_in, T, wk->h, dm->d,
-		      true);
+		lm_gated_rmsnorm(dm, M, y, zx, dm->in_rows, gw, c->eps);
+	prof_end(b->p, LM_OP_NORM, t0);
+	batch_product(b, &L->mamba.out_proj, P->gemm[1], y, dm->d_in, b->wk.h, dm->d, true,
+		      CPU_DNNL_ACT_NONE);
 }
 
 struct attn_job {
@@ -841,93 +934,153 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
 }
 
-static void attention_layer(struct lm_seq *s, const struct lm_dims *dm, const struct lm_layer *L,
-			    const struct lm_prepared_layer *P, struct lm_layer_state *st,
-			    struct work *wk, int T)
+/* K and V of the new rows go to scratch first (rows of several sequences), then into each
+ * sequence's cache: the same values a product into the cache writes. */
+static void attention_layer(const struct batch *b, int l)
 {
-	float *q = wk->mix, *o = q + (size_t)T * dm->q_dim;
-	int n0 = s->base.n_tokens;
-	matmul_normed(s->prep, &L->attn.q, P->gemm[0], wk->xn, wk->xb, dm->d, T, q, dm->q_dim, false);
-	matmul_normed(s->prep, &L->attn.k, P->gemm[1], wk->xn, wk->xb, dm->d, T,
-		      st->k + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
-	matmul_normed(s->prep, &L->attn.v, P->gemm[2], wk->xn, wk->xb, dm->d, T,
-		      st->v + (size_t)n0 * dm->kv_dim, dm->kv_dim, false);
-	uint64_t t0 = prof_start(s->prep);
-	if (s->prep->bf16 && T > 1)
-		lm_attention_blocked(dm, T, n0, q, st->k, st->v, o, true);
-	else
-		lm_attention_heads(dm, T, n0, q, st->k, st->v, o);
-	prof_end(s->prep, LM_OP_ATTENTION, t0);
-	matmul(s->prep, &L->attn.o, P->gemm[3], o, dm->q_dim, T, wk->h, dm->d, true);
+	const struct lm_layer *L = &b->m->layers[l];
+	const struct lm_prepared_layer *P = &b->p->layers[l];
+	const struct lm_dims *dm = &b->dm;
+	const int M = b->shape.M;
+	float *q = b->wk.mix, *o = q + (size_t)M * dm->q_dim;
+	float *kn = o + (size_t)M * dm->q_dim, *vn = kn + (size_t)M * dm->kv_dim;
+	batch_product(b, &L->attn.q, P->gemm[0], b->wk.xn, dm->d, q, dm->q_dim, false, CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->attn.k, P->gemm[1], b->wk.xn, dm->d, kn, dm->kv_dim, false, CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->attn.v, P->gemm[2], b->wk.xn, dm->d, vn, dm->kv_dim, false, CPU_DNNL_ACT_NONE);
+	for (int i = 0; i < b->n; i++) {
+		const struct lm_run *r = &b->runs[i];
+		struct lm_layer_state *st = &r->seq->layers[l];
+		const int T = r->T, n0 = r->seq->base.n_tokens;
+		size_t kv = (size_t)T * dm->kv_dim * sizeof(float);
+		memcpy(st->k + (size_t)n0 * dm->kv_dim, kn + (size_t)r->row * dm->kv_dim, kv);
+		memcpy(st->v + (size_t)n0 * dm->kv_dim, vn + (size_t)r->row * dm->kv_dim, kv);
+		const float *rq = q + (size_t)r->row * dm->q_dim;
+		float *ro = o + (size_t)r->row * dm->q_dim;
+		uint64_t t0 = prof_start(b->p);
+		if (b->p->bf16 && T > 1)
+			lm_attention_blocked(dm, T, n0, rq, st->k, st->v, ro, true);
+		else
+			lm_attention_heads(dm, T, n0, rq, st->k, st->v, ro);
+		prof_end(b->p, LM_OP_ATTENTION, t0);
+	}
+	batch_product(b, &L->attn.o, P->gemm[3], o, dm->q_dim, b->wk.h, dm->d, true, CPU_DNNL_ACT_NONE);
 }
 
-static void mlp_layer(const struct lm_prepared *p, const struct lm_dims *dm, const struct lm_layer *L,
-		      const struct lm_prepared_layer *P, struct work *wk, int T)
+static void mlp_layer(const struct batch *b, int l)
 {
-	float *u = wk->mix;
+	const struct lm_layer *L = &b->m->layers[l];
+	const struct lm_prepared_layer *P = &b->p->layers[l];
+	const struct lm_dims *dm = &b->dm;
+	float *u = b->wk.mix;
 	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
-	if (!product(p, &L->mlp.up, P->gemm[0], wk->xn, wk->xb, dm->d, T, u, dm->inter, false,
-		     p->bf16 ? CPU_DNNL_ACT_RELU2 : CPU_DNNL_ACT_NONE)) {
-		uint64_t t0 = prof_start(p);
-		if (p->bf16)
-			cpu_rows_relu2(u, (size_t)T * dm->inter);
-		else
-			cpu_relu2(u, (size_t)T * dm->inter);
-		prof_end(p, LM_OP_OTHER, t0);
-	}
-	matmul(p, &L->mlp.down, P->gemm[1], u, dm->inter, T, wk->h, dm->d, true);
+	batch_product(b, &L->mlp.up, P->gemm[0], b->wk.xn, dm->d, u, dm->inter, false,
+		      CPU_DNNL_ACT_RELU2);
+	batch_product(b, &L->mlp.down, P->gemm[1], u, dm->inter, b->wk.h, dm->d, true,
+		      CPU_DNNL_ACT_NONE);
 }
 
-void lm_forward(struct lm_seq *s, const int32_t *tokens, const float *const *embeds, int T,
-		enum engine_logits want, float *logits)
+/* The final norm and lm_head over the rows whose logits are wanted: the merged decode runs'
+ * rows as one product (straight into the run's rows when one run wants them, else through
+ * scratch in chunks of LM_BATCH_LOGIT_ROWS), every longer run's as it would be alone. */
+static void batch_logits(const struct batch *b)
 {
-	const struct engine_model *m = s->model;
-	const struct lm_config *c = &m->cfg;
-	struct lm_dims dm;
-	lm_dims_init(&dm, c);
-	struct work wk;
-	wk.h = s->work;
-	wk.xn = wk.h + (size_t)T * dm.d;
-	wk.mix = wk.xn + (size_t)T * dm.d;
-	wk.xb = xb_floats(&dm, T, s->prep->bf16) ? (uint16_t *)(wk.mix + mix_floats(m, &dm, T)) : NULL;
-
-	uint64_t t0 = prof_start(s->prep);
-	for (int t = 0; t < T; t++) {
-		float *h = wk.h + (size_t)t * dm.d;
-		if (embeds && embeds[t])
-			memcpy(h, embeds[t], (size_t)dm.d * sizeof(float));
-		else
-			cpu_tensor_to_f32(&m->embeddings, (size_t)tokens[t] * dm.d, dm.d, h);
+	const struct lm_dims *dm = &b->dm;
+	const struct lm_prepared *p = b->p;
+	const struct tensor *head = &b->m->lm_head;
+	const size_t V = (size_t)dm->vocab, d = (size_t)dm->d;
+	float *xn = b->wk.xn, *lg = b->wk.mix;
+	int at = 0;
+	float *direct = NULL;
+	for (int i = 0; i < b->n; i++) {
+		const struct lm_run *r = &b->runs[i];
+		int rows = run_logit_rows(r);
+		if (!rows || !run_is_small(r))
+			continue;
+		uint64_t t0 = prof_start(p);
+		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn + (size_t)at * d,
+			  p->norm_f, rows, dm->d, b->m->cfg.eps, NULL);
+		prof_end(p, LM_OP_NORM, t0);
+		at += rows;
+		direct = r->logits;
 	}
-	prof_end(s->prep, LM_OP_OTHER, t0);
+	if (b->shape.small_logit_runs == 1) {
+		product(p, head, p->lm_head, xn, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
+	} else {
+		int i = 0, in_run = 0;
+		for (int done = 0; done < at;) {
+			int n = MIN(LM_BATCH_LOGIT_ROWS, at - done);
+			product(p, head, p->lm_head, xn + (size_t)done * d, d, n, lg, V, false,
+				CPU_DNNL_ACT_NONE, true);
+			for (int k = 0; k < n; k++) {
+				while (!run_is_small(&b->runs[i]) || in_run == run_logit_rows(&b->runs[i])) {
+					i++;
+					in_run = 0;
+				}
+				memcpy(b->runs[i].logits + (size_t)in_run * V, lg + (size_t)k * V,
+				       V * sizeof(float));
+				in_run++;
+			}
+			done += n;
+		}
+	}
+	for (int i = 0; i < b->n; i++) {
+		const struct lm_run *r = &b->runs[i];
+		int rows = run_logit_rows(r);
+		if (!rows || run_is_small(r))
+			continue;
+		uint64_t t0 = prof_start(p);
+		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn, p->norm_f, rows, dm->d,
+			  b->m->cfg.eps, NULL);
+		prof_end(p, LM_OP_NORM, t0);
+		product(p, head, p->lm_head, xn, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
+	}
+}
+
+void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
+{
+	struct batch b = {.m = lead->model, .p = lead->prep, .runs = runs, .n = n};
+	const struct lm_config *c = &b.m->cfg;
+	lm_dims_init(&b.dm, c);
+	batch_shape(runs, n, &b.shape);
+	int small = 0, large = b.shape.Ms;
+	for (int i = 0; i < n; i++) {
+		int *at = run_is_small(&runs[i]) ? &small : &large;
+		runs[i].row = *at;
+		*at += runs[i].T;
+	}
+	const int M = b.shape.M, d = b.dm.d;
+	b.wk.h = lead->work;
+	b.wk.xn = b.wk.h + (size_t)M * d;
+	b.wk.mix = b.wk.xn + (size_t)M * d;
+
+	uint64_t t0 = prof_start(b.p);
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < runs[i].T; t++) {
+			float *h = b.wk.h + (size_t)(runs[i].row + t) * d;
+			if (runs[i].embeds && runs[i].embeds[t])
+				memcpy(h, runs[i].embeds[t], (size_t)d * sizeof(float));
+			else
+				cpu_tensor_to_f32(&b.m->embeddings, (size_t)runs[i].tokens[t] * d, d, h);
+		}
+	prof_end(b.p, LM_OP_OTHER, t0);
 
 	for (int l = 0; l < c->n_layers; l++) {
-		const struct lm_layer *L = &m->layers[l];
-		const struct lm_prepared_layer *P = &s->prep->layers[l];
-		t0 = prof_start(s->prep);
-		norm_rows(s->prep, wk.h, wk.xn, P->norm, T, dm.d, c->eps, wk.xb);
-		prof_end(s->prep, LM_OP_NORM, t0);
-		switch (L->kind) {
+		t0 = prof_start(b.p);
+		norm_rows(b.p, b.wk.h, b.wk.xn, b.p->layers[l].norm, M, d, c->eps, NULL);
+		prof_end(b.p, LM_OP_NORM, t0);
+		switch (b.m->layers[l].kind) {
 		case LM_LAYER_MAMBA:
-			mamba_layer(s, &dm, L, P, &s->layers[l], &wk, T);
+			mamba_layer(&b, l);
 			break;
 		case LM_LAYER_ATTENTION:
-			attention_layer(s, &dm, L, P, &s->layers[l], &wk, T);
+			attention_layer(&b, l);
 			break;
 		case LM_LAYER_MLP:
-			mlp_layer(s->prep, &dm, L, P, &wk, T);
+			mlp_layer(&b, l);
 			break;
 		}
 	}
-	s->base.n_tokens += T;
-
-	if (want == ENGINE_LOGITS_NONE)
-		return;
-	int first = want == ENGINE_LOGITS_ALL ? 0 : T - 1;
-	int rows = T - first;
-	t0 = prof_start(s->prep);
-	norm_rows(s->prep, wk.h + (size_t)first * dm.d, wk.xn, s->prep->norm_f, rows, dm.d, c->eps,
-		  NULL);
-	prof_end(s->prep, LM_OP_NORM, t0);
-	matmul(s->prep, &m->lm_head, s->prep->lm_head, wk.xn, dm.d, rows, logits, dm.vocab, false);
+	for (int i = 0; i < n; i++)
+		runs[i].seq->base.n_tokens += runs[i].T;
+	batch_logits(&b);
 }
