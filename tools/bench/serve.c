@@ -5,7 +5,7 @@
  *   holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N] [--decode N]
  *                    [--rounds N] [--threads N] [--backend auto|cpu|cuda] [--device N]
  *                    [--precision bf16|fp32] [--config FILE] [--roofline-sessions N]
- *                    [--context N]
+ *                    [--context N] [--profile]
  *
  * For each session count of LIST (ascending, starting at 1; default 1,2,4,8,16) that many
  * sessions are prefilled with their own --prompt tokens in one batch, then decode --decode steps
@@ -22,7 +22,8 @@
  * code does with its cores to itself). Then the roofline (roofline.h) of one batched decode step
  * of the --config shapes (default: holotron-12b-config.json beside this file) with
  * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
- * bf16 weights and KV, fp32 Mamba state:
+ * bf16 weights and KV, fp32 Mamba state (--profile first adds one more round per count with
+ * the backend's profile on: "sessions=N profile <line>", the CPU's time per operation):
  *
  *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory
  */
@@ -55,7 +56,7 @@ static void usage(FILE *f)
 		"usage: holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N]\n"
 		"                        [--decode N] [--rounds N] [--threads N] [--backend B]\n"
 		"                        [--device N] [--precision P] [--config FILE]\n"
-		"                        [--roofline-sessions N] [--context N]\n"
+		"                        [--roofline-sessions N] [--context N] [--profile]\n"
 		"  --random SPEC          key=value,... over holo-bench engine's ~0.7B bf16 model\n"
 		"  --sessions LIST        ascending session counts from 1 (default 1,2,4,8,16; at most %d)\n"
 		"  --prompt N             tokens prefilled per session (default 32)\n"
@@ -65,7 +66,8 @@ static void usage(FILE *f)
 		"  --precision P          bf16 or fp32 (default $HOLOD_PRECISION, else the backend's)\n"
 		"  --config FILE          config.json of the roofline's shapes (default Holotron-12B's)\n"
 		"  --roofline-sessions N  sessions of the roofline step (default 100)\n"
-		"  --context N            cached tokens per session in the roofline (default 4096)\n",
+		"  --context N            cached tokens per session in the roofline (default 4096)\n"
+		"  --profile              the backend's time per operation, one more round per count\n",
 		SERVE_MAX_SESSIONS);
 }
 
@@ -125,8 +127,9 @@ struct serve {
 };
 
 /* Prefills `n` sessions in one batch and times `steps` batched decode steps: wall and CPU
- * seconds of the forward calls. */
-static int run_count(struct serve *sv, int n, int steps, double *ret_s, double *ret_cpu)
+ * seconds of the forward calls (profiled when `profile`: the profile starts after the prefill). */
+static int run_count(struct serve *sv, int n, int steps, bool profile, double *ret_s,
+		     double *ret_cpu)
 {
 	size_t V = (size_t)sv->vocab;
 	for (int i = 0; i < n; i++) {
@@ -139,6 +142,8 @@ static int run_count(struct serve *sv, int n, int steps, double *ret_s, double *
 			.want = ENGINE_LOGITS_LAST, .ret_logits = sv->logits + (size_t)i * V};
 	}
 	int r = engine_forward_batch(sv->backend, sv->entries, (size_t)n);
+	if (r == 0 && profile)
+		r = engine_backend_profile(sv->backend, true);
 	if (r < 0)
 		return r;
 	double wall = 0, cpu = 0;
@@ -229,6 +234,7 @@ int bench_serve_main(int argc, char **argv)
 		{"device", required_argument, NULL, 'D'},    {"precision", required_argument, NULL, 'P'},
 		{"config", required_argument, NULL, 'c'},    {"roofline-sessions", required_argument, NULL, 'S'},
 		{"context", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
+		{"profile", no_argument, NULL, 'F'},
 		{0},
 	};
 	struct lm_random_spec sp;
@@ -237,6 +243,7 @@ int bench_serve_main(int argc, char **argv)
 	char *spec = NULL;
 	int counts[SERVE_MAX_COUNTS] = {1, 2, 4, 8, 16}, n_counts = 5;
 	int prompt = 32, decode = 16, rounds = 3, threads = 0, roof_sessions = 100, context = 4096;
+	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	const char *env_precision = getenv("HOLOD_PRECISION");
 	if (env_precision && *env_precision &&
@@ -287,6 +294,9 @@ int bench_serve_main(int argc, char **argv)
 			break;
 		case 'C':
 			r = parse_int(optarg, 0, 1 << 24, &context);
+			break;
+		case 'F':
+			profile = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -373,14 +383,14 @@ int bench_serve_main(int argc, char **argv)
 	/* warm-up: the weights faulted in, every count's scratch and products sized */
 	for (int k = 0; k < n_counts; k++) {
 		double w, c;
-		if ((r = run_count(&sv, counts[k], 1, &w, &c)) < 0)
+		if ((r = run_count(&sv, counts[k], 1, false, &w, &c)) < 0)
 			goto fail;
 	}
 	bench_print_load();
 	for (int round = 0; round < rounds; round++)
 		for (int k = 0; k < n_counts; k++) {
 			size_t at = (size_t)k * (size_t)rounds + (size_t)round;
-			if ((r = run_count(&sv, counts[k], decode, &wall[at], &cpu[at])) < 0)
+			if ((r = run_count(&sv, counts[k], decode, false, &wall[at], &cpu[at])) < 0)
 				goto fail;
 		}
 	bench_print_load();
@@ -400,6 +410,17 @@ int bench_serve_main(int argc, char **argv)
 			base = tps;
 		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f\n", counts[k],
 		       tps, tps / base, w / decode * 1e3, c > 0 ? tokens / (c / nthreads) : 0.0);
+	}
+	for (int k = 0; profile && k < n_counts; k++) {
+		double w, c;
+		char **lines = NULL;
+		if ((r = run_count(&sv, counts[k], decode, true, &w, &c)) < 0 ||
+		    (r = engine_backend_profile_report(sv.backend, &lines)) < 0)
+			goto fail;
+		for (int i = 0; i < r; i++)
+			printf("sessions=%d profile %s\n", counts[k], lines[i]);
+		engine_backend_profile_free(lines);
+		engine_backend_profile(sv.backend, false);
 	}
 	if (print_roofline(config, roof_sessions, context) < 0)
 		goto out;
