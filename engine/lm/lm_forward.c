@@ -827,6 +827,38 @@ static void batch_product(const struct batch *b, const struct tensor *w,
 	}
 }
 
+/* The recurrent scan of every one-position run of a batch in one pool job: task = run * H +
+ * head, each the task a scan of that run alone has (so the same arithmetic); longer runs' tasks
+ * do nothing (they take the chunked form, run by run). */
+struct scan_runs_job {
+	const struct lm_dims *dm;
+	const struct lm_run *runs;
+	int l;
+	const float *xc, *dt, *a, *dskip;
+	float *y;
+};
+
+static void scan_runs_task(void *ctx, int task, int thread)
+{
+	const struct scan_runs_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	const struct lm_run *r = &j->runs[task / dm->H];
+	if (r->T != 1)
+		return;
+	struct ssm_job one = {
+		.dm = dm,
+		.T = 1,
+		.xbc = j->xc + (size_t)r->row * dm->conv_dim,
+		.ldx = (size_t)dm->conv_dim,
+		.dt = j->dt + (size_t)r->row * dm->H,
+		.a = j->a,
+		.dskip = j->dskip,
+		.state = r->seq->layers[j->l].ssm,
+		.y = j->y + (size_t)r->row * dm->d_in,
+	};
+	ssm_scan_head_task(&one, task % dm->H, thread);
+}
+
 static void mamba_layer(const struct batch *b, int l)
 {
 	const struct lm_layer *L = &b->m->layers[l];
@@ -846,13 +878,13 @@ static void mamba_layer(const struct batch *b, int l)
 	batch_product(b, &L->mamba.in_proj, P->gemm[0], b->wk.xn, dm->d, zx, dm->in_rows, false,
 		      CPU_DNNL_ACT_NONE);
 
-	/* the conv window and the SSM state are each sequence's own: one run at a time */
+	/* the conv window is each sequence's own: one run at a time */
 	for (int i = 0; i < b->n; i++) {
 		const struct lm_run *r = &b->runs[i];
 		struct lm_layer_state *st = &r->seq->layers[l];
 		const int T = r->T;
 		float *rzx = zx + (size_t)r->row * dm->in_rows, *rxc = xc + (size_t)r->row * cd;
-		float *rdt = dt + (size_t)r->row * H, *ry = y + (size_t)r->row * dm->d_in;
+		float *rdt = dt + (size_t)r->row * H;
 		uint64_t t0 = prof_start(b->p);
 		if (b->p->bf16) {
 			struct cpu_conv_args ca = {.T = T, .K = K, .channels = cd, .raw = rzx + dm->d_in,
@@ -868,18 +900,33 @@ static void mamba_layer(const struct batch *b, int l)
 				       rdt);
 		}
 		prof_end(b->p, LM_OP_CONV, t0);
-
-		t0 = prof_start(b->p);
-		/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
-		if (T == 1)
-			lm_ssm_scan(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry);
-		else if (!b->p->bf16 || T < CPU_SSD_MIN_T ||
-			 cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb) < 0)
-			lm_ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb);
-		prof_end(b->p, LM_OP_SSM, t0);
 	}
 
+	/* the SSM state is each sequence's own: the decode runs' heads in one job, longer runs one
+	 * at a time */
 	uint64_t t0 = prof_start(b->p);
+	if (b->shape.Ms) {
+		struct scan_runs_job sj = {.dm = dm, .runs = b->runs, .l = l, .xc = xc, .dt = dt,
+					   .a = a, .dskip = dsk, .y = y};
+		cpu_parallel_for_work(b->n * H, scan_runs_task, &sj,
+				      2.0 * b->shape.Ms * H * dm->P * dm->N);
+	}
+	for (int i = 0; i < b->n; i++) {
+		const struct lm_run *r = &b->runs[i];
+		struct lm_layer_state *st = &r->seq->layers[l];
+		const int T = r->T;
+		if (T == 1)
+			continue;
+		float *rxc = xc + (size_t)r->row * cd, *rdt = dt + (size_t)r->row * H;
+		float *ry = y + (size_t)r->row * dm->d_in;
+		/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
+		if (!b->p->bf16 || T < CPU_SSD_MIN_T ||
+		    cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb) < 0)
+			lm_ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb);
+	}
+	prof_end(b->p, LM_OP_SSM, t0);
+
+	t0 = prof_start(b->p);
 	if (b->p->bf16)
 		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, M, dm->G, dm->d_in / dm->G,
 				       c->eps, NULL);
@@ -934,6 +981,30 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
 }
 
+/* Attention of every one-position run of a batch in one pool job: task = run * hq + head, each
+ * the task that run's attention alone has; longer runs' tasks do nothing. */
+struct attn_runs_job {
+	const struct lm_dims *dm;
+	const struct lm_run *runs;
+	int l;
+	const float *q;
+	float *o;
+};
+
+static void attn_runs_task(void *ctx, int task, int thread)
+{
+	const struct attn_runs_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	const struct lm_run *r = &j->runs[task / dm->hq];
+	if (r->T != 1)
+		return;
+	const struct lm_layer_state *st = &r->seq->layers[j->l];
+	struct attn_job one = {.dm = dm, .T = 1, .n0 = r->seq->base.n_tokens,
+			       .q = j->q + (size_t)r->row * dm->q_dim, .k = st->k, .v = st->v,
+			       .o = j->o + (size_t)r->row * dm->q_dim};
+	attn_head_task(&one, task % dm->hq, thread);
+}
+
 /* K and V of the new rows go to scratch first (rows of several sequences), then into each
  * sequence's cache: the same values a product into the cache writes. */
 static void attention_layer(const struct batch *b, int l)
@@ -954,13 +1025,24 @@ static void attention_layer(const struct batch *b, int l)
 		size_t kv = (size_t)T * dm->kv_dim * sizeof(float);
 		memcpy(st->k + (size_t)n0 * dm->kv_dim, kn + (size_t)r->row * dm->kv_dim, kv);
 		memcpy(st->v + (size_t)n0 * dm->kv_dim, vn + (size_t)r->row * dm->kv_dim, kv);
+		if (T == 1)
+			continue;
 		const float *rq = q + (size_t)r->row * dm->q_dim;
 		float *ro = o + (size_t)r->row * dm->q_dim;
 		uint64_t t0 = prof_start(b->p);
-		if (b->p->bf16 && T > 1)
+		if (b->p->bf16)
 			lm_attention_blocked(dm, T, n0, rq, st->k, st->v, ro, true);
 		else
 			lm_attention_heads(dm, T, n0, rq, st->k, st->v, ro);
+		prof_end(b->p, LM_OP_ATTENTION, t0);
+	}
+	if (b->shape.Ms) {
+		uint64_t t0 = prof_start(b->p);
+		struct attn_runs_job aj = {.dm = dm, .runs = b->runs, .l = l, .q = q, .o = o};
+		double keys = 0;
+		for (int i = 0; i < b->n; i++)
+			keys += b->runs[i].T == 1 ? b->runs[i].seq->base.n_tokens + 1 : 0;
+		cpu_parallel_for_work(b->n * dm->hq, attn_runs_task, &aj, 2.0 * dm->hq * keys * dm->dh);
 		prof_end(b->p, LM_OP_ATTENTION, t0);
 	}
 	batch_product(b, &L->attn.o, P->gemm[3], o, dm->q_dim, b->wk.h, dm->d, true, CPU_DNNL_ACT_NONE);
