@@ -337,7 +337,7 @@ int main(void)
 	V = model->cfg.vocab;
 	D = model->cfg.hidden;
 
-	static const int counts[] = {2, 3, 5, 8, MAX_SESS};
+	static const int counts[] = {2, 3, 5, 7, 8, MAX_SESS};
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		test_decode(counts[i]);
 	test_mixed();
