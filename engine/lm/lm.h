@@ -132,10 +132,12 @@ struct lm_run {
 /* Rows (positions) and runs of one batched forward: bounds the activation scratch. */
 #define LM_BATCH_MAX_ROWS (2 * LM_MAX_BATCH)
 #define LM_BATCH_MAX_RUNS 256
-/* bf16: from this many merged decode rows on, their products run through oneDNN: past one
- * GEMV kernel pass (CPU_GEMV_T rows) the GEMV turns compute-bound, and at 8 sessions of
- * holo-bench serve's 0.7B model oneDNN's AMX product gave 87 tok/s per CPU-second against the
- * GEMV's 80 (110 with HOLOD_CPU_GEMM_WEIGHTS=reordered; 22 for one session), 2026-11-25. */
+/* bf16: from this many merged decode rows on, their products run through oneDNN, on a row count
+ * rounded up to a multiple of it (its primitives are compiled per row count). Past one GEMV
+ * kernel pass (CPU_GEMV_T rows) the GEMV is compute-bound: the 0.7B model's in_proj (6176 x 1024
+ * bf16, one thread) took 0.68 ms for 1 row, 0.81 for 4, 1.57 for 8 on the GEMV, 0.97 for 8 on
+ * oneDNN; holo-bench serve at 8 sessions gave 87 tok/s per CPU-second against the GEMV's 80
+ * (110 with HOLOD_CPU_GEMM_WEIGHTS=reordered; 22 for one session), 2026-11-25. */
 #define LM_BATCH_DNNL_ROWS 8
 /* Logits rows of merged decode rows computed per lm_head pass (bounds their scratch). */
 #define LM_BATCH_LOGIT_ROWS 64

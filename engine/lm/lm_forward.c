@@ -538,10 +538,13 @@ int lm_seq_prepare(struct lm_seq *s, int n)
 }
 
 /* The rows of a batch: the runs of at most CPU_GEMV_T positions (decode) first, in order, then
- * the others; how many rows the first kind has, how many of their rows want logits and how many
- * of those runs want them. */
+ * the others. The decode rows (Ms) run as one product of Mp rows: Ms, or in bf16 from
+ * LM_BATCH_DNNL_ROWS rows, where oneDNN takes them, Ms rounded up to a multiple of it: oneDNN
+ * JIT-compiles a primitive per row count and matrix (15 to 30 ms each, cached), so a batch whose
+ * size changes by a session or two reuses the same few. The rows [Ms, Mp) are zeros that no
+ * sequence reads. Also how many of the decode rows want logits and how many runs want them. */
 struct batch_shape {
-	int M, Ms, Tmax;
+	int M, Ms, Mp, Tmax;
 	int small_logit_rows, small_logit_runs;
 };
 
@@ -555,7 +558,7 @@ static int run_logit_rows(const struct lm_run *r)
 	return r->want == ENGINE_LOGITS_ALL ? r->T : r->want == ENGINE_LOGITS_LAST ? 1 : 0;
 }
 
-static void batch_shape(const struct lm_run *runs, int n, struct batch_shape *ret)
+static void batch_shape(const struct lm_run *runs, int n, bool bf16, struct batch_shape *ret)
 {
 	struct batch_shape b = {0};
 	for (int i = 0; i < n; i++) {
@@ -568,6 +571,10 @@ static void batch_shape(const struct lm_run *runs, int n, struct batch_shape *re
 		b.small_logit_rows += rows;
 		b.small_logit_runs += rows > 0;
 	}
+	b.Mp = b.Ms;
+	if (bf16 && b.Ms >= LM_BATCH_DNNL_ROWS)
+		b.Mp = (b.Ms + LM_BATCH_DNNL_ROWS - 1) / LM_BATCH_DNNL_ROWS * LM_BATCH_DNNL_ROWS;
+	b.M += b.Mp - b.Ms;
 	*ret = b;
 }
 
@@ -578,18 +585,19 @@ static int logit_scratch_rows(const struct batch_shape *b)
 	return b->small_logit_runs > 1 ? MIN(b->small_logit_rows, LM_BATCH_LOGIT_ROWS) : 0;
 }
 
-static size_t batch_work_floats(const struct engine_model *m, const struct lm_run *runs, int n)
+static size_t batch_work_floats(const struct engine_model *m, bool bf16, const struct lm_run *runs,
+				int n)
 {
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
 	struct batch_shape b;
-	batch_shape(runs, n, &b);
+	batch_shape(runs, n, bf16, &b);
 	return 2 * (size_t)b.M * dm.d + mix_floats(m, &dm, b.M, b.Tmax, logit_scratch_rows(&b));
 }
 
 int lm_batch_prepare(struct lm_seq *lead, const struct lm_run *runs, int n)
 {
-	size_t need = batch_work_floats(lead->model, runs, n);
+	size_t need = batch_work_floats(lead->model, lead->prep->bf16, runs, n);
 	if (need <= lead->work_floats)
 		return 0;
 	float *w = NULL;
@@ -798,14 +806,14 @@ struct batch {
 	struct work wk;
 };
 
-/* y (+)= W x over every row of the batch: the merged decode rows [0, Ms) as one product, then
+/* y (+)= W x over every row of the batch: the merged decode rows [0, Mp) as one product, then
  * each longer run's rows as the product that run would be alone. `act` (the MLP's ReLU^2) is
  * applied to every row, in oneDNN's epilogue or after. */
 static void batch_product(const struct batch *b, const struct tensor *w,
 			  const struct cpu_dnnl_weight *dw, float *x, size_t ldx, float *y, size_t ldy,
 			  bool accumulate, enum cpu_dnnl_act act)
 {
-	int first = 0, rows = b->shape.Ms;
+	int first = 0, rows = b->shape.Mp;
 	for (int i = -1; i < b->n; i++) {
 		if (i >= 0) {
 			if (run_is_small(&b->runs[i]))
@@ -925,6 +933,8 @@ static void mamba_layer(const struct batch *b, int l)
 			lm_ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb);
 	}
 	prof_end(b->p, LM_OP_SSM, t0);
+	memset(y + (size_t)b->shape.Ms * dm->d_in, 0,
+	       (size_t)(b->shape.Mp - b->shape.Ms) * dm->d_in * sizeof(float));
 
 	t0 = prof_start(b->p);
 	if (b->p->bf16)
@@ -1045,6 +1055,8 @@ static void attention_layer(const struct batch *b, int l)
 		cpu_parallel_for_work(b->n * dm->hq, attn_runs_task, &aj, 2.0 * dm->hq * keys * dm->dh);
 		prof_end(b->p, LM_OP_ATTENTION, t0);
 	}
+	memset(o + (size_t)b->shape.Ms * dm->q_dim, 0,
+	       (size_t)(b->shape.Mp - b->shape.Ms) * dm->q_dim * sizeof(float));
 	batch_product(b, &L->attn.o, P->gemm[3], o, dm->q_dim, b->wk.h, dm->d, true, CPU_DNNL_ACT_NONE);
 }
 
@@ -1123,8 +1135,8 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 	struct batch b = {.m = lead->model, .p = lead->prep, .runs = runs, .n = n};
 	const struct lm_config *c = &b.m->cfg;
 	lm_dims_init(&b.dm, c);
-	batch_shape(runs, n, &b.shape);
-	int small = 0, large = b.shape.Ms;
+	batch_shape(runs, n, b.p->bf16, &b.shape);
+	int small = 0, large = b.shape.Mp;
 	for (int i = 0; i < n; i++) {
 		int *at = run_is_small(&runs[i]) ? &small : &large;
 		runs[i].row = *at;
@@ -1144,6 +1156,7 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 			else
 				cpu_tensor_to_f32(&b.m->embeddings, (size_t)runs[i].tokens[t] * d, d, h);
 		}
+	memset(b.wk.h + (size_t)b.shape.Ms * d, 0, (size_t)(b.shape.Mp - b.shape.Ms) * d * sizeof(float));
 	prof_end(b.p, LM_OP_OTHER, t0);
 
 	for (int l = 0; l < c->n_layers; l++) {
