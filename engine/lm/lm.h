@@ -119,7 +119,7 @@ int lm_reserve_kv(struct lm_seq *s, int positions);
  * logits a forward of its run alone gives: bit for bit in fp32 and in bf16 below
  * LM_BATCH_DNNL_ROWS decode rows (the same kernels form every row's sums the same way); from
  * there on bf16's decode rows run through oneDNN's product, whose sums are ordered otherwise
- * (within bf16's tolerance, tests/lm/test-lm-backend.c). */
+ * (within bf16's tolerance, tests/lm/test-lm-batch.c). */
 struct lm_run {
 	struct lm_seq *seq;         /* one run per sequence in a batch */
 	const int32_t *tokens;      /* [T] */
