@@ -320,8 +320,12 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 /* ---- scratch layout ----------------------------------------------------------------------- */
 
 struct work {
-	float *h, *xn; /* residual [T][d], normed [T][d] */
+	float *h, *xn; /* residual [M][d], normed [M][d] */
 	float *mix;    /* per-layer activations, see the layer functions */
+	/* bf16 precision where a product runs on oneDNN, else NULL: the normed rows rounded to bf16,
+	 * dense, the input oneDNN's products read in place ([M][d] after the pre-norm, [M][d_in]
+	 * after the Mamba mixer's gated norm) */
+	uint16_t *xb;
 };
 
 static float *f32_copy(const struct tensor *t, size_t n)
@@ -585,6 +589,27 @@ static int logit_scratch_rows(const struct batch_shape *b)
 	return b->small_logit_runs > 1 ? MIN(b->small_logit_rows, LM_BATCH_LOGIT_ROWS) : 0;
 }
 
+/* Whether a product of the batch runs on oneDNN (bf16: the merged decode rows from
+ * LM_BATCH_DNNL_ROWS, a longer run from CPU_DNNL_MIN_T): the norms then write the bf16 rows
+ * those products read. */
+static bool batch_uses_dnnl(const struct lm_run *runs, int n, bool bf16, const struct batch_shape *b)
+{
+	if (!bf16)
+		return false;
+	if (b->Mp >= LM_BATCH_DNNL_ROWS)
+		return true;
+	for (int i = 0; i < n; i++)
+		if (runs[i].T >= CPU_DNNL_MIN_T)
+			return true;
+	return false;
+}
+
+/* floats after the work's mix for its xb */
+static size_t xb_floats(const struct lm_dims *dm, int M, bool used)
+{
+	return used ? ((size_t)M * (size_t)MAX(dm->d, dm->d_in) + 1) / 2 : 0;
+}
+
 static size_t batch_work_floats(const struct engine_model *m, bool bf16, const struct lm_run *runs,
 				int n)
 {
@@ -592,7 +617,8 @@ static size_t batch_work_floats(const struct engine_model *m, bool bf16, const s
 	lm_dims_init(&dm, &m->cfg);
 	struct batch_shape b;
 	batch_shape(runs, n, bf16, &b);
-	return 2 * (size_t)b.M * dm.d + mix_floats(m, &dm, b.M, b.Tmax, logit_scratch_rows(&b));
+	return 2 * (size_t)b.M * dm.d + mix_floats(m, &dm, b.M, b.Tmax, logit_scratch_rows(&b)) +
+	       xb_floats(&dm, b.M, batch_uses_dnnl(runs, n, bf16, &b));
 }
 
 int lm_batch_prepare(struct lm_seq *lead, const struct lm_run *runs, int n)
@@ -696,8 +722,8 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * instead. oneDNN's products apply `act` in their epilogue; returns whether act was applied
  * (else the caller applies it). */
 static bool product(const struct lm_prepared *p, const struct tensor *w,
-		    const struct cpu_dnnl_weight *dw, float *x, size_t ldx, int T, float *y, size_t ldy,
-		    bool accumulate, enum cpu_dnnl_act act, bool merged)
+		    const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx, int T,
+		    float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act, bool merged)
 {
 	bool applied = false;
 	if (T <= 0)
@@ -709,9 +735,11 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 					  memory_order_relaxed);
 	int r;
 	if (p->bf16) {
-		/* oneDNN rounds its own copy of x; the rounding in place is for the other paths */
+		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
+		 * of x; the rounding in place is for the other paths */
 		if (dw && T >= (merged ? LM_BATCH_DNNL_ROWS : CPU_DNNL_MIN_T) &&
-		    cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act) == 0) {
+		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
+			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
 			applied = true;
 			goto done;
 		}
@@ -810,8 +838,8 @@ struct batch {
  * each longer run's rows as the product that run would be alone. `act` (the MLP's ReLU^2) is
  * applied to every row, in oneDNN's epilogue or after. */
 static void batch_product(const struct batch *b, const struct tensor *w,
-			  const struct cpu_dnnl_weight *dw, float *x, size_t ldx, float *y, size_t ldy,
-			  bool accumulate, enum cpu_dnnl_act act)
+			  const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx,
+			  float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	int first = 0, rows = b->shape.Mp;
 	for (int i = -1; i < b->n; i++) {
@@ -822,7 +850,8 @@ static void batch_product(const struct batch *b, const struct tensor *w,
 			rows = b->runs[i].T;
 		}
 		float *xr = x + (size_t)first * ldx, *yr = y + (size_t)first * ldy;
-		if (!product(b->p, w, dw, xr, ldx, rows, yr, ldy, accumulate, act, i < 0) &&
+		const uint16_t *xbr = xb ? xb + (size_t)first * ldx : NULL; /* dense: ldx is x's width */
+		if (!product(b->p, w, dw, xr, xbr, ldx, rows, yr, ldy, accumulate, act, i < 0) &&
 		    act == CPU_DNNL_ACT_RELU2) {
 			/* ldy is the MLP's width here: the rows are contiguous */
 			uint64_t t0 = prof_start(b->p);
@@ -883,7 +912,7 @@ static void mamba_layer(const struct batch *b, int l)
 	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
 		    *dsk = P->d, *gw = P->gnorm;
 
-	batch_product(b, &L->mamba.in_proj, P->gemm[0], b->wk.xn, dm->d, zx, dm->in_rows, false,
+	batch_product(b, &L->mamba.in_proj, P->gemm[0], b->wk.xn, b->wk.xb, dm->d, zx, dm->in_rows, false,
 		      CPU_DNNL_ACT_NONE);
 
 	/* the conv window is each sequence's own: one run at a time */
@@ -939,11 +968,11 @@ static void mamba_layer(const struct batch *b, int l)
 	t0 = prof_start(b->p);
 	if (b->p->bf16)
 		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, M, dm->G, dm->d_in / dm->G,
-				       c->eps, NULL);
+				       c->eps, b->wk.xb);
 	else
 		lm_gated_rmsnorm(dm, M, y, zx, dm->in_rows, gw, c->eps);
 	prof_end(b->p, LM_OP_NORM, t0);
-	batch_product(b, &L->mamba.out_proj, P->gemm[1], y, dm->d_in, b->wk.h, dm->d, true,
+	batch_product(b, &L->mamba.out_proj, P->gemm[1], y, b->wk.xb, dm->d_in, b->wk.h, dm->d, true,
 		      CPU_DNNL_ACT_NONE);
 }
 
@@ -1025,9 +1054,13 @@ static void attention_layer(const struct batch *b, int l)
 	const int M = b->shape.M;
 	float *q = b->wk.mix, *o = q + (size_t)M * dm->q_dim;
 	float *kn = o + (size_t)M * dm->q_dim, *vn = kn + (size_t)M * dm->kv_dim;
-	batch_product(b, &L->attn.q, P->gemm[0], b->wk.xn, dm->d, q, dm->q_dim, false, CPU_DNNL_ACT_NONE);
-	batch_product(b, &L->attn.k, P->gemm[1], b->wk.xn, dm->d, kn, dm->kv_dim, false, CPU_DNNL_ACT_NONE);
-	batch_product(b, &L->attn.v, P->gemm[2], b->wk.xn, dm->d, vn, dm->kv_dim, false, CPU_DNNL_ACT_NONE);
+	const uint16_t *xb = b->wk.xb;
+	batch_product(b, &L->attn.q, P->gemm[0], b->wk.xn, xb, dm->d, q, dm->q_dim, false,
+		      CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->attn.k, P->gemm[1], b->wk.xn, xb, dm->d, kn, dm->kv_dim, false,
+		      CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->attn.v, P->gemm[2], b->wk.xn, xb, dm->d, vn, dm->kv_dim, false,
+		      CPU_DNNL_ACT_NONE);
 	for (int i = 0; i < b->n; i++) {
 		const struct lm_run *r = &b->runs[i];
 		struct lm_layer_state *st = &r->seq->layers[l];
@@ -1057,7 +1090,8 @@ static void attention_layer(const struct batch *b, int l)
 	}
 	memset(o + (size_t)b->shape.Ms * dm->q_dim, 0,
 	       (size_t)(b->shape.Mp - b->shape.Ms) * dm->q_dim * sizeof(float));
-	batch_product(b, &L->attn.o, P->gemm[3], o, dm->q_dim, b->wk.h, dm->d, true, CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->attn.o, P->gemm[3], o, NULL, dm->q_dim, b->wk.h, dm->d, true,
+		      CPU_DNNL_ACT_NONE);
 }
 
 static void mlp_layer(const struct batch *b, int l)
@@ -1067,9 +1101,9 @@ static void mlp_layer(const struct batch *b, int l)
 	const struct lm_dims *dm = &b->dm;
 	float *u = b->wk.mix;
 	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
-	batch_product(b, &L->mlp.up, P->gemm[0], b->wk.xn, dm->d, u, dm->inter, false,
+	batch_product(b, &L->mlp.up, P->gemm[0], b->wk.xn, b->wk.xb, dm->d, u, dm->inter, false,
 		      CPU_DNNL_ACT_RELU2);
-	batch_product(b, &L->mlp.down, P->gemm[1], u, dm->inter, b->wk.h, dm->d, true,
+	batch_product(b, &L->mlp.down, P->gemm[1], u, NULL, dm->inter, b->wk.h, dm->d, true,
 		      CPU_DNNL_ACT_NONE);
 }
 
@@ -1098,12 +1132,12 @@ static void batch_logits(const struct batch *b)
 		direct = r->logits;
 	}
 	if (b->shape.small_logit_runs == 1) {
-		product(p, head, p->lm_head, xn, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
+		product(p, head, p->lm_head, xn, NULL, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
 	} else {
 		int i = 0, in_run = 0;
 		for (int done = 0; done < at;) {
 			int n = MIN(LM_BATCH_LOGIT_ROWS, at - done);
-			product(p, head, p->lm_head, xn + (size_t)done * d, d, n, lg, V, false,
+			product(p, head, p->lm_head, xn + (size_t)done * d, NULL, d, n, lg, V, false,
 				CPU_DNNL_ACT_NONE, true);
 			for (int k = 0; k < n; k++) {
 				while (!run_is_small(&b->runs[i]) || in_run == run_logit_rows(&b->runs[i])) {
@@ -1126,7 +1160,7 @@ static void batch_logits(const struct batch *b)
 		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn, p->norm_f, rows, dm->d,
 			  b->m->cfg.eps, NULL);
 		prof_end(p, LM_OP_NORM, t0);
-		product(p, head, p->lm_head, xn, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
+		product(p, head, p->lm_head, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
 	}
 }
 
@@ -1146,6 +1180,10 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 	b.wk.h = lead->work;
 	b.wk.xn = b.wk.h + (size_t)M * d;
 	b.wk.mix = b.wk.xn + (size_t)M * d;
+	b.wk.xb = batch_uses_dnnl(runs, n, b.p->bf16, &b.shape)
+			  ? (uint16_t *)(b.wk.mix + mix_floats(b.m, &b.dm, M, b.shape.Tmax,
+							       logit_scratch_rows(&b.shape)))
+			  : NULL;
 
 	uint64_t t0 = prof_start(b.p);
 	for (int i = 0; i < n; i++)
@@ -1161,7 +1199,7 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 
 	for (int l = 0; l < c->n_layers; l++) {
 		t0 = prof_start(b.p);
-		norm_rows(b.p, b.wk.h, b.wk.xn, b.p->layers[l].norm, M, d, c->eps, NULL);
+		norm_rows(b.p, b.wk.h, b.wk.xn, b.p->layers[l].norm, M, d, c->eps, b.wk.xb);
 		prof_end(b.p, LM_OP_NORM, t0);
 		switch (b.m->layers[l].kind) {
 		case LM_LAYER_MAMBA:
