@@ -58,7 +58,8 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	stop_holod || fail "holod exit status $?"
 
 	# The weights fit a 1 MiB device but a task's session does not: the task fails naming the
-	# device's memory, and the next script still runs.
+	# device's memory (refused at admission, or out of memory in its prefill), and the next script
+	# still runs.
 	rm -f "$SOCK"
 	HOLOD_GPU_EMU_MEMORY=1M start_agent --backend cuda --precision bf16
 	submit '{"instruction": "Click the red block.", "max_steps": 1}'
@@ -67,6 +68,9 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	E=$(jq -r .error "$BODY")
 	case "$E" in
 	"cannot prefill the prompt ("*" tokens): out of device memory on CUDA device 0 ("*"MiB free"*) ;;
+	# Admission (the model worker as a scheduler): a session that can never fit the device is
+	# refused before its prefill, naming what it needs and what the device can hold.
+	"the task's model session needs "*" MiB "*"more than the "*" MiB the sessions may hold"*"device's free memory"*) ;;
 	*) fail "a session past device memory: '$E'" ;;
 	esac
 	submit '{"script": [{"tool_name": "click", "x": 40, "y": 40}]}'
