@@ -16,9 +16,10 @@
 #include "model-worker.h"
 #include "executor.h"
 
-/* Prefill runs in chunks, and the vision tower tile by tile, so that a stop is noticed between
- * two engine calls. A chunk is sized from the measured prefill rate to last about
- * AGENT_STOP_SLICE_US, within AGENT_PREFILL_CHUNK_MIN..MAX tokens. */
+/* A grounding's prefill runs in chunks, and the vision tower tile by tile, so that a stop is
+ * noticed between two engine calls. A chunk is sized from the measured prefill rate to last
+ * about AGENT_STOP_SLICE_US, within AGENT_PREFILL_CHUNK_MIN..MAX tokens. (A task's prefills run
+ * in the model worker's batches, --batch-prefill-chunk positions per forward at most.) */
 #define AGENT_STOP_SLICE_US 100000
 #define AGENT_PREFILL_CHUNK_MIN 16
 #define AGENT_PREFILL_CHUNK_MAX 512

@@ -3,8 +3,9 @@
  * One step: encode the observation (worker job: preprocess + vision tower) -> render the new
  * prompt tokens (persistent: this observation's user turn and the generation prompt; window,
  * or a persistent session near its cap: the prefix snapshot plus the history with only the
- * last K screenshots) -> worker job: prefill them and decode one step under the grammar's
- * token masks, retrying an invalid step by sampling again.
+ * last K screenshots) -> a sequence job of the worker (model-worker.h), batched with the
+ * other tasks' work: prefill them and decode one step under the grammar's token masks,
+ * retrying an invalid step by sampling again.
  *
  * Token accounting per step (journaled): `tokens_appended` are the prompt tokens prefilled by
  * this step's job (persistent: user turn + generation prompt + the close of the assistant
