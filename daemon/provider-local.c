@@ -212,67 +212,95 @@ struct encode_job {
 	const struct engine_image *img;
 	const atomic_int *stop;
 	int max_tiles;
+	/* CPU: job_encode only preprocesses; the caller runs job_encode_tile for each tile, one
+	 * worker job each, so that the other tasks' batches run between two tiles */
+	bool tile_jobs;
 	struct engine_rows *drop; /* the rows of an observation that left the window */
 	struct engine_rows *rows;
 	size_t n_rows;
 	int n_tiles;
 	uint64_t preprocess_us, encode_us;
 	char err[256];
+	/* the CPU path between its jobs */
+	float *pixels, *host_rows;
+	int next_tile;
+	size_t tile_floats, tile_rows;
+	int dim;
 };
 
-/* The CPU path: preprocessing, then the encoder tile by tile (tiles are encoded independently)
- * so that a stop waits for one tile at most. */
-static int encode_on_cpu(struct worker_ctx *ctx, struct encode_job *j)
+/* The CPU path, step 1: preprocessing, and the rows' memory. */
+static int encode_cpu_begin(struct worker_ctx *ctx, struct encode_job *j)
 {
 	struct engine_vision_preprocess pp;
 	struct engine_vision_grid grid;
-	float *pixels = NULL;
-	char why[256];
 	int r;
 
 	uint64_t t0 = time_mono_us();
 	engine_vision_get_preprocess(ctx->vision, &pp);
 	if (j->max_tiles > 0)
 		pp.max_tiles = MIN(pp.max_tiles, j->max_tiles);
-	if ((r = engine_vision_preprocess(j->img, &pp, &grid, &pixels)) < 0) {
+	if ((r = engine_vision_preprocess(j->img, &pp, &grid, &j->pixels)) < 0) {
 		snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s", strerror(-r));
 		return r;
 	}
-	uint64_t t1 = time_mono_us();
-	const int dim = engine_vision_embed_dim(ctx->vision);
-	size_t n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
-	float *rows = malloc(n_rows * (size_t)dim * sizeof(float));
-	if (!rows) {
-		free(pixels);
+	j->dim = engine_vision_embed_dim(ctx->vision);
+	j->n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
+	j->host_rows = malloc(j->n_rows * (size_t)j->dim * sizeof(float));
+	if (!j->host_rows)
 		return -ENOMEM;
-	}
-	size_t tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
-	size_t tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) * (size_t)dim;
-	for (int i = 0; i < grid.n_tiles; i++) {
-		if (atomic_load(j->stop) != EXECUTOR_RUN)
-			r = -ECANCELED;
-		else if ((r = engine_vision_encode_on(ctx->backend, ctx->vision,
-						      pixels + (size_t)i * tile_floats, 1,
-						      rows + (size_t)i * tile_rows)) < 0)
-			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		if (r < 0) {
-			free(rows);
-			free(pixels);
-			return r;
-		}
-	}
-	free(pixels);
-	j->rows = engine_rows_from_host(rows, n_rows, dim);
-	if (!j->rows) {
-		free(rows);
-		return -errno;
-	}
-	j->n_rows = n_rows;
+	j->tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
+	j->tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) * (size_t)j->dim;
 	j->n_tiles = grid.n_tiles;
-	j->preprocess_us = t1 - t0;
-	j->encode_us = time_mono_us() - t1;
+	j->next_tile = 0;
+	j->preprocess_us = time_mono_us() - t0;
 	return 0;
+}
+
+/* Step 2, once per tile (tiles are encoded independently): a stop waits for one tile at most. */
+static int job_encode_tile(struct worker_ctx *ctx, void *arg)
+{
+	struct encode_job *j = arg;
+	char why[256];
+	int r;
+
+	if (atomic_load(j->stop) != EXECUTOR_RUN)
+		return -ECANCELED;
+	uint64_t t0 = time_mono_us();
+	int i = j->next_tile;
+	if ((r = engine_vision_encode_on(ctx->backend, ctx->vision,
+					 j->pixels + (size_t)i * j->tile_floats, 1,
+					 j->host_rows + (size_t)i * j->tile_rows)) < 0) {
+		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
+			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
+		return r;
+	}
+	j->next_tile++;
+	j->encode_us += time_mono_us() - t0;
+	return 0;
+}
+
+/* Step 3: the rows become a handle. Any thread (host memory). Frees what the steps made. */
+static int encode_cpu_end(struct encode_job *j, int r)
+{
+	free(j->pixels);
+	j->pixels = NULL;
+	if (r == 0) {
+		j->rows = engine_rows_from_host(j->host_rows, j->n_rows, j->dim);
+		r = j->rows ? 0 : -errno;
+	}
+	if (r < 0)
+		free(j->host_rows);
+	j->host_rows = NULL;
+	return r;
+}
+
+/* The CPU path in one job (grounding). */
+static int encode_on_cpu(struct worker_ctx *ctx, struct encode_job *j)
+{
+	int r = encode_cpu_begin(ctx, j);
+	while (r == 0 && j->next_tile < j->n_tiles)
+		r = job_encode_tile(ctx, j);
+	return encode_cpu_end(j, r);
 }
 
 /* On a backend with a device, the screenshot goes to it and every tile of the observation is
@@ -289,7 +317,7 @@ static int job_encode(struct worker_ctx *ctx, void *arg)
 	engine_rows_destroy(j->drop);
 	j->drop = NULL;
 	if (engine_backend_get_info(ctx->backend, &bi) < 0 || bi.kind != ENGINE_BACKEND_CUDA)
-		return encode_on_cpu(ctx, j);
+		return j->tile_jobs ? encode_cpu_begin(ctx, j) : encode_on_cpu(ctx, j);
 	if (atomic_load(j->stop) != EXECUTOR_RUN)
 		return -ECANCELED;
 	engine_vision_get_preprocess(ctx->vision, &pp);
@@ -918,12 +946,18 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 		snprintf(err, errlen, "%s", strerror(-r));
 		return r;
 	}
-	struct encode_job ej = {.img = img, .stop = a->t->stop, .max_tiles = a->max_tiles};
+	struct encode_job ej = {.img = img, .stop = a->t->stop, .max_tiles = a->max_tiles,
+				.tile_jobs = true};
 	if (index >= a->window) {
 		ej.drop = a->obs[index - a->window].rows;
 		a->obs[index - a->window].rows = NULL;
 	}
 	r = model_worker_call(a->cfg->worker, job_encode, &ej);
+	/* the CPU path: one job per tile, the other tasks' batches between them */
+	while (r == 0 && ej.pixels && ej.next_tile < ej.n_tiles)
+		r = model_worker_call(a->cfg->worker, job_encode_tile, &ej);
+	if (ej.pixels || ej.host_rows)
+		r = encode_cpu_end(&ej, r);
 	engine_image_destroy(img);
 	if (r < 0) {
 		if (r != -ECANCELED)
