@@ -66,9 +66,9 @@ struct cpu_dnnl_weight {
 struct cache_entry {
 	int T, in, n;
 	size_t ldy;
-	bool accumulate, bias, out_bf16;
+	bool accumulate;
 	enum cpu_dnnl_act act;
-	dnnl_memory_desc_t wmd, src_md, dst_md, bias_md, scratch_md;
+	dnnl_memory_desc_t wmd, src_md, dst_md, scratch_md;
 	size_t scratch_bytes;
 	dnnl_primitive_t prim;
 	uint64_t used;
@@ -209,25 +209,19 @@ static int status_errno(dnnl_status_t s)
 	return s == dnnl_out_of_memory ? -ENOMEM : -ENOTSUP;
 }
 
-/* The matmul of T rows against n columns of layout wmd (format `any` to let oneDNN choose),
- * with an fp32 bias row and bf16 results where asked. */
+/* The matmul of T rows against n columns of layout wmd (format `any` to let oneDNN choose). */
 static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t ldy,
-		     bool accumulate, enum cpu_dnnl_act act, bool bias, bool out_bf16,
-		     dnnl_primitive_desc_t *ret)
+		     bool accumulate, enum cpu_dnnl_act act, dnnl_primitive_desc_t *ret)
 {
-	dnnl_memory_desc_t src, dst, bmd;
+	dnnl_memory_desc_t src, dst;
 	dnnl_dims_t sdims = {T, in}, ddims = {T, n}, dstrides = {(dnnl_dim_t)ldy, 1};
-	dnnl_dims_t bdims = {1, n};
 	dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src, 2, sdims, dnnl_bf16, dnnl_ab);
 	if (s == dnnl_success)
-		s = dnnl_memory_desc_init_by_strides(&dst, 2, ddims, out_bf16 ? dnnl_bf16 : dnnl_f32,
-						     dstrides);
-	if (s == dnnl_success && bias)
-		s = dnnl_memory_desc_init_by_tag(&bmd, 2, bdims, dnnl_f32, dnnl_ab);
+		s = dnnl_memory_desc_init_by_strides(&dst, 2, ddims, dnnl_f32, dstrides);
 	if (s != dnnl_success)
 		return status_errno(s);
 	dnnl_matmul_desc_t desc;
-	s = dnnl_matmul_desc_init(&desc, &src, wmd, bias ? &bmd : NULL, &dst);
+	s = dnnl_matmul_desc_init(&desc, &src, wmd, NULL, &dst);
 	if (s != dnnl_success)
 		return status_errno(s);
 	dnnl_primitive_attr_t attr = NULL;
@@ -244,8 +238,6 @@ static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t
 			s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
 		if (s == dnnl_success && act == CPU_DNNL_ACT_RELU2)
 			s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_square, 0.0f, 0.0f);
-		if (s == dnnl_success && act == CPU_DNNL_ACT_GELU_ERF)
-			s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f);
 		if (s == dnnl_success)
 			s = dnnl_primitive_attr_set_post_ops(attr, po);
 	}
@@ -267,15 +259,13 @@ static void entry_clear(struct cache_entry *e)
 
 /* The cached primitive for slice sl of w, created on a miss. Called with the lock held. */
 static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, int T, size_t ldy,
-		     bool accumulate, enum cpu_dnnl_act act, bool bias, bool out_bf16,
-		     struct cache_entry **ret)
+		     bool accumulate, enum cpu_dnnl_act act, struct cache_entry **ret)
 {
 	struct cache_entry *victim = NULL;
 	for (int i = 0; i < g.n_cache; i++) {
 		struct cache_entry *e = &g.cache[i];
 		if (e->T == T && e->in == w->in && e->n == sl->n && e->ldy == ldy &&
-		    e->accumulate == accumulate && e->act == act && e->bias == bias &&
-		    e->out_bf16 == out_bf16 &&
+		    e->accumulate == accumulate && e->act == act &&
 		    dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
 			e->used = ++g.clock;
 			*ret = e;
@@ -290,7 +280,7 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 		entry_clear(victim);
 
 	dnnl_primitive_desc_t pd;
-	int r = matmul_pd(T, w->in, sl->n, &sl->md, ldy, accumulate, act, bias, out_bf16, &pd);
+	int r = matmul_pd(T, w->in, sl->n, &sl->md, ldy, accumulate, act, &pd);
 	if (r < 0)
 		goto drop;
 	/* oneDNN's reference matmul (what it falls back to for a weight layout its fast kernels
@@ -305,8 +295,6 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 	dnnl_status_t s = dnnl_primitive_create(&victim->prim, pd);
 	victim->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
 	victim->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-	if (bias) /* the matmul's second "weights" */
-		victim->bias_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1);
 	victim->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
 	victim->scratch_bytes = dnnl_memory_desc_get_size(&victim->scratch_md);
 	dnnl_primitive_desc_destroy(pd);
@@ -320,8 +308,6 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 	victim->ldy = ldy;
 	victim->accumulate = accumulate;
 	victim->act = act;
-	victim->bias = bias;
-	victim->out_bf16 = out_bf16;
 	victim->wmd = sl->md;
 	victim->used = ++g.clock;
 	*ret = victim;
@@ -415,7 +401,7 @@ static int slice_prepare(struct cpu_dnnl_weight *w, struct slice *sl, const uint
 	const uint16_t *rows = plain + (size_t)sl->n0 * w->in;
 	dnnl_primitive_desc_t pd;
 	int r = matmul_pd(REF_T, w->in, sl->n, w->layout == CPU_DNNL_REORDERED ? &any_md : &plain_md,
-			  (size_t)sl->n, false, CPU_DNNL_ACT_NONE, false, false, &pd);
+			  (size_t)sl->n, false, CPU_DNNL_ACT_NONE, &pd);
 	if (r < 0)
 		return r;
 	const char *impl = NULL;
@@ -532,10 +518,8 @@ struct product {
 	const float *x;
 	const uint16_t *xb; /* bf16 rows `in` apart, read in place; NULL: x, converted */
 	size_t ldx;
-	void *y;            /* fp32, or bf16 with out_bf16 */
+	float *y;
 	size_t ldy;
-	const float *bias;  /* NULL: none */
-	bool out_bf16;
 	_Atomic int err;
 };
 
@@ -553,31 +537,24 @@ static void product_task(void *ctx, int i, int thread)
 			cpu_f32_to_bf16(p->x + t * p->ldx, g.xbuf + t * in, in);
 		xb = g.xbuf;
 	}
-	dnnl_memory_t src = NULL, dst = NULL, scr = NULL, bias = NULL;
-	size_t y_elem = p->out_bf16 ? sizeof(uint16_t) : sizeof(float);
+	dnnl_memory_t src = NULL, dst = NULL, scr = NULL;
 	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, (void *)(xb + t0 * in));
 	if (s == dnnl_success)
-		s = dnnl_memory_create(&dst, &e->dst_md, g.engine,
-				       (char *)p->y + t0 * p->ldy * y_elem);
+		s = dnnl_memory_create(&dst, &e->dst_md, g.engine, p->y + t0 * p->ldy);
 	if (s == dnnl_success)
 		s = dnnl_memory_create(&scr, &e->scratch_md, g.engine, g.scratch[thread]);
-	if (s == dnnl_success && p->bias)
-		s = dnnl_memory_create(&bias, &e->bias_md, g.engine, (void *)p->bias);
 	int r = status_errno(s);
 	if (s == dnnl_success) {
-		dnnl_exec_arg_t args[5] = {
+		dnnl_exec_arg_t args[4] = {
 			{DNNL_ARG_SRC, src},
 			{DNNL_ARG_WEIGHTS, sl->mem},
 			{DNNL_ARG_DST, dst},
 			{DNNL_ARG_SCRATCHPAD, scr},
-			{DNNL_ARG_BIAS, bias},
 		};
-		r = run(g.streams[thread], e->prim, bias ? 5 : 4, args);
+		r = run(g.streams[thread], e->prim, 4, args);
 	}
 	if (r < 0)
 		atomic_store(&p->err, r);
-	if (bias)
-		dnnl_memory_destroy(bias);
 	if (scr)
 		dnnl_memory_destroy(scr);
 	if (dst)
@@ -587,8 +564,7 @@ static void product_task(void *ctx, int i, int thread)
 }
 
 static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_t *xb, size_t ldx,
-		  int T, void *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act,
-		  const float *bias, bool out_bf16)
+		  int T, float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	if (T <= 0)
 		return 0;
@@ -616,8 +592,7 @@ static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_
 	size_t scratch = 0;
 	for (int i = 0; i < n_tasks; i++) {
 		int Ti = MIN(rows, T - i * rows);
-		if ((r = cache_get(w, &w->s[0], Ti, ldy, accumulate, act, bias != NULL, out_bf16,
-				   &entries[i])) < 0)
+		if ((r = cache_get(w, &w->s[0], Ti, ldy, accumulate, act, &entries[i])) < 0)
 			goto unlock;
 		scratch = MAX(scratch, entries[i]->scratch_bytes);
 	}
@@ -637,7 +612,7 @@ static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_
 		}
 	}
 	struct product p = {.w = w, .e = entries, .T = T, .rows = rows, .x = x, .xb = xb,
-			    .ldx = ldx, .y = y, .ldy = ldy, .bias = bias, .out_bf16 = out_bf16};
+			    .ldx = ldx, .y = y, .ldy = ldy};
 	atomic_init(&p.err, 0);
 	cpu_parallel_for(n_tasks, product_task, &p);
 	r = atomic_load(&p.err);
@@ -649,30 +624,23 @@ unlock:
 int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
 		    size_t ldy, bool accumulate)
 {
-	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE, NULL, false);
+	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
 int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
 			 size_t ldy, bool accumulate)
 {
-	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE, NULL,
-		      false);
+	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
 int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T,
 			float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
-	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, act, NULL, false);
+	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, act);
 }
 
 int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
 			     size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
-	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, act, NULL, false);
-}
-
-int cpu_dnnl_matmul_bf16_out(const struct cpu_dnnl_weight *w, const uint16_t *x, int T,
-			     const float *bias, enum cpu_dnnl_act act, uint16_t *y)
-{
-	return matmul(w, NULL, x, (size_t)w->in, T, y, (size_t)w->out, false, act, bias, true);
+	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, act);
 }

@@ -64,8 +64,7 @@ int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int
 /* What a product's epilogue applies to each result (after the accumulation, if any). */
 enum cpu_dnnl_act {
 	CPU_DNNL_ACT_NONE,
-	CPU_DNNL_ACT_RELU2,    /* max(y, 0)^2, the MLP's ReLU^2 (cpu_relu2, cpu.h) */
-	CPU_DNNL_ACT_GELU_ERF, /* the exact GELU, 0.5 y (1 + erf(y / sqrt 2)) (the ViT's MLP) */
+	CPU_DNNL_ACT_RELU2, /* max(y, 0)^2, the MLP's ReLU^2 (cpu_relu2, cpu.h) */
 };
 /* cpu_dnnl_matmul() and cpu_dnnl_matmul_bf16() with the epilogue `act`, so the results are
  * written once. */
@@ -73,12 +72,6 @@ int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t 
 			float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act);
 int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
 			     size_t ldy, bool accumulate, enum cpu_dnnl_act act);
-
-/* y = bf16(act(W x + bias)) for bf16 x (T dense rows of `in`), bias (out floats; NULL: none)
- * and the epilogue in fp32, y T dense rows of `out` bf16 values: the next product's input,
- * written once. Returns as cpu_dnnl_matmul(). */
-int cpu_dnnl_matmul_bf16_out(const struct cpu_dnnl_weight *w, const uint16_t *x, int T,
-			     const float *bias, enum cpu_dnnl_act act, uint16_t *y);
 
 /* The oneDNN implementation the weights' matmul runs (e.g. "brg:avx512_core_amx_bf16"), known
  * once a weight was created; "none" before. */

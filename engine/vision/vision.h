@@ -197,15 +197,6 @@ int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D,
 /* The bytes of vision_attention_bf16()'s scratch (64-byte aligned) at the pool's current
  * thread count; 0 for impossible sizes. */
 size_t vision_attention_bf16_scratch(int L, int D, int heads);
-/* out = bf16(act(W x + bias)), T dense rows of W's `out` columns, for the two activations
- * that follow a product: CPU_DNNL_ACT_GELU_ERF with a bias (the blocks' fc1) and
- * CPU_DNNL_ACT_RELU2 without (mlp1's first product). In the product's epilogue
- * (cpu_dnnl_matmul_bf16_out()), so the fp32 results are never written; where oneDNN has no such
- * epilogue, through y (T x out floats of scratch) and the row kernel. Returns 0, -EINVAL (another
- * combination), -ENOMEM. */
-int vision_gemm_bf16_act(const struct cpu_dnnl_weight *dw, const struct tensor *w,
-			 const uint16_t *x, int T, const float *bias, enum cpu_dnnl_act act,
-			 float *y, uint16_t *out);
 /* y (+)= W x for T dense rows x of bf16 (W's `in` columns each): through oneDNN with dw, else
  * cpu_matmul() on the same values. Returns 0, -ENOMEM. */
 int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, const uint16_t *x,

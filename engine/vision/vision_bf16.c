@@ -5,8 +5,9 @@
  * Against the fp32 steps of vision_vit.c and vision_project.c, the passes are fused where that
  * saves a trip through memory: each bias add is folded into the step that next reads the
  * values (the residual's biases into the next LayerNorm, qkv's into attention's bf16 copies of
- * q, k and v), fc1's bias and GELU and mlp1's ReLU^2 run in their product's epilogue, and each
- * step that feeds a product writes its bf16 input directly, which the product reads in place.
+ * q, k and v, fc1's into the GELU), and each step that feeds a product writes its bf16 input
+ * directly, which the product reads in place. (fc1's bias and GELU in oneDNN's epilogue instead,
+ * writing bf16, made the blocks 10-25% slower on two threads: docs/benchmarks.md, issue 21.)
  *
  * DESIGN (threads): the functions run on the caller's thread and hand jobs to the CPU pool; every
  * buffer belongs to the call, tasks write disjoint rows (attention: disjoint (rows, head) blocks
@@ -171,26 +172,6 @@ int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, c
 	r = cpu_matmul(w, xf, in, T, y, ldy, accumulate);
 	free(xf);
 	return r;
-}
-
-int vision_gemm_bf16_act(const struct cpu_dnnl_weight *dw, const struct tensor *w,
-			 const uint16_t *x, int T, const float *bias, enum cpu_dnnl_act act,
-			 float *y, uint16_t *out)
-{
-	const int n = (int)w->shape[0];
-	if ((act == CPU_DNNL_ACT_GELU_ERF) != (bias != NULL) || act == CPU_DNNL_ACT_NONE)
-		return -EINVAL;
-	int r = cpu_dnnl_matmul_bf16_out(dw, x, T, bias, act, out);
-	if (r != -ENOTSUP)
-		return r;
-	/* no fused epilogue here: the product into y, then the row kernel */
-	if ((r = vision_gemm_bf16(dw, w, x, T, y, (size_t)n, false)) < 0)
-		return r;
-	if (act == CPU_DNNL_ACT_GELU_ERF)
-		vision_bias_gelu_bf16_rows(y, (size_t)n, T, n, bias, out);
-	else
-		vision_relu2_bf16_rows(y, (size_t)n, T, n, out);
-	return 0;
 }
 
 /* ---- attention ----------------------------------------------------------------------------------- */

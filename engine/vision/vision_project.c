@@ -55,8 +55,8 @@ int vision_project_gemms(const struct vision_weights *w, const struct vision_gem
 	return vision_project_profile(w, gm, features, rows, cols, out, NULL);
 }
 
-/* vision_project_profile() in bf16 precision: the norm and the first product's ReLU^2 epilogue
- * write the bf16 inputs of the products (vision_bf16.c). */
+/* vision_project_profile() in bf16 precision: the norm and ReLU^2 write the bf16 inputs of
+ * the products (vision_bf16.c). */
 static int project_bf16(const struct vision_weights *w, const struct vision_gemms *gm,
 			const float *features, int rows, int cols, float *out,
 			struct vision_profile *prof)
@@ -76,12 +76,13 @@ static int project_bf16(const struct vision_weights *w, const struct vision_gemm
 	if ((r = vision_shuffle_norm_bf16(features, rows, cols, D, s, g, xb)) < 0)
 		goto out;
 	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
-	/* ReLU^2 in the product's epilogue: counted as the product's */
 	t0 = vision_prof_start(prof);
-	if ((r = vision_gemm_bf16_act(gm->mlp1_fc1, &w->mlp1_fc1, xb, n, NULL, CPU_DNNL_ACT_RELU2,
-				      h, hb)) < 0)
+	if ((r = vision_gemm_bf16(gm->mlp1_fc1, &w->mlp1_fc1, xb, n, h, (size_t)H, false)) < 0)
 		goto out;
 	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_relu2_bf16_rows(h, (size_t)H, n, H, hb);
+	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
 	t0 = vision_prof_start(prof);
 	r = vision_gemm_bf16(gm->mlp1_fc3, &w->mlp1_fc3, hb, n, out, (size_t)w->out_dim, false);
 	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);

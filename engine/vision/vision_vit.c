@@ -362,11 +362,12 @@ static int blocks_bf16(const struct vision_weights *w, const struct vision_gemms
 		vision_layernorm_bf16_rows(x, D, bv.projb, L, D, bv.n2w, bv.n2b, a);
 		vision_prof_end(prof, VISION_OP_NORM, t0);
 		t0 = vision_prof_start(prof);
-		/* fc1's bias and the GELU in the product's epilogue: counted as the product's */
-		if ((r = vision_gemm_bf16_act(gm->blocks[i].m[2], &b->fc1_w, a, L, bv.fc1b,
-					      CPU_DNNL_ACT_GELU_ERF, hid, hid_b)) < 0)
+		if ((r = vision_gemm_bf16(gm->blocks[i].m[2], &b->fc1_w, a, L, hid, M, false)) < 0)
 			goto out;
 		vision_prof_end(prof, VISION_OP_GEMM, t0);
+		t0 = vision_prof_start(prof);
+		vision_bias_gelu_bf16_rows(hid, M, L, M, bv.fc1b, hid_b);
+		vision_prof_end(prof, VISION_OP_GELU, t0);
 		t0 = vision_prof_start(prof);
 		if ((r = vision_gemm_bf16(gm->blocks[i].m[3], &b->fc2_w, hid_b, L, x, D, true)) < 0)
 			goto out;
