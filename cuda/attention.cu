@@ -40,18 +40,17 @@ static constexpr int SPLIT_THREADS = 128;
  * time with an online softmax. It leaves the unnormalised acc[dh] = sum_j exp(s_j - m) v_j, then
  * m and l = sum_j exp(s_j - m), in part[row][head][split][dh + 2]; a split with no positions
  * writes m = -inf, l = 0. */
+/* The body of one (head h, row, split sp) block over the row's len positions of k and v, its
+ * query at qr; out is its part. */
 template <typename KV>
-static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq, const KV *__restrict__ k,
-					 const KV *__restrict__ v, int group, int hkv, int dh,
-					 const int32_t *__restrict__ pos, int n0_arg, int splits, float scale,
-					 float *__restrict__ part)
+static __device__ void attn_split_block(const float *__restrict__ qr, const KV *__restrict__ k,
+					const KV *__restrict__ v, int h, int group, int hkv, int dh, int len,
+					int splits, int sp, float scale, float *__restrict__ out)
 {
 	GPU_DYNAMIC_SHARED(float, sm);
 	float *qs = sm, *acc = sm + dh, *p = acc + dh, *red = p + GPU_ATTN_SPLIT;
-	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
-	const int len = (pos ? *pos : n0_arg) + t + 1, per = (len + splits - 1) / splits;
+	const int per = (len + splits - 1) / splits;
 	const int start = sp * per, end = min(start + per, len);
-	float *out = part + (((size_t)t * gridDim.x + h) * splits + sp) * (size_t)(dh + 2);
 	if (start >= end) { /* the same for the whole block */
 		if (threadIdx.x == 0) {
 			out[dh] = -INFINITY;
@@ -59,7 +58,6 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 		}
 		return;
 	}
-	const float *qr = q + (size_t)t * ldq + (size_t)h * dh;
 	for (int d = threadIdx.x; d < dh; d += blockDim.x) {
 		qs[d] = qr[d];
 		acc[d] = 0.0f; /* each thread owns acc[d] for its d */
@@ -113,7 +111,38 @@ static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq
 	}
 }
 
-/* One block per (query head, row): o = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M). */
+template <typename KV>
+static __global__ void attn_split_kernel(const float *__restrict__ q, size_t ldq, const KV *__restrict__ k,
+					 const KV *__restrict__ v, int group, int hkv, int dh,
+					 const int32_t *__restrict__ pos, int n0_arg, int splits, float scale,
+					 float *__restrict__ part)
+{
+	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+	const int len = (pos ? *pos : n0_arg) + t + 1;
+	float *out = part + (((size_t)t * gridDim.x + h) * splits + sp) * (size_t)(dh + 2);
+	attn_split_block(q + (size_t)t * ldq + (size_t)h * dh, k, v, h, group, hkv, dh, len, splits, sp,
+			 scale, out);
+}
+
+/* attn_split_kernel with row t of sequence seq[t] over its own caches of attention layer
+ * `layer`; an inactive row has no positions (every split empty, its output zeros). */
+template <typename KV>
+static __global__ void attn_rows_kernel(const float *__restrict__ q, size_t ldq, int group, int hkv, int dh,
+					const struct gpu_seq_row *__restrict__ seq, int layer, int splits,
+					float scale, float *__restrict__ part)
+{
+	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+	const struct gpu_seq_row sr = seq[t];
+	const int len = sr.pos < 0 ? 0 : sr.pos + 1;
+	const size_t cache = (size_t)sr.kv_cap * hkv * dh;
+	const KV *k = sr.kv ? (const KV *)sr.kv + (size_t)layer * 2 * cache : NULL;
+	float *out = part + (((size_t)t * gridDim.x + h) * splits + sp) * (size_t)(dh + 2);
+	attn_split_block(q + (size_t)t * ldq + (size_t)h * dh, k, k ? k + cache : NULL, h, group, hkv, dh,
+			 len, splits, sp, scale, out);
+}
+
+/* One block per (query head, row): o = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M), 0 for a
+ * row whose splits are all empty. */
 template <typename OutT>
 static __global__ void attn_combine_kernel(const float *__restrict__ part, int dh, int splits, OutT *__restrict__ o,
 					   size_t ldo)
@@ -138,7 +167,7 @@ static __global__ void attn_combine_kernel(const float *__restrict__ part, int d
 			if (ms != -INFINITY)
 				acc += pp[s * stride + d] * expf(ms - M);
 		}
-		gpu_store(orow + d, acc / L);
+		gpu_store(orow + d, L > 0.0f ? acc / L : 0.0f); /* L == 0: a row with no positions */
 	}
 }
 
@@ -322,5 +351,38 @@ extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, 
 			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len, (float *)o, ldo,
 				     scratch, s);
 	}
+	return GPU_CHECK(cudaGetLastError());
+}
+
+extern "C" int gpu_attention_rows(struct gpu_context *g, const float *q, size_t ldq, enum gpu_dtype kv_dtype,
+				  int hq, int hkv, int dh, int rows, const struct gpu_seq_row *seq, int layer,
+				  int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch)
+{
+	if (!g || !q || !seq || !o || !scratch || hq < 1 || hkv < 1 || hq % hkv || dh < 1 ||
+	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > 65535 || layer < 0 || max_len < 1 ||
+	    max_len > GPU_MAX_ROWS || (kv_dtype != GPU_DTYPE_F32 && kv_dtype != GPU_DTYPE_BF16) ||
+	    (o_dtype != GPU_DTYPE_F32 && o_dtype != GPU_DTYPE_BF16) || ldq < (size_t)hq * dh ||
+	    ldo < (size_t)hq * dh)
+		return -EINVAL;
+	if (rows == 0)
+		return 0;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	const int splits = splits_of(rows, max_len), group = hq / hkv;
+	const float scale = 1.0f / sqrtf((float)dh);
+	const size_t smem = (2 * (size_t)dh + GPU_ATTN_SPLIT + 33) * sizeof(float);
+	const dim3 grid(hq, rows, splits);
+	if (kv_dtype == GPU_DTYPE_BF16)
+		klaunch(attn_rows_kernel<__nv_bfloat16>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, group, hkv,
+			dh, seq, layer, splits, scale, scratch);
+	else
+		klaunch(attn_rows_kernel<float>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, group, hkv, dh, seq,
+			layer, splits, scale, scratch);
+	int threads = (dh + 31) / 32 * 32;
+	if (o_dtype == GPU_DTYPE_BF16)
+		klaunch(attn_combine_kernel<__nv_bfloat16>, dim3(hq, rows), dim3(threads < 256 ? threads : 256), 0,
+			s, (const float *)scratch, dh, splits, (__nv_bfloat16 *)o, ldo);
+	else
+		klaunch(attn_combine_kernel<float>, dim3(hq, rows), dim3(threads < 256 ? threads : 256), 0, s,
+			(const float *)scratch, dh, splits, (float *)o, ldo);
 	return GPU_CHECK(cudaGetLastError());
 }

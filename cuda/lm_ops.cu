@@ -164,3 +164,40 @@ extern "C" int gpu_kv_append(struct gpu_context *g, const void *k_new, const voi
 			(const float *)v_new, (float *)k_cache, (float *)v_cache, kv_dim, pos);
 	return GPU_CHECK(cudaGetLastError());
 }
+
+/* One block per row: row r's K and V rows to attention layer `layer` of sequence seq[r] at its
+ * position (nothing for an inactive row). */
+template <typename T>
+static __global__ void kv_append_rows_kernel(const T *__restrict__ k_new, const T *__restrict__ v_new, int kv_dim,
+				      const struct gpu_seq_row *__restrict__ seq, int layer)
+{
+	const struct gpu_seq_row sr = seq[blockIdx.x];
+	if (sr.pos < 0)
+		return;
+	const size_t cache = (size_t)sr.kv_cap * kv_dim;
+	T *k_cache = (T *)sr.kv + (size_t)layer * 2 * cache, *v_cache = k_cache + cache;
+	size_t dst = (size_t)sr.pos * kv_dim, src = (size_t)blockIdx.x * kv_dim;
+	for (int c = threadIdx.x; c < kv_dim; c += blockDim.x) {
+		k_cache[dst + c] = k_new[src + c];
+		v_cache[dst + c] = v_new[src + c];
+	}
+}
+
+extern "C" int gpu_kv_append_rows(struct gpu_context *g, const void *k_new, const void *v_new,
+				  enum gpu_dtype dtype, int kv_dim, int rows, const struct gpu_seq_row *seq,
+				  int layer)
+{
+	if (!g || !k_new || !v_new || !seq || !dtype_ok(dtype) || kv_dim < 1 || rows < 0 ||
+	    rows > GPU_MAX_ROWS || layer < 0)
+		return -EINVAL;
+	if (rows == 0)
+		return 0;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	if (dtype == GPU_DTYPE_BF16)
+		klaunch(kv_append_rows_kernel<__nv_bfloat16>, dim3(rows), dim3(row_threads(kv_dim)), 0, s,
+			(const __nv_bfloat16 *)k_new, (const __nv_bfloat16 *)v_new, kv_dim, seq, layer);
+	else
+		klaunch(kv_append_rows_kernel<float>, dim3(rows), dim3(row_threads(kv_dim)), 0, s,
+			(const float *)k_new, (const float *)v_new, kv_dim, seq, layer);
+	return GPU_CHECK(cudaGetLastError());
+}

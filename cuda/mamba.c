@@ -93,6 +93,45 @@ int gpu_mamba_ssm_step(struct gpu_context *g, const struct gpu_mamba_dims *dm, c
 	                                 dt_max, state, y);
 }
 
+/* Rows of one batch: within a grid's y and z dimensions. */
+static bool rows_ok(int rows)
+{
+	return rows >= 1 && rows <= 65535;
+}
+
+int gpu_mamba_conv_silu_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
+                             const float *raw, size_t ld_raw, const void *w, enum gpu_dtype w_dtype,
+                             const float *bias, const struct gpu_seq_row *seq, size_t conv_off,
+                             float *out, size_t ld_out)
+{
+	if (!g || !dims_ok(dm, 1) || !rows_ok(rows) || !raw || !w || !seq || !out ||
+	    (w_dtype != GPU_DTYPE_F32 && w_dtype != GPU_DTYPE_BF16))
+		return -EINVAL;
+	size_t cd = conv_dim_of(dm);
+	if (ld_raw < cd || ld_out < cd)
+		return -EINVAL;
+	return gpu_launch_mamba_conv_rows(g->stream, rows, (int)cd, dm->conv_k, raw, ld_raw, w,
+	                                  w_dtype == GPU_DTYPE_BF16, bias, seq, conv_off, out,
+	                                  ld_out);
+}
+
+int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
+                            const float *xbc, size_t ld_xbc, const float *dt_raw, size_t ld_dt,
+                            const float *dt_bias, const float *a_log, const float *d_skip,
+                            float dt_min, float dt_max, const struct gpu_seq_row *seq,
+                            size_t ssm_off, float *y, size_t ld_y)
+{
+	if (!g || !dims_ok(dm, 1) || !rows_ok(rows) || !xbc || !dt_raw || !dt_bias || !a_log ||
+	    !d_skip || !seq || !y)
+		return -EINVAL;
+	if (ld_xbc < conv_dim_of(dm) || ld_dt < (size_t)dm->n_heads || ld_y < d_in_of(dm))
+		return -EINVAL;
+	return gpu_launch_mamba_ssm_step_rows(g->stream, rows, dm->n_heads, dm->head_dim,
+	                                      dm->state, dm->groups, xbc, ld_xbc, dt_raw, ld_dt,
+	                                      dt_bias, a_log, d_skip, dt_min, dt_max, seq, ssm_off, y,
+	                                      ld_y);
+}
+
 int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,
                             const float *y, size_t ld_y, const float *z, size_t ld_z,
                             const float *w, float eps, void *out, size_t ld_out,

@@ -9,6 +9,7 @@
 // rewrites it at the end, no other thread touching that column; with several, tile 0 reads the
 // old state while later tiles run, so mamba_conv_state_kernel replaces it afterwards, in stream
 // order.
+#include "gpu.h"
 #include "gpu_internal.h"
 #include "klaunch.h"
 
@@ -114,5 +115,62 @@ extern "C" int gpu_launch_mamba_conv_silu(void *stream, int T, int conv_dim, int
 		return r;
 	klaunch(mamba_conv_state_kernel, dim3(grid.x), block, 0, s, raw, ld_raw, conv_state, T, K,
 	        conv_dim);
+	return GPU_CHECK(cudaGetLastError());
+}
+
+// grid (ceil(conv_dim / CONV_THREADS), rows): one decode position of sequence seq[r] per row r,
+// the same sums in the same order as mamba_conv_silu_kernel with T = 1.
+template <typename W>
+static __global__ void
+mamba_conv_rows_kernel(const float *__restrict__ raw, size_t ld_raw, const W *__restrict__ w,
+                       const float *__restrict__ bias, const struct gpu_seq_row *__restrict__ seq,
+                       size_t conv_off, float *__restrict__ out, size_t ld_out, int K,
+                       int conv_dim)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+	if (c >= conv_dim)
+		return;
+	float *orow = out + (size_t)r * ld_out;
+	if (seq[r].pos < 0) {
+		orow[c] = 0.0f;
+		return;
+	}
+	float *conv_state = seq[r].fixed + conv_off;
+	const int lead = KMAX - K;
+	float wk[KMAX], win[KMAX];
+#pragma unroll
+	for (int k = 0; k < KMAX; k++) {
+		wk[k] = k >= lead ? load_w(w, (size_t)c * K + (k - lead)) : 0.0f;
+		win[k] = 0.0f;
+		if (k >= lead && k < KMAX - 1)
+			win[k] = conv_state[(size_t)(k - lead) * conv_dim + c];
+	}
+	win[KMAX - 1] = raw[(size_t)r * ld_raw + c];
+	float o = bias ? bias[c] : 0.0f;
+#pragma unroll
+	for (int k = 0; k < KMAX; k++)
+		o += wk[k] * win[k];
+	orow[c] = o / (1.0f + expf(-o));
+#pragma unroll
+	for (int k = 0; k < KMAX - 1; k++)
+		if (k >= lead)
+			conv_state[(size_t)(k - lead) * conv_dim + c] = win[k + 1];
+}
+
+extern "C" int gpu_launch_mamba_conv_rows(void *stream, int rows, int conv_dim, int K,
+                                          const float *raw, size_t ld_raw, const void *w,
+                                          int w_bf16, const float *bias,
+                                          const struct gpu_seq_row *seq, size_t conv_off,
+                                          float *out, size_t ld_out)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	dim3 grid((unsigned)((conv_dim + CONV_THREADS - 1) / CONV_THREADS), (unsigned)rows),
+	        block(CONV_THREADS);
+	if (w_bf16)
+		klaunch(mamba_conv_rows_kernel<__nv_bfloat16>, grid, block, 0, s, raw, ld_raw,
+		        (const __nv_bfloat16 *)w, bias, seq, conv_off, out, ld_out, K, conv_dim);
+	else
+		klaunch(mamba_conv_rows_kernel<float>, grid, block, 0, s, raw, ld_raw,
+		        (const float *)w, bias, seq, conv_off, out, ld_out, K, conv_dim);
 	return GPU_CHECK(cudaGetLastError());
 }

@@ -1,6 +1,7 @@
 // Mamba-2 SSM state update for one position (decode; gpu.h gpu_mamba_ssm_step), fused with the
 // dt softplus + clamp: one warp per (head, channel p) row of the state, its lanes striding over
 // the N state entries, the output reduced with warp shuffles.
+#include "gpu.h"
 #include "gpu_internal.h"
 #include "klaunch.h"
 
@@ -45,5 +46,60 @@ extern "C" int gpu_launch_mamba_ssm_step(void *stream, int H, int P, int N, int 
 	dim3 grid((unsigned)H, (unsigned)((P + STEP_WARPS - 1) / STEP_WARPS));
 	klaunch(mamba_ssm_step_kernel, grid, dim3(32 * STEP_WARPS), 0, (cudaStream_t)stream, xbc,
 	        dt_raw, dt_bias, a_log, d_skip, dt_min, dt_max, state, y, H, P, N, G);
+	return GPU_CHECK(cudaGetLastError());
+}
+
+// grid (H, ceil(P / STEP_WARPS), rows), STEP_WARPS warps: mamba_ssm_step_kernel for row r of
+// the activations and the state of sequence seq[r].
+static __global__ void
+mamba_ssm_step_rows_kernel(const float *__restrict__ xbc_all, size_t ld_xbc,
+                           const float *__restrict__ dt_all, size_t ld_dt,
+                           const float *__restrict__ dt_bias, const float *__restrict__ a_log,
+                           const float *__restrict__ d_skip, float dt_min, float dt_max,
+                           const struct gpu_seq_row *__restrict__ seq, size_t ssm_off,
+                           float *__restrict__ y_all, size_t ld_y, int H, int P, int N, int G)
+{
+	int h = blockIdx.x, p = blockIdx.y * STEP_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+	int row = blockIdx.z;
+	if (p >= P)
+		return;
+	float *y = y_all + (size_t)row * ld_y;
+	if (seq[row].pos < 0) {
+		if (lane == 0)
+			y[(size_t)h * P + p] = 0.0f;
+		return;
+	}
+	const float *xbc = xbc_all + (size_t)row * ld_xbc, *dt_raw = dt_all + (size_t)row * ld_dt;
+	int g = h / (H / G);
+	float r = dt_raw[h] + dt_bias[h];
+	float dt = fminf(fmaxf(r > 20.0f ? r : log1pf(expf(r)), dt_min), dt_max);
+	float dA = expf(dt * -expf(a_log[h]));
+	float x = xbc[(size_t)h * P + p], dtx = dt * x;
+	const float *B = xbc + (size_t)H * P + (size_t)g * N, *C = B + (size_t)G * N;
+	float *S = seq[row].fixed + ssm_off + ((size_t)h * P + p) * N;
+	float acc = 0.0f;
+	for (int n = lane; n < N; n += 32) {
+		float s = dA * S[n] + dtx * B[n];
+		S[n] = s;
+		acc += s * C[n];
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		acc += __shfl_xor_sync(0xffffffffu, acc, o);
+	if (lane == 0)
+		y[(size_t)h * P + p] = acc + d_skip[h] * x;
+}
+
+extern "C" int gpu_launch_mamba_ssm_step_rows(void *stream, int rows, int H, int P, int N, int G,
+                                              const float *xbc, size_t ld_xbc,
+                                              const float *dt_raw, size_t ld_dt,
+                                              const float *dt_bias, const float *a_log,
+                                              const float *d_skip, float dt_min, float dt_max,
+                                              const struct gpu_seq_row *seq, size_t ssm_off,
+                                              float *y, size_t ld_y)
+{
+	dim3 grid((unsigned)H, (unsigned)((P + STEP_WARPS - 1) / STEP_WARPS), (unsigned)rows);
+	klaunch(mamba_ssm_step_rows_kernel, grid, dim3(32 * STEP_WARPS), 0, (cudaStream_t)stream,
+	        xbc, ld_xbc, dt_raw, ld_dt, dt_bias, a_log, d_skip, dt_min, dt_max, seq, ssm_off, y,
+	        ld_y, H, P, N, G);
 	return GPU_CHECK(cudaGetLastError());
 }

@@ -286,6 +286,52 @@ int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *
 			    const float *y, size_t ld_y, const float *z, size_t ld_z, const float *w,
 			    float eps, void *out, size_t ld_out, enum gpu_dtype out_dtype);
 
+/* ---- decode rows of several sequences at once (issue 16) ----
+ * One decode position of each of `rows` sequences in one launch: row r of the activations belongs
+ * to the sequence seq[r] (a device array of descriptors), whose state the kernel finds from its
+ * descriptor, so a captured graph serves any set of sequences written there before the launch.
+ * A row with pos < 0 is inactive (the padding of a batch-size bucket): its state is neither read
+ * nor written and its outputs are zeros. Otherwise the row is the sequence's position `pos`; the
+ * caller guarantees pos < kv_cap where the sequence has attention layers.
+ * State layout: `fixed` holds each Mamba layer's fp32 conv window [K-1][conv_dim] and SSM state
+ * [H][P][N] at float offsets the caller passes per layer; `kv` holds [attention layer][K, V]
+ * [kv_cap][kv_dim] elements of the KV dtype. Same rules as the single-sequence kernels above. */
+struct gpu_seq_row {
+	float *fixed;   /* conv windows and SSM states, or NULL without Mamba layers */
+	void *kv;       /* KV caches, or NULL without attention layers */
+	int32_t pos;    /* the position this row computes (tokens held before it); < 0: inactive */
+	int32_t kv_cap; /* positions each K or V cache in kv holds */
+};
+
+/* gpu_mamba_conv_silu with T = 1 for each row: raw [rows][ld_raw], out [rows][ld_out], row r's
+ * conv window at seq[r].fixed + conv_off (floats). */
+int gpu_mamba_conv_silu_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
+			     const float *raw, size_t ld_raw, const void *w, enum gpu_dtype w_dtype,
+			     const float *bias, const struct gpu_seq_row *seq, size_t conv_off,
+			     float *out, size_t ld_out);
+
+/* gpu_mamba_ssm_step for each row: xbc [rows][ld_xbc], dt_raw [rows][ld_dt], y [rows][ld_y],
+ * row r's state at seq[r].fixed + ssm_off (floats). */
+int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
+			    const float *xbc, size_t ld_xbc, const float *dt_raw, size_t ld_dt,
+			    const float *dt_bias, const float *a_log, const float *d_skip,
+			    float dt_min, float dt_max, const struct gpu_seq_row *seq,
+			    size_t ssm_off, float *y, size_t ld_y);
+
+/* gpu_kv_append of one row per sequence into attention layer `layer`'s caches at its pos:
+ * k_new, v_new [rows][kv_dim] of dtype. */
+int gpu_kv_append_rows(struct gpu_context *g, const void *k_new, const void *v_new,
+		       enum gpu_dtype dtype, int kv_dim, int rows, const struct gpu_seq_row *seq,
+		       int layer);
+
+/* gpu_attention of one row per sequence over attention layer `layer`'s caches: row r attends
+ * to positions 0..seq[r].pos of its own sequence (its K and V rows already appended). max_len
+ * bounds every pos + 1 the call will see (it sizes the grid, as in gpu_attention); the split
+ * path only. scratch: gpu_attention_scratch_floats(rows, max_len, hq, dh) floats. */
+int gpu_attention_rows(struct gpu_context *g, const float *q, size_t ldq, enum gpu_dtype kv_dtype,
+		       int hq, int hkv, int dh, int rows, const struct gpu_seq_row *seq, int layer,
+		       int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
+
 /* ---- vision operations (issue 12; vision_ops.cu) ----
  * The RADIO ViT and the mlp1 projector over all tiles of an observation at once. Same rules as
  * the language-model operations: device pointers, asynchronous on the context's stream, 0,

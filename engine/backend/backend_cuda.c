@@ -24,7 +24,13 @@
  * reserve(). A decode step (one position, one sequence, logits wanted, no spliced row) replays
  * the sequence's CUDA graph: captured once, with the position and token read from device memory
  * written just before the launch, and captured again when the KV block moved (its capacity
- * grew). Profiling times each call site and runs decode eagerly, so every launch is seen.
+ * grew). Batched decode (issue 16): the one-token spans of two or more sequences in a batch run
+ * as the rows of one pass (CUDA_MAX_DECODE at most; more take several), every GEMM over all rows
+ * at once, the conv, SSM and attention kernels finding each row's state through a device array
+ * of per-row descriptors (struct gpu_seq_row); the pass is padded to a power-of-two bucket with
+ * inactive rows and replays that bucket's graph, which stays valid whichever sequences fill it.
+ * The batch's other spans then run one at a time as above. Profiling times each call site and
+ * runs decode eagerly, so every launch is seen.
  *
  * Threads: the device context belongs to the thread that created the backend (holod's engine
  * thread). Every op that queues work takes the backend's lock, since the scratch is shared and
@@ -63,6 +69,13 @@ struct cuda_weight {
 #define CUDA_MAX_RUN LM_MAX_BATCH
 /* Logits rows one lm_head call computes (bounds the device logits buffer). */
 #define CUDA_LOGIT_ROWS 16
+/* Batched decode (issue 16): the decode positions of up to CUDA_MAX_DECODE sequences run as the
+ * rows of one pass, padded to a bucket of 2, 4, ..., CUDA_MAX_DECODE rows (one graph each); more
+ * sequences take several passes. The rows use the run scratch, so CUDA_MAX_DECODE <= CUDA_MAX_RUN. */
+#define CUDA_MAX_DECODE 128
+#define CUDA_DECODE_BUCKETS 7 /* 2^1 .. 2^7 */
+_Static_assert(CUDA_MAX_DECODE <= CUDA_MAX_RUN, "decode rows live in the run scratch");
+_Static_assert(CUDA_MAX_DECODE == 1 << CUDA_DECODE_BUCKETS, "one graph per power of two");
 
 /* Device pointers of the weights one layer uses, resolved once at creation. */
 struct cuda_layer_w {
@@ -92,6 +105,19 @@ struct cuda_scratch {
 	void *u2;  /* MLP: [R][inter] of act */
 };
 
+/* The batched decode's device block (grown to the largest bucket seen, by reserve()) and its
+ * graphs, which read the rows' descriptors and ids written before each launch: so a graph serves
+ * any sequences, however their KV blocks move, and is captured again only when the block moves. */
+struct cuda_decode {
+	void *block;              /* rows [cap], then ids [cap], then logits [cap][vocab] */
+	int cap;                  /* rows the block holds: 0 or a bucket */
+	struct gpu_seq_row *rows; /* per row: its sequence's state and position; pos -1: padding */
+	int32_t *ids;             /* per row: the token (0 for padding) */
+	float *logits;
+	struct gpu_graph *graph[CUDA_DECODE_BUCKETS + 1]; /* [log2(bucket)] */
+	unsigned char staging[CUDA_MAX_DECODE * (sizeof(struct gpu_seq_row) + sizeof(int32_t))];
+};
+
 struct cuda_backend {
 	struct engine_backend base;
 	struct gpu_context *gpu;
@@ -115,6 +141,7 @@ struct cuda_backend {
 	enum gpu_dtype embed_dtype;
 	struct cuda_layer_w *lw; /* [n_layers] */
 	struct cuda_scratch scratch;
+	struct cuda_decode dec;
 	bool graphs;             /* decode through captured graphs (tests turn it off) */
 	/* Serialises every op that queues work on the stream: the scratch is shared, and a
 	 * capture must see no other thread's work on the stream. */
@@ -581,10 +608,15 @@ static int cuda_seq_import(struct backend_seq *bs, const struct backend_seq_stat
 }
 
 static int scratch_reserve(struct cuda_backend *b);
+static int decode_reserve(struct cuda_backend *b, int rows);
+static size_t decode_rows_of(const struct backend_batch *batch);
 
 static int cuda_reserve(struct engine_backend *base, const struct backend_batch *batch)
 {
 	int r0 = scratch_reserve(cb_of(base));
+	size_t n_dec = decode_rows_of(batch);
+	if (r0 >= 0 && n_dec >= 2)
+		r0 = decode_reserve(cb_of(base), (int)MIN(n_dec, (size_t)CUDA_MAX_DECODE));
 	if (r0 < 0)
 		return r0;
 	for (size_t i = 0; i < batch->n_spans; i++) {
@@ -684,10 +716,11 @@ static int scratch_reserve(struct cuda_backend *b)
 		}                                                                       \
 	} while (0)
 
-/* Queues the layers of one run of T positions of sequence s, whose first position is n0 (also
- * in scratch.io[0]) and whose ids are in scratch.io[1..] (spliced rows already in
- * scratch.spliced). max_len bounds the attention lengths the queued work serves (the KV
- * capacity for a captured graph). Leaves the final hidden state in scratch.h. */
+/* Queues the layers of one run of T positions and leaves the final hidden state in scratch.h.
+ * Either of sequence s, whose first position is n0 (also in scratch.io[0]) and whose ids are in
+ * scratch.io[1..] (spliced rows already in scratch.spliced); or, with s NULL, T decode rows of
+ * the sequences described by dec.rows with their ids in dec.ids. max_len bounds the attention
+ * lengths the queued work serves (the KV capacity for a captured graph). */
 static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n0, int max_len,
 			int n_spliced)
 {
@@ -698,34 +731,52 @@ static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n
 	struct gpu_context *g = b->gpu;
 	const enum gpu_dtype act = b->act, w = b->act;
 	const int32_t *pos = sc->io;
+	const struct gpu_seq_row *rows = s ? NULL : b->dec.rows;
 	int r = 0;
 
-	SITE(KERNEL, "embed", gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d, sc->io + 1,
-				       T, n_spliced ? sc->spliced : NULL, n_spliced, sc->h));
+	SITE(KERNEL, "embed", gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d,
+				       rows ? b->dec.ids : sc->io + 1, T,
+				       n_spliced ? sc->spliced : NULL, n_spliced, sc->h));
 	for (int l = 0; l < c->n_layers && r >= 0; l++) {
 		const struct cuda_layer_w *L = &b->lw[l];
 		SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h, NULL, L->norm, T, dm->d, c->eps,
 							    sc->xn, act, dm->d));
 		switch (m->layers[l].kind) {
 		case LM_LAYER_MAMBA: {
-			float *st = (float *)((char *)s->fixed + mamba_offset(b, mamba_index(m, l)));
-			float *ssm = st + conv_floats(dm);
+			size_t st_off = mamba_offset(b, mamba_index(m, l)) / sizeof(float);
+			float *st = s ? (float *)s->fixed + st_off : NULL;
+			float *ssm = s ? st + conv_floats(dm) : NULL;
 			const float *dt_raw = sc->zx + dm->d_in + dm->conv_dim;
 			SITE(GEMM, "mamba.in_proj", gpu_gemm(b->blas, L->in_proj, w, dm->in_rows, dm->d,
 							     sc->xn, dm->d, T, sc->zx, GPU_DTYPE_F32,
 							     dm->in_rows, false));
-			SITE(KERNEL, "mamba_conv_silu",
-			     gpu_mamba_conv_silu(g, &b->md, T, sc->zx + dm->d_in, dm->in_rows, L->conv_w,
-						 w, L->conv_b, st, sc->xc, dm->conv_dim));
-			if (T == 1)
-				SITE(KERNEL, "mamba_ssm_step",
-				     gpu_mamba_ssm_step(g, &b->md, sc->xc, dt_raw, L->dt_bias, L->a_log,
-							L->d, c->dt_min, c->dt_max, ssm, sc->y));
-			else
-				SITE(KERNEL, "mamba_ssd",
-				     gpu_mamba_ssd(g, &b->md, T, sc->xc, dm->conv_dim, dt_raw, dm->in_rows,
-						   L->dt_bias, L->a_log, L->d, c->dt_min, c->dt_max, ssm,
-						   sc->y, dm->d_in, sc->ssd_ws));
+			if (rows) {
+				SITE(KERNEL, "mamba_conv_silu_rows",
+				     gpu_mamba_conv_silu_rows(g, &b->md, T, sc->zx + dm->d_in, dm->in_rows,
+							      L->conv_w, w, L->conv_b, rows, st_off,
+							      sc->xc, dm->conv_dim));
+				SITE(KERNEL, "mamba_ssm_step_rows",
+				     gpu_mamba_ssm_step_rows(g, &b->md, T, sc->xc, dm->conv_dim, dt_raw,
+							     dm->in_rows, L->dt_bias, L->a_log, L->d,
+							     c->dt_min, c->dt_max, rows,
+							     st_off + conv_floats(dm), sc->y, dm->d_in));
+			} else {
+				SITE(KERNEL, "mamba_conv_silu",
+				     gpu_mamba_conv_silu(g, &b->md, T, sc->zx + dm->d_in, dm->in_rows,
+							 L->conv_w, w, L->conv_b, st, sc->xc,
+							 dm->conv_dim));
+				if (T == 1)
+					SITE(KERNEL, "mamba_ssm_step",
+					     gpu_mamba_ssm_step(g, &b->md, sc->xc, dt_raw, L->dt_bias,
+								L->a_log, L->d, c->dt_min, c->dt_max, ssm,
+								sc->y));
+				else
+					SITE(KERNEL, "mamba_ssd",
+					     gpu_mamba_ssd(g, &b->md, T, sc->xc, dm->conv_dim, dt_raw,
+							   dm->in_rows, L->dt_bias, L->a_log, L->d,
+							   c->dt_min, c->dt_max, ssm, sc->y, dm->d_in,
+							   sc->ssd_ws));
+			}
 			SITE(KERNEL, "mamba_gated_rmsnorm",
 			     gpu_mamba_gated_rmsnorm(g, &b->md, T, sc->y, dm->d_in, sc->zx, dm->in_rows,
 						     L->gnorm, c->eps, sc->yn, dm->d_in, act));
@@ -736,18 +787,29 @@ static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n
 		}
 		case LM_LAYER_ATTENTION: {
 			int ai = attn_index(m, l);
-			void *kc = kv_at(b, s->kv, s->kv_cap, ai, 0), *vc = kv_at(b, s->kv, s->kv_cap, ai, 1);
+			void *kc = s ? kv_at(b, s->kv, s->kv_cap, ai, 0) : NULL;
+			void *vc = s ? kv_at(b, s->kv, s->kv_cap, ai, 1) : NULL;
 			SITE(GEMM, "attn.q_proj", gpu_gemm(b->blas, L->q, w, dm->q_dim, dm->d, sc->xn, dm->d,
 							   T, sc->q, GPU_DTYPE_F32, dm->q_dim, false));
 			SITE(GEMM, "attn.k_proj", gpu_gemm(b->blas, L->k, w, dm->kv_dim, dm->d, sc->xn,
 							   dm->d, T, sc->knew, act, dm->kv_dim, false));
 			SITE(GEMM, "attn.v_proj", gpu_gemm(b->blas, L->v, w, dm->kv_dim, dm->d, sc->xn,
 							   dm->d, T, sc->vnew, act, dm->kv_dim, false));
-			SITE(KERNEL, "kv_append", gpu_kv_append(g, sc->knew, sc->vnew, kc, vc, act,
-								 dm->kv_dim, T, pos));
-			SITE(KERNEL, "attention",
-			     gpu_attention(g, sc->q, dm->q_dim, kc, vc, act, dm->hq, dm->hkv, dm->dh, T,
-					   pos, n0, max_len, sc->o, act, dm->q_dim, sc->attn_ws));
+			if (rows) {
+				SITE(KERNEL, "kv_append_rows", gpu_kv_append_rows(g, sc->knew, sc->vnew, act,
+										 dm->kv_dim, T, rows, ai));
+				SITE(KERNEL, "attention_rows",
+				     gpu_attention_rows(g, sc->q, dm->q_dim, act, dm->hq, dm->hkv, dm->dh, T,
+							rows, ai, max_len, sc->o, act, dm->q_dim,
+							sc->attn_ws));
+			} else {
+				SITE(KERNEL, "kv_append", gpu_kv_append(g, sc->knew, sc->vnew, kc, vc, act,
+									 dm->kv_dim, T, pos));
+				SITE(KERNEL, "attention",
+				     gpu_attention(g, sc->q, dm->q_dim, kc, vc, act, dm->hq, dm->hkv, dm->dh,
+						   T, pos, n0, max_len, sc->o, act, dm->q_dim,
+						   sc->attn_ws));
+			}
 			SITE(GEMM, "attn.o_proj", gpu_gemm(b->blas, L->o, w, dm->d, dm->q_dim, sc->o,
 							   dm->q_dim, T, sc->h, GPU_DTYPE_F32, dm->d,
 							   true));
@@ -765,9 +827,9 @@ static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n
 	return r;
 }
 
-/* Queues the final norm and lm_head of rows [first, first + n) (n <= CUDA_LOGIT_ROWS) of
- * scratch.h into scratch.logits. */
-static int queue_logits(struct cuda_backend *b, int first, int n)
+/* Queues the final norm and lm_head of rows [first, first + n) of scratch.h into `logits`
+ * (scratch.logits: n <= CUDA_LOGIT_ROWS; dec.logits: n <= dec.cap). */
+static int queue_logits_to(struct cuda_backend *b, int first, int n, float *logits)
 {
 	const struct lm_dims *dm = &b->dm;
 	struct cuda_scratch *sc = &b->scratch;
@@ -777,8 +839,13 @@ static int queue_logits(struct cuda_backend *b, int first, int n)
 						    b->lw_norm_f, n, dm->d, b->base.model->cfg.eps,
 						    sc->xn, b->act, dm->d));
 	SITE(GEMM, "lm_head", gpu_gemm(b->blas, b->lw_lm_head, b->act, dm->vocab, dm->d, sc->xn,
-				       dm->d, n, sc->logits, GPU_DTYPE_F32, dm->vocab, false));
+				       dm->d, n, logits, GPU_DTYPE_F32, dm->vocab, false));
 	return r;
+}
+
+static int queue_logits(struct cuda_backend *b, int first, int n)
+{
+	return queue_logits_to(b, first, n, b->scratch.logits);
 }
 
 /* Writes the run's inputs to the device: n0 and the ids, and the spliced rows (host rows
@@ -869,11 +936,162 @@ static int decode_graph(struct cuda_backend *b, struct cuda_seq *s, int n0)
 	return gpu_graph_launch(b->gpu, s->graph);
 }
 
+/* Whether span i is one plain token (no spliced row): a decode row of the batched pass. */
+static bool is_decode_span(const struct backend_batch *batch, size_t i)
+{
+	const struct backend_span *sp = &batch->spans[i];
+	return sp->n == 1 && !(batch->embeds && batch->embeds[sp->first]) &&
+	       !(batch->device_embeds && batch->device_embeds[sp->first]);
+}
+
+/* The batch's decode rows; with fewer than 2, every span runs on its own. */
+static size_t decode_rows_of(const struct backend_batch *batch)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < batch->n_spans; i++)
+		n += is_decode_span(batch, i);
+	return n;
+}
+
+/* The bucket of n rows (1 <= n <= CUDA_MAX_DECODE): the power of two from 2 up, and its log2. */
+static int bucket_of(int n, int *ret_log2)
+{
+	int k = 1;
+	while ((1 << k) < n)
+		k++;
+	*ret_log2 = k;
+	return 1 << k;
+}
+
+static void decode_finish(struct cuda_backend *b)
+{
+	for (int k = 0; k <= CUDA_DECODE_BUCKETS; k++) {
+		gpu_graph_destroy(b->dec.graph[k]);
+		b->dec.graph[k] = NULL;
+	}
+	gpu_free(b->gpu, b->dec.block);
+	b->dec.block = NULL;
+	b->dec.cap = 0;
+}
+
+/* Makes the decode block hold the bucket of `rows` rows (reserve()). Growing it moves it, so
+ * every graph captured over the old one goes. -ENOMEM or -EIO leave it as it was. */
+static int decode_reserve(struct cuda_backend *b, int rows)
+{
+	int k, cap = bucket_of(rows, &k);
+	if (cap <= b->dec.cap)
+		return 0;
+	size_t off = 0;
+	carve(NULL, &off, (size_t)cap * sizeof(struct gpu_seq_row) + (size_t)cap * sizeof(int32_t));
+	size_t logits_at = off;
+	carve(NULL, &off, (size_t)cap * b->dm.vocab * sizeof(float));
+	void *block = NULL;
+	int r = gpu_alloc(b->gpu, off, &block);
+	if (r < 0)
+		return r;
+	decode_finish(b);
+	b->dec.block = block;
+	b->dec.cap = cap;
+	b->dec.rows = block;
+	b->dec.ids = (int32_t *)(b->dec.rows + cap);
+	b->dec.logits = (float *)((char *)block + logits_at);
+	return 0;
+}
+
+/* One pass over the decode rows of n sequences (1 <= n <= dec.cap): spans[i] of the batch for i
+ * in idx[0..n). Their descriptors and ids go up in one copy, padded to the bucket with inactive
+ * rows; then the bucket's graph (captured on first use) or, profiling or with graphs off, the
+ * same work eagerly; then each wanted logits row comes down. */
+static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
+		       int n)
+{
+	int k, bucket = bucket_of(n, &k), cap = b->dec.cap;
+	/* the staging mirrors the device block: rows [cap], then ids [cap] */
+	struct gpu_seq_row *rows = (struct gpu_seq_row *)b->dec.staging;
+	int32_t *ids = (int32_t *)(rows + cap);
+	for (int i = 0; i < bucket; i++) {
+		if (i >= n) {
+			rows[i] = (struct gpu_seq_row){.pos = -1};
+			ids[i] = 0;
+			continue;
+		}
+		const struct backend_span *sp = &batch->spans[idx[i]];
+		struct cuda_seq *s = (struct cuda_seq *)sp->seq;
+		rows[i] = (struct gpu_seq_row){.fixed = s->fixed, .kv = s->kv,
+					       .pos = s->base.n_tokens, .kv_cap = s->kv_cap};
+		ids[i] = batch->tokens[sp->first];
+	}
+	int r = gpu_copy_to_device(b->gpu, b->dec.rows, rows,
+				   (size_t)cap * (sizeof(*rows) + sizeof(*ids)));
+	if (r < 0)
+		return r;
+	/* every length up to the session limit: the grid then never depends on the sequences. The
+	 * split count is then GPU_ATTN_MAX_SPLITS / bucket, so the scratch is at most
+	 * GPU_ATTN_MAX_SPLITS * hq * (dh + 2) floats, within what attn_ws holds for CUDA_MAX_RUN. */
+	const int max_len = ENGINE_SESSION_MAX_TOKENS;
+	if (b->graphs && !gpu_profile_enabled(b->gpu)) {
+		if (!b->dec.graph[k]) {
+			r = gpu_graph_begin(b->gpu);
+			if (r < 0)
+				return r;
+			r = queue_layers(b, NULL, bucket, 0, max_len, 0);
+			if (r >= 0)
+				r = queue_logits_to(b, 0, bucket, b->dec.logits);
+			if (r < 0) {
+				(void)gpu_graph_abort(b->gpu);
+				return r;
+			}
+			r = gpu_graph_end(b->gpu, &b->dec.graph[k]);
+			if (r < 0)
+				return r;
+			b->graph_captures++;
+		}
+		r = gpu_graph_launch(b->gpu, b->dec.graph[k]);
+	} else {
+		r = queue_layers(b, NULL, bucket, 0, max_len, 0);
+		if (r >= 0)
+			r = queue_logits_to(b, 0, bucket, b->dec.logits);
+	}
+	for (int i = 0; i < n && r >= 0; i++) {
+		const struct backend_span *sp = &batch->spans[idx[i]];
+		float *dst = batch->logits ? batch->logits[sp->first] : NULL;
+		if (dst)
+			r = gpu_copy_to_host(b->gpu, dst, b->dec.logits + (size_t)i * b->dm.vocab,
+					     (size_t)b->dm.vocab * sizeof(float));
+	}
+	if (r < 0)
+		return r;
+	for (int i = 0; i < n; i++)
+		batch->spans[idx[i]].seq->n_tokens++;
+	return 0;
+}
+
 static int cuda_forward(struct engine_backend *base, const struct backend_batch *batch)
 {
 	struct cuda_backend *b = cb_of(base);
 	float *const *dst = batch->logits;
+	/* decode rows of two or more sequences: one pass per CUDA_MAX_DECODE of them */
+	const bool batched = decode_rows_of(batch) >= 2;
+	if (batched) {
+		size_t idx[CUDA_MAX_DECODE];
+		int n = 0;
+		for (size_t i = 0; i < batch->n_spans; i++) {
+			if (!is_decode_span(batch, i))
+				continue;
+			idx[n++] = i;
+			if (n == CUDA_MAX_DECODE) {
+				if (decode_rows(b, batch, idx, n) < 0)
+					return -EIO;
+				n = 0;
+			}
+		}
+		/* a last single row pads to bucket 2 */
+		if (n > 0 && decode_rows(b, batch, idx, n) < 0)
+			return -EIO;
+	}
 	for (size_t i = 0; i < batch->n_spans; i++) {
+		if (batched && is_decode_span(batch, i))
+			continue;
 		const struct backend_span *sp = &batch->spans[i];
 		struct cuda_seq *s = (struct cuda_seq *)sp->seq;
 		size_t end = sp->first + sp->n;
@@ -1018,6 +1236,7 @@ static void cuda_destroy(struct engine_backend *base)
 	struct cuda_backend *b = cb_of(base);
 	backend_cuda_vision_finish(base);
 	if (b->gpu) {
+		decode_finish(b);
 		gpu_free(b->gpu, b->scratch.block);
 		gpu_free(b->gpu, b->weights);
 	}
