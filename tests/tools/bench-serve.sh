@@ -2,12 +2,13 @@
 # holo-bench serve on a tiny random model: one line per session count in the documented format
 # (the first count's speedup 1.00), the roofline of Holotron-12B's shapes at 100 sessions on both
 # devices with the figures of the committed config (test-roofline checks the formulas), and
-# session lists that are not ascending from 1 refused.
-# usage: bench-serve.sh HOLO_BENCH OUT
+# session lists that are not ascending from 1 refused. BACKEND (default cpu): cuda runs the
+# sessions' batched steps on the CUDA backend (the emulation in the emulated build).
+# usage: bench-serve.sh HOLO_BENCH OUT [BACKEND]
 set -eu
-bench=$1 out=$2
+bench=$1 out=$2 backend=${3:-cpu}
 tiny=hidden=64,vocab=256,intermediate=96,heads=4,kv_heads=2,head_dim=16,m_heads=8,m_head_dim=8,m_groups=2,m_state=16,chunk=8,pattern=M*-M
-"$bench" serve --backend cpu --random "$tiny" --sessions 1,2,3 --prompt 5 --decode 2 --rounds 3 >"$out"
+"$bench" serve --backend "$backend" --random "$tiny" --sessions 1,2,3 --prompt 5 --decode 2 --rounds 3 >"$out"
 cat "$out"
 num='[0-9]+\.[0-9]+'
 grep -Eq "^sessions=1 tok/s=$num speedup=1\.00 step_ms=$num cpu_tok/s=$num$" "$out"
