@@ -204,7 +204,8 @@ struct gemv_job {
 	cpu_gemv_fn *fn;
 	struct cpu_gemv_args a;
 	int nrows, chunk;
-	int block_rows; /* rows per block when a->T > CPU_GEMV_KERNEL_T */
+	int group_t;	/* the most tokens per kernel call */
+	int block_rows; /* rows per block when a->T > group_t */
 };
 
 static void gemv_task(void *ctx, int task, int thread)
@@ -214,17 +215,19 @@ static void gemv_task(void *ctx, int task, int thread)
 	int r0 = task * j->chunk, r1 = MIN(r0 + j->chunk, j->nrows);
 	if (r0 >= r1)
 		return;
-	if (j->a.T <= CPU_GEMV_KERNEL_T) {
+	if (j->a.T <= j->group_t) {
 		j->fn(&j->a, r0, r1);
 		return;
 	}
 	for (int b = r0; b < r1; b += j->block_rows) {
 		int b1 = MIN(b + j->block_rows, r1);
-		for (int t = 0; t < j->a.T; t += CPU_GEMV_KERNEL_T) {
+		for (int t = 0; t < j->a.T; t += j->group_t) {
 			struct cpu_gemv_args g = j->a;
 			g.x += (size_t)t * g.ldx;
 			g.y += (size_t)t * g.ldy;
-			g.T = MIN(CPU_GEMV_KERNEL_T, j->a.T - t);
+			if (g.xb)
+				g.xb += (size_t)t * g.ldxb;
+			g.T = MIN(j->group_t, j->a.T - t);
 			j->fn(&g, b, b1);
 		}
 	}
@@ -254,7 +257,21 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 				.accumulate = accumulate,
 			},
 		.nrows = nrows,
+		.group_t = CPU_GEMV_KERNEL_T,
 	};
+	/* past one 4-token pass, bf16 activations rounded once here rather than per weight block
+	 * where the variant has kernels for them (without memory for them, the kernels that round
+	 * in registers give the same bits) */
+	uint16_t *xb = NULL;
+	size_t ldxb = ((size_t)in + 31) & ~(size_t)31;
+	if (bf16_act && w->dtype == TENSOR_BF16 && v->round_x && T > CPU_GEMV_KERNEL_T)
+		xb = aligned_alloc(64, (size_t)T * ldxb * sizeof(*xb));
+	if (xb) {
+		v->round_x(x, ldx, T, in, xb, ldxb);
+		j.a.xb = xb;
+		j.a.ldxb = ldxb;
+		j.group_t = CPU_GEMV_KERNEL_T_BF16;
+	}
 	/* a multiple of 8 rows, the kernels' widest block, so no block ends in single rows */
 	size_t row_bytes = (size_t)in * esz;
 	j.block_rows = (int)MAX(8, MIN((size_t)GROUP_BLOCK_BYTES / row_bytes, (size_t)1 << 20) & ~(size_t)7);
@@ -263,5 +280,6 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j,
 			      (double)nrows * in * T);
+	free(xb);
 	return 0;
 }

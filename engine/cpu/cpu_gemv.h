@@ -15,6 +15,9 @@
 /* The most tokens one kernel call takes (its accumulators fill the registers); cpu_gemv_rows()
  * hands larger T to the kernels in groups of this many. */
 #define CPU_GEMV_KERNEL_T 4
+/* The most tokens a bf16 kernel call takes on pre-rounded activations (a->xb): they are loaded,
+ * not converted, so more accumulators fit beside them. */
+#define CPU_GEMV_KERNEL_T_BF16 8
 
 /* The operands of one call. A kernel computes rows [r0, r1) of
  * y[t * ldy + r] (+)= W[r, :] . x[t, :] for t < T, accumulating in fp32. */
@@ -29,6 +32,11 @@ struct cpu_gemv_args {
 	float *y;
 	size_t ldy;
 	bool accumulate;
+	/* NULL, or x rounded to bf16 once for the whole product by the variant's round_x (rows
+	 * ldxb apart): its bf16 kernel then reads these instead of x, and takes up to
+	 * CPU_GEMV_KERNEL_T_BF16 tokens */
+	const uint16_t *xb;
+	size_t ldxb;
 };
 
 typedef void cpu_gemv_fn(const struct cpu_gemv_args *a, int r0, int r1);
@@ -40,6 +48,9 @@ struct cpu_gemv_variant {
 	/* any weight dtype, activations rounded to bf16 (to nearest even) in registers: the
 	 * products of bf16 precision, fp32 sums */
 	cpu_gemv_fn *bf16;
+	/* NULL, or rounds x's T rows of `in` to bf16 into xb (rows ldxb apart) exactly as the
+	 * bf16 kernel rounds them in registers, for a bf16 kernel that reads them (a->xb) */
+	void (*round_x)(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb);
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;

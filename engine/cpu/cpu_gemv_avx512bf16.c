@@ -7,7 +7,14 @@
  * per (row, token), the next block's rows prefetched. The activations are rounded to bf16 in
  * registers (vcvtne2ps2bf16: nearest even; it reads fp32 denormals as zero, as vdpbf16ps does).
  * The column tail is a masked load (zeros add nothing). fp32 activations take the AVX-512F
- * code, and so do f16 and f32 weights. */
+ * code, and so do f16 and f32 weights.
+ *
+ * More tokens (the decode rows of several sessions): cpu_gemv.c rounds the activations once per
+ * product (round_x, the same instruction on the same 32-column blocks, so the same bf16 values)
+ * and the kernel loads them as they are: without the conversions, 3 rows x 8 tokens of
+ * accumulators fit, each weight vector loaded once for 8 tokens. Every (row, token) sum is still
+ * one accumulator over the columns in order: the results are those of the 4-token kernels, bit
+ * for bit. */
 #include "cpu_gemv.h"
 
 #include <immintrin.h>
@@ -80,10 +87,92 @@ NOINL void t4(const struct cpu_gemv_args *a, int r0, int r1)
 	rows(a, r0, r1, 4, 4);
 }
 
+/* one 32-column block of a row of x, rounded as block() rounds it */
+INL __m512bh round_block(const float *x, __mmask32 m)
+{
+	return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 16),
+				   _mm512_maskz_loadu_ps((__mmask16)m, x));
+}
+
+static void round_x(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb)
+{
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < in; i += 32) {
+			__mmask32 m = in - i >= 32 ? (__mmask32)0xffffffffu
+						   : (__mmask32)((1u << (in - i)) - 1u);
+			_mm512_mask_storeu_epi16(xb + (size_t)t * ldxb + (size_t)i, m,
+						 (__m512i)round_block(x + (size_t)t * ldx + (size_t)i, m));
+		}
+}
+
+/* block() on pre-rounded activations */
+INL void block_pre(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+{
+	const uint16_t *w = a->w;
+	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)NR * ldw;
+	const int n = a->in;
+	__m512 acc[4][CPU_GEMV_KERNEL_T_BF16];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 32) {
+		__mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+		__m512bh wv[4];
+		for (int q = 0; q < NR; q++) {
+			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
+				     _MM_HINT_T0);
+			wv[q] = (__m512bh)_mm512_maskz_loadu_epi16(
+				m, w + base + (size_t)q * ldw + (size_t)i);
+		}
+		for (int t = 0; t < T; t++) {
+			__m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(
+				m, a->xb + (size_t)t * a->ldxb + (size_t)i);
+			for (int q = 0; q < NR; q++)
+				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv[q], xv);
+		}
+	}
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			float s = _mm512_reduce_add_ps(acc[q][t]);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + s : s;
+		}
+}
+
+INL void rows_pre(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		block_pre(a, r, NR, T);
+	for (; r < r1; r++)
+		block_pre(a, r, 1, T);
+}
+
+/* 4 rows up to 6 tokens, 3 rows for 7 and 8 (24 accumulators, 3 weights and x in 28 zmm) */
+#define PRE(T, NR)                                                       \
+	NOINL void p##T(const struct cpu_gemv_args *a, int r0, int r1) \
+	{                                                                \
+		rows_pre(a, r0, r1, NR, T);                              \
+	}
+PRE(1, 4)
+PRE(2, 4)
+PRE(3, 4)
+PRE(4, 4)
+PRE(5, 4)
+PRE(6, 4)
+PRE(7, 3)
+PRE(8, 3)
+
+static cpu_gemv_fn *const pre[CPU_GEMV_KERNEL_T_BF16] = {p1, p2, p3, p4, p5, p6, p7, p8};
+
 static void gemv_bf16x(const struct cpu_gemv_args *a, int r0, int r1)
 {
 	if (a->dtype != TENSOR_BF16) {
 		cpu_gemv_avx512_bf16(a, r0, r1);
+		return;
+	}
+	if (a->xb) {
+		pre[a->T - 1](a, r0, r1);
 		return;
 	}
 	switch (a->T) {
@@ -106,4 +195,5 @@ const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
 	.name = "avx512bf16",
 	.f32 = cpu_gemv_avx512_f32,
 	.bf16 = gemv_bf16x,
+	.round_x = round_x,
 };

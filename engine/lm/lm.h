@@ -117,7 +117,7 @@ int lm_reserve_kv(struct lm_seq *s, int positions);
  * n sequences are one product of n rows, which reads each weight once), while each run updates
  * its own sequence's conv window, SSM state and KV cache. Each sequence gets the state and
  * logits a forward of its run alone gives: bit for bit in fp32 and in bf16 below
- * LM_BATCH_DNNL_ROWS decode rows (the same kernels form every row's sums the same way); from
+ * LM_BATCH_DNNL_MIN_ROWS decode rows (the same kernels form every row's sums the same way); from
  * there on bf16's decode rows run through oneDNN's product, whose sums are ordered otherwise
  * (within bf16's tolerance, tests/lm/test-lm-batch.c). */
 struct lm_run {
@@ -132,12 +132,13 @@ struct lm_run {
 /* Rows (positions) and runs of one batched forward: bounds the activation scratch. */
 #define LM_BATCH_MAX_ROWS (2 * LM_MAX_BATCH)
 #define LM_BATCH_MAX_RUNS 256
-/* bf16: from this many merged decode rows on, their products run through oneDNN, on a row count
- * rounded up to a multiple of it (its primitives are compiled per row count). Past one GEMV
- * kernel pass (CPU_GEMV_T rows) the GEMV is compute-bound: the 0.7B model's in_proj (6176 x 1024
- * bf16, one thread) took 0.68 ms for 1 row, 0.81 for 4, 1.57 for 8 on the GEMV, 0.97 for 8 on
- * oneDNN; holo-bench serve at 8 sessions gave 87 tok/s per CPU-second against the GEMV's 80
- * (110 with HOLOD_CPU_GEMM_WEIGHTS=reordered; 22 for one session), 2026-11-25. */
+/* bf16: from LM_BATCH_DNNL_MIN_ROWS merged decode rows on, their products run through oneDNN,
+ * on a row count rounded up to a multiple of LM_BATCH_DNNL_ROWS (its primitives are compiled per
+ * row count); fewer run on the GEMV kernels, which past 4 rows read activations rounded to bf16
+ * once per product (cpu_gemv.h). holo-bench serve on the 0.7B model, per CPU-second, 2026-11-25
+ * (load 14-16): 8 sessions 104 tok/s on the GEMV against 87 on oneDNN (one session 22), 16
+ * sessions 98 on the GEMV against 141 on oneDNN. */
+#define LM_BATCH_DNNL_MIN_ROWS 9
 #define LM_BATCH_DNNL_ROWS 8
 /* Logits rows of merged decode rows computed per lm_head pass (bounds their scratch). */
 #define LM_BATCH_LOGIT_ROWS 64

@@ -543,7 +543,8 @@ int lm_seq_prepare(struct lm_seq *s, int n)
 
 /* The rows of a batch: the runs of at most CPU_GEMV_T positions (decode) first, in order, then
  * the others. The decode rows (Ms) run as one product of Mp rows: Ms, or in bf16 from
- * LM_BATCH_DNNL_ROWS rows, where oneDNN takes them, Ms rounded up to a multiple of it: oneDNN
+ * LM_BATCH_DNNL_MIN_ROWS rows, where oneDNN takes them, Ms rounded up to a multiple of
+ * LM_BATCH_DNNL_ROWS: oneDNN
  * JIT-compiles a primitive per row count and matrix (15 to 30 ms each, cached), so a batch whose
  * size changes by a session or two reuses the same few. The rows [Ms, Mp) are zeros that no
  * sequence reads. Also how many of the decode rows want logits and how many runs want them. */
@@ -576,7 +577,7 @@ static void batch_shape(const struct lm_run *runs, int n, bool bf16, struct batc
 		b.small_logit_runs += rows > 0;
 	}
 	b.Mp = b.Ms;
-	if (bf16 && b.Ms >= LM_BATCH_DNNL_ROWS)
+	if (bf16 && b.Ms >= LM_BATCH_DNNL_MIN_ROWS)
 		b.Mp = (b.Ms + LM_BATCH_DNNL_ROWS - 1) / LM_BATCH_DNNL_ROWS * LM_BATCH_DNNL_ROWS;
 	b.M += b.Mp - b.Ms;
 	*ret = b;
@@ -590,13 +591,13 @@ static int logit_scratch_rows(const struct batch_shape *b)
 }
 
 /* Whether a product of the batch runs on oneDNN (bf16: the merged decode rows from
- * LM_BATCH_DNNL_ROWS, a longer run from CPU_DNNL_MIN_T): the norms then write the bf16 rows
+ * LM_BATCH_DNNL_MIN_ROWS, a longer run from CPU_DNNL_MIN_T): the norms then write the bf16 rows
  * those products read. */
 static bool batch_uses_dnnl(const struct lm_run *runs, int n, bool bf16, const struct batch_shape *b)
 {
 	if (!bf16)
 		return false;
-	if (b->Mp >= LM_BATCH_DNNL_ROWS)
+	if (b->Mp >= LM_BATCH_DNNL_MIN_ROWS)
 		return true;
 	for (int i = 0; i < n; i++)
 		if (runs[i].T >= CPU_DNNL_MIN_T)
@@ -716,7 +717,7 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * with bf16 activations: all paths then multiply the same bf16 values, exactly, and differ only
  * in the order of the fp32 sums. `merged`: the decode rows of several sequences (struct
  * batch_shape's Ms rows), which run on the GEMV kernels whatever their number (each row's sums
- * as its sequence's own decode forms them), except in bf16 from LM_BATCH_DNNL_ROWS rows, where
+ * as its sequence's own decode forms them), except in bf16 from LM_BATCH_DNNL_MIN_ROWS rows, where
  * oneDNN's product is faster. cpu_matmul only fails on scratch, which lm_seq_prepare()
  * reserved; a oneDNN product that fails (memory for a new primitive) runs on cpu_matmul
  * instead. oneDNN's products apply `act` in their epilogue; returns whether act was applied
@@ -737,7 +738,7 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 	if (p->bf16) {
 		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
 		 * of x; the rounding in place is for the other paths */
-		if (dw && T >= (merged ? LM_BATCH_DNNL_ROWS : CPU_DNNL_MIN_T) &&
+		if (dw && T >= (merged ? LM_BATCH_DNNL_MIN_ROWS : CPU_DNNL_MIN_T) &&
 		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
 			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
 			applied = true;

@@ -8,7 +8,7 @@
  * Tolerances (per logits row, relative to the row's largest |logit|; states likewise per array):
  *   - fp32: 1e-6 (issue 16). The CPU backend forms every row's sums as the separate call does,
  *     so on the CPU the logits and states must be bit-identical, not merely close.
- *   - bf16: bit-identical below LM_BATCH_DNNL_ROWS decode rows on the CPU (the same GEMV
+ *   - bf16: bit-identical below LM_BATCH_DNNL_MIN_ROWS decode rows on the CPU (the same GEMV
  *     kernels); from there the decode rows' products run through oneDNN, the same bf16 inputs
  *     summed in another order, and a rounding of an activation to bf16 may then fall the other
  *     way: 2e-2, the bound the bf16 goldens' cosine >= 0.999 allows an element, and the same
@@ -39,7 +39,7 @@ static int32_t next_token(int vocab)
 
 static struct engine_model *model;
 static struct engine_backend *backend;
-static bool exact; /* the CPU in fp32 (or bf16 below LM_BATCH_DNNL_ROWS decode rows) */
+static bool exact; /* the CPU in fp32 (or bf16 below LM_BATCH_DNNL_MIN_ROWS decode rows) */
 static bool is_fp32;
 static int V, D;
 
@@ -177,7 +177,7 @@ static void step(const char *name, struct pair *s, int n_sess, const struct part
 							   parts[k].want, want[k]),
 				     0);
 	CHECK_INT_EQ(engine_forward_batch(backend, e, (size_t)n_e), 0);
-	bool bit_exact = exact && (is_fp32 || decode_rows < LM_BATCH_DNNL_ROWS);
+	bool bit_exact = exact && (is_fp32 || decode_rows < LM_BATCH_DNNL_MIN_ROWS);
 	for (int k = 0; k < n_sess; k++) {
 		char what[128];
 		snprintf(what, sizeof(what), "%s, session %d (%d tokens held)", name, k,
