@@ -26,9 +26,9 @@
 #include <string.h>
 
 #include "common.h"
+#include "cpu_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #define HAVE_X86 1
 #endif
 
@@ -102,89 +102,35 @@ static const struct cpu_gemv_variant *const variants[] = {
 #endif
 };
 
+static const enum cpu_isa isas[] = {
+	CPU_ISA_PORTABLE,
 #ifdef HAVE_X86
-/* CPUID.(7,1):EAX.AVX512_BF16[bit 5]; the OS's saving of the zmm state is implied by the
- * avx512f check (__builtin_cpu_supports reads XGETBV) it is combined with */
-static bool has_avx512bf16(void)
-{
-	unsigned int eax, ebx, ecx, edx;
-
-	return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5));
-}
-
-static bool has_f16c(void)
-{
-	unsigned int eax, ebx, ecx, edx;
-
-	return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-}
+	CPU_ISA_AVX2,
+	CPU_ISA_AVX512,
+	CPU_ISA_AVX512BF16,
 #endif
+};
+_Static_assert(ARRAY_SIZE(isas) == ARRAY_SIZE(variants), "one instruction set per variant");
 
-static bool supported(const struct cpu_gemv_variant *v)
-{
-	if (v == &cpu_gemv_portable)
-		return true;
-#ifdef HAVE_X86
-	__builtin_cpu_init();
-	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
-	bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-	if (v == &cpu_gemv_avx2)
-		return avx2;
-	if (v == &cpu_gemv_avx512)
-		return avx512;
-	if (v == &cpu_gemv_avx512bf16)
-		return avx512 && __builtin_cpu_supports("avx512bw") && has_avx512bf16();
-#endif
-	return false;
-}
-
-static const struct cpu_gemv_variant *find(const char *name)
-{
-	/* "generic" is the name $HOLOD_CPU_KERNELS has always used for portable C */
-	if (strcmp(name, "generic") == 0)
-		name = "portable";
-	for (size_t i = 0; i < ARRAY_SIZE(variants); i++)
-		if (strcmp(variants[i]->name, name) == 0)
-			return variants[i];
-	return NULL;
-}
-
-/* The most capable variant the CPU runs, capped by $HOLOD_CPU_KERNELS when it names one. */
-static const struct cpu_gemv_variant *choose(void)
-{
-	const char *cap_name = getenv("HOLOD_CPU_KERNELS");
-	const struct cpu_gemv_variant *cap = cap_name ? find(cap_name) : NULL;
-	const struct cpu_gemv_variant *best = &cpu_gemv_portable;
-	for (size_t i = 0; i < ARRAY_SIZE(variants); i++) {
-		if (supported(variants[i]))
-			best = variants[i];
-		if (variants[i] == cap)
-			break;
-	}
-	return best;
-}
-
-static const struct cpu_gemv_variant *selected;
+static int selected = -1; /* the index in variants[], -1 before the first use */
 
 static const struct cpu_gemv_variant *variant(void)
 {
-	/* racing first calls store the same pointer */
-	const struct cpu_gemv_variant *v = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (!v) {
-		v = choose();
-		__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	/* racing first calls store the same index */
+	int i = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
+	if (i < 0) {
+		i = cpu_isa_choose(isas, ARRAY_SIZE(isas), NULL);
+		__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
 	}
-	return v;
+	return variants[i];
 }
 
 int cpu_gemv_select(const char *name)
 {
-	const struct cpu_gemv_variant *v = find(name);
-	if (!v)
-		return -EINVAL;
-	if (!supported(v))
-		return -ENOTSUP;
-	__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	int i = cpu_isa_choose(isas, ARRAY_SIZE(isas), name);
+	if (i < 0)
+		return i;
+	__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
 	return 0;
 }
 

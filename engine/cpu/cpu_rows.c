@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "cpu_isa.h"
 #include "cpu.h"
 #include "cpu_dnnl.h"
 #include "loader.h"
@@ -144,69 +145,34 @@ static const struct cpu_rows_variant *const variants[] = {
 #endif
 };
 
-static bool supported(const struct cpu_rows_variant *v)
-{
-	if (v == &cpu_rows_portable)
-		return true;
+static const enum cpu_isa isas[] = {
+	CPU_ISA_PORTABLE,
 #ifdef HAVE_X86
-	__builtin_cpu_init();
-	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-	if (v == &cpu_rows_avx2)
-		return avx2;
-	if (v == &cpu_rows_avx512)
-		return avx2 && __builtin_cpu_supports("avx512f");
+	CPU_ISA_AVX2,
+	CPU_ISA_AVX512,
 #endif
-	return false;
-}
+};
+_Static_assert(ARRAY_SIZE(isas) == ARRAY_SIZE(variants), "one instruction set per variant");
 
-static const struct cpu_rows_variant *find(const char *name)
-{
-	/* "generic" is $HOLOD_CPU_KERNELS's name for portable C */
-	if (strcmp(name, "generic") == 0)
-		name = "portable";
-	for (size_t i = 0; i < ARRAY_SIZE(variants); i++)
-		if (strcmp(variants[i]->name, name) == 0)
-			return variants[i];
-	return NULL;
-}
-
-/* The most capable variant the CPU runs, capped by $HOLOD_CPU_KERNELS when it names one (the
- * GEMV's "avx512bf16" names none here: these kernels have no bf16 products). */
-static const struct cpu_rows_variant *choose(void)
-{
-	const char *cap_name = getenv("HOLOD_CPU_KERNELS");
-	const struct cpu_rows_variant *cap = cap_name ? find(cap_name) : NULL;
-	const struct cpu_rows_variant *best = &cpu_rows_portable;
-	for (size_t i = 0; i < ARRAY_SIZE(variants); i++) {
-		if (supported(variants[i]))
-			best = variants[i];
-		if (variants[i] == cap)
-			break;
-	}
-	return best;
-}
-
-static const struct cpu_rows_variant *selected;
+static int selected = -1; /* the index in variants[], -1 before the first use */
 
 const struct cpu_rows_variant *cpu_rows(void)
 {
-	/* racing first calls store the same pointer */
-	const struct cpu_rows_variant *v = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (!v) {
-		v = choose();
-		__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	/* racing first calls store the same index */
+	int i = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
+	if (i < 0) {
+		i = cpu_isa_choose(isas, ARRAY_SIZE(isas), NULL);
+		__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
 	}
-	return v;
+	return variants[i];
 }
 
 int cpu_rows_select(const char *name)
 {
-	const struct cpu_rows_variant *v = find(name);
-	if (!v)
-		return -EINVAL;
-	if (!supported(v))
-		return -ENOTSUP;
-	__atomic_store_n(&selected, v, __ATOMIC_RELEASE);
+	int i = cpu_isa_choose(isas, ARRAY_SIZE(isas), name);
+	if (i < 0)
+		return i;
+	__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
 	return 0;
 }
 
