@@ -238,7 +238,21 @@ int main(void)
 	json_t *st = model_worker_status(et);
 	json_t *b = json_object_get(st, "batching");
 	CHECK_INT_EQ(json_integer_value(json_object_get(b, "prefill_chunk")), CHUNK);
-	CHECK(json_integer_value(json_object_get(b, "largest_batch")) >= (json_int_t)n_seq);
+	/* How many sessions share a forward depends on when each thread's job arrived; what is
+	 * certain is the most this test saw sharing one (a session's prompt forwards are not
+	 * recorded, so the worker may have seen more), and that the decoders' tokens during the
+	 * prefill (checked above) put the prefill and at least two decoders in one forward. */
+	size_t seen = 0;
+	for (size_t i = 0; i < n_seq; i++)
+		for (size_t k = 0; k < q[i].n_at; k++) {
+			size_t same = 0;
+			for (size_t j = 0; j < n_seq; j++)
+				for (size_t l = 0; l < q[j].n_at; l++)
+					same += q[j].at[l] == q[i].at[k];
+			seen = MAX(seen, same);
+		}
+	CHECK(seen >= 3);
+	CHECK(json_integer_value(json_object_get(b, "largest_batch")) >= (json_int_t)seen);
 	CHECK(json_integer_value(json_object_get(b, "batches")) >= N_NEW - 1);
 	CHECK_INT_EQ(json_integer_value(json_object_get(b, "sequences")), 0);
 	CHECK(json_is_null(json_object_get(b, "budget_bytes")));
