@@ -104,6 +104,10 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 		return fail(EINVAL, msg, msglen, "unknown backend %d", (int)opts->kind);
 	if ((unsigned)opts->precision >= ARRAY_SIZE(precision_names))
 		return fail(EINVAL, msg, msglen, "unknown precision %d", (int)opts->precision);
+	if ((unsigned)opts->ssm_state >= ARRAY_SIZE(precision_names))
+		return fail(EINVAL, msg, msglen, "unknown SSM state type %d", (int)opts->ssm_state);
+	if (opts->ssm_state == ENGINE_PRECISION_DEFAULT)
+		opts->ssm_state = ENGINE_PRECISION_FP32;
 	if (opts->kind == ENGINE_BACKEND_AUTO) {
 		char why[256];
 		opts->kind = ENGINE_BACKEND_CPU;
@@ -191,6 +195,7 @@ int engine_backend_get_info(const struct engine_backend *b, struct engine_backen
 	ret->kind = b->kind;
 	ret->name = b->ops->name;
 	ret->precision = b->precision;
+	ret->ssm_state = b->ssm_state;
 	ret->runs_model = b->ops->forward != NULL;
 	ret->weight_bytes = b->weight_bytes;
 	ret->state_bytes = atomic_load(&b->state_bytes);
@@ -268,6 +273,8 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 	b->kind = opts->kind;
 	b->device = opts->device;
 	b->precision = opts->precision;
+	b->ssm_state = opts->ssm_state == ENGINE_PRECISION_BF16 ? ENGINE_PRECISION_BF16
+								 : ENGINE_PRECISION_FP32;
 	b->state_limit = opts->state_limit;
 	atomic_init(&b->state_bytes, 0);
 }
@@ -311,14 +318,17 @@ static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct engine_backend *default_create(const struct engine_model *model)
 {
 	const char *kind = getenv("HOLOD_BACKEND"), *precision = getenv("HOLOD_PRECISION");
+	const char *ssm = getenv("HOLOD_SSM_STATE");
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
 	bool cpu = !kind || !*kind || strcmp(kind, "cpu") == 0;
 	if (!cpu)
 		o.precision = ENGINE_PRECISION_FP32;
 	if ((!cpu && strcmp(kind, "cuda") != 0) ||
-	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0)) {
-		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s: expected cpu or cuda, and fp32 or bf16",
-			  kind ? kind : "", precision ? precision : "");
+	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0) ||
+	    (ssm && *ssm && engine_precision_parse(ssm, &o.ssm_state) < 0)) {
+		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s: expected cpu or cuda, "
+			  "and fp32 or bf16",
+			  kind ? kind : "", precision ? precision : "", ssm ? ssm : "");
 		errno = EINVAL;
 		return NULL;
 	}

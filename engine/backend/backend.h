@@ -144,6 +144,7 @@ struct engine_backend {
 	enum engine_backend_kind kind;
 	int device;
 	enum engine_precision precision;
+	enum engine_precision ssm_state; /* FP32 or BF16 (engine_backend_options) */
 	uint64_t weight_bytes;       /* weights held by the device for this backend */
 	uint64_t state_limit;        /* 0: none */
 	_Atomic uint64_t state_bytes; /* sequence memory allocated (capacity), all sequences */
@@ -176,7 +177,8 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 
 /* The model's default backend, created on first use; NULL + errno (EINVAL, ENOMEM, and
  * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32 or bf16; unset,
- * engine_model_cpu_precision()'s), unless $HOLOD_BACKEND=cuda (with
+ * engine_model_cpu_precision()'s) with the SSM state stored as $HOLOD_SSM_STATE says (fp32 or
+ * bf16; unset, fp32), unless $HOLOD_BACKEND=cuda (with
  * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device 0: the hook the
  * backend conformance suite runs every session test through (tests/lm/meson.build). */
 struct engine_backend *backend_model_default(const struct engine_model *m);

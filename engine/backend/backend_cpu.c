@@ -3,7 +3,8 @@
  * Weights: the model's memory-mapped matrices as they are (cpu_matmul reads bf16/f16/f32
  * directly); the small tensors (norms, conv taps, SSM parameters) are converted to fp32 once at
  * creation (struct lm_prepared), so no forward call converts a weight. Sequences (struct lm_seq):
- * Mamba layers hold the raw conv window [K-1][conv_dim] and the fp32 SSM state [H][P][N];
+ * Mamba layers hold the raw fp32 conv window [K-1][conv_dim] and the SSM state [H][P][N], in
+ * fp32 or, with the ssm_state option BF16, in bf16 (updated in fp32, rounded when stored);
  * attention layers hold fp32 K/V caches of kv_cap positions, grown on demand up to max_tokens;
  * MLP layers hold nothing. Every byte of that is charged to the backend (backend_charge), which
  * enforces the state limit.
@@ -47,15 +48,27 @@ static size_t ssm_floats(const struct lm_dims *dm)
 	return (size_t)dm->H * dm->P * dm->N;
 }
 
-/* Bytes of the fixed part of a sequence (conv + SSM states) and of one KV position. */
-static void seq_sizes(const struct engine_model *m, uint64_t *ret_fixed, uint64_t *ret_per_pos)
+static bool ssm_bf16(const struct engine_backend *b)
 {
+	return b->ssm_state == ENGINE_PRECISION_BF16;
+}
+
+/* Bytes of one layer's SSM state as the backend stores it. */
+static size_t ssm_bytes(const struct engine_backend *b, const struct lm_dims *dm)
+{
+	return ssm_floats(dm) * (ssm_bf16(b) ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* Bytes of the fixed part of a sequence (conv + SSM states) and of one KV position. */
+static void seq_sizes(const struct engine_backend *b, uint64_t *ret_fixed, uint64_t *ret_per_pos)
+{
+	const struct engine_model *m = b->model;
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
 	uint64_t fixed = 0, per_pos = 0;
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		if (m->layers[l].kind == LM_LAYER_MAMBA)
-			fixed += (conv_floats(&dm) + ssm_floats(&dm)) * sizeof(float);
+			fixed += conv_floats(&dm) * sizeof(float) + ssm_bytes(b, &dm);
 		else if (m->layers[l].kind == LM_LAYER_ATTENTION)
 			per_pos += 2 * (uint64_t)dm.kv_dim * sizeof(float);
 	}
@@ -70,6 +83,7 @@ static void free_layers(const struct engine_model *m, struct lm_layer_state *lay
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		free(layers[l].conv);
 		free(layers[l].ssm);
+		free(layers[l].ssm16);
 		free(layers[l].k);
 		free(layers[l].v);
 	}
@@ -82,7 +96,7 @@ static void cpu_seq_destroy(struct backend_seq *bs)
 	if (!s)
 		return;
 	uint64_t fixed, per_pos;
-	seq_sizes(s->model, &fixed, &per_pos);
+	seq_sizes(bs->backend, &fixed, &per_pos);
 	if (s->layers)
 		backend_uncharge(bs->backend, fixed + per_pos * (uint64_t)s->kv_cap);
 	free_layers(s->model, s->layers);
@@ -96,7 +110,7 @@ static struct backend_seq *cpu_seq_create(struct engine_backend *b, int max_toke
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
 	uint64_t fixed, per_pos;
-	seq_sizes(m, &fixed, &per_pos);
+	seq_sizes(b, &fixed, &per_pos);
 	struct lm_seq *s = calloc(1, sizeof(*s));
 	if (!s)
 		goto oom;
@@ -112,9 +126,13 @@ static struct backend_seq *cpu_seq_create(struct engine_backend *b, int max_toke
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		if (m->layers[l].kind != LM_LAYER_MAMBA)
 			continue;
-		s->layers[l].conv = calloc(MAX(conv_floats(&dm), 1), sizeof(float));
-		s->layers[l].ssm = calloc(ssm_floats(&dm), sizeof(float));
-		if (!s->layers[l].conv || !s->layers[l].ssm)
+		struct lm_layer_state *st = &s->layers[l];
+		st->conv = calloc(MAX(conv_floats(&dm), 1), sizeof(float));
+		if (ssm_bf16(b))
+			st->ssm16 = calloc(ssm_floats(&dm), sizeof(uint16_t));
+		else
+			st->ssm = calloc(ssm_floats(&dm), sizeof(float));
+		if (!st->conv || (!st->ssm && !st->ssm16))
 			goto free_layers;
 	}
 	return &s->base;
@@ -138,7 +156,9 @@ static void cpu_seq_reset(struct backend_seq *bs)
 		if (s->model->layers[l].kind != LM_LAYER_MAMBA)
 			continue;
 		memset(s->layers[l].conv, 0, conv_floats(&dm) * sizeof(float));
-		memset(s->layers[l].ssm, 0, ssm_floats(&dm) * sizeof(float));
+		/* all-zero bits are 0.0 in bf16 as in fp32 */
+		memset(s->layers[l].ssm16 ? (void *)s->layers[l].ssm16 : (void *)s->layers[l].ssm, 0,
+		       ssm_bytes(bs->backend, &dm));
 	}
 	bs->n_tokens = 0;
 }
@@ -171,7 +191,10 @@ static int cpu_seq_copy(struct backend_seq *bdst, const struct backend_seq *bsrc
 		switch (m->layers[l].kind) {
 		case LM_LAYER_MAMBA:
 			memcpy(dst->layers[l].conv, src->layers[l].conv, conv_floats(&dm) * sizeof(float));
-			memcpy(dst->layers[l].ssm, src->layers[l].ssm, ssm_floats(&dm) * sizeof(float));
+			if (src->layers[l].ssm16)
+				memcpy(dst->layers[l].ssm16, src->layers[l].ssm16, ssm_bytes(bdst->backend, &dm));
+			else
+				memcpy(dst->layers[l].ssm, src->layers[l].ssm, ssm_bytes(bdst->backend, &dm));
 			break;
 		case LM_LAYER_ATTENTION:
 			if (n > 0) {
@@ -189,9 +212,8 @@ static int cpu_seq_copy(struct backend_seq *bdst, const struct backend_seq *bsrc
 
 static size_t cpu_seq_state_bytes(const struct backend_seq *bs)
 {
-	const struct lm_seq *s = (const struct lm_seq *)bs;
 	uint64_t fixed, per_pos;
-	seq_sizes(s->model, &fixed, &per_pos);
+	seq_sizes(bs->backend, &fixed, &per_pos);
 	return (size_t)(fixed + per_pos * (uint64_t)bs->n_tokens);
 }
 
@@ -219,7 +241,14 @@ static int cpu_seq_export(const struct backend_seq *bs, struct backend_seq_state
 		const struct lm_layer_state *in = &s->layers[l];
 		if (m->layers[l].kind == LM_LAYER_MAMBA) {
 			o->conv = dup_floats(in->conv, conv_floats(&dm));
-			o->ssm = dup_floats(in->ssm, ssm_floats(&dm));
+			if (in->ssm16) {
+				/* widening is exact */
+				if ((o->ssm = malloc(ssm_floats(&dm) * sizeof(float))))
+					for (size_t i = 0; i < ssm_floats(&dm); i++)
+						o->ssm[i] = bf16_to_f32(in->ssm16[i]);
+			} else {
+				o->ssm = dup_floats(in->ssm, ssm_floats(&dm));
+			}
 			if (!o->conv || !o->ssm)
 				goto oom;
 		} else if (m->layers[l].kind == LM_LAYER_ATTENTION) {
@@ -250,7 +279,10 @@ static int cpu_seq_import(struct backend_seq *bs, const struct backend_seq_state
 		const struct backend_layer_state *in = &st->layers[l];
 		if (m->layers[l].kind == LM_LAYER_MAMBA) {
 			memcpy(s->layers[l].conv, in->conv, conv_floats(&dm) * sizeof(float));
-			memcpy(s->layers[l].ssm, in->ssm, ssm_floats(&dm) * sizeof(float));
+			if (s->layers[l].ssm16)
+				cpu_f32_to_bf16(in->ssm, s->layers[l].ssm16, ssm_floats(&dm));
+			else
+				memcpy(s->layers[l].ssm, in->ssm, ssm_floats(&dm) * sizeof(float));
 		} else if (m->layers[l].kind == LM_LAYER_ATTENTION && n > 0) {
 			memcpy(s->layers[l].k, in->k, (size_t)n * dm.kv_dim * sizeof(float));
 			memcpy(s->layers[l].v, in->v, (size_t)n * dm.kv_dim * sizeof(float));

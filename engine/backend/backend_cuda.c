@@ -1437,6 +1437,11 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (opts->ssm_state == ENGINE_PRECISION_BF16) {
+		fail(EINVAL, errbuf, errlen, "the CUDA backend stores the SSM state in fp32 only");
+		errno = EINVAL;
+		return NULL;
+	}
 	struct cuda_backend *b = xcalloc(1, sizeof(*b));
 	pthread_mutex_init(&b->lock, NULL);
 	backend_init(&b->base, &cuda_ops, m, opts);

@@ -224,6 +224,7 @@ struct ssd_job {
 	size_t ldx;
 	const float *dt, *a, *dskip;
 	float *state, *y;
+	uint16_t *state16; /* the caller's state when it is stored in bf16 (state NULL then) */
 	float *fin; /* [G][N][H/G * P]: the state after the span */
 	_Atomic int err;
 };
@@ -310,9 +311,19 @@ static void group_task(void *ctx, int g, int thread)
 	const int P = dm->P, N = dm->N, hp = j->hpg * P;
 	struct scratch sc;
 	scratch_at(dm, cpu_scratch(thread), &sc);
-	for (int i = 0; i < j->hpg; i++)
-		j->k->transpose(sc.st + (size_t)i * P, (size_t)hp, j->state + (size_t)(g * j->hpg + i) * P * N,
-			  (size_t)N, P, N);
+	for (int i = 0; i < j->hpg; i++) {
+		size_t h = (size_t)(g * j->hpg + i);
+		if (!j->state16) {
+			j->k->transpose(sc.st + (size_t)i * P, (size_t)hp, j->state + h * P * N,
+					(size_t)N, P, N);
+			continue;
+		}
+		const uint16_t *src = j->state16 + h * P * N;
+		for (int p = 0; p < P; p++)
+			for (int n = 0; n < N; n++)
+				sc.st[(size_t)n * hp + (size_t)i * P + p] =
+					bf16_to_f32(src[(size_t)p * N + n]);
+	}
 	j->k->round_bf16(sc.st16, sc.st, N * hp);
 	for (int t0 = 0; t0 < j->T; t0 += dm->chunk) {
 		if (atomic_load_explicit(&j->err, memory_order_relaxed))
@@ -334,9 +345,18 @@ static void store_task(void *ctx, int g, int thread)
 	const int P = dm->P, N = dm->N, hp = j->hpg * P;
 	(void)thread;
 	const float *S = j->fin + (size_t)g * N * hp;
-	for (int i = 0; i < j->hpg; i++)
-		j->k->transpose(j->state + (size_t)(g * j->hpg + i) * P * N, (size_t)N, S + (size_t)i * P,
-			  (size_t)hp, N, P);
+	for (int i = 0; i < j->hpg; i++) {
+		size_t h = (size_t)(g * j->hpg + i);
+		if (!j->state16) {
+			j->k->transpose(j->state + h * P * N, (size_t)N, S + (size_t)i * P, (size_t)hp,
+					N, P);
+			continue;
+		}
+		uint16_t *dst = j->state16 + h * P * N;
+		for (int p = 0; p < P; p++)
+			for (int n = 0; n < N; n++)
+				dst[(size_t)p * N + n] = f32_to_bf16(S[(size_t)n * hp + (size_t)i * P + p]);
+	}
 }
 
 /* The four products of chunks of L positions into prod[0..3]. Returns 0 or -errno with none
@@ -363,9 +383,9 @@ static int get_products(const struct lm_dims *dm, int hpg, int L, struct cpu_dnn
 	return 0;
 }
 
-int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-		      const float *dt, const float *a, const float *dskip, float *state, float *y,
-		      float *work)
+static int scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		const float *a, const float *dskip, float *state, uint16_t *state16, float *y,
+		float *work)
 {
 	if (T < 1)
 		return 0;
@@ -387,6 +407,7 @@ int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t 
 		.a = a,
 		.dskip = dskip,
 		.state = state,
+		.state16 = state16,
 		.y = y,
 		.fin = (float *)(((uintptr_t)work + 63) & ~(uintptr_t)63),
 	};
@@ -415,4 +436,18 @@ put:
 	for (int i = 0; i < n_prod; i++)
 		cpu_dnnl_small_put(j.prod[i]);
 	return r;
+}
+
+int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+		      const float *dt, const float *a, const float *dskip, float *state, float *y,
+		      float *work)
+{
+	return scan(dm, T, xbc, ldx, dt, a, dskip, state, NULL, y, work);
+}
+
+int cpu_ssd_scan_bf16_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+			  const float *dt, const float *a, const float *dskip, uint16_t *state,
+			  float *y, float *work)
+{
+	return scan(dm, T, xbc, ldx, dt, a, dskip, NULL, state, y, work);
 }

@@ -62,3 +62,9 @@ size_t cpu_ssd_scratch_bytes(const struct lm_dims *dm);
 int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
 		      const float *dt, const float *a, const float *dskip, float *state, float *y,
 		      float *work);
+/* The same with the state stored in bf16 (the backend's bf16 SSM state): it is widened to fp32
+ * once at the start, carried in fp32 from chunk to chunk, and rounded to nearest even once at
+ * the end. */
+int cpu_ssd_scan_bf16_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+			  const float *dt, const float *a, const float *dskip, uint16_t *state,
+			  float *y, float *work);

@@ -180,6 +180,10 @@ struct engine_backend_options {
 	enum engine_precision precision;
 	uint64_t state_limit;      /* bytes of session state (all sessions and snapshots) the
 				    * backend may allocate; 0: no limit but memory itself */
+	/* How the Mamba SSM state (the largest per-session state) is stored: FP32 (DEFAULT), or
+	 * BF16, which halves its memory and traffic: every update loads it, computes in fp32 and
+	 * stores it rounded to nearest even. The conv window and the KV cache are unaffected. */
+	enum engine_precision ssm_state;
 	/* Weight loading progress: called on the creating thread with the bytes of the
 	 * checkpoint's tensors prepared so far (CUDA: read from the files, converted and sent to
 	 * the device; the CPU reads the memory map as it is, so it reports them all at once), of
@@ -225,6 +229,7 @@ struct engine_backend_info {
 	const char *name;                /* "cpu", "cuda" */
 	char device[256];                /* e.g. "NVIDIA H100 80GB HBM3", "x86_64, avx2 kernels" */
 	enum engine_precision precision; /* BF16 or FP32 */
+	enum engine_precision ssm_state; /* the SSM state's storage: BF16 or FP32 */
 	bool runs_model;                 /* false: sessions exist but computing is -EOPNOTSUPP */
 	uint64_t weight_bytes;           /* weights held for this backend (the map on the CPU) */
 	uint64_t state_bytes;            /* memory of its live sessions and snapshots */

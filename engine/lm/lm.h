@@ -24,7 +24,8 @@
 
 struct lm_layer_state {
 	float *conv;  /* Mamba: [K-1][conv_dim] raw (pre-conv) xBC of the last K-1 positions, oldest first */
-	float *ssm;   /* Mamba: [H][P][N] fp32 */
+	float *ssm;   /* Mamba: [H][P][N] fp32, or NULL when the state is stored in bf16: */
+	uint16_t *ssm16; /* Mamba: [H][P][N] bf16 (the backend's ssm_state BF16), else NULL */
 	float *k, *v; /* attention: [kv_cap][Hkv*Dh] */
 };
 
@@ -165,6 +166,15 @@ void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ld
 		    const float *a, const float *dskip, float *state, float *y, float *cb_work);
 void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
 		 const float *a, const float *dskip, float *state, float *y);
+/* The same over a state stored in bf16 (the backend's bf16 SSM state): every update widens it
+ * to fp32, computes as above and rounds the result to nearest even when it stores it; the
+ * chunked form carries the state in fp32 from chunk to chunk and rounds it once at the end. */
+void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+			const float *dt, const float *a, const float *dskip, uint16_t *state,
+			float *y, float *cb_work);
+void lm_ssm_scan_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+		     const float *dt, const float *a, const float *dskip, uint16_t *state,
+		     float *y);
 size_t lm_ssm_scratch_bytes(const struct lm_dims *dm);
 /* Floats of cb_work lm_ssm_chunked() needs for T positions. */
 size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T);

@@ -144,13 +144,19 @@ static size_t pad16(size_t n)
 }
 
 /* Per-thread scratch of the chunked scan, in floats: cum[chunk], M[chunk][chunk],
- * xt[P][chunk], then the GEMM packing buffer (64-byte aligned: every region is a multiple of 16
- * floats and the scratch itself is aligned). */
-static size_t ssm_scratch_floats(const struct lm_dims *dm)
+ * xt[P][chunk], the GEMM packing buffer, then a head's state [P][N] widened to fp32 when it is
+ * stored in bf16 (64-byte aligned: every region is a multiple of 16 floats and the scratch
+ * itself is aligned). The recurrent scan uses only the last region. */
+static size_t ssm_state_at(const struct lm_dims *dm)
 {
 	size_t c = (size_t)dm->chunk;
 	return pad16(c) + pad16(c * c) + pad16((size_t)dm->P * c) +
 	       pad16(cpu_gemm_pack_floats(MAX(dm->N, dm->chunk)));
+}
+
+static size_t ssm_scratch_floats(const struct lm_dims *dm)
+{
+	return ssm_state_at(dm) + pad16((size_t)dm->P * dm->N);
 }
 
 size_t lm_ssm_scratch_bytes(const struct lm_dims *dm)
@@ -171,6 +177,7 @@ struct ssm_job {
 	size_t ldx;
 	const float *dt, *a, *dskip;
 	float *state, *y, *cb;
+	uint16_t *state16; /* the state when it is stored in bf16 (state NULL then) */
 };
 
 static float *ssm_pack(const struct lm_dims *dm, float *scratch)
@@ -204,8 +211,12 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 	const struct lm_dims *dm = j->dm;
 	const int P = dm->P, N = dm->N, H = dm->H, chunk = dm->chunk;
 	int g = h / (H / dm->G);
-	float *S = j->state + (size_t)h * P * N;
 	float *scratch = cpu_scratch(thread);
+	float *S = j->state16 ? scratch + ssm_state_at(dm) : j->state + (size_t)h * P * N;
+	uint16_t *S16 = j->state16 ? j->state16 + (size_t)h * P * N : NULL;
+	if (S16)
+		for (size_t i = 0; i < (size_t)P * N; i++)
+			S[i] = bf16_to_f32(S16[i]);
 	float *cum = scratch, *M = cum + pad16((size_t)chunk);
 	float *xt = M + pad16((size_t)chunk * chunk), *pack = ssm_pack(dm, scratch);
 	const float A = j->a[h], Dk = j->dskip[h];
@@ -253,15 +264,20 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 			S[i] *= eL;
 		cpu_gemm_f32(xt, (size_t)chunk, B, j->ldx, false, P, L, N, S, (size_t)N, true, pack);
 	}
+	if (S16)
+		cpu_f32_to_bf16(S, S16, (size_t)P * N);
 }
 
+/* A bf16 state is widened one row [N] at a time into the thread's scratch, updated there as an
+ * fp32 state is, and stored rounded: the fp32 path's arithmetic between a load and a store. */
 static void ssm_scan_head_task(void *ctx, int h, int thread)
 {
 	const struct ssm_job *j = ctx;
 	const struct lm_dims *dm = j->dm;
 	const int P = dm->P, N = dm->N, H = dm->H;
 	int g = h / (H / dm->G);
-	float *S = j->state + (size_t)h * P * N;
+	float *S = j->state16 ? cpu_scratch(thread) + ssm_state_at(dm) : j->state + (size_t)h * P * N;
+	uint16_t *S16 = j->state16 ? j->state16 + (size_t)h * P * N : NULL;
 	const float A = j->a[h], Dk = j->dskip[h];
 
 	for (int t = 0; t < j->T; t++) {
@@ -271,15 +287,22 @@ static void ssm_scan_head_task(void *ctx, int h, int thread)
 		float *y = j->y + (size_t)t * dm->d_in + h * P;
 		float dt = j->dt[(size_t)t * H + h], dA = expf(dt * A);
 		for (int p = 0; p < P; p++) {
-			float *Sp = S + (size_t)p * N;
+			float *Sp = S16 ? S : S + (size_t)p * N;
+			uint16_t *Sp16 = S16 ? S16 + (size_t)p * N : NULL;
+			if (Sp16)
+				for (int n = 0; n < N; n++)
+					Sp[n] = bf16_to_f32(Sp16[n]);
 			cpu_axpby(Sp, dA, dt * x[p], B, N);
 			y[p] = cpu_dot(Sp, C, N) + Dk * x[p];
+			if (Sp16)
+				cpu_f32_to_bf16(Sp, Sp16, (size_t)N);
 		}
 	}
 }
 
-void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
-		    const float *a, const float *dskip, float *state, float *y, float *cb_work)
+static void ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+			const float *dt, const float *a, const float *dskip, float *state,
+			uint16_t *state16, float *y, float *cb_work)
 {
 	struct ssm_job j = {
 		.dm = dm,
@@ -291,6 +314,7 @@ void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ld
 		.a = a,
 		.dskip = dskip,
 		.state = state,
+		.state16 = state16,
 		.y = y,
 		.cb = cb_work,
 	};
@@ -300,8 +324,9 @@ void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ld
 			 (double)dm->H * T * dm->P * (2.0 * dm->N + dm->chunk / 2));
 }
 
-void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
-		 const float *a, const float *dskip, float *state, float *y)
+static void ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+		     const float *dt, const float *a, const float *dskip, float *state,
+		     uint16_t *state16, float *y)
 {
 	struct ssm_job j = {
 		.dm = dm,
@@ -312,9 +337,36 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 		.a = a,
 		.dskip = dskip,
 		.state = state,
+		.state16 = state16,
 		.y = y,
 	};
 	cpu_parallel_for_work(dm->H, ssm_scan_head_task, &j, 2.0 * dm->H * T * dm->P * dm->N);
+}
+
+void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		    const float *a, const float *dskip, float *state, float *y, float *cb_work)
+{
+	ssm_chunked(dm, T, xbc, ldx, dt, a, dskip, state, NULL, y, cb_work);
+}
+
+void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		 const float *a, const float *dskip, float *state, float *y)
+{
+	ssm_scan(dm, T, xbc, ldx, dt, a, dskip, state, NULL, y);
+}
+
+void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+			const float *dt, const float *a, const float *dskip, uint16_t *state,
+			float *y, float *cb_work)
+{
+	ssm_chunked(dm, T, xbc, ldx, dt, a, dskip, NULL, state, y, cb_work);
+}
+
+void lm_ssm_scan_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
+		     const float *dt, const float *a, const float *dskip, uint16_t *state,
+		     float *y)
+{
+	ssm_scan(dm, T, xbc, ldx, dt, a, dskip, NULL, state, y);
 }
 
 /* ---- scratch layout ----------------------------------------------------------------------- */
@@ -892,6 +944,7 @@ static void scan_runs_task(void *ctx, int task, int thread)
 		.a = j->a,
 		.dskip = j->dskip,
 		.state = r->seq->layers[j->l].ssm,
+		.state16 = r->seq->layers[j->l].ssm16,
 		.y = j->y + (size_t)r->row * dm->d_in,
 	};
 	ssm_scan_head_task(&one, task % dm->H, thread);
@@ -958,9 +1011,14 @@ static void mamba_layer(const struct batch *b, int l)
 		float *rxc = xc + (size_t)r->row * cd, *rdt = dt + (size_t)r->row * H;
 		float *ry = y + (size_t)r->row * dm->d_in;
 		/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
-		if (!b->p->bf16 || T < CPU_SSD_MIN_T ||
-		    cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb) < 0)
-			lm_ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb);
+		bool done = false;
+		if (b->p->bf16 && T >= CPU_SSD_MIN_T)
+			done = (st->ssm16 ? cpu_ssd_scan_bf16_s16(dm, T, rxc, cd, rdt, a, dsk, st->ssm16,
+								  ry, cb)
+					  : cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry,
+							      cb)) == 0;
+		if (!done)
+			ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, st->ssm16, ry, cb);
 	}
 	prof_end(b->p, LM_OP_SSM, t0);
 	memset(y + (size_t)b->shape.Ms * dm->d_in, 0,

@@ -332,7 +332,8 @@ int main(void)
 	CHECK_INT_EQ(engine_backend_get_info(backend, &info), 0);
 	is_fp32 = info.precision == ENGINE_PRECISION_FP32;
 	exact = info.kind == ENGINE_BACKEND_CPU;
-	printf("backend %s, %s\n", info.name, engine_precision_name(info.precision));
+	printf("backend %s, %s, SSM state %s\n", info.name, engine_precision_name(info.precision),
+	       engine_precision_name(info.ssm_state));
 	engine_session_destroy(probe);
 	V = model->cfg.vocab;
 	D = model->cfg.hidden;

@@ -1,0 +1,307 @@
+/* The bf16 SSM state (engine_backend_options.ssm_state, issue 16) against the fp32 state on the
+ * tiny golden models (tests/fixtures/lm), on the CPU in fp32 and in bf16 precision.
+ *
+ * Per model and precision, two backends that differ only in the state's storage run the same
+ * tokens: the golden prompt (37 positions: a chunked prefill of 4 full SSD chunks and a partial
+ * one, past CPU_SSD_MIN_T so bf16 precision's oneDNN scan carries the state), then N_DECODE
+ * greedy decode steps fed with the fp32 state's choices, then a second chunked prefill of
+ * N_APPEND positions over the carried state. Checked:
+ *   - the bf16 state's greedy token equals the fp32 state's at every step (in bf16 precision
+ *     except near ties, TIE_MARGIN), and in fp32 precision the golden's ids over the golden's
+ *     decode steps;
+ *   - every logits row of both prefills and every decode step within cosine COS_MIN of the
+ *     fp32 state's (the worst is printed with LM_TEST_VERBOSE=1; measured 2026-11-25: 1 - cosine
+ *     <= 6.4e-7 in fp32 precision, <= 1.7e-5 in bf16, whose activation roundings amplify the
+ *     state's; the first prefill is identical, its state being rounded only once, at its end);
+ *   - a snapshot of a bf16-state session restores to the same logits, bit for bit, and its
+ *     exported state holds bf16 values (import rounds, export widens exactly);
+ *   - engine_session_state_bytes() and engine_session_state_bytes_at() (what the daemon's
+ *     admission charges) count the SSM state at 2 bytes an element: the fp32 figure less half
+ *     the SSM bytes, and the backend's charged state_bytes likewise. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "lm.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+#define COS_MIN 0.999
+#define N_DECODE 72
+#define N_APPEND 48
+/* bf16 precision: a greedy step whose two best fp32-state logits are closer than this may go
+ * either way (bf16 precision's own noise on the logits, of magnitude ~1-5, is ~1e-2); measured
+ * 2026-11-25: one such step in 3 x 72, tiny-mamba's step 30 at a margin of 1.3e-4 */
+#define TIE_MARGIN 1e-2f
+
+static double worst_cos = 1;
+
+static char *fixture_path(const char *rel)
+{
+	const char *root = getenv("HOLOD_SOURCE_ROOT");
+	size_t n = strlen(root ? root : ".") + strlen(rel) + 2;
+	char *p = malloc(n);
+	REQUIRE(p);
+	snprintf(p, n, "%s/%s", root ? root : ".", rel);
+	return p;
+}
+
+/* The golden's prompt and greedy ids (the HLMG file of test-lm-golden.c; logits skipped). */
+struct golden {
+	uint32_t vocab, n_prompt, n_gen;
+	int32_t *prompt, *gen;
+};
+
+static void golden_load(const char *name, struct golden *g)
+{
+	char rel[256];
+	snprintf(rel, sizeof(rel), "tests/fixtures/lm/%s.bin", name);
+	char *path = fixture_path(rel);
+	FILE *f = fopen(path, "rb");
+	REQUIRE(f);
+	char magic[4];
+	uint32_t hdr[4];
+	REQUIRE(fread(magic, 1, 4, f) == 4 && memcmp(magic, "HLMG", 4) == 0);
+	REQUIRE(fread(hdr, 1, sizeof(hdr), f) == sizeof(hdr));
+	REQUIRE(hdr[0] == 1 && hdr[1] > 0 && hdr[1] < (1u << 20) && hdr[2] > 0 && hdr[2] < 4096 &&
+		hdr[3] > 1 && hdr[3] < 4096);
+	g->vocab = hdr[1];
+	g->n_prompt = hdr[2];
+	g->n_gen = hdr[3];
+	g->prompt = malloc(g->n_prompt * sizeof(int32_t));
+	g->gen = malloc(g->n_gen * sizeof(int32_t));
+	REQUIRE(g->prompt && g->gen);
+	REQUIRE(fread(g->prompt, sizeof(int32_t), g->n_prompt, f) == g->n_prompt);
+	REQUIRE(fread(g->gen, sizeof(int32_t), g->n_gen, f) == g->n_gen);
+	fclose(f);
+	free(path);
+}
+
+static int32_t argmax(const float *v, int n)
+{
+	int32_t b = 0;
+	for (int i = 1; i < n; i++)
+		if (v[i] > v[b])
+			b = i;
+	return b;
+}
+
+/* the largest logit less the second largest */
+static float margin(const float *v, int n)
+{
+	int32_t b = argmax(v, n);
+	float second = -INFINITY;
+	for (int i = 0; i < n; i++)
+		if (i != b && v[i] > second)
+			second = v[i];
+	return v[b] - second;
+}
+
+static double cosine(const float *a, const float *b, size_t n)
+{
+	double ab = 0, aa = 0, bb = 0;
+	for (size_t i = 0; i < n; i++) {
+		ab += (double)a[i] * b[i];
+		aa += (double)a[i] * a[i];
+		bb += (double)b[i] * b[i];
+	}
+	return ab / sqrt(aa * bb);
+}
+
+/* rows of V logits: every row's cosine, the worst kept */
+static double rows_cosine(const float *a, const float *b, size_t rows, int V)
+{
+	double w = 1;
+	for (size_t r = 0; r < rows; r++)
+		w = fmin(w, cosine(a + r * (size_t)V, b + r * (size_t)V, (size_t)V));
+	return w;
+}
+
+static struct engine_backend *make_backend(const struct engine_model *m, enum engine_precision p,
+					   enum engine_precision ssm)
+{
+	char err[256] = "";
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = p,
+					   .ssm_state = ssm};
+	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
+	if (!b)
+		fprintf(stderr, "backend: %s\n", err);
+	REQUIRE(b);
+	struct engine_backend_info info;
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK_INT_EQ(info.ssm_state, ssm);
+	return b;
+}
+
+/* Bytes of the model's SSM states in fp32. */
+static size_t ssm_fp32_bytes(const struct engine_model *m)
+{
+	struct lm_dims dm;
+	lm_dims_init(&dm, &m->cfg);
+	size_t n = 0;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->layers[l].kind == LM_LAYER_MAMBA)
+			n += (size_t)dm.H * dm.P * dm.N * sizeof(float);
+	return n;
+}
+
+static void check_snapshot(struct engine_session *s, const struct golden *g, int V)
+{
+	struct engine_snapshot *snap = engine_session_snapshot(s);
+	REQUIRE(snap);
+	float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
+	REQUIRE(a && b);
+	CHECK_INT_EQ(engine_session_decode(s, g->gen[0], a), 0);
+	CHECK_INT_EQ(engine_session_decode(s, g->gen[1], a), 0);
+	CHECK_INT_EQ(engine_session_restore(s, snap), 0);
+	CHECK_INT_EQ(engine_session_decode(s, g->gen[0], b), 0);
+	CHECK_INT_EQ(engine_session_decode(s, g->gen[1], b), 0);
+	CHECK(memcmp(a, b, (size_t)V * sizeof(float)) == 0);
+	engine_snapshot_destroy(snap);
+
+	/* export: widened bf16 values; import of what export gave: the same state */
+	struct backend_seq_state st, st2;
+	CHECK_INT_EQ(backend_session_export(s, &st), 0);
+	bool bf16_values = true;
+	struct lm_dims dm;
+	const struct engine_backend *be = engine_session_backend(s);
+	lm_dims_init(&dm, &be->model->cfg);
+	for (int l = 0; l < st.n_layers; l++) {
+		if (!st.layers[l].ssm)
+			continue;
+		for (size_t i = 0; i < (size_t)dm.H * dm.P * dm.N; i++) {
+			uint32_t u;
+			memcpy(&u, &st.layers[l].ssm[i], 4);
+			bf16_values &= (u & 0xffff) == 0;
+		}
+	}
+	CHECK(bf16_values);
+	CHECK_INT_EQ(backend_session_import(s, &st), 0);
+	CHECK_INT_EQ(backend_session_export(s, &st2), 0);
+	for (int l = 0; l < st.n_layers; l++)
+		if (st.layers[l].ssm)
+			CHECK(memcmp(st.layers[l].ssm, st2.layers[l].ssm,
+				     (size_t)dm.H * dm.P * dm.N * sizeof(float)) == 0);
+	backend_seq_state_finish(&st);
+	backend_seq_state_finish(&st2);
+	free(a);
+	free(b);
+}
+
+static void check_model(const char *model_dir, const char *golden_name, enum engine_precision p)
+{
+	struct golden g;
+	golden_load(golden_name, &g);
+	char rel[256], err[256] = "";
+	snprintf(rel, sizeof(rel), "tests/fixtures/models/%s", model_dir);
+	char *dir = fixture_path(rel);
+	struct engine_model *m = engine_model_load(dir, err, sizeof(err));
+	if (!m)
+		fprintf(stderr, "%s: %s\n", dir, err);
+	REQUIRE(m);
+	free(dir);
+	struct engine_backend *b32 = make_backend(m, p, ENGINE_PRECISION_FP32);
+	struct engine_backend *b16 = make_backend(m, p, ENGINE_PRECISION_BF16);
+	int max = (int)g.n_prompt + N_DECODE + N_APPEND;
+	struct engine_session *s32 = engine_session_create_on(b32, max);
+	struct engine_session *s16 = engine_session_create_on(b16, max);
+	REQUIRE(s32 && s16);
+	const int V = (int)g.vocab;
+	size_t rows = g.n_prompt > N_APPEND ? g.n_prompt : N_APPEND;
+	float *l32 = malloc(rows * (size_t)V * sizeof(float));
+	float *l16 = malloc(rows * (size_t)V * sizeof(float));
+	REQUIRE(l32 && l16);
+
+	/* the admission figures: the SSM state at 2 bytes an element */
+	size_t ssm = ssm_fp32_bytes(m);
+	REQUIRE(ssm > 0);
+	CHECK_INT_EQ(engine_session_state_bytes(s16), engine_session_state_bytes(s32) - ssm / 2);
+	CHECK_INT_EQ(engine_session_state_bytes_at(s16, 100),
+		     engine_session_state_bytes_at(s32, 100) - ssm / 2);
+	struct engine_backend_info i32, i16;
+	CHECK_INT_EQ(engine_backend_get_info(b32, &i32), 0);
+	CHECK_INT_EQ(engine_backend_get_info(b16, &i16), 0);
+	CHECK_INT_EQ(i16.state_bytes, i32.state_bytes - ssm / 2);
+
+	/* the chunked prefill of the prompt */
+	CHECK_INT_EQ(engine_session_append(s32, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_ALL, l32), 0);
+	CHECK_INT_EQ(engine_session_append(s16, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_ALL, l16), 0);
+	double w_prefill = rows_cosine(l16, l32, g.n_prompt, V);
+	const float *last32 = l32 + (size_t)(g.n_prompt - 1) * V;
+	int32_t tok = argmax(last32, V);
+	CHECK_INT_EQ(argmax(l16 + (size_t)(g.n_prompt - 1) * V, V), tok);
+	CHECK_INT_EQ(tok, g.gen[0]);
+
+	/* greedy decode steps on the fp32 state's tokens */
+	double w_decode = 1;
+	for (int i = 0; i < N_DECODE; i++) {
+		CHECK_INT_EQ(engine_session_decode(s32, tok, l32), 0);
+		CHECK_INT_EQ(engine_session_decode(s16, tok, l16), 0);
+		w_decode = fmin(w_decode, cosine(l16, l32, (size_t)V));
+		int32_t next = argmax(l32, V);
+		if (p == ENGINE_PRECISION_FP32 || margin(l32, V) > TIE_MARGIN)
+			CHECK_INT_EQ(argmax(l16, V), next);
+		if ((uint32_t)i + 1 < g.n_gen && p == ENGINE_PRECISION_FP32)
+			CHECK_INT_EQ(next, g.gen[i + 1]);
+		tok = next;
+	}
+
+	/* a second chunked prefill over the carried state */
+	int32_t more[N_APPEND];
+	for (int i = 0; i < N_APPEND; i++)
+		more[i] = g.prompt[(size_t)i % g.n_prompt];
+	CHECK_INT_EQ(engine_session_append(s32, more, NULL, N_APPEND, ENGINE_LOGITS_ALL, l32), 0);
+	CHECK_INT_EQ(engine_session_append(s16, more, NULL, N_APPEND, ENGINE_LOGITS_ALL, l16), 0);
+	double w_append = rows_cosine(l16, l32, N_APPEND, V);
+	CHECK_INT_EQ(argmax(l16 + (size_t)(N_APPEND - 1) * V, V),
+		     argmax(l32 + (size_t)(N_APPEND - 1) * V, V));
+
+	CHECK(w_prefill >= COS_MIN);
+	CHECK(w_decode >= COS_MIN);
+	CHECK(w_append >= COS_MIN);
+	worst_cos = fmin(worst_cos, fmin(w_prefill, fmin(w_decode, w_append)));
+	if (getenv("LM_TEST_VERBOSE") || !(fmin(w_prefill, fmin(w_decode, w_append)) >= COS_MIN))
+		fprintf(stderr,
+			"%s %s: bf16 vs fp32 state, 1 - min cosine: prefill %.2e, %d decode steps "
+			"%.2e, second prefill %.2e\n",
+			model_dir, engine_precision_name(p), 1 - w_prefill, N_DECODE, 1 - w_decode,
+			1 - w_append);
+
+	/* the charged state grew by the KV cache alone: the SSM part stays at half */
+	CHECK_INT_EQ(engine_session_state_bytes(s16), engine_session_state_bytes(s32) - ssm / 2);
+
+	engine_session_reset(s16);
+	CHECK_INT_EQ(engine_session_append(s16, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_LAST, l16), 0);
+	check_snapshot(s16, &g, V);
+
+	free(l32);
+	free(l16);
+	engine_session_destroy(s32);
+	engine_session_destroy(s16);
+	engine_backend_destroy(b32);
+	engine_backend_destroy(b16);
+	engine_model_destroy(m);
+	free(g.prompt);
+	free(g.gen);
+}
+
+int main(void)
+{
+	static const char *const models[][2] = {
+		{"tiny-mamba", "tiny-mamba"},
+		{"tiny-aliases", "tiny-aliases"},
+		{"tiny-tied", "tiny-tied"},
+	};
+	for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+		check_model(models[i][0], models[i][1], ENGINE_PRECISION_FP32);
+		check_model(models[i][0], models[i][1], ENGINE_PRECISION_BF16);
+	}
+	printf("bf16 vs fp32 SSM state: worst logits cosine 1 - %.2e\n", 1 - worst_cos);
+	return test_exit();
+}
