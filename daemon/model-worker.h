@@ -101,7 +101,7 @@ int model_worker_tokens_per_tile(struct model_worker *et);
  *  "pattern", "hidden", "vocab", "vision", "tokens_per_tile", "threads", "kernels", "load_ms",
  *  "sessions", "state_bytes", "device_resets" (backends recreated after a device fault), "load"
  *  once the weights began loading ({"bytes", "total": checkpoint bytes prepared so far and in all,
- *  "bytes_per_second", "done"}: engine_backend_options.progress), and once ready "device", "precision", "device_weight_bytes",
+ *  "bytes_per_second", "done"}: engine_backend_options.progress), and once ready "device", "precision", "ssm_state", "device_weight_bytes",
  *  "device_state_bytes", "device_memory_total", "device_memory_free"}, and "batching":
  *  {"prefill_chunk", "batches" (forwards of sequence work), "sequences" (jobs in the batch
  *  now), "largest_batch" (sessions in one forward at most), "budget_bytes" (admission; null:
@@ -111,7 +111,7 @@ json_t *model_worker_status(struct model_worker *et);
 
 /* What produced a task, for its provenance: null unless READY, else {"path", "name", "sha256"
  * (config.json + weights index, hashed once at load; null when unreadable), "backend", "device",
- * "precision"}. A new reference, or NULL on OOM. */
+ * "precision", "ssm_state"}. A new reference, or NULL on OOM. */
 json_t *model_worker_provenance(struct model_worker *et);
 
 /* Runs fn(ctx, arg) on the model worker and returns its result. -ENODEV when no model is

@@ -27,6 +27,7 @@ enum option_type {
 	OPT_TEMPERATURE, /* a sampling temperature, 0..OPT_MAX_TEMPERATURE */
 	OPT_BACKEND,     /* an engine backend kind name */
 	OPT_PRECISION,   /* an engine precision name */
+	OPT_SSM_STATE,   /* the SSM state's storage: an engine precision name */
 };
 
 #define OPT_MAX_TEMPERATURE 2.0
@@ -92,6 +93,9 @@ static const struct option_def options[] = {
 	{"precision", "HOLOD_PRECISION", OPT_PRECISION, OFF(precision), 0, 0, "default", "P",
 	 "precision of the language model: default, bf16 or fp32 (default: bf16 on cuda, and on "
 	 "the cpu for a bf16 checkpoint; fp32 on the cpu otherwise)", true},
+	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
+	 "storage of each session's Mamba SSM state: fp32 or bf16 (half the state memory and "
+	 "traffic, so about twice the sessions fit; every update still computes in fp32)", true},
 	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "persistent", "MODE",
 	 "default history mode of instruction tasks: persistent or window", true},
 	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",
@@ -357,6 +361,18 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		free(*(char **)base);
 		*(char **)base = xstrdup(value);
 		return 0;
+	case OPT_SSM_STATE: {
+		enum engine_precision t;
+		if (engine_precision_parse(value, &t) < 0 || t == ENGINE_PRECISION_DEFAULT) {
+			fprintf(stderr, "holod: %s: --%s: unknown SSM state type '%s' (fp32, bf16)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		cfg->engine_backend.ssm_state = t;
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	}
 	case OPT_HISTORY:
 		if (ipc_history_from_string(value) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (persistent, window)\n",
@@ -619,8 +635,8 @@ static int resolve_defaults(struct holod_config *cfg)
 	if (cfg->model_dir) {
 		char msg[256];
 		if ((r = engine_backend_resolve(&cfg->engine_backend, msg, sizeof(msg))) < 0) {
-			fprintf(stderr, "holod: --backend %s --precision %s: %s\n", cfg->backend,
-				cfg->precision, msg);
+			fprintf(stderr, "holod: --backend %s --precision %s --ssm-state %s: %s\n",
+				cfg->backend, cfg->precision, cfg->ssm_state, msg);
 			return r;
 		}
 	}

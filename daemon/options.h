@@ -41,8 +41,9 @@ struct holod_config {
 	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
 	char *backend;        /* --backend auto|cpu|cuda: where the language model runs */
 	char *precision;      /* --precision default|bf16|fp32 */
+	char *ssm_state;      /* --ssm-state fp32|bf16: the Mamba SSM state's storage */
 	unsigned device;      /* --device N: the CUDA device index */
-	struct engine_backend_options engine_backend; /* the two above, parsed and resolved */
+	struct engine_backend_options engine_backend; /* the above, parsed and resolved */
 	char *history;        /* default history mode of instruction tasks: persistent | window */
 	unsigned window;      /* default observations kept with their image (window mode, rebuilds) */
 	unsigned max_tiles;   /* default image tile budget per observation; 0: the checkpoint's */

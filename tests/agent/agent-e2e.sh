@@ -21,6 +21,7 @@ expect_json "status model" '.model.weight_bytes > 0' true
 expect_json "status model" .model.vision true
 expect_json "status model" .model.sessions 0
 expect_json "status model" .model.precision "${AGENT_PRECISION:-fp32}"
+expect_json "status model" .model.ssm_state "${AGENT_SSM_STATE:-fp32}"
 if [ "$AGENT_BACKEND" = cpu ]; then
 	expect_json "status model" '.model.device | test("kernels")' true
 	expect_json "status model" '.model.device_weight_bytes == .model.weight_bytes' true
@@ -77,6 +78,7 @@ expect_json "provenance" .provenance.model.sha256 "$MODEL_SHA"
 expect_json "provenance" .provenance.model.name tiny-agent
 expect_json "provenance" .provenance.model.backend "$AGENT_BACKEND"
 expect_json "provenance" .provenance.model.precision "${AGENT_PRECISION:-fp32}"
+expect_json "provenance" .provenance.model.ssm_state "${AGENT_SSM_STATE:-fp32}"
 expect_json "provenance" .provenance.history persistent
 expect_json "provenance" '.provenance.sampling | has("temperature") and has("seed")' true
 expect_json "provenance" .provenance.budgets.max_steps 3

@@ -4,8 +4,8 @@
 #
 # Environment from meson: HOLOD, HOLOCTL, HOLO_TEST_CLIENT, AGENT_MODEL, INTEGRATION_LIB, and
 # AGENT_BACKEND (cpu, the default, or cuda: the emulated build runs the same scenarios on the CUDA
-# backend) and AGENT_PRECISION (empty: the backend's default), which start_agent passes as
-# --backend and --precision.
+# backend), AGENT_PRECISION (empty: the backend's default) and AGENT_SSM_STATE (empty: fp32),
+# which start_agent passes as --backend, --precision and --ssm-state.
 
 . "$INTEGRATION_LIB"
 
@@ -41,7 +41,8 @@ model_is() {
 # (a later --backend in ARGS wins).
 start_agent() {
 	start_holod --model "$AGENT_MODEL" --backend "$AGENT_BACKEND" \
-		${AGENT_PRECISION:+--precision "$AGENT_PRECISION"} "$@"
+		${AGENT_PRECISION:+--precision "$AGENT_PRECISION"} \
+		${AGENT_SSM_STATE:+--ssm-state "$AGENT_SSM_STATE"} "$@"
 	wait_until 60 model_is ready || { fail "the model did not load: $(model_state)"; exit 1; }
 }
 

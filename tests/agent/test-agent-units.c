@@ -111,6 +111,7 @@ static void test_loaded(const char *model)
 	/* the backend's own figures: the CPU holds the map as it is, and runs this bf16
 	 * checkpoint in bf16 by default */
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "precision")), "bf16");
+	CHECK_STR_EQ(json_string_value(json_object_get(st, "ssm_state")), "fp32");
 	CHECK(strstr(json_string_value(json_object_get(st, "device")), "kernels") != NULL);
 	CHECK_INT_EQ(json_integer_value(json_object_get(st, "device_weight_bytes")),
 		     json_integer_value(json_object_get(st, "weight_bytes")));

@@ -141,6 +141,24 @@ int main(void)
 	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--precision", "fp8", NULL}) < 0);
 	options_finish(&cfg);
+	/* the SSM state's storage: fp32 unless asked, bf16 by option, environment or file */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.ssm_state, "fp32");
+	CHECK_INT_EQ(cfg.engine_backend.ssm_state, ENGINE_PRECISION_FP32);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", "--ssm-state",
+				       "bf16", NULL}) == 0);
+	CHECK_INT_EQ(cfg.engine_backend.ssm_state, ENGINE_PRECISION_BF16);
+	options_finish(&cfg);
+	setenv("HOLOD_SSM_STATE", "bf16", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_INT_EQ(cfg.engine_backend.ssm_state, ENGINE_PRECISION_BF16);
+	options_finish(&cfg);
+	unsetenv("HOLOD_SSM_STATE");
+	CHECK(parse(&cfg, (char *[]){"holod", "--ssm-state", "fp16", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--ssm-state", "default", NULL}) < 0);
+	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--device", "64", NULL}) < 0);
 	options_finish(&cfg);
 	setenv("HOLOD_DEVICE", "3", 1);
@@ -170,14 +188,16 @@ int main(void)
 	size_t nread = fread(buf, 1, sizeof(buf) - 1, ef);
 	buf[nread] = 0;
 	fclose(ef);
-	CHECK(strstr(buf, "holod: --backend cuda --precision default: ") != NULL &&
+	CHECK(strstr(buf, "holod: --backend cuda --precision default --ssm-state fp32: ") != NULL &&
 	      strstr(buf, "CUDA") != NULL);
 	unlink(errlog);
 	free(errlog);
-	write_file(conf, "backend = cpu\nprecision = fp32\n");
+	write_file(conf, "backend = cpu\nprecision = fp32\nssm-state = bf16\n");
 	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
 	CHECK_STR_EQ(cfg.backend, "cpu");
 	CHECK_STR_EQ(cfg.precision, "fp32");
+	CHECK_STR_EQ(cfg.ssm_state, "bf16");
+	CHECK_INT_EQ(cfg.engine_backend.ssm_state, ENGINE_PRECISION_BF16);
 	options_finish(&cfg);
 	write_file(conf, "\n");
 

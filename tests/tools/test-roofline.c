@@ -76,5 +76,12 @@ int main(void)
 	/* a device with no bandwidth to speak of is bound by its FLOPs instead */
 	struct roofline_device slow = {.name = "slow", .flops = 1e3, .bandwidth = 1e12};
 	CHECK_NEAR(roofline_serve_seconds(&slow, &sv), 3 * 1848 / 1e3, 1e-9);
+	/* a bf16 SSM state: its 2*4*2 = 16 elements at 2 bytes, the conv window's (3-1)*(8+4) = 24
+	 * at 4: 3 x 2 x 128 bytes */
+	struct roofline_lm lm16 = lm;
+	lm16.ssm_state_bytes = 2;
+	roofline_serve_step(&lm16, 3, 5, &sv);
+	CHECK_INT_EQ(sv.state_bytes, 768);
+	CHECK_INT_EQ(sv.weight_bytes, 1592);
 	return test_exit();
 }

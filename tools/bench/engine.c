@@ -3,7 +3,8 @@
  * fraction of its ceiling (weight bytes read per token / bandwidth).
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
- *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32] [--profile]
+ *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
+ *                     [--ssm-state fp32|bf16] [--profile]
  *
  * It also measures the machine's limits in the same run (machine.c): the read bandwidth with the
  * pool's threads (min/median/max over passes interleaved with the decode rounds), the decode GEMV
@@ -59,7 +60,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
 		   "                         [--threads N] [--backend B] [--device N] [--precision P]\n"
-		   "                         [--profile]\n"
+		   "                         [--ssm-state S] [--profile]\n"
 		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
 		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
 		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
@@ -69,6 +70,7 @@ static void usage(FILE *f)
 		   "  --device N     CUDA device index (default 0)\n"
 		   "  --precision P  bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
 		   "                 the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
+		   "  --ssm-state S  the SSM state's storage, fp32 or bf16 (default fp32)\n"
 		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -249,7 +251,7 @@ int bench_engine_main(int argc, char **argv)
 		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
 		{"backend", required_argument, NULL, 'b'}, {"precision", required_argument, NULL, 'P'},
 		{"device", required_argument, NULL, 'D'},
-		{"profile", no_argument, NULL, 'F'},
+		{"profile", no_argument, NULL, 'F'}, {"ssm-state", required_argument, NULL, 'X'},
 		{0},
 	};
 	struct lm_random_spec sp;
@@ -308,6 +310,12 @@ int bench_engine_main(int argc, char **argv)
 			break;
 		case 'F':
 			profile = true;
+			break;
+		case 'X':
+			if (engine_precision_parse(optarg, &bopts.ssm_state) < 0) {
+				fprintf(stderr, "holo-bench engine: invalid SSM state type '%s'\n", optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -393,8 +401,9 @@ int bench_engine_main(int argc, char **argv)
 	}
 	struct engine_backend_info binfo;
 	engine_backend_get_info(backend, &binfo);
-	printf("backend %s (%s), %s, weights %.1f MB\n", binfo.name, binfo.device,
-	       engine_precision_name(binfo.precision), (double)binfo.weight_bytes / 1e6);
+	printf("backend %s (%s), %s, SSM state %s, weights %.1f MB\n", binfo.name, binfo.device,
+	       engine_precision_name(binfo.precision), engine_precision_name(binfo.ssm_state),
+	       (double)binfo.weight_bytes / 1e6);
 
 	int V = m->cfg.vocab;
 	s = engine_session_create_on(backend, n_prompt + n_decode + 1);

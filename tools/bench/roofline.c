@@ -41,7 +41,7 @@ struct per_token {
 	double flops;     /* everything but attention's key-dependent part and the lm_head */
 	double attn_keys; /* FLOPs per attended key, summed over attention layers */
 	double weights;   /* matrix elements read per token (lm_head and embedding row included) */
-	double state;     /* Mamba state elements (SSM + conv), read once and written once */
+	double ssm, conv; /* Mamba state elements (SSM, conv), read once and written once */
 	double kv_row;    /* KV elements per position, summed over attention layers (K and V) */
 };
 
@@ -57,7 +57,8 @@ static struct per_token per_token(const struct roofline_lm *m)
 			double ssm = (double)m->m_heads * m->m_head_dim * m->m_state;
 			p.flops += 2 * d * in_rows + 2 * d_in * d + 2 * conv + 5 * ssm;
 			p.weights += d * in_rows + conv + d_in * d;
-			p.state += ssm + (double)(m->m_conv_kernel - 1) * (d_in + 2 * gn);
+			p.ssm += ssm;
+			p.conv += (double)(m->m_conv_kernel - 1) * (d_in + 2 * gn);
 		} else if (*c == '*') {
 			double qkv = d * (m->n_heads + 2.0 * m->n_kv_heads) * hd;
 			double o = (double)m->n_heads * hd * d;
@@ -72,6 +73,13 @@ static struct per_token per_token(const struct roofline_lm *m)
 	}
 	p.weights += (double)m->vocab * d + d; /* lm_head, and the embedding row */
 	return p;
+}
+
+/* Bytes of one session's Mamba state (SSM + conv) */
+static double state_bytes(const struct roofline_lm *m, const struct per_token *p)
+{
+	int ssm = m->ssm_state_bytes ? m->ssm_state_bytes : m->state_bytes;
+	return p->ssm * ssm + p->conv * m->state_bytes;
 }
 
 double roofline_prefill_flops(const struct roofline_lm *m, double context, double n)
@@ -90,7 +98,7 @@ double roofline_decode_flops(const struct roofline_lm *m, double context)
 double roofline_decode_bytes(const struct roofline_lm *m, double context)
 {
 	struct per_token p = per_token(m);
-	return p.weights * m->weight_bytes + 2 * p.state * m->state_bytes +
+	return p.weights * m->weight_bytes + 2 * state_bytes(m, &p) +
 	       (context + 1) * p.kv_row * m->kv_bytes;
 }
 
@@ -99,7 +107,7 @@ void roofline_serve_step(const struct roofline_lm *m, int sessions, double conte
 {
 	struct per_token p = per_token(m);
 	ret->weight_bytes = p.weights * m->weight_bytes;
-	ret->state_bytes = sessions * 2 * p.state * m->state_bytes;
+	ret->state_bytes = sessions * 2 * state_bytes(m, &p);
 	ret->kv_bytes = sessions * (context + 1) * p.kv_row * m->kv_bytes;
 	ret->flops = sessions * roofline_decode_flops(m, context);
 }

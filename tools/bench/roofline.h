@@ -33,7 +33,8 @@ struct roofline_lm {
 	int n_heads, n_kv_heads, head_dim;
 	int m_heads, m_head_dim, m_groups, m_state, m_conv_kernel;
 	int weight_bytes; /* per matrix element: 2 for bf16 */
-	int state_bytes;  /* per SSM / conv state element: 4 (fp32) */
+	int state_bytes;  /* per conv state element, and SSM element without ssm_state_bytes: 4 */
+	int ssm_state_bytes; /* per SSM state element: 4 (fp32) or 2 (bf16); 0: state_bytes */
 	int kv_bytes;     /* per KV cache element: 2 (bf16) or 4 */
 };
 

@@ -4,8 +4,8 @@
  *
  *   holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N] [--decode N]
  *                    [--rounds N] [--threads N] [--backend auto|cpu|cuda] [--device N]
- *                    [--precision bf16|fp32] [--config FILE] [--roofline-sessions N]
- *                    [--context N] [--profile]
+ *                    [--precision bf16|fp32] [--ssm-state fp32|bf16] [--config FILE]
+ *                    [--roofline-sessions N] [--context N] [--profile]
  *
  * For each session count of LIST (ascending, starting at 1; default 1,2,4,8,16) that many
  * sessions are prefilled with their own --prompt tokens in one batch, then decode --decode steps
@@ -22,10 +22,11 @@
  * code does with its cores to itself). Then the roofline (roofline.h) of one batched decode step
  * of the --config shapes (default: holotron-12b-config.json beside this file) with
  * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
- * bf16 weights and KV, fp32 Mamba state (--profile first adds one more round per count with
- * the backend's profile on: "sessions=N profile <line>", the CPU's time per operation):
+ * bf16 weights and KV, an fp32 conv window, and the SSM state in fp32 then in bf16 (a line
+ * per state type and device; --profile first adds one more round per count with the backend's
+ * profile on: "sessions=N profile <line>", the CPU's time per operation):
  *
- *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory
+ *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory ssm_state=fp32
  */
 #include <errno.h>
 #include <getopt.h>
@@ -55,7 +56,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N]\n"
 		"                        [--decode N] [--rounds N] [--threads N] [--backend B]\n"
-		"                        [--device N] [--precision P] [--config FILE]\n"
+		"                        [--device N] [--precision P] [--ssm-state S] [--config FILE]\n"
 		"                        [--roofline-sessions N] [--context N] [--profile]\n"
 		"  --random SPEC          key=value,... over holo-bench engine's ~0.7B bf16 model\n"
 		"  --sessions LIST        ascending session counts from 1 (default 1,2,4,8,16; at most %d)\n"
@@ -64,6 +65,7 @@ static void usage(FILE *f)
 		"  --rounds N             rounds over all counts; the median is shown (default 3)\n"
 		"  --backend B            auto, cpu or cuda (default auto)\n"
 		"  --precision P          bf16 or fp32 (default $HOLOD_PRECISION, else the backend's)\n"
+		"  --ssm-state S          the SSM state's storage, fp32 or bf16 (default fp32)\n"
 		"  --config FILE          config.json of the roofline's shapes (default Holotron-12B's)\n"
 		"  --roofline-sessions N  sessions of the roofline step (default 100)\n"
 		"  --context N            cached tokens per session in the roofline (default 4096)\n"
@@ -204,22 +206,28 @@ static int print_roofline(const char *config, int sessions, int context)
 		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
 		.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
 	};
-	struct roofline_serve st;
-	roofline_serve_step(&lm, sessions, context, &st);
 	const char *base = strrchr(config, '/');
 	printf("roofline of one batched decode step: %s (%d layers, hidden %d), bf16 weights and KV, "
-	       "fp32 state\n",
+	       "fp32 conv window, the SSM state in fp32 then in bf16 (--ssm-state)\n",
 	       base ? base + 1 : config, l->n_layers, l->hidden);
 	static const char *const devices[] = {"h200", "h100"};
-	for (size_t i = 0; i < ARRAY_SIZE(devices); i++) {
-		const struct roofline_device *d = roofline_device_find(devices[i]);
-		double s = roofline_serve_seconds(d, &st);
-		bool compute = roofline_seconds_flops(d, st.flops) >=
-			       roofline_seconds_bytes(d, st.weight_bytes + st.state_bytes + st.kv_bytes);
-		printf("roofline device=%s sessions=%d context=%d tok/s=%.0f step_ms=%.2f "
-		       "weights_GB=%.2f state_GB=%.2f kv_GB=%.2f bound=%s\n",
-		       d->name, sessions, context, sessions / s, s * 1e3, st.weight_bytes / 1e9,
-		       st.state_bytes / 1e9, st.kv_bytes / 1e9, compute ? "compute" : "memory");
+	static const int ssm_bytes[] = {4, 2};
+	for (size_t k = 0; k < ARRAY_SIZE(ssm_bytes); k++) {
+		lm.ssm_state_bytes = ssm_bytes[k];
+		struct roofline_serve st;
+		roofline_serve_step(&lm, sessions, context, &st);
+		for (size_t i = 0; i < ARRAY_SIZE(devices); i++) {
+			const struct roofline_device *d = roofline_device_find(devices[i]);
+			double s = roofline_serve_seconds(d, &st);
+			bool compute = roofline_seconds_flops(d, st.flops) >=
+				       roofline_seconds_bytes(d, st.weight_bytes + st.state_bytes +
+								     st.kv_bytes);
+			printf("roofline device=%s sessions=%d context=%d tok/s=%.0f step_ms=%.2f "
+			       "weights_GB=%.2f state_GB=%.2f kv_GB=%.2f bound=%s ssm_state=%s\n",
+			       d->name, sessions, context, sessions / s, s * 1e3, st.weight_bytes / 1e9,
+			       st.state_bytes / 1e9, st.kv_bytes / 1e9, compute ? "compute" : "memory",
+			       ssm_bytes[k] == 4 ? "fp32" : "bf16");
+		}
 	}
 	return 0;
 }
@@ -234,7 +242,7 @@ int bench_serve_main(int argc, char **argv)
 		{"device", required_argument, NULL, 'D'},    {"precision", required_argument, NULL, 'P'},
 		{"config", required_argument, NULL, 'c'},    {"roofline-sessions", required_argument, NULL, 'S'},
 		{"context", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
-		{"profile", no_argument, NULL, 'F'},
+		{"profile", no_argument, NULL, 'F'},         {"ssm-state", required_argument, NULL, 'X'},
 		{0},
 	};
 	struct lm_random_spec sp;
@@ -297,6 +305,9 @@ int bench_serve_main(int argc, char **argv)
 			break;
 		case 'F':
 			profile = true;
+			break;
+		case 'X':
+			r = engine_precision_parse(optarg, &bopts.ssm_state);
 			break;
 		case 'h':
 			usage(stdout);
@@ -361,8 +372,9 @@ int bench_serve_main(int argc, char **argv)
 	}
 	struct engine_backend_info binfo;
 	engine_backend_get_info(sv.backend, &binfo);
-	printf("backend %s (%s), %s, %d threads\n", binfo.name, binfo.device,
-	       engine_precision_name(binfo.precision), engine_get_threads());
+	printf("backend %s (%s), %s, SSM state %s, %d threads\n", binfo.name, binfo.device,
+	       engine_precision_name(binfo.precision), engine_precision_name(binfo.ssm_state),
+	       engine_get_threads());
 	sv.vocab = m->cfg.vocab;
 	sv.sessions = calloc((size_t)max_n, sizeof(*sv.sessions));
 	sv.entries = calloc((size_t)max_n, sizeof(*sv.entries));
