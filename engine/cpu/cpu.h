@@ -83,6 +83,23 @@ const char *cpu_gemv_name(void);
 /* The name of variant i (0: portable, then in order of capability), NULL past the last. */
 const char *cpu_gemv_variant_name(int i);
 
+/* Products of a few to a few dozen rows (the decode rows of several sessions) on AMX
+ * (cpu_amx.c, cpu_gemm_amx.c): y[t, :] (+)= W x[t, :] for t < T, W a bf16 [out][in] tensor read
+ * in place, x rounded to bf16 (to nearest even, as cpu_gemv_rows' bf16_act does: the same
+ * products) and the products summed in fp32 in the tiles' order, which is not the GEMV's: the
+ * results differ from cpu_gemv_rows' by fp32 rounding (and by denormals, which AMX flushes).
+ * The rows are split as cpu_gemv_rows splits them; weight bytes come from memory once for up to
+ * 32 tokens (more run again over each block while it is in cache). Returns 0, -ENOTSUP (y
+ * untouched) where W is not bf16 or AMX is not in use (cpu_amx_enabled()), or -ENOMEM. */
+int cpu_amx_rows(const struct tensor *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+		 bool accumulate);
+/* Whether cpu_amx_rows() runs: the CPU and the OS allow AMX and neither $HOLOD_CPU_KERNELS
+ * (a set below "amx") nor cpu_amx_select() turned it off. */
+bool cpu_amx_enabled(void);
+/* "amx" turns the AMX products on (-ENOTSUP where this CPU cannot run them), any set below it
+ * ("avx512bf16", ...) off; -EINVAL for an unknown name. Not callable while a job runs. */
+int cpu_amx_select(const char *name);
+
 /* Single-threaded fp32 C[T][N] (+)= A[T][K] . B[K][N] for small products inside a task (the SSD
  * chunk scan). B is row-major [K][N], or given as its transpose [N][K] when b_trans. `pack` is
  * caller scratch of cpu_gemm_pack_floats(K) floats, 64-byte aligned. */

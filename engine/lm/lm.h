@@ -117,10 +117,12 @@ int lm_reserve_kv(struct lm_seq *s, int positions);
  * layers together. Every matrix product runs once over the rows of all runs (the decode rows of
  * n sequences are one product of n rows, which reads each weight once), while each run updates
  * its own sequence's conv window, SSM state and KV cache. Each sequence gets the state and
- * logits a forward of its run alone gives: bit for bit in fp32 and in bf16 below
- * LM_BATCH_DNNL_MIN_ROWS decode rows (the same kernels form every row's sums the same way); from
- * there on bf16's decode rows run through oneDNN's product, whose sums are ordered otherwise
- * (within bf16's tolerance, tests/lm/test-lm-batch.c). */
+ * logits a forward of its run alone gives: bit for bit in fp32, and in bf16 while the decode
+ * rows run on the GEMV kernels (the same kernels form every row's sums the same way): below
+ * LM_BATCH_AMX_MIN_ROWS decode rows where the CPU has AMX (cpu_amx_enabled()), below
+ * LM_BATCH_DNNL_MIN_ROWS elsewhere. From there on bf16's decode rows run on the AMX products or
+ * oneDNN's, the same bf16 products summed in another order (within bf16's tolerance,
+ * tests/lm/test-lm-batch.c). */
 struct lm_run {
 	struct lm_seq *seq;         /* one run per sequence in a batch */
 	const int32_t *tokens;      /* [T] */
@@ -133,7 +135,14 @@ struct lm_run {
 /* Rows (positions) and runs of one batched forward: bounds the activation scratch. */
 #define LM_BATCH_MAX_ROWS (2 * LM_MAX_BATCH)
 #define LM_BATCH_MAX_RUNS 256
-/* bf16: from LM_BATCH_DNNL_MIN_ROWS merged decode rows on, their products run through oneDNN,
+/* bf16 on a CPU with AMX (cpu_amx_enabled()): from LM_BATCH_AMX_MIN_ROWS merged decode rows on,
+ * their products (the lm_head's too) run on cpu_amx_rows(), whatever their number: it reads each
+ * weight once per 32 rows at about the GEMV's one-row rate, where the GEMV at 8 rows is compute
+ * bound (1.5x its one-row time) and oneDNN reads the weights at a fraction of that rate up to 64
+ * rows (holo-bench serve and the products alone, 0.7B model, 2026-11-25, see
+ * docs/benchmarks.md). Fewer rows run on the GEMV kernels, as alone. */
+#define LM_BATCH_AMX_MIN_ROWS 4
+/* bf16 without AMX: from LM_BATCH_DNNL_MIN_ROWS merged decode rows on, their products run through oneDNN,
  * on a row count rounded up to a multiple of LM_BATCH_DNNL_ROWS (its primitives are compiled per
  * row count); fewer run on the GEMV kernels, which past 4 rows read activations rounded to bf16
  * once per product (cpu_gemv.h). holo-bench serve on the 0.7B model, per CPU-second, 2026-11-25

@@ -593,10 +593,22 @@ int lm_seq_prepare(struct lm_seq *s, int n)
 	return cpu_reserve_scratch(scratch);
 }
 
+/* Where the merged decode rows' products run (lm.h: LM_BATCH_AMX_MIN_ROWS,
+ * LM_BATCH_DNNL_MIN_ROWS); fp32 always on the GEMV kernels. */
+enum merged_path { MERGED_GEMV, MERGED_AMX, MERGED_DNNL };
+
+static enum merged_path merged_path(bool bf16, int rows)
+{
+	if (!bf16)
+		return MERGED_GEMV;
+	if (cpu_amx_enabled())
+		return rows >= LM_BATCH_AMX_MIN_ROWS ? MERGED_AMX : MERGED_GEMV;
+	return rows >= LM_BATCH_DNNL_MIN_ROWS ? MERGED_DNNL : MERGED_GEMV;
+}
+
 /* The rows of a batch: the runs of at most CPU_GEMV_T positions (decode) first, in order, then
- * the others. The decode rows (Ms) run as one product of Mp rows: Ms, or in bf16 from
- * LM_BATCH_DNNL_MIN_ROWS rows, where oneDNN takes them, Ms rounded up to a multiple of
- * LM_BATCH_DNNL_ROWS: oneDNN
+ * the others. The decode rows (Ms) run as one product of Mp rows: Ms, or where oneDNN takes them
+ * (merged_path), Ms rounded up to a multiple of LM_BATCH_DNNL_ROWS: oneDNN
  * JIT-compiles a primitive per row count and matrix (15 to 30 ms each, cached), so a batch whose
  * size changes by a session or two reuses the same few. The rows [Ms, Mp) are zeros that no
  * sequence reads. Also how many of the decode rows want logits and how many runs want them. */
@@ -629,7 +641,7 @@ static void batch_shape(const struct lm_run *runs, int n, bool bf16, struct batc
 		b.small_logit_runs += rows > 0;
 	}
 	b.Mp = b.Ms;
-	if (bf16 && b.Ms >= LM_BATCH_DNNL_MIN_ROWS)
+	if (merged_path(bf16, b.Ms) == MERGED_DNNL)
 		b.Mp = (b.Ms + LM_BATCH_DNNL_ROWS - 1) / LM_BATCH_DNNL_ROWS * LM_BATCH_DNNL_ROWS;
 	b.M += b.Mp - b.Ms;
 	*ret = b;
@@ -642,14 +654,14 @@ static int logit_scratch_rows(const struct batch_shape *b)
 	return b->small_logit_runs > 1 ? MIN(b->small_logit_rows, LM_BATCH_LOGIT_ROWS) : 0;
 }
 
-/* Whether a product of the batch runs on oneDNN (bf16: the merged decode rows from
- * LM_BATCH_DNNL_MIN_ROWS, a longer run from CPU_DNNL_MIN_T): the norms then write the bf16 rows
+/* Whether a product of the batch runs on oneDNN (bf16: the merged decode rows where
+ * merged_path() says so, a longer run from CPU_DNNL_MIN_T): the norms then write the bf16 rows
  * those products read. */
 static bool batch_uses_dnnl(const struct lm_run *runs, int n, bool bf16, const struct batch_shape *b)
 {
 	if (!bf16)
 		return false;
-	if (b->Mp >= LM_BATCH_DNNL_MIN_ROWS)
+	if (merged_path(bf16, b->Mp) == MERGED_DNNL)
 		return true;
 	for (int i = 0; i < n; i++)
 		if (runs[i].T >= CPU_DNNL_MIN_T)
@@ -769,11 +781,11 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * with bf16 activations: all paths then multiply the same bf16 values, exactly, and differ only
  * in the order of the fp32 sums. `merged`: the decode rows of several sequences (struct
  * batch_shape's Ms rows), which run on the GEMV kernels whatever their number (each row's sums
- * as its sequence's own decode forms them), except in bf16 from LM_BATCH_DNNL_MIN_ROWS rows, where
- * oneDNN's product is faster. cpu_matmul only fails on scratch, which lm_seq_prepare()
- * reserved; a oneDNN product that fails (memory for a new primitive) runs on cpu_matmul
- * instead. oneDNN's products apply `act` in their epilogue; returns whether act was applied
- * (else the caller applies it). */
+ * as its sequence's own decode forms them), except in bf16 where merged_path() sends them to
+ * the AMX products or oneDNN's, which are faster. cpu_matmul only fails on scratch, which
+ * lm_seq_prepare() reserved; a oneDNN or AMX product that fails (memory for a new primitive or
+ * for the packed activations) runs on the GEMV or cpu_matmul instead. oneDNN's products apply
+ * `act` in their epilogue; returns whether act was applied (else the caller applies it). */
 static bool product(const struct lm_prepared *p, const struct tensor *w,
 		    const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx, int T,
 		    float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act, bool merged)
@@ -790,12 +802,16 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 	if (p->bf16) {
 		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
 		 * of x; the rounding in place is for the other paths */
-		if (dw && T >= (merged ? LM_BATCH_DNNL_MIN_ROWS : CPU_DNNL_MIN_T) &&
+		enum merged_path mp = merged ? merged_path(true, T) : MERGED_GEMV;
+		if (dw && (merged ? mp == MERGED_DNNL : T >= CPU_DNNL_MIN_T) &&
 		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
 			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
 			applied = true;
 			goto done;
 		}
+		/* AMX rounds its own packed copy of x */
+		if (mp == MERGED_AMX && cpu_amx_rows(w, x, ldx, T, y, ldy, accumulate) == 0)
+			goto done;
 		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);
 		if (T <= CPU_GEMV_T || merged) {
 			r = cpu_gemv_rows(w, 0, (int)w->shape[0], x, ldx, T, y, ldy, accumulate, true);
