@@ -135,7 +135,8 @@ INL void block(const struct cpu_amx_args *a, int r, int q0, int t0, const int NA
 	_tile_zero(6);
 	_tile_zero(7);
 	const int nr = NA * CPU_AMX_TILE;
-	const int pf_next = r + nr + nr <= pf_end; /* the next block is whole and ours */
+	/* the next block's rows, as far as they are this range's */
+	const int pf_next = pf_end - (r + nr) < nr ? pf_end - (r + nr) : nr;
 	for (int s = 0; s < steps; s++) {
 		if (edge == CPU_AMX_TILE) {
 			int sp = s + PF_STEPS;
@@ -144,9 +145,9 @@ INL void block(const struct cpu_amx_args *a, int r, int q0, int t0, const int NA
 					_mm_prefetch((const char *)(w0 + (size_t)q * ldw +
 								    (size_t)sp * CPU_AMX_K),
 						     _MM_HINT_T0);
-			} else if (pf_next) {
+			} else {
 				const uint16_t *n0 = w0 + (size_t)nr * ldw;
-				for (int q = 0; q < nr; q++)
+				for (int q = 0; q < pf_next; q++)
 					_mm_prefetch((const char *)(n0 + (size_t)q * ldw +
 								    (size_t)(sp - steps) * CPU_AMX_K),
 						     _MM_HINT_T0);
