@@ -33,6 +33,7 @@
 #include "model.h"
 
 struct engine_backend;
+struct vision_gemms;
 
 struct backend_seq {
 	struct engine_backend *backend;
@@ -120,6 +121,12 @@ struct backend_ops {
 	 * oneDNN's products). NULL: engine_vision_encode() itself. Returns 0, -ENOMEM, -EIO (engine_vision_encode_on()). */
 	int (*vision_encode)(struct engine_backend *b, const struct engine_vision *v,
 			     const float *pixels, int n_tiles, float *out);
+	/* Runs fn(gm, arg) with the products vision_encode() uses for `v` (gm NULL: cpu_matmul(),
+	 * engine_vision_encode()'s), prepared and locked as vision_encode() has them: one slice of
+	 * a resumable encode (engine_vision_encode_advance()) computes what vision_encode() would.
+	 * NULL on a backend whose encoder is not the CPU's steps. Returns fn's result. */
+	int (*vision_steps)(struct engine_backend *b, const struct engine_vision *v,
+			    int (*fn)(const struct vision_gemms *gm, void *arg), void *arg);
 	/* Preprocesses and encodes one image (engine_vision_encode_image_on()) with the
 	 * preprocessing `p` on the device: the rows land in device memory from rows_alloc(),
 	 * *ret_rows (n_tiles * tokens_per_tile rows of embed_dim floats). NULL: the CPU path.

@@ -490,14 +490,15 @@ oom:
 	return -ENOMEM;
 }
 
-/* bf16: the tiles through oneDNN's products, the handle's matrices prepared on its first
- * encode (a different handle replaces them); fp32: engine_vision_encode(). */
-static int cpu_vision_encode(struct engine_backend *b, const struct engine_vision *v,
-			     const float *pixels, int n_tiles, float *out)
+/* fn with the products of the vision encode of `v`: bf16, oneDNN's, the handle's matrices
+ * prepared on its first encode (a different handle replaces them) and locked while fn runs;
+ * fp32, or where oneDNN cannot take them, cpu_matmul() (gm NULL). */
+static int cpu_vision_steps(struct engine_backend *b, const struct engine_vision *v,
+			    int (*fn)(const struct vision_gemms *gm, void *arg), void *arg)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
 	if (!cb->prep.bf16)
-		return engine_vision_encode(v, pixels, n_tiles, out);
+		return fn(NULL, arg);
 	pthread_mutex_lock(&cb->vision_lock);
 	int r = 0;
 	if (!cb->vision || cb->vision_id != engine_vision_id(v)) {
@@ -508,9 +509,29 @@ static int cpu_vision_encode(struct engine_backend *b, const struct engine_visio
 			cb->vision_id = engine_vision_id(v);
 	}
 	if (r == 0)
-		r = vision_encode_gemms(v, cb->vision, pixels, n_tiles, out);
+		r = fn(cb->vision, arg);
 	pthread_mutex_unlock(&cb->vision_lock);
-	return r == -ENOTSUP ? engine_vision_encode(v, pixels, n_tiles, out) : r;
+	return r == -ENOTSUP ? fn(NULL, arg) : r;
+}
+
+struct cpu_encode {
+	const struct engine_vision *v;
+	const float *pixels;
+	int n_tiles;
+	float *out;
+};
+
+static int cpu_encode_tiles(const struct vision_gemms *gm, void *arg)
+{
+	struct cpu_encode *e = arg;
+	return vision_encode_gemms(e->v, gm, e->pixels, e->n_tiles, e->out);
+}
+
+static int cpu_vision_encode(struct engine_backend *b, const struct engine_vision *v,
+			     const float *pixels, int n_tiles, float *out)
+{
+	struct cpu_encode e = {v, pixels, n_tiles, out};
+	return cpu_vision_steps(b, v, cpu_encode_tiles, &e);
 }
 
 static void cpu_destroy(struct engine_backend *b)
@@ -537,6 +558,7 @@ static const struct backend_ops cpu_ops = {
 	.profile = cpu_profile,
 	.profile_report = cpu_profile_report,
 	.vision_encode = cpu_vision_encode,
+	.vision_steps = cpu_vision_steps,
 };
 
 struct engine_backend *backend_cpu_create(const struct engine_model *m,

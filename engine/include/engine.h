@@ -644,6 +644,32 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 				  const struct engine_image *img, int max_tiles,
 				  struct engine_vision_grid *ret_grid, struct engine_rows **ret_rows);
 
+/* A resumable encode: what engine_vision_encode_on(b, v, pixels, n_tiles) computes, in
+ * slices that the caller runs when it chooses (the daemon's model worker, one slice between two
+ * batched forwards, so that a screenshot does not stall the other sessions' decoding). A step
+ * is, on the CPU backend (and b NULL), a tile's patch embedding, one ViT block of a tile, or a
+ * tile's final norm and projector, each with the backend's products: the rows are
+ * engine_vision_encode_on()'s bit for bit however the steps are sliced. On a backend with a
+ * device a step is one tile, encoded as engine_vision_encode_on(b, v, tile, 1) encodes it. */
+struct engine_vision_job;
+
+/* Begins the encode of n_tiles (1..ENGINE_VISION_MAX_TILES + 1) preprocessed tiles; `pixels`
+ * is borrowed until the job is destroyed. Runs nothing yet. Returns 0, -EINVAL, -ENOMEM. */
+int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v,
+			       const float *pixels, int n_tiles, struct engine_vision_job **ret_job);
+/* Runs up to max_steps (>= 1) steps under the backend's thread rules. Returns 1 while steps
+ * remain, 0 once every tile is encoded, or the encoder's error (-ENOMEM, -EIO; the job can
+ * then only be destroyed); -EINVAL after the end. */
+int engine_vision_encode_advance(struct engine_vision_job *j, int max_steps);
+/* Steps done and in all (*ret_total), for progress reports. */
+int engine_vision_encode_progress(const struct engine_vision_job *j, int *ret_total);
+/* After advance returned 0: the rows as an engine_rows handle (n_tiles * tokens_per_tile rows,
+ * in host memory on the CPU, on b's device otherwise), the caller's. Returns 0, -EINVAL (not
+ * finished, or taken already), -ENOMEM, -EIO. */
+int engine_vision_encode_finish(struct engine_vision_job *j, struct engine_rows **ret_rows);
+/* Accepts NULL. */
+void engine_vision_job_destroy(struct engine_vision_job *j);
+
 /* Splicing (model.md 4.8): for a run of prompt tokens, points embeds[i] at the next image row for
  * every position whose id is image_token (the `<image>` id, from the tokenizer or config) and
  * sets the others to NULL: the `embeds` argument of engine_session_append(). `rows` holds n_rows

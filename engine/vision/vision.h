@@ -157,6 +157,39 @@ int vision_project_profile(const struct vision_weights *w, const struct vision_g
 			   const float *features, int rows, int cols, float *out,
 			   struct vision_profile *prof);
 
+/* One tile's ViT forward as separate steps, so that an encode can stop between two blocks and
+ * go on later (engine_vision_encode_begin()): vision_vit_forward_profile() is init, embed, the
+ * depth blocks, final, finish, so the steps give its features bit for bit. `bf16` chooses the
+ * buffers of the products of a vision_gemms (then every step takes one) or of cpu_matmul() (gm
+ * NULL); the weights must outlive the run. The steps run on the CPU pool. */
+struct vision_vit_run {
+	const struct vision_weights *w;
+	bool bf16;
+	int rows, cols, L;
+	int block;              /* the next block */
+	const float *pending;   /* bf16: the residual bias not yet added to x (in vecs) */
+	float *x, *patches, *vecs, *qkv, *hid;
+	float *a, *att;         /* fp32 */
+	uint16_t *a_b, *att_b, *hid_b; /* bf16 */
+	void *att_scratch;      /* bf16 attention's, grown with the pool's thread count */
+	size_t scratch_bytes;
+};
+/* Returns 0 or -ENOMEM (*run zeroed). */
+int vision_vit_run_init(struct vision_vit_run *run, const struct vision_weights *w, bool bf16,
+			int rows, int cols);
+/* Accepts a zeroed run. */
+void vision_vit_run_finish(struct vision_vit_run *run);
+/* Patch embedding, position, prefix tokens of a new tile (pixels and pos as
+ * vision_vit_forward() takes them); the blocks start again. 0, -EINVAL (gm against bf16),
+ * -ENOMEM. */
+int vision_vit_run_embed(struct vision_vit_run *run, const struct vision_gemms *gm,
+			 const float *pixels, const float *pos, struct vision_profile *prof);
+/* The next block. 0, -EINVAL (none left, gm against bf16), -ENOMEM, -EIO. */
+int vision_vit_run_block(struct vision_vit_run *run, const struct vision_gemms *gm,
+			 struct vision_profile *prof);
+/* After the last block: the final norm into features [rows * cols][width]. 0, -EINVAL. */
+int vision_vit_run_final(struct vision_vit_run *run, float *features, struct vision_profile *prof);
+
 /* Pixel shuffle v2 (model.md 4.6) and mlp1 (4.7) on one tile's features [rows][cols][width]
  * (rows, cols divisible by the shuffle factor): writes (rows/s) * (cols/s) rows of out_dim
  * floats to out. Returns 0, -ENOMEM. */

@@ -307,191 +307,249 @@ static void block_vecs_load(const struct vision_block *b, float *vecs, struct bl
 	vec(&b->fc2_b, &bv->fc2b, &cursor);
 }
 
-/* The blocks in bf16 precision on the residual stream x [L][D] (vision_bf16.c's steps): each
- * residual bias is added by the step that next reads x (proj's by the second LayerNorm, fc2's
- * by the next block's first, the last block's by a bias add), so x leaves as the fp32 blocks
- * leave it. vecs: room for a block's vectors. */
-static int blocks_bf16(const struct vision_weights *w, const struct vision_gemms *gm, float *x,
-		       int L, float *vecs, struct vision_profile *prof)
+void vision_vit_run_finish(struct vision_vit_run *run)
 {
-	const int D = w->width, M = w->mlp;
-	uint16_t *a = malloc(sizeof(uint16_t) * (size_t)L * D);
-	uint16_t *att = malloc(sizeof(uint16_t) * (size_t)L * D);
-	uint16_t *hid_b = malloc(sizeof(uint16_t) * (size_t)L * M);
-	float *qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
-	float *hid = malloc(sizeof(float) * (size_t)L * M);
-	void *att_scratch = NULL;
-	const float *pending = NULL; /* the residual bias not yet added to x */
+	free(run->x);
+	free(run->patches);
+	free(run->vecs);
+	free(run->a);
+	free(run->qkv);
+	free(run->att);
+	free(run->hid);
+	free(run->a_b);
+	free(run->att_b);
+	free(run->hid_b);
+	free(run->att_scratch);
+	*run = (struct vision_vit_run){0};
+}
+
+int vision_vit_run_init(struct vision_vit_run *run, const struct vision_weights *w, bool bf16,
+			int rows, int cols)
+{
+	const int D = w->width, M = w->mlp, pp = w->patch * w->patch;
+	const int N = rows * cols, L = w->n_prefix + N;
+
+	*run = (struct vision_vit_run){.w = w, .bf16 = bf16, .rows = rows, .cols = cols, .L = L};
+	run->x = malloc(sizeof(float) * (size_t)L * D);
+	run->patches = malloc(sizeof(float) * (size_t)N * 3 * pp);
+	/* two blocks' vectors (the bf16 blocks alternate), which also hold the final norm's */
+	run->vecs = malloc(sizeof(float) * 2 * VECS_FLOATS(D, M));
+	run->qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
+	run->hid = malloc(sizeof(float) * (size_t)L * M);
+	if (bf16) {
+		run->a_b = malloc(sizeof(uint16_t) * (size_t)L * D);
+		run->att_b = malloc(sizeof(uint16_t) * (size_t)L * D);
+		run->hid_b = malloc(sizeof(uint16_t) * (size_t)L * M);
+	} else {
+		run->a = malloc(sizeof(float) * (size_t)L * D);
+		run->att = malloc(sizeof(float) * (size_t)L * D);
+	}
+	if (!run->x || !run->patches || !run->vecs || !run->qkv || !run->hid ||
+	    (bf16 ? !run->a_b || !run->att_b || !run->hid_b : !run->a || !run->att)) {
+		vision_vit_run_finish(run);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int vision_vit_run_embed(struct vision_vit_run *run, const struct vision_gemms *gm,
+			 const float *pixels, const float *pos, struct vision_profile *prof)
+{
+	const struct vision_weights *w = run->w;
+	const int D = w->width, T = w->n_prefix, p = w->patch, N = run->rows * run->cols;
+	int r;
+
+	if ((gm != NULL) != run->bf16)
+		return -EINVAL;
+	uint64_t t0 = vision_prof_start(prof);
+	vision_patchify(pixels, run->rows, run->cols, p, run->patches);
+	if ((r = vision_gemm(gm ? gm->embedder : NULL, &w->embedder, run->patches,
+			     (size_t)3 * p * p, N, run->x + (size_t)T * D, (size_t)D, false)) < 0)
+		return r;
+	for (size_t k = 0; k < (size_t)N * D; k++)
+		run->x[(size_t)T * D + k] += pos[k];
+	cpu_tensor_to_f32(&w->cls_token, 0, (size_t)T * D, run->x);
+	vision_prof_end(prof, VISION_OP_EMBED, t0);
+	run->block = 0;
+	run->pending = NULL;
+	return 0;
+}
+
+/* Block i in bf16 precision on the residual stream x [L][D] (vision_bf16.c's steps): each
+ * residual bias is added by the step that next reads x (proj's by the second LayerNorm, fc2's
+ * by the next block's first, the last block's by vision_vit_run_final()), so x leaves the
+ * last block as the fp32 blocks leave it. */
+static int block_bf16(struct vision_vit_run *run, const struct vision_gemms *gm, int i,
+		      struct vision_profile *prof)
+{
+	const struct vision_weights *w = run->w;
+	const struct vision_block *b = &w->blocks[i];
+	const int D = w->width, M = w->mlp, L = run->L;
+	float *x = run->x;
 	struct block_vecs bv;
 	uint64_t t0;
-	int r = -ENOMEM;
+	int r;
 
-	if (!a || !att || !hid_b || !qkv || !hid)
-		goto out;
-	size_t scratch_bytes = vision_attention_bf16_scratch(L, D, w->heads);
-	if (posix_memalign(&att_scratch, 64, MAX(scratch_bytes, 64)) != 0) {
-		att_scratch = NULL;
-		goto out;
+	/* the scratch follows the pool's thread count, which may change between two blocks */
+	size_t scratch_bytes = MAX(vision_attention_bf16_scratch(L, D, w->heads), (size_t)64);
+	if (scratch_bytes > run->scratch_bytes) {
+		free(run->att_scratch);
+		run->scratch_bytes = 0;
+		if (posix_memalign(&run->att_scratch, 64, scratch_bytes) != 0) {
+			run->att_scratch = NULL;
+			return -ENOMEM;
+		}
+		run->scratch_bytes = scratch_bytes;
 	}
-	for (int i = 0; i < w->depth; i++) {
-		const struct vision_block *b = &w->blocks[i];
-		/* the previous block's fc2 bias is still needed while this block's LayerNorm
-		 * adds it: the vectors alternate between the two halves of vecs */
-		float *mine = vecs + (i % 2) * VECS_FLOATS(D, M);
+	/* the previous block's fc2 bias is still needed while this block's LayerNorm adds it:
+	 * the vectors alternate between the two halves of vecs */
+	block_vecs_load(b, run->vecs + (i % 2) * VECS_FLOATS(D, M), &bv);
 
-		block_vecs_load(b, mine, &bv);
+	t0 = vision_prof_start(prof);
+	vision_layernorm_bf16_rows(x, D, run->pending, L, D, bv.n1w, bv.n1b, run->a_b);
+	vision_prof_end(prof, VISION_OP_NORM, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm_bf16(gm->blocks[i].m[0], &b->qkv_w, run->a_b, L, run->qkv,
+				  (size_t)3 * D, false)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_attention_bf16(run->qkv, bv.qkvb, L, D, w->heads, run->att_scratch,
+				       run->att_b)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_ATTENTION, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm_bf16(gm->blocks[i].m[1], &b->proj_w, run->att_b, L, x, D, true)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
 
-		t0 = vision_prof_start(prof);
-		vision_layernorm_bf16_rows(x, D, pending, L, D, bv.n1w, bv.n1b, a);
-		vision_prof_end(prof, VISION_OP_NORM, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm_bf16(gm->blocks[i].m[0], &b->qkv_w, a, L, qkv, (size_t)3 * D,
-					  false)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_attention_bf16(qkv, bv.qkvb, L, D, w->heads, att_scratch, att)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_ATTENTION, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm_bf16(gm->blocks[i].m[1], &b->proj_w, att, L, x, D, true)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_layernorm_bf16_rows(x, D, bv.projb, L, D, bv.n2w, bv.n2b, run->a_b);
+	vision_prof_end(prof, VISION_OP_NORM, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm_bf16(gm->blocks[i].m[2], &b->fc1_w, run->a_b, L, run->hid, M,
+				  false)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_bias_gelu_bf16_rows(run->hid, M, L, M, bv.fc1b, run->hid_b);
+	vision_prof_end(prof, VISION_OP_GELU, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm_bf16(gm->blocks[i].m[3], &b->fc2_w, run->hid_b, L, x, D, true)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	run->pending = bv.fc2b;
+	return 0;
+}
 
-		t0 = vision_prof_start(prof);
-		vision_layernorm_bf16_rows(x, D, bv.projb, L, D, bv.n2w, bv.n2b, a);
-		vision_prof_end(prof, VISION_OP_NORM, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm_bf16(gm->blocks[i].m[2], &b->fc1_w, a, L, hid, M, false)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		t0 = vision_prof_start(prof);
-		vision_bias_gelu_bf16_rows(hid, M, L, M, bv.fc1b, hid_b);
-		vision_prof_end(prof, VISION_OP_GELU, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm_bf16(gm->blocks[i].m[3], &b->fc2_w, hid_b, L, x, D, true)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		pending = bv.fc2b;
-	}
-	if (pending) {
-		t0 = vision_prof_start(prof);
-		vision_bias_add_rows(x, D, L, D, pending);
-		vision_prof_end(prof, VISION_OP_BIAS, t0);
-	}
-	r = 0;
-out:
-	free(a);
-	free(att);
-	free(hid_b);
-	free(qkv);
-	free(hid);
-	free(att_scratch);
+/* Block i in fp32. */
+static int block_fp32(struct vision_vit_run *run, int i, struct vision_profile *prof)
+{
+	const struct vision_weights *w = run->w;
+	const struct vision_block *b = &w->blocks[i];
+	const int D = w->width, M = w->mlp, L = run->L;
+	float *x = run->x, *a = run->a, *qkv = run->qkv, *att = run->att, *hid = run->hid;
+	struct block_vecs bv;
+	uint64_t t0;
+	int r;
+
+	block_vecs_load(b, run->vecs, &bv);
+
+	t0 = vision_prof_start(prof);
+	vision_layernorm_rows(x, D, a, D, L, D, bv.n1w, bv.n1b);
+	vision_prof_end(prof, VISION_OP_NORM, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm(NULL, &b->qkv_w, a, D, L, qkv, (size_t)3 * D, false)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_bias_rows(qkv, (size_t)3 * D, L, 3 * D, bv.qkvb);
+	vision_prof_end(prof, VISION_OP_BIAS, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_attention(qkv, att, L, D, w->heads)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_ATTENTION, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm(NULL, &b->proj_w, att, D, L, x, D, true)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_bias_rows(x, D, L, D, bv.projb);
+	vision_prof_end(prof, VISION_OP_BIAS, t0);
+
+	t0 = vision_prof_start(prof);
+	vision_layernorm_rows(x, D, a, D, L, D, bv.n2w, bv.n2b);
+	vision_prof_end(prof, VISION_OP_NORM, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm(NULL, &b->fc1_w, a, D, L, hid, M, false)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_bias_gelu_rows(hid, M, L, M, bv.fc1b);
+	vision_prof_end(prof, VISION_OP_GELU, t0);
+	t0 = vision_prof_start(prof);
+	if ((r = vision_gemm(NULL, &b->fc2_w, hid, M, L, x, D, true)) < 0)
+		return r;
+	vision_prof_end(prof, VISION_OP_GEMM, t0);
+	t0 = vision_prof_start(prof);
+	vision_bias_rows(x, D, L, D, bv.fc2b);
+	vision_prof_end(prof, VISION_OP_BIAS, t0);
+	return 0;
+}
+
+int vision_vit_run_block(struct vision_vit_run *run, const struct vision_gemms *gm,
+			 struct vision_profile *prof)
+{
+	if ((gm != NULL) != run->bf16 || run->block >= run->w->depth)
+		return -EINVAL;
+	int r = gm ? block_bf16(run, gm, run->block, prof) : block_fp32(run, run->block, prof);
+	if (r == 0)
+		run->block++;
 	return r;
+}
+
+int vision_vit_run_final(struct vision_vit_run *run, float *features, struct vision_profile *prof)
+{
+	const struct vision_weights *w = run->w;
+	const int D = w->width, T = w->n_prefix, N = run->rows * run->cols;
+	struct block_vecs bv;
+	uint64_t t0;
+
+	if (run->block != w->depth)
+		return -EINVAL;
+	if (run->pending) {
+		t0 = vision_prof_start(prof);
+		vision_bias_add_rows(run->x, D, run->L, D, run->pending);
+		vision_prof_end(prof, VISION_OP_BIAS, t0);
+		run->pending = NULL;
+	}
+	t0 = vision_prof_start(prof);
+	if (w->norm_w.data) {
+		float *cursor = run->vecs;
+		vec(&w->norm_w, &bv.n1w, &cursor);
+		vec(&w->norm_b, &bv.n1b, &cursor);
+		vision_layernorm_rows(run->x + (size_t)T * D, D, features, D, N, D, bv.n1w, bv.n1b);
+	} else {
+		memcpy(features, run->x + (size_t)T * D, sizeof(float) * (size_t)N * D);
+	}
+	vision_prof_end(prof, VISION_OP_NORM, t0);
+	return 0;
 }
 
 int vision_vit_forward_profile(const struct vision_weights *w, const struct vision_gemms *gm,
 			       const float *pixels, int rows, int cols, const float *pos,
 			       float *features, struct vision_profile *prof)
 {
-	const int D = w->width, T = w->n_prefix, M = w->mlp, p = w->patch;
-	const int N = rows * cols, L = T + N, pp = p * p;
-	float *x = NULL, *a = NULL, *qkv = NULL, *att = NULL, *hid = NULL, *patches = NULL;
-	float *vecs = NULL, *cursor;
-	struct block_vecs bv;
-	uint64_t t0;
-	int r = -ENOMEM;
+	struct vision_vit_run run;
+	int r = vision_vit_run_init(&run, w, gm != NULL, rows, cols);
 
-	x = malloc(sizeof(float) * (size_t)L * D);
-	patches = malloc(sizeof(float) * (size_t)N * 3 * pp);
-	/* two blocks' vectors (blocks_bf16()), which also holds the final norm's */
-	vecs = malloc(sizeof(float) * 2 * VECS_FLOATS(D, M));
-	if (!x || !patches || !vecs)
-		goto out;
-	if (!gm) { /* blocks_bf16() has buffers of its own */
-		a = malloc(sizeof(float) * (size_t)L * D);
-		qkv = malloc(sizeof(float) * (size_t)L * 3 * D);
-		att = malloc(sizeof(float) * (size_t)L * D);
-		hid = malloc(sizeof(float) * (size_t)L * M);
-		if (!a || !qkv || !att || !hid)
-			goto out;
-	}
-
-	t0 = vision_prof_start(prof);
-	vision_patchify(pixels, rows, cols, p, patches);
-	if ((r = vision_gemm(gm ? gm->embedder : NULL, &w->embedder, patches, (size_t)3 * pp, N,
-			     x + (size_t)T * D, (size_t)D, false)) < 0)
-		goto out;
-	for (size_t k = 0; k < (size_t)N * D; k++)
-		x[(size_t)T * D + k] += pos[k];
-	cpu_tensor_to_f32(&w->cls_token, 0, (size_t)T * D, x);
-	vision_prof_end(prof, VISION_OP_EMBED, t0);
-
-	if (gm && (r = blocks_bf16(w, gm, x, L, vecs, prof)) < 0)
-		goto out;
-	for (int i = 0; !gm && i < w->depth; i++) {
-		const struct vision_block *b = &w->blocks[i];
-
-		block_vecs_load(b, vecs, &bv);
-
-		t0 = vision_prof_start(prof);
-		vision_layernorm_rows(x, D, a, D, L, D, bv.n1w, bv.n1b);
-		vision_prof_end(prof, VISION_OP_NORM, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm(NULL, &b->qkv_w, a, D, L, qkv, (size_t)3 * D, false)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		t0 = vision_prof_start(prof);
-		vision_bias_rows(qkv, (size_t)3 * D, L, 3 * D, bv.qkvb);
-		vision_prof_end(prof, VISION_OP_BIAS, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_attention(qkv, att, L, D, w->heads)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_ATTENTION, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm(NULL, &b->proj_w, att, D, L, x, D, true)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		t0 = vision_prof_start(prof);
-		vision_bias_rows(x, D, L, D, bv.projb);
-		vision_prof_end(prof, VISION_OP_BIAS, t0);
-
-		t0 = vision_prof_start(prof);
-		vision_layernorm_rows(x, D, a, D, L, D, bv.n2w, bv.n2b);
-		vision_prof_end(prof, VISION_OP_NORM, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm(NULL, &b->fc1_w, a, D, L, hid, M, false)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		t0 = vision_prof_start(prof);
-		vision_bias_gelu_rows(hid, M, L, M, bv.fc1b);
-		vision_prof_end(prof, VISION_OP_GELU, t0);
-		t0 = vision_prof_start(prof);
-		if ((r = vision_gemm(NULL, &b->fc2_w, hid, M, L, x, D, true)) < 0)
-			goto out;
-		vision_prof_end(prof, VISION_OP_GEMM, t0);
-		t0 = vision_prof_start(prof);
-		vision_bias_rows(x, D, L, D, bv.fc2b);
-		vision_prof_end(prof, VISION_OP_BIAS, t0);
-	}
-	t0 = vision_prof_start(prof);
-	if (w->norm_w.data) {
-		cursor = vecs;
-		vec(&w->norm_w, &bv.n1w, &cursor);
-		vec(&w->norm_b, &bv.n1b, &cursor);
-		vision_layernorm_rows(x + (size_t)T * D, D, features, D, N, D, bv.n1w, bv.n1b);
-	} else {
-		memcpy(features, x + (size_t)T * D, sizeof(float) * (size_t)N * D);
-	}
-	vision_prof_end(prof, VISION_OP_NORM, t0);
-	r = 0;
-out:
-	free(x);
-	free(a);
-	free(qkv);
-	free(att);
-	free(hid);
-	free(patches);
-	free(vecs);
+	if (r < 0)
+		return r;
+	r = vision_vit_run_embed(&run, gm, pixels, pos, prof);
+	for (int i = 0; r == 0 && i < w->depth; i++)
+		r = vision_vit_run_block(&run, gm, prof);
+	if (r == 0)
+		r = vision_vit_run_final(&run, features, prof);
+	vision_vit_run_finish(&run);
 	return r;
 }

@@ -1,0 +1,101 @@
+/* The resumable vision encode (engine_vision_encode_begin/advance/finish): on the tiny-vlm
+ * fixture, the rows of a screenshot encoded in slices of 1, 5 and all steps equal
+ * engine_vision_encode_on()'s bit for bit, with no backend, the CPU backend in fp32 and in
+ * bf16; the progress counts every step; misuse is refused. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "golden.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static void check_backend(struct engine_backend *b, const struct engine_vision *v,
+			  const float *pixels, int n_tiles, const char *what)
+{
+	size_t n_rows = (size_t)n_tiles * (size_t)engine_vision_tokens_per_tile(v);
+	size_t dim = (size_t)engine_vision_embed_dim(v);
+	float *want = malloc(sizeof(float) * n_rows * dim), *got = malloc(sizeof(float) * n_rows * dim);
+	REQUIRE(want && got);
+	REQUIRE(engine_vision_encode_on(b, v, pixels, n_tiles, want) == 0);
+
+	static const int slices[] = {1, 5, 1 << 20};
+	for (size_t s = 0; s < sizeof(slices) / sizeof(slices[0]); s++) {
+		struct engine_vision_job *j = NULL;
+		struct engine_rows *rows = NULL;
+		int r, advances = 0, total = 0;
+		REQUIRE(engine_vision_encode_begin(b, v, pixels, n_tiles, &j) == 0);
+		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), 0);
+		/* the CPU's steps: embedding, the blocks, final norm + projector, per tile */
+		CHECK(total > n_tiles);
+		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
+		while ((r = engine_vision_encode_advance(j, slices[s])) == 1)
+			advances++;
+		CHECK_INT_EQ(r, 0);
+		CHECK_INT_EQ(advances + 1, (total + slices[s] - 1) / slices[s]);
+		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), total);
+		CHECK_INT_EQ(engine_vision_encode_advance(j, 1), -EINVAL);
+		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), 0);
+		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
+		REQUIRE(rows && engine_rows_count(rows) == n_rows);
+		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
+		bool same = memcmp(got, want, sizeof(float) * n_rows * dim) == 0;
+		printf("%s, %d tiles in %d steps, %d per slice: %s\n", what, n_tiles, total,
+		       slices[s], same ? "bit for bit" : "DIFFERENT");
+		CHECK(same);
+		engine_rows_destroy(rows);
+		engine_vision_job_destroy(j);
+	}
+	/* abandoned half way: nothing leaks (ASan) */
+	struct engine_vision_job *j = NULL;
+	REQUIRE(engine_vision_encode_begin(b, v, pixels, n_tiles, &j) == 0);
+	CHECK_INT_EQ(engine_vision_encode_advance(j, 3), 1);
+	engine_vision_job_destroy(j);
+	free(want);
+	free(got);
+}
+
+int main(void)
+{
+	char path[4096], err[256];
+	snprintf(path, sizeof(path), "%s/tests/fixtures/vision/tiny-vlm", golden_source_root());
+	struct engine_model *m = engine_model_load(path, err, sizeof(err));
+	REQUIRE(m);
+	struct engine_vision *v = engine_vision_create(m, err, sizeof(err));
+	REQUIRE(v);
+	snprintf(path, sizeof(path), "%s/tests/fixtures/vision/screen.png", golden_source_root());
+	struct engine_image *img = engine_image_load_png(path, err, sizeof(err));
+	REQUIRE(img);
+	struct engine_vision_preprocess pp;
+	struct engine_vision_grid grid;
+	float *pixels = NULL;
+	engine_vision_get_preprocess(v, &pp);
+	pp.max_tiles = 2;
+	REQUIRE(engine_vision_preprocess(img, &pp, &grid, &pixels) == 0);
+	REQUIRE(grid.n_tiles >= 2);
+
+	struct engine_vision_job *j = NULL;
+	CHECK_INT_EQ(engine_vision_encode_begin(NULL, v, pixels, 0, &j), -EINVAL);
+	CHECK_INT_EQ(engine_vision_encode_begin(NULL, v, pixels, ENGINE_VISION_MAX_TILES + 2, &j),
+		     -EINVAL);
+
+	check_backend(NULL, v, pixels, grid.n_tiles, "no backend (fp32)");
+	static const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32,
+							   ENGINE_PRECISION_BF16};
+	for (size_t i = 0; i < 2; i++) {
+		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
+						    .precision = precisions[i]};
+		struct engine_backend *b = engine_backend_create(m, &bo, err, sizeof(err));
+		REQUIRE(b);
+		check_backend(b, v, pixels, grid.n_tiles,
+			      i ? "CPU backend, bf16" : "CPU backend, fp32");
+		engine_backend_destroy(b);
+	}
+	free(pixels);
+	engine_image_destroy(img);
+	engine_vision_destroy(v);
+	engine_model_destroy(m);
+	return test_exit();
+}
