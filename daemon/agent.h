@@ -16,13 +16,6 @@
 #include "model-worker.h"
 #include "executor.h"
 
-/* A grounding's prefill runs in chunks, and the vision tower tile by tile, so that a stop is
- * noticed between two engine calls. A chunk is sized from the measured prefill rate to last
- * about AGENT_STOP_SLICE_US, within AGENT_PREFILL_CHUNK_MIN..MAX tokens. (A task's prefills run
- * in the model worker's batches, --batch-prefill-chunk positions per forward at most.) */
-#define AGENT_STOP_SLICE_US 100000
-#define AGENT_PREFILL_CHUNK_MIN 16
-#define AGENT_PREFILL_CHUNK_MAX 512
 /* Bytes of a step's decoded text kept (raw output in the journal). */
 #define AGENT_MAX_RAW_BYTES (64 * 1024)
 /* Bytes of a step's prompt text journaled (longer: cut, marked "[...]"). */

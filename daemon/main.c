@@ -239,6 +239,7 @@ int main(int argc, char **argv)
 		goto destroy_writer;
 	}
 	model_worker_set_prefill_chunk(worker, cfg.batch_prefill_chunk);
+	model_worker_set_vision_slice(worker, cfg.batch_vision_slice);
 	if (cfg.remote) {
 		char perr[PROVIDER_MAX_ERROR] = "";
 		bool images = strcmp(cfg.remote_images, "png") == 0;

@@ -73,11 +73,12 @@ struct model_worker {
 
 	/* The scheduler of sequences: the active set is the worker's; the counters are read by
 	 * status under the lock. */
-	unsigned prefill_chunk;
+	unsigned prefill_chunk, vision_slice;
 	struct active *active;
-	size_t n_active, cap_active, rr;
+	size_t n_active, cap_active, rr, vision_rr;
 	size_t n_sequences; /* n_active, for status (under the lock) */
-	unsigned long long batches;
+	size_t n_vision;    /* vision items among them, for status (under the lock) */
+	unsigned long long batches, vision_slices;
 	size_t largest_batch;
 	/* Admission, under the lock: the budget (0: none), what admitted tasks reserved, and the
 	 * tasks waiting in FIFO order; a session's size at a length, measured when the backend is
@@ -462,6 +463,31 @@ static void activate(struct model_worker *et, struct job *j)
 	}
 }
 
+/* One slice of vision work: the next vision item in turn (after the one served last) runs up
+ * to vision_slice steps of its encode, after its job's check. Model worker. */
+static void vision_slice(struct model_worker *et)
+{
+	size_t n = et->n_active;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (et->vision_rr + k) % n;
+		struct active *a = &et->active[i];
+		if (!a->j || a->w.kind != MODEL_WORK_VISION)
+			continue;
+		et->vision_rr = (i + 1) % n;
+		int r = a->j->seq->check ? a->j->seq->check(a->j->seq->arg) : 0;
+		if (r == 0) {
+			r = engine_vision_encode_advance(a->w.vision, (int)et->vision_slice);
+			check_fault(et);
+			pthread_mutex_lock(&et->lock);
+			et->vision_slices++;
+			pthread_mutex_unlock(&et->lock);
+		}
+		if (r != 1)
+			work_ended(et, a, r);
+		return;
+	}
+}
+
 /* One batched forward: every decoding session's next token and up to prefill_chunk positions
  * of prefill, handed out in turn (the first sequence served rotates). Model worker. */
 static void tick(struct model_worker *et)
@@ -476,7 +502,7 @@ static void tick(struct model_worker *et)
 		et->active[i].fresh = false;
 	for (size_t k = 0; k < n; k++) {
 		struct active *a = &et->active[(et->rr + k) % n];
-		if (!a->j || a->fresh)
+		if (!a->j || a->fresh || a->w.kind == MODEL_WORK_VISION)
 			continue;
 		if (a->w.kind == MODEL_WORK_DECODE) {
 			int r = engine_generator_sample(a->w.gen, &e[n_e]);
@@ -531,13 +557,21 @@ static void tick(struct model_worker *et)
 			work_ended(et, a, 0);
 		}
 	}
-	size_t kept = 0;
+	vision_slice(et);
+	size_t kept = 0, vision = 0;
 	for (size_t i = 0; i < n; i++)
-		if (et->active[i].j)
+		if (et->active[i].j) {
+			vision += et->active[i].w.kind == MODEL_WORK_VISION;
 			et->active[kept++] = et->active[i];
+		}
 	et->n_active = kept;
-	if (kept)
+	if (kept) {
 		et->rr %= kept;
+		et->vision_rr %= kept;
+	}
+	pthread_mutex_lock(&et->lock);
+	et->n_vision = vision;
+	pthread_mutex_unlock(&et->lock);
 	free(rs);
 	free(of);
 	free(e);
@@ -619,6 +653,7 @@ struct model_worker *model_worker_create(const char *model_dir,
 	pthread_cond_init(&et->done, NULL);
 	pthread_cond_init(&et->admitted, NULL);
 	et->prefill_chunk = MODEL_WORKER_DEFAULT_PREFILL_CHUNK;
+	et->vision_slice = MODEL_WORKER_DEFAULT_VISION_SLICE;
 	if ((r = pthread_create(&et->thread, NULL, worker_main, et)) != 0) {
 		model_worker_destroy(et);
 		errno = r;
@@ -696,6 +731,11 @@ int model_worker_tokens_per_tile(struct model_worker *et)
 	return loaded(et) ? et->tokens_per_tile : 0;
 }
 
+const struct engine_vision *model_worker_vision(struct model_worker *et)
+{
+	return loaded(et) ? et->ctx.vision : NULL;
+}
+
 static const char *state_name(enum model_worker_state s)
 {
 	switch (s) {
@@ -763,9 +803,11 @@ json_t *model_worker_status(struct model_worker *et)
 			json_array_append_new(waiting, json_pack("{s:I, s:I}", "task",
 				(json_int_t)et->waiters[i].task, "position", (json_int_t)(i + 1)));
 		json_object_set_new(o, "batching", json_pack(
-			"{s:i, s:I, s:I, s:I, s:o, s:I, s:o}", "prefill_chunk", (int)et->prefill_chunk,
-			"batches", (json_int_t)et->batches, "sequences", (json_int_t)et->n_sequences,
-			"largest_batch", (json_int_t)et->largest_batch, "budget_bytes",
+			"{s:i, s:I, s:I, s:I, s:i, s:I, s:I, s:o, s:I, s:o}", "prefill_chunk",
+			(int)et->prefill_chunk, "batches", (json_int_t)et->batches, "sequences",
+			(json_int_t)et->n_sequences, "largest_batch", (json_int_t)et->largest_batch,
+			"vision_slice", (int)et->vision_slice, "vision", (json_int_t)et->n_vision,
+			"vision_slices", (json_int_t)et->vision_slices, "budget_bytes",
 			et->budget ? json_integer((json_int_t)et->budget) : json_null(),
 			"reserved_bytes", (json_int_t)et->reserved, "waiting",
 			waiting ? waiting : json_array()));
@@ -859,6 +901,24 @@ unsigned long long model_worker_batches(struct model_worker *et)
 	unsigned long long n = et->batches;
 	pthread_mutex_unlock(&et->lock);
 	return n;
+}
+
+unsigned long long model_worker_vision_slices(struct model_worker *et)
+{
+	pthread_mutex_lock(&et->lock);
+	unsigned long long n = et->vision_slices;
+	pthread_mutex_unlock(&et->lock);
+	return n;
+}
+
+int model_worker_set_vision_slice(struct model_worker *et, unsigned steps)
+{
+	if (steps < 1 || steps > MODEL_WORKER_MAX_VISION_SLICE)
+		return -EINVAL;
+	pthread_mutex_lock(&et->lock);
+	et->vision_slice = steps;
+	pthread_mutex_unlock(&et->lock);
+	return 0;
 }
 
 /* Milliseconds between two looks at a waiting task's stop flag. */

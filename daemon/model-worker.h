@@ -21,9 +21,11 @@
  *     by an engine generator, and the worker runs the items of every task in batched forwards:
  *     each forward advances every decoding session by one token and adds at most
  *     `prefill_chunk` positions of prefill (shared out in turn among the sessions prefilling),
- *     so a long prefill delays another session's next token by one forward at most. Plain jobs
- *     (model_worker_call: vision encoding, session creation, snapshots) run between two
- *     forwards. A work item that fails (a stop, a deadline, an engine error) ends its own job;
+ *     so a long prefill delays another session's next token by one forward at most. A vision
+ *     work item (a screenshot's resumable encode) runs one slice of `vision_slice` steps
+ *     between two forwards, the items taking turns, so a screenshot delays a decoder's next
+ *     token by one slice at most. Plain jobs (model_worker_call: session creation and close)
+ *     run between two forwards. A work item that fails (a stop, a deadline, an engine error) ends its own job;
  *     a forward that fails without changing anything is run again entry by entry so that the
  *     failure lands on the session that caused it, and the others go on.
  *   - Admission: a task's session is admitted only while what it may grow to (its context
@@ -95,6 +97,9 @@ const struct engine_tokenizer *model_worker_tokenizer(struct model_worker *et);
 const struct policy_grammar *model_worker_grammar(struct model_worker *et);
 /* Image tokens per tile of the vision tower (0 before the load succeeded). */
 int model_worker_tokens_per_tile(struct model_worker *et);
+/* The vision tower (immutable: its preprocessing may run on any thread; its encodes are jobs'),
+ * NULL before the load succeeded. */
+const struct engine_vision *model_worker_vision(struct model_worker *et);
 
 /* The "model" member of GET /v1/status: null without a model, else
  * {"path", "name", "state", "error", "backend", "parameters", "weight_bytes", "layers",
@@ -104,7 +109,8 @@ int model_worker_tokens_per_tile(struct model_worker *et);
  *  "bytes_per_second", "done"}: engine_backend_options.progress), and once ready "device", "precision", "ssm_state", "device_weight_bytes",
  *  "device_state_bytes", "device_memory_total", "device_memory_free"}, and "batching":
  *  {"prefill_chunk", "batches" (forwards of sequence work), "sequences" (jobs in the batch
- *  now), "largest_batch" (sessions in one forward at most), "budget_bytes" (admission; null:
+ *  now), "largest_batch" (sessions in one forward at most), "vision_slice", "vision" (vision
+ *  encodes in flight), "vision_slices" (slices run), "budget_bytes" (admission; null:
  *  none), "reserved_bytes", "waiting": [{"task", "position"}...]}. A new reference, or
  *  NULL on OOM. */
 json_t *model_worker_status(struct model_worker *et);
@@ -125,10 +131,18 @@ int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx,
 /* Sets it (1..MODEL_WORKER_MAX_PREFILL_CHUNK); call before the first job. -EINVAL. */
 int model_worker_set_prefill_chunk(struct model_worker *et, unsigned tokens);
 
+/* Vision steps one slice of a resumable encode runs at most between two forwards
+ * (engine_vision_encode_advance(): a ViT block of one tile, on the CPU). */
+#define MODEL_WORKER_DEFAULT_VISION_SLICE 1
+#define MODEL_WORKER_MAX_VISION_SLICE 1024
+/* Sets it (1..MODEL_WORKER_MAX_VISION_SLICE); call before the first job. -EINVAL. */
+int model_worker_set_vision_slice(struct model_worker *et, unsigned steps);
+
 /* What a sequence job asks of the worker next: one work item on one session. */
 enum model_work_kind {
 	MODEL_WORK_PREFILL, /* append ids[0..n) (refs: NULL or [n] image rows) in chunks */
 	MODEL_WORK_DECODE,  /* step `gen` (an engine generator over `session`) until it ends */
+	MODEL_WORK_VISION,  /* advance `vision` (a resumable encode) until every tile is encoded */
 };
 
 struct model_work {
@@ -140,14 +154,15 @@ struct model_work {
 	enum engine_logits want; /* of the last position: NONE or LAST (into logits[vocab]) */
 	float *logits;
 	struct engine_generator *gen;
+	struct engine_vision_job *vision;
 };
 
 /* A job the worker runs as a state machine (on the worker, like a plain job's function):
  * next() is called first with r = 0 and then each time its work item ended, with the item's
- * result (0; the generator's error; the forward's error; check()'s error). It fills *ret_work
- * and returns 1 to go on, or returns the job's result (0 or a negative errno). check(), when
- * set, runs before every prefill chunk: a negative errno (a stop, a deadline) ends the item
- * with it. The ids, refs and generator of a work item stay valid until next() is called. */
+ * result (0; the generator's error; the forward's error; the encoder's error; check()'s
+ * error). It fills *ret_work and returns 1 to go on, or returns the job's result (0 or a
+ * negative errno). check(), when set, runs before every prefill chunk and every vision slice:
+ * a negative errno (a stop, a deadline) ends the item with it. The ids, refs and generator of a work item stay valid until next() is called. */
 struct model_seq_job {
 	int (*next)(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work);
 	int (*check)(void *arg);
@@ -161,6 +176,8 @@ int model_worker_run(struct model_worker *et, const struct model_seq_job *job);
 /* Forwards the worker has run (batches of sequence work): what the fairness of the scheduler
  * is counted in. Any thread. */
 unsigned long long model_worker_batches(struct model_worker *et);
+/* Slices of vision work the worker has run. Any thread. */
+unsigned long long model_worker_vision_slices(struct model_worker *et);
 
 /* Admission of task `task`'s session: it holds up to `copies` states of up to max_tokens
  * positions at once (the session, and a snapshot of it taken before decoding) and a snapshot

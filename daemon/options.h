@@ -50,6 +50,7 @@ struct holod_config {
 	unsigned context_tokens; /* session size; persistent sessions are rebuilt before it */
 	unsigned state_limit_kib; /* session state the model may hold; 0: none (CUDA: free memory) */
 	unsigned batch_prefill_chunk; /* prefill positions per batched forward at most */
+	unsigned batch_vision_slice;  /* vision encoder steps between two forwards at most */
 	unsigned step_tokens; /* most tokens decoded for one step */
 	unsigned step_retries; /* invalid steps retried before the task fails */
 	double temperature;   /* sampling of a step's first attempt; 0: greedy */

@@ -1,6 +1,7 @@
 /* The local provider: holod's own engine through the model worker (provider.h).
  *
- * One step: encode the observation (worker job: preprocess + vision tower) -> render the new
+ * One observation: preprocessed on the executor thread, then encoded by a sequence job of the
+ * worker, a slice of the vision tower between two batched forwards. One step: render the new
  * prompt tokens (persistent: this observation's user turn and the generation prompt; window,
  * or a persistent session near its cap: the prefix snapshot plus the history with only the
  * last K screenshots) -> a sequence job of the worker (model-worker.h), batched with the
@@ -18,8 +19,8 @@
  * everything that computes with the model (vision encoding, prefill, constrained decoding,
  * snapshots) is a job handed to the model worker (model-worker.h), which owns the session;
  * the executor waits for each job. The task's stop flag is atomic and polled by the jobs
- * between decoded tokens and between prefill chunks, so a stop takes effect within one
- * token's time. */
+ * between decoded tokens, prefill chunks and vision slices, so a stop takes effect within one
+ * forward's time. */
 #include "provider.h"
 
 #include <errno.h>
@@ -67,7 +68,6 @@ struct agent {
 	struct engine_session *session;
 	struct engine_snapshot *prefix;
 	long long accounted_bytes;
-	double prefill_us_per_token; /* measured; sizes the prefill chunks of grounding */
 	uint64_t reserved; /* admission (model_worker_admit), given back at close */
 
 	int prefix_tokens;
@@ -85,53 +85,6 @@ static void account(struct agent *a)
 		now += (long long)engine_snapshot_bytes(a->prefix);
 	model_worker_account(a->cfg->worker, 0, now - a->accounted_bytes);
 	a->accounted_bytes = now;
-}
-
-/* Appends a piece in chunks (a stop is noticed between them); image positions take the rows
- * of slot_rows[k] for the k-th image of the piece. */
-static int prefill(struct agent *a, const struct policy_piece *p,
-		   struct engine_rows *const *slot_rows, enum engine_logits want, float *logits,
-		   const atomic_int *stop, uint64_t deadline_us)
-{
-	struct engine_row_ref *refs = NULL;
-	int r = 0;
-
-	if (p->n_images) {
-		refs = xcalloc(p->n_ids, sizeof(*refs));
-		for (size_t k = 0; k < p->n_images; k++)
-			for (size_t i = 0; i < p->images[k].n_tokens; i++)
-				refs[p->images[k].offset + i] =
-					(struct engine_row_ref){.rows = slot_rows[k], .row = i};
-	}
-	for (size_t off = 0, n; off < p->n_ids; off += n) {
-		if (atomic_load(stop) != EXECUTOR_RUN) {
-			r = -ECANCELED;
-			break;
-		}
-		if (time_mono_us() >= deadline_us) {
-			r = -ETIME;
-			break;
-		}
-		size_t chunk = AGENT_PREFILL_CHUNK_MIN;
-		if (a->prefill_us_per_token > 0)
-			chunk = (size_t)CLAMP(AGENT_STOP_SLICE_US / a->prefill_us_per_token,
-					      (double)AGENT_PREFILL_CHUNK_MIN,
-					      (double)AGENT_PREFILL_CHUNK_MAX);
-		n = MIN(chunk, p->n_ids - off);
-		bool last = off + n == p->n_ids;
-		uint64_t t0 = time_mono_us();
-		r = engine_session_append_rows(a->session, p->ids + off, refs ? refs + off : NULL, n,
-					       last ? want : ENGINE_LOGITS_NONE,
-					       last ? logits : NULL);
-		if (r < 0)
-			break;
-		double rate = (double)(time_mono_us() - t0) / (double)n;
-		a->prefill_us_per_token = a->prefill_us_per_token > 0 ?
-						  0.5 * a->prefill_us_per_token + 0.5 * rate :
-						  rate;
-	}
-	free(refs);
-	return r;
 }
 
 struct open_job {
@@ -208,132 +161,98 @@ static int job_close(struct worker_ctx *ctx, void *arg)
 	return 0;
 }
 
+/* An observation's encode: the screenshot preprocessed on the caller's thread
+ * (encode_prepare()), then encoded as a sequence job of the worker, one slice of the vision
+ * tower between two batched forwards (MODEL_WORK_VISION), so the other tasks keep decoding. */
 struct encode_job {
-	const struct engine_image *img;
 	const atomic_int *stop;
-	int max_tiles;
-	/* CPU: job_encode only preprocesses; the caller runs job_encode_tile for each tile, one
-	 * worker job each, so that the other tasks' batches run between two tiles */
-	bool tile_jobs;
-	struct engine_rows *drop; /* the rows of an observation that left the window */
-	struct engine_rows *rows;
-	size_t n_rows;
+	float *pixels;
 	int n_tiles;
-	uint64_t preprocess_us, encode_us;
+	size_t n_rows;
+	struct engine_rows *drop; /* the rows of an observation that left the window */
+	struct engine_vision_job *vj;
+	struct engine_rows *rows;
+	bool started;
+	uint64_t preprocess_us, encode_us, t0;
 	char err[256];
-	/* the CPU path between its jobs */
-	float *pixels, *host_rows;
-	int next_tile;
-	size_t tile_floats, tile_rows;
-	int dim;
 };
 
-/* The CPU path, step 1: preprocessing, and the rows' memory. */
-static int encode_cpu_begin(struct worker_ctx *ctx, struct encode_job *j)
+/* Preprocessing, on the calling thread (the vision handle is immutable). */
+static int encode_prepare(struct model_worker *w, const struct engine_image *img, int max_tiles,
+			  struct encode_job *j)
 {
+	const struct engine_vision *v = model_worker_vision(w);
 	struct engine_vision_preprocess pp;
 	struct engine_vision_grid grid;
 	int r;
 
+	if (!v) {
+		snprintf(j->err, sizeof(j->err), "the model is not loaded");
+		return -ENODEV;
+	}
 	uint64_t t0 = time_mono_us();
-	engine_vision_get_preprocess(ctx->vision, &pp);
-	if (j->max_tiles > 0)
-		pp.max_tiles = MIN(pp.max_tiles, j->max_tiles);
-	if ((r = engine_vision_preprocess(j->img, &pp, &grid, &j->pixels)) < 0) {
+	engine_vision_get_preprocess(v, &pp);
+	if (max_tiles > 0)
+		pp.max_tiles = MIN(pp.max_tiles, max_tiles);
+	if ((r = engine_vision_preprocess(img, &pp, &grid, &j->pixels)) < 0) {
 		snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s", strerror(-r));
 		return r;
 	}
-	j->dim = engine_vision_embed_dim(ctx->vision);
-	j->n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
-	j->host_rows = malloc(j->n_rows * (size_t)j->dim * sizeof(float));
-	if (!j->host_rows)
-		return -ENOMEM;
-	j->tile_floats = 3 * (size_t)pp.tile_size * (size_t)pp.tile_size;
-	j->tile_rows = (size_t)engine_vision_tokens_per_tile(ctx->vision) * (size_t)j->dim;
 	j->n_tiles = grid.n_tiles;
-	j->next_tile = 0;
+	j->n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(v);
 	j->preprocess_us = time_mono_us() - t0;
 	return 0;
 }
 
-/* Step 2, once per tile (tiles are encoded independently): a stop waits for one tile at most. */
-static int job_encode_tile(struct worker_ctx *ctx, void *arg)
+static int encode_check(void *arg)
 {
 	struct encode_job *j = arg;
-	char why[256];
-	int r;
-
-	if (atomic_load(j->stop) != EXECUTOR_RUN)
-		return -ECANCELED;
-	uint64_t t0 = time_mono_us();
-	int i = j->next_tile;
-	if ((r = engine_vision_encode_on(ctx->backend, ctx->vision,
-					 j->pixels + (size_t)i * j->tile_floats, 1,
-					 j->host_rows + (size_t)i * j->tile_rows)) < 0) {
-		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
-			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		return r;
-	}
-	j->next_tile++;
-	j->encode_us += time_mono_us() - t0;
-	return 0;
+	return stop_check(j->stop, UINT64_MAX);
 }
 
-/* Step 3: the rows become a handle. Any thread (host memory). Frees what the steps made. */
-static int encode_cpu_end(struct encode_job *j, int r)
+/* The encode's work items: the resumable encode, then its rows. encode_us is the time from
+ * its first slice to its last, the other tasks' forwards between them included. */
+static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
+		       struct model_work *ret_work)
 {
-	free(j->pixels);
-	j->pixels = NULL;
-	if (r == 0) {
-		j->rows = engine_rows_from_host(j->host_rows, j->n_rows, j->dim);
-		r = j->rows ? 0 : -errno;
+	char why[256];
+
+	if (!j->started) {
+		j->started = true;
+		engine_rows_destroy(j->drop);
+		j->drop = NULL;
+		j->t0 = time_mono_us();
+		if ((r = engine_vision_encode_begin(ctx->backend, ctx->vision, j->pixels, j->n_tiles,
+						    &j->vj)) < 0) {
+			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
+			return r;
+		}
+		*ret_work = (struct model_work){.kind = MODEL_WORK_VISION, .vision = j->vj};
+		return 1;
 	}
-	if (r < 0)
-		free(j->host_rows);
-	j->host_rows = NULL;
+	if (r == 0)
+		r = engine_vision_encode_finish(j->vj, &j->rows);
+	engine_vision_job_destroy(j->vj);
+	j->vj = NULL;
+	j->encode_us = time_mono_us() - j->t0;
+	if (r < 0 && r != -ECANCELED)
+		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
+			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 	return r;
 }
 
-/* The CPU path in one job (grounding). */
-static int encode_on_cpu(struct worker_ctx *ctx, struct encode_job *j)
+static int encode_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
-	int r = encode_cpu_begin(ctx, j);
-	while (r == 0 && j->next_tile < j->n_tiles)
-		r = job_encode_tile(ctx, j);
-	return encode_cpu_end(j, r);
+	return encode_step(ctx, arg, r, ret_work);
 }
 
-/* On a backend with a device, the screenshot goes to it and every tile of the observation is
- * preprocessed and encoded there in one batch, the rows staying in its memory for the prefill.
- * The preprocessing is then part of the vision phase (preprocess_us 0). */
-static int job_encode(struct worker_ctx *ctx, void *arg)
+/* What the job left when it ended early (the worker stopping): host memory only. */
+static void encode_cleanup(struct encode_job *j)
 {
-	struct encode_job *j = arg;
-	struct engine_backend_info bi;
-	struct engine_vision_preprocess pp;
-	struct engine_vision_grid grid;
-	int r;
-
-	engine_rows_destroy(j->drop);
-	j->drop = NULL;
-	if (engine_backend_get_info(ctx->backend, &bi) < 0 || bi.kind != ENGINE_BACKEND_CUDA)
-		return j->tile_jobs ? encode_cpu_begin(ctx, j) : encode_on_cpu(ctx, j);
-	if (atomic_load(j->stop) != EXECUTOR_RUN)
-		return -ECANCELED;
-	engine_vision_get_preprocess(ctx->vision, &pp);
-	uint64_t t0 = time_mono_us();
-	r = engine_vision_encode_image_on(ctx->backend, ctx->vision, j->img,
-					  j->max_tiles > 0 ? MIN(pp.max_tiles, j->max_tiles) : 0,
-					  &grid, &j->rows);
-	if (r < 0) {
-		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
-		return r;
-	}
-	j->n_rows = engine_rows_count(j->rows);
-	j->n_tiles = grid.n_tiles;
-	j->preprocess_us = 0;
-	j->encode_us = time_mono_us() - t0;
-	return 0;
+	engine_vision_job_destroy(j->vj);
+	j->vj = NULL;
+	free(j->pixels);
+	j->pixels = NULL;
 }
 
 struct attempt;
@@ -946,19 +865,21 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 		snprintf(err, errlen, "%s", strerror(-r));
 		return r;
 	}
-	struct encode_job ej = {.img = img, .stop = a->t->stop, .max_tiles = a->max_tiles,
-				.tile_jobs = true};
-	if (index >= a->window) {
-		ej.drop = a->obs[index - a->window].rows;
-		a->obs[index - a->window].rows = NULL;
-	}
-	r = model_worker_call(a->cfg->worker, job_encode, &ej);
-	/* the CPU path: one job per tile, the other tasks' batches between them */
-	while (r == 0 && ej.pixels && ej.next_tile < ej.n_tiles)
-		r = model_worker_call(a->cfg->worker, job_encode_tile, &ej);
-	if (ej.pixels || ej.host_rows)
-		r = encode_cpu_end(&ej, r);
+	struct encode_job ej = {.stop = a->t->stop};
+	r = encode_prepare(a->cfg->worker, img, a->max_tiles, &ej);
 	engine_image_destroy(img);
+	if (r == 0) {
+		if (index >= a->window) {
+			ej.drop = a->obs[index - a->window].rows;
+			a->obs[index - a->window].rows = NULL;
+		}
+		r = model_worker_run(a->cfg->worker, &(struct model_seq_job){
+			.next = encode_next, .check = encode_check, .arg = &ej});
+		/* a job that never ran (the worker stopping) leaves the rows for job_close */
+		if (ej.drop)
+			a->obs[index - a->window].rows = ej.drop;
+	}
+	encode_cleanup(&ej);
 	if (r < 0) {
 		if (r != -ECANCELED)
 			snprintf(err, errlen, "%s", ej.err[0] ? ej.err : strerror(-r));
@@ -1080,6 +1001,13 @@ struct provider *provider_local_create(struct model_worker *worker)
 /* Tokens decoded at most for a point: {"x":1000,"y":1000} is 19 bytes. */
 #define GROUND_MAX_TOKENS 32
 
+enum ground_phase {
+	GROUND_ENCODE, /* the screenshot, a slice between two forwards */
+	GROUND_PREFIX, /* the prompt, in the batches' prefill chunks */
+	GROUND_PIECE,  /* the screenshot turn, into logits */
+	GROUND_DECODE, /* the point, as decode rows of the batches */
+};
+
 struct ground_job {
 	struct agent *a;
 	const struct policy_piece *prefix;
@@ -1093,126 +1021,201 @@ struct ground_job {
 	char raw[GROUND_MAX_TOKENS * POLICY_MASK_MAX_TOKEN_BYTES + 1];
 	size_t raw_len;
 	char err[256];
+	/* the state machine (a sequence job of the worker) */
+	enum ground_phase phase;
+	struct engine_row_ref *refs;
+	float *logits;
+	struct policy_grammar *g;
+	struct policy_masker *mk;
+	struct policy_matcher m;
+	const struct engine_tokenizer *tok;
+	bool complete; /* a stop id ended a point the grammar accepts */
+	int error;     /* why ground_token stopped the decode: -EBADMSG; 0 */
+	struct engine_generator *gen;
 };
 
-/* A fresh session (no history): the prompt, the screenshot, then a greedy decode under the
- * point grammar, so whatever the weights say the answer is a point in 0..1000. The screenshot
- * is encoded in the same job: its rows (device memory on CUDA) never outlive a job without a
- * session, so the worker never recreates the backend under them. */
-static int job_ground(struct worker_ctx *ctx, void *arg)
+static int ground_check(void *arg)
+{
+	struct ground_job *j = arg;
+	return stop_check(j->stop, j->deadline_us);
+}
+
+/* Before each sample: the stop flag and the deadline, then the point grammar's mask. */
+static int ground_logits(void *userdata, float *logits, int vocab)
+{
+	struct ground_job *j = userdata;
+
+	(void)vocab;
+	int r = stop_check(j->stop, j->deadline_us);
+	if (r < 0)
+		return r;
+	if (policy_masker_apply(j->mk, &j->m, logits) <= 0) {
+		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
+			 GROUND_MAX_TOKENS, j->raw);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* After each sample: the grammar follows the id; the point ends at a stop id it accepts. */
+static int ground_token(void *userdata, int32_t id)
+{
+	struct ground_job *j = userdata;
+	const uint8_t *bytes;
+	size_t len;
+
+	int r = policy_masker_feed(j->mk, &j->m, id);
+	if (r == 1) {
+		j->complete = true;
+		return 1;
+	}
+	if (r < 0) {
+		snprintf(j->err, sizeof(j->err), "token %d breaks the point grammar", (int)id);
+		j->error = -EBADMSG;
+		return 1;
+	}
+	if (engine_tokenizer_token_bytes(j->tok, id, &bytes, &len) == 0 &&
+	    j->raw_len + len < sizeof(j->raw)) {
+		memcpy(j->raw + j->raw_len, bytes, len);
+		j->raw_len += len;
+		j->raw[j->raw_len] = '\0';
+	}
+	return 0;
+}
+
+/* The job's end: everything it made goes, the session and the screenshot's rows (device
+ * memory on CUDA: they never outlive a job without a session, so the worker never recreates
+ * the backend under them). */
+static int ground_finish(struct ground_job *j, int r)
+{
+	struct agent *a = j->a;
+
+	engine_generator_destroy(j->gen);
+	j->gen = NULL;
+	policy_masker_destroy(j->mk);
+	j->mk = NULL;
+	policy_grammar_destroy(j->g);
+	j->g = NULL;
+	free(j->logits);
+	j->logits = NULL;
+	free(j->refs);
+	j->refs = NULL;
+	if (a->session) {
+		model_worker_account(a->cfg->worker, -1, 0);
+		engine_session_destroy(a->session);
+		a->session = NULL;
+	}
+	engine_rows_destroy(j->enc->rows);
+	j->enc->rows = NULL;
+	return r;
+}
+
+/* Grounding as a sequence job, a fresh session (no history): the screenshot encoded in
+ * slices, the prompt and the screenshot turn prefilled in the batches' chunks, then a greedy
+ * decode under the point grammar as decode rows of the batches, so whatever the weights say
+ * the answer is a point in 0..1000; the other tasks keep decoding throughout. */
+static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
 	struct ground_job *j = arg;
 	struct agent *a = j->a;
-	struct policy_grammar *g = NULL;
-	struct policy_masker *mk = NULL;
-	struct engine_sampler *sm = NULL;
-	float *logits = NULL;
-	struct engine_rows *slots[1];
-	int r;
+	char why[256];
 
-	if ((r = job_encode(ctx, j->enc)) < 0) {
-		snprintf(j->err, sizeof(j->err), "%s", j->enc->err[0] ? j->enc->err : strerror(-r));
-		j->err_whole = true;
-		return r;
-	}
-	slots[0] = j->enc->rows;
-	struct policy_observation obs = {.n_tiles = j->enc->n_tiles};
-	if ((r = policy_render_step(j->renderer, &obs, false, j->piece)) < 0) {
-		snprintf(j->err, sizeof(j->err), "cannot render the screenshot turn: %s",
-			 strerror(-r));
-		j->err_whole = true;
-		goto drop_rows;
-	}
-	a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
-	if (!a->session) {
-		r = -errno;
-		goto drop_rows;
-	}
-	model_worker_account(a->cfg->worker, 1, 0);
-	a->hidden = engine_session_hidden(a->session);
-	a->vocab = engine_session_vocab(a->session);
-	logits = xmalloc((size_t)a->vocab * sizeof(*logits));
-	if ((r = prefill(a, j->prefix, NULL, ENGINE_LOGITS_NONE, NULL, j->stop, j->deadline_us)) <
-		    0 ||
-	    (r = prefill(a, j->piece, slots, ENGINE_LOGITS_LAST, logits, j->stop,
-			 j->deadline_us)) < 0) {
-		char why[256];
-		if (r != -ECANCELED && r != -ETIME)
-			snprintf(j->err, sizeof(j->err), "prefill failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		goto finish;
-	}
-	g = policy_grammar_create_point();
-	mk = g ? policy_masker_create(g, ctx->tok, (size_t)a->vocab, ctx->stop_ids,
-				      ctx->n_stop_ids) :
-		 NULL;
-	struct engine_sampling sp = {.temperature = 0.0f};
-	sm = mk ? engine_sampler_create(&sp) : NULL;
-	if (!sm) {
-		r = -errno;
-		snprintf(j->err, sizeof(j->err), "cannot build the point grammar: %s",
-			 strerror(-r));
-		goto finish;
-	}
-	struct policy_matcher m;
-	policy_matcher_init(&m, g);
-	for (int n = 0;; n++) {
-		if (atomic_load(j->stop) != EXECUTOR_RUN) {
-			r = -ECANCELED;
-			goto finish;
-		}
-		if (time_mono_us() >= j->deadline_us) {
-			r = -ETIME;
-			goto finish;
-		}
-		if (n >= GROUND_MAX_TOKENS || policy_masker_apply(mk, &m, logits) <= 0) {
-			snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
-				 GROUND_MAX_TOKENS, j->raw);
-			r = -EBADMSG;
-			goto finish;
-		}
-		int32_t id = engine_sampler_sample(sm, logits, a->vocab);
-		if (id < 0) {
-			r = id;
-			goto finish;
-		}
-		if ((r = policy_masker_feed(mk, &m, id)) == 1)
-			break;
+	switch (j->phase) {
+	case GROUND_ENCODE:
+		if ((r = encode_step(ctx, j->enc, r, ret_work)) == 1)
+			return 1;
 		if (r < 0) {
-			snprintf(j->err, sizeof(j->err), "token %d breaks the point grammar", (int)id);
-			r = -EBADMSG;
-			goto finish;
+			snprintf(j->err, sizeof(j->err), "%s",
+				 j->enc->err[0] ? j->enc->err : strerror(-r));
+			j->err_whole = true;
+			return ground_finish(j, r);
 		}
-		const uint8_t *bytes;
-		size_t len;
-		if (engine_tokenizer_token_bytes(ctx->tok, id, &bytes, &len) == 0 &&
-		    j->raw_len + len < sizeof(j->raw)) {
-			memcpy(j->raw + j->raw_len, bytes, len);
-			j->raw_len += len;
-			j->raw[j->raw_len] = '\0';
+		struct policy_observation obs = {.n_tiles = j->enc->n_tiles};
+		if ((r = policy_render_step(j->renderer, &obs, false, j->piece)) < 0) {
+			snprintf(j->err, sizeof(j->err), "cannot render the screenshot turn: %s",
+				 strerror(-r));
+			j->err_whole = true;
+			return ground_finish(j, r);
 		}
-		if ((r = engine_session_decode(a->session, id, logits)) < 0) {
-			char why[256];
+		a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
+		if (!a->session)
+			return ground_finish(j, -errno);
+		model_worker_account(a->cfg->worker, 1, 0);
+		a->vocab = engine_session_vocab(a->session);
+		j->logits = xmalloc((size_t)a->vocab * sizeof(*j->logits));
+		j->phase = GROUND_PREFIX;
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
+						.ids = j->prefix->ids, .n = j->prefix->n_ids,
+						.want = ENGINE_LOGITS_NONE};
+		return 1;
+	case GROUND_PREFIX:
+	case GROUND_PIECE:
+		if (r < 0) {
+			if (!stopped(r))
+				snprintf(j->err, sizeof(j->err), "prefill failed: %s",
+					 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
+			return ground_finish(j, r);
+		}
+		if (j->phase == GROUND_PREFIX) {
+			const struct policy_piece *p = j->piece;
+			j->refs = xcalloc(p->n_ids, sizeof(*j->refs));
+			for (size_t k = 0; k < p->n_images; k++)
+				for (size_t i = 0; i < p->images[k].n_tokens; i++)
+					j->refs[p->images[k].offset + i] = (struct engine_row_ref){
+						.rows = j->enc->rows, .row = i};
+			j->phase = GROUND_PIECE;
+			*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
+							.session = a->session, .ids = p->ids,
+							.refs = j->refs, .n = p->n_ids,
+							.want = ENGINE_LOGITS_LAST, .logits = j->logits};
+			return 1;
+		}
+		j->g = policy_grammar_create_point();
+		j->mk = j->g ? policy_masker_create(j->g, ctx->tok, (size_t)a->vocab, ctx->stop_ids,
+						    ctx->n_stop_ids) :
+			       NULL;
+		if (!j->mk) {
+			r = -errno;
+			snprintf(j->err, sizeof(j->err), "cannot build the point grammar: %s",
+				 strerror(-r));
+			return ground_finish(j, r);
+		}
+		policy_matcher_init(&j->m, j->g);
+		j->tok = ctx->tok;
+		struct engine_generate_params p = {
+			.sampling = {.temperature = 0.0f},
+			.max_new_tokens = GROUND_MAX_TOKENS,
+			.on_token = ground_token,
+			.logits_hook = ground_logits,
+			.userdata = j,
+		};
+		j->gen = engine_generator_create(a->session, NULL, &p, j->logits);
+		if (!j->gen)
+			return ground_finish(j, -errno);
+		j->phase = GROUND_DECODE;
+		*ret_work = (struct model_work){.kind = MODEL_WORK_DECODE, .session = a->session,
+						.gen = j->gen};
+		return 1;
+	case GROUND_DECODE:
+		break;
+	}
+	if (r == 0 && j->error < 0)
+		r = j->error;
+	if (r == 0 && !j->complete) {
+		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
+			 GROUND_MAX_TOKENS, j->raw);
+		r = -EBADMSG;
+	}
+	if (r < 0) {
+		if (!j->err[0] && !stopped(r))
 			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-			goto finish;
-		}
+		return ground_finish(j, r);
 	}
 	r = sscanf(j->raw, "{\"x\":%d,\"y\":%d}", &j->x, &j->y) == 2 ? 0 : -EBADMSG;
 	if (r < 0)
 		snprintf(j->err, sizeof(j->err), "the point \"%.100s\" does not parse", j->raw);
-finish:
-	engine_sampler_destroy(sm);
-	policy_masker_destroy(mk);
-	policy_grammar_destroy(g);
-	free(logits);
-	model_worker_account(a->cfg->worker, -1, 0);
-	engine_session_destroy(a->session);
-	a->session = NULL;
-drop_rows:
-	engine_rows_destroy(j->enc->rows);
-	j->enc->rows = NULL;
-	return r;
+	return ground_finish(j, r);
 }
 
 int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
@@ -1223,7 +1226,7 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	struct agent a = {.cfg = cfg, .t = t};
 	struct policy_piece prefix = {0}, piece = {0};
 	struct policy_renderer *renderer = NULL;
-	struct encode_job ej = {.stop = t->stop, .max_tiles = (int)cfg->max_tiles};
+	struct encode_job ej = {.stop = t->stop};
 	char *task = NULL;
 	int r;
 
@@ -1255,11 +1258,17 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 		snprintf(err, errlen, "%s", strerror(-r));
 		goto finish;
 	}
-	ej.img = img;
+	r = encode_prepare(cfg->worker, img, (int)cfg->max_tiles, &ej);
+	engine_image_destroy(img);
+	if (r < 0) {
+		snprintf(err, errlen, "%s", ej.err);
+		goto finish;
+	}
 	struct ground_job gj = {.a = &a, .prefix = &prefix, .enc = &ej, .renderer = renderer,
 				.piece = &piece, .stop = t->stop, .deadline_us = deadline_us};
-	r = model_worker_call(cfg->worker, job_ground, &gj);
-	engine_image_destroy(img);
+	r = model_worker_run(cfg->worker, &(struct model_seq_job){.next = ground_next,
+								 .check = ground_check,
+								 .arg = &gj});
 	if (r < 0 && gj.err_whole) {
 		snprintf(err, errlen, "%s", gj.err);
 		goto finish;
@@ -1272,6 +1281,7 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	*ret_mx = gj.x;
 	*ret_my = gj.y;
 finish:
+	encode_cleanup(&ej);
 	policy_piece_finish(&piece);
 	policy_piece_finish(&prefix);
 	policy_renderer_destroy(renderer);

@@ -239,6 +239,48 @@ static void print_split(const struct vision_profile *prof, const struct vision_w
 	}
 }
 
+/* One tile step by step as a resumable encode runs it (engine_vision_encode_advance(): a step
+ * is the embedding, one block, or the final norm with the projector): the longest step is the
+ * slice holod's model worker runs between two forwards at --batch-vision-slice 1. */
+static int print_steps(const struct vision_weights *w, const struct vision_gemms *gm,
+		       const float *px, const float *pos, int grid)
+{
+	struct vision_vit_run run;
+	float *feat = xmalloc((size_t)grid * grid * w->width * sizeof(float));
+	float *out = xmalloc((size_t)(grid / w->shuffle) * (grid / w->shuffle) * w->out_dim *
+			     sizeof(float));
+	double embed = 0, block_max = 0, block_sum = 0, final = 0;
+	int r = vision_vit_run_init(&run, w, gm != NULL, grid, grid);
+
+	uint64_t t0 = time_mono_ns();
+	if (r == 0)
+		r = vision_vit_run_embed(&run, gm, px, pos, NULL);
+	embed = (double)(time_mono_ns() - t0) / 1e6;
+	for (int i = 0; r == 0 && i < w->depth; i++) {
+		t0 = time_mono_ns();
+		r = vision_vit_run_block(&run, gm, NULL);
+		double ms = (double)(time_mono_ns() - t0) / 1e6;
+		block_max = fmax(block_max, ms);
+		block_sum += ms;
+	}
+	t0 = time_mono_ns();
+	if (r == 0)
+		r = vision_vit_run_final(&run, feat, NULL);
+	if (r == 0)
+		r = vision_project_gemms(w, gm, feat, grid, grid, out);
+	final = (double)(time_mono_ns() - t0) / 1e6;
+	if (r == 0)
+		printf("resumable encode steps (one tile, --batch-vision-slice 1): embedding %.1f ms, "
+		       "%d blocks %.1f ms each on average (longest %.1f ms), final norm + projector "
+		       "%.1f ms: the longest slice %.1f ms\n", embed, w->depth,
+		       block_sum / w->depth, block_max, final,
+		       fmax(embed, fmax(block_max, final)));
+	vision_vit_run_finish(&run);
+	free(feat);
+	free(out);
+	return r;
+}
+
 static int bench_random(int blocks, int n_tiles)
 {
 	struct vision_weights w;
@@ -283,6 +325,20 @@ static int bench_random(int blocks, int n_tiles)
 	printf("vision encoder + projector: %.0f ms/tile%s\n", (vit32 + projn) * 1e3,
 	       blocks == RADIO_H_DEPTH ? "" : " (extrapolated)");
 	print_split(&prof, &w, TILE / RADIO_H_PATCH, blocks);
+	{
+		const int grid = TILE / RADIO_H_PATCH;
+		float *pos = xmalloc((size_t)grid * grid * RADIO_H_WIDTH * sizeof(float));
+		struct vision_gemms *gm = NULL;
+		r = vision_pos_embed(&w, grid, grid, pos);
+		if (r == 0 && bench_bf16)
+			r = vision_gemms_create(&w, blocks_layout(), &gm);
+		if (r == 0)
+			r = print_steps(&w, gm, px, pos, grid);
+		vision_gemms_destroy(gm);
+		free(pos);
+		if (r < 0)
+			goto out;
+	}
 	bench_print_load();
 out:
 	for (size_t i = 0; i < n_pool; i++)
@@ -335,14 +391,15 @@ static int bench_model(struct engine_vision *v, int n_tiles)
 			best_prof = prof;
 		}
 	}
-	vision_gemms_destroy(gm);
-	free(feat);
 	if (r == 0) {
 		printf("checkpoint vision encoder + projector (measured): %.0f ms/tile\n", best * 1e3);
 		for (int op = 0; op < VISION_OP_COUNT; op++)
 			best_prof.ns[op] /= (uint64_t)n_tiles;
 		print_split(&best_prof, w, grid, w->depth);
+		r = print_steps(w, gm, px, engine_vision_pos_grid(v), grid);
 	}
+	vision_gemms_destroy(gm);
+	free(feat);
 	free(px);
 	free(out);
 	return r;
