@@ -2,7 +2,8 @@
 # holo-bench serve on a tiny random model: one line per session count in the documented format
 # (the first count's speedup 1.00), the roofline of Holotron-12B's shapes at 100 sessions on both
 # devices with the figures of the committed config (test-roofline checks the formulas), and
-# session lists that are not ascending from 1 refused. BACKEND (default cpu): cuda runs the
+# session lists that are not ascending from 1 refused; the cost of a session's creation and
+# snapshot in the documented format. BACKEND (default cpu): cuda runs the
 # sessions' batched steps on the CUDA backend (the emulation in the emulated build).
 # usage: bench-serve.sh HOLO_BENCH OUT [BACKEND]
 set -eu
@@ -15,6 +16,7 @@ grep -Eq "^sessions=1 tok/s=$num speedup=1\.00 step_ms=$num cpu_tok/s=$num$" "$o
 grep -Eq "^sessions=2 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out"
 grep -Eq "^sessions=3 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out"
 test "$(grep -c '^sessions=' "$out")" = 3
+grep -Eq "^state session_create_ms=$num context=4096 snapshot_ms=$num restore_ms=$num snapshot_MiB=$num tokens=[0-9]+$" "$out"
 # 23.28 GB of weights once, 100 x 302 MB of fp32 state read and written, 100 x 4097 bf16 KV rows
 grep -Eq "^roofline device=h200 sessions=100 context=4096 tok/s=7555 step_ms=13\.24 weights_GB=23\.28 state_GB=30\.19 kv_GB=10\.07 bound=memory ssm_state=fp32$" "$out"
 grep -Eq "^roofline device=h100 sessions=100 context=4096 tok/s=5273 step_ms=18\.96 .* ssm_state=fp32$" "$out"

@@ -24,13 +24,19 @@
  * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
  * bf16 weights and KV, an fp32 conv window, and the SSM state in fp32 then in bf16 (a line
  * per state type and device; --profile first adds one more round per count with the backend's
- * profile on: "sessions=N profile <line>", the CPU's time per operation):
+ * profile on: "sessions=N profile <line>", the CPU's time per operation). Before it, what the
+ * daemon's model worker runs between two forwards besides them, the best of three:
+ *
+ *   state session_create_ms=A context=N snapshot_ms=B restore_ms=C snapshot_MiB=D tokens=T
+ *
+ * (a session created for --context tokens; a snapshot of the first session taken and restored).
  *
  *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory ssm_state=fp32
  */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +194,40 @@ static int read_config(const char *path, struct model_config *ret)
 	json_decref(root);
 	free(buf);
 	return r < 0 ? r : 0;
+}
+
+/* What the model worker runs as plain jobs between two forwards, against one forward: a session
+ * created for `context` tokens, and a snapshot of session 0 (as the last round left it) taken
+ * and restored, the best of three each. */
+static int print_state_costs(struct serve *sv, int context)
+{
+	double create = INFINITY, snap = INFINITY, restore = INFINITY;
+	size_t bytes = 0;
+	for (int k = 0; k < 3; k++) {
+		uint64_t t0 = time_mono_ns();
+		struct engine_session *s = engine_session_create_on(sv->backend, context);
+		uint64_t t1 = time_mono_ns();
+		if (!s)
+			return -errno;
+		engine_session_destroy(s);
+		struct engine_snapshot *sn = engine_session_snapshot(sv->sessions[0]);
+		uint64_t t2 = time_mono_ns();
+		if (!sn)
+			return -errno;
+		int r = engine_session_restore(sv->sessions[0], sn);
+		uint64_t t3 = time_mono_ns();
+		bytes = engine_snapshot_bytes(sn);
+		engine_snapshot_destroy(sn);
+		if (r < 0)
+			return r;
+		create = fmin(create, (double)(t1 - t0) / 1e6);
+		snap = fmin(snap, (double)(t2 - t1) / 1e6);
+		restore = fmin(restore, (double)(t3 - t2) / 1e6);
+	}
+	printf("state session_create_ms=%.2f context=%d snapshot_ms=%.2f restore_ms=%.2f "
+	       "snapshot_MiB=%.1f tokens=%d\n", create, context, snap, restore,
+	       (double)bytes / (1 << 20), engine_session_n_tokens(sv->sessions[0]));
+	return 0;
 }
 
 static int print_roofline(const char *config, int sessions, int context)
@@ -423,6 +463,8 @@ int bench_serve_main(int argc, char **argv)
 		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f\n", counts[k],
 		       tps, tps / base, w / decode * 1e3, c > 0 ? tokens / (c / nthreads) : 0.0);
 	}
+	if ((r = print_state_costs(&sv, context)) < 0)
+		goto fail;
 	for (int k = 0; profile && k < n_counts; k++) {
 		double w, c;
 		char **lines = NULL;
