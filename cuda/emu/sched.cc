@@ -22,6 +22,11 @@
  * reverse, or a seeded shuffle per pass); a fiber runs until it waits in a collective or exits.
  * A collective completes when its last participant arrives, which makes all participants runnable
  * again. A pass that resumes nobody while threads are alive is a deadlock.
+ *
+ * Warp collectives: each warp keeps the set of its lanes that wait in one (a bitmask), so an
+ * arriving lane learns in O(1) whether every lane of its mask is there; only then (the last
+ * arrival) are the lanes' masks and kinds compared and the values exchanged, in one O(32) pass.
+ * The kernels reduce through warp shuffles everywhere, so this is the emulation's hottest path.
  */
 #include "emu_internal.h"
 
@@ -93,6 +98,8 @@ static struct {
 	/* emulation thread only */
 	unsigned char *tls_begin, *tls_end;
 	struct fiber *fibers;
+	/* per warp of the block: the lanes in FIBER_WARP (bit l: lane l) */
+	unsigned *warp_waiting;
 	int fiber_cap, nthreads;
 	int *perm;
 	fcontext_t sched_ctx;
@@ -367,11 +374,16 @@ static void ensure_fibers(int n)
 	if (n <= emu.fiber_cap)
 		return;
 	struct fiber *nf = (struct fiber *)realloc(emu.fibers, sizeof(*nf) * (size_t)n);
+	if (nf)
+		emu.fibers = nf;
 	int *np = (int *)realloc(emu.perm, sizeof(*np) * (size_t)n);
-	if (!nf || !np)
+	if (np)
+		emu.perm = np;
+	unsigned *nw = (unsigned *)realloc(emu.warp_waiting, sizeof(*nw) * (size_t)((n + 31) / 32));
+	if (nw)
+		emu.warp_waiting = nw;
+	if (!nf || !np || !nw)
 		gpu_emu_die("out of memory for %d fibers", n);
-	emu.fibers = nf;
-	emu.perm = np;
 	size_t page = page_size;
 	for (int i = emu.fiber_cap; i < n; i++) {
 		void *m = mmap(nullptr, STACK_SIZE + page, PROT_READ | PROT_WRITE,
@@ -411,7 +423,7 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 		emu.bar_file = file;
 		emu.bar_line = line;
 		emu.bar_first = f;
-	} else if (line != emu.bar_line || strcmp(file, emu.bar_file)) {
+	} else if (line != emu.bar_line || (file != emu.bar_file && strcmp(file, emu.bar_file))) {
 		die_divergent(f, file, line);
 	}
 	emu.bar_arrived++;
@@ -477,6 +489,7 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 	for (int l = 0; l < 32; l++)
 		if (mask >> l & 1u)
 			emu.fibers[base + l].state = FIBER_RUNNABLE;
+	emu.warp_waiting[base / 32] &= ~mask;
 }
 
 /* The error paths of the collectives, out of line: a local name buffer in the hot functions costs
@@ -505,6 +518,23 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 		    warp_kind_name(f->kind), f->file, f->line, f->mask);
 }
 
+/* Whether the collective that `f`, the last lane of `mask` to arrive, waits in can complete: every
+ * lane of the mask waits with the same mask (the caller knows they all wait). A lane of the mask
+ * that waits with another mask means the lanes disagree on the mask: the collective never
+ * completes, which the scheduler reports as a deadlock listing both masks. */
+static bool warp_ready(const struct fiber *f, int base, unsigned mask, enum gpu_emu_warp_kind kind)
+{
+	for (unsigned m = mask; m; m &= m - 1) {
+		int l = __builtin_ctz(m);
+		const struct fiber *g = &emu.fibers[base + l];
+		if (g->mask != mask)
+			return false;
+		if (g->kind != kind)
+			die_mismatch(f, g, l);
+	}
+	return true;
+}
+
 uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value, int arg, int width,
 		      const char *file, int line)
 {
@@ -526,22 +556,20 @@ uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value
 	f->value = value;
 	f->arg = arg;
 	f->width = width;
-	bool complete = true;
-	for (int l = 0; l < 32 && complete; l++) {
-		if (!(mask >> l & 1u))
-			continue;
-		if (base + l >= emu.nthreads) {
-			complete = false; /* a lane past the block's last thread: reported as a deadlock */
-			break;
-		}
-		struct fiber *g = &emu.fibers[base + l];
-		if (g->state != FIBER_WARP || g->mask != mask) {
-			complete = false;
-		} else if (g->kind != kind) {
+	/* A lane of the mask past the block's last thread never arrives, so its bit never joins
+	 * the set: the collective never completes and is reported as a deadlock. */
+	unsigned *waiting = &emu.warp_waiting[base / 32];
+	unsigned before = *waiting & mask;
+	*waiting |= 1u << lane;
+	if (before) {
+		/* A lane joining a collective of another kind with the same mask is reported at once,
+		 * against the lowest lane already waiting; warp_ready() compares every lane. */
+		int l = __builtin_ctz(before);
+		const struct fiber *g = &emu.fibers[base + l];
+		if (g->mask == mask && g->kind != kind)
 			die_mismatch(f, g, l);
-		}
 	}
-	if (complete)
+	if ((before | 1u << lane) == mask && warp_ready(f, base, mask, kind))
 		complete_warp(base, mask, kind);
 	resolve_activemask(base);
 	yield_to_scheduler();
@@ -599,6 +627,7 @@ static void run_block(void)
 		f->ctx = make_fcontext(f->stack + STACK_SIZE, STACK_SIZE, fiber_main);
 		emu.perm[i] = emu.order == GPU_EMU_ORDER_REVERSE ? n - 1 - i : i;
 	}
+	memset(emu.warp_waiting, 0, sizeof(*emu.warp_waiting) * (size_t)((n + 31) / 32));
 	emu.live = n;
 	emu.activemask_waiting = 0;
 	emu.bar_arrived = 0;

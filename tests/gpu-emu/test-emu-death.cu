@@ -1,6 +1,7 @@
 /* gpu-emu suite: the emulation aborts a broken kernel with a message that names the source lines
  * involved: a divergent barrier, deadlocks (a lane named in a mask that exits; a barrier against
- * a warp collective), a mask that does not name its caller, a thread overflowing its fiber stack,
+ * a warp collective; lanes that disagree on the mask), a mask that does not name its caller, lanes
+ * of one mask in collectives of different kinds, a thread overflowing its fiber stack,
  * and (when built with ASan) an
  * out-of-bounds read reported at the kernel's source file. Each case runs in a child process (this
  * program re-executed with the case's name); the parent checks that it died and what it said.
@@ -45,6 +46,24 @@ static __global__ void barrier_vs_warp_kernel(float *out)
 	out[threadIdx.x] = v;
 }
 
+/* Lane 31 names only lanes 0 and 31; the others name the whole warp: no mask is complete. */
+static __global__ void mask_disagree_kernel(int *out)
+{
+	unsigned mask = threadIdx.x == 31 ? 0x80000001u : 0xffffffffu;
+	out[threadIdx.x] = __ballot_sync(mask, 1); /* MARK_DISAGREE */
+}
+
+/* The upper half of the warp votes while the lower half shuffles, with the same mask. */
+static __global__ void mixed_kinds_kernel(int *out)
+{
+	int v = threadIdx.x;
+	if (threadIdx.x % 32 < 16)
+		v = __shfl_xor_sync(0xffffffffu, v, 1); /* MARK_MIXED_SHFL */
+	else
+		v = __ballot_sync(0xffffffffu, v & 1); /* MARK_MIXED_BALLOT */
+	out[threadIdx.x] = v;
+}
+
 static __global__ void foreign_mask_kernel(int *out)
 {
 	out[threadIdx.x] = __ballot_sync(0x0000ffffu, 1); /* MARK_FOREIGN */
@@ -77,6 +96,10 @@ static int child(const char *name)
 		klaunch(exited_lane_kernel, dim3(1), dim3(64), 0, 0, f);
 	else if (n == "barrier-vs-warp")
 		klaunch(barrier_vs_warp_kernel, dim3(1), dim3(32), 0, 0, f);
+	else if (n == "mask-disagree")
+		klaunch(mask_disagree_kernel, dim3(1), dim3(32), 0, 0, i);
+	else if (n == "mixed-kinds")
+		klaunch(mixed_kinds_kernel, dim3(1), dim3(64), 0, 0, i);
 	else if (n == "foreign-mask")
 		klaunch(foreign_mask_kernel, dim3(1), dim3(32), 0, 0, i);
 	else if (n == "stack")
@@ -166,6 +189,19 @@ int main(int argc, char **argv)
 	expect(out, "deadlock", "barrier-vs-warp");
 	expect(out, site("MARK_BVW_BAR"), "barrier-vs-warp");
 	expect(out, site("MARK_BVW_SHFL"), "barrier-vs-warp");
+
+	out = run_child(self, "mask-disagree");
+	expect(out, "deadlock", "mask-disagree");
+	expect(out, "31 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") + " with mask 0xffffffff",
+	       "mask-disagree");
+	expect(out, "1 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") + " with mask 0x80000001",
+	       "mask-disagree");
+
+	out = run_child(self, "mixed-kinds");
+	expect(out, "mismatched warp collectives", "mixed-kinds");
+	expect(out, "__shfl_xor_sync at " + site("MARK_MIXED_SHFL"), "mixed-kinds");
+	expect(out, "__ballot_sync at " + site("MARK_MIXED_BALLOT"), "mixed-kinds");
+	expect(out, "mixed_kinds_kernel", "mixed-kinds");
 
 	out = run_child(self, "foreign-mask");
 	expect(out, site("MARK_FOREIGN"), "foreign-mask");
