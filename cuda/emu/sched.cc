@@ -14,14 +14,18 @@
  *
  * Context switch: Boost.Context's fcontext (Debian libboost-context-dev): a register-only switch,
  * with no signal-mask system call as in swapcontext (gpu-testing.md: about 1 us per switch there).
- * test-emu-sched prints the measured cost of a switch (barrier bookkeeping included): 54-62 ns in
- * a release build on the 2-core CI machine, about 150 ns under ASan. Under AddressSanitizer every switch is announced with
- * __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber so ASan knows which stack runs.
+ * test-emu-sched prints the measured cost of resuming a thread (one switch, barrier bookkeeping
+ * included): 111 ns in a release build on the 2-core CI machine at load 6.5 (268 ns when each
+ * resumption went through the scheduler, two switches), about 270 ns under ASan. Under
+ * AddressSanitizer every switch is announced with __sanitizer_start_switch_fiber /
+ * __sanitizer_finish_switch_fiber so ASan knows which stack runs.
  *
  * Scheduling: a pass resumes every runnable fiber once, in the configured order (forward,
  * reverse, or a seeded shuffle per pass); a fiber runs until it waits in a collective or exits.
  * A collective completes when its last participant arrives, which makes all participants runnable
- * again. A pass that resumes nobody while threads are alive is a deadlock.
+ * again. A pass that resumes nobody while threads are alive is a deadlock. A fiber that stops
+ * switches straight to the next runnable fiber of the pass, and only the pass's last one back to
+ * the scheduler: one switch per resumption instead of two through the scheduler, in the same order.
  *
  * Warp collectives: each warp keeps the set of its lanes that wait in one (a bitmask), so an
  * arriving lane learns in O(1) whether every lane of its mask is there; only then (the last
@@ -102,6 +106,7 @@ static struct {
 	unsigned *warp_waiting;
 	int fiber_cap, nthreads;
 	int *perm;
+	int pass_next; /* the pass's next position in perm */
 	fcontext_t sched_ctx;
 	struct fiber *cur;
 	int live;
@@ -114,6 +119,8 @@ static struct {
 	uint64_t rng;
 	const void *sched_stack_bottom;
 	size_t sched_stack_size;
+	const void *from_stack_bottom; /* the stack a switch came from (ASan) */
+	size_t from_stack_size;
 	void *sched_fake_stack;
 
 	enum gpu_emu_order order;
@@ -276,17 +283,69 @@ static const char *warp_kind_name(enum gpu_emu_warp_kind k)
 
 /* ---- fibers --------------------------------------------------------------------------------- */
 
-static void yield_to_scheduler(void)
+/* The next fiber of the pass that can run, or null at the pass's end. */
+static struct fiber *next_runnable(void)
+{
+	while (emu.pass_next < emu.nthreads) {
+		struct fiber *g = &emu.fibers[emu.perm[emu.pass_next++]];
+		if (g->state == FIBER_RUNNABLE)
+			return g;
+	}
+	return nullptr;
+}
+
+/* Back on a fiber or the scheduler after a switch. jump_fcontext hands over the context the
+ * sender left, with the slot to keep it in (null: the sender exited). */
+static void switched_in(transfer_t t, void *fake_stack)
 {
 #if EMU_ASAN
-	struct fiber *f = emu.cur;
-	__sanitizer_start_switch_fiber(&f->fake_stack, emu.sched_stack_bottom, emu.sched_stack_size);
+	__sanitizer_finish_switch_fiber(fake_stack, &emu.from_stack_bottom, &emu.from_stack_size);
+	if (t.data == &emu.sched_ctx) {
+		emu.sched_stack_bottom = emu.from_stack_bottom;
+		emu.sched_stack_size = emu.from_stack_size;
+	}
+#else
+	(void)fake_stack;
 #endif
-	transfer_t t = jump_fcontext(emu.sched_ctx, nullptr);
+	if (t.data)
+		*(fcontext_t *)t.data = t.fctx;
+}
+
+/* Makes `to` (the scheduler when null) the running context and jumps to it, handing over
+ * `slot` for the context left behind (null when that context has exited). */
+static transfer_t jump_to(struct fiber *to, fcontext_t *slot, void **fake_stack_save)
+{
+	fcontext_t target = emu.sched_ctx;
+	emu.cur = to;
+	if (to) {
+		threadIdx = to->tid;
+		target = to->ctx;
+	}
 #if EMU_ASAN
-	__sanitizer_finish_switch_fiber(f->fake_stack, &emu.sched_stack_bottom, &emu.sched_stack_size);
+	if (to)
+		__sanitizer_start_switch_fiber(fake_stack_save, to->stack, STACK_SIZE);
+	else
+		__sanitizer_start_switch_fiber(fake_stack_save, emu.sched_stack_bottom, emu.sched_stack_size);
+#else
+	(void)fake_stack_save;
 #endif
-	emu.sched_ctx = t.fctx;
+	return jump_fcontext(target, slot);
+}
+
+/* Leaves `from` (the scheduler when null) for `to` (the scheduler when null); returns when a later
+ * switch comes back to `from`. */
+static void switch_to(struct fiber *from, struct fiber *to)
+{
+	transfer_t t = from ? jump_to(to, &from->ctx, &from->fake_stack)
+			    : jump_to(to, &emu.sched_ctx, &emu.sched_fake_stack);
+	switched_in(t, from ? from->fake_stack : emu.sched_fake_stack);
+}
+
+/* The running fiber waits: the pass goes on with the next runnable fiber. */
+static void yield_to_next(void)
+{
+	struct fiber *f = emu.cur;
+	switch_to(f, next_runnable());
 }
 
 /* __activemask() waits until no lane of its warp can run any more (each has exited, waits in a
@@ -336,11 +395,8 @@ static void release_barrier(void)
 
 static void fiber_main(transfer_t t)
 {
-#if EMU_ASAN
-	__sanitizer_finish_switch_fiber(nullptr, &emu.sched_stack_bottom, &emu.sched_stack_size);
-#endif
-	emu.sched_ctx = t.fctx;
-	struct fiber *f = (struct fiber *)t.data;
+	switched_in(t, nullptr); /* a new fiber has no fake stack yet */
+	struct fiber *f = emu.cur;
 	emu.call->run(emu.call->args);
 	f->state = FIBER_DONE;
 	emu.live--;
@@ -348,25 +404,10 @@ static void fiber_main(transfer_t t)
 	if (emu.bar_arrived > 0 && emu.bar_arrived == emu.live)
 		release_barrier();
 	resolve_activemask(f->linear & ~31);
-#if EMU_ASAN
-	__sanitizer_start_switch_fiber(nullptr, emu.sched_stack_bottom, emu.sched_stack_size);
-#endif
-	jump_fcontext(emu.sched_ctx, nullptr);
+	/* Straight to the jump: a frame left on this stack with an address-taken local would keep its
+	 * ASan redzones poisoned under the next block's thread that runs on the stack. */
+	jump_to(next_runnable(), nullptr, nullptr);
 	abort(); /* a finished fiber is never resumed */
-}
-
-static void resume(struct fiber *f)
-{
-	threadIdx = f->tid;
-	emu.cur = f;
-#if EMU_ASAN
-	__sanitizer_start_switch_fiber(&emu.sched_fake_stack, f->stack, STACK_SIZE);
-#endif
-	transfer_t t = jump_fcontext(f->ctx, f);
-#if EMU_ASAN
-	__sanitizer_finish_switch_fiber(emu.sched_fake_stack, nullptr, nullptr);
-#endif
-	f->ctx = t.fctx;
 }
 
 static void ensure_fibers(int n)
@@ -434,7 +475,7 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 	if (emu.bar_arrived == emu.live)
 		release_barrier();
 	resolve_activemask(f->linear & ~31);
-	yield_to_scheduler();
+	yield_to_next();
 	unsigned count = (unsigned)f->result, arrived = (unsigned)(f->result >> 32);
 	switch (kind) {
 	case GPU_EMU_BAR_SYNC: return 0;
@@ -572,7 +613,7 @@ uint64_t gpu_emu_warp(enum gpu_emu_warp_kind kind, unsigned mask, uint64_t value
 	if ((before | 1u << lane) == mask && warp_ready(f, base, mask, kind))
 		complete_warp(base, mask, kind);
 	resolve_activemask(base);
-	yield_to_scheduler();
+	yield_to_next();
 	return f->result;
 }
 
@@ -595,7 +636,7 @@ unsigned gpu_emu_activemask(const char *file, int line)
 	f->line = line;
 	emu.activemask_waiting++;
 	resolve_activemask(f->linear & ~31);
-	yield_to_scheduler();
+	yield_to_next();
 	return (unsigned)f->result;
 }
 
@@ -639,16 +680,12 @@ static void run_block(void)
 				emu.perm[i] = emu.perm[j];
 				emu.perm[j] = t;
 			}
-		bool progressed = false;
-		for (int k = 0; k < n; k++) {
-			struct fiber *f = &emu.fibers[emu.perm[k]];
-			if (f->state == FIBER_RUNNABLE) {
-				resume(f);
-				progressed = true;
-			}
-		}
-		if (!progressed)
+		/* The fibers hand the pass on to each other; the last one comes back here. */
+		emu.pass_next = 0;
+		struct fiber *first = next_runnable();
+		if (!first)
 			report_deadlock();
+		switch_to(nullptr, first);
 	}
 	emu.cur = nullptr;
 }
