@@ -136,12 +136,13 @@ struct lm_run {
 #define LM_BATCH_MAX_ROWS (2 * LM_MAX_BATCH)
 #define LM_BATCH_MAX_RUNS 256
 /* bf16 on a CPU with AMX (cpu_amx_enabled()): from LM_BATCH_AMX_MIN_ROWS merged decode rows on,
- * their products (the lm_head's too) run on cpu_amx_rows(), whatever their number: it reads each
- * weight once per 32 rows at about the GEMV's one-row rate, where the GEMV at 8 rows is compute
- * bound (1.5x its one-row time) and oneDNN reads the weights at a fraction of that rate up to 64
- * rows (holo-bench serve and the products alone, 0.7B model, 2026-11-25, see
- * docs/benchmarks.md). Fewer rows run on the GEMV kernels, as alone. */
-#define LM_BATCH_AMX_MIN_ROWS 4
+ * their products (the lm_head's too) run on cpu_amx_rows(), whatever their number; one row runs
+ * on the GEMV kernels, as alone. The decode products of the 0.7B model (1.12 GB of bf16 weights,
+ * 2 threads, 2026-11-25, load 7-9), weight bytes read per CPU-second: AMX 27.4 / 27.4 / 27.0 /
+ * 26.6 / 25.2 / 21.1 / 14.5 GB/s at 1 / 2 / 4 / 8 / 16 / 32 / 64 rows, the GEMV 26.8 / 23.4 /
+ * 22.6 / 18.4 / 8.3 GB/s at 1 / 2 / 4 / 8 / 16 rows; oneDNN's product (plain weights) 3x to 6x
+ * slower than AMX from 8 to 256 rows, so it takes no decode rows where AMX runs. */
+#define LM_BATCH_AMX_MIN_ROWS 2
 /* bf16 without AMX: from LM_BATCH_DNNL_MIN_ROWS merged decode rows on, their products run through oneDNN,
  * on a row count rounded up to a multiple of LM_BATCH_DNNL_ROWS (its primitives are compiled per
  * row count); fewer run on the GEMV kernels, which past 4 rows read activations rounded to bf16
