@@ -206,6 +206,11 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
  * many graphs the backend has captured. */
 void backend_cuda_set_graphs(struct engine_backend *b, bool on);
 uint64_t backend_cuda_graph_captures(const struct engine_backend *b);
+/* Tests: cut spans into runs of `run` positions and pack a batch's runs into passes of at most
+ * `rows` rows (beside its decode rows; by default 256 and 384), so that spans of a few dozen
+ * positions take several runs and several passes. Needs 1 <= run <= 256 and run <= rows <= 384
+ * (-EINVAL otherwise); call it before any session runs. */
+int backend_cuda_set_pass_shape(struct engine_backend *b, int run, int rows);
 /* The device copy of a model tensor (a pointer into b->model's tensors) and its dtype on the
  * device; NULL when the tensor is absent or not a language-model weight. */
 const void *backend_cuda_weight(const struct engine_backend *b, const struct tensor *t,

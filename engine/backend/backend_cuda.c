@@ -14,23 +14,33 @@
  * device allocation that fails is -ENOMEM with the sequence unchanged. Reset is a device memset,
  * copy (snapshot, restore) device copies, export a download.
  *
- * Forward: the CPU's layer loop (lm_forward.c) on the device, one span at a time, cut into runs
- * of CUDA_MAX_RUN positions like the CPU's: embedding gather, per layer the pre-norm (bf16 out in
- * bf16 precision, to feed the GEMMs), the mixer's GEMMs through cuBLASLt with the residual add
- * fused into the output projection, the Mamba kernels (conv + SiLU, SSD for prefill or the
- * one-token update for decode, gated norm), GQA attention over the device KV cache, ReLU^2; the
- * final norm and lm_head run only for the rows whose logits are wanted, which are copied to the
- * host. Activations live in one scratch block and the cuBLASLt workspace, made by the first
- * reserve(). A decode step (one position, one sequence, logits wanted, no spliced row) replays
- * the sequence's CUDA graph: captured once, with the position and token read from device memory
- * written just before the launch, and captured again when the KV block moved (its capacity
- * grew). Batched decode (issue 16): the one-token spans of two or more sequences in a batch run
- * as the rows of one pass (CUDA_MAX_DECODE at most; more take several), every GEMM over all rows
- * at once, the conv, SSM and attention kernels finding each row's state through a device array
- * of per-row descriptors (struct gpu_seq_row); the pass is padded to a power-of-two bucket with
- * inactive rows and replays that bucket's graph, which stays valid whichever sequences fill it.
- * The batch's other spans then run one at a time as above. Profiling times each call site and
- * runs decode eagerly, so every launch is seen.
+ * Forward: the CPU's layer loop (lm_forward.c) on the device, in passes over the rows of a
+ * batch, every span cut into runs of CUDA_MAX_RUN positions like the CPU's: embedding gather, per
+ * layer the pre-norm (bf16 out in bf16 precision, to feed the GEMMs), the mixer's GEMMs through
+ * cuBLASLt with the residual add fused into the output projection, the Mamba kernels (conv +
+ * SiLU, SSD for prefill or the one-token update for decode, gated norm), GQA attention over the
+ * device KV cache, ReLU^2; the final norm and lm_head run only for the rows whose logits are
+ * wanted, which are copied to the host. Activations live in one scratch block of CUDA_MAX_ROWS
+ * rows and the cuBLASLt workspace, made by the first reserve(). A lone decode step (one
+ * position, one sequence, logits wanted, no spliced row) replays the sequence's CUDA graph:
+ * captured once, with the position and token read from device memory written just before the
+ * launch, and captured again when the KV block moved (its capacity grew).
+ * Batches (issue 16): the one-token spans of two or more sequences run as decode rows, the conv,
+ * SSM and attention kernels finding each row's state through a device array of per-row
+ * descriptors (struct gpu_seq_row). A batch of decode rows only runs in passes of
+ * CUDA_MAX_DECODE rows, each padded to a power-of-two bucket with inactive rows and replaying
+ * that bucket's graph, which stays valid whichever sequences fill it. Otherwise the decode rows
+ * (the last CUDA_MAX_DECODE of them; earlier ones take bucket passes) and the runs of the other
+ * spans (prefill chunks, spliced image rows) share passes (struct cuda_pass): rows [decode rows
+ * | run 1 | run 2 ...], every norm, GEMM and elementwise kernel over all of them at once, so a
+ * forward of k decoders and a prefill chunk reads each weight once; the mixers run per kind,
+ * the decode rows through the row kernels, each run through the single-sequence kernels over
+ * its own rows, state and KV (conv over its span, the chunked SSD scan, prefill attention).
+ * Step k of a batch takes run k of every span, packed into passes of at most CUDA_MAX_ROWS rows,
+ * so each span is cut exactly as it is alone (backend_cuda_set_pass_shape() shortens runs and
+ * passes for tests). Such mixed passes run eagerly (their shapes change
+ * with every batch; graphs are for decode). Profiling times each call site and runs decode
+ * eagerly, so every launch is seen.
  *
  * Threads: the device context belongs to the thread that created the backend (holod's engine
  * thread). Every op that queues work takes the backend's lock, since the scratch is shared and
@@ -63,19 +73,20 @@ struct cuda_weight {
 	size_t elems;
 };
 
-/* Positions one run of the layer loop processes: a span is cut into runs of at most this many,
- * like the CPU's LM_MAX_BATCH (so both cut the SSD chunks at the same places). It sizes the
- * activation scratch. */
+/* Positions of one span one pass of the layer loop processes: a span is cut into runs of at most
+ * this many, like the CPU's LM_MAX_BATCH (so both cut the SSD chunks at the same places). */
 #define CUDA_MAX_RUN LM_MAX_BATCH
 /* Logits rows one lm_head call computes (bounds the device logits buffer). */
 #define CUDA_LOGIT_ROWS 16
 /* Batched decode (issue 16): the decode positions of up to CUDA_MAX_DECODE sequences run as the
  * rows of one pass, padded to a bucket of 2, 4, ..., CUDA_MAX_DECODE rows (one graph each); more
- * sequences take several passes. The rows use the run scratch, so CUDA_MAX_DECODE <= CUDA_MAX_RUN. */
+ * sequences take several passes. */
 #define CUDA_MAX_DECODE 128
 #define CUDA_DECODE_BUCKETS 7 /* 2^1 .. 2^7 */
-_Static_assert(CUDA_MAX_DECODE <= CUDA_MAX_RUN, "decode rows live in the run scratch");
 _Static_assert(CUDA_MAX_DECODE == 1 << CUDA_DECODE_BUCKETS, "one graph per power of two");
+/* Rows one pass holds (the activation scratch): a full pass of decode rows beside one whole run
+ * of a span, so a span that joins the decoders is cut exactly as it is cut alone. */
+#define CUDA_MAX_ROWS (CUDA_MAX_DECODE + CUDA_MAX_RUN)
 
 /* Device pointers of the weights one layer uses, resolved once at creation. */
 struct cuda_layer_w {
@@ -85,12 +96,13 @@ struct cuda_layer_w {
 	const void *up, *down;
 };
 
-/* The activation scratch of one run (CUDA_MAX_RUN rows), carved from one device block
+/* The activation scratch of one pass (CUDA_MAX_ROWS rows), carved from one device block
  * allocated by the first reserve(); act is the precision's GEMM input type. */
 struct cuda_scratch {
 	void *block;
-	int32_t *io;        /* [0]: the run's first position; [1 + t]: row t's id, or -1 - i for
-			     * spliced row i */
+	int32_t *pos;       /* [CUDA_MAX_ROWS]: run i's first position (struct cuda_pass) */
+	int32_t *ids;       /* [CUDA_MAX_ROWS]: row t's id, or -1 - i for spliced row i; directly
+			     * after pos, so both go up in one copy */
 	float *spliced;     /* [R][d] */
 	float *h;           /* [R][d] the residual stream */
 	void *xn;           /* [R][d] of act: the normed rows a GEMM reads */
@@ -103,6 +115,28 @@ struct cuda_scratch {
 	float *attn_ws;
 	float *u;  /* MLP: [R][inter] */
 	void *u2;  /* MLP: [R][inter] of act */
+};
+
+/* One run of a span in a pass: positions [n0, n0 + T) of s, batch positions [p, p + T), at rows
+ * [row, row + T) of the activations; its first position is also at scratch.pos[its index]. */
+struct cuda_run {
+	struct cuda_seq *s;
+	size_t p;
+	int row, T, n0;
+	int max_len; /* bounds its attention lengths: n0 + T, or the KV capacity for a graph */
+};
+
+/* What one pass of the layer loop computes: n_dec decode rows at rows [0, n_dec), whose
+ * descriptors are in dec.rows (the rows kernels; attention lengths up to dec_max_len), then the
+ * runs at the rows that follow (the single-sequence kernels, one run after another, each over
+ * its own rows, state and KV). The norms, GEMMs and elementwise kernels take all n_rows rows at
+ * once, so every weight is read once per pass. */
+struct cuda_pass {
+	int n_rows, n_dec, dec_max_len;
+	const int32_t *ids; /* device: every row's id (scratch.ids, or dec.ids for a bucket) */
+	int n_spliced;      /* rows of scratch.spliced the ids name */
+	int n_runs;
+	struct cuda_run *runs;
 };
 
 /* The batched decode's device block (grown to the largest bucket seen, by reserve()) and its
@@ -142,7 +176,12 @@ struct cuda_backend {
 	struct cuda_layer_w *lw; /* [n_layers] */
 	struct cuda_scratch scratch;
 	struct cuda_decode dec;
+	/* a forward's pass being built, and its host staging (mirrors scratch.pos, then ids) */
+	struct cuda_run runs[CUDA_MAX_ROWS];
+	int32_t io[2 * CUDA_MAX_ROWS];
 	bool graphs;             /* decode through captured graphs (tests turn it off) */
+	/* positions of one run of a span, and rows a pass packs runs into (tests lower them) */
+	int run_len, pass_rows;
 	/* Serialises every op that queues work on the stream: the scratch is shared, and a
 	 * capture must see no other thread's work on the stream. */
 	pthread_mutex_t lock;
@@ -168,6 +207,16 @@ static struct cuda_backend *cb_of(const struct engine_backend *b)
 void backend_cuda_set_graphs(struct engine_backend *b, bool on)
 {
 	cb_of(b)->graphs = on;
+}
+
+int backend_cuda_set_pass_shape(struct engine_backend *b, int run, int rows)
+{
+	_Static_assert(CUDA_MAX_RUN == 256 && CUDA_MAX_ROWS == 384, "backend.h names the bounds");
+	if (run < 1 || run > CUDA_MAX_RUN || rows < run || rows > CUDA_MAX_ROWS)
+		return -EINVAL;
+	cb_of(b)->run_len = run;
+	cb_of(b)->pass_rows = rows;
+	return 0;
 }
 
 uint64_t backend_cuda_graph_captures(const struct engine_backend *b)
@@ -615,7 +664,8 @@ static int cuda_reserve(struct engine_backend *base, const struct backend_batch 
 {
 	int r0 = scratch_reserve(cb_of(base));
 	size_t n_dec = decode_rows_of(batch);
-	if (r0 >= 0 && n_dec >= 2)
+	/* decode rows run through dec beside two or more sequences (cuda_forward) */
+	if (r0 >= 0 && (n_dec >= 2 || (n_dec == 1 && batch->n_spans > 1)))
 		r0 = decode_reserve(cb_of(base), (int)MIN(n_dec, (size_t)CUDA_MAX_DECODE));
 	if (r0 < 0)
 		return r0;
@@ -654,9 +704,10 @@ static size_t scratch_layout(struct cuda_backend *b, void *block)
 {
 	const struct lm_dims *dm = &b->dm;
 	struct cuda_scratch *s = &b->scratch;
-	const size_t R = CUDA_MAX_RUN, f = sizeof(float), a = b->act_bytes;
+	const size_t R = CUDA_MAX_ROWS, f = sizeof(float), a = b->act_bytes;
 	size_t off = 0;
-	s->io = carve(block, &off, (1 + R) * sizeof(int32_t));
+	s->pos = carve(block, &off, 2 * R * sizeof(int32_t));
+	s->ids = s->pos ? s->pos + R : NULL;
 	s->spliced = carve(block, &off, R * dm->d * f);
 	s->h = carve(block, &off, R * dm->d * f);
 	s->xn = carve(block, &off, R * dm->d * a);
@@ -666,7 +717,8 @@ static size_t scratch_layout(struct cuda_backend *b, void *block)
 		s->xc = carve(block, &off, R * dm->conv_dim * f);
 		s->y = carve(block, &off, R * dm->d_in * f);
 		s->yn = carve(block, &off, R * dm->d_in * a);
-		s->ssd_ws = carve(block, &off, gpu_mamba_ssd_workspace_bytes(&b->md, (int)R));
+		/* one run's SSD at a time */
+		s->ssd_ws = carve(block, &off, gpu_mamba_ssd_workspace_bytes(&b->md, CUDA_MAX_RUN));
 	}
 	if (b->n_attn) {
 		s->q = carve(block, &off, R * dm->q_dim * f);
@@ -716,13 +768,15 @@ static int scratch_reserve(struct cuda_backend *b)
 		}                                                                       \
 	} while (0)
 
-/* Queues the layers of one run of T positions and leaves the final hidden state in scratch.h.
- * Either of sequence s, whose first position is n0 (also in scratch.io[0]) and whose ids are in
- * scratch.io[1..] (spliced rows already in scratch.spliced); or, with s NULL, T decode rows of
- * the sequences described by dec.rows with their ids in dec.ids. max_len bounds the attention
- * lengths the queued work serves (the KV capacity for a captured graph). */
-static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n0, int max_len,
-			int n_spliced)
+/* Bytes from the start of an act buffer of row stride ld to row `row`. */
+static size_t act_at(const struct cuda_backend *b, int row, int ld)
+{
+	return (size_t)row * (size_t)ld * b->act_bytes;
+}
+
+/* Queues the layers of pass ps (its ids, spliced rows, positions and decode descriptors already
+ * on the device) and leaves the final hidden state of its rows in scratch.h. */
+static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 {
 	const struct engine_model *m = b->base.model;
 	const struct lm_config *c = &m->cfg;
@@ -730,13 +784,12 @@ static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n
 	struct cuda_scratch *sc = &b->scratch;
 	struct gpu_context *g = b->gpu;
 	const enum gpu_dtype act = b->act, w = b->act;
-	const int32_t *pos = sc->io;
-	const struct gpu_seq_row *rows = s ? NULL : b->dec.rows;
+	const struct gpu_seq_row *rows = b->dec.rows;
+	const int T = ps->n_rows, nd = ps->n_dec;
 	int r = 0;
 
-	SITE(KERNEL, "embed", gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d,
-				       rows ? b->dec.ids : sc->io + 1, T,
-				       n_spliced ? sc->spliced : NULL, n_spliced, sc->h));
+	SITE(KERNEL, "embed", gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d, ps->ids, T,
+				       ps->n_spliced ? sc->spliced : NULL, ps->n_spliced, sc->h));
 	for (int l = 0; l < c->n_layers && r >= 0; l++) {
 		const struct cuda_layer_w *L = &b->lw[l];
 		SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h, NULL, L->norm, T, dm->d, c->eps,
@@ -744,37 +797,41 @@ static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n
 		switch (m->layers[l].kind) {
 		case LM_LAYER_MAMBA: {
 			size_t st_off = mamba_offset(b, mamba_index(m, l)) / sizeof(float);
-			float *st = s ? (float *)s->fixed + st_off : NULL;
-			float *ssm = s ? st + conv_floats(dm) : NULL;
 			const float *dt_raw = sc->zx + dm->d_in + dm->conv_dim;
 			SITE(GEMM, "mamba.in_proj", gpu_gemm(b->blas, L->in_proj, w, dm->in_rows, dm->d,
 							     sc->xn, dm->d, T, sc->zx, GPU_DTYPE_F32,
 							     dm->in_rows, false));
-			if (rows) {
+			if (nd) {
 				SITE(KERNEL, "mamba_conv_silu_rows",
-				     gpu_mamba_conv_silu_rows(g, &b->md, T, sc->zx + dm->d_in, dm->in_rows,
+				     gpu_mamba_conv_silu_rows(g, &b->md, nd, sc->zx + dm->d_in, dm->in_rows,
 							      L->conv_w, w, L->conv_b, rows, st_off,
 							      sc->xc, dm->conv_dim));
 				SITE(KERNEL, "mamba_ssm_step_rows",
-				     gpu_mamba_ssm_step_rows(g, &b->md, T, sc->xc, dm->conv_dim, dt_raw,
+				     gpu_mamba_ssm_step_rows(g, &b->md, nd, sc->xc, dm->conv_dim, dt_raw,
 							     dm->in_rows, L->dt_bias, L->a_log, L->d,
 							     c->dt_min, c->dt_max, rows,
 							     st_off + conv_floats(dm), sc->y, dm->d_in));
-			} else {
+			}
+			for (int i = 0; i < ps->n_runs && r >= 0; i++) {
+				const struct cuda_run *run = &ps->runs[i];
+				float *st = (float *)run->s->fixed + st_off, *ssm = st + conv_floats(dm);
+				const size_t row = (size_t)run->row;
+				float *xc = sc->xc + row * dm->conv_dim, *y = sc->y + row * dm->d_in;
+				const float *dt = dt_raw + row * dm->in_rows;
 				SITE(KERNEL, "mamba_conv_silu",
-				     gpu_mamba_conv_silu(g, &b->md, T, sc->zx + dm->d_in, dm->in_rows,
-							 L->conv_w, w, L->conv_b, st, sc->xc,
+				     gpu_mamba_conv_silu(g, &b->md, run->T,
+							 sc->zx + row * dm->in_rows + dm->d_in,
+							 dm->in_rows, L->conv_w, w, L->conv_b, st, xc,
 							 dm->conv_dim));
-				if (T == 1)
+				if (run->T == 1)
 					SITE(KERNEL, "mamba_ssm_step",
-					     gpu_mamba_ssm_step(g, &b->md, sc->xc, dt_raw, L->dt_bias,
-								L->a_log, L->d, c->dt_min, c->dt_max, ssm,
-								sc->y));
+					     gpu_mamba_ssm_step(g, &b->md, xc, dt, L->dt_bias, L->a_log,
+								L->d, c->dt_min, c->dt_max, ssm, y));
 				else
 					SITE(KERNEL, "mamba_ssd",
-					     gpu_mamba_ssd(g, &b->md, T, sc->xc, dm->conv_dim, dt_raw,
+					     gpu_mamba_ssd(g, &b->md, run->T, xc, dm->conv_dim, dt,
 							   dm->in_rows, L->dt_bias, L->a_log, L->d,
-							   c->dt_min, c->dt_max, ssm, sc->y, dm->d_in,
+							   c->dt_min, c->dt_max, ssm, y, dm->d_in,
 							   sc->ssd_ws));
 			}
 			SITE(KERNEL, "mamba_gated_rmsnorm",
@@ -787,28 +844,35 @@ static int queue_layers(struct cuda_backend *b, struct cuda_seq *s, int T, int n
 		}
 		case LM_LAYER_ATTENTION: {
 			int ai = attn_index(m, l);
-			void *kc = s ? kv_at(b, s->kv, s->kv_cap, ai, 0) : NULL;
-			void *vc = s ? kv_at(b, s->kv, s->kv_cap, ai, 1) : NULL;
 			SITE(GEMM, "attn.q_proj", gpu_gemm(b->blas, L->q, w, dm->q_dim, dm->d, sc->xn, dm->d,
 							   T, sc->q, GPU_DTYPE_F32, dm->q_dim, false));
 			SITE(GEMM, "attn.k_proj", gpu_gemm(b->blas, L->k, w, dm->kv_dim, dm->d, sc->xn,
 							   dm->d, T, sc->knew, act, dm->kv_dim, false));
 			SITE(GEMM, "attn.v_proj", gpu_gemm(b->blas, L->v, w, dm->kv_dim, dm->d, sc->xn,
 							   dm->d, T, sc->vnew, act, dm->kv_dim, false));
-			if (rows) {
+			if (nd) {
 				SITE(KERNEL, "kv_append_rows", gpu_kv_append_rows(g, sc->knew, sc->vnew, act,
-										 dm->kv_dim, T, rows, ai));
+										 dm->kv_dim, nd, rows, ai));
 				SITE(KERNEL, "attention_rows",
-				     gpu_attention_rows(g, sc->q, dm->q_dim, act, dm->hq, dm->hkv, dm->dh, T,
-							rows, ai, max_len, sc->o, act, dm->q_dim,
+				     gpu_attention_rows(g, sc->q, dm->q_dim, act, dm->hq, dm->hkv, dm->dh, nd,
+							rows, ai, ps->dec_max_len, sc->o, act, dm->q_dim,
 							sc->attn_ws));
-			} else {
-				SITE(KERNEL, "kv_append", gpu_kv_append(g, sc->knew, sc->vnew, kc, vc, act,
-									 dm->kv_dim, T, pos));
+			}
+			for (int i = 0; i < ps->n_runs && r >= 0; i++) {
+				const struct cuda_run *run = &ps->runs[i];
+				struct cuda_seq *s = run->s;
+				void *kc = kv_at(b, s->kv, s->kv_cap, ai, 0);
+				void *vc = kv_at(b, s->kv, s->kv_cap, ai, 1);
+				size_t kv_off = act_at(b, run->row, dm->kv_dim);
+				SITE(KERNEL, "kv_append",
+				     gpu_kv_append(g, (char *)sc->knew + kv_off, (char *)sc->vnew + kv_off,
+						   kc, vc, act, dm->kv_dim, run->T, sc->pos + i));
 				SITE(KERNEL, "attention",
-				     gpu_attention(g, sc->q, dm->q_dim, kc, vc, act, dm->hq, dm->hkv, dm->dh,
-						   T, pos, n0, max_len, sc->o, act, dm->q_dim,
-						   sc->attn_ws));
+				     gpu_attention(g, sc->q + (size_t)run->row * dm->q_dim, dm->q_dim, kc, vc,
+						   act, dm->hq, dm->hkv, dm->dh, run->T, sc->pos + i,
+						   run->n0, run->max_len,
+						   (char *)sc->o + act_at(b, run->row, dm->q_dim), act,
+						   dm->q_dim, sc->attn_ws));
 			}
 			SITE(GEMM, "attn.o_proj", gpu_gemm(b->blas, L->o, w, dm->d, dm->q_dim, sc->o,
 							   dm->q_dim, T, sc->h, GPU_DTYPE_F32, dm->d,
@@ -848,23 +912,21 @@ static int queue_logits(struct cuda_backend *b, int first, int n)
 	return queue_logits_to(b, first, n, b->scratch.logits);
 }
 
-/* Writes the run's inputs to the device: n0 and the ids, and the spliced rows (host rows
- * uploaded, device rows copied on the device, consecutive rows of one buffer in one copy).
- * Returns the number of spliced rows or -errno. */
-static int upload_inputs(struct cuda_backend *b, const struct backend_batch *batch, size_t p,
-			 int T, int n0)
+/* Stages the inputs of batch positions [p, p + T): their ids into ids[0..T) (host), and their
+ * spliced rows into scratch.spliced from row *n_spliced on (host rows uploaded, device rows copied
+ * on the device, consecutive rows of one buffer in one copy), advancing *n_spliced. */
+static int stage_inputs(struct cuda_backend *b, const struct backend_batch *batch, size_t p, int T,
+			int32_t *ids, int *n_spliced)
 {
 	const size_t row = (size_t)b->dm.d * sizeof(float);
-	int32_t io[1 + CUDA_MAX_RUN];
-	int n_spliced = 0, r = 0;
-	io[0] = n0;
+	int r = 0;
 	for (int t = 0; t < T;) {
 		const float *e = batch->embeds ? batch->embeds[p + t] : NULL;
 		const float *de = batch->device_embeds ? batch->device_embeds[p + t] : NULL;
-		float *dst = b->scratch.spliced + (size_t)n_spliced * b->dm.d;
+		float *dst = b->scratch.spliced + (size_t)*n_spliced * b->dm.d;
 		if (e) {
 			r = gpu_copy_to_device(b->gpu, dst, e, row);
-			io[1 + t++] = -1 - n_spliced++;
+			ids[t++] = -1 - (*n_spliced)++;
 		} else if (de) {
 			int n = 1;
 			while (t + n < T && batch->device_embeds[p + t + n] == de + (size_t)n * b->dm.d &&
@@ -872,21 +934,20 @@ static int upload_inputs(struct cuda_backend *b, const struct backend_batch *bat
 				n++;
 			r = gpu_copy_on_device(b->gpu, dst, de, (size_t)n * row);
 			for (int i = 0; i < n; i++)
-				io[1 + t++] = -1 - n_spliced++;
+				ids[t++] = -1 - (*n_spliced)++;
 		} else {
-			io[1 + t] = batch->tokens[p + t];
+			ids[t] = batch->tokens[p + t];
 			t++;
 		}
 		if (r < 0)
 			return r;
 	}
-	r = gpu_copy_to_device(b->gpu, b->scratch.io, io, (1 + (size_t)T) * sizeof(int32_t));
-	return r < 0 ? r : n_spliced;
+	return 0;
 }
 
-/* Copies the logits of the wanted rows among [p, p + T) to the host, CUDA_LOGIT_ROWS at a
- * time. */
-static int fetch_logits(struct cuda_backend *b, float *const *dst, size_t p, int T)
+/* Copies the logits of the wanted positions among [p, p + T), whose hidden states are rows
+ * [row, row + T) of scratch.h, to the host, CUDA_LOGIT_ROWS at a time. */
+static int fetch_logits(struct cuda_backend *b, float *const *dst, size_t p, int T, int row)
 {
 	const size_t vocab = (size_t)b->dm.vocab;
 	for (int t = 0; t < T;) {
@@ -897,7 +958,7 @@ static int fetch_logits(struct cuda_backend *b, float *const *dst, size_t p, int
 		int n = 1;
 		while (t + n < T && n < CUDA_LOGIT_ROWS && dst[p + t + n])
 			n++;
-		int r = queue_logits(b, t, n);
+		int r = queue_logits(b, row + t, n);
 		for (int i = 0; i < n && r >= 0; i++)
 			r = gpu_copy_to_host(b->gpu, dst[p + t + i], b->scratch.logits + (size_t)i * vocab,
 					     vocab * sizeof(float));
@@ -909,8 +970,8 @@ static int fetch_logits(struct cuda_backend *b, float *const *dst, size_t p, int
 }
 
 /* One decode step of s through its captured graph (captured on first use, and again when the KV
- * block moved); the id and position are already uploaded. Leaves the logits in scratch.logits
- * row 0. */
+ * block moved); the id and position are already uploaded (scratch.ids[0], scratch.pos[0]).
+ * Leaves the logits in scratch.logits row 0. */
 static int decode_graph(struct cuda_backend *b, struct cuda_seq *s, int n0)
 {
 	if (!s->graph || s->graph_kv != s->kv || s->graph_cap != s->kv_cap) {
@@ -919,7 +980,9 @@ static int decode_graph(struct cuda_backend *b, struct cuda_seq *s, int n0)
 		int r = gpu_graph_begin(b->gpu);
 		if (r < 0)
 			return r;
-		r = queue_layers(b, s, 1, n0, MAX(s->kv_cap, 1), 0);
+		struct cuda_run run = {.s = s, .T = 1, .n0 = n0, .max_len = MAX(s->kv_cap, 1)};
+		struct cuda_pass ps = {.n_rows = 1, .ids = b->scratch.ids, .n_runs = 1, .runs = &run};
+		r = queue_layers(b, &ps);
 		if (r >= 0)
 			r = queue_logits(b, 0, 1);
 		if (r < 0) {
@@ -998,43 +1061,74 @@ static int decode_reserve(struct cuda_backend *b, int rows)
 	return 0;
 }
 
-/* One pass over the decode rows of n sequences (1 <= n <= dec.cap): spans[i] of the batch for i
- * in idx[0..n). Their descriptors and ids go up in one copy, padded to the bucket with inactive
- * rows; then the bucket's graph (captured on first use) or, profiling or with graphs off, the
- * same work eagerly; then each wanted logits row comes down. */
-static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
-		       int n)
+/* Fills the host staging of dec (rows [cap], then ids [cap]) for the decode rows of n sequences,
+ * spans[idx[i]] of the batch, padded with inactive rows up to `rows`. */
+static void stage_decode(struct cuda_backend *b, const struct backend_batch *batch,
+			 const size_t *idx, int n, int rows)
 {
-	int k, bucket = bucket_of(n, &k), cap = b->dec.cap;
-	/* the staging mirrors the device block: rows [cap], then ids [cap] */
-	struct gpu_seq_row *rows = (struct gpu_seq_row *)b->dec.staging;
-	int32_t *ids = (int32_t *)(rows + cap);
-	for (int i = 0; i < bucket; i++) {
+	struct gpu_seq_row *d = (struct gpu_seq_row *)b->dec.staging;
+	int32_t *ids = (int32_t *)(d + b->dec.cap);
+	for (int i = 0; i < rows; i++) {
 		if (i >= n) {
-			rows[i] = (struct gpu_seq_row){.pos = -1};
+			d[i] = (struct gpu_seq_row){.pos = -1};
 			ids[i] = 0;
 			continue;
 		}
 		const struct backend_span *sp = &batch->spans[idx[i]];
 		struct cuda_seq *s = (struct cuda_seq *)sp->seq;
-		rows[i] = (struct gpu_seq_row){.fixed = s->fixed, .kv = s->kv,
-					       .pos = s->base.n_tokens, .kv_cap = s->kv_cap};
+		d[i] = (struct gpu_seq_row){.fixed = s->fixed, .kv = s->kv, .pos = s->base.n_tokens,
+					    .kv_cap = s->kv_cap};
 		ids[i] = batch->tokens[sp->first];
 	}
-	int r = gpu_copy_to_device(b->gpu, b->dec.rows, rows,
-				   (size_t)cap * (sizeof(*rows) + sizeof(*ids)));
+}
+
+/* Queues the logits of the n decode rows (rows [0, n) of scratch.h) into dec.logits and copies
+ * each wanted one to the host. */
+static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batch *batch,
+			       const size_t *idx, int n)
+{
+	bool any = false;
+	for (int i = 0; i < n && batch->logits; i++)
+		any |= batch->logits[batch->spans[idx[i]].first] != NULL;
+	if (!any)
+		return 0;
+	int r = queue_logits_to(b, 0, n, b->dec.logits);
+	for (int i = 0; i < n && r >= 0; i++) {
+		float *dst = batch->logits[batch->spans[idx[i]].first];
+		if (dst)
+			r = gpu_copy_to_host(b->gpu, dst, b->dec.logits + (size_t)i * b->dm.vocab,
+					     (size_t)b->dm.vocab * sizeof(float));
+	}
+	return r;
+}
+
+/* Every length up to the session limit bounds the decode rows' attention: the grid then never
+ * depends on the sequences, so a bucket's graph serves any. The split count is then
+ * GPU_ATTN_MAX_SPLITS / rows, so the scratch is at most GPU_ATTN_MAX_SPLITS * hq * (dh + 2)
+ * floats, within what attn_ws holds for CUDA_MAX_RUN rows. */
+#define CUDA_DECODE_MAX_LEN ENGINE_SESSION_MAX_TOKENS
+
+/* One pass over the decode rows of n sequences (1 <= n <= dec.cap) alone: spans[i] of the batch
+ * for i in idx[0..n). Their descriptors and ids go up in one copy, padded to the bucket with
+ * inactive rows; then the bucket's graph (captured on first use) or, profiling or with graphs
+ * off, the same work eagerly; then each wanted logits row comes down. */
+static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
+		       int n)
+{
+	int k, bucket = bucket_of(n, &k), cap = b->dec.cap;
+	stage_decode(b, batch, idx, n, bucket);
+	int r = gpu_copy_to_device(b->gpu, b->dec.rows, b->dec.staging,
+				   (size_t)cap * (sizeof(struct gpu_seq_row) + sizeof(int32_t)));
 	if (r < 0)
 		return r;
-	/* every length up to the session limit: the grid then never depends on the sequences. The
-	 * split count is then GPU_ATTN_MAX_SPLITS / bucket, so the scratch is at most
-	 * GPU_ATTN_MAX_SPLITS * hq * (dh + 2) floats, within what attn_ws holds for CUDA_MAX_RUN. */
-	const int max_len = ENGINE_SESSION_MAX_TOKENS;
+	const struct cuda_pass ps = {.n_rows = bucket, .n_dec = bucket,
+				     .dec_max_len = CUDA_DECODE_MAX_LEN, .ids = b->dec.ids};
 	if (b->graphs && !gpu_profile_enabled(b->gpu)) {
 		if (!b->dec.graph[k]) {
 			r = gpu_graph_begin(b->gpu);
 			if (r < 0)
 				return r;
-			r = queue_layers(b, NULL, bucket, 0, max_len, 0);
+			r = queue_layers(b, &ps);
 			if (r >= 0)
 				r = queue_logits_to(b, 0, bucket, b->dec.logits);
 			if (r < 0) {
@@ -1048,7 +1142,7 @@ static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch
 		}
 		r = gpu_graph_launch(b->gpu, b->dec.graph[k]);
 	} else {
-		r = queue_layers(b, NULL, bucket, 0, max_len, 0);
+		r = queue_layers(b, &ps);
 		if (r >= 0)
 			r = queue_logits_to(b, 0, bucket, b->dec.logits);
 	}
@@ -1066,60 +1160,136 @@ static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch
 	return 0;
 }
 
+/* Runs pass ps (b->runs, after n_dec decode rows of spans[idx[i]]): stages and uploads its
+ * inputs, queues its layers eagerly, brings the wanted logits down and advances its sequences.
+ * A pass of one plain position of one sequence (a lone decode step) replays that sequence's
+ * graph instead, unless profiling or graphs are off. */
+static int run_pass(struct cuda_backend *b, const struct backend_batch *batch, struct cuda_pass *ps,
+		    const size_t *idx)
+{
+	float *const *dst = batch->logits;
+	int32_t *pos = b->io, *ids = b->io + CUDA_MAX_ROWS;
+	int r = 0;
+	if (ps->n_dec) {
+		stage_decode(b, batch, idx, ps->n_dec, ps->n_dec);
+		memcpy(ids, b->dec.staging + (size_t)b->dec.cap * sizeof(struct gpu_seq_row),
+		       (size_t)ps->n_dec * sizeof(int32_t));
+		r = gpu_copy_to_device(b->gpu, b->dec.rows, b->dec.staging,
+				       (size_t)ps->n_dec * sizeof(struct gpu_seq_row));
+	}
+	ps->n_spliced = 0;
+	for (int i = 0; i < ps->n_runs && r >= 0; i++) {
+		const struct cuda_run *run = &ps->runs[i];
+		pos[i] = run->n0;
+		r = stage_inputs(b, batch, run->p, run->T, ids + run->row, &ps->n_spliced);
+	}
+	if (r >= 0)
+		r = gpu_copy_to_device(b->gpu, b->scratch.pos, b->io,
+				       (CUDA_MAX_ROWS + (size_t)ps->n_rows) * sizeof(int32_t));
+	if (r < 0)
+		return r;
+	ps->ids = b->scratch.ids;
+	const struct cuda_run *one = &ps->runs[0];
+	if (ps->n_dec == 0 && ps->n_runs == 1 && one->T == 1 && ps->n_spliced == 0 && dst &&
+	    dst[one->p] && b->graphs && !gpu_profile_enabled(b->gpu)) {
+		r = decode_graph(b, one->s, one->n0);
+		if (r >= 0)
+			r = gpu_copy_to_host(b->gpu, dst[one->p], b->scratch.logits,
+					     (size_t)b->dm.vocab * sizeof(float));
+	} else {
+		r = queue_layers(b, ps);
+		if (r >= 0 && ps->n_dec)
+			r = fetch_decode_logits(b, batch, idx, ps->n_dec);
+		for (int i = 0; i < ps->n_runs && r >= 0 && dst; i++)
+			r = fetch_logits(b, dst, ps->runs[i].p, ps->runs[i].T, ps->runs[i].row);
+	}
+	if (r < 0)
+		return r;
+	for (int i = 0; i < ps->n_dec; i++)
+		batch->spans[idx[i]].seq->n_tokens++;
+	for (int i = 0; i < ps->n_runs; i++)
+		ps->runs[i].s->base.n_tokens += ps->runs[i].T;
+	return 0;
+}
+
+/* The spans that are not decode rows (every span when `rows` is false), with the n_dec decode
+ * rows spans[idx[i]] joining the first pass: in steps, step k taking run k of every span (its
+ * positions [k * run_len, (k + 1) * run_len), as the span is cut alone), a step's runs packed
+ * in span order into passes of at most pass_rows rows (a run that would not fit starts the next
+ * pass, even when the pass so far holds only decode rows). */
+static int run_spans(struct cuda_backend *b, const struct backend_batch *batch, bool rows,
+		     const size_t *idx, int n_dec)
+{
+	struct cuda_pass ps = {.n_rows = n_dec, .n_dec = n_dec, .dec_max_len = CUDA_DECODE_MAX_LEN,
+			       .runs = b->runs};
+	for (size_t k = 0;; k++) {
+		bool more = false;
+		for (size_t i = 0; i < batch->n_spans; i++) {
+			const struct backend_span *sp = &batch->spans[i];
+			size_t off = k * (size_t)b->run_len;
+			if ((rows && is_decode_span(batch, i)) || off >= sp->n)
+				continue;
+			more = true;
+			int T = (int)MIN(sp->n - off, (size_t)b->run_len);
+			if (ps.n_rows + T > b->pass_rows) {
+				int r = run_pass(b, batch, &ps, idx);
+				if (r < 0)
+					return r;
+				ps = (struct cuda_pass){.runs = b->runs};
+			}
+			struct cuda_seq *s = (struct cuda_seq *)sp->seq;
+			int n0 = s->base.n_tokens;
+			b->runs[ps.n_runs++] = (struct cuda_run){.s = s, .p = sp->first + off,
+								 .row = ps.n_rows, .T = T, .n0 = n0,
+								 .max_len = n0 + T};
+			ps.n_rows += T;
+		}
+		if (!more) /* decode rows beside empty spans only */
+			return ps.n_dec ? run_pass(b, batch, &ps, idx) : 0;
+		/* the next step's runs follow from the states this one leaves */
+		if (ps.n_runs) {
+			int r = run_pass(b, batch, &ps, idx);
+			if (r < 0)
+				return r;
+		}
+		ps = (struct cuda_pass){.runs = b->runs};
+	}
+}
+
 static int cuda_forward(struct engine_backend *base, const struct backend_batch *batch)
 {
 	struct cuda_backend *b = cb_of(base);
-	float *const *dst = batch->logits;
-	/* decode rows of two or more sequences: one pass per CUDA_MAX_DECODE of them */
-	const bool batched = decode_rows_of(batch) >= 2;
-	if (batched) {
-		size_t idx[CUDA_MAX_DECODE];
-		int n = 0;
-		for (size_t i = 0; i < batch->n_spans; i++) {
-			if (!is_decode_span(batch, i))
-				continue;
-			idx[n++] = i;
-			if (n == CUDA_MAX_DECODE) {
-				if (decode_rows(b, batch, idx, n) < 0)
-					return -EIO;
-				n = 0;
-			}
-		}
-		/* a last single row pads to bucket 2 */
-		if (n > 0 && decode_rows(b, batch, idx, n) < 0)
-			return -EIO;
-	}
-	for (size_t i = 0; i < batch->n_spans; i++) {
-		if (batched && is_decode_span(batch, i))
+	const size_t n_dec = decode_rows_of(batch);
+	const bool pure = n_dec == batch->n_spans;
+	/* decode spans run as rows beside two or more sequences; a lone one replays its graph */
+	const bool rows = n_dec >= 2 || (n_dec == 1 && !pure);
+	size_t idx[CUDA_MAX_DECODE];
+	int n = 0;
+	size_t seen = 0;
+	for (size_t i = 0; rows && i < batch->n_spans; i++) {
+		if (!is_decode_span(batch, i))
 			continue;
-		const struct backend_span *sp = &batch->spans[i];
-		struct cuda_seq *s = (struct cuda_seq *)sp->seq;
-		size_t end = sp->first + sp->n;
-		for (size_t p = sp->first; p < end;) {
-			int T = (int)MIN(end - p, (size_t)CUDA_MAX_RUN), n0 = s->base.n_tokens;
-			int n_spliced = upload_inputs(b, batch, p, T, n0);
-			if (n_spliced < 0)
+		idx[n++] = i;
+		seen++;
+		/* full passes of decode rows alone; the last (at most CUDA_MAX_DECODE rows) joins
+		 * the other spans' first pass */
+		if (n == CUDA_MAX_DECODE && (pure || seen < n_dec)) {
+			if (decode_rows(b, batch, idx, n) < 0)
 				return -EIO;
-			int r;
-			bool graph = T == 1 && n_spliced == 0 && dst && dst[p] && b->graphs &&
-				     !gpu_profile_enabled(b->gpu);
-			if (graph) {
-				r = decode_graph(b, s, n0);
-				if (r >= 0)
-					r = gpu_copy_to_host(b->gpu, dst[p], b->scratch.logits,
-							     (size_t)b->dm.vocab * sizeof(float));
-			} else {
-				r = queue_layers(b, s, T, n0, n0 + T, n_spliced);
-				if (r >= 0 && dst)
-					r = fetch_logits(b, dst, p, T);
-			}
-			if (r < 0)
-				return -EIO;
-			s->base.n_tokens += T;
-			p += (size_t)T;
+			n = 0;
 		}
 	}
-	/* the last run's work (with no logits wanted) must have finished without error */
+	int r = 0;
+	if (pure && rows) {
+		/* a last single row pads to bucket 2 */
+		if (n > 0)
+			r = decode_rows(b, batch, idx, n);
+	} else {
+		r = run_spans(b, batch, rows, idx, n);
+	}
+	if (r < 0)
+		return -EIO;
+	/* the last pass's work (with no logits wanted) must have finished without error */
 	return gpu_synchronize(b->gpu) < 0 ? -EIO : 0;
 }
 
@@ -1176,6 +1346,8 @@ static void forward_init(struct cuda_backend *b)
 		b->attn_ws_floats = gpu_attention_scratch_floats(CUDA_MAX_RUN, ENGINE_SESSION_MAX_TOKENS,
 								 dm->hq, dm->dh);
 	b->graphs = true;
+	b->run_len = CUDA_MAX_RUN;
+	b->pass_rows = CUDA_MAX_ROWS;
 }
 
 static int cuda_profile(struct engine_backend *base, bool on)

@@ -3,7 +3,9 @@
  * through per-row descriptors, padded to a bucket of 2, 4, ..., 128 rows with one graph each.
  * Each session must get what it gets alone (engine_session_decode(): its own single-sequence
  * graph), at different positions, with prefill spans of other sessions in the same batch, past a
- * KV block's growth, with graphs and eagerly, and beyond one pass's 128 rows.
+ * KV block's growth, with graphs and eagerly, and beyond one pass's 128 rows. Prefill spans that
+ * share the decode rows' pass (spans longer than one run, spliced device and host rows, more
+ * rows than one pass holds) must give what the same appends give alone.
  *
  * Tolerances (the batched pass splits attention over fewer parts than a lone row, so fp32
  * rounding differs; every other row kernel forms the same sums):
@@ -13,6 +15,7 @@
  *  - graph replay against eager launches of the same batches: bit for bit.
  * On a device in `gpu` (77 without one); on the emulation in the forward thread order, and a
  * shorter run in the reverse and a random one. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -162,6 +165,145 @@ static void test_decode(struct engine_backend *b, int n, int longest, int steps,
 	free(s), free(alone), free(ent), free(got), free(want), free(next), free(prompt);
 }
 
+static int n_layers_of(const struct engine_backend *b, enum lm_layer_kind kind)
+{
+	int n = 0;
+	for (int l = 0; l < b->model->cfg.n_layers; l++)
+		n += b->model->layers[l].kind == kind;
+	return n;
+}
+
+/* The calls of GEMM site `site` in the backend's profile so far (-1: not in the report). */
+static int gemm_calls(struct engine_backend *b, const char *site)
+{
+	char **lines = NULL, prefix[64];
+	snprintf(prefix, sizeof(prefix), "gemm %s calls=", site);
+	int calls = -1;
+	REQUIRE(engine_backend_profile_report(b, &lines) >= 0);
+	for (size_t i = 0; lines && lines[i]; i++)
+		if (strncmp(lines[i], prefix, strlen(prefix)) == 0)
+			calls = atoi(lines[i] + strlen(prefix));
+	engine_backend_profile_free(lines);
+	return calls;
+}
+
+/* Decode rows and prefill spans of other sessions in one forward (the mixed pass: one set of
+ * GEMMs over all rows, each span's own conv, SSD and attention): n_dec sessions decoding beside
+ * spans of lens[0..n_spans) positions into sessions already holding 3, 11, 19, ... positions;
+ * span 0 wants every position's logits, the others their last; span `spliced` (-1: none) splices
+ * rows of an engine_rows handle on the device (runs of four consecutive rows, one device copy
+ * each) and of one on the host. Then every session decodes once more in one batch (what the mix
+ * left in their states). Each against a twin that ran alone; the mix takes `passes` passes
+ * over the weights. */
+static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n_spans,
+		     int spliced, int passes, bool fp32)
+{
+	enum { MIX_TOKENS = 512 };
+	char what[96];
+	const int n = n_dec + n_spans;
+	int longest = 0;
+	for (int j = 0; j < n_spans; j++)
+		longest = MAX(longest, lens[j]);
+	snprintf(what, sizeof(what), "%s mix of %d decoders and %d spans", fp32 ? "fp32" : "bf16",
+		 n_dec, n_spans);
+	struct engine_session **s = xcalloc((size_t)n, sizeof(*s));
+	struct engine_session **alone = xcalloc((size_t)n, sizeof(*alone));
+	struct engine_batch_entry *ent = xcalloc((size_t)n, sizeof(*ent));
+	int32_t *next = xcalloc((size_t)n, sizeof(*next));
+	/* the decoders' prefixes hold up to 45 positions, the others' 3 + 8 * (n_spans - 1) */
+	int32_t *prompt = xmalloc((size_t)MAX(longest, 64 + 8 * n_spans) * sizeof(*prompt));
+	struct engine_row_ref *refs = xcalloc((size_t)longest, sizeof(*refs));
+	/* logits: a row per decoder and per span's last position, all of span 0's */
+	size_t *at = xcalloc((size_t)n, sizeof(*at)), total = 0;
+	for (int i = 0; i < n; i++) {
+		at[i] = total;
+		total += i == n_dec ? (size_t)lens[0] : 1;
+	}
+	float *got = xmalloc(total * VOCAB * sizeof(float));
+	float *want = xmalloc(total * VOCAB * sizeof(float));
+	const int d = b->model->cfg.hidden;
+	float *host = xmalloc((size_t)longest * d * sizeof(float));
+	for (size_t i = 0; i < (size_t)longest * d; i++)
+		host[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
+	struct engine_rows *dev = engine_rows_create(b, host, (size_t)longest, d);
+	struct engine_rows *hst = engine_rows_create(NULL, host + d, (size_t)longest - 1, d);
+	REQUIRE(dev && hst);
+	CHECK(engine_rows_on_device(dev));
+	for (int i = 0; i < n; i++) {
+		s[i] = engine_session_create_on(b, MIX_TOKENS);
+		REQUIRE(s[i]);
+		int len = i < n_dec ? 1 + (i * 5) % 45 : 3 + 8 * (i - n_dec);
+		for (int t = 0; t < len; t++)
+			prompt[t] = token_at(t, (unsigned)i);
+		CHECK_INT_EQ(engine_session_append(s[i], prompt, NULL, (size_t)len, ENGINE_LOGITS_LAST,
+						   got),
+			     0);
+		next[i] = (int32_t)argmax(got);
+		alone[i] = engine_session_copy(s[i]);
+		REQUIRE(alone[i]);
+	}
+	for (int t = 0; t < longest; t++) {
+		prompt[t] = token_at(t, 91);
+		if (t % 5 == 0 && t)
+			refs[t] = (struct engine_row_ref){.rows = hst, .row = (size_t)t - 1};
+		else if (t >= 2)
+			refs[t] = (struct engine_row_ref){.rows = dev, .row = (size_t)t};
+	}
+	for (int i = 0; i < n; i++) {
+		int j = i - n_dec;
+		if (j < 0)
+			ent[i] = (struct engine_batch_entry){.session = s[i], .tokens = &next[i], .n = 1,
+							     .want = ENGINE_LOGITS_LAST,
+							     .ret_logits = got + at[i] * VOCAB};
+		else
+			ent[i] = (struct engine_batch_entry){
+				.session = s[i], .tokens = prompt, .n = (size_t)lens[j],
+				.want = j ? ENGINE_LOGITS_LAST : ENGINE_LOGITS_ALL,
+				.ret_logits = got + at[i] * VOCAB, .refs = j == spliced ? refs : NULL};
+	}
+	/* profiled (eagerly, as a mixed pass always runs): every weight is read once per pass */
+	REQUIRE(engine_backend_profile(b, true) == 0);
+	CHECK_INT_EQ(engine_forward_batch(b, ent, (size_t)n), 0);
+	CHECK_INT_EQ(gemm_calls(b, "mamba.in_proj"), passes * n_layers_of(b, LM_LAYER_MAMBA));
+	CHECK_INT_EQ(gemm_calls(b, "attn.q_proj"), passes * n_layers_of(b, LM_LAYER_ATTENTION));
+	CHECK_INT_EQ(gemm_calls(b, "mlp.up"), passes * n_layers_of(b, LM_LAYER_MLP));
+	REQUIRE(engine_backend_profile(b, false) == 0);
+	for (int i = 0; i < n; i++) {
+		int j = i - n_dec;
+		float *w = want + at[i] * VOCAB;
+		if (j < 0)
+			CHECK_INT_EQ(engine_session_decode(alone[i], next[i], w), 0);
+		else
+			CHECK_INT_EQ(engine_session_append_rows(alone[i], prompt,
+								j == spliced ? refs : NULL,
+								(size_t)lens[j], ent[i].want, w),
+				     0);
+		size_t rows = j == 0 ? (size_t)lens[0] : 1;
+		for (size_t r = 0; r < rows; r++)
+			CHECK(close_row(got + (at[i] + r) * VOCAB, w + r * VOCAB, fp32, what, i));
+		next[i] = (int32_t)argmax(w + (rows - 1) * VOCAB);
+	}
+	/* the states the mix left: one more step of everyone, decode rows only */
+	for (int i = 0; i < n; i++)
+		ent[i] = (struct engine_batch_entry){.session = s[i], .tokens = &next[i], .n = 1,
+						     .want = ENGINE_LOGITS_LAST,
+						     .ret_logits = got + (size_t)i * VOCAB};
+	CHECK_INT_EQ(engine_forward_batch(b, ent, (size_t)n), 0);
+	for (int i = 0; i < n; i++) {
+		CHECK_INT_EQ(engine_session_decode(alone[i], next[i], want), 0);
+		CHECK(close_row(got + (size_t)i * VOCAB, want, fp32, what, i));
+		CHECK_INT_EQ(engine_session_n_tokens(s[i]), engine_session_n_tokens(alone[i]));
+	}
+	for (int i = 0; i < n; i++) {
+		engine_session_destroy(s[i]);
+		engine_session_destroy(alone[i]);
+	}
+	engine_rows_destroy(dev);
+	engine_rows_destroy(hst);
+	free(s), free(alone), free(ent), free(next), free(prompt), free(refs), free(at);
+	free(got), free(want), free(host);
+}
+
 /* Graph replay against eager launches of the same batches, bit for bit, and the captures: one
  * per bucket, none again when the sessions change or their KV blocks grow (64 -> 128). */
 static void test_graphs(struct engine_model *m)
@@ -227,11 +369,29 @@ int main(int argc, char **argv)
 	for (size_t i = 0; full && i < ARRAY_SIZE(counts); i++)
 		test_decode(b, counts[i], 45, 3, 0, true);
 	test_decode(b, 4, 45, full ? 4 : 2, 9, true); /* prefill spans of 9 and 8 tokens join in */
+	/* 128 rows alone, then the 129th beside prefill spans of 3 and 2 tokens */
 	if (full)
-		test_decode(b, 129, 4, 1, 0, true); /* two passes: 128 rows, then one padded to 2 */
+		test_decode(b, 129, 4, 2, 3, true);
+	static const int lens[] = {9, 20};
+	test_mix(b, 2, lens, 2, 1, 1, true);
 	engine_backend_destroy(b);
+	if (full) {
+		/* runs of 16 positions in passes of 40 rows, as 256 and 384 would cut spans of
+		 * hundreds (which the emulation takes minutes over): 9 decode rows + 16 of 37
+		 * (spliced) + 12 in one pass, 5 + 16 of 20 in a second (42 rows would not fit), then
+		 * 16 of 37 + 4 of 20, then the last 5 of 37 */
+		b = backend_of(m, ENGINE_PRECISION_FP32);
+		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 16, 40), 0);
+		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 16, 15), -EINVAL);
+		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 257, 300), -EINVAL);
+		static const int shaped[] = {37, 12, 5, 20};
+		test_mix(b, 9, shaped, 4, 0, 4, true);
+		engine_backend_destroy(b);
+	}
 	b = backend_of(m, ENGINE_PRECISION_BF16);
 	test_decode(b, 6, 45, full ? 3 : 2, 5, false);
+	static const int lens_bf16[] = {12, 7};
+	test_mix(b, 4, lens_bf16, 2, 0, 1, false);
 	engine_backend_destroy(b);
 	if (full)
 		test_graphs(m);
