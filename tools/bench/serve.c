@@ -5,7 +5,7 @@
  *   holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N] [--decode N]
  *                    [--rounds N] [--threads N] [--backend auto|cpu|cuda] [--device N]
  *                    [--precision bf16|fp32] [--ssm-state fp32|bf16] [--config FILE]
- *                    [--roofline-sessions N] [--context N] [--profile]
+ *                    [--roofline-sessions N] [--context N] [--profile] [--mixed N]
  *
  * For each session count of LIST (ascending, starting at 1; default 1,2,4,8,16) that many
  * sessions are prefilled with their own --prompt tokens in one batch, then decode --decode steps
@@ -32,6 +32,14 @@
  * (a session created for --context tokens; a snapshot of the first session taken and restored).
  *
  *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory ssm_state=fp32
+ *
+ * --mixed N (before the roofline): for each count, a prefill chunk of N tokens (one more session,
+ * emptied before each step) beside the count's decode steps, every other step in the same
+ * forward as the decoders ("together": the CPU's lm_forward_batch and CUDA's shared passes read
+ * each weight once for both) and otherwise in a forward of its own after theirs ("apart"); the
+ * mean step of each, and apart over together:
+ *
+ *   mixed sessions=N chunk=C together_ms=X apart_ms=Y speedup=Z
  */
 #include <errno.h>
 #include <getopt.h>
@@ -64,6 +72,7 @@ static void usage(FILE *f)
 		"                        [--decode N] [--rounds N] [--threads N] [--backend B]\n"
 		"                        [--device N] [--precision P] [--ssm-state S] [--config FILE]\n"
 		"                        [--roofline-sessions N] [--context N] [--profile]\n"
+		"                        [--mixed N]\n"
 		"  --random SPEC          key=value,... over holo-bench engine's ~0.7B bf16 model\n"
 		"  --sessions LIST        ascending session counts from 1 (default 1,2,4,8,16; at most %d)\n"
 		"  --prompt N             tokens prefilled per session (default 32)\n"
@@ -75,7 +84,9 @@ static void usage(FILE *f)
 		"  --config FILE          config.json of the roofline's shapes (default Holotron-12B's)\n"
 		"  --roofline-sessions N  sessions of the roofline step (default 100)\n"
 		"  --context N            cached tokens per session in the roofline (default 4096)\n"
-		"  --profile              the backend's time per operation, one more round per count\n",
+		"  --profile              the backend's time per operation, one more round per count\n"
+		"  --mixed N              a prefill chunk of N tokens beside each count's decode steps,\n"
+		"                         in their forward and in one of its own (default 0: none)\n",
 		SERVE_MAX_SESSIONS);
 }
 
@@ -132,6 +143,11 @@ struct serve {
 	struct engine_batch_entry *entries;
 	int32_t *tokens; /* [sessions][prompt]: each session's prompt, then its next token at [0] */
 	float *logits;   /* [sessions][vocab] */
+	/* --mixed: the chunk's session, tokens and logits */
+	int chunk;
+	struct engine_session *chunk_session;
+	int32_t *chunk_tokens;
+	float *chunk_logits;
 };
 
 /* Prefills `n` sessions in one batch and times `steps` batched decode steps: wall and CPU
@@ -172,6 +188,40 @@ static int run_count(struct serve *sv, int n, int steps, bool profile, double *r
 	*ret_s = wall;
 	*ret_cpu = cpu;
 	return 0;
+}
+
+/* Prefills `n` sessions as run_count() does, then `steps` decode steps with the --mixed chunk
+ * beside them: even steps in one forward with the decoders, odd ones in a forward of its own
+ * after theirs (the chunk's session emptied before each, untimed). Returns the wall seconds of
+ * each kind's steps. */
+static int run_mixed(struct serve *sv, int n, int steps, double *ret_together, double *ret_apart)
+{
+	double w, c;
+	int r = run_count(sv, n, 0, false, &w, &c);
+	size_t V = (size_t)sv->vocab;
+	*ret_together = *ret_apart = 0;
+	for (int s = 0; s < steps && r >= 0; s++) {
+		for (int i = 0; i < n; i++) {
+			int32_t *t = sv->tokens + (size_t)i * sv->prompt;
+			t[0] = argmax(sv->logits + (size_t)i * V, sv->vocab);
+			sv->entries[i].n = 1;
+		}
+		engine_session_reset(sv->chunk_session);
+		sv->entries[n] = (struct engine_batch_entry){
+			.session = sv->chunk_session, .tokens = sv->chunk_tokens, .n = (size_t)sv->chunk,
+			.want = ENGINE_LOGITS_LAST, .ret_logits = sv->chunk_logits};
+		uint64_t t0 = time_mono_ns();
+		if (s % 2 == 0) {
+			r = engine_forward_batch(sv->backend, sv->entries, (size_t)n + 1);
+			*ret_together += (double)(time_mono_ns() - t0) / 1e9;
+		} else {
+			r = engine_forward_batch(sv->backend, sv->entries, (size_t)n);
+			if (r >= 0)
+				r = engine_forward_batch(sv->backend, &sv->entries[n], 1);
+			*ret_apart += (double)(time_mono_ns() - t0) / 1e9;
+		}
+	}
+	return r;
 }
 
 static int read_config(const char *path, struct model_config *ret)
@@ -283,7 +333,7 @@ int bench_serve_main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},    {"roofline-sessions", required_argument, NULL, 'S'},
 		{"context", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
 		{"profile", no_argument, NULL, 'F'},         {"ssm-state", required_argument, NULL, 'X'},
-		{0},
+		{"mixed", required_argument, NULL, 'M'},     {0},
 	};
 	struct lm_random_spec sp;
 	bench_engine_default_spec(&sp);
@@ -291,6 +341,7 @@ int bench_serve_main(int argc, char **argv)
 	char *spec = NULL;
 	int counts[SERVE_MAX_COUNTS] = {1, 2, 4, 8, 16}, n_counts = 5;
 	int prompt = 32, decode = 16, rounds = 3, threads = 0, roof_sessions = 100, context = 4096;
+	int chunk = 0;
 	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	const char *env_precision = getenv("HOLOD_PRECISION");
@@ -349,6 +400,9 @@ int bench_serve_main(int argc, char **argv)
 		case 'X':
 			r = engine_precision_parse(optarg, &bopts.ssm_state);
 			break;
+		case 'M':
+			r = parse_int(optarg, 0, SERVE_MAX_TOKENS, &chunk);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -384,7 +438,7 @@ int bench_serve_main(int argc, char **argv)
 	int ret = 1, r = 0;
 	int max_n = counts[n_counts - 1];
 	struct engine_model *m = NULL;
-	struct serve sv = {.prompt = prompt, .decode = decode};
+	struct serve sv = {.prompt = prompt, .decode = decode, .chunk = chunk};
 	double *wall = NULL, *cpu = NULL;
 	if (model_dir) {
 		char err[512] = "";
@@ -417,7 +471,7 @@ int bench_serve_main(int argc, char **argv)
 	       engine_get_threads());
 	sv.vocab = m->cfg.vocab;
 	sv.sessions = calloc((size_t)max_n, sizeof(*sv.sessions));
-	sv.entries = calloc((size_t)max_n, sizeof(*sv.entries));
+	sv.entries = calloc((size_t)max_n + 1, sizeof(*sv.entries)); /* + the --mixed chunk */
 	sv.tokens = malloc((size_t)max_n * (size_t)prompt * sizeof(*sv.tokens));
 	sv.logits = malloc((size_t)max_n * (size_t)sv.vocab * sizeof(float));
 	wall = calloc((size_t)n_counts * (size_t)rounds, sizeof(double));
@@ -427,10 +481,26 @@ int bench_serve_main(int argc, char **argv)
 		goto fail;
 	}
 	for (int i = 0; i < max_n; i++)
-		if (!(sv.sessions[i] = engine_session_create_on(sv.backend, prompt + decode))) {
+		/* --mixed takes at least two steps, one of each kind */
+		if (!(sv.sessions[i] = engine_session_create_on(sv.backend,
+								prompt + (chunk ? MAX(decode, 2) : decode)))) {
 			r = -errno;
 			goto fail;
 		}
+	if (chunk) {
+		sv.chunk_tokens = malloc((size_t)chunk * sizeof(*sv.chunk_tokens));
+		sv.chunk_logits = malloc((size_t)sv.vocab * sizeof(float));
+		if (!sv.chunk_tokens || !sv.chunk_logits) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		for (int k = 0; k < chunk; k++)
+			sv.chunk_tokens[k] = (int32_t)(((uint64_t)k * 6007 + 29) % (uint64_t)sv.vocab);
+		if (!(sv.chunk_session = engine_session_create_on(sv.backend, chunk))) {
+			r = -errno;
+			goto fail;
+		}
+	}
 
 	/* warm-up: the weights faulted in, every count's scratch and products sized */
 	for (int k = 0; k < n_counts; k++) {
@@ -476,6 +546,17 @@ int bench_serve_main(int argc, char **argv)
 		engine_backend_profile_free(lines);
 		engine_backend_profile(sv.backend, false);
 	}
+	for (int k = 0; chunk && k < n_counts; k++) {
+		/* one warm-up step of each kind (the chunk's scratch sized), then the timed ones */
+		double together, apart;
+		int steps = MAX(decode, 2);
+		if ((r = run_mixed(&sv, counts[k], 2, &together, &apart)) < 0 ||
+		    (r = run_mixed(&sv, counts[k], steps, &together, &apart)) < 0)
+			goto fail;
+		together /= (steps + 1) / 2, apart /= steps / 2;
+		printf("mixed sessions=%d chunk=%d together_ms=%.3f apart_ms=%.3f speedup=%.2f\n",
+		       counts[k], chunk, together * 1e3, apart * 1e3, apart / together);
+	}
 	if (print_roofline(config, roof_sessions, context) < 0)
 		goto out;
 	ret = 0;
@@ -485,6 +566,9 @@ fail:
 out:
 	for (int i = 0; sv.sessions && i < max_n; i++)
 		engine_session_destroy(sv.sessions[i]);
+	engine_session_destroy(sv.chunk_session);
+	free(sv.chunk_tokens);
+	free(sv.chunk_logits);
 	free(sv.sessions);
 	free(sv.entries);
 	free(sv.tokens);
