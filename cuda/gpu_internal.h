@@ -38,11 +38,12 @@ size_t gpu_mamba_ssd_layout(int T, int H, int P, int N, int G, int Q, size_t off
 int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, int G, int Q, const float *xbc,
 			 size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
 			 const float *a_log, const float *d_skip, float dt_min, float dt_max,
-			 float *state, float *y, size_t ld_y, float *workspace);
+			 void *state, int state_bf16, float *y, size_t ld_y, float *workspace);
+/* state_bf16: the SSM state is stored in bf16 (loaded to fp32, stored rounded), else fp32. */
 int gpu_launch_mamba_ssm_step(void *stream, int H, int P, int N, int G, const float *xbc,
 			      const float *dt_raw, const float *dt_bias, const float *a_log,
-			      const float *d_skip, float dt_min, float dt_max, float *state,
-			      float *y);
+			      const float *d_skip, float dt_min, float dt_max, void *state,
+			      int state_bf16, float *y);
 /* One decode position of each of `rows` sequences (gpu.h, struct gpu_seq_row). */
 struct gpu_seq_row;
 int gpu_launch_mamba_conv_rows(void *stream, int rows, int conv_dim, int K, const float *raw,
@@ -53,8 +54,8 @@ int gpu_launch_mamba_ssm_step_rows(void *stream, int rows, int H, int P, int N, 
 				   const float *xbc, size_t ld_xbc, const float *dt_raw,
 				   size_t ld_dt, const float *dt_bias, const float *a_log,
 				   const float *d_skip, float dt_min, float dt_max,
-				   const struct gpu_seq_row *seq, size_t ssm_off, float *y,
-				   size_t ld_y);
+				   const struct gpu_seq_row *seq, size_t ssm_off, int state_bf16,
+				   float *y, size_t ld_y);
 int gpu_launch_mamba_gated_rmsnorm(void *stream, int T, int d_in, int G, const float *y,
 				   size_t ld_y, const float *z, size_t ld_z, const float *w, float eps,
 				   void *out, size_t ld_out, int out_bf16);

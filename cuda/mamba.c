@@ -32,6 +32,11 @@ static bool dims_ok(const struct gpu_mamba_dims *dm, int T)
 	return chunks * (uint64_t)dm->n_heads <= INT32_MAX;
 }
 
+static bool state_dtype_ok(const struct gpu_mamba_dims *dm)
+{
+	return dm->state_dtype == GPU_DTYPE_F32 || dm->state_dtype == GPU_DTYPE_BF16;
+}
+
 static size_t d_in_of(const struct gpu_mamba_dims *dm)
 {
 	return (size_t)dm->n_heads * (size_t)dm->head_dim;
@@ -68,29 +73,30 @@ size_t gpu_mamba_ssd_workspace_bytes(const struct gpu_mamba_dims *dm, int T)
 
 int gpu_mamba_ssd(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T, const float *xbc,
                   size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
-                  const float *a_log, const float *d_skip, float dt_min, float dt_max, float *state,
+                  const float *a_log, const float *d_skip, float dt_min, float dt_max, void *state,
                   float *y, size_t ld_y, void *workspace)
 {
-	if (!g || !dims_ok(dm, T) || !xbc || !dt_raw || !dt_bias || !a_log || !d_skip || !state ||
+	if (!g || !dims_ok(dm, T) || !state_dtype_ok(dm) || !xbc || !dt_raw || !dt_bias || !a_log || !d_skip || !state ||
 	    !y || !workspace)
 		return -EINVAL;
 	if (ld_xbc < conv_dim_of(dm) || ld_dt < (size_t)dm->n_heads || ld_y < d_in_of(dm))
 		return -EINVAL;
 	return gpu_launch_mamba_ssd(g->stream, T, dm->n_heads, dm->head_dim, dm->state, dm->groups,
 	                            dm->chunk, xbc, ld_xbc, dt_raw, ld_dt, dt_bias, a_log, d_skip,
-	                            dt_min, dt_max, state, y, ld_y, workspace);
+	                            dt_min, dt_max, state, dm->state_dtype == GPU_DTYPE_BF16, y, ld_y,
+	                            workspace);
 }
 
 int gpu_mamba_ssm_step(struct gpu_context *g, const struct gpu_mamba_dims *dm, const float *xbc,
                        const float *dt_raw, const float *dt_bias, const float *a_log,
-                       const float *d_skip, float dt_min, float dt_max, float *state, float *y)
+                       const float *d_skip, float dt_min, float dt_max, void *state, float *y)
 {
-	if (!g || !dims_ok(dm, 1) || !xbc || !dt_raw || !dt_bias || !a_log || !d_skip || !state ||
+	if (!g || !dims_ok(dm, 1) || !state_dtype_ok(dm) || !xbc || !dt_raw || !dt_bias || !a_log || !d_skip || !state ||
 	    !y)
 		return -EINVAL;
 	return gpu_launch_mamba_ssm_step(g->stream, dm->n_heads, dm->head_dim, dm->state,
 	                                 dm->groups, xbc, dt_raw, dt_bias, a_log, d_skip, dt_min,
-	                                 dt_max, state, y);
+	                                 dt_max, state, dm->state_dtype == GPU_DTYPE_BF16, y);
 }
 
 /* Rows of one batch: within a grid's y and z dimensions. */
@@ -121,15 +127,15 @@ int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *
                             float dt_min, float dt_max, const struct gpu_seq_row *seq,
                             size_t ssm_off, float *y, size_t ld_y)
 {
-	if (!g || !dims_ok(dm, 1) || !rows_ok(rows) || !xbc || !dt_raw || !dt_bias || !a_log ||
-	    !d_skip || !seq || !y)
+	if (!g || !dims_ok(dm, 1) || !state_dtype_ok(dm) || !rows_ok(rows) || !xbc || !dt_raw ||
+	    !dt_bias || !a_log || !d_skip || !seq || !y)
 		return -EINVAL;
 	if (ld_xbc < conv_dim_of(dm) || ld_dt < (size_t)dm->n_heads || ld_y < d_in_of(dm))
 		return -EINVAL;
 	return gpu_launch_mamba_ssm_step_rows(g->stream, rows, dm->n_heads, dm->head_dim,
 	                                      dm->state, dm->groups, xbc, ld_xbc, dt_raw, ld_dt,
-	                                      dt_bias, a_log, d_skip, dt_min, dt_max, seq, ssm_off, y,
-	                                      ld_y);
+	                                      dt_bias, a_log, d_skip, dt_min, dt_max, seq, ssm_off,
+	                                      dm->state_dtype == GPU_DTYPE_BF16, y, ld_y);
 }
 
 int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,

@@ -11,6 +11,7 @@
 // thread per state element. The workspace holds dt and cum [H][nc*Q], CB [nc][G][Q][Q] and the
 // chunk states [nc][H][P][N].
 #include "gpu_internal.h"
+#include "kernel_util.cuh"
 #include "klaunch.h"
 
 #include <cuda_runtime.h>
@@ -146,14 +147,16 @@ static __global__ void mamba_ssd_states_kernel(struct ssd_args a)
 }
 
 // grid (ceil(P*N / 256), H): carries the state across chunks; each chunk's slot of st ends up
-// holding the state entering that chunk, and `state` the state after the last one.
-static __global__ void mamba_ssd_pass_kernel(struct ssd_args a, float *__restrict__ state)
+// holding the state entering that chunk, and `state` the state after the last one. The state is
+// fp32 or bf16 (S_t): carried in fp32 across the chunks, a bf16 one is rounded once, at the end.
+template <typename S_t>
+static __global__ void mamba_ssd_pass_kernel(struct ssd_args a, S_t *__restrict__ state)
 {
 	int h = blockIdx.y;
 	size_t pn = (size_t)a.P * a.N, e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (e >= pn)
 		return;
-	float S = state[(size_t)h * pn + e];
+	float S = gpu_load_f32(state[(size_t)h * pn + e]);
 	for (int c = 0; c < a.nc; c++) {
 		int L = min(a.Q, a.T - c * a.Q);
 		float decay = expf(a.cum[(size_t)h * a.Tp + (size_t)c * a.Q + L - 1]);
@@ -162,7 +165,7 @@ static __global__ void mamba_ssd_pass_kernel(struct ssd_args a, float *__restric
 		a.st[i] = S;
 		S = decay * S + own;
 	}
-	state[(size_t)h * pn + e] = S;
+	gpu_store(state + (size_t)h * pn + e, S);
 }
 
 // grid (nc * H, tiles over L x P): the outputs of one chunk and head.
@@ -259,8 +262,8 @@ extern "C" size_t gpu_mamba_ssd_layout(int T, int H, int P, int N, int G, int Q,
 extern "C" int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, int G, int Q,
                                     const float *xbc, size_t ld_xbc, const float *dt_raw,
                                     size_t ld_dt, const float *dt_bias, const float *a_log,
-                                    const float *d_skip, float dt_min, float dt_max, float *state,
-                                    float *y, size_t ld_y, float *workspace)
+                                    const float *d_skip, float dt_min, float dt_max, void *state,
+                                    int state_bf16, float *y, size_t ld_y, float *workspace)
 {
 	size_t off[4];
 	gpu_mamba_ssd_layout(T, H, P, N, G, Q, off);
@@ -287,8 +290,12 @@ extern "C" int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, in
 	if ((r = GPU_CHECK(cudaGetLastError())) < 0)
 		return r;
 	size_t pn = (size_t)P * N;
-	klaunch(mamba_ssd_pass_kernel, dim3((unsigned)((pn + 255) / 256), (unsigned)H), dim3(256),
-	        0, s, a, state);
+	dim3 pass_grid((unsigned)((pn + 255) / 256), (unsigned)H);
+	if (state_bf16)
+		klaunch(mamba_ssd_pass_kernel<__nv_bfloat16>, pass_grid, dim3(256), 0, s, a,
+		        (__nv_bfloat16 *)state);
+	else
+		klaunch(mamba_ssd_pass_kernel<float>, pass_grid, dim3(256), 0, s, a, (float *)state);
 	if ((r = GPU_CHECK(cudaGetLastError())) < 0)
 		return r;
 	klaunch(mamba_ssd_scan_kernel, dim3(nch, tq * tp), dim3(TILE_THREADS), 0, s, a, d_skip, y,

@@ -237,9 +237,13 @@ int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void 
 /* One Mamba layer's sizes: d_in = n_heads * head_dim; conv_dim = d_in + 2 * groups * state
  * (xBC = x, then B, then C, each group's `state` columns together); n_heads a multiple of groups;
  * chunk is the SSD block length of gpu_mamba_ssd (any value in [1, GPU_MAMBA_MAX_CHUNK]; the
- * result does not depend on it beyond fp32 rounding). */
+ * result does not depend on it beyond fp32 rounding). state_dtype is how the SSM state is
+ * stored (F32, the zero value, or BF16): a bf16 state is loaded to fp32, updated in fp32 and
+ * stored rounded to nearest even, once per decode step and once at the end of an SSD span (the
+ * CPU's bf16 state, lm_ssm_scan_s16 / lm_ssm_chunked_s16). */
 struct gpu_mamba_dims {
 	int n_heads, head_dim, state, groups, conv_k, chunk;
+	enum gpu_dtype state_dtype;
 };
 
 /* Causal depthwise conv1d over T >= 1 positions, + bias, then SiLU:
@@ -259,7 +263,7 @@ size_t gpu_mamba_ssd_workspace_bytes(const struct gpu_mamba_dims *dm, int T);
 
 /* The SSM over T >= 1 positions in the chunked SSD form (Mamba-2's chunk cumsum, CB^T, chunk
  * states, state passing and chunk scan kernels), from and into state [n_heads][head_dim][state]
- * fp32:
+ * of dm->state_dtype:
  *   dt[t][h] = clamp(softplus(dt_raw[t][h] + dt_bias[h]), dt_min, dt_max), A[h] = -exp(a_log[h])
  *   S_h = exp(dt A) S_h + dt x_h B_g^T,  y_h = S_h C_g + d_skip[h] x_h   (g = h / (H / G))
  * xbc: [T][ld_xbc] conv outputs (x at 0, B at d_in, C at d_in + groups * state); dt_raw:
@@ -268,14 +272,14 @@ size_t gpu_mamba_ssd_workspace_bytes(const struct gpu_mamba_dims *dm, int T);
  * (256-byte aligned), contents undefined and not kept. */
 int gpu_mamba_ssd(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T, const float *xbc,
 		  size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
-		  const float *a_log, const float *d_skip, float dt_min, float dt_max, float *state,
+		  const float *a_log, const float *d_skip, float dt_min, float dt_max, void *state,
 		  float *y, size_t ld_y, void *workspace);
 
 /* The same recurrence for one position (decode), one fused kernel: xbc [conv_dim], dt_raw
  * [n_heads], y [d_in]; state updated in place. */
 int gpu_mamba_ssm_step(struct gpu_context *g, const struct gpu_mamba_dims *dm, const float *xbc,
 		       const float *dt_raw, const float *dt_bias, const float *a_log,
-		       const float *d_skip, float dt_min, float dt_max, float *state, float *y);
+		       const float *d_skip, float dt_min, float dt_max, void *state, float *y);
 
 /* Gated grouped RMSNorm over T rows: u = y * silu(z), then per group of d_in / groups channels
  *   out = w * (u / sqrt(mean(u^2) + eps))
@@ -294,7 +298,7 @@ int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *
  * nor written and its outputs are zeros. Otherwise the row is the sequence's position `pos`; the
  * caller guarantees pos < kv_cap where the sequence has attention layers.
  * State layout: `fixed` holds each Mamba layer's fp32 conv window [K-1][conv_dim] and SSM state
- * [H][P][N] at float offsets the caller passes per layer; `kv` holds [attention layer][K, V]
+ * [H][P][N] (of the dims' state_dtype) at float offsets the caller passes per layer; `kv` holds [attention layer][K, V]
  * [kv_cap][kv_dim] elements of the KV dtype. Same rules as the single-sequence kernels above. */
 struct gpu_seq_row {
 	float *fixed;   /* conv windows and SSM states, or NULL without Mamba layers */
@@ -311,7 +315,7 @@ int gpu_mamba_conv_silu_rows(struct gpu_context *g, const struct gpu_mamba_dims 
 			     float *out, size_t ld_out);
 
 /* gpu_mamba_ssm_step for each row: xbc [rows][ld_xbc], dt_raw [rows][ld_dt], y [rows][ld_y],
- * row r's state at seq[r].fixed + ssm_off (floats). */
+ * row r's state at seq[r].fixed + ssm_off (floats: a bf16 state starts on a float boundary). */
 int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
 			    const float *xbc, size_t ld_xbc, const float *dt_raw, size_t ld_dt,
 			    const float *dt_bias, const float *a_log, const float *d_skip,

@@ -17,7 +17,11 @@
  *  - gated RMSNorm, fp32 output: 1e-6 + 1e-5; bf16 output: 1e-5 + (2^-8 + 1e-5) (one bf16
  *    rounding on top);
  *  - the mixer chained as the forward runs it (conv, SSD or step, gated norm; a prefill then
- *    decode steps): outputs and SSM state 2e-5 + 2e-5, conv state exact.
+ *    decode steps): outputs and SSM state 2e-5 + 2e-5, conv state exact;
+ *  - a bf16 SSM state (gpu_mamba_dims.state_dtype) against the CPU's bf16 state
+ *    (lm_ssm_chunked_s16, lm_ssm_scan_s16), prefills split across calls then decode steps: the
+ *    fp32 values before each rounding agree to 2e-5 + 2e-5, so a stored entry may round one bf16
+ *    ulp apart (2^-8 relative) and carry that into later outputs: state and y 2e-5 + 2^-8.
  */
 #include <errno.h>
 #include <math.h>
@@ -347,6 +351,70 @@ static void test_step(const struct shape *s, int T)
 	ssm_case_free(&c);
 }
 
+/* A bf16 state: SSD over [0, split) and [split, T), then n_step decode steps, on the device and
+ * on the CPU's bf16-state functions from the same rounded state. */
+static void test_bf16_state(const struct shape *s, int T, int split, int n_step)
+{
+	struct ssm_case c;
+	ssm_case_init(&c, s, T + n_step);
+	c.gm.state_dtype = GPU_DTYPE_BF16;
+	uint16_t *s16 = xmalloc(c.nstate * sizeof(uint16_t));
+	for (size_t i = 0; i < c.nstate; i++)
+		s16[i] = to_bf16(c.state0[i]);
+	struct ssm_dev d;
+	ssm_dev_init(&d, &c);
+	gpu_free(g, d.state);
+	d.state = dev_from(s16, c.nstate * sizeof(uint16_t));
+
+	/* the CPU's bf16 state: the same cuts */
+	float *want_y = xmalloc((size_t)(T + n_step) * c.dm.d_in * sizeof(float));
+	float *cb = xmalloc(lm_ssm_cb_floats(&c.dm, T) * sizeof(float));
+	REQUIRE(cpu_reserve_scratch(lm_ssm_scratch_bytes(&c.dm)) == 0);
+	int cuts[3] = {0, split > 0 && split < T ? split : T, T};
+	for (int i = 0; i < 2; i++) {
+		int t0 = cuts[i], n = cuts[i + 1] - cuts[i];
+		if (n == 0)
+			continue;
+		lm_ssm_chunked_s16(&c.dm, n, c.xbc + (size_t)t0 * c.ldx, c.ldx,
+		                   c.dt + (size_t)t0 * c.dm.H, c.a, c.dskip, s16,
+		                   want_y + (size_t)t0 * c.dm.d_in, cb);
+		ssd_run(&c, &d, t0, n);
+	}
+	for (int t = T; t < T + n_step; t++) {
+		lm_ssm_scan_s16(&c.dm, 1, c.xbc + (size_t)t * c.ldx, c.ldx, c.dt + (size_t)t * c.dm.H,
+		                c.a, c.dskip, s16, want_y + (size_t)t * c.dm.d_in);
+		CHECK_INT_EQ(gpu_mamba_ssm_step(g, &c.gm, d.xbc + (size_t)t * c.ldx,
+		                                d.dt_raw + (size_t)t * c.ldd, d.dt_bias, d.a_log,
+		                                d.dskip, c.dt_min, c.dt_max, d.state,
+		                                d.y + (size_t)t * c.ldy),
+		             0);
+	}
+
+	size_t rows = (size_t)(T + n_step);
+	float *yy = xmalloc(rows * c.ldy * sizeof(float)), *y = xmalloc(rows * c.dm.d_in * sizeof(float));
+	uint16_t *got16 = xmalloc(c.nstate * sizeof(uint16_t));
+	float *got = xmalloc(c.nstate * sizeof(float)), *want = xmalloc(c.nstate * sizeof(float));
+	to_host(yy, d.y, rows * c.ldy * sizeof(float));
+	to_host(got16, d.state, c.nstate * sizeof(uint16_t));
+	for (size_t t = 0; t < rows; t++)
+		memcpy(y + t * c.dm.d_in, yy + t * c.ldy, (size_t)c.dm.d_in * sizeof(float));
+	for (size_t i = 0; i < c.nstate; i++)
+		got[i] = from_bf16(got16[i]), want[i] = from_bf16(s16[i]);
+	char what[128];
+	snprintf(what, sizeof(what), "bf16 state H=%d P=%d N=%d T=%d split %d, %d steps: y", s->H,
+	         s->P, s->N, T, split, n_step);
+	check_close(what, y, want_y, rows * c.dm.d_in, 2e-5, 1.0 / 256);
+	snprintf(what, sizeof(what), "bf16 state H=%d P=%d N=%d T=%d split %d, %d steps: state",
+	         s->H, s->P, s->N, T, split, n_step);
+	check_close(what, got, want, c.nstate, 2e-5, 1.0 / 256);
+	/* the fp32 reference is near: the rounding is the only difference */
+	check_close("bf16 state vs the fp32 scan: y", want_y, c.want_y, rows * c.dm.d_in, 5e-2, 5e-2);
+
+	free(yy), free(y), free(got16), free(got), free(want), free(want_y), free(cb), free(s16);
+	ssm_dev_free(&d);
+	ssm_case_free(&c);
+}
+
 /* ---- gated grouped RMSNorm --------------------------------------------------------------------
  */
 
@@ -570,6 +638,11 @@ static void test_bad_shapes(void)
 	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &ok, 1, d, 16, d, 16, d, 1e-5f, d, 16,
 	                                     (enum gpu_dtype)7),
 	             -EINVAL);
+	struct gpu_mamba_dims bad_state = ok;
+	bad_state.state_dtype = (enum gpu_dtype)7;
+	CHECK_INT_EQ(gpu_mamba_ssd(g, &bad_state, 4, d, 32, d, 4, d, d, d, 0.0f, 1.0f, d, d, 16, d),
+	             -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_ssm_step(g, &bad_state, d, d, d, d, d, 0.0f, 1.0f, d, d), -EINVAL);
 	CHECK_INT_EQ(gpu_synchronize(g), 0);
 	gpu_free(g, d);
 }
@@ -619,6 +692,10 @@ int main(void)
 	test_step(&small, 9);
 	test_step(&wide, 3);
 	test_step(&thin, 4);
+
+	test_bf16_state(&small, 29, 12, 5);
+	test_bf16_state(&wide, 70, 33, 3);
+	test_bf16_state(&thin, 6, 0, 4);
 
 	test_gated_norm(&small, 3);
 	test_gated_norm(&wide, 2);
