@@ -177,8 +177,9 @@ void lm_ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ld
 void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
 		 const float *a, const float *dskip, float *state, float *y);
 /* The same over a state stored in bf16 (the backend's bf16 SSM state): every update widens it
- * to fp32, computes as above and rounds the result to nearest even when it stores it; the
- * chunked form carries the state in fp32 from chunk to chunk and rounds it once at the end. */
+ * to fp32, computes as above and rounds the result to nearest even when it stores it (the scan:
+ * cpu_ssm_row_bf16(), y from the unrounded state); the chunked form carries the state in fp32
+ * from chunk to chunk and rounds it once at the end. */
 void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
 			const float *dt, const float *a, const float *dskip, uint16_t *state,
 			float *y, float *cb_work);

@@ -22,6 +22,7 @@
 #include "cpu.h"
 #include "cpu_rows.h"
 #include "cpu_ssd.h"
+#include "cpu_ssm.h"
 #include "loader.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -146,7 +147,7 @@ static size_t pad16(size_t n)
 /* Per-thread scratch of the chunked scan, in floats: cum[chunk], M[chunk][chunk],
  * xt[P][chunk], the GEMM packing buffer, then a head's state [P][N] widened to fp32 when it is
  * stored in bf16 (64-byte aligned: every region is a multiple of 16 floats and the scratch
- * itself is aligned). The recurrent scan uses only the last region. */
+ * itself is aligned). */
 static size_t ssm_state_at(const struct lm_dims *dm)
 {
 	size_t c = (size_t)dm->chunk;
@@ -268,15 +269,16 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 		cpu_f32_to_bf16(S, S16, (size_t)P * N);
 }
 
-/* A bf16 state is widened one row [N] at a time into the thread's scratch, updated there as an
- * fp32 state is, and stored rounded: the fp32 path's arithmetic between a load and a store. */
+/* A bf16 state is updated row by row by cpu_ssm_row_bf16(): widened, updated as an fp32 state
+ * is, stored rounded; y from the unrounded row. */
 static void ssm_scan_head_task(void *ctx, int h, int thread)
 {
+	(void)thread;
 	const struct ssm_job *j = ctx;
 	const struct lm_dims *dm = j->dm;
 	const int P = dm->P, N = dm->N, H = dm->H;
 	int g = h / (H / dm->G);
-	float *S = j->state16 ? cpu_scratch(thread) + ssm_state_at(dm) : j->state + (size_t)h * P * N;
+	float *S = j->state ? j->state + (size_t)h * P * N : NULL;
 	uint16_t *S16 = j->state16 ? j->state16 + (size_t)h * P * N : NULL;
 	const float A = j->a[h], Dk = j->dskip[h];
 
@@ -287,15 +289,14 @@ static void ssm_scan_head_task(void *ctx, int h, int thread)
 		float *y = j->y + (size_t)t * dm->d_in + h * P;
 		float dt = j->dt[(size_t)t * H + h], dA = expf(dt * A);
 		for (int p = 0; p < P; p++) {
-			float *Sp = S16 ? S : S + (size_t)p * N;
-			uint16_t *Sp16 = S16 ? S16 + (size_t)p * N : NULL;
-			if (Sp16)
-				for (int n = 0; n < N; n++)
-					Sp[n] = bf16_to_f32(Sp16[n]);
+			if (S16) {
+				y[p] = cpu_ssm_row_bf16(S16 + (size_t)p * N, dA, dt * x[p], B, C, N) +
+				       Dk * x[p];
+				continue;
+			}
+			float *Sp = S + (size_t)p * N;
 			cpu_axpby(Sp, dA, dt * x[p], B, N);
 			y[p] = cpu_dot(Sp, C, N) + Dk * x[p];
-			if (Sp16)
-				cpu_f32_to_bf16(Sp, Sp16, (size_t)N);
 		}
 	}
 }
