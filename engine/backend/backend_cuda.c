@@ -8,7 +8,9 @@
  * allocation, sized and checked against the device's free memory before anything is allocated.
  *
  * Sequences: per sequence one device block for the fixed state (each Mamba layer's fp32 conv
- * window [K-1][conv_dim] then fp32 SSM state [H][P][N]) and one for the KV caches
+ * window [K-1][conv_dim] then its SSM state [H][P][N], fp32 or, with the ssm_state option BF16,
+ * bf16 padded to a whole float, so every layer starts on a float boundary; the kernels update
+ * a bf16 state in fp32 and store it rounded) and one for the KV caches
  * ([attention layer][K, V][kv_cap][kv_dim], bf16 in bf16 precision, else fp32), grown on demand
  * by a new block and device copies. Every byte is charged to the backend (its state limit), and a
  * device allocation that fails is -ENOMEM with the sequence unchanged. Reset is a device memset,
@@ -380,9 +382,24 @@ static size_t ssm_floats(const struct lm_dims *dm)
 	return (size_t)dm->H * dm->P * dm->N;
 }
 
+/* Bytes of one layer's SSM state as stored, padded to a float. */
+static size_t ssm_bytes(const struct cuda_backend *b)
+{
+	if (b->base.ssm_state != ENGINE_PRECISION_BF16)
+		return ssm_floats(&b->dm) * sizeof(float);
+	return (ssm_floats(&b->dm) * sizeof(uint16_t) + sizeof(float) - 1) / sizeof(float) *
+	       sizeof(float);
+}
+
+/* Bytes of one Mamba layer's part of the fixed block (a multiple of sizeof(float)). */
+static size_t mamba_stride(const struct cuda_backend *b)
+{
+	return conv_floats(&b->dm) * sizeof(float) + ssm_bytes(b);
+}
+
 static size_t fixed_bytes(const struct cuda_backend *b)
 {
-	return (size_t)b->n_mamba * (conv_floats(&b->dm) + ssm_floats(&b->dm)) * sizeof(float);
+	return (size_t)b->n_mamba * mamba_stride(b);
 }
 
 /* Bytes of one position of one K or V cache of one layer. */
@@ -543,7 +560,38 @@ static int mamba_index(const struct engine_model *m, int layer)
 
 static size_t mamba_offset(const struct cuda_backend *b, int i)
 {
-	return (size_t)i * (conv_floats(&b->dm) + ssm_floats(&b->dm)) * sizeof(float);
+	return (size_t)i * mamba_stride(b);
+}
+
+/* Downloads one layer's SSM state as floats (a bf16 one widened, which is exact). */
+static int download_ssm(struct cuda_backend *b, const void *src, float *out)
+{
+	size_t n = ssm_floats(&b->dm);
+	if (b->base.ssm_state != ENGINE_PRECISION_BF16)
+		return gpu_copy_to_host(b->gpu, out, src, n * sizeof(float));
+	uint16_t *raw = malloc(MAX(n, 1) * sizeof(uint16_t));
+	if (!raw)
+		return -ENOMEM;
+	int r = gpu_copy_to_host(b->gpu, raw, src, n * sizeof(uint16_t));
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		out[i] = bf16_to_f32(raw[i]);
+	free(raw);
+	return r;
+}
+
+/* Uploads one layer's SSM state given as floats (rounded to nearest even for a bf16 one). */
+static int upload_ssm(struct cuda_backend *b, void *dst, const float *src)
+{
+	size_t n = ssm_floats(&b->dm);
+	if (b->base.ssm_state != ENGINE_PRECISION_BF16)
+		return gpu_copy_to_device(b->gpu, dst, src, n * sizeof(float));
+	uint16_t *tmp = malloc(MAX(n, 1) * sizeof(uint16_t));
+	if (!tmp)
+		return -ENOMEM;
+	cpu_f32_to_bf16(src, tmp, n);
+	int r = gpu_copy_to_device(b->gpu, dst, tmp, n * sizeof(uint16_t));
+	free(tmp);
+	return r;
 }
 
 /* Downloads one K or V cache of n positions as floats. */
@@ -584,8 +632,7 @@ static int cuda_seq_export(const struct backend_seq *bs, struct backend_seq_stat
 			const char *at = (const char *)s->fixed + mamba_offset(b, mi);
 			r = gpu_copy_to_host(b->gpu, o->conv, at, conv_floats(&b->dm) * sizeof(float));
 			if (r >= 0)
-				r = gpu_copy_to_host(b->gpu, o->ssm, at + conv_floats(&b->dm) * sizeof(float),
-						     ssm_floats(&b->dm) * sizeof(float));
+				r = download_ssm(b, at + conv_floats(&b->dm) * sizeof(float), o->ssm);
 			if (r < 0)
 				goto fail;
 		} else if (ai >= 0) {
@@ -641,8 +688,7 @@ static int cuda_seq_import(struct backend_seq *bs, const struct backend_seq_stat
 			char *at = (char *)s->fixed + mamba_offset(b, mi);
 			r = gpu_copy_to_device(b->gpu, at, in->conv, conv_floats(&b->dm) * sizeof(float));
 			if (r >= 0)
-				r = gpu_copy_to_device(b->gpu, at + conv_floats(&b->dm) * sizeof(float),
-						       in->ssm, ssm_floats(&b->dm) * sizeof(float));
+				r = upload_ssm(b, at + conv_floats(&b->dm) * sizeof(float), in->ssm);
 		} else if (ai >= 0 && st->n_tokens > 0) {
 			r = upload_kv(b, kv_at(b, s->kv, s->kv_cap, ai, 0), in->k, (size_t)st->n_tokens);
 			if (r >= 0)
@@ -1341,6 +1387,8 @@ static void forward_init(struct cuda_backend *b)
 		.groups = dm->G,
 		.conv_k = dm->K,
 		.chunk = dm->chunk,
+		.state_dtype = b->base.ssm_state == ENGINE_PRECISION_BF16 ? GPU_DTYPE_BF16
+									   : GPU_DTYPE_F32,
 	};
 	if (b->n_attn)
 		b->attn_ws_floats = gpu_attention_scratch_floats(CUDA_MAX_RUN, ENGINE_SESSION_MAX_TOKENS,
@@ -1606,11 +1654,6 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	int r = lm_model_check(m);
 	if (r < 0) {
 		fail(EINVAL, errbuf, errlen, "the model's tensors do not match its config");
-		errno = EINVAL;
-		return NULL;
-	}
-	if (opts->ssm_state == ENGINE_PRECISION_BF16) {
-		fail(EINVAL, errbuf, errlen, "the CUDA backend stores the SSM state in fp32 only");
 		errno = EINVAL;
 		return NULL;
 	}

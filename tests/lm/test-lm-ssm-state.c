@@ -127,12 +127,13 @@ static double rows_cosine(const float *a, const float *b, size_t rows, int V)
 	return w;
 }
 
-static struct engine_backend *make_backend(const struct engine_model *m, enum engine_precision p,
-					   enum engine_precision ssm)
+static bool on_cuda; /* $HOLOD_BACKEND=cuda: CUDA's bf16 state against the CPU's */
+
+static struct engine_backend *make_backend(const struct engine_model *m, enum engine_backend_kind k,
+					   enum engine_precision p, enum engine_precision ssm)
 {
 	char err[256] = "";
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = p,
-					   .ssm_state = ssm};
+	struct engine_backend_options o = {.kind = k, .precision = p, .ssm_state = ssm};
 	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 	if (!b)
 		fprintf(stderr, "backend: %s\n", err);
@@ -210,12 +211,18 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 		fprintf(stderr, "%s: %s\n", dir, err);
 	REQUIRE(m);
 	free(dir);
-	struct engine_backend *b32 = make_backend(m, p, ENGINE_PRECISION_FP32);
-	struct engine_backend *b16 = make_backend(m, p, ENGINE_PRECISION_BF16);
+	/* the reference (b32, named for the CPU's case) and the candidate (b16) */
+	enum engine_backend_kind kind = on_cuda ? ENGINE_BACKEND_CUDA : ENGINE_BACKEND_CPU;
+	struct engine_backend *b32 = make_backend(m, ENGINE_BACKEND_CPU, p,
+						  on_cuda ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32);
+	struct engine_backend *b16 = make_backend(m, kind, p, ENGINE_PRECISION_BF16);
+	/* the same kind with an fp32 state, for the admission figures */
+	struct engine_backend *bsame = on_cuda ? make_backend(m, kind, p, ENGINE_PRECISION_FP32) : b32;
 	int max = (int)g.n_prompt + N_DECODE + N_APPEND;
 	struct engine_session *s32 = engine_session_create_on(b32, max);
 	struct engine_session *s16 = engine_session_create_on(b16, max);
-	REQUIRE(s32 && s16);
+	struct engine_session *ssame = on_cuda ? engine_session_create_on(bsame, max) : s32;
+	REQUIRE(s32 && s16 && ssame);
 	const int V = (int)g.vocab;
 	size_t rows = g.n_prompt > N_APPEND ? g.n_prompt : N_APPEND;
 	float *l32 = malloc(rows * (size_t)V * sizeof(float));
@@ -225,11 +232,11 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 	/* the admission figures: the SSM state at 2 bytes an element */
 	size_t ssm = ssm_fp32_bytes(m);
 	REQUIRE(ssm > 0);
-	CHECK_INT_EQ(engine_session_state_bytes(s16), engine_session_state_bytes(s32) - ssm / 2);
+	CHECK_INT_EQ(engine_session_state_bytes(s16), engine_session_state_bytes(ssame) - ssm / 2);
 	CHECK_INT_EQ(engine_session_state_bytes_at(s16, 100),
-		     engine_session_state_bytes_at(s32, 100) - ssm / 2);
+		     engine_session_state_bytes_at(ssame, 100) - ssm / 2);
 	struct engine_backend_info i32, i16;
-	CHECK_INT_EQ(engine_backend_get_info(b32, &i32), 0);
+	CHECK_INT_EQ(engine_backend_get_info(bsame, &i32), 0);
 	CHECK_INT_EQ(engine_backend_get_info(b16, &i16), 0);
 	CHECK_INT_EQ(i16.state_bytes, i32.state_bytes - ssm / 2);
 
@@ -272,13 +279,15 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 	worst_cos = fmin(worst_cos, fmin(w_prefill, fmin(w_decode, w_append)));
 	if (getenv("LM_TEST_VERBOSE") || !(fmin(w_prefill, fmin(w_decode, w_append)) >= COS_MIN))
 		fprintf(stderr,
-			"%s %s: bf16 vs fp32 state, 1 - min cosine: prefill %.2e, %d decode steps "
-			"%.2e, second prefill %.2e\n",
-			model_dir, engine_precision_name(p), 1 - w_prefill, N_DECODE, 1 - w_decode,
-			1 - w_append);
+			"%s %s: %s, 1 - min cosine: prefill %.2e, %d decode steps %.2e, second "
+			"prefill %.2e\n",
+			model_dir, engine_precision_name(p),
+			on_cuda ? "CUDA vs CPU bf16 state" : "bf16 vs fp32 state", 1 - w_prefill,
+			N_DECODE, 1 - w_decode, 1 - w_append);
 
 	/* the charged state grew by the KV cache alone: the SSM part stays at half */
-	CHECK_INT_EQ(engine_session_state_bytes(s16), engine_session_state_bytes(s32) - ssm / 2);
+	CHECK_INT_EQ(engine_session_state_bytes(s16),
+		     engine_session_state_bytes_at(ssame, engine_session_n_tokens(s16)) - ssm / 2);
 
 	engine_session_reset(s16);
 	CHECK_INT_EQ(engine_session_append(s16, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_LAST, l16), 0);
@@ -286,6 +295,10 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 
 	free(l32);
 	free(l16);
+	if (on_cuda) {
+		engine_session_destroy(ssame);
+		engine_backend_destroy(bsame);
+	}
 	engine_session_destroy(s32);
 	engine_session_destroy(s16);
 	engine_backend_destroy(b32);
@@ -342,6 +355,8 @@ static void check_row_kernel(const char *variant)
 
 int main(void)
 {
+	const char *be = getenv("HOLOD_BACKEND");
+	on_cuda = be && strcmp(be, "cuda") == 0;
 	check_row_kernel("portable");
 	check_row_kernel("avx512");
 	CHECK_INT_EQ(cpu_ssm_select("vax"), -EINVAL);
@@ -354,6 +369,7 @@ int main(void)
 		check_model(models[i][0], models[i][1], ENGINE_PRECISION_FP32);
 		check_model(models[i][0], models[i][1], ENGINE_PRECISION_BF16);
 	}
-	printf("bf16 vs fp32 SSM state: worst logits cosine 1 - %.2e\n", 1 - worst_cos);
+	printf("%s: worst logits cosine 1 - %.2e\n",
+	       on_cuda ? "CUDA vs CPU bf16 SSM state" : "bf16 vs fp32 SSM state", 1 - worst_cos);
 	return test_exit();
 }

@@ -28,13 +28,11 @@ grep -Eq "^roofline device=h100 sessions=100 context=4096 tok/s=5273 step_ms=18\
 # the SSM state in bf16: its 29.36 GB halved, the conv window's 0.83 GB kept
 grep -Eq "^roofline device=h200 sessions=100 context=4096 tok/s=9826 step_ms=10\.18 weights_GB=23\.28 state_GB=15\.51 kv_GB=10\.07 bound=memory ssm_state=bf16$" "$out"
 test "$(grep -c '^roofline device=' "$out")" = 4
-# the sessions with a bf16 SSM state (the CPU's; CUDA refuses it)
-if [ "$backend" = cpu ]; then
-	"$bench" serve --ssm-state bf16 --random "$tiny" --sessions 1,2 --prompt 5 --decode 2 \
-		--rounds 1 >"$out.bf16"
-	grep -q "SSM state bf16" "$out.bf16"
-	grep -Eq "^sessions=2 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out.bf16"
-fi
+# the sessions with a bf16 SSM state
+"$bench" serve --backend "$backend" --ssm-state bf16 --random "$tiny" --sessions 1,2 --prompt 5 \
+	--decode 2 --rounds 1 >"$out.bf16"
+grep -q "SSM state bf16" "$out.bf16"
+grep -Eq "^sessions=2 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out.bf16"
 ! "$bench" serve --random "$tiny" --ssm-state fp16 >/dev/null 2>&1
 ! "$bench" serve --random "$tiny" --mixed -1 >/dev/null 2>&1
 ! "$bench" serve --random "$tiny" --sessions 2,4 >/dev/null 2>&1
