@@ -3,7 +3,7 @@
  * A backend instance serves one model on one device, the way sqlite3_io_methods sits under the
  * pager and ggml_backend_i under a model: it owns its copy of the weights (prepared once at
  * creation: the CPU reads the memory map as it is, CUDA uploads once), every sequence's state
- * (conv window, fp32 SSM state, KV cache) and the scratch a forward needs. session.c holds the
+ * (conv window, SSM state in fp32 or bf16, KV cache) and the scratch a forward needs. session.c holds the
  * public objects (engine_session, engine_snapshot) and validates every argument; backends only
  * see well-formed requests.
  *
@@ -70,7 +70,7 @@ struct backend_batch {
  * backend_seq_state_finish(). */
 struct backend_layer_state {
 	float *conv; /* Mamba: [K-1][conv_dim] */
-	float *ssm;  /* Mamba: [H][P][N] */
+	float *ssm;  /* Mamba: [H][P][N] (a bf16-stored state widened; import rounds it again) */
 	float *k, *v; /* attention: [n_tokens][Hkv*Dh] */
 };
 struct backend_seq_state {
