@@ -102,18 +102,50 @@ INL void step_b(const uint16_t *b0, const uint16_t *b1, const int NA, const int 
 	}
 }
 
+/* the 16 x 16 floats of v transposed in place: v[i][j] becomes v[j][i] */
+INL void transpose16(__m512 v[16])
+{
+	__m512 t[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+	}
+	/* per 128-bit lane k, v[i + c] holds column 4k + c of rows i..i+3 */
+	for (int i = 0; i < 16; i += 4) {
+		v[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+		v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+		v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+		v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+	}
+	/* t[c] (c < 4): columns c, 8 + c of rows 0-3, then of rows 4-7; t[4 + c]: columns 4 + c,
+	 * 12 + c; t[8..15] likewise for rows 8-15 */
+	for (int c = 0; c < 4; c++) {
+		t[c] = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);
+		t[4 + c] = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xdd);
+		t[8 + c] = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+		t[12 + c] = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xdd);
+	}
+	for (int c = 0; c < 8; c++) {
+		v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+		v[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+	}
+}
+
 /* C tile `c` (outputs r.., tokens t0..) into y: outputs [q0, q1) of the tile, tokens below T */
 static void store_c(const struct cpu_amx_args *a, const float *c, int r, int q0, int q1, int t0)
 {
 	int nt = a->T - t0 < CPU_AMX_TILE ? a->T - t0 : CPU_AMX_TILE;
+	__m512 v[16];
+	for (int q = 0; q < 16; q++)
+		v[q] = _mm512_load_ps(c + q * CPU_AMX_TILE);
+	transpose16(v);
+	__mmask16 m = (__mmask16)(((1u << q1) - 1u) & ~((1u << q0) - 1u));
 	for (int j = 0; j < nt; j++) {
 		float *y = a->y + (size_t)(t0 + j) * a->ldy + (size_t)r;
+		__m512 o = v[j];
 		if (a->accumulate)
-			for (int q = q0; q < q1; q++)
-				y[q] += c[q * CPU_AMX_TILE + j];
-		else
-			for (int q = q0; q < q1; q++)
-				y[q] = c[q * CPU_AMX_TILE + j];
+			o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(m, y));
+		_mm512_mask_storeu_ps(y, m, o);
 	}
 }
 
