@@ -40,9 +40,9 @@
  * its own rows, state and KV (conv over its span, the chunked SSD scan, prefill attention).
  * Step k of a batch takes run k of every span, packed into passes of at most CUDA_MAX_ROWS rows,
  * so each span is cut exactly as it is alone (backend_cuda_set_pass_shape() shortens runs and
- * passes for tests). Such mixed passes run eagerly (their shapes change
- * with every batch; graphs are for decode). Profiling times each call site and runs decode
- * eagerly, so every launch is seen.
+ * passes for tests). Such mixed passes run eagerly: their shapes change with every batch, and
+ * graphs are for decode. Profiling times each call site and runs decode eagerly, so every
+ * launch is seen.
  *
  * Threads: the device context belongs to the thread that created the backend (holod's engine
  * thread). Every op that queues work takes the backend's lock, since the scratch is shared and
@@ -75,8 +75,8 @@ struct cuda_weight {
 	size_t elems;
 };
 
-/* Positions of one span one pass of the layer loop processes: a span is cut into runs of at most
- * this many, like the CPU's LM_MAX_BATCH (so both cut the SSD chunks at the same places). */
+/* The most positions of one span a pass takes: a span is cut into runs of at most this many,
+ * like the CPU's LM_MAX_BATCH (so both cut the SSD chunks at the same places). */
 #define CUDA_MAX_RUN LM_MAX_BATCH
 /* Logits rows one lm_head call computes (bounds the device logits buffer). */
 #define CUDA_LOGIT_ROWS 16
