@@ -132,7 +132,7 @@ int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx,
 int model_worker_set_prefill_chunk(struct model_worker *et, unsigned tokens);
 
 /* Vision steps one slice of a resumable encode runs at most between two forwards
- * (engine_vision_encode_advance(): a ViT block of one tile, on the CPU). */
+ * (engine_vision_encode_advance(): on the CPU a ViT block or half the projector of a tile). */
 #define MODEL_WORKER_DEFAULT_VISION_SLICE 1
 #define MODEL_WORKER_MAX_VISION_SLICE 1024
 /* Sets it (1..MODEL_WORKER_MAX_VISION_SLICE); call before the first job. -EINVAL. */

@@ -117,9 +117,9 @@ static const struct option_def options[] = {
 	 "delays the other tasks' decoding by one such forward", true},
 	{"batch-vision-slice", "HOLOD_BATCH_VISION_SLICE", OPT_UINT, OFF(batch_vision_slice), 1,
 	 MODEL_WORKER_MAX_VISION_SLICE, "1", "N",
-	 "vision encoder steps (on the cpu a ViT block of one tile; on cuda a tile) run between two "
-	 "batched forwards, so that a screenshot delays the other tasks' decoding by one such "
-	 "slice", true},
+	 "vision encoder steps (on the cpu a ViT block or half the projector of one tile; on cuda a "
+	 "tile) run between two batched forwards, so that a screenshot delays the other tasks' "
+	 "decoding by one such slice", true},
 	{"step-tokens", "HOLOD_STEP_TOKENS", OPT_UINT, OFF(step_tokens), 16, 65536, "4096", "N",
 	 "most tokens decoded for one step (a longer step is invalid)", true},
 	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",

@@ -647,8 +647,8 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 /* A resumable encode: what engine_vision_encode_on(b, v, pixels, n_tiles) computes, in
  * slices that the caller runs when it chooses (the daemon's model worker, one slice between two
  * batched forwards, so that a screenshot does not stall the other sessions' decoding). A step
- * is, on the CPU backend (and b NULL), a tile's patch embedding, one ViT block of a tile, or a
- * tile's final norm and projector, each with the backend's products: the rows are
+ * is, on the CPU backend (and b NULL), a tile's patch embedding, one ViT block of a tile, its
+ * final norm with the projector's first product, or the projector's second product, each with the backend's products: the rows are
  * engine_vision_encode_on()'s bit for bit however the steps are sliced. On a backend with a
  * device a step is one tile, encoded as engine_vision_encode_on(b, v, tile, 1) encodes it. */
 struct engine_vision_job;

@@ -190,6 +190,15 @@ int vision_vit_run_block(struct vision_vit_run *run, const struct vision_gemms *
 /* After the last block: the final norm into features [rows * cols][width]. 0, -EINVAL. */
 int vision_vit_run_final(struct vision_vit_run *run, float *features, struct vision_profile *prof);
 
+/* vision_project_profile() in two halves, the steps of a resumable encode: the pixel shuffle,
+ * RMSNorm and mlp1's first product into h [(rows/s) * (cols/s)][proj_hidden]; then ReLU^2
+ * (h is overwritten) and the second product of those n rows into out. 0, -EINVAL, -ENOMEM. */
+int vision_project_first(const struct vision_weights *w, const struct vision_gemms *gm,
+			 const float *features, int rows, int cols, float *h,
+			 struct vision_profile *prof);
+int vision_project_second(const struct vision_weights *w, const struct vision_gemms *gm,
+			  float *h, int n, float *out, struct vision_profile *prof);
+
 /* Pixel shuffle v2 (model.md 4.6) and mlp1 (4.7) on one tile's features [rows][cols][width]
  * (rows, cols divisible by the shuffle factor): writes (rows/s) * (cols/s) rows of out_dim
  * floats to out. Returns 0, -ENOMEM. */

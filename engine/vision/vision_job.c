@@ -1,7 +1,8 @@
 /* engine: the resumable vision encode (engine.h, engine_vision_encode_begin()).
  *
  * DESIGN: on the CPU a tile is the steps of vision_encode_gemms() one by one (the ViT's
- * embedding, its blocks, its final norm with the projector) over a struct vision_vit_run that
+ * embedding, its blocks, its final norm with the projector's first product, the projector's
+ * second product) over a struct vision_vit_run that
  * keeps the tile's residual stream between two slices, each slice running with the backend's
  * products (backend_ops.vision_steps: the same prepared matrices and lock as its whole-image
  * encode), so the rows do not depend on where the slices fall. A backend with a device encodes
@@ -21,12 +22,13 @@ struct engine_vision_job {
 	const float *pixels;
 	int n_tiles;
 	bool per_tile;      /* a device backend: one step per tile */
-	int steps_per_tile; /* CPU: embed, the blocks, final + projector */
+	int steps_per_tile; /* CPU: embed, the blocks, final + projector's halves */
 	int done, total;
 	size_t tile_floats, tile_out; /* floats of a tile's pixels and of its rows */
 	int grid;
 	struct vision_vit_run run; /* CPU: the tile in progress (w NULL until the first step) */
 	float *features;           /* CPU: a tile's ViT output */
+	float *hidden;             /* CPU: a tile's projector between its halves */
 	float *out;                /* all tiles' rows (host) */
 	int err;                   /* the first step's error: the job is dead */
 	bool taken;                /* the rows went to finish()'s handle */
@@ -48,15 +50,18 @@ int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vis
 	j->pixels = pixels;
 	j->n_tiles = n_tiles;
 	j->per_tile = b && b->ops->vision_encode && !b->ops->vision_steps;
-	j->steps_per_tile = j->per_tile ? 1 : w->depth + 2;
+	j->steps_per_tile = j->per_tile ? 1 : w->depth + 3;
 	j->total = j->steps_per_tile * n_tiles;
 	j->grid = engine_vision_grid_side(v);
 	j->tile_floats = (size_t)3 * pre.tile_size * pre.tile_size;
 	j->tile_out = (size_t)engine_vision_tokens_per_tile(v) * (size_t)w->out_dim;
 	j->out = malloc(sizeof(float) * j->tile_out * (size_t)n_tiles);
-	if (!j->per_tile)
+	if (!j->per_tile) {
 		j->features = malloc(sizeof(float) * (size_t)j->grid * j->grid * w->width);
-	if (!j->out || (!j->per_tile && !j->features)) {
+		j->hidden = malloc(sizeof(float) * (size_t)engine_vision_tokens_per_tile(v) *
+				   (size_t)w->proj_hidden);
+	}
+	if (!j->out || (!j->per_tile && (!j->features || !j->hidden))) {
 		engine_vision_job_destroy(j);
 		return -ENOMEM;
 	}
@@ -81,14 +86,21 @@ static int cpu_steps(const struct vision_gemms *gm, void *arg)
 		return r;
 	for (int n = 0; n < sl->max_steps && j->done < j->total; n++) {
 		int t = j->done / j->steps_per_tile, k = j->done % j->steps_per_tile;
-		if (k == 0)
+		if (k == 0) {
 			r = vision_vit_run_embed(&j->run, gm, j->pixels + (size_t)t * j->tile_floats,
 						 engine_vision_pos_grid(j->v), NULL);
-		else if (k <= w->depth)
+		} else if (k <= w->depth) {
 			r = vision_vit_run_block(&j->run, gm, NULL);
-		else if ((r = vision_vit_run_final(&j->run, j->features, NULL)) == 0)
-			r = vision_project_gemms(w, gm, j->features, j->grid, j->grid,
-						 j->out + (size_t)t * j->tile_out);
+		} else if (k == w->depth + 1) {
+			r = vision_vit_run_final(&j->run, j->features, NULL);
+			if (r == 0)
+				r = vision_project_first(w, gm, j->features, j->grid, j->grid,
+							 j->hidden, NULL);
+		} else {
+			r = vision_project_second(w, gm, j->hidden,
+						  engine_vision_tokens_per_tile(j->v),
+						  j->out + (size_t)t * j->tile_out, NULL);
+		}
 		if (r < 0)
 			return r;
 		j->done++;
@@ -160,6 +172,7 @@ void engine_vision_job_destroy(struct engine_vision_job *j)
 		return;
 	vision_vit_run_finish(&j->run);
 	free(j->features);
+	free(j->hidden);
 	free(j->out);
 	free(j);
 }

@@ -55,42 +55,72 @@ int vision_project_gemms(const struct vision_weights *w, const struct vision_gem
 	return vision_project_profile(w, gm, features, rows, cols, out, NULL);
 }
 
-/* vision_project_profile() in bf16 precision: the norm and ReLU^2 write the bf16 inputs of
- * the products (vision_bf16.c). */
-static int project_bf16(const struct vision_weights *w, const struct vision_gemms *gm,
-			const float *features, int rows, int cols, float *out,
-			struct vision_profile *prof)
+/* The projector's first half: pixel shuffle, RMSNorm, mlp1's first product into h [n][H]
+ * (bf16: the norm writes the product's bf16 input, vision_bf16.c). */
+int vision_project_first(const struct vision_weights *w, const struct vision_gemms *gm,
+			 const float *features, int rows, int cols, float *h,
+			 struct vision_profile *prof)
 {
 	const int s = w->shuffle, D = w->width, P = w->proj_in, H = w->proj_hidden;
 	const int n = (rows / s) * (cols / s);
-	uint16_t *xb = malloc(sizeof(uint16_t) * (size_t)n * P);
-	uint16_t *hb = malloc(sizeof(uint16_t) * (size_t)n * H);
-	float *h = malloc(sizeof(float) * (size_t)n * H), *g = malloc(sizeof(float) * (size_t)P);
+	float *g = NULL;
+	void *x = NULL;
 	uint64_t t0;
 	int r = -ENOMEM;
 
-	if (!xb || !hb || !h || !g)
+	if (rows % s != 0 || cols % s != 0)
+		return -EINVAL;
+	g = malloc(sizeof(float) * (size_t)P);
+	x = malloc((gm ? sizeof(uint16_t) : sizeof(float)) * (size_t)n * P);
+	if (!g || !x)
 		goto out;
 	cpu_tensor_to_f32(&w->mlp1_norm, 0, (size_t)P, g);
 	t0 = vision_prof_start(prof);
-	if ((r = vision_shuffle_norm_bf16(features, rows, cols, D, s, g, xb)) < 0)
-		goto out;
+	if (gm) {
+		if ((r = vision_shuffle_norm_bf16(features, rows, cols, D, s, g, x)) < 0)
+			goto out;
+	} else {
+		vision_shuffle_norm(features, rows, cols, D, s, g, x);
+	}
 	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
 	t0 = vision_prof_start(prof);
-	if ((r = vision_gemm_bf16(gm->mlp1_fc1, &w->mlp1_fc1, xb, n, h, (size_t)H, false)) < 0)
-		goto out;
-	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
-	t0 = vision_prof_start(prof);
-	vision_relu2_bf16_rows(h, (size_t)H, n, H, hb);
-	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
-	t0 = vision_prof_start(prof);
-	r = vision_gemm_bf16(gm->mlp1_fc3, &w->mlp1_fc3, hb, n, out, (size_t)w->out_dim, false);
+	if (gm)
+		r = vision_gemm_bf16(gm->mlp1_fc1, &w->mlp1_fc1, x, n, h, (size_t)H, false);
+	else
+		r = vision_gemm(NULL, &w->mlp1_fc1, x, (size_t)P, n, h, (size_t)H, false);
 	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
 out:
-	free(xb);
-	free(hb);
-	free(h);
+	free(x);
 	free(g);
+	return r;
+}
+
+/* The second half: ReLU^2 of h (in place in fp32; bf16: into the product's bf16 input) and
+ * mlp1's second product into out. */
+int vision_project_second(const struct vision_weights *w, const struct vision_gemms *gm,
+			  float *h, int n, float *out, struct vision_profile *prof)
+{
+	const int H = w->proj_hidden;
+	uint16_t *hb = NULL;
+	uint64_t t0;
+	int r;
+
+	if (gm && !(hb = malloc(sizeof(uint16_t) * (size_t)n * H)))
+		return -ENOMEM;
+	t0 = vision_prof_start(prof);
+	if (gm)
+		vision_relu2_bf16_rows(h, (size_t)H, n, H, hb);
+	else
+		vision_relu2(h, (size_t)n * H);
+	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
+	t0 = vision_prof_start(prof);
+	if (gm)
+		r = vision_gemm_bf16(gm->mlp1_fc3, &w->mlp1_fc3, hb, n, out, (size_t)w->out_dim,
+				     false);
+	else
+		r = vision_gemm(NULL, &w->mlp1_fc3, h, (size_t)H, n, out, (size_t)w->out_dim, false);
+	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
+	free(hb);
 	return r;
 }
 
@@ -98,41 +128,17 @@ int vision_project_profile(const struct vision_weights *w, const struct vision_g
 			   const float *features, int rows, int cols, float *out,
 			   struct vision_profile *prof)
 {
-	const int s = w->shuffle, D = w->width, P = w->proj_in, H = w->proj_hidden;
-	const int orow = rows / s, ocol = cols / s, n = orow * ocol;
-	float *x = NULL, *h = NULL, *g = NULL;
-	uint64_t t0;
-	int r = -ENOMEM;
+	const int s = w->shuffle, n = (rows / s) * (cols / s);
+	int r;
 
 	if (rows % s != 0 || cols % s != 0)
 		return -EINVAL;
-	if (gm)
-		return project_bf16(w, gm, features, rows, cols, out, prof);
-	x = malloc(sizeof(float) * (size_t)n * P);
-	h = malloc(sizeof(float) * (size_t)n * H);
-	g = malloc(sizeof(float) * (size_t)P);
-	if (!x || !h || !g)
-		goto out;
-	cpu_tensor_to_f32(&w->mlp1_norm, 0, (size_t)P, g);
-
-	t0 = vision_prof_start(prof);
-	vision_shuffle_norm(features, rows, cols, D, s, g, x);
-	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
-	t0 = vision_prof_start(prof);
-	if ((r = vision_gemm(gm ? gm->mlp1_fc1 : NULL, &w->mlp1_fc1, x, (size_t)P, n, h, (size_t)H,
-			     false)) < 0)
-		goto out;
-	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
-	t0 = vision_prof_start(prof);
-	vision_relu2(h, (size_t)n * H);
-	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
-	t0 = vision_prof_start(prof);
-	r = vision_gemm(gm ? gm->mlp1_fc3 : NULL, &w->mlp1_fc3, h, (size_t)H, n, out,
-			(size_t)w->out_dim, false);
-	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
-out:
-	free(x);
+	float *h = malloc(sizeof(float) * (size_t)n * w->proj_hidden);
+	if (!h)
+		return -ENOMEM;
+	r = vision_project_first(w, gm, features, rows, cols, h, prof);
+	if (r == 0)
+		r = vision_project_second(w, gm, h, n, out, prof);
 	free(h);
-	free(g);
 	return r;
 }

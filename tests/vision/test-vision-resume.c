@@ -52,7 +52,7 @@ static void check_backend(struct engine_backend *b, const struct engine_vision *
 		int r, advances = 0, total = 0;
 		REQUIRE(engine_vision_encode_begin(b, v, pixels, n_tiles, &j) == 0);
 		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), 0);
-		/* the CPU's steps: embedding, the blocks, final norm + projector, per tile; a
+		/* the CPU's steps: embedding, the blocks, the projector's halves, per tile; a
 		 * device's: a tile */
 		if (device)
 			CHECK_INT_EQ(total, n_tiles);
