@@ -1,5 +1,5 @@
 /* The resumable vision encode (engine_vision_encode_begin/advance/finish): on the tiny-vlm
- * fixture, the rows of a screenshot encoded in slices of 1, 5 and all steps equal
+ * and tiny-agent fixtures, the rows of a screenshot encoded in slices of 1, 5 and all steps equal
  * engine_vision_encode_on()'s bit for bit, with no backend, the CPU backend in fp32 and in
  * bf16, and (where this build has one: the emulation) the CUDA backend in fp32 and bf16, a tile
  * per step; the progress counts every step; misuse is refused. */
@@ -79,16 +79,20 @@ static void check_backend(struct engine_backend *b, const struct engine_vision *
 	/* abandoned half way: nothing leaks (ASan) */
 	struct engine_vision_job *j = NULL;
 	REQUIRE(engine_vision_encode_begin(b, v, pixels, n_tiles, &j) == 0);
-	CHECK_INT_EQ(engine_vision_encode_advance(j, 3), 1);
+	CHECK_INT_EQ(engine_vision_encode_advance(j, 1), 1);
 	engine_vision_job_destroy(j);
 	free(want);
 	free(got);
 }
 
-int main(void)
+/* The fixture in `dir` on screen.png (max_tiles: 0 for the checkpoint's): no backend and the
+ * CPU backend, and with `cuda` the CUDA backend where this build has one. */
+static void check_model(const char *dir, int max_tiles, bool cuda)
 {
-	char path[4096], err[256];
-	snprintf(path, sizeof(path), "%s/tests/fixtures/vision/tiny-vlm", golden_source_root());
+	static const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32,
+							   ENGINE_PRECISION_BF16};
+	char path[4096], err[256], what[128];
+	snprintf(path, sizeof(path), "%s/tests/fixtures/%s", golden_source_root(), dir);
 	struct engine_model *m = engine_model_load(path, err, sizeof(err));
 	REQUIRE(m);
 	struct engine_vision *v = engine_vision_create(m, err, sizeof(err));
@@ -100,7 +104,8 @@ int main(void)
 	struct engine_vision_grid grid;
 	float *pixels = NULL;
 	engine_vision_get_preprocess(v, &pp);
-	pp.max_tiles = 2;
+	if (max_tiles)
+		pp.max_tiles = max_tiles;
 	REQUIRE(engine_vision_preprocess(img, &pp, &grid, &pixels) == 0);
 	REQUIRE(grid.n_tiles >= 2);
 
@@ -109,19 +114,19 @@ int main(void)
 	CHECK_INT_EQ(engine_vision_encode_begin(NULL, v, pixels, ENGINE_VISION_MAX_TILES + 2, &j),
 		     -EINVAL);
 
-	check_backend(NULL, v, pixels, grid.n_tiles, "no backend (fp32)");
-	static const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32,
-							   ENGINE_PRECISION_BF16};
+	snprintf(what, sizeof(what), "%s, no backend (fp32)", dir);
+	check_backend(NULL, v, pixels, grid.n_tiles, what);
 	for (size_t i = 0; i < 2; i++) {
 		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
 						    .precision = precisions[i]};
 		struct engine_backend *b = engine_backend_create(m, &bo, err, sizeof(err));
 		REQUIRE(b);
-		check_backend(b, v, pixels, grid.n_tiles,
-			      i ? "CPU backend, bf16" : "CPU backend, fp32");
+		snprintf(what, sizeof(what), "%s, CPU backend, %s", dir,
+			 engine_precision_name(precisions[i]));
+		check_backend(b, v, pixels, grid.n_tiles, what);
 		engine_backend_destroy(b);
 	}
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; cuda && i < 2; i++) {
 		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CUDA,
 						    .precision = precisions[i]};
 		struct engine_backend *b = engine_backend_create(m, &bo, err, sizeof(err));
@@ -129,13 +134,22 @@ int main(void)
 			printf("CUDA backend: skipped (%s)\n", err);
 			break;
 		}
-		check_backend(b, v, pixels, grid.n_tiles,
-			      i ? "CUDA backend, bf16" : "CUDA backend, fp32");
+		snprintf(what, sizeof(what), "%s, CUDA backend, %s", dir,
+			 engine_precision_name(precisions[i]));
+		check_backend(b, v, pixels, grid.n_tiles, what);
 		engine_backend_destroy(b);
 	}
 	free(pixels);
 	engine_image_destroy(img);
 	engine_vision_destroy(v);
 	engine_model_destroy(m);
+}
+
+int main(void)
+{
+	/* RADIO's shapes at a 512-pixel tile on the CPU; the agent checkpoint's 64-pixel tiles
+	 * where the device may be emulated */
+	check_model("vision/tiny-vlm", 2, false);
+	check_model("models/tiny-agent", 0, true);
 	return test_exit();
 }
