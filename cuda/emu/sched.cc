@@ -486,50 +486,60 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 	return 0;
 }
 
+/* Gives every lane of `mask` its result and makes it runnable: one pass over the mask's lanes (two
+ * for a vote). Lanes only write their results, so a shuffle reads its source's value in place. */
 static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 {
-	unsigned ballot = 0;
-	for (int l = 0; l < 32; l++)
-		if ((mask >> l & 1u) && emu.fibers[base + l].value)
-			ballot |= 1u << l;
-	for (int l = 0; l < 32; l++) {
-		if (!(mask >> l & 1u))
-			continue;
-		struct fiber *g = &emu.fibers[base + l];
-		int w = g->width, seg = l & ~(w - 1), src = l;
-		switch (kind) {
-		case GPU_EMU_WARP_SYNC:
-		case GPU_EMU_WARP_WMMA: g->result = 0; break;
-		case GPU_EMU_WARP_BALLOT: g->result = ballot; break;
-		case GPU_EMU_WARP_ANY: g->result = ballot != 0; break;
-		case GPU_EMU_WARP_ALL: g->result = ballot == mask; break;
-		case GPU_EMU_WARP_SHFL:
-			src = seg + (g->arg & (w - 1));
-			break;
-		case GPU_EMU_WARP_SHFL_UP:
-			if ((l & (w - 1)) >= g->arg)
-				src = l - g->arg;
-			break;
-		case GPU_EMU_WARP_SHFL_DOWN:
-			if ((l & (w - 1)) + g->arg < w)
-				src = l + g->arg;
-			break;
-		case GPU_EMU_WARP_SHFL_XOR:
-			/* As PTX shfl.bfly: a lane of an earlier segment may be read, a later one
-			 * gives the caller's own value (CUDA programming guide, __shfl_xor_sync). */
-			src = l ^ (g->arg & 31);
-			if (src > (seg | (w - 1)))
-				src = l;
-			break;
+	struct fiber *lanes = &emu.fibers[base];
+	if (kind < GPU_EMU_WARP_SHFL || kind > GPU_EMU_WARP_SHFL_XOR) {
+		unsigned ballot = 0;
+		if (kind != GPU_EMU_WARP_SYNC && kind != GPU_EMU_WARP_WMMA)
+			for (unsigned m = mask; m; m &= m - 1) {
+				int l = __builtin_ctz(m);
+				if (lanes[l].value)
+					ballot |= 1u << l;
+			}
+		uint64_t r = kind == GPU_EMU_WARP_BALLOT ? ballot
+			     : kind == GPU_EMU_WARP_ANY	 ? ballot != 0
+			     : kind == GPU_EMU_WARP_ALL	 ? ballot == mask
+							 : 0;
+		for (unsigned m = mask; m; m &= m - 1) {
+			struct fiber *g = &lanes[__builtin_ctz(m)];
+			g->result = r;
+			g->state = FIBER_RUNNABLE;
 		}
-		if (kind >= GPU_EMU_WARP_SHFL && kind <= GPU_EMU_WARP_SHFL_XOR)
+	} else {
+		for (unsigned m = mask; m; m &= m - 1) {
+			int l = __builtin_ctz(m);
+			struct fiber *g = &lanes[l];
+			int w = g->width, seg = l & ~(w - 1), src = l;
+			switch (kind) {
+			case GPU_EMU_WARP_SHFL:
+				src = seg + (g->arg & (w - 1));
+				break;
+			case GPU_EMU_WARP_SHFL_UP:
+				if ((l & (w - 1)) >= g->arg)
+					src = l - g->arg;
+				break;
+			case GPU_EMU_WARP_SHFL_DOWN:
+				if ((l & (w - 1)) + g->arg < w)
+					src = l + g->arg;
+				break;
+			case GPU_EMU_WARP_SHFL_XOR:
+				/* As PTX shfl.bfly: a lane of an earlier segment may be read, a later one
+				 * gives the caller's own value (CUDA programming guide, __shfl_xor_sync). */
+				src = l ^ (g->arg & 31);
+				if (src > (seg | (w - 1)))
+					src = l;
+				break;
+			default: break;
+			}
 			/* A source lane outside the mask is undefined on the GPU: all-ones bytes (NaN
 			 * for floating types) make that visible. */
-			g->result = (mask >> src & 1u) ? emu.fibers[base + src].value : ~(uint64_t)0;
+			g->result = (mask >> src & 1u) ? lanes[src].value : ~(uint64_t)0;
+			g->state = FIBER_RUNNABLE;
+		}
 	}
-	for (int l = 0; l < 32; l++)
-		if (mask >> l & 1u)
-			emu.fibers[base + l].state = FIBER_RUNNABLE;
 	emu.warp_waiting[base / 32] &= ~mask;
 }
 
