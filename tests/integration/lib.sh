@@ -59,13 +59,15 @@ require_tools() {
 	done
 }
 
-# wait_until TIMEOUT_S CMD...: polls CMD every 20 ms; returns 1 at the deadline.
+# wait_until TIMEOUT_S CMD...: polls CMD every $WAIT_POLL_S seconds (default 0.02); returns 1 at
+# the deadline. A wait of many seconds sets a longer period: each poll forks its command's
+# processes (curl, jq), which take CPU from the daemon under test.
 wait_until() {
 	_deadline=$(($(date +%s) + $1))
 	shift
 	while ! "$@" >/dev/null 2>&1; do
 		[ "$(date +%s)" -ge "$_deadline" ] && return 1
-		sleep 0.02
+		sleep "${WAIT_POLL_S:-0.02}"
 	done
 	return 0
 }
