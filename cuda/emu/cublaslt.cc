@@ -229,6 +229,7 @@ struct problem {
 	int64_t batch;
 	int64_t stride_a, stride_b, stride_c, stride_d;
 	const matrix_layout *a, *b, *c, *d;
+	size_t ext_a, ext_b, ext_c, ext_d; /* layout_extent() of each operand */
 };
 
 /* The one place that decides what is supported: the heuristic and the matmul both ask it. */
@@ -286,10 +287,10 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 	if (a->batch_count != d->batch_count || b->batch_count != d->batch_count ||
 	    c->batch_count != d->batch_count)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	size_t extent;
-	for (const matrix_layout *l : {a, b, c, d})
-		if (!layout_extent(l, &extent))
-			return CUBLAS_STATUS_INVALID_VALUE;
+	size_t ext_a, ext_b, ext_c, ext_d;
+	if (!layout_extent(a, &ext_a) || !layout_extent(b, &ext_b) || !layout_extent(c, &ext_c) ||
+	    !layout_extent(d, &ext_d))
+		return CUBLAS_STATUS_INVALID_VALUE;
 	/* Batches of D must not overlap: each would be written by several matrices at once. (ld * n
 	 * cannot overflow: the extent is bounded.) */
 	if (d->batch_count > 1 && m > 0 && n > 0 && d->batch_stride < d->ld * n)
@@ -316,7 +317,11 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 		       a,
 		       b,
 		       c,
-		       d};
+		       d,
+		       ext_a,
+		       ext_b,
+		       ext_c,
+		       ext_d};
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -884,9 +889,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	/* In place, C and D must be described alike: cuBLASLt reads C through D's layout then. */
 	if (C == D && (pb.c->ld != pb.d->ld || pb.c->batch_stride != pb.d->batch_stride))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
-	size_t ext_a, ext_b, ext_c, ext_d; /* check_problem() made sure they fit */
-	layout_extent(pb.a, &ext_a), layout_extent(pb.b, &ext_b);
-	layout_extent(pb.c, &ext_c), layout_extent(pb.d, &ext_d);
+	size_t ext_a = pb.ext_a, ext_b = pb.ext_b, ext_c = pb.ext_c, ext_d = pb.ext_d;
 	if (overlaps(D, ext_d, A, ext_a) || overlaps(D, ext_d, B, ext_b) ||
 	    (C != D && o.beta != 0.0f && overlaps(D, ext_d, C, ext_c)))
 		return CUBLAS_STATUS_INVALID_VALUE;
