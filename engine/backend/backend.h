@@ -135,6 +135,16 @@ struct backend_ops {
 				   const struct engine_image *img,
 				   const struct engine_vision_preprocess *p,
 				   struct engine_vision_grid *ret_grid, float **ret_rows);
+	/* The two halves of vision_encode_image() for a resumable encode that starts from the image
+	 * (engine_vision_encode_begin_image()), NULL where vision_encode_image() is: preprocess
+	 * writes the n_tiles tiles of img's grid for p (engine_vision_select_grid()'s) to `pix`;
+	 * encode_tiles encodes n_tiles tiles at `pix` into rows at `out`; each waits for its work. Both
+	 * buffers are device memory from rows_alloc(). Returns 0, -EINVAL, -ENOMEM, -EIO. */
+	int (*vision_preprocess)(struct engine_backend *b, const struct engine_vision *v,
+				 const struct engine_image *img,
+				 const struct engine_vision_preprocess *p, int n_tiles, float *pix);
+	int (*vision_encode_tiles)(struct engine_backend *b, const struct engine_vision *v,
+				   const float *pix, int n_tiles, float *out);
 	/* Device memory for embedding rows (struct engine_rows.device); NULL on a backend without
 	 * a device. rows_alloc: n floats, copied from `host` when it is non-NULL (0, -ENOMEM,
 	 * -EIO); rows_read: n floats at dev to the host (0, -EIO); rows_free accepts NULL. */
@@ -222,6 +232,13 @@ struct gpu_context *backend_cuda_context(const struct engine_backend *b);
 int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
 			       const float *pixels, int n_tiles, float *out);
 void backend_cuda_vision_finish(struct engine_backend *b);
+/* vision_preprocess() and vision_encode_tiles() of the CUDA backend (backend_cuda_vision.c),
+ * called under the backend's lock. */
+int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+				   const struct engine_image *img,
+				   const struct engine_vision_preprocess *p, int n_tiles, float *pix);
+int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+				     const float *pix, int n_tiles, float *out);
 /* vision_encode_image(), rows_alloc(), rows_read() and rows_free() of the CUDA backend
  * (backend_cuda_vision.c), called under the backend's lock. */
 int backend_cuda_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,

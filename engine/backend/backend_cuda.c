@@ -1585,6 +1585,27 @@ static int locked_vision_encode_image(struct engine_backend *b, const struct eng
 	return r;
 }
 
+static int locked_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+				    const struct engine_image *img,
+				    const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = backend_cuda_vision_preprocess(b, v, img, p, n_tiles, pix);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int locked_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+				      const float *pix, int n_tiles, float *out)
+{
+	struct cuda_backend *cb = cb_of(b);
+	pthread_mutex_lock(&cb->lock);
+	int r = backend_cuda_vision_encode_tiles(b, v, pix, n_tiles, out);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
 static int locked_rows_alloc(struct engine_backend *b, size_t n, const float *host, float **ret)
 {
 	struct cuda_backend *cb = cb_of(b);
@@ -1627,6 +1648,8 @@ static const struct backend_ops cuda_ops = {
 	.profile_report = locked_profile_report,
 	.vision_encode = locked_vision_encode,
 	.vision_encode_image = locked_vision_encode_image,
+	.vision_preprocess = locked_vision_preprocess,
+	.vision_encode_tiles = locked_vision_encode_tiles,
 	.rows_alloc = locked_rows_alloc,
 	.rows_read = locked_rows_read,
 	.rows_free = locked_rows_free,

@@ -1,5 +1,6 @@
-/* engine: the CUDA backend's vision encode (backend.h's vision_encode, vision_encode_image) and
- * its embedding rows in device memory (rows_alloc, rows_read, rows_free): the device encoder
+/* engine: the CUDA backend's vision encode (backend.h's vision_encode, vision_encode_image and
+ * its halves vision_preprocess, vision_encode_tiles) and its embedding rows in device memory
+ * (rows_alloc, rows_read, rows_free): the device encoder
  * (vision_cuda.c) of the vision handle used last, created on first use and kept in b->vision
  * until another handle comes or the backend goes.
  *
@@ -96,6 +97,31 @@ int backend_cuda_vision_encode_image(struct engine_backend *b, const struct engi
 	*ret_grid = grid;
 	*ret_rows = rows;
 	return 0;
+}
+
+int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+				   const struct engine_image *img,
+				   const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+{
+	int r = encoder_of(b, v);
+
+	if (r == 0)
+		r = vision_cuda_preprocess_to(b->vision->vc, img, p, n_tiles, pix);
+	if (r == 0)
+		r = gpu_synchronize(backend_cuda_context(b));
+	return r;
+}
+
+int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+				     const float *pix, int n_tiles, float *out)
+{
+	int r = encoder_of(b, v);
+
+	if (r == 0)
+		r = vision_cuda_encode_tiles(b->vision->vc, pix, n_tiles, out);
+	if (r == 0)
+		r = gpu_synchronize(backend_cuda_context(b));
+	return r;
 }
 
 int backend_cuda_rows_alloc(struct engine_backend *b, size_t n, const float *host, float **ret)

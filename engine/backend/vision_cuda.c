@@ -273,10 +273,10 @@ static int alloc_buffers(struct vision_cuda *vc, int tiles)
 #define KERNEL(name, call) STEP(GPU_PROFILE_KERNEL, name, call)
 #define GEMM(name, call) STEP(GPU_PROFILE_GEMM, name, call)
 
-/* The ViT and the projector on the tiles in vc->pix: the rows land in `out` and the final
+/* The ViT and the projector on the tiles at pix (device): the rows land in `out` and the final
  * features in vc->feat (or vc->x without a final norm). Profile sites are named after the
  * kernel (vision_*) or the weight (gemm vision.*, mlp1.*). */
-static int run(struct vision_cuda *vc, int tiles, float *out)
+static int run(struct vision_cuda *vc, int tiles, const float *pix, float *out)
 {
 	const struct vision_weights *w = vc->w;
 	const int D = w->width, M = w->mlp, L = vc->L, T = w->n_prefix, pp3 = 3 * w->patch * w->patch;
@@ -292,7 +292,7 @@ static int run(struct vision_cuda *vc, int tiles, float *out)
 	int r;
 
 	KERNEL("vision_patchify",
-	       gpu_vision_patchify(g, vc->pix, tiles, vc->grid, vc->grid, w->patch, vc->patches, dt));
+	       gpu_vision_patchify(g, pix, tiles, vc->grid, vc->grid, w->patch, vc->patches, dt));
 	GEMM("vision.embedder",
 	     gpu_gemm(bl, vc->embedder, dt, D, pp3, vc->patches, (size_t)pp3, pr, vc->emb, f32, D, false));
 	KERNEL("vision_tokens", gpu_vision_tokens(g, vc->emb, vc->pos, vc->prefix, tiles, vc->n, T, D, vc->x));
@@ -341,7 +341,7 @@ int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
 	if ((r = alloc_buffers(vc, n_tiles)) < 0)
 		return r;
 	if ((r = gpu_copy_to_device(vc->g, vc->pix, pixels, sizeof(float) * tile_floats * n_tiles)) < 0 ||
-	    (r = run(vc, n_tiles, vc->rows)) < 0)
+	    (r = run(vc, n_tiles, vc->pix, vc->rows)) < 0)
 		return r;
 	vc->n_pix = n_tiles;
 	*ret_rows = vc->rows;
@@ -450,30 +450,23 @@ out:
 	return r;
 }
 
-int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *img,
-			   const struct engine_vision_preprocess *p, struct engine_vision_grid *ret_grid)
+/* Uploads img and resizes, cuts and normalises its grid's tiles into pix (device, grid->n_tiles
+ * tiles). */
+static int preprocess_into(struct vision_cuda *vc, const struct engine_image *img,
+			   const struct engine_vision_preprocess *p,
+			   const struct engine_vision_grid *grid, float *pix)
 {
 	const int ts = vc->grid * vc->w->patch;
-	const size_t rgb_bytes = img ? (size_t)img->width * (size_t)img->height * 3 : 0;
+	const size_t rgb_bytes = (size_t)img->width * (size_t)img->height * 3;
 	const size_t tile_floats = (size_t)3 * ts * ts;
 	struct gpu_image_norm norm;
-	struct engine_vision_grid grid;
 	uint8_t *rgb = NULL;
 	int r;
 
-	if (!img || !img->rgb || !p || !ret_grid || p->tile_size != ts)
-		return -EINVAL;
 	for (int c = 0; c < 3; c++) {
-		if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
-			return -EINVAL;
 		norm.mean[c] = p->mean[c];
 		norm.std[c] = p->std[c];
 	}
-	r = engine_vision_select_grid(img->width, img->height, ts, p->max_tiles, p->use_thumbnail, &grid);
-	if (r < 0)
-		return r;
-	if ((r = alloc_buffers(vc, grid.n_tiles)) < 0)
-		return r;
 	/* the screenshot crosses the bus once, from page-locked memory; both resizes read it on
 	 * the device */
 	if (rgb_bytes > vc->rgb_cap) {
@@ -490,19 +483,63 @@ int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *im
 	memcpy(vc->staging, img->rgb, rgb_bytes);
 	if ((r = gpu_copy_to_device(vc->g, rgb, vc->staging, rgb_bytes)) < 0)
 		return r;
-	if (grid.cols * grid.rows == 1) {
-		r = resize_tiles(vc, rgb, img, ts, 1, 1, &norm, vc->pix);
+	if (grid->cols * grid->rows == 1) {
+		r = resize_tiles(vc, rgb, img, ts, 1, 1, &norm, pix);
 	} else {
-		r = resize_tiles(vc, rgb, img, ts, grid.cols, grid.rows, &norm, vc->pix);
-		if (r == 0 && grid.thumbnail)
+		r = resize_tiles(vc, rgb, img, ts, grid->cols, grid->rows, &norm, pix);
+		if (r == 0 && grid->thumbnail)
 			r = resize_tiles(vc, rgb, img, ts, 1, 1, &norm,
-					 vc->pix + (size_t)(grid.n_tiles - 1) * tile_floats);
-	}
-	if (r == 0) {
-		vc->n_pix = grid.n_tiles;
-		*ret_grid = grid;
+					 pix + (size_t)(grid->n_tiles - 1) * tile_floats);
 	}
 	return r;
+}
+
+/* The grid engine_vision_preprocess() chooses for img with p, after checking p against the
+ * encoder. */
+static int preprocess_grid(struct vision_cuda *vc, const struct engine_image *img,
+			   const struct engine_vision_preprocess *p, struct engine_vision_grid *ret)
+{
+	const int ts = vc->grid * vc->w->patch;
+
+	if (!img || !img->rgb || !p || p->tile_size != ts)
+		return -EINVAL;
+	for (int c = 0; c < 3; c++)
+		if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
+			return -EINVAL;
+	return engine_vision_select_grid(img->width, img->height, ts, p->max_tiles, p->use_thumbnail,
+					 ret);
+}
+
+int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *img,
+			   const struct engine_vision_preprocess *p, struct engine_vision_grid *ret_grid)
+{
+	struct engine_vision_grid grid;
+	int r;
+
+	if (!ret_grid)
+		return -EINVAL;
+	if ((r = preprocess_grid(vc, img, p, &grid)) < 0 ||
+	    (r = alloc_buffers(vc, grid.n_tiles)) < 0 ||
+	    (r = preprocess_into(vc, img, p, &grid, vc->pix)) < 0)
+		return r;
+	vc->n_pix = grid.n_tiles;
+	*ret_grid = grid;
+	return 0;
+}
+
+int vision_cuda_preprocess_to(struct vision_cuda *vc, const struct engine_image *img,
+			      const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+{
+	struct engine_vision_grid grid;
+	int r;
+
+	if (!pix)
+		return -EINVAL;
+	if ((r = preprocess_grid(vc, img, p, &grid)) < 0)
+		return r;
+	if (grid.n_tiles != n_tiles)
+		return -EINVAL;
+	return preprocess_into(vc, img, p, &grid, pix);
 }
 
 int vision_cuda_download_pixels(struct vision_cuda *vc, int n_tiles, float *pixels)
@@ -524,7 +561,7 @@ int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *
 	if (!ret_rows || !ret_grid)
 		return -EINVAL;
 	if ((r = vision_cuda_preprocess(vc, img, p, &grid)) < 0 ||
-	    (r = run(vc, grid.n_tiles, vc->rows)) < 0)
+	    (r = run(vc, grid.n_tiles, vc->pix, vc->rows)) < 0)
 		return r;
 	*ret_grid = grid;
 	*ret_rows = vc->rows;
@@ -535,5 +572,16 @@ int vision_cuda_encode_preprocessed(struct vision_cuda *vc, int n_tiles, float *
 {
 	if (!out || n_tiles < 1 || n_tiles > vc->n_pix)
 		return -EINVAL;
-	return run(vc, n_tiles, out);
+	return run(vc, n_tiles, vc->pix, out);
+}
+
+int vision_cuda_encode_tiles(struct vision_cuda *vc, const float *pix, int n_tiles, float *out)
+{
+	int r;
+
+	if (!pix || !out || n_tiles < 1 || n_tiles > VISION_CUDA_MAX_TILES)
+		return -EINVAL;
+	if ((r = alloc_buffers(vc, n_tiles)) < 0)
+		return r;
+	return run(vc, n_tiles, pix, out);
 }

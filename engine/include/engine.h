@@ -657,6 +657,25 @@ struct engine_vision_job;
  * is borrowed until the job is destroyed. Runs nothing yet. Returns 0, -EINVAL, -ENOMEM. */
 int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v,
 			       const float *pixels, int n_tiles, struct engine_vision_job **ret_job);
+/* Begins the encode of one image as engine_vision_encode_image_on(b, v, img, max_tiles) encodes
+ * it; `img` is borrowed until the job is destroyed. Chooses the grid (*ret_grid) and runs
+ * nothing else yet, touching no backend state. The first step preprocesses: on a backend with a
+ * device it uploads the image and resizes, cuts and normalises the tiles on the device as
+ * engine_vision_encode_image_on() does there, then each step encodes one tile from those device
+ * tiles into device rows; on the CPU backend (and b NULL) it runs engine_vision_preprocess() on
+ * the host, then the steps are engine_vision_encode_begin()'s on those tiles. The finished rows
+ * are engine_vision_encode_image_on()'s bit for bit on the CPU; on a device, each tile's rows
+ * are what its encoder gives for a batch of one tile (bit for bit the whole image's batch where
+ * the device's products do not depend on the batch's rows, as in the emulation).
+ * engine_vision_encode_preprocess_us() times the first step. Returns 0, -EINVAL (bad max_tiles
+ * or image), -ENOMEM. */
+int engine_vision_encode_begin_image(struct engine_backend *b, const struct engine_vision *v,
+				     const struct engine_image *img, int max_tiles,
+				     struct engine_vision_grid *ret_grid,
+				     struct engine_vision_job **ret_job);
+/* Microseconds the preprocessing step of an image-begun job took (its device work waited for),
+ * 0 before it ran or for a job begun from pixels. */
+uint64_t engine_vision_encode_preprocess_us(const struct engine_vision_job *j);
 /* Runs up to max_steps (>= 1) steps under the backend's thread rules. Returns 1 while steps
  * remain, 0 once every tile is encoded, or the encoder's error (-ENOMEM, -EIO; the job can
  * then only be destroyed); -EINVAL after the end. */

@@ -315,6 +315,16 @@ int vision_cuda_download_pixels(struct vision_cuda *vc, int n_tiles, float *pixe
  * floats, the caller's: the rows the LM's prefill then reads), queued on the context's stream.
  * Returns 0, -EINVAL (more tiles than were preprocessed), -EIO. */
 int vision_cuda_encode_preprocessed(struct vision_cuda *vc, int n_tiles, float *out);
+/* vision_cuda_preprocess() into `pix` (device memory of n_tiles tiles, the caller's) instead of
+ * the encoder's tile buffer; n_tiles must be the grid's tile count (-EINVAL otherwise). Queued
+ * on the context's stream. Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int vision_cuda_preprocess_to(struct vision_cuda *vc, const struct engine_image *img,
+			      const struct engine_vision_preprocess *p, int n_tiles, float *pix);
+/* The encoder on n_tiles tiles at `pix` (device memory, vision_cuda_preprocess_to()'s layout),
+ * its rows written to `out` (device memory, as vision_cuda_encode_preprocessed()), queued on the
+ * context's stream.
+ * Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int vision_cuda_encode_tiles(struct vision_cuda *vc, const float *pix, int n_tiles, float *out);
 /* vision_cuda_preprocess() then the encoder on its tiles, all on the device: *ret_rows as
  * vision_cuda_encode() gives them. */
 int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *img,

@@ -1,4 +1,5 @@
-/* engine: the resumable vision encode (engine.h, engine_vision_encode_begin()).
+/* engine: the resumable vision encode (engine.h, engine_vision_encode_begin() and
+ * engine_vision_encode_begin_image()).
  *
  * DESIGN: on the CPU a tile is the steps of vision_encode_gemms() one by one (the ViT's
  * embedding, its blocks, its final norm with the projector's first product, the projector's
@@ -6,7 +7,11 @@
  * keeps the tile's residual stream between two slices, each slice running with the backend's
  * products (backend_ops.vision_steps: the same prepared matrices and lock as its whole-image
  * encode), so the rows do not depend on where the slices fall. A backend with a device encodes
- * a tile per step through its vision_encode(). The job belongs to one thread at a time.
+ * a tile per step through its vision_encode(). A job begun from an image has one more step
+ * first, the preprocessing: engine_vision_preprocess() into the job's host tiles on the CPU,
+ * or the backend's vision_preprocess() into the job's device tiles, which its tile steps then
+ * encode with vision_encode_tiles() into the job's device rows, so neither the tiles nor the
+ * rows cross the bus. The job belongs to one thread at a time.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +19,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "image.h"
 #include "vision.h"
 
 struct engine_vision_job {
@@ -22,6 +28,14 @@ struct engine_vision_job {
 	const float *pixels;
 	int n_tiles;
 	bool per_tile;      /* a device backend: one step per tile */
+	/* begun from an image: the first step preprocesses img with pre */
+	const struct engine_image *img;
+	struct engine_vision_preprocess pre;
+	int prep;           /* steps before the first tile's: 1 from an image, else 0 */
+	bool device;        /* the tiles and rows live on b's device (dpix, drows) */
+	float *own_pixels;  /* CPU: the preprocessed tiles (pixels points here) */
+	float *dpix, *drows;
+	uint64_t preprocess_us;
 	int steps_per_tile; /* CPU: embed, the blocks, final + projector's halves */
 	int done, total;
 	size_t tile_floats, tile_out; /* floats of a tile's pixels and of its rows */
@@ -34,11 +48,10 @@ struct engine_vision_job {
 	bool taken;                /* the rows went to finish()'s handle */
 };
 
-int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v,
-			       const float *pixels, int n_tiles, struct engine_vision_job **ret_job)
+/* A job over n_tiles tiles with `prep` steps before them; device: tiles and rows on b's device. */
+static int job_new(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
+		   int n_tiles, int prep, bool device, struct engine_vision_job **ret_job)
 {
-	if (!v || !pixels || !ret_job || n_tiles < 1 || n_tiles > VISION_MAX_ENCODE_TILES)
-		return -EINVAL;
 	const struct vision_weights *w = engine_vision_weights(v);
 	struct engine_vision_preprocess pre;
 	engine_vision_get_preprocess(v, &pre);
@@ -49,24 +62,100 @@ int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vis
 	j->v = v;
 	j->pixels = pixels;
 	j->n_tiles = n_tiles;
-	j->per_tile = b && b->ops->vision_encode && !b->ops->vision_steps;
+	j->prep = prep;
+	j->device = device;
+	j->per_tile = device || (b && b->ops->vision_encode && !b->ops->vision_steps);
 	j->steps_per_tile = j->per_tile ? 1 : w->depth + 3;
-	j->total = j->steps_per_tile * n_tiles;
+	j->total = prep + j->steps_per_tile * n_tiles;
 	j->grid = engine_vision_grid_side(v);
 	j->tile_floats = (size_t)3 * pre.tile_size * pre.tile_size;
 	j->tile_out = (size_t)engine_vision_tokens_per_tile(v) * (size_t)w->out_dim;
-	j->out = malloc(sizeof(float) * j->tile_out * (size_t)n_tiles);
+	if (!device)
+		j->out = malloc(sizeof(float) * j->tile_out * (size_t)n_tiles);
 	if (!j->per_tile) {
 		j->features = malloc(sizeof(float) * (size_t)j->grid * j->grid * w->width);
 		j->hidden = malloc(sizeof(float) * (size_t)engine_vision_tokens_per_tile(v) *
 				   (size_t)w->proj_hidden);
 	}
-	if (!j->out || (!j->per_tile && (!j->features || !j->hidden))) {
+	if ((!device && !j->out) || (!j->per_tile && (!j->features || !j->hidden))) {
 		engine_vision_job_destroy(j);
 		return -ENOMEM;
 	}
 	*ret_job = j;
 	return 0;
+}
+
+int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v,
+			       const float *pixels, int n_tiles, struct engine_vision_job **ret_job)
+{
+	if (!v || !pixels || !ret_job || n_tiles < 1 || n_tiles > VISION_MAX_ENCODE_TILES)
+		return -EINVAL;
+	return job_new(b, v, pixels, n_tiles, 0, false, ret_job);
+}
+
+int engine_vision_encode_begin_image(struct engine_backend *b, const struct engine_vision *v,
+				     const struct engine_image *img, int max_tiles,
+				     struct engine_vision_grid *ret_grid,
+				     struct engine_vision_job **ret_job)
+{
+	struct engine_vision_preprocess pre;
+	struct engine_vision_grid grid;
+	int r;
+
+	if (!v || !img || !img->rgb || !ret_grid || !ret_job)
+		return -EINVAL;
+	engine_vision_get_preprocess(v, &pre);
+	if (max_tiles < 0 || max_tiles > pre.max_tiles)
+		return -EINVAL;
+	if (max_tiles > 0)
+		pre.max_tiles = max_tiles;
+	r = engine_vision_select_grid(img->width, img->height, pre.tile_size, pre.max_tiles,
+				      pre.use_thumbnail, &grid);
+	if (r < 0)
+		return r;
+	if (grid.n_tiles < 1 || grid.n_tiles > VISION_MAX_ENCODE_TILES)
+		return -EINVAL;
+	bool device = b && b->ops->vision_preprocess && b->ops->vision_encode_tiles &&
+		      b->ops->rows_alloc;
+	struct engine_vision_job *j;
+	if ((r = job_new(b, v, NULL, grid.n_tiles, 1, device, &j)) < 0)
+		return r;
+	j->img = img;
+	j->pre = pre;
+	*ret_grid = grid;
+	*ret_job = j;
+	return 0;
+}
+
+/* The first step of a job begun from an image. */
+static int prep_step(struct engine_vision_job *j)
+{
+	uint64_t t0 = time_mono_us();
+	size_t n_rows = (size_t)j->n_tiles * (size_t)engine_vision_tokens_per_tile(j->v);
+	int r;
+
+	if (j->device) {
+		struct engine_backend *b = j->b;
+		if ((r = b->ops->rows_alloc(b, j->tile_floats * (size_t)j->n_tiles, NULL, &j->dpix)) < 0 ||
+		    (r = b->ops->rows_alloc(b, n_rows * (size_t)engine_vision_embed_dim(j->v), NULL,
+					    &j->drows)) < 0 ||
+		    (r = b->ops->vision_preprocess(b, j->v, j->img, &j->pre, j->n_tiles, j->dpix)) < 0)
+			return r;
+	} else {
+		struct engine_vision_grid grid;
+		if ((r = engine_vision_preprocess(j->img, &j->pre, &grid, &j->own_pixels)) < 0)
+			return r;
+		if (grid.n_tiles != j->n_tiles)
+			return -EIO;
+		j->pixels = j->own_pixels;
+	}
+	j->preprocess_us = time_mono_us() - t0;
+	return 0;
+}
+
+uint64_t engine_vision_encode_preprocess_us(const struct engine_vision_job *j)
+{
+	return j->preprocess_us;
 }
 
 struct slice {
@@ -85,7 +174,8 @@ static int cpu_steps(const struct vision_gemms *gm, void *arg)
 	if (!j->run.w && (r = vision_vit_run_init(&j->run, w, gm != NULL, j->grid, j->grid)) < 0)
 		return r;
 	for (int n = 0; n < sl->max_steps && j->done < j->total; n++) {
-		int t = j->done / j->steps_per_tile, k = j->done % j->steps_per_tile;
+		int t = (j->done - j->prep) / j->steps_per_tile,
+		    k = (j->done - j->prep) % j->steps_per_tile;
 		if (k == 0) {
 			r = vision_vit_run_embed(&j->run, gm, j->pixels + (size_t)t * j->tile_floats,
 						 engine_vision_pos_grid(j->v), NULL);
@@ -116,15 +206,25 @@ int engine_vision_encode_advance(struct engine_vision_job *j, int max_steps)
 		return -EINVAL;
 	if (j->err)
 		return j->err;
-	if (j->per_tile) {
+	if (j->done < j->prep) {
+		if ((r = prep_step(j)) == 0) {
+			j->done++;
+			max_steps--;
+		}
+	}
+	if (r == 0 && max_steps > 0 && j->per_tile) {
 		for (int n = 0; r == 0 && n < max_steps && j->done < j->total; n++) {
-			r = j->b->ops->vision_encode(j->b, j->v,
-						     j->pixels + (size_t)j->done * j->tile_floats, 1,
-						     j->out + (size_t)j->done * j->tile_out);
+			size_t t = (size_t)(j->done - j->prep);
+			r = j->device ? j->b->ops->vision_encode_tiles(j->b, j->v,
+								       j->dpix + t * j->tile_floats, 1,
+								       j->drows + t * j->tile_out)
+				      : j->b->ops->vision_encode(j->b, j->v,
+								 j->pixels + t * j->tile_floats, 1,
+								 j->out + t * j->tile_out);
 			if (r == 0)
 				j->done++;
 		}
-	} else {
+	} else if (r == 0 && max_steps > 0 && j->done < j->total) {
 		struct slice sl = {j, max_steps};
 		r = j->b && j->b->ops->vision_steps ?
 			    j->b->ops->vision_steps(j->b, j->v, cpu_steps, &sl) :
@@ -152,7 +252,11 @@ int engine_vision_encode_finish(struct engine_vision_job *j, struct engine_rows 
 	size_t n_rows = (size_t)j->n_tiles * (size_t)engine_vision_tokens_per_tile(j->v);
 	int dim = engine_vision_embed_dim(j->v);
 	struct engine_rows *rows;
-	if (j->b && j->b->ops->rows_alloc) {
+	if (j->device) {
+		rows = backend_rows_wrap(j->b, NULL, j->drows, n_rows, dim);
+		if (rows)
+			j->drows = NULL;
+	} else if (j->b && j->b->ops->rows_alloc) {
 		rows = engine_rows_create(j->b, j->out, n_rows, dim);
 	} else {
 		rows = engine_rows_from_host(j->out, n_rows, dim);
@@ -171,6 +275,11 @@ void engine_vision_job_destroy(struct engine_vision_job *j)
 	if (!j)
 		return;
 	vision_vit_run_finish(&j->run);
+	if (j->b && j->b->ops->rows_free) {
+		j->b->ops->rows_free(j->b, j->dpix);
+		j->b->ops->rows_free(j->b, j->drows);
+	}
+	free(j->own_pixels);
 	free(j->features);
 	free(j->hidden);
 	free(j->out);

@@ -2,7 +2,10 @@
  * and tiny-agent fixtures, the rows of a screenshot encoded in slices of 1, 5 and all steps equal
  * engine_vision_encode_on()'s bit for bit, with no backend, the CPU backend in fp32 and in
  * bf16, and (where this build has one: the emulation) the CUDA backend in fp32 and bf16, a tile
- * per step; the progress counts every step; misuse is refused. */
+ * per step; the progress counts every step; misuse is refused. The encode begun from the image
+ * (engine_vision_encode_begin_image(): its first step preprocesses, on the device where the
+ * backend has one) gives engine_vision_encode_image_on()'s rows bit for bit, in slices of 1, 2
+ * and all steps, on the same backends. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +89,87 @@ static void check_backend(struct engine_backend *b, const struct engine_vision *
 	free(got);
 }
 
+/* engine_vision_encode_begin_image() on b against engine_vision_encode_image_on(b). */
+static void check_image(struct engine_backend *b, const struct engine_vision *v,
+			const struct engine_image *img, int max_tiles, bool quick, const char *what)
+{
+	struct engine_vision_grid want_grid, grid;
+	struct engine_rows *want_rows = NULL;
+	struct engine_vision_job *j = NULL;
+	REQUIRE(engine_vision_encode_image_on(b, v, img, max_tiles, &want_grid, &want_rows) == 0);
+	size_t n_rows = engine_rows_count(want_rows), dim = (size_t)engine_vision_embed_dim(v);
+	float *want = malloc(sizeof(float) * n_rows * dim), *got = malloc(sizeof(float) * n_rows * dim);
+	REQUIRE(want && got);
+	CHECK_INT_EQ(engine_rows_read(want_rows, 0, n_rows, want), 0);
+	struct engine_backend_info bi = {.kind = ENGINE_BACKEND_CPU};
+	if (b)
+		engine_backend_get_info(b, &bi);
+	bool device = bi.kind == ENGINE_BACKEND_CUDA;
+
+	struct engine_vision_preprocess pp;
+	engine_vision_get_preprocess(v, &pp);
+	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, NULL, max_tiles, &grid, &j), -EINVAL);
+	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, img, -1, &grid, &j), -EINVAL);
+	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, img, pp.max_tiles + 1, &grid, &j),
+		     -EINVAL);
+	CHECK(j == NULL);
+
+	/* one step per slice, two (the preprocessing with a step of the first tile, then steps
+	 * across tile boundaries on the CPU), all at once */
+	static const int slices[] = {1, 1 << 20, 2};
+	for (size_t s = 0; s < (quick ? 2 : 3); s++) {
+		struct engine_rows *rows = NULL;
+		int r, advances = 0, total = 0;
+		REQUIRE(engine_vision_encode_begin_image(b, v, img, max_tiles, &grid, &j) == 0);
+		CHECK_INT_EQ(grid.n_tiles, want_grid.n_tiles);
+		CHECK_INT_EQ(grid.cols, want_grid.cols);
+		CHECK_INT_EQ(grid.rows, want_grid.rows);
+		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), 0);
+		CHECK(engine_vision_encode_preprocess_us(j) == 0);
+		/* the preprocessing, then a device's tiles or the CPU's steps of each tile */
+		if (device)
+			CHECK_INT_EQ(total, 1 + grid.n_tiles);
+		else
+			CHECK(total > 1 + grid.n_tiles);
+		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
+		r = engine_vision_encode_advance(j, slices[s]);
+		if (slices[s] == 1) {
+			CHECK_INT_EQ(r, 1);
+			int done = engine_vision_encode_progress(j, &total);
+			CHECK_INT_EQ(done, 1);
+			CHECK(engine_vision_encode_preprocess_us(j) > 0);
+		}
+		while (r == 1) {
+			advances++;
+			r = engine_vision_encode_advance(j, slices[s]);
+		}
+		CHECK_INT_EQ(r, 0);
+		CHECK_INT_EQ(advances + 1, (total + slices[s] - 1) / slices[s]);
+		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), total);
+		CHECK_INT_EQ(engine_vision_encode_advance(j, 1), -EINVAL);
+		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), 0);
+		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
+		REQUIRE(rows && engine_rows_count(rows) == n_rows);
+		CHECK(engine_rows_on_device(rows) == engine_rows_on_device(want_rows));
+		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
+		bool same = memcmp(got, want, sizeof(float) * n_rows * dim) == 0;
+		printf("%s, from the image: %d tiles in %d steps, %d per slice: %s\n", what,
+		       grid.n_tiles, total, slices[s], same ? "bit for bit" : "DIFFERENT");
+		CHECK(same);
+		engine_rows_destroy(rows);
+		engine_vision_job_destroy(j);
+		j = NULL;
+	}
+	/* abandoned after the preprocessing: its tiles and rows are freed (ASan, the device's
+	 * allocation count in the emulation) */
+	REQUIRE(engine_vision_encode_begin_image(b, v, img, max_tiles, &grid, &j) == 0);
+	CHECK_INT_EQ(engine_vision_encode_advance(j, 1), 1);
+	engine_vision_job_destroy(j);
+	engine_rows_destroy(want_rows);
+	free(want);
+	free(got);
+}
+
 /* The fixture in `dir` on screen.png (max_tiles: 0 for the checkpoint's): the CPU backend (and
  * unless `quick`, no backend and slices across tiles), and with `cuda` the CUDA backend where
  * this build has one. */
@@ -117,8 +201,10 @@ static void check_model(const char *dir, int max_tiles, bool quick, bool cuda)
 		     -EINVAL);
 
 	snprintf(what, sizeof(what), "%s, no backend (fp32)", dir);
-	if (!quick)
+	if (!quick) {
 		check_backend(NULL, v, pixels, grid.n_tiles, quick, what);
+		check_image(NULL, v, img, max_tiles, quick, what);
+	}
 	for (size_t i = 0; i < 2; i++) {
 		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
 						    .precision = precisions[i]};
@@ -127,6 +213,7 @@ static void check_model(const char *dir, int max_tiles, bool quick, bool cuda)
 		snprintf(what, sizeof(what), "%s, CPU backend, %s", dir,
 			 engine_precision_name(precisions[i]));
 		check_backend(b, v, pixels, grid.n_tiles, quick, what);
+		check_image(b, v, img, max_tiles, quick, what);
 		engine_backend_destroy(b);
 	}
 	for (size_t i = 0; cuda && i < 2; i++) {
@@ -140,6 +227,7 @@ static void check_model(const char *dir, int max_tiles, bool quick, bool cuda)
 		snprintf(what, sizeof(what), "%s, CUDA backend, %s", dir,
 			 engine_precision_name(precisions[i]));
 		check_backend(b, v, pixels, grid.n_tiles, quick, what);
+		check_image(b, v, img, max_tiles, quick, what);
 		engine_backend_destroy(b);
 	}
 	free(pixels);
