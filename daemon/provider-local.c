@@ -1,7 +1,7 @@
 /* The local provider: holod's own engine through the model worker (provider.h).
  *
- * One observation: preprocessed on the executor thread, then encoded by a sequence job of the
- * worker, a slice of the vision tower between two batched forwards. One step: render the new
+ * One observation: encoded from the image by a sequence job of the worker, a slice of the
+ * preprocessing or the vision tower between two batched forwards. One step: render the new
  * prompt tokens (persistent: this observation's user turn and the generation prompt; window,
  * or a persistent session near its cap: the prefix snapshot plus the history with only the
  * last K screenshots) -> a sequence job of the worker (model-worker.h), batched with the
@@ -161,12 +161,14 @@ static int job_close(struct worker_ctx *ctx, void *arg)
 	return 0;
 }
 
-/* An observation's encode: the screenshot preprocessed on the caller's thread
- * (encode_prepare()), then encoded as a sequence job of the worker, one slice of the vision
- * tower between two batched forwards (MODEL_WORK_VISION), so the other tasks keep decoding. */
+/* An observation's encode: the screenshot encoded from the image as a sequence job of the
+ * worker (engine_vision_encode_begin_image(): the preprocessing, on the device where the
+ * backend has one, then the tiles), one slice between two batched forwards
+ * (MODEL_WORK_VISION), so the other tasks keep decoding. */
 struct encode_job {
 	const atomic_int *stop;
-	float *pixels;
+	struct engine_image *img; /* the job's, read by the worker while the caller waits */
+	int max_tiles;            /* 0 or within the checkpoint's budget */
 	int n_tiles;
 	size_t n_rows;
 	struct engine_rows *drop; /* the rows of an observation that left the window */
@@ -177,30 +179,20 @@ struct encode_job {
 	char err[256];
 };
 
-/* Preprocessing, on the calling thread (the vision handle is immutable). */
-static int encode_prepare(struct model_worker *w, const struct engine_image *img, int max_tiles,
+/* The job takes img (also on failure); max_tiles is clamped to the checkpoint's budget. */
+static int encode_prepare(struct model_worker *w, struct engine_image *img, int max_tiles,
 			  struct encode_job *j)
 {
 	const struct engine_vision *v = model_worker_vision(w);
 	struct engine_vision_preprocess pp;
-	struct engine_vision_grid grid;
-	int r;
 
+	j->img = img;
 	if (!v) {
 		snprintf(j->err, sizeof(j->err), "the model is not loaded");
 		return -ENODEV;
 	}
-	uint64_t t0 = time_mono_us();
 	engine_vision_get_preprocess(v, &pp);
-	if (max_tiles > 0)
-		pp.max_tiles = MIN(pp.max_tiles, max_tiles);
-	if ((r = engine_vision_preprocess(img, &pp, &grid, &j->pixels)) < 0) {
-		snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s", strerror(-r));
-		return r;
-	}
-	j->n_tiles = grid.n_tiles;
-	j->n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(v);
-	j->preprocess_us = time_mono_us() - t0;
+	j->max_tiles = max_tiles > 0 ? MIN(pp.max_tiles, max_tiles) : 0;
 	return 0;
 }
 
@@ -211,7 +203,8 @@ static int encode_check(void *arg)
 }
 
 /* The encode's work items: the resumable encode, then its rows. encode_us is the time from
- * its first slice to its last, the other tasks' forwards between them included. */
+ * its first slice (the preprocessing) to its last, the other tasks' forwards between them
+ * included; preprocess_us is the preprocessing slice's. */
 static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 		       struct model_work *ret_work)
 {
@@ -222,16 +215,21 @@ static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 		engine_rows_destroy(j->drop);
 		j->drop = NULL;
 		j->t0 = time_mono_us();
-		if ((r = engine_vision_encode_begin(ctx->backend, ctx->vision, j->pixels, j->n_tiles,
-						    &j->vj)) < 0) {
-			snprintf(j->err, sizeof(j->err), "vision encoder failed: %s", strerror(-r));
+		struct engine_vision_grid grid;
+		if ((r = engine_vision_encode_begin_image(ctx->backend, ctx->vision, j->img,
+							  j->max_tiles, &grid, &j->vj)) < 0) {
+			snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s",
+				 strerror(-r));
 			return r;
 		}
+		j->n_tiles = grid.n_tiles;
+		j->n_rows = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(ctx->vision);
 		*ret_work = (struct model_work){.kind = MODEL_WORK_VISION, .vision = j->vj};
 		return 1;
 	}
 	if (r == 0)
 		r = engine_vision_encode_finish(j->vj, &j->rows);
+	j->preprocess_us = engine_vision_encode_preprocess_us(j->vj);
 	engine_vision_job_destroy(j->vj);
 	j->vj = NULL;
 	j->encode_us = time_mono_us() - j->t0;
@@ -246,13 +244,14 @@ static int encode_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 	return encode_step(ctx, arg, r, ret_work);
 }
 
-/* What the job left when it ended early (the worker stopping): host memory only. */
+/* The image, and what the job left when it ended early (the worker stopping: its device's
+ * tiles and rows then go as a failed job_close leaves an observation's rows). */
 static void encode_cleanup(struct encode_job *j)
 {
 	engine_vision_job_destroy(j->vj);
 	j->vj = NULL;
-	free(j->pixels);
-	j->pixels = NULL;
+	engine_image_destroy(j->img);
+	j->img = NULL;
 }
 
 struct attempt;
@@ -867,7 +866,6 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 	}
 	struct encode_job ej = {.stop = a->t->stop};
 	r = encode_prepare(a->cfg->worker, img, a->max_tiles, &ej);
-	engine_image_destroy(img);
 	if (r == 0) {
 		if (index >= a->window) {
 			ej.drop = a->obs[index - a->window].rows;
@@ -1259,7 +1257,6 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 		goto finish;
 	}
 	r = encode_prepare(cfg->worker, img, (int)cfg->max_tiles, &ej);
-	engine_image_destroy(img);
 	if (r < 0) {
 		snprintf(err, errlen, "%s", ej.err);
 		goto finish;

@@ -4,7 +4,8 @@
  *     script's target is grounded (agent_ground(): encode, prefill, point decode);
  *   - every decoder gets its next token in every forward, and at most one vision slice runs
  *     between two of its tokens (counted in forwards and slices, not wall clock);
- *   - the sliced encode's rows equal engine_vision_encode_on()'s bit for bit, and the point
+ *   - the sliced encode (from the image, as the local provider runs it: the preprocessing is
+ *     its first slice) gives engine_vision_encode_image_on()'s rows bit for bit, and the point
  *     grounded beside the decoders equals the point grounded alone;
  *   - /v1/status's batching shows the vision work in flight and the slices run. */
 #include <errno.h>
@@ -123,7 +124,7 @@ static void paint(void)
 
 /* The encode as a sequence job of its own, and the reference as a plain job. */
 struct enc {
-	float *pixels;
+	struct engine_image *img;
 	int n_tiles;
 	struct engine_vision_job *vj;
 	struct engine_rows *rows;
@@ -138,9 +139,12 @@ static int enc_next(struct worker_ctx *ctx, void *arg, int r, struct model_work 
 	struct enc *e = arg;
 	if (!e->started) {
 		e->started = true;
-		if ((r = engine_vision_encode_begin(ctx->backend, ctx->vision, e->pixels, e->n_tiles,
-						    &e->vj)) < 0)
+		struct engine_vision_grid grid;
+		if ((r = engine_vision_encode_begin_image(ctx->backend, ctx->vision, e->img, 0, &grid,
+							  &e->vj)) < 0)
 			return r;
+		if (grid.n_tiles != e->n_tiles)
+			return -EPROTO;
 		engine_vision_encode_progress(e->vj, &e->steps);
 		*w = (struct model_work){.kind = MODEL_WORK_VISION, .vision = e->vj};
 		return 1;
@@ -155,7 +159,16 @@ static int enc_next(struct worker_ctx *ctx, void *arg, int r, struct model_work 
 static int job_reference(struct worker_ctx *ctx, void *arg)
 {
 	struct enc *e = arg;
-	return engine_vision_encode_on(ctx->backend, ctx->vision, e->pixels, e->n_tiles, e->want);
+	struct engine_vision_grid grid;
+	struct engine_rows *rows = NULL;
+	int r = engine_vision_encode_image_on(ctx->backend, ctx->vision, e->img, 0, &grid, &rows);
+	if (r == 0)
+		r = engine_rows_count(rows) * (size_t)engine_vision_embed_dim(ctx->vision) ==
+				    e->n_floats ?
+			    engine_rows_read(rows, 0, engine_rows_count(rows), e->want) :
+			    -EPROTO;
+	engine_rows_destroy(rows);
+	return r;
 }
 
 static int job_rows_destroy(struct worker_ctx *ctx, void *arg)
@@ -206,18 +219,17 @@ static void run_on(const char *model, enum engine_precision precision)
 	CHECK_INT_EQ(model_worker_set_vision_slice(et, MODEL_WORKER_MAX_VISION_SLICE + 1), -EINVAL);
 	REQUIRE(model_worker_set_vision_slice(et, 1) == 0);
 
-	/* the screenshot's tiles, preprocessed here as the local provider does */
+	/* the screenshot, and its grid */
 	const struct engine_vision *v = model_worker_vision(et);
 	REQUIRE(v);
-	struct engine_image *img = engine_image_from_rgb(SCREEN_W, SCREEN_H, (size_t)SCREEN_W * 3,
-							 &screen[0][0][0]);
 	struct engine_vision_preprocess pp;
 	struct engine_vision_grid grid;
 	struct enc e = {0};
-	REQUIRE(img);
+	e.img = engine_image_from_rgb(SCREEN_W, SCREEN_H, (size_t)SCREEN_W * 3, &screen[0][0][0]);
+	REQUIRE(e.img);
 	engine_vision_get_preprocess(v, &pp);
-	REQUIRE(engine_vision_preprocess(img, &pp, &grid, &e.pixels) == 0);
-	engine_image_destroy(img);
+	REQUIRE(engine_vision_select_grid(SCREEN_W, SCREEN_H, pp.tile_size, pp.max_tiles,
+					  pp.use_thumbnail, &grid) == 0);
 	e.n_tiles = grid.n_tiles;
 	REQUIRE(e.n_tiles >= 3);
 	e.n_floats = (size_t)e.n_tiles * (size_t)engine_vision_tokens_per_tile(v) *
@@ -253,7 +265,7 @@ static void run_on(const char *model, enum engine_precision precision)
 	CHECK(g.x == alone.x && g.y == alone.y);
 	CHECK(g.x >= 0 && g.x <= 1000 && g.y >= 0 && g.y <= 1000);
 
-	/* the sliced encode's rows: engine_vision_encode_on()'s, bit for bit */
+	/* the sliced encode's rows: engine_vision_encode_image_on()'s, bit for bit */
 	e.want = malloc(e.n_floats * sizeof(float));
 	float *got = malloc(e.n_floats * sizeof(float));
 	REQUIRE(e.want && got && e.rows);
@@ -300,7 +312,7 @@ static void run_on(const char *model, enum engine_precision precision)
 	}
 	free(got);
 	free(e.want);
-	free(e.pixels);
+	engine_image_destroy(e.img);
 	model_worker_destroy(et);
 }
 
