@@ -937,8 +937,8 @@ static void drop_waiter(struct model_worker *et, long long task)
 }
 
 int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies,
-		       int prefix_tokens, const atomic_int *stop, uint64_t *ret_bytes, char *err,
-		       size_t errlen)
+		       int prefix_tokens, const atomic_int *stop, uint64_t deadline_us,
+		       uint64_t *ret_bytes, char *err, size_t errlen)
 {
 	int r = 0;
 
@@ -970,6 +970,11 @@ int model_worker_admit(struct model_worker *et, long long task, int max_tokens, 
 		if (atomic_load(stop) || et->stopping) {
 			drop_waiter(et, task);
 			r = -ECANCELED;
+			goto unlock;
+		}
+		if (time_mono_us() >= deadline_us) {
+			drop_waiter(et, task);
+			r = -ETIME;
 			goto unlock;
 		}
 		if (!logged) {

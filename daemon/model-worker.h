@@ -182,12 +182,14 @@ unsigned long long model_worker_vision_slices(struct model_worker *et);
 /* Admission of task `task`'s session: it holds up to `copies` states of up to max_tokens
  * positions at once (the session, and a snapshot of it taken before decoding) and a snapshot
  * of prefix_tokens; waits (FIFO, polling *stop every 50 ms: nonzero stops it) until that fits
- * the state budget beside the sessions admitted before. Returns 0 with *ret_bytes reserved
- * (give them back with model_worker_release()); -ECANCELED when stopped; -ENODEV without a
+ * the state budget beside the sessions admitted before, or until deadline_us (time_mono_us();
+ * UINT64_MAX: none). Returns 0 with *ret_bytes reserved (give them back with
+ * model_worker_release()); -ECANCELED when stopped; -ETIME past the deadline; -ENODEV without a
  * model; -EFBIG when it cannot fit even alone (err says how much it needs and what the budget
  * is). Called from the task's thread, never the worker. */
 int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies,
-		       int prefix_tokens, const atomic_int *stop, uint64_t *ret_bytes, char *err,
+		       int prefix_tokens, const atomic_int *stop,
+		       uint64_t deadline_us, uint64_t *ret_bytes, char *err,
 		       size_t errlen);
 void model_worker_release(struct model_worker *et, uint64_t bytes);
 /* Task `task`'s position among the sessions waiting for admission (1: next), or 0. */

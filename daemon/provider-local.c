@@ -196,6 +196,12 @@ static int encode_prepare(struct model_worker *w, struct engine_image *img, int 
 	return 0;
 }
 
+/* A stop flag or a deadline ended the work, not a failure of its own. */
+static bool stopped(int r)
+{
+	return r == -ECANCELED || r == -ETIME;
+}
+
 static int encode_check(void *arg)
 {
 	struct encode_job *j = arg;
@@ -233,7 +239,7 @@ static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 	engine_vision_job_destroy(j->vj);
 	j->vj = NULL;
 	j->encode_us = time_mono_us() - j->t0;
-	if (r < 0 && r != -ECANCELED)
+	if (r < 0 && !stopped(r))
 		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
 			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 	return r;
@@ -441,11 +447,6 @@ static int step_finish(struct step_job *j, int r)
 	free(j->at);
 	j->at = NULL;
 	return r;
-}
-
-static bool stopped(int r)
-{
-	return r == -ECANCELED || r == -ETIME;
 }
 
 /* The step as a sequence job: restore (window, rebuild) -> prefill the piece -> decode
@@ -801,7 +802,7 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	/* admission: the session waits until what it may grow to fits the state budget */
 	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
 			       a->cfg->step_retries > 0 ? 2 : 1, (int)prefix.n_ids, t->stop,
-			       &a->reserved, err, errlen);
+			       UINT64_MAX, &a->reserved, err, errlen);
 	if (r == -ENODEV)
 		snprintf(err, errlen, "the model is not loaded: %s",
 			 model_worker_error(lp->worker) ? model_worker_error(lp->worker) : "none");
@@ -1010,8 +1011,8 @@ struct ground_job {
 	struct agent *a;
 	const struct policy_piece *prefix;
 	struct encode_job *enc;   /* the screenshot, encoded by the job itself */
-	struct policy_renderer *renderer;
-	struct policy_piece *piece; /* out: the screenshot turn */
+	int n_tiles;              /* what agent_ground rendered the turn (and admitted) for */
+	const struct policy_piece *piece; /* the screenshot turn */
 	bool err_whole;           /* err is the whole message, not why the target was not found */
 	const atomic_int *stop;
 	uint64_t deadline_us;
@@ -1122,18 +1123,21 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 	case GROUND_ENCODE:
 		if ((r = encode_step(ctx, j->enc, r, ret_work)) == 1)
 			return 1;
+		if (stopped(r))
+			return ground_finish(j, r);
 		if (r < 0) {
 			snprintf(j->err, sizeof(j->err), "%s",
 				 j->enc->err[0] ? j->enc->err : strerror(-r));
 			j->err_whole = true;
 			return ground_finish(j, r);
 		}
-		struct policy_observation obs = {.n_tiles = j->enc->n_tiles};
-		if ((r = policy_render_step(j->renderer, &obs, false, j->piece)) < 0) {
-			snprintf(j->err, sizeof(j->err), "cannot render the screenshot turn: %s",
-				 strerror(-r));
+		/* the turn was rendered (and admitted) for the grid agent_ground chose */
+		if (j->enc->n_tiles != j->n_tiles) {
+			snprintf(j->err, sizeof(j->err),
+				 "the screenshot was encoded as %d tiles where %d were expected",
+				 j->enc->n_tiles, j->n_tiles);
 			j->err_whole = true;
-			return ground_finish(j, r);
+			return ground_finish(j, -EIO);
 		}
 		a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
 		if (!a->session)
@@ -1225,6 +1229,7 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	struct policy_piece prefix = {0}, piece = {0};
 	struct policy_renderer *renderer = NULL;
 	struct encode_job ej = {.stop = t->stop};
+	uint64_t reserved = 0;
 	char *task = NULL;
 	int r;
 
@@ -1261,7 +1266,42 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 		snprintf(err, errlen, "%s", ej.err);
 		goto finish;
 	}
-	struct ground_job gj = {.a = &a, .prefix = &prefix, .enc = &ej, .renderer = renderer,
+	/* The screenshot turn for the grid the encode will choose, so that the grounding session,
+	 * which lives across the batches' forwards beside the admitted sessions, is admitted as
+	 * they are: for the prompt, the turn and the point. */
+	struct engine_vision_preprocess pp;
+	struct engine_vision_grid grid;
+	engine_vision_get_preprocess(model_worker_vision(cfg->worker), &pp);
+	if ((r = engine_vision_select_grid(frame->width, frame->height, pp.tile_size,
+					   ej.max_tiles > 0 ? ej.max_tiles : pp.max_tiles,
+					   pp.use_thumbnail, &grid)) < 0) {
+		snprintf(err, errlen, "cannot tile a %dx%d screenshot: %s", frame->width,
+			 frame->height, strerror(-r));
+		goto finish;
+	}
+	if ((r = policy_render_step(renderer, &(struct policy_observation){.n_tiles = grid.n_tiles},
+				    false, &piece)) < 0) {
+		snprintf(err, errlen, "cannot render the screenshot turn: %s", strerror(-r));
+		goto finish;
+	}
+	size_t need = prefix.n_ids + piece.n_ids + GROUND_MAX_TOKENS;
+	if (need > cfg->context_tokens) {
+		snprintf(err, errlen,
+			 "cannot locate \"%.200s\": its prompt and screenshot take %zu tokens, more "
+			 "than the %u of --context-tokens",
+			 target, need, cfg->context_tokens);
+		r = -E2BIG;
+		goto finish;
+	}
+	char why[512];
+	r = model_worker_admit(cfg->worker, (long long)t->id, (int)need, 1, 0, t->stop,
+			       deadline_us, &reserved, why, sizeof(why));
+	if (r < 0) {
+		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
+			 r == -EFBIG ? why : strerror(-r));
+		goto finish;
+	}
+	struct ground_job gj = {.a = &a, .prefix = &prefix, .enc = &ej, .n_tiles = grid.n_tiles,
 				.piece = &piece, .stop = t->stop, .deadline_us = deadline_us};
 	r = model_worker_run(cfg->worker, &(struct model_seq_job){.next = ground_next,
 								 .check = ground_check,
@@ -1278,6 +1318,7 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	*ret_mx = gj.x;
 	*ret_my = gj.y;
 finish:
+	model_worker_release(cfg->worker, reserved);
 	encode_cleanup(&ej);
 	policy_piece_finish(&piece);
 	policy_piece_finish(&prefix);

@@ -36,5 +36,20 @@ grep -q "^press button=1 x=$PX y=$PY " "$CLIENT_LOG" ||
 api GET /v1/status
 expect_json "sessions" .model.sessions 0
 expect_json "state bytes" .model.state_bytes 0
+expect_json "admission released" .model.batching.reserved_bytes 0
+stop_holod || fail "holod exit status $?"
+
+# The grounding session lives across the batches' forwards beside the tasks' sessions, so it is
+# admitted as they are: one that can never fit the state budget is refused, saying why.
+start_agent --state-limit 64
+submit '{"script": [{"tool_name": "click", "target": "the Save button"}]}'
+wait_task "$TASK" failed 60
+api GET "/v1/tasks/$TASK"
+case "$(jq -r .error "$BODY")" in
+*'cannot locate "the Save button": the task'"'"'s model session needs '*' MiB'*'more than the 0.1 MiB the sessions may hold'*) ;;
+*) fail "grounding beyond the budget: $(jq -r .error "$BODY")" ;;
+esac
+api GET /v1/status
+expect_json "nothing reserved after the refusal" .model.batching.reserved_bytes 0
 
 pass_or_fail
