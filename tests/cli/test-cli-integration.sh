@@ -409,6 +409,9 @@ scenario_exit_codes() {
 	grep -q 'holoctl run --script FILE' "$tmp/err" || fail "no model: no hint"
 
 	# holod stopped under a running task: the stream ends with the task interrupted, exit 5.
+	# emptied first: the redirection below happens in the child, after this shell goes on to
+	# read the file, which must not show the previous run's task
+	: >"$tmp/follow.out"
 	printf '%s' '[{"tool_name":"wait","duration":20}]' |
 		"$HOLOCTL" run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err" &
 	follow_pid=$!
@@ -428,6 +431,9 @@ scenario_exit_codes() {
 
 	# holod killed under a running task: the stream breaks off, the outcome is unknown: exit 6
 	# with a sentence saying so, not a protocol error.
+	# emptied first: the redirection below happens in the child, after this shell goes on to
+	# read the file, which must not show the previous run's task
+	: >"$tmp/follow.out"
 	printf '%s' '[{"tool_name":"wait","duration":20}]' |
 		"$HOLOCTL" run --script - --follow >"$tmp/follow.out" 2>"$tmp/follow.err" &
 	follow_pid=$!
