@@ -803,9 +803,10 @@ json_t *model_worker_status(struct model_worker *et)
 			json_array_append_new(waiting, json_pack("{s:I, s:I}", "task",
 				(json_int_t)et->waiters[i].task, "position", (json_int_t)(i + 1)));
 		json_object_set_new(o, "batching", json_pack(
-			"{s:i, s:I, s:I, s:I, s:i, s:I, s:I, s:o, s:I, s:o}", "prefill_chunk",
+			"{s:i, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:o, s:I, s:o}", "prefill_chunk",
 			(int)et->prefill_chunk, "batches", (json_int_t)et->batches, "sequences",
-			(json_int_t)et->n_sequences, "largest_batch", (json_int_t)et->largest_batch,
+			(json_int_t)et->n_sequences, "queued", (json_int_t)et->n_queued,
+			"largest_batch", (json_int_t)et->largest_batch,
 			"vision_slice", (int)et->vision_slice, "vision", (json_int_t)et->n_vision,
 			"vision_slices", (json_int_t)et->vision_slices, "budget_bytes",
 			et->budget ? json_integer((json_int_t)et->budget) : json_null(),
