@@ -27,6 +27,7 @@
 #include "gpu.h"
 #include "lm.h"
 #include "test.h"
+#include "gpu-test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -54,17 +55,6 @@ static struct engine_model *model_of(const char *pattern, uint64_t seed)
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
 	return m;
-}
-
-static struct engine_backend *backend_of(struct engine_model *m, enum engine_precision p)
-{
-	char err[512] = "";
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CUDA, .precision = p};
-	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
-	if (!b)
-		fprintf(stderr, "engine_backend_create: %s\n", err);
-	REQUIRE(b);
-	return b;
 }
 
 static int32_t token_at(int i, unsigned seed)
@@ -308,8 +298,8 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
  * per bucket, none again when the sessions change or their KV blocks grow (64 -> 128). */
 static void test_graphs(struct engine_model *m)
 {
-	struct engine_backend *g = backend_of(m, ENGINE_PRECISION_FP32);
-	struct engine_backend *e = backend_of(m, ENGINE_PRECISION_FP32);
+	struct engine_backend *g = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *e = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	backend_cuda_set_graphs(e, false);
 	enum { N = 5 };
 	struct engine_session *sg[N], *se[N];
@@ -364,7 +354,7 @@ int main(int argc, char **argv)
 	}
 	/* Mamba, attention and MLP blocks: every per-row kernel of the batched pass */
 	struct engine_model *m = model_of("M*-M*", 31);
-	struct engine_backend *b = backend_of(m, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	static const int counts[] = {2, 3, 5, 8};
 	for (size_t i = 0; full && i < ARRAY_SIZE(counts); i++)
 		test_decode(b, counts[i], 45, 3, 0, true);
@@ -380,7 +370,7 @@ int main(int argc, char **argv)
 		 * hundreds (which the emulation takes minutes over): 9 decode rows + 16 of 37
 		 * (spliced) + 12 in one pass, 5 + 16 of 20 in a second (42 rows would not fit), then
 		 * 16 of 37 + 4 of 20, then the last 5 of 37 */
-		b = backend_of(m, ENGINE_PRECISION_FP32);
+		b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 16, 40), 0);
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 16, 15), -EINVAL);
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 257, 300), -EINVAL);
@@ -388,7 +378,7 @@ int main(int argc, char **argv)
 		test_mix(b, 9, shaped, 4, 0, 4, true);
 		engine_backend_destroy(b);
 	}
-	b = backend_of(m, ENGINE_PRECISION_BF16);
+	b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
 	test_decode(b, 6, 45, full ? 3 : 2, 5, false);
 	static const int lens_bf16[] = {12, 7};
 	test_mix(b, 4, lens_bf16, 2, 0, 1, false);

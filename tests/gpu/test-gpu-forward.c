@@ -26,6 +26,7 @@
 #include "gpu.h"
 #include "lm.h"
 #include "test.h"
+#include "gpu-test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -51,18 +52,6 @@ static struct engine_model *model_of(const char *pattern, int hidden, int vocab,
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
 	return m;
-}
-
-static struct engine_backend *backend_of(struct engine_model *m, enum engine_backend_kind kind,
-					 enum engine_precision p)
-{
-	char err[512] = "";
-	struct engine_backend_options o = {.kind = kind, .precision = p};
-	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
-	if (!b)
-		fprintf(stderr, "engine_backend_create: %s\n", err);
-	REQUIRE(b);
-	return b;
 }
 
 static int32_t *tokens_of(int n, int vocab, unsigned seed)
@@ -130,10 +119,10 @@ static void test_vs_cpu(const char *pattern, int hidden, int n)
 	size_t rows = (size_t)n + steps;
 	float *want = xmalloc(rows * vocab * sizeof(float)), *got = xmalloc(rows * vocab * sizeof(float));
 	int32_t gw[6], gg[6];
-	struct engine_backend *cpu = backend_of(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
+	struct engine_backend *cpu = gpu_test_backend(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
 	run(cpu, tok, n, steps, want, gw, vocab);
 
-	struct engine_backend *b = backend_of(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	run(b, tok, n, steps, got, gg, vocab);
 	struct err e = {.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
@@ -145,7 +134,7 @@ static void test_vs_cpu(const char *pattern, int hidden, int n)
 	engine_backend_destroy(b);
 
 	/* bf16: the CPU's own continuation fed to both, so rows compare position by position */
-	b = backend_of(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
+	b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
 	struct engine_session *s = engine_session_create_on(b, (int)rows + 1);
 	REQUIRE(s);
 	CHECK_INT_EQ(engine_session_append(s, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, got), 0);
@@ -169,8 +158,8 @@ static void test_cuda_self(void)
 {
 	const int vocab = 64, n = 40, steps = 5;
 	struct engine_model *m = model_of("M*-M*", 32, vocab, 99);
-	struct engine_backend *b = backend_of(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
-	struct engine_backend *eager = backend_of(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *eager = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	backend_cuda_set_graphs(eager, false);
 	int32_t *tok = tokens_of(n + steps, vocab, 5);
 	float *whole = xmalloc((size_t)(n + steps) * vocab * sizeof(float));
@@ -248,8 +237,8 @@ static void test_long(void)
 	const int vocab = 48, n = 1100, steps = 4;
 	struct engine_model *m = model_of("M*", 24, vocab, 1234);
 	int32_t *tok = tokens_of(n, vocab, 9);
-	struct engine_backend *cpu = backend_of(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
-	struct engine_backend *b = backend_of(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *cpu = gpu_test_backend(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	struct engine_session *sc = engine_session_create_on(cpu, n + steps);
 	struct engine_session *sg = engine_session_create_on(b, n + steps);
 	REQUIRE(sc && sg);
