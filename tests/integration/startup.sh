@@ -46,10 +46,15 @@ rm "$XDG_CONFIG_HOME/holod/holod.conf"
 [ -d "${TINY_MODEL:-}" ] || { fail "TINY_MODEL is not a directory"; pass_or_fail; }
 mkdir -p "$XDG_DATA_HOME/holod/models"
 cp -r "$TINY_MODEL" "$XDG_DATA_HOME/holod/models/tiny"
-start_holod --require-model --virtual 320x240 --displays 2
+# The socket answers while the model loads; readiness (READY=1) is what waits for it.
+"$NOTIFY_RECV" "$T/notify.sock" 60 >"$T/notify.out" &
+NPID=$!
+wait_until 10 grep -q LISTENING "$T/notify.out" || fail "notify-recv did not start"
+NOTIFY_SOCKET="$T/notify.sock" start_holod --require-model --virtual 320x240 --displays 2
+wait "$NPID" || fail "no READY=1 from holod: $(cat "$T/notify.out")"
 api GET /v1/status
 expect_json "default model" .model.path "$XDG_DATA_HOME/holod/models/tiny"
-expect_json "ready before serving" .model.state ready
+expect_json "loaded at READY=1" .model.state ready
 submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
 A=$TASK
 submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
