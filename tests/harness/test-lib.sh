@@ -15,10 +15,13 @@ test_skip() {
 
 # test_time_limit MS: a bound on elapsed wall-clock time, scaled for slow runs: x20 when
 # $HOLOD_UNDER_VALGRIND is set (meson test --setup=valgrind sets it; memcheck runs code tens of
-# times slower), as test.h's test_time_limit_us().
+# times slower), x4 when $HOLOD_UNDER_SANITIZER is set (tests/meson.build sets it in
+# -Db_sanitize builds), as test.h's test_time_limit_us().
 test_time_limit() {
 	if [ -n "${HOLOD_UNDER_VALGRIND:-}" ] && [ "$HOLOD_UNDER_VALGRIND" != 0 ]; then
 		echo $(($1 * 20))
+	elif [ -n "${HOLOD_UNDER_SANITIZER:-}" ] && [ "$HOLOD_UNDER_SANITIZER" != 0 ]; then
+		echo $(($1 * 4))
 	else
 		echo "$1"
 	fi

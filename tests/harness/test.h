@@ -4,13 +4,16 @@
 #pragma once
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TEST_SKIP 77
-/* How much slower a run under valgrind is allowed to be (test_time_limit_us). */
+/* How much slower a run under valgrind, or a sanitized build, is allowed to be
+ * (test_time_limit_us). */
 #define TEST_VALGRIND_SLOWDOWN 20
+#define TEST_SANITIZER_SLOWDOWN 4
 
 /* Ends the test as skipped (exit 77) because `what` is missing, or as failed when $HOLOD_CI is
  * set (.ci/run sets it): the CI machine installs every tool the suites need
@@ -30,12 +33,22 @@ static inline void test_skip_missing(const char *what)
 }
 
 /* A bound on elapsed wall-clock time, scaled for slow runs: x TEST_VALGRIND_SLOWDOWN when
- * $HOLOD_UNDER_VALGRIND is set (meson test --setup=valgrind sets it). */
+ * $HOLOD_UNDER_VALGRIND is set (meson test --setup=valgrind sets it), x TEST_SANITIZER_SLOWDOWN
+ * when $HOLOD_UNDER_SANITIZER is (tests/meson.build sets it in -Db_sanitize builds). */
+static inline bool test_env_flag(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
 static inline unsigned long long test_time_limit_us(unsigned long long us)
 {
-	const char *v = getenv("HOLOD_UNDER_VALGRIND");
-
-	return v && *v && strcmp(v, "0") != 0 ? us * TEST_VALGRIND_SLOWDOWN : us;
+	if (test_env_flag("HOLOD_UNDER_VALGRIND"))
+		return us * TEST_VALGRIND_SLOWDOWN;
+	if (test_env_flag("HOLOD_UNDER_SANITIZER"))
+		return us * TEST_SANITIZER_SLOWDOWN;
+	return us;
 }
 
 extern int test_failures;

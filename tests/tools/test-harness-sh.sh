@@ -21,6 +21,12 @@ expect "without HOLOD_CI a missing tool skips" 77 $?
 expect "with HOLOD_CI=1 a missing tool fails" 1 $?
 (HOLOD_CI=0; . "$lib"; test_skip "a tool is missing") >/dev/null
 expect "HOLOD_CI=0 skips" 77 $?
-expect "a time limit as given" 2000 "$(unset HOLOD_UNDER_VALGRIND; . "$lib"; test_time_limit 2000)"
-expect "a time limit under valgrind" 40000 "$(HOLOD_UNDER_VALGRIND=1; . "$lib"; test_time_limit 2000)"
+expect "a time limit as given" 2000 \
+	"$(unset HOLOD_UNDER_VALGRIND HOLOD_UNDER_SANITIZER; . "$lib"; test_time_limit 2000)"
+expect "a time limit under valgrind" 40000 \
+	"$(unset HOLOD_UNDER_SANITIZER; HOLOD_UNDER_VALGRIND=1; . "$lib"; test_time_limit 2000)"
+expect "a time limit in a sanitized build" 8000 \
+	"$(unset HOLOD_UNDER_VALGRIND; HOLOD_UNDER_SANITIZER=1; . "$lib"; test_time_limit 2000)"
+expect "HOLOD_UNDER_SANITIZER=0 as given" 2000 \
+	"$(unset HOLOD_UNDER_VALGRIND; HOLOD_UNDER_SANITIZER=0; . "$lib"; test_time_limit 2000)"
 [ "$failures" -eq 0 ]

@@ -37,7 +37,12 @@ int main(void)
 	CHECK_INT_EQ(skip_status("1"), 1);
 
 	unsetenv("HOLOD_UNDER_VALGRIND");
+	unsetenv("HOLOD_UNDER_SANITIZER");
 	CHECK_INT_EQ(test_time_limit_us(500000), 500000);
+	setenv("HOLOD_UNDER_SANITIZER", "0", 1);
+	CHECK_INT_EQ(test_time_limit_us(500000), 500000);
+	setenv("HOLOD_UNDER_SANITIZER", "1", 1);
+	CHECK_INT_EQ(test_time_limit_us(500000), 500000ull * TEST_SANITIZER_SLOWDOWN);
 	setenv("HOLOD_UNDER_VALGRIND", "1", 1);
 	CHECK_INT_EQ(test_time_limit_us(500000), 500000ull * TEST_VALGRIND_SLOWDOWN);
 	return test_exit();
