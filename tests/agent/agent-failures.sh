@@ -31,7 +31,7 @@ api POST /v1/tasks '{"instruction": "Click the red block."}'
 expect_error "instruction without a model" 503 no_model "$ERR"
 submit '{"script": [{"tool_name": "click", "x": 20, "y": 20}]}'
 wait_task "$TASK" succeeded 30
-grep -q '^press button=1 .* root_x=20 root_y=20 ' "$CLIENT_LOG" || fail "the script did not click"
+wait_until 10 grep -q '^press button=1 .* root_x=20 root_y=20 ' "$CLIENT_LOG" || fail "the script did not click"
 stop_holod || fail "holod exit status $?"
 
 # ---- the CUDA backend on a device the model does not fit (the emulated build's device is
@@ -53,7 +53,7 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	expect_error "instruction without a model (CUDA)" 503 no_model "$ERR"
 	submit '{"script": [{"tool_name": "click", "x": 30, "y": 30}]}'
 	wait_task "$TASK" succeeded 30
-	grep -q '^press button=1 .* root_x=30 root_y=30 ' "$CLIENT_LOG" ||
+	wait_until 10 grep -q '^press button=1 .* root_x=30 root_y=30 ' "$CLIENT_LOG" ||
 		fail "the script did not click after the CUDA load failed"
 	stop_holod || fail "holod exit status $?"
 
@@ -75,7 +75,7 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	esac
 	submit '{"script": [{"tool_name": "click", "x": 40, "y": 40}]}'
 	wait_task "$TASK" succeeded 30
-	grep -q '^press button=1 .* root_x=40 root_y=40 ' "$CLIENT_LOG" ||
+	wait_until 10 grep -q '^press button=1 .* root_x=40 root_y=40 ' "$CLIENT_LOG" ||
 		fail "the script did not click after the CUDA task ran out of memory"
 	stop_holod || fail "holod exit status $?"
 
@@ -119,7 +119,7 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	esac
 	submit '{"script": [{"tool_name": "click", "x": 50, "y": 50}]}'
 	wait_task "$TASK" succeeded 30
-	grep -q '^press button=1 .* root_x=50 root_y=50 ' "$CLIENT_LOG" ||
+	wait_until 10 grep -q '^press button=1 .* root_x=50 root_y=50 ' "$CLIENT_LOG" ||
 		fail "the script did not click after the device fault"
 	stop_holod || fail "holod exit status $?"
 fi

@@ -77,6 +77,11 @@ submit '{"instruction": "Click the red block.", "max_steps": 5}'
 A1=$TASK
 submit '{"instruction": "Click the red block.", "max_steps": 5}'
 A2=$TASK
+# Admission is first come at the worker, not by task id: the third is submitted once both are in.
+two_admitted() {
+	[ "$(curl -sS --unix-socket "$SOCK" http://holod/v1/status | jq .model.batching.reserved_bytes)" -gt "$R" ]
+}
+wait_until 120 two_admitted || fail "tasks $A1 and $A2 were never admitted together"
 submit '{"instruction": "Click the red block.", "max_steps": 2}'
 A3=$TASK
 third_waits() {

@@ -611,7 +611,7 @@ scenario_replay_check() {
 	# A recording during which a second window appears (while step 1 waits): its step 2 saw
 	# that window. Replayed once the window is gone, steps 0 and 1 match and step 2 does not.
 	printf '%s' '{"actions": [{"tool_name": "move", "x": 20, "y": 20},
-		{"tool_name": "wait", "duration": 3}, {"tool_name": "move", "x": 40, "y": 40}],
+		{"tool_name": "wait", "duration": 6}, {"tool_name": "move", "x": 40, "y": 40}],
 		"settle_ms": 0}' >"$tmp/changed.json"
 	"$HOLOCTL" run --script - <"$tmp/changed.json" >"$tmp/out" 2>"$tmp/err" ||
 		fail "recording: $(cat "$tmp/err")"
@@ -624,6 +624,8 @@ scenario_replay_check() {
 		>"$tmp/client2.err" 2>&1 &
 	client2_pid=$!
 	wait_for 10 grep -q '^ready ' "$tmp/client2.log" || fail "the second client did not become ready"
+	# (it must be up before step 2's screenshot, or the recording cannot show it)
+	step_running || fail "the second client came up after step 1 of task $changed ended"
 	task_done() {
 		[ "$(sqlite3 "$state/holod.db" "SELECT status FROM tasks WHERE id = $changed")" = succeeded ]
 	}

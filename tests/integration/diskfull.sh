@@ -64,7 +64,7 @@ submit "$three"
 A=$TASK
 wait_task "$A" succeeded
 shots_of() { sqlite3 "$DB" "SELECT count(*) FROM screenshots WHERE task_id = $1"; }
-wait_until 20 test "$(shots_of "$A")" = 6 || fail "task A: $(shots_of "$A") screenshots, expected 6"
+wait_until 20 sh -c "[ \"\$(sqlite3 '$DB' 'SELECT count(*) FROM screenshots WHERE task_id = $A')\" = 6 ]" || fail "task A: $(shots_of "$A") screenshots, expected 6"
 check_screenshots "$A"
 SHA_A=$(sqlite3 "$DB" "SELECT group_concat(sha256) FROM screenshots WHERE task_id = $A ORDER BY idx")
 
@@ -87,7 +87,7 @@ rm -f "$SHOTS/filler"
 
 # The journal's file system fills up while a task runs (during its wait): SQLite cannot grow the
 # WAL (SQLITE_FULL -> ENOSPC). The task still ends, failed, saying why; it is not left 'running'.
-submit '{"script": [{"tool_name": "move", "x": 10, "y": 10}, {"tool_name": "wait", "duration": 3}, {"tool_name": "move", "x": 20, "y": 20}]}'
+submit '{"script": [{"tool_name": "move", "x": 10, "y": 10}, {"tool_name": "wait", "duration": 8}, {"tool_name": "move", "x": 20, "y": 20}]}'
 E=$TASK
 in_wait() {
 	[ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE task_id = $E AND idx = 1")" = 1 ]
@@ -121,7 +121,7 @@ rm -f "$STATE/filler" "$STATE/filler2"
 submit "$three"
 C=$TASK
 wait_task "$C" succeeded
-wait_until 20 test "$(shots_of "$C")" = 6 || fail "task C: $(shots_of "$C") screenshots, expected 6"
+wait_until 20 sh -c "[ \"\$(sqlite3 '$DB' 'SELECT count(*) FROM screenshots WHERE task_id = $C')\" = 6 ]" || fail "task C: $(shots_of "$C") screenshots, expected 6"
 check_screenshots "$C"
 check_screenshots "$A"
 [ "$(sqlite3 "$DB" "SELECT group_concat(sha256) FROM screenshots WHERE task_id = $A ORDER BY idx")" = "$SHA_A" ] ||
