@@ -146,6 +146,8 @@ static void unload(struct worker_ctx *ctx)
 {
 	policy_masker_destroy(ctx->masker);
 	policy_grammar_destroy((struct policy_grammar *)ctx->grammar);
+	policy_masker_destroy(ctx->point_masker);
+	policy_grammar_destroy((struct policy_grammar *)ctx->point_grammar);
 	engine_vision_destroy(ctx->vision);
 	engine_backend_destroy(ctx->backend);
 	engine_model_destroy(ctx->model);
@@ -348,6 +350,18 @@ static void load(struct model_worker *et)
 	if (!ctx->masker) {
 		set_failed(et, "the model %s: cannot build the token masks: %s", et->dir,
 			   strerror(errno));
+		goto fail;
+	}
+	/* Grounding's: built here once, not on the worker between two forwards per grounding. */
+	ctx->point_grammar = policy_grammar_create_point();
+	ctx->point_masker = ctx->point_grammar
+				    ? policy_masker_create(ctx->point_grammar, ctx->tok,
+							   (size_t)et->info.vocab, ctx->stop_ids,
+							   ctx->n_stop_ids)
+				    : NULL;
+	if (!ctx->point_masker) {
+		set_failed(et, "the model %s: cannot build the point grammar's token masks: %s",
+			   et->dir, strerror(errno));
 		goto fail;
 	}
 
