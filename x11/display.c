@@ -55,6 +55,7 @@ struct x11_display *x11_display_open(const char *name)
 	d = xcalloc(1, sizeof(*d));
 	d->name = xstrdup(resolved);
 	d->key_delay_us = X11_DEFAULT_KEY_DELAY_US;
+	d->rebind_settle_us = X11_REBIND_SETTLE_US;
 	d->shm_enabled = true;
 	d->dpy = XOpenDisplay(resolved);
 	if (!d->dpy) {

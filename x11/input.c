@@ -25,6 +25,11 @@ void x11_input_set_key_delay_us(struct x11_display *d, uint32_t usec)
 	d->key_delay_us = MAX(usec, X11_MIN_KEY_DELAY_US);
 }
 
+void x11_input_set_rebind_settle_us(struct x11_display *d, uint32_t usec)
+{
+	d->rebind_settle_us = usec;
+}
+
 void x11_input_set_interrupt(struct x11_display *d, const atomic_int *flag)
 {
 	d->interrupt = flag;
@@ -345,7 +350,7 @@ static void release_held(struct x11_display *d, int i)
 		x11_fake_key(d, h.code, false, half_delay(d));
 	if (h.temp_binding) {
 		XSync(d->dpy, False);
-		time_sleep_us(X11_REBIND_SETTLE_US);
+		time_sleep_us(d->rebind_settle_us);
 		x11_keymap_unbind(d, h.code);
 	}
 }

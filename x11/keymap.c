@@ -120,7 +120,7 @@ void x11_keymap_finish(struct x11_display *d, struct x11_keymap *km)
 {
 	if (km->n_bound > 0) {
 		XSync(d->dpy, False);
-		time_sleep_us(X11_REBIND_SETTLE_US);
+		time_sleep_us(d->rebind_settle_us);
 		for (size_t i = 0; i < km->n_bound; i++)
 			x11_keymap_unbind(d, km->bound[i]);
 	}

@@ -22,7 +22,7 @@
 #define X11_MULTI_CLICK_DELAY_US 100000u
 #define X11_DRAG_STEP_DELAY_US 8000u
 #define X11_DRAG_STEPS 12
-/* Time a temporary keycode binding stays after its last key event, so clients have processed the
+/* Time (by default) a temporary keycode binding stays after its last key event, so clients have processed the
  * key before the mapping they look it up in changes again (Xlib refreshes a client's keymap lazily,
  * on its next lookup after a MappingNotify). */
 #define X11_REBIND_SETTLE_US 200000u
@@ -56,6 +56,7 @@ struct x11_display {
 
 	/* input */
 	uint32_t key_delay_us;
+	uint32_t rebind_settle_us; /* x11_input_set_rebind_settle_us */
 	const atomic_int *interrupt; /* x11_input_set_interrupt; NULL: none */
 	struct x11_held held[X11_MAX_HELD];
 	size_t n_held;

@@ -105,6 +105,11 @@ enum x11_scroll {
  * the clicks of a double or triple click, 8000 between drag motions). Key delays below 1000 are
  * raised to 1000: events with no delay at all get reordered or coalesced by some clients. */
 void x11_input_set_key_delay_us(struct x11_display *d, uint32_t usec);
+/* How long a keycode bound for a character the keymap lacks stays bound after its last key
+ * event (default 200000): a client translates a key with the keymap of the moment it reads the
+ * event, so one that reads it later sees another character. Longer is safer on a loaded
+ * machine, slower for text with such characters. */
+void x11_input_set_rebind_settle_us(struct x11_display *d, uint32_t usec);
 /* While *flag is nonzero, x11_type stops between two characters and returns -ECANCELED (Caps
  * Lock and the keymap restored as on any other return): a long write can be stopped at once.
  * NULL detaches; the flag must outlive its use on this display. */
