@@ -386,8 +386,8 @@ fail:
 
 /* After a device fault, with no session left on the broken backend: a new backend on the same
  * device, or FAILED saying why not. Jobs wait meanwhile (the state is LOADING); the model, the
- * tokenizer, the vision tower and the grammar are the backend's neighbours, not its parts, and
- * stay. Called with et->lock held; drops it while it works. */
+ * tokenizer, the vision tower, the grammars and their maskers are the backend's neighbours, not
+ * its parts, and stay. Called with et->lock held; drops it while it works. */
 static void recreate_backend(struct model_worker *et)
 {
 	struct worker_ctx *ctx = &et->ctx;

@@ -3,7 +3,7 @@
  * Characters on the current keymap (first two columns: plain and Shift) are typed with their
  * keycode; newline and tab become the Return and Tab keysyms (never control characters);
  * anything else is typed by binding a spare keycode to its keysym for the duration of the text.
- * Bindings are made in batches and restored only after X11_REBIND_SETTLE_US, because a client
+ * Bindings are made in batches and restored only after d->rebind_settle_us, because a client
  * looks the keycode up in the keymap when it processes the event, not when we send it. */
 #include "common.h"
 #include "keys.h"

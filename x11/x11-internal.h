@@ -22,9 +22,10 @@
 #define X11_MULTI_CLICK_DELAY_US 100000u
 #define X11_DRAG_STEP_DELAY_US 8000u
 #define X11_DRAG_STEPS 12
-/* Time (by default) a temporary keycode binding stays after its last key event, so clients have processed the
- * key before the mapping they look it up in changes again (Xlib refreshes a client's keymap lazily,
- * on its next lookup after a MappingNotify). */
+/* Time a temporary keycode binding stays after its last key event by default (d->rebind_settle_us,
+ * x11_input_set_rebind_settle_us), so clients have processed the key before the mapping they look
+ * it up in changes again (Xlib refreshes a client's keymap lazily, on its next lookup after a
+ * MappingNotify). */
 #define X11_REBIND_SETTLE_US 200000u
 #define X11_MAX_HELD 32
 #define X11_MAX_TEMP_BINDINGS 64
@@ -110,7 +111,7 @@ int x11_keymap_load(struct x11_display *d, struct x11_keymap *km);
  * left, -EIO when the server did not take the binding. */
 int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
                        struct x11_keypos *ret);
-/* Restores every keycode in km->bound to no symbols (after X11_REBIND_SETTLE_US when any was
+/* Restores every keycode in km->bound to no symbols (after d->rebind_settle_us when any was
  * used) and frees the map. */
 void x11_keymap_finish(struct x11_display *d, struct x11_keymap *km);
 /* Restores one bound keycode to no symbols. */

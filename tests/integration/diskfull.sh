@@ -64,7 +64,8 @@ submit "$three"
 A=$TASK
 wait_task "$A" succeeded
 shots_of() { sqlite3 "$DB" "SELECT count(*) FROM screenshots WHERE task_id = $1"; }
-wait_until 20 sh -c "[ \"\$(sqlite3 '$DB' 'SELECT count(*) FROM screenshots WHERE task_id = $A')\" = 6 ]" || fail "task A: $(shots_of "$A") screenshots, expected 6"
+shots_are() { [ "$(shots_of "$1")" = "$2" ]; }
+wait_until 20 shots_are "$A" 6 || fail "task A: $(shots_of "$A") screenshots, expected 6"
 check_screenshots "$A"
 SHA_A=$(sqlite3 "$DB" "SELECT group_concat(sha256) FROM screenshots WHERE task_id = $A ORDER BY idx")
 
@@ -121,7 +122,7 @@ rm -f "$STATE/filler" "$STATE/filler2"
 submit "$three"
 C=$TASK
 wait_task "$C" succeeded
-wait_until 20 sh -c "[ \"\$(sqlite3 '$DB' 'SELECT count(*) FROM screenshots WHERE task_id = $C')\" = 6 ]" || fail "task C: $(shots_of "$C") screenshots, expected 6"
+wait_until 20 shots_are "$C" 6 || fail "task C: $(shots_of "$C") screenshots, expected 6"
 check_screenshots "$C"
 check_screenshots "$A"
 [ "$(sqlite3 "$DB" "SELECT group_concat(sha256) FROM screenshots WHERE task_id = $A ORDER BY idx")" = "$SHA_A" ] ||

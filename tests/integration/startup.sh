@@ -1,7 +1,8 @@
 #!/bin/sh
 # Starting holod with a model, as a new user would: a --model directory that is not a
 # checkpoint says what one holds; --require-model turns a model that cannot load into a non-zero
-# exit (and a good one into readiness only once it is loaded); ~ and $VAR in the config file's
+# exit (and a good one into readiness, READY=1, only once it is loaded: a load held open by a FIFO
+# never reports ready); ~ and $VAR in the config file's
 # paths; the one checkpoint under $XDG_DATA_HOME/holod/models/ is found without --model;
 # instruction tasks on two displays share the one loaded model. Env: TINY_MODEL (a checkpoint).
 . "$(dirname "$0")/lib.sh"
@@ -41,9 +42,33 @@ grep -q 'holod.conf:1: --model: \$HOLOD_TEST_NAME is not set' "$T/err3" ||
 	fail "unset variable: $(cat "$T/err3")"
 rm "$XDG_CONFIG_HOME/holod/holod.conf"
 
+# --require-model, a load held in progress: its config.json is a FIFO nobody writes to, so the load
+# blocks opening it. The socket answers (scripts are served) with the model 'loading' and no
+# READY=1 comes; once the FIFO is opened the load fails (not a regular file) and holod exits 1.
+[ -d "${TINY_MODEL:-}" ] || { fail "TINY_MODEL is not a directory"; pass_or_fail; }
+mkdir -p "$T/held"
+cp -r "$TINY_MODEL"/. "$T/held/"
+rm "$T/held/config.json"
+mkfifo "$T/held/config.json"
+"$NOTIFY_RECV" "$T/notify.sock" 60 >"$T/notify.out" &
+NPID=$!
+wait_until 10 grep -q LISTENING "$T/notify.out" || fail "notify-recv did not start"
+NOTIFY_SOCKET="$T/notify.sock" start_holod --model "$T/held" --require-model
+api GET /v1/status
+expect_json "a held load" .model.state loading
+wait_until 1 grep -q 'READY=1' "$T/notify.out" && fail "READY=1 while the model was loading"
+: >"$T/held/config.json"
+wait "$HOLOD_PID"
+rc=$?
+HOLOD_PID=
+[ "$rc" = 1 ] || fail "--require-model, a load that failed late: exit $rc"
+grep -q 'READY=1' "$T/notify.out" && fail "READY=1 from a holod whose model did not load"
+grep -q "config.json: not a regular file" "$HOLOD_LOG" || fail "the late load failure is not logged"
+kill "$NPID" 2>/dev/null
+wait "$NPID" 2>/dev/null
+
 # The default model directory, --require-model with a model that loads: ready once loaded;
 # two instruction tasks on two displays run side by side on the one model.
-[ -d "${TINY_MODEL:-}" ] || { fail "TINY_MODEL is not a directory"; pass_or_fail; }
 mkdir -p "$XDG_DATA_HOME/holod/models"
 cp -r "$TINY_MODEL" "$XDG_DATA_HOME/holod/models/tiny"
 # The socket answers while the model loads; readiness (READY=1) is what waits for it.
