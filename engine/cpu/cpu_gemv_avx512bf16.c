@@ -32,17 +32,31 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T)
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm512_setzero_ps();
 	int i = 0;
-	for (; i < n; i += 32) {
-		__mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+	/* whole 32-column blocks with plain loads (masked ones cost ~10% at 8 tokens), then the
+	 * tail masked (zeros add nothing): the same sums in the same order */
+	for (; i + 32 <= n; i += 32) {
+		__m512bh xv[CPU_GEMV_KERNEL_T];
+		for (int t = 0; t < T; t++) {
+			const float *x = a->x + (size_t)t * a->ldx + i;
+			xv[t] = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+		}
+		for (int q = 0; q < NR; q++)
+			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
+				     _MM_HINT_T0);
+		for (int q = 0; q < NR; q++) {
+			__m512bh wv = (__m512bh)_mm512_loadu_si512(w + base + (size_t)q * ldw + (size_t)i);
+			for (int t = 0; t < T; t++)
+				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);
+		}
+	}
+	if (i < n) {
+		__mmask32 m = (__mmask32)((1u << (n - i)) - 1u);
 		__m512bh xv[CPU_GEMV_KERNEL_T];
 		for (int t = 0; t < T; t++) {
 			const float *x = a->x + (size_t)t * a->ldx + i;
 			xv[t] = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 16),
 						    _mm512_maskz_loadu_ps((__mmask16)m, x));
 		}
-		for (int q = 0; q < NR; q++)
-			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
-				     _MM_HINT_T0);
 		for (int q = 0; q < NR; q++) {
 			__m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(
 				m, w + base + (size_t)q * ldw + (size_t)i);
@@ -115,15 +129,28 @@ INL void block_pre(const struct cpu_gemv_args *a, int r, const int NR, const int
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm512_setzero_ps();
-	for (int i = 0; i < n; i += 32) {
-		__mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+	int i = 0;
+	/* as block(): whole blocks with plain loads, the tail masked */
+	for (; i + 32 <= n; i += 32) {
 		__m512bh wv[4];
 		for (int q = 0; q < NR; q++) {
 			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
 				     _MM_HINT_T0);
+			wv[q] = (__m512bh)_mm512_loadu_si512(w + base + (size_t)q * ldw + (size_t)i);
+		}
+		for (int t = 0; t < T; t++) {
+			__m512bh xv = (__m512bh)_mm512_loadu_si512(a->xb + (size_t)t * a->ldxb +
+								   (size_t)i);
+			for (int q = 0; q < NR; q++)
+				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv[q], xv);
+		}
+	}
+	if (i < n) {
+		__mmask32 m = (__mmask32)((1u << (n - i)) - 1u);
+		__m512bh wv[4];
+		for (int q = 0; q < NR; q++)
 			wv[q] = (__m512bh)_mm512_maskz_loadu_epi16(
 				m, w + base + (size_t)q * ldw + (size_t)i);
-		}
 		for (int t = 0; t < T; t++) {
 			__m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(
 				m, a->xb + (size_t)t * a->ldxb + (size_t)i);
