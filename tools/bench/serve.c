@@ -24,7 +24,9 @@
  * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
  * bf16 weights and KV, an fp32 conv window, and the SSM state in fp32 then in bf16 (a line
  * per state type and device; --profile first adds one more round per count with the backend's
- * profile on: "sessions=N profile <line>", the CPU's time per operation). Before it, what the
+ * profile on: "sessions=N profile <line>", the CPU's time per operation, then "profile peak
+ * unit=U threads=N GFLOP/s=G" for each bf16 unit the CPU runs (amx, avx512bf16, fma), what the
+ * products' GFLOP/s compare with). Before it, what the
  * daemon's model worker runs between two forwards besides them, the best of three:
  *
  *   state session_create_ms=A context=N snapshot_ms=B restore_ms=C snapshot_MiB=D tokens=T
@@ -52,6 +54,7 @@
 
 #include "bench.h"
 #include "common.h"
+#include "machine.h"
 #include "engine.h"
 #include "lm.h"
 #include "loader.h"
@@ -545,6 +548,14 @@ int bench_serve_main(int argc, char **argv)
 			printf("sessions=%d profile %s\n", counts[k], lines[i]);
 		engine_backend_profile_free(lines);
 		engine_backend_profile(sv.backend, false);
+	}
+	/* what the products' GFLOP/s above compare with: each bf16 unit's rate on the pool */
+	static const char *const units[] = {"amx", "avx512bf16", "fma"};
+	for (size_t u = 0; profile && u < ARRAY_SIZE(units); u++) {
+		struct bench_peak pk;
+		if (bench_bf16_peak(units[u], 0.3, &pk) == 0)
+			printf("profile peak unit=%s threads=%d GFLOP/s=%.0f\n", units[u], nthreads,
+			       pk.flops_per_s / 1e9);
 	}
 	for (int k = 0; chunk && k < n_counts; k++) {
 		/* one warm-up step of each kind (the chunk's scratch sized), then the timed ones */
