@@ -1011,6 +1011,9 @@ int model_worker_admit(struct model_worker *et, long long task, int max_tokens, 
 	drop_waiter(et, task);
 	et->reserved += bytes;
 	*ret_bytes = bytes;
+	log_info("task %lld: model session admitted, %llu bytes reserved (%.1f of the %.1f MiB "
+		 "budget in use)", task, (unsigned long long)bytes, (double)et->reserved / (1 << 20),
+		 (double)et->budget / (1 << 20));
 unlock:
 	pthread_mutex_unlock(&et->lock);
 	return r;
