@@ -57,13 +57,17 @@ struct x11_display *x11_display_open(const char *name)
 	d->key_delay_us = X11_DEFAULT_KEY_DELAY_US;
 	d->rebind_settle_us = X11_REBIND_SETTLE_US;
 	d->shm_enabled = true;
+	/* opened and every extension it uses set up under the module's lock (x11-internal.h) */
+	x11_global_lock();
 	d->dpy = XOpenDisplay(resolved);
 	if (!d->dpy) {
+		x11_global_unlock();
 		log_debug("XOpenDisplay(%s) failed", resolved);
 		err = wayland && *wayland ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
 		goto free_display;
 	}
 	if (!XTestQueryExtension(d->dpy, &ev, &er, &maj, &min)) {
+		x11_global_unlock();
 		err = X11_ERR_NO_XTEST;
 		goto close_connection;
 	}
@@ -73,9 +77,11 @@ struct x11_display *x11_display_open(const char *name)
 	d->width = DisplayWidth(d->dpy, d->screen);
 	d->height = DisplayHeight(d->dpy, d->screen);
 	d->shm_available = XShmQueryExtension(d->dpy);
+	XRRQueryExtension(d->dpy, &ev, &er); /* x11_display_monitors' */
 	/* The screen argument of libxdo's move is the X screen; pointer events go to the focused
 	 * window through XTest when the window is CURRENTWINDOW (agent.md 3). */
 	d->xdo = xdo_new_with_opened_display(d->dpy, d->name, 0);
+	x11_global_unlock();
 	if (!d->xdo) {
 		err = ENOMEM;
 		goto close_connection;
@@ -83,7 +89,7 @@ struct x11_display *x11_display_open(const char *name)
 	return d;
 
 close_connection:
-	XCloseDisplay(d->dpy);
+	x11_close_connection(d->dpy);
 free_display:
 	free(d->name);
 	free(d);
@@ -101,7 +107,7 @@ void x11_display_close(struct x11_display *d)
 	if (d->xdo)
 		xdo_free(d->xdo);
 	if (d->dpy)
-		XCloseDisplay(d->dpy);
+		x11_close_connection(d->dpy);
 	free(d->name);
 	free(d);
 }

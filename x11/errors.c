@@ -34,6 +34,25 @@ static void io_error_exit_handler(Display *dpy, void *userdata)
 	*lost = true;
 }
 
+static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void x11_global_lock(void)
+{
+	pthread_mutex_lock(&global_lock);
+}
+
+void x11_global_unlock(void)
+{
+	pthread_mutex_unlock(&global_lock);
+}
+
+void x11_close_connection(Display *dpy)
+{
+	x11_global_lock();
+	XCloseDisplay(dpy);
+	x11_global_unlock();
+}
+
 void x11_survive_io_errors(Display *dpy, bool *lost)
 {
 	XSetIOErrorExitHandler(dpy, io_error_exit_handler, lost);

@@ -79,22 +79,6 @@ bool x11_ks_feed(struct x11_ks_state *s, const struct x11_ks_event *ev)
 	return false;
 }
 
-/*
- * libXi keeps one process-wide record of the displays that use it, created by the first
- * display's first XInput call and destroyed by the last one's XCloseDisplay, both outside any
- * lock (XInputClose checks and frees it after XextRemoveDisplay). Two kill switches closed at
- * once (several displays, holod stopping) freed it twice. Every kill switch display is the only
- * XInput user in holod, so this lock around its first XInput call and its close is enough.
- */
-static pthread_mutex_t xi_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void close_connection(Display *dpy)
-{
-	pthread_mutex_lock(&xi_lock);
-	XCloseDisplay(dpy);
-	pthread_mutex_unlock(&xi_lock);
-}
-
 static void load_devices(struct x11_killswitch *k)
 {
 	int n = 0;
@@ -221,17 +205,19 @@ struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned 
 	k->fn = fn;
 	k->userdata = userdata;
 	k->state.window_ms = window_ms;
+	/* opened and its XInput set up under the module's lock (x11-internal.h) */
+	x11_global_lock();
 	k->dpy = name && *name ? XOpenDisplay(name) : NULL;
 	if (!k->dpy) {
+		x11_global_unlock();
 		const char *wl = getenv("WAYLAND_DISPLAY");
 		r = wl && *wl ? X11_ERR_WAYLAND : X11_ERR_NO_DISPLAY;
 		goto free_killswitch;
 	}
 	x11_survive_io_errors(k->dpy, &k->lost);
-	pthread_mutex_lock(&xi_lock);
 	bool xi = XQueryExtension(k->dpy, "XInputExtension", &k->xi_opcode, &ev, &er) &&
 		  XIQueryVersion(k->dpy, &major, &minor) == Success;
-	pthread_mutex_unlock(&xi_lock);
+	x11_global_unlock();
 	if (!xi) {
 		r = ENOTSUP;
 		goto close_connection;
@@ -260,7 +246,7 @@ close_pipe:
 	close(k->stop_pipe[0]);
 	close(k->stop_pipe[1]);
 close_connection:
-	close_connection(k->dpy);
+	x11_close_connection(k->dpy);
 free_killswitch:
 	free(k);
 	errno = r;
@@ -282,7 +268,7 @@ void x11_killswitch_destroy(struct x11_killswitch *k)
 		close(k->stop_pipe[1]);
 	}
 	if (k->dpy)
-		close_connection(k->dpy);
+		x11_close_connection(k->dpy);
 	free(k);
 }
 

@@ -67,6 +67,18 @@ struct x11_display {
 
 /* Installs the process-wide handler once; safe to call repeatedly from any thread. */
 void x11_errors_install(void);
+/* Xlib's extension libraries keep process-wide records that their calls change without Xlib's
+ * locks: libXext registers each display with the Generic Event extension (one global record,
+ * created lazily) on an extension's first use on it, and every extension's close hook, run by
+ * XCloseDisplay, takes it out again (libXi the same for its own record). Two displays doing
+ * either at once, as the executors and kill switches of several displays do when holod stops,
+ * freed a record twice (ASan) or leaked one. So every connection of the module is opened and
+ * set up (each extension it uses queried once) and closed under this one lock; extension calls
+ * on a set-up display find their records without changing them. */
+void x11_global_lock(void);
+void x11_global_unlock(void);
+/* XCloseDisplay under the lock. */
+void x11_close_connection(Display *dpy);
 /* Makes a lost server connection set *lost and return, where Xlib's default exits the process
  * (a daemon outlives the X session it drives). */
 void x11_survive_io_errors(Display *dpy, bool *lost);
