@@ -25,6 +25,29 @@ static size_t n_floats_per_tile(const struct engine_vision *v)
 	return (size_t)3 * pp.tile_size * pp.tile_size;
 }
 
+/* The end of a resumable encode run in slices of `slice` steps (r: the last advance's result,
+ * after `advances` that went on): the job is done, finishes once, and its rows are `want`
+ * (on the device when want_rows, NULL or the whole encode's, is). Returns whether they are the
+ * same bit for bit (read into got). */
+static bool check_finished(struct engine_vision_job *j, int r, int advances, int slice,
+			   int total, size_t n_rows, size_t dim, const float *want, float *got,
+			   const struct engine_rows *want_rows)
+{
+	struct engine_rows *rows = NULL;
+	CHECK_INT_EQ(r, 0);
+	CHECK_INT_EQ(advances + 1, (total + slice - 1) / slice);
+	CHECK_INT_EQ(engine_vision_encode_progress(j, &total), total);
+	CHECK_INT_EQ(engine_vision_encode_advance(j, 1), -EINVAL);
+	CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), 0);
+	CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
+	REQUIRE(rows && engine_rows_count(rows) == n_rows);
+	if (want_rows)
+		CHECK(engine_rows_on_device(rows) == engine_rows_on_device(want_rows));
+	CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
+	engine_rows_destroy(rows);
+	return memcmp(got, want, sizeof(float) * n_rows * dim) == 0;
+}
+
 static void check_backend(struct engine_backend *b, const struct engine_vision *v,
 			  const float *pixels, int n_tiles, bool quick, const char *what)
 {
@@ -67,19 +90,11 @@ static void check_backend(struct engine_backend *b, const struct engine_vision *
 		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
 		while ((r = engine_vision_encode_advance(j, slices[s])) == 1)
 			advances++;
-		CHECK_INT_EQ(r, 0);
-		CHECK_INT_EQ(advances + 1, (total + slices[s] - 1) / slices[s]);
-		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), total);
-		CHECK_INT_EQ(engine_vision_encode_advance(j, 1), -EINVAL);
-		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), 0);
-		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
-		REQUIRE(rows && engine_rows_count(rows) == n_rows);
-		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
-		bool same = memcmp(got, want, sizeof(float) * n_rows * dim) == 0;
+		bool same = check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got,
+					   NULL);
 		printf("%s, %d tiles in %d steps, %d per slice: %s\n", what, n_tiles, total,
 		       slices[s], same ? "bit for bit" : "DIFFERENT");
 		CHECK(same);
-		engine_rows_destroy(rows);
 		engine_vision_job_destroy(j);
 	}
 	/* abandoned half way: nothing leaks (ASan) */
@@ -145,20 +160,11 @@ static void check_image(struct engine_backend *b, const struct engine_vision *v,
 			advances++;
 			r = engine_vision_encode_advance(j, slices[s]);
 		}
-		CHECK_INT_EQ(r, 0);
-		CHECK_INT_EQ(advances + 1, (total + slices[s] - 1) / slices[s]);
-		CHECK_INT_EQ(engine_vision_encode_progress(j, &total), total);
-		CHECK_INT_EQ(engine_vision_encode_advance(j, 1), -EINVAL);
-		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), 0);
-		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
-		REQUIRE(rows && engine_rows_count(rows) == n_rows);
-		CHECK(engine_rows_on_device(rows) == engine_rows_on_device(want_rows));
-		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
-		bool same = memcmp(got, want, sizeof(float) * n_rows * dim) == 0;
+		bool same = check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got,
+					   want_rows);
 		printf("%s, from the image: %d tiles in %d steps, %d per slice: %s\n", what,
 		       grid.n_tiles, total, slices[s], same ? "bit for bit" : "DIFFERENT");
 		CHECK(same);
-		engine_rows_destroy(rows);
 		engine_vision_job_destroy(j);
 		j = NULL;
 	}
