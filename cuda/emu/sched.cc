@@ -119,8 +119,6 @@ static struct {
 	uint64_t rng;
 	const void *sched_stack_bottom;
 	size_t sched_stack_size;
-	const void *from_stack_bottom; /* the stack a switch came from (ASan) */
-	size_t from_stack_size;
 	void *sched_fake_stack;
 
 	enum gpu_emu_order order;
@@ -299,10 +297,12 @@ static struct fiber *next_runnable(void)
 static void switched_in(transfer_t t, void *fake_stack)
 {
 #if EMU_ASAN
-	__sanitizer_finish_switch_fiber(fake_stack, &emu.from_stack_bottom, &emu.from_stack_size);
+	const void *from_bottom; /* the stack the switch came from */
+	size_t from_size;
+	__sanitizer_finish_switch_fiber(fake_stack, &from_bottom, &from_size);
 	if (t.data == &emu.sched_ctx) {
-		emu.sched_stack_bottom = emu.from_stack_bottom;
-		emu.sched_stack_size = emu.from_stack_size;
+		emu.sched_stack_bottom = from_bottom;
+		emu.sched_stack_size = from_size;
 	}
 #else
 	(void)fake_stack;

@@ -563,11 +563,10 @@ static size_t mamba_offset(const struct cuda_backend *b, int i)
 	return (size_t)i * mamba_stride(b);
 }
 
-/* Downloads one layer's SSM state as floats (a bf16 one widened, which is exact). */
-static int download_ssm(struct cuda_backend *b, const void *src, float *out)
+/* Downloads n elements of device state as floats: fp32 as is, bf16 widened (exact). */
+static int download_f32(struct cuda_backend *b, const void *src, size_t n, bool bf16, float *out)
 {
-	size_t n = ssm_floats(&b->dm);
-	if (b->base.ssm_state != ENGINE_PRECISION_BF16)
+	if (!bf16)
 		return gpu_copy_to_host(b->gpu, out, src, n * sizeof(float));
 	uint16_t *raw = malloc(MAX(n, 1) * sizeof(uint16_t));
 	if (!raw)
@@ -579,11 +578,11 @@ static int download_ssm(struct cuda_backend *b, const void *src, float *out)
 	return r;
 }
 
-/* Uploads one layer's SSM state given as floats (rounded to nearest even for a bf16 one). */
-static int upload_ssm(struct cuda_backend *b, void *dst, const float *src)
+/* Uploads n elements of device state given as floats: fp32 as is, bf16 rounded to nearest
+ * even. */
+static int upload_f32(struct cuda_backend *b, void *dst, const float *src, size_t n, bool bf16)
 {
-	size_t n = ssm_floats(&b->dm);
-	if (b->base.ssm_state != ENGINE_PRECISION_BF16)
+	if (!bf16)
 		return gpu_copy_to_device(b->gpu, dst, src, n * sizeof(float));
 	uint16_t *tmp = malloc(MAX(n, 1) * sizeof(uint16_t));
 	if (!tmp)
@@ -594,20 +593,23 @@ static int upload_ssm(struct cuda_backend *b, void *dst, const float *src)
 	return r;
 }
 
+/* One layer's SSM state, in its storage type (--ssm-state). */
+static int download_ssm(struct cuda_backend *b, const void *src, float *out)
+{
+	return download_f32(b, src, ssm_floats(&b->dm),
+			    b->base.ssm_state == ENGINE_PRECISION_BF16, out);
+}
+
+static int upload_ssm(struct cuda_backend *b, void *dst, const float *src)
+{
+	return upload_f32(b, dst, src, ssm_floats(&b->dm),
+			  b->base.ssm_state == ENGINE_PRECISION_BF16);
+}
+
 /* Downloads one K or V cache of n positions as floats. */
 static int download_kv(struct cuda_backend *b, const void *src, size_t n, float *out)
 {
-	size_t elems = n * (size_t)b->dm.kv_dim;
-	if (b->kv_elem == sizeof(float))
-		return gpu_copy_to_host(b->gpu, out, src, elems * sizeof(float));
-	uint16_t *raw = malloc(elems * sizeof(uint16_t));
-	if (!raw)
-		return -ENOMEM;
-	int r = gpu_copy_to_host(b->gpu, raw, src, elems * sizeof(uint16_t));
-	for (size_t i = 0; r >= 0 && i < elems; i++)
-		out[i] = bf16_to_f32(raw[i]);
-	free(raw);
-	return r;
+	return download_f32(b, src, n * (size_t)b->dm.kv_dim, b->kv_elem != sizeof(float), out);
 }
 
 static int cuda_seq_export(const struct backend_seq *bs, struct backend_seq_state *ret)
@@ -662,17 +664,7 @@ fail:
 /* Uploads n positions of one K or V cache given as floats, in the device's element type. */
 static int upload_kv(struct cuda_backend *b, void *dst, const float *src, size_t n)
 {
-	size_t elems = n * (size_t)b->dm.kv_dim;
-	if (b->kv_elem == sizeof(float))
-		return gpu_copy_to_device(b->gpu, dst, src, elems * sizeof(float));
-	uint16_t *tmp = malloc(MAX(elems, 1) * sizeof(uint16_t));
-	if (!tmp)
-		return -ENOMEM;
-	for (size_t i = 0; i < elems; i++)
-		tmp[i] = f32_to_bf16(src[i]);
-	int r = gpu_copy_to_device(b->gpu, dst, tmp, elems * sizeof(uint16_t));
-	free(tmp);
-	return r;
+	return upload_f32(b, dst, src, n * (size_t)b->dm.kv_dim, b->kv_elem != sizeof(float));
 }
 
 static int cuda_seq_import(struct backend_seq *bs, const struct backend_seq_state *st)
@@ -1128,6 +1120,27 @@ static void stage_decode(struct cuda_backend *b, const struct backend_batch *bat
 	}
 }
 
+/* Copies each wanted logits row of the n decode rows (in dec.logits) to the host. */
+static int copy_decode_logits(struct cuda_backend *b, const struct backend_batch *batch,
+			      const size_t *idx, int n)
+{
+	int r = 0;
+	for (int i = 0; i < n && r >= 0 && batch->logits; i++) {
+		float *dst = batch->logits[batch->spans[idx[i]].first];
+		if (dst)
+			r = gpu_copy_to_host(b->gpu, dst, b->dec.logits + (size_t)i * b->dm.vocab,
+					     (size_t)b->dm.vocab * sizeof(float));
+	}
+	return r;
+}
+
+/* The n decode rows' sequences have their token. */
+static void advance_decoders(const struct backend_batch *batch, const size_t *idx, int n)
+{
+	for (int i = 0; i < n; i++)
+		batch->spans[idx[i]].seq->n_tokens++;
+}
+
 /* Queues the logits of the n decode rows (rows [0, n) of scratch.h) into dec.logits and copies
  * each wanted one to the host. */
 static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batch *batch,
@@ -1139,13 +1152,7 @@ static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batc
 	if (!any)
 		return 0;
 	int r = queue_logits_to(b, 0, n, b->dec.logits);
-	for (int i = 0; i < n && r >= 0; i++) {
-		float *dst = batch->logits[batch->spans[idx[i]].first];
-		if (dst)
-			r = gpu_copy_to_host(b->gpu, dst, b->dec.logits + (size_t)i * b->dm.vocab,
-					     (size_t)b->dm.vocab * sizeof(float));
-	}
-	return r;
+	return r < 0 ? r : copy_decode_logits(b, batch, idx, n);
 }
 
 /* Every length up to the session limit bounds the decode rows' attention: the grid then never
@@ -1192,17 +1199,11 @@ static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch
 		if (r >= 0)
 			r = queue_logits_to(b, 0, bucket, b->dec.logits);
 	}
-	for (int i = 0; i < n && r >= 0; i++) {
-		const struct backend_span *sp = &batch->spans[idx[i]];
-		float *dst = batch->logits ? batch->logits[sp->first] : NULL;
-		if (dst)
-			r = gpu_copy_to_host(b->gpu, dst, b->dec.logits + (size_t)i * b->dm.vocab,
-					     (size_t)b->dm.vocab * sizeof(float));
-	}
+	if (r >= 0)
+		r = copy_decode_logits(b, batch, idx, n);
 	if (r < 0)
 		return r;
-	for (int i = 0; i < n; i++)
-		batch->spans[idx[i]].seq->n_tokens++;
+	advance_decoders(batch, idx, n);
 	return 0;
 }
 
@@ -1251,8 +1252,7 @@ static int run_pass(struct cuda_backend *b, const struct backend_batch *batch, s
 	}
 	if (r < 0)
 		return r;
-	for (int i = 0; i < ps->n_dec; i++)
-		batch->spans[idx[i]].seq->n_tokens++;
+	advance_decoders(batch, idx, ps->n_dec);
 	for (int i = 0; i < ps->n_runs; i++)
 		ps->runs[i].s->base.n_tokens += ps->runs[i].T;
 	return 0;
