@@ -21,7 +21,10 @@
  *   treated as 32F: on a GPU TF32 rounds the fp32 inputs to 10 mantissa bits, and code tested
  *   here at full fp32 precision would lose that precision there unseen.
  * - Products are exact in fp32 for bf16/fp16 inputs (both widen exactly); every dot product is
- *   summed in fp32 in increasing k order, then alpha, beta * C, bias and the activation are
+ *   summed in fp32 in increasing k order, in one part or, for an output of few tiles, in up to
+ *   SPLIT_K_MAX parts added in order (split-K, by a rule of its own: the order depends on the
+ *   shape, as cuBLASLt's algorithm choice does, so a test holding two shapes to the same bits
+ *   fails here too), then alpha, beta * C, bias and the activation are
  *   applied in fp32 and D is rounded to its type to nearest even. A GPU sums in another order
  *   (and with FMA): compare with tolerances, never bit for bit.
  * - C is not read when beta == 0 (cuBLAS's contract: C may then hold anything), so a C never
@@ -79,6 +82,13 @@ constexpr int MR = 8, NR = 4;
 /* Rows of op(A) packed at a time: their panels stay in cache while every column strip of op(B)
  * passes, and a large weight matrix never needs a full fp32 copy. */
 constexpr int MC = 64;
+/* Split-K, by a rule of this stand-in's own: cuBLASLt's heuristics pick another algorithm (tile,
+ * split-K, reduction order) for each shape, so only identical calls are promised identical bits.
+ * A product whose output has fewer register tiles than SPLIT_K_TARGET_TILES (an H100's SMs) sums
+ * its k dimension in up to SPLIT_K_MAX parts of at least SPLIT_K_MIN_K each, then adds the parts
+ * in order: a batch of 1 and a batch of 8 of the same weights round differently, and a test that
+ * holds them to the same bits fails here as it would on a GPU. */
+constexpr int64_t SPLIT_K_TARGET_TILES = 132, SPLIT_K_MAX = 4, SPLIT_K_MIN_K = 16;
 
 struct lt_context {
 	uint32_t magic;
@@ -428,6 +438,33 @@ void micro_kernel(const float *__restrict a, const float *__restrict b, int64_t 
 	}
 }
 
+/* The k parts of an m x n x k product (split_k above). */
+int64_t k_splits(int64_t m, int64_t n, int64_t k)
+{
+	int64_t tiles = ((m + MR - 1) / MR) * ((n + NR - 1) / NR);
+	int64_t s = SPLIT_K_TARGET_TILES / (tiles ? tiles : 1);
+	if (s > SPLIT_K_MAX)
+		s = SPLIT_K_MAX;
+	if (s > k / SPLIT_K_MIN_K)
+		s = k / SPLIT_K_MIN_K;
+	return s < 1 ? 1 : s;
+}
+
+/* acc = the sum of `splits` parts of k, each summed by micro_kernel, added in part order. */
+void split_kernel(const float *__restrict a, const float *__restrict b, int64_t k, int64_t splits,
+		  float acc[NR][MR])
+{
+	micro_kernel(a, b, k / splits, acc);
+	for (int64_t s = 1; s < splits; s++) {
+		int64_t k0 = k * s / splits, k1 = k * (s + 1) / splits;
+		float part[NR][MR];
+		micro_kernel(a + k0 * MR, b + k0 * NR, k1 - k0, part);
+		for (int c = 0; c < NR; c++)
+			for (int r = 0; r < MR; r++)
+				acc[c][r] += part[c][r];
+	}
+}
+
 inline float gelu_tanh(float x)
 {
 	const float sqrt_2_over_pi = 0.7978845608028654f;
@@ -460,6 +497,7 @@ cublasStatus_t run(const problem &pb, const operands &o)
 		free(bp);
 		return CUBLAS_STATUS_ALLOC_FAILED;
 	}
+	int64_t splits = k_splits(m, n, k);
 	bool relu = pb.epilogue == CUBLASLT_EPILOGUE_RELU || pb.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
 	bool gelu = pb.epilogue == CUBLASLT_EPILOGUE_GELU || pb.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
 	bool bias = has_bias(pb.epilogue);
@@ -483,7 +521,7 @@ cublasStatus_t run(const problem &pb, const operands &o)
 			for (int64_t js = 0; js < nstrips; js++) {
 				for (int64_t is = i0; is < i1; is++) {
 					float acc[NR][MR];
-					micro_kernel(ap + (is - i0) * k * MR, bp + js * k * NR, k, acc);
+					split_kernel(ap + (is - i0) * k * MR, bp + js * k * NR, k, splits, acc);
 					for (int cc = 0; cc < NR && js * NR + cc < n; cc++) {
 						int64_t j = js * NR + cc;
 						for (int r = 0; r < MR && is * MR + r < m; r++) {

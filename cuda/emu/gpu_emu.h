@@ -75,7 +75,10 @@ constexpr int warpSize = 32;
 #define __shared__ static thread_local
 
 /* The running block's dynamic shared memory: a heap buffer of exactly the launch's size (so
- * AddressSanitizer reports overruns), 16-byte aligned, filled with 0xFF at every block start. */
+ * AddressSanitizer reports overruns), GPU_EMU_DYNAMIC_SHARED_ALIGN-byte aligned as
+ * GPU_DYNAMIC_SHARED declares it under nvcc (klaunch.h), filled with 0xFF at every block start;
+ * NULL for a launch without any. */
+#define GPU_EMU_DYNAMIC_SHARED_ALIGN 128
 void *gpu_emu_dynamic_shared(void);
 /* Inside a kernel body only (under nvcc it is the usual `extern __shared__` array). */
 #define GPU_DYNAMIC_SHARED(T, name) T *const name = static_cast<T *>(gpu_emu_dynamic_shared())

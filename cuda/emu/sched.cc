@@ -704,9 +704,11 @@ static void run_job(void)
 {
 	emu.nthreads = (int)(emu.block.x * emu.block.y * emu.block.z);
 	ensure_fibers(emu.nthreads);
-	/* Exactly the launch's size, so ASan reports a read past it; malloc(0) when there is none. */
-	emu.dyn_smem = malloc(emu.smem);
-	if (!emu.dyn_smem && emu.smem)
+	/* Exactly the launch's size, so ASan reports a read past it, and aligned as the device's
+	 * (GPU_EMU_DYNAMIC_SHARED_ALIGN): plain malloc gives 16 bytes, and WMMA loads need 32, so a
+	 * kernel's first tile failed or passed by where the heap happened to put the buffer. */
+	emu.dyn_smem = nullptr;
+	if (emu.smem && posix_memalign(&emu.dyn_smem, GPU_EMU_DYNAMIC_SHARED_ALIGN, emu.smem) != 0)
 		gpu_emu_die("out of memory for %zu bytes of dynamic shared memory", emu.smem);
 	emu.rng = emu.seed;
 	blockDim = emu.block;

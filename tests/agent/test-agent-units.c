@@ -95,7 +95,10 @@ static void *submitter(void *arg)
 
 static void test_loaded(const char *model)
 {
-	struct model_worker *et = model_worker_create(model, NULL);
+	/* the CPU's figures below: on the CPU whatever device the machine has (AUTO would take a
+	 * GPU where one is present) */
+	struct model_worker *et =
+		model_worker_create(model, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU});
 	REQUIRE(et);
 	REQUIRE(model_worker_wait_loaded(et) == MODEL_WORKER_READY);
 	CHECK(model_worker_error(et) == NULL);

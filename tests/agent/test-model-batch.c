@@ -196,7 +196,10 @@ int main(void)
 		fprintf(stderr, "usage: test-model-batch (with $AGENT_MODEL)\n");
 		return 2;
 	}
-	et = model_worker_create(model, NULL);
+	/* the CPU, whatever device the machine has: the checks below compare bf16 batches with each
+	 * sequence alone bit for bit, which only the CPU's GEMV kernels promise */
+	test_cap_cpu_kernels_below_amx();
+	et = model_worker_create(model, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU});
 	REQUIRE(et);
 	REQUIRE(model_worker_wait_loaded(et) == MODEL_WORKER_READY);
 	CHECK_INT_EQ(model_worker_set_prefill_chunk(et, 0), -EINVAL);

@@ -325,6 +325,8 @@ int main(void)
 		return 2;
 	}
 	paint();
+	/* the bf16 run's grounding beside the decoders must find the point it finds alone */
+	test_cap_cpu_kernels_below_amx();
 	run_on(model, ENGINE_PRECISION_FP32);
 	run_on(model, ENGINE_PRECISION_BF16);
 	return test_exit();

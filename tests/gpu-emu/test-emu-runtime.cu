@@ -5,6 +5,7 @@
 #include "klaunch.h"
 #include "test.h"
 
+#include <stdint.h>
 #include <time.h>
 
 TEST_DEFINE_GLOBALS;
@@ -28,6 +29,15 @@ static __global__ void dyn_smem_kernel(float *out, int n)
 			sum += s[i];
 		*out = sum;
 	}
+}
+
+/* Where the block's dynamic shared memory starts, mod 128 (WMMA needs 32; the device and
+ * GPU_DYNAMIC_SHARED promise 128). */
+static __global__ void dyn_smem_align_kernel(unsigned *out)
+{
+	GPU_DYNAMIC_SHARED(unsigned char, s);
+	if (threadIdx.x == 0)
+		*out = (unsigned)((uintptr_t)s % 128);
 }
 
 /* Reads shared memory before writing it: every block must see NaN, although the previous block
@@ -133,6 +143,31 @@ static void test_dynamic_smem_limits(void)
 	CHECK_INT_EQ(gpu_emu_set_arch(9), 0);
 	CHECK_INT_EQ(gpu_emu_set_arch(7), -EINVAL);
 	cudaGetLastError();
+}
+
+/* Every size of dynamic shared memory starts 128-byte aligned, whatever the host heap holds
+ * (a plain malloc'd buffer was 16 mod 32 for some sizes, and WMMA kernels then aborted). */
+static void test_dynamic_smem_alignment(void)
+{
+	unsigned *d, h;
+	REQUIRE(cudaMalloc((void **)&d, sizeof(unsigned)) == cudaSuccess);
+	void *noise[64];
+	for (int i = 0; i < 64; i++) {
+		/* odd-sized host allocations between the launches move where the heap's next block is */
+		noise[i] = malloc((size_t)(i * 24 + 8));
+		REQUIRE(noise[i]);
+		size_t bytes = (size_t)(16 + i * 48);
+		klaunch(dyn_smem_align_kernel, dim3(2), dim3(32), bytes, 0, d);
+		CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+		h = 999;
+		CHECK_INT_EQ(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
+		if (h != 0)
+			fprintf(stderr, "dynamic shared memory of %zu bytes at %u mod 128\n", bytes, h);
+		CHECK_INT_EQ(h, 0);
+	}
+	for (int i = 0; i < 64; i++)
+		free(noise[i]);
+	cudaFree(d);
 }
 
 static void test_device_properties(void)
@@ -324,6 +359,7 @@ int main(void)
 	test_device_properties();
 	test_launch_limits();
 	test_dynamic_smem_limits();
+	test_dynamic_smem_alignment();
 	test_smem_poison();
 	test_device_poison();
 	test_out_of_memory();

@@ -7,11 +7,15 @@
  * share the decode rows' pass (spans longer than one run, spliced device and host rows, more
  * rows than one pass holds) must give what the same appends give alone.
  *
- * Tolerances (the batched pass splits attention over fewer parts than a lone row, so fp32
- * rounding differs; every other row kernel forms the same sums):
- *  - fp32: every logits row within 1e-6 of the lone session's, relative to its largest
- *    magnitude (issue 16's bound), and the same greedy token;
- *  - bf16: cosine >= 0.9999 per row and the same greedy token;
+ * Tolerances (the batched pass splits attention over fewer parts than a lone row, and its GEMMs
+ * have another row count, for which cuBLASLt picks another algorithm (the emulation's stand-in
+ * its own split-K), so the rounding differs):
+ *  - fp32: every logits row within 1e-5 of the lone session's, relative to its largest
+ *    magnitude (as lm-batch-cuda; the emulation measures up to 1.7e-6);
+ *  - bf16: cosine >= 0.9999 per row, every logit within 2e-2 of the largest magnitude (as
+ *    test-lm-batch.c);
+ *  - the same greedy token wherever the lone row's top-1 leads by more than twice the
+ *    precision's bound (a nearer tie goes the way the summation order rounds);
  *  - graph replay against eager launches of the same batches: bit for bit.
  * On a device in `gpu` (77 without one); on the emulation in the forward thread order, and a
  * shorter run in the reverse and a random one. */
@@ -82,7 +86,13 @@ static bool close_row(const float *got, const float *want, bool fp32, const char
 		ww += (double)want[v] * want[v];
 	}
 	double rel = diff / (mag + 1e-30), cos = dot / sqrt(gg * ww + 1e-300);
-	bool ok = argmax(got) == argmax(want) && (fp32 ? rel <= 1e-6 : cos >= 0.9999);
+	double tol = fp32 ? 1e-5 : 2e-2, second = -INFINITY;
+	int top = argmax(want);
+	for (int v = 0; v < VOCAB; v++)
+		if (v != top && want[v] > second)
+			second = want[v];
+	bool tie = (double)want[top] - second <= 2 * tol * mag;
+	bool ok = (tie || argmax(got) == top) && rel <= tol && (fp32 || cos >= 0.9999);
 	if (!ok)
 		fprintf(stderr, "%s: session %d differs from alone: relative %.3g, cosine %.9f, "
 				"greedy %d against %d\n",

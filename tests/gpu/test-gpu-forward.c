@@ -4,14 +4,19 @@
  *
  * Tolerances:
  *  - fp32 precision: logits NMSE (sum (cuda - cpu)^2 / sum cpu^2, over every checked row) <= 1e-9,
- *    and greedy continuations identical token for token;
+ *    every logit within FP32_ROW_TOL of its row's largest |logit|, and the CPU's greedy token
+ *    wherever the CPU's top-1 leads by more than twice that (both fed the CPU's greedy
+ *    continuation: a near-tie's token is the summation order's, and one flip would change
+ *    every row after it);
  *  - bf16 precision (bf16 weights, GEMM inputs and KV cache, fp32 elsewhere): cosine similarity
  *    of every logits row with the CPU's >= 0.999;
  *  - on CUDA itself: a prefill split in two equals the whole prefill within NMSE 1e-9 (the SSD
  *    chunks fall differently, so fp32 rounding differs); a decode replayed from the captured graph
  *    equals the same decode launched eagerly bit for bit (both run the same kernels); a session
- *    restored from a snapshot, or copied, continues bit for bit like the original; a batch of
- *    several sessions gives each session's logits bit for bit as alone.
+ *    restored from a snapshot, or copied, continues bit for bit like the original (identical
+ *    calls); a batch of several sessions gives each session's logits as alone within NMSE 1e-9
+ *    (not bit for bit: the batch's GEMMs have other shapes, for which cuBLASLt picks other
+ *    algorithms, and the emulation's stand-in its own split-K).
  * Shapes are small (hidden 64 or less) so the emulation stays fast; the long-context case decodes
  * after a 1,100-token prefill (past the attention's 256-position split and the KV doubling). */
 #include <errno.h>
@@ -92,6 +97,49 @@ static int argmax(const float *x, int n)
 	return best;
 }
 
+/* fp32 CUDA vs the CPU, per logit, relative to the row's largest |logit| (NMSE 1e-9 is ~3e-5
+ * RMS; the worst logit of a row measured 2e-6 in the emulation) */
+#define FP32_ROW_TOL 1e-4
+
+/* Each row of got within FP32_ROW_TOL of want's, and the same greedy token where want's top-1
+ * leads by more than twice that; returns how many rows' tokens were compared. */
+static int check_rows_fp32(const float *got, const float *want, size_t rows, int vocab)
+{
+	int compared = 0;
+	for (size_t r = 0; r < rows; r++) {
+		const float *g = got + r * vocab, *w = want + r * vocab;
+		double mag = 0, diff = 0, second = -INFINITY;
+		int top = argmax(w, vocab);
+		for (int i = 0; i < vocab; i++) {
+			mag = fmax(mag, fabs(w[i]));
+			diff = fmax(diff, fabs((double)g[i] - w[i]));
+			if (i != top && w[i] > second)
+				second = w[i];
+		}
+		if (!(diff <= FP32_ROW_TOL * mag))
+			fprintf(stderr, "row %zu: max |diff| %.3g of max |logit| %.3g\n", r, diff, mag);
+		CHECK(diff <= FP32_ROW_TOL * mag);
+		if ((double)w[top] - second > 2 * FP32_ROW_TOL * mag) {
+			CHECK_INT_EQ(argmax(g, vocab), top);
+			compared++;
+		}
+	}
+	return compared;
+}
+
+/* A prefill of n tokens (all logits), then the decode of each of ids[0..steps) (its logits in
+ * the following rows). */
+static void feed(struct engine_backend *b, const int32_t *tok, int n, const int32_t *ids,
+		 int steps, float *logits, int vocab)
+{
+	struct engine_session *s = engine_session_create_on(b, n + steps + 1);
+	REQUIRE(s);
+	CHECK_INT_EQ(engine_session_append(s, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, logits), 0);
+	for (int i = 0; i < steps; i++)
+		CHECK_INT_EQ(engine_session_decode(s, ids[i], logits + (size_t)(n + i) * vocab), 0);
+	engine_session_destroy(s);
+}
+
 /* Prefill n tokens (all logits), then `steps` greedy decode steps; logits of every row and the
  * greedy tokens out. */
 static void run(struct engine_backend *b, const int32_t *tok, int n, int steps, float *logits,
@@ -118,34 +166,32 @@ static void test_vs_cpu(const char *pattern, int hidden, int n)
 	int32_t *tok = tokens_of(n, vocab, 3);
 	size_t rows = (size_t)n + steps;
 	float *want = xmalloc(rows * vocab * sizeof(float)), *got = xmalloc(rows * vocab * sizeof(float));
-	int32_t gw[6], gg[6];
+	int32_t gw[6];
 	struct engine_backend *cpu = gpu_test_backend(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
 	run(cpu, tok, n, steps, want, gw, vocab);
 
+	/* the CPU's own continuation fed to CUDA, so rows compare position by position */
 	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
-	run(b, tok, n, steps, got, gg, vocab);
+	feed(b, tok, n, gw, steps, got, vocab);
 	struct err e = {.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
 	double nmse = e.num / e.den;
 	if (!(nmse <= 1e-9))
 		fprintf(stderr, "%s n=%d fp32: NMSE %.3g\n", pattern, n, nmse);
 	CHECK(nmse <= 1e-9);
-	CHECK(memcmp(gw, gg, sizeof(gw)) == 0);
+	/* the greedy rows (the prompt's last and each decode's): most must be compared */
+	int compared = check_rows_fp32(got + (size_t)(n - 1) * vocab, want + (size_t)(n - 1) * vocab,
+				       (size_t)steps + 1, vocab);
+	CHECK(compared * 2 >= steps + 1);
 	engine_backend_destroy(b);
 
-	/* bf16: the CPU's own continuation fed to both, so rows compare position by position */
 	b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
-	struct engine_session *s = engine_session_create_on(b, (int)rows + 1);
-	REQUIRE(s);
-	CHECK_INT_EQ(engine_session_append(s, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, got), 0);
-	for (int i = 0; i < steps; i++)
-		CHECK_INT_EQ(engine_session_decode(s, gw[i], got + (size_t)(n + i) * vocab), 0);
+	feed(b, tok, n, gw, steps, got, vocab);
 	e = (struct err){.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
 	if (!(e.min_cos >= 0.999))
 		fprintf(stderr, "%s n=%d bf16: min cosine %.6f\n", pattern, n, e.min_cos);
 	CHECK(e.min_cos >= 0.999);
-	engine_session_destroy(s);
 	engine_backend_destroy(b);
 	engine_backend_destroy(cpu);
 	free(want), free(got), free(tok);
@@ -205,7 +251,7 @@ static void test_cuda_self(void)
 	CHECK(memcmp(whole, row, (size_t)vocab * sizeof(float)) == 0);
 	engine_snapshot_destroy(snap);
 
-	/* a batch of two sessions == each alone */
+	/* a batch of two sessions == each alone, within the split prefill's bound */
 	struct engine_session *x = engine_session_create_on(b, 100), *y = engine_session_create_on(b, 100);
 	struct engine_session *x1 = engine_session_create_on(b, 100), *y1 = engine_session_create_on(b, 100);
 	REQUIRE(x && y && x1 && y1);
@@ -218,8 +264,12 @@ static void test_cuda_self(void)
 	CHECK_INT_EQ(engine_forward_batch(b, ent, 2), 0);
 	CHECK_INT_EQ(engine_session_append(x1, tok, NULL, 9, ENGINE_LOGITS_ALL, ax), 0);
 	CHECK_INT_EQ(engine_session_append(y1, tok + 9, NULL, 5, ENGINE_LOGITS_LAST, ay), 0);
-	CHECK(memcmp(ax, bx, (size_t)9 * vocab * sizeof(float)) == 0);
-	CHECK(memcmp(ay, by, (size_t)vocab * sizeof(float)) == 0);
+	e = (struct err){.min_cos = 1};
+	compare(&e, bx, ax, 9, vocab);
+	compare(&e, by, ay, 1, vocab);
+	if (!(e.num / e.den <= 1e-9))
+		fprintf(stderr, "a batch of two vs each alone: NMSE %.3g\n", e.num / e.den);
+	CHECK(e.num / e.den <= 1e-9);
 	free(bx), free(by), free(ax), free(ay);
 	engine_session_destroy(x), engine_session_destroy(y);
 	engine_session_destroy(x1), engine_session_destroy(y1);

@@ -16,7 +16,10 @@
  * - bf16 precision: cosine similarity >= 0.999 for every projector row and every feature row
  *   (bf16 weights and GEMM inputs, fp32 everywhere else).
  * Preprocessing on the device: tiles within 1/255 of engine_vision_preprocess()'s (pixel units).
- * An encode with more tiles after a smaller one (buffers grow) must give the same rows, and a
+ * An encode with more tiles after a smaller one (buffers grow) gives the thumbnail's rows as
+ * alone within NMSE 1e-9 (fp32) or cosine 0.9999 (bf16), not bit for bit: three tiles' GEMMs
+ * have 3x the rows, for which cuBLASLt picks another algorithm (the emulation's stand-in its own
+ * split-K); and a
  * profiled encode lists every vision kernel and GEMM site.
  * The backend seam (engine_vision_encode_on()): the CPU backend gives engine_vision_encode()'s
  * rows bit for bit, a CUDA backend the rows within the same bounds, on the tiny checkpoint with
@@ -122,7 +125,20 @@ static void check_grid(struct gpu_context *g, const struct fixture *f, int grid)
 		CHECK_INT_EQ(vision_cuda_encode(vc, px, tiles, &dev_rows), 0);
 		CHECK(dev_rows != NULL);
 		CHECK_INT_EQ(vision_cuda_download(vc, tiles, got_rows, got_feat), 0);
-		CHECK(memcmp(first, got_rows + (size_t)(tiles - 1) * per * dim, (size_t)per * dim * sizeof(float)) == 0);
+		const float *again = got_rows + (size_t)(tiles - 1) * per * dim;
+		if (precisions[k] == ENGINE_PRECISION_FP32) {
+			double n1 = nmse(again, first, (size_t)per * dim);
+			if (!(n1 <= 1e-9))
+				fprintf(stderr, "grid %d: the thumbnail inside %d tiles vs alone: NMSE %.3g\n",
+					grid, tiles, n1);
+			CHECK(n1 <= 1e-9);
+		} else {
+			double c1 = min_cosine(again, first, (size_t)per, dim);
+			if (!(c1 >= 0.9999))
+				fprintf(stderr, "grid %d: the thumbnail inside %d tiles vs alone: cosine %.6f\n",
+					grid, tiles, c1);
+			CHECK(c1 >= 0.9999);
+		}
 		free(first);
 		if (precisions[k] == ENGINE_PRECISION_FP32) {
 			double nf = nmse(got_feat, want_feat, tiles * feat_tile), nr = nmse(got_rows, want_rows, n_rows * dim);

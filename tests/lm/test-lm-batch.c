@@ -6,8 +6,11 @@
  * on the CPU in fp32 and bf16, and on the CUDA emulation where the build has it).
  *
  * Tolerances (per logits row, relative to the row's largest |logit|; states likewise per array):
- *   - fp32: 1e-6 (issue 16). The CPU backend forms every row's sums as the separate call does,
- *     so on the CPU the logits and states must be bit-identical, not merely close.
+ *   - fp32: on the CPU bit-identical: the CPU backend forms every row's sums as the separate
+ *     call does. On CUDA 1e-5: a batch's GEMMs have another shape than each session's alone,
+ *     and cuBLASLt picks another algorithm (tile, split-K) per shape, so the sums run in another
+ *     order (~k u each, compounded over the layers; the emulation's own split-K rule,
+ *     cuda/emu/cublaslt.cc, gives up to 1.7e-6 here).
  *   - fp32 with a bf16 SSM state ($HOLOD_SSM_STATE): on the CPU bit-identical as above; on CUDA,
  *     whose batched GEMMs sum in another order (1e-7), a state entry stored in bf16 may round
  *     one ulp the other way: 2^-8, one bf16 ulp of the largest entry (measured in the
@@ -16,7 +19,9 @@
  *     LM_BATCH_DNNL_MIN_ROWS elsewhere (the same GEMV kernels); from there the decode rows'
  *     products run on AMX or through oneDNN, the same bf16 inputs summed in another order, and a rounding of an activation to bf16 may then fall the other
  *     way: 2e-2, the bound the bf16 goldens' cosine >= 0.999 allows an element, and the same
- *     greedy token. */
+ *     greedy token
+ *     wherever the separate call's top-1 leads by more than twice the tolerance (elsewhere the
+ *     greedy token of a near-tie is the summation order's, not the engine's). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +33,7 @@
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -66,7 +72,15 @@ static size_t rows_of(const struct part *p)
 	return p->want == ENGINE_LOGITS_ALL ? (size_t)p->n : p->want == ENGINE_LOGITS_LAST ? 1 : 0;
 }
 
-/* worst |a - b| / max|b| over rows of V */
+/* The tolerance of a row or state relative to its largest magnitude (the header's). */
+static double tolerance(void)
+{
+	return !is_fp32 ? 2e-2 : ssm_bf16 ? 1.0 / 256 : exact ? 1e-6 : 1e-5;
+}
+
+/* worst |a - b| / max|b| over rows of V; *ret_same_argmax: a's greedy token is b's in every
+ * row where b's top-1 leads its top-2 by more than 2 x tolerance() x max|b| (where a within
+ * the tolerance must keep it) */
 static double row_error(const float *a, const float *b, size_t rows, bool *ret_same_argmax)
 {
 	double worst = 0;
@@ -81,7 +95,12 @@ static double row_error(const float *a, const float *b, size_t rows, bool *ret_s
 			ax = x[i] > x[ax] ? i : ax;
 			ay = y[i] > y[ay] ? i : ay;
 		}
-		same &= ax == ay;
+		double second = -INFINITY;
+		for (int i = 0; i < V; i++)
+			if (i != ay && y[i] > second)
+				second = y[i];
+		if ((double)y[ay] - second > 2 * tolerance() * mag)
+			same &= ax == ay;
 		double e = diff / (mag + 1e-30);
 		if (!(e <= worst))
 			worst = e;
@@ -100,11 +119,10 @@ static double array_error(const float *a, const float *b, size_t n)
 	return n ? diff / (mag + 1e-30) : 0;
 }
 
-/* The two sessions' states, compared as the logits are. */
-static double state_error(const struct engine_session *a, const struct engine_session *b)
+/* Two exported states, compared as the logits are. */
+static double seq_state_error(const struct backend_seq_state *pa, const struct backend_seq_state *pb)
 {
-	struct backend_seq_state sa = {0}, sb = {0};
-	REQUIRE(backend_session_export(a, &sa) == 0 && backend_session_export(b, &sb) == 0);
+	const struct backend_seq_state sa = *pa, sb = *pb;
 	struct lm_dims dm;
 	lm_dims_init(&dm, &model->cfg);
 	double worst = sa.n_tokens == sb.n_tokens ? 0 : INFINITY;
@@ -119,6 +137,15 @@ static double state_error(const struct engine_session *a, const struct engine_se
 			e = fmax(array_error(x->k, y->k, kv), array_error(x->v, y->v, kv));
 		worst = fmax(worst, e);
 	}
+	return worst;
+}
+
+/* The two sessions' states, compared as the logits are. */
+static double state_error(const struct engine_session *a, const struct engine_session *b)
+{
+	struct backend_seq_state sa = {0}, sb = {0};
+	REQUIRE(backend_session_export(a, &sa) == 0 && backend_session_export(b, &sb) == 0);
+	double worst = seq_state_error(&sa, &sb);
 	backend_seq_state_finish(&sa);
 	backend_seq_state_finish(&sb);
 	return worst;
@@ -126,7 +153,7 @@ static double state_error(const struct engine_session *a, const struct engine_se
 
 static void check_close(const char *what, double err, bool same_argmax, bool bit_exact)
 {
-	double tol = !is_fp32 ? 2e-2 : ssm_bf16 ? 1.0 / 256 : 1e-6;
+	double tol = tolerance();
 	if (bit_exact && err != 0)
 		fprintf(stderr, "%s: differs from the separate calls by %g where it must be exact\n",
 			what, err);
@@ -282,9 +309,15 @@ static void test_all_or_nothing(void)
 	enum { N = 3 };
 	struct pair s[N];
 	pairs_create(s, N);
-	/* one decode row: the prefixes stay bit-identical in bf16 too, which the checks below need */
 	const struct part prefix[N] = {{.n = 5}, {.n = 9}, {.n = 1}};
 	step("prefixes", s, N, prefix, false);
+	/* what the failing batches must leave exactly as it is (the batched sessions' own states:
+	 * on CUDA they are close to the separate calls', not identical) */
+	struct backend_seq_state before[N];
+	for (int i = 0; i < N; i++) {
+		before[i] = (struct backend_seq_state){0};
+		REQUIRE(backend_session_export(s[i].bat, &before[i]) == 0);
+	}
 	int32_t tok[N] = {1, 2, 3}, bad = V;
 	float *lg = malloc((size_t)N * V * sizeof(float));
 	int32_t *many = calloc(MAX_TOKENS, sizeof(int32_t));
@@ -302,7 +335,11 @@ static void test_all_or_nothing(void)
 	CHECK_INT_EQ(engine_forward_batch(backend, e, N), -EINVAL);
 	for (int i = 0; i < N; i++) {
 		CHECK_INT_EQ(engine_session_n_tokens(s[i].bat), prefix[i].n);
-		CHECK(state_error(s[i].bat, s[i].ref) == 0);
+		struct backend_seq_state after = {0};
+		REQUIRE(backend_session_export(s[i].bat, &after) == 0);
+		CHECK(seq_state_error(&after, &before[i]) == 0);
+		backend_seq_state_finish(&after);
+		backend_seq_state_finish(&before[i]);
 	}
 	struct part dec[N];
 	for (int i = 0; i < N; i++)
@@ -315,6 +352,7 @@ static void test_all_or_nothing(void)
 
 int main(void)
 {
+	test_skip_without_env_backend();
 	struct lm_random_spec sp = {
 		.pattern = "M*-M-*",
 		.hidden = 64,

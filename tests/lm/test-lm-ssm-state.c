@@ -6,9 +6,12 @@
  * one, past CPU_SSD_MIN_T so bf16 precision's oneDNN scan carries the state), then N_DECODE
  * greedy decode steps fed with the fp32 state's choices, then a second chunked prefill of
  * N_APPEND positions over the carried state. Checked:
- *   - the bf16 state's greedy token equals the fp32 state's at every step (in bf16 precision
- *     except near ties, TIE_MARGIN), and in fp32 precision the golden's ids over the golden's
- *     decode steps;
+ *   - every logit of the bf16 state's runs within logit_bound() of the reference's (absolute,
+ *     on logits of magnitude ~1-5), and its greedy token the reference's wherever the
+ *     reference's top-1 leads by more than twice that bound (a nearer tie goes the way the
+ *     summation order rounds, which differs between CPUs and GPUs); at least half of the
+ *     rows must be compared so; on the CPU in fp32 precision the golden's ids over the
+ *     golden's decode steps (the golden's lead there is >= 0.002, test-lm-golden.c);
  *   - every logits row of both prefills and every decode step within cosine COS_MIN of the
  *     fp32 state's (the worst is printed with LM_TEST_VERBOSE=1; measured 2026-11-25: 1 - cosine
  *     <= 6.4e-7 in fp32 precision, <= 1.7e-5 in bf16, whose activation roundings amplify the
@@ -33,16 +36,28 @@
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
 #define COS_MIN 0.999
 #define N_DECODE 72
 #define N_APPEND 48
-/* bf16 precision: a greedy step whose two best fp32-state logits are closer than this may go
- * either way (bf16 precision's own noise on the logits, of magnitude ~1-5, is ~1e-2); measured
- * 2026-11-25: one such step in 3 x 72, tiny-mamba's step 30 at a margin of 1.3e-4 */
-#define TIE_MARGIN 1e-2f
+/* The largest |candidate - reference| logit (absolute, on logits of magnitude ~1-5) the test
+ * allows per comparison, from the largest measured over the three models' rows (AMD EPYC;
+ * the CPU figures under every kernel variant; printed with LM_TEST_VERBOSE=1):
+ *   - CPU, fp32 precision, bf16 vs fp32 state: 0.0087 measured, 2x;
+ *   - CPU, bf16 precision, bf16 vs fp32 state (the state's rounding amplified by bf16
+ *     activations): 0.048 measured, 2x;
+ *   - CUDA vs CPU, both with a bf16 state, fp32 precision: 2.4e-5 measured in the emulation,
+ *     4x (a GPU contracts to FMA and tiles otherwise, and a state entry may round one bf16
+ *     ulp the other way);
+ *   - CUDA vs CPU, both with a bf16 state, bf16 precision (another summation order rounds some
+ *     activations the other way): 0.055 measured in the emulation, 2x. */
+#define FP32_STATE_BOUND 0.0174
+#define BF16_STATE_BOUND 0.096
+#define CUDA_FP32_BOUND 1e-4
+#define CUDA_BF16_BOUND 0.11
 
 static double worst_cos = 1;
 
@@ -199,6 +214,36 @@ static void check_snapshot(struct engine_session *s, const struct golden *g, int
 	free(b);
 }
 
+static double logit_bound(enum engine_precision p)
+{
+	if (on_cuda)
+		return p == ENGINE_PRECISION_FP32 ? CUDA_FP32_BOUND : CUDA_BF16_BOUND;
+	return p == ENGINE_PRECISION_FP32 ? FP32_STATE_BOUND : BF16_STATE_BOUND;
+}
+
+/* Token comparisons of check_model(): the rows held to the bound, and how many of them led by
+ * enough for the greedy token to be compared. */
+struct ids_checked {
+	double bound, worst;
+	int rows, compared;
+};
+
+/* cand's row against ref's: every logit within the bound; the greedy token where ref's lead
+ * allows it */
+static void check_row(struct ids_checked *c, const float *cand, const float *ref, int n)
+{
+	double d = 0;
+	for (int i = 0; i < n; i++)
+		d = fmax(d, fabs((double)cand[i] - ref[i]));
+	c->worst = fmax(c->worst, d);
+	CHECK(d <= c->bound);
+	c->rows++;
+	if (margin(ref, n) > 2 * c->bound) {
+		CHECK_INT_EQ(argmax(cand, n), argmax(ref, n));
+		c->compared++;
+	}
+}
+
 static void check_model(const char *model_dir, const char *golden_name, enum engine_precision p)
 {
 	struct golden g;
@@ -246,19 +291,24 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 	double w_prefill = rows_cosine(l16, l32, g.n_prompt, V);
 	const float *last32 = l32 + (size_t)(g.n_prompt - 1) * V;
 	int32_t tok = argmax(last32, V);
-	CHECK_INT_EQ(argmax(l16 + (size_t)(g.n_prompt - 1) * V, V), tok);
-	CHECK_INT_EQ(tok, g.gen[0]);
+	struct ids_checked ids = {.bound = logit_bound(p)};
+	for (uint32_t t = 0; t < g.n_prompt; t++)
+		check_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
+	/* the golden's ids: only the exact fp32 path (CPU, fp32 precision, fp32 state) is within
+	 * the golden's own tolerance; lm-golden holds the other paths to the golden */
+	bool golden_ids = !on_cuda && p == ENGINE_PRECISION_FP32;
+	if (golden_ids)
+		CHECK_INT_EQ(tok, g.gen[0]);
 
-	/* greedy decode steps on the fp32 state's tokens */
+	/* greedy decode steps on the reference's tokens */
 	double w_decode = 1;
 	for (int i = 0; i < N_DECODE; i++) {
 		CHECK_INT_EQ(engine_session_decode(s32, tok, l32), 0);
 		CHECK_INT_EQ(engine_session_decode(s16, tok, l16), 0);
 		w_decode = fmin(w_decode, cosine(l16, l32, (size_t)V));
 		int32_t next = argmax(l32, V);
-		if (p == ENGINE_PRECISION_FP32 || margin(l32, V) > TIE_MARGIN)
-			CHECK_INT_EQ(argmax(l16, V), next);
-		if ((uint32_t)i + 1 < g.n_gen && p == ENGINE_PRECISION_FP32)
+		check_row(&ids, l16, l32, V);
+		if ((uint32_t)i + 1 < g.n_gen && golden_ids)
 			CHECK_INT_EQ(next, g.gen[i + 1]);
 		tok = next;
 	}
@@ -270,8 +320,14 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 	CHECK_INT_EQ(engine_session_append(s32, more, NULL, N_APPEND, ENGINE_LOGITS_ALL, l32), 0);
 	CHECK_INT_EQ(engine_session_append(s16, more, NULL, N_APPEND, ENGINE_LOGITS_ALL, l16), 0);
 	double w_append = rows_cosine(l16, l32, N_APPEND, V);
-	CHECK_INT_EQ(argmax(l16 + (size_t)(N_APPEND - 1) * V, V),
-		     argmax(l32 + (size_t)(N_APPEND - 1) * V, V));
+	for (int t = 0; t < N_APPEND; t++)
+		check_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
+	CHECK(ids.compared * 2 >= ids.rows);
+	if (getenv("LM_TEST_VERBOSE") || !(ids.worst <= ids.bound))
+		fprintf(stderr, "%s %s: max |logit diff| %.3g (bound %.3g), greedy tokens compared on "
+				"%d of %d rows\n",
+			model_dir, engine_precision_name(p), ids.worst, ids.bound, ids.compared,
+			ids.rows);
 
 	CHECK(w_prefill >= COS_MIN);
 	CHECK(w_decode >= COS_MIN);
@@ -355,6 +411,7 @@ static void check_row_kernel(const char *variant)
 
 int main(void)
 {
+	test_skip_without_env_backend();
 	const char *be = getenv("HOLOD_BACKEND");
 	on_cuda = be && strcmp(be, "cuda") == 0;
 	check_row_kernel("portable");

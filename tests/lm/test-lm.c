@@ -19,6 +19,7 @@
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -667,6 +668,7 @@ static void test_sampling(void)
 
 int main(void)
 {
+	test_skip_without_env_backend();
 	test_sampling();
 	test_matmul();
 	test_vector_kernels();

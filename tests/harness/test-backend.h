@@ -1,0 +1,26 @@
+/* The backend conformance tests' one skip: a test run with $HOLOD_BACKEND=cuda (meson.build's
+ * lm-*-cuda entries) on a build or machine without a CUDA device ends as skipped (exit 77),
+ * as every other gpu-suite test does, instead of failing at its first model load. No GPU is a
+ * reason to skip even on the CI machine (test_skip_missing fails there: CI installs tools, it
+ * cannot install a GPU). Include after test.h and engine.h. */
+#pragma once
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline void test_skip_without_env_backend(void)
+{
+	const char *name = getenv("HOLOD_BACKEND");
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_AUTO};
+	char msg[256] = "";
+
+	/* unset, "auto" or a bad name: nothing to skip for (a bad name fails the test later, as
+	 * holod would refuse it) */
+	if (!name || engine_backend_kind_parse(name, &o.kind) < 0 || o.kind != ENGINE_BACKEND_CUDA)
+		return;
+	if (engine_backend_resolve(&o, msg, sizeof(msg)) == -ENODEV) {
+		fprintf(stderr, "skip: HOLOD_BACKEND=%s: %s\n", name, msg);
+		exit(TEST_SKIP);
+	}
+}
