@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "cpu_dnnl.h"
 #ifdef HOLOD_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -131,8 +132,9 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 
 enum engine_precision engine_model_cpu_precision(const struct engine_model *model)
 {
-	return model && model->embeddings.dtype == TENSOR_BF16 ? ENGINE_PRECISION_BF16
-							       : ENGINE_PRECISION_FP32;
+	return model && model->embeddings.dtype == TENSOR_BF16 && cpu_dnnl_bf16_supported()
+		       ? ENGINE_PRECISION_BF16
+		       : ENGINE_PRECISION_FP32;
 }
 
 int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
@@ -168,6 +170,9 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		if (!b)
 			fail(errno, errbuf, errlen, errno == EINVAL
 				    ? "the model's tensors do not match its config"
+				    : errno == ENOTSUP
+				    ? "bf16 precision needs oneDNN's bf16 matrix products, which this CPU "
+				      "does not have (oneDNN runs them from AVX-512 on): use --precision fp32"
 				    : "out of memory creating the CPU backend");
 		else if (o.progress)
 			o.progress(o.progress_arg, b->weight_bytes, b->weight_bytes);

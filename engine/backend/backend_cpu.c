@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "common.h"
 #include "cpu.h"
+#include "cpu_dnnl.h"
 #include "lm.h"
 #include "vision.h"
 
@@ -572,6 +573,10 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	enum engine_precision precision = opts->precision;
 	if (precision == ENGINE_PRECISION_DEFAULT)
 		precision = engine_model_cpu_precision(m);
+	if (precision == ENGINE_PRECISION_BF16 && !cpu_dnnl_bf16_supported()) {
+		errno = ENOTSUP;
+		return NULL;
+	}
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb) {
 		errno = ENOMEM;

@@ -345,6 +345,29 @@ static int stream_of(int t, dnnl_stream_t *ret)
 	return 0;
 }
 
+static bool bf16_supported;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+
+/* A plain 64 x 64 bf16 weight's matmul at REF_T rows, as slice_prepare() asks for one. */
+static void bf16_probe(void)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = {64, 64}, strides = {1, 64};
+	dnnl_primitive_desc_t pd;
+	if (init() < 0 ||
+	    dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_bf16, strides) != dnnl_success ||
+	    matmul_pd(REF_T, 64, 64, &md, 64, false, CPU_DNNL_ACT_NONE, &pd) < 0)
+		return;
+	dnnl_primitive_desc_destroy(pd);
+	bf16_supported = true;
+}
+
+bool cpu_dnnl_bf16_supported(void)
+{
+	pthread_once(&bf16_once, bf16_probe);
+	return bf16_supported;
+}
+
 /* ---- weights ------------------------------------------------------------------------------ */
 
 /* Reorders the plain slice at `plain` (plain_md) into sl->md, a new buffer. Called with the

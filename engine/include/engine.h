@@ -199,8 +199,9 @@ int engine_backend_kind_parse(const char *name, enum engine_backend_kind *ret);
 const char *engine_precision_name(enum engine_precision p);
 int engine_precision_parse(const char *name, enum engine_precision *ret);
 /* The precision the CPU backend runs `model` in when none is asked for: BF16 for a bf16
- * checkpoint (its embedding matrix stored in bf16), FP32 otherwise (f32 or f16 weights, whose
- * fp32 path rounds nothing). */
+ * checkpoint (its embedding matrix stored in bf16) on a CPU whose oneDNN has bf16 matrix
+ * products (AVX-512 and up), FP32 otherwise (f32 or f16 weights, whose fp32 path rounds
+ * nothing; or a CPU with AVX2 alone, where an explicit BF16 fails with ENOTSUP). */
 enum engine_precision engine_model_cpu_precision(const struct engine_model *model);
 
 /* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in
@@ -217,7 +218,8 @@ struct engine_backend;
 /* A backend for `model` (which must outlive it). AUTO is resolved as above. Returns NULL,
  * sets errno and writes one sentence to errbuf: EINVAL (bad options or a model the backend
  * cannot run), ENODEV (no such device or no CUDA in this build), ENOMEM (not enough memory
- * for the weights, naming the bytes needed and free), EIO (a device failure). */
+ * for the weights, naming the bytes needed and free), ENOTSUP (bf16 precision on a CPU whose
+ * oneDNN has no bf16 products), EIO (a device failure). */
 struct engine_backend *engine_backend_create(const struct engine_model *model,
 					     const struct engine_backend_options *opts,
 					     char *errbuf, size_t errlen);
