@@ -6,8 +6,11 @@
  * (engine_vision_encode_begin_image(): its first step preprocesses, on the device where the
  * backend has one) gives engine_vision_encode_image_on()'s rows bit for bit, in slices of 1, 2
  * and all steps, on the same backends, for a 320x200 corner of the screenshot (its grid, a
- * sixteenth of the resizing). */
+ * sixteenth of the resizing); on a device within NMSE 1e-9 (fp32) or cosine 0.9999 (bf16)
+ * instead: its steps encode a tile each where the whole encode batches the tiles, and a GEMM of
+ * another shape may sum in another order (cuBLASLt's algorithm choice, the emulation's split-K). */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +49,27 @@ static bool check_finished(struct engine_vision_job *j, int r, int advances, int
 	CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
 	engine_rows_destroy(rows);
 	return memcmp(got, want, sizeof(float) * n_rows * dim) == 0;
+}
+
+/* got's rows against want's, for a device whose steps run other shapes than the whole encode:
+ * NMSE <= 1e-9 in fp32, cosine >= 0.9999 per row in bf16 */
+static bool close_rows(const float *got, const float *want, size_t n_rows, size_t dim, bool bf16)
+{
+	double num = 0, den = 0, worst = 1;
+	for (size_t r = 0; r < n_rows; r++) {
+		double dot = 0, gg = 0, ww = 0;
+		for (size_t i = r * dim; i < (r + 1) * dim; i++) {
+			num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+			den += (double)want[i] * want[i];
+			dot += (double)got[i] * want[i], gg += (double)got[i] * got[i];
+			ww += (double)want[i] * want[i];
+		}
+		worst = fmin(worst, dot / sqrt(gg * ww + 1e-300));
+	}
+	bool ok = bf16 ? worst >= 0.9999 : num <= 1e-9 * den;
+	if (!ok)
+		fprintf(stderr, "rows differ: NMSE %.3g, smallest cosine %.6f\n", num / den, worst);
+	return ok;
 }
 
 static void check_backend(struct engine_backend *b, const struct engine_vision *v,
@@ -162,9 +186,12 @@ static void check_image(struct engine_backend *b, const struct engine_vision *v,
 		}
 		bool same = check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got,
 					   want_rows);
+		bool close = same || (device && close_rows(got, want, n_rows, dim,
+							   bi.precision == ENGINE_PRECISION_BF16));
 		printf("%s, from the image: %d tiles in %d steps, %d per slice: %s\n", what,
-		       grid.n_tiles, total, slices[s], same ? "bit for bit" : "DIFFERENT");
-		CHECK(same);
+		       grid.n_tiles, total, slices[s],
+		       same ? "bit for bit" : close ? "within the device's bounds" : "DIFFERENT");
+		CHECK(close);
 		engine_vision_job_destroy(j);
 		j = NULL;
 	}
