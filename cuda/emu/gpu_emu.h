@@ -76,9 +76,9 @@ constexpr int warpSize = 32;
 
 /* The running block's dynamic shared memory: a heap buffer of exactly the launch's size (so
  * AddressSanitizer reports overruns), GPU_EMU_DYNAMIC_SHARED_ALIGN-byte aligned as
- * GPU_DYNAMIC_SHARED declares it under nvcc (klaunch.h), filled with 0xFF at every block start;
- * NULL for a launch without any. */
-#define GPU_EMU_DYNAMIC_SHARED_ALIGN 128
+ * GPU_DYNAMIC_SHARED declares it under nvcc (klaunch.h) and never more (it sits at an odd
+ * multiple of that), filled with 0xFF at every block start; NULL for a launch without any. */
+#define GPU_EMU_DYNAMIC_SHARED_ALIGN 32
 void *gpu_emu_dynamic_shared(void);
 /* Inside a kernel body only (under nvcc it is the usual `extern __shared__` array). */
 #define GPU_DYNAMIC_SHARED(T, name) T *const name = static_cast<T *>(gpu_emu_dynamic_shared())

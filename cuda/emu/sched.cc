@@ -48,6 +48,7 @@
 #include <cstdlib>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #else
@@ -115,7 +116,8 @@ static struct {
 	const char *bar_file;
 	int bar_line;
 	struct fiber *bar_first;
-	void *dyn_smem;
+	void *dyn_smem;  /* the running launch's dynamic shared memory, inside dyn_block */
+	void *dyn_block;
 	uint64_t rng;
 	const void *sched_stack_bottom;
 	size_t sched_stack_size;
@@ -704,12 +706,22 @@ static void run_job(void)
 {
 	emu.nthreads = (int)(emu.block.x * emu.block.y * emu.block.z);
 	ensure_fibers(emu.nthreads);
-	/* Exactly the launch's size, so ASan reports a read past it, and aligned as the device's
-	 * (GPU_EMU_DYNAMIC_SHARED_ALIGN): plain malloc gives 16 bytes, and WMMA loads need 32, so a
-	 * kernel's first tile failed or passed by where the heap happened to put the buffer. */
+	/* Aligned exactly as the device promises (GPU_EMU_DYNAMIC_SHARED_ALIGN) and no more: the
+	 * buffer starts ALIGN bytes into a block aligned to twice that, so a kernel that assumes
+	 * more alignment than GPU_DYNAMIC_SHARED declares fails here too (plain malloc gave 16
+	 * bytes, and WMMA kernels failed or passed by where the heap put the buffer). It ends at
+	 * the block's end, so ASan reports a read past the launch's size; the head is poisoned. */
 	emu.dyn_smem = nullptr;
-	if (emu.smem && posix_memalign(&emu.dyn_smem, GPU_EMU_DYNAMIC_SHARED_ALIGN, emu.smem) != 0)
-		gpu_emu_die("out of memory for %zu bytes of dynamic shared memory", emu.smem);
+	emu.dyn_block = nullptr;
+	if (emu.smem) {
+		if (posix_memalign(&emu.dyn_block, 2 * GPU_EMU_DYNAMIC_SHARED_ALIGN,
+				   GPU_EMU_DYNAMIC_SHARED_ALIGN + emu.smem) != 0)
+			gpu_emu_die("out of memory for %zu bytes of dynamic shared memory", emu.smem);
+		emu.dyn_smem = static_cast<char *>(emu.dyn_block) + GPU_EMU_DYNAMIC_SHARED_ALIGN;
+#if defined(__SANITIZE_ADDRESS__)
+		ASAN_POISON_MEMORY_REGION(emu.dyn_block, GPU_EMU_DYNAMIC_SHARED_ALIGN);
+#endif
+	}
 	emu.rng = emu.seed;
 	blockDim = emu.block;
 	gridDim = emu.grid;
@@ -721,7 +733,12 @@ static void run_job(void)
 		blockIdx.z = (unsigned)(i / ((unsigned long long)emu.grid.x * emu.grid.y));
 		run_block();
 	}
-	free(emu.dyn_smem);
+#if defined(__SANITIZE_ADDRESS__)
+	if (emu.dyn_block)
+		ASAN_UNPOISON_MEMORY_REGION(emu.dyn_block, GPU_EMU_DYNAMIC_SHARED_ALIGN);
+#endif
+	free(emu.dyn_block);
+	emu.dyn_block = nullptr;
 	emu.dyn_smem = nullptr;
 }
 

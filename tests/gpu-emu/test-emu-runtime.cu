@@ -31,13 +31,13 @@ static __global__ void dyn_smem_kernel(float *out, int n)
 	}
 }
 
-/* Where the block's dynamic shared memory starts, mod 128 (WMMA needs 32; the device and
- * GPU_DYNAMIC_SHARED promise 128). */
+/* Where the block's dynamic shared memory starts, mod 64 (GPU_DYNAMIC_SHARED promises 32,
+ * what WMMA needs, and the emulation gives exactly that: 32 mod 64). */
 static __global__ void dyn_smem_align_kernel(unsigned *out)
 {
 	GPU_DYNAMIC_SHARED(unsigned char, s);
 	if (threadIdx.x == 0)
-		*out = (unsigned)((uintptr_t)s % 128);
+		*out = (unsigned)((uintptr_t)s % 64);
 }
 
 /* Reads shared memory before writing it: every block must see NaN, although the previous block
@@ -145,8 +145,9 @@ static void test_dynamic_smem_limits(void)
 	cudaGetLastError();
 }
 
-/* Every size of dynamic shared memory starts 128-byte aligned, whatever the host heap holds
- * (a plain malloc'd buffer was 16 mod 32 for some sizes, and WMMA kernels then aborted). */
+/* Every size of dynamic shared memory starts 32-byte aligned and no more (32 mod 64), whatever
+ * the host heap holds (a plain malloc'd buffer was 16 mod 32 for some sizes, and WMMA kernels
+ * then aborted; one aligned by chance to more would hide a kernel assuming more). */
 static void test_dynamic_smem_alignment(void)
 {
 	unsigned *d, h;
@@ -162,8 +163,8 @@ static void test_dynamic_smem_alignment(void)
 		h = 999;
 		CHECK_INT_EQ(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
 		if (h != 0)
-			fprintf(stderr, "dynamic shared memory of %zu bytes at %u mod 128\n", bytes, h);
-		CHECK_INT_EQ(h, 0);
+			fprintf(stderr, "dynamic shared memory of %zu bytes at %u mod 64\n", bytes, h);
+		CHECK_INT_EQ(h, 32);
 	}
 	for (int i = 0; i < 64; i++)
 		free(noise[i]);
