@@ -21,10 +21,10 @@
  *   treated as 32F: on a GPU TF32 rounds the fp32 inputs to 10 mantissa bits, and code tested
  *   here at full fp32 precision would lose that precision there unseen.
  * - Products are exact in fp32 for bf16/fp16 inputs (both widen exactly); every dot product is
- *   summed in fp32 in increasing k order, in one part or, for an output of few tiles, in up to
- *   SPLIT_K_MAX parts added in order (split-K, by a rule of its own: the order depends on the
- *   shape, as cuBLASLt's algorithm choice does, so a test holding two shapes to the same bits
- *   fails here too), then alpha, beta * C, bias and the activation are
+ *   summed in fp32 in increasing k order within each of up to SPLIT_K_MAX parts, the parts added
+ *   in order (split-K, by a rule of its own: the number of parts follows the shape, as
+ *   cuBLASLt's algorithm choice does, so a test holding two shapes to the same bits fails here
+ *   too), then alpha, beta * C, bias and the activation are
  *   applied in fp32 and D is rounded to its type to nearest even. A GPU sums in another order
  *   (and with FMA): compare with tolerances, never bit for bit.
  * - C is not read when beta == 0 (cuBLAS's contract: C may then hold anything), so a C never
@@ -84,11 +84,12 @@ constexpr int MR = 8, NR = 4;
 constexpr int MC = 64;
 /* Split-K, by a rule of this stand-in's own: cuBLASLt's heuristics pick another algorithm (tile,
  * split-K, reduction order) for each shape, so only identical calls are promised identical bits.
- * A product whose output has fewer register tiles than SPLIT_K_TARGET_TILES (an H100's SMs) sums
- * its k dimension in up to SPLIT_K_MAX parts of at least SPLIT_K_MIN_K each, then adds the parts
- * in order: a batch of 1 and a batch of 8 of the same weights round differently, and a test that
- * holds them to the same bits fails here as it would on a GPU. */
-constexpr int64_t SPLIT_K_TARGET_TILES = 132, SPLIT_K_MAX = 4, SPLIT_K_MIN_K = 16;
+ * Here a product sums its k dimension in 1 + (m / MR + n) % SPLIT_K_MAX parts of at least
+ * SPLIT_K_MIN_K each, then adds the parts in order: products that differ in their row count n
+ * (a batch against one sequence alone) by less than SPLIT_K_MAX sum in another number of parts,
+ * and so round differently, and a test that holds them to the same bits fails here as it would
+ * on a GPU (test-cublaslt checks that n = 1 and n = 2 differ). */
+constexpr int64_t SPLIT_K_MAX = 4, SPLIT_K_MIN_K = 16;
 
 struct lt_context {
 	uint32_t magic;
@@ -441,10 +442,7 @@ void micro_kernel(const float *__restrict a, const float *__restrict b, int64_t 
 /* The k parts of an m x n x k product (split_k above). */
 int64_t k_splits(int64_t m, int64_t n, int64_t k)
 {
-	int64_t tiles = ((m + MR - 1) / MR) * ((n + NR - 1) / NR);
-	int64_t s = SPLIT_K_TARGET_TILES / (tiles ? tiles : 1);
-	if (s > SPLIT_K_MAX)
-		s = SPLIT_K_MAX;
+	int64_t s = 1 + (m / MR + n) % SPLIT_K_MAX;
 	if (s > k / SPLIT_K_MIN_K)
 		s = k / SPLIT_K_MIN_K;
 	return s < 1 ? 1 : s;

@@ -589,6 +589,60 @@ static void test_graph_capture(void)
 }
 
 #ifdef HOLO_TEST_EMULATED
+/* D = A B for one column of B, then for two (the first the same): the stand-in's split-K must
+ * sum the first column in another order (the emulation's promise that a test holding a batch to
+ * each sequence alone bit for bit fails, as on a GPU), both within the accumulation bound of a
+ * double reference. Inputs are fp32 values that are not multiples of a power of two, so the
+ * order shows in the bits. */
+static void test_shape_dependent_order(void)
+{
+	enum { M = 32, K = 256 };
+	static float a[M * K], b[K * 2], d1[M], d2[M * 2];
+	for (int i = 0; i < M * K; i++)
+		a[i] = sinf((float)i * 0.37f) * 1.3f;
+	for (int i = 0; i < K; i++)
+		b[i] = b[K + i] = cosf((float)i * 0.71f) * 0.9f;
+	void *da, *db, *dd;
+	REQUIRE(cudaMalloc(&da, sizeof(a)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&db, sizeof(b)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&dd, sizeof(d2)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(da, a, sizeof(a), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaMemcpy(db, b, sizeof(b), cudaMemcpyHostToDevice) == cudaSuccess);
+	cublasLtMatmulDesc_t op;
+	REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	float alpha = 1, beta = 0;
+	for (int n = 1; n <= 2; n++) {
+		cublasLtMatrixLayout_t la, lb, ld;
+		REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, M, K, M) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, K, n, K) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, n, M) == CUBLAS_STATUS_SUCCESS);
+		CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL,
+					0, 0));
+		REQUIRE(cudaMemcpy(n == 1 ? d1 : d2, dd, sizeof(float) * M * n, cudaMemcpyDeviceToHost) ==
+			cudaSuccess);
+		cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb);
+		cublasLtMatrixLayoutDestroy(ld);
+	}
+	cublasLtMatmulDescDestroy(op);
+	int differ = 0;
+	for (int i = 0; i < M; i++) {
+		double want = 0, mag = 0;
+		for (int p = 0; p < K; p++) {
+			want += (double)a[i + p * M] * b[p];
+			mag += fabs((double)a[i + p * M] * b[p]);
+		}
+		double bound = (2.0 * K + 4) * ldexp(1.0, -24) * mag;
+		CHECK_NEAR(d1[i], want, bound);
+		CHECK_NEAR(d2[i], want, bound);
+		CHECK(memcmp(&d2[i], &d2[M + i], sizeof(float)) == 0); /* the same column twice */
+		differ += memcmp(&d1[i], &d2[i], sizeof(float)) != 0;
+	}
+	if (!differ)
+		fprintf(stderr, "one column and two summed alike: split-K does not follow the shape\n");
+	CHECK(differ > 0);
+	cudaFree(da), cudaFree(db), cudaFree(dd);
+}
+
 /* One problem, 16 x 8 x 32 bf16 -> bf16, whose descriptors each refusal case bends. */
 struct refusal {
 	cublasLtMatmulDesc_t op;
@@ -763,6 +817,7 @@ int main(void)
 	test_odd_shapes();
 	test_graph_capture();
 #ifdef HOLO_TEST_EMULATED
+	test_shape_dependent_order();
 	test_refusals();
 #endif
 	fprintf(stderr, "%d matmul cases\n", cases_run);

@@ -11,7 +11,7 @@
  * have another row count, for which cuBLASLt picks another algorithm (the emulation's stand-in
  * its own split-K), so the rounding differs):
  *  - fp32: every logits row within 1e-5 of the lone session's, relative to its largest
- *    magnitude (as lm-batch-cuda; the emulation measures up to 1.7e-6);
+ *    magnitude (as lm-batch-cuda);
  *  - bf16: cosine >= 0.9999 per row, every logit within 2e-2 of the largest magnitude (as
  *    test-lm-batch.c);
  *  - the same greedy token wherever the lone row's top-1 leads by more than twice the

@@ -10,7 +10,7 @@
  *     call does. On CUDA 1e-5: a batch's GEMMs have another shape than each session's alone,
  *     and cuBLASLt picks another algorithm (tile, split-K) per shape, so the sums run in another
  *     order (~k u each, compounded over the layers; the emulation's own split-K rule,
- *     cuda/emu/cublaslt.cc, gives up to 1.7e-6 here).
+ *     cuda/emu/cublaslt.cc, gives up to 1.6e-6 here).
  *   - fp32 with a bf16 SSM state ($HOLOD_SSM_STATE): on the CPU bit-identical as above; on CUDA,
  *     whose batched GEMMs sum in another order (1e-7), a state entry stored in bf16 may round
  *     one ulp the other way: 2^-8, one bf16 ulp of the largest entry (measured in the

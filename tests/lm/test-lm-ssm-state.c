@@ -50,13 +50,13 @@ TEST_DEFINE_GLOBALS;
  *   - CPU, bf16 precision, bf16 vs fp32 state (the state's rounding amplified by bf16
  *     activations): 0.048 measured, 2x;
  *   - CUDA vs CPU, both with a bf16 state, fp32 precision: 2.4e-5 measured in the emulation,
- *     4x (a GPU contracts to FMA and tiles otherwise, and a state entry may round one bf16
- *     ulp the other way);
+ *     whose split-K already rounds some state entries one bf16 ulp the other way; 40x, since a
+ *     GPU also contracts to FMA and tiles otherwise, and no GPU has measured it yet;
  *   - CUDA vs CPU, both with a bf16 state, bf16 precision (another summation order rounds some
  *     activations the other way): 0.055 measured in the emulation, 2x. */
 #define FP32_STATE_BOUND 0.0174
 #define BF16_STATE_BOUND 0.096
-#define CUDA_FP32_BOUND 1e-4
+#define CUDA_FP32_BOUND 1e-3
 #define CUDA_BF16_BOUND 0.11
 
 static double worst_cos = 1;
