@@ -9,6 +9,7 @@
 #     batch and conformance tests) again under every CPU kernel variant this CPU runs
 #     ($HOLOD_CPU_KERNELS, with oneDNN's ISA capped to match by $ONEDNN_MAX_CPU_ISA), so an AMX
 #     machine also checks the path a CPU without AMX takes; the log names the variants skipped;
+#     then the unit suite as on a CPU with AVX2 alone (oneDNN capped there: no bf16 products);
 #  3. release build with -Werror and the real nvcc objects (with the nvcc build checks where
 #     nvcc is installed): must compile warning-free; the whole test list runs again there, where
 #     the gpu suite must skip (77) on a machine without a GPU, not fail;
@@ -49,7 +50,7 @@ echo "check: CPU kernel variants: $(build-emu/tests/tools/cpu-variants --all | t
 for v in $variants; do
 	[ "$v" = "$best" ] && continue # the run above
 	# oneDNN's ISA to match; Debian's oneDNN has no bf16 products below AVX512_CORE, so the
-	# AVX2 and portable variants keep it there (lm-backend-no-bf16 checks a CPU without them)
+	# AVX2 and portable variants keep it there (a CPU with AVX2 alone is the run below)
 	case $v in
 	avx512bf16) isa=AVX512_CORE_BF16 ;;
 	*) isa=AVX512_CORE ;;
@@ -63,6 +64,15 @@ done
 for v in amx avx512bf16 avx512 avx2 portable; do
 	echo "$variants" | grep -qx "$v" || echo "check: kernel variant $v skipped: this CPU does not run it"
 done
+# A CPU with AVX2 alone (most desktops): oneDNN has no bf16 products there, so bf16
+# checkpoints default to fp32 and an explicit bf16 runs on the engine's own kernels
+if echo "$variants" | grep -qx avx2; then
+	echo "check: the unit suite as on a CPU with AVX2 alone (HOLOD_CPU_KERNELS=avx2 ONEDNN_MAX_CPU_ISA=AVX2)"
+	HOLOD_CPU_KERNELS=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
+		meson test -C build-emu --no-rebuild --print-errorlogs --num-processes "$jobs" \
+		--suite unit --logbase avx2-only
+	logs_kernels="$logs_kernels build-emu/meson-logs/avx2-only.json"
+fi
 
 # 3. Where nvcc is installed the release build must compile the CUDA module (for sm_90 and sm_80,
 # spills and local memory as errors, every kernel within cuda/resource-budget.txt), not skip it.

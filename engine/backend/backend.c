@@ -171,8 +171,8 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 			fail(errno, errbuf, errlen, errno == EINVAL
 				    ? "the model's tensors do not match its config"
 				    : errno == ENOTSUP
-				    ? "bf16 precision needs oneDNN's bf16 matrix products, which this CPU "
-				      "does not have (oneDNN runs them from AVX-512 on): use --precision fp32"
+				    ? "oneDNN refused this model's bf16 products on this CPU: use "
+				      "--precision fp32"
 				    : "out of memory creating the CPU backend");
 		else if (o.progress)
 			o.progress(o.progress_arg, b->weight_bytes, b->weight_bytes);

@@ -427,7 +427,12 @@ static void cpu_info(const struct engine_backend *b, struct engine_backend_info 
 	const char *arch = "cpu";
 #endif
 	const struct cpu_backend *cb = (const struct cpu_backend *)b;
-	if (cb->prep.bf16)
+	if (cb->prep.bf16 && !cpu_dnnl_bf16_supported())
+		snprintf(ret->device, sizeof(ret->device),
+			 "%s, %s kernels, gemm=own (oneDNN has no bf16 products on this CPU), gemv=%s, "
+			 "%d threads",
+			 arch, cpu_kernel_name(), cpu_gemv_name(), cpu_threads());
+	else if (cb->prep.bf16)
 		snprintf(ret->device, sizeof(ret->device),
 			 "%s, %s kernels, gemm=onednn:%s (%s weights), gemv=%s, %d threads", arch,
 			 cpu_kernel_name(), cpu_dnnl_impl_name(),
@@ -573,10 +578,6 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	enum engine_precision precision = opts->precision;
 	if (precision == ENGINE_PRECISION_DEFAULT)
 		precision = engine_model_cpu_precision(m);
-	if (precision == ENGINE_PRECISION_BF16 && !cpu_dnnl_bf16_supported()) {
-		errno = ENOTSUP;
-		return NULL;
-	}
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb) {
 		errno = ENOMEM;

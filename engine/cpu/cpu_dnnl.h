@@ -40,7 +40,8 @@ struct cpu_dnnl_weight;
 
 /* Whether oneDNN has a bf16 matmul on this CPU (and under $ONEDNN_MAX_CPU_ISA): Debian's
  * oneDNN runs bf16 products from AVX-512 on, so a CPU with AVX2 alone (or oneDNN capped there)
- * has none, and bf16 precision cannot run. Probed once (one primitive descriptor); thread-safe. */
+ * has none, and bf16 precision's products run on the engine's own kernels (lm_prepare()).
+ * Probed once (one primitive descriptor); thread-safe. */
 bool cpu_dnnl_bf16_supported(void);
 
 /* Prepares the 2-D weight w ([out][in], any dtype; anything but bf16 is converted to a bf16

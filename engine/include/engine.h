@@ -201,7 +201,8 @@ int engine_precision_parse(const char *name, enum engine_precision *ret);
 /* The precision the CPU backend runs `model` in when none is asked for: BF16 for a bf16
  * checkpoint (its embedding matrix stored in bf16) on a CPU whose oneDNN has bf16 matrix
  * products (AVX-512 and up), FP32 otherwise (f32 or f16 weights, whose fp32 path rounds
- * nothing; or a CPU with AVX2 alone, where an explicit BF16 fails with ENOTSUP). */
+ * nothing; a CPU with AVX2 alone, where an explicit BF16 runs every product on the engine's own
+ * kernels: no faster than fp32, and less exact). */
 enum engine_precision engine_model_cpu_precision(const struct engine_model *model);
 
 /* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in
@@ -218,8 +219,8 @@ struct engine_backend;
 /* A backend for `model` (which must outlive it). AUTO is resolved as above. Returns NULL,
  * sets errno and writes one sentence to errbuf: EINVAL (bad options or a model the backend
  * cannot run), ENODEV (no such device or no CUDA in this build), ENOMEM (not enough memory
- * for the weights, naming the bytes needed and free), ENOTSUP (bf16 precision on a CPU whose
- * oneDNN has no bf16 products), EIO (a device failure). */
+ * for the weights, naming the bytes needed and free), ENOTSUP (oneDNN refused a bf16 product
+ * of the model), EIO (a device failure). */
 struct engine_backend *engine_backend_create(const struct engine_model *model,
 					     const struct engine_backend_options *opts,
 					     char *errbuf, size_t errlen);

@@ -436,7 +436,10 @@ int lm_prepare(const struct engine_model *m, bool bf16, enum cpu_dnnl_layout lay
 	p.layers = calloc((size_t)p.n_layers, sizeof(*p.layers));
 	if (!p.norm_f || !p.layers)
 		goto oom;
-	if (bf16 && (r = prepare_gemms(m, layout, &p)) < 0)
+	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared
+	 * and every product runs on the engine's own kernels with the same bf16-rounded inputs
+	 * (product(): cpu_matmul or the GEMV), as a product oneDNN refuses does */
+	if (bf16 && cpu_dnnl_bf16_supported() && (r = prepare_gemms(m, layout, &p)) < 0)
 		goto fail;
 	const int K = dm.K, cd = dm.conv_dim, H = dm.H;
 	for (int l = 0; l < p.n_layers; l++) {

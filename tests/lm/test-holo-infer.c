@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpu_dnnl.h"
 #include "engine.h"
 #include "test.h"
 
@@ -153,9 +154,12 @@ int main(int argc, char **argv)
 	/* bf16 on the CPU runs, and says which matrix-product kernels (--precision wins over the
 	 * test environment's HOLOD_PRECISION=fp32) */
 	CHECK_INT_EQ(run(cmd, &out), 0);
-	CHECK(strstr(out, "gemm=onednn:") != NULL && strstr(out, "), bf16") != NULL);
+	/* (on the engine's own kernels where oneDNN has no bf16 products: AVX2 alone) */
+	const char *gemm = cpu_dnnl_bf16_supported() ? "gemm=onednn:" : "gemm=own";
+	CHECK(strstr(out, gemm) != NULL && strstr(out, "), bf16") != NULL);
 	free(out);
-	/* $HOLOD_PRECISION as --precision; unset, the fixture's bf16 weights run in bf16 */
+	/* $HOLOD_PRECISION as --precision; unset, the fixture's bf16 weights run in bf16 (fp32
+	 * where oneDNN has no bf16 products) */
 	snprintf(cmd, sizeof(cmd),
 		 "HOLOD_PRECISION=fp32 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
 		 root(), mamba);
@@ -166,7 +170,10 @@ int main(int argc, char **argv)
 		 "env -u HOLOD_PRECISION '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
 		 root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 0);
-	CHECK(strstr(out, "gemm=onednn:") != NULL && strstr(out, "), bf16") != NULL);
+	if (cpu_dnnl_bf16_supported())
+		CHECK(strstr(out, "gemm=onednn:") != NULL && strstr(out, "), bf16") != NULL);
+	else
+		CHECK(strstr(out, "gemm=") == NULL && strstr(out, "), fp32") != NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
 		 "HOLOD_PRECISION=fp8 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,

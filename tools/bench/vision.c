@@ -24,6 +24,7 @@
 
 #include "bench.h"
 #include "common.h"
+#include "cpu_dnnl.h"
 #include "engine.h"
 #include "model.h"
 #include "vision.h"
@@ -167,7 +168,7 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 	struct vision_profile best_prof = {0};
 	r = vision_pos_embed(w, grid, grid, pos);
 	w->depth = depth;
-	if (r == 0 && bench_bf16)
+	if (r == 0 && bench_bf16 && cpu_dnnl_bf16_supported())
 		r = vision_gemms_create(w, blocks_layout(), &gm);
 	for (int k = 0; r == 0 && k < reps; k++) {
 		double vit = 0, proj = 0, cpu = 0;
@@ -337,7 +338,7 @@ static int bench_random(int blocks, int n_tiles)
 		float *pos = xmalloc((size_t)grid * grid * RADIO_H_WIDTH * sizeof(float));
 		struct vision_gemms *gm = NULL;
 		r = vision_pos_embed(&w, grid, grid, pos);
-		if (r == 0 && bench_bf16)
+		if (r == 0 && bench_bf16 && cpu_dnnl_bf16_supported())
 			r = vision_gemms_create(&w, blocks_layout(), &gm);
 		if (r == 0)
 			r = print_steps(&w, gm, px, pos, grid);
@@ -378,7 +379,7 @@ static int bench_model(struct engine_vision *v, int n_tiles)
 	float *feat = xmalloc((size_t)grid * grid * w->width * sizeof(float));
 	struct vision_profile prof, best_prof = {0};
 	struct vision_gemms *gm = NULL;
-	if (bench_bf16)
+	if (bench_bf16 && cpu_dnnl_bf16_supported())
 		r = vision_gemms_create(w, blocks_layout(), &gm);
 	/* as vision_encode_gemms() runs the tiles, timed per operation */
 	for (int k = 0; r == 0 && k < 2; k++) {
@@ -535,8 +536,14 @@ int bench_vision_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* where oneDNN has no bf16 products (AVX2 alone) the backend's bf16 encode runs the fp32
+	 * products (cpu_vision_steps()), and so does this */
 	printf("threads %d, kernels %s, precision %s%s%s\n", engine_get_threads(),
-	       engine_cpu_kernels(), bench_bf16 ? "bf16 (oneDNN products, vision row kernels " : "fp32",
+	       engine_cpu_kernels(),
+	       !bench_bf16 ? "fp32"
+	       : cpu_dnnl_bf16_supported()
+		       ? "bf16 (oneDNN products, vision row kernels "
+		       : "bf16 (oneDNN has no bf16 products on this CPU: fp32 products, vision row kernels ",
 	       bench_bf16 ? vision_rows()->name : "", bench_bf16 ? ")" : "");
 	if (model_dir) {
 		m = engine_model_load(model_dir, err, sizeof(err));
