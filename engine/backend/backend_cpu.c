@@ -503,7 +503,8 @@ static int cpu_vision_steps(struct engine_backend *b, const struct engine_vision
 			    int (*fn)(const struct vision_gemms *gm, void *arg), void *arg)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
-	if (!cb->prep.bf16)
+	/* (where oneDNN has no bf16 products, every encode would try and fail to prepare them) */
+	if (!cb->prep.bf16 || !cpu_dnnl_bf16_supported())
 		return fn(NULL, arg);
 	pthread_mutex_lock(&cb->vision_lock);
 	int r = 0;
