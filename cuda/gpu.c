@@ -50,10 +50,54 @@ int gpu_translate_error(int err, const char *file, int line, const char *what)
 
 int gpu_device_count(void)
 {
+	return gpu_device_count_why(NULL, 0);
+}
+
+/* The driver series each CUDA major version's runtime needs (NVIDIA's CUDA toolkit release
+ * notes, "CUDA Driver" table: minimum driver for the toolkit's minor version compatibility). */
+static const char *driver_series(int cuda_major)
+{
+	switch (cuda_major) {
+	case 12:
+		return "R525";
+	case 13:
+		return "R580";
+	default:
+		return NULL;
+	}
+}
+
+int gpu_device_count_why(char *why, size_t len)
+{
 	int n = 0;
-	if (cudaGetDeviceCount(&n) != cudaSuccess)
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e == cudaSuccess && n > 0)
+		return n;
+	if (!why || !len)
 		return 0;
-	return n;
+	int drv = 0, rt = 0;
+	if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&drv) == cudaSuccess &&
+	    cudaRuntimeGetVersion(&rt) == cudaSuccess && drv > 0) {
+		const char *series = driver_series(rt / 1000);
+		snprintf(why, len,
+			 "the NVIDIA driver is too old for this build: it supports CUDA %d.%d, the CUDA "
+			 "runtime holod was built with is %d.%d%s%s%s",
+			 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
+			 series ? " (it needs driver " : "", series ? series : "",
+			 series ? " or newer)" : "");
+	} else if (e == cudaSuccess || e == cudaErrorNoDevice) {
+		snprintf(why, len, "no CUDA device is present");
+	} else if (e == cudaErrorInsufficientDriver) {
+		snprintf(why, len,
+			 "no CUDA device is present (no NVIDIA driver is loaded, or one too old for CUDA "
+			 "%d.%d)",
+			 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+	} else {
+		snprintf(why, len, "CUDA cannot list the devices: %s (%s)", cudaGetErrorName(e),
+			 cudaGetErrorString(e));
+	}
+	(void)cudaGetLastError(); /* the failed calls leave nothing sticky behind */
+	return 0;
 }
 
 int gpu_device_info(int device, struct gpu_device_info *ret)

@@ -9,7 +9,10 @@
  * them. Functions the engine does not use are not defined here: a link error names them.
  *
  * A device fault can be injected (HOLOD_GPU_EMU_FAULT, below): the context is then broken as a
- * kernel's illegal address breaks a real one, until cudaDeviceReset().
+ * kernel's illegal address breaks a real one, until cudaDeviceReset(). So can an old driver
+ * (HOLOD_GPU_EMU_DRIVER=MAJOR.MINOR, the CUDA version it supports): below the runtime's
+ * CUDART_VERSION, cudaGetDeviceCount fails with cudaErrorInsufficientDriver, as the real runtime
+ * does, and cudaDriverGetVersion reports it.
  *
  * Threads: any host thread may call these functions; the allocation table and the kernel attribute
  * table are guarded by one mutex; the last error is per host thread, as in CUDA.
@@ -227,6 +230,8 @@ static const struct {
 	{cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
 	{cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
 	{cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+	{cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+	 "CUDA driver version is insufficient for CUDA runtime version"},
 	{cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
 	{cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
 	{cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
@@ -257,10 +262,44 @@ const char *cudaGetErrorString(cudaError_t e)
 
 /* ---- device ------------------------------------------------------------------------------- */
 
+/* The CUDA version the emulated driver supports, as cudaDriverGetVersion encodes it (1000 major
+ * + 10 minor): $HOLOD_GPU_EMU_DRIVER, else the runtime's own. */
+static int driver_version(void)
+{
+	const char *d = getenv("HOLOD_GPU_EMU_DRIVER");
+	int major = 0, minor = 0;
+	if (d && sscanf(d, "%d.%d", &major, &minor) == 2 && major > 0 && minor >= 0 && minor < 100)
+		return major * 1000 + minor * 10;
+	if (d && *d)
+		gpu_emu_die("HOLOD_GPU_EMU_DRIVER=%s: expected MAJOR.MINOR", d);
+	return CUDART_VERSION;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+	if (!version)
+		return fail(cudaErrorInvalidValue);
+	*version = driver_version();
+	return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+	if (!version)
+		return fail(cudaErrorInvalidValue);
+	*version = CUDART_VERSION;
+	return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
 	if (!count)
 		return fail(cudaErrorInvalidValue);
+	/* the real runtime's answer when the driver is older than itself: no count at all */
+	if (driver_version() < CUDART_VERSION) {
+		*count = 0;
+		return fail(cudaErrorInsufficientDriver);
+	}
 	*count = 1;
 	return cudaSuccess;
 }

@@ -74,9 +74,10 @@ static int fail(int err, char *msg, size_t msglen, const char *format, ...)
 static int check_cuda_device(const struct engine_backend_options *opts, char *msg, size_t msglen)
 {
 #ifdef HOLOD_HAVE_CUDA
-	int n = gpu_device_count();
+	char why[256];
+	int n = gpu_device_count_why(why, sizeof(why));
 	if (n == 0)
-		return fail(ENODEV, msg, msglen, "no CUDA device is present");
+		return fail(ENODEV, msg, msglen, "%s", why);
 	if (opts->device < 0 || opts->device >= n)
 		return fail(ENODEV, msg, msglen, "CUDA device %d does not exist (%d device%s present)",
 			    opts->device, n, n == 1 ? " is" : "s are");
@@ -117,6 +118,9 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 				fail(0, msg, msglen, "the CUDA device is the CPU emulation of a test build: using the CPU");
 			else
 				opts->kind = ENGINE_BACKEND_CUDA;
+		} else if (strstr(why, "driver is too old")) {
+			/* a GPU is there and unusable: say why the CPU runs */
+			fail(0, msg, msglen, "%s: using the CPU", why);
 		}
 	}
 	/* the CPU's DEFAULT depends on the checkpoint: backend_cpu_create() resolves it */

@@ -209,9 +209,10 @@ enum engine_precision engine_model_cpu_precision(const struct engine_model *mode
  * opts->precision on CUDA; on the CPU DEFAULT stays, resolved by engine_backend_create() from
  * the checkpoint as engine_model_cpu_precision() says) and checks that the result can run the
  * language model here. Returns 0; -EINVAL for a bad value; -ENODEV when this
- * build has no CUDA backend or the device does not exist. On error msg receives one sentence;
- * on success with AUTO it receives why a present device is not used (the CPU emulation of a
- * test build; empty otherwise). msg may be NULL when msglen is 0. */
+ * build has no CUDA backend or the device does not exist (or the driver is too old for this
+ * build's CUDA runtime, which the sentence says with both versions). On error msg receives one
+ * sentence; on success with AUTO it receives why a present device is not used (the CPU
+ * emulation of a test build, or a driver too old; empty otherwise). msg may be NULL when msglen is 0. */
 int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen);
 
 struct engine_backend;

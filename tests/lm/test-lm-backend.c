@@ -518,9 +518,36 @@ static void test_no_bf16(struct engine_model *m)
 	engine_backend_destroy(b32);
 }
 
+/* A GPU whose driver is older than this build's CUDA runtime ($HOLOD_GPU_EMU_DRIVER=12.8 in the
+ * emulation, as the real runtime answers cudaErrorInsufficientDriver): CUDA is refused naming
+ * both versions and the driver series needed, and AUTO says why it runs on the CPU, instead of
+ * "no CUDA device is present". */
+static void test_old_driver(struct engine_model *m)
+{
+	char msg[256] = "";
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CUDA};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -ENODEV);
+	fprintf(stderr, "CUDA: %s\n", msg);
+	CHECK(strstr(msg, "driver is too old") && strstr(msg, "CUDA 12.8") && strstr(msg, "13.0") &&
+	      strstr(msg, "R580"));
+	errno = 0;
+	CHECK(engine_backend_create(m, &o, msg, sizeof(msg)) == NULL && errno == ENODEV);
+	CHECK(strstr(msg, "driver is too old") != NULL);
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
+	CHECK_INT_EQ(o.kind, ENGINE_BACKEND_CPU);
+	fprintf(stderr, "AUTO: %s\n", msg);
+	CHECK(strstr(msg, "driver is too old") && strstr(msg, "using the CPU"));
+}
+
 int main(int argc, char **argv)
 {
 	struct engine_model *m = small_model("M*-M", 31);
+	if (argc > 1 && strcmp(argv[1], "old-driver") == 0) {
+		test_old_driver(m);
+		lm_random_model_destroy(m);
+		return test_exit();
+	}
 	if (argc > 1 && strcmp(argv[1], "no-bf16") == 0) {
 		test_no_bf16(m);
 		lm_random_model_destroy(m);
