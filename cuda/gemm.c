@@ -7,9 +7,13 @@
  * Cache: a call's key is everything the descriptors and the algorithm depend on (shape, strides,
  * dtypes, beta, and the alignment of the four pointers, which cuBLASLt's algorithms require:
  * its default preference assumes 256-byte aligned buffers, and a row inside a buffer is often
- * less aligned). The first call of a key builds the descriptors and asks the heuristic for one
- * algorithm that fits the preallocated workspace; later calls only launch. A capture may hit or
- * miss: both enqueue nothing but the matmul.
+ * less aligned). The first call of a key builds the descriptors and asks the heuristic for up
+ * to GEMM_ALGOS algorithms that fit the preallocated workspace, best first; a call runs the
+ * entry's current one, and where cuBLASLt refuses it at run time (NOT_SUPPORTED, ARCH_MISMATCH:
+ * a heuristic's pick can still be refused for a shape or a device) moves on to the next, which
+ * the entry then keeps; when none runs, the error names the shape. Refusals enqueue nothing, so
+ * this holds during a capture too: a capture may hit or miss, and enqueues nothing but the
+ * matmul.
  */
 #include "gpu.h"
 #include "gpu_internal.h"
@@ -24,6 +28,8 @@
 
 /* cuBLASLt's recommended workspace on Hopper; also enough for every Ampere algorithm. */
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+/* Algorithms asked of the heuristic per shape, tried in its order. */
+#define GEMM_ALGOS 4
 
 struct gemm_key {
 	int64_t out, in, rows, ldx, ldy;
@@ -36,7 +42,8 @@ struct gemm_entry {
 	struct gemm_key key;
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, d;
-	cublasLtMatmulAlgo_t algo;
+	cublasLtMatmulAlgo_t algos[GEMM_ALGOS];
+	int n_algos, cur; /* the heuristic's results; the one that runs */
 	uint64_t last_use;
 };
 
@@ -174,17 +181,17 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 		r = LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i].attr, &aligns[i].value,
 								  sizeof(aligns[i].value)));
 	if (r >= 0) {
-		cublasLtMatmulHeuristicResult_t res;
+		cublasLtMatmulHeuristicResult_t res[GEMM_ALGOS];
 		int found = 0;
 		r = LT_CHECK(cublasLtMatmulAlgoGetHeuristic(gm->lt, e->desc, e->a, e->b, e->d, e->d, pref,
-							    1, &res, &found));
+							    GEMM_ALGOS, res, &found));
 		if (r >= 0 && found < 1) {
 			log_debug("gpu: cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
 				  (long long)k->out, (long long)k->rows, (long long)k->in);
 			r = -EINVAL;
 		}
-		if (r >= 0)
-			e->algo = res.algo;
+		for (int i = 0; r >= 0 && i < found && i < GEMM_ALGOS; i++)
+			e->algos[e->n_algos++] = res[i].algo;
 	}
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
@@ -258,9 +265,28 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	}
 	e->last_use = ++gm->calls;
 	const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-	return LT_CHECK(cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y, e->d, y,
-				       e->d, &e->algo, gm->workspace, GEMM_WORKSPACE_BYTES,
-				       (cudaStream_t)gm->g->stream)) < 0
-		       ? -EIO
-		       : 0;
+	for (;;) {
+		cublasStatus_t st = cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y,
+						   e->d, y, e->d, &e->algos[e->cur], gm->workspace,
+						   GEMM_WORKSPACE_BYTES, (cudaStream_t)gm->g->stream);
+		if (st == CUBLAS_STATUS_SUCCESS)
+			return 0;
+		bool refused = st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH;
+		if (refused && e->cur + 1 < e->n_algos) {
+			log_debug("gpu: cuBLASLt refused algorithm %d of %d for a %d x %d x %d GEMM (%s): "
+				  "trying the next",
+				  e->cur + 1, e->n_algos, out, rows, in, cublasLtGetStatusString(st));
+			e->cur++;
+			continue;
+		}
+		if (refused)
+			log_error("gpu: cuBLASLt ran none of its %d algorithms for a GEMM of %d rows x %d "
+				  "in -> %d out (%s weights, %s out, ldx %zu, ldy %zu%s): %s",
+				  e->n_algos, rows, in, out, w_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
+				  y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32", ldx, ldy,
+				  accumulate ? ", accumulating" : "", cublasLtGetStatusString(st));
+		else
+			LT_CHECK(st);
+		return -EIO;
+	}
 }

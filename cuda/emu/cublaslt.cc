@@ -75,7 +75,11 @@ constexpr uint32_t LT_HANDLE_MAGIC = 0x4c74486e;  /* "LtHn" */
 constexpr uint32_t LT_DESC_MAGIC = 0x4c744d64;    /* "LtMd" */
 constexpr uint32_t LT_LAYOUT_MAGIC = 0x4c744c79;  /* "LtLy" */
 constexpr uint32_t LT_PREF_MAGIC = 0x4c745066;    /* "LtPf" */
-constexpr uint64_t LT_ALGO_TAG = 0x686f6c6f2d656d75; /* "holo-emu": our one algorithm */
+constexpr uint64_t LT_ALGO_TAG = 0x686f6c6f2d656d75; /* "holo-emu": our algorithms */
+/* The heuristic offers this many algorithms (data[1]: 0, 1, ...), which compute alike; the
+ * first $HOLOD_GPU_EMU_LT_REFUSE of them are refused at run time (CUBLAS_STATUS_NOT_SUPPORTED),
+ * as a real heuristic's pick can be, so the caller's fallback to the next is tested. */
+constexpr int LT_ALGOS = 3;
 
 /* Register tile of the inner kernel: MR rows of op(A) by NR columns of op(B). */
 constexpr int MR = 8, NR = 4;
@@ -461,6 +465,17 @@ void split_kernel(const float *__restrict a, const float *__restrict b, int64_t 
 			for (int r = 0; r < MR; r++)
 				acc[c][r] += part[c][r];
 	}
+}
+
+/* $HOLOD_GPU_EMU_LT_REFUSE: how many of the heuristic's first algorithms cublasLtMatmul refuses */
+uint64_t refused_algos(void)
+{
+	const char *s = getenv("HOLOD_GPU_EMU_LT_REFUSE");
+	char *end = nullptr;
+	unsigned long v = s && *s ? strtoul(s, &end, 10) : 0;
+	if (s && *s && (*end || v > (unsigned long)LT_ALGOS))
+		gpu_emu_die("HOLOD_GPU_EMU_LT_REFUSE=%s: expected 0..%d", s, LT_ALGOS);
+	return v;
 }
 
 inline float gelu_tanh(float x)
@@ -869,7 +884,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(
 	return get_attr(p->max_workspace, buf, sizeInBytes, sizeWritten);
 }
 
-/* One algorithm, needing no workspace, for every supported problem; none otherwise. */
+/* LT_ALGOS algorithms (as many as asked, up to that), needing no workspace, for every supported
+ * problem; none otherwise. */
 cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
 	cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
 	cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
@@ -888,14 +904,18 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
 					  as_layout(Cdesc), as_layout(Ddesc), &pb);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return st;
-	cublasLtMatmulHeuristicResult_t r;
-	memset(&r, 0, sizeof(r));
-	r.algo.data[0] = LT_ALGO_TAG;
-	r.workspaceSize = 0;
-	r.state = CUBLAS_STATUS_SUCCESS;
-	r.wavesCount = 1.0f;
-	heuristicResultsArray[0] = r;
-	*returnAlgoCount = 1;
+	int n = requestedAlgoCount < LT_ALGOS ? requestedAlgoCount : LT_ALGOS;
+	for (int i = 0; i < n; i++) {
+		cublasLtMatmulHeuristicResult_t r;
+		memset(&r, 0, sizeof(r));
+		r.algo.data[0] = LT_ALGO_TAG;
+		r.algo.data[1] = (uint64_t)i;
+		r.workspaceSize = 0;
+		r.state = CUBLAS_STATUS_SUCCESS;
+		r.wavesCount = 1.0f;
+		heuristicResultsArray[i] = r;
+	}
+	*returnAlgoCount = n;
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -916,8 +936,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 					  as_layout(Ddesc), &pb);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return st;
-	if (algo && algo->data[0] != LT_ALGO_TAG)
+	if (algo && (algo->data[0] != LT_ALGO_TAG || algo->data[1] >= (uint64_t)LT_ALGOS))
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (algo && algo->data[1] < refused_algos())
+		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (!alpha || !beta || !A || !B || !C || !D || (has_bias(pb.epilogue) && !op->bias))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	operands o{*static_cast<const float *>(alpha), *static_cast<const float *>(beta), A, B, C, D,
