@@ -74,7 +74,7 @@ if echo "$variants" | grep -qx avx2; then
 	logs_kernels="$logs_kernels build-emu/meson-logs/avx2-only.json"
 fi
 
-# 3. Where nvcc is installed the release build must compile the CUDA module (for sm_90 and sm_80,
+# 3. Where nvcc is installed the release build must compile the CUDA module (sm_90, sm_89, sm_86, sm_80 + PTX,
 # spills and local memory as errors, every kernel within cuda/resource-budget.txt), not skip it.
 cuda=auto
 command -v nvcc >/dev/null 2>&1 && cuda=enabled
