@@ -284,7 +284,7 @@ static int splits_of(int rows, int max_len)
 
 extern "C" size_t gpu_attention_scratch_floats(int rows, int max_len, int hq, int dh)
 {
-	if (rows < 1 || max_len < 1 || hq < 1 || dh < 1)
+	if (rows < 1 || rows > GPU_ATTN_MAX_ROWS || max_len < 1 || hq < 1 || dh < 1)
 		return 0;
 	return (size_t)rows * hq * splits_of(rows, max_len) * ((size_t)dh + 2);
 }
@@ -325,7 +325,7 @@ extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, 
 			     int n0, int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch)
 {
 	if (!g || !q || !k || !v || !o || hq < 1 || hkv < 1 || hq % hkv || dh < 1 ||
-	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > GPU_MAX_ROWS || n0 < 0 || max_len < 1 ||
+	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > GPU_ATTN_MAX_ROWS || n0 < 0 || max_len < 1 ||
 	    max_len > GPU_MAX_ROWS || (!pos && n0 + rows > max_len) ||
 	    (kv_dtype != GPU_DTYPE_F32 && kv_dtype != GPU_DTYPE_BF16) ||
 	    (o_dtype != GPU_DTYPE_F32 && o_dtype != GPU_DTYPE_BF16) || ldq < (size_t)hq * dh ||
@@ -359,7 +359,7 @@ extern "C" int gpu_attention_rows(struct gpu_context *g, const float *q, size_t 
 				  int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch)
 {
 	if (!g || !q || !seq || !o || !scratch || hq < 1 || hkv < 1 || hq % hkv || dh < 1 ||
-	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > 65535 || layer < 0 || max_len < 1 ||
+	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > GPU_ATTN_MAX_ROWS || layer < 0 || max_len < 1 ||
 	    max_len > GPU_MAX_ROWS || (kv_dtype != GPU_DTYPE_F32 && kv_dtype != GPU_DTYPE_BF16) ||
 	    (o_dtype != GPU_DTYPE_F32 && o_dtype != GPU_DTYPE_BF16) || ldq < (size_t)hq * dh ||
 	    ldo < (size_t)hq * dh)

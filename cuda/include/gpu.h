@@ -218,6 +218,9 @@ int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, v
  * rows and at least one), then a combine; the scratch is at most
  * max(rows, GPU_ATTN_MAX_SPLITS) * hq * (dh + 2) floats whatever max_len is. */
 #define GPU_ATTN_MAX_HEAD_DIM 1024
+/* The most rows (new positions) of one call: a grid's y dimension (65535); longer prefills
+ * come in passes (the CUDA backend's are at most a few hundred rows). */
+#define GPU_ATTN_MAX_ROWS 65535
 #define GPU_ATTN_WMMA_MAX_HEAD_DIM 128
 #define GPU_ATTN_SPLIT 256
 #define GPU_ATTN_MAX_SPLITS 64

@@ -169,6 +169,12 @@ static void check_growing_decode(void)
 	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, NULL, 0, max_len, dout,
 				   GPU_DTYPE_F32, q_dim, NULL),
 		     -EINVAL);
+	/* more rows than one grid's y holds: refused at the call (the launch failed with -EIO) */
+	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh,
+				   GPU_ATTN_MAX_ROWS + 1, NULL, 0, GPU_ATTN_MAX_ROWS + 1, dout,
+				   GPU_DTYPE_F32, q_dim, scratch),
+		     -EINVAL);
+	CHECK_INT_EQ(gpu_attention_scratch_floats(GPU_ATTN_MAX_ROWS + 1, 1, hq, dh), 0);
 	gpu_free(g, dq), gpu_free(g, dk), gpu_free(g, dv), gpu_free(g, dout), gpu_free(g, scratch);
 	gpu_free(g, dpos);
 	free(q), free(k), free(v), free(want), free(got);
