@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,8 @@ int gpu_translate_error(int err, const char *file, int line, const char *what)
 
 int gpu_device_count(void)
 {
-	return gpu_device_count_why(NULL, 0);
+	int n = gpu_device_count_why(NULL, 0);
+	return n > 0 ? n : 0;
 }
 
 /* The driver series each CUDA major version's runtime needs (NVIDIA's CUDA toolkit release
@@ -73,12 +75,14 @@ int gpu_device_count_why(char *why, size_t len)
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e == cudaSuccess && n > 0)
 		return n;
+	int drv = 0, rt = 0, r = 0;
+	char none[1];
 	if (!why || !len)
-		return 0;
-	int drv = 0, rt = 0;
+		why = none, len = sizeof(none);
 	if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&drv) == cudaSuccess &&
 	    cudaRuntimeGetVersion(&rt) == cudaSuccess && drv > 0) {
 		const char *series = driver_series(rt / 1000);
+		r = -ENXIO;
 		snprintf(why, len,
 			 "the NVIDIA driver is too old for this build: it supports CUDA %d.%d, the CUDA "
 			 "runtime holod was built with is %d.%d%s%s%s",
@@ -97,7 +101,7 @@ int gpu_device_count_why(char *why, size_t len)
 			 cudaGetErrorString(e));
 	}
 	(void)cudaGetLastError(); /* the failed calls leave nothing sticky behind */
-	return 0;
+	return r;
 }
 
 int gpu_device_info(int device, struct gpu_device_info *ret)

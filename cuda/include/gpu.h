@@ -34,9 +34,10 @@ struct gpu_device_info {
 
 /* Number of usable CUDA devices; 0 when there is none or no driver (never an error). */
 int gpu_device_count(void);
-/* The same count; when it is 0, one sentence in why (may be NULL) saying why: no device, no
- * driver, or a driver too old for this build's CUDA runtime (naming the CUDA versions the driver
- * and the runtime are, and the driver series the runtime needs), or the runtime's error. */
+/* The same count, or when there is none, one sentence in why (may be NULL) saying why and 0 (no
+ * device, no driver, the runtime's error) or -ENXIO: a driver is there but too old for this
+ * build's CUDA runtime (the sentence names the CUDA versions the driver and the runtime are, and
+ * the driver series the runtime needs). */
 int gpu_device_count_why(char *why, size_t len);
 int gpu_device_info(int device, struct gpu_device_info *ret);
 

@@ -70,14 +70,15 @@ static int fail(int err, char *msg, size_t msglen, const char *format, ...)
 	return -err;
 }
 
-/* Checks a CUDA device for opts (ENODEV sentences); 0 when it is usable. */
+/* Checks a CUDA device for opts (ENODEV sentences); 0 when it is usable, -ENXIO (a sentence)
+ * where a GPU is there but its driver is too old for this build. */
 static int check_cuda_device(const struct engine_backend_options *opts, char *msg, size_t msglen)
 {
 #ifdef HOLOD_HAVE_CUDA
 	char why[256];
 	int n = gpu_device_count_why(why, sizeof(why));
-	if (n == 0)
-		return fail(ENODEV, msg, msglen, "%s", why);
+	if (n <= 0)
+		return fail(n < 0 ? -n : ENODEV, msg, msglen, "%s", why);
 	if (opts->device < 0 || opts->device >= n)
 		return fail(ENODEV, msg, msglen, "CUDA device %d does not exist (%d device%s present)",
 			    opts->device, n, n == 1 ? " is" : "s are");
@@ -113,12 +114,13 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 	if (opts->kind == ENGINE_BACKEND_AUTO) {
 		char why[256];
 		opts->kind = ENGINE_BACKEND_CPU;
-		if (check_cuda_device(opts, why, sizeof(why)) == 0) {
+		int r = check_cuda_device(opts, why, sizeof(why));
+		if (r == 0) {
 			if (cuda_emulated())
 				fail(0, msg, msglen, "the CUDA device is the CPU emulation of a test build: using the CPU");
 			else
 				opts->kind = ENGINE_BACKEND_CUDA;
-		} else if (strstr(why, "driver is too old")) {
+		} else if (r == -ENXIO) {
 			/* a GPU is there and unusable: say why the CPU runs */
 			fail(0, msg, msglen, "%s: using the CPU", why);
 		}
@@ -128,7 +130,7 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 		return 0;
 	int r = check_cuda_device(opts, msg, msglen);
 	if (r < 0)
-		return r;
+		return r == -ENXIO ? -ENODEV : r; /* (engine.h: ENODEV, the sentence says why) */
 	if (opts->precision == ENGINE_PRECISION_DEFAULT)
 		opts->precision = ENGINE_PRECISION_BF16;
 	return 0;

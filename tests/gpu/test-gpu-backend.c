@@ -26,7 +26,7 @@
 #include "gpu.h"
 #include "lm.h"
 #include "test.h"
-#include "gpu-test-backend.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -161,7 +161,7 @@ static bool state_is(struct engine_session *s, const struct engine_model *m,
 static void test_backend(enum tensor_dtype dt, enum engine_precision p)
 {
 	struct engine_model *m = model_of(dt, 64, 96);
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, p);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, p);
 	bool kv_bf16 = p == ENGINE_PRECISION_BF16;
 
 	struct engine_backend_info info;
@@ -270,7 +270,7 @@ static void test_oom(void)
 	lm_random_model_destroy(big);
 
 	struct engine_model *m = model_of(TENSOR_BF16, 64, 96);
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	/* a KV cache larger than the device */
 	struct engine_session *s = engine_session_create_on(b, ENGINE_SESSION_MAX_TOKENS);
 	REQUIRE(s);
@@ -331,7 +331,7 @@ static void test_fault(void)
 	float want[96], got[96];
 	char buf[512];
 
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	struct engine_session *s = engine_session_create_on(b, 64);
 	REQUIRE(s);
 	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 12, ENGINE_LOGITS_LAST, want), 0);
@@ -363,7 +363,7 @@ static void test_fault(void)
 	engine_backend_destroy(b);
 
 	/* a new backend (the old one reset the device as it went) computes as before */
-	b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	CHECK(!engine_backend_fault(b, buf, sizeof(buf)));
 	s = engine_session_create_on(b, 64);
 	REQUIRE(s);

@@ -31,7 +31,7 @@
 #include "gpu.h"
 #include "lm.h"
 #include "test.h"
-#include "gpu-test-backend.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -86,13 +86,9 @@ static bool close_row(const float *got, const float *want, bool fp32, const char
 		ww += (double)want[v] * want[v];
 	}
 	double rel = diff / (mag + 1e-30), cos = dot / sqrt(gg * ww + 1e-300);
-	double tol = fp32 ? 1e-5 : 2e-2, second = -INFINITY;
-	int top = argmax(want);
-	for (int v = 0; v < VOCAB; v++)
-		if (v != top && want[v] > second)
-			second = want[v];
-	bool tie = (double)want[top] - second <= 2 * tol * mag;
-	bool ok = (tie || argmax(got) == top) && rel <= tol && (fp32 || cos >= 0.9999);
+	double tol = fp32 ? 1e-5 : 2e-2;
+	bool tie = test_top_margin(want, VOCAB) <= 2 * tol * mag;
+	bool ok = (tie || argmax(got) == argmax(want)) && rel <= tol && (fp32 || cos >= 0.9999);
 	if (!ok)
 		fprintf(stderr, "%s: session %d differs from alone: relative %.3g, cosine %.9f, "
 				"greedy %d against %d\n",
@@ -308,8 +304,8 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
  * per bucket, none again when the sessions change or their KV blocks grow (64 -> 128). */
 static void test_graphs(struct engine_model *m)
 {
-	struct engine_backend *g = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
-	struct engine_backend *e = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *g = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *e = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	backend_cuda_set_graphs(e, false);
 	enum { N = 5 };
 	struct engine_session *sg[N], *se[N];
@@ -364,7 +360,7 @@ int main(int argc, char **argv)
 	}
 	/* Mamba, attention and MLP blocks: every per-row kernel of the batched pass */
 	struct engine_model *m = model_of("M*-M*", 31);
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	static const int counts[] = {2, 3, 5, 8};
 	for (size_t i = 0; full && i < ARRAY_SIZE(counts); i++)
 		test_decode(b, counts[i], 45, 3, 0, true);
@@ -380,7 +376,7 @@ int main(int argc, char **argv)
 		 * hundreds (which the emulation takes minutes over): 9 decode rows + 16 of 37
 		 * (spliced) + 12 in one pass, 5 + 16 of 20 in a second (42 rows would not fit), then
 		 * 16 of 37 + 4 of 20, then the last 5 of 37 */
-		b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+		b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 16, 40), 0);
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 16, 15), -EINVAL);
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(b, 257, 300), -EINVAL);
@@ -388,7 +384,7 @@ int main(int argc, char **argv)
 		test_mix(b, 9, shaped, 4, 0, 4, true);
 		engine_backend_destroy(b);
 	}
-	b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
+	b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
 	test_decode(b, 6, 45, full ? 3 : 2, 5, false);
 	static const int lens_bf16[] = {12, 7};
 	test_mix(b, 4, lens_bf16, 2, 0, 1, false);

@@ -31,7 +31,7 @@
 #include "gpu.h"
 #include "lm.h"
 #include "test.h"
-#include "gpu-test-backend.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -108,19 +108,14 @@ static int check_rows_fp32(const float *got, const float *want, size_t rows, int
 	int compared = 0;
 	for (size_t r = 0; r < rows; r++) {
 		const float *g = got + r * vocab, *w = want + r * vocab;
-		double mag = 0, diff = 0, second = -INFINITY;
-		int top = argmax(w, vocab);
-		for (int i = 0; i < vocab; i++) {
+		double mag = 0, diff = test_max_abs_diff(g, w, (size_t)vocab);
+		for (int i = 0; i < vocab; i++)
 			mag = fmax(mag, fabs(w[i]));
-			diff = fmax(diff, fabs((double)g[i] - w[i]));
-			if (i != top && w[i] > second)
-				second = w[i];
-		}
 		if (!(diff <= FP32_ROW_TOL * mag))
 			fprintf(stderr, "row %zu: max |diff| %.3g of max |logit| %.3g\n", r, diff, mag);
 		CHECK(diff <= FP32_ROW_TOL * mag);
-		if ((double)w[top] - second > 2 * FP32_ROW_TOL * mag) {
-			CHECK_INT_EQ(argmax(g, vocab), top);
+		if (test_top_margin(w, vocab) > 2 * FP32_ROW_TOL * mag) {
+			CHECK_INT_EQ(argmax(g, vocab), argmax(w, vocab));
 			compared++;
 		}
 	}
@@ -167,11 +162,11 @@ static void test_vs_cpu(const char *pattern, int hidden, int n)
 	size_t rows = (size_t)n + steps;
 	float *want = xmalloc(rows * vocab * sizeof(float)), *got = xmalloc(rows * vocab * sizeof(float));
 	int32_t gw[6];
-	struct engine_backend *cpu = gpu_test_backend(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
+	struct engine_backend *cpu = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
 	run(cpu, tok, n, steps, want, gw, vocab);
 
 	/* the CPU's own continuation fed to CUDA, so rows compare position by position */
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	feed(b, tok, n, gw, steps, got, vocab);
 	struct err e = {.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
@@ -185,7 +180,7 @@ static void test_vs_cpu(const char *pattern, int hidden, int n)
 	CHECK(compared * 2 >= steps + 1);
 	engine_backend_destroy(b);
 
-	b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
+	b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16);
 	feed(b, tok, n, gw, steps, got, vocab);
 	e = (struct err){.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
@@ -204,8 +199,8 @@ static void test_cuda_self(void)
 {
 	const int vocab = 64, n = 40, steps = 5;
 	struct engine_model *m = model_of("M*-M*", 32, vocab, 99);
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
-	struct engine_backend *eager = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *eager = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	backend_cuda_set_graphs(eager, false);
 	int32_t *tok = tokens_of(n + steps, vocab, 5);
 	float *whole = xmalloc((size_t)(n + steps) * vocab * sizeof(float));
@@ -287,8 +282,8 @@ static void test_long(void)
 	const int vocab = 48, n = 1100, steps = 4;
 	struct engine_model *m = model_of("M*", 24, vocab, 1234);
 	int32_t *tok = tokens_of(n, vocab, 9);
-	struct engine_backend *cpu = gpu_test_backend(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
-	struct engine_backend *b = gpu_test_backend(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+	struct engine_backend *cpu = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 	struct engine_session *sc = engine_session_create_on(cpu, n + steps);
 	struct engine_session *sg = engine_session_create_on(b, n + steps);
 	REQUIRE(sc && sg);

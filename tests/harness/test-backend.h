@@ -1,4 +1,7 @@
-/* The backend conformance tests' one skip: a test run with $HOLOD_BACKEND=cuda (meson.build's
+/* Tests' backends. test_backend_create(): a backend of a model, created or the test stops
+ * saying why (REQUIRE).
+ *
+ * The backend conformance tests' one skip: a test run with $HOLOD_BACKEND=cuda (meson.build's
  * lm-*-cuda entries) on a build or machine without a CUDA device ends as skipped (exit 77),
  * as every other gpu-suite test does, instead of failing at its first model load. No GPU is a
  * reason to skip even on the CI machine (test_skip_missing fails there: CI installs tools, it
@@ -23,4 +26,17 @@ static inline void test_skip_without_env_backend(void)
 		fprintf(stderr, "skip: HOLOD_BACKEND=%s: %s\n", name, msg);
 		exit(TEST_SKIP);
 	}
+}
+
+static inline struct engine_backend *test_backend_create(struct engine_model *m,
+							 enum engine_backend_kind kind,
+							 enum engine_precision p)
+{
+	char err[512] = "";
+	struct engine_backend_options o = {.kind = kind, .precision = p};
+	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
+	if (!b)
+		fprintf(stderr, "engine_backend_create: %s\n", err);
+	REQUIRE(b);
+	return b;
 }

@@ -127,6 +127,52 @@ static inline double test_max_abs_diff(const float *a, const float *b, size_t n)
 	return m;
 }
 
+/* The index of the largest of v[0..n) (the first of equals). */
+static inline int test_argmax(const float *v, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		if (v[i] > v[b])
+			b = i;
+	return b;
+}
+
+/* v's top-1 less its top-2: a greedy token is a sound check against a reference only where the
+ * reference leads by more than twice the error bound both are held to. */
+static inline double test_top_margin(const float *v, int n)
+{
+	int b = test_argmax(v, n);
+	double second = -INFINITY;
+	for (int i = 0; i < n; i++)
+		if (i != b && v[i] > second)
+			second = v[i];
+	return (double)v[b] - second;
+}
+
+/* Rows of logits held to a reference: every logit within `bound` (absolute) of the reference's,
+ * and the greedy token the reference's wherever the reference leads by more than 2 x bound
+ * (nearer ties go the way a summation order rounds). Fill in bound; the rest counts. */
+struct test_logits_check {
+	double bound;
+	double worst;  /* the largest |got - want| seen */
+	int rows;      /* rows checked */
+	int compared;  /* of them, rows whose greedy token was compared */
+};
+
+static inline void test_check_logits_row(struct test_logits_check *c, const float *got,
+					 const float *want, int n)
+{
+	double d = test_max_abs_diff(got, want, (size_t)n);
+	if (!(d <= c->worst))
+		c->worst = d;
+	CHECK(d <= c->bound);
+	c->rows++;
+	if (test_top_margin(want, n) > 2 * c->bound) {
+		CHECK_INT_EQ(test_argmax(got, n), test_argmax(want, n));
+		c->compared++;
+	}
+}
+
 static inline int test_exit(void)
 {
 	if (test_failures)

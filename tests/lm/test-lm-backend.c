@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -481,20 +482,12 @@ static void test_no_bf16(struct engine_model *m)
 	CHECK(!cpu_dnnl_bf16_supported());
 	CHECK_INT_EQ(engine_model_cpu_precision(m), ENGINE_PRECISION_FP32);
 	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_DEFAULT), ENGINE_PRECISION_FP32);
-	char msg[256] = "";
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
-					   .precision = ENGINE_PRECISION_BF16};
-	struct engine_backend *b16 = engine_backend_create(m, &o, msg, sizeof(msg));
-	if (!b16)
-		fprintf(stderr, "explicit bf16: %s\n", msg);
-	REQUIRE(b16);
+	struct engine_backend *b16 = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_BF16);
 	struct engine_backend_info info;
 	CHECK_INT_EQ(engine_backend_get_info(b16, &info), 0);
 	CHECK_INT_EQ(info.precision, ENGINE_PRECISION_BF16);
 	CHECK(strstr(info.device, "gemm=own") != NULL);
-	o.precision = ENGINE_PRECISION_FP32;
-	struct engine_backend *b32 = engine_backend_create(m, &o, msg, sizeof(msg));
-	REQUIRE(b32);
+	struct engine_backend *b32 = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
 	int vocab = (int)m->cfg.vocab;
 	float *l16 = malloc((size_t)vocab * sizeof(float)), *l32 = malloc((size_t)vocab * sizeof(float));
 	REQUIRE(l16 && l32);

@@ -95,11 +95,7 @@ static double row_error(const float *a, const float *b, size_t rows, bool *ret_s
 			ax = x[i] > x[ax] ? i : ax;
 			ay = y[i] > y[ay] ? i : ay;
 		}
-		double second = -INFINITY;
-		for (int i = 0; i < V; i++)
-			if (i != ay && y[i] > second)
-				second = y[i];
-		if ((double)y[ay] - second > 2 * tolerance() * mag)
+		if (test_top_margin(y, V) > 2 * tolerance() * mag)
 			same &= ax == ay;
 		double e = diff / (mag + 1e-30);
 		if (!(e <= worst))

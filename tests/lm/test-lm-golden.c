@@ -96,17 +96,6 @@ static int32_t argmax(const float *v, int n)
 	return b;
 }
 
-/* top-1 minus top-2 of v[0..n) */
-static double top_margin(const float *v, int n)
-{
-	int32_t b = argmax(v, n);
-	double second = -INFINITY;
-	for (int i = 0; i < n; i++)
-		if (i != b && v[i] > second)
-			second = v[i];
-	return (double)v[b] - second;
-}
-
 /* A logits hook that allows one id (every other logit to -inf), and stops or fails at a given
  * call (1-based; 0: never). */
 struct hook_state {
@@ -168,9 +157,9 @@ static struct engine_model *load_model(const char *dir_name)
  * one CPU's rounding. */
 static void check_golden_margins(const struct golden *g, const char *name)
 {
-	double least = top_margin(g->prefill + (size_t)(g->n_prompt - 1) * g->vocab, (int)g->vocab);
+	double least = test_top_margin(g->prefill + (size_t)(g->n_prompt - 1) * g->vocab, (int)g->vocab);
 	for (uint32_t i = 0; i + 1 < g->n_gen; i++)
-		least = fmin(least, top_margin(g->decode + (size_t)i * g->vocab, (int)g->vocab));
+		least = fmin(least, test_top_margin(g->decode + (size_t)i * g->vocab, (int)g->vocab));
 	if (!(least > 2 * GOLDEN_TOL))
 		fprintf(stderr, "%s: the golden's greedy path has a near-tie (lead %.3g): its ids are "
 				"no sound check\n", name, least);
@@ -387,27 +376,6 @@ static double cosine(const float *a, const float *b, size_t n)
 #define BF16_MEASURED_ERR 0.078
 #define BF16_LOGIT_ERR (2 * BF16_MEASURED_ERR)
 
-struct bf16_row_stats {
-	double worst_cos, worst_err;
-	int ids_checked, rows;
-};
-
-/* One bf16 row against its golden row: cosine, the error bound and, where the golden's margin
- * allows it, the greedy id. */
-static void check_bf16_row(struct bf16_row_stats *st, const float *got, const float *want, int n,
-			   int32_t want_id)
-{
-	double err = test_max_abs_diff(want, got, (size_t)n);
-	st->worst_cos = fmin(st->worst_cos, cosine(got, want, (size_t)n));
-	st->worst_err = fmax(st->worst_err, err);
-	CHECK(err <= BF16_LOGIT_ERR);
-	st->rows++;
-	if (top_margin(want, n) > 2 * BF16_LOGIT_ERR) {
-		CHECK_INT_EQ(argmax(got, n), want_id);
-		st->ids_checked++;
-	}
-}
-
 /* --precision bf16 on the CPU (inputs of every matrix product rounded to bf16, the prompt's
  * products through oneDNN), fed the golden's ids: every prefill and decode row within cosine
  * 0.999 of the fp32 golden and within BF16_LOGIT_ERR of it, and the same greedy id wherever
@@ -419,37 +387,32 @@ static void check_bf16(const char *model_dir, const char *golden_name)
 	golden_load(golden_name, &g);
 	struct engine_model *m = load_model(model_dir);
 	REQUIRE(m);
-	char err[256];
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
-					   .precision = ENGINE_PRECISION_BF16};
-	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
-	if (!b)
-		fprintf(stderr, "%s: bf16 backend: %s\n", model_dir, err);
-	REQUIRE(b);
+	struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_BF16);
 	struct engine_session *s = engine_session_create_on(b, (int)(g.n_prompt + g.n_gen));
 	REQUIRE(s);
 	float *logits = malloc((size_t)g.n_prompt * g.vocab * sizeof(float));
 	REQUIRE(logits);
 	CHECK_INT_EQ(engine_session_append(s, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_ALL, logits), 0);
-	struct bf16_row_stats st = {.worst_cos = 1};
+	/* the golden's greedy ids are its own argmax (check_golden_margins() holds that path) */
+	struct test_logits_check c = {.bound = BF16_LOGIT_ERR};
+	double worst_cos = 1;
 	for (uint32_t t = 0; t < g.n_prompt; t++) {
 		const float *got = logits + (size_t)t * g.vocab, *want = g.prefill + (size_t)t * g.vocab;
-		/* the prompt's rows other than the last predict ids the golden does not list: their
-		 * own argmax is the id */
-		check_bf16_row(&st, got, want, (int)g.vocab,
-			       t + 1 < g.n_prompt ? argmax(want, (int)g.vocab) : g.gen[0]);
+		worst_cos = fmin(worst_cos, cosine(got, want, g.vocab));
+		test_check_logits_row(&c, got, want, (int)g.vocab);
 	}
 	for (uint32_t i = 0; i + 1 < g.n_gen; i++) {
 		CHECK_INT_EQ(engine_session_decode(s, g.gen[i], logits), 0);
-		check_bf16_row(&st, logits, g.decode + (size_t)i * g.vocab, (int)g.vocab, g.gen[i + 1]);
+		const float *want = g.decode + (size_t)i * g.vocab;
+		worst_cos = fmin(worst_cos, cosine(logits, want, g.vocab));
+		test_check_logits_row(&c, logits, want, (int)g.vocab);
 	}
-	CHECK(st.worst_cos >= 0.999);
-	CHECK(st.ids_checked * 2 >= st.rows);
-	if (getenv("LM_TEST_VERBOSE") || !(st.worst_cos >= 0.999 && st.worst_err <= BF16_LOGIT_ERR))
+	CHECK(worst_cos >= 0.999);
+	CHECK(c.compared * 2 >= c.rows);
+	if (getenv("LM_TEST_VERBOSE") || !(worst_cos >= 0.999 && c.worst <= BF16_LOGIT_ERR))
 		fprintf(stderr, "%s bf16 vs %s golden: min cosine %.6f, max |diff| %.4g (bound %.3g), "
 				"greedy ids checked on %d of %d rows\n",
-			model_dir, golden_name, st.worst_cos, st.worst_err, BF16_LOGIT_ERR,
-			st.ids_checked, st.rows);
+			model_dir, golden_name, worst_cos, c.worst, BF16_LOGIT_ERR, c.compared, c.rows);
 	free(logits);
 	engine_session_destroy(s);
 	engine_backend_destroy(b);

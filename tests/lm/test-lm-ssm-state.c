@@ -111,17 +111,6 @@ static int32_t argmax(const float *v, int n)
 	return b;
 }
 
-/* the largest logit less the second largest */
-static float margin(const float *v, int n)
-{
-	int32_t b = argmax(v, n);
-	float second = -INFINITY;
-	for (int i = 0; i < n; i++)
-		if (i != b && v[i] > second)
-			second = v[i];
-	return v[b] - second;
-}
-
 static double cosine(const float *a, const float *b, size_t n)
 {
 	double ab = 0, aa = 0, bb = 0;
@@ -221,29 +210,6 @@ static double logit_bound(enum engine_precision p)
 	return p == ENGINE_PRECISION_FP32 ? FP32_STATE_BOUND : BF16_STATE_BOUND;
 }
 
-/* Token comparisons of check_model(): the rows held to the bound, and how many of them led by
- * enough for the greedy token to be compared. */
-struct ids_checked {
-	double bound, worst;
-	int rows, compared;
-};
-
-/* cand's row against ref's: every logit within the bound; the greedy token where ref's lead
- * allows it */
-static void check_row(struct ids_checked *c, const float *cand, const float *ref, int n)
-{
-	double d = 0;
-	for (int i = 0; i < n; i++)
-		d = fmax(d, fabs((double)cand[i] - ref[i]));
-	c->worst = fmax(c->worst, d);
-	CHECK(d <= c->bound);
-	c->rows++;
-	if (margin(ref, n) > 2 * c->bound) {
-		CHECK_INT_EQ(argmax(cand, n), argmax(ref, n));
-		c->compared++;
-	}
-}
-
 static void check_model(const char *model_dir, const char *golden_name, enum engine_precision p)
 {
 	struct golden g;
@@ -291,9 +257,9 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 	double w_prefill = rows_cosine(l16, l32, g.n_prompt, V);
 	const float *last32 = l32 + (size_t)(g.n_prompt - 1) * V;
 	int32_t tok = argmax(last32, V);
-	struct ids_checked ids = {.bound = logit_bound(p)};
+	struct test_logits_check ids = {.bound = logit_bound(p)};
 	for (uint32_t t = 0; t < g.n_prompt; t++)
-		check_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
+		test_check_logits_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
 	/* the golden's ids: only the exact fp32 path (CPU, fp32 precision, fp32 state) is within
 	 * the golden's own tolerance; lm-golden holds the other paths to the golden */
 	bool golden_ids = !on_cuda && p == ENGINE_PRECISION_FP32;
@@ -307,7 +273,7 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 		CHECK_INT_EQ(engine_session_decode(s16, tok, l16), 0);
 		w_decode = fmin(w_decode, cosine(l16, l32, (size_t)V));
 		int32_t next = argmax(l32, V);
-		check_row(&ids, l16, l32, V);
+		test_check_logits_row(&ids, l16, l32, V);
 		if ((uint32_t)i + 1 < g.n_gen && golden_ids)
 			CHECK_INT_EQ(next, g.gen[i + 1]);
 		tok = next;
@@ -321,7 +287,7 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 	CHECK_INT_EQ(engine_session_append(s16, more, NULL, N_APPEND, ENGINE_LOGITS_ALL, l16), 0);
 	double w_append = rows_cosine(l16, l32, N_APPEND, V);
 	for (int t = 0; t < N_APPEND; t++)
-		check_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
+		test_check_logits_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
 	CHECK(ids.compared * 2 >= ids.rows);
 	if (getenv("LM_TEST_VERBOSE") || !(ids.worst <= ids.bound))
 		fprintf(stderr, "%s %s: max |logit diff| %.3g (bound %.3g), greedy tokens compared on "

@@ -151,6 +151,16 @@ static enum cpu_dnnl_layout blocks_layout(void)
 	return v && strcmp(v, "plain") == 0 ? CPU_DNNL_PLAIN : CPU_DNNL_REORDERED;
 }
 
+/* The bf16 run's oneDNN weights (*ret NULL for fp32, or where oneDNN has no bf16 products: the
+ * fp32 products run then, as the CPU backend's bf16 encode runs them, cpu_vision_steps()). */
+static int bench_gemms_create(const struct vision_weights *w, struct vision_gemms **ret)
+{
+	*ret = NULL;
+	if (!bench_bf16 || !cpu_dnnl_bf16_supported())
+		return 0;
+	return vision_gemms_create(w, blocks_layout(), ret);
+}
+
 /* Seconds of the best of `reps` runs of depth-`depth` ViT over n tiles, and of the projector;
  * the time per operation of the fastest run, per tile. */
 static int time_random(struct vision_weights *w, int depth, const float *px, int n, int reps,
@@ -168,8 +178,8 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 	struct vision_profile best_prof = {0};
 	r = vision_pos_embed(w, grid, grid, pos);
 	w->depth = depth;
-	if (r == 0 && bench_bf16 && cpu_dnnl_bf16_supported())
-		r = vision_gemms_create(w, blocks_layout(), &gm);
+	if (r == 0)
+		r = bench_gemms_create(w, &gm);
 	for (int k = 0; r == 0 && k < reps; k++) {
 		double vit = 0, proj = 0, cpu = 0;
 		struct vision_profile prof = {0};
@@ -338,8 +348,8 @@ static int bench_random(int blocks, int n_tiles)
 		float *pos = xmalloc((size_t)grid * grid * RADIO_H_WIDTH * sizeof(float));
 		struct vision_gemms *gm = NULL;
 		r = vision_pos_embed(&w, grid, grid, pos);
-		if (r == 0 && bench_bf16 && cpu_dnnl_bf16_supported())
-			r = vision_gemms_create(&w, blocks_layout(), &gm);
+		if (r == 0)
+			r = bench_gemms_create(&w, &gm);
 		if (r == 0)
 			r = print_steps(&w, gm, px, pos, grid);
 		vision_gemms_destroy(gm);
@@ -379,8 +389,7 @@ static int bench_model(struct engine_vision *v, int n_tiles)
 	float *feat = xmalloc((size_t)grid * grid * w->width * sizeof(float));
 	struct vision_profile prof, best_prof = {0};
 	struct vision_gemms *gm = NULL;
-	if (bench_bf16 && cpu_dnnl_bf16_supported())
-		r = vision_gemms_create(w, blocks_layout(), &gm);
+	r = bench_gemms_create(w, &gm);
 	/* as vision_encode_gemms() runs the tiles, timed per operation */
 	for (int k = 0; r == 0 && k < 2; k++) {
 		uint64_t t0 = time_mono_ns();
