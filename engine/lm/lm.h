@@ -238,6 +238,27 @@ struct lm_random_spec {
 	uint64_t seed;
 };
 
-/* NULL + errno on failure. Free with lm_random_model_destroy(). */
+/* NULL + errno on failure. Free with lm_random_model_destroy(). The values are the seed's
+ * stream whatever the CPU pool's thread count (large tensors are filled by the pool). */
 struct engine_model *lm_random_model_create(const struct lm_random_spec *spec);
 void lm_random_model_destroy(struct engine_model *m);
+
+/* A random RADIO ViT and mlp1 projector (model.md 1.3, 3.2-3.3) in bf16 for a model m (its
+ * projector gives m's hidden size), as holo-bench measures a checkpoint's tower without one:
+ * RADIO-H is width 1280, 32 blocks, 16 heads, MLP 5120, patch 16, 8 prefix tokens, a 128 x 128
+ * position grid, shuffle 2, projector hidden 20480. No final norm. */
+struct lm_random_vision_spec {
+	int width, depth, heads, mlp, patch;
+	int n_prefix;    /* class and register tokens */
+	int pos_grid;    /* side of the position-embedding grid */
+	int shuffle;     /* pixel-shuffle factor (1 / downsample_ratio) */
+	int proj_hidden; /* mlp1's hidden size */
+	struct engine_vision_preprocess pre; /* tile size, tile budget, thumbnail, mean and std */
+	int32_t image_token; /* engine_vision_image_token()'s answer */
+	uint64_t seed;
+};
+/* The handle owns its weights (engine_vision_destroy() frees them) and keeps nothing of m.
+ * NULL + errno (EINVAL, EFBIG with one sentence in errbuf, ENOMEM). */
+struct engine_vision *lm_random_vision_create(const struct engine_model *m,
+					      const struct lm_random_vision_spec *spec,
+					      char *errbuf, size_t errlen);

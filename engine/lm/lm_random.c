@@ -1,4 +1,4 @@
-/* An in-memory Nemotron-H with random weights (lm.h). */
+/* An in-memory Nemotron-H with random weights, and a random RADIO vision tower for it (lm.h). */
 #include "lm.h"
 
 #include <errno.h>
@@ -6,9 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
+#include "loader.h"
+#include "vision.h"
+
+#define RNG_STEP 0x9e3779b97f4a7c15ull
+
+/* splitmix64: the state after k draws is the seed + k * RNG_STEP, so draw i of a stream can be
+ * computed without the i before it (fill() hands ranges of a tensor to the pool). */
 static uint64_t rng_next(uint64_t *s)
 {
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	uint64_t z = (*s += RNG_STEP);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
@@ -39,28 +47,54 @@ static uint16_t to_f16(float f)
 	return (uint16_t)(sign | h);
 }
 
-/* A tensor of the given shape filled with uniform values in [lo, hi) (then mapped by fn). */
-static int fill(struct tensor *t, enum tensor_dtype dt, int ndim, const int64_t *shape, uint64_t *s,
-		float lo, float hi, float (*fn)(float))
+struct fill_job {
+	void *p;
+	enum tensor_dtype dt;
+	size_t n;
+	uint64_t s0; /* the stream's state before the tensor's first value */
+	float lo, hi;
+	float (*fn)(float);
+};
+
+/* Values per pool task of a large tensor (a 12B model has 12e9). */
+#define FILL_TASK_VALUES ((size_t)1 << 18)
+
+static void fill_task(void *ctx, int task, int thread)
+{
+	const struct fill_job *j = ctx;
+	size_t from = (size_t)task * FILL_TASK_VALUES;
+	size_t to = from + FILL_TASK_VALUES < j->n ? from + FILL_TASK_VALUES : j->n;
+	uint64_t s = j->s0 + (uint64_t)from * RNG_STEP;
+	(void)thread;
+	for (size_t i = from; i < to; i++) {
+		float v = uni(&s, j->lo, j->hi);
+		if (j->fn)
+			v = j->fn(v);
+		if (j->dt == TENSOR_F32)
+			((float *)j->p)[i] = v;
+		else if (j->dt == TENSOR_BF16)
+			((uint16_t *)j->p)[i] = f32_to_bf16(v);
+		else
+			((uint16_t *)j->p)[i] = to_f16(v);
+	}
+}
+
+/* A tensor of the given shape at p (NULL: malloc'ed) filled with the next values of the stream
+ * *s, uniform in [lo, hi) (then mapped by fn), on the CPU pool: the values are those of one
+ * loop over the stream, whatever the thread count. */
+static int fill_at(struct tensor *t, void *p, enum tensor_dtype dt, int ndim, const int64_t *shape,
+		   uint64_t *s, float lo, float hi, float (*fn)(float))
 {
 	size_t n = 1;
 	for (int i = 0; i < ndim; i++)
 		n *= (size_t)shape[i];
 	size_t esz = dt == TENSOR_F32 ? 4 : 2;
-	void *p = malloc(n * esz);
-	if (!p)
+	if (!p && !(p = malloc(n * esz)))
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		float v = uni(s, lo, hi);
-		if (fn)
-			v = fn(v);
-		if (dt == TENSOR_F32)
-			((float *)p)[i] = v;
-		else if (dt == TENSOR_BF16)
-			((uint16_t *)p)[i] = f32_to_bf16(v);
-		else
-			((uint16_t *)p)[i] = to_f16(v);
-	}
+	struct fill_job job = {.p = p, .dt = dt, .n = n, .s0 = *s, .lo = lo, .hi = hi, .fn = fn};
+	cpu_parallel_for_work((int)((n + FILL_TASK_VALUES - 1) / FILL_TASK_VALUES), fill_task, &job,
+			      (double)n);
+	*s += (uint64_t)n * RNG_STEP;
 	t->data = p;
 	t->dtype = dt;
 	t->ndim = ndim;
@@ -68,6 +102,12 @@ static int fill(struct tensor *t, enum tensor_dtype dt, int ndim, const int64_t 
 		t->shape[i] = shape[i];
 	t->nbytes = n * esz;
 	return 0;
+}
+
+static int fill(struct tensor *t, enum tensor_dtype dt, int ndim, const int64_t *shape, uint64_t *s,
+		float lo, float hi, float (*fn)(float))
+{
+	return fill_at(t, NULL, dt, ndim, shape, s, lo, hi, fn);
 }
 
 static float log_of(float v)
@@ -223,4 +263,89 @@ void lm_random_model_destroy(struct engine_model *m)
 	}
 	free(m->layers);
 	free(m);
+}
+
+/* The vision tower's tensors in one block of memory: a first pass over the shapes (base NULL)
+ * counts the bytes, a second fills them. */
+struct arena {
+	uint8_t *base;
+	size_t used;
+	uint64_t s;
+};
+
+static void take(struct arena *a, struct tensor *t, int ndim, const int64_t *shape, float center,
+		 float scale)
+{
+	size_t n = 1;
+	for (int i = 0; i < ndim; i++)
+		n *= (size_t)shape[i];
+	if (a->base) /* (cannot fail: the memory is there) */
+		fill_at(t, a->base + a->used, TENSOR_BF16, ndim, shape, &a->s, center - scale,
+			center + scale, NULL);
+	a->used += (n * 2 + 63) & ~(size_t)63;
+}
+
+static void build_tower(struct arena *a, const struct lm_random_vision_spec *sp, int lm_hidden,
+			struct vision_weights *w)
+{
+	const int64_t D = sp->width, M = sp->mlp, in = 3 * (int64_t)sp->patch * sp->patch;
+	const int64_t pin = D * sp->shuffle * sp->shuffle, ph = sp->proj_hidden;
+	const float sd = 1.0f / sqrtf((float)D), sm = 1.0f / sqrtf((float)M);
+
+	take(a, &w->embedder, 2, M2(D, in), 0, 1.0f / sqrtf((float)in));
+	take(a, &w->pos_embed, 3, ((const int64_t[]){1, (int64_t)sp->pos_grid * sp->pos_grid, D}), 0,
+	     0.5f);
+	take(a, &w->cls_token, 2, M2(sp->n_prefix, D), 0, 0.5f);
+	for (int i = 0; i < sp->depth; i++) {
+		struct vision_block *b = &w->blocks[i];
+		take(a, &b->norm1_w, 1, M1(D), 1, 0.1f);
+		take(a, &b->norm1_b, 1, M1(D), 0, 0.05f);
+		take(a, &b->qkv_w, 2, M2(3 * D, D), 0, sd);
+		take(a, &b->qkv_b, 1, M1(3 * D), 0, 0.05f);
+		take(a, &b->proj_w, 2, M2(D, D), 0, sd);
+		take(a, &b->proj_b, 1, M1(D), 0, 0.05f);
+		take(a, &b->norm2_w, 1, M1(D), 1, 0.1f);
+		take(a, &b->norm2_b, 1, M1(D), 0, 0.05f);
+		take(a, &b->fc1_w, 2, M2(M, D), 0, sd);
+		take(a, &b->fc1_b, 1, M1(M), 0, 0.05f);
+		take(a, &b->fc2_w, 2, M2(D, M), 0, sm);
+		take(a, &b->fc2_b, 1, M1(D), 0, 0.05f);
+	}
+	take(a, &w->mlp1_norm, 1, M1(pin), 1, 0.1f);
+	take(a, &w->mlp1_fc1, 2, M2(ph, pin), 0, 1.0f / sqrtf((float)pin));
+	take(a, &w->mlp1_fc3, 2, M2(lm_hidden, ph), 0, 1.0f / sqrtf((float)ph));
+}
+
+struct engine_vision *lm_random_vision_create(const struct engine_model *m,
+					      const struct lm_random_vision_spec *sp, char *errbuf,
+					      size_t errlen)
+{
+	if (!m || !sp || sp->depth < 1 || sp->depth > VISION_MAX_DEPTH || sp->width < 1 ||
+	    sp->width > VISION_MAX_DIM || sp->mlp < 1 || sp->mlp > VISION_MAX_DIM ||
+	    sp->patch < 1 || sp->patch > VISION_MAX_PATCH || sp->n_prefix < 1 ||
+	    sp->n_prefix > VISION_MAX_PREFIX || sp->pos_grid < 1 ||
+	    sp->pos_grid > VISION_MAX_POS_GRID || sp->shuffle < 1 || sp->shuffle > 8 ||
+	    sp->proj_hidden < 1 || sp->proj_hidden > VISION_MAX_DIM) {
+		errno = EINVAL;
+		st_errorf(errbuf, errlen, -EINVAL, "random vision tower: a size is out of range");
+		return NULL;
+	}
+	struct vision_weights w = {.heads = sp->heads, .depth = sp->depth, .patch = sp->patch,
+				   .shuffle = sp->shuffle};
+	struct arena a = {.s = sp->seed};
+	w.blocks = calloc((size_t)sp->depth, sizeof(*w.blocks));
+	if (w.blocks) {
+		build_tower(&a, sp, m->cfg.hidden, &w); /* the size */
+		a.base = malloc(a.used);
+	}
+	if (!a.base) {
+		free(w.blocks);
+		errno = ENOMEM;
+		st_errorf(errbuf, errlen, -ENOMEM, "out of memory for a random vision tower");
+		return NULL;
+	}
+	a.used = 0;
+	build_tower(&a, sp, m->cfg.hidden, &w);
+	return vision_create_from_weights(&w, a.base, &sp->pre, sp->image_token, m->cfg.hidden,
+					  errbuf, errlen);
 }

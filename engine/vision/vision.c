@@ -30,6 +30,7 @@ struct engine_vision {
 	int tokens_per_tile;
 	float *pos;          /* position embedding of a grid x grid tile */
 	uint64_t id;         /* unique per handle in the process (engine_vision_id()) */
+	void *owned;         /* the tensors' memory of a tower built in memory, else NULL */
 };
 
 static _Atomic uint64_t next_vision_id = 1;
@@ -118,7 +119,68 @@ void engine_vision_destroy(struct engine_vision *v)
 		return;
 	vision_weights_finish(&v->w);
 	free(v->pos);
+	free(v->owned);
 	free(v);
+}
+
+/* What every handle derives once its weights, preprocessing and image token are set: the
+ * projector's width against the LM's, the tile grid and its position embedding, the id. */
+static int vision_finish_create(struct engine_vision *v, int lm_hidden, char *errbuf,
+				size_t errlen)
+{
+	if (v->w.out_dim != lm_hidden)
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "the projector gives %d-wide embeddings, the language model takes %d",
+				 v->w.out_dim, lm_hidden);
+	if (v->pre.tile_size % (v->w.patch * v->w.shuffle) != 0)
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "tile size %d is not a multiple of patch %d x pixel-shuffle %d",
+				 v->pre.tile_size, v->w.patch, v->w.shuffle);
+	v->grid = v->pre.tile_size / v->w.patch;
+	v->tokens_per_tile = (v->grid / v->w.shuffle) * (v->grid / v->w.shuffle);
+	v->pos = malloc(sizeof(float) * (size_t)v->grid * v->grid * v->w.width);
+	if (!v->pos)
+		return st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
+	int r = vision_pos_embed(&v->w, v->grid, v->grid, v->pos);
+	if (r < 0)
+		return st_errorf(errbuf, errlen, r, "position embedding: %s", strerror(-r));
+	v->id = atomic_fetch_add(&next_vision_id, 1);
+	return 0;
+}
+
+struct engine_vision *vision_create_from_weights(struct vision_weights *w, void *owned,
+						 const struct engine_vision_preprocess *pre,
+						 int32_t image_token, int lm_hidden, char *errbuf,
+						 size_t errlen)
+{
+	struct engine_vision *v = calloc(1, sizeof(*v));
+	int r;
+
+	if (!v) {
+		vision_weights_finish(w);
+		free(owned);
+		errno = ENOMEM;
+		st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	v->w = *w;
+	w->blocks = NULL; /* the handle's now */
+	v->owned = owned;
+	v->image_token = image_token;
+	v->pre = *pre;
+	r = vision_weights_check(&v->w, errbuf, errlen);
+	if (r >= 0 && (pre->tile_size < 1 || pre->tile_size > ENGINE_VISION_MAX_TILE_SIZE ||
+		       pre->max_tiles < 1 || pre->max_tiles > ENGINE_VISION_MAX_TILES))
+		r = st_errorf(errbuf, errlen, -EINVAL, "tile size %d or tile budget %d out of range",
+			      pre->tile_size, pre->max_tiles);
+	if (r >= 0)
+		r = vision_finish_create(v, lm_hidden, errbuf, errlen);
+	if (r < 0) {
+		engine_vision_destroy(v);
+		errno = -r;
+		return NULL;
+	}
+	return v;
 }
 
 struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf,
@@ -158,31 +220,9 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 		if (r < 0)
 			goto fail;
 	}
-	if (v->w.out_dim != model->cfg.hidden) {
-		r = st_errorf(errbuf, errlen, -EINVAL,
-			      "the projector gives %d-wide embeddings, the language model takes %d",
-			      v->w.out_dim, model->cfg.hidden);
+	r = vision_finish_create(v, model->cfg.hidden, errbuf, errlen);
+	if (r < 0)
 		goto fail;
-	}
-	if (v->pre.tile_size % (v->w.patch * v->w.shuffle) != 0) {
-		r = st_errorf(errbuf, errlen, -EINVAL,
-			      "tile size %d is not a multiple of patch %d x pixel-shuffle %d",
-			      v->pre.tile_size, v->w.patch, v->w.shuffle);
-		goto fail;
-	}
-	v->grid = v->pre.tile_size / v->w.patch;
-	v->tokens_per_tile = (v->grid / v->w.shuffle) * (v->grid / v->w.shuffle);
-	v->pos = malloc(sizeof(float) * (size_t)v->grid * v->grid * v->w.width);
-	if (!v->pos) {
-		r = st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
-		goto fail;
-	}
-	r = vision_pos_embed(&v->w, v->grid, v->grid, v->pos);
-	if (r < 0) {
-		st_errorf(errbuf, errlen, r, "position embedding: %s", strerror(-r));
-		goto fail;
-	}
-	v->id = atomic_fetch_add(&next_vision_id, 1);
 	return v;
 fail:
 	engine_vision_destroy(v);

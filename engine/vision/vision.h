@@ -3,7 +3,8 @@
  * Not a public header: only engine/ sources (and white-box tests) include it.
  *
  * Ownership: struct vision_weights borrows every tensor from the checkpoint's maps (like struct
- * engine_model's), so it must not outlive the model; it owns only its block array.
+ * engine_model's), so it must not outlive the model; it owns only its block array. A tower
+ * built in memory (vision_create_from_weights()) borrows them from its handle instead.
  */
 #pragma once
 
@@ -255,6 +256,17 @@ void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s
 			 float *out);
 /* mlp1's activation in place: h = max(h, 0)^2. */
 void vision_relu2(float *h, size_t n);
+
+/* A handle over weights built in memory (lm_random_vision_create()), without a checkpoint:
+ * takes w's block array and `owned` (the tensors' memory, NULL for none), which
+ * engine_vision_destroy() frees, also when this fails; checks w (vision_weights_check()) and
+ * pre's tile size and budget, and derives what engine_vision_create() derives. `image_token` is
+ * what engine_vision_image_token() gives (-ENOENT: none); the projector must give lm_hidden-wide
+ * rows. NULL + errno (EINVAL, EFBIG with one sentence in errbuf; ENOMEM). */
+struct engine_vision *vision_create_from_weights(struct vision_weights *w, void *owned,
+						 const struct engine_vision_preprocess *pre,
+						 int32_t image_token, int lm_hidden, char *errbuf,
+						 size_t errlen);
 
 /* The handle's parts, for the CUDA encoder: its weights, the patches per tile side and the
  * position grid of a tile ([grid * grid][width] floats). */

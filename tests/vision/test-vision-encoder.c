@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "golden.h"
 #include "image.h"
+#include "lm.h"
 #include "model.h"
 #include "vision.h"
 
@@ -316,6 +317,106 @@ static void test_preprocessor_config(struct engine_model *m)
 	engine_vision_destroy(v);
 }
 
+/* A random tower (lm_random_vision_create(), what holo-bench measures without a checkpoint):
+ * the spec's shapes, a handle that owns its weights (it encodes after the model is gone), the
+ * same rows from the same seed, other weights from another, and the spec's errors refused. */
+static void encode_random(const struct lm_random_vision_spec *vs, float *rows, size_t n_rows)
+{
+	struct lm_random_spec sp = {.pattern = "M*-", .hidden = 32, .vocab = 96, .intermediate = 64,
+				    .n_heads = 2, .n_kv_heads = 1, .head_dim = 16, .m_heads = 4,
+				    .m_head_dim = 8, .m_groups = 1, .m_state = 8, .m_conv_kernel = 4,
+				    .m_chunk = 8, .dtype = TENSOR_BF16, .seed = 1};
+	struct engine_model *m = lm_random_model_create(&sp);
+	char err[256] = "";
+	REQUIRE(m);
+	struct engine_vision *v = lm_random_vision_create(m, vs, err, sizeof(err));
+	if (!v)
+		fprintf(stderr, "lm_random_vision_create: %s\n", err);
+	REQUIRE(v);
+	lm_random_model_destroy(m);
+
+	const struct vision_weights *w = engine_vision_weights(v);
+	struct engine_vision_preprocess p;
+	engine_vision_get_preprocess(v, &p);
+	CHECK_INT_EQ(w->width, 32);
+	CHECK_INT_EQ(w->depth, 2);
+	CHECK_INT_EQ(w->heads, 2);
+	CHECK_INT_EQ(w->mlp, 64);
+	CHECK_INT_EQ(w->n_prefix, 4);
+	CHECK_INT_EQ(w->pos_rows, 4);
+	CHECK_INT_EQ(w->proj_hidden, 48);
+	CHECK_INT_EQ(engine_vision_embed_dim(v), 32);
+	CHECK_INT_EQ(engine_vision_tokens_per_tile(v), 4); /* (64 / 16 / 2)^2 */
+	CHECK_INT_EQ(engine_vision_image_token(v), 90);
+	CHECK_INT_EQ(p.tile_size, 64);
+	CHECK_INT_EQ(p.max_tiles, 4);
+
+	uint8_t px[100 * 60 * 3];
+	for (size_t i = 0; i < sizeof(px); i++)
+		px[i] = (uint8_t)(i * 37 % 251);
+	struct engine_image *img = engine_image_from_rgb(100, 60, 300, px);
+	struct engine_vision_grid g;
+	float *pixels = NULL;
+	REQUIRE(img);
+	REQUIRE(engine_vision_preprocess(img, &p, &g, &pixels) == 0);
+	CHECK_INT_EQ(g.n_tiles, 3); /* 2 x 1 and the thumbnail */
+	REQUIRE((size_t)g.n_tiles * 4 * 32 == n_rows);
+	CHECK_INT_EQ(engine_vision_encode(v, pixels, g.n_tiles, rows), 0);
+	double sq = 0;
+	for (size_t i = 0; i < n_rows; i++)
+		sq += (double)rows[i] * rows[i];
+	CHECK(isfinite(sq) && sq > 0);
+	free(pixels);
+	engine_image_destroy(img);
+	engine_vision_destroy(v);
+}
+
+static void test_random_tower(void)
+{
+	struct lm_random_vision_spec vs = {.width = 32, .depth = 2, .heads = 2, .mlp = 64,
+					   .patch = 16, .n_prefix = 4, .pos_grid = 4, .shuffle = 2,
+					   .proj_hidden = 48, .image_token = 90, .seed = 3};
+	engine_vision_preprocess_defaults(&vs.pre);
+	vs.pre.tile_size = 64;
+	vs.pre.max_tiles = 4;
+	float a[3 * 4 * 32], b[3 * 4 * 32], c[3 * 4 * 32];
+	encode_random(&vs, a, 3 * 4 * 32);
+	encode_random(&vs, b, 3 * 4 * 32);
+	CHECK(memcmp(a, b, sizeof(a)) == 0);
+	vs.seed = 4;
+	encode_random(&vs, c, 3 * 4 * 32);
+	CHECK(memcmp(a, c, sizeof(a)) != 0);
+
+	struct lm_random_spec sp = {.pattern = "M", .hidden = 32, .vocab = 16, .intermediate = 32,
+				    .n_heads = 2, .n_kv_heads = 1, .head_dim = 16, .m_heads = 4,
+				    .m_head_dim = 8, .m_groups = 1, .m_state = 8, .m_conv_kernel = 4,
+				    .m_chunk = 8, .dtype = TENSOR_BF16, .seed = 1};
+	struct engine_model *m = lm_random_model_create(&sp);
+	char err[256] = "";
+	REQUIRE(m);
+	struct {
+		const char *what, *message;
+		struct lm_random_vision_spec vs;
+	} bad[] = {{"no position grid", "out of range", vs}, {"3 heads", "heads", vs},
+		   {"a 72-pixel tile", "tile size 72", vs}, {"no tile budget", "tile budget", vs}};
+	bad[0].vs.pos_grid = 0;
+	bad[1].vs.heads = 3;
+	bad[2].vs.pre.tile_size = 72;
+	bad[3].vs.pre.max_tiles = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		err[0] = '\0';
+		errno = 0;
+		struct engine_vision *v = lm_random_vision_create(m, &bad[i].vs, err, sizeof(err));
+		CHECK(!v);
+		CHECK_INT_EQ(errno, EINVAL);
+		if (!strstr(err, bad[i].message))
+			fprintf(stderr, "%s: '%s' does not say '%s'\n", bad[i].what, err, bad[i].message);
+		CHECK(strstr(err, bad[i].message) != NULL);
+		engine_vision_destroy(v);
+	}
+	lm_random_model_destroy(m);
+}
+
 int main(void)
 {
 	struct engine_model *model = load_model("vision/tiny-vlm");
@@ -348,6 +449,7 @@ int main(void)
 	test_pos(&w);
 	test_case(v, &w, "square", 12);
 	test_case(v, &w, "small", 2);
+	test_random_tower();
 
 	vision_weights_finish(&w);
 	engine_backend_destroy(bf16_backend);
