@@ -10,6 +10,8 @@
 #     ($HOLOD_CPU_KERNELS, with oneDNN's ISA capped to match by $ONEDNN_MAX_CPU_ISA), so an AMX
 #     machine also checks the path a CPU without AMX takes; the log names the variants skipped;
 #     then the unit suite as on a CPU with AVX2 alone (oneDNN capped there: no bf16 products);
+#     and the real-GPU check's steps at tiny sizes on the emulation (tools/gpu-check.sh
+#     --emulated), its report checked by tests/tools/check-gpu-report.sh;
 #  3. release build with -Werror and the real nvcc objects (with the nvcc build checks where
 #     nvcc is installed): must compile warning-free; the whole test list runs again there, where
 #     the gpu suite must skip (77) on a machine without a GPU, not fail;
@@ -43,6 +45,10 @@ meson test -C build-asan --print-errorlogs --num-processes "$jobs" "$@"
 # 2. the emulated build without sanitizers, then the numeric suite per CPU kernel variant
 setup build-emu --buildtype=release -Dcuda-emulation=true
 meson test -C build-emu --print-errorlogs --num-processes "$jobs" --suite gpu-emu --suite numeric
+# the one command for a real device, on the emulation: every step must pass (the sanitizer,
+# which needs a GPU, is skipped) and the report hold every step and figure
+./tools/gpu-check.sh --emulated --build build-emu --out build-emu/gpu-check
+sh tests/tools/check-gpu-report.sh build-emu/gpu-check/gpu-check.json emulated pass
 logs_kernels=""
 variants=$(build-emu/tests/tools/cpu-variants)
 best=$(echo "$variants" | head -n 1)

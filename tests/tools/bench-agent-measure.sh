@@ -2,7 +2,9 @@
 # holo-bench agent --backend B measures persistent agent steps on tiny-agent-short: the step line
 # of step 2 and step 3, each part (vision, prefill, decode, measured and roofline) positive, the
 # context growing by exactly the turn's tokens (12 image + 6 text) and the 4 decoded ones, the
-# measured rates printed, and measured/roofline and the step ratio given.
+# measured rates printed, and measured/roofline and the step ratio given. Then the same on
+# random weights of a config's shapes (--random-config: the LM and a random vision tower, no
+# checkpoint), one step shown with its figure lines.
 # usage: bench-agent-measure.sh HOLO_BENCH BACKEND OUT
 set -eu
 bench=$1 backend=$2 out=$3
@@ -25,3 +27,21 @@ $1 == 2 || $1 == 3 {
 END { if (seen != 2 || bad) { print "expected steps 2 and 3"; exit 1 } }' "$out"
 # a missing --model is refused
 ! "$bench" agent --backend "$backend" 2>/dev/null
+
+config=$HOLOD_SOURCE_ROOT/tools/bench/tiny-vl-config.json
+"$bench" agent --backend "$backend" --random-config "$config" --steps 2 --decode 2 --prefix 8 \
+	--text 4 --screen 200x120 >"$out.random"
+cat "$out.random"
+grep -q "random weights of the shapes of $config\$" "$out.random"
+grep -q "= 7 tiles; 28 + 4 tokens appended, 2 decoded greedily; prefix 8; 2 persistent steps" "$out.random"
+# step 2 alone: its line (context 8 + 28 + 4 + 2 = 42) and its figures
+test "$(grep -c '^2 ' "$out.random")" = 1
+grep -Eq "^2 +42 +7 " "$out.random"
+! grep -q "step 2 / step 2" "$out.random"
+v='[0-9.]+(e[-+][0-9]+)?'
+for p in vision prefill decode sum roofline; do
+	grep -Eq "^figure name=agent.step2.$p value=$v unit=ms\$" "$out.random"
+done
+grep -Eq "^figure name=agent.step2.of_roofline value=$v unit=x goal=<=1.2\$" "$out.random"
+# one model only
+! "$bench" agent --backend "$backend" --random-config "$config" --model "$model" 2>/dev/null

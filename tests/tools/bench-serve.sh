@@ -3,8 +3,10 @@
 # (the first count's speedup 1.00), a --mixed line per count, the roofline of Holotron-12B's
 # shapes at 100 sessions on both devices with the figures of the committed config (test-roofline
 # checks the formulas), and session lists that are not ascending from 1 refused; the cost of a
-# session's creation and snapshot in the documented format. BACKEND (default cpu): cuda runs the
-# sessions' batched steps on the CUDA backend (the emulation in the emulated build).
+# session's creation and snapshot in the documented format; random weights of a config's shapes
+# (--random-config) with a reference rate for the largest count, and the figure lines. BACKEND
+# (default cpu): cuda runs the sessions' batched steps on the CUDA backend (the emulation in the
+# emulated build).
 # usage: bench-serve.sh HOLO_BENCH OUT [BACKEND]
 set -eu
 bench=$1 out=$2 backend=${3:-cpu}
@@ -33,6 +35,18 @@ test "$(grep -c '^roofline device=' "$out")" = 4
 	--decode 2 --rounds 1 >"$out.bf16"
 grep -q "SSM state bf16" "$out.bf16"
 grep -Eq "^sessions=2 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num$" "$out.bf16"
+# random weights of a config's shapes, the largest count against a reference rate
+config=$HOLOD_SOURCE_ROOT/tools/bench/tiny-vl-config.json
+"$bench" serve --backend "$backend" --random-config "$config" --sessions 1,2 --prompt 3 \
+	--decode 2 --rounds 1 --reference 8900 >"$out.config"
+grep -q "^random model of the shapes of $config: pattern M-M\*-M, hidden 64, vocab 256, intermediate 128, dtype bf16$" "$out.config"
+grep -Eq "^sessions=1 tok/s=$num speedup=1\.00 step_ms=$num cpu_tok/s=$num$" "$out.config"
+grep -Eq "^sessions=2 tok/s=$num speedup=$num step_ms=$num cpu_tok/s=$num reference=8900 ratio=$num$" "$out.config"
+v='[0-9.]+(e[-+][0-9]+)?'
+grep -Eq "^figure name=serve.sessions1.tok_s value=$v unit=tok/s$" "$out.config"
+grep -Eq "^figure name=serve.sessions2.tok_s value=$v unit=tok/s goal=>=8900$" "$out.config"
+grep -Eq "^figure name=serve.sessions2.step_ms value=$v unit=ms$" "$out.config"
+! "$bench" serve --random "$tiny" --random-config "$config" >/dev/null 2>&1
 ! "$bench" serve --random "$tiny" --ssm-state fp16 >/dev/null 2>&1
 ! "$bench" serve --random "$tiny" --mixed -1 >/dev/null 2>&1
 ! "$bench" serve --random "$tiny" --sessions 2,4 >/dev/null 2>&1

@@ -9,15 +9,18 @@
  * source tree, the
  * Nano-12B-v2-VL shapes of docs/design/model.md 1.2-1.3 written out, as Holotron-12B has them).
  * The ViT's depth and MLP width are not in config.json; they come from vision_config.args.model
- * (vit_huge_patch16_224: 32 blocks, MLP 5120). Step k of a persistent session starts after
+ * by shapes.c's table (vit_huge_patch16_224: 32 blocks, MLP 5120). Step k of a persistent session starts after
  * prefix + k * (appended + decoded) tokens, at most --context-cap (holod's --context-tokens, whose
  * session is rebuilt before it is full). Weights and the KV cache are bf16, the Mamba state fp32,
  * as the CUDA backend keeps them at bf16 precision.
  *
- *   holo-bench agent --backend cpu|cuda --model DIR [--precision bf16|fp32] [--screen WxH]
- *                    [--prefix N] [--text N] [--decode N] [--context-cap N] [--steps N]
+ *   holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE
+ *                    [--precision bf16|fp32] [--screen WxH] [--prefix N] [--text N]
+ *                    [--decode N] [--context-cap N] [--steps N]
  *
- * measures instead: the checkpoint in DIR (its config.json gives the counts) runs N persistent
+ * measures instead: the checkpoint in DIR (its config.json gives the counts), or random bf16
+ * weights of FILE's shapes built in memory, the language model and the vision tower
+ * (lm_random_model_create(), lm_random_vision_create(): nothing read but FILE), runs N persistent
  * agent steps (default 50, fewer when the context cap comes first) on the backend through the
  * engine API the agent uses: a synthetic screenshot (a deterministic pattern) through
  * engine_vision_encode_image_on(), the turn's text and image positions appended with
@@ -25,8 +28,10 @@
  * the measured vision / prefill / decode milliseconds beside the roofline of the same counts at
  * rates measured in the same run (a bf16 GEMM of the model's shapes through the backend's GEMM:
  * cuBLASLt on CUDA, oneDNN or the fp32 products on the CPU; a device-to-device copy on CUDA,
- * memcpy on the CPU), measured/roofline, and step N / step 2. Without a CUDA device (or the
- * emulation of a test build) --backend cuda fails saying so.
+ * memcpy on the CPU), measured/roofline, and step N / step 2 (with N = 2: step 2 alone), also as
+ * figure lines (bench_figure(): agent.stepK.vision, .prefill, .decode, .sum, .roofline in ms,
+ * .of_roofline with its goal, agent.last_over_step2). Without a CUDA device (or the emulation of a test
+ * build) --backend cuda fails saying so.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,24 +49,16 @@
 #include "engine.h"
 #include "loader.h"
 #include "machine.h"
+#include "lm.h"
 #include "roofline.h"
+#include "shapes.h"
 #ifdef HOLO_BENCH_GPU
 #include "gpu.h"
 #endif
 
 /* HOLO_BENCH_DIR: this folder in the source tree (meson.build) */
 #define DEFAULT_CONFIG HOLO_BENCH_DIR "/holotron-12b-config.json"
-#define MAX_CONFIG_BYTES (1u << 20)
 #define MAX_STEPS_SHOWN 8
-
-/* ViT shapes timm names; config.json gives only the name. */
-static const struct {
-	const char *name;
-	int width, depth, mlp;
-} vits[] = {
-	{"vit_huge_patch16_224", 1280, 32, 5120},
-	{"vit_tiny_test", 64, 2, 256}, /* the test fixtures' (tools/gen_tiny_vision.py) */
-};
 
 static void usage(FILE *f)
 {
@@ -69,11 +66,13 @@ static void usage(FILE *f)
 		"usage: holo-bench agent --device-spec h100|h200 [--config FILE] [--screen WxH]\n"
 		"                        [--max-tiles N] [--prefix N] [--text N] [--decode N]\n"
 		"                        [--context-cap N] [--steps A,B]\n"
-		"       holo-bench agent --backend cpu|cuda --model DIR [--precision bf16|fp32]\n"
-		"                        [--screen WxH] [--prefix N] [--text N] [--decode N]\n"
-		"                        [--context-cap N] [--steps N]\n"
+		"       holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE\n"
+		"                        [--precision bf16|fp32] [--screen WxH] [--prefix N]\n"
+		"                        [--text N] [--decode N] [--context-cap N] [--steps N]\n"
 		"  --backend B      measure the steps of DIR's checkpoint on the CPU or CUDA device 0\n"
 		"  --model DIR      the checkpoint the measured steps run (its config.json is --config)\n"
+		"  --random-config FILE  measure random weights of FILE's shapes instead (a config.json,\n"
+		"                   e.g. " DEFAULT_CONFIG ")\n"
 		"  --precision P    the backend's precision (default: the backend's own)\n"
 		"  --device-spec D  the GPU whose peak rates the prediction uses\n"
 		"  --config FILE    a checkpoint's config.json (default " DEFAULT_CONFIG ")\n"
@@ -85,89 +84,6 @@ static void usage(FILE *f)
 		"  --context-cap N  session size, holod's --context-tokens (default 32768)\n"
 		"  --steps A,B      persistent steps to show (default 2,50); measured: steps to run\n"
 		"                   (default 50), of which 2 and the last are shown\n");
-}
-
-static int read_file(const char *path, char **ret, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rbe");
-	if (!f)
-		return -errno;
-	char *buf = xmalloc(MAX_CONFIG_BYTES + 1);
-	size_t n = fread(buf, 1, MAX_CONFIG_BYTES + 1, f);
-	int r = ferror(f) ? -EIO : n > MAX_CONFIG_BYTES ? -EFBIG : 0;
-	fclose(f);
-	if (r < 0) {
-		free(buf);
-		return r;
-	}
-	buf[n] = '\0';
-	*ret = buf;
-	*ret_len = n;
-	return 0;
-}
-
-static int get_int(const json_t *o, const char *key, int *ret)
-{
-	double v;
-	if (model_config_number(o, key, &v) < 0 || v != floor(v) || v < 1 || v > 1e9)
-		return -EINVAL;
-	*ret = (int)v;
-	return 0;
-}
-
-/* The ViT and projector shapes of a NemotronH_Nano_VL_V2 config.json. */
-static int vit_from_config(const json_t *root, struct roofline_vit *v, bool *use_thumbnail,
-			   char *err, size_t errlen)
-{
-	const json_t *vc = json_object_get(root, "vision_config");
-	const json_t *args = vc ? json_object_get(vc, "args") : NULL;
-	const char *model = args ? json_string_value(json_object_get(args, "model")) : NULL;
-	double ratio;
-	size_t i;
-
-	if (!model) {
-		snprintf(err, errlen, "no vision_config.args.model");
-		return -EINVAL;
-	}
-	for (i = 0; i < ARRAY_SIZE(vits); i++)
-		if (strcmp(vits[i].name, model) == 0)
-			break;
-	if (i == ARRAY_SIZE(vits)) {
-		snprintf(err, errlen, "ViT '%s' has no known depth and MLP width", model);
-		return -EINVAL;
-	}
-	*v = (struct roofline_vit){.width = vits[i].width, .depth = vits[i].depth,
-				   .mlp = vits[i].mlp};
-	int width, reg = 1;
-	if (get_int(root, "vit_hidden_size", &width) < 0 || width != v->width ||
-	    get_int(root, "force_image_size", &v->tile) < 0 ||
-	    get_int(root, "patch_size", &v->patch) < 0 ||
-	    get_int(root, "projector_hidden_size", &v->proj_hidden) < 0 ||
-	    model_config_number(root, "downsample_ratio", &ratio) < 0 || ratio <= 0 || ratio > 1) {
-		snprintf(err, errlen, "vit_hidden_size (%d for %s), force_image_size, patch_size, "
-			 "projector_hidden_size or downsample_ratio missing or out of range",
-			 v->width, model);
-		return -EINVAL;
-	}
-	v->shuffle = (int)lround(1 / ratio);
-	if (v->tile % (v->patch * v->shuffle)) {
-		snprintf(err, errlen, "tile %d is not a multiple of patch %d x shuffle %d", v->tile,
-			 v->patch, v->shuffle);
-		return -EINVAL;
-	}
-	/* a class token per teacher (or one), padded with registers to register_multiple */
-	const json_t *teachers = json_object_get(args, "teachers");
-	int n_cls = json_is_true(json_object_get(args, "cls_token_per_teacher")) && teachers
-			    ? (int)json_array_size(teachers)
-			    : 1;
-	if (json_object_get(args, "register_multiple") &&
-	    get_int(args, "register_multiple", &reg) < 0) {
-		snprintf(err, errlen, "vision_config.args.register_multiple is not a count");
-		return -EINVAL;
-	}
-	v->prefix = (n_cls + reg - 1) / reg * reg;
-	*use_thumbnail = !json_is_false(json_object_get(root, "use_thumbnail"));
-	return 0;
 }
 
 static int parse_pair(const char *s, char sep, int *a, int *b)
@@ -277,26 +193,6 @@ static int cuda_rates(int device, int hidden, int intermediate, int rows, struct
 }
 #endif
 
-/* A deterministic screenshot: gradients with a grid of lines, like a window's edges. */
-static struct engine_image *synthetic_screen(int w, int h)
-{
-	size_t stride = (size_t)w * 3;
-	uint8_t *px = malloc(stride * (size_t)h);
-	if (!px)
-		return NULL;
-	for (int y = 0; y < h; y++)
-		for (int x = 0; x < w; x++) {
-			uint8_t *p = px + (size_t)y * stride + (size_t)x * 3;
-			bool line = x % 97 == 0 || y % 61 == 0;
-			p[0] = line ? 20 : (uint8_t)(x * 255 / w);
-			p[1] = line ? 20 : (uint8_t)(y * 255 / h);
-			p[2] = line ? 20 : (uint8_t)((x ^ y) & 0xff);
-		}
-	struct engine_image *img = engine_image_from_rgb(w, h, stride, px);
-	free(px);
-	return img;
-}
-
 static int32_t argmax(const float *v, int n)
 {
 	int best = 0;
@@ -315,6 +211,8 @@ static int32_t text_token(unsigned i, int vocab, int32_t image_token)
 
 struct agent_measure_args {
 	const char *model_dir;
+	const struct bench_shapes *random; /* instead of model_dir: random weights of its shapes */
+	const char *random_config;         /* its file */
 	struct engine_backend_options bopts;
 	int sw, sh, prefix, text, decode, cap, steps;
 	struct roofline_lm lm;
@@ -348,19 +246,30 @@ static int agent_measure(struct agent_measure_args *a)
 		return 1;
 	}
 	bool cuda = a->bopts.kind == ENGINE_BACKEND_CUDA;
-	m = engine_model_load(a->model_dir, err, sizeof(err));
-	if (!m) {
-		fprintf(stderr, "holo-bench agent: %s\n", err);
-		goto out_fail;
+	if (a->random) {
+		struct lm_random_spec sp;
+		struct lm_random_vision_spec vs;
+		bench_shapes_lm_spec(a->random, &sp);
+		bench_shapes_vision_spec(a->random, &vs);
+		if (!(m = lm_random_model_create(&sp))) {
+			fprintf(stderr, "holo-bench agent: cannot build the random model: %s\n",
+				strerror(errno));
+			goto out_fail;
+		}
+		v = lm_random_vision_create(m, &vs, err, sizeof(err));
+	} else {
+		m = engine_model_load(a->model_dir, err, sizeof(err));
+		if (!m) {
+			fprintf(stderr, "holo-bench agent: %s\n", err);
+			goto out_fail;
+		}
+		v = engine_vision_create(m, err, sizeof(err));
 	}
-	v = engine_vision_create(m, err, sizeof(err));
 	if (!v) {
 		fprintf(stderr, "holo-bench agent: %s\n", err);
 		goto out_model;
 	}
-	struct engine_model_info mi;
-	engine_model_get_info(m, &mi);
-	int vocab = mi.vocab, tpt = engine_vision_tokens_per_tile(v);
+	int vocab = m->cfg.vocab, tpt = engine_vision_tokens_per_tile(v);
 	int32_t image_token = engine_vision_image_token(v);
 	struct engine_vision_grid grid;
 	struct engine_vision_preprocess pp;
@@ -415,7 +324,7 @@ static int agent_measure(struct agent_measure_args *a)
 
 	int max_tokens = a->prefix + steps * per_step + 1;
 	s = engine_session_create_on(b, max_tokens);
-	img = synthetic_screen(a->sw, a->sh);
+	img = bench_synthetic_screen(a->sw, a->sh);
 	st = calloc((size_t)steps, sizeof(*st));
 	int n_buf = a->prefix > n_turn ? a->prefix : n_turn;
 	tok = malloc(sizeof(*tok) * (size_t)n_buf);
@@ -428,8 +337,9 @@ static int agent_measure(struct agent_measure_args *a)
 		goto out_buffers;
 	}
 
-	printf("holo-bench agent: measured on %s (%s), %s; %s\n", bi.name, bi.device,
-	       engine_precision_name(bi.precision), a->model_dir);
+	printf("holo-bench agent: measured on %s (%s), %s; %s%s\n", bi.name, bi.device,
+	       engine_precision_name(bi.precision), a->random ? "random weights of the shapes of " : "",
+	       a->random ? a->random_config : a->model_dir);
 	printf("step: %dx%d synthetic screenshot -> %d x %d tiles%s = %d tiles; %d + %d tokens "
 	       "appended, %d decoded greedily; prefix %d; %d persistent steps\n", a->sw, a->sh,
 	       grid.cols, grid.rows, grid.thumbnail ? " + thumbnail" : "", grid.n_tiles, n_image,
@@ -492,9 +402,9 @@ static int agent_measure(struct agent_measure_args *a)
 	       "measured");
 	printf("%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "", "tokens", "",
 	       "ms", "ms", "ms", "ms", "roof ms", "roof ms", "roof ms", "roof ms", "/roof");
-	int shown[2] = {1, steps - 1};
-	double sum[2];
-	for (int i = 0; i < 2; i++) {
+	int shown[2] = {1, steps - 1}, n_shown = steps > 2 ? 2 : 1;
+	double sum[2], roof[2];
+	for (int i = 0; i < n_shown; i++) {
 		const struct step_time *t = &st[shown[i]];
 		struct roofline_step rs = {.context = t->context, .n_tiles = t->tiles,
 					   .text_tokens = a->text, .decoded = a->decode};
@@ -502,12 +412,33 @@ static int agent_measure(struct agent_measure_args *a)
 		double rv = rs.vision_flops / rates.gemm * 1e3, rp = rs.prefill_flops / rates.gemm * 1e3;
 		double rd = rs.decode_bytes / rates.copy * 1e3;
 		sum[i] = t->vision + t->prefill + t->decode;
+		roof[i] = rv + rp + rd;
 		printf("%-6d %8d %5d %10.2f %10.2f %10.2f %10.2f | %10.2f %10.2f %10.2f %10.2f %8.2f\n",
 		       shown[i] + 1, t->context, t->tiles, t->vision, t->prefill, t->decode, sum[i],
-		       rv, rp, rd, rv + rp + rd, sum[i] / (rv + rp + rd));
+		       rv, rp, rd, roof[i], sum[i] / roof[i]);
 	}
-	printf("\nstep %d / step 2: %.3f (goal <= 1.1 in persistent mode up to the context cap); "
-	       "goal per step: measured/roof <= 1.2\n", steps, sum[1] / sum[0]);
+	printf("\n");
+	if (n_shown == 2)
+		printf("step %d / step 2: %.3f (goal <= 1.1 in persistent mode up to the context cap); ",
+		       steps, sum[1] / sum[0]);
+	printf("goal per step: measured/roof <= 1.2\n");
+	for (int i = 0; i < n_shown; i++) {
+		const struct step_time *t = &st[shown[i]];
+		const struct {
+			const char *part;
+			double ms;
+		} parts[] = {{"vision", t->vision}, {"prefill", t->prefill}, {"decode", t->decode},
+			     {"sum", sum[i]}, {"roofline", roof[i]}};
+		char name[64];
+		for (size_t k = 0; k < ARRAY_SIZE(parts); k++) {
+			snprintf(name, sizeof(name), "agent.step%d.%s", shown[i] + 1, parts[k].part);
+			bench_figure(name, parts[k].ms, "ms", NULL, 0);
+		}
+		snprintf(name, sizeof(name), "agent.step%d.of_roofline", shown[i] + 1);
+		bench_figure(name, sum[i] / roof[i], "x", "<=", 1.2);
+	}
+	if (n_shown == 2)
+		bench_figure("agent.last_over_step2", sum[1] / sum[0], "x", "<=", 1.1);
 	code = 0;
 out_buffers:
 	engine_rows_destroy(rows);
@@ -522,7 +453,10 @@ out_backend:
 out_vision:
 	engine_vision_destroy(v);
 out_model:
-	engine_model_destroy(m);
+	if (a->random)
+		lm_random_model_destroy(m);
+	else
+		engine_model_destroy(m);
 out_fail:
 	return code;
 }
@@ -537,6 +471,7 @@ int bench_agent_main(int argc, char **argv)
 		{"steps", required_argument, NULL, 'k'},       {"help", no_argument, NULL, 'h'},
 		{"backend", required_argument, NULL, 'b'},     {"model", required_argument, NULL, 'm'},
 		{"precision", required_argument, NULL, 'P'},
+		{"random-config", required_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct roofline_device *dev = NULL;
@@ -545,7 +480,7 @@ int bench_agent_main(int argc, char **argv)
 	int cap = 32768, steps[2] = {2, 50};
 	int c, run_steps = 50;
 	bool config_given = false;
-	const char *model_dir = NULL;
+	const char *model_dir = NULL, *random_config = NULL;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	bool measure = false;
 
@@ -569,6 +504,9 @@ int bench_agent_main(int argc, char **argv)
 			break;
 		case 'm':
 			model_dir = optarg;
+			break;
+		case 'R':
+			random_config = optarg;
 			break;
 		case 'P':
 			r = engine_precision_parse(optarg, &bopts.precision);
@@ -613,16 +551,20 @@ int bench_agent_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc || measure != !dev || measure != !!model_dir || (measure && run_steps < 2)) {
+	if (optind != argc || measure != !dev || measure != (!!model_dir + !!random_config == 1) ||
+	    (measure && run_steps < 2) || (model_dir && random_config)) {
 		fprintf(stderr, "holo-bench agent: name the GPU with --device-spec h100|h200 (the "
 				"prediction from the model's FLOP and byte counts), or measure with "
-				"--backend cpu|cuda --model DIR and --steps of at least 2\n");
+				"--backend cpu|cuda, --model DIR or --random-config FILE, and --steps of at "
+				"least 2\n");
 		usage(stderr);
 		return 2;
 	}
 
 	char cfg_path[4096];
-	if (measure && !config_given) {
+	if (random_config)
+		config = random_config;
+	else if (measure && !config_given) {
 		if ((size_t)snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", model_dir) >=
 		    sizeof(cfg_path)) {
 			fprintf(stderr, "holo-bench agent: the model path is too long\n");
@@ -630,43 +572,35 @@ int bench_agent_main(int argc, char **argv)
 		}
 		config = cfg_path;
 	}
-	char *text_buf = NULL, err[256] = "";
-	size_t len = 0;
-	json_t *root = NULL;
-	struct model_config mc;
-	int r = read_file(config, &text_buf, &len);
+	char err[512] = "";
+	struct bench_shapes shapes;
+	int r = bench_shapes_read(config, &shapes, err, sizeof(err));
 	if (r < 0) {
-		fprintf(stderr, "holo-bench agent: %s: %s\n", config, strerror(-r));
+		fprintf(stderr, "holo-bench agent: %s\n", err);
 		return 1;
 	}
-	r = model_config_load_json(text_buf, len, &root, err, sizeof(err));
-	if (r >= 0)
-		r = model_config_from_json(root, &mc, err, sizeof(err));
-	struct roofline_vit vit;
-	bool thumb = true;
-	if (r >= 0)
-		r = vit_from_config(root, &vit, &thumb, err, sizeof(err));
+	if (!shapes.has_vision) {
+		fprintf(stderr, "holo-bench agent: %s: %s\n", config, shapes.vision_err);
+		return 1;
+	}
+	if (random_config && shapes.pos_grid < 1) {
+		fprintf(stderr, "holo-bench agent: %s: no vision_config.args.cpe_max_size for the random "
+				"tower's position grid\n", config);
+		return 1;
+	}
+	const struct roofline_vit vit = shapes.vit;
 	struct engine_vision_grid grid;
-	if (r >= 0 && (r = engine_vision_select_grid(sw, sh, vit.tile, max_tiles, thumb, &grid)) < 0)
-		snprintf(err, sizeof(err), "no tile grid for %dx%d", sw, sh);
-	json_decref(root);
-	free(text_buf);
-	if (r < 0) {
-		fprintf(stderr, "holo-bench agent: %s: %s\n", config, err[0] ? err : strerror(-r));
+	if (engine_vision_select_grid(sw, sh, vit.tile, max_tiles, shapes.use_thumbnail, &grid) < 0) {
+		fprintf(stderr, "holo-bench agent: %s: no tile grid for %dx%d\n", config, sw, sh);
 		return 1;
 	}
-
-	const struct lm_config *l = &mc.lm;
-	struct roofline_lm lm = {
-		.pattern = l->pattern, .hidden = l->hidden, .vocab = mc.vocab_size,
-		.intermediate = l->intermediate, .n_heads = l->n_heads, .n_kv_heads = l->n_kv_heads,
-		.head_dim = l->head_dim, .m_heads = l->m_heads, .m_head_dim = l->m_head_dim,
-		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
-		.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
-	};
+	const struct lm_config *l = &shapes.mc.lm;
+	struct roofline_lm lm;
+	bench_shapes_roofline_lm(&shapes, &lm);
 	if (measure) {
 		struct agent_measure_args ma = {
-			.model_dir = model_dir, .bopts = bopts, .sw = sw, .sh = sh, .prefix = prefix,
+			.model_dir = model_dir, .random = random_config ? &shapes : NULL,
+			.random_config = random_config, .bopts = bopts, .sw = sw, .sh = sh, .prefix = prefix,
 			.text = text, .decode = decode, .cap = cap, .steps = run_steps, .lm = lm,
 			.vit = vit, .lm_hidden = l->hidden,
 		};
@@ -679,7 +613,7 @@ int bench_agent_main(int argc, char **argv)
 	       dev->name, dev->flops / 1e12, dev->bandwidth / 1e12);
 	printf("model: %s: %d layers (%s), hidden %d, vocab %d; ViT %d x %d (MLP %d), %d-px tiles, "
 	       "%d image tokens per tile\n", config, l->n_layers, l->pattern, l->hidden,
-	       mc.vocab_size, vit.depth, vit.width, vit.mlp, vit.tile, tile_tokens);
+	       shapes.mc.vocab_size, vit.depth, vit.width, vit.mlp, vit.tile, tile_tokens);
 	printf("step: %dx%d screenshot -> %d x %d tiles%s = %d tiles; %d + %d tokens appended, %d "
 	       "decoded; prefix %d, context cap %d\n", sw, sh, grid.cols, grid.rows,
 	       grid.thumbnail ? " + thumbnail" : "", grid.n_tiles, grid.n_tiles * tile_tokens, text,

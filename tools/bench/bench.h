@@ -17,6 +17,12 @@ int bench_serve_main(int argc, char **argv);
 double bench_cpu_seconds(void);
 /* Prints "load average: 1m 5m 15m" (or "unknown"): the runs share their machine. */
 void bench_print_load(void);
+/* Prints one figure as a line that tools/gpu-check.sh's report collects (every key=value, names
+ * and units without spaces):
+ *   figure name=NAME value=V unit=UNIT [goal=OPX]
+ * OP is ">=" or "<=" (goal_op NULL: no goal), X the goal in the same unit. */
+void bench_figure(const char *name, double value, const char *unit, const char *goal_op,
+		  double goal);
 
 /* engine.c: the default random model of holo-bench engine (a ~0.7B bf16 Nemotron-H), and
  * --random's key=value list over it (spec is cut up; sp->pattern may point into it). 0 or

@@ -1,21 +1,38 @@
-/* holo-bench gpu: the language model on a CUDA device against two ceilings measured in the same
- * run on the same device:
+/* holo-bench gpu: the language model and the vision tower on a CUDA device against ceilings
+ * measured in the same run on the same device:
  *  - decode tok/s as a fraction of the roofline: device copy bandwidth (bytes read + written per
  *    second by a device-to-device copy) / weight bytes read per token (every matrix but the
  *    embedding table, whose one row per token is negligible, unless it is the tied lm_head);
  *  - prefill tok/s as a fraction of the cuBLASLt bf16 GEMM rate (gpu_gemm, fp32 accumulation) of
  *    a large square problem, converted to tokens with 2 flops per matrix parameter per token
  *    (attention's own O(n^2) work is left out, which flatters prefill slightly at long prompts);
- *  - state bytes per session after the run.
- * Goals printed beside: decode >= 85% of the roofline, prefill >= 60% of the GEMM rate.
+ *  - state bytes per session after the run;
+ *  - vision ms per tile: a 1920x1080 screenshot through engine_vision_encode_image_on()
+ *    (preprocessing, ViT and projector on the device, the rows left there), against the tile's
+ *    FLOPs (roofline.h) at the same GEMM rate.
+ * Goals printed beside: decode >= 85% of the roofline, prefill >= 60% of the GEMM rate. Each
+ * figure is also a "figure name=... value=... unit=..." line (bench_figure()).
  *
- *   holo-bench gpu [--prompt N] [--decode N] [--precision bf16|fp32] [--profile]
+ *   holo-bench gpu [--config FILE] [--prompt N] [--decode N] [--precision bf16|fp32]
+ *                  [--profile] [--emulated]
  *
- * The model is random (the engine benchmark's ~0.7B bf16 Nemotron-H). Without a device, and in
- * the emulated build (whose device is the CPU), it says so and exits 77.
+ * The weights are random, of the shapes of --config (a config.json; default: Holotron-12B's,
+ * tools/bench/holotron-12b-config.json, with its RADIO-H tower), built in memory: nothing is
+ * read but the config. Prefill and decode run twice on one session, reset between (the first
+ * run loads the kernels, picks the GEMM algorithms and captures the decode graphs), and the
+ * second is shown; the encode runs once, then the best of three is shown.
+ * Precisions: bf16 and fp32, what the backend has. Quantized formats (none yet) are to join
+ * engine_precision_parse() and bytes_per_param() below, and tools/gpu-check.sh's FORMATS.
+ *
+ * Without a device, and in the emulated build (whose device is the CPU), it says so and exits
+ * 77, unless --emulated asks for the emulation: then the same steps run there at tiny sizes
+ * (default --config tools/bench/tiny-vl-config.json, 16 prompt and 4 decode tokens, a 4 MiB
+ * copy and a 64^3 GEMM), so that what runs on a device is exercised in CI. --emulated in a build
+ * with a real CUDA runtime is refused (exit 2).
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +44,23 @@
 #include "gpu.h"
 #include "lm.h"
 #include "model.h"
+#include "roofline.h"
+#include "shapes.h"
 
 #define BENCH_SKIP 77
 #define COPY_BYTES ((size_t)1 << 30)
 #define COPY_ROUNDS 10
 #define GEMM_N 8192
 #define GEMM_ROUNDS 10
+/* --emulated: the device is the CPU */
+#define EMU_COPY_BYTES ((size_t)4 << 20)
+#define EMU_COPY_ROUNDS 2
+#define EMU_GEMM_N 64
+#define DEFAULT_CONFIG HOLO_BENCH_DIR "/holotron-12b-config.json"
+#define EMU_CONFIG HOLO_BENCH_DIR "/tiny-vl-config.json"
+#define SCREEN_W 1920
+#define SCREEN_H 1080
+#define VISION_ROUNDS 3
 
 static double now_s(void)
 {
@@ -120,15 +148,82 @@ static size_t matrix_params(const struct engine_model *m)
 	return n;
 }
 
+/* Bytes a weight parameter takes on the device in a precision (a quantized format adds its
+ * own here). */
+static double bytes_per_param(enum engine_precision p)
+{
+	return p == ENGINE_PRECISION_BF16 ? 2 : 4;
+}
+
+/* One prefill of n_prompt tokens and n_decode decode steps on a fresh session state: the
+ * seconds of each. */
+static int run_lm(struct engine_session *s, const int32_t *tok, int n_prompt, int n_decode,
+		  float *logits, double *ret_prefill, double *ret_decode)
+{
+	engine_session_reset(s);
+	double t0 = now_s();
+	int r = engine_session_append(s, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_LAST, logits);
+	double t1 = now_s();
+	for (int i = 0; i < n_decode && r >= 0; i++)
+		r = engine_session_decode(s, tok[n_prompt + i], logits);
+	double t2 = now_s();
+	*ret_prefill = t1 - t0;
+	*ret_decode = t2 - t1;
+	return r;
+}
+
+/* The screenshot's encode on the device: one untimed (the tower's upload, kernels, GEMM
+ * algorithms), then the best of VISION_ROUNDS, each until one row has come back. */
+static int run_vision(struct engine_backend *b, const struct engine_vision *v,
+		      const struct engine_image *img, int *ret_tiles, double *ret_s)
+{
+	float row[1 << 14];
+	int r = 0;
+	*ret_s = INFINITY;
+	if (engine_vision_embed_dim(v) > (int)ARRAY_SIZE(row))
+		return -EINVAL;
+	for (int k = 0; k <= VISION_ROUNDS && r >= 0; k++) {
+		struct engine_vision_grid grid;
+		struct engine_rows *rows = NULL;
+		double t0 = now_s();
+		r = engine_vision_encode_image_on(b, v, img, 0, &grid, &rows);
+		if (r >= 0)
+			r = engine_rows_read(rows, 0, 1, row);
+		double t = now_s() - t0;
+		engine_rows_destroy(rows);
+		if (r >= 0 && k > 0 && t < *ret_s)
+			*ret_s = t;
+		*ret_tiles = grid.n_tiles;
+	}
+	return r;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: holo-bench gpu [--config FILE] [--prompt N] [--decode N] "
+		   "[--precision bf16|fp32]\n"
+		   "                      [--profile] [--emulated]\n"
+		   "  --config FILE  the shapes of the random model and vision tower (a config.json;\n"
+		   "                 default " DEFAULT_CONFIG ")\n"
+		   "  --prompt N     prefill tokens (default 2048; 16 with --emulated)\n"
+		   "  --decode N     decode steps (default 128; 4 with --emulated)\n"
+		   "  --precision P  bf16 (default) or fp32\n"
+		   "  --profile      list the device's kernels and GEMM calls after the run\n"
+		   "  --emulated     run on the CPU emulation of an emulated build, at tiny sizes\n"
+		   "                 (default --config " EMU_CONFIG ")\n");
+}
+
 int bench_gpu_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"prompt", required_argument, NULL, 'p'}, {"decode", required_argument, NULL, 'd'},
 		{"precision", required_argument, NULL, 'P'}, {"profile", no_argument, NULL, 'f'},
+		{"config", required_argument, NULL, 'c'}, {"emulated", no_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'}, {0},
 	};
-	int n_prompt = 2048, n_decode = 128;
-	bool profile = false;
+	int n_prompt = 0, n_decode = 0;
+	bool profile = false, emulated = false;
+	const char *config = NULL;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_CUDA,
 					       .precision = ENGINE_PRECISION_BF16};
 	const char *env_precision = getenv("HOLOD_PRECISION");
@@ -159,9 +254,14 @@ int bench_gpu_main(int argc, char **argv)
 		case 'f':
 			profile = true;
 			break;
+		case 'c':
+			config = optarg;
+			break;
+		case 'e':
+			emulated = true;
+			break;
 		case 'h':
-			printf("usage: holo-bench gpu [--prompt N] [--decode N] [--precision bf16|fp32] "
-			       "[--profile]\n");
+			usage(stdout);
 			return 0;
 		default:
 			goto usage;
@@ -169,49 +269,69 @@ int bench_gpu_main(int argc, char **argv)
 	}
 	if (optind != argc)
 		goto usage;
-	if (gpu_devices_emulated()) {
+	if (emulated && !gpu_devices_emulated()) {
+		fprintf(stderr, "holo-bench gpu: --emulated: this build runs the CUDA runtime, not the "
+				"emulation (-Dcuda-emulation=true)\n");
+		return 2;
+	}
+	if (gpu_devices_emulated() && !emulated) {
 		printf("holo-bench gpu: this build's CUDA device is the CPU emulation, not a device: "
-		       "nothing to measure\n");
+		       "nothing to measure (--emulated runs the steps there at tiny sizes)\n");
 		return BENCH_SKIP;
 	}
 	if (gpu_device_count() == 0) {
 		printf("holo-bench gpu: no CUDA device\n");
 		return BENCH_SKIP;
 	}
+	if (!config)
+		config = emulated ? EMU_CONFIG : DEFAULT_CONFIG;
+	if (!n_prompt)
+		n_prompt = emulated ? 16 : 2048;
+	if (!n_decode)
+		n_decode = emulated ? 4 : 128;
 
 	int ret = 1;
+	char err[512] = "";
+	struct bench_shapes sh;
 	struct gpu_device_info di;
 	struct gpu_context *g = NULL;
 	struct engine_model *m = NULL;
 	struct engine_backend *b = NULL;
 	struct engine_session *s = NULL;
+	struct engine_vision *v = NULL;
+	struct engine_image *img = NULL;
 	int32_t *tok = NULL;
 	float *logits = NULL;
 	double bw = 0, flops = 0;
+	if (bench_shapes_read(config, &sh, err, sizeof(err)) < 0) {
+		fprintf(stderr, "holo-bench gpu: %s\n", err);
+		return 1;
+	}
 	if (gpu_device_info(0, &di) < 0 || !(g = gpu_context_create(0))) {
 		fprintf(stderr, "holo-bench gpu: cannot open CUDA device 0\n");
 		goto out;
 	}
-	printf("device: %s, %zu MiB, %d SMs\n", di.name, di.total_memory >> 20, di.multiprocessors);
-	if (bench_gpu_copy_rate(g, COPY_BYTES, COPY_ROUNDS, &bw) < 0 ||
-	    bench_gpu_gemm_rate(g, GEMM_N, GEMM_N, GEMM_N, GEMM_ROUNDS, &flops) < 0) {
+	int gemm_n = emulated ? EMU_GEMM_N : GEMM_N;
+	printf("device: %s, %zu MiB, %d SMs%s\n", di.name, di.total_memory >> 20, di.multiprocessors,
+	       emulated ? " (the CPU emulation: figures of the emulation, not of a GPU)" : "");
+	if (bench_gpu_copy_rate(g, emulated ? EMU_COPY_BYTES : COPY_BYTES,
+				emulated ? EMU_COPY_ROUNDS : COPY_ROUNDS, &bw) < 0 ||
+	    bench_gpu_gemm_rate(g, gemm_n, gemm_n, gemm_n, emulated ? 1 : GEMM_ROUNDS, &flops) < 0) {
 		fprintf(stderr, "holo-bench gpu: the copy or GEMM measurement failed on the device\n");
 		goto out;
 	}
 	gpu_context_destroy(g);
 	g = NULL;
 	printf("device copy bandwidth: %.1f GB/s\ncuBLASLt bf16 GEMM (%d^3): %.1f TFLOP/s\n", bw / 1e9,
-	       GEMM_N, flops / 1e12);
+	       gemm_n, flops / 1e12);
+	bench_figure("gpu.copy", bw / 1e9, "GB/s", NULL, 0);
+	bench_figure("gpu.gemm", flops / 1e12, "TFLOP/s", NULL, 0);
 
-	struct lm_random_spec sp = {
-		.pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-",
-		.hidden = 1024, .vocab = 131072, .intermediate = 5120,
-		.n_heads = 8, .n_kv_heads = 2, .head_dim = 128,
-		.m_heads = 32, .m_head_dim = 64, .m_groups = 8, .m_state = 128,
-		.m_conv_kernel = 4, .m_chunk = 128, .dtype = TENSOR_BF16, .seed = 1,
-	};
+	struct lm_random_spec sp;
+	bench_shapes_lm_spec(&sh, &sp);
+	double tb = now_s();
 	m = lm_random_model_create(&sp);
-	char err[512] = "";
+	double built = now_s() - tb;
 	b = m ? engine_backend_create(m, &bopts, err, sizeof(err)) : NULL;
 	if (!b) {
 		fprintf(stderr, "holo-bench gpu: %s\n", m ? err : "out of memory for the model");
@@ -230,32 +350,77 @@ int bench_gpu_main(int argc, char **argv)
 	}
 	for (int i = 0; i < n_prompt + n_decode; i++)
 		tok[i] = (int32_t)((i * 7919u + 17u) % (unsigned)m->cfg.vocab);
-	double t0 = now_s();
-	int r = engine_session_append(s, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_LAST, logits);
-	double t1 = now_s();
-	for (int i = 0; i < n_decode && r >= 0; i++)
-		r = engine_session_decode(s, tok[n_prompt + i], logits);
-	double t2 = now_s();
+	double t_prefill, t_decode;
+	int r = run_lm(s, tok, n_prompt, n_decode, logits, &t_prefill, &t_decode); /* warm-up */
+	if (r >= 0)
+		r = run_lm(s, tok, n_prompt, n_decode, logits, &t_prefill, &t_decode);
 	if (r < 0) {
 		fprintf(stderr, "holo-bench gpu: the forward failed: %s\n", strerror(-r));
 		goto out;
 	}
 	struct engine_backend_info info;
 	engine_backend_get_info(b, &info);
+	const char *fmt = engine_precision_name(info.precision);
 	size_t params = matrix_params(m);
-	size_t wbytes = params * (info.precision == ENGINE_PRECISION_BF16 ? 2 : 4);
-	double prefill = n_prompt / (t1 - t0), decode = n_decode / (t2 - t1);
-	double prefill_ceiling = flops / (2.0 * (double)params), roofline = bw / (double)wbytes;
-	printf("model: random %.2fB parameters (%zu matrix parameters per token), %s\n",
-	       (double)info.weight_bytes / (info.precision == ENGINE_PRECISION_BF16 ? 2e9 : 4e9),
-	       params, engine_precision_name(info.precision));
+	double wbytes = (double)params * bytes_per_param(info.precision);
+	double prefill = n_prompt / t_prefill, decode = n_decode / t_decode;
+	double prefill_ceiling = flops / (2.0 * (double)params), roofline = bw / wbytes;
+	char name[96];
+	printf("model: random %.2fB parameters (%zu matrix parameters per token), %s, the shapes of "
+	       "%s (built in %.1f s)\n",
+	       (double)info.weight_bytes / (bytes_per_param(info.precision) * 1e9), params, fmt,
+	       config, built);
 	printf("prefill: %d tokens, %.0f tok/s = %.1f%% of the GEMM rate (%.0f tok/s) [goal >= 60%%]\n",
 	       n_prompt, prefill, 100.0 * prefill / prefill_ceiling, prefill_ceiling);
 	printf("decode: %d tokens, %.1f tok/s = %.1f%% of the roofline (%.1f tok/s at %.1f MB per "
 	       "token) [goal >= 85%%]\n",
-	       n_decode, decode, 100.0 * decode / roofline, roofline, (double)wbytes / 1e6);
+	       n_decode, decode, 100.0 * decode / roofline, roofline, wbytes / 1e6);
 	printf("state: %zu bytes per session at %d tokens\n", engine_session_state_bytes(s),
 	       n_prompt + n_decode);
+	snprintf(name, sizeof(name), "gpu.%s.prefill", fmt);
+	bench_figure(name, prefill, "tok/s", NULL, 0);
+	snprintf(name, sizeof(name), "gpu.%s.prefill_of_gemm", fmt);
+	bench_figure(name, 100.0 * prefill / prefill_ceiling, "%", ">=", 60);
+	snprintf(name, sizeof(name), "gpu.%s.decode", fmt);
+	bench_figure(name, decode, "tok/s", NULL, 0);
+	snprintf(name, sizeof(name), "gpu.%s.decode_of_roofline", fmt);
+	bench_figure(name, 100.0 * decode / roofline, "%", ">=", 85);
+	snprintf(name, sizeof(name), "gpu.%s.state", fmt);
+	bench_figure(name, (double)engine_session_state_bytes(s) / (1 << 20), "MiB", NULL, 0);
+
+	if (!sh.has_vision || sh.pos_grid < 1) {
+		printf("vision: not measured: %s has no vision tower holo-bench can build (%s)\n", config,
+		       sh.has_vision ? "no vision_config.args.cpe_max_size" : sh.vision_err);
+	} else {
+		struct lm_random_vision_spec vs;
+		bench_shapes_vision_spec(&sh, &vs);
+		int tiles = 0;
+		double t_vision = 0;
+		if (!(v = lm_random_vision_create(m, &vs, err, sizeof(err)))) {
+			fprintf(stderr, "holo-bench gpu: random vision tower: %s\n", err);
+			goto out;
+		}
+		if (!(img = bench_synthetic_screen(SCREEN_W, SCREEN_H))) {
+			fprintf(stderr, "holo-bench gpu: out of memory for the screenshot\n");
+			goto out;
+		}
+		if ((r = run_vision(b, v, img, &tiles, &t_vision)) < 0) {
+			fprintf(stderr, "holo-bench gpu: the vision encode failed: %s\n", strerror(-r));
+			goto out;
+		}
+		double per_tile = t_vision / tiles;
+		double roof = roofline_tile_flops(&sh.vit, m->cfg.hidden) / flops;
+		printf("vision: random ViT of width %d, %d blocks, MLP %d, %d-px tiles: a %dx%d "
+		       "screenshot = %d tiles in %.2f ms: %.2f ms/tile = %.1f%% of the GEMM rate "
+		       "(%.2f ms/tile)\n",
+		       sh.vit.width, sh.vit.depth, sh.vit.mlp, sh.vit.tile, SCREEN_W,
+		       SCREEN_H, tiles, t_vision * 1e3, per_tile * 1e3, 100.0 * roof / per_tile,
+		       roof * 1e3);
+		snprintf(name, sizeof(name), "gpu.%s.vision", fmt);
+		bench_figure(name, per_tile * 1e3, "ms/tile", NULL, 0);
+		snprintf(name, sizeof(name), "gpu.%s.vision_of_gemm", fmt);
+		bench_figure(name, 100.0 * roof / per_tile, "%", NULL, 0);
+	}
 	if (profile) {
 		char **lines = NULL;
 		int n = engine_backend_profile_report(b, &lines);
@@ -271,14 +436,15 @@ int bench_gpu_main(int argc, char **argv)
 out:
 	free(tok);
 	free(logits);
+	engine_image_destroy(img);
 	engine_session_destroy(s);
 	engine_backend_destroy(b);
+	engine_vision_destroy(v);
 	if (m)
 		lm_random_model_destroy(m);
 	gpu_context_destroy(g);
 	return ret;
 usage:
-	fprintf(stderr, "usage: holo-bench gpu [--prompt N] [--decode N] [--precision bf16|fp32] "
-			"[--profile]\n");
+	usage(stderr);
 	return 2;
 }

@@ -25,7 +25,7 @@ static const struct command commands[] = {
 	{"vision", bench_vision_main, "vision encoder + projector ms/tile (RADIO-H), prompt tokens per step"},
 #endif
 #ifdef HOLO_BENCH_GPU
-	{"gpu", bench_gpu_main, "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate (CUDA)"},
+	{"gpu", bench_gpu_main, "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate, vision per tile (CUDA)"},
 #endif
 #ifdef HOLO_BENCH_AGENT
 	{"agent", bench_agent_main, "one agent step's roofline on a GPU from the real shapes (--device-spec h100|h200)"},
@@ -54,6 +54,15 @@ void bench_print_load(void)
 		printf("load average: %.2f %.2f %.2f\n", l[0], l[1], l[2]);
 	else
 		printf("load average: unknown\n");
+}
+
+void bench_figure(const char *name, double value, const char *unit, const char *goal_op,
+		  double goal)
+{
+	printf("figure name=%s value=%.6g unit=%s", name, value, unit);
+	if (goal_op)
+		printf(" goal=%s%.6g", goal_op, goal);
+	printf("\n");
 }
 
 static void usage(FILE *f)

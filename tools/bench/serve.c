@@ -2,11 +2,15 @@
  * (issue 16: weights read once per batched step), and what Holotron-12B's shapes allow at 100
  * sessions on an H200 and an H100.
  *
- *   holo-bench serve [--model DIR | --random SPEC] [--sessions LIST] [--prompt N] [--decode N]
- *                    [--rounds N] [--threads N] [--backend auto|cpu|cuda] [--device N]
- *                    [--precision bf16|fp32] [--ssm-state fp32|bf16] [--config FILE]
- *                    [--roofline-sessions N] [--context N] [--profile] [--mixed N]
+ *   holo-bench serve [--model DIR | --random SPEC | --random-config FILE] [--sessions LIST]
+ *                    [--prompt N] [--decode N] [--rounds N] [--threads N]
+ *                    [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
+ *                    [--ssm-state fp32|bf16] [--config FILE] [--roofline-sessions N]
+ *                    [--context N] [--profile] [--mixed N] [--reference TOK_S]
  *
+ * The model: a checkpoint, random weights of the engine benchmark's ~0.7B model changed by SPEC,
+ * or random bf16 weights of a config.json's shapes (--random-config
+ * tools/bench/holotron-12b-config.json: Holotron-12B's, nothing read but the file).
  * For each session count of LIST (ascending, starting at 1; default 1,2,4,8,16) that many
  * sessions are prefilled with their own --prompt tokens in one batch, then decode --decode steps
  * together: each step is one engine_forward_batch() of one token per session with its logits,
@@ -19,7 +23,10 @@
  *
  * X is N * steps / seconds, Y is X over the 1-session X of the same run, Z the time of one
  * batched step, W the rate per CPU-second the process got, scaled to the thread count (what the
- * code does with its cores to itself). Then the roofline (roofline.h) of one batched decode step
+ * code does with its cores to itself). Each count's X and Z are also figure lines (bench_figure():
+ * serve.sessionsN.tok_s, serve.sessionsN.step_ms); --reference R gives the largest count's
+ * tok/s the goal >= R (e.g. 8900: vLLM's published rate for this model at 100 sessions on one
+ * H100), printed beside it as "reference=R ratio=X/R". Then the roofline (roofline.h) of one batched decode step
  * of the --config shapes (default: holotron-12b-config.json beside this file) with
  * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
  * bf16 weights and KV, an fp32 conv window, and the SSM state in fp32 then in bf16 (a line
@@ -45,7 +52,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,11 +63,10 @@
 #include "machine.h"
 #include "engine.h"
 #include "lm.h"
-#include "loader.h"
 #include "roofline.h"
+#include "shapes.h"
 
 #define DEFAULT_CONFIG HOLO_BENCH_DIR "/holotron-12b-config.json"
-#define MAX_CONFIG_BYTES (1u << 20)
 /* Limits of the options: counts of sessions (each holds its full state), steps and rounds. */
 #define SERVE_MAX_SESSIONS 256
 #define SERVE_MAX_COUNTS 16
@@ -77,6 +82,7 @@ static void usage(FILE *f)
 		"                        [--roofline-sessions N] [--context N] [--profile]\n"
 		"                        [--mixed N]\n"
 		"  --random SPEC          key=value,... over holo-bench engine's ~0.7B bf16 model\n"
+		"  --random-config FILE   random bf16 weights of a config.json's shapes\n"
 		"  --sessions LIST        ascending session counts from 1 (default 1,2,4,8,16; at most %d)\n"
 		"  --prompt N             tokens prefilled per session (default 32)\n"
 		"  --decode N             batched decode steps timed per count and round (default 16)\n"
@@ -89,7 +95,8 @@ static void usage(FILE *f)
 		"  --context N            cached tokens per session in the roofline (default 4096)\n"
 		"  --profile              the backend's time per operation, one more round per count\n"
 		"  --mixed N              a prefill chunk of N tokens beside each count's decode steps,\n"
-		"                         in their forward and in one of its own (default 0: none)\n",
+		"                         in their forward and in one of its own (default 0: none)\n"
+		"  --reference TOK_S      the largest count's goal in aggregate tok/s (e.g. vLLM's)\n",
 		SERVE_MAX_SESSIONS);
 }
 
@@ -227,28 +234,6 @@ static int run_mixed(struct serve *sv, int n, int steps, double *ret_together, d
 	return r;
 }
 
-static int read_config(const char *path, struct model_config *ret)
-{
-	FILE *f = fopen(path, "rbe");
-	if (!f)
-		return -errno;
-	char *buf = xmalloc(MAX_CONFIG_BYTES + 1);
-	size_t len = fread(buf, 1, MAX_CONFIG_BYTES + 1, f);
-	int r = ferror(f) ? -EIO : len > MAX_CONFIG_BYTES ? -EFBIG : 0;
-	fclose(f);
-	char err[256] = "";
-	json_t *root = NULL;
-	if (r == 0)
-		r = model_config_load_json(buf, len, &root, err, sizeof(err));
-	if (r >= 0)
-		r = model_config_from_json(root, ret, err, sizeof(err));
-	if (r < 0 && err[0])
-		fprintf(stderr, "holo-bench serve: %s: %s\n", path, err);
-	json_decref(root);
-	free(buf);
-	return r < 0 ? r : 0;
-}
-
 /* What the model worker runs as plain jobs between two forwards, against one forward: a session
  * created for `context` tokens, and a snapshot of session 0 (as the last round left it) taken
  * and restored, the best of three each. */
@@ -285,20 +270,16 @@ static int print_state_costs(struct serve *sv, int context)
 
 static int print_roofline(const char *config, int sessions, int context)
 {
-	struct model_config mc;
-	int r = read_config(config, &mc);
+	struct bench_shapes sh;
+	char err[512];
+	int r = bench_shapes_read(config, &sh, err, sizeof(err));
 	if (r < 0) {
-		fprintf(stderr, "holo-bench serve: %s: %s\n", config, strerror(-r));
+		fprintf(stderr, "holo-bench serve: %s\n", err);
 		return r;
 	}
-	const struct lm_config *l = &mc.lm;
-	struct roofline_lm lm = {
-		.pattern = l->pattern, .hidden = l->hidden, .vocab = mc.vocab_size,
-		.intermediate = l->intermediate, .n_heads = l->n_heads, .n_kv_heads = l->n_kv_heads,
-		.head_dim = l->head_dim, .m_heads = l->m_heads, .m_head_dim = l->m_head_dim,
-		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
-		.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
-	};
+	const struct lm_config *l = &sh.mc.lm;
+	struct roofline_lm lm;
+	bench_shapes_roofline_lm(&sh, &lm);
 	const char *base = strrchr(config, '/');
 	printf("roofline of one batched decode step: %s (%d layers, hidden %d), bf16 weights and KV, "
 	       "fp32 conv window, the SSM state in fp32 then in bf16 (--ssm-state)\n",
@@ -336,11 +317,14 @@ int bench_serve_main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},    {"roofline-sessions", required_argument, NULL, 'S'},
 		{"context", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
 		{"profile", no_argument, NULL, 'F'},         {"ssm-state", required_argument, NULL, 'X'},
-		{"mixed", required_argument, NULL, 'M'},     {0},
+		{"mixed", required_argument, NULL, 'M'},     {"random-config", required_argument, NULL, 'Q'},
+		{"reference", required_argument, NULL, 'V'}, {0},
 	};
 	struct lm_random_spec sp;
 	bench_engine_default_spec(&sp);
-	const char *model_dir = NULL, *config = DEFAULT_CONFIG;
+	const char *model_dir = NULL, *config = DEFAULT_CONFIG, *random_config = NULL;
+	struct bench_shapes shapes;
+	int reference = 0;
 	char *spec = NULL;
 	int counts[SERVE_MAX_COUNTS] = {1, 2, 4, 8, 16}, n_counts = 5;
 	int prompt = 32, decode = 16, rounds = 3, threads = 0, roof_sessions = 100, context = 4096;
@@ -406,6 +390,12 @@ int bench_serve_main(int argc, char **argv)
 		case 'M':
 			r = parse_int(optarg, 0, SERVE_MAX_TOKENS, &chunk);
 			break;
+		case 'Q':
+			random_config = optarg;
+			break;
+		case 'V':
+			r = parse_int(optarg, 1, 1 << 30, &reference);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -418,13 +408,21 @@ int bench_serve_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc || (model_dir && spec)) {
+	if (optind != argc || !!model_dir + !!spec + !!random_config > 1) {
 		usage(stderr);
 		return 2;
 	}
 	if (spec && bench_engine_parse_spec(spec, &sp) < 0) {
 		fprintf(stderr, "holo-bench serve: invalid --random spec\n");
 		return 2;
+	}
+	if (random_config) {
+		char err[512];
+		if (bench_shapes_read(random_config, &shapes, err, sizeof(err)) < 0) {
+			fprintf(stderr, "holo-bench serve: %s\n", err);
+			return 1;
+		}
+		bench_shapes_lm_spec(&shapes, &sp);
 	}
 	if (threads && engine_set_threads(threads) < 0) {
 		fprintf(stderr, "holo-bench serve: invalid thread count\n");
@@ -458,7 +456,8 @@ int bench_serve_main(int argc, char **argv)
 				strerror(errno));
 			goto out;
 		}
-		printf("random model: pattern %s, hidden %d, vocab %d, intermediate %d, dtype %s\n",
+		printf("random model%s%s: pattern %s, hidden %d, vocab %d, intermediate %d, dtype %s\n",
+		       random_config ? " of the shapes of " : "", random_config ? random_config : "",
 		       sp.pattern, sp.hidden, sp.vocab, sp.intermediate,
 		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
 	}
@@ -533,8 +532,17 @@ int bench_serve_main(int argc, char **argv)
 		double tokens = (double)counts[k] * decode, tps = tokens / w;
 		if (k == 0)
 			base = tps;
-		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f\n", counts[k],
+		bool last = k == n_counts - 1;
+		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f", counts[k],
 		       tps, tps / base, w / decode * 1e3, c > 0 ? tokens / (c / nthreads) : 0.0);
+		if (last && reference)
+			printf(" reference=%d ratio=%.3f", reference, tps / reference);
+		printf("\n");
+		char name[64];
+		snprintf(name, sizeof(name), "serve.sessions%d.tok_s", counts[k]);
+		bench_figure(name, tps, "tok/s", last && reference ? ">=" : NULL, reference);
+		snprintf(name, sizeof(name), "serve.sessions%d.step_ms", counts[k]);
+		bench_figure(name, w / decode * 1e3, "ms", NULL, 0);
 	}
 	if ((r = print_state_costs(&sv, context)) < 0)
 		goto fail;
