@@ -58,6 +58,15 @@ void gpu_emu_set_memory_limit(size_t bytes);
 /* The emulated architecture's limits: 9 (sm_90, H100) or 8 (sm_80, A100); default from
  * HOLOD_GPU_EMU_ARCH=sm_90|sm_80, else sm_90. -EINVAL for another. */
 int gpu_emu_set_arch(int major);
+/* The layout of WMMA fragments (which matrix element each lane's fragment.x[i] holds, unspecified
+ * by NVIDIA): identity (lane l holds elements l * num_elements ... of the row-major tile) or a
+ * random one per fragment type drawn from `seed`. The default comes from
+ * HOLOD_GPU_EMU_WMMA_LAYOUT=identity|random[:SEED]; without a seed (or the variable), from
+ * HOLOD_GPU_EMU_ORDER's seed when that order is random, else a seed of its own per process run,
+ * printed (with the variable that repeats it) when a process that used WMMA fails. Call it between
+ * launches. */
+enum gpu_emu_wmma_layout_kind { GPU_EMU_WMMA_IDENTITY, GPU_EMU_WMMA_RANDOM };
+void gpu_emu_set_wmma_layout(enum gpu_emu_wmma_layout_kind layout, unsigned long long seed);
 
 /* ---- built-in variables ------------------------------------------------------------------- */
 
@@ -157,6 +166,23 @@ static inline unsigned gpu_emu_syncwarp_mask(unsigned mask, bool absent)
 #define __activemask() gpu_emu_activemask(__FILE__, __LINE__)
 /* Aborts naming the call: WMMA needs 256-bit aligned pointers and a 16-byte multiple stride. */
 [[noreturn]] void gpu_emu_wmma_misuse(const char *what, const void *p, unsigned ldm, const char *file, int line);
+/* The layout of WMMA fragment type `type` (nvcuda::wmma::fragment::gpu_emu_type) this run, each
+ * lane holding `per_lane` elements: lane l's x[i] is element element[l * per_lane + i] of the tile
+ * (row * cols + col), and slot[e] is a slot l * per_lane + i that holds element e. Fragment types
+ * with two lanes per element (per_lane 16) hold each element in two slots. Emulation thread only. */
+struct gpu_emu_wmma_map {
+	uint16_t element[512];
+	uint16_t slot[256];
+};
+const struct gpu_emu_wmma_map *gpu_emu_wmma_layout(int type, int per_lane);
+/* One lane's operands of wmma::mma_sync, the value it brings to its warp collective: when the last
+ * lane of the warp arrives, compute(peers) runs with every lane's operands (peers[l]: lane l's,
+ * all of one call) and writes every lane's d, while they wait (sched.cc). */
+struct gpu_emu_mma_operands {
+	void (*compute)(const struct gpu_emu_mma_operands *const *peers);
+	const void *a, *b, *c;
+	void *d;
+};
 
 /* ---- atomics: one emulation thread runs every fiber, so plain read-modify-write is atomic ---- */
 
@@ -314,10 +340,18 @@ static inline int __half2int_rn(__half a)
 
 /* ---- WMMA (nvcuda::wmma): m16n16k16, bf16 or half inputs, fp32 accumulators ---------------- */
 
-/* A fragment is opaque on the GPU (its element-to-lane mapping is unspecified), so here every lane
- * holds the whole tile, row-major in x[]; element-wise loops over x[0..num_elements) keep working.
- * load/store/mma are warp collectives over all 32 lanes (each waits for the whole warp first), so
- * a lane that skips one is reported as a deadlock. store_matrix_sync writes from lane 0 only. */
+/* Which matrix element fragment.x[i] holds in which lane is unspecified on the GPU (it differs
+ * between architectures), so the emulation draws it: every fragment type (use, element type,
+ * layout) gets a layout of its own per run, a mapping of (lane, i) onto the tile's elements,
+ * from HOLOD_GPU_EMU_WMMA_LAYOUT (sched.cc). Each lane holds num_elements elements, as many as
+ * NVIDIA's mma.h gives it (8; 16 for half matrix_a/matrix_b, where every element sits in two
+ * lanes), so element-wise loops over x[0..num_elements) that treat every element alike keep
+ * working (fill_fragment, scaling), and a kernel that reads meaning into x[i]'s index or lane
+ * computes garbage here as it may on some GPU. load/store/mma are warp collectives over all 32
+ * lanes (each waits for the whole warp first), so a lane that skips one is reported as a deadlock.
+ * Each lane loads and stores its own elements; mma_sync hands every lane's operands to the last
+ * lane to arrive, which computes the warp's product (in fp32, k ascending, whatever the layout:
+ * the same bits under every layout) into every lane's d. */
 namespace nvcuda {
 namespace wmma {
 
@@ -330,13 +364,19 @@ enum layout_t { mem_row_major, mem_col_major };
 
 template <typename Use, int M, int N, int K> struct gpu_emu_shape;
 template <int M, int N, int K> struct gpu_emu_shape<matrix_a, M, N, K> {
-	enum { rows = M, cols = K };
+	enum { rows = M, cols = K, use = 0 };
 };
 template <int M, int N, int K> struct gpu_emu_shape<matrix_b, M, N, K> {
-	enum { rows = K, cols = N };
+	enum { rows = K, cols = N, use = 1 };
 };
 template <int M, int N, int K> struct gpu_emu_shape<accumulator, M, N, K> {
-	enum { rows = M, cols = N };
+	enum { rows = M, cols = N, use = 2 };
+};
+template <typename T> struct gpu_emu_elem {
+	enum { index = std::is_same<T, __nv_bfloat16>::value ? 0 : std::is_same<T, __half>::value ? 1 : 2 };
+};
+template <typename L> struct gpu_emu_layout {
+	enum { index = std::is_same<L, row_major>::value ? 0 : std::is_same<L, col_major>::value ? 1 : 2 };
 };
 
 template <typename Use, int M, int N, int K, typename T, typename Layout = void> class fragment {
@@ -349,9 +389,16 @@ template <typename Use, int M, int N, int K, typename T, typename Layout = void>
 public:
 	typedef T element_type;
 	typedef T storage_element_type;
-	enum { rows = gpu_emu_shape<Use, M, N, K>::rows, cols = gpu_emu_shape<Use, M, N, K>::cols };
-	enum { num_elements = rows * cols };
+	/* per lane, as in NVIDIA's mma.h */
+	enum { num_elements = !std::is_same<Use, accumulator>::value && std::is_same<T, __half>::value ? 16 : 8 };
 	T x[num_elements];
+	/* the emulation's: the tile's shape and the index of this type's layout */
+	enum {
+		gpu_emu_rows = gpu_emu_shape<Use, M, N, K>::rows,
+		gpu_emu_cols = gpu_emu_shape<Use, M, N, K>::cols,
+		gpu_emu_type = gpu_emu_shape<Use, M, N, K>::use * 9 + gpu_emu_elem<T>::index * 3 +
+			       gpu_emu_layout<Layout>::index,
+	};
 };
 
 template <typename Use, int M, int N, int K, typename T, typename L>
@@ -359,6 +406,17 @@ static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, const T &v)
 {
 	for (int i = 0; i < f.num_elements; i++)
 		f.x[i] = v;
+}
+
+static inline int gpu_emu_lane(void)
+{
+	return (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32);
+}
+
+/* The layout of fragment type F this run. */
+template <typename F> static inline const struct gpu_emu_wmma_map *gpu_emu_map(void)
+{
+	return gpu_emu_wmma_layout(F::gpu_emu_type, F::num_elements);
 }
 
 static inline void gpu_emu_wmma_enter(const char *what, const void *p, unsigned ldm, size_t elem, const char *file,
@@ -369,12 +427,16 @@ static inline void gpu_emu_wmma_enter(const char *what, const void *p, unsigned 
 	gpu_emu_warp(GPU_EMU_WARP_WMMA, 0xffffffffu, 0, 0, 32, file, line);
 }
 
+/* This lane's elements of the tile at p. */
 template <typename Use, int M, int N, int K, typename T, typename L>
 static inline void gpu_emu_load(fragment<Use, M, N, K, T, L> &f, const T *p, unsigned ldm, bool col)
 {
-	for (int r = 0; r < f.rows; r++)
-		for (int c = 0; c < f.cols; c++)
-			f.x[r * f.cols + c] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+	typedef fragment<Use, M, N, K, T, L> F;
+	const uint16_t *el = gpu_emu_map<F>()->element + gpu_emu_lane() * F::num_elements;
+	for (int i = 0; i < F::num_elements; i++) {
+		int r = el[i] / F::gpu_emu_cols, c = el[i] % F::gpu_emu_cols;
+		f.x[i] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+	}
 }
 
 template <typename Use, int M, int N, int K, typename T, typename L>
@@ -398,30 +460,59 @@ template <int M, int N, int K, typename T>
 static inline void store_matrix_sync_at(const char *file, int line, T *p, const fragment<accumulator, M, N, K, T> &f,
 					unsigned ldm, layout_t layout)
 {
+	typedef fragment<accumulator, M, N, K, T> F;
 	gpu_emu_wmma_enter("wmma::store_matrix_sync", p, ldm, sizeof(T), file, line);
-	if ((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32 != 0)
-		return;
-	for (int r = 0; r < f.rows; r++)
-		for (int c = 0; c < f.cols; c++)
-			(layout == mem_col_major ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]) = f.x[r * f.cols + c];
+	const uint16_t *el = gpu_emu_map<F>()->element + gpu_emu_lane() * F::num_elements;
+	for (int i = 0; i < F::num_elements; i++) {
+		int r = el[i] / F::gpu_emu_cols, c = el[i] % F::gpu_emu_cols;
+		(layout == mem_col_major ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]) = f.x[i];
+	}
 }
 
-/* d = a * b + c, products and sums in fp32, k ascending. */
+/* The tile of fragment type F from every lane's x[] (one copy of each element). */
+template <typename F>
+static inline void gpu_emu_gather(float *tile, const struct gpu_emu_mma_operands *const *peers,
+				  const void *gpu_emu_mma_operands::*which)
+{
+	const uint16_t *slot = gpu_emu_map<F>()->slot;
+	for (int e = 0; e < F::gpu_emu_rows * F::gpu_emu_cols; e++)
+		tile[e] = (float)static_cast<const F *>(peers[slot[e] / F::num_elements]->*which)
+				  ->x[slot[e] % F::num_elements];
+}
+
+/* The warp's d = a * b + c, products and sums in fp32, k ascending, into every lane's d. */
+template <typename FA, typename FB, typename FC>
+static void gpu_emu_mma_compute(const struct gpu_emu_mma_operands *const *peers)
+{
+	enum { M = FC::gpu_emu_rows, N = FC::gpu_emu_cols, K = FA::gpu_emu_cols };
+	float A[M * K], B[K * N], C[M * N];
+	gpu_emu_gather<FA>(A, peers, &gpu_emu_mma_operands::a);
+	gpu_emu_gather<FB>(B, peers, &gpu_emu_mma_operands::b);
+	gpu_emu_gather<FC>(C, peers, &gpu_emu_mma_operands::c);
+	const uint16_t *el = gpu_emu_map<FC>()->element;
+	for (int l = 0; l < 32; l++) {
+		FC *d = static_cast<FC *>(peers[l]->d);
+		for (int i = 0; i < FC::num_elements; i++) {
+			int e = el[l * FC::num_elements + i], r = e / N, c = e % N;
+			float acc = C[e];
+			for (int k = 0; k < K; k++)
+				acc += A[r * K + k] * B[k * N + c];
+			d->x[i] = acc;
+		}
+	}
+}
+
 template <int M, int N, int K, typename T, typename LA, typename LB>
 static inline void mma_sync_at(const char *file, int line, fragment<accumulator, M, N, K, float> &d,
 			       const fragment<matrix_a, M, N, K, T, LA> &a, const fragment<matrix_b, M, N, K, T, LB> &b,
 			       const fragment<accumulator, M, N, K, float> &c)
 {
-	gpu_emu_warp(GPU_EMU_WARP_WMMA, 0xffffffffu, 0, 0, 32, file, line);
-	float out[M * N];
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			float acc = c.x[i * N + j];
-			for (int k = 0; k < K; k++)
-				acc += (float)a.x[i * K + k] * (float)b.x[k * N + j];
-			out[i * N + j] = acc;
-		}
-	memcpy(d.x, out, sizeof(out));
+	struct gpu_emu_mma_operands mine = {
+		gpu_emu_mma_compute<fragment<matrix_a, M, N, K, T, LA>, fragment<matrix_b, M, N, K, T, LB>,
+				    fragment<accumulator, M, N, K, float>>,
+		&a, &b, &c, &d,
+	};
+	gpu_emu_warp(GPU_EMU_WARP_WMMA, 0xffffffffu, (uint64_t)(uintptr_t)&mine, 0, 32, file, line);
 }
 
 } // namespace wmma

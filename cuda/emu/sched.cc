@@ -40,8 +40,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -133,6 +136,8 @@ static pthread_mutex_t grid_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Locates this executable's TLS block (where static __shared__ variables live). */
 static thread_local unsigned char tls_marker;
 
+static void wmma_report_layout(void);
+
 void gpu_emu_die(const char *fmt, ...)
 {
 	va_list ap;
@@ -141,6 +146,7 @@ void gpu_emu_die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+	wmma_report_layout();
 	fflush(stderr);
 	abort();
 }
@@ -193,13 +199,143 @@ enum gpu_emu_order gpu_emu_get_order(void)
 	return o;
 }
 
-static uint64_t rng_next(void)
+static uint64_t splitmix64(uint64_t *state)
 {
-	/* splitmix64 */
-	uint64_t z = (emu.rng += 0x9e3779b97f4a7c15ull);
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
+}
+
+static uint64_t rng_next(void)
+{
+	return splitmix64(&emu.rng);
+}
+
+/* ---- WMMA fragment layouts ------------------------------------------------------------------
+ * One per fragment type (gpu_emu.h: use x element type x layout, 27 indices), drawn on the type's
+ * first use: identity, or a shuffle of its 32 * per_lane slots seeded by the run's seed and the
+ * type, slot s holding element (its shuffled value) mod 256, so that with 16 per lane every
+ * element sits in two slots. The choice is read with grid_lock held (gpu_emu_set_wmma_layout, or
+ * the emulation thread while the launching thread holds it). */
+enum { WMMA_TYPES = 27 };
+static struct {
+	bool set, random;
+	unsigned long long seed;
+	const char *origin; /* where the seed came from, for the failure report */
+	int per_lane[WMMA_TYPES]; /* 0: not drawn yet */
+	struct gpu_emu_wmma_map maps[WMMA_TYPES];
+} wmma;
+/* a random layout was used: a failing process says which (read at exit on any thread) */
+static std::atomic<bool> wmma_random_used{false};
+static std::atomic<unsigned long long> wmma_used_seed{0};
+
+static void wmma_report_layout(void)
+{
+	if (wmma_random_used.load())
+		fprintf(stderr,
+			"gpu-emu: this run drew its WMMA fragment layouts (which element each lane's x[i] holds) "
+			"from seed %llu: HOLOD_GPU_EMU_WMMA_LAYOUT=random:%llu repeats them\n",
+			wmma_used_seed.load(), wmma_used_seed.load());
+}
+
+static void wmma_report_on_exit(int status, void *arg)
+{
+	(void)arg;
+	if (status != 0)
+		wmma_report_layout();
+}
+
+#if EMU_ASAN
+static void wmma_report_on_asan_death(void)
+{
+	wmma_report_layout();
+}
+#endif
+
+static void wmma_config(void)
+{
+	if (wmma.set)
+		return;
+	wmma.set = true;
+	wmma.random = true;
+	const char *s = getenv("HOLOD_GPU_EMU_WMMA_LAYOUT");
+	if (s && !strcmp(s, "identity")) {
+		wmma.random = false;
+		return;
+	}
+	if (s && !strncmp(s, "random:", 7)) {
+		char *end;
+		errno = 0;
+		wmma.seed = strtoull(s + 7, &end, 0);
+		if (errno || end == s + 7 || *end)
+			gpu_emu_die("HOLOD_GPU_EMU_WMMA_LAYOUT=%s: the seed must be a number", s);
+		return;
+	}
+	if (s && *s && strcmp(s, "random"))
+		gpu_emu_die("HOLOD_GPU_EMU_WMMA_LAYOUT=%s: expected identity or random[:SEED]", s);
+	order_from_env();
+	if (emu.order == GPU_EMU_ORDER_RANDOM) {
+		wmma.seed = emu.seed;
+		return;
+	}
+	/* a seed of this run's own */
+	uint64_t r;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)getpid() << 40;
+	}
+	wmma.seed = r;
+}
+
+void gpu_emu_set_wmma_layout(enum gpu_emu_wmma_layout_kind layout, unsigned long long seed)
+{
+	pthread_mutex_lock(&grid_lock);
+	wmma.set = true;
+	wmma.random = layout == GPU_EMU_WMMA_RANDOM;
+	wmma.seed = seed;
+	memset(wmma.per_lane, 0, sizeof(wmma.per_lane));
+	pthread_mutex_unlock(&grid_lock);
+}
+
+const struct gpu_emu_wmma_map *gpu_emu_wmma_layout(int type, int per_lane)
+{
+	if (type < 0 || type >= WMMA_TYPES || (per_lane != 8 && per_lane != 16))
+		gpu_emu_die("WMMA fragment type %d with %d elements per lane: no such layout", type, per_lane);
+	struct gpu_emu_wmma_map *m = &wmma.maps[type];
+	if (wmma.per_lane[type] == per_lane)
+		return m;
+	wmma_config();
+	int n = 32 * per_lane;
+	uint16_t v[512];
+	for (int i = 0; i < n; i++)
+		v[i] = (uint16_t)i;
+	if (wmma.random) {
+		uint64_t st = wmma.seed ^ (uint64_t)(type + 1) * 0xd1b54a32d192ed03ull;
+		for (int i = n - 1; i > 0; i--) {
+			int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
+			uint16_t t = v[i];
+			v[i] = v[j];
+			v[j] = t;
+		}
+		if (!wmma_random_used.exchange(true)) {
+			on_exit(wmma_report_on_exit, nullptr);
+#if EMU_ASAN
+			__sanitizer_set_death_callback(wmma_report_on_asan_death);
+#endif
+		}
+		wmma_used_seed.store(wmma.seed);
+	}
+	for (int e = 0; e < 256; e++)
+		m->slot[e] = 0xffff;
+	for (int i = 0; i < n; i++) {
+		m->element[i] = v[i] % 256;
+		if (m->slot[m->element[i]] == 0xffff)
+			m->slot[m->element[i]] = (uint16_t)i;
+	}
+	wmma.per_lane[type] = per_lane;
+	return m;
 }
 
 /* ---- messages ------------------------------------------------------------------------------- */
@@ -488,6 +624,30 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 	return 0;
 }
 
+/* A WMMA collective of the whole warp is complete: for mma_sync (every lane's value is its
+ * operands) the product is computed now, while every lane waits. Lanes that meet in different
+ * wmma calls (an mma_sync against a load or store) abort naming both. */
+[[noreturn]] __attribute__((noinline, cold)) static void die_wmma_mismatch(const struct fiber *lanes, int l)
+{
+	char name[256];
+	kernel_name(name, sizeof(name));
+	gpu_emu_die("mismatched wmma calls in " WHERE_FMT ": lane 0 is in %s at %s:%d while lane %d is in %s at %s:%d",
+		    WHERE_ARGS(name), lanes[0].value ? "mma_sync" : "a load or store", lanes[0].file, lanes[0].line, l,
+		    lanes[l].value ? "mma_sync" : "a load or store", lanes[l].file, lanes[l].line);
+}
+
+static void wmma_complete(const struct fiber *lanes)
+{
+	const struct gpu_emu_mma_operands *peers[32];
+	for (int l = 0; l < 32; l++) {
+		peers[l] = (const struct gpu_emu_mma_operands *)(uintptr_t)lanes[l].value;
+		if (!peers[l] != !peers[0] || (peers[l] && peers[l]->compute != peers[0]->compute))
+			die_wmma_mismatch(lanes, l);
+	}
+	if (peers[0])
+		peers[0]->compute(peers);
+}
+
 /* Gives every lane of `mask` its result and makes it runnable: one pass over the mask's lanes (two
  * for a vote). Lanes only write their results, so a shuffle reads its source's value in place. */
 static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
@@ -505,6 +665,8 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 			     : kind == GPU_EMU_WARP_ANY	 ? ballot != 0
 			     : kind == GPU_EMU_WARP_ALL	 ? ballot == mask
 							 : 0;
+		if (kind == GPU_EMU_WARP_WMMA && mask == 0xffffffffu)
+			wmma_complete(lanes);
 		for (unsigned m = mask; m; m &= m - 1) {
 			struct fiber *g = &lanes[__builtin_ctz(m)];
 			g->result = r;

@@ -5,9 +5,12 @@
  * and (when built with ASan) an
  * out-of-bounds read reported at the kernel's source file. Each case runs in a child process (this
  * program re-executed with the case's name); the parent checks that it died and what it said.
+ * Lanes of a warp that meet in different wmma calls (an mma_sync against a load) abort too.
  * The lines are found by the markers in this file's comments. */
 #include "klaunch.h"
 #include "test.h"
+
+#include <mma.h>
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -83,6 +86,23 @@ static __global__ void stack_kernel(float *out, int n)
 	out[threadIdx.x] = buf[n / 2];
 }
 
+/* Half the warp loads a fragment while the other half multiplies: one WMMA collective, two calls. */
+static __global__ void wmma_mismatch_kernel(const __nv_bfloat16 *a, float *out)
+{
+	using namespace nvcuda;
+	wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+	wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+	wmma::fill_fragment(fa, __float2bfloat16(0.0f));
+	wmma::fill_fragment(fb, __float2bfloat16(0.0f));
+	wmma::fill_fragment(acc, 0.0f);
+	if (threadIdx.x < 16)
+		wmma::load_matrix_sync(fa, a, 16); /* MARK_WMMA_LOAD */
+	else
+		wmma::mma_sync(acc, fa, fb, acc); /* MARK_WMMA_MMA */
+	out[threadIdx.x] = acc.x[0];
+}
+
 static int child(const char *name)
 {
 	float *f;
@@ -106,6 +126,8 @@ static int child(const char *name)
 		klaunch(stack_kernel, dim3(1), dim3(4), 0, 0, f, 256 << 10);
 	else if (n == "oob")
 		klaunch(oob_kernel, dim3(1), dim3(64), 0, 0, (const float *)f, f, 1);
+	else if (n == "wmma-mismatch")
+		klaunch(wmma_mismatch_kernel, dim3(1), dim3(32), 0, 0, (const __nv_bfloat16 *)f, f);
 	fprintf(stderr, "child %s: the kernel ran to its end\n", name);
 	return 0;
 }
@@ -217,6 +239,11 @@ int main(int argc, char **argv)
 	expect(out, "overflowed its 64 KiB fiber stack", "stack");
 	expect(out, "stack_kernel", "stack");
 #endif
+
+	out = run_child(self, "wmma-mismatch");
+	expect(out, "mismatched wmma calls", "wmma-mismatch");
+	expect(out, "lane 0 is in a load or store at " + site("MARK_WMMA_LOAD"), "wmma-mismatch");
+	expect(out, "is in mma_sync at " + site("MARK_WMMA_MMA"), "wmma-mismatch");
 
 #if defined(__SANITIZE_ADDRESS__)
 	out = run_child(self, "oob");
