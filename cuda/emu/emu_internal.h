@@ -30,3 +30,8 @@ size_t gpu_emu_parse_size(const char *s, size_t fallback, const char *var);
 
 /* Aborts the process after printing "gpu-emu: <message>" (programmer errors in kernels). */
 [[noreturn]] void gpu_emu_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* cudaErrorLaunchOutOfResources when a block of `threads` threads of `kernel` needs more registers
+ * than an SM of sm_<arch_major>0 has, by the kernel's line in cuda/resource-budget.txt (or in
+ * $HOLOD_GPU_EMU_BUDGET); else cudaSuccess. Aborts naming a kernel without a line (budget.cc). */
+cudaError_t gpu_emu_check_registers(const void *kernel, unsigned long long threads, int arch_major);

@@ -242,6 +242,7 @@ static const struct {
 	{cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in this state"},
 	{cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
 	{cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+	{cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
 };
 
 const char *cudaGetErrorName(cudaError_t e)
@@ -809,10 +810,11 @@ static cudaError_t check_launch(const void *kernel, dim3 grid, dim3 block, size_
 	config_locked();
 	auto it = kernel_max_dyn_smem->find(kernel);
 	size_t max = it == kernel_max_dyn_smem->end() ? SMEM_DEFAULT_MAX : (size_t)it->second;
+	int arch = arch_major;
 	pthread_mutex_unlock(&table_lock);
 	if (smem > max)
 		return cudaErrorInvalidValue;
-	return cudaSuccess;
+	return gpu_emu_check_registers(kernel, threads, arch); /* the register file (budget.cc) */
 }
 
 void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem, cudaStream_t stream)

@@ -5,7 +5,8 @@
  * and (when built with ASan) an
  * out-of-bounds read reported at the kernel's source file. Each case runs in a child process (this
  * program re-executed with the case's name); the parent checks that it died and what it said.
- * Lanes of a warp that meet in different wmma calls (an mma_sync against a load) abort too.
+ * Lanes of a warp that meet in different wmma calls (an mma_sync against a load) abort too, and
+ * so does the launch of a kernel without a register budget line (run without the suite's budget).
  * The lines are found by the markers in this file's comments. */
 #include "klaunch.h"
 #include "test.h"
@@ -103,6 +104,13 @@ static __global__ void wmma_mismatch_kernel(const __nv_bfloat16 *a, float *out)
 	out[threadIdx.x] = acc.x[0];
 }
 
+/* No budget line names it (the parent runs this case without tests/gpu-emu/resource-budget.txt,
+ * whose last line gives every test kernel one). */
+static __global__ void unbudgeted_kernel(float *out)
+{
+	out[threadIdx.x] = 1.0f;
+}
+
 static int child(const char *name)
 {
 	float *f;
@@ -128,6 +136,8 @@ static int child(const char *name)
 		klaunch(oob_kernel, dim3(1), dim3(64), 0, 0, (const float *)f, f, 1);
 	else if (n == "wmma-mismatch")
 		klaunch(wmma_mismatch_kernel, dim3(1), dim3(32), 0, 0, (const __nv_bfloat16 *)f, f);
+	else if (n == "unbudgeted")
+		klaunch(unbudgeted_kernel, dim3(1), dim3(32), 0, 0, f);
 	fprintf(stderr, "child %s: the kernel ran to its end\n", name);
 	return 0;
 }
@@ -244,6 +254,14 @@ int main(int argc, char **argv)
 	expect(out, "mismatched wmma calls", "wmma-mismatch");
 	expect(out, "lane 0 is in a load or store at " + site("MARK_WMMA_LOAD"), "wmma-mismatch");
 	expect(out, "is in mma_sync at " + site("MARK_WMMA_MMA"), "wmma-mismatch");
+
+	/* the launch check needs every kernel's register budget, as the nvcc build does */
+	std::string budget = getenv("HOLOD_GPU_EMU_BUDGET") ? getenv("HOLOD_GPU_EMU_BUDGET") : "";
+	unsetenv("HOLOD_GPU_EMU_BUDGET");
+	out = run_child(self, "unbudgeted");
+	if (!budget.empty())
+		setenv("HOLOD_GPU_EMU_BUDGET", budget.c_str(), 1);
+	expect(out, "kernel 'unbudgeted_kernel' (sm_90) has no line in cuda/resource-budget.txt", "unbudgeted");
 
 #if defined(__SANITIZE_ADDRESS__)
 	out = run_child(self, "oob");
