@@ -324,6 +324,7 @@ extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, 
 			     enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos,
 			     int n0, int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !q || !k || !v || !o || hq < 1 || hkv < 1 || hq % hkv || dh < 1 ||
 	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > GPU_ATTN_MAX_ROWS || n0 < 0 || max_len < 1 ||
 	    max_len > GPU_MAX_ROWS || (!pos && n0 + rows > max_len) ||
@@ -358,6 +359,7 @@ extern "C" int gpu_attention_rows(struct gpu_context *g, const float *q, size_t 
 				  int hq, int hkv, int dh, int rows, const struct gpu_seq_row *seq, int layer,
 				  int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !q || !seq || !o || !scratch || hq < 1 || hkv < 1 || hq % hkv || dh < 1 ||
 	    dh > GPU_ATTN_MAX_HEAD_DIM || rows < 0 || rows > GPU_ATTN_MAX_ROWS || layer < 0 || max_len < 1 ||
 	    max_len > GPU_MAX_ROWS || (kv_dtype != GPU_DTYPE_F32 && kv_dtype != GPU_DTYPE_BF16) ||

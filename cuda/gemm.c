@@ -79,7 +79,7 @@ struct gpu_blas *gpu_blas_create(struct gpu_context *g)
 	gm->entries = calloc(GPU_BLAS_MAX_SHAPES, sizeof(*gm->entries));
 	if (!gm->entries)
 		goto free_gm;
-	r = GPU_CHECK(cudaSetDevice(g->device));
+	r = gpu_bind(g);
 	if (r < 0)
 		goto free_entries;
 	r = LT_CHECK(cublasLtCreate(&gm->lt));
@@ -124,6 +124,7 @@ void gpu_blas_destroy(struct gpu_blas *gm)
 	free(gm->entries);
 	free(gm);
 }
+	(void)gpu_bind(gm->g);
 
 static cudaDataType_t lt_type(int dtype)
 {
@@ -243,6 +244,7 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	if (!e) {
 		/* a free slot, else the least recently used entry (a captured graph keeps its own
 		 * copy of what it launched, so its descriptors may go) */
+	GPU_BIND_OR_RETURN(gm->g);
 		if (gm->n_entries < GPU_BLAS_MAX_SHAPES) {
 			e = &gm->entries[gm->n_entries];
 		} else {

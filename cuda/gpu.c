@@ -148,6 +148,14 @@ bool gpu_devices_emulated(void)
 #endif
 }
 
+int gpu_bind(struct gpu_context *g)
+{
+	int cur = -1;
+	if (cudaGetDevice(&cur) == cudaSuccess && cur == g->device)
+		return 0;
+	return GPU_CHECK(cudaSetDevice(g->device));
+}
+
 struct gpu_context *gpu_context_create(int device)
 {
 	if (device < 0 || device >= gpu_device_count()) {
@@ -156,6 +164,10 @@ struct gpu_context *gpu_context_create(int device)
 	}
 	struct gpu_context *g = xcalloc(1, sizeof(*g));
 	g->device = device;
+	/* the caller's current device is left as it was: every call binds its own (gpu_bind) */
+	int prev = -1;
+	if (cudaGetDevice(&prev) != cudaSuccess)
+		prev = -1;
 	int r = GPU_CHECK(cudaSetDevice(device));
 	if (r < 0)
 		goto fail;
@@ -164,8 +176,12 @@ struct gpu_context *gpu_context_create(int device)
 	if (r < 0)
 		goto fail;
 	g->stream = s;
+	if (prev >= 0 && prev != device)
+		(void)cudaSetDevice(prev);
 	return g;
 fail:
+	if (prev >= 0 && prev != device)
+		(void)cudaSetDevice(prev);
 	free(g);
 	errno = -r;
 	return NULL;
@@ -175,6 +191,7 @@ void gpu_context_destroy(struct gpu_context *g)
 {
 	if (!g)
 		return;
+	(void)gpu_bind(g);
 	gpu_profile_free(g);
 	if (g->stream)
 		cudaStreamDestroy((cudaStream_t)g->stream);
@@ -184,6 +201,7 @@ void gpu_context_destroy(struct gpu_context *g)
 int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,
 		    int cols, float eps)
 {
+	GPU_BIND_OR_RETURN(g);
 	size_t n;
 	if (rows <= 0 || cols <= 0 || !size_mul_ok((size_t)rows, (size_t)cols, &n) ||
 	    !size_mul_ok(n, sizeof(float), &n))

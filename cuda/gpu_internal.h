@@ -18,6 +18,18 @@ void gpu_profile_free(struct gpu_context *g);
 /* Counts one copy of `bytes` in direction `kind` (a cudaMemcpyKind) while profiling is on. */
 void gpu_profile_copy(struct gpu_context *g, int kind, size_t bytes);
 
+/* Makes g's device the calling thread's current one (CUDA's current device is per host thread,
+ * and another context, library or thread's caller may have set another): every gpu.h function
+ * that allocates, copies, launches, records or captures calls it first, so memory lands on g's
+ * device and launches go to g's stream from any thread. -ENODEV/-EIO as GPU_CHECK. */
+int gpu_bind(struct gpu_context *g);
+#define GPU_BIND_OR_RETURN(g)                                                                      \
+	do {                                                                                       \
+		int gpu_bind_r_ = gpu_bind(g);                                                     \
+		if (gpu_bind_r_ < 0)                                                               \
+			return gpu_bind_r_;                                                        \
+	} while (0)
+
 /* Translates a cudaError_t to -errno with a debug log; 0 for cudaSuccess. */
 int gpu_translate_error(int err, const char *file, int line, const char *what);
 #define GPU_CHECK(call) gpu_translate_error((int)(call), __FILE__, __LINE__, #call)

@@ -9,10 +9,9 @@
 
 int gpu_memory_info(struct gpu_context *g, size_t *ret_free, size_t *ret_total)
 {
+	GPU_BIND_OR_RETURN(g);
 	size_t free_b = 0, total_b = 0;
-	int r = GPU_CHECK(cudaSetDevice(g->device));
-	if (r >= 0)
-		r = GPU_CHECK(cudaMemGetInfo(&free_b, &total_b));
+	int r = GPU_CHECK(cudaMemGetInfo(&free_b, &total_b));
 	if (r < 0)
 		return r;
 	*ret_free = free_b;
@@ -22,6 +21,7 @@ int gpu_memory_info(struct gpu_context *g, size_t *ret_free, size_t *ret_total)
 
 int gpu_alloc(struct gpu_context *g, size_t bytes, void **ret_ptr)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (bytes == 0 || !ret_ptr)
 		return -EINVAL;
 	void *p = NULL;
@@ -41,18 +41,17 @@ void gpu_free(struct gpu_context *g, void *ptr)
 	/* cudaFree synchronises with the device, so queued work using ptr has finished; the
 	 * device is set first because memory may be freed by another thread than the one that
 	 * allocated it (engine_rows under the backend's lock) */
-	(void)GPU_CHECK(cudaSetDevice(g->device));
+	(void)gpu_bind(g);
 	(void)GPU_CHECK(cudaFree(ptr));
 }
 
 int gpu_host_alloc(struct gpu_context *g, size_t bytes, void **ret_ptr)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (bytes == 0 || !ret_ptr)
 		return -EINVAL;
 	void *p = NULL;
-	int r = GPU_CHECK(cudaSetDevice(g->device));
-	if (r >= 0)
-		r = GPU_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+	int r = GPU_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
 	if (r < 0)
 		return r;
 	*ret_ptr = p;
@@ -64,6 +63,7 @@ void gpu_host_free(struct gpu_context *g, void *ptr)
 	if (!ptr)
 		return;
 	/* a queued copy may still read it */
+	(void)gpu_bind(g);
 	(void)GPU_CHECK(cudaStreamSynchronize((cudaStream_t)g->stream));
 	(void)GPU_CHECK(cudaFreeHost(ptr));
 }
@@ -85,21 +85,25 @@ static int copy(struct gpu_context *g, void *dst, const void *src, size_t bytes,
 
 int gpu_copy_to_device(struct gpu_context *g, void *dst, const void *src, size_t bytes)
 {
+	GPU_BIND_OR_RETURN(g);
 	return copy(g, dst, src, bytes, cudaMemcpyHostToDevice, true);
 }
 
 int gpu_copy_to_host(struct gpu_context *g, void *dst, const void *src, size_t bytes)
 {
+	GPU_BIND_OR_RETURN(g);
 	return copy(g, dst, src, bytes, cudaMemcpyDeviceToHost, true);
 }
 
 int gpu_copy_on_device(struct gpu_context *g, void *dst, const void *src, size_t bytes)
 {
+	GPU_BIND_OR_RETURN(g);
 	return copy(g, dst, src, bytes, cudaMemcpyDeviceToDevice, false);
 }
 
 int gpu_memset(struct gpu_context *g, void *dst, int byte, size_t bytes)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (bytes == 0)
 		return 0;
 	if (!dst)
@@ -109,6 +113,7 @@ int gpu_memset(struct gpu_context *g, void *dst, int byte, size_t bytes)
 
 int gpu_synchronize(struct gpu_context *g)
 {
+	GPU_BIND_OR_RETURN(g);
 	return GPU_CHECK(cudaStreamSynchronize((cudaStream_t)g->stream));
 }
 

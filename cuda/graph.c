@@ -13,6 +13,7 @@ struct gpu_graph {
 
 int gpu_graph_begin(struct gpu_context *g)
 {
+	GPU_BIND_OR_RETURN(g);
 	/* ThreadLocal: other threads' CUDA calls (another context's copies) do not break it */
 	return GPU_CHECK(cudaStreamBeginCapture((cudaStream_t)g->stream,
 						cudaStreamCaptureModeThreadLocal));
@@ -20,6 +21,7 @@ int gpu_graph_begin(struct gpu_context *g)
 
 int gpu_graph_end(struct gpu_context *g, struct gpu_graph **ret)
 {
+	GPU_BIND_OR_RETURN(g);
 	*ret = NULL;
 	cudaGraph_t graph = NULL;
 	int r = GPU_CHECK(cudaStreamEndCapture((cudaStream_t)g->stream, &graph));
@@ -43,6 +45,7 @@ int gpu_graph_end(struct gpu_context *g, struct gpu_graph **ret)
 
 int gpu_graph_abort(struct gpu_context *g)
 {
+	GPU_BIND_OR_RETURN(g);
 	cudaGraph_t graph = NULL;
 	int r = GPU_CHECK(cudaStreamEndCapture((cudaStream_t)g->stream, &graph));
 	if (graph)
@@ -52,6 +55,7 @@ int gpu_graph_abort(struct gpu_context *g)
 
 int gpu_graph_launch(struct gpu_context *g, struct gpu_graph *graph)
 {
+	GPU_BIND_OR_RETURN(g);
 	return GPU_CHECK(cudaGraphLaunch(graph->exec, (cudaStream_t)g->stream));
 }
 

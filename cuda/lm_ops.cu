@@ -94,6 +94,7 @@ static bool dtype_ok(enum gpu_dtype t)
 extern "C" int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtype table_dtype, int vocab,
 			 int d, const int32_t *ids, int rows, const float *spliced, int n_spliced, float *h)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !table || !dtype_ok(table_dtype) || vocab < 1 || d < 1 || !ids || rows < 0 ||
 	    rows > GPU_MAX_ROWS || n_spliced < 0 || (n_spliced > 0 && !spliced) || !h)
 		return -EINVAL;
@@ -112,6 +113,7 @@ extern "C" int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtyp
 extern "C" int gpu_add_rmsnorm(struct gpu_context *g, float *h, const float *delta, const float *w, int rows,
 			       int d, float eps, void *out, enum gpu_dtype out_dtype, size_t ldo)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !h || !w || rows < 0 || rows > GPU_MAX_ROWS || d < 1 || !(eps >= 0) || !out ||
 	    !dtype_ok(out_dtype) || ldo < (size_t)d ||
 	    (out == (void *)h && (out_dtype != GPU_DTYPE_F32 || ldo != (size_t)d)))
@@ -130,6 +132,7 @@ extern "C" int gpu_add_rmsnorm(struct gpu_context *g, float *h, const float *del
 
 extern "C" int gpu_relu2(struct gpu_context *g, const float *u, void *out, enum gpu_dtype out_dtype, size_t n)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !u || !out || !dtype_ok(out_dtype) || (out == (const void *)u && out_dtype != GPU_DTYPE_F32))
 		return -EINVAL;
 	if (n == 0)
@@ -149,6 +152,7 @@ extern "C" int gpu_relu2(struct gpu_context *g, const float *u, void *out, enum 
 extern "C" int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, void *k_cache,
 			     void *v_cache, enum gpu_dtype dtype, int kv_dim, int rows, const int32_t *pos)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !k_new || !v_new || !k_cache || !v_cache || !dtype_ok(dtype) || kv_dim < 1 || rows < 0 ||
 	    rows > GPU_MAX_ROWS || !pos)
 		return -EINVAL;
@@ -187,6 +191,7 @@ extern "C" int gpu_kv_append_rows(struct gpu_context *g, const void *k_new, cons
 				  enum gpu_dtype dtype, int kv_dim, int rows, const struct gpu_seq_row *seq,
 				  int layer)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !k_new || !v_new || !seq || !dtype_ok(dtype) || kv_dim < 1 || rows < 0 ||
 	    rows > GPU_MAX_ROWS || layer < 0)
 		return -EINVAL;

@@ -51,6 +51,7 @@ int gpu_mamba_conv_silu(struct gpu_context *g, const struct gpu_mamba_dims *dm, 
                         const float *raw, size_t ld_raw, const void *w, enum gpu_dtype w_dtype,
                         const float *bias, float *conv_state, float *out, size_t ld_out)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !dims_ok(dm, T) || !raw || !w || !out || (dm->conv_k > 1 && !conv_state) ||
 	    (w_dtype != GPU_DTYPE_F32 && w_dtype != GPU_DTYPE_BF16))
 		return -EINVAL;
@@ -76,6 +77,7 @@ int gpu_mamba_ssd(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,
                   const float *a_log, const float *d_skip, float dt_min, float dt_max, void *state,
                   float *y, size_t ld_y, void *workspace)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !dims_ok(dm, T) || !state_dtype_ok(dm) || !xbc || !dt_raw || !dt_bias || !a_log || !d_skip || !state ||
 	    !y || !workspace)
 		return -EINVAL;
@@ -91,6 +93,7 @@ int gpu_mamba_ssm_step(struct gpu_context *g, const struct gpu_mamba_dims *dm, c
                        const float *dt_raw, const float *dt_bias, const float *a_log,
                        const float *d_skip, float dt_min, float dt_max, void *state, float *y)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !dims_ok(dm, 1) || !state_dtype_ok(dm) || !xbc || !dt_raw || !dt_bias || !a_log || !d_skip || !state ||
 	    !y)
 		return -EINVAL;
@@ -110,6 +113,7 @@ int gpu_mamba_conv_silu_rows(struct gpu_context *g, const struct gpu_mamba_dims 
                              const float *bias, const struct gpu_seq_row *seq, size_t conv_off,
                              float *out, size_t ld_out)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !dims_ok(dm, 1) || !rows_ok(rows) || !raw || !w || !seq || !out ||
 	    (w_dtype != GPU_DTYPE_F32 && w_dtype != GPU_DTYPE_BF16))
 		return -EINVAL;
@@ -127,6 +131,7 @@ int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *
                             float dt_min, float dt_max, const struct gpu_seq_row *seq,
                             size_t ssm_off, float *y, size_t ld_y)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !dims_ok(dm, 1) || !state_dtype_ok(dm) || !rows_ok(rows) || !xbc || !dt_raw ||
 	    !dt_bias || !a_log || !d_skip || !seq || !y)
 		return -EINVAL;
@@ -143,6 +148,7 @@ int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *
                             const float *w, float eps, void *out, size_t ld_out,
                             enum gpu_dtype out_dtype)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !dims_ok(dm, T) || !y || !z || !w || !out ||
 	    (out_dtype != GPU_DTYPE_F32 && out_dtype != GPU_DTYPE_BF16))
 		return -EINVAL;

@@ -44,6 +44,7 @@ struct gpu_profile {
 
 int gpu_profile_enable(struct gpu_context *g, bool on)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!on) {
 		gpu_profile_free(g);
 		return 0;
@@ -116,6 +117,7 @@ static int find_site(struct gpu_profile *p, enum gpu_profile_kind kind, const ch
 
 int gpu_profile_begin(struct gpu_context *g, enum gpu_profile_kind kind, const char *site)
 {
+	GPU_BIND_OR_RETURN(g);
 	struct gpu_profile *p = g->profile;
 	if (!p)
 		return 0;
@@ -140,6 +142,7 @@ int gpu_profile_begin(struct gpu_context *g, enum gpu_profile_kind kind, const c
 
 int gpu_profile_end(struct gpu_context *g)
 {
+	GPU_BIND_OR_RETURN(g);
 	struct gpu_profile *p = g->profile;
 	if (!p)
 		return 0;
@@ -157,6 +160,7 @@ int gpu_profile_end(struct gpu_context *g)
 
 int gpu_profile_report(struct gpu_context *g, char ***ret_lines)
 {
+	GPU_BIND_OR_RETURN(g);
 	struct gpu_profile *p = g->profile;
 	*ret_lines = NULL;
 	if (!p)

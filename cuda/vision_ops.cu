@@ -200,6 +200,7 @@ static bool vis_dtype_ok(enum gpu_dtype t)
 extern "C" int gpu_vision_patchify(struct gpu_context *g, const float *pixels, int tiles, int rows, int cols,
 				   int p, void *patches, enum gpu_dtype dtype)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !pixels || !patches || !vis_dtype_ok(dtype) || tiles < 0 || rows < 1 || cols < 1 || p < 1 ||
 	    p > GPU_VISION_MAX_PATCH || (int64_t)tiles * rows * cols > GPU_MAX_ROWS)
 		return -EINVAL;
@@ -219,6 +220,7 @@ extern "C" int gpu_vision_patchify(struct gpu_context *g, const float *pixels, i
 extern "C" int gpu_vision_tokens(struct gpu_context *g, const float *emb, const float *pos, const float *prefix,
 				 int tiles, int n, int n_prefix, int d, float *x)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !emb || !pos || (n_prefix > 0 && !prefix) || !x || tiles < 0 || n < 1 || n_prefix < 0 || d < 1 ||
 	    (int64_t)tiles * (n + n_prefix) > GPU_MAX_ROWS)
 		return -EINVAL;
@@ -233,6 +235,7 @@ extern "C" int gpu_layernorm(struct gpu_context *g, const float *x, size_t ldx, 
 			     const float *beta, int rows, int d, float eps, void *out, enum gpu_dtype out_dtype,
 			     size_t ldo)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !x || !gamma || !beta || !out || !vis_dtype_ok(out_dtype) || rows < 0 || rows > GPU_MAX_ROWS ||
 	    d < 1 || ldx < (size_t)d || ldo < (size_t)d || !(eps >= 0) ||
 	    (out == (const void *)x && (out_dtype != GPU_DTYPE_F32 || ldo != ldx)))
@@ -252,6 +255,7 @@ extern "C" int gpu_layernorm(struct gpu_context *g, const float *x, size_t ldx, 
 extern "C" int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, const float *b, int rows, int d,
 			    enum gpu_act act, void *out, enum gpu_dtype out_dtype, size_t ldo)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !x || !b || !out || !vis_dtype_ok(out_dtype) || (act != GPU_ACT_NONE && act != GPU_ACT_GELU_ERF) ||
 	    rows < 0 || rows > GPU_MAX_ROWS || d < 1 || ldx < (size_t)d || ldo < (size_t)d ||
 	    (out == (const void *)x && (out_dtype != GPU_DTYPE_F32 || ldo != ldx)))
@@ -363,6 +367,7 @@ static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, 
 extern "C" int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int L, int D, int heads,
 				    void *out, enum gpu_dtype out_dtype)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !qkv || !out || !vis_dtype_ok(out_dtype) || tiles < 0 || L < 1 || D < 1 || heads < 1 ||
 	    D % heads != 0 || D / heads > GPU_VISION_MAX_HEAD_DIM || heads > 65535 || tiles > 65535 ||
 	    (int64_t)tiles * L > GPU_MAX_ROWS)
@@ -390,6 +395,7 @@ extern "C" int gpu_vision_shuffle_norm(struct gpu_context *g, const float *featu
 				       int rows, int cols, int d, int s, const float *gamma, float eps, void *out,
 				       enum gpu_dtype out_dtype)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !features || !gamma || !out || !vis_dtype_ok(out_dtype) || tiles < 0 || rows < 1 || cols < 1 ||
 	    d < 1 || s < 1 || rows % s != 0 || cols % s != 0 || tile_stride < (size_t)rows * cols * d ||
 	    (int64_t)d * s * s > GPU_VISION_MAX_DIM || (int64_t)tiles * rows * cols > GPU_MAX_ROWS || !(eps >= 0))

@@ -66,6 +66,7 @@ extern "C" int gpu_image_resize_tiles(struct gpu_context *g, const uint8_t *rgb,
 				      const struct gpu_resize_axis *ax_w, const struct gpu_resize_axis *ax_h, int ts,
 				      int cols, int rows, const struct gpu_image_norm *norm, float *tmp, float *out)
 {
+	GPU_BIND_OR_RETURN(g);
 	if (!g || !rgb || !norm || !tmp || !out || in_w < 1 || in_h < 1 || in_w > GPU_IMAGE_MAX_SIDE ||
 	    in_h > GPU_IMAGE_MAX_SIDE || ts < 1 || cols < 1 || rows < 1 || !axis_ok(ax_w, in_w) ||
 	    !axis_ok(ax_h, in_h) || (int64_t)cols * ts != ax_w->n_out || (int64_t)rows * ts != ax_h->n_out ||

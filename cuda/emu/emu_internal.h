@@ -24,6 +24,17 @@ void gpu_emu_capture_host_work(struct gpu_emu_kernel_call *call, cudaStream_t st
  * per-call checks, not per element. */
 bool gpu_emu_is_device_range(const void *p, size_t bytes);
 
+/* The device whose cudaMalloc block holds byte p, or -1 when none does. */
+int gpu_emu_device_of(const void *p);
+/* The calling host thread's current device (cudaSetDevice). */
+int gpu_emu_current_device(void);
+
+/* Lazy module loading: a function (a kernel, or a library stand-in's function named by any
+ * stable address) used outside a capture is loaded on the current device from then on; its first
+ * use inside a capture returns false with a message naming file:line and `what` (the caller
+ * fails the capture) unless HOLOD_GPU_EMU_CAPTURE_LOAD=allow. */
+bool gpu_emu_module_use(const void *key, bool capturing, const char *what, const char *file, int line);
+
 /* The value of environment variable `var`: "4096", "64M", "80G" (K/M/G are powers of 1024);
  * `fallback` when unset or empty; aborts naming the variable when malformed. */
 size_t gpu_emu_parse_size(const char *s, size_t fallback, const char *var);

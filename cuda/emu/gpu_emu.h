@@ -540,6 +540,20 @@ struct gpu_emu_kernel_call {
  * records it when `stream` is capturing. Takes ownership of call->args. */
 void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem, cudaStream_t stream);
 
+/* The most devices HOLOD_GPU_EMU_DEVICES gives (runtime.cc). */
+#define GPU_EMU_MAX_DEVICES 8
+/* Aborts naming the launch when kernel argument `index`, a pointer, points into the memory of
+ * another device than the one the kernel runs on (the stream's). */
+void gpu_emu_check_kernel_pointer(const void *p, int index, cudaStream_t stream, const char *file,
+				  int line, const char *text);
+template <typename T>
+static inline void gpu_emu_check_arg(const T &v, int index, cudaStream_t stream, const char *file, int line,
+				     const char *text)
+{
+	if constexpr (std::is_pointer<T>::value)
+		gpu_emu_check_kernel_pointer((const void *)v, index, stream, file, line, text);
+}
+
 template <typename Tuple, typename... KArgs> struct gpu_emu_thunk {
 	static void run(const void *args)
 	{
@@ -571,6 +585,12 @@ static inline void gpu_emu_klaunch(const char *text, const char *file, int line,
 		new Tuple(kernel, gpu_emu_implicit<std::decay_t<KArgs>>(std::forward<Args>(args))...),
 		text, file, line,
 	};
+	std::apply(
+		[&](auto, const auto &...a) {
+			int i = 0;
+			(gpu_emu_check_arg(a, i++, stream, file, line, text), ...);
+		},
+		*static_cast<const Tuple *>(call.args));
 	gpu_emu_launch(&call, grid, block, smem, stream);
 }
 /* cuda_runtime.h declares its C++ overloads that take a kernel only for nvcc. */
@@ -578,6 +598,12 @@ template <typename... KArgs>
 static inline cudaError_t cudaFuncSetAttribute(void (*kernel)(KArgs...), enum cudaFuncAttribute attr, int value)
 {
 	return ::cudaFuncSetAttribute((const void *)kernel, attr, value);
+}
+
+template <typename... KArgs>
+static inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, void (*kernel)(KArgs...))
+{
+	return ::cudaFuncGetAttributes(attr, (const void *)kernel);
 }
 
 /* __constant__ and __device__ variables are ordinary host globals here: a symbol's address is its

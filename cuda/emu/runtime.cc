@@ -1,6 +1,13 @@
 /* The CUDA runtime subset the engine uses, on the CPU, with NVIDIA's prototypes (cuda_runtime_api.h).
  *
- * One emulated device. Device memory is host memory of exactly the requested size, filled with
+ * One emulated device, or HOLOD_GPU_EMU_DEVICES=N (at most GPU_EMU_MAX_DEVICES), each with its own
+ * memory budget, with CUDA's per-host-thread current device (cudaSetDevice): an allocation belongs
+ * to the device current when it was made (cudaMallocAsync: the stream's), a stream and an event to
+ * the device current at their creation, and, as on a real multi-GPU host without peer access, a
+ * kernel launched into a stream of another device than the current one fails
+ * (cudaErrorInvalidResourceHandle), as does a graph launch or an event record across devices,
+ * while a kernel argument that points into another device's memory aborts with the launch's
+ * source line (a real GPU faults with an illegal address). Device memory is host memory of exactly the requested size, filled with
  * 0xFF bytes (NaN for fp32, bf16 and half) so that a read before any write shows up; the total is
  * capped (HOLOD_GPU_EMU_MEMORY, default 80G) so that out-of-memory paths can be tested. Every
  * operation on a stream runs at once on the calling thread (kernels on the emulation thread, which
@@ -31,6 +38,7 @@
 #include <cstdlib>
 #include <map>
 #include <new>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -41,9 +49,21 @@ static const size_t DEVICE_ALIGN = 256;
 static thread_local cudaError_t last_error = cudaSuccess;
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static std::unordered_map<void *, size_t> *device_allocs; /* under table_lock */
+/* A live cudaMalloc block: its size and its device. */
+struct emu_alloc {
+	size_t size;
+	int device;
+};
+static std::map<uintptr_t, struct emu_alloc> *device_allocs; /* by address, under table_lock */
 static std::map<const void *, int> *kernel_max_dyn_smem; /* under table_lock */
-static size_t mem_used, mem_limit;
+static std::map<uintptr_t, size_t> *pinned_allocs; /* cudaMallocHost blocks, under table_lock */
+/* Lazy loading (gpu_emu_module_use): the kernels (and library stand-in functions) each device has
+ * loaded, under table_lock; capture_load_fails: HOLOD_GPU_EMU_CAPTURE_LOAD=fail|allow. */
+static std::set<std::pair<int, const void *>> *modules_loaded;
+static bool capture_load_fails;
+static size_t mem_used[GPU_EMU_MAX_DEVICES], mem_limit; /* the limit is per device */
+static int n_devices; /* HOLOD_GPU_EMU_DEVICES; 0 until read */
+static thread_local int current_device; /* cudaSetDevice's, per host thread as in CUDA */
 static int arch_major; /* 9 or 8; 0 until read from HOLOD_GPU_EMU_ARCH */
 
 static cudaError_t fail(cudaError_t e)
@@ -51,6 +71,15 @@ static cudaError_t fail(cudaError_t e)
 	last_error = e;
 	return e;
 }
+
+/* Strict capture (below): true, with the error recorded and the captures invalidated, when a
+ * potentially unsafe call `what` is made while a capture forbids it. */
+static bool unsafe_in_capture(const char *what);
+#define RETURN_IF_UNSAFE_IN_CAPTURE(what)                                                          \
+	do {                                                                                       \
+		if (unsafe_in_capture(what))                                                       \
+			return cudaErrorStreamCaptureUnsupported;                                  \
+	} while (0)
 
 /* ---- injected device faults ----------------------------------------------------------------
  * HOLOD_GPU_EMU_FAULT=after:N: the kernel grid after the first N of the process (graph replays
@@ -149,8 +178,25 @@ static void config_locked(void)
 {
 	if (device_allocs)
 		return;
-	device_allocs = new std::unordered_map<void *, size_t>();
+	device_allocs = new std::map<uintptr_t, struct emu_alloc>();
+	if (!n_devices) {
+		const char *d = getenv("HOLOD_GPU_EMU_DEVICES");
+		char *end = NULL;
+		long n = d && *d ? strtol(d, &end, 10) : 1;
+		if (n < 1 || n > GPU_EMU_MAX_DEVICES || (end && *end))
+			gpu_emu_die("HOLOD_GPU_EMU_DEVICES=%s: expected 1 to %d", d, GPU_EMU_MAX_DEVICES);
+		n_devices = (int)n;
+	}
 	kernel_max_dyn_smem = new std::map<const void *, int>();
+	pinned_allocs = new std::map<uintptr_t, size_t>();
+	modules_loaded = new std::set<std::pair<int, const void *>>();
+	const char *cl = getenv("HOLOD_GPU_EMU_CAPTURE_LOAD");
+	if (!cl || !*cl || !strcmp(cl, "fail"))
+		capture_load_fails = true;
+	else if (!strcmp(cl, "allow"))
+		capture_load_fails = false;
+	else
+		gpu_emu_die("HOLOD_GPU_EMU_CAPTURE_LOAD=%s: expected fail or allow", cl);
 	if (!mem_limit)
 		mem_limit = gpu_emu_parse_size(getenv("HOLOD_GPU_EMU_MEMORY"), (size_t)80 << 30, "HOLOD_GPU_EMU_MEMORY");
 	if (!arch_major) {
@@ -301,33 +347,47 @@ cudaError_t cudaGetDeviceCount(int *count)
 		*count = 0;
 		return fail(cudaErrorInsufficientDriver);
 	}
-	*count = 1;
+	config();
+	*count = n_devices;
 	return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device)
 {
-	return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+	config();
+	if (device < 0 || device >= n_devices)
+		return fail(cudaErrorInvalidDevice);
+	current_device = device;
+	return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device)
 {
 	if (!device)
 		return fail(cudaErrorInvalidValue);
-	*device = 0;
+	*device = current_device;
 	return cudaSuccess;
+}
+
+int gpu_emu_current_device(void)
+{
+	return current_device;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 {
 	if (!p)
 		return fail(cudaErrorInvalidValue);
-	if (device != 0)
-		return fail(cudaErrorInvalidDevice);
 	config();
+	if (device < 0 || device >= n_devices)
+		return fail(cudaErrorInvalidDevice);
 	bool hopper = arch_major == 9;
 	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "CUDA emulation (CPU, %s)", hopper ? "sm_90" : "sm_80");
+	if (n_devices > 1)
+		snprintf(p->name, sizeof(p->name), "CUDA emulation %d (CPU, %s)", device,
+			 hopper ? "sm_90" : "sm_80");
+	else
+		snprintf(p->name, sizeof(p->name), "CUDA emulation (CPU, %s)", hopper ? "sm_90" : "sm_80");
 	p->totalGlobalMem = mem_limit;
 	p->sharedMemPerBlock = SMEM_DEFAULT_MAX;
 	p->sharedMemPerBlockOptin = smem_optin_max();
@@ -361,13 +421,15 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaDeviceSynchronize");
 	RETURN_IF_BROKEN();
 	return cudaSuccess;
 }
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
-cudaError_t cudaMalloc(void **ret, size_t size)
+/* cudaMalloc on `device` (the current one, or a stream's for cudaMallocAsync). */
+static cudaError_t malloc_on(void **ret, size_t size, int device)
 {
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
@@ -378,9 +440,9 @@ cudaError_t cudaMalloc(void **ret, size_t size)
 	}
 	pthread_mutex_lock(&table_lock);
 	config_locked();
-	bool fits = size <= mem_limit - mem_used;
+	bool fits = size <= mem_limit - mem_used[device];
 	if (fits)
-		mem_used += size;
+		mem_used[device] += size;
 	pthread_mutex_unlock(&table_lock);
 	if (!fits)
 		return fail(cudaErrorMemoryAllocation);
@@ -389,28 +451,35 @@ cudaError_t cudaMalloc(void **ret, size_t size)
 	void *p = NULL;
 	if (posix_memalign(&p, DEVICE_ALIGN, size) != 0) {
 		pthread_mutex_lock(&table_lock);
-		mem_used -= size;
+		mem_used[device] -= size;
 		pthread_mutex_unlock(&table_lock);
 		return fail(cudaErrorMemoryAllocation);
 	}
 	memset(p, 0xff, size);
 	pthread_mutex_lock(&table_lock);
-	(*device_allocs)[p] = size;
+	(*device_allocs)[(uintptr_t)p] = {size, device};
 	pthread_mutex_unlock(&table_lock);
 	*ret = p;
 	return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ret, size_t size)
+{
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMalloc");
+	return malloc_on(ret, size, current_device);
 }
 
 cudaError_t cudaFree(void *p)
 {
 	if (!p)
 		return cudaSuccess;
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaFree");
 	pthread_mutex_lock(&table_lock);
 	config_locked();
-	auto it = device_allocs->find(p);
+	auto it = device_allocs->find((uintptr_t)p);
 	bool known = it != device_allocs->end();
 	if (known) {
-		mem_used -= it->second;
+		mem_used[it->second.device] -= it->second.size;
 		device_allocs->erase(it);
 	}
 	pthread_mutex_unlock(&table_lock);
@@ -421,23 +490,41 @@ cudaError_t cudaFree(void *p)
 	return cudaSuccess;
 }
 
+/* The allocation holding byte p (table_lock held), or NULL. */
+static const struct emu_alloc *alloc_at_locked(uintptr_t a, uintptr_t *ret_base)
+{
+	auto it = device_allocs->upper_bound(a);
+	if (it == device_allocs->begin())
+		return NULL;
+	--it;
+	if (a - it->first >= it->second.size)
+		return NULL;
+	*ret_base = it->first;
+	return &it->second;
+}
+
 bool gpu_emu_is_device_range(const void *p, size_t bytes)
 {
 	if (bytes == 0)
 		return true;
-	uintptr_t a = (uintptr_t)p;
-	bool inside = false;
+	uintptr_t a = (uintptr_t)p, base = 0;
 	pthread_mutex_lock(&table_lock);
 	config_locked();
-	for (const auto &e : *device_allocs) {
-		uintptr_t base = (uintptr_t)e.first;
-		if (a >= base && a - base < e.second && bytes <= e.second - (a - base)) {
-			inside = true;
-			break;
-		}
-	}
+	const struct emu_alloc *e = alloc_at_locked(a, &base);
+	bool inside = e && bytes <= e->size - (a - base);
 	pthread_mutex_unlock(&table_lock);
 	return inside;
+}
+
+int gpu_emu_device_of(const void *p)
+{
+	uintptr_t base = 0;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	const struct emu_alloc *e = alloc_at_locked((uintptr_t)p, &base);
+	int d = e ? e->device : -1;
+	pthread_mutex_unlock(&table_lock);
+	return d;
 }
 
 
@@ -447,7 +534,7 @@ cudaError_t cudaMemGetInfo(size_t *ret_free, size_t *ret_total)
 		return fail(cudaErrorInvalidValue);
 	pthread_mutex_lock(&table_lock);
 	config_locked();
-	*ret_free = mem_limit - mem_used;
+	*ret_free = mem_limit - mem_used[current_device];
 	*ret_total = mem_limit;
 	pthread_mutex_unlock(&table_lock);
 	return cudaSuccess;
@@ -459,12 +546,33 @@ cudaError_t cudaMallocHost(void **ret, size_t size)
 {
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMallocHost");
 	void *p = NULL;
 	if (posix_memalign(&p, DEVICE_ALIGN, size ? size : 1) != 0)
 		return fail(cudaErrorMemoryAllocation);
 	memset(p, 0xff, size);
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	(*pinned_allocs)[(uintptr_t)p] = size ? size : 1;
+	pthread_mutex_unlock(&table_lock);
 	*ret = p;
 	return cudaSuccess;
+}
+
+/* Whether the `bytes` at p lie in one cudaMallocHost block (page-locked memory). */
+static bool is_pinned(const void *p, size_t bytes)
+{
+	uintptr_t a = (uintptr_t)p;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	auto it = pinned_allocs->upper_bound(a);
+	bool in = false;
+	if (it != pinned_allocs->begin()) {
+		--it;
+		in = a - it->first < it->second && bytes <= it->second - (a - it->first);
+	}
+	pthread_mutex_unlock(&table_lock);
+	return in;
 }
 
 cudaError_t cudaHostAlloc(void **ret, size_t size, unsigned int flags)
@@ -475,6 +583,15 @@ cudaError_t cudaHostAlloc(void **ret, size_t size, unsigned int flags)
 
 cudaError_t cudaFreeHost(void *p)
 {
+	if (!p)
+		return cudaSuccess;
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaFreeHost");
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	bool known = pinned_allocs->erase((uintptr_t)p) == 1;
+	pthread_mutex_unlock(&table_lock);
+	if (!known)
+		return fail(cudaErrorInvalidValue);
 	free(p);
 	return cudaSuccess;
 }
@@ -505,22 +622,76 @@ struct CUgraph_st {
 	}
 };
 
-struct CUgraphExec_st : CUgraph_st {};
+struct CUgraphExec_st : CUgraph_st {
+	int device; /* current at instantiation: the graph's kernels run there */
+};
 
 struct CUstream_st {
 	unsigned flags;
 	struct CUgraph_st *capture; /* non-NULL while capturing */
 	bool invalidated; /* an operation failed during capture */
+	int device; /* current at creation; -1: the default stream, every device's own */
+	enum cudaStreamCaptureMode mode; /* while capturing */
+	pthread_t owner;                 /* the thread that began the capture */
 };
 
 struct CUevent_st {
 	unsigned flags;
 	bool recorded;
 	double t_ms;
+	int device; /* current at creation */
 };
 
-/* The legacy default stream (NULL, cudaStreamLegacy, cudaStreamPerThread): never captures. */
-static struct CUstream_st default_stream;
+/* The legacy default stream (NULL, cudaStreamLegacy, cudaStreamPerThread): never captures; it is
+ * the current device's. */
+static struct CUstream_st default_stream = {0, nullptr, false, -1, cudaStreamCaptureModeGlobal, {}};
+
+/* ---- strict capture ------------------------------------------------------------------------
+ * As the real runtime does (cudaThreadExchangeStreamCaptureMode): while a capture in Global mode
+ * runs on any thread, or one in ThreadLocal mode on the calling thread, a potentially unsafe call
+ * (cudaMalloc, cudaFree, cudaMallocHost, cudaFreeHost, the synchronous copies and memsets,
+ * cudaDeviceSynchronize) fails with cudaErrorStreamCaptureUnsupported and invalidates those
+ * captures (cudaStreamEndCapture then fails with cudaErrorStreamCaptureInvalidated); Relaxed
+ * captures allow them. A captured copy from or to pageable host memory (not cudaMallocHost's)
+ * fails the same way: a graph cannot keep pageable memory's staging. */
+static std::vector<struct CUstream_st *> captures; /* streams capturing, under table_lock */
+
+static bool unsafe_in_capture(const char *what)
+{
+	bool hit = false;
+	pthread_mutex_lock(&table_lock);
+	for (struct CUstream_st *st : captures) {
+		if (st->mode == cudaStreamCaptureModeGlobal ||
+		    (st->mode == cudaStreamCaptureModeThreadLocal && pthread_equal(st->owner, pthread_self()))) {
+			st->invalidated = true;
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (hit) {
+		if (getenv("HOLOD_GPU_EMU_VERBOSE"))
+			fprintf(stderr, "gpu-emu: %s during a stream capture: capture invalidated\n", what);
+		fail(cudaErrorStreamCaptureUnsupported);
+	}
+	return hit;
+}
+
+static void captures_remove(struct CUstream_st *st)
+{
+	pthread_mutex_lock(&table_lock);
+	for (size_t i = 0; i < captures.size(); i++)
+		if (captures[i] == st) {
+			captures.erase(captures.begin() + (long)i);
+			break;
+		}
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* The device of stream st: its own, or the current one for the default stream. */
+static int stream_device(const struct CUstream_st *st)
+{
+	return st->device < 0 ? current_device : st->device;
+}
 
 static struct CUstream_st *stream_of(cudaStream_t s)
 {
@@ -533,7 +704,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *ret, unsigned int flags)
 {
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
-	*ret = new CUstream_st{flags, nullptr, false};
+	config();
+	*ret = new CUstream_st{flags, nullptr, false, current_device, cudaStreamCaptureModeGlobal, {}};
 	return cudaSuccess;
 }
 
@@ -546,6 +718,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
 	if (!s || stream_of(s) == &default_stream)
 		return fail(cudaErrorInvalidResourceHandle);
+	if (s->capture)
+		captures_remove(s);
 	delete s->capture;
 	delete s;
 	return cudaSuccess;
@@ -578,7 +752,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ret, unsigned int flags)
 {
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
-	*ret = new CUevent_st{flags, false, 0};
+	*ret = new CUevent_st{flags, false, 0, current_device};
 	return cudaSuccess;
 }
 
@@ -600,6 +774,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 	if (!e)
 		return fail(cudaErrorInvalidResourceHandle);
 	struct CUstream_st *st = stream_of(s);
+	/* "cudaEventRecord() will fail if the input event and input stream are associated to
+	 * different devices" (CUDA programming guide, stream and event behavior) */
+	if (e->device != stream_device(st))
+		return fail(cudaErrorInvalidResourceHandle);
 	if (st->capture) {
 		struct graph_node n = {};
 		n.type = NODE_EVENT;
@@ -647,7 +825,8 @@ cudaError_t cudaMallocAsync(void **ret, size_t size, cudaStream_t s)
 		st->invalidated = true;
 		return fail(cudaErrorStreamCaptureUnsupported);
 	}
-	return cudaMalloc(ret, size);
+	/* from the memory pool of the stream's device */
+	return malloc_on(ret, size, stream_device(st));
 }
 
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
@@ -673,6 +852,16 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cuda
 		return fail(cudaErrorInvalidValue);
 	struct CUstream_st *st = stream_of(s);
 	if (st->capture) {
+		bool dst_host = kind == cudaMemcpyDeviceToHost || (kind == cudaMemcpyDefault && !gpu_emu_is_device_range(dst, count));
+		bool src_host = kind == cudaMemcpyHostToDevice || (kind == cudaMemcpyDefault && !gpu_emu_is_device_range(src, count));
+		if (kind == cudaMemcpyHostToHost || (dst_host && !is_pinned(dst, count)) ||
+		    (src_host && !is_pinned(src, count))) {
+			st->invalidated = true;
+			if (getenv("HOLOD_GPU_EMU_VERBOSE"))
+				fprintf(stderr, "gpu-emu: a copy from or to pageable host memory during a "
+						"stream capture: capture invalidated\n");
+			return fail(cudaErrorStreamCaptureUnsupported);
+		}
 		struct graph_node n = {};
 		n.type = NODE_MEMCPY;
 		n.dst = dst;
@@ -687,6 +876,7 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cuda
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMemcpy");
 	return memcpy_on(dst, src, count, kind, nullptr);
 }
 
@@ -700,6 +890,7 @@ cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitc
 {
 	if (width > dpitch || width > spitch)
 		return fail(cudaErrorInvalidValue);
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMemcpy2D");
 	for (size_t r = 0; r < height; r++) {
 		cudaError_t e = memcpy_on((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, nullptr);
 		if (e != cudaSuccess)
@@ -714,6 +905,7 @@ cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count
 {
 	if (!symbol)
 		return fail(cudaErrorInvalidValue);
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMemcpyToSymbol");
 	return memcpy_on((char *)symbol + offset, src, count, kind, nullptr);
 }
 
@@ -729,6 +921,7 @@ cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, si
 {
 	if (!symbol)
 		return fail(cudaErrorInvalidValue);
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMemcpyFromSymbol");
 	return memcpy_on(dst, (const char *)symbol + offset, count, kind, nullptr);
 }
 
@@ -763,6 +956,7 @@ static cudaError_t memset_on(void *p, int value, size_t count, cudaStream_t s)
 
 cudaError_t cudaMemset(void *p, int value, size_t count)
 {
+	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMemset");
 	return memset_on(p, value, count, nullptr);
 }
 
@@ -773,10 +967,51 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t count, cudaStream_t s)
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
+bool gpu_emu_module_use(const void *key, bool capturing, const char *what, const char *file, int line)
+{
+	int dev = current_device;
+	pthread_mutex_lock(&table_lock);
+	config_locked();
+	bool ok = true;
+	if (!capturing)
+		modules_loaded->insert({dev, key});
+	else if (capture_load_fails && !modules_loaded->count({dev, key})) {
+		ok = false;
+		modules_loaded->insert({dev, key}); /* one message per function */
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (!ok)
+		fprintf(stderr,
+			"gpu-emu: %s:%d: %s: first used inside a stream capture, before it was loaded on "
+			"device %d: with lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since "
+			"CUDA 12.2) a driver older than CUDA 12.3 cannot load a module during capture and "
+			"the capture fails; run it once before capturing, or load it with "
+			"cudaFuncGetAttributes (HOLOD_GPU_EMU_CAPTURE_LOAD=allow models a newer driver)\n",
+			file, line, what, dev);
+	return ok;
+}
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	if (!attr || !func)
+		return fail(cudaErrorInvalidValue);
+	/* loads the function, as under lazy loading */
+	(void)gpu_emu_module_use(func, false, NULL, NULL, 0);
+	memset(attr, 0, sizeof(*attr));
+	attr->maxThreadsPerBlock = 1024;
+	attr->ptxVersion = attr->binaryVersion = arch_major * 10;
+	pthread_mutex_lock(&table_lock);
+	auto it = kernel_max_dyn_smem->find(func);
+	attr->maxDynamicSharedSizeBytes = it == kernel_max_dyn_smem->end() ? (int)SMEM_DEFAULT_MAX : it->second;
+	pthread_mutex_unlock(&table_lock);
+	return cudaSuccess;
+}
+
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {
 	if (!func)
 		return fail(cudaErrorInvalidValue);
+	(void)gpu_emu_module_use(func, false, NULL, NULL, 0);
 	pthread_mutex_lock(&table_lock);
 	config_locked();
 	cudaError_t e = cudaSuccess;
@@ -817,15 +1052,37 @@ static cudaError_t check_launch(const void *kernel, dim3 grid, dim3 block, size_
 	return gpu_emu_check_registers(kernel, threads, arch); /* the register file (budget.cc) */
 }
 
+void gpu_emu_check_kernel_pointer(const void *p, int index, cudaStream_t stream, const char *file,
+				  int line, const char *text)
+{
+	int on = stream_device(stream_of(stream));
+	if (on != current_device) /* the launch fails: cudaErrorInvalidResourceHandle */
+		return;
+	int d = p ? gpu_emu_device_of(p) : -1;
+	if (d >= 0 && d != on)
+		gpu_emu_die("%s:%d: klaunch(%s): argument %d points into device %d's memory, the kernel "
+			    "runs on device %d (no peer access: a GPU faults with an illegal address)",
+			    file, line, text, index, d, on);
+}
+
 void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, size_t smem, cudaStream_t stream)
 {
 	cudaError_t e = check_launch(call->kernel, grid, block, smem);
+	struct CUstream_st *st = stream_of(stream);
+	/* "A kernel launch will fail if it is issued to a stream that is not associated to the
+	 * current device" (CUDA programming guide, stream and event behavior) */
+	if (e == cudaSuccess && stream_device(st) != current_device)
+		e = cudaErrorInvalidResourceHandle;
+	if (e == cudaSuccess && !gpu_emu_module_use(call->kernel, st->capture != nullptr, call->text,
+						    call->file, call->line)) {
+		st->invalidated = true;
+		e = cudaErrorStreamCaptureUnsupported;
+	}
 	if (e != cudaSuccess) {
 		call->destroy(call->args);
 		fail(e);
 		return;
 	}
-	struct CUstream_st *st = stream_of(stream);
 	if (st->capture) {
 		struct graph_node n = {};
 		n.type = NODE_KERNEL;
@@ -857,7 +1114,9 @@ void gpu_emu_capture_host_work(struct gpu_emu_kernel_call *call, cudaStream_t st
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
-	(void)mode;
+	if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+	    mode != cudaStreamCaptureModeRelaxed)
+		return fail(cudaErrorInvalidValue);
 	struct CUstream_st *st = stream_of(s);
 	if (st == &default_stream)
 		return fail(cudaErrorStreamCaptureUnsupported);
@@ -865,6 +1124,11 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
 		return fail(cudaErrorIllegalState);
 	st->capture = new CUgraph_st();
 	st->invalidated = false;
+	st->mode = mode;
+	st->owner = pthread_self();
+	pthread_mutex_lock(&table_lock);
+	captures.push_back(st);
+	pthread_mutex_unlock(&table_lock);
 	return cudaSuccess;
 }
 
@@ -875,8 +1139,12 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *ret)
 		return fail(cudaErrorInvalidValue);
 	if (!st->capture)
 		return fail(cudaErrorIllegalState);
+	/* ThreadLocal and Global captures end on the thread that began them */
+	if (st->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(st->owner, pthread_self()))
+		return fail(cudaErrorStreamCaptureWrongThread);
 	struct CUgraph_st *g = st->capture;
 	st->capture = nullptr;
+	captures_remove(st);
 	if (st->invalidated) {
 		delete g;
 		return fail(cudaErrorStreamCaptureInvalidated);
@@ -902,6 +1170,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ret, cudaGraph_t graph, unsign
 	if (!ret || !graph)
 		return fail(cudaErrorInvalidValue);
 	struct CUgraphExec_st *x = new CUgraphExec_st();
+	x->device = current_device;
 	x->nodes = graph->nodes;
 	for (auto &n : x->nodes)
 		if (n.type == NODE_KERNEL || n.type == NODE_HOST_WORK)
@@ -916,6 +1185,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
 		return fail(cudaErrorInvalidResourceHandle);
 	if (stream_of(s)->capture)
 		return fail(cudaErrorStreamCaptureUnsupported);
+	if (stream_device(stream_of(s)) != current_device || x->device != current_device)
+		return fail(cudaErrorInvalidResourceHandle);
 	RETURN_IF_BROKEN();
 	for (const auto &n : x->nodes) {
 		if (broken.load())

@@ -1,5 +1,6 @@
 /* Backends: options, creation, accounting, and the model's default CPU backend (backend.h). */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -329,17 +330,21 @@ static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct engine_backend *default_create(const struct engine_model *model)
 {
 	const char *kind = getenv("HOLOD_BACKEND"), *precision = getenv("HOLOD_PRECISION");
-	const char *ssm = getenv("HOLOD_SSM_STATE");
+	const char *ssm = getenv("HOLOD_SSM_STATE"), *device = getenv("HOLOD_DEVICE");
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
+	char *end = NULL;
+	long dev = device && *device ? strtol(device, &end, 10) : 0;
 	bool cpu = !kind || !*kind || strcmp(kind, "cpu") == 0;
 	if (!cpu)
 		o.precision = ENGINE_PRECISION_FP32;
 	if ((!cpu && strcmp(kind, "cuda") != 0) ||
 	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0) ||
-	    (ssm && *ssm && engine_precision_parse(ssm, &o.ssm_state) < 0)) {
-		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s: expected cpu or cuda, "
-			  "and fp32 or bf16",
-			  kind ? kind : "", precision ? precision : "", ssm ? ssm : "");
+	    (ssm && *ssm && engine_precision_parse(ssm, &o.ssm_state) < 0) ||
+	    (end && *end) || dev < 0 || dev > INT_MAX) {
+		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s HOLOD_DEVICE=%s: "
+			  "expected cpu or cuda, fp32 or bf16, and a device number",
+			  kind ? kind : "", precision ? precision : "", ssm ? ssm : "",
+			  device ? device : "");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -347,6 +352,7 @@ static struct engine_backend *default_create(const struct engine_model *model)
 		return backend_cpu_create(model, &o);
 	char err[256] = "";
 	o.kind = ENGINE_BACKEND_CUDA;
+	o.device = (int)dev;
 	struct engine_backend *b = engine_backend_create(model, &o, err, sizeof(err));
 	if (!b)
 		log_error("HOLOD_BACKEND=cuda: %s", err);

@@ -196,8 +196,9 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
  * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32 or bf16; unset,
  * engine_model_cpu_precision()'s) with the SSM state stored as $HOLOD_SSM_STATE says (fp32 or
  * bf16; unset, fp32), unless $HOLOD_BACKEND=cuda (with
- * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device 0: the hook the
- * backend conformance suite runs every session test through (tests/lm/meson.build). */
+ * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device $HOLOD_DEVICE (holod's
+ * variable; unset, 0): the hook the backend conformance suite runs every session test through
+ * (tests/lm/meson.build), on device 1 of two emulated ones too (the -device1 entries). */
 struct engine_backend *backend_model_default(const struct engine_model *m);
 
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,

@@ -151,6 +151,7 @@ struct cuda_decode {
 	int32_t *ids;             /* per row: the token (0 for padding) */
 	float *logits;
 	struct gpu_graph *graph[CUDA_DECODE_BUCKETS + 1]; /* [log2(bucket)] */
+	bool warm[CUDA_DECODE_BUCKETS + 1]; /* the bucket's pass has run eagerly once */
 	unsigned char staging[CUDA_MAX_DECODE * (sizeof(struct gpu_seq_row) + sizeof(int32_t))];
 };
 
@@ -188,6 +189,7 @@ struct cuda_backend {
 	 * capture must see no other thread's work on the stream. */
 	pthread_mutex_t lock;
 	uint64_t graph_captures; /* graphs captured so far (tests) */
+	bool lone_warm;          /* a lone decode step has run eagerly once */
 };
 
 struct cuda_seq {
@@ -1007,19 +1009,37 @@ static int fetch_logits(struct cuda_backend *b, float *const *dst, size_t p, int
 	return 0;
 }
 
-/* One decode step of s through its captured graph (captured on first use, and again when the KV
+/* One decode step of s through its captured graph (captured on its second use, and again when the KV
  * block moved); the id and position are already uploaded (scratch.ids[0], scratch.pos[0]).
- * Leaves the logits in scratch.logits row 0. */
+ * Leaves the logits in scratch.logits row 0.
+ *
+ * Warm-up: the backend's first lone step runs the same work eagerly instead, and the graphs are
+ * captured from the next one on (decode_rows does the same per bucket). With lazy module loading
+ * (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) a kernel or cuBLASLt function is
+ * loaded at its first launch, and a driver older than CUDA 12.3 (R545) cannot load one during a
+ * capture: the capture would fail. Eager first, every function the graph holds is loaded (and
+ * every GEMM's algorithm chosen, refusals included) before any capture; a CUDA 12.2 build on an
+ * R535 driver needs it, CUDA 13's R580+ drivers do not, and it costs one eager step. The
+ * emulation fails such a capture unless HOLOD_GPU_EMU_CAPTURE_LOAD=allow
+ * (docs/design/gpu-testing.md). */
 static int decode_graph(struct cuda_backend *b, struct cuda_seq *s, int n0)
 {
 	if (!s->graph || s->graph_kv != s->kv || s->graph_cap != s->kv_cap) {
 		gpu_graph_destroy(s->graph);
 		s->graph = NULL;
+		struct cuda_run run = {.s = s, .T = 1, .n0 = n0, .max_len = MAX(s->kv_cap, 1)};
+		struct cuda_pass ps = {.n_rows = 1, .ids = b->scratch.ids, .n_runs = 1, .runs = &run};
+		if (!b->lone_warm) {
+			int r = queue_layers(b, &ps);
+			if (r >= 0)
+				r = queue_logits(b, 0, 1);
+			if (r >= 0)
+				b->lone_warm = true;
+			return r;
+		}
 		int r = gpu_graph_begin(b->gpu);
 		if (r < 0)
 			return r;
-		struct cuda_run run = {.s = s, .T = 1, .n0 = n0, .max_len = MAX(s->kv_cap, 1)};
-		struct cuda_pass ps = {.n_rows = 1, .ids = b->scratch.ids, .n_runs = 1, .runs = &run};
 		r = queue_layers(b, &ps);
 		if (r >= 0)
 			r = queue_logits(b, 0, 1);
@@ -1163,8 +1183,9 @@ static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batc
 
 /* One pass over the decode rows of n sequences (1 <= n <= dec.cap) alone: spans[i] of the batch
  * for i in idx[0..n). Their descriptors and ids go up in one copy, padded to the bucket with
- * inactive rows; then the bucket's graph (captured on first use) or, profiling or with graphs
- * off, the same work eagerly; then each wanted logits row comes down. */
+ * inactive rows; then the bucket's graph (captured on its second use, the first running
+ * eagerly: decode_graph's warm-up) or, profiling or with graphs off, the same work eagerly; then
+ * each wanted logits row comes down. */
 static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
 		       int n)
 {
@@ -1176,7 +1197,7 @@ static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch
 		return r;
 	const struct cuda_pass ps = {.n_rows = bucket, .n_dec = bucket,
 				     .dec_max_len = CUDA_DECODE_MAX_LEN, .ids = b->dec.ids};
-	if (b->graphs && !gpu_profile_enabled(b->gpu)) {
+	if (b->graphs && !gpu_profile_enabled(b->gpu) && b->dec.warm[k]) {
 		if (!b->dec.graph[k]) {
 			r = gpu_graph_begin(b->gpu);
 			if (r < 0)
@@ -1195,9 +1216,13 @@ static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch
 		}
 		r = gpu_graph_launch(b->gpu, b->dec.graph[k]);
 	} else {
+		/* eager: profiling, graphs off, or the bucket's first pass (the warm-up before its
+		 * capture: decode_graph) */
 		r = queue_layers(b, &ps);
 		if (r >= 0)
 			r = queue_logits_to(b, 0, bucket, b->dec.logits);
+		if (r >= 0)
+			b->dec.warm[k] = true;
 	}
 	if (r >= 0)
 		r = copy_decode_logits(b, batch, idx, n);

@@ -2,7 +2,8 @@
  * involved: a divergent barrier, deadlocks (a lane named in a mask that exits; a barrier against
  * a warp collective; lanes that disagree on the mask), a mask that does not name its caller, lanes
  * of one mask in collectives of different kinds, a thread overflowing its fiber stack,
- * and (when built with ASan) an
+ * a kernel argument pointing into another device's memory (HOLOD_GPU_EMU_DEVICES=2), and (when
+ * built with ASan) an
  * out-of-bounds read reported at the kernel's source file. Each case runs in a child process (this
  * program re-executed with the case's name); the parent checks that it died and what it said.
  * Lanes of a warp that meet in different wmma calls (an mma_sync against a load) abort too, and
@@ -132,7 +133,11 @@ static int child(const char *name)
 		klaunch(foreign_mask_kernel, dim3(1), dim3(32), 0, 0, i);
 	else if (n == "stack")
 		klaunch(stack_kernel, dim3(1), dim3(4), 0, 0, f, 256 << 10);
-	else if (n == "oob")
+	else if (n == "foreign-device") {
+		/* f lives on device 0; the kernel runs on device 1 (the parent set two devices) */
+		REQUIRE(cudaSetDevice(1) == cudaSuccess);
+		klaunch(foreign_mask_kernel, dim3(1), dim3(32), 0, 0, i); /* MARK_FOREIGN_DEVICE */
+	} else if (n == "oob")
 		klaunch(oob_kernel, dim3(1), dim3(64), 0, 0, (const float *)f, f, 1);
 	else if (n == "wmma-mismatch")
 		klaunch(wmma_mismatch_kernel, dim3(1), dim3(32), 0, 0, (const __nv_bfloat16 *)f, f);
@@ -249,6 +254,12 @@ int main(int argc, char **argv)
 	expect(out, "overflowed its 64 KiB fiber stack", "stack");
 	expect(out, "stack_kernel", "stack");
 #endif
+
+	setenv("HOLOD_GPU_EMU_DEVICES", "2", 1);
+	out = run_child(self, "foreign-device");
+	unsetenv("HOLOD_GPU_EMU_DEVICES");
+	expect(out, site("MARK_FOREIGN_DEVICE"), "foreign-device");
+	expect(out, "argument 0 points into device 0's memory, the kernel runs on device 1", "foreign-device");
 
 	out = run_child(self, "wmma-mismatch");
 	expect(out, "mismatched wmma calls", "wmma-mismatch");

@@ -344,7 +344,7 @@ int main(void)
 		fprintf(stderr, "no CUDA device: skipping\n");
 		return TEST_SKIP;
 	}
-	g = gpu_context_create(0);
+	g = gpu_context_create(test_gpu_device());
 	REQUIRE(g);
 	/* the emulation's cuBLASLt refusing every algorithm its heuristic offers
 	 * (HOLOD_GPU_EMU_LT_REFUSE=3, meson.build): a GEMM fails with -EIO, naming the shape in

@@ -653,7 +653,7 @@ int main(void)
 		fprintf(stderr, "no CUDA device: skipping\n");
 		return TEST_SKIP;
 	}
-	g = gpu_context_create(0);
+	g = gpu_context_create(test_gpu_device());
 	REQUIRE(g);
 
 	/* small: state, head dim and channels below one tile; 3 heads per group */

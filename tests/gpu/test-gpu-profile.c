@@ -122,7 +122,7 @@ int main(void)
 		fprintf(stderr, "no CUDA device: skipping\n");
 		return TEST_SKIP;
 	}
-	struct gpu_context *g = gpu_context_create(0);
+	struct gpu_context *g = gpu_context_create(test_gpu_device());
 	REQUIRE(g);
 	size_t bytes = sizeof(float) * ROWS * COLS;
 	float hw[COLS], hx[ROWS * COLS];

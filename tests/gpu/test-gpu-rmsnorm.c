@@ -17,7 +17,7 @@ int main(void)
 		fprintf(stderr, "no CUDA device: skipping\n");
 		return TEST_SKIP;
 	}
-	struct gpu_context *g = gpu_context_create(0);
+	struct gpu_context *g = gpu_context_create(test_gpu_device());
 	REQUIRE(g);
 	static const int shapes[][2] = {{1, 64}, {7, 5120}, {33, 1000}, {4, 1}};
 	for (size_t s = 0; s < ARRAY_SIZE(shapes); s++) {

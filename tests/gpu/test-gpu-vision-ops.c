@@ -288,7 +288,7 @@ int main(void)
 		fprintf(stderr, "no CUDA device: skipping\n");
 		return TEST_SKIP;
 	}
-	g = gpu_context_create(0);
+	g = gpu_context_create(test_gpu_device());
 	REQUIRE(g);
 	test_patchify(1, 1, 1, 1, GPU_DTYPE_F32);
 	test_patchify(2, 3, 2, 4, GPU_DTYPE_F32);

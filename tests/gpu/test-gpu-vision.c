@@ -630,7 +630,7 @@ int main(void)
 	CHECK_INT_EQ(vg.n_tiles, 3);
 	struct fixture f = {engine_vision_weights(v), pixels, vg.n_tiles, pre.tile_size};
 
-	struct gpu_context *g = gpu_context_create(0);
+	struct gpu_context *g = gpu_context_create(test_gpu_device());
 	REQUIRE(g);
 	check_grid(g, &f, 4);
 	check_grid(g, &f, 6);

@@ -34,6 +34,8 @@ static inline struct engine_backend *test_backend_create(struct engine_model *m,
 {
 	char err[512] = "";
 	struct engine_backend_options o = {.kind = kind, .precision = p};
+	if (kind != ENGINE_BACKEND_CPU)
+		o.device = test_gpu_device();
 	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 	if (!b)
 		fprintf(stderr, "engine_backend_create: %s\n", err);

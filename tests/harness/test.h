@@ -56,6 +56,15 @@ static inline bool test_env_flag(const char *name)
 	return v && *v && strcmp(v, "0") != 0;
 }
 
+/* The CUDA device the gpu tests run on: $HOLOD_DEVICE (holod's variable), else 0. The emulated
+ * build's -device1 entries set it to 1 of HOLOD_GPU_EMU_DEVICES=2, so that a call that forgets to
+ * make its context's device current fails (cuda/gpu_internal.h, gpu_bind). */
+static inline int test_gpu_device(void)
+{
+	const char *d = getenv("HOLOD_DEVICE");
+	return d && *d ? atoi(d) : 0;
+}
+
 static inline unsigned long long test_time_limit_us(unsigned long long us)
 {
 	if (test_env_flag("HOLOD_UNDER_VALGRIND"))
