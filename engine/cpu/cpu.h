@@ -69,6 +69,14 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
  * for T <= CPU_GEMV_T. Returns 0. */
 int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
 		  float *y, size_t ldy, bool accumulate, bool bf16_act);
+/* cpu_gemv_rows() on quantized weights (quant.h: q8, q4): rows [row0, row0 + nrows) of w, fp32
+ * activations, the weights dequantized exactly in registers, fp32 products and sums, so a result
+ * differs from the double product of quant_row_to_f32()'s weights by fp32 summation alone. The
+ * same split, token groups and per-token independence as cpu_gemv_rows(). Returns 0, or -EINVAL
+ * for rows outside w. */
+struct quant_tensor;
+int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x,
+			size_t ldx, int T, float *y, size_t ldy, bool accumulate);
 /* The most tokens cpu_matmul*() hand to cpu_gemv_rows(): 4 tokens cost it what one does (memory
  * bound), 3.3x less than cpu_matmul's blocked product (8192 x 1024 bf16, one thread, test-gemv's
  * shapes aside: measured on a Xeon with AVX-512, 2026-11-25). */

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "cpu_isa.h"
+#include "quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_X86 1
@@ -84,10 +85,64 @@ static void portable_bf16(const struct cpu_gemv_args *a, int r0, int r1)
 	portable_rows(a, r0, r1, true);
 }
 
+/* Quantized weights: each block of 32 columns of up to four rows dequantized as
+ * quant_row_to_f32() does, then every (row, token) sum continued in column order. */
+static void portable_quant(const struct cpu_gemv_args *a, int r0, int r1, enum quant_format fmt)
+{
+	const int64_t nb = quant_blocks(a->in);
+	for (int r = r0; r < r1; r += 4) {
+		int nr = MIN(4, r1 - r);
+		float s[4][CPU_GEMV_KERNEL_T] = {{0}};
+		for (int64_t b = 0; b < nb; b++) {
+			int k0 = (int)b * QUANT_BLOCK, n = MIN(QUANT_BLOCK, a->in - k0);
+			float wb[4][QUANT_BLOCK];
+			for (int q = 0; q < nr; q++) {
+				const char *row = (const char *)a->w + (size_t)(r + q) * a->ldw;
+				const uint16_t *sc = fmt == QUANT_Q8 ? quant_q8_scales(row, a->in)
+								     : quant_q4_dm(row, a->in);
+				for (int i = 0; i < n; i++) {
+					if (fmt == QUANT_Q8) {
+						wb[q][i] = quant_f16_to_f32(sc[b]) *
+							   (float)quant_q8_codes(row)[k0 + i];
+					} else {
+						uint8_t c = quant_q4_codes(row)[b * 16 + (i & 15)];
+						float d = quant_f16_to_f32(sc[2 * b]), m = quant_f16_to_f32(sc[2 * b + 1]);
+						/* exact product: fmaf(d, q, m) */
+						wb[q][i] = d * (float)(i < 16 ? c & 15 : c >> 4) + m;
+					}
+				}
+			}
+			for (int t = 0; t < a->T; t++) {
+				const float *x = a->x + (size_t)t * a->ldx + k0;
+				for (int i = 0; i < n; i++)
+					for (int q = 0; q < nr; q++)
+						s[q][t] += wb[q][i] * x[i];
+			}
+		}
+		for (int t = 0; t < a->T; t++)
+			for (int q = 0; q < nr; q++) {
+				float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+				*p = a->accumulate ? *p + s[q][t] : s[q][t];
+			}
+	}
+}
+
+static void portable_q8(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_quant(a, r0, r1, QUANT_Q8);
+}
+
+static void portable_q4(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_quant(a, r0, r1, QUANT_Q4);
+}
+
 const struct cpu_gemv_variant cpu_gemv_portable = {
 	.name = "portable",
 	.f32 = portable_f32,
 	.bf16 = portable_bf16,
+	.q8 = portable_q8,
+	.q4 = portable_q4,
 };
 
 /* ---- the table and the choice --------------------------------------------------------------- */
@@ -227,5 +282,38 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j,
 			      (double)nrows * in * T);
 	free(xb);
+	return 0;
+}
+
+int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x,
+			size_t ldx, int T, float *y, size_t ldy, bool accumulate)
+{
+	if (nrows <= 0 || T <= 0)
+		return 0;
+	if (row0 < 0 || (int64_t)row0 + nrows > w->rows || w->cols > INT32_MAX)
+		return -EINVAL;
+	const struct cpu_gemv_variant *v = variant();
+	struct gemv_job j = {
+		.fn = w->format == QUANT_Q8 ? v->q8 : v->q4,
+		.a =
+			{
+				.w = (const char *)w->data + (size_t)row0 * w->row_bytes,
+				.ldw = w->row_bytes,
+				.in = (int)w->cols,
+				.T = T,
+				.x = x,
+				.ldx = ldx,
+				.y = y,
+				.ldy = ldy,
+				.accumulate = accumulate,
+			},
+		.nrows = nrows,
+		.group_t = CPU_GEMV_KERNEL_T,
+	};
+	j.block_rows = (int)MAX(8, MIN((size_t)GROUP_BLOCK_BYTES / w->row_bytes, (size_t)1 << 20) & ~(size_t)7);
+	int tasks = cpu_threads();
+	int per = (nrows + tasks - 1) / tasks;
+	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j, (double)nrows * w->cols * T);
 	return 0;
 }

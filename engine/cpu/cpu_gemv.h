@@ -20,11 +20,13 @@
 #define CPU_GEMV_KERNEL_T_BF16 8
 
 /* The operands of one call. A kernel computes rows [r0, r1) of
- * y[t * ldy + r] (+)= W[r, :] . x[t, :] for t < T, accumulating in fp32. */
+ * y[t * ldy + r] (+)= W[r, :] . x[t, :] for t < T, accumulating in fp32.
+ * For the quantized kernels (q8, q4) w is row 0's record (quant.h), ldw the bytes between rows
+ * (struct quant_tensor's row_bytes) and dtype is unused. */
 struct cpu_gemv_args {
 	const void *w;		 /* row 0 of W, in `dtype` */
 	enum tensor_dtype dtype; /* bf16, f16 or f32 */
-	size_t ldw;		 /* elements between rows of W */
+	size_t ldw;		 /* elements between rows of W (bytes for q8, q4) */
 	int in;			 /* columns */
 	int T;			 /* tokens, 1..CPU_GEMV_KERNEL_T */
 	const float *x;		 /* activations, rows ldx apart */
@@ -51,6 +53,10 @@ struct cpu_gemv_variant {
 	/* NULL, or rounds x's T rows of `in` to bf16 into xb (rows ldxb apart) exactly as the
 	 * bf16 kernel rounds them in registers, for a bf16 kernel that reads them (a->xb) */
 	void (*round_x)(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb);
+	/* quantized weights (quant.h's q8 and q4), fp32 activations (a->x): each block's codes
+	 * widened in registers to exactly quant_row_to_f32()'s weights, fp32 products and sums */
+	cpu_gemv_fn *q8;
+	cpu_gemv_fn *q4;
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
@@ -62,4 +68,10 @@ extern const struct cpu_gemv_variant cpu_gemv_avx512bf16;
  * activations */
 void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1);
+/* the quantized kernels (cpu_gemv_quant_avx2.c, cpu_gemv_quant_avx512.c; the AVX512-BF16
+ * variant shares the AVX-512F ones) */
+void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx2_q4(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx512_q8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx512_q4(const struct cpu_gemv_args *a, int r0, int r1);
 #endif

@@ -183,4 +183,6 @@ const struct cpu_gemv_variant cpu_gemv_avx512 = {
 	.name = "avx512",
 	.f32 = cpu_gemv_avx512_f32,
 	.bf16 = cpu_gemv_avx512_bf16,
+	.q8 = cpu_gemv_avx512_q8,
+	.q4 = cpu_gemv_avx512_q4,
 };

@@ -20,6 +20,7 @@ static const struct command commands[] = {
 #endif
 #ifdef HOLO_BENCH_ENGINE
 	{"engine", bench_engine_main, "prefill/decode tokens/s, peak RSS, memory bandwidth ceiling"},
+	{"gemv", bench_gemv_main, "decode GEMV on bf16, q8 and q4 weights (12B-like matrix) vs the read bandwidth"},
 #endif
 #ifdef HOLO_BENCH_VISION
 	{"vision", bench_vision_main, "vision encoder + projector ms/tile (RADIO-H), prompt tokens per step"},

@@ -1,0 +1,134 @@
+/* Decode GEMV on quantized weights (quant.h: q8, q4), AVX2+FMA+F16C variant (compiled with
+ * -mavx2 -mfma -mf16c; cpu_gemv.c calls it only where cpuid says the CPU runs it).
+ *
+ * The AVX-512 quantized kernels' structure (cpu_gemv_quant_avx512.c) on 8 lanes, a block of 32
+ * columns as four chunks of 8: per chunk the T tokens' activations are loaded once and each row's
+ * 8 codes widened to its exact dequantized weights (q8 d * q; q4 fma(d, q, m), chunk j < 2 from
+ * the low nibbles of code bytes 8j..8j+7, j >= 2 from the high nibbles of bytes 8(j-2)..) before
+ * the T multiply-adds. NR is 4 for one token and 2 with more, so the accumulators, activations,
+ * scales and one weight vector fit the 16 registers. fp32 activations, fp32 sums; the last
+ * block's columns past `in` are masked off the activation loads (vmaskmovps reads no memory
+ * there). */
+#include "cpu_gemv.h"
+
+#include <immintrin.h>
+
+#include "quant.h"
+
+#define INL static inline __attribute__((always_inline))
+#define NOINL static __attribute__((noinline))
+
+INL __m256i mask8(int n)
+{
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, const enum quant_format fmt)
+{
+	const int n = a->in, nb = (n + 31) / 32;
+	const size_t ldw = a->ldw, cb = fmt == QUANT_Q8 ? 32 : 16;
+	const size_t soff = quant_round_align((size_t)nb * cb);
+	const char *w = (const char *)a->w + (size_t)r * ldw;
+	const size_t ahead = (size_t)NR * ldw;
+	__m256 acc[4][CPU_GEMV_KERNEL_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm256_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		const int k = b * 32, rem = n - k;
+		if ((((size_t)b * cb) & 63) == 0)
+			for (int q = 0; q < NR; q++)
+				_mm_prefetch(w + ahead + (size_t)q * ldw + (size_t)b * cb, _MM_HINT_T0);
+		__m256 d[4], m[4];
+		for (int q = 0; q < NR; q++) {
+			const char *row = w + (size_t)q * ldw;
+			if (fmt == QUANT_Q8) {
+				d[q] = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
+			} else {
+				const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
+				d[q] = _mm256_set1_ps(_cvtsh_ss(dm[0]));
+				m[q] = _mm256_set1_ps(_cvtsh_ss(dm[1]));
+			}
+		}
+		for (int j = 0; j < 4; j++) {
+			__m256 x[CPU_GEMV_KERNEL_T];
+			for (int t = 0; t < T; t++) {
+				const float *p = a->x + (size_t)t * a->ldx + k + 8 * j;
+				x[t] = rem >= 32 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask8(rem - 8 * j));
+			}
+			for (int q = 0; q < NR; q++) {
+				const char *row = w + (size_t)q * ldw;
+				__m256 wv;
+				if (fmt == QUANT_Q8) {
+					__m128i c = _mm_loadl_epi64((const __m128i *)(row + (size_t)k + 8 * (size_t)j));
+					wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), d[q]);
+				} else {
+					__m128i c = _mm_loadl_epi64(
+						(const __m128i *)(row + (size_t)b * 16 + 8 * (size_t)(j & 1)));
+					__m256i v = _mm256_cvtepu8_epi32(c);
+					v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) : _mm256_srli_epi32(v, 4);
+					wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d[q], m[q]);
+				}
+				for (int t = 0; t < T; t++)
+					acc[q][t] = _mm256_fmadd_ps(wv, x[t], acc[q][t]);
+			}
+		}
+	}
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			__m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]), _mm256_extractf128_ps(acc[q][t], 1));
+			h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+			h = _mm_add_ss(h, _mm_movehdup_ps(h));
+			float s = _mm_cvtss_f32(h);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + s : s;
+		}
+}
+
+INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T,
+	      const enum quant_format fmt)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		block(a, r, NR, T, fmt);
+	for (; r < r1; r++)
+		block(a, r, 1, T, fmt);
+}
+
+#define INSTANCES(suffix, fmt)                                                                     \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 1, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 2, 2, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 2, 3, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 2, 4, fmt);                                                        \
+	}                                                                                          \
+	void cpu_gemv_avx2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                 \
+	{                                                                                          \
+		switch (a->T) {                                                                    \
+		case 1:                                                                            \
+			t1_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 2:                                                                            \
+			t2_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 3:                                                                            \
+			t3_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		default:                                                                           \
+			t4_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		}                                                                                  \
+	}
+
+INSTANCES(q8, QUANT_Q8)
+INSTANCES(q4, QUANT_Q4)

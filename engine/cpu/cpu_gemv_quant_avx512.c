@@ -1,0 +1,143 @@
+/* Decode GEMV on quantized weights (quant.h: q8, q4), AVX-512F variant (compiled with -mavx512f
+ * -mavx2 -mfma -mf16c; cpu_gemv.c calls it only where cpuid says the CPU runs AVX-512F).
+ *
+ * The bf16 kernels' structure (cpu_gemv_avx512.c): NR consecutive rows against T tokens, one
+ * 16-lane accumulator per (row, token), the rows NR ahead prefetched, so a thread's range is one
+ * stream. Per block of 32 columns a row's codes are widened in registers to the dequantized
+ * weights, exactly: q8 d * q (an fp16 scale times an int8 is exact in fp32), q4 fma(d, q, m)
+ * from 16 bytes zero-extended to 16 lanes, the low nibbles masked and the high ones shifted (one
+ * rounding, as quant_row_to_f32()). The activations stay fp32, so the products and sums are the
+ * fp32 kernels': a result differs from the exact product of the dequantized weights by fp32
+ * summation only. The last block's columns past `in` are masked off the activation loads. */
+#include "cpu_gemv.h"
+
+#include <immintrin.h>
+
+#include "quant.h"
+
+#define INL static inline __attribute__((always_inline))
+#define NOINL static __attribute__((noinline))
+
+INL __mmask16 lanes(int n)
+{
+	return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* the two 16-column halves of block b's activations for every token; rem < 32 masks the tail */
+INL void load_x(const struct cpu_gemv_args *a, int k, int rem, const int T, __m512 *x0, __m512 *x1)
+{
+	for (int t = 0; t < T; t++) {
+		const float *p = a->x + (size_t)t * a->ldx + k;
+		if (rem >= 32) {
+			x0[t] = _mm512_loadu_ps(p);
+			x1[t] = _mm512_loadu_ps(p + 16);
+		} else {
+			x0[t] = _mm512_maskz_loadu_ps(lanes(rem), p);
+			x1[t] = _mm512_maskz_loadu_ps(lanes(rem - 16), p + 16);
+		}
+	}
+}
+
+/* block b of a row as two 16-lane halves of dequantized weights */
+INL void weights(const char *row, size_t soff, int b, const enum quant_format fmt, __m512 *w0, __m512 *w1)
+{
+	if (fmt == QUANT_Q8) {
+		const int8_t *c = (const int8_t *)row + (size_t)b * 32;
+		__m512 d = _mm512_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
+		*w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)c))), d);
+		*w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 16)))), d);
+	} else {
+		const uint8_t *c = (const uint8_t *)row + (size_t)b * 16;
+		const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
+		__m512 d = _mm512_set1_ps(_cvtsh_ss(dm[0])), m = _mm512_set1_ps(_cvtsh_ss(dm[1]));
+		__m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
+		__m512i lo = _mm512_and_si512(v, _mm512_set1_epi32(15));
+		__m512i hi = _mm512_srli_epi32(v, 4);
+		*w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, m);
+		*w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, m);
+	}
+}
+
+INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, const enum quant_format fmt)
+{
+	const int n = a->in, nb = (n + 31) / 32;
+	const size_t ldw = a->ldw, cb = fmt == QUANT_Q8 ? 32 : 16;
+	const size_t soff = quant_round_align((size_t)nb * cb);
+	const char *w = (const char *)a->w + (size_t)r * ldw;
+	const size_t ahead = (size_t)NR * ldw;
+	__m512 acc[8][CPU_GEMV_KERNEL_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m512 x0[CPU_GEMV_KERNEL_T], x1[CPU_GEMV_KERNEL_T];
+		load_x(a, b * 32, n - b * 32, T, x0, x1);
+		/* one line of codes per 64 bytes */
+		if ((((size_t)b * cb) & 63) == 0)
+			for (int q = 0; q < NR; q++)
+				_mm_prefetch(w + ahead + (size_t)q * ldw + (size_t)b * cb, _MM_HINT_T0);
+		for (int q = 0; q < NR; q++) {
+			__m512 w0, w1;
+			weights(w + (size_t)q * ldw, soff, b, fmt, &w0, &w1);
+			for (int t = 0; t < T; t++) {
+				acc[q][t] = _mm512_fmadd_ps(w0, x0[t], acc[q][t]);
+				acc[q][t] = _mm512_fmadd_ps(w1, x1[t], acc[q][t]);
+			}
+		}
+	}
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			float s = _mm512_reduce_add_ps(acc[q][t]);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + s : s;
+		}
+}
+
+INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T,
+	      const enum quant_format fmt)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		block(a, r, NR, T, fmt);
+	for (; r < r1; r++)
+		block(a, r, 1, T, fmt);
+}
+
+/* rows in flight per block: 8 for one token, 4 with more (16 accumulators of 32 registers) */
+#define INSTANCES(suffix, fmt)                                                                     \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 8, 1, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 2, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 3, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 4, fmt);                                                        \
+	}                                                                                          \
+	void cpu_gemv_avx512_##suffix(const struct cpu_gemv_args *a, int r0, int r1)               \
+	{                                                                                          \
+		switch (a->T) {                                                                    \
+		case 1:                                                                            \
+			t1_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 2:                                                                            \
+			t2_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 3:                                                                            \
+			t3_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		default:                                                                           \
+			t4_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		}                                                                                  \
+	}
+
+INSTANCES(q8, QUANT_Q8)
+INSTANCES(q4, QUANT_Q4)

@@ -1,0 +1,358 @@
+/* The quantized weight formats' reference code (quant.h, docs/quantization.md). */
+#include "quant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static const struct quant_format_desc descs[QUANT_FORMAT_COUNT] = {
+	[QUANT_Q8] = {.name = "q8", .block = QUANT_BLOCK, .code_bytes = 32, .scale_bytes = 2,
+		      .bits_per_weight = 8.5},
+	[QUANT_Q4] = {.name = "q4", .block = QUANT_BLOCK, .code_bytes = 16, .scale_bytes = 4,
+		      .bits_per_weight = 5.0},
+};
+
+const struct quant_format_desc *quant_format_desc(enum quant_format f)
+{
+	return (unsigned)f < QUANT_FORMAT_COUNT ? &descs[f] : NULL;
+}
+
+int quant_format_parse(const char *name, enum quant_format *ret_format)
+{
+	for (int i = 0; i < QUANT_FORMAT_COUNT; i++)
+		if (name && strcmp(name, descs[i].name) == 0) {
+			*ret_format = (enum quant_format)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* ---- fp16 ---------------------------------------------------------------------------------- */
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+float quant_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+	if (exp == 0) {
+		/* zero or subnormal: man * 2^-24, exact in fp32 */
+		float v = (float)man * 5.9604644775390625e-8f;
+		return sign ? -v : v;
+	}
+	if (exp == 31)
+		return bits_f32(sign | 0x7f800000u | (man << 13));
+	return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t quant_f32_to_f16(float f)
+{
+	uint32_t x = f32_bits(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+	x &= 0x7fffffffu;
+	if (x > 0x7f800000u)
+		return sign | 0x7e00u;
+	if (x >= 0x477ff000u) /* 65520 and up round to infinity */
+		return sign | 0x7c00u;
+	uint32_t exp = x >> 23, man = x & 0x7fffffu;
+	if (exp >= 113) { /* fp16 normal: exponent 2^-14 and up */
+		uint32_t h = ((exp - 112) << 10) | (man >> 13), rem = man & 0x1fffu;
+		if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+			h++; /* a carry into the exponent is the right answer */
+		return sign | (uint16_t)h;
+	}
+	/* fp16 subnormal: units of 2^-24; value = (man | 2^23) * 2^(exp - 150) */
+	if (exp < 102) /* below 2^-25: rounds to zero (exactly 2^-25 is a tie to even zero too) */
+		return sign;
+	man |= 0x800000u;
+	uint32_t shift = 126 - exp, h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+	if (rem > half || (rem == half && (h & 1u)))
+		h++;
+	return sign | (uint16_t)h;
+}
+
+/* ---- sizes --------------------------------------------------------------------------------- */
+
+static size_t row_bytes_of(enum quant_format f, int64_t cols)
+{
+	size_t nb = (size_t)quant_blocks(cols);
+	return quant_round_align(nb * (size_t)descs[f].code_bytes) +
+	       quant_round_align(nb * (size_t)descs[f].scale_bytes);
+}
+
+int quant_row_bytes(enum quant_format f, int64_t cols, size_t *ret_bytes)
+{
+	if ((unsigned)f >= QUANT_FORMAT_COUNT || cols < 1)
+		return -EINVAL;
+	if (cols > QUANT_MAX_COLS)
+		return -E2BIG;
+	*ret_bytes = row_bytes_of(f, cols);
+	return 0;
+}
+
+int quant_tensor_bytes(enum quant_format f, int64_t rows, int64_t cols, size_t *ret_bytes)
+{
+	size_t rb, total;
+	int r = quant_row_bytes(f, cols, &rb);
+	if (r < 0)
+		return r;
+	if (rows < 1)
+		return -EINVAL;
+	if (rows > QUANT_MAX_ROWS || __builtin_mul_overflow((size_t)rows, rb, &total) ||
+	    total > QUANT_MAX_TENSOR_BYTES)
+		return -E2BIG;
+	*ret_bytes = total;
+	return 0;
+}
+
+/* ---- quantize ------------------------------------------------------------------------------ */
+
+/* 0, -EINVAL (NaN, infinity) or -ERANGE (past QUANT_MAX_ABS) for n values; their range. */
+static int block_range(const float *w, int n, float *ret_lo, float *ret_hi)
+{
+	float lo = w[0], hi = w[0];
+	for (int i = 0; i < n; i++) {
+		if (!isfinite(w[i]))
+			return -EINVAL;
+		lo = fminf(lo, w[i]);
+		hi = fmaxf(hi, w[i]);
+	}
+	if (fabsf(lo) > QUANT_MAX_ABS || fabsf(hi) > QUANT_MAX_ABS)
+		return -ERANGE;
+	*ret_lo = lo;
+	*ret_hi = hi;
+	return 0;
+}
+
+static void q8_block(const float *w, int n, float lo, float hi, int8_t *codes, uint16_t *ret_d)
+{
+	float amax = fmaxf(fabsf(lo), fabsf(hi));
+	uint16_t d16 = quant_f32_to_f16(amax / 127.0f);
+	float d = quant_f16_to_f32(d16);
+	for (int i = 0; i < n; i++) {
+		float q = d == 0 ? 0 : roundf(w[i] / d);
+		codes[i] = (int8_t)fmaxf(-127.0f, fminf(127.0f, q));
+	}
+	*ret_d = d16;
+}
+
+struct q4_fit {
+	uint16_t d16, m16;
+	uint8_t q[QUANT_BLOCK];
+	double sse, maxerr;
+};
+
+/* d * q is exact in fp32 (11 bits times 4), so this is fmaf(d, q, m) without libm's fmaf */
+static float q4_value(float d, uint8_t q, float m)
+{
+	return d * (float)q + m;
+}
+
+/* The codes for a stored (d, m) and their errors; false when d or m is not a finite fp16. */
+static bool q4_eval(const float *w, int n, float d_want, float m_want, struct q4_fit *c)
+{
+	c->d16 = quant_f32_to_f16(d_want);
+	c->m16 = quant_f32_to_f16(m_want);
+	float d = quant_f16_to_f32(c->d16), m = quant_f16_to_f32(c->m16);
+	if (!isfinite(d) || !isfinite(m))
+		return false;
+	c->sse = 0;
+	c->maxerr = 0;
+	for (int i = 0; i < n; i++) {
+		float q = d == 0 ? 0 : roundf((w[i] - m) / d);
+		c->q[i] = (uint8_t)fmaxf(0.0f, fminf(15.0f, q));
+		double e = fabs((double)w[i] - (double)q4_value(d, c->q[i], m));
+		c->sse += e * e;
+		if (e > c->maxerr)
+			c->maxerr = e;
+	}
+	return true;
+}
+
+/* The least-squares (d, m) for c's codes, evaluated; false when the codes do not determine them
+ * (all equal) or they do not fit fp16. */
+static bool q4_refit(const float *w, int n, const struct q4_fit *c, struct q4_fit *out)
+{
+	double sq = 0, sqq = 0, sw = 0, sqw = 0;
+	for (int i = 0; i < n; i++) {
+		sq += c->q[i];
+		sqq += (double)c->q[i] * c->q[i];
+		sw += w[i];
+		sqw += (double)c->q[i] * w[i];
+	}
+	double det = n * sqq - sq * sq;
+	if (!(det > 0))
+		return false;
+	double d = (n * sqw - sq * sw) / det, m = (sw - d * sq) / n;
+	return q4_eval(w, n, (float)d, (float)m, out);
+}
+
+static void q4_block(const float *w, int n, float lo, float hi, uint8_t *codes, uint16_t *dm)
+{
+	struct q4_fit best, c, r;
+	/* the min/max grid: every value inside [m, m + 15 d] up to the scales' rounding */
+	q4_eval(w, n, (hi - lo) / 15.0f, lo, &best);
+	double limit = fmax(best.maxerr, ((double)hi - lo) / 15.0);
+	/* GGML Q4_0's grid: the value of largest magnitude at code 0, d = vmax / -8, m = -8 d */
+	float vmax = fabsf(lo) > fabsf(hi) ? lo : hi;
+	struct q4_fit starts[2] = {best, best};
+	int nstarts = 1;
+	if (q4_eval(w, n, vmax / -8.0f, -8.0f * quant_f16_to_f32(quant_f32_to_f16(vmax / -8.0f)), &c)) {
+		starts[nstarts++] = c;
+		if (c.maxerr <= limit && c.sse < best.sse)
+			best = c;
+	}
+	/* two least-squares refits from each start */
+	for (int s = 0; s < nstarts; s++) {
+		c = starts[s];
+		for (int it = 0; it < 2 && q4_refit(w, n, &c, &r); it++) {
+			if (r.maxerr <= limit && r.sse < best.sse)
+				best = r;
+			c = r;
+		}
+	}
+	memset(codes, 0, QUANT_BLOCK / 2);
+	for (int i = 0; i < n; i++)
+		codes[i & 15] |= (uint8_t)(best.q[i] << (i < 16 ? 0 : 4));
+	dm[0] = best.d16;
+	dm[1] = best.m16;
+}
+
+int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *row)
+{
+	size_t rb;
+	int r = quant_row_bytes(f, cols, &rb);
+	if (r < 0)
+		return r == -E2BIG ? -EINVAL : r;
+	int64_t nb = quant_blocks(cols);
+	float lo, hi;
+	for (int64_t b = 0; b < nb; b++) {
+		r = block_range(w + b * QUANT_BLOCK, (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK), &lo, &hi);
+		if (r < 0)
+			return r;
+	}
+	memset(row, 0, rb);
+	for (int64_t b = 0; b < nb; b++) {
+		const float *wb = w + b * QUANT_BLOCK;
+		int n = (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
+		block_range(wb, n, &lo, &hi);
+		if (f == QUANT_Q8) {
+			uint16_t d;
+			q8_block(wb, n, lo, hi, (int8_t *)row + b * 32, &d);
+			uint16_t *scales = (uint16_t *)quant_q8_scales(row, cols);
+			scales[b] = d;
+		} else {
+			uint16_t *dm = (uint16_t *)quant_q4_dm(row, cols);
+			q4_block(wb, n, lo, hi, (uint8_t *)row + b * 16, dm + 2 * b);
+		}
+	}
+	return 0;
+}
+
+int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, void *row)
+{
+	size_t rb;
+	int r = quant_row_bytes(f, cols, &rb);
+	if (r < 0)
+		return r == -E2BIG ? -EINVAL : r;
+	/* one block at a time through fp32 would need the row's range checked first: widen the
+	 * row in pieces and check the whole row before writing it */
+	float buf[QUANT_BLOCK];
+	float lo, hi;
+	int64_t nb = quant_blocks(cols);
+	for (int64_t b = 0; b < nb; b++) {
+		int n = (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
+		for (int i = 0; i < n; i++)
+			buf[i] = bits_f32((uint32_t)w[b * QUANT_BLOCK + i] << 16);
+		r = block_range(buf, n, &lo, &hi);
+		if (r < 0)
+			return r;
+	}
+	memset(row, 0, rb);
+	for (int64_t b = 0; b < nb; b++) {
+		int n = (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
+		for (int i = 0; i < n; i++)
+			buf[i] = bits_f32((uint32_t)w[b * QUANT_BLOCK + i] << 16);
+		block_range(buf, n, &lo, &hi);
+		if (f == QUANT_Q8) {
+			uint16_t d;
+			q8_block(buf, n, lo, hi, (int8_t *)row + b * 32, &d);
+			((uint16_t *)quant_q8_scales(row, cols))[b] = d;
+		} else {
+			q4_block(buf, n, lo, hi, (uint8_t *)row + b * 16,
+				 (uint16_t *)quant_q4_dm(row, cols) + 2 * b);
+		}
+	}
+	return 0;
+}
+
+static int tensor_from(enum quant_format f, const void *w, bool bf16, int64_t rows, int64_t cols,
+		       size_t ld, void *dst, struct quant_tensor *ret)
+{
+	size_t total, rb;
+	int r = quant_tensor_bytes(f, rows, cols, &total);
+	if (r < 0)
+		return r;
+	if (ld < (size_t)cols)
+		return -EINVAL;
+	rb = total / (size_t)rows;
+	for (int64_t i = 0; i < rows; i++) {
+		char *row = (char *)dst + (size_t)i * rb;
+		r = bf16 ? quant_row_from_bf16(f, (const uint16_t *)w + (size_t)i * ld, cols, row)
+			 : quant_row_from_f32(f, (const float *)w + (size_t)i * ld, cols, row);
+		if (r < 0)
+			return r;
+	}
+	*ret = (struct quant_tensor){.format = f, .rows = rows, .cols = cols, .row_bytes = rb, .data = dst};
+	return 0;
+}
+
+int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int64_t cols,
+			  size_t ld, void *dst, struct quant_tensor *ret)
+{
+	return tensor_from(f, w, false, rows, cols, ld, dst, ret);
+}
+
+int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols,
+			   size_t ld, void *dst, struct quant_tensor *ret)
+{
+	return tensor_from(f, w, true, rows, cols, ld, dst, ret);
+}
+
+/* ---- dequantize and bounds ----------------------------------------------------------------- */
+
+void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float *out)
+{
+	for (int64_t k = 0; k < cols; k++) {
+		int64_t b = k / QUANT_BLOCK;
+		int i = (int)(k % QUANT_BLOCK);
+		if (f == QUANT_Q8) {
+			float d = quant_f16_to_f32(quant_q8_scales(row, cols)[b]);
+			out[k] = d * (float)quant_q8_codes(row)[k];
+		} else {
+			const uint16_t *dm = quant_q4_dm(row, cols) + 2 * b;
+			uint8_t byte = quant_q4_codes(row)[b * 16 + (i & 15)];
+			uint8_t q = i < 16 ? byte & 15 : byte >> 4;
+			out[k] = q4_value(quant_f16_to_f32(dm[0]), q, quant_f16_to_f32(dm[1]));
+		}
+	}
+}
+
+double quant_error_bound(enum quant_format f, float lo, float hi)
+{
+	double l = lo, h = hi;
+	if (f == QUANT_Q8)
+		return fmax(fabs(l), fabs(h)) / 254.0 * (1 + 0x1p-8) + 0x1p-17;
+	return (h - l) / 15.0 * (1 + 0x1p-8) + (fabs(l) + fabs(h)) * 0x1p-9 + 0x1p-20;
+}

@@ -1,0 +1,143 @@
+/* engine internal: the quantized weight formats (docs/quantization.md), their reference quantize
+ * and dequantize, their sizes and their error bounds.
+ *
+ * DESIGN: a quantized matrix of `rows` x `cols` (cols along the input dimension, the direction a
+ * product sums over) is stored row by row, each row in blocks of QUANT_BLOCK columns, the last
+ * block padded with zero codes. A row is one record of quant_row_bytes() bytes, a multiple of
+ * QUANT_ALIGN, so with 64-byte aligned data every row starts on a cache line:
+ *
+ *   q8: [int8 codes, nb x 32, padded to 64 bytes][fp16 scale d per block, padded to 64 bytes]
+ *       w = d * q, q in [-127, 127]                                    (8.5 bits per weight)
+ *   q4: [nibbles, nb x 16 bytes, padded to 64][fp16 pairs (d, m) per block, padded to 64]
+ *       w = d * q + m, q in [0, 15]; byte j of a block holds column j in its low nibble and
+ *       column j + 16 in its high one (GGML's order)                    (5 bits per weight)
+ *
+ * The codes of a row are one run of aligned blocks (32 int8 or 16 bytes of nibbles each, never
+ * split across cache lines, unlike GGML's 34- and 18-byte interleaved blocks) and the scales a
+ * short run behind them, so a decode kernel streams a thread's rows front to back as one region
+ * and unpacks in registers (q4: zero-extend 16 bytes to 16 lanes, the low nibbles by a mask, the
+ * high ones by a shift). Reading past the last column inside the record is always safe.
+ *
+ * The scales are fp16 as in GGML's Q8_0/Q4_1, so a dequantized weight d * q (+ m) is exact in
+ * fp32 (an fp16 times a code of at most 8 bits, and one rounding for + m): a kernel that widens
+ * the codes and multiplies (fmaf(d, q, m) for q4) holds exactly quant_row_to_f32()'s values.
+ *
+ * Everything here is pure and thread-safe; no function allocates.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum quant_format {
+	QUANT_Q8,
+	QUANT_Q4,
+};
+#define QUANT_FORMAT_COUNT 2
+
+#define QUANT_BLOCK 32 /* columns per block, every format */
+#define QUANT_ALIGN 64 /* a row's size and its parts' offsets are multiples of this */
+
+/* Named limits: sizes past them are refused (-E2BIG) before anything is computed. */
+#define QUANT_MAX_COLS ((int64_t)1 << 24)
+#define QUANT_MAX_ROWS ((int64_t)INT32_MAX) /* the GEMV's row indices are int */
+#define QUANT_MAX_TENSOR_BYTES ((size_t)1 << 40)
+/* The largest |w| a block may hold: fp16's largest finite value, so every scale and minimum is a
+ * finite fp16. Real weights are many orders smaller; larger ones are refused (-ERANGE). */
+#define QUANT_MAX_ABS 65504.0f
+
+struct quant_format_desc {
+	const char *name;	 /* "q8", "q4": the --weights names */
+	int block;		 /* QUANT_BLOCK */
+	int code_bytes;		 /* bytes of codes per block (32, 16) */
+	int scale_bytes;	 /* bytes of scales per block (2: d; 4: d and m) */
+	double bits_per_weight;	 /* (code_bytes + scale_bytes) * 8 / block, padding aside */
+};
+
+/* NULL for a value outside the enum. */
+const struct quant_format_desc *quant_format_desc(enum quant_format f);
+/* The format named `name` ("q8", "q4"), or -EINVAL. */
+int quant_format_parse(const char *name, enum quant_format *ret_format);
+
+/* Bytes of one row of `cols` columns, and of a rows x cols tensor: 0, or -EINVAL (cols or rows
+ * < 1, unknown format), -E2BIG (past QUANT_MAX_COLS, QUANT_MAX_ROWS, QUANT_MAX_TENSOR_BYTES). */
+int quant_row_bytes(enum quant_format f, int64_t cols, size_t *ret_bytes);
+int quant_tensor_bytes(enum quant_format f, int64_t rows, int64_t cols, size_t *ret_bytes);
+
+/* A quantized matrix in memory: `data` holds `rows` records of `row_bytes` (quant_row_bytes()),
+ * QUANT_ALIGN-aligned for the kernels' speed (any alignment works). The caller owns data. */
+struct quant_tensor {
+	enum quant_format format;
+	int64_t rows, cols;
+	size_t row_bytes;
+	const void *data;
+};
+
+/* Quantizes one row of `cols` values into `row` (quant_row_bytes() bytes, every byte written,
+ * padding zero). The reference quantizers (docs/quantization.md):
+ *   q8: per block d = fp16(max|w| / 127), q = clamp(round(w / d), -127, 127) (d == 0: q = 0).
+ *   q4: per block the (d, m) of least squared error among the min/max grid (d = (max-min)/15,
+ *       m = min), GGML Q4_0's grid (d = -vmax/8, m = -8d) and least-squares refits of both,
+ *       each evaluated with its fp16-rounded d and m as stored; a candidate whose largest
+ *       element error passes max(the min/max grid's, (max-min)/15) is not taken, so
+ *       quant_error_bound() holds per element.
+ * Returns 0, -EINVAL for a NaN or infinite value or cols out of range (row untouched), -ERANGE
+ * for |w| > QUANT_MAX_ABS. */
+int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *row);
+/* The same from bf16 values (each widened exactly to fp32 first). */
+int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, void *row);
+/* Every row of a rows x cols fp32 matrix (rows `ld` values apart) into dst (quant_tensor_bytes()
+ * bytes); fills *ret (data = dst). Errors as quant_row_from_f32 and quant_tensor_bytes. */
+int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int64_t cols,
+			  size_t ld, void *dst, struct quant_tensor *ret);
+int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols,
+			   size_t ld, void *dst, struct quant_tensor *ret);
+
+/* The row's `cols` weights as fp32, exactly: d * q (q8), fmaf(d, q, m) (q4). */
+void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float *out);
+
+/* The most |w - dequantized w| of any element of a block whose values lie in [lo, hi]
+ * (lo <= hi, both within QUANT_MAX_ABS), fp16 rounding of the scales included:
+ *   q8: max(|lo|, |hi|) / 254 * (1 + 2^-8) + 2^-17
+ *   q4: (hi - lo) / 15 * (1 + 2^-8) + (|lo| + |hi|) * 2^-9 + 2^-20
+ * The absolute terms are the fp16 scales' spacing where they fall below fp16's normal range
+ * (q8: max|w| < 127 * 2^-14). docs/quantization.md derives them. */
+double quant_error_bound(enum quant_format f, float lo, float hi);
+
+/* ---- the layout, for the kernels --------------------------------------------------------- */
+
+static inline int64_t quant_blocks(int64_t cols)
+{
+	return (cols + QUANT_BLOCK - 1) / QUANT_BLOCK;
+}
+
+static inline size_t quant_round_align(size_t n)
+{
+	return (n + QUANT_ALIGN - 1) & ~(size_t)(QUANT_ALIGN - 1);
+}
+
+/* q8: the int8 codes of block b are codes + 32 b; its scale is scales[b] (fp16 bits). */
+static inline const int8_t *quant_q8_codes(const void *row)
+{
+	return (const int8_t *)row;
+}
+static inline const uint16_t *quant_q8_scales(const void *row, int64_t cols)
+{
+	return (const uint16_t *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 32));
+}
+
+/* q4: the 16 code bytes of block b are codes + 16 b; its d and m are dm[2 b], dm[2 b + 1]. */
+static inline const uint8_t *quant_q4_codes(const void *row)
+{
+	return (const uint8_t *)row;
+}
+static inline const uint16_t *quant_q4_dm(const void *row, int64_t cols)
+{
+	return (const uint16_t *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 16));
+}
+
+/* fp16 <-> fp32: exact widening (F16C's vcvtph2ps gives the same bits), and round to nearest
+ * even with overflow to infinity (as vcvtps2ph with rounding mode 0). */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
