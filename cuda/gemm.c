@@ -5,13 +5,19 @@
  * B = x seen as in x rows (ld ldx, op N); so m = out, n = rows, k = in.
  *
  * Cache: a call's key is everything the descriptors and the algorithm depend on (shape, strides,
- * dtypes, beta, and the alignment of the four pointers, which cuBLASLt's algorithms require:
- * its default preference assumes 256-byte aligned buffers, and a row inside a buffer is often
- * less aligned). The first call of a key builds the descriptors and asks the heuristic for up
- * to GEMM_ALGOS algorithms that fit the preallocated workspace, best first; a call runs the
- * entry's current one, and where cuBLASLt refuses it at run time (NOT_SUPPORTED, ARCH_MISMATCH:
- * a heuristic's pick can still be refused for a shape or a device) moves on to the next, which
- * the entry then keeps; when none runs, the error names the shape. Refusals enqueue nothing, so
+ * dtypes, beta, and the alignment of the four pointers, which cuBLASLt's algorithms require of
+ * pointers, leading dimensions and strides alike: its default preference assumes 256-byte
+ * aligned buffers, a row inside a buffer is often less aligned, and an algorithm chosen for
+ * more alignment than a pointer has is refused at run time, CUBLAS_STATUS_NOT_SUPPORTED; a
+ * pointer not aligned to its element has no algorithm at all). The first call of a key builds
+ * the descriptors and asks the heuristic for up to GEMM_ALGOS algorithms that fit the
+ * preallocated workspace, best first; every call passes that whole workspace, so no algorithm
+ * needs more than it gets. A call runs the entry's current algorithm, and where cuBLASLt refuses
+ * it at run time (NOT_SUPPORTED, ARCH_MISMATCH: a heuristic's pick can still be refused for a
+ * shape or a device) moves on to the next, which the entry then keeps. Every failure, of the
+ * heuristic or of the matmul, logs an error naming the shape (rows, in, out, dtypes, strides,
+ * alignments) and leaves y as it was: -EINVAL where cuBLASLt calls the call invalid or
+ * unsupported, -EIO when no algorithm runs or the device fails. Refusals enqueue nothing, so
  * this holds during a capture too: a capture may hit or miss, and enqueues nothing but the
  * matmul.
  */
@@ -21,6 +27,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +124,7 @@ void gpu_blas_destroy(struct gpu_blas *gm)
 {
 	if (!gm)
 		return;
+	(void)gpu_bind(gm->g);
 	for (size_t i = 0; i < gm->n_entries; i++)
 		entry_release(&gm->entries[i]);
 	gpu_free(gm->g, gm->workspace);
@@ -124,11 +132,22 @@ void gpu_blas_destroy(struct gpu_blas *gm)
 	free(gm->entries);
 	free(gm);
 }
-	(void)gpu_bind(gm->g);
 
 static cudaDataType_t lt_type(int dtype)
 {
 	return dtype == GPU_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* "a GEMM of ROWS rows x IN in -> OUT out (...)": the shape in every error message. */
+static void describe(const struct gemm_key *k, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "a GEMM of %lld rows x %lld in -> %lld out (%s weights, %s out, ldx %lld, ldy %lld%s; "
+		 "w, x, y aligned to %u, %u, %u bytes)",
+		 (long long)k->rows, (long long)k->in, (long long)k->out,
+		 k->w_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32", k->y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
+		 (long long)k->ldx, (long long)k->ldy, k->accumulate ? ", accumulating" : "", k->align_w,
+		 k->align_x, k->align_y);
 }
 
 /* The largest power of two up to 256 dividing the address (cuBLASLt's alignment preference). */
@@ -184,12 +203,14 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 	if (r >= 0) {
 		cublasLtMatmulHeuristicResult_t res[GEMM_ALGOS];
 		int found = 0;
-		r = LT_CHECK(cublasLtMatmulAlgoGetHeuristic(gm->lt, e->desc, e->a, e->b, e->d, e->d, pref,
-							    GEMM_ALGOS, res, &found));
-		if (r >= 0 && found < 1) {
-			log_debug("gpu: cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
-				  (long long)k->out, (long long)k->rows, (long long)k->in);
-			r = -EINVAL;
+		cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(gm->lt, e->desc, e->a, e->b, e->d, e->d,
+								   pref, GEMM_ALGOS, res, &found);
+		if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+			char shape[256];
+			describe(k, shape, sizeof(shape));
+			log_error("gpu: cuBLASLt has no algorithm for %s: %s", shape,
+				  st == CUBLAS_STATUS_SUCCESS ? "none found" : cublasLtGetStatusString(st));
+			r = st == CUBLAS_STATUS_SUCCESS ? -EINVAL : LT_CHECK(st);
 		}
 		for (int i = 0; r >= 0 && i < found && i < GEMM_ALGOS; i++)
 			e->algos[e->n_algos++] = res[i].algo;
@@ -223,6 +244,7 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	    (y_dtype != GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_BF16) ||
 	    (w_dtype == GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_F32))
 		return -EINVAL;
+	GPU_BIND_OR_RETURN(gm->g);
 	struct gemm_key key;
 	memset(&key, 0, sizeof(key)); /* compared with memcmp */
 	key.out = out;
@@ -244,7 +266,6 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	if (!e) {
 		/* a free slot, else the least recently used entry (a captured graph keeps its own
 		 * copy of what it launched, so its descriptors may go) */
-	GPU_BIND_OR_RETURN(gm->g);
 		if (gm->n_entries < GPU_BLAS_MAX_SHAPES) {
 			e = &gm->entries[gm->n_entries];
 		} else {
@@ -281,14 +302,14 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 			e->cur++;
 			continue;
 		}
-		if (refused)
-			log_error("gpu: cuBLASLt ran none of its %d algorithms for a GEMM of %d rows x %d "
-				  "in -> %d out (%s weights, %s out, ldx %zu, ldy %zu%s): %s",
-				  e->n_algos, rows, in, out, w_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
-				  y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32", ldx, ldy,
-				  accumulate ? ", accumulating" : "", cublasLtGetStatusString(st));
-		else
-			LT_CHECK(st);
-		return -EIO;
+		char shape[256];
+		describe(&key, shape, sizeof(shape));
+		if (refused) {
+			log_error("gpu: cuBLASLt ran none of its %d algorithms for %s: %s", e->n_algos, shape,
+				  cublasLtGetStatusString(st));
+			return -EIO;
+		}
+		log_error("gpu: cuBLASLt failed %s: %s", shape, cublasLtGetStatusString(st));
+		return LT_CHECK(st);
 	}
 }

@@ -8,13 +8,48 @@
  *   dimensions, strided batches (one batch count for all four layouts, a stride per layout; a
  *   zero stride broadcasts A, B or an out-of-place C), C == D in place or C != D.
  *   Compute CUBLAS_COMPUTE_32F with scale type CUDA_R_32F and alpha/beta on the host.
- *   Preferences: MAX_WORKSPACE_BYTES and MIN_ALIGNMENT_{A,B,C,D}_BYTES (powers of two).
+ *   Preferences: MAX_WORKSPACE_BYTES and MIN_ALIGNMENT_{A,B,C,D}_BYTES (powers of two), which
+ *   the heuristic honours as cuBLASLt does (below).
  *   A/B (same type): CUDA_R_32F -> C/D CUDA_R_32F; CUDA_R_16BF or CUDA_R_16F -> C/D (same type)
  *   of that type or CUDA_R_32F. C's leading dimension and batch stride may differ from D's when
  *   C != D, as cuBLASLt documents for out-of-place products. Bias: one value per row of D (per
  *   output feature), the same for every batch, of D's type: <cublasLt.h> documents no other bias
  *   type outside integer and fp8 kernels, so an fp32 bias for a bf16 D is refused here.
  *   Epilogues: DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS.
+ *
+ * Alignment and workspace, as NVIDIA documents them, so that a call a GPU would refuse fails here:
+ * - Sources: <cublasLt.h> (CUDA 13.0): MIN_ALIGNMENT_X_BYTES preferences default to 256 and a
+ *   smaller one "will exclude algorithms that can not work with matrix X that is not as strictly
+ *   aligned as they need"; an algorithm's CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_X_BYTES is "required
+ *   for buffer pointer, leading dimension, and possibly other strides"; cublasLtMatmulAlgoCheck's
+ *   success "doesn't fully guarantee algo will run (will fail if e.g. buffers are not correctly
+ *   aligned)"; cublasLtMatmul returns CUBLAS_STATUS_INVALID_VALUE "when workspaceSizeInBytes is
+ *   less than workspace required by configured algo", the heuristic's workspaceSize being the
+ *   "actual size of workspace memory required". The cuBLAS guide's "Tensor Core Usage" section
+ *   (docs.nvidia.com/cuda/cublas, #tensorop-restrictions) asks 16-byte multiples of pointers and
+ *   leading dimensions for the fastest (tensor-core) kernels; other kernels take the rest.
+ *   Measured on GPUs (pytorch/pytorch#92201, #98975): fp16 operands only 2 bytes aligned, run
+ *   with the default preferences, fail in cublasLtMatmul with CUBLAS_STATUS_NOT_SUPPORTED, and
+ *   run once each pointer's alignment is the preference (what cuda/gemm.c passes): the least
+ *   alignment an algorithm takes is one element (2 bytes for bf16/fp16, 4 for fp32), not more.
+ * - The stand-in's algorithms (algo_kind): SPLITK_WS and VEC_A/B want every operand's pointer,
+ *   leading dimension and batch stride in multiples of LT_VEC_ALIGN (16) bytes; ELEM_A/B/C only
+ *   element alignment. SPLITK_WS needs parts x m x n x batch fp32 partial sums of workspace
+ *   (rounded up to 256 bytes) and is offered, first, when the shape's split has two parts or
+ *   more; the others need none. The heuristic returns the first LT_ALGOS in that order that the
+ *   preferences' alignments, the layouts and MAX_WORKSPACE_BYTES allow, with their
+ *   workspaceSize; none (CUBLAS_STATUS_NOT_SUPPORTED) for a preference below one element.
+ * - cublasLtMatmul checks the algorithm against what it is given: pointers, leading dimensions
+ *   or batch strides less aligned than it needs: CUBLAS_STATUS_NOT_SUPPORTED; less workspace
+ *   than it needs, or a workspace that is not device memory of that size:
+ *   CUBLAS_STATUS_INVALID_VALUE; an algorithm the heuristic gave for other types or another
+ *   epilogue: CUBLAS_STATUS_INVALID_VALUE. Without an algorithm it asks its own heuristic with
+ *   the pointers' alignments and the workspace it is given (NOT_SUPPORTED when none runs).
+ * - The bias pointer: the header says the heuristic reads its alignment, yet a bias slice under
+ *   16 bytes aligned faulted with "misaligned address" on a GPU (pytorch/pytorch#194497), and
+ *   Marian's cublasLt path needs 16 (REQUIRED_BIAS_ALIGNMENT, after an A100 alignment error).
+ *   Here a bias pointer not LT_BIAS_ALIGN (16) bytes aligned is refused by the heuristic and by
+ *   the matmul (CUBLAS_STATUS_NOT_SUPPORTED) rather than faulting.
  *
  * Decisions where cuBLASLt leaves room, each one chosen to fail loudly rather than differ quietly:
  * - CUBLAS_COMPUTE_32F_FAST_TF32 (and the other FAST/PEDANTIC compute types) are refused, not
@@ -32,12 +67,17 @@
  *   otherwise. Only the rows x cols elements of each operand are read or written, never the
  *   leading-dimension padding nor the gaps between batches.
  * - RELU is max(x, 0) with NaN kept (NaN stays NaN), so a NaN upstream stays visible.
- * - GELU is the tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). NVIDIA's header and
- *   documentation say only "GELU"; the tanh form is what code validated against cuBLASLt on GPUs
- *   compares with (TornadoVM's BenchmarkLtFusedMlp cross-checks CUBLASLT_EPILOGUE_GELU_BIAS
- *   against a tanh kernel; a ggml CUDA fork notes "GELU_BIAS is the tanh approximation" after
- *   measuring it). It must be confirmed on a GPU before a GELU epilogue is fused into a model
- *   whose checkpoint uses the erf form (they differ by up to about 5e-4).
+ * - GELU is the tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), what cuBLASLt's
+ *   GELU epilogues compute. NVIDIA's header and the cuBLAS guide's cublasLtEpilogue_t table say
+ *   only "apply GELU point-wise transform to the results (x:=GELU(x))"; PyTorch, which fuses
+ *   addmm + GELU with CUBLASLT_EPILOGUE_GELU_BIAS, found it to be the tanh approximation and
+ *   made its unfused GPU paths use tanh to match (pytorch/pytorch#104061, "Unify GELU tanh
+ *   approximation in _addmm_activation GPU back-end"); NVIDIA's TensorRT-LLM uses that epilogue
+ *   as "the tanh approximation on CUDA, matching gelu_tanh" (NVIDIA/TensorRT-LLM#17693). The two
+ *   forms differ by up to 4.7e-4 (at |x| = 2.7), so the epilogue must not stand in for the erf
+ *   GELU of the RADIO ViT (docs/design/model.md, engine/vision/vision.h): vision_cuda.c runs
+ *   its own erf kernel (gpu_bias_act, GPU_ACT_GELU_ERF). tests/gpu-emu/test-cublaslt.c's GELU
+ *   form check, in the gpu suite on a GPU, confirms the tanh form against the real library.
  * - Overlapping D with A, B or an out-of-place C, or batches of D that overlap each other, is
  *   CUBLAS_STATUS_INVALID_VALUE (undefined on a GPU, so an engine bug here); so is an operand
  *   (or the bias) not inside one cudaMalloc allocation over its whole extent: host memory works
@@ -80,6 +120,22 @@ constexpr uint64_t LT_ALGO_TAG = 0x686f6c6f2d656d75; /* "holo-emu": our algorith
  * first $HOLOD_GPU_EMU_LT_REFUSE of them are refused at run time (CUBLAS_STATUS_NOT_SUPPORTED),
  * as a real heuristic's pick can be, so the caller's fallback to the next is tested. */
 constexpr int LT_ALGOS = 3;
+/* What the vectorised (tensor-core) algorithms need of each operand's pointer, leading dimension
+ * and batch stride, in bytes, and what every algorithm needs of a bias pointer (DESIGN above). */
+constexpr uint32_t LT_VEC_ALIGN = 16, LT_BIAS_ALIGN = 16;
+/* Workspace needs are whole multiples of this. */
+constexpr size_t LT_WS_GRANULE = 256;
+
+/* The stand-in's algorithms (cublasLtMatmulAlgo_t data[2]), in the heuristic's order of
+ * preference; each computes the same numbers, they differ in what they need (DESIGN above). */
+enum algo_kind : uint64_t {
+	ALGO_SPLITK_WS = 1, /* vectorised, split-K partial sums in the workspace */
+	ALGO_VEC_A,         /* vectorised, no workspace: two tile shapes */
+	ALGO_VEC_B,
+	ALGO_ELEM_A, /* any element-aligned operand, no workspace: three tile shapes */
+	ALGO_ELEM_B,
+	ALGO_ELEM_C,
+};
 
 /* Register tile of the inner kernel: MR rows of op(A) by NR columns of op(B). */
 constexpr int MR = 8, NR = 4;
@@ -123,8 +179,8 @@ struct matrix_layout {
 struct matmul_pref {
 	uint32_t magic;
 	uint64_t max_workspace;
-	/* MIN_ALIGNMENT_{A,B,C,D}_BYTES: recorded and checked to be powers of two; the one
-	 * algorithm here works at any alignment, so they exclude nothing. */
+	/* MIN_ALIGNMENT_{A,B,C,D}_BYTES (powers of two, default 256): the heuristic offers only
+	 * algorithms that run on operands this aligned. */
 	uint32_t min_align[4];
 };
 
@@ -476,6 +532,101 @@ uint64_t refused_algos(void)
 	if (s && *s && (*end || v > (unsigned long)LT_ALGOS))
 		gpu_emu_die("HOLOD_GPU_EMU_LT_REFUSE=%s: expected 0..%d", s, LT_ALGOS);
 	return v;
+}
+
+/* The largest power of two up to 256 dividing the address. */
+uint32_t address_align(const void *p)
+{
+	uint32_t al = 256;
+	while (al > 1 && (uintptr_t)p % al)
+		al /= 2;
+	return al;
+}
+
+bool vectorised(uint64_t kind)
+{
+	return kind == ALGO_SPLITK_WS || kind == ALGO_VEC_A || kind == ALGO_VEC_B;
+}
+
+bool known_kind(uint64_t kind)
+{
+	return kind >= ALGO_SPLITK_WS && kind <= ALGO_ELEM_C;
+}
+
+/* An algorithm's alignment, as cuBLASLt's CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_*_BYTES: required of
+ * the operand's pointer, its leading dimension and its batch stride, in bytes. */
+uint32_t operand_align(uint64_t kind, uint32_t type)
+{
+	return vectorised(kind) ? LT_VEC_ALIGN : (uint32_t)type_size(type);
+}
+
+bool layout_aligned(const matrix_layout *l, uint32_t align)
+{
+	uint64_t es = type_size(l->type);
+	return (uint64_t)l->ld * es % align == 0 &&
+	       (l->batch_count == 1 || (uint64_t)l->batch_stride * es % align == 0);
+}
+
+/* Whether `kind` runs the problem on A, B, C, D whose pointers are aligned to align[0..3]. */
+bool kind_aligned(uint64_t kind, const problem &pb, const uint32_t align[4])
+{
+	const matrix_layout *l[4] = {pb.a, pb.b, pb.c, pb.d};
+	for (int i = 0; i < 4; i++) {
+		uint32_t need = operand_align(kind, l[i]->type);
+		if (align[i] < need || !layout_aligned(l[i], need))
+			return false;
+	}
+	return true;
+}
+
+/* The workspace `kind` needs for the problem: split-K through the workspace keeps every part's
+ * m x n fp32 partial sums of every batch there (cuBLASLt's COMPUTE_TYPE reduction scheme); false
+ * when that is no possible size. */
+bool workspace_need(uint64_t kind, const problem &pb, size_t *ret)
+{
+	uint64_t bytes;
+	if (kind != ALGO_SPLITK_WS) {
+		*ret = 0;
+		return true;
+	}
+	if (__builtin_mul_overflow((uint64_t)k_splits(pb.m, pb.n, pb.k), (uint64_t)pb.m, &bytes) ||
+	    __builtin_mul_overflow(bytes, (uint64_t)pb.n, &bytes) ||
+	    __builtin_mul_overflow(bytes, (uint64_t)pb.batch * sizeof(float), &bytes) ||
+	    bytes > LT_MAX_EXTENT)
+		return false;
+	*ret = (size_t)((bytes + LT_WS_GRANULE - 1) / LT_WS_GRANULE * LT_WS_GRANULE);
+	return true;
+}
+
+/* The heuristic: up to LT_ALGOS kinds that run the problem on operands aligned to align[0..3]
+ * within `workspace` bytes, best first; returns how many. */
+int pick_algos(const problem &pb, const uint32_t align[4], size_t workspace, uint64_t kinds[LT_ALGOS])
+{
+	static const uint64_t order[] = {ALGO_SPLITK_WS, ALGO_VEC_A,  ALGO_VEC_B,
+					 ALGO_ELEM_A,	 ALGO_ELEM_B, ALGO_ELEM_C};
+	int n = 0;
+	for (uint64_t kind : order) {
+		size_t need;
+		if (n == LT_ALGOS || (kind == ALGO_SPLITK_WS && k_splits(pb.m, pb.n, pb.k) < 2))
+			continue;
+		if (kind_aligned(kind, pb, align) && workspace_need(kind, pb, &need) && need <= workspace)
+			kinds[n++] = kind;
+	}
+	return n;
+}
+
+/* Every algorithm reads the bias vector 16 bytes at a time: a less aligned bias pointer is
+ * refused, by the heuristic as by the matmul (DESIGN above). */
+bool bias_aligned(const matmul_desc *op)
+{
+	return !has_bias(op->epilogue) || !op->bias || (uintptr_t)op->bias % LT_BIAS_ALIGN == 0;
+}
+
+/* What an algorithm was chosen for (data[3]): the types and the epilogue. */
+uint64_t algo_fingerprint(const problem &pb)
+{
+	return (uint64_t)pb.ab_type | (uint64_t)pb.cd_type << 8 | (uint64_t)pb.bias_type << 16 |
+	       (uint64_t)pb.epilogue << 24;
 }
 
 inline float gelu_tanh(float x)
@@ -884,8 +1035,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(
 	return get_attr(p->max_workspace, buf, sizeInBytes, sizeWritten);
 }
 
-/* LT_ALGOS algorithms (as many as asked, up to that), needing no workspace, for every supported
- * problem; none otherwise. */
+/* Up to LT_ALGOS algorithms (as many as asked), best first, that run the problem on operands as
+ * aligned as the preference says within its workspace (pick_algos()); CUBLAS_STATUS_NOT_SUPPORTED
+ * and none when no algorithm does, as cuBLASLt answers then. */
 cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
 	cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
 	cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
@@ -897,20 +1049,29 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
 	*returnAlgoCount = 0;
 	if (!as_ctx(lightHandle))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!as_pref(preference) || requestedAlgoCount < 1 || !heuristicResultsArray)
+	const matmul_pref *pref = as_pref(preference);
+	if (!pref || requestedAlgoCount < 1 || !heuristicResultsArray)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	const matmul_desc *op = as_desc(operationDesc);
 	problem pb;
-	cublasStatus_t st = check_problem(as_desc(operationDesc), as_layout(Adesc), as_layout(Bdesc),
-					  as_layout(Cdesc), as_layout(Ddesc), &pb);
+	cublasStatus_t st = check_problem(op, as_layout(Adesc), as_layout(Bdesc), as_layout(Cdesc),
+					  as_layout(Ddesc), &pb);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return st;
-	int n = requestedAlgoCount < LT_ALGOS ? requestedAlgoCount : LT_ALGOS;
+	uint64_t kinds[LT_ALGOS];
+	int n = bias_aligned(op) ? pick_algos(pb, pref->min_align, pref->max_workspace, kinds) : 0;
+	if (n == 0)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (n > requestedAlgoCount)
+		n = requestedAlgoCount;
 	for (int i = 0; i < n; i++) {
 		cublasLtMatmulHeuristicResult_t r;
 		memset(&r, 0, sizeof(r));
 		r.algo.data[0] = LT_ALGO_TAG;
 		r.algo.data[1] = (uint64_t)i;
-		r.workspaceSize = 0;
+		r.algo.data[2] = kinds[i];
+		r.algo.data[3] = algo_fingerprint(pb);
+		workspace_need(kinds[i], pb, &r.workspaceSize); /* fits: pick_algos() asked */
 		r.state = CUBLAS_STATUS_SUCCESS;
 		r.wavesCount = 1.0f;
 		heuristicResultsArray[i] = r;
@@ -936,11 +1097,37 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 					  as_layout(Ddesc), &pb);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return st;
-	if (algo && (algo->data[0] != LT_ALGO_TAG || algo->data[1] >= (uint64_t)LT_ALGOS))
+	/* An algorithm of another problem's types or epilogue: "descriptors don't match algo
+	 * descriptor" (cublasLtMatmulAlgoCheck) */
+	if (algo && (algo->data[0] != LT_ALGO_TAG || algo->data[1] >= (uint64_t)LT_ALGOS ||
+		     !known_kind(algo->data[2]) || algo->data[3] != algo_fingerprint(pb)))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (algo && algo->data[1] < refused_algos())
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (!alpha || !beta || !A || !B || !C || !D || (has_bias(pb.epilogue) && !op->bias))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	/* The algorithm against the operands it is given (an implicit heuristic without one): one
+	 * chosen for more alignment than the pointers, leading dimensions or batch strides have
+	 * cannot run them; less workspace than it needs is "an impossible configuration". */
+	const uint32_t align[4] = {address_align(A), address_align(B), address_align(C), address_align(D)};
+	uint64_t kind;
+	size_t need = 0;
+	if (!bias_aligned(op))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (algo) {
+		kind = algo->data[2];
+		if (!kind_aligned(kind, pb, align))
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		if (!workspace_need(kind, pb, &need) || workspaceSizeInBytes < need)
+			return CUBLAS_STATUS_INVALID_VALUE;
+	} else {
+		uint64_t kinds[LT_ALGOS];
+		if (pick_algos(pb, align, workspaceSizeInBytes, kinds) == 0)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		kind = kinds[0];
+		workspace_need(kind, pb, &need);
+	}
+	if (need && !gpu_emu_is_device_range(workspace, need))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	operands o{*static_cast<const float *>(alpha), *static_cast<const float *>(beta), A, B, C, D,
 		   op->bias};

@@ -7,6 +7,11 @@
  * GELU and ReLU² outputs, the shuffled tokens) are written in bf16 by the kernel before the GEMM,
  * and everything else stays fp32: the residual stream, q/k/v and the softmax.
  *
+ * GELU: fc1's bias and the exact (erf) GELU, the CPU's (vision.h, model.md 1.3), run in
+ * gpu_bias_act(GPU_ACT_GELU_ERF), never in a cuBLASLt GELU epilogue: that one is the tanh form,
+ * up to 4.7e-4 away (docs/design/gpu-testing.md, cuBLASLt semantics; test-gpu-vision's
+ * check_mlp_gelu fails with it).
+ *
  * DESIGN (threads): a struct vision_cuda belongs to the thread that owns its gpu_context; its
  * activation buffers grow to the largest tile count seen and are reused, and the rows of the
  * last encode stay in device memory until the next one.

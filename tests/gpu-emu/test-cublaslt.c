@@ -11,7 +11,13 @@
  * out-of-place C), leading dimensions larger than the rows, the bias type left to its default
  * (D's) or set; then odd shapes (m, n, k among 1, 7, 33, 130) over every type and transpose
  * pair; the bf16 rounding of D to nearest even on sums that are exact in fp32; a matmul captured
- * into a CUDA graph and replayed.
+ * into a CUDA graph and replayed; which GELU the epilogues compute (the tanh form: nearer it than
+ * the erf form, where the two differ most); views at odd addresses and strides, run by every
+ * algorithm the heuristic offers when told their alignment; the workspace each algorithm reports
+ * (within the preference; less of it refused with D untouched). In the emulated build also what
+ * the stand-in refuses as a GPU would (cuda/emu/cublaslt.cc, DESIGN): operands less aligned than
+ * the algorithm was chosen for, a pointer not aligned to its element, a bias under 16 bytes
+ * aligned, an algorithm of other types.
  *
  * Inputs are multiples of 1/64 in [-2, 2], exact in bf16, fp16 and fp32, so only the
  * accumulation, the epilogue and the rounding of D can differ from the reference. Tolerance per
@@ -588,6 +594,254 @@ static void test_graph_capture(void)
 	cudaFree(da), cudaFree(db), cudaFree(dd);
 }
 
+/* ---- alignment, workspace, the GELU form -------------------------------------------------- */
+
+static const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+};
+
+/* The largest power of two up to 256 dividing the address, as cuda/gemm.c tells the heuristic. */
+static uint32_t align_of(const void *p)
+{
+	uint32_t al = 256;
+	while (al > 1 && (uintptr_t)p % al)
+		al /= 2;
+	return al;
+}
+
+/* The heuristic with these alignment preferences (NULL: the defaults) and workspace limit. */
+static cublasStatus_t ask_heuristic(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+				    cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+				    cublasLtMatrixLayout_t ld, const uint32_t *align, uint64_t ws_max,
+				    int want, cublasLtMatmulHeuristicResult_t *res, int *found)
+{
+	cublasLtMatmulPreference_t pref;
+	REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
+	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+						      &ws_max, sizeof(ws_max)));
+	for (int i = 0; align && i < 4; i++)
+		CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &align[i],
+							      sizeof(align[i])));
+	*found = 0;
+	cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, ld, pref, want, res, found);
+	cublasLtMatmulPreferenceDestroy(pref);
+	return st;
+}
+
+static double gelu_erf(double x)
+{
+	return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+
+/* Which GELU the GELU epilogues compute: D = GELU(x) for x where the tanh and the exact (erf)
+ * forms differ by 2.2e-4 to 4.7e-4, once as GELU(A * 1) and once as GELU_BIAS(A * 1 + 0.5).
+ * Every point must lie within a quarter of that gap of the tanh form. On a GPU this settles
+ * what NVIDIA documents only as "GELU" (cuda/emu/cublaslt.cc, DESIGN); the stand-in computes the
+ * tanh form, and an erf stand-in fails here. */
+static void test_gelu_form(void)
+{
+	enum { M = 16 };
+	static const float xs[M] = {-3.25f, -3.0f, -2.75f, -2.625f, -2.5f, -2.25f, -1.5f, -1.25f,
+				    1.25f,  1.5f,  2.25f,  2.5f,   2.625f, 2.75f, 3.0f,	 3.25f};
+	float a_host[M], one = 1.0f, bias_host[M], d_host[M];
+	void *a, *b, *bias, *d;
+	REQUIRE(cudaMalloc(&a, sizeof(a_host)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&b, sizeof(one)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&bias, sizeof(bias_host)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&d, sizeof(d_host)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(b, &one, sizeof(one), cudaMemcpyHostToDevice) == cudaSuccess);
+	for (int i = 0; i < M; i++)
+		bias_host[i] = 0.5f;
+	REQUIRE(cudaMemcpy(bias, bias_host, sizeof(bias_host), cudaMemcpyHostToDevice) == cudaSuccess);
+	cublasLtMatrixLayout_t la, lb, ld;
+	REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, M, 1, M) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 1, 1, 1) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, 1, M) == CUBLAS_STATUS_SUCCESS);
+	for (int with_bias = 0; with_bias < 2; with_bias++) {
+		cublasLtMatmulDesc_t op;
+		REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+		uint32_t epi = with_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+		CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+		if (with_bias)
+			CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+								sizeof(bias)));
+		for (int i = 0; i < M; i++)
+			a_host[i] = with_bias ? xs[i] - 0.5f : xs[i]; /* exact */
+		REQUIRE(cudaMemcpy(a, a_host, sizeof(a_host), cudaMemcpyHostToDevice) == cudaSuccess);
+		float alpha = 1.0f, beta = 0.0f;
+		CHECK_LT(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, NULL, NULL, 0, 0));
+		REQUIRE(cudaMemcpy(d_host, d, sizeof(d_host), cudaMemcpyDeviceToHost) == cudaSuccess);
+		int nearer_erf = 0;
+		for (int i = 0; i < M; i++) {
+			double t = gelu_tanh(xs[i]), e = gelu_erf(xs[i]), gap = fabs(t - e);
+			REQUIRE(gap > 2e-4); /* the points are where the forms differ */
+			nearer_erf += fabs(d_host[i] - e) < fabs(d_host[i] - t);
+			CHECK_NEAR(d_host[i], t, 0.25 * gap);
+		}
+		if (nearer_erf)
+			fprintf(stderr, "GELU%s epilogue: %d of %d points nearer the erf form than the tanh form\n",
+				with_bias ? "_BIAS" : "", nearer_erf, M);
+		cublasLtMatmulDescDestroy(op);
+	}
+	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
+	cudaFree(a), cudaFree(b), cudaFree(bias), cudaFree(d);
+}
+
+/* Views that start and step at odd addresses (cuda/gemm.c's strided rows): bf16 A 2 bytes past
+ * an allocation's start, B with an odd leading dimension, an fp32 D 4 bytes in with ld 17. Told
+ * each pointer's alignment (pytorch/pytorch#98975's remedy), the heuristic's algorithms must run
+ * them, each with the workspace it reports, and compute D exactly (small integers). */
+static void test_unaligned_views(void)
+{
+	enum { M = 16, N = 8, K = 32, LDA = 16, LDB = 33, LDD = 17 };
+	uint16_t a_host[1 + LDA * K], b_host[2 + LDB * N];
+	float av[M * K], bv[K * N], d_host[1 + LDD * N];
+	for (int p = 0; p < K; p++)
+		for (int i = 0; i < M; i++)
+			av[i + p * M] = (float)((i * 7 + p * 3) % 9 - 4);
+	for (int j = 0; j < N; j++)
+		for (int p = 0; p < K; p++)
+			bv[p + j * K] = (float)((p + j * 5) % 7 - 3);
+	memset(a_host, 0, sizeof(a_host)), memset(b_host, 0, sizeof(b_host));
+	for (int p = 0; p < K; p++)
+		for (int i = 0; i < M; i++)
+			a_host[1 + i + p * LDA] = bf16_from_f32_rn(av[i + p * M]);
+	for (int j = 0; j < N; j++)
+		for (int p = 0; p < K; p++)
+			b_host[2 + p + j * LDB] = bf16_from_f32_rn(bv[p + j * K]);
+	char *a, *b, *d, *ws = NULL;
+	REQUIRE(cudaMalloc((void **)&a, sizeof(a_host)) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&b, sizeof(b_host)) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&d, sizeof(d_host)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(a, a_host, sizeof(a_host), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaMemcpy(b, b_host, sizeof(b_host), cudaMemcpyHostToDevice) == cudaSuccess);
+	void *va = a + 2, *vb = b + 4, *vd = d + 4;
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, ld;
+	REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, M, K, LDA) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, N, LDB) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, N, LDD) == CUBLAS_STATUS_SUCCESS);
+	const uint32_t align[4] = {align_of(va), align_of(vb), align_of(vd), align_of(vd)};
+	const uint64_t ws_max = (uint64_t)1 << 20;
+	cublasLtMatmulHeuristicResult_t res[4];
+	int found = 0;
+	CHECK_LT(ask_heuristic(op, la, lb, ld, ld, align, ws_max, 4, res, &found));
+	CHECK(found >= 1);
+	for (int r = 0; r < found; r++) {
+		CHECK(res[r].workspaceSize <= ws_max);
+		if (res[r].workspaceSize)
+			REQUIRE(cudaMalloc((void **)&ws, res[r].workspaceSize) == cudaSuccess);
+		for (size_t i = 0; i < ARRAY_SIZE(d_host); i++)
+			d_host[i] = NAN;
+		REQUIRE(cudaMemcpy(d, d_host, sizeof(d_host), cudaMemcpyHostToDevice) == cudaSuccess);
+		float alpha = 1.0f, beta = 0.0f;
+		CHECK_LT(cublasLtMatmul(lt, op, &alpha, va, la, vb, lb, &beta, vd, ld, vd, ld, &res[r].algo,
+					ws, res[r].workspaceSize, 0));
+		REQUIRE(cudaMemcpy(d_host, d, sizeof(d_host), cudaMemcpyDeviceToHost) == cudaSuccess);
+		int bad = 0;
+		for (int j = 0; j < N; j++)
+			for (int i = 0; i < M; i++) {
+				double want = 0;
+				for (int p = 0; p < K; p++)
+					want += (double)av[i + p * M] * bv[p + j * K];
+				bad += d_host[1 + i + j * LDD] != want;
+			}
+		if (bad)
+			fprintf(stderr, "algorithm %d of %d: %d elements of D wrong\n", r + 1, found, bad);
+		CHECK_INT_EQ(bad, 0);
+		cudaFree(ws);
+		ws = NULL;
+	}
+	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
+	cublasLtMatmulDescDestroy(op);
+	cudaFree(a), cudaFree(b), cudaFree(d);
+}
+
+/* The workspace an algorithm reports is what cublasLtMatmul needs: never more than the
+ * preference allows, and less of it is CUBLAS_STATUS_INVALID_VALUE ("when workspaceSizeInBytes
+ * is less than workspace required by configured algo", <cublasLt.h>) with D untouched. A split
+ * shape (16 x 8 x 64, fp32): the stand-in's first algorithm keeps its 3 parts' partial sums in
+ * the workspace; a GPU's heuristic may need none, and then only the limit is checked. */
+static void test_workspace(void)
+{
+	enum { M = 16, N = 8, K = 64 };
+	float a_host[M * K], b_host[K * N], d_host[M * N], d_after[M * N];
+	for (int i = 0; i < M * K; i++)
+		a_host[i] = (float)(i % 5 - 2);
+	for (int i = 0; i < K * N; i++)
+		b_host[i] = (float)(i % 3 - 1);
+	for (int i = 0; i < M * N; i++)
+		d_host[i] = 1000.0f + (float)i;
+	void *a, *b, *d, *ws;
+	REQUIRE(cudaMalloc(&a, sizeof(a_host)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&b, sizeof(b_host)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&d, sizeof(d_host)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(a, a_host, sizeof(a_host), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaMemcpy(b, b_host, sizeof(b_host), cudaMemcpyHostToDevice) == cudaSuccess);
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, ld;
+	REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, M, K, M) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, K, N, K) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, N, M) == CUBLAS_STATUS_SUCCESS);
+	cublasLtMatmulHeuristicResult_t res[4];
+	int found = 0, needing = 0;
+	const uint64_t limits[] = {0, 1 << 20};
+	float alpha = 1.0f, beta = 0.0f;
+	for (size_t l = 0; l < ARRAY_SIZE(limits); l++) {
+		CHECK_LT(ask_heuristic(op, la, lb, ld, ld, NULL, limits[l], 4, res, &found));
+		CHECK(found >= 1);
+		for (int r = 0; r < found; r++) {
+			size_t need = res[r].workspaceSize;
+			CHECK(need <= limits[l]);
+			if (need == 0)
+				continue;
+			needing++;
+			REQUIRE(cudaMalloc(&ws, need) == cudaSuccess);
+			REQUIRE(cudaMemcpy(d, d_host, sizeof(d_host), cudaMemcpyHostToDevice) == cudaSuccess);
+			CHECK_INT_EQ(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
+						    &res[r].algo, ws, need - 1, 0),
+				     CUBLAS_STATUS_INVALID_VALUE);
+			CHECK_INT_EQ(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
+						    &res[r].algo, NULL, 0, 0),
+				     CUBLAS_STATUS_INVALID_VALUE);
+			REQUIRE(cudaMemcpy(d_after, d, sizeof(d_after), cudaMemcpyDeviceToHost) == cudaSuccess);
+			CHECK(memcmp(d_after, d_host, sizeof(d_host)) == 0);
+			CHECK_LT(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
+						&res[r].algo, ws, need, 0));
+			REQUIRE(cudaMemcpy(d_after, d, sizeof(d_after), cudaMemcpyDeviceToHost) == cudaSuccess);
+			for (int j = 0; j < N; j++)
+				for (int i = 0; i < M; i++) {
+					double want = 0; /* small integers: exact in any order */
+					for (int p = 0; p < K; p++)
+						want += (double)a_host[i + p * M] * b_host[p + j * K];
+					CHECK_NEAR(d_after[i + j * M], want, 0.0);
+				}
+			cudaFree(ws);
+		}
+	}
+	fprintf(stderr, "workspace: %d algorithm(s) needing workspace checked\n", needing);
+#ifdef HOLO_TEST_EMULATED
+	CHECK(needing >= 1); /* the stand-in's split-K algorithm, with the 1 MiB limit */
+	{
+		/* host memory as the workspace: a GPU would fault */
+		CHECK_LT(ask_heuristic(op, la, lb, ld, ld, NULL, 1 << 20, 1, res, &found));
+		REQUIRE(found == 1 && res[0].workspaceSize > 0);
+		void *host = malloc(res[0].workspaceSize);
+		REQUIRE(host);
+		CHECK_INT_EQ(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &res[0].algo,
+					    host, res[0].workspaceSize, 0),
+			     CUBLAS_STATUS_INVALID_VALUE);
+		free(host);
+	}
+#endif
+	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
+	cublasLtMatmulDescDestroy(op);
+	cudaFree(a), cudaFree(b), cudaFree(d);
+}
+
 #ifdef HOLO_TEST_EMULATED
 /* D = A B for one column of B, then for two (the first the same): the stand-in's split-K must
  * sum the first column in another order (the emulation's promise that a test holding a batch to
@@ -800,6 +1054,138 @@ static void test_refusals(void)
 	EXPECT_STATUS(&r, CUBLAS_STATUS_INVALID_VALUE);
 	refusal_finish(&r);
 }
+
+/* What the emulation refuses, as a GPU would, once the heuristic has chosen for other operands:
+ * a 16 x 8 x 32 bf16 product whose operands are 16-byte aligned, so that the heuristic's
+ * default preferences (256 bytes) get the stand-in's vectorised algorithms. Each refusal leaves
+ * D as it was. */
+struct aligned_problem {
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, ld;
+	char *a, *b, *d, *bias; /* 256 spare bytes each, for views past the start */
+	uint16_t d_host[16 * 8];
+};
+
+static void aligned_init(struct aligned_problem *p)
+{
+	REQUIRE(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, 16, 32, 16) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, 32, 8, 32) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_16BF, 16, 8, 16) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cudaMalloc((void **)&p->a, 16 * 32 * 2 + 256) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&p->b, 32 * 8 * 2 + 256) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&p->d, 16 * 8 * 2 + 256) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&p->bias, 16 * 2 + 256) == cudaSuccess);
+	REQUIRE(cudaMemset(p->a, 0, 16 * 32 * 2 + 256) == cudaSuccess);
+	REQUIRE(cudaMemset(p->b, 0, 32 * 8 * 2 + 256) == cudaSuccess);
+	REQUIRE(cudaMemset(p->bias, 0, 16 * 2 + 256) == cudaSuccess);
+	for (int i = 0; i < 16 * 8; i++)
+		p->d_host[i] = bf16_from_f32_rn((float)(i + 1));
+	REQUIRE(cudaMemcpy(p->d, p->d_host, sizeof(p->d_host), cudaMemcpyHostToDevice) == cudaSuccess);
+}
+
+static void aligned_finish(struct aligned_problem *p)
+{
+	cublasLtMatrixLayoutDestroy(p->la), cublasLtMatrixLayoutDestroy(p->lb);
+	cublasLtMatrixLayoutDestroy(p->ld);
+	cublasLtMatmulDescDestroy(p->op);
+	cudaFree(p->a), cudaFree(p->b), cudaFree(p->d), cudaFree(p->bias);
+}
+
+/* cublasLtMatmul on A at `a` (layout la) with `algo`, expecting `want`; D untouched unless it
+ * succeeds. */
+static void aligned_run(struct aligned_problem *p, const void *a, cublasLtMatrixLayout_t la,
+			const cublasLtMatmulHeuristicResult_t *h, cublasStatus_t want, int line)
+{
+	float alpha = 1, beta = 0;
+	uint16_t after[16 * 8];
+	int before = test_failures;
+	CHECK_INT_EQ(cublasLtMatmul(lt, p->op, &alpha, a, la, p->b, p->lb, &beta, p->d, p->ld, p->d,
+				    p->ld, h ? &h->algo : NULL, NULL, 0, 0),
+		     want);
+	REQUIRE(cudaMemcpy(after, p->d, sizeof(after), cudaMemcpyDeviceToHost) == cudaSuccess);
+	if (want != CUBLAS_STATUS_SUCCESS)
+		CHECK(memcmp(after, p->d_host, sizeof(after)) == 0);
+	REQUIRE(cudaMemcpy(p->d, p->d_host, sizeof(p->d_host), cudaMemcpyHostToDevice) == cudaSuccess);
+	if (test_failures != before)
+		fprintf(stderr, "  in the alignment case at line %d\n", line);
+}
+#define ALIGNED_RUN(p, a, la, h, want) aligned_run(p, a, la, h, want, __LINE__)
+
+static void test_alignment_refusals(void)
+{
+	struct aligned_problem p;
+	cublasLtMatmulHeuristicResult_t h[3];
+	int found = 0;
+	const uint32_t default_align[4] = {256, 256, 256, 256};
+
+	aligned_init(&p);
+	/* Chosen for 16-byte aligned operands (the default preferences), the vectorised algorithms
+	 * the heuristic puts first refuse an A 8 bytes past that (CUBLAS_STATUS_NOT_SUPPORTED, as
+	 * pytorch/pytorch#92201 saw on GPUs); its third, element-aligned, runs it... */
+	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, default_align, 0, 3, h, &found));
+	REQUIRE(found == 3);
+	ALIGNED_RUN(&p, p.a, p.la, &h[0], CUBLAS_STATUS_SUCCESS);
+	ALIGNED_RUN(&p, p.a + 8, p.la, &h[0], CUBLAS_STATUS_NOT_SUPPORTED);
+	ALIGNED_RUN(&p, p.a + 8, p.la, &h[1], CUBLAS_STATUS_NOT_SUPPORTED);
+	ALIGNED_RUN(&p, p.a + 8, p.la, &h[2], CUBLAS_STATUS_SUCCESS);
+	/* ...while those chosen for 8-byte alignment run it */
+	const uint32_t a8[4] = {8, 256, 256, 256};
+	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, a8, 0, 3, h, &found));
+	REQUIRE(found == 3);
+	for (int i = 0; i < found; i++)
+		ALIGNED_RUN(&p, p.a + 8, p.la, &h[i], CUBLAS_STATUS_SUCCESS);
+	/* without an algorithm, cublasLtMatmul's own choice fits the pointers */
+	ALIGNED_RUN(&p, p.a + 8, p.la, NULL, CUBLAS_STATUS_SUCCESS);
+
+	/* A leading dimension the algorithm was not chosen for: 20 elements (40 bytes) */
+	cublasLtMatrixLayout_t la20;
+	REQUIRE(cublasLtMatrixLayoutCreate(&la20, CUDA_R_16BF, 16, 32, 20) == CUBLAS_STATUS_SUCCESS);
+	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, default_align, 0, 1, h, &found));
+	ALIGNED_RUN(&p, p.a, la20, &h[0], CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_LT(ask_heuristic(p.op, la20, p.lb, p.ld, p.ld, default_align, 0, 1, h, &found));
+	CHECK_INT_EQ(found, 1);
+	ALIGNED_RUN(&p, p.a, la20, &h[0], CUBLAS_STATUS_SUCCESS);
+	cublasLtMatrixLayoutDestroy(la20);
+
+	/* A pointer not aligned to its element: no algorithm at all */
+	ALIGNED_RUN(&p, p.a + 1, p.la, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+	const uint32_t a1[4] = {1, 256, 256, 256};
+	CHECK_INT_EQ(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, a1, 0, 3, h, &found),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_INT_EQ(found, 0);
+
+	/* An algorithm the heuristic gave for fp32 operands, used on bf16 ones */
+	{
+		cublasLtMatrixLayout_t fa, fb, fd;
+		REQUIRE(cublasLtMatrixLayoutCreate(&fa, CUDA_R_32F, 16, 32, 16) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&fb, CUDA_R_32F, 32, 8, 32) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&fd, CUDA_R_32F, 16, 8, 16) == CUBLAS_STATUS_SUCCESS);
+		CHECK_LT(ask_heuristic(p.op, fa, fb, fd, fd, default_align, 0, 1, h, &found));
+		ALIGNED_RUN(&p, p.a, p.la, &h[0], CUBLAS_STATUS_INVALID_VALUE);
+		cublasLtMatrixLayoutDestroy(fa), cublasLtMatrixLayoutDestroy(fb), cublasLtMatrixLayoutDestroy(fd);
+	}
+
+	/* A bias vector under 16 bytes aligned: refused by the heuristic and the matmul; one that
+	 * was aligned when the heuristic chose and is not at the matmul: refused there */
+	uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	void *bias = p.bias + 2;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+	CHECK_INT_EQ(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, default_align, 0, 1, h, &found),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_INT_EQ(found, 0);
+	ALIGNED_RUN(&p, p.a, p.la, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+	bias = p.bias + 16;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, default_align, 0, 1, h, &found));
+	ALIGNED_RUN(&p, p.a, p.la, &h[0], CUBLAS_STATUS_SUCCESS);
+	bias = p.bias + 2;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+	ALIGNED_RUN(&p, p.a, p.la, &h[0], CUBLAS_STATUS_NOT_SUPPORTED);
+	aligned_finish(&p);
+}
+
 #endif
 
 int main(void)
@@ -816,9 +1202,13 @@ int main(void)
 	test_every_combination();
 	test_odd_shapes();
 	test_graph_capture();
+	test_gelu_form();
+	test_unaligned_views();
+	test_workspace();
 #ifdef HOLO_TEST_EMULATED
 	test_shape_dependent_order();
 	test_refusals();
+	test_alignment_refusals();
 #endif
 	fprintf(stderr, "%d matmul cases\n", cases_run);
 	CHECK_INT_EQ(cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);

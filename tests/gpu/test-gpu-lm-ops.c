@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "cpu.h"
@@ -62,7 +63,19 @@ struct gemm_case {
 	bool accumulate;
 	enum tensor_dtype w_dtype;
 	enum gpu_dtype y_dtype;
+	size_t w_off, x_off, y_off; /* views this many elements into their allocations */
 };
+
+/* A device allocation of `off + n` elements of `size` bytes holding host's n at element `off`;
+ * returns the view, *ret_base the allocation. */
+static void *dev_view(const void *host, size_t n, size_t size, size_t off, void **ret_base)
+{
+	*ret_base = dev_from(NULL, (off + n) * size);
+	void *view = (char *)*ret_base + off * size;
+	if (host)
+		REQUIRE(gpu_copy_to_device(g, view, host, n * size) == 0);
+	return view;
+}
 
 static void check_gemm(struct gpu_blas *gm, const struct gemm_case *c)
 {
@@ -91,9 +104,11 @@ static void check_gemm(struct gpu_blas *gm, const struct gemm_case *c)
 	REQUIRE(cpu_reserve_scratch(cpu_matmul_scratch_bytes(c->in)) == 0);
 	REQUIRE(cpu_matmul(&t, x, c->ldx, c->rows, want, c->ldy, c->accumulate) == 0);
 
-	size_t ysz = c->y_dtype == GPU_DTYPE_BF16 ? 2 : 4;
-	void *dw = dev_from(t.data, t.nbytes), *dx = dev_from(bf ? (void *)x16 : (void *)x, nx * (bf ? 2 : 4));
-	void *dy = dev_from(NULL, ny * ysz);
+	size_t ysz = c->y_dtype == GPU_DTYPE_BF16 ? 2 : 4, wxsz = bf ? 2 : 4;
+	void *bw, *bx, *by;
+	void *dw = dev_view(t.data, nw, wxsz, c->w_off, &bw);
+	void *dx = dev_view(bf ? (void *)x16 : (void *)x, nx, wxsz, c->x_off, &bx);
+	void *dy = dev_view(NULL, ny, ysz, c->y_off, &by);
 	if (c->y_dtype == GPU_DTYPE_BF16) {
 		uint16_t *h = xmalloc(ny * 2);
 		for (size_t i = 0; i < ny; i++)
@@ -132,7 +147,7 @@ static void check_gemm(struct gpu_blas *gm, const struct gemm_case *c)
 		}
 	}
 	CHECK_INT_EQ(bad, 0);
-	gpu_free(g, dw), gpu_free(g, dx), gpu_free(g, dy);
+	gpu_free(g, bw), gpu_free(g, bx), gpu_free(g, by);
 	free(w32), free(x), free(want), free(y0), free(w16), free(x16), free(got);
 }
 
@@ -148,6 +163,12 @@ static void test_gemm(void)
 		{130, 33, 3, 40, 131, true, TENSOR_BF16, GPU_DTYPE_F32},
 		{48, 96, 1, 96, 48, false, TENSOR_BF16, GPU_DTYPE_BF16},
 		{24, 40, 9, 48, 32, true, TENSOR_BF16, GPU_DTYPE_BF16},
+		/* views at odd places, as the backend's column slices of wider rows are: each pointer
+		 * 2, 4 or 8 bytes past a 16-byte boundary, leading dimensions of 16-byte multiples or
+		 * not (cuBLASLt runs them only on algorithms chosen for that alignment) */
+		{24, 40, 9, 48, 33, true, TENSOR_BF16, GPU_DTYPE_F32, 0, 1, 1},
+		{64, 128, 17, 136, 64, false, TENSOR_BF16, GPU_DTYPE_BF16, 1, 8, 3},
+		{37, 64, 5, 64, 40, true, TENSOR_F32, GPU_DTYPE_F32, 2, 2, 1},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		check_gemm(gm, &cases[i]);
@@ -178,6 +199,86 @@ static void test_gemm(void)
 	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 0, (char *)d + 1024, GPU_DTYPE_F32, 4,
 			      false),
 		     0); /* no rows: nothing to do */
+	gpu_free(g, d);
+	gpu_blas_destroy(gm);
+}
+
+/* stderr of a few calls, read back: what a failed GEMM logs. */
+struct stderr_capture {
+	int saved, fd;
+};
+
+static void capture_begin(struct stderr_capture *c)
+{
+	char path[] = "/tmp/holo-lm-ops-XXXXXX";
+	fflush(stderr);
+	c->fd = mkstemp(path);
+	REQUIRE(c->fd >= 0);
+	unlink(path);
+	c->saved = dup(2);
+	REQUIRE(c->saved >= 0 && dup2(c->fd, 2) == 2);
+}
+
+static char *capture_end(struct stderr_capture *c)
+{
+	fflush(stderr);
+	REQUIRE(dup2(c->saved, 2) == 2);
+	close(c->saved);
+	off_t n = lseek(c->fd, 0, SEEK_END);
+	REQUIRE(n >= 0 && lseek(c->fd, 0, SEEK_SET) == 0);
+	char *text = xmalloc((size_t)n + 1);
+	REQUIRE(read(c->fd, text, (size_t)n) == n);
+	text[n] = 0;
+	close(c->fd);
+	fputs(text, stderr);
+	return text;
+}
+
+/* What cuBLASLt refuses reaches the caller as an error that names the shape, and y (and the rest
+ * of its buffer) stays as it was: a bf16 x or an fp32 y not aligned to its element (no algorithm
+ * at all: -EINVAL), and, in the emulation, a y that overlaps x (the stand-in's
+ * CUBLAS_STATUS_INVALID_VALUE at the matmul; a GPU would compute garbage): -EINVAL. All in one
+ * 1 KiB allocation: W at 0, x at 256, y at 512. */
+static void test_gemm_errors(void)
+{
+	static const struct {
+		enum gpu_dtype w_dtype, y_dtype;
+		size_t x_at, y_at, ldy; /* byte offsets into the buffer */
+		bool emulated_only;
+		const char *log;
+	} cases[] = {
+		{GPU_DTYPE_BF16, GPU_DTYPE_F32, 257, 512, 4, false,
+		 "cuBLASLt has no algorithm for a GEMM of 2 rows x 8 in -> 4 out (bf16 weights, fp32 out, "
+		 "ldx 8, ldy 4; w, x, y aligned to 256, 1, 256 bytes)"},
+		{GPU_DTYPE_F32, GPU_DTYPE_F32, 256, 514, 4, false,
+		 "cuBLASLt has no algorithm for a GEMM of 2 rows x 8 in -> 4 out (fp32 weights, fp32 out, "
+		 "ldx 8, ldy 4; w, x, y aligned to 256, 256, 2 bytes)"},
+		{GPU_DTYPE_F32, GPU_DTYPE_F32, 256, 256, 8, true,
+		 "cuBLASLt failed a GEMM of 2 rows x 8 in -> 4 out (fp32 weights, fp32 out, ldx 8, ldy 8; "
+		 "w, x, y aligned to 256, 256, 256 bytes)"},
+	};
+	struct gpu_blas *gm = gpu_blas_create(g);
+	REQUIRE(gm);
+	uint8_t host[1024], after[1024];
+	for (size_t i = 0; i < sizeof(host); i++)
+		host[i] = (uint8_t)(i * 37 % 61); /* finite values, as fp32 and as bf16 */
+	char *d = dev_from(host, sizeof(host));
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		if (cases[i].emulated_only && !gpu_devices_emulated())
+			continue;
+		struct stderr_capture cap;
+		capture_begin(&cap);
+		int r = gpu_gemm(gm, d, cases[i].w_dtype, 4, 8, d + cases[i].x_at, 8, 2, d + cases[i].y_at,
+				 cases[i].y_dtype, cases[i].ldy, false);
+		char *log = capture_end(&cap);
+		CHECK_INT_EQ(r, -EINVAL);
+		if (!strstr(log, cases[i].log))
+			fprintf(stderr, "case %zu: the log does not say '%s'\n", i, cases[i].log);
+		CHECK(strstr(log, cases[i].log) != NULL);
+		free(log);
+		to_host(after, d, sizeof(after));
+		CHECK(memcmp(after, host, sizeof(host)) == 0);
+	}
 	gpu_free(g, d);
 	gpu_blas_destroy(gm);
 }
@@ -369,6 +470,7 @@ int main(void)
 		return test_exit();
 	}
 	test_gemm();
+	test_gemm_errors();
 	test_embed(TENSOR_F32);
 	test_embed(TENSOR_BF16);
 	test_add_rmsnorm(1, 1, false, GPU_DTYPE_F32, 1);
