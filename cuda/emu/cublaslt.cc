@@ -1145,9 +1145,30 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	    (has_bias(pb.epilogue) &&
 	     !gpu_emu_is_device_range(op->bias, (size_t)pb.m * type_size(pb.bias_type))))
 		return CUBLAS_STATUS_INVALID_VALUE;
+	/* Its kernels launch into `stream`: from another current device than the stream's the
+	 * launch fails, and operands in another device's memory would fault (no peer access), as
+	 * the runtime's kernels do (runtime.cc). */
+	int dev = gpu_emu_stream_device(stream);
+	if (dev != gpu_emu_current_device())
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	const void *on_device[] = {A, B, D, o.beta != 0.0f ? C : nullptr,
+				   has_bias(pb.epilogue) ? op->bias : nullptr, need ? workspace : nullptr};
+	for (size_t i = 0; i < sizeof(on_device) / sizeof(on_device[0]); i++)
+		if (on_device[i] && gpu_emu_device_of(on_device[i]) != dev)
+			gpu_emu_die("cublasLtMatmul: operand %zu (A, B, D, C, bias, workspace) is in device "
+				    "%d's memory, the stream is device %d's",
+				    i, gpu_emu_device_of(on_device[i]), dev);
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
 	if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	/* Lazy loading: each algorithm kind is one kernel of the library's, loaded at its first
+	 * run; first run inside a capture, it fails the capture as a kernel does (runtime.cc). */
+	static const char lt_kernels[ALGO_ELEM_C + 1] = {};
+	if (!gpu_emu_module_use(&lt_kernels[kind], capture != cudaStreamCaptureStatusNone,
+				"cublasLtMatmul", __FILE__, __LINE__)) {
+		gpu_emu_invalidate_capture(stream);
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	}
 	if (capture == cudaStreamCaptureStatusNone)
 		return gpu_emu_grid_faults() ? CUBLAS_STATUS_EXECUTION_FAILED : run(pb, o);
 	pb.a = pb.b = pb.c = pb.d = nullptr; /* the descriptors may be gone at replay */

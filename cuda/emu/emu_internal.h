@@ -28,6 +28,10 @@ bool gpu_emu_is_device_range(const void *p, size_t bytes);
 int gpu_emu_device_of(const void *p);
 /* The calling host thread's current device (cudaSetDevice). */
 int gpu_emu_current_device(void);
+/* The device of `stream` (the current one for the default stream). */
+int gpu_emu_stream_device(cudaStream_t stream);
+/* Invalidates `stream`'s capture, if it is capturing (a library call refused inside it). */
+void gpu_emu_invalidate_capture(cudaStream_t stream);
 
 /* Lazy module loading: a function (a kernel, or a library stand-in's function named by any
  * stable address) used outside a capture is loaded on the current device from then on; its first

@@ -700,6 +700,18 @@ static struct CUstream_st *stream_of(cudaStream_t s)
 	return s;
 }
 
+int gpu_emu_stream_device(cudaStream_t s)
+{
+	return stream_device(stream_of(s));
+}
+
+void gpu_emu_invalidate_capture(cudaStream_t s)
+{
+	struct CUstream_st *st = stream_of(s);
+	if (st->capture)
+		st->invalidated = true;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *ret, unsigned int flags)
 {
 	if (!ret)

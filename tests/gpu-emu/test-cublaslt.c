@@ -563,6 +563,12 @@ static void test_graph_capture(void)
 	float alpha = 1, beta = 0;
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
+	/* once eagerly first: with lazy loading a driver before CUDA 12.3 cannot load the
+	 * library's kernel during the capture (the emulation fails such a capture) */
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0,
+				stream));
+	REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+	REQUIRE(cudaMemset(dd, 0, sizeof(d)) == cudaSuccess);
 	REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
 	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0,
 				stream));
@@ -1188,8 +1194,71 @@ static void test_alignment_refusals(void)
 
 #endif
 
+#ifdef HOLO_TEST_EMULATED
+/* The stand-in's host rules (emulation only: they model a driver and a host, not the library):
+ * an algorithm's kernel first run inside a capture fails it (lazy loading before CUDA 12.3), and
+ * a matmul into a stream of another device than the current one fails (the launch is refused).
+ * Runs first, before any matmul has loaded a kernel; HOLOD_GPU_EMU_DEVICES=2 is set by main. */
+static void test_host_rules(void)
+{
+	enum { M = 8, N = 8, K = 8 };
+	float h[M * K];
+	for (int i = 0; i < M * K; i++)
+		h[i] = (float)(i % 3);
+	void *da, *dd;
+	REQUIRE(cudaMalloc(&da, sizeof(h)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&dd, sizeof(h)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(da, h, sizeof(h), cudaMemcpyHostToDevice) == cudaSuccess);
+	cudaStream_t stream;
+	REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t l;
+	REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, M, K, M) == CUBLAS_STATUS_SUCCESS);
+	float alpha = 1, beta = 0;
+	cudaGraph_t graph = NULL;
+	/* never run: the capture fails */
+	REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+	CHECK_INT_EQ(cublasLtMatmul(lt, op, &alpha, da, l, da, l, &beta, dd, l, dd, l, NULL, NULL, 0, stream),
+		     CUBLAS_STATUS_EXECUTION_FAILED);
+	CHECK_INT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+	(void)cudaGetLastError();
+	/* run once eagerly, then captured */
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, l, da, l, &beta, dd, l, dd, l, NULL, NULL, 0, stream));
+	REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, l, da, l, &beta, dd, l, dd, l, NULL, NULL, 0, stream));
+	CHECK_INT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+	if (graph)
+		cudaGraphDestroy(graph);
+	/* a stream of device 1 while device 0 is current */
+	cudaStream_t s1;
+	void *a1, *d1;
+	REQUIRE(cudaSetDevice(1) == cudaSuccess);
+	REQUIRE(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+	REQUIRE(cudaMalloc(&a1, sizeof(h)) == cudaSuccess);
+	REQUIRE(cudaMalloc(&d1, sizeof(h)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(a1, h, sizeof(h), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaSetDevice(0) == cudaSuccess);
+	CHECK_INT_EQ(cublasLtMatmul(lt, op, &alpha, a1, l, a1, l, &beta, d1, l, d1, l, NULL, NULL, 0, s1),
+		     CUBLAS_STATUS_EXECUTION_FAILED);
+	REQUIRE(cudaSetDevice(1) == cudaSuccess);
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, a1, l, a1, l, &beta, d1, l, d1, l, NULL, NULL, 0, s1));
+	cudaFree(a1), cudaFree(d1);
+	cudaStreamDestroy(s1);
+	REQUIRE(cudaSetDevice(0) == cudaSuccess);
+	cublasLtMatrixLayoutDestroy(l);
+	cublasLtMatmulDescDestroy(op);
+	cudaStreamDestroy(stream);
+	cudaFree(da), cudaFree(dd);
+}
+#endif
+
 int main(void)
 {
+#ifdef HOLO_TEST_EMULATED
+	setenv("HOLOD_GPU_EMU_DEVICES", "2", 1);
+	setenv("HOLOD_GPU_EMU_CAPTURE_LOAD", "fail", 1);
+#endif
 	int devices = 0;
 	if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
 		fprintf(stderr, "no CUDA device: skipping\n");
@@ -1197,6 +1266,9 @@ int main(void)
 	}
 	REQUIRE(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
 	srand(20261125);
+#ifdef HOLO_TEST_EMULATED
+	test_host_rules();
+#endif
 	test_attributes();
 	test_bf16_rounding();
 	test_every_combination();
