@@ -374,10 +374,11 @@ static void load(struct model_worker *et)
 	struct engine_backend_info bi;
 	engine_backend_get_info(ctx->backend, &bi);
 	log_info("model %s loaded in %.1f s: %.1fM parameters, %d layers (%s), vision %d "
-		 "tokens per tile; language model on %s (%s), %s, SSM state %s", et->dir,
+		 "tokens per tile; language model on %s (%s), %s, weights %s (%.1f MiB), SSM "
+		 "state %s", et->dir,
 		 et->load_us / 1e6, et->info.n_params / 1e6, et->info.n_layers, et->info.pattern,
 		 et->tokens_per_tile, bi.name, bi.device, engine_precision_name(bi.precision),
-		 engine_precision_name(bi.ssm_state));
+		 bi.weights, (double)bi.weight_bytes / (1 << 20), engine_precision_name(bi.ssm_state));
 	return;
 fail:
 	unload(ctx);
@@ -775,12 +776,13 @@ json_t *model_worker_provenance(struct model_worker *et)
 	const char *slash = strrchr(et->dir, '/');
 	struct engine_backend_info bi;
 	engine_backend_get_info(et->ctx.backend, &bi);
-	json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s}", "path", et->dir, "name",
-			      slash && slash[1] ? slash + 1 : et->dir, "sha256",
+	json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I}", "path", et->dir,
+			      "name", slash && slash[1] ? slash + 1 : et->dir, "sha256",
 			      et->content_sha256[0] ? json_string(et->content_sha256) : json_null(),
 			      "backend", bi.name, "device", bi.device, "precision",
 			      engine_precision_name(bi.precision), "ssm_state",
-			      engine_precision_name(bi.ssm_state));
+			      engine_precision_name(bi.ssm_state), "weights", bi.weights,
+			      "device_weight_bytes", (json_int_t)bi.weight_bytes);
 	pthread_mutex_unlock(&et->lock);
 	return o;
 }
@@ -843,6 +845,7 @@ json_t *model_worker_status(struct model_worker *et)
 			json_object_set_new(o, "device", json_string(bi.device));
 			json_object_set_new(o, "precision", json_string(engine_precision_name(bi.precision)));
 			json_object_set_new(o, "ssm_state", json_string(engine_precision_name(bi.ssm_state)));
+			json_object_set_new(o, "weights", json_string(bi.weights));
 			json_object_set_new(o, "device_weight_bytes", json_integer((json_int_t)bi.weight_bytes));
 			json_object_set_new(o, "device_state_bytes", json_integer((json_int_t)bi.state_bytes));
 			json_object_set_new(o, "device_memory_total",

@@ -108,7 +108,10 @@ const struct engine_vision *model_worker_vision(struct model_worker *et);
  *  "pattern", "hidden", "vocab", "vision", "tokens_per_tile", "threads", "kernels", "load_ms",
  *  "sessions", "state_bytes", "device_resets" (backends recreated after a device fault), "load"
  *  once the weights began loading ({"bytes", "total": checkpoint bytes prepared so far and in all,
- *  "bytes_per_second", "done"}: engine_backend_options.progress), and once ready "device", "precision", "ssm_state", "device_weight_bytes",
+ *  "bytes_per_second", "done"}: engine_backend_options.progress; with --weights q8|q4 the
+ *  bytes quantized), and once ready "device", "precision", "weights" (the linear layers'
+ *  format: "q8", "q4" or the checkpoint's dtype), "ssm_state", "device_weight_bytes" (the
+ *  weights the backend holds: the quantized layers' bytes in place of their source's),
  *  "device_state_bytes", "device_memory_total", "device_memory_free"}, and "batching":
  *  {"prefill_chunk", "batches" (forwards of sequence work), "sequences" (jobs in the batch
  *  now), "largest_batch" (sessions in one forward at most), "vision_slice", "vision" (vision
@@ -119,7 +122,7 @@ json_t *model_worker_status(struct model_worker *et);
 
 /* What produced a task, for its provenance: null unless READY, else {"path", "name", "sha256"
  * (config.json + weights index, hashed once at load; null when unreadable), "backend", "device",
- * "precision", "ssm_state"}. A new reference, or NULL on OOM. */
+ * "precision", "ssm_state", "weights", "device_weight_bytes"}. A new reference, or NULL on OOM. */
 json_t *model_worker_provenance(struct model_worker *et);
 
 /* Runs fn(ctx, arg) on the model worker and returns its result. -ENODEV when no model is

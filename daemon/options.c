@@ -28,6 +28,7 @@ enum option_type {
 	OPT_BACKEND,     /* an engine backend kind name */
 	OPT_PRECISION,   /* an engine precision name */
 	OPT_SSM_STATE,   /* the SSM state's storage: an engine precision name */
+	OPT_WEIGHTS,     /* the linear layers' format: an engine weights name */
 };
 
 #define OPT_MAX_TEMPERATURE 2.0
@@ -93,6 +94,10 @@ static const struct option_def options[] = {
 	{"precision", "HOLOD_PRECISION", OPT_PRECISION, OFF(precision), 0, 0, "default", "P",
 	 "precision of the language model: default, bf16 or fp32 (default: bf16 on cuda, and on "
 	 "the cpu for a bf16 checkpoint; fp32 on the cpu otherwise)", true},
+	{"weights", "HOLOD_WEIGHTS", OPT_WEIGHTS, OFF(weights), 0, 0, "default", "W",
+	 "format of the language model's linear layers: default (as stored), bf16, q8 (int8, "
+	 "about half of bf16's bytes) or q4 (4-bit, about a third), quantized at load; the cpu "
+	 "only (docs/quantization.md)", true},
 	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
 	 "storage of each session's Mamba SSM state: fp32 or bf16 (half the state memory and "
 	 "traffic, so about twice the sessions fit; every update still computes in fp32)", true},
@@ -360,6 +365,16 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		if (engine_precision_parse(value, &cfg->engine_backend.precision) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown precision '%s' (default, bf16, "
 					"fp32)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	case OPT_WEIGHTS:
+		if (engine_weights_parse(value, &cfg->engine_backend.weights) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown weight format '%s' (default, bf16, "
+					"q8, q4)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}
@@ -640,8 +655,9 @@ static int resolve_defaults(struct holod_config *cfg)
 	if (cfg->model_dir) {
 		char msg[256];
 		if ((r = engine_backend_resolve(&cfg->engine_backend, msg, sizeof(msg))) < 0) {
-			fprintf(stderr, "holod: --backend %s --precision %s --ssm-state %s: %s\n",
-				cfg->backend, cfg->precision, cfg->ssm_state, msg);
+			fprintf(stderr, "holod: --backend %s --precision %s --weights %s --ssm-state "
+					"%s: %s\n",
+				cfg->backend, cfg->precision, cfg->weights, cfg->ssm_state, msg);
 			return r;
 		}
 	}

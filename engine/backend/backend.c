@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "common.h"
 #include "cpu_dnnl.h"
+#include "lm.h"
 #ifdef HOLOD_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -25,6 +26,29 @@ static const char *const precision_names[] = {
 	[ENGINE_PRECISION_BF16] = "bf16",
 	[ENGINE_PRECISION_FP32] = "fp32",
 };
+
+static const char *const weights_names[] = {
+	[ENGINE_WEIGHTS_DEFAULT] = "default",
+	[ENGINE_WEIGHTS_BF16] = "bf16",
+	[ENGINE_WEIGHTS_Q8] = "q8",
+	[ENGINE_WEIGHTS_Q4] = "q4",
+};
+
+const char *engine_weights_name(enum engine_weights w)
+{
+	return (unsigned)w < ARRAY_SIZE(weights_names) ? weights_names[w] : "unknown";
+}
+
+int engine_weights_parse(const char *name, enum engine_weights *ret)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(weights_names); i++) {
+		if (strcmp(name, weights_names[i]) == 0) {
+			*ret = (enum engine_weights)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
 
 const char *engine_backend_kind_name(enum engine_backend_kind kind)
 {
@@ -110,6 +134,8 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 		return fail(EINVAL, msg, msglen, "unknown precision %d", (int)opts->precision);
 	if ((unsigned)opts->ssm_state >= ARRAY_SIZE(precision_names))
 		return fail(EINVAL, msg, msglen, "unknown SSM state type %d", (int)opts->ssm_state);
+	if ((unsigned)opts->weights >= ARRAY_SIZE(weights_names))
+		return fail(EINVAL, msg, msglen, "unknown weight format %d", (int)opts->weights);
 	if (opts->ssm_state == ENGINE_PRECISION_DEFAULT)
 		opts->ssm_state = ENGINE_PRECISION_FP32;
 	if (opts->kind == ENGINE_BACKEND_AUTO) {
@@ -129,6 +155,10 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 	/* the CPU's DEFAULT depends on the checkpoint: backend_cpu_create() resolves it */
 	if (opts->kind == ENGINE_BACKEND_CPU)
 		return 0;
+	if (opts->weights == ENGINE_WEIGHTS_Q8 || opts->weights == ENGINE_WEIGHTS_Q4)
+		return fail(EINVAL, msg, msglen, "--weights %s: CUDA has no quantized kernels yet "
+			    "(issue 29): use --backend cpu or --weights default",
+			    weights_names[opts->weights]);
 	int r = check_cuda_device(opts, msg, msglen);
 	if (r < 0)
 		return r == -ENXIO ? -ENODEV : r; /* (engine.h: ENODEV, the sentence says why) */
@@ -173,7 +203,9 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
 	if (o.kind == ENGINE_BACKEND_CPU) {
-		struct engine_backend *b = backend_cpu_create(model, &o);
+		struct engine_backend *b = backend_cpu_create(model, &o, errbuf, errlen);
+		if (!b && errbuf && errlen && errbuf[0])
+			return NULL; /* backend_cpu_create() said why */
 		if (!b)
 			fail(errno, errbuf, errlen, errno == EINVAL
 				    ? "the model's tensors do not match its config"
@@ -181,7 +213,7 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 				    ? "oneDNN refused this model's bf16 products on this CPU: use "
 				      "--precision fp32"
 				    : "out of memory creating the CPU backend");
-		else if (o.progress)
+		else if (o.progress && !backend_cpu_quantized(b))
 			o.progress(o.progress_arg, b->weight_bytes, b->weight_bytes);
 		return b;
 	}
@@ -208,6 +240,7 @@ int engine_backend_get_info(const struct engine_backend *b, struct engine_backen
 	ret->name = b->ops->name;
 	ret->precision = b->precision;
 	ret->ssm_state = b->ssm_state;
+	snprintf(ret->weights, sizeof(ret->weights), "%s", b->weights);
 	ret->runs_model = b->ops->forward != NULL;
 	ret->weight_bytes = b->weight_bytes;
 	ret->state_bytes = atomic_load(&b->state_bytes);
@@ -288,6 +321,13 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 	b->ssm_state = opts->ssm_state == ENGINE_PRECISION_BF16 ? ENGINE_PRECISION_BF16
 								 : ENGINE_PRECISION_FP32;
 	b->state_limit = opts->state_limit;
+	/* as stored: the linear layers' dtype (the CPU backend names its quantized format) */
+	const struct tensor *mats[4];
+	enum tensor_dtype dt = m->cfg.n_layers > 0 && lm_layer_matrices(&m->layers[0], mats) > 0
+				       ? mats[0]->dtype
+				       : m->embeddings.dtype;
+	snprintf(b->weights, sizeof(b->weights), "%s",
+		 dt == TENSOR_BF16 ? "bf16" : dt == TENSOR_F16 ? "f16" : "f32");
 	atomic_init(&b->state_bytes, 0);
 }
 
@@ -331,6 +371,7 @@ static struct engine_backend *default_create(const struct engine_model *model)
 {
 	const char *kind = getenv("HOLOD_BACKEND"), *precision = getenv("HOLOD_PRECISION");
 	const char *ssm = getenv("HOLOD_SSM_STATE"), *device = getenv("HOLOD_DEVICE");
+	const char *weights = getenv("HOLOD_WEIGHTS");
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
 	char *end = NULL;
 	long dev = device && *device ? strtol(device, &end, 10) : 0;
@@ -340,17 +381,23 @@ static struct engine_backend *default_create(const struct engine_model *model)
 	if ((!cpu && strcmp(kind, "cuda") != 0) ||
 	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0) ||
 	    (ssm && *ssm && engine_precision_parse(ssm, &o.ssm_state) < 0) ||
+	    (weights && *weights && engine_weights_parse(weights, &o.weights) < 0) ||
 	    (end && *end) || dev < 0 || dev > INT_MAX) {
-		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s HOLOD_DEVICE=%s: "
-			  "expected cpu or cuda, fp32 or bf16, and a device number",
+		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s HOLOD_WEIGHTS=%s "
+			  "HOLOD_DEVICE=%s: expected cpu or cuda, fp32 or bf16, default, bf16, q8 or "
+			  "q4, and a device number",
 			  kind ? kind : "", precision ? precision : "", ssm ? ssm : "",
-			  device ? device : "");
+			  weights ? weights : "", device ? device : "");
 		errno = EINVAL;
 		return NULL;
 	}
-	if (cpu)
-		return backend_cpu_create(model, &o);
 	char err[256] = "";
+	if (cpu) {
+		struct engine_backend *b = backend_cpu_create(model, &o, err, sizeof(err));
+		if (!b && err[0])
+			log_error("the default CPU backend: %s", err);
+		return b;
+	}
 	o.kind = ENGINE_BACKEND_CUDA;
 	o.device = (int)dev;
 	struct engine_backend *b = engine_backend_create(model, &o, err, sizeof(err));

@@ -163,6 +163,7 @@ struct engine_backend {
 	enum engine_precision precision;
 	enum engine_precision ssm_state; /* FP32 or BF16 (engine_backend_options) */
 	uint64_t weight_bytes;       /* weights held by the device for this backend */
+	char weights[8];             /* engine_backend_info.weights */
 	uint64_t state_limit;        /* 0: none */
 	_Atomic uint64_t state_bytes; /* sequence memory allocated (capacity), all sequences */
 	struct backend_vision *vision; /* CUDA: the device encoder of the vision handle used last
@@ -195,16 +196,23 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 /* The model's default backend, created on first use; NULL + errno (EINVAL, ENOMEM, and
  * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32 or bf16; unset,
  * engine_model_cpu_precision()'s) with the SSM state stored as $HOLOD_SSM_STATE says (fp32 or
- * bf16; unset, fp32), unless $HOLOD_BACKEND=cuda (with
+ * bf16; unset, fp32) and the linear layers in $HOLOD_WEIGHTS (default, bf16, q8 or q4; unset,
+ * as stored), unless $HOLOD_BACKEND=cuda (with
  * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device $HOLOD_DEVICE (holod's
  * variable; unset, 0): the hook the backend conformance suite runs every session test through
  * (tests/lm/meson.build), on device 1 of two emulated ones too (the -device1 entries). */
 struct engine_backend *backend_model_default(const struct engine_model *m);
 
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,
- * ENOMEM). */
+ * a weight the quantizer refuses or --weights bf16 on weights stored otherwise; ENOMEM), with
+ * one sentence in err where there is more to say than errno (else err is left empty). With
+ * opts->weights Q8/Q4 the linear layers are quantized here, progress reported through
+ * opts->progress as they are. */
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
-					  const struct engine_backend_options *opts);
+					  const struct engine_backend_options *opts, char *err,
+					  size_t errlen);
+/* Whether b (a CPU backend) holds quantized layers (it reported its progress itself). */
+bool backend_cpu_quantized(const struct engine_backend *b);
 
 #ifdef HOLOD_HAVE_CUDA
 struct gpu_context;

@@ -461,8 +461,8 @@ static int cpu_profile(struct engine_backend *b, bool on)
 	return 0;
 }
 
-/* One line per operation: "<name>: <ms> ms (<share>%)", the matrix products with their rate,
- * then "total: <ms> ms". */
+/* One line per operation: "<name>: <ms> ms (<share>%)", the matrix products with their rate
+ * and the layers' weight format, then "total: <ms> ms". */
 static int cpu_profile_report(struct engine_backend *b, char ***ret_lines)
 {
 	struct lm_profile *p = &((struct cpu_backend *)b)->prof;
@@ -478,8 +478,8 @@ static int cpu_profile_report(struct engine_backend *b, char ***ret_lines)
 	for (int i = 0; i < LM_OP_COUNT; i++) {
 		char line[160], rate[64] = "";
 		if (i == LM_OP_GEMM && ns[i])
-			snprintf(rate, sizeof(rate), ", %.0f GFLOP/s",
-				 (double)atomic_load(&p->flop[i]) / (double)ns[i]);
+			snprintf(rate, sizeof(rate), ", %.0f GFLOP/s, weights %s",
+				 (double)atomic_load(&p->flop[i]) / (double)ns[i], b->weights);
 		snprintf(line, sizeof(line), "cpu %-16s %9.2f ms (%4.1f%%)%s", lm_op_name((enum lm_op)i),
 			 (double)ns[i] / 1e6, total ? 100.0 * (double)ns[i] / (double)total : 0.0, rate);
 		if (!(lines[n++] = strdup(line)))
@@ -568,9 +568,40 @@ static const struct backend_ops cpu_ops = {
 	.vision_steps = cpu_vision_steps,
 };
 
-struct engine_backend *backend_cpu_create(const struct engine_model *m,
-					  const struct engine_backend_options *opts)
+/* Quantization progress: to the caller's callback, and to the log every 10% */
+struct quant_progress {
+	const struct engine_backend_options *opts;
+	uint64_t t0;
+	int logged; /* tenths */
+};
+
+static void quant_progress(void *arg, uint64_t done, uint64_t total)
 {
+	struct quant_progress *qp = arg;
+	int tenths = total ? (int)(done * 10 / total) : 10;
+	/* a small model's few milliseconds get the closing line alone */
+	if (tenths > qp->logged && total >= ((uint64_t)64 << 20)) {
+		qp->logged = tenths;
+		log_info("quantizing the language model's linear layers to %s: %llu of %llu MiB "
+			 "(%.1f s)", engine_weights_name(qp->opts->weights),
+			 (unsigned long long)(done >> 20), (unsigned long long)(total >> 20),
+			 (double)(time_mono_ns() - qp->t0) * 1e-9);
+	}
+	if (qp->opts->progress)
+		qp->opts->progress(qp->opts->progress_arg, done, total);
+}
+
+bool backend_cpu_quantized(const struct engine_backend *b)
+{
+	return b && b->kind == ENGINE_BACKEND_CPU && ((const struct cpu_backend *)b)->prep.quant;
+}
+
+struct engine_backend *backend_cpu_create(const struct engine_model *m,
+					  const struct engine_backend_options *opts, char *err,
+					  size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
 	int r = lm_model_check(m);
 	if (r < 0) {
 		errno = -r;
@@ -579,12 +610,31 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	enum engine_precision precision = opts->precision;
 	if (precision == ENGINE_PRECISION_DEFAULT)
 		precision = engine_model_cpu_precision(m);
+	const struct tensor *mats[4];
+	if (opts->weights == ENGINE_WEIGHTS_BF16 && m->cfg.n_layers > 0 &&
+	    lm_layer_matrices(&m->layers[0], mats) > 0 && mats[0]->dtype != TENSOR_BF16) {
+		if (err && errlen)
+			snprintf(err, errlen, "--weights bf16: the checkpoint's weights are %s, not bf16 "
+				 "(use --weights default, q8 or q4)",
+				 mats[0]->dtype == TENSOR_F16 ? "f16" : "f32");
+		errno = EINVAL;
+		return NULL;
+	}
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	r = lm_prepare(m, precision == ENGINE_PRECISION_BF16, cpu_gemm_layout(), &cb->prep);
+	struct quant_progress qp = {.opts = opts, .t0 = time_mono_ns()};
+	struct lm_prepare_opts po = {
+		.bf16 = precision == ENGINE_PRECISION_BF16,
+		.layout = cpu_gemm_layout(),
+		.quant = opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
+			 : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4 : -1,
+		.progress = quant_progress,
+		.progress_arg = &qp,
+	};
+	r = lm_prepare(m, &po, &cb->prep, err, errlen);
 	if (r < 0) {
 		free(cb);
 		errno = -r;
@@ -598,6 +648,17 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	b->precision = precision;
 	struct engine_model_info info;
 	engine_model_get_info(m, &info);
-	b->weight_bytes = info.weight_bytes + cb->prep.gemm_bytes;
+	/* the quantized layers replace their source's bytes, which this backend no longer reads */
+	b->weight_bytes = info.weight_bytes - cb->prep.quant_source_bytes + cb->prep.quant_bytes +
+			  cb->prep.gemm_bytes;
+	if (cb->prep.quant) {
+		snprintf(b->weights, sizeof(b->weights), "%s", engine_weights_name(opts->weights));
+		log_info("quantized the language model's linear layers to %s in %.1f s: %llu MiB "
+			 "(from %llu MiB), %llu MiB of weights held", b->weights,
+			 (double)(time_mono_ns() - qp.t0) * 1e-9,
+			 (unsigned long long)(cb->prep.quant_bytes >> 20),
+			 (unsigned long long)(cb->prep.quant_source_bytes >> 20),
+			 (unsigned long long)(b->weight_bytes >> 20));
+	}
 	return b;
 }

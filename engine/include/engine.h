@@ -154,10 +154,11 @@ const char *engine_cpu_kernels(void);
 
 /* ---- backends ----
  * A backend runs the language model of one model on one device and owns what that takes: its
- * copy of the weights (the CPU reads the memory map as it is; CUDA uploads them once), every
+ * copy of the weights (the CPU reads the memory map as it is, the linear layers quantized where
+ * asked; CUDA uploads them once), every
  * session's state and scratch. Sessions live on one backend. The model owns a default CPU
  * backend, created on first use, which engine_session_create() uses; engine_backend_create()
- * makes others (a CUDA device, another precision, a state limit). */
+ * makes others (a CUDA device, another precision, quantized weights, a state limit). */
 
 enum engine_backend_kind {
 	ENGINE_BACKEND_AUTO, /* CUDA when a device is present (not the CPU emulation of a test
@@ -174,10 +175,25 @@ enum engine_precision {
 	ENGINE_PRECISION_FP32,
 };
 
+/* The format the language model's linear layers (Mamba in_proj/out_proj, attention q/k/v/o, MLP
+ * up/down) are held in (docs/quantization.md). Embeddings, lm_head, norms, conv, A, D and dt stay
+ * as stored, and so does the vision tower. */
+enum engine_weights {
+	ENGINE_WEIGHTS_DEFAULT, /* as stored in the checkpoint */
+	ENGINE_WEIGHTS_BF16,    /* as stored, which must be bf16 (else the backend refuses it) */
+	ENGINE_WEIGHTS_Q8,      /* int8, an fp16 scale per block of 32: quantized at backend creation */
+	ENGINE_WEIGHTS_Q4,      /* 4-bit, fp16 scale and minimum per block of 32: likewise */
+};
+
 struct engine_backend_options {
 	enum engine_backend_kind kind;
 	int device;                /* CUDA device index */
 	enum engine_precision precision;
+	/* The linear layers' format. The CPU quantizes q8/q4 from the memory map at creation
+	 * (progress reports the source bytes quantized) and runs their decode rows on the quantized
+	 * GEMV kernels; --precision stays the activations' precision (FP32: the weights dequantized
+	 * exactly, fp32 sums: the reference). CUDA has no quantized kernels yet (EINVAL). */
+	enum engine_weights weights;
 	uint64_t state_limit;      /* bytes of session state (all sessions and snapshots) the
 				    * backend may allocate; 0: no limit but memory itself */
 	/* How the Mamba SSM state (the largest per-session state) is stored: FP32 (DEFAULT), or
@@ -186,8 +202,9 @@ struct engine_backend_options {
 	enum engine_precision ssm_state;
 	/* Weight loading progress: called on the creating thread with the bytes of the
 	 * checkpoint's tensors prepared so far (CUDA: read from the files, converted and sent to
-	 * the device; the CPU reads the memory map as it is, so it reports them all at once), of
-	 * `total`; the last call has done == total. NULL: none. */
+	 * the device; the CPU reads the memory map as it is, so it reports them all at once, or
+	 * with q8/q4 weights the linear layers' source bytes as they are quantized), of `total`;
+	 * the last call has done == total. NULL: none. */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
 };
@@ -198,6 +215,9 @@ const char *engine_backend_kind_name(enum engine_backend_kind kind);
 int engine_backend_kind_parse(const char *name, enum engine_backend_kind *ret);
 const char *engine_precision_name(enum engine_precision p);
 int engine_precision_parse(const char *name, enum engine_precision *ret);
+/* "default", "bf16", "q8", "q4". */
+const char *engine_weights_name(enum engine_weights w);
+int engine_weights_parse(const char *name, enum engine_weights *ret);
 /* The precision the CPU backend runs `model` in when none is asked for: BF16 for a bf16
  * checkpoint (its embedding matrix stored in bf16) on a CPU whose oneDNN has bf16 matrix
  * products (AVX-512 and up), FP32 otherwise (f32 or f16 weights, whose fp32 path rounds
@@ -234,8 +254,13 @@ struct engine_backend_info {
 	char device[256];                /* e.g. "NVIDIA H100 80GB HBM3", "x86_64, avx2 kernels" */
 	enum engine_precision precision; /* BF16 or FP32 */
 	enum engine_precision ssm_state; /* the SSM state's storage: BF16 or FP32 */
+	/* the linear layers' format: "q8", "q4", or the checkpoint's dtype as stored ("bf16",
+	 * "f32", "f16") */
+	char weights[8];
 	bool runs_model;                 /* false: sessions exist but computing is -EOPNOTSUPP */
-	uint64_t weight_bytes;           /* weights held for this backend (the map on the CPU) */
+	uint64_t weight_bytes;           /* weights held for this backend (on the CPU the map's
+					  * tensors it reads plus what it prepared: quantized
+					  * layers replace their bf16 source's bytes) */
 	uint64_t state_bytes;            /* memory of its live sessions and snapshots */
 	uint64_t state_limit;            /* 0: none */
 	uint64_t memory_total, memory_free; /* of the device (host RAM on the CPU); 0: unknown */

@@ -17,6 +17,7 @@
 #include "cpu_dnnl.h"
 #include "engine.h"
 #include "model.h"
+#include "quant.h"
 
 /* Longest run of positions one forward call processes; longer appends are split into runs
  * (which is exact: the state carries over). Bounds the activation scratch. */
@@ -32,7 +33,8 @@ struct lm_layer_state {
 /* What the CPU backend prepares once from the model's small tensors, so that no forward call
  * converts a weight: every norm weight, the Mamba layers' conv taps transposed to
  * [K][conv_dim], conv bias (zeros without one), dt_bias, A = -exp(A_log), D and the gated norm
- * weight, all fp32. The matrices are read from the memory map as they are (cpu_matmul). */
+ * weight, all fp32. The matrices are read from the memory map as they are (cpu_matmul), or
+ * from their quantized copies (q[] below). */
 struct lm_prepared_layer {
 	float *norm;             /* [hidden] */
 	float *conv_wt, *conv_b; /* Mamba: [K][conv_dim], [conv_dim] */
@@ -41,6 +43,9 @@ struct lm_prepared_layer {
 	/* bf16 precision: the layer's matrices prepared for oneDNN (cpu_dnnl.h), in the order
 	 * in_proj, out_proj | q, k, v, o | up, down; NULL in fp32 */
 	struct cpu_dnnl_weight *gemm[4];
+	/* quantized weights (lm_prepared.quant): the same matrices in that format (data owned,
+	 * QUANT_ALIGN-aligned), which the forward reads instead of the map; gemm[] is then NULL */
+	struct quant_tensor q[4];
 };
 /* Time per operation of the forward calls while `on` (the CPU backend's profile): summed
  * over every session of the backend, in ns. */
@@ -72,12 +77,40 @@ struct lm_prepared {
 	bool bf16;                          /* activations rounded to bf16 at every matrix product */
 	struct cpu_dnnl_weight *lm_head;    /* bf16: always plain (read in place when bf16) */
 	uint64_t gemm_bytes;                /* what the prepared matrices allocated */
+	/* The layers' matrices quantized (lm_prepared_layer.q, docs/quantization.md): decode rows
+	 * (runs of at most CPU_GEMV_T positions) and the merged decode rows of a batch run on
+	 * cpu_gemv_quant_rows(); longer runs dequantize LM_QUANT_PREFILL_BYTES of rows at a time
+	 * to fp32 and run cpu_matmul() on them (the same exact weights, the sums in another order).
+	 * In bf16 precision the activations are rounded to bf16 first, as for bf16 weights; the
+	 * merged decode rows never take AMX or oneDNN, so a batch's rows are bit for bit those
+	 * of each sequence alone in either precision. */
+	bool quant;
+	int quant_format;                   /* enum quant_format */
+	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
+	uint64_t quant_source_bytes;        /* the map's bytes they replace */
+};
+/* fp32 bytes of rows dequantized per cpu_matmul() call of a longer run's product on quantized
+ * weights (at least 16 rows): an L2-sized block, dequantized once per product and read by every
+ * row of the run from cache, so the prefill costs one extra pass over the weights per product
+ * on top of cpu_matmul()'s fp32 product (the fp32 path's speed, not bf16's oneDNN). */
+#define LM_QUANT_PREFILL_BYTES ((size_t)2 << 20)
+
+/* What lm_prepare() does beyond the small tensors. */
+struct lm_prepare_opts {
+	bool bf16;                      /* bf16 precision: oneDNN's matrices in `layout` */
+	enum cpu_dnnl_layout layout;
+	int quant;                      /* -1, or the enum quant_format the matrices are held in */
+	/* quantization progress: source bytes done of total (the last call has done == total) */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
 /* Fills *ret for a model that passed lm_model_check(); in bf16 precision also prepares the
- * matrices for oneDNN in `layout`. Returns 0, -ENOMEM or -ENOTSUP (no
- * oneDNN matmul on this CPU). */
-int lm_prepare(const struct engine_model *m, bool bf16, enum cpu_dnnl_layout layout,
-	       struct lm_prepared *ret);
+ * matrices for oneDNN in `layout`, and with o->quant quantizes them on the pool's threads (the
+ * map read once, nothing else of it held). Returns 0, -ENOMEM, -ENOTSUP (no oneDNN matmul on
+ * this CPU) or the quantizer's -EINVAL (a NaN or infinite weight) / -ERANGE (|w| past
+ * QUANT_MAX_ABS), with the tensor named in err. */
+int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o,
+	       struct lm_prepared *ret, char *err, size_t errlen);
 /* Accepts a zeroed struct. */
 void lm_prepared_finish(struct lm_prepared *p);
 

@@ -15,8 +15,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "cpu.h"
@@ -412,6 +416,8 @@ static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layo
 	if (r < 0)
 		return r;
 	p->gemm_bytes += cpu_dnnl_weight_bytes(p->lm_head);
+	if (p->quant)
+		return 0; /* the layers' matrices run on their quantized copies */
 	for (int l = 0; l < p->n_layers; l++) {
 		const struct tensor *mats[4];
 		int n = lm_layer_matrices(&m->layers[l], mats);
@@ -425,21 +431,150 @@ static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layo
 	return 0;
 }
 
-int lm_prepare(const struct engine_model *m, bool bf16, enum cpu_dnnl_layout layout,
-	       struct lm_prepared *ret)
+/* ---- quantizing the matrices (lm_prepare_opts.quant) ------------------------------------- */
+
+#define QUANT_TASK_ROWS 64
+
+struct quantize_job {
+	const struct tensor *w;
+	struct quant_tensor *q;
+	_Atomic int err;
+	_Atomic int64_t bad_row;
+};
+
+static void quantize_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	struct quantize_job *j = ctx;
+	const struct tensor *w = j->w;
+	const int64_t in = w->shape[1], r0 = (int64_t)task * QUANT_TASK_ROWS;
+	const int64_t r1 = MIN(r0 + QUANT_TASK_ROWS, w->shape[0]);
+	enum quant_format f = j->q->format;
+	float *row = NULL;
+	if (w->dtype != TENSOR_BF16 && !(row = malloc((size_t)in * sizeof(float)))) {
+		atomic_store(&j->err, -ENOMEM);
+		return;
+	}
+	for (int64_t r = r0; r < r1; r++) {
+		void *dst = (char *)j->q->data + (size_t)r * j->q->row_bytes;
+		int e;
+		if (w->dtype == TENSOR_BF16) {
+			e = quant_row_from_bf16(f, (const uint16_t *)w->data + (size_t)(r * in), in, dst);
+		} else {
+			cpu_tensor_to_f32(w, (size_t)(r * in), (size_t)in, row);
+			e = quant_row_from_f32(f, row, in, dst);
+		}
+		if (e < 0) {
+			int zero = 0;
+			if (atomic_compare_exchange_strong(&j->err, &zero, e))
+				atomic_store(&j->bad_row, r);
+			break;
+		}
+	}
+	free(row);
+}
+
+/* Quantizes w into q (allocated here). The map's pages of w are then only read again by another
+ * backend of the model: they are marked cold (MADV_COLD) so the kernel reclaims them first. */
+static int quantize_matrix(const struct tensor *w, enum quant_format f, struct quant_tensor *q,
+			   int64_t *bad_row)
+{
+	size_t bytes;
+	int r = quant_tensor_bytes(f, w->shape[0], w->shape[1], &bytes);
+	if (r < 0)
+		return r;
+	void *data = NULL;
+	if (posix_memalign(&data, QUANT_ALIGN, bytes) != 0)
+		return -ENOMEM;
+	size_t row_bytes;
+	quant_row_bytes(f, w->shape[1], &row_bytes);
+	*q = (struct quant_tensor){.format = f, .rows = w->shape[0], .cols = w->shape[1],
+				   .row_bytes = row_bytes, .data = data};
+	struct quantize_job j = {.w = w, .q = q};
+	atomic_init(&j.err, 0);
+	atomic_init(&j.bad_row, -1);
+	int tasks = (int)((w->shape[0] + QUANT_TASK_ROWS - 1) / QUANT_TASK_ROWS);
+	cpu_parallel_for(tasks, quantize_task, &j);
+	r = atomic_load(&j.err);
+	*bad_row = atomic_load(&j.bad_row);
+#ifdef MADV_COLD
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+	uintptr_t e = ((uintptr_t)w->data + w->nbytes) & ~((uintptr_t)page - 1);
+	if (r == 0 && page > 0 && e > a)
+		(void)madvise((void *)a, e - a, MADV_COLD);
+#endif
+	return r;
+}
+
+static const char *const matrix_names[3][4] = {
+	{"mixer.in_proj", "mixer.out_proj"},
+	{"mixer.q_proj", "mixer.k_proj", "mixer.v_proj", "mixer.o_proj"},
+	{"mixer.up_proj", "mixer.down_proj"},
+};
+
+static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_opts *o,
+			  struct lm_prepared *p, char *err, size_t errlen)
+{
+	uint64_t total = 0, done = 0;
+	for (int l = 0; l < p->n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(&m->layers[l], mats);
+		for (int i = 0; i < n; i++)
+			total += mats[i]->nbytes;
+	}
+	for (int l = 0; l < p->n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(L, mats);
+		for (int i = 0; i < n; i++) {
+			int64_t bad = -1;
+			int r = quantize_matrix(mats[i], (enum quant_format)o->quant, &p->layers[l].q[i], &bad);
+			if (r < 0) {
+				const char *name = matrix_names[L->kind == LM_LAYER_MAMBA ? 0
+							       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i];
+				if (err && errlen)
+					snprintf(err, errlen,
+						 r == -ENOMEM ? "out of memory quantizing layer %d's %s to %s"
+						 : r == -ERANGE
+						 ? "cannot quantize layer %d's %s to %s: row %lld has a weight "
+						   "past +-65504 (fp16 scales)"
+						 : r == -EINVAL
+						 ? "cannot quantize layer %d's %s to %s: row %lld has a NaN or "
+						   "infinite weight"
+						 : "cannot quantize layer %d's %s to %s (size past a limit)",
+						 l, name, quant_format_desc((enum quant_format)o->quant)->name,
+						 (long long)bad);
+				return r;
+			}
+			p->quant_bytes += (uint64_t)p->layers[l].q[i].rows * p->layers[l].q[i].row_bytes;
+			p->quant_source_bytes += mats[i]->nbytes;
+			done += mats[i]->nbytes;
+			if (o->progress)
+				o->progress(o->progress_arg, done, total);
+		}
+	}
+	return 0;
+}
+
+int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
+	       struct lm_prepared *ret, char *err, size_t errlen)
 {
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
-	struct lm_prepared p = {.n_layers = m->cfg.n_layers, .bf16 = bf16};
+	struct lm_prepared p = {.n_layers = m->cfg.n_layers, .bf16 = opts->bf16,
+				.quant = opts->quant >= 0, .quant_format = opts->quant};
 	int r;
 	p.norm_f = f32_copy(&m->norm_f, (size_t)dm.d);
 	p.layers = calloc((size_t)p.n_layers, sizeof(*p.layers));
 	if (!p.norm_f || !p.layers)
 		goto oom;
+	if (p.quant && (r = quantize_gemms(m, opts, &p, err, errlen)) < 0)
+		goto fail;
 	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared
 	 * and every product runs on the engine's own kernels with the same bf16-rounded inputs
 	 * (product(): cpu_matmul or the GEMV), as a product oneDNN refuses does */
-	if (bf16 && cpu_dnnl_bf16_supported() && (r = prepare_gemms(m, layout, &p)) < 0)
+	if (opts->bf16 && cpu_dnnl_bf16_supported() && (r = prepare_gemms(m, opts->layout, &p)) < 0)
 		goto fail;
 	const int K = dm.K, cd = dm.conv_dim, H = dm.H;
 	for (int l = 0; l < p.n_layers; l++) {
@@ -491,8 +626,10 @@ void lm_prepared_finish(struct lm_prepared *p)
 		free(o->a);
 		free(o->d);
 		free(o->gnorm);
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 4; i++) {
 			cpu_dnnl_weight_destroy(o->gemm[i]);
+			free((void *)o->q[i].data);
+		}
 	}
 	cpu_dnnl_weight_destroy(p->lm_head);
 	free(p->layers);
@@ -631,6 +768,13 @@ static int run_logit_rows(const struct lm_run *r)
 	return r->want == ENGINE_LOGITS_ALL ? r->T : r->want == ENGINE_LOGITS_LAST ? 1 : 0;
 }
 
+/* Whether the layers' products may run on oneDNN or AMX (bf16 precision with bf16 weights): with
+ * quantized weights the merged decode rows stay on the GEMV and no norm writes bf16 rows. */
+static bool dnnl_layers(const struct lm_prepared *p)
+{
+	return p->bf16 && !p->quant;
+}
+
 static void batch_shape(const struct lm_run *runs, int n, bool bf16, struct batch_shape *ret)
 {
 	struct batch_shape b = {0};
@@ -692,7 +836,7 @@ static size_t batch_work_floats(const struct engine_model *m, bool bf16, const s
 
 int lm_batch_prepare(struct lm_seq *lead, const struct lm_run *runs, int n)
 {
-	size_t need = batch_work_floats(lead->model, lead->prep->bf16, runs, n);
+	size_t need = batch_work_floats(lead->model, dnnl_layers(lead->prep), runs, n);
 	if (need <= lead->work_floats)
 		return 0;
 	float *w = NULL;
@@ -789,10 +933,53 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * the AMX products or oneDNN's, which are faster. cpu_matmul only fails on scratch, which
  * lm_seq_prepare() reserved; a oneDNN or AMX product that fails (memory for a new primitive or
  * for the packed activations) runs on the GEMV or cpu_matmul instead. oneDNN's products apply
- * `act` in their epilogue; returns whether act was applied (else the caller applies it). */
+ * `act` in their epilogue; returns whether act was applied (else the caller applies it).
+ * Quantized layers (qw, lm.h's lm_prepared.quant): decode rows and merged rows on the quantized
+ * GEMV, longer runs on quant_matmul(), x rounded to bf16 first in bf16 precision. */
+struct dequant_job {
+	const struct quant_tensor *q;
+	int r0;
+	float *out;
+};
+
+static void dequant_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	const struct dequant_job *j = ctx;
+	const struct quant_tensor *q = j->q;
+	quant_row_to_f32(q->format, (const char *)q->data + (size_t)(j->r0 + task) * q->row_bytes,
+			 q->cols, j->out + (size_t)task * (size_t)q->cols);
+}
+
+/* A longer run's product on quantized weights (lm_prepared.quant): LM_QUANT_PREFILL_BYTES of
+ * rows at a time dequantized exactly to fp32 (on the pool) and multiplied by cpu_matmul(); where
+ * the buffer cannot be had, the GEMV kernels take the product (the same weights). */
+static void quant_matmul(const struct quant_tensor *q, const float *x, size_t ldx, int T, float *y,
+			 size_t ldy, bool accumulate)
+{
+	const size_t in = (size_t)q->cols;
+	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BYTES / (in * sizeof(float)), 16), q->rows);
+	float *buf = NULL;
+	if (posix_memalign((void **)&buf, 64, (size_t)rows * in * sizeof(float)) != 0) {
+		cpu_gemv_quant_rows(q, 0, (int)q->rows, x, ldx, T, y, ldy, accumulate);
+		return;
+	}
+	for (int r0 = 0; r0 < q->rows; r0 += rows) {
+		int n = (int)MIN((int64_t)rows, q->rows - r0);
+		struct dequant_job j = {q, r0, buf};
+		cpu_parallel_for_work(n, dequant_task, &j, (double)n * (double)in);
+		struct tensor t = {.data = buf, .dtype = TENSOR_F32, .ndim = 2, .shape = {n, (int64_t)in},
+				   .nbytes = (size_t)n * in * sizeof(float)};
+		if (cpu_matmul(&t, x, ldx, T, y + r0, ldy, accumulate) < 0)
+			cpu_gemv_quant_rows(q, r0, n, x, ldx, T, y + r0, ldy, accumulate);
+	}
+	free(buf);
+}
+
 static bool product(const struct lm_prepared *p, const struct tensor *w,
-		    const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx, int T,
-		    float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act, bool merged)
+		    const struct cpu_dnnl_weight *dw, const struct quant_tensor *qw, float *x,
+		    const uint16_t *xb, size_t ldx, int T, float *y, size_t ldy, bool accumulate,
+		    enum cpu_dnnl_act act, bool merged)
 {
 	bool applied = false;
 	if (T <= 0)
@@ -803,10 +990,20 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 					  2 * (uint64_t)T * (uint64_t)w->shape[0] * (uint64_t)w->shape[1],
 					  memory_order_relaxed);
 	int r;
+	if (qw) {
+		/* the activations rounded as bf16 weights' are; the weights exact, fp32 sums */
+		if (p->bf16)
+			cpu_round_bf16_rows(x, ldx, T, (int)qw->cols);
+		if (T <= CPU_GEMV_T || merged)
+			cpu_gemv_quant_rows(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate);
+		else
+			quant_matmul(qw, x, ldx, T, y, ldy, accumulate);
+		goto done;
+	}
 	if (p->bf16) {
 		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
 		 * of x; the rounding in place is for the other paths */
-		enum merged_path mp = merged ? merged_path(true, T) : MERGED_GEMV;
+		enum merged_path mp = merged ? merged_path(!p->quant, T) : MERGED_GEMV;
 		if (dw && (merged ? mp == MERGED_DNNL : T >= CPU_DNNL_MIN_T) &&
 		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
 			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
@@ -907,11 +1104,14 @@ struct batch {
 	struct work wk;
 };
 
+/* The quantized copy of matrix i of layer P, or NULL. */
+#define QW(p, P, i) ((p)->quant ? &(P)->q[i] : NULL)
+
 /* y (+)= W x over every row of the batch: the merged decode rows [0, Mp) as one product, then
  * each longer run's rows as the product that run would be alone. `act` (the MLP's ReLU^2) is
  * applied to every row, in oneDNN's epilogue or after. */
 static void batch_product(const struct batch *b, const struct tensor *w,
-			  const struct cpu_dnnl_weight *dw, float *x, const uint16_t *xb, size_t ldx,
+			  const struct cpu_dnnl_weight *dw, const struct quant_tensor *qw, float *x, const uint16_t *xb, size_t ldx,
 			  float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	int first = 0, rows = b->shape.Mp;
@@ -924,7 +1124,7 @@ static void batch_product(const struct batch *b, const struct tensor *w,
 		}
 		float *xr = x + (size_t)first * ldx, *yr = y + (size_t)first * ldy;
 		const uint16_t *xbr = xb ? xb + (size_t)first * ldx : NULL; /* dense: ldx is x's width */
-		if (!product(b->p, w, dw, xr, xbr, ldx, rows, yr, ldy, accumulate, act, i < 0) &&
+		if (!product(b->p, w, dw, qw, xr, xbr, ldx, rows, yr, ldy, accumulate, act, i < 0) &&
 		    act == CPU_DNNL_ACT_RELU2) {
 			/* ldy is the MLP's width here: the rows are contiguous */
 			uint64_t t0 = prof_start(b->p);
@@ -986,7 +1186,7 @@ static void mamba_layer(const struct batch *b, int l)
 	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
 		    *dsk = P->d, *gw = P->gnorm;
 
-	batch_product(b, &L->mamba.in_proj, P->gemm[0], b->wk.xn, b->wk.xb, dm->d, zx, dm->in_rows, false,
+	batch_product(b, &L->mamba.in_proj, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, zx, dm->in_rows, false,
 		      CPU_DNNL_ACT_NONE);
 
 	/* the conv window is each sequence's own: one run at a time */
@@ -1051,7 +1251,7 @@ static void mamba_layer(const struct batch *b, int l)
 	else
 		lm_gated_rmsnorm(dm, M, y, zx, dm->in_rows, gw, c->eps);
 	prof_end(b->p, LM_OP_NORM, t0);
-	batch_product(b, &L->mamba.out_proj, P->gemm[1], y, b->wk.xb, dm->d_in, b->wk.h, dm->d, true,
+	batch_product(b, &L->mamba.out_proj, P->gemm[1], QW(b->p, P, 1), y, b->wk.xb, dm->d_in, b->wk.h, dm->d, true,
 		      CPU_DNNL_ACT_NONE);
 }
 
@@ -1134,11 +1334,11 @@ static void attention_layer(const struct batch *b, int l)
 	float *q = b->wk.mix, *o = q + (size_t)M * dm->q_dim;
 	float *kn = o + (size_t)M * dm->q_dim, *vn = kn + (size_t)M * dm->kv_dim;
 	const uint16_t *xb = b->wk.xb;
-	batch_product(b, &L->attn.q, P->gemm[0], b->wk.xn, xb, dm->d, q, dm->q_dim, false,
+	batch_product(b, &L->attn.q, P->gemm[0], QW(b->p, P, 0), b->wk.xn, xb, dm->d, q, dm->q_dim, false,
 		      CPU_DNNL_ACT_NONE);
-	batch_product(b, &L->attn.k, P->gemm[1], b->wk.xn, xb, dm->d, kn, dm->kv_dim, false,
+	batch_product(b, &L->attn.k, P->gemm[1], QW(b->p, P, 1), b->wk.xn, xb, dm->d, kn, dm->kv_dim, false,
 		      CPU_DNNL_ACT_NONE);
-	batch_product(b, &L->attn.v, P->gemm[2], b->wk.xn, xb, dm->d, vn, dm->kv_dim, false,
+	batch_product(b, &L->attn.v, P->gemm[2], QW(b->p, P, 2), b->wk.xn, xb, dm->d, vn, dm->kv_dim, false,
 		      CPU_DNNL_ACT_NONE);
 	for (int i = 0; i < b->n; i++) {
 		const struct lm_run *r = &b->runs[i];
@@ -1169,7 +1369,7 @@ static void attention_layer(const struct batch *b, int l)
 	}
 	memset(o + (size_t)b->shape.Ms * dm->q_dim, 0,
 	       (size_t)(b->shape.Mp - b->shape.Ms) * dm->q_dim * sizeof(float));
-	batch_product(b, &L->attn.o, P->gemm[3], o, NULL, dm->q_dim, b->wk.h, dm->d, true,
+	batch_product(b, &L->attn.o, P->gemm[3], QW(b->p, P, 3), o, NULL, dm->q_dim, b->wk.h, dm->d, true,
 		      CPU_DNNL_ACT_NONE);
 }
 
@@ -1180,9 +1380,9 @@ static void mlp_layer(const struct batch *b, int l)
 	const struct lm_dims *dm = &b->dm;
 	float *u = b->wk.mix;
 	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
-	batch_product(b, &L->mlp.up, P->gemm[0], b->wk.xn, b->wk.xb, dm->d, u, dm->inter, false,
+	batch_product(b, &L->mlp.up, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, u, dm->inter, false,
 		      CPU_DNNL_ACT_RELU2);
-	batch_product(b, &L->mlp.down, P->gemm[1], u, NULL, dm->inter, b->wk.h, dm->d, true,
+	batch_product(b, &L->mlp.down, P->gemm[1], QW(b->p, P, 1), u, NULL, dm->inter, b->wk.h, dm->d, true,
 		      CPU_DNNL_ACT_NONE);
 }
 
@@ -1211,12 +1411,12 @@ static void batch_logits(const struct batch *b)
 		direct = r->logits;
 	}
 	if (b->shape.small_logit_runs == 1) {
-		product(p, head, p->lm_head, xn, NULL, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
+		product(p, head, p->lm_head, NULL, xn, NULL, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
 	} else {
 		int i = 0, in_run = 0;
 		for (int done = 0; done < at;) {
 			int n = MIN(LM_BATCH_LOGIT_ROWS, at - done);
-			product(p, head, p->lm_head, xn + (size_t)done * d, NULL, d, n, lg, V, false,
+			product(p, head, p->lm_head, NULL, xn + (size_t)done * d, NULL, d, n, lg, V, false,
 				CPU_DNNL_ACT_NONE, true);
 			for (int k = 0; k < n; k++) {
 				while (!run_is_small(&b->runs[i]) || in_run == run_logit_rows(&b->runs[i])) {
@@ -1239,7 +1439,7 @@ static void batch_logits(const struct batch *b)
 		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn, p->norm_f, rows, dm->d,
 			  b->m->cfg.eps, NULL);
 		prof_end(p, LM_OP_NORM, t0);
-		product(p, head, p->lm_head, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
+		product(p, head, p->lm_head, NULL, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
 	}
 }
 
@@ -1248,7 +1448,7 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 	struct batch b = {.m = lead->model, .p = lead->prep, .runs = runs, .n = n};
 	const struct lm_config *c = &b.m->cfg;
 	lm_dims_init(&b.dm, c);
-	batch_shape(runs, n, b.p->bf16, &b.shape);
+	batch_shape(runs, n, dnnl_layers(b.p), &b.shape);
 	int small = 0, large = b.shape.Mp;
 	for (int i = 0; i < n; i++) {
 		int *at = run_is_small(&runs[i]) ? &small : &large;
@@ -1259,7 +1459,7 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 	b.wk.h = lead->work;
 	b.wk.xn = b.wk.h + (size_t)M * d;
 	b.wk.mix = b.wk.xn + (size_t)M * d;
-	b.wk.xb = batch_uses_dnnl(runs, n, b.p->bf16, &b.shape)
+	b.wk.xb = batch_uses_dnnl(runs, n, dnnl_layers(b.p), &b.shape)
 			  ? (uint16_t *)(b.wk.mix + mix_floats(b.m, &b.dm, M, b.shape.Tmax,
 							       logit_scratch_rows(&b.shape)))
 			  : NULL;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline void test_skip_without_env_backend(void)
 {
@@ -26,6 +27,17 @@ static inline void test_skip_without_env_backend(void)
 		fprintf(stderr, "skip: HOLOD_BACKEND=%s: %s\n", name, msg);
 		exit(TEST_SKIP);
 	}
+}
+
+/* Where $HOLOD_WEIGHTS names a format (the conformance tests' -q8/-q4 entries), that the
+ * backend holds its layers in it: the variable reached the model's default backend. */
+static inline void test_check_env_weights(const struct engine_backend *b)
+{
+	const char *w = getenv("HOLOD_WEIGHTS");
+	struct engine_backend_info info;
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	if (w && (strcmp(w, "q8") == 0 || strcmp(w, "q4") == 0))
+		CHECK_STR_EQ(info.weights, w);
 }
 
 static inline struct engine_backend *test_backend_create(struct engine_model *m,

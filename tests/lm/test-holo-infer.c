@@ -181,6 +181,37 @@ int main(int argc, char **argv)
 	CHECK_INT_EQ(run(cmd, &out), 2);
 	CHECK(strstr(out, "HOLOD_PRECISION=fp8: expected bf16 or fp32") != NULL);
 	free(out);
+	/* --weights (and $HOLOD_WEIGHTS): q8 quantizes the layers at load and says so with the
+	 * bytes held; a bad name is a usage error; CUDA refuses quantized weights in one sentence */
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 2 --backend cpu --weights q8 "
+		 "2>&1 >/dev/null", exe, root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	CHECK(strstr(out, "), fp32, weights q8 (") != NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "HOLOD_WEIGHTS=q4 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1 >/dev/null",
+		 exe, root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 0);
+	CHECK(strstr(out, ", weights q4 (") != NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --weights q3 2>&1", exe,
+		 root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 2);
+	CHECK(strstr(out, "invalid value 'q3' for --weights") != NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "HOLOD_WEIGHTS=int8 '%s' --model '%s/%s' --prompt-ids 1 2>&1",
+		 exe, root(), mamba);
+	CHECK_INT_EQ(run(cmd, &out), 2);
+	CHECK(strstr(out, "HOLOD_WEIGHTS=int8: expected default, bf16, q8 or q4") != NULL);
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda --weights q4 2>&1", exe, root(),
+		 mamba);
+	CHECK_INT_EQ(run(cmd, &out), 1);
+	CHECK(strstr(out, "CUDA has no quantized kernels yet (issue 29)") != NULL);
+	CHECK(strstr(out, "prefill:") == NULL);
+	free(out);
 	/* no device here (ENODEV): refused, never run on the CPU instead; with one (the emulation
 	 * counts) the run is on it, in CUDA's default bf16, and --profile lists what ran there */
 	snprintf(cmd, sizeof(cmd),

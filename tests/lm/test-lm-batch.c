@@ -15,6 +15,9 @@
  *     whose batched GEMMs sum in another order (1e-7), a state entry stored in bf16 may round
  *     one ulp the other way: 2^-8, one bf16 ulp of the largest entry (measured in the
  *     emulation: 2.0e-4).
+ *   - quantized weights ($HOLOD_WEIGHTS=q8|q4, lm.h: lm_prepared.quant): on the CPU bit-identical
+ *     in fp32 and bf16 alike: the merged decode rows always run on the quantized GEMV, each
+ *     row's sums formed as alone, and a longer run's product is the one it has alone.
  *   - bf16: bit-identical below LM_BATCH_AMX_MIN_ROWS decode rows on a CPU with AMX, below
  *     LM_BATCH_DNNL_MIN_ROWS elsewhere (the same GEMV kernels); from there the decode rows'
  *     products run on AMX or through oneDNN, the same bf16 inputs summed in another order, and a rounding of an activation to bf16 may then fall the other
@@ -53,6 +56,7 @@ static struct engine_backend *backend;
 static bool exact; /* the CPU in fp32 (or bf16 below the GEMV's last row count, lm.h) */
 static bool is_fp32;
 static bool ssm_bf16; /* the backend stores the SSM state in bf16 */
+static bool quantized; /* q8/q4 layers ($HOLOD_WEIGHTS): decode rows always on the GEMV */
 static int V, D;
 
 /* One session's part of a step: n tokens (n = 0: not in this batch), embedded rows at the
@@ -207,7 +211,7 @@ static void step(const char *name, struct pair *s, int n_sess, const struct part
 				     0);
 	CHECK_INT_EQ(engine_forward_batch(backend, e, (size_t)n_e), 0);
 	int gemv_rows = cpu_amx_enabled() ? LM_BATCH_AMX_MIN_ROWS : LM_BATCH_DNNL_MIN_ROWS;
-	bool bit_exact = exact && (is_fp32 || decode_rows < gemv_rows);
+	bool bit_exact = exact && (is_fp32 || quantized || decode_rows < gemv_rows);
 	for (int k = 0; k < n_sess; k++) {
 		char what[128];
 		snprintf(what, sizeof(what), "%s, session %d (%d tokens held)", name, k,
@@ -376,8 +380,11 @@ int main(void)
 	is_fp32 = info.precision == ENGINE_PRECISION_FP32;
 	ssm_bf16 = info.ssm_state == ENGINE_PRECISION_BF16;
 	exact = info.kind == ENGINE_BACKEND_CPU;
-	printf("backend %s, %s, SSM state %s\n", info.name, engine_precision_name(info.precision),
-	       engine_precision_name(info.ssm_state));
+	quantized = strcmp(info.weights, "q8") == 0 || strcmp(info.weights, "q4") == 0;
+	test_check_env_weights(backend);
+	printf("backend %s, %s, SSM state %s, weights %s\n", info.name,
+	       engine_precision_name(info.precision), engine_precision_name(info.ssm_state),
+	       info.weights);
 #ifdef HOLOD_HAVE_CUDA
 	/* CUDA cuts spans into runs of 16 positions packed into passes of 32 rows, so spans of a
 	 * few dozen positions take several runs and a mixed step several passes, as spans of
@@ -394,6 +401,26 @@ int main(void)
 		test_decode(counts[i]);
 	test_mixed();
 	test_all_or_nothing();
+	if (exact) {
+		/* the CPU's profile names the layers' weight format beside the products' rate */
+		CHECK_INT_EQ(engine_backend_profile(backend, true), 0);
+		struct engine_session *s = engine_session_create(model, 4);
+		REQUIRE(s);
+		float *lg = malloc((size_t)V * sizeof(float));
+		REQUIRE(lg);
+		CHECK_INT_EQ(engine_session_decode(s, 1, lg), 0);
+		char **lines = NULL, want[32];
+		int n = engine_backend_profile_report(backend, &lines);
+		snprintf(want, sizeof(want), "GFLOP/s, weights %s", info.weights);
+		bool found = false;
+		for (int i = 0; i < n; i++)
+			found |= strstr(lines[i], want) != NULL;
+		CHECK(n > 0 && found);
+		engine_backend_profile_free(lines);
+		engine_backend_profile(backend, false);
+		free(lg);
+		engine_session_destroy(s);
+	}
 	lm_random_model_destroy(model);
 	return test_exit();
 }

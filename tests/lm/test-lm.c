@@ -6,7 +6,11 @@
  * rounding only. Logits are O(1); 2e-4 absolute covers the fp32 reordering over a few layers
  * (observed ~1e-6) while any real bug (a wrong decay, a group off by one, a dropped conv tap)
  * moves logits by 1e-2 or more. Where the same code path runs on the same data (restore, copy)
- * the results must be bit-identical. */
+ * the results must be bit-identical. With quantized weights ($HOLOD_WEIGHTS=q8|q4, meson.build's
+ * lm-q8/lm-q4) the same bounds hold: decode (the quantized GEMV) and prefill (the rows
+ * dequantized to fp32 into cpu_matmul) multiply the same exact dequantized weights, so they too
+ * differ by fp32 summation order alone (observed ~1e-6 on these models); the distance to the
+ * unquantized weights is test-lm-golden's. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -325,6 +329,7 @@ static void test_session_model(const struct engine_model *m, int n)
 	/* whole prefill (chunked SSD, several chunks and, for n > LM_MAX_BATCH, several runs) */
 	struct engine_session *s = engine_session_create(m, n + 8);
 	REQUIRE(s);
+	test_check_env_weights(engine_session_backend(s));
 	CHECK_INT_EQ(engine_session_append(s, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, all), 0);
 	CHECK_INT_EQ(engine_session_n_tokens(s), n);
 

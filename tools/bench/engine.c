@@ -4,7 +4,11 @@
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
  *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
- *                     [--ssm-state fp32|bf16] [--profile]
+ *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4] [--profile]
+ *
+ * With --weights q8|q4 the CPU backend quantizes the linear layers at creation
+ * (docs/quantization.md): the weight bytes read per decode token, and so the decode ceiling,
+ * count those layers in their quantized bytes.
  *
  * It also measures the machine's limits in the same run (machine.c): the read bandwidth with the
  * pool's threads (min/median/max over passes interleaved with the decode rounds), the decode GEMV
@@ -28,6 +32,7 @@
 #include "cpu.h"
 #include "engine.h"
 #include "machine.h"
+#include "quant.h"
 #include "lm.h"
 #include "model.h"
 
@@ -60,7 +65,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
 		   "                         [--threads N] [--backend B] [--device N] [--precision P]\n"
-		   "                         [--ssm-state S] [--profile]\n"
+		   "                         [--ssm-state S] [--weights W] [--profile]\n"
 		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
 		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
 		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
@@ -71,6 +76,8 @@ static void usage(FILE *f)
 		   "  --precision P  bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
 		   "                 the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
 		   "  --ssm-state S  the SSM state's storage, fp32 or bf16 (default fp32)\n"
+		   "  --weights W    the linear layers' format: default (as stored), bf16, q8 or q4\n"
+		   "                 (quantized at load, the cpu only; default $HOLOD_WEIGHTS)\n"
 		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -173,9 +180,20 @@ static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, b
 	return 0;
 }
 
-/* Bytes of weights one decode step reads: every layer tensor, the final norm and the head (one
- * embedding row is negligible). */
-static double decode_weight_bytes(const struct engine_model *m)
+/* Bytes a matrix of the layers is read as: its own, or its quantized size. */
+static double matrix_bytes(const struct tensor *t, enum engine_weights w)
+{
+	size_t q;
+	if ((w == ENGINE_WEIGHTS_Q8 || w == ENGINE_WEIGHTS_Q4) &&
+	    quant_tensor_bytes(w == ENGINE_WEIGHTS_Q8 ? QUANT_Q8 : QUANT_Q4, t->shape[0], t->shape[1],
+			       &q) == 0)
+		return (double)q;
+	return (double)t->nbytes;
+}
+
+/* Bytes of weights one decode step reads: every layer tensor (the linear layers in the format
+ * `w` holds them in), the final norm and the head (one embedding row is negligible). */
+static double decode_weight_bytes(const struct engine_model *m, enum engine_weights w)
 {
 	double b = (double)m->norm_f.nbytes + (double)m->lm_head.nbytes;
 	for (int l = 0; l < m->cfg.n_layers; l++) {
@@ -183,17 +201,17 @@ static double decode_weight_bytes(const struct engine_model *m)
 		b += (double)L->norm.nbytes;
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
-			b += (double)(L->mamba.in_proj.nbytes + L->mamba.conv_w.nbytes +
-				      L->mamba.conv_b.nbytes + L->mamba.dt_bias.nbytes +
-				      L->mamba.a_log.nbytes + L->mamba.d.nbytes + L->mamba.norm.nbytes +
-				      L->mamba.out_proj.nbytes);
+			b += matrix_bytes(&L->mamba.in_proj, w) + matrix_bytes(&L->mamba.out_proj, w) +
+			     (double)(L->mamba.conv_w.nbytes + L->mamba.conv_b.nbytes +
+				      L->mamba.dt_bias.nbytes + L->mamba.a_log.nbytes +
+				      L->mamba.d.nbytes + L->mamba.norm.nbytes);
 			break;
 		case LM_LAYER_ATTENTION:
-			b += (double)(L->attn.q.nbytes + L->attn.k.nbytes + L->attn.v.nbytes +
-				      L->attn.o.nbytes);
+			b += matrix_bytes(&L->attn.q, w) + matrix_bytes(&L->attn.k, w) +
+			     matrix_bytes(&L->attn.v, w) + matrix_bytes(&L->attn.o, w);
 			break;
 		case LM_LAYER_MLP:
-			b += (double)(L->mlp.up.nbytes + L->mlp.down.nbytes);
+			b += matrix_bytes(&L->mlp.up, w) + matrix_bytes(&L->mlp.down, w);
 			break;
 		}
 	}
@@ -252,6 +270,7 @@ int bench_engine_main(int argc, char **argv)
 		{"backend", required_argument, NULL, 'b'}, {"precision", required_argument, NULL, 'P'},
 		{"device", required_argument, NULL, 'D'},
 		{"profile", no_argument, NULL, 'F'}, {"ssm-state", required_argument, NULL, 'X'},
+		{"weights", required_argument, NULL, 'W'},
 		{0},
 	};
 	struct lm_random_spec sp;
@@ -266,6 +285,12 @@ int bench_engine_main(int argc, char **argv)
 	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
 		fprintf(stderr, "holo-bench engine: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
 			env_precision);
+		return 2;
+	}
+	const char *env_weights = getenv("HOLOD_WEIGHTS");
+	if (env_weights && *env_weights && engine_weights_parse(env_weights, &bopts.weights) < 0) {
+		fprintf(stderr, "holo-bench engine: HOLOD_WEIGHTS=%s: expected default, bf16, q8 or "
+				"q4\n", env_weights);
 		return 2;
 	}
 
@@ -310,6 +335,13 @@ int bench_engine_main(int argc, char **argv)
 			break;
 		case 'F':
 			profile = true;
+			break;
+		case 'W':
+			if (engine_weights_parse(optarg, &bopts.weights) < 0) {
+				fprintf(stderr, "holo-bench engine: invalid weight format '%s' (default, "
+						"bf16, q8, q4)\n", optarg);
+				return 2;
+			}
 			break;
 		case 'X':
 			if (engine_precision_parse(optarg, &bopts.ssm_state) < 0) {
@@ -385,7 +417,7 @@ int bench_engine_main(int argc, char **argv)
 		       sp.head_dim, sp.m_heads, sp.m_head_dim, sp.m_groups, sp.m_state, sp.m_chunk,
 		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
 	}
-	double wbytes = decode_weight_bytes(m);
+	double wbytes = decode_weight_bytes(m, bopts.weights);
 	printf("parameters %.3f B, weight bytes read per decode token %.1f MB\n", count_params(m) / 1e9,
 	       wbytes / 1e6);
 
@@ -401,9 +433,9 @@ int bench_engine_main(int argc, char **argv)
 	}
 	struct engine_backend_info binfo;
 	engine_backend_get_info(backend, &binfo);
-	printf("backend %s (%s), %s, SSM state %s, weights %.1f MB\n", binfo.name, binfo.device,
+	printf("backend %s (%s), %s, SSM state %s, weights %s %.1f MB\n", binfo.name, binfo.device,
 	       engine_precision_name(binfo.precision), engine_precision_name(binfo.ssm_state),
-	       (double)binfo.weight_bytes / 1e6);
+	       binfo.weights, (double)binfo.weight_bytes / 1e6);
 
 	int V = m->cfg.vocab;
 	s = engine_session_create_on(backend, n_prompt + n_decode + 1);

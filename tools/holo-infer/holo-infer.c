@@ -5,7 +5,7 @@
  *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
  *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
  *              [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
- *              [--profile]
+ *              [--weights default|bf16|q8|q4] [--profile]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
@@ -20,7 +20,9 @@
  * of the turn. The checkpoint's own chat template is
  * compared with that format and a difference is reported on stderr.
  *
- * --backend and --precision are checked before the model loads (engine_backend_resolve()): a
+ * --weights q8|q4 quantizes the language model's linear layers at load (the CPU backend;
+ * docs/quantization.md); the backend line on stderr names the format and the bytes held.
+ * --backend, --precision and --weights are checked before the model loads (engine_backend_resolve()): a
  * backend that cannot run the language model is refused with one sentence, never replaced by the
  * CPU behind the user's back. --profile (CUDA only) prints to stderr, after the run, one line per
  * kernel and per GEMM call site (the vision encoder's too, on an image run) with its launches
@@ -73,7 +75,7 @@ static void usage(FILE *f)
 		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
 		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
 		"                  [--think] [--max-tiles N] [--backend B] [--device N]\n"
-		"                  [--precision P] [--profile]\n"
+		"                  [--precision P] [--weights W] [--profile]\n"
 		"\n"
 		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
 		"  --max-tokens N   tokens to generate (default 64)\n"
@@ -95,6 +97,8 @@ static void usage(FILE *f)
 		"  --device N       CUDA device index (default 0)\n"
 		"  --precision P    bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
 		"                   the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
+		"  --weights W      the linear layers' format: default (as stored), bf16, q8 or q4\n"
+		"                   (quantized at load; the cpu only; default $HOLOD_WEIGHTS)\n"
 		"  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -388,7 +392,7 @@ int main(int argc, char **argv)
 		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
 		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
 		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES, OPT_BACKEND, OPT_PRECISION,
-		OPT_DEVICE, OPT_PROFILE,
+		OPT_DEVICE, OPT_PROFILE, OPT_WEIGHTS,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -413,6 +417,7 @@ int main(int argc, char **argv)
 		{"precision", required_argument, NULL, OPT_PRECISION},
 		{"device", required_argument, NULL, OPT_DEVICE},
 		{"profile", no_argument, NULL, OPT_PROFILE},
+		{"weights", required_argument, NULL, OPT_WEIGHTS},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -437,6 +442,11 @@ int main(int argc, char **argv)
 	if (env_precision && *env_precision &&
 	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
 		log_error("HOLOD_PRECISION=%s: expected bf16 or fp32", env_precision);
+		return 2;
+	}
+	const char *env_weights = getenv("HOLOD_WEIGHTS");
+	if (env_weights && *env_weights && engine_weights_parse(env_weights, &bopts.weights) < 0) {
+		log_error("HOLOD_WEIGHTS=%s: expected default, bf16, q8 or q4", env_weights);
 		return 2;
 	}
 	for (int c; (c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1;) {
@@ -536,6 +546,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PRECISION:
 			if (engine_precision_parse(optarg, &bopts.precision) < 0)
+				goto bad_value;
+			break;
+		case OPT_WEIGHTS:
+			if (engine_weights_parse(optarg, &bopts.weights) < 0)
 				goto bad_value;
 			break;
 		case OPT_DEVICE: {
@@ -764,8 +778,9 @@ int main(int argc, char **argv)
 			(double)chat.vision_us / 1e3 / chat.n_tiles, chat.n_rows);
 	struct engine_backend_info binfo;
 	engine_backend_get_info(backend, &binfo);
-	fprintf(stderr, "backend: %s (%s), %s\n", binfo.name, binfo.device,
-		engine_precision_name(binfo.precision));
+	fprintf(stderr, "backend: %s (%s), %s, weights %s (%.1f MiB)\n", binfo.name, binfo.device,
+		engine_precision_name(binfo.precision), binfo.weights,
+		(double)binfo.weight_bytes / (1 << 20));
 	if (profile) {
 		char **lines = NULL;
 		int n = engine_backend_profile_report(backend, &lines);
