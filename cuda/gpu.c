@@ -150,6 +150,8 @@ bool gpu_devices_emulated(void)
 
 int gpu_bind(struct gpu_context *g)
 {
+	if (!g)
+		return -EINVAL;
 	int cur = -1;
 	if (cudaGetDevice(&cur) == cudaSuccess && cur == g->device)
 		return 0;
@@ -164,10 +166,17 @@ struct gpu_context *gpu_context_create(int device)
 	}
 	struct gpu_context *g = xcalloc(1, sizeof(*g));
 	g->device = device;
-	/* the caller's current device is left as it was: every call binds its own (gpu_bind) */
+	/* Every call binds its own device (gpu_bind), so the caller's current device does not
+	 * matter. The emulated build puts it back as it was, so that the gpu suite's -device1 tests
+	 * (device 1 of two) see any call that forgets to bind; the real build leaves device set:
+	 * since CUDA 12 cudaSetDevice creates the device's primary context at once, and restoring
+	 * device 0 on a thread that never chose one would take memory on GPU 0 (which may be
+	 * another process's, or barred from compute). */
 	int prev = -1;
+#ifdef HOLOD_GPU_EMULATED
 	if (cudaGetDevice(&prev) != cudaSuccess)
 		prev = -1;
+#endif
 	int r = GPU_CHECK(cudaSetDevice(device));
 	if (r < 0)
 		goto fail;

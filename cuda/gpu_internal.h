@@ -21,7 +21,8 @@ void gpu_profile_copy(struct gpu_context *g, int kind, size_t bytes);
 /* Makes g's device the calling thread's current one (CUDA's current device is per host thread,
  * and another context, library or thread's caller may have set another): every gpu.h function
  * that allocates, copies, launches, records or captures calls it first, so memory lands on g's
- * device and launches go to g's stream from any thread. -ENODEV/-EIO as GPU_CHECK. */
+ * device and launches go to g's stream from any thread. -EINVAL for a NULL g (before any use
+ * of it: it runs ahead of the callers' argument checks), -ENODEV/-EIO as GPU_CHECK. */
 int gpu_bind(struct gpu_context *g);
 #define GPU_BIND_OR_RETURN(g)                                                                      \
 	do {                                                                                       \

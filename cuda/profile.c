@@ -200,6 +200,7 @@ void gpu_profile_clear(struct gpu_context *g)
 	struct gpu_profile *p = g->profile;
 	if (!p)
 		return;
+	(void)gpu_bind(g);
 	(void)fold_pending(g);
 	p->n_sites = 0;
 	p->copies = (struct gpu_copy_counts){0};

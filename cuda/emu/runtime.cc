@@ -151,6 +151,12 @@ cudaError_t cudaDeviceReset(void)
 {
 	broken.store(false);
 	last_error = cudaSuccess;
+	/* the device's context goes, and the modules loaded in it with it (lazy loading) */
+	pthread_mutex_lock(&table_lock);
+	if (modules_loaded) /* NULL until the configuration is read: nothing loaded yet */
+		for (auto it = modules_loaded->begin(); it != modules_loaded->end();)
+			it = it->first == current_device ? modules_loaded->erase(it) : std::next(it);
+	pthread_mutex_unlock(&table_lock);
 	return cudaSuccess;
 }
 
@@ -629,7 +635,7 @@ struct CUgraphExec_st : CUgraph_st {
 struct CUstream_st {
 	unsigned flags;
 	struct CUgraph_st *capture; /* non-NULL while capturing */
-	bool invalidated; /* an operation failed during capture */
+	std::atomic<bool> invalidated; /* an operation failed during capture (any thread sets it) */
 	int device; /* current at creation; -1: the default stream, every device's own */
 	enum cudaStreamCaptureMode mode; /* while capturing */
 	pthread_t owner;                 /* the thread that began the capture */
@@ -654,13 +660,15 @@ static struct CUstream_st default_stream = {0, nullptr, false, -1, cudaStreamCap
  * captures (cudaStreamEndCapture then fails with cudaErrorStreamCaptureInvalidated); Relaxed
  * captures allow them. A captured copy from or to pageable host memory (not cudaMallocHost's)
  * fails the same way: a graph cannot keep pageable memory's staging. */
-static std::vector<struct CUstream_st *> captures; /* streams capturing, under table_lock */
+/* streams capturing, under table_lock; never freed, as the other tables (calls may come from
+ * exit handlers and late threads) */
+static std::vector<struct CUstream_st *> *captures = new std::vector<struct CUstream_st *>();
 
 static bool unsafe_in_capture(const char *what)
 {
 	bool hit = false;
 	pthread_mutex_lock(&table_lock);
-	for (struct CUstream_st *st : captures) {
+	for (struct CUstream_st *st : *captures) {
 		if (st->mode == cudaStreamCaptureModeGlobal ||
 		    (st->mode == cudaStreamCaptureModeThreadLocal && pthread_equal(st->owner, pthread_self()))) {
 			st->invalidated = true;
@@ -679,9 +687,9 @@ static bool unsafe_in_capture(const char *what)
 static void captures_remove(struct CUstream_st *st)
 {
 	pthread_mutex_lock(&table_lock);
-	for (size_t i = 0; i < captures.size(); i++)
-		if (captures[i] == st) {
-			captures.erase(captures.begin() + (long)i);
+	for (size_t i = 0; i < captures->size(); i++)
+		if ((*captures)[i] == st) {
+			captures->erase(captures->begin() + (long)i);
 			break;
 		}
 	pthread_mutex_unlock(&table_lock);
@@ -1139,7 +1147,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
 	st->mode = mode;
 	st->owner = pthread_self();
 	pthread_mutex_lock(&table_lock);
-	captures.push_back(st);
+	captures->push_back(st);
 	pthread_mutex_unlock(&table_lock);
 	return cudaSuccess;
 }

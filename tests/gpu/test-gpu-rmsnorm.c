@@ -36,6 +36,9 @@ int main(void)
 		free(x), free(w), free(got), free(want);
 	}
 	CHECK_INT_EQ(gpu_rmsnorm_f32(g, NULL, NULL, NULL, 0, 4, 1e-5f), -EINVAL);
+	/* no context: refused before anything reads it (gpu_bind) */
+	float one = 1;
+	CHECK_INT_EQ(gpu_rmsnorm_f32(NULL, &one, &one, &one, 1, 1, 1e-5f), -EINVAL);
 	gpu_context_destroy(g);
 	return test_exit();
 }
