@@ -460,6 +460,131 @@ static void test_options(struct engine_model *m)
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -ENODEV);
 }
 
+/* Quantization progress: the calls seen, the last figures */
+struct qprog {
+	int calls;
+	uint64_t done, total;
+	bool monotonic;
+};
+
+static void on_qprog(void *arg, uint64_t done, uint64_t total)
+{
+	struct qprog *q = arg;
+	q->monotonic &= done >= q->done && (q->calls == 0 || total == q->total);
+	q->calls++;
+	q->done = done;
+	q->total = total;
+}
+
+/* --weights (engine_backend_options.weights): names, the CPU's quantized layers and the bytes
+ * it holds for them, the progress it reports, refusals with their sentence. */
+static void test_weights(struct engine_model *m)
+{
+	enum engine_weights w;
+	CHECK_INT_EQ(engine_weights_parse("q8", &w), 0);
+	CHECK_INT_EQ(w, ENGINE_WEIGHTS_Q8);
+	CHECK_INT_EQ(engine_weights_parse("q4", &w), 0);
+	CHECK_INT_EQ(w, ENGINE_WEIGHTS_Q4);
+	CHECK_INT_EQ(engine_weights_parse("fp8", &w), -EINVAL);
+	CHECK_INT_EQ(engine_weights_parse(NULL, &w), -EINVAL);
+	CHECK_STR_EQ(engine_weights_name(ENGINE_WEIGHTS_DEFAULT), "default");
+	CHECK_STR_EQ(engine_weights_name(ENGINE_WEIGHTS_BF16), "bf16");
+
+	char msg[256];
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .weights = 9};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+	/* CUDA has no quantized kernels: refused whatever the device, saying so */
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .weights = ENGINE_WEIGHTS_Q4};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "--weights q4: CUDA has no quantized kernels yet (issue 29)") != NULL);
+
+	/* as stored, in fp32 (nothing prepared beside the map) */
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
+					    .precision = ENGINE_PRECISION_FP32};
+	struct engine_backend *b = engine_backend_create(m, &o, msg, sizeof(msg));
+	REQUIRE(b);
+	struct engine_backend_info info;
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK_STR_EQ(info.weights, "bf16");
+	uint64_t stored = info.weight_bytes;
+	engine_backend_destroy(b);
+	o.weights = ENGINE_WEIGHTS_BF16;
+	b = engine_backend_create(m, &o, msg, sizeof(msg));
+	REQUIRE(b);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK(strcmp(info.weights, "bf16") == 0 && info.weight_bytes == stored);
+	engine_backend_destroy(b);
+
+	/* q8, q4: the linear layers' bytes replaced by their quantized records */
+	static const enum quant_format fmts[] = {QUANT_Q8, QUANT_Q4};
+	for (int f = 0; f < 2; f++) {
+		uint64_t src = 0, q = 0;
+		for (int l = 0; l < m->cfg.n_layers; l++) {
+			const struct tensor *mats[4];
+			int n = lm_layer_matrices(&m->layers[l], mats);
+			for (int i = 0; i < n; i++) {
+				size_t bytes;
+				CHECK_INT_EQ(quant_tensor_bytes(fmts[f], mats[i]->shape[0],
+								mats[i]->shape[1], &bytes), 0);
+				src += mats[i]->nbytes;
+				q += bytes;
+			}
+		}
+		struct qprog qp = {.monotonic = true};
+		o = (struct engine_backend_options){
+			.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32,
+			.weights = f == 0 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4,
+			.progress = on_qprog, .progress_arg = &qp};
+		b = engine_backend_create(m, &o, msg, sizeof(msg));
+		REQUIRE(b);
+		CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+		CHECK_STR_EQ(info.weights, f == 0 ? "q8" : "q4");
+		CHECK_INT_EQ(info.weight_bytes, stored - src + q);
+		/* one call per matrix, the source's bytes, ending at the total */
+		CHECK(qp.calls >= 2 && qp.monotonic && qp.done == qp.total && qp.total == src);
+		engine_backend_destroy(b);
+	}
+	/* (at 64 columns a row's codes and scales are padded to 64 bytes each, as large as its
+	 * bf16: the saving shows on real widths, agent-weights.sh and docs/quantization.md) */
+
+	/* a weight the formats cannot hold: the load fails naming the layer, matrix and row */
+	struct engine_model *bad = small_model("M*-M", 37);
+	struct tensor *t = &bad->layers[1].attn.k;
+	uint16_t *wd = (uint16_t *)(uintptr_t)t->data, saved = wd[5 * t->shape[1] + 3];
+	wd[5 * t->shape[1] + 3] = 0x7fc0; /* a bf16 NaN in row 5 */
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU, .weights = ENGINE_WEIGHTS_Q8};
+	errno = 0;
+	CHECK(engine_backend_create(bad, &o, msg, sizeof(msg)) == NULL && errno == EINVAL);
+	CHECK_STR_EQ(msg, "cannot quantize layer 1's mixer.k_proj to q8: row 5 has a NaN or "
+			  "infinite weight");
+	wd[5 * t->shape[1] + 3] = 0x7f80 | 0x8000; /* -inf */
+	o.weights = ENGINE_WEIGHTS_Q4;
+	CHECK(engine_backend_create(bad, &o, msg, sizeof(msg)) == NULL && errno == EINVAL);
+	CHECK(strstr(msg, "layer 1's mixer.k_proj to q4: row 5") != NULL);
+	wd[5 * t->shape[1] + 3] = 0x4780; /* 65536 > QUANT_MAX_ABS */
+	CHECK(engine_backend_create(bad, &o, msg, sizeof(msg)) == NULL && errno == ERANGE);
+	CHECK(strstr(msg, "row 5 has a weight past +-65504") != NULL);
+	wd[5 * t->shape[1] + 3] = saved;
+	b = engine_backend_create(bad, &o, msg, sizeof(msg));
+	CHECK(b != NULL);
+	engine_backend_destroy(b);
+	lm_random_model_destroy(bad);
+
+	/* bf16 asked of weights stored otherwise: refused, naming what they are */
+	struct engine_model *f32 = small_model_dtype("M-", 38, TENSOR_F32);
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU, .weights = ENGINE_WEIGHTS_BF16};
+	errno = 0;
+	CHECK(engine_backend_create(f32, &o, msg, sizeof(msg)) == NULL && errno == EINVAL);
+	CHECK(strstr(msg, "--weights bf16: the checkpoint's weights are f32, not bf16") != NULL);
+	o.weights = ENGINE_WEIGHTS_Q8; /* quantized from f32 */
+	b = engine_backend_create(f32, &o, msg, sizeof(msg));
+	REQUIRE(b);
+	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+	CHECK_STR_EQ(info.weights, "q8");
+	engine_backend_destroy(b);
+	lm_random_model_destroy(f32);
+}
+
 /* The last logits of a 40-token prompt (past oneDNN's row minimum) on backend b. */
 static void last_logits(struct engine_backend *b, float *ret, int vocab)
 {
@@ -556,6 +681,7 @@ int main(int argc, char **argv)
 	test_batch_reserve_failure(m);
 	test_info(m);
 	test_options(m);
+	test_weights(m);
 	lm_random_model_destroy(m);
 	return test_exit();
 }
