@@ -1003,7 +1003,7 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 	if (p->bf16) {
 		/* oneDNN reads x's bf16 copy xb where the norm wrote one, else rounds its own copy
 		 * of x; the rounding in place is for the other paths */
-		enum merged_path mp = merged ? merged_path(!p->quant, T) : MERGED_GEMV;
+		enum merged_path mp = merged ? merged_path(dnnl_layers(p), T) : MERGED_GEMV;
 		if (dw && (merged ? mp == MERGED_DNNL : T >= CPU_DNNL_MIN_T) &&
 		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
 			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
