@@ -11,16 +11,12 @@
  * The lines are found by the markers in this file's comments. */
 #include "klaunch.h"
 #include "test.h"
+#include "test-spawn.h"
 
 #include <mma.h>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <string>
-
-extern char **environ;
 
 TEST_DEFINE_GLOBALS;
 
@@ -166,28 +162,11 @@ static std::string site(const char *marker)
 	return std::string(__FILE__) + ":" + std::to_string(found);
 }
 
-/* Runs the case in a child; returns its stderr and checks that it died of SIGABRT. */
-static std::string run_child(const char *self, const char *name)
+/* Runs the case in a child; returns what it printed and checks that it died of SIGABRT. */
+static std::string run_child(const char *name)
 {
-	int fds[2];
-	REQUIRE(pipe(fds) == 0);
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-	posix_spawn_file_actions_addclose(&fa, fds[0]);
-	char *argv[] = {(char *)self, (char *)name, NULL};
-	pid_t pid;
-	REQUIRE(posix_spawn(&pid, self, &fa, NULL, argv, environ) == 0);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
 	std::string out;
-	char buf[4096];
-	ssize_t r;
-	while ((r = read(fds[0], buf, sizeof(buf))) > 0)
-		out.append(buf, (size_t)r);
-	close(fds[0]);
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
+	int status = test_spawn_self(name, NULL, &out);
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
 		fprintf(stderr, "case %s: the child did not abort (status 0x%x); it said:\n%s\n", name, status, out.c_str());
 		test_failures++;
@@ -207,45 +186,44 @@ int main(int argc, char **argv)
 {
 	if (argc == 2)
 		return child(argv[1]);
-	const char *self = "/proc/self/exe";
 	/* ASan reports by exiting unless told to abort (meson's test environment tells it). */
 	setenv("ASAN_OPTIONS", "abort_on_error=1", 0);
-	std::string out = run_child(self, "divergent");
+	std::string out = run_child("divergent");
 	expect(out, "divergent __syncthreads", "divergent");
 	expect(out, site("MARK_DIVERGENT_A"), "divergent");
 	expect(out, site("MARK_DIVERGENT_B"), "divergent");
 	expect(out, "divergent_kernel", "divergent");
 
-	out = run_child(self, "exited");
+	out = run_child("exited");
 	expect(out, "deadlock", "exited");
 	expect(out, site("MARK_EXITED_SHFL"), "exited");
 	expect(out, "__shfl_xor_sync", "exited");
 	expect(out, "have exited", "exited");
 
-	out = run_child(self, "barrier-vs-warp");
+	out = run_child("barrier-vs-warp");
 	expect(out, "deadlock", "barrier-vs-warp");
 	expect(out, site("MARK_BVW_BAR"), "barrier-vs-warp");
 	expect(out, site("MARK_BVW_SHFL"), "barrier-vs-warp");
 
-	out = run_child(self, "mask-disagree");
+	out = run_child("mask-disagree");
 	expect(out, "deadlock", "mask-disagree");
 	expect(out, "31 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") + " with mask 0xffffffff",
 	       "mask-disagree");
 	expect(out, "1 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") + " with mask 0x80000001",
 	       "mask-disagree");
 
-	out = run_child(self, "mixed-kinds");
+	out = run_child("mixed-kinds");
 	expect(out, "mismatched warp collectives", "mixed-kinds");
 	expect(out, "__shfl_xor_sync at " + site("MARK_MIXED_SHFL"), "mixed-kinds");
 	expect(out, "__ballot_sync at " + site("MARK_MIXED_BALLOT"), "mixed-kinds");
 	expect(out, "mixed_kinds_kernel", "mixed-kinds");
 
-	out = run_child(self, "foreign-mask");
+	out = run_child("foreign-mask");
 	expect(out, site("MARK_FOREIGN"), "foreign-mask");
 	expect(out, "does not name it", "foreign-mask");
 
 	setenv("HOLOD_GPU_EMU_STACK", "64K", 1);
-	out = run_child(self, "stack");
+	out = run_child("stack");
 	unsetenv("HOLOD_GPU_EMU_STACK");
 #if defined(__SANITIZE_ADDRESS__)
 	expect(out, "stack-overflow", "stack"); /* ASan's report, at the kernel's frame */
@@ -256,12 +234,12 @@ int main(int argc, char **argv)
 #endif
 
 	setenv("HOLOD_GPU_EMU_DEVICES", "2", 1);
-	out = run_child(self, "foreign-device");
+	out = run_child("foreign-device");
 	unsetenv("HOLOD_GPU_EMU_DEVICES");
 	expect(out, site("MARK_FOREIGN_DEVICE"), "foreign-device");
 	expect(out, "argument 0 points into device 0's memory, the kernel runs on device 1", "foreign-device");
 
-	out = run_child(self, "wmma-mismatch");
+	out = run_child("wmma-mismatch");
 	expect(out, "mismatched wmma calls", "wmma-mismatch");
 	expect(out, "lane 0 is in a load or store at " + site("MARK_WMMA_LOAD"), "wmma-mismatch");
 	expect(out, "is in mma_sync at " + site("MARK_WMMA_MMA"), "wmma-mismatch");
@@ -269,13 +247,13 @@ int main(int argc, char **argv)
 	/* the launch check needs every kernel's register budget, as the nvcc build does */
 	std::string budget = getenv("HOLOD_GPU_EMU_BUDGET") ? getenv("HOLOD_GPU_EMU_BUDGET") : "";
 	unsetenv("HOLOD_GPU_EMU_BUDGET");
-	out = run_child(self, "unbudgeted");
+	out = run_child("unbudgeted");
 	if (!budget.empty())
 		setenv("HOLOD_GPU_EMU_BUDGET", budget.c_str(), 1);
 	expect(out, "kernel 'unbudgeted_kernel' (sm_90) has no line in cuda/resource-budget.txt", "unbudgeted");
 
 #if defined(__SANITIZE_ADDRESS__)
-	out = run_child(self, "oob");
+	out = run_child("oob");
 	expect(out, "heap-buffer-overflow", "oob");
 	expect(out, site("MARK_OOB"), "oob");
 #else

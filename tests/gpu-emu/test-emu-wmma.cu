@@ -11,16 +11,12 @@
  * double reference); the row sums are of small integers, exact in fp32. */
 #include "klaunch.h"
 #include "test.h"
+#include "test-spawn.h"
 
 #include <mma.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
-
-extern char **environ;
 
 using namespace nvcuda;
 
@@ -379,27 +375,8 @@ static std::string run_child(int code, const char *order, const char *layout)
 	for (std::string &e : env)
 		envp.push_back(&e[0]);
 	envp.push_back(nullptr);
-	int fds[2];
-	REQUIRE(pipe(fds) == 0);
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-	posix_spawn_file_actions_addclose(&fa, fds[0]);
-	std::string arg = code ? "child-fail" : "child-pass";
-	char *argv[] = {(char *)"/proc/self/exe", &arg[0], nullptr};
-	pid_t pid;
-	REQUIRE(posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, envp.data()) == 0);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
 	std::string out;
-	char buf[4096];
-	ssize_t r;
-	while ((r = read(fds[0], buf, sizeof(buf))) > 0)
-		out.append(buf, (size_t)r);
-	close(fds[0]);
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
+	int status = test_spawn_self(code ? "child-fail" : "child-pass", envp.data(), &out);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != code) {
 		fprintf(stderr, "the child did not exit with %d (status 0x%x); it said:\n%s\n", code, status, out.c_str());
 		test_failures++;
