@@ -101,7 +101,11 @@ static void portable_quant(const struct cpu_gemv_args *a, int r0, int r1, enum q
 				const uint16_t *sc = fmt == QUANT_Q8 ? quant_q8_scales(row, a->in)
 								     : quant_q4_dm(row, a->in);
 				for (int i = 0; i < n; i++) {
-					if (fmt == QUANT_Q8) {
+					if (fmt == QUANT_FP8) {
+						/* one fp32 product, as quant_row_to_f32() */
+						wb[q][i] = quant_e4m3_to_f32(quant_fp8_codes(row)[k0 + i]) *
+							   *quant_fp8_scale(row, a->in);
+					} else if (fmt == QUANT_Q8) {
 						wb[q][i] = quant_f16_to_f32(sc[b]) *
 							   (float)quant_q8_codes(row)[k0 + i];
 					} else {
@@ -132,6 +136,11 @@ static void portable_q8(const struct cpu_gemv_args *a, int r0, int r1)
 	portable_quant(a, r0, r1, QUANT_Q8);
 }
 
+static void portable_fp8(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_quant(a, r0, r1, QUANT_FP8);
+}
+
 static void portable_q4(const struct cpu_gemv_args *a, int r0, int r1)
 {
 	portable_quant(a, r0, r1, QUANT_Q4);
@@ -141,6 +150,7 @@ const struct cpu_gemv_variant cpu_gemv_portable = {
 	.name = "portable",
 	.f32 = portable_f32,
 	.bf16 = portable_bf16,
+	.fp8 = portable_fp8,
 	.q8 = portable_q8,
 	.q4 = portable_q4,
 };
@@ -294,7 +304,7 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
 		return -EINVAL;
 	const struct cpu_gemv_variant *v = variant();
 	struct gemv_job j = {
-		.fn = w->format == QUANT_Q8 ? v->q8 : v->q4,
+		.fn = w->format == QUANT_Q8 ? v->q8 : w->format == QUANT_Q4 ? v->q4 : v->fp8,
 		.a =
 			{
 				.w = (const char *)w->data + (size_t)row0 * w->row_bytes,

@@ -21,7 +21,7 @@
 
 /* The operands of one call. A kernel computes rows [r0, r1) of
  * y[t * ldy + r] (+)= W[r, :] . x[t, :] for t < T, accumulating in fp32.
- * For the quantized kernels (q8, q4) w is row 0's record (quant.h), ldw the bytes between rows
+ * For the quantized kernels (q8, q4, fp8) w is row 0's record (quant.h), ldw the bytes between rows
  * (struct quant_tensor's row_bytes) and dtype is unused. */
 struct cpu_gemv_args {
 	const void *w;		 /* row 0 of W, in `dtype` */
@@ -53,6 +53,9 @@ struct cpu_gemv_variant {
 	/* NULL, or rounds x's T rows of `in` to bf16 into xb (rows ldxb apart) exactly as the
 	 * bf16 kernel rounds them in registers, for a bf16 kernel that reads them (a->xb) */
 	void (*round_x)(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb);
+	/* fp8 weights (quant.h's QUANT_FP8: e4m3 codes, a per-row fp32 scale), fp32 activations:
+	 * the codes widened to e4m3(c) * s in registers (cpu_gemv_fp8_*.c), fp32 sums */
+	cpu_gemv_fn *fp8;
 	/* quantized weights (quant.h's q8 and q4), fp32 activations (a->x): each block's codes
 	 * widened in registers to exactly quant_row_to_f32()'s weights, fp32 products and sums */
 	cpu_gemv_fn *q8;
@@ -68,6 +71,9 @@ extern const struct cpu_gemv_variant cpu_gemv_avx512bf16;
  * activations */
 void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1);
+/* the fp8 kernels (cpu_gemv_fp8_avx2.c, cpu_gemv_fp8_avx512.c; AVX512-BF16 shares AVX-512F's) */
+void cpu_gemv_avx2_fp8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx512_fp8(const struct cpu_gemv_args *a, int r0, int r1);
 /* the quantized kernels (cpu_gemv_quant_avx2.c, cpu_gemv_quant_avx512.c; the AVX512-BF16
  * variant shares the AVX-512F ones) */
 void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);

@@ -189,6 +189,7 @@ const struct cpu_gemv_variant cpu_gemv_avx2 = {
 	.name = "avx2",
 	.f32 = gemv_f32act,
 	.bf16 = gemv_bf16act,
+	.fp8 = cpu_gemv_avx2_fp8,
 	.q8 = cpu_gemv_avx2_q8,
 	.q4 = cpu_gemv_avx2_q4,
 };

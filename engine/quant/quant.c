@@ -10,6 +10,8 @@ static const struct quant_format_desc descs[QUANT_FORMAT_COUNT] = {
 		      .bits_per_weight = 8.5},
 	[QUANT_Q4] = {.name = "q4", .block = QUANT_BLOCK, .code_bytes = 16, .scale_bytes = 4,
 		      .bits_per_weight = 5.0},
+	[QUANT_FP8] = {.name = "fp8", .block = QUANT_BLOCK, .code_bytes = 32, .scale_bytes = 0,
+		       .bits_per_weight = 8.0},
 };
 
 const struct quant_format_desc *quant_format_desc(enum quant_format f)
@@ -87,6 +89,8 @@ uint16_t quant_f32_to_f16(float f)
 static size_t row_bytes_of(enum quant_format f, int64_t cols)
 {
 	size_t nb = (size_t)quant_blocks(cols);
+	if (f == QUANT_FP8) /* the codes, then the row's fp32 scale in a line of its own */
+		return quant_round_align(nb * 32) + QUANT_ALIGN;
 	return quant_round_align(nb * (size_t)descs[f].code_bytes) +
 	       quant_round_align(nb * (size_t)descs[f].scale_bytes);
 }
@@ -236,11 +240,18 @@ int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *
 	if (r < 0)
 		return r == -E2BIG ? -EINVAL : r;
 	int64_t nb = quant_blocks(cols);
-	float lo, hi;
+	float lo, hi, amax = 0;
 	for (int64_t b = 0; b < nb; b++) {
 		r = block_range(w + b * QUANT_BLOCK, (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK), &lo, &hi);
 		if (r < 0)
 			return r;
+		amax = fmaxf(amax, fmaxf(fabsf(lo), fabsf(hi)));
+	}
+	if (f == QUANT_FP8) {
+		float s;
+		if ((r = quant_fp8_scale_for(amax, &s)) < 0)
+			return r;
+		return quant_fp8_row_from_f32(w, cols, s, row);
 	}
 	memset(row, 0, rb);
 	for (int64_t b = 0; b < nb; b++) {
@@ -269,7 +280,7 @@ int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, vo
 	/* one block at a time through fp32 would need the row's range checked first: widen the
 	 * row in pieces and check the whole row before writing it */
 	float buf[QUANT_BLOCK];
-	float lo, hi;
+	float lo, hi, amax = 0, s = 1;
 	int64_t nb = quant_blocks(cols);
 	for (int64_t b = 0; b < nb; b++) {
 		int n = (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
@@ -278,14 +289,20 @@ int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, vo
 		r = block_range(buf, n, &lo, &hi);
 		if (r < 0)
 			return r;
+		amax = fmaxf(amax, fmaxf(fabsf(lo), fabsf(hi)));
 	}
+	if (f == QUANT_FP8 && (r = quant_fp8_scale_for(amax, &s)) < 0)
+		return r;
 	memset(row, 0, rb);
 	for (int64_t b = 0; b < nb; b++) {
 		int n = (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
 		for (int i = 0; i < n; i++)
 			buf[i] = bits_f32((uint32_t)w[b * QUANT_BLOCK + i] << 16);
 		block_range(buf, n, &lo, &hi);
-		if (f == QUANT_Q8) {
+		if (f == QUANT_FP8) {
+			for (int i = 0; i < n; i++)
+				((uint8_t *)row)[b * QUANT_BLOCK + i] = quant_f32_to_e4m3(buf[i] / s);
+		} else if (f == QUANT_Q8) {
 			uint16_t d;
 			q8_block(buf, n, lo, hi, (int8_t *)row + b * 32, &d);
 			((uint16_t *)quant_q8_scales(row, cols))[b] = d;
@@ -294,6 +311,8 @@ int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, vo
 				 (uint16_t *)quant_q4_dm(row, cols) + 2 * b);
 		}
 	}
+	if (f == QUANT_FP8)
+		memcpy((char *)row + quant_round_align((size_t)nb * 32), &s, sizeof(s));
 	return 0;
 }
 
@@ -334,6 +353,12 @@ int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows,
 
 void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float *out)
 {
+	if (f == QUANT_FP8) {
+		float s = *quant_fp8_scale(row, cols);
+		for (int64_t k = 0; k < cols; k++)
+			out[k] = quant_e4m3_to_f32(quant_fp8_codes(row)[k]) * s;
+		return;
+	}
 	for (int64_t k = 0; k < cols; k++) {
 		int64_t b = k / QUANT_BLOCK;
 		int i = (int)(k % QUANT_BLOCK);
@@ -352,7 +377,121 @@ void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float 
 double quant_error_bound(enum quant_format f, float lo, float hi)
 {
 	double l = lo, h = hi;
+	if (f == QUANT_FP8) {
+		float amax = fmaxf(fabsf(lo), fabsf(hi)), s;
+		return quant_fp8_error_bound(amax, quant_fp8_scale_for(amax, &s) == 0 ? s : amax / 448.0f);
+	}
 	if (f == QUANT_Q8)
 		return fmax(fabs(l), fabs(h)) / 254.0 * (1 + 0x1p-8) + 0x1p-17;
 	return (h - l) / 15.0 * (1 + 0x1p-8) + (fabs(l) + fabs(h)) * 0x1p-9 + 0x1p-20;
+}
+
+/* ---- fp8 (e4m3) ---------------------------------------------------------------------------- */
+
+float quant_e4m3_to_f32(uint8_t c)
+{
+	int e = (c >> 3) & 15, m = c & 7;
+	float v;
+	if ((c & 0x7f) == 0x7f)
+		return NAN;
+	if (e == 0)
+		v = ldexpf((float)m, -9); /* subnormal: m 2^-3 2^-6 */
+	else
+		v = ldexpf((float)(8 + m), e - 10); /* (1 + m / 8) 2^(e - 7) */
+	return c & 0x80 ? -v : v;
+}
+
+uint8_t quant_f32_to_e4m3(float v)
+{
+	if (isnan(v))
+		return 0x7f;
+	uint8_t sign = signbit(v) ? 0x80 : 0;
+	float a = fabsf(v);
+	if (a >= QUANT_FP8_MAX)
+		return sign | 0x7e;
+	/* the spacing of a's binade: 2^(e - 3) for a in [2^e, 2^(e + 1)), e >= -6; 2^-9 below */
+	int e;
+	frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): a's binade is 2^(e - 1) */
+	e = e - 1 < -6 ? -6 : e - 1;
+	float step = ldexpf(1.0f, e - 3);
+	/* a / step is exact (a power of two); rint rounds to nearest even in the default mode */
+	float q = rintf(a / step) * step;
+	/* q is a representable e4m3 value (a carry into the next binade is too): find its code */
+	if (q >= QUANT_FP8_MAX)
+		return sign | 0x7e;
+	if (q < 0x1p-6f)
+		return sign | (uint8_t)(q * 512.0f); /* subnormal codes 0..7 (8 is 2^-6's normal code) */
+	int qe;
+	float f = frexpf(q, &qe); /* q = f 2^qe, f in [0.5, 1): e4m3 exponent qe - 1 + 7 */
+	int m = (int)(f * 16.0f) - 8;
+	return sign | (uint8_t)(((qe + 6) << 3) | m);
+}
+
+bool quant_fp8_scale_ok(float s)
+{
+	return isfinite(s) && s >= QUANT_FP8_MIN_SCALE && s <= QUANT_FP8_MAX_SCALE;
+}
+
+int quant_fp8_scale_for(float amax, float *ret_scale)
+{
+	float s = amax > 0 ? amax / QUANT_FP8_MAX : 1.0f;
+	if (!quant_fp8_scale_ok(s))
+		return -ERANGE;
+	*ret_scale = s;
+	return 0;
+}
+
+double quant_fp8_error_bound(float w, float scale)
+{
+	return fabs((double)w) * (0x1p-4 + 0x1p-22) + (double)scale * 0x1p-10;
+}
+
+static void fp8_store_scale(void *row, int64_t cols, float s)
+{
+	size_t off = quant_round_align((size_t)quant_blocks(cols) * 32);
+	memset((char *)row + off, 0, QUANT_ALIGN);
+	memcpy((char *)row + off, &s, sizeof(s));
+}
+
+int quant_fp8_row_from_f32(const float *w, int64_t cols, float scale, void *row)
+{
+	size_t rb;
+	int r = quant_row_bytes(QUANT_FP8, cols, &rb);
+	if (r < 0)
+		return r == -E2BIG ? -EINVAL : r;
+	if (!quant_fp8_scale_ok(scale))
+		return -ERANGE;
+	/* 448 + half a step (16) is where rounding would leave the largest code */
+	for (int64_t k = 0; k < cols; k++) {
+		if (!isfinite(w[k]))
+			return -EINVAL;
+		if (fabsf(w[k]) / scale > QUANT_FP8_MAX + 16.0f)
+			return -ERANGE;
+	}
+	memset(row, 0, rb);
+	for (int64_t k = 0; k < cols; k++)
+		((uint8_t *)row)[k] = quant_f32_to_e4m3(w[k] / scale);
+	fp8_store_scale(row, cols, scale);
+	return 0;
+}
+
+int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row,
+			     int64_t *ret_col)
+{
+	size_t rb;
+	int r = quant_row_bytes(QUANT_FP8, cols, &rb);
+	if (r < 0)
+		return r == -E2BIG ? -EINVAL : r;
+	if (!quant_fp8_scale_ok(scale))
+		return -ERANGE;
+	for (int64_t k = 0; k < cols; k++)
+		if ((codes[k] & 0x7f) == 0x7f) {
+			if (ret_col)
+				*ret_col = k;
+			return -EINVAL;
+		}
+	memcpy(row, codes, (size_t)cols);
+	memset((char *)row + cols, 0, quant_round_align((size_t)quant_blocks(cols) * 32) - (size_t)cols);
+	fp8_store_scale(row, cols, scale);
+	return 0;
 }

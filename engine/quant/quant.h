@@ -11,6 +11,9 @@
  *   q4: [nibbles, nb x 16 bytes, padded to 64][fp16 pairs (d, m) per block, padded to 64]
  *       w = d * q + m, q in [0, 15]; byte j of a block holds column j in its low nibble and
  *       column j + 16 in its high one (GGML's order)                    (5 bits per weight)
+ *   fp8: [e4m3 codes, one byte per column, padded to 64][fp32 scale s of the row, padded to 64]
+ *       w = e4m3(c) * s: NVIDIA ModelOpt's FP8 (float8_e4m3fn), its per-tensor or per-channel
+ *       weight_scale stored in each row               (8 bits per weight, plus 64 bytes a row)
  *
  * The codes of a row are one run of aligned blocks (32 int8 or 16 bytes of nibbles each, never
  * split across cache lines, unlike GGML's 34- and 18-byte interleaved blocks) and the scales a
@@ -21,6 +24,11 @@
  * The scales are fp16 as in GGML's Q8_0/Q4_1, so a dequantized weight d * q (+ m) is exact in
  * fp32 (an fp16 times a code of at most 8 bits, and one rounding for + m): a kernel that widens
  * the codes and multiplies (fmaf(d, q, m) for q4) holds exactly quant_row_to_f32()'s values.
+ *
+ * fp8's dequantized weight e4m3(c) * s is one fp32 product (rounded once); the kernels form the
+ * same product (e4m3 -> fp16 bits in registers, exact, times s * 2^8), so they too hold exactly
+ * quant_row_to_f32()'s values. e4m3 (OCP FP8 E4M3, float8_e4m3fn): 1 sign bit, 4 exponent bits
+ * of bias 7, 3 mantissa bits, subnormals, no infinities, 0x7f and 0xff NaN, largest 448.
  *
  * Everything here is pure and thread-safe; no function allocates.
  */
@@ -33,8 +41,9 @@
 enum quant_format {
 	QUANT_Q8,
 	QUANT_Q4,
+	QUANT_FP8,
 };
-#define QUANT_FORMAT_COUNT 2
+#define QUANT_FORMAT_COUNT 3
 
 #define QUANT_BLOCK 32 /* columns per block, every format */
 #define QUANT_ALIGN 64 /* a row's size and its parts' offsets are multiples of this */
@@ -46,18 +55,25 @@ enum quant_format {
 /* The largest |w| a block may hold: fp16's largest finite value, so every scale and minimum is a
  * finite fp16. Real weights are many orders smaller; larger ones are refused (-ERANGE). */
 #define QUANT_MAX_ABS 65504.0f
+/* fp8's scales: finite, and within these (the largest keeps 448 s within QUANT_MAX_ABS, so an
+ * fp8 matrix requantizes to q8/q4 and widens to bf16; the smallest keeps s * 2^8 and the
+ * subnormal codes' products normal-range fp32). Anything else is refused (-ERANGE). */
+#define QUANT_FP8_MIN_SCALE 0x1p-100f
+#define QUANT_FP8_MAX_SCALE (65504.0f / 448.0f)
+#define QUANT_FP8_MAX 448.0f /* e4m3's largest finite value */
 
 struct quant_format_desc {
-	const char *name;	 /* "q8", "q4": the --weights names */
+	const char *name;	 /* "q8", "q4", "fp8": the --weights names */
 	int block;		 /* QUANT_BLOCK */
-	int code_bytes;		 /* bytes of codes per block (32, 16) */
-	int scale_bytes;	 /* bytes of scales per block (2: d; 4: d and m) */
+	int code_bytes;		 /* bytes of codes per block (32, 16, 32) */
+	int scale_bytes;	 /* bytes of scales per block (2: d; 4: d and m; fp8: 0, one fp32
+				  * scale per row in its own 64 bytes) */
 	double bits_per_weight;	 /* (code_bytes + scale_bytes) * 8 / block, padding aside */
 };
 
 /* NULL for a value outside the enum. */
 const struct quant_format_desc *quant_format_desc(enum quant_format f);
-/* The format named `name` ("q8", "q4"), or -EINVAL. */
+/* The format named `name` ("q8", "q4", "fp8"), or -EINVAL. */
 int quant_format_parse(const char *name, enum quant_format *ret_format);
 
 /* Bytes of one row of `cols` columns, and of a rows x cols tensor: 0, or -EINVAL (cols or rows
@@ -82,6 +98,8 @@ struct quant_tensor {
  *       each evaluated with its fp16-rounded d and m as stored; a candidate whose largest
  *       element error passes max(the min/max grid's, (max-min)/15) is not taken, so
  *       quant_error_bound() holds per element.
+ *   fp8: the row's own scale s = max|w| / 448 (1 when every w is 0), c = e4m3(w / s) rounded to
+ *       nearest even (quant_fp8_row_from_f32() takes a given scale, e.g. a whole matrix's).
  * Returns 0, -EINVAL for a NaN or infinite value or cols out of range (row untouched), -ERANGE
  * for |w| > QUANT_MAX_ABS. */
 int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *row);
@@ -94,16 +112,46 @@ int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int
 int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols,
 			   size_t ld, void *dst, struct quant_tensor *ret);
 
-/* The row's `cols` weights as fp32, exactly: d * q (q8), fmaf(d, q, m) (q4). */
+/* The row's `cols` weights as fp32, exactly: d * q (q8), fmaf(d, q, m) (q4), e4m3(c) * s (fp8,
+ * one fp32 product). */
 void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float *out);
 
 /* The most |w - dequantized w| of any element of a block whose values lie in [lo, hi]
  * (lo <= hi, both within QUANT_MAX_ABS), fp16 rounding of the scales included:
  *   q8: max(|lo|, |hi|) / 254 * (1 + 2^-8) + 2^-17
  *   q4: (hi - lo) / 15 * (1 + 2^-8) + (|lo| + |hi|) * 2^-9 + 2^-20
+ *   fp8: max(|lo|, |hi|) * 2^-4 + s 2^-10 with the row's own scale s = max(|lo|, |hi|) / 448
+ *        (quant_fp8_error_bound() for a given scale)
  * The absolute terms are the fp16 scales' spacing where they fall below fp16's normal range
- * (q8: max|w| < 127 * 2^-14). docs/quantization.md derives them. */
+ * (q8: max|w| < 127 * 2^-14), and fp8's subnormal spacing. docs/quantization.md derives them. */
 double quant_error_bound(enum quant_format f, float lo, float hi);
+
+/* ---- fp8 (e4m3) ---------------------------------------------------------------------------- */
+
+/* The value of an e4m3 code (NaN for 0x7f and 0xff), exactly. */
+float quant_e4m3_to_f32(uint8_t c);
+/* v rounded to the nearest e4m3 code (ties to even), saturating at +-448 (ModelOpt clamps before
+ * its cast); NaN gives 0x7f. */
+uint8_t quant_f32_to_e4m3(float v);
+/* Whether s is a scale fp8 rows may hold: finite and within [QUANT_FP8_MIN_SCALE,
+ * QUANT_FP8_MAX_SCALE]. */
+bool quant_fp8_scale_ok(float s);
+/* The per-tensor scale of ModelOpt's recipe, amax / 448 (1 for amax 0), or -ERANGE when it is not
+ * quant_fp8_scale_ok(). */
+int quant_fp8_scale_for(float amax, float *ret_scale);
+/* The most |w - e4m3(w / s) s| for |w| <= 448 s: half of e4m3's relative step, |w| 2^-4, or for
+ * the subnormal codes (|w / s| < 2^-6) half their spacing, s 2^-10, plus the fp32 roundings of
+ * w / s and of the product. */
+double quant_fp8_error_bound(float w, float scale);
+/* An fp8 row from `cols` values and a given scale (quant_fp8_scale_ok): c = e4m3(w / s). 0,
+ * -EINVAL (NaN or infinite value, cols out of range), -ERANGE (a bad scale, or |w| / s past 448
+ * by more than half a step: the scale is too small for the values). */
+int quant_fp8_row_from_f32(const float *w, int64_t cols, float scale, void *row);
+/* An fp8 row from a checkpoint's `cols` e4m3 codes as they are and the row's scale: the codes
+ * copied, the scale stored. 0, -EINVAL (cols out of range; a NaN code: *ret_col is its column),
+ * -ERANGE (a bad scale). */
+int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row,
+			     int64_t *ret_col);
 
 /* ---- the layout, for the kernels --------------------------------------------------------- */
 
@@ -135,6 +183,16 @@ static inline const uint8_t *quant_q4_codes(const void *row)
 static inline const uint16_t *quant_q4_dm(const void *row, int64_t cols)
 {
 	return (const uint16_t *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 16));
+}
+
+/* fp8: the codes are codes[0..cols) (then zero to the padding); the row's scale is *scale. */
+static inline const uint8_t *quant_fp8_codes(const void *row)
+{
+	return (const uint8_t *)row;
+}
+static inline const float *quant_fp8_scale(const void *row, int64_t cols)
+{
+	return (const float *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 32));
 }
 
 /* fp16 <-> fp32: exact widening (F16C's vcvtph2ps gives the same bits), and round to nearest

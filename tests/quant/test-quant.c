@@ -139,6 +139,11 @@ static double round_trip(enum quant_format f, const float *w, int cols, bool bf1
 			lo = fminf(lo, src[b0 + i]);
 			hi = fmaxf(hi, src[b0 + i]);
 		}
+		/* fp8's scale is the row's: its bound takes the row's range */
+		for (int i = 0; f == QUANT_FP8 && i < cols; i++) {
+			lo = fminf(lo, src[i]);
+			hi = fmaxf(hi, src[i]);
+		}
 		double bound = quant_error_bound(f, lo, hi);
 		for (int i = 0; i < n; i++) {
 			double e = fabs((double)out[b0 + i] - src[b0 + i]) / bound;
