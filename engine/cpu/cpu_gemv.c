@@ -22,6 +22,8 @@
 #include "cpu_gemv.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +148,128 @@ static void portable_q4(const struct cpu_gemv_args *a, int r0, int r1)
 	portable_quant(a, r0, r1, QUANT_Q4);
 }
 
+/* ---- activations quantized to int8, and the integer products' reference ---------------- */
+
+size_t cpu_gemv_xq_bytes(enum quant_format fmt, int in)
+{
+	size_t groups = ((size_t)quant_blocks(in) + 3) / 4;
+	return groups * (fmt == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES);
+}
+
+/* one block's d and codes (cpu_gemv.h); returns the codes' sum */
+static int quantize_block(const float *x, int n, float *ret_d, int8_t c[QUANT_BLOCK])
+{
+	float amax = 0;
+	bool finite = true;
+	for (int i = 0; i < n; i++) {
+		float v = fabsf(x[i]);
+		finite &= v <= FLT_MAX; /* false for NaN and infinities */
+		amax = v > amax ? v : amax;
+	}
+	memset(c, 0, QUANT_BLOCK);
+	if (!finite) {
+		*ret_d = NAN;
+		return 0;
+	}
+	*ret_d = amax / 127.0f;
+	if (amax == 0)
+		return 0;
+	float id = 127.0f / amax;
+	int sum = 0;
+	for (int i = 0; i < n; i++) {
+		/* to nearest even by adding and taking off 1.5 x 2^23 (|x * id| <= 127 + 2^-16), the
+		 * same as nearbyintf, which is a call into libm for a baseline x86-64 build */
+		float q = (x[i] * id + 0x1.8p23f) - 0x1.8p23f;
+		c[i] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+		sum += c[i];
+	}
+	return sum;
+}
+
+void cpu_gemv_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			 size_t ldxq)
+{
+	const int64_t nb = quant_blocks(in);
+	const size_t gbytes = fmt == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES;
+	for (int t = 0; t < T; t++) {
+		char *out = xq + (size_t)t * ldxq;
+		memset(out, 0, cpu_gemv_xq_bytes(fmt, in));
+		for (int64_t b = 0; b < nb; b++) {
+			int k0 = (int)b * QUANT_BLOCK, j = (int)(b & 3);
+			char *g = out + (size_t)(b >> 2) * gbytes;
+			int8_t c[QUANT_BLOCK];
+			float d;
+			int sum = quantize_block(x + (size_t)t * ldx + k0, MIN(QUANT_BLOCK, in - k0), &d, c);
+			if (fmt == QUANT_Q8) {
+				int32_t *corr = (int32_t *)(g + 128);
+				float *dl = (float *)(g + 256);
+				memcpy(g + 32 * j, c, QUANT_BLOCK);
+				for (int i = 0; i < 8; i++)
+					corr[8 * j + i] = -128 * (c[4 * i] + c[4 * i + 1] + c[4 * i + 2] + c[4 * i + 3]);
+				for (int i = 0; i < 8; i++)
+					dl[8 * j + i] = d;
+			} else {
+				float *dl = (float *)(g + 128), *sl = (float *)(g + 192);
+				memcpy(g + 16 * j, c, 16);
+				memcpy(g + 64 + 16 * j, c + 16, 16);
+				for (int i = 0; i < 4; i++) {
+					dl[4 * j + i] = d;
+					sl[4 * j + i] = d * (float)sum * 0.25f;
+				}
+			}
+		}
+	}
+}
+
+/* The integer products in C: per block the exact integer sum of code products, then
+ * d_w * d_x * sum (+ m_w * the activations' term for q4) added in block order. */
+static void portable_i8(const struct cpu_gemv_args *a, int r0, int r1, enum quant_format fmt)
+{
+	const int64_t nb = quant_blocks(a->in);
+	const size_t gbytes = fmt == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES;
+	for (int r = r0; r < r1; r++) {
+		const char *row = (const char *)a->w + (size_t)r * a->ldw;
+		for (int t = 0; t < a->T; t++) {
+			const char *xt = a->xq + (size_t)t * a->ldxq;
+			float s = 0;
+			for (int64_t b = 0; b < nb; b++) {
+				const char *g = xt + (size_t)(b >> 2) * gbytes;
+				int j = (int)(b & 3);
+				int32_t sum = 0;
+				if (fmt == QUANT_Q8) {
+					const int8_t *cw = quant_q8_codes(row) + b * 32, *cx = (const int8_t *)g + 32 * j;
+					for (int i = 0; i < 32; i++)
+						sum += cw[i] * cx[i];
+					float dw = quant_f16_to_f32(quant_q8_scales(row, a->in)[b]);
+					float dx = ((const float *)(g + 256))[8 * j];
+					s += dw * dx * (float)sum;
+				} else {
+					const uint8_t *cw = quant_q4_codes(row) + b * 16;
+					const int8_t *lo = (const int8_t *)g + 16 * j, *hi = (const int8_t *)g + 64 + 16 * j;
+					for (int i = 0; i < 16; i++)
+						sum += (cw[i] & 15) * lo[i] + (cw[i] >> 4) * hi[i];
+					const uint16_t *dm = quant_q4_dm(row, a->in) + 2 * b;
+					float dx = ((const float *)(g + 128))[4 * j];
+					float sx = ((const float *)(g + 192))[4 * j] * 4.0f;
+					s += quant_f16_to_f32(dm[0]) * dx * (float)sum + quant_f16_to_f32(dm[1]) * sx;
+				}
+			}
+			float *p = a->y + (size_t)t * a->ldy + (size_t)r;
+			*p = a->accumulate ? *p + s : s;
+		}
+	}
+}
+
+static void portable_q8_i8(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_i8(a, r0, r1, QUANT_Q8);
+}
+
+static void portable_q4_i8(const struct cpu_gemv_args *a, int r0, int r1)
+{
+	portable_i8(a, r0, r1, QUANT_Q4);
+}
+
 const struct cpu_gemv_variant cpu_gemv_portable = {
 	.name = "portable",
 	.f32 = portable_f32,
@@ -153,6 +277,8 @@ const struct cpu_gemv_variant cpu_gemv_portable = {
 	.fp8 = portable_fp8,
 	.q8 = portable_q8,
 	.q4 = portable_q4,
+	.q8_i8 = portable_q8_i8,
+	.q4_i8 = portable_q4_i8,
 };
 
 /* ---- the table and the choice --------------------------------------------------------------- */
@@ -238,6 +364,8 @@ static void gemv_task(void *ctx, int task, int thread)
 			g.y += (size_t)t * g.ldy;
 			if (g.xb)
 				g.xb += (size_t)t * g.ldxb;
+			if (g.xq)
+				g.xq += (size_t)t * g.ldxq;
 			g.T = MIN(j->group_t, j->a.T - t);
 			j->fn(&g, b, b1);
 		}
@@ -295,16 +423,26 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 	return 0;
 }
 
-int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x,
-			size_t ldx, int T, float *y, size_t ldy, bool accumulate)
+static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx,
+		      int T, float *y, size_t ldy, bool accumulate, bool i8)
 {
 	if (nrows <= 0 || T <= 0)
 		return 0;
 	if (row0 < 0 || (int64_t)row0 + nrows > w->rows || w->cols > INT32_MAX)
 		return -EINVAL;
 	const struct cpu_gemv_variant *v = variant();
+	cpu_gemv_fn *ifn = w->format == QUANT_Q8 ? v->q8_i8 : w->format == QUANT_Q4 ? v->q4_i8 : NULL;
+	char *xq = NULL;
+	size_t ldxq = 0;
+	if (i8 && ifn) {
+		ldxq = cpu_gemv_xq_bytes(w->format, (int)w->cols);
+		xq = aligned_alloc(64, (size_t)T * ldxq);
+		if (!xq)
+			return -ENOMEM;
+		(v->quant_x ? v->quant_x : cpu_gemv_quantize_x)(w->format, x, ldx, T, (int)w->cols, xq, ldxq);
+	}
 	struct gemv_job j = {
-		.fn = w->format == QUANT_Q8 ? v->q8 : w->format == QUANT_Q4 ? v->q4 : v->fp8,
+		.fn = xq ? ifn : w->format == QUANT_Q8 ? v->q8 : w->format == QUANT_Q4 ? v->q4 : v->fp8,
 		.a =
 			{
 				.w = (const char *)w->data + (size_t)row0 * w->row_bytes,
@@ -316,6 +454,8 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
 				.y = y,
 				.ldy = ldy,
 				.accumulate = accumulate,
+				.xq = xq,
+				.ldxq = ldxq,
 			},
 		.nrows = nrows,
 		.group_t = CPU_GEMV_KERNEL_T,
@@ -325,5 +465,23 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
 	int per = (nrows + tasks - 1) / tasks;
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j, (double)nrows * w->cols * T);
+	free(xq);
 	return 0;
+}
+
+int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x,
+			size_t ldx, int T, float *y, size_t ldy, bool accumulate)
+{
+	return quant_rows(w, row0, nrows, x, ldx, T, y, ldy, accumulate, false);
+}
+
+int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x,
+			   size_t ldx, int T, float *y, size_t ldy, bool accumulate)
+{
+	return quant_rows(w, row0, nrows, x, ldx, T, y, ldy, accumulate, true);
+}
+
+bool cpu_gemv_quant_has_i8(void)
+{
+	return variant()->q8_i8 != NULL;
 }

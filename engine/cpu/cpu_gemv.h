@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cpu.h"
+#include "quant.h"
 
 /* The most tokens one kernel call takes (its accumulators fill the registers); cpu_gemv_rows()
  * hands larger T to the kernels in groups of this many. */
@@ -39,7 +40,35 @@ struct cpu_gemv_args {
 	 * CPU_GEMV_KERNEL_T_BF16 tokens */
 	const uint16_t *xb;
 	size_t ldxb;
+	/* the integer kernels (q8_i8, q4_i8): x quantized per block by cpu_gemv_quantize_x() for
+	 * the weights' format, one token's groups ldxq bytes apart */
+	const char *xq;
+	size_t ldxq;
 };
+
+/* Activations quantized for the integer kernels on q8/q4 weights (cpu_gemv_quant_rows_i8).
+ * Each block of 32 of a token's values gets d = max|x| / 127 and codes c = round(x * (127 /
+ * max|x|)) (nearest even; a block of zeros: d = 0, c = 0; a block holding a NaN or infinity:
+ * d = NaN, c = 0, so its products are NaN as the fp32 ones would be), GGML's Q8_0 of the
+ * activations. The codes are laid out for the weights' format, per group of 4 blocks (128
+ * columns; the groups past the last column are zero):
+ *   q8: int8 c[128] in column order; int32 corr[32]: -128 x the sum of c[4i..4i+3] (the
+ *       kernels add 128 to the weight codes to multiply them as unsigned bytes and start each
+ *       lane's sum at corr[i] to take it off again); float dl[32]: dl[16p + l] = d of block
+ *       2p + l / 8 (the scale of lane l of pair p, 16 lanes per 64 codes).
+ *   q4: int8 lo[64]: block b's columns 0..15 at 16b; int8 hi[64]: its columns 16..31 (the
+ *       order of the weights' low and high nibbles); float dl[16]: dl[l] = d of block l / 4;
+ *       float sl[16]: d x (the sum of block l / 4's codes) / 4 (the minimum's term, spread
+ *       over the block's 4 lanes). */
+#define CPU_XQ_GROUP 128
+#define CPU_XQ_Q8_BYTES 384 /* per group */
+#define CPU_XQ_Q4_BYTES 256
+/* bytes per token for `in` columns in `fmt`'s layout (a multiple of 64) */
+size_t cpu_gemv_xq_bytes(enum quant_format fmt, int in);
+/* quantizes x's T rows of `in` into xq (rows ldxq bytes apart, 64-byte aligned): the reference
+ * (portable C), which every variant's quant_x reproduces bit for bit */
+void cpu_gemv_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			 size_t ldxq);
 
 typedef void cpu_gemv_fn(const struct cpu_gemv_args *a, int r0, int r1);
 
@@ -60,6 +89,15 @@ struct cpu_gemv_variant {
 	 * widened in registers to exactly quant_row_to_f32()'s weights, fp32 products and sums */
 	cpu_gemv_fn *q8;
 	cpu_gemv_fn *q4;
+	/* NULL, or quantized weights times activations quantized to int8 (a->xq: above), integer
+	 * products of each block's codes, exact int32 sums per block, then scaled and summed in
+	 * fp32: a result differs from the double sum over blocks of d_w d_x (c_w . c_x) (+ m_w d_x
+	 * sum(c_x) for q4) by fp32 rounding alone */
+	cpu_gemv_fn *q8_i8;
+	cpu_gemv_fn *q4_i8;
+	/* cpu_gemv_quantize_x() in this variant's instructions, the same bytes (NULL: that one) */
+	void (*quant_x)(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			size_t ldxq);
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
@@ -80,4 +118,10 @@ void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx2_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_q4(const struct cpu_gemv_args *a, int r0, int r1);
+/* the integer kernels on AVX512-VNNI (cpu_gemv_quant_vnni.c), in the AVX512-BF16 variant (every
+ * CPU with AVX512-BF16 has AVX512-VNNI, and cpu_isa requires both) */
+void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			      size_t ldxq);
 #endif

@@ -226,4 +226,7 @@ const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
 	.round_x = round_x,
 	.q8 = cpu_gemv_avx512_q8,
 	.q4 = cpu_gemv_avx512_q4,
+	.q8_i8 = cpu_gemv_vnni_q8,
+	.q4_i8 = cpu_gemv_vnni_q4,
+	.quant_x = cpu_gemv_vnni_quantize_x,
 };

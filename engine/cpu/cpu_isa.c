@@ -78,8 +78,11 @@ bool cpu_isa_supported(enum cpu_isa isa)
 	case CPU_ISA_AVX512:
 		return avx512;
 	case CPU_ISA_AVX512BF16:
-		/* CPUID.(7,1):EAX.AVX512_BF16[bit 5] */
+		/* CPUID.(7,1):EAX.AVX512_BF16[bit 5]; and AVX512-VNNI with VL, which every CPU with
+		 * AVX512-BF16 has (Cooper Lake, Sapphire Rapids, Zen 4 and later): the level's
+		 * integer kernels on quantized weights (cpu_gemv_quant_vnni.c) use them */
 		return avx512 && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
 		       __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5));
 	case CPU_ISA_AMX:
 		return cpu_isa_supported(CPU_ISA_AVX512BF16) && amx_usable();

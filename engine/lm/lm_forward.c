@@ -935,7 +935,8 @@ static inline void prof_end(const struct lm_prepared *p, enum lm_op op, uint64_t
  * for the packed activations) runs on the GEMV or cpu_matmul instead. oneDNN's products apply
  * `act` in their epilogue; returns whether act was applied (else the caller applies it).
  * Quantized layers (qw, lm.h's lm_prepared.quant): decode rows and merged rows on the quantized
- * GEMV, longer runs on quant_matmul(), x rounded to bf16 first in bf16 precision. */
+ * GEMV (bf16 precision: on int8 activations, cpu_gemv_quant_rows_i8), longer runs on
+ * quant_matmul(), x rounded to bf16 first in bf16 precision. */
 struct dequant_job {
 	const struct quant_tensor *q;
 	int r0;
@@ -991,13 +992,18 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 					  memory_order_relaxed);
 	int r;
 	if (qw) {
-		/* the activations rounded as bf16 weights' are; the weights exact, fp32 sums */
-		if (p->bf16)
-			cpu_round_bf16_rows(x, ldx, T, (int)qw->cols);
-		if (T <= CPU_GEMV_T || merged)
-			cpu_gemv_quant_rows(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate);
-		else
+		if (T <= CPU_GEMV_T || merged) {
+			/* bf16 precision: the activations quantized to int8 per block, integer products
+			 * (cpu_gemv_quant_rows_i8; -ENOMEM for their buffer: the exact kernels); fp32:
+			 * the weights exact, fp32 products and sums */
+			if (!p->bf16 || cpu_gemv_quant_rows_i8(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate) < 0)
+				cpu_gemv_quant_rows(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate);
+		} else {
+			/* the activations rounded as bf16 weights' are; the weights exact, fp32 sums */
+			if (p->bf16)
+				cpu_round_bf16_rows(x, ldx, T, (int)qw->cols);
 			quant_matmul(qw, x, ldx, T, y, ldy, accumulate);
+		}
 		goto done;
 	}
 	if (p->bf16) {

@@ -163,7 +163,7 @@ int bench_gemv_main(int argc, char **argv)
 	bench_print_load();
 	if (cpu_set_threads(all) < 0)
 		goto out;
-	for (int f = 0; f < QUANT_FORMAT_COUNT; f++) {
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++) {
 		int r = quantize((enum quant_format)f, wb, rows, cols, &q[f]);
 		if (r < 0) {
 			fprintf(stderr, "holo-bench gemv: quantize: %s\n", strerror(-r));
@@ -171,37 +171,47 @@ int bench_gemv_main(int argc, char **argv)
 		}
 	}
 	struct tensor w = {.data = wb, .dtype = TENSOR_BF16, .ndim = 2, .shape = {rows, cols}, .nbytes = n * 2};
-	static const char *const names[] = {"bf16", "q8", "q4"};
-	double bytes[3] = {(double)n * 2, (double)q[0].rows * q[0].row_bytes, (double)q[1].rows * q[1].row_bytes};
-	printf("matrix %ld x %ld, 1 token, gemv variant %s: weight bytes bf16 %.1f MB, q8 %.1f MB, q4 %.1f MB\n",
-	       rows, cols, cpu_gemv_name(), bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6);
+	/* the products measured: bf16 (bf16 activations), each format's integer kernels (int8
+	 * activations: bf16 precision's decode) and its exact ones (fp32 activations: fp32 precision) */
+	enum { KINDS = 5 };
+	static const char *const names[KINDS] = {"bf16", "q8", "q4", "q8-exact", "q4-exact"};
+	static const int fmt[KINDS] = {-1, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4};
+	double bytes[KINDS];
+	for (int f = 0; f < KINDS; f++)
+		bytes[f] = fmt[f] < 0 ? (double)n * 2 : (double)q[fmt[f]].rows * q[fmt[f]].row_bytes;
+	printf("matrix %ld x %ld, 1 token, gemv variant %s (integer kernels: %s): weight bytes bf16 %.1f MB, "
+	       "q8 %.1f MB, q4 %.1f MB\n",
+	       rows, cols, cpu_gemv_name(), cpu_gemv_quant_has_i8() ? "yes" : "no, q8/q4 are the exact ones",
+	       bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6);
 	int counts[2] = {1, all};
 	for (int ci = 0; ci < (all > 1 ? 2 : 1); ci++) {
 		if (cpu_set_threads(counts[ci]) < 0)
 			goto out;
-		double b[MAX_ROUNDS], g[3][MAX_ROUNDS];
+		double b[MAX_ROUNDS], g[KINDS][MAX_ROUNDS];
 		bench_bw_pass(bw); /* warm-up: pages and the pool */
-		cpu_gemv_rows(&w, 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows, false, true);
-		for (int f = 0; f < QUANT_FORMAT_COUNT; f++)
-			cpu_gemv_quant_rows(&q[f], 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows, false);
-		for (int k = 0; k < rounds; k++) {
-			b[k] = bench_bw_pass(bw);
-			for (int f = 0; f < 3; f++) {
+		for (int k = -1; k < (int)rounds; k++) {
+			if (k >= 0)
+				b[k] = bench_bw_pass(bw);
+			for (int f = 0; f < KINDS; f++) {
 				uint64_t t0 = time_mono_ns();
-				if (f == 0)
+				if (fmt[f] < 0)
 					cpu_gemv_rows(&w, 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows, false, true);
+				else if (f < 3)
+					cpu_gemv_quant_rows_i8(&q[fmt[f]], 0, (int)rows, x, (size_t)cols, 1, y,
+							       (size_t)rows, false);
 				else
-					cpu_gemv_quant_rows(&q[f - 1], 0, (int)rows, x, (size_t)cols, 1, y,
+					cpu_gemv_quant_rows(&q[fmt[f]], 0, (int)rows, x, (size_t)cols, 1, y,
 							    (size_t)rows, false);
-				g[f][k] = bytes[f] / ((double)(time_mono_ns() - t0) / 1e9);
+				if (k >= 0)
+					g[f][k] = bytes[f] / ((double)(time_mono_ns() - t0) / 1e9);
 			}
 		}
-		double bm = median(b, (int)rounds), gm[3];
+		double bm = median(b, (int)rounds), gm[KINDS];
 		printf("%d thread%s: read bandwidth %.2f GB/s (median of %ld passes of %.0f MB)\n", counts[ci],
 		       counts[ci] > 1 ? "s" : "", bm / 1e9, rounds, (double)bench_bw_bytes(bw) / 1e6);
-		for (int f = 0; f < 3; f++) {
+		for (int f = 0; f < KINDS; f++) {
 			gm[f] = median(g[f], (int)rounds);
-			printf("  %-4s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms per token "
+			printf("  %-8s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms per token "
 			       "(%.2fx bf16's rate)\n",
 			       names[f], gm[f] / 1e9, 100 * gm[f] / bm, bytes[f] / gm[f] * 1e3,
 			       (bytes[0] / gm[0]) / (bytes[f] / gm[f]));

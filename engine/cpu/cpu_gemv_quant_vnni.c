@@ -1,0 +1,256 @@
+/* Decode GEMV on quantized weights (quant.h: q8, q4) times activations quantized to int8
+ * (cpu_gemv.h: a->xq), AVX512-VNNI variant (compiled with -mavx512f -mavx512bw -mavx512vl
+ * -mavx512vnni -mf16c -mfma; cpu_gemv.c calls it only in the AVX512-BF16 variant, which cpu_isa
+ * grants only where cpuid also shows AVX512-VNNI).
+ *
+ * Why integers: widening a block's codes to fp32 (cpu_gemv_quant_avx512.c) costs ~9 vector
+ * instructions per 32 weights, which at two threads of a 2-core EPYC left q8 at ~80% and q4 at
+ * ~42% of the read bandwidth. vpdpbusd multiplies 64 unsigned by 64 signed bytes and adds them
+ * in fours into 16 int32 lanes: with the activations quantized once per product (llama.cpp's
+ * way) a block's products are exact integers for a handful of instructions, and only the
+ * scaling is fp32.
+ *
+ *   q8 (per 64 codes: two blocks, 8 lanes each): the weight codes get 128 added (xor 0x80) to
+ *      be vpdpbusd's unsigned operand; each lane's sum starts at corr (-128 x the sum of its 4
+ *      activation codes), so the lane ends at the exact sum of code products. Then
+ *      acc += float(lane) * (d_w * d_x) with d_w spread over the block's 8 lanes by vpermps.
+ *   q4 (per 64 bytes of codes: four blocks, 4 lanes each): the low nibbles (columns 0..15 of
+ *      each block) and the high ones (16..31) are already unsigned bytes; the activations come
+ *      in that order (lo, hi), so two vpdpbusd give each block's exact sum. Then
+ *      acc += float(lane) * (d_w * d_x) + m_w * sl (sl: d_x x the block's code sum / 4, the
+ *      minimum's share of each of its lanes).
+ *
+ * NR consecutive rows against T tokens, one 16-lane accumulator per (row, token), the rows NR
+ * ahead prefetched (codes and then scales) as in the bf16 kernels, so a thread's range is one
+ * stream. Scales of blocks past the last column are masked to zero on load (their codes and the
+ * activations' are zero: the padding of quant.h's records is not trusted to hold finite fp16).
+ * Every (row, token) sum is formed the same way whatever T: a token's result is the same bits
+ * alone or in a batch. */
+#include "cpu_gemv.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define INL static inline __attribute__((always_inline))
+#define NOINL static __attribute__((noinline))
+
+#define NR_MAX 8
+
+INL void store(const struct cpu_gemv_args *a, int r, const int NR, const int T,
+	       __m512 acc[NR_MAX][CPU_GEMV_KERNEL_T])
+{
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			float s = _mm512_reduce_add_ps(acc[q][t]);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + s : s;
+		}
+}
+
+/* prefetch line i of the rows NR ahead: the codes' lines as the loop reaches them, and the
+ * scales' (fewer) lines alongside the first ones */
+INL void prefetch(const char *ahead, size_t ldw, const int NR, size_t i, size_t soff, size_t slines)
+{
+	for (int q = 0; q < NR; q++) {
+		_mm_prefetch(ahead + (size_t)q * ldw + 64 * i, _MM_HINT_T0);
+		if (i < slines)
+			_mm_prefetch(ahead + (size_t)q * ldw + soff + 64 * i, _MM_HINT_T0);
+	}
+}
+
+INL void block_q8(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+{
+	const int64_t nb = quant_blocks(a->in), np = (nb + 1) / 2;
+	const size_t ldw = a->ldw, soff = quant_round_align((size_t)nb * 32);
+	const size_t slines = (ldw - soff + 63) / 64;
+	const char *w = (const char *)a->w + (size_t)r * ldw;
+	const char *ahead = w + (size_t)NR * ldw;
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	const __m512i lo2 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+	const __m512i hi2 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+	__m512 acc[NR_MAX][CPU_GEMV_KERNEL_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_setzero_ps();
+	for (int64_t p = 0; p < np; p += 2) {
+		/* a group: blocks 2p .. 2p + 3, pairs p and p + 1 */
+		const int64_t left = nb - 2 * p;
+		const __mmask8 sm = left >= 4 ? (__mmask8)0xf : (__mmask8)((1u << left) - 1);
+		const size_t xo = (size_t)(p / 2) * CPU_XQ_Q8_BYTES;
+		prefetch(ahead, ldw, NR, (size_t)p, soff, slines);
+		if (p + 1 < np)
+			prefetch(ahead, ldw, NR, (size_t)p + 1, soff, slines);
+		for (int q = 0; q < NR; q++) {
+			const char *row = w + (size_t)q * ldw;
+			__m128 d4 = _mm_cvtph_ps(_mm_maskz_loadu_epi16(sm, row + soff + 4 * (size_t)p));
+			for (int h = 0; h < 2 && p + h < np; h++) {
+				__m512i wu = _mm512_xor_si512(_mm512_loadu_si512(row + 64 * (size_t)(p + h)), flip);
+				__m512 dw = _mm512_permutexvar_ps(h ? hi2 : lo2, _mm512_castps128_ps512(d4));
+				for (int t = 0; t < T; t++) {
+					const char *xt = a->xq + (size_t)t * a->ldxq + xo + 64 * h;
+					__m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(xt + 128), wu,
+									_mm512_load_si512(xt));
+					__m512 sc = _mm512_mul_ps(dw, _mm512_load_ps((const float *)(xt + 256)));
+					acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[q][t]);
+				}
+			}
+		}
+	}
+	store(a, r, NR, T, acc);
+}
+
+INL void block_q4(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+{
+	const int64_t nb = quant_blocks(a->in), ng = (nb + 3) / 4;
+	const size_t ldw = a->ldw, soff = quant_round_align((size_t)nb * 16);
+	const size_t slines = (ldw - soff + 63) / 64;
+	const char *w = (const char *)a->w + (size_t)r * ldw;
+	const char *ahead = w + (size_t)NR * ldw;
+	const __m512i nib = _mm512_set1_epi8(15);
+	const __m512i di = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
+	const __m512i mi = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
+	__m512 acc[NR_MAX][CPU_GEMV_KERNEL_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_setzero_ps();
+	for (int64_t g = 0; g < ng; g++) {
+		const int64_t left = nb - 4 * g;
+		const __mmask8 sm = left >= 4 ? (__mmask8)0xff : (__mmask8)((1u << (2 * left)) - 1);
+		const size_t xo = (size_t)g * CPU_XQ_Q4_BYTES;
+		prefetch(ahead, ldw, NR, (size_t)g, soff, slines);
+		for (int q = 0; q < NR; q++) {
+			const char *row = w + (size_t)q * ldw;
+			__m512i v = _mm512_loadu_si512(row + 64 * (size_t)g);
+			__m512i lo = _mm512_and_si512(v, nib);
+			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+			__m256 dm = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(sm, row + soff + 16 * (size_t)g));
+			__m512 dw = _mm512_permutexvar_ps(di, _mm512_castps256_ps512(dm));
+			__m512 mw = _mm512_permutexvar_ps(mi, _mm512_castps256_ps512(dm));
+			for (int t = 0; t < T; t++) {
+				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
+				__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xt));
+				s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(xt + 64));
+				__m512 sc = _mm512_mul_ps(dw, _mm512_load_ps((const float *)(xt + 128)));
+				acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[q][t]);
+				acc[q][t] = _mm512_fmadd_ps(mw, _mm512_load_ps((const float *)(xt + 192)), acc[q][t]);
+			}
+		}
+	}
+	store(a, r, NR, T, acc);
+}
+
+INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T,
+	      const enum quant_format fmt)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		fmt == QUANT_Q8 ? block_q8(a, r, NR, T) : block_q4(a, r, NR, T);
+	for (; r < r1; r++)
+		fmt == QUANT_Q8 ? block_q8(a, r, 1, T) : block_q4(a, r, 1, T);
+}
+
+#define INSTANCES(suffix, fmt, NR1)                                                                \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, NR1, 1, fmt);                                                      \
+	}                                                                                          \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 2, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 3, fmt);                                                        \
+	}                                                                                          \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		rows(a, r0, r1, 4, 4, fmt);                                                        \
+	}                                                                                          \
+	void cpu_gemv_vnni_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                 \
+	{                                                                                          \
+		switch (a->T) {                                                                    \
+		case 1:                                                                            \
+			t1_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 2:                                                                            \
+			t2_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 3:                                                                            \
+			t3_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		default:                                                                           \
+			t4_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		}                                                                                  \
+	}
+
+INSTANCES(q8, QUANT_Q8, 4)
+INSTANCES(q4, QUANT_Q4, 4)
+
+/* ---- the activations' quantization (cpu_gemv_quantize_x, the same bytes) ------------------ */
+
+/* one block: d and the codes as 32 bytes; returns the codes' sum. The same IEEE operations as
+ * the C reference (fp32 max, 127 / amax, x * id, round to nearest even), so the same bits. */
+INL int xq_block(const float *x, int n, float *ret_d, __m128i *c0, __m128i *c1)
+{
+	__m512 v0 = _mm512_maskz_loadu_ps(n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1), x);
+	__m512 v1 = _mm512_maskz_loadu_ps(n >= 32 ? (__mmask16)0xffff
+					  : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1), x + 16);
+	__m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+	const __m512 big = _mm512_set1_ps(3.40282347e38f);
+	*c0 = *c1 = _mm_setzero_si128();
+	if (_mm512_cmp_ps_mask(a0, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, big, _CMP_NLE_UQ)) {
+		*ret_d = __builtin_nanf("");
+		return 0;
+	}
+	float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+	*ret_d = amax / 127.0f;
+	if (amax == 0)
+		return 0;
+	const __m512 id = _mm512_set1_ps(127.0f / amax), lim = _mm512_set1_ps(127.0f);
+	__m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, id), -lim), lim));
+	__m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, id), -lim), lim));
+	*c0 = _mm512_cvtepi32_epi8(q0);
+	*c1 = _mm512_cvtepi32_epi8(q1);
+	return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
+void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			      size_t ldxq)
+{
+	const int64_t nb = quant_blocks(in), ng = (nb + 3) / 4;
+	const size_t gbytes = fmt == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES;
+	const __m128i ones = _mm_set1_epi8(1);
+	for (int t = 0; t < T; t++) {
+		char *out = xq + (size_t)t * ldxq;
+		const float *xt = x + (size_t)t * ldx;
+		/* the last group's blocks past the end are zero */
+		memset(out + (size_t)(ng - 1) * gbytes, 0, gbytes);
+		for (int64_t b = 0; b < nb; b++) {
+			int k0 = (int)b * QUANT_BLOCK, j = (int)(b & 3);
+			int n = in - k0 < QUANT_BLOCK ? in - k0 : QUANT_BLOCK;
+			char *g = out + (size_t)(b >> 2) * gbytes;
+			__m128i c0, c1;
+			float d;
+			int sum = xq_block(xt + k0, n, &d, &c0, &c1);
+			if (fmt == QUANT_Q8) {
+				_mm_store_si128((__m128i *)(g + 32 * j), c0);
+				_mm_store_si128((__m128i *)(g + 32 * j + 16), c1);
+				/* -128 x each 4 codes' sum: vpdpbusd of ones and the codes */
+				__m128i s0 = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, c0);
+				__m128i s1 = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, c1);
+				__m256i corr = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+						_mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1)), 7);
+				_mm256_store_si256((__m256i *)(g + 128 + 32 * j), corr);
+				_mm256_store_ps((float *)(g + 256) + 8 * j, _mm256_set1_ps(d));
+			} else {
+				_mm_store_si128((__m128i *)(g + 16 * j), c0);
+				_mm_store_si128((__m128i *)(g + 64 + 16 * j), c1);
+				_mm_store_ps((float *)(g + 128) + 4 * j, _mm_set1_ps(d));
+				_mm_store_ps((float *)(g + 192) + 4 * j, _mm_set1_ps(d * (float)sum * 0.25f));
+			}
+		}
+	}
+}

@@ -1,0 +1,407 @@
+/* The integer kernels on quantized weights (cpu_gemv_quant_rows_i8, engine/cpu/cpu_gemv.c and
+ * cpu_gemv_quant_vnni.c): the activations' quantization (cpu_gemv_quantize_x) against its
+ * definition, then every variant with integer kernels against a double product of the quantized
+ * weights and activations, against the portable variant, and against the exact product of the
+ * dequantized weights within the activations' rounding; odd `in` (tails inside a block, groups
+ * of 4 blocks cut short), 1..6 tokens, row subranges, stores and accumulation, 1..3 threads;
+ * NaN in the records' padding ignored, a NaN activation giving NaN; a token's results
+ * bit-identical alone and in a batch; variants without integer kernels give the exact ones'.
+ *
+ * Tolerances, derived: a block's code products are summed exactly as integers (|sum| < 2^24,
+ * so exact in fp32 too); each lane's part is scaled by one fp32 product d_w d_x (q4: plus m_w
+ * times d_x c/4, also one rounding each) and the parts summed in fp32. With mag = sum over
+ * blocks of |d_w d_x| sum|c_w c_x| (+ |m_w d_x| sum|c_x|) + |y0|, every rounding is within
+ * u = 2^-24 of a term bounded by mag, and at most in + 64 of them chain: the result is within
+ * 3 (in + 64) u mag of the double product. Against the exact product of the dequantized weights
+ * add sum_k |w_k| d_x(k) / 2 (each activation within half a step of its code). A wrong code,
+ * lane, scale or nibble moves a result by a whole term, far past these. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "cpu_gemv.h"
+#include "cpu_isa.h"
+#include "quant.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static uint64_t rng = 777;
+
+static float frand(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* the variants that quantize activations their own way */
+#if defined(__x86_64__) && defined(__GNUC__)
+static const struct cpu_gemv_variant *const variants[] = {&cpu_gemv_avx2, &cpu_gemv_avx512, &cpu_gemv_avx512bf16};
+static const enum cpu_isa variant_isa[] = {CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_AVX512BF16};
+#else
+static const struct cpu_gemv_variant *const variants[] = {&cpu_gemv_portable};
+static const enum cpu_isa variant_isa[] = {CPU_ISA_PORTABLE};
+#endif
+
+/* one block's d and codes as the definition (cpu_gemv.h) gives them */
+static float ref_block(const float *x, int n, int8_t c[32])
+{
+	float amax = 0;
+	for (int i = 0; i < n; i++)
+		amax = fmaxf(amax, fabsf(x[i]));
+	memset(c, 0, 32);
+	if (amax == 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		c[i] = (int8_t)nearbyintf(x[i] * (127.0f / amax));
+	return amax / 127.0f;
+}
+
+/* the layout, read back: block b's d, codes (column order) */
+static float xq_block(enum quant_format f, const char *xt, int64_t b, int8_t c[32])
+{
+	const char *g = xt + (size_t)(b / 4) * (f == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES);
+	int j = (int)(b % 4);
+	if (f == QUANT_Q8) {
+		memcpy(c, g + 32 * j, 32);
+		return ((const float *)(g + 256))[8 * j];
+	}
+	memcpy(c, g + 16 * j, 16);
+	memcpy(c + 16, g + 64 + 16 * j, 16);
+	return ((const float *)(g + 128))[4 * j];
+}
+
+/* cpu_gemv_quantize_x against the definition and its own invariants */
+static void test_quantize_x(void)
+{
+	static const int ins[] = {1, 5, 31, 32, 33, 64, 95, 127, 128, 129, 300, 1000};
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++)
+		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+			int in = ins[k], T = 2;
+			size_t ld = cpu_gemv_xq_bytes((enum quant_format)f, in);
+			CHECK(ld % 64 == 0 && ld >= (size_t)(in + 31) / 32 * 32);
+			float *x = malloc((size_t)T * in * sizeof(float));
+			char *xq = aligned_alloc(64, (size_t)T * ld);
+			REQUIRE(x && xq);
+			memset(xq, 0x5a, (size_t)T * ld); /* every byte must be written */
+			for (int i = 0; i < T * in; i++)
+				x[i] = frand() * (i / 32 % 3 == 1 ? 1e-3f : 2.0f);
+			if (in >= 64)
+				memset(x + 32, 0, 32 * sizeof(float)); /* a block of zeros */
+			cpu_gemv_quantize_x((enum quant_format)f, x, (size_t)in, T, in, xq, ld);
+			bool ok = true;
+			/* each variant's own quantization: the same bytes */
+			for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+				if (!variants[v]->quant_x || !cpu_isa_supported(variant_isa[v]))
+					continue;
+				char *vq = aligned_alloc(64, (size_t)T * ld);
+				REQUIRE(vq);
+				memset(vq, 0xa5, (size_t)T * ld);
+				variants[v]->quant_x((enum quant_format)f, x, (size_t)in, T, in, vq, ld);
+				ok &= memcmp(vq, xq, (size_t)T * ld) == 0;
+				x[0] = k % 2 ? NAN : INFINITY; /* and a non-finite block */
+				cpu_gemv_quantize_x((enum quant_format)f, x, (size_t)in, 1, in, xq, ld);
+				variants[v]->quant_x((enum quant_format)f, x, (size_t)in, 1, in, vq, ld);
+				ok &= memcmp(vq, xq, ld) == 0;
+				if (!ok)
+					fprintf(stderr, "quantize_x %s in %d: variant %s's bytes differ\n",
+						quant_format_desc((enum quant_format)f)->name, in, variants[v]->name);
+				x[0] = 0.5f;
+				cpu_gemv_quantize_x((enum quant_format)f, x, (size_t)in, T, in, xq, ld);
+				free(vq);
+			}
+			for (int t = 0; t < T; t++) {
+				const char *xt = xq + (size_t)t * ld;
+				int64_t nb = quant_blocks(in), ng = (nb + 3) / 4;
+				for (int64_t b = 0; b < ng * 4; b++) {
+					int8_t c[32], rc[32];
+					float d = xq_block((enum quant_format)f, xt, b, c);
+					int n = b < nb ? (int)(in - 32 * b < 32 ? in - 32 * b : 32) : 0;
+					float rd = ref_block(x + (size_t)t * in + 32 * b, n, rc);
+					ok &= d == rd && memcmp(c, rc, 32) == 0;
+					int sum = 0;
+					for (int i = 0; i < 32; i++) {
+						sum += c[i];
+						ok &= c[i] != -128;
+						/* a nearest code */
+						if (i < n && d > 0)
+							ok &= fabs((double)x[(size_t)t * in + 32 * b + i] / d - c[i]) <= 0.5 + 1e-5;
+					}
+					const char *g = xt + (size_t)(b / 4) * (f == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES);
+					int j = (int)(b % 4);
+					if (f == QUANT_Q8) {
+						const int32_t *corr = (const int32_t *)(g + 128);
+						const float *dl = (const float *)(g + 256);
+						for (int l = 0; l < 8; l++) {
+							ok &= corr[8 * j + l] == -128 * (c[4 * l] + c[4 * l + 1] + c[4 * l + 2] + c[4 * l + 3]);
+							ok &= dl[8 * j + l] == d;
+						}
+					} else {
+						const float *dl = (const float *)(g + 128), *sl = (const float *)(g + 192);
+						for (int l = 0; l < 4; l++)
+							ok &= dl[4 * j + l] == d && sl[4 * j + l] == d * (float)sum * 0.25f;
+					}
+				}
+			}
+			if (!ok)
+				fprintf(stderr, "quantize_x %s in %d: layout or codes wrong\n",
+					quant_format_desc((enum quant_format)f)->name, in);
+			CHECK(ok);
+			/* a NaN or an infinity makes its block's d NaN and codes 0 */
+			x[0] = k % 2 ? NAN : INFINITY;
+			cpu_gemv_quantize_x((enum quant_format)f, x, (size_t)in, 1, in, xq, ld);
+			int8_t c[32], zero[32] = {0};
+			CHECK(isnan(xq_block((enum quant_format)f, xq, 0, c)) && memcmp(c, zero, 32) == 0);
+			free(x);
+			free(xq);
+		}
+}
+
+struct problem {
+	enum quant_format fmt;
+	int rows, in, row0, nrows, T;
+	bool acc;
+	float *wq; /* dequantized weights */
+	void *data;
+	struct quant_tensor qt;
+	float *x, *y0;
+	size_t ldx, ldy;
+};
+
+static void problem_init(struct problem *p)
+{
+	size_t n = (size_t)p->rows * p->in, bytes;
+	float *w = malloc(n * sizeof(float));
+	p->wq = malloc(n * sizeof(float));
+	REQUIRE(quant_tensor_bytes(p->fmt, p->rows, p->in, &bytes) == 0);
+	p->data = aligned_alloc(64, bytes);
+	p->ldx = (size_t)p->in + 3;
+	p->ldy = (size_t)p->nrows + 5;
+	p->x = malloc((size_t)p->T * p->ldx * sizeof(float));
+	p->y0 = malloc((size_t)p->T * p->ldy * sizeof(float));
+	REQUIRE(w && p->wq && p->data && p->x && p->y0);
+	for (size_t i = 0; i < n; i++)
+		w[i] = frand() * 0.05f + (i % 97 == 0 ? 0.3f : 0.0f) + (p->fmt == QUANT_Q4 ? 0.02f : 0.0f);
+	REQUIRE(quant_tensor_from_f32(p->fmt, w, p->rows, p->in, p->in, p->data, &p->qt) == 0);
+	free(w);
+	int64_t nb = quant_blocks(p->in);
+	for (int r = 0; r < p->rows; r++) {
+		char *row = (char *)p->data + (size_t)r * p->qt.row_bytes;
+		quant_row_to_f32(p->fmt, row, p->in, p->wq + (size_t)r * p->in);
+		/* the scales' padding past the last block NaN (0xffff): the kernels must not use it */
+		char *s = p->fmt == QUANT_Q8 ? (char *)quant_q8_scales(row, p->in) + 2 * nb
+					     : (char *)quant_q4_dm(row, p->in) + 4 * nb;
+		memset(s, 0xff, (size_t)(row + p->qt.row_bytes - s));
+	}
+	/* past `in` NaN: a kernel that reads activations past the row fails */
+	for (size_t i = 0; i < (size_t)p->T * p->ldx; i++)
+		p->x[i] = i % p->ldx < (size_t)p->in ? frand() * (i % 7 == 0 ? 3.0f : 1.0f) : NAN;
+	for (size_t i = 0; i < (size_t)p->T * p->ldy; i++)
+		p->y0[i] = p->acc ? frand() : NAN;
+}
+
+static void problem_free(struct problem *p)
+{
+	free(p->wq);
+	free(p->data);
+	free(p->x);
+	free(p->y0);
+}
+
+static float *run(const struct problem *p)
+{
+	float *y = malloc((size_t)p->T * p->ldy * sizeof(float));
+	REQUIRE(y);
+	memcpy(y, p->y0, (size_t)p->T * p->ldy * sizeof(float));
+	CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p->qt, p->row0, p->nrows, p->x, p->ldx, p->T, y, p->ldy, p->acc), 0);
+	return y;
+}
+
+/* the double product of row r's codes and token t's codes: ret[0] the value, ret[1] mag (the
+ * header), ret[2] the bound against the exact dequantized product */
+static void reference(const struct problem *p, int r, int t, double ret[3])
+{
+	const char *row = (const char *)p->data + (size_t)r * p->qt.row_bytes;
+	const float *x = p->x + (size_t)t * p->ldx;
+	double v = 0, mag = 0, xb = 0;
+	for (int64_t b = 0; b < quant_blocks(p->in); b++) {
+		int n = p->in - 32 * (int)b < 32 ? p->in - 32 * (int)b : 32;
+		int8_t c[32];
+		double dx = ref_block(x + 32 * b, n, c);
+		long s = 0, sa = 0, cs = 0, csa = 0;
+		if (p->fmt == QUANT_Q8) {
+			const int8_t *cw = quant_q8_codes(row) + 32 * b;
+			for (int i = 0; i < 32; i++) {
+				s += cw[i] * c[i];
+				sa += labs((long)cw[i] * c[i]);
+			}
+			double dw = quant_f16_to_f32(quant_q8_scales(row, p->in)[b]);
+			v += dw * dx * (double)s;
+			mag += fabs(dw * dx) * (double)sa;
+		} else {
+			const uint8_t *cw = quant_q4_codes(row) + 16 * b;
+			for (int i = 0; i < 32; i++) {
+				int q = i < 16 ? cw[i] & 15 : cw[i - 16] >> 4;
+				s += q * c[i];
+				sa += labs((long)q * c[i]);
+				cs += c[i];
+				csa += labs((long)c[i]);
+			}
+			const uint16_t *dm = quant_q4_dm(row, p->in) + 2 * b;
+			double dw = quant_f16_to_f32(dm[0]), mw = quant_f16_to_f32(dm[1]);
+			v += dw * dx * (double)s + mw * dx * (double)cs;
+			mag += fabs(dw * dx) * (double)sa + fabs(mw * dx) * (double)csa;
+		}
+		for (int i = 0; i < n; i++)
+			xb += fabs((double)p->wq[(size_t)r * p->in + 32 * b + i]) * dx / 2;
+	}
+	ret[0] = v;
+	ret[1] = mag;
+	ret[2] = xb;
+}
+
+static int reported;
+
+static void check_problem(struct problem *p)
+{
+	CHECK_INT_EQ(cpu_gemv_select("portable"), 0);
+	float *py = run(p);
+	for (int i = 0; cpu_gemv_variant_name(i); i++) {
+		const char *name = cpu_gemv_variant_name(i);
+		if (cpu_gemv_select(name) < 0 || !cpu_gemv_quant_has_i8())
+			continue;
+		float *y = i == 0 ? py : run(p);
+		double e[3] = {0, 0, 0};
+		for (int t = 0; t < p->T; t++) {
+			for (int r = 0; r < p->nrows; r++) {
+				double ref[3], exact = 0, emag = 0;
+				reference(p, p->row0 + r, t, ref);
+				for (int k = 0; k < p->in; k++) {
+					double wx = (double)p->wq[(size_t)(p->row0 + r) * p->in + k] * p->x[(size_t)t * p->ldx + k];
+					exact += wx;
+					emag += fabs(wx);
+				}
+				double y0 = p->acc ? p->y0[(size_t)t * p->ldy + r] : 0, v = y[(size_t)t * p->ldy + r];
+				double tol = 3 * (p->in + 64) * 0x1p-24 * (ref[1] + fabs(y0)) + 1e-30;
+				double etol = tol + ref[2] + (p->in + 64) * 0x1p-24 * emag;
+				double d[3] = {fabs(v - (ref[0] + y0)) / tol, fabs(v - (exact + y0)) / etol,
+					       fabs(v - py[(size_t)t * p->ldy + r]) / (2 * tol)};
+				for (int k = 0; k < 3; k++)
+					if (!(d[k] <= e[k]))
+						e[k] = d[k];
+			}
+			for (size_t r = (size_t)p->nrows; r < p->ldy; r++) {
+				float v = y[(size_t)t * p->ldy + r], v0 = p->y0[(size_t)t * p->ldy + r];
+				if (!(isnan(v) && isnan(v0)) && v != v0)
+					e[0] = NAN;
+			}
+		}
+		bool ok = e[0] <= 1 && e[1] <= 1 && e[2] <= 1;
+		if (!ok && reported++ < 10)
+			fprintf(stderr, "gemv i8 %s %s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
+					"(codes' product), %.3g (dequantized weights), %.3g (portable) of the tolerances\n",
+				name, quant_format_desc(p->fmt)->name, p->rows, p->in, p->row0, p->nrows, p->T,
+				p->acc, e[0], e[1], e[2]);
+		CHECK(ok);
+		if (y != py)
+			free(y);
+	}
+	free(py);
+}
+
+static void test_shapes(void)
+{
+	static const int shapes[][2] = {{1, 1},	   {3, 7},     {9, 31},	    {8, 32},   {17, 33},
+					{5, 47},   {16, 64},   {13, 95},    {40, 100}, {7, 129},
+					{9, 160},  {64, 257},  {300, 96},   {100, 1000}, {37, 1100}};
+	int n = 0;
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int T = 1; T <= 6; T++, n++) {
+				struct problem p = {.fmt = (enum quant_format)f, .rows = shapes[s][0],
+						    .in = shapes[s][1], .T = T, .acc = (n & 1) != 0};
+				p.row0 = (n & 2) && p.rows > 2 ? 1 : 0;
+				p.nrows = p.rows - p.row0 - ((n & 2) && p.rows > 3 ? 1 : 0);
+				problem_init(&p);
+				check_problem(&p);
+				problem_free(&p);
+			}
+}
+
+/* a token's results are the same bits alone as among 7; a NaN activation makes its token's
+ * results NaN and leaves the others' alone */
+static void test_tokens(void)
+{
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++) {
+		struct problem p = {.fmt = (enum quant_format)f, .rows = 300, .in = 333, .nrows = 300, .T = 7};
+		problem_init(&p);
+		for (int i = 0; cpu_gemv_variant_name(i); i++) {
+			if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
+				continue;
+			float *all = run(&p), *one = malloc(p.ldy * sizeof(float));
+			REQUIRE(one);
+			bool same = true;
+			for (int t = 0; t < p.T; t++) {
+				CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p.qt, 0, p.nrows, p.x + (size_t)t * p.ldx, p.ldx, 1,
+								    one, p.ldy, false),
+					     0);
+				same &= memcmp(one, all + (size_t)t * p.ldy, (size_t)p.nrows * sizeof(float)) == 0;
+			}
+			CHECK(same);
+			/* without integer kernels: the exact kernels' results, bit for bit */
+			if (!cpu_gemv_quant_has_i8()) {
+				float *ex = malloc((size_t)p.T * p.ldy * sizeof(float));
+				REQUIRE(ex);
+				CHECK_INT_EQ(cpu_gemv_quant_rows(&p.qt, 0, p.nrows, p.x, p.ldx, p.T, ex, p.ldy, false), 0);
+				bool eq = true;
+				for (int t = 0; t < p.T; t++)
+					eq &= memcmp(ex + (size_t)t * p.ldy, all + (size_t)t * p.ldy,
+						     (size_t)p.nrows * sizeof(float)) == 0;
+				CHECK(eq);
+				free(ex);
+			}
+			float keep = p.x[2 * p.ldx + 40];
+			p.x[2 * p.ldx + 40] = NAN;
+			float *yn = run(&p);
+			bool nan_ok = true;
+			for (int t = 0; t < p.T; t++)
+				for (int r = 0; r < p.nrows; r++) {
+					float v = yn[(size_t)t * p.ldy + r];
+					nan_ok &= t == 2 ? isnan(v) : v == all[(size_t)t * p.ldy + r];
+				}
+			CHECK(nan_ok);
+			p.x[2 * p.ldx + 40] = keep;
+			free(yn);
+			free(one);
+			free(all);
+		}
+		problem_free(&p);
+	}
+	struct problem p = {.fmt = QUANT_Q8, .rows = 4, .in = 8, .nrows = 4, .T = 1};
+	problem_init(&p);
+	float y[8];
+	CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p.qt, 2, 3, p.x, p.ldx, 1, y, 8, false), -EINVAL);
+	problem_free(&p);
+}
+
+int main(void)
+{
+	for (int i = 0; cpu_gemv_variant_name(i); i++) {
+		const char *name = cpu_gemv_variant_name(i);
+		int r = cpu_gemv_select(name);
+		printf("gemv variant %s: %s\n", name,
+		       r < 0 ? "skipped (this CPU lacks it)"
+		       : cpu_gemv_quant_has_i8() ? "integer kernels tested"
+						 : "no integer kernels: checked to give the exact ones'");
+	}
+	test_quantize_x();
+	for (int threads = 1; threads <= 3; threads++) {
+		REQUIRE(cpu_set_threads(threads) == 0);
+		test_shapes();
+		test_tokens();
+	}
+	return test_exit();
+}
