@@ -11,6 +11,7 @@
 #include "common.h"
 #include "cpu_dnnl.h"
 #include "lm.h"
+#include "quantized.h"
 #ifdef HOLOD_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -186,6 +187,16 @@ int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_
 	return 0;
 }
 
+static struct engine_backend *refuse_cuda_quantized(const struct engine_model *model, char *errbuf,
+						     size_t errlen)
+{
+	fail(EINVAL, errbuf, errlen, "the checkpoint's linear layers were quantized to %s by "
+	     "holo-quantize: CUDA has no quantized kernels yet (issue 29): use --backend cpu",
+	     quant_format_desc((enum quant_format)model_quant_format(model))->name);
+	errno = EINVAL;
+	return NULL;
+}
+
 struct engine_backend *engine_backend_create(const struct engine_model *model,
 					     const struct engine_backend_options *opts,
 					     char *errbuf, size_t errlen)
@@ -195,6 +206,10 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		return NULL;
 	}
 	struct engine_backend_options o = *opts;
+	/* CUDA has no kernels for a holod-quantized checkpoint's records: refused before the device
+	 * is looked at, as --weights q8|q4 is (AUTO resolving to CUDA is refused below) */
+	if (o.kind == ENGINE_BACKEND_CUDA && model_quant_format(model) >= 0)
+		return refuse_cuda_quantized(model, errbuf, errlen);
 	int r = resolve(&o, errbuf, errlen);
 	if (r < 0) {
 		errno = -r;
@@ -202,6 +217,8 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 	}
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
+	if (o.kind == ENGINE_BACKEND_CUDA && model_quant_format(model) >= 0)
+		return refuse_cuda_quantized(model, errbuf, errlen);
 	if (o.kind == ENGINE_BACKEND_CPU) {
 		struct engine_backend *b = backend_cpu_create(model, &o, errbuf, errlen);
 		if (!b && errbuf && errlen && errbuf[0])

@@ -26,6 +26,7 @@
 #include "cpu.h"
 #include "cpu_dnnl.h"
 #include "lm.h"
+#include "quantized.h"
 #include "vision.h"
 
 struct cpu_backend {
@@ -593,7 +594,27 @@ static void quant_progress(void *arg, uint64_t done, uint64_t total)
 
 bool backend_cpu_quantized(const struct engine_backend *b)
 {
-	return b && b->kind == ENGINE_BACKEND_CPU && ((const struct cpu_backend *)b)->prep.quant;
+	return b && b->kind == ENGINE_BACKEND_CPU && ((const struct cpu_backend *)b)->prep.quant &&
+	       !((const struct cpu_backend *)b)->prep.quant_mapped;
+}
+
+/* A holod-quantized checkpoint (quantized.h) runs as stored: --weights default or its own
+ * format. Another format would mean dequantizing and quantizing again, which loses accuracy
+ * twice: the sentence says to quantize the source instead. */
+static int check_stored_quant(const struct engine_model *m, enum engine_weights w, char *err,
+			      size_t errlen)
+{
+	const int f = model_quant_format(m);
+	if (f < 0 || w == ENGINE_WEIGHTS_DEFAULT || (w == ENGINE_WEIGHTS_Q8 && f == QUANT_Q8) ||
+	    (w == ENGINE_WEIGHTS_Q4 && f == QUANT_Q4))
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen, "--weights %s: the checkpoint's linear layers were quantized to %s "
+			 "by holo-quantize and load as they are (use --weights default or %s, or load "
+			 "the source checkpoint)", engine_weights_name(w),
+			 quant_format_desc((enum quant_format)f)->name,
+			 quant_format_desc((enum quant_format)f)->name);
+	return -EINVAL;
 }
 
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
@@ -610,6 +631,11 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	enum engine_precision precision = opts->precision;
 	if (precision == ENGINE_PRECISION_DEFAULT)
 		precision = engine_model_cpu_precision(m);
+	if ((r = check_stored_quant(m, opts->weights, err, errlen)) < 0) {
+		errno = -r;
+		return NULL;
+	}
+	const int stored_quant = model_quant_format(m);
 	const struct tensor *mats[4];
 	if (opts->weights == ENGINE_WEIGHTS_BF16 && m->cfg.n_layers > 0 &&
 	    lm_layer_matrices(&m->layers[0], mats) > 0 && mats[0]->dtype != TENSOR_BF16) {
@@ -629,7 +655,8 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	struct lm_prepare_opts po = {
 		.bf16 = precision == ENGINE_PRECISION_BF16,
 		.layout = cpu_gemm_layout(),
-		.quant = opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
+		.quant = stored_quant >= 0 ? stored_quant
+			 : opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
 			 : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4 : -1,
 		.progress = quant_progress,
 		.progress_arg = &qp,
@@ -651,7 +678,15 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	/* the quantized layers replace their source's bytes, which this backend no longer reads */
 	b->weight_bytes = info.weight_bytes - cb->prep.quant_source_bytes + cb->prep.quant_bytes +
 			  cb->prep.gemm_bytes;
-	if (cb->prep.quant) {
+	if (cb->prep.quant_mapped) {
+		snprintf(b->weights, sizeof(b->weights), "%s",
+			 quant_format_desc((enum quant_format)stored_quant)->name);
+		log_info("the language model's linear layers are %s as stored (holo-quantize): %llu MiB "
+			 "of records read from the map, checked in %.1f s, %llu MiB of weights held",
+			 b->weights, (unsigned long long)(cb->prep.quant_bytes >> 20),
+			 (double)(time_mono_ns() - qp.t0) * 1e-9,
+			 (unsigned long long)(b->weight_bytes >> 20));
+	} else if (cb->prep.quant) {
 		snprintf(b->weights, sizeof(b->weights), "%s", engine_weights_name(opts->weights));
 		log_info("quantized the language model's linear layers to %s in %.1f s: %llu MiB "
 			 "(from %llu MiB), %llu MiB of weights held", b->weights,

@@ -19,8 +19,10 @@
 
 #include "common.h"
 #include "engine.h"
+#include "lm.h"
 #include "loader.h"
 #include "model.h"
+#include "quantized.h"
 
 struct model_files {
 	char *dir; /* the checkpoint directory as given */
@@ -32,6 +34,11 @@ struct model_files {
 	/* every tensor of the checkpoint, sorted by name */
 	const struct st_entry **index;
 	size_t n_index;
+	/* a holod-quantized checkpoint (quantized.h): the index's entries for its matrices'
+	 * records, and their enum quant_format (-1: plain) */
+	struct st_entry *qentries;
+	size_t n_qentries;
+	int quant_format;
 };
 
 void model_files_destroy(struct model_files *files)
@@ -45,6 +52,9 @@ void model_files_destroy(struct model_files *files)
 	free(files->shards);
 	free(files->shard_names);
 	free(files->index);
+	for (size_t i = 0; i < files->n_qentries; i++)
+		free((char *)files->qentries[i].name);
+	free(files->qentries);
 	json_decref(files->config_root);
 	free(files->dir);
 	free(files);
@@ -309,6 +319,12 @@ int model_files_open(const char *dir, struct model_files **ret, char *errbuf, si
 	if (r < 0)
 		goto out;
 	qsort(files->index, files->n_index, sizeof(*files->index), index_cmp);
+	/* a holod-quantized checkpoint's records stand in for their matrices (quantized.h) */
+	r = quantized_index_adopt(files->config_root, files->index, files->n_index, &files->qentries,
+				  &files->n_qentries, &files->quant_format, errbuf, errlen);
+	if (r < 0)
+		goto out;
+	qsort(files->index, files->n_index, sizeof(*files->index), index_cmp);
 	*ret = files;
 	files = NULL;
 out:
@@ -369,6 +385,33 @@ size_t model_files_count(const struct model_files *files)
 	return files->n_index;
 }
 
+size_t model_files_shard_count(const struct model_files *files)
+{
+	return files->n_shards;
+}
+
+const struct st_file *model_files_shard(const struct model_files *files, size_t i,
+					const char **ret_name)
+{
+	if (i >= files->n_shards)
+		return NULL;
+	if (ret_name)
+		*ret_name = files->shard_names[i];
+	return files->shards[i];
+}
+
+bool model_files_mapped(const struct model_files *files, const void *p, size_t n)
+{
+	for (size_t i = 0; files && i < files->n_shards; i++) {
+		const struct st_file *f = files->shards[i];
+		uintptr_t a = (uintptr_t)f->base, x = (uintptr_t)p;
+
+		if (f->mapped && x >= a && x - a <= f->size && n <= f->size - (x - a))
+			return true;
+	}
+	return false;
+}
+
 /* ---- claiming the language model's tensors ------------------------------------------------ */
 
 #define ANY (-1) /* a dimension the loader derives from the tensor */
@@ -394,6 +437,25 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
 	}
 	if (n < size)
 		snprintf(buf + n, size - n, "]");
+}
+
+/* The linear layers' matrices (lm_layer_matrices): the only tensors a holod-quantized
+ * checkpoint holds as records. */
+static bool matrix_name(const char *name)
+{
+	static const char *const suffix[] = {
+		".mixer.in_proj.weight", ".mixer.out_proj.weight", ".mixer.q_proj.weight",
+		".mixer.k_proj.weight",	 ".mixer.v_proj.weight",   ".mixer.o_proj.weight",
+		".mixer.up_proj.weight", ".mixer.down_proj.weight",
+	};
+	size_t n = strlen(name);
+
+	if (!strstr(name, "backbone.layers."))
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(suffix); i++)
+		if (n > strlen(suffix[i]) && strcmp(name + n - strlen(suffix[i]), suffix[i]) == 0)
+			return true;
+	return false;
 }
 
 /* Claims the tensor named prefix + name (printf-style) and checks its shape against `want`
@@ -432,6 +494,10 @@ static int claim_tensor(struct claim *cl, struct tensor *out, bool optional, int
 		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "tensor '%s' has shape %s, expected %s", name, have_s,
 				 want_s);
 	}
+	if (quantized_dtype_format(t->dtype) >= 0 && !matrix_name(name))
+		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
+				 "tensor '%s' is quantized, but only the language model's linear layers may be",
+				 name);
 	cl->claimed[i] = true;
 	*out = *t;
 	return 0;
@@ -589,6 +655,25 @@ static bool vision_tensor(const char *name)
 	return strncmp(name, "vision_model.", 13) == 0 || strncmp(name, "mlp1.", 5) == 0;
 }
 
+/* A holod-quantized checkpoint holds every linear layer's matrix in its one format (the CPU
+ * backend runs them all on its records); a plain one none. */
+static int check_quantized_layers(const struct model_files *files, const struct lm_config *c,
+				  const struct lm_layer *layers, char *errbuf, size_t errlen)
+{
+	for (int l = 0; files->quant_format >= 0 && l < c->n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(&layers[l], mats);
+
+		for (int i = 0; i < n; i++)
+			if (quantized_dtype_format(mats[i]->dtype) != files->quant_format)
+				return st_errorf(errbuf, errlen, -EINVAL,
+						 "layer %d's matrix %d is stored plain, but config.json's %s "
+						 "lists every linear layer of a holod-quantized checkpoint",
+						 l, i, QCKPT_KEY);
+	}
+	return 0;
+}
+
 static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 {
 	const struct model_config *mc = model_files_config(m->files);
@@ -645,12 +730,16 @@ static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 	for (size_t i = 0; i < m->files->n_index; i++) {
 		const char *name = m->files->index[i]->name;
 
-		if (cl.claimed[i] || (mc->vlm && vision_tensor(name)))
+		if (cl.claimed[i] || (mc->vlm && vision_tensor(name) &&
+				      quantized_dtype_format(m->files->index[i]->t.dtype) < 0))
 			continue;
 		r = st_errorf(errbuf, errlen, -EINVAL, "unexpected tensor '%s' (not part of a %d-layer '%s' model)",
 			      name, c.n_layers, c.pattern);
 		goto out;
 	}
+	r = check_quantized_layers(m->files, &c, m->layers, errbuf, errlen);
+	if (r < 0)
+		goto out;
 
 	if (c.bos_id >= c.vocab || c.eos_id >= c.vocab || c.pad_id >= c.vocab) {
 		r = st_errorf(errbuf, errlen, -EINVAL,
@@ -722,6 +811,12 @@ fail:
 
 static void count_tensor(const struct tensor *t, struct engine_model_info *info)
 {
+	if (t->data && quantized_dtype_format(t->dtype) >= 0) {
+		/* a holod-quantized matrix: its weights, and the bytes of its records */
+		info->n_params += (uint64_t)t->shape[0] * (uint64_t)t->shape[1];
+		info->weight_bytes += t->nbytes;
+		return;
+	}
 	if (!t->data || st_dtype_size(t->dtype) == 0)
 		return;
 	info->n_params += t->nbytes / st_dtype_size(t->dtype);

@@ -46,12 +46,14 @@ struct st_file {
 /* Writes the formatted sentence to errbuf (when errlen > 0) and returns err. */
 int st_errorf(char *errbuf, size_t errlen, int err, const char *format, ...)
 	__attribute__((format(printf, 4, 5)));
-/* Bytes per element (2 or 4). */
+/* Bytes per element (1, 2 or 4); 0 for the loader's TENSOR_Q8/Q4, which have no element size. */
 size_t st_dtype_size(enum tensor_dtype dtype);
+/* The dtype's name in a safetensors header ("BF16", "U8", ...), NULL for the loader's own. */
+const char *st_dtype_name(enum tensor_dtype dtype);
 
 /* Parses the safetensors file held in buf[0..len): 8-byte little-endian header length, JSON
  * header, data. The buffer is not copied: it must outlive the returned st_file. Checks every
- * entry's dtype (BF16/F16/F32), shape, data_offsets (inside the data section, no overlap,
+ * entry's dtype (BF16/F16/F32/U8), shape, data_offsets (inside the data section, no overlap,
  * nbytes == product(shape) * dtype size, aligned to the element size) and rejects duplicate
  * names. `__metadata__` is ignored. */
 int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, size_t errlen);
@@ -134,3 +136,10 @@ const struct json_t *model_files_config_json(const struct model_files *files);
 const char *model_files_dir(const struct model_files *files);
 /* Number of tensors over all shards. */
 size_t model_files_count(const struct model_files *files);
+/* The safetensors files, in the order they were opened (holo-quantize writes the same shards):
+ * their count, and file i with its name in the directory (NULL past the count). */
+size_t model_files_shard_count(const struct model_files *files);
+const struct st_file *model_files_shard(const struct model_files *files, size_t i,
+					const char **ret_name);
+/* Whether [p, p + n) lies inside one of the files' read-only maps (not memory a test built). */
+bool model_files_mapped(const struct model_files *files, const void *p, size_t n);

@@ -18,6 +18,13 @@ enum tensor_dtype {
 	TENSOR_F32,
 	TENSOR_F16,
 	TENSOR_BF16,
+	TENSOR_U8,  /* raw bytes: a holod-quantized checkpoint's row records as stored (quantized.c) */
+	/* A linear layer's matrix of a holod-quantized checkpoint (docs/quantization.md): shape
+	 * [rows, cols] as the weight it stands for, data the rows' records (quant.h) in the map,
+	 * nbytes = rows x quant_row_bytes(cols). Only the loader makes them (quantized.c). */
+	TENSOR_Q8,
+	TENSOR_Q4,
+	TENSOR_F8_E4M3, /* float8_e4m3fn: an NVIDIA ModelOpt FP8 linear layer (modelopt.h) */
 };
 
 #define TENSOR_MAX_DIMS 4

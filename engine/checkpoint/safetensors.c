@@ -39,6 +39,7 @@ static const struct {
 	{"BF16", TENSOR_BF16, 2},
 	{"F16", TENSOR_F16, 2},
 	{"F32", TENSOR_F32, 4},
+	{"U8", TENSOR_U8, 1}, /* a holod-quantized checkpoint's row records (quantized.c) */
 };
 
 size_t st_dtype_size(enum tensor_dtype dtype)
@@ -47,6 +48,14 @@ size_t st_dtype_size(enum tensor_dtype dtype)
 		if (supported_dtypes[i].dtype == dtype)
 			return supported_dtypes[i].size;
 	return 0;
+}
+
+const char *st_dtype_name(enum tensor_dtype dtype)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(supported_dtypes); i++)
+		if (supported_dtypes[i].dtype == dtype)
+			return supported_dtypes[i].name;
+	return NULL;
 }
 
 void st_file_destroy(struct st_file *f)
@@ -130,7 +139,7 @@ static int parse_entry(const char *name, const json_t *obj, uint64_t data_len, s
 	}
 	if (esize == 0)
 		return st_errorf(errbuf, errlen, -EINVAL,
-				 "tensor '%s' has unsupported dtype '%.32s' (supported: BF16, F16, F32)", name,
+				 "tensor '%s' has unsupported dtype '%.32s' (supported: BF16, F16, F32, U8)", name,
 				 dname);
 
 	if (json_array_size(shape) > TENSOR_MAX_DIMS)

@@ -50,6 +50,7 @@ static float weight_at(const struct cpu_gemv_args *a, size_t off)
 	case TENSOR_F16:
 		return cpu_f16_to_f32(((const uint16_t *)a->w)[off]);
 	case TENSOR_F32:
+	default: /* the loader's U8/Q8/Q4 never reach the plain-weight kernels */
 		break;
 	}
 	return ((const float *)a->w)[off];

@@ -165,6 +165,7 @@ static void gemv_f32act(const struct cpu_gemv_args *a, int r0, int r1)
 		gemv_f16(a, r0, r1);
 		break;
 	case TENSOR_F32:
+	default: /* the loader's U8/Q8/Q4 never reach the plain-weight kernels */
 		gemv_f32(a, r0, r1);
 		break;
 	}
@@ -180,6 +181,7 @@ static void gemv_bf16act(const struct cpu_gemv_args *a, int r0, int r1)
 		gemv_f16x(a, r0, r1);
 		break;
 	case TENSOR_F32:
+	default: /* the loader's U8/Q8/Q4 never reach the plain-weight kernels */
 		gemv_f32x(a, r0, r1);
 		break;
 	}

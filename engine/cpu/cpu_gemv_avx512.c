@@ -159,6 +159,7 @@ void cpu_gemv_avx512_f32(const struct cpu_gemv_args *a, int r0, int r1)
 		gemv_f16(a, r0, r1);
 		break;
 	case TENSOR_F32:
+	default: /* the loader's U8/Q8/Q4 never reach the plain-weight kernels */
 		gemv_f32(a, r0, r1);
 		break;
 	}
@@ -174,6 +175,7 @@ void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1)
 		gemv_f16x(a, r0, r1);
 		break;
 	case TENSOR_F32:
+	default: /* the loader's U8/Q8/Q4 never reach the plain-weight kernels */
 		gemv_f32x(a, r0, r1);
 		break;
 	}

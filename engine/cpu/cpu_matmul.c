@@ -575,6 +575,7 @@ static void rows_to_f32(const struct kernels *k, enum tensor_dtype dt, const voi
 {
 	switch (dt) {
 	case TENSOR_F32:
+	default: /* the loader's U8/Q8/Q4 never reach the plain-weight kernels */
 		memcpy(dst, src, (size_t)n * sizeof(float));
 		break;
 	case TENSOR_BF16:

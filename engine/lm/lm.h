@@ -88,6 +88,9 @@ struct lm_prepared {
 	int quant_format;                   /* enum quant_format */
 	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
 	uint64_t quant_source_bytes;        /* the map's bytes they replace */
+	/* a holod-quantized checkpoint (quantized.h): lm_prepared_layer.q are its records in the
+	 * map, checked and run as they are (nothing quantized, nothing copied, nothing freed) */
+	bool quant_mapped;
 };
 /* fp32 bytes of rows dequantized per cpu_matmul() call of a longer run's product on quantized
  * weights (at least 16 rows): an L2-sized block, dequantized once per product and read by every

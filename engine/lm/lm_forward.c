@@ -28,6 +28,7 @@
 #include "cpu_ssd.h"
 #include "cpu_ssm.h"
 #include "loader.h"
+#include "quantized.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -557,6 +558,116 @@ static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_
 	return 0;
 }
 
+/* ---- a holod-quantized checkpoint's records (quantized.h) --------------------------------- */
+
+#define CHECK_TASK_ROWS 256
+
+struct records_job {
+	const struct quant_tensor *q;
+	_Atomic int64_t bad_row; /* the first row with a NaN or infinite scale, or -1 */
+};
+
+/* Every scale (q8: d; q4: d and m) of the task's rows is a finite fp16: a corrupt record would
+ * otherwise give NaN logits. The codes need no check: every byte value is a finite weight. */
+static void records_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	struct records_job *j = ctx;
+	const struct quant_tensor *q = j->q;
+	const int64_t r0 = (int64_t)task * CHECK_TASK_ROWS, r1 = MIN(r0 + CHECK_TASK_ROWS, q->rows);
+	const int64_t nb = quant_blocks(q->cols);
+	for (int64_t r = r0; r < r1; r++) {
+		const void *row = (const char *)q->data + (size_t)r * q->row_bytes;
+		const uint16_t *s = q->format == QUANT_Q8 ? quant_q8_scales(row, q->cols)
+							  : quant_q4_dm(row, q->cols);
+		const int64_t n = q->format == QUANT_Q8 ? nb : 2 * nb;
+		uint16_t bad = 0;
+		for (int64_t k = 0; k < n; k++)
+			bad |= (uint16_t)((s[k] & 0x7c00) == 0x7c00);
+		if (bad) {
+			int64_t cur = atomic_load(&j->bad_row);
+			while ((cur < 0 || r < cur) && !atomic_compare_exchange_weak(&j->bad_row, &cur, r))
+				;
+			return;
+		}
+	}
+}
+
+/* Takes the layers' matrices of a holod-quantized checkpoint as they are in the map (the loader
+ * checked their sizes against quant.h; checked again here, the struct being the contract), and
+ * checks their scales on the pool. Asking another format of them is refused by the backend. */
+static int adopt_quantized(const struct engine_model *m, const struct lm_prepare_opts *o,
+			   struct lm_prepared *p, char *err, size_t errlen)
+{
+	const int f = model_quant_format(m);
+	if (o->quant != f) {
+		if (err && errlen)
+			snprintf(err, errlen, "the checkpoint's linear layers are stored in %s: they cannot "
+				 "be held as %s", quant_format_desc((enum quant_format)f)->name,
+				 quant_format_desc((enum quant_format)o->quant)
+					 ? quant_format_desc((enum quant_format)o->quant)->name : "stored");
+		return -EINVAL;
+	}
+	p->quant_mapped = true;
+	for (int l = 0; l < p->n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(L, mats);
+		for (int i = 0; i < n; i++) {
+			const char *name = matrix_names[L->kind == LM_LAYER_MAMBA ? 0
+						       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i];
+			struct quant_tensor *q = &p->layers[l].q[i];
+			size_t row_bytes = 0, bytes = 0;
+			quantized_tensor_view(mats[i], q);
+			if ((int)q->format != f || quant_row_bytes(q->format, q->cols, &row_bytes) < 0 ||
+			    quant_tensor_bytes(q->format, q->rows, q->cols, &bytes) < 0 ||
+			    q->row_bytes != row_bytes || mats[i]->nbytes != bytes || !q->data) {
+				if (err && errlen)
+					snprintf(err, errlen, "layer %d's %s: its %s records do not have the "
+						 "format's sizes", l, name, quant_format_desc((enum quant_format)f)->name);
+				return -EINVAL;
+			}
+			struct records_job j = {.q = q};
+			atomic_init(&j.bad_row, -1);
+			cpu_parallel_for((int)((q->rows + CHECK_TASK_ROWS - 1) / CHECK_TASK_ROWS), records_task, &j);
+			if (atomic_load(&j.bad_row) >= 0) {
+				if (err && errlen)
+					snprintf(err, errlen, "layer %d's %s: row %lld of its %s records has a NaN "
+						 "or infinite scale (the checkpoint is corrupt)", l, name,
+						 (long long)atomic_load(&j.bad_row),
+						 quant_format_desc((enum quant_format)f)->name);
+				return -EINVAL;
+			}
+			p->quant_bytes += bytes;
+			p->quant_source_bytes += bytes;
+		}
+	}
+	return 0;
+}
+
+/* After quantizing at load the layers' source pages are never read by this backend again: the
+ * whole pages inside each matrix are dropped from the process (MADV_DONTNEED; the map's pages
+ * are clean file pages, read again from the file should another backend of the model need
+ * them), so the resident memory is what weight_bytes says. Only for the files' maps: memory a
+ * test or a random model built would be zeroed. */
+static void release_sources(const struct engine_model *m)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0 || !m->files)
+		return;
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(&m->layers[l], mats);
+		for (int i = 0; i < n; i++) {
+			const struct tensor *w = mats[i];
+			uintptr_t a = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+			uintptr_t e = ((uintptr_t)w->data + w->nbytes) & ~((uintptr_t)page - 1);
+			if (e > a && model_files_mapped(m->files, w->data, w->nbytes))
+				(void)madvise((void *)a, e - a, MADV_DONTNEED);
+		}
+	}
+}
+
 int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	       struct lm_prepared *ret, char *err, size_t errlen)
 {
@@ -569,8 +680,11 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	p.layers = calloc((size_t)p.n_layers, sizeof(*p.layers));
 	if (!p.norm_f || !p.layers)
 		goto oom;
-	if (p.quant && (r = quantize_gemms(m, opts, &p, err, errlen)) < 0)
+	if (p.quant && (r = model_quant_format(m) >= 0 ? adopt_quantized(m, opts, &p, err, errlen)
+						       : quantize_gemms(m, opts, &p, err, errlen)) < 0)
 		goto fail;
+	if (p.quant && !p.quant_mapped)
+		release_sources(m);
 	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared
 	 * and every product runs on the engine's own kernels with the same bf16-rounded inputs
 	 * (product(): cpu_matmul or the GEMV), as a product oneDNN refuses does */
@@ -628,7 +742,8 @@ void lm_prepared_finish(struct lm_prepared *p)
 		free(o->gnorm);
 		for (int i = 0; i < 4; i++) {
 			cpu_dnnl_weight_destroy(o->gemm[i]);
-			free((void *)o->q[i].data);
+			if (!p->quant_mapped)
+				free((void *)o->q[i].data);
 		}
 	}
 	cpu_dnnl_weight_destroy(p->lm_head);

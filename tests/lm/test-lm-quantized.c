@@ -1,0 +1,613 @@
+/* holod-quantized checkpoints (engine/checkpoint/quantized.c, docs/quantization.md): written
+ * from the fixtures by holo-quantize's writer, loaded with no quantizing, run bit for bit as the
+ * same layers quantized at load (the same records through the same kernels on this machine),
+ * the resident bytes, and every refusal: formats asked of them, CUDA, a corrupt config entry,
+ * a corrupt or truncated record tensor, an existing output, write errors (nothing left behind).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "lm.h"
+#include "loader.h"
+#include "quantized.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static char tmp_root[256];
+
+static char *fixture(const char *name)
+{
+	const char *root = getenv("HOLOD_SOURCE_ROOT");
+	REQUIRE(root);
+	char *p = malloc(strlen(root) + strlen(name) + 64);
+	REQUIRE(p);
+	sprintf(p, "%s/tests/fixtures/models/%s", root, name);
+	return p;
+}
+
+static char *tmp_path(const char *name)
+{
+	char *p = malloc(strlen(tmp_root) + strlen(name) + 2);
+	REQUIRE(p);
+	sprintf(p, "%s/%s", tmp_root, name);
+	return p;
+}
+
+static struct engine_model *load(const char *dir)
+{
+	char err[512];
+	struct engine_model *m = engine_model_load(dir, err, sizeof(err));
+	if (!m)
+		fprintf(stderr, "loading %s: %s\n", dir, err);
+	REQUIRE(m);
+	return m;
+}
+
+/* The load's error sentence (the load must fail). */
+static void load_fails(const char *dir, const char *want)
+{
+	char err[512] = "";
+	struct engine_model *m = engine_model_load(dir, err, sizeof(err));
+	CHECK(m == NULL);
+	engine_model_destroy(m);
+	if (!strstr(err, want)) {
+		fprintf(stderr, "loading %s: got \"%s\", wanted \"%s\"\n", dir, err, want);
+		test_failures++;
+	}
+}
+
+static int write_q(const struct engine_model *m, const char *out, enum quant_format f, bool force,
+		   char *err, size_t errlen)
+{
+	struct quantized_write_opts o = {.format = f, .force = force};
+	err[0] = '\0';
+	return quantized_checkpoint_write(m, out, &o, err, errlen);
+}
+
+struct calls {
+	int n;
+	uint64_t last_done, last_total;
+};
+
+static void count_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct calls *c = arg;
+	c->n++;
+	c->last_done = done;
+	c->last_total = total;
+}
+
+static struct engine_backend *cpu_backend(const struct engine_model *m, enum engine_weights w,
+					  struct calls *calls, char *err, size_t errlen)
+{
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
+					   .precision = ENGINE_PRECISION_FP32, .weights = w,
+					   .progress = calls ? count_progress : NULL,
+					   .progress_arg = calls};
+	err[0] = '\0';
+	return engine_backend_create(m, &o, err, errlen);
+}
+
+/* Every prompt and decode row's logits of a fixed token run. */
+static float *run_logits(struct engine_backend *b, int vocab, int n_prompt, int n_decode)
+{
+	struct engine_session *s = engine_session_create_on(b, 64);
+	REQUIRE(s);
+	int32_t tok[16];
+	for (int i = 0; i < n_prompt; i++)
+		tok[i] = (int32_t)((i * 37 + 5) % vocab);
+	float *lg = calloc((size_t)(n_prompt + n_decode) * (size_t)vocab, sizeof(float));
+	REQUIRE(lg);
+	REQUIRE(engine_session_append(s, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_ALL, lg) == 0);
+	for (int i = 0; i < n_decode; i++)
+		REQUIRE(engine_session_decode(s, (int32_t)((i * 11 + 3) % vocab),
+					      lg + (size_t)(n_prompt + i) * vocab) == 0);
+	engine_session_destroy(s);
+	return lg;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+	bool same = fa && fb;
+	while (same) {
+		int x = fgetc(fa), y = fgetc(fb);
+		if (x != y)
+			same = false;
+		if (x == EOF || y == EOF)
+			break;
+	}
+	if (fa)
+		fclose(fa);
+	if (fb)
+		fclose(fb);
+	return same;
+}
+
+/* Whether `dir` holds an entry whose name starts with `prefix` (a writer's leftover). */
+static bool has_entry(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+	REQUIRE(d);
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+			found = true;
+	closedir(d);
+	return found;
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* The written checkpoint loads as that format, runs bit for bit as the source quantized at load,
+ * holds the same bytes, and reports no quantizing. */
+static void check_roundtrip(const char *name, enum quant_format f)
+{
+	char err[512], out_name[64];
+	char *src = fixture(name);
+	snprintf(out_name, sizeof(out_name), "%s-%s", name, quant_format_desc(f)->name);
+	char *out = tmp_path(out_name);
+	struct engine_model *m = load(src);
+	int r = write_q(m, out, f, false, err, sizeof(err));
+	if (r < 0)
+		fprintf(stderr, "%s: %s\n", out_name, err);
+	REQUIRE(r == 0);
+	struct engine_model *q = load(out);
+	CHECK_INT_EQ(model_quant_format(q), f);
+	CHECK_INT_EQ(model_quant_format(m), -1);
+
+	/* the records are the reference quantizer's (quant.h) of the source's rows, in the map */
+	const struct tensor *sm[4], *qm[4];
+	int n = lm_layer_matrices(&m->layers[0], sm);
+	REQUIRE(lm_layer_matrices(&q->layers[0], qm) == n);
+	for (int i = 0; i < n; i++) {
+		CHECK_INT_EQ(qm[i]->dtype, quantized_format_dtype(f));
+		CHECK_INT_EQ(qm[i]->shape[0], sm[i]->shape[0]);
+		CHECK_INT_EQ(qm[i]->shape[1], sm[i]->shape[1]);
+		size_t bytes;
+		REQUIRE(quant_tensor_bytes(f, sm[i]->shape[0], sm[i]->shape[1], &bytes) == 0);
+		CHECK_INT_EQ(qm[i]->nbytes, bytes);
+		CHECK((uintptr_t)qm[i]->data % QUANT_ALIGN == 0);
+		CHECK(model_files_mapped(q->files, qm[i]->data, qm[i]->nbytes));
+		void *ref = aligned_alloc(QUANT_ALIGN, bytes);
+		REQUIRE(ref);
+		struct quant_tensor qt;
+		REQUIRE(sm[i]->dtype == TENSOR_BF16);
+		REQUIRE(quant_tensor_from_bf16(f, sm[i]->data, sm[i]->shape[0], sm[i]->shape[1],
+					       (size_t)sm[i]->shape[1], ref, &qt) == 0);
+		CHECK(memcmp(ref, qm[i]->data, bytes) == 0);
+		free(ref);
+	}
+	/* the other tensors as stored */
+	CHECK_INT_EQ(q->embeddings.dtype, m->embeddings.dtype);
+	CHECK(q->embeddings.nbytes == m->embeddings.nbytes &&
+	      memcmp(q->embeddings.data, m->embeddings.data, m->embeddings.nbytes) == 0);
+	CHECK(memcmp(q->layers[0].norm.data, m->layers[0].norm.data, m->layers[0].norm.nbytes) == 0);
+
+	/* quantize-at-load vs the written checkpoint: the same logits, bit for bit */
+	struct calls c_load = {0}, c_mapped = {0};
+	struct engine_backend *bl = cpu_backend(m, f == QUANT_Q8 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4,
+						&c_load, err, sizeof(err));
+	REQUIRE(bl);
+	struct engine_backend *bq = cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, &c_mapped, err, sizeof(err));
+	if (!bq)
+		fprintf(stderr, "%s: %s\n", out_name, err);
+	REQUIRE(bq);
+	struct engine_backend_info il, iq;
+	REQUIRE(engine_backend_get_info(bl, &il) == 0 && engine_backend_get_info(bq, &iq) == 0);
+	CHECK_STR_EQ(iq.weights, quant_format_desc(f)->name);
+	CHECK_STR_EQ(il.weights, quant_format_desc(f)->name);
+	/* the bytes held: the same records and the same stored tensors */
+	CHECK_INT_EQ(iq.weight_bytes, il.weight_bytes);
+	/* quantizing at load reports the layers' source bytes as they are quantized; the written
+	 * checkpoint quantizes nothing: one report of the bytes held, as a plain checkpoint */
+	CHECK(c_load.n >= n && c_load.last_done == c_load.last_total);
+	CHECK_INT_EQ(c_mapped.n, 1);
+	CHECK_INT_EQ(c_mapped.last_done, iq.weight_bytes);
+	CHECK_INT_EQ(c_mapped.last_total, iq.weight_bytes);
+	const int vocab = q->cfg.vocab, np = 9, nd = 4;
+	float *a = run_logits(bl, vocab, np, nd), *b = run_logits(bq, vocab, np, nd);
+	CHECK(memcmp(a, b, (size_t)(np + nd) * vocab * sizeof(float)) == 0);
+	free(a);
+	free(b);
+	/* asking it as stored in its own name works; another format, bf16, or CUDA is refused */
+	struct engine_backend *same = cpu_backend(q, f == QUANT_Q8 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4,
+						  NULL, err, sizeof(err));
+	CHECK(same != NULL);
+	engine_backend_destroy(same);
+	enum engine_weights other = f == QUANT_Q8 ? ENGINE_WEIGHTS_Q4 : ENGINE_WEIGHTS_Q8;
+	CHECK(cpu_backend(q, other, NULL, err, sizeof(err)) == NULL && errno == EINVAL);
+	CHECK(strstr(err, "the checkpoint's linear layers were quantized to") != NULL);
+	CHECK(strstr(err, "by holo-quantize and load as they are") != NULL);
+	CHECK(cpu_backend(q, ENGINE_WEIGHTS_BF16, NULL, err, sizeof(err)) == NULL && errno == EINVAL);
+	CHECK(strstr(err, "--weights bf16: the checkpoint's linear layers were quantized to") != NULL);
+	struct engine_backend_options co = {.kind = ENGINE_BACKEND_CUDA};
+	err[0] = '\0';
+	CHECK(engine_backend_create(q, &co, err, sizeof(err)) == NULL && errno == EINVAL);
+	CHECK(strstr(err, "by holo-quantize: CUDA has no quantized kernels yet (issue 29)") != NULL);
+	/* an already quantized checkpoint is not quantized again */
+	char *again = tmp_path("again");
+	CHECK_INT_EQ(write_q(q, again, f, false, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "already quantized") != NULL);
+	CHECK(!exists(again));
+	free(again);
+
+	engine_backend_destroy(bl);
+	engine_backend_destroy(bq);
+	engine_model_destroy(q);
+	engine_model_destroy(m);
+	free(src);
+	free(out);
+}
+
+/* Other files copied, the shards kept, the vision tower as stored. */
+static void check_files(void)
+{
+	char err[512];
+	char *src = fixture("tiny-agent"), *out = tmp_path("agent-q8");
+	struct engine_model *m = load(src);
+	REQUIRE(write_q(m, out, QUANT_Q8, false, err, sizeof(err)) == 0);
+	const char *files[] = {"tokenizer.json", "preprocessor_config.json"};
+	for (size_t i = 0; i < 2; i++) {
+		char a[1024], b[1024];
+		snprintf(a, sizeof(a), "%s/%s", src, files[i]);
+		snprintf(b, sizeof(b), "%s/%s", out, files[i]);
+		CHECK(same_file(a, b));
+	}
+	struct engine_model *q = load(out);
+	CHECK(engine_model_tokenizer(q) != NULL);
+	engine_model_destroy(q);
+	engine_model_destroy(m);
+	free(src);
+	free(out);
+
+	/* sharded: the same shard names, an index naming the records */
+	src = fixture("tiny-sharded");
+	out = tmp_path("sharded-q4");
+	m = load(src);
+	REQUIRE(write_q(m, out, QUANT_Q4, false, err, sizeof(err)) == 0);
+	char idx[1024];
+	snprintf(idx, sizeof(idx), "%s/model-00002-of-00003.safetensors", out);
+	CHECK(exists(idx));
+	q = load(out);
+	CHECK_INT_EQ(model_quant_format(q), QUANT_Q4);
+	engine_model_destroy(q);
+	engine_model_destroy(m);
+	free(src);
+	free(out);
+
+	/* a VLM: the vision tensors as stored, found by name */
+	src = fixture("tiny-vl");
+	out = tmp_path("vl-q8");
+	m = load(src);
+	REQUIRE(write_q(m, out, QUANT_Q8, false, err, sizeof(err)) == 0);
+	q = load(out);
+	struct tensor ts, tq;
+	REQUIRE(model_files_find(m->files, "mlp1.1.weight", &ts) == 0);
+	REQUIRE(model_files_find(q->files, "mlp1.1.weight", &tq) == 0);
+	CHECK(ts.dtype == tq.dtype && ts.nbytes == tq.nbytes && memcmp(ts.data, tq.data, ts.nbytes) == 0);
+	engine_model_destroy(q);
+	engine_model_destroy(m);
+	free(src);
+	free(out);
+}
+
+/* Copies the file src to dst. */
+static void copy_file(const char *src, const char *dst)
+{
+	FILE *a = fopen(src, "rb"), *b = fopen(dst, "wb");
+	REQUIRE(a && b);
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+		REQUIRE(fwrite(buf, 1, n, b) == n);
+	fclose(a);
+	REQUIRE(fclose(b) == 0);
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	REQUIRE(f);
+	char *buf = calloc(1, 1 << 20);
+	REQUIRE(buf);
+	fread(buf, 1, (1 << 20) - 1, f);
+	fclose(f);
+	return buf;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wb");
+	REQUIRE(f && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/* A copy of checkpoint `good` as `name` with config.json's text `from` replaced by `to`. */
+static char *variant(const char *good, const char *name, const char *from, const char *to)
+{
+	char *dir = tmp_path(name), a[1024], b[1024];
+	REQUIRE(mkdir(dir, 0755) == 0);
+	snprintf(a, sizeof(a), "%s/model.safetensors", good);
+	snprintf(b, sizeof(b), "%s/model.safetensors", dir);
+	copy_file(a, b);
+	snprintf(a, sizeof(a), "%s/config.json", good);
+	snprintf(b, sizeof(b), "%s/config.json", dir);
+	char *text = read_text(a);
+	if (from) {
+		char *at = strstr(text, from);
+		REQUIRE(at);
+		char *edited = malloc(strlen(text) + strlen(to) + 1);
+		REQUIRE(edited);
+		sprintf(edited, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+		free(text);
+		text = edited;
+	}
+	write_text(b, text);
+	free(text);
+	return dir;
+}
+
+/* The file offset of tensor `name`'s data in dir/model.safetensors. */
+static long data_offset(const char *dir, const char *name, size_t *ret_bytes)
+{
+	char path[1024], err[256];
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	struct st_file *f;
+	REQUIRE(st_file_open(path, &f, err, sizeof(err)) == 0);
+	const struct st_entry *e = st_file_find(f, name);
+	REQUIRE(e);
+	long off = (long)((const uint8_t *)e->t.data - f->base);
+	*ret_bytes = e->t.nbytes;
+	st_file_destroy(f);
+	return off;
+}
+
+static void check_corrupt(void)
+{
+	char err[512];
+	char *src = fixture("tiny-mamba"), *good = tmp_path("good-q8");
+	struct engine_model *m = load(src);
+	REQUIRE(write_q(m, good, QUANT_Q8, false, err, sizeof(err)) == 0);
+	engine_model_destroy(m);
+	const char *in0 = "\"backbone.layers.0.mixer.in_proj.weight\":[200,64,128]";
+
+	char *d = variant(good, "bad-version", "\"version\":1", "\"version\":2");
+	load_fails(d, "unknown holod quantization version 2 (this build reads version 1");
+	free(d);
+	d = variant(good, "bad-format", "\"format\":\"q8\"", "\"format\":\"q5\"");
+	load_fails(d, "unknown holod quantization format 'q5'");
+	free(d);
+	d = variant(good, "bad-row-bytes", in0, "\"backbone.layers.0.mixer.in_proj.weight\":[200,64,192]");
+	load_fails(d, "tensor 'backbone.layers.0.mixer.in_proj.weight.qweight': row_bytes 192, but a q8 "
+		      "row of 64 columns takes 128 bytes");
+	free(d);
+	d = variant(good, "bad-rows", in0, "\"backbone.layers.0.mixer.in_proj.weight\":[199,64,128]");
+	load_fails(d, "tensor 'backbone.layers.0.mixer.in_proj.weight.qweight' is not U8 [199, 128]");
+	free(d);
+	d = variant(good, "bad-cols", in0, "\"backbone.layers.0.mixer.in_proj.weight\":[200,65,192]");
+	load_fails(d, "tensor 'backbone.layers.0.mixer.in_proj.weight.qweight' is not U8 [200, 192]");
+	free(d);
+	d = variant(good, "huge-cols", in0,
+		    "\"backbone.layers.0.mixer.in_proj.weight\":[200,99999999999,128]");
+	load_fails(d, "is not [rows, cols, row_bytes] with 1 <= rows");
+	free(d);
+	d = variant(good, "not-listed", in0, "\"backbone.layers.0.mixer.in_proj.weightX\":[200,64,128]");
+	load_fails(d, "missing tensor 'backbone.layers.0.mixer.in_proj.weightX.qweight'");
+	free(d);
+	d = variant(good, "both-kinds", "{", "{\"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\"},");
+	load_fails(d, "has both 'holod_quantization' (holo-quantize) and 'quantization_config'");
+	free(d);
+
+	/* a truncated file: the record tensors no longer fit */
+	d = variant(good, "truncated", NULL, NULL);
+	{
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/model.safetensors", d);
+		struct stat st;
+		REQUIRE(stat(path, &st) == 0);
+		REQUIRE(truncate(path, st.st_size / 3) == 0);
+		load_fails(d, "go beyond the data section");
+	}
+	free(d);
+
+	/* a NaN scale in a record: the backend refuses it naming the matrix and row */
+	d = variant(good, "nan-scale", NULL, NULL);
+	{
+		size_t bytes;
+		long off = data_offset(d, "backbone.layers.0.mixer.in_proj.weight.qweight", &bytes);
+		CHECK_INT_EQ(bytes, 200 * 128);
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/model.safetensors", d);
+		int fd = open(path, O_WRONLY);
+		REQUIRE(fd >= 0);
+		uint16_t nan16 = 0x7e00; /* row 5's scale of block 0, after its 64 bytes of codes */
+		REQUIRE(pwrite(fd, &nan16, 2, off + 5 * 128 + 64) == 2);
+		close(fd);
+		struct engine_model *q = load(d);
+		CHECK(cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err)) == NULL && errno == EINVAL);
+		CHECK_STR_EQ(err, "layer 0's mixer.in_proj: row 5 of its q8 records has a NaN or infinite "
+				  "scale (the checkpoint is corrupt)");
+		engine_model_destroy(q);
+	}
+	free(d);
+	free(src);
+	free(good);
+}
+
+/* --out: an existing non-empty directory is refused (--force replaces it), the source itself
+ * always; write errors leave nothing behind. */
+static void check_out(void)
+{
+	char err[512];
+	char *src = fixture("tiny-mamba");
+	struct engine_model *m = load(src);
+
+	char *out = tmp_path("exists");
+	REQUIRE(mkdir(out, 0755) == 0);
+	char *keep = tmp_path("exists/keep.txt");
+	write_text(keep, "mine");
+	CHECK_INT_EQ(write_q(m, out, QUANT_Q8, false, err, sizeof(err)), -EEXIST);
+	CHECK(strstr(err, "exists and is not empty (--force replaces it)") != NULL);
+	CHECK(exists(keep));
+	CHECK(!has_entry(tmp_root, ".exists.holo-quantize-"));
+	CHECK_INT_EQ(write_q(m, out, QUANT_Q8, true, err, sizeof(err)), 0);
+	CHECK(!exists(keep));
+	CHECK(!has_entry(tmp_root, ".exists.holo-quantize-"));
+	struct engine_model *q = load(out);
+	engine_model_destroy(q);
+	free(keep);
+	free(out);
+
+	/* an empty directory is filled */
+	out = tmp_path("empty");
+	REQUIRE(mkdir(out, 0755) == 0);
+	CHECK_INT_EQ(write_q(m, out, QUANT_Q4, false, err, sizeof(err)), 0);
+	free(out);
+
+	/* the source itself, even with --force */
+	CHECK_INT_EQ(write_q(m, src, QUANT_Q8, true, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "is the source checkpoint") != NULL);
+
+	/* a parent that is a file: nothing can be created */
+	char *file = tmp_path("a-file");
+	write_text(file, "x");
+	out = tmp_path("a-file/out");
+	CHECK_INT_EQ(write_q(m, out, QUANT_Q8, false, err, sizeof(err)), -ENOTDIR);
+	CHECK(strstr(err, "a-file/out: Not a directory") != NULL);
+	free(out);
+	/* and --out naming a file */
+	CHECK_INT_EQ(write_q(m, file, QUANT_Q8, true, err, sizeof(err)), -ENOTDIR);
+	CHECK(strstr(err, "a-file exists and is not a directory") != NULL);
+	free(file);
+
+	/* a parent the user cannot write to (root writes anywhere: not checkable as root) */
+	if (geteuid() != 0) {
+		char *ro = tmp_path("read-only");
+		REQUIRE(mkdir(ro, 0555) == 0);
+		out = tmp_path("read-only/out");
+		CHECK_INT_EQ(write_q(m, out, QUANT_Q8, false, err, sizeof(err)), -EACCES);
+		CHECK(strstr(err, "cannot create a directory in") != NULL);
+		chmod(ro, 0755);
+		CHECK(!has_entry(ro, "."));
+		free(out);
+		free(ro);
+	}
+
+	/* the disk full mid-file (a file size limit: write() fails with EFBIG as with ENOSPC):
+	 * a clear error naming the file, and neither the output nor the temporary directory left */
+	out = tmp_path("full");
+	fflush(NULL);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		signal(SIGXFSZ, SIG_IGN);
+		struct rlimit rl = {.rlim_cur = 64 << 10, .rlim_max = 64 << 10};
+		if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+			_exit(3);
+		int r = write_q(m, out, QUANT_Q8, false, err, sizeof(err));
+		_exit(r == -EFBIG && strstr(err, "writing model.safetensors: File too large") ? 0 : 1);
+	}
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(!exists(out));
+	CHECK(!has_entry(tmp_root, ".full.holo-quantize-"));
+	free(out);
+
+	engine_model_destroy(m);
+	free(src);
+}
+
+/* The bytes resident in the process: quantizing at load drops the map's pages of the layers'
+ * source (their whole pages), so what weight_bytes leaves out is not held either. */
+static long map_rss_kb(const char *file)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	REQUIRE(f);
+	char line[1024], perms[8];
+	bool in = false;
+	long kb = -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b, v;
+		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3) /* a mapping's first line */
+			in = strstr(line, file) != NULL;
+		else if (in && sscanf(line, "Rss: %lu kB", &v) == 1)
+			kb = (kb < 0 ? 0 : kb) + (long)v;
+	}
+	fclose(f);
+	return kb;
+}
+
+static void check_resident(void)
+{
+	char err[512];
+	char *src = fixture("tiny-mamba");
+	struct engine_model *m = load(src);
+	long page = sysconf(_SC_PAGESIZE);
+	/* every page of the map in memory, then the bytes the layers' whole pages take */
+	volatile uint8_t sink = 0;
+	uint64_t inner = 0;
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(&m->layers[l], mats);
+		for (int i = 0; i < n; i++) {
+			for (size_t k = 0; k < mats[i]->nbytes; k += 64)
+				sink ^= ((const uint8_t *)mats[i]->data)[k];
+			uintptr_t a = ((uintptr_t)mats[i]->data + page - 1) & ~(uintptr_t)(page - 1);
+			uintptr_t e = ((uintptr_t)mats[i]->data + mats[i]->nbytes) & ~(uintptr_t)(page - 1);
+			inner += e > a ? e - a : 0;
+		}
+	}
+	(void)sink;
+	long before = map_rss_kb("tiny-mamba/model.safetensors");
+	REQUIRE(before > 0);
+	REQUIRE(inner >= 16 * (uint64_t)page);
+	struct engine_backend *b = cpu_backend(m, ENGINE_WEIGHTS_Q8, NULL, err, sizeof(err));
+	REQUIRE(b);
+	long after = map_rss_kb("tiny-mamba/model.safetensors");
+	CHECK_INT_EQ(before - after, (long)(inner >> 10));
+	engine_backend_destroy(b);
+	engine_model_destroy(m);
+	free(src);
+}
+
+static void remove_all(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void)
+{
+	const char *t = getenv("TMPDIR");
+	snprintf(tmp_root, sizeof(tmp_root), "%s/test-lm-quantized-XXXXXX", t && *t ? t : "/tmp");
+	REQUIRE(mkdtemp(tmp_root));
+	check_roundtrip("tiny-mamba", QUANT_Q8);
+	check_roundtrip("tiny-mamba", QUANT_Q4);
+	check_roundtrip("tiny-aliases", QUANT_Q8);
+	check_files();
+	check_corrupt();
+	check_out();
+	check_resident();
+	remove_all(tmp_root);
+	return test_exit();
+}
