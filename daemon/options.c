@@ -374,7 +374,7 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	case OPT_WEIGHTS:
 		if (engine_weights_parse(value, &cfg->engine_backend.weights) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown weight format '%s' (default, bf16, "
-					"q8, q4)\n",
+					"q8, q4, fp8)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}

@@ -41,7 +41,7 @@ struct holod_config {
 	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
 	char *backend;        /* --backend auto|cpu|cuda: where the language model runs */
 	char *precision;      /* --precision default|bf16|fp32 */
-	char *weights;        /* --weights default|bf16|q8|q4: the linear layers' format */
+	char *weights;        /* --weights default|bf16|q8|q4|fp8: the linear layers' format */
 	char *ssm_state;      /* --ssm-state fp32|bf16: the Mamba SSM state's storage */
 	unsigned device;      /* --device N: the CUDA device index */
 	struct engine_backend_options engine_backend; /* the above, parsed and resolved */

@@ -12,6 +12,7 @@
 #include "cpu_dnnl.h"
 #include "lm.h"
 #include "quantized.h"
+#include "modelopt.h"
 #ifdef HOLOD_HAVE_CUDA
 #include "gpu.h"
 #endif
@@ -33,6 +34,7 @@ static const char *const weights_names[] = {
 	[ENGINE_WEIGHTS_BF16] = "bf16",
 	[ENGINE_WEIGHTS_Q8] = "q8",
 	[ENGINE_WEIGHTS_Q4] = "q4",
+	[ENGINE_WEIGHTS_FP8] = "fp8",
 };
 
 const char *engine_weights_name(enum engine_weights w)
@@ -156,7 +158,8 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 	/* the CPU's DEFAULT depends on the checkpoint: backend_cpu_create() resolves it */
 	if (opts->kind == ENGINE_BACKEND_CPU)
 		return 0;
-	if (opts->weights == ENGINE_WEIGHTS_Q8 || opts->weights == ENGINE_WEIGHTS_Q4)
+	if (opts->weights == ENGINE_WEIGHTS_Q8 || opts->weights == ENGINE_WEIGHTS_Q4 ||
+	    opts->weights == ENGINE_WEIGHTS_FP8)
 		return fail(EINVAL, msg, msglen, "--weights %s: CUDA has no quantized kernels yet "
 			    "(issue 29): use --backend cpu or --weights default",
 			    weights_names[opts->weights]);
@@ -219,6 +222,13 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		errbuf[0] = '\0';
 	if (o.kind == ENGINE_BACKEND_CUDA && model_quant_format(model) >= 0)
 		return refuse_cuda_quantized(model, errbuf, errlen);
+	/* an FP8 checkpoint's layers (modelopt.h): no fp8 kernels on CUDA yet */
+	if (o.kind == ENGINE_BACKEND_CUDA && model_has_fp8(model)) {
+		fail(EINVAL, errbuf, errlen, "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt): "
+		     "CUDA has no fp8 kernels yet (issue 29): use --backend cpu");
+		errno = EINVAL;
+		return NULL;
+	}
 	if (o.kind == ENGINE_BACKEND_CPU) {
 		struct engine_backend *b = backend_cpu_create(model, &o, errbuf, errlen);
 		if (!b && errbuf && errlen && errbuf[0])
@@ -344,7 +354,7 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 				       ? mats[0]->dtype
 				       : m->embeddings.dtype;
 	snprintf(b->weights, sizeof(b->weights), "%s",
-		 dt == TENSOR_BF16 ? "bf16" : dt == TENSOR_F16 ? "f16" : "f32");
+		 dt == TENSOR_BF16 ? "bf16" : dt == TENSOR_F16 ? "f16" : dt == TENSOR_F8_E4M3 ? "fp8" : "f32");
 	atomic_init(&b->state_bytes, 0);
 }
 

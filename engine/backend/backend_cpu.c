@@ -27,6 +27,7 @@
 #include "cpu_dnnl.h"
 #include "lm.h"
 #include "quantized.h"
+#include "modelopt.h"
 #include "vision.h"
 
 struct cpu_backend {
@@ -638,11 +639,13 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	const int stored_quant = model_quant_format(m);
 	const struct tensor *mats[4];
 	if (opts->weights == ENGINE_WEIGHTS_BF16 && m->cfg.n_layers > 0 &&
-	    lm_layer_matrices(&m->layers[0], mats) > 0 && mats[0]->dtype != TENSOR_BF16) {
+	    ((lm_layer_matrices(&m->layers[0], mats) > 0 && mats[0]->dtype != TENSOR_BF16) ||
+	     model_has_fp8(m))) {
 		if (err && errlen)
 			snprintf(err, errlen, "--weights bf16: the checkpoint's weights are %s, not bf16 "
-				 "(use --weights default, q8 or q4)",
-				 mats[0]->dtype == TENSOR_F16 ? "f16" : "f32");
+				 "(use --weights default, fp8, q8 or q4)",
+				 model_has_fp8(m) ? "fp8 (NVIDIA ModelOpt)"
+				 : mats[0]->dtype == TENSOR_F16 ? "f16" : "f32");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -657,7 +660,9 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		.layout = cpu_gemm_layout(),
 		.quant = stored_quant >= 0 ? stored_quant
 			 : opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
-			 : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4 : -1,
+			 : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
+			 /* an FP8 checkpoint's layers are fp8 by default (lm_fp8.c) */
+			 : opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8 : -1,
 		.progress = quant_progress,
 		.progress_arg = &qp,
 	};
@@ -687,7 +692,8 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 			 (double)(time_mono_ns() - qp.t0) * 1e-9,
 			 (unsigned long long)(b->weight_bytes >> 20));
 	} else if (cb->prep.quant) {
-		snprintf(b->weights, sizeof(b->weights), "%s", engine_weights_name(opts->weights));
+		snprintf(b->weights, sizeof(b->weights), "%s",
+			 quant_format_desc((enum quant_format)cb->prep.quant_format)->name);
 		log_info("quantized the language model's linear layers to %s in %.1f s: %llu MiB "
 			 "(from %llu MiB), %llu MiB of weights held", b->weights,
 			 (double)(time_mono_ns() - qp.t0) * 1e-9,

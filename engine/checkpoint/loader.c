@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "lm.h"
 #include "loader.h"
+#include "modelopt.h"
 #include "model.h"
 #include "quantized.h"
 
@@ -28,6 +29,7 @@ struct model_files {
 	char *dir; /* the checkpoint directory as given */
 	struct model_config cfg;
 	json_t *config_root;
+	struct modelopt_quant modelopt; /* NVIDIA ModelOpt FP8 (modelopt.h), or fp8 false */
 	struct st_file **shards;
 	char **shard_names;
 	size_t n_shards;
@@ -306,6 +308,9 @@ int model_files_open(const char *dir, struct model_files **ret, char *errbuf, si
 	if (r < 0)
 		goto out;
 	r = model_config_from_json(files->config_root, &files->cfg, errbuf, errlen);
+	if (r < 0)
+		goto out;
+	r = modelopt_config_read(dir, files->config_root, &files->modelopt, errbuf, errlen);
 	if (r < 0)
 		goto out;
 
@@ -649,6 +654,110 @@ static int claim_layer(struct claim *cl, const struct lm_config *c, bool conv_bi
 	return 0;
 }
 
+/* ---- NVIDIA ModelOpt FP8 (modelopt.h) ---------------------------------------------------- */
+
+/* the linear layers' matrices, in lm_layer_matrices()' order per kind */
+static const char *const fp8_mamba[] = {"in_proj", "out_proj"};
+static const char *const fp8_attn[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+static const char *const fp8_mlp[] = {"up_proj", "down_proj"};
+
+/* Whether `name` is a layer's linear matrix, the one place an F8_E4M3 tensor may be. */
+static bool fp8_matrix_name(const char *name)
+{
+	static const char *const all[] = {"in_proj", "out_proj", "q_proj", "k_proj",
+					  "v_proj",  "o_proj",	 "up_proj", "down_proj"};
+	const char *p = strstr(name, "backbone.layers.");
+	if (!p)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		char want[32];
+		size_t n = strlen(name), k = (size_t)snprintf(want, sizeof(want), ".mixer.%s.weight", all[i]);
+		if (n > k && strcmp(name + n - k, want) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Claims prefix + name whatever its shape (the caller checks it); absent: data NULL. */
+static void claim_any(struct claim *cl, struct tensor *out, const char *name)
+{
+	char full[ST_MAX_NAME_BYTES + 64];
+	snprintf(full, sizeof(full), "%s%s", cl->prefix, name);
+	ssize_t i = index_find(cl->files, full);
+	memset(out, 0, sizeof(*out));
+	if (i < 0)
+		return;
+	cl->claimed[i] = true;
+	*out = cl->files->index[i]->t;
+}
+
+/* Layer l's F8_E4M3 matrices: the checkpoint must declare ModelOpt FP8, their weight_scale and
+ * input_scale are claimed and checked (modelopt_check_scales), the weight_scale kept in
+ * L->fp8_scale[i]; with an FP8 KV cache, the attention's k_scale/v_scale checked. */
+static int claim_fp8_layer(struct claim *cl, const struct modelopt_quant *mq, int l, struct lm_layer *L)
+{
+	const char *const *names = L->kind == LM_LAYER_MAMBA ? fp8_mamba : L->kind == LM_LAYER_ATTENTION ? fp8_attn : fp8_mlp;
+	const struct tensor *mats[4] = {0};
+	int n = 0;
+	switch (L->kind) {
+	case LM_LAYER_MAMBA:
+		mats[n++] = &L->mamba.in_proj, mats[n++] = &L->mamba.out_proj;
+		break;
+	case LM_LAYER_ATTENTION:
+		mats[n++] = &L->attn.q, mats[n++] = &L->attn.k, mats[n++] = &L->attn.v, mats[n++] = &L->attn.o;
+		break;
+	case LM_LAYER_MLP:
+		mats[n++] = &L->mlp.up, mats[n++] = &L->mlp.down;
+		break;
+	}
+	for (int i = 0; i < n; i++) {
+		char name[ST_MAX_NAME_BYTES], full[ST_MAX_NAME_BYTES + 64];
+		struct tensor is;
+		snprintf(name, sizeof(name), "backbone.layers.%d.mixer.%s", l, names[i]);
+		snprintf(full, sizeof(full), "%s%s.weight", cl->prefix, name);
+		if (mats[i]->dtype != TENSOR_F8_E4M3)
+			continue;
+		if (!mq->fp8)
+			return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
+					 "tensor '%s' is F8_E4M3, but the checkpoint declares no FP8 quantization "
+					 "(NVIDIA ModelOpt's hf_quant_config.json or config.json's quantization_config)",
+					 full);
+		claim_any(cl, &L->fp8_scale[i], strcat(strcpy(full, name), ".weight_scale"));
+		claim_any(cl, &is, strcat(strcpy(full, name), ".input_scale"));
+		snprintf(full, sizeof(full), "%s%s.weight", cl->prefix, name);
+		int r = modelopt_check_scales(full, mats[i], &L->fp8_scale[i], &is, cl->errbuf, cl->errlen);
+		if (r < 0)
+			return r;
+	}
+	for (int i = 0; mq->kv_fp8 && L->kind == LM_LAYER_ATTENTION && i < 2; i++) {
+		char name[ST_MAX_NAME_BYTES];
+		struct tensor t;
+		snprintf(name, sizeof(name), "backbone.layers.%d.mixer.%s", l, i ? "v_proj.v_scale" : "k_proj.k_scale");
+		claim_any(cl, &t, name);
+		if (t.data) {
+			int r = modelopt_check_kv_scale(name, &t, cl->errbuf, cl->errlen);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* No F8_E4M3 tensor outside the linear layers: the embeddings, lm_head, norms, conv and the
+ * vision tower are read in bf16/f16/f32 only (ModelOpt leaves them so). */
+static int check_fp8_elsewhere(const struct model_files *files, char *errbuf, size_t errlen)
+{
+	for (size_t i = 0; i < files->n_index; i++) {
+		const struct st_entry *e = files->index[i];
+		if (e->t.dtype == TENSOR_F8_E4M3 && !fp8_matrix_name(e->name))
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "tensor '%s' is F8_E4M3: holod reads fp8 weights only in the language "
+					 "model's linear layers (in_proj, out_proj, q/k/v/o_proj, up/down_proj)",
+					 e->name);
+	}
+	return 0;
+}
+
 /* Tensors of the VLM that are not the language model's: the vision path finds them by name. */
 static bool vision_tensor(const char *name)
 {
@@ -717,6 +826,15 @@ static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 		if (r < 0)
 			goto out;
 	}
+	/* NVIDIA ModelOpt FP8: the scales of every F8_E4M3 matrix, and no F8_E4M3 elsewhere */
+	for (int l = 0; l < c.n_layers; l++) {
+		r = claim_fp8_layer(&cl, &m->files->modelopt, l, &m->layers[l]);
+		if (r < 0)
+			goto out;
+	}
+	r = check_fp8_elsewhere(m->files, errbuf, errlen);
+	if (r < 0)
+		goto out;
 	r = CLAIM(&cl, &m->norm_f, false, (c.hidden), "backbone.norm_f.weight");
 	if (r < 0)
 		goto out;

@@ -53,7 +53,7 @@ const char *st_dtype_name(enum tensor_dtype dtype);
 
 /* Parses the safetensors file held in buf[0..len): 8-byte little-endian header length, JSON
  * header, data. The buffer is not copied: it must outlive the returned st_file. Checks every
- * entry's dtype (BF16/F16/F32/U8), shape, data_offsets (inside the data section, no overlap,
+ * entry's dtype (BF16/F16/F32/U8/F8_E4M3), shape, data_offsets (inside the data section, no overlap,
  * nbytes == product(shape) * dtype size, aligned to the element size) and rejects duplicate
  * names. `__metadata__` is ignored. */
 int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, size_t errlen);

@@ -64,6 +64,10 @@ struct lm_layer {
 			struct tensor up, down; /* [inter, hidden], [hidden, inter] */
 		} mlp;
 	};
+	/* NVIDIA ModelOpt FP8 (modelopt.h): for each of the matrices above stored F8_E4M3, in
+	 * lm_layer_matrices()' order, its weight_scale (F32, one value or one per row: a weight is
+	 * e4m3(code) * scale); data NULL for the matrices stored otherwise */
+	struct tensor fp8_scale[4];
 };
 
 /* Text config after validation against the tensors (model.md 1.2 and 3). */

@@ -40,6 +40,7 @@ static const struct {
 	{"F16", TENSOR_F16, 2},
 	{"F32", TENSOR_F32, 4},
 	{"U8", TENSOR_U8, 1}, /* a holod-quantized checkpoint's row records (quantized.c) */
+	{"F8_E4M3", TENSOR_F8_E4M3, 1}, /* NVIDIA ModelOpt FP8 weights (modelopt.h) */
 };
 
 size_t st_dtype_size(enum tensor_dtype dtype)
@@ -139,7 +140,7 @@ static int parse_entry(const char *name, const json_t *obj, uint64_t data_len, s
 	}
 	if (esize == 0)
 		return st_errorf(errbuf, errlen, -EINVAL,
-				 "tensor '%s' has unsupported dtype '%.32s' (supported: BF16, F16, F32, U8)", name,
+				 "tensor '%s' has unsupported dtype '%.32s' (supported: BF16, F16, F32, U8, F8_E4M3)", name,
 				 dname);
 
 	if (json_array_size(shape) > TENSOR_MAX_DIMS)

@@ -116,6 +116,13 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o,
 	       struct lm_prepared *ret, char *err, size_t errlen);
 /* Accepts a zeroed struct. */
 void lm_prepared_finish(struct lm_prepared *p);
+/* An fp8 matrix (lm_fp8.c): w F8_E4M3 with its weight_scale `scale` (modelopt.h) into q as
+ * format f (fp8: the codes copied into quant.h's records; q8/q4: the rows dequantized exactly,
+ * then quantized), or w bf16/f16/f32 into fp8 with one scale max|w| / 448 for the matrix. q->data
+ * is allocated here (the caller frees it). 0, -ENOMEM, -EINVAL (a NaN code or weight: *bad_row
+ * is its row), -ERANGE (a weight past what the scale or q8/q4 holds). */
+int lm_fp8_matrix(const struct tensor *w, const struct tensor *scale, enum quant_format f,
+		  struct quant_tensor *q, int64_t *bad_row);
 
 /* A sequence of the CPU backend. base.n_tokens positions are held; base.max_tokens bounds them. */
 struct lm_seq {

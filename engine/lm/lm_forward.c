@@ -530,7 +530,11 @@ static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_
 		int n = lm_layer_matrices(L, mats);
 		for (int i = 0; i < n; i++) {
 			int64_t bad = -1;
-			int r = quantize_matrix(mats[i], (enum quant_format)o->quant, &p->layers[l].q[i], &bad);
+			/* fp8, or an FP8 checkpoint's matrix (lm_fp8.c) */
+			int r = mats[i]->dtype == TENSOR_F8_E4M3 || o->quant == QUANT_FP8
+					? lm_fp8_matrix(mats[i], &L->fp8_scale[i], (enum quant_format)o->quant,
+							&p->layers[l].q[i], &bad)
+					: quantize_matrix(mats[i], (enum quant_format)o->quant, &p->layers[l].q[i], &bad);
 			if (r < 0) {
 				const char *name = matrix_names[L->kind == LM_LAYER_MAMBA ? 0
 							       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i];

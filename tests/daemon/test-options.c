@@ -217,7 +217,7 @@ int main(void)
 	      strstr(buf, "CUDA") != NULL);
 	/* a bad format names itself and the choices; CUDA refuses quantized weights saying so */
 	CHECK(r_q2 < 0 && r_cuda_q8 < 0);
-	CHECK(strstr(buf, "--weights: unknown weight format 'q2' (default, bf16, q8, q4)") != NULL);
+	CHECK(strstr(buf, "--weights: unknown weight format 'q2' (default, bf16, q8, q4, fp8)") != NULL);
 	CHECK(strstr(buf, "holod: --backend cuda --precision default --weights q8 --ssm-state fp32: "
 			  "--weights q8: CUDA has no quantized kernels yet (issue 29)") != NULL);
 	unlink(errlog);

@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "HOLOD_WEIGHTS=int8 '%s' --model '%s/%s' --prompt-ids 1 2>&1",
 		 exe, root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 2);
-	CHECK(strstr(out, "HOLOD_WEIGHTS=int8: expected default, bf16, q8 or q4") != NULL);
+	CHECK(strstr(out, "HOLOD_WEIGHTS=int8: expected default, bf16, q8, q4 or fp8") != NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda --weights q4 2>&1", exe, root(),

@@ -485,7 +485,10 @@ static void test_weights(struct engine_model *m)
 	CHECK_INT_EQ(w, ENGINE_WEIGHTS_Q8);
 	CHECK_INT_EQ(engine_weights_parse("q4", &w), 0);
 	CHECK_INT_EQ(w, ENGINE_WEIGHTS_Q4);
-	CHECK_INT_EQ(engine_weights_parse("fp8", &w), -EINVAL);
+	CHECK_INT_EQ(engine_weights_parse("fp8", &w), 0);
+	CHECK_INT_EQ(w, ENGINE_WEIGHTS_FP8);
+	CHECK_STR_EQ(engine_weights_name(ENGINE_WEIGHTS_FP8), "fp8");
+	CHECK_INT_EQ(engine_weights_parse("fp4", &w), -EINVAL);
 	CHECK_INT_EQ(engine_weights_parse(NULL, &w), -EINVAL);
 	CHECK_STR_EQ(engine_weights_name(ENGINE_WEIGHTS_DEFAULT), "default");
 	CHECK_STR_EQ(engine_weights_name(ENGINE_WEIGHTS_BF16), "bf16");
@@ -497,6 +500,9 @@ static void test_weights(struct engine_model *m)
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .weights = ENGINE_WEIGHTS_Q4};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
 	CHECK(strstr(msg, "--weights q4: CUDA has no quantized kernels yet (issue 29)") != NULL);
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .weights = ENGINE_WEIGHTS_FP8};
+	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "--weights fp8: CUDA has no quantized kernels yet (issue 29)") != NULL);
 
 	/* as stored, in fp32 (nothing prepared beside the map) */
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,

@@ -586,7 +586,7 @@ static void test_bad_safetensors(void)
 	dir = copy_fixture("tiny-mamba");
 	e = (struct hdr_edit){"backbone.layers.0.mixer.D", "dtype", json_string("I64")};
 	edit_header(dir, "model.safetensors", set_field, &e);
-	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.layers.0.mixer.D' has unsupported dtype 'I64' (supported: BF16, F16, F32, U8)");
+	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.layers.0.mixer.D' has unsupported dtype 'I64' (supported: BF16, F16, F32, U8, F8_E4M3)");
 	drop_fixture(dir);
 
 	/* Size != product(shape) * dtype size. */

@@ -180,7 +180,8 @@ static void test_gemv_codes(void)
 {
 	static const int ins[] = {254, 255, 257, 301, 1000};
 	for (size_t ii = 0; ii < sizeof(ins) / sizeof(ins[0]); ii++) {
-		const int in = ins[ii], rows = 13, T = 3;
+		enum { rows = 13, T = 3 };
+		const int in = ins[ii];
 		size_t rb;
 		REQUIRE(quant_row_bytes(QUANT_FP8, in, &rb) == 0);
 		unsigned char *data = aligned_alloc(64, rb * rows);

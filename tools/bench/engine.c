@@ -4,7 +4,7 @@
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
  *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
- *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4] [--profile]
+ *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4|fp8] [--profile]
  *
  * With --weights q8|q4 the CPU backend quantizes the linear layers at creation
  * (docs/quantization.md): the weight bytes read per decode token, and so the decode ceiling,
@@ -76,7 +76,7 @@ static void usage(FILE *f)
 		   "  --precision P  bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
 		   "                 the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
 		   "  --ssm-state S  the SSM state's storage, fp32 or bf16 (default fp32)\n"
-		   "  --weights W    the linear layers' format: default (as stored), bf16, q8 or q4\n"
+		   "  --weights W    the linear layers' format: default (as stored), bf16, q8, q4 or fp8\n"
 		   "                 (quantized at load, the cpu only; default $HOLOD_WEIGHTS)\n"
 		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
@@ -339,7 +339,7 @@ int bench_engine_main(int argc, char **argv)
 		case 'W':
 			if (engine_weights_parse(optarg, &bopts.weights) < 0) {
 				fprintf(stderr, "holo-bench engine: invalid weight format '%s' (default, "
-						"bf16, q8, q4)\n", optarg);
+						"bf16, q8, q4, fp8)\n", optarg);
 				return 2;
 			}
 			break;

@@ -5,7 +5,7 @@
  *              [--stop ID]... [--ignore-eos] [--threads N] [--dump-logits FILE.npy]
  *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
  *              [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
- *              [--weights default|bf16|q8|q4] [--profile]
+ *              [--weights default|bf16|q8|q4|fp8] [--profile]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
@@ -20,8 +20,9 @@
  * of the turn. The checkpoint's own chat template is
  * compared with that format and a difference is reported on stderr.
  *
- * --weights q8|q4 quantizes the language model's linear layers at load (the CPU backend;
- * docs/quantization.md); the backend line on stderr names the format and the bytes held.
+ * --weights q8|q4|fp8 quantizes the language model's linear layers at load (the CPU backend;
+ * docs/quantization.md; an FP8 checkpoint's are fp8 as stored); the backend line on stderr
+ * names the format and the bytes held.
  * --backend, --precision and --weights are checked before the model loads (engine_backend_resolve()): a
  * backend that cannot run the language model is refused with one sentence, never replaced by the
  * CPU behind the user's back. --profile (CUDA only) prints to stderr, after the run, one line per
@@ -97,8 +98,8 @@ static void usage(FILE *f)
 		"  --device N       CUDA device index (default 0)\n"
 		"  --precision P    bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
 		"                   the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
-		"  --weights W      the linear layers' format: default (as stored), bf16, q8 or q4\n"
-		"                   (quantized at load; the cpu only; default $HOLOD_WEIGHTS)\n"
+		"  --weights W      the linear layers' format: default (as stored), bf16, q8, q4 or\n"
+		"                   fp8 (quantized at load; the cpu only; default $HOLOD_WEIGHTS)\n"
 		"  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -446,7 +447,7 @@ int main(int argc, char **argv)
 	}
 	const char *env_weights = getenv("HOLOD_WEIGHTS");
 	if (env_weights && *env_weights && engine_weights_parse(env_weights, &bopts.weights) < 0) {
-		log_error("HOLOD_WEIGHTS=%s: expected default, bf16, q8 or q4", env_weights);
+		log_error("HOLOD_WEIGHTS=%s: expected default, bf16, q8, q4 or fp8", env_weights);
 		return 2;
 	}
 	for (int c; (c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1;) {
