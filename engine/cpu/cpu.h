@@ -87,6 +87,11 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
 int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x,
 			   size_t ldx, int T, float *y, size_t ldy, bool accumulate);
 bool cpu_gemv_quant_has_i8(void);
+/* Rows [r0, r0 + n) of q dequantized (quant_row_to_f32(): exact) and rounded to bf16 (nearest
+ * even) into out (n rows of q->cols), on the calling thread, vectorized where the GEMV variant
+ * in use has it (the same bits): the prompt's products on quantized weights hand them to oneDNN's
+ * bf16 matmul a block of rows at a time. Returns 0, or -EINVAL for rows outside q. */
+int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, uint16_t *out);
 /* The most tokens cpu_matmul*() hand to cpu_gemv_rows(): 4 tokens cost it what one does (memory
  * bound), 3.3x less than cpu_matmul's blocked product (8192 x 1024 bf16, one thread, test-gemv's
  * shapes aside: measured on a Xeon with AVX-512, 2026-11-25). */

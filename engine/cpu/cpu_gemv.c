@@ -486,3 +486,26 @@ bool cpu_gemv_quant_has_i8(void)
 {
 	return variant()->q8_i8 != NULL;
 }
+
+int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, uint16_t *out)
+{
+	if (r0 < 0 || n < 0 || r0 + n > q->rows)
+		return -EINVAL;
+	const struct cpu_gemv_variant *v = variant();
+	float *row = NULL;
+	for (int64_t r = 0; r < n; r++) {
+		const void *rec = (const char *)q->data + (size_t)(r0 + r) * q->row_bytes;
+		uint16_t *o = out + (size_t)r * (size_t)q->cols;
+		if (v->row_to_bf16 && q->format != QUANT_FP8) {
+			v->row_to_bf16(q->format, rec, q->cols, o);
+			continue;
+		}
+		if (!row && !(row = malloc((size_t)q->cols * sizeof(float))))
+			return -ENOMEM;
+		quant_row_to_f32(q->format, rec, q->cols, row);
+		for (int64_t k = 0; k < q->cols; k++)
+			o[k] = f32_to_bf16(row[k]);
+	}
+	free(row);
+	return 0;
+}

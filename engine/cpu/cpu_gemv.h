@@ -98,6 +98,9 @@ struct cpu_gemv_variant {
 	/* cpu_gemv_quantize_x() in this variant's instructions, the same bytes (NULL: that one) */
 	void (*quant_x)(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			size_t ldxq);
+	/* NULL, or one q8/q4 row dequantized and rounded to bf16 (nearest even) in this variant's
+	 * instructions: the same bits as quant_row_to_f32() then f32_to_bf16() */
+	void (*row_to_bf16)(enum quant_format fmt, const void *row, int64_t cols, uint16_t *out);
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
@@ -124,4 +127,5 @@ void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			      size_t ldxq);
+void cpu_gemv_vnni_row_to_bf16(enum quant_format fmt, const void *row, int64_t cols, uint16_t *out);
 #endif

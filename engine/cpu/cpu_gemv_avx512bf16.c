@@ -229,4 +229,5 @@ const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
 	.q8_i8 = cpu_gemv_vnni_q8,
 	.q4_i8 = cpu_gemv_vnni_q4,
 	.quant_x = cpu_gemv_vnni_quantize_x,
+	.row_to_bf16 = cpu_gemv_vnni_row_to_bf16,
 };

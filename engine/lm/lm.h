@@ -79,11 +79,12 @@ struct lm_prepared {
 	uint64_t gemm_bytes;                /* what the prepared matrices allocated */
 	/* The layers' matrices quantized (lm_prepared_layer.q, docs/quantization.md): decode rows
 	 * (runs of at most CPU_GEMV_T positions) and the merged decode rows of a batch run on
-	 * cpu_gemv_quant_rows(); longer runs dequantize LM_QUANT_PREFILL_BYTES of rows at a time
-	 * to fp32 and run cpu_matmul() on them (the same exact weights, the sums in another order).
-	 * In bf16 precision the activations are rounded to bf16 first, as for bf16 weights; the
-	 * merged decode rows never take AMX or oneDNN, so a batch's rows are bit for bit those
-	 * of each sequence alone in either precision. */
+	 * cpu_gemv_quant_rows() (fp32 precision) or cpu_gemv_quant_rows_i8() (bf16: int8
+	 * activations); longer runs in bf16 precision dequantize LM_QUANT_PREFILL_BF16_BYTES of rows
+	 * at a time to bf16 for oneDNN's bf16 matmul, in fp32 precision (or without oneDNN's bf16)
+	 * LM_QUANT_PREFILL_BYTES of rows to fp32 for cpu_matmul() (the same exact weights, the sums
+	 * in another order). The merged decode rows never take AMX or oneDNN, so a batch's rows
+	 * are bit for bit those of each sequence alone in either precision. */
 	bool quant;
 	int quant_format;                   /* enum quant_format */
 	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
@@ -97,6 +98,13 @@ struct lm_prepared {
  * row of the run from cache, so the prefill costs one extra pass over the weights per product
  * on top of cpu_matmul()'s fp32 product (the fp32 path's speed, not bf16's oneDNN). */
 #define LM_QUANT_PREFILL_BYTES ((size_t)2 << 20)
+/* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): bf16 bytes
+ * of rows dequantized per oneDNN matmul call (at least 64 rows; a multiple of 32 rows), and the
+ * rows per pool task of that dequantization. 32 MiB: on the ~0.7B bench model (2 threads, AMD
+ * EPYC, 2026-11-29) 8 MiB blocks left q8's prefill at ~0.83x bf16's, 32 MiB at ~0.9-1.0x (the
+ * fewer oneDNN calls); a transient buffer, at most 32 MiB whatever the model. */
+#define LM_QUANT_PREFILL_BF16_BYTES ((size_t)32 << 20)
+#define LM_QUANT_DEQUANT_TASK_ROWS 32
 
 /* What lm_prepare() does beyond the small tensors. */
 struct lm_prepare_opts {

@@ -192,6 +192,8 @@ static void problem_init(struct problem *p)
 		char *row = (char *)p->data + (size_t)r * p->qt.row_bytes;
 		quant_row_to_f32(p->fmt, row, p->in, p->wq + (size_t)r * p->in);
 		/* the scales' padding past the last block NaN (0xffff): the kernels must not use it */
+		if (p->fmt != QUANT_Q8 && p->fmt != QUANT_Q4)
+			continue;
 		char *s = p->fmt == QUANT_Q8 ? (char *)quant_q8_scales(row, p->in) + 2 * nb
 					     : (char *)quant_q4_dm(row, p->in) + 4 * nb;
 		memset(s, 0xff, (size_t)(row + p->qt.row_bytes - s));
@@ -387,6 +389,40 @@ static void test_tokens(void)
 	problem_free(&p);
 }
 
+/* cpu_quant_rows_to_bf16: every variant the same bits as quant_row_to_f32() rounded to bf16 */
+static void test_rows_to_bf16(void)
+{
+	static const int ins[] = {1, 31, 33, 100, 1000};
+	for (int f = 0; f < QUANT_FORMAT_COUNT; f++)
+		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+			struct problem p = {.fmt = (enum quant_format)f, .rows = 7, .in = ins[k], .nrows = 7, .T = 1};
+			problem_init(&p);
+			uint16_t *want = malloc((size_t)p.rows * p.in * sizeof(uint16_t));
+			uint16_t *got = malloc((size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
+			REQUIRE(want && got);
+			for (size_t i = 0; i < (size_t)p.rows * p.in; i++)
+				want[i] = f32_to_bf16(p.wq[i]);
+			for (int i = 0; cpu_gemv_variant_name(i); i++) {
+				if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
+					continue;
+				memset(got, 0x77, (size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
+				CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 2, 4, got), 0);
+				bool same = memcmp(got, want + 2 * (size_t)p.in, 4 * (size_t)p.in * sizeof(uint16_t)) == 0;
+				/* nothing written past the rows asked */
+				for (size_t e = 4 * (size_t)p.in; e < 5 * (size_t)p.in; e++)
+					same &= got[e] == 0x7777;
+				if (!same)
+					fprintf(stderr, "rows_to_bf16 %s %s in %d: bits differ\n", cpu_gemv_variant_name(i),
+						quant_format_desc(p.fmt)->name, p.in);
+				CHECK(same);
+			}
+			CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 5, 3, got), -EINVAL);
+			free(want);
+			free(got);
+			problem_free(&p);
+		}
+}
+
 int main(void)
 {
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
@@ -398,6 +434,7 @@ int main(void)
 						 : "no integer kernels: checked to give the exact ones'");
 	}
 	test_quantize_x();
+	test_rows_to_bf16();
 	for (int threads = 1; threads <= 3; threads++) {
 		REQUIRE(cpu_set_threads(threads) == 0);
 		test_shapes();
