@@ -39,6 +39,9 @@ struct cpu_backend {
 	pthread_mutex_t vision_lock;
 	uint64_t vision_id;
 	struct vision_gemms *vision;
+	/* --weights bf16 on an FP8 checkpoint: the model this backend runs, its fp8 layers widened
+	 * to bf16 (lm_fp8_bf16_model(), owned), else NULL */
+	struct engine_model *widened;
 };
 
 static size_t conv_floats(const struct lm_dims *dm)
@@ -548,6 +551,7 @@ static void cpu_destroy(struct engine_backend *b)
 	vision_gemms_destroy(((struct cpu_backend *)b)->vision);
 	pthread_mutex_destroy(&((struct cpu_backend *)b)->vision_lock);
 	lm_prepared_finish(&((struct cpu_backend *)b)->prep);
+	lm_fp8_bf16_model_free(((struct cpu_backend *)b)->widened);
 	free(b);
 }
 
@@ -637,6 +641,14 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 		return NULL;
 	}
 	const int stored_quant = model_quant_format(m);
+	/* an FP8 checkpoint asked for bf16: its layers widened once (lm_fp8.c), the backend runs
+	 * on that copy of the model */
+	struct engine_model *widened = NULL;
+	if (opts->weights == ENGINE_WEIGHTS_BF16 && model_has_fp8(m)) {
+		if (!(widened = lm_fp8_bf16_model(m, err, errlen)))
+			return NULL;
+		m = widened;
+	}
 	const struct tensor *mats[4];
 	if (opts->weights == ENGINE_WEIGHTS_BF16 && m->cfg.n_layers > 0 &&
 	    ((lm_layer_matrices(&m->layers[0], mats) > 0 && mats[0]->dtype != TENSOR_BF16) ||
@@ -651,9 +663,11 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	}
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb) {
+		lm_fp8_bf16_model_free(widened);
 		errno = ENOMEM;
 		return NULL;
 	}
+	cb->widened = widened;
 	struct quant_progress qp = {.opts = opts, .t0 = time_mono_ns()};
 	struct lm_prepare_opts po = {
 		.bf16 = precision == ENGINE_PRECISION_BF16,
@@ -668,6 +682,7 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 	};
 	r = lm_prepare(m, &po, &cb->prep, err, errlen);
 	if (r < 0) {
+		lm_fp8_bf16_model_free(widened);
 		free(cb);
 		errno = -r;
 		return NULL;

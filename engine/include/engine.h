@@ -180,7 +180,9 @@ enum engine_precision {
  * as stored, and so does the vision tower. */
 enum engine_weights {
 	ENGINE_WEIGHTS_DEFAULT, /* as stored in the checkpoint (fp8 for an FP8 one) */
-	ENGINE_WEIGHTS_BF16,    /* as stored, which must be bf16 (else the backend refuses it) */
+	/* as stored, which must be bf16 (else the backend refuses it); an FP8 checkpoint's layers
+	 * are widened to bf16 at creation (the CPU) */
+	ENGINE_WEIGHTS_BF16,
 	ENGINE_WEIGHTS_Q8,      /* int8, an fp16 scale per block of 32: quantized at backend creation */
 	ENGINE_WEIGHTS_Q4,      /* 4-bit, fp16 scale and minimum per block of 32: likewise */
 	/* e4m3 with an fp32 scale per matrix or row (NVIDIA ModelOpt's FP8): an FP8 checkpoint's

@@ -131,6 +131,11 @@ void lm_prepared_finish(struct lm_prepared *p);
  * is its row), -ERANGE (a weight past what the scale or q8/q4 holds). */
 int lm_fp8_matrix(const struct tensor *w, const struct tensor *scale, enum quant_format f,
 		  struct quant_tensor *q, int64_t *bad_row);
+/* A copy of m whose F8_E4M3 matrices are bf16 (each weight e4m3(code) * scale rounded to
+ * nearest even, in owned memory; lm_fp8.c), the rest shared with m, which must outlive it. NULL
+ * and errno: ENOMEM, EINVAL (a NaN code, named in err). Free with lm_fp8_bf16_model_free(). */
+struct engine_model *lm_fp8_bf16_model(const struct engine_model *m, char *err, size_t errlen);
+void lm_fp8_bf16_model_free(struct engine_model *copy); /* accepts NULL */
 
 /* A sequence of the CPU backend. base.n_tokens positions are held; base.max_tokens bounds them. */
 struct lm_seq {

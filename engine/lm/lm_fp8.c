@@ -8,9 +8,12 @@
  * code fails the load naming the row. Asked for q8 or q4, each row is dequantized exactly
  * (e4m3(c) * s in fp32) and quantized by the reference quantizers. A bf16/f16/f32 matrix asked
  * for fp8 gets ModelOpt's per-tensor recipe: s = max|w| / 448 over the matrix (a first pass on
- * the pool), then c = e4m3(w / s) row by row.
+ * the pool), then c = e4m3(w / s) row by row. Asked for bf16 (--weights bf16), the backend runs
+ * on a copy of the model whose fp8 matrices are widened once to bf16 (lm_fp8_bf16_model():
+ * e4m3(c) * s rounded to nearest even, a rounding of at most 2^-9 relative on top of fp8's).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -154,4 +157,109 @@ int lm_fp8_matrix(const struct tensor *w, const struct tensor *scale, enum quant
 		q->data = NULL;
 	}
 	return r;
+}
+
+/* ---- an FP8 checkpoint's layers widened to bf16 (--weights bf16) -------------------------- */
+
+struct bf16_model {
+	struct engine_model m; /* first: the copy handed out */
+	const struct engine_model *src;
+};
+
+struct widen_job {
+	const struct tensor *w, *scale;
+	uint16_t *out;
+	_Atomic int64_t bad_row;
+};
+
+static void widen_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	struct widen_job *j = ctx;
+	const int64_t in = j->w->shape[1], r0 = (int64_t)task * FP8_TASK_ROWS;
+	const int64_t r1 = MIN(r0 + FP8_TASK_ROWS, j->w->shape[0]);
+	for (int64_t r = r0; r < r1; r++) {
+		const uint8_t *c = (const uint8_t *)j->w->data + (size_t)(r * in);
+		float s = modelopt_row_scale(j->scale, r);
+		for (int64_t k = 0; k < in; k++) {
+			if ((c[k] & 0x7f) == 0x7f) {
+				int64_t none = -1;
+				atomic_compare_exchange_strong(&j->bad_row, &none, r);
+				return;
+			}
+			j->out[r * in + k] = f32_to_bf16(quant_e4m3_to_f32(c[k]) * s);
+		}
+	}
+}
+
+void lm_fp8_bf16_model_free(struct engine_model *d)
+{
+	struct bf16_model *b = (struct bf16_model *)d;
+	if (!b)
+		return;
+	for (int l = 0; b->m.layers && l < b->m.cfg.n_layers; l++) {
+		const struct tensor *mine[4], *theirs[4];
+		int n = lm_layer_matrices(&b->m.layers[l], mine);
+		lm_layer_matrices(&b->src->layers[l], theirs);
+		for (int i = 0; i < n; i++)
+			if (mine[i]->data != theirs[i]->data)
+				free((void *)mine[i]->data);
+	}
+	free(b->m.layers);
+	free(b);
+}
+
+struct engine_model *lm_fp8_bf16_model(const struct engine_model *m, char *err, size_t errlen)
+{
+	static const char *const names[3][4] = {
+		{"mixer.in_proj", "mixer.out_proj"},
+		{"mixer.q_proj", "mixer.k_proj", "mixer.v_proj", "mixer.o_proj"},
+		{"mixer.up_proj", "mixer.down_proj"},
+	};
+	struct bf16_model *b = calloc(1, sizeof(*b));
+	if (!b || !(b->m.layers = calloc((size_t)m->cfg.n_layers, sizeof(*b->m.layers)))) {
+		free(b);
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct lm_layer *layers = b->m.layers;
+	b->m = *m;
+	b->m.layers = layers;
+	b->m.default_backend = NULL;
+	b->src = m;
+	memcpy(layers, m->layers, sizeof(*layers) * (size_t)m->cfg.n_layers);
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		struct lm_layer *L = &layers[l];
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(L, mats);
+		for (int i = 0; i < n; i++) {
+			struct tensor *t = (struct tensor *)mats[i];
+			if (t->dtype != TENSOR_F8_E4M3)
+				continue;
+			size_t count = (size_t)t->shape[0] * (size_t)t->shape[1];
+			struct widen_job j = {.w = t, .scale = &L->fp8_scale[i], .out = malloc(count * sizeof(uint16_t))};
+			atomic_init(&j.bad_row, -1);
+			if (!j.out) {
+				lm_fp8_bf16_model_free(&b->m);
+				errno = ENOMEM;
+				return NULL;
+			}
+			cpu_parallel_for((int)((t->shape[0] + FP8_TASK_ROWS - 1) / FP8_TASK_ROWS), widen_task, &j);
+			/* the copy's matrix is the bf16 one from here on (freed with the copy) */
+			*t = (struct tensor){.data = j.out, .dtype = TENSOR_BF16, .ndim = 2,
+					     .shape = {t->shape[0], t->shape[1]}, .nbytes = count * sizeof(uint16_t)};
+			memset(&L->fp8_scale[i], 0, sizeof(L->fp8_scale[i]));
+			if (atomic_load(&j.bad_row) >= 0) {
+				if (err && errlen)
+					snprintf(err, errlen, "cannot widen layer %d's %s to bf16: row %lld has a "
+						 "NaN code", l, names[L->kind == LM_LAYER_MAMBA ? 0
+								      : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i],
+						 (long long)atomic_load(&j.bad_row));
+				lm_fp8_bf16_model_free(&b->m);
+				errno = EINVAL;
+				return NULL;
+			}
+		}
+	}
+	return &b->m;
 }

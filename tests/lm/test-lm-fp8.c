@@ -5,6 +5,7 @@
  * model) through the plain fp32 path, prefill and decode rows; the same for --weights fp8 on the
  * bf16 tiny-mamba (quantized at load with ModelOpt's per-tensor amax / 448, the recipe
  * tools/gen_fp8_model.py used: the same codes as tiny-fp8) against tiny-fp8 itself; and the
+ * --weights bf16 on them (the layers widened once to bf16) against the test's own widening; the
  * distance to the bf16 original (docs/quantization.md: on these random tiny models e4m3's 3
  * mantissa bits give row cosine ~0.99, not the issue's 0.999 goal for real checkpoints).
  *
@@ -72,7 +73,7 @@ struct ref {
 	int n;
 };
 
-static void dequantized(const struct engine_model *src, struct ref *r)
+static void dequantized(const struct engine_model *src, struct ref *r, bool bf16)
 {
 	memset(r, 0, sizeof(*r));
 	r->m = *src;
@@ -94,7 +95,11 @@ static void dequantized(const struct engine_model *src, struct ref *r)
 			for (int64_t y = 0; y < rows; y++) {
 				float s = modelopt_row_scale(&L->fp8_scale[i], y);
 				for (int64_t k = 0; k < cols; k++)
+				{
 					f[y * cols + k] = quant_e4m3_to_f32(((const uint8_t *)t->data)[y * cols + k]) * s;
+					if (bf16) /* --weights bf16: widened once, rounded to nearest even */
+						f[y * cols + k] = bf16_to_f32(f32_to_bf16(f[y * cols + k]));
+				}
 			}
 			r->bufs[r->n++] = f;
 			t->data = f;
@@ -162,8 +167,9 @@ int main(void)
 		REQUIRE(m->cfg.vocab == V);
 		float *got = run(m, ENGINE_WEIGHTS_DEFAULT, &w);
 		CHECK_STR_EQ(w, "fp8");
-		struct ref r;
-		dequantized(m, &r);
+		struct ref r, rb;
+		dequantized(m, &r, false);
+		dequantized(m, &rb, true);
 		float *want = run(&r.m, ENGINE_WEIGHTS_DEFAULT, &w);
 		CHECK_STR_EQ(w, "f32");
 		double e = max_err(got, want, (size_t)ROWS * V), c = min_cosine(got, bf, ROWS, V);
@@ -175,6 +181,17 @@ int main(void)
 		 * models pass it on (measured 0.9941 per tensor, 0.9904 per row; q8 keeps 0.9996):
 		 * twice the measured distance, as test-lm-golden holds q8 and q4 */
 		CHECK(c >= 0.98);
+		/* --weights bf16: the layers widened to bf16 at load, against the same bf16 values */
+		float *widened = run(m, ENGINE_WEIGHTS_BF16, &w);
+		CHECK_STR_EQ(w, "bf16");
+		float *want_bf16 = run(&rb.m, ENGINE_WEIGHTS_DEFAULT, NULL);
+		double eb = max_err(widened, want_bf16, (size_t)ROWS * V);
+		printf("%s --weights bf16: max |logit - widened reference| %.3g, against fp8 %.3g\n", names[i], eb,
+		       max_err(widened, got, (size_t)ROWS * V));
+		CHECK(eb <= TOL);
+		free(widened);
+		free(want_bf16);
+		ref_free(&rb);
 		if (i == 0) {
 			/* --weights fp8 on the bf16 original: the generator's recipe, the same codes */
 			double e2 = max_err(fp8_of_bf16, got, (size_t)ROWS * V);
