@@ -211,6 +211,14 @@ struct engine_backend *backend_model_default(const struct engine_model *m);
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
 					  const struct engine_backend_options *opts, char *err,
 					  size_t errlen);
+/* The same with lm_prepare()'s quantization hooks (lm.h; NULL: none), for a tool measuring
+ * other quantizers through the same forward (holo-bench quant-error). opts is taken as
+ * resolved: kind CPU, ssm_state not DEFAULT. */
+struct lm_quant_hooks;
+struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
+						 const struct engine_backend_options *opts,
+						 const struct lm_quant_hooks *hooks, char *err,
+						 size_t errlen);
 /* Whether b (a CPU backend) holds quantized layers (it reported its progress itself). */
 bool backend_cpu_quantized(const struct engine_backend *b);
 

@@ -626,6 +626,14 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 					  const struct engine_backend_options *opts, char *err,
 					  size_t errlen)
 {
+	return backend_cpu_create_hooked(m, opts, NULL, err, errlen);
+}
+
+struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
+						 const struct engine_backend_options *opts,
+						 const struct lm_quant_hooks *hooks, char *err,
+						 size_t errlen)
+{
 	if (err && errlen)
 		err[0] = '\0';
 	int r = lm_model_check(m);
@@ -679,6 +687,7 @@ struct engine_backend *backend_cpu_create(const struct engine_model *m,
 			 : opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8 : -1,
 		.progress = quant_progress,
 		.progress_arg = &qp,
+		.hooks = hooks,
 	};
 	r = lm_prepare(m, &po, &cb->prep, err, errlen);
 	if (r < 0) {

@@ -87,6 +87,9 @@ struct lm_prepared {
 	 * are bit for bit those of each sequence alone in either precision. */
 	bool quant;
 	int quant_format;                   /* enum quant_format */
+	/* a tool's quantized lm_head (lm_quant_hooks.head), else data NULL: the logits products
+	 * run on it as on the layers' quantized matrices */
+	struct quant_tensor head_q;
 	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
 	uint64_t quant_source_bytes;        /* the map's bytes they replace */
 	/* a holod-quantized checkpoint (quantized.h): lm_prepared_layer.q are its records in the
@@ -106,6 +109,21 @@ struct lm_prepared {
 #define LM_QUANT_PREFILL_BF16_BYTES ((size_t)32 << 20)
 #define LM_QUANT_DEQUANT_TASK_ROWS 32
 
+/* What a tool changes in lm_prepare()'s quantization (holo-bench quant-error measures GGML's
+ * formats and a quantized lm_head through the forward users run); the backend passes none. */
+struct lm_quant_hooks {
+	/* NULL, or the quantizer of every quantized row in place of the reference ones, called
+	 * on the pool's threads with `arg`: as quant_row_from_f32() it writes one record of format
+	 * f (every byte) and returns 0, -EINVAL or -ERANGE (bf16 and f16 weights are widened to
+	 * fp32 first) */
+	int (*quantize_row)(void *arg, enum quant_format f, const float *w, int64_t cols, void *row);
+	void *arg;
+	/* -1, or the enum quant_format the lm_head is quantized to (lm_prepared.head_q; a tied
+	 * lm_head as a copy, the embeddings stay as stored). Not counted in the backend's
+	 * weight_bytes: the map's lm_head stays mapped */
+	int head;
+};
+
 /* What lm_prepare() does beyond the small tensors. */
 struct lm_prepare_opts {
 	bool bf16;                      /* bf16 precision: oneDNN's matrices in `layout` */
@@ -114,6 +132,7 @@ struct lm_prepare_opts {
 	/* quantization progress: source bytes done of total (the last call has done == total) */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
+	const struct lm_quant_hooks *hooks; /* NULL: none */
 };
 /* Fills *ret for a model that passed lm_model_check(); in bf16 precision also prepares the
  * matrices for oneDNN in `layout`, and with o->quant quantizes them on the pool's threads (the

@@ -439,6 +439,7 @@ static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layo
 struct quantize_job {
 	const struct tensor *w;
 	struct quant_tensor *q;
+	const struct lm_quant_hooks *hooks; /* NULL: the reference quantizers */
 	_Atomic int err;
 	_Atomic int64_t bad_row;
 };
@@ -451,19 +452,21 @@ static void quantize_task(void *ctx, int task, int thread)
 	const int64_t in = w->shape[1], r0 = (int64_t)task * QUANT_TASK_ROWS;
 	const int64_t r1 = MIN(r0 + QUANT_TASK_ROWS, w->shape[0]);
 	enum quant_format f = j->q->format;
+	const struct lm_quant_hooks *qh = j->hooks && j->hooks->quantize_row ? j->hooks : NULL;
 	float *row = NULL;
-	if (w->dtype != TENSOR_BF16 && !(row = malloc((size_t)in * sizeof(float)))) {
+	if ((w->dtype != TENSOR_BF16 || qh) && !(row = malloc((size_t)in * sizeof(float)))) {
 		atomic_store(&j->err, -ENOMEM);
 		return;
 	}
 	for (int64_t r = r0; r < r1; r++) {
 		void *dst = (char *)j->q->data + (size_t)r * j->q->row_bytes;
 		int e;
-		if (w->dtype == TENSOR_BF16) {
+		if (w->dtype == TENSOR_BF16 && !qh) {
 			e = quant_row_from_bf16(f, (const uint16_t *)w->data + (size_t)(r * in), in, dst);
 		} else {
 			cpu_tensor_to_f32(w, (size_t)(r * in), (size_t)in, row);
-			e = quant_row_from_f32(f, row, in, dst);
+			e = qh ? qh->quantize_row(qh->arg, f, row, in, dst)
+			       : quant_row_from_f32(f, row, in, dst);
 		}
 		if (e < 0) {
 			int zero = 0;
@@ -475,10 +478,11 @@ static void quantize_task(void *ctx, int task, int thread)
 	free(row);
 }
 
-/* Quantizes w into q (allocated here). The map's pages of w are then only read again by another
- * backend of the model: they are marked cold (MADV_COLD) so the kernel reclaims them first. */
-static int quantize_matrix(const struct tensor *w, enum quant_format f, struct quant_tensor *q,
-			   int64_t *bad_row)
+/* Quantizes w into q (allocated here) with the reference quantizers, or hooks->quantize_row.
+ * The map's pages of w are then only read again by another backend of the model: they are
+ * marked cold (MADV_COLD) so the kernel reclaims them first. */
+static int quantize_matrix(const struct tensor *w, enum quant_format f,
+			   const struct lm_quant_hooks *hooks, struct quant_tensor *q, int64_t *bad_row)
 {
 	size_t bytes;
 	int r = quant_tensor_bytes(f, w->shape[0], w->shape[1], &bytes);
@@ -491,7 +495,7 @@ static int quantize_matrix(const struct tensor *w, enum quant_format f, struct q
 	quant_row_bytes(f, w->shape[1], &row_bytes);
 	*q = (struct quant_tensor){.format = f, .rows = w->shape[0], .cols = w->shape[1],
 				   .row_bytes = row_bytes, .data = data};
-	struct quantize_job j = {.w = w, .q = q};
+	struct quantize_job j = {.w = w, .q = q, .hooks = hooks};
 	atomic_init(&j.err, 0);
 	atomic_init(&j.bad_row, -1);
 	int tasks = (int)((w->shape[0] + QUANT_TASK_ROWS - 1) / QUANT_TASK_ROWS);
@@ -534,7 +538,8 @@ static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_
 			int r = mats[i]->dtype == TENSOR_F8_E4M3 || o->quant == QUANT_FP8
 					? lm_fp8_matrix(mats[i], &L->fp8_scale[i], (enum quant_format)o->quant,
 							&p->layers[l].q[i], &bad)
-					: quantize_matrix(mats[i], (enum quant_format)o->quant, &p->layers[l].q[i], &bad);
+					: quantize_matrix(mats[i], (enum quant_format)o->quant, o->hooks,
+							  &p->layers[l].q[i], &bad);
 			if (r < 0) {
 				const char *name = matrix_names[L->kind == LM_LAYER_MAMBA ? 0
 							       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i];
@@ -689,6 +694,21 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 		goto fail;
 	if (p.quant && !p.quant_mapped)
 		release_sources(m);
+	if (opts->hooks && opts->hooks->head >= 0) {
+		int64_t bad = -1;
+		if ((r = quantize_matrix(&m->lm_head, (enum quant_format)opts->hooks->head, opts->hooks,
+					 &p.head_q, &bad)) < 0) {
+			if (err && errlen)
+				snprintf(err, errlen, r == -ENOMEM ? "out of memory quantizing the lm_head"
+						 : r == -ERANGE ? "cannot quantize the lm_head: row %lld has a "
+								  "weight past +-65504 (fp16 scales)"
+						 : r == -EINVAL ? "cannot quantize the lm_head: row %lld has a "
+								  "NaN or infinite weight"
+								: "cannot quantize the lm_head (size past a limit)",
+					 (long long)bad);
+			goto fail;
+		}
+	}
 	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared
 	 * and every product runs on the engine's own kernels with the same bf16-rounded inputs
 	 * (product(): cpu_matmul or the GEMV), as a product oneDNN refuses does */
@@ -751,6 +771,7 @@ void lm_prepared_finish(struct lm_prepared *p)
 		}
 	}
 	cpu_dnnl_weight_destroy(p->lm_head);
+	free((void *)p->head_q.data);
 	free(p->layers);
 	free(p->norm_f);
 	memset(p, 0, sizeof(*p));
@@ -1588,6 +1609,7 @@ static void batch_logits(const struct batch *b)
 	const struct lm_dims *dm = &b->dm;
 	const struct lm_prepared *p = b->p;
 	const struct tensor *head = &b->m->lm_head;
+	const struct quant_tensor *hq = p->head_q.data ? &p->head_q : NULL;
 	const size_t V = (size_t)dm->vocab, d = (size_t)dm->d;
 	float *xn = b->wk.xn, *lg = b->wk.mix;
 	int at = 0;
@@ -1605,12 +1627,12 @@ static void batch_logits(const struct batch *b)
 		direct = r->logits;
 	}
 	if (b->shape.small_logit_runs == 1) {
-		product(p, head, p->lm_head, NULL, xn, NULL, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
+		product(p, head, p->lm_head, hq, xn, NULL, d, at, direct, V, false, CPU_DNNL_ACT_NONE, true);
 	} else {
 		int i = 0, in_run = 0;
 		for (int done = 0; done < at;) {
 			int n = MIN(LM_BATCH_LOGIT_ROWS, at - done);
-			product(p, head, p->lm_head, NULL, xn + (size_t)done * d, NULL, d, n, lg, V, false,
+			product(p, head, p->lm_head, hq, xn + (size_t)done * d, NULL, d, n, lg, V, false,
 				CPU_DNNL_ACT_NONE, true);
 			for (int k = 0; k < n; k++) {
 				while (!run_is_small(&b->runs[i]) || in_run == run_logit_rows(&b->runs[i])) {
@@ -1633,7 +1655,7 @@ static void batch_logits(const struct batch *b)
 		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn, p->norm_f, rows, dm->d,
 			  b->m->cfg.eps, NULL);
 		prof_end(p, LM_OP_NORM, t0);
-		product(p, head, p->lm_head, NULL, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
+		product(p, head, p->lm_head, hq, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
 	}
 }
 

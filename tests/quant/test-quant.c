@@ -2,8 +2,8 @@
  * limits, fp16 rounding, quantize -> dequantize round trips within quant_error_bound() on
  * random rows (lengths that are not whole blocks, all-zero blocks, one huge value, tiny values
  * whose scales are fp16 subnormals, bf16 rows), NaN/Inf/out-of-range input refused with the row
- * untouched, and the accuracy against GGML's Q8_0 and Q4_0 reimplemented here from ggml's
- * reference quantizers (quantize_row_q8_0_ref, quantize_row_q4_0_ref): RMS error over many
+ * untouched, and the accuracy against GGML's Q8_0 and Q4_0 (tools/bench/ggml_ref.c, from ggml's
+ * reference quantizers quantize_row_q8_0_ref, quantize_row_q4_0_ref): RMS error over many
  * random rows, ours no larger (a statistical check with a margin for rounding ties; the
  * quantizers are built so it holds block by block, see docs/quantization.md).
  *
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ggml_ref.h"
 #include "quant.h"
 #include "test.h"
 
@@ -231,40 +232,68 @@ static void test_refusals(void)
 	CHECK_INT_EQ(quant_row_from_f32(QUANT_Q8, w, 0, row), -EINVAL);
 }
 
-/* ---- GGML's Q8_0 and Q4_0, from ggml-quants.c's reference quantizers ---------------------- */
+/* ---- GGML's Q8_0 and Q4_0 (tools/bench/ggml_ref.c, from ggml-quants.c's reference quantizers) */
 
-/* quantize_row_q8_0_ref + dequantize_row_q8_0 for one block of n <= 32 (GGML pads rows to
- * whole blocks; the padding's zeros change neither the scale nor the other codes) */
+/* GGML's dequantized block (dequantize_row_q8_0 / _q4_0) */
 static void ggml_q8_0(const float *x, int n, float *out)
 {
-	float amax = 0;
+	int8_t q[QUANT_BLOCK];
+	uint16_t d;
+	ggml_ref_q8_0_block(x, n, q, &d);
 	for (int i = 0; i < n; i++)
-		amax = fmaxf(amax, fabsf(x[i]));
-	const float d = amax / ((1 << 7) - 1);
-	const float id = d ? 1.0f / d : 0.0f;
-	float d16 = quant_f16_to_f32(quant_f32_to_f16(d)); /* GGML_FP32_TO_FP16, round to nearest */
-	for (int i = 0; i < n; i++)
-		out[i] = (float)(int8_t)roundf(x[i] * id) * d16;
+		out[i] = (float)q[i] * quant_f16_to_f32(d);
 }
 
-/* quantize_row_q4_0_ref + dequantize_row_q4_0 */
 static void ggml_q4_0(const float *x, int n, float *out)
 {
-	float amax = 0, max = 0;
+	uint8_t q[QUANT_BLOCK];
+	uint16_t d;
+	ggml_ref_q4_0_block(x, n, q, &d);
 	for (int i = 0; i < n; i++)
-		if (amax < fabsf(x[i])) {
-			amax = fabsf(x[i]);
-			max = x[i];
-		}
-	const float d = max / -8;
-	const float id = d ? 1.0f / d : 0.0f;
-	float d16 = quant_f16_to_f32(quant_f32_to_f16(d));
-	for (int i = 0; i < n; i++) {
-		int q = (int)(int8_t)(x[i] * id + 8.5f);
-		if (q > 15)
-			q = 15;
-		out[i] = (float)(q - 8) * d16;
+		out[i] = (float)(q[i] - 8) * quant_f16_to_f32(d);
+}
+
+/* ggml_ref_row() writes Q8_0 and Q4_0 as q8 and q4 records that dequantize to GGML's values
+ * bit for bit (holo-bench quant-error runs models on them), and refuses what the reference
+ * quantizers refuse. */
+static void test_ggml_records(void)
+{
+	static const int lens[] = {1, 17, 32, 33, 1000};
+	float w[1000], want[1000], got[1000];
+	unsigned char row[2048];
+	for (int f = 0; f < 2; f++)
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+			for (int kind = 0; kind < 3; kind++) {
+				int n = lens[l];
+				for (int i = 0; i < n; i++)
+					w[i] = kind == 0 ? grand() * 0.02f : kind == 1 ? frand() * 1e-6f
+						 : (i % 5 == 0 ? -0.3f : 0.01f + frand() * 0.02f);
+				for (int b0 = 0; b0 < n; b0 += 32)
+					(f == QUANT_Q8 ? ggml_q8_0 : ggml_q4_0)(w + b0, n - b0 < 32 ? n - b0 : 32,
+										want + b0);
+				memset(row, 0x5a, sizeof(row));
+				CHECK_INT_EQ(ggml_ref_row((enum quant_format)f, w, n, row), 0);
+				quant_row_to_f32((enum quant_format)f, row, n, got);
+				bool same = true; /* (GGML's 0 * d is -0 where d < 0: equal values) */
+				for (int i = 0; i < n; i++)
+					same &= got[i] == want[i];
+				if (!same)
+					fprintf(stderr, "ggml_ref_row %s len %d kind %d: not GGML's values\n",
+						quant_format_desc((enum quant_format)f)->name, n, kind);
+				CHECK(same);
+			}
+	for (int f = 0; f < 2; f++) {
+		for (int i = 0; i < 70; i++)
+			w[i] = frand();
+		w[66] = NAN;
+		memset(row, 0x5a, sizeof(row));
+		CHECK_INT_EQ(ggml_ref_row((enum quant_format)f, w, 70, row), -EINVAL);
+		w[66] = 70000.0f;
+		CHECK_INT_EQ(ggml_ref_row((enum quant_format)f, w, 70, row), -ERANGE);
+		CHECK(row[0] == 0x5a && row[100] == 0x5a);
+		CHECK_INT_EQ(ggml_ref_row((enum quant_format)f, w, 0, row), -EINVAL);
 	}
+	CHECK_INT_EQ(ggml_ref_row((enum quant_format)7, w, 32, row), -EINVAL);
 }
 
 /* RMS errors over `rows` random rows of `cols`: ours (q8, q4) and GGML's (Q8_0, Q4_0). */
@@ -312,6 +341,7 @@ int main(void)
 	test_f16();
 	test_round_trips();
 	test_refusals();
+	test_ggml_records();
 	for (int dist = 0; dist < 3; dist++)
 		test_vs_ggml(dist);
 	return test_exit();

@@ -7,6 +7,7 @@
 int bench_x11_main(int argc, char **argv);
 int bench_engine_main(int argc, char **argv);
 int bench_gemv_main(int argc, char **argv);
+int bench_quant_error_main(int argc, char **argv);
 int bench_policy_main(int argc, char **argv);
 int bench_vision_main(int argc, char **argv);
 int bench_gpu_main(int argc, char **argv);

@@ -21,6 +21,7 @@ static const struct command commands[] = {
 #ifdef HOLO_BENCH_ENGINE
 	{"engine", bench_engine_main, "prefill/decode tokens/s, peak RSS, memory bandwidth ceiling"},
 	{"gemv", bench_gemv_main, "decode GEMV on bf16, q8 and q4 weights (12B-like matrix) vs the read bandwidth"},
+	{"quant-error", bench_quant_error_main, "logits error of each weight format vs fp32, beside GGML's Q8_0 and Q4_0"},
 #endif
 #ifdef HOLO_BENCH_VISION
 	{"vision", bench_vision_main, "vision encoder + projector ms/tile (RADIO-H), prompt tokens per step"},
@@ -70,7 +71,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench COMMAND [OPTIONS]\n\ncommands:\n");
 	for (const struct command *c = commands; c != commands + ARRAY_SIZE(commands); c++)
-		fprintf(f, "  %-8s %s\n", c->name, c->help);
+		fprintf(f, "  %-11s %s\n", c->name, c->help);
 	fprintf(f, "\n'holo-bench COMMAND --help' lists a command's options.\n");
 }
 
