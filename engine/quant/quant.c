@@ -390,15 +390,13 @@ double quant_error_bound(enum quant_format f, float lo, float hi)
 
 float quant_e4m3_to_f32(uint8_t c)
 {
-	int e = (c >> 3) & 15, m = c & 7;
-	float v;
+	uint32_t e = (c >> 3) & 15, m = c & 7, sign = (uint32_t)(c & 0x80) << 24;
 	if ((c & 0x7f) == 0x7f)
 		return NAN;
-	if (e == 0)
-		v = ldexpf((float)m, -9); /* subnormal: m 2^-3 2^-6 */
-	else
-		v = ldexpf((float)(8 + m), e - 10); /* (1 + m / 8) 2^(e - 7) */
-	return c & 0x80 ? -v : v;
+	if (e == 0) /* subnormal: m 2^-3 2^-6, exact */
+		return bits_f32(sign | f32_bits((float)m * 0x1p-9f));
+	/* (1 + m / 8) 2^(e - 7): the exponent rebiased, the 3 mantissa bits on top of fp32's 23 */
+	return bits_f32(sign | ((e + 120) << 23) | (m << 20));
 }
 
 uint8_t quant_f32_to_e4m3(float v)

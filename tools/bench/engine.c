@@ -6,7 +6,7 @@
  *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
  *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4|fp8] [--profile]
  *
- * With --weights q8|q4 the CPU backend quantizes the linear layers at creation
+ * With --weights q8|q4|fp8 the CPU backend quantizes the linear layers at creation
  * (docs/quantization.md): the weight bytes read per decode token, and so the decode ceiling,
  * count those layers in their quantized bytes.
  *
@@ -188,6 +188,12 @@ static double matrix_bytes(const struct tensor *t, enum engine_weights w)
 	    quant_tensor_bytes(w == ENGINE_WEIGHTS_Q8 ? QUANT_Q8 : QUANT_Q4, t->shape[0], t->shape[1],
 			       &q) == 0)
 		return (double)q;
+	/* fp8 rows: asked for, or an FP8 checkpoint's as stored (not widened by --weights bf16) */
+	if ((w == ENGINE_WEIGHTS_FP8 || (t->dtype == TENSOR_F8_E4M3 && w != ENGINE_WEIGHTS_BF16)) &&
+	    quant_tensor_bytes(QUANT_FP8, t->shape[0], t->shape[1], &q) == 0)
+		return (double)q;
+	if (t->dtype == TENSOR_F8_E4M3 && w == ENGINE_WEIGHTS_BF16)
+		return 2.0 * (double)t->nbytes;
 	return (double)t->nbytes;
 }
 
@@ -289,8 +295,8 @@ int bench_engine_main(int argc, char **argv)
 	}
 	const char *env_weights = getenv("HOLOD_WEIGHTS");
 	if (env_weights && *env_weights && engine_weights_parse(env_weights, &bopts.weights) < 0) {
-		fprintf(stderr, "holo-bench engine: HOLOD_WEIGHTS=%s: expected default, bf16, q8 or "
-				"q4\n", env_weights);
+		fprintf(stderr, "holo-bench engine: HOLOD_WEIGHTS=%s: expected default, bf16, q8, "
+				"q4 or fp8\n", env_weights);
 		return 2;
 	}
 
