@@ -496,6 +496,10 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
 	for (int64_t r = 0; r < n; r++) {
 		const void *rec = (const char *)q->data + (size_t)(r0 + r) * q->row_bytes;
 		uint16_t *o = out + (size_t)r * (size_t)q->cols;
+		if (v->fp8_row_to_bf16 && q->format == QUANT_FP8) {
+			v->fp8_row_to_bf16(rec, q->cols, o);
+			continue;
+		}
 		if (v->row_to_bf16 && q->format != QUANT_FP8) {
 			v->row_to_bf16(q->format, rec, q->cols, o);
 			continue;

@@ -101,6 +101,8 @@ struct cpu_gemv_variant {
 	/* NULL, or one q8/q4 row dequantized and rounded to bf16 (nearest even) in this variant's
 	 * instructions: the same bits as quant_row_to_f32() then f32_to_bf16() */
 	void (*row_to_bf16)(enum quant_format fmt, const void *row, int64_t cols, uint16_t *out);
+	/* NULL, or the same for an fp8 row (quant.h's QUANT_FP8) */
+	void (*fp8_row_to_bf16)(const void *row, int64_t cols, uint16_t *out);
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
@@ -115,6 +117,7 @@ void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1);
 /* the fp8 kernels (cpu_gemv_fp8_avx2.c, cpu_gemv_fp8_avx512.c; AVX512-BF16 shares AVX-512F's) */
 void cpu_gemv_avx2_fp8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_fp8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx512_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out);
 /* the quantized kernels (cpu_gemv_quant_avx2.c, cpu_gemv_quant_avx512.c; the AVX512-BF16
  * variant shares the AVX-512F ones) */
 void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);

@@ -186,6 +186,7 @@ const struct cpu_gemv_variant cpu_gemv_avx512 = {
 	.f32 = cpu_gemv_avx512_f32,
 	.bf16 = cpu_gemv_avx512_bf16,
 	.fp8 = cpu_gemv_avx512_fp8,
+	.fp8_row_to_bf16 = cpu_gemv_avx512_fp8_row_to_bf16,
 	.q8 = cpu_gemv_avx512_q8,
 	.q4 = cpu_gemv_avx512_q4,
 };

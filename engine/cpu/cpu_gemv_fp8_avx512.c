@@ -130,3 +130,27 @@ void cpu_gemv_avx512_fp8(const struct cpu_gemv_args *a, int r0, int r1)
 		break;
 	}
 }
+
+/* One fp8 row dequantized and rounded to bf16 (nearest even), for the prompt's products
+ * (cpu_quant_rows_to_bf16): the kernels' widening, then the rounding as f32_to_bf16() (the
+ * values are finite: no NaN code reaches a record), so the same bits as quant_row_to_f32()
+ * then f32_to_bf16(). 16 codes at a time; the record's padding makes the last load safe. */
+void cpu_gemv_avx512_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out)
+{
+	const uint8_t *c = (const uint8_t *)row;
+	const __m512 s = _mm512_set1_ps(*quant_fp8_scale(row, cols) * 256.0f);
+	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+	for (int64_t k = 0; k < cols; k += 16) {
+		__m512i u = _mm512_castps_si512(_mm512_mul_ps(widen16(c + k), s));
+		u = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+		__m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
+		if (cols - k >= 16) {
+			_mm256_storeu_si256((__m256i *)(out + k), h);
+		} else {
+			uint16_t tmp[16];
+			_mm256_storeu_si256((__m256i *)tmp, h);
+			for (int64_t i = 0; i < cols - k; i++)
+				out[k + i] = tmp[i];
+		}
+	}
+}

@@ -6,7 +6,8 @@
  * values with a given scale within quant_fp8_error_bound(); and the decode GEMV of every variant
  * this CPU runs on rows holding every finite code (subnormals, both signs, 448) against a double
  * product of the exact dequantized weights: the kernels' e4m3 -> fp16-bits widening must give
- * exactly quant_row_to_f32()'s weights.
+ * exactly quant_row_to_f32()'s weights; and cpu_quant_rows_to_bf16() (the prompt's products in
+ * bf16 precision) gives those weights rounded to bf16, bit for bit, in every variant.
  *
  * Tolerances: the kernels hold the exact weights, so a result differs from the double product by
  * fp32 summation only, within (in + 64) 2^-24 sum |w x| (test-gemv-quant.c derives it). */
@@ -196,7 +197,11 @@ static void test_gemv_codes(void)
 				if ((codes[k] & 0x7f) == 0x7f)
 					codes[k] = (uint8_t)(codes[k] - 1); /* 448 and -448 */
 			}
-			float scale = r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.00123f : 3.5f;
+			/* 1 + 2^-8 and 1 + 2^-7 + 2^-8 put the products of some codes exactly
+			 * halfway between two bf16 values (ties: to the even one below, and above),
+			 * 1 + 2^-8 + 2^-12 just past halfway */
+			static const float scales[] = {1.0f, 0.00123f, 3.5f, 0x1.01p0f, 0x1.03p0f, 0x1.011p0f};
+			float scale = scales[r % 6];
 			REQUIRE(quant_fp8_row_from_codes(codes, in, scale, data + (size_t)r * rb, NULL) == 0);
 			quant_row_to_f32(QUANT_FP8, data + (size_t)r * rb, in, wq + (size_t)r * in);
 		}
@@ -229,6 +234,19 @@ static void test_gemv_codes(void)
 			if (!ok)
 				fprintf(stderr, "fp8 gemv %s in %d: off the exact product\n", cpu_gemv_variant_name(v), in);
 			CHECK(ok);
+			/* the prompt's rows to bf16: the same bits as the dequantized weights rounded
+			 * (no sum: one exact product, one rounding to nearest even) */
+			uint16_t *b16 = malloc(sizeof(uint16_t) * (size_t)in * rows);
+			REQUIRE(b16);
+			CHECK_INT_EQ(cpu_quant_rows_to_bf16(&qt, 0, rows, b16), 0);
+			bool same = true;
+			for (int i = 0; i < in * rows; i++)
+				same &= b16[i] == f32_to_bf16(wq[i]);
+			if (!same)
+				fprintf(stderr, "fp8 rows to bf16 %s in %d: not the rounded weights\n",
+					cpu_gemv_variant_name(v), in);
+			CHECK(same);
+			free(b16);
 		}
 		free(codes);
 		free(data);
