@@ -2,17 +2,20 @@
 # Quantized weights end to end (issue 28): an instruction task of the tiny agent model with
 # --weights q8 and q4 decodes schema-valid steps; /v1/status, the journal's provenance and the
 # load's log line say the format, and the weights the backend holds (device_weight_bytes) are
-# fewer than the bf16 run's: the quantized layers replace their source's bytes.
+# fewer than the bf16 run's: the quantized layers replace their source's bytes. The model written
+# by holo-quantize (q8) runs with --weights default, says q8 everywhere and holds exactly the
+# bytes quantizing at load holds.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
 [ "$AGENT_BACKEND" = cpu ] || test_skip "quantized weights run on the CPU backend only (issue 29)"
 start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
 start_agent_client
 
-# run_task WEIGHTS: one task of one step under --weights WEIGHTS; sets HELD (device_weight_bytes)
+# run_task WEIGHTS [OPTION]: one task of one step under --weights OPTION (default: WEIGHTS), which
+# /v1/status, the provenance and the log must name WEIGHTS; sets HELD (device_weight_bytes)
 run_task() {
 	rm -f "$SOCK"
-	start_agent --step-retries 0 --weights "$1"
+	start_agent --step-retries 0 --weights "${2:-$1}"
 	api GET /v1/status
 	expect_json "status ($1)" .model.weights "$1"
 	HELD=$(jq -r .model.device_weight_bytes "$BODY")
@@ -38,4 +41,13 @@ run_task q4
 H4=$HELD
 echo "weights held: bf16 $H16, q8 $H8, q4 $H4 bytes"
 [ "$H8" -lt "$H16" ] && [ "$H4" -lt "$H8" ] || fail "the quantized runs do not hold fewer bytes"
+
+# quantized once on disk: the same format and bytes with no quantizing at load
+"$HOLO_QUANTIZE" --model "$AGENT_MODEL" --weights q8 --out "$T/agent-q8" >"$T/quantize.log" 2>&1 ||
+	fail "holo-quantize: $(cat "$T/quantize.log")"
+AGENT_MODEL=$T/agent-q8
+run_task q8 default
+echo "weights held: the holo-quantize q8 directory $HELD bytes"
+[ "$HELD" = "$H8" ] || fail "the q8 directory holds $HELD bytes, quantizing at load $H8"
+grep -q "are q8 as stored (holo-quantize)" "$HOLOD_LOG" || fail "the log does not say the layers are q8 as stored"
 pass_or_fail
