@@ -45,6 +45,13 @@ def main():
         bytes(range(28)),
     )
     seeds["ok-st-gap-and-trailing-data"] = st({"a": t("BF16", [1], 4, 6)}, b"\0" * 16)
+    # NVIDIA ModelOpt FP8: e4m3 codes (NaN codes included: the loader, not the parser, refuses
+    # them) and an F32 scale
+    seeds["ok-st-f8-e4m3"] = st(
+        {"w.weight": t("F8_E4M3", [3, 5], 0, 15), "w.weight_scale": t("F32", [], 16, 20)},
+        bytes([0x38, 0x7E, 0xFE, 0x01, 0x80, 0x7F, 0xFF] + [0x40] * 8) + b"\0" + b"\0\0\x80\x3b",
+    )
+    seeds["bad-st-f8-size-mismatch"] = st({"w": t("F8_E4M3", [4, 4], 0, 15)}, b"\0" * 16)
     seeds["bad-st-empty"] = b"S"
     seeds["bad-st-short"] = b"S\x08\x00\x00\x00"
     seeds["bad-st-header-len-2p63"] = b"S" + struct.pack("<Q", 1 << 63) + b"{}"
