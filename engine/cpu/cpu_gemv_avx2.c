@@ -192,6 +192,7 @@ const struct cpu_gemv_variant cpu_gemv_avx2 = {
 	.f32 = gemv_f32act,
 	.bf16 = gemv_bf16act,
 	.fp8 = cpu_gemv_avx2_fp8,
+	.fp8_row_to_bf16 = cpu_gemv_avx2_fp8_row_to_bf16,
 	.q8 = cpu_gemv_avx2_q8,
 	.q4 = cpu_gemv_avx2_q4,
 };
