@@ -518,6 +518,23 @@ static const char *const matrix_names[3][4] = {
 	{"mixer.up_proj", "mixer.down_proj"},
 };
 
+/* Once a layer's matrix is quantized at load its source pages are never read by this backend
+ * again: the whole pages inside it are dropped from the process as it goes (MADV_DONTNEED; the
+ * map's pages are clean file pages, read again from the file should another backend of the
+ * model need them), so the load never holds much more than one matrix's source beside the
+ * records, and the resident memory after it is what weight_bytes says. Only for the files'
+ * maps: memory a test or a random model built would be zeroed. */
+static void release_source(const struct engine_model *m, const struct tensor *w)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0 || !m->files || !model_files_mapped(m->files, w->data, w->nbytes))
+		return;
+	uintptr_t a = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+	uintptr_t e = ((uintptr_t)w->data + w->nbytes) & ~((uintptr_t)page - 1);
+	if (e > a)
+		(void)madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_opts *o,
 			  struct lm_prepared *p, char *err, size_t errlen)
 {
@@ -559,6 +576,7 @@ static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_
 			}
 			p->quant_bytes += (uint64_t)p->layers[l].q[i].rows * p->layers[l].q[i].row_bytes;
 			p->quant_source_bytes += mats[i]->nbytes;
+			release_source(m, mats[i]);
 			done += mats[i]->nbytes;
 			if (o->progress)
 				o->progress(o->progress_arg, done, total);
@@ -654,29 +672,6 @@ static int adopt_quantized(const struct engine_model *m, const struct lm_prepare
 	return 0;
 }
 
-/* After quantizing at load the layers' source pages are never read by this backend again: the
- * whole pages inside each matrix are dropped from the process (MADV_DONTNEED; the map's pages
- * are clean file pages, read again from the file should another backend of the model need
- * them), so the resident memory is what weight_bytes says. Only for the files' maps: memory a
- * test or a random model built would be zeroed. */
-static void release_sources(const struct engine_model *m)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	if (page <= 0 || !m->files)
-		return;
-	for (int l = 0; l < m->cfg.n_layers; l++) {
-		const struct tensor *mats[4];
-		int n = lm_layer_matrices(&m->layers[l], mats);
-		for (int i = 0; i < n; i++) {
-			const struct tensor *w = mats[i];
-			uintptr_t a = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-			uintptr_t e = ((uintptr_t)w->data + w->nbytes) & ~((uintptr_t)page - 1);
-			if (e > a && model_files_mapped(m->files, w->data, w->nbytes))
-				(void)madvise((void *)a, e - a, MADV_DONTNEED);
-		}
-	}
-}
-
 int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	       struct lm_prepared *ret, char *err, size_t errlen)
 {
@@ -692,8 +687,6 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	if (p.quant && (r = model_quant_format(m) >= 0 ? adopt_quantized(m, opts, &p, err, errlen)
 						       : quantize_gemms(m, opts, &p, err, errlen)) < 0)
 		goto fail;
-	if (p.quant && !p.quant_mapped)
-		release_sources(m);
 	if (opts->hooks && opts->hooks->head >= 0) {
 		int64_t bad = -1;
 		if ((r = quantize_matrix(&m->lm_head, (enum quant_format)opts->hooks->head, opts->hooks,
