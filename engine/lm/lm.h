@@ -87,8 +87,10 @@ struct lm_prepared {
 	 * are bit for bit those of each sequence alone in either precision. */
 	bool quant;
 	int quant_format;                   /* enum quant_format */
-	/* a tool's quantized lm_head (lm_quant_hooks.head), else data NULL: the logits products
-	 * run on it as on the layers' quantized matrices */
+	/* the lm_head quantized, else data NULL: in the layers' format with --weights q8|q4
+	 * (counted in quant_bytes, its source's pages released unless tied to the embeddings), or
+	 * as a tool's hooks ask (lm_quant_hooks.head, not counted); the logits products run on it
+	 * as on the layers' quantized matrices, and no oneDNN weight is made for the head */
 	struct quant_tensor head_q;
 	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
 	uint64_t quant_source_bytes;        /* the map's bytes they replace */

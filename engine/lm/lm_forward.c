@@ -413,10 +413,11 @@ int lm_layer_matrices(const struct lm_layer *L, const struct tensor *ret[4])
 static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layout,
 			 struct lm_prepared *p)
 {
-	int r = cpu_dnnl_weight_create(&m->lm_head, CPU_DNNL_PLAIN, &p->lm_head);
+	/* a quantized lm_head (lm_prepared.head_q) runs on its records */
+	int r = p->head_q.data ? 0 : cpu_dnnl_weight_create(&m->lm_head, CPU_DNNL_PLAIN, &p->lm_head);
 	if (r < 0)
 		return r;
-	p->gemm_bytes += cpu_dnnl_weight_bytes(p->lm_head);
+	p->gemm_bytes += p->lm_head ? cpu_dnnl_weight_bytes(p->lm_head) : 0;
 	if (p->quant)
 		return 0; /* the layers' matrices run on their quantized copies */
 	for (int l = 0; l < p->n_layers; l++) {
@@ -687,10 +688,17 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	if (p.quant && (r = model_quant_format(m) >= 0 ? adopt_quantized(m, opts, &p, err, errlen)
 						       : quantize_gemms(m, opts, &p, err, errlen)) < 0)
 		goto fail;
-	if (opts->hooks && opts->hooks->head >= 0) {
+	/* The lm_head in the layers' format with --weights q8|q4 (a tool's hooks say otherwise):
+	 * decode reads it for every token, so left in bf16 it would be most of what a small model's
+	 * quantized decode reads (the ~0.7B bench model: 268 MB of 536 MB per token in q4). Its
+	 * accuracy cost is measured (docs/quantization.md, holo-bench quant-error). fp8 keeps it as
+	 * ModelOpt does. */
+	int head = opts->hooks ? opts->hooks->head
+		   : p.quant && (opts->quant == QUANT_Q8 || opts->quant == QUANT_Q4) ? opts->quant : -1;
+	if (head >= 0) {
 		int64_t bad = -1;
-		if ((r = quantize_matrix(&m->lm_head, (enum quant_format)opts->hooks->head, opts->hooks,
-					 &p.head_q, &bad)) < 0) {
+		if ((r = quantize_matrix(&m->lm_head, (enum quant_format)head, opts->hooks, &p.head_q,
+					 &bad)) < 0) {
 			if (err && errlen)
 				snprintf(err, errlen, r == -ENOMEM ? "out of memory quantizing the lm_head"
 						 : r == -ERANGE ? "cannot quantize the lm_head: row %lld has a "
@@ -700,6 +708,15 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 								: "cannot quantize the lm_head (size past a limit)",
 					 (long long)bad);
 			goto fail;
+		}
+		/* held in place of the map's lm_head, whose pages go as the layers' do, unless it is
+		 * the embeddings too (tied: they stay, read by every token's lookup) */
+		if (!opts->hooks) {
+			p.quant_bytes += (uint64_t)p.head_q.rows * p.head_q.row_bytes;
+			if (m->lm_head.data != m->embeddings.data) {
+				p.quant_source_bytes += m->lm_head.nbytes;
+				release_source(m, &m->lm_head);
+			}
 		}
 	}
 	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared

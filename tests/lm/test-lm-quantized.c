@@ -561,12 +561,14 @@ static void check_resident(void)
 	char *src = fixture("tiny-mamba");
 	struct engine_model *m = load(src);
 	long page = sysconf(_SC_PAGESIZE);
-	/* every page of the map in memory, then the bytes the layers' whole pages take */
+	/* every page of the map in memory, then the bytes the layers' and the lm_head's whole pages take */
 	volatile uint8_t sink = 0;
 	uint64_t inner = 0;
-	for (int l = 0; l < m->cfg.n_layers; l++) {
-		const struct tensor *mats[4];
-		int n = lm_layer_matrices(&m->layers[l], mats);
+	/* the layers' matrices and the lm_head (quantized too with q8, and not tied here) */
+	REQUIRE(m->lm_head.data != m->embeddings.data);
+	for (int l = 0; l <= m->cfg.n_layers; l++) {
+		const struct tensor *mats[4] = {&m->lm_head};
+		int n = l < m->cfg.n_layers ? lm_layer_matrices(&m->layers[l], mats) : 1;
 		for (int i = 0; i < n; i++) {
 			for (size_t k = 0; k < mats[i]->nbytes; k += 64)
 				sink ^= ((const uint8_t *)mats[i]->data)[k];

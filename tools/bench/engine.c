@@ -198,10 +198,13 @@ static double matrix_bytes(const struct tensor *t, enum engine_weights w)
 }
 
 /* Bytes of weights one decode step reads: every layer tensor (the linear layers in the format
- * `w` holds them in), the final norm and the head (one embedding row is negligible). */
+ * `w` holds them in), the final norm and the head (q8/q4 quantize it too, lm_forward.c; fp8
+ * keeps it as stored; one embedding row is negligible). */
 static double decode_weight_bytes(const struct engine_model *m, enum engine_weights w)
 {
-	double b = (double)m->norm_f.nbytes + (double)m->lm_head.nbytes;
+	double b = (double)m->norm_f.nbytes +
+		   (w == ENGINE_WEIGHTS_Q8 || w == ENGINE_WEIGHTS_Q4 ? matrix_bytes(&m->lm_head, w)
+								       : (double)m->lm_head.nbytes);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
 		b += (double)L->norm.nbytes;
