@@ -19,7 +19,8 @@
  *     are written as q8 and q4 records (lm_quant_hooks.quantize_row), which dequantize to GGML's
  *     values exactly, so they run through the same forward and kernels;
  *   - with the lm_head quantized too (lm_quant_hooks.head: the logits products on the quantized
- *     head), in fp32 precision, each format and its GGML counterpart (--no-head: not run).
+ *     head), in both precisions, each format and its GGML counterpart (--no-head: not run); for
+ *     q8 and q4 in bf16 precision that is what --weights q8|q4 run.
  * Each backend quantizes from the model's tensors (the map, or the random model's memory) and is
  * destroyed before the next: the model is never held twice.
  *
@@ -298,8 +299,10 @@ static int plan(struct variant *rows, bool with_head)
 		int qf = g ? QUANT_Q4 : QUANT_Q8, bits = g ? 4 : 8;
 		add(rows, &n, name, true, w, ENGINE_PRECISION_FP32, -1, bits, true);
 		add(rows, &n, name, true, w, ENGINE_PRECISION_BF16, -1, bits, true);
-		if (with_head)
+		if (with_head) {
 			add(rows, &n, name, true, w, ENGINE_PRECISION_FP32, qf, bits, true);
+			add(rows, &n, name, true, w, ENGINE_PRECISION_BF16, qf, bits, true);
+		}
 	}
 	/* the formats this build knows, found by name */
 	for (int i = 0; i < 64; i++) {
@@ -317,8 +320,10 @@ static int plan(struct variant *rows, bool with_head)
 		bool blocks = d && d->scale_bytes > 0;
 		add(rows, &n, name, false, w, ENGINE_PRECISION_FP32, -1, bits, blocks);
 		add(rows, &n, name, false, w, ENGINE_PRECISION_BF16, -1, bits, blocks);
-		if (with_head && d)
+		if (with_head && d) {
 			add(rows, &n, name, false, w, ENGINE_PRECISION_FP32, (int)qf, bits, blocks);
+			add(rows, &n, name, false, w, ENGINE_PRECISION_BF16, (int)qf, bits, blocks);
+		}
 	}
 	return n;
 }
