@@ -710,9 +710,12 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	if (cb->prep.quant_mapped) {
 		snprintf(b->weights, sizeof(b->weights), "%s",
 			 quant_format_desc((enum quant_format)stored_quant)->name);
-		log_info("the language model's linear layers are %s as stored (holo-quantize): %llu MiB "
-			 "of records read from the map, checked in %.1f s, %llu MiB of weights held",
-			 b->weights, (unsigned long long)(cb->prep.quant_bytes >> 20),
+		/* the lm_head's records too, unless it is tied to the embeddings (or the directory
+		 * was written before holo-quantize wrote them): then quantized here */
+		log_info("the language model's linear layers are %s as stored (holo-quantize), the "
+			 "lm_head %s: %llu MiB of records, checked in %.1f s, %llu MiB of weights held",
+			 b->weights, cb->prep.head_mapped ? "too" : "quantized at load",
+			 (unsigned long long)(cb->prep.quant_bytes >> 20),
 			 (double)(time_mono_ns() - qp.t0) * 1e-9,
 			 (unsigned long long)(b->weight_bytes >> 20));
 	} else if (cb->prep.quant) {

@@ -444,10 +444,12 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
 		snprintf(buf + n, size - n, "]");
 }
 
-/* The linear layers' matrices (lm_layer_matrices): the only tensors a holod-quantized
- * checkpoint holds as records. */
+/* The linear layers' matrices (lm_layer_matrices) and an untied lm_head: the only tensors a
+ * holod-quantized checkpoint holds as records. */
 static bool matrix_name(const char *name)
 {
+	if (strcmp(name, "lm_head.weight") == 0 || strcmp(name, "language_model.lm_head.weight") == 0)
+		return true;
 	static const char *const suffix[] = {
 		".mixer.in_proj.weight", ".mixer.out_proj.weight", ".mixer.q_proj.weight",
 		".mixer.k_proj.weight",	 ".mixer.v_proj.weight",   ".mixer.o_proj.weight",
@@ -843,6 +845,12 @@ static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 	r = CLAIM(&cl, &lm_head, mc->tie_word_embeddings, (c.vocab, c.hidden), "lm_head.weight");
 	if (r < 0)
 		goto out;
+	if (mc->tie_word_embeddings && quantized_dtype_format(lm_head.dtype) >= 0) {
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "tensor '%slm_head.weight' is quantized, but config.json ties the lm_head to the "
+			      "embeddings (holo-quantize writes no records for a tied head)", cl.prefix);
+		goto out;
+	}
 	m->lm_head = mc->tie_word_embeddings ? m->embeddings : lm_head;
 
 	for (size_t i = 0; i < m->files->n_index; i++) {

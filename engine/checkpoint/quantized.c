@@ -386,10 +386,13 @@ static int wtensor_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* The layers' quantized copy of source matrix data `p`, or NULL. */
+/* The quantized copy of source matrix data `p` (a layer's, or the lm_head's unless it is tied
+ * to the embeddings: a tied head is the embeddings, stored plain), or NULL. */
 static const struct quant_tensor *find_quantized(const struct engine_model *m,
 						 const struct lm_prepared *prep, const void *p)
 {
+	if (p && p == m->lm_head.data && m->lm_head.data != m->embeddings.data && prep->head_q.data)
+		return &prep->head_q;
 	for (int l = 0; p && l < m->cfg.n_layers; l++) {
 		const struct tensor *mats[4];
 		int n = lm_layer_matrices(&m->layers[l], mats);

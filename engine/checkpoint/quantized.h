@@ -5,11 +5,14 @@
  *   - config.json: the source's text with one more top-level key, QCKPT_KEY:
  *       {"version": 1, "format": "q8"|"q4", "block": 32, "row_align": 64,
  *        "tensors": {"<weight name>": [rows, cols, row_bytes], ...}}
- *   - every linear layer's matrix (the LM's in_proj/out_proj, q/k/v/o, up/down) as a U8 tensor
- *     "<weight name>" QCKPT_SUFFIX of shape [rows, row_bytes] holding its rows' records exactly
- *     as quant.h lays them out in memory, its data QUANT_ALIGN-aligned in the file;
- *   - every other tensor (embeddings, lm_head, norms, conv, A, D, dt, the vision tower) as the
- *     source stored it, in the same shards, and every other file copied.
+ *   - every linear layer's matrix (the LM's in_proj/out_proj, q/k/v/o, up/down), and the
+ *     lm_head unless it is tied to the embeddings, as a U8 tensor "<weight name>" QCKPT_SUFFIX of
+ *     shape [rows, row_bytes] holding its rows' records exactly as quant.h lays them out in
+ *     memory, its data QUANT_ALIGN-aligned in the file;
+ *   - every other tensor (embeddings, a tied lm_head's, norms, conv, A, D, dt, the vision
+ *     tower) as the source stored it, in the same shards, and every other file copied. A tied
+ *     head is the embeddings, read plain by the lookups: the CPU backend quantizes it at load
+ *     as a copy.
  * The suffix cannot collide with a Hugging Face name (none ends in ".weight.qweight"), and
  * tools that do not know the key see U8 tensors they cannot use instead of wrong weights.
  *
@@ -17,8 +20,11 @@
  * listed record tensor against quant.h's sizes and named limits, and puts in the name index, in
  * place of "<name>.qweight", an entry "<name>" of dtype TENSOR_Q8/TENSOR_Q4 with the weight's
  * logical shape [rows, cols] and data pointing at the records in the map. Everything after the
- * loader sees the matrix under its usual name and shape; the CPU backend runs the records from
- * the map (lm_prepare), CUDA refuses them (no quantized kernels yet, issue 29).
+ * loader sees the matrix under its usual name and shape ([vocab, hidden] for the lm_head); the
+ * CPU backend runs the records from the map (lm_prepare: lm_prepared.quant_mapped, head_mapped),
+ * CUDA refuses them (no quantized kernels yet, issue 29). A directory written before the head's
+ * records were (the same version, the head plain and not listed) loads: its head is quantized
+ * at load as a tied one is.
  *
  * A checkpoint is one of: plain (BF16/F16/F32 weights), NVIDIA ModelOpt FP8 (its
  * hf_quant_config.json or config.json's quantization_config), or holod-quantized (QCKPT_KEY);

@@ -92,6 +92,9 @@ struct lm_prepared {
 	 * as a tool's hooks ask (lm_quant_hooks.head, not counted); the logits products run on it
 	 * as on the layers' quantized matrices, and no oneDNN weight is made for the head */
 	struct quant_tensor head_q;
+	/* head_q is a holod-quantized checkpoint's lm_head records in the map (quantized.h: an
+	 * untied head), checked and run as they are (nothing quantized, copied or freed) */
+	bool head_mapped;
 	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
 	uint64_t quant_source_bytes;        /* the map's bytes they replace */
 	/* a holod-quantized checkpoint (quantized.h): lm_prepared_layer.q are its records in the

@@ -621,6 +621,54 @@ static void records_task(void *ctx, int task, int thread)
 	}
 }
 
+/* The first row of q's records with a NaN or infinite scale (checked on the pool), or -1. */
+static int64_t records_bad_row(const struct quant_tensor *q)
+{
+	struct records_job j = {.q = q};
+	atomic_init(&j.bad_row, -1);
+	cpu_parallel_for((int)((q->rows + CHECK_TASK_ROWS - 1) / CHECK_TASK_ROWS), records_task, &j);
+	return atomic_load(&j.bad_row);
+}
+
+/* A holod-quantized checkpoint's lm_head records (written when the head is not tied to the
+ * embeddings) taken as p->head_q as they are in the map, checked as the layers' are: held in
+ * place of quantizing the head at load, in the layers' format (the loader lists both in one). */
+static int adopt_head(const struct engine_model *m, struct lm_prepared *p, char *err, size_t errlen)
+{
+	struct quant_tensor *q = &p->head_q;
+	const int f = quantized_dtype_format(m->lm_head.dtype);
+	size_t row_bytes = 0, bytes = 0;
+	if (!p->quant_mapped || f != p->quant_format) {
+		if (err && errlen)
+			snprintf(err, errlen, "the checkpoint's lm_head is stored as %s records, but its "
+				 "linear layers are not: the checkpoint is corrupt",
+				 quant_format_desc((enum quant_format)f)->name);
+		return -EINVAL;
+	}
+	quantized_tensor_view(&m->lm_head, q);
+	if (quant_row_bytes(q->format, q->cols, &row_bytes) < 0 ||
+	    quant_tensor_bytes(q->format, q->rows, q->cols, &bytes) < 0 || q->row_bytes != row_bytes ||
+	    m->lm_head.nbytes != bytes || !q->data) {
+		memset(q, 0, sizeof(*q));
+		if (err && errlen)
+			snprintf(err, errlen, "the lm_head: its %s records do not have the format's sizes",
+				 quant_format_desc((enum quant_format)f)->name);
+		return -EINVAL;
+	}
+	p->head_mapped = true;
+	const int64_t bad = records_bad_row(q);
+	if (bad >= 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "the lm_head: row %lld of its %s records has a NaN or "
+				 "infinite scale (the checkpoint is corrupt)", (long long)bad,
+				 quant_format_desc((enum quant_format)f)->name);
+		return -EINVAL;
+	}
+	p->quant_bytes += bytes;
+	p->quant_source_bytes += bytes;
+	return 0;
+}
+
 /* Takes the layers' matrices of a holod-quantized checkpoint as they are in the map (the loader
  * checked their sizes against quant.h; checked again here, the struct being the contract), and
  * checks their scales on the pool. Asking another format of them is refused by the backend. */
@@ -655,15 +703,12 @@ static int adopt_quantized(const struct engine_model *m, const struct lm_prepare
 						 "format's sizes", l, name, quant_format_desc((enum quant_format)f)->name);
 				return -EINVAL;
 			}
-			struct records_job j = {.q = q};
-			atomic_init(&j.bad_row, -1);
-			cpu_parallel_for((int)((q->rows + CHECK_TASK_ROWS - 1) / CHECK_TASK_ROWS), records_task, &j);
-			if (atomic_load(&j.bad_row) >= 0) {
+			const int64_t bad = records_bad_row(q);
+			if (bad >= 0) {
 				if (err && errlen)
 					snprintf(err, errlen, "layer %d's %s: row %lld of its %s records has a NaN "
 						 "or infinite scale (the checkpoint is corrupt)", l, name,
-						 (long long)atomic_load(&j.bad_row),
-						 quant_format_desc((enum quant_format)f)->name);
+						 (long long)bad, quant_format_desc((enum quant_format)f)->name);
 				return -EINVAL;
 			}
 			p->quant_bytes += bytes;
@@ -695,6 +740,13 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	 * ModelOpt does. */
 	int head = opts->hooks ? opts->hooks->head
 		   : p.quant && (opts->quant == QUANT_Q8 || opts->quant == QUANT_Q4) ? opts->quant : -1;
+	/* a holod-quantized checkpoint's head records (an untied head): run from the map, as
+	 * stored whatever the hooks ask (as its layers are) */
+	if (quantized_dtype_format(m->lm_head.dtype) >= 0) {
+		if ((r = adopt_head(m, &p, err, errlen)) < 0)
+			goto fail;
+		head = -1;
+	}
 	if (head >= 0) {
 		int64_t bad = -1;
 		if ((r = quantize_matrix(&m->lm_head, (enum quant_format)head, opts->hooks, &p.head_q,
@@ -781,7 +833,8 @@ void lm_prepared_finish(struct lm_prepared *p)
 		}
 	}
 	cpu_dnnl_weight_destroy(p->lm_head);
-	free((void *)p->head_q.data);
+	if (!p->head_mapped)
+		free((void *)p->head_q.data);
 	free(p->layers);
 	free(p->norm_f);
 	memset(p, 0, sizeof(*p));

@@ -1,8 +1,10 @@
 /* holod-quantized checkpoints (engine/checkpoint/quantized.c, docs/quantization.md): written
  * from the fixtures by holo-quantize's writer, loaded with no quantizing, run bit for bit as the
  * same layers quantized at load (the same records through the same kernels on this machine),
- * the resident bytes, and every refusal: formats asked of them, CUDA, a corrupt config entry,
- * a corrupt or truncated record tensor, an existing output, write errors (nothing left behind).
+ * the resident bytes, the lm_head's records (untied; a tied head and a directory written without
+ * them quantize it at load), and every refusal: formats asked of them, CUDA, a corrupt config
+ * entry, a corrupt or truncated record tensor (the head's too), an existing output, write errors
+ * (nothing left behind).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -156,6 +158,51 @@ static bool exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
+/* Matrix t of q is in its map as the reference quantizer's (quant.h) records of s's rows. */
+static void check_records(const struct engine_model *q, const struct tensor *s, const struct tensor *t,
+			  enum quant_format f)
+{
+	CHECK_INT_EQ(t->dtype, quantized_format_dtype(f));
+	CHECK_INT_EQ(t->ndim, 2);
+	CHECK_INT_EQ(t->shape[0], s->shape[0]);
+	CHECK_INT_EQ(t->shape[1], s->shape[1]);
+	size_t bytes;
+	REQUIRE(quant_tensor_bytes(f, s->shape[0], s->shape[1], &bytes) == 0);
+	CHECK_INT_EQ(t->nbytes, bytes);
+	CHECK((uintptr_t)t->data % QUANT_ALIGN == 0);
+	CHECK(model_files_mapped(q->files, t->data, t->nbytes));
+	void *ref = aligned_alloc(QUANT_ALIGN, bytes);
+	REQUIRE(ref);
+	struct quant_tensor qt;
+	REQUIRE(s->dtype == TENSOR_BF16);
+	REQUIRE(quant_tensor_from_bf16(f, s->data, s->shape[0], s->shape[1], (size_t)s->shape[1], ref,
+				       &qt) == 0);
+	CHECK(t->nbytes == bytes && memcmp(ref, t->data, bytes) == 0);
+	free(ref);
+}
+
+/* What lm_prepare() makes of q in format f: nothing quantized, the layers and (untied) the
+ * lm_head taken from the map; a head quantized at load (tied, or written without its records)
+ * when head_in_map is false. */
+static void check_prepared(const struct engine_model *q, enum quant_format f, bool head_in_map)
+{
+	char err[512] = "";
+	struct lm_prepare_opts po = {.quant = (int)f};
+	struct lm_prepared p;
+	int r = lm_prepare(q, &po, &p, err, sizeof(err));
+	if (r < 0)
+		fprintf(stderr, "lm_prepare: %s\n", err);
+	REQUIRE(r == 0);
+	CHECK(p.quant_mapped);
+	CHECK(p.head_mapped == head_in_map);
+	CHECK(p.head_q.data != NULL && (int)p.head_q.format == (int)f);
+	if (head_in_map)
+		CHECK(p.head_q.data == q->lm_head.data);
+	else
+		CHECK(!model_files_mapped(q->files, p.head_q.data, 1));
+	lm_prepared_finish(&p); /* frees a head quantized at load, never the map's */
+}
+
 /* The written checkpoint loads as that format, runs bit for bit as the source quantized at load,
  * holds the same bytes, and reports no quantizing. */
 static void check_roundtrip(const char *name, enum quant_format f)
@@ -177,23 +224,23 @@ static void check_roundtrip(const char *name, enum quant_format f)
 	const struct tensor *sm[4], *qm[4];
 	int n = lm_layer_matrices(&m->layers[0], sm);
 	REQUIRE(lm_layer_matrices(&q->layers[0], qm) == n);
-	for (int i = 0; i < n; i++) {
-		CHECK_INT_EQ(qm[i]->dtype, quantized_format_dtype(f));
-		CHECK_INT_EQ(qm[i]->shape[0], sm[i]->shape[0]);
-		CHECK_INT_EQ(qm[i]->shape[1], sm[i]->shape[1]);
-		size_t bytes;
-		REQUIRE(quant_tensor_bytes(f, sm[i]->shape[0], sm[i]->shape[1], &bytes) == 0);
-		CHECK_INT_EQ(qm[i]->nbytes, bytes);
-		CHECK((uintptr_t)qm[i]->data % QUANT_ALIGN == 0);
-		CHECK(model_files_mapped(q->files, qm[i]->data, qm[i]->nbytes));
-		void *ref = aligned_alloc(QUANT_ALIGN, bytes);
-		REQUIRE(ref);
-		struct quant_tensor qt;
-		REQUIRE(sm[i]->dtype == TENSOR_BF16);
-		REQUIRE(quant_tensor_from_bf16(f, sm[i]->data, sm[i]->shape[0], sm[i]->shape[1],
-					       (size_t)sm[i]->shape[1], ref, &qt) == 0);
-		CHECK(memcmp(ref, qm[i]->data, bytes) == 0);
-		free(ref);
+	for (int i = 0; i < n; i++)
+		check_records(q, sm[i], qm[i], f);
+	/* the lm_head's records too, [vocab, hidden], unless it is tied: then it is the embeddings,
+	 * stored plain, and no record of it is written */
+	const bool tied = m->lm_head.data == m->embeddings.data;
+	char rname[64];
+	struct tensor rec;
+	snprintf(rname, sizeof(rname), "lm_head.weight%s", QCKPT_SUFFIX);
+	if (tied) {
+		CHECK(q->lm_head.data == q->embeddings.data);
+		CHECK_INT_EQ(q->lm_head.dtype, m->lm_head.dtype);
+		CHECK(model_files_find(q->files, "lm_head.weight", &rec) < 0);
+		CHECK(model_files_find(q->files, rname, &rec) < 0);
+	} else {
+		check_records(q, &m->lm_head, &q->lm_head, f);
+		CHECK_INT_EQ(q->lm_head.shape[0], q->cfg.vocab);
+		CHECK_INT_EQ(q->lm_head.shape[1], q->cfg.hidden);
 	}
 	/* the other tensors as stored */
 	CHECK_INT_EQ(q->embeddings.dtype, m->embeddings.dtype);
@@ -222,6 +269,7 @@ static void check_roundtrip(const char *name, enum quant_format f)
 	CHECK_INT_EQ(c_mapped.n, 1);
 	CHECK_INT_EQ(c_mapped.last_done, iq.weight_bytes);
 	CHECK_INT_EQ(c_mapped.last_total, iq.weight_bytes);
+	check_prepared(q, f, !tied);
 	const int vocab = q->cfg.vocab, np = 9, nd = 4;
 	float *a = run_logits(bl, vocab, np, nd), *b = run_logits(bq, vocab, np, nd);
 	CHECK(memcmp(a, b, (size_t)(np + nd) * vocab * sizeof(float)) == 0);
@@ -447,6 +495,99 @@ static void check_corrupt(void)
 		engine_model_destroy(q);
 	}
 	free(d);
+
+	/* the lm_head's records: a wrong size, a NaN scale, records of a head the config ties */
+	d = variant(good, "bad-head-row-bytes", "\"lm_head.weight\":[256,64,128]",
+		    "\"lm_head.weight\":[256,64,192]");
+	load_fails(d, "tensor 'lm_head.weight.qweight': row_bytes 192, but a q8 row of 64 columns "
+		      "takes 128 bytes");
+	free(d);
+	d = variant(good, "head-tied", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+	load_fails(d, "tensor 'lm_head.weight' is quantized, but config.json ties the lm_head to the "
+		      "embeddings");
+	free(d);
+	d = variant(good, "head-nan-scale", NULL, NULL);
+	{
+		size_t bytes;
+		long off = data_offset(d, "lm_head.weight.qweight", &bytes);
+		CHECK_INT_EQ(bytes, 256 * 128);
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/model.safetensors", d);
+		int fd = open(path, O_WRONLY);
+		REQUIRE(fd >= 0);
+		uint16_t inf16 = 0x7c00; /* row 7's scale of block 0: +inf */
+		REQUIRE(pwrite(fd, &inf16, 2, off + 7 * 128 + 64) == 2);
+		close(fd);
+		struct engine_model *q = load(d);
+		CHECK(cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err)) == NULL && errno == EINVAL);
+		CHECK_STR_EQ(err, "the lm_head: row 7 of its q8 records has a NaN or infinite scale (the "
+				  "checkpoint is corrupt)");
+		engine_model_destroy(q);
+	}
+	free(d);
+	free(src);
+	free(good);
+}
+
+/* A directory written before holo-quantize wrote the lm_head's records (its head stored plain
+ * and not listed in the config) loads: the head is quantized at load, and the logits are those
+ * of the source quantized at load. Made from a new one: the head's entry taken out of the
+ * config, its record tensor renamed in the shard's header (padded to the same length) to the
+ * plain bf16 head, whose bytes (q8 records of 64 columns take 128 bytes a row, as 64 bf16)
+ * replace the records'. */
+static void check_old_layout(void)
+{
+	char err[512];
+	char *src = fixture("tiny-mamba"), *good = tmp_path("head-q8");
+	struct engine_model *m = load(src);
+	REQUIRE(write_q(m, good, QUANT_Q8, false, err, sizeof(err)) == 0);
+	const char *entry = "\"lm_head.weight\":[256,64,128]";
+	char *text, cfg[1024], with_comma[128];
+	snprintf(cfg, sizeof(cfg), "%s/config.json", good);
+	text = read_text(cfg);
+	snprintf(with_comma, sizeof(with_comma), strstr(text, "],\"lm_head.weight\"") ? ",%s" : "%s,",
+		 entry);
+	free(text);
+	char *d = variant(good, "old-layout", with_comma, "");
+	size_t bytes;
+	long off = data_offset(d, "lm_head.weight.qweight", &bytes);
+	REQUIRE(bytes == m->lm_head.nbytes);
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/model.safetensors", d);
+	int fd = open(path, O_RDWR);
+	REQUIRE(fd >= 0);
+	uint64_t hlen = 0;
+	REQUIRE(pread(fd, &hlen, 8, 0) == 8 && hlen > 0 && hlen < (1 << 20));
+	char *hdr = calloc(1, hlen + 1);
+	REQUIRE(hdr && pread(fd, hdr, hlen, 8) == (ssize_t)hlen);
+	const char *from = "\"lm_head.weight.qweight\":{\"dtype\":\"U8\",\"shape\":[256,128]";
+	const char *to = "\"lm_head.weight\":{\"dtype\":\"BF16\",\"shape\":[256,64]";
+	char *at = strstr(hdr, from);
+	REQUIRE(at);
+	memset(at, ' ', strlen(from));
+	memcpy(at, to, strlen(to));
+	REQUIRE(pwrite(fd, hdr, hlen, 8) == (ssize_t)hlen);
+	REQUIRE(pwrite(fd, m->lm_head.data, m->lm_head.nbytes, off) == (ssize_t)m->lm_head.nbytes);
+	close(fd);
+	free(hdr);
+
+	struct engine_model *q = load(d);
+	CHECK_INT_EQ(model_quant_format(q), QUANT_Q8);
+	CHECK_INT_EQ(q->lm_head.dtype, TENSOR_BF16);
+	check_prepared(q, QUANT_Q8, false);
+	struct engine_backend *bl = cpu_backend(m, ENGINE_WEIGHTS_Q8, NULL, err, sizeof(err));
+	struct engine_backend *bq = cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err));
+	REQUIRE(bl && bq);
+	const int vocab = q->cfg.vocab, np = 5, nd = 3;
+	float *a = run_logits(bl, vocab, np, nd), *b = run_logits(bq, vocab, np, nd);
+	CHECK(memcmp(a, b, (size_t)(np + nd) * vocab * sizeof(float)) == 0);
+	free(a);
+	free(b);
+	engine_backend_destroy(bl);
+	engine_backend_destroy(bq);
+	engine_model_destroy(q);
+	engine_model_destroy(m);
+	free(d);
 	free(src);
 	free(good);
 }
@@ -610,6 +751,8 @@ int main(void)
 	check_roundtrip("tiny-mamba", QUANT_Q8);
 	check_roundtrip("tiny-mamba", QUANT_Q4);
 	check_roundtrip("tiny-aliases", QUANT_Q8);
+	check_roundtrip("tiny-tied", QUANT_Q4);
+	check_old_layout();
 	check_files();
 	check_corrupt();
 	check_out();

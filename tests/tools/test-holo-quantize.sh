@@ -34,6 +34,9 @@ cmp -s "$src/tokenizer.json" "$tmp/q8/tokenizer.json" || { echo "FAIL: tokenizer
 check "holo-infer on the written checkpoint" 0 $? "$tmp/a.err" "are q8 as stored (holo-quantize)"
 grep -qF "weights q8" "$tmp/a.err" || { echo "FAIL: backend line lacks 'weights q8'"; cat "$tmp/a.err"; fail=1; }
 grep -qF "quantized the language model" "$tmp/a.err" && { echo "FAIL: the load quantized"; fail=1; }
+# the (untied) lm_head's records are written too: the load quantizes no head either
+grep -qF 'lm_head.weight":[' "$tmp/q8/config.json" || { echo "FAIL: config.json lists no lm_head records"; fail=1; }
+grep -qF "the lm_head too" "$tmp/a.err" || { echo "FAIL: the load quantized the lm_head"; cat "$tmp/a.err"; fail=1; }
 "$infer" --model "$src" --backend cpu --weights q8 --prompt-ids 1,2,3,4,5 --max-tokens 8 >"$tmp/b" 2>"$tmp/b.err"
 check "holo-infer --weights q8 on the source" 0 $? "$tmp/b.err" "quantized the language model's linear layers to q8"
 cmp -s "$tmp/a" "$tmp/b" || { echo "FAIL: generated ids differ:"; cat "$tmp/a" "$tmp/b"; fail=1; }

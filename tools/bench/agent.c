@@ -135,7 +135,9 @@ struct agent_rates {
 static int cpu_rates(const struct engine_model *m, bool bf16, int rows, struct agent_rates *ret)
 {
 	double flop = 0, t = bench_gemm_only_seconds(m, bf16, rows, &flop);
-	if (t <= 0 || flop <= 0)
+	if (t < 0)
+		return (int)t; /* -EOPNOTSUPP: a holo-quantize checkpoint */
+	if (t == 0 || flop <= 0)
 		return -EIO;
 	ret->gemm = flop / t;
 	snprintf(ret->gemm_what, sizeof(ret->gemm_what),

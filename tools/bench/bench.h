@@ -34,7 +34,8 @@ void bench_engine_default_spec(struct lm_random_spec *ret);
 int bench_engine_parse_spec(char *spec, struct lm_random_spec *sp);
 
 /* engine_gemm.c: seconds the matrix products of an n_prompt-token prefill of m take alone, in
- * bf16 (oneDNN) or fp32, after a warm-up pass; their flops in *ret_flop. -errno on failure. */
+ * bf16 (oneDNN) or fp32, after a warm-up pass; their flops in *ret_flop. -errno on failure,
+ * -EOPNOTSUPP for a holo-quantize checkpoint (its matrices are q8/q4 records). */
 struct engine_model;
 double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt,
 			       double *ret_flop);

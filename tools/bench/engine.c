@@ -33,6 +33,7 @@
 #include "engine.h"
 #include "machine.h"
 #include "quant.h"
+#include "quantized.h"
 #include "lm.h"
 #include "model.h"
 
@@ -147,10 +148,15 @@ static double median(double *v, int n)
 #define GEMV_ROUNDS 8
 
 /* The decode GEMV alone on the largest weight, one token, in rounds interleaved with bandwidth
- * passes: its read rate against the bandwidth measured beside it. */
+ * passes: its read rate against the bandwidth measured beside it. A holo-quantize checkpoint's
+ * lm_head (its q8/q4 records, quantized.h) runs on the quantized GEMV decode uses (int8
+ * activations in bf16 precision). */
 static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, bool bf16_act)
 {
 	const struct tensor *w = &m->lm_head;
+	struct quant_tensor q = {0};
+	if (quantized_dtype_format(w->dtype) >= 0)
+		quantized_tensor_view(w, &q);
 	int rows = (int)w->shape[0], in = (int)w->shape[w->ndim - 1];
 	float *x = malloc((size_t)in * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
 	if (!x || !y) {
@@ -165,7 +171,9 @@ static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, b
 	for (int k = 0; k < GEMV_ROUNDS && r == 0; k++) {
 		b[k] = bench_bw_pass(bw);
 		uint64_t t0 = time_mono_ns();
-		r = cpu_gemv_rows(w, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false, bf16_act);
+		r = !q.data ? cpu_gemv_rows(w, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false, bf16_act)
+		    : bf16_act ? cpu_gemv_quant_rows_i8(&q, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false)
+			       : cpu_gemv_quant_rows(&q, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false);
 		g[k] = (double)w->nbytes / ((double)(time_mono_ns() - t0) / 1e9);
 	}
 	free(x);
@@ -173,10 +181,11 @@ static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, b
 	if (r < 0)
 		return r;
 	double gm = median(g, GEMV_ROUNDS), bm = median(b, GEMV_ROUNDS);
-	printf("gemv alone (%s, the lm head %d x %d, %s activations): median %.2f GB/s, %.0f%% of the "
-	       "median read bandwidth of the same rounds (%.2f GB/s)\n",
-	       cpu_gemv_name(), rows, in, bf16_act ? "bf16" : "fp32", gm / 1e9, 100.0 * gm / bm,
-	       bm / 1e9);
+	printf("gemv alone (%s, the lm head %d x %d%s%s, %s activations): median %.2f GB/s, %.0f%% of "
+	       "the median read bandwidth of the same rounds (%.2f GB/s)\n",
+	       cpu_gemv_name(), rows, in, q.data ? " in " : "", q.data ? quant_format_desc(q.format)->name : "",
+	       !q.data ? (bf16_act ? "bf16" : "fp32") : bf16_act ? "int8" : "fp32", gm / 1e9,
+	       100.0 * gm / bm, bm / 1e9);
 	return 0;
 }
 
@@ -227,14 +236,23 @@ static double decode_weight_bytes(const struct engine_model *m, enum engine_weig
 	return b;
 }
 
+/* Weights of t: a holo-quantize matrix's (records) from its shape, a plain tensor's from its
+ * bytes. */
+static double tensor_params(const struct tensor *t)
+{
+	if (quantized_dtype_format(t->dtype) >= 0)
+		return (double)t->shape[0] * (double)t->shape[1];
+	return (double)t->nbytes / (t->dtype == TENSOR_F32 ? 4 : 2);
+}
+
 static double count_params(const struct engine_model *m)
 {
 	double n = 0;
 	const struct tensor *all[] = {&m->embeddings, &m->norm_f, &m->lm_head};
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-		n += (double)all[i]->nbytes / (all[i]->dtype == TENSOR_F32 ? 4 : 2);
+		n += tensor_params(all[i]);
 	if (m->lm_head.data == m->embeddings.data)
-		n -= (double)m->lm_head.nbytes / (m->lm_head.dtype == TENSOR_F32 ? 4 : 2);
+		n -= tensor_params(&m->lm_head);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
 		const struct tensor *t[9];
@@ -259,7 +277,7 @@ static double count_params(const struct engine_model *m)
 			t[k++] = &L->mlp.down;
 		}
 		for (size_t i = 0; i < k; i++)
-			n += (double)t[i]->nbytes / (t[i]->dtype == TENSOR_F32 ? 4 : 2);
+			n += tensor_params(t[i]);
 	}
 	return n;
 }
@@ -427,8 +445,8 @@ int bench_engine_main(int argc, char **argv)
 		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
 	}
 	double wbytes = decode_weight_bytes(m, bopts.weights);
-	printf("parameters %.3f B, weight bytes read per decode token %.1f MB\n", count_params(m) / 1e9,
-	       wbytes / 1e6);
+	printf("parameters %.3f B (%.0f), weight bytes read per decode token %.1f MB\n",
+	       count_params(m) / 1e9, count_params(m), wbytes / 1e6);
 
 	backend = engine_backend_create(m, &bopts, msg, sizeof(msg));
 	if (!backend) {
@@ -469,7 +487,9 @@ int bench_engine_main(int argc, char **argv)
 	double gemm_flop = 0, gemm_s = on_cpu ? bench_gemm_only_seconds(
 					      m, binfo.precision == ENGINE_PRECISION_BF16, n_prompt, &gemm_flop)
 				     : 0;
-	if (gemm_s < 0) {
+	/* not measured on a holo-quantize checkpoint's records (its prefill dequantizes them) */
+	const bool gemm_measured = gemm_s != -EOPNOTSUPP;
+	if (gemm_s < 0 && gemm_measured) {
 		r = (int)gemm_s;
 		goto fail;
 	}
@@ -501,9 +521,13 @@ int bench_engine_main(int argc, char **argv)
 		engine_backend_profile_free(lines);
 		engine_backend_profile(backend, false);
 		double gemm_tps = n_prompt / gemm_s;
-		printf("prefill GEMM-only rate: %.1f tok/s (the matrix products alone, %.0f GFLOP/s): "
-		       "prefill at %.0f%% of it\n",
-		       gemm_tps, gemm_flop / gemm_s / 1e9, 100.0 * prefill_tps / gemm_tps);
+		if (!gemm_measured)
+			printf("prefill GEMM-only rate: not measured (the checkpoint's matrices are "
+			       "holo-quantize records)\n");
+		else
+			printf("prefill GEMM-only rate: %.1f tok/s (the matrix products alone, %.0f "
+			       "GFLOP/s): prefill at %.0f%% of it\n",
+			       gemm_tps, gemm_flop / gemm_s / 1e9, 100.0 * prefill_tps / gemm_tps);
 	}
 
 	/* peak RSS of the engine alone, before the bandwidth buffer exists */

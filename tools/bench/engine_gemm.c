@@ -12,6 +12,7 @@
 #include "cpu.h"
 #include "cpu_dnnl.h"
 #include "lm.h"
+#include "quantized.h"
 
 /* One pass over every product of an n_prompt-token prefill; the flops it did in *flop. */
 static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n_prompt, float *x,
@@ -42,6 +43,10 @@ static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n
 double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt,
 			       double *ret_flop)
 {
+	/* a holo-quantize checkpoint's records: no plain products to time (its prefill
+	 * dequantizes them, lm_forward.c) */
+	if (model_quant_format(m) >= 0 || quantized_dtype_format(m->lm_head.dtype) >= 0)
+		return -EOPNOTSUPP;
 	int n_mats = 0;
 	size_t max_in = (size_t)m->lm_head.shape[1], max_out = (size_t)m->lm_head.shape[0];
 	for (int l = 0; l < m->cfg.n_layers; l++) {

@@ -1,0 +1,22 @@
+#!/bin/sh
+# holo-bench engine on a holo-quantize checkpoint (q4, the lm_head's records too): the lm head's
+# GEMV alone runs on its records with the quantized GEMV (not read as bf16 past its bytes), the
+# GEMM-only rate, which has no plain products to time, is said not measured, and the parameters
+# are counted from the records' shapes.
+# usage: bench-engine-quantized.sh HOLO_QUANTIZE HOLO_BENCH SOURCE_ROOT OUT
+set -eu
+hq=$1 bench=$2 src=$3/tests/fixtures/models/tiny-mamba out=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$hq" --model "$src" --weights q4 --out "$tmp/q4" >/dev/null 2>&1
+"$bench" engine --model "$tmp/q4" --backend cpu --precision fp32 --prompt 8 --decode 2 \
+	--threads 2 >"$out"
+cat "$out"
+grep -Eq "^gemv alone \([^,]*, the lm head 256 x 64 in q4, fp32 activations\): median [0-9.]+ GB/s" "$out"
+grep -q "^prefill GEMM-only rate: not measured (the checkpoint's matrices are holo-quantize records)" "$out"
+# the same weights as the source's (not the records' bytes / 2)
+"$bench" engine --model "$src" --backend cpu --precision fp32 --prompt 8 --decode 2 --threads 2 \
+	>"$out.src"
+want=$(sed -n 's/^parameters [0-9.]* B (\([0-9]*\)).*/\1/p' "$out.src")
+have=$(sed -n 's/^parameters [0-9.]* B (\([0-9]*\)).*/\1/p' "$out")
+[ -n "$want" ] && [ "$want" = "$have" ]
