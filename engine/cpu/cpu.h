@@ -79,10 +79,10 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
 			size_t ldx, int T, float *y, size_t ldy, bool accumulate);
 /* cpu_gemv_quant_rows() with the activations quantized to int8 per block of 32 (GGML's Q8_0 of
  * them, as llama.cpp multiplies its Q8_0/Q4 weights; cpu_gemv.h) and each block's code products
- * summed as integers (AVX512-VNNI), then scaled and summed in fp32: bf16 precision's decode on
- * quantized weights, ~2x fewer instructions per weight than widening the codes. Where the
- * variant in use has no integer kernels (cpu_gemv_quant_has_i8() false: AVX2, AVX-512F) it is
- * cpu_gemv_quant_rows(). Results are the same bits for a token alone or in a batch. Returns 0,
+ * summed as integers (AVX512-VNNI vpdpbusd; AVX2 vpmaddubsw), then scaled and summed in fp32:
+ * bf16 precision's decode on quantized weights, ~2x fewer instructions per weight than widening
+ * the codes. For fp8 weights, or a variant without integer kernels (cpu_gemv_quant_has_i8();
+ * every variant has them now, the portable one in C), it is cpu_gemv_quant_rows(). Results are the same bits for a token alone or in a batch. Returns 0,
  * -EINVAL (rows outside w), -ENOMEM (the quantized activations). */
 int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x,
 			   size_t ldx, int T, float *y, size_t ldy, bool accumulate);

@@ -125,6 +125,10 @@ void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx2_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_q4(const struct cpu_gemv_args *a, int r0, int r1);
+/* the integer kernels on AVX2 (cpu_gemv_quant_avx2.c: vpmaddubsw), in the AVX2 and AVX-512F
+ * variants */
+void cpu_gemv_avx2_q8_i8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_avx2_q4_i8(const struct cpu_gemv_args *a, int r0, int r1);
 /* the integer kernels on AVX512-VNNI (cpu_gemv_quant_vnni.c), in the AVX512-BF16 variant (every
  * CPU with AVX512-BF16 has AVX512-VNNI, and cpu_isa requires both) */
 void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);

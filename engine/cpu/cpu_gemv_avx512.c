@@ -189,4 +189,6 @@ const struct cpu_gemv_variant cpu_gemv_avx512 = {
 	.fp8_row_to_bf16 = cpu_gemv_avx512_fp8_row_to_bf16,
 	.q8 = cpu_gemv_avx512_q8,
 	.q4 = cpu_gemv_avx512_q4,
+	.q8_i8 = cpu_gemv_avx2_q8_i8,
+	.q4_i8 = cpu_gemv_avx2_q4_i8,
 };

@@ -132,3 +132,159 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 
 INSTANCES(q8, QUANT_Q8)
 INSTANCES(q4, QUANT_Q4)
+
+/* ---- the integer kernels on AVX2 (cpu_gemv.h: q8_i8, q4_i8) ------------------------------- */
+
+/* The AVX512-VNNI kernels' arithmetic (cpu_gemv_quant_vnni.c) without vpdpbusd: vpmaddubsw
+ * multiplies unsigned by signed bytes into pairs of int16 and vpmaddwd by ones adds the pairs
+ * into int32, 4 bytes per lane as vpdpbusd does. vpmaddubsw saturates past 32767, so the
+ * operands are kept small enough never to reach it: q8 multiplies |c_w| (<= 127, unsigned) by
+ * c_x with c_w's sign (vpsignb, llama.cpp's way): a pair is at most 2 x 127 x 127 = 32258, and no
+ * correction is needed; q4's codes are <= 15, a pair of lo and one of hi at most 4 x 15 x 127 =
+ * 7620 together. The activations are the same buffer (cpu_gemv_quantize_x: its 16-lane scale
+ * vectors read as two 8-lane halves), so each lane's exact int32 sum, its scaling and its
+ * accumulation are the VNNI kernels', on 8 lanes. */
+INL __m256i dot_u8s8(__m256i u, __m256i s)
+{
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+INL void istore(const struct cpu_gemv_args *a, int r, const int NR, const int T,
+		__m256 acc[4][CPU_GEMV_KERNEL_T])
+{
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++) {
+			__m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]), _mm256_extractf128_ps(acc[q][t], 1));
+			s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+			s = _mm_add_ss(s, _mm_movehdup_ps(s));
+			float v = _mm_cvtss_f32(s);
+			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
+			*p = a->accumulate ? *p + v : v;
+		}
+}
+
+INL void iblock_q8(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+{
+	const int64_t nb = quant_blocks(a->in);
+	const size_t ldw = a->ldw, soff = quant_round_align((size_t)nb * 32);
+	const char *w = (const char *)a->w + (size_t)r * ldw;
+	const size_t ahead = (size_t)NR * ldw;
+	__m256 acc[4][CPU_GEMV_KERNEL_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		/* block b: 32 codes, lanes of 4; its activations at group b / 4, slot b % 4 */
+		const size_t xo = (size_t)(b / 4) * CPU_XQ_Q8_BYTES, j = (size_t)(b % 4);
+		if ((b & 1) == 0)
+			for (int q = 0; q < NR; q++)
+				_mm_prefetch(w + ahead + (size_t)q * ldw + 32 * (size_t)b, _MM_HINT_T0);
+		for (int q = 0; q < NR; q++) {
+			const char *row = w + (size_t)q * ldw;
+			__m256i c = _mm256_loadu_si256((const __m256i *)(row + 32 * (size_t)b));
+			__m256i u = _mm256_sign_epi8(c, c);
+			__m256 dw = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
+			for (int t = 0; t < T; t++) {
+				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
+				__m256i x = _mm256_load_si256((const __m256i *)(xt + 32 * j));
+				__m256i s = dot_u8s8(u, _mm256_sign_epi8(x, c));
+				__m256 sc = _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xt + 256) + 8 * j));
+				acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[q][t]);
+			}
+		}
+	}
+	istore(a, r, NR, T, acc);
+}
+
+INL void iblock_q4(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+{
+	const int64_t nb = quant_blocks(a->in), nh = (nb + 1) / 2;
+	const size_t ldw = a->ldw, soff = quant_round_align((size_t)nb * 16);
+	const char *w = (const char *)a->w + (size_t)r * ldw;
+	const size_t ahead = (size_t)NR * ldw;
+	const __m256i nib = _mm256_set1_epi8(15);
+	const __m256i di = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+	const __m256i mi = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
+	__m256 acc[4][CPU_GEMV_KERNEL_T];
+	for (int q = 0; q < NR; q++)
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm256_setzero_ps();
+	for (int64_t h = 0; h < nh; h++) {
+		/* blocks 2h and 2h + 1: 32 bytes of codes, lanes 0..3 and 4..7 */
+		const size_t xo = (size_t)(h / 2) * CPU_XQ_Q4_BYTES, k = (size_t)(h % 2);
+		const bool two = 2 * h + 1 < nb;
+		if ((h & 1) == 0)
+			for (int q = 0; q < NR; q++)
+				_mm_prefetch(w + ahead + (size_t)q * ldw + 32 * (size_t)h, _MM_HINT_T0);
+		for (int q = 0; q < NR; q++) {
+			const char *row = w + (size_t)q * ldw;
+			__m256i v = _mm256_loadu_si256((const __m256i *)(row + 32 * (size_t)h));
+			__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+			/* (d, m) of the two blocks; the second's zero past the last block */
+			const uint16_t *dm = (const uint16_t *)(row + soff) + 4 * h;
+			__m128i dm4 = two ? _mm_loadl_epi64((const __m128i *)dm) : _mm_cvtsi32_si128(*(const int32_t *)dm);
+			__m256 f = _mm256_castps128_ps256(_mm_cvtph_ps(dm4));
+			__m256 dw = _mm256_permutevar8x32_ps(f, di), mw = _mm256_permutevar8x32_ps(f, mi);
+			for (int t = 0; t < T; t++) {
+				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
+				__m256i s = _mm256_madd_epi16(
+					_mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)(xt + 32 * k))),
+							 _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(xt + 64 + 32 * k)))),
+					_mm256_set1_epi16(1));
+				__m256 sc = _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xt + 128) + 8 * k));
+				acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[q][t]);
+				acc[q][t] = _mm256_fmadd_ps(mw, _mm256_load_ps((const float *)(xt + 192) + 8 * k), acc[q][t]);
+			}
+		}
+	}
+	istore(a, r, NR, T, acc);
+}
+
+INL void irows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T,
+	       const enum quant_format fmt)
+{
+	int r = r0;
+	for (; r + NR <= r1; r += NR)
+		fmt == QUANT_Q8 ? iblock_q8(a, r, NR, T) : iblock_q4(a, r, NR, T);
+	for (; r < r1; r++)
+		fmt == QUANT_Q8 ? iblock_q8(a, r, 1, T) : iblock_q4(a, r, 1, T);
+}
+
+/* 4 rows for one token, 2 with more (16 registers) */
+#define IINSTANCES(suffix, fmt)                                                                    \
+	NOINL void i1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		irows(a, r0, r1, 4, 1, fmt);                                                       \
+	}                                                                                          \
+	NOINL void i2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		irows(a, r0, r1, 2, 2, fmt);                                                       \
+	}                                                                                          \
+	NOINL void i3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		irows(a, r0, r1, 2, 3, fmt);                                                       \
+	}                                                                                          \
+	NOINL void i4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                          \
+		irows(a, r0, r1, 2, 4, fmt);                                                       \
+	}                                                                                          \
+	void cpu_gemv_avx2_##suffix##_i8(const struct cpu_gemv_args *a, int r0, int r1)            \
+	{                                                                                          \
+		switch (a->T) {                                                                    \
+		case 1:                                                                            \
+			i1_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 2:                                                                            \
+			i2_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		case 3:                                                                            \
+			i3_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		default:                                                                           \
+			i4_##suffix(a, r0, r1);                                                    \
+			break;                                                                     \
+		}                                                                                  \
+	}
+
+IINSTANCES(q8, QUANT_Q8)
+IINSTANCES(q4, QUANT_Q4)

@@ -5,7 +5,8 @@
  * dequantized weights within the activations' rounding; odd `in` (tails inside a block, groups
  * of 4 blocks cut short), 1..6 tokens, row subranges, stores and accumulation, 1..3 threads;
  * NaN in the records' padding ignored, a NaN activation giving NaN; a token's results
- * bit-identical alone and in a batch; variants without integer kernels give the exact ones'.
+ * bit-identical alone and in a batch; a variant without integer kernels (none on x86-64 now:
+ * AVX2 and AVX-512F have vpmaddubsw ones) gives the exact ones'.
  *
  * Tolerances, derived: a block's code products are summed exactly as integers (|sum| < 2^24,
  * so exact in fp32 too); each lane's part is scaled by one fp32 product d_w d_x (q4: plus m_w
