@@ -78,7 +78,7 @@ struct lm_prepared {
 	struct cpu_dnnl_weight *lm_head;    /* bf16: always plain (read in place when bf16) */
 	uint64_t gemm_bytes;                /* what the prepared matrices allocated */
 	/* The layers' matrices quantized (lm_prepared_layer.q, docs/quantization.md): decode rows
-	 * (runs of at most CPU_GEMV_T positions) and the merged decode rows of a batch run on
+	 * (runs of fewer than LM_QUANT_GEMV_MAX_T positions) and the merged decode rows of a batch run on
 	 * cpu_gemv_quant_rows() (fp32 precision) or cpu_gemv_quant_rows_i8() (bf16: int8
 	 * activations); longer runs in bf16 precision dequantize LM_QUANT_PREFILL_BF16_BYTES of rows
 	 * at a time to bf16 for oneDNN's bf16 matmul, in fp32 precision (or without oneDNN's bf16)
@@ -112,6 +112,12 @@ struct lm_prepared {
  * EPYC, 2026-11-29) 8 MiB blocks left q8's prefill at ~0.83x bf16's, 32 MiB at ~0.9-1.0x (the
  * fewer oneDNN calls); a transient buffer, at most 32 MiB whatever the model. */
 #define LM_QUANT_PREFILL_BF16_BYTES ((size_t)32 << 20)
+/* Runs of fewer positions than this on quantized weights take the GEMV (as decode rows do)
+ * rather than a dequantized block product: below it, dequantizing every weight per product
+ * (to fp32, or to bf16 for oneDNN, whose own floor is CPU_DNNL_MIN_T) costs more than the
+ * GEMV's passes over each cached block (~0.7B q4 model, an 8-token run, AMD EPYC: the fp32
+ * dequantization alone was a third of a 96-token decode run's time). */
+#define LM_QUANT_GEMV_MAX_T 16
 #define LM_QUANT_DEQUANT_TASK_ROWS 32
 
 /* What a tool changes in lm_prepare()'s quantization (holo-bench quant-error measures GGML's

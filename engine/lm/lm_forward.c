@@ -1262,16 +1262,18 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 					  memory_order_relaxed);
 	int r;
 	if (qw) {
-		if (T <= CPU_GEMV_T || merged) {
-			/* bf16 precision: the activations quantized to int8 per block, integer products
+		if (T < LM_QUANT_GEMV_MAX_T || merged) {
+			/* decode rows and short runs (an agent step's few appended tokens) on the GEMV,
+			 * which reads each weight once for every group of 4 positions: bf16 precision: the
+			 * activations quantized to int8 per block, integer products
 			 * (cpu_gemv_quant_rows_i8; -ENOMEM for their buffer: the exact kernels); fp32:
 			 * the weights exact, fp32 products and sums */
 			if (!p->bf16 || cpu_gemv_quant_rows_i8(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate) < 0)
 				cpu_gemv_quant_rows(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate);
-		} else if (!p->bf16 || T < CPU_DNNL_MIN_T || !cpu_dnnl_bf16_supported() ||
+		} else if (!p->bf16 || !cpu_dnnl_bf16_supported() ||
 			   quant_matmul_bf16(qw, x, ldx, T, y, ldy, accumulate) < 0) {
-			/* fp32 precision, a short run or no oneDNN bf16 matmul: the weights exact, fp32
-			 * sums (in bf16 precision on the activations rounded as bf16 weights' are) */
+			/* fp32 precision or no oneDNN bf16 matmul: the weights exact, fp32 sums (in bf16
+			 * precision on the activations rounded as bf16 weights' are) */
 			if (p->bf16)
 				cpu_round_bf16_rows(x, ldx, T, (int)qw->cols);
 			quant_matmul(qw, x, ldx, T, y, ldy, accumulate);
