@@ -492,16 +492,14 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
 	if (r0 < 0 || n < 0 || r0 + n > q->rows)
 		return -EINVAL;
 	const struct cpu_gemv_variant *v = variant();
+	cpu_row_bf16_fn *fn = q->format == QUANT_Q8 ? v->q8_to_bf16
+			      : q->format == QUANT_Q4 ? v->q4_to_bf16 : v->fp8_to_bf16;
 	float *row = NULL;
 	for (int64_t r = 0; r < n; r++) {
 		const void *rec = (const char *)q->data + (size_t)(r0 + r) * q->row_bytes;
 		uint16_t *o = out + (size_t)r * (size_t)q->cols;
-		if (v->fp8_row_to_bf16 && q->format == QUANT_FP8) {
-			v->fp8_row_to_bf16(rec, q->cols, o);
-			continue;
-		}
-		if (v->row_to_bf16 && q->format != QUANT_FP8) {
-			v->row_to_bf16(q->format, rec, q->cols, o);
+		if (fn) {
+			fn(rec, q->cols, o);
 			continue;
 		}
 		if (!row && !(row = malloc((size_t)q->cols * sizeof(float))))

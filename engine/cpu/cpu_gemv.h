@@ -71,6 +71,7 @@ void cpu_gemv_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int 
 			 size_t ldxq);
 
 typedef void cpu_gemv_fn(const struct cpu_gemv_args *a, int r0, int r1);
+typedef void cpu_row_bf16_fn(const void *row, int64_t cols, uint16_t *out);
 
 struct cpu_gemv_variant {
 	const char *name;
@@ -98,11 +99,12 @@ struct cpu_gemv_variant {
 	/* cpu_gemv_quantize_x() in this variant's instructions, the same bytes (NULL: that one) */
 	void (*quant_x)(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			size_t ldxq);
-	/* NULL, or one q8/q4 row dequantized and rounded to bf16 (nearest even) in this variant's
-	 * instructions: the same bits as quant_row_to_f32() then f32_to_bf16() */
-	void (*row_to_bf16)(enum quant_format fmt, const void *row, int64_t cols, uint16_t *out);
-	/* NULL, or the same for an fp8 row (quant.h's QUANT_FP8) */
-	void (*fp8_row_to_bf16)(const void *row, int64_t cols, uint16_t *out);
+	/* NULL, or one row of that format dequantized and rounded to bf16 (nearest even) in this
+	 * variant's instructions: the same bits as quant_row_to_f32() then f32_to_bf16()
+	 * (cpu_quant_rows_to_bf16; one per format, as the GEMV kernels above) */
+	cpu_row_bf16_fn *q8_to_bf16;
+	cpu_row_bf16_fn *q4_to_bf16;
+	cpu_row_bf16_fn *fp8_to_bf16;
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
@@ -125,6 +127,10 @@ void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx2_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_q4(const struct cpu_gemv_args *a, int r0, int r1);
+/* q8/q4 rows to bf16 on AVX-512F (cpu_gemv_quant_avx512.c: the exact kernels' widening, then
+ * rounding to nearest even in integers), in both AVX-512 variants */
+void cpu_gemv_avx512_q8_to_bf16(const void *row, int64_t cols, uint16_t *out);
+void cpu_gemv_avx512_q4_to_bf16(const void *row, int64_t cols, uint16_t *out);
 /* the integer kernels on AVX2 (cpu_gemv_quant_avx2.c: vpmaddubsw), in the AVX2 and AVX-512F
  * variants */
 void cpu_gemv_avx2_q8_i8(const struct cpu_gemv_args *a, int r0, int r1);
@@ -135,5 +141,4 @@ void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			      size_t ldxq);
-void cpu_gemv_vnni_row_to_bf16(enum quant_format fmt, const void *row, int64_t cols, uint16_t *out);
 #endif

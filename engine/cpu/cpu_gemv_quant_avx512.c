@@ -12,6 +12,7 @@
 #include "cpu_gemv.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -141,3 +142,47 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 
 INSTANCES(q8, QUANT_Q8)
 INSTANCES(q4, QUANT_Q4)
+
+/* ---- a row dequantized to bf16 (the prompt's products: cpu_quant_rows_to_bf16) ------------ */
+
+/* fp32 to bf16, to nearest even, in integers (AVX-512F has no vcvtne2ps2bf16; the values are
+ * finite dequantized weights, so no NaN case): f32_to_bf16()'s bits */
+INL __m256i round_bf16(__m512 w)
+{
+	__m512i u = _mm512_castps_si512(w);
+	__m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+	u = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
+}
+
+INL void row_to_bf16(const void *row, int64_t cols, uint16_t *out, const enum quant_format fmt)
+{
+	const int nb = (int)quant_blocks(cols);
+	const size_t soff = quant_round_align((size_t)nb * (fmt == QUANT_Q8 ? 32 : 16));
+	for (int b = 0; b < nb; b++) {
+		__m512 w0, w1;
+		weights(row, soff, b, fmt, &w0, &w1);
+		__m256i h0 = round_bf16(w0), h1 = round_bf16(w1);
+		int64_t left = cols - 32 * (int64_t)b;
+		uint16_t *o = out + 32 * (size_t)b;
+		if (left >= 32) {
+			_mm256_storeu_si256((__m256i *)o, h0);
+			_mm256_storeu_si256((__m256i *)(o + 16), h1);
+		} else {
+			uint16_t t[32];
+			_mm256_storeu_si256((__m256i *)t, h0);
+			_mm256_storeu_si256((__m256i *)(t + 16), h1);
+			memcpy(o, t, (size_t)left * sizeof(uint16_t));
+		}
+	}
+}
+
+void cpu_gemv_avx512_q8_to_bf16(const void *row, int64_t cols, uint16_t *out)
+{
+	row_to_bf16(row, cols, out, QUANT_Q8);
+}
+
+void cpu_gemv_avx512_q4_to_bf16(const void *row, int64_t cols, uint16_t *out)
+{
+	row_to_bf16(row, cols, out, QUANT_Q4);
+}

@@ -256,28 +256,3 @@ void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx,
 		}
 	}
 }
-
-/* ---- a row dequantized to bf16 (the prompt's products: cpu_quant_rows_to_bf16) ------------ */
-
-void cpu_gemv_vnni_row_to_bf16(enum quant_format fmt, const void *row, int64_t cols, uint16_t *out)
-{
-	const int64_t nb = quant_blocks(cols);
-	for (int64_t b = 0; b < nb; b++) {
-		int64_t left = cols - 32 * b;
-		__mmask32 m = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
-		__m512 w0, w1;
-		if (fmt == QUANT_Q8) {
-			const int8_t *c = quant_q8_codes(row) + 32 * b;
-			__m512 d = _mm512_set1_ps(_cvtsh_ss(quant_q8_scales(row, cols)[b]));
-			w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)c))), d);
-			w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 16)))), d);
-		} else {
-			const uint16_t *dm = quant_q4_dm(row, cols) + 2 * b;
-			__m512 d = _mm512_set1_ps(_cvtsh_ss(dm[0])), mn = _mm512_set1_ps(_cvtsh_ss(dm[1]));
-			__m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(quant_q4_codes(row) + 16 * b)));
-			w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(15))), d, mn);
-			w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), d, mn);
-		}
-		_mm512_mask_storeu_epi16(out + 32 * b, m, (__m512i)_mm512_cvtne2ps_pbh(w1, w0));
-	}
-}
