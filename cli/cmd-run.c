@@ -104,7 +104,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		case OPT_HISTORY:
 			if (ipc_history_from_string(optarg) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--history must be persistent or window, not '%s'",
+				                       "--history must be rolling, persistent or window, not '%s'",
 				                       optarg);
 			history = optarg;
 			break;
@@ -450,8 +450,10 @@ const struct cli_command cli_cmd_run = {
                 "  --settle-ms N          wait N ms after each action before the screenshot\n"
                 "  --dry-run              journal the steps without injecting anything\n"
                 "  --coords pixels|model  how the script's x/y are read (default pixels)\n"
-                "  --history MODE         instruction: persistent (one resident session) or\n"
-                "                         window (the last --window screenshots re-sent)\n"
+                "  --history MODE         instruction: rolling (the last --window screenshots,\n"
+                "                         older ones evicted into a snapshot), persistent (one\n"
+                "                         resident session) or window (the last --window\n"
+                "                         screenshots re-sent); default: holod's --history\n"
                 "  --window K             instruction: screenshots kept in the prompt (1..64)\n"
                 "  --max-tiles N          instruction: image tiles per screenshot (1..48)\n"
                 "  --display NAME         run on this display of holod's (see `holoctl "

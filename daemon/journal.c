@@ -106,6 +106,13 @@ static const char *const migrations[] = {
 	"ALTER TABLE steps ADD COLUMN prompt_tokens INTEGER;"
 	"ALTER TABLE steps ADD COLUMN completion_tokens INTEGER;"
 	"ALTER TABLE steps ADD COLUMN server_us INTEGER;",
+	/* 5 -> 6: the rolling history's steps (issue 30). SQLite cannot alter a CHECK; widening
+	 * one is the in-place schema edit its ALTER TABLE documentation describes (the rows on
+	 * disk are unchanged and all still valid); RESET reloads the schema. */
+	"PRAGMA writable_schema = ON;"
+	"UPDATE sqlite_schema SET sql = replace(sql, '''window'', ''rebuild'')',"
+	"  '''window'', ''rebuild'', ''rolling'')') WHERE type = 'table' AND name = 'steps';"
+	"PRAGMA writable_schema = RESET;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");

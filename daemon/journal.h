@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 5
+#define JOURNAL_SCHEMA_VERSION 6
 
 struct journal;
 
@@ -90,7 +90,7 @@ struct journal_agent_step {
 	const char *prompt_sha256; /* of the ids prefilled this step (provider-local.c: prefill_sha256) */
 	int attempts;             /* decode attempts (1 + invalid-step retries) */
 	int tiles;                /* image tiles sent for this step's observation */
-	const char *prompt;       /* "persistent", "window" or "rebuild" (persistent, rebuilt) */
+	const char *prompt;       /* "persistent", "window", "rolling" or "rebuild" (persistent or rolling, rebuilt) */
 	long long tokens_appended; /* prompt tokens prefilled this step (observation + result) */
 	long long tokens_decoded;  /* tokens sampled for the step (all attempts) */
 	long long session_tokens;  /* session length after the step was decoded */

@@ -101,11 +101,14 @@ static const struct option_def options[] = {
 	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
 	 "storage of each session's Mamba SSM state: fp32 or bf16 (half the state memory and "
 	 "traffic, so about twice the sessions fit; every update still computes in fp32)", true},
-	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "persistent", "MODE",
-	 "default history mode of instruction tasks: persistent or window", true},
+	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "rolling", "MODE",
+	 "default history mode of instruction tasks: rolling (the last K screenshots, older "
+	 "observations evicted into a snapshot: K screenshots prefilled a step), persistent (every "
+	 "screenshot, one resident session) or window (the last K re-prefilled from the prefix)",
+	 true},
 	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",
-	 "default number of recent observations sent with their screenshot (window mode, and "
-	 "when a persistent session is rebuilt)", true},
+	 "default number of recent observations sent with their screenshot (rolling and window "
+	 "modes, and when a persistent session is rebuilt)", true},
 	{"max-tiles", "HOLOD_MAX_TILES", OPT_UINT, OFF(max_tiles), 0, IPC_MAX_TILES, "0", "N",
 	 "default image tile budget per observation (0: the checkpoint's)", true},
 	{"context-tokens", "HOLOD_CONTEXT_TOKENS", OPT_UINT, OFF(context_tokens), 1024,
@@ -395,7 +398,7 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	}
 	case OPT_HISTORY:
 		if (ipc_history_from_string(value) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (persistent, window)\n",
+			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (rolling, persistent, window)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}

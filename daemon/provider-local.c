@@ -4,16 +4,28 @@
  * preprocessing or the vision tower between two batched forwards. One step: render the new
  * prompt tokens (persistent: this observation's user turn and the generation prompt; window,
  * or a persistent session near its cap: the prefix snapshot plus the history with only the
- * last K screenshots) -> a sequence job of the worker (model-worker.h), batched with the
- * other tasks' work: prefill them and decode one step under the grammar's token masks,
- * retrying an invalid step by sampling again.
+ * last K screenshots; rolling: the rolling snapshot, then the observation that leaves the
+ * window in its evicted form, snapshotted again, then the last K observations) -> a sequence
+ * job of the worker (model-worker.h), batched with the other tasks' work: prefill them and
+ * decode one step under the grammar's token masks, retrying an invalid step by sampling again.
+ *
+ * Rolling (the default): the task keeps a snapshot of the prefix plus every observation
+ * already evicted (its user turn with "[screenshot evicted]" and its assistant turn), so the
+ * model sees exactly window mode's context while a step prefills K observations and one
+ * evicted turn, however long the task runs. The snapshot is charged to the state budget like
+ * the session (one more state at admission). When the snapshot, the evicted turn and the window
+ * would pass --context-tokens, the step rebuilds as a persistent session does: from the prefix
+ * snapshot, the recent history that fits half the room ("rebuild"), the evicted part of it
+ * snapshotted as the new rolling base.
  *
  * Token accounting per step (journaled): `tokens_appended` are the prompt tokens prefilled by
  * this step's job (persistent: user turn + generation prompt + the close of the assistant
- * turn; window: the whole window), `tokens_decoded` the tokens sampled and fed back, and
- * `session_tokens` the session length afterwards. So, for a persistent session,
- * session[k] = session[k-1] + appended[k] + decoded[k]; for a window, session[k] = prefix +
- * appended[k] + decoded[k].
+ * turn; window: the whole window; rolling: the evicted turn + the window), `tokens_decoded`
+ * the tokens sampled and fed back, and `session_tokens` the session length afterwards. So, for
+ * a persistent session, session[k] = session[k-1] + appended[k] + decoded[k]; for a window,
+ * session[k] = prefix + appended[k] + decoded[k]; rolling, session[k] = base[k] + appended[k] +
+ * decoded[k] with base[k] the rolling snapshot's length before the step (the prefix, plus the
+ * evicted turns appended by the steps before).
  *
  * DESIGN (threads): the task ops run on the executor thread, which owns the prompt renderer;
  * everything that computes with the model (vision encoding, prefill, constrained decoding,
@@ -67,6 +79,13 @@ struct agent {
 	/* Model worker objects: touched by jobs only. */
 	struct engine_session *session;
 	struct engine_snapshot *prefix;
+	struct engine_snapshot *rolling; /* rolling: the prefix and the evicted turns held;
+					  * NULL: the prefix snapshot is the base */
+	int rolling_tokens;              /* its length (the prefix's while it is NULL) */
+	/* Rolling: the base holds the evicted turns of obs[roll_first .. roll_first + roll_held);
+	 * roll_lost: a step dropped it and could not replace it (the next one rebuilds). */
+	size_t roll_first, roll_held;
+	bool roll_lost;
 	long long accounted_bytes;
 	uint64_t reserved; /* admission (model_worker_admit), given back at close */
 
@@ -83,6 +102,8 @@ static void account(struct agent *a)
 	long long now = a->session ? (long long)engine_session_state_bytes(a->session) : 0;
 	if (a->prefix)
 		now += (long long)engine_snapshot_bytes(a->prefix);
+	if (a->rolling)
+		now += (long long)engine_snapshot_bytes(a->rolling);
 	model_worker_account(a->cfg->worker, 0, now - a->accounted_bytes);
 	a->accounted_bytes = now;
 }
@@ -139,6 +160,7 @@ static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		return -errno;
 	a->prefix_tokens = engine_session_n_tokens(a->session);
 	a->session_tokens = a->prefix_tokens;
+	a->rolling_tokens = a->prefix_tokens;
 	j->prefill_us = time_mono_us() - j->t0;
 	account(a);
 	return 0;
@@ -150,8 +172,10 @@ static int job_close(struct worker_ctx *ctx, void *arg)
 	if (a->session)
 		model_worker_account(a->cfg->worker, -1, 0);
 	engine_snapshot_destroy(a->prefix);
+	engine_snapshot_destroy(a->rolling);
 	engine_session_destroy(a->session);
 	a->prefix = NULL;
+	a->rolling = NULL;
 	a->session = NULL;
 	for (size_t i = 0; i < a->cap; i++) {
 		engine_rows_destroy(a->obs[i].rows);
@@ -265,6 +289,10 @@ struct attempt;
 struct step_job {
 	struct agent *a;
 	bool restore_prefix;           /* window, or a rebuild of a persistent session */
+	bool restore_rolling;          /* rolling: the rolling snapshot (or the prefix's) */
+	/* rolling: prefilled first, then the session becomes the new rolling base (rebase) */
+	const struct policy_piece *evict;
+	bool rebase;
 	const struct policy_piece *piece;
 	struct engine_rows *const *slot_rows; /* one per image of the piece */
 	const struct policy_piece *close; /* appended after a valid step; NULL in window mode */
@@ -278,6 +306,7 @@ struct step_job {
 	int attempts;
 	long long decoded;
 	bool closed; /* `close` was appended */
+	bool dropped, rebased; /* the old rolling base was destroyed; the new one replaced it */
 	uint64_t prefill_us, decode_us;
 	char err[512];
 	/* the state machine (a sequence job of the worker) */
@@ -362,6 +391,7 @@ static int attempt_token(void *userdata, int32_t id)
 
 enum step_phase {
 	STEP_START,
+	STEP_EVICT,   /* rolling: the evicted turns, then the new rolling snapshot */
 	STEP_PREFILL, /* the piece, into logits0 */
 	STEP_DECODE,  /* an attempt, under the grammar */
 	STEP_CLOSE,   /* the close of the assistant turn */
@@ -470,6 +500,44 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			snprintf(j->err, sizeof(j->err), "cannot restore the prefix snapshot: %s",
 				 strerror(-r));
 			return step_finish(j, r);
+		}
+		const struct engine_snapshot *base = a->rolling ? a->rolling : a->prefix;
+		if (j->restore_rolling && (r = engine_session_restore(a->session, base)) < 0) {
+			snprintf(j->err, sizeof(j->err), "cannot restore the rolling snapshot: %s",
+				 strerror(-r));
+			return step_finish(j, r);
+		}
+		if (j->rebase) {
+			/* The session holds what the old base did: drop it before the new one is
+			 * taken, so that the task never holds more states than it was admitted for. */
+			j->dropped = a->rolling != NULL;
+			engine_snapshot_destroy(a->rolling);
+			a->rolling = NULL;
+			account(a);
+			if (j->evict && j->evict->n_ids) {
+				j->phase = STEP_EVICT;
+				*ret_work = (struct model_work){
+					.kind = MODEL_WORK_PREFILL, .session = a->session,
+					.ids = j->evict->ids, .n = j->evict->n_ids,
+					.want = ENGINE_LOGITS_NONE};
+				return 1;
+			}
+		}
+		/* nothing evicted to prefill */
+		/* fall through */
+	case STEP_EVICT:
+		if (r < 0) {
+			if (!stopped(r))
+				snprintf(j->err, sizeof(j->err), "prefill failed: %s",
+					 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
+			return step_finish(j, r);
+		}
+		if (j->rebase) {
+			if (!(a->rolling = engine_session_snapshot(a->session)))
+				return step_finish(j, -errno);
+			a->rolling_tokens = engine_session_n_tokens(a->session);
+			j->rebased = true;
+			account(a);
 		}
 		if (p->n_images) {
 			j->refs = xcalloc(p->n_ids, sizeof(*j->refs));
@@ -586,8 +654,11 @@ static void journal_prompt(struct agent *a, const struct policy_piece *prefix, b
 }
 
 /* Renders the history window: obs[first..index] with steps[first..index-1], images of the last
- * `window` observations. ret_slots receives their rows. */
-static int render_history(struct agent *a, size_t first, size_t index, struct policy_piece *ret,
+ * `window` observations. ret_slots receives their rows. With ret_evicted (rolling), the same
+ * conversation without the `held` evicted observations after `first` that the rolling base
+ * holds: the newly evicted turns into ret_evicted, the window into ret. */
+static int render_history(struct agent *a, size_t first, size_t index, size_t held,
+			  struct policy_piece *ret_evicted, struct policy_piece *ret,
 			  struct engine_rows ***ret_slots)
 {
 	size_t n = index + 1 - first;
@@ -598,7 +669,10 @@ static int render_history(struct agent *a, size_t first, size_t index, struct po
 		const struct policy_tool_result *res = &a->h->results[first + i];
 		obs[i].result = res->text ? res : NULL;
 	}
-	int r = policy_render_window(a->renderer, obs, a->h->steps + first, n - 1, a->window, ret);
+	int r = ret_evicted ? policy_render_rolling(a->renderer, obs, a->h->steps + first, n - 1,
+						    a->window, held, ret_evicted, ret)
+			    : policy_render_window(a->renderer, obs, a->h->steps + first, n - 1,
+						   a->window, ret);
 	free(obs);
 	if (r < 0)
 		return r;
@@ -608,6 +682,7 @@ static int render_history(struct agent *a, size_t first, size_t index, struct po
 		if (!o->rows || o->n_rows != ret->images[k].n_tokens) {
 			free(slots);
 			policy_piece_finish(ret);
+			policy_piece_finish(ret_evicted);
 			return -EINVAL;
 		}
 		slots[k] = o->rows;
@@ -630,7 +705,7 @@ static int history_size(void *userdata, size_t first, long long *ret_size)
 	struct fit_arg *f = userdata;
 	struct policy_piece p = {0};
 	struct engine_rows **slots = NULL;
-	int r = render_history(f->a, first, f->index, &p, &slots);
+	int r = render_history(f->a, first, f->index, 0, NULL, &p, &slots);
 
 	if (r < 0) {
 		snprintf(f->err, f->errlen, "cannot render the history: %s", strerror(-r));
@@ -687,11 +762,78 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 			return r;
 		if (first > index)
 			continue;
-		if ((r = render_history(a, first, index, ret, ret_slots)) < 0) {
+		if ((r = render_history(a, first, index, 0, NULL, ret, ret_slots)) < 0) {
 			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
 			return r;
 		}
 		*ret_restore = true;
+		return 0;
+	}
+	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
+		 "(--context-tokens)", a->cfg->context_tokens);
+	return -ENOSPC;
+}
+
+/* Observations evicted when obs[first..index] is the history: all but the last `window`. */
+static size_t evicted_after(const struct agent *a, size_t first, size_t index)
+{
+	size_t n = index + 1 - first;
+	return n > a->window ? n - a->window : 0;
+}
+
+/* The rolling step's prompt: from the rolling base, the observations evicted since (one from
+ * step K on) into ret_evicted, then the window into ret; or, when the base with them would
+ * pass the budget (or a failed step lost the base), a rebuild from the prefix snapshot: the
+ * recent history that fits half the room after the prefix (else the whole budget), its evicted
+ * part snapshotted as the new base. *ret_first and *ret_held: the base after the step. */
+static int build_rolling(struct agent *a, size_t index, struct policy_piece *ret_evicted,
+			 struct policy_piece *ret, struct engine_rows ***ret_slots,
+			 struct step_job *sj, size_t *ret_first, size_t *ret_held,
+			 const char **ret_mode, char *err, size_t errlen)
+{
+	long long limits[AGENT_HISTORY_MAX_LIMITS];
+	size_t n_limits = agent_history_limits(true, a->cfg->context_tokens, a->cfg->step_tokens,
+					       CLOSE_TOKENS_MAX, a->prefix_tokens, limits);
+	int r;
+
+	if (!a->roll_lost) {
+		r = render_history(a, a->roll_first, index, a->roll_held, ret_evicted, ret,
+				   ret_slots);
+		if (r < 0) {
+			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
+			return r;
+		}
+		/* The last limit is the whole budget. */
+		if (a->rolling_tokens + (long long)(ret_evicted->n_ids + ret->n_ids) <=
+		    limits[n_limits - 1]) {
+			sj->restore_rolling = true;
+			sj->rebase = ret_evicted->n_ids > 0;
+			*ret_first = a->roll_first;
+			*ret_held = evicted_after(a, a->roll_first, index);
+			*ret_mode = "rolling";
+			return 0;
+		}
+		policy_piece_finish(ret_evicted);
+		policy_piece_finish(ret);
+		free(*ret_slots);
+		*ret_slots = NULL;
+	}
+	struct fit_arg f = {a, index, err, errlen};
+	for (size_t l = 0; l < n_limits; l++) {
+		size_t first;
+		if ((r = agent_history_fit(index, limits[l], history_size, &f, &first)) < 0)
+			return r;
+		if (first > index)
+			continue;
+		if ((r = render_history(a, first, index, 0, ret_evicted, ret, ret_slots)) < 0) {
+			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
+			return r;
+		}
+		sj->restore_prefix = true;
+		sj->rebase = true;
+		*ret_first = first;
+		*ret_held = evicted_after(a, first, index);
+		*ret_mode = "rebuild";
 		return 0;
 	}
 	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
@@ -801,7 +943,9 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 		.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
 	/* admission: the session waits until what it may grow to fits the state budget */
 	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
-			       a->cfg->step_retries > 0 ? 2 : 1, (int)prefix.n_ids, t->stop,
+			       (a->cfg->step_retries > 0 ? 2 : 1) +
+				       (a->history == IPC_HISTORY_ROLLING ? 1 : 0),
+			       (int)prefix.n_ids, t->stop,
 			       UINT64_MAX, &a->reserved, err, errlen);
 	if (r == -ENODEV)
 		snprintf(err, errlen, "the model is not loaded: %s",
@@ -899,8 +1043,10 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	struct agent *a = (struct agent *)pt;
 	size_t index = h->index;
 	struct obs_rec *ob = &a->obs[index];
-	struct policy_piece piece = {0}, close = {0};
+	struct policy_piece piece = {0}, close = {0}, evicted = {0};
 	struct engine_rows **slots = NULL;
+	size_t roll_first = 0, roll_held = 0;
+	const bool rolling = a->history == IPC_HISTORY_ROLLING;
 	struct step_job sj = {.a = a, .stop = a->t->stop, .deadline_us = a->run->deadline_us,
 			      .seed = seed};
 	const char *mode = NULL;
@@ -912,30 +1058,49 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	ret->as.tiles = ob->n_tiles;
 	ret->as.preprocess_us = a->last_preprocess_us;
 	ret->as.encode_us = a->last_encode_us;
-	if ((r = build_prompt(a, index, &piece, &slots, &sj.restore_prefix, &mode, ret->err,
-			      sizeof(ret->err))) < 0)
+	if (rolling)
+		r = build_rolling(a, index, &evicted, &piece, &slots, &sj, &roll_first, &roll_held,
+				  &mode, ret->err, sizeof(ret->err));
+	else
+		r = build_prompt(a, index, &piece, &slots, &sj.restore_prefix, &mode, ret->err,
+				 sizeof(ret->err));
+	if (r < 0)
 		goto finish;
 	if (a->history == IPC_HISTORY_PERSISTENT &&
 	    (r = policy_render_close(a->renderer, &close)) < 0) {
 		snprintf(ret->err, sizeof(ret->err), "cannot render: %s", strerror(-r));
 		goto finish;
 	}
+	sj.evict = &evicted;
 	sj.piece = &piece;
 	sj.slot_rows = slots;
 	sj.close = a->history == IPC_HISTORY_PERSISTENT ? &close : NULL;
 	r = model_worker_run(a->cfg->worker, &(struct model_seq_job){.next = step_next,
 								     .check = step_check,
 								     .arg = &sj});
+	if (rolling) {
+		/* The base follows what the worker made of it. */
+		if (sj.rebased) {
+			a->roll_first = roll_first;
+			a->roll_held = roll_held;
+			a->roll_lost = false;
+		} else if (sj.dropped) {
+			a->roll_lost = true;
+		}
+	}
 	ret->raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
-	ret->prompt_text = agent_prompt_text(&piece, sj.closed ? sj.close : NULL,
-					     AGENT_MAX_PROMPT_TEXT_BYTES);
+	/* What was prefilled, in order: rolling, the evicted turns then the window. */
+	const struct policy_piece *head = rolling ? &evicted : &piece;
+	const struct policy_piece *tail = rolling ? &piece : sj.closed ? sj.close : NULL;
+	ret->prompt_text = agent_prompt_text(head, tail, AGENT_MAX_PROMPT_TEXT_BYTES);
 	struct policy_observation this_obs = {
 		.n_tiles = ob->n_tiles, .result = h->results[index].text ? &h->results[index] : NULL};
 	ret->user_turn = policy_user_text(&this_obs, false);
-	prefill_sha256(&piece, sj.closed ? sj.close : NULL, ret->prompt_sha256);
+	prefill_sha256(head, tail, ret->prompt_sha256);
 	ret->prompt_mode = mode;
 	ret->as.attempts = sj.attempts;
-	ret->as.tokens_appended = (long long)piece.n_ids + (sj.closed ? close.n_ids : 0);
+	ret->as.tokens_appended = (long long)(evicted.n_ids + piece.n_ids) +
+				  (sj.closed ? (long long)close.n_ids : 0);
 	ret->as.tokens_decoded = sj.decoded;
 	ret->as.session_tokens = a->session_tokens;
 	ret->as.prefill_us = sj.prefill_us;
@@ -954,6 +1119,7 @@ finish:
 		ret->raw = xstrdup("");
 	policy_piece_finish(&piece);
 	policy_piece_finish(&close);
+	policy_piece_finish(&evicted);
 	free(slots);
 	return r;
 }

@@ -638,7 +638,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 	int r = 0;
 
 	remote_reply_init(&rep, true, REMOTE_MAX_RESPONSE_BYTES);
-	ret->prompt_mode = rt->history == IPC_HISTORY_WINDOW ? "window" : "persistent";
+	ret->prompt_mode = rt->history == IPC_HISTORY_PERSISTENT ? "persistent" : "window";
 	ret->as.provider = "remote";
 	ret->as.preprocess_us = rt->png_us;
 	ret->as.prompt_tokens = ret->as.completion_tokens = -1;

@@ -47,7 +47,7 @@ struct provider_task_args {
 	const struct agent_config *cfg;
 	const struct executor_task *t;
 	struct executor_run *run;  /* the journal, the monitor, the deadline */
-	enum ipc_history history;  /* resolved: persistent or window */
+	enum ipc_history history;  /* resolved: rolling, persistent or window */
 	size_t window;             /* observations sent with their image */
 	int max_tiles;             /* 0: the model's own budget */
 	const char *date;          /* of the system prompt */
@@ -69,7 +69,7 @@ struct provider_step {
 	char *prompt_text;        /* what this step sent, as text (journal) */
 	char *user_turn;          /* the observation's user turn, "<image>" placeholder */
 	char prompt_sha256[65];   /* "" when not applicable */
-	const char *prompt_mode;  /* "persistent", "window" or "rebuild": static */
+	const char *prompt_mode;  /* "persistent", "window", "rolling" or "rebuild": static */
 	struct journal_agent_step as; /* counts and timings; strings set by the agent */
 	char *remote_model;       /* the model name the server answered with (remote) */
 	char err[PROVIDER_MAX_ERROR];

@@ -182,6 +182,8 @@ const char *ipc_history_to_string(enum ipc_history h)
 		return "persistent";
 	case IPC_HISTORY_WINDOW:
 		return "window";
+	case IPC_HISTORY_ROLLING:
+		return "rolling";
 	default:
 		return NULL;
 	}
@@ -193,6 +195,8 @@ int ipc_history_from_string(const char *s)
 		return IPC_HISTORY_PERSISTENT;
 	if (s && strcmp(s, "window") == 0)
 		return IPC_HISTORY_WINDOW;
+	if (s && strcmp(s, "rolling") == 0)
+		return IPC_HISTORY_ROLLING;
 	return -EINVAL;
 }
 
@@ -209,7 +213,7 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 		r = json_is_string(h) ? ipc_history_from_string(json_string_value(h)) : -EINVAL;
 		if (r < 0)
 			return ipc_error_at(errbuf, errlen, -EINVAL, "history",
-					    "expected \"persistent\" or \"window\"");
+					    "expected \"rolling\", \"persistent\" or \"window\"");
 		req->options.history = (enum ipc_history)r;
 	}
 	if ((r = get_uint(root, "window", 1, IPC_MAX_HISTORY_WINDOW, &u, &present, errbuf,

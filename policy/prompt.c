@@ -289,3 +289,43 @@ int policy_render_window(struct policy_renderer *r, const struct policy_observat
 		err = engine_chat_generation_prompt(work, &t);
 	return done(r, work, &t, err, ret);
 }
+
+int policy_render_rolling(struct policy_renderer *r, const struct policy_observation *obs,
+			  const struct policy_step *steps, size_t n_done, size_t keep,
+			  size_t n_held, struct policy_piece *ret_evicted,
+			  struct policy_piece *ret_window)
+{
+	struct engine_chat_tokens held = {0}, ev = {0}, t = {0};
+	struct engine_chat *work;
+	size_t first_image;
+	int err = 0;
+
+	if (!obs || (n_done && !steps) || keep < 1 || !ret_evicted || !ret_window)
+		return -EINVAL;
+	first_image = n_done + 1 > keep ? n_done + 1 - keep : 0;
+	if (n_held > first_image)
+		return -EINVAL;
+	work = engine_chat_dup(r->prefix ? r->prefix : r->chat);
+	if (!work)
+		return -ENOMEM;
+	if (!r->prefix)
+		engine_chat_reset(work);
+	/* The same turns as policy_render_window, each into the part it belongs to. */
+	for (size_t i = 0; i <= n_done && err == 0; i++) {
+		struct engine_chat_tokens *to = i < n_held ? &held : i < first_image ? &ev : &t;
+		err = user_turn(work, &obs[i], i < first_image, to);
+		if (err == 0 && i < n_done)
+			err = assistant_turn(r, work, &steps[i], to);
+	}
+	if (err == 0)
+		err = engine_chat_generation_prompt(work, &t);
+	engine_chat_tokens_finish(&held);
+	if (err < 0) {
+		engine_chat_tokens_finish(&ev);
+		engine_chat_tokens_finish(&t);
+		engine_chat_destroy(work);
+		return err;
+	}
+	to_piece(&ev, ret_evicted);
+	return done(r, work, &t, 0, ret_window);
+}

@@ -266,9 +266,11 @@ enum ipc_history {
 	IPC_HISTORY_DEFAULT,    /* the daemon's default */
 	IPC_HISTORY_PERSISTENT, /* append-only session, only new tokens are prefilled */
 	IPC_HISTORY_WINDOW,     /* every step: prefix snapshot + the last `window` observations */
+	IPC_HISTORY_ROLLING,    /* window's context from a snapshot of the prefix and the evicted
+	                         * observations: each step prefills one evicted turn + the window */
 };
 
-/* "persistent", "window"; NULL for IPC_HISTORY_DEFAULT or an out-of-range value. */
+/* "persistent", "window", "rolling"; NULL for IPC_HISTORY_DEFAULT or an out-of-range value. */
 const char *ipc_history_to_string(enum ipc_history h);
 /* Returns the mode or -EINVAL. */
 int ipc_history_from_string(const char *s);
@@ -290,7 +292,7 @@ struct ipc_task_options {
 };
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
- *   {"instruction": "open the settings", "history": "persistent"|"window", "window": K,
+ *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
  *    "max_tiles": N, "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool,
  *    "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),

@@ -264,3 +264,15 @@ int policy_render_assistant(struct policy_renderer *r, const struct policy_step 
 int policy_render_window(struct policy_renderer *r, const struct policy_observation *obs,
 			 const struct policy_step *steps, size_t n_done, size_t keep,
 			 struct policy_piece *ret);
+/* Rolling mode: policy_render_window's conversation in three parts, for a session restored
+ * from a snapshot that holds the prefix and the first n_held observations in their evicted form
+ * (each its user turn with "[screenshot evicted]" and its assistant turn): those are rendered
+ * but not returned; ret_evicted gets the evicted turns after them (obs[n_held..n_done - keep],
+ * usually one, possibly none), which the caller appends and snapshots again; ret_window the
+ * last `keep` observations with their images and turns, then the generation prompt. The ids of
+ * the held turns, ret_evicted and ret_window, concatenated, are policy_render_window's.
+ * -EINVAL also when n_held is more than the observations evicted (n_done + 1 - keep). */
+int policy_render_rolling(struct policy_renderer *r, const struct policy_observation *obs,
+			  const struct policy_step *steps, size_t n_done, size_t keep,
+			  size_t n_held, struct policy_piece *ret_evicted,
+			  struct policy_piece *ret_window);

@@ -11,7 +11,7 @@ start_agent_client
 start_agent --debug-unconstrained --step-tokens 20000
 
 decoding() { # TASK: the engine is inside the task's first step
-	grep -q "task $1: persistent history" "$HOLOD_LOG"
+	grep -q "task $1: rolling history" "$HOLOD_LOG"
 }
 
 now_ms() {

@@ -35,7 +35,7 @@ for AGENT_BACKEND in cpu cuda; do
 	expect_json "$B status" .model.name tiny-agent-short
 
 	# ---- persistent
-	run_task '{"instruction": "Click the red block.", "max_steps": 3}'
+	run_task '{"instruction": "Click the red block.", "max_steps": 3, "history": "persistent"}'
 	cp "$T/rows" "$T/rows.$B.p"
 	steps "$TASK"
 	cp "$T/steps.json" "$T/steps.$B.p"

@@ -79,7 +79,9 @@ expect_json "provenance" .provenance.model.name tiny-agent
 expect_json "provenance" .provenance.model.backend "$AGENT_BACKEND"
 expect_json "provenance" .provenance.model.precision "${AGENT_PRECISION:-fp32}"
 expect_json "provenance" .provenance.model.ssm_state "${AGENT_SSM_STATE:-fp32}"
-expect_json "provenance" .provenance.history persistent
+# rolling is the default history (issue 30)
+expect_json "provenance" .provenance.history rolling
+expect_json "provenance" .provenance.window 3
 expect_json "provenance" '.provenance.sampling | has("temperature") and has("seed")' true
 expect_json "provenance" .provenance.budgets.max_steps 3
 expect_json "provenance" ".provenance.screen == {\"width\": $SCREEN_W, \"height\": $SCREEN_H}" true
@@ -96,7 +98,7 @@ cmp -s "$T/journal.points" "$T/client.points" ||
 
 # The journal holds every step, with both screenshots written and hashed.
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE task_id = $A AND status = 'ok'
-	AND raw_output IS NOT NULL AND decode_us > 0 AND prompt = 'persistent'")" = 3 ] ||
+	AND raw_output IS NOT NULL AND decode_us > 0 AND prompt = 'rolling'")" = 3 ] ||
 	fail "journal rows of task $A"
 wait_until 20 sh -c "[ \$(sqlite3 '$DB' 'SELECT count(*) FROM screenshots WHERE task_id = $A') = 6 ]" ||
 	fail "screenshots of task $A"

@@ -8,8 +8,9 @@ require_agent
 [ "$AGENT_BACKEND" = cpu ] || test_skip "the SSM state's run is on the CPU backend"
 start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
 start_agent_client
-# A state limit, so that tasks reserve their sessions; no retries, so that a task reserves one
-# session of the full context and its prefix snapshot: two fixed (conv + SSM) states.
+# A state limit, so that tasks reserve their sessions; no retries, so that a task of the default
+# rolling history reserves one session of the full context, its rolling snapshot (charged like
+# the session) and its prefix snapshot: three fixed (conv + SSM) states.
 OPTS="--state-limit 1048576 --step-retries 0"
 
 # what task $1 reserved, from holod's log line at its admission (the reservation itself lasts
@@ -56,12 +57,12 @@ expect_json "released" .model.batching.reserved_bytes 0
 stop_holod || fail "holod exit status $?"
 
 # Each Mamba layer holds heads x head_dim x state_size SSM values: 4 bytes each in fp32, 2 in
-# bf16; the two fixed states of the reservation save 2 bytes per value each.
+# bf16; the three fixed states of the reservation save 2 bytes per value each.
 CFG="$AGENT_MODEL/config.json"
 SSM_VALUES=$(jq '.llm_config | (.hybrid_override_pattern | [scan("M")] | length)
 	* .mamba_num_heads * .mamba_head_dim * .ssm_state_size' "$CFG")
 echo "reserved: fp32 state $R32 bytes, bf16 state $R16 bytes; $SSM_VALUES SSM values a session"
 [ "$SSM_VALUES" -gt 0 ] || fail "no SSM values in $CFG"
-[ $((R32 - R16)) = $((2 * SSM_VALUES * 2)) ] ||
-	fail "bf16 reserved $R16 bytes, fp32 $R32: expected $((2 * SSM_VALUES * 2)) fewer"
+[ $((R32 - R16)) = $((3 * SSM_VALUES * 2)) ] ||
+	fail "bf16 reserved $R16 bytes, fp32 $R32: expected $((3 * SSM_VALUES * 2)) fewer"
 pass_or_fail

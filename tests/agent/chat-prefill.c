@@ -7,10 +7,13 @@
  *   - the prefix: the system and task turns;
  *   - persistent steps: the step's user turn, the generation prompt and, for a valid step, the
  *     close of the assistant turn, continuing the conversation state;
- *   - window steps (and a persistent session's rebuild): from the prefix again, the turns of the
- *     history that fitted (the earliest first turn whose ids count what the step prefilled),
- *     screenshots older than the window replaced by the export's eviction text, assistant
- *     turns as the canonical step the agent re-serializes;
+ *   - window steps (and a persistent or rolling session's rebuild): from the prefix again, the
+ *     turns of the history that fitted (the earliest first turn whose ids count what the step
+ *     prefilled), screenshots older than the window replaced by the export's eviction text,
+ *     assistant turns as the canonical step the agent re-serializes;
+ *   - rolling steps: the end of that window, the evicted turn and the window that the step
+ *     appended to its snapshot (the rest of the window, which the snapshot held, is the same
+ *     ids in every earlier step's);
  *   - each image: the tile grid the model's preprocessing chooses for the exported PNG is the
  *     recorded one, so the image's token span (tiles x tokens_per_tile) is determined.
  * Prints one line per task; exits 0 when everything matches, 1 at the first mismatch (which
@@ -34,7 +37,7 @@ struct step_in {
 	const char *image;     /* its screenshot, relative to the export directory */
 	int tiles;             /* recorded tile count */
 	const char *assistant; /* the model's step; NULL for an invalid one */
-	const char *mode;      /* persistent, window, rebuild */
+	const char *mode;      /* persistent, window, rolling, rebuild */
 	bool valid;
 	long long tokens;      /* ids prefilled by the step */
 	const char *sha256;
@@ -46,6 +49,7 @@ struct task_in {
 	int tokens_per_tile;
 	bool reasoning;
 	const char *evicted;
+	bool rolling; /* the history mode: a rebuild does not close its turn */
 	size_t window;
 	int max_tiles;
 	long long prefix_tokens;
@@ -88,6 +92,7 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 	t->tokens_per_tile = (int)json_integer_value(json_object_get(line, "tokens_per_tile"));
 	t->reasoning = json_is_true(json_object_get(line, "reasoning"));
 	t->evicted = str(line, "evicted");
+	t->rolling = str(line, "history") && strcmp(str(line, "history"), "rolling") == 0;
 	t->window = (size_t)json_integer_value(json_object_get(line, "window"));
 	t->max_tiles = (int)json_integer_value(json_object_get(line, "max_tiles"));
 	t->prefix_tokens = json_integer_value(json_object_get(prefix, "tokens"));
@@ -300,15 +305,24 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 			}
 		} else {
 			/* The earliest first turn whose rendering has the count prefilled (the
-			 * count falls as `first` grows, so it is the only candidate). */
+			 * count falls as `first` grows, so it is the only candidate); a rolling
+			 * step prefilled the end of it, from the first turn on. */
 			bool rebuild = strcmp(s->mode, "rebuild") == 0, found = false;
+			bool suffix = strcmp(s->mode, "rolling") == 0;
 			for (size_t first = 0; first <= k; first++) {
 				struct engine_chat *work = NULL;
 				engine_chat_tokens_finish(&out);
-				int rr = render_window(t, prefix, first, k, rebuild && s->valid, &work,
+				int rr = render_window(t, prefix, first, k,
+						       rebuild && s->valid && !t->rolling, &work,
 						       &out, cerr, sizeof(cerr));
 				if ((r = rr) < 0)
 					break;
+				if (suffix && s->tokens >= 0 && (long long)out.n_ids >= s->tokens) {
+					size_t skip = out.n_ids - (size_t)s->tokens;
+					memmove(out.ids, out.ids + skip,
+						(size_t)s->tokens * sizeof(*out.ids));
+					out.n_ids = (size_t)s->tokens;
+				}
 				if ((long long)out.n_ids == s->tokens) {
 					engine_chat_destroy(cur);
 					cur = work;

@@ -257,13 +257,24 @@ static void test_journal_migration(void)
 	json_decref(task);
 	CHECK_INT_EQ(journal_task_prompt(j, id + 100, "{}"), -ENOENT);
 
-	/* A prompt mode outside the schema is refused by the database itself... */
-	as.prompt = "sliding";
+	/* A rolling step (version 6) is written like the others... */
+	as.prompt = "rolling";
 	s.index = 1;
+	REQUIRE(journal_step_begin(j, &s) == 0);
+	REQUIRE(journal_step_finish(j, &s, "ok", "waited 1 s", NULL, 4, &tm) == 0);
+	REQUIRE(api_json_read_steps(j, id, 0, true, &steps) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(
+			     json_object_get(json_array_get(steps, 1), "agent"), "prompt")),
+		     "rolling");
+	json_decref(steps);
+	CHECK_INT_EQ(journal_integrity_check(j), 0);
+	/* ... a prompt mode outside the schema is refused by the database itself... */
+	as.prompt = "sliding";
+	s.index = 2;
 	CHECK(journal_step_begin(j, &s) < 0);
 	/* ... and leaves no half-written row behind. */
 	REQUIRE(api_json_read_steps(j, id, 0, false, &steps) == 0);
-	CHECK_INT_EQ(json_array_size(steps), 1);
+	CHECK_INT_EQ(json_array_size(steps), 2);
 	json_decref(steps);
 	journal_close(j);
 

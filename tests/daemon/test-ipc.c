@@ -586,8 +586,38 @@ static void test_desktop_actions(void)
 	free(many);
 }
 
+/* "history": the three modes by name, kept in the spec; anything else is refused naming them. */
+static void test_history(void)
+{
+	static const char *const names[] = {"rolling", "persistent", "window"};
+	static const enum ipc_history modes[] = {IPC_HISTORY_ROLLING, IPC_HISTORY_PERSISTENT,
+						 IPC_HISTORY_WINDOW};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		struct ipc_task_request *req = NULL, *back = NULL;
+		char *json = xasprintf("{\"instruction\": \"x\", \"history\": \"%s\"}", names[i]);
+		REQUIRE(parse_task(json, &req) == 0);
+		CHECK_INT_EQ(req->options.history, modes[i]);
+		CHECK_STR_EQ(ipc_history_to_string(modes[i]), names[i]);
+		char *a = ipc_task_request_to_json(req);
+		REQUIRE(a && parse_task(a, &back) == 0);
+		CHECK_INT_EQ(back->options.history, modes[i]);
+		free(a);
+		free(json);
+		ipc_task_request_destroy(back);
+		ipc_task_request_destroy(req);
+	}
+	struct ipc_task_request *req = NULL;
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK_INT_EQ(req->options.history, IPC_HISTORY_DEFAULT);
+	ipc_task_request_destroy(req);
+	CHECK(ipc_history_to_string(IPC_HISTORY_DEFAULT) == NULL);
+	expect_error("{\"instruction\": \"x\", \"history\": \"roll\"}", -EINVAL,
+		     "history: expected \"rolling\", \"persistent\" or \"window\"");
+}
+
 int main(void)
 {
+	test_history();
 	test_desktop_actions();
 	test_script_ok();
 	test_errors();

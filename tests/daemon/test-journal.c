@@ -94,6 +94,16 @@ static void test_migrate_from_2(void)
 	CHECK_INT_EQ(journal_task_provenance(j, id, "{\"holod_version\":\"x\"}"), 0);
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
 	journal_close(j);
+	/* Version 6 widened the steps' prompt CHECK to 'rolling', nothing else. */
+	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+	sqlite3_stmt *st;
+	REQUIRE(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_schema WHERE name = 'steps'", -1,
+				   &st, NULL) == SQLITE_OK);
+	REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+	CHECK(strstr((const char *)sqlite3_column_text(st, 0),
+		     "CHECK (prompt IN ('persistent', 'window', 'rebuild', 'rolling'))") != NULL);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
 	free(path);
 }
 

@@ -444,7 +444,38 @@ static void test_modes(struct policy_renderer *r)
 		free(want.ids);
 		policy_piece_finish(&w);
 	}
-	struct policy_piece w;
+	/* Rolling: the held turns, the evicted part and the window part are the window's ids, in
+	 * that order; the evicted part is one observation's evicted turn from step K on, and
+	 * holding every earlier one leaves the window part the same size each step. */
+	size_t held_ids = 0;
+	for (size_t k = 0; k < N; k++) {
+		struct policy_piece w, ev, win;
+		size_t n_held = k + 1 > (size_t)K + 1 ? k - K : 0;
+		REQUIRE(policy_render_window(r, obs, steps, k, K, &w) == 0);
+		REQUIRE(policy_render_rolling(r, obs, steps, k, K, n_held, &ev, &win) == 0);
+		CHECK_INT_EQ(ev.n_images, 0);
+		CHECK_INT_EQ(win.n_images, MIN(k + 1, (size_t)K));
+		CHECK_INT_EQ(held_ids + ev.n_ids + win.n_ids, w.n_ids);
+		CHECK(ids_equal(w.ids + held_ids, ev.n_ids, ev.ids, ev.n_ids));
+		CHECK(ids_equal(w.ids + held_ids + ev.n_ids, win.n_ids, win.ids, win.n_ids));
+		CHECK_INT_EQ(ev.n_ids > 0, k >= (size_t)K);
+		if (k >= (size_t)K) {
+			CHECK(strstr(ev.text, "[screenshot evicted]") != NULL);
+			CHECK(strstr(ev.text, "Assistant") != NULL);
+		}
+		for (size_t i = 0; i < win.n_images; i++)
+			CHECK_INT_EQ(win.images[i].offset + ev.n_ids + held_ids,
+				     w.images[i].offset);
+		fprintf(stderr, "rolling step %zu prefills %zu + %zu ids (window %zu)\n", k,
+			ev.n_ids, win.n_ids, w.n_ids);
+		held_ids += ev.n_ids;
+		policy_piece_finish(&w);
+		policy_piece_finish(&ev);
+		policy_piece_finish(&win);
+	}
+	struct policy_piece w, w2;
+	/* More held than evicted: at step 2 with K = 3 nothing is evicted yet. */
+	CHECK_INT_EQ(policy_render_rolling(r, obs, steps, 2, K, 1, &w, &w2), -EINVAL);
 	CHECK_INT_EQ(policy_render_window(r, obs, steps, 2, 0, &w), -EINVAL);
 	free(gen.ids);
 	policy_piece_finish(&prefix);
