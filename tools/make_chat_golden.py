@@ -12,13 +12,16 @@ vision tower and the test images). Writes:
       <image>=250 (the config's img_context_token_id), <img>=251, </img>=252 (special),
       <think>=253, </think>=254 (not special).
   tests/fixtures/vision/tiny-vlm/tokenizer_config.json
-      chat_template: TEMPLATE below, a Jinja2 rendering of model.md 5.2 (the Megatron
-      "nemotron-h-5p5-reasoning" inference format, reasoning off unless asked).
+      the base model's chat template in its published layout (tools/nemotron_vl_template.py;
+      tools/chat_template_diff.py writes the renderings holod is held to,
+      tests/fixtures/chat/tiny-vlm.json).
   tests/fixtures/vision/chat-golden.json
-      conversations rendered with that template (jinja2, as transformers'
-      apply_chat_template does: trim_blocks, lstrip_blocks), each `<image>` placeholder expanded
-      to <img> + <image> x (256 x tiles) + </img> as the reference processor does, tokenized
-      with the HF tokenizer with add_special_tokens=False: expected text and ids.
+      the token sequences the logits below were computed on: conversations rendered with
+      TEMPLATE below (an earlier Jinja2 rendering of the Megatron "nemotron-h-5p5-reasoning"
+      inference format, no BOS; jinja2, as transformers' apply_chat_template does:
+      trim_blocks, lstrip_blocks), each `<image>` placeholder expanded to <img> + <image> x
+      (256 x tiles) + </img> as the reference processor does, tokenized with the HF tokenizer
+      with add_special_tokens=False: text and ids.
   tests/fixtures/vision/chat.safetensors
       logits of the two-image conversation: the image rows from the reference vision tower
       (make_vision_golden.TinyRadio, float64) spliced into transformers' NemotronH (float32).
@@ -42,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_vision_golden as mvg  # noqa: E402
 import gen_tiny_vision as gtv  # noqa: E402
+import nemotron_vl_template as nvt  # noqa: E402
 
 FIX = os.path.normpath(os.path.join(HERE, "..", "tests", "fixtures", "vision"))
 MODEL = os.path.join(FIX, "tiny-vlm")
@@ -221,10 +225,7 @@ def main():
 
     tok = build_tokenizer()
     tok.save(os.path.join(MODEL, "tokenizer.json"))
-    with open(os.path.join(MODEL, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>",
-                   "eos_token": "</s>", "unk_token": "<unk>", "chat_template": TEMPLATE}, f, indent=2)
-        f.write("\n")
+    nvt.write_tokenizer_config(MODEL)
     tok = Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
 
     weights = mvg.read_safetensors(os.path.join(MODEL, "model.safetensors"))

@@ -1,11 +1,14 @@
 /* engine: the chat prompt of the Nemotron-Nano-VL v2 family (model.md 5.2), rendered to ids.
  *
- * Each turn is rendered to the text the reference chat template would produce for it, with the
+ * Each turn is rendered to the text the base model's chat template would produce for it
+ * (NVIDIA-Nemotron-Nano-12B-v2-VL's, as tools/nemotron_vl_template.py restates it), with the
  * reference processor's image expansion, and that text is tokenized with parse_special as HF
- * does with add_special_tokens=False. Turns never depend on what follows them (only the
- * generation prompt depends on what came before, through the reasoning switch), so rendering
- * turn by turn and rendering the whole conversation give the same ids: special tokens split the
- * text in HF tokenizers, and every turn starts with one.
+ * does with add_special_tokens=False. The first turn carries what the template writes before
+ * any message: the BOS token and the system block, empty when the first turn is not a system
+ * turn (model.md 5.2 has the BOS decision and its evidence). Turns never depend on what follows
+ * them (only the generation prompt depends on what came before, through the reasoning switch),
+ * so rendering turn by turn and rendering the whole conversation give the same ids: special
+ * tokens split the text in HF tokenizers, and every turn starts with one.
  *
  * Threads: a struct engine_chat is used by one thread at a time; the tokenizer it reads may be
  * shared.
@@ -28,6 +31,7 @@
 #define MARK_TURN "<SPECIAL_11>"
 #define MARK_END "<SPECIAL_12>"
 #define MARK_EOS "</s>"
+#define MARK_BOS "<s>"
 #define MARK_IMG "<img>"
 #define MARK_IMAGE "<image>"
 #define MARK_IMG_END "</img>"
@@ -35,10 +39,12 @@
 #define THINK_CLOSE "</think>"
 #define SWITCH_ON "/think"
 #define SWITCH_OFF "/no_think"
+#define THINK_GUARD "<_end_think>" /* the template's stand-in for </think> while it removes /think */
 
 struct engine_chat {
 	const struct engine_tokenizer *tok;
 	int32_t id_system, id_turn, id_end, id_eos; /* id_eos -1 when the tokenizer has no </s> */
+	int32_t id_bos;                             /* -1 when the tokenizer has no <s> */
 	int32_t id_img, id_image, id_img_end;       /* -1 without vision */
 	int tokens_per_tile;                        /* 0 without vision */
 	bool reasoning_default;
@@ -102,8 +108,9 @@ static size_t count(const char *s, size_t len, const char *needle)
 	return k;
 }
 
-/* str.replace(needle, ""): non-overlapping, left to right. */
-static int remove_all(struct sbuf *out, const char *s, size_t len, const char *needle)
+/* out = s.replace(needle, with): non-overlapping, left to right. out must not alias s. */
+static int replace_all(struct sbuf *out, const char *s, size_t len, const char *needle,
+		       const char *with)
 {
 	size_t n = strlen(needle);
 	const char *p;
@@ -113,10 +120,34 @@ static int remove_all(struct sbuf *out, const char *s, size_t len, const char *n
 	r = sbuf_add(out, "", 0);
 	while (r == 0 && (p = find(s, len, needle))) {
 		r = sbuf_add(out, s, (size_t)(p - s));
+		if (r == 0)
+			r = sbuf_str(out, with);
 		len -= (size_t)(p - s) + n;
 		s = p + n;
 	}
 	return r ? r : sbuf_add(out, s, len);
+}
+
+/* The template's text cleaning: s.replace('</think>', '<_end_think>').replace('/think', '')
+ * .replace('/no_think', '').replace('<_end_think>', '</think>'), so the switches go and a
+ * '</think>' in the text stays whole. */
+static int clean(struct sbuf *out, const char *s, size_t len)
+{
+	struct sbuf a = {0};
+	int r = replace_all(out, s, len, THINK_CLOSE, THINK_GUARD);
+
+	if (r == 0)
+		r = replace_all(&a, out->p, out->len, SWITCH_ON, "");
+	if (r == 0)
+		r = replace_all(out, a.p, a.len, SWITCH_OFF, "");
+	if (r == 0)
+		r = replace_all(&a, out->p, out->len, THINK_GUARD, THINK_CLOSE);
+	if (r == 0) {
+		out->len = 0;
+		r = sbuf_add(out, a.p, a.len);
+	}
+	free(a.p);
+	return r;
 }
 
 /* Python's str.isspace() for one code point. */
@@ -209,6 +240,7 @@ static struct engine_chat *create(const struct engine_tokenizer *tok, bool image
 	c->id_turn = marker(c, MARK_TURN, true, errbuf, errlen, &r);
 	c->id_end = marker(c, MARK_END, true, errbuf, errlen, &r);
 	c->id_eos = marker(c, MARK_EOS, false, errbuf, errlen, &r);
+	c->id_bos = marker(c, MARK_BOS, false, errbuf, errlen, &r);
 	c->id_img = c->id_image = c->id_img_end = -1;
 	if (images) {
 		c->id_img = marker(c, MARK_IMG, true, errbuf, errlen, &r);
@@ -396,12 +428,41 @@ static int expand_images(const struct engine_chat *c, struct sbuf *b, const char
 	return r ? r : sbuf_add(b, s, len);
 }
 
+/* Appends the template's opening to b and returns the special ids it holds: the BOS token and
+ * the system block's marker. */
+static size_t opening(const struct engine_chat *c, struct sbuf *b, int *r)
+{
+	size_t n = 0;
+
+	if (c->id_bos >= 0) {
+		*r = *r ? *r : sbuf_str(b, MARK_BOS);
+		n += engine_tokenizer_is_special(c->tok, c->id_bos);
+	}
+	*r = *r ? *r : sbuf_str(b, MARK_SYSTEM "System\n");
+	return n + engine_tokenizer_is_special(c->tok, c->id_system);
+}
+
+/* The reasoning switch of one system or user text: '/think' in text.replace('</think>', '')
+ * turns it on, else '/no_think' in text turns it off. */
+static int think_switch(const char *s, size_t len, bool *reasoning)
+{
+	struct sbuf tmp = {0};
+	int r = replace_all(&tmp, s, len, THINK_CLOSE, "");
+
+	if (r == 0 && find(tmp.p, tmp.len, SWITCH_ON))
+		*reasoning = true;
+	else if (r == 0 && find(s, len, SWITCH_OFF))
+		*reasoning = false;
+	free(tmp.p);
+	return r;
+}
+
 int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *m,
 		       struct engine_chat_tokens *out, char *errbuf, size_t errlen)
 {
-	struct sbuf content = {0}, cleaned = {0}, tmp = {0}, text = {0};
+	struct sbuf content = {0}, cleaned = {0}, text = {0};
 	const char *body;
-	size_t len, b, e, want_special, total_tiles = 0;
+	size_t len, b, e, want_special = 0, total_tiles = 0;
 	bool reasoning = c->reasoning;
 	int r = 0;
 
@@ -429,42 +490,53 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 		total_tiles += (size_t)m->image_tiles[i];
 	}
 
-	/* the content the template sees: placeholders put in front when the text has none */
-	if (m->n_images && count(m->text, len, MARK_IMAGE) == 0)
-		for (size_t i = 0; r == 0 && i < m->n_images; i++)
-			r = sbuf_str(&content, MARK_IMAGE "\n");
-	if (r == 0)
-		r = sbuf_add(&content, m->text, len);
+	if (m->role != ENGINE_CHAT_ASSISTANT) {
+		r = think_switch(m->text, len, &reasoning);
+		if (r < 0)
+			goto out;
+	}
+	if (m->n_images) {
+		/* a list content: the image parts become placeholders in front of the text unless it
+		 * has its own, "<image>\n" for one image, "<image 1><image> <image 2><image>\n" for
+		 * more; the text loses its leading newlines */
+		const char *t = m->text;
+		size_t tl = len;
+
+		if (count(t, tl, MARK_IMAGE) == 0) {
+			for (size_t i = 0; r == 0 && i < m->n_images; i++) {
+				char tag[48];
+
+				if (m->n_images == 1)
+					r = sbuf_str(&content, MARK_IMAGE);
+				else {
+					snprintf(tag, sizeof(tag), "%s<image %zu>" MARK_IMAGE, i ? " " : "", i + 1);
+					r = sbuf_str(&content, tag);
+				}
+			}
+			if (r == 0)
+				r = sbuf_str(&content, "\n");
+		}
+		while (tl && *t == '\n') {
+			t++;
+			tl--;
+		}
+		if (r == 0)
+			r = sbuf_add(&content, t, tl);
+	} else {
+		/* a string content is cleaned and stripped before the turn cleans it again */
+		r = clean(&cleaned, m->text, len);
+		if (r == 0) {
+			strip(cleaned.p, cleaned.len, &b, &e);
+			r = sbuf_add(&content, cleaned.p + b, e - b);
+		}
+	}
+	/* the user turn cleans its content (again) */
+	if (r == 0 && m->role == ENGINE_CHAT_USER)
+		r = clean(&cleaned, content.p, content.len);
 	if (r < 0)
 		goto out;
-
-	body = content.p;
-	len = content.len;
-	if (m->role == ENGINE_CHAT_ASSISTANT) {
-		const char *p;
-
-		while ((p = find(body, len, THINK_CLOSE))) {
-			len -= (size_t)(p - body) + strlen(THINK_CLOSE);
-			body = p + strlen(THINK_CLOSE);
-		}
-	} else {
-		/* the reasoning switch: '/think' in content.replace('/no_think', '') turns it on,
-		 * else '/no_think' in content turns it off */
-		r = remove_all(&tmp, body, len, SWITCH_OFF);
-		if (r < 0)
-			goto out;
-		if (find(tmp.p, tmp.len, SWITCH_ON))
-			reasoning = true;
-		else if (find(body, len, SWITCH_OFF))
-			reasoning = false;
-		r = remove_all(&tmp, body, len, SWITCH_ON);
-		if (r == 0)
-			r = remove_all(&cleaned, tmp.p, tmp.len, SWITCH_OFF);
-		if (r < 0)
-			goto out;
-		body = cleaned.p;
-		len = cleaned.len;
-	}
+	body = m->role == ENGINE_CHAT_USER ? cleaned.p : content.p;
+	len = m->role == ENGINE_CHAT_USER ? cleaned.len : content.len;
 	strip(body, len, &b, &e);
 	if (count(body + b, e - b, MARK_IMAGE) != m->n_images) {
 		r = st_errorf(errbuf, errlen, -EINVAL, "the text has %zu '<image>' placeholders for %zu images",
@@ -472,15 +544,19 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 		goto out;
 	}
 
+	if (!c->started) {
+		want_special += opening(c, &text, &r);
+		if (r == 0 && m->role != ENGINE_CHAT_SYSTEM)
+			r = sbuf_str(&text, "\n"); /* the empty system block */
+	}
 	switch (m->role) {
 	case ENGINE_CHAT_SYSTEM:
-		r = sbuf_str(&text, MARK_SYSTEM "System\n");
 		break;
 	case ENGINE_CHAT_USER:
-		r = sbuf_str(&text, MARK_TURN "User\n");
+		r = r ? r : sbuf_str(&text, MARK_TURN "User\n");
 		break;
 	case ENGINE_CHAT_ASSISTANT:
-		r = sbuf_str(&text, MARK_TURN "Assistant\n");
+		r = r ? r : sbuf_str(&text, MARK_TURN "Assistant\n");
 		break;
 	}
 	if (r == 0)
@@ -489,8 +565,10 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 		r = sbuf_str(&text, m->role == ENGINE_CHAT_ASSISTANT ? "\n" MARK_END "\n" : "\n");
 	if (r < 0)
 		goto out;
-	want_special = engine_tokenizer_is_special(c->tok, c->id_turn) +
-		       (m->role == ENGINE_CHAT_ASSISTANT ? engine_tokenizer_is_special(c->tok, c->id_end) : 0);
+	if (m->role != ENGINE_CHAT_SYSTEM)
+		want_special += engine_tokenizer_is_special(c->tok, c->id_turn);
+	if (m->role == ENGINE_CHAT_ASSISTANT)
+		want_special += engine_tokenizer_is_special(c->tok, c->id_end);
 	if (m->n_images)
 		want_special += m->n_images * (size_t)(engine_tokenizer_is_special(c->tok, c->id_img) +
 						       engine_tokenizer_is_special(c->tok, c->id_img_end)) +
@@ -506,7 +584,6 @@ out:
 		st_errorf(errbuf, errlen, r, "out of memory");
 	free(content.p);
 	free(cleaned.p);
-	free(tmp.p);
 	free(text.p);
 	return r;
 }
@@ -527,15 +604,28 @@ static int emit_fixed(struct engine_chat *c, const char *s, size_t want_special,
 
 int engine_chat_generation_prompt(struct engine_chat *c, struct engine_chat_tokens *out)
 {
-	return emit_fixed(c,
-			  c->reasoning ? MARK_TURN "Assistant\n" THINK_OPEN "\n"
-				       : MARK_TURN "Assistant\n" THINK_OPEN THINK_CLOSE,
-			  engine_tokenizer_is_special(c->tok, c->id_turn) +
-				  engine_tokenizer_is_special(c->tok, engine_tokenizer_token_id(c->tok, THINK_OPEN)) +
-				  (c->reasoning ? 0
-						: engine_tokenizer_is_special(
-							  c->tok, engine_tokenizer_token_id(c->tok, THINK_CLOSE))),
-			  out);
+	int32_t id_open = engine_tokenizer_token_id(c->tok, THINK_OPEN);
+	int32_t id_close = engine_tokenizer_token_id(c->tok, THINK_CLOSE);
+	struct sbuf text = {0};
+	size_t want = 0;
+	int r = 0;
+
+	/* before any turn the template has its opening and an empty user turn */
+	if (!c->started) {
+		want += opening(c, &text, &r) + engine_tokenizer_is_special(c->tok, c->id_turn);
+		r = r ? r : sbuf_str(&text, "\n" MARK_TURN "User\n\n");
+	}
+	r = r ? r : sbuf_str(&text, c->reasoning ? MARK_TURN "Assistant\n" THINK_OPEN "\n"
+						 : MARK_TURN "Assistant\n" THINK_OPEN THINK_CLOSE);
+	want += engine_tokenizer_is_special(c->tok, c->id_turn) +
+		engine_tokenizer_is_special(c->tok, id_open) +
+		(c->reasoning ? 0 : engine_tokenizer_is_special(c->tok, id_close));
+	if (r == 0)
+		r = emit(c, &text, NULL, 0, want, out, NULL, 0);
+	free(text.p);
+	if (r == 0)
+		c->started = true;
+	return r;
 }
 
 int engine_chat_close_generation(struct engine_chat *c, struct engine_chat_tokens *out)
@@ -553,11 +643,18 @@ int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *
 		       size_t errlen)
 {
 	size_t n_ids = out->n_ids, n_images = out->n_images, text_len = out->text_len;
+	bool turns = false;
 	int r = 0;
 
 	engine_chat_reset(c);
-	for (size_t i = 0; r == 0 && i < n; i++)
+	for (size_t i = 0; r == 0 && i < n; i++) {
 		r = engine_chat_append(c, &msgs[i], out, errbuf, errlen);
+		turns |= msgs[i].role != ENGINE_CHAT_SYSTEM;
+	}
+	/* the template renders an empty user turn when the system turn is all there is */
+	if (r == 0 && n && !turns)
+		r = engine_chat_append(c, &(struct engine_chat_message){ENGINE_CHAT_USER, "", NULL, 0},
+				       out, errbuf, errlen);
 	if (r == 0 && add_generation_prompt)
 		r = engine_chat_generation_prompt(c, out);
 	if (r < 0) {
@@ -578,6 +675,7 @@ int engine_chat_check_template(const char *name, const char *source, size_t len,
 {
 	static const char *const markers[] = {
 		MARK_SYSTEM "System", MARK_TURN "User", MARK_TURN "Assistant", MARK_END, THINK_OPEN,
+		"bos_token", /* the prompt opens with BOS (model.md 5.2) */
 	};
 	/* markers of other chat formats, named when present */
 	static const char *const foreign[] = {

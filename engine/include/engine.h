@@ -744,18 +744,24 @@ int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_tok
 /* The prompt format of the Nemotron-Nano-VL v2 family (model.md 5.2), rendered straight to token
  * ids with the checkpoint's tokenizer, turn by turn:
  *
- *   system     <SPECIAL_10>System\n{text}\n                      (first turn only, optional)
+ *   opening    <s><SPECIAL_10>System\n                           (before the first turn)
+ *   system     {text}\n                                          (first turn only, optional;
+ *                                                                else an empty line)
  *   user       <SPECIAL_11>User\n{text}\n
- *   assistant  <SPECIAL_11>Assistant\n{text after the last </think>}\n<SPECIAL_12>\n
+ *   assistant  <SPECIAL_11>Assistant\n{text}\n<SPECIAL_12>\n
  *   generation <SPECIAL_11>Assistant\n<think></think>             (reasoning off)
  *              <SPECIAL_11>Assistant\n<think>\n                   (reasoning on)
  *
  * {text} is stripped of surrounding whitespace (as Python's str.strip()) and, in system and user
  * turns, of every "/think" and "/no_think"; each of those switches reasoning on / off for the
  * following generation prompts (the last one written wins; the default is the `reasoning`
- * option). Each `<image>` placeholder in a user turn becomes <img> + <image> x (tokens_per_tile x
- * tiles) + </img>; a user turn with images but no placeholder gets "<image>\n" per image in
- * front of its text (vLLM's convention). The rendered text is then tokenized as HF
+ * option). "/think" and "/no_think" are removed from message text, a "</think>" in it kept
+ * whole and switching nothing, as the base model's template does. The first turn opens with BOS
+ * (<s>) and the system block, empty when the first turn is not a system turn. Assistant turns
+ * are rendered as given, thinking included (the caller drops what the history should not hold).
+ * Each `<image>` placeholder in a user turn becomes <img> + <image> x (tokens_per_tile x
+ * tiles) + </img>; a user turn with images but no placeholder gets "<image>\n" in front of its
+ * text for one image, "<image 1><image> <image 2><image>\n" for more (the template's). The rendered text is then tokenized as HF
  * `tokenizer.encode(text, add_special_tokens=False)` does, so the ids equal those of the
  * reference template + processor + tokenizer. Marker ids come from the tokenizer, never from
  * constants. Message text may not contain special tokens of its own (-EINVAL): a task text

@@ -13,7 +13,9 @@ A complete NemotronH_Nano_VL_V2 checkpoint that holod can run an instruction tas
     grammar then gives short strings, the tool `click` and coordinates like 555, step after step,
     which keeps the end-to-end tests fast (no 1024-byte random strings, no 30-second `wait`) and
     makes the clicks land where the test client can record them. Without the grammar the same
-    model emits '"' forever, which is what the invalid-step test needs.
+    model emits '"' forever, which is what the invalid-step test needs;
+  - tokenizer_config.json with the chat template in the base model's published layout
+    (tools/nemotron_vl_template.py).
 
 With --short-prompt (tests/fixtures/models/tiny-agent-short) the checkpoint is the same but for
 its tokenizer: the pre-tokenizer splits at line ends only, and BPE merges trained greedily (most
@@ -41,6 +43,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import gen_tiny_model as gtm  # noqa: E402
 import gen_tiny_vision as gtv  # noqa: E402
+import nemotron_vl_template as nvt  # noqa: E402
 
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer", "tekken", "tokenizer.json")
 VISION = dict(gtv.VISION, tile=64, pos_grid=16)
@@ -169,6 +172,7 @@ def main(argv):
             f.write(json.dumps(tok, ensure_ascii=False, separators=(",", ":")) + "\n")
     else:
         shutil.copyfile(TOKENIZER, os.path.join(out, "tokenizer.json"))
+    nvt.write_tokenizer_config(out)
     return 0
 
 

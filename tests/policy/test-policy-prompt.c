@@ -114,12 +114,13 @@ static void test_prefix(struct policy_renderer *r)
 	REQUIRE(policy_render_prefix(r, "  Open the text editor and type hello\n", &p) == 0);
 	/* The template strips the user turn's content ("Task: " + task) as a whole: the task's
 	 * trailing newline goes, its leading spaces after "Task:" stay. */
-	char *want = xasprintf("<SPECIAL_10>System\n%s\n<SPECIAL_11>User\nTask:   Open the text "
+	char *want = xasprintf("<s><SPECIAL_10>System\n%s\n<SPECIAL_11>User\nTask:   Open the text "
 			       "editor and type hello\n", golden);
 	CHECK_STR_EQ(p.text, want);
 	CHECK_INT_EQ(p.text_len, strlen(want));
 	CHECK_INT_EQ(p.n_images, 0);
 	struct seq s = {0};
+	seq_id(&s, "<s>"); /* the template's BOS (model.md 5.2) */
 	seq_id(&s, "<SPECIAL_10>");
 	char *sys_run = xasprintf("System\n%s\n", golden);
 	seq_text(&s, sys_run);

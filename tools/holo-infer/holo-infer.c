@@ -6,6 +6,8 @@
  *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
  *              [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
  *              [--weights default|bf16|q8|q4|fp8] [--profile]
+ *   holo-infer --model DIR --render (--messages FILE.json | --prompt TEXT | --prompt-file FILE)
+ *              [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]
  *
  * The generated text streams to stdout (ids when the checkpoint has no tokenizer); timings go to
  * stderr. --dump-logits writes a float32 .npy [rows, vocab]: the logits of every prompt position,
@@ -19,6 +21,12 @@
  * memory for the prefill) and their rows spliced into the prompt; generation stops at the end
  * of the turn. The checkpoint's own chat template is
  * compared with that format and a difference is reported on stderr.
+ *
+ * --render prints the chat prompt instead of running the model: one JSON line with its text, its
+ * ids and where each image's <image> run is, to diff against transformers' apply_chat_template
+ * on the same checkpoint (tools/chat_template_diff.py). The conversation is the chat options'
+ * (the images only preprocessed, for their tile counts) or a --messages file in transformers'
+ * messages form, whose images are {"type": "image", "tiles": N} parts (render.c).
  *
  * --weights q8|q4|fp8 quantizes the language model's linear layers at load (the CPU backend;
  * docs/quantization.md; an FP8 checkpoint's are fp8 as stored); the backend line on stderr
@@ -41,6 +49,7 @@
 
 #include "common.h"
 #include "engine.h"
+#include "render.h"
 
 #define NPY_HEADER_BYTES 128
 
@@ -77,7 +86,12 @@ static void usage(FILE *f)
 		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
 		"                  [--think] [--max-tiles N] [--backend B] [--device N]\n"
 		"                  [--precision P] [--weights W] [--profile]\n"
+		"       holo-infer --model DIR --render (--messages F | --prompt TEXT | --prompt-file F)\n"
+		"                  [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]\n"
 		"\n"
+		"  --render         print the chat prompt (text, ids, image runs) as JSON and exit\n"
+		"  --messages F     with --render: a JSON conversation in transformers' messages form;\n"
+		"                   an image part is {\"type\": \"image\", \"tiles\": N}\n"
 		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
 		"  --max-tokens N   tokens to generate (default 64)\n"
 		"  --temp T         sampling temperature; 0 = greedy (default 0)\n"
@@ -323,6 +337,115 @@ static int open_backend(const struct engine_model *model, const struct engine_ba
 	return 0;
 }
 
+/* --render: renders the conversation (a --messages file, or the chat options with each image
+ * preprocessed for its tile count) with the generation prompt and prints it. Returns the exit
+ * status. */
+static int render_run(const struct engine_model *model, const char *messages, const char *system,
+		      const char *prompt, const char *prompt_file, const char *const *images,
+		      size_t n_images, int max_tiles, bool think)
+{
+	struct render_conversation conv = {0};
+	struct engine_chat_message msgs[2];
+	const struct engine_chat_message *m = msgs;
+	struct engine_chat_tokens t = {0};
+	struct engine_vision *vision = NULL;
+	struct engine_chat *chat = NULL;
+	int tiles[ENGINE_CHAT_MAX_IMAGES];
+	size_t n = 0, n_img = n_images, len;
+	char err[512], *text = NULL;
+	int r, ret = 1;
+
+	r = engine_chat_check_model(model, err, sizeof(err));
+	if (r == ENGINE_CHAT_TEMPLATE_DIFFERENT || r == ENGINE_CHAT_TEMPLATE_NONE)
+		log_warning("%s", err);
+	else if (r < 0)
+		log_warning("cannot check the chat template: %s", err);
+	if (messages) {
+		if (render_conversation_load(messages, &conv, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			return 2;
+		}
+		m = conv.msgs;
+		n = conv.n;
+		n_img = conv.n_images;
+	} else {
+		text = prompt_file ? read_file(prompt_file, &len) : xstrdup(prompt);
+		if (!text) {
+			log_error_errno(-errno, "%s", prompt_file);
+			return 1;
+		}
+		if (prompt_file) {
+			if (memchr(text, '\0', len)) {
+				log_error("the prompt contains a NUL byte");
+				goto out;
+			}
+			text = xrealloc(text, len + 1);
+			text[len] = '\0';
+		}
+		if (system)
+			msgs[n++] = (struct engine_chat_message){.role = ENGINE_CHAT_SYSTEM, .text = system};
+		msgs[n++] = (struct engine_chat_message){
+			.role = ENGINE_CHAT_USER, .text = text, .image_tiles = tiles, .n_images = n_images};
+	}
+	if (n_img) {
+		vision = engine_vision_create(model, err, sizeof(err));
+		if (!vision) {
+			log_error("vision encoder: %s",
+				  errno == ENOENT ? "the checkpoint has no vision tower" : err);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < n_images && !messages; i++) {
+		struct engine_vision_preprocess pre;
+		struct engine_vision_grid grid;
+		struct engine_image *img = engine_image_load_png(images[i], err, sizeof(err));
+		float *pixels = NULL;
+
+		if (!img) {
+			log_error("%s", err);
+			goto out;
+		}
+		engine_vision_get_preprocess(vision, &pre);
+		if (max_tiles > pre.max_tiles) {
+			log_error("--max-tiles %d is above the checkpoint's budget of %d tiles",
+				  max_tiles, pre.max_tiles);
+			engine_image_destroy(img);
+			goto out;
+		}
+		if (max_tiles > 0)
+			pre.max_tiles = max_tiles;
+		r = engine_vision_preprocess(img, &pre, &grid, &pixels);
+		engine_image_destroy(img);
+		free(pixels);
+		if (r < 0) {
+			log_error_errno(r, "%s: preprocessing failed", images[i]);
+			goto out;
+		}
+		tiles[i] = grid.n_tiles;
+	}
+	chat = engine_chat_create(engine_model_tokenizer(model), vision, think, err, sizeof(err));
+	if (!chat) {
+		log_error("chat format: %s", err);
+		goto out;
+	}
+	if (engine_chat_render(chat, m, n, true, &t, err, sizeof(err)) < 0) {
+		log_error("chat prompt: %s", err);
+		goto out;
+	}
+	if (render_print(stdout, &t, engine_chat_reasoning(chat)) < 0 || fflush(stdout) != 0) {
+		log_error("cannot write the rendered prompt");
+		goto out;
+	}
+	ret = 0;
+out:
+	engine_chat_tokens_finish(&t);
+	engine_chat_destroy(chat);
+	engine_vision_destroy(vision);
+	render_conversation_finish(&conv);
+	free(text);
+	return ret;
+}
+
 /* Chat mode: encodes the images, renders system + user + generation prompt and splices. */
 static int chat_prepare(struct chat_run *c, const struct engine_model *model,
 			struct engine_backend *b, const char *system, const char *user,
@@ -393,7 +516,7 @@ int main(int argc, char **argv)
 		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
 		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
 		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES, OPT_BACKEND, OPT_PRECISION,
-		OPT_DEVICE, OPT_PROFILE, OPT_WEIGHTS,
+		OPT_DEVICE, OPT_PROFILE, OPT_WEIGHTS, OPT_RENDER, OPT_MESSAGES,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -419,16 +542,18 @@ int main(int argc, char **argv)
 		{"device", required_argument, NULL, OPT_DEVICE},
 		{"profile", no_argument, NULL, OPT_PROFILE},
 		{"weights", required_argument, NULL, OPT_WEIGHTS},
+		{"render", no_argument, NULL, OPT_RENDER},
+		{"messages", required_argument, NULL, OPT_MESSAGES},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *prompt_ids = NULL;
-	const char *dump = NULL, *system = NULL;
+	const char *dump = NULL, *system = NULL, *messages = NULL;
 	const char *images[ENGINE_CHAT_MAX_IMAGES];
 	size_t n_images = 0;
 	int max_tiles = 0;
 	bool think = false, chat_mode = false;
-	bool tokenize = false, ignore_eos = false, profile = false;
+	bool tokenize = false, ignore_eos = false, profile = false, render = false;
 	int max_tokens = 64, threads = 0;
 	struct engine_sampling sampling = {0};
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
@@ -563,6 +688,12 @@ int main(int argc, char **argv)
 		case OPT_PROFILE:
 			profile = true;
 			break;
+		case OPT_RENDER:
+			render = true;
+			break;
+		case OPT_MESSAGES:
+			messages = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -575,8 +706,18 @@ int main(int argc, char **argv)
 		log_error("invalid value '%s' for --%s", optarg, opts[c == 'm' ? 0 : c - 255].name);
 		return 2;
 	}
-	if (!model_dir || optind != argc || (!!prompt + !!prompt_file + !!prompt_ids) != 1) {
+	if (!model_dir || optind != argc ||
+	    (!!prompt + !!prompt_file + !!prompt_ids + !!messages) != 1) {
 		usage(stderr);
+		return 2;
+	}
+	if (messages && !render) {
+		log_error("--messages is for --render");
+		return 2;
+	}
+	if (render && (prompt_ids || (messages && (n_images || system)))) {
+		log_error("--render takes a conversation: --messages alone, or --prompt/--prompt-file "
+			  "with --system and --image");
 		return 2;
 	}
 	if (chat_mode && prompt_ids) {
@@ -616,6 +757,16 @@ int main(int argc, char **argv)
 	char *text = NULL;
 	struct run run = {0};
 	struct chat_run chat = {0};
+
+	if (render) {
+		if (!tok) {
+			log_error("%s has no tokenizer.json: nothing to render with", model_dir);
+			goto out;
+		}
+		ret = render_run(model, messages, system, prompt, prompt_file, images, n_images,
+				 max_tiles, think);
+		goto out;
+	}
 
 	if (prompt_ids) {
 		if (parse_ids(prompt_ids, &ids, &n_ids) < 0) {
