@@ -32,6 +32,13 @@
  * figure lines (bench_figure(): agent.stepK.vision, .prefill, .decode, .sum, .roofline in ms,
  * .of_roofline with its goal, agent.last_over_step2). Without a CUDA device (or the emulation of a test
  * build) --backend cuda fails saying so.
+ *
+ *   holo-bench agent --history --model DIR [--config FILE] [--window K] [--step-tokens N] ...
+ *
+ * prints the tokens each history mode (persistent, window, rolling) prefills at steps 2, 10 and
+ * --steps (default 50), rendered and fitted as holod does, with DIR's shapes and predicted for
+ * --config's, with the seconds of prefill they take at least on this CPU and a GPU
+ * (agent_history.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -83,7 +90,15 @@ static void usage(FILE *f)
 		"  --decode N       tokens decoded per step (default 60)\n"
 		"  --context-cap N  session size, holod's --context-tokens (default 32768)\n"
 		"  --steps A,B      persistent steps to show (default 2,50); measured: steps to run\n"
-		"                   (default 50), of which 2 and the last are shown\n");
+		"                   (default 50), of which 2 and the last are shown\n"
+		"       holo-bench agent --history --model DIR [--config FILE] [--screen WxH]\n"
+		"                        [--max-tiles N] [--window K] [--context-cap N]\n"
+		"                        [--step-tokens N] [--steps N] [--device-spec D]\n"
+		"  --history        tokens prefilled per step by the persistent, window and rolling\n"
+		"                   histories (steps 2, 10, N), DIR's tokenizer and shapes, then\n"
+		"                   predicted for --config's, with seconds of prefill on this CPU\n"
+		"  --window K       observations kept with their screenshot (default 3)\n"
+		"  --step-tokens N  holod's --step-tokens (default 4096)\n");
 }
 
 static int parse_pair(const char *s, char sep, int *a, int *b)
@@ -474,6 +489,8 @@ int bench_agent_main(int argc, char **argv)
 		{"backend", required_argument, NULL, 'b'},     {"model", required_argument, NULL, 'm'},
 		{"precision", required_argument, NULL, 'P'},
 		{"random-config", required_argument, NULL, 'R'},
+		{"history", no_argument, NULL, 'H'},           {"window", required_argument, NULL, 'K'},
+		{"step-tokens", required_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct roofline_device *dev = NULL;
@@ -484,7 +501,8 @@ int bench_agent_main(int argc, char **argv)
 	bool config_given = false;
 	const char *model_dir = NULL, *random_config = NULL;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
-	bool measure = false;
+	bool measure = false, history = false;
+	int window = 3, step_tokens = 4096;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -539,6 +557,17 @@ int bench_agent_main(int argc, char **argv)
 			else
 				r = parse_count(optarg, ENGINE_SESSION_MAX_TOKENS, &run_steps);
 			break;
+		case 'H':
+			history = true;
+			break;
+		case 'K':
+			r = parse_count(optarg, 64, &window);
+			if (r >= 0 && window < 1)
+				r = -EINVAL;
+			break;
+		case 'S':
+			r = parse_count(optarg, 65536, &step_tokens);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -552,6 +581,18 @@ int bench_agent_main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (history) {
+		if (optind != argc || measure || !model_dir || random_config ||
+		    (long long)step_tokens + 1024 > cap) {
+			fprintf(stderr, "holo-bench agent --history: name the model whose tokenizer "
+					"renders the prompt with --model DIR (no --backend), and a "
+					"--context-cap above --step-tokens + 1024\n");
+			usage(stderr);
+			return 2;
+		}
+		return bench_agent_history(model_dir, config, sw, sh, max_tiles, (size_t)window, cap,
+					   step_tokens, (size_t)run_steps, dev);
 	}
 	if (optind != argc || measure != !dev || measure != (!!model_dir + !!random_config == 1) ||
 	    (measure && run_steps < 2) || (model_dir && random_config)) {

@@ -46,3 +46,10 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 struct gpu_context;
 int bench_gpu_copy_rate(struct gpu_context *g, size_t bytes, int rounds, double *ret);
 int bench_gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret);
+
+/* agent_history.c: holo-bench agent --history (the tokens each history mode prefills per step,
+ * with DIR's shapes and predicted for config's; dev may be NULL). Returns the exit code. */
+struct roofline_device;
+int bench_agent_history(const char *model_dir, const char *config, int sw, int sh, int max_tiles,
+			size_t k, long long cap, long long step_tokens, size_t n_steps,
+			const struct roofline_device *dev);
