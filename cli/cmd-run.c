@@ -23,6 +23,9 @@ enum {
 	OPT_WINDOW,
 	OPT_MAX_TILES,
 	OPT_DISPLAY,
+	OPT_TEMPERATURE,
+	OPT_TOP_P,
+	OPT_SEED,
 };
 
 static const struct option run_options[] = {
@@ -38,8 +41,23 @@ static const struct option run_options[] = {
         {"window", required_argument, NULL, OPT_WINDOW},
         {"max-tiles", required_argument, NULL, OPT_MAX_TILES},
         {"display", required_argument, NULL, OPT_DISPLAY},
+        {"temperature", required_argument, NULL, OPT_TEMPERATURE},
+        {"top-p", required_argument, NULL, OPT_TOP_P},
+        {"seed", required_argument, NULL, OPT_SEED},
         {0},
 };
+
+/* A number written whole (its range is the request parser's to check). */
+static int parse_real(const char *s, double *ret)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || v != v)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
 
 void cli_run_args_finish(struct cli_run_args *a)
 {
@@ -52,7 +70,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
 	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
-	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0;
+	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
+	double temperature = -1, top_p = -1;
 	bool dry_run = false;
 	char err[CLI_MAX_ERROR_LEN + 256];
 	json_t *body = NULL;
@@ -120,6 +139,26 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 				                       "--max-tiles must be from 1 to %d, not '%s'",
 				                       IPC_MAX_TILES, optarg);
 			break;
+		case OPT_TEMPERATURE:
+			if (parse_real(optarg, &temperature) < 0 || temperature < 0 ||
+			    temperature > IPC_MAX_TEMPERATURE)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--temperature must be from 0 (greedy) to %g, "
+				                       "not '%s'",
+				                       IPC_MAX_TEMPERATURE, optarg);
+			break;
+		case OPT_TOP_P:
+			if (parse_real(optarg, &top_p) < 0 || top_p <= 0 || top_p > 1)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--top-p must be above 0 and at most 1, not '%s'",
+				                       optarg);
+			break;
+		case OPT_SEED:
+			if (cli_parse_int(optarg, 0, (long)IPC_MAX_SEED, &seed) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--seed must be from 0 to %llu, not '%s'",
+				                       (unsigned long long)IPC_MAX_SEED, optarg);
+			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_run, c, argv);
 			if (r == CLI_EXIT_OK) {
@@ -143,9 +182,11 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		        ctx, &cli_cmd_run,
 		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
-	if (script && (history || window || max_tiles))
+	if (script && (history || window || max_tiles || temperature >= 0 || top_p >= 0 ||
+	               seed >= 0))
 		return cli_usage_error(ctx, &cli_cmd_run,
-		                       "--history, --window and --max-tiles apply to instructions only");
+		                       "--history, --window, --max-tiles, --temperature, --top-p and "
+		                       "--seed apply to instructions only");
 	if (script) {
 		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
@@ -189,6 +230,12 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "max_tiles", json_integer(max_tiles));
 	if (display)
 		json_object_set_new(body, "display", json_string(display));
+	if (temperature >= 0)
+		json_object_set_new(body, "temperature", json_real(temperature));
+	if (top_p >= 0)
+		json_object_set_new(body, "top_p", json_real(top_p));
+	if (seed >= 0)
+		json_object_set_new(body, "seed", json_integer(seed));
 
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
@@ -456,6 +503,11 @@ const struct cli_command cli_cmd_run = {
                 "                         screenshots re-sent); default: holod's --history\n"
                 "  --window K             instruction: screenshots kept in the prompt (1..64)\n"
                 "  --max-tiles N          instruction: image tiles per screenshot (1..48)\n"
+                "  --temperature T        instruction: sampling temperature, 0 (greedy)..2\n"
+                "  --top-p P              instruction: nucleus mass, above 0 up to 1\n"
+                "  --seed N               instruction: the sampling's seed (0..4294967295); the\n"
+                "                         seed a task ran with is in `holoctl show`: passing it\n"
+                "                         again samples the same steps\n"
                 "  --display NAME         run on this display of holod's (see `holoctl "
                 "status`);\n"
                 "                         default: the first that is free\n"

@@ -71,9 +71,13 @@ static void add_provenance_rows(struct cli_table *t, json_t *p)
 		cli_table_add_row(t, row);
 	}
 	if (json_is_object(sampling)) {
-		snprintf(buf, sizeof(buf), "temperature %g, seed %" JSON_INTEGER_FORMAT
+		json_t *top_p = json_object_get(sampling, "top_p");
+		char tp[32] = "";
+		if (json_is_number(top_p))
+			snprintf(tp, sizeof(tp), ", top_p %g", json_number_value(top_p));
+		snprintf(buf, sizeof(buf), "temperature %g%s, seed %" JSON_INTEGER_FORMAT
 		         ", %s history (window %" JSON_INTEGER_FORMAT ")",
-		         json_number_value(json_object_get(sampling, "temperature")),
+		         json_number_value(json_object_get(sampling, "temperature")), tp,
 		         json_integer_value(json_object_get(sampling, "seed")),
 		         json_string_value(json_object_get(p, "history")) ?: "?",
 		         json_integer_value(json_object_get(p, "window")));

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent-history.h"
 #include "common.h"
@@ -85,6 +87,44 @@ static void describe(const struct ipc_action *act, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%s", ipc_tool_to_string(act->tool));
 }
+/* 32 bits for a task that sets no seed while holod has no --seed: from the kernel's random
+ * source, or from the clock, the pid and the task id should it fail. */
+static uint32_t draw_seed(int64_t task_id)
+{
+	uint32_t s;
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) == (ssize_t)sizeof(s))
+		return s;
+	return (uint32_t)agent_step_seed((uint32_t)time_real_us() ^ (uint32_t)getpid(),
+					 (size_t)task_id);
+}
+
+uint64_t agent_step_seed(uint32_t task_seed, size_t index)
+{
+	/* splitmix64 of the pair: neighbouring seeds and steps give unrelated streams */
+	uint64_t z = ((uint64_t)task_seed << 32 | (uint32_t)index) + 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+struct provider_sampling agent_sampling(const struct agent_config *cfg,
+					const struct policy_format *fmt,
+					const struct ipc_task_options *o, int64_t task_id)
+{
+	struct provider_sampling s = {
+		.temperature = o->has_temperature ? o->temperature
+			       : cfg->temperature >= 0 ? cfg->temperature
+						       : fmt->sampling.temperature,
+		.top_p = o->has_top_p ? o->top_p
+			 : cfg->top_p > 0 ? cfg->top_p
+					  : fmt->sampling.top_p,
+		.seed = o->has_seed ? o->seed
+			: cfg->seed >= 0 ? (uint32_t)cfg->seed
+					 : draw_seed(task_id),
+	};
+	return s;
+}
+
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	       struct x11_display **d, const char *display_name, const struct executor_task *t,
 	       struct executor_outcome *ret)
@@ -105,6 +145,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		.window = o->window ? o->window : cfg->window,
 		.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles),
 		.date = date,
+		/* holo3 is the one policy format today; its defaults apply */
+		.sampling = agent_sampling(cfg, &policy_format_holo3, o, t->id),
 	};
 
 	if (!p) {
@@ -114,9 +156,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	enum provider_state ps = p->ops->wait_ready(p);
 	/* What produced the task (docs/journal.md): the model is null when none is loaded. */
 	json_t *prov = json_pack(
-	        "{s:s, s:o, s:{s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "provider",
+	        "{s:s, s:o, s:{s:f, s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "provider",
 	        p->ops->name, "model", p->ops->provenance(p), "sampling", "temperature",
-	        (double)cfg->temperature, "seed", (json_int_t)cfg->seed, "history",
+	        args.sampling.temperature, "top_p", args.sampling.top_p, "seed",
+	        (json_int_t)args.sampling.seed, "history",
 	        ipc_history_to_string(args.history), "window", (json_int_t)args.window,
 	        "max_tiles", (json_int_t)args.max_tiles, "context_tokens",
 	        (json_int_t)cfg->context_tokens, "step_tokens", (json_int_t)cfg->step_tokens,
@@ -190,8 +233,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		/* Think. */
 		struct provider_history h = {.results = a.results, .steps = a.steps, .index = index};
 		struct provider_step ps_ = {0};
-		r = pt->p->ops->step(pt, &h, cfg->seed * 0x9e3779b97f4a7c15ull +
-					     (uint64_t)t->id * 1000003u + index * 17u, &ps_);
+		r = pt->p->ops->step(pt, &h, agent_step_seed(args.sampling.seed, index), &ps_);
 		struct journal_agent_step as = ps_.as;
 		as.thought = r == 0 ? ps_.step.thought : NULL;
 		as.note = r == 0 ? ps_.step.note : NULL;

@@ -32,10 +32,26 @@ struct agent_config {
 	unsigned context_tokens;  /* session size */
 	unsigned step_tokens;     /* most tokens decoded per step */
 	unsigned step_retries;    /* invalid steps retried before failing */
-	float temperature;        /* first attempt of a step; 0: greedy */
-	uint64_t seed;
+	double temperature;       /* default of tasks that leave it unset; 0: greedy; -1: the
+				   * policy format's (policy_format.sampling) */
+	double top_p;             /* default nucleus mass, (0, 1]; -1: the format's */
+	long long seed;           /* default seed, 0..IPC_MAX_SEED; -1: one drawn per task */
 	bool unconstrained;       /* debug: no step grammar while decoding */
 };
+
+struct ipc_task_options;
+struct policy_format;
+struct provider_sampling;
+
+/* The sampling of a task with options `o` (provider_sampling): each of the task's fields, else
+ * holod's option, else format `fmt`'s default; a task without a seed under a holod without
+ * --seed gets one drawn now. */
+struct provider_sampling agent_sampling(const struct agent_config *cfg,
+					const struct policy_format *fmt,
+					const struct ipc_task_options *o, int64_t task_id);
+/* The seed of step `index` of a task seeded `task_seed` (its first attempt's; a retry adds the
+ * attempt number). */
+uint64_t agent_step_seed(uint32_t task_seed, size_t index);
 
 /* Runs instruction task `t` (see executor_run for the display). */
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,

@@ -24,14 +24,15 @@ enum option_type {
 	OPT_LEVEL,  /* log level name */
 	OPT_FLAG,   /* command line only, no value */
 	OPT_HISTORY, /* an instruction task's history mode */
-	OPT_TEMPERATURE, /* a sampling temperature, 0..OPT_MAX_TEMPERATURE */
+	OPT_TEMPERATURE, /* a sampling temperature, 0..IPC_MAX_TEMPERATURE, or "format" (-1) */
+	OPT_TOP_P,       /* a nucleus mass, (0, 1], or "format" (-1) */
+	OPT_SEED,        /* a seed, 0..IPC_MAX_SEED, or "random" (-1) */
 	OPT_BACKEND,     /* an engine backend kind name */
 	OPT_PRECISION,   /* an engine precision name */
 	OPT_SSM_STATE,   /* the SSM state's storage: an engine precision name */
 	OPT_WEIGHTS,     /* the linear layers' format: an engine weights name */
 };
 
-#define OPT_MAX_TEMPERATURE 2.0
 /* Tokens a session must leave for the prompt besides one step's decode budget. */
 #define OPT_MIN_PROMPT_ROOM 1024u
 /* Highest CUDA device index --device accepts. */
@@ -132,11 +133,15 @@ static const struct option_def options[] = {
 	 "most tokens decoded for one step (a longer step is invalid)", true},
 	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",
 	 "invalid steps retried (sampled again) before the task fails", true},
-	{"temperature", "HOLOD_TEMPERATURE", OPT_TEMPERATURE, OFF(temperature), 0, 0, "0", "T",
-	 "sampling temperature of the model's steps, 0..2 (0: greedy); always under the step "
-	 "grammar", true},
-	{"seed", "HOLOD_SEED", OPT_UINT, OFF(seed), 0, UINT32_MAX, "0", "N",
-	 "seed of the sampler (with the task id and step: a rerun samples the same)", true},
+	{"temperature", "HOLOD_TEMPERATURE", OPT_TEMPERATURE, OFF(temperature), 0, 0, "format", "T",
+	 "default sampling temperature of the model's steps, 0..2 (0: greedy; format: the policy "
+	 "format's, 0.8 for holo3); always under the step grammar", true},
+	{"top-p", "HOLOD_TOP_P", OPT_TOP_P, OFF(top_p), 0, 0, "format", "P",
+	 "default nucleus mass of the sampling, above 0 up to 1 (1: off; format: the policy "
+	 "format's, 0.95 for holo3)", true},
+	{"seed", "HOLOD_SEED", OPT_SEED, OFF(seed), 0, 0, "random", "N",
+	 "default seed of an instruction task's sampling, 0..4294967295 (random: one drawn per "
+	 "task); the task's seed is recorded, and the same seed samples the same steps", true},
 	{"remote", "HOLOD_REMOTE", OPT_STRING, OFF(remote), 0, 0, NULL, "URL",
 	 "take instruction tasks' steps from an OpenAI-compatible server (vLLM, SGLang, llama.cpp) "
 	 "at URL, e.g. http://host:8000/v1, instead of the local model", true},
@@ -343,16 +348,41 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	case OPT_FLAG:
 		*(bool *)base = true;
 		return 0;
-	case OPT_TEMPERATURE: {
+	case OPT_TEMPERATURE:
+	case OPT_TOP_P: {
+		bool t = o->type == OPT_TEMPERATURE;
 		char *end;
+		if (strcmp(value, "format") == 0) {
+			*(double *)base = -1.0;
+			return 0;
+		}
 		errno = 0;
 		double v = strtod(value, &end);
-		if (errno || end == value || *end || !(v >= 0.0 && v <= OPT_MAX_TEMPERATURE)) {
-			fprintf(stderr, "holod: %s: --%s: '%s' is not a number in 0..%g\n", where,
-				o->name, value, OPT_MAX_TEMPERATURE);
+		if (errno || end == value || *end ||
+		    !(t ? v >= 0.0 && v <= IPC_MAX_TEMPERATURE : v > 0.0 && v <= 1.0)) {
+			fprintf(stderr, "holod: %s: --%s: '%s' is not 'format' or a number %s\n",
+				where, o->name, value,
+				t ? "in 0..2" : "above 0 up to 1");
 			return -EINVAL;
 		}
 		*(double *)base = v;
+		return 0;
+	}
+	case OPT_SEED: {
+		char *end;
+		if (strcmp(value, "random") == 0) {
+			*(long long *)base = -1;
+			return 0;
+		}
+		errno = 0;
+		unsigned long long v = strtoull(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || v > IPC_MAX_SEED) {
+			fprintf(stderr, "holod: %s: --%s: '%s' is not 'random' or an integer in "
+					"0..%llu\n",
+				where, o->name, value, (unsigned long long)IPC_MAX_SEED);
+			return -EINVAL;
+		}
+		*(long long *)base = (long long)v;
 		return 0;
 	}
 	case OPT_BACKEND:
@@ -772,6 +802,19 @@ void options_print_help(FILE *f, const char *argv0)
 		   "precedence: default < config file < environment < command line.\n");
 }
 
+/* The fewest significant digits that print v so that it reads back the same. */
+static int shortest_digits(double v)
+{
+	char buf[40];
+	int p;
+	for (p = 1; p < 17; p++) {
+		snprintf(buf, sizeof(buf), "%.*g", p, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	return p;
+}
+
 void options_dump(FILE *f, const struct holod_config *cfg)
 {
 	fprintf(f, "# holod effective configuration (config file: %s)\n",
@@ -787,7 +830,19 @@ void options_dump(FILE *f, const struct holod_config *cfg)
 			fprintf(f, "%s = %u\n", o->name, *(const unsigned *)base);
 			break;
 		case OPT_TEMPERATURE:
-			fprintf(f, "%s = %g\n", o->name, *(const double *)base);
+		case OPT_TOP_P:
+			if (*(const double *)base < 0)
+				fprintf(f, "%s = format\n", o->name);
+			else
+				fprintf(f, "%s = %.*g\n", o->name,
+					shortest_digits(*(const double *)base),
+					*(const double *)base);
+			break;
+		case OPT_SEED:
+			if (*(const long long *)base < 0)
+				fprintf(f, "%s = random\n", o->name);
+			else
+				fprintf(f, "%s = %lld\n", o->name, *(const long long *)base);
 			break;
 		case OPT_FLAG:
 			break;
@@ -807,7 +862,8 @@ void options_finish(struct holod_config *cfg)
 	free_displays(cfg);
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
 		if (options[i].type != OPT_UINT && options[i].type != OPT_FLAG &&
-		    options[i].type != OPT_TEMPERATURE)
+		    options[i].type != OPT_TEMPERATURE && options[i].type != OPT_TOP_P &&
+		    options[i].type != OPT_SEED)
 			free(*(char **)((char *)cfg + options[i].offset));
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -54,8 +54,9 @@ struct holod_config {
 	unsigned batch_vision_slice;  /* vision encoder steps between two forwards at most */
 	unsigned step_tokens; /* most tokens decoded for one step */
 	unsigned step_retries; /* invalid steps retried before the task fails */
-	double temperature;   /* sampling of a step's first attempt; 0: greedy */
-	unsigned seed;        /* the sampler's seed (mixed with the task id and step) */
+	double temperature;   /* default sampling temperature; 0: greedy; -1: the format's */
+	double top_p;         /* default nucleus mass, (0, 1]; -1: the format's */
+	long long seed;       /* default seed of a task's sampling; -1: one drawn per task */
 	char *remote;         /* --remote URL: steps from an OpenAI-compatible server */
 	char *remote_model;   /* the model name sent; NULL: the server's first */
 	char *remote_key_file; /* bearer key file */

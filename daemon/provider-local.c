@@ -72,6 +72,7 @@ struct agent {
 	enum ipc_history history;
 	size_t window;
 	int max_tiles;
+	struct provider_sampling sampling;
 	int tokens_per_tile, hidden, vocab;
 	const struct provider_history *h; /* during a step */
 	uint64_t last_preprocess_us, last_encode_us; /* of the observation being answered */
@@ -409,12 +410,14 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 {
 	struct agent *a = j->a;
 	/* A retry of a greedy step must sample, or it would repeat itself. */
-	float temp = a->cfg->temperature;
+	float temp = (float)a->sampling.temperature;
 	if (j->attempts > 1 && temp <= 0.0f)
 		temp = RETRY_TEMPERATURE;
 	*j->at = (struct attempt){.ctx = ctx, .j = j, .constrained = !a->cfg->unconstrained};
 	struct engine_generate_params p = {
-		.sampling = {.temperature = temp, .seed = j->seed + (uint64_t)j->attempts},
+		.sampling = {.temperature = temp,
+			     .top_p = (float)a->sampling.top_p,
+			     .seed = j->seed + (uint64_t)j->attempts},
 		.max_new_tokens = (int)a->cfg->step_tokens,
 		.on_token = attempt_token,
 		.logits_hook = attempt_logits,
@@ -915,6 +918,7 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	a->history = args->history;
 	a->window = args->window;
 	a->max_tiles = args->max_tiles;
+	a->sampling = args->sampling;
 	a->tokens_per_tile = model_worker_tokens_per_tile(lp->worker);
 	a->penv = (struct policy_env){.screen_width = a->run->monitor.width,
 				      .screen_height = a->run->monitor.height,

@@ -87,6 +87,7 @@ struct remote_task {
 	struct executor_run *run;
 	enum ipc_history history;
 	size_t keep;      /* observations sent with their image */
+	struct provider_sampling sampling;
 	char *system;     /* the system turn */
 	char *task_text;  /* "Task: ..." */
 	char *model;      /* the name sent */
@@ -388,6 +389,7 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->run = args->run;
 	rt->history = args->history;
 	rt->keep = rp->images ? args->window : 0;
+	rt->sampling = args->sampling;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
 				  .screen_height = args->run->monitor.height,
 				  .date = args->date};
@@ -511,7 +513,7 @@ static void prompt_text_add(struct remote_buf *pt, const char *role, const char 
 
 /* The request body of a step and its text for the journal (images as "<image>"). */
 static char *build_request(struct remote_task *rt, const struct provider_history *h,
-			   float temperature, uint64_t seed, char **ret_prompt_text,
+			   double temperature, uint64_t seed, char **ret_prompt_text,
 			   char **ret_user_turn)
 {
 	struct remote_provider *rp = rt->rp;
@@ -551,11 +553,11 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 	                json_pack("{s:s, s:O}", "type", "json_object", "schema", schema) :
 	                json_pack("{s:s, s:{s:s, s:b, s:O}}", "type", "json_schema", "json_schema",
 	                          "name", "holo3_step", "strict", 1, "schema", schema);
-	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:I, s:o}", "model", rt->model,
-			      "messages", msgs, "stream", 1, "stream_options", "include_usage", 1,
-			      "max_tokens", (json_int_t)rt->cfg->step_tokens, "temperature",
-			      (double)temperature, "seed", (json_int_t)(seed & 0x7fffffff),
-			      "response_format", format);
+	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:f, s:I, s:o}", "model",
+			      rt->model, "messages", msgs, "stream", 1, "stream_options",
+			      "include_usage", 1, "max_tokens", (json_int_t)rt->cfg->step_tokens,
+			      "temperature", temperature, "top_p", rt->sampling.top_p, "seed",
+			      (json_int_t)(seed & 0x7fffffff), "response_format", format);
 	if (o && rt->guided_json)
 		json_object_set(o, "guided_json", schema);
 	req = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -643,8 +645,8 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 	ret->as.preprocess_us = rt->png_us;
 	ret->as.prompt_tokens = ret->as.completion_tokens = -1;
 	for (ret->as.attempts = 1;; ret->as.attempts++) {
-		float temp = cfg->temperature;
-		if (ret->as.attempts > 1 && temp <= 0.0f)
+		double temp = rt->sampling.temperature;
+		if (ret->as.attempts > 1 && temp <= 0.0)
 			temp = RETRY_TEMPERATURE;
 		char *ptext = NULL, *uturn = NULL;
 		char *body = build_request(rt, h, temp, seed + (uint64_t)ret->as.attempts, &ptext,

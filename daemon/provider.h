@@ -42,6 +42,16 @@ enum provider_state {
 	PROVIDER_FAILED,  /* provider_error says why */
 };
 
+/* How a task's steps are sampled, resolved by the agent (the task's fields, else holod's
+ * options, else the policy format's defaults) and recorded in its provenance. A step's first
+ * attempt samples with these (temperature 0: greedy); its seed is derived from `seed` and the
+ * step index (agent.c), so the same seed samples the same steps. */
+struct provider_sampling {
+	double temperature; /* 0..IPC_MAX_TEMPERATURE */
+	double top_p;       /* (0, 1] */
+	uint32_t seed;
+};
+
 /* What a task's conversation starts from. Strings and pointers outlive the task. */
 struct provider_task_args {
 	const struct agent_config *cfg;
@@ -51,6 +61,7 @@ struct provider_task_args {
 	size_t window;             /* observations sent with their image */
 	int max_tiles;             /* 0: the model's own budget */
 	const char *date;          /* of the system prompt */
+	struct provider_sampling sampling;
 };
 
 /* The task's history as the agent keeps it. Observation i's user turn tells results[i]

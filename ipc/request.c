@@ -200,7 +200,26 @@ int ipc_history_from_string(const char *s)
 	return -EINVAL;
 }
 
-/* history, window, max_tiles: instruction tasks only. */
+/* A number lo..hi (lo itself excluded when lo_open) into *ret, or absent. */
+static int get_real(const json_t *root, const char *name, double lo, bool lo_open, double hi,
+		    double *ret, bool *ret_present, char *errbuf, size_t errlen)
+{
+	json_t *v = json_object_get(root, name);
+	*ret_present = false;
+	if (!v)
+		return 0;
+	if (!json_is_number(v))
+		return ipc_error_at(errbuf, errlen, -EINVAL, name, "expected a number");
+	double d = json_number_value(v);
+	if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
+		return ipc_error_at(errbuf, errlen, -EINVAL, name, "%g is out of range %s%g..%g", d,
+				    lo_open ? "above " : "", lo, hi);
+	*ret = d;
+	*ret_present = true;
+	return 0;
+}
+
+/* history, window, max_tiles, temperature, top_p, seed: instruction tasks only. */
 static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			       size_t errlen)
 {
@@ -225,6 +244,19 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 		return r;
 	if (present)
 		req->options.max_tiles = u;
+	if ((r = get_real(root, "temperature", 0.0, false, IPC_MAX_TEMPERATURE,
+			  &req->options.temperature, &req->options.has_temperature, errbuf,
+			  errlen)) < 0)
+		return r;
+	if ((r = get_real(root, "top_p", 0.0, true, 1.0, &req->options.top_p,
+			  &req->options.has_top_p, errbuf, errlen)) < 0)
+		return r;
+	if ((r = get_uint(root, "seed", 0, (uint32_t)IPC_MAX_SEED, &u, &present, errbuf, errlen)) <
+	    0)
+		return r;
+	req->options.has_seed = present;
+	if (present)
+		req->options.seed = u;
 	return 0;
 }
 
@@ -237,7 +269,8 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 						     "require_focus"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
-		"history",     "window",    "max_tiles",   "display"};
+		"history",     "window",    "max_tiles",   "display",  "temperature",
+		"top_p",       "seed"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -448,6 +481,12 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 		r |= json_object_set_new(o, "window", json_integer(req->options.window));
 	if (req->options.max_tiles)
 		r |= json_object_set_new(o, "max_tiles", json_integer(req->options.max_tiles));
+	if (req->options.has_temperature)
+		r |= json_object_set_new(o, "temperature", json_real(req->options.temperature));
+	if (req->options.has_top_p)
+		r |= json_object_set_new(o, "top_p", json_real(req->options.top_p));
+	if (req->options.has_seed)
+		r |= json_object_set_new(o, "seed", json_integer(req->options.seed));
 	if (r) {
 		json_decref(o);
 		return dump(NULL);

@@ -150,6 +150,8 @@ static char *holo3_system_text(const struct policy_env *env)
 
 const struct policy_format policy_format_holo3 = {
 	.name = "holo3",
+	/* H Company's agent loop and the holo-nano harness both sample at 0.8, top_p 0.95. */
+	.sampling = {.temperature = 0.8, .top_p = 0.95},
 	.grammar_create = policy_grammar_create_holo3,
 	.step_parse = policy_step_parse,
 	.step_to_json = policy_step_to_json,

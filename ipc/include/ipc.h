@@ -59,6 +59,8 @@ int ipc_socket_path(char **ret);
 #define IPC_DEFAULT_LIST_LIMIT 50
 #define IPC_MAX_HISTORY_WINDOW 64             /* "window": observations kept with their image */
 #define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */
+#define IPC_MAX_TEMPERATURE 2.0               /* "temperature": 0 (greedy)..2 */
+#define IPC_MAX_SEED 4294967295ull            /* "seed": 0..2^32-1 */
 #define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
 /* Script-only actions (launch, wait_for, activate, grounded targets). */
 #define IPC_MAX_LAUNCH_ARGS 64                /* launch.command: program + arguments */
@@ -286,6 +288,11 @@ struct ipc_task_options {
 	enum ipc_history history;
 	uint32_t window;       /* 1..IPC_MAX_HISTORY_WINDOW */
 	uint32_t max_tiles;    /* 1..IPC_MAX_TILES */
+	/* Sampling, each set (has_*) or left to the daemon's default, then the format's. */
+	bool has_temperature, has_top_p, has_seed;
+	double temperature;    /* 0..IPC_MAX_TEMPERATURE; 0: greedy */
+	double top_p;          /* (0, 1]; 1: off */
+	uint32_t seed;         /* 0..IPC_MAX_SEED */
 	/* Scripts only: a write or hotkey while no window has the keyboard focus fails the step
 	 * (false: it runs and its result says so). */
 	bool require_focus;
@@ -293,8 +300,8 @@ struct ipc_task_options {
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
  *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
- *    "max_tiles": N, "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool,
- *    "display": ":1"}
+ *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "max_steps": N,
+ *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,
  *    "display": ":1", "check": {"threshold": T, "steps": [N, ...]},

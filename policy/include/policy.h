@@ -147,9 +147,18 @@ struct policy_env {
 	bool reasoning;                  /* generation prompt opens <think> (default off) */
 };
 
+/* How a format's steps are sampled unless configuration or the task says otherwise: what the
+ * format's published harness runs with (docs/policy.md). temperature 0 would be greedy; top_p
+ * in (0, 1] (1: off). */
+struct policy_sampling {
+	double temperature;
+	double top_p;
+};
+
 /* A policy format: schema, parser and the text of the turns. Chosen by configuration by name. */
 struct policy_format {
 	const char *name;
+	struct policy_sampling sampling; /* the defaults of instruction tasks in this format */
 	/* The step grammar (NULL + errno). */
 	struct policy_grammar *(*grammar_create)(void);
 	/* Parses and validates one step (any JSON layout; text need not be NUL-terminated).

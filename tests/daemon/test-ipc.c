@@ -142,6 +142,54 @@ static void test_display(void)
 	free(longname);
 }
 
+/* An instruction's sampling: each field set or left to holod; ranges checked with the field
+ * named; the spec holod journals keeps them (a task is run again with its recorded seed). */
+static void test_sampling(void)
+{
+	struct ipc_task_request *req = NULL, *back = NULL;
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK(!req->options.has_temperature && !req->options.has_top_p && !req->options.has_seed);
+	char *a = ipc_task_request_to_json(req);
+	REQUIRE(a);
+	CHECK(!strstr(a, "temperature") && !strstr(a, "top_p") && !strstr(a, "seed"));
+	free(a);
+	ipc_task_request_destroy(req);
+
+	REQUIRE(parse_task("{\"instruction\": \"x\", \"temperature\": 0, \"top_p\": 0.9,"
+			   " \"seed\": 4294967295}", &req) == 0);
+	CHECK(req->options.has_temperature && req->options.temperature == 0.0);
+	CHECK(req->options.has_top_p && req->options.top_p == 0.9);
+	CHECK(req->options.has_seed && req->options.seed == 4294967295u);
+	a = ipc_task_request_to_json(req);
+	REQUIRE(a);
+	REQUIRE(parse_task(a, &back) == 0);
+	CHECK(back->options.has_temperature && back->options.temperature == 0.0);
+	CHECK(back->options.has_top_p && back->options.top_p == 0.9);
+	CHECK(back->options.has_seed && back->options.seed == 4294967295u);
+	free(a);
+	ipc_task_request_destroy(back);
+	ipc_task_request_destroy(req);
+	REQUIRE(parse_task("{\"instruction\": \"x\", \"temperature\": 2, \"top_p\": 1}", &req) ==
+		0);
+	CHECK(req->options.temperature == 2.0 && req->options.top_p == 1.0);
+	ipc_task_request_destroy(req);
+
+	expect_error("{\"instruction\": \"x\", \"temperature\": 2.5}", -EINVAL,
+		     "temperature: 2.5 is out of range 0..2");
+	expect_error("{\"instruction\": \"x\", \"temperature\": -0.1}", -EINVAL, "temperature:");
+	expect_error("{\"instruction\": \"x\", \"temperature\": \"hot\"}", -EINVAL,
+		     "temperature: expected a number");
+	expect_error("{\"instruction\": \"x\", \"top_p\": 0}", -EINVAL,
+		     "top_p: 0 is out of range above 0..1");
+	expect_error("{\"instruction\": \"x\", \"top_p\": 1.5}", -EINVAL, "top_p:");
+	expect_error("{\"instruction\": \"x\", \"seed\": -1}", -EINVAL, "seed:");
+	expect_error("{\"instruction\": \"x\", \"seed\": 4294967296}", -EINVAL, "seed:");
+	expect_error("{\"instruction\": \"x\", \"seed\": 1.5}", -EINVAL,
+		     "seed: expected an integer");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"seed\": 1}",
+		     -EINVAL, "seed: unknown field");
+}
+
 /* replay --check: one recorded step per action, a threshold 0..1, only with replay_of; it
  * round-trips through the spec holod journals. */
 static void test_replay_check(void)
@@ -623,6 +671,7 @@ int main(void)
 	test_errors();
 	test_replay_of();
 	test_display();
+	test_sampling();
 	test_replay_check();
 	test_limits();
 	test_action_request();

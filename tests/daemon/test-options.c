@@ -49,6 +49,9 @@ int main(void)
 	unsetenv("HOLOD_DISPLAYS");
 	unsetenv("HOLOD_SESSION");
 	unsetenv("HOLOD_PRECISION"); /* the test environment sets it (tests/meson.build) */
+	unsetenv("HOLOD_TEMPERATURE"); /* so does it this one */
+	unsetenv("HOLOD_TOP_P");
+	unsetenv("HOLOD_SEED");
 	setenv("DISPLAY", ":77", 1);
 
 	/* Defaults and XDG-derived paths. */
@@ -117,6 +120,45 @@ int main(void)
 	REQUIRE(parse(&cfg, (char *[]){"holod", "--config", dump, NULL}) == 0);
 	CHECK_INT_EQ(cfg.max_seconds, 42);
 	CHECK_INT_EQ(cfg.max_steps, 7); /* from $HOLOD_CONFIG, carried through the dump */
+	options_finish(&cfg);
+
+	/* Sampling: the policy format's temperature and top_p and a seed drawn per task unless
+	 * set; "format" and "random" name those defaults anywhere; ranges checked; the dump
+	 * carries them. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK(cfg.temperature < 0 && cfg.top_p < 0 && cfg.seed == -1);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--temperature", "0", "--top-p", "0.9", "--seed",
+				       "4294967295", NULL}) == 0);
+	CHECK(cfg.temperature == 0.0 && cfg.top_p == 0.9 && cfg.seed == 4294967295ll);
+	f = fopen(dump, "w");
+	REQUIRE(f);
+	options_dump(f, &cfg);
+	fclose(f);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--config", dump, NULL}) == 0);
+	CHECK(cfg.temperature == 0.0 && cfg.top_p == 0.9 && cfg.seed == 4294967295ll);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--temperature", "0.7", "--temperature", "format",
+				       "--seed", "3", "--seed", "random", NULL}) == 0);
+	CHECK(cfg.temperature < 0 && cfg.seed == -1);
+	f = fopen(dump, "w");
+	REQUIRE(f);
+	options_dump(f, &cfg);
+	fclose(f);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--config", dump, NULL}) == 0);
+	CHECK(cfg.temperature < 0 && cfg.top_p < 0 && cfg.seed == -1);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--temperature", "2.1", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--top-p", "0", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--top-p", "1.01", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--seed", "-1", NULL}) < 0);
+	options_finish(&cfg);
+	CHECK(parse(&cfg, (char *[]){"holod", "--seed", "4294967296", NULL}) < 0);
 	options_finish(&cfg);
 
 	/* The engine backend: names checked when given, the combination only with a model (it is

@@ -509,6 +509,9 @@ int main(void)
 	REQUIRE(g);
 	CHECK(policy_format_find("holo3") == &policy_format_holo3);
 	CHECK(policy_format_find("holo1") == NULL);
+	/* sampled as the published harnesses sample (docs/policy.md) */
+	CHECK(policy_format_holo3.sampling.temperature == 0.8 &&
+	      policy_format_holo3.sampling.top_p == 0.95);
 	test_corpus();
 	test_rejects();
 	test_string_budget();
