@@ -21,10 +21,14 @@
  *      minimum's share of each of its lanes).
  *
  * NR consecutive rows against T tokens (8 rows for one token, 4 for more), one 16-lane
- * accumulator per (row, token), the rows NR ahead prefetched (codes and then scales) as in the
- * bf16 kernels, so a thread's range is one stream. (8 rows for one token rather than 4: q8 went
- * from 1.32-1.55x to 1.71-1.72x bf16's rate and q4 from 1.18-1.98x to 2.18-2.29x in the same
- * runs, holo-bench gemv on one thread of the loaded AMD EPYC, 2026-11-29: the deeper prefetch.) Scales of blocks past the last column are masked to zero on load (their codes and the
+ * accumulator per (row, token). With more than one token the rows NR ahead are prefetched
+ * (codes and then scales) as in the bf16 kernels; with one token nothing is prefetched by hand:
+ * the hardware's stream prefetchers follow the rows, and the extra prefetch instructions (one
+ * per row and line, two on a row's first line) cost more than they hid. In-process A/B on the
+ * lm head's shape (holo-bench gemv 131072 x 1024, the two kernels alternating first and second
+ * each round, the loaded 2-core AMD EPYC, 2026-11-29), rate without / with the prefetch:
+ * q4 1.13-1.56x (5 runs, 1 and 2 threads), q8 0.92-1.22x (4 of 5 runs faster). (8 rows for one
+ * token rather than 4 keeps eight independent accumulator chains in flight.) Scales of blocks past the last column are masked to zero on load (their codes and the
  * activations' are zero: the padding of quant.h's records is not trusted to hold finite fp16).
  * Every (row, token) sum is formed the same way whatever T: a token's result is the same bits
  * alone or in a batch. */
@@ -81,9 +85,11 @@ INL void block_q8(const struct cpu_gemv_args *a, int r, const int NR, const int 
 		const int64_t left = nb - 2 * p;
 		const __mmask8 sm = left >= 4 ? (__mmask8)0xf : (__mmask8)((1u << left) - 1);
 		const size_t xo = (size_t)(p / 2) * CPU_XQ_Q8_BYTES;
-		prefetch(ahead, ldw, NR, (size_t)p, soff, slines);
-		if (p + 1 < np)
-			prefetch(ahead, ldw, NR, (size_t)p + 1, soff, slines);
+		if (T > 1) {
+			prefetch(ahead, ldw, NR, (size_t)p, soff, slines);
+			if (p + 1 < np)
+				prefetch(ahead, ldw, NR, (size_t)p + 1, soff, slines);
+		}
 		for (int q = 0; q < NR; q++) {
 			const char *row = w + (size_t)q * ldw;
 			__m128 d4 = _mm_cvtph_ps(_mm_maskz_loadu_epi16(sm, row + soff + 4 * (size_t)p));
@@ -121,7 +127,8 @@ INL void block_q4(const struct cpu_gemv_args *a, int r, const int NR, const int 
 		const int64_t left = nb - 4 * g;
 		const __mmask8 sm = left >= 4 ? (__mmask8)0xff : (__mmask8)((1u << (2 * left)) - 1);
 		const size_t xo = (size_t)g * CPU_XQ_Q4_BYTES;
-		prefetch(ahead, ldw, NR, (size_t)g, soff, slines);
+		if (T > 1)
+			prefetch(ahead, ldw, NR, (size_t)g, soff, slines);
 		for (int q = 0; q < NR; q++) {
 			const char *row = w + (size_t)q * ldw;
 			__m512i v = _mm512_loadu_si512(row + 64 * (size_t)g);
