@@ -20,15 +20,19 @@
  *      acc += float(lane) * (d_w * d_x) + m_w * sl (sl: d_x x the block's code sum / 4, the
  *      minimum's share of each of its lanes).
  *
- * NR consecutive rows against T tokens (8 rows for one token, 4 for more), one 16-lane
- * accumulator per (row, token). With more than one token the rows NR ahead are prefetched
- * (codes and then scales) as in the bf16 kernels; with one token nothing is prefetched by hand:
- * the hardware's stream prefetchers follow the rows, and the extra prefetch instructions (one
- * per row and line, two on a row's first line) cost more than they hid. In-process A/B on the
- * lm head's shape (holo-bench gemv 131072 x 1024, the two kernels alternating first and second
- * each round, the loaded 2-core AMD EPYC, 2026-11-29), rate without / with the prefetch:
- * q4 1.13-1.56x (5 runs, 1 and 2 threads), q8 0.92-1.22x (4 of 5 runs faster). (8 rows for one
- * token rather than 4 keeps eight independent accumulator chains in flight.) Scales of blocks past the last column are masked to zero on load (their codes and the
+ * One token (decode): one row at a time, front to back, nothing prefetched by hand: a thread's
+ * range is one sequential stream, which the hardware's stream prefetchers follow at the read
+ * bandwidth (llama.cpp's vec_dot walks rows the same way). Eight rows interleaved (with the
+ * rows eight ahead prefetched, as before) read eight short streams at once (a 1024-column q8
+ * row is 17 lines) and stayed far below the bandwidth. In-process A/B on the lm head's shape
+ * (holo-bench gemv 131072 x 1024, the two kernels alternating first and second each round, AMD
+ * EPYC 2 cores, 2026-11-29, read pass ~31 GB/s on 2 threads), GB/s of weights on 1 / 2 threads,
+ * one row vs eight, two runs: q8 12.0/16.4 vs 7.4/12.0 and 13.0/21.1 vs 7.7/11.7; q4 11.3/21.0
+ * vs 8.0/12.5 and 12.3/16.6 vs 8.5/11.4.
+ * More tokens (the merged decode rows of several sessions): NR = 4 consecutive rows against T
+ * tokens, the rows NR ahead prefetched (codes and then scales), each weight vector loaded once
+ * for T tokens. One 16-lane accumulator per (row, token) either way. Scales of blocks past the
+ * last column are masked to zero on load (their codes and the
  * activations' are zero: the padding of quant.h's records is not trusted to hold finite fp16).
  * Every (row, token) sum is formed the same way whatever T: a token's result is the same bits
  * alone or in a batch. */
@@ -42,7 +46,7 @@
 #define INL static inline __attribute__((always_inline))
 #define NOINL static __attribute__((noinline))
 
-#define NR_MAX 8
+#define NR_MAX 4
 
 INL void store(const struct cpu_gemv_args *a, int r, const int NR, const int T,
 	       __m512 acc[NR_MAX][CPU_GEMV_KERNEL_T])
@@ -195,8 +199,8 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 		}                                                                                  \
 	}
 
-INSTANCES(q8, QUANT_Q8, 8)
-INSTANCES(q4, QUANT_Q4, 8)
+INSTANCES(q8, QUANT_Q8, 1)
+INSTANCES(q4, QUANT_Q4, 1)
 
 /* ---- the activations' quantization (cpu_gemv_quantize_x, the same bytes) ------------------ */
 
