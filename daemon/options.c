@@ -114,7 +114,8 @@ static const struct option_def options[] = {
 	 "default image tile budget per observation (0: the checkpoint's)", true},
 	{"context-tokens", "HOLOD_CONTEXT_TOKENS", OPT_UINT, OFF(context_tokens), 1024,
 	 ENGINE_SESSION_MAX_TOKENS, "32768", "N",
-	 "session size of an instruction task; a persistent session is rebuilt before it is full",
+	 "session size of an instruction task; a persistent or rolling session is rebuilt before "
+	 "it is full",
 	 true},
 	{"state-limit", "HOLOD_STATE_LIMIT", OPT_UINT, OFF(state_limit_kib), 0, UINT32_MAX, "0",
 	 "KIB", "KiB of model session state (recurrent state and KV caches of every task) the "

@@ -6,7 +6,7 @@
  * the screenshot as a PNG data URL at the captured size: the server's own processor tiles it
  * as the model expects) with the steps answered so far as assistant turns, re-serialized
  * canonically. Only the last K (--window, or the task's window) observations carry their
- * image, in both history modes: the server keeps no session between requests, so every one
+ * image, in every history mode: the server keeps no session between requests, so every one
  * re-sends what it shows, and K bounds the request (servers also cap images per prompt, as
  * vLLM's --limit-mm-per-prompt does); its prefix cache plays the persistent session. Older
  * ones say "[screenshot evicted]", and with --remote-images none every one does (the

@@ -32,9 +32,11 @@ TEST_DEFINE_GLOBALS;
 #define K 2
 #define FRAME_W 96
 #define FRAME_H 64
-/* fp32 sessions prefilled in other chunks: the sums differ in their order only (measured:
- * at most 1e-6 on logits of magnitude 7.4; a wrong context moves them by 1.4e-3 or more) */
-#define LOGITS_TOL 1e-5f
+/* fp32 sessions prefilled in other chunks: the sums differ in their order only. Measured on
+ * the tiny model (logits of magnitude 7.4): at most 1.5e-6 apart; a wrong context moves them
+ * by 5.8e-4 or more. The tolerance is 5e-6 of the largest logit (3.7e-5), a wrong context must
+ * be 10 times as far. */
+#define LOGITS_TOL 5e-6f
 
 /* The first logits the grammar masks in a step: those after its prompt. */
 static float *captured;
@@ -121,35 +123,33 @@ static struct x11_frame *pattern(int step)
 	return f;
 }
 
-int main(void)
+/* One task of n_steps steps with K = 2, under a context of the prefix and `room` tokens (0: a
+ * context of 32768). Returns the rebuilds it saw. */
+static int run_task(struct provider *p, struct model_worker *w, unsigned room, size_t n_steps)
 {
-	const char *model = getenv("AGENT_MODEL");
 	char err[512] = "";
-
-	if (!model) {
-		fprintf(stderr, "skip: AGENT_MODEL is not set\n");
-		return 77;
-	}
-	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
-					    .precision = ENGINE_PRECISION_FP32};
-	struct model_worker *w = model_worker_create(model, &bo);
-	REQUIRE(w);
-	REQUIRE(model_worker_wait_loaded(w) == MODEL_WORKER_READY);
-	struct provider *p = provider_local_create(w);
-	REQUIRE(p);
-
 	struct ipc_task_request *req = NULL;
 	static const char body[] = "{\"instruction\": \"Click the red block.\"}";
 	REQUIRE(ipc_task_request_parse(body, strlen(body), &req, err, sizeof(err)) == 0);
 	atomic_int stop = EXECUTOR_RUN;
-	struct executor_task t = {.id = 1, .req = req, .max_steps = N_STEPS, .max_seconds = 600,
-				  .stop = &stop};
+	struct executor_task t = {.id = 1, .req = req, .max_steps = (unsigned)n_steps,
+				  .max_seconds = 600, .stop = &stop};
 	struct executor_env env = {0};
 	struct executor_run run = {.env = &env, .t = &t,
 				   .monitor = {.x = 0, .y = 0, .width = FRAME_W, .height = FRAME_H},
 				   .root_w = FRAME_W, .root_h = FRAME_H, .deadline_us = UINT64_MAX};
+	/* The reference renderer: the same format, tokenizer and environment as the task's. */
+	struct policy_env penv = {.screen_width = FRAME_W, .screen_height = FRAME_H,
+				  .date = "2026-11-29"};
+	struct policy_renderer *ref =
+		policy_renderer_create(&policy_format_holo3, model_worker_tokenizer(w), &penv,
+				       model_worker_tokens_per_tile(w));
+	REQUIRE(ref);
+	struct policy_piece prefix = {0};
+	REQUIRE(policy_render_prefix(ref, req->instruction, &prefix) == 0);
+	unsigned context_tokens = room ? (unsigned)prefix.n_ids + room : 32768;
 	struct agent_config cfg = {.provider = p, .worker = w, .history = IPC_HISTORY_ROLLING,
-				   .window = K, .context_tokens = 32768, .step_tokens = 300,
+				   .window = K, .context_tokens = context_tokens, .step_tokens = 300,
 				   .step_retries = 0, .temperature = 0.0f};
 	struct provider_task_args args = {.cfg = &cfg, .t = &t, .run = &run,
 					  .history = IPC_HISTORY_ROLLING, .window = K,
@@ -160,22 +160,16 @@ int main(void)
 	captured_n = a->vocab;
 	captured = xmalloc((size_t)a->vocab * sizeof(float));
 	float *fresh = xmalloc((size_t)a->vocab * sizeof(float));
-
-	/* The reference renderer: the same format, tokenizer and environment as the task's. */
-	struct policy_renderer *ref = policy_renderer_create(
-		&policy_format_holo3, model_worker_tokenizer(w), &a->penv, a->tokens_per_tile);
-	REQUIRE(ref);
-	struct policy_piece prefix = {0};
-	REQUIRE(policy_render_prefix(ref, req->instruction, &prefix) == 0);
 	CHECK_INT_EQ((long long)prefix.n_ids, a->prefix_tokens);
 
-	struct policy_step steps[N_STEPS] = {0};
-	struct policy_tool_result results[N_STEPS] = {0};
-	char result_text[N_STEPS][64];
-	struct policy_observation obs[N_STEPS] = {0};
-	long long appended[N_STEPS] = {0}, window_ids = 0;
+	struct policy_step *steps = xcalloc(n_steps, sizeof(*steps));
+	struct policy_tool_result *results = xcalloc(n_steps, sizeof(*results));
+	char (*result_text)[64] = xcalloc(n_steps, sizeof(*result_text));
+	struct policy_observation *obs = xcalloc(n_steps, sizeof(*obs));
+	long long *appended = xcalloc(n_steps, sizeof(*appended)), window_ids = 0;
+	int rebuilds = 0;
 
-	for (size_t i = 0; i < N_STEPS; i++) {
+	for (size_t i = 0; i < n_steps; i++) {
 		struct x11_frame *f = pattern((int)i);
 		int r = p->ops->observe(pt, i, f, err, sizeof(err));
 		free(f->pixels);
@@ -199,42 +193,50 @@ int main(void)
 			fprintf(stderr, "step %zu: %s\n", i, ps.err);
 		REQUIRE(r == 0);
 		CHECK(!capture);
-		CHECK_STR_EQ(ps.prompt_mode, "rolling");
+		bool rebuilt = strcmp(ps.prompt_mode, "rebuild") == 0;
+		CHECK(rebuilt || strcmp(ps.prompt_mode, "rolling") == 0);
+		rebuilds += rebuilt;
+		if (rebuilt)
+			before = a->prefix_tokens;
 		appended[i] = ps.as.tokens_appended;
-		/* session = snapshot before + appended + decoded; the snapshot took the evicted
-		 * turn. */
+		/* session = snapshot before (the prefix after a rebuild) + appended + decoded; the
+		 * snapshot took the evicted turns; the session stays within the context. */
 		CHECK_INT_EQ(ps.as.session_tokens, before + ps.as.tokens_appended +
 							   ps.as.tokens_decoded);
-		CHECK_INT_EQ(a->roll_first, 0);
-		CHECK_INT_EQ(a->roll_held, i + 1 > K ? i + 1 - K : 0);
-		CHECK(i < K ? a->rolling_tokens == a->prefix_tokens
-			    : a->rolling_tokens > before);
+		CHECK(ps.as.session_tokens <= (long long)cfg.context_tokens);
+		size_t rf = a->roll_first;
+		CHECK_INT_EQ(a->roll_held, i + 1 - rf > K ? i + 1 - rf - K : 0);
+		CHECK(rebuilt || (i - rf < K ? a->rolling_tokens == before
+					     : a->rolling_tokens > before));
 
-		/* The same context, prefilled fresh: the prefix and the window's whole history. */
+		/* The same context, prefilled fresh: the prefix and the window's history from the
+		 * first observation the session holds. */
 		struct policy_piece win = {0}, wrong = {0};
-		REQUIRE(policy_render_window(ref, obs, steps, i, K, &win) == 0);
+		REQUIRE(policy_render_window(ref, obs + rf, steps + rf, i - rf, K, &win) == 0);
 		CHECK_INT_EQ((long long)win.n_ids,
-			     a->rolling_tokens - a->prefix_tokens +
-				     (ps.as.tokens_appended - (a->rolling_tokens - before)));
+			     ps.as.session_tokens - ps.as.tokens_decoded - a->prefix_tokens);
 		struct fresh_job fj = {.a = a, .prefix = &prefix, .window = &win, .index = i,
 				       .logits = fresh};
 		REQUIRE(model_worker_call(w, fresh_job, &fj) == 0);
 		float scale, d = max_diff(captured, fresh, a->vocab, &scale);
-		fprintf(stderr, "step %zu: appended %lld (window %zu), snapshot %d tokens, logits "
-			"max |rolling - fresh| %.2e (max |logit| %.2f)\n", i, appended[i],
-			win.n_ids, a->rolling_tokens, (double)d, (double)scale);
+		fprintf(stderr, "step %zu (%s, history from %zu): appended %lld (window %zu), "
+			"snapshot %d tokens, logits max |rolling - fresh| %.2e (max |logit| %.2f)\n",
+			i, ps.prompt_mode, rf, appended[i], win.n_ids, a->rolling_tokens, (double)d,
+			(double)scale);
 		CHECK(d <= LOGITS_TOL * fmaxf(1.0f, scale));
-		window_ids = (long long)win.n_ids;
+		if (rf == 0)
+			window_ids = (long long)win.n_ids;
 		/* Wrong contexts are far from it: one screenshot fewer (an observation evicted
 		 * too early), and the window without the evicted turns (a snapshot that lost
 		 * them); so the check above tells them apart. */
 		for (int kind = 0; kind < 2; kind++) {
 			size_t f0 = i + 1 - K;
-			if (kind == 0 && i < 1)
+			if (kind == 0 && i < rf + 1)
 				continue;
-			if (kind == 1 && i < K)
+			if (kind == 1 && i < rf + K)
 				continue;
-			REQUIRE((kind == 0 ? policy_render_window(ref, obs, steps, i, K - 1, &wrong)
+			REQUIRE((kind == 0 ? policy_render_window(ref, obs + rf, steps + rf, i - rf,
+								  K - 1, &wrong)
 					   : policy_render_window(ref, obs + f0, steps + f0,
 								  i - f0, K, &wrong)) == 0);
 			fj.window = &wrong;
@@ -251,19 +253,54 @@ int main(void)
 		memset(&ps.step, 0, sizeof(ps.step));
 		provider_step_finish(&ps);
 	}
-	/* Constant from step K + 1 on, and far less than the window's history at the end. */
-	for (size_t i = K + 2; i < N_STEPS; i++)
-		CHECK_INT_EQ(appended[i], appended[K + 1]);
-	CHECK(appended[N_STEPS - 1] < window_ids);
+	if (rebuilds == 0) {
+		/* Constant from step K + 1 on, and far less than the window's history at the
+		 * end. */
+		for (size_t i = K + 2; i < n_steps; i++)
+			CHECK_INT_EQ(appended[i], appended[K + 1]);
+		CHECK(appended[n_steps - 1] < window_ids);
+	}
 
 	policy_piece_finish(&prefix);
 	policy_renderer_destroy(ref);
 	p->ops->task_close(pt);
-	for (size_t i = 0; i < N_STEPS; i++)
+	for (size_t i = 0; i < n_steps; i++)
 		policy_step_finish(&steps[i]);
+	free(steps);
+	free(results);
+	free(result_text);
+	free(obs);
+	free(appended);
 	free(captured);
 	free(fresh);
 	ipc_task_request_destroy(req);
+	return rebuilds;
+}
+
+int main(void)
+{
+	const char *model = getenv("AGENT_MODEL");
+
+	if (!model) {
+		fprintf(stderr, "skip: AGENT_MODEL is not set\n");
+		return 77;
+	}
+	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
+					    .precision = ENGINE_PRECISION_FP32};
+	struct model_worker *w = model_worker_create(model, &bo);
+	REQUIRE(w);
+	REQUIRE(model_worker_wait_loaded(w) == MODEL_WORKER_READY);
+	struct provider *p = provider_local_create(w);
+	REQUIRE(p);
+
+	/* Rolling all along. */
+	CHECK_INT_EQ(run_task(p, w, 0, N_STEPS), 0);
+	/* A context of the prefix and ~1000 tokens: the snapshot soon does not fit beside the
+	 * window; the rebuilt session (the recent history from the prefix) rolls on from there. */
+	int rebuilds = run_task(p, w, 1000, 9);
+	fprintf(stderr, "small context: %d rebuilds\n", rebuilds);
+	CHECK(rebuilds >= 1);
+
 	provider_destroy(p);
 	model_worker_destroy(w);
 	return test_exit();
