@@ -248,6 +248,12 @@ int main(int argc, char **argv)
 				  cfg.remote_images);
 			goto destroy_worker;
 		}
+		int server = provider_remote_server_from_string(cfg.remote_server);
+		if (server < 0) {
+			log_error("--remote-server: \"%s\" is not auto, vllm or openai",
+				  cfg.remote_server);
+			goto destroy_worker;
+		}
 		struct provider_remote_config rc = {
 			.url = cfg.remote,
 			.model = cfg.remote_model,
@@ -256,6 +262,7 @@ int main(int argc, char **argv)
 			.timeout_s = cfg.remote_timeout,
 			.retries = cfg.remote_retries,
 			.images = images,
+			.server = (enum provider_remote_server)server,
 		};
 		provider = provider_remote_create(&rc, perr, sizeof(perr));
 		if (!provider) {

@@ -163,6 +163,11 @@ static const struct option_def options[] = {
 	{"remote-images", "HOLOD_REMOTE_IMAGES", OPT_STRING, OFF(remote_images), 0, 0, "png",
 	 "png|none", "screenshots sent to the --remote server: png (data URLs), or none (the "
 	 "text-only layout, for servers without vision)", true},
+	{"remote-server", "HOLOD_REMOTE_SERVER", OPT_STRING, OFF(remote_server), 0, 0, "auto",
+	 "auto|vllm|openai", "what the --remote server is: vllm gets the step schema as "
+	 "structured_outputs and each screenshot's placeholder inside its text, openai (any other) "
+	 "response_format and the parts in order; auto: vllm when its /models says owned_by vllm",
+	 true},
 	{"require-model", NULL, OPT_FLAG, OFF(require_model), 0, 0, NULL, NULL,
 	 "exit non-zero when the configured model cannot be loaded (readiness waits for the load) "
 	 "instead of serving scripts only", false},

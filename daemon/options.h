@@ -64,6 +64,7 @@ struct holod_config {
 	unsigned remote_timeout; /* seconds, a whole request */
 	unsigned remote_retries; /* HTTP 429/5xx retries */
 	char *remote_images;  /* png | none */
+	char *remote_server;  /* auto | vllm | openai (provider_remote_server_from_string) */
 	char *log_level;
 	bool help, dump_config, version;
 	bool debug_unconstrained; /* debug: decode without the step grammar */

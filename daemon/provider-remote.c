@@ -10,18 +10,25 @@
  * re-sends what it shows, and K bounds the request (servers also cap images per prompt, as
  * vLLM's --limit-mm-per-prompt does); its prefix cache plays the persistent session. Older
  * ones say "[screenshot evicted]", and with --remote-images none every one does (the
- * text-only layout). The answer is constrained by the step's JSON schema as response_format
- * {"type": "json_schema"}, plus vLLM's "guided_json" when the server's GET {url}/models says
- * it is vLLM (its models are "owned_by": "vllm"); the model name is --remote-model or the
- * first model that list names. The same parser as the local engine's validates the answer;
- * an invalid one is asked again (sampled at RETRY_TEMPERATURE when greedy).
+ * text-only layout). The server is vLLM when --remote-server says so or, with auto, when its
+ * GET {url}/models says so (its first model is "owned_by": "vllm"); it gets the step's JSON
+ * schema as {"structured_outputs": {"json": S}} (what vLLM reads since guided_json was removed
+ * in 0.12) and each observation as ONE text part holding the "<image>" placeholder where the
+ * screenshot goes, then the image part: the Nemotron-Nano-VL template that vLLM applies joins a
+ * message's text parts and puts a "<image>\n" in front of them unless the text holds its own
+ * placeholder, so only this layout renders the screenshot inside <observation> as the local
+ * engine does (tools/nemotron_vl_template.py). Any other server gets response_format
+ * {"type": "json_schema"} and the parts in their order (text, image, text), which a template
+ * that renders parts in order places alike. The model name is --remote-model or the first
+ * model that list names. The same parser as the local engine's validates the answer; an
+ * invalid one is asked again (sampled at RETRY_TEMPERATURE when greedy).
  *
  * Transport: libcurl's multi interface polled every REMOTE_POLL_MS, checking the task's stop
  * flag and deadline between polls, so cancel and the kill switch end a streamed answer at once
  * (stream: true, read as server-sent events). HTTP 429 and 5xx are retried up to
  * --remote-retries times after an exponential backoff (REMOTE_BACKOFF_BASE_MS doubling, or the
  * server's Retry-After, both capped at REMOTE_MAX_BACKOFF_MS); a 400, 422 or 500 whose body
- * names response_format switches the provider to {"type": "json_object", "schema"} (the form
+ * names response_format (from a server not taken for vLLM) switches the provider to {"type": "json_object", "schema"} (the form
  * llama-cpp-python's server takes) at once; anything else fails the step. What the server
  * sends is read by remote-reply.c, every size against a named limit.
  *
@@ -71,10 +78,11 @@ struct remote_provider {
 	char *schema;     /* the step's JSON Schema, compact */
 	unsigned connect_timeout_s, timeout_s, retries;
 	bool images;
+	enum provider_remote_server server; /* --remote-server */
 
 	pthread_mutex_t lock; /* guards what follows */
 	bool probed;
-	bool guided_json;     /* vLLM: its own structured-output field too */
+	bool vllm;            /* structured_outputs and the one-text-part layout (above) */
 	bool json_object;     /* the server refused "json_schema": {"type":"json_object","schema"} */
 	char *served_model;   /* from GET /models */
 };
@@ -91,7 +99,7 @@ struct remote_task {
 	char *system;     /* the system turn */
 	char *task_text;  /* "Task: ..." */
 	char *model;      /* the name sent */
-	bool guided_json, json_object;
+	bool vllm, json_object;
 	char **pngs;      /* pngs[i]: observation i's data URL (NULL once out of reach) */
 	uint64_t png_us;  /* encoding the last observation's PNG */
 	size_t cap;
@@ -295,11 +303,13 @@ static int probe(struct remote_provider *rp, struct remote_task *rt, char *err, 
 	if (!rp->probed) {
 		rp->probed = true;
 		rp->served_model = served;
-		rp->guided_json = vllm;
+		if (rp->server == PROVIDER_REMOTE_AUTO)
+			rp->vllm = vllm;
 		served = NULL;
-		log_info("model server %s: model %s%s", rp->endpoint,
+		log_info("model server %s: model %s, %s", rp->endpoint,
 			 rp->model ? rp->model : rp->served_model ? rp->served_model : "(unnamed)",
-			 rp->guided_json ? " (vLLM: guided_json sent too)" : "");
+			 rp->vllm ? "vLLM (structured_outputs, the image inside the text part)"
+				  : "OpenAI-compatible (response_format)");
 	}
 	pthread_mutex_unlock(&rp->lock);
 	free(served);
@@ -336,14 +346,21 @@ static const char *remote_error(struct provider *p)
 	return NULL;
 }
 
+/* What constrains the answer: vLLM's structured_outputs, or response_format's json_schema or
+ * (after a refusal) json_object form. */
+static const char *remote_structured_name(bool vllm, bool json_object)
+{
+	return vllm ? "structured_outputs" : json_object ? "json_object" : "json_schema";
+}
+
 static json_t *remote_provenance(struct provider *p)
 {
 	struct remote_provider *rp = remote_of(p);
 	pthread_mutex_lock(&rp->lock);
-	json_t *o = json_pack("{s:s, s:s?, s:s?, s:b, s:b, s:s}", "endpoint", rp->endpoint, "name",
+	json_t *o = json_pack("{s:s, s:s?, s:s?, s:b, s:s, s:s}", "endpoint", rp->endpoint, "name",
 			      rp->model ? rp->model : rp->served_model, "served", rp->served_model,
-			      "images", rp->images, "guided_json", rp->guided_json, "response_format",
-			      rp->json_object ? "json_object" : "json_schema");
+			      "images", rp->images, "server", rp->vllm ? "vllm" : "openai",
+			      "structured_output", remote_structured_name(rp->vllm, rp->json_object));
 	pthread_mutex_unlock(&rp->lock);
 	return o;
 }
@@ -410,7 +427,7 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	pthread_mutex_lock(&rp->lock);
 	rt->model = xstrdup(rp->model ? rp->model : rp->served_model ? rp->served_model :
 			    "default");
-	rt->guided_json = rp->guided_json;
+	rt->vllm = rp->vllm;
 	rt->json_object = rp->json_object;
 	pthread_mutex_unlock(&rp->lock);
 	/* What the chat export reads (docs/journal.md, `prompt`). */
@@ -465,7 +482,8 @@ static int remote_observe(struct provider_task *pt, size_t index, const struct x
 	return 0;
 }
 
-/* One user turn: text parts around the image, or only text. */
+/* One user turn: only text, or for vLLM the text with its "<image>" placeholder and the image
+ * part, else text parts around the image part (the file's comment says why). */
 static json_t *user_content(const struct remote_task *rt, const struct provider_history *h,
 			    size_t i, char **ret_text)
 {
@@ -480,6 +498,12 @@ static json_t *user_content(const struct remote_task *rt, const struct provider_
 		return json_string(text);
 	char *at = strstr(text, "<image>");
 	json_t *parts = json_array();
+	if (rt->vllm) {
+		json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text));
+		json_array_append_new(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url",
+						       "image_url", "url", rt->pngs[i]));
+		return parts;
+	}
 	if (at > text)
 		json_array_append_new(parts, json_pack("{s:s, s:s%}", "type", "text", "text", text,
 						       (size_t)(at - text)));
@@ -548,18 +572,22 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 		free(step);
 	}
 	json_t *schema = json_loads(rp->schema, 0, NULL);
-	json_t *format =
-	        rt->json_object ?
-	                json_pack("{s:s, s:O}", "type", "json_object", "schema", schema) :
-	                json_pack("{s:s, s:{s:s, s:b, s:O}}", "type", "json_schema", "json_schema",
-	                          "name", "holo3_step", "strict", 1, "schema", schema);
-	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:f, s:I, s:o}", "model",
-			      rt->model, "messages", msgs, "stream", 1, "stream_options",
-			      "include_usage", 1, "max_tokens", (json_int_t)rt->cfg->step_tokens,
-			      "temperature", temperature, "top_p", rt->sampling.top_p, "seed",
-			      (json_int_t)(seed & 0x7fffffff), "response_format", format);
-	if (o && rt->guided_json)
-		json_object_set(o, "guided_json", schema);
+	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:f, s:I}", "model", rt->model,
+			      "messages", msgs, "stream", 1, "stream_options", "include_usage", 1,
+			      "max_tokens", (json_int_t)rt->cfg->step_tokens, "temperature",
+			      temperature, "top_p", rt->sampling.top_p, "seed",
+			      (json_int_t)(seed & 0x7fffffff));
+	/* vLLM's own field; the OpenAI form, or the json_object form a server asked for */
+	if (o && rt->vllm)
+		json_object_set_new(o, "structured_outputs", json_pack("{s:O}", "json", schema));
+	else if (o && rt->json_object)
+		json_object_set_new(o, "response_format",
+				    json_pack("{s:s, s:O}", "type", "json_object", "schema", schema));
+	else if (o)
+		json_object_set_new(o, "response_format",
+				    json_pack("{s:s, s:{s:s, s:b, s:O}}", "type", "json_schema",
+					      "json_schema", "name", "holo3_step", "strict", 1,
+					      "schema", schema));
 	req = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	json_decref(schema);
@@ -600,7 +628,7 @@ static int post(struct remote_task *rt, const char *body, struct remote_reply *r
 		/* A server that does not know the json_schema form (llama-cpp-python's server
 		 * takes {"type":"json_object","schema":S}) says so in a 400, a 422 or (that one)
 		 * a 500: asked again at once in the other form, not retried as a failure. */
-		if (!rt->json_object &&
+		if (!rt->vllm && !rt->json_object &&
 		    (rep->status == 400 || rep->status == 422 || rep->status == 500) &&
 		    rep->body.data &&
 		    (strstr(rep->body.data, "response_format") || strstr(rep->body.data, "json_schema"))) {
@@ -856,6 +884,17 @@ cleanup:
 	return r;
 }
 
+int provider_remote_server_from_string(const char *s)
+{
+	if (s && strcmp(s, "auto") == 0)
+		return PROVIDER_REMOTE_AUTO;
+	if (s && strcmp(s, "vllm") == 0)
+		return PROVIDER_REMOTE_VLLM;
+	if (s && strcmp(s, "openai") == 0)
+		return PROVIDER_REMOTE_OPENAI;
+	return -EINVAL;
+}
+
 struct provider *provider_remote_create(const struct provider_remote_config *c, char *err,
 					size_t errlen)
 {
@@ -868,6 +907,8 @@ struct provider *provider_remote_create(const struct provider_remote_config *c, 
 	rp->timeout_s = c->timeout_s;
 	rp->retries = c->retries;
 	rp->images = c->images;
+	rp->server = c->server;
+	rp->vllm = c->server == PROVIDER_REMOTE_VLLM;
 	if (c->model && c->model[0])
 		rp->model = xstrdup(c->model);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

@@ -133,6 +133,18 @@ struct provider_task {
  * errno. */
 struct provider *provider_local_create(struct model_worker *worker);
 
+/* What kind of server --remote names (--remote-server): vLLM gets its structured_outputs
+ * field and the observation's image placeholder inside its text part, any other server
+ * response_format and the parts in order (provider-remote.c). */
+enum provider_remote_server {
+	PROVIDER_REMOTE_AUTO,   /* vLLM when GET /models says "owned_by": "vllm" */
+	PROVIDER_REMOTE_VLLM,
+	PROVIDER_REMOTE_OPENAI, /* any other OpenAI-compatible server */
+};
+
+/* "auto", "vllm", "openai" -> the kind, or -EINVAL. */
+int provider_remote_server_from_string(const char *s);
+
 /* The remote provider's configuration (holod's --remote options). */
 struct provider_remote_config {
 	const char *url;       /* the server's base URL (.../v1) or its chat completions URL */
@@ -141,6 +153,7 @@ struct provider_remote_config {
 	unsigned connect_timeout_s, timeout_s; /* connection; whole request */
 	unsigned retries;      /* retries of HTTP 429/5xx */
 	bool images;           /* false: the text-only layout (no screenshots sent) */
+	enum provider_remote_server server;
 };
 
 /* An OpenAI-compatible server (provider-remote.c). Checks the URL and reads the key file (a

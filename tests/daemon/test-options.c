@@ -74,11 +74,13 @@ int main(void)
 	CHECK_INT_EQ(cfg.remote_timeout, 300);
 	CHECK_INT_EQ(cfg.remote_retries, 3);
 	CHECK_STR_EQ(cfg.remote_images, "png");
+	CHECK_STR_EQ(cfg.remote_server, "auto");
 	options_finish(&cfg);
 	write_file(conf, "remote = http://gpu:8000/v1\nremote-model = holo\nremote-retries = 5\n");
 	setenv("HOLOD_CONFIG", conf, 1);
 	REQUIRE(parse(&cfg, (char *[]){"holod", "--remote-timeout", "30", "--remote-images",
-				      "none", NULL}) == 0);
+				      "none", "--remote-server", "vllm", NULL}) == 0);
+	CHECK_STR_EQ(cfg.remote_server, "vllm");
 	CHECK_STR_EQ(cfg.remote, "http://gpu:8000/v1");
 	CHECK_STR_EQ(cfg.remote_model, "holo");
 	CHECK_INT_EQ(cfg.remote_retries, 5);

@@ -3,7 +3,8 @@
  *   fake-openai --port-file FILE --script FILE --record DIR
  *
  * Listens on 127.0.0.1 (a free port, written to FILE once it listens). GET /v1/models names one
- * model, "fake-model", owned by "vllm" (so holod sends guided_json too). Each POST
+ * model, "fake-model", owned by "vllm" (so holod, with --remote-server auto, sends vLLM's
+ * structured_outputs and its one-text-part layout). Each POST
  * /v1/chat/completions takes the next line of the script file (the last line repeats; the count
  * starts over whenever the file's contents change) and records the request's body as
  * DIR/req-N.json and its Authorization header as DIR/req-N.auth (N counts every POST). A line:

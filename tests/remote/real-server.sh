@@ -53,7 +53,8 @@ rows=$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE task_id = $TASK AND provi
 ok=$(grep -c '"POST /v1/chat/completions HTTP/1.1" 200' "$REMOTE_LOG")
 [ "$ok" -ge "$STEPS" ] || fail "the server answered $ok chat completions with 200, not $STEPS"
 api GET /v1/status
-expect_json "status" .provider.response_format json_object
+expect_json "status" .provider.structured_output json_object
+expect_json "status" .provider.server openai
 
 # holod keeps serving after the task; the server is still up.
 kill -0 "$REMOTE_PID" 2>/dev/null || fail "the server exited during the task"

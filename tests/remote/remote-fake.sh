@@ -1,7 +1,9 @@
 #!/bin/sh
 # The remote provider (issue 17) against a scripted OpenAI-compatible server (fake-openai.c):
 # streamed answers with a 429 retried after its Retry-After, the request checked against the
-# chat-completions schema (PNG data URLs, response_format json_schema, vLLM's guided_json), a
+# chat-completions schema (PNG data URLs; for vLLM, its structured_outputs field and the
+# screenshot's placeholder inside the observation's text part, which the model's chat template
+# renders in place; for any other server, response_format json_schema and the parts in order), a
 # non-streamed answer, 5xx past the retry bound, a slow server (timeout), invalid answers
 # (retried, then the raw output journaled), the json_object fallback, cancel in the middle of a
 # streamed answer, the server down (the task fails, holod keeps serving) -- and the key never
@@ -53,7 +55,8 @@ api GET "/v1/tasks/$TASK"
 expect_json "answer" .result done
 expect_json "provenance" .provenance.provider remote
 expect_json "provenance" .provenance.model.endpoint "$ENDPOINT"
-expect_json "provenance" .provenance.model.guided_json true
+expect_json "provenance" .provenance.model.server vllm
+expect_json "provenance" .provenance.model.structured_output structured_outputs
 grep -q "HTTP 429; retry 1 of 2 in 1000 ms" "$HOLOD_LOG" || fail "the 429 was not retried after 1 s"
 grep -q '^press button=1 .* root_x=160 root_y=100 ' "$CLIENT_LOG" ||
 	fail "the remote step's click (250,250 of 1000 on 640x400) did not land"
@@ -63,18 +66,22 @@ jq -e '(.steps | length) == 2 and all(.steps[]; .agent.provider == "remote"
 	and .agent.remote.completion_tokens > 0 and .agent.remote.server_us > 0)' "$BODY" >/dev/null ||
 	fail "steps lack the remote usage: $(head -c 1500 "$BODY")"
 [ "$(cat "$REC/req-1.auth")" = "Bearer $KEY" ] || fail "the key was not sent as a bearer token"
-# The request as the chat-completions API documents it.
+# The request as the chat-completions API documents it, with vLLM's structured_outputs (its
+# guided_json was removed in 0.12) and no response_format; sampled at the format's top_p (the
+# tests' temperature is 0, tests/meson.build). The observation is one text part holding the
+# image placeholder where the screenshot goes, then the image.
 R1="$REC/req-1.json"
 jq -e '.model == "fake-model" and .stream == true and .stream_options.include_usage == true
-	and .response_format.type == "json_schema"
-	and .response_format.json_schema.name == "holo3_step"
-	and (.response_format.json_schema.schema.required == ["note","thought","tool_call"])
-	and (.response_format.json_schema.schema.properties.tool_call.anyOf | length) == 12
-	and .guided_json == .response_format.json_schema.schema
+	and (.structured_outputs | keys) == ["json"]
+	and (.structured_outputs.json.required == ["note","thought","tool_call"])
+	and (.structured_outputs.json.properties.tool_call.anyOf | length) == 12
+	and (has("response_format") or has("guided_json")) == false
+	and .temperature == 0 and .top_p == 0.95
 	and .messages[0].role == "system" and (.messages[0].content | type) == "string"
 	and .messages[1] == {"role":"user","content":"Task: Click the block, then answer."}
 	and (.messages | length) == 3 and .messages[2].role == "user"
-	and ([.messages[2].content[] | .type] == ["text","image_url","text"])
+	and ([.messages[2].content[] | .type] == ["text","image_url"])
+	and .messages[2].content[0].text == "<observation><image></observation>"
 	and (.messages[2].content[1].image_url.url | startswith("data:image/png;base64,"))' \
 	"$R1" >/dev/null || fail "request 1 does not follow the API: $(head -c 600 "$R1")"
 jq -r '.messages[2].content[1].image_url.url' "$R1" | sed 's/^data:image\/png;base64,//' |
@@ -88,9 +95,28 @@ jq -e --argjson click "$CLICK" '(.messages | length) == 5
 	and (.messages[2].content | contains("[screenshot evicted]"))
 	and .messages[3].role == "assistant" and (.messages[3].content | fromjson) as $s
 	| $s.tool_call.tool_name == "click" and $s.tool_call.x == 250
-	and ([.messages[4].content[] | .type] == ["text","image_url","text"])
-	and (.messages[4].content[0].text | contains("<tool_output tool=\"click\">"))' \
+	and ([.messages[4].content[] | .type] == ["text","image_url"])
+	and (.messages[4].content[0].text | startswith("<tool_output tool=\"click\">")
+		and endswith("</tool_output>\n<observation><image></observation>"))' \
 	"$REC/req-2.json" >/dev/null || fail "request 2's history: $(head -c 800 "$REC/req-2.json")"
+# What the server renders from it: request 2's messages through the model's chat template
+# (holo-infer --render renders as NVIDIA-Nemotron-Nano-12B-v2-VL's template does, checked
+# against transformers; vLLM hands it an image_url part as {"type": "image"}): the screenshot's
+# tokens inside <observation>, after the tool's output, as the local engine renders them.
+# render FILE: the text rendered from the recorded request FILE
+render() {
+	jq '[.messages[] | if (.content | type) == "array" then .content |= map(if .type ==
+		"image_url" then {"type": "image", "tiles": 1} else . end) else . end]' "$1" \
+		>"$T/conv.json" && "$HOLO_INFER" --model "$AGENT_MODEL" --render \
+		--messages "$T/conv.json" 2>"$T/render.err" | jq -r .text
+}
+if [ -x "${HOLO_INFER:-}" ] && [ -f "${AGENT_MODEL:-}/config.json" ]; then
+	render "$REC/req-2.json" >"$T/rendered" || fail "holo-infer --render: $(cat "$T/render.err")"
+	jq -Rse 'test("<SPECIAL_11>User\n<tool_output tool=\"click\">[^<]*</tool_output>\n" +
+		"<observation><img>(<image>)+</img></observation>\n<SPECIAL_11>Assistant\n")' \
+		"$T/rendered" >/dev/null ||
+		fail "vLLM layout: the screenshot is not rendered inside <observation>: $(cat "$T/rendered")"
+fi
 # The chat export takes a remote task: the same turns, no prefill digests (the server tokenized).
 FIRST=$TASK
 "$HOLOCTL" export -o "$T/exp" --format chat "$FIRST" >"$T/exp.out" 2>"$T/err" ||
@@ -140,18 +166,6 @@ jq -e '.steps[0].tool_call == "null" and .steps[0].status == "error" and .steps[
 	and .steps[0].agent.raw_output == "{\"thought\": \"no tool call here\"}"' "$BODY" >/dev/null ||
 	fail "the invalid step's raw output: $(head -c 800 "$BODY")"
 
-# ---- a server that takes {"type":"json_object","schema"} only (llama-cpp-python, whose 500
-# names response_format): asked again at once in that form, no backoff
-printf 'schema500 %s\n' "$ANSWER" >"$SCRIPT"
-submit '{"instruction": "Answer."}'
-wait_task "$TASK" succeeded 30
-LAST=$(($(ls "$REC"/*.json | wc -l) - 1))
-jq -e '.response_format.type == "json_object" and .response_format.schema.type == "object"' \
-	"$REC/req-$LAST.json" >/dev/null || fail "no json_object fallback"
-grep -q "answered HTTP 500; retry" "$HOLOD_LOG" && fail "the refused form was retried as a failure"
-api GET /v1/status
-expect_json "fallback remembered" .provider.response_format json_object
-
 # ---- cancel in the middle of a streamed answer stops at once
 printf 'stall %s\n' "$CLICK" >"$SCRIPT"
 N0=$(ls "$REC"/*.json | wc -l)
@@ -179,12 +193,52 @@ stop_holod || fail "holod exit status $? after SIGTERM during a streamed answer"
 MS=$((($(date +%s%N) - T0) / 1000000))
 [ "$MS" -lt "$(test_time_limit 3000)" ] || fail "SIGTERM during a streamed answer took $MS ms"
 echo "SIGTERM during a streamed answer: holod exited in $MS ms"
+# (again as any OpenAI-compatible server, whatever /models says: --remote-server openai)
 start_holod --remote "http://someone:pw-in-url@127.0.0.1:$PORT/v1/?token=q-in-url" \
-	--remote-key-file "$T/key" --remote-timeout 3 --remote-connect-timeout 2
+	--remote-key-file "$T/key" --remote-timeout 3 --remote-connect-timeout 2 \
+	--remote-server openai
 case "$(task_status "$STALLED")" in
 interrupted | cancelled) ;;
 *) fail "the task stopped by SIGTERM is $(task_status "$STALLED")" ;;
 esac
+
+# ---- any other server: response_format json_schema, no structured_outputs, the observation's
+# parts in order: text, image, text
+printf 'ok %s\n' "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Answer."}'
+wait_task "$TASK" succeeded 30
+api GET "/v1/tasks/$TASK"
+expect_json "provenance" .provenance.model.server openai
+expect_json "provenance" .provenance.model.structured_output json_schema
+LAST=$(($(ls "$REC"/*.json | wc -l) - 1))
+jq -e '.response_format.type == "json_schema" and .response_format.json_schema.name == "holo3_step"
+	and (.response_format.json_schema.schema.required == ["note","thought","tool_call"])
+	and has("structured_outputs") == false and has("guided_json") == false
+	and ([.messages[2].content[] | .type] == ["text","image_url","text"])
+	and .messages[2].content[0].text == "<observation>"
+	and .messages[2].content[2].text == "</observation>"' "$REC/req-$LAST.json" >/dev/null ||
+	fail "request to an OpenAI-compatible server: $(head -c 600 "$REC/req-$LAST.json")"
+# (the Nemotron template, as vLLM would apply it, puts this layout's image in front of the
+# observation: why vLLM gets the other one)
+if [ -x "${HOLO_INFER:-}" ] && [ -f "${AGENT_MODEL:-}/config.json" ]; then
+	render "$REC/req-$LAST.json" >"$T/rendered" ||
+		fail "holo-infer --render: $(cat "$T/render.err")"
+	jq -Rse 'test("<SPECIAL_11>User\n<img>(<image>)+</img>\n<observation></observation>\n")' \
+		"$T/rendered" >/dev/null || fail "parts layout rendered: $(cat "$T/rendered")"
+fi
+
+# ---- a server that takes {"type":"json_object","schema"} only (llama-cpp-python, whose 500
+# names response_format): asked again at once in that form, no backoff
+printf 'schema500 %s\n' "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Answer."}'
+wait_task "$TASK" succeeded 30
+LAST=$(($(ls "$REC"/*.json | wc -l) - 1))
+jq -e '.response_format.type == "json_object" and .response_format.schema.type == "object"' \
+	"$REC/req-$LAST.json" >/dev/null || fail "no json_object fallback"
+grep -q "answered HTTP 500; retry" "$HOLOD_LOG" && fail "the refused form was retried as a failure"
+api GET /v1/status
+expect_json "fallback remembered" .provider.structured_output json_object
+expect_json "status server" .provider.server openai
 
 # ---- the server down: the task fails clearly, holod keeps serving
 stop_fake
