@@ -125,6 +125,15 @@ struct provider_sampling agent_sampling(const struct agent_config *cfg,
 	return s;
 }
 
+json_t *agent_sampling_defaults(const struct agent_config *cfg, const struct policy_format *fmt)
+{
+	struct ipc_task_options none = {0};
+	struct provider_sampling s = agent_sampling(cfg, fmt, &none, 0);
+	return json_pack("{s:s, s:f, s:f, s:o}", "format", fmt->name, "temperature",
+			 s.temperature, "top_p", s.top_p, "seed",
+			 cfg->seed >= 0 ? json_integer(cfg->seed) : json_null());
+}
+
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	       struct x11_display **d, const char *display_name, const struct executor_task *t,
 	       struct executor_outcome *ret)

@@ -49,6 +49,9 @@ struct provider_sampling;
 struct provider_sampling agent_sampling(const struct agent_config *cfg,
 					const struct policy_format *fmt,
 					const struct ipc_task_options *o, int64_t task_id);
+/* What a task that sets none of them samples with, for /v1/status: {"format", "temperature",
+ * "top_p", "seed"} (seed null: drawn per task). A new reference, or NULL. */
+json_t *agent_sampling_defaults(const struct agent_config *cfg, const struct policy_format *fmt);
 /* The seed of step `index` of a task seeded `task_seed` (its first attempt's; a retry adds the
  * attempt number). */
 uint64_t agent_step_seed(uint32_t task_seed, size_t index);

@@ -312,6 +312,7 @@ int main(int argc, char **argv)
 		.journal = journal,
 		.worker = worker,
 		.provider = provider,
+		.agent = &sc.agent,
 		.state_dir = cfg.state_dir,
 		.display = cfg.n_displays ? cfg.displays[0] : NULL,
 		.socket_path = cfg.socket_path,

@@ -26,7 +26,13 @@ finish() {
 }
 TASK_TEXT='"instruction": "Click the red block.", "max_steps": 3, "dry_run": true'
 
-# ---- the defaults: the format's, and a seed drawn per task, in the provenance
+# ---- the defaults: the format's, and a seed drawn per task, in /v1/status and the provenance
+api GET /v1/status
+expect_json "status sampling" '.sampling == {"format": "holo3", "temperature": 0.8, "top_p": 0.95,
+	"seed": null}' true
+"$HOLOCTL" status >"$T/status.out" 2>&1 || fail "holoctl status: $(cat "$T/status.out")"
+grep -Eq '^sampling\.temperature +0\.8' "$T/status.out" ||
+	fail "holoctl status shows no sampling: $(cat "$T/status.out")"
 submit "{$TASK_TEXT}"
 A=$TASK
 finish "$A"
@@ -101,6 +107,9 @@ stop_holod || fail "holod exit status $?"
 # ---- holod's own defaults: --temperature 0 is greedy, the configured seed and top_p recorded
 rm -f "$SOCK"
 start_agent --temperature 0 --top-p 0.5 --seed 5
+api GET /v1/status
+expect_json "configured status" '.sampling == {"format": "holo3", "temperature": 0, "top_p": 0.5,
+	"seed": 5}' true
 submit "{$TASK_TEXT}"
 E=$TASK
 finish "$E"
