@@ -306,6 +306,72 @@ static bool string_step(struct policy_matcher *m, const struct gnode *n, uint8_t
 	return false;
 }
 
+/* A think block's byte: valid UTF-8 without NUL, ended by the first "</think>". sub counts the
+ * bytes of "</think>" matched so far (its bytes are distinct, so a mismatch restarts the match at
+ * '<' or nothing); val = 1 once the block may only close. */
+static bool think_step(struct policy_matcher *m, const struct gnode *n, uint8_t b)
+{
+	static const char close[] = POLICY_THINK_CLOSE;
+
+	if (m->utf8 != U8_NONE) {
+		bool ok;
+
+		switch (m->utf8) {
+		case U8_E0:
+			ok = b >= 0xa0 && b <= 0xbf;
+			break;
+		case U8_ED:
+			ok = b >= 0x80 && b <= 0x9f;
+			break;
+		case U8_F0:
+			ok = b >= 0x90 && b <= 0xbf;
+			break;
+		case U8_F4:
+			ok = b >= 0x80 && b <= 0x8f;
+			break;
+		default:
+			ok = b >= 0x80 && b <= 0xbf;
+		}
+		if (!ok)
+			return false;
+		m->utf8 = m->utf8 == U8_C3 || m->utf8 == U8_F0 || m->utf8 == U8_F4 ? U8_C2
+			  : m->utf8 == U8_C1				   ? U8_NONE
+									   : U8_C1;
+		return true;
+	}
+	if (m->val) {
+		if (b != (uint8_t)close[m->sub])
+			return false;
+	} else if (b == 0) {
+		return false;
+	}
+	if (b == (uint8_t)close[m->sub]) {
+		if (++m->sub == sizeof(close) - 1)
+			enter(m, n->next);
+		return true;
+	}
+	m->sub = b == (uint8_t)close[0];
+	if (b < 0x80)
+		return true;
+	if (b >= 0xc2 && b <= 0xdf)
+		m->utf8 = U8_C1;
+	else if (b == 0xe0)
+		m->utf8 = U8_E0;
+	else if (b == 0xed)
+		m->utf8 = U8_ED;
+	else if (b >= 0xe1 && b <= 0xef)
+		m->utf8 = U8_C2;
+	else if (b == 0xf0)
+		m->utf8 = U8_F0;
+	else if (b >= 0xf1 && b <= 0xf3)
+		m->utf8 = U8_C3;
+	else if (b == 0xf4)
+		m->utf8 = U8_F4;
+	else
+		return false;
+	return true;
+}
+
 bool policy_grammar_step(struct policy_matcher *m, uint8_t b)
 {
 	const struct policy_grammar *g = m->grammar;
@@ -355,6 +421,15 @@ bool policy_grammar_step(struct policy_matcher *m, uint8_t b)
 				return true;
 			}
 			return false;
+		case GNODE_THINK:
+			return think_step(m, n, b);
+		case GNODE_SPACE:
+			if ((b == '\n' || b == ' ') && m->sub < n->max) {
+				m->sub++;
+				return true;
+			}
+			enter(m, n->next);
+			continue; /* the byte starts what follows the gap */
 		case GNODE_END:
 			return false;
 		}
@@ -383,6 +458,45 @@ int policy_matcher_feed(struct policy_matcher *m, const void *bytes, size_t n)
 bool policy_matcher_is_complete(const struct policy_matcher *m)
 {
 	return m->grammar->nodes[m->node].kind == GNODE_END;
+}
+
+int policy_matcher_init_thinking(struct policy_matcher *m, const struct policy_grammar *g)
+{
+	if (!g || g->think == UINT32_MAX)
+		return -EINVAL;
+	memset(m, 0, sizeof(*m));
+	m->grammar = g;
+	enter(m, g->think);
+	return 0;
+}
+
+bool policy_matcher_thinking(const struct policy_matcher *m)
+{
+	return m->grammar->nodes[m->node].kind == GNODE_THINK;
+}
+
+void policy_matcher_close_thinking(struct policy_matcher *m)
+{
+	if (policy_matcher_thinking(m))
+		m->val = 1;
+}
+
+int policy_split_thinking(const char *text, size_t len, size_t *ret_think_len, size_t *ret_step)
+{
+	const size_t n = strlen(POLICY_THINK_CLOSE);
+	size_t i, gap = 0;
+
+	for (i = 0; i + n <= len; i++)
+		if (memcmp(text + i, POLICY_THINK_CLOSE, n) == 0)
+			break;
+	if (i + n > len)
+		return -EINVAL;
+	while (gap < POLICY_THINK_MAX_GAP && i + n + gap < len &&
+	       (text[i + n + gap] == '\n' || text[i + n + gap] == ' '))
+		gap++;
+	*ret_think_len = i;
+	*ret_step = i + n + gap;
+	return 0;
 }
 
 /* ---- building ------------------------------------------------------------------------------ */
@@ -666,6 +780,10 @@ struct policy_grammar *policy_grammar_create_holo3(void)
 	note = trie_node(&b, note_root, end);
 	if ((r = literal(&b, "{\"note\":", note, &b.g->start)) < 0)
 		goto fail;
+	/* the think block a thinking matcher starts in, then the gap, then the step */
+	node = new_node(&b, (struct gnode){.kind = GNODE_SPACE, .max = POLICY_THINK_MAX_GAP,
+					   .next = b.g->start});
+	b.g->think = new_node(&b, (struct gnode){.kind = GNODE_THINK, .next = node});
 	return b.g;
 
 fail:
@@ -677,6 +795,8 @@ fail:
 struct policy_grammar *policy_grammar_create_point(void)
 {
 	struct builder b = {.g = xcalloc(1, sizeof(struct policy_grammar))};
+
+	b.g->think = UINT32_MAX;
 	uint32_t end, y, y_key, x;
 	int r;
 

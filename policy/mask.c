@@ -281,8 +281,11 @@ struct policy_masker *policy_masker_create(const struct policy_grammar *g,
 	for (size_t id = 0; id < n_logits && id < vocab; id++) {
 		const uint8_t *b;
 		size_t len;
-		if (engine_tokenizer_is_special(tok, (int32_t)id) ||
-		    engine_tokenizer_token_bytes(tok, (int32_t)id, &b, &len) < 0)
+		if (engine_tokenizer_token_bytes(tok, (int32_t)id, &b, &len) < 0)
+			continue;
+		/* a special "</think>" is what closes a think block in such a vocabulary */
+		if (engine_tokenizer_is_special(tok, (int32_t)id) &&
+		    !(len == strlen(POLICY_THINK_CLOSE) && memcmp(b, POLICY_THINK_CLOSE, len) == 0))
 			continue;
 		mk->bytes[id] = b;
 		mk->lens[id] = (uint32_t)MIN(len, (size_t)UINT32_MAX);
@@ -426,11 +429,12 @@ static int lookup(struct policy_masker *mk, const struct policy_matcher *m, cons
 {
 	if (!m || m->grammar != mk->g)
 		return -EINVAL;
-	/* Only string states are cached: their walks are the expensive ones (most of the
-	 * vocabulary continues a string), and they collapse to few keys. Elsewhere a walk stops
-	 * at the first byte of almost every token, and caching the many states of literal words
-	 * and digits would only evict the string masks. */
-	if (mk->g->nodes[m->node].kind != GNODE_STRING) {
+	/* Only string and think-block states are cached: their walks are the expensive ones
+	 * (most of the vocabulary continues them), and they collapse to few keys (a think block
+	 * has one per byte of "</think>" matched, closing or not, and UTF-8 state). Elsewhere a
+	 * walk stops at the first byte of almost every token, and caching the many states of
+	 * literal words and digits would only evict those masks. */
+	if (mk->g->nodes[m->node].kind != GNODE_STRING && mk->g->nodes[m->node].kind != GNODE_THINK) {
 		mk->misses++;
 		*ret = mk->scratch;
 		return walk(mk, m, mk->scratch);

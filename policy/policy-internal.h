@@ -13,6 +13,10 @@ enum gnode_kind {
 	GNODE_INT,    /* JSON integer in lo..hi, no leading zeros; the next byte goes to `next` */
 	GNODE_KEYSEP, /* inside a hotkey key list: ',' (another key) or ']' */
 	GNODE_END,    /* a whole step: no more bytes */
+	GNODE_THINK,  /* a think block's text up to its "</think>" (sub: bytes of it matched; val:
+		       * 1 once it may only close), then `next` */
+	GNODE_SPACE,  /* up to `max` bytes of '\n' or ' ' (sub: how many); any other byte goes to
+		       * `next` */
 };
 
 #define GTRIE_NO_LEAF UINT32_MAX
@@ -44,6 +48,7 @@ struct policy_grammar {
 	struct gtrie_node *trie;
 	size_t n_trie;
 	uint32_t start;
+	uint32_t think; /* the think block before the step; UINT32_MAX: the grammar has none */
 };
 
 /* One byte step of the automaton; returns false (m untouched or partly touched: callers step

@@ -80,12 +80,30 @@ int policy_matcher_feed(struct policy_matcher *m, const void *bytes, size_t n);
 /* True when the output so far is one whole step (only the end of turn may follow). */
 bool policy_matcher_is_complete(const struct policy_matcher *m);
 
+/* Thinking (docs/policy.md): after a generation prompt that opened "<think>\n" the model writes
+ * free text, closes it with "</think>" and then writes the step. A thinking matcher accepts that
+ * whole output: any valid UTF-8 text without NUL up to the first POLICY_THINK_CLOSE (so the text
+ * cannot contain one), at most POLICY_THINK_MAX_GAP bytes of '\n' or ' ', then a step as above. */
+#define POLICY_THINK_CLOSE "</think>"
+#define POLICY_THINK_MAX_GAP 2
+/* Starts before the think block of a step grammar. -EINVAL for a grammar without one (point). */
+int policy_matcher_init_thinking(struct policy_matcher *m, const struct policy_grammar *g);
+/* True while m is inside the think block (its "</think>" not yet complete). */
+bool policy_matcher_thinking(const struct policy_matcher *m);
+/* A thinking budget spent: from now on the block may only close, with the bytes of the rest of
+ * "</think>" (after the UTF-8 character in progress, if any). No effect outside the block. */
+void policy_matcher_close_thinking(struct policy_matcher *m);
+/* Splits the output of a thinking matcher: *ret_think_len bytes of think text, the step from
+ * *ret_step (after "</think>" and the gap). -EINVAL when text has no "</think>". */
+int policy_split_thinking(const char *text, size_t len, size_t *ret_think_len, size_t *ret_step);
+
 /* ---- token masks ---------------------------------------------------------------------------- */
 
 /* Masks over a vocabulary for one grammar: a trie of the tokens' bytes walked alongside the
  * automaton, with the masks of string states cached (states inside long strings collapse to a
  * few classes). Special tokens are never allowed, except the stop ids, which are allowed exactly
- * when the step is complete (and then nothing else is). */
+ * when the step is complete (and then nothing else is), and a special "</think>" token, which
+ * closes a think block like its text. */
 struct policy_masker;
 
 /* Masks cached at most (then the cache starts over). */

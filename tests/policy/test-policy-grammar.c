@@ -1,7 +1,8 @@
 /* The step grammar accepts exactly the canonical steps: every generated valid step (and every
  * prefix of it, complete only at its end), none of the invalid ones (checked at the byte where
  * they go wrong); the parser accepts what the grammar accepts, its canonical serialization is
- * accepted by the grammar again, and the grammar's tool layout agrees with ipc's. */
+ * accepted by the grammar again, and the grammar's tool layout agrees with ipc's. A thinking
+ * matcher accepts a think block before the step, and a spent budget only lets it close. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -501,6 +502,86 @@ static void test_json_schema(void)
 	free(text);
 }
 
+static long think_reject_at(const char *s, size_t n)
+{
+	struct policy_matcher m;
+
+	REQUIRE(policy_matcher_init_thinking(&m, g) == 0);
+	for (size_t i = 0; i < n; i++)
+		if (policy_matcher_feed(&m, s + i, 1) < 0)
+			return (long)i;
+	return -1;
+}
+
+/* The think block before a step: free UTF-8 text up to the first "</think>", a gap of at most
+ * two newlines or spaces, then the step; a budget that closes the block allows only the rest of
+ * "</think>". */
+static void test_thinking(void)
+{
+	static const char step[] = "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":"
+				   "\"wait\",\"duration\":1}}";
+	static const char thought[] = "The <b>menu</b> is open </thin \xc3\xa9\xe6\x97\xa5 <</ \"}\n";
+	struct policy_grammar *pg = policy_grammar_create_point();
+	struct policy_matcher m;
+	char text[512];
+	size_t tl, so;
+
+	REQUIRE(pg);
+	CHECK_INT_EQ(policy_matcher_init_thinking(&m, pg), -EINVAL);
+	policy_grammar_destroy(pg);
+
+	/* free text, "</think>", the gap, the step: complete only at the end */
+	snprintf(text, sizeof(text), "%s</think>\n\n%s", thought, step);
+	REQUIRE(policy_matcher_init_thinking(&m, g) == 0);
+	for (size_t i = 0; i < strlen(text); i++) {
+		bool in_think = i < strlen(thought) + strlen("</think>");
+		CHECK(policy_matcher_thinking(&m) == in_think);
+		CHECK(!policy_matcher_is_complete(&m));
+		REQUIRE(policy_matcher_feed(&m, text + i, 1) == 0);
+	}
+	CHECK(policy_matcher_is_complete(&m));
+	CHECK_INT_EQ(policy_split_thinking(text, strlen(text), &tl, &so), 0);
+	CHECK_INT_EQ(tl, strlen(thought));
+	CHECK_STR_EQ(text + so, step);
+	CHECK_INT_EQ(policy_split_thinking(step, strlen(step), &tl, &so), -EINVAL);
+	/* no gap at all, and a special-free "</think>{" */
+	snprintf(text, sizeof(text), "</think>%s", step);
+	CHECK_INT_EQ(think_reject_at(text, strlen(text)), -1);
+
+	/* the first "</think>" ends the block: more thought after it is no step */
+	CHECK_INT_EQ(think_reject_at("a</think>b</think>{", 19), 9);
+	/* the gap holds at most two bytes */
+	snprintf(text, sizeof(text), "x</think> \n %s", step);
+	CHECK_INT_EQ(think_reject_at(text, strlen(text)), 11);
+	/* valid UTF-8 without NUL */
+	CHECK_INT_EQ(think_reject_at("ab\0", 3), 2);
+	CHECK_INT_EQ(think_reject_at("a\xff", 2), 1);
+	CHECK_INT_EQ(think_reject_at("a\xe6\x97<", 4), 3);
+	CHECK_INT_EQ(think_reject_at("\xed\xa0\x80", 3), 1); /* a surrogate */
+
+	/* closing: only the rest of "</think>" */
+	REQUIRE(policy_matcher_init_thinking(&m, g) == 0);
+	REQUIRE(policy_matcher_feed(&m, "so </th", 7) == 0);
+	policy_matcher_close_thinking(&m);
+	CHECK_INT_EQ(policy_matcher_feed(&m, "x", 1), -EILSEQ);
+	CHECK_INT_EQ(policy_matcher_feed(&m, "ink", 3), 0);
+	CHECK(policy_matcher_thinking(&m));
+	CHECK_INT_EQ(policy_matcher_feed(&m, ">\n{", 3), 0);
+	CHECK(!policy_matcher_thinking(&m));
+	policy_matcher_close_thinking(&m); /* no effect on the step */
+	CHECK_INT_EQ(policy_matcher_feed(&m, step + 1, strlen(step) - 1), 0);
+	CHECK(policy_matcher_is_complete(&m));
+	/* closing in the middle of a character: the character first */
+	REQUIRE(policy_matcher_init_thinking(&m, g) == 0);
+	REQUIRE(policy_matcher_feed(&m, "\xe6", 1) == 0);
+	policy_matcher_close_thinking(&m);
+	CHECK_INT_EQ(policy_matcher_feed(&m, "<", 1), -EILSEQ);
+	CHECK_INT_EQ(policy_matcher_feed(&m, "\x97\xa5", 2), 0);
+	CHECK_INT_EQ(policy_matcher_feed(&m, "a", 1), -EILSEQ);
+	CHECK_INT_EQ(policy_matcher_feed(&m, "</think>", 8), 0);
+	CHECK(!policy_matcher_thinking(&m));
+}
+
 int main(void)
 {
 	test_json_schema();
@@ -517,6 +598,7 @@ int main(void)
 	test_string_budget();
 	test_parser();
 	test_agrees_with_ipc();
+	test_thinking();
 	policy_grammar_destroy(g);
 	return test_exit();
 }

@@ -1,7 +1,8 @@
 /* Token masks are exact: the cached trie-walk mask equals the brute-force mask (every token's
  * bytes fed through the automaton on its own) at many states, for the committed Tekken-style
  * tokenizer fixture and for a synthetic vocabulary whose tokens span JSON structure ("},",
- * "\":\"", partial UTF-8, escapes), including the stop tokens and states near string budgets.
+ * "\":\"", partial UTF-8, escapes, "</think>" in pieces), including the stop tokens, states
+ * near string budgets and the states of a think block, open and closing.
  * Then random-logit decoding under the mask always ends in a step that parses: the guarantee the
  * agent relies on (even random weights give schema-valid steps). */
 #include <errno.h>
@@ -160,6 +161,82 @@ static void compare_states(const struct vocab *v, struct policy_masker *mk, cons
 	corpus_free(&c);
 }
 
+/* Thinking states: every byte of a think block, its "</think>", the gap and a step, and the same
+ * states closing (a budget spent) at several points, against the brute force. */
+static void compare_thinking(const struct vocab *v, struct policy_masker *mk, const char *what)
+{
+	static const char text[] = "Plan: open the <b>menu</b> </thi \xc3\xa9\xe6\x97\xa5 <<//\n"
+				   "</think>\n{\"note\":null,\"thought\":\"t\",\"tool_call\":"
+				   "{\"tool_name\":\"wait\",\"duration\":1}}";
+	struct stats st = {0};
+	struct policy_matcher m;
+
+	REQUIRE(policy_matcher_init_thinking(&m, g) == 0);
+	for (size_t k = 0; k <= strlen(text); k++) {
+		compare_at(v, mk, &m, &st);
+		if (policy_matcher_thinking(&m)) {
+			struct policy_matcher c = m;
+
+			policy_matcher_close_thinking(&c);
+			compare_at(v, mk, &c, &st);
+		}
+		if (k < strlen(text))
+			REQUIRE(policy_matcher_feed(&m, text + k, 1) == 0);
+	}
+	fprintf(stderr, "%s thinking: %zu states, %zu mismatches\n", what, st.states, st.mismatches);
+	CHECK_INT_EQ(st.mismatches, 0);
+}
+
+/* Random logits from a think block whose budget closes it after a few tokens: the block ends
+ * in "</think>" and what follows parses as a step. */
+static void thinking_walks(const struct vocab *v, struct policy_masker *mk, int walks,
+			   const char *what)
+{
+	float *logits = malloc(v->n * sizeof(*logits));
+	char *text = malloc(64 * 1024);
+
+	for (int w = 0; w < walks; w++) {
+		struct engine_sampling sp = {.temperature = 1.0f, .seed = (uint64_t)w + 101};
+		struct engine_sampler *sm = engine_sampler_create(&sp);
+		struct policy_matcher m;
+		size_t len = 0, n_tok = 0, think_len, step_at;
+		bool done = false;
+
+		REQUIRE(sm && policy_matcher_init_thinking(&m, g) == 0);
+		while (!done && n_tok < 20000) {
+			if (n_tok == (size_t)(5 + w * 7))
+				policy_matcher_close_thinking(&m); /* the budget */
+			for (size_t i = 0; i < v->n; i++)
+				logits[i] = (float)(rng() % 1000) / 100.0f;
+			REQUIRE(policy_masker_apply(mk, &m, logits) > 0);
+			int32_t id = engine_sampler_sample(sm, logits, (int)v->n);
+			int r = policy_masker_feed(mk, &m, id);
+			n_tok++;
+			CHECK(r >= 0);
+			if (r != 0) {
+				done = r == 1;
+				break;
+			}
+			REQUIRE(len + v->lens[id] < 64 * 1024);
+			memcpy(text + len, v->bytes[id], v->lens[id]);
+			len += v->lens[id];
+		}
+		engine_sampler_destroy(sm);
+		CHECK(done);
+		REQUIRE(policy_split_thinking(text, len, &think_len, &step_at) == 0);
+		struct policy_step st;
+		char err[256] = "";
+		int r = policy_step_parse(text + step_at, len - step_at, &st, err, sizeof(err));
+		if (r < 0)
+			fprintf(stderr, "%s thinking walk %d: %s: %.*s\n", what, w, err, (int)len, text);
+		CHECK_INT_EQ(r, 0);
+		if (r == 0)
+			policy_step_finish(&st);
+	}
+	free(logits);
+	free(text);
+}
+
 /* Random logits, sampled by the engine's sampler under the mask, until a stop id: the text
  * always parses. Logits of tokens with a quote or brace get a random boost in half the walks
  * so that strings end early and many tools are reached. */
@@ -257,6 +334,8 @@ static void synthetic_vocab(struct vocab *v)
 		"{\"note\":null,\"thought\":\"", "\",\"tool_call\":{\"tool_name\":\"", "\"}}", "e\"",
 		"F", "Shift", "\"left\"}}", "\"down\",\"scroll_size\":", "\":true}}", "\":false,\"",
 		"wait", "\",\"x\":", ",\"y\":", "}} ", "\"\"", "\n", "\"\n",
+		"</think>", "</", "think", "think>", "<", "</think>\n\n", "</think>{\"note\":", ">\n{\"",
+		"k>\n", "th", "ink>", "\n\n",
 	};
 	add_token(v, &cap, NULL, 0); /* 0: a hole */
 	add_token(v, &cap, NULL, 0); /* 1: stop */
@@ -297,6 +376,8 @@ static void test_synthetic(void)
 	CHECK_INT_EQ(policy_masker_n_tokens(mk), v.n);
 	compare_states(&v, mk, "synthetic");
 	random_walks(&v, mk, 24, "synthetic");
+	compare_thinking(&v, mk, "synthetic");
+	thinking_walks(&v, mk, 12, "synthetic");
 
 	/* Stops: forbidden until the step is complete, then the only ids allowed. */
 	struct policy_matcher m;
@@ -362,6 +443,8 @@ static void test_tokenizer(void)
 	REQUIRE(mk);
 	compare_states(&v, mk, "tekken");
 	random_walks(&v, mk, 24, "tekken");
+	compare_thinking(&v, mk, "tekken");
+	thinking_walks(&v, mk, 6, "tekken");
 	policy_masker_destroy(mk);
 
 	/* The model may have more logits rows than the tokenizer has ids: those are never
