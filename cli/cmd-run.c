@@ -26,6 +26,8 @@ enum {
 	OPT_TEMPERATURE,
 	OPT_TOP_P,
 	OPT_SEED,
+	OPT_THINKING,
+	OPT_THINKING_TOKENS,
 };
 
 static const struct option run_options[] = {
@@ -44,6 +46,8 @@ static const struct option run_options[] = {
         {"temperature", required_argument, NULL, OPT_TEMPERATURE},
         {"top-p", required_argument, NULL, OPT_TOP_P},
         {"seed", required_argument, NULL, OPT_SEED},
+        {"thinking", required_argument, NULL, OPT_THINKING},
+        {"thinking-tokens", required_argument, NULL, OPT_THINKING_TOKENS},
         {0},
 };
 
@@ -72,6 +76,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
 	double temperature = -1, top_p = -1;
+	long thinking_tokens = 0;
+	int thinking = -1; /* -1: holod's default */
 	bool dry_run = false;
 	char err[CLI_MAX_ERROR_LEN + 256];
 	json_t *body = NULL;
@@ -159,6 +165,18 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 				                       "--seed must be from 0 to %llu, not '%s'",
 				                       (unsigned long long)IPC_MAX_SEED, optarg);
 			break;
+		case OPT_THINKING:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--thinking must be on or off, not '%s'", optarg);
+			thinking = strcmp(optarg, "on") == 0;
+			break;
+		case OPT_THINKING_TOKENS:
+			if (cli_parse_int(optarg, 1, IPC_MAX_THINKING_TOKENS, &thinking_tokens) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--thinking-tokens must be from 1 to %d, not '%s'",
+				                       IPC_MAX_THINKING_TOKENS, optarg);
+			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_run, c, argv);
 			if (r == CLI_EXIT_OK) {
@@ -183,10 +201,11 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
 	if (script && (history || window || max_tiles || temperature >= 0 || top_p >= 0 ||
-	               seed >= 0))
+	               seed >= 0 || thinking >= 0 || thinking_tokens))
 		return cli_usage_error(ctx, &cli_cmd_run,
-		                       "--history, --window, --max-tiles, --temperature, --top-p and "
-		                       "--seed apply to instructions only");
+		                       "--history, --window, --max-tiles, --temperature, --top-p, "
+		                       "--seed, --thinking and --thinking-tokens apply to "
+		                       "instructions only");
 	if (script) {
 		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
@@ -228,6 +247,10 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "window", json_integer(window));
 	if (max_tiles)
 		json_object_set_new(body, "max_tiles", json_integer(max_tiles));
+	if (thinking >= 0)
+		json_object_set_new(body, "thinking", json_boolean(thinking));
+	if (thinking_tokens)
+		json_object_set_new(body, "thinking_tokens", json_integer(thinking_tokens));
 	if (display)
 		json_object_set_new(body, "display", json_string(display));
 	if (temperature >= 0)
@@ -508,6 +531,9 @@ const struct cli_command cli_cmd_run = {
                 "  --seed N               instruction: the sampling's seed (0..4294967295); the\n"
                 "                         seed a task ran with is in `holoctl show`: passing it\n"
                 "                         again samples the same steps\n"
+                "  --thinking on|off      instruction: the model thinks before each step\n"
+                "                         (default: holod's --thinking)\n"
+                "  --thinking-tokens N    instruction: most tokens of that thinking per step\n"
                 "  --display NAME         run on this display of holod's (see `holoctl "
                 "status`);\n"
                 "                         default: the first that is free\n"

@@ -185,7 +185,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 
 void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width)
 {
-	static const char *const said[] = {"thought", "note"};
+	static const char *const said[] = {"thought", "note", "reasoning"};
 	json_t *step;
 	size_t i;
 
@@ -198,6 +198,8 @@ void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width
 		for (size_t k = 0; k < ARRAY_SIZE(said); k++) {
 			const char *text = str_member(agent, said[k]);
 			char label[16];
+			if (k == 2 && (!text || !text[0]))
+				continue; /* the think block, when thinking was on */
 			snprintf(label, sizeof(label), "%s: ", said[k]);
 			cli_print_wrapped(ctx->out, label, text && text[0] ? text : "(none)", 2,
 			                  width);
@@ -234,7 +236,7 @@ void cli_print_step_line(struct cli_context *ctx, json_t *step)
 	free(shown_outcome);
 	/* What the model said about the step (instruction tasks). */
 	json_t *agent = json_object_get(step, "agent");
-	static const char *const said[] = {"thought", "note"};
+	static const char *const said[] = {"thought", "note", "reasoning"};
 	for (size_t i = 0; json_is_object(agent) && i < ARRAY_SIZE(said); i++) {
 		const char *text = str_member(agent, said[i]);
 		if (i > 0 && (!text || !text[0]))

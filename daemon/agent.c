@@ -153,6 +153,11 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		.history = o->history != IPC_HISTORY_DEFAULT ? o->history : cfg->history,
 		.window = o->window ? o->window : cfg->window,
 		.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles),
+		.thinking = o->thinking == IPC_THINKING_DEFAULT ? cfg->thinking
+							       : o->thinking == IPC_THINKING_ON,
+		/* within step_tokens, which counts them: at most half, so the step keeps room */
+		.thinking_tokens = MIN(o->thinking_tokens ? o->thinking_tokens : cfg->thinking_tokens,
+				       cfg->step_tokens / 2),
 		.date = date,
 		/* holo3 is the one policy format today; its defaults apply */
 		.sampling = agent_sampling(cfg, &policy_format_holo3, o, t->id),
@@ -173,6 +178,11 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	        "max_tiles", (json_int_t)args.max_tiles, "context_tokens",
 	        (json_int_t)cfg->context_tokens, "step_tokens", (json_int_t)cfg->step_tokens,
 	        "step_retries", (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
+	/* thinking (issue 30: the format's default is wired when the formats land) */
+	if (prov) {
+		json_object_set_new(prov, "thinking", json_boolean(args.thinking));
+		json_object_set_new(prov, "thinking_tokens", json_integer(args.thinking_tokens));
+	}
 	if (ps != PROVIDER_READY) {
 		const char *e = p->ops->error(p);
 		executor_record_provenance(env, display_name, t, NULL, prov);
@@ -247,6 +257,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		as.thought = r == 0 ? ps_.step.thought : NULL;
 		as.note = r == 0 ? ps_.step.note : NULL;
 		as.raw_output = ps_.raw;
+		as.reasoning = ps_.reasoning;
 		as.prompt_text = ps_.prompt_text;
 		as.user_turn = ps_.user_turn;
 		as.prompt_sha256 = ps_.prompt_sha256[0] ? ps_.prompt_sha256 : NULL;

@@ -36,6 +36,8 @@ struct agent_config {
 				   * policy format's (policy_format.sampling) */
 	double top_p;             /* default nucleus mass, (0, 1]; -1: the format's */
 	long long seed;           /* default seed, 0..IPC_MAX_SEED; -1: one drawn per task */
+	bool thinking;            /* default: a think block before each step (docs/policy.md) */
+	unsigned thinking_tokens; /* default: most tokens of the think block, within step_tokens */
 	bool unconstrained;       /* debug: no step grammar while decoding */
 };
 

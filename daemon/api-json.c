@@ -108,8 +108,10 @@ static json_t *agent_part(const struct journal_step_row *row)
 			 int_or_null(row->tokens_appended), "appended_sha256",
 			 str_or_null(row->prompt_sha256), "decoded", int_or_null(row->tokens_decoded),
 			 "session", int_or_null(row->session_tokens));
-	/* Which provider answered; a remote server's model name, usage and time. */
+	/* The think block (thinking on), then which provider answered; a remote server's model
+	 * name, usage and time. */
 	if (o) {
+		json_object_set_new(o, "reasoning", str_or_null(row->reasoning));
 		json_object_set_new(o, "provider", str_or_null(row->provider));
 		if (row->provider && strcmp(row->provider, "remote") == 0)
 			json_object_set_new(

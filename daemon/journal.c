@@ -113,6 +113,8 @@ static const char *const migrations[] = {
 	"UPDATE sqlite_schema SET sql = replace(sql, '''window'', ''rebuild'')',"
 	"  '''window'', ''rebuild'', ''rolling'')') WHERE type = 'table' AND name = 'steps';"
 	"PRAGMA writable_schema = RESET;",
+	/* 6 -> 7: the think block of a step decoded with thinking on (issue 30). */
+	"ALTER TABLE steps ADD COLUMN reasoning TEXT;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -712,7 +714,7 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16,"
 			    " user_turn = ?17, prompt_sha256 = ?18, provider = ?19,"
 			    " remote_model = ?20, prompt_tokens = ?21, completion_tokens = ?22,"
-			    " server_us = ?23"
+			    " server_us = ?23, reasoning = ?24"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto rollback;
@@ -741,6 +743,7 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	bind_opt_int64(st, 21, remote && a->prompt_tokens >= 0, a->prompt_tokens);
 	bind_opt_int64(st, 22, remote && a->completion_tokens >= 0, a->completion_tokens);
 	bind_opt_int64(st, 23, remote && a->server_us >= 0, a->server_us);
+	bind_opt_text(st, 24, a->reasoning);
 	r = step_done(j, st);
 finalize:
 	sqlite3_finalize(st);
@@ -838,6 +841,7 @@ static void agent_row(sqlite3_stmt *st, int col, struct journal_step_row *row)
 	row->prompt_tokens = col_i64(st, col + 18);
 	row->completion_tokens = col_i64(st, col + 19);
 	row->server_us = col_i64(st, col + 20);
+	row->reasoning = col_str(st, col + 21);
 }
 
 static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
@@ -889,6 +893,7 @@ static void step_row_finish(struct journal_step_row *row)
 	free(row->thought);
 	free(row->note);
 	free(row->raw_output);
+	free(row->reasoning);
 	free(row->prompt);
 	free(row->prompt_text);
 	free(row->user_turn);
@@ -925,7 +930,7 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
 			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
 			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
-			    " s.prompt_tokens, s.completion_tokens, s.server_us"
+			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

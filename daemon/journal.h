@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 6
+#define JOURNAL_SCHEMA_VERSION 7
 
 struct journal;
 
@@ -85,6 +85,7 @@ int journal_task_list(struct journal *j, int status, unsigned limit, unsigned of
 struct journal_agent_step {
 	const char *thought, *note;
 	const char *raw_output;   /* the decoded text of the last attempt, as sampled */
+	const char *reasoning;    /* its think block's text, or NULL: thinking off */
 	const char *prompt_text;  /* the tokens appended, as text (image runs collapsed) */
 	const char *user_turn;    /* the observation's user turn text, "<image>" placeholder */
 	const char *prompt_sha256; /* of the ids prefilled this step (provider-local.c: prefill_sha256) */
@@ -156,6 +157,7 @@ struct journal_step_row {
 	/* What the model did (instruction tasks; is_agent false for script steps). */
 	bool is_agent;
 	char *thought, *note, *raw_output, *prompt, *prompt_text, *user_turn, *prompt_sha256;
+	char *reasoning;
 	int64_t attempts, tiles, tokens_appended, tokens_decoded, session_tokens;
 	int64_t preprocess_us, encode_us, prefill_us, decode_us;
 	char *provider, *remote_model;

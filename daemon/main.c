@@ -298,6 +298,8 @@ int main(int argc, char **argv)
 			.step_retries = cfg.step_retries,
 			.temperature = cfg.temperature,
 			.top_p = cfg.top_p,
+			.thinking = strcmp(cfg.thinking, "on") == 0,
+			.thinking_tokens = cfg.thinking_tokens,
 			.seed = cfg.seed,
 			.unconstrained = cfg.debug_unconstrained,
 		},

@@ -31,6 +31,7 @@ enum option_type {
 	OPT_PRECISION,   /* an engine precision name */
 	OPT_SSM_STATE,   /* the SSM state's storage: an engine precision name */
 	OPT_WEIGHTS,     /* the linear layers' format: an engine weights name */
+	OPT_ONOFF,       /* "on" or "off" */
 };
 
 /* Tokens a session must leave for the prompt besides one step's decode budget. */
@@ -134,6 +135,13 @@ static const struct option_def options[] = {
 	 "most tokens decoded for one step (a longer step is invalid)", true},
 	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",
 	 "invalid steps retried (sampled again) before the task fails", true},
+	{"thinking", "HOLOD_THINKING", OPT_ONOFF, OFF(thinking), 0, 0, "on", "on|off",
+	 "default of instruction tasks: the model thinks (a free <think> block) before each step, "
+	 "which is dropped from the history afterwards", true},
+	{"thinking-tokens", "HOLOD_THINKING_TOKENS", OPT_UINT, OFF(thinking_tokens), 1, 65536,
+	 "1024", "N",
+	 "default most tokens of a step's think block (and at most half of --step-tokens, which "
+	 "counts them); then the block is closed and the step decoded", true},
 	{"temperature", "HOLOD_TEMPERATURE", OPT_TEMPERATURE, OFF(temperature), 0, 0, "format", "T",
 	 "default sampling temperature of the model's steps, 0..2 (0: greedy; format: the policy "
 	 "format's, 0.8 for holo3); always under the step grammar", true},
@@ -432,6 +440,15 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		*(char **)base = xstrdup(value);
 		return 0;
 	}
+	case OPT_ONOFF:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) {
+			fprintf(stderr, "holod: %s: --%s: expected on or off, not '%s'\n", where,
+				o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
 	case OPT_HISTORY:
 		if (ipc_history_from_string(value) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (rolling, persistent, window)\n",

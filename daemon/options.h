@@ -54,6 +54,8 @@ struct holod_config {
 	unsigned batch_vision_slice;  /* vision encoder steps between two forwards at most */
 	unsigned step_tokens; /* most tokens decoded for one step */
 	unsigned step_retries; /* invalid steps retried before the task fails */
+	char *thinking;       /* on | off: steps open a think block before the step */
+	unsigned thinking_tokens; /* most tokens of a step's think block */
 	double temperature;   /* default sampling temperature; 0: greedy; -1: the format's */
 	double top_p;         /* default nucleus mass, (0, 1]; -1: the format's */
 	long long seed;       /* default seed of a task's sampling; -1: one drawn per task */

@@ -73,6 +73,8 @@ struct agent {
 	size_t window;
 	int max_tiles;
 	struct provider_sampling sampling;
+	bool thinking;            /* a think block before each step */
+	unsigned thinking_tokens; /* its budget */
 	int tokens_per_tile, hidden, vocab;
 	const struct provider_history *h; /* during a step */
 	uint64_t last_preprocess_us, last_encode_us; /* of the observation being answered */
@@ -297,12 +299,19 @@ struct step_job {
 	const struct policy_piece *piece;
 	struct engine_rows *const *slot_rows; /* one per image of the piece */
 	const struct policy_piece *close; /* appended after a valid step; NULL in window mode */
+	/* thinking: each attempt decodes a think block first (at most think_budget tokens); in a
+	 * persistent session the valid step's turn is then rewritten without it: the session goes
+	 * back to its generation prompt and gets "</think>" + the step + `close` (think_close) */
+	bool thinking;
+	unsigned think_budget;
+	struct policy_piece think_close;
 	const atomic_int *stop;
 	uint64_t deadline_us;
 	uint64_t seed;
 	/* out */
 	char *raw;
 	size_t raw_len;
+	size_t think_len, step_at; /* thinking: raw's think text, and where its step starts */
 	struct policy_step step;
 	int attempts;
 	long long decoded;
@@ -336,6 +345,7 @@ struct attempt {
 	struct step_job *j;
 	struct policy_matcher m;
 	bool constrained;
+	unsigned think_tokens; /* sampled inside the think block */
 	bool complete; /* a stop id ended a step the grammar accepts (or, unconstrained, any) */
 	int error;     /* why a callback stopped the loop: -EBADMSG; 0 */
 };
@@ -351,6 +361,9 @@ static int attempt_logits(void *userdata, float *logits, int vocab)
 		return -ECANCELED;
 	if (time_mono_us() >= j->deadline_us)
 		return -ETIME;
+	/* the thinking budget spent: the block may only close, then the step follows */
+	if (at->constrained && j->thinking && at->think_tokens >= j->think_budget)
+		policy_matcher_close_thinking(&at->m);
 	if (at->constrained && policy_masker_apply(at->ctx->masker, &at->m, logits) <= 0) {
 		snprintf(j->err, sizeof(j->err), "the step grammar allows no token after %zu bytes",
 			 j->raw_len);
@@ -368,6 +381,8 @@ static int attempt_token(void *userdata, int32_t id)
 	size_t len;
 
 	if (at->constrained) {
+		if (policy_matcher_thinking(&at->m))
+			at->think_tokens++;
 		int r = policy_masker_feed(at->ctx->masker, &at->m, id);
 		if (r == 1) {
 			at->complete = true;
@@ -423,7 +438,10 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 		.logits_hook = attempt_logits,
 		.userdata = j->at,
 	};
-	policy_matcher_init(&j->at->m, ctx->grammar);
+	if (j->thinking)
+		(void)policy_matcher_init_thinking(&j->at->m, ctx->grammar); /* holo3 has one */
+	else
+		policy_matcher_init(&j->at->m, ctx->grammar);
 	j->raw_len = 0;
 	j->raw[0] = '\0';
 	j->tokens_before = engine_session_n_tokens(a->session);
@@ -456,7 +474,15 @@ static int attempt_end(struct step_job *j, int r)
 		return -EBADMSG;
 	}
 	char perr[256];
-	if (policy_step_parse(j->raw, j->raw_len, &j->step, perr, sizeof(perr)) < 0) {
+	j->think_len = j->step_at = 0;
+	if (j->thinking &&
+	    policy_split_thinking(j->raw, j->raw_len, &j->think_len, &j->step_at) < 0) {
+		snprintf(j->err, sizeof(j->err), "invalid step: no %s ends the thinking",
+			 POLICY_THINK_CLOSE);
+		return -EBADMSG;
+	}
+	if (policy_step_parse(j->raw + j->step_at, j->raw_len - j->step_at, &j->step, perr,
+			      sizeof(perr)) < 0) {
 		snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
 		return -EBADMSG;
 	}
@@ -480,6 +506,41 @@ static int step_finish(struct step_job *j, int r)
 	free(j->at);
 	j->at = NULL;
 	return r;
+}
+
+/* Persistent and thinking: the session goes back to its generation prompt ("<think>\n") and
+ * the turn is closed with "</think>", the step as decoded and `close`, so that the history
+ * holds no think text (docs/policy.md, thinking). j->close becomes that piece. */
+static int drop_thinking(struct worker_ctx *ctx, struct step_job *j)
+{
+	struct policy_piece *tc = &j->think_close;
+	size_t tl = strlen(POLICY_THINK_CLOSE), sl = j->raw_len - j->step_at, n = 0;
+	char *text = xmalloc(tl + sl + j->close->text_len + 1);
+	int32_t *ids = NULL;
+	int r;
+
+	if ((r = engine_session_restore(j->a->session, j->before_decode)) < 0) {
+		snprintf(j->err, sizeof(j->err), "cannot restore the generation prompt: %s",
+			 strerror(-r));
+		free(text);
+		return r;
+	}
+	memcpy(text, POLICY_THINK_CLOSE, tl);
+	memcpy(text + tl, j->raw + j->step_at, sl);
+	if ((r = engine_tokenizer_encode(ctx->tok, text, tl + sl, true, &ids, &n)) < 0) {
+		snprintf(j->err, sizeof(j->err), "cannot tokenize the step: %s", strerror(-r));
+		free(text);
+		return r;
+	}
+	tc->ids = xreallocarray(ids, n + j->close->n_ids, sizeof(*ids));
+	memcpy(tc->ids + n, j->close->ids, j->close->n_ids * sizeof(*ids));
+	tc->n_ids = n + j->close->n_ids;
+	memcpy(text + tl + sl, j->close->text, j->close->text_len);
+	tc->text_len = tl + sl + j->close->text_len;
+	text[tc->text_len] = '\0';
+	tc->text = text;
+	j->close = tc;
+	return 0;
 }
 
 /* The step as a sequence job: restore (window, rebuild) -> prefill the piece -> decode
@@ -563,7 +624,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		}
 		j->t1 = time_mono_us();
 		j->prefill_us = j->t1 - j->t0;
-		if (a->cfg->step_retries > 0 &&
+		if ((a->cfg->step_retries > 0 || (j->thinking && j->close)) &&
 		    !(j->before_decode = engine_session_snapshot(a->session)))
 			return step_finish(j, -errno);
 		j->attempts = 1;
@@ -588,6 +649,8 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		if (r < 0 || !j->close)
+			return step_finish(j, r);
+		if (j->thinking && (r = drop_thinking(ctx, j)) < 0)
 			return step_finish(j, r);
 		j->phase = STEP_CLOSE;
 		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
@@ -919,10 +982,12 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	a->window = args->window;
 	a->max_tiles = args->max_tiles;
 	a->sampling = args->sampling;
+	a->thinking = args->thinking;
+	a->thinking_tokens = args->thinking_tokens;
 	a->tokens_per_tile = model_worker_tokens_per_tile(lp->worker);
 	a->penv = (struct policy_env){.screen_width = a->run->monitor.width,
 				      .screen_height = a->run->monitor.height,
-				      .date = args->date};
+				      .date = args->date, .reasoning = args->thinking};
 	a->renderer = policy_renderer_create(&policy_format_holo3,
 					     model_worker_tokenizer(lp->worker), &a->penv,
 					     a->tokens_per_tile);
@@ -947,7 +1012,12 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 		.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
 	/* admission: the session waits until what it may grow to fits the state budget */
 	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
-			       (a->cfg->step_retries > 0 ? 2 : 1) +
+			       /* the snapshot before decoding: retries, and a persistent
+				* session's thinking (drop_thinking) go back to it */
+			       (a->cfg->step_retries > 0 ||
+						(a->thinking && a->history == IPC_HISTORY_PERSISTENT)
+					? 2
+					: 1) +
 				       (a->history == IPC_HISTORY_ROLLING ? 1 : 0),
 			       (int)prefix.n_ids, t->stop,
 			       UINT64_MAX, &a->reserved, err, errlen);
@@ -1052,7 +1122,8 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	size_t roll_first = 0, roll_held = 0;
 	const bool rolling = a->history == IPC_HISTORY_ROLLING;
 	struct step_job sj = {.a = a, .stop = a->t->stop, .deadline_us = a->run->deadline_us,
-			      .seed = seed};
+			      .seed = seed, .thinking = a->thinking,
+			      .think_budget = a->thinking_tokens};
 	const char *mode = NULL;
 	int r;
 
@@ -1093,6 +1164,12 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 		}
 	}
 	ret->raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
+	size_t think_len, step_at;
+	if (a->thinking && sj.raw &&
+	    policy_split_thinking(sj.raw, sj.raw_len, &think_len, &step_at) == 0)
+		ret->reasoning = agent_text_valid_utf8(sj.raw, think_len);
+	else if (a->thinking && sj.raw) /* cut by the budget of step_tokens: all of it */
+		ret->reasoning = agent_text_valid_utf8(sj.raw, sj.raw_len);
 	/* What was prefilled, in order: rolling, the evicted turns then the window. */
 	const struct policy_piece *head = rolling ? &evicted : &piece;
 	const struct policy_piece *tail = rolling ? &piece : sj.closed ? sj.close : NULL;
@@ -1104,7 +1181,7 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	ret->prompt_mode = mode;
 	ret->as.attempts = sj.attempts;
 	ret->as.tokens_appended = (long long)(evicted.n_ids + piece.n_ids) +
-				  (sj.closed ? (long long)close.n_ids : 0);
+				  (sj.closed ? (long long)sj.close->n_ids : 0);
 	ret->as.tokens_decoded = sj.decoded;
 	ret->as.session_tokens = a->session_tokens;
 	ret->as.prefill_us = sj.prefill_us;
@@ -1123,6 +1200,7 @@ finish:
 		ret->raw = xstrdup("");
 	policy_piece_finish(&piece);
 	policy_piece_finish(&close);
+	policy_piece_finish(&sj.think_close);
 	policy_piece_finish(&evicted);
 	free(slots);
 	return r;

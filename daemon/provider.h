@@ -60,6 +60,8 @@ struct provider_task_args {
 	enum ipc_history history;  /* resolved: rolling, persistent or window */
 	size_t window;             /* observations sent with their image */
 	int max_tiles;             /* 0: the model's own budget */
+	bool thinking;             /* resolved: a think block before each step */
+	unsigned thinking_tokens;  /* resolved: its budget, within cfg->step_tokens */
 	const char *date;          /* of the system prompt */
 	struct provider_sampling sampling;
 };
@@ -77,6 +79,7 @@ struct provider_history {
 struct provider_step {
 	struct policy_step step;  /* valid when the op returned 0 */
 	char *raw;                /* the last attempt's output, valid UTF-8; never NULL after an op */
+	char *reasoning;          /* its think block's text (valid UTF-8), or NULL without one */
 	char *prompt_text;        /* what this step sent, as text (journal) */
 	char *user_turn;          /* the observation's user turn, "<image>" placeholder */
 	char prompt_sha256[65];   /* "" when not applicable */

@@ -219,7 +219,8 @@ static int get_real(const json_t *root, const char *name, double lo, bool lo_ope
 	return 0;
 }
 
-/* history, window, max_tiles, temperature, top_p, seed: instruction tasks only. */
+/* history, window, max_tiles, temperature, top_p, seed, thinking, thinking_tokens:
+ * instruction tasks only. */
 static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			       size_t errlen)
 {
@@ -257,6 +258,18 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 	req->options.has_seed = present;
 	if (present)
 		req->options.seed = u;
+	json_t *th = json_object_get(root, "thinking");
+	if (th) {
+		if (!json_is_boolean(th))
+			return ipc_error_at(errbuf, errlen, -EINVAL, "thinking",
+					    "expected true or false");
+		req->options.thinking = json_is_true(th) ? IPC_THINKING_ON : IPC_THINKING_OFF;
+	}
+	if ((r = get_uint(root, "thinking_tokens", 1, IPC_MAX_THINKING_TOKENS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.thinking_tokens = u;
 	return 0;
 }
 
@@ -270,7 +283,7 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
-		"top_p",       "seed"};
+		"top_p",       "seed",      "thinking",    "thinking_tokens"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -487,6 +500,12 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 		r |= json_object_set_new(o, "top_p", json_real(req->options.top_p));
 	if (req->options.has_seed)
 		r |= json_object_set_new(o, "seed", json_integer(req->options.seed));
+	if (req->options.thinking != IPC_THINKING_DEFAULT)
+		r |= json_object_set_new(o, "thinking",
+					 json_boolean(req->options.thinking == IPC_THINKING_ON));
+	if (req->options.thinking_tokens)
+		r |= json_object_set_new(o, "thinking_tokens",
+					 json_integer(req->options.thinking_tokens));
 	if (r) {
 		json_decref(o);
 		return dump(NULL);

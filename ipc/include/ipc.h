@@ -61,6 +61,7 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */
 #define IPC_MAX_TEMPERATURE 2.0               /* "temperature": 0 (greedy)..2 */
 #define IPC_MAX_SEED 4294967295ull            /* "seed": 0..2^32-1 */
+#define IPC_MAX_THINKING_TOKENS 65536         /* "thinking_tokens": a step's think block */
 #define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
 /* Script-only actions (launch, wait_for, activate, grounded targets). */
 #define IPC_MAX_LAUNCH_ARGS 64                /* launch.command: program + arguments */
@@ -277,6 +278,13 @@ const char *ipc_history_to_string(enum ipc_history h);
 /* Returns the mode or -EINVAL. */
 int ipc_history_from_string(const char *s);
 
+/* Whether an instruction task's steps open a think block (docs/policy.md). */
+enum ipc_thinking {
+	IPC_THINKING_DEFAULT, /* the daemon's default */
+	IPC_THINKING_ON,
+	IPC_THINKING_OFF,
+};
+
 /* Budgets and options of a task; 0 means "use the daemon's default" for the integers. */
 struct ipc_task_options {
 	uint32_t max_steps;    /* 1..IPC_MAX_TASK_STEPS */
@@ -293,6 +301,8 @@ struct ipc_task_options {
 	double temperature;    /* 0..IPC_MAX_TEMPERATURE; 0: greedy */
 	double top_p;          /* (0, 1]; 1: off */
 	uint32_t seed;         /* 0..IPC_MAX_SEED */
+	enum ipc_thinking thinking;
+	uint32_t thinking_tokens; /* 1..IPC_MAX_THINKING_TOKENS */
 	/* Scripts only: a write or hotkey while no window has the keyboard focus fails the step
 	 * (false: it runs and its result says so). */
 	bool require_focus;
@@ -300,7 +310,8 @@ struct ipc_task_options {
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
  *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
- *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "max_steps": N,
+ *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "thinking": bool,
+ *    "thinking_tokens": N, "max_steps": N,
  *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,

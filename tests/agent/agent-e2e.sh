@@ -154,7 +154,7 @@ stop_holod || fail "holod exit status $?"
 # 30-second wait) is carried out.
 rm -f "$SOCK"
 unsteer "$T/random"
-start_holod --model "$T/random" --backend "$AGENT_BACKEND" \
+start_holod --model "$T/random" --backend "$AGENT_BACKEND" --thinking off \
 	${AGENT_PRECISION:+--precision "$AGENT_PRECISION"}
 wait_until 60 model_is ready || fail "the random model did not load: $(model_state)"
 submit '{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'

@@ -6,7 +6,9 @@
  * journal recorded, exported under "prefill"):
  *   - the prefix: the system and task turns;
  *   - persistent steps: the step's user turn, the generation prompt and, for a valid step, the
- *     close of the assistant turn, continuing the conversation state;
+ *     close of the assistant turn, continuing the conversation state; with thinking (the
+ *     prompt's "reasoning"), the close is "</think>" + the step without its think block, and
+ *     the exported assistant content (the raw output) loses its think block everywhere;
  *   - window steps (and a persistent or rolling session's rebuild): from the prefix again, the
  *     turns of the history that fitted (the earliest first turn whose ids count what the step
  *     prefilled), screenshots older than the window replaced by the export's eviction text,
@@ -139,6 +141,40 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 			 t->n_steps, json_array_size(psteps));
 		return -EINVAL;
 	}
+	/* thinking: the raw output is the think block, "</think>", then the step */
+	for (size_t k = 0; t->reasoning && k < t->n_steps; k++) {
+		const char *a = t->steps[k].assistant;
+		size_t think_len, step_at;
+
+		if (!a)
+			continue;
+		if (policy_split_thinking(a, strlen(a), &think_len, &step_at) < 0) {
+			snprintf(err, errlen, "task %lld step %zu: thinking, and no %s in the output",
+				 t->id, k, POLICY_THINK_CLOSE);
+			return -EINVAL;
+		}
+		t->steps[k].assistant = a + step_at;
+	}
+	return 0;
+}
+
+/* What closes a thinking step's turn in a persistent session before the end of turn: the
+ * ids of "</think>" + the step (provider-local.c, drop_thinking). */
+static int think_close(const struct engine_tokenizer *tok, const char *step,
+		       struct engine_chat_tokens *out)
+{
+	char *text = xasprintf("%s%s", POLICY_THINK_CLOSE, step);
+	int32_t *ids;
+	size_t n;
+	int r = engine_tokenizer_encode(tok, text, strlen(text), true, &ids, &n);
+
+	free(text);
+	if (r < 0)
+		return r;
+	out->ids = xreallocarray(out->ids, out->n_ids + n + 1, sizeof(*ids));
+	memcpy(out->ids + out->n_ids, ids, n * sizeof(*ids));
+	out->n_ids += n;
+	free(ids);
 	return 0;
 }
 
@@ -295,6 +331,8 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 			r = work ? user_turn(work, t, s, false, &out, cerr, sizeof(cerr)) : -ENOMEM;
 			if (r == 0)
 				r = engine_chat_generation_prompt(work, &out);
+			if (r == 0 && s->valid && t->reasoning)
+				r = think_close(tok, s->assistant, &out);
 			if (r == 0 && s->valid)
 				r = engine_chat_close_content(work, &out);
 			if (r < 0) {

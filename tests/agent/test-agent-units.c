@@ -211,6 +211,7 @@ static void test_journal_migration(void)
 				    2, &id) == 0);
 	struct journal_agent_step as = {
 		.thought = "press OK", .note = NULL, .raw_output = "{...}", .prompt_text = "<p>",
+		.reasoning = "The dialog asks; OK closes it.",
 		.user_turn = "<observation><image></observation>",
 		.prompt_sha256 = "0c2d7bc39e6ad4f8c4c1a8c7a4b7dbbb7e84b4a25c8bbf8dfa4a4a1f2b0e3c11",
 		.attempts = 2, .tiles = 3, .prompt = "window", .tokens_appended = 99,
@@ -227,6 +228,8 @@ static void test_journal_migration(void)
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "thought")), "press OK");
 	CHECK(json_is_null(json_object_get(a, "note")));
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "raw_output")), "{...}");
+	CHECK_STR_EQ(json_string_value(json_object_get(a, "reasoning")),
+		     "The dialog asks; OK closes it."); /* version 7 */
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "prompt_text")), "<p>");
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "prompt")), "window");
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "user_turn")),
@@ -259,6 +262,7 @@ static void test_journal_migration(void)
 
 	/* A rolling step (version 6) is written like the others... */
 	as.prompt = "rolling";
+	as.reasoning = NULL; /* thinking off */
 	s.index = 1;
 	REQUIRE(journal_step_begin(j, &s) == 0);
 	REQUIRE(journal_step_finish(j, &s, "ok", "waited 1 s", NULL, 4, &tm) == 0);
@@ -266,6 +270,8 @@ static void test_journal_migration(void)
 	CHECK_STR_EQ(json_string_value(json_object_get(
 			     json_object_get(json_array_get(steps, 1), "agent"), "prompt")),
 		     "rolling");
+	CHECK(json_is_null(json_object_get(json_object_get(json_array_get(steps, 1), "agent"),
+					   "reasoning")));
 	json_decref(steps);
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
 	/* ... a prompt mode outside the schema is refused by the database itself... */

@@ -663,9 +663,45 @@ static void test_history(void)
 		     "history: expected \"rolling\", \"persistent\" or \"window\"");
 }
 
+/* "thinking" (true/false, kept as on/off, absent: the daemon's default) and "thinking_tokens"
+ * (1..IPC_MAX_THINKING_TOKENS) on instructions only. */
+static void test_thinking(void)
+{
+	struct ipc_task_request *req = NULL, *back = NULL;
+
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK_INT_EQ(req->options.thinking, IPC_THINKING_DEFAULT);
+	CHECK_INT_EQ(req->options.thinking_tokens, 0);
+	ipc_task_request_destroy(req);
+	for (int on = 0; on < 2; on++) {
+		char *json = xasprintf("{\"instruction\": \"x\", \"thinking\": %s, "
+				       "\"thinking_tokens\": 300}", on ? "true" : "false");
+		REQUIRE(parse_task(json, &req) == 0);
+		CHECK_INT_EQ(req->options.thinking, on ? IPC_THINKING_ON : IPC_THINKING_OFF);
+		CHECK_INT_EQ(req->options.thinking_tokens, 300);
+		char *a = ipc_task_request_to_json(req);
+		REQUIRE(a && parse_task(a, &back) == 0);
+		CHECK_INT_EQ(back->options.thinking, req->options.thinking);
+		CHECK_INT_EQ(back->options.thinking_tokens, 300);
+		free(a);
+		free(json);
+		ipc_task_request_destroy(back);
+		ipc_task_request_destroy(req);
+	}
+	expect_error("{\"instruction\": \"x\", \"thinking\": \"on\"}", -EINVAL,
+		     "thinking: expected true or false");
+	expect_error("{\"instruction\": \"x\", \"thinking_tokens\": 0}", -EINVAL,
+		     "thinking_tokens");
+	expect_error("{\"instruction\": \"x\", \"thinking_tokens\": 65537}", -EINVAL,
+		     "thinking_tokens");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"thinking\": true}",
+		     -EINVAL, "thinking: unknown field");
+}
+
 int main(void)
 {
 	test_history();
+	test_thinking();
 	test_desktop_actions();
 	test_script_ok();
 	test_errors();

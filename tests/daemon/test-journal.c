@@ -70,8 +70,9 @@ static void test_migrate_from_2(void)
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &id) == 0);
 	journal_close(j);
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-	/* Back to version 2: without the columns of versions 3, 4 and 5. */
-	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN provider;"
+	/* Back to version 2: without the columns of versions 3, 4, 5 and 7. */
+	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN reasoning;"
+				 "ALTER TABLE steps DROP COLUMN provider;"
 				 "ALTER TABLE steps DROP COLUMN remote_model;"
 				 "ALTER TABLE steps DROP COLUMN prompt_tokens;"
 				 "ALTER TABLE steps DROP COLUMN completion_tokens;"

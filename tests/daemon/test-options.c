@@ -67,6 +67,25 @@ int main(void)
 	free(expect);
 	options_finish(&cfg);
 
+	/* Thinking: on by default with 1024 tokens; on|off only; the last one given wins. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.thinking, "on");
+	CHECK_INT_EQ(cfg.thinking_tokens, 1024);
+	options_finish(&cfg);
+	setenv("HOLOD_THINKING", "off", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--thinking-tokens", "64", NULL}) == 0);
+	CHECK_STR_EQ(cfg.thinking, "off");
+	CHECK_INT_EQ(cfg.thinking_tokens, 64);
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--thinking", "off", "--thinking", "on", NULL}) == 0);
+	CHECK_STR_EQ(cfg.thinking, "on");
+	options_finish(&cfg);
+	unsetenv("HOLOD_THINKING");
+	CHECK_INT_EQ(parse(&cfg, (char *[]){"holod", "--thinking", "yes", NULL}), -EINVAL);
+	options_finish(&cfg);
+	CHECK_INT_EQ(parse(&cfg, (char *[]){"holod", "--thinking-tokens", "0", NULL}), -EINVAL);
+	options_finish(&cfg);
+
 	/* The remote provider's options: defaults, the config file's keys, the command line. */
 	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
 	CHECK(cfg.remote == NULL);
