@@ -98,8 +98,8 @@ static const struct option_def options[] = {
 	 "the cpu for a bf16 checkpoint; fp32 on the cpu otherwise)", true},
 	{"weights", "HOLOD_WEIGHTS", OPT_WEIGHTS, OFF(weights), 0, 0, "default", "W",
 	 "format of the language model's linear layers: default (as stored), bf16, q8 (int8, "
-	 "about half of bf16's bytes) or q4 (4-bit, about a third), quantized at load; the cpu "
-	 "only (docs/quantization.md)", true},
+	 "about half of bf16's bytes) or q4 (4-bit, about a third), quantized at load, on the "
+	 "cpu or cuda; or fp8, the cpu only (docs/quantization.md)", true},
 	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
 	 "storage of each session's Mamba SSM state: fp32 or bf16 (half the state memory and "
 	 "traffic, so about twice the sessions fit; every update still computes in fp32)", true},

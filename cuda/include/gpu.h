@@ -171,6 +171,31 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
 	     bool accumulate);
 
+/* Quantized weights (quant_gemv.cu, docs/quantization.md "CUDA"): engine/quant/quant.h's row
+ * records as they are, `out` rows of gpu_quant_row_bytes(f, in) bytes each (q8: int8 codes of
+ * blocks of 32 columns, padded to 64 bytes, then one fp16 scale per block, padded to 64 bytes;
+ * q4: 16 bytes of nibbles per block (byte j: column j low, j + 16 high), then fp16 (d, m) pairs),
+ * the first row 16-byte aligned. */
+enum gpu_quant {
+	GPU_QUANT_Q8,
+	GPU_QUANT_Q4,
+};
+/* Tokens one GEMV launch multiplies per weight load (its registers); more rows take more. */
+#define GPU_QGEMV_TOKENS 8
+/* Bytes of one row's record (quant_row_bytes()); 0 for a bad format or in < 1. */
+size_t gpu_quant_row_bytes(enum gpu_quant f, int in);
+/* The decode GEMV: y[r][0:out] = W x[r] for r in [0, rows) (accumulate: y[r] += W x[r]), x
+ * [rows][ldx] fp32 or bf16, y [rows][ldy] fp32 or bf16 (rounded once), fp32 sums of the exact
+ * dequantized weights. Every GPU_QGEMV_TOKENS rows read the weights once. y must not overlap W
+ * or x. Returns 0, -EINVAL, -EIO. */
+int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in, const void *x,
+	      enum gpu_dtype x_dtype, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
+	      bool accumulate);
+/* The weights of `out` records into dst [out][in] of dtype: fp32 exactly (quant_row_to_f32()),
+ * bf16 rounded to nearest even from it. Returns 0, -EINVAL, -EIO. */
+int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in, void *dst,
+		enum gpu_dtype dtype);
+
 /* Elementwise and row kernels of the language model (lm_ops.cu). */
 
 /* Embedding rows: for r in [0, rows), h[r][0:d] = table[ids[r]] (table [vocab][d], fp32 or bf16,

@@ -158,11 +158,10 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 	/* the CPU's DEFAULT depends on the checkpoint: backend_cpu_create() resolves it */
 	if (opts->kind == ENGINE_BACKEND_CPU)
 		return 0;
-	if (opts->weights == ENGINE_WEIGHTS_Q8 || opts->weights == ENGINE_WEIGHTS_Q4 ||
-	    opts->weights == ENGINE_WEIGHTS_FP8)
-		return fail(EINVAL, msg, msglen, "--weights %s: CUDA has no quantized kernels yet "
-			    "(issue 29): use --backend cpu or --weights default",
-			    weights_names[opts->weights]);
+	/* q8 and q4 run on CUDA (quantized at upload: backend_cuda.c); fp8 has no kernels yet */
+	if (opts->weights == ENGINE_WEIGHTS_FP8)
+		return fail(EINVAL, msg, msglen, "--weights fp8: CUDA has no fp8 kernels yet "
+			    "(issue 29): use --backend cpu, or --weights q8 or q4");
 	int r = check_cuda_device(opts, msg, msglen);
 	if (r < 0)
 		return r == -ENXIO ? -ENODEV : r; /* (engine.h: ENODEV, the sentence says why) */
@@ -190,14 +189,25 @@ int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_
 	return 0;
 }
 
-static struct engine_backend *refuse_cuda_quantized(const struct engine_model *model, char *errbuf,
+/* A holod-quantized checkpoint (quantized.h) runs as stored on either backend: --weights default
+ * or its own format (the CPU backend says the same). */
+static struct engine_backend *refuse_cuda_requantize(const struct engine_model *model,
+						     enum engine_weights w, char *errbuf,
 						     size_t errlen)
 {
-	fail(EINVAL, errbuf, errlen, "the checkpoint's linear layers were quantized to %s by "
-	     "holo-quantize: CUDA has no quantized kernels yet (issue 29): use --backend cpu",
-	     quant_format_desc((enum quant_format)model_quant_format(model))->name);
+	const char *f = quant_format_desc((enum quant_format)model_quant_format(model))->name;
+	fail(EINVAL, errbuf, errlen, "--weights %s: the checkpoint's linear layers were quantized to "
+	     "%s by holo-quantize and load as they are (use --weights default or %s, or load the "
+	     "source checkpoint)", weights_names[w], f, f);
 	errno = EINVAL;
 	return NULL;
+}
+
+static bool stored_quant_ok(const struct engine_model *m, enum engine_weights w)
+{
+	int f = model_quant_format(m);
+	return f < 0 || w == ENGINE_WEIGHTS_DEFAULT || (w == ENGINE_WEIGHTS_Q8 && f == QUANT_Q8) ||
+	       (w == ENGINE_WEIGHTS_Q4 && f == QUANT_Q4);
 }
 
 struct engine_backend *engine_backend_create(const struct engine_model *model,
@@ -209,10 +219,10 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		return NULL;
 	}
 	struct engine_backend_options o = *opts;
-	/* CUDA has no kernels for a holod-quantized checkpoint's records: refused before the device
-	 * is looked at, as --weights q8|q4 is (AUTO resolving to CUDA is refused below) */
-	if (o.kind == ENGINE_BACKEND_CUDA && model_quant_format(model) >= 0)
-		return refuse_cuda_quantized(model, errbuf, errlen);
+	/* a holod-quantized checkpoint with another --weights: refused before the device is
+	 * looked at (AUTO resolving to CUDA is checked below; the CPU backend checks its own) */
+	if (o.kind == ENGINE_BACKEND_CUDA && !stored_quant_ok(model, o.weights))
+		return refuse_cuda_requantize(model, o.weights, errbuf, errlen);
 	int r = resolve(&o, errbuf, errlen);
 	if (r < 0) {
 		errno = -r;
@@ -220,8 +230,8 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 	}
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
-	if (o.kind == ENGINE_BACKEND_CUDA && model_quant_format(model) >= 0)
-		return refuse_cuda_quantized(model, errbuf, errlen);
+	if (o.kind == ENGINE_BACKEND_CUDA && !stored_quant_ok(model, o.weights))
+		return refuse_cuda_requantize(model, o.weights, errbuf, errlen);
 	/* an FP8 checkpoint's layers (modelopt.h): no fp8 kernels on CUDA yet */
 	if (o.kind == ENGINE_BACKEND_CUDA && model_has_fp8(model)) {
 		fail(EINVAL, errbuf, errlen, "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt): "

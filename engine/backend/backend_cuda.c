@@ -6,6 +6,13 @@
  * are tiny and the CPU reads them in fp32 (a bf16 copy of the SSM decay would differ from the CPU
  * for no memory gain). A tied lm_head is the embeddings' copy. All of it lives in one device
  * allocation, sized and checked against the device's free memory before anything is allocated.
+ * With --weights q8|q4 (or a holo-quantize checkpoint) the linear layers and the lm_head (a tied
+ * one as its own copy) are held as engine/quant/quant.h's row records instead, quantized on the
+ * host by the reference quantizers (or copied from the map) and uploaded as they are: decode
+ * passes of up to CUDA_QGEMV_MAX_ROWS rows multiply them with gpu_qgemv() (cuda/quant_gemv.cu),
+ * longer ones dequantize slices of at most CUDA_DEQUANT_BYTES into the activation scratch
+ * (scratch.wdq, counted with the weights in the creation's memory check) for the cuBLASLt GEMM
+ * (docs/quantization.md "On CUDA").
  *
  * Sequences: per sequence one device block for the fixed state (each Mamba layer's fp32 conv
  * window [K-1][conv_dim] then its SSM state [H][P][N], fp32 or, with the ssm_state option BF16,
@@ -62,6 +69,7 @@
 #include "cpu.h"
 #include "gpu.h"
 #include "lm.h"
+#include "quantized.h"
 
 /* Host staging of one upload: tensors are converted and sent in pieces of this size. */
 #define CUDA_STAGING_BYTES ((size_t)16 << 20)
@@ -71,8 +79,22 @@
 struct cuda_weight {
 	const struct tensor *src; /* the model's tensor */
 	size_t offset;            /* in the weight block */
-	enum tensor_dtype dtype;  /* on the device: TENSOR_BF16 or TENSOR_F32 */
+	enum tensor_dtype dtype;  /* on the device: TENSOR_BF16, TENSOR_F32, or TENSOR_Q8/Q4 */
 	size_t elems;
+	size_t row_bytes;         /* TENSOR_Q8/Q4: quant_row_bytes() of a row (else 0) */
+};
+
+/* Rows of a quantized matrix dequantized per prefill GEMM call (backend_cuda.c DESIGN: at least
+ * 64 rows, a multiple of 64): the scratch holds one such slice of the largest matrix. */
+#define CUDA_DEQUANT_BYTES ((size_t)64 << 20)
+/* Rows a quantized matrix multiplies through the GEMV (gpu_qgemv(): one weight read per
+ * GPU_QGEMV_TOKENS rows); more take the dequantized slices and cuBLASLt. */
+#define CUDA_QGEMV_MAX_ROWS 32
+
+/* A linear layer's matrix on the device: bf16/fp32 in the precision's dtype, or q8/q4 records. */
+struct cuda_mat {
+	const void *p;
+	int quant; /* -1, or the enum gpu_quant of the records */
 };
 
 /* The most positions of one span a pass takes: a span is cut into runs of at most this many,
@@ -93,9 +115,10 @@ _Static_assert(CUDA_MAX_DECODE == 1 << CUDA_DECODE_BUCKETS, "one graph per power
 /* Device pointers of the weights one layer uses, resolved once at creation. */
 struct cuda_layer_w {
 	const void *norm;
-	const void *in_proj, *conv_w, *conv_b, *dt_bias, *a_log, *d, *gnorm, *out_proj;
-	const void *q, *k, *v, *o;
-	const void *up, *down;
+	const void *conv_w, *conv_b, *dt_bias, *a_log, *d, *gnorm;
+	struct cuda_mat in_proj, out_proj;
+	struct cuda_mat q, k, v, o;
+	struct cuda_mat up, down;
 };
 
 /* The activation scratch of one pass (CUDA_MAX_ROWS rows), carved from one device block
@@ -117,6 +140,7 @@ struct cuda_scratch {
 	float *attn_ws;
 	float *u;  /* MLP: [R][inter] */
 	void *u2;  /* MLP: [R][inter] of act */
+	void *wdq; /* quantized weights: a dequantized slice of rows in act (dequant_bytes) */
 };
 
 /* One run of a span in a pass: positions [n0, n0 + T) of s, batch positions [p, p + T), at rows
@@ -164,6 +188,8 @@ struct cuda_backend {
 	void *weights;                     /* device block */
 	struct cuda_weight *table;
 	size_t n_weights;
+	int quant;            /* -1, or the enum quant_format of the linear layers and lm_head */
+	size_t dequant_bytes; /* the prefill's dequantized slice (scratch.wdq), 0 without quant */
 	struct lm_dims dm;
 	int n_mamba, n_attn, n_mlp;
 	size_t kv_elem; /* bytes of one K/V element */
@@ -174,7 +200,8 @@ struct cuda_backend {
 	size_t act_bytes;
 	struct gpu_mamba_dims md;
 	size_t attn_ws_floats;
-	const void *lw_embed, *lw_norm_f, *lw_lm_head;
+	const void *lw_embed, *lw_norm_f;
+	struct cuda_mat lw_lm_head;
 	enum gpu_dtype embed_dtype;
 	struct cuda_layer_w *lw; /* [n_layers] */
 	struct cuda_scratch scratch;
@@ -248,6 +275,19 @@ static size_t dtype_bytes(enum tensor_dtype d)
 	return d == TENSOR_F32 ? 4 : 2;
 }
 
+/* Device bytes of w. */
+static size_t weight_size(const struct cuda_weight *w)
+{
+	return w->row_bytes ? (size_t)w->src->shape[0] * w->row_bytes : w->elems * dtype_bytes(w->dtype);
+}
+
+/* Rows of a matrix of `in` columns one dequantized slice holds (CUDA_DEQUANT_BYTES). */
+static int64_t dequant_slice_rows(int64_t in, size_t act_bytes)
+{
+	int64_t n = (int64_t)(CUDA_DEQUANT_BYTES / ((size_t)in * act_bytes)) / 64 * 64;
+	return MAX(n, 64);
+}
+
 static size_t align_up(size_t n)
 {
 	return (n + CUDA_WEIGHT_ALIGN - 1) & ~(size_t)(CUDA_WEIGHT_ALIGN - 1);
@@ -264,7 +304,32 @@ static void plan_weight(struct cuda_backend *b, const struct tensor *t, size_t *
 	w->dtype = t->ndim == 1 || b->base.precision == ENGINE_PRECISION_FP32 ? TENSOR_F32
 									      : TENSOR_BF16;
 	w->offset = *offset;
-	*offset += align_up(w->elems * dtype_bytes(w->dtype));
+	*offset += align_up(weight_size(w));
+}
+
+/* A linear layer's matrix (or the lm_head): in the layers' quantized format with --weights
+ * q8|q4 or a holod-quantized checkpoint, quantized at upload or its records copied (its slice
+ * counted in dequant_bytes), else as plan_weight(). */
+static void plan_matrix(struct cuda_backend *b, const struct tensor *t, size_t *offset)
+{
+	if (!t->data || b->quant < 0) {
+		plan_weight(b, t, offset);
+		return;
+	}
+	struct cuda_weight *w = &b->table[b->n_weights++];
+	size_t rb = 0;
+	w->src = t;
+	w->elems = tensor_elems(t);
+	w->dtype = b->quant == QUANT_Q8 ? TENSOR_Q8 : TENSOR_Q4;
+	/* lm_model_check() bounds the dimensions far below quant.h's limits */
+	if (quant_row_bytes((enum quant_format)b->quant, t->shape[1], &rb) < 0)
+		rb = 0;
+	w->row_bytes = rb;
+	w->offset = *offset;
+	*offset += align_up(weight_size(w));
+	size_t act = b->base.precision == ENGINE_PRECISION_FP32 ? sizeof(float) : sizeof(uint16_t);
+	int64_t rows = MIN(t->shape[0], dequant_slice_rows(t->shape[1], act));
+	b->dequant_bytes = MAX(b->dequant_bytes, (size_t)rows * (size_t)t->shape[1] * act);
 }
 
 /* Lays out every LM tensor of the model in the weight block; returns the block's size. */
@@ -275,31 +340,33 @@ static size_t plan_weights(struct cuda_backend *b)
 	b->table = xcalloc(max, sizeof(*b->table));
 	plan_weight(b, &m->embeddings, &offset);
 	plan_weight(b, &m->norm_f, &offset);
-	if (m->lm_head.data != m->embeddings.data)
-		plan_weight(b, &m->lm_head, &offset);
+	/* a tied head is the embeddings' copy, or with --weights q8|q4 its quantized copy (the
+	 * embeddings stay for the lookups, as on the CPU) */
+	if (m->lm_head.data != m->embeddings.data || b->quant >= 0)
+		plan_matrix(b, &m->lm_head, &offset);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
 		plan_weight(b, &L->norm, &offset);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
-			plan_weight(b, &L->mamba.in_proj, &offset);
+			plan_matrix(b, &L->mamba.in_proj, &offset);
 			plan_weight(b, &L->mamba.conv_w, &offset);
 			plan_weight(b, &L->mamba.conv_b, &offset);
 			plan_weight(b, &L->mamba.dt_bias, &offset);
 			plan_weight(b, &L->mamba.a_log, &offset);
 			plan_weight(b, &L->mamba.d, &offset);
 			plan_weight(b, &L->mamba.norm, &offset);
-			plan_weight(b, &L->mamba.out_proj, &offset);
+			plan_matrix(b, &L->mamba.out_proj, &offset);
 			break;
 		case LM_LAYER_ATTENTION:
-			plan_weight(b, &L->attn.q, &offset);
-			plan_weight(b, &L->attn.k, &offset);
-			plan_weight(b, &L->attn.v, &offset);
-			plan_weight(b, &L->attn.o, &offset);
+			plan_matrix(b, &L->attn.q, &offset);
+			plan_matrix(b, &L->attn.k, &offset);
+			plan_matrix(b, &L->attn.v, &offset);
+			plan_matrix(b, &L->attn.o, &offset);
 			break;
 		case LM_LAYER_MLP:
-			plan_weight(b, &L->mlp.up, &offset);
-			plan_weight(b, &L->mlp.down, &offset);
+			plan_matrix(b, &L->mlp.up, &offset);
+			plan_matrix(b, &L->mlp.down, &offset);
 			break;
 		}
 	}
@@ -330,15 +397,95 @@ static void convert(const struct cuda_weight *w, size_t first, size_t n, void *s
 	}
 }
 
-/* Uploads every weight, reporting the checkpoint bytes done to opts->progress after each piece. */
-static int upload_weights(struct cuda_backend *b, void *staging,
-			  const struct engine_backend_options *opts)
+/* Quantizes rows [first, first + n) of w's source into staging (n records); -EINVAL (a NaN or
+ * infinite weight) or -ERANGE (past QUANT_MAX_ABS) with the row in *bad_row. */
+static int quantize_rows(const struct cuda_weight *w, enum quant_format f, int64_t first, int64_t n,
+			 void *staging, float *row, int64_t *bad_row)
+{
+	const struct tensor *t = w->src;
+	const int64_t in = t->shape[1];
+	for (int64_t r = first; r < first + n; r++) {
+		void *dst = (char *)staging + (size_t)(r - first) * w->row_bytes;
+		int e = 0;
+		if (t->dtype == TENSOR_Q8 || t->dtype == TENSOR_Q4) {
+			/* a holod-quantized checkpoint's record, as stored: every scale (and q4
+			 * minimum) a finite fp16, or the logits would be NaN */
+			memcpy(dst, (const char *)t->data + (size_t)r * w->row_bytes, w->row_bytes);
+			const uint16_t *sc = t->dtype == TENSOR_Q8 ? quant_q8_scales(dst, in)
+								   : quant_q4_dm(dst, in);
+			int64_t k = quant_blocks(in) * (t->dtype == TENSOR_Q8 ? 1 : 2);
+			for (int64_t i = 0; i < k && e == 0; i++)
+				if ((sc[i] & 0x7c00u) == 0x7c00u)
+					e = -EINVAL;
+		} else if (t->dtype == TENSOR_BF16) {
+			e = quant_row_from_bf16(f, (const uint16_t *)t->data + (size_t)(r * in), in, dst);
+		} else {
+			cpu_tensor_to_f32(t, (size_t)(r * in), (size_t)in, row);
+			e = quant_row_from_f32(f, row, in, dst);
+		}
+		if (e < 0) {
+			*bad_row = r;
+			return e;
+		}
+	}
+	return 0;
+}
+
+/* Quantizes and uploads a matrix's records, a staging buffer of rows at a time. */
+static int upload_quantized(struct cuda_backend *b, const struct cuda_weight *w, void *staging,
+			    size_t staging_bytes, float *row, int64_t *bad_row, uint64_t *done,
+			    uint64_t total, const struct engine_backend_options *opts)
+{
+	const int64_t rows = w->src->shape[0], in = w->src->shape[1];
+	const int64_t per = (int64_t)(staging_bytes / w->row_bytes);
+	for (int64_t first = 0; first < rows; first += per) {
+		int64_t n = MIN(per, rows - first);
+		int r = quantize_rows(w, (enum quant_format)b->quant, first, n, staging, row, bad_row);
+		if (r < 0)
+			return r;
+		r = gpu_copy_to_device(b->gpu, (char *)b->weights + w->offset +
+						       (size_t)first * w->row_bytes,
+				       staging, (size_t)n * w->row_bytes);
+		if (r < 0)
+			return r;
+		*done += (uint64_t)n * (uint64_t)in * dtype_bytes(w->src->dtype);
+		if (opts->progress)
+			opts->progress(opts->progress_arg, *done, total);
+	}
+	return 0;
+}
+
+/* Staging bytes the upload needs: CUDA_STAGING_BYTES, or one record if a row is larger. */
+static size_t staging_bytes_of(const struct cuda_backend *b)
+{
+	size_t n = CUDA_STAGING_BYTES;
+	for (size_t i = 0; i < b->n_weights; i++)
+		n = MAX(n, b->table[i].row_bytes);
+	return n;
+}
+
+/* Uploads every weight, reporting the checkpoint bytes done to opts->progress after each piece;
+ * a weight the quantizer refuses names its tensor in *bad (its index in the table, and the row). */
+static int upload_weights(struct cuda_backend *b, void *staging, size_t staging_bytes,
+			  const struct engine_backend_options *opts, size_t *bad, int64_t *bad_row)
 {
 	uint64_t total = 0, done = 0;
 	for (size_t i = 0; i < b->n_weights; i++)
 		total += (uint64_t)b->table[i].elems * dtype_bytes(b->table[i].src->dtype);
 	for (size_t i = 0; i < b->n_weights; i++) {
 		const struct cuda_weight *w = &b->table[i];
+		if (w->row_bytes) {
+			float *row = malloc((size_t)w->src->shape[1] * sizeof(float));
+			if (!row)
+				return -ENOMEM;
+			*bad = i;
+			int r = upload_quantized(b, w, staging, staging_bytes, row, bad_row, &done, total,
+						 opts);
+			free(row);
+			if (r < 0)
+				return r;
+			continue;
+		}
 		size_t esz = dtype_bytes(w->dtype), per = CUDA_STAGING_BYTES / esz;
 		for (size_t first = 0; first < w->elems; first += per) {
 			size_t n = MIN(per, w->elems - first);
@@ -361,13 +508,17 @@ const void *backend_cuda_weight(const struct engine_backend *base, const struct 
 				enum tensor_dtype *ret_dtype)
 {
 	const struct cuda_backend *b = cb_of(base);
-	if (t == &base->model->lm_head && t->data == base->model->embeddings.data)
-		t = &base->model->embeddings;
-	for (size_t i = 0; i < b->n_weights; i++) {
-		if (b->table[i].src == t) {
-			*ret_dtype = b->table[i].dtype;
-			return (const char *)b->weights + b->table[i].offset;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < b->n_weights; i++) {
+			if (b->table[i].src == t) {
+				*ret_dtype = b->table[i].dtype;
+				return (const char *)b->weights + b->table[i].offset;
+			}
 		}
+		/* a tied head without its own (quantized) copy is the embeddings' */
+		if (t != &base->model->lm_head || t->data != base->model->embeddings.data)
+			break;
+		t = &base->model->embeddings;
 	}
 	return NULL;
 }
@@ -731,6 +882,44 @@ static const void *wptr(const struct cuda_backend *b, const struct tensor *t)
 	return t->data ? backend_cuda_weight(&b->base, t, &dt) : NULL;
 }
 
+static struct cuda_mat mat_of(const struct cuda_backend *b, const struct tensor *t)
+{
+	enum tensor_dtype dt = TENSOR_F32;
+	struct cuda_mat m = {.p = t->data ? backend_cuda_weight(&b->base, t, &dt) : NULL, .quant = -1};
+	if (dt == TENSOR_Q8 || dt == TENSOR_Q4)
+		m.quant = dt == TENSOR_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4;
+	return m;
+}
+
+/* y[r] (+)= W x[r] for `rows` rows of a linear layer's matrix W [out][in]: cuBLASLt on bf16/fp32
+ * weights; on q8/q4 records the GEMV for up to CUDA_QGEMV_MAX_ROWS rows (decode), else slices
+ * of rows dequantized into scratch.wdq in the activations' dtype, each through cuBLASLt. */
+static int linear(struct cuda_backend *b, const struct cuda_mat *W, int out, int in, const void *x,
+		  size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy, bool accumulate)
+{
+	if (W->quant < 0)
+		return gpu_gemm(b->blas, W->p, b->act, out, in, x, ldx, rows, y, y_dtype, ldy,
+				accumulate);
+	if (rows == 0)
+		return 0;
+	if (rows <= CUDA_QGEMV_MAX_ROWS)
+		return gpu_qgemv(b->gpu, W->p, (enum gpu_quant)W->quant, out, in, x, b->act, ldx, rows,
+				 y, y_dtype, ldy, accumulate);
+	const size_t rb = gpu_quant_row_bytes((enum gpu_quant)W->quant, in);
+	const size_t yb = y_dtype == GPU_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+	const int slice = (int)MIN((int64_t)out, dequant_slice_rows(in, b->act_bytes));
+	int r = 0;
+	for (int r0 = 0; r0 < out && r >= 0; r0 += slice) {
+		int n = MIN(slice, out - r0);
+		r = gpu_dequant(b->gpu, (const char *)W->p + (size_t)r0 * rb, (enum gpu_quant)W->quant, n,
+				in, b->scratch.wdq, b->act);
+		if (r >= 0)
+			r = gpu_gemm(b->blas, b->scratch.wdq, b->act, n, in, x, ldx, rows,
+				     (char *)y + (size_t)r0 * yb, y_dtype, ldy, accumulate);
+	}
+	return r;
+}
+
 /* Carves n bytes (256-aligned) at *off of the scratch block; with block NULL it only sizes. */
 static void *carve(void *block, size_t *off, size_t n)
 {
@@ -771,6 +960,8 @@ static size_t scratch_layout(struct cuda_backend *b, void *block)
 		s->u = carve(block, &off, R * dm->inter * f);
 		s->u2 = carve(block, &off, R * dm->inter * a);
 	}
+	if (b->dequant_bytes)
+		s->wdq = carve(block, &off, b->dequant_bytes);
 	return off;
 }
 
@@ -838,7 +1029,7 @@ static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 		case LM_LAYER_MAMBA: {
 			size_t st_off = mamba_offset(b, mamba_index(m, l)) / sizeof(float);
 			const float *dt_raw = sc->zx + dm->d_in + dm->conv_dim;
-			SITE(GEMM, "mamba.in_proj", gpu_gemm(b->blas, L->in_proj, w, dm->in_rows, dm->d,
+			SITE(GEMM, "mamba.in_proj", linear(b, &L->in_proj, dm->in_rows, dm->d,
 							     sc->xn, dm->d, T, sc->zx, GPU_DTYPE_F32,
 							     dm->in_rows, false));
 			if (nd) {
@@ -877,18 +1068,18 @@ static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 			SITE(KERNEL, "mamba_gated_rmsnorm",
 			     gpu_mamba_gated_rmsnorm(g, &b->md, T, sc->y, dm->d_in, sc->zx, dm->in_rows,
 						     L->gnorm, c->eps, sc->yn, dm->d_in, act));
-			SITE(GEMM, "mamba.out_proj", gpu_gemm(b->blas, L->out_proj, w, dm->d, dm->d_in,
+			SITE(GEMM, "mamba.out_proj", linear(b, &L->out_proj, dm->d, dm->d_in,
 							      sc->yn, dm->d_in, T, sc->h,
 							      GPU_DTYPE_F32, dm->d, true));
 			break;
 		}
 		case LM_LAYER_ATTENTION: {
 			int ai = attn_index(m, l);
-			SITE(GEMM, "attn.q_proj", gpu_gemm(b->blas, L->q, w, dm->q_dim, dm->d, sc->xn, dm->d,
+			SITE(GEMM, "attn.q_proj", linear(b, &L->q, dm->q_dim, dm->d, sc->xn, dm->d,
 							   T, sc->q, GPU_DTYPE_F32, dm->q_dim, false));
-			SITE(GEMM, "attn.k_proj", gpu_gemm(b->blas, L->k, w, dm->kv_dim, dm->d, sc->xn,
+			SITE(GEMM, "attn.k_proj", linear(b, &L->k, dm->kv_dim, dm->d, sc->xn,
 							   dm->d, T, sc->knew, act, dm->kv_dim, false));
-			SITE(GEMM, "attn.v_proj", gpu_gemm(b->blas, L->v, w, dm->kv_dim, dm->d, sc->xn,
+			SITE(GEMM, "attn.v_proj", linear(b, &L->v, dm->kv_dim, dm->d, sc->xn,
 							   dm->d, T, sc->vnew, act, dm->kv_dim, false));
 			if (nd) {
 				SITE(KERNEL, "kv_append_rows", gpu_kv_append_rows(g, sc->knew, sc->vnew, act,
@@ -914,16 +1105,16 @@ static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 						   (char *)sc->o + act_at(b, run->row, dm->q_dim), act,
 						   dm->q_dim, sc->attn_ws));
 			}
-			SITE(GEMM, "attn.o_proj", gpu_gemm(b->blas, L->o, w, dm->d, dm->q_dim, sc->o,
+			SITE(GEMM, "attn.o_proj", linear(b, &L->o, dm->d, dm->q_dim, sc->o,
 							   dm->q_dim, T, sc->h, GPU_DTYPE_F32, dm->d,
 							   true));
 			break;
 		}
 		case LM_LAYER_MLP:
-			SITE(GEMM, "mlp.up", gpu_gemm(b->blas, L->up, w, dm->inter, dm->d, sc->xn, dm->d, T,
+			SITE(GEMM, "mlp.up", linear(b, &L->up, dm->inter, dm->d, sc->xn, dm->d, T,
 						      sc->u, GPU_DTYPE_F32, dm->inter, false));
 			SITE(KERNEL, "relu2", gpu_relu2(g, sc->u, sc->u2, act, (size_t)T * dm->inter));
-			SITE(GEMM, "mlp.down", gpu_gemm(b->blas, L->down, w, dm->d, dm->inter, sc->u2,
+			SITE(GEMM, "mlp.down", linear(b, &L->down, dm->d, dm->inter, sc->u2,
 							dm->inter, T, sc->h, GPU_DTYPE_F32, dm->d, true));
 			break;
 		}
@@ -942,7 +1133,7 @@ static int queue_logits_to(struct cuda_backend *b, int first, int n, float *logi
 	SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h + (size_t)first * dm->d, NULL,
 						    b->lw_norm_f, n, dm->d, b->base.model->cfg.eps,
 						    sc->xn, b->act, dm->d));
-	SITE(GEMM, "lm_head", gpu_gemm(b->blas, b->lw_lm_head, b->act, dm->vocab, dm->d, sc->xn,
+	SITE(GEMM, "lm_head", linear(b, &b->lw_lm_head, dm->vocab, dm->d, sc->xn,
 				       dm->d, n, logits, GPU_DTYPE_F32, dm->vocab, false));
 	return r;
 }
@@ -1375,7 +1566,7 @@ static void forward_init(struct cuda_backend *b)
 	b->lw_embed = backend_cuda_weight(&b->base, &m->embeddings, &dt);
 	b->embed_dtype = gdt(dt);
 	b->lw_norm_f = wptr(b, &m->norm_f);
-	b->lw_lm_head = wptr(b, &m->lm_head);
+	b->lw_lm_head = mat_of(b, &m->lm_head);
 	b->lw = xcalloc((size_t)m->cfg.n_layers, sizeof(*b->lw));
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
@@ -1383,24 +1574,24 @@ static void forward_init(struct cuda_backend *b)
 		o->norm = wptr(b, &L->norm);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
-			o->in_proj = wptr(b, &L->mamba.in_proj);
+			o->in_proj = mat_of(b, &L->mamba.in_proj);
 			o->conv_w = wptr(b, &L->mamba.conv_w);
 			o->conv_b = wptr(b, &L->mamba.conv_b);
 			o->dt_bias = wptr(b, &L->mamba.dt_bias);
 			o->a_log = wptr(b, &L->mamba.a_log);
 			o->d = wptr(b, &L->mamba.d);
 			o->gnorm = wptr(b, &L->mamba.norm);
-			o->out_proj = wptr(b, &L->mamba.out_proj);
+			o->out_proj = mat_of(b, &L->mamba.out_proj);
 			break;
 		case LM_LAYER_ATTENTION:
-			o->q = wptr(b, &L->attn.q);
-			o->k = wptr(b, &L->attn.k);
-			o->v = wptr(b, &L->attn.v);
-			o->o = wptr(b, &L->attn.o);
+			o->q = mat_of(b, &L->attn.q);
+			o->k = mat_of(b, &L->attn.k);
+			o->v = mat_of(b, &L->attn.v);
+			o->o = mat_of(b, &L->attn.o);
 			break;
 		case LM_LAYER_MLP:
-			o->up = wptr(b, &L->mlp.up);
-			o->down = wptr(b, &L->mlp.down);
+			o->up = mat_of(b, &L->mlp.up);
+			o->down = mat_of(b, &L->mlp.down);
 			b->n_mlp++;
 			break;
 		}
@@ -1681,6 +1872,29 @@ static const struct backend_ops cuda_ops = {
 	.info = cuda_info,
 };
 
+/* Names a linear layer's matrix (or the lm_head) for a message. */
+static void tensor_name(const struct engine_model *m, const struct tensor *t, char *out, size_t n)
+{
+	static const char *const names[3][4] = {{"mamba in_proj", "mamba out_proj"},
+						{"attention q_proj", "k_proj", "v_proj", "o_proj"},
+						{"MLP up_proj", "down_proj"}};
+	snprintf(out, n, "a tensor");
+	if (t == &m->lm_head) {
+		snprintf(out, n, "the lm_head");
+		return;
+	}
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const struct lm_layer *L = &m->layers[l];
+		const struct tensor *mats[4];
+		int k = lm_layer_matrices(L, mats);
+		for (int i = 0; i < k; i++)
+			if (mats[i] == t)
+				snprintf(out, n, "layer %d's %s", l,
+					 names[L->kind == LM_LAYER_MAMBA ? 0
+					       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i]);
+	}
+}
+
 static int fail(int err, char *errbuf, size_t errlen, const char *format, ...)
 	__attribute__((format(printf, 4, 5)));
 static int fail(int err, char *errbuf, size_t errlen, const char *format, ...)
@@ -1714,6 +1928,16 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		b->n_attn += m->layers[l].kind == LM_LAYER_ATTENTION;
 	}
 	b->kv_elem = opts->precision == ENGINE_PRECISION_BF16 ? sizeof(uint16_t) : sizeof(float);
+	b->quant = opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
+		   : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
+							: -1;
+	/* a holod-quantized checkpoint runs as stored (engine_backend_create() refused another
+	 * --weights); its plain lm_head, if any, is quantized at upload as on the CPU */
+	if (model_quant_format(m) >= 0)
+		b->quant = model_quant_format(m);
+	if (b->quant >= 0)
+		snprintf(b->base.weights, sizeof(b->base.weights), "%s",
+			 quant_format_desc((enum quant_format)b->quant)->name);
 
 	struct gpu_device_info di;
 	r = gpu_device_info(opts->device, &di);
@@ -1739,6 +1963,15 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		goto destroy;
 	}
 	b->memory_total = total_b;
+	if (b->quant >= 0 && (need > free_b || b->dequant_bytes > free_b - need)) {
+		r = fail(ENOMEM, errbuf, errlen,
+			 "the model's weights need %zu bytes of device memory in %s (%s activations) "
+			 "and its prefill %zu bytes of dequantized rows, but CUDA device %d (%s) has "
+			 "%zu bytes free",
+			 need, b->base.weights, engine_precision_name(opts->precision),
+			 b->dequant_bytes, opts->device, di.name, free_b);
+		goto destroy;
+	}
 	if (need > free_b) {
 		r = fail(ENOMEM, errbuf, errlen,
 			 "the model's weights need %zu bytes of device memory in %s, but CUDA device "
@@ -1753,12 +1986,30 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 			 need, opts->device, di.name);
 		goto destroy;
 	}
-	staging = malloc(CUDA_STAGING_BYTES);
+	size_t staging_bytes = staging_bytes_of(b), bad = 0;
+	int64_t bad_row = -1;
+	staging = malloc(staging_bytes);
 	if (!staging) {
 		r = fail(ENOMEM, errbuf, errlen, "out of host memory for the weight upload");
 		goto destroy;
 	}
-	r = upload_weights(b, staging, opts);
+	r = upload_weights(b, staging, staging_bytes, opts, &bad, &bad_row);
+	if (r == -EINVAL || r == -ERANGE) {
+		char name[96];
+		const struct tensor *bt = b->table[bad].src;
+		tensor_name(m, bt, name, sizeof(name));
+		if (bt->dtype == TENSOR_Q8 || bt->dtype == TENSOR_Q4)
+			r = fail(EINVAL, errbuf, errlen, "%s: row %lld of its %s records has a NaN or "
+				 "infinite scale", name, (long long)bad_row, b->base.weights);
+		else
+			r = fail(-r, errbuf, errlen,
+				 r == -ERANGE ? "cannot quantize %s to %s: row %lld has a weight past "
+						"+-65504 (fp16 scales)"
+					      : "cannot quantize %s to %s: row %lld has a NaN or infinite "
+						"weight",
+				 name, b->base.weights, (long long)bad_row);
+		goto destroy;
+	}
 	if (r < 0) {
 		r = fail(-r, errbuf, errlen, "uploading the weights to CUDA device %d (%s) failed",
 			 opts->device, di.name);

@@ -496,13 +496,15 @@ static void test_weights(struct engine_model *m)
 	char msg[256];
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .weights = 9};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
-	/* CUDA has no quantized kernels: refused whatever the device, saying so */
+	/* CUDA has no fp8 kernels: refused whatever the device, saying so; q8 and q4 are not
+	 * refused for their format (a build or machine without a device says that instead) */
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .weights = ENGINE_WEIGHTS_Q4};
-	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
-	CHECK(strstr(msg, "--weights q4: CUDA has no quantized kernels yet (issue 29)") != NULL);
+	msg[0] = '\0';
+	engine_backend_resolve(&o, msg, sizeof(msg));
+	CHECK(strstr(msg, "issue 29") == NULL);
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .weights = ENGINE_WEIGHTS_FP8};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), -EINVAL);
-	CHECK(strstr(msg, "--weights fp8: CUDA has no quantized kernels yet (issue 29)") != NULL);
+	CHECK(strstr(msg, "--weights fp8: CUDA has no fp8 kernels yet (issue 29)") != NULL);
 
 	/* as stored, in fp32 (nothing prepared beside the map) */
 	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,

@@ -6,7 +6,7 @@
  *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
  *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4|fp8] [--profile]
  *
- * With --weights q8|q4|fp8 the CPU backend quantizes the linear layers at creation
+ * With --weights q8|q4|fp8 the backend (the CPU, or CUDA for q8|q4) quantizes the linear layers at creation
  * (docs/quantization.md): the weight bytes read per decode token, and so the decode ceiling,
  * count those layers in their quantized bytes.
  *

@@ -113,7 +113,8 @@ static void usage(FILE *f)
 		"  --precision P    bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
 		"                   the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
 		"  --weights W      the linear layers' format: default (as stored), bf16, q8, q4 or\n"
-		"                   fp8 (quantized at load; the cpu only; default $HOLOD_WEIGHTS)\n"
+		"                   fp8 (quantized at load; fp8 on the cpu only; default\n"
+		"                   $HOLOD_WEIGHTS)\n"
 		"  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
 }
 

@@ -1,0 +1,248 @@
+// Quantized weights on the device (gpu.h, docs/quantization.md "CUDA"): the decode GEMV on q8 and
+// q4 row records, and their dequantization to bf16 or fp32 for the prefill's cuBLASLt GEMM.
+//
+// DESIGN: the records are engine/quant/quant.h's, uploaded as they are (codes of a row, padded to
+// 64 bytes, then its fp16 scales, padded to 64 bytes; rows back to back). One warp per output row:
+// each lane loads 16 bytes of codes at a time (a warp 512 contiguous bytes, one coalesced
+// transaction per step; the 64-byte padding of the codes makes every 16-byte load lie whole inside
+// them or wholly past them), widens them in registers to the exact dequantized weights (q8: d q;
+// q4: fmaf(d, q, m), quant_row_to_f32()'s values bit for bit) and multiply-adds them in fp32 into
+// one sum per token; the warp's sums are reduced by shuffles. Up to GPU_QGEMV_TOKENS tokens share
+// each weight load (the accumulators are registers: the token loops are unrolled with the token
+// index constant); more rows take more launches, each reading the weights again. Columns past
+// `in` are never read from x (the records' padding codes are zero, the activations may be
+// anything there). The result is the exact product of the dequantized weights up to fp32
+// summation, as the CPU's exact kernels (cpu_gemv_quant_rows()) give.
+//
+// The dequantization writes one row per block (threads along the columns, coalesced writes):
+// fp32 exactly, bf16 rounded to nearest even from the exact fp32 (cpu_quant_rows_to_bf16()'s
+// bits).
+#include "gpu.h"
+#include "gpu_internal.h"
+#include "kernel_util.cuh"
+#include "klaunch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <stdint.h>
+
+static constexpr int QGEMV_WARPS = 4; /* rows per block */
+static constexpr int DEQUANT_THREADS = 256;
+
+static __host__ __device__ inline size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+/* Bytes of a row's codes as laid out (before the scales' padding). */
+static __host__ __device__ inline size_t code_bytes(int fmt, int in)
+{
+	return (size_t)((in + 31) / 32) * (fmt == GPU_QUANT_Q8 ? 32 : 16);
+}
+
+/* fp16 bits to fp32, exactly (normals, subnormals, infinities, NaN). */
+static __device__ inline float f16_to_f32(unsigned h)
+{
+	unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0) {
+		float v = (float)m * 0x1p-24f;
+		return s ? -v : v;
+	}
+	if (e == 31)
+		return __int_as_float((int)(s | 0x7f800000u | (m << 13)));
+	return __int_as_float((int)(s | ((e + 112u) << 23) | (m << 13)));
+}
+
+/* Byte i (0..15) of a 16-byte load. */
+static __device__ inline unsigned byte_of(const uint4 &v, int i)
+{
+	unsigned word = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
+	return (word >> (8 * (i & 3))) & 0xffu;
+}
+
+template <int FMT, typename XT, typename YT>
+static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t row_bytes, int out, int in,
+				    const XT *__restrict__ x, size_t ldx, int rows, YT *__restrict__ y, size_t ldy,
+				    int accumulate)
+{
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int o = blockIdx.x * QGEMV_WARPS + warp;
+	if (o >= out)
+		return; /* the whole warp: no block barrier below */
+	const unsigned char *row = w + (size_t)o * row_bytes;
+	const uint16_t *sc = (const uint16_t *)(row + align64(code_bytes(FMT, in)));
+	const size_t nbytes = code_bytes(FMT, in);
+	float acc[GPU_QGEMV_TOKENS];
+#pragma unroll
+	for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
+		acc[t] = 0.0f;
+	for (size_t off = (size_t)lane * 16; off < nbytes; off += 32 * 16) {
+		const uint4 v = *(const uint4 *)(row + off);
+		if (FMT == GPU_QUANT_Q8) {
+			/* 16 codes: columns off .. off + 15 of block off / 32 */
+			const float d = f16_to_f32(sc[off / 32]);
+			const int c0 = (int)off, n = in - c0 < 16 ? in - c0 : 16;
+#pragma unroll
+			for (int i = 0; i < 16; i++) {
+				if (i >= n)
+					continue;
+				const float wv = d * (float)(int)(signed char)byte_of(v, i);
+#pragma unroll
+				for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
+					if (t < rows)
+						acc[t] = fmaf(wv, gpu_load_f32(x[(size_t)t * ldx + c0 + i]), acc[t]);
+			}
+		} else {
+			/* one block of 32 columns: byte i holds column i (low nibble) and i + 16 (high) */
+			const size_t b = off / 16;
+			const float d = f16_to_f32(sc[2 * b]), m = f16_to_f32(sc[2 * b + 1]);
+			const int c0 = (int)(b * 32), n = in - c0 < 32 ? in - c0 : 32;
+#pragma unroll
+			for (int i = 0; i < 16; i++) {
+				if (i >= n)
+					continue;
+				const unsigned c = byte_of(v, i);
+				const float lo = fmaf(d, (float)(c & 15u), m);
+#pragma unroll
+				for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
+					if (t < rows)
+						acc[t] = fmaf(lo, gpu_load_f32(x[(size_t)t * ldx + c0 + i]), acc[t]);
+				if (i + 16 < n) {
+					const float hi = fmaf(d, (float)(c >> 4), m);
+#pragma unroll
+					for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
+						if (t < rows)
+							acc[t] = fmaf(hi, gpu_load_f32(x[(size_t)t * ldx + c0 + 16 + i]),
+								      acc[t]);
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int t = 0; t < GPU_QGEMV_TOKENS; t++) {
+		if (t < rows) {
+			const float s = gpu_warp_sum(acc[t]);
+			if (lane == 0) {
+				YT *p = y + (size_t)t * ldy + o;
+				gpu_store(p, accumulate ? gpu_load_f32(*p) + s : s);
+			}
+		}
+	}
+}
+
+template <int FMT, typename OT>
+static __global__ void dequant_kernel(const unsigned char *__restrict__ w, size_t row_bytes, int in,
+				      OT *__restrict__ dst)
+{
+	const unsigned char *row = w + (size_t)blockIdx.x * row_bytes;
+	const uint16_t *sc = (const uint16_t *)(row + align64(code_bytes(FMT, in)));
+	OT *o = dst + (size_t)blockIdx.x * in;
+	for (int c = threadIdx.x; c < in; c += blockDim.x) {
+		const int b = c / 32, j = c % 32;
+		float v;
+		if (FMT == GPU_QUANT_Q8) {
+			v = f16_to_f32(sc[b]) * (float)(int)(signed char)row[c];
+		} else {
+			const unsigned byte = row[(size_t)b * 16 + (j & 15)];
+			const unsigned q = j < 16 ? byte & 15u : byte >> 4;
+			v = fmaf(f16_to_f32(sc[2 * b]), (float)q, f16_to_f32(sc[2 * b + 1]));
+		}
+		gpu_store(o + c, v);
+	}
+}
+
+extern "C" size_t gpu_quant_row_bytes(enum gpu_quant f, int in)
+{
+	if ((f != GPU_QUANT_Q8 && f != GPU_QUANT_Q4) || in < 1)
+		return 0;
+	size_t nb = (size_t)(in + 31) / 32;
+	return align64(code_bytes(f, in)) + align64(nb * (f == GPU_QUANT_Q8 ? 2 : 4));
+}
+
+static bool dtype_ok(enum gpu_dtype t)
+{
+	return t == GPU_DTYPE_F32 || t == GPU_DTYPE_BF16;
+}
+
+template <int FMT, typename XT>
+static void launch_qgemv_x(cudaStream_t s, dim3 grid, const unsigned char *w, size_t rb, int out, int in,
+			   const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
+			   int acc)
+{
+	if (y_dtype == GPU_DTYPE_BF16)
+		klaunch(qgemv_kernel<FMT, XT, __nv_bfloat16>, grid, dim3(32 * QGEMV_WARPS), 0, s, w, rb, out,
+			in, (const XT *)x, ldx, rows, (__nv_bfloat16 *)y, ldy, acc);
+	else
+		klaunch(qgemv_kernel<FMT, XT, float>, grid, dim3(32 * QGEMV_WARPS), 0, s, w, rb, out, in,
+			(const XT *)x, ldx, rows, (float *)y, ldy, acc);
+}
+
+template <int FMT>
+static void launch_qgemv(cudaStream_t s, dim3 grid, const unsigned char *w, size_t rb, int out, int in,
+			 const void *x, enum gpu_dtype x_dtype, size_t ldx, int rows, void *y,
+			 enum gpu_dtype y_dtype, size_t ldy, int acc)
+{
+	if (x_dtype == GPU_DTYPE_BF16)
+		launch_qgemv_x<FMT, __nv_bfloat16>(s, grid, w, rb, out, in, x, ldx, rows, y, y_dtype, ldy, acc);
+	else
+		launch_qgemv_x<FMT, float>(s, grid, w, rb, out, in, x, ldx, rows, y, y_dtype, ldy, acc);
+}
+
+extern "C" int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in, const void *x,
+			 enum gpu_dtype x_dtype, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
+			 bool accumulate)
+{
+	GPU_BIND_OR_RETURN(g);
+	size_t rb = gpu_quant_row_bytes(f, in);
+	if (!g || !w || rb == 0 || out < 1 || !x || !dtype_ok(x_dtype) || ldx < (size_t)in || rows < 0 ||
+	    rows > GPU_MAX_ROWS || !y || !dtype_ok(y_dtype) || ldy < (size_t)out ||
+	    ((uintptr_t)w & 15) != 0)
+		return -EINVAL;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	dim3 grid((unsigned)((out + QGEMV_WARPS - 1) / QGEMV_WARPS));
+	const size_t xb = x_dtype == GPU_DTYPE_F32 ? 4 : 2, yb = y_dtype == GPU_DTYPE_F32 ? 4 : 2;
+	for (int r0 = 0; r0 < rows; r0 += GPU_QGEMV_TOKENS) {
+		const int n = rows - r0 < GPU_QGEMV_TOKENS ? rows - r0 : GPU_QGEMV_TOKENS;
+		const void *xr = (const char *)x + (size_t)r0 * ldx * xb;
+		void *yr = (char *)y + (size_t)r0 * ldy * yb;
+		if (f == GPU_QUANT_Q8)
+			launch_qgemv<GPU_QUANT_Q8>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype, ldx,
+						   n, yr, y_dtype, ldy, accumulate);
+		else
+			launch_qgemv<GPU_QUANT_Q4>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype, ldx,
+						   n, yr, y_dtype, ldy, accumulate);
+		int r = GPU_CHECK(cudaGetLastError());
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+extern "C" int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in, void *dst,
+			   enum gpu_dtype dtype)
+{
+	GPU_BIND_OR_RETURN(g);
+	size_t rb = gpu_quant_row_bytes(f, in);
+	if (!g || !w || rb == 0 || out < 1 || !dst || !dtype_ok(dtype))
+		return -EINVAL;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	const unsigned char *wb = (const unsigned char *)w;
+	int threads = in < DEQUANT_THREADS ? (in + 31) / 32 * 32 : DEQUANT_THREADS;
+	if (f == GPU_QUANT_Q8) {
+		if (dtype == GPU_DTYPE_BF16)
+			klaunch(dequant_kernel<GPU_QUANT_Q8, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0, s,
+				wb, rb, in, (__nv_bfloat16 *)dst);
+		else
+			klaunch(dequant_kernel<GPU_QUANT_Q8, float>, dim3((unsigned)out), dim3(threads), 0, s, wb, rb,
+				in, (float *)dst);
+	} else {
+		if (dtype == GPU_DTYPE_BF16)
+			klaunch(dequant_kernel<GPU_QUANT_Q4, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0, s,
+				wb, rb, in, (__nv_bfloat16 *)dst);
+		else
+			klaunch(dequant_kernel<GPU_QUANT_Q4, float>, dim3((unsigned)out), dim3(threads), 0, s, wb, rb,
+				in, (float *)dst);
+	}
+	return GPU_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,207 @@
+/* The quantized-weight kernels (cuda/quant_gemv.cu) against the CPU's reference of the formats
+ * (engine/quant/quant.h: records written by quant_row_from_f32(), weights read back by
+ * quant_row_to_f32()): the decode GEMV and the prefill's dequantization, q8 and q4, on odd sizes
+ * (one column, a block's tail, block edges 31/32/33, several blocks with a tail), 1 to 17 token
+ * rows (one launch, a full launch of GPU_QGEMV_TOKENS, more than one), fp32 and bf16 activations
+ * and outputs, with and without the residual add. Runs on a device (suite `gpu`, 77 without one)
+ * and in the CUDA emulation (suite `gpu-emu`, three thread orders, and under ASan: x and the
+ * records are allocated to their exact sizes, so a read past a row's last column is reported).
+ *
+ * Tolerances:
+ * - GEMV: |got - want| <= (in + 64) 2^-24 sum_k |w_k x_k| against a double product of the
+ *   dequantized weights and the (bf16-rounded, when bf16) activations: the weights the kernel
+ *   forms are exactly quant_row_to_f32()'s, so only fp32 summation differs (the bound the CPU's
+ *   exact kernels are held to, tests/quant/test-gemv-quant.c); plus 2^-8 |want| (one rounding)
+ *   when y is bf16, where want includes the accumulated y, and 2^-23 (|y| + sum |w x|) for the
+ *   fp32 rounding of the residual add.
+ * - dequantization: fp32 equal to quant_row_to_f32() (d q is exact; fmaf(d, q, m) rounds once,
+ *   the same IEEE operation on both), bf16 equal to its round-to-nearest-even; compared by value
+ *   (the same floats), so both sides' arithmetic must agree, not merely be close. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "gpu.h"
+#include "model.h"
+#include "quant.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static struct gpu_context *g;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float frand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+static void *dev_from(const void *host, size_t bytes)
+{
+	void *p = NULL;
+	REQUIRE(gpu_alloc(g, bytes, &p) == 0);
+	if (host)
+		REQUIRE(gpu_copy_to_device(g, p, host, bytes) == 0);
+	return p;
+}
+
+static void to_host(void *dst, const void *dev, size_t bytes)
+{
+	REQUIRE(gpu_copy_to_host(g, dst, dev, bytes) == 0);
+}
+
+/* Records of out x in random weights in format f (some rows shifted off zero, so q4's minimum
+ * matters, one row all zero); their dequantized weights in *ret_w. */
+static void *records_of(enum quant_format f, int out, int in, size_t *ret_rb, float **ret_w)
+{
+	size_t rb = 0;
+	REQUIRE(quant_row_bytes(f, in, &rb) == 0);
+	CHECK_INT_EQ(gpu_quant_row_bytes(f == QUANT_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4, in), rb);
+	unsigned char *rec = xmalloc((size_t)out * rb);
+	float *w = xmalloc((size_t)out * in * sizeof(float)), *src = xmalloc((size_t)in * sizeof(float));
+	for (int o = 0; o < out; o++) {
+		float shift = o % 3 == 1 ? 0.75f : 0.0f, scale = o % 4 == 3 ? 30.0f : 1.0f;
+		for (int k = 0; k < in; k++)
+			src[k] = o == 2 ? 0.0f : (frand() + shift) * scale;
+		REQUIRE(quant_row_from_f32(f, src, in, rec + (size_t)o * rb) == 0);
+		quant_row_to_f32(f, rec + (size_t)o * rb, in, w + (size_t)o * in);
+	}
+	free(src);
+	*ret_rb = rb;
+	*ret_w = w;
+	return rec;
+}
+
+static void test_gemv(enum quant_format f, int out, int in, int rows, enum gpu_dtype xt,
+		      enum gpu_dtype yt, bool acc)
+{
+	size_t rb;
+	float *w;
+	unsigned char *rec = records_of(f, out, in, &rb, &w);
+	const size_t xb = xt == GPU_DTYPE_F32 ? 4 : 2, yb = yt == GPU_DTYPE_F32 ? 4 : 2;
+	const size_t ldx = (size_t)in, ldy = (size_t)out + (out % 2); /* ldy > out on odd rows */
+	float *x = xmalloc((size_t)rows * ldx * sizeof(float));
+	uint16_t *x16 = xmalloc((size_t)rows * ldx * sizeof(uint16_t));
+	for (size_t i = 0; i < (size_t)rows * ldx; i++) {
+		x16[i] = f32_to_bf16(frand() * 2.0f);
+		x[i] = xt == GPU_DTYPE_BF16 ? bf16_to_f32(x16[i]) : frand() * 2.0f;
+	}
+	float *y0 = xmalloc((size_t)rows * ldy * sizeof(float));
+	uint16_t *y016 = xmalloc((size_t)rows * ldy * sizeof(uint16_t));
+	for (size_t i = 0; i < (size_t)rows * ldy; i++) {
+		y016[i] = f32_to_bf16(frand());
+		y0[i] = yt == GPU_DTYPE_BF16 ? bf16_to_f32(y016[i]) : frand();
+	}
+	void *dw = dev_from(rec, (size_t)out * rb);
+	void *dx = dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16,
+			    (size_t)rows * ldx * xb);
+	void *dy = dev_from(yt == GPU_DTYPE_F32 ? (const void *)y0 : (const void *)y016,
+			    (size_t)rows * ldy * yb);
+	CHECK_INT_EQ(gpu_qgemv(g, dw, f == QUANT_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4, out, in, dx, xt, ldx,
+			       rows, dy, yt, ldy, acc),
+		     0);
+	void *got = xmalloc((size_t)rows * ldy * yb);
+	to_host(got, dy, (size_t)rows * ldy * yb);
+	size_t bad = 0;
+	for (int r = 0; r < rows; r++) {
+		for (size_t o = 0; o < ldy; o++) {
+			size_t i = (size_t)r * ldy + o;
+			double gv = yt == GPU_DTYPE_F32 ? ((float *)got)[i] : bf16_to_f32(((uint16_t *)got)[i]);
+			if (o >= (size_t)out) { /* the padding column is never written */
+				bad += gv != y0[i];
+				continue;
+			}
+			double want = acc ? y0[i] : 0, mag = 0;
+			for (int k = 0; k < in; k++) {
+				double p = (double)w[o * in + k] * x[(size_t)r * ldx + k];
+				want += p;
+				mag += fabs(p);
+			}
+			double tol = (in + 64) * 0x1p-24 * mag + (acc ? 0x1p-23 * (fabs(y0[i]) + mag) : 0) +
+				     (yt == GPU_DTYPE_BF16 ? 0x1p-8 * fabs(want) : 0);
+			if (!(fabs(gv - want) <= tol)) {
+				if (bad < 3)
+					fprintf(stderr, "%s out %d in %d rows %d x %d y %d acc %d: [%d][%zu] %.9g want "
+						"%.9g (tol %.3g)\n", quant_format_desc(f)->name, out, in, rows,
+						xt, yt, acc, r, o, gv, want, tol);
+				bad++;
+			}
+		}
+	}
+	CHECK_INT_EQ(bad, 0);
+	gpu_free(g, dw), gpu_free(g, dx), gpu_free(g, dy);
+	free(rec), free(w), free(x), free(x16), free(y0), free(y016), free(got);
+}
+
+static void test_dequant(enum quant_format f, int out, int in, enum gpu_dtype dt)
+{
+	size_t rb;
+	float *w;
+	unsigned char *rec = records_of(f, out, in, &rb, &w);
+	const size_t eb = dt == GPU_DTYPE_F32 ? 4 : 2;
+	void *dw = dev_from(rec, (size_t)out * rb), *dd = dev_from(NULL, (size_t)out * in * eb);
+	CHECK_INT_EQ(gpu_dequant(g, dw, f == QUANT_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4, out, in, dd, dt), 0);
+	void *got = xmalloc((size_t)out * in * eb);
+	to_host(got, dd, (size_t)out * in * eb);
+	size_t bad = 0;
+	for (size_t i = 0; i < (size_t)out * in; i++) {
+		float gv = dt == GPU_DTYPE_F32 ? ((float *)got)[i] : bf16_to_f32(((uint16_t *)got)[i]);
+		float want = dt == GPU_DTYPE_F32 ? w[i] : bf16_to_f32(f32_to_bf16(w[i]));
+		if (gv != want && bad++ < 3)
+			fprintf(stderr, "dequant %s %dx%d dtype %d: [%zu] %.9g want %.9g\n",
+				quant_format_desc(f)->name, out, in, dt, i, gv, want);
+	}
+	CHECK_INT_EQ(bad, 0);
+	gpu_free(g, dw), gpu_free(g, dd);
+	free(rec), free(w), free(got);
+}
+
+int main(void)
+{
+	if (gpu_device_count() == 0) {
+		fprintf(stderr, "no CUDA device: skipping\n");
+		return TEST_SKIP;
+	}
+	g = gpu_context_create(test_gpu_device());
+	REQUIRE(g);
+	static const int ins[] = {1, 31, 32, 33, 100, 529};
+	static const int rows_of[] = {1, 3, 8, 9, 17};
+	for (int fi = 0; fi < 2; fi++) {
+		enum quant_format f = fi ? QUANT_Q4 : QUANT_Q8;
+		for (size_t i = 0; i < ARRAY_SIZE(ins); i++) {
+			const int in = ins[i], out = 5 + (int)i * 2;
+			test_dequant(f, out, in, GPU_DTYPE_F32);
+			test_dequant(f, out, in, GPU_DTYPE_BF16);
+			for (size_t r = 0; r < ARRAY_SIZE(rows_of); r++) {
+				/* every dtype pairing and both modes, spread over the sizes */
+				int c = (int)(i + r);
+				enum gpu_dtype xt = c % 2 ? GPU_DTYPE_BF16 : GPU_DTYPE_F32;
+				enum gpu_dtype yt = (c / 2) % 2 ? GPU_DTYPE_BF16 : GPU_DTYPE_F32;
+				test_gemv(f, out, in, rows_of[r], xt, yt, c % 3 == 1);
+			}
+		}
+		/* a wider row: several 512-byte warp steps, the last one partial */
+		test_gemv(f, 9, 1000, 2, GPU_DTYPE_F32, GPU_DTYPE_F32, false);
+		test_gemv(f, 9, 1000, 4, GPU_DTYPE_BF16, GPU_DTYPE_F32, true);
+	}
+	/* bad arguments: a misaligned record, ldx < in, an unknown format */
+	void *d = dev_from(NULL, 4096);
+	CHECK_INT_EQ(gpu_qgemv(g, (char *)d + 8, GPU_QUANT_Q8, 1, 32, d, GPU_DTYPE_F32, 32, 1,
+			       (char *)d + 2048, GPU_DTYPE_F32, 1, false),
+		     -EINVAL);
+	CHECK_INT_EQ(gpu_qgemv(g, d, GPU_QUANT_Q8, 1, 32, d, GPU_DTYPE_F32, 31, 1, (char *)d + 2048,
+			       GPU_DTYPE_F32, 1, false),
+		     -EINVAL);
+	CHECK_INT_EQ(gpu_dequant(g, d, (enum gpu_quant)7, 1, 32, (char *)d + 2048, GPU_DTYPE_F32),
+		     -EINVAL);
+	CHECK_INT_EQ((int)gpu_quant_row_bytes(GPU_QUANT_Q4, 0), 0);
+	gpu_free(g, d);
+	gpu_context_destroy(g);
+	return test_exit();
+}
