@@ -59,6 +59,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,16 +432,70 @@ static int quantize_rows(const struct cuda_weight *w, enum quant_format f, int64
 	return 0;
 }
 
-/* Quantizes and uploads a matrix's records, a staging buffer of rows at a time. */
+/* Rows one pool task quantizes. */
+#define CUDA_QUANT_TASK_ROWS 8
+
+/* One staging buffer's rows [first, first + n) quantized on the CPU pool's threads. */
+struct quantize_job {
+	const struct cuda_weight *w;
+	enum quant_format f;
+	int64_t first, n;
+	void *staging;
+	_Atomic int err;         /* -ENOMEM */
+	_Atomic int64_t bad_row; /* the lowest refused row, or -1 */
+};
+
+static void quantize_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	struct quantize_job *j = ctx;
+	const int64_t r0 = (int64_t)task * CUDA_QUANT_TASK_ROWS;
+	const int64_t n = MIN(CUDA_QUANT_TASK_ROWS, j->n - r0);
+	float *row = malloc((size_t)j->w->src->shape[1] * sizeof(float));
+	if (!row) {
+		atomic_store(&j->err, -ENOMEM);
+		return;
+	}
+	int64_t bad = -1;
+	int e = quantize_rows(j->w, j->f, j->first + r0, n,
+			      (char *)j->staging + (size_t)r0 * j->w->row_bytes, row, &bad);
+	free(row);
+	if (e < 0) {
+		/* the lowest bad row wins (its error is taken again after the job), so the
+		 * message does not depend on the threads */
+		int64_t cur = atomic_load(&j->bad_row);
+		while ((cur < 0 || bad < cur) &&
+		       !atomic_compare_exchange_weak(&j->bad_row, &cur, bad))
+			;
+	}
+}
+
+/* Quantizes (on the CPU pool) and uploads a matrix's records, a staging buffer of rows at a
+ * time. */
 static int upload_quantized(struct cuda_backend *b, const struct cuda_weight *w, void *staging,
-			    size_t staging_bytes, float *row, int64_t *bad_row, uint64_t *done,
-			    uint64_t total, const struct engine_backend_options *opts)
+			    size_t staging_bytes, int64_t *bad_row, uint64_t *done, uint64_t total,
+			    const struct engine_backend_options *opts)
 {
 	const int64_t rows = w->src->shape[0], in = w->src->shape[1];
 	const int64_t per = (int64_t)(staging_bytes / w->row_bytes);
 	for (int64_t first = 0; first < rows; first += per) {
 		int64_t n = MIN(per, rows - first);
-		int r = quantize_rows(w, (enum quant_format)b->quant, first, n, staging, row, bad_row);
+		struct quantize_job j = {.w = w, .f = (enum quant_format)b->quant, .first = first,
+					 .n = n, .staging = staging};
+		atomic_init(&j.err, 0);
+		atomic_init(&j.bad_row, -1);
+		cpu_parallel_for((int)((n + CUDA_QUANT_TASK_ROWS - 1) / CUDA_QUANT_TASK_ROWS),
+				 quantize_task, &j);
+		int r = atomic_load(&j.err);
+		*bad_row = atomic_load(&j.bad_row);
+		if (r == 0 && *bad_row >= 0) {
+			float *row = malloc((size_t)in * sizeof(float));
+			int64_t again = -1;
+			r = row ? quantize_rows(w, j.f, *bad_row, 1, staging, row, &again) : -ENOMEM;
+			free(row);
+			if (r == 0) /* the rows are const: the same row fails the same way */
+				r = -EINVAL;
+		}
 		if (r < 0)
 			return r;
 		r = gpu_copy_to_device(b->gpu, (char *)b->weights + w->offset +
@@ -475,13 +530,9 @@ static int upload_weights(struct cuda_backend *b, void *staging, size_t staging_
 	for (size_t i = 0; i < b->n_weights; i++) {
 		const struct cuda_weight *w = &b->table[i];
 		if (w->row_bytes) {
-			float *row = malloc((size_t)w->src->shape[1] * sizeof(float));
-			if (!row)
-				return -ENOMEM;
 			*bad = i;
-			int r = upload_quantized(b, w, staging, staging_bytes, row, bad_row, &done, total,
+			int r = upload_quantized(b, w, staging, staging_bytes, bad_row, &done, total,
 						 opts);
-			free(row);
 			if (r < 0)
 				return r;
 			continue;

@@ -15,7 +15,7 @@
  * - a batch of three decoding sessions (a 4-row graph bucket with one padding row) gives each
  *   session's logits as alone within NMSE 1e-9;
  * - the backend reports its weights as the format and holds fewer bytes than in bf16;
- * - a NaN weight fails the upload naming the layer, the matrix and the row;
+ * - a NaN weight fails the upload naming the layer, the matrix and the (lowest bad) row;
  * - the checkpoint written by holo-quantize (q4, the head's records included) runs as stored
  *   with the same logits, bit for bit, as the source quantized at upload (the same records
  *   through the same kernels on the same device). */
@@ -230,8 +230,12 @@ static void test_nan(void)
 	};
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
+	/* k_proj is 16 x 32: row 3 NaN and row 12 (another pool task) past fp16's range; the
+	 * lowest refused row is named, whichever thread quantized it */
 	float *k = (float *)m->layers[1].attn.k.data;
+	REQUIRE(m->layers[1].attn.k.shape[0] == 16 && m->layers[1].attn.k.shape[1] == 32);
 	k[3 * 32 + 5] = nanf("");
+	k[12 * 32 + 1] = 1e6f;
 	char err[512] = "";
 	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q4, err,
 		     sizeof(err)) == NULL);
@@ -239,6 +243,11 @@ static void test_nan(void)
 		fprintf(stderr, "got: %s\n", err);
 	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q4: row 3 has a NaN or infinite "
 			  "weight") != NULL);
+	k[3 * 32 + 5] = 0.5f; /* now row 12 alone */
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8, err,
+		     sizeof(err)) == NULL);
+	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q8: row 12 has a weight past +-65504") !=
+	      NULL);
 	lm_random_model_destroy(m);
 }
 
