@@ -28,8 +28,9 @@
  * (stream: true, read as server-sent events). HTTP 429 and 5xx are retried up to
  * --remote-retries times after an exponential backoff (REMOTE_BACKOFF_BASE_MS doubling, or the
  * server's Retry-After, both capped at REMOTE_MAX_BACKOFF_MS); a 400, 422 or 500 whose body
- * names response_format (from a server not taken for vLLM) switches the provider to {"type": "json_object", "schema"} (the form
- * llama-cpp-python's server takes) at once; anything else fails the step. What the server
+ * names response_format (from a server not taken for vLLM) switches the provider to
+ * {"type": "json_object", "schema"} (the form llama-cpp-python's server takes) at once;
+ * anything else fails the step. What the server
  * sends is read by remote-reply.c, every size against a named limit.
  *
  * Credentials: the key (first line of --remote-key-file) goes only into the Authorization
