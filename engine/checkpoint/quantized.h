@@ -22,9 +22,9 @@
  * logical shape [rows, cols] and data pointing at the records in the map. Everything after the
  * loader sees the matrix under its usual name and shape ([vocab, hidden] for the lm_head); the
  * CPU backend runs the records from the map (lm_prepare: lm_prepared.quant_mapped, head_mapped),
- * CUDA refuses them (no quantized kernels yet, issue 29). A directory written before the head's
- * records were (the same version, the head plain and not listed) loads: its head is quantized
- * at load as a tied one is.
+ * the CUDA backend copies them to the device as they are (backend_cuda.c, issue 29). A
+ * directory written before the head's records were (the same version, the head plain and not
+ * listed) loads: its head is quantized at load as a tied one is.
  *
  * A checkpoint is one of: plain (BF16/F16/F32 weights), NVIDIA ModelOpt FP8 (its
  * hf_quant_config.json or config.json's quantization_config), or holod-quantized (QCKPT_KEY);
