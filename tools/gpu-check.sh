@@ -325,7 +325,7 @@ fi
 # ---- compute-sanitizer ----
 step_begin sanitizer
 # the kernel tests, and one batched forward
-kernels="test-gpu-rmsnorm test-gpu-mamba test-gpu-lm-ops test-gpu-attention test-gpu-vision-ops test-gpu-batch"
+kernels="test-gpu-rmsnorm test-gpu-mamba test-gpu-lm-ops test-gpu-attention test-gpu-quant test-gpu-vision-ops test-gpu-batch"
 if [ $emulated = 1 ]; then
 	step_end skip "" "compute-sanitizer needs a GPU (the emulation's checks and build-asan stand in)"
 elif ! command -v compute-sanitizer >/dev/null 2>&1; then
