@@ -178,7 +178,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	        "max_tiles", (json_int_t)args.max_tiles, "context_tokens",
 	        (json_int_t)cfg->context_tokens, "step_tokens", (json_int_t)cfg->step_tokens,
 	        "step_retries", (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
-	/* thinking (issue 30: the format's default is wired when the formats land) */
+	/* thinking (issue 30: the format's default is wired when the formats land); a remote
+	 * server's template decides for itself, so it is recorded as off there */
+	if (strcmp(p->ops->name, "local") != 0)
+		args.thinking = false;
 	if (prov) {
 		json_object_set_new(prov, "thinking", json_boolean(args.thinking));
 		json_object_set_new(prov, "thinking_tokens", json_integer(args.thinking_tokens));

@@ -229,8 +229,10 @@ static int assistant_turn(struct engine_chat *c, const struct step_in *s,
 }
 
 /* From the prefix state: steps first..k with screenshots of the last `window` only, the
- * generation prompt and, for a valid rebuild, the close. *ret_chat gets the state after it. */
-static int render_window(const struct task_in *t, const struct engine_chat *prefix, size_t first,
+ * generation prompt and, for a valid rebuild, the close (with thinking, "</think>" + the step
+ * first). *ret_chat gets the state after it. */
+static int render_window(const struct engine_tokenizer *tok, const struct task_in *t,
+			 const struct engine_chat *prefix, size_t first,
 			 size_t k, bool close, struct engine_chat **ret_chat,
 			 struct engine_chat_tokens *out, char *err, size_t errlen)
 {
@@ -245,6 +247,8 @@ static int render_window(const struct task_in *t, const struct engine_chat *pref
 	}
 	if (r == 0)
 		r = engine_chat_generation_prompt(c, out);
+	if (r == 0 && close && t->reasoning)
+		r = t->steps[k].assistant ? think_close(tok, t->steps[k].assistant, out) : -EINVAL;
 	if (r == 0 && close)
 		r = engine_chat_close_content(c, out);
 	if (r < 0) {
@@ -350,7 +354,7 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 			for (size_t first = 0; first <= k; first++) {
 				struct engine_chat *work = NULL;
 				engine_chat_tokens_finish(&out);
-				int rr = render_window(t, prefix, first, k,
+				int rr = render_window(tok, t, prefix, first, k,
 						       rebuild && s->valid && !t->rolling, &work,
 						       &out, cerr, sizeof(cerr));
 				if ((r = rr) < 0)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "corpus.h"
 #include "engine.h"
@@ -466,12 +467,72 @@ static void test_tokenizer(void)
 	engine_tokenizer_destroy(tok);
 }
 
+/* A vocabulary whose "</think>" is a special token (as some tokenizers mark it): the masker
+ * allows it where the think block may close, and nowhere in the step. */
+static void test_special_think_close(void)
+{
+	const char *root = getenv("HOLOD_SOURCE_ROOT");
+	static const char from[] = "\"content\": \"</think>\",\n   \"single_word\": false,\n   "
+				   "\"lstrip\": false,\n   \"rstrip\": false,\n   \"normalized\": true,\n"
+				   "   \"special\": false";
+	char path[4096], tmp[] = "/tmp/test-policy-mask-XXXXXX", err[256];
+	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json",
+		 root ? root : ".");
+	FILE *f = fopen(path, "rb");
+	REQUIRE(f);
+	char *text = malloc(8 << 20);
+	REQUIRE(text);
+	size_t n = fread(text, 1, (8 << 20) - 1, f);
+	fclose(f);
+	text[n] = 0;
+	char *at = strstr(text, from);
+	REQUIRE(at); /* the fixture's entry, as tools/make_tokenizer_fixture.py writes it */
+	memcpy(at + strlen(from) - strlen("false"), "true ", 5);
+	int fd = mkstemp(tmp);
+	REQUIRE(fd >= 0 && write(fd, text, n) == (ssize_t)n);
+	close(fd);
+	struct engine_tokenizer *tok = engine_tokenizer_load(tmp, err, sizeof(err));
+	if (!tok)
+		fprintf(stderr, "%s\n", err);
+	REQUIRE(tok);
+	int32_t close_id = engine_tokenizer_token_id(tok, "</think>");
+	int32_t stops[1] = {engine_tokenizer_token_id(tok, "<SPECIAL_12>")};
+	REQUIRE(close_id >= 0 && engine_tokenizer_is_special(tok, close_id));
+	size_t nv = engine_tokenizer_vocab_size(tok);
+	struct policy_masker *mk = policy_masker_create(g, tok, nv, stops, 1);
+	REQUIRE(mk);
+	uint32_t *bits = calloc((nv + 31) / 32, sizeof(*bits));
+	struct policy_matcher m;
+	REQUIRE(policy_matcher_init_thinking(&m, g) == 0);
+	REQUIRE(policy_matcher_feed(&m, "plan", 4) == 0);
+	REQUIRE(policy_masker_compute(mk, &m, bits) > 0);
+	CHECK(bits[close_id / 32] >> (close_id % 32) & 1);
+	policy_matcher_close_thinking(&m);
+	CHECK(policy_masker_compute(mk, &m, bits) > 0);
+	CHECK(bits[close_id / 32] >> (close_id % 32) & 1);
+	CHECK_INT_EQ(policy_masker_feed(mk, &m, close_id), 0);
+	CHECK(!policy_matcher_thinking(&m));
+	REQUIRE(policy_masker_compute(mk, &m, bits) > 0);
+	CHECK(!(bits[close_id / 32] >> (close_id % 32) & 1)); /* the step starts with '{' */
+	/* the other specials stay forbidden in the block */
+	policy_matcher_init_thinking(&m, g);
+	REQUIRE(policy_masker_compute(mk, &m, bits) > 0);
+	int32_t turn = engine_tokenizer_token_id(tok, "<SPECIAL_11>");
+	CHECK(!(bits[turn / 32] >> (turn % 32) & 1));
+	free(bits);
+	policy_masker_destroy(mk);
+	engine_tokenizer_destroy(tok);
+	unlink(tmp);
+	free(text);
+}
+
 int main(void)
 {
 	g = policy_grammar_create_holo3();
 	REQUIRE(g);
 	test_synthetic();
 	test_tokenizer();
+	test_special_think_close();
 	policy_grammar_destroy(g);
 	return test_exit();
 }

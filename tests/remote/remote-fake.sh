@@ -57,6 +57,7 @@ expect_json "provenance" .provenance.provider remote
 expect_json "provenance" .provenance.model.endpoint "$ENDPOINT"
 expect_json "provenance" .provenance.model.server vllm
 expect_json "provenance" .provenance.model.structured_output structured_outputs
+expect_json "provenance: thinking is not sent to a server" .provenance.thinking false
 grep -q "HTTP 429; retry 1 of 2 in 1000 ms" "$HOLOD_LOG" || fail "the 429 was not retried after 1 s"
 grep -q '^press button=1 .* root_x=160 root_y=100 ' "$CLIENT_LOG" ||
 	fail "the remote step's click (250,250 of 1000 on 640x400) did not land"
