@@ -80,6 +80,11 @@ static const struct {
          "region_changed X Y W H",
          1, 5},
         {"activate", IPC_TOOL_ACTIVATE, -1, "--title/--class/--instance RE", 0, 0},
+        {"hold_and_tap_key", IPC_TOOL_HOLD_AND_TAP_KEY, -1, "HOLD[+HOLD...] TAP [TAP...]", 2,
+         1 + IPC_MAX_TAP_KEYS},
+        {"drag_to", IPC_TOOL_DRAG_TO, -1, "X Y", 2, 2},
+        {"update_plan", IPC_TOOL_UPDATE_PLAN, -1, "STATUS:TITLE [STATUS:TITLE...]", 1,
+         IPC_MAX_PLAN_GOALS},
 };
 
 /* A number of seconds for --timeout: 0.001..IPC_MAX_WAIT_FOR_MS / 1000. */
@@ -242,7 +247,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		                       "unknown action '%s' (one of click, right_click, "
 		                       "middle_click, double_click, triple_click, move, drag, "
 		                       "scroll, write, hotkey, key_down, key_up, wait, launch, "
-		                       "wait_for, activate)",
+		                       "wait_for, activate, hold_and_tap_key, drag_to, update_plan)",
 		                       args[0]);
 	nargs--;
 	args++;
@@ -366,6 +371,48 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	case IPC_TOOL_KEY_DOWN:
 	case IPC_TOOL_KEY_UP:
 		a.key = xstrdup(args[0]);
+		break;
+	case IPC_TOOL_HOLD_AND_TAP_KEY: {
+		/* "ctrl+shift" then the tap keys; ipc checks every name. */
+		struct ipc_action hold = {0};
+		r = parse_keys(ctx, 1, args, &hold);
+		if (r == 0 && hold.n_keys > IPC_MAX_HOLD_KEYS)
+			r = cli_usage_error(ctx, &cli_cmd_do, "hold_and_tap_key holds at most %d keys",
+			                    IPC_MAX_HOLD_KEYS);
+		for (size_t i = 0; i < hold.n_keys; i++) {
+			if (r == 0)
+				a.hold_keys[a.n_hold_keys++] = hold.keys[i];
+			else
+				free(hold.keys[i]);
+		}
+		for (int i = 1; r == 0 && i < nargs; i++)
+			a.tap_keys[a.n_tap_keys++] = xstrdup(args[i]);
+		break;
+	}
+	case IPC_TOOL_DRAG_TO:
+		r = parse_coord(ctx, "X", args[0], &a.x);
+		if (r == 0)
+			r = parse_coord(ctx, "Y", args[1], &a.y);
+		break;
+	case IPC_TOOL_UPDATE_PLAN:
+		a.goals = xcalloc((size_t)nargs, sizeof(*a.goals));
+		for (int i = 0; i < nargs && r == 0; i++) {
+			const char *colon = strchr(args[i], ':');
+			char status[16];
+			size_t n = colon ? (size_t)(colon - args[i]) : 0;
+			snprintf(status, sizeof(status), "%.*s", (int)MIN(n, sizeof(status) - 1),
+			         args[i]);
+			int st = colon && n < sizeof(status) ? ipc_goal_status_from_string(status) :
+			                                         -EINVAL;
+			if (st < 0) {
+				r = cli_usage_error(ctx, &cli_cmd_do,
+				                    "a goal is STATUS:TITLE with STATUS todo, running, "
+				                    "done or failed, not '%s'", args[i]);
+				break;
+			}
+			a.goals[a.n_goals].status = (enum ipc_goal_status)st;
+			a.goals[a.n_goals++].title = xstrdup(colon + 1);
+		}
 		break;
 	case IPC_TOOL_WAIT: {
 		char *end;
@@ -526,6 +573,10 @@ const struct cli_command cli_cmd_do = {
                 "  write TEXT [--enter] [--overwrite]       (--overwrite selects all first)\n"
                 "  hotkey KEY[+KEY...] [--repeat N]         e.g. ctrl+s, ctrl+shift+t, Return\n"
                 "  key_down KEY     key_up KEY              wait SECONDS (at most 30)\n"
+                "  hold_and_tap_key HOLD[+HOLD...] TAP [TAP...]  e.g. alt tab tab: hold, tap each\n"
+                "  drag_to X Y            drag from where the pointer is to X Y\n"
+                "  update_plan STATUS:TITLE...  journal a plan (todo|running|done|failed), "
+                "no input\n"
                 "  click/double_click/move --target TEXT    drag --target TEXT --target2 TEXT\n"
                 "                         the model locates TEXT on the screen (needs --model)\n"
                 "  launch [--class RE] [--title RE] -- PROGRAM [ARG...]\n"

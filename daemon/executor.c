@@ -110,7 +110,8 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 	const char *note = "";
 	int r = 0;
 
-	if ((a->tool == IPC_TOOL_WRITE || a->tool == IPC_TOOL_HOTKEY) &&
+	if ((a->tool == IPC_TOOL_WRITE || a->tool == IPC_TOOL_HOTKEY ||
+	     a->tool == IPC_TOOL_HOLD_AND_TAP_KEY) &&
 	    (r = check_focus(run, &note, err, errlen)) < 0)
 		return r;
 
@@ -134,6 +135,12 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 		r = x11_drag(d, s->px, s->py, s->px2, s->py2);
 		snprintf(result, rlen, "dragged (%d,%d) to (%d,%d)", s->px, s->py, s->px2, s->py2);
 		break;
+	case IPC_TOOL_DRAG_TO: {
+		int x1 = 0, y1 = 0;
+		r = x11_drag_to(d, s->px, s->py, &x1, &y1);
+		snprintf(result, rlen, "dragged (%d,%d) to (%d,%d)", x1, y1, s->px, s->py);
+		break;
+	}
 	case IPC_TOOL_SCROLL:
 		r = x11_scroll(d, s->px, s->py, to_x11_scroll(a->direction), a->scroll_size);
 		snprintf(result, rlen, "scrolled %d notches at (%d,%d)", a->scroll_size, s->px,
@@ -163,6 +170,37 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 			if (off < rlen)
 				snprintf(result + off, rlen - off, "%s", note);
 		}
+		break;
+	case IPC_TOOL_HOLD_AND_TAP_KEY: {
+		/* As the holo-nano harness does: the hold keys down in order, each tap key pressed
+		 * and released, the hold keys released in reverse (also after a failure). */
+		size_t held = 0;
+		for (; held < a->n_hold_keys && r >= 0; held++)
+			r = x11_key_down(d, a->hold_keys[held]);
+		if (r < 0)
+			held--;
+		for (size_t i = 0; i < a->n_tap_keys && r >= 0; i++)
+			r = x11_key_names(d, (const char *const *)&a->tap_keys[i], 1);
+		while (held > 0) {
+			int ru = x11_key_up(d, a->hold_keys[--held]);
+			if (r >= 0 && ru < 0 && ru != -ENOENT)
+				r = ru;
+		}
+		size_t off = (size_t)snprintf(result, rlen, "held ");
+		for (size_t i = 0; i < a->n_hold_keys && off < rlen; i++)
+			off += (size_t)snprintf(result + off, rlen - off, "%s%s", i ? "+" : "",
+						a->hold_keys[i]);
+		for (size_t i = 0; i < a->n_tap_keys && off < rlen; i++)
+			off += (size_t)snprintf(result + off, rlen - off, "%s%s",
+						i ? "," : ", tapped ", a->tap_keys[i]);
+		if (off < rlen)
+			snprintf(result + off, rlen - off, "%s", note);
+		break;
+	}
+	case IPC_TOOL_UPDATE_PLAN:
+		/* Nothing on the screen: the plan is in the journaled tool call, and the result
+		 * is empty, as the holo-nano harness sends none after update_plan. */
+		result[0] = '\0';
 		break;
 	case IPC_TOOL_KEY_DOWN:
 		r = x11_key_down(d, a->key);
@@ -347,7 +385,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	tm.inject_us = t3 - t2;
 
 	unsigned settle = run->t->settle_ms;
-	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER) {
+	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER &&
+	    a->tool != IPC_TOOL_UPDATE_PLAN) {
 		int sr = executor_sleep(run, settle * 1000ull);
 		/* A stop during the settle pause is noticed at the next step; this one is done. */
 		(void)sr;

@@ -76,13 +76,16 @@ enum {
 	F_FOCUS = 1 << 23,
 	F_SCREEN_STABLE = 1 << 24,
 	F_REGION_CHANGED = 1 << 25,
+	F_HOLD_KEYS = 1 << 26,
+	F_TAP_KEYS = 1 << 27,
+	F_GOALS = 1 << 28,
 };
 
 static const char *const field_names[] = {
 	"tool_name", "element", "x", "y", "x2", "y2", "button", "direction", "scroll_size",
 	"content", "press_enter", "overwrite", "keys", "repeat_count", "key", "duration",
 	"target", "target2", "command", "wait_window", "timeout", "window", "window_gone", "focus",
-	"screen_stable", "region_changed",
+	"screen_stable", "region_changed", "hold_keys", "tap_keys", "goals",
 };
 
 #define F_POINT (F_TOOL_NAME | F_ELEMENT | F_X | F_Y)
@@ -104,6 +107,9 @@ static const unsigned tool_fields[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_WAIT_FOR] = F_TOOL_NAME | F_TIMEOUT | F_WINDOW | F_WINDOW_GONE | F_FOCUS |
 			      F_SCREEN_STABLE | F_REGION_CHANGED,
 	[IPC_TOOL_ACTIVATE] = F_TOOL_NAME | F_WINDOW | F_TIMEOUT,
+	[IPC_TOOL_HOLD_AND_TAP_KEY] = F_TOOL_NAME | F_HOLD_KEYS | F_TAP_KEYS,
+	[IPC_TOOL_DRAG_TO] = F_POINT,
+	[IPC_TOOL_UPDATE_PLAN] = F_TOOL_NAME | F_GOALS,
 };
 
 bool ipc_action_is_grounded(const struct ipc_action *a)
@@ -229,6 +235,9 @@ static int get_enum(struct ctx *c, const char *name, const char *const *names, s
 			    "unknown value '%s' (expected one of %s)", json_string_value(v), expected);
 }
 
+static int check_sub_members(struct ctx *c, const json_t *obj, const char *path,
+			     const char *const *names, size_t n);
+
 static int check_key_name(struct ctx *c, const json_t *v, const char *path, char **ret)
 {
 	char *name = NULL;
@@ -242,6 +251,85 @@ static int check_key_name(struct ctx *c, const json_t *v, const char *path, char
 		return r;
 	}
 	*ret = name;
+	return 0;
+}
+
+/* A key list member: a non-empty array of at most max names of the closed key list. */
+static int get_key_list(struct ctx *c, const char *name, size_t max, char **keys, size_t *n)
+{
+	json_t *v = json_object_get(c->obj, name);
+	char path[256];
+	int r;
+
+	snprintf(path, sizeof(path), "%s", at(c, name));
+	if (!v)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+				    "missing (required for '%s')", c->tool);
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+				    "expected a non-empty array of key names");
+	if (json_array_size(v) > max)
+		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path,
+				    "%zu keys exceed the limit of %zu", json_array_size(v), max);
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		char kp[300];
+		snprintf(kp, sizeof(kp), "%s[%zu]", path, i);
+		if ((r = check_key_name(c, json_array_get(v, i), kp, &keys[i])) < 0)
+			return r;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* update_plan.goals: 1..IPC_MAX_PLAN_GOALS objects {"title": S, "status": todo|running|...}. */
+static int get_goals(struct ctx *c, struct ipc_action *a)
+{
+	static const char *const names[] = {"title", "status"};
+	json_t *v = json_object_get(c->obj, "goals");
+	char path[256], sub[320];
+	int r;
+
+	snprintf(path, sizeof(path), "%s", at(c, "goals"));
+	if (!v)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+				    "missing (required for 'update_plan')");
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
+				    "expected a non-empty array of goals such as "
+				    "{\"title\": \"Open the settings\", \"status\": \"running\"}");
+	if (json_array_size(v) > IPC_MAX_PLAN_GOALS)
+		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path,
+				    "%zu goals exceed the limit of %d", json_array_size(v),
+				    IPC_MAX_PLAN_GOALS);
+	a->goals = xcalloc(json_array_size(v), sizeof(*a->goals));
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		json_t *g = json_array_get(v, i);
+		char gp[300];
+		snprintf(gp, sizeof(gp), "%s[%zu]", path, i);
+		if (!json_is_object(g))
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, gp,
+					    "expected a goal {\"title\": ..., \"status\": ...}");
+		if ((r = check_sub_members(c, g, gp, names, ARRAY_SIZE(names))) < 0)
+			return r;
+		struct ipc_goal *goal = &a->goals[a->n_goals];
+		json_t *t = json_object_get(g, "title"), *st = json_object_get(g, "status");
+		snprintf(sub, sizeof(sub), "%s.title", gp);
+		if (!t)
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "missing");
+		if ((r = get_string_at(c, t, sub, IPC_MAX_GOAL_TITLE_BYTES, &goal->title)) < 0)
+			return r;
+		a->n_goals++;
+		if (goal->title[0] == '\0')
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "is empty");
+		snprintf(sub, sizeof(sub), "%s.status", gp);
+		if (!st)
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "missing");
+		r = json_is_string(st) ? ipc_goal_status_from_string(json_string_value(st)) : -EINVAL;
+		if (r < 0)
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub,
+					    "expected one of todo, running, done, failed");
+		goal->status = (enum ipc_goal_status)r;
+	}
 	return 0;
 }
 
@@ -511,7 +599,8 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
 				    "unknown tool '%s' (expected one of click, double_click, "
 				    "triple_click, move, drag, scroll, write, hotkey, key_down, "
-				    "key_up, wait, answer, launch, wait_for, activate)",
+				    "key_up, wait, answer, launch, wait_for, activate, "
+				    "hold_and_tap_key, drag_to, update_plan)",
 				    json_string_value(tn));
 	a.tool = (enum ipc_tool)r;
 	c.tool = ipc_tool_to_string(a.tool);
@@ -623,6 +712,14 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 			a.n_keys++;
 		}
 	}
+	if (f & F_HOLD_KEYS && (r = get_key_list(&c, "hold_keys", IPC_MAX_HOLD_KEYS, a.hold_keys,
+						 &a.n_hold_keys)) < 0)
+		goto error;
+	if (f & F_TAP_KEYS && (r = get_key_list(&c, "tap_keys", IPC_MAX_TAP_KEYS, a.tap_keys,
+						&a.n_tap_keys)) < 0)
+		goto error;
+	if (f & F_GOALS && (r = get_goals(&c, &a)) < 0)
+		goto error;
 	if (f & F_REPEAT && (r = get_int(&c, "repeat_count", false, 1, IPC_MAX_HOTKEY_REPEAT, 1,
 					 &a.repeat_count)) < 0)
 		goto error;
@@ -678,6 +775,13 @@ void ipc_action_finish(struct ipc_action *a)
 	for (size_t i = 0; i < a->n_keys; i++)
 		free(a->keys[i]);
 	free(a->key);
+	for (size_t i = 0; i < a->n_hold_keys; i++)
+		free(a->hold_keys[i]);
+	for (size_t i = 0; i < a->n_tap_keys; i++)
+		free(a->tap_keys[i]);
+	for (size_t i = 0; i < a->n_goals; i++)
+		free(a->goals[i].title);
+	free(a->goals);
 	free(a->target);
 	free(a->target2);
 	for (size_t i = 0; i < a->argc; i++)
@@ -781,6 +885,27 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 		r |= set_new(o, "keys", arr);
 		for (size_t i = 0; arr && i < a->n_keys; i++)
 			r |= json_array_append_new(arr, json_string(a->keys[i]));
+	}
+	if (f & F_HOLD_KEYS) {
+		json_t *arr = json_array();
+		r |= set_new(o, "hold_keys", arr);
+		for (size_t i = 0; arr && i < a->n_hold_keys; i++)
+			r |= json_array_append_new(arr, json_string(a->hold_keys[i]));
+	}
+	if (f & F_TAP_KEYS) {
+		json_t *arr = json_array();
+		r |= set_new(o, "tap_keys", arr);
+		for (size_t i = 0; arr && i < a->n_tap_keys; i++)
+			r |= json_array_append_new(arr, json_string(a->tap_keys[i]));
+	}
+	if (f & F_GOALS) {
+		json_t *arr = json_array();
+		r |= set_new(o, "goals", arr);
+		for (size_t i = 0; arr && i < a->n_goals; i++) {
+			const char *st = ipc_goal_status_to_string(a->goals[i].status);
+			r |= st ? json_array_append_new(arr, json_pack("{s:s, s:s}", "title",
+					a->goals[i].title, "status", st)) : -1;
+		}
 	}
 	if (f & F_REPEAT)
 		r |= set_new(o, "repeat_count", json_integer(a->repeat_count));

@@ -25,6 +25,8 @@ json_t *ipc_json_load(const char *json, size_t len, char *errbuf, size_t errlen)
 #define IPC_N_BUTTON_NAMES 3
 #define IPC_N_DIRECTION_NAMES 4
 #define IPC_N_WAIT_KIND_NAMES 5
+#define IPC_N_GOAL_STATUS_NAMES 4
+extern const char *const ipc_goal_status_names[IPC_N_GOAL_STATUS_NAMES];
 extern const char *const ipc_wait_kind_names[IPC_N_WAIT_KIND_NAMES];
 extern const char *const ipc_button_names[IPC_N_BUTTON_NAMES];
 extern const char *const ipc_direction_names[IPC_N_DIRECTION_NAMES];

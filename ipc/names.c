@@ -32,6 +32,16 @@ static const char *const tool_names[] = {
 	[IPC_TOOL_LAUNCH] = "launch",
 	[IPC_TOOL_WAIT_FOR] = "wait_for",
 	[IPC_TOOL_ACTIVATE] = "activate",
+	[IPC_TOOL_HOLD_AND_TAP_KEY] = "hold_and_tap_key",
+	[IPC_TOOL_DRAG_TO] = "drag_to",
+	[IPC_TOOL_UPDATE_PLAN] = "update_plan",
+};
+
+const char *const ipc_goal_status_names[IPC_N_GOAL_STATUS_NAMES] = {
+	[IPC_GOAL_TODO] = "todo",
+	[IPC_GOAL_RUNNING] = "running",
+	[IPC_GOAL_DONE] = "done",
+	[IPC_GOAL_FAILED] = "failed",
 };
 
 /* Also the member names of wait_for's conditions. */
@@ -117,6 +127,7 @@ bool ipc_tool_has_point(enum ipc_tool t)
 	case IPC_TOOL_MOVE:
 	case IPC_TOOL_DRAG:
 	case IPC_TOOL_SCROLL:
+	case IPC_TOOL_DRAG_TO:
 		return true;
 	default:
 		return false;
@@ -156,4 +167,14 @@ int ipc_direction_from_string(const char *s)
 const char *ipc_task_kind_to_string(enum ipc_task_kind k)
 {
 	return (unsigned)k < ARRAY_SIZE(kind_names) ? kind_names[k] : NULL;
+}
+
+const char *ipc_goal_status_to_string(enum ipc_goal_status s)
+{
+	return (unsigned)s < ARRAY_SIZE(ipc_goal_status_names) ? ipc_goal_status_names[s] : NULL;
+}
+
+int ipc_goal_status_from_string(const char *s)
+{
+	return lookup(ipc_goal_status_names, ARRAY_SIZE(ipc_goal_status_names), s);
 }

@@ -175,6 +175,33 @@ release_button:
 	return r;
 }
 
+int x11_pointer_position(struct x11_display *d, int *x, int *y)
+{
+	Window root_ret, child_ret;
+	int rx, ry, wx, wy;
+	unsigned mask = 0;
+
+	if (!XQueryPointer(d->dpy, d->root, &root_ret, &child_ret, &rx, &ry, &wx, &wy, &mask))
+		return -ENXIO; /* the pointer is on another screen */
+	*x = rx;
+	*y = ry;
+	return 0;
+}
+
+int x11_drag_to(struct x11_display *d, int x, int y, int *ret_x1, int *ret_y1)
+{
+	int x1, y1;
+	int r = x11_pointer_position(d, &x1, &y1);
+
+	if (r < 0)
+		return r;
+	if (ret_x1)
+		*ret_x1 = x1;
+	if (ret_y1)
+		*ret_y1 = y1;
+	return x11_drag(d, x1, y1, x, y);
+}
+
 int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, int notches)
 {
 	static const unsigned buttons[] = {

@@ -63,6 +63,10 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_SEED 4294967295ull            /* "seed": 0..2^32-1 */
 #define IPC_MAX_THINKING_TOKENS 65536         /* "thinking_tokens": a step's think block */
 #define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
+#define IPC_MAX_HOLD_KEYS 3                   /* hold_and_tap_key.hold_keys: 1..3 names */
+#define IPC_MAX_TAP_KEYS 5                    /* hold_and_tap_key.tap_keys: 1..5 names */
+#define IPC_MAX_PLAN_GOALS 20                 /* update_plan.goals: 1..20 */
+#define IPC_MAX_GOAL_TITLE_BYTES 512          /* update_plan.goals[i].title */
 /* Script-only actions (launch, wait_for, activate, grounded targets). */
 #define IPC_MAX_LAUNCH_ARGS 64                /* launch.command: program + arguments */
 #define IPC_MAX_LAUNCH_ARG_BYTES 4096         /* one of them */
@@ -125,6 +129,11 @@ enum ipc_tool {
 	IPC_TOOL_LAUNCH,
 	IPC_TOOL_WAIT_FOR,
 	IPC_TOOL_ACTIVATE,
+	/* The holo-nano harness's actions (docs/policy.md): in scripts, `holoctl do` and the
+	 * holo-nano format's vocabulary, not in holo3's (policy stops at IPC_TOOL_MODEL_COUNT). */
+	IPC_TOOL_HOLD_AND_TAP_KEY, /* hold_keys pressed in order, tap_keys tapped, hold released */
+	IPC_TOOL_DRAG_TO,          /* drag from the pointer's current position to x/y */
+	IPC_TOOL_UPDATE_PLAN,      /* the agent's plan: journaled, nothing done on the screen */
 	IPC_TOOL_COUNT_,
 };
 
@@ -135,7 +144,8 @@ enum ipc_tool {
 const char *ipc_tool_to_string(enum ipc_tool t);
 /* Returns the tool or -EINVAL. */
 int ipc_tool_from_string(const char *s);
-/* True for tools that take x/y (click, double_click, triple_click, move, drag, scroll). */
+/* True for tools that take x/y (click, double_click, triple_click, move, drag, scroll,
+ * drag_to). */
 bool ipc_tool_has_point(enum ipc_tool t);
 
 /* How x/y (and x2/y2) are to be read. */
@@ -158,6 +168,24 @@ enum ipc_direction {
 	IPC_DIRECTION_DOWN,
 	IPC_DIRECTION_LEFT,
 	IPC_DIRECTION_RIGHT,
+};
+
+/* An update_plan goal's status. */
+enum ipc_goal_status {
+	IPC_GOAL_TODO,
+	IPC_GOAL_RUNNING,
+	IPC_GOAL_DONE,
+	IPC_GOAL_FAILED,
+};
+
+/* "todo", "running", "done", "failed"; NULL out of range. Returns the status or -EINVAL. */
+const char *ipc_goal_status_to_string(enum ipc_goal_status s);
+int ipc_goal_status_from_string(const char *s);
+
+/* One goal of update_plan: {"title": "Open the settings", "status": "running"}. */
+struct ipc_goal {
+	char *title; /* 1..IPC_MAX_GOAL_TITLE_BYTES bytes */
+	enum ipc_goal_status status;
 };
 
 /* The JSON spellings ("left", "right", "middle"; "up", "down", "left", "right"), NULL for an
@@ -208,6 +236,14 @@ struct ipc_action {
 	size_t n_keys;
 	int repeat_count;                /* hotkey: 1..IPC_MAX_HOTKEY_REPEAT, default 1 */
 	char *key;                       /* key_down, key_up */
+	/* hold_and_tap_key: hold_keys pressed in order, each tap key pressed and released in
+	 * order, then the hold keys released in reverse. */
+	char *hold_keys[IPC_MAX_HOLD_KEYS];
+	size_t n_hold_keys;
+	char *tap_keys[IPC_MAX_TAP_KEYS];
+	size_t n_tap_keys;
+	struct ipc_goal *goals;          /* update_plan: 1..IPC_MAX_PLAN_GOALS */
+	size_t n_goals;
 	uint32_t duration_ms;            /* wait: JSON "duration" in seconds (may be fractional),
 					    0 < duration <= 30 */
 	/* Grounded pointer actions (click, double_click, move, drag): the model locates `target`

@@ -224,6 +224,45 @@ static void expect_do_error(const char *needle, ...)
 	capture_finish(&c);
 }
 
+/* The holo-nano format's actions through holoctl do. */
+static void test_do_nano(void)
+{
+	json_t *b, *a;
+
+	CHECK_INT_EQ(build_do(&b, "hold_and_tap_key", "ctrl+shift", "tab", "a", NULL), 0);
+	a = action_of(b);
+	CHECK_STR_EQ(str_at(a, "tool_name"), "hold_and_tap_key");
+	CHECK_INT_EQ(json_array_size(json_object_get(a, "hold_keys")), 2);
+	CHECK_STR_EQ(json_string_value(json_array_get(json_object_get(a, "hold_keys"), 1)), "shift");
+	CHECK_INT_EQ(json_array_size(json_object_get(a, "tap_keys")), 2);
+	CHECK_STR_EQ(json_string_value(json_array_get(json_object_get(a, "tap_keys"), 1)), "a");
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "drag_to", "300", "40", "--element", "the bin", NULL), 0);
+	a = action_of(b);
+	CHECK_STR_EQ(str_at(a, "tool_name"), "drag_to");
+	CHECK_INT_EQ(int_at(a, "x"), 300);
+	CHECK_STR_EQ(str_at(a, "element"), "the bin");
+	json_decref(b);
+
+	CHECK_INT_EQ(build_do(&b, "update_plan", "done:Open it", "running:Save: now", NULL), 0);
+	a = action_of(b);
+	json_t *g = json_array_get(json_object_get(a, "goals"), 1);
+	CHECK_STR_EQ(str_at(g, "title"), "Save: now");
+	CHECK_STR_EQ(str_at(g, "status"), "running");
+	json_decref(b);
+
+	expect_do_error("usage: holoctl do hold_and_tap_key", "hold_and_tap_key", "ctrl", NULL);
+	expect_do_error("hold_and_tap_key holds at most 3 keys", "hold_and_tap_key",
+	                "ctrl+alt+shift+super", "a", NULL);
+	expect_do_error("action.tap_keys[0]: unknown key name 'tabb'", "hold_and_tap_key", "alt",
+	                "tabb", NULL);
+	expect_do_error("usage: holoctl do drag_to X Y", "drag_to", "1", NULL);
+	expect_do_error("a goal is STATUS:TITLE", "update_plan", "Open it", NULL);
+	expect_do_error("a goal is STATUS:TITLE", "update_plan", "started:Open it", NULL);
+	expect_do_error("action.goals[0].title: is empty", "update_plan", "todo:", NULL);
+}
+
 /* The script-only actions and grounded targets through holoctl do (issue 15). */
 static void test_do_desktop(void)
 {
@@ -868,6 +907,7 @@ int main(void)
 	test_do_mapping();
 	test_do_errors();
 	test_do_desktop();
+	test_do_nano();
 	test_run_parse();
 	test_run_errors();
 	test_script_file();

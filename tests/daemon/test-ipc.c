@@ -698,8 +698,139 @@ static void test_thinking(void)
 		     -EINVAL, "thinking: unknown field");
 }
 
+/* The holo-nano harness's actions: hold_and_tap_key, drag_to, update_plan parse, keep every
+ * member through the serializer, and bad input names the field and the limit. */
+static void test_nano_actions(void)
+{
+	const char *json =
+		"{\"script\": ["
+		"{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"ctrl\", \"shift\"],"
+		" \"tap_keys\": [\"tab\", \"tab\", \"a\"]},"
+		"{\"tool_name\": \"drag_to\", \"element\": \"the bin\", \"x\": 700, \"y\": 20},"
+		"{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"Open the file\","
+		" \"status\": \"done\"}, {\"status\": \"running\", \"title\": \"Save it\"},"
+		" {\"title\": \"Close\", \"status\": \"todo\"}, {\"title\": \"x\", \"status\": \"failed\"}]}"
+		"], \"coords\": \"model\"}";
+	struct ipc_task_request *req = NULL;
+
+	REQUIRE(parse_task(json, &req) == 0);
+	CHECK_INT_EQ(req->n_actions, 3);
+	const struct ipc_action *a = req->actions;
+	CHECK_INT_EQ(a[0].tool, IPC_TOOL_HOLD_AND_TAP_KEY);
+	CHECK_INT_EQ(a[0].n_hold_keys, 2);
+	CHECK_STR_EQ(a[0].hold_keys[1], "shift");
+	CHECK_INT_EQ(a[0].n_tap_keys, 3);
+	CHECK_STR_EQ(a[0].tap_keys[2], "a");
+	CHECK_INT_EQ(a[1].tool, IPC_TOOL_DRAG_TO);
+	CHECK(ipc_tool_has_point(IPC_TOOL_DRAG_TO));
+	CHECK_STR_EQ(a[1].element, "the bin");
+	CHECK_INT_EQ(a[1].x, 700);
+	CHECK_INT_EQ(a[2].tool, IPC_TOOL_UPDATE_PLAN);
+	CHECK_INT_EQ(a[2].n_goals, 4);
+	CHECK_STR_EQ(a[2].goals[1].title, "Save it");
+	CHECK_INT_EQ(a[2].goals[1].status, IPC_GOAL_RUNNING);
+	CHECK_INT_EQ(a[2].goals[3].status, IPC_GOAL_FAILED);
+	CHECK_STR_EQ(ipc_tool_to_string(IPC_TOOL_HOLD_AND_TAP_KEY), "hold_and_tap_key");
+	CHECK_INT_EQ(ipc_tool_from_string("drag_to"), IPC_TOOL_DRAG_TO);
+	CHECK_INT_EQ(ipc_tool_from_string("update_plan"), IPC_TOOL_UPDATE_PLAN);
+	CHECK_STR_EQ(ipc_goal_status_to_string(IPC_GOAL_TODO), "todo");
+	CHECK(ipc_goal_status_to_string((enum ipc_goal_status)4) == NULL);
+	CHECK_INT_EQ(ipc_goal_status_from_string("started"), -EINVAL);
+
+	char *s = ipc_action_to_json(&a[0]);
+	CHECK_STR_EQ(s, "{\"tool_name\":\"hold_and_tap_key\",\"hold_keys\":[\"ctrl\",\"shift\"],"
+			"\"tap_keys\":[\"tab\",\"tab\",\"a\"]}");
+	free(s);
+	s = ipc_action_to_json(&a[1]);
+	CHECK_STR_EQ(s, "{\"tool_name\":\"drag_to\",\"element\":\"the bin\",\"x\":700,\"y\":20}");
+	free(s);
+	s = ipc_action_to_json(&a[2]);
+	CHECK_STR_EQ(s, "{\"tool_name\":\"update_plan\",\"goals\":[{\"title\":\"Open the file\","
+			"\"status\":\"done\"},{\"title\":\"Save it\",\"status\":\"running\"},"
+			"{\"title\":\"Close\",\"status\":\"todo\"},{\"title\":\"x\",\"status\":"
+			"\"failed\"}]}");
+	free(s);
+	char *x = ipc_task_request_to_json(req);
+	REQUIRE(x);
+	struct ipc_task_request *again = NULL;
+	REQUIRE(parse_task(x, &again) == 0);
+	char *y = ipc_task_request_to_json(again);
+	CHECK_STR_EQ(x, y);
+	free(x);
+	free(y);
+	ipc_task_request_destroy(again);
+	ipc_task_request_destroy(req);
+
+	/* Bad input. */
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"tap_keys\": [\"a\"]}]}",
+		     -EINVAL, "script[0].hold_keys: missing (required for 'hold_and_tap_key')");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"ctrl\"]}]}",
+		     -EINVAL, "script[0].tap_keys: missing (required for 'hold_and_tap_key')");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [],"
+		     " \"tap_keys\": [\"a\"]}]}",
+		     -EINVAL, "script[0].hold_keys: expected a non-empty array of key names");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"a\","
+		     " \"b\", \"c\", \"d\"], \"tap_keys\": [\"a\"]}]}",
+		     -E2BIG, "script[0].hold_keys: 4 keys exceed the limit of 3");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"alt\"],"
+		     " \"tap_keys\": [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\"]}]}",
+		     -E2BIG, "script[0].tap_keys: 6 keys exceed the limit of 5");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"alt\"],"
+		     " \"tap_keys\": [\"tab\", \"tabb\"]}]}",
+		     -EINVAL, "script[0].tap_keys[1]: unknown key name 'tabb'");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [5],"
+		     " \"tap_keys\": [\"a\"]}]}",
+		     -EINVAL, "script[0].hold_keys[0]: expected a string");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"alt\"],"
+		     " \"tap_keys\": [\"a\"], \"keys\": [\"a\"]}]}",
+		     -EINVAL, "script[0].keys: unknown field for tool 'hold_and_tap_key'");
+	expect_error("{\"script\": [{\"tool_name\": \"drag_to\", \"x\": 1}]}", -EINVAL,
+		     "script[0].y: missing (required for 'drag_to')");
+	expect_error("{\"script\": [{\"tool_name\": \"drag_to\", \"x\": 1, \"y\": 1001}],"
+		     " \"coords\": \"model\"}",
+		     -EINVAL, "script[0].y: 1001 is out of range 0..1000");
+	expect_error("{\"script\": [{\"tool_name\": \"drag_to\", \"x\": 1, \"y\": 1, \"x2\": 3}]}",
+		     -EINVAL, "script[0].x2: unknown field for tool 'drag_to'");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\"}]}", -EINVAL,
+		     "script[0].goals: missing (required for 'update_plan')");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": []}]}", -EINVAL,
+		     "script[0].goals: expected a non-empty array of goals");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [\"open\"]}]}",
+		     -EINVAL, "script[0].goals[0]: expected a goal");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"a\"}]}]}",
+		     -EINVAL, "script[0].goals[0].status: missing");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"status\": \"todo\"}]}]}",
+		     -EINVAL, "script[0].goals[0].title: missing");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"\","
+		     " \"status\": \"todo\"}]}]}",
+		     -EINVAL, "script[0].goals[0].title: is empty");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"a\","
+		     " \"status\": \"todo\", \"why\": 1}]}]}",
+		     -EINVAL, "script[0].goals[0].why: unknown field");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"a\","
+		     " \"status\": 3}]}]}",
+		     -EINVAL, "script[0].goals[0].status: expected one of todo, running, done, failed");
+
+	/* The limits: 20 goals, IPC_MAX_GOAL_TITLE_BYTES a title. */
+	char *big = xmalloc(IPC_MAX_GOAL_TITLE_BYTES + 4096);
+	size_t off = (size_t)sprintf(big, "{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [");
+	for (int i = 0; i < IPC_MAX_PLAN_GOALS + 1; i++)
+		off += (size_t)sprintf(big + off, "%s{\"title\": \"g\", \"status\": \"todo\"}",
+				       i ? ", " : "");
+	sprintf(big + off, "]}]}");
+	expect_error(big, -E2BIG, "script[0].goals: 21 goals exceed the limit of 20");
+	off = (size_t)sprintf(big, "{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": "
+			      "[{\"status\": \"todo\", \"title\": \"");
+	memset(big + off, 'a', IPC_MAX_GOAL_TITLE_BYTES + 1);
+	off += IPC_MAX_GOAL_TITLE_BYTES + 1;
+	sprintf(big + off, "\"}]}]}");
+	expect_error(big, -E2BIG, "script[0].goals[0].title: 513 bytes exceed the limit of 512");
+	free(big);
+}
+
 int main(void)
 {
+	test_nano_actions();
 	test_history();
 	test_thinking();
 	test_desktop_actions();

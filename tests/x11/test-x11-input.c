@@ -169,6 +169,22 @@ static void test_move_drag_scroll(struct x11_display *d)
 	free(s);
 	CHECK_INT_EQ(x11_held_count(d), 0);
 
+	/* drag_to: from wherever the pointer is (holo-nano's drag_to_desktop). */
+	int px = -1, py = -1, x1 = -1, y1 = -1;
+	CHECK_INT_EQ(x11_move(d, 30, 150), 0);
+	CHECK_INT_EQ(x11_pointer_position(d, &px, &py), 0);
+	CHECK_INT_EQ(px, 30);
+	CHECK_INT_EQ(py, 150);
+	CHECK_INT_EQ(x11_drag_to(d, 250, 160, &x1, &y1), 0);
+	CHECK_INT_EQ(x1, 30);
+	CHECK_INT_EQ(y1, 150);
+	CHECK_INT_EQ(wait_lines("release button=1 x=250 y=160 ", 1), 1);
+	CHECK_INT_EQ(lines_now("press button=1 x=30 y=150 "), 1);
+	CHECK_INT_EQ(x11_pointer_position(d, &px, &py), 0);
+	CHECK_INT_EQ(px, 250);
+	CHECK_INT_EQ(x11_drag_to(d, 5000, 10, NULL, NULL), -ERANGE);
+	CHECK_INT_EQ(x11_held_count(d), 0);
+
 	/* Scroll N notches: N presses of button 5 (down) / 4 (up) / 6 / 7 at the pointer. */
 	CHECK_INT_EQ(x11_scroll(d, 100, 200, X11_SCROLL_DOWN, 3), 0);
 	CHECK_INT_EQ(wait_lines("scroll direction=down x=100 y=200", 3), 3);

@@ -121,6 +121,11 @@ int x11_move(struct x11_display *d, int x, int y);
 int x11_click(struct x11_display *d, int x, int y, enum x11_button button, int count);
 /* Press at (x1,y1), move in several steps (past toolkits' drag thresholds), release at (x2,y2). */
 int x11_drag(struct x11_display *d, int x1, int y1, int x2, int y2);
+/* The pointer's position in root pixels; -ENXIO when it is on another screen. */
+int x11_pointer_position(struct x11_display *d, int *x, int *y);
+/* x11_drag from the pointer's current position (written to ret_x1, ret_y1 when not NULL) to
+ * (x,y): the holo-nano harness's drag_to. */
+int x11_drag_to(struct x11_display *d, int x, int y, int *ret_x1, int *ret_y1);
 /* Moves to (x,y) then sends `notches` wheel clicks (buttons 4/5/6/7). 1..X11_MAX_SCROLL_NOTCHES. */
 int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, int notches);
 
