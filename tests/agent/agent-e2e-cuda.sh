@@ -6,7 +6,10 @@
 #   persistent, 3 steps: schema-valid steered clicks, executed as decoded, journaled, and the
 #               session grows by exactly what each step appended and decoded;
 #   window K=1, 2 steps: every step restarts from the prefix snapshot and the window grows by
-#               the last step's turns.
+#               the last step's turns;
+#   rolling K=1, 3 steps (the default history): step 1 appends observation 0 in evicted form and
+#               snapshots the session on the backend, step 2 restores that snapshot: the
+#               session is the snapshot before the step + appended + decoded.
 # The two backends must journal the same shape: the same prefix, the same tokens appended at the
 # first step of each task, the same modes and tools; the recording client must have seen every
 # journaled click of both, in order.
@@ -76,6 +79,23 @@ for AGENT_BACKEND in cpu cuda; do
 			}
 			exit bad
 		}' "$T/rows" || fail "$B window token counts: $(tr '\n' ';' <"$T/rows")"
+
+	# ---- rolling, K = 1
+	run_task '{"instruction": "Click the red block.", "max_steps": 3, "window": 1}'
+	cp "$T/rows" "$T/rows.$B.r"
+	awk -v name="$B rolling" -v prefix="$(cat "$T/prefix.$B")" '
+		{ a[NR] = $2; d[NR] = $3; s[NR] = $4; mode[NR] = $5 }
+		END {
+			bad = 0
+			if (NR != 3) { print name ": " NR " steps"; bad = 1 }
+			for (k = 1; k <= NR; k++) {
+				base[k] = s[k] - a[k] - d[k]
+				if (mode[k] != "rolling") { print name ": step " k " mode " mode[k]; bad = 1 }
+				if (k <= 2 && base[k] != prefix) { print name ": step " k " started from " base[k] ", not the prefix " prefix; bad = 1 }
+				if (k == 3 && base[k] <= prefix) { print name ": step 3 did not start from the snapshot of the evicted turn: " base[k]; bad = 1 }
+			}
+			exit bad
+		}' "$T/rows" || fail "$B rolling token counts: $(tr '\n' ';' <"$T/rows")"
 	api GET /v1/status
 	expect_json "$B session freed" .model.sessions 0
 	stop_holod || fail "$B holod exit status $?"
@@ -85,19 +105,19 @@ done
 [ "$(cat "$T/prefix.cpu")" = "$(cat "$T/prefix.cuda")" ] ||
 	fail "prefix: cpu $(cat "$T/prefix.cpu") tokens, cuda $(cat "$T/prefix.cuda")"
 [ "$(cat "$T/prefix.cuda")" -lt 400 ] || fail "the prefix is $(cat "$T/prefix.cuda") tokens"
-for h in p w; do
+for h in p w r; do
 	cut -d' ' -f5 "$T/rows.cpu.$h" >"$T/modes.cpu"
 	cut -d' ' -f5 "$T/rows.cuda.$h" >"$T/modes.cuda"
 	cmp -s "$T/modes.cpu" "$T/modes.cuda" || fail "$h modes differ"
 	[ "$(head -n 1 "$T/rows.cpu.$h" | cut -d' ' -f2)" = "$(head -n 1 "$T/rows.cuda.$h" | cut -d' ' -f2)" ] ||
 		fail "$h: first steps appended differently: $(head -n 1 "$T/rows.cpu.$h") / $(head -n 1 "$T/rows.cuda.$h")"
 done
-[ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE status = 'ok' AND tool_name = 'click'")" = 10 ] ||
+[ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE status = 'ok' AND tool_name = 'click'")" = 16 ] ||
 	fail "journal: $(sqlite3 "$DB" "SELECT task_id, idx, status, tool_name FROM steps" | tr '\n' ';')"
 sqlite3 -separator ' ' "$DB" "SELECT px, py FROM steps ORDER BY task_id, idx" >"$T/journal.points"
 sed -n 's/^press button=[0-9] .* root_x=\([0-9-]*\) root_y=\([0-9-]*\) .*/\1 \2/p' "$CLIENT_LOG" \
 	>"$T/client.points"
 cmp -s "$T/journal.points" "$T/client.points" ||
 	fail "client clicks $(tr '\n' ';' <"$T/client.points") != journal $(tr '\n' ';' <"$T/journal.points")"
-for f in cpu.p cpu.w cuda.p cuda.w; do echo "$f: $(tr '\n' ';' <"$T/rows.$f")"; done
+for f in cpu.p cpu.w cpu.r cuda.p cuda.w cuda.r; do echo "$f: $(tr '\n' ';' <"$T/rows.$f")"; done
 pass_or_fail
