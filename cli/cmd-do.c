@@ -569,7 +569,7 @@ const struct cli_command cli_cmd_do = {
                 "Actions:\n"
                 "  click X Y [--button left|right|middle]   right_click X Y   middle_click X Y\n"
                 "  double_click X Y     triple_click X Y     move X Y     drag X Y X2 Y2\n"
-                "  scroll X Y up|down|left|right [NOTCHES]  (default 5 notches, at most 50)\n"
+                "  scroll X Y up|down|left|right [NOTCHES]  (default 5 notches, at most 100)\n"
                 "  write TEXT [--enter] [--overwrite]       (--overwrite selects all first)\n"
                 "  hotkey KEY[+KEY...] [--repeat N]         e.g. ctrl+s, ctrl+shift+t, Return\n"
                 "  key_down KEY     key_up KEY              wait SECONDS (at most 30)\n"

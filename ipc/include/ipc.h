@@ -45,8 +45,10 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_CONTENT_BYTES (64 * 1024)     /* write.content and answer.content */
 #define IPC_MAX_HOTKEY_KEYS 5                 /* hotkey.keys: 1..5 names (agent.md 1.1) */
 #define IPC_MAX_KEY_NAME_BYTES 32
-#define IPC_MAX_HOTKEY_REPEAT 10
-#define IPC_MAX_SCROLL_SIZE 50
+/* The widest ranges of the formats' schemas (holo-nano: repeat_count 1..20, scroll_size 1..100;
+ * holo3's grammar keeps POLICY_HOLO3_MAX_*). */
+#define IPC_MAX_HOTKEY_REPEAT 20
+#define IPC_MAX_SCROLL_SIZE 100
 #define IPC_DEFAULT_SCROLL_SIZE 5
 #define IPC_MAX_WAIT_MS 30000                 /* wait.duration <= 30 s */
 #define IPC_MODEL_COORD_MAX 1000              /* model space is 0..1000 inclusive */

@@ -30,6 +30,10 @@
 #define POLICY_MAX_THOUGHT_BYTES 1024
 #define POLICY_MAX_ELEMENT_BYTES IPC_MAX_ELEMENT_BYTES
 #define POLICY_MAX_CONTENT_BYTES 4096
+/* holo3's ranges (docs/policy.md), narrower than ipc's (IPC_MAX_SCROLL_SIZE, IPC_MAX_HOTKEY_REPEAT),
+ * which holo-nano's published schema fills. */
+#define POLICY_HOLO3_MAX_SCROLL_SIZE 50
+#define POLICY_HOLO3_MAX_REPEAT_COUNT 10
 /* wait.duration is whole seconds in the schema: 1..POLICY_MAX_WAIT_SECONDS. */
 #define POLICY_MAX_WAIT_SECONDS (IPC_MAX_WAIT_MS / 1000)
 /* Largest step text the parser accepts. */

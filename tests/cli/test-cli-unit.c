@@ -347,7 +347,7 @@ static void test_do_errors(void)
 	expect_do_error("unknown key name 'ctr'", "hotkey", "ctr+s", NULL);
 	expect_do_error("write the plus key as 'plus'", "hotkey", "ctrl++", NULL);
 	expect_do_error("at most 5 keys", "hotkey", "a+b+c+d+e+f", NULL);
-	expect_do_error("--repeat must be from 1 to 10", "hotkey", "a", "--repeat", "11", NULL);
+	expect_do_error("--repeat must be from 1 to 20", "hotkey", "a", "--repeat", "21", NULL);
 	expect_do_error("--button applies to click only", "write", "x", "--button", "left", NULL);
 	expect_do_error("--button applies to click only", "right_click", "1", "2", "--button",
 	                "left", NULL);
@@ -358,7 +358,7 @@ static void test_do_errors(void)
 	expect_do_error("--element applies to pointer actions only", "wait", "1", "--element", "x",
 	                NULL);
 	expect_do_error("scroll direction must be", "scroll", "1", "2", "sideways", NULL);
-	expect_do_error("scroll notches must be from 1 to 50", "scroll", "1", "2", "up", "51",
+	expect_do_error("scroll notches must be from 1 to 100", "scroll", "1", "2", "up", "101",
 	                NULL);
 	expect_do_error("wait takes seconds", "wait", "31", NULL);
 	expect_do_error("wait takes seconds", "wait", "0", NULL);

@@ -277,15 +277,15 @@ static void test_errors(void)
 		     " \"d\", \"e\", \"f\"]}]}",
 		     -E2BIG, "script[0].keys: 6 keys exceed the limit of 5");
 	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": [\"a\"],"
-		     " \"repeat_count\": 11}]}",
-		     -EINVAL, "script[0].repeat_count: 11 is out of range 1..10");
+		     " \"repeat_count\": 21}]}",
+		     -EINVAL, "script[0].repeat_count: 21 is out of range 1..20");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 31}]}", -EINVAL,
 		     "script[0].duration: 31 seconds is out of range");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 0}]}", -EINVAL,
 		     "script[0].duration:");
 	expect_error("{\"script\": [{\"tool_name\": \"scroll\", \"x\": 1, \"y\": 1,"
-		     " \"direction\": \"down\", \"scroll_size\": 51}]}",
-		     -EINVAL, "script[0].scroll_size: 51 is out of range 1..50");
+		     " \"direction\": \"down\", \"scroll_size\": 101}]}",
+		     -EINVAL, "script[0].scroll_size: 101 is out of range 1..100");
 	expect_error("{\"script\": [{\"tool_name\": \"scroll\", \"x\": 1, \"y\": 1}]}", -EINVAL,
 		     "script[0].direction: missing");
 	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"a\\u0000b\"}]}",

@@ -23,7 +23,7 @@
 
 /* Named limits. */
 #define X11_MAX_MONITORS 16
-#define X11_MAX_SCROLL_NOTCHES 50
+#define X11_MAX_SCROLL_NOTCHES 100
 #define X11_MAX_CLICKS 3
 
 /* Errors specific to this module (besides ordinary errnos). */
