@@ -318,9 +318,7 @@ static int get_goals(struct ctx *c, struct ipc_action *a)
 			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "missing");
 		if ((r = get_string_at(c, t, sub, IPC_MAX_GOAL_TITLE_BYTES, &goal->title)) < 0)
 			return r;
-		a->n_goals++;
-		if (goal->title[0] == '\0')
-			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "is empty");
+		a->n_goals++; /* an empty title is valid, as in the holo-nano schema */
 		snprintf(sub, sizeof(sub), "%s.status", gp);
 		if (!st)
 			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "missing");

@@ -93,6 +93,9 @@ static void arg_type(struct strbuf *b, const struct policy_arg *a)
 	case POLICY_ARG_KEY:
 		sb_add(b, "key name");
 		break;
+	case POLICY_ARG_GOALS:
+		sb_add(b, "array of 1..%d {title, status}", IPC_MAX_PLAN_GOALS);
+		break;
 	}
 	if (a->type == POLICY_ARG_INT && strcmp(a->name, "scroll_size") == 0)
 		sb_add(b, ", default %d", IPC_DEFAULT_SCROLL_SIZE);

@@ -647,8 +647,13 @@ static uint32_t enum_trie(struct builder *b, const char *(*name)(int), int *err)
 	return root;
 }
 
+static const char *goal_status_name(int i)
+{
+	return ipc_goal_status_to_string((enum ipc_goal_status)i);
+}
+
 struct roots {
-	uint32_t keys, button, direction, boolean;
+	uint32_t keys, button, direction, boolean, goal_status;
 };
 
 /* The node that reads the value of `arg` (after its `"name":`), continuing at `next`. Returns
@@ -679,12 +684,32 @@ static uint32_t value_node(struct builder *b, const struct roots *rt, const stru
 	case POLICY_ARG_KEYS: {
 		*ret_open = "[";
 		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP, .keeps_count = true,
-							  .max = IPC_MAX_HOTKEY_KEYS, .next = next});
+							  .max = arg->hi > 0 ? (uint32_t)arg->hi :
+							  IPC_MAX_HOTKEY_KEYS, .next = next});
 		uint32_t t = trie_node(b, rt->keys, sep);
 		b->g->nodes[t].fold_case = true;
 		b->g->nodes[t].keeps_count = true;
 		b->g->nodes[sep].root = t;
 		return t;
+	}
+	case POLICY_ARG_GOALS: {
+		/* [{"title":"...","status":"todo"},...]: the separator loops to the next goal's
+		 * opening, every node in between keeping the count of goals. */
+		*ret_open = "[";
+		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP, .keeps_count = true,
+							  .max = IPC_MAX_PLAN_GOALS, .next = next});
+		uint32_t status = trie_node(b, rt->goal_status, sep);
+		uint32_t status_key = trie_node(b, new_trie_node(b, 0), status);
+		uint32_t title = string_node(b, IPC_MAX_GOAL_TITLE_BYTES, status_key);
+		uint32_t open = trie_node(b, new_trie_node(b, 0), title);
+		if (trie_add(b, b->g->nodes[status_key].root, ",\"status\":", 10,
+			     GNODE_DEFAULT) < 0 ||
+		    trie_add(b, b->g->nodes[open].root, "{\"title\":\"", 10, GNODE_DEFAULT) < 0)
+			return UINT32_MAX;
+		b->g->nodes[status].keeps_count = b->g->nodes[status_key].keeps_count = true;
+		b->g->nodes[title].keeps_count = b->g->nodes[open].keeps_count = true;
+		b->g->nodes[sep].root = open;
+		return open;
 	}
 	}
 	return next;
@@ -706,7 +731,8 @@ static int tool_nodes(struct builder *b, const struct roots *rt, const struct po
 	for (size_t k = 0; k <= l->n_args; k++)
 		after[k] = trie_node(b, new_trie_node(b, 0), end);
 	for (size_t j = l->n_args; j-- > 0;)
-		value[j] = value_node(b, rt, &l->args[j], after[j + 1], &open[j]);
+		if ((value[j] = value_node(b, rt, &l->args[j], after[j + 1], &open[j])) == UINT32_MAX)
+			return -EINVAL;
 	for (size_t k = 0; k <= l->n_args; k++) {
 		uint32_t root = b->g->nodes[after[k]].root;
 		bool all_optional = true;
@@ -737,9 +763,24 @@ void policy_grammar_destroy(struct policy_grammar *g)
 
 struct policy_grammar *policy_grammar_create_holo3(void)
 {
+	struct policy_named_tool tools[IPC_TOOL_MODEL_COUNT];
+	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
+		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		if (!l) {
+			errno = EINVAL;
+			return NULL;
+		}
+		tools[t] = (struct policy_named_tool){ipc_tool_to_string((enum ipc_tool)t),
+						      (enum ipc_tool)t, *l};
+	}
+	return policy_grammar_build(tools, IPC_TOOL_MODEL_COUNT);
+}
+
+struct policy_grammar *policy_grammar_build(const struct policy_named_tool *tools, size_t n)
+{
 	struct builder b = {.g = xcalloc(1, sizeof(struct policy_grammar))};
 	struct roots rt;
-	uint32_t end, thought, thought_str, note, note_str, tools, node;
+	uint32_t end, thought, thought_str, note, note_str, tools_node, node;
 	int r = 0;
 
 	end = new_node(&b, (struct gnode){.kind = GNODE_END});
@@ -751,25 +792,31 @@ struct policy_grammar *policy_grammar_create_holo3(void)
 	if (r < 0 || (r = trie_add(&b, rt.boolean, "true", 4, GNODE_DEFAULT)) < 0 ||
 	    (r = trie_add(&b, rt.boolean, "false", 5, GNODE_DEFAULT)) < 0)
 		goto fail;
+	rt.goal_status = new_trie_node(&b, 0);
+	for (int i = 0; goal_status_name(i); i++) {
+		char gw[32];
+		snprintf(gw, sizeof(gw), "\"%s\"}", goal_status_name(i));
+		if ((r = trie_add(&b, rt.goal_status, gw, strlen(gw), GNODE_DEFAULT)) < 0)
+			goto fail;
+	}
 
 	/* Back to front: ,"tool_call":{"tool_name":" + one word per tool ("click"" ...). */
 	uint32_t tools_root = new_trie_node(&b, 0);
 	static const char tool_call[] = ",\"tool_call\":{\"tool_name\":\"";
 	char w[64];
-	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
-		if (!l) {
+	for (size_t t = 0; t < n; t++) {
+		if (!tools[t].name || strlen(tools[t].name) > 32) {
 			r = -EINVAL;
 			goto fail;
 		}
-		if ((r = tool_nodes(&b, &rt, l, end, &node)) < 0)
+		if ((r = tool_nodes(&b, &rt, &tools[t].layout, end, &node)) < 0)
 			goto fail;
-		snprintf(w, sizeof(w), "%s%s\"", tool_call, ipc_tool_to_string((enum ipc_tool)t));
+		snprintf(w, sizeof(w), "%s%s\"", tool_call, tools[t].name);
 		if ((r = trie_add(&b, tools_root, w, strlen(w), node)) < 0)
 			goto fail;
 	}
-	tools = trie_node(&b, tools_root, end);
-	thought_str = string_node(&b, POLICY_MAX_THOUGHT_BYTES, tools);
+	tools_node = trie_node(&b, tools_root, end);
+	thought_str = string_node(&b, POLICY_MAX_THOUGHT_BYTES, tools_node);
 	if ((r = literal(&b, ",\"thought\":\"", thought_str, &thought)) < 0)
 		goto fail;
 	note_str = string_node(&b, POLICY_MAX_NOTE_BYTES, thought);

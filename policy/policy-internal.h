@@ -62,8 +62,9 @@ enum policy_arg_type {
 	POLICY_ARG_BOOL,
 	POLICY_ARG_BUTTON,
 	POLICY_ARG_DIRECTION,
-	POLICY_ARG_KEYS,
+	POLICY_ARG_KEYS,  /* a list of 1..hi key names (hi 0: IPC_MAX_HOTKEY_KEYS) */
 	POLICY_ARG_KEY,
+	POLICY_ARG_GOALS, /* update_plan's 1..IPC_MAX_PLAN_GOALS {"title":"...","status":...} */
 };
 
 struct policy_arg {
@@ -81,6 +82,20 @@ struct policy_tool_layout {
 	struct policy_arg args[POLICY_MAX_TOOL_ARGS];
 	size_t n_args;
 };
+
+/* A format's tool: the name the model writes, the ipc action it means, its layout. */
+struct policy_named_tool {
+	const char *name;
+	enum ipc_tool tool;
+	struct policy_tool_layout layout;
+};
+
+/* The canonical-layout grammar over a tool table (holo3's is built from policy_tool_layout,
+ * holo-nano's from format-nano.c's table). NULL + errno. */
+struct policy_grammar *policy_grammar_build(const struct policy_named_tool *tools, size_t n);
+
+/* The holo-nano format's tools (format-nano.c), in the published schema's order. */
+const struct policy_named_tool *policy_nano_tools(size_t *ret_n);
 
 /* Layout of an ipc tool, or NULL for a tool the layout table lacks. */
 const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool);

@@ -275,6 +275,8 @@ char *policy_step_to_json(const struct policy_step *step)
 				goto inval;
 			v = json_string(a->key);
 			break;
+		case POLICY_ARG_GOALS: /* not in holo3's layout */
+			goto inval;
 		}
 		r |= add(tc, name, v);
 	}

@@ -186,7 +186,7 @@ int ipc_goal_status_from_string(const char *s);
 
 /* One goal of update_plan: {"title": "Open the settings", "status": "running"}. */
 struct ipc_goal {
-	char *title; /* 1..IPC_MAX_GOAL_TITLE_BYTES bytes */
+	char *title; /* 0..IPC_MAX_GOAL_TITLE_BYTES bytes */
 	enum ipc_goal_status status;
 };
 

@@ -34,6 +34,10 @@
  * which holo-nano's published schema fills. */
 #define POLICY_HOLO3_MAX_SCROLL_SIZE 50
 #define POLICY_HOLO3_MAX_REPEAT_COUNT 10
+/* holo-nano's published ranges and defaults (its pydantic schema). */
+#define POLICY_NANO_MAX_SCROLL_SIZE 100
+#define POLICY_NANO_DEFAULT_SCROLL_SIZE 10
+#define POLICY_NANO_MAX_REPEAT_COUNT 20
 /* wait.duration is whole seconds in the schema: 1..POLICY_MAX_WAIT_SECONDS. */
 #define POLICY_MAX_WAIT_SECONDS (IPC_MAX_WAIT_MS / 1000)
 /* Largest step text the parser accepts. */
@@ -51,6 +55,11 @@ struct policy_grammar;
  * against the key table (keys.h) at creation. NULL + errno (EINVAL when a table disagrees with
  * ipc or keys, ENOMEM). */
 struct policy_grammar *policy_grammar_create_holo3(void);
+/* The holo-nano step (docs/policy.md): the published harness's twelve tools with their names
+ * (click_desktop, ..., update_plan, answer), arguments, ranges and field order, in the same
+ * canonical compact layout (note written, null or a string; optional arguments omissible; key
+ * names holod's closed list). NULL + errno. */
+struct policy_grammar *policy_grammar_create_holo_nano(void);
 /* A point and nothing else, for grounding a script's target (one step, no history):
  *   {"x":X,"y":Y}   with X and Y integers in 0..IPC_MODEL_COORD_MAX (model space)
  * NULL + errno. */
@@ -208,6 +217,12 @@ const struct policy_format *policy_format_find(const char *name);
  * NULL + errno. */
 char *policy_step_json_schema(void);
 
+/* The holo-nano format's parser (the published schema: note optional, the published tool names
+ * and ranges, mapped onto ipc's actions with the published defaults: scroll_size 10) and its
+ * serializer (model_dump_json's layout: compact, class field order, every default written). */
+int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
+			   size_t errlen);
+char *policy_nano_step_to_json(const struct policy_step *step);
 /* Convenience wrappers of the holo3 format's parser and serializer. */
 int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
 		      size_t errlen);

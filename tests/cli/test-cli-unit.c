@@ -260,7 +260,6 @@ static void test_do_nano(void)
 	expect_do_error("usage: holoctl do drag_to X Y", "drag_to", "1", NULL);
 	expect_do_error("a goal is STATUS:TITLE", "update_plan", "Open it", NULL);
 	expect_do_error("a goal is STATUS:TITLE", "update_plan", "started:Open it", NULL);
-	expect_do_error("action.goals[0].title: is empty", "update_plan", "todo:", NULL);
 }
 
 /* The script-only actions and grounded targets through holoctl do (issue 15). */

@@ -801,9 +801,6 @@ static void test_nano_actions(void)
 		     -EINVAL, "script[0].goals[0].status: missing");
 	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"status\": \"todo\"}]}]}",
 		     -EINVAL, "script[0].goals[0].title: missing");
-	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"\","
-		     " \"status\": \"todo\"}]}]}",
-		     -EINVAL, "script[0].goals[0].title: is empty");
 	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"a\","
 		     " \"status\": \"todo\", \"why\": 1}]}]}",
 		     -EINVAL, "script[0].goals[0].why: unknown field");

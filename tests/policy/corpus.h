@@ -91,6 +91,10 @@ static inline void corpus_value(char *buf, size_t size, const struct policy_arg 
 	case POLICY_ARG_KEY:
 		snprintf(buf, size, "%s", corpus_key[v % 5]);
 		break;
+	case POLICY_ARG_GOALS:
+		snprintf(buf, size, "[{\"title\":\"%s\",\"status\":\"%s\"}]", v % 2 ? "Open it" : "",
+			 ipc_goal_status_to_string((enum ipc_goal_status)(v % 4)));
+		break;
 	}
 }
 

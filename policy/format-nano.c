@@ -1,0 +1,402 @@
+/* The holo-nano format's steps (docs/policy.md, "The published contracts and holod"): the tool
+ * table of the published harness (NVIDIA's Nemotron cookbook port of holo-nano, its pydantic
+ * `Step` union) mapped onto holod's actions, its grammar, and its step parser and serializer.
+ *
+ * The model writes the published tool names (`click_desktop`, ...) with the published
+ * arguments, ranges and defaults; a step becomes ipc's struct ipc_action (the one action
+ * vocabulary: the executor runs it) by renaming the tool and writing out the published defaults
+ * where ipc's differ (scroll_size 10). Key names are holod's closed list (item 22: a free string
+ * could spell a key x11 lacks). The canonical layout is what pydantic's model_dump_json writes:
+ * compact, fields in class order, every default written, note null kept.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "policy-internal.h"
+
+#define NANO_STR(n, m) {.name = (n), .type = POLICY_ARG_STRING, .required = true, .max = (m)}
+#define NANO_INT(n, r, l, h) {.name = (n), .type = POLICY_ARG_INT, .required = (r), .lo = (l), .hi = (h)}
+#define NANO_COORD(n) NANO_INT(n, true, 0, IPC_MODEL_COORD_MAX)
+#define NANO_ELEMENT NANO_STR("element", POLICY_MAX_ELEMENT_BYTES)
+#define NANO_POINT NANO_ELEMENT, NANO_COORD("x"), NANO_COORD("y")
+
+/* The published union's order (UpdatePlan .. Answer) and each class's field order. */
+static const struct policy_named_tool nano_tools[] = {
+	{"update_plan", IPC_TOOL_UPDATE_PLAN,
+	 {{{.name = "goals", .type = POLICY_ARG_GOALS, .required = true}}, 1}},
+	{"write_desktop", IPC_TOOL_WRITE,
+	 {{NANO_STR("content", POLICY_MAX_CONTENT_BYTES),
+	   {.name = "press_enter", .type = POLICY_ARG_BOOL},
+	   {.name = "overwrite", .type = POLICY_ARG_BOOL}}, 3}},
+	{"click_desktop", IPC_TOOL_CLICK,
+	 {{NANO_POINT, {.name = "button", .type = POLICY_ARG_BUTTON}}, 4}},
+	{"double_click_desktop", IPC_TOOL_DOUBLE_CLICK, {{NANO_POINT}, 3}},
+	{"drag_to_desktop", IPC_TOOL_DRAG_TO, {{NANO_POINT}, 3}},
+	{"scroll_desktop", IPC_TOOL_SCROLL,
+	 {{NANO_POINT, {.name = "direction", .type = POLICY_ARG_DIRECTION, .required = true},
+	   NANO_INT("scroll_size", false, 1, POLICY_NANO_MAX_SCROLL_SIZE)}, 5}},
+	{"move_to_desktop", IPC_TOOL_MOVE, {{NANO_POINT}, 3}},
+	{"key_down_desktop", IPC_TOOL_KEY_DOWN,
+	 {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1}},
+	{"key_up_desktop", IPC_TOOL_KEY_UP,
+	 {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1}},
+	{"hotkey_desktop", IPC_TOOL_HOTKEY,
+	 {{{.name = "keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_HOTKEY_KEYS},
+	   NANO_INT("repeat_count", false, 1, POLICY_NANO_MAX_REPEAT_COUNT)}, 2}},
+	{"hold_and_tap_key_desktop", IPC_TOOL_HOLD_AND_TAP_KEY,
+	 {{{.name = "hold_keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_HOLD_KEYS},
+	   {.name = "tap_keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_TAP_KEYS}},
+	  2}},
+	{"answer", IPC_TOOL_ANSWER, {{NANO_STR("content", POLICY_MAX_CONTENT_BYTES)}, 1}},
+};
+
+const struct policy_named_tool *policy_nano_tools(size_t *ret_n)
+{
+	*ret_n = ARRAY_SIZE(nano_tools);
+	return nano_tools;
+}
+
+static const struct policy_named_tool *by_name(const char *name)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(nano_tools); i++)
+		if (strcmp(nano_tools[i].name, name) == 0)
+			return &nano_tools[i];
+	return NULL;
+}
+
+static const struct policy_named_tool *by_tool(enum ipc_tool tool)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(nano_tools); i++)
+		if (nano_tools[i].tool == tool)
+			return &nano_tools[i];
+	return NULL;
+}
+
+struct policy_grammar *policy_grammar_create_holo_nano(void)
+{
+	return policy_grammar_build(nano_tools, ARRAY_SIZE(nano_tools));
+}
+
+static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
+{
+	if (errbuf && errlen) {
+		va_list ap;
+		va_start(ap, format);
+		vsnprintf(errbuf, errlen, format, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/* Bytes between the quotes when jansson writes s (what the serializer emits). */
+static size_t written_len(const char *s, size_t n)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' ||
+		    c == '\t')
+			len += 2;
+		else if (c < 0x20)
+			len += 6;
+		else
+			len += 1;
+	}
+	return len;
+}
+
+static int check_string(const json_t *v, const char *field, size_t max, char *errbuf,
+			size_t errlen)
+{
+	if (!json_is_string(v))
+		return fail(errbuf, errlen, -EINVAL, "%s: expected a string", field);
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v);
+	if (memchr(s, '\0', n))
+		return fail(errbuf, errlen, -EINVAL, "%s: contains a NUL character", field);
+	size_t w = written_len(s, n);
+	if (w > max)
+		return fail(errbuf, errlen, -E2BIG, "%s: %zu bytes exceed the limit of %zu", field,
+			    w, max);
+	return 0;
+}
+
+/* The arguments of `t` in tc: present and typed as the layout says, in range; unknown
+ * members are left to ipc, which names them. */
+static int check_args(const struct policy_named_tool *t, const json_t *tc, char *errbuf,
+		      size_t errlen)
+{
+	int r;
+	for (size_t i = 0; i < t->layout.n_args; i++) {
+		const struct policy_arg *a = &t->layout.args[i];
+		json_t *v = json_object_get(tc, a->name);
+		char field[64];
+		snprintf(field, sizeof(field), "tool_call.%s", a->name);
+		if (!v) {
+			if (a->required)
+				return fail(errbuf, errlen, -EINVAL, "%s: missing (required for '%s')",
+					    field, t->name);
+			continue;
+		}
+		if (a->type == POLICY_ARG_STRING &&
+		    (r = check_string(v, field, a->max, errbuf, errlen)) < 0)
+			return r;
+		if (a->type == POLICY_ARG_INT && !json_is_integer(v))
+			return fail(errbuf, errlen, -EINVAL, "%s: expected an integer", field);
+		if (a->type == POLICY_ARG_INT &&
+		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi))
+			return fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d", field,
+				    (long long)json_integer_value(v), a->lo, a->hi);
+		if (a->type == POLICY_ARG_GOALS && json_is_array(v)) {
+			size_t k;
+			json_t *g;
+			json_array_foreach(v, k, g) {
+				json_t *title = json_is_object(g) ? json_object_get(g, "title") : NULL;
+				char gf[96];
+				snprintf(gf, sizeof(gf), "tool_call.goals[%zu].title", k);
+				if (title && (r = check_string(title, gf, IPC_MAX_GOAL_TITLE_BYTES,
+							       errbuf, errlen)) < 0)
+					return r;
+			}
+		}
+	}
+	return 0;
+}
+
+static bool key_list_ok(char *const *keys, size_t n, const char *field, char *errbuf,
+			size_t errlen)
+{
+	for (size_t k = 0; k < n; k++)
+		if (!policy_key_name_ok(keys[k])) {
+			fail(errbuf, errlen, -EINVAL, "tool_call.%s[%zu]: '%s' is not a key name of "
+			     "the schema", field, k, keys[k]);
+			return false;
+		}
+	return true;
+}
+
+int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
+			   size_t errlen)
+{
+	struct policy_step s = {0};
+	json_error_t jerr;
+	json_t *root = NULL, *call_obj = NULL;
+	char *call = NULL;
+	int r;
+
+	if (!text)
+		return fail(errbuf, errlen, -EINVAL, "no step text");
+	if (len > POLICY_MAX_STEP_BYTES)
+		return fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d", len,
+			    POLICY_MAX_STEP_BYTES);
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
+			    jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root)) {
+		r = fail(errbuf, errlen, -EINVAL, "expected a step object {\"note\", \"thought\", "
+						  "\"tool_call\"}");
+		goto out;
+	}
+	const char *key;
+	json_t *val;
+	json_object_foreach(root, key, val) {
+		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 &&
+		    strcmp(key, "tool_call") != 0) {
+			r = fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
+			goto out;
+		}
+	}
+	/* The published schema: note optional (default null), thought and tool_call required. */
+	json_t *note = json_object_get(root, "note");
+	if (note && !json_is_null(note)) {
+		if ((r = check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) < 0)
+			goto out;
+		s.note = xstrdup(json_string_value(note));
+	}
+	json_t *thought = json_object_get(root, "thought");
+	if (!thought) {
+		r = fail(errbuf, errlen, -EINVAL, "thought: missing");
+		goto out;
+	}
+	if ((r = check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf, errlen)) < 0)
+		goto out;
+	s.thought = xstrdup(json_string_value(thought));
+
+	json_t *tc = json_object_get(root, "tool_call");
+	if (!tc || !json_is_object(tc)) {
+		r = fail(errbuf, errlen, -EINVAL, "tool_call: %s",
+			 tc ? "expected an object" : "missing");
+		goto out;
+	}
+	json_t *tn = json_object_get(tc, "tool_name");
+	if (!tn || !json_is_string(tn)) {
+		r = fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: %s",
+			 tn ? "expected a string" : "missing");
+		goto out;
+	}
+	const struct policy_named_tool *t = by_name(json_string_value(tn));
+	if (!t) {
+		r = fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: unknown tool '%s' (one of "
+			 "update_plan, write_desktop, click_desktop, double_click_desktop, "
+			 "drag_to_desktop, scroll_desktop, move_to_desktop, key_down_desktop, "
+			 "key_up_desktop, hotkey_desktop, hold_and_tap_key_desktop, answer)",
+			 json_string_value(tn));
+		goto out;
+	}
+	if ((r = check_args(t, tc, errbuf, errlen)) < 0)
+		goto out;
+	/* ipc's action: the tool renamed, the published defaults written where ipc's differ. */
+	call_obj = json_deep_copy(tc);
+	if (!call_obj || json_object_set_new(call_obj, "tool_name",
+					     json_string(ipc_tool_to_string(t->tool))) < 0 ||
+	    (t->tool == IPC_TOOL_SCROLL && !json_object_get(call_obj, "scroll_size") &&
+	     json_object_set_new(call_obj, "scroll_size",
+				 json_integer(POLICY_NANO_DEFAULT_SCROLL_SIZE)) < 0)) {
+		r = -ENOMEM;
+		goto out;
+	}
+	call = json_dumps(call_obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!call) {
+		r = -ENOMEM;
+		goto out;
+	}
+	char ierr[256] = "";
+	r = ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &s.action, ierr, sizeof(ierr));
+	if (r < 0) {
+		fail(errbuf, errlen, r, "tool_call.%s", ierr);
+		goto out;
+	}
+	if (!key_list_ok(s.action.keys, s.action.n_keys, "keys", errbuf, errlen) ||
+	    !key_list_ok(s.action.hold_keys, s.action.n_hold_keys, "hold_keys", errbuf, errlen) ||
+	    !key_list_ok(s.action.tap_keys, s.action.n_tap_keys, "tap_keys", errbuf, errlen)) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (s.action.key && !policy_key_name_ok(s.action.key)) {
+		r = fail(errbuf, errlen, -EINVAL, "tool_call.key: '%s' is not a key name of the schema",
+			 s.action.key);
+		goto out;
+	}
+	*ret = s;
+	memset(&s, 0, sizeof(s));
+	r = 0;
+out:
+	policy_step_finish(&s);
+	free(call);
+	json_decref(call_obj);
+	json_decref(root);
+	return r;
+}
+
+static json_t *key_array(char *const *keys, size_t n, size_t max)
+{
+	if (n == 0 || n > max)
+		return NULL;
+	json_t *arr = json_array();
+	for (size_t k = 0; arr && k < n; k++)
+		if (json_array_append_new(arr, json_string(keys[k])) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	return arr;
+}
+
+static json_t *arg_value(const struct policy_arg *arg, const struct ipc_action *a)
+{
+	const char *name = arg->name;
+	switch (arg->type) {
+	case POLICY_ARG_STRING:
+		return json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "")
+								 : (a->content ? a->content : ""));
+	case POLICY_ARG_INT:
+		return json_integer(strcmp(name, "x") == 0 ? a->x
+				    : strcmp(name, "y") == 0 ? a->y
+				    : strcmp(name, "scroll_size") == 0 ? a->scroll_size
+				    : a->repeat_count);
+	case POLICY_ARG_BOOL:
+		return json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter
+								    : a->overwrite);
+	case POLICY_ARG_BUTTON:
+		return ipc_button_to_string(a->button) ? json_string(ipc_button_to_string(a->button))
+						       : NULL;
+	case POLICY_ARG_DIRECTION:
+		return ipc_direction_to_string(a->direction) ?
+			       json_string(ipc_direction_to_string(a->direction)) : NULL;
+	case POLICY_ARG_KEYS:
+		return strcmp(name, "hold_keys") == 0 ? key_array(a->hold_keys, a->n_hold_keys,
+								   IPC_MAX_HOLD_KEYS)
+		       : strcmp(name, "tap_keys") == 0 ? key_array(a->tap_keys, a->n_tap_keys,
+								  IPC_MAX_TAP_KEYS)
+		       : key_array(a->keys, a->n_keys, IPC_MAX_HOTKEY_KEYS);
+	case POLICY_ARG_KEY:
+		return a->key ? json_string(a->key) : NULL;
+	case POLICY_ARG_GOALS: {
+		if (a->n_goals == 0 || a->n_goals > IPC_MAX_PLAN_GOALS)
+			return NULL;
+		json_t *arr = json_array();
+		for (size_t k = 0; arr && k < a->n_goals; k++) {
+			const char *st = ipc_goal_status_to_string(a->goals[k].status);
+			json_t *g = st && a->goals[k].title ?
+					    json_pack("{s:s, s:s}", "title", a->goals[k].title,
+						      "status", st) : NULL;
+			if (!g || json_array_append_new(arr, g) < 0) {
+				json_decref(arr);
+				return NULL;
+			}
+		}
+		return arr;
+	}
+	}
+	return NULL;
+}
+
+char *policy_nano_step_to_json(const struct policy_step *step)
+{
+	const struct policy_named_tool *t;
+	json_t *root = NULL, *tc = NULL;
+	char *out = NULL;
+	int r = 0;
+
+	if (!step || !step->thought || !(t = by_tool(step->action.tool))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	root = json_object();
+	tc = json_object();
+	if (!root || !tc)
+		goto oom;
+	r |= json_object_set_new(root, "note", step->note ? json_string(step->note) : json_null());
+	r |= json_object_set_new(root, "thought", json_string(step->thought));
+	r |= json_object_set(root, "tool_call", tc);
+	r |= json_object_set_new(tc, "tool_name", json_string(t->name));
+	for (size_t i = 0; i < t->layout.n_args; i++) {
+		json_t *v = arg_value(&t->layout.args[i], &step->action);
+		if (!v) {
+			errno = EINVAL;
+			goto fail;
+		}
+		r |= json_object_set_new(tc, t->layout.args[i].name, v);
+	}
+	if (r != 0)
+		goto oom;
+	out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!out)
+		goto oom;
+	json_decref(tc);
+	json_decref(root);
+	return out;
+oom:
+	errno = ENOMEM;
+fail:
+	json_decref(tc);
+	json_decref(root);
+	return NULL;
+}

@@ -1,0 +1,288 @@
+/* The holo-nano format's steps: the published tool names, arguments, ranges and defaults, mapped
+ * onto holod's actions; the grammar built from its tool table accepts the canonical steps and
+ * refuses what the published schema refuses (at the byte that goes wrong); every step sampled
+ * from the grammar parses and serializes back to text the grammar accepts. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "policy-internal.h"
+#include "test.h"
+
+TEST_DEFINE_GLOBALS;
+
+static struct policy_grammar *g;
+
+static long reject_at(const char *s, bool *complete)
+{
+	struct policy_matcher m;
+	policy_matcher_init(&m, g);
+	for (size_t i = 0; s[i]; i++)
+		if (policy_matcher_feed(&m, s + i, 1) < 0)
+			return (long)i;
+	*complete = policy_matcher_is_complete(&m);
+	return -1;
+}
+
+static bool accepts(const char *s)
+{
+	bool complete = false;
+	return reject_at(s, &complete) < 0 && complete;
+}
+
+#define PRE "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":"
+
+/* Canonical steps (model_dump_json's layout) and the ipc action each means. */
+static const struct {
+	const char *text;
+	enum ipc_tool tool;
+} good[] = {
+	{PRE "\"update_plan\",\"goals\":[{\"title\":\"Open it\",\"status\":\"done\"},"
+	     "{\"title\":\"Save\",\"status\":\"running\"}]}}", IPC_TOOL_UPDATE_PLAN},
+	{PRE "\"write_desktop\",\"content\":\"hi\",\"press_enter\":true,\"overwrite\":false}}",
+	 IPC_TOOL_WRITE},
+	{PRE "\"click_desktop\",\"element\":\"OK\",\"x\":10,\"y\":1000,\"button\":\"right\"}}",
+	 IPC_TOOL_CLICK},
+	{PRE "\"double_click_desktop\",\"element\":\"f\",\"x\":0,\"y\":5}}", IPC_TOOL_DOUBLE_CLICK},
+	{PRE "\"drag_to_desktop\",\"element\":\"bin\",\"x\":700,\"y\":20}}", IPC_TOOL_DRAG_TO},
+	{"{\"note\":\"seen\",\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"scroll_desktop\","
+	 "\"element\":\"list\",\"x\":1,\"y\":2,\"direction\":\"down\",\"scroll_size\":100}}",
+	 IPC_TOOL_SCROLL},
+	{PRE "\"move_to_desktop\",\"element\":\"m\",\"x\":3,\"y\":4}}", IPC_TOOL_MOVE},
+	{PRE "\"key_down_desktop\",\"key\":\"shift\"}}", IPC_TOOL_KEY_DOWN},
+	{PRE "\"key_up_desktop\",\"key\":\"shift\"}}", IPC_TOOL_KEY_UP},
+	{PRE "\"hotkey_desktop\",\"keys\":[\"ctrl\",\"c\"],\"repeat_count\":20}}", IPC_TOOL_HOTKEY},
+	{PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"],\"tap_keys\":[\"tab\",\"tab\"]}}",
+	 IPC_TOOL_HOLD_AND_TAP_KEY},
+	{PRE "\"answer\",\"content\":\"42\"}}", IPC_TOOL_ANSWER},
+};
+
+/* Refused by the grammar at the '|'. */
+static const char *const bad[] = {
+	PRE "\"click|\",\"element\":\"OK\",\"x\":1,\"y\":1}}",     /* holo3's name */
+	PRE "\"w|ait\",\"duration\":1}}",                          /* no wait in holo-nano */
+	PRE "\"drag_to_desktop\",\"element\":\"b\",\"x\":1,\"y\":1|,\"x2\":3}}",
+	PRE "\"scroll_desktop\",\"element\":\"l\",\"x\":1,\"y\":2,\"direction\":\"up\","
+	    "\"scroll_size\":10|1}}",
+	PRE "\"hotkey_desktop\",\"keys\":[\"a\"],\"repeat_count\":2|1}}",
+	PRE "\"hotkey_desktop\",\"keys\":[\"a\",\"b\",\"c\",\"d\",\"e\"|,\"f\"]}}",
+	PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"a\",\"b\",\"c\"|,\"d\"],"
+	    "\"tap_keys\":[\"a\"]}}",
+	PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"]|}}",
+	PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"h|yper\"],\"tap_keys\":[\"a\"]}}",
+	PRE "\"update_plan\",\"goals\":[|]}}",
+	PRE "\"update_plan\",\"goals\":[{\"title\":\"a\",\"status\":\"|started\"}]}}",
+	PRE "\"update_plan\",\"goals\":[{\"|status\":\"todo\",\"title\":\"a\"}]}}",
+};
+
+static void test_grammar(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		if (!accepts(good[i].text))
+			fprintf(stderr, "refused: %s\n", good[i].text);
+		CHECK(accepts(good[i].text));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char text[512];
+		const char *mark = strchr(bad[i], '|');
+		snprintf(text, sizeof(text), "%.*s%s", (int)(mark - bad[i]), bad[i], mark + 1);
+		bool complete = false;
+		long at = reject_at(text, &complete);
+		if (at != mark - bad[i])
+			fprintf(stderr, "rejected at %ld, expected %ld: %s\n", at,
+				(long)(mark - bad[i]), text);
+		CHECK_INT_EQ(at, mark - bad[i]);
+	}
+	/* 20 goals, not 21. */
+	char big[2048];
+	size_t off = (size_t)snprintf(big, sizeof(big), PRE "\"update_plan\",\"goals\":[");
+	for (int i = 0; i < IPC_MAX_PLAN_GOALS; i++)
+		off += (size_t)snprintf(big + off, sizeof(big) - off,
+					"%s{\"title\":\"g\",\"status\":\"todo\"}", i ? "," : "");
+	bool complete;
+	CHECK(reject_at(big, &complete) < 0);
+	CHECK_INT_EQ(big[off], '\0');
+	big[off] = ',';
+	big[off + 1] = '\0';
+	CHECK_INT_EQ(reject_at(big, &complete), (long)off);
+}
+
+static void test_parser(void)
+{
+	char err[512];
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		struct policy_step s;
+		err[0] = '\0';
+		int r = policy_nano_step_parse(good[i].text, strlen(good[i].text), &s, err, sizeof(err));
+		if (r != 0)
+			fprintf(stderr, "%s: %s\n", good[i].text, err);
+		REQUIRE(r == 0);
+		CHECK_INT_EQ(s.action.tool, good[i].tool);
+		char *back = policy_nano_step_to_json(&s);
+		CHECK_STR_EQ(back, good[i].text);
+		free(back);
+		policy_step_finish(&s);
+	}
+
+	/* The published defaults, written out by the serializer; note may be left out. */
+	struct policy_step s;
+	const char *t = "{\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"scroll_desktop\","
+			"\"element\":\"l\",\"x\":1,\"y\":2,\"direction\":\"up\"}}";
+	REQUIRE(policy_nano_step_parse(t, strlen(t), &s, err, sizeof(err)) == 0);
+	CHECK(s.note == NULL);
+	CHECK_INT_EQ(s.action.scroll_size, POLICY_NANO_DEFAULT_SCROLL_SIZE);
+	char *back = policy_nano_step_to_json(&s);
+	CHECK_STR_EQ(back, PRE "\"scroll_desktop\",\"element\":\"l\",\"x\":1,\"y\":2,"
+			   "\"direction\":\"up\",\"scroll_size\":10}}");
+	CHECK(accepts(back));
+	free(back);
+	policy_step_finish(&s);
+	t = PRE "\"click_desktop\",\"element\":\"e\",\"x\":1,\"y\":2}}";
+	REQUIRE(policy_nano_step_parse(t, strlen(t), &s, err, sizeof(err)) == 0);
+	back = policy_nano_step_to_json(&s);
+	CHECK_STR_EQ(back, PRE "\"click_desktop\",\"element\":\"e\",\"x\":1,\"y\":2,"
+			   "\"button\":\"left\"}}");
+	free(back);
+	policy_step_finish(&s);
+	t = PRE "\"hotkey_desktop\",\"keys\":[\"ctrl\",\"s\"]}}";
+	REQUIRE(policy_nano_step_parse(t, strlen(t), &s, err, sizeof(err)) == 0);
+	CHECK_INT_EQ(s.action.repeat_count, 1);
+	policy_step_finish(&s);
+	/* Any JSON layout parses (the schema, not the grammar, is the parser's judge). */
+	t = "{ \"tool_call\": {\"y\": 2, \"x\": 1, \"tool_name\": \"drag_to_desktop\","
+	    " \"element\": \"e\"}, \"thought\": \"t\", \"note\": null }";
+	REQUIRE(policy_nano_step_parse(t, strlen(t), &s, err, sizeof(err)) == 0);
+	CHECK_INT_EQ(s.action.tool, IPC_TOOL_DRAG_TO);
+	policy_step_finish(&s);
+
+	/* Bad steps: the message names the field. */
+	static const struct {
+		const char *text, *msg;
+		int code;
+	} errs[] = {
+		{PRE "\"click\",\"element\":\"e\",\"x\":1,\"y\":1}}",
+		 "tool_call.tool_name: unknown tool 'click' (one of update_plan", -EINVAL},
+		{PRE "\"scroll_desktop\",\"element\":\"l\",\"x\":1,\"y\":2,\"direction\":\"up\","
+		     "\"scroll_size\":101}}",
+		 "tool_call.scroll_size: 101 is out of range 1..100", -EINVAL},
+		{PRE "\"hotkey_desktop\",\"keys\":[\"a\"],\"repeat_count\":21}}",
+		 "tool_call.repeat_count: 21 is out of range 1..20", -EINVAL},
+		{PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"]}}",
+		 "tool_call.tap_keys: missing (required for 'hold_and_tap_key_desktop')", -EINVAL},
+		{PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"a\",\"b\",\"c\",\"d\"],"
+		     "\"tap_keys\":[\"a\"]}}",
+		 "tool_call.hold_keys: 4 keys exceed the limit of 3", -E2BIG},
+		{PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"],\"tap_keys\":[\"é\"]}}",
+		 "tool_call.tap_keys[0]: '\xc3\xa9' is not a key name of the schema", -EINVAL},
+		{PRE "\"update_plan\",\"goals\":[{\"title\":\"a\",\"status\":\"started\"}]}}",
+		 "tool_call.goals[0].status: expected one of todo, running, done, failed", -EINVAL},
+		{PRE "\"drag_to_desktop\",\"element\":\"e\",\"x\":1,\"y\":1,\"x2\":2}}",
+		 "tool_call.x2: unknown field for tool 'drag_to'", -EINVAL},
+		{PRE "\"move_to_desktop\",\"x\":1,\"y\":1}}",
+		 "tool_call.element: missing (required for 'move_to_desktop')", -EINVAL},
+		{"{\"note\":null,\"tool_call\":{\"tool_name\":\"answer\",\"content\":\"x\"}}",
+		 "thought: missing", -EINVAL},
+		{"{\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"answer\",\"content\":\"x\"},"
+		 "\"plan\":1}", "plan: unknown field", -EINVAL},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(errs); i++) {
+		err[0] = '\0';
+		int r = policy_nano_step_parse(errs[i].text, strlen(errs[i].text), &s, err,
+					       sizeof(err));
+		CHECK_INT_EQ(r, errs[i].code);
+		if (strncmp(err, errs[i].msg, strlen(errs[i].msg)) != 0) {
+			fprintf(stderr, "for %s\n  expected: %s\n  got: %s\n", errs[i].text,
+				errs[i].msg, err);
+			test_failures++;
+		}
+	}
+	/* A goal title over its limit. */
+	char big[IPC_MAX_GOAL_TITLE_BYTES + 256];
+	int n = snprintf(big, sizeof(big), PRE "\"update_plan\",\"goals\":[{\"title\":\"");
+	memset(big + n, 'a', IPC_MAX_GOAL_TITLE_BYTES + 1);
+	snprintf(big + n + IPC_MAX_GOAL_TITLE_BYTES + 1, 64, "\",\"status\":\"todo\"}]}}");
+	CHECK_INT_EQ(policy_nano_step_parse(big, strlen(big), &s, err, sizeof(err)), -E2BIG);
+	CHECK_STR_EQ(err, "tool_call.goals[0].title: 513 bytes exceed the limit of 512");
+}
+
+/* A deterministic generator (no floating point). */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 11);
+}
+
+/* Steps sampled from the grammar, byte by byte among the printable ASCII bytes it allows
+ * (closing quotes and brackets preferred once the text is long, so every walk ends): each
+ * parses, means a tool of the table, and serializes to a step the grammar accepts. */
+static void test_sampled(void)
+{
+	size_t n_tools;
+	const struct policy_named_tool *tools = policy_nano_tools(&n_tools);
+	bool seen[32] = {0};
+	for (int k = 0; k < 600; k++) {
+		char text[8192];
+		size_t len = 0;
+		struct policy_matcher m;
+		policy_matcher_init(&m, g);
+		while (!policy_matcher_is_complete(&m) && len + 1 < sizeof(text)) {
+			uint8_t allowed[96];
+			size_t n = 0;
+			for (int b = 0x20; b < 0x7f; b++) {
+				struct policy_matcher c = m;
+				uint8_t byte = (uint8_t)b;
+				if (policy_matcher_feed(&c, &byte, 1) == 0)
+					allowed[n++] = byte;
+			}
+			REQUIRE(n > 0);
+			uint8_t pick = allowed[next_rand() % n];
+			/* closers in order of preference: a quote ends a string first */
+			static const char closers[] = "\"]}";
+			for (size_t c = 0; len > 48 + (size_t)(k % 64) && c < 3; c++)
+				if (memchr(allowed, closers[c], n)) {
+					pick = (uint8_t)closers[c];
+					break;
+				}
+			REQUIRE(policy_matcher_feed(&m, &pick, 1) == 0);
+			text[len++] = (char)pick;
+		}
+		text[len] = '\0';
+		REQUIRE(policy_matcher_is_complete(&m));
+		struct policy_step s;
+		char err[512] = "";
+		int r = policy_nano_step_parse(text, len, &s, err, sizeof(err));
+		if (r != 0)
+			fprintf(stderr, "sampled step refused: %s\n  %s\n", text, err);
+		CHECK_INT_EQ(r, 0);
+		if (r != 0)
+			continue;
+		for (size_t t = 0; t < n_tools; t++)
+			if (tools[t].tool == s.action.tool)
+				seen[t] = true;
+		char *back = policy_nano_step_to_json(&s);
+		CHECK(back && accepts(back));
+		free(back);
+		policy_step_finish(&s);
+	}
+	for (size_t t = 0; t < n_tools; t++) {
+		if (!seen[t])
+			fprintf(stderr, "no sampled step used %s\n", tools[t].name);
+		CHECK(seen[t]);
+	}
+}
+
+int main(void)
+{
+	g = policy_grammar_create_holo_nano();
+	REQUIRE(g);
+	test_grammar();
+	test_parser();
+	test_sampled();
+	policy_grammar_destroy(g);
+	return test_exit();
+}
