@@ -276,6 +276,104 @@ static void test_sampled(void)
 	}
 }
 
+/* Constrained decoding over the holo-nano grammar: a synthetic vocabulary (every byte, words
+ * of the layout spanning several nodes, a stop id). At every state of random masked walks the
+ * mask is exactly the set of tokens the grammar accepts, the stop allowed only when the step
+ * is complete; every walk ends in a step the parser accepts. */
+static void test_masked(void)
+{
+	static const char *const words[] = {
+		"{\"note\":null,\"thought\":\"", "\",\"tool_call\":{\"tool_name\":\"",
+		"update_plan\",\"goals\":[{\"title\":\"", "\",\"status\":\"", "running\"},",
+		"done\"}]}}", "{\"title\":\"", "_desktop\"", "\",\"x\":", ",\"y\":", "}}",
+		"hold_and_tap_key", "\"],\"tap_keys\":[\"", "\",\"", "ctrl", "shift\"",
+		",\"scroll_size\":", "100", "20}}", "\"]}}",
+	};
+	enum { N_BYTES = 256, STOP = N_BYTES + ARRAY_SIZE(words), N_TOKENS = STOP + 1 };
+	const uint8_t *bytes[N_TOKENS];
+	size_t lens[N_TOKENS];
+	uint8_t single[N_BYTES];
+	for (int i = 0; i < N_BYTES; i++) {
+		single[i] = (uint8_t)i;
+		bytes[i] = &single[i];
+		lens[i] = 1;
+	}
+	for (size_t w = 0; w < ARRAY_SIZE(words); w++) {
+		bytes[N_BYTES + w] = (const uint8_t *)words[w];
+		lens[N_BYTES + w] = strlen(words[w]);
+	}
+	bytes[STOP] = NULL;
+	lens[STOP] = 0;
+	int32_t stop = STOP;
+	struct policy_masker *mk = policy_masker_create_raw(g, bytes, lens, N_TOKENS, &stop, 1);
+	REQUIRE(mk);
+	uint32_t bits[(N_TOKENS + 31) / 32];
+	size_t states = 0;
+	for (int k = 0; k < 150; k++) {
+		char text[8192];
+		size_t len = 0;
+		struct policy_matcher m;
+		policy_matcher_init(&m, g);
+		for (;;) {
+			int n = policy_masker_compute(mk, &m, bits);
+			REQUIRE(n > 0);
+			states++;
+			int32_t allowed[N_TOKENS];
+			int n_allowed = 0;
+			for (int id = 0; id < N_TOKENS; id++) {
+				bool on = bits[id / 32] >> (id % 32) & 1;
+				bool want;
+				if (id == STOP) {
+					want = policy_matcher_is_complete(&m);
+				} else {
+					struct policy_matcher c = m;
+					want = !policy_matcher_is_complete(&m) &&
+					       policy_matcher_feed(&c, bytes[id], lens[id]) == 0;
+				}
+				if (on != want) {
+					fprintf(stderr, "mask of token %d is %d, grammar says %d after: "
+						"%.*s\n", id, on, want, (int)len, text);
+					test_failures++;
+				}
+				if (on)
+					allowed[n_allowed++] = id;
+			}
+			CHECK_INT_EQ(n_allowed, n);
+			/* Prefer the multi-byte words half of the time; closers once long. */
+			int32_t pick = allowed[next_rand() % (uint32_t)n_allowed];
+			if (next_rand() % 2)
+				for (int i = 0; i < n_allowed; i++)
+					if (allowed[i] >= N_BYTES && next_rand() % 3 == 0)
+						pick = allowed[i];
+			static const char closers[] = "\"]}";
+			for (size_t c = 0; len > 40 + (size_t)(k % 64) && c < 3; c++)
+				if (bits[(uint8_t)closers[c] / 32] >> ((uint8_t)closers[c] % 32) & 1) {
+					pick = (uint8_t)closers[c];
+					break;
+				}
+			if (bits[STOP / 32] >> (STOP % 32) & 1)
+				pick = STOP;
+			int r = policy_masker_feed(mk, &m, pick);
+			if (r == 1)
+				break;
+			REQUIRE(r == 0);
+			REQUIRE(len + lens[pick] < sizeof(text));
+			memcpy(text + len, bytes[pick], lens[pick]);
+			len += lens[pick];
+		}
+		struct policy_step s;
+		char err[512] = "";
+		int r = policy_nano_step_parse(text, len, &s, err, sizeof(err));
+		if (r != 0)
+			fprintf(stderr, "masked walk refused: %.*s\n  %s\n", (int)len, text, err);
+		CHECK_INT_EQ(r, 0);
+		if (r == 0)
+			policy_step_finish(&s);
+	}
+	fprintf(stderr, "masked walks: %zu states compared\n", states);
+	policy_masker_destroy(mk);
+}
+
 int main(void)
 {
 	g = policy_grammar_create_holo_nano();
@@ -283,6 +381,7 @@ int main(void)
 	test_grammar();
 	test_parser();
 	test_sampled();
+	test_masked();
 	policy_grammar_destroy(g);
 	return test_exit();
 }
