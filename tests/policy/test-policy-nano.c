@@ -14,6 +14,9 @@
 TEST_DEFINE_GLOBALS;
 
 static struct policy_grammar *g;
+/* --dump: the sampled steps, one a line (tests/policy/nano-schema.sh validates them against
+ * the published schema when a local copy of it exists). */
+static FILE *dump;
 
 static long reject_at(const char *s, bool *complete)
 {
@@ -264,6 +267,8 @@ static void test_sampled(void)
 		for (size_t t = 0; t < n_tools; t++)
 			if (tools[t].tool == s.action.tool)
 				seen[t] = true;
+		if (dump)
+			fprintf(dump, "%s\n", text);
 		char *back = policy_nano_step_to_json(&s);
 		CHECK(back && accepts(back));
 		free(back);
@@ -369,13 +374,17 @@ static void test_masked(void)
 		CHECK_INT_EQ(r, 0);
 		if (r == 0)
 			policy_step_finish(&s);
+		if (dump)
+			fprintf(dump, "%.*s\n", (int)len, text);
 	}
 	fprintf(stderr, "masked walks: %zu states compared\n", states);
 	policy_masker_destroy(mk);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--dump") == 0)
+		dump = stdout;
 	g = policy_grammar_create_holo_nano();
 	REQUIRE(g);
 	test_grammar();
