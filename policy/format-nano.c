@@ -400,3 +400,125 @@ fail:
 	json_decref(root);
 	return NULL;
 }
+
+/* ---- system text ----------------------------------------------------------------------------- */
+
+/* Appends n bytes to a growing buffer. */
+static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		*cap = MAX(2 * *cap, *len + n + 1);
+		*buf = xrealloc(*buf, *cap);
+	}
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+}
+
+/* Where the sentence holding byte `at` of line-structured text starts (after the ". " that
+ * ends the previous sentence on its line, at that space) and ends (its final '.', or the end
+ * of the line). */
+static void sentence_around(const char *t, size_t len, size_t at, size_t *ret_start,
+			    size_t *ret_end)
+{
+	size_t s = at;
+	while (s > 0 && t[s - 1] != '\n' && !(s >= 2 && t[s - 2] == '.' && t[s - 1] == ' '))
+		s--;
+	if (s >= 2 && t[s - 2] == '.' && t[s - 1] == ' ')
+		s--; /* the space before the sentence goes with it */
+	size_t e = at;
+	while (e < len && t[e] != '\n' && !(t[e] == '.' && (e + 1 == len || t[e + 1] == '\n' ||
+							     t[e + 1] == ' ')))
+		e++;
+	if (e < len && t[e] == '.')
+		e++;
+	*ret_start = s;
+	*ret_end = e;
+}
+
+int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, size_t slen,
+			    const struct policy_nano_env *env, char **ret, char *errbuf,
+			    size_t errlen)
+{
+	char *buf = NULL, num[24];
+	size_t len = 0, cap = 0, skip_to = 0;
+
+	if (!tmpl || !schema || !env || !env->date || !env->os_name || env->max_steps == 0 ||
+	    env->max_time_s == 0)
+		return fail(errbuf, errlen, -EINVAL, "system text: a template, a schema, the date, "
+			    "the OS name and both budgets are needed");
+	if (tlen > POLICY_NANO_MAX_TEMPLATE_BYTES || slen > POLICY_NANO_MAX_SCHEMA_BYTES)
+		return fail(errbuf, errlen, -E2BIG, "system text: the template (%zu bytes) or the "
+			    "schema (%zu bytes) exceeds its limit (%d, %d)", tlen, slen,
+			    POLICY_NANO_MAX_TEMPLATE_BYTES, POLICY_NANO_MAX_SCHEMA_BYTES);
+	put(&buf, &len, &cap, "", 0);
+	for (size_t i = 0; i < tlen;) {
+		const char *c = tmpl + i;
+		if ((*c == '{' || *c == '}') && i + 1 < tlen && c[1] == *c) {
+			if (i >= skip_to)
+				put(&buf, &len, &cap, c, 1); /* "{{" and "}}" are braces, as in str.format */
+			i += 2;
+			continue;
+		}
+		if (*c == '}') {
+			free(buf);
+			return fail(errbuf, errlen, -EINVAL, "system template: a single '}' at byte %zu",
+				    i);
+		}
+		if (*c != '{') {
+			if (i >= skip_to)
+				put(&buf, &len, &cap, c, 1);
+			i++;
+			continue;
+		}
+		const char *close = memchr(c, '}', tlen - i);
+		size_t n = close ? (size_t)(close - c) - 1 : 0;
+		const char *field = c + 1, *value = NULL;
+		if (close && n == 10 && memcmp(field, "start_time", n) == 0) {
+			value = env->date;
+		} else if (close && n == 9 && memcmp(field, "max_steps", n) == 0) {
+			snprintf(num, sizeof(num), "%u", env->max_steps);
+			value = num;
+		} else if (close && n == 10 && memcmp(field, "max_time_s", n) == 0) {
+			snprintf(num, sizeof(num), "%u", env->max_time_s);
+			value = num;
+		} else if (close && n == 7 && memcmp(field, "os_name", n) == 0) {
+			value = env->os_name;
+		} else if (close && n == 8 && memcmp(field, "password", n) == 0) {
+			if (env->password) {
+				value = env->password;
+			} else {
+				/* No password configured: the sentence naming it is left out.
+				 * Its bytes before the field were copied as they are (a field or
+				 * brace there is refused). */
+				size_t s, e;
+				sentence_around(tmpl, tlen, i, &s, &e);
+				if (memchr(tmpl + s, '{', i - s) || memchr(tmpl + s, '}', i - s) ||
+				    i - s > len) {
+					free(buf);
+					return fail(errbuf, errlen, -EINVAL, "system template: the "
+						    "sentence of {password} holds another field");
+				}
+				len -= i - s;
+				buf[len] = '\0';
+				skip_to = e;
+				i = (size_t)(close - tmpl) + 1;
+				continue;
+			}
+		} else {
+			free(buf);
+			return fail(errbuf, errlen, -EINVAL, "system template: unknown field '%.*s' at "
+				    "byte %zu (known: start_time, max_steps, max_time_s, os_name, "
+				    "password)", close ? (int)MIN(n, 64) : 16, field, i);
+		}
+		if (i >= skip_to)
+			put(&buf, &len, &cap, value, strlen(value));
+		i = (size_t)(close - tmpl) + 1;
+	}
+	static const char open[] = "\n<output_format>\n```json\n", end[] = "\n```\n</output_format>\n";
+	put(&buf, &len, &cap, open, sizeof(open) - 1);
+	put(&buf, &len, &cap, schema, slen);
+	put(&buf, &len, &cap, end, sizeof(end) - 1);
+	*ret = buf;
+	return 0;
+}

@@ -223,6 +223,24 @@ char *policy_step_json_schema(void);
 int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
 			   size_t errlen);
 char *policy_nano_step_to_json(const struct policy_step *step);
+/* The holo-nano system text: the published template (holo-nano's system.j2 as the port writes
+ * it, tools/policy_published.py) filled as Python's str.format fills it ("{{" and "}}" are
+ * braces), then the schema block "\n<output_format>\n```json\n" schema "\n```\n</output_format>\n"
+ * as _build_system_prompt appends it. */
+#define POLICY_NANO_MAX_TEMPLATE_BYTES (64 * 1024)
+#define POLICY_NANO_MAX_SCHEMA_BYTES (64 * 1024)
+struct policy_nano_env {
+	const char *date;       /* {start_time}: YYYY-MM-DD */
+	unsigned max_steps;     /* {max_steps}: the task's step budget */
+	unsigned max_time_s;    /* {max_time_s}: the task's time budget in seconds */
+	const char *os_name;    /* {os_name}: "Linux" */
+	const char *password;   /* {password}; NULL: the sentence naming it is left out */
+};
+/* 0 and *ret (malloc'd); -EINVAL for a field other than the five, a lone brace, missing
+ * values; -E2BIG over the limits; errbuf says which. */
+int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, size_t slen,
+			    const struct policy_nano_env *env, char **ret, char *errbuf,
+			    size_t errlen);
 /* Convenience wrappers of the holo3 format's parser and serializer. */
 int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
 		      size_t errlen);

@@ -381,6 +381,112 @@ static void test_masked(void)
 	policy_masker_destroy(mk);
 }
 
+static char *slurp(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+	char chunk[4096];
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (len + n + 1 > cap) {
+			cap = 2 * (len + n + 1);
+			buf = xrealloc(buf, cap);
+		}
+		memcpy(buf + len, chunk, n);
+		len += n;
+	}
+	fclose(f);
+	if (buf)
+		buf[len] = '\0';
+	*ret_len = len;
+	return buf;
+}
+
+/* The system text: the template filled as str.format fills it, the schema block appended as
+ * the port appends it; without a password the sentence naming it is left out. With the local
+ * copy of the published texts (tools/policy_published.py), the rendering of the published
+ * example (password "password", 50 steps, 1800 s, Linux, 2026-11-21) is the port's, byte for
+ * byte. */
+static void test_system_text(void)
+{
+	static const char tmpl[] =
+		"Date {start_time}. {{literal}}\n"
+		"1. **Dialogs**: Handle them. The password is `{password}` \xe2\x80\x94 use it rarely.\n"
+		"Budget: {max_steps} steps or {max_time_s}s\nEnvironment: Local desktop ({os_name})\n";
+	struct policy_nano_env env = {"2026-11-21", 7, 120, "Linux", "hunter2"};
+	char err[256] = "", *out = NULL;
+	REQUIRE(policy_nano_system_text(tmpl, strlen(tmpl), "{\"a\": 1}", 8, &env, &out, err,
+					sizeof(err)) == 0);
+	CHECK_STR_EQ(out, "Date 2026-11-21. {literal}\n"
+			  "1. **Dialogs**: Handle them. The password is `hunter2` \xe2\x80\x94 use it "
+			  "rarely.\nBudget: 7 steps or 120s\nEnvironment: Local desktop (Linux)\n"
+			  "\n<output_format>\n```json\n{\"a\": 1}\n```\n</output_format>\n");
+	free(out);
+	env.password = NULL;
+	REQUIRE(policy_nano_system_text(tmpl, strlen(tmpl), "{}", 2, &env, &out, err,
+					sizeof(err)) == 0);
+	CHECK_STR_EQ(out, "Date 2026-11-21. {literal}\n1. **Dialogs**: Handle them.\n"
+			  "Budget: 7 steps or 120s\nEnvironment: Local desktop (Linux)\n"
+			  "\n<output_format>\n```json\n{}\n```\n</output_format>\n");
+	free(out);
+	static const struct {
+		const char *tmpl, *msg;
+	} bad_tmpl[] = {
+		{"a {max_step} b", "system template: unknown field 'max_step' at byte 2"},
+		{"a { b", "system template: unknown field"},
+		{"a } b", "system template: a single '}' at byte 2"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad_tmpl); i++) {
+		out = NULL;
+		CHECK_INT_EQ(policy_nano_system_text(bad_tmpl[i].tmpl, strlen(bad_tmpl[i].tmpl), "{}",
+						     2, &env, &out, err, sizeof(err)), -EINVAL);
+		CHECK(out == NULL);
+		if (strncmp(err, bad_tmpl[i].msg, strlen(bad_tmpl[i].msg)) != 0) {
+			fprintf(stderr, "expected %s\n  got %s\n", bad_tmpl[i].msg, err);
+			test_failures++;
+		}
+	}
+	env.max_steps = 0;
+	CHECK_INT_EQ(policy_nano_system_text(tmpl, strlen(tmpl), "{}", 2, &env, &out, err,
+					     sizeof(err)), -EINVAL);
+
+	/* The published texts, when a local copy exists. */
+	const char *root = getenv("HOLOD_SOURCE_ROOT");
+	char path[3][1024];
+	static const char *const names[] = {"system-template.txt", "step-schema.json",
+					    "system-prompt.txt"};
+	char *text[3];
+	size_t len[3];
+	for (int k = 0; k < 3; k++) {
+		snprintf(path[k], sizeof(path[k]), "%s/tests/fixtures/policy/published/local/%s",
+			 root ? root : ".", names[k]);
+		text[k] = slurp(path[k], &len[k]);
+	}
+	if (text[0] && text[1] && text[2]) {
+		struct policy_nano_env pub = {"2026-11-21", 50, 1800, "Linux", "password"};
+		REQUIRE(policy_nano_system_text(text[0], len[0], text[1], len[1], &pub, &out, err,
+						sizeof(err)) == 0);
+		CHECK_INT_EQ(strlen(out), len[2]);
+		CHECK(strcmp(out, text[2]) == 0);
+		free(out);
+		pub.password = NULL;
+		REQUIRE(policy_nano_system_text(text[0], len[0], text[1], len[1], &pub, &out, err,
+						sizeof(err)) == 0);
+		CHECK(strstr(out, "password for this machine") == NULL);
+		CHECK(strstr(out, "Handle or dismiss as needed.\n") != NULL);
+		fprintf(stderr, "the published system prompt: %zu bytes, rendered byte for byte\n",
+			len[2]);
+		free(out);
+	} else {
+		fprintf(stderr, "no local copy of the published texts: the published rendering is "
+			"not compared (tools/policy_published.py)\n");
+	}
+	for (int k = 0; k < 3; k++)
+		free(text[k]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--dump") == 0)
@@ -391,6 +497,7 @@ int main(int argc, char **argv)
 	test_parser();
 	test_sampled();
 	test_masked();
+	test_system_text();
 	policy_grammar_destroy(g);
 	return test_exit();
 }
