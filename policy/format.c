@@ -1,6 +1,7 @@
 /* The holo3 policy format (agent.md 1.1, 1.2): its system prompt, and the registry of formats.
- * The tool list of the system prompt is generated from the canonical layout, so the prompt,
- * the grammar and the parser cannot drift apart. */
+ * The tool list of the system prompt and the JSON Schema of its <output_format> block are
+ * generated from the canonical layout, so the prompt, the grammar and the parser cannot drift
+ * apart. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -140,14 +141,17 @@ static char *holo3_system_text(const struct policy_env *env)
 	sb_add(&b, "\nKey names: a single character, f1..f24, or one of");
 	for (size_t i = 0; policy_key_name(i); i++)
 		sb_add(&b, "%s %s", i ? "," : "", policy_key_name(i));
-	sb_add(&b, ".\n\n<output_format>\n"
-		   "One JSON object, compact, keys in this order, the tool's arguments in the order "
-		   "listed above (optional ones may be left out):\n"
-		   "{\"note\":string|null,\"thought\":string,\"tool_call\":{\"tool_name\":string,"
-		   "...arguments}}\n"
-		   "Example: {\"note\":null,\"thought\":\"Open the File menu.\",\"tool_call\":"
-		   "{\"tool_name\":\"click\",\"element\":\"File menu\",\"x\":24,\"y\":12}}\n"
-		   "</output_format>");
+	sb_add(&b, ".");
+	/* The step's JSON Schema, the copy a schema-constrained server gets too, in the block H's
+	 * Agent loop appends to the prompt (docs/policy.md, "The published contracts"). */
+	char *schema = policy_step_json_schema();
+	if (!schema) {
+		free(b.s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	sb_add(&b, "%s%s%s", POLICY_OUTPUT_FORMAT_OPEN, schema, POLICY_OUTPUT_FORMAT_CLOSE);
+	free(schema);
 	return b.s;
 }
 

@@ -1,7 +1,11 @@
-/* The step schema as JSON Schema, for servers that constrain their output with one (the remote
- * provider's response_format). Built from the same layout table as the grammar, so the two
- * cannot drift apart; the grammar stays stricter where JSON Schema cannot say it (string
- * limits count bytes as written, not characters), and the parser is the judge of both. */
+/* The step schema as JSON Schema: the copy the holo3 system prompt shows the model in its
+ * <output_format> block, and the one servers that constrain their output with a schema get (the
+ * remote provider's response_format), as H's Agent loop documentation has both copies be the
+ * same. Built from the same layout table as the grammar, so none of them can drift apart; the
+ * grammar stays stricter where JSON Schema cannot say it (string limits count bytes as written,
+ * not characters), and the parser is the judge of all. Written as Python's json.dumps writes
+ * (", " and ": " separators, one line), the form the published harnesses put in their prompts;
+ * the key names are one "$defs" entry that hotkey.keys and key_down/key_up.key refer to. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -40,6 +44,8 @@ static json_t *key_enum(void)
 	return json_pack("{s:s, s:o}", "type", "string", "enum", names);
 }
 
+#define KEY_REF "#/$defs/key"
+
 static json_t *arg_schema(const struct policy_arg *a)
 {
 	switch (a->type) {
@@ -59,10 +65,10 @@ static json_t *arg_schema(const struct policy_arg *a)
 		return json_pack("{s:s, s:[s,s,s,s]}", "type", "string", "enum", "up", "down",
 				 "left", "right");
 	case POLICY_ARG_KEYS:
-		return json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", key_enum(),
-				 "minItems", 1, "maxItems", IPC_MAX_HOTKEY_KEYS);
+		return json_pack("{s:s, s:{s:s}, s:i, s:i}", "type", "array", "items", "$ref",
+				 KEY_REF, "minItems", 1, "maxItems", IPC_MAX_HOTKEY_KEYS);
 	case POLICY_ARG_KEY:
-		return key_enum();
+		return json_pack("{s:s}", "$ref", KEY_REF);
 	case POLICY_ARG_GOALS: /* holo-nano only: its schema is the published text */
 		return NULL;
 	}
@@ -96,12 +102,12 @@ char *policy_step_json_schema(void)
 			      POLICY_MAX_THOUGHT_BYTES > SCHEMA_MAX_LENGTH,
 		      "note and thought would need a maxLength");
 	json_t *schema = json_pack(
-	        "{s:s, s:{s:{s:[{s:s}, {s:s}]}, s:{s:s}, s:{s:o}}, s:[s,s,s], s:b}", "type",
-	        "object", "properties", "note", "anyOf", "type", "string", "type", "null",
-	        "thought", "type", "string", "tool_call", "anyOf", tools, "required", "note",
-	        "thought", "tool_call", "additionalProperties", 0);
+	        "{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}]}, s:{s:s}, s:{s:o}}, s:[s,s,s], s:b}",
+	        "$defs", "key", key_enum(), "type", "object", "properties", "note", "anyOf", "type",
+	        "string", "type", "null", "thought", "type", "string", "tool_call", "anyOf", tools,
+	        "required", "note", "thought", "tool_call", "additionalProperties", 0);
 	if (schema)
-		text = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		text = json_dumps(schema, JSON_PRESERVE_ORDER);
 	json_decref(schema);
 	if (!text)
 		errno = ENOMEM;

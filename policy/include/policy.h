@@ -209,11 +209,13 @@ extern const struct policy_format policy_format_holo3;
 const struct policy_format *policy_format_find(const char *name);
 
 /* The holo3 step as JSON Schema (draft 2020-12 subset: type, properties, required, enum,
- * const, anyOf, minimum/maximum, maxLength, minItems/maxItems), compact, malloc'd; for servers
- * that constrain their output with a schema. It accepts what the grammar does, except that
- * string limits are in characters there and in bytes as written here, limits above 1000 are
- * left out and so are the '"' and '\\' keys (llama.cpp's schema converter breaks on them):
- * the parser decides.
+ * const, anyOf, $defs/$ref, minimum/maximum, maxLength, minItems/maxItems), on one line with
+ * ", " and ": " separators as Python's json.dumps writes it, malloc'd. The holo3 system prompt
+ * shows it in POLICY_OUTPUT_FORMAT_OPEN .. POLICY_OUTPUT_FORMAT_CLOSE, and servers that
+ * constrain their output with a schema get the same text. It accepts what the grammar does,
+ * except that string limits are in characters there and in bytes as written here, limits above
+ * 1000 are left out and so are the '"' and '\\' keys (llama.cpp's schema converter breaks on
+ * them): the parser decides.
  * NULL + errno. */
 char *policy_step_json_schema(void);
 
@@ -241,6 +243,12 @@ struct policy_nano_env {
 int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, size_t slen,
 			    const struct policy_nano_env *env, char **ret, char *errbuf,
 			    size_t errlen);
+
+/* What the holo3 system prompt puts around the schema, as H's Agent loop appends it to the
+ * prompt: the prompt's text, then OPEN, the schema, CLOSE (the prompt ends there). */
+#define POLICY_OUTPUT_FORMAT_OPEN "\n\n<output_format>\n```json\n"
+#define POLICY_OUTPUT_FORMAT_CLOSE "\n```\n</output_format>"
+
 /* Convenience wrappers of the holo3 format's parser and serializer. */
 int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
 		      size_t errlen);

@@ -7,7 +7,9 @@
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
 [ "$AGENT_BACKEND" = cpu ] || test_skip "the fleet runs on the CPU backend"
-CTX="--context-tokens 4096 --step-tokens 256"
+# The prefix alone is about 5000 tokens of the tiny tokenizer (the system prompt holds the step
+# schema), so the sessions hold 8192.
+CTX="--context-tokens 8192 --step-tokens 256"
 
 # ---- four displays, four tasks at once
 start_agent --virtual 640x400 --displays 4 --kill-switch-ms 0 --batch-prefill-chunk 64 $CTX
@@ -118,7 +120,7 @@ submit '{"instruction": "Click the red block.", "max_steps": 2}'
 wait_task "$TASK" failed 60
 api GET "/v1/tasks/$TASK"
 case "$(jq -r .error "$BODY")" in
-*"needs "*" MiB (a context of 4096 tokens, its snapshots and its prefix), more than the 0.1 MiB the sessions may hold"*) ;;
+*"needs "*" MiB (a context of 8192 tokens, its snapshots and its prefix), more than the 0.1 MiB the sessions may hold"*) ;;
 *) fail "never fits: $(jq -r .error "$BODY")" ;;
 esac
 expect_json "never fits" .steps 0

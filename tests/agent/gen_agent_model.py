@@ -21,8 +21,9 @@ With --short-prompt (tests/fixtures/models/tiny-agent-short) the checkpoint is t
 its tokenizer: the pre-tokenizer splits at line ends only, and BPE merges trained greedily (most
 frequent pair first, ties to the first seen) on the agent's system prompt for a 640x400 screen
 (tests/policy/golden-holo3-system.txt with the screen size replaced) and the test instruction
-bring that prefix from about 2000 tokens to a few hundred. The emulated CUDA backend's
-attention costs the square of the prefix, so this is what makes the agent tests fit there.
+bring that prefix from about 5000 tokens (the prompt holds the step's JSON Schema) to a few
+hundred. The emulated CUDA backend's attention costs the square of the prefix, so this is what
+makes the agent tests fit there.
 The added tokens keep their ids (now in the vocab too), the new ids come after them; the steering looks its tokens up in the new vocab.
 
 Usage: tools/.venv/bin/python tests/agent/gen_agent_model.py [--short-prompt] [--out DIR]

@@ -244,7 +244,11 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 			float dw = max_diff(captured, fresh, a->vocab, &scale);
 			fprintf(stderr, "        %s: %.2e\n",
 				kind == 0 ? "one screenshot fewer" : "no evicted turns", (double)dw);
-			CHECK(dw > 10 * LOGITS_TOL * fmaxf(1.0f, scale));
+			/* At least 4 times the tolerance: behind the holo3 prefix (about 5000 tokens
+			 * of this tokenizer, the step schema included) the wrong contexts differ by
+			 * 5e-4 to 4e-3 at |logit| ~7.4 (the tolerance there: 7.4e-5), the right one
+			 * by less than 3e-6. */
+			CHECK(dw > 4 * LOGITS_TOL * fmaxf(1.0f, scale));
 			policy_piece_finish(&wrong);
 		}
 		policy_piece_finish(&win);

@@ -236,7 +236,9 @@ static void run_on(const char *model, enum engine_precision precision)
 	e.n_floats = (size_t)e.n_tiles * (size_t)engine_vision_tokens_per_tile(v) *
 		     (size_t)engine_vision_embed_dim(v);
 
-	struct agent_config cfg = {.worker = et, .context_tokens = 4096};
+	/* 8192: the holo3 system prompt (it holds the step schema) is about 5000 tokens of the tiny
+	 * tokenizer. */
+	struct agent_config cfg = {.worker = et, .context_tokens = 8192};
 	struct ground g = {.cfg = &cfg}, alone = {.cfg = &cfg};
 
 	struct dec d[N_DEC] = {0};

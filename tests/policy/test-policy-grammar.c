@@ -442,8 +442,8 @@ static void test_point_grammar(void)
 	policy_grammar_destroy(pg);
 }
 
-/* The JSON Schema a remote server constrains its output with (policy_step_json_schema): one
- * alternative per tool, each naming the tool and exactly the layout's arguments, required as
+/* The JSON Schema the holo3 prompt shows and a remote server constrains its output with
+ * (policy_step_json_schema): one alternative per tool, each naming the tool and exactly the layout's arguments, required as
  * the grammar requires them, ranges and enums as the grammar's, the same key names. */
 static void test_json_schema(void)
 {
@@ -479,10 +479,18 @@ static void test_json_schema(void)
 		}
 		CHECK_INT_EQ(json_array_size(json_object_get(alt, "required")), n_required);
 	}
-	/* hotkey.keys: the grammar's key names, f1..f24 and single printable characters. */
-	json_t *keys = json_object_get(json_object_get(json_object_get(
-		json_object_get(json_array_get(tools, IPC_TOOL_HOTKEY), "properties"), "keys"),
-		"items"), "enum");
+	/* Key names are one "$defs" entry; hotkey.keys' items and key_down/key_up.key refer to
+	 * it. */
+	const char *ref = "#/$defs/key";
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(json_object_get(
+			     json_object_get(json_array_get(tools, IPC_TOOL_HOTKEY), "properties"),
+			     "keys"), "items"), "$ref")), ref);
+	for (int t = IPC_TOOL_KEY_DOWN; t <= IPC_TOOL_KEY_UP; t++)
+		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(json_object_get(
+				     json_array_get(tools, (size_t)t), "properties"), "key"), "$ref")),
+			     ref);
+	/* The key names: the grammar's, f1..f24 and single printable characters. */
+	json_t *keys = json_object_get(json_object_get(json_object_get(s, "$defs"), "key"), "enum");
 	size_t n_names = 0;
 	while (policy_key_name(n_names))
 		n_names++;
@@ -494,6 +502,14 @@ static void test_json_schema(void)
 		CHECK(policy_key_name_ok(json_string_value(k)));
 		CHECK(strpbrk(json_string_value(k), "\"\\") == NULL);
 	}
+	/* Written as Python's json.dumps writes it (", " and ": ", one line), the form the
+	 * published harnesses show the model: the same text comes back from a dump in that
+	 * style. */
+	char *again = json_dumps(s, JSON_PRESERVE_ORDER);
+	REQUIRE(again);
+	CHECK_STR_EQ(text, again);
+	free(again);
+	CHECK(strchr(text, '\n') == NULL);
 	/* No maxLength above 1000 anywhere: llama.cpp's grammar parser refuses those rules. */
 	for (const char *p = strstr(text, "\"maxLength\":"); p;
 	     p = strstr(p + 1, "\"maxLength\":"))

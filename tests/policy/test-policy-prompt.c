@@ -94,6 +94,30 @@ static char *read_file(const char *path)
 static const struct policy_env env = {
 	.screen_width = 1920, .screen_height = 1080, .date = "2026-11-21"};
 
+/* The system prompt ends in the <output_format> block of H's Agent loop with the step's JSON
+ * Schema in a json fence, and that schema is the text policy_step_json_schema() writes from the
+ * layout table (the one the grammar is built from, and the one a remote server constrains its
+ * output with), not a copy that could drift. */
+static void test_output_format(void)
+{
+	char *sys = policy_format_holo3.system_text(&env);
+	char *schema = policy_step_json_schema();
+	REQUIRE(sys && schema);
+	char *tail = xasprintf("%s%s%s", POLICY_OUTPUT_FORMAT_OPEN, schema,
+			       POLICY_OUTPUT_FORMAT_CLOSE);
+	size_t n = strlen(sys), m = strlen(tail);
+	REQUIRE(n > m);
+	CHECK_STR_EQ(sys + n - m, tail);
+	/* One block, and the fence holds the schema alone. */
+	const char *open = strstr(sys, "<output_format>");
+	REQUIRE(open);
+	CHECK(strstr(open + 1, "<output_format>") == NULL);
+	CHECK(strstr(sys, "```json\n{\"$defs\": {\"key\": ") != NULL);
+	free(tail);
+	free(schema);
+	free(sys);
+}
+
 static void test_prefix(struct policy_renderer *r)
 {
 	char path[4096];
@@ -498,6 +522,7 @@ int main(void)
 	REQUIRE(tok);
 	struct policy_renderer *r = policy_renderer_create(&policy_format_holo3, tok, &env, TPT);
 	REQUIRE(r);
+	test_output_format();
 	test_prefix(r);
 	test_step(r);
 	test_reasoning();
