@@ -134,6 +134,17 @@ json_t *agent_sampling_defaults(const struct agent_config *cfg, const struct pol
 			 cfg->seed >= 0 ? json_integer(cfg->seed) : json_null());
 }
 
+const struct policy_format *agent_format(const struct agent_config *cfg,
+					 const struct ipc_task_options *o)
+{
+	const struct policy_format *f = NULL;
+	if (o->policy_format != IPC_POLICY_FORMAT_DEFAULT)
+		f = policy_format_find(ipc_policy_format_to_string(o->policy_format));
+	if (!f)
+		f = cfg->format;
+	return f ? f : &policy_format_holo3;
+}
+
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	       struct x11_display **d, const char *display_name, const struct executor_task *t,
 	       struct executor_outcome *ret)
@@ -145,12 +156,14 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	struct x11_frame *frame = NULL;
 	char err[512] = "", date[16];
 	int r = 0;
+	const struct policy_format *fmt = agent_format(cfg, o);
 
 	struct provider_task_args args = {
 		.cfg = cfg,
 		.t = t,
 		.run = &a.run,
 		.history = o->history != IPC_HISTORY_DEFAULT ? o->history : cfg->history,
+		.format = fmt,
 		.window = o->window ? o->window : cfg->window,
 		.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles),
 		.thinking = o->thinking == IPC_THINKING_DEFAULT ? cfg->thinking
@@ -159,8 +172,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		.thinking_tokens = MIN(o->thinking_tokens ? o->thinking_tokens : cfg->thinking_tokens,
 				       cfg->step_tokens / 2),
 		.date = date,
-		/* holo3 is the one policy format today; its defaults apply */
-		.sampling = agent_sampling(cfg, &policy_format_holo3, o, t->id),
+		/* the task's format's defaults apply */
+		.sampling = agent_sampling(cfg, fmt, o, t->id),
 	};
 
 	if (!p) {
@@ -183,6 +196,12 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	if (strcmp(p->ops->name, "local") != 0)
 		args.thinking = false;
 	if (prov) {
+		/* the format, and whose system text: holo-nano's published one (the user's verified
+		 * copy) or holod's own (docs/policy.md) */
+		json_object_set_new(prov, "policy_format", json_string(fmt->name));
+		json_object_set_new(prov, "system_text",
+				    json_string(fmt == &policy_format_holo_nano && cfg->published
+							? "published" : "holod"));
 		json_object_set_new(prov, "thinking", json_boolean(args.thinking));
 		json_object_set_new(prov, "thinking_tokens", json_integer(args.thinking_tokens));
 	}

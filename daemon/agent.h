@@ -39,10 +39,14 @@ struct agent_config {
 	bool thinking;            /* default: a think block before each step (docs/policy.md) */
 	unsigned thinking_tokens; /* default: most tokens of the think block, within step_tokens */
 	bool unconstrained;       /* debug: no step grammar while decoding */
+	const struct policy_format *format; /* default of tasks that leave it unset; NULL: holo3 */
+	/* the published holo-nano texts read from the user's verified copy; NULL: holod's own */
+	const struct policy_published *published;
 };
 
 struct ipc_task_options;
 struct policy_format;
+struct policy_published;
 struct provider_sampling;
 
 /* The sampling of a task with options `o` (provider_sampling): each of the task's fields, else
@@ -57,6 +61,10 @@ json_t *agent_sampling_defaults(const struct agent_config *cfg, const struct pol
 /* The seed of step `index` of a task seeded `task_seed` (its first attempt's; a retry adds the
  * attempt number). */
 uint64_t agent_step_seed(uint32_t task_seed, size_t index);
+
+/* The policy format of a task with options `o`: the task's, else holod's, else holo3. */
+const struct policy_format *agent_format(const struct agent_config *cfg,
+					 const struct ipc_task_options *o);
 
 /* Runs instruction task `t` (see executor_run for the display). */
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,

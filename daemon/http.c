@@ -384,10 +384,12 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 		json_object_set_new(o, "provider", prov ? prov : json_pack("{s:s}", "name", "local"));
 	else
 		json_decref(prov);
-	/* holo3 is the one policy format today */
+	/* the default format's (--policy-format) */
 	if (o && s->ctx.agent)
 		json_object_set_new(o, "sampling",
-				    agent_sampling_defaults(s->ctx.agent, &policy_format_holo3));
+				    agent_sampling_defaults(s->ctx.agent,
+							    agent_format(s->ctx.agent,
+									 &(struct ipc_task_options){0})));
 	json_decref(snap);
 	return send_json(c, MHD_HTTP_OK, o, false);
 }

@@ -39,6 +39,7 @@
 #include "http.h"
 #include "journal.h"
 #include "options.h"
+#include "policy.h"
 #include "scheduler.h"
 #include "shotwriter.h"
 #include "system.h"
@@ -278,6 +279,23 @@ int main(int argc, char **argv)
 	}
 	if (cfg.debug_unconstrained)
 		log_warning("--debug-unconstrained: steps are decoded without the step grammar");
+	/* holo-nano's published system text: the user's local copy when its SHA-256s match,
+	 * else holod's own text (docs/policy.md); the tasks' provenance says which */
+	static struct policy_published published;
+	bool have_published = false;
+	if (cfg.published_dir) {
+		char perr[512];
+		int pr = policy_published_load(cfg.published_dir, &published, perr, sizeof(perr));
+		have_published = pr == 0;
+		if (pr == 0)
+			log_info("holo-nano: the published system text from %s", cfg.published_dir);
+		else if (pr == -ENOENT)
+			log_info("holo-nano: no published copy in %s: holod's own system text",
+				 cfg.published_dir);
+		else
+			log_warning("holo-nano: the published copy is not used (holod's own system "
+				    "text): %s", perr);
+	}
 	struct scheduler_config sc = {
 		.displays = (const char *const *)cfg.displays,
 		.n_displays = cfg.n_displays,
@@ -302,6 +320,8 @@ int main(int argc, char **argv)
 			.thinking_tokens = cfg.thinking_tokens,
 			.seed = cfg.seed,
 			.unconstrained = cfg.debug_unconstrained,
+			.format = policy_format_find(cfg.policy_format),
+			.published = have_published ? &published : NULL,
 		},
 	};
 	sched = scheduler_create(&sc, journal, writer);
@@ -347,6 +367,7 @@ destroy_scheduler:
 	scheduler_destroy(sched);
 destroy_provider:
 	provider_destroy(provider);
+	policy_published_finish(&published);
 destroy_worker:
 	model_worker_destroy(worker);
 destroy_writer:

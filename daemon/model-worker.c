@@ -146,6 +146,8 @@ static void unload(struct worker_ctx *ctx)
 {
 	policy_masker_destroy(ctx->masker);
 	policy_grammar_destroy((struct policy_grammar *)ctx->grammar);
+	policy_masker_destroy(ctx->nano_masker);
+	policy_grammar_destroy((struct policy_grammar *)ctx->nano_grammar);
 	policy_masker_destroy(ctx->point_masker);
 	policy_grammar_destroy((struct policy_grammar *)ctx->point_grammar);
 	engine_vision_destroy(ctx->vision);
@@ -350,6 +352,17 @@ static void load(struct model_worker *et)
 	if (!ctx->masker) {
 		set_failed(et, "the model %s: cannot build the token masks: %s", et->dir,
 			   strerror(errno));
+		goto fail;
+	}
+	ctx->nano_grammar = policy_grammar_create_holo_nano();
+	ctx->nano_masker = ctx->nano_grammar
+				   ? policy_masker_create(ctx->nano_grammar, ctx->tok,
+							  (size_t)et->info.vocab, ctx->stop_ids,
+							  ctx->n_stop_ids)
+				   : NULL;
+	if (!ctx->nano_masker) {
+		set_failed(et, "the model %s: cannot build the holo-nano step's token masks: %s",
+			   et->dir, strerror(errno));
 		goto fail;
 	}
 	/* Grounding's: built here once, not on the worker between two forwards per grounding. */

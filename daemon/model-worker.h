@@ -69,8 +69,10 @@ struct worker_ctx {
 	struct engine_backend *backend; /* the language model runs here; sessions live on it */
 	const struct engine_tokenizer *tok;
 	struct engine_vision *vision;
-	const struct policy_grammar *grammar; /* a step */
+	const struct policy_grammar *grammar; /* a holo3 step */
 	struct policy_masker *masker;
+	const struct policy_grammar *nano_grammar; /* a holo-nano step */
+	struct policy_masker *nano_masker;
 	const struct policy_grammar *point_grammar; /* a grounding's answer */
 	struct policy_masker *point_masker;
 	int32_t stop_ids[2]; /* <SPECIAL_12>, </s> */

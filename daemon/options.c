@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "ipc.h"
 #include "model-worker.h"
+#include "policy.h"
 
 enum option_type {
 	OPT_PATH,   /* a file system path, taken as given */
@@ -32,6 +33,7 @@ enum option_type {
 	OPT_SSM_STATE,   /* the SSM state's storage: an engine precision name */
 	OPT_WEIGHTS,     /* the linear layers' format: an engine weights name */
 	OPT_ONOFF,       /* "on" or "off" */
+	OPT_POLICY_FORMAT, /* a policy format's name */
 };
 
 /* Tokens a session must leave for the prompt besides one step's decode budget. */
@@ -107,6 +109,15 @@ static const struct option_def options[] = {
 	 "default history mode of instruction tasks: rolling (the last K screenshots, older "
 	 "observations evicted into a snapshot: K screenshots prefilled a step), persistent (every "
 	 "screenshot, one resident session) or window (the last K re-prefilled from the prefix)",
+	 true},
+	{"policy-format", "HOLOD_POLICY_FORMAT", OPT_POLICY_FORMAT, OFF(policy_format), 0, 0,
+	 "holo3", POLICY_FORMAT_NAMES,
+	 "default policy format of instruction tasks (docs/policy.md): holo3 (H Company's agent "
+	 "loop) or holo-nano (the published holo-nano harness: its tools, system text and turns)",
+	 true},
+	{"published-dir", "HOLOD_PUBLISHED_DIR", OPT_PATH, OFF(published_dir), 0, 0, NULL, "DIR",
+	 "where tools/policy_published.py put the published holo-nano texts (default "
+	 "$XDG_DATA_HOME/holod/published); used when their SHA-256s match, else holod's own text",
 	 true},
 	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",
 	 "default number of recent observations sent with their screenshot (rolling and window "
@@ -449,6 +460,15 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		free(*(char **)base);
 		*(char **)base = xstrdup(value);
 		return 0;
+	case OPT_POLICY_FORMAT:
+		if (!policy_format_find(value)) {
+			fprintf(stderr, "holod: %s: --%s: unknown policy format '%s' (%s)\n", where,
+				o->name, value, POLICY_FORMAT_NAMES);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
 	case OPT_HISTORY:
 		if (ipc_history_from_string(value) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (rolling, persistent, window)\n",
@@ -717,6 +737,9 @@ static int resolve_defaults(struct holod_config *cfg)
 			return r;
 		}
 	}
+	/* no data directory: no published copy, holod's own holo-nano text */
+	if (!cfg->published_dir)
+		(void)path_xdg(PATH_DATA, "holod/published", &cfg->published_dir);
 	if (!cfg->state_dir && (r = path_xdg(PATH_STATE, "holod", &cfg->state_dir)) < 0) {
 		fprintf(stderr, "holod: no state directory: set $XDG_STATE_HOME, $HOME or "
 				"--state-dir\n");

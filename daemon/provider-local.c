@@ -68,6 +68,7 @@ struct agent {
 	const struct executor_task *t;
 	struct executor_run *run;
 	struct policy_renderer *renderer;
+	const struct policy_format *fmt;
 	struct policy_env penv;
 	enum ipc_history history;
 	size_t window;
@@ -99,6 +100,19 @@ struct agent {
 };
 
 /* ---- worker jobs (run on the model worker) ----------------------------------------------- */
+
+/* The step grammar and its masker of format fmt, built at load (model-worker.c). */
+static const struct policy_grammar *step_grammar(const struct worker_ctx *ctx,
+						 const struct policy_format *fmt)
+{
+	return fmt == &policy_format_holo_nano ? ctx->nano_grammar : ctx->grammar;
+}
+
+static struct policy_masker *step_masker(const struct worker_ctx *ctx,
+					 const struct policy_format *fmt)
+{
+	return fmt == &policy_format_holo_nano ? ctx->nano_masker : ctx->masker;
+}
 
 static void account(struct agent *a)
 {
@@ -364,7 +378,8 @@ static int attempt_logits(void *userdata, float *logits, int vocab)
 	/* the thinking budget spent: the block may only close, then the step follows */
 	if (at->constrained && j->thinking && at->think_tokens >= j->think_budget)
 		policy_matcher_close_thinking(&at->m);
-	if (at->constrained && policy_masker_apply(at->ctx->masker, &at->m, logits) <= 0) {
+	if (at->constrained &&
+	    policy_masker_apply(step_masker(at->ctx, at->j->a->fmt), &at->m, logits) <= 0) {
 		snprintf(j->err, sizeof(j->err), "the step grammar allows no token after %zu bytes",
 			 j->raw_len);
 		return -EBADMSG;
@@ -383,7 +398,7 @@ static int attempt_token(void *userdata, int32_t id)
 	if (at->constrained) {
 		if (policy_matcher_thinking(&at->m))
 			at->think_tokens++;
-		int r = policy_masker_feed(at->ctx->masker, &at->m, id);
+		int r = policy_masker_feed(step_masker(at->ctx, at->j->a->fmt), &at->m, id);
 		if (r == 1) {
 			at->complete = true;
 			return 1;
@@ -438,10 +453,11 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 		.logits_hook = attempt_logits,
 		.userdata = j->at,
 	};
+	const struct policy_grammar *g = step_grammar(ctx, a->fmt);
 	if (j->thinking)
-		(void)policy_matcher_init_thinking(&j->at->m, ctx->grammar); /* holo3 has one */
+		(void)policy_matcher_init_thinking(&j->at->m, g); /* both formats have one */
 	else
-		policy_matcher_init(&j->at->m, ctx->grammar);
+		policy_matcher_init(&j->at->m, g);
 	j->raw_len = 0;
 	j->raw[0] = '\0';
 	j->tokens_before = engine_session_n_tokens(a->session);
@@ -481,8 +497,8 @@ static int attempt_end(struct step_job *j, int r)
 			 POLICY_THINK_CLOSE);
 		return -EBADMSG;
 	}
-	if (policy_step_parse(j->raw + j->step_at, j->raw_len - j->step_at, &j->step, perr,
-			      sizeof(perr)) < 0) {
+	if (a->fmt->step_parse(j->raw + j->step_at, j->raw_len - j->step_at, &j->step, perr,
+			       sizeof(perr)) < 0) {
 		snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
 		return -EBADMSG;
 	}
@@ -704,10 +720,11 @@ static void journal_prompt(struct agent *a, const struct policy_piece *prefix, b
 		return;
 	}
 	prefill_sha256(prefix, NULL, sha);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:s, s:I, s:s}", "format",
-			      policy_format_holo3.name, "system", system, "user", user,
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:I, s:s}", "format",
+			      a->fmt->name, "system_text", a->penv.published ? "published" : "holod",
+			      "system", system, "user", user,
 			      "tokens_per_tile", a->tokens_per_tile, "reasoning", reasoning, "evicted",
-			      POLICY_EVICTED_TEXT, "tokens", (json_int_t)prefix->n_ids, "sha256",
+			      a->fmt->turns.evicted, "tokens", (json_int_t)prefix->n_ids, "sha256",
 			      sha);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (!text || (r = journal_task_prompt(a->run->env->journal, a->t->id, text)) < 0)
@@ -985,10 +1002,14 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	a->thinking = args->thinking;
 	a->thinking_tokens = args->thinking_tokens;
 	a->tokens_per_tile = model_worker_tokens_per_tile(lp->worker);
+	a->fmt = args->format ? args->format : &policy_format_holo3;
 	a->penv = (struct policy_env){.screen_width = a->run->monitor.width,
 				      .screen_height = a->run->monitor.height,
-				      .date = args->date, .reasoning = args->thinking};
-	a->renderer = policy_renderer_create(&policy_format_holo3,
+				      .date = args->date, .reasoning = args->thinking,
+				      .max_steps = t->max_steps, .max_time_s = t->max_seconds,
+				      .published = a->fmt == &policy_format_holo_nano
+							   ? a->cfg->published : NULL};
+	a->renderer = policy_renderer_create(a->fmt,
 					     model_worker_tokenizer(lp->worker), &a->penv,
 					     a->tokens_per_tile);
 	if (!a->renderer) {
@@ -1176,7 +1197,7 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	ret->prompt_text = agent_prompt_text(head, tail, AGENT_MAX_PROMPT_TEXT_BYTES);
 	struct policy_observation this_obs = {
 		.n_tiles = ob->n_tiles, .result = h->results[index].text ? &h->results[index] : NULL};
-	ret->user_turn = policy_user_text(&this_obs, false);
+	ret->user_turn = policy_format_user_text(a->fmt, &this_obs, false);
 	prefill_sha256(head, tail, ret->prompt_sha256);
 	ret->prompt_mode = mode;
 	ret->as.attempts = sj.attempts;

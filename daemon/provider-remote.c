@@ -397,9 +397,16 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 			    struct provider_task **ret, char *err, size_t errlen)
 {
 	struct remote_provider *rp = remote_of(p);
-	struct remote_task *rt = xcalloc(1, sizeof(*rt));
+	struct remote_task *rt;
 	int r;
 
+	if (args->format && args->format != &policy_format_holo3) {
+		/* its request layout, schema and parser are holo3's (docs/policy.md) */
+		snprintf(err, errlen, "policy format %s: the remote provider speaks holo3 only",
+			 args->format->name);
+		return -ENOTSUP;
+	}
+	rt = xcalloc(1, sizeof(*rt));
 	rt->base.p = p;
 	rt->rp = rp;
 	rt->cfg = args->cfg;

@@ -58,6 +58,7 @@ struct provider_task_args {
 	const struct executor_task *t;
 	struct executor_run *run;  /* the journal, the monitor, the deadline */
 	enum ipc_history history;  /* resolved: rolling, persistent or window */
+	const struct policy_format *format; /* resolved: the prompt's and the steps' format */
 	size_t window;             /* observations sent with their image */
 	int max_tiles;             /* 0: the model's own budget */
 	bool thinking;             /* resolved: a think block before each step */

@@ -200,6 +200,27 @@ int ipc_history_from_string(const char *s)
 	return -EINVAL;
 }
 
+const char *ipc_policy_format_to_string(enum ipc_policy_format f)
+{
+	switch (f) {
+	case IPC_POLICY_FORMAT_HOLO3:
+		return "holo3";
+	case IPC_POLICY_FORMAT_HOLO_NANO:
+		return "holo-nano";
+	default:
+		return NULL;
+	}
+}
+
+int ipc_policy_format_from_string(const char *s)
+{
+	if (s && strcmp(s, "holo3") == 0)
+		return IPC_POLICY_FORMAT_HOLO3;
+	if (s && strcmp(s, "holo-nano") == 0)
+		return IPC_POLICY_FORMAT_HOLO_NANO;
+	return -EINVAL;
+}
+
 /* A number lo..hi (lo itself excluded when lo_open) into *ret, or absent. */
 static int get_real(const json_t *root, const char *name, double lo, bool lo_open, double hi,
 		    double *ret, bool *ret_present, char *errbuf, size_t errlen)
@@ -219,8 +240,8 @@ static int get_real(const json_t *root, const char *name, double lo, bool lo_ope
 	return 0;
 }
 
-/* history, window, max_tiles, temperature, top_p, seed, thinking, thinking_tokens:
- * instruction tasks only. */
+/* history, policy_format, window, max_tiles, temperature, top_p, seed, thinking,
+ * thinking_tokens: instruction tasks only. */
 static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			       size_t errlen)
 {
@@ -235,6 +256,15 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 			return ipc_error_at(errbuf, errlen, -EINVAL, "history",
 					    "expected \"rolling\", \"persistent\" or \"window\"");
 		req->options.history = (enum ipc_history)r;
+	}
+	json_t *pf = json_object_get(root, "policy_format");
+	if (pf) {
+		r = json_is_string(pf) ? ipc_policy_format_from_string(json_string_value(pf))
+				       : -EINVAL;
+		if (r < 0)
+			return ipc_error_at(errbuf, errlen, -EINVAL, "policy_format",
+					    "expected \"holo3\" or \"holo-nano\"");
+		req->options.policy_format = (enum ipc_policy_format)r;
 	}
 	if ((r = get_uint(root, "window", 1, IPC_MAX_HISTORY_WINDOW, &u, &present, errbuf,
 			  errlen)) < 0)
@@ -283,7 +313,7 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
-		"top_p",       "seed",      "thinking",    "thinking_tokens"};
+		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -490,6 +520,10 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.history != IPC_HISTORY_DEFAULT)
 		r |= json_object_set_new(o, "history",
 					 json_string(ipc_history_to_string(req->options.history)));
+	if (req->options.policy_format != IPC_POLICY_FORMAT_DEFAULT)
+		r |= json_object_set_new(o, "policy_format",
+					 json_string(ipc_policy_format_to_string(
+						 req->options.policy_format)));
 	if (req->options.window)
 		r |= json_object_set_new(o, "window", json_integer(req->options.window));
 	if (req->options.max_tiles)

@@ -9,6 +9,7 @@
  * could spell a key x11 lacks). The canonical layout is what pydantic's model_dump_json writes:
  * compact, fields in class order, every default written, note null kept.
  */
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -521,4 +522,269 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 	put(&buf, &len, &cap, end, sizeof(end) - 1);
 	*ret = buf;
 	return 0;
+}
+
+/* ---- holod's own text, the schema and the format ------------------------------------------------ */
+
+/* The Step schema generated from nano_tools (the grammar's table, so the two copies agree): note
+ * optional (string or null), thought and tool_call required, tool_call one of the twelve with
+ * its tool_name const; json.dumps' default separators (", ", ": "). malloc'd; NULL + errno. */
+char *policy_nano_json_schema(void)
+{
+	json_t *tools = json_array();
+	char *text = NULL;
+
+	for (size_t t = 0; t < ARRAY_SIZE(nano_tools); t++) {
+		const struct policy_tool_layout *l = &nano_tools[t].layout;
+		json_t *props = json_pack("{s:{s:s, s:s}}", "tool_name", "type", "string", "const",
+					  nano_tools[t].name);
+		json_t *req = json_pack("[s]", "tool_name");
+		for (size_t i = 0; i < l->n_args; i++) {
+			json_t *a = policy_arg_json_schema(&l->args[i]);
+			if (a && l->args[i].type == POLICY_ARG_INT &&
+			    strcmp(l->args[i].name, "scroll_size") == 0)
+				json_object_set_new(a, "default",
+						    json_integer(POLICY_NANO_DEFAULT_SCROLL_SIZE));
+			else if (a && l->args[i].type == POLICY_ARG_INT && !l->args[i].required)
+				json_object_set_new(a, "default", json_integer(1));
+			else if (a && l->args[i].type == POLICY_ARG_BOOL)
+				json_object_set_new(a, "default", json_false());
+			else if (a && l->args[i].type == POLICY_ARG_BUTTON)
+				json_object_set_new(a, "default", json_string("left"));
+			json_object_set_new(props, l->args[i].name, a);
+			if (l->args[i].required)
+				json_array_append_new(req, json_string(l->args[i].name));
+		}
+		json_array_append_new(tools, json_pack("{s:s, s:o, s:o, s:b}", "type", "object",
+						       "properties", props, "required", req,
+						       "additionalProperties", 0));
+	}
+	json_t *schema = json_pack(
+	        "{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}], s:n}, s:{s:s}, s:{s:o}}, s:[s,s], s:b}",
+	        "$defs", "key", policy_key_enum_schema(), "type", "object", "properties", "note",
+	        "anyOf", "type", "string", "type", "null", "default", "thought", "type", "string",
+	        "tool_call", "anyOf", tools, "required", "thought", "tool_call",
+	        "additionalProperties", 0);
+	if (schema)
+		text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	json_decref(schema);
+	if (!text)
+		errno = ENOMEM;
+	return text;
+}
+
+/* What each tool does, in holod's words. */
+static const char *const nano_help[] = {
+	"record your plan: 1..20 goals, each a title and a status (todo, running, done or "
+	"failed); nothing happens on the screen",
+	"type text into the focused element (overwrite: select and delete what is there first; "
+	"press_enter: press Enter afterwards)",
+	"click an element",
+	"double-click an element",
+	"drag from where the pointer is now (put it there with move_to_desktop) to (x, y)",
+	"scroll over an element by scroll_size wheel notches",
+	"move the pointer over an element",
+	"press and hold one key",
+	"release a held key",
+	"press keys together, e.g. [\"ctrl\", \"c\"], repeat_count times",
+	"hold the hold_keys down while tapping the tap_keys in turn",
+	"finish the task: the answer, or what was done",
+};
+
+/* holod's own holo-nano system text (docs/policy.md): the contract of the published harness
+ * (its tools, the step, the output format with the JSON Schema in an <output_format> block)
+ * said in holod's words, for users without the published copy. */
+static char *nano_own_text(const struct policy_env *env)
+{
+	char *buf = NULL, line[1024];
+	size_t len = 0, cap = 0;
+
+	static_assert(ARRAY_SIZE(nano_help) == ARRAY_SIZE(nano_tools), "a help line per tool");
+	static_assert(IPC_MAX_PLAN_GOALS == 20, "update_plan's help says 1..20 goals");
+	snprintf(line, sizeof(line), "You are a computer-use agent working on a local Linux desktop "
+		 "to complete the user's task.");
+	put(&buf, &len, &cap, line, strlen(line));
+	if (env->date && env->date[0]) {
+		snprintf(line, sizeof(line), " Today is %s.", env->date);
+		put(&buf, &len, &cap, line, strlen(line));
+	}
+	if (env->max_steps && env->max_time_s) {
+		snprintf(line, sizeof(line), " You have at most %u steps or %u seconds.",
+			 env->max_steps, env->max_time_s);
+		put(&buf, &len, &cap, line, strlen(line));
+	}
+	snprintf(line, sizeof(line),
+		 "\n\nEach step you see the screen in an <observation> block. The output of the "
+		 "tool you called last comes before it, in a <tool_output> block (an <error> block "
+		 "when the tool failed). Reply with exactly one step: a JSON object with \"note\" "
+		 "(facts to keep across steps, or null), \"thought\" (one short line: what you do "
+		 "now and why) and \"tool_call\" (one tool with its arguments).\n\nRules:\n"
+		 "- x and y are integers from 0 to %d relative to the screenshot: (0, 0) is its "
+		 "top-left corner, (%d, %d) its bottom-right corner.\n",
+		 IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX);
+	put(&buf, &len, &cap, line, strlen(line));
+	static const char rules[] =
+		"- Keep a plan with update_plan for tasks of several parts.\n"
+		"- Check on the screen that the task is done before you answer.\n"
+		"- Never invent passwords, keys or other secrets: when one is needed and not given, "
+		"answer that it is missing.\n\nTools:\n";
+	put(&buf, &len, &cap, rules, sizeof(rules) - 1);
+	for (size_t t = 0; t < ARRAY_SIZE(nano_tools); t++) {
+		const struct policy_tool_layout *l = &nano_tools[t].layout;
+		put(&buf, &len, &cap, "- ", 2);
+		put(&buf, &len, &cap, nano_tools[t].name, strlen(nano_tools[t].name));
+		put(&buf, &len, &cap, "(", 1);
+		for (size_t i = 0; i < l->n_args; i++) {
+			const struct policy_arg *a = &l->args[i];
+			const char *def = a->required ? "" : a->type == POLICY_ARG_BOOL ? "=false"
+				: a->type == POLICY_ARG_BUTTON ? "=\"left\""
+				: strcmp(a->name, "scroll_size") == 0 ? "=10" : "=1";
+			snprintf(line, sizeof(line), "%s%s%s", i ? ", " : "", a->name, def);
+			put(&buf, &len, &cap, line, strlen(line));
+		}
+		put(&buf, &len, &cap, "): ", 3);
+		put(&buf, &len, &cap, nano_help[t], strlen(nano_help[t]));
+		put(&buf, &len, &cap, ".\n", 2);
+	}
+	static const char keys[] = "\nKey names: a single character, f1..f24, or one of";
+	put(&buf, &len, &cap, keys, sizeof(keys) - 1);
+	for (size_t i = 0; policy_key_name(i); i++) {
+		snprintf(line, sizeof(line), "%s %s", i ? "," : "", policy_key_name(i));
+		put(&buf, &len, &cap, line, strlen(line));
+	}
+	static const char tail[] = ".\n\nOutput format: JSON, one object that follows this schema.\n";
+	put(&buf, &len, &cap, tail, sizeof(tail) - 1);
+	char *schema = policy_nano_json_schema();
+	if (!schema) {
+		free(buf);
+		return NULL;
+	}
+	static const char open[] = "\n<output_format>\n```json\n", end[] = "\n```\n</output_format>\n";
+	put(&buf, &len, &cap, open, sizeof(open) - 1);
+	put(&buf, &len, &cap, schema, strlen(schema));
+	put(&buf, &len, &cap, end, sizeof(end) - 1);
+	free(schema);
+	return buf;
+}
+
+/* The published text when the daemon read a verified local copy (env->published), else
+ * holod's own. */
+static char *nano_system_text(const struct policy_env *env)
+{
+	if (!env) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!env->published)
+		return nano_own_text(env);
+	const struct policy_published *p = env->published;
+	struct policy_nano_env ne = {.date = env->date ? env->date : "",
+				     .max_steps = env->max_steps ? env->max_steps : 50,
+				     .max_time_s = env->max_time_s ? env->max_time_s : 1800,
+				     .os_name = "Linux"};
+	char *text = NULL, err[256];
+	int r = policy_nano_system_text(p->nano_template, p->nano_template_len, p->nano_schema,
+					p->nano_schema_len, &ne, &text, err, sizeof(err));
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	return text;
+}
+
+static const char *nano_tool_name(enum ipc_tool tool)
+{
+	const struct policy_named_tool *t = by_tool(tool);
+	return t ? t->name : NULL;
+}
+
+const struct policy_format policy_format_holo_nano = {
+	.name = "holo-nano",
+	/* the published harness: temperature 0.8, top_p 0.95 */
+	.sampling = {.temperature = 0.8, .top_p = 0.95},
+	.grammar_create = policy_grammar_create_holo_nano,
+	.step_parse = policy_nano_step_parse,
+	.step_to_json = policy_nano_step_to_json,
+	.system_text = nano_system_text,
+	.tool_name = nano_tool_name,
+	.turns = {
+		.observation_open = "<observation>\n",
+		.observation_close = "\n</observation>",
+		.evicted = "[Image omitted by context cleaning]",
+		.result_own_turn = true,
+		.result_newlines = true,
+		.result_max_chars = 2000,
+	},
+};
+
+/* ---- the published copy --------------------------------------------------------------------- */
+
+/* Reads dir/name whole (at most max bytes) and checks its SHA-256. */
+static int read_verified(const char *dir, const char *name, size_t max, const char *sha,
+			 char **ret, size_t *ret_len, char *errbuf, size_t errlen)
+{
+	char *path = xasprintf("%s/%s", dir, name), got[65];
+	FILE *f = fopen(path, "rb");
+	int r;
+
+	if (!f) {
+		r = fail(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
+		free(path);
+		return r;
+	}
+	char *buf = xmalloc(max + 1);
+	size_t n = fread(buf, 1, max + 1, f);
+	bool bad = ferror(f);
+	fclose(f);
+	if (bad || n > max) {
+		r = fail(errbuf, errlen, bad ? -EIO : -E2BIG, bad ? "%s: read error"
+			 : "%s: over %zu bytes", path, max);
+		goto out;
+	}
+	buf[n] = '\0';
+	ipc_sha256_hex(buf, n, got);
+	if (strcmp(got, sha) != 0) {
+		r = fail(errbuf, errlen, -EBADMSG, "%s: SHA-256 %s, not the published %s", path,
+			 got, sha);
+		goto out;
+	}
+	*ret = buf;
+	*ret_len = n;
+	buf = NULL;
+	r = 0;
+out:
+	free(buf);
+	free(path);
+	return r;
+}
+
+int policy_published_load(const char *dir, struct policy_published *ret, char *errbuf,
+			  size_t errlen)
+{
+	char *tmpl = NULL, *schema = NULL;
+	size_t tlen = 0, slen = 0;
+	int r;
+
+	if (!dir || !ret)
+		return fail(errbuf, errlen, -EINVAL, "no folder given");
+	if ((r = read_verified(dir, POLICY_NANO_TEMPLATE_FILE, POLICY_NANO_MAX_TEMPLATE_BYTES,
+			       POLICY_NANO_TEMPLATE_SHA256, &tmpl, &tlen, errbuf, errlen)) < 0)
+		return r;
+	if ((r = read_verified(dir, POLICY_NANO_SCHEMA_FILE, POLICY_NANO_MAX_SCHEMA_BYTES,
+			       POLICY_NANO_SCHEMA_SHA256, &schema, &slen, errbuf, errlen)) < 0) {
+		free(tmpl);
+		return r;
+	}
+	*ret = (struct policy_published){.nano_template = tmpl, .nano_template_len = tlen,
+					 .nano_schema = schema, .nano_schema_len = slen};
+	return 0;
+}
+
+void policy_published_finish(struct policy_published *p)
+{
+	if (!p)
+		return;
+	free((char *)p->nano_template);
+	free((char *)p->nano_schema);
+	memset(p, 0, sizeof(*p));
 }

@@ -163,9 +163,16 @@ const struct policy_format policy_format_holo3 = {
 	.step_parse = policy_step_parse,
 	.step_to_json = policy_step_to_json,
 	.system_text = holo3_system_text,
+	.tool_name = ipc_tool_to_string,
+	.turns = {
+		.observation_open = "<observation>",
+		.observation_close = "</observation>",
+		.evicted = POLICY_EVICTED_TEXT,
+	},
 };
 
-static const struct policy_format *const formats[] = {&policy_format_holo3};
+static const struct policy_format *const formats[] = {&policy_format_holo3,
+						      &policy_format_holo_nano};
 
 const struct policy_format *policy_format_find(const char *name)
 {

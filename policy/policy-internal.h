@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "policy.h"
 
 enum gnode_kind {
@@ -96,6 +98,11 @@ struct policy_grammar *policy_grammar_build(const struct policy_named_tool *tool
 
 /* The holo-nano format's tools (format-nano.c), in the published schema's order. */
 const struct policy_named_tool *policy_nano_tools(size_t *ret_n);
+
+/* One argument's JSON Schema (schema.c; keys refer to "#/$defs/key"), a new reference. */
+json_t *policy_arg_json_schema(const struct policy_arg *a);
+/* The "$defs" "key" entry: holod's closed key-name list as an enum, a new reference. */
+json_t *policy_key_enum_schema(void);
 
 /* Layout of an ipc tool, or NULL for a tool the layout table lacks. */
 const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool);

@@ -176,34 +176,88 @@ int policy_render_prefix(struct policy_renderer *r, const char *task, struct pol
 	return err;
 }
 
-/* One observation's user turn: the previous action's result, then the screenshot (or its
- * eviction note) inside <observation>. */
-char *policy_user_text(const struct policy_observation *obs, bool evicted)
+/* The previous action's result as format fmt wraps it (cut at its character limit), or NULL
+ * with errno EINVAL for a tool the format does not name. */
+static char *result_text(const struct policy_format *fmt, const struct policy_tool_result *res)
 {
-	const char *image = evicted ? POLICY_EVICTED_TEXT : "<image>";
+	const char *name = fmt->tool_name(res->tool);
+	const char *tag = res->error ? "error" : "tool_output";
+	const char *text = res->text ? res->text : "";
+	const char *nl = fmt->turns.result_newlines ? "\n" : "";
+	size_t n = strlen(text);
 
-	if (!obs) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if (!obs->result)
-		return xasprintf("<observation>%s</observation>", image);
-	const char *name = ipc_tool_to_string(obs->result->tool);
-	const char *tag = obs->result->error ? "error" : "tool_output";
 	if (!name) {
 		errno = EINVAL;
 		return NULL;
 	}
-	return xasprintf("<%s tool=\"%s\">%s</%s>\n<observation>%s</observation>", tag, name,
-			 obs->result->text ? obs->result->text : "", tag, image);
+	if (fmt->turns.result_max_chars) {
+		/* characters, as Python's slicing counts them: UTF-8 lead bytes */
+		size_t chars = 0, i = 0;
+		for (; i < n; i++)
+			if (((unsigned char)text[i] & 0xc0) != 0x80 &&
+			    chars++ == fmt->turns.result_max_chars)
+				break;
+		n = i;
+	}
+	return xasprintf("<%s tool=\"%s\">%s%.*s%s</%s>", tag, name, nl, (int)n, text, nl, tag);
 }
 
-static int user_turn(struct engine_chat *c, const struct policy_observation *obs, bool evicted,
+static char *observation_text(const struct policy_format *fmt, bool evicted)
+{
+	return xasprintf("%s%s%s", fmt->turns.observation_open,
+			 evicted ? fmt->turns.evicted : "<image>", fmt->turns.observation_close);
+}
+
+/* One observation's user turn: the previous action's result, then the screenshot (or its
+ * eviction note) inside the observation wrapper. */
+char *policy_format_user_text(const struct policy_format *fmt, const struct policy_observation *obs,
+			      bool evicted)
+{
+	if (!fmt || !obs) {
+		errno = EINVAL;
+		return NULL;
+	}
+	char *o = observation_text(fmt, evicted);
+	if (!obs->result)
+		return o;
+	char *res = result_text(fmt, obs->result);
+	if (!res) {
+		free(o);
+		return NULL;
+	}
+	char *all = xasprintf("%s\n%s", res, o);
+	free(res);
+	free(o);
+	return all;
+}
+
+char *policy_user_text(const struct policy_observation *obs, bool evicted)
+{
+	return policy_format_user_text(&policy_format_holo3, obs, evicted);
+}
+
+static int user_turn(const struct policy_renderer *r, struct engine_chat *c,
+		     const struct policy_observation *obs, bool evicted,
 		     struct engine_chat_tokens *t)
 {
-	char *text = policy_user_text(obs, evicted);
+	char *text;
 	int err;
 
+	if (!obs)
+		return -EINVAL;
+	if (obs->result && r->fmt->turns.result_own_turn) {
+		/* the result in a user turn of its own, before the observation's */
+		text = result_text(r->fmt, obs->result);
+		if (!text)
+			return -errno;
+		err = append(c, ENGINE_CHAT_USER, text, NULL, 0, t);
+		free(text);
+		if (err < 0)
+			return err;
+		text = observation_text(r->fmt, evicted);
+	} else {
+		text = policy_format_user_text(r->fmt, obs, evicted);
+	}
 	if (!text)
 		return -errno;
 	err = append(c, ENGINE_CHAT_USER, text, &obs->n_tiles, evicted ? 0 : 1, t);
@@ -236,7 +290,7 @@ int policy_render_step(struct policy_renderer *r, const struct policy_observatio
 
 	if (!work)
 		return -ENOMEM;
-	err = user_turn(work, obs, evicted, &t);
+	err = user_turn(r, work, obs, evicted, &t);
 	if (err == 0)
 		err = engine_chat_generation_prompt(work, &t);
 	return done(r, work, &t, err, ret);
@@ -281,7 +335,7 @@ int policy_render_window(struct policy_renderer *r, const struct policy_observat
 		engine_chat_reset(work);
 	first_image = n_done + 1 > keep ? n_done + 1 - keep : 0;
 	for (size_t i = 0; i <= n_done && err == 0; i++) {
-		err = user_turn(work, &obs[i], i < first_image, &t);
+		err = user_turn(r, work, &obs[i], i < first_image, &t);
 		if (err == 0 && i < n_done)
 			err = assistant_turn(r, work, &steps[i], &t);
 	}
@@ -313,7 +367,7 @@ int policy_render_rolling(struct policy_renderer *r, const struct policy_observa
 	/* The same turns as policy_render_window, each into the part it belongs to. */
 	for (size_t i = 0; i <= n_done && err == 0; i++) {
 		struct engine_chat_tokens *to = i < n_held ? &held : i < first_image ? &ev : &t;
-		err = user_turn(work, &obs[i], i < first_image, to);
+		err = user_turn(r, work, &obs[i], i < first_image, to);
 		if (err == 0 && i < n_done)
 			err = assistant_turn(r, work, &steps[i], to);
 	}

@@ -21,7 +21,7 @@
  * byte limits stay the contract. */
 #define SCHEMA_MAX_LENGTH 1000
 
-static json_t *key_enum(void)
+json_t *policy_key_enum_schema(void)
 {
 	json_t *names = json_array();
 	char buf[8];
@@ -46,7 +46,7 @@ static json_t *key_enum(void)
 
 #define KEY_REF "#/$defs/key"
 
-static json_t *arg_schema(const struct policy_arg *a)
+json_t *policy_arg_json_schema(const struct policy_arg *a)
 {
 	switch (a->type) {
 	case POLICY_ARG_STRING:
@@ -66,11 +66,18 @@ static json_t *arg_schema(const struct policy_arg *a)
 				 "left", "right");
 	case POLICY_ARG_KEYS:
 		return json_pack("{s:s, s:{s:s}, s:i, s:i}", "type", "array", "items", "$ref",
-				 KEY_REF, "minItems", 1, "maxItems", IPC_MAX_HOTKEY_KEYS);
+				 KEY_REF, "minItems", 1, "maxItems",
+				 a->hi ? a->hi : IPC_MAX_HOTKEY_KEYS);
 	case POLICY_ARG_KEY:
 		return json_pack("{s:s}", "$ref", KEY_REF);
-	case POLICY_ARG_GOALS: /* holo-nano only: its schema is the published text */
-		return NULL;
+	case POLICY_ARG_GOALS: /* holo-nano's update_plan */
+		return json_pack("{s:s, s:{s:s, s:{s:{s:s, s:i}, s:{s:s, s:[s,s,s,s]}}, s:[s,s], s:b}, "
+				 "s:i, s:i}",
+				 "type", "array", "items", "type", "object", "properties", "title",
+				 "type", "string", "maxLength", IPC_MAX_GOAL_TITLE_BYTES, "status",
+				 "type", "string", "enum", "todo", "running", "done", "failed",
+				 "required", "title", "status", "additionalProperties", 0, "minItems",
+				 1, "maxItems", IPC_MAX_PLAN_GOALS);
 	}
 	return NULL;
 }
@@ -88,7 +95,7 @@ char *policy_step_json_schema(void)
 					  ipc_tool_to_string((enum ipc_tool)t));
 		json_t *req = json_pack("[s]", "tool_name");
 		for (size_t i = 0; i < l->n_args; i++) {
-			json_object_set_new(props, l->args[i].name, arg_schema(&l->args[i]));
+			json_object_set_new(props, l->args[i].name, policy_arg_json_schema(&l->args[i]));
 			if (l->args[i].required)
 				json_array_append_new(req, json_string(l->args[i].name));
 		}
@@ -103,7 +110,8 @@ char *policy_step_json_schema(void)
 		      "note and thought would need a maxLength");
 	json_t *schema = json_pack(
 	        "{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}]}, s:{s:s}, s:{s:o}}, s:[s,s,s], s:b}",
-	        "$defs", "key", key_enum(), "type", "object", "properties", "note", "anyOf", "type",
+	        "$defs", "key", policy_key_enum_schema(), "type", "object", "properties", "note",
+	        "anyOf", "type",
 	        "string", "type", "null", "thought", "type", "string", "tool_call", "anyOf", tools,
 	        "required", "note", "thought", "tool_call", "additionalProperties", 0);
 	if (schema)

@@ -316,6 +316,18 @@ const char *ipc_history_to_string(enum ipc_history h);
 /* Returns the mode or -EINVAL. */
 int ipc_history_from_string(const char *s);
 
+/* The policy format an instruction task's prompt and steps follow (docs/policy.md). */
+enum ipc_policy_format {
+	IPC_POLICY_FORMAT_DEFAULT,   /* the daemon's default (--policy-format) */
+	IPC_POLICY_FORMAT_HOLO3,     /* "holo3" */
+	IPC_POLICY_FORMAT_HOLO_NANO, /* "holo-nano" */
+};
+
+/* "holo3", "holo-nano"; NULL for IPC_POLICY_FORMAT_DEFAULT or an out-of-range value. */
+const char *ipc_policy_format_to_string(enum ipc_policy_format f);
+/* Returns the format or -EINVAL. */
+int ipc_policy_format_from_string(const char *s);
+
 /* Whether an instruction task's steps open a think block (docs/policy.md). */
 enum ipc_thinking {
 	IPC_THINKING_DEFAULT, /* the daemon's default */
@@ -332,6 +344,7 @@ struct ipc_task_options {
 	char *display;         /* the display to run on (one holod drives); NULL: the first free */
 	/* Instruction tasks only: */
 	enum ipc_history history;
+	enum ipc_policy_format policy_format;
 	uint32_t window;       /* 1..IPC_MAX_HISTORY_WINDOW */
 	uint32_t max_tiles;    /* 1..IPC_MAX_TILES */
 	/* Sampling, each set (has_*) or left to the daemon's default, then the format's. */
@@ -348,6 +361,7 @@ struct ipc_task_options {
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
  *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
+ *    "policy_format": "holo3"|"holo-nano",
  *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "thinking": bool,
  *    "thinking_tokens": N, "max_steps": N,
  *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1"}

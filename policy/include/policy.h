@@ -171,11 +171,48 @@ void policy_step_finish(struct policy_step *s);
 
 /* ---- formats ------------------------------------------------------------------------------- */
 
+/* The published holo-nano texts as the daemon read them from the user's local copy and
+ * verified against their SHA-256s (docs/policy.md; never committed). */
+struct policy_published {
+	const char *nano_template; /* the system template (str.format fields) */
+	size_t nano_template_len;
+	const char *nano_schema;   /* the Step schema's json.dumps text */
+	size_t nano_schema_len;
+};
+
+/* The local copy tools/policy_published.py writes (by default into
+ * $XDG_DATA_HOME/holod/published): file names and the SHA-256s the published texts have
+ * (tests/fixtures/policy/published/README.md). */
+#define POLICY_NANO_TEMPLATE_FILE "system-template.txt"
+#define POLICY_NANO_TEMPLATE_SHA256 "ee5cbd0f370bcde65f94a32c667010acf546786c03577017c8bb7762cef88475"
+#define POLICY_NANO_SCHEMA_FILE "step-schema.json"
+#define POLICY_NANO_SCHEMA_SHA256 "9c5781e05421b086909a02f904e4de8aeffdeacc49abc7987a798a5866b07cd7"
+/* Reads both texts from dir and checks their SHA-256s: 0; -ENOENT (or another -errno) when a
+ * file cannot be read, -E2BIG over the limits, -EBADMSG when a checksum differs; errbuf names
+ * the file and why. */
+int policy_published_load(const char *dir, struct policy_published *ret, char *errbuf,
+			  size_t errlen);
+/* Frees the texts; accepts a zeroed one. */
+void policy_published_finish(struct policy_published *p);
+
 /* What the system prompt states about the environment. */
 struct policy_env {
 	int screen_width, screen_height; /* the monitor the agent sees, in pixels */
 	const char *date;                /* e.g. "2026-11-21"; NULL: not stated */
 	bool reasoning;                  /* generation prompt opens <think> (default off) */
+	unsigned max_steps, max_time_s;  /* the task's budgets (holo-nano states them); 0: unsaid */
+	/* holo-nano: the published texts, or NULL for holod's own system text */
+	const struct policy_published *published;
+};
+
+/* How a format lays out its turns (docs/policy.md's table, items 3-7). */
+struct policy_turns {
+	const char *observation_open;  /* before the image */
+	const char *observation_close; /* after it */
+	const char *evicted;           /* where an evicted observation's image was */
+	bool result_own_turn;   /* the tool result is a user turn of its own before the observation */
+	bool result_newlines;   /* <tool_output tool="T">\n{result}\n</tool_output> */
+	unsigned result_max_chars; /* the result is cut at this many characters; 0: not cut */
 };
 
 /* How a format's steps are sampled unless configuration or the task says otherwise: what the
@@ -201,10 +238,20 @@ struct policy_format {
 	char *(*step_to_json)(const struct policy_step *step);
 	/* The system turn's text (malloc'd); NULL + errno. */
 	char *(*system_text)(const struct policy_env *env);
+	/* The name the format gives an ipc tool (in <tool_output tool=...>), NULL for none. */
+	const char *(*tool_name)(enum ipc_tool tool);
+	struct policy_turns turns;
 };
 
 /* The Holo3-style format ("holo3"). */
 extern const struct policy_format policy_format_holo3;
+/* The published holo-nano harness's format ("holo-nano"). */
+extern const struct policy_format policy_format_holo_nano;
+/* The names of the formats, "holo3|holo-nano" (for usage and error messages). */
+#define POLICY_FORMAT_NAMES "holo3|holo-nano"
+/* holo-nano's Step schema generated from its tool table (the grammar's): what its own system
+ * text shows in its <output_format> block. malloc'd; NULL + errno. */
+char *policy_nano_json_schema(void);
 /* The format named `name`, or NULL. */
 const struct policy_format *policy_format_find(const char *name);
 
@@ -318,6 +365,10 @@ int policy_prefix_text(const struct policy_renderer *r, const char *task, char *
  * <observation> with the "<image>" placeholder (or POLICY_EVICTED_TEXT). malloc'd; NULL +
  * errno EINVAL (no observation, an unknown tool). */
 char *policy_user_text(const struct policy_observation *obs, bool evicted);
+/* policy_user_text in format fmt's layout; when the format gives the result its own turn,
+ * the two turns' texts joined by a newline (what the journal records). */
+char *policy_format_user_text(const struct policy_format *fmt, const struct policy_observation *obs,
+			      bool evicted);
 /* One step's user turn (previous tool result, then <observation> with the image) followed by
  * the generation prompt. evicted: the image is replaced by "[screenshot evicted]". */
 int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs,

@@ -663,6 +663,41 @@ static void test_history(void)
 		     "history: expected \"rolling\", \"persistent\" or \"window\"");
 }
 
+/* "policy_format": holo3 or holo-nano by name, kept in the spec; absent: the daemon's default;
+ * an unknown name is refused naming the two; instructions only. */
+static void test_policy_format(void)
+{
+	static const char *const names[] = {"holo3", "holo-nano"};
+	static const enum ipc_policy_format fmts[] = {IPC_POLICY_FORMAT_HOLO3,
+						      IPC_POLICY_FORMAT_HOLO_NANO};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		struct ipc_task_request *req = NULL, *back = NULL;
+		char *json = xasprintf("{\"instruction\": \"x\", \"policy_format\": \"%s\"}",
+				       names[i]);
+		REQUIRE(parse_task(json, &req) == 0);
+		CHECK_INT_EQ(req->options.policy_format, fmts[i]);
+		CHECK_STR_EQ(ipc_policy_format_to_string(fmts[i]), names[i]);
+		char *a = ipc_task_request_to_json(req);
+		REQUIRE(a && parse_task(a, &back) == 0);
+		CHECK_INT_EQ(back->options.policy_format, fmts[i]);
+		free(a);
+		free(json);
+		ipc_task_request_destroy(back);
+		ipc_task_request_destroy(req);
+	}
+	struct ipc_task_request *req = NULL;
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK_INT_EQ(req->options.policy_format, IPC_POLICY_FORMAT_DEFAULT);
+	ipc_task_request_destroy(req);
+	CHECK(ipc_policy_format_to_string(IPC_POLICY_FORMAT_DEFAULT) == NULL);
+	expect_error("{\"instruction\": \"x\", \"policy_format\": \"holo1\"}", -EINVAL,
+		     "policy_format: expected \"holo3\" or \"holo-nano\"");
+	expect_error("{\"instruction\": \"x\", \"policy_format\": 3}", -EINVAL,
+		     "policy_format: expected");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
+		     "\"policy_format\": \"holo3\"}", -EINVAL, "policy_format: unknown field");
+}
+
 /* "thinking" (true/false, kept as on/off, absent: the daemon's default) and "thinking_tokens"
  * (1..IPC_MAX_THINKING_TOKENS) on instructions only. */
 static void test_thinking(void)
@@ -830,6 +865,7 @@ int main(void)
 	test_nano_actions();
 	test_history();
 	test_thinking();
+	test_policy_format();
 	test_desktop_actions();
 	test_script_ok();
 	test_errors();

@@ -67,6 +67,23 @@ int main(void)
 	free(expect);
 	options_finish(&cfg);
 
+	/* The policy format: holo3 by default, holo-nano by option, environment or file; an
+	 * unknown name is refused. The published copy's default folder is under the data home. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.policy_format, "holo3");
+	CHECK(cfg.published_dir && strstr(cfg.published_dir, "holod/published"));
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--policy-format", "holo-nano", NULL}) == 0);
+	CHECK_STR_EQ(cfg.policy_format, "holo-nano");
+	options_finish(&cfg);
+	setenv("HOLOD_POLICY_FORMAT", "holo-nano", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.policy_format, "holo-nano");
+	options_finish(&cfg);
+	unsetenv("HOLOD_POLICY_FORMAT");
+	CHECK_INT_EQ(parse(&cfg, (char *[]){"holod", "--policy-format", "holo1", NULL}), -EINVAL);
+	options_finish(&cfg);
+
 	/* Thinking: on by default with 1024 tokens; on|off only; the last one given wins. */
 	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
 	CHECK_STR_EQ(cfg.thinking, "on");

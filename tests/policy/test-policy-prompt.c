@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "common.h"
 #include "engine.h"
 #include "policy.h"
@@ -508,6 +510,119 @@ static void test_modes(struct policy_renderer *r)
 		policy_step_finish(&steps[i]);
 }
 
+/* holo-nano (docs/policy.md's last column): holod's own system text with the schema generated
+ * from the tool table in its <output_format> block; the turns as the format's data says: the
+ * tool output in a user turn of its own, newline-padded, cut at 2000 characters; <error> for a
+ * failure; the image inside "<observation>\n ... \n</observation>"; evicted observations
+ * "[Image omitted by context cleaning]". The whole conversation against
+ * tests/policy/golden-holo-nano-conversation.txt (HOLOD_WRITE_GOLDEN=1 rewrites it). */
+static void test_nano(void)
+{
+	CHECK(policy_format_find("holo-nano") == &policy_format_holo_nano);
+	CHECK(policy_format_find("holo_nano") == NULL);
+	CHECK(policy_format_holo_nano.sampling.temperature == 0.8 &&
+	      policy_format_holo_nano.sampling.top_p == 0.95);
+
+	struct policy_env ne = env;
+	ne.max_steps = 50;
+	ne.max_time_s = 1800;
+	char *sys = policy_format_holo_nano.system_text(&ne);
+	char *schema = policy_nano_json_schema();
+	REQUIRE(sys && schema);
+	char *block = xasprintf("\n<output_format>\n```json\n%s\n```\n</output_format>\n", schema);
+	CHECK(strlen(sys) > strlen(block) &&
+	      strcmp(sys + strlen(sys) - strlen(block), block) == 0);
+	CHECK(strstr(sys, "at most 50 steps or 1800 seconds"));
+	CHECK(strstr(sys, "hold_and_tap_key_desktop(hold_keys, tap_keys)"));
+	json_error_t je;
+	json_t *js = json_loads(schema, 0, &je);
+	CHECK(js && json_array_size(json_object_get(json_object_get(json_object_get(js,
+			"properties"), "tool_call"), "anyOf")) == 12);
+	json_decref(js);
+
+	struct policy_renderer *r = policy_renderer_create(&policy_format_holo_nano, tok, &ne, TPT);
+	REQUIRE(r);
+	struct policy_piece prefix, win;
+	REQUIRE(policy_render_prefix(r, "Open the settings", &prefix) == 0);
+	static const char *const steps_json[] = {
+		"{\"note\":null,\"thought\":\"Plan.\",\"tool_call\":{\"tool_name\":\"update_plan\","
+		"\"goals\":[{\"title\":\"Open settings\",\"status\":\"running\"}]}}",
+		"{\"thought\":\"Click.\",\"tool_call\":{\"tool_name\":\"click_desktop\","
+		"\"element\":\"menu\",\"x\":10,\"y\":20}}",
+		"{\"note\":\"menu open\",\"thought\":\"Keys.\",\"tool_call\":{\"tool_name\":"
+		"\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"],\"tap_keys\":[\"tab\"]}}",
+	};
+	struct policy_step steps[3];
+	char perr[256];
+	for (size_t i = 0; i < 3; i++)
+		REQUIRE(policy_nano_step_parse(steps_json[i], strlen(steps_json[i]), &steps[i], perr,
+					       sizeof(perr)) == 0);
+	char *long_out = xmalloc(2101);
+	memset(long_out, 'z', 2100);
+	long_out[2100] = '\0';
+	long_out[0] = '\xc3'; /* one two-byte character: the cut counts characters */
+	long_out[1] = '\xa9';
+	struct policy_tool_result res[3] = {
+		{.tool = IPC_TOOL_UPDATE_PLAN, .text = ""},
+		{.tool = IPC_TOOL_CLICK, .error = true, .text = "error: no window"},
+		{.tool = IPC_TOOL_HOLD_AND_TAP_KEY, .text = long_out},
+	};
+	struct policy_observation obs[4] = {
+		{.n_tiles = 1}, {.n_tiles = 1, .result = &res[0]}, {.n_tiles = 1, .result = &res[1]},
+		{.n_tiles = 1, .result = &res[2]}};
+	REQUIRE(policy_render_window(r, obs, steps, 3, 3, &win) == 0);
+	CHECK_INT_EQ(win.n_images, 3);
+	char *all = xasprintf("%s%s", prefix.text, win.text);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/tests/policy/golden-holo-nano-conversation.txt",
+		 source_root);
+	if (getenv("HOLOD_WRITE_GOLDEN")) {
+		FILE *f = fopen(path, "wb");
+		REQUIRE(f);
+		fputs(all, f);
+		fclose(f);
+	}
+	char *golden = read_file(path);
+	REQUIRE(golden);
+	CHECK_STR_EQ(all, golden);
+	CHECK(strstr(all, "<observation>\n[Image omitted by context cleaning]\n</observation>"));
+	CHECK(strstr(all, "User\n<error tool=\"click_desktop\">\nerror: no window\n</error>\n"));
+	CHECK(strstr(all, "User\n<tool_output tool=\"update_plan\">\n\n</tool_output>\n"));
+	/* 2000 characters: the two-byte one and 1999 'z' */
+	char *cut = xmalloc(2002 + 1);
+	memcpy(cut, "\xc3\xa9", 2);
+	memset(cut + 2, 'z', 1999);
+	cut[2001] = '\0';
+	char *want = xasprintf("<tool_output tool=\"hold_and_tap_key_desktop\">\n%s\n</tool_output>",
+			       cut);
+	CHECK(strstr(all, want));
+	CHECK(strstr(all, "\"tool_name\":\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"]"));
+	/* the journal's user turn: the result's then the observation's text */
+	char *ut = policy_format_user_text(&policy_format_holo_nano, &obs[2], false);
+	CHECK_STR_EQ(ut, "<error tool=\"click_desktop\">\nerror: no window\n</error>\n"
+			 "<observation>\n<image>\n</observation>");
+	/* ids: the same as tokenizing the whole rendered text */
+	int32_t *whole;
+	size_t n_whole;
+	encode(win.text, true, &whole, &n_whole);
+	CHECK(ids_equal(win.ids, win.n_ids, whole, n_whole));
+	free(whole);
+	free(ut);
+	free(want);
+	free(cut);
+	free(golden);
+	free(all);
+	free(long_out);
+	for (size_t i = 0; i < 3; i++)
+		policy_step_finish(&steps[i]);
+	policy_piece_finish(&prefix);
+	policy_piece_finish(&win);
+	policy_renderer_destroy(r);
+	free(block);
+	free(schema);
+	free(sys);
+}
+
 int main(void)
 {
 	char path[4096], err[256];
@@ -528,6 +643,7 @@ int main(void)
 	test_reasoning();
 	test_modes(r);
 	policy_renderer_destroy(r);
+	test_nano();
 
 	struct policy_env bad = env;
 	bad.screen_width = 0;
