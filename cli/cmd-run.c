@@ -28,6 +28,7 @@ enum {
 	OPT_SEED,
 	OPT_THINKING,
 	OPT_THINKING_TOKENS,
+	OPT_POLICY_FORMAT,
 };
 
 static const struct option run_options[] = {
@@ -48,6 +49,7 @@ static const struct option run_options[] = {
         {"seed", required_argument, NULL, OPT_SEED},
         {"thinking", required_argument, NULL, OPT_THINKING},
         {"thinking-tokens", required_argument, NULL, OPT_THINKING_TOKENS},
+        {"policy-format", required_argument, NULL, OPT_POLICY_FORMAT},
         {0},
 };
 
@@ -74,6 +76,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
 	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
+	const char *policy_format = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
 	double temperature = -1, top_p = -1;
 	long thinking_tokens = 0;
@@ -132,6 +135,13 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 				                       "--history must be rolling, persistent or window, not '%s'",
 				                       optarg);
 			history = optarg;
+			break;
+		case OPT_POLICY_FORMAT:
+			if (ipc_policy_format_from_string(optarg) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--policy-format must be holo3 or holo-nano, not '%s'",
+				                       optarg);
+			policy_format = optarg;
 			break;
 		case OPT_WINDOW:
 			if (cli_parse_int(optarg, 1, IPC_MAX_HISTORY_WINDOW, &window) < 0)
@@ -201,11 +211,11 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
 	if (script && (history || window || max_tiles || temperature >= 0 || top_p >= 0 ||
-	               seed >= 0 || thinking >= 0 || thinking_tokens))
+	               seed >= 0 || thinking >= 0 || thinking_tokens || policy_format))
 		return cli_usage_error(ctx, &cli_cmd_run,
 		                       "--history, --window, --max-tiles, --temperature, --top-p, "
-		                       "--seed, --thinking and --thinking-tokens apply to "
-		                       "instructions only");
+		                       "--seed, --thinking, --thinking-tokens and --policy-format "
+		                       "apply to instructions only");
 	if (script) {
 		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
@@ -243,6 +253,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "dry_run", json_true());
 	if (history)
 		json_object_set_new(body, "history", json_string(history));
+	if (policy_format)
+		json_object_set_new(body, "policy_format", json_string(policy_format));
 	if (window)
 		json_object_set_new(body, "window", json_integer(window));
 	if (max_tiles)
