@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "policy-internal.h"
@@ -487,6 +488,69 @@ static void test_system_text(void)
 		free(text[k]);
 }
 
+/* The published copy holod reads (policy_published_load): a folder without it is -ENOENT, files
+ * whose SHA-256s differ -EBADMSG naming the file, a file over the limit -E2BIG; with the local
+ * copy the format's system text is the published template filled with the task's values, no
+ * password sentence; without it, holod's own text. */
+static void test_published_load(void)
+{
+	char dir[] = "/tmp/test-policy-nano.XXXXXX", err[512] = "";
+	struct policy_published p = {0};
+	REQUIRE(mkdtemp(dir));
+	CHECK_INT_EQ(policy_published_load(dir, &p, err, sizeof(err)), -ENOENT);
+	CHECK(strstr(err, "system-template.txt"));
+	char *f = xasprintf("%s/system-template.txt", dir), *g2 = xasprintf("%s/step-schema.json",
+									       dir);
+	FILE *o = fopen(f, "wb");
+	REQUIRE(o);
+	fputs("You are {os_name}.", o);
+	fclose(o);
+	o = fopen(g2, "wb");
+	REQUIRE(o);
+	fputs("{}", o);
+	fclose(o);
+	CHECK_INT_EQ(policy_published_load(dir, &p, err, sizeof(err)), -EBADMSG);
+	CHECK(strstr(err, "system-template.txt: SHA-256 ") && strstr(err, POLICY_NANO_TEMPLATE_SHA256));
+	o = fopen(f, "wb");
+	REQUIRE(o);
+	for (int i = 0; i <= POLICY_NANO_MAX_TEMPLATE_BYTES; i++)
+		fputc('x', o);
+	fclose(o);
+	CHECK_INT_EQ(policy_published_load(dir, &p, err, sizeof(err)), -E2BIG);
+	CHECK(p.nano_template == NULL);
+	unlink(f);
+	unlink(g2);
+	rmdir(dir);
+	free(f);
+	free(g2);
+
+	struct policy_env env = {.screen_width = 640, .screen_height = 400, .date = "2026-11-21",
+				 .max_steps = 7, .max_time_s = 120};
+	char *own = policy_format_holo_nano.system_text(&env);
+	REQUIRE(own);
+	CHECK(strstr(own, "You have at most 7 steps or 120 seconds."));
+	const char *root = getenv("HOLOD_SOURCE_ROOT");
+	char *local = xasprintf("%s/tests/fixtures/policy/published/local", root ? root : ".");
+	int r = policy_published_load(local, &p, err, sizeof(err));
+	if (r == 0) {
+		env.published = &p;
+		char *pub = policy_format_holo_nano.system_text(&env), *want = NULL;
+		struct policy_nano_env ne = {"2026-11-21", 7, 120, "Linux", NULL};
+		REQUIRE(policy_nano_system_text(p.nano_template, p.nano_template_len, p.nano_schema,
+						p.nano_schema_len, &ne, &want, err, sizeof(err)) == 0);
+		CHECK(pub && strcmp(pub, want) == 0);
+		CHECK(strcmp(pub, own) != 0);
+		fprintf(stderr, "the published copy loads and fills the format's system text\n");
+		free(pub);
+		free(want);
+		policy_published_finish(&p);
+	} else {
+		fprintf(stderr, "no local published copy (%s): its loading is not compared\n", err);
+	}
+	free(local);
+	free(own);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--dump") == 0)
@@ -498,6 +562,7 @@ int main(int argc, char **argv)
 	test_sampled();
 	test_masked();
 	test_system_text();
+	test_published_load();
 	policy_grammar_destroy(g);
 	return test_exit();
 }
