@@ -17,8 +17,9 @@
  * prefills with DIR), then predicted for --config's (default Holotron-12B's: 256 tokens per
  * tile, 9 tiles for 1920x1080), the text still counted by DIR's tokenizer. For the prediction,
  * the seconds a step's prefill takes at least: its FLOPs (roofline.c, attention over the context
- * included) over a bf16 GEMM rate measured here on --config's MLP shapes (oneDNN, this machine's
- * CPU threads) and over --device-spec's peak. Figures: agent.history.MODE.stepN tokens. */
+ * included) over the GEMM rate measured here on --config's MLP shapes (bf16 through oneDNN, or
+ * the fp32 products the forward runs where oneDNN has no bf16 on this CPU; this machine's CPU
+ * threads) and over --device-spec's peak. Figures: agent.history.MODE.stepN tokens. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "bench.h"
 #include "common.h"
 #include "cpu.h"
+#include "cpu_dnnl.h"
 #include "engine.h"
 #include "lm.h"
 #include "policy.h"
@@ -260,8 +262,9 @@ out:
 	return r;
 }
 
-/* FLOP/s of the bf16 products of a prefill on one MLP layer of the config's shapes (random
- * weights, a small vocabulary): the CPU's GEMM rate at the model's matrix sizes. */
+/* FLOP/s of the products of a prefill on one MLP layer of the config's shapes (random weights,
+ * a small vocabulary): the CPU's GEMM rate at the model's matrix sizes, in bf16 through oneDNN
+ * where this CPU has it, else the fp32 products the forward runs instead (lm_forward.c). */
 static double cpu_gemm_rate(const struct bench_shapes *sh)
 {
 	struct lm_random_spec sp;
@@ -272,7 +275,7 @@ static double cpu_gemm_rate(const struct bench_shapes *sh)
 	struct engine_model *m = lm_random_model_create(&sp);
 	if (!m)
 		return -errno;
-	double flop = 0, t = bench_gemm_only_seconds(m, true, AH_GEMM_ROWS, &flop);
+	double flop = 0, t = bench_gemm_only_seconds(m, cpu_dnnl_bf16_supported(), AH_GEMM_ROWS, &flop);
 	lm_random_model_destroy(m);
 	return t > 0 && flop > 0 ? flop / t : -EIO;
 }
@@ -331,9 +334,10 @@ int bench_agent_history(const char *model_dir, const char *config, int sw, int s
 	bench_shapes_roofline_lm(&shapes, &lm);
 	double rate = cpu_gemm_rate(&shapes);
 	if (rate > 0)
-		printf("CPU bf16 GEMM rate at %s's MLP shapes (%d x %d, %d rows, %d threads): "
-		       "%.1f GFLOP/s\n", config, shapes.mc.lm.intermediate, shapes.mc.lm.hidden,
-		       AH_GEMM_ROWS, cpu_threads(), rate / 1e9);
+		printf("CPU %s GEMM rate at %s's MLP shapes (%d x %d, %d rows, %d threads): "
+		       "%.1f GFLOP/s\n", cpu_dnnl_bf16_supported() ? "bf16" : "fp32 (no oneDNN bf16 here)",
+		       config, shapes.mc.lm.intermediate, shapes.mc.lm.hidden, AH_GEMM_ROWS,
+		       cpu_threads(), rate / 1e9);
 	else
 		printf("CPU GEMM rate: not measured (%s)\n", strerror((int)-rate));
 	if (dev)
