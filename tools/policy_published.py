@@ -13,7 +13,10 @@ ignored by git):
   system-prompt.txt    _build_system_prompt(password="password", max_steps=50, max_time_s=1800,
                        os_name="Linux") with the date 2026-11-21
 and exits 1 unless each has the README's size and SHA-256 (the schema depends on pydantic's
-version: 2.13.4 was read).
+version: 2.13.4 was read). When they all match, the template and the schema are also written
+where holod reads them (--published-dir, default $XDG_DATA_HOME/holod/published, else
+~/.local/share/holod/published): holod's holo-nano format then uses the published system text
+(docs/policy.md); set HOLOD_PUBLISHED_DIR to write elsewhere, or to "" not to.
 
 usage: tools/policy_published.py PATH/TO/holotron_agent.py [OUT]
 """
@@ -78,7 +81,21 @@ def main():
         ok = len(data) == size and got == sha
         bad += not ok
         print(f"{name}: {len(data)} bytes, sha256 {got}: {'ok' if ok else 'DIFFERS from the README'}")
-    sys.exit(1 if bad else 0)
+    if bad:
+        sys.exit(1)
+    dest = os.environ.get("HOLOD_PUBLISHED_DIR")
+    if dest is None:
+        data_home = os.environ.get("XDG_DATA_HOME")
+        if not data_home or not os.path.isabs(data_home):
+            data_home = os.path.join(os.path.expanduser("~"), ".local", "share")
+        dest = os.path.join(data_home, "holod", "published")
+    if dest:
+        os.makedirs(dest, exist_ok=True)
+        for name, text in (("system-template.txt", template), ("step-schema.json", schema)):
+            with open(os.path.join(dest, name), "wb") as f:
+                f.write(text.encode("utf-8"))
+        print(f"holod reads them from {dest}")
+    sys.exit(0)
 
 
 if __name__ == "__main__":
