@@ -83,54 +83,6 @@ struct policy_grammar *policy_grammar_create_holo_nano(void)
 	return policy_grammar_build(nano_tools, ARRAY_SIZE(nano_tools));
 }
 
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-{
-	if (errbuf && errlen) {
-		va_list ap;
-		va_start(ap, format);
-		vsnprintf(errbuf, errlen, format, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
-/* Bytes between the quotes when jansson writes s (what the serializer emits). */
-static size_t written_len(const char *s, size_t n)
-{
-	size_t len = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' ||
-		    c == '\t')
-			len += 2;
-		else if (c < 0x20)
-			len += 6;
-		else
-			len += 1;
-	}
-	return len;
-}
-
-static int check_string(const json_t *v, const char *field, size_t max, char *errbuf,
-			size_t errlen)
-{
-	if (!json_is_string(v))
-		return fail(errbuf, errlen, -EINVAL, "%s: expected a string", field);
-	const char *s = json_string_value(v);
-	size_t n = json_string_length(v);
-	if (memchr(s, '\0', n))
-		return fail(errbuf, errlen, -EINVAL, "%s: contains a NUL character", field);
-	size_t w = written_len(s, n);
-	if (w > max)
-		return fail(errbuf, errlen, -E2BIG, "%s: %zu bytes exceed the limit of %zu", field,
-			    w, max);
-	return 0;
-}
-
-/* The arguments of `t` in tc: present and typed as the layout says, in range; unknown
- * members are left to ipc, which names them. */
 static int check_args(const struct policy_named_tool *t, const json_t *tc, char *errbuf,
 		      size_t errlen)
 {
@@ -142,19 +94,22 @@ static int check_args(const struct policy_named_tool *t, const json_t *tc, char 
 		snprintf(field, sizeof(field), "tool_call.%s", a->name);
 		if (!v) {
 			if (a->required)
-				return fail(errbuf, errlen, -EINVAL, "%s: missing (required for '%s')",
-					    field, t->name);
+				return policy_fail(errbuf, errlen, -EINVAL,
+				                   "%s: missing (required for '%s')", field,
+				                   t->name);
 			continue;
 		}
 		if (a->type == POLICY_ARG_STRING &&
-		    (r = check_string(v, field, a->max, errbuf, errlen)) < 0)
+		    (r = policy_check_string(v, field, a->max, errbuf, errlen)) < 0)
 			return r;
 		if (a->type == POLICY_ARG_INT && !json_is_integer(v))
-			return fail(errbuf, errlen, -EINVAL, "%s: expected an integer", field);
+			return policy_fail(errbuf, errlen, -EINVAL, "%s: expected an integer",
+			                   field);
 		if (a->type == POLICY_ARG_INT &&
 		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi))
-			return fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d", field,
-				    (long long)json_integer_value(v), a->lo, a->hi);
+			return policy_fail(errbuf, errlen, -EINVAL,
+			                   "%s: %lld is out of range %d..%d", field,
+			                   (long long)json_integer_value(v), a->lo, a->hi);
 		if (a->type == POLICY_ARG_GOALS && json_is_array(v)) {
 			size_t k;
 			json_t *g;
@@ -162,8 +117,9 @@ static int check_args(const struct policy_named_tool *t, const json_t *tc, char 
 				json_t *title = json_is_object(g) ? json_object_get(g, "title") : NULL;
 				char gf[96];
 				snprintf(gf, sizeof(gf), "tool_call.goals[%zu].title", k);
-				if (title && (r = check_string(title, gf, IPC_MAX_GOAL_TITLE_BYTES,
-							       errbuf, errlen)) < 0)
+				if (title &&
+				    (r = policy_check_string(title, gf, IPC_MAX_GOAL_TITLE_BYTES,
+				                             errbuf, errlen)) < 0)
 					return r;
 			}
 		}
@@ -176,8 +132,10 @@ static bool key_list_ok(char *const *keys, size_t n, const char *field, char *er
 {
 	for (size_t k = 0; k < n; k++)
 		if (!policy_key_name_ok(keys[k])) {
-			fail(errbuf, errlen, -EINVAL, "tool_call.%s[%zu]: '%s' is not a key name of "
-			     "the schema", field, k, keys[k]);
+			policy_fail(errbuf, errlen, -EINVAL,
+			            "tool_call.%s[%zu]: '%s' is not a key name of "
+			            "the schema",
+			            field, k, keys[k]);
 			return false;
 		}
 	return true;
@@ -193,17 +151,18 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 	int r;
 
 	if (!text)
-		return fail(errbuf, errlen, -EINVAL, "no step text");
+		return policy_fail(errbuf, errlen, -EINVAL, "no step text");
 	if (len > POLICY_MAX_STEP_BYTES)
-		return fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d", len,
-			    POLICY_MAX_STEP_BYTES);
+		return policy_fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d",
+		                   len, POLICY_MAX_STEP_BYTES);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
-			    jerr.line, jerr.column, jerr.text);
+		return policy_fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
+		                   jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root)) {
-		r = fail(errbuf, errlen, -EINVAL, "expected a step object {\"note\", \"thought\", "
-						  "\"tool_call\"}");
+		r = policy_fail(errbuf, errlen, -EINVAL,
+		                "expected a step object {\"note\", \"thought\", "
+		                "\"tool_call\"}");
 		goto out;
 	}
 	const char *key;
@@ -211,45 +170,49 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 	json_object_foreach(root, key, val) {
 		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 &&
 		    strcmp(key, "tool_call") != 0) {
-			r = fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
+			r = policy_fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
 			goto out;
 		}
 	}
 	/* The published schema: note optional (default null), thought and tool_call required. */
 	json_t *note = json_object_get(root, "note");
 	if (note && !json_is_null(note)) {
-		if ((r = check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) < 0)
+		if ((r = policy_check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) <
+		    0)
 			goto out;
 		s.note = xstrdup(json_string_value(note));
 	}
 	json_t *thought = json_object_get(root, "thought");
 	if (!thought) {
-		r = fail(errbuf, errlen, -EINVAL, "thought: missing");
+		r = policy_fail(errbuf, errlen, -EINVAL, "thought: missing");
 		goto out;
 	}
-	if ((r = check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf, errlen)) < 0)
+	if ((r = policy_check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf,
+	                             errlen)) < 0)
 		goto out;
 	s.thought = xstrdup(json_string_value(thought));
 
 	json_t *tc = json_object_get(root, "tool_call");
 	if (!tc || !json_is_object(tc)) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call: %s",
-			 tc ? "expected an object" : "missing");
+		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call: %s",
+		                tc ? "expected an object" : "missing");
 		goto out;
 	}
 	json_t *tn = json_object_get(tc, "tool_name");
 	if (!tn || !json_is_string(tn)) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: %s",
-			 tn ? "expected a string" : "missing");
+		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: %s",
+		                tn ? "expected a string" : "missing");
 		goto out;
 	}
 	const struct policy_named_tool *t = by_name(json_string_value(tn));
 	if (!t) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: unknown tool '%s' (one of "
-			 "update_plan, write_desktop, click_desktop, double_click_desktop, "
-			 "drag_to_desktop, scroll_desktop, move_to_desktop, key_down_desktop, "
-			 "key_up_desktop, hotkey_desktop, hold_and_tap_key_desktop, answer)",
-			 json_string_value(tn));
+		r = policy_fail(
+		        errbuf, errlen, -EINVAL,
+		        "tool_call.tool_name: unknown tool '%s' (one of "
+		        "update_plan, write_desktop, click_desktop, double_click_desktop, "
+		        "drag_to_desktop, scroll_desktop, move_to_desktop, key_down_desktop, "
+		        "key_up_desktop, hotkey_desktop, hold_and_tap_key_desktop, answer)",
+		        json_string_value(tn));
 		goto out;
 	}
 	if ((r = check_args(t, tc, errbuf, errlen)) < 0)
@@ -272,7 +235,7 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 	char ierr[256] = "";
 	r = ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &s.action, ierr, sizeof(ierr));
 	if (r < 0) {
-		fail(errbuf, errlen, r, "tool_call.%s", ierr);
+		policy_fail(errbuf, errlen, r, "tool_call.%s", ierr);
 		goto out;
 	}
 	if (!key_list_ok(s.action.keys, s.action.n_keys, "keys", errbuf, errlen) ||
@@ -282,8 +245,9 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 		goto out;
 	}
 	if (s.action.key && !policy_key_name_ok(s.action.key)) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call.key: '%s' is not a key name of the schema",
-			 s.action.key);
+		r = policy_fail(errbuf, errlen, -EINVAL,
+		                "tool_call.key: '%s' is not a key name of the schema",
+		                s.action.key);
 		goto out;
 	}
 	*ret = s;
@@ -446,12 +410,15 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 
 	if (!tmpl || !schema || !env || !env->date || !env->os_name || env->max_steps == 0 ||
 	    env->max_time_s == 0)
-		return fail(errbuf, errlen, -EINVAL, "system text: a template, a schema, the date, "
-			    "the OS name and both budgets are needed");
+		return policy_fail(errbuf, errlen, -EINVAL,
+		                   "system text: a template, a schema, the date, "
+		                   "the OS name and both budgets are needed");
 	if (tlen > POLICY_NANO_MAX_TEMPLATE_BYTES || slen > POLICY_NANO_MAX_SCHEMA_BYTES)
-		return fail(errbuf, errlen, -E2BIG, "system text: the template (%zu bytes) or the "
-			    "schema (%zu bytes) exceeds its limit (%d, %d)", tlen, slen,
-			    POLICY_NANO_MAX_TEMPLATE_BYTES, POLICY_NANO_MAX_SCHEMA_BYTES);
+		return policy_fail(errbuf, errlen, -E2BIG,
+		                   "system text: the template (%zu bytes) or the "
+		                   "schema (%zu bytes) exceeds its limit (%d, %d)",
+		                   tlen, slen, POLICY_NANO_MAX_TEMPLATE_BYTES,
+		                   POLICY_NANO_MAX_SCHEMA_BYTES);
 	put(&buf, &len, &cap, "", 0);
 	for (size_t i = 0; i < tlen;) {
 		const char *c = tmpl + i;
@@ -463,8 +430,8 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 		}
 		if (*c == '}') {
 			free(buf);
-			return fail(errbuf, errlen, -EINVAL, "system template: a single '}' at byte %zu",
-				    i);
+			return policy_fail(errbuf, errlen, -EINVAL,
+			                   "system template: a single '}' at byte %zu", i);
 		}
 		if (*c != '{') {
 			if (i >= skip_to)
@@ -497,8 +464,10 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 				if (memchr(tmpl + s, '{', i - s) || memchr(tmpl + s, '}', i - s) ||
 				    i - s > len) {
 					free(buf);
-					return fail(errbuf, errlen, -EINVAL, "system template: the "
-						    "sentence of {password} holds another field");
+					return policy_fail(
+					        errbuf, errlen, -EINVAL,
+					        "system template: the "
+					        "sentence of {password} holds another field");
 				}
 				len -= i - s;
 				buf[len] = '\0';
@@ -508,9 +477,12 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 			}
 		} else {
 			free(buf);
-			return fail(errbuf, errlen, -EINVAL, "system template: unknown field '%.*s' at "
-				    "byte %zu (known: start_time, max_steps, max_time_s, os_name, "
-				    "password)", close ? (int)MIN(n, 64) : 16, field, i);
+			return policy_fail(
+			        errbuf, errlen, -EINVAL,
+			        "system template: unknown field '%.*s' at "
+			        "byte %zu (known: start_time, max_steps, max_time_s, os_name, "
+			        "password)",
+			        close ? (int)MIN(n, 64) : 16, field, i);
 		}
 		if (i >= skip_to)
 			put(&buf, &len, &cap, value, strlen(value));
@@ -728,7 +700,7 @@ static int read_verified(const char *dir, const char *name, size_t max, const ch
 	int r;
 
 	if (!f) {
-		r = fail(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
+		r = policy_fail(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
 		free(path);
 		return r;
 	}
@@ -737,15 +709,15 @@ static int read_verified(const char *dir, const char *name, size_t max, const ch
 	bool bad = ferror(f);
 	fclose(f);
 	if (bad || n > max) {
-		r = fail(errbuf, errlen, bad ? -EIO : -E2BIG, bad ? "%s: read error"
-			 : "%s: over %zu bytes", path, max);
+		r = policy_fail(errbuf, errlen, bad ? -EIO : -E2BIG,
+		                bad ? "%s: read error" : "%s: over %zu bytes", path, max);
 		goto out;
 	}
 	buf[n] = '\0';
 	ipc_sha256_hex(buf, n, got);
 	if (strcmp(got, sha) != 0) {
-		r = fail(errbuf, errlen, -EBADMSG, "%s: SHA-256 %s, not the published %s", path,
-			 got, sha);
+		r = policy_fail(errbuf, errlen, -EBADMSG, "%s: SHA-256 %s, not the published %s",
+		                path, got, sha);
 		goto out;
 	}
 	*ret = buf;
@@ -766,7 +738,7 @@ int policy_published_load(const char *dir, struct policy_published *ret, char *e
 	int r;
 
 	if (!dir || !ret)
-		return fail(errbuf, errlen, -EINVAL, "no folder given");
+		return policy_fail(errbuf, errlen, -EINVAL, "no folder given");
 	if ((r = read_verified(dir, POLICY_NANO_TEMPLATE_FILE, POLICY_NANO_MAX_TEMPLATE_BYTES,
 			       POLICY_NANO_TEMPLATE_SHA256, &tmpl, &tlen, errbuf, errlen)) < 0)
 		return r;

@@ -110,3 +110,16 @@ const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool);
 /* Whether the grammar accepts `name` as a key name (the parser holds steps to the same list). */
 bool policy_key_name_ok(const char *name);
 
+/* ---- step parsing helpers (step.c), shared by the formats' parsers ------------------------ */
+
+/* Writes the message into errbuf (when given) and returns err. */
+int policy_fail(char *errbuf, size_t errlen, int err, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Bytes between the quotes when jansson writes s (what the serializers emit). */
+size_t policy_written_len(const char *s, size_t n);
+
+/* v is a JSON string without NUL whose written form fits max bytes; else a clear error naming
+ * field (-EINVAL, -E2BIG). */
+int policy_check_string(const json_t *v, const char *field, size_t max, char *errbuf,
+			size_t errlen);

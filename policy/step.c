@@ -26,9 +26,7 @@ void policy_step_finish(struct policy_step *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
+int policy_fail(char *errbuf, size_t errlen, int err, const char *format, ...)
 {
 	if (errbuf && errlen) {
 		va_list ap;
@@ -39,8 +37,7 @@ static int fail(char *errbuf, size_t errlen, int err, const char *format, ...)
 	return err;
 }
 
-/* Bytes between the quotes when jansson writes s (what the serializer emits). */
-static size_t written_len(const char *s, size_t n)
+size_t policy_written_len(const char *s, size_t n)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -56,19 +53,18 @@ static size_t written_len(const char *s, size_t n)
 	return len;
 }
 
-static int check_string(const json_t *v, const char *field, size_t max, char *errbuf,
-			size_t errlen)
+int policy_check_string(const json_t *v, const char *field, size_t max, char *errbuf, size_t errlen)
 {
 	if (!json_is_string(v))
-		return fail(errbuf, errlen, -EINVAL, "%s: expected a string", field);
+		return policy_fail(errbuf, errlen, -EINVAL, "%s: expected a string", field);
 	const char *s = json_string_value(v);
 	size_t n = json_string_length(v);
 	if (memchr(s, '\0', n))
-		return fail(errbuf, errlen, -EINVAL, "%s: contains a NUL character", field);
-	size_t w = written_len(s, n);
+		return policy_fail(errbuf, errlen, -EINVAL, "%s: contains a NUL character", field);
+	size_t w = policy_written_len(s, n);
 	if (w > max)
-		return fail(errbuf, errlen, -E2BIG, "%s: %zu bytes exceed the limit of %zu", field,
-			    w, max);
+		return policy_fail(errbuf, errlen, -E2BIG, "%s: %zu bytes exceed the limit of %zu",
+		                   field, w, max);
 	return 0;
 }
 
@@ -82,17 +78,18 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 	int r;
 
 	if (!text)
-		return fail(errbuf, errlen, -EINVAL, "no step text");
+		return policy_fail(errbuf, errlen, -EINVAL, "no step text");
 	if (len > POLICY_MAX_STEP_BYTES)
-		return fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d", len,
-			    POLICY_MAX_STEP_BYTES);
+		return policy_fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d",
+		                   len, POLICY_MAX_STEP_BYTES);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
-			    jerr.line, jerr.column, jerr.text);
+		return policy_fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
+		                   jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root)) {
-		r = fail(errbuf, errlen, -EINVAL, "expected a step object {\"note\", \"thought\", "
-						  "\"tool_call\"}");
+		r = policy_fail(errbuf, errlen, -EINVAL,
+		                "expected a step object {\"note\", \"thought\", "
+		                "\"tool_call\"}");
 		goto out;
 	}
 	const char *key;
@@ -100,34 +97,36 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 	json_object_foreach(root, key, val) {
 		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 &&
 		    strcmp(key, "tool_call") != 0) {
-			r = fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
+			r = policy_fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
 			goto out;
 		}
 	}
 
 	json_t *note = json_object_get(root, "note");
 	if (!note) {
-		r = fail(errbuf, errlen, -EINVAL, "note: missing (null or a string)");
+		r = policy_fail(errbuf, errlen, -EINVAL, "note: missing (null or a string)");
 		goto out;
 	}
 	if (!json_is_null(note)) {
-		if ((r = check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) < 0)
+		if ((r = policy_check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) <
+		    0)
 			goto out;
 		s.note = xstrdup(json_string_value(note));
 	}
 	json_t *thought = json_object_get(root, "thought");
 	if (!thought) {
-		r = fail(errbuf, errlen, -EINVAL, "thought: missing");
+		r = policy_fail(errbuf, errlen, -EINVAL, "thought: missing");
 		goto out;
 	}
-	if ((r = check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf, errlen)) < 0)
+	if ((r = policy_check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf,
+	                             errlen)) < 0)
 		goto out;
 	s.thought = xstrdup(json_string_value(thought));
 
 	json_t *tc = json_object_get(root, "tool_call");
 	if (!tc || !json_is_object(tc)) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call: %s",
-			 tc ? "expected an object" : "missing");
+		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call: %s",
+		                tc ? "expected an object" : "missing");
 		goto out;
 	}
 	/* What ipc's scripts allow but the model's schema does not. */
@@ -141,23 +140,24 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		snprintf(field, sizeof(field), "tool_call.%s", a->name);
 		if (!v) {
 			if (a->required) {
-				r = fail(errbuf, errlen, -EINVAL, "%s: missing (required for '%s')",
-					 field, json_string_value(tn));
+				r = policy_fail(errbuf, errlen, -EINVAL,
+				                "%s: missing (required for '%s')", field,
+				                json_string_value(tn));
 				goto out;
 			}
 			continue;
 		}
 		if (a->type == POLICY_ARG_STRING &&
-		    (r = check_string(v, field, a->max, errbuf, errlen)) < 0)
+		    (r = policy_check_string(v, field, a->max, errbuf, errlen)) < 0)
 			goto out;
 		if (a->type == POLICY_ARG_INT && !json_is_integer(v)) {
-			r = fail(errbuf, errlen, -EINVAL, "%s: expected an integer", field);
+			r = policy_fail(errbuf, errlen, -EINVAL, "%s: expected an integer", field);
 			goto out;
 		}
 		if (a->type == POLICY_ARG_INT &&
 		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi)) {
-			r = fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d", field,
-				 (long long)json_integer_value(v), a->lo, a->hi);
+			r = policy_fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d",
+			                field, (long long)json_integer_value(v), a->lo, a->hi);
 			goto out;
 		}
 	}
@@ -169,25 +169,29 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 	char ierr[256] = "";
 	r = ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &s.action, ierr, sizeof(ierr));
 	if (r < 0) {
-		fail(errbuf, errlen, r, "tool_call.%s", ierr);
+		policy_fail(errbuf, errlen, r, "tool_call.%s", ierr);
 		goto out;
 	}
 	/* The script-only tools are not the model's to use (a "target" is refused above: the
 	 * layout requires x and y, and ipc refuses a target beside them). */
 	if (s.action.tool >= IPC_TOOL_MODEL_COUNT) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: '%s' is a script-only tool",
-			 ipc_tool_to_string(s.action.tool));
+		r = policy_fail(errbuf, errlen, -EINVAL,
+		                "tool_call.tool_name: '%s' is a script-only tool",
+		                ipc_tool_to_string(s.action.tool));
 		goto out;
 	}
 	for (size_t k = 0; k < s.action.n_keys; k++)
 		if (!policy_key_name_ok(s.action.keys[k])) {
-			r = fail(errbuf, errlen, -EINVAL, "tool_call.keys[%zu]: '%s' is not a key name of "
-				 "the schema", k, s.action.keys[k]);
+			r = policy_fail(errbuf, errlen, -EINVAL,
+			                "tool_call.keys[%zu]: '%s' is not a key name of "
+			                "the schema",
+			                k, s.action.keys[k]);
 			goto out;
 		}
 	if (s.action.key && !policy_key_name_ok(s.action.key)) {
-		r = fail(errbuf, errlen, -EINVAL, "tool_call.key: '%s' is not a key name of the schema",
-			 s.action.key);
+		r = policy_fail(errbuf, errlen, -EINVAL,
+		                "tool_call.key: '%s' is not a key name of the schema",
+		                s.action.key);
 		goto out;
 	}
 	*ret = s;
