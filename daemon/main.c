@@ -144,6 +144,7 @@ int main(int argc, char **argv)
 
 	log_set_program_name("holod");
 	log_setup_from_env();
+	notify_init();
 	if (options_parse(&cfg, argc, argv) < 0) {
 		options_finish(&cfg);
 		return 2;

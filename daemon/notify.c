@@ -11,9 +11,19 @@
 
 #include "common.h"
 
-int notify_send(const char *state)
+static char *socket_path; /* $NOTIFY_SOCKET as holod was started with it */
+
+void notify_init(void)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
+	if (path && path[0] && !socket_path)
+		socket_path = strdup(path);
+	unsetenv("NOTIFY_SOCKET");
+}
+
+int notify_send(const char *state)
+{
+	const char *path = socket_path;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t n;
 	int fd, r = 1;

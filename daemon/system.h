@@ -30,7 +30,11 @@ int state_lock_take(const char *dir, int *ret_fd);
 int state_dir_prepare(const char *dir);
 
 /* sd_notify without libsystemd: one datagram to $NOTIFY_SOCKET ("@..." is abstract).
- * Returns 0 when NOTIFY_SOCKET is unset, 1 when sent, -errno on failure. */
+ * notify_init() takes the variable out of holod's environment (sd_notify's unset_environment)
+ * before any child starts: the Xvfbs holod starts speak the protocol too, and their READY=1
+ * would tell the service manager holod is ready while its model still loads. notify_send():
+ * 0 when there is no socket, 1 when sent, -errno on failure. */
+void notify_init(void);
 int notify_send(const char *state);
 
 /* A private Xvfb of width x height owned by holod: display `number` (-1: the first free one,

@@ -53,7 +53,8 @@ mkfifo "$T/held/config.json"
 "$NOTIFY_RECV" "$T/notify.sock" 60 >"$T/notify.out" &
 NPID=$!
 wait_until 10 grep -q LISTENING "$T/notify.out" || fail "notify-recv did not start"
-NOTIFY_SOCKET="$T/notify.sock" start_holod --model "$T/held" --require-model
+# (--virtual: the Xvfb holod starts speaks sd_notify too; its READY=1 must not reach the socket)
+NOTIFY_SOCKET="$T/notify.sock" start_holod --model "$T/held" --require-model --virtual 320x240
 api GET /v1/status
 expect_json "a held load" .model.state loading
 wait_until 1 grep -q 'READY=1' "$T/notify.out" && fail "READY=1 while the model was loading"
