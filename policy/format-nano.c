@@ -145,35 +145,12 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 			   size_t errlen)
 {
 	struct policy_step s = {0};
-	json_error_t jerr;
 	json_t *root = NULL, *call_obj = NULL;
 	char *call = NULL;
 	int r;
 
-	if (!text)
-		return policy_fail(errbuf, errlen, -EINVAL, "no step text");
-	if (len > POLICY_MAX_STEP_BYTES)
-		return policy_fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d",
-		                   len, POLICY_MAX_STEP_BYTES);
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return policy_fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
-		                   jerr.line, jerr.column, jerr.text);
-	if (!json_is_object(root)) {
-		r = policy_fail(errbuf, errlen, -EINVAL,
-		                "expected a step object {\"note\", \"thought\", "
-		                "\"tool_call\"}");
-		goto out;
-	}
-	const char *key;
-	json_t *val;
-	json_object_foreach(root, key, val) {
-		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 &&
-		    strcmp(key, "tool_call") != 0) {
-			r = policy_fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
-			goto out;
-		}
-	}
+	if ((r = policy_step_load(text, len, &root, errbuf, errlen)) < 0)
+		return r;
 	/* The published schema: note optional (default null), thought and tool_call required. */
 	json_t *note = json_object_get(root, "note");
 	if (note && !json_is_null(note)) {

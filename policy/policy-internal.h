@@ -123,3 +123,8 @@ size_t policy_written_len(const char *s, size_t n);
  * field (-EINVAL, -E2BIG). */
 int policy_check_string(const json_t *v, const char *field, size_t max, char *errbuf,
 			size_t errlen);
+
+/* A step's text parsed as a JSON object holding only note, thought and tool_call (the size
+ * checked against POLICY_MAX_STEP_BYTES, duplicate keys refused): *ret owns it. The formats'
+ * parsers check the fields' values. 0, or -EINVAL / -E2BIG with the message in errbuf. */
+int policy_step_load(const char *text, size_t len, json_t **ret, char *errbuf, size_t errlen);

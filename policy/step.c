@@ -68,15 +68,12 @@ int policy_check_string(const json_t *v, const char *field, size_t max, char *er
 	return 0;
 }
 
-int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
-		      size_t errlen)
+int policy_step_load(const char *text, size_t len, json_t **ret, char *errbuf, size_t errlen)
 {
-	struct policy_step s = {0};
 	json_error_t jerr;
-	json_t *root = NULL;
-	char *call = NULL;
-	int r;
+	json_t *root;
 
+	*ret = NULL;
 	if (!text)
 		return policy_fail(errbuf, errlen, -EINVAL, "no step text");
 	if (len > POLICY_MAX_STEP_BYTES)
@@ -87,20 +84,36 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		return policy_fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
 		                   jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root)) {
-		r = policy_fail(errbuf, errlen, -EINVAL,
-		                "expected a step object {\"note\", \"thought\", "
-		                "\"tool_call\"}");
-		goto out;
+		int r = policy_fail(errbuf, errlen, -EINVAL,
+		                    "expected a step object {\"note\", \"thought\", "
+		                    "\"tool_call\"}");
+		json_decref(root);
+		return r;
 	}
 	const char *key;
 	json_t *val;
 	json_object_foreach(root, key, val) {
 		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 &&
 		    strcmp(key, "tool_call") != 0) {
-			r = policy_fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
-			goto out;
+			int r = policy_fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
+			json_decref(root);
+			return r;
 		}
 	}
+	*ret = root;
+	return 0;
+}
+
+int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
+		      size_t errlen)
+{
+	struct policy_step s = {0};
+	json_t *root = NULL;
+	char *call = NULL;
+	int r;
+
+	if ((r = policy_step_load(text, len, &root, errbuf, errlen)) < 0)
+		return r;
 
 	json_t *note = json_object_get(root, "note");
 	if (!note) {
