@@ -1,12 +1,14 @@
-// Quantized weights on the device (gpu.h, docs/quantization.md "CUDA"): the decode GEMV on q8 and
-// q4 row records, and their dequantization to bf16 or fp32 for the prefill's cuBLASLt GEMM.
+// Quantized weights on the device (gpu.h, docs/quantization.md "On CUDA"): the decode GEMV on q8,
+// q4 and fp8 row records, and their dequantization to bf16 or fp32 for the prefill's cuBLASLt GEMM.
 //
 // DESIGN: the records are engine/quant/quant.h's, uploaded as they are (codes of a row, padded to
 // 64 bytes, then its fp16 scales, padded to 64 bytes; rows back to back). One warp per output row:
 // each lane loads 16 bytes of codes at a time (a warp 512 contiguous bytes, one coalesced
 // transaction per step; the 64-byte padding of the codes makes every 16-byte load lie whole inside
 // them or wholly past them), widens them in registers to the exact dequantized weights (q8: d q;
-// q4: fmaf(d, q, m), quant_row_to_f32()'s values bit for bit) and multiply-adds them in fp32 into
+// q4: fmaf(d, q, m); fp8: e4m3(c) s, the code decoded by bit operations (no FP8 instruction, so
+// the emulation runs it), one fp32 product; quant_row_to_f32()'s values bit for bit) and
+// multiply-adds them in fp32 into
 // one sum per token; the warp's sums are reduced by shuffles. Up to GPU_QGEMV_TOKENS tokens share
 // each weight load (the accumulators are registers: the token loops are unrolled with the token
 // index constant); more rows take more launches, each reading the weights again. Columns past
@@ -35,10 +37,23 @@ static __host__ __device__ inline size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
-/* Bytes of a row's codes as laid out (before the scales' padding). */
+/* Bytes of a row's codes as laid out (before the scales' padding): q8 and fp8 one per column
+ * (whole blocks of 32), q4 half. */
 static __host__ __device__ inline size_t code_bytes(int fmt, int in)
 {
-	return (size_t)((in + 31) / 32) * (fmt == GPU_QUANT_Q8 ? 32 : 16);
+	return (size_t)((in + 31) / 32) * (fmt == GPU_QUANT_Q4 ? 16 : 32);
+}
+
+/* An e4m3 code's value (OCP FP8 E4M3, float8_e4m3fn), exactly: exponent field e of bias 7 and
+ * mantissa m land in fp32's fields (e + 120, m << 20); e == 0 is subnormal, m 2^-9; S.1111.111 is
+ * NaN (the records never hold one: the upload refuses it). quant_e4m3_to_f32()'s values. */
+static __device__ inline float e4m3_to_f32(unsigned c)
+{
+	const unsigned e = (c >> 3) & 15u, m = c & 7u;
+	float v = e ? __int_as_float((int)(((e + 120u) << 23) | (m << 20))) : (float)m * 0x1p-9f;
+	if ((c & 0x7fu) == 0x7fu)
+		v = __int_as_float(0x7fc00000);
+	return (c & 0x80u) ? -v : v;
 }
 
 /* fp16 bits to fp32, exactly (normals, subnormals, infinities, NaN). */
@@ -73,13 +88,28 @@ static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t 
 	const unsigned char *row = w + (size_t)o * row_bytes;
 	const uint16_t *sc = (const uint16_t *)(row + align64(code_bytes(FMT, in)));
 	const size_t nbytes = code_bytes(FMT, in);
+	/* fp8: the row's fp32 scale behind its codes */
+	const float fs = FMT == GPU_QUANT_FP8 ? *(const float *)sc : 0.0f;
 	float acc[GPU_QGEMV_TOKENS];
 #pragma unroll
 	for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
 		acc[t] = 0.0f;
 	for (size_t off = (size_t)lane * 16; off < nbytes; off += 32 * 16) {
 		const uint4 v = *(const uint4 *)(row + off);
-		if (FMT == GPU_QUANT_Q8) {
+		if (FMT == GPU_QUANT_FP8) {
+			/* 16 codes: columns off .. off + 15, each e4m3(c) s */
+			const int c0 = (int)off, n = in - c0 < 16 ? in - c0 : 16;
+#pragma unroll
+			for (int i = 0; i < 16; i++) {
+				if (i >= n)
+					continue;
+				const float wv = e4m3_to_f32(byte_of(v, i)) * fs;
+#pragma unroll
+				for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
+					if (t < rows)
+						acc[t] = fmaf(wv, gpu_load_f32(x[(size_t)t * ldx + c0 + i]), acc[t]);
+			}
+		} else if (FMT == GPU_QUANT_Q8) {
 			/* 16 codes: columns off .. off + 15 of block off / 32 */
 			const float d = f16_to_f32(sc[off / 32]);
 			const int c0 = (int)off, n = in - c0 < 16 ? in - c0 : 16;
@@ -141,7 +171,9 @@ static __global__ void dequant_kernel(const unsigned char *__restrict__ w, size_
 	for (int c = threadIdx.x; c < in; c += blockDim.x) {
 		const int b = c / 32, j = c % 32;
 		float v;
-		if (FMT == GPU_QUANT_Q8) {
+		if (FMT == GPU_QUANT_FP8) {
+			v = e4m3_to_f32(row[c]) * *(const float *)sc;
+		} else if (FMT == GPU_QUANT_Q8) {
 			v = f16_to_f32(sc[b]) * (float)(int)(signed char)row[c];
 		} else {
 			const unsigned byte = row[(size_t)b * 16 + (j & 15)];
@@ -154,9 +186,11 @@ static __global__ void dequant_kernel(const unsigned char *__restrict__ w, size_
 
 extern "C" size_t gpu_quant_row_bytes(enum gpu_quant f, int in)
 {
-	if ((f != GPU_QUANT_Q8 && f != GPU_QUANT_Q4) || in < 1)
+	if ((f != GPU_QUANT_Q8 && f != GPU_QUANT_Q4 && f != GPU_QUANT_FP8) || in < 1)
 		return 0;
 	size_t nb = (size_t)(in + 31) / 32;
+	if (f == GPU_QUANT_FP8)
+		return align64(code_bytes(f, in)) + 64; /* one fp32 scale, padded to 64 */
 	return align64(code_bytes(f, in)) + align64(nb * (f == GPU_QUANT_Q8 ? 2 : 4));
 }
 
@@ -206,7 +240,10 @@ extern "C" int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f,
 		const int n = rows - r0 < GPU_QGEMV_TOKENS ? rows - r0 : GPU_QGEMV_TOKENS;
 		const void *xr = (const char *)x + (size_t)r0 * ldx * xb;
 		void *yr = (char *)y + (size_t)r0 * ldy * yb;
-		if (f == GPU_QUANT_Q8)
+		if (f == GPU_QUANT_FP8)
+			launch_qgemv<GPU_QUANT_FP8>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype,
+						    ldx, n, yr, y_dtype, ldy, accumulate);
+		else if (f == GPU_QUANT_Q8)
 			launch_qgemv<GPU_QUANT_Q8>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype, ldx,
 						   n, yr, y_dtype, ldy, accumulate);
 		else
@@ -229,7 +266,14 @@ extern "C" int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant 
 	cudaStream_t s = (cudaStream_t)g->stream;
 	const unsigned char *wb = (const unsigned char *)w;
 	int threads = in < DEQUANT_THREADS ? (in + 31) / 32 * 32 : DEQUANT_THREADS;
-	if (f == GPU_QUANT_Q8) {
+	if (f == GPU_QUANT_FP8) {
+		if (dtype == GPU_DTYPE_BF16)
+			klaunch(dequant_kernel<GPU_QUANT_FP8, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0,
+				s, wb, rb, in, (__nv_bfloat16 *)dst);
+		else
+			klaunch(dequant_kernel<GPU_QUANT_FP8, float>, dim3((unsigned)out), dim3(threads), 0, s, wb,
+				rb, in, (float *)dst);
+	} else if (f == GPU_QUANT_Q8) {
 		if (dtype == GPU_DTYPE_BF16)
 			klaunch(dequant_kernel<GPU_QUANT_Q8, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0, s,
 				wb, rb, in, (__nv_bfloat16 *)dst);
@@ -246,3 +290,4 @@ extern "C" int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant 
 	}
 	return GPU_CHECK(cudaGetLastError());
 }
+

@@ -171,14 +171,16 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
 	     bool accumulate);
 
-/* Quantized weights (quant_gemv.cu, docs/quantization.md "CUDA"): engine/quant/quant.h's row
+/* Quantized weights (quant_gemv.cu, docs/quantization.md "On CUDA"): engine/quant/quant.h's row
  * records as they are, `out` rows of gpu_quant_row_bytes(f, in) bytes each (q8: int8 codes of
  * blocks of 32 columns, padded to 64 bytes, then one fp16 scale per block, padded to 64 bytes;
- * q4: 16 bytes of nibbles per block (byte j: column j low, j + 16 high), then fp16 (d, m) pairs),
- * the first row 16-byte aligned. */
+ * q4: 16 bytes of nibbles per block (byte j: column j low, j + 16 high), then fp16 (d, m) pairs;
+ * fp8: one e4m3 code per column, padded to 64 bytes, then the row's fp32 scale in 64 bytes),
+ * the first row 16-byte aligned. The values are quant.h's enum quant_format's. */
 enum gpu_quant {
 	GPU_QUANT_Q8,
 	GPU_QUANT_Q4,
+	GPU_QUANT_FP8,
 };
 /* Tokens one GEMV launch multiplies per weight load (its registers); more rows take more. */
 #define GPU_QGEMV_TOKENS 8

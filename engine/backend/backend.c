@@ -158,10 +158,8 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 	/* the CPU's DEFAULT depends on the checkpoint: backend_cpu_create() resolves it */
 	if (opts->kind == ENGINE_BACKEND_CPU)
 		return 0;
-	/* q8 and q4 run on CUDA (quantized at upload: backend_cuda.c); fp8 has no kernels yet */
-	if (opts->weights == ENGINE_WEIGHTS_FP8)
-		return fail(EINVAL, msg, msglen, "--weights fp8: CUDA has no fp8 kernels yet "
-			    "(issue 29): use --backend cpu, or --weights q8 or q4");
+	/* q8, q4 and fp8 run on CUDA (quantized at upload: backend_cuda.c, which refuses fp8
+	 * below sm_89) */
 	int r = check_cuda_device(opts, msg, msglen);
 	if (r < 0)
 		return r == -ENXIO ? -ENODEV : r; /* (engine.h: ENODEV, the sentence says why) */
@@ -232,10 +230,12 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		errbuf[0] = '\0';
 	if (o.kind == ENGINE_BACKEND_CUDA && !stored_quant_ok(model, o.weights))
 		return refuse_cuda_requantize(model, o.weights, errbuf, errlen);
-	/* an FP8 checkpoint's layers (modelopt.h): no fp8 kernels on CUDA yet */
-	if (o.kind == ENGINE_BACKEND_CUDA && model_has_fp8(model)) {
-		fail(EINVAL, errbuf, errlen, "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt): "
-		     "CUDA has no fp8 kernels yet (issue 29): use --backend cpu");
+	/* an FP8 checkpoint's layers (modelopt.h) run on CUDA as fp8 (default), or requantized to
+	 * q8/q4; widening them to bf16 is the CPU backend's alone */
+	if (o.kind == ENGINE_BACKEND_CUDA && model_has_fp8(model) && o.weights == ENGINE_WEIGHTS_BF16) {
+		fail(EINVAL, errbuf, errlen, "--weights bf16: the checkpoint's linear layers are fp8 "
+		     "(NVIDIA ModelOpt) and the CUDA backend does not widen them: use --weights "
+		     "default (fp8), q8 or q4, or --backend cpu");
 		errno = EINVAL;
 		return NULL;
 	}

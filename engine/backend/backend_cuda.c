@@ -12,7 +12,12 @@
  * passes of up to CUDA_QGEMV_MAX_ROWS rows multiply them with gpu_qgemv() (cuda/quant_gemv.cu),
  * longer ones dequantize slices of at most CUDA_DEQUANT_BYTES into the activation scratch
  * (scratch.wdq, counted with the weights in the creation's memory check) for the cuBLASLt GEMM
- * (docs/quantization.md "On CUDA").
+ * (docs/quantization.md "On CUDA"). fp8 (--weights fp8, or an NVIDIA ModelOpt FP8 checkpoint,
+ * whose layers are fp8 by default) holds the linear layers as quant.h's fp8 records, made on the
+ * host by lm_fp8_matrix() (the CPU backend's own: the checkpoint's codes as they are, or
+ * ModelOpt's per-tensor recipe from bf16), one matrix at a time; the lm_head stays as stored, as
+ * on the CPU. It runs on the same GEMV and dequantized slices, and is refused on a device below
+ * sm_89 (no FP8 tensor cores: use q8 or q4 there).
  *
  * Sequences: per sequence one device block for the fixed state (each Mamba layer's fp32 conv
  * window [K-1][conv_dim] then its SSM state [H][P][N], fp32 or, with the ssm_state option BF16,
@@ -70,6 +75,7 @@
 #include "cpu.h"
 #include "gpu.h"
 #include "lm.h"
+#include "modelopt.h"
 #include "quantized.h"
 
 /* Host staging of one upload: tensors are converted and sent in pieces of this size. */
@@ -80,9 +86,11 @@
 struct cuda_weight {
 	const struct tensor *src; /* the model's tensor */
 	size_t offset;            /* in the weight block */
-	enum tensor_dtype dtype;  /* on the device: TENSOR_BF16, TENSOR_F32, or TENSOR_Q8/Q4 */
+	enum tensor_dtype dtype;  /* on the device: TENSOR_BF16, TENSOR_F32, or TENSOR_Q8/Q4, or
+				   * TENSOR_F8_E4M3 for fp8 records */
 	size_t elems;
-	size_t row_bytes;         /* TENSOR_Q8/Q4: quant_row_bytes() of a row (else 0) */
+	size_t row_bytes;         /* quantized: quant_row_bytes() of a row (else 0) */
+	const struct tensor *scale; /* an F8_E4M3 source's weight_scale (lm_layer.fp8_scale) */
 };
 
 /* Rows of a quantized matrix dequantized per prefill GEMM call (backend_cuda.c DESIGN: at least
@@ -273,7 +281,7 @@ static size_t tensor_elems(const struct tensor *t)
 
 static size_t dtype_bytes(enum tensor_dtype d)
 {
-	return d == TENSOR_F32 ? 4 : 2;
+	return d == TENSOR_F32 ? 4 : d == TENSOR_F8_E4M3 ? 1 : 2;
 }
 
 /* Device bytes of w. */
@@ -308,20 +316,23 @@ static void plan_weight(struct cuda_backend *b, const struct tensor *t, size_t *
 	*offset += align_up(weight_size(w));
 }
 
-/* A linear layer's matrix (or the lm_head): in the layers' quantized format with --weights
- * q8|q4 or a holod-quantized checkpoint, quantized at upload or its records copied (its slice
- * counted in dequant_bytes), else as plan_weight(). */
-static void plan_matrix(struct cuda_backend *b, const struct tensor *t, size_t *offset)
+/* A linear layer's matrix (or the lm_head: `scale` NULL): in the layers' quantized format with
+ * --weights q8|q4|fp8, a holod-quantized or an FP8 checkpoint, quantized at upload or its records
+ * copied (its slice counted in dequant_bytes), else as plan_weight(). fp8 keeps the lm_head as
+ * stored, as the CPU does (docs/quantization.md "fp8"). */
+static void plan_matrix(struct cuda_backend *b, const struct tensor *t, const struct tensor *scale,
+			bool head, size_t *offset)
 {
-	if (!t->data || b->quant < 0) {
+	if (!t->data || b->quant < 0 || (head && b->quant == QUANT_FP8)) {
 		plan_weight(b, t, offset);
 		return;
 	}
 	struct cuda_weight *w = &b->table[b->n_weights++];
 	size_t rb = 0;
 	w->src = t;
+	w->scale = scale && scale->data ? scale : NULL;
 	w->elems = tensor_elems(t);
-	w->dtype = b->quant == QUANT_Q8 ? TENSOR_Q8 : TENSOR_Q4;
+	w->dtype = b->quant == QUANT_Q8 ? TENSOR_Q8 : b->quant == QUANT_Q4 ? TENSOR_Q4 : TENSOR_F8_E4M3;
 	/* lm_model_check() bounds the dimensions far below quant.h's limits */
 	if (quant_row_bytes((enum quant_format)b->quant, t->shape[1], &rb) < 0)
 		rb = 0;
@@ -342,32 +353,33 @@ static size_t plan_weights(struct cuda_backend *b)
 	plan_weight(b, &m->embeddings, &offset);
 	plan_weight(b, &m->norm_f, &offset);
 	/* a tied head is the embeddings' copy, or with --weights q8|q4 its quantized copy (the
-	 * embeddings stay for the lookups, as on the CPU) */
-	if (m->lm_head.data != m->embeddings.data || b->quant >= 0)
-		plan_matrix(b, &m->lm_head, &offset);
+	 * embeddings stay for the lookups, as on the CPU; fp8 keeps the head as stored) */
+	if (m->lm_head.data != m->embeddings.data || (b->quant >= 0 && b->quant != QUANT_FP8))
+		plan_matrix(b, &m->lm_head, NULL, true, &offset);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
+		const struct tensor *sc = L->fp8_scale; /* lm_layer_matrices()' order */
 		plan_weight(b, &L->norm, &offset);
 		switch (L->kind) {
 		case LM_LAYER_MAMBA:
-			plan_matrix(b, &L->mamba.in_proj, &offset);
+			plan_matrix(b, &L->mamba.in_proj, &sc[0], false, &offset);
 			plan_weight(b, &L->mamba.conv_w, &offset);
 			plan_weight(b, &L->mamba.conv_b, &offset);
 			plan_weight(b, &L->mamba.dt_bias, &offset);
 			plan_weight(b, &L->mamba.a_log, &offset);
 			plan_weight(b, &L->mamba.d, &offset);
 			plan_weight(b, &L->mamba.norm, &offset);
-			plan_matrix(b, &L->mamba.out_proj, &offset);
+			plan_matrix(b, &L->mamba.out_proj, &sc[1], false, &offset);
 			break;
 		case LM_LAYER_ATTENTION:
-			plan_matrix(b, &L->attn.q, &offset);
-			plan_matrix(b, &L->attn.k, &offset);
-			plan_matrix(b, &L->attn.v, &offset);
-			plan_matrix(b, &L->attn.o, &offset);
+			plan_matrix(b, &L->attn.q, &sc[0], false, &offset);
+			plan_matrix(b, &L->attn.k, &sc[1], false, &offset);
+			plan_matrix(b, &L->attn.v, &sc[2], false, &offset);
+			plan_matrix(b, &L->attn.o, &sc[3], false, &offset);
 			break;
 		case LM_LAYER_MLP:
-			plan_matrix(b, &L->mlp.up, &offset);
-			plan_matrix(b, &L->mlp.down, &offset);
+			plan_matrix(b, &L->mlp.up, &sc[0], false, &offset);
+			plan_matrix(b, &L->mlp.down, &sc[1], false, &offset);
 			break;
 		}
 	}
@@ -470,6 +482,30 @@ static void quantize_task(void *ctx, int task, int thread)
 	}
 }
 
+/* fp8 records of an fp8 target, or of an FP8 checkpoint's matrix in any format: made whole on
+ * the host by lm_fp8_matrix() (on the pool: the CPU backend's own records, which needs the whole
+ * matrix for ModelOpt's per-tensor scale), uploaded, freed. */
+static int upload_fp8(struct cuda_backend *b, const struct cuda_weight *w, int64_t *bad_row,
+		      uint64_t *done, uint64_t total, const struct engine_backend_options *opts)
+{
+	struct quant_tensor q;
+	int r = lm_fp8_matrix(w->src, w->scale, (enum quant_format)b->quant, &q, bad_row);
+	if (r < 0)
+		return r;
+	if (q.row_bytes != w->row_bytes)
+		r = -EINVAL; /* both are quant_row_bytes() of the same shape */
+	else
+		r = gpu_copy_to_device(b->gpu, (char *)b->weights + w->offset, q.data,
+				       (size_t)q.rows * q.row_bytes);
+	free((void *)q.data);
+	if (r < 0)
+		return r;
+	*done += (uint64_t)tensor_elems(w->src) * dtype_bytes(w->src->dtype);
+	if (opts->progress)
+		opts->progress(opts->progress_arg, *done, total);
+	return 0;
+}
+
 /* Quantizes (on the CPU pool) and uploads a matrix's records, a staging buffer of rows at a
  * time. */
 static int upload_quantized(struct cuda_backend *b, const struct cuda_weight *w, void *staging,
@@ -477,6 +513,8 @@ static int upload_quantized(struct cuda_backend *b, const struct cuda_weight *w,
 			    const struct engine_backend_options *opts)
 {
 	const int64_t rows = w->src->shape[0], in = w->src->shape[1];
+	if (w->src->dtype == TENSOR_F8_E4M3 || b->quant == QUANT_FP8)
+		return upload_fp8(b, w, bad_row, done, total, opts);
 	const int64_t per = (int64_t)(staging_bytes / w->row_bytes);
 	for (int64_t first = 0; first < rows; first += per) {
 		int64_t n = MIN(per, rows - first);
@@ -937,8 +975,8 @@ static struct cuda_mat mat_of(const struct cuda_backend *b, const struct tensor 
 {
 	enum tensor_dtype dt = TENSOR_F32;
 	struct cuda_mat m = {.p = t->data ? backend_cuda_weight(&b->base, t, &dt) : NULL, .quant = -1};
-	if (dt == TENSOR_Q8 || dt == TENSOR_Q4)
-		m.quant = dt == TENSOR_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4;
+	if (dt == TENSOR_Q8 || dt == TENSOR_Q4 || dt == TENSOR_F8_E4M3)
+		m.quant = dt == TENSOR_Q8 ? GPU_QUANT_Q8 : dt == TENSOR_Q4 ? GPU_QUANT_Q4 : GPU_QUANT_FP8;
 	return m;
 }
 
@@ -1981,7 +2019,9 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	b->kv_elem = opts->precision == ENGINE_PRECISION_BF16 ? sizeof(uint16_t) : sizeof(float);
 	b->quant = opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
 		   : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
-							: -1;
+		   /* an FP8 checkpoint's layers are fp8 by default, as on the CPU */
+		   : opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8
+									      : -1;
 	/* a holod-quantized checkpoint runs as stored (engine_backend_create() refused another
 	 * --weights); its plain lm_head, if any, is quantized at upload as on the CPU */
 	if (model_quant_format(m) >= 0)
@@ -1998,6 +2038,18 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		goto destroy;
 	}
 	snprintf(b->device_name, sizeof(b->device_name), "%s", di.name);
+	/* fp8 is for the GPUs with FP8 tensor cores (cuBLASLt's FP8 matmul: sm_89 and up) */
+	if (b->quant == QUANT_FP8 && di.compute_major * 10 + di.compute_minor < 89) {
+		r = fail(EINVAL, errbuf, errlen,
+			 "%s: fp8 needs a GPU with FP8 tensor cores, compute capability 8.9 or newer "
+			 "(sm_89: Ada, sm_90: Hopper), but CUDA device %d (%s) is sm_%d%d: use "
+			 "--weights q8 or q4%s",
+			 model_has_fp8(m) ? "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt)"
+					  : "--weights fp8",
+			 opts->device, di.name, di.compute_major, di.compute_minor,
+			 model_has_fp8(m) ? " (requantized at load), or --backend cpu" : "");
+		goto destroy;
+	}
 	b->gpu = gpu_context_create(opts->device);
 	if (!b->gpu) {
 		r = fail(errno, errbuf, errlen, "cannot open CUDA device %d (%s): %s", opts->device,
@@ -2052,6 +2104,12 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		if (bt->dtype == TENSOR_Q8 || bt->dtype == TENSOR_Q4)
 			r = fail(EINVAL, errbuf, errlen, "%s: row %lld of its %s records has a NaN or "
 				 "infinite scale", name, (long long)bad_row, b->base.weights);
+		else if (bt->dtype == TENSOR_F8_E4M3)
+			r = fail(EINVAL, errbuf, errlen, "%s: row %lld of its fp8 codes has a NaN code",
+				 name, (long long)bad_row);
+		else if (b->quant == QUANT_FP8 && r == -ERANGE)
+			r = fail(ERANGE, errbuf, errlen, "cannot quantize %s to fp8: its largest weight "
+				 "is past +-65504 (the largest fp8 scale, 65504 / 448)", name);
 		else
 			r = fail(-r, errbuf, errlen,
 				 r == -ERANGE ? "cannot quantize %s to %s: row %lld has a weight past "

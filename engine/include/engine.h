@@ -198,7 +198,8 @@ struct engine_backend_options {
 	 * (progress reports the source bytes quantized) and runs their decode rows on the quantized
 	 * GEMV kernels; --precision stays the activations' precision (FP32: the weights dequantized
 	 * exactly, fp32 sums: the reference). CUDA quantizes q8/q4 on the host and uploads the
-	 * records (docs/quantization.md "On CUDA"); it has no fp8 kernels yet (EINVAL). */
+	 * records (docs/quantization.md "On CUDA"), fp8 too on a device of sm_89 or newer (EINVAL
+	 * below, naming the architecture). */
 	enum engine_weights weights;
 	uint64_t state_limit;      /* bytes of session state (all sessions and snapshots) the
 				    * backend may allocate; 0: no limit but memory itself */

@@ -1,7 +1,9 @@
-/* The whole LM on CUDA with q8 and q4 weights (--weights, quantized at upload: backend_cuda.c)
- * against the CPU backend with the same weights, on the tiny checkpoints (tests/fixtures/models:
- * tiny-mamba, and tiny-tied, whose tied lm_head is quantized as a copy on both). Both backends
- * quantize with the same reference quantizer, so they hold the same records; the CPU's fp32
+/* The whole LM on CUDA with q8, q4 and fp8 weights (--weights, quantized at upload:
+ * backend_cuda.c) against the CPU backend with the same weights, on the tiny checkpoints
+ * (tests/fixtures/models: tiny-mamba, and tiny-tied, whose tied lm_head is quantized as a copy on
+ * both; the FP8 checkpoints tiny-fp8, per-tensor scales, and tiny-fp8-pc, per-row, and tiny-mamba
+ * quantized to fp8 by ModelOpt's recipe). Both backends quantize with the same reference
+ * quantizer (fp8: copy the same codes), so they hold the same records; the CPU's fp32
  * precision (the exact quantized kernels, docs/quantization.md) is the reference. On a device in
  * `gpu` (77 without one), on the emulation in `gpu-emu`.
  *
@@ -13,7 +15,9 @@
  * - CUDA bf16 precision (bf16 activations, the weights rounded to bf16 for the prefill's GEMM):
  *   every row's cosine >= 0.999, the bf16 forward's bound;
  * - a batch of three decoding sessions (a 4-row graph bucket with one padding row) gives each
- *   session's logits as alone within NMSE 1e-9;
+ *   session's logits as alone within NMSE 1e-9 (q8 and fp8), and the graph replays of fp8's
+ *   batches equal the same batches launched eagerly, bit for bit;
+ * - fp8 is refused on an sm_80 device naming the architecture (gpu-quant-lm-sm80, emulated);
  * - the backend reports its weights as the format and holds fewer bytes than in bf16;
  * - a NaN weight fails the upload naming the layer, the matrix and the (lowest bad) row;
  * - the checkpoint written by holo-quantize (q4, the head's records included) runs as stored
@@ -117,7 +121,7 @@ static void run(struct engine_backend *b, const int32_t *tok, int n, int steps, 
 	engine_session_destroy(s);
 }
 
-static void test_vs_cpu(const char *model, enum engine_weights w, int n)
+static void test_vs_cpu(const char *model, enum engine_weights w, int n, const char *held)
 {
 	struct engine_model *m = load(model);
 	const int vocab = m->cfg.vocab, steps = 3;
@@ -133,7 +137,7 @@ static void test_vs_cpu(const char *model, enum engine_weights w, int n)
 	struct engine_backend *b = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, w);
 	struct engine_backend_info info;
 	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
-	CHECK_STR_EQ(info.weights, engine_weights_name(w));
+	CHECK_STR_EQ(info.weights, held);
 	run(b, tok, n, steps, ids, false, got, vocab);
 	struct err e = {.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
@@ -158,25 +162,31 @@ static void test_vs_cpu(const char *model, enum engine_weights w, int n)
 	engine_model_destroy(m);
 }
 
-/* Three sessions decoding in one batch (decode rows, a 4-row bucket) vs each alone, q8. */
-static void test_batch(void)
+/* Three sessions decoding in one batch (decode rows, a 4-row bucket) vs each alone; the same
+ * batches on a backend without graphs (every launch eager) give the same bits. */
+static void test_batch(const char *model, enum engine_weights w)
 {
-	struct engine_model *m = load("tiny-mamba");
+	struct engine_model *m = load(model);
 	const int vocab = m->cfg.vocab, n = 5;
-	struct engine_backend *b = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32,
-					     ENGINE_WEIGHTS_Q8);
-	struct engine_session *s[3], *a[3];
+	struct engine_backend *b = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, w);
+	struct engine_backend *eb = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, w);
+	backend_cuda_set_graphs(eb, false);
+	struct engine_session *s[3], *a[3], *es[3];
 	int32_t tok[3][5];
 	for (int k = 0; k < 3; k++) {
 		for (int i = 0; i < n; i++)
 			tok[k][i] = (int32_t)((i * 31u + (unsigned)k * 97u + 5u) % (unsigned)vocab);
 		s[k] = engine_session_create_on(b, 32);
 		a[k] = engine_session_create_on(b, 32);
-		REQUIRE(s[k] && a[k]);
+		es[k] = engine_session_create_on(eb, 32);
+		REQUIRE(s[k] && a[k] && es[k]);
 		CHECK_INT_EQ(engine_session_append(s[k], tok[k], NULL, n, ENGINE_LOGITS_NONE, NULL), 0);
 		CHECK_INT_EQ(engine_session_append(a[k], tok[k], NULL, n, ENGINE_LOGITS_NONE, NULL), 0);
+		CHECK_INT_EQ(engine_session_append(es[k], tok[k], NULL, n, ENGINE_LOGITS_NONE, NULL), 0);
 	}
 	float *bl = xmalloc(3 * (size_t)vocab * sizeof(float)), *al = xmalloc(3 * (size_t)vocab * sizeof(float));
+	float *el = xmalloc(3 * (size_t)vocab * sizeof(float));
+	uint64_t caps0 = backend_cuda_graph_captures(b);
 	struct err e = {.min_cos = 1};
 	for (int step = 0; step < 3; step++) {
 		int32_t next[3];
@@ -188,17 +198,28 @@ static void test_batch(void)
 							     .ret_logits = bl + (size_t)k * vocab};
 		}
 		CHECK_INT_EQ(engine_forward_batch(b, ent, 3), 0);
+		for (int k = 0; k < 3; k++) {
+			ent[k].session = es[k];
+			ent[k].ret_logits = el + (size_t)k * vocab;
+		}
+		CHECK_INT_EQ(engine_forward_batch(eb, ent, 3), 0);
+		CHECK(memcmp(bl, el, 3 * (size_t)vocab * sizeof(float)) == 0);
 		for (int k = 0; k < 3; k++)
 			CHECK_INT_EQ(engine_session_decode(a[k], next[k], al + (size_t)k * vocab), 0);
 		compare(&e, bl, al, 3, vocab);
 	}
 	if (!(e.num / e.den <= 1e-9))
-		fprintf(stderr, "q8 batch of three vs alone: NMSE %.3g\n", e.num / e.den);
+		fprintf(stderr, "%s %s batch of three vs alone: NMSE %.3g\n", model,
+			engine_weights_name(w), e.num / e.den);
 	CHECK(e.num / e.den <= 1e-9);
+	/* the batches replayed a captured graph (the 4-row bucket); the eager backend none */
+	CHECK(backend_cuda_graph_captures(b) > caps0);
+	CHECK_INT_EQ((int)backend_cuda_graph_captures(eb), 0);
 	for (int k = 0; k < 3; k++)
-		engine_session_destroy(s[k]), engine_session_destroy(a[k]);
-	free(bl), free(al);
+		engine_session_destroy(s[k]), engine_session_destroy(a[k]), engine_session_destroy(es[k]);
+	free(bl), free(al), free(el);
 	engine_backend_destroy(b);
+	engine_backend_destroy(eb);
 	engine_model_destroy(m);
 }
 
@@ -243,7 +264,18 @@ static void test_nan(void)
 		fprintf(stderr, "got: %s\n", err);
 	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q4: row 3 has a NaN or infinite "
 			  "weight") != NULL);
+	/* fp8 (ModelOpt's per-tensor recipe) looks at the whole matrix first: the NaN's row */
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_FP8, err,
+		     sizeof(err)) == NULL);
+	CHECK(strstr(err, "cannot quantize layer 1's k_proj to fp8: row 3 has a NaN or infinite "
+			  "weight") != NULL);
 	k[3 * 32 + 5] = 0.5f; /* now row 12 alone */
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_FP8, err,
+		     sizeof(err)) == NULL);
+	if (!strstr(err, "cannot quantize layer 1's k_proj to fp8: its largest weight is past +-65504"))
+		fprintf(stderr, "got: %s\n", err);
+	CHECK(strstr(err, "cannot quantize layer 1's k_proj to fp8: its largest weight is past "
+			  "+-65504") != NULL);
 	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8, err,
 		     sizeof(err)) == NULL);
 	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q8: row 12 has a weight past +-65504") !=
@@ -314,11 +346,43 @@ int main(int argc, char **argv)
 		engine_model_destroy(m);
 		return test_exit();
 	}
-	test_vs_cpu("tiny-mamba", ENGINE_WEIGHTS_Q8, 40);
-	test_vs_cpu("tiny-mamba", ENGINE_WEIGHTS_Q4, 12);
-	test_vs_cpu("tiny-tied", ENGINE_WEIGHTS_Q4, 40);
-	test_vs_cpu("tiny-tied", ENGINE_WEIGHTS_Q8, 12);
-	test_batch();
+	/* gpu-quant-lm-sm80 (HOLOD_GPU_EMU_ARCH=sm_80): fp8 is refused naming the architecture, the
+	 * checkpoint's and --weights fp8 alike; q8 runs there, also from the FP8 checkpoint */
+	if (argc > 1 && strcmp(argv[1], "sm80") == 0) {
+		struct engine_model *m = load("tiny-fp8");
+		char err[512] = "";
+		CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_DEFAULT, err,
+			     sizeof(err)) == NULL);
+		fprintf(stderr, "%s\n", err);
+		CHECK(strstr(err, "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt): fp8 needs a "
+				  "GPU with FP8 tensor cores, compute capability 8.9 or newer") != NULL);
+		CHECK(strstr(err, "is sm_80: use --weights q8 or q4 (requantized at load)") != NULL);
+		struct engine_backend *b = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32,
+						     ENGINE_WEIGHTS_Q8);
+		struct engine_backend_info info;
+		CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
+		CHECK_STR_EQ(info.weights, "q8");
+		engine_backend_destroy(b);
+		engine_model_destroy(m);
+		m = load("tiny-mamba");
+		CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_BF16, ENGINE_WEIGHTS_FP8, err,
+			     sizeof(err)) == NULL);
+		CHECK(strstr(err, "--weights fp8: fp8 needs a GPU with FP8 tensor cores") != NULL);
+		engine_model_destroy(m);
+		return test_exit();
+	}
+	test_vs_cpu("tiny-mamba", ENGINE_WEIGHTS_Q8, 40, "q8");
+	test_vs_cpu("tiny-mamba", ENGINE_WEIGHTS_Q4, 12, "q4");
+	test_vs_cpu("tiny-tied", ENGINE_WEIGHTS_Q4, 40, "q4");
+	test_vs_cpu("tiny-tied", ENGINE_WEIGHTS_Q8, 12, "q8");
+	/* fp8: the FP8 checkpoints as stored (per tensor, per row), tiny-mamba by ModelOpt's recipe,
+	 * and an FP8 checkpoint requantized to q8 */
+	test_vs_cpu("tiny-fp8", ENGINE_WEIGHTS_DEFAULT, 40, "fp8");
+	test_vs_cpu("tiny-fp8-pc", ENGINE_WEIGHTS_FP8, 12, "fp8");
+	test_vs_cpu("tiny-mamba", ENGINE_WEIGHTS_FP8, 40, "fp8");
+	test_vs_cpu("tiny-fp8-pc", ENGINE_WEIGHTS_Q8, 12, "q8");
+	test_batch("tiny-mamba", ENGINE_WEIGHTS_Q8);
+	test_batch("tiny-fp8-pc", ENGINE_WEIGHTS_DEFAULT);
 	test_bytes();
 	test_nan();
 	test_stored();

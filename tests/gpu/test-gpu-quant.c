@@ -1,6 +1,8 @@
 /* The quantized-weight kernels (cuda/quant_gemv.cu) against the CPU's reference of the formats
  * (engine/quant/quant.h: records written by quant_row_from_f32(), weights read back by
- * quant_row_to_f32()): the decode GEMV and the prefill's dequantization, q8 and q4, on odd sizes
+ * quant_row_to_f32()): the decode GEMV and the prefill's dequantization, q8, q4 and fp8 (its
+ * records with a row's own scale, with one scale shared by several rows as ModelOpt's per-tensor
+ * recipe gives, and a row of every finite e4m3 code: both signs, subnormals, 448), on odd sizes
  * (one column, a block's tail, block edges 31/32/33, several blocks with a tail), 1 to 17 token
  * rows (one launch, a full launch of GPU_QGEMV_TOKENS, more than one), fp32 and bf16 activations
  * and outputs, with and without the residual add. Runs on a device (suite `gpu`, 77 without one)
@@ -56,21 +58,42 @@ static void to_host(void *dst, const void *dev, size_t bytes)
 	REQUIRE(gpu_copy_to_host(g, dst, dev, bytes) == 0);
 }
 
+/* quant.h's formats are gpu.h's, value for value */
+static enum gpu_quant gq(enum quant_format f)
+{
+	return f == QUANT_Q8 ? GPU_QUANT_Q8 : f == QUANT_Q4 ? GPU_QUANT_Q4 : GPU_QUANT_FP8;
+}
+
 /* Records of out x in random weights in format f (some rows shifted off zero, so q4's minimum
- * matters, one row all zero); their dequantized weights in *ret_w. */
+ * matters, one row all zero; fp8: even rows share one per-tensor scale, row 1 holds every finite
+ * code in turn); their dequantized weights in *ret_w. */
 static void *records_of(enum quant_format f, int out, int in, size_t *ret_rb, float **ret_w)
 {
 	size_t rb = 0;
 	REQUIRE(quant_row_bytes(f, in, &rb) == 0);
-	CHECK_INT_EQ(gpu_quant_row_bytes(f == QUANT_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4, in), rb);
+	CHECK_INT_EQ(gpu_quant_row_bytes(gq(f), in), rb);
 	unsigned char *rec = xmalloc((size_t)out * rb);
 	float *w = xmalloc((size_t)out * in * sizeof(float)), *src = xmalloc((size_t)in * sizeof(float));
 	for (int o = 0; o < out; o++) {
 		float shift = o % 3 == 1 ? 0.75f : 0.0f, scale = o % 4 == 3 ? 30.0f : 1.0f;
 		for (int k = 0; k < in; k++)
 			src[k] = o == 2 ? 0.0f : (frand() + shift) * scale;
-		REQUIRE(quant_row_from_f32(f, src, in, rec + (size_t)o * rb) == 0);
-		quant_row_to_f32(f, rec + (size_t)o * rb, in, w + (size_t)o * in);
+		void *row = rec + (size_t)o * rb;
+		if (f == QUANT_FP8 && o == 1) {
+			uint8_t *codes = xmalloc((size_t)in);
+			for (int k = 0; k < in; k++) {
+				codes[k] = (uint8_t)((k * 37 + 11) % 256);
+				if ((codes[k] & 0x7f) == 0x7f) /* NaN: the next one, 0x7e is 448 */
+					codes[k]--;
+			}
+			REQUIRE(quant_fp8_row_from_codes(codes, in, 0.0123f, row, NULL) == 0);
+			free(codes);
+		} else if (f == QUANT_FP8 && o % 2 == 0) {
+			REQUIRE(quant_fp8_row_from_f32(src, in, 60.0f / 448.0f, row) == 0);
+		} else {
+			REQUIRE(quant_row_from_f32(f, src, in, row) == 0);
+		}
+		quant_row_to_f32(f, row, in, w + (size_t)o * in);
 	}
 	free(src);
 	*ret_rb = rb;
@@ -103,8 +126,7 @@ static void test_gemv(enum quant_format f, int out, int in, int rows, enum gpu_d
 			    (size_t)rows * ldx * xb);
 	void *dy = dev_from(yt == GPU_DTYPE_F32 ? (const void *)y0 : (const void *)y016,
 			    (size_t)rows * ldy * yb);
-	CHECK_INT_EQ(gpu_qgemv(g, dw, f == QUANT_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4, out, in, dx, xt, ldx,
-			       rows, dy, yt, ldy, acc),
+	CHECK_INT_EQ(gpu_qgemv(g, dw, gq(f), out, in, dx, xt, ldx, rows, dy, yt, ldy, acc),
 		     0);
 	void *got = xmalloc((size_t)rows * ldy * yb);
 	to_host(got, dy, (size_t)rows * ldy * yb);
@@ -146,7 +168,7 @@ static void test_dequant(enum quant_format f, int out, int in, enum gpu_dtype dt
 	unsigned char *rec = records_of(f, out, in, &rb, &w);
 	const size_t eb = dt == GPU_DTYPE_F32 ? 4 : 2;
 	void *dw = dev_from(rec, (size_t)out * rb), *dd = dev_from(NULL, (size_t)out * in * eb);
-	CHECK_INT_EQ(gpu_dequant(g, dw, f == QUANT_Q8 ? GPU_QUANT_Q8 : GPU_QUANT_Q4, out, in, dd, dt), 0);
+	CHECK_INT_EQ(gpu_dequant(g, dw, gq(f), out, in, dd, dt), 0);
 	void *got = xmalloc((size_t)out * in * eb);
 	to_host(got, dd, (size_t)out * in * eb);
 	size_t bad = 0;
@@ -172,8 +194,8 @@ int main(void)
 	REQUIRE(g);
 	static const int ins[] = {1, 31, 32, 33, 100, 529};
 	static const int rows_of[] = {1, 3, 8, 9, 17};
-	for (int fi = 0; fi < 2; fi++) {
-		enum quant_format f = fi ? QUANT_Q4 : QUANT_Q8;
+	for (int fi = 0; fi < 3; fi++) {
+		enum quant_format f = fi == 0 ? QUANT_Q8 : fi == 1 ? QUANT_Q4 : QUANT_FP8;
 		for (size_t i = 0; i < ARRAY_SIZE(ins); i++) {
 			const int in = ins[i], out = 5 + (int)i * 2;
 			test_dequant(f, out, in, GPU_DTYPE_F32);
