@@ -66,6 +66,7 @@ extern const struct cli_command cli_cmd_report;
 extern const struct cli_command cli_cmd_export;
 extern const struct cli_command cli_cmd_prune;
 extern const struct cli_command cli_cmd_replay;
+extern const struct cli_command cli_cmd_mcp;
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];

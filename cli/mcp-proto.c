@@ -1,0 +1,711 @@
+/* holoctl mcp's protocol half: JSON-RPC classification, the tool table and the holod request
+ * each tools/call becomes, resource URIs. Pure (no socket, no thread), so tests and the fuzz
+ * target (tests/cli/fuzz-mcp.c) drive it without a daemon. */
+#include "mcp.h"
+
+#include "common.h"
+#include "holod-config.h"
+#include "ipc.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const mcp_protocol_versions[] = {"2024-11-05", "2025-03-26", "2025-06-18",
+                                             "2025-11-25"};
+const size_t mcp_protocol_versions_count = ARRAY_SIZE(mcp_protocol_versions);
+
+/* The first revision with the tasks utility. */
+#define MCP_TASKS_VERSION "2025-11-25"
+
+const char *mcp_negotiate_version(const char *requested)
+{
+	for (size_t i = 0; requested && i < mcp_protocol_versions_count; i++)
+		if (strcmp(requested, mcp_protocol_versions[i]) == 0)
+			return mcp_protocol_versions[i];
+	return mcp_protocol_versions[mcp_protocol_versions_count - 1];
+}
+
+/* ---- JSON-RPC --------------------------------------------------------------------------------- */
+
+json_t *mcp_error_response(json_t *id, int code, const char *fmt, ...)
+{
+	char msg[MCP_MAX_MESSAGE];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+	                 "error", "code", code, "message", msg);
+}
+
+json_t *mcp_result_response(json_t *id, json_t *result)
+{
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result",
+	                 result);
+}
+
+/* An id the specification allows: a string (bounded here) or an integer. */
+static bool valid_id(json_t *id)
+{
+	if (json_is_string(id))
+		return json_string_length(id) <= MCP_MAX_ID_BYTES;
+	return json_is_integer(id);
+}
+
+static unsigned depth_of(json_t *v, unsigned depth)
+{
+	unsigned max = depth;
+	const char *key;
+	json_t *child;
+	size_t i;
+
+	if (depth > MCP_MAX_DEPTH)
+		return depth;
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, child)
+		{
+			unsigned d = depth_of(child, depth + 1);
+			if (d > max)
+				max = d;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, child)
+		{
+			unsigned d = depth_of(child, depth + 1);
+			if (d > max)
+				max = d;
+		}
+	}
+	return max;
+}
+
+void mcp_message_finish(struct mcp_message *m)
+{
+	json_decref(m->root);
+	*m = (struct mcp_message){0};
+}
+
+int mcp_message_parse(const char *line, size_t len, struct mcp_message *ret, json_t **ret_error)
+{
+	json_error_t jerr;
+	json_t *root, *id, *method, *params, *version;
+
+	*ret = (struct mcp_message){0};
+	*ret_error = NULL;
+	if (len > MCP_MAX_LINE_BYTES) {
+		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
+		                                "message of %zu bytes, over the limit of %u bytes "
+		                                "(MCP_MAX_LINE_BYTES)",
+		                                len, MCP_MAX_LINE_BYTES);
+		return MCP_ERR_INVALID_REQUEST;
+	}
+	/* JSON_REJECT_DUPLICATES: one meaning per member; JSON_ALLOW_NUL is left off, so a string
+	 * holding U+0000 is refused before it can be cut short. */
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		*ret_error = mcp_error_response(NULL, MCP_ERR_PARSE,
+		                                "invalid JSON at line %d column %d: %s", jerr.line,
+		                                jerr.column, jerr.text);
+		return MCP_ERR_PARSE;
+	}
+	if (json_is_array(root)) {
+		json_decref(root);
+		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
+		                                "JSON-RPC batches are not part of MCP since "
+		                                "2025-06-18: send one message per line");
+		return MCP_ERR_INVALID_REQUEST;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
+		                                "a message is a JSON object");
+		return MCP_ERR_INVALID_REQUEST;
+	}
+	id = json_object_get(root, "id");
+	method = json_object_get(root, "method");
+	params = json_object_get(root, "params");
+	version = json_object_get(root, "jsonrpc");
+	/* An id good enough to answer with, when the rest is wrong. */
+	json_t *answer_id = id && valid_id(id) ? id : NULL;
+	const char *why = NULL;
+
+	if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+		why = "\"jsonrpc\" must be \"2.0\"";
+	else if (depth_of(root, 0) > MCP_MAX_DEPTH)
+		why = "the message nests deeper than 64 levels (MCP_MAX_DEPTH)";
+	else if (id && !valid_id(id))
+		why = json_is_string(id) ? "\"id\" is longer than 256 bytes (MCP_MAX_ID_BYTES)"
+		                         : "\"id\" must be a string or an integer";
+	else if (method && !json_is_string(method))
+		why = "\"method\" must be a string";
+	else if (method && json_string_length(method) > MCP_MAX_METHOD_BYTES)
+		why = "\"method\" is longer than 128 bytes (MCP_MAX_METHOD_BYTES)";
+	else if (params && !json_is_object(params) && !json_is_array(params))
+		why = "\"params\" must be an object";
+	else if (!method && !id)
+		why = "a message has a \"method\" (request, notification) or an \"id\" (response)";
+	else if (!method && !json_object_get(root, "result") && !json_object_get(root, "error"))
+		why = "a request needs a \"method\"";
+	if (why) {
+		*ret_error = mcp_error_response(answer_id, MCP_ERR_INVALID_REQUEST, "%s", why);
+		json_decref(root);
+		return MCP_ERR_INVALID_REQUEST;
+	}
+	ret->root = root;
+	ret->id = id;
+	ret->method = method ? json_string_value(method) : NULL;
+	ret->params = json_is_object(params) ? params : NULL;
+	if (json_is_array(params)) {
+		/* By position: no MCP method takes that. */
+		*ret_error = id ? mcp_error_response(id, MCP_ERR_INVALID_PARAMS,
+		                                     "\"params\" must be an object")
+		                : NULL;
+		mcp_message_finish(ret);
+		return MCP_ERR_INVALID_PARAMS;
+	}
+	ret->kind = !method ? MCP_MSG_RESPONSE : id ? MCP_MSG_REQUEST : MCP_MSG_NOTIFICATION;
+	return 0;
+}
+
+/* ---- initialize ------------------------------------------------------------------------------- */
+
+json_t *mcp_initialize_result(const char *version)
+{
+	json_t *caps = json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0,
+	                         "resources", "subscribe", 0, "listChanged", 0);
+	if (strcmp(version, MCP_TASKS_VERSION) >= 0)
+		json_object_set_new(caps, "tasks",
+		                    json_pack("{s:{}, s:{}, s:{s:{s:{}}}}", "list", "cancel",
+		                              "requests", "tools", "call"));
+	return json_pack(
+	        "{s:s, s:o, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version, "capabilities",
+	        caps, "serverInfo", "name", "holod", "title", "holod (through holoctl mcp)",
+	        "version", HOLOD_VERSION, "instructions",
+	        "Drives the X11 desktop that holod owns. Take a screenshot first; act with the "
+	        "action tools (pixel coordinates of the screenshot unless coords is \"model\", "
+	        "0..1000 over the primary monitor), or hand a whole job to holod's own model with "
+	        "run_task. Every action is journaled as a holod task: holod://tasks/ID resources "
+	        "hold the task, its steps and a review page.");
+}
+
+/* ---- tools ------------------------------------------------------------------------------------ */
+
+/* Options every screen tool takes: they go to the task, not into the action. */
+static const char common_props[] =
+        "{\"coords\": {\"type\": \"string\", \"enum\": [\"pixels\", \"model\"], \"description\": "
+        "\"pixels (default): root-window pixels of the screenshot; model: 0..1000 over the "
+        "primary monitor\"},"
+        "\"dry_run\": {\"type\": \"boolean\", \"description\": \"journal the step, inject "
+        "nothing\"},"
+        "\"settle_ms\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 10000, "
+        "\"description\": \"pause after the action before the after-screenshot\"},"
+        "\"display\": {\"type\": \"string\", \"maxLength\": 64, \"description\": \"one of the "
+        "displays holod drives (status tool); default the first free one\"}}";
+
+#define P_XY                                                                                       \
+	"\"x\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"                      \
+	"\"y\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"
+#define P_ELEMENT "\"element\": {\"type\": \"string\", \"maxLength\": 512, \"description\": " \
+	          "\"what is at the point, for the journal\"},"
+#define P_TARGET                                                                                   \
+	"\"target\": {\"type\": \"string\", \"maxLength\": 512, \"description\": \"instead of x "  \
+	"and y: a description holod's model locates on the screen\"},"
+#define P_KEYS(n)                                                                                  \
+	"{\"type\": \"array\", \"minItems\": 1, \"maxItems\": " #n ", \"items\": {\"type\": "      \
+	"\"string\", \"maxLength\": 32}}"
+#define P_MATCH                                                                                    \
+	"{\"type\": \"object\", \"description\": \"PCRE2 regexes, all of which must match\", "     \
+	"\"properties\": {\"title\": {\"type\": \"string\", \"maxLength\": 512}, \"class\": "      \
+	"{\"type\": \"string\", \"maxLength\": 512}, \"instance\": {\"type\": \"string\", "        \
+	"\"maxLength\": 512}}, \"additionalProperties\": false}"
+#define P_TIMEOUT                                                                                  \
+	"\"timeout\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 600, "          \
+	"\"description\": \"seconds (10)\"}"
+
+enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_STATUS, T_CANCEL };
+
+static const struct mcp_tool {
+	const char *name, *title, *description;
+	const char *props;    /* the JSON object of its own properties */
+	const char *required; /* a JSON array, or NULL */
+	enum tool_kind kind;
+	bool read_only;
+} tools[] = {
+        {"run_task", "Run a holod task",
+         "Runs a task on the desktop and waits for its end: an instruction for holod's own "
+         "model (needs holod --model) or a script of actions (the action tools' objects with "
+         "their tool_name). Progress notifications follow its steps when a progressToken is "
+         "given; cancelling the request cancels the task. Members are POST /v1/tasks's "
+         "(docs/api.md): budgets max_steps and max_seconds, settle_ms, coords, display, "
+         "dry_run, and the model's options.",
+         "{\"instruction\": {\"type\": \"string\", \"maxLength\": 8192},"
+         "\"script\": {\"type\": \"array\", \"minItems\": 1, \"maxItems\": 1000, \"items\": "
+         "{\"type\": \"object\", \"required\": [\"tool_name\"]}},"
+         "\"max_steps\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10000},"
+         "\"max_seconds\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 86400},"
+         "\"require_focus\": {\"type\": \"boolean\"},"
+         "\"history\": {\"type\": \"string\", \"enum\": [\"rolling\", \"persistent\", "
+         "\"window\"]},"
+         "\"policy_format\": {\"type\": \"string\", \"enum\": [\"holo3\", \"holo-nano\"]},"
+         "\"window\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 64},"
+         "\"max_tiles\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 48},"
+         "\"temperature\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 2},"
+         "\"top_p\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 1},"
+         "\"seed\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4294967295},"
+         "\"thinking\": {\"type\": \"boolean\"},"
+         "\"thinking_tokens\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 65536}}",
+         NULL, T_RUN, false},
+        {"screenshot", "Screenshot", "The whole screen now, as a PNG image.",
+         "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_SCREENSHOT, true},
+        {"locate", "Locate on the screen",
+         "Finds a described target on the primary monitor with holod's model (one grounded "
+         "step, nothing is clicked) and answers its point in pixels and in 0..1000 model "
+         "coordinates. Needs holod --model.",
+         "{\"target\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 512},"
+         "\"display\": {\"type\": \"string\", \"maxLength\": 64}}",
+         "[\"target\"]", T_LOCATE, true},
+        {"click", "Click", "Clicks at a point (or a described target).",
+         "{" P_XY P_ELEMENT P_TARGET
+         "\"button\": {\"type\": \"string\", \"enum\": [\"left\", \"right\", \"middle\"]}}",
+         NULL, T_ACTION, false},
+        {"double_click", "Double-click", "Double-clicks at a point (or a described target).",
+         "{" P_XY P_ELEMENT P_TARGET "\"_\": {}}", NULL, T_ACTION, false},
+        {"triple_click", "Triple-click", "Triple-clicks at a point.", "{" P_XY P_ELEMENT "\"_\": {}}",
+         "[\"x\", \"y\"]", T_ACTION, false},
+        {"move", "Move the pointer", "Moves the pointer to a point (or a described target).",
+         "{" P_XY P_ELEMENT P_TARGET "\"_\": {}}", NULL, T_ACTION, false},
+        {"drag", "Drag", "Drags from (x, y) to (x2, y2) with the left button.",
+         "{" P_XY P_ELEMENT P_TARGET
+         "\"x2\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"
+         "\"y2\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"
+         "\"target2\": {\"type\": \"string\", \"maxLength\": 512}}",
+         NULL, T_ACTION, false},
+        {"scroll", "Scroll", "Scrolls at a point.",
+         "{" P_XY P_ELEMENT
+         "\"direction\": {\"type\": \"string\", \"enum\": [\"up\", \"down\", \"left\", "
+         "\"right\"]},"
+         "\"scroll_size\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 100}}",
+         "[\"x\", \"y\", \"direction\"]", T_ACTION, false},
+        {"write", "Type text", "Types UTF-8 text into the focused window.",
+         "{\"content\": {\"type\": \"string\", \"maxLength\": 65536},"
+         "\"press_enter\": {\"type\": \"boolean\"},"
+         "\"overwrite\": {\"type\": \"boolean\", \"description\": \"ctrl+a first\"},"
+         "\"require_focus\": {\"type\": \"boolean\", \"description\": \"fail when no window "
+         "has the keyboard focus\"}}",
+         "[\"content\"]", T_ACTION, false},
+        {"hotkey", "Press keys", "Presses 1..5 keys together (ctrl, shift, t...), repeat_count times.",
+         "{\"keys\": " P_KEYS(5) ","
+         "\"repeat_count\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 20},"
+         "\"require_focus\": {\"type\": \"boolean\"}}",
+         "[\"keys\"]", T_ACTION, false},
+        {"key_down", "Hold a key", "Presses a key and holds it until key_up (or the end of the task).",
+         "{\"key\": {\"type\": \"string\", \"maxLength\": 32}}", "[\"key\"]", T_ACTION, false},
+        {"key_up", "Release a key", "Releases a held key.",
+         "{\"key\": {\"type\": \"string\", \"maxLength\": 32}}", "[\"key\"]", T_ACTION, false},
+        {"hold_and_tap_key", "Hold and tap keys",
+         "Holds 1..3 keys, taps 1..5 keys in order, releases the held ones (alt + tab tab).",
+         "{\"hold_keys\": " P_KEYS(3) ", \"tap_keys\": " P_KEYS(5) "}",
+         "[\"hold_keys\", \"tap_keys\"]", T_ACTION, false},
+        {"wait", "Wait", "Waits a number of seconds (up to 30).",
+         "{\"duration\": {\"type\": \"number\", \"minimum\": 0.001, \"maximum\": 30}}",
+         "[\"duration\"]", T_ACTION, false},
+        {"launch", "Launch a program",
+         "Starts a program on holod's display (searched in PATH; it outlives the task), and "
+         "with wait_window waits for its new window.",
+         "{\"command\": {\"type\": \"array\", \"minItems\": 1, \"maxItems\": 64, \"items\": "
+         "{\"type\": \"string\", \"maxLength\": 4096}}, \"wait_window\": " P_MATCH ", " P_TIMEOUT
+         "}",
+         "[\"command\"]", T_ACTION, false},
+        {"wait_for", "Wait for a condition",
+         "Waits for exactly one condition: a window (window), its absence (window_gone), the "
+         "focus (focus), a still screen (screen_stable {ms}) or a change in a region "
+         "(region_changed {x, y, width, height}).",
+         "{\"window\": " P_MATCH ", \"window_gone\": " P_MATCH ", \"focus\": " P_MATCH ","
+         "\"screen_stable\": {\"type\": \"object\", \"properties\": {\"ms\": {\"type\": "
+         "\"integer\", \"minimum\": 50, \"maximum\": 60000}}, \"required\": [\"ms\"]},"
+         "\"region_changed\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": "
+         "\"integer\"}, \"y\": {\"type\": \"integer\"}, \"width\": {\"type\": \"integer\"}, "
+         "\"height\": {\"type\": \"integer\"}}, \"required\": [\"x\", \"y\", \"width\", "
+         "\"height\"]}, " P_TIMEOUT "}",
+         NULL, T_ACTION, true},
+        {"activate", "Activate a window",
+         "Raises and focuses the topmost window matching title/class/instance regexes.",
+         "{\"window\": " P_MATCH ", " P_TIMEOUT "}", "[\"window\"]", T_ACTION, false},
+        {"status", "holod's status",
+         "holod's state: model, displays, the running task and the queue (GET /v1/status).",
+         "{}", NULL, T_STATUS, true},
+        {"cancel_task", "Cancel a task", "Cancels a queued or running holod task by its id.",
+         "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1}}", "[\"task_id\"]", T_CANCEL,
+         false},
+};
+
+static const struct mcp_tool *tool_find(const char *name)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(tools); i++)
+		if (strcmp(tools[i].name, name) == 0)
+			return &tools[i];
+	return NULL;
+}
+
+static json_t *tool_schema(const struct mcp_tool *t)
+{
+	json_t *props = json_loads(t->props, 0, NULL);
+	json_t *schema;
+
+	if (!props)
+		abort(); /* the table above is wrong: the unit test catches it */
+	json_object_del(props, "_"); /* the macros' trailing comma filler */
+	if (t->kind == T_ACTION || t->kind == T_RUN) {
+		json_t *common = json_loads(common_props, 0, NULL);
+		if (!common)
+			abort();
+		json_object_update_missing(props, common);
+		json_decref(common);
+	}
+	schema = json_pack("{s:s, s:o, s:b}", "type", "object", "properties", props,
+	                   "additionalProperties", 0);
+	if (t->required)
+		json_object_set_new(schema, "required", json_loads(t->required, 0, NULL));
+	return schema;
+}
+
+json_t *mcp_tools_list(void)
+{
+	json_t *list = json_array();
+
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
+		const struct mcp_tool *t = &tools[i];
+		json_t *tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b}}", "name", t->name,
+		                         "title", t->title, "description", t->description,
+		                         "inputSchema", tool_schema(t), "annotations", "title",
+		                         t->title, "readOnlyHint", t->read_only, "openWorldHint", 0);
+		if (t->kind == T_RUN)
+			json_object_set_new(tool, "execution",
+			                    json_pack("{s:s}", "taskSupport", "optional"));
+		json_array_append_new(list, tool);
+	}
+	return json_pack("{s:o}", "tools", list);
+}
+
+/* Task options that stay out of an action. */
+static const char *const task_options[] = {"coords", "dry_run", "settle_ms", "display",
+                                           "require_focus"};
+
+static bool is_task_option(const char *key)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(task_options); i++)
+		if (strcmp(task_options[i], key) == 0)
+			return true;
+	return false;
+}
+
+/* Validates body with ipc's parser (what holod accepts), and for an action call refers to the
+ * argument by its own name ("x: ..." rather than "script[0].x: ..."). */
+static int validate_body(const char *body, bool action, char *err, size_t errlen)
+{
+	struct ipc_task_request *req = NULL;
+	char buf[MCP_MAX_MESSAGE];
+	int r;
+
+	if (strlen(body) > IPC_MAX_BODY_BYTES) {
+		snprintf(err, errlen, "the task is %zu bytes of JSON, over holod's limit of %d bytes",
+		         strlen(body), IPC_MAX_BODY_BYTES);
+		return -E2BIG;
+	}
+	r = ipc_task_request_parse(body, strlen(body), &req, buf, sizeof(buf));
+	ipc_task_request_destroy(req);
+	if (r < 0) {
+		const char *msg = buf;
+		if (action && strncmp(msg, "script[0].", 10) == 0)
+			msg += 10;
+		else if (action && strncmp(msg, "script[0]: ", 11) == 0)
+			msg += 11;
+		snprintf(err, errlen, "%s", msg);
+		return r == -E2BIG ? -E2BIG : -EINVAL;
+	}
+	return 0;
+}
+
+static char *dump(json_t *v)
+{
+	char *s = json_dumps(v, JSON_COMPACT);
+	if (!s)
+		abort(); /* out of memory */
+	return s;
+}
+
+void mcp_plan_finish(struct mcp_plan *p)
+{
+	free(p->body);
+	free(p->display);
+	*p = (struct mcp_plan){0};
+}
+
+static int display_arg(json_t *args, char **ret, char *err, size_t errlen)
+{
+	json_t *d = json_object_get(args, "display");
+	if (!d)
+		return 0;
+	if (!json_is_string(d) || json_string_length(d) == 0 ||
+	    json_string_length(d) > IPC_MAX_DISPLAY_NAME_BYTES) {
+		snprintf(err, errlen, "display: expected an X display name of 1..%d bytes",
+		         IPC_MAX_DISPLAY_NAME_BYTES);
+		return -EINVAL;
+	}
+	*ret = xstrdup(json_string_value(d));
+	return 0;
+}
+
+static int only_members(json_t *args, const char *const *names, size_t n, char *err,
+                        size_t errlen)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(args, key, v)
+	{
+		size_t i;
+		for (i = 0; i < n; i++)
+			if (strcmp(key, names[i]) == 0)
+				break;
+		if (i == n) {
+			snprintf(err, errlen, "%.64s: unknown argument", key);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t errlen)
+{
+	json_t *name = json_object_get(params, "name");
+	json_t *args = json_object_get(params, "arguments");
+	json_t *task = json_object_get(params, "task");
+	const struct mcp_tool *t;
+	json_t *body = NULL;
+	int r = 0;
+
+	*ret = (struct mcp_plan){0};
+	err[0] = '\0';
+	if (!json_is_string(name)) {
+		snprintf(err, errlen, "tools/call needs the tool's \"name\" (a string)");
+		return MCP_ERR_INVALID_PARAMS;
+	}
+	t = tool_find(json_string_value(name));
+	if (!t) {
+		snprintf(err, errlen, "unknown tool '%.64s' (tools/list names them)",
+		         json_string_value(name));
+		return MCP_ERR_INVALID_PARAMS;
+	}
+	if (args && !json_is_object(args) && !json_is_null(args)) {
+		snprintf(err, errlen, "\"arguments\" must be an object");
+		return MCP_ERR_INVALID_PARAMS;
+	}
+	if (task && (!json_is_object(task) || t->kind != T_RUN)) {
+		snprintf(err, errlen,
+		         t->kind == T_RUN ? "\"task\" must be an object"
+		                          : "tool '%s' cannot run as an MCP task (execution."
+		                            "taskSupport is forbidden); call it without \"task\"",
+		         t->name);
+		return MCP_ERR_INVALID_PARAMS;
+	}
+	if (!json_is_object(args))
+		args = NULL;
+	ret->tool = t->name;
+	ret->wants_task = task != NULL;
+
+	switch (t->kind) {
+	case T_RUN:
+		ret->kind = MCP_PLAN_TASK;
+		if (!args) {
+			snprintf(err, errlen, "run_task needs an instruction or a script");
+			return -EINVAL;
+		}
+		ret->body = dump(args);
+		r = validate_body(ret->body, false, err, errlen);
+		break;
+	case T_ACTION: {
+		json_t *action = json_pack("{s:s}", "tool_name", t->name);
+		const char *key;
+		json_t *v;
+
+		body = json_object();
+		json_object_foreach(args, key, v)
+		{
+			if (strcmp(key, "tool_name") == 0) {
+				snprintf(err, errlen, "tool_name: the tool's name says it");
+				json_decref(action);
+				r = -EINVAL;
+				goto out;
+			}
+			json_object_set(is_task_option(key) ? body : action, key, v);
+		}
+		json_object_set_new(body, "script", json_pack("[o]", action));
+		ret->kind = MCP_PLAN_ACTION;
+		ret->body = dump(body);
+		r = validate_body(ret->body, true, err, errlen);
+		break;
+	}
+	case T_LOCATE: {
+		static const char *const names[] = {"target", "display"};
+		json_t *target = json_object_get(args, "target");
+
+		if ((r = only_members(args, names, ARRAY_SIZE(names), err, errlen)) < 0)
+			goto out;
+		if (!json_is_string(target) || json_string_length(target) == 0) {
+			snprintf(err, errlen, "target: expected a description of what to find");
+			r = -EINVAL;
+			goto out;
+		}
+		/* A dry-run move: the model locates the target, nothing is injected. */
+		body = json_pack("{s:[{s:s, s:O}], s:b}", "script", "tool_name", "move", "target",
+		                 target, "dry_run", 1);
+		if (json_object_get(args, "display"))
+			json_object_set(body, "display", json_object_get(args, "display"));
+		ret->kind = MCP_PLAN_LOCATE;
+		ret->body = dump(body);
+		r = validate_body(ret->body, true, err, errlen);
+		break;
+	}
+	case T_SCREENSHOT: {
+		static const char *const names[] = {"display"};
+		ret->kind = MCP_PLAN_SCREENSHOT;
+		if ((r = only_members(args, names, ARRAY_SIZE(names), err, errlen)) < 0)
+			goto out;
+		r = display_arg(args, &ret->display, err, errlen);
+		break;
+	}
+	case T_STATUS:
+		ret->kind = MCP_PLAN_STATUS;
+		r = only_members(args, NULL, 0, err, errlen);
+		break;
+	case T_CANCEL: {
+		static const char *const names[] = {"task_id"};
+		json_t *id = json_object_get(args, "task_id");
+		ret->kind = MCP_PLAN_CANCEL;
+		if ((r = only_members(args, names, ARRAY_SIZE(names), err, errlen)) < 0)
+			goto out;
+		if (!json_is_integer(id) || json_integer_value(id) < 1) {
+			snprintf(err, errlen, "task_id: expected a task id (an integer from 1)");
+			r = -EINVAL;
+			goto out;
+		}
+		ret->task_id = (long long)json_integer_value(id);
+		break;
+	}
+	}
+out:
+	json_decref(body);
+	if (r < 0) {
+		const char *tool = ret->tool;
+		mcp_plan_finish(ret);
+		ret->tool = tool;
+	}
+	return r;
+}
+
+/* ---- resources -------------------------------------------------------------------------------- */
+
+json_t *mcp_resource_templates(void)
+{
+	return json_pack(
+	        "{s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s},"
+	        " {s:s, s:s, s:s, s:s}]}",
+	        "resourceTemplates", "uriTemplate", "holod://tasks/{id}", "name", "task",
+	        "description", "A holod task: its request, status, result or error, provenance",
+	        "mimeType", "application/json", "uriTemplate", "holod://tasks/{id}/steps", "name",
+	        "steps", "description",
+	        "The task's steps: actions, points in both spaces, results, timings, the model's "
+	        "thoughts",
+	        "mimeType", "application/json", "uriTemplate", "holod://tasks/{id}/report", "name",
+	        "report", "description",
+	        "The task's review page (holoctl report): self-contained HTML, screenshots "
+	        "embedded",
+	        "mimeType", "text/html", "uriTemplate",
+	        "holod://tasks/{id}/steps/{n}/screenshot/{which}", "name", "step-screenshot",
+	        "description", "The PNG before or after (which) step n", "mimeType", "image/png");
+}
+
+/* A decimal number from 0 (no sign, no leading zero but 0 itself) ending at a '/' or the end;
+ * advances *p. */
+static bool read_number(const char **p, long long min, long long *ret)
+{
+	const char *s = *p;
+	long long v = 0;
+
+	if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
+		return false;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (v > (LLONG_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (*s - '0');
+	}
+	if (v < min)
+		return false;
+	*ret = v;
+	*p = s;
+	return true;
+}
+
+int mcp_resource_parse(const char *uri, struct mcp_resource *ret)
+{
+	static const char prefix[] = "holod://tasks/";
+	const char *p;
+
+	*ret = (struct mcp_resource){0};
+	if (!uri || strlen(uri) > MCP_MAX_URI_BYTES || strncmp(uri, prefix, strlen(prefix)) != 0)
+		return -EINVAL;
+	p = uri + strlen(prefix);
+	if (!read_number(&p, 1, &ret->task_id))
+		return -EINVAL;
+	if (*p == '\0') {
+		ret->kind = MCP_RES_TASK;
+		return 0;
+	}
+	if (strcmp(p, "/steps") == 0) {
+		ret->kind = MCP_RES_STEPS;
+		return 0;
+	}
+	if (strcmp(p, "/report") == 0) {
+		ret->kind = MCP_RES_REPORT;
+		return 0;
+	}
+	if (strncmp(p, "/steps/", 7) != 0)
+		return -EINVAL;
+	p += 7;
+	if (!read_number(&p, 0, &ret->step))
+		return -EINVAL;
+	if (strcmp(p, "/screenshot/before") == 0)
+		ret->before = true;
+	else if (strcmp(p, "/screenshot/after") != 0)
+		return -EINVAL;
+	ret->kind = MCP_RES_SCREENSHOT;
+	return 0;
+}
+
+char *mcp_base64(const unsigned char *p, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
+	size_t i;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63];
+		*o++ = tab[(v >> 6) & 63], *o++ = tab[v & 63];
+	}
+	if (n - i == 1) {
+		unsigned v = (unsigned)p[i] << 16;
+		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63], *o++ = '=', *o++ = '=';
+	} else if (n - i == 2) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8;
+		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63];
+		*o++ = tab[(v >> 6) & 63], *o++ = '=';
+	}
+	*o = '\0';
+	return out;
+}
