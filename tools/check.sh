@@ -24,6 +24,8 @@ cd "$(dirname "$0")/.."
 # The remote suite's server (llama-cpp-python in tools/.venv-remote; the first run builds
 # llama.cpp, docs/remote-server.md).
 ./tools/remote-server/setup.sh
+# The official MCP Python SDK, the client of the agent-mcp test (tools/.venv-mcp).
+./tools/mcp-client/setup.sh
 [ -d /usr/local/cuda/bin ] && PATH="/usr/local/cuda/bin:$PATH" && export PATH
 
 jobs=$(nproc 2>/dev/null || echo 2)
