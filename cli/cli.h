@@ -25,6 +25,7 @@ enum {
 	CLI_EXIT_TASK_CANCELLED = 4,   /* ... cancelled (holoctl cancel, the kill switch) */
 	CLI_EXIT_TASK_INTERRUPTED = 5, /* ... interrupted (holod stopped or crashed mid-task) */
 	CLI_EXIT_TASK_UNKNOWN = 6,     /* ... the stream ended without a final status */
+	CLI_EXIT_TASK_STUCK = 7,       /* ... stuck: its steps stopped changing anything */
 	CLI_EXIT_DETACHED = 130,       /* ... a second Ctrl-C stopped following; the task runs on */
 };
 

@@ -72,7 +72,7 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 				return cli_usage_error(
 				        ctx, &cli_cmd_list,
 				        "--status must be queued, running, succeeded, failed, "
-				        "cancelled or interrupted, not '%s'",
+				        "cancelled, interrupted or stuck, not '%s'",
 				        optarg);
 			status = optarg;
 			break;
@@ -158,7 +158,7 @@ const struct cli_command cli_cmd_list = {
         .summary = "list tasks, newest first",
         .help = "Options:\n"
                 "  --status STATUS  only tasks in this status: queued, running, succeeded,\n"
-                "                   failed, cancelled, interrupted\n"
+                "                   failed, cancelled, interrupted, stuck\n"
                 "  --limit N        at most N tasks (default 50, at most 500)\n"
                 "  --offset N       skip the N newest (paging)\n",
         .run = list_run,

@@ -308,6 +308,7 @@ static void write_step(struct report *rp, json_t *step, size_t n)
 	fputs("<table class=\"kv\">", f);
 	row(f, "result", str(step, "result"));
 	row(f, "error", str(step, "error"));
+	row(f, "stuck", str(step, "stuck"));
 	fputs("</table>", f);
 	if (json_is_object(agent)) {
 		write_text_block(f, "thought", str(agent, "thought"), false);
@@ -390,6 +391,13 @@ static void write_page(struct report *rp, json_t *task, json_t *steps, const cha
 	snprintf(buf, sizeof(buf), "%zu", n);
 	row(f, "steps", buf);
 	fputs("</table>", f);
+	/* why the task ended stuck: which steps, the screen's hash, the repeated action */
+	json_t *stuck = json_object_get(task, "stuck");
+	if (json_is_object(stuck)) {
+		char *ev = json_dumps(stuck, JSON_INDENT(1) | JSON_SORT_KEYS);
+		write_text_block(f, "stuck", ev, true);
+		free(ev);
+	}
 	if (prov && strcmp(prov, "null") != 0)
 		write_text_block(f, "provenance", prov, true);
 	free(prov);

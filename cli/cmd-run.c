@@ -29,6 +29,8 @@ enum {
 	OPT_THINKING,
 	OPT_THINKING_TOKENS,
 	OPT_POLICY_FORMAT,
+	OPT_STUCK_WARN,
+	OPT_STUCK_STOP,
 };
 
 static const struct option run_options[] = {
@@ -50,6 +52,8 @@ static const struct option run_options[] = {
         {"thinking", required_argument, NULL, OPT_THINKING},
         {"thinking-tokens", required_argument, NULL, OPT_THINKING_TOKENS},
         {"policy-format", required_argument, NULL, OPT_POLICY_FORMAT},
+        {"stuck-warn", required_argument, NULL, OPT_STUCK_WARN},
+        {"stuck-stop", required_argument, NULL, OPT_STUCK_STOP},
         {0},
 };
 
@@ -79,7 +83,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	const char *policy_format = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
 	double temperature = -1, top_p = -1;
-	long thinking_tokens = 0;
+	long thinking_tokens = 0, stuck_warn = -1, stuck_stop = -1;
 	int thinking = -1; /* -1: holod's default */
 	bool dry_run = false;
 	char err[CLI_MAX_ERROR_LEN + 256];
@@ -187,6 +191,15 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 				                       "--thinking-tokens must be from 1 to %d, not '%s'",
 				                       IPC_MAX_THINKING_TOKENS, optarg);
 			break;
+		case OPT_STUCK_WARN:
+		case OPT_STUCK_STOP:
+			if (cli_parse_int(optarg, 0, IPC_MAX_STUCK_STEPS,
+			                  c == OPT_STUCK_WARN ? &stuck_warn : &stuck_stop) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--stuck-%s must be from 0 (off) to %d, not '%s'",
+				                       c == OPT_STUCK_WARN ? "warn" : "stop",
+				                       IPC_MAX_STUCK_STEPS, optarg);
+			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_run, c, argv);
 			if (r == CLI_EXIT_OK) {
@@ -211,11 +224,12 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		        "what should holod do? give --script FILE (- for stdin) or an instruction");
 
 	if (script && (history || window || max_tiles || temperature >= 0 || top_p >= 0 ||
-	               seed >= 0 || thinking >= 0 || thinking_tokens || policy_format))
+	               seed >= 0 || thinking >= 0 || thinking_tokens || policy_format ||
+	               stuck_warn >= 0 || stuck_stop >= 0))
 		return cli_usage_error(ctx, &cli_cmd_run,
 		                       "--history, --window, --max-tiles, --temperature, --top-p, "
-		                       "--seed, --thinking, --thinking-tokens and --policy-format "
-		                       "apply to instructions only");
+		                       "--seed, --thinking, --thinking-tokens, --policy-format, "
+		                       "--stuck-warn and --stuck-stop apply to instructions only");
 	if (script) {
 		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
@@ -263,6 +277,10 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "thinking", json_boolean(thinking));
 	if (thinking_tokens)
 		json_object_set_new(body, "thinking_tokens", json_integer(thinking_tokens));
+	if (stuck_warn >= 0)
+		json_object_set_new(body, "stuck_warn", json_integer(stuck_warn));
+	if (stuck_stop >= 0)
+		json_object_set_new(body, "stuck_stop", json_integer(stuck_stop));
 	if (display)
 		json_object_set_new(body, "display", json_string(display));
 	if (temperature >= 0)
@@ -526,7 +544,8 @@ const struct cli_command cli_cmd_run = {
                 "  -f, --follow           print each step as it happens and exit with the task's\n"
                 "                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 "
                 "interrupted,\n"
-                "                         6 the stream ended without a final status (holod lost)\n"
+                "                         6 the stream ended without a final status (holod lost),\n"
+                "                         7 stuck (--stuck-stop)\n"
                 "  --max-steps N          stop after N steps (1..10000)\n"
                 "  --max-seconds N        stop after N seconds (1..86400)\n"
                 "  --settle-ms N          wait N ms after each action before the screenshot\n"
@@ -546,6 +565,11 @@ const struct cli_command cli_cmd_run = {
                 "  --thinking on|off      instruction: the model thinks before each step\n"
                 "                         (default: holod's --thinking)\n"
                 "  --thinking-tokens N    instruction: most tokens of that thinking per step\n"
+                "  --stuck-warn N         instruction: after N steps in a row that left the\n"
+                "                         screen unchanged or repeated one action, the model\n"
+                "                         is told so (0: never; default: holod's, 3)\n"
+                "  --stuck-stop N         instruction: after N such steps the task ends with\n"
+                "                         status stuck (0: never; default: holod's, 6)\n"
                 "  --display NAME         run on this display of holod's (see `holoctl "
                 "status`);\n"
                 "                         default: the first that is free\n"

@@ -123,6 +123,21 @@ static void print_task(struct cli_context *ctx, json_t *task)
 		const char *row[] = {fields[i], v};
 		cli_table_add_row(t, row);
 	}
+	/* why it ended stuck, the reason and the steps first (the whole evidence: --json) */
+	json_t *stuck = json_object_get(task, "stuck");
+	if (json_is_object(stuck)) {
+		json_t *steps = json_object_get(stuck, "steps");
+		const char *reason = json_string_value(json_object_get(stuck, "reason"));
+		const char *sha = json_string_value(json_object_get(stuck, "screen_sha256"));
+		char *ev = xasprintf("%s, steps %" JSON_INTEGER_FORMAT " to %" JSON_INTEGER_FORMAT
+		                     "%s%.12s", reason ? reason : "?",
+		                     json_integer_value(json_array_get(steps, 0)),
+		                     json_integer_value(json_array_get(steps, 1)),
+		                     sha ? ", screen " : "", sha ? sha : "");
+		const char *row[] = {"stuck", ev};
+		cli_table_add_row(t, row);
+		free(ev);
+	}
 	add_provenance_rows(t, json_object_get(task, "provenance"));
 	/* A header line adds nothing to a key/value list. */
 	cli_table_hide_header(t);

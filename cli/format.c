@@ -32,6 +32,7 @@ int cli_exit_for_task_status(const char *status)
 	        {"failed", CLI_EXIT_TASK_FAILED},
 	        {"cancelled", CLI_EXIT_TASK_CANCELLED},
 	        {"interrupted", CLI_EXIT_TASK_INTERRUPTED},
+	        {"stuck", CLI_EXIT_TASK_STUCK},
 	};
 
 	if (status)

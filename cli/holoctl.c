@@ -36,6 +36,7 @@ void cli_print_usage(FILE *f)
 	           "  4  run --follow: the task was cancelled\n"
 	           "  5  run --follow: the task was interrupted (holod stopped during it)\n"
 	           "  6  run --follow: the event stream ended without a final status\n"
+	           "  7  run --follow: the task ended stuck (its steps changed nothing)\n"
 	           "130  run --follow: a second Ctrl-C stopped following; the task runs on\n");
 }
 

@@ -19,6 +19,7 @@
 #include "agent-history.h"
 #include "common.h"
 #include "provider.h"
+#include "stuck.h"
 
 struct agent {
 	const struct agent_config *cfg;
@@ -213,8 +214,18 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		                     e ? e : "none loaded");
 		return;
 	}
+	/* stuck steps (stuck.h): the task's numbers, else holod's */
+	struct stuck stuck;
+	stuck_init(&stuck, o->stuck_warn >= 0 ? (unsigned)o->stuck_warn : cfg->stuck_warn,
+		   o->stuck_stop >= 0 ? (unsigned)o->stuck_stop : cfg->stuck_stop);
+	if (prov)
+		json_object_set_new(prov, "stuck", json_pack("{s:I, s:I}", "warn",
+							     (json_int_t)stuck.warn, "stop",
+							     (json_int_t)stuck.stop));
 	r = executor_begin(env, d, display_name, t, prov, &a.run, err, sizeof(err));
 	json_decref(prov);
+	/* a dry run injects nothing: its screen never changes, only its actions count */
+	a.run.hash_screens = !o->dry_run && (stuck.warn || stuck.stop);
 	if (r < 0) {
 		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "%s", err);
 		return;
@@ -343,9 +354,48 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			                     ipc_tool_to_string(a.steps[index].action.tool), err);
 			goto release;
 		}
-		/* The next user turn tells the model what its action did (or why it failed). */
+		/* The next user turn tells the model what its action did (or why it failed), and
+		 * that its steps change nothing when they have not for a while. */
+		char warning[STUCK_MAX_WARNING];
+		char *action_json = ipc_action_to_json(&a.steps[index].action);
+		enum stuck_verdict sv = stuck_step(&stuck, index, action_json, a.run.screen_before,
+						   a.run.screen_after, warning, sizeof(warning));
+		free(action_json);
+		if (sv != STUCK_NONE) {
+			int jr = journal_step_stuck(env->journal, t->id, (int)index, warning);
+			if (jr < 0)
+				log_warning_errno(jr, "task %lld step %zu: cannot journal its stuck "
+						  "warning", (long long)t->id, index);
+			log_info("task %lld step %zu: %s", (long long)t->id, index, warning);
+		}
+		if (sv == STUCK_STOP) {
+			json_t *ev = stuck_evidence(&stuck);
+			char *text = ev ? json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+			int jr = text ? journal_task_stuck(env->journal, t->id, text) : -ENOMEM;
+			if (jr < 0)
+				log_warning_errno(jr, "task %lld: cannot journal why it is stuck",
+						  (long long)t->id);
+			const struct stuck_streak *k = stuck.stopped;
+			if (k == &stuck.screen)
+				executor_outcome_set(ret, IPC_TASK_STUCK, NULL,
+						     "stuck: the screen did not change during %zu steps "
+						     "in a row (steps %zu to %zu, screen sha256 %.12s...)",
+						     k->n, k->first, k->first + k->n - 1, k->screen);
+			else
+				executor_outcome_set(ret, IPC_TASK_STUCK, NULL,
+						     "stuck: the same action (%s) was repeated %zu times "
+						     "in a row (steps %zu to %zu)",
+						     ipc_tool_to_string(a.steps[index].action.tool), k->n,
+						     k->first, k->first + k->n - 1);
+			free(text);
+			json_decref(ev);
+			r = 0;
+			goto release;
+		}
 		history_grow(&a, index + 1);
-		a.result_texts[index + 1] = xstrdup(r < 0 ? err : result);
+		a.result_texts[index + 1] = sv == STUCK_NONE ? xstrdup(r < 0 ? err : result)
+				: xasprintf("%s%s%s", r < 0 ? err : result, (r < 0 ? err : result)[0]
+					    ? " " : "", warning);
 		a.results[index + 1] = (struct policy_tool_result){
 			.tool = a.steps[index].action.tool, .error = r < 0,
 			.text = a.result_texts[index + 1]};
@@ -353,6 +403,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	}
 
 release:
+	stuck_finish(&stuck);
 	x11_frame_destroy(frame);
 	if (pt)
 		pt->p->ops->task_close(pt);

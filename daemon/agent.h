@@ -38,6 +38,8 @@ struct agent_config {
 	long long seed;           /* default seed, 0..IPC_MAX_SEED; -1: one drawn per task */
 	bool thinking;            /* default: a think block before each step (docs/policy.md) */
 	unsigned thinking_tokens; /* default: most tokens of the think block, within step_tokens */
+	unsigned stuck_warn;      /* default stuck steps before the model is told; 0: never */
+	unsigned stuck_stop;      /* default stuck steps that end a task `stuck`; 0: never */
 	bool unconstrained;       /* debug: no step grammar while decoding */
 	const struct policy_format *format; /* default of tasks that leave it unset; NULL: holo3 */
 	/* the published holo-nano texts read from the user's verified copy; NULL: holod's own */

@@ -37,7 +37,7 @@ static json_t *json_or_null(const char *text)
 
 json_t *api_json_task(const struct journal_task_row *row)
 {
-	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}",
+	return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:o}",
 			 "id", (json_int_t)row->id,
 			 "kind", str_or_null(row->kind),
 			 "spec", json_or_null(row->spec),
@@ -50,7 +50,8 @@ json_t *api_json_task(const struct journal_task_row *row)
 			 "error", str_or_null(row->error),
 			 "steps", (json_int_t)row->n_steps,
 			 "provenance", json_or_null(row->provenance),
-			 "prompt", json_or_null(row->prompt));
+			 "prompt", json_or_null(row->prompt),
+			 "stuck", json_or_null(row->stuck));
 }
 
 json_t *api_json_task_list(const struct journal_task_row *rows, size_t n, int64_t total,
@@ -164,7 +165,8 @@ json_t *api_json_step(const struct journal_step_row *row)
 		json_decref(agent); /* not taken by a failed json_pack */
 		return NULL;
 	}
-	if (json_object_set_new(o, "agent", agent ? agent : json_null()) < 0) {
+	if (json_object_set_new(o, "agent", agent ? agent : json_null()) < 0 ||
+	    json_object_set_new(o, "stuck", str_or_null(row->stuck)) < 0) {
 		json_decref(o);
 		return NULL;
 	}

@@ -12,6 +12,7 @@
 #include "desktop.h"
 #include "engine.h"
 #include "holod-config.h"
+#include "stuck.h"
 
 #define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
 
@@ -326,6 +327,9 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		goto free_call;
 	s.image_w = frame->width;
 	s.image_h = frame->height;
+	run->screen_before[0] = run->screen_after[0] = '\0';
+	if (run->hash_screens)
+		stuck_frame_hash(frame, run->screen_before);
 	uint64_t t1 = time_mono_us();
 	tm.capture_us = before ? capture_us : t1 - t0;
 
@@ -396,6 +400,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 
 	char cerr[160];
 	if (capture(run, &frame, cerr, sizeof(cerr)) >= 0) {
+		if (run->hash_screens)
+			stuck_frame_hash(frame, run->screen_after);
 		shotwriter_submit(run->env->writer, s.task_id, index, "after", frame);
 		frame = NULL;
 	} else {

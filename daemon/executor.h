@@ -77,6 +77,10 @@ struct executor_run {
 	struct x11_rect monitor; /* the primary monitor: what is captured and mapped against */
 	int root_w, root_h;
 	uint64_t deadline_us;    /* monotonic, from max_seconds */
+	/* Set by the caller: executor_step hashes the step's screens (stuck.h) into
+	 * screen_before / screen_after ("" when not captured). */
+	bool hash_screens;
+	char screen_before[65], screen_after[65];
 };
 
 /* Journals the task's provenance (docs/journal.md): holod's version, the display and its

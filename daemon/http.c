@@ -547,7 +547,7 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	if (v && (status = ipc_task_status_from_string(v)) < 0)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 				  "status: unknown value '%s' (expected queued, running, succeeded, "
-				  "failed, cancelled or interrupted)",
+				  "failed, cancelled, interrupted or stuck)",
 				  v);
 	v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
 	if (v && (parse_uint_arg(v, IPC_MAX_LIST_LIMIT, &limit) < 0 || limit == 0))

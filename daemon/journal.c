@@ -115,6 +115,14 @@ static const char *const migrations[] = {
 	"PRAGMA writable_schema = RESET;",
 	/* 6 -> 7: the think block of a step decoded with thinking on (issue 30). */
 	"ALTER TABLE steps ADD COLUMN reasoning TEXT;",
+	/* 7 -> 8: stuck steps (issue 33): the status `stuck` (the CHECK widened in place, as in
+	 * 5 -> 6), the evidence of a task that ended so, and the warning a step gave the model. */
+	"PRAGMA writable_schema = ON;"
+	"UPDATE sqlite_schema SET sql = replace(sql, '''cancelled'', ''interrupted'')',"
+	"  '''cancelled'', ''interrupted'', ''stuck'')') WHERE type = 'table' AND name = 'tasks';"
+	"PRAGMA writable_schema = RESET;"
+	"ALTER TABLE tasks ADD COLUMN stuck TEXT;"
+	"ALTER TABLE steps ADD COLUMN stuck TEXT;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -487,6 +495,30 @@ int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json)
 	return task_set_json(j, "UPDATE tasks SET prompt = ?2 WHERE id = ?1", id, prompt_json);
 }
 
+int journal_task_stuck(struct journal *j, int64_t id, const char *evidence_json)
+{
+	return task_set_json(j, "UPDATE tasks SET stuck = ?2 WHERE id = ?1", id, evidence_json);
+}
+
+int journal_step_stuck(struct journal *j, int64_t task_id, int index, const char *warning)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = prepare(j, "UPDATE steps SET stuck = ?3 WHERE task_id = ?1 AND idx = ?2",
+			 &st)) < 0)
+		goto unlock;
+	sqlite3_bind_int64(st, 1, task_id);
+	sqlite3_bind_int(st, 2, index);
+	sqlite3_bind_text(st, 3, warning, -1, SQLITE_TRANSIENT);
+	r = step_update_one(j, st);
+	sqlite3_finalize(st);
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	return r;
+}
+
 static char *col_str(sqlite3_stmt *st, int col)
 {
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
@@ -511,7 +543,7 @@ static uint64_t col_time_us(sqlite3_stmt *st, int col)
 
 #define TASK_COLUMNS                                                                               \
 	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"   \
-	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance, prompt"
+	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance, prompt, stuck"
 
 static void task_row(sqlite3_stmt *st, struct journal_task_row *row)
 {
@@ -529,6 +561,7 @@ static void task_row(sqlite3_stmt *st, struct journal_task_row *row)
 		.n_steps = sqlite3_column_int64(st, 10),
 		.provenance = col_str(st, 11),
 		.prompt = col_str(st, 12),
+		.stuck = col_str(st, 13),
 	};
 }
 
@@ -544,6 +577,7 @@ void journal_task_row_finish(struct journal_task_row *row)
 	free(row->error);
 	free(row->provenance);
 	free(row->prompt);
+	free(row->stuck);
 	*row = (struct journal_task_row){0};
 }
 
@@ -877,6 +911,7 @@ static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
 	shot_row(st, 27, &row->before);
 	shot_row(st, 30, &row->after);
 	agent_row(st, 33, row);
+	row->stuck = col_str(st, 55);
 }
 
 static void step_row_finish(struct journal_step_row *row)
@@ -900,6 +935,7 @@ static void step_row_finish(struct journal_step_row *row)
 	free(row->prompt_sha256);
 	free(row->provider);
 	free(row->remote_model);
+	free(row->stuck);
 }
 
 void journal_step_rows_free(struct journal_step_row *rows, size_t n)
@@ -930,7 +966,8 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
 			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
 			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
-			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning"
+			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning,"
+			    " s.stuck"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 7
+#define JOURNAL_SCHEMA_VERSION 8
 
 struct journal;
 
@@ -56,6 +56,12 @@ int journal_task_provenance(struct journal *j, int64_t id, const char *provenanc
 /* Records what an instruction task's session prefilled first, and how its turns are written (a
  * JSON object, docs/journal.md `prompt`); -ENOENT unknown id. */
 int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json);
+/* Records why an instruction task ended `stuck` (a JSON object, docs/journal.md `stuck`, from
+ * stuck_evidence()); -ENOENT unknown id. */
+int journal_task_stuck(struct journal *j, int64_t id, const char *evidence_json);
+/* Records the stuck warning step `index` gave the model (appended to its tool output);
+ * -ENOENT when the step is not journaled. */
+int journal_step_stuck(struct journal *j, int64_t task_id, int index, const char *warning);
 /* A value the journal does not have (SQL NULL) in the rows' integer fields, all of which are
  * otherwise >= 0. */
 #define JOURNAL_NONE (-1)
@@ -70,6 +76,7 @@ struct journal_task_row {
 	char *result, *error;
 	int64_t n_steps;
 	char *provenance, *prompt; /* JSON text */
+	char *stuck;               /* JSON text: why it ended `stuck`, or NULL */
 };
 void journal_task_row_finish(struct journal_task_row *row);
 void journal_task_rows_free(struct journal_task_row *rows, size_t n);
@@ -162,6 +169,7 @@ struct journal_step_row {
 	int64_t preprocess_us, encode_us, prefill_us, decode_us;
 	char *provider, *remote_model;
 	int64_t prompt_tokens, completion_tokens, server_us;
+	char *stuck; /* the stuck warning the step gave the model, or NULL */
 };
 void journal_step_rows_free(struct journal_step_row *rows, size_t n);
 

@@ -319,6 +319,8 @@ int main(int argc, char **argv)
 			.top_p = cfg.top_p,
 			.thinking = strcmp(cfg.thinking, "on") == 0,
 			.thinking_tokens = cfg.thinking_tokens,
+			.stuck_warn = cfg.stuck_warn,
+			.stuck_stop = cfg.stuck_stop,
 			.seed = cfg.seed,
 			.unconstrained = cfg.debug_unconstrained,
 			.format = policy_format_find(cfg.policy_format),

@@ -153,6 +153,12 @@ static const struct option_def options[] = {
 	 "1024", "N",
 	 "default most tokens of a step's think block (and at most half of --step-tokens, which "
 	 "counts them); then the block is closed and the step decoded", true},
+	{"stuck-warn", "HOLOD_STUCK_WARN", OPT_UINT, OFF(stuck_warn), 0, IPC_MAX_STUCK_STEPS, "3",
+	 "N", "default of instruction tasks: after N steps in a row that left the screen unchanged "
+	 "or repeated one action, the model's next tool output says so (0: never)", true},
+	{"stuck-stop", "HOLOD_STUCK_STOP", OPT_UINT, OFF(stuck_stop), 0, IPC_MAX_STUCK_STEPS, "6",
+	 "N", "default of instruction tasks: after N such steps in a row the task ends with status "
+	 "stuck and the evidence (0: never)", true},
 	{"temperature", "HOLOD_TEMPERATURE", OPT_TEMPERATURE, OFF(temperature), 0, 0, "format", "T",
 	 "default sampling temperature of the model's steps, 0..2 (0: greedy; format: the policy "
 	 "format's, 0.8 for holo3); always under the step grammar", true},

@@ -14,6 +14,7 @@ static const char *const task_status_names[] = {
 	[IPC_TASK_FAILED] = "failed",
 	[IPC_TASK_CANCELLED] = "cancelled",
 	[IPC_TASK_INTERRUPTED] = "interrupted",
+	[IPC_TASK_STUCK] = "stuck",
 };
 
 static const char *const tool_names[] = {

@@ -123,6 +123,8 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 
 	req->coords = IPC_COORDS_PIXELS;
 	req->options.settle_ms = -1;
+	req->options.stuck_warn = -1;
+	req->options.stuck_stop = -1;
 
 	json_t *c = json_object_get(root, "coords");
 	if (c) {
@@ -241,7 +243,7 @@ static int get_real(const json_t *root, const char *name, double lo, bool lo_ope
 }
 
 /* history, policy_format, window, max_tiles, temperature, top_p, seed, thinking,
- * thinking_tokens: instruction tasks only. */
+ * thinking_tokens, stuck_warn, stuck_stop: instruction tasks only. */
 static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
 			       size_t errlen)
 {
@@ -300,6 +302,16 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 		return r;
 	if (present)
 		req->options.thinking_tokens = u;
+	if ((r = get_uint(root, "stuck_warn", 0, IPC_MAX_STUCK_STEPS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.stuck_warn = (int32_t)u;
+	if ((r = get_uint(root, "stuck_stop", 0, IPC_MAX_STUCK_STEPS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.stuck_stop = (int32_t)u;
 	return 0;
 }
 
@@ -313,7 +325,8 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
-		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format"};
+		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format",
+		"stuck_warn",  "stuck_stop"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -540,6 +553,10 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.thinking_tokens)
 		r |= json_object_set_new(o, "thinking_tokens",
 					 json_integer(req->options.thinking_tokens));
+	if (req->options.stuck_warn >= 0)
+		r |= json_object_set_new(o, "stuck_warn", json_integer(req->options.stuck_warn));
+	if (req->options.stuck_stop >= 0)
+		r |= json_object_set_new(o, "stuck_stop", json_integer(req->options.stuck_stop));
 	if (r) {
 		json_decref(o);
 		return dump(NULL);

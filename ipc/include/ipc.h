@@ -64,6 +64,7 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_TEMPERATURE 2.0               /* "temperature": 0 (greedy)..2 */
 #define IPC_MAX_SEED 4294967295ull            /* "seed": 0..2^32-1 */
 #define IPC_MAX_THINKING_TOKENS 65536         /* "thinking_tokens": a step's think block */
+#define IPC_MAX_STUCK_STEPS 1000              /* "stuck_warn", "stuck_stop": 0 (off)..1000 */
 #define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
 #define IPC_MAX_HOLD_KEYS 3                   /* hold_and_tap_key.hold_keys: 1..3 names */
 #define IPC_MAX_TAP_KEYS 5                    /* hold_and_tap_key.tap_keys: 1..5 names */
@@ -103,6 +104,8 @@ enum ipc_task_status {
 	IPC_TASK_FAILED,
 	IPC_TASK_CANCELLED,
 	IPC_TASK_INTERRUPTED, /* holod stopped or crashed while the task was queued or running */
+	IPC_TASK_STUCK,       /* an instruction task whose steps stopped changing anything
+	                       * (docs/policy.md, "Stuck steps") */
 };
 
 /* "queued", "running", ... ; NULL for an out-of-range value. */
@@ -354,6 +357,10 @@ struct ipc_task_options {
 	uint32_t seed;         /* 0..IPC_MAX_SEED */
 	enum ipc_thinking thinking;
 	uint32_t thinking_tokens; /* 1..IPC_MAX_THINKING_TOKENS */
+	/* Stuck steps (docs/policy.md): after this many steps in a row that left the screen as
+	 * it was or repeated one action, the model is told (warn) / the task ends `stuck` (stop).
+	 * -1: the daemon's default; 0: off; 1..IPC_MAX_STUCK_STEPS. */
+	int32_t stuck_warn, stuck_stop;
 	/* Scripts only: a write or hotkey while no window has the keyboard focus fails the step
 	 * (false: it runs and its result says so). */
 	bool require_focus;
@@ -363,7 +370,7 @@ struct ipc_task_options {
  *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
  *    "policy_format": "holo3"|"holo-nano",
  *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "thinking": bool,
- *    "thinking_tokens": N, "max_steps": N,
+ *    "thinking_tokens": N, "stuck_warn": N, "stuck_stop": N, "max_steps": N,
  *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,

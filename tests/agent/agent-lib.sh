@@ -39,10 +39,13 @@ model_is() {
 
 # start_agent [HOLOD ARGS...]: holod with the model on $AGENT_BACKEND, once the model is loaded
 # (a later --backend in ARGS wins). The scenarios are those of steps without thinking: thinking
-# is off unless ARGS (or $AGENT_THINKING) turn it on (agent-thinking.sh).
+# is off unless ARGS (or $AGENT_THINKING) turn it on (agent-thinking.sh). Stuck steps are off
+# too: the tiny model clicks one block again and again on a screen that does not change, which
+# would end its tasks `stuck` (that is tests/remote/remote-stuck.sh's scenario); ARGS may turn
+# them on.
 start_agent() {
 	start_holod --model "$AGENT_MODEL" --backend "$AGENT_BACKEND" \
-		--thinking "${AGENT_THINKING:-off}" \
+		--thinking "${AGENT_THINKING:-off}" --stuck-warn 0 --stuck-stop 0 \
 		${AGENT_PRECISION:+--precision "$AGENT_PRECISION"} \
 		${AGENT_SSM_STATE:+--ssm-state "$AGENT_SSM_STATE"} "$@"
 	wait_until 60 model_is ready || { fail "the model did not load: $(model_state)"; exit 1; }

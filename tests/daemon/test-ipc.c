@@ -733,6 +733,39 @@ static void test_thinking(void)
 		     -EINVAL, "thinking: unknown field");
 }
 
+/* "stuck_warn" and "stuck_stop" (0: off, ..IPC_MAX_STUCK_STEPS; absent: -1, the daemon's
+ * default) on instructions only; the status "stuck" is final. */
+static void test_stuck(void)
+{
+	struct ipc_task_request *req = NULL, *back = NULL;
+
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK_INT_EQ(req->options.stuck_warn, -1);
+	CHECK_INT_EQ(req->options.stuck_stop, -1);
+	char *a = ipc_task_request_to_json(req);
+	CHECK(a && !strstr(a, "stuck"));
+	free(a);
+	ipc_task_request_destroy(req);
+	REQUIRE(parse_task("{\"instruction\": \"x\", \"stuck_warn\": 0, \"stuck_stop\": 1000}",
+			   &req) == 0);
+	CHECK_INT_EQ(req->options.stuck_warn, 0);
+	CHECK_INT_EQ(req->options.stuck_stop, 1000);
+	a = ipc_task_request_to_json(req);
+	REQUIRE(a && parse_task(a, &back) == 0);
+	CHECK_INT_EQ(back->options.stuck_warn, 0);
+	CHECK_INT_EQ(back->options.stuck_stop, 1000);
+	free(a);
+	ipc_task_request_destroy(back);
+	ipc_task_request_destroy(req);
+	expect_error("{\"instruction\": \"x\", \"stuck_stop\": 1001}", -EINVAL, "stuck_stop");
+	expect_error("{\"instruction\": \"x\", \"stuck_warn\": -1}", -EINVAL, "stuck_warn");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
+		     "\"stuck_warn\": 2}", -EINVAL, "stuck_warn: unknown field");
+	CHECK_STR_EQ(ipc_task_status_to_string(IPC_TASK_STUCK), "stuck");
+	CHECK_INT_EQ(ipc_task_status_from_string("stuck"), IPC_TASK_STUCK);
+	CHECK(ipc_task_status_is_final(IPC_TASK_STUCK));
+}
+
 /* The holo-nano harness's actions: hold_and_tap_key, drag_to, update_plan parse, keep every
  * member through the serializer, and bad input names the field and the limit. */
 static void test_nano_actions(void)
@@ -865,6 +898,7 @@ int main(void)
 	test_nano_actions();
 	test_history();
 	test_thinking();
+	test_stuck();
 	test_policy_format();
 	test_desktop_actions();
 	test_script_ok();

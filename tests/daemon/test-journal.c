@@ -70,8 +70,15 @@ static void test_migrate_from_2(void)
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &id) == 0);
 	journal_close(j);
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-	/* Back to version 2: without the columns of versions 3, 4, 5 and 7. */
+	/* Back to version 2: without the columns of versions 3, 4, 5, 7 and 8, and the tasks'
+	 * status CHECK as version 1 wrote it. */
 	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN reasoning;"
+				 "ALTER TABLE steps DROP COLUMN stuck;"
+				 "ALTER TABLE tasks DROP COLUMN stuck;"
+				 "PRAGMA writable_schema = ON;"
+				 "UPDATE sqlite_schema SET sql = replace(sql, ', ''stuck'')', ')')"
+				 " WHERE type = 'table' AND name = 'tasks';"
+				 "PRAGMA writable_schema = RESET;"
 				 "ALTER TABLE steps DROP COLUMN provider;"
 				 "ALTER TABLE steps DROP COLUMN remote_model;"
 				 "ALTER TABLE steps DROP COLUMN prompt_tokens;"
@@ -90,9 +97,18 @@ static void test_migrate_from_2(void)
 	REQUIRE(api_json_read_task(j, id, &o) == 0);
 	CHECK(json_is_null(json_object_get(o, "provenance")));
 	CHECK(json_is_null(json_object_get(o, "prompt")));
+	CHECK(json_is_null(json_object_get(o, "stuck")));
 	CHECK_STR_EQ(json_string_value(json_object_get(o, "display")), ":9");
 	json_decref(o);
 	CHECK_INT_EQ(journal_task_provenance(j, id, "{\"holod_version\":\"x\"}"), 0);
+	/* Version 8: the status `stuck`, with its evidence. */
+	CHECK_INT_EQ(journal_task_finish(j, id, IPC_TASK_STUCK, 2, NULL, "stuck: ..."), 0);
+	CHECK_INT_EQ(journal_task_stuck(j, id, "{\"reason\":\"unchanged_screen\"}"), 0);
+	REQUIRE(api_json_read_task(j, id, &o) == 0);
+	CHECK_STR_EQ(json_string_value(json_object_get(o, "status")), "stuck");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(o, "stuck"), "reason")),
+		     "unchanged_screen");
+	json_decref(o);
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
 	journal_close(j);
 	/* Version 6 widened the steps' prompt CHECK to 'rolling', nothing else. */

@@ -169,7 +169,7 @@ task_is() {
 
 task_final() {
 	case "$(task_status "$1")" in
-	succeeded | failed | cancelled | interrupted) return 0 ;;
+	succeeded | failed | cancelled | interrupted | stuck) return 0 ;;
 	*) return 1 ;;
 	esac
 }
