@@ -20,6 +20,14 @@
  * unsupported, -EIO when no algorithm runs or the device fails. Refusals enqueue nothing, so
  * this holds during a capture too: a capture may hit or miss, and enqueues nothing but the
  * matmul.
+ *
+ * FP8 (gpu_gemm_fp8): the same product with A = the weights' fp8 records (e4m3 codes, ld = the
+ * record's bytes: the row's scale behind its codes is never read, k = in rows of A) and B = the
+ * activations' e4m3 codes, their fp32 scales given to cuBLASLt as device pointers
+ * (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER, set on the cached descriptor before every call, so
+ * the entry serves every matrix of the shape and a captured graph reads the scales of its
+ * replay). It is already TN, cuBLASLt's one FP8 layout; gpu_gemm_fp8_ok() says whether the
+ * operands meet its 16-byte rules.
  */
 #include "gpu.h"
 #include "gpu_internal.h"
@@ -40,6 +48,8 @@
 
 struct gemm_key {
 	int64_t out, in, rows, ldx, ldy;
+	int64_t ldw; /* FP8: the weights' row stride in bytes; else 0 (= in) */
+	int fp8;
 	int w_dtype, y_dtype;
 	int accumulate;
 	uint32_t align_w, align_x, align_y;
@@ -145,7 +155,8 @@ static void describe(const struct gemm_key *k, char *buf, size_t len)
 		 "a GEMM of %lld rows x %lld in -> %lld out (%s weights, %s out, ldx %lld, ldy %lld%s; "
 		 "w, x, y aligned to %u, %u, %u bytes)",
 		 (long long)k->rows, (long long)k->in, (long long)k->out,
-		 k->w_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32", k->y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
+		 k->fp8 ? "fp8 e4m3 x e4m3" : k->w_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
+		 k->y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
 		 (long long)k->ldx, (long long)k->ldy, k->accumulate ? ", accumulating" : "", k->align_w,
 		 k->align_x, k->align_y);
 }
@@ -164,7 +175,7 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 {
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-	cudaDataType_t in_type = lt_type(k->w_dtype), out_type = lt_type(k->y_dtype);
+	cudaDataType_t in_type = k->fp8 ? CUDA_R_8F_E4M3 : lt_type(k->w_dtype), out_type = lt_type(k->y_dtype);
 	size_t ws = GEMM_WORKSPACE_BYTES;
 	memset(e, 0, sizeof(*e));
 	int r = LT_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -176,7 +187,7 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 							    &trans_b, sizeof(trans_b)));
 	if (r >= 0)
 		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->a, in_type, (uint64_t)k->in, (uint64_t)k->out,
-							k->in));
+							k->fp8 ? k->ldw : k->in));
 	if (r >= 0)
 		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->b, in_type, (uint64_t)k->in,
 							(uint64_t)k->rows, k->ldx));
@@ -230,35 +241,13 @@ static bool dim_ok(int64_t v)
 	return v >= 1 && v <= GPU_GEMM_MAX_DIM;
 }
 
-int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
-	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
-	     bool accumulate)
+/* The cached entry of key (built on a miss) runs y (+)= W x; FP8's scales sw, sx (else NULL). */
+static int gemm_run(struct gpu_blas *gm, const struct gemm_key *kp, const void *w, const void *x, void *y,
+		    const float *sw, const float *sx)
 {
-	if (rows == 0 && gm && w && x && y)
-		return 0;
-	if (!gm || !w || !x || !y || !dim_ok(out) || !dim_ok(in) || !dim_ok(rows) ||
-	    ldx > (size_t)GPU_GEMM_MAX_DIM || ldy > (size_t)GPU_GEMM_MAX_DIM || ldx < (size_t)in ||
-	    ldy < (size_t)out)
-		return -EINVAL;
-	if ((w_dtype != GPU_DTYPE_F32 && w_dtype != GPU_DTYPE_BF16) ||
-	    (y_dtype != GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_BF16) ||
-	    (w_dtype == GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_F32))
-		return -EINVAL;
-	GPU_BIND_OR_RETURN(gm->g);
-	struct gemm_key key;
-	memset(&key, 0, sizeof(key)); /* compared with memcmp */
-	key.out = out;
-	key.in = in;
-	key.rows = rows;
-	key.ldx = (int64_t)ldx;
-	key.ldy = (int64_t)ldy;
-	key.w_dtype = w_dtype;
-	key.y_dtype = y_dtype;
-	key.accumulate = accumulate;
-	key.align_w = alignment_of(w);
-	key.align_x = alignment_of(x);
-	key.align_y = alignment_of(y);
-
+	const struct gemm_key key = *kp;
+	const int out = (int)key.out, in = (int)key.in, rows = (int)key.rows;
+	const bool accumulate = key.accumulate;
 	struct gemm_entry *e = NULL;
 	for (size_t i = 0; i < gm->n_entries && !e; i++)
 		if (!memcmp(&gm->entries[i].key, &key, sizeof(key)))
@@ -288,6 +277,15 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	}
 	e->last_use = ++gm->calls;
 	const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+	if (key.fp8) {
+		int r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+								&sw, sizeof(sw)));
+		if (r >= 0)
+			r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+								    &sx, sizeof(sx)));
+		if (r < 0)
+			return r;
+	}
 	for (;;) {
 		cublasStatus_t st = cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y,
 						   e->d, y, e->d, &e->algos[e->cur], gm->workspace,
@@ -312,4 +310,69 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 		log_error("gpu: cuBLASLt failed %s: %s", shape, cublasLtGetStatusString(st));
 		return LT_CHECK(st);
 	}
+}
+
+static void key_init(struct gemm_key *key, int out, int in, int rows, size_t ldx, size_t ldy, const void *w,
+		     const void *x, void *y, enum gpu_dtype y_dtype, bool accumulate)
+{
+	memset(key, 0, sizeof(*key)); /* compared with memcmp */
+	key->out = out;
+	key->in = in;
+	key->rows = rows;
+	key->ldx = (int64_t)ldx;
+	key->ldy = (int64_t)ldy;
+	key->y_dtype = y_dtype;
+	key->accumulate = accumulate;
+	key->align_w = alignment_of(w);
+	key->align_x = alignment_of(x);
+	key->align_y = alignment_of(y);
+}
+
+int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
+	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
+	     bool accumulate)
+{
+	if (rows == 0 && gm && w && x && y)
+		return 0;
+	if (!gm || !w || !x || !y || !dim_ok(out) || !dim_ok(in) || !dim_ok(rows) ||
+	    ldx > (size_t)GPU_GEMM_MAX_DIM || ldy > (size_t)GPU_GEMM_MAX_DIM || ldx < (size_t)in ||
+	    ldy < (size_t)out)
+		return -EINVAL;
+	if ((w_dtype != GPU_DTYPE_F32 && w_dtype != GPU_DTYPE_BF16) ||
+	    (y_dtype != GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_BF16) ||
+	    (w_dtype == GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_F32))
+		return -EINVAL;
+	GPU_BIND_OR_RETURN(gm->g);
+	struct gemm_key key;
+	key_init(&key, out, in, rows, ldx, ldy, w, x, y, y_dtype, accumulate);
+	key.w_dtype = w_dtype;
+	return gemm_run(gm, &key, w, x, y, NULL, NULL);
+}
+
+bool gpu_gemm_fp8_ok(int in, size_t ldw, const void *w, const void *x, size_t ldx, const void *y,
+		     enum gpu_dtype y_dtype, size_t ldy)
+{
+	const size_t yb = y_dtype == GPU_DTYPE_F32 ? 4 : 2;
+	return in % 16 == 0 && ldw % 16 == 0 && ldx % 16 == 0 && (ldy * yb) % 16 == 0 &&
+	       (uintptr_t)w % 16 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0;
+}
+
+int gpu_gemm_fp8(struct gpu_blas *gm, const void *w, size_t ldw, const float *sw, int out, int in,
+		 const void *x, size_t ldx, const float *sx, int rows, void *y, enum gpu_dtype y_dtype,
+		 size_t ldy, bool accumulate)
+{
+	if (rows == 0 && gm && w && x && y)
+		return 0;
+	if (!gm || !w || !x || !y || !sw || !sx || !dim_ok(out) || !dim_ok(in) || !dim_ok(rows) ||
+	    ldx > (size_t)GPU_GEMM_MAX_DIM || ldy > (size_t)GPU_GEMM_MAX_DIM ||
+	    ldw > (size_t)GPU_GEMM_MAX_DIM || ldx < (size_t)in || ldw < (size_t)in || ldy < (size_t)out ||
+	    (y_dtype != GPU_DTYPE_F32 && y_dtype != GPU_DTYPE_BF16) ||
+	    !gpu_gemm_fp8_ok(in, ldw, w, x, ldx, y, y_dtype, ldy))
+		return -EINVAL;
+	GPU_BIND_OR_RETURN(gm->g);
+	struct gemm_key key;
+	key_init(&key, out, in, rows, ldx, ldy, w, x, y, y_dtype, accumulate);
+	key.fp8 = 1;
+	key.ldw = (int64_t)ldw;
+	return gemm_run(gm, &key, w, x, y, sw, sx);
 }

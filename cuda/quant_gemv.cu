@@ -291,3 +291,130 @@ extern "C" int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant 
 	return GPU_CHECK(cudaGetLastError());
 }
 
+/* ---- FP8 activations for cuBLASLt's FP8 GEMM (gpu_fp8_quantize) ------------------------------
+ *
+ * DESIGN: the prefill's FP8 GEMM multiplies e4m3 weights by e4m3 activations, each with an fp32
+ * scale (cuBLASLt's A/B_SCALE_POINTER). The activations' scale comes from their largest magnitude,
+ * found on the device so nothing waits for the host: one block per row reduces its row's amax
+ * (per token: that row's scale, amax / 448; per tensor: into a scratch of one float per row, then
+ * one block reduces those to the tensor's scale), then one block per row writes the codes
+ * e4m3(x / s), rounded to nearest even and saturated at +-448 (quant_f32_to_e4m3()'s codes: the
+ * division is IEEE, and the rounding is done in integers on the float's bits). A row's columns
+ * past `in` up to ldq are written as zero codes, so a GEMM may read them. amax 0 gives s = 1, as
+ * quant_fp8_scale_for(). */
+
+static constexpr int FP8_ACT_THREADS = 256;
+
+/* Block maximum of v >= 0 (blockDim.x a multiple of 32); every thread gets it. */
+static __device__ inline float block_max(float v, float *partial)
+{
+	v = gpu_warp_max(v);
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (lane == 0)
+		partial[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		v = lane < (int)(blockDim.x / 32) ? partial[lane] : 0.0f;
+		v = gpu_warp_max(v);
+		if (lane == 0)
+			partial[32] = v;
+	}
+	__syncthreads();
+	return partial[32];
+}
+
+/* v rounded to the nearest e4m3 code (ties to even), saturating at +-448; NaN to 0x7f. */
+static __device__ inline unsigned char f32_to_e4m3(float v)
+{
+	const unsigned bits = (unsigned)__float_as_int(v), sign = (bits >> 24) & 0x80u;
+	const float a = fabsf(v);
+	if (a != a)
+		return 0x7f;
+	if (a >= 448.0f)
+		return (unsigned char)(sign | 0x7eu);
+	if (a < 0x1p-6f) /* subnormal codes, 2^-9 apart: a * 2^9 is exact, rintf is to nearest even */
+		return (unsigned char)(sign | (unsigned)rintf(a * 512.0f));
+	/* normal: keep 3 mantissa bits, rounding the 20 dropped ones to nearest even (a carry moves
+	 * into the exponent, which is what it means) */
+	unsigned u = bits & 0x7fffffffu;
+	u += 0x7ffffu + ((u >> 20) & 1u);
+	const unsigned e = (u >> 23) - 120u, m = (u >> 20) & 7u;
+	const unsigned code = e << 3 | m;
+	return (unsigned char)(sign | (code > 0x7eu ? 0x7eu : code));
+}
+
+/* per row: its amax; per token its scale into scales[r], else into ws[r] */
+template <typename XT>
+static __global__ void fp8_rowmax_kernel(const XT *__restrict__ x, size_t ldx, int in, int per_token,
+					 float *__restrict__ scales, float *__restrict__ ws)
+{
+	__shared__ float partial[33];
+	const XT *row = x + (size_t)blockIdx.x * ldx;
+	float m = 0.0f;
+	for (int c = threadIdx.x; c < in; c += blockDim.x)
+		m = fmaxf(m, fabsf(gpu_load_f32(row[c])));
+	m = block_max(m, partial);
+	if (threadIdx.x == 0) {
+		if (per_token)
+			scales[blockIdx.x] = m > 0.0f ? m / 448.0f : 1.0f;
+		else
+			ws[blockIdx.x] = m;
+	}
+}
+
+/* one block: the tensor's scale from the rows' amax */
+static __global__ void fp8_tensor_scale_kernel(const float *__restrict__ ws, int rows, float *__restrict__ scales)
+{
+	__shared__ float partial[33];
+	float m = 0.0f;
+	for (int r = threadIdx.x; r < rows; r += blockDim.x)
+		m = fmaxf(m, ws[r]);
+	m = block_max(m, partial);
+	if (threadIdx.x == 0)
+		scales[0] = m > 0.0f ? m / 448.0f : 1.0f;
+}
+
+template <typename XT>
+static __global__ void fp8_quant_kernel(const XT *__restrict__ x, size_t ldx, int in, unsigned char *__restrict__ q,
+					size_t ldq, const float *__restrict__ scales, int per_token)
+{
+	const float s = scales[per_token ? blockIdx.x : 0];
+	const XT *row = x + (size_t)blockIdx.x * ldx;
+	unsigned char *out = q + (size_t)blockIdx.x * ldq;
+	for (size_t c = threadIdx.x; c < ldq; c += blockDim.x)
+		out[c] = c < (size_t)in ? f32_to_e4m3(gpu_load_f32(row[c]) / s) : 0;
+}
+
+template <typename XT>
+static void launch_fp8_quantize(cudaStream_t s, const void *x, size_t ldx, int rows, int in, unsigned char *q,
+				size_t ldq, float *scales, enum gpu_fp8_scaling mode, float *ws)
+{
+	const XT *xt = (const XT *)x;
+	const int per_token = mode == GPU_FP8_PER_TOKEN;
+	if (mode != GPU_FP8_GIVEN) {
+		klaunch(fp8_rowmax_kernel<XT>, dim3((unsigned)rows), dim3(FP8_ACT_THREADS), 0, s, xt, ldx, in,
+			per_token, scales, ws);
+		if (!per_token)
+			klaunch(fp8_tensor_scale_kernel, dim3(1), dim3(FP8_ACT_THREADS), 0, s, (const float *)ws, rows,
+				scales);
+	}
+	klaunch(fp8_quant_kernel<XT>, dim3((unsigned)rows), dim3(FP8_ACT_THREADS), 0, s, xt, ldx, in, q, ldq,
+		(const float *)scales, per_token);
+}
+
+extern "C" int gpu_fp8_quantize(struct gpu_context *g, const void *x, enum gpu_dtype x_dtype, size_t ldx, int rows,
+				int in, void *q, size_t ldq, float *scales, enum gpu_fp8_scaling mode, float *ws)
+{
+	GPU_BIND_OR_RETURN(g);
+	if (!g || !x || !dtype_ok(x_dtype) || in < 1 || ldx < (size_t)in || rows < 1 || rows > GPU_MAX_ROWS ||
+	    !q || ldq < (size_t)in || !scales ||
+	    (mode != GPU_FP8_PER_TENSOR && mode != GPU_FP8_PER_TOKEN && mode != GPU_FP8_GIVEN) ||
+	    (mode == GPU_FP8_PER_TENSOR && !ws))
+		return -EINVAL;
+	cudaStream_t s = (cudaStream_t)g->stream;
+	if (x_dtype == GPU_DTYPE_BF16)
+		launch_fp8_quantize<__nv_bfloat16>(s, x, ldx, rows, in, (unsigned char *)q, ldq, scales, mode, ws);
+	else
+		launch_fp8_quantize<float>(s, x, ldx, rows, in, (unsigned char *)q, ldq, scales, mode, ws);
+	return GPU_CHECK(cudaGetLastError());
+}

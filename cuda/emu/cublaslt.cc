@@ -16,6 +16,29 @@
  *   output feature), the same for every batch, of D's type: <cublasLt.h> documents no other bias
  *   type outside integer and fp8 kernels, so an fp32 bias for a bf16 D is refused here.
  *   Epilogues: DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS.
+ *   FP8 (the prefill's products on e4m3 weights, cuda/gemm.c gpu_gemm_fp8): A and B CUDA_R_8F_E4M3,
+ *   C/D (same type) CUDA_R_16BF or CUDA_R_32F, epilogue DEFAULT, no batches, and the scalar
+ *   scales CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER (device fp32, read when the
+ *   product runs: D = alpha * a_scale * b_scale * op(A) op(B) + beta * C; unset: 1).
+ *
+ * FP8, as NVIDIA documents it (the cuBLAS guide, cublasLtMatmul(): "To use FP8 kernels, the
+ * following set of requirements must be satisfied": A transposed and B not, the "TN" format;
+ * CUBLAS_COMPUTE_32F with scale type CUDA_R_32F; every matrix's pointer and dimensions meeting
+ * "Tensor Core Usage"'s 16-byte alignment; and <cublasLt.h>: a scale pointer "set for an
+ * unsupported matrix data, scale, and compute type combination" makes cublasLtMatmul return
+ * CUBLAS_STATUS_INVALID_VALUE; PyTorch's _scaled_mm, which calls it, checks the 16-byte rule as
+ * the reduced dimension a multiple of 16, pytorch/pytorch#108308). So here an FP8 problem:
+ * - not TN (CUBLAS_OP_T on A, CUBLAS_OP_N on B), or k not a multiple of 16: no algorithm
+ *   (CUBLAS_STATUS_NOT_SUPPORTED from the heuristic and from the matmul);
+ * - only the vectorised algorithms run it: every pointer 16-byte aligned, every leading dimension
+ *   a multiple of 16 bytes, else NOT_SUPPORTED;
+ * - the type pairs the library has and this subset does not use (E5M2 operands, fp16 or fp8 D, an
+ *   fp8 D's scale and amax, bias epilogues, fast accumulation, scale modes other than the scalar
+ *   one) are refused with CUBLAS_STATUS_NOT_SUPPORTED, their attributes at once;
+ * - A/B scale pointers on a problem without fp8 operands: CUBLAS_STATUS_INVALID_VALUE; a scale
+ *   pointer that is not a device float: CUBLAS_STATUS_INVALID_VALUE (a GPU would fault).
+ *   Products of two e4m3 values are exact in fp32 (4-bit significands), so the numbers are the
+ *   same sums as for bf16 operands: fp32 in k order per split part.
  *
  * Alignment and workspace, as NVIDIA documents them, so that a call a GPU would refuse fails here:
  * - Sources: <cublasLt.h> (CUDA 13.0): MIN_ALIGNMENT_X_BYTES preferences default to 256 and a
@@ -164,6 +187,7 @@ struct matmul_desc {
 	uint32_t epilogue;
 	const void *bias;
 	int32_t bias_type; /* -1: the type of D */
+	const void *a_scale, *b_scale; /* FP8: device fp32 scalars, or NULL (1) */
 };
 
 struct matrix_layout {
@@ -260,9 +284,16 @@ size_t type_size(uint32_t t)
 	case CUDA_R_16BF:
 	case CUDA_R_16F:
 		return 2;
+	case CUDA_R_8F_E4M3:
+		return 1;
 	default:
 		return 0;
 	}
+}
+
+bool is_fp8(uint32_t t)
+{
+	return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2;
 }
 
 bool has_bias(uint32_t epilogue)
@@ -301,6 +332,7 @@ struct problem {
 	int64_t stride_a, stride_b, stride_c, stride_d;
 	const matrix_layout *a, *b, *c, *d;
 	size_t ext_a, ext_b, ext_c, ext_d; /* layout_extent() of each operand */
+	const void *a_scale, *b_scale;     /* FP8's scale pointers (NULL: 1) */
 };
 
 /* The one place that decides what is supported: the heuristic and the matmul both ask it. */
@@ -331,9 +363,19 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 		    l->batch_stride < 0)
 			return CUBLAS_STATUS_NOT_SUPPORTED;
 
-	if (a->type != b->type || c->type != d->type)
+	if ((op->a_scale || op->b_scale) && !is_fp8(a->type) && !is_fp8(b->type))
+		return CUBLAS_STATUS_INVALID_VALUE; /* <cublasLt.h>, A_SCALE_POINTER */
+	if (is_fp8(a->type) || is_fp8(b->type)) {
+		/* the FP8 subset (DESIGN above): e4m3 x e4m3, TN, bf16/fp32 out, no epilogue */
+		if (a->type != CUDA_R_8F_E4M3 || b->type != CUDA_R_8F_E4M3 || c->type != d->type ||
+		    (d->type != CUDA_R_16BF && d->type != CUDA_R_32F) ||
+		    op->epilogue != CUBLASLT_EPILOGUE_DEFAULT || op->transa != CUBLAS_OP_T ||
+		    op->transb != CUBLAS_OP_N || a->rows % 16 != 0 || a->batch_count != 1 ||
+		    b->batch_count != 1 || c->batch_count != 1 || d->batch_count != 1)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+	} else if (a->type != b->type || c->type != d->type) {
 		return CUBLAS_STATUS_NOT_SUPPORTED;
-	if (a->type == CUDA_R_32F) {
+	} else if (a->type == CUDA_R_32F) {
 		if (d->type != CUDA_R_32F)
 			return CUBLAS_STATUS_NOT_SUPPORTED;
 	} else if (a->type == CUDA_R_16BF || a->type == CUDA_R_16F) {
@@ -392,7 +434,9 @@ cublasStatus_t check_problem(const matmul_desc *op, const matrix_layout *a, cons
 		       ext_a,
 		       ext_b,
 		       ext_c,
-		       ext_d};
+		       ext_d,
+		       op->a_scale,
+		       op->b_scale};
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -428,6 +472,14 @@ inline void store(void *base, int64_t i, uint32_t type, float v)
 	}
 }
 
+/* An e4m3 code's value (OCP FP8 E4M3): exact in fp32; S.1111.111 is NaN. */
+inline float e4m3_value(uint8_t c)
+{
+	const int e = (c >> 3) & 15, m = c & 7;
+	float v = (c & 0x7f) == 0x7f ? NAN : e ? ldexpf((float)(8 + m), e - 10) : ldexpf((float)m, -9);
+	return c & 0x80 ? -v : v;
+}
+
 /* op(X) as fp32 strips of `w` rows (op(A), w = MR) or columns (op(B), w = NR), each strip
  * k-major: panel[s][p][lane]. Lanes past `count` are zero so the inner kernel needs no edge case.
  * `across` = true when the strip's lanes are consecutive along X's leading dimension, i.e.
@@ -443,7 +495,9 @@ void pack(const T *x, int64_t ld, bool across, int64_t count, int64_t k, int w, 
 			for (int64_t l = 0; l < lanes; l++) {
 				int64_t e = s * w + l;
 				float v;
-				if constexpr (sizeof(T) == 4)
+				if constexpr (std::is_same_v<T, uint8_t>)
+					v = e4m3_value(across ? x[e + p * ld] : x[p + e * ld]);
+				else if constexpr (sizeof(T) == 4)
 					v = across ? x[e + p * ld] : x[p + e * ld];
 				else if constexpr (std::is_same_v<T, __nv_bfloat16>)
 					v = __bfloat162float(across ? x[e + p * ld] : x[p + e * ld]);
@@ -461,6 +515,9 @@ void pack_any(const void *x, uint32_t type, int64_t ld, bool across, int64_t cou
 	      int w, float *panel)
 {
 	switch (type) {
+	case CUDA_R_8F_E4M3:
+		pack(static_cast<const uint8_t *>(x), ld, across, count, k, w, panel);
+		break;
 	case CUDA_R_16BF:
 		pack(static_cast<const __nv_bfloat16 *>(x), ld, across, count, k, w, panel);
 		break;
@@ -560,6 +617,13 @@ uint32_t operand_align(uint64_t kind, uint32_t type)
 	return vectorised(kind) ? LT_VEC_ALIGN : (uint32_t)type_size(type);
 }
 
+/* FP8 runs on the vectorised (tensor-core) algorithms only: 16-byte pointers and leading
+ * dimensions (DESIGN above). */
+bool kind_runs(uint64_t kind, const problem &pb)
+{
+	return vectorised(kind) || !is_fp8(pb.ab_type);
+}
+
 bool layout_aligned(const matrix_layout *l, uint32_t align)
 {
 	uint64_t es = type_size(l->type);
@@ -571,6 +635,8 @@ bool layout_aligned(const matrix_layout *l, uint32_t align)
 bool kind_aligned(uint64_t kind, const problem &pb, const uint32_t align[4])
 {
 	const matrix_layout *l[4] = {pb.a, pb.b, pb.c, pb.d};
+	if (!kind_runs(kind, pb))
+		return false;
 	for (int i = 0; i < 4; i++) {
 		uint32_t need = operand_align(kind, l[i]->type);
 		if (align[i] < need || !layout_aligned(l[i], need))
@@ -640,6 +706,7 @@ struct operands {
 	const void *a, *b, *c;
 	void *d;
 	const void *bias;
+	const float *a_scale, *b_scale; /* FP8 (NULL: 1), read when the product runs */
 };
 
 cublasStatus_t run(const problem &pb, const operands &o)
@@ -662,6 +729,8 @@ cublasStatus_t run(const problem &pb, const operands &o)
 		return CUBLAS_STATUS_ALLOC_FAILED;
 	}
 	int64_t splits = k_splits(m, n, k);
+	/* FP8's scales, read now: a graph replays the product with the values of its launch */
+	const float ab_scale = (o.a_scale ? *o.a_scale : 1.0f) * (o.b_scale ? *o.b_scale : 1.0f);
 	bool relu = pb.epilogue == CUBLASLT_EPILOGUE_RELU || pb.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
 	bool gelu = pb.epilogue == CUBLASLT_EPILOGUE_GELU || pb.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
 	bool bias = has_bias(pb.epilogue);
@@ -690,7 +759,7 @@ cublasStatus_t run(const problem &pb, const operands &o)
 						int64_t j = js * NR + cc;
 						for (int r = 0; r < MR && is * MR + r < m; r++) {
 							int64_t i = is * MR + r;
-							float v = o.alpha * acc[cc][r];
+							float v = o.alpha * (ab_scale * acc[cc][r]);
 							if (o.beta != 0.0f)
 								v += o.beta * load(c, i + j * pb.ldc, pb.cd_type);
 							if (bias)
@@ -818,7 +887,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmu
 						 CUBLAS_OP_N,
 						 CUBLASLT_EPILOGUE_DEFAULT,
 						 nullptr,
-						 -1};
+						 -1,
+						 nullptr,
+						 nullptr};
 	if (!d)
 		return CUBLAS_STATUS_ALLOC_FAILED;
 	*matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
@@ -835,8 +906,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmu
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Only the attributes of the subset exist here; setting any other one (AUX pointers, scale
- * pointers, bias batch stride, fast accumulation, ...) is refused at once. */
+/* Only the attributes of the subset exist here (FP8's A and B scale pointers among them); setting
+ * any other one (AUX pointers, C/D scale and amax pointers, scale modes, bias batch stride, fast
+ * accumulation, ...) is refused at once. */
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
 							   cublasLtMatmulDescAttributes_t attr,
 							   const void *buf, size_t sizeInBytes)
@@ -861,6 +933,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
 		return set_attr(d->bias, buf, sizeInBytes);
 	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
 		return set_attr(d->bias_type, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+		return set_attr(d->a_scale, buf, sizeInBytes);
+	case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+		return set_attr(d->b_scale, buf, sizeInBytes);
 	default:
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	}
@@ -891,6 +967,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t 
 		return get_attr(d->bias, buf, sizeInBytes, sizeWritten);
 	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
 		return get_attr(d->bias_type, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+		return get_attr(d->a_scale, buf, sizeInBytes, sizeWritten);
+	case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+		return get_attr(d->b_scale, buf, sizeInBytes, sizeWritten);
 	default:
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	}
@@ -1130,7 +1210,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	if (need && !gpu_emu_is_device_range(workspace, need))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	operands o{*static_cast<const float *>(alpha), *static_cast<const float *>(beta), A, B, C, D,
-		   op->bias};
+		   op->bias, static_cast<const float *>(pb.a_scale), static_cast<const float *>(pb.b_scale)};
+	/* the scales are device floats (a GPU would fault on anything else) */
+	for (const void *sp : {pb.a_scale, pb.b_scale})
+		if (sp && ((uintptr_t)sp % sizeof(float) || !gpu_emu_is_device_range(sp, sizeof(float))))
+			return CUBLAS_STATUS_INVALID_VALUE;
 	/* In place, C and D must be described alike: cuBLASLt reads C through D's layout then. */
 	if (C == D && (pb.c->ld != pb.d->ld || pb.c->batch_stride != pb.d->batch_stride))
 		return CUBLAS_STATUS_NOT_SUPPORTED;

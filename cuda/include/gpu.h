@@ -171,6 +171,18 @@ int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out
 	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
 	     bool accumulate);
 
+/* The prefill's FP8 product (gemm.c: cuBLASLt's FP8 matmul, e4m3 x e4m3, fp32 sums): y[r]
+ * (+)= sw sx W x[r], W `out` rows of e4m3 codes ldw bytes apart (fp8 records: ldw =
+ * gpu_quant_row_bytes(GPU_QUANT_FP8, in)), x [rows][ldx] e4m3 codes (gpu_fp8_quantize), sw and sx
+ * device fp32 scales read when the product runs, y [rows][ldy] bf16 or fp32 (rounded once).
+ * cuBLASLt's FP8 rules (gpu_gemm_fp8_ok): in, ldw, ldx and ldy's bytes multiples of 16, every
+ * pointer 16-byte aligned. Returns 0, -EINVAL (a refused shape: logged), -EIO. */
+bool gpu_gemm_fp8_ok(int in, size_t ldw, const void *w, const void *x, size_t ldx, const void *y,
+		     enum gpu_dtype y_dtype, size_t ldy);
+int gpu_gemm_fp8(struct gpu_blas *gm, const void *w, size_t ldw, const float *sw, int out, int in,
+		 const void *x, size_t ldx, const float *sx, int rows, void *y, enum gpu_dtype y_dtype,
+		 size_t ldy, bool accumulate);
+
 /* Quantized weights (quant_gemv.cu, docs/quantization.md "On CUDA"): engine/quant/quant.h's row
  * records as they are, `out` rows of gpu_quant_row_bytes(f, in) bytes each (q8: int8 codes of
  * blocks of 32 columns, padded to 64 bytes, then one fp16 scale per block, padded to 64 bytes;
@@ -197,6 +209,22 @@ int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f, int out, i
  * bf16 rounded to nearest even from it. Returns 0, -EINVAL, -EIO. */
 int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in, void *dst,
 		enum gpu_dtype dtype);
+
+/* How gpu_fp8_quantize() scales the activations: one scale for all rows, one per row (token),
+ * or the one the caller put in scales[0] (ModelOpt's static input_scale). */
+enum gpu_fp8_scaling {
+	GPU_FP8_PER_TENSOR,
+	GPU_FP8_PER_TOKEN,
+	GPU_FP8_GIVEN,
+};
+/* FP8 activations (quant_gemv.cu): x [rows][ldx] fp32 or bf16 into e4m3 codes q [rows][ldq],
+ * c = e4m3(x / s) rounded to nearest even, saturating at +-448 (quant_f32_to_e4m3()'s codes), the
+ * columns in..ldq zero. The scale s = amax / 448 (1 when every x is 0) is computed on the device
+ * into scales[0] (PER_TENSOR: amax over every row; ws: `rows` floats of device scratch) or
+ * scales[r] (PER_TOKEN: each row's own), or read from scales[0] (GIVEN). Returns 0, -EINVAL,
+ * -EIO. */
+int gpu_fp8_quantize(struct gpu_context *g, const void *x, enum gpu_dtype x_dtype, size_t ldx, int rows,
+		     int in, void *q, size_t ldq, float *scales, enum gpu_fp8_scaling mode, float *ws);
 
 /* Elementwise and row kernels of the language model (lm_ops.cu). */
 

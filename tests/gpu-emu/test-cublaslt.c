@@ -17,7 +17,10 @@
  * (within the preference; less of it refused with D untouched). In the emulated build also what
  * the stand-in refuses as a GPU would (cuda/emu/cublaslt.cc, DESIGN): operands less aligned than
  * the algorithm was chosen for, a pointer not aligned to its element, a bias under 16 bytes
- * aligned, an algorithm of other types.
+ * aligned, an algorithm of other types. FP8 (e4m3 x e4m3, TN, bf16/fp32 D, device scale
+ * pointers) against a double reference on both builds (on a GPU of sm_89 or newer), and in the
+ * emulated build its refusals: any layout but TN, pointers or leading dimensions off 16 bytes,
+ * k off 16, and the types, epilogues and attributes outside the subset.
  *
  * Inputs are multiples of 1/64 in [-2, 2], exact in bf16, fp16 and fp32, so only the
  * accumulation, the epilogue and the rounding of D can differ from the reference. Tolerance per
@@ -1194,6 +1197,266 @@ static void test_alignment_refusals(void)
 
 #endif
 
+
+/* ---- FP8 (the prefill's e4m3 x e4m3 products, cuda/gemm.c gpu_gemm_fp8) ------------------- */
+
+/* An e4m3 code's value (OCP FP8 E4M3), exactly. */
+static double e4m3(uint8_t c)
+{
+	int e = (c >> 3) & 15, m = c & 7;
+	double v = e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+	return c & 0x80 ? -v : v;
+}
+
+/* A random finite code (never S.1111.111, NaN). */
+static uint8_t rand_code(void)
+{
+	uint8_t c = (uint8_t)(rand() % 256);
+	return (c & 0x7f) == 0x7f ? (uint8_t)(c - 1) : c;
+}
+
+/* The FP8 problem the engine runs: D (m x n, bf16 or fp32) = sa sb A^T B (+ D), A k x m e4m3
+ * (ld lda bytes: a weight record's codes, the bytes past k holding NaN codes never read), B
+ * k x n e4m3, the TN layout. */
+struct fp8_problem {
+	int m, n, k, lda;
+	uint8_t *ha, *hb;
+	float *hc;		  /* D's initial values (for beta 1) */
+	void *a, *b, *d;	  /* device */
+	float *scales;		  /* device: sa, sb */
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, ld;
+	cudaDataType dtype;
+};
+
+static void fp8_init(struct fp8_problem *p, int m, int n, int k, int lda, cudaDataType dtype)
+{
+	memset(p, 0, sizeof(*p));
+	p->m = m, p->n = n, p->k = k, p->lda = lda, p->dtype = dtype;
+	p->ha = malloc((size_t)lda * m);
+	p->hb = malloc((size_t)k * n);
+	p->hc = malloc(sizeof(float) * m * n);
+	REQUIRE(p->ha && p->hb && p->hc);
+	for (int j = 0; j < m; j++)
+		for (int i = 0; i < lda; i++)
+			p->ha[(size_t)j * lda + i] = i < k ? rand_code() : 0x7f;
+	for (int i = 0; i < k * n; i++)
+		p->hb[i] = rand_code();
+	for (int i = 0; i < m * n; i++)
+		p->hc[i] = rand_value();
+	REQUIRE(cudaMalloc(&p->a, (size_t)lda * m + 256) == cudaSuccess);
+	REQUIRE(cudaMalloc(&p->b, (size_t)k * n + 256) == cudaSuccess);
+	REQUIRE(cudaMalloc(&p->d, type_size(dtype) * m * n + 256) == cudaSuccess);
+	REQUIRE(cudaMalloc((void **)&p->scales, 2 * sizeof(float)) == cudaSuccess);
+	REQUIRE(cudaMemcpy(p->a, p->ha, (size_t)lda * m, cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cudaMemcpy(p->b, p->hb, (size_t)k * n, cudaMemcpyHostToDevice) == cudaSuccess);
+	const float sc[2] = {0.0123f, 3.5f};
+	REQUIRE(cudaMemcpy(p->scales, sc, sizeof(sc), cudaMemcpyHostToDevice) == cudaSuccess);
+	REQUIRE(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+	int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+	const float *sa = p->scales, *sb = p->scales + 1;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
+	REQUIRE(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, k, m, lda) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, k, n, k) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&p->ld, dtype, m, n, m) == CUBLAS_STATUS_SUCCESS);
+}
+
+static void fp8_finish(struct fp8_problem *p)
+{
+	cublasLtMatrixLayoutDestroy(p->la), cublasLtMatrixLayoutDestroy(p->lb), cublasLtMatrixLayoutDestroy(p->ld);
+	cublasLtMatmulDescDestroy(p->op);
+	cudaFree(p->a), cudaFree(p->b), cudaFree(p->d), cudaFree(p->scales);
+	free(p->ha), free(p->hb), free(p->hc);
+}
+
+/* D = sa sb A^T B (+ C, in place); checks every element against a double reference. */
+static void fp8_check(struct fp8_problem *p, float beta, const cublasLtMatmulAlgo_t *algo)
+{
+	size_t eb = type_size(p->dtype), n = (size_t)p->m * p->n;
+	void *tmp = malloc(eb * n);
+	float *got = malloc(sizeof(float) * n);
+	REQUIRE(tmp && got);
+	encode(p->dtype, p->hc, tmp, n);
+	REQUIRE(cudaMemcpy(p->d, tmp, eb * n, cudaMemcpyHostToDevice) == cudaSuccess);
+	float sc[2];
+	REQUIRE(cudaMemcpy(sc, p->scales, sizeof(sc), cudaMemcpyDeviceToHost) == cudaSuccess);
+	const float alpha = 1.0f;
+	static char ws[1];
+	CHECK_LT(cublasLtMatmul(lt, p->op, &alpha, p->a, p->la, p->b, p->lb, &beta, p->d, p->ld, p->d,
+				p->ld, algo, algo ? NULL : (void *)ws, 0, 0));
+	REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+	REQUIRE(cudaMemcpy(tmp, p->d, eb * n, cudaMemcpyDeviceToHost) == cudaSuccess);
+	decode(p->dtype, tmp, got, n);
+	int bad = 0;
+	for (int j = 0; j < p->n; j++) {
+		for (int i = 0; i < p->m; i++) {
+			double sum = 0, mag = 0;
+			for (int q = 0; q < p->k; q++) {
+				double t = e4m3(p->ha[(size_t)i * p->lda + q]) * e4m3(p->hb[(size_t)j * p->k + q]);
+				sum += t, mag += fabs(t);
+			}
+			double s = (double)sc[0] * sc[1];
+			double want = s * sum + beta * p->hc[(size_t)j * p->m + i];
+			double tol = 0x1p-24 * ((2 * p->k + 8) * s * mag + 4 * fabs(p->hc[(size_t)j * p->m + i])) +
+				     (p->dtype == CUDA_R_16BF ? 0x1p-8 * fabs(want) : 0);
+			double gv = got[(size_t)j * p->m + i];
+			if (!(fabs(gv - want) <= tol) && bad++ < 3)
+				fprintf(stderr, "fp8 %dx%dx%d beta %g: D[%d][%d] = %.9g, want %.9g (tol %.3g)\n",
+					p->m, p->n, p->k, beta, i, j, gv, want, tol);
+		}
+	}
+	CHECK_INT_EQ(bad, 0);
+	cases_run++;
+	free(tmp), free(got);
+}
+
+/* The FP8 subset against a double reference: bf16 and fp32 D, beta 0 and 1 (in place), the
+ * scales read from device memory when the product runs (changed between two calls without
+ * setting the attributes again). On a GPU only where it has FP8 (sm_89 and up). */
+static void test_fp8(void)
+{
+	struct cudaDeviceProp prop;
+	REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+	if (prop.major * 10 + prop.minor < 89) {
+		fprintf(stderr, "sm_%d%d has no FP8 matmul: FP8 cases skipped\n", prop.major, prop.minor);
+		return;
+	}
+	const cudaDataType types[2] = {CUDA_R_16BF, CUDA_R_32F};
+	for (int t = 0; t < 2; t++) {
+		struct fp8_problem p;
+		fp8_init(&p, 32, 24, 48, 64, types[t]);
+		fp8_check(&p, 0.0f, NULL);
+		fp8_check(&p, 1.0f, NULL);
+		const float sc[2] = {0.5f, 0.001f};
+		REQUIRE(cudaMemcpy(p.scales, sc, sizeof(sc), cudaMemcpyHostToDevice) == cudaSuccess);
+		fp8_check(&p, 0.0f, NULL);
+		fp8_finish(&p);
+	}
+	/* a longer k (split parts) and more rows than one tile */
+	struct fp8_problem p;
+	fp8_init(&p, 80, 40, 320, 384, CUDA_R_16BF);
+	fp8_check(&p, 1.0f, NULL);
+	fp8_finish(&p);
+}
+
+#ifdef HOLO_TEST_EMULATED
+/* What the FP8 subset refuses as the real library does (cuda/emu/cublaslt.cc, DESIGN): any layout
+ * but TN, a pointer or leading dimension off 16 bytes, k not a multiple of 16; and what the
+ * engine does not use: other types, epilogues and attributes. */
+static void test_fp8_refusals(void)
+{
+	struct fp8_problem p;
+	cublasLtMatmulHeuristicResult_t h[3];
+	int found = 0;
+	const float alpha = 1.0f, beta = 0.0f;
+	fp8_init(&p, 32, 16, 48, 64, CUDA_R_16BF);
+#define FP8_RUN(A, LA, B, LB, ALGO, WANT)                                                               \
+	CHECK_INT_EQ(cublasLtMatmul(lt, p.op, &alpha, (A), (LA), (B), (LB), &beta, p.d, p.ld, p.d, p.ld,  \
+				    (ALGO), NULL, 0, 0),                                                 \
+		     (WANT))
+	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found));
+	REQUIRE(found >= 1);
+	FP8_RUN(p.a, p.la, p.b, p.lb, &h[0].algo, CUBLAS_STATUS_SUCCESS);
+	/* only the vectorised algorithms: an element-aligned preference finds none for A 8 bytes off */
+	const uint32_t a8[4] = {8, 256, 256, 256};
+	CHECK_INT_EQ(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, a8, 0, 3, h, &found),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_INT_EQ(found, 0);
+	/* misaligned operands: A 8 bytes off, B 4 bytes off */
+	FP8_RUN((char *)p.a + 8, p.la, p.b, p.lb, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+	FP8_RUN(p.a, p.la, (char *)p.b + 4, p.lb, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found));
+	FP8_RUN((char *)p.a + 8, p.la, p.b, p.lb, &h[0].algo, CUBLAS_STATUS_NOT_SUPPORTED);
+	/* a leading dimension of A off 16 bytes (56), and k = 40 */
+	cublasLtMatrixLayout_t l56, la40, lb40;
+	REQUIRE(cublasLtMatrixLayoutCreate(&l56, CUDA_R_8F_E4M3, 48, 32, 56) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&la40, CUDA_R_8F_E4M3, 40, 32, 64) == CUBLAS_STATUS_SUCCESS);
+	REQUIRE(cublasLtMatrixLayoutCreate(&lb40, CUDA_R_8F_E4M3, 40, 16, 48) == CUBLAS_STATUS_SUCCESS);
+	CHECK_INT_EQ(ask_heuristic(p.op, l56, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	FP8_RUN(p.a, l56, p.b, p.lb, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+	FP8_RUN(p.a, la40, p.b, lb40, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+	cublasLtMatrixLayoutDestroy(l56), cublasLtMatrixLayoutDestroy(la40), cublasLtMatrixLayoutDestroy(lb40);
+	/* any layout but TN: N/N (A described as m x k), T/T (B as n x k), N/T */
+	{
+		cublasLtMatrixLayout_t lan, lbt;
+		REQUIRE(cublasLtMatrixLayoutCreate(&lan, CUDA_R_8F_E4M3, 32, 48, 32) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&lbt, CUDA_R_8F_E4M3, 16, 48, 16) == CUBLAS_STATUS_SUCCESS);
+		const struct {
+			int32_t ta, tb;
+			cublasLtMatrixLayout_t la, lb;
+		} layouts[3] = {{CUBLAS_OP_N, CUBLAS_OP_N, lan, p.lb},
+				{CUBLAS_OP_T, CUBLAS_OP_T, p.la, lbt},
+				{CUBLAS_OP_N, CUBLAS_OP_T, lan, lbt}};
+		for (int i = 0; i < 3; i++) {
+			CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &layouts[i].ta,
+								sizeof(int32_t)));
+			CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &layouts[i].tb,
+								sizeof(int32_t)));
+			CHECK_INT_EQ(ask_heuristic(p.op, layouts[i].la, layouts[i].lb, p.ld, p.ld, NULL, 0, 3, h,
+						   &found),
+				     CUBLAS_STATUS_NOT_SUPPORTED);
+			CHECK_INT_EQ(found, 0);
+			FP8_RUN(p.a, layouts[i].la, p.b, layouts[i].lb, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
+		}
+		int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+		CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+		CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+		cublasLtMatrixLayoutDestroy(lan), cublasLtMatrixLayoutDestroy(lbt);
+	}
+	/* types outside the subset: fp16 D, bf16 B with e4m3 A, e5m2 operands */
+	{
+		cublasLtMatrixLayout_t ld16, lbb, la5;
+		REQUIRE(cublasLtMatrixLayoutCreate(&ld16, CUDA_R_16F, 32, 16, 32) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&lbb, CUDA_R_16BF, 48, 16, 48) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&la5, CUDA_R_8F_E5M2, 48, 32, 64) == CUBLAS_STATUS_SUCCESS);
+		CHECK_INT_EQ(ask_heuristic(p.op, p.la, p.lb, ld16, ld16, NULL, 0, 3, h, &found),
+			     CUBLAS_STATUS_NOT_SUPPORTED);
+		CHECK_INT_EQ(ask_heuristic(p.op, p.la, lbb, p.ld, p.ld, NULL, 0, 3, h, &found),
+			     CUBLAS_STATUS_NOT_SUPPORTED);
+		CHECK_INT_EQ(ask_heuristic(p.op, la5, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found),
+			     CUBLAS_STATUS_NOT_SUPPORTED);
+		cublasLtMatrixLayoutDestroy(ld16), cublasLtMatrixLayoutDestroy(lbb), cublasLtMatrixLayoutDestroy(la5);
+	}
+	/* a bias epilogue; fast accumulation, scale modes, D's scale: refused when set */
+	uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	CHECK_INT_EQ(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	epi = CUBLASLT_EPILOGUE_DEFAULT;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	int8_t fast = 1;
+	int32_t mode = 0;
+	const void *dscale = p.scales;
+	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &dscale,
+						    sizeof(dscale)),
+		     CUBLAS_STATUS_NOT_SUPPORTED);
+	/* a scale pointer into host memory: a GPU would fault */
+	static float host_scale = 1.0f;
+	const float *hs = &host_scale;
+	CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &hs, sizeof(hs)));
+	FP8_RUN(p.a, p.la, p.b, p.lb, NULL, CUBLAS_STATUS_INVALID_VALUE);
+	/* scale pointers on a bf16 product: "an unsupported ... combination" */
+	{
+		cublasLtMatrixLayout_t lab, lbb;
+		REQUIRE(cublasLtMatrixLayoutCreate(&lab, CUDA_R_16BF, 48, 32, 48) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatrixLayoutCreate(&lbb, CUDA_R_16BF, 48, 16, 48) == CUBLAS_STATUS_SUCCESS);
+		CHECK_INT_EQ(ask_heuristic(p.op, lab, lbb, p.ld, p.ld, NULL, 0, 3, h, &found),
+			     CUBLAS_STATUS_INVALID_VALUE);
+		cublasLtMatrixLayoutDestroy(lab), cublasLtMatrixLayoutDestroy(lbb);
+	}
+#undef FP8_RUN
+	fp8_finish(&p);
+}
+#endif
+
 #ifdef HOLO_TEST_EMULATED
 /* The stand-in's host rules (emulation only: they model a driver and a host, not the library):
  * an algorithm's kernel first run inside a capture fails it (lazy loading before CUDA 12.3), and
@@ -1277,10 +1540,12 @@ int main(void)
 	test_gelu_form();
 	test_unaligned_views();
 	test_workspace();
+	test_fp8();
 #ifdef HOLO_TEST_EMULATED
 	test_shape_dependent_order();
 	test_refusals();
 	test_alignment_refusals();
+	test_fp8_refusals();
 #endif
 	fprintf(stderr, "%d matmul cases\n", cases_run);
 	CHECK_INT_EQ(cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);
