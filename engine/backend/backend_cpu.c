@@ -42,6 +42,9 @@ struct cpu_backend {
 	/* --weights bf16 on an FP8 checkpoint: the model this backend runs, its fp8 layers widened
 	 * to bf16 (lm_fp8_bf16_model(), owned), else NULL */
 	struct engine_model *widened;
+	/* the quantized layers (and the head) came as a holod-quantized checkpoint's records in
+	 * the map (lm_prepared's quant_mapped / head_mapped before lm_prepared_tile() copied them) */
+	bool quant_stored, head_stored;
 };
 
 static size_t conv_floats(const struct lm_dims *dm)
@@ -600,7 +603,7 @@ static void quant_progress(void *arg, uint64_t done, uint64_t total)
 bool backend_cpu_quantized(const struct engine_backend *b)
 {
 	return b && b->kind == ENGINE_BACKEND_CPU && ((const struct cpu_backend *)b)->prep.quant &&
-	       !((const struct cpu_backend *)b)->prep.quant_mapped;
+	       !((const struct cpu_backend *)b)->quant_stored;
 }
 
 /* A holod-quantized checkpoint (quantized.h) runs as stored: --weights default or its own
@@ -696,6 +699,25 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
+	cb->quant_stored = cb->prep.quant_mapped;
+	cb->head_stored = cb->prep.head_mapped;
+	/* the decode kernels' layout where the GEMV has one for the format (quant.h's tiles) */
+	const uint64_t tile_t0 = time_mono_ns();
+	if (cb->prep.quant && cpu_gemv_quant_tiles(cb->prep.quant_format) &&
+	    (r = lm_prepared_tile(m, &cb->prep)) < 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "out of memory laying out the %s weights for the decode kernels",
+				 quant_format_desc((enum quant_format)cb->prep.quant_format)->name);
+		lm_prepared_finish(&cb->prep);
+		lm_fp8_bf16_model_free(widened);
+		free(cb);
+		errno = -r;
+		return NULL;
+	}
+	if (cb->prep.quant && cpu_gemv_quant_tiles(cb->prep.quant_format))
+		log_info("the %s matrices laid out in %d-row tiles for the decode kernels in %.2f s",
+			 quant_format_desc((enum quant_format)cb->prep.quant_format)->name, QUANT_TILE_ROWS,
+			 (double)(time_mono_ns() - tile_t0) * 1e-9);
 	cb->prep.prof = &cb->prof;
 	pthread_mutex_init(&cb->vision_lock, NULL);
 	struct engine_backend *b = &cb->base;
@@ -707,14 +729,14 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	/* the quantized layers replace their source's bytes, which this backend no longer reads */
 	b->weight_bytes = info.weight_bytes - cb->prep.quant_source_bytes + cb->prep.quant_bytes +
 			  cb->prep.gemm_bytes;
-	if (cb->prep.quant_mapped) {
+	if (cb->quant_stored) {
 		snprintf(b->weights, sizeof(b->weights), "%s",
 			 quant_format_desc((enum quant_format)stored_quant)->name);
 		/* the lm_head's records too, unless it is tied to the embeddings (or the directory
 		 * was written before holo-quantize wrote them): then quantized here */
 		log_info("the language model's linear layers are %s as stored (holo-quantize), the "
 			 "lm_head %s: %llu MiB of records, checked in %.1f s, %llu MiB of weights held",
-			 b->weights, cb->prep.head_mapped ? "too" : "quantized at load",
+			 b->weights, cb->head_stored ? "too" : "quantized at load",
 			 (unsigned long long)(cb->prep.quant_bytes >> 20),
 			 (double)(time_mono_ns() - qp.t0) * 1e-9,
 			 (unsigned long long)(b->weight_bytes >> 20));

@@ -87,6 +87,10 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
 int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x,
 			   size_t ldx, int T, float *y, size_t ldy, bool accumulate);
 bool cpu_gemv_quant_has_i8(void);
+/* Whether the variant in use has tile kernels for `format` (an enum quant_format) (quant.h's tiles; the AVX512-BF16
+ * variant's q4): the CPU backend then tiles its f matrices at load (lm_prepared_tile). A tiled
+ * matrix runs on every variant (those without tile kernels gather each tile's records). */
+bool cpu_gemv_quant_tiles(int format);
 /* Rows [r0, r0 + n) of q dequantized (quant_row_to_f32(): exact) and rounded to bf16 (nearest
  * even) into out (n rows of q->cols), on the calling thread, vectorized where the GEMV variant
  * in use has it (the same bits): the prompt's products on quantized weights hand them to oneDNN's

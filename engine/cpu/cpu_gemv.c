@@ -424,6 +424,136 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 	return 0;
 }
 
+/* ---- tiled quantized weights (quant.h's tiles) ---------------------------------------------- */
+
+struct tiled_job {
+	const struct quant_tensor *q;
+	cpu_gemv_fn *fn;      /* the variant's row kernel (records) */
+	cpu_gemv_fn *tile_fn; /* its tile kernel, or NULL: each tile's records gathered for fn */
+	struct cpu_gemv_args a; /* x, xq and their strides; y and T as asked */
+	int row0, nrows;
+	int base, chunk; /* task k: rows [base + k chunk, + chunk) of the tensor, within the range */
+	char *gbufs;     /* without tile_fn: a tile's records gathered, QUANT_TILE_ROWS row_bytes
+			  * per pool thread */
+};
+
+/* rows [r0, r1) of the tensor (absolute), tokens as in g (T <= CPU_GEMV_KERNEL_T), results
+ * into y[(r - row0)] */
+static void tiled_part(const struct tiled_job *j, struct cpu_gemv_args g, int r0, int r1, char *gbuf,
+		       float *ty)
+{
+	const struct quant_tensor *q = j->q;
+	const int64_t TR = quant_tiled_rows(q);
+	const size_t tstride = QUANT_TILE_ROWS * q->row_bytes;
+	g.in = (int)q->cols;
+	for (int r = r0; r < r1;) {
+		if (r >= TR) {
+			/* records: the row kernel, rows relative to row0 */
+			g.w = (const char *)q->data + (size_t)j->row0 * q->row_bytes;
+			g.ldw = q->row_bytes;
+			j->fn(&g, r - j->row0, r1 - j->row0);
+			return;
+		}
+		const int t = r / QUANT_TILE_ROWS, tr0 = t * QUANT_TILE_ROWS;
+		if (r == tr0 && tr0 + QUANT_TILE_ROWS <= r1 && j->tile_fn) {
+			/* a run of whole tiles */
+			int t1 = t + 1;
+			while ((int64_t)(t1 + 1) * QUANT_TILE_ROWS <= MIN((int64_t)r1, TR))
+				t1++;
+			struct cpu_gemv_args tg = g;
+			tg.w = q->data;
+			tg.ldw = tstride;
+			tg.y = g.y + (tr0 - j->row0);
+			j->tile_fn(&tg, t, t1);
+			r = t1 * QUANT_TILE_ROWS;
+			continue;
+		}
+		/* a tile in part, or no tile kernel: the tile's 16 results into ty (T x 16), then the
+		 * rows wanted stored or added as a kernel does */
+		const int hi = MIN(r1, tr0 + QUANT_TILE_ROWS);
+		struct cpu_gemv_args tg = g;
+		tg.y = ty;
+		tg.ldy = QUANT_TILE_ROWS;
+		tg.accumulate = false;
+		if (j->tile_fn) {
+			tg.w = q->data;
+			tg.ldw = tstride;
+			j->tile_fn(&tg, t, t + 1);
+		} else {
+			for (int i = 0; i < QUANT_TILE_ROWS; i++)
+				quant_tile_row_record(q->format, q->cols, (const char *)q->data + (size_t)t * tstride,
+						      i, gbuf + (size_t)i * q->row_bytes);
+			tg.w = gbuf;
+			tg.ldw = q->row_bytes;
+			/* only the rows wanted, as the records would run them */
+			j->fn(&tg, r - tr0, hi - tr0);
+		}
+		for (int k = 0; k < g.T; k++)
+			for (int i = r; i < hi; i++) {
+				float *p = g.y + (size_t)k * g.ldy + (i - j->row0);
+				float s = ty[(size_t)k * QUANT_TILE_ROWS + (i - tr0)];
+				*p = g.accumulate ? *p + s : s;
+			}
+		r = hi;
+	}
+}
+
+static void tiled_task(void *ctx, int task, int thread)
+{
+	const struct tiled_job *j = ctx;
+	int r0 = MAX(j->row0, j->base + task * j->chunk);
+	int r1 = MIN(j->row0 + j->nrows, j->base + (task + 1) * j->chunk);
+	if (r0 >= r1)
+		return;
+	char *gbuf = j->gbufs ? j->gbufs + (size_t)thread * QUANT_TILE_ROWS * j->q->row_bytes : NULL;
+	float ty[CPU_GEMV_KERNEL_T * QUANT_TILE_ROWS] __attribute__((aligned(64)));
+	/* a block of rows (whole tiles, about GROUP_BLOCK_BYTES) for every group of tokens before
+	 * the next block, as gemv_task does */
+	int block = (int)MAX((size_t)QUANT_TILE_ROWS,
+			     MIN((size_t)GROUP_BLOCK_BYTES / j->q->row_bytes, (size_t)1 << 20) &
+				     ~(size_t)(QUANT_TILE_ROWS - 1));
+	if (j->a.T <= CPU_GEMV_KERNEL_T)
+		block = r1 - r0;
+	for (int b = r0; b < r1; b = (b / block + 1) * block) {
+		int b1 = MIN((b / block + 1) * block, r1);
+		for (int t = 0; t < j->a.T; t += CPU_GEMV_KERNEL_T) {
+			struct cpu_gemv_args g = j->a;
+			g.x += (size_t)t * g.ldx;
+			g.y += (size_t)t * g.ldy;
+			if (g.xq)
+				g.xq += (size_t)t * g.ldxq;
+			g.T = MIN(CPU_GEMV_KERNEL_T, j->a.T - t);
+			tiled_part(j, g, b, b1, gbuf, ty);
+		}
+	}
+}
+
+static int tiled_rows(const struct quant_tensor *w, int row0, int nrows, int T, float *y, size_t ldy,
+		      bool accumulate, cpu_gemv_fn *fn, cpu_gemv_fn *tile_fn, const struct cpu_gemv_args *xa)
+{
+	struct tiled_job j = {
+		.q = w,
+		.fn = fn,
+		.tile_fn = tile_fn,
+		.a = *xa,
+		.row0 = row0,
+		.nrows = nrows,
+		.base = row0 & ~(QUANT_TILE_ROWS - 1),
+	};
+	j.a.T = T;
+	j.a.y = y;
+	j.a.ldy = ldy;
+	j.a.accumulate = accumulate;
+	int span = row0 + nrows - j.base, tasks = cpu_threads();
+	int per = (span + tasks - 1) / tasks;
+	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+	if (!tile_fn && !(j.gbufs = aligned_alloc(64, (size_t)tasks * QUANT_TILE_ROWS * w->row_bytes)))
+		return -ENOMEM;
+	cpu_parallel_for_work((span + j.chunk - 1) / j.chunk, tiled_task, &j, (double)nrows * w->cols * T);
+	free(j.gbufs);
+	return 0;
+}
+
 static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx,
 		      int T, float *y, size_t ldy, bool accumulate, bool i8)
 {
@@ -441,6 +571,14 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 		if (!xq)
 			return -ENOMEM;
 		(v->quant_x ? v->quant_x : cpu_gemv_quantize_x)(w->format, x, ldx, T, (int)w->cols, xq, ldxq);
+	}
+	if (quant_tiled_rows(w) > 0) {
+		int r = tiled_rows(w, row0, nrows, T, y, ldy, accumulate,
+				   xq ? ifn : w->format == QUANT_Q8 ? v->q8 : v->q4,
+				   xq && w->format == QUANT_Q4 ? v->q4_tile_i8 : NULL,
+				   &(struct cpu_gemv_args){.x = x, .ldx = ldx, .xq = xq, .ldxq = ldxq});
+		free(xq);
+		return r;
 	}
 	struct gemv_job j = {
 		.fn = xq ? ifn : w->format == QUANT_Q8 ? v->q8 : w->format == QUANT_Q4 ? v->q4 : v->fp8,
@@ -482,6 +620,11 @@ int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, co
 	return quant_rows(w, row0, nrows, x, ldx, T, y, ldy, accumulate, true);
 }
 
+bool cpu_gemv_quant_tiles(int f)
+{
+	return f == QUANT_Q4 && variant()->q4_tile_i8 != NULL;
+}
+
 bool cpu_gemv_quant_has_i8(void)
 {
 	return variant()->q8_i8 != NULL;
@@ -495,19 +638,25 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
 	cpu_row_bf16_fn *fn = q->format == QUANT_Q8 ? v->q8_to_bf16
 			      : q->format == QUANT_Q4 ? v->q4_to_bf16 : v->fp8_to_bf16;
 	float *row = NULL;
+	char *gathered = NULL;
+	if (quant_tiled_rows(q) > r0 && !(gathered = aligned_alloc(64, q->row_bytes)))
+		return -ENOMEM;
 	for (int64_t r = 0; r < n; r++) {
-		const void *rec = (const char *)q->data + (size_t)(r0 + r) * q->row_bytes;
+		const void *rec = quant_tensor_row(q, r0 + r, gathered);
 		uint16_t *o = out + (size_t)r * (size_t)q->cols;
 		if (fn) {
 			fn(rec, q->cols, o);
 			continue;
 		}
-		if (!row && !(row = malloc((size_t)q->cols * sizeof(float))))
+		if (!row && !(row = malloc((size_t)q->cols * sizeof(float)))) {
+			free(gathered);
 			return -ENOMEM;
+		}
 		quant_row_to_f32(q->format, rec, q->cols, row);
 		for (int64_t k = 0; k < q->cols; k++)
 			o[k] = f32_to_bf16(row[k]);
 	}
+	free(gathered);
 	free(row);
 	return 0;
 }

@@ -238,5 +238,6 @@ const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
 	.q4 = cpu_gemv_avx512_q4,
 	.q8_i8 = cpu_gemv_vnni_q8,
 	.q4_i8 = cpu_gemv_vnni_q4,
+	.q4_tile_i8 = cpu_gemv_vnni_q4_tile,
 	.quant_x = cpu_gemv_vnni_quantize_x,
 };

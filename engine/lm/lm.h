@@ -152,6 +152,12 @@ struct lm_prepare_opts {
  * QUANT_MAX_ABS), with the tensor named in err. */
 int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o,
 	       struct lm_prepared *ret, char *err, size_t errlen);
+/* The CPU backend's decode layout: the quantized matrices in a format with tiles (quant.h: q4)
+ * tiled, the map's records copied as they are tiled (their pages released, every matrix owned
+ * from then on: quant_mapped and head_mapped false). Call after lm_prepare() where the GEMV has
+ * tile kernels (cpu_gemv_quant_tiles()); holo-quantize writes records, so it never does. 0, or
+ * -ENOMEM with nothing changed. */
+int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p);
 /* Accepts a zeroed struct. */
 void lm_prepared_finish(struct lm_prepared *p);
 /* An fp8 matrix (lm_fp8.c): w F8_E4M3 with its weight_scale `scale` (modelopt.h) into q as

@@ -815,6 +815,98 @@ fail:
 	return r;
 }
 
+/* ---- tiles (quant.h): the CPU backend's decode layout --------------------------------------- */
+
+struct tile_job {
+	const struct quant_tensor *q;
+	void *data;      /* where the tiles go */
+	const void *src; /* the map's records (tiled into data), or NULL: data tiled in place */
+	int64_t tiles;
+	char *tmp;       /* in place: per pool thread, QUANT_TILE_ROWS row_bytes */
+};
+
+#define TILE_TASK_TILES 64
+
+static void tile_task(void *ctx, int task, int thread)
+{
+	const struct tile_job *j = ctx;
+	const size_t tb = QUANT_TILE_ROWS * j->q->row_bytes;
+	int64_t t0 = (int64_t)task * TILE_TASK_TILES, t1 = MIN(t0 + TILE_TASK_TILES, j->tiles);
+	if (j->src)
+		for (int64_t t = t0; t < t1; t++)
+			quant_tile_from_records(j->q->format, j->q->cols, (const char *)j->src + (size_t)t * tb,
+						j->q->row_bytes, (char *)j->data + (size_t)t * tb);
+	else
+		quant_tensor_tile_range(j->q, j->data, t0, t1, j->tmp + (size_t)thread * tb);
+}
+
+int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p)
+{
+	if (!p->quant || !quant_tile_supported((enum quant_format)p->quant_format))
+		return 0;
+	/* the matrices, and whether each is the map's (copied as it is tiled, owned from then on) */
+	const int n = p->n_layers * 4 + 1;
+	struct quant_tensor **qs = calloc((size_t)n, sizeof(*qs));
+	void **fresh = calloc((size_t)n, sizeof(*fresh));
+	bool *mapped = calloc((size_t)n, sizeof(*mapped));
+	char *tmp = NULL;
+	int k = 0, r = -ENOMEM;
+	size_t max_tb = 0;
+	if (!qs || !fresh || !mapped)
+		goto out;
+	for (int l = 0; l < p->n_layers; l++)
+		for (int i = 0; i < 4; i++)
+			if (p->layers[l].q[i].data) {
+				mapped[k] = p->quant_mapped;
+				qs[k++] = &p->layers[l].q[i];
+			}
+	if (p->head_q.data && (int)p->head_q.format == p->quant_format) {
+		mapped[k] = p->head_mapped;
+		qs[k++] = &p->head_q;
+	}
+	/* every allocation first, so that running out of memory changes nothing */
+	for (int i = 0; i < k; i++) {
+		max_tb = MAX(max_tb, QUANT_TILE_ROWS * qs[i]->row_bytes);
+		if (mapped[i] && posix_memalign(&fresh[i], QUANT_ALIGN, (size_t)qs[i]->rows * qs[i]->row_bytes) != 0)
+			goto out;
+	}
+	if (!(tmp = malloc((size_t)cpu_threads() * max_tb)))
+		goto out;
+	for (int i = 0; i < k; i++) {
+		struct quant_tensor *q = qs[i];
+		const size_t tb = QUANT_TILE_ROWS * q->row_bytes, bytes = (size_t)q->rows * q->row_bytes;
+		const int64_t tiles = q->rows / QUANT_TILE_ROWS;
+		struct tile_job j = {.q = q, .data = mapped[i] ? fresh[i] : (void *)q->data,
+				     .src = mapped[i] ? q->data : NULL, .tiles = tiles, .tmp = tmp};
+		if (mapped[i]) /* the rows past the last tile as they are */
+			memcpy((char *)j.data + (size_t)tiles * tb, (const char *)q->data + (size_t)tiles * tb,
+			       bytes - (size_t)tiles * tb);
+		if (tiles > 0)
+			cpu_parallel_for_work((int)((tiles + TILE_TASK_TILES - 1) / TILE_TASK_TILES), tile_task,
+					      &j, (double)tiles * (double)tb);
+		if (mapped[i]) {
+			struct tensor src = {.data = (void *)q->data, .nbytes = bytes};
+			q->data = fresh[i];
+			fresh[i] = NULL;
+			release_source(m, &src);
+		}
+		q->tiled = tiles > 0;
+	}
+	/* every matrix owned now */
+	p->quant_mapped = false;
+	if (p->head_q.data && (int)p->head_q.format == p->quant_format)
+		p->head_mapped = false;
+	r = 0;
+out:
+	for (int i = 0; fresh && i < n; i++)
+		free(fresh[i]);
+	free(tmp);
+	free(qs);
+	free(fresh);
+	free(mapped);
+	return r;
+}
+
 void lm_prepared_finish(struct lm_prepared *p)
 {
 	for (int l = 0; p->layers && l < p->n_layers; l++) {
@@ -1144,14 +1236,15 @@ struct dequant_job {
 	const struct quant_tensor *q;
 	int r0;
 	float *out;
+	char *rec; /* a tiled matrix: a row's record gathered, row_bytes per pool thread */
 };
 
 static void dequant_task(void *ctx, int task, int thread)
 {
-	(void)thread;
 	const struct dequant_job *j = ctx;
 	const struct quant_tensor *q = j->q;
-	quant_row_to_f32(q->format, (const char *)q->data + (size_t)(j->r0 + task) * q->row_bytes,
+	quant_row_to_f32(q->format,
+			 quant_tensor_row(q, j->r0 + task, j->rec ? j->rec + (size_t)thread * q->row_bytes : NULL),
 			 q->cols, j->out + (size_t)task * (size_t)q->cols);
 }
 
@@ -1164,19 +1257,23 @@ static void quant_matmul_rows(const struct quant_tensor *q, int from, const floa
 	const size_t in = (size_t)q->cols;
 	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BYTES / (in * sizeof(float)), 16), q->rows);
 	float *buf = NULL;
-	if (posix_memalign((void **)&buf, 64, (size_t)rows * in * sizeof(float)) != 0) {
+	char *rec = NULL; /* a tiled matrix's rows are gathered into records first */
+	if (posix_memalign((void **)&buf, 64, (size_t)rows * in * sizeof(float)) != 0 ||
+	    (q->tiled && !(rec = malloc((size_t)cpu_threads() * q->row_bytes)))) {
+		free(buf);
 		cpu_gemv_quant_rows(q, from, (int)q->rows - from, x, ldx, T, y + from, ldy, accumulate);
 		return;
 	}
 	for (int r0 = from; r0 < q->rows; r0 += rows) {
 		int n = (int)MIN((int64_t)rows, q->rows - r0);
-		struct dequant_job j = {q, r0, buf};
+		struct dequant_job j = {q, r0, buf, rec};
 		cpu_parallel_for_work(n, dequant_task, &j, (double)n * (double)in);
 		struct tensor t = {.data = buf, .dtype = TENSOR_F32, .ndim = 2, .shape = {n, (int64_t)in},
 				   .nbytes = (size_t)n * in * sizeof(float)};
 		if (cpu_matmul(&t, x, ldx, T, y + r0, ldy, accumulate) < 0)
 			cpu_gemv_quant_rows(q, r0, n, x, ldx, T, y + r0, ldy, accumulate);
 	}
+	free(rec);
 	free(buf);
 }
 

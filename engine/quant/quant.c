@@ -493,3 +493,63 @@ int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, vo
 	fp8_store_scale(row, cols, scale);
 	return 0;
 }
+
+/* ---- tiles (quant.h) ---------------------------------------------------------------------- */
+
+void quant_tile_from_records(enum quant_format f, int64_t cols, const void *recs, size_t row_bytes,
+			     void *tile)
+{
+	const int64_t nb = quant_blocks(cols);
+	char *o = tile;
+	(void)f;
+	for (int64_t b = 0; b < nb; b++, o += 320) {
+		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
+			const char *row = (const char *)recs + (size_t)i * row_bytes;
+			const uint16_t *dm = quant_q4_dm(row, cols) + 2 * b;
+			for (int v = 0; v < 4; v++)
+				memcpy(o + 64 * v + 4 * i, quant_q4_codes(row) + 16 * b + 4 * v, 4);
+			memcpy(o + 256 + 2 * i, &dm[0], 2);
+			memcpy(o + 288 + 2 * i, &dm[1], 2);
+		}
+	}
+	memset(o, 0, QUANT_TILE_ROWS * row_bytes - (size_t)(o - (char *)tile));
+}
+
+void quant_tile_row_record(enum quant_format f, int64_t cols, const void *tile, int i, void *rec)
+{
+	const int64_t nb = quant_blocks(cols);
+	size_t row_bytes = 0;
+	quant_row_bytes(f, cols, &row_bytes);
+	memset(rec, 0, row_bytes);
+	uint8_t *codes = rec;
+	uint16_t *dm = (uint16_t *)((char *)rec + quant_round_align((size_t)nb * 16));
+	const char *t = tile;
+	for (int64_t b = 0; b < nb; b++, t += 320) {
+		for (int v = 0; v < 4; v++)
+			memcpy(codes + 16 * b + 4 * v, t + 64 * v + 4 * i, 4);
+		memcpy(&dm[2 * b], t + 256 + 2 * i, 2);
+		memcpy(&dm[2 * b + 1], t + 288 + 2 * i, 2);
+	}
+}
+
+int quant_tensor_tile_range(const struct quant_tensor *q, void *data, int64_t t0, int64_t t1, void *tmp)
+{
+	if (!quant_tile_supported(q->format))
+		return -EINVAL;
+	const size_t tb = QUANT_TILE_ROWS * q->row_bytes;
+	for (int64_t t = t0; t < t1; t++) {
+		char *p = (char *)data + (size_t)t * tb;
+		memcpy(tmp, p, tb);
+		quant_tile_from_records(q->format, q->cols, tmp, q->row_bytes, p);
+	}
+	return 0;
+}
+
+const void *quant_tensor_row(const struct quant_tensor *q, int64_t r, void *buf)
+{
+	if (r >= quant_tiled_rows(q))
+		return (const char *)q->data + (size_t)r * q->row_bytes;
+	const char *tile = (const char *)q->data + (size_t)(r / QUANT_TILE_ROWS) * QUANT_TILE_ROWS * q->row_bytes;
+	quant_tile_row_record(q->format, q->cols, tile, (int)(r % QUANT_TILE_ROWS), buf);
+	return buf;
+}

@@ -88,6 +88,9 @@ struct quant_tensor {
 	int64_t rows, cols;
 	size_t row_bytes;
 	const void *data;
+	/* the first quant_tiled_rows() rows are held as tiles of QUANT_TILE_ROWS (below), the
+	 * rest as records; false: every row a record */
+	bool tiled;
 };
 
 /* Quantizes one row of `cols` values into `row` (quant_row_bytes() bytes, every byte written,
@@ -194,6 +197,53 @@ static inline const float *quant_fp8_scale(const void *row, int64_t cols)
 {
 	return (const float *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 32));
 }
+
+/* ---- tiles: 16 rows interleaved, for the decode kernels ------------------------------------
+ *
+ * A decode GEMV that reads one row at a time forms each row's sum across a vector's lanes and
+ * widens each block's scales to the lanes its codes fill: on q4 that work is as much as the
+ * products (two permutes, a masked load and the reduction per 64 code bytes) and the kernel
+ * could not keep up with one core's read stream. In a tile the lanes are the rows: 16 rows'
+ * codes of one block interleaved 4 bytes at a time, so a vpdpbusd of one 64-byte vector against
+ * 4 activation bytes broadcast gives 16 rows' partial sums, and the block's 16 scales load as a
+ * vector whose lanes are already the rows'. The CPU backend tiles its q4 matrices at load
+ * (lm_prepared_tile) where the kernels have tile variants; files, CUDA and every other reader
+ * see records (quant_tensor_row() gathers one from a tile).
+ *
+ * q4 tile (QUANT_TILE_ROWS rows r..r+15, nb = quant_blocks(cols) blocks), per block b, 320
+ * bytes: four 64-byte code vectors, vector v holding at 4 i the code bytes 4v..4v+3 of row r+i's
+ * block b (columns 4v..4v+3 in the low nibbles, 4v+16..4v+19 in the high ones), then the 16 rows'
+ * d (fp16) and then their m. Tile t starts where row 16 t's record did (16 row_bytes apart; a
+ * tile's nb * 320 bytes fit in them, the rest zero), and rows past the last whole tile stay
+ * records in place: tiling moves bytes only inside each tile's own rows. */
+#define QUANT_TILE_ROWS 16
+/* whether format f has a tile layout (q4) */
+static inline bool quant_tile_supported(enum quant_format f)
+{
+	return f == QUANT_Q4;
+}
+static inline int64_t quant_tiled_rows(const struct quant_tensor *q)
+{
+	return q->tiled ? q->rows / QUANT_TILE_ROWS * QUANT_TILE_ROWS : 0;
+}
+/* bytes of one tile's blocks (nb * 320 for q4) */
+static inline size_t quant_tile_used_bytes(enum quant_format f, int64_t cols)
+{
+	(void)f;
+	return (size_t)quant_blocks(cols) * 320;
+}
+/* 16 records (row_bytes apart, quant_row_bytes()) to one tile at `tile` (16 row_bytes, every byte
+ * written); `tile` must not overlap `recs`. */
+void quant_tile_from_records(enum quant_format f, int64_t cols, const void *recs, size_t row_bytes,
+			     void *tile);
+/* Row i (0..15) of a tile back to its record (row_bytes, every byte written: the padding zero). */
+void quant_tile_row_record(enum quant_format f, int64_t cols, const void *tile, int i, void *rec);
+/* Tiles q's whole tiles in place (rows past the last whole tile stay records), with `tmp` of
+ * QUANT_TILE_ROWS row_bytes as scratch; tiles [t0, t1) only. q->tiled is the caller's to set once
+ * every tile is done. -EINVAL for a format without tiles. */
+int quant_tensor_tile_range(const struct quant_tensor *q, void *data, int64_t t0, int64_t t1, void *tmp);
+/* Row r's record: in place for a record, else gathered from its tile into buf (row_bytes). */
+const void *quant_tensor_row(const struct quant_tensor *q, int64_t r, void *buf);
 
 /* fp16 <-> fp32: exact widening (F16C's vcvtph2ps gives the same bits), and round to nearest
  * even with overflow to infinity (as vcvtps2ph with rounding mode 0). */

@@ -165,6 +165,7 @@ struct problem {
 	enum quant_format fmt;
 	int rows, in, row0, nrows, T;
 	bool acc;
+	bool tiled; /* q4 only: the whole tiles laid out as quant.h's tiles */
 	float *wq; /* dequantized weights */
 	void *data;
 	struct quant_tensor qt;
@@ -199,6 +200,18 @@ static void problem_init(struct problem *p)
 					     : (char *)quant_q4_dm(row, p->in) + 4 * nb;
 		memset(s, 0xff, (size_t)(row + p->qt.row_bytes - s));
 	}
+	if (p->tiled && quant_tile_supported(p->fmt) && p->rows >= QUANT_TILE_ROWS) {
+		/* tiled in place; each tile's bytes past its blocks 0xff (NaN scales, codes 15): a
+		 * kernel that reads them fails */
+		void *tmp = malloc(QUANT_TILE_ROWS * p->qt.row_bytes);
+		REQUIRE(tmp);
+		REQUIRE(quant_tensor_tile_range(&p->qt, p->data, 0, p->rows / QUANT_TILE_ROWS, tmp) == 0);
+		free(tmp);
+		p->qt.tiled = true;
+		const size_t tb = QUANT_TILE_ROWS * p->qt.row_bytes, used = quant_tile_used_bytes(p->fmt, p->in);
+		for (int t = 0; t < p->rows / QUANT_TILE_ROWS; t++)
+			memset((char *)p->data + (size_t)t * tb + used, 0xff, tb - used);
+	}
 	/* past `in` NaN: a kernel that reads activations past the row fails */
 	for (size_t i = 0; i < (size_t)p->T * p->ldx; i++)
 		p->x[i] = i % p->ldx < (size_t)p->in ? frand() * (i % 7 == 0 ? 3.0f : 1.0f) : NAN;
@@ -227,7 +240,9 @@ static float *run(const struct problem *p)
  * header), ret[2] the bound against the exact dequantized product */
 static void reference(const struct problem *p, int r, int t, double ret[3])
 {
-	const char *row = (const char *)p->data + (size_t)r * p->qt.row_bytes;
+	char rec[8192] __attribute__((aligned(64)));
+	REQUIRE(p->qt.row_bytes <= sizeof(rec));
+	const char *row = quant_tensor_row(&p->qt, r, rec);
 	const float *x = p->x + (size_t)t * p->ldx;
 	double v = 0, mag = 0, xb = 0;
 	for (int64_t b = 0; b < quant_blocks(p->in); b++) {
@@ -304,10 +319,10 @@ static void check_problem(struct problem *p)
 		}
 		bool ok = e[0] <= 1 && e[1] <= 1 && e[2] <= 1;
 		if (!ok && reported++ < 10)
-			fprintf(stderr, "gemv i8 %s %s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
+			fprintf(stderr, "gemv i8 %s %s%s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
 					"(codes' product), %.3g (dequantized weights), %.3g (portable) of the tolerances\n",
-				name, quant_format_desc(p->fmt)->name, p->rows, p->in, p->row0, p->nrows, p->T,
-				p->acc, e[0], e[1], e[2]);
+				name, quant_format_desc(p->fmt)->name, p->qt.tiled ? " tiled" : "", p->rows, p->in,
+				p->row0, p->nrows, p->T, p->acc, e[0], e[1], e[2]);
 		CHECK(ok);
 		if (y != py)
 			free(y);
@@ -319,15 +334,20 @@ static void test_shapes(void)
 {
 	static const int shapes[][2] = {{1, 1},	   {3, 7},     {9, 31},	    {8, 32},   {17, 33},
 					{5, 47},   {16, 64},   {13, 95},    {40, 100}, {7, 129},
-					{9, 160},  {64, 257},  {300, 96},   {100, 1000}, {37, 1100}};
+					{9, 160},  {64, 257},  {300, 96},   {100, 1000}, {37, 1100},
+					{48, 20},  {35, 130}};
 	int n = 0;
-	for (int f = QUANT_Q8; f <= QUANT_Q4; f++)
+	/* q8, q4, q4 tiled (whole tiles, tiles in part at both ends of a range, rows past the
+	 * last tile) */
+	for (int f = QUANT_Q8; f <= QUANT_Q4 + 1; f++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int T = 1; T <= 6; T++, n++) {
-				struct problem p = {.fmt = (enum quant_format)f, .rows = shapes[s][0],
-						    .in = shapes[s][1], .T = T, .acc = (n & 1) != 0};
-				p.row0 = (n & 2) && p.rows > 2 ? 1 : 0;
-				p.nrows = p.rows - p.row0 - ((n & 2) && p.rows > 3 ? 1 : 0);
+				struct problem p = {.fmt = f > QUANT_Q4 ? QUANT_Q4 : (enum quant_format)f,
+						    .rows = shapes[s][0], .in = shapes[s][1], .T = T,
+						    .acc = (n & 1) != 0, .tiled = f > QUANT_Q4};
+				p.row0 = (n & 2) && p.rows > 2 ? (p.rows > 16 ? 1 + (n & 4) : 1) : 0;
+				int tail = (n & 2) && p.rows > 3 ? 1 + (p.rows > 24 ? (n & 8) : 0) : 0;
+				p.nrows = p.rows - p.row0 - tail;
 				problem_init(&p);
 				check_problem(&p);
 				problem_free(&p);
@@ -338,8 +358,9 @@ static void test_shapes(void)
  * results NaN and leaves the others' alone */
 static void test_tokens(void)
 {
-	for (int f = QUANT_Q8; f <= QUANT_Q4; f++) {
-		struct problem p = {.fmt = (enum quant_format)f, .rows = 300, .in = 333, .nrows = 300, .T = 7};
+	for (int f = QUANT_Q8; f <= QUANT_Q4 + 1; f++) {
+		struct problem p = {.fmt = f > QUANT_Q4 ? QUANT_Q4 : (enum quant_format)f, .rows = 300,
+				    .in = 333, .nrows = 300, .T = 7, .tiled = f > QUANT_Q4};
 		problem_init(&p);
 		for (int i = 0; cpu_gemv_variant_name(i); i++) {
 			if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
@@ -394,9 +415,13 @@ static void test_tokens(void)
 static void test_rows_to_bf16(void)
 {
 	static const int ins[] = {1, 31, 33, 100, 1000};
-	for (int f = 0; f < QUANT_FORMAT_COUNT; f++)
+	for (int f = 0; f <= QUANT_FORMAT_COUNT; f++)
 		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
-			struct problem p = {.fmt = (enum quant_format)f, .rows = 7, .in = ins[k], .nrows = 7, .T = 1};
+			/* and q4 tiled: rows 2..5 of a tile */
+			struct problem p = {.fmt = f == QUANT_FORMAT_COUNT ? QUANT_Q4 : (enum quant_format)f,
+					    .rows = f == QUANT_FORMAT_COUNT ? 20 : 7, .in = ins[k], .T = 1,
+					    .tiled = f == QUANT_FORMAT_COUNT};
+			p.nrows = p.rows;
 			problem_init(&p);
 			uint16_t *want = malloc((size_t)p.rows * p.in * sizeof(uint16_t));
 			uint16_t *got = malloc((size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
@@ -417,7 +442,7 @@ static void test_rows_to_bf16(void)
 						quant_format_desc(p.fmt)->name, p.in);
 				CHECK(same);
 			}
-			CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 5, 3, got), -EINVAL);
+			CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, p.rows - 2, 3, got), -EINVAL);
 			free(want);
 			free(got);
 			problem_free(&p);
