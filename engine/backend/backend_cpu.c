@@ -701,10 +701,12 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	}
 	cb->quant_stored = cb->prep.quant_mapped;
 	cb->head_stored = cb->prep.head_mapped;
-	/* the decode kernels' layout where the GEMV has one for the format (quant.h's tiles) */
+	/* the decode kernels' layout where the GEMV has one for the format (quant.h's tiles):
+	 * bf16 precision's integer kernels; fp32 precision's exact ones run on records */
 	const uint64_t tile_t0 = time_mono_ns();
-	if (cb->prep.quant && cpu_gemv_quant_tiles(cb->prep.quant_format) &&
-	    (r = lm_prepared_tile(m, &cb->prep)) < 0) {
+	const bool tile = cb->prep.quant && precision == ENGINE_PRECISION_BF16 &&
+			  cpu_gemv_quant_tiles(cb->prep.quant_format);
+	if (tile && (r = lm_prepared_tile(m, &cb->prep)) < 0) {
 		if (err && errlen)
 			snprintf(err, errlen, "out of memory laying out the %s weights for the decode kernels",
 				 quant_format_desc((enum quant_format)cb->prep.quant_format)->name);
@@ -714,7 +716,7 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
-	if (cb->prep.quant && cpu_gemv_quant_tiles(cb->prep.quant_format))
+	if (tile)
 		log_info("the %s matrices laid out in %d-row tiles for the decode kernels in %.2f s",
 			 quant_format_desc((enum quant_format)cb->prep.quant_format)->name, QUANT_TILE_ROWS,
 			 (double)(time_mono_ns() - tile_t0) * 1e-9);

@@ -575,7 +575,7 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 	if (quant_tiled_rows(w) > 0) {
 		int r = tiled_rows(w, row0, nrows, T, y, ldy, accumulate,
 				   xq ? ifn : w->format == QUANT_Q8 ? v->q8 : v->q4,
-				   xq && w->format == QUANT_Q4 ? v->q4_tile_i8 : NULL,
+				   !xq ? NULL : w->format == QUANT_Q4 ? v->q4_tile_i8 : v->q8_tile_i8,
 				   &(struct cpu_gemv_args){.x = x, .ldx = ldx, .xq = xq, .ldxq = ldxq});
 		free(xq);
 		return r;
@@ -622,7 +622,7 @@ int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, co
 
 bool cpu_gemv_quant_tiles(int f)
 {
-	return f == QUANT_Q4 && variant()->q4_tile_i8 != NULL;
+	return f == QUANT_Q4 ? variant()->q4_tile_i8 != NULL : f == QUANT_Q8 && variant()->q8_tile_i8 != NULL;
 }
 
 bool cpu_gemv_quant_has_i8(void)

@@ -96,12 +96,13 @@ struct cpu_gemv_variant {
 	 * sum(c_x) for q4) by fp32 rounding alone */
 	cpu_gemv_fn *q8_i8;
 	cpu_gemv_fn *q4_i8;
-	/* NULL, or the integer kernel on q4 tiles (quant.h): a->w is tile 0, a->ldw the bytes
+	/* NULL, or the integer kernels on q4 / q8 tiles (quant.h): a->w is tile 0, a->ldw the bytes
 	 * between tiles (QUANT_TILE_ROWS row_bytes); computes tiles [t0, t1), row i of tile t into
 	 * y[tok * ldy + (t - t0) * QUANT_TILE_ROWS + i]. Each (row, token) sum is formed the same way
 	 * whatever T. A variant without one runs a tiled matrix on its row kernels, each tile's
 	 * records gathered first (cpu_gemv.c): the same bits as on the records. */
 	cpu_gemv_fn *q4_tile_i8;
+	cpu_gemv_fn *q8_tile_i8;
 	/* cpu_gemv_quantize_x() in this variant's instructions, the same bytes (NULL: that one) */
 	void (*quant_x)(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			size_t ldxq);
@@ -146,6 +147,7 @@ void cpu_gemv_avx2_q4_i8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
+void cpu_gemv_vnni_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			      size_t ldxq);
 #endif

@@ -239,5 +239,6 @@ const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
 	.q8_i8 = cpu_gemv_vnni_q8,
 	.q4_i8 = cpu_gemv_vnni_q4,
 	.q4_tile_i8 = cpu_gemv_vnni_q4_tile,
+	.q8_tile_i8 = cpu_gemv_vnni_q8_tile,
 	.quant_x = cpu_gemv_vnni_quantize_x,
 };

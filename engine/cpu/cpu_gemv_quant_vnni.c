@@ -262,34 +262,79 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 	}
 }
 
-#define TILE_INSTANCE(T)                                                                           \
-	NOINL void tile_q4_t##T(const struct cpu_gemv_args *a, int t0, int t1)                     \
-	{                                                                                          \
-		for (int t = t0; t < t1; t++)                                                      \
-			tile_q4(a, t, a->y + (size_t)(t - t0) * QUANT_TILE_ROWS, T);               \
-	}
-TILE_INSTANCE(1)
-TILE_INSTANCE(2)
-TILE_INSTANCE(3)
-TILE_INSTANCE(4)
-
-void cpu_gemv_vnni_q4_tile(const struct cpu_gemv_args *a, int t0, int t1)
+/* q8 tiles: per block eight code vectors (lane i = row i, 4 codes each), made unsigned by xor
+ * 0x80 once for every token; each token's int32 sum starts at -128 x the block's activation
+ * code sum (the 8 per-lane corrections of xq added), two chains of four vpdpbusd, then one
+ * widen and one fma with the 16 rows' d (in lane order) times d_x. */
+INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 {
-	switch (a->T) {
-	case 1:
-		tile_q4_t1(a, t0, t1);
-		break;
-	case 2:
-		tile_q4_t2(a, t0, t1);
-		break;
-	case 3:
-		tile_q4_t3(a, t0, t1);
-		break;
-	default:
-		tile_q4_t4(a, t0, t1);
-		break;
+	const int64_t nb = quant_blocks(a->in);
+	const char *tile = (const char *)a->w + (size_t)t * a->ldw;
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	__m512 acc[CPU_GEMV_KERNEL_T];
+	for (int k = 0; k < T; k++)
+		acc[k] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const char *c = tile + quant_q8_tile_codes(b);
+		const size_t xo = (size_t)(b >> 2) * CPU_XQ_Q8_BYTES;
+		const int j = (int)(b & 3);
+		__m512i w[8];
+		for (int v = 0; v < 8; v++)
+			w[v] = _mm512_xor_si512(_mm512_load_si512(c + 64 * v), flip);
+		const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tile + quant_q8_tile_d(b, nb))));
+		for (int k = 0; k < T; k++) {
+			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
+			int32_t xc[8], cr[8];
+			memcpy(xc, xt + 32 * j, 32);
+			memcpy(cr, xt + 128 + 32 * j, 32);
+			const int32_t corr = cr[0] + cr[1] + cr[2] + cr[3] + cr[4] + cr[5] + cr[6] + cr[7];
+			__m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr), w[0], _mm512_set1_epi32(xc[0]));
+			__m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_set1_epi32(xc[1]));
+			for (int v = 2; v < 8; v += 2) {
+				s0 = _mm512_dpbusd_epi32(s0, w[v], _mm512_set1_epi32(xc[v]));
+				s1 = _mm512_dpbusd_epi32(s1, w[v + 1], _mm512_set1_epi32(xc[v + 1]));
+			}
+			const float dx = ((const float *)(xt + 256))[8 * j];
+			acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+						 _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[k]);
+		}
+	}
+	for (int k = 0; k < T; k++) {
+		float *p = y + (size_t)k * a->ldy;
+		_mm512_storeu_ps(p, a->accumulate ? _mm512_add_ps(_mm512_loadu_ps(p), acc[k]) : acc[k]);
 	}
 }
+
+#define TILE_INSTANCE(F, T)                                                                        \
+	NOINL void tile_##F##_t##T(const struct cpu_gemv_args *a, int t0, int t1)                  \
+	{                                                                                          \
+		for (int t = t0; t < t1; t++)                                                      \
+			tile_##F(a, t, a->y + (size_t)(t - t0) * QUANT_TILE_ROWS, T);              \
+	}
+#define TILE_FORMAT(F)                                                                             \
+	TILE_INSTANCE(F, 1)                                                                        \
+	TILE_INSTANCE(F, 2)                                                                        \
+	TILE_INSTANCE(F, 3)                                                                        \
+	TILE_INSTANCE(F, 4)                                                                        \
+	void cpu_gemv_vnni_##F##_tile(const struct cpu_gemv_args *a, int t0, int t1)               \
+	{                                                                                          \
+		switch (a->T) {                                                                    \
+		case 1:                                                                            \
+			tile_##F##_t1(a, t0, t1);                                                  \
+			break;                                                                     \
+		case 2:                                                                            \
+			tile_##F##_t2(a, t0, t1);                                                  \
+			break;                                                                     \
+		case 3:                                                                            \
+			tile_##F##_t3(a, t0, t1);                                                  \
+			break;                                                                     \
+		default:                                                                           \
+			tile_##F##_t4(a, t0, t1);                                                  \
+			break;                                                                     \
+		}                                                                                  \
+	}
+TILE_FORMAT(q4)
+TILE_FORMAT(q8)
 
 /* ---- the activations' quantization (cpu_gemv_quantize_x, the same bytes) ------------------ */
 

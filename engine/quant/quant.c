@@ -501,18 +501,24 @@ void quant_tile_from_records(enum quant_format f, int64_t cols, const void *recs
 {
 	const int64_t nb = quant_blocks(cols);
 	char *o = tile;
-	(void)f;
-	for (int64_t b = 0; b < nb; b++, o += 320) {
+	memset(o, 0, QUANT_TILE_ROWS * row_bytes);
+	for (int64_t b = 0; b < nb; b++)
 		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
 			const char *row = (const char *)recs + (size_t)i * row_bytes;
+			if (f == QUANT_Q8) {
+				char *c = o + quant_q8_tile_codes(b);
+				for (int v = 0; v < 8; v++)
+					memcpy(c + 64 * v + 4 * i, quant_q8_codes(row) + 32 * b + 4 * v, 4);
+				memcpy(o + quant_q8_tile_d(b, nb) + 2 * i, quant_q8_scales(row, cols) + b, 2);
+				continue;
+			}
+			char *ob = o + 320 * (size_t)b;
 			const uint16_t *dm = quant_q4_dm(row, cols) + 2 * b;
 			for (int v = 0; v < 4; v++)
-				memcpy(o + 64 * v + 4 * i, quant_q4_codes(row) + 16 * b + 4 * v, 4);
-			memcpy(o + 256 + 2 * i, &dm[0], 2);
-			memcpy(o + 288 + 2 * i, &dm[1], 2);
+				memcpy(ob + 64 * v + 4 * i, quant_q4_codes(row) + 16 * b + 4 * v, 4);
+			memcpy(ob + 256 + 2 * i, &dm[0], 2);
+			memcpy(ob + 288 + 2 * i, &dm[1], 2);
 		}
-	}
-	memset(o, 0, QUANT_TILE_ROWS * row_bytes - (size_t)(o - (char *)tile));
 }
 
 void quant_tile_row_record(enum quant_format f, int64_t cols, const void *tile, int i, void *rec)
@@ -521,9 +527,19 @@ void quant_tile_row_record(enum quant_format f, int64_t cols, const void *tile, 
 	size_t row_bytes = 0;
 	quant_row_bytes(f, cols, &row_bytes);
 	memset(rec, 0, row_bytes);
+	const char *t = tile;
+	if (f == QUANT_Q8) {
+		int8_t *codes = rec;
+		uint16_t *d = (uint16_t *)((char *)rec + quant_round_align((size_t)nb * 32));
+		for (int64_t b = 0; b < nb; b++) {
+			for (int v = 0; v < 8; v++)
+				memcpy(codes + 32 * b + 4 * v, t + quant_q8_tile_codes(b) + 64 * v + 4 * i, 4);
+			memcpy(&d[b], t + quant_q8_tile_d(b, nb) + 2 * i, 2);
+		}
+		return;
+	}
 	uint8_t *codes = rec;
 	uint16_t *dm = (uint16_t *)((char *)rec + quant_round_align((size_t)nb * 16));
-	const char *t = tile;
 	for (int64_t b = 0; b < nb; b++, t += 320) {
 		for (int v = 0; v < 4; v++)
 			memcpy(codes + 16 * b + 4 * v, t + 64 * v + 4 * i, 4);

@@ -215,22 +215,36 @@ static inline const float *quant_fp8_scale(const void *row, int64_t cols)
  * block b (columns 4v..4v+3 in the low nibbles, 4v+16..4v+19 in the high ones), then the 16 rows'
  * d (fp16) and then their m. Tile t starts where row 16 t's record did (16 row_bytes apart; a
  * tile's nb * 320 bytes fit in them, the rest zero), and rows past the last whole tile stay
- * records in place: tiling moves bytes only inside each tile's own rows. */
+ * records in place: tiling moves bytes only inside each tile's own rows.
+ *
+ * q8 tile: per pair of blocks (2p, 2p + 1), 1088 bytes: block 2p's eight 64-byte code vectors
+ * (vector v holding at 4 i the codes 4v..4v+3 of row r+i's block), block 2p + 1's, then the 16
+ * rows' d of block 2p (fp16) and those of block 2p + 1; an odd last block alone: its codes, its
+ * d, 32 bytes of zero (576 bytes). Every code vector starts on a cache line. */
 #define QUANT_TILE_ROWS 16
-/* whether format f has a tile layout (q4) */
+/* whether format f has a tile layout (q8, q4) */
 static inline bool quant_tile_supported(enum quant_format f)
 {
-	return f == QUANT_Q4;
+	return f == QUANT_Q4 || f == QUANT_Q8;
+}
+/* q8 tiles: the offsets of block b's code vectors and of its 16 d in a tile of nb blocks */
+static inline size_t quant_q8_tile_codes(int64_t b)
+{
+	return (size_t)(b / 2) * 1088 + (size_t)(b % 2) * 512;
+}
+static inline size_t quant_q8_tile_d(int64_t b, int64_t nb)
+{
+	return (size_t)(b / 2) * 1088 + (b / 2 < nb / 2 ? 1024 + (size_t)(b % 2) * 32 : 512);
 }
 static inline int64_t quant_tiled_rows(const struct quant_tensor *q)
 {
 	return q->tiled ? q->rows / QUANT_TILE_ROWS * QUANT_TILE_ROWS : 0;
 }
-/* bytes of one tile's blocks (nb * 320 for q4) */
+/* bytes of one tile's blocks (q4: nb * 320; q8: 1088 per pair, 576 for an odd last block) */
 static inline size_t quant_tile_used_bytes(enum quant_format f, int64_t cols)
 {
-	(void)f;
-	return (size_t)quant_blocks(cols) * 320;
+	const int64_t nb = quant_blocks(cols);
+	return f == QUANT_Q8 ? (size_t)(nb / 2) * 1088 + (size_t)(nb % 2) * 576 : (size_t)nb * 320;
 }
 /* 16 records (row_bytes apart, quant_row_bytes()) to one tile at `tile` (16 row_bytes, every byte
  * written); `tile` must not overlap `recs`. */

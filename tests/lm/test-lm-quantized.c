@@ -200,7 +200,7 @@ static void check_prepared(const struct engine_model *q, enum quant_format f, bo
 		CHECK(p.head_q.data == q->lm_head.data);
 	else
 		CHECK(!model_files_mapped(q->files, p.head_q.data, 1));
-	/* the CPU backend's tiles (q4): the map's records copied as they are tiled, every row the
+	/* the CPU backend's tiles (q8, q4): the map's records copied as they are tiled, every row the
 	 * same record as before, and every matrix owned from then on (freed by finish, ASan) */
 	const struct quant_tensor before = p.layers[0].q[0];
 	char *rec = malloc(before.row_bytes), *orig = malloc(before.row_bytes * (size_t)before.rows);
@@ -208,7 +208,7 @@ static void check_prepared(const struct engine_model *q, enum quant_format f, bo
 	memcpy(orig, before.data, before.row_bytes * (size_t)before.rows);
 	CHECK_INT_EQ(lm_prepared_tile(q, &p), 0);
 	const struct quant_tensor *t = &p.layers[0].q[0];
-	if (f == QUANT_Q4) {
+	if (quant_tile_supported(f)) {
 		CHECK(!p.quant_mapped && !p.head_mapped);
 		CHECK(t->tiled == (t->rows >= QUANT_TILE_ROWS) && p.head_q.tiled);
 		CHECK(!model_files_mapped(q->files, t->data, 1) && !model_files_mapped(q->files, p.head_q.data, 1));
@@ -217,7 +217,7 @@ static void check_prepared(const struct engine_model *q, enum quant_format f, bo
 			same &= memcmp(quant_tensor_row(t, i, rec), orig + (size_t)i * t->row_bytes, t->row_bytes) == 0;
 		CHECK(same);
 	} else {
-		/* q8 has no tiles: nothing changes */
+		/* a format without tiles: nothing changes */
 		CHECK(p.quant_mapped && t->data == before.data && !t->tiled);
 	}
 	free(rec);

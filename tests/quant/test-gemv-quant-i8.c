@@ -165,7 +165,7 @@ struct problem {
 	enum quant_format fmt;
 	int rows, in, row0, nrows, T;
 	bool acc;
-	bool tiled; /* q4 only: the whole tiles laid out as quant.h's tiles */
+	bool tiled; /* q8, q4: the whole tiles laid out as quant.h's tiles */
 	float *wq; /* dequantized weights */
 	void *data;
 	struct quant_tensor qt;
@@ -337,14 +337,14 @@ static void test_shapes(void)
 					{9, 160},  {64, 257},  {300, 96},   {100, 1000}, {37, 1100},
 					{48, 20},  {35, 130}};
 	int n = 0;
-	/* q8, q4, q4 tiled (whole tiles, tiles in part at both ends of a range, rows past the
-	 * last tile) */
-	for (int f = QUANT_Q8; f <= QUANT_Q4 + 1; f++)
+	/* q8, q4, then both tiled (whole tiles, tiles in part at both ends of a range, rows past
+	 * the last tile) */
+	for (int f = 0; f < 4; f++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int T = 1; T <= 6; T++, n++) {
-				struct problem p = {.fmt = f > QUANT_Q4 ? QUANT_Q4 : (enum quant_format)f,
+				struct problem p = {.fmt = f % 2 ? QUANT_Q4 : QUANT_Q8,
 						    .rows = shapes[s][0], .in = shapes[s][1], .T = T,
-						    .acc = (n & 1) != 0, .tiled = f > QUANT_Q4};
+						    .acc = (n & 1) != 0, .tiled = f >= 2};
 				p.row0 = (n & 2) && p.rows > 2 ? (p.rows > 16 ? 1 + (n & 4) : 1) : 0;
 				int tail = (n & 2) && p.rows > 3 ? 1 + (p.rows > 24 ? (n & 8) : 0) : 0;
 				p.nrows = p.rows - p.row0 - tail;
@@ -358,9 +358,9 @@ static void test_shapes(void)
  * results NaN and leaves the others' alone */
 static void test_tokens(void)
 {
-	for (int f = QUANT_Q8; f <= QUANT_Q4 + 1; f++) {
-		struct problem p = {.fmt = f > QUANT_Q4 ? QUANT_Q4 : (enum quant_format)f, .rows = 300,
-				    .in = 333, .nrows = 300, .T = 7, .tiled = f > QUANT_Q4};
+	for (int f = 0; f < 4; f++) {
+		struct problem p = {.fmt = f % 2 ? QUANT_Q4 : QUANT_Q8, .rows = 300,
+				    .in = 333, .nrows = 300, .T = 7, .tiled = f >= 2};
 		problem_init(&p);
 		for (int i = 0; cpu_gemv_variant_name(i); i++) {
 			if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
@@ -415,12 +415,13 @@ static void test_tokens(void)
 static void test_rows_to_bf16(void)
 {
 	static const int ins[] = {1, 31, 33, 100, 1000};
-	for (int f = 0; f <= QUANT_FORMAT_COUNT; f++)
+	for (int f = 0; f < QUANT_FORMAT_COUNT + 2; f++)
 		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
-			/* and q4 tiled: rows 2..5 of a tile */
-			struct problem p = {.fmt = f == QUANT_FORMAT_COUNT ? QUANT_Q4 : (enum quant_format)f,
-					    .rows = f == QUANT_FORMAT_COUNT ? 20 : 7, .in = ins[k], .T = 1,
-					    .tiled = f == QUANT_FORMAT_COUNT};
+			/* and q8 and q4 tiled: rows 2..5 of a tile */
+			const bool tiled = f >= QUANT_FORMAT_COUNT;
+			struct problem p = {.fmt = !tiled ? (enum quant_format)f
+						   : f == QUANT_FORMAT_COUNT ? QUANT_Q4 : QUANT_Q8,
+					    .rows = tiled ? 20 : 7, .in = ins[k], .T = 1, .tiled = tiled};
 			p.nrows = p.rows;
 			problem_init(&p);
 			uint16_t *want = malloc((size_t)p.rows * p.in * sizeof(uint16_t));

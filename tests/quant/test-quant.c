@@ -335,19 +335,21 @@ static void test_vs_ggml(int dist)
 		CHECK(sqrt(se[QUANT_Q4] / (rows * cols)) < 0.75 * sqrt(ge[QUANT_Q4] / (rows * cols)));
 }
 
-/* q4 tiles (quant.h): 16 records to a tile and back are the same bytes, the codes of block b of
- * row i at their documented places, rows past the last tile left as they are; quant_tensor_row()
- * gives every row's record, tiled or not */
+/* q8 and q4 tiles (quant.h): 16 records to a tile and back are the same bytes, the codes of
+ * block b of row i at their documented places, rows past the last tile left as they are;
+ * quant_tensor_row() gives every row's record, tiled or not */
 static void test_tiles(void)
 {
-	static const int ins[] = {1, 32, 33, 100, 1000, 1024};
-	CHECK(quant_tile_supported(QUANT_Q4) && !quant_tile_supported(QUANT_Q8) &&
+	static const int ins[] = {1, 32, 33, 64, 100, 1000, 1024};
+	CHECK(quant_tile_supported(QUANT_Q4) && quant_tile_supported(QUANT_Q8) &&
 	      !quant_tile_supported(QUANT_FP8));
+	for (int fi = 0; fi < 2; fi++)
 	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+		const enum quant_format f = fi ? QUANT_Q8 : QUANT_Q4;
 		const int in = ins[k], rows = 37;
 		size_t rb = 0, bytes = 0;
-		REQUIRE(quant_row_bytes(QUANT_Q4, in, &rb) == 0 && quant_tensor_bytes(QUANT_Q4, rows, in, &bytes) == 0);
-		CHECK(quant_tile_used_bytes(QUANT_Q4, in) <= QUANT_TILE_ROWS * rb);
+		REQUIRE(quant_row_bytes(f, in, &rb) == 0 && quant_tensor_bytes(f, rows, in, &bytes) == 0);
+		CHECK(quant_tile_used_bytes(f, in) <= QUANT_TILE_ROWS * rb);
 		float *w = malloc((size_t)rows * in * sizeof(float));
 		char *recs = aligned_alloc(64, bytes), *tiled = aligned_alloc(64, bytes);
 		char *tmp = malloc(QUANT_TILE_ROWS * rb), *rec = malloc(rb);
@@ -355,7 +357,7 @@ static void test_tiles(void)
 		for (size_t i = 0; i < (size_t)rows * in; i++)
 			w[i] = frand() * 0.1f + (float)(i % 5) * 0.01f;
 		struct quant_tensor q;
-		REQUIRE(quant_tensor_from_f32(QUANT_Q4, w, rows, in, in, recs, &q) == 0);
+		REQUIRE(quant_tensor_from_f32(f, w, rows, in, in, recs, &q) == 0);
 		memcpy(tiled, recs, bytes);
 		struct quant_tensor t = q;
 		t.data = tiled;
@@ -367,10 +369,23 @@ static void test_tiles(void)
 		CHECK(memcmp(tiled + 32 * rb, recs + 32 * rb, 5 * rb) == 0);
 		/* block b of row i: code bytes 4v..4v+3 at 320 b + 64 v + 4 i, d at 256 + 2 i, m at 288 + 2 i */
 		bool placed = true;
+		const int64_t nb = quant_blocks(in);
 		for (int r = 0; r < 32; r++)
-			for (int64_t b = 0; b < quant_blocks(in); b++) {
-				const char *tb = tiled + (size_t)(r / 16) * 16 * rb + 320 * (size_t)b;
+			for (int64_t b = 0; b < nb; b++) {
 				const char *row = recs + (size_t)r * rb;
+				if (f == QUANT_Q8) {
+					/* pairs: codes of 2p, of 2p + 1, then their d; an odd last block alone */
+					const char *tt = tiled + (size_t)(r / 16) * 16 * rb;
+					const size_t co = (size_t)(b / 2) * 1088 + (size_t)(b % 2) * 512;
+					const size_t dof = b / 2 < nb / 2 ? (size_t)(b / 2) * 1088 + 1024 + (size_t)(b % 2) * 32
+									 : (size_t)(b / 2) * 1088 + 512;
+					for (int v = 0; v < 8; v++)
+						placed &= memcmp(tt + co + 64 * v + 4 * (r % 16),
+								 quant_q8_codes(row) + 32 * b + 4 * v, 4) == 0;
+					placed &= memcmp(tt + dof + 2 * (r % 16), quant_q8_scales(row, in) + b, 2) == 0;
+					continue;
+				}
+				const char *tb = tiled + (size_t)(r / 16) * 16 * rb + 320 * (size_t)b;
 				for (int v = 0; v < 4; v++)
 					placed &= memcmp(tb + 64 * v + 4 * (r % 16), quant_q4_codes(row) + 16 * b + 4 * v, 4) == 0;
 				placed &= memcmp(tb + 256 + 2 * (r % 16), quant_q4_dm(row, in) + 2 * b, 2) == 0;
@@ -382,9 +397,9 @@ static void test_tiles(void)
 			same &= memcmp(quant_tensor_row(&t, r, rec), recs + (size_t)r * rb, rb) == 0;
 		CHECK(same);
 		CHECK(quant_tensor_row(&t, 33, rec) == tiled + 33 * rb);
-		struct quant_tensor q8 = q;
-		q8.format = QUANT_Q8;
-		CHECK_INT_EQ(quant_tensor_tile_range(&q8, tiled, 0, 1, tmp), -EINVAL);
+		struct quant_tensor f8 = q;
+		f8.format = QUANT_FP8;
+		CHECK_INT_EQ(quant_tensor_tile_range(&f8, tiled, 0, 1, tmp), -EINVAL);
 		free(w);
 		free(recs);
 		free(tiled);

@@ -11,9 +11,9 @@
  * product bf16 precision's decode runs (activations rounded to bf16); q8 and q4 widen the codes
  * to the exact dequantized weights and multiply fp32 activations (docs/quantization.md). The
  * weights are random (uniform, +-0.05), quantized from the bf16 matrix on the pool, and the
- * quantization's own rate is printed too (the load-time cost a 12B model would pay). q4 runs
- * on the layout the CPU backend holds it in: 16-row tiles where the variant has tile kernels
- * (quant.h), with `q4-rows` (the stored records on the row kernels) beside it. */
+ * quantization's own rate is printed too (the load-time cost a 12B model would pay). q8 and q4
+ * run on the layout the CPU backend holds them in: 16-row tiles where the variant has tile
+ * kernels (quant.h), with `q8-rows` / `q4-rows` (the stored records on the row kernels) beside. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -149,7 +149,7 @@ int bench_gemv_main(int argc, char **argv)
 	uint16_t *wb = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
 	float *x = malloc((size_t)cols * sizeof(float)), *y = aligned_alloc(64, ((size_t)rows + 15) / 16 * 64);
 	struct bench_bw *bw = bench_bw_create((size_t)512 << 20);
-	struct quant_tensor q[QUANT_FORMAT_COUNT] = {0}, q4t = {0};
+	struct quant_tensor q[QUANT_FORMAT_COUNT] = {0}, qt[QUANT_FORMAT_COUNT] = {0};
 	int ret = 1;
 	if (!wb || !x || !y || !bw) {
 		fprintf(stderr, "holo-bench gemv: out of memory\n");
@@ -173,12 +173,14 @@ int bench_gemv_main(int argc, char **argv)
 		}
 	}
 	struct tensor w = {.data = wb, .dtype = TENSOR_BF16, .ndim = 2, .shape = {rows, cols}, .nbytes = n * 2};
-	/* q4 as the CPU backend holds it where the kernels have tiles (quant.h; lm_prepared_tile),
-	 * and its records as stored beside it (q4-rows: the row kernels) */
-	const bool tiles = cpu_gemv_quant_tiles(QUANT_Q4) && rows >= QUANT_TILE_ROWS;
-	q4t = q[QUANT_Q4];
-	if (tiles) {
-		size_t tb = QUANT_TILE_ROWS * q4t.row_bytes, bytes = (size_t)rows * q4t.row_bytes;
+	/* q8 and q4 as the CPU backend holds them where the kernels have tiles (quant.h;
+	 * lm_prepared_tile), and their records as stored beside them (-rows: the row kernels) */
+	bool tiles = false;
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++) {
+		qt[f] = q[f];
+		if (!cpu_gemv_quant_tiles(f) || rows < QUANT_TILE_ROWS)
+			continue;
+		size_t tb = QUANT_TILE_ROWS * q[f].row_bytes, bytes = (size_t)rows * q[f].row_bytes;
 		char *tdata = aligned_alloc(64, bytes), *tmp = malloc(tb);
 		if (!tdata || !tmp) {
 			free(tdata);
@@ -186,27 +188,29 @@ int bench_gemv_main(int argc, char **argv)
 			fprintf(stderr, "holo-bench gemv: out of memory\n");
 			goto out;
 		}
-		memcpy(tdata, q4t.data, bytes);
-		quant_tensor_tile_range(&q4t, tdata, 0, rows / QUANT_TILE_ROWS, tmp);
+		memcpy(tdata, q[f].data, bytes);
+		quant_tensor_tile_range(&qt[f], tdata, 0, rows / QUANT_TILE_ROWS, tmp);
 		free(tmp);
-		q4t.data = tdata;
-		q4t.tiled = true;
+		qt[f].data = tdata;
+		qt[f].tiled = tiles = true;
 	}
 	/* the products measured: bf16 (bf16 activations), each format's integer kernels (int8
 	 * activations: bf16 precision's decode) and its exact ones (fp32 activations: fp32
-	 * precision); q4-rows only with tiles */
-	enum { KINDS = 6 };
-	static const char *const names[KINDS] = {"bf16", "q8", "q4", "q8-exact", "q4-exact", "q4-rows"};
-	static const int fmt[KINDS] = {-1, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4, QUANT_Q4};
-	const int kinds = tiles ? KINDS : KINDS - 1;
-	const struct quant_tensor *qk[KINDS] = {NULL, &q[QUANT_Q8], &q4t, &q[QUANT_Q8], &q4t, &q[QUANT_Q4]};
+	 * precision); -rows only with tiles */
+	enum { KINDS = 7 };
+	static const char *const names[KINDS] = {"bf16",     "q8",      "q4",     "q8-exact",
+						 "q4-exact", "q8-rows", "q4-rows"};
+	static const int fmt[KINDS] = {-1, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4};
+	const int kinds = tiles ? KINDS : KINDS - 2;
+	const struct quant_tensor *qk[KINDS] = {NULL,	       &qt[QUANT_Q8], &qt[QUANT_Q4], &qt[QUANT_Q8],
+						&qt[QUANT_Q4], &q[QUANT_Q8],  &q[QUANT_Q4]};
 	double bytes[KINDS];
 	for (int f = 0; f < KINDS; f++)
 		bytes[f] = fmt[f] < 0 ? (double)n * 2 : (double)qk[f]->rows * qk[f]->row_bytes;
-	printf("matrix %ld x %ld, 1 token, gemv variant %s (integer kernels: %s; q4 %s): weight bytes bf16 "
+	printf("matrix %ld x %ld, 1 token, gemv variant %s (integer kernels: %s; q8/q4 %s): weight bytes bf16 "
 	       "%.1f MB, q8 %.1f MB, q4 %.1f MB\n",
 	       rows, cols, cpu_gemv_name(), cpu_gemv_quant_has_i8() ? "yes" : "no, q8/q4 are the exact ones",
-	       tiles ? "in 16-row tiles, as the CPU backend holds it (q4-rows: the records)" : "records",
+	       tiles ? "in 16-row tiles, as the CPU backend holds them (-rows: the records)" : "records",
 	       bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6);
 	int counts[2] = {1, all};
 	for (int ci = 0; ci < (all > 1 ? 2 : 1); ci++) {
@@ -221,7 +225,7 @@ int bench_gemv_main(int argc, char **argv)
 				uint64_t t0 = time_mono_ns();
 				if (fmt[f] < 0)
 					cpu_gemv_rows(&w, 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows, false, true);
-				else if (f < 3 || f == 5)
+				else if (f < 3 || f >= 5)
 					cpu_gemv_quant_rows_i8(qk[f], 0, (int)rows, x, (size_t)cols, 1, y,
 							       (size_t)rows, false);
 				else
@@ -247,8 +251,9 @@ int bench_gemv_main(int argc, char **argv)
 	}
 	ret = 0;
 out:
-	if (q4t.tiled)
-		free((void *)q4t.data);
+	for (int f = 0; f < QUANT_FORMAT_COUNT; f++)
+		if (qt[f].tiled)
+			free((void *)qt[f].data);
 	for (int f = 0; f < QUANT_FORMAT_COUNT; f++)
 		free((void *)q[f].data);
 	bench_bw_destroy(bw);
