@@ -638,11 +638,34 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
 	cpu_row_bf16_fn *fn = q->format == QUANT_Q8 ? v->q8_to_bf16
 			      : q->format == QUANT_Q4 ? v->q4_to_bf16 : v->fp8_to_bf16;
 	float *row = NULL;
+	/* tiled rows: a whole tile's 16 records gathered at once (the variant's transposes, else
+	 * quant.h's loop), a tile in part row by row */
 	char *gathered = NULL;
-	if (quant_tiled_rows(q) > r0 && !(gathered = aligned_alloc(64, q->row_bytes)))
+	const int64_t TR = quant_tiled_rows(q);
+	if (TR > r0 && !(gathered = aligned_alloc(64, QUANT_TILE_ROWS * q->row_bytes)))
 		return -ENOMEM;
+	int64_t in_tile = -1; /* the tile whose records are in gathered */
 	for (int64_t r = 0; r < n; r++) {
-		const void *rec = quant_tensor_row(q, r0 + r, gathered);
+		const int64_t a = r0 + r, t = a / QUANT_TILE_ROWS;
+		const void *rec;
+		if (a >= TR) {
+			rec = quant_tensor_row(q, a, NULL);
+		} else if (t == in_tile || (a % QUANT_TILE_ROWS == 0 && a + QUANT_TILE_ROWS <= r0 + n)) {
+			if (t != in_tile) {
+				const char *tile = (const char *)q->data + (size_t)t * QUANT_TILE_ROWS * q->row_bytes;
+				if (v->tile_records)
+					v->tile_records(q->format, q->cols, tile, gathered, q->row_bytes);
+				else
+					for (int i = 0; i < QUANT_TILE_ROWS; i++)
+						quant_tile_row_record(q->format, q->cols, tile, i,
+								      gathered + (size_t)i * q->row_bytes);
+				in_tile = t;
+			}
+			rec = gathered + (size_t)(a % QUANT_TILE_ROWS) * q->row_bytes;
+		} else {
+			rec = quant_tensor_row(q, a, gathered);
+			in_tile = -1;
+		}
 		uint16_t *o = out + (size_t)r * (size_t)q->cols;
 		if (fn) {
 			fn(rec, q->cols, o);

@@ -112,6 +112,10 @@ struct cpu_gemv_variant {
 	cpu_row_bf16_fn *q8_to_bf16;
 	cpu_row_bf16_fn *q4_to_bf16;
 	cpu_row_bf16_fn *fp8_to_bf16;
+	/* NULL, or a whole q8/q4 tile's 16 records (quant.h: quant_tile_row_record() of each row,
+	 * the same bytes) into recs, row_bytes apart, in this variant's instructions */
+	void (*tile_records)(enum quant_format f, int64_t cols, const void *tile, void *recs,
+			     size_t row_bytes);
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
@@ -148,6 +152,8 @@ void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_vnni_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
+void cpu_gemv_vnni_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
+				size_t row_bytes);
 void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			      size_t ldxq);
 #endif

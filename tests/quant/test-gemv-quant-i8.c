@@ -411,6 +411,39 @@ static void test_tokens(void)
 	problem_free(&p);
 }
 
+/* each variant's tile_records: a tile's 16 records, the bytes of quant_tile_row_record() */
+static void test_tile_records(void)
+{
+	static const int ins[] = {1, 31, 33, 64, 100, 1000, 1056};
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++)
+		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+			struct problem p = {.fmt = (enum quant_format)f, .rows = 16, .in = ins[k], .nrows = 16,
+					    .T = 1, .tiled = true};
+			problem_init(&p);
+			const size_t rb = p.qt.row_bytes;
+			char *want = malloc(16 * rb), *got = malloc(16 * rb + 64);
+			REQUIRE(want && got);
+			for (int i = 0; i < 16; i++)
+				quant_tile_row_record(p.fmt, p.in, p.data, i, want + (size_t)i * rb);
+			for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+				if (!variants[v]->tile_records || !cpu_isa_supported(variant_isa[v]))
+					continue;
+				memset(got, 0x5a, 16 * rb + 64);
+				variants[v]->tile_records(p.fmt, p.in, p.data, got, rb);
+				bool same = memcmp(got, want, 16 * rb) == 0;
+				for (size_t e = 16 * rb; e < 16 * rb + 64; e++)
+					same &= got[e] == 0x5a;
+				if (!same)
+					fprintf(stderr, "tile_records %s %s in %d: bytes differ\n", variants[v]->name,
+						quant_format_desc(p.fmt)->name, p.in);
+				CHECK(same);
+			}
+			free(want);
+			free(got);
+			problem_free(&p);
+		}
+}
+
 /* cpu_quant_rows_to_bf16: every variant the same bits as quant_row_to_f32() rounded to bf16 */
 static void test_rows_to_bf16(void)
 {
@@ -433,8 +466,15 @@ static void test_rows_to_bf16(void)
 				if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
 					continue;
 				memset(got, 0x77, (size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
+				bool same = true;
+				if (tiled) {
+					/* a whole tile (its records gathered at once) and the rows past it */
+					CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 0, p.rows, got), 0);
+					same &= memcmp(got, want, (size_t)p.rows * p.in * sizeof(uint16_t)) == 0;
+					memset(got, 0x77, (size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
+				}
 				CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 2, 4, got), 0);
-				bool same = memcmp(got, want + 2 * (size_t)p.in, 4 * (size_t)p.in * sizeof(uint16_t)) == 0;
+				same &= memcmp(got, want + 2 * (size_t)p.in, 4 * (size_t)p.in * sizeof(uint16_t)) == 0;
 				/* nothing written past the rows asked */
 				for (size_t e = 4 * (size_t)p.in; e < 5 * (size_t)p.in; e++)
 					same &= got[e] == 0x7777;
@@ -461,6 +501,7 @@ int main(void)
 						 : "no integer kernels: checked to give the exact ones'");
 	}
 	test_quantize_x();
+	test_tile_records();
 	test_rows_to_bf16();
 	for (int threads = 1; threads <= 3; threads++) {
 		REQUIRE(cpu_set_threads(threads) == 0);
