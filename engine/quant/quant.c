@@ -122,6 +122,23 @@ int quant_tensor_bytes(enum quant_format f, int64_t rows, int64_t cols, size_t *
 
 /* ---- quantize ------------------------------------------------------------------------------ */
 
+/* roundf(q) (ties away from zero) clamped to [lo, hi] (lo <= 0 <= hi, integers), for finite or
+ * infinite q: the same value as fmaxf(lo, fminf(hi, roundf(q))), without libm's calls, which
+ * were most of the q4 quantizer's time (it rounds each weight of a block about six times). q is
+ * clamped to [lo - 1, hi + 1] first (the result cannot differ: anything past lo - 1/2 rounds to
+ * lo or below), so the conversion to int cannot overflow; q - trunc(q) is exact. */
+static inline float round_clamp(float q, float lo, float hi)
+{
+	q = q < lo - 1 ? lo - 1 : q;
+	q = q > hi + 1 ? hi + 1 : q;
+	int i = (int)q;
+	float f = q - (float)i;
+	i += (f >= 0.5f) - (f <= -0.5f);
+	i = i < (int)lo ? (int)lo : i;
+	i = i > (int)hi ? (int)hi : i;
+	return (float)i;
+}
+
 /* 0, -EINVAL (NaN, infinity) or -ERANGE (past QUANT_MAX_ABS) for n values; their range. */
 static int block_range(const float *w, int n, float *ret_lo, float *ret_hi)
 {
@@ -129,8 +146,8 @@ static int block_range(const float *w, int n, float *ret_lo, float *ret_hi)
 	for (int i = 0; i < n; i++) {
 		if (!isfinite(w[i]))
 			return -EINVAL;
-		lo = fminf(lo, w[i]);
-		hi = fmaxf(hi, w[i]);
+		lo = w[i] < lo ? w[i] : lo;
+		hi = w[i] > hi ? w[i] : hi;
 	}
 	if (fabsf(lo) > QUANT_MAX_ABS || fabsf(hi) > QUANT_MAX_ABS)
 		return -ERANGE;
@@ -145,8 +162,7 @@ static void q8_block(const float *w, int n, float lo, float hi, int8_t *codes, u
 	uint16_t d16 = quant_f32_to_f16(amax / 127.0f);
 	float d = quant_f16_to_f32(d16);
 	for (int i = 0; i < n; i++) {
-		float q = d == 0 ? 0 : roundf(w[i] / d);
-		codes[i] = (int8_t)fmaxf(-127.0f, fminf(127.0f, q));
+		codes[i] = (int8_t)(d == 0 ? 0 : round_clamp(w[i] / d, -127.0f, 127.0f));
 	}
 	*ret_d = d16;
 }
@@ -171,16 +187,18 @@ static bool q4_eval(const float *w, int n, float d_want, float m_want, struct q4
 	float d = quant_f16_to_f32(c->d16), m = quant_f16_to_f32(c->m16);
 	if (!isfinite(d) || !isfinite(m))
 		return false;
-	c->sse = 0;
-	c->maxerr = 0;
+	double sse = 0, maxerr = 0;
+	/* branch-free: the codes are data, so the branches of a clamp or of the rounding's tie
+	 * mispredicted about every other weight (the quantizer's time, ~6 evaluations a block) */
 	for (int i = 0; i < n; i++) {
-		float q = d == 0 ? 0 : roundf((w[i] - m) / d);
-		c->q[i] = (uint8_t)fmaxf(0.0f, fminf(15.0f, q));
-		double e = fabs((double)w[i] - (double)q4_value(d, c->q[i], m));
-		c->sse += e * e;
-		if (e > c->maxerr)
-			c->maxerr = e;
+		uint8_t q = (uint8_t)(d == 0 ? 0 : round_clamp((w[i] - m) / d, 0.0f, 15.0f));
+		c->q[i] = q;
+		double e = fabs((double)w[i] - (double)q4_value(d, q, m));
+		sse += e * e;
+		maxerr = e > maxerr ? e : maxerr;
 	}
+	c->sse = sse;
+	c->maxerr = maxerr;
 	return true;
 }
 
@@ -223,6 +241,9 @@ static void q4_block(const float *w, int n, float lo, float hi, uint8_t *codes, 
 		for (int it = 0; it < 2 && q4_refit(w, n, &c, &r); it++) {
 			if (r.maxerr <= limit && r.sse < best.sse)
 				best = r;
+			/* the same codes again: the next refit is this one, so stop (the same result) */
+			if (memcmp(r.q, c.q, (size_t)n) == 0)
+				break;
 			c = r;
 		}
 	}
