@@ -159,6 +159,33 @@ static double round_trip(enum quant_format f, const float *w, int cols, bool bf1
 	return worst;
 }
 
+/* The rounding of the codes: to nearest, ties away from zero (roundf), clamped. A block whose
+ * largest |w| is 127 has d = 1 exactly, so w = k + 1/2 is a tie: q8 codes away from zero, where
+ * rounding to even (rint) would give k or k + 1 by parity. */
+static void test_ties(void)
+{
+	float w[32];
+	for (int i = 0; i < 32; i++)
+		w[i] = (i % 2 ? -1.0f : 1.0f) * ((float)(i * 4 % 126) + 0.5f);
+	w[31] = -127.0f;
+	size_t rb = 0;
+	REQUIRE(quant_row_bytes(QUANT_Q8, 32, &rb) == 0);
+	char *row = aligned_alloc(64, rb);
+	REQUIRE(row);
+	REQUIRE(quant_row_from_f32(QUANT_Q8, w, 32, row) == 0);
+	CHECK(quant_f16_to_f32(quant_q8_scales(row, 32)[0]) == 1.0f);
+	bool away = true;
+	for (int i = 0; i < 31; i++) {
+		int want = (i % 2 ? -1 : 1) * (i * 4 % 126 + 1);
+		if (quant_q8_codes(row)[i] != want) {
+			fprintf(stderr, "q8 tie %g: code %d, want %d\n", (double)w[i], quant_q8_codes(row)[i], want);
+			away = false;
+		}
+	}
+	CHECK(away && quant_q8_codes(row)[31] == -127);
+	free(row);
+}
+
 static void test_round_trips(void)
 {
 	static const int lens[] = {1, 5, 31, 32, 33, 63, 100, 257, 1000, 4099};
@@ -412,6 +439,7 @@ int main(void)
 {
 	test_sizes();
 	test_f16();
+	test_ties();
 	test_round_trips();
 	test_refusals();
 	test_ggml_records();
