@@ -368,7 +368,7 @@ static json_t *mcp_task_of(json_t *task)
 	const char *updated = str_of(task, "finished_at") ? str_of(task, "finished_at")
 	                      : str_of(task, "started_at") ? str_of(task, "started_at")
 	                                                    : created;
-	char id[32];
+	char id[MCP_MAX_TASK_ID_BYTES + 1];
 	json_t *t;
 
 	snprintf(id, sizeof(id), "%lld", int_of(task, "id"));
@@ -392,7 +392,7 @@ static long long task_id_param(struct call *c, json_t **ret_error)
 	struct mcp_resource res;
 	char uri[64];
 
-	if (json_is_string(v) && json_string_length(v) < 24) {
+	if (json_is_string(v) && json_string_length(v) <= MCP_MAX_TASK_ID_BYTES) {
 		snprintf(uri, sizeof(uri), "holod://tasks/%s", json_string_value(v));
 		if (mcp_resource_parse(uri, &res) == 0 && res.kind == MCP_RES_TASK)
 			return res.task_id;
@@ -547,7 +547,7 @@ static json_t *handle_tasks_method(struct call *c, const char *what)
 			const char *s = json_string_value(cursor);
 			struct mcp_resource res0;
 			char uri[64];
-			if (!s || strlen(s) > 12 ||
+			if (!s || strlen(s) > MCP_MAX_CURSOR_BYTES ||
 			    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s),
 			     mcp_resource_parse(uri, &res0) < 0))
 				return mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
@@ -659,7 +659,7 @@ static json_t *handle_resources_list(struct call *c)
 		const char *s = json_string_value(cursor);
 		struct mcp_resource res0;
 		char uri[64];
-		if (!s || strlen(s) > 12 ||
+		if (!s || strlen(s) > MCP_MAX_CURSOR_BYTES ||
 		    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s),
 		     mcp_resource_parse(uri, &res0) < 0))
 			return mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
@@ -940,8 +940,14 @@ static void cancel_call(struct server *srv, json_t *params)
 	pthread_mutex_unlock(&srv->lock);
 	if (c) {
 		const char *reason = str_of(params, "reason");
-		log_info("mcp: the client cancelled a request%s%.200s", reason ? ": " : "",
-		         reason ? reason : "");
+		char clean[MCP_MAX_REASON_BYTES + 1];
+		size_t n = 0;
+
+		/* The client's words, without the control characters that could fake log lines. */
+		for (const char *p = reason; p && *p && n < sizeof(clean) - 1; p++)
+			clean[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+		clean[n] = '\0';
+		log_info("mcp: the client cancelled a request%s%s", n ? ": " : "", clean);
 	}
 }
 
@@ -969,7 +975,9 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 	} else if (strcmp(m->method, "ping") == 0) {
 		res = json_object();
 	} else if (strcmp(m->method, "tools/list") == 0) {
-		res = mcp_tools_list();
+		pthread_mutex_lock(&srv->lock);
+		res = mcp_tools_list(srv->version[0] ? srv->version : NULL);
+		pthread_mutex_unlock(&srv->lock);
 	} else if (strcmp(m->method, "resources/templates/list") == 0) {
 		res = mcp_resource_templates();
 	} else if (strcmp(m->method, "prompts/list") == 0) {

@@ -373,7 +373,7 @@ static json_t *tool_schema(const struct mcp_tool *t)
 	return schema;
 }
 
-json_t *mcp_tools_list(void)
+json_t *mcp_tools_list(const char *version)
 {
 	json_t *list = json_array();
 
@@ -383,7 +383,7 @@ json_t *mcp_tools_list(void)
 		                         "title", t->title, "description", t->description,
 		                         "inputSchema", tool_schema(t), "annotations", "title",
 		                         t->title, "readOnlyHint", t->read_only, "openWorldHint", 0);
-		if (t->kind == T_RUN)
+		if (t->kind == T_RUN && (!version || strcmp(version, MCP_TASKS_VERSION) >= 0))
 			json_object_set_new(tool, "execution",
 			                    json_pack("{s:s}", "taskSupport", "optional"));
 		json_array_append_new(list, tool);

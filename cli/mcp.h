@@ -25,6 +25,9 @@
 #define MCP_MAX_METHOD_BYTES 128                /* a method name */
 #define MCP_MAX_TOKEN_BYTES 256                 /* a string progressToken */
 #define MCP_MAX_URI_BYTES 512                   /* a resource URI */
+#define MCP_MAX_CURSOR_BYTES 20                 /* a pagination cursor (an offset) */
+#define MCP_MAX_TASK_ID_BYTES 20                /* a taskId (holod's task id) */
+#define MCP_MAX_REASON_BYTES 200                /* of a cancellation's reason, logged */
 #define MCP_MAX_INFLIGHT 16                     /* requests handled at once */
 #define MCP_MAX_DEPTH 64                        /* nesting of the message's JSON */
 #define MCP_MAX_MESSAGE 1024                    /* one error message we write */
@@ -80,8 +83,9 @@ json_t *mcp_result_response(json_t *id, json_t *result);
 /* The answer to initialize: version, capabilities (tools, resources; tasks from 2025-11-25),
  * serverInfo and instructions. */
 json_t *mcp_initialize_result(const char *version);
-/* {"tools": [...]}: every tool with its title, description and inputSchema. */
-json_t *mcp_tools_list(void);
+/* {"tools": [...]}: every tool with its title, description and inputSchema; from 2025-11-25
+ * (version; NULL before initialize) run_task's execution.taskSupport. */
+json_t *mcp_tools_list(const char *version);
 /* {"resourceTemplates": [...]}. */
 json_t *mcp_resource_templates(void);
 

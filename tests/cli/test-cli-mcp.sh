@@ -51,6 +51,7 @@ this is not JSON
 {"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"click","arguments":{"x":1,"y":1},"task":{"ttl":1000}}}
 {"jsonrpc":"2.0","id":17,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}
 {"jsonrpc":"2.0","id":18,"method":"resources/templates/list"}
+{"jsonrpc":"2.0","id":22,"method":"tools/list"}
 {"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"cancel_task","arguments":{"task_id":"7"}}}
 IN
 # One line over the limit (MCP_MAX_LINE_BYTES, 2 MiB), then a request that must still be served.
@@ -74,7 +75,7 @@ answer 2 '[.result.tools[].name] as $n | ["run_task", "screenshot", "locate", "c
 	"key_up", "hold_and_tap_key", "wait", "launch", "wait_for", "activate", "status",
 	"cancel_task"] - $n == []'
 answer 2 '.result.tools | all(.inputSchema.type == "object" and (.description | length) > 0)'
-answer 2 '.result.tools[] | select(.name == "run_task") | .execution.taskSupport == "optional"'
+answer 2 '.result.tools[] | select(.name == "run_task") | has("execution") | not'
 answer 2 '.result.tools[] | select(.name == "click") | .inputSchema.properties | has("x")
 	and has("target") and has("coords") and has("display") and (has("tool_name") | not)'
 answer 3 '.result == {}'
@@ -91,6 +92,7 @@ answer 14 '.result.isError == true and (.result.content[0].text | test("^max_ste
 answer 15 '.error.code == -32602 and (.error.message | test("progressToken"))'
 answer 16 '.error.code == -32602 and (.error.message | test("taskSupport"))'
 answer 17 '.result.protocolVersion == "2025-11-25" and .result.capabilities.tasks.requests.tools.call == {}'
+answer 22 '.result.tools[] | select(.name == "run_task") | .execution.taskSupport == "optional"'
 answer 18 '[.result.resourceTemplates[].uriTemplate] | index("holod://tasks/{id}/steps") != null'
 answer 19 '.result.isError == true and (.result.content[0].text | test("^task_id"))'
 answer 21 '.result == {}'
@@ -101,7 +103,7 @@ _nulls=$(jq -rs '[.[] | select(.id == null) | .error.code] | sort | tostring' "$
 jq -s -e '[.[] | select(.id == null) | .error.message] | any(test("MCP_MAX_LINE_BYTES"))' \
 	"$T/out" >/dev/null || fail "the long line's error does not name its limit"
 # The notification is not answered; everything else is, once.
-[ "$(wc -l <"$T/out")" -eq 24 ] || fail "$(wc -l <"$T/out") answers for 24 requests"
+[ "$(wc -l <"$T/out")" -eq 25 ] || fail "$(wc -l <"$T/out") answers for 25 requests"
 
 # holoctl mcp takes no arguments, and its help names the client configuration.
 "$HOLOCTL" mcp extra </dev/null >/dev/null 2>"$T/err" && fail "mcp extra was accepted"
