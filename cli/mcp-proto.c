@@ -257,7 +257,9 @@ static const struct mcp_tool {
          "\"top_p\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 1},"
          "\"seed\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4294967295},"
          "\"thinking\": {\"type\": \"boolean\"},"
-         "\"thinking_tokens\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 65536}}",
+         "\"thinking_tokens\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 65536},"
+         "\"stuck_warn\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 1000},"
+         "\"stuck_stop\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 1000}}",
          NULL, T_RUN, false},
         {"screenshot", "Screenshot", "The whole screen now, as a PNG image.",
          "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_SCREENSHOT, true},
@@ -366,8 +368,11 @@ static json_t *tool_schema(const struct mcp_tool *t)
 		json_object_update_missing(props, common);
 		json_decref(common);
 	}
-	schema = json_pack("{s:s, s:o, s:b}", "type", "object", "properties", props,
-	                   "additionalProperties", 0);
+	/* run_task's members are POST /v1/tasks's, which holod checks (and may grow): the
+	 * schema lists them without closing the set. */
+	schema = json_pack("{s:s, s:o}", "type", "object", "properties", props);
+	if (t->kind != T_RUN)
+		json_object_set_new(schema, "additionalProperties", json_false());
 	if (t->required)
 		json_object_set_new(schema, "required", json_loads(t->required, 0, NULL));
 	return schema;

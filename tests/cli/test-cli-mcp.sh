@@ -76,6 +76,10 @@ answer 2 '[.result.tools[].name] as $n | ["run_task", "screenshot", "locate", "c
 	"cancel_task"] - $n == []'
 answer 2 '.result.tools | all(.inputSchema.type == "object" and (.description | length) > 0)'
 answer 2 '.result.tools[] | select(.name == "run_task") | has("execution") | not'
+# run_task takes POST /v1/tasks's members, which holod checks; the other tools' sets are closed.
+answer 2 '.result.tools[] | select(.name == "run_task") | .inputSchema
+	| (has("additionalProperties") | not) and (.properties | has("stuck_stop") and has("script"))'
+answer 2 '.result.tools | map(select(.name != "run_task")) | all(.inputSchema.additionalProperties == false)'
 answer 2 '.result.tools[] | select(.name == "click") | .inputSchema.properties | has("x")
 	and has("target") and has("coords") and has("display") and (has("tool_name") | not)'
 answer 3 '.result == {}'
