@@ -68,6 +68,13 @@ extern const struct cli_command cli_cmd_export;
 extern const struct cli_command cli_cmd_prune;
 extern const struct cli_command cli_cmd_replay;
 extern const struct cli_command cli_cmd_mcp;
+extern const struct cli_command cli_cmd_reply;
+extern const struct cli_command cli_cmd_approve;
+extern const struct cli_command cli_cmd_deny;
+
+/* cmd-answer.c: what task `id` waits for (the "waiting" object of docs/api.md), as lines for a
+ * person: the question and how to reply, or the held action and how to approve or deny it. */
+void cli_print_waiting(struct cli_context *ctx, long long id, json_t *waiting);
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];

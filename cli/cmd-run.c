@@ -364,6 +364,9 @@ static int follow_line(const char *line, size_t len, void *userdata)
 		if (!ctx->json)
 			cli_print_step_line(ctx, step);
 	}
+	json_t *waiting = json_object_get(event, "waiting");
+	if (json_is_object(waiting) && !ctx->json)
+		cli_print_waiting(ctx, f->task_id, waiting);
 	status = json_string_value(json_object_get(event_task(event), "status"));
 	if (status && ipc_task_status_from_string(status) >= 0 &&
 	    ipc_task_status_is_final((enum ipc_task_status)ipc_task_status_from_string(status))) {

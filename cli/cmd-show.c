@@ -143,6 +143,10 @@ static void print_task(struct cli_context *ctx, json_t *task)
 	cli_table_hide_header(t);
 	cli_table_print(t, ctx->out);
 	cli_table_destroy(t);
+	json_t *waiting = json_object_get(task, "waiting");
+	if (json_is_object(waiting))
+		cli_print_waiting(ctx, (long long)json_integer_value(json_object_get(task, "id")),
+				  waiting);
 }
 
 static int show_run(struct cli_context *ctx, int argc, char **argv)

@@ -322,7 +322,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		}
 
 		/* Act, through the scripts' code path. */
-		char what[64], result[256], *answer = NULL;
+		char what[64], result[IPC_MAX_REPLY_BYTES + 256], *answer = NULL;
 		bool action_failed;
 		describe(&ps_.step.action, what, sizeof(what));
 		log_info("task %lld step %zu: %s; thought: %.120s", (long long)t->id, index, what,

@@ -166,7 +166,8 @@ json_t *api_json_step(const struct journal_step_row *row)
 		return NULL;
 	}
 	if (json_object_set_new(o, "agent", agent ? agent : json_null()) < 0 ||
-	    json_object_set_new(o, "stuck", str_or_null(row->stuck)) < 0) {
+	    json_object_set_new(o, "stuck", str_or_null(row->stuck)) < 0 ||
+	    json_object_set_new(o, "held", json_or_null(row->held)) < 0) {
 		json_decref(o);
 		return NULL;
 	}

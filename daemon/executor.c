@@ -237,6 +237,76 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 	return r;
 }
 
+const char *executor_wait_kind_to_string(enum executor_wait_kind k)
+{
+	return k == EXECUTOR_WAIT_REPLY ? "reply" : k == EXECUTOR_WAIT_APPROVAL ? "approval" : NULL;
+}
+
+/* Who answered a wait and when, as the journal's `held` object (docs/journal.md). */
+static char *held_json(const struct executor_wait *w, const char *decision, uint64_t since_us,
+		       json_t *extra)
+{
+	json_t *o = json_pack("{s:s, s:s, s:I}", "waited_for", executor_wait_kind_to_string(w->kind),
+			      "decision", decision, "since_us", (json_int_t)since_us);
+	if (o && w->answered_us) {
+		json_object_set_new(o, "uid", json_integer(w->uid));
+		json_object_set_new(o, "pid", json_integer(w->pid));
+		json_object_set_new(o, "answered_us", json_integer((json_int_t)w->answered_us));
+	}
+	if (o && extra)
+		json_object_update(o, extra);
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	return text;
+}
+
+/* ask_user: the question goes to the user (status, event stream), the reply is the result, the
+ * next tool output the model reads. No reply within --ask-timeout fails the step (and the
+ * task); a stop ends the wait. *ret_held: the journal's record of the answer. */
+static int ask_user(struct executor_run *run, const struct ipc_action *a, int index,
+		    char *result, size_t rlen, char **ret_held, char *err, size_t errlen)
+{
+	const struct executor_env *env = run->env;
+	const struct executor_task *t = run->t;
+	uint64_t since = time_real_us();
+	int r;
+
+	if (!env->wait_user) {
+		snprintf(err, errlen, "nobody can answer a question here");
+		return -ENOTSUP;
+	}
+	struct executor_wait w = {
+		.kind = EXECUTOR_WAIT_REPLY,
+		.details = json_pack("{s:i, s:s, s:I}", "step", index, "question",
+				     a->content ? a->content : "", "timeout_s",
+				     (json_int_t)t->ask_timeout_s),
+		.timeout_us = t->ask_timeout_s * 1000000ull,
+		.deadline_us = run->deadline_us,
+	};
+	if (!w.details) {
+		snprintf(err, errlen, "cannot show the question");
+		return -ENOMEM;
+	}
+	log_info("task %lld step %d: asks the user (holoctl reply %lld TEXT): %.200s",
+		 (long long)t->id, index, (long long)t->id, a->content ? a->content : "");
+	r = env->wait_user(env->userdata, t, &w);
+	json_decref(w.details);
+	if (r == 0) {
+		snprintf(result, rlen, "%s", w.text ? w.text : "");
+		*ret_held = held_json(&w, "replied", since, NULL);
+	} else if (r == -ETIMEDOUT) {
+		snprintf(err, errlen, "no reply to the question within %u s (--ask-timeout)",
+			 t->ask_timeout_s);
+		*ret_held = held_json(&w, "timed_out", since, NULL);
+	} else if (r == -ECANCELED || r == -ETIME) {
+		snprintf(err, errlen, "%s while waiting for the user's reply", stop_error(r));
+	} else {
+		snprintf(err, errlen, "cannot wait for the reply: %s", strerror(-r));
+	}
+	free(w.text);
+	return r;
+}
+
 static int capture(struct executor_run *run, struct x11_frame **ret, char *err, size_t errlen)
 {
 	int r = x11_capture(run->d, &run->monitor, ret);
@@ -287,7 +357,7 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	struct journal_step s = {0};
 	struct journal_step_timing tm = {0};
 	struct x11_frame *frame = before;
-	char *tool_call = NULL;
+	char *tool_call = NULL, *held = NULL;
 	int r;
 
 	*ret_action_failed = false;
@@ -374,6 +444,10 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		r = mr;
 		snprintf(err, errlen, "%s", maperr);
 		*ret_action_failed = true;
+	} else if (a->tool == IPC_TOOL_ASK_USER) {
+		/* Nothing touches the desktop, so a dry run asks too: its model needs the reply. A
+		 * question left unanswered fails the task (not the model's to retry). */
+		r = ask_user(run, a, index, result, rlen, &held, err, errlen);
 	} else if (dry) {
 		r = 0;
 		snprintf(result, rlen, "dry run: nothing injected");
@@ -390,7 +464,7 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 
 	unsigned settle = run->t->settle_ms;
 	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER &&
-	    a->tool != IPC_TOOL_UPDATE_PLAN) {
+	    a->tool != IPC_TOOL_UPDATE_PLAN && a->tool != IPC_TOOL_ASK_USER) {
 		int sr = executor_sleep(run, settle * 1000ull);
 		/* A stop during the settle pause is noticed at the next step; this one is done. */
 		(void)sr;
@@ -409,6 +483,7 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	}
 	tm.capture_after_us = time_mono_us() - t4;
 
+	s.held = held;
 	int jr = journal_step_finish(run->env->journal, &s, r < 0 ? "error" : dry ? "dry_run" : "ok",
 				     r < 0 ? NULL : result, r < 0 ? err : NULL, time_real_us(), &tm);
 	if (jr < 0 && r >= 0) {
@@ -423,6 +498,7 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		r = 1;
 	}
 free_call:
+	free(held);
 	free(tool_call);
 	return r;
 }
@@ -645,7 +721,7 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 	struct executor_run run;
 	const struct ipc_task_request *req = t->req;
 	char err[1024];
-	char result[1024];
+	char result[IPC_MAX_REPLY_BYTES + 1024];
 	char *answer = NULL;
 	bool action_failed;
 	int r = 0;

@@ -29,7 +29,34 @@ struct executor_task {
 	int64_t id;
 	const struct ipc_task_request *req;
 	unsigned settle_ms, max_steps, max_seconds; /* effective values */
+	unsigned ask_timeout_s;                     /* an ask_user step's wait for the reply */
 	atomic_int *stop;                           /* enum executor_stop, polled at safe points */
+};
+
+/* What a step waits for from the task's user (docs/api.md, "The user in the loop"). */
+enum executor_wait_kind {
+	EXECUTOR_WAIT_REPLY = 1, /* ask_user: the text of `holoctl reply` */
+	EXECUTOR_WAIT_APPROVAL,  /* a held action: `holoctl approve` or `deny` */
+};
+
+/* "reply", "approval". */
+const char *executor_wait_kind_to_string(enum executor_wait_kind k);
+
+/* One wait, on the executor's stack while the step waits. The waiter fills the request; the
+ * answering thread (HTTP) fills the answer under the scheduler's lock. */
+struct executor_wait {
+	enum executor_wait_kind kind;
+	json_t *details;       /* what the user is shown: the question, or the held action (owned
+				  by the step; the scheduler shows a copy) */
+	uint64_t timeout_us;   /* no answer within it: -ETIMEDOUT */
+	uint64_t deadline_us;  /* the task's max_seconds deadline (monotonic): -ETIME */
+	/* The answer. */
+	bool approved;         /* EXECUTOR_WAIT_APPROVAL: approve (true) or deny */
+	char *text;            /* the reply, or the denial's reason (NULL: none); malloc'd, the
+				  waiter frees it */
+	unsigned uid;          /* who answered: the peer's uid and pid on the socket */
+	int pid;
+	uint64_t answered_us;  /* when (real time) */
 };
 
 struct executor_env {
@@ -49,6 +76,11 @@ struct executor_env {
 		      const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
 		      char *err, size_t errlen);
 	void *ground_ctx;
+	/* Shows `w` as what task `t` waits for (status, event stream) and blocks until it is
+	 * answered (0, w's answer filled), w->timeout_us passes (-ETIMEDOUT), the task is stopped
+	 * (-ECANCELED) or its deadline passes (-ETIME). Called on the executor thread; uses
+	 * `userdata`. */
+	int (*wait_user)(void *userdata, const struct executor_task *t, struct executor_wait *w);
 };
 
 /* The outcome of a task. `result` and `error` are malloc'd (or NULL). */

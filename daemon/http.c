@@ -394,6 +394,23 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
+/* A running task that waits for its user shows it: status "waiting_for_user" (a question)
+ * or "waiting_for_approval" (a held action), and "waiting" with what it waits for. The
+ * journal keeps such a task 'running' (a restart interrupts it). */
+static void waiting_overlay(struct http_server *s, json_t *task, int64_t id)
+{
+	json_t *w = scheduler_waiting(s->ctx.scheduler, id);
+	if (!w) {
+		json_object_set_new(task, "waiting", json_null());
+		return;
+	}
+	const char *kind = json_string_value(json_object_get(w, "for"));
+	json_object_set_new(task, "status",
+			    json_string(kind && strcmp(kind, "reply") == 0 ? "waiting_for_user"
+									   : "waiting_for_approval"));
+	json_object_set_new(task, "waiting", w);
+}
+
 static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection *c,
 				    unsigned status, int64_t id)
 {
@@ -408,6 +425,7 @@ static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection
 	int pos = s->ctx.worker ? model_worker_wait_position(s->ctx.worker, (long long)id) : 0;
 	if (pos > 0)
 		json_object_set_new(task, "model_queue_position", json_integer(pos));
+	waiting_overlay(s, task, id);
 	return send_json(c, status, task, false);
 }
 
@@ -560,6 +578,13 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	int r = api_json_read_task_list(s->ctx.journal, status, limit, offset, &list);
 	if (r < 0)
 		return send_internal(c, r, "cannot list tasks");
+	size_t i;
+	json_t *t;
+	json_array_foreach(json_object_get(list, "tasks"), i, t) {
+		const char *st = json_string_value(json_object_get(t, "status"));
+		if (st && strcmp(st, "running") == 0)
+			waiting_overlay(s, t, json_integer_value(json_object_get(t, "id")));
+	}
 	return send_json(c, MHD_HTTP_OK, list, false);
 }
 
@@ -725,6 +750,66 @@ static enum MHD_Result h_cancel_all(struct http_server *s, struct MHD_Connection
 			 false);
 }
 
+/* The uid and pid of the peer (who answered a task: the journal keeps them). */
+static void peer_cred(struct MHD_Connection *c, unsigned *ret_uid, int *ret_pid)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cred = {.uid = geteuid(), .pid = 0};
+	socklen_t len = sizeof(cred);
+	if (ci)
+		getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+	*ret_uid = (unsigned)cred.uid;
+	*ret_pid = (int)cred.pid;
+}
+
+/* reply, approve, deny: the answer to what a running task waits for. */
+static enum MHD_Result answer(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			      int64_t id, enum executor_wait_kind kind, bool approve,
+			      const char *member, bool required)
+{
+	char msg[512], *text = NULL;
+	unsigned uid;
+	int pid;
+	enum MHD_Result ret;
+
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = member ? ipc_answer_parse(req->body ? req->body : "", req->len, member, required,
+					  &text, msg, sizeof(msg))
+		       : 0;
+	if (r < 0)
+		return parse_error(c, r, msg);
+	if (!member && req->len > 0) {
+		json_t *body = json_loadb(req->body, req->len, 0, NULL);
+		bool empty = json_is_object(body) && json_object_size(body) == 0;
+		json_decref(body);
+		if (!empty)
+			return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+					  "approve takes no body (or {})");
+	}
+	peer_cred(c, &uid, &pid);
+	r = scheduler_answer(s->ctx.scheduler, id, kind, approve, text, uid, pid, msg, sizeof(msg));
+	if (r == 0)
+		log_info("task %lld: %s by uid %u (pid %d)%s%.200s", (long long)id,
+			 kind == EXECUTOR_WAIT_REPLY ? "answered" : approve ? "approved" : "denied",
+			 uid, pid, text ? ": " : "", text ? text : "");
+	free(text);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "%s", msg);
+	if (r == -ESRCH || r == -EBUSY || r == -EALREADY)
+		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT, "%s", msg);
+	if (r < 0)
+		return send_internal(c, r, "cannot answer the task");
+	return respond_task(s, c, MHD_HTTP_OK, id);
+}
+
+static enum MHD_Result h_reply(struct http_server *s, struct MHD_Connection *c,
+			       struct request *req, const struct route_args *a)
+{
+	return answer(s, c, req, a->id, EXECUTOR_WAIT_REPLY, false, "text", true);
+}
+
 /* ---- waiting for progress ------------------------------------------------------------------------ */
 
 static int connection_fd(struct MHD_Connection *c)
@@ -750,6 +835,7 @@ struct stream {
 	int64_t id;
 	int next_index;
 	bool started, done;
+	uint64_t wait_sent_us; /* the last wait sent (its since_us) */
 	char *buf;
 	size_t len, off;
 	uint64_t sent_us; /* when a line last went out */
@@ -784,6 +870,7 @@ static bool stream_collect(struct stream *st)
 	if (!st->started) {
 		if (api_json_read_task(j, st->id, &task) < 0)
 			return false;
+		waiting_overlay(st->s, task, st->id);
 		stream_append(st, "task", "task", task);
 		st->started = true;
 	}
@@ -796,6 +883,15 @@ static bool stream_collect(struct stream *st)
 		stream_append(st, "step", "step", json_incref(step));
 	}
 	json_decref(steps);
+	/* A new wait for the user (a question, a held action): once each. */
+	json_t *w = scheduler_waiting(st->s->ctx.scheduler, st->id);
+	uint64_t since = w ? (uint64_t)json_integer_value(json_object_get(w, "since_us")) : 0;
+	if (w && since != st->wait_sent_us) {
+		st->wait_sent_us = since;
+		stream_append(st, "waiting", "waiting", w);
+	} else {
+		json_decref(w);
+	}
 	/* After a stop every task is final; the second test only guards against a journal that
 	 * failed to record it, so that no stream outlives holod. */
 	if (ipc_task_status_is_final(status) || scheduler_stopped(st->s->ctx.scheduler)) {
@@ -1016,6 +1112,7 @@ static const struct route {
 	{"GET", "tasks/#/steps", h_steps},
 	{"GET", "tasks/#/steps/#/screenshot", h_step_screenshot},
 	{"POST", "tasks/#/cancel", h_cancel},
+	{"POST", "tasks/#/reply", h_reply},
 	{"POST", "tasks/cancel", h_cancel_all},
 	{"GET", "tasks/#/events", h_events},
 	{"POST", "actions", h_actions},

@@ -123,6 +123,9 @@ static const char *const migrations[] = {
 	"PRAGMA writable_schema = RESET;"
 	"ALTER TABLE tasks ADD COLUMN stuck TEXT;"
 	"ALTER TABLE steps ADD COLUMN stuck TEXT;",
+	/* 8 -> 9: a step that waited for its user (ask_user's reply, an approval): what was
+	 * decided, by whom and when (issue 32). */
+	"ALTER TABLE steps ADD COLUMN held TEXT;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -804,7 +807,7 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 	if ((r = prepare(j, "UPDATE steps SET status = ?3, result = ?4, error = ?5,"
 			    " finished_us = ?6, capture_us = ?7, map_us = ?8, inject_us = ?9,"
 			    " settle_us = ?10, capture_after_us = ?11, px = ?12, py = ?13,"
-			    " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17"
+			    " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17, held = ?18"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto unlock;
@@ -827,6 +830,8 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 	bind_opt_int(st, 15, s->has_point2, s->py2);
 	bind_opt_int(st, 16, s->image_w > 0, s->image_w);
 	bind_opt_int(st, 17, s->image_h > 0, s->image_h);
+	if (s->held)
+		sqlite3_bind_text(st, 18, s->held, -1, SQLITE_TRANSIENT);
 	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:
@@ -912,6 +917,7 @@ static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
 	shot_row(st, 30, &row->after);
 	agent_row(st, 33, row);
 	row->stuck = col_str(st, 55);
+	row->held = col_str(st, 56);
 }
 
 static void step_row_finish(struct journal_step_row *row)
@@ -929,6 +935,7 @@ static void step_row_finish(struct journal_step_row *row)
 	free(row->note);
 	free(row->raw_output);
 	free(row->reasoning);
+	free(row->held);
 	free(row->prompt);
 	free(row->prompt_text);
 	free(row->user_turn);
@@ -967,7 +974,8 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
 			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
 			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning,"
-			    " s.stuck"
+			    " s.stuck,"
+			    " s.held"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 8
+#define JOURNAL_SCHEMA_VERSION 9
 
 struct journal;
 
@@ -127,6 +127,9 @@ struct journal_step {
 	int image_w, image_h; /* 0 when nothing was captured */
 	uint64_t started_us;
 	const struct journal_agent_step *agent; /* NULL for scripts */
+	/* A step that waited for its user (ask_user, an approval): a JSON object (docs/journal.md
+	 * `held`), written by journal_step_finish; NULL: it did not wait. */
+	const char *held;
 };
 
 struct journal_step_timing {
@@ -170,6 +173,7 @@ struct journal_step_row {
 	char *provider, *remote_model;
 	int64_t prompt_tokens, completion_tokens, server_us;
 	char *stuck; /* the stuck warning the step gave the model, or NULL */
+	char *held; /* JSON text, NULL: the step did not wait for its user */
 };
 void journal_step_rows_free(struct journal_step_row *rows, size_t n);
 

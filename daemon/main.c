@@ -304,6 +304,7 @@ int main(int argc, char **argv)
 		.max_steps = cfg.max_steps,
 		.max_seconds = cfg.max_seconds,
 		.kill_switch_ms = cfg.kill_switch_ms,
+		.ask_timeout_s = cfg.ask_timeout_s,
 		.state_dir = cfg.state_dir,
 		.prune_days = cfg.prune_days,
 		.agent = {

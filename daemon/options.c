@@ -83,6 +83,10 @@ static const struct option_def options[] = {
 	{"kill-switch-ms", "HOLOD_KILL_SWITCH_MS", OPT_UINT, OFF(kill_switch_ms), 0, 5000, "600",
 	 "MS", "two Escape presses on a real keyboard within MS stop the running task (0: off)",
 	 true},
+	{"ask-timeout", "HOLOD_ASK_TIMEOUT", OPT_UINT, OFF(ask_timeout_s), 1, IPC_MAX_TASK_SECONDS,
+	 "600", "S",
+	 "how long a task whose model asks the user a question (ask_user) waits for `holoctl "
+	 "reply`; then the task fails saying so (the task's max_seconds still applies)", true},
 	{"prune-days", "HOLOD_PRUNE_DAYS", OPT_UINT, OFF(prune_days), 0, IPC_MAX_PRUNE_AGE_S / 86400,
 	 "0", "D",
 	 "remove tasks (steps, screenshots) that finished more than D days ago, at start-up and "

@@ -37,6 +37,7 @@ struct holod_config {
 	unsigned max_steps;  /* default step budget of a task */
 	unsigned max_seconds; /* default time budget of a task */
 	unsigned kill_switch_ms; /* double-Escape window of the kill switch; 0: off */
+	unsigned ask_timeout_s; /* an ask_user step's wait for the reply */
 	unsigned prune_days;  /* tasks finished longer ago are pruned after each task; 0: off */
 	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
 	char *backend;        /* --backend auto|cpu|cuda: where the language model runs */

@@ -18,6 +18,11 @@ struct task {
 	struct ipc_task_request *req;
 	atomic_int stop; /* enum executor_stop */
 	struct task *next;
+	/* What the running task waits for from its user (under the scheduler's lock): the
+	 * executor's wait, on its stack while it waits; answered once an answer is in it. */
+	struct executor_wait *wait;
+	uint64_t wait_since_us; /* real time */
+	bool answered;
 };
 
 /* One display and its executor thread. */
@@ -35,6 +40,7 @@ struct scheduler {
 	struct lane *lanes;
 	size_t n_lanes;
 	unsigned settle_ms, max_steps, max_seconds, kill_switch_ms;
+	unsigned ask_timeout_s;
 	char *state_dir;
 	unsigned prune_days;
 	struct agent_config agent;
@@ -169,6 +175,69 @@ void scheduler_prune_old(struct journal *j, const char *state_dir, unsigned days
 			 "freed", tasks, days, (unsigned long long)bytes);
 }
 
+/* The running task `id` (under the lock), or NULL. */
+static struct task *running_locked(struct scheduler *s, int64_t id)
+{
+	for (size_t i = 0; i < s->n_lanes; i++)
+		if (s->lanes[i].running && s->lanes[i].running->id == id)
+			return s->lanes[i].running;
+	return NULL;
+}
+
+/* How long a wait sleeps between two looks at the task's stop flag, which cancel and the kill
+ * switch set without a broadcast. */
+#define WAIT_POLL_US 20000
+
+/* executor_env.wait_user: runs on the executor thread. */
+static int wait_user(void *userdata, const struct executor_task *et, struct executor_wait *w)
+{
+	struct scheduler *s = userdata;
+	uint64_t end = time_mono_us() + w->timeout_us;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, et->id);
+	if (!t) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOENT;
+	}
+	t->wait = w;
+	t->wait_since_us = time_real_us();
+	t->answered = false;
+	bump_locked(s);
+	for (;;) {
+		if (t->answered) {
+			r = 0;
+			break;
+		}
+		if (atomic_load(&t->stop) != EXECUTOR_RUN) {
+			r = -ECANCELED;
+			break;
+		}
+		uint64_t now = time_mono_us();
+		if (now >= w->deadline_us) {
+			r = -ETIME;
+			break;
+		}
+		if (now >= end) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		uint64_t until = MIN(MIN(end, w->deadline_us), now + WAIT_POLL_US);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + (until - now) * 1000ull;
+		ts.tv_sec += (time_t)(ns / 1000000000ull);
+		ts.tv_nsec = (long)(ns % 1000000000ull);
+		pthread_cond_timedwait(&s->changed, &s->lock, &ts);
+	}
+	t->wait = NULL;
+	t->answered = false;
+	bump_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 /* The oldest queued task that this lane may run: one naming its display, or none. */
 static struct task *take_locked(struct scheduler *s, struct lane *l)
 {
@@ -201,7 +270,8 @@ static void *executor_main(void *userdata)
 				   /* Scripts' grounded actions ask the model (http.c refuses them
 				    * without one). */
 				   .ground = s->agent.worker ? agent_ground : NULL,
-				   .ground_ctx = &s->agent};
+				   .ground_ctx = &s->agent,
+				   .wait_user = wait_user};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -235,6 +305,7 @@ static void *executor_main(void *userdata)
 			.settle_ms = o->settle_ms >= 0 ? (unsigned)o->settle_ms : s->settle_ms,
 			.max_steps = o->max_steps ? o->max_steps : s->max_steps,
 			.max_seconds = o->max_seconds ? o->max_seconds : s->max_seconds,
+			.ask_timeout_s = s->ask_timeout_s,
 			.stop = &t->stop,
 		};
 		struct executor_outcome out = {0};
@@ -322,6 +393,7 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->max_steps = cfg->max_steps;
 	s->max_seconds = cfg->max_seconds;
 	s->kill_switch_ms = cfg->kill_switch_ms;
+	s->ask_timeout_s = cfg->ask_timeout_s;
 	s->state_dir = cfg->state_dir ? xstrdup(cfg->state_dir) : NULL;
 	s->prune_days = cfg->prune_days;
 	s->agent = cfg->agent;
@@ -528,6 +600,82 @@ int scheduler_cancel_all(struct scheduler *s, json_t **ret_cancelled, json_t **r
 	return r;
 }
 
+/* Under the lock: a copy of what `t` waits for, or NULL. */
+static json_t *waiting_locked(const struct task *t)
+{
+	if (!t->wait)
+		return NULL;
+	json_t *o = json_pack("{s:s, s:I}", "for", executor_wait_kind_to_string(t->wait->kind),
+			      "since_us", (json_int_t)t->wait_since_us);
+	if (o && t->wait->details)
+		json_object_update(o, t->wait->details);
+	return o;
+}
+
+json_t *scheduler_waiting(struct scheduler *s, int64_t id)
+{
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, id);
+	json_t *o = t ? waiting_locked(t) : NULL;
+	pthread_mutex_unlock(&s->lock);
+	return o;
+}
+
+int scheduler_answer(struct scheduler *s, int64_t id, enum executor_wait_kind kind, bool approve,
+		     const char *text, unsigned uid, int pid, char *why, size_t whylen)
+{
+	const char *want = kind == EXECUTOR_WAIT_REPLY ? "a reply" : "an approval";
+	enum ipc_task_status status;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, id);
+	if (t && t->wait && t->wait->kind == kind && !t->answered) {
+		t->wait->approved = approve;
+		t->wait->text = text ? xstrdup(text) : NULL;
+		t->wait->uid = uid;
+		t->wait->pid = pid;
+		t->wait->answered_us = time_real_us();
+		t->answered = true;
+		bump_locked(s);
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (t && t->wait && t->answered) {
+		snprintf(why, whylen, "task %lld was already %s", (long long)id,
+			 t->wait->kind == EXECUTOR_WAIT_REPLY ? "answered"
+			 : t->wait->approved ? "approved" : "denied");
+		pthread_mutex_unlock(&s->lock);
+		return -EALREADY;
+	}
+	if (t) {
+		snprintf(why, whylen, "task %lld is not waiting for %s%s", (long long)id, want,
+			 !t->wait ? " (it is running)"
+			 : t->wait->kind == EXECUTOR_WAIT_REPLY ? " (it waits for a reply: holoctl reply)"
+								 : " (it waits for an approval: "
+								   "holoctl approve or deny)");
+		pthread_mutex_unlock(&s->lock);
+		return -EBUSY;
+	}
+	for (struct task *q = s->head; q; q = q->next)
+		if (q->id == id) {
+			snprintf(why, whylen, "task %lld is not waiting for %s (it is queued)",
+				 (long long)id, want);
+			pthread_mutex_unlock(&s->lock);
+			return -EBUSY;
+		}
+	pthread_mutex_unlock(&s->lock);
+	if ((r = journal_task_status(s->journal, id, &status)) < 0) {
+		snprintf(why, whylen, r == -ENOENT ? "no task %lld" : "cannot read task %lld",
+			 (long long)id);
+		return r;
+	}
+	snprintf(why, whylen, "task %lld is not waiting for %s (it %s %s)", (long long)id, want,
+		 ipc_task_status_is_final(status) ? "has" : "is",
+		 ipc_task_status_is_final(status) ? "finished" : ipc_task_status_to_string(status));
+	return ipc_task_status_is_final(status) ? -ESRCH : -EBUSY;
+}
+
 json_t *scheduler_snapshot(struct scheduler *s)
 {
 	json_t *queue = json_array(), *displays = json_array();
@@ -541,12 +689,14 @@ json_t *scheduler_snapshot(struct scheduler *s)
 		json_array_append_new(queue, json_integer(t->id));
 	for (size_t i = 0; i < s->n_lanes; i++) {
 		const struct lane *l = &s->lanes[i];
+		json_t *waiting = l->running ? waiting_locked(l->running) : NULL;
 		json_array_append_new(
 			displays,
-			json_pack("{s:o, s:o, s:b}", "name",
+			json_pack("{s:o, s:o, s:b, s:o}", "name",
 				  l->display ? json_string(l->display) : json_null(), "running",
 				  l->running ? json_integer(l->running->id) : json_null(),
-				  "connected", l->connected));
+				  "connected", l->connected, "waiting",
+				  waiting ? waiting : json_null()));
 	}
 	pthread_mutex_unlock(&s->lock);
 	return json_pack("{s:o, s:o}", "queue", queue, "displays", displays);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "agent.h"
+#include "executor.h"
 #include "ipc.h"
 #include "journal.h"
 #include "shotwriter.h"
@@ -43,6 +44,7 @@ struct scheduler_config {
 	unsigned max_steps;
 	unsigned max_seconds;
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
+	unsigned ask_timeout_s;  /* an ask_user step's wait for its reply */
 	const char *state_dir;   /* screenshot paths of the journal are relative to it */
 	unsigned prune_days;     /* automatic retention after each task; 0: off */
 	struct agent_config agent; /* instruction tasks (agent.worker may run without a model) */
@@ -74,8 +76,21 @@ int scheduler_cancel(struct scheduler *s, int64_t id);
 int scheduler_cancel_all(struct scheduler *s, json_t **ret_cancelled, json_t **ret_stopping);
 
 /* {"queue": [ids...], "displays": [{"name": name|null, "running": id|null,
- *  "connected": bool}...]}: the displays in the order of the configuration. */
+ *  "connected": bool, "waiting": what the running task waits for|null}...]}: the displays in
+ * the order of the configuration. */
 json_t *scheduler_snapshot(struct scheduler *s);
+
+/* What running task `id` waits for from its user, or NULL (not running, or not waiting):
+ * {"for": "reply"|"approval", "since_us": T, ...the step's details (docs/api.md)}. */
+json_t *scheduler_waiting(struct scheduler *s, int64_t id);
+
+/* Answers what running task `id` waits for: a reply's `text` (kind EXECUTOR_WAIT_REPLY), or an
+ * approval (approve true) or denial with its reason `text` (may be NULL); uid and pid say who
+ * (the journal keeps them). 0; or -errno with a sentence in `why`: -ENOENT no such task,
+ * -ESRCH it has finished, -EBUSY it does not wait for this (queued, running, or waiting for
+ * the other kind), -EALREADY the wait was answered already (a second approve). */
+int scheduler_answer(struct scheduler *s, int64_t id, enum executor_wait_kind kind, bool approve,
+		     const char *text, unsigned uid, int pid, char *why, size_t whylen);
 
 /* The progress counter; scheduler_wait blocks until it differs from `seen` or timeout_ms passes,
  * and returns the current value. Stopping moves it too (when it starts and when it is done). */

@@ -79,13 +79,14 @@ enum {
 	F_HOLD_KEYS = 1 << 26,
 	F_TAP_KEYS = 1 << 27,
 	F_GOALS = 1 << 28,
+	F_QUESTION = 1 << 29,
 };
 
 static const char *const field_names[] = {
 	"tool_name", "element", "x", "y", "x2", "y2", "button", "direction", "scroll_size",
 	"content", "press_enter", "overwrite", "keys", "repeat_count", "key", "duration",
 	"target", "target2", "command", "wait_window", "timeout", "window", "window_gone", "focus",
-	"screen_stable", "region_changed", "hold_keys", "tap_keys", "goals",
+	"screen_stable", "region_changed", "hold_keys", "tap_keys", "goals", "question",
 };
 
 #define F_POINT (F_TOOL_NAME | F_ELEMENT | F_X | F_Y)
@@ -103,6 +104,7 @@ static const unsigned tool_fields[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_KEY_UP] = F_TOOL_NAME | F_KEY,
 	[IPC_TOOL_WAIT] = F_TOOL_NAME | F_DURATION,
 	[IPC_TOOL_ANSWER] = F_TOOL_NAME | F_CONTENT,
+	[IPC_TOOL_ASK_USER] = F_TOOL_NAME | F_QUESTION,
 	[IPC_TOOL_LAUNCH] = F_TOOL_NAME | F_COMMAND | F_WAIT_WINDOW | F_TIMEOUT,
 	[IPC_TOOL_WAIT_FOR] = F_TOOL_NAME | F_TIMEOUT | F_WINDOW | F_WINDOW_GONE | F_FOCUS |
 			      F_SCREEN_STABLE | F_REGION_CHANGED,
@@ -597,7 +599,7 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
 				    "unknown tool '%s' (expected one of click, double_click, "
 				    "triple_click, move, drag, scroll, write, hotkey, key_down, "
-				    "key_up, wait, answer, launch, wait_for, activate, "
+				    "key_up, wait, answer, ask_user, launch, wait_for, activate, "
 				    "hold_and_tap_key, drag_to, update_plan)",
 				    json_string_value(tn));
 	a.tool = (enum ipc_tool)r;
@@ -679,6 +681,9 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		goto error;
 	if (f & F_CONTENT &&
 	    (r = get_string(&c, "content", true, IPC_MAX_CONTENT_BYTES, &a.content)) < 0)
+		goto error;
+	if (f & F_QUESTION &&
+	    (r = get_string(&c, "question", true, IPC_MAX_QUESTION_BYTES, &a.content)) < 0)
 		goto error;
 	if (f & F_PRESS_ENTER && (r = get_bool(&c, "press_enter", &a.press_enter)) < 0)
 		goto error;
@@ -874,6 +879,8 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 		r |= set_new(o, "scroll_size", json_integer(a->scroll_size));
 	if (f & F_CONTENT)
 		r |= set_new(o, "content", json_string(a->content ? a->content : ""));
+	if (f & F_QUESTION)
+		r |= set_new(o, "question", json_string(a->content ? a->content : ""));
 	if (f & F_PRESS_ENTER)
 		r |= set_new(o, "press_enter", json_boolean(a->press_enter));
 	if (f & F_OVERWRITE)

@@ -30,6 +30,7 @@ static const char *const tool_names[] = {
 	[IPC_TOOL_KEY_UP] = "key_up",
 	[IPC_TOOL_WAIT] = "wait",
 	[IPC_TOOL_ANSWER] = "answer",
+	[IPC_TOOL_ASK_USER] = "ask_user",
 	[IPC_TOOL_LAUNCH] = "launch",
 	[IPC_TOOL_WAIT_FOR] = "wait_for",
 	[IPC_TOOL_ACTIVATE] = "activate",

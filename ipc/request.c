@@ -574,3 +574,57 @@ char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coo
 	return dump(json_pack("{s:o, s:s, s:b}", "action", action, "coords",
 			      ipc_coords_to_string(coords), "dry_run", dry_run));
 }
+
+int ipc_answer_parse(const char *json, size_t len, const char *member, bool required,
+		     char **ret, char *errbuf, size_t errlen)
+{
+	json_t *root = NULL;
+	char *text = NULL;
+	int r = 0;
+
+	if (len == 0 && !required) {
+		*ret = NULL;
+		return 0;
+	}
+	root = ipc_json_load(json, len, errbuf, errlen);
+	if (!root)
+		return -EINVAL;
+	if (!json_is_object(root)) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, NULL, "expected an object {\"%s\": \"...\"}",
+				 member);
+		goto finish;
+	}
+	const char *const members[] = {member};
+	if ((r = check_members(root, members, 1, errbuf, errlen)) < 0)
+		goto finish;
+	json_t *v = json_object_get(root, member);
+	if (!v) {
+		if (required)
+			r = ipc_error_at(errbuf, errlen, -EINVAL, member, "missing");
+		goto finish;
+	}
+	if (!json_is_string(v)) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, member, "expected a string");
+		goto finish;
+	}
+	size_t n = json_string_length(v);
+	if (memchr(json_string_value(v), '\0', n)) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, member, "contains a NUL character");
+		goto finish;
+	}
+	if (n > IPC_MAX_REPLY_BYTES) {
+		r = ipc_error_at(errbuf, errlen, -E2BIG, member, "%zu bytes exceed the limit of %d",
+				 n, IPC_MAX_REPLY_BYTES);
+		goto finish;
+	}
+	if (required && n == 0) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, member, "empty");
+		goto finish;
+	}
+	text = xstrndup(json_string_value(v), n);
+finish:
+	json_decref(root);
+	if (r >= 0)
+		*ret = text;
+	return r;
+}

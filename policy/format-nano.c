@@ -54,6 +54,8 @@ static const struct policy_named_tool nano_tools[] = {
 	   {.name = "tap_keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_TAP_KEYS}},
 	  2}},
 	{"answer", IPC_TOOL_ANSWER, {{NANO_STR("content", POLICY_MAX_CONTENT_BYTES)}, 1}},
+	/* holod's own, not the published harness's: the task waits for the user's reply */
+	{"ask_user", IPC_TOOL_ASK_USER, {{NANO_STR("question", POLICY_MAX_QUESTION_BYTES)}, 1}},
 };
 
 const struct policy_named_tool *policy_nano_tools(size_t *ret_n)
@@ -188,7 +190,8 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 		        "tool_call.tool_name: unknown tool '%s' (one of "
 		        "update_plan, write_desktop, click_desktop, double_click_desktop, "
 		        "drag_to_desktop, scroll_desktop, move_to_desktop, key_down_desktop, "
-		        "key_up_desktop, hotkey_desktop, hold_and_tap_key_desktop, answer)",
+		        "key_up_desktop, hotkey_desktop, hold_and_tap_key_desktop, answer, "
+		        "ask_user)",
 		        json_string_value(tn));
 		goto out;
 	}
@@ -476,7 +479,7 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 /* ---- holod's own text, the schema and the format ------------------------------------------------ */
 
 /* The Step schema generated from nano_tools (the grammar's table, so the two copies agree): note
- * optional (string or null), thought and tool_call required, tool_call one of the twelve with
+ * optional (string or null), thought and tool_call required, tool_call one of the thirteen with
  * its tool_name const; json.dumps' default separators (", ", ": "). malloc'd; NULL + errno. */
 char *policy_nano_json_schema(void)
 {
@@ -538,6 +541,8 @@ static const char *const nano_help[] = {
 	"press keys together, e.g. [\"ctrl\", \"c\"], repeat_count times",
 	"hold the hold_keys down while tapping the tap_keys in turn",
 	"finish the task: the answer, or what was done",
+	"ask the user a question only they can answer (a choice, a missing detail); their "
+	"reply comes back as the tool's output",
 };
 
 /* holod's own holo-nano system text (docs/policy.md): the contract of the published harness

@@ -50,6 +50,8 @@ static const char *const tool_help[IPC_TOOL_MODEL_COUNT] = {
 	[IPC_TOOL_KEY_UP] = "release a held key",
 	[IPC_TOOL_WAIT] = "wait a number of seconds",
 	[IPC_TOOL_ANSWER] = "finish the task with the answer or result",
+	[IPC_TOOL_ASK_USER] = "ask the user a question only they can answer (a choice, a missing "
+			      "detail); their reply is the next tool output",
 };
 
 static const char *button_name(int i)

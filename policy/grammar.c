@@ -51,6 +51,7 @@ static const struct policy_tool_layout layouts[IPC_TOOL_MODEL_COUNT] = {
 	[IPC_TOOL_KEY_UP] = {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1},
 	[IPC_TOOL_WAIT] = {{ARG_INT("duration", true, 1, POLICY_MAX_WAIT_SECONDS)}, 1},
 	[IPC_TOOL_ANSWER] = {{ARG_STR("content", POLICY_MAX_CONTENT_BYTES)}, 1},
+	[IPC_TOOL_ASK_USER] = {{ARG_STR("question", POLICY_MAX_QUESTION_BYTES)}, 1},
 };
 
 const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool)

@@ -43,6 +43,8 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_INSTRUCTION_BYTES (8 * 1024)
 #define IPC_MAX_ELEMENT_BYTES 512             /* the "element" description of pointer actions */
 #define IPC_MAX_CONTENT_BYTES (64 * 1024)     /* write.content and answer.content */
+#define IPC_MAX_QUESTION_BYTES 4096           /* ask_user.question */
+#define IPC_MAX_REPLY_BYTES 4096              /* POST /v1/tasks/ID/reply's "text" */
 #define IPC_MAX_HOTKEY_KEYS 5                 /* hotkey.keys: 1..5 names (agent.md 1.1) */
 #define IPC_MAX_KEY_NAME_BYTES 32
 /* The widest ranges of the formats' schemas (holo-nano: repeat_count 1..20, scroll_size 1..100;
@@ -129,6 +131,8 @@ enum ipc_tool {
 	IPC_TOOL_KEY_UP,
 	IPC_TOOL_WAIT,
 	IPC_TOOL_ANSWER,
+	IPC_TOOL_ASK_USER, /* a question to the user: the task waits for `holoctl reply`, whose
+			    * text is the step's result (JSON "question", held in `content`) */
 	/* Script-only tools: never in the model's vocabulary (policy stops at
 	 * IPC_TOOL_MODEL_COUNT). */
 	IPC_TOOL_LAUNCH,
@@ -143,7 +147,7 @@ enum ipc_tool {
 };
 
 /* The tools of the model's vocabulary (agent.md 1.1) are 0..IPC_TOOL_MODEL_COUNT-1. */
-#define IPC_TOOL_MODEL_COUNT (IPC_TOOL_ANSWER + 1)
+#define IPC_TOOL_MODEL_COUNT (IPC_TOOL_ASK_USER + 1)
 
 /* "click", ..., NULL for an out-of-range value. */
 const char *ipc_tool_to_string(enum ipc_tool t);
@@ -234,7 +238,7 @@ struct ipc_action {
 	enum ipc_button button;          /* click (default left) */
 	enum ipc_direction direction;    /* scroll */
 	int scroll_size;                 /* scroll: 1..IPC_MAX_SCROLL_SIZE, default 5 */
-	char *content;                   /* write, answer */
+	char *content;                   /* write, answer; ask_user's "question" */
 	bool press_enter;                /* write, default false */
 	bool overwrite;                  /* write, default false (true: ctrl+a first) */
 	char *keys[IPC_MAX_HOTKEY_KEYS]; /* hotkey: pressed together, released in reverse */
@@ -408,6 +412,12 @@ void ipc_task_request_destroy(struct ipc_task_request *req);
  * Parsed into a script request with n_actions == 1. Same errors as ipc_task_request_parse. */
 int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			     char *errbuf, size_t errlen);
+/* The body of POST /v1/tasks/ID/reply ({"text": "..."}, required, non-empty) and of
+ * .../deny ({"reason": "..."}, optional, and so is the body): `member` holds a string of at most
+ * IPC_MAX_REPLY_BYTES bytes without NUL (jansson checks the UTF-8); no other member. *ret: the
+ * text (malloc'd), NULL when absent. -EINVAL / -E2BIG with the field named in errbuf. */
+int ipc_answer_parse(const char *json, size_t len, const char *member, bool required,
+		     char **ret, char *errbuf, size_t errlen);
 /* Builds that body for one action (malloc'd JSON). */
 char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coords, bool dry_run);
 

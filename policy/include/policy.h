@@ -30,6 +30,7 @@
 #define POLICY_MAX_THOUGHT_BYTES 1024
 #define POLICY_MAX_ELEMENT_BYTES IPC_MAX_ELEMENT_BYTES
 #define POLICY_MAX_CONTENT_BYTES 4096
+#define POLICY_MAX_QUESTION_BYTES 1024 /* ask_user.question (within IPC_MAX_QUESTION_BYTES) */
 /* holo3's ranges (docs/policy.md), narrower than ipc's (IPC_MAX_SCROLL_SIZE, IPC_MAX_HOTKEY_REPEAT),
  * which holo-nano's published schema fills. */
 #define POLICY_HOLO3_MAX_SCROLL_SIZE 50

@@ -70,9 +70,10 @@ static void test_migrate_from_2(void)
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &id) == 0);
 	journal_close(j);
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-	/* Back to version 2: without the columns of versions 3, 4, 5, 7 and 8, and the tasks'
+	/* Back to version 2: without the columns of versions 3, 4, 5, 7, 8 and 9, and the tasks'
 	 * status CHECK as version 1 wrote it. */
-	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN reasoning;"
+	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN held;"
+				 "ALTER TABLE steps DROP COLUMN reasoning;"
 				 "ALTER TABLE steps DROP COLUMN stuck;"
 				 "ALTER TABLE tasks DROP COLUMN stuck;"
 				 "PRAGMA writable_schema = ON;"
@@ -250,6 +251,8 @@ static void test_rows_and_recovery(void)
 					 .settle_us = 33, .capture_after_us = 44};
 	CHECK_INT_EQ(journal_step_begin(j, &s0), 0);
 	CHECK_INT_EQ(journal_step_begin(j, &s0), -EINVAL); /* same (task, index) twice */
+	/* Who approved the step, and when (held, schema 8). */
+	s0.held = "{\"waited_for\":\"approval\",\"decision\":\"approved\",\"uid\":1000}";
 	CHECK_INT_EQ(journal_step_finish(j, &s0, "ok", "clicked", NULL, 20, &tm), 0);
 	struct journal_step s1 = step(a, 1);
 	CHECK_INT_EQ(journal_step_begin(j, &s1), 0); /* left 'running' by the "crash" */
@@ -289,9 +292,13 @@ static void test_rows_and_recovery(void)
 	CHECK(json_is_null(json_object_get(json_object_get(s, "screenshots"), "after")));
 	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "tool_call"), "tool_name")),
 		     "click");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "held"), "decision")),
+		     "approved");
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "held"), "uid")), 1000);
 	json_decref(o);
 	REQUIRE(api_json_read_steps(j, a, 0, false, &o) == 0);
 	CHECK_INT_EQ(json_array_size(o), 2);
+	CHECK(json_is_null(json_object_get(json_array_get(o, 1), "held")));
 	json_decref(o);
 
 	/* Provenance: recorded when a task starts, read back as an object; null when absent. */

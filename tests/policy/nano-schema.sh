@@ -22,6 +22,9 @@ n = bad = 0
 tools = set()
 for line in open(sys.argv[2]):
     step = json.loads(line)
+    # holod's own tool beside the published twelve (docs/policy.md): not in their schema
+    if step["tool_call"]["tool_name"] == "ask_user":
+        continue
     n += 1
     errs = list(v.iter_errors(step))
     if errs:

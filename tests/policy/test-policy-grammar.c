@@ -46,7 +46,7 @@ static void test_corpus(void)
 {
 	struct corpus c = {0};
 	corpus_build(&c);
-	CHECK_INT_EQ(c.n, 90); /* 18 optional-argument subsets over 12 tools, 5 variants */
+	CHECK_INT_EQ(c.n, 95); /* 19 optional-argument subsets over 13 tools, 5 variants */
 	for (size_t i = 0; i < c.n; i++) {
 		const char *s = c.items[i];
 		size_t n = strlen(s);
@@ -250,11 +250,25 @@ static void test_parser(void)
 	free(canon);
 	policy_step_finish(&st);
 
+	/* ask_user: the question is the action's content; its answer comes from the user. */
+	static const char ask[] = PRE "\"ask_user\",\"question\":\"Which file?\"}}";
+	REQUIRE(policy_step_parse(ask, strlen(ask), &st, err, sizeof(err)) == 0);
+	CHECK_INT_EQ(st.action.tool, IPC_TOOL_ASK_USER);
+	CHECK_STR_EQ(st.action.content, "Which file?");
+	canon = policy_step_to_json(&st);
+	CHECK_STR_EQ(canon, ask);
+	CHECK(accepts(canon));
+	free(canon);
+	policy_step_finish(&st);
+
 	static const struct {
 		const char *text;
 		int err;
 		const char *msg;
 	} bads[] = {
+		{PRE "\"ask_user\"}}", -EINVAL, "tool_call.question: missing (required for 'ask_user')"},
+		{PRE "\"ask_user\",\"question\":\"q\",\"content\":\"c\"}}", -EINVAL,
+		 "tool_call.content: unknown field for tool 'ask_user'"},
 		{"[]", -EINVAL, "expected a step object"},
 		{"{\"note\":null,\"thought\":\"t\"", -EINVAL, "invalid JSON"},
 		{"{\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"wait\",\"duration\":1}}", -EINVAL,

@@ -61,6 +61,7 @@ static const struct {
 	{PRE "\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"],\"tap_keys\":[\"tab\",\"tab\"]}}",
 	 IPC_TOOL_HOLD_AND_TAP_KEY},
 	{PRE "\"answer\",\"content\":\"42\"}}", IPC_TOOL_ANSWER},
+	{PRE "\"ask_user\",\"question\":\"Which account?\"}}", IPC_TOOL_ASK_USER},
 };
 
 /* Refused by the grammar at the '|'. */
@@ -79,6 +80,7 @@ static const char *const bad[] = {
 	PRE "\"update_plan\",\"goals\":[|]}}",
 	PRE "\"update_plan\",\"goals\":[{\"title\":\"a\",\"status\":\"|started\"}]}}",
 	PRE "\"update_plan\",\"goals\":[{\"|status\":\"todo\",\"title\":\"a\"}]}}",
+	PRE "\"ask_user\",\"|content\":\"which?\"}}",             /* the question's name */
 };
 
 static void test_grammar(void)

@@ -537,7 +537,8 @@ static void test_nano(void)
 	json_error_t je;
 	json_t *js = json_loads(schema, 0, &je);
 	CHECK(js && json_array_size(json_object_get(json_object_get(json_object_get(js,
-			"properties"), "tool_call"), "anyOf")) == 12);
+			"properties"), "tool_call"), "anyOf")) == 13);
+	CHECK(strstr(sys, "ask_user(question): ask the user a question"));
 	json_decref(js);
 
 	struct policy_renderer *r = policy_renderer_create(&policy_format_holo_nano, tok, &ne, TPT);

@@ -75,7 +75,7 @@ R1="$REC/req-1.json"
 jq -e '.model == "fake-model" and .stream == true and .stream_options.include_usage == true
 	and (.structured_outputs | keys) == ["json"]
 	and (.structured_outputs.json.required == ["note","thought","tool_call"])
-	and (.structured_outputs.json.properties.tool_call.anyOf | length) == 12
+	and (.structured_outputs.json.properties.tool_call.anyOf | length) == 13
 	and (has("response_format") or has("guided_json")) == false
 	and .temperature == 0 and .top_p == 0.95
 	and .messages[0].role == "system" and (.messages[0].content | type) == "string"
