@@ -233,6 +233,9 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
  * many graphs the backend has captured. */
 void backend_cuda_set_graphs(struct engine_backend *b, bool on);
 uint64_t backend_cuda_graph_captures(const struct engine_backend *b);
+/* fp8 weights in bf16 precision: prefill products on cuBLASLt's FP8 matmul (on, the default) or
+ * on the dequantized slices (off; tests compare the two). */
+void backend_cuda_set_fp8_gemm(struct engine_backend *b, bool on);
 /* Tests: cut spans into runs of `run` positions and pack a batch's runs into passes of at most
  * `rows` rows (beside its decode rows; by default 256 and 384), so that spans of a few dozen
  * positions take several runs and several passes. Needs 1 <= run <= 256 and run <= rows <= 384

@@ -16,8 +16,14 @@
  * whose layers are fp8 by default) holds the linear layers as quant.h's fp8 records, made on the
  * host by lm_fp8_matrix() (the CPU backend's own: the checkpoint's codes as they are, or
  * ModelOpt's per-tensor recipe from bf16), one matrix at a time; the lm_head stays as stored, as
- * on the CPU. It runs on the same GEMV and dequantized slices, and is refused on a device below
- * sm_89 (no FP8 tensor cores: use q8 or q4 there).
+ * on the CPU. It runs on the same GEMV, and is refused on a device below sm_89 (no FP8 tensor
+ * cores: use q8 or q4 there). In bf16 precision the prefill's products on a matrix of one scale
+ * (ModelOpt's per-tensor FP8, --weights fp8) run on cuBLASLt's FP8 matmul: the pass's activations
+ * quantized to e4m3 with one scale from their amax, found on the device (gpu_fp8_quantize, into
+ * scratch.xq), times the records as they are (their codes are A, the record's bytes its leading
+ * dimension) with the matrix's scale from a device table behind the weights (fp8_scales_off).
+ * fp32 precision (the exact reference), per-row scales and shapes off cuBLASLt's 16-byte FP8
+ * rules keep the dequantized slices.
  *
  * Sequences: per sequence one device block for the fixed state (each Mamba layer's fp32 conv
  * window [K-1][conv_dim] then its SSM state [H][P][N], fp32 or, with the ssm_state option BF16,
@@ -91,6 +97,7 @@ struct cuda_weight {
 	size_t elems;
 	size_t row_bytes;         /* quantized: quant_row_bytes() of a row (else 0) */
 	const struct tensor *scale; /* an F8_E4M3 source's weight_scale (lm_layer.fp8_scale) */
+	float fp8_scale;            /* fp8 records of one scale for every row: it (else 0) */
 };
 
 /* Rows of a quantized matrix dequantized per prefill GEMM call (backend_cuda.c DESIGN: at least
@@ -100,10 +107,12 @@ struct cuda_weight {
  * GPU_QGEMV_TOKENS rows); more take the dequantized slices and cuBLASLt. */
 #define CUDA_QGEMV_MAX_ROWS 32
 
-/* A linear layer's matrix on the device: bf16/fp32 in the precision's dtype, or q8/q4 records. */
+/* A linear layer's matrix on the device: bf16/fp32 in the precision's dtype, or q8/q4/fp8
+ * records. */
 struct cuda_mat {
 	const void *p;
-	int quant; /* -1, or the enum gpu_quant of the records */
+	int quant;	    /* -1, or the enum gpu_quant of the records */
+	const float *scale; /* fp8 of one scale: that scale in device memory, for the FP8 GEMM */
 };
 
 /* The most positions of one span a pass takes: a span is cut into runs of at most this many,
@@ -150,6 +159,9 @@ struct cuda_scratch {
 	float *u;  /* MLP: [R][inter] */
 	void *u2;  /* MLP: [R][inter] of act */
 	void *wdq; /* quantized weights: a dequantized slice of rows in act (dequant_bytes) */
+	void *xq;   /* the FP8 GEMM: [R][fp8_ldq] e4m3 activations */
+	float *xs;  /* ... their scale */
+	float *xws; /* ... [R] the rows' amax */
 };
 
 /* One run of a span in a pass: positions [n0, n0 + T) of s, batch positions [p, p + T), at rows
@@ -199,6 +211,9 @@ struct cuda_backend {
 	size_t n_weights;
 	int quant;            /* -1, or the enum quant_format of the linear layers and lm_head */
 	size_t dequant_bytes; /* the prefill's dequantized slice (scratch.wdq), 0 without quant */
+	size_t fp8_scales_off; /* fp8: the per-tensor scales' table in the weight block, one per
+				* table entry */
+	size_t fp8_ldq;        /* the FP8 GEMM's activation row (scratch.xq), 0: no FP8 GEMM */
 	struct lm_dims dm;
 	int n_mamba, n_attn, n_mlp;
 	size_t kv_elem; /* bytes of one K/V element */
@@ -219,6 +234,7 @@ struct cuda_backend {
 	struct cuda_run runs[CUDA_MAX_ROWS];
 	int32_t io[2 * CUDA_MAX_ROWS];
 	bool graphs;             /* decode through captured graphs (tests turn it off) */
+	bool fp8_gemm;           /* fp8 prefill on cuBLASLt's FP8 matmul where it can (tests: off) */
 	/* positions of one run of a span, and rows a pass packs runs into (tests lower them) */
 	int run_len, pass_rows;
 	/* Serialises every op that queues work on the stream: the scratch is shared, and a
@@ -247,6 +263,11 @@ static struct cuda_backend *cb_of(const struct engine_backend *b)
 void backend_cuda_set_graphs(struct engine_backend *b, bool on)
 {
 	cb_of(b)->graphs = on;
+}
+
+void backend_cuda_set_fp8_gemm(struct engine_backend *b, bool on)
+{
+	cb_of(b)->fp8_gemm = on;
 }
 
 int backend_cuda_set_pass_shape(struct engine_backend *b, int run, int rows)
@@ -383,6 +404,15 @@ static size_t plan_weights(struct cuda_backend *b)
 			break;
 		}
 	}
+	if (b->quant == QUANT_FP8) {
+		/* the per-tensor scales the FP8 GEMM reads, and its activations' widest row (bf16
+		 * precision: fp32 keeps the exact dequantized products) */
+		b->fp8_scales_off = offset;
+		offset += align_up(b->n_weights * sizeof(float));
+		for (size_t i = 0; b->base.precision == ENGINE_PRECISION_BF16 && i < b->n_weights; i++)
+			if (b->table[i].dtype == TENSOR_F8_E4M3)
+				b->fp8_ldq = MAX(b->fp8_ldq, (size_t)(b->table[i].src->shape[1] + 15) / 16 * 16);
+	}
 	return offset;
 }
 
@@ -497,6 +527,14 @@ static int upload_fp8(struct cuda_backend *b, const struct cuda_weight *w, int64
 	else
 		r = gpu_copy_to_device(b->gpu, (char *)b->weights + w->offset, q.data,
 				       (size_t)q.rows * q.row_bytes);
+	/* one scale for every row (per tensor): the FP8 GEMM can take the matrix */
+	if (r >= 0 && b->quant == QUANT_FP8) {
+		const float s0 = *quant_fp8_scale(q.data, q.cols);
+		bool same = true;
+		for (int64_t i = 1; i < q.rows && same; i++)
+			same = *quant_fp8_scale((const char *)q.data + (size_t)i * q.row_bytes, q.cols) == s0;
+		((struct cuda_weight *)w)->fp8_scale = same ? s0 : 0.0f;
+	}
 	free((void *)q.data);
 	if (r < 0)
 		return r;
@@ -587,6 +625,15 @@ static int upload_weights(struct cuda_backend *b, void *staging, size_t staging_
 			if (opts->progress)
 				opts->progress(opts->progress_arg, done, total);
 		}
+	}
+	if (b->quant == QUANT_FP8 && b->n_weights) {
+		float *sc = staging; /* staging holds CUDA_STAGING_BYTES, far more than the table */
+		for (size_t i = 0; i < b->n_weights; i++)
+			sc[i] = b->table[i].fp8_scale;
+		int r = gpu_copy_to_device(b->gpu, (char *)b->weights + b->fp8_scales_off, sc,
+					   b->n_weights * sizeof(float));
+		if (r < 0)
+			return r;
 	}
 	if (opts->progress && b->n_weights == 0)
 		opts->progress(opts->progress_arg, 0, 0);
@@ -977,6 +1024,9 @@ static struct cuda_mat mat_of(const struct cuda_backend *b, const struct tensor 
 	struct cuda_mat m = {.p = t->data ? backend_cuda_weight(&b->base, t, &dt) : NULL, .quant = -1};
 	if (dt == TENSOR_Q8 || dt == TENSOR_Q4 || dt == TENSOR_F8_E4M3)
 		m.quant = dt == TENSOR_Q8 ? GPU_QUANT_Q8 : dt == TENSOR_Q4 ? GPU_QUANT_Q4 : GPU_QUANT_FP8;
+	for (size_t i = 0; dt == TENSOR_F8_E4M3 && i < b->n_weights; i++)
+		if (b->table[i].src == t && b->table[i].fp8_scale > 0)
+			m.scale = (const float *)((const char *)b->weights + b->fp8_scales_off) + i;
 	return m;
 }
 
@@ -995,6 +1045,16 @@ static int linear(struct cuda_backend *b, const struct cuda_mat *W, int out, int
 		return gpu_qgemv(b->gpu, W->p, (enum gpu_quant)W->quant, out, in, x, b->act, ldx, rows,
 				 y, y_dtype, ldy, accumulate);
 	const size_t rb = gpu_quant_row_bytes((enum gpu_quant)W->quant, in);
+	/* fp8 of one scale, bf16 precision: cuBLASLt's FP8 matmul on the records as they are, the
+	 * activations quantized per tensor on the device (DESIGN) */
+	const size_t ldq = ((size_t)in + 15) / 16 * 16;
+	if (W->quant == GPU_QUANT_FP8 && W->scale && b->fp8_gemm && ldq <= b->fp8_ldq &&
+	    gpu_gemm_fp8_ok(in, rb, W->p, b->scratch.xq, ldq, y, y_dtype, ldy)) {
+		int r = gpu_fp8_quantize(b->gpu, x, b->act, ldx, rows, in, b->scratch.xq, ldq, b->scratch.xs,
+					 GPU_FP8_PER_TENSOR, b->scratch.xws);
+		return r < 0 ? r : gpu_gemm_fp8(b->blas, W->p, rb, W->scale, out, in, b->scratch.xq, ldq,
+						b->scratch.xs, rows, y, y_dtype, ldy, accumulate);
+	}
 	const size_t yb = y_dtype == GPU_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
 	const int slice = (int)MIN((int64_t)out, dequant_slice_rows(in, b->act_bytes));
 	int r = 0;
@@ -1051,6 +1111,11 @@ static size_t scratch_layout(struct cuda_backend *b, void *block)
 	}
 	if (b->dequant_bytes)
 		s->wdq = carve(block, &off, b->dequant_bytes);
+	if (b->fp8_ldq) {
+		s->xq = carve(block, &off, R * b->fp8_ldq);
+		s->xs = carve(block, &off, sizeof(float));
+		s->xws = carve(block, &off, R * f);
+	}
 	return off;
 }
 
@@ -2058,6 +2123,7 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	}
 
 	size_t need = plan_weights(b), free_b = 0, total_b = 0;
+	b->fp8_gemm = b->fp8_ldq > 0;
 	b->base.weight_bytes = need;
 	r = gpu_memory_info(b->gpu, &free_b, &total_b);
 	if (r < 0) {
