@@ -58,6 +58,7 @@ struct cli_command {
 
 extern const struct cli_command cli_cmd_status;
 extern const struct cli_command cli_cmd_run;
+extern const struct cli_command cli_cmd_follow;
 extern const struct cli_command cli_cmd_list;
 extern const struct cli_command cli_cmd_show;
 extern const struct cli_command cli_cmd_cancel;
@@ -216,9 +217,10 @@ void cli_format_tool_args(json_t *tool_call, char *buf, size_t size);
 int cli_print_steps_table(struct cli_context *ctx, json_t *steps);
 /* For each step from the model: "step N", then its thought and note wrapped to `width`. */
 void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width);
-/* Follows task `id` to its end as `run --follow` does (one line per step, then the outcome);
+/* Follows task `id` to its end as `run --follow` does (its progress events, one line per step,
+ * then the outcome); `shown`: the status already printed (NULL: none), not printed again;
  * returns the exit status for its final status. */
-int cli_follow_task(struct cli_context *ctx, long long id);
+int cli_follow_task(struct cli_context *ctx, long long id, const char *shown);
 /* One line per step, as `run --follow` prints them live. */
 void cli_print_step_line(struct cli_context *ctx, json_t *step);
 /* The short answer of `holoctl do`. */

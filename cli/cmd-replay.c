@@ -184,7 +184,7 @@ static int replay_run(struct cli_context *ctx, int argc, char **argv)
 		fputc('\n', ctx->out);
 		fflush(ctx->out);
 	}
-	r = cli_follow_task(ctx, (long long)json_integer_value(new_id));
+	r = cli_follow_task(ctx, (long long)json_integer_value(new_id), NULL);
 
 cleanup:
 	free(text);

@@ -321,7 +321,93 @@ struct follow {
 	long long steps;
 	long long events; /* event lines handled so far */
 	long long skip;   /* a stream opened again repeats what was handled: skip that many */
+	bool midline;     /* a streamed thought is being printed: its line is not ended yet */
+	char shown[32];   /* the last status printed ("task N queued"); "" none yet */
+	int thought_step, thought_attempt; /* whose */
 };
+
+static void end_line(struct follow *f)
+{
+	if (f->midline)
+		fputc('\n', f->ctx->out);
+	f->midline = false;
+}
+
+/* One progress event (docs/api.md, "Progress events") as a line, the thought streamed inline
+ * on its own line as it is decoded; "step N [+1.2s]" is the clock of the step. */
+static void print_progress(struct follow *f, json_t *event)
+{
+	FILE *out = f->ctx->out;
+	const char *phase = json_string_value(json_object_get(event, "phase"));
+	json_t *stepj = json_object_get(event, "step");
+	json_t *ms = json_object_get(event, "elapsed_ms");
+	long long id = f->task_id;
+	char head[64];
+
+	if (!phase)
+		return;
+	if (json_is_integer(stepj))
+		snprintf(head, sizeof(head), "step %" JSON_INTEGER_FORMAT " [+%.1fs]",
+		         json_integer_value(stepj), json_integer_value(ms) / 1000.0);
+	else
+		snprintf(head, sizeof(head), "task %lld [+%.1fs]", id,
+		         json_integer_value(ms) / 1000.0);
+#define N(key) json_integer_value(json_object_get(event, key))
+	if (strcmp(phase, "decode") == 0) {
+		const char *text = json_string_value(json_object_get(event, "thought"));
+		if (!text)
+			return;
+		int step = (int)N("step"), attempt = (int)N("attempt");
+		if (!f->midline || step != f->thought_step || attempt != f->thought_attempt) {
+			end_line(f);
+			fprintf(out, "%s thought: ", head);
+			f->midline = true;
+			f->thought_step = step;
+			f->thought_attempt = attempt;
+		}
+		fputs(text, out);
+		return;
+	}
+	end_line(f);
+	if (strcmp(phase, "queued") == 0) {
+		long long ahead = N("ahead");
+		if (ahead > 0)
+			fprintf(out, "task %lld queued behind %lld task%s\n", id, ahead,
+			        ahead == 1 ? "" : "s");
+		else
+			fprintf(out, "task %lld queued, next to run\n", id);
+	} else if (strcmp(phase, "loading") == 0) {
+		fprintf(out, "task %lld waits for the model to load: %.1f of %.1f MiB\n", id,
+		        N("bytes") / 1048576.0, N("total") / 1048576.0);
+	} else if (strcmp(phase, "admission") == 0) {
+		fprintf(out, "task %lld waits for model memory: position %lld\n", id, N("position"));
+	} else if (strcmp(phase, "admitted") == 0) {
+		fprintf(out, "%s admitted: the model takes the task\n", head);
+	} else if (strcmp(phase, "capture") == 0) {
+		fprintf(out, "%s capture\n", head);
+	} else if (strcmp(phase, "vision") == 0) {
+		fprintf(out, "%s vision: tile %lld of %lld\n", head, N("tile"), N("tiles"));
+	} else if (strcmp(phase, "prefill") == 0) {
+		const char *what = json_string_value(json_object_get(event, "what"));
+		fprintf(out, "%s prefill (%s): %lld of %lld tokens\n", head, what ? what : "?",
+		        N("done"), N("total"));
+	} else if (strcmp(phase, "retry") == 0) {
+		const char *e = json_string_value(json_object_get(event, "error"));
+		fprintf(out, "%s retry (attempt %lld): %s\n", head, N("attempt"), e ? e : "");
+	} else if (strcmp(phase, "action") == 0) {
+		char *call = json_dumps(json_object_get(event, "tool_call"), JSON_COMPACT);
+		fprintf(out, "%s action: %s\n", head, call ? call : "null");
+		free(call);
+	} else if (strcmp(phase, "acted") == 0) {
+		const char *r = json_string_value(json_object_get(event, "result"));
+		const char *e = json_string_value(json_object_get(event, "error"));
+		fprintf(out, "%s %s: %s\n", head, r ? "done" : "failed", r ? r : e ? e : "");
+	} else if (strcmp(phase, "dropped") == 0) {
+		fprintf(out, "task %lld: %lld progress events dropped (holoctl read too slowly)\n",
+		        id, N("events"));
+	}
+#undef N
+}
 
 /* The task status an event carries: "status" at the top, or in a "task" member. */
 static json_t *event_task(json_t *event)
@@ -340,15 +426,6 @@ static int follow_line(const char *line, size_t len, void *userdata)
 
 	if (len == 0)
 		return 0; /* keep-alive */
-	if (f->skip > 0) {
-		f->skip--;
-		return 0;
-	}
-	f->events++;
-	if (ctx->json) {
-		fwrite(line, 1, len, ctx->out);
-		fputc('\n', ctx->out);
-	}
 	event = json_loadb(line, len, 0, &jerr);
 	if (!json_is_object(event)) {
 		json_decref(event);
@@ -358,11 +435,42 @@ static int follow_line(const char *line, size_t len, void *userdata)
 		          jerr.text, f->task_id);
 		return -ECANCELED;
 	}
+	const char *kind = json_string_value(json_object_get(event, "event"));
+	/* A stream opened again repeats the task, step and end events, not the others (progress
+	 * and status changes are told once, as they happen). */
+	bool replayed = !kind || (strcmp(kind, "progress") != 0 && strcmp(kind, "status") != 0);
+	if (replayed && f->skip > 0) {
+		f->skip--;
+		json_decref(event);
+		return 0;
+	}
+	if (replayed)
+		f->events++;
+	if (ctx->json) {
+		fwrite(line, 1, len, ctx->out);
+		fputc('\n', ctx->out);
+	}
 	step = json_object_get(event, "step");
-	if (json_is_object(step)) {
-		f->steps++;
+	if (kind && strcmp(kind, "progress") == 0) {
 		if (!ctx->json)
+			print_progress(f, event);
+	} else if (kind && (strcmp(kind, "status") == 0 || strcmp(kind, "task") == 0)) {
+		/* what the task is now, once per change: "queued" is not left standing once it
+		 * runs; a final status is told by the outcome line */
+		const char *st = json_string_value(json_object_get(event_task(event), "status"));
+		int sv = st ? ipc_task_status_from_string(st) : -EINVAL;
+		if (!ctx->json && sv >= 0 && !ipc_task_status_is_final((enum ipc_task_status)sv) &&
+		    strcmp(st, f->shown) != 0) {
+			end_line(f);
+			fprintf(ctx->out, "task %lld %s\n", f->task_id, st);
+			snprintf(f->shown, sizeof(f->shown), "%s", st);
+		}
+	} else if (json_is_object(step)) {
+		f->steps++;
+		if (!ctx->json) {
+			end_line(f);
 			cli_print_step_line(ctx, step);
+		}
 	}
 	json_t *waiting = json_object_get(event, "waiting");
 	if (json_is_object(waiting) && !ctx->json)
@@ -448,9 +556,10 @@ static int follow_stream(struct cli_context *ctx, struct follow *f)
 	return r;
 }
 
-int cli_follow_task(struct cli_context *ctx, long long id)
+int cli_follow_task(struct cli_context *ctx, long long id, const char *shown)
 {
 	struct follow f = {.ctx = ctx, .task_id = id};
+	snprintf(f.shown, sizeof(f.shown), "%s", shown ? shown : "");
 	int r;
 
 	r = follow_stream(ctx, &f);
@@ -468,6 +577,8 @@ int cli_follow_task(struct cli_context *ctx, long long id)
 	}
 	if (r != 0)
 		goto cleanup;
+	if (!ctx->json)
+		end_line(&f);
 	if (!f.final_status) {
 		fprintf(ctx->err,
 		        "holoctl: the event stream of task %lld ended without its final status "
@@ -520,7 +631,8 @@ static int run_run(struct cli_context *ctx, int argc, char **argv)
 		fflush(ctx->out);
 	}
 	if (a.follow)
-		r = cli_follow_task(ctx, (long long)json_integer_value(id));
+		r = cli_follow_task(ctx, (long long)json_integer_value(id),
+		                    json_string_value(json_object_get(answer, "status")));
 
 cleanup:
 	json_decref(answer);

@@ -18,6 +18,7 @@
 
 #include "agent-history.h"
 #include "common.h"
+#include "feed.h"
 #include "provider.h"
 #include "stuck.h"
 
@@ -231,6 +232,9 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		return;
 	}
 
+	/* the prompt's prefill before step 0: its events carry no step, their clock the task's */
+	a.run.step = -1;
+	a.run.step_t0_us = time_mono_us();
 	time_t now = time(NULL);
 	struct tm tmv;
 	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
@@ -265,6 +269,9 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 
 		/* See. */
 		uint64_t t0 = time_mono_us();
+		a.run.step = (int)index;
+		a.run.step_t0_us = t0;
+		feed_progress(env->feed, t->id, (int)index, t0, "capture", NULL);
 		if ((r = x11_capture(a.run.d, &a.run.monitor, &frame)) < 0) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
 			                     "step %zu: screenshot failed: %s", index,
@@ -327,10 +334,21 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		describe(&ps_.step.action, what, sizeof(what));
 		log_info("task %lld step %zu: %s; thought: %.120s", (long long)t->id, index, what,
 			 ps_.step.thought ? ps_.step.thought : "");
+		if (feed_wanted(env->feed, t->id)) {
+			char *call = ipc_action_to_json(&ps_.step.action);
+			json_t *cj = call ? json_loads(call, 0, NULL) : NULL;
+			free(call);
+			feed_progress(env->feed, t->id, (int)index, t0, "action", "{s:o, s:s?}",
+				      "tool_call", cj ? cj : json_null(), "thought",
+				      ps_.step.thought);
+		}
 		r = executor_step(&a.run, (int)index, &ps_.step.action, IPC_COORDS_MODEL, frame,
 				  capture_us, &as, result, sizeof(result), &answer, &action_failed,
 				  err, sizeof(err));
 		frame = NULL;
+		if (r >= 0 || action_failed)
+			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok",
+				      r >= 0, r >= 0 ? "result" : "error", r >= 0 ? result : err);
 		a.steps[index] = ps_.step;
 		a.n_steps = index + 1;
 		ps_.step = (struct policy_step){0};

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "feed.h"
 #include "ipc.h"
 #include "journal.h"
 #include "shotwriter.h"
@@ -67,6 +68,7 @@ struct executor_env {
 	const char *state_dir;
 	void (*progress)(void *userdata); /* after each journaled step */
 	void *userdata;
+	struct feed *feed; /* progress events for the task's followers (feed.h); may be NULL */
 	/* Locates a grounded action's target on `frame` (the primary monitor as captured) and
 	 * writes its point in model space (0..1000 over the frame); NULL when holod has no model.
 	 * deadline_us: the task's max_seconds deadline (monotonic).
@@ -113,6 +115,9 @@ struct executor_run {
 	 * screen_before / screen_after ("" when not captured). */
 	bool hash_screens;
 	char screen_before[65], screen_after[65];
+	/* the step under way, for its progress events (feed.h): index and start (monotonic) */
+	int step;
+	uint64_t step_t0_us;
 };
 
 /* Journals the task's provenance (docs/journal.md): holod's version, the display and its

@@ -46,6 +46,7 @@
 
 #include "api-json.h"
 #include "common.h"
+#include "feed.h"
 #include "holod-config.h"
 #include "ipc.h"
 #include "x11.h"
@@ -56,6 +57,9 @@
 #define HTTP_REQUEST_TIMEOUT_S 15  /* a whole request must arrive within this (the reaper) */
 #define HTTP_REAPER_PERIOD_MS 500
 #define HTTP_STREAM_POLL_MS 1000
+/* While a followed task waits for the model's load or for admission, which move without
+ * waking the scheduler's waiters: how often its stream looks. */
+#define HTTP_STREAM_FAST_POLL_MS 250
 #define HTTP_STREAM_KEEPALIVE_MS 10000 /* well below the idle timeout */
 #define HTTP_MAX_PNG_BYTES (512u * 1024 * 1024) /* a journaled screenshot we agree to serve */
 #define HTTP_MAX_CONNECTIONS 256   /* one thread each; a request beyond gets 503 */
@@ -836,6 +840,12 @@ struct stream {
 	int next_index;
 	bool started, done;
 	uint64_t wait_sent_us; /* the last wait sent (its since_us) */
+	struct feed_sub *sub;  /* the task's progress events (feed.h) */
+	uint64_t journal_seen; /* scheduler_journal_progress() when the journal was last read */
+	int ahead;             /* queued: the tasks before it last told; -1 none */
+	int position;          /* waiting for admission: the position last told; 0 none */
+	long long load_bytes;  /* waiting for the model's load: the bytes last told; -1 none */
+	bool poll;             /* one of the last two moves on its own: look again soon */
 	char *buf;
 	size_t len, off;
 	uint64_t sent_us; /* when a line last went out */
@@ -857,6 +867,65 @@ static void stream_append(struct stream *st, const char *event, const char *key,
 	free(line);
 }
 
+/* Appends object o (taken) as one line. */
+static void stream_line(struct stream *st, json_t *o)
+{
+	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	if (!line)
+		return;
+	size_t n = strlen(line);
+	st->buf = xrealloc(st->buf, st->len + n + 2);
+	memcpy(st->buf + st->len, line, n);
+	st->buf[st->len + n] = '\n';
+	st->len += n + 1;
+	free(line);
+}
+
+/* What the task waits for before its first step: its turn in the queue, the model's load,
+ * admission of its session; each told when it changes, as progress events (feed.h). */
+static void stream_waiting(struct stream *st, enum ipc_task_status status)
+{
+	struct model_worker *w = st->s->ctx.worker;
+
+	st->poll = false;
+	if (status == IPC_TASK_QUEUED) {
+		int ahead = scheduler_queue_position(st->s->ctx.scheduler, st->id);
+		if (ahead >= 0 && ahead != st->ahead)
+			stream_line(st, json_pack("{s:s, s:I, s:s, s:i}", "event", "progress",
+						  "task_id", (json_int_t)st->id, "phase", "queued",
+						  "ahead", ahead));
+		st->ahead = ahead;
+		return;
+	}
+	if (status != IPC_TASK_RUNNING || st->next_index > 0 || !w)
+		return;
+	if (model_worker_state(w) == MODEL_WORKER_LOADING) {
+		json_t *ms = model_worker_status(w);
+		json_t *load = json_object_get(ms, "load");
+		long long bytes = json_integer_value(json_object_get(load, "bytes"));
+		if (json_is_object(load) && bytes != st->load_bytes) {
+			st->load_bytes = bytes;
+			stream_line(st, json_pack("{s:s, s:I, s:s, s:I, s:O}", "event", "progress",
+						  "task_id", (json_int_t)st->id, "phase", "loading",
+						  "bytes", (json_int_t)bytes, "total",
+						  json_object_get(load, "total")));
+		}
+		json_decref(ms);
+		st->poll = true;
+		return;
+	}
+	int position = model_worker_wait_position(w, (long long)st->id);
+	if (position > 0) {
+		st->poll = true;
+		if (position != st->position)
+			stream_line(st, json_pack("{s:s, s:I, s:s, s:i}", "event", "progress",
+						  "task_id", (json_int_t)st->id, "phase",
+						  "admission", "position", position));
+	}
+	st->position = position;
+}
+
 /* Fills st->buf with what happened since the last call; returns false on a journal error. */
 static bool stream_collect(struct stream *st)
 {
@@ -864,6 +933,13 @@ static bool stream_collect(struct stream *st)
 	enum ipc_task_status status;
 	json_t *steps, *task;
 
+	/* Progress events first: each was emitted before the journal moved past it. */
+	feed_take(st->sub, &st->buf, &st->len);
+	/* The journal only when it moved (progress events wake the stream too). */
+	uint64_t jp = scheduler_journal_progress(st->s->ctx.scheduler);
+	if (st->started && jp == st->journal_seen && !st->poll)
+		return true;
+	st->journal_seen = jp;
 	/* Status first, steps second: if the task had ended, its last step is already visible. */
 	if (journal_task_status(j, st->id, &status) < 0)
 		return false;
@@ -892,6 +968,7 @@ static bool stream_collect(struct stream *st)
 	} else {
 		json_decref(w);
 	}
+	stream_waiting(st, status);
 	/* After a stop every task is final; the second test only guards against a journal that
 	 * failed to record it, so that no stream outlives holod. */
 	if (ipc_task_status_is_final(status) || scheduler_stopped(st->s->ctx.scheduler)) {
@@ -933,7 +1010,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 				st->len = 1;
 				continue;
 			}
-			scheduler_wait(st->s->ctx.scheduler, seen, HTTP_STREAM_POLL_MS);
+			scheduler_wait(st->s->ctx.scheduler, seen,
+				       st->poll ? HTTP_STREAM_FAST_POLL_MS : HTTP_STREAM_POLL_MS);
 		}
 	}
 }
@@ -942,6 +1020,7 @@ static void stream_free(void *cls)
 {
 	struct stream *st = cls;
 	atomic_fetch_sub(&st->s->n_streams, 1);
+	feed_unsubscribe(st->sub);
 	free(st->buf);
 	free(st);
 }
@@ -972,6 +1051,10 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 	st->sent_us = time_mono_us();
 	st->fd = connection_fd(c);
 	st->id = a->id;
+	st->ahead = -1;
+	st->load_bytes = -1;
+	/* before the first read of the journal: no event falls between the two */
+	st->sub = feed_subscribe(scheduler_feed(s->ctx.scheduler), a->id);
 	struct MHD_Response *resp =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
 						  stream_free);

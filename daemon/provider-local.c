@@ -43,6 +43,8 @@
 #include "agent.h"
 #include "agent-history.h"
 #include "common.h"
+#include "feed.h"
+#include "thought-stream.h"
 
 /* Tokens that close an assistant turn ("\n<SPECIAL_12>\n"), bounded generously. */
 #define CLOSE_TOKENS_MAX 8
@@ -101,6 +103,12 @@ struct agent {
 
 /* ---- worker jobs (run on the model worker) ----------------------------------------------- */
 
+/* A progress event of the task's step under way for its followers (feed.h); nothing is built
+ * when nobody follows. The executor thread waits for the job meanwhile, so its run is stable. */
+#define progress(a, phase, ...)                                                              \
+	feed_progress((a)->run->env->feed, (a)->t->id, (a)->run->step, (a)->run->step_t0_us,   \
+		      phase, __VA_ARGS__)
+
 /* The step grammar and its masker of format fmt, built at load (model-worker.c). */
 static const struct policy_grammar *step_grammar(const struct worker_ctx *ctx,
 						 const struct policy_format *fmt)
@@ -147,6 +155,10 @@ static int stop_check(const atomic_int *stop, uint64_t deadline_us)
 static int open_check(void *arg)
 {
 	struct open_job *j = arg;
+	if (j->a->session)
+		progress(j->a, "prefill", "{s:s, s:i, s:I}", "what", "prompt", "done",
+			 engine_session_n_tokens(j->a->session), "total",
+			 (json_int_t)j->prefix->n_ids);
 	return stop_check(j->stop, j->deadline_us);
 }
 
@@ -180,6 +192,8 @@ static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 	a->rolling_tokens = a->prefix_tokens;
 	j->prefill_us = time_mono_us() - j->t0;
 	account(a);
+	progress(a, "prefill", "{s:s, s:I, s:I}", "what", "prompt", "done",
+		 (json_int_t)j->prefix->n_ids, "total", (json_int_t)j->prefix->n_ids);
 	return 0;
 }
 
@@ -207,6 +221,8 @@ static int job_close(struct worker_ctx *ctx, void *arg)
  * backend has one, then the tiles), one slice between two batched forwards
  * (MODEL_WORK_VISION), so the other tasks keep decoding. */
 struct encode_job {
+	struct agent *a;          /* whose progress events */
+	int tile;                 /* the tile the last one named */
 	const atomic_int *stop;
 	struct engine_image *img; /* the job's, read by the worker while the caller waits */
 	int max_tiles;            /* 0 or within the checkpoint's budget */
@@ -246,6 +262,15 @@ static bool stopped(int r)
 static int encode_check(void *arg)
 {
 	struct encode_job *j = arg;
+	int total = 0, done = j->vj ? engine_vision_encode_progress(j->vj, &total) : 0;
+	if (j->a && total > 0 && j->n_tiles > 0) {
+		/* the tile the next slice works on */
+		int tile = MIN(j->n_tiles, (int)((long long)done * j->n_tiles / total) + 1);
+		if (tile != j->tile) {
+			j->tile = tile;
+			progress(j->a, "vision", "{s:i, s:i}", "tile", tile, "tiles", j->n_tiles);
+		}
+	}
 	return stop_check(j->stop, UINT64_MAX);
 }
 
@@ -322,6 +347,12 @@ struct step_job {
 	const atomic_int *stop;
 	uint64_t deadline_us;
 	uint64_t seed;
+	/* progress events: the prefill's start; the decode's text streamed so far (the think
+	 * block up to think_streamed, the step's JSON read up to scanned by `thought`) */
+	long long prefill_base;
+	size_t think_streamed, scanned;
+	bool think_done;
+	struct thought_stream thought;
 	/* out */
 	char *raw;
 	size_t raw_len;
@@ -360,6 +391,7 @@ struct attempt {
 	struct policy_matcher m;
 	bool constrained;
 	unsigned think_tokens; /* sampled inside the think block */
+	unsigned tokens;       /* sampled in all */
 	bool complete; /* a stop id ended a step the grammar accepts (or, unconstrained, any) */
 	int error;     /* why a callback stopped the loop: -EBADMSG; 0 */
 };
@@ -385,6 +417,71 @@ static int attempt_logits(void *userdata, float *logits, int vocab)
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+/* The end of the text of raw[from, end) that is whole UTF-8 characters. */
+static size_t whole_chars(const char *raw, size_t from, size_t end)
+{
+	size_t e = end;
+	while (e > from && ((uint8_t)raw[e - 1] & 0xc0) == 0x80)
+		e--;
+	if (e > from) {
+		uint8_t b = (uint8_t)raw[e - 1];
+		size_t need = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+		if (end - (e - 1) >= need)
+			return end;
+		return e - 1;
+	}
+	return from;
+}
+
+/* After each token, for the followers: the think block's new text, then the thought's as the
+ * step's JSON is written (thought-stream.h), in one "decode" event. Nothing when nobody
+ * follows; a follower that comes later gets what was decoded so far in its first event. */
+static void stream_decode(struct attempt *at)
+{
+	struct step_job *j = at->j;
+	struct agent *a = j->a;
+	const size_t close_len = strlen(POLICY_THINK_CLOSE);
+	size_t think_from = j->think_streamed, think_to = think_from;
+
+	if (!feed_wanted(a->run->env->feed, a->t->id))
+		return;
+	if (j->thinking && !j->think_done) {
+		size_t tl, sa;
+		if (policy_split_thinking(j->raw, j->raw_len, &tl, &sa) == 0) {
+			think_to = tl;
+			j->think_done = true;
+			j->scanned = sa;
+		} else if (j->raw_len > close_len) {
+			/* a "</think>" may be arriving: keep back what could be its start */
+			think_to = whole_chars(j->raw, think_from, j->raw_len - (close_len - 1));
+		}
+		if (think_to < think_from)
+			think_to = think_from;
+		j->think_streamed = think_to;
+	}
+	char out[THOUGHT_STREAM_OUT(256)];
+	size_t n = 0;
+	if (!j->thinking || j->think_done) {
+		while (j->scanned < j->raw_len) {
+			size_t k = MIN(j->raw_len - j->scanned, (size_t)256);
+			if (n + THOUGHT_STREAM_OUT(k) > sizeof(out))
+				break;
+			n += thought_stream_feed(&j->thought, j->raw + j->scanned, k, out + n);
+			j->scanned += k;
+		}
+	}
+	json_t *o = json_pack("{s:i, s:i}", "attempt", j->attempts, "tokens", (int)at->tokens);
+	if (!o)
+		return;
+	if (think_to > think_from)
+		json_object_set_new(o, "thinking",
+				    json_stringn(j->raw + think_from, think_to - think_from));
+	if (n)
+		json_object_set_new(o, "thought", json_stringn(out, n));
+	progress(a, "decode", "O", o);
+	json_decref(o);
 }
 
 /* After each sample: the grammar follows the id; the step ends at a stop id it accepts. */
@@ -417,6 +514,8 @@ static int attempt_token(void *userdata, int32_t id)
 	}
 	if (engine_tokenizer_token_bytes(at->ctx->tok, id, &bytes, &len) == 0)
 		raw_add(j, bytes, len);
+	at->tokens++;
+	stream_decode(at);
 	return 0;
 }
 
@@ -428,9 +527,22 @@ enum step_phase {
 	STEP_CLOSE,   /* the close of the assistant turn */
 };
 
+/* The prefill of the work item handed out in `phase`: how far it got. */
+static void prefill_progress(struct step_job *j, bool whole)
+{
+	const struct policy_piece *p = j->phase == STEP_EVICT ? j->evict : j->piece;
+	long long done = whole ? (long long)p->n_ids
+			       : engine_session_n_tokens(j->a->session) - j->prefill_base;
+	progress(j->a, "prefill", "{s:s, s:I, s:I}", "what",
+		 j->phase == STEP_EVICT ? "evicted" : "observation", "done", (json_int_t)done,
+		 "total", (json_int_t)p->n_ids);
+}
+
 static int step_check(void *arg)
 {
 	struct step_job *j = arg;
+	if (j->phase == STEP_EVICT || j->phase == STEP_PREFILL)
+		prefill_progress(j, false);
 	return stop_check(j->stop, j->deadline_us);
 }
 
@@ -460,6 +572,9 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 		policy_matcher_init(&j->at->m, g);
 	j->raw_len = 0;
 	j->raw[0] = '\0';
+	j->think_streamed = j->scanned = 0;
+	j->think_done = false;
+	thought_stream_init(&j->thought);
 	j->tokens_before = engine_session_n_tokens(a->session);
 	j->gen = engine_generator_create(a->session, NULL, &p, j->logits0);
 	if (!j->gen)
@@ -596,6 +711,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			account(a);
 			if (j->evict && j->evict->n_ids) {
 				j->phase = STEP_EVICT;
+				j->prefill_base = engine_session_n_tokens(a->session);
 				*ret_work = (struct model_work){
 					.kind = MODEL_WORK_PREFILL, .session = a->session,
 					.ids = j->evict->ids, .n = j->evict->n_ids,
@@ -627,6 +743,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 						.rows = j->slot_rows[k], .row = i};
 		}
 		j->phase = STEP_PREFILL;
+		j->prefill_base = engine_session_n_tokens(a->session);
 		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
 						.ids = p->ids, .refs = j->refs, .n = p->n_ids,
 						.want = ENGINE_LOGITS_LAST, .logits = j->logits0};
@@ -640,6 +757,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		}
 		j->t1 = time_mono_us();
 		j->prefill_us = j->t1 - j->t0;
+		prefill_progress(j, true);
 		if ((a->cfg->step_retries > 0 || (j->thinking && j->close)) &&
 		    !(j->before_decode = engine_session_snapshot(a->session)))
 			return step_finish(j, -errno);
@@ -653,6 +771,8 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		if (r == -EBADMSG && j->attempts <= (int)a->cfg->step_retries) {
 			log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id,
 				 j->err, j->attempts + 1, a->cfg->step_retries + 1);
+			progress(a, "retry", "{s:i, s:s}", "attempt", j->attempts + 1, "error",
+				 j->err);
 			if ((r = engine_session_restore(a->session, j->before_decode)) < 0)
 				return step_finish(j, r);
 			j->attempts++;
@@ -1047,6 +1167,7 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 			 model_worker_error(lp->worker) ? model_worker_error(lp->worker) : "none");
 	if (r < 0)
 		goto close_task;
+	progress(a, "admitted", NULL);
 	r = model_worker_run(lp->worker, &(struct model_seq_job){.next = open_next,
 								 .check = open_check,
 								 .arg = &oj});
@@ -1104,7 +1225,7 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 		snprintf(err, errlen, "%s", strerror(-r));
 		return r;
 	}
-	struct encode_job ej = {.stop = a->t->stop};
+	struct encode_job ej = {.a = a, .stop = a->t->stop};
 	r = encode_prepare(a->cfg->worker, img, a->max_tiles, &ej);
 	if (r == 0) {
 		if (index >= a->window) {

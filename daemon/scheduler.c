@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "executor.h"
+#include "feed.h"
 
 #define FINISH_RETRY_US 200000 /* journaling a task's end on a full disk: retry period */
 
@@ -53,6 +54,8 @@ struct scheduler {
 	pthread_cond_t changed; /* waiters: progress counter moved or stopping */
 	struct task *head, *tail;
 	uint64_t progress;
+	uint64_t journal_progress; /* the part of `progress` that the journal or the queue moved */
+	struct feed *feed;         /* the running tasks' progress events (feed.h) */
 	bool stopping;
 	bool stopped;   /* the executors have been joined: every task is final */
 	char *stop_reason;
@@ -77,7 +80,19 @@ static void task_stop(struct task *t, enum executor_stop why)
 static void bump_locked(struct scheduler *s)
 {
 	s->progress++;
+	s->journal_progress++;
 	pthread_cond_broadcast(&s->changed);
+}
+
+/* A progress event was queued for a follower: the waiters wake, and need not read the
+ * journal again for it. */
+static void feed_wake(void *userdata)
+{
+	struct scheduler *s = userdata;
+	pthread_mutex_lock(&s->lock);
+	s->progress++;
+	pthread_cond_broadcast(&s->changed);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void scheduler_notify(struct scheduler *s)
@@ -267,6 +282,7 @@ static void *executor_main(void *userdata)
 				   .state_dir = s->state_dir,
 				   .progress = notify_cb,
 				   .userdata = s,
+				   .feed = s->feed,
 				   /* Scripts' grounded actions ask the model (http.c refuses them
 				    * without one). */
 				   .ground = s->agent.worker ? agent_ground : NULL,
@@ -297,6 +313,7 @@ static void *executor_main(void *userdata)
 		if (r < 0)
 			log_warning_errno(r, "task %lld: cannot journal its start", (long long)t->id);
 		scheduler_notify(s);
+		feed_status(s->feed, t->id, ipc_task_status_to_string(IPC_TASK_RUNNING));
 
 		const struct ipc_task_options *o = &t->req->options;
 		struct executor_task et = {
@@ -399,6 +416,7 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->agent = cfg->agent;
 	s->journal = j;
 	s->writer = w;
+	s->feed = feed_create(feed_wake, s);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->wake, NULL);
 	pthread_condattr_t ca;
@@ -464,6 +482,7 @@ void scheduler_destroy(struct scheduler *s)
 	for (size_t i = 0; i < s->n_lanes; i++)
 		free(s->lanes[i].display);
 	free(s->lanes);
+	feed_destroy(s->feed);
 	free(s->state_dir);
 	free(s->stop_reason);
 	free(s);
@@ -700,6 +719,44 @@ json_t *scheduler_snapshot(struct scheduler *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return json_pack("{s:o, s:o}", "queue", queue, "displays", displays);
+}
+
+struct feed *scheduler_feed(struct scheduler *s)
+{
+	return s->feed;
+}
+
+uint64_t scheduler_journal_progress(struct scheduler *s)
+{
+	pthread_mutex_lock(&s->lock);
+	uint64_t p = s->journal_progress;
+	pthread_mutex_unlock(&s->lock);
+	return p;
+}
+
+/* Whether lane l may run a task asking for display `want` (NULL: any). */
+static bool lane_fits(const struct lane *l, const char *want)
+{
+	return !want || (l->display && strcmp(want, l->display) == 0);
+}
+
+int scheduler_queue_position(struct scheduler *s, int64_t id)
+{
+	int ahead = 0, r = -ENOENT;
+	pthread_mutex_lock(&s->lock);
+	for (struct task *t = s->head; t; t = t->next) {
+		if (t->id == id) {
+			const char *want = t->req->options.display;
+			for (size_t i = 0; i < s->n_lanes; i++)
+				if (s->lanes[i].running && lane_fits(&s->lanes[i], want))
+					ahead++;
+			r = ahead;
+			break;
+		}
+		ahead++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 uint64_t scheduler_progress(struct scheduler *s)

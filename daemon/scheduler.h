@@ -91,6 +91,16 @@ json_t *scheduler_waiting(struct scheduler *s, int64_t id);
  * the other kind), -EALREADY the wait was answered already (a second approve). */
 int scheduler_answer(struct scheduler *s, int64_t id, enum executor_wait_kind kind, bool approve,
 		     const char *text, unsigned uid, int pid, char *why, size_t whylen);
+/* The feed of the tasks' progress events (feed.h), which the executors and the model worker
+ * fill and event streams follow; it wakes scheduler_wait's waiters (without moving
+ * scheduler_journal_progress). Lives as long as the scheduler. */
+struct feed *scheduler_feed(struct scheduler *s);
+/* How many tasks run or wait before queued task `id` (the queued tasks before it, and the
+ * running ones on the displays it may run on); -ENOENT when it is not queued. */
+int scheduler_queue_position(struct scheduler *s, int64_t id);
+/* The part of the progress counter that journal and queue changes moved: a waiter that sees
+ * it unchanged has nothing new to read from the journal. */
+uint64_t scheduler_journal_progress(struct scheduler *s);
 
 /* The progress counter; scheduler_wait blocks until it differs from `seen` or timeout_ms passes,
  * and returns the current value. Stopping moves it too (when it starts and when it is done). */

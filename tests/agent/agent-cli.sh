@@ -25,7 +25,7 @@ grep -q 'max_steps budget (2) reached without an answer' "$T/out" "$T/err" ||
 
 # holoctl show: the model's phases next to capture/inject/settle, what produced the task, each
 # step's thought and note wrapped to $COLUMNS, and --steps for a range.
-ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out")
+ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out" | head -n 1)
 COLUMNS=60 "$HOLOCTL" show "$ID" >"$T/show" 2>"$T/err" || fail "holoctl show: $(cat "$T/err")"
 cat "$T/show"
 grep -Eq '^#  TOOL .* CAPTURE +PREPROC +VISION +PREFILL +DECODE +INJECT +SETTLE +TOTAL  RESULT$' "$T/show" ||
@@ -60,7 +60,7 @@ jq -e -s 'all(.[]; .instruction == "Click the red block." and (.raw_output | fro
 "$HOLOCTL" run --follow --max-steps 2 --history window --window 1 --max-tiles 1 \
 	Click the red block. >"$T/out" 2>"$T/err"
 [ $? = 3 ] || fail "holoctl run --history window: $(cat "$T/out" "$T/err")"
-ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out")
+ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out" | head -n 1)
 api GET "/v1/tasks/$ID"
 expect_json "cli history" .spec.history window
 expect_json "cli history" .spec.window 1
@@ -81,7 +81,7 @@ RC=$?
 cat "$T/out"
 [ "$RC" = 0 ] || fail "holoctl run --follow of an answer exited $RC: $(cat "$T/out" "$T/err")"
 grep -q '^step 0  answer ' "$T/out" || fail "no answer step: $(cat "$T/out")"
-ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out")
+ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out" | head -n 1)
 api GET "/v1/tasks/$ID"
 expect_json "answer" .status succeeded
 expect_json "answer" .steps 1
