@@ -170,15 +170,31 @@ cleanup:
 	return r;
 }
 
-/* The user turn of a chat line: the step's journaled turn text, its screenshot beside it. */
-static json_t *chat_user(json_t *step, json_t *agent, const char *shot)
+/* The user turns of a chat line's step, appended to messages: the step's journaled turn text,
+ * its screenshot beside it. When the format gave the previous action's result a user turn of
+ * its own (the prompt record's result_turn), the journaled text is that turn's text, a newline
+ * and the observation's (the record's observation): written as the two user messages the model
+ * saw, the result's first. */
+static void chat_user(json_t *messages, json_t *prompt, json_t *step, json_t *agent,
+                      const char *shot)
 {
 	json_t *image = json_object_get(step, "image");
 	json_t *images = json_pack("[{s:s, s:o, s:o, s:o}]", "path", shot, "tiles",
 	                           member(agent, "tiles"), "width", member(image, "width"),
 	                           "height", member(image, "height"));
-	return json_pack("{s:s, s:o, s:o}", "role", "user", "content", member(agent, "user_turn"),
-	                 "images", images);
+	const char *turn = json_string_value(json_object_get(agent, "user_turn"));
+	const char *obs = json_string_value(json_object_get(prompt, "observation"));
+	size_t tlen = turn ? strlen(turn) : 0, olen = obs ? strlen(obs) : 0;
+	if (json_is_true(json_object_get(prompt, "result_turn")) && obs && tlen > olen + 1 &&
+	    strcmp(turn + tlen - olen, obs) == 0 && turn[tlen - olen - 1] == '\n') {
+		json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content",
+		                                          turn, tlen - olen - 1));
+		json_array_append_new(messages, json_pack("{s:s, s:s, s:o}", "role", "user",
+		                                          "content", obs, "images", images));
+		return;
+	}
+	json_array_append_new(messages, json_pack("{s:s, s:o, s:o}", "role", "user", "content",
+	                                          member(agent, "user_turn"), "images", images));
 }
 
 /* One instruction task as one line in the model's chat format (docs/export.md, format chat):
@@ -251,7 +267,7 @@ static int export_chat_task(struct cli_context *ctx, const char *dir, long long 
 			              id, i);
 			goto cleanup;
 		}
-		json_array_append_new(messages, chat_user(step, agent, before));
+		chat_user(messages, prompt, step, agent, before);
 		free(before);
 		/* A step that stayed invalid was never acted on nor closed: no assistant turn. */
 		bool valid = json_is_object(json_object_get(step, "tool_call"));

@@ -840,12 +840,15 @@ static void journal_prompt(struct agent *a, const struct policy_piece *prefix, b
 		return;
 	}
 	prefill_sha256(prefix, NULL, sha);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:I, s:s}", "format",
+	char *obs = policy_format_observation_text(a->fmt, false);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s?, s:b, s:I, s:s}", "format",
 			      a->fmt->name, "system_text", a->penv.published ? "published" : "holod",
 			      "system", system, "user", user,
 			      "tokens_per_tile", a->tokens_per_tile, "reasoning", reasoning, "evicted",
-			      a->fmt->turns.evicted, "tokens", (json_int_t)prefix->n_ids, "sha256",
-			      sha);
+			      a->fmt->turns.evicted, "observation", obs, "result_turn",
+			      a->fmt->turns.result_own_turn, "tokens", (json_int_t)prefix->n_ids,
+			      "sha256", sha);
+	free(obs);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (!text || (r = journal_task_prompt(a->run->env->journal, a->t->id, text)) < 0)
 		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,

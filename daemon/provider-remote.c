@@ -1,11 +1,12 @@
 /* The remote provider: an OpenAI-compatible server (vLLM, SGLang, llama.cpp's server) answers
  * each step through POST {url}/chat/completions (provider.h, issue 17).
  *
- * A step sends the conversation of the task's history mode as chat messages: the system
- * prompt, "Task: ...", then one user turn per observation (the previous action's result and
- * the screenshot as a PNG data URL at the captured size: the server's own processor tiles it
- * as the model expects) with the steps answered so far as assistant turns, re-serialized
- * canonically. Only the last K (--window, or the task's window) observations carry their
+ * A step sends the conversation of the task's history mode as chat messages, as H Company's
+ * Agent loop does (docs/policy.md, items 3-7 and 29): the system prompt, "Task: ...", then per
+ * observation the previous action's result as a user message of its own and the observation's
+ * user message (the screenshot as a PNG data URL at the captured size: the server's own
+ * processor tiles it as the model expects), with the steps answered so far as assistant turns,
+ * re-serialized canonically. Only the last K (--window, or the task's window) observations carry their
  * image, in every history mode: the server keeps no session between requests, so every one
  * re-sends what it shows, and K bounds the request (servers also cap images per prompt, as
  * vLLM's --limit-mm-per-prompt does); its prefix cache plays the persistent session. Older
@@ -97,6 +98,7 @@ struct remote_task {
 	enum ipc_history history;
 	size_t keep;      /* observations sent with their image */
 	struct provider_sampling sampling;
+	const struct policy_format *fmt; /* the task's format: its turns, schema and parser */
 	char *system;     /* the system turn */
 	char *task_text;  /* "Task: ..." */
 	char *model;      /* the name sent */
@@ -415,6 +417,7 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->history = args->history;
 	rt->keep = rp->images ? args->window : 0;
 	rt->sampling = args->sampling;
+	rt->fmt = &policy_format_holo3;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
 				  .screen_height = args->run->monitor.height,
 				  .date = args->date};
@@ -439,9 +442,13 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->json_object = rp->json_object;
 	pthread_mutex_unlock(&rp->lock);
 	/* What the chat export reads (docs/journal.md, `prompt`). */
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", policy_format_holo3.name,
-			      "system", rt->system, "user", rt->task_text, "evicted",
-			      POLICY_EVICTED_TEXT, "provider", "remote", "endpoint", rp->endpoint);
+	char *obs = policy_format_observation_text(rt->fmt, false);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:b, s:s, s:s}", "format",
+			      rt->fmt->name, "system", rt->system, "user", rt->task_text, "evicted",
+			      rt->fmt->turns.evicted, "observation", obs, "result_turn",
+			      rt->fmt->turns.result_own_turn, "provider", "remote", "endpoint",
+			      rp->endpoint);
+	free(obs);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (!text || journal_task_prompt(args->run->env->journal, args->t->id, text) < 0)
 		log_warning("task %lld: cannot journal its prompt", (long long)args->t->id);
@@ -490,14 +497,17 @@ static int remote_observe(struct provider_task *pt, size_t index, const struct x
 	return 0;
 }
 
-/* One user turn: only text, or for vLLM the text with its "<image>" placeholder and the image
- * part, else text parts around the image part (the file's comment says why). */
-static json_t *user_content(const struct remote_task *rt, const struct provider_history *h,
-			    size_t i, char **ret_text)
+/* One observation's user turn: only text, or for vLLM the text with its "<image>" placeholder
+ * and the image part, else text parts around the image part (the file's comment says why). */
+static json_t *observation_content(const struct remote_task *rt, const struct provider_history *h,
+				   size_t i, char **ret_text)
 {
-	struct policy_observation obs = {.result = h->results[i].text ? &h->results[i] : NULL};
 	bool image = rt->pngs[i] && i + rt->keep > h->index;
-	char *text = policy_user_text(&obs, !image);
+	struct policy_observation obs = {.result = h->results[i].text ? &h->results[i] : NULL};
+	/* the result is in this turn unless the format gives it one of its own */
+	char *text = rt->fmt->turns.result_own_turn ?
+			     policy_format_observation_text(rt->fmt, !image) :
+			     policy_format_user_text(rt->fmt, &obs, !image);
 
 	if (!text)
 		return NULL;
@@ -558,20 +568,35 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content",
 					      rt->task_text));
 	for (size_t i = 0; i <= h->index; i++) {
+		const struct policy_tool_result *res = h->results[i].text ? &h->results[i] : NULL;
 		char *text = NULL;
-		json_t *c = user_content(rt, h, i, &text);
+		/* The previous action's result: a user message of its own before the observation
+		 * when the format says so (both do), else the start of the observation's. */
+		if (res && rt->fmt->turns.result_own_turn) {
+			char *rtext = policy_format_result_text(rt->fmt, res);
+			if (!rtext)
+				goto finish;
+			json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user",
+							      "content", rtext));
+			prompt_text_add(&pt, "User: ", rtext);
+			free(rtext);
+		}
+		json_t *c = observation_content(rt, h, i, &text);
 		if (!c)
 			goto finish;
 		json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "user", "content", c));
 		/* The journal's prompt text: what this step's request holds past the prefix,
 		 * as the local window writes it (cut at the bound). */
 		prompt_text_add(&pt, "User: ", text);
+		free(text);
 		if (i == h->index) {
-			*ret_user_turn = text;
+			struct policy_observation obs = {.result = res};
+			*ret_user_turn = policy_format_user_text(rt->fmt, &obs, false);
+			if (!*ret_user_turn)
+				goto finish;
 			break;
 		}
-		free(text);
-		char *step = policy_step_to_json(&h->steps[i]);
+		char *step = rt->fmt->step_to_json(&h->steps[i]);
 		if (!step)
 			goto finish;
 		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content",

@@ -166,10 +166,17 @@ const struct policy_format policy_format_holo3 = {
 	.step_to_json = policy_step_to_json,
 	.system_text = holo3_system_text,
 	.tool_name = ipc_tool_to_string,
+	/* H's Agent loop (docs/policy.md's table, items 3, 4, 6, 7): the image between
+	 * "<observation>\n" and "\n</observation>", the previous tool's result in a user turn of
+	 * its own before the observation, newline-padded in <tool_output tool="NAME">, an evicted
+	 * observation keeping its wrapper. A failed action's result says <error tool="NAME">
+	 * (holod's, which H does not forbid); the result is not cut (H states no limit). */
 	.turns = {
-		.observation_open = "<observation>",
-		.observation_close = "</observation>",
+		.observation_open = "<observation>\n",
+		.observation_close = "\n</observation>",
 		.evicted = POLICY_EVICTED_TEXT,
+		.result_own_turn = true,
+		.result_newlines = true,
 	},
 };
 

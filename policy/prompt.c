@@ -176,9 +176,8 @@ int policy_render_prefix(struct policy_renderer *r, const char *task, struct pol
 	return err;
 }
 
-/* The previous action's result as format fmt wraps it (cut at its character limit), or NULL
- * with errno EINVAL for a tool the format does not name. */
-static char *result_text(const struct policy_format *fmt, const struct policy_tool_result *res)
+char *policy_format_result_text(const struct policy_format *fmt,
+				const struct policy_tool_result *res)
 {
 	const char *name = fmt->tool_name(res->tool);
 	const char *tag = res->error ? "error" : "tool_output";
@@ -202,7 +201,7 @@ static char *result_text(const struct policy_format *fmt, const struct policy_to
 	return xasprintf("<%s tool=\"%s\">%s%.*s%s</%s>", tag, name, nl, (int)n, text, nl, tag);
 }
 
-static char *observation_text(const struct policy_format *fmt, bool evicted)
+char *policy_format_observation_text(const struct policy_format *fmt, bool evicted)
 {
 	return xasprintf("%s%s%s", fmt->turns.observation_open,
 			 evicted ? fmt->turns.evicted : "<image>", fmt->turns.observation_close);
@@ -217,10 +216,10 @@ char *policy_format_user_text(const struct policy_format *fmt, const struct poli
 		errno = EINVAL;
 		return NULL;
 	}
-	char *o = observation_text(fmt, evicted);
+	char *o = policy_format_observation_text(fmt, evicted);
 	if (!obs->result)
 		return o;
-	char *res = result_text(fmt, obs->result);
+	char *res = policy_format_result_text(fmt, obs->result);
 	if (!res) {
 		free(o);
 		return NULL;
@@ -229,11 +228,6 @@ char *policy_format_user_text(const struct policy_format *fmt, const struct poli
 	free(res);
 	free(o);
 	return all;
-}
-
-char *policy_user_text(const struct policy_observation *obs, bool evicted)
-{
-	return policy_format_user_text(&policy_format_holo3, obs, evicted);
 }
 
 static int user_turn(const struct policy_renderer *r, struct engine_chat *c,
@@ -247,14 +241,14 @@ static int user_turn(const struct policy_renderer *r, struct engine_chat *c,
 		return -EINVAL;
 	if (obs->result && r->fmt->turns.result_own_turn) {
 		/* the result in a user turn of its own, before the observation's */
-		text = result_text(r->fmt, obs->result);
+		text = policy_format_result_text(r->fmt, obs->result);
 		if (!text)
 			return -errno;
 		err = append(c, ENGINE_CHAT_USER, text, NULL, 0, t);
 		free(text);
 		if (err < 0)
 			return err;
-		text = observation_text(r->fmt, evicted);
+		text = policy_format_observation_text(r->fmt, evicted);
 	} else {
 		text = policy_format_user_text(r->fmt, obs, evicted);
 	}

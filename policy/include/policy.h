@@ -362,16 +362,23 @@ int policy_prefix_text(const struct policy_renderer *r, const char *task, char *
 		       char **ret_user);
 /* What an evicted observation says where its screenshot was. */
 #define POLICY_EVICTED_TEXT "[screenshot evicted]"
-/* The text of one observation's user turn as rendered: the previous result, then
- * <observation> with the "<image>" placeholder (or POLICY_EVICTED_TEXT). malloc'd; NULL +
- * errno EINVAL (no observation, an unknown tool). */
-char *policy_user_text(const struct policy_observation *obs, bool evicted);
-/* policy_user_text in format fmt's layout; when the format gives the result its own turn,
- * the two turns' texts joined by a newline (what the journal records). */
+/* The text of one observation's user turn in format fmt's layout: the previous result, then
+ * the observation wrapper with the "<image>" placeholder (or the format's eviction text); when
+ * the format gives the result its own turn, the two turns' texts joined by a newline (what the
+ * journal records). malloc'd; NULL + errno EINVAL (no observation, an unknown tool). */
 char *policy_format_user_text(const struct policy_format *fmt, const struct policy_observation *obs,
 			      bool evicted);
-/* One step's user turn (previous tool result, then <observation> with the image) followed by
- * the generation prompt. evicted: the image is replaced by "[screenshot evicted]". */
+/* The two parts of an observation's user text in format fmt's layout, malloc'd: the previous
+ * action's result in its wrapper (<tool_output tool="NAME">, <error tool="NAME"> when it
+ * failed; newline-padded and cut as the format says), NULL + errno EINVAL for a tool the
+ * format does not name; and the observation wrapper around "<image>" or the format's eviction
+ * text. What a remote request sends as its messages (daemon/provider-remote.c). */
+char *policy_format_result_text(const struct policy_format *fmt,
+				const struct policy_tool_result *res);
+char *policy_format_observation_text(const struct policy_format *fmt, bool evicted);
+/* One step's user turn(s) (the previous tool result, in a turn of its own when the format says
+ * so, then <observation> with the image) followed by the generation prompt. evicted: the image
+ * is replaced by the format's eviction text. */
 int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs,
 		       bool evicted, struct policy_piece *ret);
 /* What closes the assistant turn after the step's tokens were decoded (persistent mode):

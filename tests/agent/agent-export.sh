@@ -49,16 +49,21 @@ grep -q 'chat.jsonl: 4 tasks (1 without a conversation' "$T/exp.out" ||
 [ "$(wc -l <"$T/exp/chat.jsonl")" = 4 ] || fail "chat.jsonl: not four lines"
 head -c 1200 "$T/exp/chat.jsonl"; echo
 
-# The conversation: system, task, then per step the user turn with its screenshot and the
-# model's step as the assistant turn.
+# The conversation: system, task, then per step the previous action's result as a user message
+# of its own (from the second step on), the observation's user turn with its screenshot, and the
+# model's step as the assistant turn: the turns the model saw.
 jq -e -s --argjson p "$P" '.[] | select(.task_id == $p)
 	| .format == "holo3" and .history == "persistent"
-	and ([.messages[].role] == ["system", "user", "user", "assistant", "user", "assistant",
-	                            "user", "assistant"])
+	and ([.messages[].role] == ["system", "user", "user", "assistant", "user", "user",
+	                            "assistant", "user", "user", "assistant"])
 	and .messages[1].content == "Task: Click the red block."
 	and (.messages[0].content | length > 100)
-	and .messages[2].content == "<observation><image></observation>"
-	and (.messages[4].content | startswith("<tool_output tool=\"click\">clicked left x1 at ("))
+	and .messages[2].content == "<observation>\n<image>\n</observation>"
+	and (.messages[4].content | startswith("<tool_output tool=\"click\">\nclicked left x1 at (")
+		and endswith("\n</tool_output>"))
+	and (.messages[4] | has("images") | not)
+	and .messages[5].content == "<observation>\n<image>\n</observation>"
+	and .messages[5].images[0].path == "images/\($p)-1-before.png"
 	and .messages[2].images[0].path == "images/\($p)-0-before.png"
 	and .messages[2].images[0].tiles >= 1 and .messages[2].images[0].width == 640
 	and (.prefill.steps | length == 3 and all(.prompt == "persistent" and .valid))' \
@@ -88,7 +93,7 @@ cat "$T/rt"
 # One character changed: the step that carries it no longer matches.
 mkdir "$T/bad"
 cp -r "$T/exp/images" "$T/bad/"
-jq -c --argjson p "$P" 'if .task_id == $p then .messages[6].content |= sub("clicked"; "Clicked")
+jq -c --argjson p "$P" 'if .task_id == $p then .messages[7].content |= sub("clicked"; "Clicked")
 	else . end' "$T/exp/chat.jsonl" >"$T/bad/chat.jsonl"
 "$CHAT_PREFILL" "$AGENT_MODEL" "$T/bad" >"$T/rt" 2>&1
 RC=$?

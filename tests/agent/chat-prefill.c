@@ -35,6 +35,7 @@
 #define MAX_LINE_BYTES (64u << 20)
 
 struct step_in {
+	const char *result;    /* the previous action's result in a user turn of its own, or NULL */
 	const char *user;      /* the user turn's text, "<image>" placeholder */
 	const char *image;     /* its screenshot, relative to the export directory */
 	int tiles;             /* recorded tile count */
@@ -47,6 +48,7 @@ struct step_in {
 
 struct task_in {
 	long long id;
+	const struct policy_format *fmt; /* the line's format: the history's steps */
 	const char *system, *task;
 	int tokens_per_tile;
 	bool reasoning;
@@ -91,6 +93,7 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 
 	memset(t, 0, sizeof(*t));
 	t->id = json_integer_value(json_object_get(line, "task_id"));
+	t->fmt = policy_format_find(str(line, "format"));
 	t->tokens_per_tile = (int)json_integer_value(json_object_get(line, "tokens_per_tile"));
 	t->reasoning = json_is_true(json_object_get(line, "reasoning"));
 	t->evicted = str(line, "evicted");
@@ -99,21 +102,27 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 	t->max_tiles = (int)json_integer_value(json_object_get(line, "max_tiles"));
 	t->prefix_tokens = json_integer_value(json_object_get(prefix, "tokens"));
 	t->prefix_sha256 = str(prefix, "sha256");
-	if (json_array_size(msgs) < 2 || !t->evicted || !t->prefix_sha256 || t->window < 1 ||
+	if (json_array_size(msgs) < 2 || !t->fmt || !t->evicted || !t->prefix_sha256 || t->window < 1 ||
 	    t->tokens_per_tile < 1 || !json_is_array(psteps) ||
 	    !role_is(json_array_get(msgs, 0), "system") ||
 	    !role_is(json_array_get(msgs, 1), "user")) {
-		snprintf(err, errlen, "task %lld: not a chat export line (messages, prefill, "
-			 "window, tokens_per_tile, evicted)", t->id);
+		snprintf(err, errlen, "task %lld: not a chat export line (format, messages, "
+			 "prefill, window, tokens_per_tile, evicted)", t->id);
 		return -EINVAL;
 	}
 	t->system = str(json_array_get(msgs, 0), "content");
 	t->task = str(json_array_get(msgs, 1), "content");
 	t->steps = xcalloc(json_array_size(psteps) + 1, sizeof(*t->steps));
+	const char *result = NULL; /* a user message without images: the next step's result */
 	for (size_t i = 2; i < json_array_size(msgs); i++) {
 		json_t *m = json_array_get(msgs, i);
-		if (role_is(m, "user") && t->n_steps < json_array_size(psteps)) {
+		if (role_is(m, "user") && !json_object_get(m, "images") && !result &&
+		    str(m, "content")) {
+			result = str(m, "content");
+		} else if (role_is(m, "user") && t->n_steps < json_array_size(psteps)) {
 			struct step_in *s = &t->steps[t->n_steps++];
+			s->result = result;
+			result = NULL;
 			json_t *img = json_array_get(json_object_get(m, "images"), 0);
 			json_t *ps = json_array_get(psteps, t->n_steps - 1);
 			s->user = str(m, "content");
@@ -136,7 +145,7 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 			return -EINVAL;
 		}
 	}
-	if (t->n_steps != json_array_size(psteps)) {
+	if (t->n_steps != json_array_size(psteps) || result) {
 		snprintf(err, errlen, "task %lld: %zu user turns for %zu prefilled steps", t->id,
 			 t->n_steps, json_array_size(psteps));
 		return -EINVAL;
@@ -187,11 +196,17 @@ static int append(struct engine_chat *c, enum engine_chat_role role, const char 
 	return engine_chat_append(c, &m, out, err, errlen);
 }
 
-/* A step's user turn; evicted: its "<image>" placeholder becomes the eviction text. */
+/* A step's user turn(s): the result's of its own, if any, then the observation's; evicted: its
+ * "<image>" placeholder becomes the eviction text. */
 static int user_turn(struct engine_chat *c, const struct task_in *t, const struct step_in *s,
 		     bool evicted, struct engine_chat_tokens *out, char *err, size_t errlen)
 {
 	const char *at = strstr(s->user, "<image>");
+	if (s->result) {
+		int r = append(c, ENGINE_CHAT_USER, s->result, NULL, 0, out, err, errlen);
+		if (r < 0)
+			return r;
+	}
 	if (!evicted || !at)
 		return append(c, ENGINE_CHAT_USER, s->user, &s->tiles, evicted ? 0 : 1, out, err,
 			      errlen);
@@ -203,8 +218,9 @@ static int user_turn(struct engine_chat *c, const struct task_in *t, const struc
 }
 
 /* A history assistant turn: the step as the agent re-serializes it (canonical layout). */
-static int assistant_turn(struct engine_chat *c, const struct step_in *s,
-			  struct engine_chat_tokens *out, char *err, size_t errlen)
+static int assistant_turn(struct engine_chat *c, const struct task_in *t,
+			  const struct step_in *s, struct engine_chat_tokens *out, char *err,
+			  size_t errlen)
 {
 	struct policy_step step;
 	char perr[160];
@@ -214,12 +230,12 @@ static int assistant_turn(struct engine_chat *c, const struct step_in *s,
 		snprintf(err, errlen, "an invalid step has no assistant turn to carry in a window");
 		return -EINVAL;
 	}
-	if ((r = policy_step_parse(s->assistant, strlen(s->assistant), &step, perr,
-				   sizeof(perr))) < 0) {
+	if ((r = t->fmt->step_parse(s->assistant, strlen(s->assistant), &step, perr,
+				    sizeof(perr))) < 0) {
 		snprintf(err, errlen, "the assistant turn is not a valid step: %s", perr);
 		return r;
 	}
-	char *json = policy_step_to_json(&step);
+	char *json = t->fmt->step_to_json(&step);
 	policy_step_finish(&step);
 	if (!json)
 		return -errno;
@@ -243,7 +259,7 @@ static int render_window(const struct engine_tokenizer *tok, const struct task_i
 	for (size_t i = first; i <= k && r == 0; i++) {
 		r = user_turn(c, t, &t->steps[i], i < first_image, out, err, errlen);
 		if (r == 0 && i < k)
-			r = assistant_turn(c, &t->steps[i], out, err, errlen);
+			r = assistant_turn(c, t, &t->steps[i], out, err, errlen);
 	}
 	if (r == 0)
 		r = engine_chat_generation_prompt(c, out);

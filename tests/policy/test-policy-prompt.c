@@ -200,9 +200,11 @@ static void test_step(struct policy_renderer *r)
 	struct policy_observation obs = {.n_tiles = 2, .result = &res};
 	REQUIRE(policy_render_step(r, &obs, false, &p) == 0);
 	char *img = images_text(2 * TPT);
-	char *want = xasprintf("<SPECIAL_11>User\n<tool_output tool=\"click\">clicked at (960, 540)"
-			       "</tool_output>\n<observation>%s</observation>\n<SPECIAL_11>Assistant\n"
-			       "<think></think>", img);
+	/* H's layout: the result in a user turn of its own, newline-padded, then the image
+	 * between "<observation>\n" and "\n</observation>" */
+	char *want = xasprintf("<SPECIAL_11>User\n<tool_output tool=\"click\">\nclicked at (960, 540)"
+			       "\n</tool_output>\n<SPECIAL_11>User\n<observation>\n%s\n</observation>\n"
+			       "<SPECIAL_11>Assistant\n<think></think>", img);
 	CHECK_STR_EQ(p.text, want);
 	CHECK_INT_EQ(p.n_images, 1);
 	check_image_slot(&p, 0, 2 * TPT);
@@ -235,16 +237,16 @@ static void test_step(struct policy_renderer *r)
 					  .text = "unknown key name 'ctr'"};
 	obs = (struct policy_observation){.n_tiles = 1, .result = &fail};
 	REQUIRE(policy_render_step(r, &obs, true, &p) == 0);
-	CHECK_STR_EQ(p.text, "<SPECIAL_11>User\n<error tool=\"hotkey\">unknown key name 'ctr'</error>\n"
-			     "<observation>[screenshot evicted]</observation>\n<SPECIAL_11>Assistant\n"
-			     "<think></think>");
+	CHECK_STR_EQ(p.text, "<SPECIAL_11>User\n<error tool=\"hotkey\">\nunknown key name 'ctr'\n"
+			     "</error>\n<SPECIAL_11>User\n<observation>\n[screenshot evicted]\n"
+			     "</observation>\n<SPECIAL_11>Assistant\n<think></think>");
 	CHECK_INT_EQ(p.n_images, 0);
 	policy_piece_finish(&p);
 	obs = (struct policy_observation){.n_tiles = 1};
 	REQUIRE(policy_render_step(r, &obs, false, &p) == 0);
 	img = images_text(TPT);
-	want = xasprintf("<SPECIAL_11>User\n<observation>%s</observation>\n<SPECIAL_11>Assistant\n"
-			 "<think></think>", img);
+	want = xasprintf("<SPECIAL_11>User\n<observation>\n%s\n</observation>\n"
+			 "<SPECIAL_11>Assistant\n<think></think>", img);
 	CHECK_STR_EQ(p.text, want);
 	check_image_slot(&p, 0, TPT);
 	free(want);
@@ -331,7 +333,7 @@ static void test_reasoning(void)
 	struct policy_tool_result res = {.tool = IPC_TOOL_WAIT, .text = "waited /no_think"};
 	two[1].result = &res;
 	REQUIRE(policy_render_window(r, two, &st, 1, 2, &p) == 0);
-	CHECK(strstr(p.text, "waited </tool_output>") != NULL);
+	CHECK(strstr(p.text, "waited \n</tool_output>") != NULL);
 	static const char off[] = "<SPECIAL_11>Assistant\n<think></think>";
 	CHECK(strcmp(p.text + p.text_len - strlen(off), off) == 0);
 	policy_piece_finish(&p);
@@ -510,6 +512,95 @@ static void test_modes(struct policy_renderer *r)
 		policy_step_finish(&steps[i]);
 }
 
+/* holo3 (docs/policy.md's "holo3 follows" column, items 3, 4, 6, 7): H's Agent loop layout.
+ * The image between "<observation>\n" and "\n</observation>"; the previous tool's result in a
+ * user turn of its own before the next observation, "<tool_output tool=\"NAME\">\n{result}\n
+ * </tool_output>" (holod's "<error tool=...>" for a failed action); an evicted observation
+ * keeps its wrapper around "[screenshot evicted]". The whole conversation against
+ * tests/policy/golden-holo3-conversation.txt (HOLOD_WRITE_GOLDEN=1 rewrites it), and its turns
+ * against the contract strings of tests/fixtures/policy/published/README.md. */
+static void test_holo3_conversation(void)
+{
+	struct policy_renderer *r = policy_renderer_create(&policy_format_holo3, tok, &env, TPT);
+	REQUIRE(r);
+	struct policy_piece prefix, win;
+	REQUIRE(policy_render_prefix(r, "Open the settings", &prefix) == 0);
+	static const char *const steps_json[] = {
+		"{\"note\":null,\"thought\":\"Open the menu.\",\"tool_call\":{\"tool_name\":\"click\","
+		"\"element\":\"menu\",\"x\":10,\"y\":20}}",
+		"{\"note\":null,\"thought\":\"Release.\",\"tool_call\":{\"tool_name\":\"key_up\","
+		"\"key\":\"shift\"}}",
+		"{\"note\":\"menu open\",\"thought\":\"Type.\",\"tool_call\":{\"tool_name\":\"write\","
+		"\"content\":\"settings\",\"press_enter\":true}}",
+	};
+	struct policy_step steps[3];
+	char perr[256];
+	for (size_t i = 0; i < 3; i++)
+		REQUIRE(policy_step_parse(steps_json[i], strlen(steps_json[i]), &steps[i], perr,
+					  sizeof(perr)) == 0);
+	struct policy_tool_result res[3] = {
+		{.tool = IPC_TOOL_CLICK, .text = "clicked left x1 at (10,20)"},
+		{.tool = IPC_TOOL_KEY_UP, .error = true, .text = "the key is not held"},
+		{.tool = IPC_TOOL_WRITE, .text = "typed 8 bytes and Enter"},
+	};
+	struct policy_observation obs[4] = {
+		{.n_tiles = 1}, {.n_tiles = 1, .result = &res[0]}, {.n_tiles = 1, .result = &res[1]},
+		{.n_tiles = 1, .result = &res[2]}};
+	REQUIRE(policy_render_window(r, obs, steps, 3, 3, &win) == 0);
+	CHECK_INT_EQ(win.n_images, 3);
+	char *all = xasprintf("%s%s", prefix.text, win.text);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/tests/policy/golden-holo3-conversation.txt", source_root);
+	if (getenv("HOLOD_WRITE_GOLDEN")) {
+		FILE *f = fopen(path, "wb");
+		REQUIRE(f);
+		fputs(all, f);
+		fclose(f);
+	}
+	char *golden = read_file(path);
+	REQUIRE(golden);
+	CHECK_STR_EQ(all, golden);
+	/* H's strings, each turn's content as the chat format writes it */
+	CHECK(strstr(all, "Task: Open the settings\n<SPECIAL_11>User\n<observation>\n"
+			  "[screenshot evicted]\n</observation>\n<SPECIAL_11>Assistant\n"));
+	char *img = images_text(TPT);
+	char *want = xasprintf("<SPECIAL_12>\n<SPECIAL_11>User\n<tool_output tool=\"write\">\n"
+			       "typed 8 bytes and Enter\n</tool_output>\n<SPECIAL_11>User\n"
+			       "<observation>\n%s\n</observation>\n<SPECIAL_11>Assistant\n"
+			       "<think></think>", img);
+	CHECK(strlen(all) > strlen(want) && strcmp(all + strlen(all) - strlen(want), want) == 0);
+	CHECK(strstr(all, "<SPECIAL_12>\n<SPECIAL_11>User\n<error tool=\"key_up\">\nthe key is not "
+			  "held\n</error>\n<SPECIAL_11>User\n<observation>\n<img>"));
+	CHECK(strstr(all, "</observation>\n<SPECIAL_11>Assistant\n{\"note\":null,\"thought\":"
+			  "\"Open the menu.\""));
+	/* the journal's user turn: the result's then the observation's text */
+	char *ut = policy_format_user_text(&policy_format_holo3, &obs[1], false);
+	CHECK_STR_EQ(ut, "<tool_output tool=\"click\">\nclicked left x1 at (10,20)\n</tool_output>\n"
+			 "<observation>\n<image>\n</observation>");
+	free(ut);
+	ut = policy_format_observation_text(&policy_format_holo3, true);
+	CHECK_STR_EQ(ut, "<observation>\n[screenshot evicted]\n</observation>");
+	free(ut);
+	ut = policy_format_result_text(&policy_format_holo3, &res[1]);
+	CHECK_STR_EQ(ut, "<error tool=\"key_up\">\nthe key is not held\n</error>");
+	free(ut);
+	/* ids: the same as tokenizing the whole rendered text */
+	int32_t *whole;
+	size_t n_whole;
+	encode(win.text, true, &whole, &n_whole);
+	CHECK(ids_equal(win.ids, win.n_ids, whole, n_whole));
+	free(whole);
+	free(want);
+	free(img);
+	free(golden);
+	free(all);
+	for (size_t i = 0; i < 3; i++)
+		policy_step_finish(&steps[i]);
+	policy_piece_finish(&prefix);
+	policy_piece_finish(&win);
+	policy_renderer_destroy(r);
+}
+
 /* holo-nano (docs/policy.md's last column): holod's own system text with the schema generated
  * from the tool table in its <output_format> block; the turns as the format's data says: the
  * tool output in a user turn of its own, newline-padded, cut at 2000 characters; <error> for a
@@ -644,6 +735,7 @@ int main(void)
 	test_reasoning();
 	test_modes(r);
 	policy_renderer_destroy(r);
+	test_holo3_conversation();
 	test_nano();
 
 	struct policy_env bad = env;

@@ -82,7 +82,7 @@ jq -e '.model == "fake-model" and .stream == true and .stream_options.include_us
 	and .messages[1] == {"role":"user","content":"Task: Click the block, then answer."}
 	and (.messages | length) == 3 and .messages[2].role == "user"
 	and ([.messages[2].content[] | .type] == ["text","image_url"])
-	and .messages[2].content[0].text == "<observation><image></observation>"
+	and .messages[2].content[0].text == "<observation>\n<image>\n</observation>"
 	and (.messages[2].content[1].image_url.url | startswith("data:image/png;base64,"))' \
 	"$R1" >/dev/null || fail "request 1 does not follow the API: $(head -c 600 "$R1")"
 jq -r '.messages[2].content[1].image_url.url' "$R1" | sed 's/^data:image\/png;base64,//' |
@@ -90,15 +90,20 @@ jq -r '.messages[2].content[1].image_url.url' "$R1" | sed 's/^data:image\/png;ba
 [ "$(od -An -tx1 -N24 "$T/shot.png" | tr -d ' \n')" = \
 	"89504e470d0a1a0a0000000d494844520000028000000190" ] ||
 	fail "the image is not a 640x400 PNG"
-# Step 2 (window 1): the first observation's screenshot evicted, the step as the assistant said.
-jq -e --argjson click "$CLICK" '(.messages | length) == 5
-	and (.messages[2].content | type) == "string"
-	and (.messages[2].content | contains("[screenshot evicted]"))
+# Step 2 (window 1): the first observation's screenshot evicted (its wrapper kept), the step as
+# the assistant said, the click's result in a user message of its own (newline-padded), then the
+# observation (H's Agent loop layout, docs/policy.md items 3, 4, 6, 7, 29).
+jq -e --argjson click "$CLICK" '(.messages | length) == 6
+	and .messages[2] == {"role": "user",
+		"content": "<observation>\n[screenshot evicted]\n</observation>"}
 	and .messages[3].role == "assistant" and (.messages[3].content | fromjson) as $s
 	| $s.tool_call.tool_name == "click" and $s.tool_call.x == 250
-	and ([.messages[4].content[] | .type] == ["text","image_url"])
-	and (.messages[4].content[0].text | startswith("<tool_output tool=\"click\">")
-		and endswith("</tool_output>\n<observation><image></observation>"))' \
+	and .messages[4].role == "user" and (.messages[4].content | type) == "string"
+	and (.messages[4].content | startswith("<tool_output tool=\"click\">\n")
+		and endswith("\n</tool_output>"))
+	and .messages[5].role == "user"
+	and ([.messages[5].content[] | .type] == ["text","image_url"])
+	and .messages[5].content[0].text == "<observation>\n<image>\n</observation>"' \
 	"$REC/req-2.json" >/dev/null || fail "request 2's history: $(head -c 800 "$REC/req-2.json")"
 # What the server renders from it: request 2's messages through the model's chat template
 # (holo-infer --render renders as NVIDIA-Nemotron-Nano-12B-v2-VL's template does, checked
@@ -113,8 +118,9 @@ render() {
 }
 if [ -x "${HOLO_INFER:-}" ] && [ -f "${AGENT_MODEL:-}/config.json" ]; then
 	render "$REC/req-2.json" >"$T/rendered" || fail "holo-infer --render: $(cat "$T/render.err")"
-	jq -Rse 'test("<SPECIAL_11>User\n<tool_output tool=\"click\">[^<]*</tool_output>\n" +
-		"<observation><img>(<image>)+</img></observation>\n<SPECIAL_11>Assistant\n")' \
+	jq -Rse 'test("<SPECIAL_11>User\n<tool_output tool=\"click\">\n[^<]*\n</tool_output>\n" +
+		"<SPECIAL_11>User\n<observation>\n<img>(<image>)+</img>\n</observation>\n" +
+		"<SPECIAL_11>Assistant\n")' \
 		"$T/rendered" >/dev/null ||
 		fail "vLLM layout: the screenshot is not rendered inside <observation>: $(cat "$T/rendered")"
 fi
@@ -123,7 +129,9 @@ FIRST=$TASK
 "$HOLOCTL" export -o "$T/exp" --format chat "$FIRST" >"$T/exp.out" 2>"$T/err" ||
 	fail "holoctl export --format chat: $(cat "$T/err")"
 jq -e --arg click "$CLICK" '[.messages[].role] == ["system", "user", "user", "assistant", "user",
-	"assistant"] and .messages[3].content == $click and .prefill.steps[0].sha256 == null
+	"user", "assistant"] and .messages[3].content == $click and .prefill.steps[0].sha256 == null
+	and (.messages[4].content | startswith("<tool_output tool=\"click\">\n"))
+	and .messages[5].content == "<observation>\n<image>\n</observation>"
 	and (.messages[2].images[0].path | type) == "string"' "$T/exp/chat.jsonl" >/dev/null ||
 	fail "chat export of a remote task: $(head -c 800 "$T/exp/chat.jsonl")"
 
@@ -216,15 +224,15 @@ jq -e '.response_format.type == "json_schema" and .response_format.json_schema.n
 	and (.response_format.json_schema.schema.required == ["note","thought","tool_call"])
 	and has("structured_outputs") == false and has("guided_json") == false
 	and ([.messages[2].content[] | .type] == ["text","image_url","text"])
-	and .messages[2].content[0].text == "<observation>"
-	and .messages[2].content[2].text == "</observation>"' "$REC/req-$LAST.json" >/dev/null ||
+	and .messages[2].content[0].text == "<observation>\n"
+	and .messages[2].content[2].text == "\n</observation>"' "$REC/req-$LAST.json" >/dev/null ||
 	fail "request to an OpenAI-compatible server: $(head -c 600 "$REC/req-$LAST.json")"
 # (the Nemotron template, as vLLM would apply it, puts this layout's image in front of the
 # observation: why vLLM gets the other one)
 if [ -x "${HOLO_INFER:-}" ] && [ -f "${AGENT_MODEL:-}/config.json" ]; then
 	render "$REC/req-$LAST.json" >"$T/rendered" ||
 		fail "holo-infer --render: $(cat "$T/render.err")"
-	jq -Rse 'test("<SPECIAL_11>User\n<img>(<image>)+</img>\n<observation></observation>\n")' \
+	jq -Rse 'test("<SPECIAL_11>User\n<img>(<image>)+</img>\n<observation>\n\n</observation>\n")' \
 		"$T/rendered" >/dev/null || fail "parts layout rendered: $(cat "$T/rendered")"
 fi
 
