@@ -411,12 +411,25 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			goto release;
 		}
 		history_grow(&a, index + 1);
-		a.result_texts[index + 1] = sv == STUCK_NONE ? xstrdup(r < 0 ? err : result)
-				: xasprintf("%s%s%s", r < 0 ? err : result, (r < 0 ? err : result)[0]
-					    ? " " : "", warning);
+		/* What the action did as the task's format tells it (docs/policy.md, item 8: holo3
+		 * in the model's coordinates, holo-nano as its harness); the journal keeps the
+		 * executor's text. NULL: no result turn (holo-nano's update_plan). */
+		const char *etext = r < 0 ? err : result;
+		char *told = NULL;
+		if (fmt->model_result(&a.steps[index].action, r < 0, etext,
+				      r == 0 && strstr(etext, EXECUTOR_NO_FOCUS_WARNING) ?
+					      EXECUTOR_NO_FOCUS_WARNING : NULL,
+				      &told) < 0)
+			told = xstrdup(etext);
+		if (sv != STUCK_NONE) {
+			char *w = xasprintf("%s%s%s", told ? told : "", told && told[0] ? " " : "",
+					    warning);
+			free(told);
+			told = w;
+		}
+		a.result_texts[index + 1] = told;
 		a.results[index + 1] = (struct policy_tool_result){
-			.tool = a.steps[index].action.tool, .error = r < 0,
-			.text = a.result_texts[index + 1]};
+			.tool = a.steps[index].action.tool, .error = r < 0, .text = told};
 		r = 0;
 	}
 

@@ -99,7 +99,7 @@ static int check_focus(struct executor_run *run, const char **ret_note, char *er
 			 "root window; require_focus is set): activate a window first");
 		return -ENOTCONN;
 	}
-	*ret_note = " (no window had the keyboard focus: the keys went to the root window)";
+	*ret_note = " (" EXECUTOR_NO_FOCUS_WARNING ")";
 	return 0;
 }
 

@@ -652,6 +652,23 @@ static const char *nano_tool_name(enum ipc_tool tool)
 	return t ? t->name : NULL;
 }
 
+/* holo-nano: what the harness writes. A desktop tool's output is pyautogui's, empty on a plain
+ * success (here the executor's warning, if any), "error: ..." on a failure (the harness wraps
+ * output starting so in <error>); nothing at all after update_plan or answer. */
+static int nano_model_result(const struct ipc_action *a, bool failed, const char *text,
+			     const char *warning, char **ret)
+{
+	if (!a || !text || !ret)
+		return -EINVAL;
+	if (a->tool == IPC_TOOL_UPDATE_PLAN || a->tool == IPC_TOOL_ANSWER)
+		*ret = NULL;
+	else if (failed)
+		*ret = strncmp(text, "error:", 6) == 0 ? xstrdup(text) : xasprintf("error: %s", text);
+	else
+		*ret = xstrdup(warning ? warning : "");
+	return 0;
+}
+
 const struct policy_format policy_format_holo_nano = {
 	.name = "holo-nano",
 	/* the published harness: temperature 0.8, top_p 0.95 */
@@ -661,6 +678,7 @@ const struct policy_format policy_format_holo_nano = {
 	.step_to_json = policy_nano_step_to_json,
 	.system_text = nano_system_text,
 	.tool_name = nano_tool_name,
+	.model_result = nano_model_result,
 	.turns = {
 		.observation_open = "<observation>\n",
 		.observation_close = "\n</observation>",

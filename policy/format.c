@@ -157,6 +157,45 @@ static char *holo3_system_text(const struct policy_env *env)
 	return b.s;
 }
 
+/* holo3: the executor's text, except that the tools with a point say it in the model's
+ * coordinates (the ones the step wrote), not in the root pixels the executor names. */
+static int holo3_model_result(const struct ipc_action *a, bool failed, const char *text,
+			      const char *warning, char **ret)
+{
+	(void)warning; /* the executor's text says it */
+	if (!a || !text || !ret)
+		return -EINVAL;
+	if (failed) {
+		*ret = xstrdup(text);
+		return 0;
+	}
+	switch (a->tool) {
+	case IPC_TOOL_CLICK:
+	case IPC_TOOL_DOUBLE_CLICK:
+	case IPC_TOOL_TRIPLE_CLICK:
+		*ret = xasprintf("clicked %s x%d at (%d,%d)", ipc_button_to_string(a->button),
+				 a->tool == IPC_TOOL_CLICK ? 1 : a->tool == IPC_TOOL_DOUBLE_CLICK ? 2 : 3,
+				 a->x, a->y);
+		break;
+	case IPC_TOOL_MOVE:
+		*ret = xasprintf("moved to (%d,%d)", a->x, a->y);
+		break;
+	case IPC_TOOL_DRAG:
+		*ret = xasprintf("dragged (%d,%d) to (%d,%d)", a->x, a->y, a->x2, a->y2);
+		break;
+	case IPC_TOOL_DRAG_TO:
+		*ret = xasprintf("dragged to (%d,%d)", a->x, a->y);
+		break;
+	case IPC_TOOL_SCROLL:
+		*ret = xasprintf("scrolled %d notches at (%d,%d)", a->scroll_size, a->x, a->y);
+		break;
+	default:
+		*ret = xstrdup(text);
+		break;
+	}
+	return 0;
+}
+
 const struct policy_format policy_format_holo3 = {
 	.name = "holo3",
 	/* H Company's agent loop and the holo-nano harness both sample at 0.8, top_p 0.95. */
@@ -166,6 +205,7 @@ const struct policy_format policy_format_holo3 = {
 	.step_to_json = policy_step_to_json,
 	.system_text = holo3_system_text,
 	.tool_name = ipc_tool_to_string,
+	.model_result = holo3_model_result,
 	/* H's Agent loop (docs/policy.md's table, items 3, 4, 6, 7): the image between
 	 * "<observation>\n" and "\n</observation>", the previous tool's result in a user turn of
 	 * its own before the observation, newline-padded in <tool_output tool="NAME">, an evicted

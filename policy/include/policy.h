@@ -241,6 +241,13 @@ struct policy_format {
 	char *(*system_text)(const struct policy_env *env);
 	/* The name the format gives an ipc tool (in <tool_output tool=...>), NULL for none. */
 	const char *(*tool_name)(enum ipc_tool tool);
+	/* What the model is told its action did (docs/policy.md's table, item 8), from the action
+	 * (model coordinates), whether it failed, the executor's text (its result, or its error when
+	 * it failed: it may name root pixels, which the journal keeps) and the executor's warning
+	 * (NULL: none; the executor's text holds it too). 0 and *ret (malloc'd), NULL when the
+	 * format sends no result after this tool; -EINVAL. */
+	int (*model_result)(const struct ipc_action *a, bool failed, const char *text,
+			    const char *warning, char **ret);
 	struct policy_turns turns;
 };
 

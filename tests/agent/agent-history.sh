@@ -54,7 +54,8 @@ steps "$P"
 check_steps "persistent step 0 text" '.steps[0].agent.prompt_text | startswith("<SPECIAL_11>User\n<observation>\n<img><image>x")
 	and endswith("<SPECIAL_12>\n") and (contains("tool_output") | not)'
 check_steps "persistent text: only the new turn" '[.steps[1:][] as $s | .steps[$s.index - 1] as $p
-	| $s.agent.prompt_text | startswith("<SPECIAL_11>User\n<tool_output tool=\"click\">\nclicked left x1 at (\($p.pixels.x),\($p.pixels.y))\n</tool_output>\n<SPECIAL_11>User\n<observation>\n<img>")
+	| $s.agent.prompt_text | startswith("<SPECIAL_11>User\n<tool_output tool=\"click\">\nclicked left x1 at (\($p.model.x),\($p.model.y))\n</tool_output>\n<SPECIAL_11>User\n<observation>\n<img>")
+	and $p.result == "clicked left x1 at (\($p.pixels.x),\($p.pixels.y))" and ($p.model == $p.pixels or (contains("at (\($p.pixels.x),\($p.pixels.y))") | not))
 	and ([match("<observation>"; "g")] | length) == 1 and (contains("SPECIAL_10") | not)
 	and (contains("Task:") | not) and (contains("\"tool_call\"") | not)] | all'
 cp "$T/rows" "$T/rows.p"

@@ -34,6 +34,17 @@ check_steps "observations as holo-nano wraps them" '[.steps[].agent.prompt_text
 	| contains("<SPECIAL_11>User\n<observation>\n<img>")] | all'
 check_steps "the tool output in its own turn" '[.steps[1:][].agent.prompt_text
 	| test("<SPECIAL_11>User\n<(tool_output|error) tool=\"[a-z_]+\">\n")] | all'
+# What the model is told (item 8): the harness's output, empty for a plain success (holod's
+# no-focus warning when the keys went to the root window), "error: ..." for a failure, nothing
+# after update_plan; the journal's result keeps the executor's text (pixels of a click).
+check_steps "holo-nano's tool output" '[.steps[1:][] as $s | .steps[$s.index - 1] as $p
+	| ($p.agent.raw_output | fromjson | .tool_call.tool_name) as $n
+	| $s.agent.user_turn | if $n == "update_plan" then . == "<observation>\n<image>\n</observation>"
+	elif $p.status == "ok" then startswith("<tool_output tool=\"\($n)\">\n\n</tool_output>\n")
+		or startswith("<tool_output tool=\"\($n)\">\nno window had the keyboard focus")
+	else startswith("<error tool=\"\($n)\">\nerror: ") end
+	and (if $n == "click_desktop" and $p.status == "ok" then $p.result | startswith("clicked ")
+	     else true end)] | all'
 check_steps "the history holds holo-nano steps" '[.steps[1:][].agent.prompt_text
 	| contains("<SPECIAL_11>Assistant\n{\"note\":")] | all'
 P=$(sqlite3 "$DB" "SELECT prompt FROM tasks WHERE id = $N")

@@ -654,13 +654,14 @@ static void test_nano(void)
 	long_out[2100] = '\0';
 	long_out[0] = '\xc3'; /* one two-byte character: the cut counts characters */
 	long_out[1] = '\xa9';
+	/* (none after update_plan: the format's model_result says so) */
 	struct policy_tool_result res[3] = {
-		{.tool = IPC_TOOL_UPDATE_PLAN, .text = ""},
+		{.tool = IPC_TOOL_CLICK, .text = ""},
 		{.tool = IPC_TOOL_CLICK, .error = true, .text = "error: no window"},
 		{.tool = IPC_TOOL_HOLD_AND_TAP_KEY, .text = long_out},
 	};
 	struct policy_observation obs[4] = {
-		{.n_tiles = 1}, {.n_tiles = 1, .result = &res[0]}, {.n_tiles = 1, .result = &res[1]},
+		{.n_tiles = 1}, {.n_tiles = 1}, {.n_tiles = 1, .result = &res[1]},
 		{.n_tiles = 1, .result = &res[2]}};
 	REQUIRE(policy_render_window(r, obs, steps, 3, 3, &win) == 0);
 	CHECK_INT_EQ(win.n_images, 3);
@@ -679,7 +680,13 @@ static void test_nano(void)
 	CHECK_STR_EQ(all, golden);
 	CHECK(strstr(all, "<observation>\n[Image omitted by context cleaning]\n</observation>"));
 	CHECK(strstr(all, "User\n<error tool=\"click_desktop\">\nerror: no window\n</error>\n"));
-	CHECK(strstr(all, "User\n<tool_output tool=\"update_plan\">\n\n</tool_output>\n"));
+	CHECK(strstr(all, "\"status\":\"running\"}]}}\n<SPECIAL_12>\n<SPECIAL_11>User\n"
+			  "<observation>\n<img>"));
+	CHECK(strstr(all, "tool=\"update_plan\"") == NULL);
+	/* a plain success's output, empty as the harness writes it */
+	char *empty = policy_format_result_text(&policy_format_holo_nano, &res[0]);
+	CHECK_STR_EQ(empty, "<tool_output tool=\"click_desktop\">\n\n</tool_output>");
+	free(empty);
 	/* 2000 characters: the two-byte one and 1999 'z' */
 	char *cut = xmalloc(2002 + 1);
 	memcpy(cut, "\xc3\xa9", 2);
@@ -715,6 +722,69 @@ static void test_nano(void)
 	free(sys);
 }
 
+/* What the model is told its action did (docs/policy.md's table, item 8): holo3 says a point
+ * in the model's coordinates, never the root pixels of the executor's text (which the journal
+ * keeps); holo-nano says what its harness writes: nothing for a plain success, the warning
+ * when there is one, "error: ..." for a failure, no result at all after update_plan. */
+static void test_model_result(void)
+{
+	struct ipc_action click = {.tool = IPC_TOOL_DOUBLE_CLICK, .x = 555, .y = 250};
+	struct ipc_action drag = {.tool = IPC_TOOL_DRAG, .x = 1, .y = 2, .x2 = 999, .y2 = 1000};
+	struct ipc_action scroll = {.tool = IPC_TOOL_SCROLL, .x = 500, .y = 500, .scroll_size = 3};
+	struct ipc_action move = {.tool = IPC_TOOL_MOVE, .x = 7, .y = 8};
+	struct ipc_action right = {.tool = IPC_TOOL_CLICK, .button = IPC_BUTTON_RIGHT, .x = 0, .y = 1000};
+	struct ipc_action write = {.tool = IPC_TOOL_WRITE};
+	struct ipc_action plan = {.tool = IPC_TOOL_UPDATE_PLAN};
+	const struct policy_format *h3 = &policy_format_holo3, *nano = &policy_format_holo_nano;
+	char *t;
+
+	REQUIRE(h3->model_result(&click, false, "clicked left x2 at (1065,270)", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "clicked left x2 at (555,250)");
+	free(t);
+	REQUIRE(h3->model_result(&right, false, "clicked right x1 at (0,1079)", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "clicked right x1 at (0,1000)");
+	free(t);
+	REQUIRE(h3->model_result(&drag, false, "dragged (2,2) to (1918,1080)", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "dragged (1,2) to (999,1000)");
+	free(t);
+	REQUIRE(h3->model_result(&scroll, false, "scrolled 3 notches at (960,540)", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "scrolled 3 notches at (500,500)");
+	free(t);
+	REQUIRE(h3->model_result(&move, false, "moved to (13,9)", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "moved to (7,8)");
+	free(t);
+	/* no point: the executor's text as it is, its warning included */
+	static const char typed[] = "typed 5 bytes (no window had the keyboard focus: the keys "
+				    "went to the root window)";
+	REQUIRE(h3->model_result(&write, false, typed, "no window had the keyboard focus: the "
+				 "keys went to the root window", &t) == 0);
+	CHECK_STR_EQ(t, typed);
+	free(t);
+	REQUIRE(h3->model_result(&click, true, "cannot map model point (555,250): bad", NULL, &t) ==
+		0);
+	CHECK_STR_EQ(t, "cannot map model point (555,250): bad");
+	free(t);
+
+	REQUIRE(nano->model_result(&click, false, "clicked left x2 at (1065,270)", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "");
+	free(t);
+	REQUIRE(nano->model_result(&write, false, typed, "no window had the keyboard focus", &t) ==
+		0);
+	CHECK_STR_EQ(t, "no window had the keyboard focus");
+	free(t);
+	REQUIRE(nano->model_result(&click, true, "the key is not held", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "error: the key is not held");
+	free(t);
+	REQUIRE(nano->model_result(&click, true, "error: already said", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "error: already said");
+	free(t);
+	t = (char *)"x";
+	REQUIRE(nano->model_result(&plan, false, "", NULL, &t) == 0);
+	CHECK(t == NULL);
+	CHECK_INT_EQ(h3->model_result(NULL, false, "", NULL, &t), -EINVAL);
+	CHECK_INT_EQ(nano->model_result(&click, false, NULL, NULL, &t), -EINVAL);
+}
+
 int main(void)
 {
 	char path[4096], err[256];
@@ -737,6 +807,7 @@ int main(void)
 	policy_renderer_destroy(r);
 	test_holo3_conversation();
 	test_nano();
+	test_model_result();
 
 	struct policy_env bad = env;
 	bad.screen_width = 0;

@@ -91,16 +91,16 @@ jq -r '.messages[2].content[1].image_url.url' "$R1" | sed 's/^data:image\/png;ba
 	"89504e470d0a1a0a0000000d494844520000028000000190" ] ||
 	fail "the image is not a 640x400 PNG"
 # Step 2 (window 1): the first observation's screenshot evicted (its wrapper kept), the step as
-# the assistant said, the click's result in a user message of its own (newline-padded), then the
-# observation (H's Agent loop layout, docs/policy.md items 3, 4, 6, 7, 29).
+# the assistant said, the click's result in a user message of its own (newline-padded, the point
+# in the model's coordinates, not the pixels (160,100) the journal keeps), then the observation
+# (H's Agent loop layout, docs/policy.md items 3, 4, 6, 7, 8, 29).
 jq -e --argjson click "$CLICK" '(.messages | length) == 6
 	and .messages[2] == {"role": "user",
 		"content": "<observation>\n[screenshot evicted]\n</observation>"}
 	and .messages[3].role == "assistant" and (.messages[3].content | fromjson) as $s
 	| $s.tool_call.tool_name == "click" and $s.tool_call.x == 250
-	and .messages[4].role == "user" and (.messages[4].content | type) == "string"
-	and (.messages[4].content | startswith("<tool_output tool=\"click\">\n")
-		and endswith("\n</tool_output>"))
+	and .messages[4] == {"role": "user",
+		"content": "<tool_output tool=\"click\">\nclicked left x1 at (250,250)\n</tool_output>"}
 	and .messages[5].role == "user"
 	and ([.messages[5].content[] | .type] == ["text","image_url"])
 	and .messages[5].content[0].text == "<observation>\n<image>\n</observation>"' \

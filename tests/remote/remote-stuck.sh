@@ -60,7 +60,7 @@ jq -e '(.steps | length) == 5 and .steps[0].stuck == null and .steps[1].stuck ==
 # the third (req-2) none. The warning is inside the tool output, after the action's result.
 grep -q 'The screen has not changed during the last 3 steps (steps 0 to 2)' "$REC/req-3.json" ||
 	fail "the fourth request has no warning: $(head -c 3000 "$REC/req-3.json")"
-grep -q 'clicked left x1 at (160,100) The screen has not changed' "$REC/req-3.json" ||
+grep -q 'clicked left x1 at (250,250) The screen has not changed' "$REC/req-3.json" ||
 	fail "the warning does not follow the tool output"
 grep -q 'has not changed' "$REC/req-2.json" && fail "the third request was warned already"
 [ "$(sqlite3 "$DB" "SELECT status, json_extract(stuck, '\$.reason'), json_extract(stuck, '\$.screen_sha256') FROM tasks WHERE id = $TASK")" = "stuck|unchanged_screen|$SHA" ] ||
