@@ -100,6 +100,7 @@ struct remote_task {
 	struct provider_sampling sampling;
 	const struct policy_format *fmt; /* the task's format: its turns, schema and parser */
 	char *system;     /* the system turn */
+	char *schema;     /* the step's JSON Schema, as the system turn shows it */
 	char *task_text;  /* "Task: ..." */
 	char *model;      /* the name sent */
 	bool vllm, json_object;
@@ -390,6 +391,7 @@ static void remote_task_close(struct provider_task *pt)
 		free(rt->pngs[i]);
 	free(rt->pngs);
 	free(rt->system);
+	free(rt->schema);
 	free(rt->task_text);
 	free(rt->model);
 	free(rt);
@@ -402,12 +404,6 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	struct remote_task *rt;
 	int r;
 
-	if (args->format && args->format != &policy_format_holo3) {
-		/* its request layout, schema and parser are holo3's (docs/policy.md) */
-		snprintf(err, errlen, "policy format %s: the remote provider speaks holo3 only",
-			 args->format->name);
-		return -ENOTSUP;
-	}
 	rt = xcalloc(1, sizeof(*rt));
 	rt->base.p = p;
 	rt->rp = rp;
@@ -417,14 +413,22 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->history = args->history;
 	rt->keep = rp->images ? args->window : 0;
 	rt->sampling = args->sampling;
-	rt->fmt = &policy_format_holo3;
+	rt->fmt = args->format ? args->format : &policy_format_holo3;
+	bool nano = rt->fmt == &policy_format_holo_nano;
+	const struct policy_published *pub = nano ? args->cfg->published : NULL;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
 				  .screen_height = args->run->monitor.height,
-				  .date = args->date};
-	rt->system = policy_format_holo3.system_text(&penv);
+				  .date = args->date, .max_steps = args->t->max_steps,
+				  .max_time_s = args->t->max_seconds, .published = pub};
+	rt->system = rt->fmt->system_text(&penv);
+	/* The schema the system text shows is the one the server constrains with: holo3's, or
+	 * holo-nano's (the published text when the published system text is used). */
+	rt->schema = !nano ? xstrdup(rp->schema) :
+		     pub   ? xstrndup(pub->nano_schema, pub->nano_schema_len) :
+			     policy_nano_json_schema();
 	rt->task_text = xasprintf("Task: %s", args->t->req->instruction);
-	if (!rt->system) {
-		r = -errno;
+	if (!rt->system || !rt->schema) {
+		r = -ENOMEM;
 		snprintf(err, errlen, "cannot write the system prompt: %s", strerror(-r));
 		goto close_task;
 	}
@@ -443,8 +447,9 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	pthread_mutex_unlock(&rp->lock);
 	/* What the chat export reads (docs/journal.md, `prompt`). */
 	char *obs = policy_format_observation_text(rt->fmt, false);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:b, s:s, s:s}", "format",
-			      rt->fmt->name, "system", rt->system, "user", rt->task_text, "evicted",
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:s, s:s}", "format",
+			      rt->fmt->name, "system_text", pub ? "published" : "holod", "system",
+			      rt->system, "user", rt->task_text, "evicted",
 			      rt->fmt->turns.evicted, "observation", obs, "result_turn",
 			      rt->fmt->turns.result_own_turn, "provider", "remote", "endpoint",
 			      rp->endpoint);
@@ -454,8 +459,8 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 		log_warning("task %lld: cannot journal its prompt", (long long)args->t->id);
 	free(text);
 	json_decref(o);
-	log_info("task %lld: %s history, model %s at %s", (long long)args->t->id,
-		 ipc_history_to_string(rt->history), rt->model, rp->endpoint);
+	log_info("task %lld: %s history, %s format, model %s at %s", (long long)args->t->id,
+		 ipc_history_to_string(rt->history), rt->fmt->name, rt->model, rp->endpoint);
 	*ret = &rt->base;
 	return 0;
 
@@ -558,7 +563,6 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 			   double temperature, uint64_t seed, char **ret_prompt_text,
 			   char **ret_user_turn)
 {
-	struct remote_provider *rp = rt->rp;
 	json_t *msgs = json_array();
 	struct remote_buf pt = {.max = REMOTE_MAX_RESPONSE_BYTES};
 	char *req = NULL;
@@ -604,7 +608,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 		prompt_text_add(&pt, "Assistant: ", step);
 		free(step);
 	}
-	json_t *schema = json_loads(rp->schema, 0, NULL);
+	json_t *schema = json_loads(rt->schema, 0, NULL);
 	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:f, s:I}", "model", rt->model,
 			      "messages", msgs, "stream", 1, "stream_options", "include_usage", 1,
 			      "max_tokens", (json_int_t)rt->cfg->step_tokens, "temperature",
@@ -619,7 +623,10 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 	else if (o)
 		json_object_set_new(o, "response_format",
 				    json_pack("{s:s, s:{s:s, s:b, s:O}}", "type", "json_schema",
-					      "json_schema", "name", "holo3_step", "strict", 1,
+					      "json_schema", "name",
+					      rt->fmt == &policy_format_holo3 ? "holo3_step"
+									      : "holo_nano_step",
+					      "strict", 1,
 					      "schema", schema));
 	req = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -754,8 +761,8 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 			break;
 		char perr[256];
 		policy_step_finish(&ret->step);
-		r = policy_step_parse(rep.content.data ? rep.content.data : "", rep.content.len,
-				      &ret->step, perr, sizeof(perr));
+		r = rt->fmt->step_parse(rep.content.data ? rep.content.data : "", rep.content.len,
+					&ret->step, perr, sizeof(perr));
 		if (r == 0)
 			break;
 		snprintf(ret->err, sizeof(ret->err), "invalid step: %s", perr);

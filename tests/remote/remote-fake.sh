@@ -135,6 +135,45 @@ jq -e --arg click "$CLICK" '[.messages[].role] == ["system", "user", "user", "as
 	and (.messages[2].images[0].path | type) == "string"' "$T/exp/chat.jsonl" >/dev/null ||
 	fail "chat export of a remote task: $(head -c 800 "$T/exp/chat.jsonl")"
 
+# ---- a holo-nano task (docs/policy.md): holo-nano's system text and Step schema (generated
+# from its tool table: no published copy here) as structured_outputs, its turns (the evicted
+# observation's text, the tool output of a plain success empty in a user message of its own),
+# its parser (click_desktop) and serializer (the history's assistant turn)
+NCLICK='{"note":null,"thought":"Click the block","tool_call":{"tool_name":"click_desktop","element":"the block","x":250,"y":250}}'
+NANSWER='{"note":null,"thought":"All done","tool_call":{"tool_name":"answer","content":"done"}}'
+N0=$(ls "$REC"/*.json | wc -l)
+printf 'ok %s\nok %s\n' "$NCLICK" "$NANSWER" >"$SCRIPT"
+submit '{"instruction": "Click the block, then answer.", "policy_format": "holo-nano"}'
+wait_task "$TASK" succeeded 30
+api GET "/v1/tasks/$TASK"
+expect_json "holo-nano provenance" .provenance.policy_format holo-nano
+expect_json "holo-nano answer" .result done
+[ "$(grep -c '^press button=1 .* root_x=160 root_y=100 ' "$CLIENT_LOG")" -ge 2 ] ||
+	fail "the holo-nano click_desktop (250,250 of 1000 on 640x400) did not land"
+jq -e '(.messages[0].content | contains("hold_and_tap_key_desktop")
+		and endswith("\n```\n</output_format>\n"))
+	and ([.structured_outputs.json.properties.tool_call.anyOf[].properties.tool_name.const]
+		| length == 12 and index("click_desktop") != null)
+	and .messages[1] == {"role":"user","content":"Task: Click the block, then answer."}
+	and (.messages | length) == 3
+	and ([.messages[2].content[] | .type] == ["text","image_url"])
+	and .messages[2].content[0].text == "<observation>\n<image>\n</observation>"' \
+	"$REC/req-$N0.json" >/dev/null || fail "holo-nano request 1: $(head -c 600 "$REC/req-$N0.json")"
+jq -e --arg click "$NCLICK" '(.messages | length) == 6
+	and .messages[2] == {"role": "user",
+		"content": "<observation>\n[Image omitted by context cleaning]\n</observation>"}
+	and .messages[3] == {"role": "assistant", "content":
+		($click | fromjson | .tool_call.button = "left" | tojson)}
+	and .messages[4] == {"role": "user",
+		"content": "<tool_output tool=\"click_desktop\">\n\n</tool_output>"}
+	and .messages[5].content[0].text == "<observation>\n<image>\n</observation>"' \
+	"$REC/req-$((N0 + 1)).json" >/dev/null ||
+	fail "holo-nano request 2: $(head -c 1200 "$REC/req-$((N0 + 1)).json")"
+P=$(sqlite3 "$DB" "SELECT prompt FROM tasks WHERE id = $TASK")
+[ "$(printf '%s' "$P" | jq -r '[.format, .system_text, .evicted, .provider] | join("|")')" = \
+	"holo-nano|holod|[Image omitted by context cleaning]|remote" ] ||
+	fail "holo-nano prompt record: $(printf '%s' "$P" | head -c 400)"
+
 # ---- a non-streamed answer is taken too
 printf 'plain %s\n' "$ANSWER" >"$SCRIPT"
 submit '{"instruction": "Answer."}'
