@@ -59,6 +59,8 @@ struct cli_command {
 extern const struct cli_command cli_cmd_status;
 extern const struct cli_command cli_cmd_run;
 extern const struct cli_command cli_cmd_follow;
+extern const struct cli_command cli_cmd_pause;
+extern const struct cli_command cli_cmd_resume;
 extern const struct cli_command cli_cmd_list;
 extern const struct cli_command cli_cmd_show;
 extern const struct cli_command cli_cmd_cancel;

@@ -249,6 +249,11 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	}
 
 	for (size_t index = 0;; index++) {
+		/* holoctl pause: hold here, between two steps, the session as it is; the step
+		 * then looks at the screen again (its capture below) */
+		uint64_t held_us = 0;
+		if (env->pause_point && env->pause_point(env->userdata, t, &held_us) != 0)
+			a.run.deadline_us += held_us;
 		if (atomic_load(t->stop) != EXECUTOR_RUN) {
 			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;

@@ -83,6 +83,11 @@ struct executor_env {
 	 * (-ECANCELED) or its deadline passes (-ETIME). Called on the executor thread; uses
 	 * `userdata`. */
 	int (*wait_user)(void *userdata, const struct executor_task *t, struct executor_wait *w);
+	/* Between two steps: holds while the task is paused (holoctl pause) until it is resumed
+	 * or stopped. 0: it was not paused; 1: it was, and is resumed; -ECANCELED: stopped while
+	 * paused. *ret_held_us: how long it held (its max_seconds budget does not count it).
+	 * Called on the executor thread; uses `userdata`; NULL: tasks never pause. */
+	int (*pause_point)(void *userdata, const struct executor_task *t, uint64_t *ret_held_us);
 };
 
 /* The outcome of a task. `result` and `error` are malloc'd (or NULL). */

@@ -403,6 +403,12 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
  * journal keeps such a task 'running' (a restart interrupts it). */
 static void waiting_overlay(struct http_server *s, json_t *task, int64_t id)
 {
+	/* holoctl pause: "paused" once it holds between two steps (the journal keeps
+	 * "running": a restart interrupts it as any running task) */
+	int paused = scheduler_paused(s->ctx.scheduler, id);
+	json_object_set_new(task, "paused", json_boolean(paused == 2));
+	if (paused == 2)
+		json_object_set_new(task, "status", json_string("paused"));
 	json_t *w = scheduler_waiting(s->ctx.scheduler, id);
 	if (!w) {
 		json_object_set_new(task, "waiting", json_null());
@@ -727,6 +733,58 @@ static enum MHD_Result h_cancel(struct http_server *s, struct MHD_Connection *c,
 	log_info("task %lld: cancel requested", (long long)a->id);
 	/* 200: it was queued and is now cancelled; 202: it stops at its next safe point. */
 	return respond_task(s, c, r == 1 ? MHD_HTTP_ACCEPTED : MHD_HTTP_OK, a->id);
+}
+
+/* holoctl pause / resume: a task that is not running (or, for resume, not paused) is a
+ * conflict, each said in a sentence. */
+static enum MHD_Result h_pause_resume(struct http_server *s, struct MHD_Connection *c,
+				      const struct route_args *a, bool pause)
+{
+	enum MHD_Result ret;
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = pause ? scheduler_pause(s->ctx.scheduler, a->id)
+		      : scheduler_resume(s->ctx.scheduler, a->id);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
+				  (long long)a->id);
+	if (r == -EALREADY) {
+		enum ipc_task_status st = IPC_TASK_SUCCEEDED;
+		journal_task_status(s->ctx.journal, a->id, &st);
+		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
+				  "task %lld already finished (%s): there is nothing to %s",
+				  (long long)a->id, ipc_task_status_to_string(st),
+				  pause ? "pause" : "resume");
+	}
+	if (r == -EBUSY)
+		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
+				  "task %lld is queued, not running: %s", (long long)a->id,
+				  pause ? "only a running task pauses (pause it once it runs, or "
+					  "cancel it)"
+					: "it is not paused");
+	if (r == -EINVAL)
+		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
+				  "task %lld is not paused (it runs): there is nothing to resume",
+				  (long long)a->id);
+	if (r < 0)
+		return send_internal(c, r, "cannot read the task");
+	log_info("task %lld: %s", (long long)a->id,
+		 pause ? (r == 1 ? "pausing before its next step" : "pause asked again")
+		       : "resume requested");
+	/* pause: 202 while the step under way finishes, 200 once it holds */
+	return respond_task(s, c, pause && r == 1 ? MHD_HTTP_ACCEPTED : MHD_HTTP_OK, a->id);
+}
+
+static enum MHD_Result h_pause(struct http_server *s, struct MHD_Connection *c,
+			       struct request *req, const struct route_args *a)
+{
+	return h_pause_resume(s, c, a, true);
+}
+
+static enum MHD_Result h_resume(struct http_server *s, struct MHD_Connection *c,
+				struct request *req, const struct route_args *a)
+{
+	return h_pause_resume(s, c, a, false);
 }
 
 /* Every queued and running task at once: what `holoctl cancel --all` sends. */
@@ -1195,6 +1253,8 @@ static const struct route {
 	{"GET", "tasks/#/steps", h_steps},
 	{"GET", "tasks/#/steps/#/screenshot", h_step_screenshot},
 	{"POST", "tasks/#/cancel", h_cancel},
+	{"POST", "tasks/#/pause", h_pause},
+	{"POST", "tasks/#/resume", h_resume},
 	{"POST", "tasks/#/reply", h_reply},
 	{"POST", "tasks/cancel", h_cancel_all},
 	{"GET", "tasks/#/events", h_events},

@@ -24,6 +24,8 @@ struct task {
 	struct executor_wait *wait;
 	uint64_t wait_since_us; /* real time */
 	bool answered;
+	/* holoctl pause (under the scheduler's lock): asked, and holding between two steps */
+	bool pause, paused;
 };
 
 /* One display and its executor thread. */
@@ -253,6 +255,51 @@ static int wait_user(void *userdata, const struct executor_task *et, struct exec
 	return r;
 }
 
+/* executor_env.pause_point: runs on the executor thread, between two steps. */
+static int pause_point(void *userdata, const struct executor_task *et, uint64_t *ret_held_us)
+{
+	struct scheduler *s = userdata;
+	int r = 1;
+
+	*ret_held_us = 0;
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, et->id);
+	if (!t || !t->pause || atomic_load(&t->stop) != EXECUTOR_RUN) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	uint64_t t0 = time_mono_us();
+	t->paused = true;
+	bump_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	log_info("task %lld: paused", (long long)et->id);
+	feed_status(s->feed, et->id, "paused");
+
+	pthread_mutex_lock(&s->lock);
+	while (t->pause) {
+		if (atomic_load(&t->stop) != EXECUTOR_RUN) {
+			r = -ECANCELED;
+			break;
+		}
+		/* the stop flag is set without a broadcast: look at it every WAIT_POLL_US */
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + WAIT_POLL_US * 1000ull;
+		ts.tv_sec += (time_t)(ns / 1000000000ull);
+		ts.tv_nsec = (long)(ns % 1000000000ull);
+		pthread_cond_timedwait(&s->changed, &s->lock, &ts);
+	}
+	t->pause = t->paused = false;
+	bump_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	*ret_held_us = time_mono_us() - t0;
+	if (r == 1) {
+		log_info("task %lld: resumed after %.1f s", (long long)et->id, *ret_held_us / 1e6);
+		feed_status(s->feed, et->id, "running");
+	}
+	return r;
+}
+
 /* The oldest queued task that this lane may run: one naming its display, or none. */
 static struct task *take_locked(struct scheduler *s, struct lane *l)
 {
@@ -287,7 +334,8 @@ static void *executor_main(void *userdata)
 				    * without one). */
 				   .ground = s->agent.worker ? agent_ground : NULL,
 				   .ground_ctx = &s->agent,
-				   .wait_user = wait_user};
+				   .wait_user = wait_user,
+				   .pause_point = pause_point};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -755,6 +803,61 @@ int scheduler_queue_position(struct scheduler *s, int64_t id)
 		}
 		ahead++;
 	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+/* Why task `id` (not running) cannot be paused or resumed: -EALREADY finished, -EBUSY
+ * queued, -ENOENT unknown. */
+static int not_running(struct scheduler *s, int64_t id)
+{
+	enum ipc_task_status status;
+	int r = journal_task_status(s->journal, id, &status);
+	if (r < 0)
+		return r;
+	return ipc_task_status_is_final(status) ? -EALREADY : -EBUSY;
+}
+
+int scheduler_pause(struct scheduler *s, int64_t id)
+{
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, id);
+	if (t) {
+		int r = t->paused ? 0 : 1;
+		if (!t->pause) {
+			t->pause = true;
+			bump_locked(s);
+			log_info("task %lld: pause requested", (long long)id);
+		}
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return not_running(s, id);
+}
+
+int scheduler_resume(struct scheduler *s, int64_t id)
+{
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, id);
+	if (t) {
+		int r = t->pause ? 0 : -EINVAL;
+		if (t->pause) {
+			t->pause = false;
+			bump_locked(s);
+		}
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return not_running(s, id);
+}
+
+int scheduler_paused(struct scheduler *s, int64_t id)
+{
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, id);
+	int r = !t || !t->pause ? 0 : t->paused ? 2 : 1;
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }

@@ -91,6 +91,17 @@ json_t *scheduler_waiting(struct scheduler *s, int64_t id);
  * the other kind), -EALREADY the wait was answered already (a second approve). */
 int scheduler_answer(struct scheduler *s, int64_t id, enum executor_wait_kind kind, bool approve,
 		     const char *text, unsigned uid, int pid, char *why, size_t whylen);
+/* Pauses running task `id` between two steps (holoctl pause): it finishes the step under way
+ * and holds before the next, its session kept, until scheduler_resume or a stop. 1: it will
+ * hold at its next step; 0: it already holds (or was asked to). -ENOENT unknown, -EBUSY
+ * queued (only a running task pauses), -EALREADY finished. */
+int scheduler_pause(struct scheduler *s, int64_t id);
+/* Hands a paused task back (or withdraws a pause not reached yet): it looks at the screen
+ * again and goes on. 0; -EINVAL running but not paused; -ENOENT, -EBUSY, -EALREADY as above. */
+int scheduler_resume(struct scheduler *s, int64_t id);
+/* 0: task `id` is not paused; 1: a pause was asked and is not reached yet; 2: it holds. */
+int scheduler_paused(struct scheduler *s, int64_t id);
+
 /* The feed of the tasks' progress events (feed.h), which the executors and the model worker
  * fill and event streams follow; it wakes scheduler_wait's waiters (without moving
  * scheduler_journal_progress). Lives as long as the scheduler. */

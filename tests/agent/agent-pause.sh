@@ -1,0 +1,85 @@
+#!/bin/sh
+# holoctl pause / resume (issue 32): a task paused while its step 0 is decoded finishes that
+# step and holds before step 1 (status "paused", its session kept); resumed, it looks at the
+# screen again and goes on, and its step 1 prefills exactly the tokens of a task never paused
+# (the same prompt ids, hashed, and the same session lengths). Bad input: pausing a finished
+# or a queued task, resuming a running one or an unknown one: clear errors.
+. "$(dirname "$0")/agent-lib.sh"
+require_agent
+start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
+start_agent_client
+start_agent
+export HOLOD_SOCKET="$SOCK"
+SPEC='{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true}'
+
+# ---- paused during step 0's decode, resumed
+submit "$SPEC"
+A=$TASK
+EV="$T/events.ndjson"
+curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$EV" &
+CURL=$!
+wait_until 120 grep -q '"step":0,"phase":"decode"' "$EV" || fail "step 0 never decoded"
+api POST "/v1/tasks/$A/pause"
+expect_code "pause while decoding" 202
+paused() { [ "$(task_status "$A")" = paused ]; }
+wait_until 60 paused || fail "task $A never paused: $(task_status "$A")"
+api GET "/v1/tasks/$A"
+expect_json "paused" .paused true
+expect_json "paused" .steps 1
+grep -q '"event":"status","task_id":'"$A"',"status":"paused"' "$EV" || fail "no paused event"
+# holding: asked again, the answer is at once
+api POST "/v1/tasks/$A/pause"
+expect_code "pause again" 200
+expect_json "pause again" .status paused
+"$HOLOCTL" resume "$A" >"$T/resume.out" 2>&1 || fail "holoctl resume: $(cat "$T/resume.out")"
+grep -q "^task $A resumed" "$T/resume.out" || fail "holoctl resume: $(cat "$T/resume.out")"
+wait_task "$A" failed 240
+wait "$CURL"
+api GET "/v1/tasks/$A"
+expect_json "resumed" .error "max_steps budget (2) reached without an answer"
+expect_json "resumed" .steps 2
+# the events: paused after step 0, running again before step 1's capture (a "running"
+# first when the stream began before the task ran)
+jq -r 'if .event == "status" then .status elif .phase == "capture" then "capture \(.step)"
+	else empty end' "$EV" | tr '\n' ' ' | sed 's/^running //' >"$T/order"
+[ "$(cat "$T/order")" = "capture 0 paused running capture 1 " ] ||
+	fail "events: $(cat "$T/order")"
+
+# ---- the same task never paused: step 1 prefills the same ids, the sessions grow alike
+submit "$SPEC"
+B=$TASK
+wait_task "$B" failed 240
+ROWS_A=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, tokens_appended, session_tokens FROM steps
+	WHERE task_id = $A ORDER BY idx")
+ROWS_B=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, tokens_appended, session_tokens FROM steps
+	WHERE task_id = $B ORDER BY idx")
+[ -n "$ROWS_A" ] && [ "$ROWS_A" = "$ROWS_B" ] ||
+	fail "paused and resumed differs from never paused: '$ROWS_A' vs '$ROWS_B'"
+echo "$ROWS_A"
+
+# ---- bad input
+api POST "/v1/tasks/$B/pause"
+expect_error "pause a finished task" 409 conflict \
+	"task $B already finished (failed): there is nothing to pause"
+api POST "/v1/tasks/$B/resume"
+expect_error "resume a finished task" 409 conflict \
+	"task $B already finished (failed): there is nothing to resume"
+api POST /v1/tasks/424242/pause
+expect_code "pause unknown" 404
+"$HOLOCTL" pause "$B" >"$T/pause.out" 2>&1
+[ $? = 1 ] && grep -q "already finished (failed): there is nothing to pause" "$T/pause.out" ||
+	fail "holoctl pause of a finished task: $(cat "$T/pause.out")"
+# a running task that is not paused, and a queued one
+submit '{"script": [{"tool_name": "wait", "duration": 30}]}'
+W=$TASK
+wait_until 30 task_is "$W" running || fail "the script did not start"
+api POST "/v1/tasks/$W/resume"
+expect_error "resume a running task" 409 conflict \
+	"task $W is not paused (it runs): there is nothing to resume"
+submit "$SPEC"
+Q=$TASK
+api POST "/v1/tasks/$Q/pause"
+expect_error "pause a queued task" 409 conflict \
+	"task $Q is queued, not running: only a running task pauses (pause it once it runs, or cancel it)"
+api POST /v1/tasks/cancel
+pass_or_fail
