@@ -19,7 +19,7 @@
 /* Tasks exported by one command at most (--all on a long journal: page with --since). */
 #define EXPORT_MAX_TASKS 100000
 
-enum { OPT_ALL = CLI_OPT_FIRST_COMMAND_OPTION, OPT_SINCE, OPT_FORMAT };
+enum { OPT_ALL = CLI_OPT_FIRST_COMMAND_OPTION, OPT_SINCE, OPT_FORMAT, OPT_INCLUDE_SENSITIVE };
 
 static const struct option export_options[] = {
         CLI_COMMON_LONG_OPTIONS,
@@ -27,6 +27,7 @@ static const struct option export_options[] = {
         {"all", no_argument, NULL, OPT_ALL},
         {"since", required_argument, NULL, OPT_SINCE},
         {"format", required_argument, NULL, OPT_FORMAT},
+        {"include-sensitive", no_argument, NULL, OPT_INCLUDE_SENSITIVE},
         {0},
 };
 
@@ -55,6 +56,13 @@ static int list_ids(struct cli_context *ctx, const char *since, json_t *ret_ids)
 		if (n < IPC_MAX_LIST_LIMIT || json_array_size(ret_ids) > EXPORT_MAX_TASKS)
 			return 0;
 	}
+}
+
+/* Whether the step's screenshots are left out: it typed a secret and --include-sensitive was
+ * not given. */
+static bool withheld(json_t *step, bool include_sensitive)
+{
+	return !include_sensitive && json_is_true(json_object_get(step, "sensitive"));
 }
 
 /* Copies a step's screenshot into DIR/images/; the file name relative to DIR, or NULL when the
@@ -111,7 +119,7 @@ static json_t *str_or_null(char *s)
 
 /* One task's lines. */
 static int export_task(struct cli_context *ctx, const char *dir, long long id, FILE *out,
-                       size_t *ret_steps)
+                       bool include_sensitive, size_t *ret_steps)
 {
 	json_t *task = NULL, *steps = NULL, *step;
 	char *path;
@@ -133,10 +141,11 @@ static int export_task(struct cli_context *ctx, const char *dir, long long id, F
 	json_array_foreach(arr, i, step)
 	{
 		json_t *agent = json_object_get(step, "agent");
-		char *before = copy_shot(ctx, dir, id, step, "before", &r);
+		bool hide = withheld(step, include_sensitive);
+		char *before = hide ? NULL : copy_shot(ctx, dir, id, step, "before", &r);
 		if (r != 0)
 			goto cleanup;
-		char *after = copy_shot(ctx, dir, id, step, "after", &r);
+		char *after = hide ? NULL : copy_shot(ctx, dir, id, step, "after", &r);
 		if (r != 0) {
 			free(before);
 			goto cleanup;
@@ -154,6 +163,8 @@ static int export_task(struct cli_context *ctx, const char *dir, long long id, F
 		        "status", member(step, "status"), "result", member(step, "result"), "error",
 		        member(step, "error"), "task_status", member(task, "status"), "provenance",
 		        member(task, "provenance"));
+		if (line)
+			json_object_set_new(line, "sensitive", member(step, "sensitive"));
 		char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
 		json_decref(line);
 		if (!text) {
@@ -202,7 +213,7 @@ static void chat_user(json_t *messages, json_t *prompt, json_t *step, json_t *ag
  * against. *ret_exported is false for a task that has none (a script, a task whose model never
  * prefilled, or one journaled before holod recorded prompts). */
 static int export_chat_task(struct cli_context *ctx, const char *dir, long long id, FILE *out,
-                            bool *ret_exported)
+                            bool include_sensitive, bool *ret_exported)
 {
 	json_t *task = NULL, *steps = NULL, *line = NULL, *step;
 	char *path, *text = NULL;
@@ -223,6 +234,16 @@ static int export_chat_task(struct cli_context *ctx, const char *dir, long long 
 	free(path);
 	if (r != 0)
 		goto cleanup;
+	/* Every user turn needs its screenshot: a task that typed a secret is left out whole. */
+	json_array_foreach(json_object_get(steps, "steps"), i, step)
+	{
+		if (withheld(step, include_sensitive)) {
+			fprintf(ctx->err, "holoctl export: task %lld left out: step %zu typed a secret "
+			                  "and its screenshots are sensitive (--include-sensitive exports "
+			                  "them)\n", id, i);
+			goto cleanup;
+		}
+	}
 	json_t *prov = json_object_get(task, "provenance");
 	json_t *messages = json_pack("[{s:s, s:o}, {s:s, s:o}]", "role", "system", "content",
 	                             member(prompt, "system"), "role", "user", "content",
@@ -300,7 +321,7 @@ cleanup:
 static int export_run(struct cli_context *ctx, int argc, char **argv)
 {
 	const char *dir = NULL, *since = NULL, *format = "jsonl";
-	bool all = false;
+	bool all = false, include_sensitive = false;
 	json_t *ids = json_array();
 	char *images = NULL, *file = NULL, *tmp = NULL;
 	FILE *out = NULL;
@@ -316,6 +337,7 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 		case OPT_ALL: all = true; continue;
 		case OPT_SINCE: since = optarg; continue;
 		case OPT_FORMAT: format = optarg; continue;
+		case OPT_INCLUDE_SENSITIVE: include_sensitive = true; continue;
 		}
 		r = cli_common_option(ctx, &cli_cmd_export, c, argv);
 		if (r >= 0)
@@ -362,9 +384,11 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 	{
 		bool exported;
 		if (chat)
-			r = export_chat_task(ctx, dir, json_integer_value(v), out, &exported);
+			r = export_chat_task(ctx, dir, json_integer_value(v), out, include_sensitive,
+			                     &exported);
 		else
-			r = export_task(ctx, dir, json_integer_value(v), out, &nsteps);
+			r = export_task(ctx, dir, json_integer_value(v), out, include_sensitive,
+			                &nsteps);
 		if (r != 0)
 			goto cleanup;
 		nchat += chat && exported;
@@ -396,7 +420,7 @@ cleanup:
 
 const struct cli_command cli_cmd_export = {
         .name = "export",
-        .args = "-o DIR [--format jsonl|chat] (ID... | --since DATE | --all)",
+        .args = "-o DIR [--format jsonl|chat] [--include-sensitive] (ID... | --since DATE | --all)",
         .summary = "export trajectories for training (a JSON line per step, or per task)",
         .help = "Writes DIR/steps.jsonl, one JSON object per step of the tasks, oldest task first:\n"
                 "task id, step index, instruction, the before and after screenshots (copied into\n"
@@ -407,6 +431,9 @@ const struct cli_command cli_cmd_export = {
                 "                 model's chat format (system, user turns with their screenshot,\n"
                 "                 assistant steps) and the digests of what the session prefilled\n"
                 "  --since DATE   tasks created at or after DATE (2026-11-01 or RFC 3339, UTC)\n"
-                "  --all          every task in the journal\n",
+                "  --all          every task in the journal\n"
+                "  --include-sensitive  also the screenshots of steps that typed a secret\n"
+                "                 (left out by default: null in steps.jsonl, the task left out\n"
+                "                 of chat.jsonl)\n",
         .run = export_run,
 };

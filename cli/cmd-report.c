@@ -21,12 +21,13 @@
 /* Screenshots fetched for one report at most, in bytes (embedded as base64 they grow by 4/3). */
 #define REPORT_MAX_IMAGE_BYTES (2ull * 1024 * 1024 * 1024)
 
-enum { OPT_EXTERNAL_IMAGES = CLI_OPT_FIRST_COMMAND_OPTION };
+enum { OPT_EXTERNAL_IMAGES = CLI_OPT_FIRST_COMMAND_OPTION, OPT_INCLUDE_SENSITIVE };
 
 static const struct option report_options[] = {
         CLI_COMMON_LONG_OPTIONS,
         {"output", required_argument, NULL, 'o'},
         {"external-images", no_argument, NULL, OPT_EXTERNAL_IMAGES},
+        {"include-sensitive", no_argument, NULL, OPT_INCLUDE_SENSITIVE},
         {0},
 };
 
@@ -35,6 +36,7 @@ struct report {
 	long id;
 	FILE *f;
 	bool external;        /* images in <dir>/<N>-<which>.png beside the page */
+	bool include_sensitive; /* also the screenshots of steps that typed a secret */
 	char *image_dir;      /* the folder, as written to disk */
 	char *image_dir_href; /* the same, relative to the page */
 	unsigned long long image_bytes;
@@ -111,6 +113,11 @@ static bool write_image(struct report *rp, json_t *step, const char *which, char
 
 	if (!json_is_object(json_object_get(json_object_get(step, "screenshots"), which))) {
 		snprintf(err, errlen, "no %s screenshot was journaled", which);
+		return false;
+	}
+	if (!rp->include_sensitive && json_is_true(json_object_get(step, "sensitive"))) {
+		snprintf(err, errlen, "the %s screenshot is left out: this step typed a secret "
+		         "(holoctl report --include-sensitive shows it)", which);
 		return false;
 	}
 	int_of(step, "index", &index);
@@ -446,6 +453,10 @@ static int report_run(struct cli_context *ctx, int argc, char **argv)
 			rp.external = true;
 			continue;
 		}
+		if (c == OPT_INCLUDE_SENSITIVE) {
+			rp.include_sensitive = true;
+			continue;
+		}
 		r = cli_common_option(ctx, &cli_cmd_report, c, argv);
 		if (r >= 0)
 			return r;
@@ -531,7 +542,7 @@ cleanup:
 
 const struct cli_command cli_cmd_report = {
         .name = "report",
-        .args = "[-o FILE.html] [--external-images] ID",
+        .args = "[-o FILE.html] [--external-images] [--include-sensitive] ID",
         .summary = "write a task's review page (self-contained HTML)",
         .help = "Writes one HTML page that opens in any browser without a server: the task\n"
                 "(instruction or script, provenance, outcome, steps used), then per step the\n"
@@ -541,6 +552,8 @@ const struct cli_command cli_cmd_report = {
                 "Keys in the page: n or right arrow next step, p or left arrow previous.\n"
                 "  -o FILE             where to write it (default task-ID.html; - for stdout)\n"
                 "  --external-images   screenshots as PNG files in FILE-images/ beside the page\n"
-                "                      instead of embedded in it\n",
+                "                      instead of embedded in it\n"
+                "  --include-sensitive also the screenshots of steps that typed a secret (left\n"
+                "                      out by default)\n",
         .run = report_run,
 };

@@ -22,6 +22,7 @@
 #define AGENT_MAX_PROMPT_TEXT_BYTES (64 * 1024)
 
 struct provider;
+struct secrets;
 
 struct agent_config {
 	struct provider *provider; /* where instruction tasks' steps come from */
@@ -38,6 +39,8 @@ struct agent_config {
 	long long seed;           /* default seed, 0..IPC_MAX_SEED; -1: one drawn per task */
 	bool thinking;            /* default: a think block before each step (docs/policy.md) */
 	unsigned thinking_tokens; /* default: most tokens of the think block, within step_tokens */
+	const struct secrets *secrets; /* {{secret:NAME}} of `write` (secrets.h); NULL: none */
+	const char *secret_names; /* their names as "A, B" for the system prompt; NULL: none */
 	unsigned stuck_warn;      /* default stuck steps before the model is told; 0: never */
 	unsigned stuck_stop;      /* default stuck steps that end a task `stuck`; 0: never */
 	bool unconstrained;       /* debug: no step grammar while decoding */

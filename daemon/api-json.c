@@ -167,7 +167,8 @@ json_t *api_json_step(const struct journal_step_row *row)
 	}
 	if (json_object_set_new(o, "agent", agent ? agent : json_null()) < 0 ||
 	    json_object_set_new(o, "stuck", str_or_null(row->stuck)) < 0 ||
-	    json_object_set_new(o, "held", json_or_null(row->held)) < 0) {
+	    json_object_set_new(o, "held", json_or_null(row->held)) < 0 ||
+	    json_object_set_new(o, "sensitive", json_boolean(row->sensitive)) < 0) {
 		json_decref(o);
 		return NULL;
 	}

@@ -12,6 +12,7 @@
 #include "desktop.h"
 #include "engine.h"
 #include "holod-config.h"
+#include "secrets.h"
 #include "stuck.h"
 
 #define SLEEP_SLICE_US 20000 /* cancel and budget latency of wait / settle */
@@ -147,16 +148,34 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 		snprintf(result, rlen, "scrolled %d notches at (%d,%d)", a->scroll_size, s->px,
 			 s->py);
 		break;
-	case IPC_TOOL_WRITE:
-		if (a->overwrite && (r = x11_key_combo(d, "ctrl+a")) < 0)
-			break;
-		if ((r = x11_type(d, a->content)) < 0)
+	case IPC_TOOL_WRITE: {
+		/* {{secret:NAME}} becomes the value only here, in a buffer wiped after typing;
+		 * the result counts the content as written, placeholders included, so that it
+		 * does not tell a value's length */
+		char *text = NULL;
+		size_t n_secrets = 0;
+		if (secrets_has_placeholder(a->content)) {
+			r = secrets_expand(run->env->secrets, a->content, &text, &n_secrets, err,
+					   errlen);
+			if (r < 0)
+				return r;
+		}
+		if (a->overwrite)
+			r = x11_key_combo(d, "ctrl+a");
+		/* even a typing cut short may have shown part of a value */
+		if (r >= 0 && n_secrets)
+			run->typed_secret = true;
+		if (r >= 0)
+			r = x11_type(d, text ? text : a->content);
+		secrets_text_free(text);
+		if (r < 0)
 			break;
 		if (a->press_enter)
 			r = x11_key_combo(d, "enter");
-		snprintf(result, rlen, "typed %zu bytes%s%s", strlen(a->content),
-			 a->press_enter ? " and Enter" : "", note);
+		snprintf(result, rlen, "typed %zu bytes%s%s%s", strlen(a->content),
+			 n_secrets ? " (with secrets)" : "", a->press_enter ? " and Enter" : "", note);
 		break;
+	}
 	case IPC_TOOL_HOTKEY:
 		for (int i = 0; i < a->repeat_count && r >= 0; i++)
 			r = x11_key_names(d, (const char *const *)a->keys, a->n_keys);
@@ -452,7 +471,9 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		r = 0;
 		snprintf(result, rlen, "dry run: nothing injected");
 	} else {
+		run->typed_secret = false;
 		r = inject(run, a, &s, region_before, result, rlen, err, errlen);
+		s.sensitive = run->typed_secret;
 		*ret_action_failed = r < 0 && r != -ECANCELED && r != -ETIME;
 		size_t used = strlen(result);
 		if (r >= 0 && located[0] && used < rlen)

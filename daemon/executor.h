@@ -60,6 +60,8 @@ struct executor_wait {
 	uint64_t answered_us;  /* when (real time) */
 };
 
+struct secrets;
+
 struct executor_env {
 	struct journal *journal;
 	struct shotwriter *writer;
@@ -88,6 +90,8 @@ struct executor_env {
 	 * paused. *ret_held_us: how long it held (its max_seconds budget does not count it).
 	 * Called on the executor thread; uses `userdata`; NULL: tasks never pause. */
 	int (*pause_point)(void *userdata, const struct executor_task *t, uint64_t *ret_held_us);
+	/* The values of {{secret:NAME}} in `write` (secrets.h); NULL: none. */
+	const struct secrets *secrets;
 };
 
 /* The outcome of a task. `result` and `error` are malloc'd (or NULL). */
@@ -123,6 +127,8 @@ struct executor_run {
 	/* the step under way, for its progress events (feed.h): index and start (monotonic) */
 	int step;
 	uint64_t step_t0_us;
+	/* Set by executor_step when the step typed a secret: its screenshots are sensitive. */
+	bool typed_secret;
 };
 
 /* Journals the task's provenance (docs/journal.md): holod's version, the display and its

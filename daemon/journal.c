@@ -126,6 +126,8 @@ static const char *const migrations[] = {
 	/* 8 -> 9: a step that waited for its user (ask_user's reply, an approval): what was
 	 * decided, by whom and when (issue 32). */
 	"ALTER TABLE steps ADD COLUMN held TEXT;",
+	/* 9 -> 10: a step that typed a secret has sensitive screenshots (issue 33). */
+	"ALTER TABLE steps ADD COLUMN sensitive INTEGER;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -807,7 +809,8 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 	if ((r = prepare(j, "UPDATE steps SET status = ?3, result = ?4, error = ?5,"
 			    " finished_us = ?6, capture_us = ?7, map_us = ?8, inject_us = ?9,"
 			    " settle_us = ?10, capture_after_us = ?11, px = ?12, py = ?13,"
-			    " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17, held = ?18"
+			    " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17, held = ?18,"
+			    " sensitive = ?19"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto unlock;
@@ -832,6 +835,7 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 	bind_opt_int(st, 17, s->image_h > 0, s->image_h);
 	if (s->held)
 		sqlite3_bind_text(st, 18, s->held, -1, SQLITE_TRANSIENT);
+	bind_opt_int(st, 19, s->sensitive, 1);
 	r = step_update_one(j, st);
 	sqlite3_finalize(st);
 unlock:
@@ -918,6 +922,7 @@ static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
 	agent_row(st, 33, row);
 	row->stuck = col_str(st, 55);
 	row->held = col_str(st, 56);
+	row->sensitive = col_i64(st, 57) > 0;
 }
 
 static void step_row_finish(struct journal_step_row *row)
@@ -975,7 +980,7 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
 			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning,"
 			    " s.stuck,"
-			    " s.held"
+			    " s.held, s.sensitive"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

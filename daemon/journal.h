@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 9
+#define JOURNAL_SCHEMA_VERSION 10
 
 struct journal;
 
@@ -130,6 +130,7 @@ struct journal_step {
 	/* A step that waited for its user (ask_user, an approval): a JSON object (docs/journal.md
 	 * `held`), written by journal_step_finish; NULL: it did not wait. */
 	const char *held;
+	bool sensitive; /* it typed a secret: its screenshots are left out of reports and exports */
 };
 
 struct journal_step_timing {
@@ -174,6 +175,7 @@ struct journal_step_row {
 	int64_t prompt_tokens, completion_tokens, server_us;
 	char *stuck; /* the stuck warning the step gave the model, or NULL */
 	char *held; /* JSON text, NULL: the step did not wait for its user */
+	bool sensitive; /* it typed a secret */
 };
 void journal_step_rows_free(struct journal_step_row *rows, size_t n);
 

@@ -22,6 +22,7 @@
  * (no job can be in flight once the executor is joined), then the writer (drains pending
  * screenshots), then the journal; the socket is unlinked last. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 #include "options.h"
 #include "policy.h"
 #include "scheduler.h"
+#include "secrets.h"
 #include "shotwriter.h"
 #include "system.h"
 
@@ -141,6 +143,8 @@ int main(int argc, char **argv)
 	char *db_path = NULL, *shots_dir = NULL;
 	char reason[64] = "holod stopped";
 	int state_fd = -1, r, ret = 1;
+	struct secrets *secrets = NULL;
+	char *secret_names = NULL;
 
 	log_set_program_name("holod");
 	log_setup_from_env();
@@ -168,6 +172,31 @@ int main(int argc, char **argv)
 	/* Every file holod creates (journal, its -wal and -shm, screenshots, the socket's lock) is
 	 * its user's alone, whatever the caller's umask. */
 	umask(077);
+
+	/* Secrets before any child starts (the Xvfbs, launched programs): the environment's are
+	 * taken out of it. A vault that others may read is refused, and so is holod. */
+	secrets = secrets_create();
+	{
+		char serr[PATH_MAX + 512];
+		char *vault = cfg.secrets_file ? xstrdup(cfg.secrets_file) : NULL;
+		if (!vault && path_xdg(PATH_CONFIG, "holod", &vault) >= 0) {
+			char *p = path_join(vault, "secrets");
+			free(vault);
+			vault = p;
+		}
+		r = vault ? secrets_load_file(secrets, vault, cfg.secrets_file != NULL, serr,
+					      sizeof(serr)) : 0;
+		free(vault);
+		if (r >= 0 && cfg.secret_env)
+			r = secrets_load_env(secrets, cfg.secret_env, serr, sizeof(serr));
+		if (r < 0) {
+			log_error("%s", serr);
+			goto finish_options;
+		}
+		secret_names = secrets_names_text(secrets);
+		if (secret_names[0])
+			log_info("secrets: %s", secret_names);
+	}
 
 	/* Signals are taken by the main thread only; every thread created below inherits this. */
 	sigset_t set;
@@ -320,6 +349,8 @@ int main(int argc, char **argv)
 			.top_p = cfg.top_p,
 			.thinking = strcmp(cfg.thinking, "on") == 0,
 			.thinking_tokens = cfg.thinking_tokens,
+			.secrets = secrets,
+			.secret_names = secret_names,
 			.stuck_warn = cfg.stuck_warn,
 			.stuck_stop = cfg.stuck_stop,
 			.seed = cfg.seed,
@@ -386,6 +417,8 @@ close_socket:
 		close(state_fd);
 	listen_socket_close(&ls);
 finish_options:
+	secrets_destroy(secrets);
+	free(secret_names);
 	free(db_path);
 	free(shots_dir);
 	options_finish(&cfg);

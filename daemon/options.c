@@ -157,6 +157,13 @@ static const struct option_def options[] = {
 	 "1024", "N",
 	 "default most tokens of a step's think block (and at most half of --step-tokens, which "
 	 "counts them); then the block is closed and the step decoded", true},
+	{"secrets", "HOLOD_SECRETS", OPT_PATH, OFF(secrets_file), 0, 0, NULL, "FILE",
+	 "the secrets `write` types for {{secret:NAME}}: NAME=value lines, mode 0600 and the "
+	 "user's own (default $XDG_CONFIG_HOME/holod/secrets; a missing default file is fine)",
+	 true},
+	{"secret-env", "HOLOD_SECRET_ENV", OPT_STRING, OFF(secret_env), 0, 0, NULL, "NAME[,NAME]",
+	 "environment variables that are secrets of the same name (taken out of holod's "
+	 "environment once read)", true},
 	{"stuck-warn", "HOLOD_STUCK_WARN", OPT_UINT, OFF(stuck_warn), 0, IPC_MAX_STUCK_STEPS, "3",
 	 "N", "default of instruction tasks: after N steps in a row that left the screen unchanged "
 	 "or repeated one action, the model's next tool output says so (0: never)", true},

@@ -1131,7 +1131,8 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 				      .date = args->date, .reasoning = args->thinking,
 				      .max_steps = t->max_steps, .max_time_s = t->max_seconds,
 				      .published = a->fmt == &policy_format_holo_nano
-							   ? a->cfg->published : NULL};
+							   ? a->cfg->published : NULL,
+				      .secret_names = a->cfg->secret_names};
 	a->renderer = policy_renderer_create(a->fmt,
 					     model_worker_tokenizer(lp->worker), &a->penv,
 					     a->tokens_per_tile);

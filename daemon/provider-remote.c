@@ -419,7 +419,8 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
 				  .screen_height = args->run->monitor.height,
 				  .date = args->date, .max_steps = args->t->max_steps,
-				  .max_time_s = args->t->max_seconds, .published = pub};
+				  .max_time_s = args->t->max_seconds, .published = pub,
+				  .secret_names = args->cfg->secret_names};
 	rt->system = rt->fmt->system_text(&penv);
 	/* The schema the system text shows is the one the server constrains with: holo3's, or
 	 * holo-nano's (the published text when the published system text is used). */

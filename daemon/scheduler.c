@@ -335,7 +335,8 @@ static void *executor_main(void *userdata)
 				   .ground = s->agent.worker ? agent_ground : NULL,
 				   .ground_ctx = &s->agent,
 				   .wait_user = wait_user,
-				   .pause_point = pause_point};
+				   .pause_point = pause_point,
+				   .secrets = s->agent.secrets};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {

@@ -579,10 +579,12 @@ static char *nano_own_text(const struct policy_env *env)
 	put(&buf, &len, &cap, line, strlen(line));
 	static const char rules[] =
 		"- Keep a plan with update_plan for tasks of several parts.\n"
-		"- Check on the screen that the task is done before you answer.\n"
-		"- Never invent passwords, keys or other secrets: when one is needed and not given, "
-		"answer that it is missing.\n\nTools:\n";
+		"- Check on the screen that the task is done before you answer.\n";
 	put(&buf, &len, &cap, rules, sizeof(rules) - 1);
+	char rule[POLICY_MAX_SECRETS_RULE];
+	policy_secrets_rule(env, rule, sizeof(rule));
+	put(&buf, &len, &cap, rule, strlen(rule));
+	put(&buf, &len, &cap, "\nTools:\n", 8);
 	for (size_t t = 0; t < ARRAY_SIZE(nano_tools); t++) {
 		const struct policy_tool_layout *l = &nano_tools[t].layout;
 		put(&buf, &len, &cap, "- ", 2);

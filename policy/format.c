@@ -106,6 +106,20 @@ static void arg_type(struct strbuf *b, const struct policy_arg *a)
 		sb_add(b, ", default 1");
 }
 
+void policy_secrets_rule(const struct policy_env *env, char *buf, size_t len)
+{
+	if (env && env->secret_names && env->secret_names[0])
+		snprintf(buf, len, "- Secrets you can type without seeing them: %s. To type one, "
+			 "write {{secret:NAME}} in a write action's content (e.g. "
+			 "{{secret:%.*s}}); it is typed for you and never shown to you. Never invent "
+			 "other passwords, keys or secrets: when one is needed and not given, answer "
+			 "that it is missing.\n", env->secret_names,
+			 (int)strcspn(env->secret_names, ","), env->secret_names);
+	else
+		snprintf(buf, len, "- Never invent passwords, keys or other secrets: when one is "
+			 "needed and not given, answer that it is missing.\n");
+}
+
 static char *holo3_system_text(const struct policy_env *env)
 {
 	struct strbuf b = {0};
@@ -126,10 +140,11 @@ static char *holo3_system_text(const struct policy_env *env)
 		   "- \"thought\" is one short line: what you do now and why.\n"
 		   "- x and y are integers from 0 to %d relative to the screenshot: (0, 0) is its "
 		   "top-left corner, (%d, %d) its bottom-right corner.\n"
-		   "- Check on the screen that the task is done before you answer.\n"
-		   "- Never invent passwords, keys or other secrets: when one is needed and not given, "
-		   "answer that it is missing.\n\nTools:\n",
+		   "- Check on the screen that the task is done before you answer.\n",
 	       IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX);
+	char rule[POLICY_MAX_SECRETS_RULE];
+	policy_secrets_rule(env, rule, sizeof(rule));
+	sb_add(&b, "%s\nTools:\n", rule);
 	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
 		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		sb_add(&b, "- %s: %s.", ipc_tool_to_string((enum ipc_tool)t), tool_help[t]);

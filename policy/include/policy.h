@@ -31,6 +31,8 @@
 #define POLICY_MAX_ELEMENT_BYTES IPC_MAX_ELEMENT_BYTES
 #define POLICY_MAX_CONTENT_BYTES 4096
 #define POLICY_MAX_QUESTION_BYTES 1024 /* ask_user.question (within IPC_MAX_QUESTION_BYTES) */
+/* The system texts' rule about secrets, with up to 64 names of 64 bytes. */
+#define POLICY_MAX_SECRETS_RULE 5120
 /* holo3's ranges (docs/policy.md), narrower than ipc's (IPC_MAX_SCROLL_SIZE, IPC_MAX_HOTKEY_REPEAT),
  * which holo-nano's published schema fills. */
 #define POLICY_HOLO3_MAX_SCROLL_SIZE 50
@@ -204,7 +206,14 @@ struct policy_env {
 	unsigned max_steps, max_time_s;  /* the task's budgets (holo-nano states them); 0: unsaid */
 	/* holo-nano: the published texts, or NULL for holod's own system text */
 	const struct policy_published *published;
+	/* The secrets `write` may type, as "A, B" (never their values); NULL or "": none. The
+	 * system text names them and says how to use them (docs/policy.md, "Secrets"). */
+	const char *secret_names;
 };
+
+/* The rule of the system texts about secrets: the names of env->secret_names and the
+ * {{secret:NAME}} placeholder, or, without secrets, never to invent one. */
+void policy_secrets_rule(const struct policy_env *env, char *buf, size_t len);
 
 /* How a format lays out its turns (docs/policy.md's table, items 3-7). */
 struct policy_turns {

@@ -75,6 +75,7 @@ static void test_migrate_from_2(void)
 	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN held;"
 				 "ALTER TABLE steps DROP COLUMN reasoning;"
 				 "ALTER TABLE steps DROP COLUMN stuck;"
+				 "ALTER TABLE steps DROP COLUMN sensitive;"
 				 "ALTER TABLE tasks DROP COLUMN stuck;"
 				 "PRAGMA writable_schema = ON;"
 				 "UPDATE sqlite_schema SET sql = replace(sql, ', ''stuck'')', ')')"
