@@ -56,7 +56,9 @@ enum gpu_emu_order gpu_emu_get_order(void);
  * from HOLOD_GPU_EMU_MEMORY, e.g. 64M, else 80G). */
 void gpu_emu_set_memory_limit(size_t bytes);
 /* The emulated architecture's limits: 9 (sm_90, H100) or 8 (sm_80, A100); default from
- * HOLOD_GPU_EMU_ARCH=sm_90|sm_80, else sm_90. -EINVAL for another. */
+ * HOLOD_GPU_EMU_ARCH=sm_90|sm_89|sm_86|sm_80, else sm_90 (sm_89 and sm_86: compute capability
+ * 8.9 and 8.6, 99 KiB of opt-in shared memory per block; kernels use sm_80's register budget).
+ * -EINVAL for another. */
 int gpu_emu_set_arch(int major);
 /* The layout of WMMA fragments (which matrix element each lane's fragment.x[i] holds, unspecified
  * by NVIDIA): identity (lane l holds elements l * num_elements ... of the row-major tile) or a

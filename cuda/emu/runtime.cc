@@ -65,6 +65,7 @@ static size_t mem_used[GPU_EMU_MAX_DEVICES], mem_limit; /* the limit is per devi
 static int n_devices; /* HOLOD_GPU_EMU_DEVICES; 0 until read */
 static thread_local int current_device; /* cudaSetDevice's, per host thread as in CUDA */
 static int arch_major; /* 9 or 8; 0 until read from HOLOD_GPU_EMU_ARCH */
+static int arch_minor; /* 0, or 6 / 9 for sm_86 (RTX 3090) and sm_89 (RTX 4090, L4) */
 
 static cudaError_t fail(cudaError_t e)
 {
@@ -211,8 +212,12 @@ static void config_locked(void)
 			arch_major = 9;
 		else if (!strcmp(a, "sm_80"))
 			arch_major = 8;
+		else if (!strcmp(a, "sm_86"))
+			arch_major = 8, arch_minor = 6;
+		else if (!strcmp(a, "sm_89"))
+			arch_major = 8, arch_minor = 9;
 		else
-			gpu_emu_die("HOLOD_GPU_EMU_ARCH=%s: expected sm_90 or sm_80", a);
+			gpu_emu_die("HOLOD_GPU_EMU_ARCH=%s: expected sm_90, sm_89, sm_86 or sm_80", a);
 	}
 }
 
@@ -238,13 +243,17 @@ int gpu_emu_set_arch(int major)
 	pthread_mutex_lock(&table_lock);
 	config_locked();
 	arch_major = major;
+	arch_minor = 0;
 	pthread_mutex_unlock(&table_lock);
 	return 0;
 }
 
-/* The opt-in maximum of shared memory per block: 227 KiB on sm_90, 163 KiB on sm_80. */
+/* The opt-in maximum of shared memory per block: 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB
+ * on sm_86 and sm_89 (NVIDIA's CUDA C++ Programming Guide, compute capabilities table). */
 static size_t smem_optin_max(void)
 {
+	if (arch_major == 8 && arch_minor)
+		return 99 * KIB;
 	return arch_major == 8 ? 163 * KIB : 227 * KIB;
 }
 
@@ -389,15 +398,16 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 		return fail(cudaErrorInvalidDevice);
 	bool hopper = arch_major == 9;
 	memset(p, 0, sizeof(*p));
+	char sm[16];
+	snprintf(sm, sizeof(sm), "sm_%d%d", arch_major, arch_minor);
 	if (n_devices > 1)
-		snprintf(p->name, sizeof(p->name), "CUDA emulation %d (CPU, %s)", device,
-			 hopper ? "sm_90" : "sm_80");
+		snprintf(p->name, sizeof(p->name), "CUDA emulation %d (CPU, %s)", device, sm);
 	else
-		snprintf(p->name, sizeof(p->name), "CUDA emulation (CPU, %s)", hopper ? "sm_90" : "sm_80");
+		snprintf(p->name, sizeof(p->name), "CUDA emulation (CPU, %s)", sm);
 	p->totalGlobalMem = mem_limit;
 	p->sharedMemPerBlock = SMEM_DEFAULT_MAX;
 	p->sharedMemPerBlockOptin = smem_optin_max();
-	p->sharedMemPerMultiprocessor = hopper ? 228 * KIB : 164 * KIB;
+	p->sharedMemPerMultiprocessor = hopper ? 228 * KIB : arch_minor ? 100 * KIB : 164 * KIB;
 	p->reservedSharedMemPerBlock = KIB;
 	p->regsPerBlock = 65536;
 	p->regsPerMultiprocessor = 65536;
@@ -408,8 +418,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 	p->maxGridSize[0] = INT_MAX, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
 	p->totalConstMem = 64 * KIB;
 	p->major = arch_major;
-	p->minor = 0;
-	p->multiProcessorCount = hopper ? 132 : 108;
+	p->minor = arch_minor;
+	/* H100 SXM, RTX 4090, RTX 3090, A100 */
+	p->multiProcessorCount = hopper ? 132 : arch_minor == 9 ? 128 : arch_minor == 6 ? 82 : 108;
 	p->maxThreadsPerMultiProcessor = 2048;
 	p->maxBlocksPerMultiProcessor = 32;
 	p->l2CacheSize = hopper ? 50 << 20 : 40 << 20;
@@ -1019,7 +1030,7 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
 	(void)gpu_emu_module_use(func, false, NULL, NULL, 0);
 	memset(attr, 0, sizeof(*attr));
 	attr->maxThreadsPerBlock = 1024;
-	attr->ptxVersion = attr->binaryVersion = arch_major * 10;
+	attr->ptxVersion = attr->binaryVersion = arch_major * 10 + arch_minor;
 	pthread_mutex_lock(&table_lock);
 	auto it = kernel_max_dyn_smem->find(func);
 	attr->maxDynamicSharedSizeBytes = it == kernel_max_dyn_smem->end() ? (int)SMEM_DEFAULT_MAX : it->second;
