@@ -42,7 +42,6 @@
 #include "common.h"
 
 /* cuBLASLt's recommended workspace on Hopper; also enough for every Ampere algorithm. */
-#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
 /* Algorithms asked of the heuristic per shape, tried in its order. */
 #define GEMM_ALGOS 4
 
@@ -102,7 +101,7 @@ struct gpu_blas *gpu_blas_create(struct gpu_context *g)
 	r = LT_CHECK(cublasLtCreate(&gm->lt));
 	if (r < 0)
 		goto free_entries;
-	r = gpu_alloc(g, GEMM_WORKSPACE_BYTES, &gm->workspace);
+	r = gpu_alloc(g, GPU_BLAS_WORKSPACE_BYTES, &gm->workspace);
 	if (r < 0)
 		goto destroy_lt;
 	return gm;
@@ -176,7 +175,7 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
 	cudaDataType_t in_type = k->fp8 ? CUDA_R_8F_E4M3 : lt_type(k->w_dtype), out_type = lt_type(k->y_dtype);
-	size_t ws = GEMM_WORKSPACE_BYTES;
+	size_t ws = GPU_BLAS_WORKSPACE_BYTES;
 	memset(e, 0, sizeof(*e));
 	int r = LT_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	if (r >= 0)
@@ -289,7 +288,7 @@ static int gemm_run(struct gpu_blas *gm, const struct gemm_key *kp, const void *
 	for (;;) {
 		cublasStatus_t st = cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y,
 						   e->d, y, e->d, &e->algos[e->cur], gm->workspace,
-						   GEMM_WORKSPACE_BYTES, (cudaStream_t)gm->g->stream);
+						   GPU_BLAS_WORKSPACE_BYTES, (cudaStream_t)gm->g->stream);
 		if (st == CUBLAS_STATUS_SUCCESS)
 			return 0;
 		bool refused = st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH;

@@ -264,6 +264,10 @@ int main(int argc, char **argv)
 	}
 	/* Loading runs on the model worker: holod serves scripts while a large model maps. */
 	cfg.engine_backend.state_limit = (uint64_t)cfg.state_limit_kib << 10;
+	/* the CUDA backend's memory plan: the vision tower and sessions of --context-tokens
+	 * (reported; the sessions are admitted against the device's memory once loaded) */
+	cfg.engine_backend.plan_context = (int)cfg.context_tokens;
+	cfg.engine_backend.plan_vision = true;
 	worker = model_worker_create(cfg.model_dir, &cfg.engine_backend);
 	if (!worker) {
 		log_error_errno(-errno, "cannot start the model worker");

@@ -800,6 +800,22 @@ json_t *model_worker_provenance(struct model_worker *et)
 	return o;
 }
 
+/* The CUDA backend's memory plan (engine.h struct engine_memory_plan), bytes */
+static json_t *plan_json(const struct engine_memory_plan *p)
+{
+	return json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:I, "
+			 "s:I, s:I, s:i}",
+			 "weights", p->weights, "weights_by_part", "layers", (json_int_t)p->layers,
+			 "lm_head", (json_int_t)p->head, "embeddings", (json_int_t)p->embeddings,
+			 "other", (json_int_t)p->other, "weight_bytes", (json_int_t)p->weight_bytes,
+			 "vision_bytes", (json_int_t)p->vision, "sessions", p->sessions,
+			 "context_tokens", p->context, "session_bytes", (json_int_t)p->session,
+			 "scratch_bytes", (json_int_t)p->scratch, "workspace_bytes",
+			 (json_int_t)p->workspace, "reserve_bytes", (json_int_t)p->reserve,
+			 "total_bytes", (json_int_t)p->total, "free_bytes", (json_int_t)p->free,
+			 "sessions_fit", p->sessions_fit);
+}
+
 json_t *model_worker_status(struct model_worker *et)
 {
 	if (!et || !et->dir)
@@ -865,6 +881,8 @@ json_t *model_worker_status(struct model_worker *et)
 					    bi.memory_total ? json_integer((json_int_t)bi.memory_total) : json_null());
 			json_object_set_new(o, "device_memory_free",
 					    bi.memory_free ? json_integer((json_int_t)bi.memory_free) : json_null());
+			json_object_set_new(o, "device_plan", bi.has_plan ? plan_json(&bi.plan)
+									 : json_null());
 		}
 	}
 	pthread_mutex_unlock(&et->lock);

@@ -154,6 +154,8 @@ enum gpu_dtype {
  * thread. NULL + errno (ENOMEM, EIO). */
 struct gpu_blas;
 struct gpu_blas *gpu_blas_create(struct gpu_context *g);
+/* The workspace's device bytes (the memory plan counts them: engine/backend/device_plan.h). */
+#define GPU_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 void gpu_blas_destroy(struct gpu_blas *gm);
 
 /* Problem shapes one struct gpu_blas caches; beyond them the least recently used is dropped

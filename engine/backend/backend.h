@@ -247,6 +247,9 @@ const void *backend_cuda_weight(const struct engine_backend *b, const struct ten
 				enum tensor_dtype *ret_dtype);
 /* The backend's device context (gpu.h). */
 struct gpu_context *backend_cuda_context(const struct engine_backend *b);
+/* The device bytes of b's activation scratch and its largest batched decode block, as
+ * reserve() lays them out (tests: the memory plan's scratch must equal it). */
+uint64_t backend_cuda_scratch_bytes(const struct engine_backend *b);
 /* vision_encode() of the CUDA backend (backend_cuda_vision.c), and the release of b->vision that
  * the backend's destroy() calls before its context goes. */
 int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,

@@ -5,7 +5,10 @@
  * vectors (norm weights, biases, A_log, D, dt_bias) to fp32 whatever the precision, because they
  * are tiny and the CPU reads them in fp32 (a bf16 copy of the SSM decay would differ from the CPU
  * for no memory gain). A tied lm_head is the embeddings' copy. All of it lives in one device
- * allocation, sized and checked against the device's free memory before anything is allocated.
+ * allocation. Before anything is allocated the memory plan (device_plan.h: the weights by
+ * format, the vision tower, the sessions asked for, the scratch, the cuBLASLt workspace and a
+ * reserve) is computed from the shapes and checked against the device's free memory; its figures
+ * are the engine_backend_info's plan.
  * With --weights q8|q4 (or a holo-quantize checkpoint) the linear layers and the lm_head (a tied
  * one as its own copy) are held as engine/quant/quant.h's row records instead, quantized on the
  * host by the reference quantizers (or copied from the map) and uploaded as they are: decode
@@ -83,6 +86,9 @@
 #include "lm.h"
 #include "modelopt.h"
 #include "quantized.h"
+#include "device_plan.h"
+#include "loader.h"
+#include "vision.h"
 
 /* Host staging of one upload: tensors are converted and sent in pieces of this size. */
 #define CUDA_STAGING_BYTES ((size_t)16 << 20)
@@ -129,6 +135,16 @@ _Static_assert(CUDA_MAX_DECODE == 1 << CUDA_DECODE_BUCKETS, "one graph per power
 /* Rows one pass holds (the activation scratch): a full pass of decode rows beside one whole run
  * of a span, so a span that joins the decoders is cut exactly as it is cut alone. */
 #define CUDA_MAX_ROWS (CUDA_MAX_DECODE + CUDA_MAX_RUN)
+/* the memory plan sizes what this file allocates from the same bounds */
+_Static_assert(CUDA_MAX_RUN == DEVICE_PLAN_MAX_RUN && CUDA_MAX_DECODE == DEVICE_PLAN_MAX_DECODE &&
+		       CUDA_LOGIT_ROWS == DEVICE_PLAN_LOGIT_ROWS &&
+		       CUDA_DEQUANT_BYTES == DEVICE_PLAN_DEQUANT_BYTES &&
+		       CUDA_WEIGHT_ALIGN == DEVICE_PLAN_ALIGN &&
+		       sizeof(struct gpu_seq_row) == DEVICE_PLAN_SEQ_ROW_BYTES &&
+		       GPU_ATTN_SPLIT == DEVICE_PLAN_ATTN_SPLIT &&
+		       GPU_ATTN_MAX_SPLITS == DEVICE_PLAN_ATTN_MAX_SPLITS &&
+		       GPU_BLAS_WORKSPACE_BYTES == DEVICE_PLAN_WORKSPACE,
+	       "device_plan.h's bounds are this file's");
 
 /* Device pointers of the weights one layer uses, resolved once at creation. */
 struct cuda_layer_w {
@@ -206,6 +222,7 @@ struct cuda_backend {
 	char device_name[256];
 	uint64_t memory_total;
 	uint64_t memory_free_after_upload; /* what the device had free once the weights were up */
+	struct engine_memory_plan plan;    /* device_plan_compute() at creation */
 	void *weights;                     /* device block */
 	struct cuda_weight *table;
 	size_t n_weights;
@@ -1819,6 +1836,20 @@ static void cuda_info(const struct engine_backend *base, struct engine_backend_i
 	ret->memory_total = b->memory_total;
 	uint64_t used = ret->state_bytes;
 	ret->memory_free = b->memory_free_after_upload > used ? b->memory_free_after_upload - used : 0;
+	ret->has_plan = true;
+	ret->plan = b->plan;
+}
+
+uint64_t backend_cuda_scratch_bytes(const struct engine_backend *base)
+{
+	struct cuda_backend *b = cb_of(base);
+	struct cuda_scratch keep = b->scratch;
+	uint64_t n = scratch_layout(b, NULL);
+	b->scratch = keep;
+	size_t off = 0;
+	carve(NULL, &off, (size_t)CUDA_MAX_DECODE * (sizeof(struct gpu_seq_row) + sizeof(int32_t)));
+	carve(NULL, &off, (size_t)CUDA_MAX_DECODE * b->dm.vocab * sizeof(float));
+	return n + off;
 }
 
 static void cuda_destroy(struct engine_backend *base)
@@ -2062,6 +2093,48 @@ static int fail(int err, char *errbuf, size_t errlen, const char *format, ...)
 	return -err;
 }
 
+/* The vision tower's shapes for the plan, from the checkpoint (false: none, or a random model). */
+static bool plan_vision_of(const struct engine_model *m, struct device_plan_vision *ret)
+{
+	struct vision_weights w;
+	char err[160];
+	if (!m->files || vision_weights_load(&w, m->files, err, sizeof(err)) < 0)
+		return false;
+	const struct json_t *root = model_files_config_json(m->files);
+	double tile = 512, tiles = 12; /* the checkpoint's defaults (model.md 1.1) */
+	if (root) {
+		(void)model_config_number(root, "force_image_size", &tile);
+		(void)model_config_number(root, "max_num_tiles", &tiles);
+	}
+	*ret = (struct device_plan_vision){
+		.width = w.width, .depth = w.depth, .mlp = w.mlp, .patch = w.patch,
+		.prefix = w.n_prefix, .shuffle = w.shuffle, .proj_hidden = w.proj_hidden,
+		.out_dim = w.out_dim,
+		.tile = tile >= 1 && tile <= 4096 ? (int)tile : 512,
+		/* the tiles and the thumbnail */
+		.tiles = (tiles >= 1 && tiles <= ENGINE_VISION_MAX_TILES ? (int)tiles : 12) + 1,
+	};
+	vision_weights_finish(&w);
+	return true;
+}
+
+/* The plan of m's weights in `weights` under opts (its sessions and vision). */
+static int plan_of(const struct engine_model *m, const struct engine_backend_options *opts,
+		   enum engine_weights weights, const struct device_plan_vision *vision,
+		   struct engine_memory_plan *ret)
+{
+	bool conv_bias = false;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		conv_bias |= m->layers[l].kind == LM_LAYER_MAMBA && m->layers[l].mamba.conv_b.data;
+	struct device_plan_args a = {
+		.lm = &m->cfg, .tied = m->lm_head.data == m->embeddings.data, .conv_bias = conv_bias,
+		.weights = weights, .precision = opts->precision, .ssm_state = opts->ssm_state,
+		.vision = vision, .sessions = MAX(opts->plan_sessions, 0),
+		.context = opts->plan_context,
+	};
+	return device_plan_compute(&a, ret);
+}
+
 struct engine_backend *backend_cuda_create(const struct engine_model *m,
 					   const struct engine_backend_options *opts, char *errbuf,
 					   size_t errlen)
@@ -2132,20 +2205,61 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		goto destroy;
 	}
 	b->memory_total = total_b;
-	if (b->quant >= 0 && (need > free_b || b->dequant_bytes > free_b - need)) {
-		r = fail(ENOMEM, errbuf, errlen,
-			 "the model's weights need %zu bytes of device memory in %s (%s activations) "
-			 "and its prefill %zu bytes of dequantized rows, but CUDA device %d (%s) has "
-			 "%zu bytes free",
-			 need, b->base.weights, engine_precision_name(opts->precision),
-			 b->dequant_bytes, opts->device, di.name, free_b);
+	/* the plan, from the shapes (its weights are plan_weights()'s block, byte for byte) */
+	const enum engine_weights fmt = b->quant == QUANT_Q8    ? ENGINE_WEIGHTS_Q8
+					: b->quant == QUANT_Q4  ? ENGINE_WEIGHTS_Q4
+					: b->quant == QUANT_FP8 ? ENGINE_WEIGHTS_FP8
+								: ENGINE_WEIGHTS_BF16;
+	struct device_plan_vision pv;
+	const struct device_plan_vision *vision = opts->plan_vision && plan_vision_of(m, &pv) ? &pv
+											       : NULL;
+	if (plan_of(m, opts, fmt, vision, &b->plan) < 0 || b->plan.weight_bytes != need) {
+		r = fail(EINVAL, errbuf, errlen, "the memory plan of the model's %zu bytes of weights "
+			 "came to %llu bytes (a bug: please report it)", need,
+			 (unsigned long long)b->plan.weight_bytes);
 		goto destroy;
 	}
-	if (need > free_b) {
-		r = fail(ENOMEM, errbuf, errlen,
-			 "the model's weights need %zu bytes of device memory in %s, but CUDA device "
-			 "%d (%s) has %zu bytes free",
-			 need, engine_precision_name(opts->precision), opts->device, di.name, free_b);
+	bool fits = device_plan_fit(&b->plan, free_b);
+	if (opts->plan_sessions < 1) {
+		/* no sessions asked for: the weights and the prefill's slice, what a forward needs
+		 * before its scratch (the sessions are then admitted against what is left) */
+		if (b->quant >= 0 && (need > free_b || b->dequant_bytes > free_b - need)) {
+			r = fail(ENOMEM, errbuf, errlen,
+				 "the model's weights need %zu bytes of device memory in %s (%s "
+				 "activations) and its prefill %zu bytes of dequantized rows, but CUDA "
+				 "device %d (%s) has %zu bytes free",
+				 need, b->base.weights, engine_precision_name(opts->precision),
+				 b->dequant_bytes, opts->device, di.name, free_b);
+			goto destroy;
+		}
+		if (need > free_b) {
+			r = fail(ENOMEM, errbuf, errlen,
+				 "the model's weights need %zu bytes of device memory in %s, but CUDA "
+				 "device %d (%s) has %zu bytes free",
+				 need, engine_precision_name(opts->precision), opts->device, di.name,
+				 free_b);
+			goto destroy;
+		}
+	} else if (!fits) {
+		char name[160], dev[320], msg[1024];
+		const char *dir = m->files ? model_files_dir(m->files) : NULL;
+		const char *slash = dir ? strrchr(dir, '/') : NULL;
+		snprintf(name, sizeof(name), "%s",
+			 !dir ? "the model" : slash && slash[1] ? slash + 1 : dir);
+		snprintf(dev, sizeof(dev), "CUDA device %d (%s)", opts->device, di.name);
+		/* the formats this backend could hold a plain checkpoint in instead */
+		struct engine_memory_plan alt[2];
+		const struct engine_memory_plan *alts[3] = {NULL, NULL, NULL};
+		const enum engine_weights others[2] = {ENGINE_WEIGHTS_Q8, ENGINE_WEIGHTS_Q4};
+		for (int i = 0, n = 0; i < 2 && model_quant_format(m) < 0; i++) {
+			if (plan_of(m, opts, others[i], vision, &alt[n]) < 0)
+				continue;
+			device_plan_fit(&alt[n], free_b);
+			alts[n] = &alt[n];
+			n++;
+		}
+		device_plan_refusal(&b->plan, name, dev, alts, msg, sizeof(msg));
+		r = fail(ENOMEM, errbuf, errlen, "%s", msg);
 		goto destroy;
 	}
 	r = gpu_alloc(b->gpu, need, &b->weights);

@@ -214,6 +214,17 @@ struct engine_backend_options {
 	 * the last call has done == total. NULL: none. */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
+	/* The CUDA backend's memory plan (docs/quantization.md "Memory plan"), computed from the
+	 * shapes before anything is allocated and reported by engine_backend_get_info(): the
+	 * weights, the vision tower (plan_vision: the checkpoint's, for its max_num_tiles tiles
+	 * and the thumbnail at once), plan_sessions sessions of plan_context tokens, the scratch,
+	 * the cuBLASLt workspace and a reserve. With plan_sessions >= 1 creation is refused
+	 * (ENOMEM, naming every size and the formats that would fit) unless all of it fits in the
+	 * device's free memory; with 0 only the weights and the prefill's dequantized slice must
+	 * (the sessions are then admitted against what is left), and the report says how many
+	 * sessions of plan_context tokens fit. */
+	int plan_sessions, plan_context;
+	bool plan_vision;
 };
 
 /* "auto", "cpu", "cuda" and "default", "bf16", "fp32": the names options use.
@@ -255,6 +266,29 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 /* Accepts NULL. Every session and snapshot of the backend must be destroyed first. */
 void engine_backend_destroy(struct engine_backend *b);
 
+/* The CUDA backend's device memory plan (docs/quantization.md "Memory plan"): what the model and
+ * its sessions need on the device, computed from the shapes before anything is allocated. Every
+ * figure is in bytes. */
+struct engine_memory_plan {
+	char weights[8];      /* the linear layers' format: "bf16", "f32", "q8", "q4", "fp8" */
+	uint64_t layers;      /* the linear layers' matrices in that format */
+	uint64_t head;        /* the lm_head's own copy (0: a tied head reads the embeddings) */
+	uint64_t embeddings;  /* the embedding matrix (bf16, or fp32 in fp32 precision) */
+	uint64_t other;       /* norms, conv taps and biases, A, D, dt_bias */
+	uint64_t weight_bytes; /* the weight block: the four above, each tensor 256-aligned */
+	uint64_t vision;      /* the vision tower and projector: weights and a batch's activations */
+	int sessions;         /* sessions planned ... */
+	int context;          /* ... of this many tokens each */
+	uint64_t session;     /* one such session: Mamba state and KV cache */
+	uint64_t scratch;     /* activations of one pass, the prefill's dequantized slice and the
+			       * batched decode block */
+	uint64_t workspace;   /* cuBLASLt's */
+	uint64_t reserve;     /* CUDA graphs, the driver's own allocations, fragmentation */
+	uint64_t total;       /* everything above, sessions x session included */
+	uint64_t free;        /* the device's free memory when planned (0: not planned on one) */
+	int sessions_fit;     /* sessions of `context` tokens that fit beside the rest in `free` */
+};
+
 struct engine_backend_info {
 	enum engine_backend_kind kind;   /* CPU or CUDA */
 	const char *name;                /* "cpu", "cuda" */
@@ -271,6 +305,8 @@ struct engine_backend_info {
 	uint64_t state_bytes;            /* memory of its live sessions and snapshots */
 	uint64_t state_limit;            /* 0: none */
 	uint64_t memory_total, memory_free; /* of the device (host RAM on the CPU); 0: unknown */
+	bool has_plan;                   /* the CUDA backend: the plan it was created by */
+	struct engine_memory_plan plan;
 };
 /* Fills *ret. Any thread may call it while others compute. Returns 0 or -EINVAL. */
 int engine_backend_get_info(const struct engine_backend *b, struct engine_backend_info *ret);

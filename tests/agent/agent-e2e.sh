@@ -25,11 +25,19 @@ expect_json "status model" .model.ssm_state "${AGENT_SSM_STATE:-fp32}"
 if [ "$AGENT_BACKEND" = cpu ]; then
 	expect_json "status model" '.model.device | test("kernels")' true
 	expect_json "status model" '.model.device_weight_bytes == .model.weight_bytes' true
+	expect_json "status model" .model.device_plan null
 else
 	# fp32 on the device: the bf16 matrices take twice their file size there
 	expect_json "status model" '.model.device | test("CUDA")' true
 	expect_json "status model" '.model.device_weight_bytes > .model.weight_bytes' true
 	expect_json "status model" '.model.device_memory_free < .model.device_memory_total' true
+	# the memory plan the backend was created by (issue 29): its weights are the upload's, its
+	# sessions of --context-tokens, the vision tower counted
+	expect_json "status model" '.model.device_plan.weight_bytes == .model.device_weight_bytes' true
+	expect_json "status model" '.model.device_plan.weights | . == "bf16" or . == "f32"' true
+	expect_json "status model" '.model.device_plan | .vision_bytes > 0 and .context_tokens > 0
+		and .session_bytes > 0 and .sessions_fit >= 1 and .free_bytes > .total_bytes
+		and .weights_by_part.layers > 0' true
 fi
 expect_json "status model" .model.device_state_bytes 0
 # the weight load's progress, finished: every byte, at some rate, also in the log

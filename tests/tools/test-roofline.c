@@ -63,6 +63,27 @@ int main(void)
 	CHECK_NEAR(roofline_seconds_bytes(h100, 3.35e12), 1.0, 1e-12);
 	CHECK_NEAR(roofline_seconds_bytes(h200, 4.8e12), 1.0, 1e-12);
 	CHECK(roofline_device_find("a100") == NULL);
+	/* the consumer cards (issue 29): bandwidth, memory, FP8 only from sm_89 */
+	const struct roofline_device *r3090 = roofline_device_find("RTX3090");
+	const struct roofline_device *r4090 = roofline_device_find("rtx4090");
+	const struct roofline_device *r5090 = roofline_device_find("rtx5090");
+	const struct roofline_device *l4 = roofline_device_find("l4");
+	REQUIRE(r3090 && r4090 && r5090 && l4);
+	CHECK_NEAR(roofline_seconds_bytes(r4090, 1008e9), 1.0, 1e-12);
+	CHECK_NEAR(roofline_seconds_bytes(r3090, 936e9), 1.0, 1e-12);
+	CHECK(r3090->sm == 86 && r3090->fp8_flops == 0 && r4090->sm == 89 && l4->sm == 89);
+	CHECK_NEAR(r4090->fp8_flops / r4090->flops, 2.0, 1e-3);
+	CHECK_NEAR(h100->fp8_flops / h100->flops, 2.0, 2e-3);
+	CHECK(r3090->memory == 24.0 * (1 << 30) && r5090->memory > 31.5 * (1 << 30));
+
+	/* the head at its own bytes per element (fp8 keeps it bf16): 16*8 head elements at 2
+	 * bytes instead of 1, 128 more bytes per decode token */
+	struct roofline_lm fp8 = lm;
+	fp8.weight_bytes = 1;
+	fp8.head_bytes = 2;
+	struct roofline_lm one = lm;
+	one.weight_bytes = 1;
+	CHECK_NEAR(roofline_decode_bytes(&fp8, 5) - roofline_decode_bytes(&one, 5), 128.0, 1e-9);
 
 	/* 3 sessions after 5 tokens, batched: the weights once (1592 bytes), 3 x 320 state bytes,
 	 * 3 x 96 KV bytes, 3 x 1848 FLOPs; memory-bound on both (2840 / 3.35e12 s) */

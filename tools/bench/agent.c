@@ -2,8 +2,9 @@
  * the real shapes (roofline.h): a screenshot cut into tiles through RADIO and the projector, the
  * new turn prefilled onto the persistent session, and the step's tokens decoded.
  *
- *   holo-bench agent --device-spec h100|h200 [--config FILE] [--screen WxH] [--max-tiles N]
- *                    [--prefix N] [--text N] [--decode N] [--context-cap N] [--steps A,B]
+ *   holo-bench agent --device-spec rtx3090|rtx4090|rtx5090|l4|h100|h200 [--config FILE]
+ *                    [--screen WxH] [--max-tiles N] [--prefix N] [--text N] [--decode N]
+ *                    [--context-cap N] [--steps A,B] [--weights bf16,q8,q4,fp8]
  *
  * --config is a checkpoint's config.json (default: tools/bench/holotron-12b-config.json in the
  * source tree, the
@@ -12,7 +13,14 @@
  * by shapes.c's table (vit_huge_patch16_224: 32 blocks, MLP 5120). Step k of a persistent session starts after
  * prefix + k * (appended + decoded) tokens, at most --context-cap (holod's --context-tokens, whose
  * session is rebuilt before it is full). Weights and the KV cache are bf16, the Mamba state fp32,
- * as the CUDA backend keeps them at bf16 precision.
+ * as the CUDA backend keeps them at bf16 precision. Then one line per --weights format (default
+ * all four): the CUDA backend's memory plan of the model (engine/backend/device_plan.h: the
+ * weights in the format, the vision tower for max_num_tiles tiles and the thumbnail, one
+ * session of --context-cap tokens, scratch, cuBLASLt workspace, reserve) against the card's
+ * memory less CONTEXT_BYTES, `fits` or `does not fit`, how many sessions of --context-cap tokens
+ * fit, and the roofline of step A with that format's bytes (decode) and tensor rate (prefill:
+ * FP8's for fp8, bf16's otherwise, as q8/q4 dequantize to bf16 for the GEMM); fp8 is refused on
+ * a card before sm_89 (no FP8 tensor cores).
  *
  *   holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE
  *                    [--precision bf16|fp32] [--screen WxH] [--prefix N] [--text N]
@@ -57,6 +65,8 @@
 #include "loader.h"
 #include "machine.h"
 #include "lm.h"
+#include "device_plan.h"
+#include "quant.h"
 #include "roofline.h"
 #include "shapes.h"
 #ifdef HOLO_BENCH_GPU
@@ -70,9 +80,10 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: holo-bench agent --device-spec h100|h200 [--config FILE] [--screen WxH]\n"
-		"                        [--max-tiles N] [--prefix N] [--text N] [--decode N]\n"
-		"                        [--context-cap N] [--steps A,B]\n"
+		"usage: holo-bench agent --device-spec " ROOFLINE_DEVICES " [--config FILE]\n"
+		"                        [--screen WxH] [--max-tiles N] [--prefix N] [--text N]\n"
+		"                        [--decode N] [--context-cap N] [--steps A,B]\n"
+		"                        [--weights bf16,q8,q4,fp8]\n"
 		"       holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE\n"
 		"                        [--precision bf16|fp32] [--screen WxH] [--prefix N]\n"
 		"                        [--text N] [--decode N] [--context-cap N] [--steps N]\n"
@@ -81,7 +92,8 @@ static void usage(FILE *f)
 		"  --random-config FILE  measure random weights of FILE's shapes instead (a config.json,\n"
 		"                   e.g. " DEFAULT_CONFIG ")\n"
 		"  --precision P    the backend's precision (default: the backend's own)\n"
-		"  --device-spec D  the GPU whose peak rates the prediction uses\n"
+		"  --device-spec D  the GPU whose peak rates and memory the prediction uses\n"
+		"  --weights LIST   formats the memory plan lines show (default bf16,q8,q4,fp8)\n"
 		"  --config FILE    a checkpoint's config.json (default " DEFAULT_CONFIG ")\n"
 		"  --screen WxH     screenshot size (default 1920x1080)\n"
 		"  --max-tiles N    tile budget (default 12, the checkpoint's)\n"
@@ -478,6 +490,113 @@ out_fail:
 	return code;
 }
 
+/* ---- the memory plan per format: --device-spec with --weights ---- */
+
+static const struct {
+	const char *name;
+	enum engine_weights weights;
+	enum quant_format quant; /* the layers' rows; QUANT_FORMAT_COUNT: bf16 */
+} plan_formats[] = {
+	{"bf16", ENGINE_WEIGHTS_BF16, QUANT_FORMAT_COUNT},
+	{"q8", ENGINE_WEIGHTS_Q8, QUANT_Q8},
+	{"q4", ENGINE_WEIGHTS_Q4, QUANT_Q4},
+	{"fp8", ENGINE_WEIGHTS_FP8, QUANT_FP8},
+};
+
+/* A comma-separated list of plan_formats' names into bits. */
+static int parse_formats(const char *s, unsigned *ret)
+{
+	unsigned bits = 0;
+	while (*s) {
+		size_t n = strcspn(s, ","), i;
+		for (i = 0; i < ARRAY_SIZE(plan_formats); i++)
+			if (strlen(plan_formats[i].name) == n && !strncmp(s, plan_formats[i].name, n))
+				break;
+		if (i == ARRAY_SIZE(plan_formats))
+			return -EINVAL;
+		bits |= 1u << i;
+		s += n + (s[n] == ',');
+	}
+	if (!bits)
+		return -EINVAL;
+	*ret = bits;
+	return 0;
+}
+
+/* What the CUDA context (and on a desktop card the display) holds before holod allocates: not
+ * in cudaMemGetInfo()'s free memory. An estimate (a few hundred MiB on a headless device). */
+#define CONTEXT_BYTES ((uint64_t)512 << 20)
+
+struct plan_step {
+	double context;
+	int step, n_tiles, text, decode;
+};
+
+static int plan_lines(const struct bench_shapes *sh, const struct roofline_lm *lm0,
+		      const struct roofline_vit *vit, const struct roofline_device *dev, int cap,
+		      const struct plan_step *st, unsigned formats)
+{
+	const struct lm_config *l = &sh->mc.lm;
+	struct lm_config cfg = *l;
+	cfg.vocab = sh->mc.vocab_size;
+	struct device_plan_vision pv = {
+		.width = vit->width, .depth = vit->depth, .mlp = vit->mlp, .patch = vit->patch,
+		.prefix = vit->prefix, .shuffle = vit->shuffle, .proj_hidden = vit->proj_hidden,
+		.out_dim = l->hidden, .tile = vit->tile,
+		.tiles = sh->max_tiles + (sh->use_thumbnail ? 1 : 0),
+	};
+	uint64_t free_b = (uint64_t)dev->memory - CONTEXT_BYTES;
+	printf("\nmemory plan on %s (%s, sm_%d, %.1f GiB; %.1f GiB free: less %llu MiB for the CUDA "
+	       "context), one session of %d tokens, bf16 activations and KV cache:\n", dev->name,
+	       dev->label, dev->sm, dev->memory / (1u << 30), (double)free_b / (1u << 30),
+	       (unsigned long long)(CONTEXT_BYTES >> 20), cap);
+	for (size_t i = 0; i < ARRAY_SIZE(plan_formats); i++) {
+		if (!(formats & (1u << i)))
+			continue;
+		const char *f = plan_formats[i].name;
+		bool fp8 = plan_formats[i].quant == QUANT_FP8;
+		if (fp8 && !(dev->fp8_flops > 0)) {
+			printf("%s %s: does not run: sm_%d has no FP8 tensor cores (fp8 needs sm_89 or "
+			       "later): use q8 or q4\n", dev->name, f, dev->sm);
+			continue;
+		}
+		struct device_plan_args a = {
+			.lm = &cfg, .tied = sh->mc.tie_word_embeddings,
+			.conv_bias = sh->mc.use_conv_bias, .weights = plan_formats[i].weights,
+			.precision = ENGINE_PRECISION_BF16, .vision = &pv, .sessions = 1,
+			.context = cap,
+		};
+		struct engine_memory_plan p;
+		if (device_plan_compute(&a, &p) < 0) {
+			fprintf(stderr, "holo-bench agent: the model's shapes cannot be planned\n");
+			return -EINVAL;
+		}
+		bool fits = device_plan_fit(&p, free_b);
+		/* the step's roofline with this format's bytes and tensor rate */
+		struct roofline_lm lm = *lm0;
+		if (plan_formats[i].quant != QUANT_FORMAT_COUNT) {
+			size_t rb = 0;
+			if (quant_row_bytes(plan_formats[i].quant, l->hidden, &rb) < 0)
+				return -EINVAL;
+			lm.weight_bytes = (double)rb / l->hidden;
+			lm.head_bytes = fp8 ? 2 : lm.weight_bytes;
+		}
+		struct roofline_step s = {.context = st->context, .n_tiles = st->n_tiles,
+					  .text_tokens = st->text, .decoded = st->decode};
+		roofline_step_count(&lm, vit, l->hidden, &s);
+		double rate = fp8 ? dev->fp8_flops : dev->flops;
+		double tv = roofline_seconds_flops(dev, s.vision_flops) * 1e3;
+		double tp = s.prefill_flops / rate * 1e3;
+		double td = roofline_seconds_bytes(dev, s.decode_bytes) * 1e3;
+		char what[512];
+		printf("%s %s: %s: %s; %d sessions of %d tokens fit; predicted step %d: %.1f ms "
+		       "(vision %.1f + prefill %.1f + decode %.1f)\n", dev->name, f,
+		       fits ? "fits" : "does not fit", device_plan_describe(&p, what, sizeof(what)),
+		       p.sessions_fit, cap, st->step, tv + tp + td, tv, tp, td);
+	}
+	return 0;
+}
+
 int bench_agent_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -491,6 +610,7 @@ int bench_agent_main(int argc, char **argv)
 		{"random-config", required_argument, NULL, 'R'},
 		{"history", no_argument, NULL, 'H'},           {"window", required_argument, NULL, 'K'},
 		{"step-tokens", required_argument, NULL, 'S'},
+		{"weights", required_argument, NULL, 'W'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct roofline_device *dev = NULL;
@@ -503,6 +623,7 @@ int bench_agent_main(int argc, char **argv)
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	bool measure = false, history = false;
 	int window = 3, step_tokens = 4096;
+	unsigned formats = 0; /* --weights: bit i for plan_formats[i]; 0: all */
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -568,6 +689,9 @@ int bench_agent_main(int argc, char **argv)
 		case 'S':
 			r = parse_count(optarg, 65536, &step_tokens);
 			break;
+		case 'W':
+			r = parse_formats(optarg, &formats);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -595,8 +719,9 @@ int bench_agent_main(int argc, char **argv)
 					   step_tokens, (size_t)run_steps, dev);
 	}
 	if (optind != argc || measure != !dev || measure != (!!model_dir + !!random_config == 1) ||
-	    (measure && run_steps < 2) || (model_dir && random_config)) {
-		fprintf(stderr, "holo-bench agent: name the GPU with --device-spec h100|h200 (the "
+	    (measure && run_steps < 2) || (model_dir && random_config) || (measure && formats)) {
+		fprintf(stderr, "holo-bench agent: name the GPU with --device-spec " ROOFLINE_DEVICES
+				" (the "
 				"prediction from the model's FLOP and byte counts), or measure with "
 				"--backend cpu|cuda, --model DIR or --random-config FILE, and --steps of at "
 				"least 2\n");
@@ -685,5 +810,9 @@ int bench_agent_main(int argc, char **argv)
 	}
 	printf("\nstep %d / step %d: %.3f (goal <= 1.1 in persistent mode up to the context cap)\n",
 	       steps[1], steps[0], sums[1] / sums[0]);
-	return 0;
+	struct plan_step ps = {.context = prefix + steps[0] * per_step, .step = steps[0],
+			       .n_tiles = grid.n_tiles, .text = text, .decode = decode};
+	if (ps.context + per_step > cap)
+		ps.context = fmax(cap - per_step, prefix);
+	return plan_lines(&shapes, &lm, &vit, dev, cap, &ps, formats ? formats : ~0u) < 0 ? 1 : 0;
 }

@@ -30,7 +30,7 @@ static const struct command commands[] = {
 	{"gpu", bench_gpu_main, "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate, vision per tile (CUDA)"},
 #endif
 #ifdef HOLO_BENCH_AGENT
-	{"agent", bench_agent_main, "one agent step's roofline on a GPU from the real shapes (--device-spec h100|h200)"},
+	{"agent", bench_agent_main, "one agent step's roofline on a GPU from the real shapes (--device-spec rtx4090, h100...; --weights: what fits)"},
 #endif
 #ifdef HOLO_BENCH_SERVE
 	{"serve", bench_serve_main, "aggregate decode tokens/s of 1..16 sessions batched, 12B roofline at 100"},

@@ -4,12 +4,28 @@
 #include <stddef.h>
 #include <strings.h>
 
-/* Peak rates from NVIDIA's datasheets: H100 SXM5 (80 GB HBM3) and H200 SXM (141 GB HBM3e) list
- * "BF16 Tensor Core 1,979 teraFLOPS" with 2:4 sparsity, so 989 TFLOP/s dense; GPU memory
- * bandwidth 3.35 TB/s and 4.8 TB/s. */
+/* Peak rates from NVIDIA's spec sheets (dense: the sheets' sparse 2:4 figures halved), memory
+ * as the driver reports its total (MiB):
+ *   - H100 SXM5 80 GB and H200 SXM 141 GB datasheets: "BF16 Tensor Core 1,979 teraFLOPS" and
+ *     "FP8 Tensor Core 3,958 teraFLOPS" with sparsity, so 989 and 1979 dense; GPU memory
+ *     bandwidth 3.35 TB/s and 4.8 TB/s; 81559 and 143771 MiB; sm_90;
+ *   - L4 datasheet: BF16 242 and FP8 485 teraFLOPS with sparsity (121 and 242.5 dense);
+ *     300 GB/s; 23034 MiB; sm_89;
+ *   - GeForce RTX 4090 (NVIDIA Ada GPU Architecture whitepaper, appendix table): peak FP16/BF16
+ *     Tensor TFLOPS with FP32 accumulate 165.2, FP8 330.3 (dense); 1008 GB/s GDDR6X; 24564 MiB;
+ *     sm_89;
+ *   - GeForce RTX 3090 (NVIDIA Ampere GA102 GPU Architecture whitepaper): peak FP16/BF16 Tensor
+ *     TFLOPS with FP32 accumulate 71 (dense); no FP8; 936 GB/s; 24576 MiB; sm_86;
+ *   - GeForce RTX 5090 (NVIDIA RTX Blackwell GPU Architecture whitepaper): FP16/BF16 Tensor
+ *     with FP32 accumulate 209.5, FP8 419 (dense); 1792 GB/s GDDR7; 32607 MiB; sm_120. */
+#define MIB (1024.0 * 1024.0)
 static const struct roofline_device devices[] = {
-	{"h100", 989e12, 3.35e12},
-	{"h200", 989e12, 4.8e12},
+	{"rtx3090", 71e12, 936e9, 0, 24576 * MIB, 86, "NVIDIA GeForce RTX 3090"},
+	{"rtx4090", 165.2e12, 1008e9, 330.3e12, 24564 * MIB, 89, "NVIDIA GeForce RTX 4090"},
+	{"rtx5090", 209.5e12, 1792e9, 419e12, 32607 * MIB, 120, "NVIDIA GeForce RTX 5090"},
+	{"l4", 121e12, 300e9, 242.5e12, 23034 * MIB, 89, "NVIDIA L4"},
+	{"h100", 989e12, 3.35e12, 1979e12, 81559 * MIB, 90, "NVIDIA H100 80GB HBM3"},
+	{"h200", 989e12, 4.8e12, 1979e12, 143771 * MIB, 90, "NVIDIA H200"},
 };
 
 const struct roofline_device *roofline_device_find(const char *name)
@@ -40,7 +56,8 @@ double roofline_tile_flops(const struct roofline_vit *v, int lm_hidden)
 struct per_token {
 	double flops;     /* everything but attention's key-dependent part and the lm_head */
 	double attn_keys; /* FLOPs per attended key, summed over attention layers */
-	double weights;   /* matrix elements read per token (lm_head and embedding row included) */
+	double weights;   /* matrix elements read per token (the embedding row included) */
+	double head;      /* the lm_head's elements */
 	double ssm, conv; /* Mamba state elements (SSM, conv), read once and written once */
 	double kv_row;    /* KV elements per position, summed over attention layers (K and V) */
 };
@@ -71,7 +88,8 @@ static struct per_token per_token(const struct roofline_lm *m)
 			p.weights += 2 * d * m->intermediate;
 		}
 	}
-	p.weights += (double)m->vocab * d + d; /* lm_head, and the embedding row */
+	p.weights += d;                      /* the embedding row */
+	p.head = (double)m->vocab * d;       /* the lm_head */
 	return p;
 }
 
@@ -80,6 +98,13 @@ static double state_bytes(const struct roofline_lm *m, const struct per_token *p
 {
 	int ssm = m->ssm_state_bytes ? m->ssm_state_bytes : m->state_bytes;
 	return p->ssm * ssm + p->conv * m->state_bytes;
+}
+
+/* Bytes of every matrix once, the lm_head at its own bytes per element */
+static double head_and_weights(const struct roofline_lm *m, const struct per_token *p)
+{
+	return p->weights * m->weight_bytes + p->head * (m->head_bytes > 0 ? m->head_bytes
+									      : m->weight_bytes);
 }
 
 double roofline_prefill_flops(const struct roofline_lm *m, double context, double n)
@@ -98,7 +123,7 @@ double roofline_decode_flops(const struct roofline_lm *m, double context)
 double roofline_decode_bytes(const struct roofline_lm *m, double context)
 {
 	struct per_token p = per_token(m);
-	return p.weights * m->weight_bytes + 2 * state_bytes(m, &p) +
+	return head_and_weights(m, &p) + 2 * state_bytes(m, &p) +
 	       (context + 1) * p.kv_row * m->kv_bytes;
 }
 
@@ -106,7 +131,7 @@ void roofline_serve_step(const struct roofline_lm *m, int sessions, double conte
 			 struct roofline_serve *ret)
 {
 	struct per_token p = per_token(m);
-	ret->weight_bytes = p.weights * m->weight_bytes;
+	ret->weight_bytes = head_and_weights(m, &p);
 	ret->state_bytes = sessions * 2 * state_bytes(m, &p);
 	ret->kv_bytes = sessions * (context + 1) * p.kv_row * m->kv_bytes;
 	ret->flops = sessions * roofline_decode_flops(m, context);

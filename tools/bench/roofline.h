@@ -13,8 +13,8 @@
  *     readout: the chunked prefill form does a little more); attention 2*d*(hq + 2*hkv)*dh +
  *     2*hq*dh*d + 4*hq*dh*keys, keys being the positions it attends to (itself included); MLP
  *     4*d*I (ReLU^2 left out); the lm_head 2*V*d per logits row (prefill: the last position only).
- *   - Decode bytes per token: every matrix once (in_proj, conv, out_proj, q/k/v/o, up/down, the
- *     lm_head and the embedding row) at weight_bytes per element; each Mamba layer's SSM and conv
+ *   - Decode bytes per token: every matrix once (in_proj, conv, out_proj, q/k/v/o, up/down and
+ *     the embedding row at weight_bytes per element, the lm_head at head_bytes); each Mamba layer's SSM and conv
  *     state read and written at state_bytes; each attention layer's K and V rows read for every
  *     key (the new row written) at kv_bytes. Norm weights and biases are left out (O(d) each).
  *   - Roofline time: vision and prefill FLOPs at the GEMM rate, decode bytes at the memory
@@ -32,7 +32,8 @@ struct roofline_lm {
 	int hidden, vocab, intermediate;
 	int n_heads, n_kv_heads, head_dim;
 	int m_heads, m_head_dim, m_groups, m_state, m_conv_kernel;
-	int weight_bytes; /* per matrix element: 2 for bf16 */
+	double weight_bytes; /* per matrix element: 2 for bf16, 1.0625 for q8 on 5120-wide rows */
+	double head_bytes;   /* per lm_head element; 0: weight_bytes (fp8 keeps the head bf16) */
 	int state_bytes;  /* per conv state element, and SSM element without ssm_state_bytes: 4 */
 	int ssm_state_bytes; /* per SSM state element: 4 (fp32) or 2 (bf16); 0: state_bytes */
 	int kv_bytes;     /* per KV cache element: 2 (bf16) or 4 */
@@ -78,14 +79,21 @@ struct roofline_serve {
 void roofline_serve_step(const struct roofline_lm *m, int sessions, double context,
 			 struct roofline_serve *ret);
 
-/* A device's peak rates. */
+/* A device's peak rates and memory. */
 struct roofline_device {
 	const char *name;
-	double flops;     /* dense bf16 tensor-core FLOP/s */
-	double bandwidth; /* memory bytes/s */
+	double flops;      /* dense bf16 tensor-core FLOP/s (fp32 accumulate) */
+	double bandwidth;  /* memory bytes/s */
+	double fp8_flops;  /* dense fp8 (e4m3) tensor-core FLOP/s; 0: no FP8 (before sm_89) */
+	double memory;     /* bytes, as the driver reports the total */
+	int sm;            /* compute capability x 10: 86, 89, 90, 120 */
+	const char *label; /* e.g. "NVIDIA GeForce RTX 4090" */
 };
-/* "h100" or "h200" (case-insensitive); NULL for another name. */
+/* "rtx3090", "rtx4090", "rtx5090", "l4", "h100" or "h200" (case-insensitive); NULL for another
+ * name. */
 const struct roofline_device *roofline_device_find(const char *name);
+/* The names, "|"-separated, for usage lines. */
+#define ROOFLINE_DEVICES "rtx3090|rtx4090|rtx5090|l4|h100|h200"
 
 /* Seconds the device needs at least: FLOPs at its GEMM rate, bytes at its bandwidth. */
 static inline double roofline_seconds_flops(const struct roofline_device *d, double flops)
