@@ -2247,11 +2247,16 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		snprintf(name, sizeof(name), "%s",
 			 !dir ? "the model" : slash && slash[1] ? slash + 1 : dir);
 		snprintf(dev, sizeof(dev), "CUDA device %d (%s)", opts->device, di.name);
-		/* the formats this backend could hold a plain checkpoint in instead */
-		struct engine_memory_plan alt[2];
-		const struct engine_memory_plan *alts[3] = {NULL, NULL, NULL};
-		const enum engine_weights others[2] = {ENGINE_WEIGHTS_Q8, ENGINE_WEIGHTS_Q4};
-		for (int i = 0, n = 0; i < 2 && model_quant_format(m) < 0; i++) {
+		/* the formats this backend could hold a plain checkpoint in instead (fp8 where the
+		 * device has FP8 tensor cores) */
+		struct engine_memory_plan alt[3];
+		const struct engine_memory_plan *alts[4] = {NULL, NULL, NULL, NULL};
+		const enum engine_weights others[3] = {ENGINE_WEIGHTS_Q8, ENGINE_WEIGHTS_FP8,
+						       ENGINE_WEIGHTS_Q4};
+		bool has_fp8 = di.compute_major * 10 + di.compute_minor >= 89;
+		for (int i = 0, n = 0; i < 3 && model_quant_format(m) < 0; i++) {
+			if (others[i] == ENGINE_WEIGHTS_FP8 && !has_fp8)
+				continue;
 			if (plan_of(m, opts, others[i], vision, &alt[n]) < 0)
 				continue;
 			device_plan_fit(&alt[n], free_b);

@@ -6,7 +6,7 @@
  *     q8 and fp8 fit 24 GiB, bf16 does not and the refusal names the sizes and the formats that
  *     fit; on 16 GiB q4 fits;
  *   - the plan's weights and scratch are what the backend allocates, byte for byte, on the tiny
- *     checkpoints in bf16, q8 and q4 (a tied head too);
+ *     checkpoints in bf16, q8, q4 and fp8 (a tied head too);
  *   - a 12B-shaped model with three layers (one Mamba, one attention, one MLP layer of the 12B's
  *     widths; a 4096-token vocabulary to keep it small) planned from its shapes: on a device
  *     between its q8 and bf16 plans, bf16 is refused before anything is allocated with the
@@ -235,8 +235,9 @@ static void test_tiny(void)
 {
 	const char *root = getenv("HOLOD_SOURCE_ROOT");
 	const char *models[] = {"tiny-mamba", "tiny-tied"};
-	const enum engine_weights ws[] = {ENGINE_WEIGHTS_DEFAULT, ENGINE_WEIGHTS_Q8, ENGINE_WEIGHTS_Q4};
-	const char *names[] = {"bf16", "q8", "q4"};
+	const enum engine_weights ws[] = {ENGINE_WEIGHTS_DEFAULT, ENGINE_WEIGHTS_Q8, ENGINE_WEIGHTS_Q4,
+					  ENGINE_WEIGHTS_FP8};
+	const char *names[] = {"bf16", "q8", "q4", "fp8"};
 	for (size_t i = 0; i < ARRAY_SIZE(models); i++) {
 		char dir[1024], err[1024] = "";
 		snprintf(dir, sizeof(dir), "%s/tests/fixtures/models/%s", root, models[i]);
@@ -279,7 +280,7 @@ static void test_between(void)
 	fprintf(stderr, "refused as expected: %s\n", err);
 	CHECK(strncmp(err, "the model in bf16 needs ", 24) == 0);
 	CHECK(strstr(err, " GiB of weights (bf16) + 1 session of 32768 tokens (") != NULL);
-	CHECK(strstr(err, " free: use --weights q8") != NULL);
+	CHECK(strstr(err, " free: use --weights q8 or fp8 or q4") != NULL); /* sm_89 has FP8 */
 	CHECK(device_free() == between); /* nothing was allocated */
 
 	b = create(m, ENGINE_WEIGHTS_Q8, err, sizeof(err));
