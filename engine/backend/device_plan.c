@@ -26,12 +26,15 @@ struct planner {
 	uint64_t plain;   /* bytes of a plain matrix element */
 	uint64_t act;     /* bytes of an activation (GEMM input) */
 	uint64_t dequant; /* the largest dequantized slice */
+	uint64_t tensors; /* tensors in the weight block (fp8's scale table has one float each) */
+	uint64_t fp8_ldq; /* the FP8 GEMM's activation row: the widest fp8 matrix's, 16-aligned */
 	struct engine_memory_plan *p;
 };
 
 /* A tensor the backend keeps plain: a matrix in the precision's dtype, a vector in fp32. */
-static uint64_t plain(const struct planner *pl, uint64_t elems, bool vector)
+static uint64_t plain(struct planner *pl, uint64_t elems, bool vector)
 {
+	pl->tensors++;
 	return align_up(elems * (vector ? 4 : pl->plain));
 }
 
@@ -45,6 +48,10 @@ static uint64_t matrix(struct planner *pl, int64_t rows, int64_t cols, bool head
 	size_t rb = 0;
 	if (quant_row_bytes((enum quant_format)q, cols, &rb) < 0)
 		return 0;
+	pl->tensors++;
+	/* bf16 precision's FP8 GEMM quantizes its activations into rows of the widest matrix */
+	if (q == QUANT_FP8 && pl->act == 2)
+		pl->fp8_ldq = MAX(pl->fp8_ldq, ((uint64_t)cols + 15) / 16 * 16);
 	/* the prefill's slice: at least 64 rows, a multiple of 64, at most DEQUANT_BYTES */
 	int64_t n = (int64_t)(DEVICE_PLAN_DEQUANT_BYTES / ((uint64_t)cols * pl->act)) / 64 * 64;
 	n = MIN(rows, MAX(n, 64));
@@ -88,13 +95,15 @@ static uint64_t scratch(const struct planner *pl, const struct lm_dims *dm, int 
 		s += carve(R * dm->inter * f) + carve(R * dm->inter * a);
 	if (pl->dequant)
 		s += carve(pl->dequant);
+	if (pl->fp8_ldq) /* e4m3 activations, their scale, the amax workspace */
+		s += carve(R * pl->fp8_ldq) + carve(4) + carve(R * 4);
 	const uint64_t D = DEVICE_PLAN_MAX_DECODE;
 	s += carve(D * DEVICE_PLAN_SEQ_ROW_BYTES + D * 4) + carve(D * dm->vocab * f);
 	return s;
 }
 
 /* vision_cuda.c: its weights, then alloc_buffers() for v->tiles tiles. */
-static uint64_t vision(const struct planner *pl, const struct device_plan_vision *v)
+static uint64_t vision(struct planner *pl, const struct device_plan_vision *v)
 {
 	const uint64_t D = v->width, M = v->mlp, p = v->patch, s2 = (uint64_t)v->shuffle * v->shuffle;
 	const uint64_t side = (uint64_t)(v->tile / v->patch), n = side * side;
@@ -191,6 +200,9 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 			break;
 		}
 	}
+	/* fp8: the per-tensor scales the FP8 GEMM reads, one float per tensor of the block */
+	if (pl.quant == QUANT_FP8)
+		ret->other += align_up(pl.tensors * 4);
 	ret->weight_bytes = ret->layers + ret->head + ret->embeddings + ret->other;
 	if (v)
 		ret->vision = vision(&pl, v);

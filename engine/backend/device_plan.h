@@ -10,12 +10,14 @@
  *     format (quant_row_bytes() per row for q8/q4/fp8, else 2 or 4 bytes an element), the lm_head
  *     in q8/q4 as the layers (a tied one as its own copy) and in bf16/fp32 otherwise (fp8 keeps
  *     it plain, as ModelOpt does; a tied plain head is the embeddings'), the embeddings and the
- *     conv taps in the precision's dtype, vectors in fp32;
+ *     conv taps in the precision's dtype, vectors in fp32; with fp8 a table of one float per
+ *     tensor behind them (the FP8 GEMM's per-tensor scales);
  *   - a session at `context` tokens: each Mamba layer's fp32 conv window and SSM state (fp32, or
  *     bf16 padded to a float), and 2 x attention layers x context x kv_dim KV elements (bf16 in
  *     bf16 precision, else fp32);
  *   - scratch: scratch_layout()'s activation block of DEVICE_PLAN_MAX_ROWS rows (with the SSD
- *     and attention workspaces and the largest matrix's dequantized slice) and the batched decode
+ *     and attention workspaces, the largest matrix's dequantized slice and, for bf16 precision's
+ *     FP8 GEMM, e4m3 activations as wide as the widest fp8 matrix) and the batched decode
  *     block of its largest bucket; tests/gpu/test-gpu-plan.c checks both equal the backend's;
  *   - workspace: the cuBLASLt workspace (gpu.h GPU_BLAS_WORKSPACE_BYTES);
  *   - vision: the tower's matrices in the precision's dtype and vectors in fp32 (vision_cuda.c)
