@@ -203,6 +203,55 @@ struct follow {
 	bool progress; /* send notifications/progress */
 };
 
+/* The progress message for an event other than task, step and end (docs/api.md, "GET
+ * /v1/tasks/{id}/events"): a change of status, a wait for the user, and of the progress
+ * phases those a client can act on or wait for (the queue, the model's load, its memory, the
+ * action chosen); false for the others (each decoded token, prefill chunk, tile...). */
+static bool event_line(json_t *ev, const char *kind, char *buf, size_t size)
+{
+	long long id = int_of(ev, "task_id");
+	const char *phase = str_of(ev, "phase");
+
+	if (strcmp(kind, "status") == 0 && str_of(ev, "status")) {
+		snprintf(buf, size, "task %lld %s", id, str_of(ev, "status"));
+		return true;
+	}
+	if (strcmp(kind, "waiting") == 0) {
+		json_t *w = json_object_get(ev, "waiting");
+		const char *q = str_of(w, "question");
+		if (str_of(w, "for") && strcmp(str_of(w, "for"), "reply") == 0 && q)
+			snprintf(buf, size,
+			         "task %lld waits for its user: %s (answer with the reply_task tool)",
+			         id, q);
+		else
+			snprintf(buf, size, "task %lld waits for its user (%s)", id,
+			         str_of(w, "for") ? str_of(w, "for") : "?");
+		return true;
+	}
+	if (!phase)
+		return false;
+	if (strcmp(phase, "queued") == 0) {
+		snprintf(buf, size, "task %lld queued behind %lld", id, int_of(ev, "ahead"));
+	} else if (strcmp(phase, "loading") == 0) {
+		snprintf(buf, size, "task %lld waits for the model to load (%lld of %lld MiB)", id,
+		         int_of(ev, "bytes") >> 20, int_of(ev, "total") >> 20);
+	} else if (strcmp(phase, "admission") == 0) {
+		snprintf(buf, size, "task %lld waits for model memory (position %lld)", id,
+		         int_of(ev, "position"));
+	} else if (strcmp(phase, "action") == 0) {
+		json_t *call = json_object_get(ev, "tool_call");
+		char args[256];
+		cli_format_tool_args(call, args, sizeof(args));
+		snprintf(buf, size, "step %lld: %s%s%s%s%s", int_of(ev, "step"),
+		         str_of(call, "tool_name") ? str_of(call, "tool_name") : "?",
+		         args[0] ? " " : "", args, str_of(ev, "thought") ? " -- " : "",
+		         str_of(ev, "thought") ? str_of(ev, "thought") : "");
+	} else {
+		return false;
+	}
+	return true;
+}
+
 static int follow_line(const char *line, size_t len, void *userdata)
 {
 	struct follow *f = userdata;
@@ -214,7 +263,11 @@ static int follow_line(const char *line, size_t len, void *userdata)
 		json_decref(ev);
 		return 0; /* keep-alive lines are empty; anything else unknown is skipped */
 	}
-	if (strcmp(kind, "step") == 0 && json_is_object(json_object_get(ev, "step"))) {
+	if (strcmp(kind, "status") == 0 || strcmp(kind, "waiting") == 0 ||
+	    strcmp(kind, "progress") == 0) {
+		if (f->progress && event_line(ev, kind, msg, sizeof(msg)))
+			send_progress(f->c, msg, f->total);
+	} else if (strcmp(kind, "step") == 0 && json_is_object(json_object_get(ev, "step"))) {
 		json_array_append(f->steps, json_object_get(ev, "step"));
 		if (f->progress) {
 			step_line(json_object_get(ev, "step"), msg, sizeof(msg));
@@ -353,7 +406,8 @@ static const char *task_status(const char *s)
 {
 	if (!s)
 		return "failed";
-	if (strcmp(s, "queued") == 0 || strcmp(s, "running") == 0)
+	if (strcmp(s, "queued") == 0 || strcmp(s, "running") == 0 ||
+	    strcmp(s, "waiting_for_user") == 0)
 		return "working";
 	if (strcmp(s, "succeeded") == 0)
 		return "completed";
@@ -379,6 +433,10 @@ static json_t *mcp_task_of(json_t *task)
 	              MCP_POLL_INTERVAL_MS);
 	if (str_of(task, "error"))
 		json_object_set_new(t, "statusMessage", json_string(str_of(task, "error")));
+	else if (str_of(json_object_get(task, "waiting"), "question"))
+		json_object_set_new(t, "statusMessage",
+		                    json_sprintf("waiting for its user (reply_task): %s",
+		                                 str_of(json_object_get(task, "waiting"), "question")));
 	else if (str_of(task, "status"))
 		json_object_set_new(t, "statusMessage",
 		                    json_sprintf("holod task %s", str_of(task, "status")));
@@ -474,6 +532,17 @@ static json_t *handle_tool_call(struct call *c)
 		char *text = json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS);
 		res = mcp_result_response(c->msg.id, tool_result(text ? text : "", st, false));
 		free(text);
+		break;
+	}
+	case MCP_PLAN_REPLY: {
+		char path[64], text[128];
+		snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/reply", p.task_id);
+		if (holod_json(c, "POST", path, p.body, &task) < 0) {
+			res = tool_error(c);
+			break;
+		}
+		snprintf(text, sizeof(text), "task %lld has its answer", p.task_id);
+		res = mcp_result_response(c->msg.id, tool_result(text, json_incref(task), false));
 		break;
 	}
 	case MCP_PLAN_CANCEL: {
@@ -1122,7 +1191,8 @@ const struct cli_command cli_cmd_mcp = {
                 "cancelling the request cancels the task; an MCP task from protocol 2025-11-25),\n"
                 "screenshot, locate, the actions (click, double_click, triple_click, move, drag,\n"
                 "scroll, write, hotkey, key_down, key_up, hold_and_tap_key, wait, launch,\n"
-                "wait_for, activate), status and cancel_task. Resources: holod://tasks/ID,\n"
+                "wait_for, activate), status, cancel_task and reply_task. Resources:\n"
+                "holod://tasks/ID,\n"
                 "holod://tasks/ID/steps, holod://tasks/ID/report and\n"
                 "holod://tasks/ID/steps/N/screenshot/before|after. At the end of stdin the\n"
                 "requests still running are cancelled, their tasks with them.\n",

@@ -226,7 +226,7 @@ static const char common_props[] =
 	"\"timeout\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 600, "          \
 	"\"description\": \"seconds (10)\"}"
 
-enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_STATUS, T_CANCEL };
+enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_STATUS, T_CANCEL, T_REPLY };
 
 static const struct mcp_tool {
 	const char *name, *title, *description;
@@ -343,6 +343,13 @@ static const struct mcp_tool {
         {"cancel_task", "Cancel a task", "Cancels a queued or running holod task by its id.",
          "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1}}", "[\"task_id\"]", T_CANCEL,
          false},
+        {"reply_task", "Answer a task's question",
+         "Answers the question a waiting task asked its user (an ask_user step: the task is "
+         "waiting_for_user, and run_task's progress says so); the text becomes the step's "
+         "result, which the model reads.",
+         "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1},"
+         "\"text\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 4096}}",
+         "[\"task_id\", \"text\"]", T_REPLY, false},
 };
 
 static const struct mcp_tool *tool_find(const char *name)
@@ -588,12 +595,25 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 		ret->kind = MCP_PLAN_STATUS;
 		r = only_members(args, NULL, 0, err, errlen);
 		break;
-	case T_CANCEL: {
-		static const char *const names[] = {"task_id"};
+	case T_CANCEL:
+	case T_REPLY: {
+		static const char *const names[] = {"task_id", "text"};
 		json_t *id = json_object_get(args, "task_id");
-		ret->kind = MCP_PLAN_CANCEL;
-		if ((r = only_members(args, names, ARRAY_SIZE(names), err, errlen)) < 0)
+		json_t *text = json_object_get(args, "text");
+		ret->kind = t->kind == T_CANCEL ? MCP_PLAN_CANCEL : MCP_PLAN_REPLY;
+		if ((r = only_members(args, names, t->kind == T_CANCEL ? 1 : 2, err, errlen)) < 0)
 			goto out;
+		if (t->kind == T_REPLY) {
+			if (!json_is_string(text) || json_string_length(text) == 0 ||
+			    json_string_length(text) > IPC_MAX_REPLY_BYTES) {
+				snprintf(err, errlen, "text: expected the answer, 1..%d bytes",
+				         IPC_MAX_REPLY_BYTES);
+				r = json_string_length(text) > IPC_MAX_REPLY_BYTES ? -E2BIG : -EINVAL;
+				goto out;
+			}
+			body = json_pack("{s:O}", "text", text);
+			ret->body = dump(body);
+		}
 		if (!json_is_integer(id) || json_integer_value(id) < 1) {
 			snprintf(err, errlen, "task_id: expected a task id (an integer from 1)");
 			r = -EINVAL;

@@ -97,14 +97,16 @@ enum mcp_plan_kind {
 	MCP_PLAN_SCREENSHOT, /* GET /v1/screenshot */
 	MCP_PLAN_STATUS,     /* GET /v1/status */
 	MCP_PLAN_CANCEL,     /* POST /v1/tasks/ID/cancel */
+	MCP_PLAN_REPLY,      /* POST /v1/tasks/ID/reply with body: a task's user answers */
 };
 
 struct mcp_plan {
 	enum mcp_plan_kind kind;
 	const char *tool; /* the tool's name (static) */
-	char *body;       /* TASK, ACTION, LOCATE: the POST /v1/tasks body, validated by ipc */
+	char *body;       /* TASK, ACTION, LOCATE: the POST /v1/tasks body, validated by ipc;
+	                     REPLY: the reply's body */
 	char *display;    /* SCREENSHOT: the display asked for, or NULL */
-	long long task_id;  /* CANCEL */
+	long long task_id;  /* CANCEL, REPLY */
 	bool wants_task;    /* run_task: the client asked for an MCP task (2025-11-25) */
 };
 

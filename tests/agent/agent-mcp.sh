@@ -3,7 +3,8 @@
 # installed by tools/mcp-client/setup.sh into tools/.venv-mcp; .ci/run does it) starts
 # `holoctl mcp` over stdio against a holod on a private Xvfb with the tiny agent model, lists the
 # tools, runs a script task with progress, an action, a screenshot, a grounded locate, cancels a
-# running task through its request and another as an MCP task (tests/agent/mcp-client.py). Then
+# running task through its request and another as an MCP task, answers a task's question
+# (ask_user, reply_task) while another waits in the queue (tests/agent/mcp-client.py). Then
 # holod's own record must agree: the tasks' statuses, the click the recording client saw, and no
 # click from locate. Skips (77) without the SDK, except under HOLOD_CI.
 . "$(dirname "$0")/agent-lib.sh"
@@ -21,19 +22,21 @@ start_agent
 id_of() {
 	sed -n "s/^task $1 //p" "$T/client.out"
 }
-for name in script click locate cancelled mcp-task; do
+for name in script click locate cancelled asked mcp-task; do
 	[ -n "$(id_of $name)" ] || fail "no $name task id in $(cat "$T/client.out")"
 done
 task_is "$(id_of script)" succeeded || fail "script task: $(task_status "$(id_of script)")"
 task_is "$(id_of click)" succeeded || fail "click task: $(task_status "$(id_of click)")"
 task_is "$(id_of cancelled)" cancelled || fail "cancelled task: $(task_status "$(id_of cancelled)")"
+task_is "$(id_of asked)" succeeded || fail "asked task: $(task_status "$(id_of asked)")"
 task_is "$(id_of mcp-task)" cancelled || fail "MCP task: $(task_status "$(id_of mcp-task)")"
 api GET "/v1/tasks/$(id_of locate)"
 expect_json "locate is a dry run" .spec.dry_run true
 # The recording client saw the script's and the action's clicks, and nothing from locate.
 grep -q '^press button=1 x=100 y=120 ' "$CLIENT_LOG" || fail "no click at (100,120)"
 grep -q '^press button=1 x=200 y=150 ' "$CLIENT_LOG" || fail "no click at (200,150)"
-[ "$(grep -c '^press button=1 ' "$CLIENT_LOG")" -eq 2 ] ||
+grep -q '^press button=1 x=300 y=200 ' "$CLIENT_LOG" || fail "no click at (300,200)"
+[ "$(grep -c '^press button=1 ' "$CLIENT_LOG")" -eq 3 ] ||
 	fail "clicks: $(grep '^press button=1 ' "$CLIENT_LOG")"
 grep -q "mcp: task $(id_of cancelled) cancelled: the client cancelled the request" "$T/mcp.err" ||
 	fail "holoctl mcp did not log the cancellation: $(cat "$T/mcp.err")"

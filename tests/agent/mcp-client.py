@@ -39,7 +39,7 @@ async def session_checks(s):
     tools = {t.name: t for t in (await s.list_tools()).tools}
     wanted = {"run_task", "screenshot", "locate", "click", "double_click", "move", "drag",
               "scroll", "write", "hotkey", "launch", "wait_for", "activate", "status",
-              "cancel_task"}
+              "cancel_task", "reply_task"}
     check(wanted <= tools.keys(), f"tools missing: {wanted - tools.keys()}")
 
     # A script task, blocking, with a progress notification per step.
@@ -127,6 +127,50 @@ async def session_checks(s):
             types.CallToolResult)
     task = (res.structured_content or {}).get("task", {})
     check(res.is_error and task.get("status") == "cancelled", f"after cancelling: {res}")
+
+    # The user in the loop: a script asks (ask_user) and waits; run_task's progress says so,
+    # an action sent meanwhile is told its place in the queue, and reply_task answers.
+    asked, queued, got = anyio.Event(), anyio.Event(), {}
+
+    async def on_ask(value, total, message):
+        if "waits for its user: Which invoice? (answer with the reply_task tool)" in message:
+            got["id"] = message.split()[1]
+            asked.set()
+
+    async def on_queued(value, total, message):
+        got.setdefault("queued", []).append(message)
+        if message.endswith(" queued behind 1"):
+            queued.set()
+
+    async def ask():
+        got["ask"] = await s.call_tool("run_task", {"script": [
+            {"tool_name": "ask_user", "question": "Which invoice?"},
+            {"tool_name": "answer", "content": "paid"}]}, progress_callback=on_ask)
+
+    async def second():
+        got["second"] = await s.call_tool("click", {"x": 300, "y": 200},
+                                          progress_callback=on_queued)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        with anyio.fail_after(60):
+            await asked.wait()
+        tg.start_soon(second)
+        with anyio.fail_after(60):
+            await queued.wait()
+        res = await s.call_tool("reply_task", {"task_id": int(got["id"]),
+                                               "text": "the one from March"})
+        check(not res.is_error, f"reply_task: {res}")
+    task = (got["ask"].structured_content or {}).get("task", {})
+    check(not got["ask"].is_error and task.get("result") == "paid", f"asked: {got['ask']}")
+    check("step 0 ask_user" in got["ask"].content[0].text
+          and "the one from March" in got["ask"].content[0].text,
+          f"the answer as step 0's result: {got['ask'].content[0].text}")
+    check(not got["second"].is_error, f"the queued click: {got['second']}")
+    print(f"task asked {got['id']}")
+    res = await s.call_tool("reply_task", {"task_id": int(got["id"]), "text": "again"})
+    check(res.is_error and "not waiting for a reply" in res.content[0].text,
+          f"a second reply: {res}")
 
     # An MCP task (2025-11-25): created at once, cancelled with tasks/cancel.
     # SDK 2.3.0 checks every tools/call answer as a CallToolResult (its tasks are the

@@ -53,6 +53,7 @@ this is not JSON
 {"jsonrpc":"2.0","id":18,"method":"resources/templates/list"}
 {"jsonrpc":"2.0","id":22,"method":"tools/list"}
 {"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"cancel_task","arguments":{"task_id":"7"}}}
+{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"reply_task","arguments":{"task_id":7,"text":""}}}
 IN
 # One line over the limit (MCP_MAX_LINE_BYTES, 2 MiB), then a request that must still be served.
 { printf '{"jsonrpc":"2.0","id":20,"method":"ping","params":{"pad":"'
@@ -73,7 +74,7 @@ answer 1 '.result.protocolVersion == "2025-06-18" and .result.serverInfo.name ==
 answer 2 '[.result.tools[].name] as $n | ["run_task", "screenshot", "locate", "click",
 	"double_click", "triple_click", "move", "drag", "scroll", "write", "hotkey", "key_down",
 	"key_up", "hold_and_tap_key", "wait", "launch", "wait_for", "activate", "status",
-	"cancel_task"] - $n == []'
+	"cancel_task", "reply_task"] - $n == []'
 answer 2 '.result.tools | all(.inputSchema.type == "object" and (.description | length) > 0)'
 answer 2 '.result.tools[] | select(.name == "run_task") | has("execution") | not'
 # run_task takes POST /v1/tasks's members, which holod checks; the other tools' sets are closed.
@@ -99,6 +100,7 @@ answer 17 '.result.protocolVersion == "2025-11-25" and .result.capabilities.task
 answer 22 '.result.tools[] | select(.name == "run_task") | .execution.taskSupport == "optional"'
 answer 18 '[.result.resourceTemplates[].uriTemplate] | index("holod://tasks/{id}/steps") != null'
 answer 19 '.result.isError == true and (.result.content[0].text | test("^task_id"))'
+answer 23 '.result.isError == true and (.result.content[0].text | test("^text: expected the answer"))'
 answer 21 '.result == {}'
 # Those without a readable id are answered with id null: the JSON, the batch, the object id,
 # the line over the limit and the long id.
@@ -107,7 +109,7 @@ _nulls=$(jq -rs '[.[] | select(.id == null) | .error.code] | sort | tostring' "$
 jq -s -e '[.[] | select(.id == null) | .error.message] | any(test("MCP_MAX_LINE_BYTES"))' \
 	"$T/out" >/dev/null || fail "the long line's error does not name its limit"
 # The notification is not answered; everything else is, once.
-[ "$(wc -l <"$T/out")" -eq 25 ] || fail "$(wc -l <"$T/out") answers for 25 requests"
+[ "$(wc -l <"$T/out")" -eq 26 ] || fail "$(wc -l <"$T/out") answers for 26 requests"
 
 # holoctl mcp takes no arguments, and its help names the client configuration.
 "$HOLOCTL" mcp extra </dev/null >/dev/null 2>"$T/err" && fail "mcp extra was accepted"
