@@ -20,6 +20,7 @@
 #include "common.h"
 #include "feed.h"
 #include "provider.h"
+#include "secrets.h"
 #include "stuck.h"
 
 struct agent {
@@ -298,6 +299,20 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		struct provider_history h = {.results = a.results, .steps = a.steps, .index = index};
 		struct provider_step ps_ = {0};
 		r = pt->p->ops->step(pt, &h, agent_step_seed(args.sampling.seed, index), &ps_);
+		/* A value the model read off the screen is kept as its placeholder: in the journal,
+		 * the history, and the action (which then types the same keys). */
+		if (cfg->secrets) {
+			size_t red = secrets_redact(cfg->secrets, &ps_.raw) +
+				     secrets_redact(cfg->secrets, &ps_.reasoning);
+			if (r == 0)
+				red += secrets_redact(cfg->secrets, &ps_.step.thought) +
+				       secrets_redact(cfg->secrets, &ps_.step.note) +
+				       secrets_redact(cfg->secrets, &ps_.step.action.content) +
+				       secrets_redact(cfg->secrets, &ps_.step.action.element);
+			if (red)
+				log_info("task %lld step %zu: %zu secret value(s) in the model's output "
+					 "replaced by their placeholder", (long long)t->id, index, red);
+		}
 		struct journal_agent_step as = ps_.as;
 		as.thought = r == 0 ? ps_.step.thought : NULL;
 		as.note = r == 0 ? ps_.step.note : NULL;

@@ -260,6 +260,49 @@ char *secrets_names_text(const struct secrets *s)
 	return t;
 }
 
+size_t secrets_redact(const struct secrets *s, char **text)
+{
+	if (!text || !*text || !secrets_count(s))
+		return 0;
+	const char *in = *text;
+	size_t n = 0, len = 0, cap = strlen(in) + 1;
+	char *out = xmalloc(cap);
+	for (const char *p = in; *p;) {
+		const struct secret *best = NULL;
+		for (size_t i = 0; i < s->n; i++)
+			if (strncmp(p, s->v[i].value, s->v[i].len) == 0 &&
+			    (!best || s->v[i].len > best->len))
+				best = &s->v[i];
+		const char *add = p;
+		size_t alen = 1;
+		char ph[SECRETS_MAX_NAME_BYTES + 16];
+		if (best) {
+			snprintf(ph, sizeof(ph), SECRETS_PLACEHOLDER_OPEN "%s" SECRETS_PLACEHOLDER_CLOSE,
+				 best->name);
+			add = ph;
+			alen = strlen(ph);
+			p += best->len;
+			n++;
+		} else {
+			p++;
+		}
+		if (len + alen + 1 > cap) {
+			cap = 2 * (len + alen + 1);
+			out = xrealloc(out, cap);
+		}
+		memcpy(out + len, add, alen);
+		len += alen;
+	}
+	out[len] = '\0';
+	if (!n) {
+		free(out);
+		return 0;
+	}
+	wipe_free(*text, strlen(*text));
+	*text = out;
+	return n;
+}
+
 bool secrets_has_placeholder(const char *text)
 {
 	return text && strstr(text, SECRETS_PLACEHOLDER_OPEN);

@@ -55,3 +55,8 @@ int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t
 		   char *err, size_t errlen);
 /* Wipes and frees a text secrets_expand() returned. Accepts NULL. */
 void secrets_text_free(char *text);
+/* Replaces, in place, every value found in *text (a malloc'd string, may be NULL) by its
+ * {{secret:NAME}} (the longest value first where two start at one byte): what the model wrote
+ * after reading a value off the screen is journaled and kept as the placeholder. Returns how
+ * many were replaced. */
+size_t secrets_redact(const struct secrets *s, char **text);

@@ -123,6 +123,15 @@ static void test_env_and_expand(void)
 	CHECK_INT_EQ(secrets_expand(NULL, "{{secret:PASS}}", &out, &n, err, sizeof(err)), -ENOKEY);
 	CHECK(strstr(err, "holod has no secrets") != NULL);
 
+	/* the model's own copies of values: replaced in place, the longest first */
+	char *text = xstrdup("user alice, pw p4ss word; alice again");
+	CHECK_INT_EQ(secrets_redact(s, &text), 3);
+	CHECK_STR_EQ(text, "user {{secret:USER}}, pw {{secret:PASS}}; {{secret:USER}} again");
+	CHECK_INT_EQ(secrets_redact(s, &text), 0);
+	free(text);
+	text = NULL;
+	CHECK_INT_EQ(secrets_redact(s, &text), 0);
+
 	/* the system prompt's rule: the names and the placeholder, never a value */
 	char rule[POLICY_MAX_SECRETS_RULE];
 	struct policy_env env = {.secret_names = "PASS, USER"};

@@ -98,6 +98,27 @@ N=$(ls "$REC"/req-*.json | wc -l)
 grep -q "unknown secret 'NOPE'" "$REC/req-$((N - 1)).json" ||
 	fail "the model was not told that NOPE is unknown"
 
+# ---- a value the model read off the screen and wrote itself: kept as the placeholder in the
+# journal and its history, and typed all the same
+LEAK="{\"note\":\"the password is $PASS\",\"thought\":\"Type $PASS again\",\"tool_call\":{\"tool_name\":\"write\",\"content\":\"$PASS\",\"press_enter\":false}}"
+printf 'ok %s\nok %s\n' "$LEAK" "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Type it again."}'
+L=$TASK
+wait_task "$L" succeeded 60
+api GET "/v1/tasks/$L/steps"
+cp "$BODY" "$T/steps-l.json"
+jq -e '.steps[0].tool_call.content == "{{secret:PASS}}" and .steps[0].sensitive == true
+	and .steps[0].agent.thought == "Type {{secret:PASS}} again"
+	and .steps[0].agent.note == "the password is {{secret:PASS}}"' "$BODY" >/dev/null ||
+	fail "the model's own copy of a value: $(jq -c '.steps[0] | {tool_call, agent: {thought: .agent.thought, note: .agent.note}}' "$BODY")"
+grep -q "secret value(s) in the model's output replaced by their placeholder" "$HOLOD_LOG" ||
+	fail "holod did not say it replaced the model's copy"
+typed=$(grep '^key ' "$CLIENT_LOG" | sed -n 's/.* text=\([0-9a-f]*\).*/\1/p' | tr -d '\n')
+case "$typed" in
+*"$(hex "$PASS")") ;;
+*) fail "the model's copy of the value was not typed" ;;
+esac
+
 # ---- a launched program does not inherit the environment's secret
 api POST /v1/tasks "{\"script\": [{\"tool_name\": \"launch\", \"command\": [\"sh\", \"-c\", \"env >$T/env.tmp && mv $T/env.tmp $T/env.txt\"]}]}"
 wait_task "$(jq -r .id "$BODY")" succeeded 30
@@ -138,7 +159,8 @@ stop_holod || fail "holod did not stop"
 for v in "$PASS" "$TOKEN"; do
 	found=$(grep -r -l -a -F -- "$v" "$STATE" "$HOLOD_LOG" "$REC" "$T/events.ndjson" \
 		"$T/show.out" "$T/report.html" "$T/report-all.html" "$T/export" "$T/chat" \
-		"$T/chat-all" "$T/steps-a.json" "$T/task-a.json" "$T/status.json" "$T/fake.log" \
+		"$T/chat-all" "$T/steps-a.json" "$T/steps-l.json" "$T/task-a.json" "$T/status.json" \
+		"$T/fake.log" \
 		2>/dev/null)
 	[ -z "$found" ] || fail "a secret value was written to: $found"
 done
