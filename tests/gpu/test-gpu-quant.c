@@ -215,7 +215,9 @@ static void test_fp8_act(int rows, int in, enum gpu_dtype xt, enum gpu_fp8_scali
 		given = amax_all / 600.0f; /* the largest values past 448 s */
 	void *dx = dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16, (size_t)rows * ldx * xb);
 	void *dq = dev_from(NULL, (size_t)rows * ldq);
-	float *ds = dev_from(mode == GPU_FP8_GIVEN ? &given : NULL, (size_t)rows * sizeof(float));
+	float *ds = dev_from(NULL, (size_t)rows * sizeof(float));
+	if (mode == GPU_FP8_GIVEN)
+		REQUIRE(gpu_copy_to_device(g, ds, &given, sizeof(given)) == 0);
 	float *dws = dev_from(NULL, (size_t)rows * sizeof(float));
 	CHECK_INT_EQ(gpu_fp8_quantize(g, dx, xt, ldx, rows, in, dq, ldq, ds, mode, dws), 0);
 	uint8_t *q = xmalloc((size_t)rows * ldq);
