@@ -165,6 +165,9 @@ static int export_task(struct cli_context *ctx, const char *dir, long long id, F
 		        member(task, "provenance"));
 		if (line)
 			json_object_set_new(line, "sensitive", member(step, "sensitive"));
+		/* who approved, denied or answered the step (null: it did not wait) */
+		if (line)
+			json_object_set_new(line, "held", member(step, "held"));
 		char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
 		json_decref(line);
 		if (!text) {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* Screenshots fetched for one report at most, in bytes (embedded as base64 they grow by 4/3). */
 #define REPORT_MAX_IMAGE_BYTES (2ull * 1024 * 1024 * 1024)
@@ -290,6 +291,35 @@ static void write_text_block(FILE *f, const char *label, const char *text, bool 
 	fprintf(f, "</%s></div>", pre ? "pre" : "p");
 }
 
+/* Who approved, denied or answered a step that waited for its user, and when (UTC). */
+static void held_row(FILE *f, json_t *held)
+{
+	if (!json_is_object(held))
+		return;
+	const char *decision = str(held, "decision"), *reason = str(held, "reason");
+	const char *denial = str(held, "denial");
+	json_t *uid = json_object_get(held, "uid"), *pid = json_object_get(held, "pid");
+	json_int_t at = json_integer_value(json_object_get(held, "answered_us"));
+	char when[64] = "", line[1024];
+	if (at > 0) {
+		time_t sec = (time_t)(at / 1000000);
+		struct tm tm;
+		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", gmtime_r(&sec, &tm));
+	}
+	if (json_is_integer(uid))
+		snprintf(line, sizeof(line), "%s by uid %" JSON_INTEGER_FORMAT " (pid %"
+			 JSON_INTEGER_FORMAT ")%s%s%s%s%s", decision ? decision : "?",
+			 json_integer_value(uid), json_integer_value(pid), when,
+			 denial ? ": " : "", denial ? denial : "", reason ? "; held because " : "",
+			 reason ? reason : "");
+	else
+		snprintf(line, sizeof(line), "%s (nobody answered)%s%s",
+			 decision ? decision : "?", reason ? "; held because " : "",
+			 reason ? reason : "");
+	row(f, str(held, "waited_for") && strcmp(str(held, "waited_for"), "reply") == 0
+		       ? "reply" : "approval", line);
+}
+
 static void write_step(struct report *rp, json_t *step, size_t n)
 {
 	FILE *f = rp->f;
@@ -316,6 +346,7 @@ static void write_step(struct report *rp, json_t *step, size_t n)
 	row(f, "result", str(step, "result"));
 	row(f, "error", str(step, "error"));
 	row(f, "stuck", str(step, "stuck"));
+	held_row(f, json_object_get(step, "held"));
 	fputs("</table>", f);
 	if (json_is_object(agent)) {
 		write_text_block(f, "thought", str(agent, "thought"), false);

@@ -31,6 +31,7 @@ enum {
 	OPT_POLICY_FORMAT,
 	OPT_STUCK_WARN,
 	OPT_STUCK_STOP,
+	OPT_APPROVE,
 };
 
 static const struct option run_options[] = {
@@ -54,6 +55,7 @@ static const struct option run_options[] = {
         {"policy-format", required_argument, NULL, OPT_POLICY_FORMAT},
         {"stuck-warn", required_argument, NULL, OPT_STUCK_WARN},
         {"stuck-stop", required_argument, NULL, OPT_STUCK_STOP},
+        {"approve", required_argument, NULL, OPT_APPROVE},
         {0},
 };
 
@@ -80,7 +82,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
 	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
-	const char *policy_format = NULL;
+	const char *policy_format = NULL, *approve = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
 	double temperature = -1, top_p = -1;
 	long thinking_tokens = 0, stuck_warn = -1, stuck_stop = -1;
@@ -132,6 +134,13 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 			break;
 		case OPT_DISPLAY:
 			display = optarg; /* checked with the whole request below */
+			break;
+		case OPT_APPROVE:
+			if (ipc_approve_from_string(optarg) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--approve must be none, risky or all, not '%s'",
+				                       optarg);
+			approve = optarg;
 			break;
 		case OPT_HISTORY:
 			if (ipc_history_from_string(optarg) < 0)
@@ -283,6 +292,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "stuck_stop", json_integer(stuck_stop));
 	if (display)
 		json_object_set_new(body, "display", json_string(display));
+	if (approve)
+		json_object_set_new(body, "approve", json_string(approve));
 	if (temperature >= 0)
 		json_object_set_new(body, "temperature", json_real(temperature));
 	if (top_p >= 0)
@@ -688,6 +699,9 @@ const struct cli_command cli_cmd_run = {
                 "  --display NAME         run on this display of holod's (see `holoctl "
                 "status`);\n"
                 "                         default: the first that is free\n"
+                "  --approve MODE         which actions wait for `holoctl approve` or `deny`:\n"
+                "                         none, risky (holod's approval rules) or all;\n"
+                "                         default: holod's --approve\n"
                 "Options given here override those in the script file. Ctrl-C during --follow\n"
                 "cancels the task and follows it to its end; a second Ctrl-C stops following\n"
                 "(exit status 130) and leaves the task to stop on its own.\n"

@@ -326,6 +326,169 @@ static int ask_user(struct executor_run *run, const struct ipc_action *a, int in
 	return r;
 }
 
+/* The window an action acts on: the topmost one under its point, or for keys the focused one.
+ * *ret_list (freed with x11_windows_free) owns what *ret_w points into; *ret_w NULL: none. */
+static void target_window(struct executor_run *run, const struct ipc_action *a,
+			  const struct journal_step *s, struct x11_window **ret_list,
+			  size_t *ret_n, const struct x11_window **ret_w)
+{
+	struct x11_window *list = NULL;
+	size_t n = 0;
+	uint64_t focus = 0;
+
+	*ret_list = NULL;
+	*ret_n = 0;
+	*ret_w = NULL;
+	bool keys = a->tool == IPC_TOOL_WRITE || a->tool == IPC_TOOL_HOTKEY ||
+		    a->tool == IPC_TOOL_KEY_DOWN || a->tool == IPC_TOOL_KEY_UP ||
+		    a->tool == IPC_TOOL_HOLD_AND_TAP_KEY;
+	if ((!s->has_point && !keys) || x11_windows_list(run->d, &list, &n) < 0)
+		return;
+	if (keys && x11_focus_window(run->d, &focus) < 0)
+		focus = 0;
+	for (size_t i = n; i-- > 0 && !*ret_w;) {
+		const struct x11_rect *r = &list[i].rect;
+		if (keys ? list[i].id == focus
+			 : s->px >= r->x && s->py >= r->y && s->px < r->x + r->width &&
+				   s->py < r->y + r->height)
+			*ret_w = &list[i];
+	}
+	*ret_list = list;
+	*ret_n = n;
+}
+
+/* The part of the screen a person looks at to approve: 256x256 pixels around the action's point,
+ * or the top-left part (at most 480x320) of the window it types into; as a PNG data URL, or
+ * NULL. */
+#define HOLD_CROP_SIZE 256
+static char *target_crop(const struct executor_run *run, const struct journal_step *s,
+			 const struct x11_window *w, const struct x11_frame *frame)
+{
+	const struct x11_rect *m = &run->monitor;
+	struct x11_rect area;
+
+	if (s->has_point) {
+		area = (struct x11_rect){s->px - HOLD_CROP_SIZE / 2, s->py - HOLD_CROP_SIZE / 2,
+					 HOLD_CROP_SIZE, HOLD_CROP_SIZE};
+	} else if (w) {
+		area = (struct x11_rect){w->rect.x, w->rect.y, MIN(w->rect.width, 480),
+					 MIN(w->rect.height, 320)};
+	} else {
+		return NULL;
+	}
+	area.width = MIN(area.width, m->width);
+	area.height = MIN(area.height, m->height);
+	area.x = MAX(m->x, MIN(area.x, m->x + m->width - area.width));
+	area.y = MAX(m->y, MIN(area.y, m->y + m->height - area.height));
+	struct x11_frame *crop = desktop_crop(frame, m, &area);
+	uint8_t *png = NULL;
+	size_t n = 0;
+	char *url = NULL;
+	if (crop && x11_frame_encode_png(crop, &png, &n) >= 0)
+		url = approval_png_data_url(png, n);
+	free(png);
+	x11_frame_destroy(crop);
+	return url;
+}
+
+/* --approve: holds the step when the task's mode and the rules say so, until the user approves
+ * (0), denies (-EPERM, the reason in err: what the model reads, or what fails a script's step) or
+ * nobody answers within --approve-timeout (-ETIMEDOUT: the step fails closed). 0 at once when the
+ * step is not held. -ECANCELED / -ETIME when the task is stopped while it waits. *ret_held: the
+ * journal's record. */
+static int approve_step(struct executor_run *run, const struct ipc_action *a,
+			const struct journal_step *s, const struct x11_frame *frame,
+			char **ret_held, char *err, size_t errlen)
+{
+	const struct executor_env *env = run->env;
+	const struct executor_task *t = run->t;
+	struct x11_window *list;
+	const struct x11_window *tw;
+	char why[512];
+	size_t n;
+	int r;
+
+	if (t->approve == IPC_APPROVE_NONE || t->approve == IPC_APPROVE_DEFAULT ||
+	    !approval_acts(a->tool))
+		return 0;
+	target_window(run, a, s, &list, &n, &tw);
+	struct approval_window aw = {tw ? tw->title : NULL, tw ? tw->class_name : NULL,
+				     tw ? tw->instance : NULL};
+	bool held;
+	if (env->approval_rules) {
+		held = approval_check(env->approval_rules, t->approve, a, tw ? &aw : NULL, why,
+				      sizeof(why));
+	} else {
+		held = true; /* no rules to say it is safe: fail closed */
+		snprintf(why, sizeof(why), "no approval rules are loaded");
+	}
+	if (!held) {
+		x11_windows_free(list, n);
+		return 0;
+	}
+	if (!env->wait_user) {
+		x11_windows_free(list, n);
+		snprintf(err, errlen, "not run: it needs approval (%s) and nobody can give it here",
+			 why);
+		return -EPERM;
+	}
+	uint64_t since = time_real_us();
+	char *crop = target_crop(run, s, tw, frame);
+	json_t *action = json_loads(s->tool_call, 0, NULL);
+	const struct journal_agent_step *ag = s->agent;
+	struct executor_wait w = {
+		.kind = EXECUTOR_WAIT_APPROVAL,
+		.details = json_pack("{s:i, s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "step", s->index,
+				     "action", action ? action : json_null(), "reason", why, "mode",
+				     ipc_approve_to_string(t->approve), "thought",
+				     ag && ag->thought ? json_string(ag->thought) : json_null(),
+				     "point",
+				     s->has_point ? json_pack("{s:i, s:i}", "x", s->px, "y", s->py)
+						  : json_null(),
+				     "target",
+				     tw ? json_pack("{s:s?, s:s?, s:s?}", "title", tw->title, "class",
+						    tw->class_name, "instance", tw->instance)
+					: json_null(),
+				     "crop", crop ? json_string(crop) : json_null(), "timeout_s",
+				     (json_int_t)t->approve_timeout_s),
+		.timeout_us = t->approve_timeout_s * 1000000ull,
+		.deadline_us = run->deadline_us,
+	};
+	free(crop);
+	x11_windows_free(list, n);
+	if (!w.details) {
+		snprintf(err, errlen, "not run: cannot show it for approval");
+		return -ENOMEM;
+	}
+	log_info("task %lld step %d: %s waits for approval (holoctl approve %lld): %s",
+		 (long long)t->id, s->index, s->tool_name, (long long)t->id, why);
+	r = env->wait_user(env->userdata, t, &w);
+	json_decref(w.details);
+	json_t *extra = json_pack("{s:s, s:s}", "mode", ipc_approve_to_string(t->approve),
+				  "reason", why);
+	if (r == 0 && w.approved) {
+		*ret_held = held_json(&w, "approved", since, extra);
+	} else if (r == 0) {
+		if (extra && w.text)
+			json_object_set_new(extra, "denial", json_string(w.text));
+		*ret_held = held_json(&w, "denied", since, extra);
+		snprintf(err, errlen, "denied by the user%s%s", w.text ? ": " : "",
+			 w.text ? w.text : "");
+		r = -EPERM;
+	} else if (r == -ETIMEDOUT) {
+		*ret_held = held_json(&w, "timed_out", since, extra);
+		snprintf(err, errlen, "not approved within %u s (--approve-timeout): not run",
+			 t->approve_timeout_s);
+	} else if (r == -ECANCELED || r == -ETIME) {
+		snprintf(err, errlen, "%s while waiting for approval", stop_error(r));
+	} else {
+		snprintf(err, errlen, "cannot wait for approval: %s", strerror(-r));
+	}
+	json_decref(extra);
+	free(w.text);
+	return r;
+}
+
 static int capture(struct executor_run *run, struct x11_frame **ret, char *err, size_t errlen)
 {
 	int r = x11_capture(run->d, &run->monitor, ret);
@@ -451,6 +614,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 			 journal_path(run->env->journal), strerror(-r));
 		goto free_call;
 	}
+	/* Held for approval before anything happens (the frame is still ours: its crop is shown). */
+	int gr = mr >= 0 && !dry ? approve_step(run, a, &s, frame, &held, err, errlen) : 0;
 	struct x11_frame *region_before = NULL;
 	if (a->tool == IPC_TOOL_WAIT_FOR && a->wait_kind == IPC_WAIT_REGION_CHANGED) {
 		const struct x11_rect area = {a->rx, a->ry, a->rw, a->rh};
@@ -463,6 +628,11 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 		r = mr;
 		snprintf(err, errlen, "%s", maperr);
 		*ret_action_failed = true;
+	} else if (gr < 0) {
+		/* Denied: the model reads why and goes on (a script's step fails); not approved in
+		 * time, or no way to ask: the task fails, nothing was done. */
+		r = gr;
+		*ret_action_failed = gr == -EPERM;
 	} else if (a->tool == IPC_TOOL_ASK_USER) {
 		/* Nothing touches the desktop, so a dry run asks too: its model needs the reply. A
 		 * question left unanswered fails the task (not the model's to retry). */

@@ -12,6 +12,7 @@
 
 #include "feed.h"
 #include "ipc.h"
+#include "approval.h"
 #include "journal.h"
 #include "shotwriter.h"
 #include "x11.h"
@@ -31,6 +32,8 @@ struct executor_task {
 	const struct ipc_task_request *req;
 	unsigned settle_ms, max_steps, max_seconds; /* effective values */
 	unsigned ask_timeout_s;                     /* an ask_user step's wait for the reply */
+	enum ipc_approve approve;                   /* the task's approval mode (not DEFAULT) */
+	unsigned approve_timeout_s;                 /* a held action's wait for approval */
 	atomic_int *stop;                           /* enum executor_stop, polled at safe points */
 };
 
@@ -92,6 +95,9 @@ struct executor_env {
 	int (*pause_point)(void *userdata, const struct executor_task *t, uint64_t *ret_held_us);
 	/* The values of {{secret:NAME}} in `write` (secrets.h); NULL: none. */
 	const struct secrets *secrets;
+	/* What --approve risky holds (approval.h); NULL: the built-in rules are not loaded, and
+	 * risky holds every action (fails closed). */
+	const struct approval_rules *approval_rules;
 };
 
 /* The outcome of a task. `result` and `error` are malloc'd (or NULL). */

@@ -872,6 +872,18 @@ static enum MHD_Result h_reply(struct http_server *s, struct MHD_Connection *c,
 	return answer(s, c, req, a->id, EXECUTOR_WAIT_REPLY, false, "text", true);
 }
 
+static enum MHD_Result h_approve(struct http_server *s, struct MHD_Connection *c,
+				 struct request *req, const struct route_args *a)
+{
+	return answer(s, c, req, a->id, EXECUTOR_WAIT_APPROVAL, true, NULL, false);
+}
+
+static enum MHD_Result h_deny(struct http_server *s, struct MHD_Connection *c,
+			      struct request *req, const struct route_args *a)
+{
+	return answer(s, c, req, a->id, EXECUTOR_WAIT_APPROVAL, false, "reason", false);
+}
+
 /* ---- waiting for progress ------------------------------------------------------------------------ */
 
 static int connection_fd(struct MHD_Connection *c)
@@ -1256,6 +1268,8 @@ static const struct route {
 	{"POST", "tasks/#/pause", h_pause},
 	{"POST", "tasks/#/resume", h_resume},
 	{"POST", "tasks/#/reply", h_reply},
+	{"POST", "tasks/#/approve", h_approve},
+	{"POST", "tasks/#/deny", h_deny},
 	{"POST", "tasks/cancel", h_cancel_all},
 	{"GET", "tasks/#/events", h_events},
 	{"POST", "actions", h_actions},

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "approval.h"
 #include "common.h"
 #include "model-worker.h"
 #include "provider.h"
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
 	struct journal *journal = NULL;
 	struct shotwriter *writer = NULL;
 	struct scheduler *sched = NULL;
+	struct approval_rules *rules = NULL;
 	struct model_worker *worker = NULL;
 	struct provider *provider = NULL;
 	struct http_server *http = NULL;
@@ -330,6 +332,14 @@ int main(int argc, char **argv)
 			log_warning("holo-nano: the published copy is not used (holod's own system "
 				    "text): %s", perr);
 	}
+	/* --approve risky's rules: a bad file stops holod here, naming what is wrong */
+	char rerr[1024];
+	rules = cfg.approve_rules ? approval_rules_load(cfg.approve_rules, rerr, sizeof(rerr))
+				  : approval_rules_default();
+	if (!rules) {
+		log_error("%s", cfg.approve_rules ? rerr : "cannot build the approval rules");
+		goto destroy_provider;
+	}
 	struct scheduler_config sc = {
 		.displays = (const char *const *)cfg.displays,
 		.n_displays = cfg.n_displays,
@@ -338,6 +348,9 @@ int main(int argc, char **argv)
 		.max_seconds = cfg.max_seconds,
 		.kill_switch_ms = cfg.kill_switch_ms,
 		.ask_timeout_s = cfg.ask_timeout_s,
+		.approve = (enum ipc_approve)ipc_approve_from_string(cfg.approve),
+		.approve_timeout_s = cfg.approve_timeout_s,
+		.approval_rules = rules,
 		.state_dir = cfg.state_dir,
 		.prune_days = cfg.prune_days,
 		.agent = {
@@ -405,6 +418,7 @@ destroy_scheduler:
 	/* The writer calls back into nothing; the scheduler may go before it drains. */
 	scheduler_destroy(sched);
 destroy_provider:
+	approval_rules_destroy(rules);
 	provider_destroy(provider);
 	policy_published_finish(&published);
 destroy_worker:

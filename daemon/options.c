@@ -34,6 +34,7 @@ enum option_type {
 	OPT_WEIGHTS,     /* the linear layers' format: an engine weights name */
 	OPT_ONOFF,       /* "on" or "off" */
 	OPT_POLICY_FORMAT, /* a policy format's name */
+	OPT_APPROVE,       /* an approval mode: none, risky, all */
 };
 
 /* Tokens a session must leave for the prompt besides one step's decode budget. */
@@ -87,6 +88,17 @@ static const struct option_def options[] = {
 	 "600", "S",
 	 "how long a task whose model asks the user a question (ask_user) waits for `holoctl "
 	 "reply`; then the task fails saying so (the task's max_seconds still applies)", true},
+	{"approve", "HOLOD_APPROVE", OPT_APPROVE, OFF(approve), 0, 0, "none", "MODE",
+	 "default of every task (scripts, instructions, holoctl do): which actions wait for "
+	 "`holoctl approve` or `deny` before they run: none, risky (what the approval rules name: "
+	 "--approve-rules) or all", true},
+	{"approve-timeout", "HOLOD_APPROVE_TIMEOUT", OPT_UINT, OFF(approve_timeout_s), 1,
+	 IPC_MAX_TASK_SECONDS, "300", "S",
+	 "how long a held action waits for approval; then the step fails without acting, and the "
+	 "task with it", true},
+	{"approve-rules", "HOLOD_APPROVE_RULES", OPT_PATH, OFF(approve_rules), 0, 0, NULL, "FILE",
+	 "the approval rules of --approve risky (JSON: hotkeys, terminals, tools, windows; "
+	 "docs/api.md); default: holod's built-in rules", true},
 	{"prune-days", "HOLOD_PRUNE_DAYS", OPT_UINT, OFF(prune_days), 0, IPC_MAX_PRUNE_AGE_S / 86400,
 	 "0", "D",
 	 "remove tasks (steps, screenshots) that finished more than D days ago, at start-up and "
@@ -481,6 +493,15 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		if (!policy_format_find(value)) {
 			fprintf(stderr, "holod: %s: --%s: unknown policy format '%s' (%s)\n", where,
 				o->name, value, POLICY_FORMAT_NAMES);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	case OPT_APPROVE:
+		if (ipc_approve_from_string(value) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (none, risky, all)\n",
+				where, o->name, value);
 			return -EINVAL;
 		}
 		free(*(char **)base);

@@ -38,6 +38,9 @@ struct holod_config {
 	unsigned max_seconds; /* default time budget of a task */
 	unsigned kill_switch_ms; /* double-Escape window of the kill switch; 0: off */
 	unsigned ask_timeout_s; /* an ask_user step's wait for the reply */
+	char *approve;        /* none | risky | all: the tasks' default approval mode */
+	unsigned approve_timeout_s; /* a held action's wait for approval */
+	char *approve_rules;  /* the rules of risky (JSON); NULL: the built-in ones */
 	unsigned prune_days;  /* tasks finished longer ago are pruned after each task; 0: off */
 	char *model_dir;      /* --model DIR: checkpoint loaded at start-up; NULL: scripts only */
 	char *backend;        /* --backend auto|cpu|cuda: where the language model runs */

@@ -43,7 +43,9 @@ struct scheduler {
 	struct lane *lanes;
 	size_t n_lanes;
 	unsigned settle_ms, max_steps, max_seconds, kill_switch_ms;
-	unsigned ask_timeout_s;
+	unsigned ask_timeout_s, approve_timeout_s;
+	enum ipc_approve approve;
+	const struct approval_rules *approval_rules;
 	char *state_dir;
 	unsigned prune_days;
 	struct agent_config agent;
@@ -336,7 +338,8 @@ static void *executor_main(void *userdata)
 				   .ground_ctx = &s->agent,
 				   .wait_user = wait_user,
 				   .pause_point = pause_point,
-				   .secrets = s->agent.secrets};
+				   .secrets = s->agent.secrets,
+				   .approval_rules = s->approval_rules};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -372,6 +375,8 @@ static void *executor_main(void *userdata)
 			.max_steps = o->max_steps ? o->max_steps : s->max_steps,
 			.max_seconds = o->max_seconds ? o->max_seconds : s->max_seconds,
 			.ask_timeout_s = s->ask_timeout_s,
+			.approve = o->approve != IPC_APPROVE_DEFAULT ? o->approve : s->approve,
+			.approve_timeout_s = s->approve_timeout_s,
 			.stop = &t->stop,
 		};
 		struct executor_outcome out = {0};
@@ -460,6 +465,9 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->max_seconds = cfg->max_seconds;
 	s->kill_switch_ms = cfg->kill_switch_ms;
 	s->ask_timeout_s = cfg->ask_timeout_s;
+	s->approve = cfg->approve == IPC_APPROVE_DEFAULT ? IPC_APPROVE_NONE : cfg->approve;
+	s->approve_timeout_s = cfg->approve_timeout_s;
+	s->approval_rules = cfg->approval_rules;
 	s->state_dir = cfg->state_dir ? xstrdup(cfg->state_dir) : NULL;
 	s->prune_days = cfg->prune_days;
 	s->agent = cfg->agent;

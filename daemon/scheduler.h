@@ -45,6 +45,9 @@ struct scheduler_config {
 	unsigned max_seconds;
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
 	unsigned ask_timeout_s;  /* an ask_user step's wait for its reply */
+	enum ipc_approve approve; /* the tasks' default approval mode (not DEFAULT) */
+	unsigned approve_timeout_s; /* a held action's wait for approval */
+	const struct approval_rules *approval_rules; /* outlives the scheduler */
 	const char *state_dir;   /* screenshot paths of the journal are relative to it */
 	unsigned prune_days;     /* automatic retention after each task; 0: off */
 	struct agent_config agent; /* instruction tasks (agent.worker may run without a model) */

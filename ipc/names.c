@@ -180,3 +180,23 @@ int ipc_goal_status_from_string(const char *s)
 {
 	return lookup(ipc_goal_status_names, ARRAY_SIZE(ipc_goal_status_names), s);
 }
+
+static const char *const approve_names[] = {
+	[IPC_APPROVE_NONE] = "none",
+	[IPC_APPROVE_RISKY] = "risky",
+	[IPC_APPROVE_ALL] = "all",
+};
+
+const char *ipc_approve_to_string(enum ipc_approve a)
+{
+	return a > IPC_APPROVE_DEFAULT && (unsigned)a < ARRAY_SIZE(approve_names) ? approve_names[a]
+										 : NULL;
+}
+
+int ipc_approve_from_string(const char *s)
+{
+	for (size_t i = IPC_APPROVE_NONE; s && i < ARRAY_SIZE(approve_names); i++)
+		if (strcmp(s, approve_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}

@@ -149,6 +149,14 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 		return r;
 	if (present)
 		req->options.settle_ms = (int32_t)u;
+	json_t *ap = json_object_get(root, "approve");
+	if (ap) {
+		r = json_is_string(ap) ? ipc_approve_from_string(json_string_value(ap)) : -EINVAL;
+		if (r < 0)
+			return ipc_error_at(errbuf, errlen, -EINVAL, "approve",
+					    "expected \"none\", \"risky\" or \"all\"");
+		req->options.approve = (enum ipc_approve)r;
+	}
 	json_t *d = json_object_get(root, "dry_run");
 	if (d) {
 		if (!json_is_boolean(d))
@@ -321,12 +329,12 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	static const char *const script_members[] = {"script",      "coords",    "max_steps",
 						     "max_seconds", "settle_ms", "dry_run",
 						     "replay_of",   "display",   "check",
-						     "require_focus"};
+						     "require_focus", "approve"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
 		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format",
-		"stuck_warn",  "stuck_stop"};
+		"stuck_warn",  "stuck_stop", "approve"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -528,6 +536,9 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.settle_ms >= 0)
 		r |= json_object_set_new(o, "settle_ms", json_integer(req->options.settle_ms));
 	r |= json_object_set_new(o, "dry_run", json_boolean(req->options.dry_run));
+	if (req->options.approve != IPC_APPROVE_DEFAULT)
+		r |= json_object_set_new(o, "approve",
+					 json_string(ipc_approve_to_string(req->options.approve)));
 	if (req->options.display)
 		r |= json_object_set_new(o, "display", json_string(req->options.display));
 	if (req->options.history != IPC_HISTORY_DEFAULT)

@@ -342,12 +342,27 @@ enum ipc_thinking {
 	IPC_THINKING_OFF,
 };
 
+/* Which of a task's actions wait for the user's approval before they run (docs/api.md, "The
+ * user in the loop"). */
+enum ipc_approve {
+	IPC_APPROVE_DEFAULT, /* the daemon's default (--approve) */
+	IPC_APPROVE_NONE,    /* "none": nothing is held */
+	IPC_APPROVE_RISKY,   /* "risky": what the approval rules name */
+	IPC_APPROVE_ALL,     /* "all": every action that acts on the desktop */
+};
+
+/* "none", "risky", "all"; NULL for IPC_APPROVE_DEFAULT or an out-of-range value. */
+const char *ipc_approve_to_string(enum ipc_approve a);
+/* Returns the mode or -EINVAL. */
+int ipc_approve_from_string(const char *s);
+
 /* Budgets and options of a task; 0 means "use the daemon's default" for the integers. */
 struct ipc_task_options {
 	uint32_t max_steps;    /* 1..IPC_MAX_TASK_STEPS */
 	uint32_t max_seconds;  /* 1..IPC_MAX_TASK_SECONDS */
 	int32_t settle_ms;     /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
 	bool dry_run;          /* journal the steps, inject nothing */
+	enum ipc_approve approve; /* what waits for the user's approval */
 	char *display;         /* the display to run on (one holod drives); NULL: the first free */
 	/* Instruction tasks only: */
 	enum ipc_history history;
@@ -375,11 +390,12 @@ struct ipc_task_options {
  *    "policy_format": "holo3"|"holo-nano",
  *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "thinking": bool,
  *    "thinking_tokens": N, "stuck_warn": N, "stuck_stop": N, "max_steps": N,
- *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1"}
+ *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1",
+ *    "approve": "none"|"risky"|"all"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,
  *    "display": ":1", "check": {"threshold": T, "steps": [N, ...]},
- *    "require_focus": bool}
+ *    "require_focus": bool, "approve": "none"|"risky"|"all"}
  * "check" (only with "replay_of"): before action i, the screen is compared with the "before"
  * screenshot of step steps[i] of the replayed task, and the task fails at the first action
  * whose screen has a fraction of differing pixels above T (0..1).

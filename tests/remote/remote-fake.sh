@@ -153,7 +153,7 @@ expect_json "holo-nano answer" .result done
 jq -e '(.messages[0].content | contains("hold_and_tap_key_desktop")
 		and endswith("\n```\n</output_format>\n"))
 	and ([.structured_outputs.json.properties.tool_call.anyOf[].properties.tool_name.const]
-		| length == 12 and index("click_desktop") != null)
+		| length == 13 and index("click_desktop") != null and index("ask_user") != null)
 	and .messages[1] == {"role":"user","content":"Task: Click the block, then answer."}
 	and (.messages | length) == 3
 	and ([.messages[2].content[] | .type] == ["text","image_url"])
