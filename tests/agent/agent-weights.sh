@@ -7,7 +7,7 @@
 # bytes quantizing at load holds.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
-# (CUDA runs q8 and q4 too, issue 29: tests/gpu/test-gpu-quant-lm.c; this scenario checks the
+# (CUDA runs q8, q4 and fp8 too, issue 29: tests/gpu/test-gpu-quant-lm.c; this scenario checks the
 # CPU backend's load log)
 [ "$AGENT_BACKEND" = cpu ] || test_skip "this scenario checks the CPU backend's quantized load"
 start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
