@@ -26,6 +26,18 @@ struct server {
 	struct call *calls;
 	unsigned n_calls;
 	char version[16]; /* negotiated; "" before initialize */
+	bool elicitation;  /* the client declared elicitation: a task's question goes to it */
+	bool eof;          /* stdin ended: nothing will answer our requests */
+	json_int_t last_request_id;
+	struct outgoing *outgoing; /* our requests to the client, waiting for its answer */
+	pthread_cond_t answered;
+};
+
+/* A request of ours (elicitation/create) waiting for the client's response. */
+struct outgoing {
+	json_int_t id;
+	json_t *response; /* the whole response message, once it came */
+	struct outgoing *next;
 };
 
 /* One request handled on a thread of its own. */
@@ -196,6 +208,7 @@ static void send_progress(struct call *c, const char *message, double total)
 
 struct follow {
 	struct call *c;
+	bool elicit;   /* a tools/call: a question of the task's goes to the client */
 	json_t *task;  /* the last task object seen ("end": the final one) */
 	json_t *steps; /* the step events' steps, in order */
 	bool ended;
@@ -252,6 +265,122 @@ static bool event_line(json_t *ev, const char *kind, char *buf, size_t size)
 	return true;
 }
 
+/* Sends a request to the client and waits for its response (NULL when stdin ends first). */
+static json_t *client_request(struct server *srv, const char *method, json_t *params)
+{
+	struct outgoing o = {0};
+	json_t *response;
+
+	pthread_mutex_lock(&srv->lock);
+	o.id = ++srv->last_request_id;
+	o.next = srv->outgoing;
+	srv->outgoing = &o;
+	pthread_mutex_unlock(&srv->lock);
+	send_message(srv, json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", o.id, "method",
+	                            method, "params", params));
+	pthread_mutex_lock(&srv->lock);
+	while (!o.response && !srv->eof)
+		pthread_cond_wait(&srv->answered, &srv->lock);
+	for (struct outgoing **p = &srv->outgoing; *p; p = &(*p)->next)
+		if (*p == &o) {
+			*p = o.next;
+			break;
+		}
+	response = o.response;
+	pthread_mutex_unlock(&srv->lock);
+	return response;
+}
+
+struct elicit {
+	struct server *srv;
+	long long task_id;
+	char *question;
+};
+
+/* Asks the client's user the task's question (elicitation/create, a form with one string) and
+ * sends an accepted answer as the task's reply. A declined or cancelled form leaves the task
+ * waiting: reply_task, holoctl reply or the task's timeout end the wait then. */
+static void *elicit_thread(void *arg)
+{
+	struct elicit *e = arg;
+	struct server *srv = e->srv;
+	struct call c = {.srv = srv};
+	json_t *params, *response, *result, *answer;
+	const char *action;
+
+	params = json_pack("{s:s, s:{s:s, s:{s:{s:s, s:s, s:s, s:i}}, s:[s]}}", "message",
+	                   e->question, "requestedSchema", "type", "object", "properties",
+	                   "answer", "type", "string", "title", "Answer", "description",
+	                   "holod's task waits for this answer", "maxLength", IPC_MAX_REPLY_BYTES,
+	                   "required", "answer");
+	if (version_has_tasks(srv)) /* 2025-11-25 names the form mode */
+		json_object_set_new(params, "mode", json_string("form"));
+	response = client_request(srv, "elicitation/create", params);
+	result = json_object_get(response, "result");
+	action = str_of(result, "action");
+	answer = json_object_get(json_object_get(result, "content"), "answer");
+	if (!response) {
+		/* stdin ended */
+	} else if (!action || strcmp(action, "accept") != 0 || !json_is_string(answer)) {
+		log_info("mcp: task %lld: the client's user did not answer its question (%s)",
+		         e->task_id, action ? action : "an error");
+	} else if ((c.http = cli_http_create(srv->socket_path))) {
+		char path[64];
+		json_t *body = json_pack("{s:O}", "text", answer);
+		char *text = json_dumps(body, JSON_COMPACT);
+
+		snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/reply", e->task_id);
+		if (text && holod_json(&c, "POST", path, text, NULL) < 0)
+			log_warning("mcp: task %lld: cannot send the answer: %s", e->task_id, c.error);
+		else
+			log_info("mcp: task %lld: the client's user answered its question", e->task_id);
+		free(text);
+		json_decref(body);
+		cli_http_destroy(c.http);
+	}
+	json_decref(response);
+	free(e->question);
+	free(e);
+	pthread_mutex_lock(&srv->lock);
+	srv->n_calls--;
+	pthread_cond_broadcast(&srv->idle);
+	pthread_mutex_unlock(&srv->lock);
+	return NULL;
+}
+
+/* Starts elicit_thread for a task's question when the client takes elicitation requests. */
+static void maybe_elicit(struct server *srv, long long task_id, json_t *waiting)
+{
+	const char *q = str_of(waiting, "question");
+	struct elicit *e;
+	pthread_attr_t attr;
+	pthread_t thread;
+	bool go;
+
+	if (!q || !str_of(waiting, "for") || strcmp(str_of(waiting, "for"), "reply") != 0)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	go = srv->elicitation && !srv->eof && srv->n_calls < 2 * MCP_MAX_INFLIGHT;
+	if (go)
+		srv->n_calls++; /* the end of stdin waits for it too */
+	pthread_mutex_unlock(&srv->lock);
+	if (!go)
+		return;
+	e = xmalloc(sizeof(*e));
+	*e = (struct elicit){.srv = srv, .task_id = task_id, .question = xstrdup(q)};
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&thread, &attr, elicit_thread, e) != 0) {
+		free(e->question);
+		free(e);
+		pthread_mutex_lock(&srv->lock);
+		srv->n_calls--;
+		pthread_cond_broadcast(&srv->idle);
+		pthread_mutex_unlock(&srv->lock);
+	}
+	pthread_attr_destroy(&attr);
+}
+
 static int follow_line(const char *line, size_t len, void *userdata)
 {
 	struct follow *f = userdata;
@@ -267,6 +396,8 @@ static int follow_line(const char *line, size_t len, void *userdata)
 	    strcmp(kind, "progress") == 0) {
 		if (f->progress && event_line(ev, kind, msg, sizeof(msg)))
 			send_progress(f->c, msg, f->total);
+		if (f->elicit && strcmp(kind, "waiting") == 0)
+			maybe_elicit(f->c->srv, int_of(ev, "task_id"), json_object_get(ev, "waiting"));
 	} else if (strcmp(kind, "step") == 0 && json_is_object(json_object_get(ev, "step"))) {
 		json_array_append(f->steps, json_object_get(ev, "step"));
 		if (f->progress) {
@@ -560,7 +691,7 @@ static json_t *handle_tool_call(struct call *c)
 	case MCP_PLAN_TASK:
 	case MCP_PLAN_ACTION:
 	case MCP_PLAN_LOCATE: {
-		struct follow f = {.progress = c->progress_token != NULL};
+		struct follow f = {.progress = c->progress_token != NULL, .elicit = true};
 		long long id;
 
 		if (c->cancelled)
@@ -1025,7 +1156,17 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 	json_t *res = NULL;
 
 	if (m->kind == MCP_MSG_RESPONSE) {
-		mcp_message_finish(m); /* this server sends no requests */
+		/* The answer to one of our elicitation requests; any other is ignored. */
+		pthread_mutex_lock(&srv->lock);
+		for (struct outgoing *o = srv->outgoing; o; o = o->next)
+			if (json_is_integer(m->id) && json_integer_value(m->id) == o->id &&
+			    !o->response) {
+				o->response = json_incref(m->root);
+				pthread_cond_broadcast(&srv->answered);
+				break;
+			}
+		pthread_mutex_unlock(&srv->lock);
+		mcp_message_finish(m);
 		return;
 	}
 	if (m->kind == MCP_MSG_NOTIFICATION) {
@@ -1039,6 +1180,8 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 		        json_string_value(json_object_get(m->params, "protocolVersion")));
 		pthread_mutex_lock(&srv->lock);
 		snprintf(srv->version, sizeof(srv->version), "%s", v);
+		srv->elicitation = json_is_object(
+		        json_object_get(json_object_get(m->params, "capabilities"), "elicitation"));
 		pthread_mutex_unlock(&srv->lock);
 		res = mcp_initialize_result(v);
 	} else if (strcmp(m->method, "ping") == 0) {
@@ -1138,6 +1281,7 @@ static int mcp_run(struct cli_context *ctx, int argc, char **argv)
 	pthread_mutex_init(&srv.out_lock, NULL);
 	pthread_mutex_init(&srv.lock, NULL);
 	pthread_cond_init(&srv.idle, NULL);
+	pthread_cond_init(&srv.answered, NULL);
 	/* A client that goes away must not kill us in the middle of cancelling its tasks. */
 	signal(SIGPIPE, SIG_IGN);
 	log_info("mcp: serving MCP on stdin/stdout for holod at %s", srv.socket_path);
@@ -1170,10 +1314,13 @@ static int mcp_run(struct cli_context *ctx, int argc, char **argv)
 		log_info("mcp: end of input: cancelling %u running request(s)", srv.n_calls);
 	for (struct call *p = srv.calls; p; p = p->next)
 		p->cancelled = CANCEL_EOF;
+	srv.eof = true; /* nothing will answer our requests now */
+	pthread_cond_broadcast(&srv.answered);
 	while (srv.n_calls)
 		pthread_cond_wait(&srv.idle, &srv.lock);
 	pthread_mutex_unlock(&srv.lock);
 	pthread_cond_destroy(&srv.idle);
+	pthread_cond_destroy(&srv.answered);
 	pthread_mutex_destroy(&srv.lock);
 	pthread_mutex_destroy(&srv.out_lock);
 	return CLI_EXIT_OK;

@@ -4,7 +4,8 @@
 # `holoctl mcp` over stdio against a holod on a private Xvfb with the tiny agent model, lists the
 # tools, runs a script task with progress, an action, a screenshot, a grounded locate, cancels a
 # running task through its request and another as an MCP task, answers a task's question
-# (ask_user, reply_task) while another waits in the queue (tests/agent/mcp-client.py). Then
+# (ask_user, reply_task) while another waits in the queue, and in a second session hands one to
+# the client as an elicitation form (tests/agent/mcp-client.py). Then
 # holod's own record must agree: the tasks' statuses, the click the recording client saw, and no
 # click from locate. Skips (77) without the SDK, except under HOLOD_CI.
 . "$(dirname "$0")/agent-lib.sh"
@@ -22,13 +23,16 @@ start_agent
 id_of() {
 	sed -n "s/^task $1 //p" "$T/client.out"
 }
-for name in script click locate cancelled asked mcp-task; do
+for name in script click locate cancelled asked mcp-task elicited; do
 	[ -n "$(id_of $name)" ] || fail "no $name task id in $(cat "$T/client.out")"
 done
 task_is "$(id_of script)" succeeded || fail "script task: $(task_status "$(id_of script)")"
 task_is "$(id_of click)" succeeded || fail "click task: $(task_status "$(id_of click)")"
 task_is "$(id_of cancelled)" cancelled || fail "cancelled task: $(task_status "$(id_of cancelled)")"
 task_is "$(id_of asked)" succeeded || fail "asked task: $(task_status "$(id_of asked)")"
+task_is "$(id_of elicited)" succeeded || fail "elicited task: $(task_status "$(id_of elicited)")"
+grep -q "mcp: task $(id_of elicited): the client's user answered its question" "$T/mcp.err" ||
+	fail "holoctl mcp did not log the elicited answer: $(cat "$T/mcp.err")"
 task_is "$(id_of mcp-task)" cancelled || fail "MCP task: $(task_status "$(id_of mcp-task)")"
 api GET "/v1/tasks/$(id_of locate)"
 expect_json "locate is a dry run" .spec.dry_run true

@@ -5,8 +5,9 @@ Usage: mcp-client.py HOLOCTL SOCKET WIDTH HEIGHT
 Over stdio, as MCP clients start servers: lists the tools, runs a script task with progress
 notifications, one action, takes a screenshot (a PNG of the screen's size), locates a target
 with holod's model, cancels a running task by cancelling its request (notifications/cancelled),
-and runs one as an MCP task (2025-11-25: tasks/get, tasks/result, tasks/cancel); reads the task
-and its steps as resources. Prints FAIL lines and exits 1 on any failed check; prints the ids of
+and runs one as an MCP task (2025-11-25: tasks/get, tasks/result, tasks/cancel); answers a
+task's question with reply_task, and in a second session that takes elicitation requests, as
+the form holoctl mcp sends; reads the task and its steps as resources. Prints FAIL lines and exits 1 on any failed check; prints the ids of
 the tasks it ran ("task NAME ID") for the shell test's own checks against holod.
 """
 
@@ -210,11 +211,38 @@ async def session_checks(s):
     check(page.mime_type == "text/html" and "<html" in page.text, "the report resource")
 
 
+asked_by_holod = []
+
+
+async def on_elicit(context, params):
+    asked_by_holod.append((params.message, params.requested_schema))
+    return types.ElicitResult(action="accept", content={"answer": "the one from March"})
+
+
+async def elicitation_checks(s):
+    """A client that takes elicitation requests gets a task's question as a form."""
+    await s.initialize()
+    res = await s.call_tool("run_task", {"script": [
+        {"tool_name": "ask_user", "question": "Which invoice?"},
+        {"tool_name": "answer", "content": "paid"}]})
+    task = (res.structured_content or {}).get("task", {})
+    check(not res.is_error and task.get("result") == "paid", f"elicited task: {res}")
+    check("the one from March" in res.content[0].text, f"the answer: {res.content[0].text}")
+    check([m for m, _ in asked_by_holod] == ["Which invoice?"], f"asked: {asked_by_holod}")
+    schema = asked_by_holod[0][1] if asked_by_holod else {}
+    check(schema.get("properties", {}).get("answer", {}).get("type") == "string"
+          and schema.get("required") == ["answer"], f"the form: {schema}")
+    print(f"task elicited {task.get('id')}")
+
+
 async def main():
     params = StdioServerParameters(command=HOLOCTL, args=["--socket", SOCKET, "mcp"])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as s:
             await session_checks(s)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=on_elicit) as s:
+            await elicitation_checks(s)
 
 
 anyio.run(main)
