@@ -15,6 +15,11 @@
  *     display or none, so a task runs on the display it asks for or on the first free one, and
  *     no display ever runs two tasks at once. Task ids are the journal's, global.
  *   - screenshot writer thread: see shotwriter.h; it journals screenshot rows on its own.
+ *   - a step that waits for its user (ask_user's reply, an --approve gate) blocks its executor
+ *     thread in executor_env.wait_user: its struct executor_wait, on that thread's stack, hangs
+ *     off the running task under the lock until an HTTP thread answers it (scheduler_answer,
+ *     which fills it under the lock and broadcasts `changed`), it times out or the task stops
+ *     (polled every 20 ms: cancel sets the atomic flag without a broadcast).
  *   The queue, each display's `running` pointer, the stop flag and the progress counter are guarded by the
  *   scheduler's mutex; a task's cancel flag is atomic so the executor can poll it without the
  *   lock. Every journal change that a waiter may care about bumps the progress counter and
