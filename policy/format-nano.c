@@ -656,7 +656,8 @@ static const char *nano_tool_name(enum ipc_tool tool)
 
 /* holo-nano: what the harness writes. A desktop tool's output is pyautogui's, empty on a plain
  * success (here the executor's warning, if any), "error: ..." on a failure (the harness wraps
- * output starting so in <error>); nothing at all after update_plan or answer. */
+ * output starting so in <error>); nothing at all after update_plan or answer. ask_user's result
+ * is the user's reply, said as it is. */
 static int nano_model_result(const struct ipc_action *a, bool failed, const char *text,
 			     const char *warning, char **ret)
 {
@@ -666,6 +667,8 @@ static int nano_model_result(const struct ipc_action *a, bool failed, const char
 		*ret = NULL;
 	else if (failed)
 		*ret = strncmp(text, "error:", 6) == 0 ? xstrdup(text) : xasprintf("error: %s", text);
+	else if (a->tool == IPC_TOOL_ASK_USER)
+		*ret = xstrdup(text);
 	else
 		*ret = xstrdup(warning ? warning : "");
 	return 0;

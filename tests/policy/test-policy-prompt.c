@@ -778,6 +778,14 @@ static void test_model_result(void)
 	REQUIRE(nano->model_result(&click, true, "error: already said", NULL, &t) == 0);
 	CHECK_STR_EQ(t, "error: already said");
 	free(t);
+	/* ask_user's result is the user's reply, in both formats */
+	struct ipc_action ask = {.tool = IPC_TOOL_ASK_USER};
+	REQUIRE(nano->model_result(&ask, false, "the blue one", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "the blue one");
+	free(t);
+	REQUIRE(h3->model_result(&ask, false, "the blue one", NULL, &t) == 0);
+	CHECK_STR_EQ(t, "the blue one");
+	free(t);
 	t = (char *)"x";
 	REQUIRE(nano->model_result(&plan, false, "", NULL, &t) == 0);
 	CHECK(t == NULL);
