@@ -456,6 +456,31 @@ int policy_matcher_feed(struct policy_matcher *m, const void *bytes, size_t n)
 	return 0;
 }
 
+size_t policy_matcher_forced(const struct policy_matcher *m, uint8_t *buf, size_t cap)
+{
+	struct policy_matcher t = *m;
+	size_t n = 0;
+
+	while (n < cap) {
+		struct policy_matcher only = t, probe;
+		int allowed = 0, b1 = -1;
+		/* every byte value: a choice as soon as a second one fits */
+		for (int b = 0; b < 256 && allowed < 2; b++) {
+			probe = t;
+			if (policy_grammar_step(&probe, (uint8_t)b)) {
+				allowed++;
+				b1 = b;
+				only = probe;
+			}
+		}
+		if (allowed != 1)
+			break;
+		buf[n++] = (uint8_t)b1;
+		t = only;
+	}
+	return n;
+}
+
 bool policy_matcher_is_complete(const struct policy_matcher *m)
 {
 	return m->grammar->nodes[m->node].kind == GNODE_END;

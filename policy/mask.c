@@ -508,3 +508,64 @@ int policy_masker_feed(const struct policy_masker *mk, struct policy_matcher *m,
 		return -EILSEQ;
 	return policy_matcher_feed(m, mk->bytes[id], mk->lens[id]);
 }
+
+/* Whether a vocabulary token that starts with bytes[0..n) and is longer could follow matcher
+ * state `after` (the state after those bytes): the trie node of the bytes has a child whose
+ * byte the grammar takes there. */
+static bool extends(const struct policy_masker *mk, const uint8_t *bytes, size_t n,
+		    const struct policy_matcher *after)
+{
+	uint32_t cur = mk->root_all;
+	for (size_t i = 0; i < n && cur != VT_NONE; i++) {
+		uint32_t c = mk->trie[cur].first_child;
+		while (c != VT_NONE && mk->trie[c].byte != bytes[i])
+			c = mk->trie[c].next_sibling;
+		cur = c;
+	}
+	if (cur == VT_NONE)
+		return false;
+	for (uint32_t c = mk->trie[cur].first_child; c != VT_NONE; c = mk->trie[c].next_sibling) {
+		struct policy_matcher t = *after;
+		if (policy_grammar_step(&t, mk->trie[c].byte))
+			return true;
+	}
+	return false;
+}
+
+int policy_masker_forced(const struct policy_masker *mk, const struct engine_tokenizer *tok,
+			 const struct policy_matcher *m, int32_t *ret_ids, size_t cap)
+{
+	uint8_t run[POLICY_MAX_FORCED_BYTES];
+	int32_t *ids = NULL;
+	size_t n_run, n_ids = 0, keep = 0;
+	int r;
+
+	if (!mk || !tok || !m || m->grammar != mk->g || (cap && !ret_ids))
+		return -EINVAL;
+	n_run = policy_matcher_forced(m, run, sizeof(run));
+	if (n_run == 0 || cap == 0)
+		return 0;
+	r = engine_tokenizer_encode(tok, (const char *)run, n_run, false, &ids, &n_ids);
+	if (r == -EILSEQ) /* a forced run that ends inside a UTF-8 character: nothing to jump */
+		return 0;
+	if (r < 0)
+		return r;
+	/* the ids the mask allows one after the other */
+	struct policy_matcher t = *m;
+	for (keep = 0; keep < n_ids && keep < cap; keep++) {
+		struct policy_matcher u = t;
+		if (policy_masker_feed(mk, &u, ids[keep]) != 0)
+			break;
+		t = u;
+	}
+	/* the boundary: a last token that a longer one could extend past where the ids end (into
+	 * the text the model chooses next) is left to the model */
+	if (keep > 0 && !policy_matcher_is_complete(&t)) {
+		int32_t last = ids[keep - 1];
+		if (extends(mk, mk->bytes[last], mk->lens[last], &t))
+			keep--;
+	}
+	memcpy(ret_ids, ids, keep * sizeof(*ids));
+	free(ids);
+	return (int)keep;
+}

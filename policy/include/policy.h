@@ -96,6 +96,15 @@ int policy_matcher_feed(struct policy_matcher *m, const void *bytes, size_t n);
 /* True when the output so far is one whole step (only the end of turn may follow). */
 bool policy_matcher_is_complete(const struct policy_matcher *m);
 
+/* Jump-forward (docs/policy.md): the bytes the grammar forces from m on, the longest run along
+ * which exactly one byte keeps the output a valid prefix at every position (a single path until
+ * a choice or the end of the step). Writes at most cap of them into buf and returns how many
+ * (0 at a choice point and at the end). m is not changed. */
+size_t policy_matcher_forced(const struct policy_matcher *m, uint8_t *buf, size_t cap);
+/* Largest forced run policy_masker_forced() looks at (a canonical step's longest structure run,
+ * `,"tool_call":{"tool_name":"`, is 27 bytes). */
+#define POLICY_MAX_FORCED_BYTES 256
+
 /* Thinking (docs/policy.md): after a generation prompt that opened "<think>\n" the model writes
  * free text, closes it with "</think>" and then writes the step. A thinking matcher accepts that
  * whole output: any valid UTF-8 text without NUL up to the first POLICY_THINK_CLOSE (so the text
@@ -155,6 +164,17 @@ int policy_masker_apply(struct policy_masker *mk, const struct policy_matcher *m
 /* Advances m by token id. Returns 1 when id is a stop id and the step was complete (the end),
  * 0 when m advanced, -EILSEQ when the mask forbids id (m unchanged), -EINVAL for a bad id. */
 int policy_masker_feed(const struct policy_masker *mk, struct policy_matcher *m, int32_t id);
+
+/* Jump-forward (docs/policy.md): the ids to append after matcher state m without sampling,
+ * because the grammar forces their bytes. The forced run (policy_matcher_forced) is encoded
+ * canonically on its own by tok (the masker's tokenizer); the boundary rule: its last token is
+ * dropped when a vocabulary token that extends it could continue the output after the run (it
+ * could merge with the text the model chooses next, so the model samples it), and kept when
+ * none could (always at the end of the step). The ids stop before the first one the mask would
+ * forbid. Writes at most cap ids and returns how many (0: sample as usual), or -EINVAL (a
+ * matcher of another grammar), -ENOMEM. m is not changed. */
+int policy_masker_forced(const struct policy_masker *mk, const struct engine_tokenizer *tok,
+			 const struct policy_matcher *m, int32_t *ret_ids, size_t cap);
 
 /* Since creation: masks answered from the cache, and masks computed by a trie walk (states
  * outside strings are never cached: their walks are short). For benchmarks. */
