@@ -510,6 +510,14 @@ struct engine_generate_params {
 	 * the loop without sampling, or a negative errno, which engine_generate returns. */
 	int (*logits_hook)(void *userdata, float *logits, int vocab);
 	void *userdata;
+	/* Optional. Jump-forward (docs/policy.md): after a sampled id that does not end the loop
+	 * (on_token has seen it), the ids that must follow it (a grammar's forced run), at most cap
+	 * of them written to ids; they are appended together with the sampled id in one forward
+	 * (an append of 1 + n positions whose last logits the next id is sampled from), count as
+	 * generated ids (engine_generator_ids(), max_new_tokens, on_text) but are not sampled and
+	 * not passed to on_token: the callee advances its own state over them. Returns n >= 0, or a
+	 * negative errno that fails the loop. on_logits sees the last row of such an append only. */
+	int (*forced)(void *userdata, int32_t *ids, size_t cap);
 	/* Optional. The logits after a prompt the caller has already appended to the session (with
 	 * images, in chunks): the loop then starts sampling from them, and takes no prompt. */
 	const float *start_logits;
@@ -553,6 +561,10 @@ void engine_generator_destroy(struct engine_generator *g);
  * negative errno, which fails the generator) and returns the status. -EINVAL out of order. */
 int engine_generator_sample(struct engine_generator *g, struct engine_batch_entry *ret_entry);
 int engine_generator_fed(struct engine_generator *g, int err);
+/* Forwards the generator ran (appends fed back) and ids it appended without sampling them
+ * (the forced callback's), since creation. */
+void engine_generator_stats(const struct engine_generator *g, uint64_t *ret_forwards,
+			    uint64_t *ret_forced);
 /* 0 while running, 1 finished, or the negative errno it failed with. */
 int engine_generator_status(const struct engine_generator *g);
 /* The ids generated so far (the last one, which ended the generation, is not appended to the

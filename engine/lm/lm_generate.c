@@ -18,7 +18,7 @@ struct engine_generator {
 	int vocab;
 	int32_t *ids;    /* [max_new_tokens] */
 	size_t n;
-	int32_t fed;     /* the id of the append in flight (engine_generator_sample's entry) */
+	uint64_t forwards, forced; /* engine_generator_stats() */
 	bool in_flight;
 	int status;      /* 0 running, 1 finished, < 0 failed */
 };
@@ -128,10 +128,35 @@ int engine_generator_sample(struct engine_generator *g, struct engine_batch_entr
 	}
 	if (stop)
 		return finish(g, 0) < 0 ? g->status : 0;
-	g->fed = id;
+	/* the append starts at the sampled id in ids[] and takes the forced ids after it */
+	size_t at = g->n - 1, n_forced = 0;
+	if (p->forced) {
+		/* room for the id sampled after them: the limit ends the loop at a sample */
+		size_t cap = (size_t)p->max_new_tokens - g->n - 1;
+		r = cap ? p->forced(p->userdata, g->ids + g->n, cap) : 0;
+		if (r < 0)
+			return finish(g, r);
+		n_forced = MIN((size_t)r, cap);
+		for (size_t i = 0; i < n_forced && g->detok; i++) {
+			const char *text;
+			size_t len;
+			int32_t f = g->ids[g->n + i];
+			if (!engine_tokenizer_token_str(g->tok, f))
+				continue;
+			if ((r = engine_detok_push(g->detok, f, &text, &len)) < 0)
+				return finish(g, r);
+			if (len && p->on_text(p->userdata, text, len))
+				stop = true;
+		}
+		g->n += n_forced;
+		g->forced += n_forced;
+		if (stop)
+			return finish(g, 0) < 0 ? g->status : 0;
+	}
 	g->in_flight = true;
-	*ret_entry = (struct engine_batch_entry){.session = g->s, .tokens = &g->fed, .n = 1,
-						 .want = ENGINE_LOGITS_LAST, .ret_logits = g->logits};
+	*ret_entry = (struct engine_batch_entry){.session = g->s, .tokens = g->ids + at,
+						 .n = 1 + n_forced, .want = ENGINE_LOGITS_LAST,
+						 .ret_logits = g->logits};
 	return 1;
 }
 
@@ -142,9 +167,17 @@ int engine_generator_fed(struct engine_generator *g, int err)
 	g->in_flight = false;
 	if (err < 0)
 		return finish(g, err);
+	g->forwards++;
 	if (g->p.on_logits && g->p.on_logits(g->p.userdata, g->logits, g->vocab))
 		return finish(g, 0);
 	return 0;
+}
+
+void engine_generator_stats(const struct engine_generator *g, uint64_t *ret_forwards,
+			    uint64_t *ret_forced)
+{
+	*ret_forwards = g ? g->forwards : 0;
+	*ret_forced = g ? g->forced : 0;
 }
 
 int engine_generator_status(const struct engine_generator *g)

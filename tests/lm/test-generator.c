@@ -4,10 +4,12 @@
  * or finishes leaves the others as they were. Also the batch entry's row references and the
  * state size of a session at a length (admission). In-memory random models; the CPU backend. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
@@ -320,12 +322,180 @@ static void test_refs_and_state_at(struct engine_model *m)
 	engine_backend_destroy(b);
 }
 
+/* Jump-forward: a scripted generation (each sampled id is the script's, the others masked) whose
+ * forced callback appends the next ids of the script after some samples. */
+#define JF_LEN 40
+
+struct jf_state {
+	const int32_t *script;
+	size_t pos;      /* ids of the script generated so far */
+	bool jump;       /* the forced callback gives runs (off: they are sampled one by one) */
+	size_t max_cap;  /* the largest cap the callback was offered */
+	int samples;
+};
+
+/* Where the script forces a run: after an id at a position that is 0 mod 4, the next 3. */
+static bool jf_forced_at(size_t pos)
+{
+	return pos % 4 == 1;
+}
+
+static int jf_hook(void *userdata, float *logits, int vocab)
+{
+	struct jf_state *st = userdata;
+	st->samples++;
+	for (int i = 0; i < vocab; i++)
+		if (i != st->script[st->pos])
+			logits[i] = -INFINITY;
+	return 0;
+}
+
+static int jf_token(void *userdata, int32_t id)
+{
+	struct jf_state *st = userdata;
+	REQUIRE(id == st->script[st->pos]);
+	st->pos++;
+	return 0;
+}
+
+static int jf_forced(void *userdata, int32_t *ids, size_t cap)
+{
+	struct jf_state *st = userdata;
+	st->max_cap = MAX(st->max_cap, cap);
+	if (!st->jump || !jf_forced_at(st->pos))
+		return 0;
+	size_t n = MIN((size_t)3, cap);
+	n = MIN(n, JF_LEN - st->pos);
+	memcpy(ids, st->script + st->pos, n * sizeof(*ids));
+	st->pos += n;
+	return (int)n;
+}
+
+static int jf_fail(void *userdata, int32_t *ids, size_t cap)
+{
+	return -EBADMSG;
+}
+
+static void test_jump_forward(struct engine_model *m)
+{
+	struct engine_backend *b = engine_backend_create(
+		m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL, 0);
+	REQUIRE(b);
+	const int vocab = 96;
+	int32_t prompt[10], script[JF_LEN], other[30];
+	for (int i = 0; i < 10; i++)
+		prompt[i] = next_token(vocab);
+	for (int i = 0; i < JF_LEN; i++)
+		script[i] = next_token(vocab);
+	for (int i = 0; i < 30; i++)
+		other[i] = next_token(vocab);
+	float *logits = malloc((size_t)vocab * sizeof(float));
+	float *ref = malloc((size_t)vocab * sizeof(float));
+	float *other_logits = malloc((size_t)vocab * sizeof(float));
+	REQUIRE(logits && ref && other_logits);
+	uint64_t forwards[2], forced[2];
+	size_t n_ids[2];
+
+	for (int jump = 0; jump < 2; jump++) {
+		struct engine_session *s = engine_session_create_on(b, 128);
+		struct engine_session *t = engine_session_create_on(b, 128);
+		REQUIRE(s && t);
+		REQUIRE(engine_session_append(s, prompt, NULL, 10, ENGINE_LOGITS_LAST, logits) == 0);
+		struct jf_state st = {.script = script, .jump = jump};
+		struct engine_generate_params p = {
+			.sampling = {.temperature = 0},
+			.max_new_tokens = JF_LEN,
+			.logits_hook = jf_hook,
+			.on_token = jf_token,
+			.forced = jf_forced,
+			.userdata = &st,
+		};
+		struct engine_generator *g = engine_generator_create(s, NULL, &p, logits);
+		REQUIRE(g);
+		/* another session's prompt shares the first forwards: a forced run's append is one
+		 * entry of the batch beside it */
+		int off = 0, status = 0;
+		for (;;) {
+			struct engine_batch_entry e[2];
+			int r = engine_generator_sample(g, &e[0]);
+			if (r != 1)
+				break;
+			/* the sampled id, then up to 3 forced ones */
+			CHECK(jump ? e[0].n >= 1 && e[0].n <= 4 : e[0].n == 1);
+			CHECK(e[0].tokens[0] == script[st.pos - e[0].n]);
+			size_t n_e = 1;
+			if (off < 30) {
+				e[n_e++] = (struct engine_batch_entry){
+					.session = t, .tokens = other + off, .n = 10,
+					.want = ENGINE_LOGITS_LAST, .ret_logits = other_logits};
+				off += 10;
+			}
+			status = engine_forward_batch(b, e, n_e);
+			REQUIRE(status == 0);
+			if (engine_generator_fed(g, status) != 0)
+				break;
+		}
+		CHECK_INT_EQ(engine_generator_status(g), 1);
+		size_t n;
+		const int32_t *ids = engine_generator_ids(g, &n);
+		/* the script, whole, and no more than max_new_tokens */
+		CHECK_INT_EQ(n, JF_LEN);
+		CHECK(memcmp(ids, script, n * sizeof(*ids)) == 0);
+		CHECK(st.max_cap <= JF_LEN - 1);
+		engine_generator_stats(g, &forwards[jump], &forced[jump]);
+		n_ids[jump] = n;
+		CHECK_INT_EQ(forwards[jump] + forced[jump], n - 1); /* the last id is not fed */
+		/* the session after the jumps holds what one-by-one decoding would: the same
+		 * length, and the next logits within tolerance */
+		CHECK_INT_EQ(engine_session_n_tokens(s), 10 + JF_LEN - 1);
+		REQUIRE(engine_session_decode(s, script[JF_LEN - 1], logits) == 0);
+		if (!jump) {
+			memcpy(ref, logits, (size_t)vocab * sizeof(float));
+		} else {
+			float worst = 0, scale = 1;
+			for (int i = 0; i < vocab; i++) {
+				worst = MAX(worst, fabsf(logits[i] - ref[i]));
+				scale = MAX(scale, fabsf(ref[i]));
+			}
+			CHECK(worst <= 1e-3f * scale);
+		}
+		engine_generator_destroy(g);
+		engine_session_destroy(s);
+		engine_session_destroy(t);
+	}
+	CHECK_INT_EQ(n_ids[0], n_ids[1]);
+	CHECK_INT_EQ(forced[0], 0);
+	CHECK_INT_EQ(forwards[0], JF_LEN - 1);
+	CHECK(forced[1] > 0);
+	CHECK_INT_EQ(forwards[1], JF_LEN - 1 - forced[1]);
+
+	/* a failing callback fails the generator with its error */
+	struct engine_session *s = engine_session_create_on(b, 128);
+	REQUIRE(s);
+	REQUIRE(engine_session_append(s, prompt, NULL, 10, ENGINE_LOGITS_LAST, logits) == 0);
+	struct engine_generate_params p = {.sampling = {.temperature = 0}, .max_new_tokens = 4,
+					   .forced = jf_fail};
+	struct engine_generator *g = engine_generator_create(s, NULL, &p, logits);
+	REQUIRE(g);
+	struct engine_batch_entry e;
+	CHECK_INT_EQ(engine_generator_sample(g, &e), -EBADMSG);
+	CHECK_INT_EQ(engine_generator_status(g), -EBADMSG);
+	CHECK_INT_EQ(engine_session_n_tokens(s), 10);
+	engine_generator_destroy(g);
+	engine_session_destroy(s);
+	free(logits);
+	free(ref);
+	free(other_logits);
+	engine_backend_destroy(b);
+}
+
 int main(void)
 {
 	struct engine_model *m = small_model("M*-M", 57);
 	test_batched_equals_alone(m);
 	test_sample_fed(m);
 	test_refs_and_state_at(m);
+	test_jump_forward(m);
 	lm_random_model_destroy(m);
 	return test_exit();
 }
