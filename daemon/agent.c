@@ -174,6 +174,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		/* within step_tokens, which counts them: at most half, so the step keeps room */
 		.thinking_tokens = MIN(o->thinking_tokens ? o->thinking_tokens : cfg->thinking_tokens,
 				       cfg->step_tokens / 2),
+		.jump_forward = o->jump_forward == IPC_SWITCH_DEFAULT ? cfg->jump_forward
+								     : o->jump_forward == IPC_SWITCH_ON,
 		.date = date,
 		/* the task's format's defaults apply */
 		.sampling = agent_sampling(cfg, fmt, o, t->id),
@@ -207,6 +209,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 							? "published" : "holod"));
 		json_object_set_new(prov, "thinking", json_boolean(args.thinking));
 		json_object_set_new(prov, "thinking_tokens", json_integer(args.thinking_tokens));
+		json_object_set_new(prov, "jump_forward", json_boolean(args.jump_forward));
 	}
 	if (ps != PROVIDER_READY) {
 		const char *e = p->ops->error(p);

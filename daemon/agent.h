@@ -41,6 +41,7 @@ struct agent_config {
 	unsigned thinking_tokens; /* default: most tokens of the think block, within step_tokens */
 	const struct secrets *secrets; /* {{secret:NAME}} of `write` (secrets.h); NULL: none */
 	const char *secret_names; /* their names as "A, B" for the system prompt; NULL: none */
+	bool jump_forward;        /* default: grammar-forced tokens appended in one forward */
 	unsigned stuck_warn;      /* default stuck steps before the model is told; 0: never */
 	unsigned stuck_stop;      /* default stuck steps that end a task `stuck`; 0: never */
 	bool unconstrained;       /* debug: no step grammar while decoding */

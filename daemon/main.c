@@ -368,6 +368,7 @@ int main(int argc, char **argv)
 			.thinking_tokens = cfg.thinking_tokens,
 			.secrets = secrets,
 			.secret_names = secret_names,
+			.jump_forward = strcmp(cfg.jump_forward, "on") == 0,
 			.stuck_warn = cfg.stuck_warn,
 			.stuck_stop = cfg.stuck_stop,
 			.seed = cfg.seed,

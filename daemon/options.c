@@ -176,6 +176,10 @@ static const struct option_def options[] = {
 	{"secret-env", "HOLOD_SECRET_ENV", OPT_STRING, OFF(secret_env), 0, 0, NULL, "NAME[,NAME]",
 	 "environment variables that are secrets of the same name (taken out of holod's "
 	 "environment once read)", true},
+	{"jump-forward", "HOLOD_JUMP_FORWARD", OPT_ONOFF, OFF(jump_forward), 0, 0, "on", "on|off",
+	 "default of instruction tasks: the tokens the step grammar forces after a sampled one "
+	 "(JSON keys, the tool name's rest...) are appended in one forward instead of one forward "
+	 "each (off: one forward per token, for comparison)", true},
 	{"stuck-warn", "HOLOD_STUCK_WARN", OPT_UINT, OFF(stuck_warn), 0, IPC_MAX_STUCK_STEPS, "3",
 	 "N", "default of instruction tasks: after N steps in a row that left the screen unchanged "
 	 "or repeated one action, the model's next tool output says so (0: never)", true},

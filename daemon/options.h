@@ -64,6 +64,7 @@ struct holod_config {
 	unsigned thinking_tokens; /* most tokens of a step's think block */
 	char *secrets_file;   /* --secrets FILE; NULL: $XDG_CONFIG_HOME/holod/secrets if present */
 	char *secret_env;     /* --secret-env NAME[,NAME]: environment variables that are secrets */
+	char *jump_forward;   /* on | off: the tokens the step grammar forces appended in one forward */
 	unsigned stuck_warn;  /* stuck steps in a row before the model is told; 0: never */
 	unsigned stuck_stop;  /* stuck steps in a row that end a task `stuck`; 0: never */
 	double temperature;   /* default sampling temperature; 0: greedy; -1: the format's */

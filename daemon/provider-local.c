@@ -78,6 +78,7 @@ struct agent {
 	struct provider_sampling sampling;
 	bool thinking;            /* a think block before each step */
 	unsigned thinking_tokens; /* its budget */
+	bool jump_forward;        /* forced tokens appended in one forward (attempt_forced) */
 	int tokens_per_tile, hidden, vocab;
 	const struct provider_history *h; /* during a step */
 	uint64_t last_preprocess_us, last_encode_us; /* of the observation being answered */
@@ -360,6 +361,7 @@ struct step_job {
 	struct policy_step step;
 	int attempts;
 	long long decoded;
+	uint64_t forwards, forced; /* all attempts: decode forwards, ids jumped over (forced) */
 	bool closed; /* `close` was appended */
 	bool dropped, rebased; /* the old rolling base was destroyed; the new one replaced it */
 	uint64_t prefill_us, decode_us;
@@ -519,6 +521,29 @@ static int attempt_token(void *userdata, int32_t id)
 	return 0;
 }
 
+/* Jump-forward (docs/policy.md): after a sampled id, the ids of the bytes the step grammar now
+ * forces, which the generator appends with it in one forward; the grammar and the raw text
+ * follow them here. Not inside a think block (its text is free; its forced close is a few
+ * bytes once in a step). */
+static int attempt_forced(void *userdata, int32_t *ids, size_t cap)
+{
+	struct attempt *at = userdata;
+	struct policy_masker *mk = step_masker(at->ctx, at->j->a->fmt);
+	const uint8_t *bytes;
+	size_t len;
+
+	if (!at->constrained || !at->j->a->jump_forward || policy_matcher_thinking(&at->m))
+		return 0;
+	int n = policy_masker_forced(mk, at->ctx->tok, &at->m, ids, cap);
+	for (int i = 0; i < n; i++) {
+		if (policy_masker_feed(mk, &at->m, ids[i]) != 0)
+			return -EBADMSG; /* policy_masker_forced gives only ids the mask allows */
+		if (engine_tokenizer_token_bytes(at->ctx->tok, ids[i], &bytes, &len) == 0)
+			raw_add(at->j, bytes, len);
+	}
+	return n;
+}
+
 enum step_phase {
 	STEP_START,
 	STEP_EVICT,   /* rolling: the evicted turns, then the new rolling snapshot */
@@ -563,6 +588,7 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 		.max_new_tokens = (int)a->cfg->step_tokens,
 		.on_token = attempt_token,
 		.logits_hook = attempt_logits,
+		.forced = attempt_forced,
 		.userdata = j->at,
 	};
 	const struct policy_grammar *g = step_grammar(ctx, a->fmt);
@@ -590,7 +616,11 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 static int attempt_end(struct step_job *j, int r)
 {
 	struct agent *a = j->a;
+	uint64_t forwards, forced;
 
+	engine_generator_stats(j->gen, &forwards, &forced);
+	j->forwards += forwards;
+	j->forced += forced;
 	engine_generator_destroy(j->gen);
 	j->gen = NULL;
 	/* What was fed back: every id sampled but the one that ended the loop. */
@@ -781,6 +811,10 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			return 1;
 		}
 		j->decode_us = time_mono_us() - j->t1;
+		log_debug("task %lld: %d attempt(s), %llu decode forwards, %llu forced tokens "
+			  "(jump-forward %s)", (long long)a->t->id, j->attempts,
+			  (unsigned long long)j->forwards, (unsigned long long)j->forced,
+			  a->jump_forward ? "on" : "off");
 		if (r < 0 && r != -EBADMSG && !stopped(r))
 			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
@@ -1124,6 +1158,7 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	a->sampling = args->sampling;
 	a->thinking = args->thinking;
 	a->thinking_tokens = args->thinking_tokens;
+	a->jump_forward = args->jump_forward;
 	a->tokens_per_tile = model_worker_tokens_per_tile(lp->worker);
 	a->fmt = args->format ? args->format : &policy_format_holo3;
 	a->penv = (struct policy_env){.screen_width = a->run->monitor.width,

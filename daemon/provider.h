@@ -63,6 +63,7 @@ struct provider_task_args {
 	int max_tiles;             /* 0: the model's own budget */
 	bool thinking;             /* resolved: a think block before each step */
 	unsigned thinking_tokens;  /* resolved: its budget, within cfg->step_tokens */
+	bool jump_forward;         /* resolved: forced tokens appended in one forward (local) */
 	const char *date;          /* of the system prompt */
 	struct provider_sampling sampling;
 };

@@ -305,6 +305,13 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 					    "expected true or false");
 		req->options.thinking = json_is_true(th) ? IPC_THINKING_ON : IPC_THINKING_OFF;
 	}
+	json_t *jf = json_object_get(root, "jump_forward");
+	if (jf) {
+		if (!json_is_boolean(jf))
+			return ipc_error_at(errbuf, errlen, -EINVAL, "jump_forward",
+					    "expected true or false");
+		req->options.jump_forward = json_is_true(jf) ? IPC_SWITCH_ON : IPC_SWITCH_OFF;
+	}
 	if ((r = get_uint(root, "thinking_tokens", 1, IPC_MAX_THINKING_TOKENS, &u, &present, errbuf,
 			  errlen)) < 0)
 		return r;
@@ -334,7 +341,7 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
 		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format",
-		"stuck_warn",  "stuck_stop", "approve"};
+		"stuck_warn",  "stuck_stop", "approve", "jump_forward"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -561,6 +568,9 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.thinking != IPC_THINKING_DEFAULT)
 		r |= json_object_set_new(o, "thinking",
 					 json_boolean(req->options.thinking == IPC_THINKING_ON));
+	if (req->options.jump_forward != IPC_SWITCH_DEFAULT)
+		r |= json_object_set_new(o, "jump_forward",
+					 json_boolean(req->options.jump_forward == IPC_SWITCH_ON));
 	if (req->options.thinking_tokens)
 		r |= json_object_set_new(o, "thinking_tokens",
 					 json_integer(req->options.thinking_tokens));

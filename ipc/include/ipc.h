@@ -356,6 +356,13 @@ const char *ipc_approve_to_string(enum ipc_approve a);
 /* Returns the mode or -EINVAL. */
 int ipc_approve_from_string(const char *s);
 
+/* An on/off option a task may leave to the daemon's default. */
+enum ipc_switch {
+	IPC_SWITCH_DEFAULT,
+	IPC_SWITCH_ON,
+	IPC_SWITCH_OFF,
+};
+
 /* Budgets and options of a task; 0 means "use the daemon's default" for the integers. */
 struct ipc_task_options {
 	uint32_t max_steps;    /* 1..IPC_MAX_TASK_STEPS */
@@ -376,6 +383,8 @@ struct ipc_task_options {
 	uint32_t seed;         /* 0..IPC_MAX_SEED */
 	enum ipc_thinking thinking;
 	uint32_t thinking_tokens; /* 1..IPC_MAX_THINKING_TOKENS */
+	/* grammar-forced tokens appended in one forward (docs/policy.md, jump-forward) */
+	enum ipc_switch jump_forward;
 	/* Stuck steps (docs/policy.md): after this many steps in a row that left the screen as
 	 * it was or repeated one action, the model is told (warn) / the task ends `stuck` (stop).
 	 * -1: the daemon's default; 0: off; 1..IPC_MAX_STUCK_STEPS. */
@@ -389,8 +398,8 @@ struct ipc_task_options {
  *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
  *    "policy_format": "holo3"|"holo-nano",
  *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "thinking": bool,
- *    "thinking_tokens": N, "stuck_warn": N, "stuck_stop": N, "max_steps": N,
- *    "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1",
+ *    "thinking_tokens": N, "jump_forward": bool, "stuck_warn": N, "stuck_stop": N,
+ *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1",
  *    "approve": "none"|"risky"|"all"}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,

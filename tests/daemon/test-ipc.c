@@ -733,6 +733,36 @@ static void test_thinking(void)
 		     -EINVAL, "thinking: unknown field");
 }
 
+/* "jump_forward" (true/false, kept; absent: the daemon's default) on instructions only. */
+static void test_jump_forward(void)
+{
+	struct ipc_task_request *req = NULL, *back = NULL;
+
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK_INT_EQ(req->options.jump_forward, IPC_SWITCH_DEFAULT);
+	char *a = ipc_task_request_to_json(req);
+	CHECK(a && !strstr(a, "jump_forward"));
+	free(a);
+	ipc_task_request_destroy(req);
+	for (int on = 0; on < 2; on++) {
+		char *json = xasprintf("{\"instruction\": \"x\", \"jump_forward\": %s}",
+				       on ? "true" : "false");
+		REQUIRE(parse_task(json, &req) == 0);
+		CHECK_INT_EQ(req->options.jump_forward, on ? IPC_SWITCH_ON : IPC_SWITCH_OFF);
+		a = ipc_task_request_to_json(req);
+		REQUIRE(a && parse_task(a, &back) == 0);
+		CHECK_INT_EQ(back->options.jump_forward, req->options.jump_forward);
+		free(a);
+		free(json);
+		ipc_task_request_destroy(back);
+		ipc_task_request_destroy(req);
+	}
+	expect_error("{\"instruction\": \"x\", \"jump_forward\": 1}", -EINVAL,
+		     "jump_forward: expected true or false");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
+		     "\"jump_forward\": true}", -EINVAL, "jump_forward: unknown field");
+}
+
 /* "stuck_warn" and "stuck_stop" (0: off, ..IPC_MAX_STUCK_STEPS; absent: -1, the daemon's
  * default) on instructions only; the status "stuck" is final. */
 static void test_stuck(void)
@@ -898,6 +928,7 @@ int main(void)
 	test_nano_actions();
 	test_history();
 	test_thinking();
+	test_jump_forward();
 	test_stuck();
 	test_policy_format();
 	test_desktop_actions();

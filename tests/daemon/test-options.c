@@ -103,6 +103,21 @@ int main(void)
 	CHECK_INT_EQ(parse(&cfg, (char *[]){"holod", "--thinking-tokens", "0", NULL}), -EINVAL);
 	options_finish(&cfg);
 
+	/* Jump-forward: on by default; on|off only; the environment and the command line. */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.jump_forward, "on");
+	options_finish(&cfg);
+	setenv("HOLOD_JUMP_FORWARD", "off", 1);
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.jump_forward, "off");
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--jump-forward", "on", NULL}) == 0);
+	CHECK_STR_EQ(cfg.jump_forward, "on");
+	options_finish(&cfg);
+	unsetenv("HOLOD_JUMP_FORWARD");
+	CHECK_INT_EQ(parse(&cfg, (char *[]){"holod", "--jump-forward", "1", NULL}), -EINVAL);
+	options_finish(&cfg);
+
 	/* The remote provider's options: defaults, the config file's keys, the command line. */
 	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
 	CHECK(cfg.remote == NULL);
