@@ -4,14 +4,31 @@
 # context growing by exactly the turn's tokens (12 image + 6 text) and the 4 decoded ones, the
 # measured rates printed, and measured/roofline and the step ratio given. Then the same on
 # random weights of a config's shapes (--random-config: the LM and a random vision tower, no
-# checkpoint), one step shown with its figure lines.
+# checkpoint), one step shown with its figure lines. With the checkpoint's tokenizer, the
+# jump-forward summary line of steps decoded under the grammar off and on: fewer forwards with it
+# (forwards_on + forced = the tokens fed back), also from holo-bench policy --model.
 # usage: bench-agent-measure.sh HOLO_BENCH BACKEND OUT
 set -eu
 bench=$1 backend=$2 out=$3
 model=$HOLOD_SOURCE_ROOT/tests/fixtures/models/tiny-agent-short
 "$bench" agent --backend "$backend" --model "$model" --steps 3 --decode 4 --prefix 16 --text 6 \
-	--screen 200x120 >"$out"
+	--screen 200x120 --jump-steps 2 >"$out"
 cat "$out"
+# jump-forward steps=N tokens=T forced=F forwards_off=A forwards_on=B decode_ms_off=X decode_ms_on=Y
+check_jump() {
+	awk '
+	$1 == "jump-forward" {
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		seen++
+		if (f["steps"] != steps || !(f["forced"] > 0) || !(f["forwards_on"] + 0 < f["forwards_off"] + 0) ||
+		    !(f["decode_ms_off"] > 0) || !(f["decode_ms_on"] > 0) || f["forwards_on"] + f["forced"] != f["tokens"] + 0) {
+			print "bad jump-forward line: " $0; bad = 1
+		}
+	}
+	END { if (seen != 1 || bad) { print "expected one jump-forward line"; exit 1 } }' steps="$2" "$1"
+}
+check_jump "$out" 2
+grep -q "0 incomplete)" "$out"
 grep -q "= 3 tiles; 12 + 6 tokens appended, 4 decoded greedily; prefix 16; 3 persistent steps" "$out"
 grep -Eq "^GEMM rate: [0-9.]+ TFLOP/s" "$out"
 grep -Eq "^copy bandwidth: [0-9.]+ GB/s" "$out"
@@ -25,6 +42,11 @@ $1 == 2 || $1 == 3 {
 	seen++
 }
 END { if (seen != 2 || bad) { print "expected steps 2 and 3"; exit 1 } }' "$out"
+if [ "$backend" = cpu ]; then
+	"$bench" policy --model "$model" --steps 2 --decode 2 >"$out.policy"
+	cat "$out.policy"
+	check_jump "$out.policy" 4
+fi
 # a missing --model is refused
 ! "$bench" agent --backend "$backend" 2>/dev/null
 

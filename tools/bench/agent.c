@@ -38,7 +38,11 @@
  * cuBLASLt on CUDA, oneDNN or the fp32 products on the CPU; a device-to-device copy on CUDA,
  * memcpy on the CPU), measured/roofline, and step N / step 2 (with N = 2: step 2 alone), also as
  * figure lines (bench_figure(): agent.stepK.vision, .prefill, .decode, .sum, .roofline in ms,
- * .of_roofline with its goal, agent.last_over_step2). Without a CUDA device (or the emulation of a test
+ * .of_roofline with its goal, agent.last_over_step2). With DIR's tokenizer it then decodes
+ * --jump-steps steps (default 4) greedily under the holo3 step grammar, each with jump-forward
+ * off and on from the same state (jump_forward.c), and prints one summary line
+ * "jump-forward steps=N tokens=T forced=F forwards_off=A forwards_on=B decode_ms_off=X
+ * decode_ms_on=Y". Without a CUDA device (or the emulation of a test
  * build) --backend cuda fails saying so.
  *
  *   holo-bench agent --history --model DIR [--config FILE] [--window K] [--step-tokens N] ...
@@ -67,6 +71,7 @@
 #include "lm.h"
 #include "device_plan.h"
 #include "quant.h"
+#include "jump_forward.h"
 #include "roofline.h"
 #include "shapes.h"
 #ifdef HOLO_BENCH_GPU
@@ -87,6 +92,7 @@ static void usage(FILE *f)
 		"       holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE\n"
 		"                        [--precision bf16|fp32] [--screen WxH] [--prefix N]\n"
 		"                        [--text N] [--decode N] [--context-cap N] [--steps N]\n"
+		"                        [--jump-steps N]\n"
 		"  --backend B      measure the steps of DIR's checkpoint on the CPU or CUDA device 0\n"
 		"  --model DIR      the checkpoint the measured steps run (its config.json is --config)\n"
 		"  --random-config FILE  measure random weights of FILE's shapes instead (a config.json,\n"
@@ -103,6 +109,9 @@ static void usage(FILE *f)
 		"  --context-cap N  session size, holod's --context-tokens (default 32768)\n"
 		"  --steps A,B      persistent steps to show (default 2,50); measured: steps to run\n"
 		"                   (default 50), of which 2 and the last are shown\n"
+		"  --jump-steps N   measured with DIR's tokenizer: then N steps (default 4, 0: none)\n"
+		"                   decoded greedily under the holo3 grammar with jump-forward off\n"
+		"                   and on, and their \"jump-forward ...\" summary line\n"
 		"       holo-bench agent --history --model DIR [--config FILE] [--screen WxH]\n"
 		"                        [--max-tiles N] [--window K] [--context-cap N]\n"
 		"                        [--step-tokens N] [--steps N] [--device-spec D]\n"
@@ -244,6 +253,7 @@ struct agent_measure_args {
 	const char *random_config;         /* its file */
 	struct engine_backend_options bopts;
 	int sw, sh, prefix, text, decode, cap, steps;
+	int jump_steps; /* steps decoded under the grammar with jump-forward off and on */
 	struct roofline_lm lm;
 	struct roofline_vit vit;
 	int lm_hidden;
@@ -468,6 +478,17 @@ static int agent_measure(struct agent_measure_args *a)
 	}
 	if (n_shown == 2)
 		bench_figure("agent.last_over_step2", sum[1] / sum[0], "x", "<=", 1.1);
+	/* jump-forward off and on, on the checkpoint's tokenizer (random weights have none) */
+	const struct engine_tokenizer *mtok = a->random ? NULL : engine_model_tokenizer(m);
+	if (mtok && a->jump_steps > 0) {
+		struct bench_jf jf;
+		if (bench_jump_forward(b, mtok, vocab, a->jump_steps, &jf, err, sizeof(err)) < 0) {
+			fprintf(stderr, "holo-bench agent: jump-forward: %s\n", err);
+			goto out_buffers;
+		}
+		printf("\n");
+		bench_jf_print(&jf);
+	}
 	code = 0;
 out_buffers:
 	engine_rows_destroy(rows);
@@ -611,6 +632,7 @@ int bench_agent_main(int argc, char **argv)
 		{"history", no_argument, NULL, 'H'},           {"window", required_argument, NULL, 'K'},
 		{"step-tokens", required_argument, NULL, 'S'},
 		{"weights", required_argument, NULL, 'W'},
+		{"jump-steps", required_argument, NULL, 'J'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct roofline_device *dev = NULL;
@@ -622,7 +644,7 @@ int bench_agent_main(int argc, char **argv)
 	const char *model_dir = NULL, *random_config = NULL;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	bool measure = false, history = false;
-	int window = 3, step_tokens = 4096;
+	int window = 3, step_tokens = 4096, jump_steps = 4;
 	unsigned formats = 0; /* --weights: bit i for plan_formats[i]; 0: all */
 
 	optind = 1;
@@ -680,6 +702,9 @@ int bench_agent_main(int argc, char **argv)
 			break;
 		case 'H':
 			history = true;
+			break;
+		case 'J':
+			r = parse_count(optarg, BENCH_JF_MAX_STEPS, &jump_steps);
 			break;
 		case 'K':
 			r = parse_count(optarg, 64, &window);
@@ -770,7 +795,7 @@ int bench_agent_main(int argc, char **argv)
 			.model_dir = model_dir, .random = random_config ? &shapes : NULL,
 			.random_config = random_config, .bopts = bopts, .sw = sw, .sh = sh, .prefix = prefix,
 			.text = text, .decode = decode, .cap = cap, .steps = run_steps, .lm = lm,
-			.vit = vit, .lm_hidden = l->hidden,
+			.vit = vit, .lm_hidden = l->hidden, .jump_steps = jump_steps,
 		};
 		return agent_measure(&ma);
 	}

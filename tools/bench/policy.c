@@ -12,7 +12,9 @@
  * the checkpoint given with --model (whose tokenizer, when it has one, replaces the synthetic
  * vocabulary), or else of a small random model with the same vocabulary (5 layers, hidden 1024,
  * bf16): a lower bound for any model with this vocabulary, since its LM head alone reads
- * vocab x hidden weights per token.
+ * vocab x hidden weights per token. With --model's tokenizer it then decodes 4 steps greedily
+ * under the holo3 grammar with jump-forward off and on (jump_forward.c) and prints their
+ * "jump-forward ..." summary line.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +26,7 @@
 #include "bench.h"
 #include "common.h"
 #include "engine.h"
+#include "jump_forward.h"
 #include "lm.h"
 #include "policy.h"
 
@@ -272,8 +275,8 @@ int bench_policy_main(int argc, char **argv)
 
 	struct engine_model *model = NULL;
 	const struct engine_tokenizer *tok = NULL;
+	char err[512];
 	if (model_dir) {
-		char err[512];
 		model = engine_model_load(model_dir, err, sizeof(err));
 		if (!model) {
 			fprintf(stderr, "holo-bench policy: %s\n", err);
@@ -440,6 +443,22 @@ int bench_policy_main(int argc, char **argv)
 	}
 	if (ref && !model)
 		lm_random_model_destroy(ref);
+
+	/* Jump-forward off and on: greedy steps of the checkpoint under the grammar (its
+	 * tokenizer turns the forced runs into ids; the synthetic vocabulary has none). */
+	if (tok) {
+		struct engine_session *s = engine_session_create(model, 8);
+		struct bench_jf jf;
+		if (!s || bench_jump_forward(engine_session_backend(s), tok,
+					     engine_session_vocab(s), 4, &jf, err, sizeof(err)) < 0) {
+			fprintf(stderr, "holo-bench policy: jump-forward: %s\n",
+				s ? err : strerror(errno));
+			failures++;
+		} else {
+			bench_jf_print(&jf);
+		}
+		engine_session_destroy(s);
+	}
 
 	free(per_tok);
 	free(row);
