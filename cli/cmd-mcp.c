@@ -216,6 +216,25 @@ struct follow {
 	bool progress; /* send notifications/progress */
 };
 
+/* "task 7 step 2 waits for approval to hotkey alt+f4 (the reason) in "notes.txt" ..." */
+static void approval_line(long long task_id, json_t *w, char *buf, size_t size)
+{
+	json_t *action = json_object_get(w, "action");
+	json_t *target = json_object_get(w, "target");
+	char args[256], point[64];
+
+	cli_format_tool_args(action, args, sizeof(args));
+	cli_format_point(json_object_get(w, "point"), point, sizeof(point));
+	snprintf(buf, size, "task %lld step %lld waits for approval to %s%s%s%s%s%s%s%s: %s",
+	         task_id, int_of(w, "step"),
+	         str_of(action, "tool_name") ? str_of(action, "tool_name") : "act",
+	         args[0] ? " " : "", args, strcmp(point, "-") ? " at " : "",
+	         strcmp(point, "-") ? point : "", str_of(target, "title") ? " in \"" : "",
+	         str_of(target, "title") ? str_of(target, "title") : "",
+	         str_of(target, "title") ? "\"" : "",
+	         str_of(w, "reason") ? str_of(w, "reason") : "held by its approval mode");
+}
+
 /* The progress message for an event other than task, step and end (docs/api.md, "GET
  * /v1/tasks/{id}/events"): a change of status, a wait for the user, and of the progress
  * phases those a client can act on or wait for (the queue, the model's load, its memory, the
@@ -232,7 +251,12 @@ static bool event_line(json_t *ev, const char *kind, char *buf, size_t size)
 	if (strcmp(kind, "waiting") == 0) {
 		json_t *w = json_object_get(ev, "waiting");
 		const char *q = str_of(w, "question");
-		if (str_of(w, "for") && strcmp(str_of(w, "for"), "reply") == 0 && q)
+		if (str_of(w, "for") && strcmp(str_of(w, "for"), "approval") == 0) {
+			approval_line(id, w, buf, size);
+			size_t n = strlen(buf);
+			snprintf(buf + n, size - n, " (holoctl approve or deny, or the MCP client's "
+			                            "form where it takes elicitation)");
+		} else if (str_of(w, "for") && strcmp(str_of(w, "for"), "reply") == 0 && q)
 			snprintf(buf, size,
 			         "task %lld waits for its user: %s (answer with the reply_task tool)",
 			         id, q);
@@ -291,10 +315,51 @@ static json_t *client_request(struct server *srv, const char *method, json_t *pa
 	return response;
 }
 
+/* The client's user's decision on a held step: accepted with approve true lets it run, with
+ * approve false or a declined form denies it (with the reason given); a dismissed form
+ * (cancel) or an error decides nothing, and the step waits on (holoctl approve/deny, or holod's
+ * --approve-timeout, which fails it closed). */
+static void decide_approval(struct call *c, long long task_id, const char *action,
+                            json_t *approve, json_t *reason)
+{
+	bool accept = action && strcmp(action, "accept") == 0;
+	bool decline = action && strcmp(action, "decline") == 0;
+	char path[64], *body = NULL;
+
+	if (!(accept && json_is_boolean(approve)) && !decline) {
+		log_info("mcp: task %lld: the client's user did not decide on the held step (%s)",
+		         task_id, action ? action : "an error");
+		return;
+	}
+	if (!(c->http = cli_http_create(c->srv->socket_path)))
+		return;
+	bool yes = accept && json_is_true(approve);
+	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/%s", task_id,
+	         yes ? "approve" : "deny");
+	if (!yes) {
+		json_t *b = json_pack("{s:s}", "reason",
+		                      json_is_string(reason) && json_string_length(reason) > 0 &&
+		                                      json_string_length(reason) <= IPC_MAX_REPLY_BYTES
+		                              ? json_string_value(reason)
+		                              : "denied in the MCP client");
+		body = json_dumps(b, JSON_COMPACT);
+		json_decref(b);
+	}
+	if (holod_json(c, "POST", path, body, NULL) < 0)
+		log_warning("mcp: task %lld: cannot send the decision: %s", task_id, c->error);
+	else
+		log_info("mcp: task %lld: the client's user %s the held step", task_id,
+		         yes ? "approved" : "denied");
+	free(body);
+	cli_http_destroy(c->http);
+	c->http = NULL;
+}
+
 struct elicit {
 	struct server *srv;
 	long long task_id;
-	char *question;
+	bool approval;  /* a step held for approval, else a question (ask_user) */
+	char *question; /* the form's message */
 };
 
 /* Asks the client's user the task's question (elicitation/create, a form with one string) and
@@ -308,18 +373,31 @@ static void *elicit_thread(void *arg)
 	json_t *params, *response, *result, *answer;
 	const char *action;
 
-	params = json_pack("{s:s, s:{s:s, s:{s:{s:s, s:s, s:s, s:i}}, s:[s]}}", "message",
-	                   e->question, "requestedSchema", "type", "object", "properties",
-	                   "answer", "type", "string", "title", "Answer", "description",
-	                   "holod's task waits for this answer", "maxLength", IPC_MAX_REPLY_BYTES,
-	                   "required", "answer");
+	if (e->approval)
+		params = json_pack("{s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}}",
+		                   "message", e->question, "requestedSchema", "type", "object",
+		                   "properties", "approve", "type", "boolean", "title",
+		                   "Let this step run", "description",
+		                   "true: the step acts; false: it is denied and does nothing",
+		                   "reason", "type", "string", "title", "Why (when denied)",
+		                   "maxLength", IPC_MAX_REPLY_BYTES, "required", "approve");
+	else
+		params = json_pack("{s:s, s:{s:s, s:{s:{s:s, s:s, s:s, s:i}}, s:[s]}}", "message",
+		                   e->question, "requestedSchema", "type", "object", "properties",
+		                   "answer", "type", "string", "title", "Answer", "description",
+		                   "holod's task waits for this answer", "maxLength",
+		                   IPC_MAX_REPLY_BYTES, "required", "answer");
 	if (version_has_tasks(srv)) /* 2025-11-25 names the form mode */
 		json_object_set_new(params, "mode", json_string("form"));
 	response = client_request(srv, "elicitation/create", params);
 	result = json_object_get(response, "result");
 	action = str_of(result, "action");
 	answer = json_object_get(json_object_get(result, "content"), "answer");
-	if (!response) {
+	if (e->approval && response) {
+		decide_approval(&c, e->task_id, action,
+		                json_object_get(json_object_get(result, "content"), "approve"),
+		                json_object_get(json_object_get(result, "content"), "reason"));
+	} else if (!response) {
 		/* stdin ended */
 	} else if (!action || strcmp(action, "accept") != 0 || !json_is_string(answer)) {
 		log_info("mcp: task %lld: the client's user did not answer its question (%s)",
@@ -357,8 +435,16 @@ static void maybe_elicit(struct server *srv, long long task_id, json_t *waiting)
 	pthread_t thread;
 	bool go;
 
-	if (!q || !str_of(waiting, "for") || strcmp(str_of(waiting, "for"), "reply") != 0)
+	const char *what = str_of(waiting, "for");
+	bool approval = what && strcmp(what, "approval") == 0;
+	char msg[1024];
+
+	if (!what || (!approval && (strcmp(what, "reply") != 0 || !q)))
 		return;
+	if (approval) {
+		approval_line(task_id, waiting, msg, sizeof(msg));
+		q = msg;
+	}
 	pthread_mutex_lock(&srv->lock);
 	go = srv->elicitation && !srv->eof && srv->n_calls < 2 * MCP_MAX_INFLIGHT;
 	if (go)
@@ -367,7 +453,8 @@ static void maybe_elicit(struct server *srv, long long task_id, json_t *waiting)
 	if (!go)
 		return;
 	e = xmalloc(sizeof(*e));
-	*e = (struct elicit){.srv = srv, .task_id = task_id, .question = xstrdup(q)};
+	*e = (struct elicit){.srv = srv, .task_id = task_id, .approval = approval,
+	                     .question = xstrdup(q)};
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&thread, &attr, elicit_thread, e) != 0) {
@@ -538,7 +625,7 @@ static const char *task_status(const char *s)
 	if (!s)
 		return "failed";
 	if (strcmp(s, "queued") == 0 || strcmp(s, "running") == 0 ||
-	    strcmp(s, "waiting_for_user") == 0)
+	    strcmp(s, "waiting_for_user") == 0 || strcmp(s, "waiting_for_approval") == 0)
 		return "working";
 	if (strcmp(s, "succeeded") == 0)
 		return "completed";

@@ -5,7 +5,8 @@
 # tools, runs a script task with progress, an action, a screenshot, a grounded locate, cancels a
 # running task through its request and another as an MCP task, answers a task's question
 # (ask_user, reply_task) while another waits in the queue, and in a second session hands one to
-# the client as an elicitation form (tests/agent/mcp-client.py). Then
+# the client as an elicitation form, and two steps held for approval (one approved, one
+# denied) (tests/agent/mcp-client.py). Then
 # holod's own record must agree: the tasks' statuses, the click the recording client saw, and no
 # click from locate. Skips (77) without the SDK, except under HOLOD_CI.
 . "$(dirname "$0")/agent-lib.sh"
@@ -23,7 +24,7 @@ start_agent
 id_of() {
 	sed -n "s/^task $1 //p" "$T/client.out"
 }
-for name in script click locate cancelled asked mcp-task elicited; do
+for name in script click locate cancelled asked mcp-task elicited approved denied; do
 	[ -n "$(id_of $name)" ] || fail "no $name task id in $(cat "$T/client.out")"
 done
 task_is "$(id_of script)" succeeded || fail "script task: $(task_status "$(id_of script)")"
@@ -33,6 +34,8 @@ task_is "$(id_of asked)" succeeded || fail "asked task: $(task_status "$(id_of a
 task_is "$(id_of elicited)" succeeded || fail "elicited task: $(task_status "$(id_of elicited)")"
 grep -q "mcp: task $(id_of elicited): the client's user answered its question" "$T/mcp.err" ||
 	fail "holoctl mcp did not log the elicited answer: $(cat "$T/mcp.err")"
+task_is "$(id_of approved)" succeeded || fail "approved task: $(task_status "$(id_of approved)")"
+task_is "$(id_of denied)" failed || fail "denied task: $(task_status "$(id_of denied)")"
 task_is "$(id_of mcp-task)" cancelled || fail "MCP task: $(task_status "$(id_of mcp-task)")"
 api GET "/v1/tasks/$(id_of locate)"
 expect_json "locate is a dry run" .spec.dry_run true
@@ -40,7 +43,8 @@ expect_json "locate is a dry run" .spec.dry_run true
 grep -q '^press button=1 x=100 y=120 ' "$CLIENT_LOG" || fail "no click at (100,120)"
 grep -q '^press button=1 x=200 y=150 ' "$CLIENT_LOG" || fail "no click at (200,150)"
 grep -q '^press button=1 x=300 y=200 ' "$CLIENT_LOG" || fail "no click at (300,200)"
-[ "$(grep -c '^press button=1 ' "$CLIENT_LOG")" -eq 3 ] ||
+grep -q '^press button=1 x=320 y=250 ' "$CLIENT_LOG" || fail "no approved click at (320,250)"
+[ "$(grep -c '^press button=1 ' "$CLIENT_LOG")" -eq 4 ] ||
 	fail "clicks: $(grep '^press button=1 ' "$CLIENT_LOG")"
 grep -q "mcp: task $(id_of cancelled) cancelled: the client cancelled the request" "$T/mcp.err" ||
 	fail "holoctl mcp did not log the cancellation: $(cat "$T/mcp.err")"

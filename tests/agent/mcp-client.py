@@ -216,6 +216,12 @@ asked_by_holod = []
 
 async def on_elicit(context, params):
     asked_by_holod.append((params.message, params.requested_schema))
+    if "approve" in params.requested_schema.get("properties", {}):
+        # A held step: the click at (320,250) is let through, the one at (330,260) denied.
+        if "click at 330,260" in params.message:
+            return types.ElicitResult(action="accept", content={"approve": False,
+                                                                 "reason": "not that one"})
+        return types.ElicitResult(action="accept", content={"approve": True})
     return types.ElicitResult(action="accept", content={"answer": "the one from March"})
 
 
@@ -233,6 +239,22 @@ async def elicitation_checks(s):
     check(schema.get("properties", {}).get("answer", {}).get("type") == "string"
           and schema.get("required") == ["answer"], f"the form: {schema}")
     print(f"task elicited {task.get('id')}")
+
+    # Approval gates: a held step is a form with a boolean; approved, it acts, denied, it
+    # fails with the reason.
+    res = await s.call_tool("run_task", {"script": [{"tool_name": "click", "x": 320, "y": 250}],
+                                         "approve": "all"})
+    task = (res.structured_content or {}).get("task", {})
+    check(not res.is_error and task.get("status") == "succeeded", f"approved: {res}")
+    check(any("waits for approval to click at 320,250" in m for m, _ in asked_by_holod),
+          f"the approval form: {[m for m, _ in asked_by_holod]}")
+    print(f"task approved {task.get('id')}")
+    res = await s.call_tool("run_task", {"script": [{"tool_name": "click", "x": 330, "y": 260}],
+                                         "approve": "all"})
+    task = (res.structured_content or {}).get("task", {})
+    check(res.is_error and task.get("status") == "failed"
+          and "denied by the user: not that one" in (task.get("error") or ""), f"denied: {res}")
+    print(f"task denied {task.get('id')}")
 
 
 async def main():
