@@ -208,6 +208,22 @@ static bool stored_quant_ok(const struct engine_model *m, enum engine_weights w)
 	       (w == ENGINE_WEIGHTS_Q4 && f == QUANT_Q4);
 }
 
+/* an FP8 checkpoint's layers (modelopt.h) run on CUDA as fp8 (default), or requantized to
+ * q8/q4; widening them to bf16 is the CPU backend's alone */
+static bool cuda_widens_fp8(const struct engine_model *m, enum engine_weights w)
+{
+	return model_has_fp8(m) && w == ENGINE_WEIGHTS_BF16;
+}
+
+static struct engine_backend *refuse_cuda_widen(char *errbuf, size_t errlen)
+{
+	fail(EINVAL, errbuf, errlen, "--weights bf16: the checkpoint's linear layers are fp8 "
+	     "(NVIDIA ModelOpt) and the CUDA backend does not widen them: use --weights "
+	     "default (fp8), q8 or q4, or --backend cpu");
+	errno = EINVAL;
+	return NULL;
+}
+
 struct engine_backend *engine_backend_create(const struct engine_model *model,
 					     const struct engine_backend_options *opts,
 					     char *errbuf, size_t errlen)
@@ -217,10 +233,13 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		return NULL;
 	}
 	struct engine_backend_options o = *opts;
-	/* a holod-quantized checkpoint with another --weights: refused before the device is
-	 * looked at (AUTO resolving to CUDA is checked below; the CPU backend checks its own) */
+	/* a holod-quantized checkpoint with another --weights, or an FP8 one asked to widen on
+	 * CUDA: refused before the device is looked at, so the same sentence whether or not this
+	 * build has CUDA (AUTO resolving to CUDA is checked below; the CPU backend checks its own) */
 	if (o.kind == ENGINE_BACKEND_CUDA && !stored_quant_ok(model, o.weights))
 		return refuse_cuda_requantize(model, o.weights, errbuf, errlen);
+	if (o.kind == ENGINE_BACKEND_CUDA && cuda_widens_fp8(model, o.weights))
+		return refuse_cuda_widen(errbuf, errlen);
 	int r = resolve(&o, errbuf, errlen);
 	if (r < 0) {
 		errno = -r;
@@ -230,15 +249,8 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		errbuf[0] = '\0';
 	if (o.kind == ENGINE_BACKEND_CUDA && !stored_quant_ok(model, o.weights))
 		return refuse_cuda_requantize(model, o.weights, errbuf, errlen);
-	/* an FP8 checkpoint's layers (modelopt.h) run on CUDA as fp8 (default), or requantized to
-	 * q8/q4; widening them to bf16 is the CPU backend's alone */
-	if (o.kind == ENGINE_BACKEND_CUDA && model_has_fp8(model) && o.weights == ENGINE_WEIGHTS_BF16) {
-		fail(EINVAL, errbuf, errlen, "--weights bf16: the checkpoint's linear layers are fp8 "
-		     "(NVIDIA ModelOpt) and the CUDA backend does not widen them: use --weights "
-		     "default (fp8), q8 or q4, or --backend cpu");
-		errno = EINVAL;
-		return NULL;
-	}
+	if (o.kind == ENGINE_BACKEND_CUDA && cuda_widens_fp8(model, o.weights))
+		return refuse_cuda_widen(errbuf, errlen);
 	if (o.kind == ENGINE_BACKEND_CPU) {
 		struct engine_backend *b = backend_cpu_create(model, &o, errbuf, errlen);
 		if (!b && errbuf && errlen && errbuf[0])
