@@ -30,7 +30,9 @@ T1=$(now_ms)
 api GET "/v1/tasks/$C"
 expect_json "cancel" .error "cancelled during step 0"
 expect_json "cancel" .steps 0
-[ $((T1 - T0)) -lt "$(test_time_limit 2000)" ] || fail "cancel took $((T1 - T0)) ms"
+# the step would decode 20000 tokens (minutes): a cancel that ends it within seconds interrupted
+# the decode. 5 s, not less: on a 2-core machine running other builds it measured 2.3 s.
+[ $((T1 - T0)) -lt "$(test_time_limit 5000)" ] || fail "cancel took $((T1 - T0)) ms"
 echo "cancel latency: $((T1 - T0)) ms (polled every 20 ms)"
 [ "$(presses)" = 0 ] || fail "a cancelled task clicked"
 
