@@ -32,6 +32,7 @@ enum {
 	OPT_STUCK_WARN,
 	OPT_STUCK_STOP,
 	OPT_APPROVE,
+	OPT_TAKEOVER,
 };
 
 static const struct option run_options[] = {
@@ -56,6 +57,7 @@ static const struct option run_options[] = {
         {"stuck-warn", required_argument, NULL, OPT_STUCK_WARN},
         {"stuck-stop", required_argument, NULL, OPT_STUCK_STOP},
         {"approve", required_argument, NULL, OPT_APPROVE},
+        {"takeover", required_argument, NULL, OPT_TAKEOVER},
         {0},
 };
 
@@ -82,7 +84,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	struct cli_run_args a = {0};
 	struct ipc_task_request *check = NULL;
 	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
-	const char *policy_format = NULL, *approve = NULL;
+	const char *policy_format = NULL, *approve = NULL, *takeover = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
 	double temperature = -1, top_p = -1;
 	long thinking_tokens = 0, stuck_warn = -1, stuck_stop = -1;
@@ -131,6 +133,14 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 			break;
 		case 'f':
 			a.follow = true;
+			break;
+		case OPT_TAKEOVER:
+			if (ipc_takeover_from_string(optarg) < 0)
+				return cli_usage_error(ctx, &cli_cmd_run,
+				                       "--takeover must be pause, ignore or cancel, not "
+				                       "'%s'",
+				                       optarg);
+			takeover = optarg;
 			break;
 		case OPT_DISPLAY:
 			display = optarg; /* checked with the whole request below */
@@ -294,6 +304,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "display", json_string(display));
 	if (approve)
 		json_object_set_new(body, "approve", json_string(approve));
+	if (takeover)
+		json_object_set_new(body, "takeover", json_string(takeover));
 	if (temperature >= 0)
 		json_object_set_new(body, "temperature", json_real(temperature));
 	if (top_p >= 0)
@@ -702,6 +714,9 @@ const struct cli_command cli_cmd_run = {
                 "  --approve MODE         which actions wait for `holoctl approve` or `deny`:\n"
                 "                         none, risky (holod's approval rules) or all;\n"
                 "                         default: holod's --approve\n"
+                "  --takeover MODE        what input of a person on the display does to the\n"
+                "                         task: pause (at once; `holoctl resume` hands it\n"
+                "                         back), ignore or cancel; default: holod's --takeover\n"
                 "Options given here override those in the script file. Ctrl-C during --follow\n"
                 "cancels the task and follows it to its end; a second Ctrl-C stops following\n"
                 "(exit status 130) and leaves the task to stop on its own.\n"

@@ -57,6 +57,30 @@ static void journal_invalid(struct agent *a, size_t index, const struct journal_
 	a->run.env->progress(a->run.env->userdata);
 }
 
+/* A step decided but not run: a person took over the display meanwhile. */
+static void journal_skipped(struct agent *a, size_t index, const struct journal_agent_step *as,
+			    const struct ipc_action *act)
+{
+	char *call = ipc_action_to_json(act);
+	struct journal_step s = {
+		.task_id = a->t->id,
+		.index = (int)index,
+		.tool_call = call ? call : "null",
+		.tool_name = ipc_tool_to_string(act->tool),
+		.coords = IPC_COORDS_MODEL,
+		.has_monitor = true,
+		.monitor = a->run.monitor,
+		.started_us = time_real_us(),
+		.agent = as,
+	};
+	struct journal_step_timing tm = {0};
+	if (journal_step_begin(a->run.env->journal, &s) >= 0)
+		journal_step_finish(a->run.env->journal, &s, "error", NULL, AGENT_TAKEOVER_SKIPPED,
+				    time_real_us(), &tm);
+	free(call);
+	a->run.env->progress(a->run.env->userdata);
+}
+
 static void history_free(struct agent *a)
 {
 	for (size_t i = 0; i < a->cap; i++)
@@ -256,8 +280,16 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		/* holoctl pause: hold here, between two steps, the session as it is; the step
 		 * then looks at the screen again (its capture below) */
 		uint64_t held_us = 0;
-		if (env->pause_point && env->pause_point(env->userdata, t, &held_us) != 0)
+		bool took = false;
+		if (env->pause_point && env->pause_point(env->userdata, t, &held_us, &took) != 0)
 			a.run.deadline_us += held_us;
+		if (took && index > 0 && a.results[index].text) {
+			/* the next observation says so: the screen is not what the last one showed */
+			char *note = xasprintf("%s; %s", a.result_texts[index], AGENT_TAKEOVER_NOTE);
+			free(a.result_texts[index]);
+			a.result_texts[index] = note;
+			a.results[index].text = note;
+		}
 		if (atomic_load(t->stop) != EXECUTOR_RUN) {
 			executor_outcome_stopped(ret, t, "cancelled during step %zu", index);
 			goto release;
@@ -364,6 +396,27 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			feed_progress(env->feed, t->id, (int)index, t0, "action", "{s:o, s:s?}",
 				      "tool_call", cj ? cj : json_null(), "thought",
 				      ps_.step.thought);
+		}
+		if (env->taken_over && env->taken_over(env->userdata, t)) {
+			/* a person took over while the step was decided: its action is not run;
+			 * the task holds at the top of the loop, and the model reads why */
+			log_info("task %lld step %zu: %s not run: the user took over", (long long)t->id,
+				 index, what);
+			journal_skipped(&a, index, &as, &ps_.step.action);
+			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok",
+				      false, "error", AGENT_TAKEOVER_SKIPPED);
+			x11_frame_destroy(frame);
+			frame = NULL;
+			a.steps[index] = ps_.step;
+			a.n_steps = index + 1;
+			ps_.step = (struct policy_step){0};
+			provider_step_finish(&ps_);
+			history_grow(&a, index + 1);
+			a.result_texts[index + 1] = xstrdup(AGENT_TAKEOVER_SKIPPED);
+			a.results[index + 1] = (struct policy_tool_result){
+				.tool = a.steps[index].action.tool, .error = true,
+				.text = a.result_texts[index + 1]};
+			continue;
 		}
 		r = executor_step(&a.run, (int)index, &ps_.step.action, IPC_COORDS_MODEL, frame,
 				  capture_us, &as, result, sizeof(result), &answer, &action_failed,

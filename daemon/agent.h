@@ -16,6 +16,13 @@
 #include "model-worker.h"
 #include "executor.h"
 
+/* Takeover (issue 32): the result of a step whose action a person's input stopped before it
+ * ran, and what the model's next observation says once the task is handed back. */
+#define AGENT_TAKEOVER_SKIPPED \
+	"not executed: the user took over the screen (input from a real keyboard or mouse)"
+#define AGENT_TAKEOVER_NOTE \
+	"the user took over the screen and handed it back: it may have changed"
+
 /* Bytes of a step's decoded text kept (raw output in the journal). */
 #define AGENT_MAX_RAW_BYTES (64 * 1024)
 /* Bytes of a step's prompt text journaled (longer: cut, marked "[...]"). */

@@ -928,7 +928,9 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 	for (size_t i = 0; i < req->n_actions; i++) {
 		/* holoctl pause: a script holds between two actions too */
 		uint64_t held_us = 0;
-		if (i > 0 && env->pause_point && env->pause_point(env->userdata, t, &held_us) != 0)
+		bool took = false;
+		if (i > 0 && env->pause_point &&
+		    env->pause_point(env->userdata, t, &held_us, &took) != 0)
 			run.deadline_us += held_us;
 		if (atomic_load(t->stop) != EXECUTOR_RUN) {
 			executor_outcome_stopped(ret, t, "cancelled after %zu of %zu steps", i,

@@ -90,9 +90,14 @@ struct executor_env {
 	int (*wait_user)(void *userdata, const struct executor_task *t, struct executor_wait *w);
 	/* Between two steps: holds while the task is paused (holoctl pause) until it is resumed
 	 * or stopped. 0: it was not paused; 1: it was, and is resumed; -ECANCELED: stopped while
-	 * paused. *ret_held_us: how long it held (its max_seconds budget does not count it).
+	 * paused. *ret_held_us: how long it held (its max_seconds budget does not count it);
+	 * *ret_takeover: a person's input on the display paused it (scheduler_takeover).
 	 * Called on the executor thread; uses `userdata`; NULL: tasks never pause. */
-	int (*pause_point)(void *userdata, const struct executor_task *t, uint64_t *ret_held_us);
+	int (*pause_point)(void *userdata, const struct executor_task *t, uint64_t *ret_held_us,
+			   bool *ret_takeover);
+	/* Whether a person's input on the display asked task `t` to pause (a takeover not held
+	 * yet): the step's action is then not run. Executor thread; NULL: never. */
+	bool (*taken_over)(void *userdata, const struct executor_task *t);
 	/* The values of {{secret:NAME}} in `write` (secrets.h); NULL: none. */
 	const struct secrets *secrets;
 	/* What --approve risky holds (approval.h); NULL: the built-in rules are not loaded, and

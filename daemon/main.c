@@ -347,6 +347,7 @@ int main(int argc, char **argv)
 		.max_steps = cfg.max_steps,
 		.max_seconds = cfg.max_seconds,
 		.kill_switch_ms = cfg.kill_switch_ms,
+		.takeover = (enum ipc_takeover)ipc_takeover_from_string(cfg.takeover),
 		.ask_timeout_s = cfg.ask_timeout_s,
 		.approve = (enum ipc_approve)ipc_approve_from_string(cfg.approve),
 		.approve_timeout_s = cfg.approve_timeout_s,

@@ -25,6 +25,7 @@ enum option_type {
 	OPT_LEVEL,  /* log level name */
 	OPT_FLAG,   /* command line only, no value */
 	OPT_HISTORY, /* an instruction task's history mode */
+	OPT_TAKEOVER, /* what a person's input on the display does to its task */
 	OPT_TEMPERATURE, /* a sampling temperature, 0..IPC_MAX_TEMPERATURE, or "format" (-1) */
 	OPT_TOP_P,       /* a nucleus mass, (0, 1], or "format" (-1) */
 	OPT_SEED,        /* a seed, 0..IPC_MAX_SEED, or "random" (-1) */
@@ -121,6 +122,11 @@ static const struct option_def options[] = {
 	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
 	 "storage of each session's Mamba SSM state: fp32 or bf16 (half the state memory and "
 	 "traffic, so about twice the sessions fit; every update still computes in fp32)", true},
+	{"takeover", "HOLOD_TAKEOVER", OPT_TAKEOVER, OFF(takeover), 0, 0, "pause",
+	 "pause|ignore|cancel", "what input of a person on a task's display (a key, a button or "
+	 "a pointer motion of a real device; holod's own never counts) does to the running task: "
+	 "pause it at once (holoctl resume hands it back), ignore it, or cancel it; a task's "
+	 "\"takeover\" overrides it", true},
 	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "rolling", "MODE",
 	 "default history mode of instruction tasks: rolling (the last K screenshots, older "
 	 "observations evicted into a snapshot: K screenshots prefilled a step), persistent (every "
@@ -505,6 +511,15 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	case OPT_APPROVE:
 		if (ipc_approve_from_string(value) < 0) {
 			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (none, risky, all)\n",
+				where, o->name, value);
+			return -EINVAL;
+		}
+		free(*(char **)base);
+		*(char **)base = xstrdup(value);
+		return 0;
+	case OPT_TAKEOVER:
+		if (ipc_takeover_from_string(value) < 0) {
+			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (pause, ignore, cancel)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}

@@ -50,6 +50,7 @@ struct holod_config {
 	unsigned device;      /* --device N: the CUDA device index */
 	struct engine_backend_options engine_backend; /* the above, parsed and resolved */
 	char *history;        /* default history mode of instruction tasks: persistent | window */
+	char *takeover;       /* a person's input on a task's display: pause | ignore | cancel */
 	char *policy_format;  /* default policy format of instruction tasks: holo3 | holo-nano */
 	char *published_dir;  /* the published holo-nano texts' local copy; NULL: none */
 	unsigned window;      /* default observations kept with their image (window mode, rebuilds) */

@@ -24,8 +24,9 @@ struct task {
 	struct executor_wait *wait;
 	uint64_t wait_since_us; /* real time */
 	bool answered;
-	/* holoctl pause (under the scheduler's lock): asked, and holding between two steps */
-	bool pause, paused;
+	/* holoctl pause (under the scheduler's lock): asked, and holding between two steps;
+	 * takeover: a person's input on the display asked it (told to the model on resume) */
+	bool pause, paused, takeover;
 };
 
 /* One display and its executor thread. */
@@ -46,6 +47,7 @@ struct scheduler {
 	unsigned ask_timeout_s, approve_timeout_s;
 	enum ipc_approve approve;
 	const struct approval_rules *approval_rules;
+	enum ipc_takeover takeover;
 	char *state_dir;
 	unsigned prune_days;
 	struct agent_config agent;
@@ -125,6 +127,37 @@ void scheduler_kill_switch(struct scheduler *s, size_t index)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void scheduler_takeover(struct scheduler *s, size_t index)
+{
+	if (index >= s->n_lanes)
+		return;
+	struct lane *l = &s->lanes[index];
+	pthread_mutex_lock(&s->lock);
+	struct task *t = l->running;
+	enum ipc_takeover mode = t ? t->req->options.takeover : IPC_TAKEOVER_IGNORE;
+	if (mode == IPC_TAKEOVER_DEFAULT)
+		mode = s->takeover == IPC_TAKEOVER_DEFAULT ? IPC_TAKEOVER_PAUSE : s->takeover;
+	if (t && mode == IPC_TAKEOVER_PAUSE && !t->pause) {
+		log_warning("input of a person on %s: pausing task %lld (holoctl resume %lld "
+			    "hands it back)", l->display ? l->display : "$DISPLAY",
+			    (long long)t->id, (long long)t->id);
+		t->pause = t->takeover = true;
+		bump_locked(s);
+	} else if (t && mode == IPC_TAKEOVER_CANCEL && atomic_load(&t->stop) == EXECUTOR_RUN) {
+		log_warning("input of a person on %s: cancelling task %lld",
+			    l->display ? l->display : "$DISPLAY", (long long)t->id);
+		task_stop(t, EXECUTOR_CANCEL);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Runs on the listener's thread. */
+static void takeover_input(void *userdata)
+{
+	struct lane *l = userdata;
+	scheduler_takeover(l->s, l->index);
+}
+
 /* Runs on the kill switch's own thread. */
 static void kill_switch_fired(void *userdata)
 {
@@ -137,12 +170,17 @@ static void kill_switch_fired(void *userdata)
 static void arm_kill_switch(struct lane *l, struct x11_killswitch **ks, bool *unsupported)
 {
 	struct scheduler *s = l->s;
-	if (*ks || *unsupported || !s->kill_switch_ms)
+	if (*ks || *unsupported)
 		return;
-	*ks = x11_killswitch_create(l->display, s->kill_switch_ms, kill_switch_fired, l);
-	if (*ks) {
+	/* the same listener sees a person's input for takeover, whose mode is per task */
+	*ks = x11_killswitch_create_input(l->display, s->kill_switch_ms,
+					  s->kill_switch_ms ? kill_switch_fired : NULL,
+					  takeover_input, l);
+	if (*ks && s->kill_switch_ms) {
 		log_info("kill switch armed on %s: press Escape twice within %u ms to stop a task",
 			 l->display ? l->display : "$DISPLAY", s->kill_switch_ms);
+	} else if (*ks) {
+		log_info("takeover listener armed on %s", l->display ? l->display : "$DISPLAY");
 	} else if (errno == ENOTSUP) {
 		*unsupported = true;
 		log_warning("no kill switch: the X server lacks XInput2; use holoctl cancel or "
@@ -257,13 +295,26 @@ static int wait_user(void *userdata, const struct executor_task *et, struct exec
 	return r;
 }
 
+/* executor_env.taken_over: runs on the executor thread. */
+static bool taken_over(void *userdata, const struct executor_task *et)
+{
+	struct scheduler *s = userdata;
+	pthread_mutex_lock(&s->lock);
+	struct task *t = running_locked(s, et->id);
+	bool b = t && t->pause && t->takeover;
+	pthread_mutex_unlock(&s->lock);
+	return b;
+}
+
 /* executor_env.pause_point: runs on the executor thread, between two steps. */
-static int pause_point(void *userdata, const struct executor_task *et, uint64_t *ret_held_us)
+static int pause_point(void *userdata, const struct executor_task *et, uint64_t *ret_held_us,
+		       bool *ret_takeover)
 {
 	struct scheduler *s = userdata;
 	int r = 1;
 
 	*ret_held_us = 0;
+	*ret_takeover = false;
 	pthread_mutex_lock(&s->lock);
 	struct task *t = running_locked(s, et->id);
 	if (!t || !t->pause || atomic_load(&t->stop) != EXECUTOR_RUN) {
@@ -291,7 +342,8 @@ static int pause_point(void *userdata, const struct executor_task *et, uint64_t 
 		ts.tv_nsec = (long)(ns % 1000000000ull);
 		pthread_cond_timedwait(&s->changed, &s->lock, &ts);
 	}
-	t->pause = t->paused = false;
+	*ret_takeover = t->takeover;
+	t->pause = t->paused = t->takeover = false;
 	bump_locked(s);
 	pthread_mutex_unlock(&s->lock);
 	*ret_held_us = time_mono_us() - t0;
@@ -339,7 +391,8 @@ static void *executor_main(void *userdata)
 				   .wait_user = wait_user,
 				   .pause_point = pause_point,
 				   .secrets = s->agent.secrets,
-				   .approval_rules = s->approval_rules};
+				   .approval_rules = s->approval_rules,
+				   .taken_over = taken_over};
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -464,6 +517,7 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	s->max_steps = cfg->max_steps;
 	s->max_seconds = cfg->max_seconds;
 	s->kill_switch_ms = cfg->kill_switch_ms;
+	s->takeover = cfg->takeover;
 	s->ask_timeout_s = cfg->ask_timeout_s;
 	s->approve = cfg->approve == IPC_APPROVE_DEFAULT ? IPC_APPROVE_NONE : cfg->approve;
 	s->approve_timeout_s = cfg->approve_timeout_s;

@@ -49,6 +49,9 @@ struct scheduler_config {
 	unsigned max_steps;
 	unsigned max_seconds;
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
+	/* what a person's input on a display does to its running task, for tasks that leave it
+	 * unset (IPC_TAKEOVER_DEFAULT here: pause) */
+	enum ipc_takeover takeover;
 	unsigned ask_timeout_s;  /* an ask_user step's wait for its reply */
 	enum ipc_approve approve; /* the tasks' default approval mode (not DEFAULT) */
 	unsigned approve_timeout_s; /* a held action's wait for approval */
@@ -133,6 +136,11 @@ bool scheduler_stopped(struct scheduler *s);
  * from its thread): that display's running task stops at its next safe point (between decoded
  * tokens for an agent) and becomes 'cancelled'. Tasks on other displays run on. */
 void scheduler_kill_switch(struct scheduler *s, size_t index);
+
+/* What the takeover listener of display `index` does when a person's input arrives there
+ * (called from its thread, for every such event): the running task pauses at once (its step's
+ * action, when not run yet, is not run), is cancelled, or goes on, as its takeover mode says. */
+void scheduler_takeover(struct scheduler *s, size_t index);
 
 /* Begins shutdown: refuses new tasks, marks queued tasks 'interrupted', stops the running task
  * at its next safe point (it is marked 'interrupted' with `reason`), releases held keys and

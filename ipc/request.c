@@ -164,6 +164,15 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 					    "expected true or false");
 		req->options.dry_run = json_is_true(d);
 	}
+	json_t *to = json_object_get(root, "takeover");
+	if (to) {
+		int t = json_is_string(to) ? ipc_takeover_from_string(json_string_value(to))
+					   : -EINVAL;
+		if (t < 0)
+			return ipc_error_at(errbuf, errlen, -EINVAL, "takeover",
+					    "expected \"pause\", \"ignore\" or \"cancel\"");
+		req->options.takeover = (enum ipc_takeover)t;
+	}
 	json_t *disp = json_object_get(root, "display");
 	if (disp) {
 		if (!json_is_string(disp) || json_string_length(disp) == 0)
@@ -183,6 +192,28 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 		req->options.display = xstrndup(v, n);
 	}
 	return 0;
+}
+
+const char *ipc_takeover_to_string(enum ipc_takeover t)
+{
+	switch (t) {
+	case IPC_TAKEOVER_PAUSE:
+		return "pause";
+	case IPC_TAKEOVER_IGNORE:
+		return "ignore";
+	case IPC_TAKEOVER_CANCEL:
+		return "cancel";
+	default:
+		return NULL;
+	}
+}
+
+int ipc_takeover_from_string(const char *s)
+{
+	for (int t = IPC_TAKEOVER_PAUSE; t <= IPC_TAKEOVER_CANCEL; t++)
+		if (s && strcmp(s, ipc_takeover_to_string((enum ipc_takeover)t)) == 0)
+			return t;
+	return -EINVAL;
 }
 
 const char *ipc_history_to_string(enum ipc_history h)
@@ -336,12 +367,12 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	static const char *const script_members[] = {"script",      "coords",    "max_steps",
 						     "max_seconds", "settle_ms", "dry_run",
 						     "replay_of",   "display",   "check",
-						     "require_focus", "approve"};
+						     "require_focus", "approve", "takeover"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
 		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format",
-		"stuck_warn",  "stuck_stop", "approve", "jump_forward"};
+		"stuck_warn",  "stuck_stop", "approve", "jump_forward", "takeover"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -546,6 +577,9 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.approve != IPC_APPROVE_DEFAULT)
 		r |= json_object_set_new(o, "approve",
 					 json_string(ipc_approve_to_string(req->options.approve)));
+	if (req->options.takeover != IPC_TAKEOVER_DEFAULT)
+		r |= json_object_set_new(o, "takeover",
+					 json_string(ipc_takeover_to_string(req->options.takeover)));
 	if (req->options.display)
 		r |= json_object_set_new(o, "display", json_string(req->options.display));
 	if (req->options.history != IPC_HISTORY_DEFAULT)

@@ -37,6 +37,7 @@ struct x11_killswitch {
 	bool thread_started;
 	int stop_pipe[2];
 	void (*fn)(void *userdata);
+	void (*input_fn)(void *userdata); /* any input of a person (takeover); NULL: none */
 	void *userdata;
 	struct x11_ks_state state;
 	bool lost; /* server connection lost: the listener ends */
@@ -49,6 +50,7 @@ struct x11_killswitch {
 	/* Test hooks (x11-internal.h): counters read from other threads. */
 	atomic_uint seen;
 	atomic_uint triggered;
+	atomic_uint inputs;
 	atomic_bool trust_xtest;
 };
 
@@ -118,6 +120,28 @@ static const struct ks_device *find_device(const struct x11_killswitch *k, int i
 	return NULL;
 }
 
+/* A raw event of any kind from a device: whether a person made it (not XTest, not the master's
+ * copy of a slave's event). */
+static bool from_person(struct x11_killswitch *k, const XIRawEvent *re)
+{
+	const struct ks_device *via = find_device(k, re->deviceid);
+	const struct ks_device *src = find_device(k, re->sourceid);
+	if (via && via->is_master)
+		return false;
+	atomic_fetch_add(&k->seen, 1);
+	return !x11_ks_device_ignored(src ? src->name : NULL, false) ||
+	       (atomic_load(&k->trust_xtest) && src && !src->is_master);
+}
+
+/* A button press or a motion: takeover only. */
+static void handle_raw_input(struct x11_killswitch *k, const XIRawEvent *re)
+{
+	if (!from_person(k, re))
+		return;
+	atomic_fetch_add(&k->inputs, 1);
+	k->input_fn(k->userdata);
+}
+
 static void handle_raw(struct x11_killswitch *k, const XIRawEvent *re)
 {
 	/* With XIAllDevices a press arrives twice: from the slave (deviceid == sourceid) and
@@ -140,7 +164,11 @@ static void handle_raw(struct x11_killswitch *k, const XIRawEvent *re)
 	if (x11_ks_device_ignored(ev.device_name, ev.device_is_master) &&
 	    !(atomic_load(&k->trust_xtest) && src && !src->is_master))
 		return;
-	if (x11_ks_feed(&k->state, &ev)) {
+	if (k->input_fn) {
+		atomic_fetch_add(&k->inputs, 1);
+		k->input_fn(k->userdata);
+	}
+	if (k->fn && x11_ks_feed(&k->state, &ev)) {
 		atomic_fetch_add(&k->triggered, 1);
 		log_debug("kill switch: double Escape from '%s'", ev.device_name);
 		k->fn(k->userdata);
@@ -172,6 +200,10 @@ static void *listener(void *arg)
 				continue;
 			if (ev.xcookie.evtype == XI_RawKeyPress)
 				handle_raw(k, ev.xcookie.data);
+			else if ((ev.xcookie.evtype == XI_RawButtonPress ||
+				  ev.xcookie.evtype == XI_RawMotion) &&
+				 k->input_fn)
+				handle_raw_input(k, ev.xcookie.data);
 			else if (ev.xcookie.evtype == XI_HierarchyChanged)
 				load_devices(k);
 			XFreeEventData(k->dpy, &ev.xcookie);
@@ -189,13 +221,21 @@ static void *listener(void *arg)
 struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned window_ms,
                                              void (*fn)(void *userdata), void *userdata)
 {
+	return x11_killswitch_create_input(display_name, window_ms, fn, NULL, userdata);
+}
+
+struct x11_killswitch *x11_killswitch_create_input(const char *display_name, unsigned window_ms,
+						   void (*fn)(void *userdata),
+						   void (*input_fn)(void *userdata),
+						   void *userdata)
+{
 	unsigned char mask_bits[XIMaskLen(XI_LASTEVENT)] = {0};
 	XIEventMask mask = {XIAllDevices, sizeof(mask_bits), mask_bits};
 	struct x11_killswitch *k;
 	int ev, er, major = 2, minor = 0, r;
 	const char *name = display_name ? display_name : getenv("DISPLAY");
 
-	if (!fn || window_ms == 0) {
+	if ((!fn && !input_fn) || (fn && window_ms == 0)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -203,6 +243,7 @@ struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned 
 	k = xcalloc(1, sizeof(*k));
 	k->stop_pipe[0] = k->stop_pipe[1] = -1;
 	k->fn = fn;
+	k->input_fn = input_fn;
 	k->userdata = userdata;
 	k->state.window_ms = window_ms;
 	/* opened and its XInput set up under the module's lock (x11-internal.h) */
@@ -224,6 +265,10 @@ struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned 
 	}
 	XISetMask(mask_bits, XI_RawKeyPress);
 	XISetMask(mask_bits, XI_HierarchyChanged);
+	if (input_fn) {
+		XISetMask(mask_bits, XI_RawButtonPress);
+		XISetMask(mask_bits, XI_RawMotion);
+	}
 	x11_trap_begin();
 	XISelectEvents(k->dpy, DefaultRootWindow(k->dpy), &mask, 1);
 	if (x11_trap_end(k->dpy)) {
@@ -276,6 +321,11 @@ void x11_killswitch_destroy(struct x11_killswitch *k)
 unsigned x11_killswitch_seen(struct x11_killswitch *k)
 {
 	return atomic_load(&k->seen);
+}
+
+unsigned x11_killswitch_inputs(struct x11_killswitch *k)
+{
+	return atomic_load(&k->inputs);
 }
 
 unsigned x11_killswitch_triggered(struct x11_killswitch *k)

@@ -166,4 +166,6 @@ bool x11_ks_feed(struct x11_ks_state *s, const struct x11_ks_event *ev);
  * double-Escape logic end to end; nothing outside tests may call it. */
 unsigned x11_killswitch_seen(struct x11_killswitch *k);
 unsigned x11_killswitch_triggered(struct x11_killswitch *k);
+/* Inputs of a person reported to the takeover callback. */
+unsigned x11_killswitch_inputs(struct x11_killswitch *k);
 void x11_killswitch_trust_xtest_for_test(struct x11_killswitch *k, bool trust);

@@ -309,6 +309,20 @@ enum ipc_task_kind {
 
 const char *ipc_task_kind_to_string(enum ipc_task_kind k);
 
+/* What physical input on a task's display does while the task runs (issue 32): a key, a button
+ * or a pointer motion from a device that is not XTest. */
+enum ipc_takeover {
+	IPC_TAKEOVER_DEFAULT, /* the daemon's --takeover */
+	IPC_TAKEOVER_PAUSE,   /* the task pauses at once (holoctl resume hands it back) */
+	IPC_TAKEOVER_IGNORE,  /* nothing */
+	IPC_TAKEOVER_CANCEL,  /* the task is cancelled */
+};
+
+/* "pause", "ignore", "cancel"; NULL for IPC_TAKEOVER_DEFAULT or an out-of-range value. */
+const char *ipc_takeover_to_string(enum ipc_takeover t);
+/* The value, or -EINVAL. */
+int ipc_takeover_from_string(const char *s);
+
 /* How an instruction task keeps its conversation (agent.md 2). */
 enum ipc_history {
 	IPC_HISTORY_DEFAULT,    /* the daemon's default */
@@ -389,6 +403,7 @@ struct ipc_task_options {
 	 * it was or repeated one action, the model is told (warn) / the task ends `stuck` (stop).
 	 * -1: the daemon's default; 0: off; 1..IPC_MAX_STUCK_STEPS. */
 	int32_t stuck_warn, stuck_stop;
+	enum ipc_takeover takeover; /* both kinds */
 	/* Scripts only: a write or hotkey while no window has the keyboard focus fails the step
 	 * (false: it runs and its result says so). */
 	bool require_focus;

@@ -634,6 +634,44 @@ static void test_desktop_actions(void)
 	free(many);
 }
 
+/* "takeover" (issue 32): pause, ignore or cancel by name, for scripts and instructions, kept
+ * in the spec; absent: the daemon's default; anything else is refused naming them. */
+static void test_takeover(void)
+{
+	static const char *const names[] = {"pause", "ignore", "cancel"};
+	static const enum ipc_takeover modes[] = {IPC_TAKEOVER_PAUSE, IPC_TAKEOVER_IGNORE,
+						  IPC_TAKEOVER_CANCEL};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		for (int script = 0; script < 2; script++) {
+			struct ipc_task_request *req = NULL, *back = NULL;
+			char *json = xasprintf(
+				script ? "{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
+					 "\"takeover\": \"%s\"}"
+				       : "{\"instruction\": \"x\", \"takeover\": \"%s\"}",
+				names[i]);
+			REQUIRE(parse_task(json, &req) == 0);
+			CHECK_INT_EQ(req->options.takeover, modes[i]);
+			CHECK_STR_EQ(ipc_takeover_to_string(modes[i]), names[i]);
+			char *a = ipc_task_request_to_json(req);
+			REQUIRE(a && parse_task(a, &back) == 0);
+			CHECK_INT_EQ(back->options.takeover, modes[i]);
+			free(a);
+			free(json);
+			ipc_task_request_destroy(back);
+			ipc_task_request_destroy(req);
+		}
+	struct ipc_task_request *req = NULL;
+	REQUIRE(parse_task("{\"instruction\": \"x\"}", &req) == 0);
+	CHECK_INT_EQ(req->options.takeover, IPC_TAKEOVER_DEFAULT);
+	ipc_task_request_destroy(req);
+	CHECK(ipc_takeover_to_string(IPC_TAKEOVER_DEFAULT) == NULL);
+	CHECK_INT_EQ(ipc_takeover_from_string("resume"), -EINVAL);
+	expect_error("{\"instruction\": \"x\", \"takeover\": \"stop\"}", -EINVAL,
+		     "takeover: expected \"pause\", \"ignore\" or \"cancel\"");
+	expect_error("{\"instruction\": \"x\", \"takeover\": true}", -EINVAL,
+		     "takeover: expected \"pause\", \"ignore\" or \"cancel\"");
+}
+
 /* "history": the three modes by name, kept in the spec; anything else is refused naming them. */
 static void test_history(void)
 {
@@ -927,6 +965,7 @@ int main(void)
 {
 	test_nano_actions();
 	test_history();
+	test_takeover();
 	test_thinking();
 	test_jump_forward();
 	test_stuck();

@@ -5,7 +5,8 @@
  * test-x11-killswitch-filter.c. Live, this test proves (1) our own injected Escapes reach the
  * listener and do NOT trigger it, (2) with the XTest filter lifted by a test hook, the same
  * Escapes go all the way through XI2, the thread and the double-Escape timing to the callback,
- * (3) the end of the X server is survived by both connections. */
+ * (3) the end of the X server is survived by both connections, (4) the takeover listener
+ * reports input of any kind but XTest's, and with the filter lifted reports ours. */
 #include "common.h"
 #include "test.h"
 #include "x11-internal.h"
@@ -17,7 +18,13 @@
 
 TEST_DEFINE_GLOBALS;
 
-static atomic_int fired;
+static atomic_int fired, inputs;
+
+static void on_input(void *userdata)
+{
+	CHECK(userdata == (void *)&inputs);
+	atomic_fetch_add(&inputs, 1);
+}
 
 static void on_kill(void *userdata)
 {
@@ -76,6 +83,30 @@ int main(int argc, char **argv)
 	CHECK(wait_count(k, x11_killswitch_seen, seen + 6) >= seen + 6);
 	CHECK_INT_EQ(wait_count(k, x11_killswitch_triggered, 1), 1);
 	CHECK_INT_EQ(atomic_load(&fired), 1);
+
+	/* (4) Takeover (issue 32): the input listener reports any key, button or pointer motion of
+	 * a person, and never holod's own (XTest) input; trusted for the test, the same events go
+	 * through to its callback. */
+	errno = 0;
+	CHECK(x11_killswitch_create_input(NULL, 0, NULL, NULL, &inputs) == NULL);
+	CHECK_INT_EQ(errno, EINVAL);
+	struct x11_killswitch *in = x11_killswitch_create_input(NULL, 0, NULL, on_input, &inputs);
+	REQUIRE(in);
+	CHECK_INT_EQ(x11_click(d, 10, 10, X11_BUTTON_LEFT, 1), 0);
+	CHECK_INT_EQ(x11_key_combo(d, "a"), 0);
+	CHECK(wait_count(in, x11_killswitch_seen, 2) >= 2); /* the click's, the key's */
+	CHECK_INT_EQ(x11_killswitch_inputs(in), 0);
+	CHECK_INT_EQ(atomic_load(&inputs), 0);
+	x11_killswitch_trust_xtest_for_test(in, true);
+	CHECK_INT_EQ(x11_click(d, 20, 20, X11_BUTTON_LEFT, 1), 0);
+	CHECK(wait_count(in, x11_killswitch_inputs, 1) >= 1);
+	CHECK(atomic_load(&inputs) >= 1);
+	unsigned before = x11_killswitch_inputs(in);
+	CHECK_INT_EQ(x11_key_combo(d, "b"), 0);
+	CHECK(wait_count(in, x11_killswitch_inputs, before + 1) >= before + 1);
+	/* no double-Escape callback on a listener without one */
+	CHECK_INT_EQ(x11_killswitch_triggered(in), 0);
+	x11_killswitch_destroy(in);
 
 	x11_killswitch_destroy(NULL);
 

@@ -196,4 +196,12 @@ int x11_map_model_point(const struct x11_rect *monitor, int sent_w, int sent_h, 
  * (-ENOTSUP when the server lacks XInput2 >= 2.0). */
 struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned window_ms,
 					     void (*fn)(void *userdata), void *userdata);
+/* The same listener, and besides (input_fn non-NULL) any input of a person on the display (a
+ * key, a button, a pointer motion from a device that is not XTest: a takeover, issue 32) calls
+ * input_fn(userdata) from its thread, at once and for every such event. fn may be NULL (no
+ * double Escape; window_ms is then unused); one of the two must be set. */
+struct x11_killswitch *x11_killswitch_create_input(const char *display_name, unsigned window_ms,
+						   void (*fn)(void *userdata),
+						   void (*input_fn)(void *userdata),
+						   void *userdata);
 void x11_killswitch_destroy(struct x11_killswitch *k);
