@@ -261,7 +261,9 @@ static void test_fp8_act(int rows, int in, enum gpu_dtype xt, enum gpu_fp8_scali
  * product of the very codes (downloaded) within (in + 8) 2^-24 sum |w x| (plus 2^-8 |y| for bf16,
  * 2^-23 (|y0| + sum) for the residual add), and to the exact product of the records' weights and
  * the unquantized x within the activations' quantization error, sum_k |w_k| (|x_k| 2^-4 +
- * s 2^-10) (quant_fp8_error_bound()), plus that. */
+ * s 2^-10) (quant_fp8_error_bound()), plus that; the decode GEMV on the same records and x (no
+ * activation rounding: what decode runs at 1-32 rows instead of cuBLASLt) within that bound of
+ * the FP8 product too. */
 static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum gpu_dtype xt,
 			  enum gpu_dtype yt, bool acc)
 {
@@ -303,6 +305,10 @@ static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum g
 	to_host(q, dq, (size_t)rows * ldq);
 	to_host(&sx, dsc + 1, sizeof(sx));
 	to_host(got, dy, (size_t)rows * ldy * yb);
+	float *gv_gemv = xmalloc((size_t)rows * ldy * sizeof(float));
+	void *dyg = dev_from(NULL, (size_t)rows * ldy * sizeof(float));
+	CHECK_INT_EQ(gpu_qgemv(g, dw, GPU_QUANT_FP8, out, in, dx, xt, ldx, rows, dyg, GPU_DTYPE_F32, ldy, false), 0);
+	to_host(gv_gemv, dyg, (size_t)rows * ldy * sizeof(float));
 	size_t bad = 0;
 	for (int r = 0; r < rows; r++) {
 		for (int o = 0; o < out; o++) {
@@ -317,15 +323,18 @@ static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum g
 			}
 			double tol = (in + 8) * 0x1p-24 * mag + (acc ? 0x1p-23 * (fabs(y0[i]) + mag) : 0) +
 				     (yt == GPU_DTYPE_BF16 ? 0x1p-8 * fabs(codes) : 0);
-			if ((!(fabs(gv - codes) <= tol) || !(fabs(gv - exact) <= tol + qerr * 1.001)) && bad++ < 3)
+			double gemv = gv_gemv[i] + (acc ? y0[i] : 0);
+			if ((!(fabs(gv - codes) <= tol) || !(fabs(gv - exact) <= tol + qerr * 1.001) ||
+			     !(fabs(gv - gemv) <= 2 * tol + (in + 64) * 0x1p-24 * mag + qerr * 1.001)) && bad++ < 3)
 				fprintf(stderr, "gemm fp8 out %d in %d rows %d x %d y %d acc %d: [%d][%d] %.9g want "
-					"%.9g (codes) %.9g (exact), tol %.3g + %.3g\n", out, in, rows, xt, yt, acc, r,
-					o, gv, codes, exact, tol, qerr);
+					"%.9g (codes) %.9g (exact) %.9g (GEMV), tol %.3g + %.3g\n", out, in, rows, xt, yt,
+					acc, r, o, gv, codes, exact, gemv, tol, qerr);
 		}
 	}
 	CHECK_INT_EQ(bad, 0);
 	gpu_free(g, dw), gpu_free(g, dx), gpu_free(g, dy), gpu_free(g, dq), gpu_free(g, dsc), gpu_free(g, dws);
-	free(rec), free(w), free(src), free(x), free(y0), free(x16), free(y016), free(q), free(got);
+	gpu_free(g, dyg);
+	free(rec), free(w), free(src), free(x), free(y0), free(x16), free(y016), free(q), free(got), free(gv_gemv);
 }
 
 int main(void)
