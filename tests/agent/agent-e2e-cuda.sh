@@ -104,7 +104,10 @@ done
 # ---- the same journal shape on both backends
 [ "$(cat "$T/prefix.cpu")" = "$(cat "$T/prefix.cuda")" ] ||
 	fail "prefix: cpu $(cat "$T/prefix.cpu") tokens, cuda $(cat "$T/prefix.cuda")"
-[ "$(cat "$T/prefix.cuda")" -lt 400 ] || fail "the prefix is $(cat "$T/prefix.cuda") tokens"
+# the short tokenizer's merges were trained on the system prompt before later tools (ask_user)
+# joined it: a few hundred tokens, against ~5000 with the plain one (gen_agent_model.py
+# --short-prompt retrains them; 409 on 2026-11-29)
+[ "$(cat "$T/prefix.cuda")" -lt 500 ] || fail "the prefix is $(cat "$T/prefix.cuda") tokens"
 for h in p w r; do
 	cut -d' ' -f5 "$T/rows.cpu.$h" >"$T/modes.cpu"
 	cut -d' ' -f5 "$T/rows.cuda.$h" >"$T/modes.cuda"
