@@ -92,7 +92,9 @@ all_cancelled() {
 }
 wait_until 20 all_cancelled || fail "not every long task was cancelled: $(for id in $(cat "$T/long"); do task_status "$id"; done)"
 ms=$((($(date +%s%N) - t0) / 1000000))
-[ "$ms" -le "$(test_time_limit 5000)" ] || fail "cancel --all took $ms ms"
+# each task waits 20 s: well under that shows the waits were cut (status cancelled, not
+# succeeded, says it too); 10 s, as 5 s failed at 7.9 s on the 2-core machine under other builds
+[ "$ms" -le "$(test_time_limit 10000)" ] || fail "cancel --all took $ms ms"
 "$HOLOCTL" cancel --all >"$T/cancel.txt" || fail "holoctl cancel --all (nothing left)"
 grep -qx 'no task was queued or running' "$T/cancel.txt" || fail "second cancel --all: $(cat "$T/cancel.txt")"
 
