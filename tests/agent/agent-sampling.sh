@@ -3,6 +3,7 @@
 # samples at holo3's temperature 0.8 and top_p 0.95 with a seed drawn at its start, all three in
 # its provenance; the recorded seed samples the same steps again; temperature 0 is greedy
 # whatever the seed; holod's --temperature, --top-p and --seed are the defaults tasks override.
+# Jump-forward is on unless the task says otherwise (its provenance).
 # Every task is a dry run: the sampled actions (a key press, a wait) change nothing on the
 # screen, so a task run again sees the same screens.
 . "$(dirname "$0")/agent-lib.sh"
@@ -94,6 +95,21 @@ expect_json "greedy provenance" '.provenance.sampling | [.temperature, .seed] ==
 [ "$(raw "$G1")" = "$(raw "$G2")" ] || fail "greedy: seeds 1 and 2 decoded $(raw "$G1") and $(raw "$G2")"
 steps "$G1"
 check_steps "greedy clicks" '(.steps | length) == 3 and all(.steps[]; .tool_call.tool_name == "click")'
+
+# ---- jump-forward (docs/policy.md): on by default, off per task; greedy, both modes' steps are
+# valid clicks (not compared byte for byte: the forced ids are the tokenizer's canonical split,
+# which the model need not choose, so the contexts, and near-ties after them, can differ)
+submit "{$TASK_TEXT, \"temperature\": 0, \"jump_forward\": false}"
+J0=$TASK
+finish "$J0"
+api GET "/v1/tasks/$J0"
+expect_json "jump-forward off" .provenance.jump_forward false
+expect_json "spec jump_forward" .spec.jump_forward false
+api GET "/v1/tasks/$G1"
+expect_json "jump-forward on by default" .provenance.jump_forward true
+steps "$J0"
+check_steps "greedy clicks without jump-forward" '(.steps | length) == 3 and
+	all(.steps[]; .status == "dry_run" and .tool_call.tool_name == "click")'
 
 # ---- out of range: refused, naming the field
 api POST /v1/tasks '{"instruction": "x", "temperature": 3}'

@@ -4,15 +4,17 @@
 # context growing by exactly the turn's tokens (12 image + 6 text) and the 4 decoded ones, the
 # measured rates printed, and measured/roofline and the step ratio given. Then the same on
 # random weights of a config's shapes (--random-config: the LM and a random vision tower, no
-# checkpoint), one step shown with its figure lines. With the checkpoint's tokenizer, the
-# jump-forward summary line of steps decoded under the grammar off and on: fewer forwards with it
-# (forwards_on + forced = the tokens fed back), also from holo-bench policy --model.
+# checkpoint), one step shown with its figure lines. On the CPU, with the checkpoint's tokenizer,
+# the jump-forward summary line of steps decoded under the grammar off and on: fewer forwards with
+# it (forwards_on + forced = the tokens fed back), also from holo-bench policy --model; on the
+# emulated CUDA backend, whose decode forwards are slow, --jump-steps 0 leaves the line out
+# (measuring it there is still to do).
 # usage: bench-agent-measure.sh HOLO_BENCH BACKEND OUT
 set -eu
 bench=$1 backend=$2 out=$3
 model=$HOLOD_SOURCE_ROOT/tests/fixtures/models/tiny-agent-short
 "$bench" agent --backend "$backend" --model "$model" --steps 3 --decode 4 --prefix 16 --text 6 \
-	--screen 200x120 --jump-steps 2 >"$out"
+	--screen 200x120 --jump-steps "$([ "$backend" = cpu ] && echo 2 || echo 0)" >"$out"
 cat "$out"
 # jump-forward steps=N tokens=T forced=F forwards_off=A forwards_on=B decode_ms_off=X decode_ms_on=Y
 check_jump() {
@@ -27,8 +29,12 @@ check_jump() {
 	}
 	END { if (seen != 1 || bad) { print "expected one jump-forward line"; exit 1 } }' steps="$2" "$1"
 }
-check_jump "$out" 2
-grep -q "0 incomplete)" "$out"
+if [ "$backend" = cpu ]; then
+	check_jump "$out" 2
+	grep -q "0 incomplete)" "$out"
+else
+	! grep -q "^jump-forward" "$out"
+fi
 grep -q "= 3 tiles; 12 + 6 tokens appended, 4 decoded greedily; prefix 16; 3 persistent steps" "$out"
 grep -Eq "^GEMM rate: [0-9.]+ TFLOP/s" "$out"
 grep -Eq "^copy bandwidth: [0-9.]+ GB/s" "$out"
