@@ -921,22 +921,6 @@ struct stream {
 	uint64_t sent_us; /* when a line last went out */
 };
 
-static void stream_append(struct stream *st, const char *event, const char *key, json_t *value)
-{
-	json_t *o = json_pack("{s:s, s:I, s:o}", "event", event, "task_id", (json_int_t)st->id,
-			      key, value);
-	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(o);
-	if (!line)
-		return;
-	size_t n = strlen(line);
-	st->buf = xrealloc(st->buf, st->len + n + 2);
-	memcpy(st->buf + st->len, line, n);
-	st->buf[st->len + n] = '\n';
-	st->len += n + 1;
-	free(line);
-}
-
 /* Appends object o (taken) as one line. */
 static void stream_line(struct stream *st, json_t *o)
 {
@@ -950,6 +934,12 @@ static void stream_line(struct stream *st, json_t *o)
 	st->buf[st->len + n] = '\n';
 	st->len += n + 1;
 	free(line);
+}
+
+static void stream_append(struct stream *st, const char *event, const char *key, json_t *value)
+{
+	stream_line(st, json_pack("{s:s, s:I, s:o}", "event", event, "task_id", (json_int_t)st->id,
+				  key, value));
 }
 
 /* What the task waits for before its first step: its turn in the queue, the model's load,
