@@ -819,6 +819,37 @@ out:
 	return res;
 }
 
+/* One page of holod's task list from the request's cursor (tasks/list and resources/list):
+ * the list (owned), *ret_offset the page's first task; NULL with *ret_error the response. */
+static json_t *task_page(struct call *c, long long *ret_offset, json_t **ret_error)
+{
+	json_t *cursor = json_object_get(c->msg.params, "cursor"), *list;
+	long long offset = 0;
+	char path[96];
+
+	if (cursor) {
+		const char *s = json_string_value(cursor);
+		struct mcp_resource res0;
+		char uri[64];
+		if (!s || strlen(s) > MCP_MAX_CURSOR_BYTES ||
+		    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s),
+		     mcp_resource_parse(uri, &res0) < 0)) {
+			*ret_error = mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
+			                                "cursor: not one this server gave");
+			return NULL;
+		}
+		offset = res0.task_id;
+	}
+	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks?limit=%d&offset=%lld",
+	         MCP_RESOURCE_PAGE, offset);
+	if (holod_json(c, "GET", path, NULL, &list) < 0) {
+		*ret_error = mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "%s", c->error);
+		return NULL;
+	}
+	*ret_offset = offset;
+	return list;
+}
+
 static json_t *handle_tasks_method(struct call *c, const char *what)
 {
 	json_t *error = NULL, *task = NULL, *res = NULL;
@@ -826,25 +857,12 @@ static json_t *handle_tasks_method(struct call *c, const char *what)
 	long long id;
 
 	if (strcmp(what, "list") == 0) {
-		json_t *cursor = json_object_get(c->msg.params, "cursor"), *list, *tasks, *t;
+		json_t *list, *tasks, *t;
 		long long offset = 0;
 		size_t i;
 
-		if (cursor) {
-			const char *s = json_string_value(cursor);
-			struct mcp_resource res0;
-			char uri[64];
-			if (!s || strlen(s) > MCP_MAX_CURSOR_BYTES ||
-			    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s),
-			     mcp_resource_parse(uri, &res0) < 0))
-				return mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
-				                          "cursor: not one this server gave");
-			offset = res0.task_id;
-		}
-		snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks?limit=%d&offset=%lld",
-		         MCP_RESOURCE_PAGE, offset);
-		if (holod_json(c, "GET", path, NULL, &list) < 0)
-			return mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "%s", c->error);
+		if (!(list = task_page(c, &offset, &error)))
+			return error;
 		tasks = json_array();
 		json_array_foreach(json_object_get(list, "tasks"), i, t)
 		        json_array_append_new(tasks, mcp_task_of(t));
@@ -937,26 +955,12 @@ static json_t *resource_entry(json_t *task, const char *suffix, const char *mime
 
 static json_t *handle_resources_list(struct call *c)
 {
-	json_t *cursor = json_object_get(c->msg.params, "cursor"), *list, *out, *t;
+	json_t *list, *out, *t, *error = NULL;
 	long long offset = 0;
 	size_t i;
-	char path[96];
 
-	if (cursor) {
-		const char *s = json_string_value(cursor);
-		struct mcp_resource res0;
-		char uri[64];
-		if (!s || strlen(s) > MCP_MAX_CURSOR_BYTES ||
-		    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s),
-		     mcp_resource_parse(uri, &res0) < 0))
-			return mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
-			                          "cursor: not one this server gave");
-		offset = res0.task_id;
-	}
-	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks?limit=%d&offset=%lld",
-	         MCP_RESOURCE_PAGE, offset);
-	if (holod_json(c, "GET", path, NULL, &list) < 0)
-		return mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "%s", c->error);
+	if (!(list = task_page(c, &offset, &error)))
+		return error;
 	out = json_array();
 	json_array_foreach(json_object_get(list, "tasks"), i, t)
 	{

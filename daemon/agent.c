@@ -36,14 +36,15 @@ struct agent {
 	size_t cap;
 };
 
-static void journal_invalid(struct agent *a, size_t index, const struct journal_agent_step *as,
-			    const char *error)
+/* A step journaled as failed before its action ran: `call` its tool call (NULL: none). */
+static void journal_unrun(struct agent *a, size_t index, const struct journal_agent_step *as,
+			  const char *call, const char *tool_name, const char *error)
 {
 	struct journal_step s = {
 		.task_id = a->t->id,
 		.index = (int)index,
-		.tool_call = "null",
-		.tool_name = "invalid",
+		.tool_call = call ? call : "null",
+		.tool_name = tool_name,
 		.coords = IPC_COORDS_MODEL,
 		.has_monitor = true,
 		.monitor = a->run.monitor,
@@ -57,28 +58,19 @@ static void journal_invalid(struct agent *a, size_t index, const struct journal_
 	a->run.env->progress(a->run.env->userdata);
 }
 
+static void journal_invalid(struct agent *a, size_t index, const struct journal_agent_step *as,
+			    const char *error)
+{
+	journal_unrun(a, index, as, NULL, "invalid", error);
+}
+
 /* A step decided but not run: a person took over the display meanwhile. */
 static void journal_skipped(struct agent *a, size_t index, const struct journal_agent_step *as,
 			    const struct ipc_action *act)
 {
 	char *call = ipc_action_to_json(act);
-	struct journal_step s = {
-		.task_id = a->t->id,
-		.index = (int)index,
-		.tool_call = call ? call : "null",
-		.tool_name = ipc_tool_to_string(act->tool),
-		.coords = IPC_COORDS_MODEL,
-		.has_monitor = true,
-		.monitor = a->run.monitor,
-		.started_us = time_real_us(),
-		.agent = as,
-	};
-	struct journal_step_timing tm = {0};
-	if (journal_step_begin(a->run.env->journal, &s) >= 0)
-		journal_step_finish(a->run.env->journal, &s, "error", NULL, AGENT_TAKEOVER_SKIPPED,
-				    time_real_us(), &tm);
+	journal_unrun(a, index, as, call, ipc_tool_to_string(act->tool), AGENT_TAKEOVER_SKIPPED);
 	free(call);
-	a->run.env->progress(a->run.env->userdata);
 }
 
 static void history_free(struct agent *a)
