@@ -89,30 +89,31 @@ static const char *const field_names[] = {
 	"screen_stable", "region_changed", "hold_keys", "tap_keys", "goals", "question",
 };
 
-#define F_POINT (F_TOOL_NAME | F_ELEMENT | F_X | F_Y)
+/* The members a tool accepts (the tool table's "fields"), as a bit set over field_names. */
+static unsigned tool_fields(enum ipc_tool t)
+{
+	unsigned f = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(field_names); i++)
+		if (ipc_tool_has_field(t, field_names[i]))
+			f |= 1u << i;
+	return f;
+}
 
-static const unsigned tool_fields[IPC_TOOL_COUNT_] = {
-	[IPC_TOOL_CLICK] = F_POINT | F_BUTTON | F_TARGET,
-	[IPC_TOOL_DOUBLE_CLICK] = F_POINT | F_TARGET,
-	[IPC_TOOL_TRIPLE_CLICK] = F_POINT,
-	[IPC_TOOL_MOVE] = F_POINT | F_TARGET,
-	[IPC_TOOL_DRAG] = F_POINT | F_X2 | F_Y2 | F_TARGET | F_TARGET2,
-	[IPC_TOOL_SCROLL] = F_POINT | F_DIRECTION | F_SCROLL_SIZE,
-	[IPC_TOOL_WRITE] = F_TOOL_NAME | F_CONTENT | F_PRESS_ENTER | F_OVERWRITE,
-	[IPC_TOOL_HOTKEY] = F_TOOL_NAME | F_KEYS | F_REPEAT,
-	[IPC_TOOL_KEY_DOWN] = F_TOOL_NAME | F_KEY,
-	[IPC_TOOL_KEY_UP] = F_TOOL_NAME | F_KEY,
-	[IPC_TOOL_WAIT] = F_TOOL_NAME | F_DURATION,
-	[IPC_TOOL_ANSWER] = F_TOOL_NAME | F_CONTENT,
-	[IPC_TOOL_ASK_USER] = F_TOOL_NAME | F_QUESTION,
-	[IPC_TOOL_LAUNCH] = F_TOOL_NAME | F_COMMAND | F_WAIT_WINDOW | F_TIMEOUT,
-	[IPC_TOOL_WAIT_FOR] = F_TOOL_NAME | F_TIMEOUT | F_WINDOW | F_WINDOW_GONE | F_FOCUS |
-			      F_SCREEN_STABLE | F_REGION_CHANGED,
-	[IPC_TOOL_ACTIVATE] = F_TOOL_NAME | F_WINDOW | F_TIMEOUT,
-	[IPC_TOOL_HOLD_AND_TAP_KEY] = F_TOOL_NAME | F_HOLD_KEYS | F_TAP_KEYS,
-	[IPC_TOOL_DRAG_TO] = F_POINT,
-	[IPC_TOOL_UPDATE_PLAN] = F_TOOL_NAME | F_GOALS,
-};
+static const char *tool_name_at(size_t i, void *data)
+{
+	(void)data;
+	return ipc_tool_to_string((enum ipc_tool)i);
+}
+
+static const char *field_name_at(size_t i, void *data)
+{
+	const enum ipc_tool *t = data;
+	/* the members of this tool only: a known member of another tool is no suggestion */
+	for (size_t k = 0; k < ARRAY_SIZE(field_names); k++)
+		if (ipc_tool_has_field(*t, field_names[k]) && i-- == 0)
+			return field_names[k];
+	return NULL;
+}
 
 bool ipc_action_is_grounded(const struct ipc_action *a)
 {
@@ -240,6 +241,12 @@ static int get_enum(struct ctx *c, const char *name, const char *const *names, s
 static int check_sub_members(struct ctx *c, const json_t *obj, const char *path,
 			     const char *const *names, size_t n);
 
+static const char *key_name_at(size_t i, void *data)
+{
+	(void)data;
+	return keys_name(i);
+}
+
 static int check_key_name(struct ctx *c, const json_t *v, const char *path, char **ret)
 {
 	char *name = NULL;
@@ -248,7 +255,10 @@ static int check_key_name(struct ctx *c, const json_t *v, const char *path, char
 	if (r < 0)
 		return r;
 	if (keys_lookup(name, &keysym) < 0) {
-		r = ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "unknown key name '%s'", name);
+		const char *near = ipc_did_you_mean(name, key_name_at, NULL);
+		r = ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "unknown key name '%s'%s%s%s",
+				 name, near ? ": did you mean '" : "", near ? near : "",
+				 near ? "'?" : "");
 		free(name);
 		return r;
 	}
@@ -595,13 +605,18 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
 				    "expected a string");
 	r = ipc_tool_from_string(json_string_value(tn));
-	if (r < 0)
+	if (r < 0) {
+		char expected[512] = "", hint[96] = "";
+		for (size_t t = 0; t < IPC_TOOL_COUNT_; t++)
+			snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected),
+				 "%s%s", t ? ", " : "", ipc_tool_to_string((enum ipc_tool)t));
+		const char *near = ipc_did_you_mean(json_string_value(tn), tool_name_at, NULL);
+		if (near)
+			snprintf(hint, sizeof(hint), ": did you mean '%s'?", near);
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
-				    "unknown tool '%s' (expected one of click, double_click, "
-				    "triple_click, move, drag, scroll, write, hotkey, key_down, "
-				    "key_up, wait, answer, ask_user, launch, wait_for, activate, "
-				    "hold_and_tap_key, drag_to, update_plan)",
-				    json_string_value(tn));
+				    "unknown tool '%s'%s (expected one of %s)", json_string_value(tn),
+				    hint, expected);
+	}
 	a.tool = (enum ipc_tool)r;
 	c.tool = ipc_tool_to_string(a.tool);
 
@@ -609,13 +624,17 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 	json_t *val;
 	json_object_foreach((json_t *)obj, key, val) {
 		int idx = field_index(key);
-		if (idx < 0 || !(tool_fields[a.tool] & (1u << idx)))
+		if (idx < 0 || !(tool_fields(a.tool) & (1u << idx))) {
+			const char *near = ipc_did_you_mean(key, field_name_at, &a.tool);
 			return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, key),
-					    "unknown field for tool '%s'", c.tool);
+					    "unknown field for tool '%s'%s%s%s", c.tool,
+					    near ? ": did you mean '" : "", near ? near : "",
+					    near ? "'?" : "");
+		}
 	}
 
 	int cmax = coords == IPC_COORDS_MODEL ? IPC_MODEL_COORD_MAX : IPC_MAX_PIXEL_COORD;
-	unsigned f = tool_fields[a.tool];
+	unsigned f = tool_fields(a.tool);
 
 	if (f & F_ELEMENT && (r = get_string(&c, "element", false, IPC_MAX_ELEMENT_BYTES,
 					     &a.element)) < 0)
@@ -834,7 +853,7 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 	json_t *o = json_object();
 	if (!o)
 		return NULL;
-	unsigned f = tool_fields[a->tool];
+	unsigned f = tool_fields(a->tool);
 	int r = set_new(o, "tool_name", json_string(name));
 
 	if (f & F_ELEMENT && a->element)

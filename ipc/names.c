@@ -17,28 +17,6 @@ static const char *const task_status_names[] = {
 	[IPC_TASK_STUCK] = "stuck",
 };
 
-static const char *const tool_names[] = {
-	[IPC_TOOL_CLICK] = "click",
-	[IPC_TOOL_DOUBLE_CLICK] = "double_click",
-	[IPC_TOOL_TRIPLE_CLICK] = "triple_click",
-	[IPC_TOOL_MOVE] = "move",
-	[IPC_TOOL_DRAG] = "drag",
-	[IPC_TOOL_SCROLL] = "scroll",
-	[IPC_TOOL_WRITE] = "write",
-	[IPC_TOOL_HOTKEY] = "hotkey",
-	[IPC_TOOL_KEY_DOWN] = "key_down",
-	[IPC_TOOL_KEY_UP] = "key_up",
-	[IPC_TOOL_WAIT] = "wait",
-	[IPC_TOOL_ANSWER] = "answer",
-	[IPC_TOOL_ASK_USER] = "ask_user",
-	[IPC_TOOL_LAUNCH] = "launch",
-	[IPC_TOOL_WAIT_FOR] = "wait_for",
-	[IPC_TOOL_ACTIVATE] = "activate",
-	[IPC_TOOL_HOLD_AND_TAP_KEY] = "hold_and_tap_key",
-	[IPC_TOOL_DRAG_TO] = "drag_to",
-	[IPC_TOOL_UPDATE_PLAN] = "update_plan",
-};
-
 const char *const ipc_goal_status_names[IPC_N_GOAL_STATUS_NAMES] = {
 	[IPC_GOAL_TODO] = "todo",
 	[IPC_GOAL_RUNNING] = "running",
@@ -108,32 +86,6 @@ int ipc_task_status_from_string(const char *s)
 bool ipc_task_status_is_final(enum ipc_task_status s)
 {
 	return s != IPC_TASK_QUEUED && s != IPC_TASK_RUNNING;
-}
-
-const char *ipc_tool_to_string(enum ipc_tool t)
-{
-	return (unsigned)t < ARRAY_SIZE(tool_names) ? tool_names[t] : NULL;
-}
-
-int ipc_tool_from_string(const char *s)
-{
-	return lookup(tool_names, ARRAY_SIZE(tool_names), s);
-}
-
-bool ipc_tool_has_point(enum ipc_tool t)
-{
-	switch (t) {
-	case IPC_TOOL_CLICK:
-	case IPC_TOOL_DOUBLE_CLICK:
-	case IPC_TOOL_TRIPLE_CLICK:
-	case IPC_TOOL_MOVE:
-	case IPC_TOOL_DRAG:
-	case IPC_TOOL_SCROLL:
-	case IPC_TOOL_DRAG_TO:
-		return true;
-	default:
-		return false;
-	}
 }
 
 const char *ipc_coords_to_string(enum ipc_coords c)

@@ -203,6 +203,11 @@ static int x_keysym_name(const char *name, size_t len, uint32_t *ret_keysym)
 	return -EINVAL;
 }
 
+const char *keys_name(size_t i)
+{
+	return i < ARRAY_SIZE(key_table) ? key_table[i].name : NULL;
+}
+
 int keys_lookup(const char *name, uint32_t *ret_keysym)
 {
 	size_t len;

@@ -20,77 +20,40 @@
 #include "common.h"
 #include "policy-internal.h"
 
-#define NANO_STR(n, m) {.name = (n), .type = POLICY_ARG_STRING, .required = true, .max = (m)}
-#define NANO_INT(n, r, l, h) {.name = (n), .type = POLICY_ARG_INT, .required = (r), .lo = (l), .hi = (h)}
-#define NANO_COORD(n) NANO_INT(n, true, 0, IPC_MODEL_COORD_MAX)
-#define NANO_ELEMENT NANO_STR("element", POLICY_MAX_ELEMENT_BYTES)
-#define NANO_POINT NANO_ELEMENT, NANO_COORD("x"), NANO_COORD("y")
-
-/* The published union's order (UpdatePlan .. Answer) and each class's field order. */
-static const struct policy_named_tool nano_tools[] = {
-	{"update_plan", IPC_TOOL_UPDATE_PLAN,
-	 {{{.name = "goals", .type = POLICY_ARG_GOALS, .required = true}}, 1}},
-	{"write_desktop", IPC_TOOL_WRITE,
-	 {{NANO_STR("content", POLICY_MAX_CONTENT_BYTES),
-	   {.name = "press_enter", .type = POLICY_ARG_BOOL},
-	   {.name = "overwrite", .type = POLICY_ARG_BOOL}}, 3}},
-	{"click_desktop", IPC_TOOL_CLICK,
-	 {{NANO_POINT, {.name = "button", .type = POLICY_ARG_BUTTON}}, 4}},
-	{"double_click_desktop", IPC_TOOL_DOUBLE_CLICK, {{NANO_POINT}, 3}},
-	{"drag_to_desktop", IPC_TOOL_DRAG_TO, {{NANO_POINT}, 3}},
-	{"scroll_desktop", IPC_TOOL_SCROLL,
-	 {{NANO_POINT, {.name = "direction", .type = POLICY_ARG_DIRECTION, .required = true},
-	   NANO_INT("scroll_size", false, 1, POLICY_NANO_MAX_SCROLL_SIZE)}, 5}},
-	{"move_to_desktop", IPC_TOOL_MOVE, {{NANO_POINT}, 3}},
-	{"key_down_desktop", IPC_TOOL_KEY_DOWN,
-	 {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1}},
-	{"key_up_desktop", IPC_TOOL_KEY_UP,
-	 {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1}},
-	{"hotkey_desktop", IPC_TOOL_HOTKEY,
-	 {{{.name = "keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_HOTKEY_KEYS},
-	   NANO_INT("repeat_count", false, 1, POLICY_NANO_MAX_REPEAT_COUNT)}, 2}},
-	{"hold_and_tap_key_desktop", IPC_TOOL_HOLD_AND_TAP_KEY,
-	 {{{.name = "hold_keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_HOLD_KEYS},
-	   {.name = "tap_keys", .type = POLICY_ARG_KEYS, .required = true, .hi = IPC_MAX_TAP_KEYS}},
-	  2}},
-	{"answer", IPC_TOOL_ANSWER, {{NANO_STR("content", POLICY_MAX_CONTENT_BYTES)}, 1}},
-	/* holod's own, not the published harness's: the task waits for the user's reply */
-	{"ask_user", IPC_TOOL_ASK_USER, {{NANO_STR("question", POLICY_MAX_QUESTION_BYTES)}, 1}},
-};
-
-const struct policy_named_tool *policy_nano_tools(size_t *ret_n)
+/* The published union's tools, its order (UpdatePlan .. Answer) and each class's field order
+ * are holo-nano's view of ipc's tool table (ipc_model_tool(IPC_POLICY_FORMAT_HOLO_NANO, i)). */
+static const struct ipc_model_tool *nano_tool(size_t i)
 {
-	*ret_n = ARRAY_SIZE(nano_tools);
-	return nano_tools;
+	return ipc_model_tool(IPC_POLICY_FORMAT_HOLO_NANO, i);
 }
 
-static const struct policy_named_tool *by_name(const char *name)
+static const struct ipc_model_tool *by_name(const char *name)
 {
-	for (size_t i = 0; name && i < ARRAY_SIZE(nano_tools); i++)
-		if (strcmp(nano_tools[i].name, name) == 0)
-			return &nano_tools[i];
+	for (size_t i = 0; name && nano_tool(i); i++)
+		if (strcmp(nano_tool(i)->name, name) == 0)
+			return nano_tool(i);
 	return NULL;
 }
 
-static const struct policy_named_tool *by_tool(enum ipc_tool tool)
+static const struct ipc_model_tool *by_tool(enum ipc_tool tool)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(nano_tools); i++)
-		if (nano_tools[i].tool == tool)
-			return &nano_tools[i];
+	for (size_t i = 0; nano_tool(i); i++)
+		if (nano_tool(i)->tool == tool)
+			return nano_tool(i);
 	return NULL;
 }
 
 struct policy_grammar *policy_grammar_create_holo_nano(void)
 {
-	return policy_grammar_build(nano_tools, ARRAY_SIZE(nano_tools));
+	return policy_grammar_build(IPC_POLICY_FORMAT_HOLO_NANO);
 }
 
-static int check_args(const struct policy_named_tool *t, const json_t *tc, char *errbuf,
+static int check_args(const struct ipc_model_tool *t, const json_t *tc, char *errbuf,
 		      size_t errlen)
 {
 	int r;
 	for (size_t i = 0; i < t->layout.n_args; i++) {
-		const struct policy_arg *a = &t->layout.args[i];
+		const struct ipc_tool_arg *a = &t->layout.args[i];
 		json_t *v = json_object_get(tc, a->name);
 		char field[64];
 		snprintf(field, sizeof(field), "tool_call.%s", a->name);
@@ -101,18 +64,18 @@ static int check_args(const struct policy_named_tool *t, const json_t *tc, char 
 				                   t->name);
 			continue;
 		}
-		if (a->type == POLICY_ARG_STRING &&
+		if (a->type == IPC_ARG_STRING &&
 		    (r = policy_check_string(v, field, a->max, errbuf, errlen)) < 0)
 			return r;
-		if (a->type == POLICY_ARG_INT && !json_is_integer(v))
+		if (a->type == IPC_ARG_INT && !json_is_integer(v))
 			return policy_fail(errbuf, errlen, -EINVAL, "%s: expected an integer",
 			                   field);
-		if (a->type == POLICY_ARG_INT &&
+		if (a->type == IPC_ARG_INT &&
 		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi))
 			return policy_fail(errbuf, errlen, -EINVAL,
 			                   "%s: %lld is out of range %d..%d", field,
 			                   (long long)json_integer_value(v), a->lo, a->hi);
-		if (a->type == POLICY_ARG_GOALS && json_is_array(v)) {
+		if (a->type == IPC_ARG_GOALS && json_is_array(v)) {
 			size_t k;
 			json_t *g;
 			json_array_foreach(v, k, g) {
@@ -183,16 +146,15 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 		                tn ? "expected a string" : "missing");
 		goto out;
 	}
-	const struct policy_named_tool *t = by_name(json_string_value(tn));
+	const struct ipc_model_tool *t = by_name(json_string_value(tn));
 	if (!t) {
-		r = policy_fail(
-		        errbuf, errlen, -EINVAL,
-		        "tool_call.tool_name: unknown tool '%s' (one of "
-		        "update_plan, write_desktop, click_desktop, double_click_desktop, "
-		        "drag_to_desktop, scroll_desktop, move_to_desktop, key_down_desktop, "
-		        "key_up_desktop, hotkey_desktop, hold_and_tap_key_desktop, answer, "
-		        "ask_user)",
-		        json_string_value(tn));
+		char names[512] = "";
+		for (size_t i = 0; nano_tool(i); i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+				 i ? ", " : "", nano_tool(i)->name);
+		r = policy_fail(errbuf, errlen, -EINVAL,
+		                "tool_call.tool_name: unknown tool '%s' (one of %s)",
+		                json_string_value(tn), names);
 		goto out;
 	}
 	if ((r = check_args(t, tc, errbuf, errlen)) < 0)
@@ -254,36 +216,36 @@ static json_t *key_array(char *const *keys, size_t n, size_t max)
 	return arr;
 }
 
-static json_t *arg_value(const struct policy_arg *arg, const struct ipc_action *a)
+static json_t *arg_value(const struct ipc_tool_arg *arg, const struct ipc_action *a)
 {
 	const char *name = arg->name;
 	switch (arg->type) {
-	case POLICY_ARG_STRING:
+	case IPC_ARG_STRING:
 		return json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "")
 								 : (a->content ? a->content : ""));
-	case POLICY_ARG_INT:
+	case IPC_ARG_INT:
 		return json_integer(strcmp(name, "x") == 0 ? a->x
 				    : strcmp(name, "y") == 0 ? a->y
 				    : strcmp(name, "scroll_size") == 0 ? a->scroll_size
 				    : a->repeat_count);
-	case POLICY_ARG_BOOL:
+	case IPC_ARG_BOOL:
 		return json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter
 								    : a->overwrite);
-	case POLICY_ARG_BUTTON:
+	case IPC_ARG_BUTTON:
 		return ipc_button_to_string(a->button) ? json_string(ipc_button_to_string(a->button))
 						       : NULL;
-	case POLICY_ARG_DIRECTION:
+	case IPC_ARG_DIRECTION:
 		return ipc_direction_to_string(a->direction) ?
 			       json_string(ipc_direction_to_string(a->direction)) : NULL;
-	case POLICY_ARG_KEYS:
+	case IPC_ARG_KEYS:
 		return strcmp(name, "hold_keys") == 0 ? key_array(a->hold_keys, a->n_hold_keys,
 								   IPC_MAX_HOLD_KEYS)
 		       : strcmp(name, "tap_keys") == 0 ? key_array(a->tap_keys, a->n_tap_keys,
 								  IPC_MAX_TAP_KEYS)
 		       : key_array(a->keys, a->n_keys, IPC_MAX_HOTKEY_KEYS);
-	case POLICY_ARG_KEY:
+	case IPC_ARG_KEY:
 		return a->key ? json_string(a->key) : NULL;
-	case POLICY_ARG_GOALS: {
+	case IPC_ARG_GOALS: {
 		if (a->n_goals == 0 || a->n_goals > IPC_MAX_PLAN_GOALS)
 			return NULL;
 		json_t *arr = json_array();
@@ -305,7 +267,7 @@ static json_t *arg_value(const struct policy_arg *arg, const struct ipc_action *
 
 char *policy_nano_step_to_json(const struct policy_step *step)
 {
-	const struct policy_named_tool *t;
+	const struct ipc_model_tool *t;
 	json_t *root = NULL, *tc = NULL;
 	char *out = NULL;
 	int r = 0;
@@ -478,7 +440,7 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 
 /* ---- holod's own text, the schema and the format ------------------------------------------------ */
 
-/* The Step schema generated from nano_tools (the grammar's table, so the two copies agree): note
+/* The Step schema generated from the tool table's holo-nano view (the grammar's table, so the two copies agree): note
  * optional (string or null), thought and tool_call required, tool_call one of the thirteen with
  * its tool_name const; json.dumps' default separators (", ", ": "). malloc'd; NULL + errno. */
 char *policy_nano_json_schema(void)
@@ -486,22 +448,18 @@ char *policy_nano_json_schema(void)
 	json_t *tools = json_array();
 	char *text = NULL;
 
-	for (size_t t = 0; t < ARRAY_SIZE(nano_tools); t++) {
-		const struct policy_tool_layout *l = &nano_tools[t].layout;
+	for (size_t t = 0; nano_tool(t); t++) {
+		const struct ipc_tool_layout *l = &nano_tool(t)->layout;
 		json_t *props = json_pack("{s:{s:s, s:s}}", "tool_name", "type", "string", "const",
-					  nano_tools[t].name);
+					  nano_tool(t)->name);
 		json_t *req = json_pack("[s]", "tool_name");
 		for (size_t i = 0; i < l->n_args; i++) {
 			json_t *a = policy_arg_json_schema(&l->args[i]);
-			if (a && l->args[i].type == POLICY_ARG_INT &&
-			    strcmp(l->args[i].name, "scroll_size") == 0)
-				json_object_set_new(a, "default",
-						    json_integer(POLICY_NANO_DEFAULT_SCROLL_SIZE));
-			else if (a && l->args[i].type == POLICY_ARG_INT && !l->args[i].required)
-				json_object_set_new(a, "default", json_integer(1));
-			else if (a && l->args[i].type == POLICY_ARG_BOOL)
+			if (a && l->args[i].type == IPC_ARG_INT && !l->args[i].required)
+				json_object_set_new(a, "default", json_integer(l->args[i].def));
+			else if (a && l->args[i].type == IPC_ARG_BOOL)
 				json_object_set_new(a, "default", json_false());
-			else if (a && l->args[i].type == POLICY_ARG_BUTTON)
+			else if (a && l->args[i].type == IPC_ARG_BUTTON)
 				json_object_set_new(a, "default", json_string("left"));
 			json_object_set_new(props, l->args[i].name, a);
 			if (l->args[i].required)
@@ -525,26 +483,6 @@ char *policy_nano_json_schema(void)
 	return text;
 }
 
-/* What each tool does, in holod's words. */
-static const char *const nano_help[] = {
-	"record your plan: 1..20 goals, each a title and a status (todo, running, done or "
-	"failed); nothing happens on the screen",
-	"type text into the focused element (overwrite: select and delete what is there first; "
-	"press_enter: press Enter afterwards)",
-	"click an element",
-	"double-click an element",
-	"drag from where the pointer is now (put it there with move_to_desktop) to (x, y)",
-	"scroll over an element by scroll_size wheel notches",
-	"move the pointer over an element",
-	"press and hold one key",
-	"release a held key",
-	"press keys together, e.g. [\"ctrl\", \"c\"], repeat_count times",
-	"hold the hold_keys down while tapping the tap_keys in turn",
-	"finish the task: the answer, or what was done",
-	"ask the user a question only they can answer (a choice, a missing detail); their "
-	"reply comes back as the tool's output",
-};
-
 /* holod's own holo-nano system text (docs/policy.md): the contract of the published harness
  * (its tools, the step, the output format with the JSON Schema in an <output_format> block)
  * said in holod's words, for users without the published copy. */
@@ -553,8 +491,6 @@ static char *nano_own_text(const struct policy_env *env)
 	char *buf = NULL, line[1024];
 	size_t len = 0, cap = 0;
 
-	static_assert(ARRAY_SIZE(nano_help) == ARRAY_SIZE(nano_tools), "a help line per tool");
-	static_assert(IPC_MAX_PLAN_GOALS == 20, "update_plan's help says 1..20 goals");
 	snprintf(line, sizeof(line), "You are a computer-use agent working on a local Linux desktop "
 		 "to complete the user's task.");
 	put(&buf, &len, &cap, line, strlen(line));
@@ -585,21 +521,23 @@ static char *nano_own_text(const struct policy_env *env)
 	policy_secrets_rule(env, rule, sizeof(rule));
 	put(&buf, &len, &cap, rule, strlen(rule));
 	put(&buf, &len, &cap, "\nTools:\n", 8);
-	for (size_t t = 0; t < ARRAY_SIZE(nano_tools); t++) {
-		const struct policy_tool_layout *l = &nano_tools[t].layout;
+	for (size_t t = 0; nano_tool(t); t++) {
+		const struct ipc_model_tool *tool = nano_tool(t);
+		const struct ipc_tool_layout *l = &tool->layout;
 		put(&buf, &len, &cap, "- ", 2);
-		put(&buf, &len, &cap, nano_tools[t].name, strlen(nano_tools[t].name));
+		put(&buf, &len, &cap, tool->name, strlen(tool->name));
 		put(&buf, &len, &cap, "(", 1);
 		for (size_t i = 0; i < l->n_args; i++) {
-			const struct policy_arg *a = &l->args[i];
-			const char *def = a->required ? "" : a->type == POLICY_ARG_BOOL ? "=false"
-				: a->type == POLICY_ARG_BUTTON ? "=\"left\""
-				: strcmp(a->name, "scroll_size") == 0 ? "=10" : "=1";
+			const struct ipc_tool_arg *a = &l->args[i];
+			char def[24] = "";
+			if (!a->required)
+				snprintf(def, sizeof(def), a->type == IPC_ARG_BOOL ? "=false"
+					 : a->type == IPC_ARG_BUTTON ? "=\"left\"" : "=%d", a->def);
 			snprintf(line, sizeof(line), "%s%s%s", i ? ", " : "", a->name, def);
 			put(&buf, &len, &cap, line, strlen(line));
 		}
 		put(&buf, &len, &cap, "): ", 3);
-		put(&buf, &len, &cap, nano_help[t], strlen(nano_help[t]));
+		put(&buf, &len, &cap, tool->help, strlen(tool->help));
 		put(&buf, &len, &cap, ".\n", 2);
 	}
 	static const char keys[] = "\nKey names: a single character, f1..f24, or one of";
@@ -650,7 +588,7 @@ static char *nano_system_text(const struct policy_env *env)
 
 static const char *nano_tool_name(enum ipc_tool tool)
 {
-	const struct policy_named_tool *t = by_tool(tool);
+	const struct ipc_model_tool *t = by_tool(tool);
 	return t ? t->name : NULL;
 }
 

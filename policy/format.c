@@ -35,25 +35,6 @@ static void sb_add(struct strbuf *b, const char *format, ...)
 	b->len += (size_t)n;
 }
 
-/* What each tool does, for the model. */
-static const char *const tool_help[IPC_TOOL_MODEL_COUNT] = {
-	[IPC_TOOL_CLICK] = "click on an element",
-	[IPC_TOOL_DOUBLE_CLICK] = "double-click on an element",
-	[IPC_TOOL_TRIPLE_CLICK] = "triple-click on an element (selects a line or paragraph)",
-	[IPC_TOOL_MOVE] = "move the pointer over an element",
-	[IPC_TOOL_DRAG] = "drag from (x, y) to (x2, y2)",
-	[IPC_TOOL_SCROLL] = "scroll at (x, y) by scroll_size wheel notches",
-	[IPC_TOOL_WRITE] = "type text into the focused element (overwrite: select all first; "
-			   "press_enter: press Enter after)",
-	[IPC_TOOL_HOTKEY] = "press keys together, e.g. [\"ctrl\",\"c\"], repeat_count times",
-	[IPC_TOOL_KEY_DOWN] = "press and hold a key",
-	[IPC_TOOL_KEY_UP] = "release a held key",
-	[IPC_TOOL_WAIT] = "wait a number of seconds",
-	[IPC_TOOL_ANSWER] = "finish the task with the answer or result",
-	[IPC_TOOL_ASK_USER] = "ask the user a question only they can answer (a choice, a missing "
-			      "detail); their reply is the next tool output",
-};
-
 static const char *button_name(int i)
 {
 	return ipc_button_to_string((enum ipc_button)i);
@@ -72,38 +53,36 @@ static void spellings(struct strbuf *b, const char *(*name)(int), const char *fi
 		       i == 0 ? first_suffix : "");
 }
 
-static void arg_type(struct strbuf *b, const struct policy_arg *a)
+static void arg_type(struct strbuf *b, const struct ipc_tool_arg *a)
 {
 	switch (a->type) {
-	case POLICY_ARG_STRING:
+	case IPC_ARG_STRING:
 		sb_add(b, "string");
 		break;
-	case POLICY_ARG_INT:
+	case IPC_ARG_INT:
 		sb_add(b, "integer %d..%d", a->lo, a->hi);
 		break;
-	case POLICY_ARG_BOOL:
+	case IPC_ARG_BOOL:
 		sb_add(b, "boolean, default false");
 		break;
-	case POLICY_ARG_BUTTON:
+	case IPC_ARG_BUTTON:
 		spellings(b, button_name, " (default)");
 		break;
-	case POLICY_ARG_DIRECTION:
+	case IPC_ARG_DIRECTION:
 		spellings(b, direction_name, "");
 		break;
-	case POLICY_ARG_KEYS:
+	case IPC_ARG_KEYS:
 		sb_add(b, "array of 1..%d key names", IPC_MAX_HOTKEY_KEYS);
 		break;
-	case POLICY_ARG_KEY:
+	case IPC_ARG_KEY:
 		sb_add(b, "key name");
 		break;
-	case POLICY_ARG_GOALS:
+	case IPC_ARG_GOALS:
 		sb_add(b, "array of 1..%d {title, status}", IPC_MAX_PLAN_GOALS);
 		break;
 	}
-	if (a->type == POLICY_ARG_INT && strcmp(a->name, "scroll_size") == 0)
-		sb_add(b, ", default %d", IPC_DEFAULT_SCROLL_SIZE);
-	if (a->type == POLICY_ARG_INT && strcmp(a->name, "repeat_count") == 0)
-		sb_add(b, ", default 1");
+	if (a->type == IPC_ARG_INT && !a->required)
+		sb_add(b, ", default %d", a->def);
 }
 
 void policy_secrets_rule(const struct policy_env *env, char *buf, size_t len)
@@ -145,9 +124,10 @@ static char *holo3_system_text(const struct policy_env *env)
 	char rule[POLICY_MAX_SECRETS_RULE];
 	policy_secrets_rule(env, rule, sizeof(rule));
 	sb_add(&b, "%s\nTools:\n", rule);
-	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
-		sb_add(&b, "- %s: %s.", ipc_tool_to_string((enum ipc_tool)t), tool_help[t]);
+	const struct ipc_model_tool *tool;
+	for (size_t t = 0; (tool = ipc_model_tool(IPC_POLICY_FORMAT_HOLO3, t)); t++) {
+		const struct ipc_tool_layout *l = &tool->layout;
+		sb_add(&b, "- %s: %s.", tool->name, tool->help);
 		for (size_t i = 0; i < l->n_args; i++) {
 			sb_add(&b, "%s%s%s (", i ? "," : " Arguments:", " ", l->args[i].name);
 			arg_type(&b, &l->args[i]);

@@ -23,42 +23,14 @@
 
 /* ---- the canonical layout ------------------------------------------------------------------- */
 
-#define ARG_STR(n, m) {.name = (n), .type = POLICY_ARG_STRING, .required = true, .max = (m)}
-#define ARG_INT(n, r, l, h) {.name = (n), .type = POLICY_ARG_INT, .required = (r), .lo = (l), .hi = (h)}
-#define ARG_COORD(n) ARG_INT(n, true, 0, IPC_MODEL_COORD_MAX)
-#define ARG_ELEMENT ARG_STR("element", POLICY_MAX_ELEMENT_BYTES)
-
-/* Which arguments each tool takes and in which order. ipc's action parser is the judge of what
- * a tool call means; tests/policy checks that this table and ipc agree on every tool and
- * argument. `element` is required here (a model always describes its target). */
-static const struct policy_tool_layout layouts[IPC_TOOL_MODEL_COUNT] = {
-	[IPC_TOOL_CLICK] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y"),
-			     {.name = "button", .type = POLICY_ARG_BUTTON}}, 4},
-	[IPC_TOOL_DOUBLE_CLICK] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y")}, 3},
-	[IPC_TOOL_TRIPLE_CLICK] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y")}, 3},
-	[IPC_TOOL_MOVE] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y")}, 3},
-	[IPC_TOOL_DRAG] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y"), ARG_COORD("x2"),
-			    ARG_COORD("y2")}, 5},
-	[IPC_TOOL_SCROLL] = {{ARG_ELEMENT, ARG_COORD("x"), ARG_COORD("y"),
-			      {.name = "direction", .type = POLICY_ARG_DIRECTION, .required = true},
-			      ARG_INT("scroll_size", false, 1, POLICY_HOLO3_MAX_SCROLL_SIZE)}, 5},
-	[IPC_TOOL_WRITE] = {{ARG_STR("content", POLICY_MAX_CONTENT_BYTES),
-			     {.name = "press_enter", .type = POLICY_ARG_BOOL},
-			     {.name = "overwrite", .type = POLICY_ARG_BOOL}}, 3},
-	[IPC_TOOL_HOTKEY] = {{{.name = "keys", .type = POLICY_ARG_KEYS, .required = true},
-			      ARG_INT("repeat_count", false, 1, POLICY_HOLO3_MAX_REPEAT_COUNT)}, 2},
-	[IPC_TOOL_KEY_DOWN] = {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1},
-	[IPC_TOOL_KEY_UP] = {{{.name = "key", .type = POLICY_ARG_KEY, .required = true}}, 1},
-	[IPC_TOOL_WAIT] = {{ARG_INT("duration", true, 1, POLICY_MAX_WAIT_SECONDS)}, 1},
-	[IPC_TOOL_ANSWER] = {{ARG_STR("content", POLICY_MAX_CONTENT_BYTES)}, 1},
-	[IPC_TOOL_ASK_USER] = {{ARG_STR("question", POLICY_MAX_QUESTION_BYTES)}, 1},
-};
-
-const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool)
+/* Which arguments each tool takes and in which order: the formats' views of ipc's tool table
+ * (ipc_model_tool()). ipc's action parser is the judge of what a tool call means; tests/policy
+ * checks that the views and the parser agree on every tool and argument. `element` is required
+ * there (a model always describes its target). */
+const struct ipc_tool_layout *policy_tool_layout(enum ipc_tool tool)
 {
-	if ((unsigned)tool >= IPC_TOOL_MODEL_COUNT || layouts[tool].n_args == 0)
-		return NULL;
-	return &layouts[tool];
+	const struct ipc_model_tool *t = ipc_model_tool(IPC_POLICY_FORMAT_HOLO3, (size_t)tool);
+	return t && t->layout.n_args ? &t->layout : NULL;
 }
 
 /* Model-facing key names: what the system prompt lists and the grammar accepts, besides single
@@ -685,29 +657,29 @@ struct roots {
 /* The node that reads the value of `arg` (after its `"name":`), continuing at `next`. Returns
  * the node and writes the opening bytes the key word must end with (a quote for strings, a
  * bracket for the key list). */
-static uint32_t value_node(struct builder *b, const struct roots *rt, const struct policy_arg *arg,
+static uint32_t value_node(struct builder *b, const struct roots *rt, const struct ipc_tool_arg *arg,
 			   uint32_t next, const char **ret_open)
 {
 	*ret_open = "";
 	switch (arg->type) {
-	case POLICY_ARG_STRING:
+	case IPC_ARG_STRING:
 		*ret_open = "\"";
 		return string_node(b, arg->max, next);
-	case POLICY_ARG_INT:
+	case IPC_ARG_INT:
 		return new_node(b, (struct gnode){.kind = GNODE_INT, .lo = arg->lo, .hi = arg->hi,
 						  .next = next});
-	case POLICY_ARG_BOOL:
+	case IPC_ARG_BOOL:
 		return trie_node(b, rt->boolean, next);
-	case POLICY_ARG_BUTTON:
+	case IPC_ARG_BUTTON:
 		return trie_node(b, rt->button, next);
-	case POLICY_ARG_DIRECTION:
+	case IPC_ARG_DIRECTION:
 		return trie_node(b, rt->direction, next);
-	case POLICY_ARG_KEY: {
+	case IPC_ARG_KEY: {
 		uint32_t t = trie_node(b, rt->keys, next);
 		b->g->nodes[t].fold_case = true;
 		return t;
 	}
-	case POLICY_ARG_KEYS: {
+	case IPC_ARG_KEYS: {
 		*ret_open = "[";
 		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP, .keeps_count = true,
 							  .max = arg->hi > 0 ? (uint32_t)arg->hi :
@@ -718,7 +690,7 @@ static uint32_t value_node(struct builder *b, const struct roots *rt, const stru
 		b->g->nodes[sep].root = t;
 		return t;
 	}
-	case POLICY_ARG_GOALS: {
+	case IPC_ARG_GOALS: {
 		/* [{"title":"...","status":"todo"},...]: the separator loops to the next goal's
 		 * opening, every node in between keeping the count of goals. */
 		*ret_open = "[";
@@ -745,11 +717,11 @@ static uint32_t value_node(struct builder *b, const struct roots *rt, const stru
  * to front: after[i] is the node after argument i's value (i = -1: after the tool name); it
  * offers `,"name":` of every argument that may come next (the following optional ones and the
  * first required one) and `}}` when nothing required is left. */
-static int tool_nodes(struct builder *b, const struct roots *rt, const struct policy_tool_layout *l,
+static int tool_nodes(struct builder *b, const struct roots *rt, const struct ipc_tool_layout *l,
 		      uint32_t end, uint32_t *ret)
 {
-	uint32_t value[POLICY_MAX_TOOL_ARGS], after[POLICY_MAX_TOOL_ARGS + 1];
-	const char *open[POLICY_MAX_TOOL_ARGS];
+	uint32_t value[IPC_MAX_TOOL_ARGS], after[IPC_MAX_TOOL_ARGS + 1];
+	const char *open[IPC_MAX_TOOL_ARGS];
 	char w[64];
 	int r;
 
@@ -789,21 +761,12 @@ void policy_grammar_destroy(struct policy_grammar *g)
 
 struct policy_grammar *policy_grammar_create_holo3(void)
 {
-	struct policy_named_tool tools[IPC_TOOL_MODEL_COUNT];
-	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
-		if (!l) {
-			errno = EINVAL;
-			return NULL;
-		}
-		tools[t] = (struct policy_named_tool){ipc_tool_to_string((enum ipc_tool)t),
-						      (enum ipc_tool)t, *l};
-	}
-	return policy_grammar_build(tools, IPC_TOOL_MODEL_COUNT);
+	return policy_grammar_build(IPC_POLICY_FORMAT_HOLO3);
 }
 
-struct policy_grammar *policy_grammar_build(const struct policy_named_tool *tools, size_t n)
+struct policy_grammar *policy_grammar_build(enum ipc_policy_format f)
 {
+	const struct ipc_model_tool *tool;
 	struct builder b = {.g = xcalloc(1, sizeof(struct policy_grammar))};
 	struct roots rt;
 	uint32_t end, thought, thought_str, note, note_str, tools_node, node;
@@ -830,14 +793,14 @@ struct policy_grammar *policy_grammar_build(const struct policy_named_tool *tool
 	uint32_t tools_root = new_trie_node(&b, 0);
 	static const char tool_call[] = ",\"tool_call\":{\"tool_name\":\"";
 	char w[64];
-	for (size_t t = 0; t < n; t++) {
-		if (!tools[t].name || strlen(tools[t].name) > 32) {
+	for (size_t t = 0; (tool = ipc_model_tool(f, t)); t++) {
+		if (!tool->name || strlen(tool->name) > 32 || tool->layout.n_args == 0) {
 			r = -EINVAL;
 			goto fail;
 		}
-		if ((r = tool_nodes(&b, &rt, &tools[t].layout, end, &node)) < 0)
+		if ((r = tool_nodes(&b, &rt, &tool->layout, end, &node)) < 0)
 			goto fail;
-		snprintf(w, sizeof(w), "%s%s\"", tool_call, tools[t].name);
+		snprintf(w, sizeof(w), "%s%s\"", tool_call, tool->name);
 		if ((r = trie_add(&b, tools_root, w, strlen(w), node)) < 0)
 			goto fail;
 	}

@@ -57,55 +57,17 @@ struct policy_grammar {
  * a copy) when the byte leaves the language. */
 bool policy_grammar_step(struct policy_matcher *m, uint8_t b);
 
-/* Argument types of the canonical layout. */
-enum policy_arg_type {
-	POLICY_ARG_STRING,
-	POLICY_ARG_INT,
-	POLICY_ARG_BOOL,
-	POLICY_ARG_BUTTON,
-	POLICY_ARG_DIRECTION,
-	POLICY_ARG_KEYS,  /* a list of 1..hi key names (hi 0: IPC_MAX_HOTKEY_KEYS) */
-	POLICY_ARG_KEY,
-	POLICY_ARG_GOALS, /* update_plan's 1..IPC_MAX_PLAN_GOALS {"title":"...","status":...} */
-};
-
-struct policy_arg {
-	const char *name;
-	enum policy_arg_type type;
-	bool required;
-	int lo, hi;     /* INT */
-	uint32_t max;   /* STRING */
-};
-
-#define POLICY_MAX_TOOL_ARGS 6
-
-/* The canonical argument order of one tool (the grammar and the serializer follow it). */
-struct policy_tool_layout {
-	struct policy_arg args[POLICY_MAX_TOOL_ARGS];
-	size_t n_args;
-};
-
-/* A format's tool: the name the model writes, the ipc action it means, its layout. */
-struct policy_named_tool {
-	const char *name;
-	enum ipc_tool tool;
-	struct policy_tool_layout layout;
-};
-
-/* The canonical-layout grammar over a tool table (holo3's is built from policy_tool_layout,
- * holo-nano's from format-nano.c's table). NULL + errno. */
-struct policy_grammar *policy_grammar_build(const struct policy_named_tool *tools, size_t n);
-
-/* The holo-nano format's tools (format-nano.c), in the published schema's order. */
-const struct policy_named_tool *policy_nano_tools(size_t *ret_n);
+/* The canonical-layout grammar over a format's tools (ipc's tool table, ipc_model_tool()).
+ * NULL + errno. */
+struct policy_grammar *policy_grammar_build(enum ipc_policy_format f);
 
 /* One argument's JSON Schema (schema.c; keys refer to "#/$defs/key"), a new reference. */
-json_t *policy_arg_json_schema(const struct policy_arg *a);
+json_t *policy_arg_json_schema(const struct ipc_tool_arg *a);
 /* The "$defs" "key" entry: holod's closed key-name list as an enum, a new reference. */
 json_t *policy_key_enum_schema(void);
 
-/* Layout of an ipc tool, or NULL for a tool the layout table lacks. */
-const struct policy_tool_layout *policy_tool_layout(enum ipc_tool tool);
+/* holo3's layout of an ipc tool (ipc's tool table), or NULL for a tool outside its vocabulary. */
+const struct ipc_tool_layout *policy_tool_layout(enum ipc_tool tool);
 
 /* Whether the grammar accepts `name` as a key name (the parser holds steps to the same list). */
 bool policy_key_name_ok(const char *name);

@@ -46,31 +46,31 @@ json_t *policy_key_enum_schema(void)
 
 #define KEY_REF "#/$defs/key"
 
-json_t *policy_arg_json_schema(const struct policy_arg *a)
+json_t *policy_arg_json_schema(const struct ipc_tool_arg *a)
 {
 	switch (a->type) {
-	case POLICY_ARG_STRING:
+	case IPC_ARG_STRING:
 		if (a->max > SCHEMA_MAX_LENGTH)
 			return json_pack("{s:s}", "type", "string");
 		return json_pack("{s:s, s:I}", "type", "string", "maxLength", (json_int_t)a->max);
-	case POLICY_ARG_INT:
+	case IPC_ARG_INT:
 		return json_pack("{s:s, s:i, s:i}", "type", "integer", "minimum", a->lo, "maximum",
 				 a->hi);
-	case POLICY_ARG_BOOL:
+	case IPC_ARG_BOOL:
 		return json_pack("{s:s}", "type", "boolean");
-	case POLICY_ARG_BUTTON:
+	case IPC_ARG_BUTTON:
 		return json_pack("{s:s, s:[s,s,s]}", "type", "string", "enum", "left", "right",
 				 "middle");
-	case POLICY_ARG_DIRECTION:
+	case IPC_ARG_DIRECTION:
 		return json_pack("{s:s, s:[s,s,s,s]}", "type", "string", "enum", "up", "down",
 				 "left", "right");
-	case POLICY_ARG_KEYS:
+	case IPC_ARG_KEYS:
 		return json_pack("{s:s, s:{s:s}, s:i, s:i}", "type", "array", "items", "$ref",
 				 KEY_REF, "minItems", 1, "maxItems",
 				 a->hi ? a->hi : IPC_MAX_HOTKEY_KEYS);
-	case POLICY_ARG_KEY:
+	case IPC_ARG_KEY:
 		return json_pack("{s:s}", "$ref", KEY_REF);
-	case POLICY_ARG_GOALS: /* holo-nano's update_plan */
+	case IPC_ARG_GOALS: /* holo-nano's update_plan */
 		return json_pack("{s:s, s:{s:s, s:{s:{s:s, s:i}, s:{s:s, s:[s,s,s,s]}}, s:[s,s], s:b}, "
 				 "s:i, s:i}",
 				 "type", "array", "items", "type", "object", "properties", "title",
@@ -87,12 +87,11 @@ char *policy_step_json_schema(void)
 	json_t *tools = json_array();
 	char *text = NULL;
 
-	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
-		if (!l)
-			continue;
+	const struct ipc_model_tool *tool;
+	for (size_t t = 0; (tool = ipc_model_tool(IPC_POLICY_FORMAT_HOLO3, t)); t++) {
+		const struct ipc_tool_layout *l = &tool->layout;
 		json_t *props = json_pack("{s:{s:s, s:s}}", "tool_name", "type", "string", "const",
-					  ipc_tool_to_string((enum ipc_tool)t));
+					  tool->name);
 		json_t *req = json_pack("[s]", "tool_name");
 		for (size_t i = 0; i < l->n_args; i++) {
 			json_object_set_new(props, l->args[i].name, policy_arg_json_schema(&l->args[i]));

@@ -145,9 +145,9 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 	/* What ipc's scripts allow but the model's schema does not. */
 	json_t *tn = json_object_get(tc, "tool_name");
 	int tool = tn && json_is_string(tn) ? ipc_tool_from_string(json_string_value(tn)) : -1;
-	const struct policy_tool_layout *l = tool >= 0 ? policy_tool_layout(tool) : NULL;
+	const struct ipc_tool_layout *l = tool >= 0 ? policy_tool_layout(tool) : NULL;
 	for (size_t i = 0; l && i < l->n_args; i++) {
-		const struct policy_arg *a = &l->args[i];
+		const struct ipc_tool_arg *a = &l->args[i];
 		json_t *v = json_object_get(tc, a->name);
 		char field[64];
 		snprintf(field, sizeof(field), "tool_call.%s", a->name);
@@ -160,14 +160,14 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 			}
 			continue;
 		}
-		if (a->type == POLICY_ARG_STRING &&
+		if (a->type == IPC_ARG_STRING &&
 		    (r = policy_check_string(v, field, a->max, errbuf, errlen)) < 0)
 			goto out;
-		if (a->type == POLICY_ARG_INT && !json_is_integer(v)) {
+		if (a->type == IPC_ARG_INT && !json_is_integer(v)) {
 			r = policy_fail(errbuf, errlen, -EINVAL, "%s: expected an integer", field);
 			goto out;
 		}
-		if (a->type == POLICY_ARG_INT &&
+		if (a->type == IPC_ARG_INT &&
 		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi)) {
 			r = policy_fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d",
 			                field, (long long)json_integer_value(v), a->lo, a->hi);
@@ -225,7 +225,7 @@ static int add(json_t *o, const char *key, json_t *v)
 char *policy_step_to_json(const struct policy_step *step)
 {
 	const struct ipc_action *a;
-	const struct policy_tool_layout *l;
+	const struct ipc_tool_layout *l;
 	json_t *root = NULL, *tc = NULL;
 	char *out = NULL;
 	int r = 0;
@@ -246,11 +246,11 @@ char *policy_step_to_json(const struct policy_step *step)
 		const char *name = l->args[i].name;
 		json_t *v = NULL, *arr;
 		switch (l->args[i].type) {
-		case POLICY_ARG_STRING:
+		case IPC_ARG_STRING:
 			v = json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "")
 								      : (a->content ? a->content : ""));
 			break;
-		case POLICY_ARG_INT: {
+		case IPC_ARG_INT: {
 			int x = strcmp(name, "x") == 0 ? a->x
 				: strcmp(name, "y") == 0 ? a->y
 				: strcmp(name, "x2") == 0 ? a->x2
@@ -266,33 +266,33 @@ char *policy_step_to_json(const struct policy_step *step)
 			v = json_integer(x);
 			break;
 		}
-		case POLICY_ARG_BOOL:
+		case IPC_ARG_BOOL:
 			v = json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter
 									   : a->overwrite);
 			break;
-		case POLICY_ARG_BUTTON:
+		case IPC_ARG_BUTTON:
 			if (!ipc_button_to_string(a->button))
 				goto inval;
 			v = json_string(ipc_button_to_string(a->button));
 			break;
-		case POLICY_ARG_DIRECTION:
+		case IPC_ARG_DIRECTION:
 			if (!ipc_direction_to_string(a->direction))
 				goto inval;
 			v = json_string(ipc_direction_to_string(a->direction));
 			break;
-		case POLICY_ARG_KEYS:
+		case IPC_ARG_KEYS:
 			if (a->n_keys == 0 || a->n_keys > IPC_MAX_HOTKEY_KEYS)
 				goto inval;
 			v = arr = json_array();
 			for (size_t k = 0; arr && k < a->n_keys; k++)
 				r |= json_array_append_new(arr, json_string(a->keys[k]));
 			break;
-		case POLICY_ARG_KEY:
+		case IPC_ARG_KEY:
 			if (!a->key)
 				goto inval;
 			v = json_string(a->key);
 			break;
-		case POLICY_ARG_GOALS: /* not in holo3's layout */
+		case IPC_ARG_GOALS: /* not in holo3's layout */
 			goto inval;
 		}
 		r |= add(tc, name, v);

@@ -157,6 +157,106 @@ int ipc_tool_from_string(const char *s);
  * drag_to). */
 bool ipc_tool_has_point(enum ipc_tool t);
 
+/* The policy format an instruction task's prompt and steps follow (docs/policy.md). */
+enum ipc_policy_format {
+	IPC_POLICY_FORMAT_DEFAULT,   /* the daemon's default (--policy-format) */
+	IPC_POLICY_FORMAT_HOLO3,     /* "holo3" */
+	IPC_POLICY_FORMAT_HOLO_NANO, /* "holo-nano" */
+};
+
+/* "holo3", "holo-nano"; NULL for IPC_POLICY_FORMAT_DEFAULT or an out-of-range value. */
+const char *ipc_policy_format_to_string(enum ipc_policy_format f);
+/* Returns the format or -EINVAL. */
+int ipc_policy_format_from_string(const char *s);
+
+/* ---- the action-tool table ------------------------------------------------------------------ */
+
+/* One table (ipc/tools.c) says, for every tool: its JSON name, the members the action parser
+ * accepts, how `holoctl do` reads it from a command line, and how each policy format shows it to
+ * a model (the name the model writes, its arguments in the format's order with their ranges and
+ * defaults, what it does). The parser, the policy formats (the prompt's tool text, the step
+ * grammar, the JSON Schema) and holoctl read it, so a new tool touches ipc/ and the executor. */
+
+/* The model's limits of the formats' step layouts, narrower than the parser's (docs/policy.md):
+ * strings count the bytes between the quotes as written, escapes included. */
+#define IPC_MODEL_MAX_CONTENT_BYTES 4096      /* write.content, answer.content */
+#define IPC_MODEL_MAX_QUESTION_BYTES 1024     /* ask_user.question */
+#define IPC_HOLO3_MAX_SCROLL_SIZE 50          /* holo3's ranges */
+#define IPC_HOLO3_MAX_REPEAT_COUNT 10
+#define IPC_NANO_MAX_SCROLL_SIZE 100          /* holo-nano's published ranges and defaults */
+#define IPC_NANO_DEFAULT_SCROLL_SIZE 10
+#define IPC_NANO_MAX_REPEAT_COUNT 20
+
+/* What one argument of a model's tool call holds. */
+enum ipc_arg_type {
+	IPC_ARG_STRING,    /* at most `max` bytes as written */
+	IPC_ARG_INT,       /* lo..hi; `def` when optional and absent */
+	IPC_ARG_BOOL,      /* default false */
+	IPC_ARG_BUTTON,    /* ipc_button_to_string's spellings, default left */
+	IPC_ARG_DIRECTION,
+	IPC_ARG_KEYS,      /* a list of 1..hi key names (hi 0: IPC_MAX_HOTKEY_KEYS) */
+	IPC_ARG_KEY,
+	IPC_ARG_GOALS,     /* update_plan's 1..IPC_MAX_PLAN_GOALS {"title": ..., "status": ...} */
+};
+
+struct ipc_tool_arg {
+	const char *name;
+	enum ipc_arg_type type;
+	bool required;
+	int lo, hi;   /* INT; KEYS: hi */
+	int def;      /* INT, optional: the default the format states */
+	uint32_t max; /* STRING */
+};
+
+#define IPC_MAX_TOOL_ARGS 6
+
+/* A tool's arguments in a format's canonical order (its grammar and serializer follow it). */
+struct ipc_tool_layout {
+	struct ipc_tool_arg args[IPC_MAX_TOOL_ARGS];
+	size_t n_args;
+};
+
+/* A tool as a policy format shows it to the model. */
+struct ipc_model_tool {
+	const char *name; /* what the model writes as tool_name */
+	enum ipc_tool tool;
+	const char *help; /* what it does, for the model's prompt */
+	struct ipc_tool_layout layout;
+};
+
+/* The i-th tool of a format's vocabulary in the order its prompt and schema list them (holo3:
+ * the enum's order, IPC_TOOL_MODEL_COUNT tools; holo-nano: the published union's); NULL past
+ * the end or for IPC_POLICY_FORMAT_DEFAULT. */
+const struct ipc_model_tool *ipc_model_tool(enum ipc_policy_format f, size_t i);
+
+/* How `holoctl do` reads a tool from its command line. */
+struct ipc_tool_cli {
+	const char *args;      /* the usage of its arguments, e.g. "X Y up|down|left|right [NOTCHES]" */
+	int min_args, max_args;
+	/* The members its positional arguments fill, in order, space-separated; a last member
+	 * ending in '*' takes every argument left. NULL: the tool reads them its own way
+	 * (wait_for's condition). */
+	const char *fill;
+	const char *help;      /* its lines in `holoctl do --help` ("Actions:") */
+};
+
+struct ipc_tool_info {
+	const char *name;   /* tool_name in JSON, as ipc_tool_to_string() */
+	const char *fields; /* the members the action parser accepts besides tool_name, space-separated */
+	struct ipc_tool_cli cli;
+};
+
+/* The table's entry of a tool; NULL out of range. */
+const struct ipc_tool_info *ipc_tool_info(enum ipc_tool t);
+/* Whether `member` is one of the members `t` accepts (tool_name included). */
+bool ipc_tool_has_field(enum ipc_tool t, const char *member);
+
+/* The candidate closest to `word` by edit distance (insert, delete, replace or swap two
+ * neighbours, case ignored) when it is likely what was meant: at most 2 edits and fewer than
+ * half of word's length; else NULL. `name(i, data)` returns the candidates, NULL at the end. */
+const char *ipc_did_you_mean(const char *word, const char *(*name)(size_t i, void *data),
+			     void *data);
+
 /* How x/y (and x2/y2) are to be read. */
 enum ipc_coords {
 	IPC_COORDS_PIXELS, /* root-window pixels, 0..IPC_MAX_PIXEL_COORD */
@@ -336,18 +436,6 @@ enum ipc_history {
 const char *ipc_history_to_string(enum ipc_history h);
 /* Returns the mode or -EINVAL. */
 int ipc_history_from_string(const char *s);
-
-/* The policy format an instruction task's prompt and steps follow (docs/policy.md). */
-enum ipc_policy_format {
-	IPC_POLICY_FORMAT_DEFAULT,   /* the daemon's default (--policy-format) */
-	IPC_POLICY_FORMAT_HOLO3,     /* "holo3" */
-	IPC_POLICY_FORMAT_HOLO_NANO, /* "holo-nano" */
-};
-
-/* "holo3", "holo-nano"; NULL for IPC_POLICY_FORMAT_DEFAULT or an out-of-range value. */
-const char *ipc_policy_format_to_string(enum ipc_policy_format f);
-/* Returns the format or -EINVAL. */
-int ipc_policy_format_from_string(const char *s);
 
 /* Whether an instruction task's steps open a think block (docs/policy.md). */
 enum ipc_thinking {

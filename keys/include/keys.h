@@ -22,6 +22,10 @@
  * "space", ...) case-insensitively to an X keysym; X's own keysym names ("KP_Add", "XF86Back",
  * "U2014") are accepted as XStringToKeysym() spells them. -EINVAL for unknown names. */
 int keys_lookup(const char *name, uint32_t *ret_keysym);
+/* The i-th name of the model vocabularies' table (lowercase, "return", "enter", "esc", ...), in
+ * the table's order; NULL past the end. Besides these keys_lookup() takes single characters,
+ * f1..f24 and X's own keysym names. */
+const char *keys_name(size_t i);
 /* Splits a "+"-joined combination into at most `max` names copied into `names` (each
  * KEYS_MAX_NAME bytes). "+" itself is written as "ctrl++" or "+". Returns the count, or
  * -EINVAL with a message in errbuf (empty, too many keys, empty or too long name). */

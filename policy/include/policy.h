@@ -29,18 +29,18 @@
 #define POLICY_MAX_NOTE_BYTES 1024
 #define POLICY_MAX_THOUGHT_BYTES 1024
 #define POLICY_MAX_ELEMENT_BYTES IPC_MAX_ELEMENT_BYTES
-#define POLICY_MAX_CONTENT_BYTES 4096
-#define POLICY_MAX_QUESTION_BYTES 1024 /* ask_user.question (within IPC_MAX_QUESTION_BYTES) */
+#define POLICY_MAX_CONTENT_BYTES IPC_MODEL_MAX_CONTENT_BYTES
+#define POLICY_MAX_QUESTION_BYTES IPC_MODEL_MAX_QUESTION_BYTES /* ask_user.question (within IPC_MAX_QUESTION_BYTES) */
 /* The system texts' rule about secrets, with up to 64 names of 64 bytes. */
 #define POLICY_MAX_SECRETS_RULE 5120
 /* holo3's ranges (docs/policy.md), narrower than ipc's (IPC_MAX_SCROLL_SIZE, IPC_MAX_HOTKEY_REPEAT),
  * which holo-nano's published schema fills. */
-#define POLICY_HOLO3_MAX_SCROLL_SIZE 50
-#define POLICY_HOLO3_MAX_REPEAT_COUNT 10
+#define POLICY_HOLO3_MAX_SCROLL_SIZE IPC_HOLO3_MAX_SCROLL_SIZE
+#define POLICY_HOLO3_MAX_REPEAT_COUNT IPC_HOLO3_MAX_REPEAT_COUNT
 /* holo-nano's published ranges and defaults (its pydantic schema). */
-#define POLICY_NANO_MAX_SCROLL_SIZE 100
-#define POLICY_NANO_DEFAULT_SCROLL_SIZE 10
-#define POLICY_NANO_MAX_REPEAT_COUNT 20
+#define POLICY_NANO_MAX_SCROLL_SIZE IPC_NANO_MAX_SCROLL_SIZE
+#define POLICY_NANO_DEFAULT_SCROLL_SIZE IPC_NANO_DEFAULT_SCROLL_SIZE
+#define POLICY_NANO_MAX_REPEAT_COUNT IPC_NANO_MAX_REPEAT_COUNT
 /* wait.duration is whole seconds in the schema: 1..POLICY_MAX_WAIT_SECONDS. */
 #define POLICY_MAX_WAIT_SECONDS (IPC_MAX_WAIT_MS / 1000)
 /* Largest step text the parser accepts. */

@@ -375,7 +375,7 @@ static void test_action_request(void)
 
 	json = "{\"action\": {\"tool_name\": \"hotkey\", \"keys\": [\"ctr\"]}}";
 	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
-	CHECK_STR_EQ(err, "action.keys[0]: unknown key name 'ctr'");
+	CHECK_STR_EQ(err, "action.keys[0]: unknown key name 'ctr': did you mean 'ctrl'?");
 	json = "{\"action\": {\"tool_name\": \"write\", \"content\": \"a\\u001bb\"}}";
 	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
 	CHECK_STR_EQ(err, "action.content: control character U+001B at byte 1 cannot be typed (only "
@@ -961,8 +961,79 @@ static void test_nano_actions(void)
 	free(big);
 }
 
+/* The tool table (ipc/tools.c) is what the parser accepts: every member it lists for a tool is
+ * a member the parser reads for that tool, and the formats' views name only such members. */
+static void test_tool_table(void)
+{
+	char msg[512], json[256];
+	struct ipc_action a;
+
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct ipc_tool_info *info = ipc_tool_info((enum ipc_tool)t);
+		REQUIRE(info && info->name && info->fields);
+		CHECK_INT_EQ(ipc_tool_from_string(info->name), t);
+		for (const char *p = info->fields; *p;) {
+			size_t n = strcspn(p, " ");
+			/* a value of the wrong type for every member: the parser names the member's
+			 * value, never "unknown field" */
+			snprintf(json, sizeof(json), "{\"tool_name\": \"%s\", \"%.*s\": {\"\": []}}",
+				 info->name, (int)n, p);
+			int r = ipc_action_parse(json, strlen(json), IPC_COORDS_PIXELS, &a, msg,
+						 sizeof(msg));
+			if (r == 0)
+				ipc_action_finish(&a);
+			if (strstr(msg, "unknown field for tool")) {
+				fprintf(stderr, "%s: %s\n", json, msg);
+				test_failures++;
+			}
+			p += n;
+			p += strspn(p, " ");
+		}
+		CHECK(!ipc_tool_has_field((enum ipc_tool)t, "bogus"));
+		CHECK(ipc_tool_has_field((enum ipc_tool)t, "tool_name"));
+	}
+	for (int f = IPC_POLICY_FORMAT_HOLO3; f <= IPC_POLICY_FORMAT_HOLO_NANO; f++) {
+		const struct ipc_model_tool *m;
+		size_t n = 0;
+		for (; (m = ipc_model_tool((enum ipc_policy_format)f, n)); n++) {
+			CHECK(m->name && m->help && m->layout.n_args > 0);
+			for (size_t i = 0; i < m->layout.n_args; i++)
+				CHECK(ipc_tool_has_field(m->tool, m->layout.args[i].name));
+		}
+		CHECK_INT_EQ(n, f == IPC_POLICY_FORMAT_HOLO3 ? IPC_TOOL_MODEL_COUNT : 13);
+	}
+	CHECK(!ipc_model_tool(IPC_POLICY_FORMAT_DEFAULT, 0));
+	CHECK(ipc_tool_has_point(IPC_TOOL_DRAG_TO) && !ipc_tool_has_point(IPC_TOOL_WRITE));
+}
+
+/* "did you mean" for a misspelt tool, member or key name; nothing for a word far from all. */
+static void test_did_you_mean(void)
+{
+	expect_error("{\"script\": [{\"tool_name\": \"clik\", \"x\": 1, \"y\": 1}]}", -EINVAL,
+		     "script[0].tool_name: unknown tool 'clik': did you mean 'click'? (expected one "
+		     "of click, double_click,");
+	expect_error("{\"script\": [{\"tool_name\": \"dobule_click\", \"x\": 1, \"y\": 1}]}",
+		     -EINVAL,
+		     "script[0].tool_name: unknown tool 'dobule_click': did you mean 'double_click'?");
+	expect_error("{\"script\": [{\"tool_name\": \"fly\"}]}", -EINVAL,
+		     "script[0].tool_name: unknown tool 'fly' (expected one of");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1, "
+		     "\"buton\": \"left\"}]}", -EINVAL,
+		     "script[0].buton: unknown field for tool 'click': did you mean 'button'?");
+	/* a member of another tool is no suggestion for this one */
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1, "
+		     "\"key\": \"a\"}]}", -EINVAL, "script[0].key: unknown field for tool 'click'");
+	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", "
+		     "\"escpae\"]}]}", -EINVAL,
+		     "script[0].keys[1]: unknown key name 'escpae': did you mean 'escape'?");
+	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}",
+		     -EINVAL, "script[0].key: unknown key name 'hyperdrive'");
+}
+
 int main(void)
 {
+	test_tool_table();
+	test_did_you_mean();
 	test_nano_actions();
 	test_history();
 	test_takeover();

@@ -64,34 +64,34 @@ static const char *const corpus_keys[] = {
 
 static const char *const corpus_key[] = {"\"enter\"", "\"A\"", "\"f12\"", "\"shift\"", "\"~\""};
 
-static inline void corpus_value(char *buf, size_t size, const struct policy_arg *a, unsigned v)
+static inline void corpus_value(char *buf, size_t size, const struct ipc_tool_arg *a, unsigned v)
 {
 	switch (a->type) {
-	case POLICY_ARG_STRING:
+	case IPC_ARG_STRING:
 		snprintf(buf, size, "%s", corpus_strings[v % CORPUS_N_STRINGS]);
 		break;
-	case POLICY_ARG_INT: {
+	case IPC_ARG_INT: {
 		int vals[] = {a->lo, a->hi, (a->lo + a->hi) / 2, a->lo + 1 <= a->hi ? a->lo + 1 : a->lo,
 			      a->hi >= 10 ? 10 : a->hi};
 		snprintf(buf, size, "%d", vals[v % 5]);
 		break;
 	}
-	case POLICY_ARG_BOOL:
+	case IPC_ARG_BOOL:
 		snprintf(buf, size, "%s", v % 2 ? "true" : "false");
 		break;
-	case POLICY_ARG_BUTTON:
+	case IPC_ARG_BUTTON:
 		snprintf(buf, size, "\"%s\"", ipc_button_to_string((enum ipc_button)(v % 3)));
 		break;
-	case POLICY_ARG_DIRECTION:
+	case IPC_ARG_DIRECTION:
 		snprintf(buf, size, "\"%s\"", ipc_direction_to_string((enum ipc_direction)(v % 4)));
 		break;
-	case POLICY_ARG_KEYS:
+	case IPC_ARG_KEYS:
 		snprintf(buf, size, "%s", corpus_keys[v % CORPUS_N_KEYS]);
 		break;
-	case POLICY_ARG_KEY:
+	case IPC_ARG_KEY:
 		snprintf(buf, size, "%s", corpus_key[v % 5]);
 		break;
-	case POLICY_ARG_GOALS:
+	case IPC_ARG_GOALS:
 		snprintf(buf, size, "[{\"title\":\"%s\",\"status\":\"%s\"}]", v % 2 ? "Open it" : "",
 			 ipc_goal_status_to_string((enum ipc_goal_status)(v % 4)));
 		break;
@@ -103,7 +103,7 @@ static inline void corpus_build(struct corpus *c)
 {
 	unsigned counter = 0;
 	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		const struct ipc_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		if (!l)
 			abort();
 		size_t n_opt = 0;

@@ -334,7 +334,7 @@ static void test_parser(void)
 static void test_agrees_with_ipc(void)
 {
 	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		const struct ipc_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		REQUIRE(l);
 		char base[1024], val[256];
 		int off = snprintf(base, sizeof(base), "{\"tool_name\":\"%s\"",
@@ -354,7 +354,7 @@ static void test_agrees_with_ipc(void)
 		ipc_action_finish(&a);
 		/* Every argument of every tool, added to this tool. */
 		for (int u = 0; u < IPC_TOOL_MODEL_COUNT; u++) {
-			const struct policy_tool_layout *lu = policy_tool_layout((enum ipc_tool)u);
+			const struct ipc_tool_layout *lu = policy_tool_layout((enum ipc_tool)u);
 			for (size_t i = 0; i < lu->n_args; i++) {
 				bool listed = false, present = false;
 				for (size_t j = 0; j < l->n_args; j++) {
@@ -472,7 +472,7 @@ static void test_json_schema(void)
 							"tool_call"), "anyOf");
 	CHECK_INT_EQ(json_array_size(tools), IPC_TOOL_MODEL_COUNT);
 	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
-		const struct policy_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
+		const struct ipc_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		json_t *alt = json_array_get(tools, (size_t)t);
 		json_t *props = json_object_get(alt, "properties");
 		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(props, "tool_name"),
@@ -483,7 +483,7 @@ static void test_json_schema(void)
 		for (size_t i = 0; i < l->n_args; i++) {
 			json_t *a = json_object_get(props, l->args[i].name);
 			CHECK(a != NULL);
-			if (l->args[i].type == POLICY_ARG_INT) {
+			if (l->args[i].type == IPC_ARG_INT) {
 				CHECK_INT_EQ(json_integer_value(json_object_get(a, "minimum")),
 					     l->args[i].lo);
 				CHECK_INT_EQ(json_integer_value(json_object_get(a, "maximum")),

@@ -228,8 +228,10 @@ static uint32_t next_rand(void)
  * parses, means a tool of the table, and serializes to a step the grammar accepts. */
 static void test_sampled(void)
 {
-	size_t n_tools;
-	const struct policy_named_tool *tools = policy_nano_tools(&n_tools);
+	size_t n_tools = 0;
+	const struct ipc_model_tool *tools[32];
+	while (n_tools < 32 && (tools[n_tools] = ipc_model_tool(IPC_POLICY_FORMAT_HOLO_NANO, n_tools)))
+		n_tools++;
 	bool seen[32] = {0};
 	for (int k = 0; k < 600; k++) {
 		char text[8192];
@@ -268,7 +270,7 @@ static void test_sampled(void)
 		if (r != 0)
 			continue;
 		for (size_t t = 0; t < n_tools; t++)
-			if (tools[t].tool == s.action.tool)
+			if (tools[t]->tool == s.action.tool)
 				seen[t] = true;
 		if (dump)
 			fprintf(dump, "%s\n", text);
@@ -279,7 +281,7 @@ static void test_sampled(void)
 	}
 	for (size_t t = 0; t < n_tools; t++) {
 		if (!seen[t])
-			fprintf(stderr, "no sampled step used %s\n", tools[t].name);
+			fprintf(stderr, "no sampled step used %s\n", tools[t]->name);
 		CHECK(seen[t]);
 	}
 }
