@@ -52,6 +52,7 @@ struct cli_command {
 	const char *args;    /* usage after the name, e.g. "[options] ID" */
 	const char *summary; /* one line for the command list */
 	const char *help;    /* the rest of `holoctl NAME --help` */
+	void (*help_more)(FILE *f); /* optional: more help generated after `help` (do's actions) */
 	/* argv[0] is the command name. Returns an exit status (CLI_EXIT_*). */
 	int (*run)(struct cli_context *ctx, int argc, char **argv);
 };

@@ -9,6 +9,7 @@
 #include "ipc.h"
 #include "keys.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -52,51 +53,111 @@ static const struct option do_options[] = {
         {0},
 };
 
-/* Tools as typed on the command line, with the click aliases. */
+/* The click aliases; every other action is a tool of ipc's table that has a command line
+ * (struct ipc_tool_cli: its arguments, usage and help). */
 static const struct {
 	const char *name;
-	enum ipc_tool tool;
-	int button; /* -1: from --button */
-	const char *args;
-	int min_args, max_args;
-} do_tools[] = {
-        {"click", IPC_TOOL_CLICK, -1, "X Y", 2, 2},
-        {"right_click", IPC_TOOL_CLICK, IPC_BUTTON_RIGHT, "X Y", 2, 2},
-        {"middle_click", IPC_TOOL_CLICK, IPC_BUTTON_MIDDLE, "X Y", 2, 2},
-        {"double_click", IPC_TOOL_DOUBLE_CLICK, -1, "X Y", 2, 2},
-        {"triple_click", IPC_TOOL_TRIPLE_CLICK, -1, "X Y", 2, 2},
-        {"move", IPC_TOOL_MOVE, -1, "X Y", 2, 2},
-        {"drag", IPC_TOOL_DRAG, -1, "X Y X2 Y2", 4, 4},
-        {"scroll", IPC_TOOL_SCROLL, -1, "X Y up|down|left|right [NOTCHES]", 3, 4},
-        {"write", IPC_TOOL_WRITE, -1, "TEXT", 1, 1},
-        {"hotkey", IPC_TOOL_HOTKEY, -1, "KEY[+KEY...] [KEY...]", 1, IPC_MAX_HOTKEY_KEYS},
-        {"key_down", IPC_TOOL_KEY_DOWN, -1, "KEY", 1, 1},
-        {"key_up", IPC_TOOL_KEY_UP, -1, "KEY", 1, 1},
-        {"wait", IPC_TOOL_WAIT, -1, "SECONDS", 1, 1},
-        {"launch", IPC_TOOL_LAUNCH, -1, "[--title RE] [--class RE] -- PROGRAM [ARG...]", 1,
-         IPC_MAX_LAUNCH_ARGS},
-        {"wait_for", IPC_TOOL_WAIT_FOR, -1,
-         "window|window_gone|focus --title/--class/--instance RE | screen_stable MS | "
-         "region_changed X Y W H",
-         1, 5},
-        {"activate", IPC_TOOL_ACTIVATE, -1, "--title/--class/--instance RE", 0, 0},
-        {"hold_and_tap_key", IPC_TOOL_HOLD_AND_TAP_KEY, -1, "HOLD[+HOLD...] TAP [TAP...]", 2,
-         1 + IPC_MAX_TAP_KEYS},
-        {"drag_to", IPC_TOOL_DRAG_TO, -1, "X Y", 2, 2},
-        {"update_plan", IPC_TOOL_UPDATE_PLAN, -1, "STATUS:TITLE [STATUS:TITLE...]", 1,
-         IPC_MAX_PLAN_GOALS},
+	enum ipc_button button;
+} click_aliases[] = {
+        {"right_click", IPC_BUTTON_RIGHT},
+        {"middle_click", IPC_BUTTON_MIDDLE},
 };
+
+/* The tool of an action name typed on the command line, or -EINVAL. */
+static int do_tool(const char *name, int *ret_button)
+{
+	*ret_button = -1;
+	for (size_t i = 0; i < ARRAY_SIZE(click_aliases); i++)
+		if (strcmp(name, click_aliases[i].name) == 0) {
+			*ret_button = (int)click_aliases[i].button;
+			return IPC_TOOL_CLICK;
+		}
+	int t = ipc_tool_from_string(name);
+	return t >= 0 && ipc_tool_info((enum ipc_tool)t)->cli.args ? t : -EINVAL;
+}
+
+/* The i-th action name `do` takes: the tools with a command line, each click alias after click. */
+static const char *do_name_at(size_t i, void *data)
+{
+	(void)data;
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		if (!ipc_tool_info((enum ipc_tool)t)->cli.args)
+			continue;
+		if (i-- == 0)
+			return ipc_tool_to_string((enum ipc_tool)t);
+		if (t == IPC_TOOL_CLICK) {
+			if (i < ARRAY_SIZE(click_aliases))
+				return click_aliases[i].name;
+			i -= ARRAY_SIZE(click_aliases);
+		}
+	}
+	return NULL;
+}
+
+/* The rest of `holoctl do --help`: the actions from the tool table, then the options. */
+static void print_help(FILE *f)
+{
+	fprintf(f, "Actions:\n");
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct ipc_tool_cli *cli = &ipc_tool_info((enum ipc_tool)t)->cli;
+		if (cli->args && cli->help)
+			fputs(cli->help, f);
+	}
+	fputs("  click/double_click/move --target TEXT    drag --target TEXT --target2 TEXT\n"
+	      "                         the model locates TEXT on the screen (needs --model)\n"
+	      "  keys                   list the key names (sends nothing)\n"
+	      "\n"
+	      "Options:\n"
+	      "  --coords pixels|model  X Y are root-window pixels (default) or 0..1000 model space\n"
+	      "  --element TEXT         describe the target (journaled with the step)\n"
+	      "  --dry-run              journal the action without injecting it\n"
+	      "  --settle-ms N          wait N ms after the action before the screenshot\n"
+	      "  --display NAME         run it on this display of holod's (default: the first free)\n"
+	      "  --json                 print holod's JSON answer\n"
+	      "Text starting with '-' goes after `--`: holoctl do write -- \"-1\" (a negative number\n"
+	      "is an argument, not an option).\n"
+	      "Each action is a task of its own, and holod releases held keys when a task ends: to\n"
+	      "hold a key across actions, put key_down ... key_up in a script (holoctl run).\n",
+	      f);
+}
+
+/* "--button applies to click only": the tools with a command line that take `member`. */
+static int not_for(struct cli_context *ctx, const char *opts, const char *member)
+{
+	char tools[256] = "";
+	size_t n = 0, k = 0;
+
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++)
+		n += ipc_tool_info((enum ipc_tool)t)->cli.args && ipc_tool_has_field(t, member);
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		if (!ipc_tool_info((enum ipc_tool)t)->cli.args || !ipc_tool_has_field(t, member))
+			continue;
+		snprintf(tools + strlen(tools), sizeof(tools) - strlen(tools), "%s%s",
+		         k == 0 ? "" : k + 1 == n ? " and " : ", ", ipc_tool_to_string(t));
+		k++;
+	}
+	return cli_usage_error(ctx, &cli_cmd_do, "%s %s to %s only", opts,
+	                       strchr(opts, ' ') ? "apply" : "applies", tools);
+}
+
+/* A number of seconds: more than 0 and at most max_ms / 1000; the milliseconds, at least 1. */
+static bool parse_seconds(const char *s, uint32_t max_ms, uint32_t *ret_ms)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || *end || !(v > 0) || v * 1000.0 > max_ms)
+		return false;
+	*ret_ms = (uint32_t)MAX(1, lround(v * 1000.0));
+	return true;
+}
 
 /* A number of seconds for --timeout: 0.001..IPC_MAX_WAIT_FOR_MS / 1000. */
 static int parse_timeout(struct cli_context *ctx, const char *s, uint32_t *ret_ms)
 {
-	char *end;
-	double v = strtod(s, &end);
-	if (end == s || *end || !(v * 1000.0 >= 1.0) || v * 1000.0 > IPC_MAX_WAIT_FOR_MS)
+	if (!parse_seconds(s, IPC_MAX_WAIT_FOR_MS, ret_ms) || strtod(s, NULL) * 1000.0 < 1.0)
 		return cli_usage_error(ctx, &cli_cmd_do,
 		                       "--timeout takes seconds, more than 0 and at most %d, not '%s'",
 		                       IPC_MAX_WAIT_FOR_MS / 1000, s);
-	*ret_ms = (uint32_t)lround(v * 1000.0);
 	return 0;
 }
 
@@ -111,39 +172,231 @@ static int parse_coord(struct cli_context *ctx, const char *what, const char *s,
 	return 0;
 }
 
-/* Splits "ctrl+shift+t" (and further arguments) into a->keys. */
-static int parse_keys(struct cli_context *ctx, int n, char **args, struct ipc_action *a)
+/* The key lists' limits, as holoctl says them. */
+static const struct {
+	const char *member;
+	size_t max;
+	const char *says;
+} key_lists[] = {
+        {"keys", IPC_MAX_HOTKEY_KEYS, "a hotkey has"},
+        {"hold_keys", IPC_MAX_HOLD_KEYS, "hold_and_tap_key holds"},
+        {"tap_keys", IPC_MAX_TAP_KEYS, "hold_and_tap_key taps"},
+};
+
+/* Appends the key names of "ctrl+shift+t" to the array `keys` (at most max in all). */
+static int parse_keys(struct cli_context *ctx, const char *arg, json_t *keys, size_t max,
+                      const char *says)
 {
-	for (int i = 0; i < n; i++) {
-		const char *p = args[i];
-		for (;;) {
-			const char *plus = strchr(p, '+');
-			size_t len = plus ? (size_t)(plus - p) : strlen(p);
-			if (len == 0)
-				return cli_usage_error(
-				        ctx, &cli_cmd_do,
-				        "empty key name in '%s' (write the plus key as 'plus')",
-				        args[i]);
-			if (a->n_keys == IPC_MAX_HOTKEY_KEYS)
-				return cli_usage_error(ctx, &cli_cmd_do,
-				                       "a hotkey has at most %d keys",
-				                       IPC_MAX_HOTKEY_KEYS);
-			a->keys[a->n_keys++] = xstrndup(p, len);
-			if (!plus)
-				break;
-			p = plus + 1;
-		}
+	for (const char *p = arg;;) {
+		const char *plus = strchr(p, '+');
+		size_t len = plus ? (size_t)(plus - p) : strlen(p);
+		if (len == 0)
+			return cli_usage_error(ctx, &cli_cmd_do,
+			                       "empty key name in '%s' (write the plus key as 'plus')",
+			                       arg);
+		if (json_array_size(keys) == max)
+			return cli_usage_error(ctx, &cli_cmd_do, "%s at most %zu keys", says, max);
+		json_array_append_new(keys, json_stringn(p, len));
+		if (!plus)
+			return 0;
+		p = plus + 1;
+	}
+}
+
+/* One positional argument into `member` of the action (an array member takes one element). */
+static int fill_member(struct cli_context *ctx, const char *tool, const char *member,
+                       const char *arg, json_t *act)
+{
+	long v;
+	int x = 0;
+
+	if (strcmp(member, "x") == 0 || strcmp(member, "y") == 0 || strcmp(member, "x2") == 0 ||
+	    strcmp(member, "y2") == 0) {
+		char what[4];
+		for (size_t i = 0; i < sizeof(what); i++)
+			what[i] = (char)toupper((unsigned char)member[i]);
+		if (parse_coord(ctx, what, arg, &x) != 0)
+			return CLI_EXIT_USAGE;
+		return json_object_set_new(act, member, json_integer(x));
+	}
+	if (strcmp(member, "direction") == 0) {
+		if (ipc_direction_from_string(arg) < 0)
+			return cli_usage_error(ctx, &cli_cmd_do,
+			                       "%s direction must be up, down, left or right, not '%s'",
+			                       tool, arg);
+		return json_object_set_new(act, member, json_string(arg));
+	}
+	if (strcmp(member, "scroll_size") == 0) {
+		if (cli_parse_int(arg, 1, IPC_MAX_SCROLL_SIZE, &v) < 0)
+			return cli_usage_error(ctx, &cli_cmd_do,
+			                       "%s notches must be from 1 to %d, not '%s'", tool,
+			                       IPC_MAX_SCROLL_SIZE, arg);
+		return json_object_set_new(act, member, json_integer(v));
+	}
+	if (strcmp(member, "content") == 0) {
+		/* Text the display cannot type is the user's mistake: say where, before JSON
+		 * (which cannot carry invalid UTF-8) is even built. */
+		char why[160];
+		if (keys_text_validate(arg, why, sizeof(why)) < 0)
+			return cli_usage_error(ctx, &cli_cmd_do, "%s: %s", tool, why);
+		return json_object_set_new(act, member, json_string(arg));
+	}
+	if (strcmp(member, "duration") == 0) {
+		uint32_t ms;
+		if (!parse_seconds(arg, IPC_MAX_WAIT_MS, &ms))
+			return cli_usage_error(
+			        ctx, &cli_cmd_do,
+			        "%s takes seconds, more than 0 and at most %d, not '%s'", tool,
+			        IPC_MAX_WAIT_MS / 1000, arg);
+		return json_object_set_new(act, member, json_real(ms / 1000.0));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(key_lists); i++) {
+		if (strcmp(member, key_lists[i].member) != 0)
+			continue;
+		json_t *keys = json_object_get(act, member);
+		if (!keys)
+			json_object_set_new(act, member, keys = json_array());
+		return parse_keys(ctx, arg, keys, key_lists[i].max, key_lists[i].says) == 0
+		               ? 0
+		               : CLI_EXIT_USAGE;
+	}
+	if (strcmp(member, "goals") == 0) {
+		const char *colon = strchr(arg, ':');
+		char status[16];
+		size_t n = colon ? (size_t)(colon - arg) : 0;
+		snprintf(status, sizeof(status), "%.*s", (int)MIN(n, sizeof(status) - 1), arg);
+		if (!colon || n >= sizeof(status) || ipc_goal_status_from_string(status) < 0)
+			return cli_usage_error(ctx, &cli_cmd_do,
+			                       "a goal is STATUS:TITLE with STATUS todo, running, done "
+			                       "or failed, not '%s'", arg);
+		json_t *goals = json_object_get(act, member);
+		if (!goals)
+			json_object_set_new(act, member, goals = json_array());
+		return json_array_append_new(goals, json_pack("{s:s, s:s}", "title", colon + 1,
+		                                              "status", status));
+	}
+	if (strcmp(member, "command") == 0) {
+		json_t *argv = json_object_get(act, member);
+		if (!argv)
+			json_object_set_new(act, member, argv = json_array());
+		return json_array_append_new(argv, json_string(arg));
+	}
+	/* a string member the parser checks (key) */
+	return json_object_set_new(act, member, json_string(arg));
+}
+
+/* The positional arguments into the members the tool's `fill` names, in order. */
+static int fill_args(struct cli_context *ctx, enum ipc_tool tool, int nargs, char **args,
+                     json_t *act)
+{
+	const char *p = ipc_tool_info(tool)->cli.fill, *name = ipc_tool_to_string(tool);
+	int i = 0, r;
+
+	while (*p && i < nargs) {
+		char member[32];
+		size_t len = strcspn(p, " ");
+		bool rest = len > 0 && p[len - 1] == '*';
+		snprintf(member, sizeof(member), "%.*s", (int)(len - rest), p);
+		do {
+			if ((r = fill_member(ctx, name, member, args[i++], act)) != 0)
+				return r < 0 ? cli_error(ctx, "out of memory") : r;
+		} while (rest && i < nargs);
+		p += len;
+		p += strspn(p, " ");
 	}
 	return 0;
 }
 
+/* wait_for's condition: a window match, or screen_stable MS, or region_changed X Y W H. */
+static int fill_wait_for(struct cli_context *ctx, int nargs, char **args, bool matches,
+                         json_t *act)
+{
+	int k, r = 0;
+	long v;
+
+	for (k = 0; ipc_wait_kind_to_string((enum ipc_wait_kind)k); k++)
+		if (strcmp(args[0], ipc_wait_kind_to_string((enum ipc_wait_kind)k)) == 0)
+			break;
+	if (!ipc_wait_kind_to_string((enum ipc_wait_kind)k))
+		return cli_usage_error(ctx, &cli_cmd_do,
+		                       "wait_for takes window, window_gone, focus, screen_stable or "
+		                       "region_changed, not '%s'", args[0]);
+	int want = k == IPC_WAIT_SCREEN_STABLE ? 2 : k == IPC_WAIT_REGION_CHANGED ? 5 : 1;
+	if (nargs != want || (want == 1) != matches)
+		return cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do wait_for %s",
+		                       want == 2 ? "screen_stable MS"
+		                       : want == 5 ? "region_changed X Y WIDTH HEIGHT"
+		                                   : "window|window_gone|focus --title/--class/"
+		                                     "--instance RE");
+	if (want == 2) {
+		if (cli_parse_int(args[1], IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, &v) < 0)
+			return cli_usage_error(ctx, &cli_cmd_do,
+			                       "screen_stable takes milliseconds from %d to %d, not '%s'",
+			                       IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, args[1]);
+		json_object_set_new(act, args[0], json_pack("{s:I}", "ms", (json_int_t)v));
+	}
+	if (want == 5) {
+		static const char *const names[] = {"x", "y", "width", "height"};
+		json_t *region = json_object();
+		json_object_set_new(act, args[0], region);
+		for (int i = 0; i < 4 && r == 0; i++) {
+			int x = 0;
+			r = parse_coord(ctx, "region_changed's X, Y, WIDTH and HEIGHT", args[1 + i], &x);
+			if (r == 0)
+				json_object_set_new(region, names[i], json_integer(x));
+		}
+	}
+	return r;
+}
+
+/* A negative number as an argument ("click -5 10"), not an option, for getopt to leave alone. */
+static bool is_negative_number(const char *s)
+{
+	char *end;
+	if (s[0] != '-' || !(isdigit((unsigned char)s[1]) || s[1] == '.'))
+		return false;
+	(void)strtod(s, &end);
+	return *end == '\0';
+}
+
+/* Whether argv[i] is the value of the option before it (--settle-ms -1). */
+static bool is_option_value(char **argv, int i)
+{
+	const char *prev = argv[i - 1];
+	if (strncmp(prev, "--", 2) != 0 || strchr(prev, '='))
+		return false;
+	for (const struct option *o = do_options; o->name; o++)
+		if (strcmp(prev + 2, o->name) == 0)
+			return o->has_arg == required_argument;
+	return false;
+}
+
+/* `holoctl do keys`: the key names a hotkey, key_down, key_up or hold_and_tap_key takes. */
+static int print_keys(struct cli_context *ctx)
+{
+	size_t col = 0;
+	for (size_t i = 0; keys_name(i); i++) {
+		size_t n = strlen(keys_name(i));
+		if (col && col + 1 + n > 78) {
+			fputc('\n', ctx->out);
+			col = 0;
+		}
+		col += (size_t)fprintf(ctx->out, "%s%s", col ? " " : "", keys_name(i));
+	}
+	fprintf(ctx->out, "%s"
+	        "f1 .. f24, and a single character: a, 1, %%, ...\n"
+	        "X's own keysym names too: KP_Add, XF86AudioPlay, U2014 (a code point), ...\n"
+	        "Names are matched without regard to case; join keys pressed together with '+':\n"
+	        "ctrl+shift+t (the plus key itself is 'plus').\n", col ? "\n" : "");
+	return CLI_EXIT_OK;
+}
+
 int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **ret_body)
 {
-	struct ipc_action a = {0};
 	struct ipc_task_request *check = NULL;
 	enum ipc_coords coords = IPC_COORDS_PIXELS;
 	const char *element = NULL, *display = NULL, *target = NULL, *target2 = NULL;
-	struct ipc_window_match match = {0}; /* borrowed from argv; copied into the action */
+	const char *match[3] = {NULL}; /* title, class, instance: borrowed from argv */
 	uint32_t timeout_ms = IPC_DEFAULT_WAIT_FOR_MS;
 	bool has_timeout = false;
 	int button = -1, settle_ms = -1, c, r;
@@ -151,18 +404,28 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	bool dry_run = false, enter = false, overwrite = false;
 	char *action_json = NULL, *body = NULL;
 	char errbuf[CLI_MAX_ERROR_LEN];
-	json_t *req = NULL, *action = NULL;
+	json_t *req = NULL, *act = NULL, *action = NULL;
 	json_error_t jerr;
 
+	/* getopt would read "-5" as an option: such arguments travel marked, unmarked after it */
+	char **av = xcalloc((size_t)argc + 1, sizeof(*av)), **marked = xcalloc((size_t)argc + 1,
+	                                                                       sizeof(*marked));
+	for (int i = 0, n = 0; i < argc; i++)
+		av[i] = i > 0 && is_negative_number(argv[i]) && !is_option_value(argv, i)
+		                ? (marked[n++] = xasprintf("\x1f%s", argv[i]))
+		                : argv[i];
+
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, do_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, av, CLI_COMMON_SHORT_OPTIONS, do_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_BUTTON:
 			button = ipc_button_from_string(optarg);
-			if (button < 0)
-				return cli_usage_error(
-				        ctx, &cli_cmd_do,
-				        "--button must be left, right or middle, not '%s'", optarg);
+			if (button < 0) {
+				r = cli_usage_error(ctx, &cli_cmd_do,
+				                    "--button must be left, right or middle, not '%s'",
+				                    optarg);
+				goto out;
+			}
 			break;
 		case OPT_ELEMENT:
 			element = optarg;
@@ -174,27 +437,32 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			overwrite = true;
 			break;
 		case OPT_REPEAT:
-			if (cli_parse_int(optarg, 1, IPC_MAX_HOTKEY_REPEAT, &repeat) < 0)
-				return cli_usage_error(ctx, &cli_cmd_do,
-				                       "--repeat must be from 1 to %d, not '%s'",
-				                       IPC_MAX_HOTKEY_REPEAT, optarg);
+			if (cli_parse_int(optarg, 1, IPC_MAX_HOTKEY_REPEAT, &repeat) < 0) {
+				r = cli_usage_error(ctx, &cli_cmd_do,
+				                    "--repeat must be from 1 to %d, not '%s'",
+				                    IPC_MAX_HOTKEY_REPEAT, optarg);
+				goto out;
+			}
 			break;
 		case OPT_COORDS:
 			r = ipc_coords_from_string(optarg);
-			if (r < 0)
-				return cli_usage_error(ctx, &cli_cmd_do,
-				                       "--coords must be pixels or model, not '%s'",
-				                       optarg);
+			if (r < 0) {
+				r = cli_usage_error(ctx, &cli_cmd_do,
+				                    "--coords must be pixels or model, not '%s'", optarg);
+				goto out;
+			}
 			coords = (enum ipc_coords)r;
 			break;
 		case OPT_DRY_RUN:
 			dry_run = true;
 			break;
 		case OPT_SETTLE_MS:
-			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &v) < 0)
-				return cli_usage_error(ctx, &cli_cmd_do,
-				                       "--settle-ms must be from 0 to %d, not '%s'",
-				                       IPC_MAX_SETTLE_MS, optarg);
+			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &v) < 0) {
+				r = cli_usage_error(ctx, &cli_cmd_do,
+				                    "--settle-ms must be from 0 to %d, not '%s'",
+				                    IPC_MAX_SETTLE_MS, optarg);
+				goto out;
+			}
 			settle_ms = (int)v;
 			break;
 		case OPT_DISPLAY:
@@ -207,311 +475,142 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			target2 = optarg;
 			break;
 		case OPT_TITLE:
-			match.title = optarg; /* regexes: checked by ipc with the request */
-			break;
 		case OPT_CLASS:
-			match.class_name = optarg;
-			break;
 		case OPT_INSTANCE:
-			match.instance = optarg;
+			match[c - OPT_TITLE] = optarg; /* regexes: checked by ipc with the request */
 			break;
 		case OPT_TIMEOUT:
 			if ((r = parse_timeout(ctx, optarg, &timeout_ms)) != 0)
-				return r;
+				goto out;
 			has_timeout = true;
 			break;
 		default:
-			r = cli_common_option(ctx, &cli_cmd_do, c, argv);
+			r = cli_common_option(ctx, &cli_cmd_do, c, av);
 			if (r == CLI_EXIT_OK) {
 				*ret_body = NULL;
-				return CLI_EXIT_OK;
+				goto out;
 			}
 			if (r >= 0)
-				return r;
+				goto out;
 			break;
 		}
 	}
 
 	int nargs = argc - optind;
-	char **args = argv + optind;
-	if (nargs < 1)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "which action? e.g. `holoctl do click 640 400`");
+	char **args = av + optind;
+	for (int i = 0; i < nargs; i++)
+		if (args[i][0] == '\x1f')
+			args[i]++;
+	if (nargs < 1) {
+		r = cli_usage_error(ctx, &cli_cmd_do, "which action? e.g. `holoctl do click 640 400`");
+		goto out;
+	}
+	if (strcmp(args[0], "keys") == 0 && nargs == 1) {
+		*ret_body = NULL;
+		r = print_keys(ctx);
+		goto out;
+	}
 
-	size_t t;
-	for (t = 0; t < ARRAY_SIZE(do_tools); t++)
-		if (strcmp(do_tools[t].name, args[0]) == 0)
-			break;
-	if (t == ARRAY_SIZE(do_tools))
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "unknown action '%s' (one of click, right_click, "
-		                       "middle_click, double_click, triple_click, move, drag, "
-		                       "scroll, write, hotkey, key_down, key_up, wait, launch, "
-		                       "wait_for, activate, hold_and_tap_key, drag_to, update_plan)",
-		                       args[0]);
+	int alias_button, t = do_tool(args[0], &alias_button);
+	if (t < 0) {
+		char names[512] = "";
+		const char *near = ipc_did_you_mean(args[0], do_name_at, NULL);
+		for (size_t i = 0; do_name_at(i, NULL); i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+			         i ? ", " : "", do_name_at(i, NULL));
+		r = cli_usage_error(ctx, &cli_cmd_do, "unknown action '%s'%s%s%s (one of %s)",
+		                    args[0], near ? ": did you mean '" : "", near ? near : "",
+		                    near ? "'?" : "", names);
+		goto out;
+	}
+	const enum ipc_tool tool = (enum ipc_tool)t;
+	const struct ipc_tool_cli *cli = &ipc_tool_info(tool)->cli;
 	nargs--;
 	args++;
+
 	/* A target stands for X Y (a drag's --target2 for X2 Y2). */
 	const bool targeted = target || target2;
-	const enum ipc_tool tool = do_tools[t].tool;
-	if (targeted && tool != IPC_TOOL_CLICK && tool != IPC_TOOL_DOUBLE_CLICK &&
-	    tool != IPC_TOOL_MOVE && tool != IPC_TOOL_DRAG)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "--target applies to click, double_click, move and drag");
-	if (target2 && tool != IPC_TOOL_DRAG)
-		return cli_usage_error(ctx, &cli_cmd_do, "--target2 applies to drag only");
-	if (targeted && nargs > 0)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "give either --target or coordinates, not both");
-	const bool matches = match.title || match.class_name || match.instance;
-	if (matches && tool != IPC_TOOL_LAUNCH && tool != IPC_TOOL_WAIT_FOR &&
-	    tool != IPC_TOOL_ACTIVATE)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "--title, --class and --instance apply to launch, wait_for "
-		                       "and activate");
-	if (has_timeout && tool != IPC_TOOL_LAUNCH && tool != IPC_TOOL_WAIT_FOR &&
-	    tool != IPC_TOOL_ACTIVATE)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "--timeout applies to launch, wait_for and activate");
-	if (!targeted && (nargs < do_tools[t].min_args || nargs > do_tools[t].max_args))
-		return cli_usage_error(
-		        ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", do_tools[t].name,
-		        do_tools[t].args,
-		        do_tools[t].tool == IPC_TOOL_WRITE && nargs > 1 ? " (quote the text)" : "");
-
-	a.tool = do_tools[t].tool;
-	if (button >= 0 && (a.tool != IPC_TOOL_CLICK || do_tools[t].button >= 0))
-		return cli_usage_error(ctx, &cli_cmd_do, "--button applies to click only");
-	if ((enter || overwrite) && a.tool != IPC_TOOL_WRITE)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "--enter and --overwrite apply to write only");
-	if (repeat && a.tool != IPC_TOOL_HOTKEY)
-		return cli_usage_error(ctx, &cli_cmd_do, "--repeat applies to hotkey only");
-	if (element && !ipc_tool_has_point(a.tool))
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "--element applies to pointer actions only");
-
+	const bool matches = match[0] || match[1] || match[2];
 	r = 0;
-	switch (a.tool) {
-	case IPC_TOOL_CLICK:
-		a.button = (enum ipc_button)(do_tools[t].button >= 0 ? do_tools[t].button
-		                             : button >= 0           ? button
-		                                                     : IPC_BUTTON_LEFT);
-		/* fall through */
-	case IPC_TOOL_DOUBLE_CLICK:
-	case IPC_TOOL_TRIPLE_CLICK:
-	case IPC_TOOL_MOVE:
-		if (targeted) {
-			a.target = xstrdup(target);
-			break;
-		}
-		r = parse_coord(ctx, "X", args[0], &a.x);
-		if (r == 0)
-			r = parse_coord(ctx, "Y", args[1], &a.y);
-		break;
-	case IPC_TOOL_DRAG:
-		if (targeted) {
-			/* ipc says when one end is missing. */
-			a.target = target ? xstrdup(target) : NULL;
-			a.target2 = target2 ? xstrdup(target2) : NULL;
-			break;
-		}
-		r = parse_coord(ctx, "X", args[0], &a.x);
-		if (r == 0)
-			r = parse_coord(ctx, "Y", args[1], &a.y);
-		if (r == 0)
-			r = parse_coord(ctx, "X2", args[2], &a.x2);
-		if (r == 0)
-			r = parse_coord(ctx, "Y2", args[3], &a.y2);
-		break;
-	case IPC_TOOL_SCROLL:
-		r = parse_coord(ctx, "X", args[0], &a.x);
-		if (r == 0)
-			r = parse_coord(ctx, "Y", args[1], &a.y);
-		if (r != 0)
-			break;
-		r = ipc_direction_from_string(args[2]);
-		if (r < 0) {
-			r = cli_usage_error(
-			        ctx, &cli_cmd_do,
-			        "scroll direction must be up, down, left or right, not '%s'",
-			        args[2]);
-			break;
-		}
-		a.direction = (enum ipc_direction)r;
-		r = 0;
-		a.scroll_size = IPC_DEFAULT_SCROLL_SIZE;
-		if (nargs == 4) {
-			if (cli_parse_int(args[3], 1, IPC_MAX_SCROLL_SIZE, &v) < 0) {
-				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "scroll notches must be from 1 to %d, not '%s'",
-				                    IPC_MAX_SCROLL_SIZE, args[3]);
-				break;
-			}
-			a.scroll_size = (int)v;
-		}
-		break;
-	case IPC_TOOL_WRITE: {
-		/* Text the display cannot type is the user's mistake: say where, before JSON (which
-		 * cannot carry invalid UTF-8) is even built. */
-		char why[160];
-		if (keys_text_validate(args[0], why, sizeof(why)) < 0) {
-			r = cli_usage_error(ctx, &cli_cmd_do, "write: %s", why);
-			break;
-		}
-		a.content = xstrdup(args[0]);
-		a.press_enter = enter;
-		a.overwrite = overwrite;
-		break;
+	if (target && !ipc_tool_has_field(tool, "target"))
+		r = not_for(ctx, "--target", "target");
+	else if (target2 && !ipc_tool_has_field(tool, "target2"))
+		r = not_for(ctx, "--target2", "target2");
+	else if (targeted && nargs > 0)
+		r = cli_usage_error(ctx, &cli_cmd_do, "give either --target or coordinates, not both");
+	else if (matches && !ipc_tool_has_field(tool, "wait_window") &&
+	         !ipc_tool_has_field(tool, "window"))
+		r = cli_usage_error(ctx, &cli_cmd_do,
+		                    "--title, --class and --instance apply to launch, wait_for and "
+		                    "activate");
+	else if (has_timeout && !ipc_tool_has_field(tool, "timeout"))
+		r = not_for(ctx, "--timeout", "timeout");
+	else if (!targeted && (nargs < cli->min_args || nargs > cli->max_args))
+		r = cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", args[-1],
+		                    cli->args,
+		                    ipc_tool_has_field(tool, "content") && nargs > 1
+		                            ? " (quote the text)"
+		                            : "");
+	else if (button >= 0 && (!ipc_tool_has_field(tool, "button") || alias_button >= 0))
+		r = not_for(ctx, "--button", "button");
+	else if ((enter || overwrite) && !ipc_tool_has_field(tool, "press_enter"))
+		r = not_for(ctx, "--enter and --overwrite", "press_enter");
+	else if (repeat && !ipc_tool_has_field(tool, "repeat_count"))
+		r = not_for(ctx, "--repeat", "repeat_count");
+	else if (element && !ipc_tool_has_field(tool, "element"))
+		r = cli_usage_error(ctx, &cli_cmd_do, "--element applies to pointer actions only");
+	else if (ipc_tool_has_field(tool, "window") && !ipc_tool_has_field(tool, "focus") &&
+	         !matches)
+		r = cli_usage_error(ctx, &cli_cmd_do, "%s needs --title, --class or --instance",
+		                    args[-1]);
+	if (r != 0)
+		goto out;
+
+	act = json_pack("{s:s}", "tool_name", ipc_tool_to_string(tool));
+	if (!act) {
+		r = cli_error(ctx, "out of memory");
+		goto out;
 	}
-	case IPC_TOOL_HOTKEY:
-		r = parse_keys(ctx, nargs, args, &a);
-		a.repeat_count = repeat ? (int)repeat : 1;
-		break;
-	case IPC_TOOL_KEY_DOWN:
-	case IPC_TOOL_KEY_UP:
-		a.key = xstrdup(args[0]);
-		break;
-	case IPC_TOOL_HOLD_AND_TAP_KEY: {
-		/* "ctrl+shift" then the tap keys; ipc checks every name. */
-		struct ipc_action hold = {0};
-		r = parse_keys(ctx, 1, args, &hold);
-		if (r == 0 && hold.n_keys > IPC_MAX_HOLD_KEYS)
-			r = cli_usage_error(ctx, &cli_cmd_do, "hold_and_tap_key holds at most %d keys",
-			                    IPC_MAX_HOLD_KEYS);
-		for (size_t i = 0; i < hold.n_keys; i++) {
-			if (r == 0)
-				a.hold_keys[a.n_hold_keys++] = hold.keys[i];
-			else
-				free(hold.keys[i]);
-		}
-		for (int i = 1; r == 0 && i < nargs; i++)
-			a.tap_keys[a.n_tap_keys++] = xstrdup(args[i]);
-		break;
-	}
-	case IPC_TOOL_DRAG_TO:
-		r = parse_coord(ctx, "X", args[0], &a.x);
-		if (r == 0)
-			r = parse_coord(ctx, "Y", args[1], &a.y);
-		break;
-	case IPC_TOOL_UPDATE_PLAN:
-		a.goals = xcalloc((size_t)nargs, sizeof(*a.goals));
-		for (int i = 0; i < nargs && r == 0; i++) {
-			const char *colon = strchr(args[i], ':');
-			char status[16];
-			size_t n = colon ? (size_t)(colon - args[i]) : 0;
-			snprintf(status, sizeof(status), "%.*s", (int)MIN(n, sizeof(status) - 1),
-			         args[i]);
-			int st = colon && n < sizeof(status) ? ipc_goal_status_from_string(status) :
-			                                         -EINVAL;
-			if (st < 0) {
-				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "a goal is STATUS:TITLE with STATUS todo, running, "
-				                    "done or failed, not '%s'", args[i]);
-				break;
-			}
-			a.goals[a.n_goals].status = (enum ipc_goal_status)st;
-			a.goals[a.n_goals++].title = xstrdup(colon + 1);
-		}
-		break;
-	case IPC_TOOL_WAIT: {
-		char *end;
-		double s = strtod(args[0], &end);
-		if (end == args[0] || *end || !(s > 0) || s * 1000.0 > IPC_MAX_WAIT_MS) {
-			r = cli_usage_error(
-			        ctx, &cli_cmd_do,
-			        "wait takes seconds, more than 0 and at most %d, not '%s'",
-			        IPC_MAX_WAIT_MS / 1000, args[0]);
-			break;
-		}
-		a.duration_ms = (uint32_t)lround(s * 1000.0);
-		if (a.duration_ms == 0)
-			a.duration_ms = 1;
-		break;
-	}
-	case IPC_TOOL_LAUNCH:
-		a.argv = xcalloc((size_t)nargs + 1, sizeof(*a.argv));
-		for (int i = 0; i < nargs; i++)
-			a.argv[a.argc++] = xstrdup(args[i]);
-		a.has_match = matches;
-		a.timeout_ms = timeout_ms;
-		break;
-	case IPC_TOOL_WAIT_FOR: {
-		int k;
-		for (k = 0; ipc_wait_kind_to_string((enum ipc_wait_kind)k); k++)
-			if (strcmp(args[0], ipc_wait_kind_to_string((enum ipc_wait_kind)k)) == 0)
-				break;
-		if (!ipc_wait_kind_to_string((enum ipc_wait_kind)k)) {
-			r = cli_usage_error(ctx, &cli_cmd_do,
-			                    "wait_for takes window, window_gone, focus, screen_stable "
-			                    "or region_changed, not '%s'", args[0]);
-			break;
-		}
-		a.wait_kind = (enum ipc_wait_kind)k;
-		a.timeout_ms = timeout_ms;
-		int want = a.wait_kind == IPC_WAIT_SCREEN_STABLE ? 2 :
-		           a.wait_kind == IPC_WAIT_REGION_CHANGED ? 5 : 1;
-		if (nargs != want || (want == 1) != matches) {
-			r = cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do wait_for %s",
-			                    want == 2 ? "screen_stable MS" :
-			                    want == 5 ? "region_changed X Y WIDTH HEIGHT" :
-			                                "window|window_gone|focus --title/--class/"
-			                                "--instance RE");
-			break;
-		}
-		a.has_match = matches;
-		if (want == 2) {
-			if (cli_parse_int(args[1], IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, &v) < 0) {
-				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "screen_stable takes milliseconds from %d to %d, "
-				                    "not '%s'", IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS,
-				                    args[1]);
-				break;
-			}
-			a.stable_ms = (uint32_t)v;
-		}
-		if (want == 5) {
-			int *dst[] = {&a.rx, &a.ry, &a.rw, &a.rh};
-			for (int i = 0; i < 4 && r == 0; i++)
-				r = parse_coord(ctx, "region_changed's X, Y, WIDTH and HEIGHT",
-				                args[1 + i], dst[i]);
-		}
-		break;
-	}
-	case IPC_TOOL_ACTIVATE:
-		if (!matches) {
-			r = cli_usage_error(ctx, &cli_cmd_do,
-			                    "activate needs --title, --class or --instance");
-			break;
-		}
-		a.has_match = true;
-		a.timeout_ms = timeout_ms;
-		break;
-	default:
-		r = cli_usage_error(ctx, &cli_cmd_do, "'%s' cannot be run with do", args[0]);
-		break;
+	if (targeted) {
+		/* ipc says when one end of a drag is missing */
+		if (target)
+			json_object_set_new(act, "target", json_string(target));
+		if (target2)
+			json_object_set_new(act, "target2", json_string(target2));
+	} else if (cli->fill) {
+		r = fill_args(ctx, tool, nargs, args, act);
+	} else {
+		r = fill_wait_for(ctx, nargs, args, matches, act);
 	}
 	if (r != 0)
-		goto cleanup_action;
-	if (element && ipc_tool_has_point(a.tool))
-		a.element = xstrdup(element);
-	if (a.has_match) {
-		a.match.title = match.title ? xstrdup(match.title) : NULL;
-		a.match.class_name = match.class_name ? xstrdup(match.class_name) : NULL;
-		a.match.instance = match.instance ? xstrdup(match.instance) : NULL;
+		goto out;
+	if (alias_button >= 0 || button >= 0)
+		json_object_set_new(act, "button", json_string(ipc_button_to_string(
+		                            (enum ipc_button)(alias_button >= 0 ? alias_button : button))));
+	if (enter)
+		json_object_set_new(act, "press_enter", json_true());
+	if (overwrite)
+		json_object_set_new(act, "overwrite", json_true());
+	if (repeat)
+		json_object_set_new(act, "repeat_count", json_integer(repeat));
+	if (element)
+		json_object_set_new(act, "element", json_string(element));
+	if (matches) {
+		static const char *const names[] = {"title", "class", "instance"};
+		json_t *m = json_object();
+		for (int i = 0; i < 3; i++)
+			if (match[i])
+				json_object_set_new(m, names[i], json_string(match[i]));
+		json_object_set_new(act, tool == IPC_TOOL_WAIT_FOR ? args[0] :
+		                         ipc_tool_has_field(tool, "wait_window") ? "wait_window" :
+		                                                                   "window", m);
 	}
+	if (ipc_tool_has_field(tool, "timeout"))
+		json_object_set_new(act, "timeout", json_real(timeout_ms / 1000.0));
 
-	action_json = ipc_action_to_json(&a);
-	if (!action_json) {
-		r = cli_error(ctx, "cannot serialize the action: %s", strerror(errno));
-		goto cleanup_action;
-	}
-	action = json_loads(action_json, 0, &jerr);
-	if (!action) {
-		r = cli_error(ctx, "cannot serialize the action: %s", jerr.text);
-		goto cleanup_action;
-	}
-	req = json_pack("{s:O, s:s, s:b}", "action", action, "coords", ipc_coords_to_string(coords),
+	/* ipc is the judge (key names, regexes, ranges in model space), and writes the action
+	 * with its defaults */
+	req = json_pack("{s:O, s:s, s:b}", "action", act, "coords", ipc_coords_to_string(coords),
 	                "dry_run", dry_run);
 	if (req && settle_ms >= 0)
 		json_object_set_new(req, "settle_ms", json_integer(settle_ms));
@@ -520,24 +619,40 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	if (!body) {
 		r = cli_error(ctx, "out of memory");
-		goto cleanup_json;
+		goto out;
 	}
 	r = ipc_action_request_parse(body, strlen(body), &check, errbuf, sizeof(errbuf));
+	free(body);
+	body = NULL;
 	if (r < 0) {
 		r = cli_usage_error(ctx, &cli_cmd_do, "%s", errbuf);
-		free(body);
-		goto cleanup_json;
+		goto out;
 	}
-	ipc_task_request_destroy(check);
+	action_json = ipc_action_to_json(&check->actions[0]);
+	action = action_json ? json_loads(action_json, 0, &jerr) : NULL;
+	if (!action) {
+		r = cli_error(ctx, "cannot serialize the action: %s", strerror(errno));
+		goto out;
+	}
+	json_object_set(req, "action", action);
+	body = json_dumps(req, JSON_COMPACT);
+	if (!body) {
+		r = cli_error(ctx, "out of memory");
+		goto out;
+	}
 	*ret_body = body;
 	r = 0;
 
-cleanup_json:
+out:
+	ipc_task_request_destroy(check);
 	json_decref(req);
+	json_decref(act);
 	json_decref(action);
-cleanup_action:
 	free(action_json);
-	ipc_action_finish(&a);
+	for (int i = 0; marked[i]; i++)
+		free(marked[i]);
+	free(marked);
+	free(av);
 	return r;
 }
 
@@ -565,39 +680,7 @@ const struct cli_command cli_cmd_do = {
         .help = "Runs one action of the tool vocabulary now, on the display's queue (it waits for "
                 "a\n"
                 "running task to finish), and journals it as a one-step task.\n"
-                "\n"
-                "Actions:\n"
-                "  click X Y [--button left|right|middle]   right_click X Y   middle_click X Y\n"
-                "  double_click X Y     triple_click X Y     move X Y     drag X Y X2 Y2\n"
-                "  scroll X Y up|down|left|right [NOTCHES]  (default 5 notches, at most 100)\n"
-                "  write TEXT [--enter] [--overwrite]       (--overwrite selects all first)\n"
-                "  hotkey KEY[+KEY...] [--repeat N]         e.g. ctrl+s, ctrl+shift+t, Return\n"
-                "  key_down KEY     key_up KEY              wait SECONDS (at most 30)\n"
-                "  hold_and_tap_key HOLD[+HOLD...] TAP [TAP...]  e.g. alt tab tab: hold, tap each\n"
-                "  drag_to X Y            drag from where the pointer is to X Y\n"
-                "  update_plan STATUS:TITLE...  journal a plan (todo|running|done|failed), "
-                "no input\n"
-                "  click/double_click/move --target TEXT    drag --target TEXT --target2 TEXT\n"
-                "                         the model locates TEXT on the screen (needs --model)\n"
-                "  launch [--class RE] [--title RE] -- PROGRAM [ARG...]\n"
-                "                         start it on the display; wait for its window if asked\n"
-                "  wait_for window|window_gone|focus --title/--class/--instance RE\n"
-                "  wait_for screen_stable MS            wait_for region_changed X Y W H\n"
-                "  activate --title/--class/--instance RE  raise and focus a window\n"
-                "  (RE: a PCRE2 regex; --timeout SECONDS, default 10, at most 600)\n"
-                "\n"
-                "Options:\n"
-                "  --coords pixels|model  X Y are root-window pixels (default) or 0..1000 model "
-                "space\n"
-                "  --element TEXT         describe the target (journaled with the step)\n"
-                "  --dry-run              journal the action without injecting it\n"
-                "  --settle-ms N          wait N ms after the action before the screenshot\n"
-                "  --display NAME         run it on this display of holod's (default: the first "
-                "free)\n"
-                "  --json                 print holod's JSON answer\n"
-                "Text starting with '-' goes after `--`: holoctl do write -- \"-1\"\n"
-                "Each action is a task of its own, and holod releases held keys when a task ends: "
-                "to\n"
-                "hold a key across actions, put key_down ... key_up in a script (holoctl run).\n",
+                "\n",
+        .help_more = print_help,
         .run = do_run,
 };

@@ -45,6 +45,8 @@ void cli_print_command_help(const struct cli_command *cmd, FILE *f)
 	/* The summary reads as a sentence here: capitalised, with a full stop. */
 	fprintf(f, "Usage: holoctl %s %s\n\n%c%s.\n\n%s", cmd->name, cmd->args,
 	        toupper((unsigned char)cmd->summary[0]), cmd->summary + 1, cmd->help);
+	if (cmd->help_more)
+		cmd->help_more(f);
 	fprintf(f, "\nEvery command also takes --socket PATH, --json and --help; see `holoctl "
 	           "--help`\n"
 	           "for the exit statuses.\n");

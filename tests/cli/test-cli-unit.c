@@ -332,10 +332,66 @@ static void test_do_desktop(void)
 	expect_do_error("usage: holoctl do launch", "launch", NULL);
 }
 
+/* Issue 33's papercuts: negative numbers are arguments, "did you mean" for a misspelt action
+ * or key name, and `do keys` lists the key names. */
+static void test_do_papercuts(void)
+{
+	json_t *b;
+
+	expect_do_error("X must be an integer from 0 to 32767, not '-5'", "click", "-5", "10",
+	                NULL);
+	expect_do_error("Y must be an integer from 0 to 32767, not '-1.5'", "move", "3", "-1.5",
+	                NULL);
+	expect_do_error("scroll notches must be from 1 to 100, not '-3'", "scroll", "1", "2", "up",
+	                "-3", NULL);
+	/* an option's value stays the option's */
+	expect_do_error("--settle-ms must be from 0 to 10000, not '-1'", "click", "1", "2",
+	                "--settle-ms", "-1", NULL);
+	CHECK_INT_EQ(build_do(&b, "write", "-5", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "content"), "-5");
+	json_decref(b);
+	CHECK_INT_EQ(build_do(&b, "write", "--", "-x", NULL), 0);
+	CHECK_STR_EQ(str_at(action_of(b), "content"), "-x");
+	json_decref(b);
+	expect_do_error("unknown option '-x'", "write", "-x", NULL);
+
+	expect_do_error("unknown action 'clik': did you mean 'click'? (one of click, right_click, "
+	                "middle_click, double_click,", "clik", "1", "2", NULL);
+	expect_do_error("unknown action 'rigth_click': did you mean 'right_click'?", "rigth_click",
+	                "1", "2", NULL);
+	expect_do_error("unknown action 'teleport' (one of", "teleport", NULL);
+	expect_do_error("unknown key name 'ctr': did you mean 'ctrl'?", "hotkey", "ctr+s", NULL);
+	expect_do_error("unknown key name 'pgdwn': did you mean 'pgdn'?", "key_down", "pgdwn", NULL);
+
+	struct capture c;
+	char *argv[] = {"do", "keys", NULL};
+	char *body = (char *)"sentinel";
+	capture_init(&c);
+	CHECK_INT_EQ(cli_do_build_request(&c.ctx, 2, argv, &body), 0);
+	capture_flush(&c);
+	CHECK(body == NULL);
+	CHECK(c.out && strstr(c.out, "return enter") && strstr(c.out, "ctrl control") &&
+	      strstr(c.out, "f1 .. f24"));
+	capture_finish(&c);
+
+	/* the actions of --help come from the tool table */
+	char *help[] = {"do", "--help", NULL};
+	capture_init(&c);
+	CHECK_INT_EQ(cli_do_build_request(&c.ctx, 2, help, &body), 0);
+	capture_flush(&c);
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct ipc_tool_info *info = ipc_tool_info((enum ipc_tool)t);
+		char line[64];
+		snprintf(line, sizeof(line), "  %s ", info->name);
+		CHECK(!info->cli.args || (c.out && strstr(c.out, line)));
+	}
+	CHECK(c.out && strstr(c.out, "Actions:\n  click X Y") && strstr(c.out, "\n  keys "));
+	capture_finish(&c);
+}
+
 static void test_do_errors(void)
 {
 	expect_do_error("which action", NULL);
-	expect_do_error("unknown action 'clik'", "clik", "1", "2", NULL);
 	expect_do_error("usage: holoctl do click X Y", "click", "1", NULL);
 	expect_do_error("X must be an integer", "click", "abc", "2", NULL);
 	expect_do_error("Y must be an integer", "click", "1", "40000", NULL);
@@ -905,6 +961,7 @@ int main(void)
 	REQUIRE(cli_http_global_init() == 0);
 	test_do_mapping();
 	test_do_errors();
+	test_do_papercuts();
 	test_do_desktop();
 	test_do_nano();
 	test_run_parse();
