@@ -2,7 +2,11 @@
  * together in batched forwards give each session exactly the ids engine_generate() gives it
  * alone, whatever their prompt lengths, samplers, stop ids and budgets; one that is cancelled
  * or finishes leaves the others as they were. Also the batch entry's row references and the
- * state size of a session at a length (admission). In-memory random models; the CPU backend. */
+ * state size of a session at a length (admission). In-memory random models; the CPU backend.
+ * With $HOLOD_BACKEND=cuda (meson.build's lm-generator-cuda, on a device in `gpu` and on the
+ * emulation in `gpu-emu`) only the jump-forward test runs, on CUDA: its multi-token appends then
+ * share passes with other sessions' prefill chunks and decode rows (the mixed eager pass), and
+ * its one-token appends the decode rows' graph. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +17,7 @@
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -376,11 +381,38 @@ static int jf_fail(void *userdata, int32_t *ids, size_t cap)
 	return -EBADMSG;
 }
 
-static void test_jump_forward(struct engine_model *m)
+/* The greedy id of a logits row (the decode rows' next ids). */
+static int32_t argmax_id(const float *v, int n)
 {
-	struct engine_backend *b = engine_backend_create(
-		m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL, 0);
-	REQUIRE(b);
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (v[i] > v[best])
+			best = i;
+	return best;
+}
+
+/* Whether row a is within 1e-3 of b's scale (the largest |logit|, at least 1): what a session
+ * after a jump, or a decode row in a batch, must give against one-by-one decoding alone. */
+static bool logits_close(const float *a, const float *b, int vocab)
+{
+	float worst = 0, scale = 1;
+	for (int i = 0; i < vocab; i++) {
+		worst = MAX(worst, fabsf(a[i] - b[i]));
+		scale = MAX(scale, fabsf(b[i]));
+	}
+	if (worst > 1e-3f * scale)
+		fprintf(stderr, "logits differ by %g (scale %g)\n", worst, scale);
+	return worst <= 1e-3f * scale;
+}
+
+#define JF_DECODE_ROWS 2
+
+/* Jump-forward on backend b: the scripted generation, off then on, beside another session's
+ * prompt chunks (its first forwards) and JF_DECODE_ROWS sessions' greedy decode rows (every
+ * forward): the same ids with fewer forwards, the session after the jumps as after one-by-one
+ * decoding, and each decode row's session as that session decoding its ids alone. */
+static void test_jump_forward(struct engine_backend *b)
+{
 	const int vocab = 96;
 	int32_t prompt[10], script[JF_LEN], other[30];
 	for (int i = 0; i < 10; i++)
@@ -392,15 +424,24 @@ static void test_jump_forward(struct engine_model *m)
 	float *logits = malloc((size_t)vocab * sizeof(float));
 	float *ref = malloc((size_t)vocab * sizeof(float));
 	float *other_logits = malloc((size_t)vocab * sizeof(float));
-	REQUIRE(logits && ref && other_logits);
+	float *dec_logits = malloc(JF_DECODE_ROWS * (size_t)vocab * sizeof(float));
+	float *alone_logits = malloc((size_t)vocab * sizeof(float));
+	REQUIRE(logits && ref && other_logits && dec_logits && alone_logits);
 	uint64_t forwards[2], forced[2];
 	size_t n_ids[2];
 
 	for (int jump = 0; jump < 2; jump++) {
 		struct engine_session *s = engine_session_create_on(b, 128);
 		struct engine_session *t = engine_session_create_on(b, 128);
+		struct engine_session *d[JF_DECODE_ROWS];
+		int32_t dec_ids[JF_DECODE_ROWS][JF_LEN + 2];
+		int n_dec = 0;
 		REQUIRE(s && t);
 		REQUIRE(engine_session_append(s, prompt, NULL, 10, ENGINE_LOGITS_LAST, logits) == 0);
+		for (int k = 0; k < JF_DECODE_ROWS; k++) {
+			REQUIRE((d[k] = engine_session_create_on(b, 128)));
+			dec_ids[k][0] = prompt[k];
+		}
 		struct jf_state st = {.script = script, .jump = jump};
 		struct engine_generate_params p = {
 			.sampling = {.temperature = 0},
@@ -412,11 +453,11 @@ static void test_jump_forward(struct engine_model *m)
 		};
 		struct engine_generator *g = engine_generator_create(s, NULL, &p, logits);
 		REQUIRE(g);
-		/* another session's prompt shares the first forwards: a forced run's append is one
-		 * entry of the batch beside it */
+		/* another session's prompt shares the first forwards, the decode rows all: a forced
+		 * run's append is one entry of the batch beside them */
 		int off = 0, status = 0;
 		for (;;) {
-			struct engine_batch_entry e[2];
+			struct engine_batch_entry e[2 + JF_DECODE_ROWS];
 			int r = engine_generator_sample(g, &e[0]);
 			if (r != 1)
 				break;
@@ -430,8 +471,16 @@ static void test_jump_forward(struct engine_model *m)
 					.want = ENGINE_LOGITS_LAST, .ret_logits = other_logits};
 				off += 10;
 			}
+			for (int k = 0; k < JF_DECODE_ROWS; k++)
+				e[n_e++] = (struct engine_batch_entry){
+					.session = d[k], .tokens = &dec_ids[k][n_dec], .n = 1,
+					.want = ENGINE_LOGITS_LAST,
+					.ret_logits = dec_logits + (size_t)k * vocab};
 			status = engine_forward_batch(b, e, n_e);
 			REQUIRE(status == 0);
+			n_dec++;
+			for (int k = 0; k < JF_DECODE_ROWS; k++)
+				dec_ids[k][n_dec] = argmax_id(dec_logits + (size_t)k * vocab, vocab);
 			if (engine_generator_fed(g, status) != 0)
 				break;
 		}
@@ -445,19 +494,25 @@ static void test_jump_forward(struct engine_model *m)
 		engine_generator_stats(g, &forwards[jump], &forced[jump]);
 		n_ids[jump] = n;
 		CHECK_INT_EQ(forwards[jump] + forced[jump], n - 1); /* the last id is not fed */
+		CHECK_INT_EQ(n_dec, (int)forwards[jump]);
 		/* the session after the jumps holds what one-by-one decoding would: the same
 		 * length, and the next logits within tolerance */
 		CHECK_INT_EQ(engine_session_n_tokens(s), 10 + JF_LEN - 1);
 		REQUIRE(engine_session_decode(s, script[JF_LEN - 1], logits) == 0);
-		if (!jump) {
+		if (!jump)
 			memcpy(ref, logits, (size_t)vocab * sizeof(float));
-		} else {
-			float worst = 0, scale = 1;
-			for (int i = 0; i < vocab; i++) {
-				worst = MAX(worst, fabsf(logits[i] - ref[i]));
-				scale = MAX(scale, fabsf(ref[i]));
-			}
-			CHECK(worst <= 1e-3f * scale);
+		else
+			CHECK(logits_close(logits, ref, vocab));
+		/* each decode row's session: its ids decoded alone give the same last logits */
+		for (int k = 0; k < JF_DECODE_ROWS; k++) {
+			struct engine_session *alone = engine_session_create_on(b, 128);
+			REQUIRE(alone);
+			for (int i = 0; i < n_dec; i++)
+				REQUIRE(engine_session_decode(alone, dec_ids[k][i], alone_logits) == 0);
+			CHECK_INT_EQ(engine_session_n_tokens(d[k]), n_dec);
+			CHECK(logits_close(dec_logits + (size_t)k * vocab, alone_logits, vocab));
+			engine_session_destroy(alone);
+			engine_session_destroy(d[k]);
 		}
 		engine_generator_destroy(g);
 		engine_session_destroy(s);
@@ -486,16 +541,34 @@ static void test_jump_forward(struct engine_model *m)
 	free(logits);
 	free(ref);
 	free(other_logits);
-	engine_backend_destroy(b);
+	free(dec_logits);
+	free(alone_logits);
 }
 
 int main(void)
 {
+	const char *env = getenv("HOLOD_BACKEND");
+	enum engine_backend_kind kind = ENGINE_BACKEND_CPU;
+
+	test_skip_without_env_backend();
+	if (env)
+		REQUIRE(engine_backend_kind_parse(env, &kind) == 0);
 	struct engine_model *m = small_model("M*-M", 57);
-	test_batched_equals_alone(m);
-	test_sample_fed(m);
-	test_refs_and_state_at(m);
-	test_jump_forward(m);
+	if (kind == ENGINE_BACKEND_CUDA) {
+		/* fp32: the jumped session within 1e-3 of one-by-one decoding on CUDA too */
+		struct engine_backend *b =
+			test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+		test_jump_forward(b);
+		engine_backend_destroy(b);
+	} else {
+		test_batched_equals_alone(m);
+		test_sample_fed(m);
+		test_refs_and_state_at(m);
+		struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CPU,
+							       ENGINE_PRECISION_FP32);
+		test_jump_forward(b);
+		engine_backend_destroy(b);
+	}
 	lm_random_model_destroy(m);
 	return test_exit();
 }
