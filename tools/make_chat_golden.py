@@ -5,7 +5,8 @@ Needs the tools venv (tools/.venv: tokenizers, jinja2, torch, transformers, timm
 tools/gen_tiny_vision.py and tools/make_vision_golden.py (it reuses the latter's reference
 vision tower and the test images). Writes:
 
-  tests/fixtures/vision/tiny-vlm/tokenizer.json
+  tests/fixtures/vision/tiny-vlm/tokenizer.json (with --tokenizer; else the committed one is read,
+      so that every fixture keeping its ids stays valid whatever the tokenizers version)
       a small byte-level BPE (Tekken-style Split regex + ByteLevel, model.md 5.1) trained here on
       an ASCII corpus, every id below the tiny checkpoint's 256 embedding rows: <unk>, <s>, </s>,
       <SPECIAL_3>..<SPECIAL_12> at 0..12 (special), the trained vocabulary up to 249, then
@@ -16,18 +17,19 @@ vision tower and the test images). Writes:
       tools/chat_template_diff.py writes the renderings holod is held to,
       tests/fixtures/chat/tiny-vlm.json).
   tests/fixtures/vision/chat-golden.json
-      the token sequences the logits below were computed on: conversations rendered with
-      TEMPLATE below (an earlier Jinja2 rendering of the Megatron "nemotron-h-5p5-reasoning"
-      inference format, no BOS; jinja2, as transformers' apply_chat_template does:
-      trim_blocks, lstrip_blocks), each `<image>` placeholder expanded to <img> + <image> x
-      (256 x tiles) + </img> as the reference processor does, tokenized with the HF tokenizer
-      with add_special_tokens=False: text and ids.
+      the token sequences the logits below were computed on: conversations rendered as the
+      model's prompt is (docs/design/model.md 5.2): transformers' apply_chat_template with the
+      checkpoint's template (the base model's, tools/nemotron_vl_template.py: BOS first, the
+      system block), each `<image>` placeholder expanded to <img> + <image> x (256 x tiles) +
+      </img> as the reference processor does, tokenized with the HF tokenizer with
+      add_special_tokens=False: text and ids. tests/vision/test-vision-chat.c holds holod's
+      rendering of the same messages to these ids, and its logits to those below.
   tests/fixtures/vision/chat.safetensors
       logits of the two-image conversation: the image rows from the reference vision tower
       (make_vision_golden.TinyRadio, float64) spliced into transformers' NemotronH (float32).
 
 Deterministic for a given `tokenizers` version.
-Usage: tools/.venv/bin/python tools/make_chat_golden.py
+Usage: tools/.venv/bin/python tools/make_chat_golden.py [--tokenizer]
 """
 
 import json
@@ -71,42 +73,6 @@ TRAIN_CORPUS = [
     "Be brief.\nThink step by step.\n\tindented line\n",
 ]
 
-# model.md 5.2 as a chat template: the system block only when there is a system message; /think
-# and /no_think in system and user messages switch reasoning (the last one wins), removed from
-# the text; assistant history keeps what follows the last </think>; the generation prompt opens
-# <think></think> (reasoning off, the default) or <think>\n (on: /think, or enable_thinking).
-TEMPLATE = (
-    "{%- set ns = namespace(think=(enable_thinking is defined and enable_thinking)) -%}\n"
-    "{%- for message in messages -%}\n"
-    "  {%- if message['role'] == 'user' or message['role'] == 'system' -%}\n"
-    "    {%- if '/think' in message['content'].replace('/no_think', '') -%}\n"
-    "      {%- set ns.think = true -%}\n"
-    "    {%- elif '/no_think' in message['content'] -%}\n"
-    "      {%- set ns.think = false -%}\n"
-    "    {%- endif -%}\n"
-    "  {%- endif -%}\n"
-    "{%- endfor -%}\n"
-    "{%- for message in messages -%}\n"
-    "  {%- set content = message['content'] -%}\n"
-    "  {%- if message['role'] == 'system' and loop.first -%}\n"
-    "    {{- '<SPECIAL_10>System\\n' + content.replace('/think', '').replace('/no_think', '').strip() + '\\n' -}}\n"
-    "  {%- elif message['role'] == 'user' -%}\n"
-    "    {{- '<SPECIAL_11>User\\n' + content.replace('/think', '').replace('/no_think', '').strip() + '\\n' -}}\n"
-    "  {%- elif message['role'] == 'assistant' -%}\n"
-    "    {%- if '</think>' in content -%}\n"
-    "      {%- set content = content.split('</think>')[-1] -%}\n"
-    "    {%- endif -%}\n"
-    "    {{- '<SPECIAL_11>Assistant\\n' + content.strip() + '\\n<SPECIAL_12>\\n' -}}\n"
-    "  {%- else -%}\n"
-    "    {{- raise_exception('unsupported role ' + message['role']) -}}\n"
-    "  {%- endif -%}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}\n"
-    "  {{- '<SPECIAL_11>Assistant\\n' -}}\n"
-    "  {%- if ns.think -%}{{- '<think>\\n' -}}{%- else -%}{{- '<think></think>' -}}{%- endif -%}\n"
-    "{%- endif -%}\n"
-)
-
 TOKENS_PER_TILE = 256
 IMAGES = {  # name -> (png, tile budget); tiles from the reference processor
     "square": ("square.png", 12),  # 1 tile
@@ -135,15 +101,16 @@ CASES = [
         ],
     },
     {
-        "name": "option_on",
-        "reasoning": True,
+        "name": "system_think",
+        "reasoning": False,
         "messages": [
+            {"role": "system", "content": "Be brief. /think"},
             {"role": "user", "content": "Describe the image in one sentence."},
         ],
     },
     {
         "name": "no_think_wins",
-        "reasoning": True,
+        "reasoning": False,
         "messages": [
             {"role": "system", "content": "/think Be brief."},
             {"role": "user", "content": "Scroll down. /no_think"},
@@ -194,16 +161,12 @@ def build_tokenizer():
     return tok
 
 
-def render(messages, reasoning):
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
-
-    def raise_exception(msg):
-        raise jinja2.exceptions.TemplateError(msg)
-
-    env.globals["raise_exception"] = raise_exception
+def render(hf_tok, messages):
+    """The prompt as the checkpoint's template renders it (string contents, their <image>
+    placeholders in place; reasoning only from the texts' /think switches, as the template
+    reads no option: every case's "reasoning" is false, holod's default)."""
     msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
-    kw = {"enable_thinking": True} if reasoning else {}
-    return env.from_string(TEMPLATE).render(messages=msgs, add_generation_prompt=True, **kw)
+    return hf_tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
 
 def expand_images(text, tiles):
@@ -223,10 +186,13 @@ def main():
         pcfg = json.load(f)
     assert cfg["img_context_token_id"] == 250
 
-    tok = build_tokenizer()
-    tok.save(os.path.join(MODEL, "tokenizer.json"))
+    if "--tokenizer" in sys.argv[1:]:
+        tok = build_tokenizer()
+        tok.save(os.path.join(MODEL, "tokenizer.json"))
     nvt.write_tokenizer_config(MODEL)
     tok = Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
+    import transformers
+    hf_tok = transformers.AutoTokenizer.from_pretrained(MODEL)
 
     weights = mvg.read_safetensors(os.path.join(MODEL, "model.safetensors"))
     radio = mvg.TinyRadio(weights, dict(gtv.VISION))
@@ -246,9 +212,11 @@ def main():
     arrays = {}
     for case in CASES:
         order = [img for m in case["messages"] for img in m.get("images", [])]
-        text = expand_images(render(case["messages"], case["reasoning"]), [tiles_of[i] for i in order])
+        assert not case["reasoning"]
+        text = expand_images(render(hf_tok, case["messages"]), [tiles_of[i] for i in order])
         ids = tok.encode(text, add_special_tokens=False).ids
         assert tok.decode(ids, skip_special_tokens=False) == text
+        assert ids[0] == tok.token_to_id("<s>"), "the prompt starts with BOS (model.md 5.2)"
         golden["cases"].append({"name": case["name"], "reasoning": case["reasoning"],
                                 "messages": case["messages"], "text": text, "ids": ids})
         if case.get("logits"):
@@ -269,7 +237,6 @@ def main():
             keep = sorted(set(keep))
             arrays[case["name"] + ".logits_rows"] = np.array(keep, np.float32)
             arrays[case["name"] + ".logits"] = logits[keep]
-            import transformers
             golden["versions"]["transformers"] = transformers.__version__
     with open(os.path.join(FIX, "chat-golden.json"), "w") as f:
         f.write(json.dumps(golden, indent=1) + "\n")

@@ -1,10 +1,12 @@
 /* Chat rendering (engine/chat/chat.c, model.md 5.2) with images through the vision encoder and
- * the language model: the two-image token sequence of tools/make_chat_golden.py
- * (tests/fixtures/vision/chat-golden.json, the ids transformers' logits in chat.safetensors were
- * computed on) spliced and prefilled against those logits; a session that gets the second image
- * turn of holod's rendering appended against one prefill of the whole rendering; the rendering
- * rules and errors, and the template check. The rendering itself is held to transformers'
- * apply_chat_template byte for byte in test-chat-template.c.
+ * the language model, against tools/make_chat_golden.py's goldens: each conversation of
+ * tests/fixtures/vision/chat-golden.json rendered by holod (BOS first, as the base template
+ * does) to the very ids transformers' apply_chat_template gave, and holod's rendering of the
+ * image conversations (two images over two turns; one image of 3 tiles) spliced and prefilled
+ * against transformers' logits on those ids (chat.safetensors); a session that gets the second
+ * image turn of holod's rendering appended against one prefill of the whole rendering; the
+ * rendering rules and errors, and the template check. test-chat-template.c holds the rendering
+ * to apply_chat_template on more conversations (tests/fixtures/chat).
  *
  * Tolerances: logits 1e-4 absolute, as test-vision-splice.c (fp32 on both sides, logits ~1-5;
  * the projector rows' own fp32 error carried through). Turn by turn vs one prefill: 1e-5 (the
@@ -141,44 +143,110 @@ static void golden_tokens(const json_t *c, struct engine_chat_tokens *t)
 	}
 }
 
+/* Every golden conversation: holod's rendering is the reference's text and ids; for those with
+ * logits, holod's rendering with its images spliced, in one prefill, gives transformers'
+ * logits. */
+static void test_golden_cases(void)
+{
+	struct st_file *f = golden_open("chat.safetensors");
+	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false,
+						      NULL, 0);
+	const json_t *c;
+	size_t ci, n_logit_cases = 0;
+
+	REQUIRE(chat);
+	json_array_foreach(json_object_get(golden, "cases"), ci, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		struct engine_chat_message msgs[MAX_MSGS];
+		struct engine_chat_tokens t = {0}, ref = {0};
+		int tiles[16];
+		size_t n = case_messages(c, msgs, tiles);
+		char key[128], err[256] = "";
+
+		engine_chat_reset(chat);
+		CHECK(!json_is_true(json_object_get(c, "reasoning")));
+		if (engine_chat_render(chat, msgs, n, true, &t, err, sizeof(err)) != 0) {
+			fprintf(stderr, "%s: %s\n", name, err);
+			test_failures++;
+			continue;
+		}
+		golden_tokens(c, &ref);
+		CHECK_STR_EQ(t.text, json_string_value(json_object_get(c, "text")));
+		CHECK_INT_EQ(t.ids[0], 1); /* BOS */
+		bool same = t.n_ids == ref.n_ids &&
+			    memcmp(t.ids, ref.ids, sizeof(int32_t) * t.n_ids) == 0;
+		if (!same)
+			fprintf(stderr, "%s: holod renders %zu ids, the reference %zu\n", name, t.n_ids,
+				ref.n_ids);
+		CHECK(same);
+		snprintf(key, sizeof(key), "%s.logits_rows", name);
+		if (same && st_file_find(f, key)) {
+			const json_t *msgs_j = json_object_get(c, "messages"), *m, *img;
+			size_t mi, k, n_rows = 0, n_lrows;
+			float *rows = NULL;
+			json_array_foreach(msgs_j, mi, m)
+				json_array_foreach(json_object_get(m, "images"), k, img) {
+					size_t nr;
+					float *r = encode(json_string_value(img), &nr);
+					rows = realloc(rows, sizeof(float) * (n_rows + nr) * 64);
+					REQUIRE(rows);
+					memcpy(rows + n_rows * 64, r, sizeof(float) * nr * 64);
+					n_rows += nr;
+					free(r);
+				}
+			const float *rows_f = golden_get(f, key, &n_lrows);
+			snprintf(key, sizeof(key), "%s.logits", name);
+			const float *want = golden_get(f, key, NULL);
+			struct engine_session *s = engine_session_create(model, 4096);
+			REQUIRE(s);
+			int vocab = engine_session_vocab(s);
+			float *l = malloc(sizeof(float) * t.n_ids * (size_t)vocab);
+			struct golden_diff d = {0};
+			REQUIRE(l);
+			CHECK_INT_EQ(append_spliced(s, &t, rows, n_rows, ENGINE_LOGITS_ALL, l), 0);
+			for (size_t q = 0; q < n_lrows; q++)
+				for (int v = 0; v < vocab; v++)
+					golden_diff_add(&d, l[(size_t)rows_f[q] * vocab + v],
+							want[q * vocab + v], q);
+			printf("%s: holod's rendering, %zu ids from <s>, %zu images: %zu logits rows "
+			       "vs transformers, max |diff| %.3g\n",
+			       name, t.n_ids, t.n_images, n_lrows, d.max_abs);
+			CHECK(d.max_abs <= LOGITS_TOL);
+			n_logit_cases++;
+			engine_session_destroy(s);
+			free(l);
+			free(rows);
+		}
+		engine_chat_tokens_finish(&t);
+		engine_chat_tokens_finish(&ref);
+	}
+	CHECK_INT_EQ(n_logit_cases, 2);
+	engine_chat_destroy(chat);
+	st_file_destroy(f);
+}
+
+/* The two-image conversation turn by turn: a session that gets the second image turn appended
+ * gives what one prefill of the whole rendering gives. */
 static void test_two_images(void)
 {
 	const json_t *c = find_case("two_images");
-	struct st_file *f = golden_open("chat.safetensors");
 	struct engine_chat_message msgs[MAX_MSGS];
 	int tiles[16];
-	size_t n = case_messages(c, msgs, tiles), n_sq, n_sm, n_lrows;
+	size_t n = case_messages(c, msgs, tiles), n_sq, n_sm;
 	float *sq = encode("square", &n_sq), *sm = encode("small", &n_sm);
 	float *both = malloc(sizeof(float) * (n_sq + n_sm) * 64);
-	const float *rows_f = golden_get(f, "two_images.logits_rows", &n_lrows);
-	const float *want = golden_get(f, "two_images.logits", NULL);
 	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false,
 						      NULL, 0);
-	struct engine_chat_tokens whole = {0}, t1 = {0}, t2 = {0}, ref = {0};
-	struct engine_session *s0 = engine_session_create(model, 4096);
+	struct engine_chat_tokens whole = {0}, t1 = {0}, t2 = {0};
 	struct engine_session *s1 = engine_session_create(model, 4096);
 	struct engine_session *s2 = engine_session_create(model, 4096);
 	int vocab = engine_session_vocab(s1);
-	float *l_ref, *l_all, *l_last = malloc(sizeof(float) * (size_t)vocab);
-	struct golden_diff d = {0};
+	float *l_all, *l_last = malloc(sizeof(float) * (size_t)vocab);
 	double dturn = 0;
 
-	REQUIRE(both && chat && s0 && s1 && s2 && l_last && n == 4);
+	REQUIRE(both && chat && s1 && s2 && l_last && n == 4);
 	memcpy(both, sq, sizeof(float) * n_sq * 64);
 	memcpy(both + n_sq * 64, sm, sizeof(float) * n_sm * 64);
-
-	/* the golden token sequence in one prefill, against transformers */
-	golden_tokens(c, &ref);
-	CHECK_INT_EQ(ref.n_images, 2);
-	l_ref = malloc(sizeof(float) * ref.n_ids * (size_t)vocab);
-	REQUIRE(l_ref);
-	CHECK_INT_EQ(append_spliced(s0, &ref, both, n_sq + n_sm, ENGINE_LOGITS_ALL, l_ref), 0);
-	for (size_t k = 0; k < n_lrows; k++)
-		for (int v = 0; v < vocab; v++)
-			golden_diff_add(&d, l_ref[(size_t)rows_f[k] * vocab + v], want[k * vocab + v], k);
-	printf("two images over two turns, %zu positions: %zu logits rows vs transformers, max |diff| %.3g\n",
-	       ref.n_ids, n_lrows, d.max_abs);
-	CHECK(d.max_abs <= LOGITS_TOL);
 
 	/* holod's rendering of the same conversation in one prefill */
 	CHECK_INT_EQ(engine_chat_render(chat, msgs, n, true, &whole, NULL, 0), 0);
@@ -209,18 +277,14 @@ static void test_two_images(void)
 	engine_chat_tokens_finish(&whole);
 	engine_chat_tokens_finish(&t1);
 	engine_chat_tokens_finish(&t2);
-	engine_chat_tokens_finish(&ref);
 	engine_chat_destroy(chat);
-	engine_session_destroy(s0);
 	engine_session_destroy(s1);
 	engine_session_destroy(s2);
-	free(l_ref);
 	free(l_all);
 	free(l_last);
 	free(both);
 	free(sq);
 	free(sm);
-	st_file_destroy(f);
 }
 
 static void test_rules(void)
@@ -482,6 +546,7 @@ int main(void)
 		fprintf(stderr, "engine_vision_create: %s\n", err);
 		return 1;
 	}
+	test_golden_cases();
 	test_two_images();
 	test_rules();
 	test_create_raw();
