@@ -75,6 +75,7 @@ extern const struct cli_command cli_cmd_mcp;
 extern const struct cli_command cli_cmd_reply;
 extern const struct cli_command cli_cmd_approve;
 extern const struct cli_command cli_cmd_deny;
+extern const struct cli_command cli_cmd_view;
 
 /* cmd-answer.c: what task `id` waits for (the "waiting" object of docs/api.md), as lines for a
  * person: the question and how to reply, or the held action and how to approve or deny it. */

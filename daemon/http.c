@@ -49,6 +49,7 @@
 #include "feed.h"
 #include "holod-config.h"
 #include "ipc.h"
+#include "view-page.h"
 #include "x11.h"
 
 #define HTTP_CONNECTION_MEMORY (128 * 1024) /* libmicrohttpd's per-connection pool; headers
@@ -634,6 +635,40 @@ static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *
 	if (!check_query(c, NULL, &ret))
 		return ret;
 	return respond_task(s, c, MHD_HTTP_OK, a->id);
+}
+
+/* The live view (view.html): one static page for any task; its script reads the task, its
+ * events and the screen through the API, so it costs nothing until a browser opens it and
+ * nothing once that browser leaves. The policy lets the page load nothing from anywhere else
+ * (no CDN, no inline content from the model runs as code: the page writes it as text) and
+ * refuses to be framed, as its buttons act. */
+static enum MHD_Result h_view(struct http_server *s, struct MHD_Connection *c,
+			      struct request *req, const struct route_args *a)
+{
+	enum MHD_Result ret;
+	enum ipc_task_status st;
+	if (!check_query(c, NULL, &ret))
+		return ret;
+	int r = journal_task_status(s->ctx.journal, a->id, &st);
+	if (r == -ENOENT)
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
+				  (long long)a->id);
+	if (r < 0)
+		return send_internal(c, r, "cannot read the task");
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		view_page_size, (void *)view_page, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+	MHD_add_response_header(resp, "Content-Security-Policy",
+				"default-src 'none'; script-src 'unsafe-inline'; "
+				"style-src 'unsafe-inline'; img-src 'self' blob: data:; "
+				"connect-src 'self'; base-uri 'none'; form-action 'none'; "
+				"frame-ancestors 'none'");
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	return queue(c, MHD_HTTP_OK, resp);
 }
 
 static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c,
@@ -1262,6 +1297,7 @@ static const struct route {
 	{"POST", "tasks/#/deny", h_deny},
 	{"POST", "tasks/cancel", h_cancel_all},
 	{"GET", "tasks/#/events", h_events},
+	{"GET", "tasks/#/view", h_view},
 	{"POST", "actions", h_actions},
 	{"GET", "screenshot", h_screenshot},
 	{"POST", "prune", h_prune},

@@ -39,5 +39,6 @@ complete_words "$HOLOCTL" list --status "" | grep -qx interrupted || fail "list 
 complete_words "$HOLOCTL" --json run --coords m | grep -qx model || fail "run --coords: no model"
 complete_words "$HOLOCTL" run --f | grep -qx -- --follow || fail "run: no --follow"
 complete_words "$HOLOCTL" export --format c | grep -qx chat || fail "export --format: no chat"
+complete_words "$HOLOCTL" view --o | grep -qx -- --open || fail "view: no --open"
 complete_words "$HOLOCTL" replay --ch | grep -qx -- --check || fail "replay: no --check"
 echo "ok"
