@@ -394,9 +394,12 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			 * the task holds at the top of the loop, and the model reads why */
 			log_info("task %lld step %zu: %s not run: the user took over", (long long)t->id,
 				 index, what);
-			journal_skipped(&a, index, &as, &ps_.step.action);
+			/* its acted event before its journaled step (feed.h) */
+			feed_order_begin(env->feed);
 			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok",
 				      false, "error", AGENT_TAKEOVER_SKIPPED);
+			journal_skipped(&a, index, &as, &ps_.step.action);
+			feed_order_end(env->feed);
 			x11_frame_destroy(frame);
 			frame = NULL;
 			a.steps[index] = ps_.step;
@@ -413,10 +416,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		r = executor_step(&a.run, (int)index, &ps_.step.action, IPC_COORDS_MODEL, frame,
 				  capture_us, &as, result, sizeof(result), &answer, &action_failed,
 				  err, sizeof(err));
-		frame = NULL;
-		if (r >= 0 || action_failed)
-			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok",
-				      r >= 0, r >= 0 ? "result" : "error", r >= 0 ? result : err);
+		frame = NULL; /* its acted event was fed before it was journaled */
 		a.steps[index] = ps_.step;
 		a.n_steps = index + 1;
 		ps_.step = (struct policy_step){0};

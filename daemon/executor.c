@@ -675,8 +675,17 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	tm.capture_after_us = time_mono_us() - t4;
 
 	s.held = held;
+	/* An agent's step: what its action did goes to the followers before the step is
+	 * journaled, under the feed's order lock (feed.h), so that no stream shows the journaled
+	 * step before it. */
+	struct feed *feed = agent ? run->env->feed : NULL;
+	feed_order_begin(feed);
+	if (agent && (r >= 0 || *ret_action_failed))
+		feed_progress(feed, s.task_id, run->step, run->step_t0_us, "acted", "{s:b, s:s}",
+			      "ok", r >= 0, r >= 0 ? "result" : "error", r >= 0 ? result : err);
 	int jr = journal_step_finish(run->env->journal, &s, r < 0 ? "error" : dry ? "dry_run" : "ok",
 				     r < 0 ? NULL : result, r < 0 ? err : NULL, time_real_us(), &tm);
+	feed_order_end(feed);
 	if (jr < 0 && r >= 0) {
 		r = jr;
 		snprintf(err, errlen, "cannot journal its end in %s: %s",

@@ -173,7 +173,8 @@ int executor_sleep(struct executor_run *run, uint64_t usec);
  * (on success) or error text. Returns 0, 1 when the action was `answer` (*ret_answer receives
  * its content), or a negative errno: -ECANCELED / -ETIME (stopped during a wait), or a failure;
  * *ret_action_failed tells a failure of the action itself (mapping, injection) from one of the
- * machinery (capture, journal). */
+ * machinery (capture, journal). An agent's step (`agent` set) that ran its action, or whose
+ * action failed, feeds its "acted" progress event before it is journaled (feed.h). */
 int executor_step(struct executor_run *run, int index, const struct ipc_action *a,
 		  enum ipc_coords coords, struct x11_frame *before, uint64_t capture_us,
 		  const struct journal_agent_step *agent, char *result, size_t rlen,

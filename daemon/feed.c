@@ -21,6 +21,7 @@ struct feed_sub {
 
 struct feed {
 	pthread_mutex_t lock;
+	pthread_mutex_t order; /* feed_order_begin/end (feed.h) */
 	struct feed_sub *subs; /* under lock */
 	atomic_int n_subs;     /* their count, read without the lock */
 	void (*wake)(void *arg);
@@ -31,6 +32,7 @@ struct feed *feed_create(void (*wake)(void *arg), void *arg)
 {
 	struct feed *f = xcalloc(1, sizeof(*f));
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->order, NULL);
 	atomic_init(&f->n_subs, 0);
 	f->wake = wake;
 	f->arg = arg;
@@ -44,6 +46,7 @@ void feed_destroy(struct feed *f)
 	while (f->subs)
 		feed_unsubscribe(f->subs);
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->order);
 	free(f);
 }
 
@@ -170,6 +173,18 @@ static void queue_event(struct feed *f, int64_t task, json_t *o)
 	free(line);
 	if (queued && f->wake)
 		f->wake(f->arg);
+}
+
+void feed_order_begin(struct feed *f)
+{
+	if (f)
+		pthread_mutex_lock(&f->order);
+}
+
+void feed_order_end(struct feed *f)
+{
+	if (f)
+		pthread_mutex_unlock(&f->order);
 }
 
 size_t feed_take(struct feed_sub *s, char **buf, size_t *len)

@@ -16,7 +16,13 @@
  *     {"event": "progress", "phase": "dropped", "events": N}. A slow follower never holds an
  *     emitter back.
  *   - Every emit calls the wake function given at creation (the scheduler's waiters), outside
- *     the feed's mutex. */
+ *     the feed's mutex.
+ *   - A step's "acted" event comes before its journaled "step" event on a stream: the
+ *     executor holds the feed's order lock (feed_order_begin/end) from that event until the
+ *     step is journaled, and a stream (http.c) holds it from taking its events until it has
+ *     read the journal's steps, so a step it reads was journaled after its events were
+ *     queued and before they were taken, never between. Lock order: the order lock, then the
+ *     feed's mutex or the journal's. */
 #pragma once
 
 #include <jansson.h>
@@ -56,6 +62,10 @@ void feed_progress(struct feed *f, int64_t task, int step, uint64_t step_t0_us,
  * change of a task's status that its "end" event does not tell (running, paused), sent by
  * the thread that made it after journaling it, so it comes in order with the progress events. */
 void feed_status(struct feed *f, int64_t task, const char *status);
+
+/* The order lock (above). f NULL: nothing. */
+void feed_order_begin(struct feed *f);
+void feed_order_end(struct feed *f);
 
 /* Appends the lines queued for `s` (each ending in '\n') to *buf (malloc'd, *len bytes) and
  * returns how many bytes it appended. */

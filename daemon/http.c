@@ -1028,25 +1028,32 @@ static bool stream_collect(struct stream *st)
 	enum ipc_task_status status;
 	json_t *steps, *task;
 
-	/* Progress events first: each was emitted before the journal moved past it. */
+	/* Progress events first: each was emitted before the journal moved past it, and under
+	 * the feed's order lock (feed.h) a step read below was journaled before the events taken
+	 * here, its acted event among them. */
+	struct feed *feed = scheduler_feed(st->s->ctx.scheduler);
+	feed_order_begin(feed);
 	feed_take(st->sub, &st->buf, &st->len);
 	/* The journal only when it moved (progress events wake the stream too). */
 	uint64_t jp = scheduler_journal_progress(st->s->ctx.scheduler);
-	if (st->started && jp == st->journal_seen && !st->poll)
+	if (st->started && jp == st->journal_seen && !st->poll) {
+		feed_order_end(feed);
 		return true;
+	}
 	st->journal_seen = jp;
 	/* Status first, steps second: if the task had ended, its last step is already visible. */
 	if (journal_task_status(j, st->id, &status) < 0)
-		return false;
+		goto unlock_failed;
 	if (!st->started) {
 		if (api_json_read_task(j, st->id, &task) < 0)
-			return false;
+			goto unlock_failed;
 		waiting_overlay(st->s, task, st->id);
 		stream_append(st, "task", "task", task);
 		st->started = true;
 	}
 	if (api_json_read_steps(j, st->id, st->next_index, true, &steps) < 0)
-		return false;
+		goto unlock_failed;
+	feed_order_end(feed);
 	size_t i;
 	json_t *step;
 	json_array_foreach(steps, i, step) {
@@ -1073,6 +1080,10 @@ static bool stream_collect(struct stream *st)
 		st->done = true;
 	}
 	return true;
+
+unlock_failed:
+	feed_order_end(feed);
+	return false;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
