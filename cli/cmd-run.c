@@ -33,6 +33,7 @@ enum {
 	OPT_STUCK_STOP,
 	OPT_APPROVE,
 	OPT_TAKEOVER,
+	OPT_ASK_TIMEOUT,
 };
 
 static const struct option run_options[] = {
@@ -58,6 +59,7 @@ static const struct option run_options[] = {
         {"stuck-stop", required_argument, NULL, OPT_STUCK_STOP},
         {"approve", required_argument, NULL, OPT_APPROVE},
         {"takeover", required_argument, NULL, OPT_TAKEOVER},
+        {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
         {0},
 };
 
@@ -86,6 +88,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	const char *script = NULL, *coords = NULL, *history = NULL, *display = NULL;
 	const char *policy_format = NULL, *approve = NULL, *takeover = NULL;
 	long max_steps = 0, max_seconds = 0, settle_ms = -1, window = 0, max_tiles = 0, seed = -1;
+	long ask_timeout = 0;
 	double temperature = -1, top_p = -1;
 	long thinking_tokens = 0, stuck_warn = -1, stuck_stop = -1;
 	int thinking = -1; /* -1: holod's default */
@@ -113,6 +116,13 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 				return cli_usage_error(
 				        ctx, &cli_cmd_run,
 				        "--max-seconds must be from 1 to %d, not '%s'",
+				        IPC_MAX_TASK_SECONDS, optarg);
+			break;
+		case OPT_ASK_TIMEOUT:
+			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_SECONDS, &ask_timeout) < 0)
+				return cli_usage_error(
+				        ctx, &cli_cmd_run,
+				        "--ask-timeout must be from 1 to %d seconds, not '%s'",
 				        IPC_MAX_TASK_SECONDS, optarg);
 			break;
 		case OPT_DRY_RUN:
@@ -282,6 +292,8 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		json_object_set_new(body, "max_seconds", json_integer(max_seconds));
 	if (settle_ms >= 0)
 		json_object_set_new(body, "settle_ms", json_integer(settle_ms));
+	if (ask_timeout)
+		json_object_set_new(body, "ask_timeout", json_integer(ask_timeout));
 	if (dry_run)
 		json_object_set_new(body, "dry_run", json_true());
 	if (history)
@@ -717,6 +729,9 @@ const struct cli_command cli_cmd_run = {
                 "  --takeover MODE        what input of a person on the display does to the\n"
                 "                         task: pause (at once; `holoctl resume` hands it\n"
                 "                         back), ignore or cancel; default: holod's --takeover\n"
+                "  --ask-timeout S        how long a question of the task's (ask_user) waits\n"
+                "                         for `holoctl reply` before the task fails (1..86400);\n"
+                "                         default: holod's --ask-timeout\n"
                 "Options given here override those in the script file. Ctrl-C during --follow\n"
                 "cancels the task and follows it to its end; a second Ctrl-C stops following\n"
                 "(exit status 130) and leaves the task to stop on its own.\n"

@@ -314,8 +314,8 @@ static int ask_user(struct executor_run *run, const struct ipc_action *a, int in
 		snprintf(result, rlen, "%s", w.text ? w.text : "");
 		*ret_held = held_json(&w, "replied", since, NULL);
 	} else if (r == -ETIMEDOUT) {
-		snprintf(err, errlen, "no reply to the question within %u s (--ask-timeout)",
-			 t->ask_timeout_s);
+		snprintf(err, errlen, "no reply to the question within %u s (%s)", t->ask_timeout_s,
+			 t->req->options.ask_timeout ? "the task's ask_timeout" : "--ask-timeout");
 		*ret_held = held_json(&w, "timed_out", since, NULL);
 	} else if (r == -ECANCELED || r == -ETIME) {
 		snprintf(err, errlen, "%s while waiting for the user's reply", stop_error(r));
@@ -758,11 +758,12 @@ void executor_record_provenance(const struct executor_env *env, const char *disp
 		x11_display_size(d, &w, &h);
 		screen = json_pack("{s:i, s:i}", "width", w, "height", h);
 	}
-	json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I}}", "holod_version",
+	json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "holod_version",
 			      HOLOD_VERSION, "display", display ? json_string(display) : json_null(),
 			      "screen", screen ? screen : json_null(), "budgets", "max_steps",
 			      (json_int_t)t->max_steps, "max_seconds", (json_int_t)t->max_seconds,
-			      "settle_ms", (json_int_t)t->settle_ms);
+			      "settle_ms", (json_int_t)t->settle_ms, "ask_timeout",
+			      (json_int_t)t->ask_timeout_s);
 	if (o && extra && json_object_update(o, extra) < 0) {
 		json_decref(o);
 		o = NULL;

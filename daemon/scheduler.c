@@ -427,7 +427,7 @@ static void *executor_main(void *userdata)
 			.settle_ms = o->settle_ms >= 0 ? (unsigned)o->settle_ms : s->settle_ms,
 			.max_steps = o->max_steps ? o->max_steps : s->max_steps,
 			.max_seconds = o->max_seconds ? o->max_seconds : s->max_seconds,
-			.ask_timeout_s = s->ask_timeout_s,
+			.ask_timeout_s = o->ask_timeout ? o->ask_timeout : s->ask_timeout_s,
 			.approve = o->approve != IPC_APPROVE_DEFAULT ? o->approve : s->approve,
 			.approve_timeout_s = s->approve_timeout_s,
 			.stop = &t->stop,

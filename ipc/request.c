@@ -149,6 +149,11 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 		return r;
 	if (present)
 		req->options.settle_ms = (int32_t)u;
+	if ((r = get_uint(root, "ask_timeout", 1, IPC_MAX_TASK_SECONDS, &u, &present, errbuf,
+			  errlen)) < 0)
+		return r;
+	if (present)
+		req->options.ask_timeout = u;
 	json_t *ap = json_object_get(root, "approve");
 	if (ap) {
 		r = json_is_string(ap) ? ipc_approve_from_string(json_string_value(ap)) : -EINVAL;
@@ -367,12 +372,14 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 	static const char *const script_members[] = {"script",      "coords",    "max_steps",
 						     "max_seconds", "settle_ms", "dry_run",
 						     "replay_of",   "display",   "check",
-						     "require_focus", "approve", "takeover"};
+						     "require_focus", "approve", "takeover",
+						     "ask_timeout"};
 	static const char *const instruction_members[] = {
 		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
 		"history",     "window",    "max_tiles",   "display",  "temperature",
 		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format",
-		"stuck_warn",  "stuck_stop", "approve", "jump_forward", "takeover"};
+		"stuck_warn",  "stuck_stop", "approve", "jump_forward", "takeover",
+		"ask_timeout"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -577,6 +584,8 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 	if (req->options.approve != IPC_APPROVE_DEFAULT)
 		r |= json_object_set_new(o, "approve",
 					 json_string(ipc_approve_to_string(req->options.approve)));
+	if (req->options.ask_timeout)
+		r |= json_object_set_new(o, "ask_timeout", json_integer(req->options.ask_timeout));
 	if (req->options.takeover != IPC_TAKEOVER_DEFAULT)
 		r |= json_object_set_new(o, "takeover",
 					 json_string(ipc_takeover_to_string(req->options.takeover)));

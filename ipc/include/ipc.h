@@ -472,6 +472,7 @@ struct ipc_task_options {
 	int32_t settle_ms;     /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
 	bool dry_run;          /* journal the steps, inject nothing */
 	enum ipc_approve approve; /* what waits for the user's approval */
+	uint32_t ask_timeout;  /* an ask_user step's wait for the reply, 1..IPC_MAX_TASK_SECONDS s */
 	char *display;         /* the display to run on (one holod drives); NULL: the first free */
 	/* Instruction tasks only: */
 	enum ipc_history history;
@@ -503,11 +504,11 @@ struct ipc_task_options {
  *    "max_tiles": N, "temperature": T, "top_p": P, "seed": S, "thinking": bool,
  *    "thinking_tokens": N, "jump_forward": bool, "stuck_warn": N, "stuck_stop": N,
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "display": ":1",
- *    "approve": "none"|"risky"|"all"}
+ *    "approve": "none"|"risky"|"all", "ask_timeout": S}
  *   {"script": [action, ...], "coords": "pixels"|"model" (default "pixels"),
  *    "max_steps": N, "max_seconds": N, "settle_ms": N, "dry_run": bool, "replay_of": ID,
  *    "display": ":1", "check": {"threshold": T, "steps": [N, ...]},
- *    "require_focus": bool, "approve": "none"|"risky"|"all"}
+ *    "require_focus": bool, "approve": "none"|"risky"|"all", "ask_timeout": S}
  * "check" (only with "replay_of"): before action i, the screen is compared with the "before"
  * screenshot of step steps[i] of the replayed task, and the task fails at the first action
  * whose screen has a fraction of differing pixels above T (0..1).

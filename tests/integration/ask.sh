@@ -4,7 +4,8 @@
 # question in its status, in holod's status and on its event stream (and in `holoctl run
 # --follow`), `holoctl reply` makes the reply the step's result and the task goes on; who replied
 # is journaled; a reply to a task that does not wait is a clear error; no reply within
-# --ask-timeout fails the task saying so; cancel ends the wait.
+# --ask-timeout fails the task saying so, and so does a task's own shorter ask_timeout (API and
+# holoctl run --ask-timeout), recorded in its provenance; cancel ends the wait.
 . "$(dirname "$0")/lib.sh"
 require_tools
 start_xvfb 640x400x24
@@ -67,6 +68,8 @@ expect_json "step 0" '.steps[0].held.decision' replied
 expect_json "step 0" '.steps[0].held.uid' "$(id -u)"
 jq -e '.steps[0].held.pid > 0 and .steps[0].held.answered_us >= .steps[0].held.since_us' \
 	"$BODY" >/dev/null || fail "who replied when: $(jq -c '.steps[0].held' "$BODY")"
+api GET "/v1/tasks/$A"
+expect_json "holod's ask timeout" .provenance.budgets.ask_timeout 600
 # The waiting event came before step 0's end.
 W=$(grep -n '"event":"waiting"' "$T/events" | head -n 1 | cut -d: -f1)
 S=$(grep -n '"event":"step"' "$T/events" | head -n 1 | cut -d: -f1)
@@ -97,6 +100,26 @@ hctl cancel "$C" >/dev/null || fail "cancel $C"
 wait_task "$C" cancelled 10
 api GET "/v1/tasks/$C"
 expect_json "cancelled" .error "cancelled during step 0 (ask_user)"
+
+# ---- the task's own ask_timeout, shorter than holod's: no reply within it fails the task
+echo '[{"tool_name": "ask_user", "question": "Quick?"}]' >"$T/own.json"
+hctl run --script "$T/own.json" --ask-timeout 1 >"$T/own.out" 2>&1 || fail "run: $(cat "$T/own.out")"
+E=$(sqlite3 "$DB" "SELECT max(id) FROM tasks")
+wait_task "$E" failed 30
+api GET "/v1/tasks/$E"
+expect_json "own timeout" .error \
+	"step 0 (ask_user): no reply to the question within 1 s (the task's ask_timeout)"
+expect_json "own timeout" .spec.ask_timeout 1
+expect_json "own timeout" .provenance.budgets.ask_timeout 1
+[ "$(sqlite3 "$DB" "SELECT json_extract(held, '$.decision') FROM steps WHERE task_id = $E")" = \
+	timed_out ] || fail "the task's timeout is not journaled"
+api POST /v1/tasks '{"script": [{"tool_name": "ask_user", "question": "?"}], "ask_timeout": 0}'
+expect_error "ask_timeout 0" 400 bad_request "ask_timeout: 0 is out of range 1..86400"
+api POST /v1/tasks '{"script": [{"tool_name": "ask_user", "question": "?"}], "ask_timeout": "soon"}'
+expect_error "ask_timeout text" 400 bad_request "ask_timeout: expected an integer"
+hctl run --script "$T/own.json" --ask-timeout 86401 >"$T/bad.out" 2>&1
+[ $? = 2 ] && grep -q -- "--ask-timeout must be from 1 to 86400 seconds, not '86401'" "$T/bad.out" ||
+	fail "holoctl run --ask-timeout 86401: $(cat "$T/bad.out")"
 
 # ---- no reply within --ask-timeout: the task fails saying so
 stop_holod || fail "holod exit status $?"
