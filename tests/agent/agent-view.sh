@@ -7,7 +7,8 @@
 # for approval with its thought, and its buttons act: pause, approve, resume, deny with a
 # reason, cancel, each seen in the journal afterwards; a script's ask_user answered in the page's
 # field becomes its step's result. The proxy refuses what is not the page's:
-# no token, another Host, another task, another endpoint. Bad input: an unknown task.
+# another uid, no token, another Host or Origin, another task, another endpoint, a head too
+# large. Bad input: an unknown task.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent chromium python3
 [ "$AGENT_BACKEND" = cpu ] || test_skip "the page is the same on every backend"
@@ -61,6 +62,16 @@ code() { curl -sS -o "$BODY" -w '%{http_code}' "$@"; }
 expect_json "refused" .error.message \
 	"holoctl view serves task $A's page and what it asks for, not POST /v1/tasks"
 [ "$(code "$ORIGIN/v1/status")" = 404 ] || fail "status through the view: not 404"
+# another uid, even with the address: refused before anything is forwarded
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	OUT=$(setpriv --reuid=65534 --regid=65534 --clear-groups curl -sS -w '\n%{http_code}' "$URL")
+	[ "$(echo "$OUT" | tail -n 1)" = 403 ] &&
+		[ "$(echo "$OUT" | head -n 1 | jq -r .error.message)" = \
+			"only the user running holoctl view may connect" ] ||
+		fail "another uid through holoctl view: $OUT"
+else
+	echo "not root: the other uid's refusal is not tried"
+fi
 BIG=$(head -c 9300 /dev/zero | tr '\0' x)
 [ "$(code -H "X-Big: $BIG" "$URL")" = 431 ] || fail "a 9300-byte header: not 431"
 "$HOLOCTL" view 424242 >"$T/bad.out" 2>&1
@@ -81,7 +92,7 @@ esac
 sqlite3 "$DB" "SELECT error FROM steps WHERE task_id = $A AND idx = 1" |
 	grep -q "denied by the user: not now" || fail "step 1's error"
 kill "$VIEW_PID"
-wait "$VIEW_PID"
+wait "$VIEW_PID" || fail "holoctl view exited with status $? on SIGTERM"
 
 # ---- a script's question answered on the page
 submit '{"script": [{"tool_name": "ask_user", "question": "Which invoice?"}]}'
@@ -97,5 +108,5 @@ wait_task "$Q" succeeded 30
 api GET "/v1/tasks/$Q/steps"
 expect_json "the reply" '.steps[0].result' "the one from March"
 kill "$VIEW_PID"
-wait "$VIEW_PID"
+wait "$VIEW_PID" || fail "holoctl view exited with status $? on SIGTERM"
 pass_or_fail
