@@ -212,10 +212,6 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	        "max_tiles", (json_int_t)args.max_tiles, "context_tokens",
 	        (json_int_t)cfg->context_tokens, "step_tokens", (json_int_t)cfg->step_tokens,
 	        "step_retries", (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
-	/* thinking (issue 30: the format's default is wired when the formats land); a remote
-	 * server's template decides for itself, so it is recorded as off there */
-	if (strcmp(p->ops->name, "local") != 0)
-		args.thinking = false;
 	if (prov) {
 		/* the format, and whose system text: holo-nano's published one (the user's verified
 		 * copy) or holod's own (docs/policy.md) */

@@ -69,6 +69,10 @@
 #define REMOTE_MAX_BACKOFF_MS (REMOTE_MAX_RETRY_AFTER_S * 1000)
 /* Sampling of a retried step: greedy would repeat the invalid answer. */
 #define RETRY_TEMPERATURE 0.7f
+/* What a thinking request says: the effort both references send, and the base template's
+ * switch (docs/policy.md, Thinking). */
+#define REMOTE_REASONING_EFFORT "medium"
+#define REMOTE_THINK_SWITCH "/think"
 
 struct remote_provider {
 	struct provider base;
@@ -99,6 +103,7 @@ struct remote_task {
 	size_t keep;      /* observations sent with their image */
 	struct provider_sampling sampling;
 	const struct policy_format *fmt; /* the task's format: its turns, schema and parser */
+	bool thinking;    /* the server is asked for a think block before each step */
 	char *system;     /* the system turn */
 	char *schema;     /* the step's JSON Schema, as the system turn shows it */
 	char *task_text;  /* "Task: ..." */
@@ -414,6 +419,7 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->keep = rp->images ? args->window : 0;
 	rt->sampling = args->sampling;
 	rt->fmt = args->format ? args->format : &policy_format_holo3;
+	rt->thinking = args->thinking;
 	bool nano = rt->fmt == &policy_format_holo_nano;
 	const struct policy_published *pub = nano ? args->cfg->published : NULL;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
@@ -446,14 +452,23 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->vllm = rp->vllm;
 	rt->json_object = rp->json_object;
 	pthread_mutex_unlock(&rp->lock);
+	/* Thinking on vLLM: the Nemotron-Nano-VL template reads no enable_thinking; its switch is
+	 * a "/think" in the system text, which it removes from what it renders (docs/design/
+	 * model.md 5.2), so the model sees the system text and the "<think>\n" generation prompt
+	 * the local engine renders. */
+	if (rt->thinking && rt->vllm) {
+		char *s = xasprintf("%s\n%s", rt->system, REMOTE_THINK_SWITCH);
+		free(rt->system);
+		rt->system = s;
+	}
 	/* What the chat export reads (docs/journal.md, `prompt`). */
 	char *obs = policy_format_observation_text(rt->fmt, false);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:s, s:s}", "format",
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:b, s:s, s:s}", "format",
 			      rt->fmt->name, "system_text", pub ? "published" : "holod", "system",
 			      rt->system, "user", rt->task_text, "evicted",
 			      rt->fmt->turns.evicted, "observation", obs, "result_turn",
-			      rt->fmt->turns.result_own_turn, "provider", "remote", "endpoint",
-			      rp->endpoint);
+			      rt->fmt->turns.result_own_turn, "reasoning", rt->thinking,
+			      "provider", "remote", "endpoint", rp->endpoint);
 	free(obs);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (!text || journal_task_prompt(args->run->env->journal, args->t->id, text) < 0)
@@ -615,6 +630,14 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 			      "max_tokens", (json_int_t)rt->cfg->step_tokens, "temperature",
 			      temperature, "top_p", rt->sampling.top_p, "seed",
 			      (json_int_t)(seed & 0x7fffffff));
+	/* Thinking as both references ask for it (docs/policy.md, item 12): the templates that
+	 * read it (vLLM, SGLang and llama.cpp's server pass chat_template_kwargs on) and the
+	 * effort; the server's reasoning parser answers the block apart from the step. */
+	if (o)
+		json_object_set_new(o, "chat_template_kwargs",
+				    json_pack("{s:b}", "enable_thinking", rt->thinking));
+	if (o && rt->thinking)
+		json_object_set_new(o, "reasoning_effort", json_string(REMOTE_REASONING_EFFORT));
 	/* vLLM's own field; the OpenAI form, or the json_object form a server asked for */
 	if (o && rt->vllm)
 		json_object_set_new(o, "structured_outputs", json_pack("{s:O}", "json", schema));
@@ -700,6 +723,29 @@ static int post(struct remote_task *rt, const char *body, struct remote_reply *r
 	return 0;
 }
 
+/* A server without a reasoning parser sends the think block in the answer's text: what comes
+ * before the first "</think>" (an opening "<think>" left out) is the reasoning, the step
+ * follows it. A text that starts as a step (its "{") holds none, whatever its strings say. */
+static void split_think(const char **text, size_t *len, char **ret_reasoning)
+{
+	static const char open[] = "<think>", close[] = POLICY_THINK_CLOSE;
+	const char *t = *text, *end = t + *len;
+	const char *s = t;
+
+	while (s < end && (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t'))
+		s++;
+	if (s < end && *s == '{')
+		return;
+	const char *c = memmem(t, *len, close, sizeof(close) - 1);
+	if (!c)
+		return;
+	if ((size_t)(end - s) >= sizeof(open) - 1 && memcmp(s, open, sizeof(open) - 1) == 0)
+		t = s + sizeof(open) - 1;
+	*ret_reasoning = agent_text_valid_utf8(t, (size_t)(c - t));
+	*text = c + sizeof(close) - 1;
+	*len = (size_t)(end - *text);
+}
+
 static int remote_step(struct provider_task *pt, const struct provider_history *h, uint64_t seed,
 		       struct provider_step *ret)
 {
@@ -749,6 +795,14 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 		free(ret->raw);
 		ret->raw = agent_text_valid_utf8(rep.content.data ? rep.content.data : "",
 						 rep.content.len);
+		const char *step_text = rep.content.data ? rep.content.data : "";
+		size_t step_len = rep.content.len;
+		free(ret->reasoning);
+		ret->reasoning = NULL;
+		if (rep.reasoning.len)
+			ret->reasoning = agent_text_valid_utf8(rep.reasoning.data, rep.reasoning.len);
+		else if (rt->thinking)
+			split_think(&step_text, &step_len, &ret->reasoning);
 		if (rep.prompt_tokens >= 0)
 			ret->as.prompt_tokens = MAX(ret->as.prompt_tokens, 0) + rep.prompt_tokens;
 		if (rep.completion_tokens >= 0)
@@ -762,8 +816,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 			break;
 		char perr[256];
 		policy_step_finish(&ret->step);
-		r = rt->fmt->step_parse(rep.content.data ? rep.content.data : "", rep.content.len,
-					&ret->step, perr, sizeof(perr));
+		r = rt->fmt->step_parse(step_text, step_len, &ret->step, perr, sizeof(perr));
 		if (r == 0)
 			break;
 		snprintf(ret->err, sizeof(ret->err), "invalid step: %s", perr);

@@ -33,6 +33,7 @@ void remote_reply_init(struct remote_reply *rep, bool stream, size_t body_max)
 	rep->line.max = REMOTE_MAX_SSE_LINE;
 	rep->body.max = body_max;
 	rep->content.max = AGENT_MAX_RAW_BYTES;
+	rep->reasoning.max = AGENT_MAX_RAW_BYTES;
 }
 
 void remote_reply_finish(struct remote_reply *rep)
@@ -40,6 +41,7 @@ void remote_reply_finish(struct remote_reply *rep)
 	free(rep->line.data);
 	free(rep->body.data);
 	free(rep->content.data);
+	free(rep->reasoning.data);
 }
 
 /* Takes what a chat completion (a whole one, or one streamed chunk) says. -errno with
@@ -73,6 +75,17 @@ static int take_completion(struct remote_reply *rep, json_t *o, bool chunk)
 	const char *text = json_string_value(json_object_get(msg, "content"));
 	if (text && remote_buf_add(&rep->content, text, strlen(text)) < 0) {
 		snprintf(rep->err, sizeof(rep->err), "the answer is longer than %d bytes",
+			 AGENT_MAX_RAW_BYTES);
+		return -E2BIG;
+	}
+	/* A server's reasoning parser (vLLM's --reasoning-parser) sends the think block apart:
+	 * "reasoning_content" (vLLM before 0.10, SGLang, llama.cpp's server), "reasoning" (vLLM
+	 * since, H's API), as the references read it (docs/policy.md, Thinking). */
+	const char *why = json_string_value(json_object_get(msg, "reasoning_content"));
+	if (!why)
+		why = json_string_value(json_object_get(msg, "reasoning"));
+	if (why && remote_buf_add(&rep->reasoning, why, strlen(why)) < 0) {
+		snprintf(rep->err, sizeof(rep->err), "the answer's reasoning is longer than %d bytes",
 			 AGENT_MAX_RAW_BYTES);
 		return -E2BIG;
 	}

@@ -5,8 +5,8 @@
  * A chat completion comes as server-sent events ("data: {chunk}" lines, "data: [DONE]"), or,
  * from a server that ignored "stream", as one JSON body; an error as a status other than 200
  * with a body kept for its message. Every size is checked against the limits below: bytes of
- * the whole answer, of one event line, of the answer's text (AGENT_MAX_RAW_BYTES), of the
- * model name. Not thread-safe: one reply per transfer. */
+ * the whole answer, of one event line, of the answer's text and of its reasoning
+ * (AGENT_MAX_RAW_BYTES each), of the model name. Not thread-safe: one reply per transfer. */
 #pragma once
 
 #include <stdbool.h>
@@ -40,6 +40,8 @@ struct remote_reply {
 	struct remote_buf line;    /* the event line being read */
 	struct remote_buf body;    /* a non-streamed body, or an error body (cut) */
 	struct remote_buf content; /* the answer's text */
+	struct remote_buf reasoning; /* its reasoning, from a server that parses it out of the
+				      * text ("reasoning_content" or "reasoning"; AGENT_MAX_RAW_BYTES) */
 	bool saw_event, done;  /* a "data:" line came; "[DONE]" came */
 	long long prompt_tokens, completion_tokens; /* the usage; -1: not told */
 	char model[REMOTE_MAX_MODEL_NAME + 1]; /* the model the answer names; "" */

@@ -9,6 +9,8 @@
  * starts over whenever the file's contents change) and records the request's body as
  * DIR/req-N.json and its Authorization header as DIR/req-N.auth (N counts every POST). A line:
  *   ok TEXT             TEXT streamed as server-sent events in 5-byte deltas, then the usage
+ *   think FIELD R|TEXT  as ok, after R streamed in FIELD deltas ("reasoning" or
+ *                       "reasoning_content"), as a server's reasoning parser sends a think block
  *   plain TEXT          TEXT in one non-streamed JSON answer
  *   status CODE [S]     HTTP CODE with an OpenAI-style error body (Retry-After: S)
  *   slow MS TEXT        as ok, after MS milliseconds
@@ -152,7 +154,8 @@ static void add_event(char **buf, size_t *len, json_t *o)
 	json_decref(o);
 }
 
-static struct MHD_Response *sse(const char *text, size_t prompt_len, bool stall)
+static struct MHD_Response *sse_think(const char *field, const char *why, size_t why_len,
+				      const char *text, size_t prompt_len, bool stall)
 {
 	struct stream *s = calloc(1, sizeof(*s));
 	size_t tlen = strlen(text), chunks = 0;
@@ -161,6 +164,12 @@ static struct MHD_Response *sse(const char *text, size_t prompt_len, bool stall)
 		  json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s}}]}", "id", "c1", "object",
 			    "chat.completion.chunk", "model", "fake-model", "choices", "index", 0,
 			    "delta", "role", "assistant"));
+	for (size_t off = 0; field && off < why_len; off += 5, chunks++)
+		add_event(&s->data, &s->len,
+			  json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s%}}]}", "id", "c1", "object",
+				    "chat.completion.chunk", "model", "fake-model", "choices", "index",
+				    0, "delta", field, why + off,
+				    why_len - off < 5 ? why_len - off : (size_t)5));
 	for (size_t off = 0; off < tlen; off += 5, chunks++) {
 		if (stall && off >= tlen / 2 && !s->stall) {
 			s->stall = true;
@@ -185,6 +194,11 @@ static struct MHD_Response *sse(const char *text, size_t prompt_len, bool stall)
 								    stream_read, s, stream_free);
 	MHD_add_response_header(r, "Content-Type", "text/event-stream");
 	return r;
+}
+
+static struct MHD_Response *sse(const char *text, size_t prompt_len, bool stall)
+{
+	return sse_think(NULL, NULL, 0, text, prompt_len, stall);
 }
 
 static struct MHD_Response *text_response(const char *type, char *body)
@@ -219,6 +233,16 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *rq)
 		}
 	} else if (strncmp(line, "ok ", 3) == 0) {
 		resp = sse(arg, rq->len, false);
+	} else if (strncmp(line, "think ", 6) == 0) {
+		const char *sp = strchr(arg, ' '), *bar = sp ? strchr(sp + 1, '|') : NULL;
+		if (bar) {
+			char *field = strndup(arg, (size_t)(sp - arg));
+			resp = sse_think(field, sp + 1, (size_t)(bar - sp - 1), bar + 1, rq->len, false);
+			free(field);
+		} else {
+			status = 500;
+			resp = text_response("text/plain", strdup("bad think line\n"));
+		}
 	} else if (strncmp(line, "stall ", 6) == 0) {
 		resp = sse(arg, rq->len, true);
 	} else if (strncmp(line, "slow ", 5) == 0) {

@@ -57,7 +57,7 @@ expect_json "provenance" .provenance.provider remote
 expect_json "provenance" .provenance.model.endpoint "$ENDPOINT"
 expect_json "provenance" .provenance.model.server vllm
 expect_json "provenance" .provenance.model.structured_output structured_outputs
-expect_json "provenance: thinking is not sent to a server" .provenance.thinking false
+expect_json "provenance: thinking asked of the server (remote-think)" .provenance.thinking true
 grep -q "HTTP 429; retry 1 of 2 in 1000 ms" "$HOLOD_LOG" || fail "the 429 was not retried after 1 s"
 grep -q '^press button=1 .* root_x=160 root_y=100 ' "$CLIENT_LOG" ||
 	fail "the remote step's click (250,250 of 1000 on 640x400) did not land"
@@ -151,7 +151,7 @@ expect_json "holo-nano answer" .result done
 [ "$(grep -c '^press button=1 .* root_x=160 root_y=100 ' "$CLIENT_LOG")" -ge 2 ] ||
 	fail "the holo-nano click_desktop (250,250 of 1000 on 640x400) did not land"
 jq -e '(.messages[0].content | contains("hold_and_tap_key_desktop")
-		and endswith("\n```\n</output_format>\n"))
+		and endswith("\n```\n</output_format>\n\n/think"))
 	and ([.structured_outputs.json.properties.tool_call.anyOf[].properties.tool_name.const]
 		| length == 13 and index("click_desktop") != null and index("ask_user") != null)
 	and .messages[1] == {"role":"user","content":"Task: Click the block, then answer."}
