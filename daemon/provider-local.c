@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent.h"
 #include "agent-history.h"
@@ -1656,16 +1657,33 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 			 e ? e : "none is loaded");
 		return -ENODEV;
 	}
-	struct policy_env penv = {.screen_width = frame->width, .screen_height = frame->height};
-	renderer = policy_renderer_create(&policy_format_holo3, model_worker_tokenizer(cfg->worker),
-					  &penv, model_worker_tokens_per_tile(cfg->worker));
+	/* The task's format (holod's --policy-format for a script): its system text, task turn
+	 * and observation wrapper, and its sentence for the target (docs/policy.md) */
+	const struct policy_format *fmt = agent_format(cfg, &t->req->options);
+	char date[16];
+	time_t now = time(NULL);
+	struct tm tmv;
+	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
+	struct policy_env penv = {.screen_width = frame->width, .screen_height = frame->height,
+				  .date = date, .max_steps = t->max_steps,
+				  .max_time_s = t->max_seconds,
+				  .published = fmt == &policy_format_holo_nano ? cfg->published : NULL,
+				  .secret_names = cfg->secret_names};
+	renderer = policy_renderer_create(fmt, model_worker_tokenizer(cfg->worker), &penv,
+					  model_worker_tokens_per_tile(cfg->worker));
 	if (!renderer) {
 		r = -errno;
 		snprintf(err, errlen, "cannot build the prompt renderer: %s", strerror(-r));
 		return r;
 	}
-	task = xasprintf("Locate this on the screen: %s. Answer with the point to act on as "
-			 "{\"x\":X,\"y\":Y}, each from 0 to 1000 across the screenshot.", target);
+	task = fmt->ground_text(target);
+	if (!task) {
+		r = -errno;
+		snprintf(err, errlen, "cannot write the target's prompt: %s", strerror(-r));
+		goto finish;
+	}
+	log_info("task %lld: locating \"%.200s\" in the %s format", (long long)t->id, target,
+		 fmt->name);
 	if ((r = policy_render_prefix(renderer, task, &prefix)) < 0) {
 		snprintf(err, errlen, "cannot render the target into a prompt%s",
 			 r == -EINVAL ? ": it contains one of the model's special tokens" : "");

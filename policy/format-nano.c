@@ -612,6 +612,18 @@ static int nano_model_result(const struct ipc_action *a, bool failed, const char
 	return 0;
 }
 
+/* The harness has no localization request of its own: it locates through a step's `element`
+ * (its system text's "Element Localization") and its x, y ("integers in [0, 1000], normalized
+ * against the screenshot", origin top-left). A grounding asks for that point in those words,
+ * the target as the element, after the format's task prefix "Task: " (docs/policy.md). */
+static char *nano_ground_text(const char *target)
+{
+	return xasprintf("Locate this element on the screen: %s. Answer with the point to act on "
+			 "as {\"x\":X,\"y\":Y}, where x and y are integers in [0, %d], normalized "
+			 "against the screenshot; the origin is its top-left corner.", target,
+			 IPC_MODEL_COORD_MAX);
+}
+
 const struct policy_format policy_format_holo_nano = {
 	.name = "holo-nano",
 	/* the published harness: temperature 0.8, top_p 0.95 */
@@ -622,6 +634,7 @@ const struct policy_format policy_format_holo_nano = {
 	.system_text = nano_system_text,
 	.tool_name = nano_tool_name,
 	.model_result = nano_model_result,
+	.ground_text = nano_ground_text,
 	.turns = {
 		.observation_open = "<observation>\n",
 		.observation_close = "\n</observation>",

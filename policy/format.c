@@ -191,6 +191,15 @@ static int holo3_model_result(const struct ipc_action *a, bool failed, const cha
 	return 0;
 }
 
+/* H's Agent loop publishes no localization request (its hai-cookbook's are Holo1/Holo2's):
+ * holod's sentence. */
+static char *holo3_ground_text(const char *target)
+{
+	return xasprintf("Locate this on the screen: %s. Answer with the point to act on as "
+			 "{\"x\":X,\"y\":Y}, each from 0 to %d across the screenshot.", target,
+			 IPC_MODEL_COORD_MAX);
+}
+
 const struct policy_format policy_format_holo3 = {
 	.name = "holo3",
 	/* H Company's agent loop and the holo-nano harness both sample at 0.8, top_p 0.95. */
@@ -201,6 +210,7 @@ const struct policy_format policy_format_holo3 = {
 	.system_text = holo3_system_text,
 	.tool_name = ipc_tool_to_string,
 	.model_result = holo3_model_result,
+	.ground_text = holo3_ground_text,
 	/* H's Agent loop (docs/policy.md's table, items 3, 4, 6, 7): the image between
 	 * "<observation>\n" and "\n</observation>", the previous tool's result in a user turn of
 	 * its own before the observation, newline-padded in <tool_output tool="NAME">, an evicted

@@ -277,6 +277,10 @@ struct policy_format {
 	 * format sends no result after this tool; -EINVAL. */
 	int (*model_result)(const struct ipc_action *a, bool failed, const char *text,
 			    const char *warning, char **ret);
+	/* The task of a grounding (a script's `target`, docs/api.md "Grounded pointer actions"),
+	 * said in the format's words: locate `target` and answer with its point as {"x":X,"y":Y}
+	 * in 0..IPC_MODEL_COORD_MAX (policy_grammar_create_point). malloc'd; NULL + errno. */
+	char *(*ground_text)(const char *target);
 	struct policy_turns turns;
 };
 

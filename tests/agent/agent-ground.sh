@@ -40,8 +40,9 @@ expect_json "admission released" .model.batching.reserved_bytes 0
 stop_holod || fail "holod exit status $?"
 
 # The grounding session lives across the batches' forwards beside the tasks' sessions, so it is
-# admitted as they are: one that can never fit the state budget is refused, saying why.
-start_agent --state-limit 64
+# admitted as they are: one that can never fit the state budget is refused, saying why. A
+# grounding is asked in holod's --policy-format: holo-nano's texts here (docs/policy.md).
+start_agent --state-limit 64 --policy-format holo-nano
 submit '{"script": [{"tool_name": "click", "target": "the Save button"}]}'
 wait_task "$TASK" failed 60
 api GET "/v1/tasks/$TASK"
@@ -51,5 +52,7 @@ case "$(jq -r .error "$BODY")" in
 esac
 api GET /v1/status
 expect_json "nothing reserved after the refusal" .model.batching.reserved_bytes 0
+grep -q 'locating "the Save button" in the holo-nano format' "$HOLOD_LOG" ||
+	fail "the grounding was not asked in holod's format (holo-nano)"
 
 pass_or_fail

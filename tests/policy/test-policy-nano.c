@@ -555,6 +555,30 @@ static void test_published_load(void)
 	free(own);
 }
 
+/* A grounding's task in each format's words (docs/policy.md, "Grounding"): the target and the
+ * point's layout in both; holo-nano's says the harness's coordinates, 0..1000 normalized against
+ * the screenshot from its top-left corner, and calls the target an element, as its tools do. */
+static void test_ground_text(void)
+{
+	const struct policy_format *const fmts[] = {&policy_format_holo3, &policy_format_holo_nano};
+	char *text[2];
+
+	for (size_t i = 0; i < 2; i++) {
+		REQUIRE(fmts[i]->ground_text);
+		text[i] = fmts[i]->ground_text("the \"Save\" button");
+		REQUIRE(text[i]);
+		CHECK(strstr(text[i], "the \"Save\" button") != NULL);
+		CHECK(strstr(text[i], "{\"x\":X,\"y\":Y}") != NULL);
+		CHECK(strstr(text[i], "1000") != NULL);
+	}
+	CHECK(strcmp(text[0], text[1]) != 0);
+	CHECK(strstr(text[1], "element") != NULL);
+	CHECK(strstr(text[1], "integers in [0, 1000], normalized against the screenshot") != NULL);
+	CHECK(strstr(text[1], "top-left corner") != NULL);
+	for (size_t i = 0; i < 2; i++)
+		free(text[i]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--dump") == 0)
@@ -567,6 +591,7 @@ int main(int argc, char **argv)
 	test_masked();
 	test_system_text();
 	test_published_load();
+	test_ground_text();
 	policy_grammar_destroy(g);
 	return test_exit();
 }
