@@ -344,8 +344,24 @@ int bench_policy_main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	/* The holo-nano step's grammar and masker: holod builds them with the model too. */
+	t0 = now_us();
+	struct policy_grammar *ng = policy_grammar_create_holo_nano();
+	struct policy_masker *nmk =
+		!ng ? NULL
+		: tok ? policy_masker_create(ng, tok, n_vocab, stops, 2)
+		      : policy_masker_create_raw(ng, (const uint8_t *const *)v.bytes, v.lens, v.n,
+						 stops, 2);
+	double t_nano = now_us() - t0;
+	if (!nmk) {
+		fprintf(stderr, "holo-bench policy: cannot build the holo-nano step's masker: %s\n",
+			strerror(errno));
+		return 1;
+	}
 	policy_masker_destroy(pmk);
 	policy_grammar_destroy(pg);
+	policy_masker_destroy(nmk);
+	policy_grammar_destroy(ng);
 
 	float *row = xmalloc(n_vocab * sizeof(float)), *logits = xmalloc(n_vocab * sizeof(float));
 	for (size_t i = 0; i < n_vocab; i++)
@@ -412,6 +428,7 @@ int bench_policy_main(int argc, char **argv)
 	printf("  masker build (trie) %.1f ms\n", t_masker / 1000.0);
 	printf("  point grammar + masker build %.1f ms (grounding's, once per model)\n",
 	       t_point / 1000.0);
+	printf("  holo-nano grammar + masker build %.1f ms (once per model)\n", t_nano / 1000.0);
 	printf("  decoded             %d steps, %zu tokens, %d failures\n", steps, n_tok, failures);
 	printf("  mask per token      mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", mean,
 	       per_tok[n_tok / 2], per_tok[(size_t)((double)n_tok * 0.99)], per_tok[n_tok - 1]);
