@@ -297,16 +297,48 @@ bool approval_acts(enum ipc_tool tool)
 	}
 }
 
-/* Whether the keys pressed together include every key of combination c. */
-static bool presses(const struct combo *c, char *const *keys, size_t n, const char *extra)
+/* A key name's folded keysym; 0 when the name is unknown. */
+static uint32_t sym_of(const char *name)
 {
-	uint32_t syms[KEYS_MAX_PER_COMBO + 1];
+	uint32_t sym;
+	return name && keys_lookup(name, &sym) == 0 ? fold(sym) : 0;
+}
+
+void approval_held_note(struct approval_held *h, const struct ipc_action *a)
+{
+	uint32_t sym = a->tool == IPC_TOOL_KEY_DOWN || a->tool == IPC_TOOL_KEY_UP ? sym_of(a->key)
+										    : 0;
+	if (!sym)
+		return;
+	size_t i = 0;
+	while (i < h->n && h->keysyms[i] != sym)
+		i++;
+	if (a->tool == IPC_TOOL_KEY_UP) {
+		if (i < h->n)
+			h->keysyms[i] = h->keysyms[--h->n];
+	} else if (i == h->n) {
+		if (h->n < APPROVAL_MAX_HELD_KEYS)
+			h->keysyms[h->n++] = sym;
+		else
+			h->overflow = true;
+	}
+}
+
+/* Whether the keys pressed together, with those held by earlier steps (may be NULL), include
+ * every key of combination c. */
+static bool presses(const struct combo *c, char *const *keys, size_t n, const char *extra,
+		    const struct approval_held *held)
+{
+	uint32_t syms[KEYS_MAX_PER_COMBO + 1 + APPROVAL_MAX_HELD_KEYS];
 	size_t m = 0;
+
 	for (size_t i = 0; i < n && m < KEYS_MAX_PER_COMBO; i++)
-		if (keys_lookup(keys[i], &syms[m]) == 0)
-			syms[m] = fold(syms[m]), m++;
-	if (extra && keys_lookup(extra, &syms[m]) == 0)
-		syms[m] = fold(syms[m]), m++;
+		if ((syms[m] = sym_of(keys[i])))
+			m++;
+	if (extra && (syms[m] = sym_of(extra)))
+		m++;
+	for (size_t i = 0; held && i < held->n; i++)
+		syms[m++] = held->keysyms[i];
 	for (size_t k = 0; k < c->n; k++) {
 		bool found = false;
 		for (size_t i = 0; i < m && !found; i++)
@@ -326,9 +358,47 @@ static bool is_terminal(const struct approval_rules *r, const struct approval_wi
 	return false;
 }
 
+/* Whether action `a` presses every key of c, counting the keys `held` holds down (NULL:
+ * none): a hotkey's keys, hold_and_tap_key's hold keys with one tap key, a key_down's key,
+ * or one character (or the Enter) of a write. */
+static bool action_presses(const struct combo *c, const struct ipc_action *a,
+			   const struct approval_held *held)
+{
+	switch (a->tool) {
+	case IPC_TOOL_HOTKEY:
+		return presses(c, a->keys, a->n_keys, NULL, held);
+	case IPC_TOOL_HOLD_AND_TAP_KEY:
+		for (size_t k = 0; k < a->n_tap_keys; k++)
+			if (presses(c, a->hold_keys, a->n_hold_keys, a->tap_keys[k], held))
+				return true;
+		return false;
+	case IPC_TOOL_KEY_DOWN:
+		return held && presses(c, NULL, 0, a->key, held);
+	case IPC_TOOL_WRITE:
+		if (!held || !held->n || !a->content)
+			return false;
+		/* a character typed while ctrl is held is ctrl+that key */
+		for (const char *p = a->content; *p; p++) {
+			char key[2] = {*p, '\0'};
+			if ((unsigned char)*p > ' ' && (unsigned char)*p < 0x7f &&
+			    presses(c, NULL, 0, key, held))
+				return true;
+		}
+		return a->press_enter && presses(c, NULL, 0, "enter", held);
+	default:
+		return false;
+	}
+}
+
+static bool presses_keys(enum ipc_tool t)
+{
+	return t == IPC_TOOL_HOTKEY || t == IPC_TOOL_HOLD_AND_TAP_KEY || t == IPC_TOOL_KEY_DOWN ||
+	       t == IPC_TOOL_WRITE;
+}
+
 bool approval_check(const struct approval_rules *r, enum ipc_approve mode,
-		    const struct ipc_action *a, const struct approval_window *w, char *why,
-		    size_t whylen)
+		    const struct ipc_action *a, const struct approval_window *w,
+		    const struct approval_held *held, char *why, size_t whylen)
 {
 	const char *tool = ipc_tool_to_string(a->tool);
 
@@ -342,15 +412,21 @@ bool approval_check(const struct approval_rules *r, enum ipc_approve mode,
 		snprintf(why, whylen, "%s is in the approval rules' tools", tool);
 		return true;
 	}
+	if (held && held->overflow && presses_keys(a->tool)) {
+		snprintf(why, whylen, "%s presses keys while more than %d keys are held down by "
+			 "earlier steps", tool, APPROVAL_MAX_HELD_KEYS);
+		return true;
+	}
 	for (size_t i = 0; i < r->n_hotkeys; i++) {
 		const struct combo *c = &r->hotkeys[i];
-		bool hit = a->tool == IPC_TOOL_HOTKEY && presses(c, a->keys, a->n_keys, NULL);
-		for (size_t k = 0; !hit && a->tool == IPC_TOOL_HOLD_AND_TAP_KEY && k < a->n_tap_keys;
-		     k++)
-			hit = presses(c, a->hold_keys, a->n_hold_keys, a->tap_keys[k]);
-		if (hit) {
+		if (action_presses(c, a, NULL)) {
 			snprintf(why, whylen, "%s presses %s, one of the approval rules' hotkeys",
 				 tool, c->text);
+			return true;
+		}
+		if (held && held->n && action_presses(c, a, held)) {
+			snprintf(why, whylen, "%s presses %s with the key(s) held down by an earlier "
+				 "key_down, one of the approval rules' hotkeys", tool, c->text);
 			return true;
 		}
 	}

@@ -416,8 +416,8 @@ static int approve_step(struct executor_run *run, const struct ipc_action *a,
 				     tw ? tw->instance : NULL};
 	bool held;
 	if (env->approval_rules) {
-		held = approval_check(env->approval_rules, t->approve, a, tw ? &aw : NULL, why,
-				      sizeof(why));
+		held = approval_check(env->approval_rules, t->approve, a, tw ? &aw : NULL,
+				      &run->held_keys, why, sizeof(why));
 	} else {
 		held = true; /* no rules to say it is safe: fail closed */
 		snprintf(why, sizeof(why), "no approval rules are loaded");
@@ -643,6 +643,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	} else {
 		run->typed_secret = false;
 		r = inject(run, a, &s, region_before, result, rlen, err, errlen);
+		if (r >= 0)
+			approval_held_note(&run->held_keys, a);
 		s.sensitive = run->typed_secret;
 		*ret_action_failed = r < 0 && r != -ECANCELED && r != -ETIME;
 		size_t used = strlen(result);

@@ -140,6 +140,9 @@ struct executor_run {
 	uint64_t step_t0_us;
 	/* Set by executor_step when the step typed a secret: its screenshots are sensitive. */
 	bool typed_secret;
+	/* The keys the task's key_down steps hold down: --approve risky counts them with a later
+	 * step's keys (approval.h). */
+	struct approval_held held_keys;
 };
 
 /* Journals the task's provenance (docs/journal.md): holod's version, the display and its

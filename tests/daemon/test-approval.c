@@ -34,7 +34,7 @@ static bool held(const struct approval_rules *r, enum ipc_approve mode, const ch
 	struct ipc_action a = act(json);
 	struct approval_window w = {"Doc", cls, cls};
 	why[0] = '\0';
-	bool h = approval_check(r, mode, &a, cls ? &w : NULL, why, whylen);
+	bool h = approval_check(r, mode, &a, cls ? &w : NULL, NULL, why, whylen);
 	ipc_action_finish(&a);
 	return h;
 }
@@ -137,12 +137,12 @@ static void test_file(void)
 	struct approval_window online = {"My BANK - Chromium", "Chromium", "chromium"};
 	struct approval_window shop = {"Checkout", "Firefox", "Navigator"};
 	struct approval_window other = {"Checkout", "Chromium", "chromium"};
-	CHECK(approval_check(r, IPC_APPROVE_RISKY, &a, &online, why, sizeof(why)));
+	CHECK(approval_check(r, IPC_APPROVE_RISKY, &a, &online, NULL, why, sizeof(why)));
 	CHECK(strstr(why, "scroll acts on a window the approval rules name (title ~ \"(?i)bank|"
 		     "password\")") != NULL);
-	CHECK(approval_check(r, IPC_APPROVE_RISKY, &a, &shop, why, sizeof(why)));
-	CHECK(!approval_check(r, IPC_APPROVE_RISKY, &a, &other, why, sizeof(why)));
-	CHECK(!approval_check(r, IPC_APPROVE_RISKY, &a, NULL, why, sizeof(why)));
+	CHECK(approval_check(r, IPC_APPROVE_RISKY, &a, &shop, NULL, why, sizeof(why)));
+	CHECK(!approval_check(r, IPC_APPROVE_RISKY, &a, &other, NULL, why, sizeof(why)));
+	CHECK(!approval_check(r, IPC_APPROVE_RISKY, &a, NULL, NULL, why, sizeof(why)));
 	ipc_action_finish(&a);
 	approval_rules_destroy(r);
 	free(path);
@@ -212,10 +212,84 @@ static void test_data_url(void)
 	free(url);
 }
 
+/* Runs `json` as a step that ran: its key_down / key_up change what is held. */
+static void ran(struct approval_held *h, const char *json)
+{
+	struct ipc_action a = act(json);
+	approval_held_note(h, &a);
+	ipc_action_finish(&a);
+}
+
+/* Whether `json` is held under --approve risky while `h` holds keys down. */
+static bool held_with(const struct approval_rules *r, const struct approval_held *h,
+		      const char *json, char *why, size_t whylen)
+{
+	struct ipc_action a = act(json);
+	why[0] = '\0';
+	bool b = approval_check(r, IPC_APPROVE_RISKY, &a, NULL, h, why, whylen);
+	ipc_action_finish(&a);
+	return b;
+}
+
+/* A combination spread over two steps: a key held down by an earlier key_down and a key pressed
+ * later make the risky hotkey, held as the hotkey itself is; released, they no longer do. */
+static void test_held_keys(void)
+{
+	struct approval_rules *r = approval_rules_default();
+	struct approval_held h = {0};
+	char why[512];
+	REQUIRE(r);
+	const char *w = "{\"tool_name\":\"hotkey\",\"keys\":[\"w\"]}";
+	CHECK(!held_with(r, &h, w, why, sizeof(why)));
+	ran(&h, "{\"tool_name\":\"key_down\",\"key\":\"ctrl\"}");
+	CHECK(h.n == 1);
+	CHECK(held_with(r, &h, w, why, sizeof(why)));
+	CHECK_STR_EQ(why, "hotkey presses ctrl+w with the key(s) held down by an earlier key_down, "
+		     "one of the approval rules' hotkeys");
+	/* without what the earlier step holds, the same step is not held */
+	CHECK(!held_with(r, NULL, w, why, sizeof(why)));
+	CHECK(!held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"c\"]}", why,
+			 sizeof(why)));
+	/* another name of the same key, typed text, a second key_down, hold_and_tap_key */
+	CHECK(held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"Q\"]}", why, sizeof(why)));
+	CHECK(held_with(r, &h, "{\"tool_name\":\"write\",\"content\":\"new window\"}", why,
+			sizeof(why)));
+	CHECK_STR_EQ(why, "write presses ctrl+w with the key(s) held down by an earlier key_down, "
+		     "one of the approval rules' hotkeys");
+	CHECK(!held_with(r, &h, "{\"tool_name\":\"write\",\"content\":\"abc\"}", why,
+			 sizeof(why)));
+	CHECK(held_with(r, &h, "{\"tool_name\":\"key_down\",\"key\":\"w\"}", why, sizeof(why)));
+	CHECK(held_with(r, &h, "{\"tool_name\":\"hold_and_tap_key\",\"hold_keys\":[\"shift\"],"
+			"\"tap_keys\":[\"q\"]}", why, sizeof(why)));
+	/* alt held, then f4 pressed down: alt+f4 */
+	ran(&h, "{\"tool_name\":\"key_down\",\"key\":\"alt\"}");
+	CHECK(held_with(r, &h, "{\"tool_name\":\"key_down\",\"key\":\"F4\"}", why, sizeof(why)));
+	CHECK(strstr(why, "presses alt+f4 with") != NULL);
+	/* released (ctrl by another of its names), the w alone is harmless again */
+	ran(&h, "{\"tool_name\":\"key_up\",\"key\":\"alt\"}");
+	ran(&h, "{\"tool_name\":\"key_up\",\"key\":\"control\"}");
+	CHECK(h.n == 0);
+	CHECK(!held_with(r, &h, w, why, sizeof(why)));
+	/* more keys held than are tracked: any key press is held (fails closed) */
+	static const char *const many[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i",
+					   "j", "k", "l", "m", "n", "o", "p", "r"};
+	for (size_t i = 0; i < ARRAY_SIZE(many); i++) {
+		char *j = xasprintf("{\"tool_name\":\"key_down\",\"key\":\"%s\"}", many[i]);
+		ran(&h, j);
+		free(j);
+	}
+	CHECK(h.overflow);
+	CHECK(held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"x\"]}", why,
+			sizeof(why)));
+	CHECK(!held_with(r, &h, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", why, sizeof(why)));
+	approval_rules_destroy(r);
+}
+
 int main(void)
 {
 	REQUIRE(mkdtemp(dir));
 	test_defaults();
+	test_held_keys();
 	test_file();
 	test_data_url();
 	char *cmd = xasprintf("rm -rf '%s'", dir);

@@ -97,6 +97,24 @@ expect_json "denied" .error "step 0 (hotkey): denied by the user: not that windo
 [ "$(journal_held "$B" 0 '$.decision')" = denied ] || fail "denial not journaled"
 [ "$(journal_held "$B" 0 '$.denial')" = "not that window" ] || fail "denial reason not journaled"
 
+# ---- risky: a key held down by an earlier step and a key pressed later make ctrl+w: held,
+# though neither step alone is a risky hotkey; denied, the w is never pressed
+submit '{"script": [{"tool_name": "key_down", "key": "ctrl"},
+	{"tool_name": "hotkey", "keys": ["w"]}], "approve": "risky"}'
+K=$TASK
+wait_until 30 task_is "$K" waiting_for_approval || fail "ctrl held + w was not held: $(task_status "$K")"
+api GET "/v1/tasks/$K"
+expect_json "held key" .waiting.step 1
+expect_json "held key" .waiting.reason \
+	"hotkey presses ctrl+w with the key(s) held down by an earlier key_down, one of the approval rules' hotkeys"
+P1=$(grep -c '^key .* keysym=w ' "$CLIENT_LOG")
+hctl deny "$K" >/dev/null 2>&1 || fail "deny $K"
+wait_task "$K" failed
+[ "$(grep -c '^key .* keysym=w ' "$CLIENT_LOG")" = "$P1" ] || fail "the denied w was pressed"
+[ "$(journal_held "$K" 1 '$.decision')" = denied ] || fail "held-key denial not journaled"
+[ "$(sqlite3 "$DB" "SELECT held IS NULL FROM steps WHERE task_id = $K AND idx = 0")" = 1 ] ||
+	fail "the key_down itself was held"
+
 # ---- risky lets the rest run; a user's window regex holds a click on that window
 submit '{"script": [{"tool_name": "click", "x": 50, "y": 50}], "approve": "risky"}'
 wait_task "$TASK" succeeded
