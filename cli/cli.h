@@ -219,8 +219,13 @@ void cli_format_tool_args(json_t *tool_call, char *buf, size_t size);
 /* The aligned table of `holoctl show` for a JSON array of steps; with the model's phases
  * (preprocess, vision, prefill, decode) when a step came from the model. */
 int cli_print_steps_table(struct cli_context *ctx, json_t *steps);
-/* For each step from the model: "step N", then its thought and note wrapped to `width`. */
+/* For each step from the model: "step N", its decode counts, then its thought and note wrapped
+ * to `width`. */
 void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width);
+/* A step's decode counts from its `agent` object: "84 decoded, 40 forced (jump-forward), 44
+ * forwards", or "84 decoded" where the forced tokens and forwards are not journaled (a remote
+ * server's step); false when it has none. */
+bool cli_format_step_tokens(json_t *agent, char *buf, size_t size);
 /* Follows task `id` to its end as `run --follow` does (its progress events, one line per step,
  * then the outcome); `shown`: the status already printed (NULL: none), not printed again;
  * returns the exit status for its final status. */

@@ -347,6 +347,9 @@ static void write_step(struct report *rp, json_t *step, size_t n)
 	row(f, "error", str(step, "error"));
 	row(f, "stuck", str(step, "stuck"));
 	held_row(f, json_object_get(step, "held"));
+	char tokens[128];
+	if (json_is_object(agent) && cli_format_step_tokens(agent, tokens, sizeof(tokens)))
+		row(f, "tokens", tokens);
 	fputs("</table>", f);
 	if (json_is_object(agent)) {
 		write_text_block(f, "thought", str(agent, "thought"), false);

@@ -226,7 +226,8 @@ const struct cli_command cli_cmd_show = {
                 "target in model space (0..1000) and in pixels, status, the time of each phase\n"
                 "(capture; for instruction tasks the model's preprocess, vision, prefill and\n"
                 "decode; inject, settle) and in total, and the result or error. For instruction\n"
-                "tasks the model's thought and note follow per step, wrapped to the terminal\n"
+                "tasks the model's decode counts (tokens decoded, forced by jump-forward,\n"
+                "forwards), thought and note follow per step, wrapped to the terminal\n"
                 "($COLUMNS when not a terminal).\n"
                 "  --steps A-B   only steps A to B (A- from A on, A only A)\n"
                 "With --json: the task object and the steps answer, one JSON document per line.\n",

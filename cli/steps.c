@@ -84,6 +84,22 @@ void cli_format_tool_args(json_t *call, char *buf, size_t size)
 	}
 }
 
+bool cli_format_step_tokens(json_t *agent, char *buf, size_t size)
+{
+	json_t *tokens = json_object_get(agent, "tokens");
+	long long decoded = int_member(tokens, "decoded"), forced = int_member(tokens, "forced");
+	long long forwards = int_member(tokens, "forwards");
+
+	if (decoded < 0)
+		return false;
+	if (forced < 0 || forwards < 0) /* a remote server's step, or one journaled before 11 */
+		snprintf(buf, size, "%lld decoded", decoded);
+	else
+		snprintf(buf, size, "%lld decoded, %lld forced (jump-forward), %lld forwards",
+		         decoded, forced, forwards);
+	return true;
+}
+
 /* Total time of a step: the sum of its phases (null phases count as 0); -1 when unknown. */
 static long long step_total_us(json_t *timings)
 {
@@ -195,6 +211,9 @@ void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width
 		if (!json_is_object(agent))
 			continue;
 		fprintf(ctx->out, "\nstep %lld\n", int_member(step, "index"));
+		char tokens[128];
+		if (cli_format_step_tokens(agent, tokens, sizeof(tokens)))
+			fprintf(ctx->out, "  tokens: %s\n", tokens);
 		for (size_t k = 0; k < ARRAY_SIZE(said); k++) {
 			const char *text = str_member(agent, said[k]);
 			char label[16];

@@ -100,7 +100,8 @@ static json_t *agent_part(const struct journal_step_row *row)
 {
 	if (!row->is_agent)
 		return json_null();
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o}}",
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+			      " s:{s:o, s:o, s:o, s:o, s:o, s:o}}",
 			 "thought", str_or_null(row->thought), "note", str_or_null(row->note),
 			 "raw_output", str_or_null(row->raw_output), "attempts",
 			 int_or_null(row->attempts), "tiles", int_or_null(row->tiles), "prompt",
@@ -108,7 +109,9 @@ static json_t *agent_part(const struct journal_step_row *row)
 			 "user_turn", str_or_null(row->user_turn), "tokens", "appended",
 			 int_or_null(row->tokens_appended), "appended_sha256",
 			 str_or_null(row->prompt_sha256), "decoded", int_or_null(row->tokens_decoded),
-			 "session", int_or_null(row->session_tokens));
+			 "forced", int_or_null(row->tokens_forced), "forwards",
+			 int_or_null(row->decode_forwards), "session",
+			 int_or_null(row->session_tokens));
 	/* The think block (thinking on), then which provider answered; a remote server's model
 	 * name, usage and time. */
 	if (o) {

@@ -128,6 +128,10 @@ static const char *const migrations[] = {
 	"ALTER TABLE steps ADD COLUMN held TEXT;",
 	/* 9 -> 10: a step that typed a secret has sensitive screenshots (issue 33). */
 	"ALTER TABLE steps ADD COLUMN sensitive INTEGER;",
+	/* 10 -> 11: of a local step's decoded tokens, those jump-forward appended without
+	 * sampling them, and the forwards its decode ran (issue 34). */
+	"ALTER TABLE steps ADD COLUMN tokens_forced INTEGER;"
+	"ALTER TABLE steps ADD COLUMN decode_forwards INTEGER;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == JOURNAL_SCHEMA_VERSION, "one migration per version");
@@ -753,7 +757,8 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16,"
 			    " user_turn = ?17, prompt_sha256 = ?18, provider = ?19,"
 			    " remote_model = ?20, prompt_tokens = ?21, completion_tokens = ?22,"
-			    " server_us = ?23, reasoning = ?24"
+			    " server_us = ?23, reasoning = ?24, tokens_forced = ?25,"
+			    " decode_forwards = ?26"
 			    " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto rollback;
@@ -783,6 +788,8 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	bind_opt_int64(st, 22, remote && a->completion_tokens >= 0, a->completion_tokens);
 	bind_opt_int64(st, 23, remote && a->server_us >= 0, a->server_us);
 	bind_opt_text(st, 24, a->reasoning);
+	bind_opt_int64(st, 25, !remote && a->tokens_forced >= 0, a->tokens_forced);
+	bind_opt_int64(st, 26, !remote && a->decode_forwards >= 0, a->decode_forwards);
 	r = step_done(j, st);
 finalize:
 	sqlite3_finalize(st);
@@ -860,7 +867,9 @@ static void agent_row(sqlite3_stmt *st, int col, struct journal_step_row *row)
 		row->attempts = row->tiles = row->tokens_appended = row->tokens_decoded =
 			row->session_tokens = row->preprocess_us = row->encode_us =
 				row->prefill_us = row->decode_us = row->prompt_tokens =
-					row->completion_tokens = row->server_us = JOURNAL_NONE;
+					row->completion_tokens = row->server_us =
+						row->tokens_forced = row->decode_forwards =
+							JOURNAL_NONE;
 		return;
 	}
 	row->thought = col_str(st, col);
@@ -923,6 +932,10 @@ static void step_row(sqlite3_stmt *st, struct journal_step_row *row)
 	row->stuck = col_str(st, 55);
 	row->held = col_str(st, 56);
 	row->sensitive = col_i64(st, 57) > 0;
+	if (row->is_agent) {
+		row->tokens_forced = col_i64(st, 58);
+		row->decode_forwards = col_i64(st, 59);
+	}
 }
 
 static void step_row_finish(struct journal_step_row *row)
@@ -980,7 +993,7 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
 			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning,"
 			    " s.stuck,"
-			    " s.held, s.sensitive"
+			    " s.held, s.sensitive, s.tokens_forced, s.decode_forwards"
 			    " FROM steps s"
 			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
 			    "   AND b.which = 'before'"

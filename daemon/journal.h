@@ -22,7 +22,7 @@
 #include "ipc.h"
 #include "x11.h"
 
-#define JOURNAL_SCHEMA_VERSION 10
+#define JOURNAL_SCHEMA_VERSION 11
 
 struct journal;
 
@@ -100,7 +100,10 @@ struct journal_agent_step {
 	int tiles;                /* image tiles sent for this step's observation */
 	const char *prompt;       /* "persistent", "window", "rolling" or "rebuild" (persistent or rolling, rebuilt) */
 	long long tokens_appended; /* prompt tokens prefilled this step (observation + result) */
-	long long tokens_decoded;  /* tokens sampled for the step (all attempts) */
+	long long tokens_decoded;  /* tokens fed back for the step (all attempts): sampled + forced */
+	/* Local provider (-1, or a remote one: not journaled): of tokens_decoded, those
+	 * jump-forward appended without sampling them, and the forwards the decode ran. */
+	long long tokens_forced, decode_forwards;
 	long long session_tokens;  /* session length after the step was decoded */
 	uint64_t preprocess_us, encode_us, prefill_us, decode_us;
 	/* Which provider answered ("local", "remote"; NULL: local) and, from a remote server,
@@ -173,6 +176,7 @@ struct journal_step_row {
 	int64_t preprocess_us, encode_us, prefill_us, decode_us;
 	char *provider, *remote_model;
 	int64_t prompt_tokens, completion_tokens, server_us;
+	int64_t tokens_forced, decode_forwards; /* local steps of schema 11 on; else JOURNAL_NONE */
 	char *stuck; /* the stuck warning the step gave the model, or NULL */
 	char *held; /* JSON text, NULL: the step did not wait for its user */
 	bool sensitive; /* it typed a secret */

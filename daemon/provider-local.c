@@ -1365,6 +1365,8 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	ret->as.tokens_appended = (long long)(evicted.n_ids + piece.n_ids) +
 				  (sj.closed ? (long long)sj.close->n_ids : 0);
 	ret->as.tokens_decoded = sj.decoded;
+	ret->as.tokens_forced = (long long)sj.forced;
+	ret->as.decode_forwards = (long long)sj.forwards;
 	ret->as.session_tokens = a->session_tokens;
 	ret->as.prefill_us = sj.prefill_us;
 	ret->as.decode_us = sj.decode_us;

@@ -110,6 +110,19 @@ expect_json "jump-forward on by default" .provenance.jump_forward true
 steps "$J0"
 check_steps "greedy clicks without jump-forward" '(.steps | length) == 3 and
 	all(.steps[]; .status == "dry_run" and .tool_call.tool_name == "click")'
+# the journaled counts (schema 11): off, every token decoded took its own forward; on, the
+# forced ones rode along with a sampled one, so the forwards are the sampled tokens alone
+check_steps "counts without jump-forward" 'all(.steps[]; .agent.attempts == 1 and
+	.agent.tokens.forced == 0 and .agent.tokens.forwards == .agent.tokens.decoded)'
+steps "$G1"
+check_steps "counts with jump-forward" 'all(.steps[]; .agent.attempts == 1 and
+	.agent.tokens.forced > 0 and .agent.tokens.forwards > 0 and
+	.agent.tokens.forwards + .agent.tokens.forced == .agent.tokens.decoded)'
+# holoctl show prints them per step, as the journal holds them
+FWD=$(jq '.steps[0].agent.tokens | "\(.decoded) decoded, \(.forced) forced (jump-forward), \(.forwards) forwards"' \
+	"$T/steps.json" | tr -d '"')
+"$HOLOCTL" show "$G1" >"$T/show.jf" 2>&1 || fail "holoctl show: $(cat "$T/show.jf")"
+grep -qx "  tokens: $FWD" "$T/show.jf" || fail "holoctl show has no '  tokens: $FWD': $(cat "$T/show.jf")"
 
 # ---- out of range: refused, naming the field
 api POST /v1/tasks '{"instruction": "x", "temperature": 3}'

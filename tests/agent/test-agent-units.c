@@ -216,7 +216,7 @@ static void test_journal_migration(void)
 		.prompt_sha256 = "0c2d7bc39e6ad4f8c4c1a8c7a4b7dbbb7e84b4a25c8bbf8dfa4a4a1f2b0e3c11",
 		.attempts = 2, .tiles = 3, .prompt = "window", .tokens_appended = 99,
 		.tokens_decoded = 84, .session_tokens = 2320, .preprocess_us = 10, .encode_us = 11,
-		.prefill_us = 12, .decode_us = 13};
+		.prefill_us = 12, .decode_us = 13, .tokens_forced = 40, .decode_forwards = 44};
 	struct journal_step s = {.task_id = id, .index = 0, .tool_call = "{\"tool_name\":\"wait\"}",
 				 .tool_name = "wait", .coords = IPC_COORDS_MODEL, .started_us = 3,
 				 .agent = &as};
@@ -243,6 +243,9 @@ static void test_journal_migration(void)
 	CHECK_INT_EQ(json_integer_value(json_object_get(tok, "appended")), 99);
 	CHECK_INT_EQ(json_integer_value(json_object_get(tok, "decoded")), 84);
 	CHECK_INT_EQ(json_integer_value(json_object_get(tok, "session")), 2320);
+	/* jump-forward's counts (version 11) */
+	CHECK_INT_EQ(json_integer_value(json_object_get(tok, "forced")), 40);
+	CHECK_INT_EQ(json_integer_value(json_object_get(tok, "forwards")), 44);
 	json_t *t = json_object_get(json_array_get(steps, 0), "timings_us");
 	CHECK_INT_EQ(json_integer_value(json_object_get(t, "prefill")), 12);
 	CHECK_INT_EQ(json_integer_value(json_object_get(t, "decode")), 13);
@@ -273,14 +276,26 @@ static void test_journal_migration(void)
 	CHECK(json_is_null(json_object_get(json_object_get(json_array_get(steps, 1), "agent"),
 					   "reasoning")));
 	json_decref(steps);
+	/* A remote server's step journals no forced tokens or forwards: null, not 0. */
+	as.provider = "remote";
+	s.index = 2;
+	REQUIRE(journal_step_begin(j, &s) == 0);
+	REQUIRE(journal_step_finish(j, &s, "ok", "waited 1 s", NULL, 4, &tm) == 0);
+	REQUIRE(api_json_read_steps(j, id, 2, true, &steps) == 0);
+	tok = json_object_get(json_object_get(json_array_get(steps, 0), "agent"), "tokens");
+	CHECK(json_is_null(json_object_get(tok, "forced")));
+	CHECK(json_is_null(json_object_get(tok, "forwards")));
+	CHECK_INT_EQ(json_integer_value(json_object_get(tok, "decoded")), 84);
+	json_decref(steps);
+	as.provider = NULL;
 	CHECK_INT_EQ(journal_integrity_check(j), 0);
 	/* ... a prompt mode outside the schema is refused by the database itself... */
 	as.prompt = "sliding";
-	s.index = 2;
+	s.index = 3;
 	CHECK(journal_step_begin(j, &s) < 0);
 	/* ... and leaves no half-written row behind. */
 	REQUIRE(api_json_read_steps(j, id, 0, false, &steps) == 0);
-	CHECK_INT_EQ(json_array_size(steps), 2);
+	CHECK_INT_EQ(json_array_size(steps), 3);
 	json_decref(steps);
 	journal_close(j);
 

@@ -70,9 +70,11 @@ static void test_migrate_from_2(void)
 	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_SCRIPT, "{\"script\":[]}", ":9", 1, &id) == 0);
 	journal_close(j);
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-	/* Back to version 2: without the columns of versions 3, 4, 5, 7, 8, 9 and 10, and the tasks'
-	 * status CHECK as version 1 wrote it. */
-	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN held;"
+	/* Back to version 2: without the columns of versions 3, 4, 5, 7, 8, 9, 10 and 11, and the
+	 * tasks' status CHECK as version 1 wrote it. */
+	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN tokens_forced;"
+				 "ALTER TABLE steps DROP COLUMN decode_forwards;"
+				 "ALTER TABLE steps DROP COLUMN held;"
 				 "ALTER TABLE steps DROP COLUMN reasoning;"
 				 "ALTER TABLE steps DROP COLUMN stuck;"
 				 "ALTER TABLE steps DROP COLUMN sensitive;"
