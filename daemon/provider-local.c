@@ -21,7 +21,9 @@
  * Token accounting per step (journaled): `tokens_appended` are the prompt tokens prefilled by
  * this step's job (persistent: user turn + generation prompt + the close of the assistant
  * turn; window: the whole window; rolling: the evicted turn + the window), `tokens_decoded`
- * the tokens sampled and fed back, and `session_tokens` the session length afterwards. So, for
+ * the tokens sampled and fed back (with jump-forward also the forced ones, the step's lead
+ * included, which is appended with the prompt: step_lead), and `session_tokens` the session
+ * length afterwards. So, for
  * a persistent session, session[k] = session[k-1] + appended[k] + decoded[k]; for a window,
  * session[k] = prefix + appended[k] + decoded[k]; rolling, session[k] = base[k] + appended[k] +
  * decoded[k] with base[k] the rolling snapshot's length before the step (the prefix, plus the
@@ -49,6 +51,8 @@
 
 /* Tokens that close an assistant turn ("\n<SPECIAL_12>\n"), bounded generously. */
 #define CLOSE_TOKENS_MAX 8
+/* Most ids of a step's lead (step_lead): holo3's `{"note":` is a few. */
+#define STEP_LEAD_MAX 32
 /* Sampling of a retried step: greedy would repeat the invalid answer. */
 #define RETRY_TEMPERATURE 0.7f
 
@@ -370,6 +374,10 @@ struct step_job {
 	/* the state machine (a sequence job of the worker) */
 	int phase;
 	struct engine_row_ref *refs;
+	/* jump-forward: the step's lead (step_lead), prefilled after the piece (prefill_ids) */
+	int32_t lead[STEP_LEAD_MAX];
+	size_t n_lead;
+	int32_t *prefill_ids;
 	float *logits0;
 	struct engine_snapshot *before_decode;
 	struct engine_generator *gen;
@@ -545,6 +553,25 @@ static int attempt_forced(void *userdata, int32_t *ids, size_t cap)
 	return n;
 }
 
+/* Jump-forward at the step's start (docs/policy.md): the ids of the bytes the step grammar
+ * forces before the model's first choice (holo3's `{"note":`, its boundary rule as after a
+ * sampled id), which the step appends with its prompt rather than sampling them one forward
+ * each; none with jump-forward off, unconstrained or thinking (the think block comes first).
+ * Worker thread (the masker). */
+static size_t step_lead(struct worker_ctx *ctx, const struct agent *a, bool thinking,
+			int32_t *ids, size_t cap)
+{
+	struct policy_matcher m;
+
+	if (a->cfg->unconstrained || !a->jump_forward || thinking)
+		return 0;
+	/* room for the samples: the lead counts in step_tokens */
+	cap = MIN(cap, a->cfg->step_tokens > 1 ? (size_t)a->cfg->step_tokens - 1 : 0);
+	policy_matcher_init(&m, step_grammar(ctx, a->fmt));
+	int n = policy_masker_forced(step_masker(ctx, a->fmt), ctx->tok, &m, ids, cap);
+	return n > 0 ? (size_t)n : 0;
+}
+
 enum step_phase {
 	STEP_START,
 	STEP_EVICT,   /* rolling: the evicted turns, then the new rolling snapshot */
@@ -559,6 +586,7 @@ static void prefill_progress(struct step_job *j, bool whole)
 	const struct policy_piece *p = j->phase == STEP_EVICT ? j->evict : j->piece;
 	long long done = whole ? (long long)p->n_ids
 			       : engine_session_n_tokens(j->a->session) - j->prefill_base;
+	done = MIN(done, (long long)p->n_ids); /* the step's lead after the piece */
 	progress(j->a, "prefill", "{s:s, s:I, s:I}", "what",
 		 j->phase == STEP_EVICT ? "evicted" : "observation", "done", (json_int_t)done,
 		 "total", (json_int_t)p->n_ids);
@@ -586,7 +614,7 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 		.sampling = {.temperature = temp,
 			     .top_p = (float)a->sampling.top_p,
 			     .seed = j->seed + (uint64_t)j->attempts},
-		.max_new_tokens = (int)a->cfg->step_tokens,
+		.max_new_tokens = (int)(a->cfg->step_tokens - j->n_lead),
 		.on_token = attempt_token,
 		.logits_hook = attempt_logits,
 		.forced = attempt_forced,
@@ -602,7 +630,17 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 	j->think_streamed = j->scanned = 0;
 	j->think_done = false;
 	thought_stream_init(&j->thought);
-	j->tokens_before = engine_session_n_tokens(a->session);
+	/* the lead, prefilled with the prompt (and in the snapshot a retry restores), is the
+	 * step's first text: the grammar and the raw text follow it as after a forced run */
+	for (size_t i = 0; i < j->n_lead; i++) {
+		const uint8_t *bytes;
+		size_t len;
+		if (policy_masker_feed(step_masker(ctx, a->fmt), &j->at->m, j->lead[i]) != 0)
+			return -EBADMSG; /* policy_masker_forced gives only ids the mask allows */
+		if (engine_tokenizer_token_bytes(ctx->tok, j->lead[i], &bytes, &len) == 0)
+			raw_add(j, bytes, len);
+	}
+	j->tokens_before = engine_session_n_tokens(a->session) - (long long)j->n_lead;
 	j->gen = engine_generator_create(a->session, NULL, &p, j->logits0);
 	if (!j->gen)
 		return -errno;
@@ -621,7 +659,7 @@ static int attempt_end(struct step_job *j, int r)
 
 	engine_generator_stats(j->gen, &forwards, &forced);
 	j->forwards += forwards;
-	j->forced += forced;
+	j->forced += forced + j->n_lead;
 	engine_generator_destroy(j->gen);
 	j->gen = NULL;
 	/* What was fed back: every id sampled but the one that ended the loop. */
@@ -665,6 +703,8 @@ static int step_finish(struct step_job *j, int r)
 	j->logits0 = NULL;
 	free(j->refs);
 	j->refs = NULL;
+	free(j->prefill_ids);
+	j->prefill_ids = NULL;
 	free(j->at);
 	j->at = NULL;
 	return r;
@@ -766,17 +806,26 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			j->rebased = true;
 			account(a);
 		}
+		j->n_lead = step_lead(ctx, a, j->thinking, j->lead, STEP_LEAD_MAX);
 		if (p->n_images) {
-			j->refs = xcalloc(p->n_ids, sizeof(*j->refs));
+			/* the lead's positions (after the piece) are plain ids: zero refs */
+			j->refs = xcalloc(p->n_ids + j->n_lead, sizeof(*j->refs));
 			for (size_t k = 0; k < p->n_images; k++)
 				for (size_t i = 0; i < p->images[k].n_tokens; i++)
 					j->refs[p->images[k].offset + i] = (struct engine_row_ref){
 						.rows = j->slot_rows[k], .row = i};
 		}
+		const int32_t *ids = p->ids;
+		if (j->n_lead) {
+			j->prefill_ids = xreallocarray(NULL, p->n_ids + j->n_lead, sizeof(*ids));
+			memcpy(j->prefill_ids, p->ids, p->n_ids * sizeof(*ids));
+			memcpy(j->prefill_ids + p->n_ids, j->lead, j->n_lead * sizeof(*ids));
+			ids = j->prefill_ids;
+		}
 		j->phase = STEP_PREFILL;
 		j->prefill_base = engine_session_n_tokens(a->session);
 		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
-						.ids = p->ids, .refs = j->refs, .n = p->n_ids,
+						.ids = ids, .refs = j->refs, .n = p->n_ids + j->n_lead,
 						.want = ENGINE_LOGITS_LAST, .logits = j->logits0};
 		return 1;
 	case STEP_PREFILL:

@@ -9,6 +9,10 @@
  *     the snapshot grows by what the step evicted;
  *   - what a step prefills is the same from step K + 1 on (every evicted turn then carries a
  *     tool result), far less than the window's whole history at the last step.
+ * Then a shorter task with jump-forward on (issue 34): the step's lead, the ids of the
+ * `{"note":` the grammar forces before the model's first choice, is appended with the prompt,
+ * so the first logits the grammar masks are those after the window and the lead (a fresh
+ * prefill of both), the raw output starts with it, and it counts as decoded and forced.
  * No display: the frames are patterns, the tool results written here. */
 #include <errno.h>
 #include <math.h>
@@ -66,7 +70,10 @@ struct fresh_job {
 	struct agent *a;
 	const struct policy_piece *prefix, *window;
 	size_t index;
+	bool lead; /* the step's lead after the window (jump-forward) */
 	float *logits;
+	int32_t lead_ids[STEP_LEAD_MAX];
+	size_t n_lead;
 };
 
 static int fresh_job(struct worker_ctx *ctx, void *arg)
@@ -80,7 +87,11 @@ static int fresh_job(struct worker_ctx *ctx, void *arg)
 
 	if (!s)
 		return -errno;
-	struct engine_row_ref *refs = xcalloc(w->n_ids + 1, sizeof(*refs));
+	f->n_lead = f->lead ? step_lead(ctx, a, false, f->lead_ids, STEP_LEAD_MAX) : 0;
+	struct engine_row_ref *refs = xcalloc(w->n_ids + f->n_lead + 1, sizeof(*refs));
+	int32_t *ids = xcalloc(w->n_ids + f->n_lead + 1, sizeof(*ids));
+	memcpy(ids, w->ids, w->n_ids * sizeof(*ids));
+	memcpy(ids + w->n_ids, f->lead_ids, f->n_lead * sizeof(*ids));
 	for (size_t k = 0; k < w->n_images; k++) {
 		const struct obs_rec *o = &a->obs[f->index + 1 - w->n_images + k];
 		for (size_t i = 0; i < w->images[k].n_tokens; i++)
@@ -90,9 +101,10 @@ static int fresh_job(struct worker_ctx *ctx, void *arg)
 	r = engine_session_append(s, f->prefix->ids, NULL, f->prefix->n_ids, ENGINE_LOGITS_NONE,
 				  NULL);
 	if (r == 0)
-		r = engine_session_append_rows(s, w->ids, refs, w->n_ids, ENGINE_LOGITS_LAST,
-					       f->logits);
+		r = engine_session_append_rows(s, ids, refs, w->n_ids + f->n_lead,
+					       ENGINE_LOGITS_LAST, f->logits);
 	free(refs);
+	free(ids);
 	engine_session_destroy(s);
 	return r;
 }
@@ -124,8 +136,9 @@ static struct x11_frame *pattern(int step)
 }
 
 /* One task of n_steps steps with K = 2, under a context of the prefix and `room` tokens (0: a
- * context of 32768). Returns the rebuilds it saw. */
-static int run_task(struct provider *p, struct model_worker *w, unsigned room, size_t n_steps)
+ * context of 32768), with jump-forward on or off. Returns the rebuilds it saw. */
+static int run_task(struct provider *p, struct model_worker *w, unsigned room, size_t n_steps,
+		    bool jump)
 {
 	char err[512] = "";
 	struct ipc_task_request *req = NULL;
@@ -153,7 +166,7 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 				   .step_retries = 0, .temperature = 0.0f};
 	struct provider_task_args args = {.cfg = &cfg, .t = &t, .run = &run,
 					  .history = IPC_HISTORY_ROLLING, .window = K,
-					  .date = "2026-11-29"};
+					  .jump_forward = jump, .date = "2026-11-29"};
 	struct provider_task *pt = NULL;
 	REQUIRE(p->ops->task_open(p, &args, &pt, err, sizeof(err)) == 0);
 	struct agent *a = (struct agent *)pt;
@@ -216,8 +229,31 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 		CHECK_INT_EQ((long long)win.n_ids,
 			     ps.as.session_tokens - ps.as.tokens_decoded - a->prefix_tokens);
 		struct fresh_job fj = {.a = a, .prefix = &prefix, .window = &win, .index = i,
-				       .logits = fresh};
+				       .lead = jump, .logits = fresh};
 		REQUIRE(model_worker_call(w, fresh_job, &fj) == 0);
+		if (jump) {
+			/* the lead: some of `{"note":`'s ids, decoded (and forced) at the start of
+			 * the raw output */
+			size_t bytes = 0;
+			CHECK(fj.n_lead > 0);
+			for (size_t k = 0; k < fj.n_lead; k++) {
+				const uint8_t *b;
+				size_t len;
+				REQUIRE(engine_tokenizer_token_bytes(model_worker_tokenizer(w),
+								     fj.lead_ids[k], &b, &len) == 0);
+				CHECK(bytes + len <= 8 && memcmp(b, "{\"note\":" + bytes, len) == 0);
+				bytes += len;
+			}
+			CHECK(strncmp(ps.raw, "{\"note\":", bytes) == 0);
+			CHECK(ps.as.tokens_forced >= (long long)fj.n_lead);
+			/* one forward per sampled id fed back; the lead and the forced runs after
+			 * the samples ride along */
+			CHECK_INT_EQ(ps.as.tokens_decoded, ps.as.decode_forwards + ps.as.tokens_forced);
+			CHECK(ps.as.decode_forwards > 0);
+		} else {
+			CHECK_INT_EQ(ps.as.tokens_forced, 0);
+			CHECK_INT_EQ(ps.as.decode_forwards, ps.as.tokens_decoded);
+		}
 		float scale, d = max_diff(captured, fresh, a->vocab, &scale);
 		fprintf(stderr, "step %zu (%s, history from %zu): appended %lld (window %zu), "
 			"snapshot %d tokens, logits max |rolling - fresh| %.2e (max |logit| %.2f)\n",
@@ -257,7 +293,7 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 		memset(&ps.step, 0, sizeof(ps.step));
 		provider_step_finish(&ps);
 	}
-	if (rebuilds == 0) {
+	if (rebuilds == 0 && n_steps > K + 2) {
 		/* Constant from step K + 1 on, and far less than the window's history at the
 		 * end. */
 		for (size_t i = K + 2; i < n_steps; i++)
@@ -298,10 +334,12 @@ int main(void)
 	REQUIRE(p);
 
 	/* Rolling all along. */
-	CHECK_INT_EQ(run_task(p, w, 0, N_STEPS), 0);
+	CHECK_INT_EQ(run_task(p, w, 0, N_STEPS, false), 0);
+	/* With jump-forward: the step's lead appended with its prompt. */
+	CHECK_INT_EQ(run_task(p, w, 0, 2, true), 0);
 	/* A context of the prefix and ~1000 tokens: the snapshot soon does not fit beside the
 	 * window; the rebuilt session (the recent history from the prefix) rolls on from there. */
-	int rebuilds = run_task(p, w, 1000, 9);
+	int rebuilds = run_task(p, w, 1000, 9, false);
 	fprintf(stderr, "small context: %d rebuilds\n", rebuilds);
 	CHECK(rebuilds >= 1);
 
