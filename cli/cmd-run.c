@@ -437,6 +437,10 @@ static void print_progress(struct follow *f, json_t *event)
 		const char *r = json_string_value(json_object_get(event, "result"));
 		const char *e = json_string_value(json_object_get(event, "error"));
 		fprintf(out, "%s %s: %s\n", head, r ? "done" : "failed", r ? r : e ? e : "");
+	} else if (strcmp(phase, "interrupted") == 0) {
+		const char *why = json_string_value(json_object_get(event, "why"));
+		fprintf(out, "%s decode interrupted (%s): the step is decided again once resumed\n",
+		        head, why ? why : "?");
 	} else if (strcmp(phase, "dropped") == 0) {
 		fprintf(out, "task %lld: %lld progress events dropped (holoctl read too slowly)\n",
 		        id, N("events"));

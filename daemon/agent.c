@@ -271,7 +271,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		bool took = false;
 		if (env->pause_point && env->pause_point(env->userdata, t, &held_us, &took) != 0)
 			a.run.deadline_us += held_us;
-		if (took && index > 0 && a.results[index].text) {
+		if (took && index > 0 && a.results[index].text &&
+		    !strstr(a.result_texts[index], AGENT_TAKEOVER_NOTE)) {
 			/* the next observation says so: the screen is not what the last one showed */
 			char *note = xasprintf("%s; %s", a.result_texts[index], AGENT_TAKEOVER_NOTE);
 			free(a.result_texts[index]);
@@ -356,6 +357,21 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			                     "max_seconds budget (%u s) exhausted during step %zu",
 			                     t->max_seconds, index);
 			goto release;
+		}
+		if (r == -EINTR) {
+			/* Paused during the decode: nothing was decided, so nothing is acted or
+			 * journaled; the step is decided again once the task resumes, on a new
+			 * screenshot, from the state a never-paused step starts from. */
+			log_info("task %lld step %zu: paused during its decode (%lld tokens); the "
+				 "step is decided again once resumed", (long long)t->id, index,
+				 ps_.as.tokens_decoded);
+			feed_progress(env->feed, t->id, (int)index, t0, "interrupted", "{s:s}",
+				      "why", "paused");
+			provider_step_finish(&ps_);
+			x11_frame_destroy(frame);
+			frame = NULL;
+			index--; /* the loop's index++ comes back to this step (unsigned: defined) */
+			continue;
 		}
 		if (r < 0) {
 			char *e0 = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s",

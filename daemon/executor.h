@@ -35,6 +35,9 @@ struct executor_task {
 	enum ipc_approve approve;                   /* the task's approval mode (not DEFAULT) */
 	unsigned approve_timeout_s;                 /* a held action's wait for approval */
 	atomic_int *stop;                           /* enum executor_stop, polled at safe points */
+	/* holoctl pause (or a takeover) asked, read between decoded tokens: a step's decode then
+	 * stops and the step is decided again after the pause (agent.c); NULL: never */
+	const atomic_bool *pause;
 };
 
 /* What a step waits for from the task's user (docs/api.md, "The user in the loop"). */

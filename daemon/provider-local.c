@@ -100,6 +100,11 @@ struct agent {
 	bool roll_lost;
 	long long accounted_bytes;
 	uint64_t reserved; /* admission (model_worker_admit), given back at close */
+	/* Rolling: the turns a step paused during its decode evicted into the base (it prefilled
+	 * them and took the new base); the step decided again reports them as its own, as the
+	 * step never paused would have (n_ids 0: none). */
+	struct policy_piece paused_evicted;
+	const char *paused_mode; /* and how that step's prompt was made */
 
 	int prefix_tokens;
 	int session_tokens;
@@ -235,6 +240,8 @@ struct encode_job {
 	int n_tiles;
 	size_t n_rows;
 	struct engine_rows *drop; /* the rows of an observation that left the window */
+	struct engine_rows *redo; /* the rows of this observation's earlier screenshot, when its
+				   * step paused during its decode and observes again */
 	struct engine_vision_job *vj;
 	struct engine_rows *rows;
 	bool started;
@@ -292,6 +299,8 @@ static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 		j->started = true;
 		engine_rows_destroy(j->drop);
 		j->drop = NULL;
+		engine_rows_destroy(j->redo);
+		j->redo = NULL;
 		j->t0 = time_mono_us();
 		struct engine_vision_grid grid;
 		if ((r = engine_vision_encode_begin_image(ctx->backend, ctx->vision, j->img,
@@ -351,6 +360,8 @@ struct step_job {
 	unsigned think_budget;
 	struct policy_piece think_close;
 	const atomic_int *stop;
+	const atomic_bool *pause; /* stops the decode with -EINTR (NULL: a persistent session,
+				   * whose state before the step's prompt is not kept) */
 	uint64_t deadline_us;
 	uint64_t seed;
 	/* progress events: the prefill's start; the decode's text streamed so far (the think
@@ -418,6 +429,10 @@ static int attempt_logits(void *userdata, float *logits, int vocab)
 		return -ECANCELED;
 	if (time_mono_us() >= j->deadline_us)
 		return -ETIME;
+	/* holoctl pause: the step under way stops between two tokens; the next one starts from
+	 * the snapshot a window or rolling step restores anyway (local_step) */
+	if (j->pause && atomic_load(j->pause))
+		return -EINTR;
 	/* the thinking budget spent: the block may only close, then the step follows */
 	if (at->constrained && j->thinking && at->think_tokens >= j->think_budget)
 		policy_matcher_close_thinking(&at->m);
@@ -865,7 +880,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			  "(jump-forward %s)", (long long)a->t->id, j->attempts,
 			  (unsigned long long)j->forwards, (unsigned long long)j->forced,
 			  a->jump_forward ? "on" : "off");
-		if (r < 0 && r != -EBADMSG && !stopped(r))
+		if (r < 0 && r != -EBADMSG && r != -EINTR && !stopped(r))
 			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		if (r < 0 || !j->close)
@@ -1185,6 +1200,7 @@ static void local_task_close(struct provider_task *pt)
 	for (size_t i = 0; i < a->cap; i++)
 		engine_rows_destroy(a->obs[i].rows); /* left by a failed job_close only */
 	free(a->obs);
+	policy_piece_finish(&a->paused_evicted);
 	policy_renderer_destroy(a->renderer);
 	free(a);
 }
@@ -1321,11 +1337,15 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 			ej.drop = a->obs[index - a->window].rows;
 			a->obs[index - a->window].rows = NULL;
 		}
+		ej.redo = a->obs[index].rows;
+		a->obs[index].rows = NULL;
 		r = model_worker_run(a->cfg->worker, &(struct model_seq_job){
 			.next = encode_next, .check = encode_check, .arg = &ej});
 		/* a job that never ran (the worker stopping) leaves the rows for job_close */
 		if (ej.drop)
 			a->obs[index - a->window].rows = ej.drop;
+		if (ej.redo)
+			a->obs[index].rows = ej.redo;
 	}
 	encode_cleanup(&ej);
 	if (r < 0) {
@@ -1354,7 +1374,8 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	const bool rolling = a->history == IPC_HISTORY_ROLLING;
 	struct step_job sj = {.a = a, .stop = a->t->stop, .deadline_us = a->run->deadline_us,
 			      .seed = seed, .thinking = a->thinking,
-			      .think_budget = a->thinking_tokens};
+			      .think_budget = a->thinking_tokens,
+			      .pause = a->history != IPC_HISTORY_PERSISTENT ? a->t->pause : NULL};
 	const char *mode = NULL;
 	int r;
 
@@ -1377,6 +1398,15 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 		snprintf(ret->err, sizeof(ret->err), "cannot render: %s", strerror(-r));
 		goto finish;
 	}
+	/* A step decided again after a pause during its decode: the turns it evicted then are in
+	 * the base already (nothing to prefill), and are this step's, as they would have been */
+	if (a->paused_evicted.n_ids && !sj.rebase && !sj.restore_prefix) {
+		policy_piece_finish(&evicted);
+		evicted = a->paused_evicted;
+		a->paused_evicted = (struct policy_piece){0};
+		mode = a->paused_mode;
+	}
+	policy_piece_finish(&a->paused_evicted);
 	sj.evict = &evicted;
 	sj.piece = &piece;
 	sj.slot_rows = slots;
@@ -1392,6 +1422,18 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 			a->roll_lost = false;
 		} else if (sj.dropped) {
 			a->roll_lost = true;
+		}
+		if (r == -EINTR && sj.rebased && evicted.n_ids) {
+			/* copied: `evicted` is reported below and freed (evicted turns hold no
+			 * image) */
+			struct policy_piece *k = &a->paused_evicted;
+			k->ids = xreallocarray(NULL, evicted.n_ids, sizeof(*evicted.ids));
+			memcpy(k->ids, evicted.ids, evicted.n_ids * sizeof(*evicted.ids));
+			k->n_ids = evicted.n_ids;
+			k->text = xmalloc(evicted.text_len + 1);
+			memcpy(k->text, evicted.text, evicted.text_len + 1);
+			k->text_len = evicted.text_len;
+			a->paused_mode = mode;
 		}
 	}
 	ret->raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);

@@ -114,6 +114,9 @@ struct provider_ops {
 		       char *err, size_t errlen);
 	/* Asks for the step answering observation h->index, retrying an invalid answer up to
 	 * cfg->step_retries times. 0 with ret->step parsed; -ECANCELED, -ETIME (the deadline);
+	 * -EINTR: the task's pause flag (executor_task.pause) stopped the decode, nothing was
+	 * decided, and the step is asked again for the same index after a new observe (local,
+	 * window and rolling histories: their next step restores its snapshot anyway);
 	 * else -errno with ret->err saying why (-EBADMSG: no valid step after every attempt).
 	 * ret is filled (raw, counts, timings) whatever the outcome. */
 	int (*step)(struct provider_task *pt, const struct provider_history *h, uint64_t seed,

@@ -27,6 +27,8 @@ struct task {
 	/* holoctl pause (under the scheduler's lock): asked, and holding between two steps;
 	 * takeover: a person's input on the display asked it (told to the model on resume) */
 	bool pause, paused, takeover;
+	/* `pause`, read without the lock by the step's decode (executor_task.pause) */
+	atomic_bool pause_asked;
 };
 
 /* One display and its executor thread. */
@@ -142,6 +144,7 @@ void scheduler_takeover(struct scheduler *s, size_t index)
 			    "hands it back)", l->display ? l->display : "$DISPLAY",
 			    (long long)t->id, (long long)t->id);
 		t->pause = t->takeover = true;
+		atomic_store(&t->pause_asked, true);
 		bump_locked(s);
 	} else if (t && mode == IPC_TAKEOVER_CANCEL && atomic_load(&t->stop) == EXECUTOR_RUN) {
 		log_warning("input of a person on %s: cancelling task %lld",
@@ -344,6 +347,7 @@ static int pause_point(void *userdata, const struct executor_task *et, uint64_t 
 	}
 	*ret_takeover = t->takeover;
 	t->pause = t->paused = t->takeover = false;
+	atomic_store(&t->pause_asked, false);
 	bump_locked(s);
 	pthread_mutex_unlock(&s->lock);
 	*ret_held_us = time_mono_us() - t0;
@@ -431,6 +435,7 @@ static void *executor_main(void *userdata)
 			.approve = o->approve != IPC_APPROVE_DEFAULT ? o->approve : s->approve,
 			.approve_timeout_s = s->approve_timeout_s,
 			.stop = &t->stop,
+			.pause = &t->pause_asked,
 		};
 		struct executor_outcome out = {0};
 		if (t->req->kind == IPC_TASK_KIND_INSTRUCTION) {
@@ -641,6 +646,7 @@ int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t 
 	t->req = req;
 	req = NULL;
 	atomic_init(&t->stop, EXECUTOR_RUN);
+	atomic_init(&t->pause_asked, false);
 	if (s->tail)
 		s->tail->next = t;
 	else
@@ -889,6 +895,7 @@ int scheduler_pause(struct scheduler *s, int64_t id)
 		int r = t->paused ? 0 : 1;
 		if (!t->pause) {
 			t->pause = true;
+			atomic_store(&t->pause_asked, true);
 			bump_locked(s);
 			log_info("task %lld: pause requested", (long long)id);
 		}
@@ -907,6 +914,7 @@ int scheduler_resume(struct scheduler *s, int64_t id)
 		int r = t->pause ? 0 : -EINVAL;
 		if (t->pause) {
 			t->pause = false;
+			atomic_store(&t->pause_asked, false);
 			bump_locked(s);
 		}
 		pthread_mutex_unlock(&s->lock);

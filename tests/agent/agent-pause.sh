@@ -1,34 +1,45 @@
 #!/bin/sh
-# holoctl pause / resume (issue 32): a task paused while its step 0 is decoded finishes that
-# step and holds before the next (status "paused", its session kept); resumed, it looks at the
-# screen again and goes on, and its step 1 prefills exactly the tokens of a task never paused
-# (the same prompt ids, hashed, and the same session lengths). Bad input: pausing a finished
+# holoctl pause / resume (issue 32): a task paused while its step 1 is decoded (a long decode: a
+# think block of 4000 tokens) stops that decode within a few tokens, between two of them: the
+# step is not acted nor journaled, and the task holds (status "paused"); resumed, it looks at
+# the screen again and decides step 1 anew, and every step prefills exactly the tokens of a
+# task never paused (the same prompt ids, hashed, the same counts and session lengths), the
+# turn that step 1 evicted from the window (window 1) included. Bad input: pausing a finished
 # or a queued task, resuming a running one or an unknown one: clear errors.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
 start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
 start_agent_client
-start_agent
+start_agent --step-tokens 8400
 export HOLOD_SOCKET="$SOCK"
-SPEC='{"instruction": "Click the red block.", "max_steps": 4, "dry_run": true}'
+# greedy: the steering's '"' fills the think block to its budget (agent-thinking.sh)
+SPEC='{"instruction": "Click the red block.", "max_steps": 2, "dry_run": true, "window": 1,
+	"thinking": true, "thinking_tokens": 4000, "temperature": 0}'
+THINK=4000
 
-# ---- paused during step 0's decode, resumed
+# ---- paused during step 1's decode, resumed
 submit "$SPEC"
 A=$TASK
 EV="$T/events.ndjson"
 curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$EV" &
 CURL=$!
-wait_until 120 grep -q '"step":0,"phase":"decode"' "$EV" || fail "step 0 never decoded"
+wait_until 120 grep -q '"step":1,"phase":"decode"' "$EV" || fail "step 1 never decoded"
 api POST "/v1/tasks/$A/pause"
 expect_code "pause while decoding" 202
 paused() { [ "$(task_status "$A")" = paused ]; }
 wait_until 60 paused || fail "task $A never paused: $(task_status "$A")"
 api GET "/v1/tasks/$A"
 expect_json "paused" .paused true
-# the step under way when the pause came (step 0 on all but a very fast machine) finished
-P=$(jq -r .steps "$BODY")
-[ "$P" -ge 1 ] && [ "$P" -lt 4 ] || fail "paused after $P steps"
-grep -q '"event":"status","task_id":'"$A"',"status":"paused"' "$EV" || fail "no paused event"
+# step 1's decode stopped: it was not acted, and only step 0 is journaled
+expect_json "paused" .steps 1
+wait_until 10 grep -q '"event":"status","task_id":'"$A"',"status":"paused"' "$EV" ||
+	fail "no paused event"
+jq -s -e 'map(select(.step == 1 and .phase == "interrupted")) | length == 1' "$EV" >/dev/null ||
+	fail "no interrupted event for step 1"
+# promptly: far fewer tokens than the think block's budget were decoded before it stopped
+N=$(jq -s 'map(select(.step == 1 and .phase == "decode")) | length' "$EV")
+echo "step 1 decoded $N tokens before the pause stopped it"
+[ "$N" -ge 1 ] && [ "$N" -lt "$THINK" ] || fail "step 1 decoded $N tokens before it paused"
 # holding: asked again, the answer is at once
 api POST "/v1/tasks/$A/pause"
 expect_code "pause again" 200
@@ -38,27 +49,23 @@ grep -q "^task $A resumed" "$T/resume.out" || fail "holoctl resume: $(cat "$T/re
 wait_task "$A" failed 240
 wait "$CURL"
 api GET "/v1/tasks/$A"
-expect_json "resumed" .error "max_steps budget (4) reached without an answer"
-expect_json "resumed" .steps 4
-# the events: paused after step 0, running again before step 1's capture (a "running"
-# first when the stream began before the task ran)
+expect_json "resumed" .error "max_steps budget (2) reached without an answer"
+expect_json "resumed" .steps 2
+# the events: step 1 captured, paused, running again, step 1 captured again (a "running" first
+# when the stream began before the task ran)
 jq -r 'if .event == "status" then .status elif .phase == "capture" then "capture \(.step)"
 	else empty end' "$EV" | tr '\n' ' ' | sed 's/^running //' >"$T/order"
-WANT=""
-for i in 0 1 2 3; do
-	[ "$i" = "$P" ] && WANT="${WANT}paused running "
-	WANT="${WANT}capture $i "
-done
+WANT="capture 0 capture 1 paused running capture 1 "
 [ "$(cat "$T/order")" = "$WANT" ] || fail "events: $(cat "$T/order"), not $WANT"
 
-# ---- the same task never paused: step 1 prefills the same ids, the sessions grow alike
+# ---- the same task never paused: every step prefills the same ids, the sessions grow alike
 submit "$SPEC"
 B=$TASK
 wait_task "$B" failed 240
-ROWS_A=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, tokens_appended, session_tokens FROM steps
-	WHERE task_id = $A ORDER BY idx")
-ROWS_B=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, tokens_appended, session_tokens FROM steps
-	WHERE task_id = $B ORDER BY idx")
+ROWS_A=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, prompt, tokens_appended, tokens_decoded,
+	session_tokens FROM steps WHERE task_id = $A ORDER BY idx")
+ROWS_B=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, prompt, tokens_appended, tokens_decoded,
+	session_tokens FROM steps WHERE task_id = $B ORDER BY idx")
 [ -n "$ROWS_A" ] && [ "$ROWS_A" = "$ROWS_B" ] ||
 	fail "paused and resumed differs from never paused: '$ROWS_A' vs '$ROWS_B'"
 echo "$ROWS_A"
