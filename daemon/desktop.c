@@ -99,10 +99,10 @@ static int display_error(int r, char *err, size_t errlen)
 }
 
 /* Waits for a matching window to be mapped (want_present) or gone; on success the found
- * window's title and class go into result. */
+ * window's title and class go into result, and its id into *ret_id (may be NULL). */
 static int wait_window(struct executor_run *run, const struct ipc_window_match *m,
 		       bool want_present, const struct id_set *old, uint32_t timeout_ms,
-		       char *found, size_t flen, char *err, size_t errlen)
+		       uint64_t *ret_id, char *found, size_t flen, char *err, size_t errlen)
 {
 	char desc[IPC_MAX_MATCH_BYTES * 3 + 64], what[sizeof(desc) + 64];
 	struct ipc_window_matcher *mt = ipc_window_matcher_create(m, err, errlen);
@@ -124,6 +124,8 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 		}
 		const struct x11_window *hit = find(mt, w, n, old);
 		if (want_present ? hit != NULL : hit == NULL) {
+			if (hit && ret_id)
+				*ret_id = hit->id;
 			if (hit)
 				snprintf(found, flen, "window \"%.200s\" (%s) after %.2f s", hit->title,
 					 hit->class_name, (time_mono_us() - start) / 1e6);
@@ -343,8 +345,7 @@ int desktop_wait_for(struct executor_run *run, const struct ipc_action *a,
 	case IPC_WAIT_WINDOW:
 	case IPC_WAIT_WINDOW_GONE:
 		return wait_window(run, &a->match, a->wait_kind == IPC_WAIT_WINDOW, NULL,
-				   a->timeout_ms,
-				   result, rlen, err, errlen);
+				   a->timeout_ms, NULL, result, rlen, err, errlen);
 	case IPC_WAIT_FOCUS:
 		return wait_focus(run, &a->match, 0, a->timeout_ms, result, rlen, err, errlen);
 	case IPC_WAIT_SCREEN_STABLE:
@@ -437,7 +438,8 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 	int off = snprintf(result, rlen, "started %.100s (pid %d, output in %s)", a->argv[0],
 			   (int)pid, log_path);
 	if (a->has_match) {
-		if ((r = wait_window(run, &a->match, true, &old, a->timeout_ms, found,
+		uint64_t id = 0;
+		if ((r = wait_window(run, &a->match, true, &old, a->timeout_ms, &id, found,
 				     sizeof(found), err, errlen)) < 0) {
 			/* The program runs on: say which one the timeout is about. */
 			char why[512];
@@ -446,8 +448,22 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 				 why);
 			goto free_paths;
 		}
+		/* No window manager gives a new window the focus: without this the next keys
+		 * would go to the root window (a window that went away meanwhile is left alone) */
+		const char *focused = "";
+		if (!x11_has_window_manager(run->d)) {
+			int fr = x11_window_activate(run->d, id);
+			if (fr < 0 && fr != -ENOENT) {
+				snprintf(err, errlen, "started %.100s (pid %d) but cannot focus its "
+					 "%s: %s", a->argv[0], (int)pid, found, x11_strerror(fr));
+				r = fr;
+				goto free_paths;
+			}
+			if (fr >= 0)
+				focused = ", focused directly (no window manager)";
+		}
 		if (off > 0 && (size_t)off < rlen)
-			snprintf(result + off, rlen - (size_t)off, "; %s", found);
+			snprintf(result + off, rlen - (size_t)off, "; %s%s", found, focused);
 	}
 	r = 0;
 free_paths:

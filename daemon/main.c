@@ -46,6 +46,7 @@
 #include "secrets.h"
 #include "shotwriter.h"
 #include "system.h"
+#include "x11.h"
 
 #define MODEL_POLL_MS 100 /* --require-model: how often the load's end is looked for */
 
@@ -239,13 +240,28 @@ int main(int argc, char **argv)
 	scheduler_prune_old(journal, cfg.state_dir, cfg.prune_days);
 
 	if (cfg.virtual_size) {
+		/* --session auto: a window manager, so that a launched program gets the focus and
+		 * its dialogs too, as on a desktop (without one the keys go to the root window) */
+		const char *session = cfg.session ? cfg.session : "auto";
+		bool auto_wm = strcmp(session, "auto") == 0;
+		if (auto_wm && xvfb_program_in_path(XVFB_AUTO_WM)) {
+			session = XVFB_AUTO_WM_COMMAND;
+		} else if (auto_wm) {
+			log_warning("--session auto: %s is not installed, so the virtual display%s run "
+				    "no window manager: windows get the focus only when a script "
+				    "activates them (apt-get install %s, or --session CMD)",
+				    XVFB_AUTO_WM, cfg.n_virtual > 1 ? "s" : "", XVFB_AUTO_WM);
+			session = NULL;
+		} else if (strcmp(session, "none") == 0) {
+			session = NULL;
+		}
 		/* One Xvfb (and session) per display, numbered from @:N when given. */
 		for (; n_xvfb < cfg.n_virtual; n_xvfb++) {
 			int number = cfg.virtual_number >= 0 ? cfg.virtual_number + (int)n_xvfb : -1;
 			struct xvfb *x = &xvfbs[n_xvfb];
 			if (xvfb_start(x, cfg.virtual_width, cfg.virtual_height, number) < 0)
 				goto stop_xvfb;
-			if (cfg.session && xvfb_start_session(x, cfg.session) < 0) {
+			if (session && xvfb_start_session(x, session) < 0) {
 				n_xvfb++;
 				goto stop_xvfb;
 			}
@@ -254,6 +270,23 @@ int main(int argc, char **argv)
 		}
 		free(cfg.display);
 		cfg.display = xstrdup(cfg.displays[0]);
+		/* The window managers start side by side; each is waited for before readiness. */
+		for (size_t i = 0; auto_wm && session && i < n_xvfb; i++) {
+			struct xvfb *x = &xvfbs[i];
+			r = xvfb_wait_window_manager(x, XVFB_WM_START_TIMEOUT_MS);
+			if (r == -ECHILD)
+				log_warning("the window manager (%s) on %s exited at start (its "
+					    "message is above): the display runs without one",
+					    XVFB_AUTO_WM, x->display);
+			else if (r < 0)
+				log_warning("the window manager (%s) on %s does not manage the "
+					    "display after %d s: %s", XVFB_AUTO_WM, x->display,
+					    XVFB_WM_START_TIMEOUT_MS / 1000,
+					    r == -ETIMEDOUT ? "going on without waiting" :
+					    x11_strerror(r));
+			else
+				log_info("window manager %s runs on %s", XVFB_AUTO_WM, x->display);
+		}
 	}
 	if (!cfg.n_displays)
 		log_warning("no display: set $DISPLAY, --display or --virtual WxH; tasks will fail "

@@ -73,9 +73,9 @@ static const struct option_def options[] = {
 	 "is display :N, the next :N+1...; default: free numbers)", true},
 	{"displays", "HOLOD_DISPLAYS", OPT_UINT, OFF(n_virtual), 1, HOLOD_MAX_DISPLAYS, "1", "N",
 	 "how many Xvfbs --virtual starts; each display runs its own tasks", true},
-	{"session", "HOLOD_SESSION", OPT_STRING, OFF(session), 0, 0, NULL, "CMD",
-	 "with --virtual: run CMD (through /bin/sh) on each virtual display once it is up, e.g. "
-	 "a window manager such as openbox", true},
+	{"session", "HOLOD_SESSION", OPT_STRING, OFF(session), 0, 0, "auto", "auto|none|CMD",
+	 "with --virtual: what runs on each virtual display once it is up: auto (a window manager, "
+	 "openbox, when it is installed), none, or CMD run through /bin/sh", true},
 	{"settle-ms", "HOLOD_SETTLE_MS", OPT_UINT, OFF(settle_ms), 0, IPC_MAX_SETTLE_MS, "100", "MS",
 	 "default pause after each action before the 'after' screenshot", true},
 	{"max-steps", "HOLOD_MAX_STEPS", OPT_UINT, OFF(max_steps), 1, IPC_MAX_TASK_STEPS, "200",
@@ -772,7 +772,8 @@ static int resolve_defaults(struct holod_config *cfg)
 			cfg->virtual_size, cfg->n_virtual, HOLOD_MAX_DISPLAY_NUMBER);
 		return -EINVAL;
 	}
-	if (cfg->session && !cfg->virtual_size) {
+	if (cfg->session && strcmp(cfg->session, "auto") != 0 && strcmp(cfg->session, "none") != 0 &&
+	    !cfg->virtual_size) {
 		fprintf(stderr, "holod: --session runs on the virtual displays holod starts: give "
 				"--virtual WxH too\n");
 		return -EINVAL;

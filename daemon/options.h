@@ -25,7 +25,8 @@ struct holod_config {
 	int virtual_width, virtual_height;
 	int virtual_number;  /* the N of WxH@:N: the first virtual display's number; -1: any */
 	unsigned n_virtual;  /* --displays: how many Xvfbs --virtual starts */
-	char *session;       /* --session CMD: run on each virtual display once it is up */
+	char *session;       /* --session auto|none|CMD: what runs on each virtual display once it
+				is up (auto: XVFB_AUTO_WM when installed) */
 	/* Derived by options_parse: the displays driven, one executor each (HOLOD_MAX_DISPLAYS at
 	 * most); empty with --virtual (main.c fills them in as the Xvfbs come up) and when no
 	 * display is known. */

@@ -49,6 +49,19 @@ int xvfb_start(struct xvfb *x, int width, int height, int number);
 /* Starts `command` through /bin/sh on the display, in its own process group (so that the
  * programs it starts are stopped with it), stdin from /dev/null, output to holod's stderr. */
 int xvfb_start_session(struct xvfb *x, const char *command);
+/* --session auto: the window manager started on each virtual display when it is installed
+ * (a small one in Debian, with EWMH focus and activation), and how long holod waits for it to
+ * manage the display before it announces readiness: a program a first task launches before the
+ * manager runs would not get the focus. */
+#define XVFB_AUTO_WM "openbox"
+#define XVFB_AUTO_WM_COMMAND "exec openbox --sm-disable"
+#define XVFB_WM_START_TIMEOUT_MS 15000
+/* Whether `program` is an executable file in one of $PATH's directories. */
+bool xvfb_program_in_path(const char *program);
+/* Waits until a window manager manages the display (x11_has_window_manager), the session
+ * exits (then reaped: session_pid 0) or timeout_ms pass. Returns 0 when one runs,
+ * -ETIMEDOUT, -ECHILD (the session exited) or -errno; the caller logs. */
+int xvfb_wait_window_manager(struct xvfb *x, unsigned timeout_ms);
 /* Stops the session's process group (SIGTERM, then SIGKILL after a grace period), then the
  * server. Accepts a zeroed struct. */
 void xvfb_stop(struct xvfb *x);

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "x11.h"
 
 #define XVFB_START_TIMEOUT_MS 15000
+#define XVFB_WM_POLL_US 20000 /* how often the window manager's arrival is looked for */
 
 int xvfb_start(struct xvfb *x, int width, int height, int number)
 {
@@ -133,6 +135,50 @@ int xvfb_start_session(struct xvfb *x, const char *command)
 	x->session_pid = pid;
 	log_info("started the session on %s (pid %d): %s", x->display, (int)pid, command);
 	return 0;
+}
+
+bool xvfb_program_in_path(const char *program)
+{
+	const char *path = getenv("PATH");
+	if (!path || !path[0])
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t len = strcspn(path, ":");
+		char *file = xasprintf("%.*s/%s", (int)len, len ? path : ".", program);
+		bool ok = access(file, X_OK) == 0;
+		free(file);
+		if (ok)
+			return true;
+		path += len + (path[len] == ':');
+	}
+	return false;
+}
+
+int xvfb_wait_window_manager(struct xvfb *x, unsigned timeout_ms)
+{
+	uint64_t deadline = time_mono_us() + timeout_ms * 1000ull;
+	struct x11_display *d = x11_display_open(x->display);
+	int r = -ETIMEDOUT;
+
+	if (!d)
+		return -errno;
+	for (;;) {
+		if (x11_has_window_manager(d)) {
+			r = 0;
+			break;
+		}
+		int status;
+		if (x->session_pid > 0 && waitpid(x->session_pid, &status, WNOHANG) == x->session_pid) {
+			x->session_pid = 0;
+			r = -ECHILD;
+			break;
+		}
+		if (time_mono_us() >= deadline)
+			break;
+		time_sleep_us(XVFB_WM_POLL_US);
+	}
+	x11_display_close(d);
+	return r;
 }
 
 /* SIGTERM to a process (group, for pgid), SIGKILL after `grace_us`; reaps `pid`. */

@@ -375,6 +375,13 @@ int main(void)
 	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--session", "openbox", NULL}) < 0);
 	options_finish(&cfg);
+	/* a window manager by default with --virtual; auto and none need no --virtual */
+	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
+	CHECK_STR_EQ(cfg.session, "auto");
+	options_finish(&cfg);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--session", "none", NULL}) == 0);
+	CHECK_STR_EQ(cfg.session, "none");
+	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@40", NULL}) < 0);
 	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:", NULL}) < 0);

@@ -6,7 +6,8 @@
 #   - each action's failure modes: a program that does not exist, a window that never appears
 #     (the timeout names what was on the screen), a bad regex (400), a target without a model
 #     (400), write without a focused window (a note, or an error under require_focus);
-#   - activate without a window manager focuses directly.
+#   - without a window manager, launch focuses the window it waited for and activate focuses
+#     directly.
 . "$(dirname "$0")/lib.sh"
 
 require_tools openbox mousepad xterm xprop
@@ -133,6 +134,21 @@ run_script nofocus_required '{"script": [{"tool_name": "write", "content": "x"}]
   "require_focus": true}'
 expect_json "require_focus" .status failed
 expect_contains "require_focus" "$(jq -r .error "$BODY")" "no window has the keyboard focus"
+
+# launch without a window manager: the window it waited for gets the focus, so the next keys
+# reach it (the pointer, moved away, does not decide where they go).
+run_script launch_focus '{"script": [
+  {"tool_name": "launch", "command": ["xterm", "-T", "holod-launched"],
+   "wait_window": {"title": "^holod-launched$"}, "timeout": 20},
+  {"tool_name": "move", "x": 1000, "y": 700},
+  {"tool_name": "write", "content": "x"}], "require_focus": true}'
+expect_json "launch focus" .status succeeded
+expect_contains "launch focus" "$(step_field "$TASK" 0 .result)" \
+	'"holod-launched" (XTerm) after'
+expect_contains "launch focus" "$(step_field "$TASK" 0 .result)" \
+	"focused directly (no window manager)"
+XTERM_PID=$(step_field "$TASK" 0 .result | sed -n 's/.*(pid \([0-9]*\),.*/\1/p')
+[ -n "$XTERM_PID" ] && kill -- "-$XTERM_PID" 2>/dev/null
 
 # activate without a window manager: direct focus.
 run_script direct '{"script": [
