@@ -1752,7 +1752,8 @@ int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadl
 	}
 	/* The task's format (holod's --policy-format for a script): its system text, task turn
 	 * and observation wrapper, and its sentence for the target (docs/policy.md) */
-	const struct policy_format *fmt = agent_format(cfg, &t->req->options);
+	const struct policy_format *fmt = t->req ? agent_format(cfg, &t->req->options)
+				       : cfg->format ? cfg->format : &policy_format_holo3;
 	char date[16];
 	time_t now = time(NULL);
 	struct tm tmv;
