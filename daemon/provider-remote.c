@@ -104,6 +104,7 @@ struct remote_task {
 	struct provider_sampling sampling;
 	const struct policy_format *fmt; /* the task's format: its turns, schema and parser */
 	bool thinking;    /* the server is asked for a think block before each step */
+	unsigned thinking_tokens; /* its budget: vLLM's thinking_token_budget */
 	char *system;     /* the system turn */
 	char *schema;     /* the step's JSON Schema, as the system turn shows it */
 	char *task_text;  /* "Task: ..." */
@@ -420,6 +421,7 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	rt->sampling = args->sampling;
 	rt->fmt = args->format ? args->format : &policy_format_holo3;
 	rt->thinking = args->thinking;
+	rt->thinking_tokens = args->thinking_tokens;
 	bool nano = rt->fmt == &policy_format_holo_nano;
 	const struct policy_published *pub = nano ? args->cfg->published : NULL;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
@@ -638,6 +640,11 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 				    json_pack("{s:b}", "enable_thinking", rt->thinking));
 	if (o && rt->thinking)
 		json_object_set_new(o, "reasoning_effort", json_string(REMOTE_REASONING_EFFORT));
+	/* vLLM closes the block after this many tokens (with a reasoning parser configured);
+	 * other servers have no such field: max_tokens bounds block and step together there */
+	if (o && rt->thinking && rt->vllm)
+		json_object_set_new(o, "thinking_token_budget",
+				    json_integer((json_int_t)rt->thinking_tokens));
 	/* vLLM's own field; the OpenAI form, or the json_object form a server asked for */
 	if (o && rt->vllm)
 		json_object_set_new(o, "structured_outputs", json_pack("{s:O}", "json", schema));

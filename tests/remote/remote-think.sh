@@ -1,7 +1,8 @@
 #!/bin/sh
 # Thinking with --remote (docs/policy.md, Thinking; issue 30), against the scripted fake server
 # (fake-openai.c, taken for vLLM): with thinking on (holod's default) the request asks for it as
-# both references do (chat_template_kwargs.enable_thinking, reasoning_effort "medium") and, for
+# both references do (chat_template_kwargs.enable_thinking, reasoning_effort "medium"), bounds it
+# with vLLM's thinking_token_budget (--thinking-tokens) and, for
 # the Nemotron-Nano-VL template that reads no kwargs, ends the system text with its "/think"
 # switch, which the template removes while opening "<think>\n" (rendered through the model's
 # template by holo-infer --render). The server's reasoning ("reasoning" or "reasoning_content"
@@ -41,6 +42,7 @@ wait_task "$TASK" succeeded 30
 api GET "/v1/tasks/$TASK"
 expect_json "provenance" .provenance.thinking true
 jq -e '.chat_template_kwargs == {"enable_thinking": true} and .reasoning_effort == "medium"
+	and .thinking_token_budget == 1024 and .max_tokens == 4096
 	and (.messages[0].content | endswith("\n</output_format>\n/think"))' "$REC/req-0.json" \
 	>/dev/null || fail "request 1 does not ask for thinking: $(head -c 300 "$REC/req-0.json")"
 api GET "/v1/tasks/$TASK/steps"
@@ -87,6 +89,7 @@ wait_task "$TASK" succeeded 30
 api GET "/v1/tasks/$TASK"
 expect_json "provenance, off" .provenance.thinking false
 jq -e '.chat_template_kwargs == {"enable_thinking": false} and has("reasoning_effort") == false
+	and has("thinking_token_budget") == false
 	and (.messages[0].content | endswith("</output_format>"))' "$REC/req-$N0.json" >/dev/null ||
 	fail "thinking off: $(head -c 300 "$REC/req-$N0.json")"
 api GET "/v1/tasks/$TASK/steps"
