@@ -9,7 +9,8 @@
  * text stays within AGENT_MAX_RAW_BYTES and NUL-terminated, the body's bytes within
  * REMOTE_MAX_RESPONSE_BYTES, the model name within REMOTE_MAX_MODEL_NAME, the usage -1 or a
  * count, Retry-After -1 or within REMOTE_MAX_RETRY_AFTER_S. An input is accepted when every
- * feed and the end returned 0 (a header input always is).
+ * feed and the end returned 0 (a header input always is). The reasoning (a server's
+ * "reasoning" / "reasoning_content") keeps within AGENT_MAX_RAW_BYTES too.
  *
  * Built with libFuzzer by tools/fuzz/build.sh (docs/fuzzing.md). Without HOLOD_LIBFUZZER this
  * file builds a replay driver (the `unit` test fuzz-remote-reply-corpus, tests/remote/meson.build): every file of the
@@ -45,6 +46,9 @@ static void check_reply(const struct remote_reply *rep, int r)
 	check(rep->content.len <= AGENT_MAX_RAW_BYTES, "the text is within its limit");
 	check(!rep->content.data || rep->content.data[rep->content.len] == '\0',
 	      "the text is NUL-terminated");
+	check(rep->reasoning.len <= AGENT_MAX_RAW_BYTES, "the reasoning is within its limit");
+	check(!rep->reasoning.data || rep->reasoning.data[rep->reasoning.len] == '\0',
+	      "the reasoning is NUL-terminated");
 	check(rep->total <= REMOTE_MAX_RESPONSE_BYTES, "the answer is within its limit");
 	check(strlen(rep->model) <= REMOTE_MAX_MODEL_NAME, "the model name is within its limit");
 	check(rep->prompt_tokens >= -1 && rep->completion_tokens >= -1, "usage is a count or -1");
@@ -123,6 +127,13 @@ static const struct seed seeds[] = {
 	{"ok-plain", "j\x10{\"id\":\"c\",\"model\":\"fake\",\"choices\":[{\"index\":0,\"message\":"
 		     "{\"role\":\"assistant\",\"content\":\"{}\"}}],\"usage\":{\"prompt_tokens\":1,"
 		     "\"completion_tokens\":2}}"},
+	{"ok-stream-reasoning", "s\x0b"
+				"data: {\"choices\":[{\"delta\":{\"reasoning\":\"look \"}}]}\n\n"
+				"data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"first\"}}]}\n\n"
+				"data: {\"choices\":[{\"delta\":{\"reasoning\":7,\"content\":\"{}\"}}]}\n\n"
+				"data: [DONE]\n\n"},
+	{"ok-plain-reasoning", "j\x13{\"choices\":[{\"message\":{\"reasoning_content\":\"why\","
+			       "\"content\":\"{}\"}}]}"},
 	{"ok-plain-in-stream", "s\x09{\n  \"choices\": [{\"message\": {\"content\": \"hi\"}}]\n}\n"},
 	{"ok-header-429", "hHTTP/1.1 429 Too Many Requests\r\nRetry-After: 3600\r\n"},
 	{"ok-header-date", "hHTTP/2 503\r\nretry-after: Wed, 21 Oct 2026 07:28:00 GMT\r\n"},
