@@ -104,5 +104,21 @@ int main(void)
 	roofline_serve_step(&lm16, 3, 5, &sv);
 	CHECK_INT_EQ(sv.state_bytes, 768);
 	CHECK_INT_EQ(sv.weight_bytes, 1592);
+
+	/* Jump-forward: one forward over k positions. k = 1 is a decode token; k = 3 after 5
+	 * tokens reads the weights and the state once (1592 + 320) and 6 + 7 + 8 KV rows of 16
+	 * bytes, and does a prefill's FLOPs of 3 positions (one logits row) */
+	CHECK_NEAR(roofline_forward_bytes(&lm, 5, 1), roofline_decode_bytes(&lm, 5), 1e-9);
+	CHECK_NEAR(roofline_forward_flops(&lm, 5, 1), roofline_decode_flops(&lm, 5), 1e-9);
+	CHECK_NEAR(roofline_forward_bytes(&lm, 5, 3), 1592 + 320 + 21 * 16, 1e-9);
+	CHECK_NEAR(roofline_forward_flops(&lm, 5, 3), roofline_prefill_flops(&lm, 5, 3), 1e-9);
+	/* memory-bound on the H100: the run of 3 costs its bytes, little more than one token's
+	 * forward and far less than three */
+	CHECK_NEAR(roofline_forward_seconds(&lm, h100, 5, 3), (1592 + 320 + 336) / 3.35e12, 1e-24);
+	CHECK(roofline_forward_seconds(&lm, h100, 5, 3) <
+	      1.2 * roofline_forward_seconds(&lm, h100, 5, 1));
+	/* compute-bound on a device without FLOPs to spare: k tokens' FLOPs */
+	CHECK_NEAR(roofline_forward_seconds(&lm, &slow, 5, 3),
+		   roofline_prefill_flops(&lm, 5, 3) / 1e3, 1e-9);
 	return test_exit();
 }

@@ -42,7 +42,11 @@
  * --jump-steps steps (default 4) greedily under the holo3 step grammar, each with jump-forward
  * off and on from the same state (jump_forward.c), and prints one summary line
  * "jump-forward steps=N tokens=T forced=F forwards_off=A forwards_on=B decode_ms_off=X
- * decode_ms_on=Y". Without a CUDA device (or the emulation of a test
+ * decode_ms_on=Y", then the same for scripted canonical click steps ("jump-forward-click ..."),
+ * and from those steps' forwards the roofline's prediction of a click step's decode for
+ * Holotron-12B's shapes (DEFAULT_CONFIG) with jump-forward off and on, on this CPU (CPU backend:
+ * its bf16 peak and the read bandwidth measured here) and on the H100 and H200
+ * ("jump-forward-predicted ..."). Without a CUDA device (or the emulation of a test
  * build) --backend cuda fails saying so.
  *
  *   holo-bench agent --history --model DIR [--config FILE] [--window K] [--step-tokens N] ...
@@ -111,7 +115,9 @@ static void usage(FILE *f)
 		"                   (default 50), of which 2 and the last are shown\n"
 		"  --jump-steps N   measured with DIR's tokenizer: then N steps (default 4, 0: none)\n"
 		"                   decoded greedily under the holo3 grammar with jump-forward off\n"
-		"                   and on, and their \"jump-forward ...\" summary line\n"
+		"                   and on, and their \"jump-forward ...\" summary line; then up to\n"
+		"                   4 scripted click steps (\"jump-forward-click ...\") and their\n"
+		"                   roofline for Holotron-12B (\"jump-forward-predicted ...\")\n"
 		"       holo-bench agent --history --model DIR [--config FILE] [--screen WxH]\n"
 		"                        [--max-tiles N] [--window K] [--context-cap N]\n"
 		"                        [--step-tokens N] [--steps N] [--device-spec D]\n"
@@ -263,6 +269,46 @@ struct step_time {
 	int context, tiles;
 	double vision, prefill, decode;
 };
+
+/* The context of jump-forward's prediction: a session some steps into a task. */
+#define JF_PREDICT_CONTEXT 8192
+
+/* Jump-forward's click steps predicted for Holotron-12B's shapes (DEFAULT_CONFIG, bf16) from
+ * the roofline: on this CPU (its bf16 peak and the read bandwidth measured in this run; rates
+ * NULL: not measured, a GPU run) and on the H100 and H200 (the device specs). */
+static int jf_predictions(const struct bench_jf *jf, const struct agent_rates *rates)
+{
+	char err[512];
+	struct bench_shapes big;
+	struct roofline_lm lm;
+
+	if (bench_shapes_read(DEFAULT_CONFIG, &big, err, sizeof(err)) < 0) {
+		fprintf(stderr, "holo-bench agent: %s\n", err);
+		return -EINVAL;
+	}
+	bench_shapes_roofline_lm(&big, &lm);
+	printf("(the click steps' forwards, predicted for %s at bf16 after %d tokens: %.2f GB per "
+	       "decode forward)\n", DEFAULT_CONFIG, JF_PREDICT_CONTEXT,
+	       roofline_forward_bytes(&lm, JF_PREDICT_CONTEXT, 1) / 1e9);
+	if (rates) {
+		struct bench_peak peak;
+		int r = bench_bf16_peak(NULL, 0.2, &peak);
+		if (r < 0) {
+			fprintf(stderr, "holo-bench agent: the CPU's bf16 peak: %s\n", strerror(-r));
+			return r;
+		}
+		struct roofline_device cpu = {.name = "cpu", .flops = peak.flops_per_s,
+					      .bandwidth = rates->copy};
+		printf("(cpu: %.2f TFLOP/s bf16 peak (%s), %.1f GB/s read)\n",
+		       peak.flops_per_s / 1e12, peak.unit, rates->copy / 1e9);
+		bench_jf_print_prediction(jf, "holotron-12b", &lm, &cpu, JF_PREDICT_CONTEXT);
+	}
+	static const char *const gpus[] = {"h100", "h200"};
+	for (size_t i = 0; i < ARRAY_SIZE(gpus); i++)
+		bench_jf_print_prediction(jf, "holotron-12b", &lm, roofline_device_find(gpus[i]),
+					  JF_PREDICT_CONTEXT);
+	return 0;
+}
 
 /* Runs args->steps persistent agent steps and prints the breakdown; returns the exit code. */
 static int agent_measure(struct agent_measure_args *a)
@@ -488,6 +534,8 @@ static int agent_measure(struct agent_measure_args *a)
 		}
 		printf("\n");
 		bench_jf_print(&jf);
+		if ((r = jf_predictions(&jf, cuda ? NULL : &rates)) < 0)
+			goto out_buffers;
 	}
 	code = 0;
 out_buffers:

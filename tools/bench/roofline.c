@@ -127,6 +127,28 @@ double roofline_decode_bytes(const struct roofline_lm *m, double context)
 	       (context + 1) * p.kv_row * m->kv_bytes;
 }
 
+double roofline_forward_bytes(const struct roofline_lm *m, double context, int k)
+{
+	struct per_token p = per_token(m);
+	/* position i (0..k-1) reads context + i keys and writes its own row */
+	double rows = k * (context + 1) + (double)k * (k - 1) / 2;
+	return head_and_weights(m, &p) + 2 * state_bytes(m, &p) + rows * p.kv_row * m->kv_bytes;
+}
+
+double roofline_forward_flops(const struct roofline_lm *m, double context, int k)
+{
+	/* a prefill of k positions, the logits of the last alone */
+	return roofline_prefill_flops(m, context, k);
+}
+
+double roofline_forward_seconds(const struct roofline_lm *m, const struct roofline_device *d,
+				double context, int k)
+{
+	double b = roofline_seconds_bytes(d, roofline_forward_bytes(m, context, k));
+	double f = roofline_seconds_flops(d, roofline_forward_flops(m, context, k));
+	return b > f ? b : f;
+}
+
 void roofline_serve_step(const struct roofline_lm *m, int sessions, double context,
 			 struct roofline_serve *ret)
 {

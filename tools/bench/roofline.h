@@ -57,6 +57,19 @@ double roofline_prefill_flops(const struct roofline_lm *m, double context, doubl
 double roofline_decode_flops(const struct roofline_lm *m, double context);
 double roofline_decode_bytes(const struct roofline_lm *m, double context);
 
+/* Jump-forward (docs/policy.md): one forward of a session over k positions after `context`
+ * cached ones, as a step's sampled token and the forced tokens appended with it are: every matrix
+ * once, the Mamba state read and written once, each position's K and V rows, k positions' FLOPs
+ * with the logits of the last alone. k = 1 is one decode token (roofline_decode_bytes and
+ * _flops). Its seconds on d: the longer of its bytes at the bandwidth and its FLOPs at the GEMM
+ * rate, so a run costs about one token's forward until k reaches the device's balance (FLOP/s
+ * over bytes/s, ~300 FLOPs per byte on an H100 against ~1 per weight byte and token). */
+double roofline_forward_bytes(const struct roofline_lm *m, double context, int k);
+double roofline_forward_flops(const struct roofline_lm *m, double context, int k);
+struct roofline_device;
+double roofline_forward_seconds(const struct roofline_lm *m, const struct roofline_device *d,
+				double context, int k);
+
 /* One agent step: n_tiles tiles, the new turn's text tokens besides the image tokens, and the
  * tokens decoded, after `context` cached tokens. */
 struct roofline_step {
