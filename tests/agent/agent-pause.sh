@@ -23,6 +23,8 @@ A=$TASK
 EV="$T/events.ndjson"
 curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$EV" &
 CURL=$!
+"$HOLOCTL" follow "$A" >"$T/follow.out" 2>&1 &
+FOLLOW=$!
 wait_until 120 grep -q '"step":1,"phase":"decode"' "$EV" || fail "step 1 never decoded"
 api POST "/v1/tasks/$A/pause"
 expect_code "pause while decoding" 202
@@ -48,6 +50,9 @@ expect_json "pause again" .status paused
 grep -q "^task $A resumed" "$T/resume.out" || fail "holoctl resume: $(cat "$T/resume.out")"
 wait_task "$A" failed 240
 wait "$CURL"
+wait "$FOLLOW"
+grep -q "^step 1 \[+[0-9.]*s\] decode interrupted (paused): the step is decided again once resumed$" \
+	"$T/follow.out" || fail "holoctl follow: $(grep -v thought "$T/follow.out" | head -c 3000)"
 api GET "/v1/tasks/$A"
 expect_json "resumed" .error "max_steps budget (2) reached without an answer"
 expect_json "resumed" .steps 2
