@@ -179,6 +179,9 @@ unsigned cli_terminal_width(FILE *f);
 /* Prints `label` then `text` after `indent` blanks, word-wrapped to `width` columns, continuation
  * lines aligned under the text's start. Newlines in text start a new line; tabs print as a blank
  * and other control characters as \xNN, so what a model wrote cannot move the cursor. */
+/* The width tables are fit to: the terminal's when `f` is one (TIOCGWINSZ), else $COLUMNS when
+ * set, else 0 (no limit: a pipe or a file gets the whole text). */
+unsigned cli_output_width(FILE *f);
 void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent,
 		       unsigned width);
 /* The exit status `run --follow` returns for a final task status string. */
@@ -217,8 +220,9 @@ void cli_format_point(json_t *point, char *buf, size_t size);
  * "down 3", "2 s", the button of a non-left click, else the element; "" when there are none. */
 void cli_format_tool_args(json_t *tool_call, char *buf, size_t size);
 /* The aligned table of `holoctl show` for a JSON array of steps; with the model's phases
- * (preprocess, vision, prefill, decode) when a step came from the model. */
-int cli_print_steps_table(struct cli_context *ctx, json_t *steps);
+ * (preprocess, vision, prefill, decode) when a step came from the model. Its arguments and
+ * results are cut to fit `width` columns (0: whole). */
+int cli_print_steps_table(struct cli_context *ctx, json_t *steps, unsigned width);
 /* For each step from the model: "step N", its decode counts, then its thought and note wrapped
  * to `width`. */
 void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width);

@@ -31,6 +31,7 @@ enum {
 	OPT_CLASS,
 	OPT_INSTANCE,
 	OPT_TIMEOUT,
+	OPT_REQUIRE_FOCUS,
 };
 
 static const struct option do_options[] = {
@@ -50,6 +51,7 @@ static const struct option do_options[] = {
         {"class", required_argument, NULL, OPT_CLASS},
         {"instance", required_argument, NULL, OPT_INSTANCE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"require-focus", no_argument, NULL, OPT_REQUIRE_FOCUS},
         {0},
 };
 
@@ -113,6 +115,9 @@ static void print_help(FILE *f)
 	      "  --dry-run              journal the action without injecting it\n"
 	      "  --settle-ms N          wait N ms after the action before the screenshot\n"
 	      "  --display NAME         run it on this display of holod's (default: the first free)\n"
+	      "  --require-focus        write, hotkey, hold_and_tap_key: fail (exit 1) rather than\n"
+	      "                         type when no window has the keyboard focus; without it the\n"
+	      "                         keys go to the root window and the step says warning\n"
 	      "  --json                 print holod's JSON answer\n"
 	      "Text starting with '-' goes after `--`: holoctl do write -- \"-1\" (a negative number\n"
 	      "is an argument, not an option).\n"
@@ -401,7 +406,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	bool has_timeout = false;
 	int button = -1, settle_ms = -1, c, r;
 	long repeat = 0, v;
-	bool dry_run = false, enter = false, overwrite = false;
+	bool dry_run = false, enter = false, overwrite = false, require_focus = false;
 	char *action_json = NULL, *body = NULL;
 	char errbuf[CLI_MAX_ERROR_LEN];
 	json_t *req = NULL, *act = NULL, *action = NULL;
@@ -455,6 +460,9 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			break;
 		case OPT_DRY_RUN:
 			dry_run = true;
+			break;
+		case OPT_REQUIRE_FOCUS:
+			require_focus = true;
 			break;
 		case OPT_SETTLE_MS:
 			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &v) < 0) {
@@ -616,6 +624,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		json_object_set_new(req, "settle_ms", json_integer(settle_ms));
 	if (req && display)
 		json_object_set_new(req, "display", json_string(display));
+	if (req && require_focus)
+		json_object_set_new(req, "require_focus", json_true());
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	if (!body) {
 		r = cli_error(ctx, "out of memory");

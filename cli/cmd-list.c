@@ -13,6 +13,7 @@ enum {
 	OPT_STATUS = CLI_OPT_FIRST_COMMAND_OPTION,
 	OPT_LIMIT,
 	OPT_OFFSET,
+	OPT_WIDE,
 };
 
 static const struct option list_options[] = {
@@ -20,44 +21,46 @@ static const struct option list_options[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"limit", required_argument, NULL, OPT_LIMIT},
         {"offset", required_argument, NULL, OPT_OFFSET},
+        {"wide", no_argument, NULL, OPT_WIDE},
         {0},
 };
 
-/* What a task was asked: its instruction, or "script (N actions)". */
-static void describe_task(json_t *task, char *buf, size_t size)
+/* What a task was asked: its instruction, or "script (N actions)" (malloc'd). */
+static char *describe_task(json_t *task)
 {
 	json_t *spec = json_object_get(task, "spec");
 	const char *instruction = json_string_value(json_object_get(spec, "instruction"));
 	json_t *script = json_object_get(spec, "script");
 
-	if (instruction) {
-		snprintf(buf, size, "%s", instruction);
-	} else if (json_array_size(script) == 1) {
-		/* One action (holoctl do): say which. */
+	if (instruction)
+		return xstrdup(instruction);
+	if (json_array_size(script) == 1) {
+		/* One action (holoctl do): say which, its arguments whole (a write's content). */
 		json_t *call = json_array_get(script, 0);
-		char args[128], point[64];
-		cli_format_tool_args(call, args, sizeof(args));
+		char *args = xmalloc(IPC_MAX_CONTENT_BYTES + 64), point[64], *s;
+		cli_format_tool_args(call, args, IPC_MAX_CONTENT_BYTES + 64);
 		cli_format_point(call, point, sizeof(point));
-		snprintf(buf, size, "%s%s%s%s%s",
-		         json_string_value(json_object_get(call, "tool_name"))
-		                 ? json_string_value(json_object_get(call, "tool_name"))
-		                 : "?",
-		         args[0] ? " " : "", args, strcmp(point, "-") ? " @ " : "",
-		         strcmp(point, "-") ? point : "");
-	} else if (json_is_array(script)) {
-		snprintf(buf, size, "script (%zu actions)", json_array_size(script));
-	} else {
-		snprintf(buf, size, "%s",
-		         json_string_value(json_object_get(task, "kind"))
-		                 ? json_string_value(json_object_get(task, "kind"))
-		                 : "-");
+		s = xasprintf("%s%s%s%s%s",
+		              json_string_value(json_object_get(call, "tool_name"))
+		                      ? json_string_value(json_object_get(call, "tool_name"))
+		                      : "?",
+		              args[0] ? " " : "", args, strcmp(point, "-") ? " @ " : "",
+		              strcmp(point, "-") ? point : "");
+		free(args);
+		return s;
 	}
+	if (json_is_array(script))
+		return xasprintf("script (%zu actions)", json_array_size(script));
+	return xstrdup(json_string_value(json_object_get(task, "kind"))
+	                       ? json_string_value(json_object_get(task, "kind"))
+	                       : "-");
 }
 
 static int list_run(struct cli_context *ctx, int argc, char **argv)
 {
 	static const char *const headers[] = {"ID", "STATUS", "STEPS", "CREATED", "TASK", "ERROR"};
 	const char *status = NULL;
+	bool wide = false;
 	long limit = IPC_DEFAULT_LIST_LIMIT, offset = 0;
 	json_t *answer = NULL, *tasks, *task;
 	char *path;
@@ -87,6 +90,9 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 				return cli_usage_error(ctx, &cli_cmd_list,
 				                       "--offset must be a number >= 0, not '%s'",
 				                       optarg);
+			break;
+		case OPT_WIDE:
+			wide = true;
 			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_list, c, argv);
@@ -122,19 +128,24 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 	struct cli_table *t = cli_table_create(ARRAY_SIZE(headers), headers);
 	cli_table_set_align(t, 0, CLI_ALIGN_RIGHT);
 	cli_table_set_align(t, 2, CLI_ALIGN_RIGHT);
+	/* What the task was asked and its error give way to fit the width. */
+	cli_table_set_flexible(t, 4);
+	cli_table_set_flexible(t, 5);
+	cli_table_set_width(t, wide ? 0 : cli_output_width(ctx->out));
 	json_array_foreach(tasks, i, task)
 	{
-		char id[24], steps[24], what[256];
+		char id[24], steps[24], *what;
 		json_t *err = json_object_get(task, "error");
 		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
 		         json_integer_value(json_object_get(task, "id")));
 		snprintf(steps, sizeof(steps), "%" JSON_INTEGER_FORMAT,
 		         json_integer_value(json_object_get(task, "steps")));
-		describe_task(task, what, sizeof(what));
+		what = describe_task(task);
 		const char *row[] = {id,    json_string_value(json_object_get(task, "status")),
 		                     steps, json_string_value(json_object_get(task, "created_at")),
 		                     what,  json_is_string(err) ? json_string_value(err) : ""};
 		cli_table_add_row(t, row);
+		free(what);
 	}
 	r = cli_table_print(t, ctx->out) < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 	cli_table_destroy(t);
@@ -154,12 +165,15 @@ static int list_run(struct cli_context *ctx, int argc, char **argv)
 
 const struct cli_command cli_cmd_list = {
         .name = "list",
-        .args = "[--status STATUS] [--limit N] [--offset N]",
+        .args = "[--status STATUS] [--limit N] [--offset N] [--wide]",
         .summary = "list tasks, newest first",
         .help = "Options:\n"
                 "  --status STATUS  only tasks in this status: queued, running, succeeded,\n"
                 "                   failed, cancelled, interrupted, stuck\n"
                 "  --limit N        at most N tasks (default 50, at most 500)\n"
-                "  --offset N       skip the N newest (paging)\n",
+                "  --offset N       skip the N newest (paging)\n"
+                "  --wide           never cut what a task was asked nor its error; otherwise\n"
+                "                   they are cut with \"...\" to fit the terminal's width (or\n"
+                "                   $COLUMNS), and print whole into a pipe or a file\n",
         .run = list_run,
 };

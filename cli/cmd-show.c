@@ -9,11 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_STEPS = CLI_OPT_FIRST_COMMAND_OPTION };
+enum {
+	OPT_STEPS = CLI_OPT_FIRST_COMMAND_OPTION,
+	OPT_WIDE,
+};
 
 static const struct option show_options[] = {
         CLI_COMMON_LONG_OPTIONS,
         {"steps", required_argument, NULL, OPT_STEPS},
+        {"wide", no_argument, NULL, OPT_WIDE},
         {0},
 };
 
@@ -104,7 +108,7 @@ static json_t *steps_array(json_t *answer)
 	return json_is_array(answer) ? answer : json_object_get(answer, "steps");
 }
 
-static void print_task(struct cli_context *ctx, json_t *task)
+static void print_task(struct cli_context *ctx, json_t *task, unsigned width)
 {
 	static const char *const fields[] = {"status",     "kind",        "display", "created_at",
 	                                     "started_at", "finished_at", "result",  "error"};
@@ -141,6 +145,8 @@ static void print_task(struct cli_context *ctx, json_t *task)
 	add_provenance_rows(t, json_object_get(task, "provenance"));
 	/* A header line adds nothing to a key/value list. */
 	cli_table_hide_header(t);
+	cli_table_set_flexible(t, 1);
+	cli_table_set_width(t, width);
 	cli_table_print(t, ctx->out);
 	cli_table_destroy(t);
 	json_t *waiting = json_object_get(task, "waiting");
@@ -153,6 +159,8 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 {
 	json_t *task = NULL, *steps = NULL, *shown = NULL;
 	long id, from = 0, to = IPC_MAX_TASK_STEPS;
+	bool wide = false;
+	unsigned width;
 	char *path;
 	int c, r;
 
@@ -164,6 +172,10 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 				                       "--steps '%s' is not a range of step indices "
 				                       "(A-B, A- or A, with A <= B)",
 				                       optarg);
+			continue;
+		}
+		if (c == OPT_WIDE) {
+			wide = true;
 			continue;
 		}
 		r = cli_common_option(ctx, &cli_cmd_show, c, argv);
@@ -192,7 +204,8 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 		        ctx, "holod's answer for the steps of task %ld has no \"steps\" array", id);
 		goto cleanup;
 	}
-	print_task(ctx, task);
+	width = wide ? 0 : cli_output_width(ctx->out);
+	print_task(ctx, task, width);
 	fputc('\n', ctx->out);
 	shown = steps_in_range(steps_array(steps), from, to);
 	if (!shown) {
@@ -204,7 +217,7 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 	} else if (json_array_size(shown) == 0) {
 		fprintf(ctx->out, "no steps in the range %ld-%ld (the task has %zu)\n", from, to,
 		        json_array_size(steps_array(steps)));
-	} else if (cli_print_steps_table(ctx, shown) < 0) {
+	} else if (cli_print_steps_table(ctx, shown, width) < 0) {
 		r = CLI_EXIT_ERROR;
 	} else {
 		cli_print_step_texts(ctx, shown, cli_terminal_width(ctx->out));
@@ -219,7 +232,7 @@ cleanup:
 
 const struct cli_command cli_cmd_show = {
         .name = "show",
-        .args = "[--steps A-B] ID",
+        .args = "[--steps A-B] [--wide] ID",
         .summary = "show a task and the table of its steps",
         .help = "Prints the task (status, times, result or error, and what produced it: model,\n"
                 "sampling, screen, holod version) and one row per step: index, tool, arguments,\n"
@@ -229,7 +242,10 @@ const struct cli_command cli_cmd_show = {
                 "tasks the model's decode counts (tokens decoded, forced by jump-forward,\n"
                 "forwards), thought and note follow per step, wrapped to the terminal\n"
                 "($COLUMNS when not a terminal).\n"
+                "On a terminal (or with $COLUMNS set) the arguments, results and errors are cut\n"
+                "with \"...\" so that each row fits its width; into a pipe or a file they print whole.\n"
                 "  --steps A-B   only steps A to B (A- from A on, A only A)\n"
+                "  --wide        never cut: every argument, result and error whole\n"
                 "With --json: the task object and the steps answer, one JSON document per line.\n",
         .run = show_run,
 };

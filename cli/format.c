@@ -63,6 +63,19 @@ unsigned cli_terminal_width(FILE *f)
 	return n < CLI_WRAP_MIN_WIDTH ? CLI_WRAP_MIN_WIDTH : (unsigned)n;
 }
 
+unsigned cli_output_width(FILE *f)
+{
+	struct winsize ws;
+	const char *columns = getenv("COLUMNS");
+	long n;
+
+	if (isatty(fileno(f)) && ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	if (columns && cli_parse_int(columns, 1, 100000, &n) == 0)
+		return (unsigned)n;
+	return 0;
+}
+
 /* Appends one character of `text` at *i to the line as shown: UTF-8 sequences as they are
  * (one column), tabs as a space, other control characters as \xNN. Returns the columns used. */
 static unsigned put_char(const char *text, size_t *i, char *line, size_t *len)

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include "common.h"
+#include "ipc.h"
 #include "table.h"
 
 #include <stdlib.h>
@@ -125,6 +126,22 @@ static const char *step_outcome(json_t *step)
 	return error ? error : result ? result : "";
 }
 
+/* Whether the step ran with its keys going to the root window: no window had the focus. */
+static bool step_warned_no_focus(json_t *step)
+{
+	const char *status = str_member(step, "status");
+	const char *result = str_member(step, "result");
+
+	return status && strcmp(status, "ok") == 0 && result &&
+	       strstr(result, "(" IPC_NO_FOCUS_WARNING ")");
+}
+
+/* The status a person reads: "warning" for a step that ran but whose keys went nowhere. */
+static const char *step_status_shown(json_t *step)
+{
+	return step_warned_no_focus(step) ? "warning" : str_member(step, "status");
+}
+
 /* Whether any step came from the model (instruction tasks): its phases get columns. */
 static bool any_agent_step(json_t *steps)
 {
@@ -137,7 +154,10 @@ static bool any_agent_step(json_t *steps)
 	return false;
 }
 
-int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
+/* Room for a tool call's arguments whole: a write's content and its flags. */
+#define ARGS_BYTES (IPC_MAX_CONTENT_BYTES + 64)
+
+int cli_print_steps_table(struct cli_context *ctx, json_t *steps, unsigned width)
 {
 	/* Capture, then the model's phases (instruction tasks), then inject and settle: the
 	 * order a step runs them in. */
@@ -152,6 +172,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 	const char *const *headers = agent ? agent_headers : script_headers;
 	size_t ncol = agent ? ARRAY_SIZE(agent_headers) : ARRAY_SIZE(script_headers);
 	struct cli_table *t = cli_table_create(ncol, headers);
+	char *args = xmalloc(ARGS_BYTES);
 	json_t *step;
 	size_t i;
 	int r;
@@ -159,9 +180,13 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 	for (size_t c = 0; c < ncol; c++)
 		if (c == 0 || (c >= 6 && c + 1 < ncol))
 			cli_table_set_align(t, c, CLI_ALIGN_RIGHT);
+	/* The arguments and the result are free text: they give way to fit the width. */
+	cli_table_set_flexible(t, 2);
+	cli_table_set_flexible(t, ncol - 1);
+	cli_table_set_width(t, width);
 	json_array_foreach(steps, i, step)
 	{
-		char idx[24], args[256], model[64], pixels[64], capture[32], phases[4][32],
+		char idx[24], model[64], pixels[64], capture[32], phases[4][32],
 		        inject[32], settle[32], total[32];
 		json_t *call = json_object_get(step, "tool_call");
 		json_t *timings = json_object_get(step, "timings_us");
@@ -169,7 +194,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 		size_t n = 0;
 
 		snprintf(idx, sizeof(idx), "%lld", int_member(step, "index"));
-		cli_format_tool_args(call, args, sizeof(args));
+		cli_format_tool_args(call, args, ARGS_BYTES);
 		cli_format_point(json_object_get(step, "model"), model, sizeof(model));
 		cli_format_point(json_object_get(step, "pixels"), pixels, sizeof(pixels));
 		cli_format_duration_us(int_member(timings, "capture"), capture, sizeof(capture));
@@ -181,7 +206,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 		row[n++] = args;
 		row[n++] = model;
 		row[n++] = pixels;
-		row[n++] = str_member(step, "status");
+		row[n++] = step_status_shown(step);
 		row[n++] = capture;
 		for (size_t p = 0; agent && p < ARRAY_SIZE(model_phases); p++) {
 			cli_format_duration_us(int_member(timings, model_phases[p]), phases[p],
@@ -196,6 +221,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps)
 	}
 	r = cli_table_print(t, ctx->out);
 	cli_table_destroy(t);
+	free(args);
 	return r;
 }
 
@@ -228,13 +254,14 @@ void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width
 
 void cli_print_step_line(struct cli_context *ctx, json_t *step)
 {
-	char args[256], pixels[64], model[64], where[160], total[32];
+	char pixels[64], model[64], where[160], total[32];
+	char *args = xmalloc(ARGS_BYTES);
 	json_t *call = json_object_get(step, "tool_call");
-	const char *status = str_member(step, "status");
+	const char *status = step_status_shown(step);
 	const char *outcome = step_outcome(step);
 	char *shown_args, *shown_outcome;
 
-	cli_format_tool_args(call, args, sizeof(args));
+	cli_format_tool_args(call, args, ARGS_BYTES);
 	cli_format_point(json_object_get(step, "pixels"), pixels, sizeof(pixels));
 	cli_format_point(json_object_get(step, "model"), model, sizeof(model));
 	/* " @ 80,60", or with model coordinates " @ 80,60 (model 100,100)". */
@@ -253,6 +280,7 @@ void cli_print_step_line(struct cli_context *ctx, json_t *step)
 	        outcome[0] ? ": " : "", shown_outcome);
 	free(shown_args);
 	free(shown_outcome);
+	free(args);
 	/* What the model said about the step (instruction tasks). */
 	json_t *agent = json_object_get(step, "agent");
 	static const char *const said[] = {"thought", "note", "reasoning"};
@@ -279,6 +307,10 @@ int cli_print_action_answer(struct cli_context *ctx, json_t *answer)
 		task = answer;
 	if (json_is_object(step))
 		cli_print_step_line(ctx, step);
+	if (json_is_object(step) && step_warned_no_focus(step))
+		fprintf(ctx->err, "holoctl: warning: %s; activate a window first (holoctl do activate "
+		                  "--title RE), or give --require-focus to fail instead\n",
+		        IPC_NO_FOCUS_WARNING);
 	status = str_member(task, "status");
 	error = str_member(task, "error");
 	if (status && strcmp(status, "succeeded") != 0)

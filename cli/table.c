@@ -12,6 +12,8 @@ struct cli_table {
 	size_t ncolumns;
 	char **headers;
 	enum cli_align align[CLI_TABLE_MAX_COLUMNS];
+	bool flexible[CLI_TABLE_MAX_COLUMNS];
+	unsigned width; /* 0: no limit */
 	bool hide_header;
 	char **cells; /* rows * ncolumns, rendered */
 	size_t rows, alloc_rows;
@@ -29,10 +31,9 @@ static size_t cell_width(const char *s)
 
 char *cli_table_render_cell(const char *text)
 {
-	/* Scanning stops once the cell is known to be too wide, so at most CLI_TABLE_MAX_CELL + 1
-	 * characters of at most 4 output bytes each are written, plus the NUL. */
-	size_t o = 0, cols = 0, cut = 0;
-	char *out = xmalloc((CLI_TABLE_MAX_CELL + 2) * 4 + 1);
+	/* At most 4 output bytes per input byte (\xNN). */
+	size_t o = 0, len = strlen(text);
+	char *out = xmalloc(len * 4 + 1);
 	const unsigned char *p = (const unsigned char *)text;
 
 	while (*p) {
@@ -41,28 +42,37 @@ char *cli_table_render_cell(const char *text)
 		if (*p == '\n' || *p == '\t' || *p == '\r') {
 			out[o++] = '\\';
 			out[o++] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
-			cols += 2;
 		} else if (*p < 0x20 || *p == 0x7F || (*p >= 0x80 && !(n = utf8_decode(p, left, &cp)))) {
 			n = 1; /* invalid UTF-8 (overlong, surrogate, truncated): byte by byte */
 			o += (size_t)sprintf(out + o, "\\x%02X", *p);
-			cols += 4;
 		} else {
 			memcpy(out + o, p, n);
 			o += n;
-			cols++;
 		}
 		p += n;
-		/* Remember where the text must end if it turns out too wide. */
-		if (cols <= CLI_TABLE_MAX_CELL - 3)
-			cut = o;
-		if (cols > CLI_TABLE_MAX_CELL)
-			break;
-	}
-	if (cols > CLI_TABLE_MAX_CELL) {
-		memcpy(out + cut, "...", 3);
-		o = cut + 3;
 	}
 	out[o] = '\0';
+	return out;
+}
+
+char *cli_table_cut_cell(const char *rendered, size_t cols)
+{
+	size_t cut = 0, n = 0;
+
+	if (cell_width(rendered) <= cols)
+		return xstrdup(rendered);
+	/* The byte offset after cols - 3 characters (a rendered cell is valid UTF-8). */
+	for (const char *s = rendered; *s; s++) {
+		if (((unsigned char)*s & 0xC0) != 0x80) {
+			if (n == (cols > 3 ? cols - 3 : 0))
+				break;
+			n++;
+		}
+		cut = (size_t)(s - rendered) + 1;
+	}
+	char *out = xmalloc(cut + 4);
+	memcpy(out, rendered, cut);
+	memcpy(out + cut, "...", 4);
 	return out;
 }
 
@@ -99,6 +109,17 @@ void cli_table_set_align(struct cli_table *t, size_t column, enum cli_align alig
 		t->align[column] = align;
 }
 
+void cli_table_set_width(struct cli_table *t, unsigned width)
+{
+	t->width = width;
+}
+
+void cli_table_set_flexible(struct cli_table *t, size_t column)
+{
+	if (column < t->ncolumns)
+		t->flexible[column] = true;
+}
+
 void cli_table_add_row(struct cli_table *t, const char *const *cells)
 {
 	if (t->rows == t->alloc_rows) {
@@ -129,17 +150,50 @@ static void print_row(const struct cli_table *t, char *const *row, const size_t 
 	while (last > 1 && row[last - 1][0] == '\0')
 		last--;
 	for (size_t c = 0; c < last; c++) {
-		size_t pad = width[c] - cell_width(row[c]);
+		char *cell = cli_table_cut_cell(row[c], width[c]);
+		size_t pad = width[c] - cell_width(cell);
 		if (c > 0)
 			fputs("  ", f);
 		if (t->align[c] == CLI_ALIGN_RIGHT)
-			fprintf(f, "%*s%s", (int)pad, "", row[c]);
+			fprintf(f, "%*s%s", (int)pad, "", cell);
 		else if (c + 1 == last)
-			fputs(row[c], f);
+			fputs(cell, f);
 		else
-			fprintf(f, "%s%*s", row[c], (int)pad, "");
+			fprintf(f, "%s%*s", cell, (int)pad, "");
+		free(cell);
 	}
 	fputc('\n', f);
+}
+
+/* Narrows the flexible columns, the widest first, until a line fits t->width or none can be
+ * narrowed further (below CLI_TABLE_MIN_CUT or its header). */
+static void fit(const struct cli_table *t, size_t *width)
+{
+	size_t total = 2 * (t->ncolumns - 1), min[CLI_TABLE_MAX_COLUMNS];
+
+	for (size_t c = 0; c < t->ncolumns; c++) {
+		total += width[c];
+		min[c] = MAX((size_t)CLI_TABLE_MIN_CUT, cell_width(t->headers[c]));
+	}
+	while (total > t->width) {
+		size_t widest = t->ncolumns;
+		for (size_t c = 0; c < t->ncolumns; c++)
+			if (t->flexible[c] && width[c] > min[c] &&
+			    (widest == t->ncolumns || width[c] > width[widest]))
+				widest = c;
+		if (widest == t->ncolumns)
+			return;
+		/* Down to the next widest flexible column's width, or what fits, at once. */
+		size_t next = min[widest];
+		for (size_t c = 0; c < t->ncolumns; c++)
+			if (c != widest && t->flexible[c])
+				next = MAX(next, width[c]);
+		size_t cut = MIN(width[widest] - next, total - t->width);
+		if (cut == 0)
+			cut = 1;
+		width[widest] -= cut;
+		total -= cut;
+	}
 }
 
 int cli_table_print(const struct cli_table *t, FILE *f)
@@ -151,6 +205,8 @@ int cli_table_print(const struct cli_table *t, FILE *f)
 		for (size_t r = 0; r < t->rows; r++)
 			width[c] = MAX(width[c], cell_width(t->cells[r * t->ncolumns + c]));
 	}
+	if (t->width > 0)
+		fit(t, width);
 	if (!t->hide_header)
 		print_row(t, t->headers, width, f);
 	for (size_t r = 0; r < t->rows; r++)

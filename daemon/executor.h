@@ -171,8 +171,7 @@ int executor_sleep(struct executor_run *run, uint64_t usec);
 
 /* What an action's result adds when its keys went to the root window (no window had the
  * focus): " (" EXECUTOR_NO_FOCUS_WARNING ")". */
-#define EXECUTOR_NO_FOCUS_WARNING \
-	"no window had the keyboard focus: the keys went to the root window"
+#define EXECUTOR_NO_FOCUS_WARNING IPC_NO_FOCUS_WARNING
 
 /* One journaled action. `before` (owned, may be NULL: captured here) is the screenshot the step
  * is decided on; `agent` (may be NULL) is what the model said. Writes the step's factual result

@@ -486,8 +486,8 @@ finish:
 int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			     char *errbuf, size_t errlen)
 {
-	static const char *const members[] = {"action", "coords", "dry_run", "settle_ms",
-					      "display"};
+	static const char *const members[] = {"action",  "coords",       "dry_run", "settle_ms",
+					      "display", "require_focus"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -511,6 +511,12 @@ int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_reque
 	req->kind = IPC_TASK_KIND_SCRIPT;
 	if ((r = parse_options(root, req, errbuf, errlen)) < 0)
 		goto finish;
+	json_t *rf = json_object_get(root, "require_focus");
+	if (rf && !json_is_boolean(rf)) {
+		r = ipc_error_at(errbuf, errlen, -EINVAL, "require_focus", "expected true or false");
+		goto finish;
+	}
+	req->options.require_focus = rf && json_is_true(rf);
 	req->actions = xcalloc(1, sizeof(*req->actions));
 	if ((r = ipc_action_from_json(action, req->coords, "action", &req->actions[0], errbuf,
 				      errlen)) < 0)

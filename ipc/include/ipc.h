@@ -494,9 +494,13 @@ struct ipc_task_options {
 	int32_t stuck_warn, stuck_stop;
 	enum ipc_takeover takeover; /* both kinds */
 	/* Scripts only: a write or hotkey while no window has the keyboard focus fails the step
-	 * (false: it runs and its result says so). */
+	 * (false: it runs and its result says so, ending in "(" IPC_NO_FOCUS_WARNING ")"). */
 	bool require_focus;
 };
+
+/* What the result of a write, hotkey or hold_and_tap_key that ran while no window had the
+ * keyboard focus says, in parentheses after what was done (docs/api.md, "Keyboard focus"). */
+#define IPC_NO_FOCUS_WARNING "no window had the keyboard focus: the keys went to the root window"
 
 /* POST /v1/tasks body. Exactly one of "instruction" or "script":
  *   {"instruction": "open the settings", "history": "rolling"|"persistent"|"window", "window": K,
@@ -537,7 +541,7 @@ void ipc_task_request_destroy(struct ipc_task_request *req);
 /* POST /v1/actions body: one action to run now, on the display queue, journaled as a one-step
  * script task:
  *   {"action": {action}, "coords": "pixels"|"model", "dry_run": bool, "settle_ms": N,
- *    "display": ":1"}
+ *    "display": ":1", "require_focus": bool}
  * Parsed into a script request with n_actions == 1. Same errors as ipc_task_request_parse. */
 int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
 			     char *errbuf, size_t errlen);

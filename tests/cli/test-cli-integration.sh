@@ -10,6 +10,10 @@
 #   cancel      `holoctl cancel` of a running and of a queued task; the rest never runs
 #   exit-codes  `run --follow` statuses, --json streams, no model, no daemon
 #   report      `holoctl report` rendered by headless Chromium: markers, escaping, navigation
+#   focus       keys with no focused window: `do write` says warning (the whole sentence) and
+#               exits 0, `do --require-focus write` fails (1); with a focused client it types;
+#               `show` and `list` cut long text to $COLUMNS, print it whole into a file and
+#               with --wide
 #   replay-check  `holoctl replay --check`: a replay on the recorded screen passes; one on a
 #               changed screen stops at the first step whose screen differs, saying by how much
 # env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
@@ -664,8 +668,57 @@ scenario_replay_check() {
 	[ $? -eq 2 ] && grep -q -- "--threshold goes with --check" "$tmp/err" || fail "threshold alone: $(cat "$tmp/err")"
 }
 
+scenario_focus() {
+	# The client gave itself the focus (RevertToParent): once it is gone, keys go to the root.
+	kill "$client_pid"
+	wait "$client_pid" 2>/dev/null
+	client_pid=
+	"$HOLOCTL" do write hello >"$tmp/out" 2>"$tmp/err" || fail "do write without focus exited $?"
+	grep -q '^step 0  write "hello"  warning  .*(no window had the keyboard focus: the keys went to the root window)$' \
+		"$tmp/out" || fail "do write without focus: no warning state with the whole result"
+	grep -q '^holoctl: warning: no window had the keyboard focus: the keys went to the root window; .*--require-focus' \
+		"$tmp/err" || fail "do write without focus: no warning on stderr"
+	warned=$(task_id_of_list)
+	"$HOLOCTL" do --require-focus write typed >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] || fail "do --require-focus write without focus did not exit 1"
+	grep -q '^holoctl: the action failed: step 0 (write): no window has the keyboard focus' "$tmp/err" ||
+		fail "do --require-focus: no reason"
+
+	# A client that takes the focus.
+	"$HOLO_TEST_CLIENT" --log "$tmp/client2.log" --geometry 300x200+500+300 \
+		>"$tmp/client2.err" 2>&1 &
+	client_pid=$!
+	wait_for 30 grep -q '^ready ' "$tmp/client2.log" || fail "the second client did not become ready"
+	"$HOLOCTL" do --require-focus write k >"$tmp/out" 2>"$tmp/err" || fail "do --require-focus write with focus failed"
+	grep -q '^step 0  write "k"  ok ' "$tmp/out" || fail "do write with focus: not ok"
+	wait_for 15 grep -q "^key keycode=[0-9]* keysym=k " "$tmp/client2.log" || fail "the focused client got no k: $(cat "$tmp/client2.log")"
+
+	# show: the result cut to $COLUMNS, whole into a file and with --wide.
+	COLUMNS=90 "$HOLOCTL" show "$warned" >"$tmp/out" 2>"$tmp/err" || fail "show failed"
+	grep -q '^0  write .*  warning  .*\.\.\.$' "$tmp/out" || fail "show, COLUMNS=90: the result is not cut"
+	awk 'length($0) > 90 { exit 1 }' "$tmp/out" || fail "show, COLUMNS=90: a line is wider than 90"
+	"$HOLOCTL" show "$warned" >"$tmp/out" 2>"$tmp/err" || fail "show failed"
+	grep -q '^0  write .*  warning  .*the keys went to the root window)$' "$tmp/out" ||
+		fail "show into a file: the result is not whole"
+	COLUMNS=90 "$HOLOCTL" show --wide "$warned" >"$tmp/out" 2>"$tmp/err" || fail "show --wide failed"
+	grep -q 'the keys went to the root window)$' "$tmp/out" || fail "show --wide: the result is cut"
+	# list: the error of the refused write.
+	COLUMNS=100 "$HOLOCTL" list >"$tmp/out" 2>"$tmp/err" || fail "list failed"
+	grep -Eq '^ *[0-9]+  failed  +1  .*write "typed"  +step 0 \(write\): no window has the.*\.\.\.$' "$tmp/out" ||
+		fail "list, COLUMNS=100: the error is not cut"
+	awk 'length($0) > 100 { exit 1 }' "$tmp/out" || fail "list, COLUMNS=100: a line is wider than 100"
+	COLUMNS=100 "$HOLOCTL" list --wide >"$tmp/out" 2>"$tmp/err" || fail "list --wide failed"
+	grep -q 'require_focus is set): activate a window first$' "$tmp/out" || fail "list --wide: the error is cut"
+}
+
+# The id of the newest task (`holoctl list`'s first row).
+task_id_of_list() {
+	"$HOLOCTL" list --limit 1 | sed -n '2s/^ *\([0-9][0-9]*\) .*/\1/p'
+}
+
 case "$scenario" in
 script) scenario_script ;;
+focus) scenario_focus ;;
 report) scenario_report ;;
 do) scenario_do ;;
 cancel) scenario_cancel ;;

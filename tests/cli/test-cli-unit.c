@@ -673,17 +673,54 @@ static void test_table(void)
 	s = cli_table_render_cell("\xC0\xAF \xED\xA0\x80 \xC3\xA9 \xE2\x82");
 	CHECK_STR_EQ(s, "\\xC0\\xAF \\xED\\xA0\\x80 \xC3\xA9 \\xE2\\x82");
 	free(s);
+	/* A cell is whole however long; cutting is the table's, to its width. */
 	char longtext[200];
 	memset(longtext, 'x', sizeof(longtext) - 1);
 	longtext[sizeof(longtext) - 1] = '\0';
 	s = cli_table_render_cell(longtext);
-	CHECK_INT_EQ(strlen(s), CLI_TABLE_MAX_CELL);
-	CHECK(strcmp(s + CLI_TABLE_MAX_CELL - 3, "...") == 0);
-	free(s);
-	longtext[CLI_TABLE_MAX_CELL] = '\0'; /* exactly the limit: not cut */
-	s = cli_table_render_cell(longtext);
 	CHECK_STR_EQ(s, longtext);
 	free(s);
+	s = cli_table_cut_cell("h\xC3\xA9llo world", 8);
+	CHECK_STR_EQ(s, "h\xC3\xA9llo...");
+	free(s);
+	s = cli_table_cut_cell("h\xC3\xA9llo", 6);
+	CHECK_STR_EQ(s, "h\xC3\xA9llo");
+	free(s);
+
+	/* A width cuts the flexible columns, the widest first, and never the others. */
+	static const char *const h3[] = {"ID", "TASK", "ERROR"};
+	t = cli_table_create(3, h3);
+	cli_table_set_flexible(t, 1);
+	cli_table_set_flexible(t, 2);
+	cli_table_add_row(t, (const char *const[]){"123456789012345678901234567890", "open the "
+	                  "settings and turn the volume down", "short"});
+	s = print_table(t);
+	CHECK(strstr(s, "turn the volume down") != NULL); /* no width: whole */
+	free(s);
+	cli_table_set_width(t, 60);
+	s = print_table(t);
+	CHECK_STR_EQ(s, "ID                              TASK                   ERROR\n"
+	                "123456789012345678901234567890  open the settings ...  short\n");
+	free(s);
+	/* Narrower than the fixed columns allow: flexible ones stop at CLI_TABLE_MIN_CUT. */
+	cli_table_set_width(t, 20);
+	s = print_table(t);
+	CHECK(strstr(s, "123456789012345678901234567890  open the ...  short\n") != NULL);
+	free(s);
+	cli_table_destroy(t);
+	/* Two long flexible columns share what is left. */
+	t = cli_table_create(3, h3);
+	cli_table_set_flexible(t, 1);
+	cli_table_set_flexible(t, 2);
+	cli_table_set_width(t, 50);
+	cli_table_add_row(t, (const char *const[]){"7", longtext, longtext});
+	s = print_table(t);
+	char want[128];
+	snprintf(want, sizeof(want), "ID  TASK                    ERROR\n"
+	                             "7   %.19s...  %.19s...\n", longtext, longtext);
+	CHECK_STR_EQ(s, want);
+	free(s);
+	cli_table_destroy(t);
 }
 
 static void test_format(void)
@@ -834,6 +871,11 @@ static void test_wrap(void)
 	CHECK_INT_EQ(cli_terminal_width(f), CLI_WRAP_MIN_WIDTH);
 	unsetenv("COLUMNS");
 	CHECK_INT_EQ(cli_terminal_width(f), 80);
+	/* Tables: $COLUMNS when set, else no limit into a file. */
+	CHECK_INT_EQ(cli_output_width(f), 0);
+	setenv("COLUMNS", "100", 1);
+	CHECK_INT_EQ(cli_output_width(f), 100);
+	unsetenv("COLUMNS");
 	fclose(f);
 }
 
@@ -881,7 +923,7 @@ static void test_main(void)
 		free(out), free(err);
 	}
 	CHECK_INT_EQ(run_main(&out, &err, "help", "show", NULL), 0);
-	CHECK(strstr(out, "Usage: holoctl show [--steps A-B] ID") == out);
+	CHECK(strstr(out, "Usage: holoctl show [--steps A-B] [--wide] ID") == out);
 	free(out), free(err);
 
 	CHECK_INT_EQ(run_main(&out, &err, "frobnicate", NULL), CLI_EXIT_USAGE);

@@ -383,6 +383,15 @@ static void test_action_request(void)
 	json = "{\"tool_name\": \"click\", \"x\": 1, \"y\": 1}";
 	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
 	CHECK_STR_EQ(err, "tool_name: unknown field");
+	/* require_focus, as for scripts (holoctl do --require-focus). */
+	json = "{\"action\": {\"tool_name\": \"write\", \"content\": \"a\"}, \"require_focus\": true}";
+	REQUIRE(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)) == 0);
+	CHECK(req->options.require_focus);
+	ipc_task_request_destroy(req);
+	req = NULL;
+	json = "{\"action\": {\"tool_name\": \"write\", \"content\": \"a\"}, \"require_focus\": 1}";
+	CHECK_INT_EQ(ipc_action_request_parse(json, strlen(json), &req, err, sizeof(err)), -EINVAL);
+	CHECK_STR_EQ(err, "require_focus: expected true or false");
 
 	/* A single action on its own. */
 	struct ipc_action a;
