@@ -83,13 +83,3 @@ const struct policy_format *agent_format(const struct agent_config *cfg,
 void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	       struct x11_display **d, const char *display_name, const struct executor_task *t,
 	       struct executor_outcome *ret);
-
-/* executor_env.ground for scripts' grounded actions, on the local engine whatever the provider
- * (defined in provider-local.c, beside the jobs it shares with the local provider) (ground_ctx: the struct agent_config):
- * one constrained step on a fresh session, no history: the system prompt, the target as the
- * task, the screenshot `frame`, then a greedy decode under policy_grammar_create_point(); the
- * point is in model space over `frame`. Waits for a model still loading. -ENODEV without a
- * model, -ECANCELED / -ETIME when the task is stopped, else -errno; err says why. */
-int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
-		 const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
-		 char *err, size_t errlen);

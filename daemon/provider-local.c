@@ -41,12 +41,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent.h"
 #include "agent-history.h"
 #include "common.h"
 #include "feed.h"
+#include "provider-local.h"
 #include "thought-stream.h"
 
 /* Tokens that close an assistant turn ("\n<SPECIAL_12>\n"), bounded generously. */
@@ -69,7 +69,7 @@ struct obs_rec {
 	size_t n_rows;
 };
 
-struct agent {
+struct local_task {
 	struct provider_task base;
 	const struct agent_config *cfg;
 	const struct executor_task *t;
@@ -133,7 +133,7 @@ static struct policy_masker *step_masker(const struct worker_ctx *ctx,
 	return fmt == &policy_format_holo_nano ? ctx->nano_masker : ctx->masker;
 }
 
-static void account(struct agent *a)
+static void account(struct local_task *a)
 {
 	long long now = a->session ? (long long)engine_session_state_bytes(a->session) : 0;
 	if (a->prefix)
@@ -145,7 +145,7 @@ static void account(struct agent *a)
 }
 
 struct open_job {
-	struct agent *a;
+	struct local_task *a;
 	const struct policy_piece *prefix;
 	const atomic_int *stop;
 	uint64_t deadline_us;
@@ -153,8 +153,7 @@ struct open_job {
 	bool started;
 };
 
-/* Before each prefill chunk of a sequence job: the stop flag, then the deadline. */
-static int stop_check(const atomic_int *stop, uint64_t deadline_us)
+int local_stop_check(const atomic_int *stop, uint64_t deadline_us)
 {
 	if (atomic_load(stop) != EXECUTOR_RUN)
 		return -ECANCELED;
@@ -170,14 +169,14 @@ static int open_check(void *arg)
 		progress(j->a, "prefill", "{s:s, s:i, s:I}", "what", "prompt", "done",
 			 engine_session_n_tokens(j->a->session), "total",
 			 (json_int_t)j->prefix->n_ids);
-	return stop_check(j->stop, j->deadline_us);
+	return local_stop_check(j->stop, j->deadline_us);
 }
 
 /* A sequence job: the session, the prefix prefilled in the worker's batches, its snapshot. */
 static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
 	struct open_job *j = arg;
-	struct agent *a = j->a;
+	struct local_task *a = j->a;
 
 	if (!j->started) {
 		j->started = true;
@@ -210,7 +209,7 @@ static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 
 static int job_close(struct worker_ctx *ctx, void *arg)
 {
-	struct agent *a = arg;
+	struct local_task *a = arg;
 	if (a->session)
 		model_worker_account(a->cfg->worker, -1, 0);
 	engine_snapshot_destroy(a->prefix);
@@ -227,31 +226,8 @@ static int job_close(struct worker_ctx *ctx, void *arg)
 	return 0;
 }
 
-/* An observation's encode: the screenshot encoded from the image as a sequence job of the
- * worker (engine_vision_encode_begin_image(): the preprocessing, on the device where the
- * backend has one, then the tiles), one slice between two batched forwards
- * (MODEL_WORK_VISION), so the other tasks keep decoding. */
-struct encode_job {
-	struct agent *a;          /* whose progress events */
-	int tile;                 /* the tile the last one named */
-	const atomic_int *stop;
-	struct engine_image *img; /* the job's, read by the worker while the caller waits */
-	int max_tiles;            /* 0 or within the checkpoint's budget */
-	int n_tiles;
-	size_t n_rows;
-	struct engine_rows *drop; /* the rows of an observation that left the window */
-	struct engine_rows *redo; /* the rows of this observation's earlier screenshot, when its
-				   * step paused during its decode and observes again */
-	struct engine_vision_job *vj;
-	struct engine_rows *rows;
-	bool started;
-	uint64_t preprocess_us, encode_us, t0;
-	char err[256];
-};
-
-/* The job takes img (also on failure); max_tiles is clamped to the checkpoint's budget. */
-static int encode_prepare(struct model_worker *w, struct engine_image *img, int max_tiles,
-			  struct encode_job *j)
+int local_encode_prepare(struct model_worker *w, struct engine_image *img, int max_tiles,
+			 struct encode_job *j)
 {
 	const struct engine_vision *v = model_worker_vision(w);
 	struct engine_vision_preprocess pp;
@@ -266,8 +242,7 @@ static int encode_prepare(struct model_worker *w, struct engine_image *img, int 
 	return 0;
 }
 
-/* A stop flag or a deadline ended the work, not a failure of its own. */
-static bool stopped(int r)
+bool local_stopped(int r)
 {
 	return r == -ECANCELED || r == -ETIME;
 }
@@ -284,14 +259,11 @@ static int encode_check(void *arg)
 			progress(j->a, "vision", "{s:i, s:i}", "tile", tile, "tiles", j->n_tiles);
 		}
 	}
-	return stop_check(j->stop, UINT64_MAX);
+	return local_stop_check(j->stop, UINT64_MAX);
 }
 
-/* The encode's work items: the resumable encode, then its rows. encode_us is the time from
- * its first slice (the preprocessing) to its last, the other tasks' forwards between them
- * included; preprocess_us is the preprocessing slice's. */
-static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
-		       struct model_work *ret_work)
+int local_encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
+		      struct model_work *ret_work)
 {
 	char why[256];
 
@@ -320,7 +292,7 @@ static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 	engine_vision_job_destroy(j->vj);
 	j->vj = NULL;
 	j->encode_us = time_mono_us() - j->t0;
-	if (r < 0 && !stopped(r))
+	if (r < 0 && !local_stopped(r))
 		snprintf(j->err, sizeof(j->err), "vision encoder failed: %s",
 			 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 	return r;
@@ -328,12 +300,10 @@ static int encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 
 static int encode_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
-	return encode_step(ctx, arg, r, ret_work);
+	return local_encode_step(ctx, arg, r, ret_work);
 }
 
-/* The image, and what the job left when it ended early (the worker stopping: its device's
- * tiles and rows then go as a failed job_close leaves an observation's rows). */
-static void encode_cleanup(struct encode_job *j)
+void local_encode_cleanup(struct encode_job *j)
 {
 	engine_vision_job_destroy(j->vj);
 	j->vj = NULL;
@@ -344,7 +314,7 @@ static void encode_cleanup(struct encode_job *j)
 struct attempt;
 
 struct step_job {
-	struct agent *a;
+	struct local_task *a;
 	bool restore_prefix;           /* window, or a rebuild of a persistent session */
 	bool restore_rolling;          /* rolling: the rolling snapshot (or the prefix's) */
 	/* rolling: prefilled first, then the session becomes the new rolling base (rebase) */
@@ -467,7 +437,7 @@ static size_t whole_chars(const char *raw, size_t from, size_t end)
 static void stream_decode(struct attempt *at)
 {
 	struct step_job *j = at->j;
-	struct agent *a = j->a;
+	struct local_task *a = j->a;
 	const size_t close_len = strlen(POLICY_THINK_CLOSE);
 	size_t think_from = j->think_streamed, think_to = think_from;
 
@@ -573,7 +543,7 @@ static int attempt_forced(void *userdata, int32_t *ids, size_t cap)
  * sampled id), which the step appends with its prompt rather than sampling them one forward
  * each; none with jump-forward off, unconstrained or thinking (the think block comes first).
  * Worker thread (the masker). */
-static size_t step_lead(struct worker_ctx *ctx, const struct agent *a, bool thinking,
+static size_t step_lead(struct worker_ctx *ctx, const struct local_task *a, bool thinking,
 			int32_t *ids, size_t cap)
 {
 	struct policy_matcher m;
@@ -612,14 +582,14 @@ static int step_check(void *arg)
 	struct step_job *j = arg;
 	if (j->phase == STEP_EVICT || j->phase == STEP_PREFILL)
 		prefill_progress(j, false);
-	return stop_check(j->stop, j->deadline_us);
+	return local_stop_check(j->stop, j->deadline_us);
 }
 
 /* A decode attempt from the state right after the prompt (logits0): a generator with the
  * grammar as its logits hook, which the worker steps in its batches. */
 static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct model_work *ret_work)
 {
-	struct agent *a = j->a;
+	struct local_task *a = j->a;
 	/* A retry of a greedy step must sample, or it would repeat itself. */
 	float temp = (float)a->sampling.temperature;
 	if (j->attempts > 1 && temp <= 0.0f)
@@ -669,7 +639,7 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
  * broke the grammar or does not parse; -ECANCELED / -ETIME; or an engine error. */
 static int attempt_end(struct step_job *j, int r)
 {
-	struct agent *a = j->a;
+	struct local_task *a = j->a;
 	uint64_t forwards, forced;
 
 	engine_generator_stats(j->gen, &forwards, &forced);
@@ -706,7 +676,7 @@ static int attempt_end(struct step_job *j, int r)
 
 static int step_finish(struct step_job *j, int r)
 {
-	struct agent *a = j->a;
+	struct local_task *a = j->a;
 
 	engine_generator_destroy(j->gen);
 	j->gen = NULL;
@@ -766,7 +736,7 @@ static int drop_thinking(struct worker_ctx *ctx, struct step_job *j)
 static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
 {
 	struct step_job *j = arg;
-	struct agent *a = j->a;
+	struct local_task *a = j->a;
 	const struct policy_piece *p = j->piece;
 	char why[256];
 
@@ -809,7 +779,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		/* fall through */
 	case STEP_EVICT:
 		if (r < 0) {
-			if (!stopped(r))
+			if (!local_stopped(r))
 				snprintf(j->err, sizeof(j->err), "prefill failed: %s",
 					 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 			return step_finish(j, r);
@@ -845,7 +815,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		return 1;
 	case STEP_PREFILL:
 		if (r < 0) {
-			if (!stopped(r))
+			if (!local_stopped(r))
 				snprintf(j->err, sizeof(j->err), "prefill failed: %s",
 					 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 			return step_finish(j, r);
@@ -880,7 +850,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			  "(jump-forward %s)", (long long)a->t->id, j->attempts,
 			  (unsigned long long)j->forwards, (unsigned long long)j->forced,
 			  a->jump_forward ? "on" : "off");
-		if (r < 0 && r != -EBADMSG && r != -EINTR && !stopped(r))
+		if (r < 0 && r != -EBADMSG && r != -EINTR && !local_stopped(r))
 			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		if (r < 0 || !j->close)
@@ -894,7 +864,7 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		return 1;
 	case STEP_CLOSE:
 		j->closed = r == 0;
-		if (r < 0 && !stopped(r))
+		if (r < 0 && !local_stopped(r))
 			snprintf(j->err, sizeof(j->err), "cannot close the assistant turn: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
 		return step_finish(j, r);
@@ -928,7 +898,7 @@ static void prefill_sha256(const struct policy_piece *piece, const struct policy
 /* Journals the prefix the session starts from and how the turns after it are written
  * (docs/journal.md, `prompt`), for the chat export. A failure is logged, not fatal: the task
  * itself does not depend on it. */
-static void journal_prompt(struct agent *a, const struct policy_piece *prefix, bool reasoning)
+static void journal_prompt(struct local_task *a, const struct policy_piece *prefix, bool reasoning)
 {
 	char *system = NULL, *user = NULL, sha[65];
 	int r;
@@ -962,7 +932,7 @@ static void journal_prompt(struct agent *a, const struct policy_piece *prefix, b
  * `window` observations. ret_slots receives their rows. With ret_evicted (rolling), the same
  * conversation without the `held` evicted observations after `first` that the rolling base
  * holds: the newly evicted turns into ret_evicted, the window into ret. */
-static int render_history(struct agent *a, size_t first, size_t index, size_t held,
+static int render_history(struct local_task *a, size_t first, size_t index, size_t held,
 			  struct policy_piece *ret_evicted, struct policy_piece *ret,
 			  struct engine_rows ***ret_slots)
 {
@@ -999,7 +969,7 @@ static int render_history(struct agent *a, size_t first, size_t index, size_t he
 /* The size of the history from step `first` on, for agent_history_fit: the prefix and what
  * render_history makes. */
 struct fit_arg {
-	struct agent *a;
+	struct local_task *a;
 	size_t index;
 	char *err;
 	size_t errlen;
@@ -1024,7 +994,7 @@ static int history_size(void *userdata, size_t first, long long *ret_size)
 
 /* The step's prompt: persistent -> this observation's turn (or a rebuild near the cap);
  * window -> the history that fits. */
-static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
+static int build_prompt(struct local_task *a, size_t index, struct policy_piece *ret,
 			struct engine_rows ***ret_slots, bool *ret_restore, const char **ret_mode,
 			char *err, size_t errlen)
 {
@@ -1080,7 +1050,7 @@ static int build_prompt(struct agent *a, size_t index, struct policy_piece *ret,
 }
 
 /* Observations evicted when obs[first..index] is the history: all but the last `window`. */
-static size_t evicted_after(const struct agent *a, size_t first, size_t index)
+static size_t evicted_after(const struct local_task *a, size_t first, size_t index)
 {
 	size_t n = index + 1 - first;
 	return n > a->window ? n - a->window : 0;
@@ -1091,7 +1061,7 @@ static size_t evicted_after(const struct agent *a, size_t first, size_t index)
  * pass the budget (or a failed step lost the base), a rebuild from the prefix snapshot: the
  * recent history that fits half the room after the prefix (else the whole budget), its evicted
  * part snapshotted as the new base. *ret_first and *ret_held: the base after the step. */
-static int build_rolling(struct agent *a, size_t index, struct policy_piece *ret_evicted,
+static int build_rolling(struct local_task *a, size_t index, struct policy_piece *ret_evicted,
 			 struct policy_piece *ret, struct engine_rows ***ret_slots,
 			 struct step_job *sj, size_t *ret_first, size_t *ret_held,
 			 const char **ret_mode, char *err, size_t errlen)
@@ -1190,7 +1160,7 @@ static json_t *local_provenance(struct provider *p)
 
 static void local_task_close(struct provider_task *pt)
 {
-	struct agent *a = (struct agent *)pt;
+	struct local_task *a = (struct local_task *)pt;
 
 	if (!a)
 		return;
@@ -1210,7 +1180,7 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 {
 	struct local_provider *lp = local_of(p);
 	const struct executor_task *t = args->t;
-	struct agent *a = xcalloc(1, sizeof(*a));
+	struct local_task *a = xcalloc(1, sizeof(*a));
 	struct policy_piece prefix = {0};
 	int r;
 
@@ -1306,7 +1276,7 @@ close_task:
 	return r;
 }
 
-static void obs_grow(struct agent *a, size_t index)
+static void obs_grow(struct local_task *a, size_t index)
 {
 	if (index < a->cap)
 		return;
@@ -1319,7 +1289,7 @@ static void obs_grow(struct agent *a, size_t index)
 static int local_observe(struct provider_task *pt, size_t index, const struct x11_frame *frame,
 			 char *err, size_t errlen)
 {
-	struct agent *a = (struct agent *)pt;
+	struct local_task *a = (struct local_task *)pt;
 	int r;
 
 	obs_grow(a, index);
@@ -1331,7 +1301,7 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 		return r;
 	}
 	struct encode_job ej = {.a = a, .stop = a->t->stop};
-	r = encode_prepare(a->cfg->worker, img, a->max_tiles, &ej);
+	r = local_encode_prepare(a->cfg->worker, img, a->max_tiles, &ej);
 	if (r == 0) {
 		if (index >= a->window) {
 			ej.drop = a->obs[index - a->window].rows;
@@ -1347,7 +1317,7 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 		if (ej.redo)
 			a->obs[index].rows = ej.redo;
 	}
-	encode_cleanup(&ej);
+	local_encode_cleanup(&ej);
 	if (r < 0) {
 		if (r != -ECANCELED)
 			snprintf(err, errlen, "%s", ej.err[0] ? ej.err : strerror(-r));
@@ -1365,7 +1335,7 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 static int local_step(struct provider_task *pt, const struct provider_history *h, uint64_t seed,
 		      struct provider_step *ret)
 {
-	struct agent *a = (struct agent *)pt;
+	struct local_task *a = (struct local_task *)pt;
 	size_t index = h->index;
 	struct obs_rec *ob = &a->obs[index];
 	struct policy_piece piece = {0}, close = {0}, evicted = {0};
@@ -1515,343 +1485,4 @@ struct provider *provider_local_create(struct model_worker *worker)
 	lp->base.ops = &local_ops;
 	lp->worker = worker;
 	return &lp->base;
-}
-
-
-/* ---- grounding a script's target ------------------------------------------------------------ */
-
-/* Tokens decoded at most for a point: {"x":1000,"y":1000} is 19 bytes. */
-#define GROUND_MAX_TOKENS 32
-
-enum ground_phase {
-	GROUND_ENCODE, /* the screenshot, a slice between two forwards */
-	GROUND_PREFIX, /* the prompt, in the batches' prefill chunks */
-	GROUND_PIECE,  /* the screenshot turn, into logits */
-	GROUND_DECODE, /* the point, as decode rows of the batches */
-};
-
-struct ground_job {
-	struct agent *a;
-	const struct policy_piece *prefix;
-	struct encode_job *enc;   /* the screenshot, encoded by the job itself */
-	int n_tiles;              /* what agent_ground rendered the turn (and admitted) for */
-	const struct policy_piece *piece; /* the screenshot turn */
-	bool err_whole;           /* err is the whole message, not why the target was not found */
-	const atomic_int *stop;
-	uint64_t deadline_us;
-	int x, y;
-	char raw[GROUND_MAX_TOKENS * POLICY_MASK_MAX_TOKEN_BYTES + 1];
-	size_t raw_len;
-	char err[256];
-	/* the state machine (a sequence job of the worker) */
-	enum ground_phase phase;
-	struct engine_row_ref *refs;
-	float *logits;
-	struct policy_masker *mk; /* the model's point masker (worker_ctx), shared */
-	struct policy_matcher m;
-	const struct engine_tokenizer *tok;
-	bool complete; /* a stop id ended a point the grammar accepts */
-	int error;     /* why ground_token stopped the decode: -EBADMSG; 0 */
-	struct engine_generator *gen;
-};
-
-static int ground_check(void *arg)
-{
-	struct ground_job *j = arg;
-	return stop_check(j->stop, j->deadline_us);
-}
-
-/* Before each sample: the stop flag and the deadline, then the point grammar's mask. */
-static int ground_logits(void *userdata, float *logits, int vocab)
-{
-	struct ground_job *j = userdata;
-
-	(void)vocab;
-	int r = stop_check(j->stop, j->deadline_us);
-	if (r < 0)
-		return r;
-	if (policy_masker_apply(j->mk, &j->m, logits) <= 0) {
-		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
-			 GROUND_MAX_TOKENS, j->raw);
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* After each sample: the grammar follows the id; the point ends at a stop id it accepts. */
-static int ground_token(void *userdata, int32_t id)
-{
-	struct ground_job *j = userdata;
-	const uint8_t *bytes;
-	size_t len;
-
-	int r = policy_masker_feed(j->mk, &j->m, id);
-	if (r == 1) {
-		j->complete = true;
-		return 1;
-	}
-	if (r < 0) {
-		snprintf(j->err, sizeof(j->err), "token %d breaks the point grammar", (int)id);
-		j->error = -EBADMSG;
-		return 1;
-	}
-	if (engine_tokenizer_token_bytes(j->tok, id, &bytes, &len) == 0 &&
-	    j->raw_len + len < sizeof(j->raw)) {
-		memcpy(j->raw + j->raw_len, bytes, len);
-		j->raw_len += len;
-		j->raw[j->raw_len] = '\0';
-	}
-	return 0;
-}
-
-/* The job's end: everything it made goes, the session and the screenshot's rows (device
- * memory on CUDA: they never outlive a job without a session, so the worker never recreates
- * the backend under them). */
-static int ground_finish(struct ground_job *j, int r)
-{
-	struct agent *a = j->a;
-
-	engine_generator_destroy(j->gen);
-	j->gen = NULL;
-	free(j->logits);
-	j->logits = NULL;
-	free(j->refs);
-	j->refs = NULL;
-	if (a->session) {
-		model_worker_account(a->cfg->worker, -1, 0);
-		engine_session_destroy(a->session);
-		a->session = NULL;
-	}
-	engine_rows_destroy(j->enc->rows);
-	j->enc->rows = NULL;
-	return r;
-}
-
-/* Grounding as a sequence job, a fresh session (no history): the screenshot encoded in
- * slices, the prompt and the screenshot turn prefilled in the batches' chunks, then a greedy
- * decode under the point grammar as decode rows of the batches, so whatever the weights say
- * the answer is a point in 0..1000; the other tasks keep decoding throughout. */
-static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work)
-{
-	struct ground_job *j = arg;
-	struct agent *a = j->a;
-	char why[256];
-
-	switch (j->phase) {
-	case GROUND_ENCODE:
-		if ((r = encode_step(ctx, j->enc, r, ret_work)) == 1)
-			return 1;
-		if (stopped(r))
-			return ground_finish(j, r);
-		if (r < 0) {
-			snprintf(j->err, sizeof(j->err), "%s",
-				 j->enc->err[0] ? j->enc->err : strerror(-r));
-			j->err_whole = true;
-			return ground_finish(j, r);
-		}
-		/* the turn was rendered (and admitted) for the grid agent_ground chose */
-		if (j->enc->n_tiles != j->n_tiles) {
-			snprintf(j->err, sizeof(j->err),
-				 "the screenshot was encoded as %d tiles where %d were expected",
-				 j->enc->n_tiles, j->n_tiles);
-			j->err_whole = true;
-			return ground_finish(j, -EIO);
-		}
-		a->session = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
-		if (!a->session)
-			return ground_finish(j, -errno);
-		model_worker_account(a->cfg->worker, 1, 0);
-		a->vocab = engine_session_vocab(a->session);
-		j->logits = xmalloc((size_t)a->vocab * sizeof(*j->logits));
-		j->phase = GROUND_PREFIX;
-		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
-						.ids = j->prefix->ids, .n = j->prefix->n_ids,
-						.want = ENGINE_LOGITS_NONE};
-		return 1;
-	case GROUND_PREFIX:
-	case GROUND_PIECE:
-		if (r < 0) {
-			if (!stopped(r))
-				snprintf(j->err, sizeof(j->err), "prefill failed: %s",
-					 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-			return ground_finish(j, r);
-		}
-		if (j->phase == GROUND_PREFIX) {
-			const struct policy_piece *p = j->piece;
-			j->refs = xcalloc(p->n_ids, sizeof(*j->refs));
-			for (size_t k = 0; k < p->n_images; k++)
-				for (size_t i = 0; i < p->images[k].n_tokens; i++)
-					j->refs[p->images[k].offset + i] = (struct engine_row_ref){
-						.rows = j->enc->rows, .row = i};
-			j->phase = GROUND_PIECE;
-			*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
-							.session = a->session, .ids = p->ids,
-							.refs = j->refs, .n = p->n_ids,
-							.want = ENGINE_LOGITS_LAST, .logits = j->logits};
-			return 1;
-		}
-		/* built with the model (a trie over the whole vocabulary: ~0.1 s at 131k ids, which
-		 * here would stall every session's next token), its mask cache warm across groundings */
-		j->mk = ctx->point_masker;
-		policy_matcher_init(&j->m, ctx->point_grammar);
-		j->tok = ctx->tok;
-		struct engine_generate_params p = {
-			.sampling = {.temperature = 0.0f},
-			.max_new_tokens = GROUND_MAX_TOKENS,
-			.on_token = ground_token,
-			.logits_hook = ground_logits,
-			.userdata = j,
-		};
-		j->gen = engine_generator_create(a->session, NULL, &p, j->logits);
-		if (!j->gen)
-			return ground_finish(j, -errno);
-		j->phase = GROUND_DECODE;
-		*ret_work = (struct model_work){.kind = MODEL_WORK_DECODE, .session = a->session,
-						.gen = j->gen};
-		return 1;
-	case GROUND_DECODE:
-		break;
-	}
-	if (r == 0 && j->error < 0)
-		r = j->error;
-	if (r == 0 && !j->complete) {
-		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
-			 GROUND_MAX_TOKENS, j->raw);
-		r = -EBADMSG;
-	}
-	if (r < 0) {
-		if (!j->err[0] && !stopped(r))
-			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
-				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
-		return ground_finish(j, r);
-	}
-	r = sscanf(j->raw, "{\"x\":%d,\"y\":%d}", &j->x, &j->y) == 2 ? 0 : -EBADMSG;
-	if (r < 0)
-		snprintf(j->err, sizeof(j->err), "the point \"%.100s\" does not parse", j->raw);
-	return ground_finish(j, r);
-}
-
-int agent_ground(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
-		 const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
-		 char *err, size_t errlen)
-{
-	const struct agent_config *cfg = ground_ctx;
-	struct agent a = {.cfg = cfg, .t = t};
-	struct policy_piece prefix = {0}, piece = {0};
-	struct policy_renderer *renderer = NULL;
-	struct encode_job ej = {.stop = t->stop};
-	uint64_t reserved = 0;
-	char *task = NULL;
-	int r;
-
-	if (model_worker_wait_loaded(cfg->worker) != MODEL_WORKER_READY) {
-		const char *e = model_worker_error(cfg->worker);
-		snprintf(err, errlen, "a target needs a model to locate it: %s",
-			 e ? e : "none is loaded");
-		return -ENODEV;
-	}
-	/* The task's format (holod's --policy-format for a script): its system text, task turn
-	 * and observation wrapper, and its sentence for the target (docs/policy.md) */
-	const struct policy_format *fmt = t->req ? agent_format(cfg, &t->req->options)
-				       : cfg->format ? cfg->format : &policy_format_holo3;
-	char date[16];
-	time_t now = time(NULL);
-	struct tm tmv;
-	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
-	struct policy_env penv = {.screen_width = frame->width, .screen_height = frame->height,
-				  .date = date, .max_steps = t->max_steps,
-				  .max_time_s = t->max_seconds,
-				  .published = fmt == &policy_format_holo_nano ? cfg->published : NULL,
-				  .secret_names = cfg->secret_names};
-	renderer = policy_renderer_create(fmt, model_worker_tokenizer(cfg->worker), &penv,
-					  model_worker_tokens_per_tile(cfg->worker));
-	if (!renderer) {
-		r = -errno;
-		snprintf(err, errlen, "cannot build the prompt renderer: %s", strerror(-r));
-		return r;
-	}
-	task = fmt->ground_text(target);
-	if (!task) {
-		r = -errno;
-		snprintf(err, errlen, "cannot write the target's prompt: %s", strerror(-r));
-		goto finish;
-	}
-	log_info("task %lld: locating \"%.200s\" in the %s format", (long long)t->id, target,
-		 fmt->name);
-	if ((r = policy_render_prefix(renderer, task, &prefix)) < 0) {
-		snprintf(err, errlen, "cannot render the target into a prompt%s",
-			 r == -EINVAL ? ": it contains one of the model's special tokens" : "");
-		goto finish;
-	}
-	struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
-							 frame->stride, frame->pixels);
-	if (!img) {
-		r = -errno;
-		snprintf(err, errlen, "%s", strerror(-r));
-		goto finish;
-	}
-	r = encode_prepare(cfg->worker, img, (int)cfg->max_tiles, &ej);
-	if (r < 0) {
-		snprintf(err, errlen, "%s", ej.err);
-		goto finish;
-	}
-	/* The screenshot turn for the grid the encode will choose, so that the grounding session,
-	 * which lives across the batches' forwards beside the admitted sessions, is admitted as
-	 * they are: for the prompt, the turn and the point. */
-	struct engine_vision_preprocess pp;
-	struct engine_vision_grid grid;
-	engine_vision_get_preprocess(model_worker_vision(cfg->worker), &pp);
-	if ((r = engine_vision_select_grid(frame->width, frame->height, pp.tile_size,
-					   ej.max_tiles > 0 ? ej.max_tiles : pp.max_tiles,
-					   pp.use_thumbnail, &grid)) < 0) {
-		snprintf(err, errlen, "cannot tile a %dx%d screenshot: %s", frame->width,
-			 frame->height, strerror(-r));
-		goto finish;
-	}
-	if ((r = policy_render_step(renderer, &(struct policy_observation){.n_tiles = grid.n_tiles},
-				    false, &piece)) < 0) {
-		snprintf(err, errlen, "cannot render the screenshot turn: %s", strerror(-r));
-		goto finish;
-	}
-	size_t need = prefix.n_ids + piece.n_ids + GROUND_MAX_TOKENS;
-	if (need > cfg->context_tokens) {
-		snprintf(err, errlen,
-			 "cannot locate \"%.200s\": its prompt and screenshot take %zu tokens, more "
-			 "than the %u of --context-tokens",
-			 target, need, cfg->context_tokens);
-		r = -E2BIG;
-		goto finish;
-	}
-	char why[512];
-	r = model_worker_admit(cfg->worker, (long long)t->id, (int)need, 1, 0, t->stop,
-			       deadline_us, &reserved, why, sizeof(why));
-	if (r < 0) {
-		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
-			 r == -EFBIG ? why : strerror(-r));
-		goto finish;
-	}
-	struct ground_job gj = {.a = &a, .prefix = &prefix, .enc = &ej, .n_tiles = grid.n_tiles,
-				.piece = &piece, .stop = t->stop, .deadline_us = deadline_us};
-	r = model_worker_run(cfg->worker, &(struct model_seq_job){.next = ground_next,
-								 .check = ground_check,
-								 .arg = &gj});
-	if (r < 0 && gj.err_whole) {
-		snprintf(err, errlen, "%s", gj.err);
-		goto finish;
-	}
-	if (r < 0) {
-		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
-			 gj.err[0] ? gj.err : strerror(-r));
-		goto finish;
-	}
-	*ret_mx = gj.x;
-	*ret_my = gj.y;
-finish:
-	model_worker_release(cfg->worker, reserved);
-	encode_cleanup(&ej);
-	policy_piece_finish(&piece);
-	policy_piece_finish(&prefix);
-	policy_renderer_destroy(renderer);
-	free(task);
-	return r;
 }

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "executor.h"
 #include "feed.h"
+#include "ground.h"
 
 #define FINISH_RETRY_US 200000 /* journaling a task's end on a full disk: retry period */
 
@@ -390,7 +391,7 @@ static void *executor_main(void *userdata)
 				   .feed = s->feed,
 				   /* Scripts' grounded actions ask the model (http.c refuses them
 				    * without one). */
-				   .ground = s->agent.worker ? agent_ground : NULL,
+				   .ground = s->agent.worker ? ground_locate : NULL,
 				   .ground_ctx = &s->agent,
 				   .wait_user = wait_user,
 				   .pause_point = pause_point,

@@ -67,7 +67,7 @@ static int capture_masker_apply(struct policy_masker *mk, const struct policy_ma
 /* A fresh session: the prefix and window mode's history of step `index` (keep: observations
  * carrying their image), the logits after it. */
 struct fresh_job {
-	struct agent *a;
+	struct local_task *a;
 	const struct policy_piece *prefix, *window;
 	size_t index;
 	bool lead; /* the step's lead after the window (jump-forward) */
@@ -79,7 +79,7 @@ struct fresh_job {
 static int fresh_job(struct worker_ctx *ctx, void *arg)
 {
 	struct fresh_job *f = arg;
-	struct agent *a = f->a;
+	struct local_task *a = f->a;
 	struct engine_session *s = engine_session_create_on(ctx->backend,
 							    (int)a->cfg->context_tokens);
 	const struct policy_piece *w = f->window;
@@ -169,7 +169,7 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 					  .jump_forward = jump, .date = "2026-11-29"};
 	struct provider_task *pt = NULL;
 	REQUIRE(p->ops->task_open(p, &args, &pt, err, sizeof(err)) == 0);
-	struct agent *a = (struct agent *)pt;
+	struct local_task *a = (struct local_task *)pt;
 	captured_n = a->vocab;
 	captured = xmalloc((size_t)a->vocab * sizeof(float));
 	float *fresh = xmalloc((size_t)a->vocab * sizeof(float));

@@ -1,7 +1,7 @@
 /* Vision work and grounding in the model worker's batches (model-worker.h, issue 16), on the
  * tiny agent checkpoint ($AGENT_MODEL), no display. While two sessions decode:
  *   - a screenshot of several tiles is encoded by a sequence job (MODEL_WORK_VISION) and a
- *     script's target is grounded (agent_ground(): encode, prefill, point decode);
+ *     script's target is grounded (ground_locate(): encode, prefill, point decode);
  *   - every decoder gets its next token in every forward, and at most one vision slice runs
  *     between two of its tokens (counted in forwards and slices, not wall clock);
  *   - the sliced encode (from the image, as the local provider runs it: the preprocessing is
@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "common.h"
+#include "ground.h"
 #include "model-worker.h"
 #include "test.h"
 
@@ -188,11 +189,12 @@ struct ground {
 
 static void ground(struct ground *g)
 {
-	struct executor_task t = {.id = 1, .stop = &g->stop};
+	struct ipc_task_request req = {.kind = IPC_TASK_KIND_SCRIPT}; /* holod's format */
+	struct executor_task t = {.id = 1, .req = &req, .stop = &g->stop};
 	struct x11_frame frame = {.width = SCREEN_W, .height = SCREEN_H,
 				  .stride = (size_t)SCREEN_W * 3, .pixels = &screen[0][0][0]};
-	g->r = agent_ground((void *)g->cfg, &t, UINT64_MAX, &frame, "the Save button", &g->x,
-			    &g->y, g->err, sizeof(g->err));
+	g->r = ground_locate((void *)g->cfg, &t, UINT64_MAX, &frame, "the Save button", &g->x,
+			     &g->y, g->err, sizeof(g->err));
 }
 
 static void *vision_run(void *arg)
