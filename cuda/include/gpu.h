@@ -154,7 +154,7 @@ enum gpu_dtype {
  * thread. NULL + errno (ENOMEM, EIO). */
 struct gpu_blas;
 struct gpu_blas *gpu_blas_create(struct gpu_context *g);
-/* The workspace's device bytes (the memory plan counts them: engine/backend/device_plan.h). */
+/* The workspace's device bytes (the memory plan counts them: engine/backend/cuda/device_plan.h). */
 #define GPU_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 void gpu_blas_destroy(struct gpu_blas *gm);
 
@@ -293,7 +293,7 @@ int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void 
  * fp32 whatever the storage. Each returns 0, -EINVAL (a shape out of the limits below, sizes up
  * to 4096 and T up to 2^20; nothing is queued) or -EIO. The CPU references, which the tests hold
  * them to, are lm_conv_silu, lm_dt_softplus, lm_ssm_chunked / lm_ssm_scan and lm_gated_rmsnorm
- * (engine/lm/lm.h). None allocates or waits for the host, so each can be captured into a graph. */
+ * (engine/backend/cpu/lm.h). None allocates or waits for the host, so each can be captured into a graph. */
 
 /* The longest conv1d kernel and SSD chunk the kernels take. */
 #define GPU_MAMBA_MAX_CONV_K 8

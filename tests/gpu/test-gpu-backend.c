@@ -1,4 +1,4 @@
-/* The CUDA backend's state (engine/backend/backend_cuda.c): weights uploaded once in the chosen
+/* The CUDA backend's state (engine/backend/cuda/backend_cuda.c): weights uploaded once in the chosen
  * precision, sequences on the device (import/export round trips, snapshot/restore/copy as device
  * copies, reset), memory accounting, and out-of-memory refusals. It runs on a real device (suite
  * `gpu`, 77 without one) and in the CUDA emulation (suite `gpu-emu`).

@@ -1,4 +1,4 @@
-/* The CUDA backend's batched decode across sessions (issue 16; engine/backend/backend_cuda.c):
+/* The CUDA backend's batched decode across sessions (issue 16; engine/backend/cuda/backend_cuda.c):
  * the decode positions of several sessions run as the rows of one pass, their states found
  * through per-row descriptors, padded to a bucket of 2, 4, ..., 128 rows with one graph each.
  * Each session must get what it gets alone (engine_session_decode(): its own single-sequence

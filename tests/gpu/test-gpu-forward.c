@@ -1,4 +1,4 @@
-/* The whole language model through the CUDA backend (engine/backend/backend_cuda.c) against the CPU
+/* The whole language model through the CUDA backend (engine/backend/cuda/backend_cuda.c) against the CPU
  * engine, on random models of every block type and mixes of them; on a device in `gpu` (77
  * without one) and on the emulation in `gpu-emu`.
  *

@@ -1,5 +1,5 @@
 /* gpu and gpu-emu suites: the Mamba-2 kernels (cuda/mamba_*.cu) against the CPU forward's own
- * operations (engine/lm/lm.h): lm_conv_silu, lm_dt_softplus, lm_ssm_scan (the naive per-token
+ * operations (engine/backend/cpu/lm.h): lm_conv_silu, lm_dt_softplus, lm_ssm_scan (the naive per-token
  * recurrence, reference of both the chunked SSD and the decode step), lm_ssm_chunked and
  * lm_gated_rmsnorm, states included. Skips (77) without a device.
  *

@@ -1,4 +1,4 @@
-/* The CUDA backend's memory plan (engine/backend/device_plan.h, issue 29) on an emulated 24 GiB
+/* The CUDA backend's memory plan (engine/backend/cuda/device_plan.h, issue 29) on an emulated 24 GiB
  * sm_89 device (an RTX 4090: HOLOD_GPU_EMU_MEMORY=24G, HOLOD_GPU_EMU_ARCH=sm_89, tests/gpu/
  * meson.build):
  *   - the full Holotron-12B, planned from tools/bench/holotron-12b-config.json's shapes (its 62

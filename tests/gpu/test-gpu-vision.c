@@ -1,4 +1,4 @@
-/* The whole vision encoder on the CUDA device (engine/backend/vision_cuda.c) against the CPU engine on
+/* The whole vision encoder on the CUDA device (engine/backend/cuda/vision_cuda.c) against the CPU engine on
  * the tiny VL checkpoint (tests/fixtures/vision/tiny-vlm) and a fixture image (small.png,
  * preprocessed by the CPU path into two tiles and the thumbnail): the ViT features and the
  * projector rows through the device vs vision_vit_forward() and vision_project(). Runs on a

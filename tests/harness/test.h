@@ -34,7 +34,7 @@ static inline void test_skip_missing(const char *what)
 
 /* For a test that holds a bf16 batch to the same bits or tokens as each sequence alone: on the
  * CPU that holds on the GEMV kernels (below LM_BATCH_DNNL_MIN_ROWS merged decode rows,
- * engine/lm/lm.h) but not on AMX, whose products of 2+ rows sum in another order, so a
+ * engine/backend/cpu/lm.h) but not on AMX, whose products of 2+ rows sum in another order, so a
  * near-tie's token would be the order's (lm-batch-bf16 holds the AMX rows to their tolerance).
  * Caps $HOLOD_CPU_KERNELS below amx unless the caller (CI's kernel loop) named a set already;
  * call first in main(), before any kernel is chosen. */

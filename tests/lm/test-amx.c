@@ -1,4 +1,4 @@
-/* The AMX products (cpu_amx_rows, engine/cpu/cpu_gemm_amx.c) against a double reference of the
+/* The AMX products (cpu_amx_rows, engine/backend/cpu/cpu_gemm_amx.c) against a double reference of the
  * same bf16-rounded operands: 1..40 tokens (one and two B tiles, and a second pass of 32),
  * weight rows and columns around the tiles' 16 and 32 (row tails, column tails, W smaller than
  * one tile), stores and accumulation, 1..3 threads (the range split, bit-identical to one

@@ -1,4 +1,4 @@
-/* The oneDNN matrix products of --precision bf16 (engine/cpu/cpu_dnnl.c) against the portable path.
+/* The oneDNN matrix products of --precision bf16 (engine/backend/cpu/cpu_dnnl.c) against the portable path.
  *
  * - bf16 rounding: round to nearest even, ties to even, NaN/inf kept, idempotent.
  * - cpu_dnnl_matmul() on the shapes of holo-bench's default model (in_proj, out_proj, q, k/v,

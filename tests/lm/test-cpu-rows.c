@@ -1,5 +1,5 @@
-/* bf16 precision's row kernels (engine/cpu/cpu_rows*.c) and blocked prefill attention
- * (engine/lm/lm_attention.c) against the fp32 functions the forward runs in fp32 precision
+/* bf16 precision's row kernels (engine/backend/cpu/cpu_rows*.c) and blocked prefill attention
+ * (engine/backend/cpu/lm_attention.c) against the fp32 functions the forward runs in fp32 precision
  * (lm_forward.c: cpu_rmsnorm_rows, lm_gated_rmsnorm, lm_conv_silu, lm_dt_softplus, cpu_relu2,
  * lm_attention_heads), for every variant this CPU runs (the test prints which it skipped), on
  * the default model's shapes and on odd sizes with vector tails, on 1, 2 and 3 threads.

@@ -1,4 +1,4 @@
-/* The bf16 SSD scan on oneDNN (engine/cpu/cpu_ssd.c) against the fp32 chunked scan
+/* The bf16 SSD scan on oneDNN (engine/backend/cpu/cpu_ssd.c) against the fp32 chunked scan
  * (lm_ssm_chunked()) it replaces in bf16 prefill.
  *
  * Shapes: holo-bench's default model (H 32, P 64, N 128, 8 groups, chunk 128) with one short

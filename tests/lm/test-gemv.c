@@ -1,4 +1,4 @@
-/* The decode GEMV kernels (engine/cpu/cpu_gemv*.c): every variant this CPU runs against a double
+/* The decode GEMV kernels (engine/backend/cpu/cpu_gemv*.c): every variant this CPU runs against a double
  * reference and against the portable variant, on random shapes with odd sizes and column and
  * row tails, 1..5 tokens (5: two kernel groups), every weight dtype, fp32 and bf16 activations, stores and
  * accumulation, row offsets, padded strides, and 1, 2 and 3 threads (the range split).

@@ -1,4 +1,4 @@
-/* The integer kernels on quantized weights (cpu_gemv_quant_rows_i8, engine/cpu/cpu_gemv.c and
+/* The integer kernels on quantized weights (cpu_gemv_quant_rows_i8, engine/backend/cpu/cpu_gemv.c and
  * cpu_gemv_quant_vnni.c): the activations' quantization (cpu_gemv_quantize_x) against its
  * definition, then every variant with integer kernels against a double product of the quantized
  * weights and activations, against the portable variant, and against the exact product of the

@@ -1,4 +1,4 @@
-/* The decode GEMV on quantized weights (cpu_gemv_quant_rows, engine/cpu/cpu_gemv.c and
+/* The decode GEMV on quantized weights (cpu_gemv_quant_rows, engine/backend/cpu/cpu_gemv.c and
  * cpu_gemv_quant_*.c): every variant this CPU runs against a double product of the dequantized
  * weights (quant_row_to_f32), against the portable variant, and against the original fp32
  * weights within the format's error bound; odd `in` (tails inside a block), 1..4 tokens and

@@ -14,7 +14,7 @@
  * prefix + k * (appended + decoded) tokens, at most --context-cap (holod's --context-tokens, whose
  * session is rebuilt before it is full). Weights and the KV cache are bf16, the Mamba state fp32,
  * as the CUDA backend keeps them at bf16 precision. Then one line per --weights format (default
- * all four): the CUDA backend's memory plan of the model (engine/backend/device_plan.h: the
+ * all four): the CUDA backend's memory plan of the model (engine/backend/cuda/device_plan.h: the
  * weights in the format, the vision tower for max_num_tiles tiles and the thumbnail, one
  * session of --context-cap tokens, scratch, cuBLASLt workspace, reserve) against the card's
  * memory less CONTEXT_BYTES, `fits` or `does not fit`, how many sessions of --context-cap tokens

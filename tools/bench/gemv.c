@@ -1,4 +1,4 @@
-/* holo-bench gemv: the decode GEMV on bf16, q8 and q4 weights (engine/cpu/cpu_gemv*.c,
+/* holo-bench gemv: the decode GEMV on bf16, q8 and q4 weights (engine/backend/cpu/cpu_gemv*.c,
  * engine/quant/quant.h) on one 12B-like matrix, one token, single-threaded and on every thread
  * of the pool, as GB/s of weight bytes read and as a fraction of the read bandwidth measured in
  * the same rounds (bench_bw: the pool's threads streaming a 512 MB buffer).

@@ -1,5 +1,5 @@
 /* engine internal: the AMX kernel of the bf16 products of a few to a few dozen rows
- * (engine/cpu/cpu_gemm_amx.c, compiled with -mamx-tile -mamx-bf16 and AVX512-BF16). Only
+ * (engine/backend/cpu/cpu_gemm_amx.c, compiled with -mamx-tile -mamx-bf16 and AVX512-BF16). Only
  * cpu_amx.c calls it, after cpu_isa_supported(CPU_ISA_AMX). The public entry point is
  * cpu_amx_rows() in cpu.h. */
 #pragma once

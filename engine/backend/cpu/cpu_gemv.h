@@ -1,4 +1,4 @@
-/* engine internal: the decode GEMV kernel variants (engine/cpu/cpu_gemv*.c) behind one table.
+/* engine internal: the decode GEMV kernel variants (engine/backend/cpu/cpu_gemv*.c) behind one table.
  *
  * Each variant is one file compiled with its own -m flags (meson.build) and is only ever called
  * after cpu_gemv.c has checked with cpuid that the CPU (and the OS) runs its instructions.

@@ -3,7 +3,7 @@
  * stored dtype.
  *
  * DESIGN (threads): vision_vit_forward() runs on the caller's thread and hands jobs to the CPU
- * pool (engine/cpu/cpu.h): the matmuls, and row blocks of the element-wise steps and attention.
+ * pool (engine/backend/cpu/cpu.h): the matmuls, and row blocks of the element-wise steps and attention.
  * Every buffer belongs to the call; tasks write disjoint rows.
  */
 #include <errno.h>
