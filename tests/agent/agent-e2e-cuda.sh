@@ -9,7 +9,10 @@
 #               the last step's turns;
 #   rolling K=1, 3 steps (the default history): step 1 appends observation 0 in evicted form and
 #               snapshots the session on the backend, step 2 restores that snapshot: the
-#               session is the snapshot before the step + appended + decoded.
+#               session is the snapshot before the step + appended + decoded;
+#   jump-forward: the persistent steps (on, the default) journal forced tokens riding along
+#               with sampled ones; a dry-run step with it off, a valid click with a forward per
+#               token.
 # The two backends must journal the same shape: the same prefix, the same tokens appended at the
 # first step of each task, the same modes and tools; the recording client must have seen every
 # journaled click of both, in order.
@@ -96,6 +99,22 @@ for AGENT_BACKEND in cpu cuda; do
 			}
 			exit bad
 		}' "$T/rows" || fail "$B rolling token counts: $(tr '\n' ';' <"$T/rows")"
+	# ---- jump-forward off and on (issue 34): the persistent task decoded with it (the
+	# default), one greedy step without; both valid clicks (not compared byte for byte, as
+	# agent-sampling on the CPU: the forced ids are the canonical split the model need not
+	# choose), and the journaled counts: off, a forward per token; on, the forced tokens ride
+	# along with the sampled ones
+	cp "$T/steps.$B.p" "$T/steps.json"
+	check_steps "$B jump-forward on" 'all(.steps[]; .agent.tokens.forced > 0 and
+		.agent.tokens.forwards + .agent.tokens.forced == .agent.tokens.decoded)'
+	run_task '{"instruction": "Click the red block.", "max_steps": 1, "dry_run": true,
+		"jump_forward": false}'
+	api GET "/v1/tasks/$TASK"
+	expect_json "$B jump-forward off" .provenance.jump_forward false
+	steps "$TASK"
+	check_steps "$B click without jump-forward" '(.steps | length) == 1 and all(.steps[];
+		.status == "dry_run" and .tool_call.tool_name == "click" and .agent.attempts == 1 and
+		.agent.tokens.forced == 0 and .agent.tokens.forwards == .agent.tokens.decoded)'
 	api GET /v1/status
 	expect_json "$B session freed" .model.sessions 0
 	stop_holod || fail "$B holod exit status $?"
@@ -117,7 +136,8 @@ for h in p w r; do
 done
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE status = 'ok' AND tool_name = 'click'")" = 16 ] ||
 	fail "journal: $(sqlite3 "$DB" "SELECT task_id, idx, status, tool_name FROM steps" | tr '\n' ';')"
-sqlite3 -separator ' ' "$DB" "SELECT px, py FROM steps ORDER BY task_id, idx" >"$T/journal.points"
+sqlite3 -separator ' ' "$DB" "SELECT px, py FROM steps WHERE status != 'dry_run' ORDER BY task_id, idx" \
+	>"$T/journal.points"
 sed -n 's/^press button=[0-9] .* root_x=\([0-9-]*\) root_y=\([0-9-]*\) .*/\1 \2/p' "$CLIENT_LOG" \
 	>"$T/client.points"
 cmp -s "$T/journal.points" "$T/client.points" ||
