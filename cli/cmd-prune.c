@@ -1,20 +1,33 @@
-/* holoctl prune: retention (POST /v1/prune?older_than=SECONDS). */
+/* holoctl prune: retention (POST /v1/prune?older_than=SECONDS). It asks first on a terminal, as
+ * what it removes cannot come back: the same request with dry_run=true says what would go. */
 #include "cli.h"
 
 #include "common.h"
 #include "ipc.h"
+#include "table.h"
 
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
-enum { OPT_OLDER_THAN = CLI_OPT_FIRST_COMMAND_OPTION };
+enum {
+	OPT_OLDER_THAN = CLI_OPT_FIRST_COMMAND_OPTION,
+	OPT_DRY_RUN,
+	OPT_YES,
+};
 
 static const struct option prune_options[] = {
         CLI_COMMON_LONG_OPTIONS,
         {"older-than", required_argument, NULL, OPT_OLDER_THAN},
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"yes", no_argument, NULL, OPT_YES},
         {0},
 };
+
+/* Longest answer read to the question: "yes" and a newline, with room to tell a longer one. */
+#define PRUNE_MAX_ANSWER 16
 
 int cli_parse_age(const char *s, long *ret_seconds)
 {
@@ -41,22 +54,82 @@ int cli_parse_age(const char *s, long *ret_seconds)
 	return -EINVAL;
 }
 
+/* The dry run's answer for a person: the tasks that would go, then how many and the bytes. */
+static void print_preview(struct cli_context *ctx, json_t *answer, const char *age)
+{
+	static const char *const headers[] = {"ID", "STATUS", "FINISHED"};
+	json_t *list = json_object_get(answer, "would_prune"), *task;
+	json_int_t count = json_integer_value(json_object_get(answer, "tasks"));
+	json_int_t bytes = json_integer_value(json_object_get(answer, "bytes_freed"));
+	size_t i;
+
+	if (count == 0) {
+		fprintf(ctx->out, "no task finished over %s ago: nothing to prune\n", age);
+		return;
+	}
+	struct cli_table *t = cli_table_create(ARRAY_SIZE(headers), headers);
+	cli_table_set_align(t, 0, CLI_ALIGN_RIGHT);
+	json_array_foreach(list, i, task)
+	{
+		char id[24];
+		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
+		         json_integer_value(json_object_get(task, "id")));
+		const char *row[] = {id, json_string_value(json_object_get(task, "status")),
+		                     json_string_value(json_object_get(task, "finished_at"))};
+		cli_table_add_row(t, row);
+	}
+	cli_table_print(t, ctx->out);
+	cli_table_destroy(t);
+	if ((json_int_t)json_array_size(list) < count)
+		fprintf(ctx->out, "(the newest %zu of them listed)\n", json_array_size(list));
+	fprintf(ctx->out, "would prune %" JSON_INTEGER_FORMAT " task(s) finished over %s ago, "
+	                  "with %" JSON_INTEGER_FORMAT " bytes of screenshots (%.1f MiB)\n",
+	        count, age, bytes, (double)bytes / (1024.0 * 1024.0));
+}
+
+/* Asks on the terminal; true for "y" or "yes". */
+static bool confirm(struct cli_context *ctx, json_int_t count)
+{
+	char answer[PRUNE_MAX_ANSWER];
+
+	fprintf(ctx->out, "remove these %" JSON_INTEGER_FORMAT " task(s), their steps and "
+	                  "screenshots? [y/N] ", count);
+	fflush(ctx->out);
+	if (!fgets(answer, sizeof(answer), ctx->in))
+		return false;
+	answer[strcspn(answer, "\n")] = '\0';
+	return strcasecmp(answer, "y") == 0 || strcasecmp(answer, "yes") == 0;
+}
+
 static int prune_run(struct cli_context *ctx, int argc, char **argv)
 {
 	const char *age = NULL;
 	json_t *answer = NULL;
+	bool dry_run = false, yes = false;
 	long seconds;
+	char *path;
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, prune_options, NULL)) != -1) {
-		if (c == OPT_OLDER_THAN) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "y", prune_options, NULL)) !=
+	       -1) {
+		switch (c) {
+		case OPT_OLDER_THAN:
 			age = optarg;
-			continue;
+			break;
+		case OPT_DRY_RUN:
+			dry_run = true;
+			break;
+		case OPT_YES:
+		case 'y':
+			yes = true;
+			break;
+		default:
+			r = cli_common_option(ctx, &cli_cmd_prune, c, argv);
+			if (r >= 0)
+				return r;
+			break;
 		}
-		r = cli_common_option(ctx, &cli_cmd_prune, c, argv);
-		if (r >= 0)
-			return r;
 	}
 	if (optind < argc)
 		return cli_usage_error(ctx, &cli_cmd_prune, "unexpected argument '%s'", argv[optind]);
@@ -68,7 +141,36 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 		                       "--older-than '%s' is not an age such as 90s, 15m, 12h, 30d "
 		                       "or 8w (at most ten years)",
 		                       age);
-	char *path = xasprintf(IPC_API_PREFIX "/prune?older_than=%ld", seconds);
+	/* Nobody to ask: refuse before anything is sent, saying how to go on. */
+	if (!dry_run && !yes && !isatty(fileno(ctx->in)))
+		return cli_usage_error(ctx, &cli_cmd_prune,
+		                       "will not remove tasks without asking, and standard input is "
+		                       "not a terminal to ask on: give --yes to prune, or --dry-run "
+		                       "to list what would go");
+	if (dry_run || !yes) {
+		path = xasprintf(IPC_API_PREFIX "/prune?older_than=%ld&dry_run=true", seconds);
+		r = cli_api_json(ctx, "POST", path, NULL, &answer);
+		free(path);
+		if (r != 0 || (dry_run && ctx->json))
+			goto cleanup;
+		if (!json_is_integer(json_object_get(answer, "tasks"))) {
+			r = cli_error(ctx, "holod's answer to the dry run has no \"tasks\" count");
+			goto cleanup;
+		}
+		if (dry_run || !ctx->json)
+			print_preview(ctx, answer, age);
+		json_int_t count = json_integer_value(json_object_get(answer, "tasks"));
+		if (dry_run || count == 0)
+			goto cleanup;
+		if (!confirm(ctx, count)) {
+			fprintf(ctx->out, "nothing pruned\n");
+			r = CLI_EXIT_ERROR;
+			goto cleanup;
+		}
+		json_decref(answer);
+		answer = NULL;
+	}
+	path = xasprintf(IPC_API_PREFIX "/prune?older_than=%ld", seconds);
 	r = cli_api_json(ctx, "POST", path, NULL, &answer);
 	free(path);
 	if (r != 0 || ctx->json)
@@ -85,11 +187,15 @@ cleanup:
 
 const struct cli_command cli_cmd_prune = {
         .name = "prune",
-        .args = "--older-than AGE",
+        .args = "--older-than AGE [--dry-run | --yes]",
         .summary = "remove tasks that finished more than AGE ago",
         .help = "Removes the tasks that finished more than AGE ago (90s, 15m, 12h, 30d, 8w), with\n"
                 "their steps and screenshots, in one journal transaction, and prints how many\n"
                 "and the bytes freed. Queued and running tasks are never removed. holod can do\n"
-                "this by itself after each task: --prune-days / prune-days in holod.conf.\n",
+                "this by itself after each task: --prune-days / prune-days in holod.conf.\n"
+                "On a terminal it lists the tasks that would go and asks first; with standard\n"
+                "input not a terminal (a script, cron) it refuses unless given --yes.\n"
+                "  --dry-run   list what would go (id, status, finished) and remove nothing\n"
+                "  -y, --yes   remove without asking\n",
         .run = prune_run,
 };

@@ -599,10 +599,40 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	return send_json(c, MHD_HTTP_OK, list, false);
 }
 
+/* ?dry_run=true: what would go, removing nothing (at most IPC_MAX_PRUNE_LISTED tasks listed). */
+static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connection *c,
+				     uint64_t before_us)
+{
+	struct journal_prune_task *tasks = NULL;
+	size_t n = 0;
+	int count;
+	uint64_t bytes;
+	char when[64];
+
+	int r = journal_prune_preview(s->ctx.journal, before_us, IPC_MAX_PRUNE_LISTED, &tasks, &n,
+				      &count, &bytes);
+	if (r < 0)
+		return send_journal_error(s, c, r, "cannot read the journal");
+	json_t *list = json_array();
+	for (size_t i = 0; list && i < n; i++)
+		json_array_append_new(list, json_pack("{s:I, s:s, s:s}", "id",
+						      (json_int_t)tasks[i].id, "status",
+						      tasks[i].status, "finished_at",
+						      time_format_rfc3339(tasks[i].finished_us,
+									  when, sizeof(when))));
+	free(tasks);
+	json_t *o = list ? json_pack("{s:b, s:i, s:I, s:o}", "dry_run", 1, "tasks", count,
+				     "bytes_freed", (json_int_t)bytes, "would_prune", list)
+			 : NULL;
+	if (!o)
+		return send_internal(c, -ENOMEM, "cannot answer");
+	return send_json(c, MHD_HTTP_OK, o, false);
+}
+
 static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
 			       struct request *req, const struct route_args *a)
 {
-	static const char *const allowed[] = {"older_than", NULL};
+	static const char *const allowed[] = {"older_than", "dry_run", NULL};
 	enum MHD_Result ret;
 	unsigned older_than;
 	int tasks;
@@ -615,7 +645,13 @@ static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 				  "older_than: '%s' is not a number of seconds in 0..%d",
 				  v ? v : "", IPC_MAX_PRUNE_AGE_S);
+	const char *dry = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "dry_run");
+	if (dry && strcmp(dry, "true") != 0 && strcmp(dry, "false") != 0)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "dry_run: '%s' is not true or false", dry);
 	uint64_t now = time_real_us(), age = (uint64_t)older_than * 1000000u;
+	if (dry && strcmp(dry, "true") == 0)
+		return prune_preview(s, c, now > age ? now - age : 0);
 	int r = journal_prune(s->ctx.journal, s->ctx.state_dir, now > age ? now - age : 0, &tasks,
 			      &bytes);
 	if (r < 0)

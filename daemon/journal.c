@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1112,6 +1113,73 @@ unlock:
 	for (size_t i = 0; i < pf.n; i++)
 		free(pf.paths[i]);
 	free(pf.paths);
+	return r;
+}
+
+int journal_prune_preview(struct journal *j, uint64_t before_us, size_t max,
+			  struct journal_prune_task **ret_tasks, size_t *ret_n, int *ret_count,
+			  uint64_t *ret_bytes)
+{
+	/* journal_prune's criterion, read in one transaction so the figures agree. */
+	static const char *const where =
+		" FROM tasks WHERE status NOT IN ('queued', 'running') AND finished_us < ?1";
+	struct journal_prune_task *tasks = NULL;
+	sqlite3_stmt *st = NULL;
+	size_t n = 0;
+	int r, rc, count = 0;
+	uint64_t bytes = 0;
+	char *sql;
+
+	pthread_mutex_lock(&j->lock);
+	if ((r = exec_locked(j, "BEGIN;")) < 0)
+		goto unlock;
+	sql = xasprintf("SELECT count(*), (SELECT coalesce(sum(bytes), 0) FROM screenshots"
+			" WHERE task_id IN (SELECT id%s))%s", where, where);
+	r = prepare(j, sql, &st);
+	free(sql);
+	if (r < 0)
+		goto rollback;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before_us);
+	if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+		r = db_fail(j, rc, "prune preview count");
+		goto rollback;
+	}
+	count = sqlite3_column_int(st, 0);
+	bytes = (uint64_t)sqlite3_column_int64(st, 1);
+	sqlite3_finalize(st);
+	sql = xasprintf("SELECT id, status, finished_us%s ORDER BY id DESC LIMIT ?2", where);
+	r = prepare(j, sql, &st);
+	free(sql);
+	if (r < 0)
+		goto rollback;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before_us);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		tasks = xreallocarray(tasks, n + 1, sizeof(*tasks));
+		tasks[n].id = sqlite3_column_int64(st, 0);
+		snprintf(tasks[n].status, sizeof(tasks[n].status), "%s",
+			 (const char *)sqlite3_column_text(st, 1));
+		tasks[n].finished_us = (uint64_t)sqlite3_column_int64(st, 2);
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		r = db_fail(j, rc, "prune preview list");
+		goto rollback;
+	}
+	sqlite3_finalize(st);
+	exec_locked(j, "COMMIT;");
+	pthread_mutex_unlock(&j->lock);
+	*ret_tasks = tasks;
+	*ret_n = n;
+	*ret_count = count;
+	*ret_bytes = bytes;
+	return 0;
+rollback:
+	sqlite3_finalize(st);
+	exec_locked(j, "ROLLBACK;");
+unlock:
+	pthread_mutex_unlock(&j->lock);
+	free(tasks);
 	return r;
 }
 

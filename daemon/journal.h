@@ -194,6 +194,18 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 int journal_prune(struct journal *j, const char *state_dir, uint64_t before_us, int *ret_tasks,
 		  uint64_t *ret_bytes);
 
+/* What journal_prune(before_us) would remove, removing nothing: the count of such tasks, the
+ * journaled bytes of their screenshots, and the newest `max` of them (id, status, finished
+ * time) in *ret_tasks (malloc'd, *ret_n of them; NULL when none). */
+struct journal_prune_task {
+	int64_t id;
+	char status[16];
+	uint64_t finished_us;
+};
+int journal_prune_preview(struct journal *j, uint64_t before_us, size_t max,
+			  struct journal_prune_task **ret_tasks, size_t *ret_n, int *ret_count,
+			  uint64_t *ret_bytes);
+
 int journal_screenshot_insert(struct journal *j, int64_t task_id, int index, const char *which,
 			      const char *relpath, const char *sha256_hex, uint64_t bytes, int width,
 			      int height, uint64_t encode_us, uint64_t write_us);

@@ -60,6 +60,7 @@ int ipc_socket_path(char **ret);
 #define IPC_MAX_SETTLE_MS 10000               /* ceiling for "settle_ms" */
 #define IPC_MAX_LIST_LIMIT 500                /* GET /v1/tasks?limit= */
 #define IPC_MAX_PRUNE_AGE_S (3650 * 86400)    /* POST /v1/prune?older_than= (ten years) */
+#define IPC_MAX_PRUNE_LISTED 1000             /* tasks a prune's dry_run lists (newest first) */
 #define IPC_DEFAULT_LIST_LIMIT 50
 #define IPC_MAX_HISTORY_WINDOW 64             /* "window": observations kept with their image */
 #define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */

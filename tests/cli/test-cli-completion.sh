@@ -40,6 +40,7 @@ complete_words "$HOLOCTL" --json run --coords m | grep -qx model || fail "run --
 complete_words "$HOLOCTL" run --f | grep -qx -- --follow || fail "run: no --follow"
 complete_words "$HOLOCTL" export --format c | grep -qx chat || fail "export --format: no chat"
 complete_words "$HOLOCTL" view --o | grep -qx -- --open || fail "view: no --open"
+complete_words "$HOLOCTL" prune --dr | grep -qx -- --dry-run || fail "prune: no --dry-run"
 complete_words "$HOLOCTL" list --wi | grep -qx -- --wide || fail "list: no --wide"
 complete_words "$HOLOCTL" do --require | grep -qx -- --require-focus || fail "do: no --require-focus"
 complete_words "$HOLOCTL" replay --ch | grep -qx -- --check || fail "replay: no --check"

@@ -14,6 +14,8 @@
 #               exits 0, `do --require-focus write` fails (1); with a focused client it types;
 #               `show` and `list` cut long text to $COLUMNS, print it whole into a file and
 #               with --wide
+#   prune       `holoctl prune`: refused without --yes when stdin is no terminal, --dry-run
+#               lists what would go, on a terminal (script(1)) it asks, --yes prunes
 #   replay-check  `holoctl replay --check`: a replay on the recorded screen passes; one on a
 #               changed screen stops at the first step whose screen differs, saying by how much
 # env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
@@ -711,6 +713,44 @@ scenario_focus() {
 	grep -q 'require_focus is set): activate a window first$' "$tmp/out" || fail "list --wide: the error is cut"
 }
 
+scenario_prune() {
+	for d in 0.01 0.02 0.03; do
+		"$HOLOCTL" do wait "$d" >"$tmp/out" 2>"$tmp/err" || fail "do wait $d failed"
+	done
+	count() {
+		"$HOLOCTL" list | grep -Ec '^ *[0-9]+  succeeded '
+	}
+	# Nobody to ask (stdin is not a terminal): refused, saying how, and nothing sent.
+	"$HOLOCTL" prune --older-than 0s </dev/null >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] || fail "prune without --yes on a non-terminal did not exit 2"
+	grep -q 'standard input is not a terminal to ask on: give --yes to prune, or --dry-run' "$tmp/err" ||
+		fail "prune without --yes: $(cat "$tmp/err")"
+	[ "$(count)" -eq 3 ] || fail "prune without --yes removed tasks"
+	# --dry-run: what would go, nothing removed.
+	"$HOLOCTL" prune --older-than 0s --dry-run </dev/null >"$tmp/out" 2>"$tmp/err" ||
+		fail "prune --dry-run failed: $(cat "$tmp/err")"
+	[ "$(grep -Ec '^ *[1-3]  succeeded  20' "$tmp/out")" -eq 3 ] || fail "prune --dry-run: not 3 rows: $(cat "$tmp/out")"
+	grep -q '^would prune 3 task(s) finished over 0s ago, with [0-9]* bytes of screenshots' "$tmp/out" ||
+		fail "prune --dry-run: no count: $(cat "$tmp/out")"
+	"$HOLOCTL" --json prune --older-than 0s --dry-run >"$tmp/out" 2>"$tmp/err" || fail "prune --dry-run --json"
+	[ "$(jq -c '[.dry_run, .tasks, [.would_prune[].id]]' "$tmp/out")" = '[true,3,[3,2,1]]' ] ||
+		fail "prune --dry-run --json: $(cat "$tmp/out")"
+	[ "$(count)" -eq 3 ] || fail "prune --dry-run removed tasks"
+	# On a terminal it asks: "n" keeps everything.
+	if command -v script >/dev/null 2>&1; then
+		echo n | script -qec "$HOLOCTL prune --older-than 0s" /dev/null >"$tmp/out" 2>&1
+		grep -q 'remove these 3 task(s), their steps and screenshots? \[y/N\]' "$tmp/out" ||
+			fail "prune on a terminal did not ask: $(cat "$tmp/out")"
+		grep -q 'nothing pruned' "$tmp/out" || fail "prune answered n: $(cat "$tmp/out")"
+		[ "$(count)" -eq 3 ] || fail "prune answered n removed tasks"
+	fi
+	"$HOLOCTL" prune --older-than 0s --yes </dev/null >"$tmp/out" 2>"$tmp/err" || fail "prune --yes failed"
+	grep -q '^pruned 3 task(s) finished over 0s ago' "$tmp/out" || fail "prune --yes: $(cat "$tmp/out")"
+	[ "$(count)" -eq 0 ] || fail "prune --yes left tasks"
+	"$HOLOCTL" prune --older-than 0s --dry-run >"$tmp/out" 2>"$tmp/err" || fail "prune --dry-run of nothing"
+	grep -q '^no task finished over 0s ago: nothing to prune$' "$tmp/out" || fail "prune --dry-run of nothing: $(cat "$tmp/out")"
+}
+
 # The id of the newest task (`holoctl list`'s first row).
 task_id_of_list() {
 	"$HOLOCTL" list --limit 1 | sed -n '2s/^ *\([0-9][0-9]*\) .*/\1/p'
@@ -719,6 +759,7 @@ task_id_of_list() {
 case "$scenario" in
 script) scenario_script ;;
 focus) scenario_focus ;;
+prune) scenario_prune ;;
 report) scenario_report ;;
 do) scenario_do ;;
 cancel) scenario_cancel ;;
