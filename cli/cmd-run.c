@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
 	OPT_SCRIPT = CLI_OPT_FIRST_COMMAND_OPTION,
@@ -79,6 +80,50 @@ void cli_run_args_finish(struct cli_run_args *a)
 {
 	free(a->body);
 	*a = (struct cli_run_args){0};
+}
+
+/* Bytes looked at to tell a JSON script from other files. */
+#define RUN_SNIFF_BYTES 256
+
+/* Whether the lone argument of `holoctl run` is a script file: 1 (a file named *.json, or one
+ * whose text starts as JSON does: it is run as a script, and a line says so), 0 (an
+ * instruction), or -1 after a usage error: a *.json name that is no readable file, a file that
+ * is no script. */
+static int script_file_argument(struct cli_context *ctx, const char *arg)
+{
+	size_t n = strlen(arg);
+	bool json_name = n > 5 && strcmp(arg + n - 5, ".json") == 0;
+	char head[RUN_SNIFF_BYTES];
+	struct stat st;
+	FILE *f;
+
+	int err = stat(arg, &st) < 0 ? errno : 0;
+	if (err || !S_ISREG(st.st_mode)) {
+		if (!json_name)
+			return 0;
+		cli_usage_error(ctx, &cli_cmd_run,
+		                "'%s' looks like a script file but is not one (%s): give --script "
+		                "FILE to run a script, or an instruction in words",
+		                arg, err ? strerror(err) : "not a regular file");
+		return -1;
+	}
+	f = fopen(arg, "r");
+	n = f ? fread(head, 1, sizeof(head), f) : 0;
+	if (f)
+		fclose(f);
+	size_t i = 0;
+	while (i < n && strchr(" \t\r\n", head[i]))
+		i++;
+	if (json_name || (i < n && (head[i] == '[' || head[i] == '{'))) {
+		fprintf(ctx->err, "holoctl run: '%s' is a file: running it as a script (as with "
+		                  "--script %s)\n", arg, arg);
+		return 1;
+	}
+	cli_usage_error(ctx, &cli_cmd_run,
+	                "'%s' is a file but not a JSON script: give --script FILE for a script, or "
+	                "an instruction that is not a file's name",
+	                arg);
+	return -1;
 }
 
 int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run_args *ret)
@@ -242,6 +287,14 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		}
 	}
 
+	/* `holoctl run steps.json`: the one argument names a script file, not an instruction. */
+	if (!script && argc - optind == 1) {
+		r = script_file_argument(ctx, argv[optind]);
+		if (r < 0)
+			return CLI_EXIT_USAGE;
+		if (r > 0)
+			script = argv[optind++];
+	}
 	if (script && optind < argc)
 		return cli_usage_error(
 		        ctx, &cli_cmd_run,
@@ -681,7 +734,7 @@ cleanup:
 
 const struct cli_command cli_cmd_run = {
         .name = "run",
-        .args = "[options] (--script FILE | INSTRUCTION)",
+        .args = "[options] (--script FILE | FILE.json | INSTRUCTION)",
         .summary = "start a task from a script of actions or an instruction",
         .help = "A script is a JSON array of actions, or an object {\"actions\": [...], options}\n"
                 "with the options of the API (max_steps, max_seconds, settle_ms, dry_run, "
@@ -691,6 +744,10 @@ const struct cli_command cli_cmd_run = {
                 "   {\"tool_name\": \"write\", \"content\": \"hello\", \"press_enter\": true},\n"
                 "   {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]}]\n"
                 "The script is checked before it is sent; errors name the action and field.\n"
+                "A lone argument that names a file (FILE.json, or a file starting with [ or {)\n"
+                "runs that file as a script, as --script FILE does, and says so; a *.json name\n"
+                "that is no file, or a file that is no JSON, is refused: an instruction never is\n"
+                "a file's name.\n"
                 "An instruction needs a model loaded in holod.\n"
                 "\n"
                 "Options:\n"

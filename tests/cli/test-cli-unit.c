@@ -608,9 +608,60 @@ static void test_script_file(void)
 	CHECK(body == NULL);
 	CHECK(strstr(err, "larger than") != NULL);
 
+	/* `holoctl run FILE.json` without --script runs the file as a script, and says so. */
+	struct cli_run_args a;
+	char *msg, *other = path_join(dir, "steps"), *text = path_join(dir, "notes.txt");
+	char *missing = path_join(dir, "typo.json");
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fputs("[{\"tool_name\": \"wait\", \"duration\": 0.5}]\n", f);
+	fclose(f);
+	CHECK_INT_EQ(parse_run("", &a, &msg, path, NULL), 0);
+	body = json_loads(a.body ? a.body : "", 0, NULL);
+	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 1);
+	CHECK(!json_object_get(body, "instruction"));
+	CHECK(strstr(msg, "is a file: running it as a script") != NULL);
+	json_decref(body);
+	cli_run_args_finish(&a);
+	free(msg);
+	/* A file without .json whose text is JSON is a script too. */
+	f = fopen(other, "w");
+	REQUIRE(f);
+	fputs("  {\"actions\": [{\"tool_name\": \"wait\", \"duration\": 1}]}", f);
+	fclose(f);
+	CHECK_INT_EQ(parse_run("", &a, &msg, "--follow", other, NULL), 0);
+	CHECK(a.follow);
+	CHECK(a.body && strstr(a.body, "\"script\"") != NULL);
+	cli_run_args_finish(&a);
+	free(msg);
+	/* A file that is no JSON, a *.json name that is no file: refused, nothing sent. */
+	f = fopen(text, "w");
+	REQUIRE(f);
+	fputs("open the settings\n", f);
+	fclose(f);
+	CHECK_INT_EQ(parse_run("", &a, &msg, text, NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(msg, "is a file but not a JSON script: give --script FILE") != NULL);
+	CHECK(a.body == NULL);
+	free(msg);
+	CHECK_INT_EQ(parse_run("", &a, &msg, missing, NULL), CLI_EXIT_USAGE);
+	CHECK(strstr(msg, "looks like a script file but is not one (No such file or directory)") !=
+	      NULL);
+	CHECK(a.body == NULL);
+	free(msg);
+	/* Words stay an instruction. */
+	CHECK_INT_EQ(parse_run("", &a, &msg, "open", "the", "settings", NULL), 0);
+	CHECK(a.body && strstr(a.body, "\"instruction\"") != NULL);
+	cli_run_args_finish(&a);
+	free(msg);
+
+	unlink(text);
+	unlink(other);
 	unlink(path);
 	rmdir(dir);
 	free(path);
+	free(other);
+	free(text);
+	free(missing);
 }
 
 /* ---- tables and formatting ------------------------------------------------------------------ */
