@@ -62,6 +62,35 @@ static void announce_ready(const struct holod_config *cfg, char *const *displays
 	notify_send("READY=1");
 }
 
+/* What can be checked before the long work (the Xvfbs, the model's weights) is checked first, so
+ * that holod never reports ready with a display it cannot open or a model it cannot load: every
+ * display named (--display, $DISPLAY; the virtual ones are holod's own) accepts a connection,
+ * and the model directory holds a checkpoint's files. Logs what is wrong; returns -errno. */
+static int check_before_start(const struct holod_config *cfg)
+{
+	int r;
+	for (size_t i = 0; i < cfg->n_displays; i++) {
+		struct x11_display *d = x11_display_open(cfg->displays[i]);
+		if (!d) {
+			r = -errno;
+			log_error("cannot open display %s (%s): %s; start its X server first, or "
+				  "give --virtual WxH for a display of holod's own", cfg->displays[i],
+				  cfg->display_cmdline ? "--display" : "$DISPLAY or the config file",
+				  x11_strerror(r));
+			return r;
+		}
+		x11_display_close(d);
+	}
+	if (cfg->model_dir) {
+		char err[PATH_MAX + 512];
+		if ((r = engine_model_check_files(cfg->model_dir, err, sizeof(err))) < 0) {
+			log_error("--model: %s", err);
+			return r;
+		}
+	}
+	return 0;
+}
+
 /* Waits for SIGTERM or SIGINT (0, with `reason` set). With `worker` (--require-model), holod is
  * announced ready once the model has loaded, and a failed load returns 1. */
 static int wait_for_stop(struct xvfb *xvfbs, size_t n_xvfb, struct model_worker *worker,
@@ -200,6 +229,9 @@ int main(int argc, char **argv)
 		if (secret_names[0])
 			log_info("secrets: %s", secret_names);
 	}
+
+	if (check_before_start(&cfg) < 0)
+		goto finish_options;
 
 	/* Signals are taken by the main thread only; every thread created below inherits this. */
 	sigset_t set;

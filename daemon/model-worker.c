@@ -281,6 +281,12 @@ static void load(struct model_worker *et)
 		goto fail;
 	}
 	engine_model_get_info(ctx->model, &et->info);
+	/* before the weights are read or copied, which for a large model takes minutes */
+	ctx->tok = engine_model_tokenizer(ctx->model);
+	if (!ctx->tok) {
+		set_failed(et, "the model %s has no tokenizer.json", et->dir);
+		goto fail;
+	}
 	if ((r = model_content_hash(et->dir, et->content_sha256)) < 0) {
 		log_warning_errno(r, "the model %s: cannot hash config.json and its weights index; "
 				     "tasks record no content hash", et->dir);
@@ -305,11 +311,6 @@ static void load(struct model_worker *et)
 	et->backend = bo;
 	pthread_mutex_unlock(&et->lock);
 	admission_setup(et);
-	ctx->tok = engine_model_tokenizer(ctx->model);
-	if (!ctx->tok) {
-		set_failed(et, "the model %s has no tokenizer.json", et->dir);
-		goto fail;
-	}
 	ctx->vision = engine_vision_create(ctx->model, err, sizeof(err));
 	if (!ctx->vision) {
 		if (errno == ENOENT)

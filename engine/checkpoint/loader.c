@@ -261,13 +261,15 @@ static int open_single(struct model_files *files, const char *dir, char *errbuf,
 	return 0;
 }
 
+static const char checkpoint_expected[] =
+	"expected a Hugging Face checkpoint directory holding config.json, model.safetensors "
+	"(or model.safetensors.index.json and its shards) and tokenizer.json";
+
 /* A directory that is not a checkpoint at all (a typo, the parent directory, a file) is told
  * apart from a checkpoint with a bad file: the sentence says what a checkpoint holds. */
 static int check_checkpoint_dir(const char *dir, char *errbuf, size_t errlen)
 {
-	static const char expected[] =
-		"expected a Hugging Face checkpoint directory holding config.json, model.safetensors "
-		"(or model.safetensors.index.json and its shards) and tokenizer.json";
+	const char *expected = checkpoint_expected;
 	struct stat st;
 
 	if (stat(dir, &st) < 0) {
@@ -287,6 +289,21 @@ static int check_checkpoint_dir(const char *dir, char *errbuf, size_t errlen)
 	if (!config)
 		return st_errorf(errbuf, errlen, -ENOENT, "%s has weights but no config.json; %s", dir,
 				 expected);
+	return 0;
+}
+
+int engine_model_check_files(const char *dir, char *errbuf, size_t errlen)
+{
+	int r = check_checkpoint_dir(dir, errbuf, errlen);
+	if (r < 0)
+		return r;
+	if (!file_exists(dir, "model.safetensors") && !file_exists(dir, "model.safetensors.index.json"))
+		return st_errorf(errbuf, errlen, -ENOENT, "%s has config.json but no weights "
+				 "(model.safetensors or model.safetensors.index.json); %s", dir,
+				 checkpoint_expected);
+	if (!file_exists(dir, "tokenizer.json"))
+		return st_errorf(errbuf, errlen, -ENOENT, "%s has no tokenizer.json; %s", dir,
+				 checkpoint_expected);
 	return 0;
 }
 

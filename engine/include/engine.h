@@ -34,6 +34,13 @@ struct engine_session;
 struct engine_model *engine_model_load(const char *dir, char *errbuf, size_t errlen);
 /* Unmaps everything; accepts NULL. No session may still use the model. */
 void engine_model_destroy(struct engine_model *model);
+/* Whether `dir` holds the files a checkpoint needs, before any is read (a program checks this
+ * before its long work: a missing tokenizer.json is told before gigabytes of weights are
+ * loaded): a directory with config.json, model.safetensors or model.safetensors.index.json,
+ * and tokenizer.json. Nothing is opened, so a file that blocks on open does not block here.
+ * Returns 0, or -errno (-ENOENT for a missing file, -ENOTDIR) with one sentence naming what
+ * is missing and what a checkpoint holds in errbuf. */
+int engine_model_check_files(const char *dir, char *errbuf, size_t errlen);
 
 #define ENGINE_MODEL_MAX_PATTERN 512
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # What goes wrong, visibly: a model that does not load (holod keeps serving scripts, status and
-# 503 say why), and steps that stay invalid after the bounded retries (the task fails with the
+# 503 say why; a directory that is not a checkpoint stops holod at start), and steps that stay invalid after the bounded retries (the task fails with the
 # model's raw output in the journal).
 . "$(dirname "$0")/agent-lib.sh"
 require_agent
@@ -124,13 +124,13 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 	stop_holod || fail "holod exit status $?"
 fi
 
-# ---- a directory that is not a model
+# ---- a directory that is not a model: refused at start, before holod serves (issue 33)
 rm -f "$SOCK"
-start_holod --model "$T"
-wait_until 30 model_is failed || fail "not a model: state $(model_state)"
-api POST /v1/tasks '{"instruction": "Click the red block."}'
-expect_code "not a model" 503
-stop_holod || fail "holod exit status $?"
+timeout 30 "$HOLOD" --model "$T" 2>"$T/notmodel.err"
+rc=$?
+[ "$rc" = 1 ] || fail "not a model: exit $rc, expected 1"
+grep -qF -- "--model: $T is not a model checkpoint" "$T/notmodel.err" ||
+	fail "not a model: $(cat "$T/notmodel.err")"
 
 # ---- invalid steps: retried, then the task fails with the raw output journaled
 P0=$(presses)

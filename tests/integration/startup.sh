@@ -1,6 +1,7 @@
 #!/bin/sh
 # Starting holod with a model, as a new user would: a --model directory that is not a
-# checkpoint says what one holds; --require-model turns a model that cannot load into a non-zero
+# checkpoint, or lacks its tokenizer or weights, and a display that cannot be opened stop holod
+# at start, naming what is wrong (issue 33); --require-model turns a model that cannot load into a non-zero
 # exit (and a good one into readiness, READY=1, only once it is loaded: a load held open by a FIFO
 # never reports ready); ~ and $VAR in the config file's
 # paths; the one checkpoint under $XDG_DATA_HOME/holod/models/ is found without --model;
@@ -18,13 +19,56 @@ grep -q "$T/notmodel is not a model checkpoint: it has neither config.json nor s
 	"$T/err1" || fail "not-a-checkpoint message: $(cat "$T/err1")"
 [ -S "$SOCK" ] && fail "the socket outlived holod"
 
-# Without --require-model holod serves scripts, and /v1/status says why there is no model.
-start_holod --model "$T/notmodel"
+# What can be checked before the long work is, with or without --require-model: holod exits 1
+# at once, naming what is wrong, and never answers on its socket. (timeout: a holod that serves
+# instead would be killed, 124.)
+# expect_start_error NAME MESSAGE ARGS...
+expect_start_error() {
+	_name=$1 _msg=$2
+	shift 2
+	timeout 30 "$HOLOD" "$@" 2>"$T/start.err"
+	_rc=$?
+	[ "$_rc" = 1 ] || fail "$_name: exit $_rc, expected 1: $(cat "$T/start.err")"
+	grep -qF -- "$_msg" "$T/start.err" || fail "$_name: message: $(cat "$T/start.err")"
+	[ -S "$SOCK" ] && fail "$_name: holod left its socket"
+}
+expect_start_error "not a checkpoint" \
+	"--model: $T/notmodel is not a model checkpoint: it has neither config.json nor safetensors" \
+	--model "$T/notmodel"
+expect_start_error "no such model" "--model: $T/nothere: No such file or directory" \
+	--model "$T/nothere"
+# A missing tokenizer.json is told before the weights are read: this model.safetensors is a
+# FIFO nobody writes to, which a load would block on.
+[ -d "${TINY_MODEL:-}" ] || { fail "TINY_MODEL is not a directory"; pass_or_fail; }
+mkdir -p "$T/notok"
+cp -r "$TINY_MODEL"/. "$T/notok/"
+rm "$T/notok/tokenizer.json" "$T/notok/model.safetensors"
+mkfifo "$T/notok/model.safetensors"
+expect_start_error "no tokenizer.json" "--model: $T/notok has no tokenizer.json; expected a" \
+	--model "$T/notok"
+rm "$T/notok/model.safetensors"
+cp "$TINY_MODEL/tokenizer.json" "$T/notok/"
+expect_start_error "no weights" "--model: $T/notok has config.json but no weights" \
+	--model "$T/notok"
+# An X display that cannot be opened (no server on this number), from $DISPLAY or --display.
+n=4242
+while [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ]; do n=$((n + 1)); done
+DISPLAY=":$n" expect_start_error "\$DISPLAY unreachable" \
+	"cannot open display :$n (\$DISPLAY or the config file): "
+expect_start_error "--display unreachable" "cannot open display :$n (--display): " \
+	--display ":$n"
+
+# A checkpoint's files are there but it does not load: without --require-model holod serves
+# scripts, and /v1/status says why there is no model.
+mkdir -p "$T/badmodel"
+echo '{}' >"$T/badmodel/config.json"
+cp "$TINY_MODEL/tokenizer.json" "$TINY_MODEL/model.safetensors" "$T/badmodel/"
+start_holod --model "$T/badmodel"
 wait_until 20 sh -c "curl -sf --unix-socket '$SOCK' http://holod/v1/status |
 	jq -e '.model.state == \"failed\"'" || fail "the model never failed"
 api GET /v1/status
 case "$(jq -r .model.error "$BODY")" in
-*"is not a model checkpoint"*) ;;
+*"cannot load the model $T/badmodel: "*) ;;
 *) fail "status error: $(jq -r .model.error "$BODY")" ;;
 esac
 stop_holod || fail "holod exited non-zero"
@@ -45,7 +89,6 @@ rm "$XDG_CONFIG_HOME/holod/holod.conf"
 # --require-model, a load held in progress: its config.json is a FIFO nobody writes to, so the load
 # blocks opening it. The socket answers (scripts are served) with the model 'loading' and no
 # READY=1 comes; once the FIFO is opened the load fails (not a regular file) and holod exits 1.
-[ -d "${TINY_MODEL:-}" ] || { fail "TINY_MODEL is not a directory"; pass_or_fail; }
 mkdir -p "$T/held"
 cp -r "$TINY_MODEL"/. "$T/held/"
 rm "$T/held/config.json"
