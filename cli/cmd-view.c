@@ -1,5 +1,4 @@
-/* holoctl view: a task's live page (GET /v1/tasks/{id}/view, docs/api.md "The live view") in
- * a browser.
+/* holoctl view: a task's live page (GET /v1/tasks/{id}/view in docs/api.md) in a browser.
  *
  * DESIGN (access, threads, limits). A browser cannot open holod's Unix socket, so holoctl view
  * stands between the two for as long as it runs, and no longer: it listens on 127.0.0.1 only
@@ -311,8 +310,14 @@ static void serve(struct view *v, int fd)
 		goto out;
 	}
 	if (sscanf(lines[0], "%7[A-Z] %2047[^ ] %15s", method, target, version) != 3 ||
-	    (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)) {
+	    strncmp(version, "HTTP/", 5) != 0) {
 		send_error(fd, 400, "Bad Request", IPC_ERR_BAD_REQUEST, "malformed request line");
+		goto out;
+	}
+	/* holod's answers (an event stream's chunks) go through as they are: HTTP/1.1's */
+	if (strcmp(version, "HTTP/1.1") != 0) {
+		send_error(fd, 505, "HTTP Version Not Supported", IPC_ERR_BAD_REQUEST,
+		           "holoctl view speaks HTTP/1.1 only");
 		goto out;
 	}
 	/* "/TOKEN/v1/...": anything else is not here, whatever it is. */

@@ -1,5 +1,5 @@
-/* The live view's page (docs/api.md "The live view"): daemon/view.html, turned into a C string
- * at build time by view-page.sed; http.c serves it as GET /v1/tasks/{id}/view. */
+/* The live view's page (GET /v1/tasks/{id}/view in docs/api.md): daemon/view.html, turned
+ * into a C string at build time by view-page.sed; http.c serves it. */
 #pragma once
 
 #include <stddef.h>

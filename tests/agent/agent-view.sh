@@ -62,6 +62,7 @@ code() { curl -sS -o "$BODY" -w '%{http_code}' "$@"; }
 expect_json "refused" .error.message \
 	"holoctl view serves task $A's page and what it asks for, not POST /v1/tasks"
 [ "$(code "$ORIGIN/v1/status")" = 404 ] || fail "status through the view: not 404"
+[ "$(code --http1.0 "$URL")" = 505 ] || fail "HTTP/1.0: not 505"
 # another uid, even with the address: refused before anything is forwarded
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	OUT=$(setpriv --reuid=65534 --regid=65534 --clear-groups curl -sS -w '\n%{http_code}' "$URL")
