@@ -279,9 +279,9 @@ int main(int argc, char **argv)
 		if (auto_wm && xvfb_program_in_path(XVFB_AUTO_WM)) {
 			session = XVFB_AUTO_WM_COMMAND;
 		} else if (auto_wm) {
-			log_warning("--session auto: %s is not installed, so the virtual display%s run "
-				    "no window manager: windows get the focus only when a script "
-				    "activates them (apt-get install %s, or --session CMD)",
+			log_warning("--session auto: %s is not installed, so no window manager runs on "
+				    "the virtual display%s: windows get the focus only when a script "
+				    "launches or activates them (apt-get install %s, or --session CMD)",
 				    XVFB_AUTO_WM, cfg.n_virtual > 1 ? "s" : "", XVFB_AUTO_WM);
 			session = NULL;
 		} else if (strcmp(session, "none") == 0) {

@@ -3,6 +3,7 @@
 # by holoctl against a `holod --virtual` daemon started with no other option. holod starts a
 # window manager on its display by default (--session auto), so the editor and its "Save As"
 # dialog get the focus and the file is saved; the window manager is stopped with the display.
+# Without openbox, or with --session none, none is started.
 # The one change to the script: the file goes into the test's directory, not /tmp/hello.txt.
 . "$(dirname "$0")/lib.sh"
 require_tools openbox mousepad timeout
@@ -35,4 +36,20 @@ timeout 120 sh "$T/quickstart.sh" >"$T/run.out" 2>&1 ||
 
 stop_holod || fail "holod exited non-zero"
 [ -n "$WM_PID" ] && kill -0 "$WM_PID" 2>/dev/null && fail "the window manager outlived holod"
+
+# No openbox in PATH: --session auto says so and starts nothing; --session none is silent.
+mkdir -p "$T/bin"
+ln -s "$(command -v Xvfb)" "$T/bin/Xvfb"
+: >"$HOLOD_LOG"
+PATH="$T/bin" "$HOLOD" --virtual 320x240 2>>"$HOLOD_LOG" &
+HOLOD_PID=$!
+wait_until 30 status_ok || fail "holod without openbox did not become ready"
+grep -q "warning: --session auto: openbox is not installed, so no window manager runs on the virtual display:" \
+	"$HOLOD_LOG" || fail "no warning without openbox: $(cat "$HOLOD_LOG")"
+grep -q "started the session" "$HOLOD_LOG" && fail "a session started without openbox"
+stop_holod || fail "holod (no openbox) exited non-zero"
+: >"$HOLOD_LOG"
+start_holod --virtual 320x240 --session none
+grep -q "session\|window manager" "$HOLOD_LOG" && fail "--session none: $(cat "$HOLOD_LOG")"
+stop_holod || fail "holod (--session none) exited non-zero"
 pass_or_fail
