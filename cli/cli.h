@@ -81,6 +81,9 @@ extern const struct cli_command cli_cmd_view;
  * person: the question and how to reply, or the held action and how to approve or deny it. */
 void cli_print_waiting(struct cli_context *ctx, long long id, json_t *waiting);
 
+/* cmd-status.c: `holoctl status`'s summary of a GET /v1/status object, a few lines. */
+void cli_print_status_summary(FILE *out, json_t *status);
+
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];
 extern const size_t cli_commands_count;
@@ -176,12 +179,12 @@ void cli_format_duration_us(long long us, char *buf, size_t size);
 /* Columns of the terminal `f` is (TIOCGWINSZ), else $COLUMNS, else 80; at least
  * CLI_WRAP_MIN_WIDTH. */
 unsigned cli_terminal_width(FILE *f);
-/* Prints `label` then `text` after `indent` blanks, word-wrapped to `width` columns, continuation
- * lines aligned under the text's start. Newlines in text start a new line; tabs print as a blank
- * and other control characters as \xNN, so what a model wrote cannot move the cursor. */
 /* The width tables are fit to: the terminal's when `f` is one (TIOCGWINSZ), else $COLUMNS when
  * set, else 0 (no limit: a pipe or a file gets the whole text). */
 unsigned cli_output_width(FILE *f);
+/* Prints `label` then `text` after `indent` blanks, word-wrapped to `width` columns, continuation
+ * lines aligned under the text's start. Newlines in text start a new line; tabs print as a blank
+ * and other control characters as \xNN, so what a model wrote cannot move the cursor. */
 void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent,
 		       unsigned width);
 /* The exit status `run --follow` returns for a final task status string. */

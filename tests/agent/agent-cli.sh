@@ -10,8 +10,11 @@ start_agent
 export HOLOD_SOCKET="$SOCK"
 
 "$HOLOCTL" status >"$T/status" 2>&1 || fail "holoctl status: $(cat "$T/status")"
-grep -Eq '^model\.state +ready$' "$T/status" || fail "holoctl status: $(cat "$T/status")"
-grep -Eq '^model\.name +tiny-agent$' "$T/status" || fail "holoctl status: $(cat "$T/status")"
+# The summary names the model and its state; --all has every counter.
+grep -Eq '^model +tiny-agent ready on (cpu|cuda), ' "$T/status" || fail "holoctl status: $(cat "$T/status")"
+"$HOLOCTL" status --all >"$T/status" 2>&1 || fail "holoctl status --all: $(cat "$T/status")"
+grep -Eq '^model\.state +ready$' "$T/status" || fail "holoctl status --all: $(cat "$T/status")"
+grep -Eq '^model\.name +tiny-agent$' "$T/status" || fail "holoctl status --all: $(cat "$T/status")"
 
 "$HOLOCTL" run --follow --max-steps 2 Click the red block. >"$T/out" 2>"$T/err"
 RC=$?

@@ -31,7 +31,7 @@ TASK_TEXT='"instruction": "Click the red block.", "max_steps": 3, "dry_run": tru
 api GET /v1/status
 expect_json "status sampling" '.sampling == {"format": "holo3", "temperature": 0.8, "top_p": 0.95,
 	"seed": null}' true
-"$HOLOCTL" status >"$T/status.out" 2>&1 || fail "holoctl status: $(cat "$T/status.out")"
+"$HOLOCTL" status --all >"$T/status.out" 2>&1 || fail "holoctl status: $(cat "$T/status.out")"
 grep -Eq '^sampling\.temperature +0\.8' "$T/status.out" ||
 	fail "holoctl status shows no sampling: $(cat "$T/status.out")"
 submit "{$TASK_TEXT}"

@@ -930,6 +930,58 @@ static void test_wrap(void)
 	fclose(f);
 }
 
+/* `holoctl status`: a few lines a person reads, from the object of docs/api.md. */
+static char *status_summary(const char *json)
+{
+	json_t *status = json_loads(json, 0, NULL);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	REQUIRE(status && f);
+	cli_print_status_summary(f, status);
+	fclose(f);
+	json_decref(status);
+	return buf;
+}
+
+static void test_status_summary(void)
+{
+	char *s = status_summary(
+	        "{\"version\": \"0.1.0\", \"api_version\": 1, \"pid\": 4242, \"display\": \":0\","
+	        " \"model\": {\"path\": \"/m/holotron-12b\", \"name\": \"holotron-12b\","
+	        " \"state\": \"ready\", \"error\": null, \"backend\": \"cuda\", \"sessions\": 1,"
+	        " \"precision\": \"bf16\", \"weights\": \"fp8\", \"weight_bytes\": 24600000000,"
+	        " \"device_weight_bytes\": 13421772800, \"device_state_bytes\": 536870912,"
+	        " \"device_memory_total\": 150323855360, \"device_memory_free\": 107374182400,"
+	        " \"batching\": {\"batches\": 18234}},"
+	        " \"running\": 7, \"queue\": [8, 9],"
+	        " \"displays\": [{\"name\": \":0\", \"running\": 7, \"connected\": true},"
+	        " {\"name\": \":1\", \"running\": null, \"connected\": false}],"
+	        " \"provider\": {\"name\": \"local\"}}");
+	CHECK_STR_EQ(s, "holod     0.1.0 (pid 4242)\n"
+	                "model     holotron-12b ready on cuda, bf16, fp8 weights\n"
+	                "memory    12.5 GiB weights, 0.5 GiB sessions (1); 100.0 GiB free of 140.0 GiB\n"
+	                "displays  :0: running task 7\n"
+	                "          :1: idle (not connected yet)\n"
+	                "tasks     1 running, 2 queued (8, 9)\n");
+	free(s);
+	/* No model: why, and what still works. */
+	s = status_summary("{\"version\": \"0.1.0\", \"pid\": 1, \"model\": null, \"queue\": [],"
+	                   " \"displays\": [{\"name\": null, \"running\": null}],"
+	                   " \"provider\": {\"name\": \"local\"}}");
+	CHECK(strstr(s, "model     none: holod was started without --model") != NULL);
+	CHECK(strstr(s, "displays  $DISPLAY: idle\n") != NULL);
+	CHECK(strstr(s, "tasks     0 running, 0 queued\n") != NULL);
+	free(s);
+	/* A model that failed says why. */
+	s = status_summary("{\"model\": {\"name\": \"x\", \"state\": \"failed\", \"error\":"
+	                   " \"cannot load the model /m/x: tokenizer.json: No such file\"}}");
+	CHECK(strstr(s, "model     x failed to load: cannot load the model /m/x: tokenizer.json") !=
+	      NULL);
+	free(s);
+}
+
 static void test_age(void)
 {
 	long s = -1;
@@ -1063,6 +1115,7 @@ int main(void)
 	test_table();
 	test_format();
 	test_wrap();
+	test_status_summary();
 	test_age();
 	test_main();
 	cli_http_global_cleanup();

@@ -78,9 +78,10 @@ three_running() {
 wait_until 20 three_running || fail "three long tasks never ran at once"
 "$HOLOCTL" status >"$T/status.txt" || fail "holoctl status"
 for d in "$D1" "$D2" "$D3"; do
-	grep -q "^display $d  *running task [0-9]" "$T/status.txt" ||
+	grep -Eq "^(displays)? +$d: running task [0-9]" "$T/status.txt" ||
 		fail "holoctl status does not show the task on $d: $(cat "$T/status.txt")"
 done
+grep -q "^tasks  *3 running, " "$T/status.txt" || fail "holoctl status: not 3 running: $(cat "$T/status.txt")"
 t0=$(date +%s%N)
 "$HOLOCTL" cancel --all >"$T/cancel.txt" || fail "holoctl cancel --all"
 grep -q '^cancelled 3 (.*) queued task(s); 3 (.*) running task(s) stop' "$T/cancel.txt" ||
