@@ -27,9 +27,10 @@ grep -q 'max_steps budget (2) reached without an answer' "$T/out" "$T/err" ||
 	fail "no outcome: $(cat "$T/out" "$T/err")"
 
 # holoctl show: the model's phases next to capture/inject/settle, what produced the task, each
-# step's thought and note wrapped to $COLUMNS, and --steps for a range.
+# step's thought and note wrapped to $COLUMNS, and --steps for a range. --wide: the table's
+# results whole, though 60 columns would cut them.
 ID=$(sed -n 's/^task \([0-9]*\) \(queued\|running\)$/\1/p' "$T/out" | head -n 1)
-COLUMNS=60 "$HOLOCTL" show "$ID" >"$T/show" 2>"$T/err" || fail "holoctl show: $(cat "$T/err")"
+COLUMNS=60 "$HOLOCTL" show --wide "$ID" >"$T/show" 2>"$T/err" || fail "holoctl show: $(cat "$T/err")"
 cat "$T/show"
 grep -Eq '^#  TOOL .* CAPTURE +PREPROC +VISION +PREFILL +DECODE +INJECT +SETTLE +TOTAL  RESULT$' "$T/show" ||
 	fail "show: no model phase columns"
