@@ -3,12 +3,11 @@
 # self-contained: a policy that loads nothing from elsewhere); `holoctl view ID` prints its
 # address on 127.0.0.1 and forwards the page's requests to the socket. In headless Chromium
 # (view-cdp.py, over the DevTools pipe) the page shows the display's screen (the test client's
-# red block where it is on the display) and the step held
-# for approval with its thought, and its buttons act: pause, approve, resume, deny with a
-# reason, cancel, each seen in the journal afterwards; a script's ask_user answered in the page's
-# field becomes its step's result. The proxy refuses what is not the page's:
-# another uid, no token, another Host or Origin, another task, another endpoint, a head too
-# large. Bad input: an unknown task.
+# red block whole) and the step held for approval with its thought, and its buttons act: pause,
+# approve, resume, deny with a reason, cancel, each seen in the journal afterwards; a script's
+# ask_user answered in the page's field becomes its step's result. The proxy refuses what is
+# not the page's: another uid, no token, another Host or Origin, another task, another
+# endpoint, another HTTP version, a head too large. Bad input: an unknown task.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent chromium python3
 [ "$AGENT_BACKEND" = cpu ] || test_skip "the page is the same on every backend"
@@ -83,6 +82,9 @@ CDP="$(dirname "$0")/view-cdp.py"
 python3 "$CDP" approve "$(command -v chromium)" "$URL" "$T" "$SCREEN_W" "$SCREEN_H" \
 	>"$T/cdp.out" 2>&1 || fail "the page in chromium: $(cat "$T/cdp.out")"
 cat "$T/cdp.out"
+# the page as Chromium drew it, held for approval, kept beside the test logs
+[ -n "${HOLOD_BUILD_ROOT:-}" ] && [ -f "$T/view.png" ] &&
+	cp "$T/view.png" "$HOLOD_BUILD_ROOT/meson-logs/agent-view.png"
 wait_task "$A" cancelled 30
 HELD=$(sqlite3 "$DB" "SELECT idx, status, json_extract(held, '$.decision') FROM steps
 	WHERE task_id = $A ORDER BY idx" | tr '\n' ' ')
