@@ -513,9 +513,11 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		r = cli_usage_error(ctx, &cli_cmd_do, "which action? e.g. `holoctl do click 640 400`");
 		goto out;
 	}
-	if (strcmp(args[0], "keys") == 0 && nargs == 1) {
+	if (strcmp(args[0], "keys") == 0) {
 		*ret_body = NULL;
-		r = print_keys(ctx);
+		r = nargs == 1 ? print_keys(ctx)
+		               : cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do keys (no "
+		                                 "arguments): it lists the key names");
 		goto out;
 	}
 

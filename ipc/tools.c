@@ -2,6 +2,7 @@
  * parser accepts, holoctl do's arguments, and each policy format's view of it. action.c, the
  * policy formats and holoctl read this table; the executor runs what it describes. */
 #include <ctype.h>
+#include <errno.h>
 #include <string.h>
 
 #include "common.h"

@@ -374,6 +374,8 @@ static void test_do_papercuts(void)
 	      strstr(c.out, "f1 .. f24"));
 	capture_finish(&c);
 
+	expect_do_error("usage: holoctl do keys (no arguments)", "keys", "ctrl", NULL);
+
 	/* the actions of --help come from the tool table */
 	char *help[] = {"do", "--help", NULL};
 	capture_init(&c);
