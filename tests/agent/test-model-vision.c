@@ -7,13 +7,15 @@
  *   - the sliced encode (from the image, as the local provider runs it: the preprocessing is
  *     its first slice) gives engine_vision_encode_image_on()'s rows bit for bit, and the point
  *     grounded beside the decoders equals the point grounded alone;
- *   - /v1/status's batching shows the vision work in flight and the slices run. */
+ *   - /v1/status's batching shows the vision work in flight and the slices run;
+ *   - a grounding is asked in holod's policy format: holo3's or holo-nano's texts. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent.h"
 #include "common.h"
@@ -197,6 +199,54 @@ static void ground(struct ground *g)
 			     &g->y, g->err, sizeof(g->err));
 }
 
+/* Tokens of a grounding's prompt and screenshot turn in format fmt, rendered as agent_ground
+ * renders them (the decode's bound left out). */
+static size_t ground_prompt_tokens(const struct policy_format *fmt, int n_tiles)
+{
+	char date[16];
+	time_t now = time(NULL);
+	struct tm tmv;
+	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
+	struct policy_env penv = {.screen_width = SCREEN_W, .screen_height = SCREEN_H, .date = date};
+	struct policy_renderer *r = policy_renderer_create(fmt, model_worker_tokenizer(et), &penv,
+							   model_worker_tokens_per_tile(et));
+	char *task = fmt->ground_text("the Save button");
+	struct policy_piece prefix = {0}, piece = {0};
+	REQUIRE(r && task && policy_render_prefix(r, task, &prefix) == 0 &&
+		policy_render_step(r, &(struct policy_observation){.n_tiles = n_tiles}, false,
+				   &piece) == 0);
+	size_t n = prefix.n_ids + piece.n_ids;
+	policy_piece_finish(&prefix);
+	policy_piece_finish(&piece);
+	policy_renderer_destroy(r);
+	free(task);
+	return n;
+}
+
+/* A grounding is asked in holod's format (--policy-format, cfg->format): with a context too
+ * small for its prompt, the refusal counts the tokens that format's texts render. */
+static void ground_formats(int n_tiles)
+{
+	const struct policy_format *const fmts[] = {&policy_format_holo3, &policy_format_holo_nano};
+	size_t said[2];
+
+	for (size_t i = 0; i < 2; i++) {
+		struct agent_config cfg = {.worker = et, .context_tokens = 64, .format = fmts[i]};
+		struct ground g = {.cfg = &cfg};
+		const char *at;
+		ground(&g);
+		CHECK_INT_EQ(g.r, -E2BIG);
+		REQUIRE((at = strstr(g.err, "its prompt and screenshot take ")) &&
+			sscanf(at, "its prompt and screenshot take %zu tokens", &said[i]) == 1);
+	}
+	size_t want[2] = {ground_prompt_tokens(fmts[0], n_tiles),
+			  ground_prompt_tokens(fmts[1], n_tiles)};
+	fprintf(stderr, "grounding's prompt + screenshot turn + point: holo3 %zu tokens, holo-nano "
+		"%zu\n", said[0], said[1]);
+	CHECK(want[0] != want[1]);
+	CHECK(said[0] - want[0] == said[1] - want[1]); /* the same bound on the point */
+}
+
 static void *vision_run(void *arg)
 {
 	void **parts = arg;
@@ -308,6 +358,7 @@ static void run_on(const char *model, enum engine_precision precision)
 	CHECK(json_integer_value(json_object_get(b, "vision_slices")) == (json_int_t)slices);
 	CHECK_INT_EQ(json_integer_value(json_object_get(st, "sessions")), 0);
 	json_decref(st);
+	ground_formats(e.n_tiles);
 
 	model_worker_call(et, job_rows_destroy, e.rows);
 	for (size_t i = 0; i < N_DEC; i++) {
