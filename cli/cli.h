@@ -76,6 +76,7 @@ extern const struct cli_command cli_cmd_reply;
 extern const struct cli_command cli_cmd_approve;
 extern const struct cli_command cli_cmd_deny;
 extern const struct cli_command cli_cmd_view;
+extern const struct cli_command cli_cmd_windows;
 
 /* cmd-answer.c: what task `id` waits for (the "waiting" object of docs/api.md), as lines for a
  * person: the question and how to reply, or the held action and how to approve or deny it. */
@@ -83,6 +84,10 @@ void cli_print_waiting(struct cli_context *ctx, long long id, json_t *waiting);
 
 /* cmd-status.c: `holoctl status`'s summary of a GET /v1/status object, a few lines. */
 void cli_print_status_summary(FILE *out, json_t *status);
+
+/* cmd-windows.c: the answer of GET /v1/windows as lines for a person (a table fit to `width`
+ * columns, 0: whole, then the pointer), for `holoctl windows` and holoctl mcp's tool. */
+void cli_print_windows(FILE *out, json_t *answer, unsigned width);
 
 /* commands.c: the table, in the order `holoctl --help` lists it. */
 extern const struct cli_command *const cli_commands[];

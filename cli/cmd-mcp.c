@@ -686,24 +686,50 @@ static json_t *tool_error(struct call *c)
 	return mcp_result_response(c->msg.id, tool_result(c->error, NULL, true));
 }
 
-static json_t *handle_screenshot(struct call *c, struct mcp_plan *p)
+/* GET /v1/NAME, with ?display= percent-encoded when the call names one. */
+static void display_path(char *path, size_t size, const char *name, const char *display)
 {
-	char path[64 + 3 * IPC_MAX_DISPLAY_NAME_BYTES], *png = NULL, text[160];
-	uint32_t w = 0, h = 0;
-	size_t size = 0;
-	int n = snprintf(path, sizeof(path), IPC_API_PREFIX "/screenshot");
+	int n = snprintf(path, size, IPC_API_PREFIX "/%s", name);
 
-	if (p->display) {
+	if (display) {
 		/* Percent-encode everything but the unreserved characters. */
-		n += snprintf(path + n, sizeof(path) - (size_t)n, "?display=");
-		for (const unsigned char *s = (const unsigned char *)p->display; *s; s++)
-			n += snprintf(path + n, sizeof(path) - (size_t)n,
+		n += snprintf(path + n, size - (size_t)n, "?display=");
+		for (const unsigned char *s = (const unsigned char *)display; *s; s++)
+			n += snprintf(path + n, size - (size_t)n,
 			              (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
 			                              (*s >= '0' && *s <= '9') || strchr("-._~", *s)
 			                      ? "%c"
 			                      : "%%%02X",
 			              *s);
 	}
+}
+
+static json_t *handle_windows(struct call *c, struct mcp_plan *p)
+{
+	char path[64 + 3 * IPC_MAX_DISPLAY_NAME_BYTES], *text = NULL;
+	size_t len = 0;
+	json_t *answer;
+
+	display_path(path, sizeof(path), "windows", p->display);
+	if (holod_json(c, "GET", path, NULL, &answer) < 0)
+		return tool_error(c);
+	FILE *f = open_memstream(&text, &len);
+	if (f) {
+		cli_print_windows(f, answer, 0);
+		fclose(f);
+	}
+	json_t *res = mcp_result_response(c->msg.id, tool_result(text ? text : "", answer, false));
+	free(text);
+	return res;
+}
+
+static json_t *handle_screenshot(struct call *c, struct mcp_plan *p)
+{
+	char path[64 + 3 * IPC_MAX_DISPLAY_NAME_BYTES], *png = NULL, text[160];
+	uint32_t w = 0, h = 0;
+	size_t size = 0;
+
+	display_path(path, sizeof(path), "screenshot", p->display);
 	if (holod_raw(c, path, &png, &size) < 0)
 		return tool_error(c);
 	if (cli_png_size((const uint8_t *)png, size, &w, &h) < 0) {
@@ -740,6 +766,9 @@ static json_t *handle_tool_call(struct call *c)
 	switch (p.kind) {
 	case MCP_PLAN_SCREENSHOT:
 		res = handle_screenshot(c, &p);
+		break;
+	case MCP_PLAN_WINDOWS:
+		res = handle_windows(c, &p);
 		break;
 	case MCP_PLAN_STATUS: {
 		json_t *st;

@@ -226,7 +226,7 @@ static const char common_props[] =
 	"\"timeout\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 600, "          \
 	"\"description\": \"seconds (10)\"}"
 
-enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_STATUS, T_CANCEL, T_REPLY };
+enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_WINDOWS, T_STATUS, T_CANCEL, T_REPLY };
 
 static const struct mcp_tool {
 	const char *name, *title, *description;
@@ -337,6 +337,10 @@ static const struct mcp_tool {
         {"activate", "Activate a window",
          "Raises and focuses the topmost window matching title/class/instance regexes.",
          "{\"window\": " P_MATCH ", " P_TIMEOUT "}", "[\"window\"]", T_ACTION, false},
+        {"windows", "List windows",
+         "The client windows on the screen, topmost first (id, desktop, pid, class, geometry, "
+         "title, which has the keyboard focus), and the pointer's position (GET /v1/windows).",
+         "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_WINDOWS, true},
         {"status", "holod's status",
          "holod's state: model, displays, the running task and the queue (GET /v1/status).",
          "{}", NULL, T_STATUS, true},
@@ -583,9 +587,10 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 		r = validate_body(ret->body, true, err, errlen);
 		break;
 	}
-	case T_SCREENSHOT: {
+	case T_SCREENSHOT:
+	case T_WINDOWS: {
 		static const char *const names[] = {"display"};
-		ret->kind = MCP_PLAN_SCREENSHOT;
+		ret->kind = t->kind == T_WINDOWS ? MCP_PLAN_WINDOWS : MCP_PLAN_SCREENSHOT;
 		if ((r = only_members(args, names, ARRAY_SIZE(names), err, errlen)) < 0)
 			goto out;
 		r = display_arg(args, &ret->display, err, errlen);

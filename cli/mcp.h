@@ -95,6 +95,7 @@ enum mcp_plan_kind {
 	MCP_PLAN_ACTION,     /* the same for a one-action script; the answer is the step's */
 	MCP_PLAN_LOCATE,     /* a dry-run move to a target; the answer is the point located */
 	MCP_PLAN_SCREENSHOT, /* GET /v1/screenshot */
+	MCP_PLAN_WINDOWS,    /* GET /v1/windows */
 	MCP_PLAN_STATUS,     /* GET /v1/status */
 	MCP_PLAN_CANCEL,     /* POST /v1/tasks/ID/cancel */
 	MCP_PLAN_REPLY,      /* POST /v1/tasks/ID/reply with body: a task's user answers */

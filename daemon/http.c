@@ -1268,6 +1268,34 @@ static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c
 	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
+/* The display a ?display= names, one of those holod drives (the first when absent): true with
+ * *ret_display set, or false with *ret the 400 answer sent. */
+static bool query_display(struct http_server *s, struct MHD_Connection *c, const char **ret_display,
+			  enum MHD_Result *ret)
+{
+	const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "display");
+
+	*ret_display = s->ctx.display;
+	if (!want)
+		return true;
+	json_t *snap = scheduler_snapshot(s->ctx.scheduler);
+	json_t *dj;
+	size_t i;
+	bool found = false;
+	json_array_foreach(json_object_get(snap, "displays"), i, dj) {
+		const char *name = json_string_value(json_object_get(dj, "name"));
+		if (name && strcmp(name, want) == 0)
+			found = true;
+	}
+	json_decref(snap);
+	if (!found) {
+		*ret = send_no_such_display(s, c, want);
+		return false;
+	}
+	*ret_display = want;
+	return true;
+}
+
 static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection *c,
 				    struct request *req, const struct route_args *a)
 {
@@ -1281,23 +1309,9 @@ static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection
 	if (!check_query(c, allowed, &ret))
 		return ret;
 	/* ?display= picks one of the displays holod drives; the first by default. */
-	const char *display = s->ctx.display;
-	const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "display");
-	if (want) {
-		json_t *snap = scheduler_snapshot(s->ctx.scheduler);
-		json_t *dj;
-		size_t i;
-		bool found = false;
-		json_array_foreach(json_object_get(snap, "displays"), i, dj) {
-			const char *name = json_string_value(json_object_get(dj, "name"));
-			if (name && strcmp(name, want) == 0)
-				found = true;
-		}
-		json_decref(snap);
-		if (!found)
-			return send_no_such_display(s, c, want);
-		display = want;
-	}
+	const char *display;
+	if (!query_display(s, c, &display, &ret))
+		return ret;
 	/* Its own connection on this thread: the executor's belongs to the executor. */
 	struct x11_display *d = x11_display_open(display);
 	if (!d)
@@ -1320,6 +1334,83 @@ static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "image/png");
 	return queue(c, MHD_HTTP_OK, resp);
+}
+
+
+/* The client windows, topmost first, the focused one marked, and the pointer (docs/api.md). */
+static json_t *windows_json(struct x11_display *d, const char *display, int *ret_err)
+{
+	struct x11_window *w = NULL;
+	size_t n = 0;
+	uint64_t focus = 0;
+	int x, y, r;
+
+	if ((r = x11_windows_list(d, &w, &n)) < 0 || (r = x11_focus_window(d, &focus)) < 0) {
+		x11_windows_free(w, n);
+		*ret_err = r;
+		return NULL;
+	}
+	int pr = x11_pointer_position(d, &x, &y);
+	json_t *list = json_array();
+	for (size_t i = n; list && i-- > 0;) {
+		json_t *o = json_pack("{s:I, s:o, s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b}",
+				      "id", (json_int_t)w[i].id, "desktop",
+				      w[i].desktop == X11_DESKTOP_NONE ? json_null()
+								       : json_integer(w[i].desktop),
+				      "pid", w[i].pid ? json_integer(w[i].pid) : json_null(),
+				      "class", w[i].class_name, "instance", w[i].instance, "title",
+				      w[i].title, "x", w[i].rect.x, "y", w[i].rect.y, "width",
+				      w[i].rect.width, "height", w[i].rect.height, "focused",
+				      focus != 0 && w[i].id == focus);
+		/* A title that is not UTF-8 fails the pack: list it without. */
+		if (!o)
+			o = json_pack("{s:I, s:n, s:n, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b}", "id",
+				      (json_int_t)w[i].id, "desktop", "pid", "class", "?",
+				      "instance", "?", "title", "?", "x", w[i].rect.x, "y",
+				      w[i].rect.y, "width", w[i].rect.width, "height",
+				      w[i].rect.height, "focused", focus != 0 && w[i].id == focus);
+		if (!o || json_array_append_new(list, o) < 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	}
+	x11_windows_free(w, n);
+	json_t *o = list ? json_pack("{s:o, s:o, s:o, s:o}", "display",
+				     display ? json_string(display) : json_null(), "windows", list,
+				     "focus", focus ? json_integer((json_int_t)focus) : json_null(),
+				     "pointer", pr == 0 ? json_pack("{s:i, s:i}", "x", x, "y", y)
+							: json_null())
+			 : NULL;
+	if (!o)
+		*ret_err = -ENOMEM;
+	return o;
+}
+
+static enum MHD_Result h_windows(struct http_server *s, struct MHD_Connection *c,
+				 struct request *req, const struct route_args *a)
+{
+	static const char *const allowed[] = {"display", NULL};
+	enum MHD_Result ret;
+	const char *display;
+	int r = 0;
+
+	if (!check_query(c, allowed, &ret) || !query_display(s, c, &display, &ret))
+		return ret;
+	/* Its own connection on this thread, as the screenshot's: the executor's is its own. */
+	struct x11_display *d = x11_display_open(display);
+	if (!d)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_DISPLAY,
+				  "cannot open display %s: %s", display ? display : "$DISPLAY",
+				  x11_strerror(-errno));
+	json_t *o = windows_json(d, display, &r);
+	x11_display_close(d);
+	if (!o && r == -ENOMEM)
+		return send_internal(c, r, "cannot answer");
+	if (!o)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_NO_DISPLAY,
+				  "cannot list the windows of %s: %s", display ? display : "$DISPLAY",
+				  x11_strerror(r));
+	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
 /* ---- routing ----------------------------------------------------------------------------------- */
@@ -1347,6 +1438,7 @@ static const struct route {
 	{"GET", "tasks/#/view", h_view},
 	{"POST", "actions", h_actions},
 	{"GET", "screenshot", h_screenshot},
+	{"GET", "windows", h_windows},
 	{"POST", "prune", h_prune},
 };
 

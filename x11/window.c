@@ -71,6 +71,27 @@ static char *window_title(struct x11_display *d, Window w)
 	return t ? t : xstrdup("");
 }
 
+/* A CARDINAL property's first item; false when absent. */
+static bool get_cardinal(struct x11_display *d, Window w, const char *name, uint32_t *ret)
+{
+	Atom actual;
+	int format;
+	unsigned long n, after;
+	unsigned char *data = NULL;
+	bool found = false;
+
+	if (XGetWindowProperty(d->dpy, w, XInternAtom(d->dpy, name, False), 0, 1, False,
+			       XA_CARDINAL, &actual, &format, &n, &after, &data) == Success && data &&
+	    n == 1 && format == 32) {
+		/* Xlib hands 32-bit items as longs. */
+		*ret = (uint32_t)*(unsigned long *)data;
+		found = true;
+	}
+	if (data)
+		XFree(data);
+	return found;
+}
+
 /* Fills *ret for a viewable client window. 1: it is one, 0: not a viewable client. */
 static int read_client(struct x11_display *d, Window w, struct x11_window *ret)
 {
@@ -87,12 +108,18 @@ static int read_client(struct x11_display *d, Window w, struct x11_window *ret)
 		XFree(hint.res_class);
 		return 0;
 	}
+	uint32_t desktop = 0, pid = 0;
+	bool has_desktop = get_cardinal(d, w, "_NET_WM_DESKTOP", &desktop);
+	get_cardinal(d, w, "_NET_WM_PID", &pid);
 	*ret = (struct x11_window){
 		.id = w,
 		.title = window_title(d, w),
 		.class_name = xstrdup(hint.res_class ? hint.res_class : ""),
 		.instance = xstrdup(hint.res_name ? hint.res_name : ""),
 		.rect = {x, y, wa.width, wa.height},
+		.desktop = !has_desktop ? X11_DESKTOP_NONE
+			   : desktop == 0xFFFFFFFFu ? X11_DESKTOP_ALL : (int64_t)desktop,
+		.pid = pid,
 	};
 	XFree(hint.res_name);
 	XFree(hint.res_class);

@@ -21,9 +21,10 @@ require_agent() {
 }
 
 # start_agent_client: the recording client over the whole screen, so every click lands in it.
+# start_agent_client [ARGS...]: more arguments of holo-test-client (--class NAME).
 start_agent_client() {
 	CLIENT_LOG="$T/client.log"
-	"$HOLO_TEST_CLIENT" --log "$CLIENT_LOG" --geometry "${SCREEN_W}x${SCREEN_H}+0+0" \
+	"$HOLO_TEST_CLIENT" --log "$CLIENT_LOG" --geometry "${SCREEN_W}x${SCREEN_H}+0+0" "$@" \
 		2>"$T/client.err" &
 	CLIENT_PID=$!
 	wait_until 20 grep -q '^ready' "$CLIENT_LOG" || { fail "test client not ready"; exit 1; }

@@ -16,10 +16,10 @@ MCP_PYTHON=${MCP_PYTHON:-$MCP_VENV_PYTHON}
 "$MCP_PYTHON" -c 'import mcp.client.stdio' 2>/dev/null ||
 	test_skip "the MCP Python SDK is not installed at $MCP_PYTHON (tools/mcp-client/setup.sh)"
 start_xvfb "${SCREEN_W}x${SCREEN_H}x24"
-start_agent_client
+start_agent_client --class holo-agent-client
 start_agent
 
-"$MCP_PYTHON" "$(dirname "$0")/mcp-client.py" "$HOLOCTL" "$SOCK" "$SCREEN_W" "$SCREEN_H" \
+"$MCP_PYTHON" "$(dirname "$0")/mcp-client.py" "$HOLOCTL" "$SOCK" "$SCREEN_W" "$SCREEN_H" "$CLIENT_PID" \
 	>"$T/client.out" 2>"$T/mcp.err" || fail "the MCP client's checks failed: $(cat "$T/mcp.err")"
 id_of() {
 	sed -n "s/^task $1 //p" "$T/client.out"

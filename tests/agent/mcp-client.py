@@ -1,9 +1,10 @@
 """A real MCP client (the official Python SDK, `mcp` on PyPI) against `holoctl mcp` (agent-mcp.sh).
 
-Usage: mcp-client.py HOLOCTL SOCKET WIDTH HEIGHT
+Usage: mcp-client.py HOLOCTL SOCKET WIDTH HEIGHT CLIENT_PID
 
 Over stdio, as MCP clients start servers: lists the tools, runs a script task with progress
-notifications, one action, takes a screenshot (a PNG of the screen's size), locates a target
+notifications, one action, takes a screenshot (a PNG of the screen's size), lists the windows
+(the recording client, CLIENT_PID, among them) and the pointer, locates a target
 with holod's model, cancels a running task by cancelling its request (notifications/cancelled),
 and runs one as an MCP task (2025-11-25: tasks/get, tasks/result, tasks/cancel); answers a
 task's question with reply_task, and in a second session that takes elicitation requests, as
@@ -22,6 +23,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 HOLOCTL, SOCKET, WIDTH, HEIGHT = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+CLIENT_PID = int(sys.argv[5])  # the recording client's, which `windows` must list
 failures = 0
 
 
@@ -87,6 +89,19 @@ async def session_checks(s):
         check(png[:8] == b"\x89PNG\r\n\x1a\n", "the screenshot is not a PNG")
         size = struct.unpack(">II", png[16:24])
         check(size == (WIDTH, HEIGHT), f"screenshot size {size}")
+
+    # The windows and the pointer: the recording client (WM_CLASS holo-agent-client, full
+    # screen) among them, the same lines as `holoctl windows`.
+    res = await s.call_tool("windows", {})
+    st = res.structured_content or {}
+    mine = [w for w in st.get("windows", []) if w.get("class") == "holo-agent-client"]
+    check(not res.is_error and len(mine) == 1 and mine[0]["width"] == WIDTH
+          and mine[0]["height"] == HEIGHT and mine[0]["pid"] == CLIENT_PID,
+          f"windows: {res.content[:1]} {st}")
+    pointer = st.get("pointer") or {}
+    check(0 <= pointer.get("x", -1) < WIDTH and 0 <= pointer.get("y", -1) < HEIGHT
+          and f"pointer at {pointer.get('x')},{pointer.get('y')}" in res.content[0].text,
+          f"windows: the pointer {pointer}")
 
     # Locate: holod's model grounds the target; a point on the screen, nothing clicked.
     res = await s.call_tool("locate", {"target": "the Save button"})

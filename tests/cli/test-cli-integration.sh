@@ -12,8 +12,8 @@
 #   report      `holoctl report` rendered by headless Chromium: markers, escaping, navigation
 #   focus       keys with no focused window: `do write` says warning (the whole sentence) and
 #               exits 0, `do --require-focus write` fails (1); with a focused client it types;
-#               `show` and `list` cut long text to $COLUMNS, print it whole into a file and
-#               with --wide
+#               `holoctl windows` lists that client and the pointer; `show` and `list` cut
+#               long text to $COLUMNS, print it whole into a file and with --wide
 #   prune       `holoctl prune`: refused without --yes when stdin is no terminal, --dry-run
 #               lists what would go, on a terminal (script(1)) it asks, --yes prunes
 #   replay-check  `holoctl replay --check`: a replay on the recorded screen passes; one on a
@@ -686,14 +686,29 @@ scenario_focus() {
 	grep -q '^holoctl: the action failed: step 0 (write): no window has the keyboard focus' "$tmp/err" ||
 		fail "do --require-focus: no reason"
 
-	# A client that takes the focus.
-	"$HOLO_TEST_CLIENT" --log "$tmp/client2.log" --geometry 300x200+500+300 \
+	# A client that takes the focus, with WM_CLASS and _NET_WM_PID as applications have.
+	"$HOLO_TEST_CLIENT" --log "$tmp/client2.log" --geometry 300x200+500+300 --class holo-focus \
 		>"$tmp/client2.err" 2>&1 &
 	client_pid=$!
 	wait_for 30 grep -q '^ready ' "$tmp/client2.log" || fail "the second client did not become ready"
 	"$HOLOCTL" do --require-focus write k >"$tmp/out" 2>"$tmp/err" || fail "do --require-focus write with focus failed"
 	grep -q '^step 0  write "k"  ok ' "$tmp/out" || fail "do write with focus: not ok"
 	wait_for 15 grep -q "^key keycode=[0-9]* keysym=k " "$tmp/client2.log" || fail "the focused client got no k: $(cat "$tmp/client2.log")"
+
+	# holoctl windows: the client (focused), its pid, class, geometry and title; the pointer.
+	"$HOLOCTL" do move 600 400 >"$tmp/out" 2>"$tmp/err" || fail "do move failed"
+	"$HOLOCTL" windows >"$tmp/out" 2>"$tmp/err" || fail "windows failed: $(cat "$tmp/err")"
+	grep -Eq "^\*  0x[0-9a-f]{8}  +-  +$client_pid  holo-focus\.holo-focus  300x200\+500\+300  holo-test-client$" \
+		"$tmp/out" || fail "windows: no line for the focused client: $(cat "$tmp/out")"
+	grep -q '^pointer at 600,400$' "$tmp/out" || fail "windows: no pointer line: $(cat "$tmp/out")"
+	"$HOLOCTL" --json windows >"$tmp/out" 2>"$tmp/err" || fail "windows --json failed"
+	[ "$(jq -c '[.windows[] | select(.class == "holo-focus") | [.pid, .x, .y, .width, .height,
+		.focused]] | first' "$tmp/out")" = "[$client_pid,500,300,300,200,true]" ] ||
+		fail "windows --json: $(cat "$tmp/out")"
+	[ "$(jq -c .pointer "$tmp/out")" = '{"x":600,"y":400}' ] || fail "windows --json: the pointer"
+	"$HOLOCTL" windows --display :4242 >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 1 ] && grep -q 'does not drive display :4242' "$tmp/err" ||
+		fail "windows --display :4242: $(cat "$tmp/err")"
 
 	# show: the result cut to $COLUMNS, whole into a file and with --wide.
 	COLUMNS=90 "$HOLOCTL" show "$warned" >"$tmp/out" 2>"$tmp/err" || fail "show failed"

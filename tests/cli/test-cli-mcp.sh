@@ -54,6 +54,8 @@ this is not JSON
 {"jsonrpc":"2.0","id":22,"method":"tools/list"}
 {"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"cancel_task","arguments":{"task_id":"7"}}}
 {"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"reply_task","arguments":{"task_id":7,"text":""}}}
+{"jsonrpc":"2.0","id":24,"method":"tools/call","params":{"name":"windows","arguments":{"display":5}}}
+{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"windows","arguments":{"display":":1"}}}
 IN
 # One line over the limit (MCP_MAX_LINE_BYTES, 2 MiB), then a request that must still be served.
 { printf '{"jsonrpc":"2.0","id":20,"method":"ping","params":{"pad":"'
@@ -73,7 +75,7 @@ answer 1 '.result.protocolVersion == "2025-06-18" and .result.serverInfo.name ==
 	and .result.capabilities.tasks == null'
 answer 2 '[.result.tools[].name] as $n | ["run_task", "screenshot", "locate", "click",
 	"double_click", "triple_click", "move", "drag", "scroll", "write", "hotkey", "key_down",
-	"key_up", "hold_and_tap_key", "wait", "launch", "wait_for", "activate", "status",
+	"key_up", "hold_and_tap_key", "wait", "launch", "wait_for", "activate", "windows", "status",
 	"cancel_task", "reply_task"] - $n == []'
 answer 2 '.result.tools | all(.inputSchema.type == "object" and (.description | length) > 0)'
 answer 2 '.result.tools[] | select(.name == "run_task") | has("execution") | not'
@@ -102,6 +104,9 @@ answer 18 '[.result.resourceTemplates[].uriTemplate] | index("holod://tasks/{id}
 answer 19 '.result.isError == true and (.result.content[0].text | test("^task_id"))'
 answer 23 '.result.isError == true and (.result.content[0].text | test("^text: expected the answer"))'
 answer 21 '.result == {}'
+answer 24 '.result.isError == true and (.result.content[0].text | test("^display: expected"))'
+answer 25 '.result.isError == true and (.result.content[0].text | test("cannot connect to .*no-holod.sock"))'
+answer 2 '.result.tools[] | select(.name == "windows") | .annotations.readOnlyHint == true'
 # Those without a readable id are answered with id null: the JSON, the batch, the object id,
 # the line over the limit and the long id.
 _nulls=$(jq -rs '[.[] | select(.id == null) | .error.code] | sort | tostring' "$T/out")
@@ -109,7 +114,7 @@ _nulls=$(jq -rs '[.[] | select(.id == null) | .error.code] | sort | tostring' "$
 jq -s -e '[.[] | select(.id == null) | .error.message] | any(test("MCP_MAX_LINE_BYTES"))' \
 	"$T/out" >/dev/null || fail "the long line's error does not name its limit"
 # The notification is not answered; everything else is, once.
-[ "$(wc -l <"$T/out")" -eq 26 ] || fail "$(wc -l <"$T/out") answers for 26 requests"
+[ "$(wc -l <"$T/out")" -eq 28 ] || fail "$(wc -l <"$T/out") answers for 28 requests"
 
 # holoctl mcp takes no arguments, and its help names the client configuration.
 "$HOLOCTL" mcp extra </dev/null >/dev/null 2>"$T/err" && fail "mcp extra was accepted"

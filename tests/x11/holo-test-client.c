@@ -1,7 +1,7 @@
 /* holo-test-client: a plain Xlib window that records every input event it receives, for tests
  * that inject input (the x11 suite, the daemon's integration tests).
  *
- * usage: holo-test-client --log FILE [--geometry WxH+X+Y] [--no-focus]
+ * usage: holo-test-client --log FILE [--geometry WxH+X+Y] [--no-focus] [--class NAME]
  *
  * The window (default 400x300+0+0, no window manager needed) shows, in window coordinates:
  *   red    #ff0000  block at (10,10)  50x50
@@ -11,7 +11,9 @@
  *   button #808080  at (10,80)  100x30, labelled "OK"
  *   text field white with a black 1-pixel border at (10,130) 280x30
  *   the rest of the window is white (#ffffff).
- * Unless --no-focus, the client gives itself the input focus once mapped.
+ * Unless --no-focus, the client gives itself the input focus once mapped. With --class the
+ * window carries WM_CLASS (NAME, NAME) and _NET_WM_PID, as applications' windows do, so holod
+ * lists it among the client windows; without, it has neither.
  *
  * Log format: UTF-8 text, one event per line, "<event> key=value ...", flushed after each line.
  * x/y are window coordinates, root_x/root_y root coordinates, state the X modifier/button mask
@@ -28,6 +30,7 @@
  *   focus in|out
  * The client exits on SIGTERM or SIGINT. */
 #include <X11/Xlib.h>
+#include <X11/Xatom.h>
 #include <X11/Xutil.h>
 #include <X11/keysym.h>
 #include <errno.h>
@@ -40,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <langinfo.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t quit;
 
@@ -148,7 +152,7 @@ static int parse_geometry(const char *s, int *w, int *h, int *x, int *y)
 
 int main(int argc, char **argv)
 {
-	const char *log_path = NULL;
+	const char *log_path = NULL, *class_name = NULL;
 	int width = 400, height = 300, wx = 0, wy = 0;
 	bool focus = true, mapped = false, exposed = false, ready = false;
 
@@ -162,9 +166,11 @@ int main(int argc, char **argv)
 			}
 		} else if (strcmp(argv[i], "--no-focus") == 0)
 			focus = false;
+		else if (strcmp(argv[i], "--class") == 0 && i + 1 < argc)
+			class_name = argv[++i];
 		else {
 			fprintf(stderr, "usage: holo-test-client --log FILE [--geometry WxH+X+Y] "
-			                "[--no-focus]\n");
+			                "[--no-focus] [--class NAME]\n");
 			return 2;
 		}
 	}
@@ -200,6 +206,14 @@ int main(int argc, char **argv)
 	XSizeHints hints = {
 	        .flags = USPosition | USSize, .x = wx, .y = wy, .width = width, .height = height};
 	XSetWMNormalHints(dpy, w, &hints);
+	if (class_name) {
+		XClassHint class_hint = {.res_name = (char *)class_name,
+		                         .res_class = (char *)class_name};
+		long pid = (long)getpid();
+		XSetClassHint(dpy, w, &class_hint);
+		XChangeProperty(dpy, w, XInternAtom(dpy, "_NET_WM_PID", False), XA_CARDINAL, 32,
+		                PropModeReplace, (unsigned char *)&pid, 1);
+	}
 	XIM im = XOpenIM(dpy, NULL, NULL, NULL);
 	if (!im) {
 		fprintf(stderr, "holo-test-client: XOpenIM failed\n");

@@ -164,7 +164,13 @@ struct x11_window {
 	char *class_name; /* WM_CLASS class, e.g. "Mousepad"; "" if none */
 	char *instance;   /* WM_CLASS instance, e.g. "mousepad" */
 	struct x11_rect rect; /* root coordinates */
+	/* _NET_WM_DESKTOP: the virtual desktop, X11_DESKTOP_ALL on every one (sticky),
+	 * X11_DESKTOP_NONE when the window does not say (no EWMH window manager). */
+	int64_t desktop;
+	uint32_t pid; /* _NET_WM_PID, 0 when the window does not say */
 };
+#define X11_DESKTOP_ALL -1
+#define X11_DESKTOP_NONE -2
 
 /* The viewable client windows, bottom to top of the stacking order, at most X11_MAX_WINDOWS.
  * *ret is freed with x11_windows_free. -ECONNRESET when the server is gone. */
