@@ -259,6 +259,27 @@ static void pump(int client, int daemon)
 	free(buf);
 }
 
+/* recv() that gives up at `deadline_us` (time_mono_us()): 0 at the deadline or the end, the
+ * bytes read, or -errno. A client sending a byte at a time cannot stretch its request past it. */
+static ssize_t recv_by(int fd, char *buf, size_t n, uint64_t deadline_us)
+{
+	for (;;) {
+		uint64_t now = time_mono_us();
+		if (now >= deadline_us)
+			return 0;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, (int)((deadline_us - now + 999) / 1000));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0)
+			continue;
+		ssize_t got = recv(fd, buf, n, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		return got < 0 ? -errno : got;
+	}
+}
+
 /* Reads, checks and forwards one request; the caller closes fd. */
 static void serve(struct view *v, int fd)
 {
@@ -269,8 +290,7 @@ static void serve(struct view *v, int fd)
 	uid_t uid = (uid_t)-1;
 	int daemon = -1, count;
 
-	struct timeval tv = {.tv_sec = VIEW_REQUEST_TIMEOUT_S};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	const uint64_t deadline = time_mono_us() + VIEW_REQUEST_TIMEOUT_S * 1000000ull;
 
 	int r = peer_uid(fd, &uid);
 	if (r < 0 || uid != geteuid()) {
@@ -284,12 +304,14 @@ static void serve(struct view *v, int fd)
 			           "request line and headers over 9 KiB");
 			goto out;
 		}
-		ssize_t got = recv(fd, buf + len, max_head - len, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
+		ssize_t got = recv_by(fd, buf + len, max_head - len, deadline);
 		if (got <= 0)
-			goto out; /* closed, or silent past the timeout */
+			goto out; /* closed, or not complete by the deadline */
 		len += (size_t)got;
+	}
+	if (memchr(buf, '\0', (size_t)(end - buf))) {
+		send_error(fd, 400, "Bad Request", IPC_ERR_BAD_REQUEST, "a NUL byte in the request head");
+		goto out;
 	}
 	*end = '\0';
 	/* Split the head into lines; a bare CR or LF inside one is refused below. */
@@ -375,9 +397,7 @@ static void serve(struct view *v, int fd)
 		have = (size_t)body_len; /* a second request after it is not served */
 	memcpy(body, end + 4, have);
 	while (have < (size_t)body_len) {
-		ssize_t got = recv(fd, body + have, (size_t)body_len - have, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
+		ssize_t got = recv_by(fd, body + have, (size_t)body_len - have, deadline);
 		if (got <= 0)
 			goto out;
 		have += (size_t)got;

@@ -7,7 +7,7 @@
 # approve, resume, deny with a reason, cancel, each seen in the journal afterwards; a script's
 # ask_user answered in the page's field becomes its step's result. The proxy refuses what is
 # not the page's: another uid, no token, another Host or Origin, another task, another
-# endpoint, another HTTP version, a head too large. Bad input: an unknown task.
+# endpoint, another HTTP version, a NUL byte in a header, a head too large. Bad input: an unknown task.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent chromium python3
 [ "$AGENT_BACKEND" = cpu ] || test_skip "the page is the same on every backend"
@@ -62,6 +62,15 @@ expect_json "refused" .error.message \
 	"holoctl view serves task $A's page and what it asks for, not POST /v1/tasks"
 [ "$(code "$ORIGIN/v1/status")" = 404 ] || fail "status through the view: not 404"
 [ "$(code --http1.0 "$URL")" = 505 ] || fail "HTTP/1.0: not 505"
+# a NUL byte in a header (curl cannot send one)
+PORT=${BASE##*:}
+python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET " + sys.argv[2].encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" + sys.argv[1].encode() +
+          b"\r\nX-A: a\0b\r\n\r\n")
+print(s.makefile("rb").readline().decode().strip())' "$PORT" "${URL#"$BASE"}" >"$T/nul.out" 2>&1
+grep -q '^HTTP/1.1 400 ' "$T/nul.out" || fail "a NUL byte in a header: $(cat "$T/nul.out")"
 # another uid, even with the address: refused before anything is forwarded
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	OUT=$(setpriv --reuid=65534 --regid=65534 --clear-groups curl -sS -w '\n%{http_code}' "$URL")
