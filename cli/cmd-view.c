@@ -461,9 +461,7 @@ static void open_browser(struct cli_context *ctx, const char *url)
 static int view_run(struct cli_context *ctx, int argc, char **argv)
 {
 	const struct cli_command *cmd = &cli_cmd_view;
-	/* Heap: the connections' threads may outlive this function (they end with the
-	 * process). */
-	struct view *v = xcalloc(1, sizeof(*v));
+	struct view *v = NULL;
 	long id, port = 0;
 	bool open = false;
 	int c, r, lfd = -1;
@@ -500,8 +498,12 @@ static int view_run(struct cli_context *ctx, int argc, char **argv)
 	free(path);
 	json_decref(task);
 	if (r != 0)
-		goto out;
+		return r;
 
+	/* Heap, taken only once the arguments are read (--help and usage errors return
+	 * above): the connections' threads may outlive this function (they end with the
+	 * process). */
+	v = xcalloc(1, sizeof(*v));
 	uint8_t raw[VIEW_TOKEN_BYTES];
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
 		r = cli_error(ctx, "cannot draw the page's token: %s", strerror(errno));
