@@ -1,7 +1,5 @@
-/* Backends: options, creation, accounting, and the model's default CPU backend (backend.h). */
+/* Backends: options, creation, accounting (backend.h). */
 #include <errno.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,74 +405,4 @@ void backend_seq_state_finish(struct backend_seq_state *st)
 	}
 	free(st->layers);
 	st->layers = NULL;
-}
-
-/* ---- the model's default backend ---------------------------------------------------------- */
-
-/* Guards every model's default_backend pointer: a model is shared read-only between threads,
- * so its first engine_session_create() calls may race. */
-static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The default backend: the CPU, or what $HOLOD_BACKEND names (backend.h). */
-static struct engine_backend *default_create(const struct engine_model *model)
-{
-	const char *kind = getenv("HOLOD_BACKEND"), *precision = getenv("HOLOD_PRECISION");
-	const char *ssm = getenv("HOLOD_SSM_STATE"), *device = getenv("HOLOD_DEVICE");
-	const char *weights = getenv("HOLOD_WEIGHTS");
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU};
-	char *end = NULL;
-	long dev = device && *device ? strtol(device, &end, 10) : 0;
-	bool cpu = !kind || !*kind || strcmp(kind, "cpu") == 0;
-	if (!cpu)
-		o.precision = ENGINE_PRECISION_FP32;
-	if ((!cpu && strcmp(kind, "cuda") != 0) ||
-	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0) ||
-	    (ssm && *ssm && engine_precision_parse(ssm, &o.ssm_state) < 0) ||
-	    (weights && *weights && engine_weights_parse(weights, &o.weights) < 0) ||
-	    (end && *end) || dev < 0 || dev > INT_MAX) {
-		log_error("HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s HOLOD_WEIGHTS=%s "
-			  "HOLOD_DEVICE=%s: expected cpu or cuda, fp32 or bf16, default, bf16, q8 or "
-			  "q4, and a device number",
-			  kind ? kind : "", precision ? precision : "", ssm ? ssm : "",
-			  weights ? weights : "", device ? device : "");
-		errno = EINVAL;
-		return NULL;
-	}
-	char err[256] = "";
-	if (cpu) {
-		struct engine_backend *b = backend_cpu_create(model, &o, err, sizeof(err));
-		if (!b && err[0])
-			log_error("the default CPU backend: %s", err);
-		return b;
-	}
-	o.kind = ENGINE_BACKEND_CUDA;
-	o.device = (int)dev;
-	struct engine_backend *b = engine_backend_create(model, &o, err, sizeof(err));
-	if (!b)
-		log_error("HOLOD_BACKEND=cuda: %s", err);
-	return b;
-}
-
-struct engine_backend *backend_model_default(const struct engine_model *model)
-{
-	/* The model is immutable to its users; the lazily created backend is the one field the
-	 * engine writes after load, under default_lock. */
-	struct engine_model *m = (struct engine_model *)model;
-	pthread_mutex_lock(&default_lock);
-	struct engine_backend *b = m->default_backend;
-	if (!b) {
-		b = default_create(model);
-		m->default_backend = b;
-	}
-	pthread_mutex_unlock(&default_lock);
-	return b;
-}
-
-void backend_model_release(struct engine_model *m)
-{
-	pthread_mutex_lock(&default_lock);
-	struct engine_backend *b = m->default_backend;
-	m->default_backend = NULL;
-	pthread_mutex_unlock(&default_lock);
-	engine_backend_destroy(b);
 }

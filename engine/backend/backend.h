@@ -193,16 +193,6 @@ void backend_uncharge(struct engine_backend *b, uint64_t bytes);
 void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 		  const struct engine_model *m, const struct engine_backend_options *opts);
 
-/* The model's default backend, created on first use; NULL + errno (EINVAL, ENOMEM, and
- * backend_cuda_create()'s errors). It is the CPU, in $HOLOD_PRECISION (fp32 or bf16; unset,
- * engine_model_cpu_precision()'s) with the SSM state stored as $HOLOD_SSM_STATE says (fp32 or
- * bf16; unset, fp32) and the linear layers in $HOLOD_WEIGHTS (default, bf16, q8 or q4; unset,
- * as stored), unless $HOLOD_BACKEND=cuda (with
- * $HOLOD_PRECISION=fp32, the default there, or bf16) puts it on CUDA device $HOLOD_DEVICE (holod's
- * variable; unset, 0): the hook the backend conformance suite runs every session test through
- * (tests/lm/meson.build), on device 1 of two emulated ones too (the -device1 entries). */
-struct engine_backend *backend_model_default(const struct engine_model *m);
-
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,
  * a weight the quantizer refuses or --weights bf16 on weights stored otherwise; ENOMEM), with
  * one sentence in err where there is more to say than errno (else err is left empty). With

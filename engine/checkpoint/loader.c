@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "dims.h"
 #include "engine.h"
-#include "lm.h"
 #include "loader.h"
 #include "modelopt.h"
 #include "model.h"
@@ -901,7 +901,6 @@ void engine_model_destroy(struct engine_model *model)
 {
 	if (!model)
 		return;
-	backend_model_release(model);
 	engine_tokenizer_destroy(model->tokenizer);
 	free(model->layers);
 	model_files_destroy(model->files);

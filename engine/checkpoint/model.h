@@ -100,14 +100,7 @@ struct engine_model {
 
 	/* loader-private: maps, config JSON, names */
 	struct model_files *files;
-
-	/* The default CPU backend engine_session_create() uses: created on first use (under a
-	 * process-wide lock, backend.c), destroyed with the model by backend_model_release(). */
-	struct engine_backend *default_backend;
 };
-
-/* Destroys the model's default backend, if any (the model's destroy functions call it). */
-void backend_model_release(struct engine_model *m);
 
 /* bf16/f16 -> f32 helpers for compute code. */
 static inline float bf16_to_f32(uint16_t v)

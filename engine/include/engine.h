@@ -148,7 +148,7 @@ int engine_detok_flush(struct engine_detok *d, const char **ret_text, size_t *re
  * model. A session is used by one thread at a time. All computation is fp32 over weights in
  * their stored dtype (model.md 2, 6). */
 
-/* Largest max_tokens engine_session_create() accepts. */
+/* Largest max_tokens engine_session_create_on() accepts. */
 #define ENGINE_SESSION_MAX_TOKENS (1 << 20)
 
 /* CPU threads every session of the process computes with (default: the CPUs the process may
@@ -163,9 +163,9 @@ const char *engine_cpu_kernels(void);
  * A backend runs the language model of one model on one device and owns what that takes: its
  * copy of the weights (the CPU reads the memory map as it is, the linear layers quantized where
  * asked; CUDA uploads them once), every
- * session's state and scratch. Sessions live on one backend. The model owns a default CPU
- * backend, created on first use, which engine_session_create() uses; engine_backend_create()
- * makes others (a CUDA device, another precision, quantized weights, a state limit). */
+ * session's state and scratch. Sessions live on one backend, which engine_backend_create()
+ * makes (a CUDA device, a precision, quantized weights, a state limit); a model has none of
+ * its own. */
 
 enum engine_backend_kind {
 	ENGINE_BACKEND_AUTO, /* CUDA when a device is present (not the CPU emulation of a test
@@ -346,11 +346,9 @@ int engine_backend_profile(struct engine_backend *b, bool on);
 int engine_backend_profile_report(struct engine_backend *b, char ***ret_lines);
 void engine_backend_profile_free(char **lines);
 
-/* A session able to hold up to max_tokens tokens (1..ENGINE_SESSION_MAX_TOKENS); the KV cache
- * grows on demand up to that size. The model's default CPU backend holds its state.
- * Returns NULL and sets errno (EINVAL, ENOMEM). */
-struct engine_session *engine_session_create(const struct engine_model *model, int max_tokens);
-/* The same on backend b. NULL + errno (EINVAL, ENOMEM, also for b's state limit). */
+/* A session of b's model able to hold up to max_tokens tokens (1..ENGINE_SESSION_MAX_TOKENS);
+ * the KV cache grows on demand up to that size; b holds its state. NULL + errno (EINVAL,
+ * ENOMEM, also for b's state limit). */
 struct engine_session *engine_session_create_on(struct engine_backend *b, int max_tokens);
 /* The backend a session lives on. */
 struct engine_backend *engine_session_backend(const struct engine_session *s);
@@ -469,7 +467,7 @@ struct engine_snapshot;
 /* NULL + errno (ENOMEM) on failure. The snapshot does not reference the session. */
 struct engine_snapshot *engine_session_snapshot(const struct engine_session *s);
 /* Returns 0; -EINVAL when the snapshot was taken from another model or on another backend
- * (engine_session_create() sessions of one model share one backend); -ENOSPC when it holds
+ * (sessions of one backend share its model); -ENOSPC when it holds
  * more tokens than s->max_tokens; -ENOMEM. On error the session is unchanged. */
 int engine_session_restore(struct engine_session *s, const struct engine_snapshot *snap);
 /* Accepts NULL. */

@@ -229,7 +229,6 @@ void lm_random_model_destroy(struct engine_model *m)
 {
 	if (!m)
 		return;
-	backend_model_release(m);
 	free_tensor(&m->embeddings);
 	free_tensor(&m->norm_f);
 	free_tensor(&m->lm_head);

@@ -56,18 +56,6 @@ struct engine_session *engine_session_create_on(struct engine_backend *b, int ma
 	return s;
 }
 
-struct engine_session *engine_session_create(const struct engine_model *model, int max_tokens)
-{
-	if (!model || max_tokens < 1 || max_tokens > ENGINE_SESSION_MAX_TOKENS) {
-		errno = EINVAL;
-		return NULL;
-	}
-	struct engine_backend *b = backend_model_default(model);
-	if (!b)
-		return NULL;
-	return engine_session_create_on(b, max_tokens);
-}
-
 void engine_session_destroy(struct engine_session *s)
 {
 	if (!s)

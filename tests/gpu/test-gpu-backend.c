@@ -180,7 +180,9 @@ static void test_backend(enum tensor_dtype dt, enum engine_precision p)
 	int32_t tok[30];
 	for (int i = 0; i < n; i++)
 		tok[i] = (int32_t)((i * 37 + 11) % V);
-	struct engine_session *cpu = engine_session_create(m, 100);
+	struct engine_backend *cpu_b = test_env_backend(m);
+	REQUIRE(cpu_b);
+	struct engine_session *cpu = engine_session_create_on(cpu_b, 100);
 	REQUIRE(cpu);
 	CHECK_INT_EQ(engine_session_append(cpu, tok, NULL, (size_t)n, ENGINE_LOGITS_NONE, NULL), 0);
 	struct backend_seq_state ref = {0};
@@ -208,7 +210,7 @@ static void test_backend(enum tensor_dtype dt, enum engine_precision p)
 	CHECK_INT_EQ(engine_snapshot_bytes(snap), engine_session_state_bytes(s));
 	engine_session_reset(s);
 	CHECK_INT_EQ(engine_session_n_tokens(s), 0);
-	struct engine_session *fresh = engine_session_create(m, 100);
+	struct engine_session *fresh = engine_session_create_on(cpu_b, 100);
 	REQUIRE(fresh);
 	struct backend_seq_state zero = {0};
 	REQUIRE(backend_session_export(fresh, &zero) == 0);
@@ -252,6 +254,7 @@ static void test_backend(enum tensor_dtype dt, enum engine_precision p)
 	backend_seq_state_finish(&ref);
 	engine_session_destroy(fresh);
 	engine_session_destroy(cpu);
+	engine_backend_destroy(cpu_b);
 	lm_random_model_destroy(m);
 }
 
@@ -377,11 +380,10 @@ static void test_fault(void)
 	free(trigger);
 }
 
-/* $HOLOD_BACKEND / $HOLOD_PRECISION put a model's default backend (engine_session_create()) on
- * the device, fp32 unless told otherwise: the conformance suite's hook; a bad value makes
- * sessions fail rather than run on the CPU. On the CPU the default follows the weights (bf16
- * here). */
-static void test_default_backend_env(void)
+/* $HOLOD_BACKEND / $HOLOD_PRECISION put the tests' backend (test_env_backend()) on the device,
+ * fp32 unless told otherwise: the conformance suite's hook; a bad value is refused rather than
+ * run on the CPU. On the CPU the default follows the weights (bf16 here). */
+static void test_env_backend_choice(void)
 {
 	static const struct {
 		const char *kind, *precision;
@@ -402,15 +404,15 @@ static void test_default_backend_env(void)
 			setenv("HOLOD_PRECISION", cases[i].precision, 1);
 		else
 			unsetenv("HOLOD_PRECISION");
-		struct engine_session *s = engine_session_create(m, 8);
-		CHECK(!s == !cases[i].ok);
-		if (s) {
+		struct engine_backend *b = test_env_backend(m);
+		CHECK(!b == !cases[i].ok);
+		if (b) {
 			struct engine_backend_info info;
-			CHECK_INT_EQ(engine_backend_get_info(engine_session_backend(s), &info), 0);
+			CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
 			CHECK_STR_EQ(info.name, cases[i].kind);
 			CHECK_INT_EQ((int)info.precision, (int)cases[i].want);
 		}
-		engine_session_destroy(s);
+		engine_backend_destroy(b);
 		lm_random_model_destroy(m);
 	}
 	unsetenv("HOLOD_BACKEND");
@@ -436,6 +438,6 @@ int main(int argc, char **argv)
 		test_backend(dts[i], ENGINE_PRECISION_FP32);
 		test_backend(dts[i], ENGINE_PRECISION_BF16);
 	}
-	test_default_backend_env();
+	test_env_backend_choice();
 	return test_exit();
 }

@@ -1,5 +1,6 @@
 /* Tests' backends. test_backend_create(): a backend of a model, created or the test stops
- * saying why (REQUIRE).
+ * saying why (REQUIRE). test_env_backend(): the backend the environment names, which the
+ * session tests run on (a model has no backend of its own: engine_session_create_on()).
  *
  * The backend conformance tests' one skip: a test run with $HOLOD_BACKEND=cuda (meson.build's
  * lm-*-cuda entries) on a build or machine without a CUDA device ends as skipped (exit 77),
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "env-backend.h"
 
 static inline void test_skip_without_env_backend(void)
 {
@@ -30,7 +33,7 @@ static inline void test_skip_without_env_backend(void)
 }
 
 /* Where $HOLOD_WEIGHTS names a format (the conformance tests' -q8/-q4 entries), that the
- * backend holds its layers in it: the variable reached the model's default backend. */
+ * backend holds its layers in it: the variable reached test_env_backend(). */
 static inline void test_check_env_weights(const struct engine_backend *b)
 {
 	const char *w = getenv("HOLOD_WEIGHTS");
@@ -54,3 +57,4 @@ static inline struct engine_backend *test_backend_create(struct engine_model *m,
 	REQUIRE(b);
 	return b;
 }
+

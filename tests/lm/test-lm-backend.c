@@ -179,7 +179,9 @@ static void test_batch_equals_separate(struct engine_backend *b, struct engine_m
 	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL); /* the same session twice */
 	CHECK_INT_EQ(engine_forward_batch(b, e, 0), -EINVAL);
 	CHECK_INT_EQ(engine_forward_batch(NULL, e, 1), -EINVAL);
-	struct engine_session *other = engine_session_create(m, 8); /* the model's own backend */
+	struct engine_backend *ob = test_env_backend(m); /* another backend of the model */
+	REQUIRE(ob);
+	struct engine_session *other = engine_session_create_on(ob, 8);
 	REQUIRE(other);
 	CHECK(engine_session_backend(other) != b);
 	e[1] = (struct engine_batch_entry){.session = other, .tokens = tok, .n = 1};
@@ -195,6 +197,7 @@ static void test_batch_equals_separate(struct engine_backend *b, struct engine_m
 	for (int i = 0; i < N_SESS; i++)
 		CHECK(same_state(ref[i], bat[i]));
 	engine_session_destroy(other);
+	engine_backend_destroy(ob);
 
 	for (int i = 0; i < N_SESS; i++) {
 		engine_session_destroy(ref[i]);
@@ -341,8 +344,11 @@ static void test_info(struct engine_model *m)
 	CHECK_INT_EQ(info.state_bytes, 0);
 	free(tok);
 
-	/* two sessions of engine_session_create() share the model's backend, another is apart */
-	struct engine_session *d1 = engine_session_create(m, 4), *d2 = engine_session_create(m, 4);
+	/* two sessions of one backend share it, another backend of the model is apart */
+	struct engine_backend *db = test_env_backend(m);
+	REQUIRE(db);
+	struct engine_session *d1 = engine_session_create_on(db, 4);
+	struct engine_session *d2 = engine_session_create_on(db, 4);
 	REQUIRE(d1 && d2);
 	CHECK(engine_session_backend(d1) == engine_session_backend(d2));
 	CHECK(engine_session_backend(d1) != b);
@@ -355,6 +361,7 @@ static void test_info(struct engine_model *m)
 	engine_snapshot_destroy(ds);
 	engine_session_destroy(d1);
 	engine_session_destroy(d2);
+	engine_backend_destroy(db);
 	CHECK(engine_session_create_on(b, 0) == NULL && errno == EINVAL);
 	CHECK(engine_session_create_on(NULL, 4) == NULL && errno == EINVAL);
 	CHECK_INT_EQ(engine_backend_get_info(NULL, &info), -EINVAL);

@@ -1,8 +1,8 @@
 /* Batched forwards across sessions (issue 16): engine_forward_batch() of 2..20 sessions at
  * different positions, decode and prefill mixed, odd lengths, spans past LM_MAX_BATCH, spliced
  * embedding rows, several steps in a row, against the same appends made session by session on
- * the same backend. Backend-generic: the sessions are engine_session_create()'s, so the backend
- * and precision are the model's default ($HOLOD_BACKEND, $HOLOD_PRECISION: meson.build runs it
+ * the same backend. Backend-generic: the sessions are on test_env_backend()'s backend, so the
+ * backend and precision are the environment's ($HOLOD_BACKEND, $HOLOD_PRECISION: meson.build runs it
  * on the CPU in fp32 and bf16, and on the CUDA emulation where the build has it).
  *
  * Tolerances (per logits row, relative to the row's largest |logit|; states likewise per array):
@@ -234,8 +234,8 @@ static void step(const char *name, struct pair *s, int n_sess, const struct part
 static void pairs_create(struct pair *s, int n)
 {
 	for (int i = 0; i < n; i++) {
-		s[i].ref = engine_session_create(model, MAX_TOKENS);
-		s[i].bat = engine_session_create(model, MAX_TOKENS);
+		s[i].ref = engine_session_create_on(backend, MAX_TOKENS);
+		s[i].bat = engine_session_create_on(backend, MAX_TOKENS);
 		REQUIRE(s[i].ref && s[i].bat);
 		REQUIRE(engine_session_backend(s[i].bat) == backend);
 	}
@@ -372,9 +372,8 @@ int main(void)
 	};
 	model = lm_random_model_create(&sp);
 	REQUIRE(model);
-	struct engine_session *probe = engine_session_create(model, 4);
-	REQUIRE(probe);
-	backend = engine_session_backend(probe);
+	backend = test_env_backend(model);
+	REQUIRE(backend);
 	struct engine_backend_info info;
 	CHECK_INT_EQ(engine_backend_get_info(backend, &info), 0);
 	is_fp32 = info.precision == ENGINE_PRECISION_FP32;
@@ -392,7 +391,6 @@ int main(void)
 	if (info.kind == ENGINE_BACKEND_CUDA)
 		CHECK_INT_EQ(backend_cuda_set_pass_shape(backend, 16, 32), 0);
 #endif
-	engine_session_destroy(probe);
 	V = model->cfg.vocab;
 	D = model->cfg.hidden;
 
@@ -404,7 +402,7 @@ int main(void)
 	if (exact) {
 		/* the CPU's profile names the layers' weight format beside the products' rate */
 		CHECK_INT_EQ(engine_backend_profile(backend, true), 0);
-		struct engine_session *s = engine_session_create(model, 4);
+		struct engine_session *s = engine_session_create_on(backend, 4);
 		REQUIRE(s);
 		float *lg = malloc((size_t)V * sizeof(float));
 		REQUIRE(lg);
@@ -421,6 +419,7 @@ int main(void)
 		free(lg);
 		engine_session_destroy(s);
 	}
+	engine_backend_destroy(backend);
 	lm_random_model_destroy(model);
 	return test_exit();
 }

@@ -77,7 +77,6 @@ static void dequantized(const struct engine_model *src, struct ref *r, bool bf16
 {
 	memset(r, 0, sizeof(*r));
 	r->m = *src;
-	r->m.default_backend = NULL;
 	r->m.layers = calloc((size_t)src->cfg.n_layers, sizeof(*r->m.layers));
 	REQUIRE(r->m.layers);
 	for (int l = 0; l < src->cfg.n_layers; l++) {

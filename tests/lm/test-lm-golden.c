@@ -173,7 +173,9 @@ static void check_model(const char *model_dir, const char *golden_name)
 	check_golden_margins(&g, golden_name);
 	struct engine_model *m = load_model(model_dir);
 	REQUIRE(m);
-	struct engine_session *s = engine_session_create(m, (int)(g.n_prompt + g.n_gen));
+	struct engine_backend *b = test_env_backend(m);
+	REQUIRE(b);
+	struct engine_session *s = engine_session_create_on(b, (int)(g.n_prompt + g.n_gen));
 	REQUIRE(s);
 	CHECK_INT_EQ(engine_session_vocab(s), g.vocab);
 	float *logits = malloc((size_t)g.n_prompt * g.vocab * sizeof(float));
@@ -278,6 +280,7 @@ static void check_model(const char *model_dir, const char *golden_name)
 
 	free(logits);
 	engine_session_destroy(s);
+	engine_backend_destroy(b);
 	engine_model_destroy(m);
 	golden_free(&g);
 }
@@ -311,7 +314,9 @@ static void check_streaming(void)
 	const char *text = "Hello world, the quick brown fox";
 	CHECK_INT_EQ(engine_tokenizer_encode(tok, text, strlen(text), true, &prompt, &np), 0);
 	REQUIRE(np > 0);
-	struct engine_session *s = engine_session_create(m, (int)np + 40);
+	struct engine_backend *b = test_env_backend(m);
+	REQUIRE(b);
+	struct engine_session *s = engine_session_create_on(b, (int)np + 40);
 	REQUIRE(s);
 	struct text_capture *cap = calloc(1, sizeof(*cap));
 	REQUIRE(cap);
@@ -349,6 +354,7 @@ static void check_streaming(void)
 	free(cap);
 	free(prompt);
 	engine_session_destroy(s);
+	engine_backend_destroy(b);
 	engine_model_destroy(m);
 }
 

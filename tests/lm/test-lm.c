@@ -317,7 +317,7 @@ static int32_t *make_tokens(int n, int vocab)
 	return t;
 }
 
-static void test_session_model(const struct engine_model *m, int n)
+static void test_session_model(const struct engine_model *m, struct engine_backend *b, int n)
 {
 	int V = m->cfg.vocab;
 	int32_t *tok = make_tokens(n, V);
@@ -327,14 +327,14 @@ static void test_session_model(const struct engine_model *m, int n)
 	REQUIRE(all && step && last);
 
 	/* whole prefill (chunked SSD, several chunks and, for n > LM_MAX_BATCH, several runs) */
-	struct engine_session *s = engine_session_create(m, n + 8);
+	struct engine_session *s = engine_session_create_on(b, n + 8);
 	REQUIRE(s);
 	test_check_env_weights(engine_session_backend(s));
 	CHECK_INT_EQ(engine_session_append(s, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, all), 0);
 	CHECK_INT_EQ(engine_session_n_tokens(s), n);
 
 	/* per-token recurrent decode from an empty session */
-	struct engine_session *d = engine_session_create(m, n + 8);
+	struct engine_session *d = engine_session_create_on(b, n + 8);
 	REQUIRE(d);
 	for (int i = 0; i < n; i++)
 		CHECK_INT_EQ(engine_session_decode(d, tok[i], step + (size_t)i * V), 0);
@@ -391,13 +391,13 @@ static void test_session_model(const struct engine_model *m, int n)
 	CHECK(memcmp(cont1, cont2, 8 * (size_t)V * sizeof(float)) == 0);
 	CHECK(memcmp(cont1, cont3, 8 * (size_t)V * sizeof(float)) == 0);
 	/* restoring into a fresh session of the same model works too */
-	struct engine_session *fresh = engine_session_create(m, n + 8);
+	struct engine_session *fresh = engine_session_create_on(b, n + 8);
 	REQUIRE(fresh);
 	CHECK_INT_EQ(engine_session_restore(fresh, snap), 0);
 	CHECK_INT_EQ(engine_session_decode(fresh, 3, cont2), 0);
 	CHECK(memcmp(cont1, cont2, (size_t)V * sizeof(float)) == 0);
 	/* a session too small for the snapshot refuses it and stays as it was */
-	struct engine_session *tiny = engine_session_create(m, 2);
+	struct engine_session *tiny = engine_session_create_on(b, 2);
 	REQUIRE(tiny);
 	CHECK_INT_EQ(engine_session_restore(tiny, snap), -ENOSPC);
 	CHECK_INT_EQ(engine_session_n_tokens(tiny), 0);
@@ -417,14 +417,14 @@ static void test_session_model(const struct engine_model *m, int n)
 	free(last);
 }
 
-static void test_embeds_and_errors(const struct engine_model *m)
+static void test_embeds_and_errors(const struct engine_model *m, struct engine_backend *b)
 {
 	int V = m->cfg.vocab, d = m->cfg.hidden;
 	int32_t tok[6] = {5, 9, 17, 33, 2, 71};
 	float *ref = malloc((size_t)6 * V * sizeof(float)), *got = malloc((size_t)6 * V * sizeof(float));
 	float *rows = malloc((size_t)2 * d * sizeof(float));
 	REQUIRE(ref && got && rows);
-	struct engine_session *s = engine_session_create(m, 6);
+	struct engine_session *s = engine_session_create_on(b, 6);
 	REQUIRE(s);
 	CHECK_INT_EQ(engine_session_append(s, tok, NULL, 6, ENGINE_LOGITS_ALL, ref), 0);
 
@@ -457,8 +457,8 @@ static void test_embeds_and_errors(const struct engine_model *m)
 	CHECK(test_max_abs_diff(ref + 5 * (size_t)V, got, (size_t)V) < 2e-4);
 	CHECK_INT_EQ(engine_session_decode(s, 1, got), -ENOSPC);
 
-	CHECK(engine_session_create(m, 0) == NULL && errno == EINVAL);
-	CHECK(engine_session_create(NULL, 5) == NULL && errno == EINVAL);
+	CHECK(engine_session_create_on(b, 0) == NULL && errno == EINVAL);
+	CHECK(engine_session_create_on(NULL, 5) == NULL && errno == EINVAL);
 	engine_session_destroy(NULL);
 	engine_snapshot_destroy(NULL);
 
@@ -476,10 +476,10 @@ static void test_bad_model(void)
 	REQUIRE(m);
 	m->cfg.m_groups = 3; /* H = 8 is not a multiple of 3, and in_proj rows no longer match */
 	errno = 0;
-	CHECK(engine_session_create(m, 8) == NULL && errno == EINVAL);
+	CHECK(test_env_backend(m) == NULL && errno == EINVAL);
 	m->cfg.m_groups = 2;
 	m->layers[1].attn.k.shape[0] = 16;
-	CHECK(engine_session_create(m, 8) == NULL && errno == EINVAL);
+	CHECK(test_env_backend(m) == NULL && errno == EINVAL);
 	lm_random_model_destroy(m);
 
 	/* Sizes that each pass their own limit but whose products do not fit an int: H = G = 4096,
@@ -524,13 +524,18 @@ static void test_long_chunk(void)
 	int n = 40, V = big->cfg.vocab;
 	int32_t *tok = make_tokens(n, V);
 	float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
-	struct engine_session *sa = engine_session_create(big, n), *sb = engine_session_create(ref, n);
+	struct engine_backend *bbig = test_env_backend(big), *bref = test_env_backend(ref);
+	REQUIRE(bbig && bref);
+	struct engine_session *sa = engine_session_create_on(bbig, n);
+	struct engine_session *sb = engine_session_create_on(bref, n);
 	REQUIRE(a && b && sa && sb);
 	CHECK_INT_EQ(engine_session_append(sa, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, a), 0);
 	CHECK_INT_EQ(engine_session_append(sb, tok, NULL, (size_t)n, ENGINE_LOGITS_ALL, b), 0);
 	CHECK(test_max_abs_diff(a, b, (size_t)n * V) == 0);
 	engine_session_destroy(sa);
 	engine_session_destroy(sb);
+	engine_backend_destroy(bbig);
+	engine_backend_destroy(bref);
 	free(a);
 	free(b);
 	free(tok);
@@ -542,6 +547,7 @@ static void test_long_chunk(void)
 
 struct thread_run {
 	const struct engine_model *m;
+	struct engine_backend *b;
 	const int32_t *tok;
 	int n;
 	float *logits; /* [n][vocab] */
@@ -551,7 +557,7 @@ struct thread_run {
 static void *thread_main(void *p)
 {
 	struct thread_run *r = p;
-	struct engine_session *s = engine_session_create(r->m, r->n);
+	struct engine_session *s = engine_session_create_on(r->b, r->n);
 	r->rc = -ENOMEM;
 	if (!s)
 		return NULL;
@@ -564,7 +570,7 @@ static void *thread_main(void *p)
 	return NULL;
 }
 
-static void test_threads(const struct engine_model *m)
+static void test_threads(const struct engine_model *m, struct engine_backend *b)
 {
 	int V = m->cfg.vocab, n = 60;
 	struct thread_run runs[2];
@@ -573,7 +579,7 @@ static void test_threads(const struct engine_model *m)
 	int32_t *toks[2];
 	for (int i = 0; i < 2; i++) {
 		toks[i] = make_tokens(n, V);
-		runs[i] = (struct thread_run){.m = m, .tok = toks[i], .n = n};
+		runs[i] = (struct thread_run){.m = m, .b = b, .tok = toks[i], .n = n};
 		runs[i].logits = malloc((size_t)n * V * sizeof(float));
 		REQUIRE(runs[i].logits);
 	}
@@ -584,7 +590,7 @@ static void test_threads(const struct engine_model *m)
 		pthread_join(th[i], NULL);
 	for (int i = 0; i < 2; i++) {
 		CHECK_INT_EQ(runs[i].rc, 0);
-		struct thread_run one = {.m = m, .tok = toks[i], .n = n, .logits = serial};
+		struct thread_run one = {.m = m, .b = b, .tok = toks[i], .n = n, .logits = serial};
 		thread_main(&one);
 		CHECK_INT_EQ(one.rc, 0);
 		CHECK(memcmp(serial, runs[i].logits, (size_t)n * V * sizeof(float)) == 0);
@@ -743,9 +749,12 @@ int main(void)
 		struct lm_random_spec sp = spec_small(cases[i].pattern, cases[i].dt, 100 + i);
 		struct engine_model *m = lm_random_model_create(&sp);
 		REQUIRE(m);
-		test_session_model(m, cases[i].n);
+		struct engine_backend *b = test_env_backend(m);
+		REQUIRE(b);
+		test_session_model(m, b, cases[i].n);
 		if (i == 0)
-			test_embeds_and_errors(m);
+			test_embeds_and_errors(m, b);
+		engine_backend_destroy(b);
 		lm_random_model_destroy(m);
 	}
 	test_bad_model();
@@ -759,8 +768,11 @@ int main(void)
 	sp.hidden = 128;
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
-	test_session_model(m, 40);
-	test_threads(m);
+	struct engine_backend *b = test_env_backend(m);
+	REQUIRE(b);
+	test_session_model(m, b, 40);
+	test_threads(m, b);
+	engine_backend_destroy(b);
 	lm_random_model_destroy(m);
 	test_matmul_case(TENSOR_BF16, 100, 130, 9, true);
 	CHECK_INT_EQ(engine_set_threads(1), 0);

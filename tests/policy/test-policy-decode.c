@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "policy.h"
 #include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -70,6 +71,8 @@ int main(void)
 	if (!model)
 		fprintf(stderr, "%s\n", err);
 	REQUIRE(model);
+	struct engine_backend *backend = test_env_backend(model);
+	REQUIRE(backend);
 	const struct engine_tokenizer *tok = engine_model_tokenizer(model);
 	REQUIRE(tok);
 	struct engine_model_info info;
@@ -99,7 +102,7 @@ int main(void)
 					     .seed = (uint64_t)run};
 		struct engine_sampler *sm = engine_sampler_create(&sp);
 		REQUIRE(sm);
-		struct engine_session *s = engine_session_create(model, 4 * MAX_STEP_TOKENS);
+		struct engine_session *s = engine_session_create_on(backend, 4 * MAX_STEP_TOKENS);
 		REQUIRE(s);
 		append(s, &prefix, NULL);
 		append(s, &step0, logits);
@@ -139,6 +142,7 @@ int main(void)
 	policy_masker_destroy(mk);
 	policy_renderer_destroy(r);
 	policy_grammar_destroy(g);
+	engine_backend_destroy(backend);
 	engine_model_destroy(model);
 	return test_exit();
 }

@@ -21,6 +21,8 @@
 
 #include "engine.h"
 #include "golden.h"
+#include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -29,6 +31,7 @@ TEST_DEFINE_GLOBALS;
 #define MAX_MSGS 8
 
 static struct engine_model *model;
+static struct engine_backend *backend; /* test_env_backend()'s */
 static struct engine_vision *vision;
 static json_t *golden;
 
@@ -197,7 +200,7 @@ static void test_golden_cases(void)
 			const float *rows_f = golden_get(f, key, &n_lrows);
 			snprintf(key, sizeof(key), "%s.logits", name);
 			const float *want = golden_get(f, key, NULL);
-			struct engine_session *s = engine_session_create(model, 4096);
+			struct engine_session *s = engine_session_create_on(backend, 4096);
 			REQUIRE(s);
 			int vocab = engine_session_vocab(s);
 			float *l = malloc(sizeof(float) * t.n_ids * (size_t)vocab);
@@ -238,8 +241,8 @@ static void test_two_images(void)
 	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false,
 						      NULL, 0);
 	struct engine_chat_tokens whole = {0}, t1 = {0}, t2 = {0};
-	struct engine_session *s1 = engine_session_create(model, 4096);
-	struct engine_session *s2 = engine_session_create(model, 4096);
+	struct engine_session *s1 = engine_session_create_on(backend, 4096);
+	struct engine_session *s2 = engine_session_create_on(backend, 4096);
 	int vocab = engine_session_vocab(s1);
 	float *l_all, *l_last = malloc(sizeof(float) * (size_t)vocab);
 	double dturn = 0;
@@ -541,6 +544,9 @@ int main(void)
 		fprintf(stderr, "%s: %s\n", path, model ? "no tokenizer" : err);
 		return 1;
 	}
+	backend = test_env_backend(model);
+	if (!backend)
+		return 1;
 	vision = engine_vision_create(model, err, sizeof(err));
 	if (!vision) {
 		fprintf(stderr, "engine_vision_create: %s\n", err);
@@ -552,6 +558,7 @@ int main(void)
 	test_create_raw();
 	test_template_check();
 	engine_vision_destroy(vision);
+	engine_backend_destroy(backend);
 	engine_model_destroy(model);
 	json_decref(golden);
 	return test_exit();

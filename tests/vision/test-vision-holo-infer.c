@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "golden.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -72,22 +73,24 @@ static float *engine_logits(const char *model_dir, const char *png, const json_t
 	struct engine_vision *v = m ? engine_vision_create(m, err, sizeof(err)) : NULL;
 	struct engine_image *pic = engine_image_load_png(png, err, sizeof(err));
 	struct engine_vision_grid g;
+	struct engine_backend *b = m ? test_env_backend(m) : NULL;
 	struct engine_session *s;
 	float *rows = NULL, *logits;
 
-	REQUIRE(id && embeds && m && v && pic);
+	REQUIRE(id && embeds && m && v && pic && b);
 	for (size_t i = 0; i < n; i++)
 		id[i] = (int32_t)json_integer_value(json_array_get(ids, i));
 	REQUIRE(engine_vision_encode_image(v, pic, 2, &g, &rows, &n_rows) == 0);
 	REQUIRE(engine_vision_splice(id, n, 250, rows, n_rows, engine_vision_embed_dim(v), embeds, err,
 				     sizeof(err)) == 0);
-	s = engine_session_create(m, (int)n + 1);
+	s = engine_session_create_on(b, (int)n + 1);
 	logits = malloc(sizeof(float) * n * (size_t)engine_session_vocab(s));
 	REQUIRE(s && logits);
 	REQUIRE(engine_session_append(s, id, embeds, n, ENGINE_LOGITS_ALL, logits) == 0);
 	engine_session_destroy(s);
 	engine_image_destroy(pic);
 	engine_vision_destroy(v);
+	engine_backend_destroy(b);
 	engine_model_destroy(m);
 	free(rows);
 	free(embeds);

@@ -14,6 +14,8 @@
 
 #include "engine.h"
 #include "golden.h"
+#include "test.h"
+#include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -21,6 +23,7 @@ TEST_DEFINE_GLOBALS;
 #define TURN_TOL 1e-4
 
 static struct engine_model *model;
+static struct engine_backend *backend; /* test_env_backend()'s */
 static struct engine_vision *vision;
 
 static float *encode(const char *png, int max_tiles, size_t *ret_rows)
@@ -68,7 +71,7 @@ static void test_golden_logits(void)
 	CHECK(embeds[6 + 255] == img_rows + 255 * 64);
 	CHECK(embeds[6 + 256] == NULL);
 
-	s = engine_session_create(model, 4096);
+	s = engine_session_create_on(backend, 4096);
 	REQUIRE(s);
 	vocab = engine_session_vocab(s);
 	logits = malloc(sizeof(float) * n * (size_t)vocab);
@@ -121,8 +124,8 @@ static void test_two_turns(void)
 	float *both = malloc(sizeof(float) * (n_a + n_b) * 64);
 	int32_t *ids = malloc(sizeof(int32_t) * (n_a + n_b + 32));
 	const float **embeds = malloc(sizeof(float *) * (n_a + n_b + 32));
-	struct engine_session *s1 = engine_session_create(model, 4096);
-	struct engine_session *s2 = engine_session_create(model, 4096);
+	struct engine_session *s1 = engine_session_create_on(backend, 4096);
+	struct engine_session *s2 = engine_session_create_on(backend, 4096);
 	int vocab = engine_session_vocab(s1);
 	float *l_turn1 = malloc(sizeof(float) * (size_t)vocab);
 	float *l_turn2 = malloc(sizeof(float) * (size_t)vocab);
@@ -180,6 +183,9 @@ int main(void)
 		fprintf(stderr, "%s: %s\n", path, err);
 		return 1;
 	}
+	backend = test_env_backend(model);
+	if (!backend)
+		return 1;
 	vision = engine_vision_create(model, err, sizeof(err));
 	if (!vision) {
 		fprintf(stderr, "engine_vision_create: %s\n", err);
@@ -188,6 +194,7 @@ int main(void)
 	test_golden_logits();
 	test_two_turns();
 	engine_vision_destroy(vision);
+	engine_backend_destroy(backend);
 	engine_model_destroy(model);
 	return test_exit();
 }

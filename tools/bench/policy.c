@@ -26,6 +26,7 @@
 #include "bench.h"
 #include "common.h"
 #include "engine.h"
+#include "env-backend.h"
 #include "jump_forward.h"
 #include "lm.h"
 #include "policy.h"
@@ -215,9 +216,13 @@ static void usage(FILE *f)
 /* Mean milliseconds of n decode steps of m (after one warm-up step). */
 static int time_decode(const struct engine_model *m, int n, double *ret_ms)
 {
-	struct engine_session *s = engine_session_create(m, n + 8);
-	if (!s)
-		return -errno;
+	struct engine_backend *b = test_env_backend(m);
+	struct engine_session *s = b ? engine_session_create_on(b, n + 8) : NULL;
+	if (!s) {
+		int e = errno;
+		engine_backend_destroy(b);
+		return -e;
+	}
 	int vocab = engine_session_vocab(s);
 	float *logits = xmalloc((size_t)vocab * sizeof(float));
 	int r = engine_session_decode(s, 1, logits);
@@ -228,6 +233,7 @@ static int time_decode(const struct engine_model *m, int n, double *ret_ms)
 		*ret_ms = (now_us() - t0) / 1000.0 / n;
 	free(logits);
 	engine_session_destroy(s);
+	engine_backend_destroy(b);
 	return r;
 }
 
@@ -464,7 +470,8 @@ int bench_policy_main(int argc, char **argv)
 	/* Jump-forward off and on: greedy steps of the checkpoint under the grammar (its
 	 * tokenizer turns the forced runs into ids; the synthetic vocabulary has none). */
 	if (tok) {
-		struct engine_session *s = engine_session_create(model, 8);
+		struct engine_backend *b = test_env_backend(model);
+		struct engine_session *s = b ? engine_session_create_on(b, 8) : NULL;
 		struct bench_jf jf;
 		if (!s || bench_jump_forward(engine_session_backend(s), tok,
 					     engine_session_vocab(s), 4, &jf, err, sizeof(err)) < 0) {
@@ -475,6 +482,7 @@ int bench_policy_main(int argc, char **argv)
 			bench_jf_print(&jf);
 		}
 		engine_session_destroy(s);
+		engine_backend_destroy(b);
 	}
 
 	free(per_tok);

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lm.h"
+#include "dims.h"
 
 /* The scan's row kernels, one set per instruction set: the portable loops (cpu_ssd.c) and, on
  * x86, cpu_ssd_avx512.c compiled for AVX-512 and again for AVX512-BF16. */

@@ -15,13 +15,10 @@
 
 #include "backend.h"
 #include "cpu_dnnl.h"
+#include "dims.h"
 #include "engine.h"
 #include "model.h"
 #include "quant.h"
-
-/* Longest run of positions one forward call processes; longer appends are split into runs
- * (which is exact: the state carries over). Bounds the activation scratch. */
-#define LM_MAX_BATCH 256
 
 struct lm_layer_state {
 	float *conv;  /* Mamba: [K-1][conv_dim] raw (pre-conv) xBC of the last K-1 positions, oldest first */
@@ -64,10 +61,6 @@ struct lm_profile {
 	_Atomic uint64_t flop[LM_OP_COUNT]; /* of the matrix products: 2 T in out each */
 };
 const char *lm_op_name(enum lm_op op);
-
-/* A layer's weight matrices in the order of lm_prepared_layer.gemm (Mamba: in_proj, out_proj;
- * attention: q, k, v, o; MLP: up, down): their count. */
-int lm_layer_matrices(const struct lm_layer *L, const struct tensor *ret[4]);
 
 struct lm_prepared {
 	struct lm_profile *prof; /* the backend's, written by forward calls */
@@ -186,20 +179,6 @@ struct lm_seq {
 	float *work;
 	size_t work_floats;
 };
-
-/* Derived sizes of a config. */
-struct lm_dims {
-	int d, vocab;
-	int H, P, N, G, K, d_in, conv_dim, in_rows; /* Mamba */
-	int hq, hkv, dh, q_dim, kv_dim;             /* attention */
-	int inter;                                  /* MLP */
-	int chunk;
-};
-void lm_dims_init(struct lm_dims *dm, const struct lm_config *cfg);
-
-/* Checks that the model's tensors have the shapes the config implies (the compute code relies
- * on it). Returns 0 or -EINVAL. */
-int lm_model_check(const struct engine_model *m);
 
 /* Grows the KV caches to hold `positions` positions. Returns 0 or -ENOMEM (the recorded capacity
  * and the cached data stay valid either way). */

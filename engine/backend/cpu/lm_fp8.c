@@ -225,7 +225,6 @@ struct engine_model *lm_fp8_bf16_model(const struct engine_model *m, char *err, 
 	struct lm_layer *layers = b->m.layers;
 	b->m = *m;
 	b->m.layers = layers;
-	b->m.default_backend = NULL;
 	b->src = m;
 	memcpy(layers, m->layers, sizeof(*layers) * (size_t)m->cfg.n_layers);
 	for (int l = 0; l < m->cfg.n_layers; l++) {

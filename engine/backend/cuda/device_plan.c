@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "lm.h"
+#include "dims.h"
 #include "quant.h"
 
 static uint64_t align_up(uint64_t n)
