@@ -120,7 +120,8 @@ submit '{"script": [{"tool_name": "click", "x": 50, "y": 50}], "approve": "risky
 wait_task "$TASK" succeeded
 xterm -T holod-secret -geometry 40x10+300+200 2>/dev/null &
 XT=$!
-wm_window() { [ "$(sqlite3 "$DB" 'SELECT 1')" = 1 ] && xwininfo -root -tree 2>/dev/null | grep -q holod-secret; }
+# mapped, not only created: a move before the map finds the root under the point (seen once)
+wm_window() { xwininfo -name holod-secret 2>/dev/null | grep -q 'Map State: IsViewable'; }
 if command -v xwininfo >/dev/null 2>&1 && wait_until 20 wm_window; then
 	submit '{"script": [{"tool_name": "move", "x": 320, "y": 220}], "approve": "risky"}'
 	C=$TASK
