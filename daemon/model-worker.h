@@ -1,4 +1,4 @@
-/* engine-thread: the one thread of holod that runs the model.
+/* model worker: the one thread of holod that runs the model.
  *
  * DESIGN (where the threads meet):
  *   - The model worker owns the model, its vision tower, the constrained-decoding masker and
