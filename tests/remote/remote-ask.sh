@@ -5,30 +5,15 @@
 # reply as the ask_user step's tool output; the step journals who replied. A model's step held
 # for approval (--approve risky, alt+f4) and denied: the model reads the denial as the step's
 # error and goes on.
-. "$INTEGRATION_LIB"
-require_tools
-[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
-
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-SCRIPT="$T/script"
-REC="$T/requests"
-mkdir -p "$REC"
-FAKE_PID=
-stop_fake() {
-	[ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null && wait "$FAKE_PID" 2>/dev/null
-	FAKE_PID=
-}
-trap 'stop_fake; cleanup' EXIT
+. "$(dirname "$0")/remote-lib.sh"
 
 ASK='{"note":null,"thought":"Two invoices match","tool_call":{"tool_name":"ask_user","question":"Which invoice, March or April?"}}'
 ANSWER='{"note":null,"thought":"Paid","tool_call":{"tool_name":"answer","content":"paid"}}'
 printf 'ok %s\nok %s\n' "$ASK" "$ANSWER" >"$SCRIPT"
-"$FAKE_OPENAI" --port-file "$T/port" --script "$SCRIPT" --record "$REC" 2>"$T/fake.log" &
-FAKE_PID=$!
-wait_until 20 test -s "$T/port" || { fail "the fake server did not start"; exit 1; }
+fake_start
 start_xvfb 640x400x24
 start_client || exit 1
-start_holod --remote "http://127.0.0.1:$(cat "$T/port")/v1" --remote-timeout 10 \
+start_holod --remote "$FAKE_URL" --remote-timeout 10 \
 	--history window --window 1
 
 submit '{"instruction": "Pay the invoice."}'

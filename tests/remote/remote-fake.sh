@@ -8,32 +8,16 @@
 # (retried, then the raw output journaled), the json_object fallback, cancel in the middle of a
 # streamed answer, the server down (the task fails, holod keeps serving) -- and the key never
 # appears in the log, the journal, the API or status.
-. "$INTEGRATION_LIB"
-require_tools
-[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
+. "$(dirname "$0")/remote-lib.sh"
 command -v base64 >/dev/null 2>&1 && command -v od >/dev/null 2>&1 || test_skip "no base64/od"
 
-# libcurl honours the proxy variables; the fake server is on this machine.
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 KEY="sk-fake-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-SCRIPT="$T/script"
-REC="$T/requests"
-mkdir -p "$REC"
-FAKE_PID=
-stop_fake() {
-	[ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null && wait "$FAKE_PID" 2>/dev/null
-	FAKE_PID=
-}
-trap 'stop_fake; cleanup' EXIT
 
 CLICK='{"note":null,"thought":"Click the block","tool_call":{"tool_name":"click","element":"the block","x":250,"y":250}}'
 ANSWER='{"note":null,"thought":"All done","tool_call":{"tool_name":"answer","content":"done"}}'
 printf 'status 429 1\nok %s\nok %s\n' "$CLICK" "$ANSWER" >"$SCRIPT"
-"$FAKE_OPENAI" --port-file "$T/port" --script "$SCRIPT" --record "$REC" 2>"$T/fake.log" &
-FAKE_PID=$!
-wait_until 20 test -s "$T/port" || { fail "the fake server did not start"; exit 1; }
-PORT=$(cat "$T/port")
-ENDPOINT="http://127.0.0.1:$PORT/v1"
+fake_start
+ENDPOINT="$FAKE_URL"
 
 start_xvfb 640x400x24
 start_client || exit 1
@@ -289,7 +273,7 @@ expect_json "fallback remembered" .provider.structured_output json_object
 expect_json "status server" .provider.server openai
 
 # ---- the server down: the task fails clearly, holod keeps serving
-stop_fake
+fake_stop
 submit '{"instruction": "Click the block."}'
 wait_task "$TASK" failed 30
 api GET "/v1/tasks/$TASK"

@@ -8,21 +8,8 @@
 # step's screenshots are sensitive (left out of the report and the exports unless
 # --include-sensitive); an unknown name fails the step naming the name; a launched program does
 # not inherit HOLO_TOKEN.
-. "$INTEGRATION_LIB"
-require_tools
-[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
+. "$(dirname "$0")/remote-lib.sh"
 command -v od >/dev/null 2>&1 || test_skip "no od"
-
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-SCRIPT="$T/script"
-REC="$T/requests"
-mkdir -p "$REC"
-FAKE_PID=
-stop_fake() {
-	[ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null && wait "$FAKE_PID" 2>/dev/null
-	FAKE_PID=
-}
-trap 'stop_fake; cleanup' EXIT
 
 PASS="pw-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 TOKEN="tok-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
@@ -34,16 +21,13 @@ WRITE='{"note":null,"thought":"Log in","tool_call":{"tool_name":"write","content
 NOPE='{"note":null,"thought":"Try","tool_call":{"tool_name":"write","content":"x{{secret:NOPE}}","press_enter":false}}'
 ANSWER='{"note":null,"thought":"Done","tool_call":{"tool_name":"answer","content":"logged in"}}'
 printf 'ok %s\nok %s\n' "$WRITE" "$ANSWER" >"$SCRIPT"
-"$FAKE_OPENAI" --port-file "$T/port" --script "$SCRIPT" --record "$REC" 2>"$T/fake.log" &
-FAKE_PID=$!
-wait_until 20 test -s "$T/port" || { fail "the fake server did not start"; exit 1; }
-PORT=$(cat "$T/port")
+fake_start
 start_xvfb 640x400x24
 start_client || exit 1
 
 # ---- a vault that others may read: holod refuses to start, and says why and what to do
 chmod 644 "$VAULT"
-timeout 20 "$HOLOD" --remote "http://127.0.0.1:$PORT/v1" 2>"$T/refused.log"
+timeout 20 "$HOLOD" --remote "$FAKE_URL" 2>"$T/refused.log"
 rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "holod ran with a 0644 vault (exit $rc)"
 grep -q "the secrets file $VAULT is mode 0644: other users may read or change it, refused (chmod 600 $VAULT)" \
@@ -53,7 +37,7 @@ HOLO_TOKEN="$TOKEN" timeout 20 "$HOLOD" --secret-env HOLO_MISSING 2>"$T/refused.
 grep -q -- "--secret-env HOLO_MISSING: no such environment variable" "$T/refused.log" ||
 	fail "a missing --secret-env variable: $(cat "$T/refused.log")"
 
-HOLO_TOKEN="$TOKEN" start_holod --remote "http://127.0.0.1:$PORT/v1" --history window \
+HOLO_TOKEN="$TOKEN" start_holod --remote "$FAKE_URL" --history window \
 	--window 1 --secret-env HOLO_TOKEN
 grep -q "secrets: PASS, HOLO_TOKEN" "$HOLOD_LOG" || fail "holod did not name its secrets"
 

@@ -6,34 +6,18 @@
 # journal, the report and holoctl's exit status; clicks that differ on the unchanged screen end
 # it too, with no repeated action as evidence; 0 and 0 turn it off (the max_steps budget ends
 # the task instead).
-. "$INTEGRATION_LIB"
-require_tools
-[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
-
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-SCRIPT="$T/script"
-REC="$T/requests"
-mkdir -p "$REC"
-FAKE_PID=
-stop_fake() {
-	[ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null && wait "$FAKE_PID" 2>/dev/null
-	FAKE_PID=
-}
-trap 'stop_fake; cleanup' EXIT
+. "$(dirname "$0")/remote-lib.sh"
 
 click() {
 	printf '{"note":null,"thought":"Click it","tool_call":{"tool_name":"click","element":"%s","x":%d,"y":%d}}' \
 		"$1" "$2" "$3"
 }
 printf 'ok %s\n' "$(click 'the block' 250 250)" >"$SCRIPT"
-"$FAKE_OPENAI" --port-file "$T/port" --script "$SCRIPT" --record "$REC" 2>"$T/fake.log" &
-FAKE_PID=$!
-wait_until 20 test -s "$T/port" || { fail "the fake server did not start"; exit 1; }
-PORT=$(cat "$T/port")
+fake_start
 
 start_xvfb 640x400x24
 start_client || exit 1
-start_holod --remote "http://127.0.0.1:$PORT/v1" --history window --window 1 --stuck-stop 5
+start_holod --remote "$FAKE_URL" --history window --window 1 --stuck-stop 5
 
 # ---- the same click on a screen it does not change: warned from the third step, stuck at the
 # fifth (holod's --stuck-stop), both streaks in the evidence

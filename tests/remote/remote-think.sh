@@ -9,31 +9,16 @@
 # deltas, or a think block in the text from a server without a reasoning parser) is journaled as
 # the step's reasoning, shown by `holoctl run --follow`, and dropped from the next request's
 # history; "thinking": false asks for none.
-. "$INTEGRATION_LIB"
-require_tools
-[ -n "${HOLO_TEST_CLIENT:-}" ] && [ -x "$HOLO_TEST_CLIENT" ] || test_skip "no test client"
-
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-SCRIPT="$T/script"
-REC="$T/requests"
-mkdir -p "$REC"
-FAKE_PID=
-stop_fake() {
-	[ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null && wait "$FAKE_PID" 2>/dev/null
-	FAKE_PID=
-}
-trap 'stop_fake; cleanup' EXIT
+. "$(dirname "$0")/remote-lib.sh"
 
 CLICK='{"note":null,"thought":"Click the block","tool_call":{"tool_name":"click","element":"the block","x":250,"y":250}}'
 ANSWER='{"note":null,"thought":"All done","tool_call":{"tool_name":"answer","content":"done"}}'
 printf 'think reasoning The block is red; click it.|%s\nthink reasoning_content It was clicked.|%s\n' \
 	"$CLICK" "$ANSWER" >"$SCRIPT"
-"$FAKE_OPENAI" --port-file "$T/port" --script "$SCRIPT" --record "$REC" 2>"$T/fake.log" &
-FAKE_PID=$!
-wait_until 20 test -s "$T/port" || { fail "the fake server did not start"; exit 1; }
+fake_start
 start_xvfb 640x400x24
 start_client || exit 1
-start_holod --remote "http://127.0.0.1:$(cat "$T/port")/v1" --remote-timeout 10 \
+start_holod --remote "$FAKE_URL" --remote-timeout 10 \
 	--history window --window 1
 
 # ---- thinking on: asked for, journaled, dropped from the history
