@@ -204,37 +204,23 @@ static const char common_props[] =
         "\"settle_ms\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 10000, "
         "\"description\": \"pause after the action before the after-screenshot\"},"
         "\"display\": {\"type\": \"string\", \"maxLength\": 64, \"description\": \"one of the "
-        "displays holod drives (status tool); default the first free one\"}}";
-
-#define P_XY                                                                                       \
-	"\"x\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"                      \
-	"\"y\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"
-#define P_ELEMENT "\"element\": {\"type\": \"string\", \"maxLength\": 512, \"description\": " \
-	          "\"what is at the point, for the journal\"},"
-#define P_TARGET                                                                                   \
-	"\"target\": {\"type\": \"string\", \"maxLength\": 512, \"description\": \"instead of x "  \
-	"and y: a description holod's model locates on the screen\"},"
-#define P_KEYS(n)                                                                                  \
-	"{\"type\": \"array\", \"minItems\": 1, \"maxItems\": " #n ", \"items\": {\"type\": "      \
-	"\"string\", \"maxLength\": 32}}"
-#define P_MATCH                                                                                    \
-	"{\"type\": \"object\", \"description\": \"PCRE2 regexes, all of which must match\", "     \
-	"\"properties\": {\"title\": {\"type\": \"string\", \"maxLength\": 512}, \"class\": "      \
-	"{\"type\": \"string\", \"maxLength\": 512}, \"instance\": {\"type\": \"string\", "        \
-	"\"maxLength\": 512}}, \"additionalProperties\": false}"
-#define P_TIMEOUT                                                                                  \
-	"\"timeout\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 600, "          \
-	"\"description\": \"seconds (10)\"}"
+        "displays holod drives (status tool); default the first free one\"},"
+        "\"require_focus\": {\"type\": \"boolean\", \"description\": \"fail when no window "
+        "has the keyboard focus\"}}";
 
 enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_WINDOWS, T_STATUS, T_CANCEL, T_REPLY };
 
-static const struct mcp_tool {
+struct mcp_tool {
 	const char *name, *title, *description;
 	const char *props;    /* the JSON object of its own properties */
 	const char *required; /* a JSON array, or NULL */
 	enum tool_kind kind;
 	bool read_only;
-} tools[] = {
+};
+
+/* holoctl mcp's own tools; the action tools come from ipc's action-tool table, in its order,
+ * where the T_ACTION entry stands. */
+static const struct mcp_tool tools[] = {
         {"run_task", "Run a holod task",
          "Runs a task on the desktop and waits for its end: an instruction for holod's own "
          "model (needs holod --model) or a script of actions (the action tools' objects with "
@@ -270,73 +256,8 @@ static const struct mcp_tool {
          "{\"target\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 512},"
          "\"display\": {\"type\": \"string\", \"maxLength\": 64}}",
          "[\"target\"]", T_LOCATE, true},
-        {"click", "Click", "Clicks at a point (or a described target).",
-         "{" P_XY P_ELEMENT P_TARGET
-         "\"button\": {\"type\": \"string\", \"enum\": [\"left\", \"right\", \"middle\"]}}",
-         NULL, T_ACTION, false},
-        {"double_click", "Double-click", "Double-clicks at a point (or a described target).",
-         "{" P_XY P_ELEMENT P_TARGET "\"_\": {}}", NULL, T_ACTION, false},
-        {"triple_click", "Triple-click", "Triple-clicks at a point.", "{" P_XY P_ELEMENT "\"_\": {}}",
-         "[\"x\", \"y\"]", T_ACTION, false},
-        {"move", "Move the pointer", "Moves the pointer to a point (or a described target).",
-         "{" P_XY P_ELEMENT P_TARGET "\"_\": {}}", NULL, T_ACTION, false},
-        {"drag", "Drag", "Drags from (x, y) to (x2, y2) with the left button.",
-         "{" P_XY P_ELEMENT P_TARGET
-         "\"x2\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"
-         "\"y2\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 32767},"
-         "\"target2\": {\"type\": \"string\", \"maxLength\": 512}}",
-         NULL, T_ACTION, false},
-        {"scroll", "Scroll", "Scrolls at a point.",
-         "{" P_XY P_ELEMENT
-         "\"direction\": {\"type\": \"string\", \"enum\": [\"up\", \"down\", \"left\", "
-         "\"right\"]},"
-         "\"scroll_size\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 100}}",
-         "[\"x\", \"y\", \"direction\"]", T_ACTION, false},
-        {"write", "Type text", "Types UTF-8 text into the focused window.",
-         "{\"content\": {\"type\": \"string\", \"maxLength\": 65536},"
-         "\"press_enter\": {\"type\": \"boolean\"},"
-         "\"overwrite\": {\"type\": \"boolean\", \"description\": \"ctrl+a first\"},"
-         "\"require_focus\": {\"type\": \"boolean\", \"description\": \"fail when no window "
-         "has the keyboard focus\"}}",
-         "[\"content\"]", T_ACTION, false},
-        {"hotkey", "Press keys", "Presses 1..5 keys together (ctrl, shift, t...), repeat_count times.",
-         "{\"keys\": " P_KEYS(5) ","
-         "\"repeat_count\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 20},"
-         "\"require_focus\": {\"type\": \"boolean\"}}",
-         "[\"keys\"]", T_ACTION, false},
-        {"key_down", "Hold a key", "Presses a key and holds it until key_up (or the end of the task).",
-         "{\"key\": {\"type\": \"string\", \"maxLength\": 32}}", "[\"key\"]", T_ACTION, false},
-        {"key_up", "Release a key", "Releases a held key.",
-         "{\"key\": {\"type\": \"string\", \"maxLength\": 32}}", "[\"key\"]", T_ACTION, false},
-        {"hold_and_tap_key", "Hold and tap keys",
-         "Holds 1..3 keys, taps 1..5 keys in order, releases the held ones (alt + tab tab).",
-         "{\"hold_keys\": " P_KEYS(3) ", \"tap_keys\": " P_KEYS(5) "}",
-         "[\"hold_keys\", \"tap_keys\"]", T_ACTION, false},
-        {"wait", "Wait", "Waits a number of seconds (up to 30).",
-         "{\"duration\": {\"type\": \"number\", \"minimum\": 0.001, \"maximum\": 30}}",
-         "[\"duration\"]", T_ACTION, false},
-        {"launch", "Launch a program",
-         "Starts a program on holod's display (searched in PATH; it outlives the task), and "
-         "with wait_window waits for its new window.",
-         "{\"command\": {\"type\": \"array\", \"minItems\": 1, \"maxItems\": 64, \"items\": "
-         "{\"type\": \"string\", \"maxLength\": 4096}}, \"wait_window\": " P_MATCH ", " P_TIMEOUT
-         "}",
-         "[\"command\"]", T_ACTION, false},
-        {"wait_for", "Wait for a condition",
-         "Waits for exactly one condition: a window (window), its absence (window_gone), the "
-         "focus (focus), a still screen (screen_stable {ms}) or a change in a region "
-         "(region_changed {x, y, width, height}).",
-         "{\"window\": " P_MATCH ", \"window_gone\": " P_MATCH ", \"focus\": " P_MATCH ","
-         "\"screen_stable\": {\"type\": \"object\", \"properties\": {\"ms\": {\"type\": "
-         "\"integer\", \"minimum\": 50, \"maximum\": 60000}}, \"required\": [\"ms\"]},"
-         "\"region_changed\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": "
-         "\"integer\"}, \"y\": {\"type\": \"integer\"}, \"width\": {\"type\": \"integer\"}, "
-         "\"height\": {\"type\": \"integer\"}}, \"required\": [\"x\", \"y\", \"width\", "
-         "\"height\"]}, " P_TIMEOUT "}",
-         NULL, T_ACTION, true},
-        {"activate", "Activate a window",
-         "Raises and focuses the topmost window matching title/class/instance regexes.",
-         "{\"window\": " P_MATCH ", " P_TIMEOUT "}", "[\"window\"]", T_ACTION, false},
+        /* here: the action tools of ipc's table (ipc_tool_info's client member) */
+        {NULL, NULL, NULL, NULL, NULL, T_ACTION, false},
         {"windows", "List windows",
          "The client windows on the screen, topmost first (id, desktop, pid, class, geometry, "
          "title, which has the keyboard focus), and the pointer's position (GET /v1/windows).",
@@ -356,12 +277,34 @@ static const struct mcp_tool {
          "[\"task_id\", \"text\"]", T_REPLY, false},
 };
 
-static const struct mcp_tool *tool_find(const char *name)
+/* The action tool t as an MCP tool; false when ipc's table offers it to no client. */
+static bool action_tool(enum ipc_tool t, struct mcp_tool *ret)
 {
+	const struct ipc_tool_info *info = ipc_tool_info(t);
+
+	if (!info || !info->client.title)
+		return false;
+	*ret = (struct mcp_tool){info->name,
+	                         info->client.title,
+	                         info->client.description,
+	                         info->client.properties,
+	                         info->client.required,
+	                         T_ACTION,
+	                         info->client.read_only};
+	return true;
+}
+
+static bool tool_find(const char *name, struct mcp_tool *ret)
+{
+	int t;
+
 	for (size_t i = 0; name && i < ARRAY_SIZE(tools); i++)
-		if (strcmp(tools[i].name, name) == 0)
-			return &tools[i];
-	return NULL;
+		if (tools[i].name && strcmp(tools[i].name, name) == 0) {
+			*ret = tools[i];
+			return true;
+		}
+	t = ipc_tool_from_string(name);
+	return t >= 0 && action_tool((enum ipc_tool)t, ret);
 }
 
 static json_t *tool_schema(const struct mcp_tool *t)
@@ -369,9 +312,8 @@ static json_t *tool_schema(const struct mcp_tool *t)
 	json_t *props = json_loads(t->props, 0, NULL);
 	json_t *schema;
 
-	if (!props)
-		abort(); /* the table above is wrong: the unit test catches it */
-	json_object_del(props, "_"); /* the macros' trailing comma filler */
+	if (!json_is_object(props))
+		abort(); /* a table is wrong: the unit tests catch it */
 	if (t->kind == T_ACTION || t->kind == T_RUN) {
 		json_t *common = json_loads(common_props, 0, NULL);
 		if (!common)
@@ -389,20 +331,31 @@ static json_t *tool_schema(const struct mcp_tool *t)
 	return schema;
 }
 
+static json_t *tool_entry(const struct mcp_tool *t, const char *version)
+{
+	json_t *tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b}}", "name", t->name,
+	                         "title", t->title, "description", t->description, "inputSchema",
+	                         tool_schema(t), "annotations", "title", t->title, "readOnlyHint",
+	                         t->read_only, "openWorldHint", 0);
+	if (t->kind == T_RUN && (!version || strcmp(version, MCP_TASKS_VERSION) >= 0))
+		json_object_set_new(tool, "execution", json_pack("{s:s}", "taskSupport", "optional"));
+	return tool;
+}
+
 json_t *mcp_tools_list(const char *version)
 {
 	json_t *list = json_array();
 
 	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
-		const struct mcp_tool *t = &tools[i];
-		json_t *tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b}}", "name", t->name,
-		                         "title", t->title, "description", t->description,
-		                         "inputSchema", tool_schema(t), "annotations", "title",
-		                         t->title, "readOnlyHint", t->read_only, "openWorldHint", 0);
-		if (t->kind == T_RUN && (!version || strcmp(version, MCP_TASKS_VERSION) >= 0))
-			json_object_set_new(tool, "execution",
-			                    json_pack("{s:s}", "taskSupport", "optional"));
-		json_array_append_new(list, tool);
+		if (tools[i].kind == T_ACTION) {
+			for (int a = 0; a < IPC_TOOL_COUNT_; a++) {
+				struct mcp_tool t;
+				if (action_tool((enum ipc_tool)a, &t))
+					json_array_append_new(list, tool_entry(&t, version));
+			}
+			continue;
+		}
+		json_array_append_new(list, tool_entry(&tools[i], version));
 	}
 	return json_pack("{s:o}", "tools", list);
 }
@@ -501,7 +454,7 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 	json_t *name = json_object_get(params, "name");
 	json_t *args = json_object_get(params, "arguments");
 	json_t *task = json_object_get(params, "task");
-	const struct mcp_tool *t;
+	struct mcp_tool found, *t = &found;
 	json_t *body = NULL;
 	int r = 0;
 
@@ -511,8 +464,7 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 		snprintf(err, errlen, "tools/call needs the tool's \"name\" (a string)");
 		return MCP_ERR_INVALID_PARAMS;
 	}
-	t = tool_find(json_string_value(name));
-	if (!t) {
+	if (!tool_find(json_string_value(name), &found)) {
 		snprintf(err, errlen, "unknown tool '%.64s' (tools/list names them)",
 		         json_string_value(name));
 		return MCP_ERR_INVALID_PARAMS;

@@ -6,6 +6,9 @@
  * thread, the fuzz target's code); requests that talk to holod run on a thread of their own
  * (cmd-mcp.c), at most MCP_MAX_INFLIGHT at once, each with its own HTTP connection, so a
  * notifications/cancelled for a running task arrives while the task runs and cancels it in holod.
+ * The action tools (their names, titles, descriptions and inputSchema) are ipc's action-tool
+ * table's (ipc.h, struct ipc_tool_client), with the task's options added; mcp-proto.c spells only
+ * its own tools (run_task, screenshot, locate, windows, status, cancel_task, reply_task).
  * Everything that acts on the screen (run_task, every action tool, locate) is a holod task
  * followed through its event stream: cancellable, with progress. Nothing listens on a network:
  * holod's peer-uid check applies to every request as to any holoctl command.

@@ -176,7 +176,8 @@ int ipc_policy_format_from_string(const char *s);
  * accepts, how `holoctl do` reads it from a command line, and how each policy format shows it to
  * a model (the name the model writes, its arguments in the format's order with their ranges and
  * defaults, what it does). The parser, the policy formats (the prompt's tool text, the step
- * grammar, the JSON Schema) and holoctl read it, so a new tool touches ipc/ and the executor. */
+ * grammar, the JSON Schema), holoctl do and holoctl mcp (its action tools' names, descriptions
+ * and input schemas) read it, so a new tool touches ipc/ and the executor only. */
 
 /* The model's limits of the formats' step layouts, narrower than the parser's (docs/policy.md):
  * strings count the bytes between the quotes as written, escapes included. */
@@ -241,10 +242,25 @@ struct ipc_tool_cli {
 	const char *help;      /* its lines in `holoctl do --help` ("Actions:") */
 };
 
+/* How a client that calls tools (holoctl mcp's tools/list and tools/call) offers the tool: its
+ * JSON Schema, with the parser's names and ranges (pixel coordinates, IPC_MAX_* limits), not a
+ * format's model ranges. The task's options (coords, dry_run, settle_ms, display,
+ * require_focus) are the client's to add. */
+struct ipc_tool_client {
+	const char *title;       /* "Click"; NULL: not offered (answer, ask_user, update_plan: the
+				  * model's own) */
+	const char *description; /* what it does, for the client's model */
+	const char *properties;  /* JSON text of the schema's "properties" object: each member a
+				  * member of `fields` */
+	const char *required;    /* JSON text of the schema's "required" array, or NULL */
+	bool read_only;          /* changes nothing on the screen (wait_for) */
+};
+
 struct ipc_tool_info {
 	const char *name;   /* tool_name in JSON, as ipc_tool_to_string() */
 	const char *fields; /* the members the action parser accepts besides tool_name, space-separated */
 	struct ipc_tool_cli cli;
+	struct ipc_tool_client client;
 };
 
 /* The table's entry of a tool; NULL out of range. */

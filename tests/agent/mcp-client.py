@@ -41,7 +41,7 @@ async def session_checks(s):
 
     tools = {t.name: t for t in (await s.list_tools()).tools}
     wanted = {"run_task", "screenshot", "locate", "click", "double_click", "move", "drag",
-              "scroll", "write", "hotkey", "launch", "wait_for", "activate", "status",
+              "scroll", "write", "hotkey", "launch", "wait_for", "activate", "drag_to", "status",
               "cancel_task", "reply_task"}
     check(wanted <= tools.keys(), f"tools missing: {wanted - tools.keys()}")
 
@@ -78,6 +78,12 @@ async def session_checks(s):
     # A refused argument is a tool error the model can read, naming it.
     res = await s.call_tool("hotkey", {"keys": ["ctr", "s"]})
     check(res.is_error and "unknown key name 'ctr'" in res.content[0].text, f"hotkey: {res}")
+
+    # drag_to, which holoctl mcp offers from ipc's action-tool table alone (a dry run: the
+    # step is journaled, nothing is injected)
+    res = await s.call_tool("drag_to", {"x": 220, "y": 160, "dry_run": True})
+    check(not res.is_error and (res.structured_content or {}).get("task", {}).get("status")
+          == "succeeded", f"drag_to: {res}")
 
     # The screenshot: an image content, a PNG of the screen.
     res = await s.call_tool("screenshot", {})

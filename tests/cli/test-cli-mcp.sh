@@ -75,8 +75,13 @@ answer 1 '.result.protocolVersion == "2025-06-18" and .result.serverInfo.name ==
 	and .result.capabilities.tasks == null'
 answer 2 '[.result.tools[].name] as $n | ["run_task", "screenshot", "locate", "click",
 	"double_click", "triple_click", "move", "drag", "scroll", "write", "hotkey", "key_down",
-	"key_up", "hold_and_tap_key", "wait", "launch", "wait_for", "activate", "windows", "status",
-	"cancel_task", "reply_task"] - $n == []'
+	"key_up", "hold_and_tap_key", "wait", "launch", "wait_for", "activate", "drag_to", "windows",
+	"status", "cancel_task", "reply_task"] - $n == []'
+# the action tools are ipc's table's, the model's own ones (answer, ask_user, update_plan) left out
+answer 2 '[.result.tools[].name] | index("answer") == null and index("ask_user") == null
+	and index("update_plan") == null'
+answer 2 '.result.tools | map(select(.name == "write" or .name == "click"))
+	| all(.inputSchema.properties.require_focus.type == "boolean")'
 answer 2 '.result.tools | all(.inputSchema.type == "object" and (.description | length) > 0)'
 answer 2 '.result.tools[] | select(.name == "run_task") | has("execution") | not'
 # run_task takes POST /v1/tasks's members, which holod checks; the other tools' sets are closed.

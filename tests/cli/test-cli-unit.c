@@ -5,6 +5,7 @@
 #include "holod-config.h"
 #include "http.h"
 #include "ipc.h"
+#include "mcp.h"
 #include "table.h"
 #include "test.h"
 
@@ -1002,6 +1003,75 @@ static void test_age(void)
 	CHECK(cli_parse_age("3x", &s) < 0);
 }
 
+/* holoctl mcp's action tools are ipc's table's (ipc_tool_info's client member): every tool it
+ * offers clients is listed under its name with its description, its members and required ones,
+ * the task options added; none other is; and a call plans the table's tool. */
+static void test_mcp_tools(void)
+{
+	json_t *list = mcp_tools_list(NULL), *tool, *props, *want, *v;
+	const char *key;
+	size_t i, offered = 0, actions = 0;
+
+	REQUIRE(json_is_array(json_object_get(list, "tools")));
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct ipc_tool_info *info = ipc_tool_info((enum ipc_tool)t);
+		json_t *found = NULL;
+		json_array_foreach(json_object_get(list, "tools"), i, tool)
+			if (strcmp(json_string_value(json_object_get(tool, "name")), info->name) == 0)
+				found = tool;
+		if (!info->client.title) {
+			CHECK(found == NULL);
+			continue;
+		}
+		offered++;
+		REQUIRE(found != NULL);
+		CHECK_STR_EQ(json_string_value(json_object_get(found, "title")), info->client.title);
+		CHECK_STR_EQ(json_string_value(json_object_get(found, "description")),
+		             info->client.description);
+		CHECK(json_is_true(json_object_get(json_object_get(found, "annotations"),
+		                                   "readOnlyHint")) == info->client.read_only);
+		props = json_object_get(json_object_get(found, "inputSchema"), "properties");
+		want = json_loads(info->client.properties, 0, NULL);
+		json_object_foreach(want, key, v)
+			CHECK(json_equal(json_object_get(props, key), v));
+		CHECK(json_object_get(props, "coords") && json_object_get(props, "require_focus"));
+		CHECK_INT_EQ(json_object_size(props), json_object_size(want) + 5);
+		json_decref(want);
+		want = info->client.required ? json_loads(info->client.required, 0, NULL) : NULL;
+		CHECK(json_equal(json_object_get(json_object_get(found, "inputSchema"), "required"),
+		                 want) || (!want && !json_object_get(json_object_get(found,
+		                                                                     "inputSchema"),
+		                                                     "required")));
+		json_decref(want);
+	}
+	json_array_foreach(json_object_get(list, "tools"), i, tool) {
+		const char *name = json_string_value(json_object_get(tool, "name"));
+		int t = ipc_tool_from_string(name);
+		if (t >= 0)
+			actions++;
+	}
+	CHECK_INT_EQ(actions, offered);
+	CHECK_INT_EQ(offered, IPC_TOOL_COUNT_ - 3); /* all but answer, ask_user, update_plan */
+	json_decref(list);
+
+	/* a call of a tool the table offers (drag_to, which holoctl mcp never spelled) plans it */
+	struct mcp_plan plan;
+	char err[256];
+	json_t *params = json_pack("{s:s, s:{s:i, s:i, s:b}}", "name", "drag_to", "arguments", "x",
+	                           40, "y", 50, "dry_run", 1);
+	CHECK_INT_EQ(mcp_plan_tool_call(params, &plan, err, sizeof(err)), 0);
+	CHECK(plan.kind == MCP_PLAN_ACTION && plan.body &&
+	      strstr(plan.body, "\"tool_name\":\"drag_to\"") && strstr(plan.body, "\"dry_run\":true"));
+	mcp_plan_finish(&plan);
+	json_decref(params);
+	/* and one it does not offer is unknown */
+	params = json_pack("{s:s, s:{s:s}}", "name", "answer", "arguments", "content", "x");
+	CHECK_INT_EQ(mcp_plan_tool_call(params, &plan, err, sizeof(err)), MCP_ERR_INVALID_PARAMS);
+	CHECK(strstr(err, "unknown tool 'answer'") != NULL);
+	mcp_plan_finish(&plan);
+	json_decref(params);
+}
+
 static void test_main(void)
 {
 	char *out, *err, dir[] = "/tmp/holoctl-main-XXXXXX";
@@ -1131,6 +1201,7 @@ int main(void)
 	test_wrap();
 	test_status_summary();
 	test_age();
+	test_mcp_tools();
 	test_main();
 	cli_http_global_cleanup();
 	return test_exit();

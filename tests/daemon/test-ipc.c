@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "common.h"
 #include "ipc.h"
 #include "test.h"
@@ -1013,6 +1015,45 @@ static void test_tool_table(void)
 	}
 	CHECK(!ipc_model_tool(IPC_POLICY_FORMAT_DEFAULT, 0));
 	CHECK(ipc_tool_has_point(IPC_TOOL_DRAG_TO) && !ipc_tool_has_point(IPC_TOOL_WRITE));
+
+	/* The clients' view (holoctl mcp's action tools): every tool but the model's own
+	 * (answer, ask_user, update_plan) is offered, its schema a JSON object whose members the
+	 * parser reads for that tool, the required ones among them. */
+	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
+		const struct ipc_tool_client *c = &ipc_tool_info((enum ipc_tool)t)->client;
+		bool own = t == IPC_TOOL_ANSWER || t == IPC_TOOL_ASK_USER || t == IPC_TOOL_UPDATE_PLAN;
+		json_t *props, *req, *v;
+		const char *key;
+		size_t i;
+
+		CHECK_INT_EQ(c->title == NULL, own);
+		if (!c->title) {
+			CHECK(!c->description && !c->properties && !c->required);
+			continue;
+		}
+		CHECK(c->description && c->description[0]);
+		props = json_loads(c->properties, 0, NULL);
+		if (!json_is_object(props) || json_object_size(props) == 0) {
+			fprintf(stderr, "%s: the client schema's properties are no JSON object\n",
+				ipc_tool_to_string((enum ipc_tool)t));
+			test_failures++;
+		}
+		json_object_foreach(props, key, v)
+		{
+			if (!ipc_tool_has_field((enum ipc_tool)t, key) || !json_is_object(v) ||
+			    strcmp(key, "tool_name") == 0) {
+				fprintf(stderr, "%s: the client schema's '%s' is no member it takes\n",
+					ipc_tool_to_string((enum ipc_tool)t), key);
+				test_failures++;
+			}
+		}
+		req = c->required ? json_loads(c->required, 0, NULL) : json_array();
+		CHECK(json_is_array(req));
+		json_array_foreach(req, i, v)
+			CHECK(json_is_string(v) && json_object_get(props, json_string_value(v)));
+		json_decref(req);
+		json_decref(props);
+	}
 }
 
 /* "did you mean" for a misspelt tool, member or key name; nothing for a word far from all. */
