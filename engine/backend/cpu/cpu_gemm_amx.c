@@ -28,8 +28,8 @@
 #define NOINL static __attribute__((noinline))
 
 /* Steps of 32 columns between a weight line's prefetch and its load (4 KiB ahead per thread for
- * two A tiles, beside the hardware prefetchers' streams): 1 and 2 read the 0.7B model's decode
- * weights at the same rate per CPU-second, 4 to 32 steps 1-8% slower (2 threads, 2026-11-25). */
+ * two A tiles, beside the hardware prefetchers' streams): 1 and 2 read the decode weights at the
+ * same rate, 4 and more slower (docs/benchmarks.md, "Figures behind the code's constants"). */
 #define PF_STEPS 2
 
 /* elements of one B tile (16 pair rows x 16 tokens x 2) */

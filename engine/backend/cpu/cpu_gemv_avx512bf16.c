@@ -6,10 +6,8 @@
  * variant). One token (decode): one row at a time, front to back, nothing prefetched by hand,
  * so a thread's range is one sequential stream the hardware's prefetchers follow (as in
  * cpu_gemv_quant_vnni.c, where the A/B is told): 8 rows interleaved with the next 8 prefetched
- * read 8 short streams at once and, on the lm head's 131072 x 1024 (holo-bench gemv, the two
- * alternating in one process, AMD EPYC 2 cores, 2026-11-29), reached 11.4-12.1 / 19.8-20.7
- * GB/s on 1 / 2 threads where one row reads 15.9-16.6 / 23.6-28.1 (the read pass: 15.6-16.2 /
- * 30.6-31.0). Two to four tokens: NR consecutive rows against T tokens, one accumulator
+ * read 8 short streams at once and stayed well below one row's rate on the lm head's shape
+ * (docs/benchmarks.md, "Figures behind the code's constants"). Two to four tokens: NR consecutive rows against T tokens, one accumulator
  * per (row, token), the next block's rows prefetched. The activations are rounded to bf16 in
  * registers (vcvtne2ps2bf16: nearest even; it reads fp32 denormals as zero, as vdpbf16ps does).
  * The column tail is a masked load (zeros add nothing). fp32 activations take the AVX-512F

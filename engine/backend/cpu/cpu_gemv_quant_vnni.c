@@ -24,11 +24,7 @@
  * range is one sequential stream, which the hardware's stream prefetchers follow at the read
  * bandwidth (llama.cpp's vec_dot walks rows the same way). Eight rows interleaved (with the
  * rows eight ahead prefetched, as before) read eight short streams at once (a 1024-column q8
- * row is 17 lines) and stayed far below the bandwidth. In-process A/B on the lm head's shape
- * (holo-bench gemv 131072 x 1024, the two kernels alternating first and second each round, AMD
- * EPYC 2 cores, 2026-11-29, read pass ~31 GB/s on 2 threads), GB/s of weights on 1 / 2 threads,
- * one row vs eight, two runs: q8 12.0/16.4 vs 7.4/12.0 and 13.0/21.1 vs 7.7/11.7; q4 11.3/21.0
- * vs 8.0/12.5 and 12.3/16.6 vs 8.5/11.4.
+ * row is 17 lines) and stayed far below the bandwidth (the in-process A/B: docs/benchmarks.md, "Figures behind the code's constants").
  * More tokens (the merged decode rows of several sessions): NR = 4 consecutive rows against T
  * tokens, the rows NR ahead prefetched (codes and then scales), each weight vector loaded once
  * for T tokens. One 16-lane accumulator per (row, token) either way. Scales of blocks past the
@@ -213,10 +209,8 @@ INSTANCES(q4, QUANT_Q4, 1)
  * times d_x x the block's code sum (xq's per-lane quarter times 4: exact). No permute, no
  * reduction, no mask: per 64 code bytes about 5 vector instructions where the row kernel
  * above takes 12. One accumulator per (tile, token), blocks in order: the same bits for a token
- * alone or among others. In-process (holo-bench gemv, AMD EPYC 2 cores, 2026-11-29, one
- * thread, loaded): 512 x 1024 cache-hot 65.5 GB/s of weights vs the row kernel's 26.4;
- * 131072 x 1024 and 16384 x 5120 streamed 14.7 and 16.4 GB/s (84-103% of the read pass) vs
- * 5.1-5.8 for the row kernel in the same runs. */
+ * alone or among others. About 2.5x the row kernel's rate cache-hot and at the read pass when
+ * streamed (docs/benchmarks.md, "Figures behind the code's constants"). */
 INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 {
 	const int64_t nb = quant_blocks(a->in);

@@ -101,9 +101,9 @@ struct lm_prepared {
 #define LM_QUANT_PREFILL_BYTES ((size_t)2 << 20)
 /* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): bf16 bytes
  * of rows dequantized per oneDNN matmul call (at least 64 rows; a multiple of 32 rows), and the
- * rows per pool task of that dequantization. 32 MiB: on the ~0.7B bench model (2 threads, AMD
- * EPYC, 2026-11-29) 8 MiB blocks left q8's prefill at ~0.83x bf16's, 32 MiB at ~0.9-1.0x (the
- * fewer oneDNN calls); a transient buffer, at most 32 MiB whatever the model. */
+ * rows per pool task of that dequantization. 32 MiB: fewer oneDNN calls bring q8's prefill to
+ * about bf16's where 8 MiB blocks stayed below (docs/benchmarks.md, "Figures behind the code's constants"); a transient
+ * buffer, at most 32 MiB whatever the model. */
 #define LM_QUANT_PREFILL_BF16_BYTES ((size_t)32 << 20)
 /* Runs of fewer positions than this on quantized weights take the GEMV (as decode rows do)
  * rather than a dequantized block product: below it, dequantizing every weight per product
@@ -208,18 +208,15 @@ struct lm_run {
 #define LM_BATCH_MAX_RUNS 256
 /* bf16 on a CPU with AMX (cpu_amx_enabled()): from LM_BATCH_AMX_MIN_ROWS merged decode rows on,
  * their products (the lm_head's too) run on cpu_amx_rows(), whatever their number; one row runs
- * on the GEMV kernels, as alone. The decode products of the 0.7B model (1.12 GB of bf16 weights,
- * 2 threads, 2026-11-25, load 7-9), weight bytes read per CPU-second: AMX 27.4 / 27.4 / 27.0 /
- * 26.6 / 25.2 / 21.1 / 14.5 GB/s at 1 / 2 / 4 / 8 / 16 / 32 / 64 rows, the GEMV 26.8 / 23.4 /
- * 22.6 / 18.4 / 8.3 GB/s at 1 / 2 / 4 / 8 / 16 rows; oneDNN's product (plain weights) 3x to 6x
- * slower than AMX from 8 to 256 rows, so it takes no decode rows where AMX runs. */
+ * on the GEMV kernels, as alone: AMX reads the weights at about one row's rate up to 16 rows,
+ * where the GEMV's rate falls from 4 rows on and oneDNN's product is several times slower, so
+ * oneDNN takes no decode rows where AMX runs (docs/benchmarks.md, "Figures behind the code's constants"). */
 #define LM_BATCH_AMX_MIN_ROWS 2
 /* bf16 without AMX: from LM_BATCH_DNNL_MIN_ROWS merged decode rows on, their products run through oneDNN,
  * on a row count rounded up to a multiple of LM_BATCH_DNNL_ROWS (its primitives are compiled per
  * row count); fewer run on the GEMV kernels, which past 4 rows read activations rounded to bf16
- * once per product (cpu_gemv.h). holo-bench serve on the 0.7B model, per CPU-second, 2026-11-25
- * (load 14-16): 8 sessions 104 tok/s on the GEMV against 87 on oneDNN (one session 22), 16
- * sessions 98 on the GEMV against 141 on oneDNN. */
+ * once per product (cpu_gemv.h): up to 8 sessions the GEMV is faster, at 16 oneDNN
+ * (docs/benchmarks.md, "Figures behind the code's constants"). */
 #define LM_BATCH_DNNL_MIN_ROWS 9
 #define LM_BATCH_DNNL_ROWS 8
 /* Logits rows of merged decode rows computed per lm_head pass (bounds their scratch). */
