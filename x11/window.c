@@ -211,10 +211,29 @@ int x11_focus_window(struct x11_display *d, uint64_t *ret_id)
 			w = child;
 		}
 	} else if (focus != None && focus != d->root) {
-		/* The focus may sit on a child of the client (toolkits' focus proxies): libxdo walks
-		 * up to the window that carries WM_CLASS. */
-		if (xdo_get_focused_window_sane(d->xdo, &client) != 0)
-			client = None;
+		/* The focus may sit on a child of the client (toolkits' focus proxies): walk up to
+		 * the window that carries WM_CLASS; a window without one anywhere above it is its
+		 * own client. (libxdo's xdo_get_focused_window_sane() did this, but leaks the
+		 * WM_STATE property it reads on every call.) */
+		Window w = focus;
+		client = focus;
+		for (int depth = 0; depth <= X11_WINDOW_DEPTH && w != None && w != d->root;
+		     depth++) {
+			XClassHint hint = {0};
+			if (XGetClassHint(d->dpy, w, &hint)) {
+				XFree(hint.res_name);
+				XFree(hint.res_class);
+				client = w;
+				break;
+			}
+			Window root, parent, *children = NULL;
+			unsigned n;
+			if (!XQueryTree(d->dpy, w, &root, &parent, &children, &n))
+				break;
+			if (children)
+				XFree(children);
+			w = parent;
+		}
 	}
 	x11_trap_end(d->dpy);
 	if (d->lost)

@@ -34,13 +34,13 @@ timeout 120 sh "$T/quickstart.sh" >"$T/run.out" 2>&1 ||
 [ "$(cat "$T/hello.txt" 2>/dev/null)" = hello ] ||
 	fail "the file was not saved with 'hello': '$(cat "$T/hello.txt" 2>&1)'; $(cat "$T/run.out")"
 
-stop_holod || fail "holod exited non-zero"
+stop_holod || fail "holod exited non-zero: $(cat "$HOLOD_LOG")"
 [ -n "$WM_PID" ] && kill -0 "$WM_PID" 2>/dev/null && fail "the window manager outlived holod"
 
 # No openbox in PATH: --session auto says so and starts nothing; --session none is silent.
 mkdir -p "$T/bin"
 ln -s "$(command -v Xvfb)" "$T/bin/Xvfb"
-: >"$HOLOD_LOG"
+HOLOD_LOG="$T/holod-no-openbox.log"
 PATH="$T/bin" "$HOLOD" --virtual 320x240 2>>"$HOLOD_LOG" &
 HOLOD_PID=$!
 wait_until 30 status_ok || fail "holod without openbox did not become ready"
@@ -48,7 +48,7 @@ grep -q "warning: --session auto: openbox is not installed, so no window manager
 	"$HOLOD_LOG" || fail "no warning without openbox: $(cat "$HOLOD_LOG")"
 grep -q "started the session" "$HOLOD_LOG" && fail "a session started without openbox"
 stop_holod || fail "holod (no openbox) exited non-zero"
-: >"$HOLOD_LOG"
+HOLOD_LOG="$T/holod-none.log"
 start_holod --virtual 320x240 --session none
 grep -q "session\|window manager" "$HOLOD_LOG" && fail "--session none: $(cat "$HOLOD_LOG")"
 stop_holod || fail "holod (--session none) exited non-zero"
