@@ -173,14 +173,14 @@ static const struct tool_entry tools[IPC_TOOL_COUNT_] = {
 		{0},
 	},
 	[IPC_TOOL_ANSWER] = {
-		{"answer", "content", {0}},
+		{"answer", "content", {0}, {0}},
 		{"answer", IPC_TOOL_ANSWER, "finish the task with the answer or result",
 		 LAYOUT(STR("content", IPC_MODEL_MAX_CONTENT_BYTES))},
 		{"answer", IPC_TOOL_ANSWER, "finish the task: the answer, or what was done",
 		 LAYOUT(STR("content", IPC_MODEL_MAX_CONTENT_BYTES))},
 	},
 	[IPC_TOOL_ASK_USER] = {
-		{"ask_user", "question", {0}},
+		{"ask_user", "question", {0}, {0}},
 		{"ask_user", IPC_TOOL_ASK_USER, "ask the user a question only they can answer (a "
 		 "choice, a missing detail); their reply is the next tool output",
 		 LAYOUT(STR("question", IPC_MODEL_MAX_QUESTION_BYTES))},
@@ -259,7 +259,8 @@ static const struct tool_entry tools[IPC_TOOL_COUNT_] = {
 	[IPC_TOOL_UPDATE_PLAN] = {
 		{"update_plan", "goals",
 		 {"STATUS:TITLE [STATUS:TITLE...]", 1, IPC_MAX_PLAN_GOALS, "goals*",
-		  "  update_plan STATUS:TITLE...  journal a plan (todo|running|done|failed), no input\n"}},
+		  "  update_plan STATUS:TITLE...  journal a plan (todo|running|done|failed), no input\n"},
+		 {0}},
 		{0},
 		{"update_plan", IPC_TOOL_UPDATE_PLAN, "record your plan: 1..20 goals, each a title "
 		 "and a status (todo, running, done or failed); nothing happens on the screen",
