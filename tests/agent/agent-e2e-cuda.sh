@@ -5,14 +5,13 @@
 # could not prefill in time). On each backend, one holod runs the same two tasks:
 #   persistent, 3 steps: schema-valid steered clicks, executed as decoded, journaled, and the
 #               session grows by exactly what each step appended and decoded;
-#   window K=1, 2 steps: every step restarts from the prefix snapshot and the window grows by
-#               the last step's turns;
+#   window K=1, 2 steps, jump-forward off: every step restarts from the prefix snapshot and
+#               the window grows by the last step's turns;
 #   rolling K=1, 3 steps (the default history): step 1 appends observation 0 in evicted form and
 #               snapshots the session on the backend, step 2 restores that snapshot: the
 #               session is the snapshot before the step + appended + decoded;
 #   jump-forward: the persistent steps (on, the default) journal forced tokens riding along
-#               with sampled ones; a dry-run step with it off, a valid click with a forward per
-#               token.
+#               with sampled ones; the window task's (off) a forward per token, valid clicks.
 # The two backends must journal the same shape: the same prefix, the same tokens appended at the
 # first step of each task, the same modes and tools; the recording client must have seen every
 # journaled click of both, in order.
@@ -67,9 +66,11 @@ for AGENT_BACKEND in cpu cuda; do
 			exit bad
 		}' "$T/rows" || fail "$B persistent token counts: $(tr '\n' ';' <"$T/rows")"
 
-	# ---- window, K = 1
-	run_task '{"instruction": "Click the red block.", "max_steps": 2, "history": "window", "window": 1}'
+	# ---- window, K = 1, with jump-forward off (below)
+	run_task '{"instruction": "Click the red block.", "max_steps": 2, "history": "window", "window": 1,
+		"jump_forward": false}'
 	cp "$T/rows" "$T/rows.$B.w"
+	W_TASK=$TASK
 	awk -v name="$B window" -v prefix="$(cat "$T/prefix.$B")" '
 		{ a[NR] = $2; d[NR] = $3; s[NR] = $4; mode[NR] = $5 }
 		END {
@@ -99,21 +100,19 @@ for AGENT_BACKEND in cpu cuda; do
 			}
 			exit bad
 		}' "$T/rows" || fail "$B rolling token counts: $(tr '\n' ';' <"$T/rows")"
-	# ---- jump-forward off and on (issue 34): the persistent task decoded with it (the
-	# default), one greedy step without; both valid clicks (not compared byte for byte, as
+	# ---- jump-forward on and off (issue 34): the persistent task decoded with it (the
+	# default), the window task without; both valid clicks (not compared byte for byte, as
 	# agent-sampling on the CPU: the forced ids are the canonical split the model need not
-	# choose), and the journaled counts: off, a forward per token; on, the forced tokens ride
-	# along with the sampled ones
+	# choose), and the journaled counts: on, the forced tokens ride along with the sampled ones
+	# (the step's lead among them); off, a forward per token
 	cp "$T/steps.$B.p" "$T/steps.json"
 	check_steps "$B jump-forward on" 'all(.steps[]; .agent.tokens.forced > 0 and
 		.agent.tokens.forwards + .agent.tokens.forced == .agent.tokens.decoded)'
-	run_task '{"instruction": "Click the red block.", "max_steps": 1, "dry_run": true,
-		"jump_forward": false}'
-	api GET "/v1/tasks/$TASK"
+	api GET "/v1/tasks/$W_TASK"
 	expect_json "$B jump-forward off" .provenance.jump_forward false
-	steps "$TASK"
-	check_steps "$B click without jump-forward" '(.steps | length) == 1 and all(.steps[];
-		.status == "dry_run" and .tool_call.tool_name == "click" and .agent.attempts == 1 and
+	steps "$W_TASK"
+	check_steps "$B clicks without jump-forward" '(.steps | length) == 2 and all(.steps[];
+		.status == "ok" and .tool_call.tool_name == "click" and .agent.attempts == 1 and
 		.agent.tokens.forced == 0 and .agent.tokens.forwards == .agent.tokens.decoded)'
 	api GET /v1/status
 	expect_json "$B session freed" .model.sessions 0
@@ -136,8 +135,7 @@ for h in p w r; do
 done
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE status = 'ok' AND tool_name = 'click'")" = 16 ] ||
 	fail "journal: $(sqlite3 "$DB" "SELECT task_id, idx, status, tool_name FROM steps" | tr '\n' ';')"
-sqlite3 -separator ' ' "$DB" "SELECT px, py FROM steps WHERE status != 'dry_run' ORDER BY task_id, idx" \
-	>"$T/journal.points"
+sqlite3 -separator ' ' "$DB" "SELECT px, py FROM steps ORDER BY task_id, idx" >"$T/journal.points"
 sed -n 's/^press button=[0-9] .* root_x=\([0-9-]*\) root_y=\([0-9-]*\) .*/\1 \2/p' "$CLIENT_LOG" \
 	>"$T/client.points"
 cmp -s "$T/journal.points" "$T/client.points" ||
