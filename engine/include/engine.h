@@ -155,8 +155,10 @@ int engine_detok_flush(struct engine_detok *d, const char **ret_text, size_t *re
  * run on, or $HOLOD_THREADS). Call it while no session computes. Returns 0 or -EINVAL. */
 int engine_set_threads(int n);
 int engine_get_threads(void);
-/* Name of the CPU kernels selected for this machine ("avx512", "avx2", "generic");
- * $HOLOD_CPU_KERNELS=generic|avx2 caps the choice. */
+/* Name of the CPU matmul kernels selected for this machine ("avx512", "avx2", "generic").
+ * $HOLOD_CPU_KERNELS (portable or generic, avx2, avx512, avx512bf16, amx) caps the instruction
+ * set of every CPU kernel family alike (engine/backend/cpu/cpu_isa.h); an unknown value makes
+ * the CPU backend's creation fail, naming it. */
 const char *engine_cpu_kernels(void);
 
 /* ---- backends ----

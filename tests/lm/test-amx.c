@@ -191,8 +191,8 @@ static void test_refused(void)
 
 int main(void)
 {
-	CHECK_INT_EQ(cpu_amx_select("amx512"), -EINVAL);
-	int r = cpu_amx_select("amx");
+	CHECK_INT_EQ(cpu_isa_select("amx512"), -EINVAL);
+	int r = cpu_isa_select("amx");
 	CHECK(r == 0 || r == -ENOTSUP);
 	if (r == -ENOTSUP) {
 		printf("amx: this CPU or its OS does not allow AMX: checking the fallback only\n");
@@ -202,10 +202,10 @@ int main(void)
 	}
 	CHECK(cpu_amx_enabled());
 	test_shapes();
-	CHECK_INT_EQ(cpu_amx_select("avx512bf16"), 0);
+	CHECK_INT_EQ(cpu_isa_select("avx512bf16"), 0);
 	CHECK(!cpu_amx_enabled());
 	test_refused();
-	CHECK_INT_EQ(cpu_amx_select("amx"), 0);
+	CHECK_INT_EQ(cpu_isa_select("amx"), 0);
 	CHECK(cpu_amx_enabled());
 	return test_exit();
 }

@@ -290,7 +290,7 @@ int main(void)
 		REQUIRE(cpu_set_threads(threads) == 0);
 		for (int i = 0; cpu_rows_variant_name(i); i++) {
 			const char *name = cpu_rows_variant_name(i);
-			int r = cpu_rows_select(name);
+			int r = cpu_isa_select(name);
 			CHECK(r == 0 || r == -ENOTSUP);
 			if (threads == 1)
 				printf("row kernels %s: %s\n", name, r == 0 ? "tested" : "skipped (this CPU lacks it)");
@@ -298,8 +298,8 @@ int main(void)
 				run_all();
 		}
 	}
-	CHECK_INT_EQ(cpu_rows_select("generic"), 0);
+	CHECK_INT_EQ(cpu_isa_select("generic"), 0);
 	CHECK_STR_EQ(cpu_rows()->name, "portable");
-	CHECK_INT_EQ(cpu_rows_select("avx1024"), -EINVAL);
+	CHECK_INT_EQ(cpu_isa_select("avx1024"), -EINVAL);
 	return test_exit();
 }

@@ -154,12 +154,12 @@ static void check_case(const char *variant, struct problem *p, const float *port
 /* Every variant on one problem: the portable result first, then each other variant. */
 static void check_problem(struct problem *p)
 {
-	CHECK_INT_EQ(cpu_gemv_select("portable"), 0);
+	CHECK_INT_EQ(cpu_isa_select("portable"), 0);
 	float *py = run(p);
 	CHECK(error_vs_reference(p, py) < 1e-5);
 	for (int i = 1; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
-		if (cpu_gemv_select(name) < 0)
+		if (cpu_isa_select(name) < 0)
 			continue;
 		check_case(name, p, py);
 	}
@@ -170,14 +170,14 @@ static void report_variants(void)
 {
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
-		int r = cpu_gemv_select(name);
+		int r = cpu_isa_select(name);
 		CHECK(r == 0 || r == -ENOTSUP);
 		printf("gemv variant %s: %s\n", name, r == 0 ? "tested" : "skipped (this CPU lacks it)");
 	}
-	CHECK_INT_EQ(cpu_gemv_select("portable"), 0);
-	CHECK_INT_EQ(cpu_gemv_select("generic"), 0);
+	CHECK_INT_EQ(cpu_isa_select("portable"), 0);
+	CHECK_INT_EQ(cpu_isa_select("generic"), 0);
 	CHECK_STR_EQ(cpu_gemv_name(), "portable");
-	CHECK_INT_EQ(cpu_gemv_select("avx1024"), -EINVAL);
+	CHECK_INT_EQ(cpu_isa_select("avx1024"), -EINVAL);
 }
 
 static void test_shapes(void)
@@ -229,7 +229,7 @@ static void test_tokens_independent(void)
 				problem_init(&p);
 				struct tensor w = {.data = p.wd, .dtype = p.dt, .ndim = 2, .shape = {p.rows, p.in}};
 				for (int i = 0; cpu_gemv_variant_name(i); i++) {
-					if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
+					if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
 						continue;
 					float *all = run(&p);
 					CHECK(error_vs_reference(&p, all) < 1e-5);

@@ -332,7 +332,7 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 
 static void check_row_kernel(const char *variant)
 {
-	int r = cpu_ssm_select(variant);
+	int r = cpu_isa_select(variant);
 	if (r == -ENOTSUP) {
 		printf("cpu_ssm_row_bf16 %s: not on this CPU, skipped\n", variant);
 		return;
@@ -372,7 +372,7 @@ static void check_row_kernel(const char *variant)
 	x[3] = NAN;
 	(void)cpu_ssm_row_bf16(s, 1.0f, 1.0f, x, c, 16);
 	CHECK(isnan(bf16_to_f32(s[3])) && bf16_to_f32(s[2]) == 1.0f);
-	CHECK_INT_EQ(cpu_ssm_select(NULL), 0);
+	CHECK_INT_EQ(cpu_isa_select(NULL), 0);
 }
 
 int main(void)
@@ -382,7 +382,7 @@ int main(void)
 	on_cuda = be && strcmp(be, "cuda") == 0;
 	check_row_kernel("portable");
 	check_row_kernel("avx512");
-	CHECK_INT_EQ(cpu_ssm_select("vax"), -EINVAL);
+	CHECK_INT_EQ(cpu_isa_select("vax"), -EINVAL);
 	static const char *const models[][2] = {
 		{"tiny-mamba", "tiny-mamba"},
 		{"tiny-aliases", "tiny-aliases"},

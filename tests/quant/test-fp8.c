@@ -209,7 +209,7 @@ static void test_gemv_codes(void)
 			x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
 		struct quant_tensor qt = {.format = QUANT_FP8, .rows = rows, .cols = in, .row_bytes = rb, .data = data};
 		for (int v = 0; cpu_gemv_variant_name(v); v++) {
-			if (cpu_gemv_select(cpu_gemv_variant_name(v)) < 0)
+			if (cpu_isa_select(cpu_gemv_variant_name(v)) < 0)
 				continue;
 			for (int i = 0; i < T * 16; i++)
 				y[i] = y0[i] = (float)i * 0.5f;
@@ -261,7 +261,7 @@ int main(void)
 	test_encode();
 	test_rows();
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
-		int r = cpu_gemv_select(cpu_gemv_variant_name(i));
+		int r = cpu_isa_select(cpu_gemv_variant_name(i));
 		printf("gemv variant %s: %s\n", cpu_gemv_variant_name(i), r == 0 ? "tested" : "skipped (this CPU lacks it)");
 	}
 	test_gemv_codes();

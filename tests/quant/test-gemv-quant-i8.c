@@ -285,11 +285,11 @@ static int reported;
 
 static void check_problem(struct problem *p)
 {
-	CHECK_INT_EQ(cpu_gemv_select("portable"), 0);
+	CHECK_INT_EQ(cpu_isa_select("portable"), 0);
 	float *py = run(p);
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
-		if (cpu_gemv_select(name) < 0 || !cpu_gemv_quant_has_i8())
+		if (cpu_isa_select(name) < 0 || !cpu_gemv_quant_has_i8())
 			continue;
 		float *y = i == 0 ? py : run(p);
 		double e[3] = {0, 0, 0};
@@ -363,7 +363,7 @@ static void test_tokens(void)
 				    .in = 333, .nrows = 300, .T = 7, .tiled = f >= 2};
 		problem_init(&p);
 		for (int i = 0; cpu_gemv_variant_name(i); i++) {
-			if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
+			if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
 				continue;
 			float *all = run(&p), *one = malloc(p.ldy * sizeof(float));
 			REQUIRE(one);
@@ -463,7 +463,7 @@ static void test_rows_to_bf16(void)
 			for (size_t i = 0; i < (size_t)p.rows * p.in; i++)
 				want[i] = f32_to_bf16(p.wq[i]);
 			for (int i = 0; cpu_gemv_variant_name(i); i++) {
-				if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
+				if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
 					continue;
 				memset(got, 0x77, (size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
 				bool same = true;
@@ -494,7 +494,7 @@ int main(void)
 {
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
-		int r = cpu_gemv_select(name);
+		int r = cpu_isa_select(name);
 		printf("gemv variant %s: %s\n", name,
 		       r < 0 ? "skipped (this CPU lacks it)"
 		       : cpu_gemv_quant_has_i8() ? "integer kernels tested"

@@ -138,11 +138,11 @@ static int reported;
 
 static void check_problem(struct problem *p)
 {
-	CHECK_INT_EQ(cpu_gemv_select("portable"), 0);
+	CHECK_INT_EQ(cpu_isa_select("portable"), 0);
 	float *py = run(p);
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
-		if (cpu_gemv_select(name) < 0)
+		if (cpu_isa_select(name) < 0)
 			continue;
 		float *y = i == 0 ? py : run(p);
 		double e[2], vs_portable = 0;
@@ -199,7 +199,7 @@ static void test_tokens_independent(void)
 		struct problem p = {.fmt = (enum quant_format)f, .rows = 300, .in = 333, .nrows = 300, .T = 7};
 		problem_init(&p);
 		for (int i = 0; cpu_gemv_variant_name(i); i++) {
-			if (cpu_gemv_select(cpu_gemv_variant_name(i)) < 0)
+			if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
 				continue;
 			float *all = run(&p), *one = malloc(p.ldy * sizeof(float));
 			REQUIRE(one);
@@ -227,7 +227,7 @@ int main(void)
 {
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
-		int r = cpu_gemv_select(name);
+		int r = cpu_isa_select(name);
 		printf("gemv variant %s: %s\n", name, r == 0 ? "tested" : "skipped (this CPU lacks it)");
 	}
 	for (int threads = 1; threads <= 3; threads++) {

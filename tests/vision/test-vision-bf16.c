@@ -230,7 +230,7 @@ static void check_rows(void)
 {
 	for (int i = 0; vision_rows_variant_name(i); i++) {
 		const char *name = vision_rows_variant_name(i);
-		int r = vision_rows_select(name);
+		int r = cpu_isa_select(name);
 		if (r == -ENOTSUP) {
 			printf("row kernels %s: skipped, this CPU does not run them\n", name);
 			continue;
@@ -238,9 +238,11 @@ static void check_rows(void)
 		CHECK_INT_EQ(r, 0);
 		check_rows_variant(vision_rows());
 	}
-	CHECK_INT_EQ(vision_rows_select("sse9"), -EINVAL);
-	CHECK_INT_EQ(vision_rows_select("generic"), 0);
+	CHECK_INT_EQ(cpu_isa_select("sse9"), -EINVAL);
+	CHECK_INT_EQ(cpu_isa_select("generic"), 0);
 	CHECK_STR_EQ(vision_rows()->name, "portable");
+	/* back to the set the environment gives (every kernel family follows cpu_isa_select()) */
+	CHECK_INT_EQ(cpu_isa_select(NULL), 0);
 }
 
 /* ---- small products ------------------------------------------------------------------------- */
@@ -509,7 +511,7 @@ static void check_tower(void)
 	REQUIRE(r == 0);
 	for (int i = 0; vision_rows_variant_name(i); i++) {
 		const char *name = vision_rows_variant_name(i);
-		if (vision_rows_select(name) == -ENOTSUP)
+		if (cpu_isa_select(name) == -ENOTSUP)
 			continue;
 		struct vision_profile prof = {0};
 		CHECK_INT_EQ(vision_vit_forward_profile(&w, gm, px, grid, grid, pos, f16, &prof), 0);
@@ -524,6 +526,8 @@ static void check_tower(void)
 		CHECK(prof.ns[VISION_OP_GEMM] > 0 && prof.ns[VISION_OP_ATTENTION] > 0 &&
 		      prof.ns[VISION_OP_GELU] > 0 && prof.ns[VISION_OP_PROJ_GEMM] > 0);
 	}
+	/* the fp32 runs below on the set the one above ran on */
+	CHECK_INT_EQ(cpu_isa_select(NULL), 0);
 	/* a screenshot through the CPU backend in bf16 (what holod and holo-infer run): the bf16
 	 * steps, not the fp32 ones (the rows differ), within cosine 0.999 of fp32's */
 	{

@@ -644,6 +644,11 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 		errno = -r;
 		return NULL;
 	}
+	/* the kernels' set (cpu_isa.h): an unknown $HOLOD_CPU_KERNELS is refused here, by name */
+	if ((r = cpu_isa_check_env(err, errlen)) < 0) {
+		errno = -r;
+		return NULL;
+	}
 	enum engine_precision precision = opts->precision;
 	if (precision == ENGINE_PRECISION_DEFAULT)
 		precision = engine_model_cpu_precision(m);

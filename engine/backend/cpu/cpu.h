@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_isa.h"
 #include "model.h"
 
 /* task runs with its task index (0..n_tasks-1) and the index of the thread running it
@@ -100,13 +101,10 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
  * bound), 3.3x less than cpu_matmul's blocked product (8192 x 1024 bf16, one thread, test-gemv's
  * shapes aside: measured on a Xeon with AVX-512, 2026-11-25). */
 #define CPU_GEMV_T 4
-/* Forces the GEMV variant ("portable", "avx2", "avx512", "avx512bf16"): -EINVAL for an unknown
- * name, -ENOTSUP where this CPU cannot run it. Not callable while a job runs. Without it the
- * most capable variant the CPU runs is used, capped by $HOLOD_CPU_KERNELS when that names one
- * ("generic" is "portable"). */
-int cpu_gemv_select(const char *name);
-/* The GEMV variant in use. */
+/* The GEMV variant in use ("portable", "avx2", "avx512", "avx512bf16": the most capable up to
+ * cpu_isa(), cpu_isa.h; amx runs avx512bf16's), and its set. */
 const char *cpu_gemv_name(void);
+enum cpu_isa cpu_gemv_isa(void);
 /* The name of variant i (0: portable, then in order of capability), NULL past the last. */
 const char *cpu_gemv_variant_name(int i);
 
@@ -120,12 +118,9 @@ const char *cpu_gemv_variant_name(int i);
  * untouched) where W is not bf16 or AMX is not in use (cpu_amx_enabled()), or -ENOMEM. */
 int cpu_amx_rows(const struct tensor *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
 		 bool accumulate);
-/* Whether cpu_amx_rows() runs: the CPU and the OS allow AMX and neither $HOLOD_CPU_KERNELS
- * (a set below "amx") nor cpu_amx_select() turned it off. */
+/* Whether cpu_amx_rows() runs: cpu_isa() is amx (the CPU and the OS allow AMX and neither
+ * $HOLOD_CPU_KERNELS nor cpu_isa_select() named a set below it). */
 bool cpu_amx_enabled(void);
-/* "amx" turns the AMX products on (-ENOTSUP where this CPU cannot run them), any set below it
- * ("avx512bf16", ...) off; -EINVAL for an unknown name. Not callable while a job runs. */
-int cpu_amx_select(const char *name);
 
 /* Single-threaded fp32 C[T][N] (+)= A[T][K] . B[K][N] for small products inside a task (the SSD
  * chunk scan). B is row-major [K][N], or given as its transpose [N][K] when b_trans. `pack` is
@@ -155,5 +150,7 @@ void cpu_vfma(float *y, const float *a, const float *b, int n);
 /* Converts n elements starting at element `offset` of tensor t to fp32. */
 void cpu_tensor_to_f32(const struct tensor *t, size_t offset, size_t n, float *dst);
 float cpu_f16_to_f32(uint16_t v);
-/* Which kernels were selected at runtime ("avx512", "avx2", "generic"). */
+/* Which matmul kernels are in use ("avx512", "avx2", "generic": the most capable up to cpu_isa(),
+ * cpu_isa.h), and their set. */
 const char *cpu_kernel_name(void);
+enum cpu_isa cpu_matmul_isa(void);

@@ -26,26 +26,9 @@ static const enum cpu_isa isas[] = {
 #endif
 };
 
-static int selected = -1; /* the index in isas[], -1 before the first use */
-
 bool cpu_amx_enabled(void)
 {
-	/* racing first calls store the same index */
-	int i = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (i < 0) {
-		i = cpu_isa_choose(isas, ARRAY_SIZE(isas), NULL);
-		__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	}
-	return i > 0;
-}
-
-int cpu_amx_select(const char *name)
-{
-	int i = cpu_isa_choose(isas, ARRAY_SIZE(isas), name);
-	if (i < 0)
-		return i;
-	__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	return 0;
+	return cpu_isa_pick(isas, ARRAY_SIZE(isas)) > 0;
 }
 
 #ifdef HAVE_X86

@@ -158,21 +158,25 @@ __attribute__((target("avx512f"))) static void round_avx512(float *x, size_t n)
 		memcpy(x + i, &u, sizeof(u));
 	}
 }
-
-static bool have_avx512bw(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-}
 #endif
+
+/* the conversions' variants: the portable loops or AVX-512 (F and BW) */
+static const enum cpu_isa bf16_isas[] = {
+	CPU_ISA_PORTABLE,
+#ifdef HAVE_X86
+	CPU_ISA_AVX512,
+#endif
+};
+
+enum cpu_isa cpu_bf16_isa(void)
+{
+	return bf16_isas[cpu_isa_pick(bf16_isas, ARRAY_SIZE(bf16_isas))];
+}
 
 void cpu_f32_to_bf16(const float *src, uint16_t *dst, size_t n)
 {
 #ifdef HAVE_X86
-	static int avx512 = -1;
-	if (avx512 < 0)
-		avx512 = have_avx512bw(); /* racing first calls store the same value */
-	if (avx512) {
+	if (cpu_bf16_isa() == CPU_ISA_AVX512) {
 		to_bf16_avx512(src, dst, n);
 		return;
 	}
@@ -184,10 +188,7 @@ void cpu_f32_to_bf16(const float *src, uint16_t *dst, size_t n)
 void cpu_round_bf16_rows(float *x, size_t ldx, int T, int n)
 {
 #ifdef HAVE_X86
-	static int avx512 = -1;
-	if (avx512 < 0)
-		avx512 = have_avx512bw();
-	if (avx512) {
+	if (cpu_bf16_isa() == CPU_ISA_AVX512) {
 		for (int t = 0; t < T; t++)
 			round_avx512(x + (size_t)t * ldx, (size_t)n);
 		return;

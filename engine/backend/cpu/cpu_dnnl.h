@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_isa.h"
 #include "model.h"
 
 /* Products with fewer rows than this stay on cpu_matmul() (decode and short spans), where
@@ -83,6 +84,9 @@ int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x,
  * once a weight was created; "none" before. */
 const char *cpu_dnnl_impl_name(void);
 
+/* The set of the conversions below in use (portable or avx512: cpu_isa_pick(), cpu_isa.h); the
+ * variants give the same bits. */
+enum cpu_isa cpu_bf16_isa(void);
 /* Rounds n floats to bf16 (nearest even; NaN stays NaN). */
 void cpu_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
 /* The same rounding in place, for T rows of n floats ldx apart: each value becomes the fp32

@@ -1,5 +1,5 @@
 /* Decode matrix-vector products (T tokens, a few to a few dozen): the variant table, the run-time
- * choice from cpuid, the portable C variant and the split of the rows across the pool.
+ * choice (cpu_isa.h), the portable C variant and the split of the rows across the pool.
  *
  * DESIGN: decode reads every weight byte once per token, so these products run at the speed
  * the cores can stream memory. The weights stay in their stored (memory-mapped, row-major)
@@ -9,7 +9,7 @@
  * per pool thread (a range whose thread is descheduled on a loaded machine is run by the first
  * thread free, as every pool task is); ranges start at multiples of 16 rows, so with a 64-byte
  * aligned y two threads never write the same cache line of it.
- * The variant is chosen once (first use) or by cpu_gemv_select(); a job reads it once, so a
+ * cpu_isa_pick() chooses the variant (cpu_isa.h); a job reads it once, so a
  * call never mixes two variants.
  *
  * More tokens than a kernel holds (CPU_GEMV_KERNEL_T: the decode rows of several sessions): a
@@ -304,31 +304,19 @@ static const enum cpu_isa isas[] = {
 };
 _Static_assert(ARRAY_SIZE(isas) == ARRAY_SIZE(variants), "one instruction set per variant");
 
-static int selected = -1; /* the index in variants[], -1 before the first use */
-
 static const struct cpu_gemv_variant *variant(void)
 {
-	/* racing first calls store the same index */
-	int i = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (i < 0) {
-		i = cpu_isa_choose(isas, ARRAY_SIZE(isas), NULL);
-		__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	}
-	return variants[i];
-}
-
-int cpu_gemv_select(const char *name)
-{
-	int i = cpu_isa_choose(isas, ARRAY_SIZE(isas), name);
-	if (i < 0)
-		return i;
-	__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	return 0;
+	return variants[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
 const char *cpu_gemv_name(void)
 {
 	return variant()->name;
+}
+
+enum cpu_isa cpu_gemv_isa(void)
+{
+	return isas[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
 const char *cpu_gemv_variant_name(int i)

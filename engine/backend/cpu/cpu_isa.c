@@ -1,7 +1,9 @@
-/* The kernel families' one run-time choice from cpuid and $HOLOD_CPU_KERNELS (cpu_isa.h). */
+/* The kernel families' one run-time choice from cpuid, $HOLOD_CPU_KERNELS and cpu_isa_select()
+ * (cpu_isa.h). */
 #include "cpu_isa.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +18,7 @@
 #define XFEATURE_XTILEDATA 18
 #endif
 
-static const char *const isa_names[] = {
+static const char *const isa_names[CPU_ISA_COUNT] = {
 	[CPU_ISA_PORTABLE] = "portable",
 	[CPU_ISA_AVX2] = "avx2",
 	[CPU_ISA_AVX512] = "avx512",
@@ -24,12 +26,17 @@ static const char *const isa_names[] = {
 	[CPU_ISA_AMX] = "amx",
 };
 
-static int parse(const char *name, enum cpu_isa *ret)
+const char *cpu_isa_name(enum cpu_isa isa)
+{
+	return (unsigned)isa < CPU_ISA_COUNT ? isa_names[isa] : NULL;
+}
+
+int cpu_isa_parse(const char *name, enum cpu_isa *ret)
 {
 	/* "generic" is the name $HOLOD_CPU_KERNELS has always used for portable C */
 	if (strcmp(name, "generic") == 0)
 		name = "portable";
-	for (size_t i = 0; i < sizeof(isa_names) / sizeof(isa_names[0]); i++)
+	for (int i = 0; i < CPU_ISA_COUNT; i++)
 		if (strcmp(isa_names[i], name) == 0) {
 			*ret = (enum cpu_isa)i;
 			return 0;
@@ -70,8 +77,9 @@ bool cpu_isa_supported(enum cpu_isa isa)
 	__builtin_cpu_init();
 	bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
 	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-	/* __builtin_cpu_supports reads XGETBV, so avx512f also says the OS saves the zmm state */
-	bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+	/* __builtin_cpu_supports reads XGETBV, so avx512f also says the OS saves the zmm state;
+	 * BW for the SSD scan's and the bf16 conversion's byte and word shuffles */
+	bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 	switch (isa) {
 	case CPU_ISA_AVX2:
 		return avx2;
@@ -81,8 +89,7 @@ bool cpu_isa_supported(enum cpu_isa isa)
 		/* CPUID.(7,1):EAX.AVX512_BF16[bit 5]; and AVX512-VNNI with VL, which every CPU with
 		 * AVX512-BF16 has (Cooper Lake, Sapphire Rapids, Zen 4 and later): the level's
 		 * integer kernels on quantized weights (cpu_gemv_quant_vnni.c) use them */
-		return avx512 && __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+		return avx512 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
 		       __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5));
 	case CPU_ISA_AMX:
 		return cpu_isa_supported(CPU_ISA_AVX512BF16) && amx_usable();
@@ -94,25 +101,53 @@ bool cpu_isa_supported(enum cpu_isa isa)
 #endif
 }
 
-int cpu_isa_choose(const enum cpu_isa *isas, size_t n, const char *name)
+int cpu_isa_current_ = -1;
+
+/* The CPU's most capable set up to $HOLOD_CPU_KERNELS (the sets nest; an unknown value caps
+ * nothing: the CPU backend refused it already, cpu_isa_check_env()). Sets above the cap are not
+ * probed, so a cap below amx never asks Linux for the tile data. */
+static enum cpu_isa default_isa(void)
 {
-	enum cpu_isa cap = CPU_ISA_AMX;
-	if (name) {
-		int r = parse(name, &cap);
-		if (r < 0)
-			return r;
-	} else {
-		const char *env = getenv("HOLOD_CPU_KERNELS");
-		if (env && parse(env, &cap) < 0)
-			cap = CPU_ISA_AMX;
-	}
-	size_t best = 0, named = 0;
-	for (size_t i = 0; i < n && isas[i] <= cap; i++) {
-		named = i;
-		if (cpu_isa_supported(isas[i]))
-			best = i;
-	}
-	if (name)
-		return cpu_isa_supported(isas[named]) ? (int)named : -ENOTSUP;
-	return (int)best;
+	enum cpu_isa isa = CPU_ISA_AMX;
+	const char *env = getenv("HOLOD_CPU_KERNELS");
+	if (env && *env && cpu_isa_parse(env, &isa) < 0)
+		isa = CPU_ISA_AMX;
+	while (isa > CPU_ISA_PORTABLE && !cpu_isa_supported(isa))
+		isa--;
+	return isa;
+}
+
+enum cpu_isa cpu_isa_init_(void)
+{
+	/* racing first calls store the same set */
+	enum cpu_isa isa = default_isa();
+	__atomic_store_n(&cpu_isa_current_, (int)isa, __ATOMIC_RELEASE);
+	return isa;
+}
+
+int cpu_isa_check_env(char *err, size_t errlen)
+{
+	const char *env = getenv("HOLOD_CPU_KERNELS");
+	enum cpu_isa isa;
+	if (!env || !*env || cpu_isa_parse(env, &isa) == 0)
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen,
+			 "HOLOD_CPU_KERNELS=%.64s: unknown CPU kernel set, expected portable (or "
+			 "generic), avx2, avx512, avx512bf16 or amx",
+			 env);
+	return -EINVAL;
+}
+
+int cpu_isa_select(const char *name)
+{
+	enum cpu_isa isa;
+	if (!name)
+		isa = default_isa();
+	else if (cpu_isa_parse(name, &isa) < 0)
+		return -EINVAL;
+	else if (!cpu_isa_supported(isa))
+		return -ENOTSUP;
+	__atomic_store_n(&cpu_isa_current_, (int)isa, __ATOMIC_RELEASE);
+	return 0;
 }

@@ -6,8 +6,8 @@
  * tokens through a 4-row x 3-token register-blocked micro-kernel, so each weight byte is read
  * from memory once per call instead of once per token (compute-bound).
  *
- * Kernels are chosen at runtime: AVX-512F, AVX2+FMA+F16C, or portable C. $HOLOD_CPU_KERNELS
- * ("generic" or "portable", "avx2", "avx512") caps the choice (tests use it to cover every variant).
+ * Kernels are chosen at runtime by cpu_isa_pick() (cpu_isa.h): AVX-512F, AVX2+FMA+F16C, or
+ * portable C ("generic").
  */
 #include "cpu.h"
 
@@ -19,7 +19,6 @@
 #include "common.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
@@ -493,51 +492,37 @@ static const struct kernels kernels_avx512 = {
 };
 #endif
 
-static const struct kernels *selected;
-
+/* from the least to the most capable */
+static const struct kernels *const variants[] = {
+	&kernels_generic,
 #ifdef HAVE_X86
-/* CPUID.1:ECX.F16C. Read directly because clang (14 at least) has no "f16c" for
- * __builtin_cpu_supports; the OS's saving of the AVX state is already implied by the avx2 check
- * it is combined with. */
-static bool has_f16c(void)
-{
-	unsigned int eax, ebx, ecx, edx;
-
-	return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-}
+	&kernels_avx2,
+	&kernels_avx512,
 #endif
+};
 
-static const struct kernels *select_kernels(void)
-{
-	const char *cap = getenv("HOLOD_CPU_KERNELS");
-	if (cap && (strcmp(cap, "generic") == 0 || strcmp(cap, "portable") == 0))
-		return &kernels_generic;
+static const enum cpu_isa isas[] = {
+	CPU_ISA_PORTABLE,
 #ifdef HAVE_X86
-	__builtin_cpu_init();
-	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
-	bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-	if (avx512 && !(cap && strcmp(cap, "avx2") == 0))
-		return &kernels_avx512;
-	if (avx2)
-		return &kernels_avx2;
+	CPU_ISA_AVX2,
+	CPU_ISA_AVX512,
 #endif
-	return &kernels_generic;
-}
+};
+_Static_assert(ARRAY_SIZE(isas) == ARRAY_SIZE(variants), "one instruction set per variant");
 
 static inline const struct kernels *kern(void)
 {
-	/* racing first calls store the same pointer */
-	const struct kernels *k = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (!k) {
-		k = select_kernels();
-		__atomic_store_n(&selected, k, __ATOMIC_RELEASE);
-	}
-	return k;
+	return variants[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
 const char *cpu_kernel_name(void)
 {
 	return kern()->name;
+}
+
+enum cpu_isa cpu_matmul_isa(void)
+{
+	return isas[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
 float cpu_dot(const float *a, const float *b, int n)

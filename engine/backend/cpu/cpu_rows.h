@@ -5,8 +5,8 @@
  * Not a public header: only engine/ sources (and white-box tests) include it.
  *
  * Each variant (portable C, AVX2+FMA, AVX-512F) is one file compiled with its own -m flags
- * (meson.build) behind one table, chosen like the GEMV's (cpu_gemv_select, cpu.h): the most
- * capable the CPU runs, capped by $HOLOD_CPU_KERNELS, or forced by cpu_rows_select(). The
+ * (meson.build) behind one table; cpu_isa_pick() chooses one (cpu_isa.h: avx512bf16 and amx run
+ * avx512's). The
  * variants agree with lm_forward.c's fp32 functions (the reference, and the path of
  * --precision fp32, which never calls these) up to the order of fp32 sums and a ~1 ulp expf
  * (cpu_vexp.h); tests/lm/test-cpu-rows.c holds each to the reference with written tolerances.
@@ -20,6 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cpu_isa.h"
 
 /* The Mamba-2 mixer's causal depthwise conv + bias + SiLU over T new positions:
  *   out[t][c] = silu(bias[c] + sum_k wt[k][c] * in[t - (K-1) + k][c])
@@ -77,11 +79,9 @@ extern const struct cpu_rows_variant cpu_rows_avx2;
 extern const struct cpu_rows_variant cpu_rows_avx512;
 #endif
 
-/* Forces a variant ("portable", "avx2", "avx512"): -EINVAL for an unknown name, -ENOTSUP where
- * the CPU cannot run it. Not callable while a job runs. */
-int cpu_rows_select(const char *name);
-/* The variant in use (chosen on first use). */
+/* The variant in use (cpu_isa_select() forces the set), and its set. */
 const struct cpu_rows_variant *cpu_rows(void);
+enum cpu_isa cpu_rows_isa(void);
 /* The name of variant i (0: portable, then in order of capability), NULL past the last. */
 const char *cpu_rows_variant_name(int i);
 

@@ -30,7 +30,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -191,25 +190,32 @@ static const struct cpu_ssd_kernels portable = {
 	.decay_add = decay_add_c,
 };
 
-static const struct cpu_ssd_kernels *fastest; /* set once, cpu_once() */
-
-static void cpu_once(void)
-{
-	fastest = &portable;
+/* from the least to the most capable; below AVX-512 the portable loops */
+static const struct cpu_ssd_kernels *const variants[] = {
+	&portable,
 #if defined(__x86_64__) && defined(__GNUC__)
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-		fastest = __builtin_cpu_supports("avx512bf16") ? &cpu_ssd_avx512bf16 : &cpu_ssd_avx512;
+	&cpu_ssd_avx512,
+	&cpu_ssd_avx512bf16,
 #endif
-}
+};
 
-/* the AVX-512 kernels where the CPU runs them and the selected kernels are AVX-512 ones (the
- * generic kernels, forced for tests, select the portable loops here too) */
+static const enum cpu_isa isas[] = {
+	CPU_ISA_PORTABLE,
+#if defined(__x86_64__) && defined(__GNUC__)
+	CPU_ISA_AVX512,
+	CPU_ISA_AVX512BF16,
+#endif
+};
+_Static_assert(ARRAY_SIZE(isas) == ARRAY_SIZE(variants), "one instruction set per variant");
+
 static const struct cpu_ssd_kernels *kernels(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, cpu_once);
-	return strcmp(cpu_kernel_name(), "avx512") == 0 ? fastest : &portable;
+	return variants[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
+}
+
+enum cpu_isa cpu_ssd_isa(void)
+{
+	return isas[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
 /* ---- the scan ---------------------------------------------------------------------------- */

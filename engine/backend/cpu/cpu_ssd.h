@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_isa.h"
 #include "dims.h"
 
 /* The scan's row kernels, one set per instruction set: the portable loops (cpu_ssd.c) and, on
@@ -41,6 +42,8 @@ struct cpu_ssd_kernels {
 	void (*decay_add)(float *st, float e, const float *sl, int n);
 };
 extern const struct cpu_ssd_kernels cpu_ssd_avx512, cpu_ssd_avx512bf16;
+/* The row kernels' set in use (portable, avx512 or avx512bf16: cpu_isa_pick(), cpu_isa.h). */
+enum cpu_isa cpu_ssd_isa(void);
 
 /* Spans shorter than this stay on lm_ssm_chunked() (T = 1 is decode's lm_ssm_scan()): the
  * state's transposes and oneDNN's per-product cost are fixed per span. Measured on holo-bench's

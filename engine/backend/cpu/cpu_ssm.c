@@ -72,24 +72,12 @@ static const row_fn variants[] = {
 #endif
 };
 
-static int selected = -1; /* the index in variants[], -1 before the first use */
-
 float cpu_ssm_row_bf16(uint16_t *s, float a, float b, const float *x, const float *c, int n)
 {
-	/* racing first calls store the same index */
-	int i = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (i < 0) {
-		i = cpu_isa_choose(isas, ARRAY_SIZE(isas), NULL);
-		__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	}
-	return variants[i](s, a, b, x, c, n);
+	return variants[cpu_isa_pick(isas, ARRAY_SIZE(isas))](s, a, b, x, c, n);
 }
 
-int cpu_ssm_select(const char *name)
+enum cpu_isa cpu_ssm_isa(void)
 {
-	int i = cpu_isa_choose(isas, ARRAY_SIZE(isas), name);
-	if (i < 0)
-		return i;
-	__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	return 0;
+	return isas[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }

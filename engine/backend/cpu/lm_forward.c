@@ -1055,7 +1055,7 @@ __attribute__((target("avx512f"))) static void relu2_avx512(float *u, size_t n)
 void cpu_relu2(float *u, size_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	if (strcmp(cpu_kernel_name(), "avx512") == 0) {
+	if (cpu_matmul_isa() == CPU_ISA_AVX512) {
 		relu2_avx512(u, n);
 		return;
 	}

@@ -1,6 +1,5 @@
-/* The vision row kernels' table and the run-time choice from cpuid (vision_rows.h). The
- * variant is chosen once (first use) or by vision_rows_select(); a forward reads it once per
- * step, so a step never mixes two variants. */
+/* The vision row kernels' table (vision_rows.h); cpu_isa_pick() chooses the variant (cpu_isa.h).
+ * A forward reads it once per step, so a step never mixes two variants. */
 #include "vision_rows.h"
 
 #include <errno.h>
@@ -33,26 +32,14 @@ static const enum cpu_isa isas[] = {
 };
 _Static_assert(ARRAY_SIZE(isas) == ARRAY_SIZE(variants), "one instruction set per variant");
 
-static int selected = -1; /* the index in variants[], -1 before the first use */
-
 const struct vision_rows_variant *vision_rows(void)
 {
-	/* racing first calls store the same index */
-	int i = __atomic_load_n(&selected, __ATOMIC_ACQUIRE);
-	if (i < 0) {
-		i = cpu_isa_choose(isas, ARRAY_SIZE(isas), NULL);
-		__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	}
-	return variants[i];
+	return variants[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
-int vision_rows_select(const char *name)
+enum cpu_isa vision_rows_isa(void)
 {
-	int i = cpu_isa_choose(isas, ARRAY_SIZE(isas), name);
-	if (i < 0)
-		return i;
-	__atomic_store_n(&selected, i, __ATOMIC_RELEASE);
-	return 0;
+	return isas[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
 const char *vision_rows_variant_name(int i)

@@ -7,7 +7,7 @@
  * next matrix product reads. The variants are one source (vision_rows_simd.c) compiled per
  * instruction set with its own -m flags and vector width (meson.build): "portable" (GCC/clang
  * vector extensions, 4 lanes, no flags), "avx2" (8 lanes, AVX2+FMA), "avx512" (16 lanes,
- * AVX-512F). vision_rows.c calls a variant only where cpuid says the CPU runs it. They differ
+ * AVX-512F). cpu_isa_pick() chooses one (cpu_isa.h). They differ
  * from each other only in summation order and fused multiply-adds; exp and erf are
  * approximations (exp: Cephes' expf polynomial, relative error < 2e-7 over its range; erf:
  * Eigen's rational approximation, absolute error < 4e-7 with x clamped to [-4, 4]), below
@@ -18,6 +18,8 @@
 #pragma once
 
 #include <stddef.h>
+
+#include "cpu_isa.h"
 #include <stdint.h>
 
 struct vision_rows_variant {
@@ -49,11 +51,9 @@ extern const struct vision_rows_variant vision_rows_avx2;
 extern const struct vision_rows_variant vision_rows_avx512;
 #endif
 
-/* The variant in use: the most capable one the CPU runs, capped by $HOLOD_CPU_KERNELS when that
- * names one ("generic" is "portable"; "avx512bf16" is "avx512"), or vision_rows_select()'s. */
+/* The variant in use: the most capable one up to cpu_isa() (cpu_isa.h: avx512bf16 and amx run
+ * avx512's), and its set. */
 const struct vision_rows_variant *vision_rows(void);
-/* Forces a variant: -EINVAL for an unknown name, -ENOTSUP where this CPU cannot run it. Not
- * callable while a forward runs. */
-int vision_rows_select(const char *name);
+enum cpu_isa vision_rows_isa(void);
 /* The name of variant i (0: portable, then in order of capability), NULL past the last. */
 const char *vision_rows_variant_name(int i);
