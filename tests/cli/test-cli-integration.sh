@@ -580,10 +580,10 @@ scenario_report() {
 
 	# holoctl prune: recent tasks stay; with --older-than 0s they go with their steps and
 	# PNGs in one transaction, and the bytes freed are those of their screenshots.
-	"$HOLOCTL" prune --older-than 30d >"$tmp/out" 2>"$tmp/err" || fail "prune 30d: $(cat "$tmp/err")"
+	"$HOLOCTL" prune --yes --older-than 30d >"$tmp/out" 2>"$tmp/err" || fail "prune 30d: $(cat "$tmp/err")"
 	grep -q '^pruned 0 task(s) finished over 30d ago; 0 bytes' "$tmp/out" || fail "prune 30d: $(cat "$tmp/out")"
 	shot_bytes=$(sqlite3 "$state/holod.db" "SELECT sum(bytes) FROM screenshots")
-	"$HOLOCTL" prune --older-than 0s >"$tmp/out" 2>"$tmp/err" || fail "prune 0s: $(cat "$tmp/err")"
+	"$HOLOCTL" prune --yes --older-than 0s >"$tmp/out" 2>"$tmp/err" || fail "prune 0s: $(cat "$tmp/err")"
 	grep -q "^pruned 3 task(s) finished over 0s ago; $shot_bytes bytes of screenshots freed" "$tmp/out" ||
 		fail "prune 0s: $(cat "$tmp/out") (expected $shot_bytes bytes)"
 	[ -z "$(ls "$state/screenshots")" ] || fail "prune left $(ls "$state/screenshots")"
