@@ -10,6 +10,7 @@
 #include "cpu_dnnl.h"
 #include "lm.h"
 #include "quantized.h"
+#include "vision.h"
 #include "modelopt.h"
 #ifdef HOLOD_HAVE_CUDA
 #include "gpu.h"
@@ -357,9 +358,87 @@ void engine_backend_profile_free(char **lines)
 	free(lines);
 }
 
-void backend_init(struct engine_backend *b, const struct backend_ops *ops,
-		  const struct engine_model *m, const struct engine_backend_options *opts)
+int backend_ops_check(const struct backend_ops *ops, char *err, size_t errlen)
 {
+	const char *name = ops && ops->name ? ops->name : "(unnamed)", *missing = NULL;
+
+	if (!ops || !ops->name)
+		missing = "name";
+	else if (!ops->destroy)
+		missing = "destroy";
+	else if (!ops->seq_create)
+		missing = "seq_create";
+	else if (!ops->seq_destroy)
+		missing = "seq_destroy";
+	else if (!ops->seq_reset)
+		missing = "seq_reset";
+	else if (!ops->seq_copy)
+		missing = "seq_copy";
+	else if (!ops->seq_state_bytes)
+		missing = "seq_state_bytes";
+	else if (!ops->seq_export)
+		missing = "seq_export";
+	else if (!ops->seq_import)
+		missing = "seq_import";
+	else if (!ops->reserve)
+		missing = "reserve";
+	else if (!ops->forward)
+		missing = "forward";
+	else if (!ops->vision_preprocess)
+		missing = "vision_preprocess";
+	else if (!ops->vision_encode_tiles)
+		missing = "vision_encode_tiles";
+	else if (!ops->info)
+		missing = "info";
+	if (missing) {
+		snprintf(err, errlen, "backend %s: its ops table lacks the mandatory member %s", name,
+			 missing);
+		return -EINVAL;
+	}
+	const bool rows = ops->rows_alloc && ops->rows_read && ops->rows_free;
+	if (!rows && (ops->rows_alloc || ops->rows_read || ops->rows_free)) {
+		snprintf(err, errlen, "backend %s: rows_alloc, rows_read and rows_free come together",
+			 name);
+		return -EINVAL;
+	}
+	if (ops->vision.device && !rows) {
+		snprintf(err, errlen, "backend %s: its vision runs in device memory but it has no "
+			 "rows_alloc, rows_read, rows_free", name);
+		return -EINVAL;
+	}
+	if (ops->vision.max_tiles < 1 || ops->vision.max_tiles > VISION_MAX_ENCODE_TILES) {
+		snprintf(err, errlen, "backend %s: vision.max_tiles %d is not in 1..%d", name,
+			 ops->vision.max_tiles, VISION_MAX_ENCODE_TILES);
+		return -EINVAL;
+	}
+	if (ops->vision.step != BACKEND_VISION_STEP_TILE &&
+	    ops->vision.step != BACKEND_VISION_STEP_LAYER) {
+		snprintf(err, errlen, "backend %s: vision.step %d is no step kind", name,
+			 (int)ops->vision.step);
+		return -EINVAL;
+	}
+	if (!ops->profile != !ops->profile_report) {
+		snprintf(err, errlen, "backend %s: profile and profile_report come together", name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int backend_vision_steps_per_tile(const struct backend_vision_desc *d,
+				  const struct engine_vision *v)
+{
+	return d->step == BACKEND_VISION_STEP_LAYER ? engine_vision_weights(v)->depth + 3 : 1;
+}
+
+int backend_init(struct engine_backend *b, const struct backend_ops *ops,
+		 const struct engine_model *m, const struct engine_backend_options *opts)
+{
+	char err[160];
+	int r = backend_ops_check(ops, err, sizeof(err));
+	if (r < 0) {
+		log_error("%s", err);
+		return r;
+	}
 	b->ops = ops;
 	b->model = m;
 	b->kind = opts->kind;
@@ -376,6 +455,7 @@ void backend_init(struct engine_backend *b, const struct backend_ops *ops,
 	snprintf(b->weights, sizeof(b->weights), "%s",
 		 dt == TENSOR_BF16 ? "bf16" : dt == TENSOR_F16 ? "f16" : dt == TENSOR_F8_E4M3 ? "fp8" : "f32");
 	atomic_init(&b->state_bytes, 0);
+	return 0;
 }
 
 int backend_charge(struct engine_backend *b, uint64_t bytes)

@@ -18,6 +18,14 @@
  * state limit); forward() after a successful reserve() of the same batch cannot fail on
  * resources, so a failed call leaves every sequence as it was.
  *
+ * Ops: every member of struct backend_ops is mandatory unless its comment starts OPTIONAL (a
+ * group that comes together: profiling; device rows, mandatory where the vision runs on the
+ * device); backend_init() refuses a table that lacks one (backend_ops_check(), one sentence
+ * naming the backend and the member), so callers never probe a member by NULL to infer what
+ * kind of backend they hold. What differs between backends is data: the vision ops'
+ * granularity (struct backend_vision_desc: device or host memory, tiles per call, what a
+ * resumable encode's step is), read by the one encode loop in vision/.
+ *
  * Threads: a backend may be used by several threads at once as long as each sequence is used by
  * one thread at a time (the CPU backend keeps a forward's scratch per sequence); the state
  * accounting is atomic. The CUDA backend's sequences belong to the thread that owns its context.
@@ -83,6 +91,36 @@ void backend_seq_state_finish(struct backend_seq_state *st);
 int backend_session_export(const struct engine_session *s, struct backend_seq_state *ret);
 int backend_session_import(struct engine_session *s, const struct backend_seq_state *st);
 
+/* What one step of a resumable vision encode (vision_encode_tiles() with a cursor) is. */
+enum backend_vision_step {
+	BACKEND_VISION_STEP_TILE,  /* a whole tile */
+	BACKEND_VISION_STEP_LAYER, /* a part of a tile: its embedding, each ViT block, the final norm
+				    * with the projector's first product, the projector's second
+				    * (depth + 3 steps a tile; backend_vision_steps_per_tile()) */
+};
+
+/* The granularity of a backend's vision ops, as data: vision/ reads it and probes no member. */
+struct backend_vision_desc {
+	bool device;   /* tiles and rows in the backend's device memory (rows_alloc(), which is
+			* then mandatory), so neither crosses the bus; false: host memory */
+	int max_tiles; /* the most tiles one vision_encode_tiles() call takes (1..
+			* VISION_MAX_ENCODE_TILES); a whole encode is cut in calls of this many */
+	enum backend_vision_step step;
+};
+
+/* Where a resumable encode stands between two vision_encode_tiles() calls; zeroed before the
+ * first, owned by the caller. */
+struct backend_vision_cursor {
+	int done;    /* steps done */
+	void *state; /* the backend's tile in progress, or NULL */
+};
+
+/* Steps of a tile in a resumable encode of v on a backend of that granularity. */
+int backend_vision_steps_per_tile(const struct backend_vision_desc *d,
+				  const struct engine_vision *v);
+
+/* The members of a backend's ops table are mandatory unless their comment starts OPTIONAL;
+ * backend_init() refuses a table that lacks a mandatory one (backend_ops_check()). */
 struct backend_ops {
 	const char *name; /* "cpu", "cuda" */
 	void (*destroy)(struct engine_backend *b);
@@ -110,43 +148,37 @@ struct backend_ops {
 	 * memory, or the state limit); no sequence's state or token count changes either way. */
 	int (*reserve)(struct engine_backend *b, const struct backend_batch *batch);
 	/* Runs the batch after reserve(batch) succeeded and writes the wanted logits rows. Returns
-	 * 0, or -EIO for a device failure (sequences in the batch are then undefined). NULL when
-	 * the backend cannot run the language model. */
+	 * 0, or -EIO for a device failure (sequences in the batch are then undefined). */
 	int (*forward)(struct engine_backend *b, const struct backend_batch *batch);
-	/* Profiling (engine_backend_profile()): a device's kernels, or the CPU's operations. */
+	/* OPTIONAL (both, or neither): profiling (engine_backend_profile(); NULL: -EOPNOTSUPP), a
+	 * device's kernels, or the CPU's operations. */
 	int (*profile)(struct engine_backend *b, bool on);
 	int (*profile_report)(struct engine_backend *b, char ***ret_lines);
-	/* Encodes n_tiles preprocessed tiles of `v` as engine_vision_encode() does (its input and
-	 * output layout, host buffers) with the backend's device and precision (the CPU's bf16:
-	 * oneDNN's products). NULL: engine_vision_encode() itself. Returns 0, -ENOMEM, -EIO (engine_vision_encode_on()). */
-	int (*vision_encode)(struct engine_backend *b, const struct engine_vision *v,
-			     const float *pixels, int n_tiles, float *out);
-	/* Runs fn(gm, arg) with the products vision_encode() uses for `v` (gm NULL: cpu_matmul(),
-	 * engine_vision_encode()'s), prepared and locked as vision_encode() has them: one slice of
-	 * a resumable encode (engine_vision_encode_advance()) computes what vision_encode() would.
-	 * NULL on a backend whose encoder is not the CPU's steps. Returns fn's result. */
-	int (*vision_steps)(struct engine_backend *b, const struct engine_vision *v,
-			    int (*fn)(const struct vision_gemms *gm, void *arg), void *arg);
-	/* Preprocesses and encodes one image (engine_vision_encode_image_on()) with the
-	 * preprocessing `p` on the device: the rows land in device memory from rows_alloc(),
-	 * *ret_rows (n_tiles * tokens_per_tile rows of embed_dim floats). NULL: the CPU path.
-	 * Returns 0, -EINVAL, -ENOMEM, -EIO. */
-	int (*vision_encode_image)(struct engine_backend *b, const struct engine_vision *v,
-				   const struct engine_image *img,
-				   const struct engine_vision_preprocess *p,
-				   struct engine_vision_grid *ret_grid, float **ret_rows);
-	/* The two halves of vision_encode_image() for a resumable encode that starts from the image
-	 * (engine_vision_encode_begin_image()), NULL where vision_encode_image() is: preprocess
-	 * writes the n_tiles tiles of img's grid for p (engine_vision_select_grid()'s) to `pix`;
-	 * encode_tiles encodes n_tiles tiles at `pix` into rows at `out`; each waits for its work. Both
-	 * buffers are device memory from rows_alloc(). Returns 0, -EINVAL, -ENOMEM, -EIO. */
+	/* Vision: two mandatory ops whose granularity is the data in `vision`, so that vision/ has
+	 * one encode loop (engine_vision_encode_on(), engine_vision_encode_image_on() and the
+	 * resumable job all run preprocess, then encode_tiles). Both take and write their buffers
+	 * in the memory `vision.device` names (device memory from rows_alloc(), or host memory)
+	 * and wait for their work; both return 0, -EINVAL, -ENOMEM, -EIO.
+	 * vision_preprocess: img for v with p (engine_vision_preprocess()'s resize, cut and
+	 * normalisation into engine_vision_select_grid()'s grid for p, which has n_tiles tiles)
+	 * into the n_tiles tiles at pix (3 * tile_size^2 floats each).
+	 * vision_encode_tiles: the n_tiles tiles at pix into their rows at out
+	 * (engine_vision_encode()'s layout: tokens_per_tile rows of embed_dim floats per tile) in
+	 * the backend's precision. cur NULL: every tile in one call (n_tiles <= vision.max_tiles).
+	 * cur non-NULL: a resumable encode (engine_vision_encode_advance()): at most max_steps
+	 * steps of vision.step from cur->done on, which it advances; rows do not depend on where
+	 * the calls fall. The backend keeps its tile in progress in cur->state and frees it when
+	 * the last step is done, or at a call with max_steps 0 (the caller abandons the encode). */
+	struct backend_vision_desc vision;
 	int (*vision_preprocess)(struct engine_backend *b, const struct engine_vision *v,
 				 const struct engine_image *img,
 				 const struct engine_vision_preprocess *p, int n_tiles, float *pix);
 	int (*vision_encode_tiles)(struct engine_backend *b, const struct engine_vision *v,
-				   const float *pix, int n_tiles, float *out);
-	/* Device memory for embedding rows (struct engine_rows.device); NULL on a backend without
-	 * a device. rows_alloc: n floats, copied from `host` when it is non-NULL (0, -ENOMEM,
+				   const float *pix, int n_tiles, float *out,
+				   struct backend_vision_cursor *cur, int max_steps);
+	/* OPTIONAL (all three, or none; mandatory with vision.device): device memory for
+	 * embedding rows (struct engine_rows.device); NULL on a backend without a device.
+	 * rows_alloc: n floats, copied from `host` when it is non-NULL (0, -ENOMEM,
 	 * -EIO); rows_read: n floats at dev to the host (0, -EIO); rows_free accepts NULL. */
 	int (*rows_alloc)(struct engine_backend *b, size_t n, const float *host, float **ret);
 	int (*rows_read)(struct engine_backend *b, const float *dev, size_t n, float *out);
@@ -167,7 +199,7 @@ struct engine_backend {
 	uint64_t state_limit;        /* 0: none */
 	_Atomic uint64_t state_bytes; /* sequence memory allocated (capacity), all sequences */
 	struct backend_vision *vision; /* CUDA: the device encoder of the vision handle used last
-					* (backend_cuda_vision.c); NULL until vision_encode() */
+					* (backend_cuda_vision.c); NULL until its first vision op */
 };
 
 /* Embedding rows (engine.h): in host memory, or in the device memory of `backend`. */
@@ -189,8 +221,18 @@ struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, flo
 int backend_charge(struct engine_backend *b, uint64_t bytes);
 void backend_uncharge(struct engine_backend *b, uint64_t bytes);
 
-/* Fills the common fields of a new instance. */
-void backend_init(struct engine_backend *b, const struct backend_ops *ops,
+/* 0 when every mandatory member of ops is set and its vision description holds (max_tiles in
+ * range; rows_alloc, rows_read and rows_free all set or none, and set when vision.device); else
+ * -EINVAL with one sentence in err naming the backend and what is missing. */
+int backend_ops_check(const struct backend_ops *ops, char *err, size_t errlen);
+
+/* The ops the vision encode runs without a backend (engine_vision_encode_on(NULL, ...)): the
+ * CPU's, in fp32 with cpu_matmul() (engine_vision_encode()), called with b NULL. */
+const struct backend_ops *backend_host_vision_ops(void);
+
+/* Fills the common fields of a new instance after backend_ops_check(ops): -EINVAL (logged with
+ * its sentence) for a table that lacks a mandatory member, else 0. */
+int backend_init(struct engine_backend *b, const struct backend_ops *ops,
 		  const struct engine_model *m, const struct engine_backend_options *opts);
 
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,
@@ -240,24 +282,17 @@ struct gpu_context *backend_cuda_context(const struct engine_backend *b);
 /* The device bytes of b's activation scratch and its largest batched decode block, as
  * reserve() lays them out (tests: the memory plan's scratch must equal it). */
 uint64_t backend_cuda_scratch_bytes(const struct engine_backend *b);
-/* vision_encode() of the CUDA backend (backend_cuda_vision.c), and the release of b->vision that
- * the backend's destroy() calls before its context goes. */
-int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
-			       const float *pixels, int n_tiles, float *out);
+/* The release of b->vision that the backend's destroy() calls before its context goes. */
 void backend_cuda_vision_finish(struct engine_backend *b);
-/* vision_preprocess() and vision_encode_tiles() of the CUDA backend (backend_cuda_vision.c),
- * called under the backend's lock. */
+/* vision_preprocess() and vision_encode_tiles() (whole tiles) of the CUDA backend
+ * (backend_cuda_vision.c), called under the backend's lock. */
 int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
 				   const struct engine_image *img,
 				   const struct engine_vision_preprocess *p, int n_tiles, float *pix);
 int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
 				     const float *pix, int n_tiles, float *out);
-/* vision_encode_image(), rows_alloc(), rows_read() and rows_free() of the CUDA backend
- * (backend_cuda_vision.c), called under the backend's lock. */
-int backend_cuda_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,
-				     const struct engine_image *img,
-				     const struct engine_vision_preprocess *p,
-				     struct engine_vision_grid *ret_grid, float **ret_rows);
+/* rows_alloc(), rows_read() and rows_free() of the CUDA backend (backend_cuda_vision.c), called
+ * under the backend's lock. */
 int backend_cuda_rows_alloc(struct engine_backend *b, size_t n, const float *host, float **ret);
 int backend_cuda_rows_read(struct engine_backend *b, const float *dev, size_t n, float *out);
 void backend_cuda_rows_free(struct engine_backend *b, float *dev);

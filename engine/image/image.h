@@ -30,6 +30,12 @@ int image_resize_f32(const float *src, int channels, int in_h, int in_w, float *
  * dst receives 3 planes of out_h x out_w floats. Returns 0, -EINVAL, -ENOMEM. */
 int image_resize_rgb8(const struct engine_image *img, float *dst, int out_h, int out_w);
 
+/* engine_vision_preprocess() into pixels: grid (engine_vision_select_grid()'s for img and p, p
+ * checked) has grid->n_tiles tiles of 3 * tile_size^2 floats there. Returns 0, -EINVAL, -ENOMEM. */
+int image_vision_preprocess_to(const struct engine_image *img,
+			       const struct engine_vision_preprocess *p,
+			       const struct engine_vision_grid *grid, float *pixels);
+
 /* Taps and weights of that filter for resizing one axis from n_in to n_out samples (what
  * image_resize_f32() and image_resize_rgb8() apply; the CUDA preprocessing uploads the same
  * tables, so the weights have one implementation): output i is

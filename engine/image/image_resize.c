@@ -288,13 +288,60 @@ static void normalize_tile(float *tile, size_t plane, const struct engine_vision
 	}
 }
 
+int image_vision_preprocess_to(const struct engine_image *img,
+			       const struct engine_vision_preprocess *p,
+			       const struct engine_vision_grid *grid, float *pixels)
+{
+	const size_t ts = (size_t)p->tile_size, plane = ts * ts, tile_floats = 3 * plane;
+	float *full = NULL;
+	int r;
+
+	if (grid->cols * grid->rows == 1) {
+		r = image_resize_rgb8(img, pixels, p->tile_size, p->tile_size);
+		if (r < 0)
+			return r;
+	} else {
+		size_t fw = ts * (size_t)grid->cols, fh = ts * (size_t)grid->rows;
+
+		full = malloc(sizeof(float) * 3 * fw * fh);
+		if (!full)
+			return -ENOMEM;
+		r = image_resize_rgb8(img, full, (int)fh, (int)fw);
+		if (r < 0) {
+			free(full);
+			return r;
+		}
+		/* Tile t covers columns (t % cols) * ts and rows (t / cols) * ts of the grid. */
+		for (int t = 0; t < grid->cols * grid->rows; t++) {
+			size_t x0 = (size_t)(t % grid->cols) * ts, y0 = (size_t)(t / grid->cols) * ts;
+			float *tile = pixels + (size_t)t * tile_floats;
+
+			for (int c = 0; c < 3; c++)
+				for (size_t y = 0; y < ts; y++)
+					memcpy(tile + plane * (size_t)c + y * ts,
+					       full + (size_t)c * fw * fh + (y0 + y) * fw + x0,
+					       sizeof(float) * ts);
+		}
+		free(full);
+		if (grid->thumbnail) {
+			r = image_resize_rgb8(img, pixels + (size_t)(grid->n_tiles - 1) * tile_floats,
+					      p->tile_size, p->tile_size);
+			if (r < 0)
+				return r;
+		}
+	}
+	for (int t = 0; t < grid->n_tiles; t++)
+		normalize_tile(pixels + (size_t)t * tile_floats, plane, p);
+	return 0;
+}
+
 int engine_vision_preprocess(const struct engine_image *img,
 			     const struct engine_vision_preprocess *p,
 			     struct engine_vision_grid *ret_grid, float **ret_pixels)
 {
 	struct engine_vision_grid grid;
-	float *pixels = NULL, *full = NULL;
-	size_t ts, plane, tile_floats, total;
+	float *pixels = NULL;
+	size_t tile_floats, total;
 	int r;
 
 	if (!img || !p || !ret_grid || !ret_pixels)
@@ -307,59 +354,18 @@ int engine_vision_preprocess(const struct engine_image *img,
 	if (r < 0)
 		return r;
 
-	ts = (size_t)p->tile_size;
-	plane = ts * ts;
-	tile_floats = 3 * plane;
+	tile_floats = 3 * (size_t)p->tile_size * (size_t)p->tile_size;
 	if (!size_mul_ok(tile_floats, (size_t)grid.n_tiles, &total) ||
 	    !size_mul_ok(total, sizeof(float), &total))
 		return -ENOMEM;
 	pixels = malloc(total);
 	if (!pixels)
 		return -ENOMEM;
-
-	if (grid.cols * grid.rows == 1) {
-		r = image_resize_rgb8(img, pixels, p->tile_size, p->tile_size);
-		if (r < 0)
-			goto fail;
-	} else {
-		size_t fw = ts * (size_t)grid.cols, fh = ts * (size_t)grid.rows;
-
-		full = malloc(sizeof(float) * 3 * fw * fh);
-		if (!full) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		r = image_resize_rgb8(img, full, (int)fh, (int)fw);
-		if (r < 0)
-			goto fail;
-		/* Tile t covers columns (t % cols) * ts and rows (t / cols) * ts of the grid. */
-		for (int t = 0; t < grid.cols * grid.rows; t++) {
-			size_t x0 = (size_t)(t % grid.cols) * ts, y0 = (size_t)(t / grid.cols) * ts;
-			float *tile = pixels + (size_t)t * tile_floats;
-
-			for (int c = 0; c < 3; c++)
-				for (size_t y = 0; y < ts; y++)
-					memcpy(tile + plane * (size_t)c + y * ts,
-					       full + (size_t)c * fw * fh + (y0 + y) * fw + x0,
-					       sizeof(float) * ts);
-		}
-		free(full);
-		full = NULL;
-		if (grid.thumbnail) {
-			r = image_resize_rgb8(img, pixels + (size_t)(grid.n_tiles - 1) * tile_floats,
-					      p->tile_size, p->tile_size);
-			if (r < 0)
-				goto fail;
-		}
+	if ((r = image_vision_preprocess_to(img, p, &grid, pixels)) < 0) {
+		free(pixels);
+		return r;
 	}
-	for (int t = 0; t < grid.n_tiles; t++)
-		normalize_tile(pixels + (size_t)t * tile_floats, plane, p);
-
 	*ret_grid = grid;
 	*ret_pixels = pixels;
 	return 0;
-fail:
-	free(full);
-	free(pixels);
-	return r;
 }

@@ -151,8 +151,6 @@ static int check_append(const struct engine_session *s, const int32_t *tokens, s
 /* Reserve, then forward: every failure but a device's happens before any state changes. */
 static int run_batch(struct engine_backend *b, const struct backend_batch *batch)
 {
-	if (!b->ops->forward)
-		return -EOPNOTSUPP;
 	int r = b->ops->reserve(b, batch);
 	if (r < 0)
 		return r;

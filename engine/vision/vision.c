@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "backend.h"
+#include "image.h"
 #include "loader.h"
 #include "vision.h"
 
@@ -301,52 +302,76 @@ int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms
 	return r < 0 ? r : 0;
 }
 
+/* The ops vision runs on: b's, or without a backend the host's (the CPU's, fp32). */
+static const struct backend_ops *ops_of(const struct engine_backend *b)
+{
+	return b ? b->ops : backend_host_vision_ops();
+}
+
+/* n floats in the memory the ops work in (vision.device: the device's), copied from host when
+ * non-NULL; vmem_free() gives them back. */
+static int vmem_alloc(struct engine_backend *b, size_t n, const float *host, float **ret)
+{
+	const struct backend_ops *ops = ops_of(b);
+	if (ops->vision.device)
+		return ops->rows_alloc(b, n, host, ret);
+	if (!(*ret = malloc(sizeof(float) * n)))
+		return -ENOMEM;
+	if (host)
+		memcpy(*ret, host, sizeof(float) * n);
+	return 0;
+}
+
+static void vmem_free(struct engine_backend *b, float *p)
+{
+	const struct backend_ops *ops = ops_of(b);
+	if (ops->vision.device)
+		ops->rows_free(b, p);
+	else
+		free(p);
+}
+
+/* The one encode of whole tiles: n_tiles tiles at pix into rows at out, both in the ops'
+ * memory, in calls of at most vision.max_tiles tiles. */
+static int encode_tiles(struct engine_backend *b, const struct engine_vision *v, const float *pix,
+			int n_tiles, float *out)
+{
+	const struct backend_ops *ops = ops_of(b);
+	const size_t tile_floats = (size_t)3 * v->pre.tile_size * v->pre.tile_size,
+		     tile_out = (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
+	int r = 0;
+
+	for (int t = 0; r == 0 && t < n_tiles; t += ops->vision.max_tiles) {
+		int n = MIN(n_tiles - t, ops->vision.max_tiles);
+		r = ops->vision_encode_tiles(b, v, pix + (size_t)t * tile_floats, n,
+					     out + (size_t)t * tile_out, NULL, 0);
+	}
+	return r;
+}
+
 int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v,
 			    const float *pixels, int n_tiles, float *out)
 {
-	if (!v || !pixels || !out || n_tiles < 0)
-		return -EINVAL;
-	if (!b || !b->ops->vision_encode || n_tiles == 0)
-		return engine_vision_encode(v, pixels, n_tiles, out);
-	if (n_tiles > VISION_MAX_ENCODE_TILES)
-		return -EINVAL;
-	return b->ops->vision_encode(b, v, pixels, n_tiles, out);
-}
-
-/* engine_vision_encode_image() with the tiles encoded by engine_vision_encode_on(b) */
-static int encode_image(struct engine_backend *b, const struct engine_vision *v,
-			const struct engine_image *img, int max_tiles,
-			struct engine_vision_grid *ret_grid, float **ret_embeds, size_t *ret_rows)
-{
-	struct engine_vision_preprocess p = v->pre;
-	struct engine_vision_grid grid;
-	float *pixels = NULL, *out = NULL;
-	size_t rows;
+	const size_t tile_floats = v ? (size_t)3 * v->pre.tile_size * v->pre.tile_size : 0;
+	float *pix = NULL, *rows = NULL;
 	int r;
 
-	if (max_tiles < 0 || max_tiles > p.max_tiles)
+	if (!v || !pixels || !out || n_tiles < 0)
 		return -EINVAL;
-	if (max_tiles > 0)
-		p.max_tiles = max_tiles;
-	r = engine_vision_preprocess(img, &p, &grid, &pixels);
-	if (r < 0)
-		return r;
-	rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
-	out = malloc(sizeof(float) * rows * (size_t)v->w.out_dim);
-	if (!out) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = engine_vision_encode_on(b, v, pixels, grid.n_tiles, out);
-	if (r < 0)
-		goto out;
-	*ret_grid = grid;
-	*ret_embeds = out;
-	*ret_rows = rows;
-	out = NULL;
-out:
-	free(out);
-	free(pixels);
+	if (n_tiles == 0)
+		return 0;
+	if (b && n_tiles > VISION_MAX_ENCODE_TILES)
+		return -EINVAL;
+	if (!ops_of(b)->vision.device)
+		return encode_tiles(b, v, pixels, n_tiles, out);
+	/* the tiles to the device and the rows back */
+	const size_t n_out = (size_t)n_tiles * (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
+	if ((r = vmem_alloc(b, tile_floats * (size_t)n_tiles, pixels, &pix)) == 0 &&
+	    (r = vmem_alloc(b, n_out, NULL, &rows)) == 0 &&
+	    (r = encode_tiles(b, v, pix, n_tiles, rows)) == 0)
+		r = ops_of(b)->rows_read(b, rows, n_out, out);
+	vmem_free(b, rows);
+	vmem_free(b, pix);
 	return r;
 }
 
@@ -354,7 +379,18 @@ int engine_vision_encode_image(const struct engine_vision *v, const struct engin
 			       int max_tiles, struct engine_vision_grid *ret_grid, float **ret_embeds,
 			       size_t *ret_rows)
 {
-	return encode_image(NULL, v, img, max_tiles, ret_grid, ret_embeds, ret_rows);
+	struct engine_rows *rows;
+	int r;
+
+	if (!ret_embeds || !ret_rows)
+		return -EINVAL;
+	if ((r = engine_vision_encode_image_on(NULL, v, img, max_tiles, ret_grid, &rows)) < 0)
+		return r;
+	*ret_embeds = rows->host;
+	*ret_rows = rows->n_rows;
+	rows->host = NULL;
+	engine_rows_destroy(rows);
+	return 0;
 }
 
 int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_vision *v,
@@ -364,37 +400,44 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 	struct engine_vision_preprocess p;
 	struct engine_vision_grid grid;
 	struct engine_rows *rows;
-	float *data = NULL;
+	float *pix = NULL, *data = NULL;
 	size_t n_rows;
 	int r;
 
-	if (!v || !img || !ret_grid || !ret_rows)
+	if (!v || !img || !img->rgb || !ret_grid || !ret_rows)
 		return -EINVAL;
 	p = v->pre;
 	if (max_tiles < 0 || max_tiles > p.max_tiles)
 		return -EINVAL;
 	if (max_tiles > 0)
 		p.max_tiles = max_tiles;
-	if (!b || !b->ops->vision_encode_image) {
-		/* the CPU backend: its tile encode (bf16 steps in bf16, else engine_vision_encode()) */
-		r = encode_image(b, v, img, max_tiles, &grid, &data, &n_rows);
-		if (r < 0)
-			return r;
-		rows = backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
-		if (!rows) {
-			free(data);
-			return -errno;
-		}
-	} else {
-		r = b->ops->vision_encode_image(b, v, img, &p, &grid, &data);
-		if (r < 0)
-			return r;
-		n_rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
-		rows = backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim);
-		if (!rows) {
-			b->ops->rows_free(b, data);
-			return -errno;
-		}
+	for (int c = 0; c < 3; c++)
+		if (!(p.std[c] != 0.0f) || !isfinite(p.std[c]) || !isfinite(p.mean[c]))
+			return -EINVAL;
+	if ((r = engine_vision_select_grid(img->width, img->height, p.tile_size, p.max_tiles,
+					   p.use_thumbnail, &grid)) < 0)
+		return r;
+	if (grid.n_tiles < 1 || grid.n_tiles > VISION_MAX_ENCODE_TILES)
+		return -EINVAL;
+	n_rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
+	if ((r = vmem_alloc(b, (size_t)3 * p.tile_size * p.tile_size * (size_t)grid.n_tiles, NULL,
+			    &pix)) < 0)
+		return r;
+	if ((r = ops_of(b)->vision_preprocess(b, v, img, &p, grid.n_tiles, pix)) == 0 &&
+	    (r = vmem_alloc(b, n_rows * (size_t)v->w.out_dim, NULL, &data)) == 0)
+		r = encode_tiles(b, v, pix, grid.n_tiles, data);
+	vmem_free(b, pix);
+	if (r < 0) {
+		if (data)
+			vmem_free(b, data);
+		return r;
+	}
+	rows = ops_of(b)->vision.device ? backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim)
+					: backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
+	if (!rows) {
+		r = -errno;
+		vmem_free(b, data);
+		return r;
 	}
 	*ret_grid = grid;
 	*ret_rows = rows;

@@ -15,6 +15,7 @@
  * prefill joins them run by run. Every sequence gets what a separate append gives it (lm.h).
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "common.h"
 #include "cpu.h"
 #include "cpu_dnnl.h"
+#include "image.h"
 #include "lm.h"
 #include "quantized.h"
 #include "modelopt.h"
@@ -529,24 +531,126 @@ static int cpu_vision_steps(struct engine_backend *b, const struct engine_vision
 	return r == -ENOTSUP ? fn(NULL, arg) : r;
 }
 
-struct cpu_encode {
-	const struct engine_vision *v;
-	const float *pixels;
-	int n_tiles;
-	float *out;
+/* The tile in progress of a resumable encode (backend_vision_cursor.state). */
+struct cpu_vision_run {
+	struct vision_vit_run run; /* the tile's residual stream (w NULL until its first step) */
+	float *features;           /* a tile's ViT output */
+	float *hidden;             /* a tile's projector between its halves */
 };
 
-static int cpu_encode_tiles(const struct vision_gemms *gm, void *arg)
+static void cpu_vision_run_free(struct backend_vision_cursor *cur)
 {
-	struct cpu_encode *e = arg;
-	return vision_encode_gemms(e->v, gm, e->pixels, e->n_tiles, e->out);
+	struct cpu_vision_run *st = cur->state;
+	if (!st)
+		return;
+	vision_vit_run_finish(&st->run);
+	free(st->features);
+	free(st->hidden);
+	free(st);
+	cur->state = NULL;
 }
 
-static int cpu_vision_encode(struct engine_backend *b, const struct engine_vision *v,
-			     const float *pixels, int n_tiles, float *out)
+struct cpu_encode {
+	const struct engine_vision *v;
+	const float *pix;
+	int n_tiles;
+	float *out;
+	struct backend_vision_cursor *cur;
+	int max_steps;
+};
+
+/* Up to max_steps steps of vision_encode_gemms()'s work (the ViT's embedding, its blocks, its
+ * final norm with the projector's first product, the projector's second) with the products gm. */
+static int cpu_encode_steps(const struct vision_gemms *gm, void *arg)
 {
-	struct cpu_encode e = {v, pixels, n_tiles, out};
-	return cpu_vision_steps(b, v, cpu_encode_tiles, &e);
+	struct cpu_encode *e = arg;
+	const struct vision_weights *w = engine_vision_weights(e->v);
+	const int grid = engine_vision_grid_side(e->v), tokens = engine_vision_tokens_per_tile(e->v);
+	const int per_tile = w->depth + 3, total = per_tile * e->n_tiles;
+	struct engine_vision_preprocess pre;
+	struct cpu_vision_run *st = e->cur->state;
+	int r = 0;
+
+	engine_vision_get_preprocess(e->v, &pre);
+	const size_t tile_floats = (size_t)3 * pre.tile_size * pre.tile_size,
+		     tile_out = (size_t)tokens * (size_t)w->out_dim;
+	if (!st) {
+		if (!(st = calloc(1, sizeof(*st))))
+			return -ENOMEM;
+		e->cur->state = st;
+		st->features = malloc(sizeof(float) * (size_t)grid * grid * w->width);
+		st->hidden = malloc(sizeof(float) * (size_t)tokens * (size_t)w->proj_hidden);
+		if (!st->features || !st->hidden)
+			return -ENOMEM;
+	}
+	if (!st->run.w && (r = vision_vit_run_init(&st->run, w, gm != NULL, grid, grid)) < 0)
+		return r;
+	for (int n = 0; n < e->max_steps && e->cur->done < total; n++) {
+		const int t = e->cur->done / per_tile, k = e->cur->done % per_tile;
+		if (k == 0) {
+			r = vision_vit_run_embed(&st->run, gm, e->pix + (size_t)t * tile_floats,
+						 engine_vision_pos_grid(e->v), NULL);
+		} else if (k <= w->depth) {
+			r = vision_vit_run_block(&st->run, gm, NULL);
+		} else if (k == w->depth + 1) {
+			r = vision_vit_run_final(&st->run, st->features, NULL);
+			if (r == 0)
+				r = vision_project_first(w, gm, st->features, grid, grid, st->hidden,
+							 NULL);
+		} else {
+			r = vision_project_second(w, gm, st->hidden, tokens,
+						  e->out + (size_t)t * tile_out, NULL);
+		}
+		if (r < 0)
+			return r;
+		e->cur->done++;
+	}
+	if (e->cur->done == total)
+		cpu_vision_run_free(e->cur);
+	return 0;
+}
+
+static int cpu_encode_all(const struct vision_gemms *gm, void *arg)
+{
+	struct cpu_encode *e = arg;
+	return vision_encode_gemms(e->v, gm, e->pix, e->n_tiles, e->out);
+}
+
+/* vision_encode_tiles: the whole tiles in one call (vision_encode_gemms()), or a resumable
+ * encode's steps, each with the products of cpu_vision_steps() (b NULL: no backend, fp32). */
+static int cpu_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+				   const float *pix, int n_tiles, float *out,
+				   struct backend_vision_cursor *cur, int max_steps)
+{
+	struct cpu_encode e = {v, pix, n_tiles, out, cur, max_steps};
+	if (!cur)
+		return b ? cpu_vision_steps(b, v, cpu_encode_all, &e) : cpu_encode_all(NULL, &e);
+	if (max_steps == 0) {
+		cpu_vision_run_free(cur);
+		return 0;
+	}
+	return b ? cpu_vision_steps(b, v, cpu_encode_steps, &e) : cpu_encode_steps(NULL, &e);
+}
+
+/* vision_preprocess: engine_vision_preprocess() into the host tiles at pix. */
+static int cpu_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+				 const struct engine_image *img,
+				 const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+{
+	struct engine_vision_grid grid;
+	int r;
+
+	if (!img || !img->rgb || !p || !pix)
+		return -EINVAL;
+	for (int c = 0; c < 3; c++)
+		if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
+			return -EINVAL;
+	if ((r = engine_vision_select_grid(img->width, img->height, p->tile_size, p->max_tiles,
+					   p->use_thumbnail, &grid)) < 0)
+		return r;
+	if (grid.n_tiles != n_tiles)
+		return -EINVAL;
+	return image_vision_preprocess_to(img, p, &grid, pix);
 }
 
 static void cpu_destroy(struct engine_backend *b)
@@ -573,9 +677,17 @@ static const struct backend_ops cpu_ops = {
 	.info = cpu_info,
 	.profile = cpu_profile,
 	.profile_report = cpu_profile_report,
-	.vision_encode = cpu_vision_encode,
-	.vision_steps = cpu_vision_steps,
+	/* host tiles and rows; a resumable encode steps through a tile's layers */
+	.vision = {.device = false, .max_tiles = VISION_MAX_ENCODE_TILES,
+		   .step = BACKEND_VISION_STEP_LAYER},
+	.vision_preprocess = cpu_vision_preprocess,
+	.vision_encode_tiles = cpu_vision_encode_tiles,
 };
+
+const struct backend_ops *backend_host_vision_ops(void)
+{
+	return &cpu_ops;
+}
 
 /* Quantization progress: to the caller's callback, and to the log every 10% */
 struct quant_progress {
@@ -728,7 +840,11 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	cb->prep.prof = &cb->prof;
 	pthread_mutex_init(&cb->vision_lock, NULL);
 	struct engine_backend *b = &cb->base;
-	backend_init(b, &cpu_ops, m, opts);
+	if ((r = backend_init(b, &cpu_ops, m, opts)) < 0) {
+		cpu_destroy(b);
+		errno = -r;
+		return NULL;
+	}
 	b->kind = ENGINE_BACKEND_CPU;
 	b->precision = precision;
 	struct engine_model_info info;

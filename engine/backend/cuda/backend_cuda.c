@@ -1964,28 +1964,6 @@ static int locked_profile_report(struct engine_backend *b, char ***ret_lines)
 	return r;
 }
 
-static int locked_vision_encode(struct engine_backend *b, const struct engine_vision *v,
-				const float *pixels, int n_tiles, float *out)
-{
-	struct cuda_backend *cb = cb_of(b);
-	pthread_mutex_lock(&cb->lock);
-	int r = backend_cuda_vision_encode(b, v, pixels, n_tiles, out);
-	pthread_mutex_unlock(&cb->lock);
-	return r;
-}
-
-static int locked_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,
-				      const struct engine_image *img,
-				      const struct engine_vision_preprocess *p,
-				      struct engine_vision_grid *ret_grid, float **ret_rows)
-{
-	struct cuda_backend *cb = cb_of(b);
-	pthread_mutex_lock(&cb->lock);
-	int r = backend_cuda_vision_encode_image(b, v, img, p, ret_grid, ret_rows);
-	pthread_mutex_unlock(&cb->lock);
-	return r;
-}
-
 static int locked_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
 				    const struct engine_image *img,
 				    const struct engine_vision_preprocess *p, int n_tiles, float *pix)
@@ -1997,13 +1975,35 @@ static int locked_vision_preprocess(struct engine_backend *b, const struct engin
 	return r;
 }
 
+/* vision_encode_tiles: the tiles in one batch, or a resumable encode's steps one tile each
+ * (the lock taken per tile, so other work interleaves as between two slices). */
 static int locked_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
-				      const float *pix, int n_tiles, float *out)
+				      const float *pix, int n_tiles, float *out,
+				      struct backend_vision_cursor *cur, int max_steps)
 {
 	struct cuda_backend *cb = cb_of(b);
-	pthread_mutex_lock(&cb->lock);
-	int r = backend_cuda_vision_encode_tiles(b, v, pix, n_tiles, out);
-	pthread_mutex_unlock(&cb->lock);
+	int r = 0;
+
+	if (!cur) {
+		pthread_mutex_lock(&cb->lock);
+		r = backend_cuda_vision_encode_tiles(b, v, pix, n_tiles, out);
+		pthread_mutex_unlock(&cb->lock);
+		return r;
+	}
+	struct engine_vision_preprocess pre;
+	engine_vision_get_preprocess(v, &pre);
+	const size_t tile_floats = (size_t)3 * pre.tile_size * pre.tile_size,
+		     tile_out = (size_t)engine_vision_tokens_per_tile(v) *
+				(size_t)engine_vision_embed_dim(v);
+	for (int n = 0; r == 0 && n < max_steps && cur->done < n_tiles; n++) {
+		const size_t t = (size_t)cur->done;
+		pthread_mutex_lock(&cb->lock);
+		r = backend_cuda_vision_encode_tiles(b, v, pix + t * tile_floats, 1,
+						     out + t * tile_out);
+		pthread_mutex_unlock(&cb->lock);
+		if (r == 0)
+			cur->done++;
+	}
 	return r;
 }
 
@@ -2047,8 +2047,9 @@ static const struct backend_ops cuda_ops = {
 	.forward = locked_forward,
 	.profile = locked_profile,
 	.profile_report = locked_profile_report,
-	.vision_encode = locked_vision_encode,
-	.vision_encode_image = locked_vision_encode_image,
+	/* tiles and rows in device memory; a resumable encode's step is a tile */
+	.vision = {.device = true, .max_tiles = VISION_CUDA_MAX_TILES,
+		   .step = BACKEND_VISION_STEP_TILE},
 	.vision_preprocess = locked_vision_preprocess,
 	.vision_encode_tiles = locked_vision_encode_tiles,
 	.rows_alloc = locked_rows_alloc,
@@ -2146,9 +2147,13 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		errno = EINVAL;
 		return NULL;
 	}
+	if ((r = backend_ops_check(&cuda_ops, errbuf, errlen)) < 0) {
+		errno = -r;
+		return NULL;
+	}
 	struct cuda_backend *b = xcalloc(1, sizeof(*b));
 	pthread_mutex_init(&b->lock, NULL);
-	backend_init(&b->base, &cuda_ops, m, opts);
+	backend_init(&b->base, &cuda_ops, m, opts); /* cannot fail: the table was checked */
 	lm_dims_init(&b->dm, &m->cfg);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		b->n_mamba += m->layers[l].kind == LM_LAYER_MAMBA;

@@ -1,5 +1,5 @@
-/* engine: the CUDA backend's vision encode (backend.h's vision_encode, vision_encode_image and
- * its halves vision_preprocess, vision_encode_tiles) and its embedding rows in device memory
+/* engine: the CUDA backend's vision ops (backend.h's vision_preprocess and vision_encode_tiles)
+ * and its embedding rows in device memory
  * (rows_alloc, rows_read, rows_free): the device encoder
  * (vision_cuda.c) of the vision handle used last, created on first use and kept in b->vision
  * until another handle comes or the backend goes.
@@ -52,50 +52,6 @@ static int encoder_of(struct engine_backend *b, const struct engine_vision *v)
 		bv->vision_id = engine_vision_id(v);
 		b->vision = bv;
 	}
-	return 0;
-}
-
-int backend_cuda_vision_encode(struct engine_backend *b, const struct engine_vision *v,
-			       const float *pixels, int n_tiles, float *out)
-{
-	const float *rows;
-	int r = encoder_of(b, v);
-
-	if (r < 0)
-		return r;
-	r = vision_cuda_encode(b->vision->vc, pixels, n_tiles, &rows);
-	if (r == 0)
-		r = vision_cuda_download(b->vision->vc, n_tiles, out, NULL);
-	return r;
-}
-
-int backend_cuda_vision_encode_image(struct engine_backend *b, const struct engine_vision *v,
-				     const struct engine_image *img,
-				     const struct engine_vision_preprocess *p,
-				     struct engine_vision_grid *ret_grid, float **ret_rows)
-{
-	struct engine_vision_grid grid;
-	float *rows = NULL;
-	int r = encoder_of(b, v);
-
-	if (r < 0)
-		return r;
-	if ((r = vision_cuda_preprocess(b->vision->vc, img, p, &grid)) < 0)
-		return r;
-	size_t n = (size_t)grid.n_tiles * (size_t)engine_vision_tokens_per_tile(v) *
-		   (size_t)engine_vision_embed_dim(v);
-	if ((r = backend_cuda_rows_alloc(b, n, NULL, &rows)) < 0)
-		return r;
-	/* the projector's last GEMM writes the rows the prefill reads */
-	r = vision_cuda_encode_preprocessed(b->vision->vc, grid.n_tiles, rows);
-	if (r == 0)
-		r = gpu_synchronize(backend_cuda_context(b));
-	if (r < 0) {
-		backend_cuda_rows_free(b, rows);
-		return r;
-	}
-	*ret_grid = grid;
-	*ret_rows = rows;
 	return 0;
 }
 
