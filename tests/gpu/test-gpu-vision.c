@@ -42,6 +42,7 @@
 #include "model.h"
 #include "test.h"
 #include "vision.h"
+#include "vision_cuda.h"
 
 TEST_DEFINE_GLOBALS;
 

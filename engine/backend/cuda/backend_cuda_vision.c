@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "gpu.h"
 #include "vision.h"
+#include "vision_cuda.h"
 
 struct backend_vision {
 	uint64_t vision_id;

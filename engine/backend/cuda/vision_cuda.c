@@ -1,5 +1,6 @@
-/* engine: the RADIO ViT and the mlp1 projector on the CUDA device (issue 12), the same steps as
- * vision_vit.c and vision_project.c over all tiles of an observation in one batch.
+/* engine: the RADIO ViT and the mlp1 projector on the CUDA device (vision_cuda.h; issue 12),
+ * the same steps as vision_vit.c and vision_project.c over all tiles of an observation in one
+ * batch.
  *
  * Precision: matrices (embedder, qkv, proj, fc1, fc2, mlp1's two) are uploaded in the chosen
  * precision, vectors (norms, biases, prefix tokens, the position grid) in fp32. In fp32 every
@@ -26,6 +27,7 @@
 #include "gpu.h"
 #include "image.h"
 #include "vision.h"
+#include "vision_cuda.h"
 
 struct vc_block {
 	void *qkv_w, *proj_w, *fc1_w, *fc2_w;
