@@ -89,6 +89,7 @@
 #include "device_plan.h"
 #include "loader.h"
 #include "vision.h"
+#include "vision_cuda.h"
 
 /* Host staging of one upload: tensors are converted and sent in pieces of this size. */
 #define CUDA_STAGING_BYTES ((size_t)16 << 20)
