@@ -56,7 +56,8 @@ int xvfb_start_session(struct xvfb *x, const char *command);
 #define XVFB_AUTO_WM "openbox"
 #define XVFB_AUTO_WM_COMMAND "exec openbox --sm-disable"
 #define XVFB_WM_START_TIMEOUT_MS 15000
-/* Whether `program` is an executable file in one of $PATH's directories. */
+/* Whether `program` is an executable file in one of $PATH's directories (an empty entry is the
+ * current directory; no $PATH: /usr/local/bin:/usr/bin:/bin). */
 bool xvfb_program_in_path(const char *program);
 /* Waits until a window manager manages the display (x11_has_window_manager), the session
  * exits (then reaped: session_pid 0) or timeout_ms pass. Returns 0 when one runs,

@@ -142,16 +142,20 @@ bool xvfb_program_in_path(const char *program)
 	const char *path = getenv("PATH");
 	if (!path || !path[0])
 		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
+	for (;;) {
 		size_t len = strcspn(path, ":");
-		char *file = xasprintf("%.*s/%s", (int)len, len ? path : ".", program);
+		/* an empty entry (leading, trailing or between two colons) is the current
+		 * directory, as for execvp() */
+		char *file = len ? xasprintf("%.*s/%s", (int)len, path, program)
+				 : xasprintf("./%s", program);
 		bool ok = access(file, X_OK) == 0;
 		free(file);
 		if (ok)
 			return true;
-		path += len + (path[len] == ':');
+		if (!path[len])
+			return false;
+		path += len + 1;
 	}
-	return false;
 }
 
 int xvfb_wait_window_manager(struct xvfb *x, unsigned timeout_ms)
