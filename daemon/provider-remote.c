@@ -30,7 +30,9 @@
  * --remote-retries times after an exponential backoff (REMOTE_BACKOFF_BASE_MS doubling, or the
  * server's Retry-After, both capped at REMOTE_MAX_BACKOFF_MS); a 400, 422 or 500 whose body
  * names response_format (from a server not taken for vLLM) switches the provider to
- * {"type": "json_object", "schema"} (the form llama-cpp-python's server takes) at once;
+ * {"type": "json_object", "schema"} (the form llama-cpp-python's server takes) at once; a 400
+ * naming a thinking field (chat_template_kwargs, reasoning_effort, thinking_token_budget: sent
+ * only with thinking on) is asked again at once without them, for the rest of the task;
  * anything else fails the step. What the server
  * sends is read by remote-reply.c, every size against a named limit.
  *
@@ -104,6 +106,8 @@ struct remote_task {
 	struct provider_sampling sampling;
 	const struct policy_format *fmt; /* the task's format: its turns, schema and parser */
 	bool thinking;    /* the server is asked for a think block before each step */
+	bool no_think_fields; /* the server refused chat_template_kwargs, reasoning_effort or
+			       * thinking_token_budget (HTTP 400): this task asks without them */
 	unsigned thinking_tokens; /* its budget: vLLM's thinking_token_budget */
 	char *system;     /* the system turn */
 	char *schema;     /* the step's JSON Schema, as the system turn shows it */
@@ -634,15 +638,18 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 			      (json_int_t)(seed & 0x7fffffff));
 	/* Thinking as both references ask for it (docs/policy.md, item 12): the templates that
 	 * read it (vLLM, SGLang and llama.cpp's server pass chat_template_kwargs on) and the
-	 * effort; the server's reasoning parser answers the block apart from the step. */
-	if (o)
+	 * effort; the server's reasoning parser answers the block apart from the step. Sent only
+	 * with thinking on (a strict server refuses arguments it does not know, HTTP 400), and
+	 * no more once this task's server refused them (post()). */
+	bool think_fields = rt->thinking && !rt->no_think_fields;
+	if (o && think_fields)
 		json_object_set_new(o, "chat_template_kwargs",
-				    json_pack("{s:b}", "enable_thinking", rt->thinking));
-	if (o && rt->thinking)
+				    json_pack("{s:b}", "enable_thinking", 1));
+	if (o && think_fields)
 		json_object_set_new(o, "reasoning_effort", json_string(REMOTE_REASONING_EFFORT));
 	/* vLLM closes the block after this many tokens (with a reasoning parser configured);
 	 * other servers have no such field: max_tokens bounds block and step together there */
-	if (o && rt->thinking && rt->vllm)
+	if (o && think_fields && rt->vllm)
 		json_object_set_new(o, "thinking_token_budget",
 				    json_integer((json_int_t)rt->thinking_tokens));
 	/* vLLM's own field; the OpenAI form, or the json_object form a server asked for */
@@ -706,6 +713,16 @@ static int post(struct remote_task *rt, const char *body, struct remote_reply *r
 			snprintf(err, errlen, "the model server at %s refused the json_schema "
 				 "response_format (HTTP %ld%s)", rp->endpoint, rep->status, detail);
 			return -ENOPROTOOPT;
+		}
+		/* A strict server refuses the thinking fields it does not know (HTTP 400 naming
+		 * one): asked again at once without them, once per task. */
+		if (rep->status == 400 && rt->thinking && !rt->no_think_fields && rep->body.data &&
+		    (strstr(rep->body.data, "chat_template_kwargs") ||
+		     strstr(rep->body.data, "reasoning_effort") ||
+		     strstr(rep->body.data, "thinking_token_budget"))) {
+			snprintf(err, errlen, "the model server at %s refused the thinking "
+				 "arguments (HTTP %ld%s)", rp->endpoint, rep->status, detail);
+			return -EOPNOTSUPP;
 		}
 		if (!transient || attempt >= rp->retries) {
 			snprintf(err, errlen, "the model server at %s answered HTTP %ld%s%s",
@@ -794,6 +811,14 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 			pthread_mutex_lock(&rt->rp->lock);
 			rt->rp->json_object = true;
 			pthread_mutex_unlock(&rt->rp->lock);
+			ret->as.attempts--;
+			ret->err[0] = '\0';
+			continue;
+		}
+		if (r == -EOPNOTSUPP) {
+			log_info("task %lld: %s; asking without them for the rest of the task",
+				 (long long)rt->t->id, ret->err);
+			rt->no_think_fields = true;
 			ret->as.attempts--;
 			ret->err[0] = '\0';
 			continue;

@@ -17,6 +17,9 @@
  *   stall TEXT          the first half of TEXT streamed, then nothing for 60 s
  *   schema500           HTTP 500 naming response_format unless the request asks json_object
  *                       (as llama-cpp-python's server answers), then as ok with the rest
+ *   strict TEXT         HTTP 400 naming the first of chat_template_kwargs, reasoning_effort
+ *                       and thinking_token_budget the request holds (as a strict
+ *                       OpenAI-compatible server refuses arguments it does not know), else as ok
  * Runs until killed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -228,6 +231,26 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *rq)
 					     strdup("{\"error\":{\"message\":\"1 validation error: "
 						    "('body', 'response_format', 'type') Input should "
 						    "be 'text' or 'json_object'\"}}"));
+		} else {
+			resp = sse(arg, rq->len, false);
+		}
+	} else if (strncmp(line, "strict ", 7) == 0) {
+		static const char *const unknown[] = {"chat_template_kwargs", "reasoning_effort",
+						      "thinking_token_budget"};
+		json_t *o = rq->body ? json_loads(rq->body, 0, NULL) : NULL;
+		const char *field = NULL;
+		for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]) && !field; i++)
+			if (json_object_get(o, unknown[i]))
+				field = unknown[i];
+		json_decref(o);
+		char *body = NULL;
+		if (field && asprintf(&body, "{\"error\":{\"message\":\"Unrecognized request "
+				      "argument supplied: %s\",\"type\":\"invalid_request_error\"}}",
+				      field) < 0)
+			body = NULL;
+		if (field) {
+			status = 400;
+			resp = text_response("application/json", body ? body : strdup("{}"));
 		} else {
 			resp = sse(arg, rq->len, false);
 		}

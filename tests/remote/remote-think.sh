@@ -8,7 +8,8 @@
 # template by holo-infer --render). The server's reasoning ("reasoning" or "reasoning_content"
 # deltas, or a think block in the text from a server without a reasoning parser) is journaled as
 # the step's reasoning, shown by `holoctl run --follow`, and dropped from the next request's
-# history; "thinking": false asks for none.
+# history; "thinking": false asks for none of those fields, and a strict server that refuses them
+# (HTTP 400 naming one) is asked again without them, for the rest of the task.
 . "$(dirname "$0")/remote-lib.sh"
 
 CLICK='{"note":null,"thought":"Click the block","tool_call":{"tool_name":"click","element":"the block","x":250,"y":250}}'
@@ -73,10 +74,30 @@ submit '{"instruction": "Answer.", "thinking": false}'
 wait_task "$TASK" succeeded 30
 api GET "/v1/tasks/$TASK"
 expect_json "provenance, off" .provenance.thinking false
-jq -e '.chat_template_kwargs == {"enable_thinking": false} and has("reasoning_effort") == false
+jq -e 'has("chat_template_kwargs") == false and has("reasoning_effort") == false
 	and has("thinking_token_budget") == false
 	and (.messages[0].content | endswith("</output_format>"))' "$REC/req-$N0.json" >/dev/null ||
 	fail "thinking off: $(head -c 300 "$REC/req-$N0.json")"
 api GET "/v1/tasks/$TASK/steps"
 expect_json "no reasoning" '.steps[0].agent.reasoning' null
+
+# ---- a strict server refuses the thinking fields: asked again without them, the task goes on
+N0=$(ls "$REC"/req-*.json | wc -l)
+# (one script line per request: the refused one, then the click and the answer)
+printf 'strict %s\nstrict %s\nstrict %s\n' "$CLICK" "$CLICK" "$ANSWER" >"$SCRIPT"
+submit '{"instruction": "Click the block, then answer."}'
+wait_task "$TASK" succeeded 30
+api GET "/v1/tasks/$TASK"
+expect_json "provenance, strict" .provenance.thinking true
+N1=$(ls "$REC"/req-*.json | wc -l)
+[ "$((N1 - N0))" -eq 3 ] || fail "a strict server: $((N1 - N0)) requests, not 3 (refused, then a step each)"
+jq -e 'has("chat_template_kwargs") and has("reasoning_effort")' "$REC/req-$N0.json" >/dev/null ||
+	fail "strict, the first request: $(head -c 300 "$REC/req-$N0.json")"
+for i in $((N0 + 1)) $((N0 + 2)); do
+	jq -e 'has("chat_template_kwargs") == false and has("reasoning_effort") == false
+		and has("thinking_token_budget") == false' "$REC/req-$i.json" >/dev/null ||
+		fail "strict, request $i still has a thinking field: $(head -c 300 "$REC/req-$i.json")"
+done
+api GET "/v1/tasks/$TASK/steps"
+expect_json "strict: two steps" '.steps | length' 2
 pass_or_fail
