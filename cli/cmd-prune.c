@@ -1,5 +1,7 @@
 /* holoctl prune: retention (POST /v1/prune?older_than=SECONDS). It asks first on a terminal, as
- * what it removes cannot come back: the same request with dry_run=true says what would go. */
+ * what it removes cannot come back: the same request with dry_run=true says what would go and
+ * the cutoff holod took for it ("before"), and the prune confirmed sends that cutoff
+ * (?before=), so no task that finished while the user read the list goes unseen. */
 #include "cli.h"
 
 #include "common.h"
@@ -106,6 +108,7 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 	const char *age = NULL;
 	json_t *answer = NULL;
 	bool dry_run = false, yes = false;
+	json_int_t before = -1; /* the dry run's cutoff, once confirmed */
 	long seconds;
 	char *path;
 	int c, r;
@@ -157,6 +160,11 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 			r = cli_error(ctx, "holod's answer to the dry run has no \"tasks\" count");
 			goto cleanup;
 		}
+		before = json_integer_value(json_object_get(answer, "before"));
+		if (!dry_run && (!json_is_integer(json_object_get(answer, "before")) || before < 0)) {
+			r = cli_error(ctx, "holod's answer to the dry run has no \"before\" cutoff");
+			goto cleanup;
+		}
 		if (dry_run || !ctx->json)
 			print_preview(ctx, answer, age);
 		json_int_t count = json_integer_value(json_object_get(answer, "tasks"));
@@ -170,7 +178,11 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 		json_decref(answer);
 		answer = NULL;
 	}
-	path = xasprintf(IPC_API_PREFIX "/prune?older_than=%ld", seconds);
+	/* Confirmed: exactly the cutoff of the list shown (what finished since stays). */
+	if (before >= 0)
+		path = xasprintf(IPC_API_PREFIX "/prune?before=%" JSON_INTEGER_FORMAT, before);
+	else
+		path = xasprintf(IPC_API_PREFIX "/prune?older_than=%ld", seconds);
 	r = cli_api_json(ctx, "POST", path, NULL, &answer);
 	free(path);
 	if (r != 0 || ctx->json)

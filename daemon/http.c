@@ -599,7 +599,9 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 	return send_json(c, MHD_HTTP_OK, list, false);
 }
 
-/* ?dry_run=true: what would go, removing nothing (at most IPC_MAX_PRUNE_LISTED tasks listed). */
+/* ?dry_run=true: what would go, removing nothing (at most IPC_MAX_PRUNE_LISTED tasks listed),
+ * and the cutoff it used ("before", microseconds since the epoch): a prune given it as
+ * ?before= removes what was listed (or less), however long the user took to confirm. */
 static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connection *c,
 				     uint64_t before_us)
 {
@@ -621,8 +623,9 @@ static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connectio
 						      time_format_rfc3339(tasks[i].finished_us,
 									  when, sizeof(when))));
 	free(tasks);
-	json_t *o = list ? json_pack("{s:b, s:i, s:I, s:o}", "dry_run", 1, "tasks", count,
-				     "bytes_freed", (json_int_t)bytes, "would_prune", list)
+	json_t *o = list ? json_pack("{s:b, s:I, s:i, s:I, s:o}", "dry_run", 1, "before",
+				     (json_int_t)before_us, "tasks", count, "bytes_freed",
+				     (json_int_t)bytes, "would_prune", list)
 			 : NULL;
 	if (!o)
 		return send_internal(c, -ENOMEM, "cannot answer");
@@ -632,32 +635,52 @@ static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connectio
 static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
 			       struct request *req, const struct route_args *a)
 {
-	static const char *const allowed[] = {"older_than", "dry_run", NULL};
+	static const char *const allowed[] = {"older_than", "before", "dry_run", NULL};
 	enum MHD_Result ret;
-	unsigned older_than;
+	unsigned older_than = 0;
+	uint64_t before_us = 0;
 	int tasks;
 	uint64_t bytes;
 
 	if (!check_query(c, allowed, &ret))
 		return ret;
+	uint64_t now = time_real_us();
 	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "older_than");
-	if (!v || parse_uint_arg(v, IPC_MAX_PRUNE_AGE_S, &older_than) < 0)
+	const char *b = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "before");
+	if (v && b)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+				  "give older_than or before, not both");
+	if (b) {
+		/* the cutoff a dry run answered: microseconds since the epoch, not in the future */
+		char *end;
+		errno = 0;
+		unsigned long long u = *b >= '0' && *b <= '9' ? strtoull(b, &end, 10) : 0;
+		if (!(*b >= '0' && *b <= '9') || errno || *end || u > now)
+			return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+					  "before: '%s' is not a time in microseconds since the "
+					  "epoch, at most now (%llu)",
+					  b, (unsigned long long)now);
+		before_us = u;
+	} else if (!v || parse_uint_arg(v, IPC_MAX_PRUNE_AGE_S, &older_than) < 0) {
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 				  "older_than: '%s' is not a number of seconds in 0..%d",
 				  v ? v : "", IPC_MAX_PRUNE_AGE_S);
+	} else {
+		uint64_t age = (uint64_t)older_than * 1000000u;
+		before_us = now > age ? now - age : 0;
+	}
 	const char *dry = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "dry_run");
 	if (dry && strcmp(dry, "true") != 0 && strcmp(dry, "false") != 0)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 				  "dry_run: '%s' is not true or false", dry);
-	uint64_t now = time_real_us(), age = (uint64_t)older_than * 1000000u;
 	if (dry && strcmp(dry, "true") == 0)
-		return prune_preview(s, c, now > age ? now - age : 0);
-	int r = journal_prune(s->ctx.journal, s->ctx.state_dir, now > age ? now - age : 0, &tasks,
-			      &bytes);
+		return prune_preview(s, c, before_us);
+	int r = journal_prune(s->ctx.journal, s->ctx.state_dir, before_us, &tasks, &bytes);
 	if (r < 0)
 		return send_journal_error(s, c, r, "cannot prune the journal");
-	log_info("pruned %d task(s) finished over %u s ago: %llu bytes of screenshots freed", tasks,
-		 older_than, (unsigned long long)bytes);
+	log_info("pruned %d task(s) finished over %llu s ago: %llu bytes of screenshots freed",
+		 tasks, (unsigned long long)((now - before_us) / 1000000u),
+		 (unsigned long long)bytes);
 	json_t *o = json_pack("{s:i, s:I}", "tasks", tasks, "bytes_freed", (json_int_t)bytes);
 	if (!o)
 		return send_internal(c, -ENOMEM, "cannot answer");

@@ -15,7 +15,9 @@
 #               `holoctl windows` lists that client and the pointer; `show` and `list` cut
 #               long text to $COLUMNS, print it whole into a file and with --wide
 #   prune       `holoctl prune`: refused without --yes when stdin is no terminal, --dry-run
-#               lists what would go, on a terminal (script(1)) it asks, --yes prunes
+#               lists what would go and its cutoff, on a terminal (script(1)) it asks and
+#               removes only what it listed (a task finished while it asks stays), --yes
+#               prunes; POST /v1/prune?before= validated
 #   replay-check  `holoctl replay --check`: a replay on the recorded screen passes; one on a
 #               changed screen stops at the first step whose screen differs, saying by how much
 # env: HOLOD, HOLOCTL, HOLO_TEST_CLIENT: the built programs.
@@ -748,8 +750,17 @@ scenario_prune() {
 	grep -q '^would prune 3 task(s) finished over 0s ago, with [0-9]* bytes of screenshots' "$tmp/out" ||
 		fail "prune --dry-run: no count: $(cat "$tmp/out")"
 	"$HOLOCTL" --json prune --older-than 0s --dry-run >"$tmp/out" 2>"$tmp/err" || fail "prune --dry-run --json"
-	[ "$(jq -c '[.dry_run, .tasks, [.would_prune[].id]]' "$tmp/out")" = '[true,3,[3,2,1]]' ] ||
-		fail "prune --dry-run --json: $(cat "$tmp/out")"
+	[ "$(jq -c '[.dry_run, .tasks, [.would_prune[].id], (.before | type)]' "$tmp/out")" = \
+		'[true,3,[3,2,1],"number"]' ] || fail "prune --dry-run --json: $(cat "$tmp/out")"
+	# before=: the cutoff, checked (digits, not in the future, not with older_than)
+	sock="$XDG_RUNTIME_DIR/holod/holod.sock"
+	for q in 'before=abc' 'before=-1' 'before=99999999999999999' 'before=1&older_than=0' \
+		'before='; do
+		curl -sS --unix-socket "$sock" -X POST -o "$tmp/out" -w '%{http_code}' \
+			"http://holod/v1/prune?$q" >"$tmp/code" 2>"$tmp/err"
+		[ "$(cat "$tmp/code")" = 400 ] && grep -q 'before' "$tmp/out" ||
+			fail "prune?$q: $(cat "$tmp/code") $(cat "$tmp/out")"
+	done
 	[ "$(count)" -eq 3 ] || fail "prune --dry-run removed tasks"
 	# On a terminal it asks: "n" keeps everything.
 	if command -v script >/dev/null 2>&1; then
@@ -758,9 +769,25 @@ scenario_prune() {
 			fail "prune on a terminal did not ask: $(cat "$tmp/out")"
 		grep -q 'nothing pruned' "$tmp/out" || fail "prune answered n: $(cat "$tmp/out")"
 		[ "$(count)" -eq 3 ] || fail "prune answered n removed tasks"
+		# "y" removes what was listed: a task that finished while it asked is not
+		# among them and stays (a prune by its own older_than would take it too).
+		mkfifo "$tmp/answer"
+		script -qec "$HOLOCTL prune --older-than 0s" /dev/null <"$tmp/answer" >"$tmp/out" 2>&1 &
+		script_pid=$!
+		exec 3>"$tmp/answer"
+		wait_for 20 grep -q 'remove these 3 task(s)' "$tmp/out" ||
+			fail "prune on a terminal did not ask: $(cat "$tmp/out")"
+		"$HOLOCTL" do wait 0.01 >"$tmp/out2" 2>"$tmp/err" || fail "do wait while asked failed"
+		echo y >&3
+		exec 3>&-
+		wait "$script_pid" || fail "prune answered y: $(cat "$tmp/out")"
+		grep -q '^pruned 3 task(s) finished over 0s ago' "$tmp/out" ||
+			fail "prune answered y: $(cat "$tmp/out")"
+		[ "$(count)" -eq 1 ] || fail "prune answered y removed a task it did not list"
 	fi
+	n=$(count)
 	"$HOLOCTL" prune --older-than 0s --yes </dev/null >"$tmp/out" 2>"$tmp/err" || fail "prune --yes failed"
-	grep -q '^pruned 3 task(s) finished over 0s ago' "$tmp/out" || fail "prune --yes: $(cat "$tmp/out")"
+	grep -q "^pruned $n task(s) finished over 0s ago" "$tmp/out" || fail "prune --yes: $(cat "$tmp/out")"
 	[ "$(count)" -eq 0 ] || fail "prune --yes left tasks"
 	"$HOLOCTL" prune --older-than 0s --dry-run >"$tmp/out" 2>"$tmp/err" || fail "prune --dry-run of nothing"
 	grep -q '^no task finished over 0s ago: nothing to prune$' "$tmp/out" || fail "prune --dry-run of nothing: $(cat "$tmp/out")"
