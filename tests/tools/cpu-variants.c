@@ -9,25 +9,19 @@
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		enum cpu_isa isa;
-		const char *name;
-	} v[] = {
-		{CPU_ISA_AMX, "amx"},       {CPU_ISA_AVX512BF16, "avx512bf16"},
-		{CPU_ISA_AVX512, "avx512"}, {CPU_ISA_AVX2, "avx2"},
-		{CPU_ISA_PORTABLE, "portable"},
-	};
 	int all = argc > 1 && strcmp(argv[1], "--all") == 0;
 	if (argc > 1 && !all) {
 		fprintf(stderr, "usage: cpu-variants [--all]\n");
 		return 2;
 	}
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-		int ok = cpu_isa_supported(v[i].isa);
+	/* the sets and their names are cpu_isa.h's, most capable first */
+	for (int i = CPU_ISA_COUNT - 1; i >= 0; i--) {
+		int ok = cpu_isa_supported((enum cpu_isa)i);
+		const char *name = cpu_isa_name((enum cpu_isa)i);
 		if (all)
-			printf("%s %s\n", v[i].name, ok ? "yes" : "no");
+			printf("%s %s\n", name, ok ? "yes" : "no");
 		else if (ok)
-			printf("%s\n", v[i].name);
+			printf("%s\n", name);
 	}
 	return 0;
 }
