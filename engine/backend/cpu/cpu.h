@@ -98,8 +98,8 @@ bool cpu_gemv_quant_tiles(int format);
  * bf16 matmul a block of rows at a time. Returns 0, or -EINVAL for rows outside q. */
 int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, uint16_t *out);
 /* The most tokens cpu_matmul*() hand to cpu_gemv_rows(): 4 tokens cost it what one does (memory
- * bound), 3.3x less than cpu_matmul's blocked product (8192 x 1024 bf16, one thread, test-gemv's
- * shapes aside: measured on a Xeon with AVX-512, 2026-11-25). */
+ * bound), several times less than cpu_matmul's blocked product (docs/benchmarks.md, "Figures
+ * behind the code's constants"). */
 #define CPU_GEMV_T 4
 /* The GEMV variant in use ("portable", "avx2", "avx512", "avx512bf16": the most capable up to
  * cpu_isa(), cpu_isa.h; amx runs avx512bf16's), and its set. */
