@@ -15,6 +15,8 @@
  *     resolves to 127.0.0.1 cannot be used to read the answers: DNS rebinding);
  *   - it is one of the requests the page makes, for this task only (the task, its steps and a
  *     step's screenshot, its events, the screen, pause, resume, cancel, reply, approve, deny);
+ *     the screen only of the task's display (read once at start: no query, or exactly
+ *     "display=" and its name percent-encoded, as the page asks), and no other query at all;
  * and holod then checks holoctl's uid as it checks any client's. Anything else is answered
  * here with the API's error body (403, 404, 413, 431, 503), and nothing is forwarded.
  *
@@ -61,6 +63,7 @@ struct view {
 	char origin[40];  /* "http://127.0.0.1:PORT" */
 	char *socket_path;
 	long task_id;
+	char *display;    /* the task's display (GET /v1/tasks/ID at start), or NULL */
 	atomic_int conns;
 };
 
@@ -182,15 +185,54 @@ static bool take_id(const char **p, long *ret)
 	return true;
 }
 
-/* True for the requests the page makes for task `id` (path without the query). */
-static bool allowed(const char *method, const char *path, const char *query, long id)
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* True when `query` is "display=" and `display` percent-encoded (the page's
+ * encodeURIComponent; any byte may be encoded, none of "&=+%" left bare). */
+static bool display_query(const char *query, const char *display)
+{
+	static const char key[] = "display=";
+
+	if (!display || strncmp(query, key, strlen(key)) != 0)
+		return false;
+	const char *q = query + strlen(key), *d = display;
+	while (*q) {
+		char c = *q++;
+		if (c == '%') {
+			int hi = hex_digit(q[0]), lo = hi < 0 ? -1 : hex_digit(q[1]);
+			if (lo < 0)
+				return false;
+			c = (char)(hi << 4 | lo);
+			q += 2;
+		} else if (c == '&' || c == '=' || c == '+') {
+			return false;
+		}
+		if (c == '\0' || c != *d++)
+			return false;
+	}
+	return *d == '\0';
+}
+
+/* True for the requests the page makes for task `id` on `display` (path without the query). */
+static bool allowed(const char *method, const char *path, const char *query, long id,
+		    const char *display)
 {
 	static const char *const posts[] = {"pause", "resume", "cancel", "reply", "approve", "deny"};
 	const char *tasks = IPC_API_PREFIX "/tasks/";
 	long got, n;
 
+	/* the screen of the task's display only: another display holod drives is not its */
 	if (strcmp(path, IPC_API_PREFIX "/screenshot") == 0)
-		return strcmp(method, "GET") == 0;
+		return strcmp(method, "GET") == 0 && (!query || display_query(query, display));
 	if (strncmp(path, tasks, strlen(tasks)) != 0)
 		return false;
 	const char *p = path + strlen(tasks);
@@ -212,7 +254,7 @@ static bool allowed(const char *method, const char *path, const char *query, lon
 	if (strncmp(p, "/steps/", 7) != 0)
 		return false;
 	p += 7;
-	return take_id(&p, &n) && strcmp(p, "/screenshot") == 0;
+	return take_id(&p, &n) && strcmp(p, "/screenshot") == 0 && !query;
 }
 
 /* The value of header `name` in the head's header lines (NUL-terminated lines), or NULL;
@@ -353,10 +395,10 @@ static void serve(struct view *v, int fd)
 	char *path = target + tl + 1, *query = strchr(path, '?');
 	if (query)
 		*query++ = '\0';
-	if (!allowed(method, path, query, v->task_id)) {
+	if (!allowed(method, path, query, v->task_id, v->display)) {
 		char *msg = xasprintf("holoctl view serves task %ld's page and what it asks for, "
-		                      "not %s %s",
-		                      v->task_id, method, path);
+		                      "not %s %s%s",
+		                      v->task_id, method, path, query ? " with that query" : "");
 		send_error(fd, 404, "Not Found", IPC_ERR_NOT_FOUND, msg);
 		free(msg);
 		goto out;
@@ -496,14 +538,19 @@ static int view_run(struct cli_context *ctx, int argc, char **argv)
 	r = cli_api_json(ctx, "GET", path, NULL, &task);
 	ctx->json = json;
 	free(path);
-	json_decref(task);
-	if (r != 0)
+	if (r != 0) {
+		json_decref(task);
 		return r;
+	}
 
 	/* Heap, taken only once the arguments are read (--help and usage errors return
 	 * above): the connections' threads may outlive this function (they end with the
 	 * process). */
 	v = xcalloc(1, sizeof(*v));
+	/* the task's display: the one screen the page may ask for */
+	const char *display = json_string_value(json_object_get(task, "display"));
+	v->display = display ? xstrdup(display) : NULL;
+	json_decref(task);
 	uint8_t raw[VIEW_TOKEN_BYTES];
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
 		r = cli_error(ctx, "cannot draw the page's token: %s", strerror(errno));
@@ -587,6 +634,7 @@ out:
 	/* The connections' threads still use v: the process ends with them (holoctl exits). */
 	if (atomic_load(&v->conns) == 0) {
 		free(v->socket_path);
+		free(v->display);
 		free(v);
 	}
 	return r;

@@ -7,7 +7,8 @@
 # approve, resume, deny with a reason, cancel, each seen in the journal afterwards; a script's
 # ask_user answered in the page's field becomes its step's result. The proxy refuses what is
 # not the page's: another uid, no token, another Host or Origin, another task, another
-# endpoint, another HTTP version, a NUL byte in a header, a head too large. Bad input: an unknown task.
+# endpoint, another display's screen (or any query the page does not send), another HTTP
+# version, a NUL byte in a header, a head too large. Bad input: an unknown task.
 . "$(dirname "$0")/agent-lib.sh"
 require_agent chromium python3
 [ "$AGENT_BACKEND" = cpu ] || test_skip "the page is the same on every backend"
@@ -61,6 +62,25 @@ code() { curl -sS -o "$BODY" -w '%{http_code}' "$@"; }
 expect_json "refused" .error.message \
 	"holoctl view serves task $A's page and what it asks for, not POST /v1/tasks"
 [ "$(code "$ORIGIN/v1/status")" = 404 ] || fail "status through the view: not 404"
+# the screen of the task's display only: no query, or display= its name as the page encodes it
+api GET "/v1/tasks/$A"
+TDISP=$(jq -r '.display // empty' "$BODY")
+[ "$(code "$ORIGIN/v1/screenshot")" = 200 ] || fail "the screen through the view: $(head -c 300 "$BODY")"
+if [ -n "$TDISP" ]; then
+	ENC=$(jq -rn --arg d "$TDISP" '$d | @uri')
+	[ "$(code "$ORIGIN/v1/screenshot?display=$ENC")" = 200 ] ||
+		fail "the task's display ($TDISP) through the view: $(head -c 300 "$BODY")"
+	[ "$(code "$ORIGIN/v1/screenshot?display=$ENC&display=%3A4242")" = 404 ] ||
+		fail "a second display= through the view: not 404"
+fi
+for q in "display=%3A4242" "display=:4242" "display=$DISPLAY%00" "which=before"; do
+	[ "$(code "$ORIGIN/v1/screenshot?$q")" = 404 ] || fail "screenshot?$q through the view: not 404"
+	expect_json "screenshot?$q" .error.message \
+		"holoctl view serves task $A's page and what it asks for, not GET /v1/screenshot with that query"
+done
+[ "$(code "$ORIGIN/v1/tasks/$A/steps/0/screenshot?display=%3A4242")" = 404 ] &&
+	grep -q 'not GET /v1/tasks/[0-9]*/steps/0/screenshot with that query' "$BODY" ||
+	fail "a step's screenshot with a query through the view: $(head -c 300 "$BODY")"
 [ "$(code --http1.0 "$URL")" = 505 ] || fail "HTTP/1.0: not 505"
 # a NUL byte in a header (curl cannot send one)
 PORT=${BASE##*:}
