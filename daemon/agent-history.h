@@ -1,5 +1,5 @@
 /* agent-history: the pure parts of an agent task's history, apart from X and the model, so
- * that they are unit-tested on their own (tests/agent/test-agent-history-unit.c):
+ * that they are unit-tested on their own (tests/daemon/test-agent-history-unit.c):
  *   - fitting: the earliest step from which the history fits a token limit, and the limits a
  *     window or a rebuilt persistent session tries (agent.md 2);
  *   - text hygiene: what the journal keeps of the model's output and of a step's prompt is

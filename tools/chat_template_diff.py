@@ -12,7 +12,7 @@ tokenizer(text, add_special_tokens=False). Tokens per tile come from config.json
   --holo-infer PATH   also run `holo-infer --model MODEL --render --messages ...` per case and
                       print the first difference in text and ids (exit 1 on any)
   --write FILE        write the reference renderings as a fixture (tests/fixtures/chat/*.json,
-                      which tests/vision/test-chat-template.c holds holod's rendering to)
+                      which tests/chat/test-chat-template.c holds holod's rendering to)
 
 Needs the reference venv (CI never does):
   python3 -m venv tools/.venv-ref && tools/.venv-ref/bin/pip install transformers jinja2 tokenizers

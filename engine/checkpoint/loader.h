@@ -1,7 +1,7 @@
 /* engine internal: checkpoint files (safetensors, config.json) as the loader sees them.
  *
  * Not a public header: only engine/ sources and white-box tests include it. The parsers work on
- * memory buffers so the fuzz target (tests/loader/fuzz-safetensors.c) can drive them directly;
+ * memory buffers so the fuzz target (tests/checkpoint/fuzz-safetensors.c) can drive them directly;
  * the file functions map files read-only and hand the maps to the parsers.
  *
  * Errors: int functions return >= 0 or a negative errno (-EINVAL for a malformed or unsupported

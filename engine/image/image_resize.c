@@ -13,7 +13,7 @@
  * rounding. Each step keeps torch's types: float where torch has `scalar_t`, double where a
  * double literal promotes the expression. What remains is the order of float additions inside
  * torch's vectorised loops and any FMA contraction in its build: differences of a few ulp,
- * measured against torchvision in tests/vision (max |diff| recorded there).
+ * measured against torchvision in tests/image (max |diff| recorded there).
  */
 #include <errno.h>
 #include <math.h>

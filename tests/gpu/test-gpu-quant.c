@@ -15,7 +15,7 @@
  * - GEMV: |got - want| <= (in + 64) 2^-24 sum_k |w_k x_k| against a double product of the
  *   dequantized weights and the (bf16-rounded, when bf16) activations: the weights the kernel
  *   forms are exactly quant_row_to_f32()'s, so only fp32 summation differs (the bound the CPU's
- *   exact kernels are held to, tests/quant/test-gemv-quant.c); plus 2^-8 |want| (one rounding)
+ *   exact kernels are held to, tests/backend-cpu/test-gemv-quant.c); plus 2^-8 |want| (one rounding)
  *   when y is bf16, where want includes the accumulated y, and 2^-23 (|y| + sum |w x|) for the
  *   fp32 rounding of the residual add.
  * - dequantization: fp32 equal to quant_row_to_f32() (d q is exact; fmaf(d, q, m) rounds once,

@@ -10,7 +10,7 @@
  * bf16 precision) gives those weights rounded to bf16, bit for bit, in every variant.
  *
  * Tolerances: the kernels hold the exact weights, so a result differs from the double product by
- * fp32 summation only, within (in + 64) 2^-24 sum |w x| (test-gemv-quant.c derives it). */
+ * fp32 summation only, within (in + 64) 2^-24 sum |w x| (tests/backend-cpu/test-gemv-quant.c derives it). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

@@ -5,8 +5,8 @@
  * image conversations (two images over two turns; one image of 3 tiles) spliced and prefilled
  * against transformers' logits on those ids (chat.safetensors); a session that gets the second
  * image turn of holod's rendering appended against one prefill of the whole rendering; the
- * rendering rules and errors, and the template check. test-chat-template.c holds the rendering
- * to apply_chat_template on more conversations (tests/fixtures/chat).
+ * rendering rules and errors, and the template check. tests/chat/test-chat-template.c holds the
+ * rendering to apply_chat_template on more conversations (tests/fixtures/chat).
  *
  * Tolerances: logits 1e-4 absolute, as test-vision-splice.c (fp32 on both sides, logits ~1-5;
  * the projector rows' own fp32 error carried through). Turn by turn vs one prefill: 1e-5 (the

@@ -31,7 +31,7 @@
  *   AMX products (cpu_amx.c)         off       off       off       off         amx
  *
  * oneDNN chooses its own ISA (capped by $ONEDNN_MAX_CPU_ISA, which tools/check.sh sets to
- * match). tests/lm/test-cpu-isa.c holds every family to this table. */
+ * match). tests/backend-cpu/test-cpu-isa.c holds every family to this table. */
 #ifndef HOLOD_ENGINE_CPU_ISA_H
 #define HOLOD_ENGINE_CPU_ISA_H
 

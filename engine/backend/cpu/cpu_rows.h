@@ -9,7 +9,7 @@
  * avx512's). The
  * variants agree with lm_forward.c's fp32 functions (the reference, and the path of
  * --precision fp32, which never calls these) up to the order of fp32 sums and a ~1 ulp expf
- * (cpu_vexp.h); tests/lm/test-cpu-rows.c holds each to the reference with written tolerances.
+ * (cpu_vexp.h); tests/backend-cpu/test-cpu-rows.c holds each to the reference with written tolerances.
  *
  * DESIGN (threads): the cpu_rows_* entry points are pool jobs (cpu.h): call them from the
  * forward's thread, never from a task. Each task owns a disjoint range of rows, channels or

@@ -6,7 +6,7 @@
  * a violation aborts, so the fuzzer reports it like a crash.
  *
  * With libFuzzer: tools/fuzz/build.sh, then tools/fuzz/run.sh safetensors (docs/fuzzing.md).
- * New crashers go into tests/loader/corpus/ named bad-* (the parser must reject them) or ok-*
+ * New crashers go into tests/checkpoint/corpus/ named bad-* (the parser must reject them) or ok-*
  * (it must accept them).
  *
  * Without HOLOD_LIBFUZZER this file builds a replay driver (a `unit` test): for every file of

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the hand-made seed corpus of tests/loader/fuzz-safetensors.c into tests/loader/corpus/.
+"""Writes the hand-made seed corpus of tests/checkpoint/fuzz-safetensors.c into tests/checkpoint/corpus/.
 
 Each file is one fuzz input: a selector byte ('S' safetensors, 'C' config.json) and the input.
 Names say what the parser must do with it: ok-* parse, bad-* be rejected. Standard library only;
 the config seeds copy the committed fixtures' config.json files.
-Usage: tests/loader/make_corpus.py
+Usage: tests/checkpoint/make_corpus.py
 """
 
 import json
