@@ -20,11 +20,11 @@ static int ensure_http(struct cli_context *ctx)
 		r = ipc_socket_path(&ctx->socket_owned);
 		if (r == -ENXIO)
 			return cli_error(ctx, "no runtime directory for holod's socket: set "
-			                      "XDG_RUNTIME_DIR, or pass --socket PATH");
+					      "XDG_RUNTIME_DIR, or pass --socket PATH");
 		if (r == -ENAMETOOLONG)
 			return cli_error(ctx, "the socket path from $" IPC_SOCKET_ENV
-			                      " or $XDG_RUNTIME_DIR is too long for a Unix socket; "
-			                      "pass a shorter --socket PATH");
+					      " or $XDG_RUNTIME_DIR is too long for a Unix socket; "
+					      "pass a shorter --socket PATH");
 		if (r < 0)
 			return cli_error(ctx, "cannot find holod's socket: %s", strerror(-r));
 		ctx->socket_path = ctx->socket_owned;
@@ -41,15 +41,15 @@ static const char *hint_for_code(const char *code)
 	static const struct {
 		const char *code, *hint;
 	} hints[] = {
-	        {IPC_ERR_NO_MODEL,
-	         "instruction tasks need a model; run a script with `holoctl run --script FILE`"},
-	        {IPC_ERR_NO_DISPLAY,
-	         "start holod with --display NAME or --virtual WxH, or set DISPLAY for it"},
-	        {IPC_ERR_FORBIDDEN, "holod only serves the user that runs it"},
-	        {IPC_ERR_SHUTTING_DOWN, "holod is stopping; start it again with `holod`"},
-	        {IPC_ERR_TOO_MANY,
-	         "something holds many connections to holod open (followers, a leaky script); "
-	         "close them and retry"},
+		{IPC_ERR_NO_MODEL,
+		 "instruction tasks need a model; run a script with `holoctl run --script FILE`"},
+		{IPC_ERR_NO_DISPLAY,
+		 "start holod with --display NAME or --virtual WxH, or set DISPLAY for it"},
+		{IPC_ERR_FORBIDDEN, "holod only serves the user that runs it"},
+		{IPC_ERR_SHUTTING_DOWN, "holod is stopping; start it again with `holod`"},
+		{IPC_ERR_TOO_MANY,
+		 "something holds many connections to holod open (followers, a leaky script); "
+		 "close them and retry"},
 	};
 	for (size_t i = 0; code && i < ARRAY_SIZE(hints); i++)
 		if (strcmp(hints[i].code, code) == 0)
@@ -67,12 +67,12 @@ void cli_format_api_error(long status, const char *body, size_t size, char *buf,
 	if (message) {
 		const char *hint = hint_for_code(code);
 		snprintf(buf, buflen, "%s (HTTP %ld%s%s)%s%s", message, status, code ? " " : "",
-		         code ? code : "", hint ? "; " : "", hint ? hint : "");
+			 code ? code : "", hint ? "; " : "", hint ? hint : "");
 	} else {
 		snprintf(buf, buflen,
-		         "holod answered HTTP %ld without an error message (is it really holod on "
-		         "this socket?)",
-		         status);
+			 "holod answered HTTP %ld without an error message (is it really holod on "
+			 "this socket?)",
+			 status);
 	}
 	json_decref(root);
 }
@@ -81,8 +81,7 @@ void cli_format_api_error(long status, const char *body, size_t size, char *buf,
  * Prints errors; returns 0 or CLI_EXIT_ERROR. *ret_transport (may be NULL) gets the transport
  * error (-errno), or 0 when the failure, if any, was not one. */
 static int request(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret,
-                   int *ret_transport)
+		   cli_http_line_fn line_fn, void *userdata, struct cli_http_response *ret, int *ret_transport)
 {
 	struct cli_http_response resp = {0};
 	char msg[CLI_MAX_ERROR_LEN + 256];
@@ -91,9 +90,9 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 	r = ensure_http(ctx);
 	if (r != 0)
 		return r;
-	r = line_fn ? cli_http_stream(ctx->http, path, line_fn, userdata, ctx->interrupt,
-	                                ctx->interrupt_seen, &resp)
-	            : cli_http_request(ctx->http, method, path, body, &resp);
+	r = line_fn ? cli_http_stream(ctx->http, path, line_fn, userdata, ctx->interrupt, ctx->interrupt_seen,
+				      &resp) :
+		      cli_http_request(ctx->http, method, path, body, &resp);
 	if (r == -ECANCELED)
 		return CLI_EXIT_ERROR; /* the line callback stopped the stream and said why */
 	if (r == -EINTR) {
@@ -120,7 +119,7 @@ static int request(struct cli_context *ctx, const char *method, const char *path
 }
 
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                char **ret_body, size_t *ret_size, char **ret_sha256)
+		char **ret_body, size_t *ret_size, char **ret_sha256)
 {
 	struct cli_http_response resp;
 	int r = request(ctx, method, path, body, NULL, NULL, &resp, NULL);
@@ -137,8 +136,7 @@ int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, c
 	return 0;
 }
 
-int cli_api_json(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                 json_t **ret)
+int cli_api_json(struct cli_context *ctx, const char *method, const char *path, const char *body, json_t **ret)
 {
 	struct cli_http_response resp;
 	json_error_t jerr;
@@ -151,8 +149,8 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 	root = json_loadb(resp.body, resp.size, 0, &jerr);
 	cli_http_response_finish(&resp);
 	if (!root)
-		return cli_error(ctx, "holod sent invalid JSON for %s %s: %s (line %d)", method,
-		                 path, jerr.text, jerr.line);
+		return cli_error(ctx, "holod sent invalid JSON for %s %s: %s (line %d)", method, path,
+				 jerr.text, jerr.line);
 	if (ret)
 		*ret = root;
 	else
@@ -161,7 +159,7 @@ int cli_api_json(struct cli_context *ctx, const char *method, const char *path, 
 }
 
 int cli_api_stream(struct cli_context *ctx, const char *path,
-                   int (*fn)(const char *line, size_t len, void *userdata), void *userdata)
+		   int (*fn)(const char *line, size_t len, void *userdata), void *userdata)
 {
 	struct cli_http_response resp;
 	int transport = 0;

@@ -19,8 +19,8 @@
 /* Exit statuses (listed in `holoctl --help`). */
 enum {
 	CLI_EXIT_OK = 0,
-	CLI_EXIT_ERROR = 1,            /* holod unreachable, or it answered with an error */
-	CLI_EXIT_USAGE = 2,            /* bad arguments or a bad script file: nothing was sent */
+	CLI_EXIT_ERROR = 1,	       /* holod unreachable, or it answered with an error */
+	CLI_EXIT_USAGE = 2,	       /* bad arguments or a bad script file: nothing was sent */
 	CLI_EXIT_TASK_FAILED = 3,      /* run --follow: the task failed (a step, a budget) */
 	CLI_EXIT_TASK_CANCELLED = 4,   /* ... cancelled (holoctl cancel, the kill switch) */
 	CLI_EXIT_TASK_INTERRUPTED = 5, /* ... interrupted (holod stopped or crashed mid-task) */
@@ -31,16 +31,16 @@ enum {
 
 /* Named limits on local input. */
 #define CLI_MAX_SCRIPT_BYTES (4u * 1024u * 1024u) /* a script file or stdin */
-#define CLI_MAX_ERROR_LEN 512                     /* one error message */
+#define CLI_MAX_ERROR_LEN 512			  /* one error message */
 
 struct cli_http;
 
 struct cli_context {
 	const char *socket_path; /* --socket, else the default from ipc.h, resolved on first use */
-	char *socket_owned;      /* the resolved default (freed by holoctl_main) */
-	bool json;               /* --json: print the daemon's JSON as received */
-	FILE *in, *out, *err;    /* in: the script of `run --script -` */
-	struct cli_http *http;   /* created on the first request */
+	char *socket_owned;	 /* the resolved default (freed by holoctl_main) */
+	bool json;		 /* --json: print the daemon's JSON as received */
+	FILE *in, *out, *err;	 /* in: the script of `run --script -` */
+	struct cli_http *http;	 /* created on the first request */
 	/* A signal handler's counter: a stream stops (-EINTR) once it differs from
 	 * interrupt_seen. NULL: none. */
 	volatile sig_atomic_t *interrupt;
@@ -49,9 +49,9 @@ struct cli_context {
 
 struct cli_command {
 	const char *name;
-	const char *args;    /* usage after the name, e.g. "[options] ID" */
-	const char *summary; /* one line for the command list */
-	const char *help;    /* the rest of `holoctl NAME --help` */
+	const char *args;	    /* usage after the name, e.g. "[options] ID" */
+	const char *summary;	    /* one line for the command list */
+	const char *help;	    /* the rest of `holoctl NAME --help` */
 	void (*help_more)(FILE *f); /* optional: more help generated after `help` (do's actions) */
 	/* argv[0] is the command name. Returns an exit status (CLI_EXIT_*). */
 	int (*run)(struct cli_context *ctx, int argc, char **argv);
@@ -108,7 +108,7 @@ int cli_parse_int(const char *s, long min, long max, long *ret);
 int cli_parse_age(const char *s, long *ret_seconds);
 /* Prints "holoctl NAME: <message>" and a hint to run --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(struct cli_context *ctx, const struct cli_command *cmd, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 /* Prints "holoctl: <message>"; returns CLI_EXIT_ERROR. */
 int cli_error(struct cli_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -120,18 +120,18 @@ int cli_error(struct cli_context *ctx, const char *fmt, ...) __attribute__((form
  * --json, the daemon's answer (or error body) is also printed to stdout as received, so commands
  * print their human output only when !ctx->json. */
 int cli_api_json(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                 json_t **ret);
+		 json_t **ret);
 /* The same, returning the raw body (PNGs); prints nothing on success. *ret_body is malloc'd;
  * *ret_sha256 (when ret_sha256 is not NULL) is the X-Holod-SHA256 header or NULL, malloc'd. */
 int cli_api_raw(struct cli_context *ctx, const char *method, const char *path, const char *body,
-                char **ret_body, size_t *ret_size, char **ret_sha256);
+		char **ret_body, size_t *ret_size, char **ret_sha256);
 /* Streams GET path line by line to fn; handles errors as above. fn returns >= 0 to go on, or
  * -ECANCELED to stop after printing its own error (then CLI_EXIT_ERROR is returned silently).
  * -ECONNRESET (after printing the error) when holod closed the connection before the stream's
  * end: it went away, so what became of the task is unknown. -EINTR (nothing printed) when
  * *ctx->interrupt moved away from ctx->interrupt_seen. */
 int cli_api_stream(struct cli_context *ctx, const char *path,
-                   int (*fn)(const char *line, size_t len, void *userdata), void *userdata);
+		   int (*fn)(const char *line, size_t len, void *userdata), void *userdata);
 /* Formats a daemon error body ({"error":{"code","message"}}) for the user: "MESSAGE (CODE)",
  * or a generic line with the HTTP status when the body is not that shape. */
 void cli_format_api_error(long status, const char *body, size_t size, char *buf, size_t buflen);
@@ -163,8 +163,7 @@ void cli_run_args_finish(struct cli_run_args *a);
  * similar into err and returns a negative errno. */
 int cli_script_read(const char *path, FILE *stdin_file, json_t **ret, char *err, size_t errlen);
 /* The same on a string already in memory (name is used in messages). */
-int cli_script_parse(const char *name, const char *text, size_t len, json_t **ret, char *err,
-                     size_t errlen);
+int cli_script_parse(const char *name, const char *text, size_t len, json_t **ret, char *err, size_t errlen);
 
 /* The script that replays the recorded `steps` (a steps array of the API) from index `from`:
  * each executed action (status ok or dry_run; invalid model steps are skipped) with its
@@ -172,8 +171,8 @@ int cli_script_parse(const char *name, const char *text, size_t len, json_t **re
  * "replay_of", "dry_run"}, and with check_threshold >= 0 "check": {"threshold", "steps": the
  * recorded index of each action} (holod compares each screen with the recorded one). NULL +
  * *ret_n 0 when there is nothing to replay. */
-json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run,
-                          double check_threshold, size_t *ret_n);
+json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run, double check_threshold,
+			  size_t *ret_n);
 
 /* ---- formatting (format.c) ------------------------------------------------------------------ */
 
@@ -190,8 +189,7 @@ unsigned cli_output_width(FILE *f);
 /* Prints `label` then `text` after `indent` blanks, word-wrapped to `width` columns, continuation
  * lines aligned under the text's start. Newlines in text start a new line; tabs print as a blank
  * and other control characters as \xNN, so what a model wrote cannot move the cursor. */
-void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent,
-		       unsigned width);
+void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent, unsigned width);
 /* The exit status `run --follow` returns for a final task status string. */
 int cli_exit_for_task_status(const char *status);
 
@@ -203,11 +201,10 @@ enum {
 	CLI_OPT_FIRST_COMMAND_OPTION, /* commands number their own long-only options from here */
 };
 
-#define CLI_COMMON_LONG_OPTIONS                                                                    \
-	{"json", no_argument, NULL, CLI_OPT_JSON},                                                 \
-	        {"socket", required_argument, NULL, CLI_OPT_SOCKET},                               \
-	{                                                                                          \
-		"help", no_argument, NULL, 'h'                                                     \
+#define CLI_COMMON_LONG_OPTIONS                                                                              \
+	{"json", no_argument, NULL, CLI_OPT_JSON}, {"socket", required_argument, NULL, CLI_OPT_SOCKET},      \
+	{                                                                                                    \
+		"help", no_argument, NULL, 'h'                                                               \
 	}
 
 /* Short options every command accepts; prefix a command's own getopt string with it. */
@@ -250,8 +247,7 @@ int cli_print_action_answer(struct cli_context *ctx, json_t *answer);
 void cli_print_raw(struct cli_context *ctx, const char *body, size_t size);
 /* Parses a task ID (a positive integer); prints a usage error and returns CLI_EXIT_USAGE
  * otherwise. */
-int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s,
-                      long *ret);
+int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s, long *ret);
 /* Writes through a temporary file in the same directory and renames it over `path` (mode
  * 0644), so a reader never sees half a file. -errno. */
 int cli_write_file_atomic(const char *path, const char *data, size_t size);

@@ -11,8 +11,8 @@
 #include <string.h>
 
 static const struct option answer_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{0},
 };
 
 void cli_print_waiting(struct cli_context *ctx, long long id, json_t *w)
@@ -23,36 +23,39 @@ void cli_print_waiting(struct cli_context *ctx, long long id, json_t *w)
 
 	if (kind && strcmp(kind, "reply") == 0) {
 		const char *q = json_string_value(json_object_get(w, "question"));
-		fprintf(ctx->out, "task %lld step %" JSON_INTEGER_FORMAT " asks: %s\n", id, step,
-			q ? q : "");
-		fprintf(ctx->out, "  answer within %" JSON_INTEGER_FORMAT " s: holoctl reply %lld "
-			"\"TEXT\"\n", timeout, id);
+		fprintf(ctx->out, "task %lld step %" JSON_INTEGER_FORMAT " asks: %s\n", id, step, q ? q : "");
+		fprintf(ctx->out,
+			"  answer within %" JSON_INTEGER_FORMAT " s: holoctl reply %lld "
+			"\"TEXT\"\n",
+			timeout, id);
 		return;
 	}
 	const char *reason = json_string_value(json_object_get(w, "reason"));
 	const char *thought = json_string_value(json_object_get(w, "thought"));
 	json_t *target = json_object_get(w, "target");
 	char *action = json_dumps(json_object_get(w, "action"), JSON_COMPACT | JSON_PRESERVE_ORDER);
-	fprintf(ctx->out, "task %lld step %" JSON_INTEGER_FORMAT " waits for approval: %s\n", id,
-		step, action ? action : "?");
+	fprintf(ctx->out, "task %lld step %" JSON_INTEGER_FORMAT " waits for approval: %s\n", id, step,
+		action ? action : "?");
 	free(action);
 	if (reason)
 		fprintf(ctx->out, "  held because: %s\n", reason);
 	if (json_is_object(target)) {
 		const char *title = json_string_value(json_object_get(target, "title"));
 		const char *cls = json_string_value(json_object_get(target, "class"));
-		fprintf(ctx->out, "  window: %s%s%s%s\n", title ? title : "", cls ? " (" : "",
-			cls ? cls : "", cls ? ")" : "");
+		fprintf(ctx->out, "  window: %s%s%s%s\n", title ? title : "", cls ? " (" : "", cls ? cls : "",
+			cls ? ")" : "");
 	}
 	if (thought)
 		fprintf(ctx->out, "  thought: %s\n", thought);
-	fprintf(ctx->out, "  within %" JSON_INTEGER_FORMAT " s: holoctl approve %lld, or holoctl "
-		"deny %lld [REASON]\n", timeout, id, id);
+	fprintf(ctx->out,
+		"  within %" JSON_INTEGER_FORMAT " s: holoctl approve %lld, or holoctl "
+		"deny %lld [REASON]\n",
+		timeout, id, id);
 }
 
 /* argv: NAME ID [TEXT]; text_args: 0 (approve), 1 required (reply), 1 optional (deny). */
-static int answer_run(struct cli_context *ctx, const struct cli_command *cmd, int argc,
-		      char **argv, const char *route, const char *member, bool required)
+static int answer_run(struct cli_context *ctx, const struct cli_command *cmd, int argc, char **argv,
+		      const char *route, const char *member, bool required)
 {
 	json_t *answer = NULL;
 	char *path, *body = NULL;
@@ -67,9 +70,10 @@ static int answer_run(struct cli_context *ctx, const struct cli_command *cmd, in
 	}
 	int n = argc - optind, max = member ? 2 : 1, min = required ? 2 : 1;
 	if (n < min || n > max)
-		return cli_usage_error(ctx, cmd, !member ? "needs exactly one task ID"
-					   : required ? "needs a task ID and the reply's text"
-						      : "needs a task ID and, optionally, a reason");
+		return cli_usage_error(ctx, cmd,
+				       !member	? "needs exactly one task ID" :
+				       required ? "needs a task ID and the reply's text" :
+						  "needs a task ID and, optionally, a reason");
 	r = cli_parse_task_id(ctx, cmd, argv[optind], &id);
 	if (r != 0)
 		return r;
@@ -92,9 +96,9 @@ static int answer_run(struct cli_context *ctx, const struct cli_command *cmd, in
 	free(body);
 	if (r == 0 && !ctx->json)
 		fprintf(ctx->out, "task %ld: %s\n", id,
-			strcmp(route, "reply") == 0 ? "reply sent"
-			: strcmp(route, "approve") == 0 ? "approved: the action runs"
-							: "denied: the action does not run");
+			strcmp(route, "reply") == 0   ? "reply sent" :
+			strcmp(route, "approve") == 0 ? "approved: the action runs" :
+							"denied: the action does not run");
 	json_decref(answer);
 	return r;
 }
@@ -115,35 +119,35 @@ static int deny_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_reply = {
-        .name = "reply",
-        .args = "ID TEXT",
-        .summary = "answer the question a task's model asked (ask_user)",
-        .help = "The task waits (status waiting_for_user) until the reply, which the model reads "
-                "as the\n"
-                "output of its ask_user step, or until holod's --ask-timeout, when the task "
-                "fails.\n"
-                "Replying to a task that asked nothing is an error.\n",
-        .run = reply_run,
+	.name = "reply",
+	.args = "ID TEXT",
+	.summary = "answer the question a task's model asked (ask_user)",
+	.help = "The task waits (status waiting_for_user) until the reply, which the model reads "
+		"as the\n"
+		"output of its ask_user step, or until holod's --ask-timeout, when the task "
+		"fails.\n"
+		"Replying to a task that asked nothing is an error.\n",
+	.run = reply_run,
 };
 
 const struct cli_command cli_cmd_approve = {
-        .name = "approve",
-        .args = "ID",
-        .summary = "let a task's held action run (--approve)",
-        .help = "A task run with --approve risky or all holds the actions its rules name (status\n"
-                "waiting_for_approval) until approve or deny, or holod's --approve-timeout, "
-                "when the\n"
-                "step fails without acting. Approving a task that holds nothing is an error.\n",
-        .run = approve_run,
+	.name = "approve",
+	.args = "ID",
+	.summary = "let a task's held action run (--approve)",
+	.help = "A task run with --approve risky or all holds the actions its rules name (status\n"
+		"waiting_for_approval) until approve or deny, or holod's --approve-timeout, "
+		"when the\n"
+		"step fails without acting. Approving a task that holds nothing is an error.\n",
+	.run = approve_run,
 };
 
 const struct cli_command cli_cmd_deny = {
-        .name = "deny",
-        .args = "ID [REASON]",
-        .summary = "refuse a task's held action (--approve)",
-        .help = "The held action does not run. An instruction task's model reads the denial, with "
-                "the\n"
-                "reason, as the step's error and goes on; a script's step fails, and the task "
-                "with it.\n",
-        .run = deny_run,
+	.name = "deny",
+	.args = "ID [REASON]",
+	.summary = "refuse a task's held action (--approve)",
+	.help = "The held action does not run. An instruction task's model reads the denial, with "
+		"the\n"
+		"reason, as the step's error and goes on; a script's step fails, and the task "
+		"with it.\n",
+	.run = deny_run,
 };

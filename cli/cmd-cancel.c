@@ -13,9 +13,9 @@ enum {
 };
 
 static const struct option cancel_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"all", no_argument, NULL, OPT_ALL},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"all", no_argument, NULL, OPT_ALL},
+	{0},
 };
 
 /* "3 (5, 6, 7)" */
@@ -60,8 +60,7 @@ static int cancel_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, cancel_options, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, cancel_options, NULL)) != -1) {
 		if (c == OPT_ALL) {
 			all = true;
 			continue;
@@ -73,12 +72,11 @@ static int cancel_run(struct cli_context *ctx, int argc, char **argv)
 	if (all) {
 		if (optind != argc)
 			return cli_usage_error(ctx, &cli_cmd_cancel,
-			                       "--all cancels every task: give no task ID");
+					       "--all cancels every task: give no task ID");
 		return cancel_all(ctx);
 	}
 	if (argc - optind != 1)
-		return cli_usage_error(ctx, &cli_cmd_cancel,
-		                       "needs exactly one task ID (or --all)");
+		return cli_usage_error(ctx, &cli_cmd_cancel, "needs exactly one task ID (or --all)");
 	r = cli_parse_task_id(ctx, &cli_cmd_cancel, argv[optind], &id);
 	if (r != 0)
 		return r;
@@ -93,21 +91,20 @@ static int cancel_run(struct cli_context *ctx, int argc, char **argv)
 		if (st >= 0 && ipc_task_status_is_final((enum ipc_task_status)st))
 			fprintf(ctx->out, "task %ld %s\n", id, status);
 		else
-			fprintf(ctx->out, "task %ld: cancelling, it stops at the next safe point\n",
-			        id);
+			fprintf(ctx->out, "task %ld: cancelling, it stops at the next safe point\n", id);
 	}
 	json_decref(answer);
 	return r;
 }
 
 const struct cli_command cli_cmd_cancel = {
-        .name = "cancel",
-        .args = "ID | --all",
-        .summary = "cancel a queued or running task",
-        .help = "A running task stops at the next safe point: held keys and buttons are released "
-                "and\n"
-                "the task ends with status cancelled. Cancelling a finished task is an error.\n"
-                "--all cancels every queued task and stops every running one, on every "
-                "display.\n",
-        .run = cancel_run,
+	.name = "cancel",
+	.args = "ID | --all",
+	.summary = "cancel a queued or running task",
+	.help = "A running task stops at the next safe point: held keys and buttons are released "
+		"and\n"
+		"the task ends with status cancelled. Cancelling a finished task is an error.\n"
+		"--all cancels every queued task and stops every running one, on every "
+		"display.\n",
+	.run = cancel_run,
 };

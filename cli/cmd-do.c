@@ -35,24 +35,24 @@ enum {
 };
 
 static const struct option do_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"button", required_argument, NULL, OPT_BUTTON},
-        {"element", required_argument, NULL, OPT_ELEMENT},
-        {"enter", no_argument, NULL, OPT_ENTER},
-        {"overwrite", no_argument, NULL, OPT_OVERWRITE},
-        {"repeat", required_argument, NULL, OPT_REPEAT},
-        {"coords", required_argument, NULL, OPT_COORDS},
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
-        {"display", required_argument, NULL, OPT_DISPLAY},
-        {"target", required_argument, NULL, OPT_TARGET},
-        {"target2", required_argument, NULL, OPT_TARGET2},
-        {"title", required_argument, NULL, OPT_TITLE},
-        {"class", required_argument, NULL, OPT_CLASS},
-        {"instance", required_argument, NULL, OPT_INSTANCE},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"require-focus", no_argument, NULL, OPT_REQUIRE_FOCUS},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"button", required_argument, NULL, OPT_BUTTON},
+	{"element", required_argument, NULL, OPT_ELEMENT},
+	{"enter", no_argument, NULL, OPT_ENTER},
+	{"overwrite", no_argument, NULL, OPT_OVERWRITE},
+	{"repeat", required_argument, NULL, OPT_REPEAT},
+	{"coords", required_argument, NULL, OPT_COORDS},
+	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+	{"display", required_argument, NULL, OPT_DISPLAY},
+	{"target", required_argument, NULL, OPT_TARGET},
+	{"target2", required_argument, NULL, OPT_TARGET2},
+	{"title", required_argument, NULL, OPT_TITLE},
+	{"class", required_argument, NULL, OPT_CLASS},
+	{"instance", required_argument, NULL, OPT_INSTANCE},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"require-focus", no_argument, NULL, OPT_REQUIRE_FOCUS},
+	{0},
 };
 
 /* The click aliases; every other action is a tool of ipc's table that has a command line
@@ -61,8 +61,8 @@ static const struct {
 	const char *name;
 	enum ipc_button button;
 } click_aliases[] = {
-        {"right_click", IPC_BUTTON_RIGHT},
-        {"middle_click", IPC_BUTTON_MIDDLE},
+	{"right_click", IPC_BUTTON_RIGHT},
+	{"middle_click", IPC_BUTTON_MIDDLE},
 };
 
 /* The tool of an action name typed on the command line, or -EINVAL. */
@@ -138,11 +138,14 @@ static int not_for(struct cli_context *ctx, const char *opts, const char *member
 		if (!ipc_tool_info((enum ipc_tool)t)->cli.args || !ipc_tool_has_field(t, member))
 			continue;
 		snprintf(tools + strlen(tools), sizeof(tools) - strlen(tools), "%s%s",
-		         k == 0 ? "" : k + 1 == n ? " and " : ", ", ipc_tool_to_string(t));
+			 k == 0	    ? "" :
+			 k + 1 == n ? " and " :
+				      ", ",
+			 ipc_tool_to_string(t));
 		k++;
 	}
 	return cli_usage_error(ctx, &cli_cmd_do, "%s %s to %s only", opts,
-	                       strchr(opts, ' ') ? "apply" : "applies", tools);
+			       strchr(opts, ' ') ? "apply" : "applies", tools);
 }
 
 /* A number of seconds: more than 0 and at most max_ms / 1000; the milliseconds, at least 1. */
@@ -161,8 +164,8 @@ static int parse_timeout(struct cli_context *ctx, const char *s, uint32_t *ret_m
 {
 	if (!parse_seconds(s, IPC_MAX_WAIT_FOR_MS, ret_ms) || strtod(s, NULL) * 1000.0 < 1.0)
 		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "--timeout takes seconds, more than 0 and at most %d, not '%s'",
-		                       IPC_MAX_WAIT_FOR_MS / 1000, s);
+				       "--timeout takes seconds, more than 0 and at most %d, not '%s'",
+				       IPC_MAX_WAIT_FOR_MS / 1000, s);
 	return 0;
 }
 
@@ -170,9 +173,8 @@ static int parse_coord(struct cli_context *ctx, const char *what, const char *s,
 {
 	long v;
 	if (cli_parse_int(s, 0, IPC_MAX_PIXEL_COORD, &v) < 0)
-		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "%s must be an integer from 0 to %d, not '%s'", what,
-		                       IPC_MAX_PIXEL_COORD, s);
+		return cli_usage_error(ctx, &cli_cmd_do, "%s must be an integer from 0 to %d, not '%s'", what,
+				       IPC_MAX_PIXEL_COORD, s);
 	*ret = (int)v;
 	return 0;
 }
@@ -183,22 +185,20 @@ static const struct {
 	size_t max;
 	const char *says;
 } key_lists[] = {
-        {"keys", IPC_MAX_HOTKEY_KEYS, "a hotkey has"},
-        {"hold_keys", IPC_MAX_HOLD_KEYS, "hold_and_tap_key holds"},
-        {"tap_keys", IPC_MAX_TAP_KEYS, "hold_and_tap_key taps"},
+	{"keys", IPC_MAX_HOTKEY_KEYS, "a hotkey has"},
+	{"hold_keys", IPC_MAX_HOLD_KEYS, "hold_and_tap_key holds"},
+	{"tap_keys", IPC_MAX_TAP_KEYS, "hold_and_tap_key taps"},
 };
 
 /* Appends the key names of "ctrl+shift+t" to the array `keys` (at most max in all). */
-static int parse_keys(struct cli_context *ctx, const char *arg, json_t *keys, size_t max,
-                      const char *says)
+static int parse_keys(struct cli_context *ctx, const char *arg, json_t *keys, size_t max, const char *says)
 {
 	for (const char *p = arg;;) {
 		const char *plus = strchr(p, '+');
 		size_t len = plus ? (size_t)(plus - p) : strlen(p);
 		if (len == 0)
 			return cli_usage_error(ctx, &cli_cmd_do,
-			                       "empty key name in '%s' (write the plus key as 'plus')",
-			                       arg);
+					       "empty key name in '%s' (write the plus key as 'plus')", arg);
 		if (json_array_size(keys) == max)
 			return cli_usage_error(ctx, &cli_cmd_do, "%s at most %zu keys", says, max);
 		json_array_append_new(keys, json_stringn(p, len));
@@ -209,8 +209,8 @@ static int parse_keys(struct cli_context *ctx, const char *arg, json_t *keys, si
 }
 
 /* One positional argument into `member` of the action (an array member takes one element). */
-static int fill_member(struct cli_context *ctx, const char *tool, const char *member,
-                       const char *arg, json_t *act)
+static int fill_member(struct cli_context *ctx, const char *tool, const char *member, const char *arg,
+		       json_t *act)
 {
 	long v;
 	int x = 0;
@@ -227,15 +227,14 @@ static int fill_member(struct cli_context *ctx, const char *tool, const char *me
 	if (strcmp(member, "direction") == 0) {
 		if (ipc_direction_from_string(arg) < 0)
 			return cli_usage_error(ctx, &cli_cmd_do,
-			                       "%s direction must be up, down, left or right, not '%s'",
-			                       tool, arg);
+					       "%s direction must be up, down, left or right, not '%s'", tool,
+					       arg);
 		return json_object_set_new(act, member, json_string(arg));
 	}
 	if (strcmp(member, "scroll_size") == 0) {
 		if (cli_parse_int(arg, 1, IPC_MAX_SCROLL_SIZE, &v) < 0)
-			return cli_usage_error(ctx, &cli_cmd_do,
-			                       "%s notches must be from 1 to %d, not '%s'", tool,
-			                       IPC_MAX_SCROLL_SIZE, arg);
+			return cli_usage_error(ctx, &cli_cmd_do, "%s notches must be from 1 to %d, not '%s'",
+					       tool, IPC_MAX_SCROLL_SIZE, arg);
 		return json_object_set_new(act, member, json_integer(v));
 	}
 	if (strcmp(member, "content") == 0) {
@@ -249,10 +248,9 @@ static int fill_member(struct cli_context *ctx, const char *tool, const char *me
 	if (strcmp(member, "duration") == 0) {
 		uint32_t ms;
 		if (!parse_seconds(arg, IPC_MAX_WAIT_MS, &ms))
-			return cli_usage_error(
-			        ctx, &cli_cmd_do,
-			        "%s takes seconds, more than 0 and at most %d, not '%s'", tool,
-			        IPC_MAX_WAIT_MS / 1000, arg);
+			return cli_usage_error(ctx, &cli_cmd_do,
+					       "%s takes seconds, more than 0 and at most %d, not '%s'", tool,
+					       IPC_MAX_WAIT_MS / 1000, arg);
 		return json_object_set_new(act, member, json_real(ms / 1000.0));
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(key_lists); i++) {
@@ -261,9 +259,8 @@ static int fill_member(struct cli_context *ctx, const char *tool, const char *me
 		json_t *keys = json_object_get(act, member);
 		if (!keys)
 			json_object_set_new(act, member, keys = json_array());
-		return parse_keys(ctx, arg, keys, key_lists[i].max, key_lists[i].says) == 0
-		               ? 0
-		               : CLI_EXIT_USAGE;
+		return parse_keys(ctx, arg, keys, key_lists[i].max, key_lists[i].says) == 0 ? 0 :
+											      CLI_EXIT_USAGE;
 	}
 	if (strcmp(member, "goals") == 0) {
 		const char *colon = strchr(arg, ':');
@@ -272,13 +269,14 @@ static int fill_member(struct cli_context *ctx, const char *tool, const char *me
 		snprintf(status, sizeof(status), "%.*s", (int)MIN(n, sizeof(status) - 1), arg);
 		if (!colon || n >= sizeof(status) || ipc_goal_status_from_string(status) < 0)
 			return cli_usage_error(ctx, &cli_cmd_do,
-			                       "a goal is STATUS:TITLE with STATUS todo, running, done "
-			                       "or failed, not '%s'", arg);
+					       "a goal is STATUS:TITLE with STATUS todo, running, done "
+					       "or failed, not '%s'",
+					       arg);
 		json_t *goals = json_object_get(act, member);
 		if (!goals)
 			json_object_set_new(act, member, goals = json_array());
-		return json_array_append_new(goals, json_pack("{s:s, s:s}", "title", colon + 1,
-		                                              "status", status));
+		return json_array_append_new(goals,
+					     json_pack("{s:s, s:s}", "title", colon + 1, "status", status));
 	}
 	if (strcmp(member, "command") == 0) {
 		json_t *argv = json_object_get(act, member);
@@ -291,8 +289,7 @@ static int fill_member(struct cli_context *ctx, const char *tool, const char *me
 }
 
 /* The positional arguments into the members the tool's `fill` names, in order. */
-static int fill_args(struct cli_context *ctx, enum ipc_tool tool, int nargs, char **args,
-                     json_t *act)
+static int fill_args(struct cli_context *ctx, enum ipc_tool tool, int nargs, char **args, json_t *act)
 {
 	const char *p = ipc_tool_info(tool)->cli.fill, *name = ipc_tool_to_string(tool);
 	int i = 0, r;
@@ -313,8 +310,7 @@ static int fill_args(struct cli_context *ctx, enum ipc_tool tool, int nargs, cha
 }
 
 /* wait_for's condition: a window match, or screen_stable MS, or region_changed X Y W H. */
-static int fill_wait_for(struct cli_context *ctx, int nargs, char **args, bool matches,
-                         json_t *act)
+static int fill_wait_for(struct cli_context *ctx, int nargs, char **args, bool matches, json_t *act)
 {
 	int k, r = 0;
 	long v;
@@ -324,20 +320,21 @@ static int fill_wait_for(struct cli_context *ctx, int nargs, char **args, bool m
 			break;
 	if (!ipc_wait_kind_to_string((enum ipc_wait_kind)k))
 		return cli_usage_error(ctx, &cli_cmd_do,
-		                       "wait_for takes window, window_gone, focus, screen_stable or "
-		                       "region_changed, not '%s'", args[0]);
+				       "wait_for takes window, window_gone, focus, screen_stable or "
+				       "region_changed, not '%s'",
+				       args[0]);
 	int want = k == IPC_WAIT_SCREEN_STABLE ? 2 : k == IPC_WAIT_REGION_CHANGED ? 5 : 1;
 	if (nargs != want || (want == 1) != matches)
 		return cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do wait_for %s",
-		                       want == 2 ? "screen_stable MS"
-		                       : want == 5 ? "region_changed X Y WIDTH HEIGHT"
-		                                   : "window|window_gone|focus --title/--class/"
-		                                     "--instance RE");
+				       want == 2 ? "screen_stable MS" :
+				       want == 5 ? "region_changed X Y WIDTH HEIGHT" :
+						   "window|window_gone|focus --title/--class/"
+						   "--instance RE");
 	if (want == 2) {
 		if (cli_parse_int(args[1], IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, &v) < 0)
 			return cli_usage_error(ctx, &cli_cmd_do,
-			                       "screen_stable takes milliseconds from %d to %d, not '%s'",
-			                       IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, args[1]);
+					       "screen_stable takes milliseconds from %d to %d, not '%s'",
+					       IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, args[1]);
 		json_object_set_new(act, args[0], json_pack("{s:I}", "ms", (json_int_t)v));
 	}
 	if (want == 5) {
@@ -388,11 +385,13 @@ static int print_keys(struct cli_context *ctx)
 		}
 		col += (size_t)fprintf(ctx->out, "%s%s", col ? " " : "", keys_name(i));
 	}
-	fprintf(ctx->out, "%s"
-	        "f1 .. f24, and a single character: a, 1, %%, ...\n"
-	        "X's own keysym names too: KP_Add, XF86AudioPlay, U2014 (a code point), ...\n"
-	        "Names are matched without regard to case; join keys pressed together with '+':\n"
-	        "ctrl+shift+t (the plus key itself is 'plus').\n", col ? "\n" : "");
+	fprintf(ctx->out,
+		"%s"
+		"f1 .. f24, and a single character: a, 1, %%, ...\n"
+		"X's own keysym names too: KP_Add, XF86AudioPlay, U2014 (a code point), ...\n"
+		"Names are matched without regard to case; join keys pressed together with '+':\n"
+		"ctrl+shift+t (the plus key itself is 'plus').\n",
+		col ? "\n" : "");
 	return CLI_EXIT_OK;
 }
 
@@ -413,12 +412,12 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	json_error_t jerr;
 
 	/* getopt would read "-5" as an option: such arguments travel marked, unmarked after it */
-	char **av = xcalloc((size_t)argc + 1, sizeof(*av)), **marked = xcalloc((size_t)argc + 1,
-	                                                                       sizeof(*marked));
+	char **av = xcalloc((size_t)argc + 1, sizeof(*av)),
+	     **marked = xcalloc((size_t)argc + 1, sizeof(*marked));
 	for (int i = 0, n = 0; i < argc; i++)
-		av[i] = i > 0 && is_negative_number(argv[i]) && !is_option_value(argv, i)
-		                ? (marked[n++] = xasprintf("\x1f%s", argv[i]))
-		                : argv[i];
+		av[i] = i > 0 && is_negative_number(argv[i]) && !is_option_value(argv, i) ?
+				(marked[n++] = xasprintf("\x1f%s", argv[i])) :
+				argv[i];
 
 	cli_getopt_reset();
 	while ((c = getopt_long(argc, av, CLI_COMMON_SHORT_OPTIONS, do_options, NULL)) != -1) {
@@ -427,8 +426,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			button = ipc_button_from_string(optarg);
 			if (button < 0) {
 				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "--button must be left, right or middle, not '%s'",
-				                    optarg);
+						    "--button must be left, right or middle, not '%s'",
+						    optarg);
 				goto out;
 			}
 			break;
@@ -444,8 +443,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		case OPT_REPEAT:
 			if (cli_parse_int(optarg, 1, IPC_MAX_HOTKEY_REPEAT, &repeat) < 0) {
 				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "--repeat must be from 1 to %d, not '%s'",
-				                    IPC_MAX_HOTKEY_REPEAT, optarg);
+						    "--repeat must be from 1 to %d, not '%s'",
+						    IPC_MAX_HOTKEY_REPEAT, optarg);
 				goto out;
 			}
 			break;
@@ -453,7 +452,7 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 			r = ipc_coords_from_string(optarg);
 			if (r < 0) {
 				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "--coords must be pixels or model, not '%s'", optarg);
+						    "--coords must be pixels or model, not '%s'", optarg);
 				goto out;
 			}
 			coords = (enum ipc_coords)r;
@@ -467,8 +466,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		case OPT_SETTLE_MS:
 			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &v) < 0) {
 				r = cli_usage_error(ctx, &cli_cmd_do,
-				                    "--settle-ms must be from 0 to %d, not '%s'",
-				                    IPC_MAX_SETTLE_MS, optarg);
+						    "--settle-ms must be from 0 to %d, not '%s'",
+						    IPC_MAX_SETTLE_MS, optarg);
 				goto out;
 			}
 			settle_ms = (int)v;
@@ -515,9 +514,10 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	}
 	if (strcmp(args[0], "keys") == 0) {
 		*ret_body = NULL;
-		r = nargs == 1 ? print_keys(ctx)
-		               : cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do keys (no "
-		                                 "arguments): it lists the key names");
+		r = nargs == 1 ? print_keys(ctx) :
+				 cli_usage_error(ctx, &cli_cmd_do,
+						 "usage: holoctl do keys (no "
+						 "arguments): it lists the key names");
 		goto out;
 	}
 
@@ -526,11 +526,10 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		char names[512] = "";
 		const char *near = ipc_did_you_mean(args[0], do_name_at, NULL);
 		for (size_t i = 0; do_name_at(i, NULL); i++)
-			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
-			         i ? ", " : "", do_name_at(i, NULL));
-		r = cli_usage_error(ctx, &cli_cmd_do, "unknown action '%s'%s%s%s (one of %s)",
-		                    args[0], near ? ": did you mean '" : "", near ? near : "",
-		                    near ? "'?" : "", names);
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+				 do_name_at(i, NULL));
+		r = cli_usage_error(ctx, &cli_cmd_do, "unknown action '%s'%s%s%s (one of %s)", args[0],
+				    near ? ": did you mean '" : "", near ? near : "", near ? "'?" : "", names);
 		goto out;
 	}
 	const enum ipc_tool tool = (enum ipc_tool)t;
@@ -548,19 +547,16 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		r = not_for(ctx, "--target2", "target2");
 	else if (targeted && nargs > 0)
 		r = cli_usage_error(ctx, &cli_cmd_do, "give either --target or coordinates, not both");
-	else if (matches && !ipc_tool_has_field(tool, "wait_window") &&
-	         !ipc_tool_has_field(tool, "window"))
+	else if (matches && !ipc_tool_has_field(tool, "wait_window") && !ipc_tool_has_field(tool, "window"))
 		r = cli_usage_error(ctx, &cli_cmd_do,
-		                    "--title, --class and --instance apply to launch, wait_for and "
-		                    "activate");
+				    "--title, --class and --instance apply to launch, wait_for and "
+				    "activate");
 	else if (has_timeout && !ipc_tool_has_field(tool, "timeout"))
 		r = not_for(ctx, "--timeout", "timeout");
 	else if (!targeted && (nargs < cli->min_args || nargs > cli->max_args))
-		r = cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", args[-1],
-		                    cli->args,
-		                    ipc_tool_has_field(tool, "content") && nargs > 1
-		                            ? " (quote the text)"
-		                            : "");
+		r = cli_usage_error(ctx, &cli_cmd_do, "usage: holoctl do %s %s%s", args[-1], cli->args,
+				    ipc_tool_has_field(tool, "content") && nargs > 1 ? " (quote the text)" :
+										       "");
 	else if (button >= 0 && (!ipc_tool_has_field(tool, "button") || alias_button >= 0))
 		r = not_for(ctx, "--button", "button");
 	else if ((enter || overwrite) && !ipc_tool_has_field(tool, "press_enter"))
@@ -569,10 +565,8 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		r = not_for(ctx, "--repeat", "repeat_count");
 	else if (element && !ipc_tool_has_field(tool, "element"))
 		r = cli_usage_error(ctx, &cli_cmd_do, "--element applies to pointer actions only");
-	else if (ipc_tool_has_field(tool, "window") && !ipc_tool_has_field(tool, "focus") &&
-	         !matches)
-		r = cli_usage_error(ctx, &cli_cmd_do, "%s needs --title, --class or --instance",
-		                    args[-1]);
+	else if (ipc_tool_has_field(tool, "window") && !ipc_tool_has_field(tool, "focus") && !matches)
+		r = cli_usage_error(ctx, &cli_cmd_do, "%s needs --title, --class or --instance", args[-1]);
 	if (r != 0)
 		goto out;
 
@@ -595,8 +589,9 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 	if (r != 0)
 		goto out;
 	if (alias_button >= 0 || button >= 0)
-		json_object_set_new(act, "button", json_string(ipc_button_to_string(
-		                            (enum ipc_button)(alias_button >= 0 ? alias_button : button))));
+		json_object_set_new(act, "button",
+				    json_string(ipc_button_to_string(
+					    (enum ipc_button)(alias_button >= 0 ? alias_button : button))));
 	if (enter)
 		json_object_set_new(act, "press_enter", json_true());
 	if (overwrite)
@@ -611,17 +606,19 @@ int cli_do_build_request(struct cli_context *ctx, int argc, char **argv, char **
 		for (int i = 0; i < 3; i++)
 			if (match[i])
 				json_object_set_new(m, names[i], json_string(match[i]));
-		json_object_set_new(act, tool == IPC_TOOL_WAIT_FOR ? args[0] :
-		                         ipc_tool_has_field(tool, "wait_window") ? "wait_window" :
-		                                                                   "window", m);
+		json_object_set_new(act,
+				    tool == IPC_TOOL_WAIT_FOR		    ? args[0] :
+				    ipc_tool_has_field(tool, "wait_window") ? "wait_window" :
+									      "window",
+				    m);
 	}
 	if (ipc_tool_has_field(tool, "timeout"))
 		json_object_set_new(act, "timeout", json_real(timeout_ms / 1000.0));
 
 	/* ipc is the judge (key names, regexes, ranges in model space), and writes the action
 	 * with its defaults */
-	req = json_pack("{s:O, s:s, s:b}", "action", act, "coords", ipc_coords_to_string(coords),
-	                "dry_run", dry_run);
+	req = json_pack("{s:O, s:s, s:b}", "action", act, "coords", ipc_coords_to_string(coords), "dry_run",
+			dry_run);
 	if (req && settle_ms >= 0)
 		json_object_set_new(req, "settle_ms", json_integer(settle_ms));
 	if (req && display)
@@ -686,13 +683,13 @@ static int do_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_do = {
-        .name = "do",
-        .args = "[options] ACTION ARGS...",
-        .summary = "run one action now",
-        .help = "Runs one action of the tool vocabulary now, on the display's queue (it waits for "
-                "a\n"
-                "running task to finish), and journals it as a one-step task.\n"
-                "\n",
-        .help_more = print_help,
-        .run = do_run,
+	.name = "do",
+	.args = "[options] ACTION ARGS...",
+	.summary = "run one action now",
+	.help = "Runs one action of the tool vocabulary now, on the display's queue (it waits for "
+		"a\n"
+		"running task to finish), and journals it as a one-step task.\n"
+		"\n",
+	.help_more = print_help,
+	.run = do_run,
 };

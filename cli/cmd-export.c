@@ -22,13 +22,13 @@
 enum { OPT_ALL = CLI_OPT_FIRST_COMMAND_OPTION, OPT_SINCE, OPT_FORMAT, OPT_INCLUDE_SENSITIVE };
 
 static const struct option export_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"output", required_argument, NULL, 'o'},
-        {"all", no_argument, NULL, OPT_ALL},
-        {"since", required_argument, NULL, OPT_SINCE},
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"include-sensitive", no_argument, NULL, OPT_INCLUDE_SENSITIVE},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"output", required_argument, NULL, 'o'},
+	{"all", no_argument, NULL, OPT_ALL},
+	{"since", required_argument, NULL, OPT_SINCE},
+	{"format", required_argument, NULL, OPT_FORMAT},
+	{"include-sensitive", no_argument, NULL, OPT_INCLUDE_SENSITIVE},
+	{0},
 };
 
 /* Task ids of every task created at or after `since` (NULL: all), oldest first. */
@@ -37,8 +37,8 @@ static int list_ids(struct cli_context *ctx, const char *since, json_t *ret_ids)
 	for (unsigned offset = 0;; offset += IPC_MAX_LIST_LIMIT) {
 		json_t *page = NULL, *t;
 		size_t i;
-		char *path = xasprintf(IPC_API_PREFIX "/tasks?limit=%d&offset=%u", IPC_MAX_LIST_LIMIT,
-		                       offset);
+		char *path =
+			xasprintf(IPC_API_PREFIX "/tasks?limit=%d&offset=%u", IPC_MAX_LIST_LIMIT, offset);
 		int r = cli_api_json(ctx, "GET", path, NULL, &page);
 		free(path);
 		if (r != 0)
@@ -68,7 +68,7 @@ static bool withheld(json_t *step, bool include_sensitive)
 /* Copies a step's screenshot into DIR/images/; the file name relative to DIR, or NULL when the
  * step has none. Checks the journal's sha256. */
 static char *copy_shot(struct cli_context *ctx, const char *dir, long long task, json_t *step,
-                       const char *which, int *ret)
+		       const char *which, int *ret)
 {
 	long long index = json_integer_value(json_object_get(step, "index"));
 	char *png = NULL, *sha = NULL, hex[65], *rel = NULL, *file, *path;
@@ -76,17 +76,17 @@ static char *copy_shot(struct cli_context *ctx, const char *dir, long long task,
 
 	if (!json_is_object(json_object_get(json_object_get(step, "screenshots"), which)))
 		return NULL;
-	path = xasprintf(IPC_API_PREFIX "/tasks/%lld/steps/%lld/screenshot?which=%s", task, index,
-	                 which);
+	path = xasprintf(IPC_API_PREFIX "/tasks/%lld/steps/%lld/screenshot?which=%s", task, index, which);
 	*ret = cli_api_raw(ctx, "GET", path, NULL, &png, &size, &sha);
 	free(path);
 	if (*ret != 0)
 		return NULL;
 	ipc_sha256_hex(png, size, hex);
 	if (sha && strcmp(sha, hex) != 0) {
-		*ret = cli_error(ctx, "task %lld step %lld: the %s screenshot differs from the "
-		                      "journal's sha256",
-		                 task, index, which);
+		*ret = cli_error(ctx,
+				 "task %lld step %lld: the %s screenshot differs from the "
+				 "journal's sha256",
+				 task, index, which);
 		goto done;
 	}
 	rel = xasprintf("images/%lld-%lld-%s.png", task, index, which);
@@ -119,7 +119,7 @@ static json_t *str_or_null(char *s)
 
 /* One task's lines. */
 static int export_task(struct cli_context *ctx, const char *dir, long long id, FILE *out,
-                       bool include_sensitive, size_t *ret_steps)
+		       bool include_sensitive, size_t *ret_steps)
 {
 	json_t *task = NULL, *steps = NULL, *step;
 	char *path;
@@ -150,19 +150,19 @@ static int export_task(struct cli_context *ctx, const char *dir, long long id, F
 			free(before);
 			goto cleanup;
 		}
-		json_t *line = json_pack(
-		        "{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-		        " s:o, s:o, s:o, s:o, s:o}",
-		        "task_id", (json_int_t)id, "step", member(step, "index"), "kind",
-		        member(task, "kind"), "instruction", member(spec, "instruction"),
-		        "screenshot", str_or_null(before), "screenshot_after", str_or_null(after),
-		        "image", member(step, "image"), "raw_output", member(agent, "raw_output"),
-		        "thought", member(agent, "thought"), "note", member(agent, "note"),
-		        "action", member(step, "tool_call"), "pixels", member(step, "pixels"),
-		        "model", member(step, "model"), "monitor", member(step, "monitor"),
-		        "status", member(step, "status"), "result", member(step, "result"), "error",
-		        member(step, "error"), "task_status", member(task, "status"), "provenance",
-		        member(task, "provenance"));
+		json_t *line =
+			json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+				  " s:o, s:o, s:o, s:o, s:o}",
+				  "task_id", (json_int_t)id, "step", member(step, "index"), "kind",
+				  member(task, "kind"), "instruction", member(spec, "instruction"),
+				  "screenshot", str_or_null(before), "screenshot_after", str_or_null(after),
+				  "image", member(step, "image"), "raw_output", member(agent, "raw_output"),
+				  "thought", member(agent, "thought"), "note", member(agent, "note"),
+				  "action", member(step, "tool_call"), "pixels", member(step, "pixels"),
+				  "model", member(step, "model"), "monitor", member(step, "monitor"),
+				  "status", member(step, "status"), "result", member(step, "result"), "error",
+				  member(step, "error"), "task_status", member(task, "status"), "provenance",
+				  member(task, "provenance"));
 		if (line)
 			json_object_set_new(line, "sensitive", member(step, "sensitive"));
 		/* who approved, denied or answered the step (null: it did not wait) */
@@ -189,26 +189,24 @@ cleanup:
  * its own (the prompt record's result_turn), the journaled text is that turn's text, a newline
  * and the observation's (the record's observation): written as the two user messages the model
  * saw, the result's first. */
-static void chat_user(json_t *messages, json_t *prompt, json_t *step, json_t *agent,
-                      const char *shot)
+static void chat_user(json_t *messages, json_t *prompt, json_t *step, json_t *agent, const char *shot)
 {
 	json_t *image = json_object_get(step, "image");
-	json_t *images = json_pack("[{s:s, s:o, s:o, s:o}]", "path", shot, "tiles",
-	                           member(agent, "tiles"), "width", member(image, "width"),
-	                           "height", member(image, "height"));
+	json_t *images = json_pack("[{s:s, s:o, s:o, s:o}]", "path", shot, "tiles", member(agent, "tiles"),
+				   "width", member(image, "width"), "height", member(image, "height"));
 	const char *turn = json_string_value(json_object_get(agent, "user_turn"));
 	const char *obs = json_string_value(json_object_get(prompt, "observation"));
 	size_t tlen = turn ? strlen(turn) : 0, olen = obs ? strlen(obs) : 0;
 	if (json_is_true(json_object_get(prompt, "result_turn")) && obs && tlen > olen + 1 &&
 	    strcmp(turn + tlen - olen, obs) == 0 && turn[tlen - olen - 1] == '\n') {
-		json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content",
-		                                          turn, tlen - olen - 1));
-		json_array_append_new(messages, json_pack("{s:s, s:s, s:o}", "role", "user",
-		                                          "content", obs, "images", images));
+		json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content", turn,
+							  tlen - olen - 1));
+		json_array_append_new(messages, json_pack("{s:s, s:s, s:o}", "role", "user", "content", obs,
+							  "images", images));
 		return;
 	}
 	json_array_append_new(messages, json_pack("{s:s, s:o, s:o}", "role", "user", "content",
-	                                          member(agent, "user_turn"), "images", images));
+						  member(agent, "user_turn"), "images", images));
 }
 
 /* One instruction task as one line in the model's chat format (docs/export.md, format chat):
@@ -216,7 +214,7 @@ static void chat_user(json_t *messages, json_t *prompt, json_t *step, json_t *ag
  * against. *ret_exported is false for a task that has none (a script, a task whose model never
  * prefilled, or one journaled before holod recorded prompts). */
 static int export_chat_task(struct cli_context *ctx, const char *dir, long long id, FILE *out,
-                            bool include_sensitive, bool *ret_exported)
+			    bool include_sensitive, bool *ret_exported)
 {
 	json_t *task = NULL, *steps = NULL, *line = NULL, *step;
 	char *path, *text = NULL;
@@ -241,28 +239,29 @@ static int export_chat_task(struct cli_context *ctx, const char *dir, long long 
 	json_array_foreach(json_object_get(steps, "steps"), i, step)
 	{
 		if (withheld(step, include_sensitive)) {
-			fprintf(ctx->err, "holoctl export: task %lld left out: step %zu typed a secret "
-			                  "and its screenshots are sensitive (--include-sensitive exports "
-			                  "them)\n", id, i);
+			fprintf(ctx->err,
+				"holoctl export: task %lld left out: step %zu typed a secret "
+				"and its screenshots are sensitive (--include-sensitive exports "
+				"them)\n",
+				id, i);
 			goto cleanup;
 		}
 	}
 	json_t *prov = json_object_get(task, "provenance");
-	json_t *messages = json_pack("[{s:s, s:o}, {s:s, s:o}]", "role", "system", "content",
-	                             member(prompt, "system"), "role", "user", "content",
-	                             member(prompt, "user"));
+	json_t *messages =
+		json_pack("[{s:s, s:o}, {s:s, s:o}]", "role", "system", "content", member(prompt, "system"),
+			  "role", "user", "content", member(prompt, "user"));
 	json_t *prefilled = json_array();
 	line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-	                 " s:{s:{s:o, s:o}, s:o}, s:o}",
-	                 "task_id", (json_int_t)id, "format", member(prompt, "format"),
-	                 "instruction", member(json_object_get(task, "spec"), "instruction"),
-	                 "task_status", member(task, "status"), "history", member(prov, "history"),
-	                 "window", member(prov, "window"), "max_tiles", member(prov, "max_tiles"),
-	                 "tokens_per_tile", member(prompt, "tokens_per_tile"), "reasoning",
-	                 member(prompt, "reasoning"), "evicted", member(prompt, "evicted"),
-	                 "messages", messages, "prefill", "prefix",
-	                 "tokens", member(prompt, "tokens"), "sha256", member(prompt, "sha256"),
-	                 "steps", prefilled, "provenance", member(task, "provenance"));
+			 " s:{s:{s:o, s:o}, s:o}, s:o}",
+			 "task_id", (json_int_t)id, "format", member(prompt, "format"), "instruction",
+			 member(json_object_get(task, "spec"), "instruction"), "task_status",
+			 member(task, "status"), "history", member(prov, "history"), "window",
+			 member(prov, "window"), "max_tiles", member(prov, "max_tiles"), "tokens_per_tile",
+			 member(prompt, "tokens_per_tile"), "reasoning", member(prompt, "reasoning"),
+			 "evicted", member(prompt, "evicted"), "messages", messages, "prefill", "prefix",
+			 "tokens", member(prompt, "tokens"), "sha256", member(prompt, "sha256"), "steps",
+			 prefilled, "provenance", member(task, "provenance"));
 	if (!line) {
 		r = cli_error(ctx, "out of memory");
 		goto cleanup;
@@ -273,22 +272,23 @@ static int export_chat_task(struct cli_context *ctx, const char *dir, long long 
 		json_t *tokens = json_object_get(agent, "tokens");
 		/* A remote server tokenizes itself: its steps have no digest of prefilled ids. */
 		bool remote = json_is_string(json_object_get(agent, "provider")) &&
-		              strcmp(json_string_value(json_object_get(agent, "provider")),
-		                     "remote") == 0;
+			      strcmp(json_string_value(json_object_get(agent, "provider")), "remote") == 0;
 		if (!json_is_string(json_object_get(agent, "user_turn")) ||
 		    (!remote && !json_is_string(json_object_get(tokens, "appended_sha256")))) {
-			r = cli_error(ctx, "task %lld step %zu has no recorded user turn: the journal "
-			                   "lost part of what the model was given",
-			              id, i);
+			r = cli_error(ctx,
+				      "task %lld step %zu has no recorded user turn: the journal "
+				      "lost part of what the model was given",
+				      id, i);
 			goto cleanup;
 		}
 		char *before = copy_shot(ctx, dir, id, step, "before", &r);
 		if (r != 0)
 			goto cleanup;
 		if (!before) {
-			r = cli_error(ctx, "task %lld step %zu has no screenshot: its image cannot be "
-			                   "exported",
-			              id, i);
+			r = cli_error(ctx,
+				      "task %lld step %zu has no screenshot: its image cannot be "
+				      "exported",
+				      id, i);
 			goto cleanup;
 		}
 		chat_user(messages, prompt, step, agent, before);
@@ -296,15 +296,13 @@ static int export_chat_task(struct cli_context *ctx, const char *dir, long long 
 		/* A step that stayed invalid was never acted on nor closed: no assistant turn. */
 		bool valid = json_is_object(json_object_get(step, "tool_call"));
 		if (valid)
-			json_array_append_new(messages,
-			                      json_pack("{s:s, s:o}", "role", "assistant", "content",
-			                                member(agent, "raw_output")));
+			json_array_append_new(messages, json_pack("{s:s, s:o}", "role", "assistant",
+								  "content", member(agent, "raw_output")));
 		json_array_append_new(prefilled,
-		                      json_pack("{s:o, s:o, s:b, s:o, s:o}", "step",
-		                                member(step, "index"), "prompt",
-		                                member(agent, "prompt"), "valid", valid, "tokens",
-		                                member(tokens, "appended"), "sha256",
-		                                member(tokens, "appended_sha256")));
+				      json_pack("{s:o, s:o, s:b, s:o, s:o}", "step", member(step, "index"),
+						"prompt", member(agent, "prompt"), "valid", valid, "tokens",
+						member(tokens, "appended"), "sha256",
+						member(tokens, "appended_sha256")));
 	}
 	text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
 	if (!text) {
@@ -333,14 +331,23 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "o:", export_options,
-	                        NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "o:", export_options, NULL)) != -1) {
 		switch (c) {
-		case 'o': dir = optarg; continue;
-		case OPT_ALL: all = true; continue;
-		case OPT_SINCE: since = optarg; continue;
-		case OPT_FORMAT: format = optarg; continue;
-		case OPT_INCLUDE_SENSITIVE: include_sensitive = true; continue;
+		case 'o':
+			dir = optarg;
+			continue;
+		case OPT_ALL:
+			all = true;
+			continue;
+		case OPT_SINCE:
+			since = optarg;
+			continue;
+		case OPT_FORMAT:
+			format = optarg;
+			continue;
+		case OPT_INCLUDE_SENSITIVE:
+			include_sensitive = true;
+			continue;
 		}
 		r = cli_common_option(ctx, &cli_cmd_export, c, argv);
 		if (r >= 0)
@@ -348,8 +355,7 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	bool chat = strcmp(format, "chat") == 0;
 	if (!chat && strcmp(format, "jsonl") != 0) {
-		r = cli_usage_error(ctx, &cli_cmd_export, "--format '%s' is not known (jsonl, chat)",
-		                    format);
+		r = cli_usage_error(ctx, &cli_cmd_export, "--format '%s' is not known (jsonl, chat)", format);
 		goto cleanup;
 	}
 	if (!dir) {
@@ -358,7 +364,7 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	if ((optind < argc) + all + (since != NULL) != 1) {
 		r = cli_usage_error(ctx, &cli_cmd_export,
-		                    "give task IDs, --since DATE or --all (one of them)");
+				    "give task IDs, --since DATE or --all (one of them)");
 		goto cleanup;
 	}
 	for (int k = optind; k < argc; k++) {
@@ -388,10 +394,9 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 		bool exported;
 		if (chat)
 			r = export_chat_task(ctx, dir, json_integer_value(v), out, include_sensitive,
-			                     &exported);
+					     &exported);
 		else
-			r = export_task(ctx, dir, json_integer_value(v), out, include_sensitive,
-			                &nsteps);
+			r = export_task(ctx, dir, json_integer_value(v), out, include_sensitive, &nsteps);
 		if (r != 0)
 			goto cleanup;
 		nchat += chat && exported;
@@ -403,9 +408,10 @@ static int export_run(struct cli_context *ctx, int argc, char **argv)
 		goto cleanup;
 	}
 	if (chat)
-		fprintf(ctx->out, "%s: %zu tasks (%zu without a conversation: scripts, or tasks whose "
-		                  "model never prefilled a prompt)\n",
-		        file, nchat, json_array_size(ids) - nchat);
+		fprintf(ctx->out,
+			"%s: %zu tasks (%zu without a conversation: scripts, or tasks whose "
+			"model never prefilled a prompt)\n",
+			file, nchat, json_array_size(ids) - nchat);
 	else
 		fprintf(ctx->out, "%s: %zu tasks, %zu steps\n", file, json_array_size(ids), nsteps);
 	r = CLI_EXIT_OK;
@@ -422,21 +428,21 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_export = {
-        .name = "export",
-        .args = "-o DIR [--format jsonl|chat] [--include-sensitive] (ID... | --since DATE | --all)",
-        .summary = "export trajectories for training (a JSON line per step, or per task)",
-        .help = "Writes DIR/steps.jsonl, one JSON object per step of the tasks, oldest task first:\n"
-                "task id, step index, instruction, the before and after screenshots (copied into\n"
-                "DIR/images/), the image size the model was sent, the model's raw output, thought\n"
-                "and note, the parsed action, its pixel and model-space (0..1000) coordinates,\n"
-                "the outcome and the task's provenance. Format: docs/export.md.\n"
-                "  --format chat  DIR/chat.jsonl instead: one line per instruction task in the\n"
-                "                 model's chat format (system, user turns with their screenshot,\n"
-                "                 assistant steps) and the digests of what the session prefilled\n"
-                "  --since DATE   tasks created at or after DATE (2026-11-01 or RFC 3339, UTC)\n"
-                "  --all          every task in the journal\n"
-                "  --include-sensitive  also the screenshots of steps that typed a secret\n"
-                "                 (left out by default: null in steps.jsonl, the task left out\n"
-                "                 of chat.jsonl)\n",
-        .run = export_run,
+	.name = "export",
+	.args = "-o DIR [--format jsonl|chat] [--include-sensitive] (ID... | --since DATE | --all)",
+	.summary = "export trajectories for training (a JSON line per step, or per task)",
+	.help = "Writes DIR/steps.jsonl, one JSON object per step of the tasks, oldest task first:\n"
+		"task id, step index, instruction, the before and after screenshots (copied into\n"
+		"DIR/images/), the image size the model was sent, the model's raw output, thought\n"
+		"and note, the parsed action, its pixel and model-space (0..1000) coordinates,\n"
+		"the outcome and the task's provenance. Format: docs/export.md.\n"
+		"  --format chat  DIR/chat.jsonl instead: one line per instruction task in the\n"
+		"                 model's chat format (system, user turns with their screenshot,\n"
+		"                 assistant steps) and the digests of what the session prefilled\n"
+		"  --since DATE   tasks created at or after DATE (2026-11-01 or RFC 3339, UTC)\n"
+		"  --all          every task in the journal\n"
+		"  --include-sensitive  also the screenshots of steps that typed a secret\n"
+		"                 (left out by default: null in steps.jsonl, the task left out\n"
+		"                 of chat.jsonl)\n",
+	.run = export_run,
 };

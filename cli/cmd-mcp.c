@@ -21,13 +21,13 @@ struct server {
 	const char *socket_path;
 	FILE *out;
 	pthread_mutex_t out_lock; /* one message per line, whole */
-	pthread_mutex_t lock;     /* calls, n_calls, version */
+	pthread_mutex_t lock;	  /* calls, n_calls, version */
 	pthread_cond_t idle;
 	struct call *calls;
 	unsigned n_calls;
 	char version[16]; /* negotiated; "" before initialize */
-	bool elicitation;  /* the client declared elicitation: a task's question goes to it */
-	bool eof;          /* stdin ended: nothing will answer our requests */
+	bool elicitation; /* the client declared elicitation: a task's question goes to it */
+	bool eof;	  /* stdin ended: nothing will answer our requests */
 	json_int_t last_request_id;
 	struct outgoing *outgoing; /* our requests to the client, waiting for its answer */
 	pthread_cond_t answered;
@@ -96,8 +96,7 @@ static int request_failed(struct call *c, int r, struct cli_http_response *resp)
 
 	if (r < 0) {
 		c->status = 0;
-		snprintf(c->error, sizeof(c->error), "%s",
-		         cli_http_strerror(c->http, r, buf, sizeof(buf)));
+		snprintf(c->error, sizeof(c->error), "%s", cli_http_strerror(c->http, r, buf, sizeof(buf)));
 		return r;
 	}
 	c->status = resp->status;
@@ -108,8 +107,7 @@ static int request_failed(struct call *c, int r, struct cli_http_response *resp)
 }
 
 /* A request whose 2xx answer is JSON (*ret, may be NULL). Negative with c->error set. */
-static int holod_json(struct call *c, const char *method, const char *path, const char *body,
-                      json_t **ret)
+static int holod_json(struct call *c, const char *method, const char *path, const char *body, json_t **ret)
 {
 	struct cli_http_response resp = {0};
 	json_error_t jerr;
@@ -122,8 +120,8 @@ static int holod_json(struct call *c, const char *method, const char *path, cons
 	root = json_loadb(resp.body, resp.size, 0, &jerr);
 	cli_http_response_finish(&resp);
 	if (!root) {
-		snprintf(c->error, sizeof(c->error), "holod sent invalid JSON for %s %s: %s", method,
-		         path, jerr.text);
+		snprintf(c->error, sizeof(c->error), "holod sent invalid JSON for %s %s: %s", method, path,
+			 jerr.text);
 		return -EPROTO;
 	}
 	if (ret)
@@ -184,9 +182,12 @@ static void step_line(json_t *step, char *buf, size_t size)
 	cli_format_point(json_object_get(step, "pixels"), point, sizeof(point));
 	cli_format_tool_args(call, args, sizeof(args));
 	snprintf(buf, size, "step %lld %s%s%s%s%s: %s%s", int_of(step, "index"),
-	         str_of(call, "tool_name") ? str_of(call, "tool_name") : "invalid",
-	         strcmp(point, "-") ? " " : "", strcmp(point, "-") ? point : "", args[0] ? " " : "",
-	         args, err ? "error: " : "", err ? err : res ? res : "");
+		 str_of(call, "tool_name") ? str_of(call, "tool_name") : "invalid",
+		 strcmp(point, "-") ? " " : "", strcmp(point, "-") ? point : "", args[0] ? " " : "", args,
+		 err ? "error: " : "",
+		 err ? err :
+		 res ? res :
+		       "");
 }
 
 static void send_progress(struct call *c, const char *message, double total)
@@ -195,13 +196,13 @@ static void send_progress(struct call *c, const char *message, double total)
 
 	if (!c->progress_token)
 		return;
-	params = json_pack("{s:O, s:f, s:s}", "progressToken", c->progress_token, "progress",
-	                   c->progress, "message", message);
+	params = json_pack("{s:O, s:f, s:s}", "progressToken", c->progress_token, "progress", c->progress,
+			   "message", message);
 	if (total > 0)
 		json_object_set_new(params, "total", json_real(total));
 	c->progress += 1;
 	send_message(c->srv, json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
-	                               "notifications/progress", "params", params));
+				       "notifications/progress", "params", params));
 }
 
 /* ---- following a task ------------------------------------------------------------------------- */
@@ -225,14 +226,12 @@ static void approval_line(long long task_id, json_t *w, char *buf, size_t size)
 
 	cli_format_tool_args(action, args, sizeof(args));
 	cli_format_point(json_object_get(w, "point"), point, sizeof(point));
-	snprintf(buf, size, "task %lld step %lld waits for approval to %s%s%s%s%s%s%s%s: %s",
-	         task_id, int_of(w, "step"),
-	         str_of(action, "tool_name") ? str_of(action, "tool_name") : "act",
-	         args[0] ? " " : "", args, strcmp(point, "-") ? " at " : "",
-	         strcmp(point, "-") ? point : "", str_of(target, "title") ? " in \"" : "",
-	         str_of(target, "title") ? str_of(target, "title") : "",
-	         str_of(target, "title") ? "\"" : "",
-	         str_of(w, "reason") ? str_of(w, "reason") : "held by its approval mode");
+	snprintf(buf, size, "task %lld step %lld waits for approval to %s%s%s%s%s%s%s%s: %s", task_id,
+		 int_of(w, "step"), str_of(action, "tool_name") ? str_of(action, "tool_name") : "act",
+		 args[0] ? " " : "", args, strcmp(point, "-") ? " at " : "", strcmp(point, "-") ? point : "",
+		 str_of(target, "title") ? " in \"" : "",
+		 str_of(target, "title") ? str_of(target, "title") : "", str_of(target, "title") ? "\"" : "",
+		 str_of(w, "reason") ? str_of(w, "reason") : "held by its approval mode");
 }
 
 /* The progress message for an event other than task, step and end (docs/api.md, "GET
@@ -254,15 +253,15 @@ static bool event_line(json_t *ev, const char *kind, char *buf, size_t size)
 		if (str_of(w, "for") && strcmp(str_of(w, "for"), "approval") == 0) {
 			approval_line(id, w, buf, size);
 			size_t n = strlen(buf);
-			snprintf(buf + n, size - n, " (holoctl approve or deny, or the MCP client's "
-			                            "form where it takes elicitation)");
+			snprintf(buf + n, size - n,
+				 " (holoctl approve or deny, or the MCP client's "
+				 "form where it takes elicitation)");
 		} else if (str_of(w, "for") && strcmp(str_of(w, "for"), "reply") == 0 && q)
 			snprintf(buf, size,
-			         "task %lld waits for its user: %s (answer with the reply_task tool)",
-			         id, q);
+				 "task %lld waits for its user: %s (answer with the reply_task tool)", id, q);
 		else
 			snprintf(buf, size, "task %lld waits for its user (%s)", id,
-			         str_of(w, "for") ? str_of(w, "for") : "?");
+				 str_of(w, "for") ? str_of(w, "for") : "?");
 		return true;
 	}
 	if (!phase)
@@ -271,18 +270,18 @@ static bool event_line(json_t *ev, const char *kind, char *buf, size_t size)
 		snprintf(buf, size, "task %lld queued behind %lld", id, int_of(ev, "ahead"));
 	} else if (strcmp(phase, "loading") == 0) {
 		snprintf(buf, size, "task %lld waits for the model to load (%lld of %lld MiB)", id,
-		         int_of(ev, "bytes") >> 20, int_of(ev, "total") >> 20);
+			 int_of(ev, "bytes") >> 20, int_of(ev, "total") >> 20);
 	} else if (strcmp(phase, "admission") == 0) {
 		snprintf(buf, size, "task %lld waits for model memory (position %lld)", id,
-		         int_of(ev, "position"));
+			 int_of(ev, "position"));
 	} else if (strcmp(phase, "action") == 0) {
 		json_t *call = json_object_get(ev, "tool_call");
 		char args[256];
 		cli_format_tool_args(call, args, sizeof(args));
 		snprintf(buf, size, "step %lld: %s%s%s%s%s", int_of(ev, "step"),
-		         str_of(call, "tool_name") ? str_of(call, "tool_name") : "?",
-		         args[0] ? " " : "", args, str_of(ev, "thought") ? " -- " : "",
-		         str_of(ev, "thought") ? str_of(ev, "thought") : "");
+			 str_of(call, "tool_name") ? str_of(call, "tool_name") : "?", args[0] ? " " : "",
+			 args, str_of(ev, "thought") ? " -- " : "",
+			 str_of(ev, "thought") ? str_of(ev, "thought") : "");
 	} else {
 		return false;
 	}
@@ -300,8 +299,8 @@ static json_t *client_request(struct server *srv, const char *method, json_t *pa
 	o.next = srv->outgoing;
 	srv->outgoing = &o;
 	pthread_mutex_unlock(&srv->lock);
-	send_message(srv, json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", o.id, "method",
-	                            method, "params", params));
+	send_message(srv, json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", o.id, "method", method,
+				    "params", params));
 	pthread_mutex_lock(&srv->lock);
 	while (!o.response && !srv->eof)
 		pthread_cond_wait(&srv->answered, &srv->lock);
@@ -319,29 +318,28 @@ static json_t *client_request(struct server *srv, const char *method, json_t *pa
  * approve false or a declined form denies it (with the reason given); a dismissed form
  * (cancel) or an error decides nothing, and the step waits on (holoctl approve/deny, or holod's
  * --approve-timeout, which fails it closed). */
-static void decide_approval(struct call *c, long long task_id, const char *action,
-                            json_t *approve, json_t *reason)
+static void decide_approval(struct call *c, long long task_id, const char *action, json_t *approve,
+			    json_t *reason)
 {
 	bool accept = action && strcmp(action, "accept") == 0;
 	bool decline = action && strcmp(action, "decline") == 0;
 	char path[64], *body = NULL;
 
 	if (!(accept && json_is_boolean(approve)) && !decline) {
-		log_info("mcp: task %lld: the client's user did not decide on the held step (%s)",
-		         task_id, action ? action : "an error");
+		log_info("mcp: task %lld: the client's user did not decide on the held step (%s)", task_id,
+			 action ? action : "an error");
 		return;
 	}
 	if (!(c->http = cli_http_create(c->srv->socket_path)))
 		return;
 	bool yes = accept && json_is_true(approve);
-	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/%s", task_id,
-	         yes ? "approve" : "deny");
+	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/%s", task_id, yes ? "approve" : "deny");
 	if (!yes) {
 		json_t *b = json_pack("{s:s}", "reason",
-		                      json_is_string(reason) && json_string_length(reason) > 0 &&
-		                                      json_string_length(reason) <= IPC_MAX_REPLY_BYTES
-		                              ? json_string_value(reason)
-		                              : "denied in the MCP client");
+				      json_is_string(reason) && json_string_length(reason) > 0 &&
+						      json_string_length(reason) <= IPC_MAX_REPLY_BYTES ?
+					      json_string_value(reason) :
+					      "denied in the MCP client");
 		body = json_dumps(b, JSON_COMPACT);
 		json_decref(b);
 	}
@@ -349,7 +347,7 @@ static void decide_approval(struct call *c, long long task_id, const char *actio
 		log_warning("mcp: task %lld: cannot send the decision: %s", task_id, c->error);
 	else
 		log_info("mcp: task %lld: the client's user %s the held step", task_id,
-		         yes ? "approved" : "denied");
+			 yes ? "approved" : "denied");
 	free(body);
 	cli_http_destroy(c->http);
 	c->http = NULL;
@@ -358,7 +356,7 @@ static void decide_approval(struct call *c, long long task_id, const char *actio
 struct elicit {
 	struct server *srv;
 	long long task_id;
-	bool approval;  /* a step held for approval, else a question (ask_user) */
+	bool approval;	/* a step held for approval, else a question (ask_user) */
 	char *question; /* the form's message */
 };
 
@@ -375,18 +373,17 @@ static void *elicit_thread(void *arg)
 
 	if (e->approval)
 		params = json_pack("{s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}}",
-		                   "message", e->question, "requestedSchema", "type", "object",
-		                   "properties", "approve", "type", "boolean", "title",
-		                   "Let this step run", "description",
-		                   "true: the step acts; false: it is denied and does nothing",
-		                   "reason", "type", "string", "title", "Why (when denied)",
-		                   "maxLength", IPC_MAX_REPLY_BYTES, "required", "approve");
+				   "message", e->question, "requestedSchema", "type", "object", "properties",
+				   "approve", "type", "boolean", "title", "Let this step run", "description",
+				   "true: the step acts; false: it is denied and does nothing", "reason",
+				   "type", "string", "title", "Why (when denied)", "maxLength",
+				   IPC_MAX_REPLY_BYTES, "required", "approve");
 	else
 		params = json_pack("{s:s, s:{s:s, s:{s:{s:s, s:s, s:s, s:i}}, s:[s]}}", "message",
-		                   e->question, "requestedSchema", "type", "object", "properties",
-		                   "answer", "type", "string", "title", "Answer", "description",
-		                   "holod's task waits for this answer", "maxLength",
-		                   IPC_MAX_REPLY_BYTES, "required", "answer");
+				   e->question, "requestedSchema", "type", "object", "properties", "answer",
+				   "type", "string", "title", "Answer", "description",
+				   "holod's task waits for this answer", "maxLength", IPC_MAX_REPLY_BYTES,
+				   "required", "answer");
 	if (version_has_tasks(srv)) /* 2025-11-25 names the form mode */
 		json_object_set_new(params, "mode", json_string("form"));
 	response = client_request(srv, "elicitation/create", params);
@@ -395,13 +392,13 @@ static void *elicit_thread(void *arg)
 	answer = json_object_get(json_object_get(result, "content"), "answer");
 	if (e->approval && response) {
 		decide_approval(&c, e->task_id, action,
-		                json_object_get(json_object_get(result, "content"), "approve"),
-		                json_object_get(json_object_get(result, "content"), "reason"));
+				json_object_get(json_object_get(result, "content"), "approve"),
+				json_object_get(json_object_get(result, "content"), "reason"));
 	} else if (!response) {
 		/* stdin ended */
 	} else if (!action || strcmp(action, "accept") != 0 || !json_is_string(answer)) {
-		log_info("mcp: task %lld: the client's user did not answer its question (%s)",
-		         e->task_id, action ? action : "an error");
+		log_info("mcp: task %lld: the client's user did not answer its question (%s)", e->task_id,
+			 action ? action : "an error");
 	} else if ((c.http = cli_http_create(srv->socket_path))) {
 		char path[64];
 		json_t *body = json_pack("{s:O}", "text", answer);
@@ -453,8 +450,7 @@ static void maybe_elicit(struct server *srv, long long task_id, json_t *waiting)
 	if (!go)
 		return;
 	e = xmalloc(sizeof(*e));
-	*e = (struct elicit){.srv = srv, .task_id = task_id, .approval = approval,
-	                     .question = xstrdup(q)};
+	*e = (struct elicit){.srv = srv, .task_id = task_id, .approval = approval, .question = xstrdup(q)};
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&thread, &attr, elicit_thread, e) != 0) {
@@ -479,8 +475,7 @@ static int follow_line(const char *line, size_t len, void *userdata)
 		json_decref(ev);
 		return 0; /* keep-alive lines are empty; anything else unknown is skipped */
 	}
-	if (strcmp(kind, "status") == 0 || strcmp(kind, "waiting") == 0 ||
-	    strcmp(kind, "progress") == 0) {
+	if (strcmp(kind, "status") == 0 || strcmp(kind, "waiting") == 0 || strcmp(kind, "progress") == 0) {
 		if (f->progress && event_line(ev, kind, msg, sizeof(msg)))
 			send_progress(f->c, msg, f->total);
 		if (f->elicit && strcmp(kind, "waiting") == 0)
@@ -492,7 +487,7 @@ static int follow_line(const char *line, size_t len, void *userdata)
 			send_progress(f->c, msg, f->total);
 		}
 	} else if ((strcmp(kind, "task") == 0 || strcmp(kind, "end") == 0) &&
-	           json_is_object(json_object_get(ev, "task"))) {
+		   json_is_object(json_object_get(ev, "task"))) {
 		json_t *task = json_object_get(ev, "task");
 		json_decref(f->task);
 		f->task = json_incref(task);
@@ -503,7 +498,7 @@ static int follow_line(const char *line, size_t len, void *userdata)
 			if (json_is_array(script))
 				f->total = (double)json_array_size(script);
 			snprintf(msg, sizeof(msg), "task %lld %s", int_of(task, "id"),
-			         str_of(task, "status") ? str_of(task, "status") : "?");
+				 str_of(task, "status") ? str_of(task, "status") : "?");
 			send_progress(f->c, msg, f->total);
 		}
 	}
@@ -530,9 +525,9 @@ static int follow_task(struct call *c, long long id, struct follow *f)
 	cli_http_response_finish(&resp);
 	if (!f->ended || !f->task) {
 		snprintf(c->error, sizeof(c->error),
-		         "the event stream of task %lld ended without its final status (did holod "
-		         "stop?)",
-		         id);
+			 "the event stream of task %lld ended without its final status (did holod "
+			 "stop?)",
+			 id);
 		return -EPROTO;
 	}
 	return 0;
@@ -572,13 +567,14 @@ static json_t *task_tool_result(enum mcp_plan_kind kind, json_t *task, json_t *s
 	if (kind == MCP_PLAN_LOCATE && ok && json_is_object(json_object_get(step, "pixels"))) {
 		json_t *px = json_object_get(step, "pixels"), *m = json_object_get(step, "model");
 		const char *target = str_of(json_object_get(step, "tool_call"), "target");
-		fprintf(f, "\"%s\" is at (%lld,%lld) in pixels, (%lld,%lld) of 1000 in model "
-		           "coordinates (task %lld)",
-		        target ? target : "", int_of(px, "x"), int_of(px, "y"), int_of(m, "x"),
-		        int_of(m, "y"), int_of(task, "id"));
+		fprintf(f,
+			"\"%s\" is at (%lld,%lld) in pixels, (%lld,%lld) of 1000 in model "
+			"coordinates (task %lld)",
+			target ? target : "", int_of(px, "x"), int_of(px, "y"), int_of(m, "x"),
+			int_of(m, "y"), int_of(task, "id"));
 		structured = json_pack("{s:O, s:O, s:O, s:I}", "x", json_object_get(px, "x"), "y",
-		                       json_object_get(px, "y"), "model", m ? m : json_null(),
-		                       "task_id", (json_int_t)int_of(task, "id"));
+				       json_object_get(px, "y"), "model", m ? m : json_null(), "task_id",
+				       (json_int_t)int_of(task, "id"));
 	} else if (kind == MCP_PLAN_ACTION || kind == MCP_PLAN_LOCATE) {
 		if (step) {
 			step_line(step, line, sizeof(line));
@@ -586,7 +582,7 @@ static json_t *task_tool_result(enum mcp_plan_kind kind, json_t *task, json_t *s
 		}
 		if (!ok)
 			fprintf(f, "%stask %lld %s: %s", step ? "\n" : "", int_of(task, "id"), status,
-			        str_of(task, "error") ? str_of(task, "error") : "no reason given");
+				str_of(task, "error") ? str_of(task, "error") : "no reason given");
 		structured = json_pack("{s:O, s:O}", "task", task, "step", step ? step : json_null());
 	} else {
 		const char *result = str_of(task, "result"), *error = str_of(task, "error");
@@ -598,8 +594,7 @@ static json_t *task_tool_result(enum mcp_plan_kind kind, json_t *task, json_t *s
 			fprintf(f, ": %s", result);
 		else if (error)
 			fprintf(f, ": %s", error);
-		fprintf(f, " (%zu step%s)", json_array_size(steps),
-		        json_array_size(steps) == 1 ? "" : "s");
+		fprintf(f, " (%zu step%s)", json_array_size(steps), json_array_size(steps) == 1 ? "" : "s");
 		json_array_foreach(steps, i, s)
 		{
 			step_line(s, line, sizeof(line));
@@ -624,8 +619,8 @@ static const char *task_status(const char *s)
 {
 	if (!s)
 		return "failed";
-	if (strcmp(s, "queued") == 0 || strcmp(s, "running") == 0 ||
-	    strcmp(s, "waiting_for_user") == 0 || strcmp(s, "waiting_for_approval") == 0)
+	if (strcmp(s, "queued") == 0 || strcmp(s, "running") == 0 || strcmp(s, "waiting_for_user") == 0 ||
+	    strcmp(s, "waiting_for_approval") == 0)
 		return "working";
 	if (strcmp(s, "succeeded") == 0)
 		return "completed";
@@ -637,27 +632,25 @@ static const char *task_status(const char *s)
 static json_t *mcp_task_of(json_t *task)
 {
 	const char *created = str_of(task, "created_at");
-	const char *updated = str_of(task, "finished_at") ? str_of(task, "finished_at")
-	                      : str_of(task, "started_at") ? str_of(task, "started_at")
-	                                                    : created;
+	const char *updated = str_of(task, "finished_at") ? str_of(task, "finished_at") :
+			      str_of(task, "started_at")  ? str_of(task, "started_at") :
+							    created;
 	char id[MCP_MAX_TASK_ID_BYTES + 1];
 	json_t *t;
 
 	snprintf(id, sizeof(id), "%lld", int_of(task, "id"));
 	/* ttl null: holod keeps a task until it is pruned (holoctl prune). */
 	t = json_pack("{s:s, s:s, s:s, s:s, s:n, s:i}", "taskId", id, "status",
-	              task_status(str_of(task, "status")), "createdAt", created ? created : "",
-	              "lastUpdatedAt", updated ? updated : "", "ttl", "pollInterval",
-	              MCP_POLL_INTERVAL_MS);
+		      task_status(str_of(task, "status")), "createdAt", created ? created : "",
+		      "lastUpdatedAt", updated ? updated : "", "ttl", "pollInterval", MCP_POLL_INTERVAL_MS);
 	if (str_of(task, "error"))
 		json_object_set_new(t, "statusMessage", json_string(str_of(task, "error")));
 	else if (str_of(json_object_get(task, "waiting"), "question"))
 		json_object_set_new(t, "statusMessage",
-		                    json_sprintf("waiting for its user (reply_task): %s",
-		                                 str_of(json_object_get(task, "waiting"), "question")));
+				    json_sprintf("waiting for its user (reply_task): %s",
+						 str_of(json_object_get(task, "waiting"), "question")));
 	else if (str_of(task, "status"))
-		json_object_set_new(t, "statusMessage",
-		                    json_sprintf("holod task %s", str_of(task, "status")));
+		json_object_set_new(t, "statusMessage", json_sprintf("holod task %s", str_of(task, "status")));
 	return t;
 }
 
@@ -674,8 +667,8 @@ static long long task_id_param(struct call *c, json_t **ret_error)
 			return res.task_id;
 	}
 	*ret_error = mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
-	                                "taskId: expected the id of a holod task (a decimal "
-	                                "string)");
+					"taskId: expected the id of a holod task (a decimal "
+					"string)");
 	return 0;
 }
 
@@ -696,11 +689,11 @@ static void display_path(char *path, size_t size, const char *name, const char *
 		n += snprintf(path + n, size - (size_t)n, "?display=");
 		for (const unsigned char *s = (const unsigned char *)display; *s; s++)
 			n += snprintf(path + n, size - (size_t)n,
-			              (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-			                              (*s >= '0' && *s <= '9') || strchr("-._~", *s)
-			                      ? "%c"
-			                      : "%%%02X",
-			              *s);
+				      (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+						      (*s >= '0' && *s <= '9') || strchr("-._~", *s) ?
+					      "%c" :
+					      "%%%02X",
+				      *s);
 	}
 }
 
@@ -740,11 +733,10 @@ static json_t *handle_screenshot(struct call *c, struct mcp_plan *p)
 	char *b64 = mcp_base64((const unsigned char *)png, size);
 	free(png);
 	snprintf(text, sizeof(text), "screenshot %ux%u pixels%s%s", w, h, p->display ? " of " : "",
-	         p->display ? p->display : "");
-	json_t *r = json_pack("{s:[{s:s, s:s}, {s:s, s:s, s:s}], s:{s:i, s:i}, s:b}", "content",
-	                      "type", "text", "text", text, "type", "image", "data", b64,
-	                      "mimeType", "image/png", "structuredContent", "width", (int)w,
-	                      "height", (int)h, "isError", 0);
+		 p->display ? p->display : "");
+	json_t *r = json_pack("{s:[{s:s, s:s}, {s:s, s:s, s:s}], s:{s:i, s:i}, s:b}", "content", "type",
+			      "text", "text", text, "type", "image", "data", b64, "mimeType", "image/png",
+			      "structuredContent", "width", (int)w, "height", (int)h, "isError", 0);
 	free(b64);
 	return mcp_result_response(c->msg.id, r);
 }
@@ -800,7 +792,7 @@ static json_t *handle_tool_call(struct call *c)
 			break;
 		}
 		snprintf(text, sizeof(text), "task %lld %s", p.task_id,
-		         c->status == 202 ? "stops at its next safe point" : "cancelled");
+			 c->status == 202 ? "stops at its next safe point" : "cancelled");
 		res = mcp_result_response(c->msg.id, tool_result(text, json_incref(task), false));
 		break;
 	}
@@ -831,9 +823,9 @@ static json_t *handle_tool_call(struct call *c)
 		r = follow_task(c, id, &f);
 		if (r == -EINTR)
 			cancel_holod_task(c, id,
-			                  c->cancelled == CANCEL_EOF
-			                          ? "the client closed stdin before the task ended"
-			                          : "the client cancelled the request");
+					  c->cancelled == CANCEL_EOF ?
+						  "the client closed stdin before the task ended" :
+						  "the client cancelled the request");
 		else if (r < 0)
 			res = tool_error(c);
 		else
@@ -861,16 +853,14 @@ static json_t *task_page(struct call *c, long long *ret_offset, json_t **ret_err
 		struct mcp_resource res0;
 		char uri[64];
 		if (!s || strlen(s) > MCP_MAX_CURSOR_BYTES ||
-		    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s),
-		     mcp_resource_parse(uri, &res0) < 0)) {
+		    (snprintf(uri, sizeof(uri), "holod://tasks/%s", s), mcp_resource_parse(uri, &res0) < 0)) {
 			*ret_error = mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
-			                                "cursor: not one this server gave");
+							"cursor: not one this server gave");
 			return NULL;
 		}
 		offset = res0.task_id;
 	}
-	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks?limit=%d&offset=%lld",
-	         MCP_RESOURCE_PAGE, offset);
+	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks?limit=%d&offset=%lld", MCP_RESOURCE_PAGE, offset);
 	if (holod_json(c, "GET", path, NULL, &list) < 0) {
 		*ret_error = mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "%s", c->error);
 		return NULL;
@@ -894,12 +884,11 @@ static json_t *handle_tasks_method(struct call *c, const char *what)
 			return error;
 		tasks = json_array();
 		json_array_foreach(json_object_get(list, "tasks"), i, t)
-		        json_array_append_new(tasks, mcp_task_of(t));
+			json_array_append_new(tasks, mcp_task_of(t));
 		res = json_pack("{s:o}", "tasks", tasks);
 		if (int_of(list, "total") > offset + (long long)json_array_size(tasks) &&
 		    json_array_size(tasks) > 0)
-			json_object_set_new(res, "nextCursor",
-			                    json_sprintf("%lld", offset + (long long)i));
+			json_object_set_new(res, "nextCursor", json_sprintf("%lld", offset + (long long)i));
 		json_decref(list);
 		return mcp_result_response(c->msg.id, res);
 	}
@@ -910,10 +899,10 @@ static json_t *handle_tasks_method(struct call *c, const char *what)
 		snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/cancel", id);
 		if (holod_json(c, "POST", path, NULL, &task) < 0)
 			return mcp_error_response(c->msg.id,
-			                          c->status == 404 || c->status == 409
-			                                  ? MCP_ERR_INVALID_PARAMS
-			                                  : MCP_ERR_INTERNAL,
-			                          "%s", c->error);
+						  c->status == 404 || c->status == 409 ?
+							  MCP_ERR_INVALID_PARAMS :
+							  MCP_ERR_INTERNAL,
+						  "%s", c->error);
 		/* 202: holod stops it at its next safe point; cancelled is where it ends. */
 		res = mcp_task_of(task);
 		json_object_set_new(res, "status", json_string("cancelled"));
@@ -923,8 +912,8 @@ static json_t *handle_tasks_method(struct call *c, const char *what)
 	snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld", id);
 	if (holod_json(c, "GET", path, NULL, &task) < 0)
 		return mcp_error_response(c->msg.id,
-		                          c->status == 404 ? MCP_ERR_INVALID_PARAMS : MCP_ERR_INTERNAL,
-		                          "%s", c->error);
+					  c->status == 404 ? MCP_ERR_INVALID_PARAMS : MCP_ERR_INTERNAL, "%s",
+					  c->error);
 	if (strcmp(what, "get") == 0) {
 		res = mcp_task_of(task);
 		json_decref(task);
@@ -954,8 +943,8 @@ static json_t *handle_tasks_method(struct call *c, const char *what)
 		char tid[32];
 		snprintf(tid, sizeof(tid), "%lld", id);
 		json_object_set_new(res, "_meta",
-		                    json_pack("{s:{s:s}}", "io.modelcontextprotocol/related-task",
-		                              "taskId", tid));
+				    json_pack("{s:{s:s}}", "io.modelcontextprotocol/related-task", "taskId",
+					      tid));
 	}
 	follow_finish(&f);
 	return mcp_result_response(c->msg.id, res);
@@ -973,13 +962,12 @@ static json_t *resource_entry(json_t *task, const char *suffix, const char *mime
 	if (instr)
 		snprintf(desc, sizeof(desc), "%s: %.120s", status, instr);
 	else
-		snprintf(desc, sizeof(desc), "%s: a script of %zu action%s", status,
-		         json_array_size(script), json_array_size(script) == 1 ? "" : "s");
-	return json_pack("{s:o, s:o, s:s, s:s}", "uri",
-	                 json_sprintf("holod://tasks/%lld%s", id, suffix), "name",
-	                 json_sprintf("task %lld%s%s", id, suffix[0] ? " " : "",
-	                              suffix[0] ? suffix + 1 : ""),
-	                 "description", desc, "mimeType", mime);
+		snprintf(desc, sizeof(desc), "%s: a script of %zu action%s", status, json_array_size(script),
+			 json_array_size(script) == 1 ? "" : "s");
+	return json_pack("{s:o, s:o, s:s, s:s}", "uri", json_sprintf("holod://tasks/%lld%s", id, suffix),
+			 "name",
+			 json_sprintf("task %lld%s%s", id, suffix[0] ? " " : "", suffix[0] ? suffix + 1 : ""),
+			 "description", desc, "mimeType", mime);
 }
 
 static json_t *handle_resources_list(struct call *c)
@@ -1044,9 +1032,9 @@ static int report_page(struct call *c, long long id, char **ret, size_t *ret_len
 	if (out_len > MCP_MAX_REPORT_BYTES) {
 		free(out);
 		snprintf(c->error, sizeof(c->error),
-		         "the report of task %lld is %zu bytes, over the limit of %u "
-		         "(MCP_MAX_REPORT_BYTES); write it with `holoctl report --external-images`",
-		         id, out_len, MCP_MAX_REPORT_BYTES);
+			 "the report of task %lld is %zu bytes, over the limit of %u "
+			 "(MCP_MAX_REPORT_BYTES); write it with `holoctl report --external-images`",
+			 id, out_len, MCP_MAX_REPORT_BYTES);
 		c->status = 413;
 		return -E2BIG;
 	}
@@ -1065,23 +1053,23 @@ static json_t *handle_resources_read(struct call *c)
 
 	if (!json_is_string(uri))
 		return mcp_error_response(c->msg.id, MCP_ERR_INVALID_PARAMS,
-		                          "resources/read needs the \"uri\" (a string)");
+					  "resources/read needs the \"uri\" (a string)");
 	if (mcp_resource_parse(json_string_value(uri), &res) < 0)
-		return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:O}}}", "jsonrpc", "2.0", "id",
-		                 c->msg.id, "error", "code", MCP_ERR_RESOURCE_NOT_FOUND, "message",
-		                 "Resource not found: holod://tasks/ID, .../steps, .../report or "
-		                 ".../steps/N/screenshot/before|after",
-		                 "data", "uri", uri);
+		return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:O}}}", "jsonrpc", "2.0", "id", c->msg.id,
+				 "error", "code", MCP_ERR_RESOURCE_NOT_FOUND, "message",
+				 "Resource not found: holod://tasks/ID, .../steps, .../report or "
+				 ".../steps/N/screenshot/before|after",
+				 "data", "uri", uri);
 	switch (res.kind) {
 	case MCP_RES_TASK:
 	case MCP_RES_STEPS:
 		snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld%s", res.task_id,
-		         res.kind == MCP_RES_STEPS ? "/steps" : "");
+			 res.kind == MCP_RES_STEPS ? "/steps" : "");
 		r = holod_json(c, "GET", path, NULL, &v);
 		if (r == 0) {
 			char *text = json_dumps(v, JSON_INDENT(1));
-			content = json_pack("{s:O, s:s, s:s}", "uri", uri, "mimeType",
-			                    "application/json", "text", text ? text : "null");
+			content = json_pack("{s:O, s:s, s:s}", "uri", uri, "mimeType", "application/json",
+					    "text", text ? text : "null");
 			free(text);
 			json_decref(v);
 		}
@@ -1089,17 +1077,17 @@ static json_t *handle_resources_read(struct call *c)
 	case MCP_RES_REPORT:
 		r = report_page(c, res.task_id, &body, &size);
 		if (r == 0)
-			content = json_pack("{s:O, s:s, s:s%}", "uri", uri, "mimeType", "text/html",
-			                    "text", body, size);
+			content = json_pack("{s:O, s:s, s:s%}", "uri", uri, "mimeType", "text/html", "text",
+					    body, size);
 		break;
 	case MCP_RES_SCREENSHOT:
 		snprintf(path, sizeof(path), IPC_API_PREFIX "/tasks/%lld/steps/%lld/screenshot?which=%s",
-		         res.task_id, res.step, res.before ? "before" : "after");
+			 res.task_id, res.step, res.before ? "before" : "after");
 		r = holod_raw(c, path, &body, &size);
 		if (r == 0) {
 			char *b64 = mcp_base64((const unsigned char *)body, size);
-			content = json_pack("{s:O, s:s, s:s}", "uri", uri, "mimeType", "image/png",
-			                    "blob", b64);
+			content = json_pack("{s:O, s:s, s:s}", "uri", uri, "mimeType", "image/png", "blob",
+					    b64);
 			free(b64);
 		}
 		break;
@@ -1108,13 +1096,12 @@ static json_t *handle_resources_read(struct call *c)
 	if (r < 0) {
 		if (c->status == 404 || c->status == 410)
 			return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:O}}}", "jsonrpc", "2.0", "id",
-			                 c->msg.id, "error", "code", MCP_ERR_RESOURCE_NOT_FOUND,
-			                 "message", c->error, "data", "uri", uri);
+					 c->msg.id, "error", "code", MCP_ERR_RESOURCE_NOT_FOUND, "message",
+					 c->error, "data", "uri", uri);
 		return mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "%s", c->error);
 	}
 	if (!content)
-		return mcp_error_response(c->msg.id, MCP_ERR_INTERNAL,
-		                          "the resource is not valid UTF-8 text");
+		return mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "the resource is not valid UTF-8 text");
 	return mcp_result_response(c->msg.id, json_pack("{s:[o]}", "contents", content));
 }
 
@@ -1136,8 +1123,8 @@ static void *call_thread(void *arg)
 
 	c->http = cli_http_create(srv->socket_path);
 	if (!c->http)
-		answer = mcp_error_response(c->msg.id, MCP_ERR_INTERNAL,
-		                            "cannot set up the HTTP client: %s", strerror(errno));
+		answer = mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "cannot set up the HTTP client: %s",
+					    strerror(errno));
 	else if (strcmp(m, "tools/call") == 0)
 		answer = handle_tool_call(c);
 	else if (strcmp(m, "resources/list") == 0)
@@ -1183,9 +1170,8 @@ static int progress_token(json_t *params, json_t **ret)
 
 static bool threaded_method(const char *m)
 {
-	static const char *const names[] = {"tools/call",  "resources/list", "resources/read",
-	                                    "tasks/get",   "tasks/result",   "tasks/cancel",
-	                                    "tasks/list"};
+	static const char *const names[] = {"tools/call",   "resources/list", "resources/read", "tasks/get",
+					    "tasks/result", "tasks/cancel",   "tasks/list"};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (strcmp(names[i], m) == 0)
 			return true;
@@ -1203,9 +1189,9 @@ static void start_call(struct server *srv, struct mcp_message *msg)
 
 	if (progress_token(msg->params, &token) < 0) {
 		send_message(srv, mcp_error_response(msg->id, MCP_ERR_INVALID_PARAMS,
-		                                     "_meta.progressToken must be an integer or a "
-		                                     "string of at most %d bytes",
-		                                     MCP_MAX_TOKEN_BYTES));
+						     "_meta.progressToken must be an integer or a "
+						     "string of at most %d bytes",
+						     MCP_MAX_TOKEN_BYTES));
 		mcp_message_finish(msg);
 		return;
 	}
@@ -1216,11 +1202,11 @@ static void start_call(struct server *srv, struct mcp_message *msg)
 	if (c || srv->n_calls >= MCP_MAX_INFLIGHT) {
 		pthread_mutex_unlock(&srv->lock);
 		send_message(srv, c ? mcp_error_response(msg->id, MCP_ERR_INVALID_REQUEST,
-		                                         "a request with this id is still running")
-		                    : mcp_error_response(msg->id, MCP_ERR_INTERNAL,
-		                                         "%d requests are running already "
-		                                         "(MCP_MAX_INFLIGHT); retry when one ends",
-		                                         MCP_MAX_INFLIGHT));
+							 "a request with this id is still running") :
+				      mcp_error_response(msg->id, MCP_ERR_INTERNAL,
+							 "%d requests are running already "
+							 "(MCP_MAX_INFLIGHT); retry when one ends",
+							 MCP_MAX_INFLIGHT));
 		mcp_message_finish(msg);
 		return;
 	}
@@ -1238,8 +1224,8 @@ static void start_call(struct server *srv, struct mcp_message *msg)
 		srv->calls = c->next;
 		srv->n_calls--;
 		pthread_mutex_unlock(&srv->lock);
-		send_message(srv, mcp_error_response(c->msg.id, MCP_ERR_INTERNAL,
-		                                     "cannot start a thread: %s", strerror(r)));
+		send_message(srv, mcp_error_response(c->msg.id, MCP_ERR_INTERNAL, "cannot start a thread: %s",
+						     strerror(r)));
 		call_free(c);
 		return;
 	}
@@ -1279,8 +1265,7 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 		/* The answer to one of our elicitation requests; any other is ignored. */
 		pthread_mutex_lock(&srv->lock);
 		for (struct outgoing *o = srv->outgoing; o; o = o->next)
-			if (json_is_integer(m->id) && json_integer_value(m->id) == o->id &&
-			    !o->response) {
+			if (json_is_integer(m->id) && json_integer_value(m->id) == o->id && !o->response) {
 				o->response = json_incref(m->root);
 				pthread_cond_broadcast(&srv->answered);
 				break;
@@ -1297,11 +1282,11 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 	}
 	if (strcmp(m->method, "initialize") == 0) {
 		const char *v = mcp_negotiate_version(
-		        json_string_value(json_object_get(m->params, "protocolVersion")));
+			json_string_value(json_object_get(m->params, "protocolVersion")));
 		pthread_mutex_lock(&srv->lock);
 		snprintf(srv->version, sizeof(srv->version), "%s", v);
 		srv->elicitation = json_is_object(
-		        json_object_get(json_object_get(m->params, "capabilities"), "elicitation"));
+			json_object_get(json_object_get(m->params, "capabilities"), "elicitation"));
 		pthread_mutex_unlock(&srv->lock);
 		res = mcp_initialize_result(v);
 	} else if (strcmp(m->method, "ping") == 0) {
@@ -1317,8 +1302,8 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 	} else if (threaded_method(m->method)) {
 		if (!m->params && strcmp(m->method, "resources/list") != 0 &&
 		    strcmp(m->method, "tasks/list") != 0) {
-			send_message(srv, mcp_error_response(m->id, MCP_ERR_INVALID_PARAMS,
-			                                     "%s needs params", m->method));
+			send_message(srv, mcp_error_response(m->id, MCP_ERR_INVALID_PARAMS, "%s needs params",
+							     m->method));
 			mcp_message_finish(m);
 			return;
 		}
@@ -1326,7 +1311,7 @@ static void handle_message(struct server *srv, struct mcp_message *m)
 		return;
 	} else {
 		send_message(srv, mcp_error_response(m->id, MCP_ERR_METHOD_NOT_FOUND,
-		                                     "unknown method '%.128s'", m->method));
+						     "unknown method '%.128s'", m->method));
 		mcp_message_finish(m);
 		return;
 	}
@@ -1385,16 +1370,16 @@ static int mcp_run(struct cli_context *ctx, int argc, char **argv)
 			return r;
 	}
 	if (optind < argc)
-		return cli_usage_error(ctx, &cli_cmd_mcp, "takes no arguments, not '%s'",
-		                       argv[optind]);
+		return cli_usage_error(ctx, &cli_cmd_mcp, "takes no arguments, not '%s'", argv[optind]);
 	if (ctx->json)
 		return cli_usage_error(ctx, &cli_cmd_mcp, "--json does not apply: MCP is JSON");
 	if (!ctx->socket_path) {
 		r = ipc_socket_path(&ctx->socket_owned);
 		if (r < 0)
-			return cli_error(ctx, "cannot find holod's socket (%s): set XDG_RUNTIME_DIR "
-			                      "or pass --socket PATH",
-			                 strerror(-r));
+			return cli_error(ctx,
+					 "cannot find holod's socket (%s): set XDG_RUNTIME_DIR "
+					 "or pass --socket PATH",
+					 strerror(-r));
 		ctx->socket_path = ctx->socket_owned;
 	}
 	srv.socket_path = ctx->socket_path;
@@ -1412,9 +1397,9 @@ static int mcp_run(struct cli_context *ctx, int argc, char **argv)
 
 		if (n == -E2BIG) {
 			send_message(&srv, mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
-			                                      "message over the limit of %u bytes "
-			                                      "(MCP_MAX_LINE_BYTES)",
-			                                      MCP_MAX_LINE_BYTES));
+							      "message over the limit of %u bytes "
+							      "(MCP_MAX_LINE_BYTES)",
+							      MCP_MAX_LINE_BYTES));
 			continue;
 		}
 		if (n == 0)
@@ -1447,21 +1432,21 @@ static int mcp_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_mcp = {
-        .name = "mcp",
-        .args = "[--socket PATH]",
-        .summary = "serve holod to MCP clients (Model Context Protocol over stdio)",
-        .help = "Speaks MCP (JSON-RPC 2.0, one message per line) on stdin and stdout, logs on\n"
-                "stderr, and drives holod through its socket: no network port is opened and\n"
-                "holod's same-user check applies. An MCP client starts it as a subprocess:\n"
-                "  {\"mcpServers\": {\"holod\": {\"command\": \"holoctl\", \"args\": [\"mcp\"]}}}\n"
-                "Tools: run_task (an instruction or a script; progress notifications per step;\n"
-                "cancelling the request cancels the task; an MCP task from protocol 2025-11-25),\n"
-                "screenshot, locate, the actions (click, double_click, triple_click, move, drag,\n"
-                "scroll, write, hotkey, key_down, key_up, hold_and_tap_key, wait, launch,\n"
-                "wait_for, activate), status, cancel_task and reply_task. Resources:\n"
-                "holod://tasks/ID,\n"
-                "holod://tasks/ID/steps, holod://tasks/ID/report and\n"
-                "holod://tasks/ID/steps/N/screenshot/before|after. At the end of stdin the\n"
-                "requests still running are cancelled, their tasks with them.\n",
-        .run = mcp_run,
+	.name = "mcp",
+	.args = "[--socket PATH]",
+	.summary = "serve holod to MCP clients (Model Context Protocol over stdio)",
+	.help = "Speaks MCP (JSON-RPC 2.0, one message per line) on stdin and stdout, logs on\n"
+		"stderr, and drives holod through its socket: no network port is opened and\n"
+		"holod's same-user check applies. An MCP client starts it as a subprocess:\n"
+		"  {\"mcpServers\": {\"holod\": {\"command\": \"holoctl\", \"args\": [\"mcp\"]}}}\n"
+		"Tools: run_task (an instruction or a script; progress notifications per step;\n"
+		"cancelling the request cancels the task; an MCP task from protocol 2025-11-25),\n"
+		"screenshot, locate, the actions (click, double_click, triple_click, move, drag,\n"
+		"scroll, write, hotkey, key_down, key_up, hold_and_tap_key, wait, launch,\n"
+		"wait_for, activate), status, cancel_task and reply_task. Resources:\n"
+		"holod://tasks/ID,\n"
+		"holod://tasks/ID/steps, holod://tasks/ID/report and\n"
+		"holod://tasks/ID/steps/N/screenshot/before|after. At the end of stdin the\n"
+		"requests still running are cancelled, their tasks with them.\n",
+	.run = mcp_run,
 };

@@ -10,12 +10,11 @@
 #include <string.h>
 
 static const struct option pause_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{0},
 };
 
-static int pause_or_resume(struct cli_context *ctx, const struct cli_command *cmd, int argc,
-                           char **argv)
+static int pause_or_resume(struct cli_context *ctx, const struct cli_command *cmd, int argc, char **argv)
 {
 	json_t *answer = NULL;
 	long id;
@@ -39,10 +38,10 @@ static int pause_or_resume(struct cli_context *ctx, const struct cli_command *cm
 		const char *status = json_string_value(json_object_get(answer, "status"));
 		if (cmd == &cli_cmd_pause)
 			fprintf(ctx->out,
-			        status && strcmp(status, "paused") == 0
-			                ? "task %ld paused\n"
-			                : "task %ld: pausing, it holds before its next step\n",
-			        id);
+				status && strcmp(status, "paused") == 0 ?
+					"task %ld paused\n" :
+					"task %ld: pausing, it holds before its next step\n",
+				id);
 		else
 			fprintf(ctx->out, "task %ld resumed: it looks at the screen again\n", id);
 	}
@@ -61,20 +60,20 @@ static int resume_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_pause = {
-        .name = "pause",
-        .args = "ID",
-        .summary = "hold a running task before its next step",
-        .help = "The task finishes the step under way (its action included) and holds before\n"
-                "the next one, keeping its model session; its status is paused. `holoctl\n"
-                "resume ID` hands it back. A task that is not running is refused (exit 1).\n",
-        .run = pause_run,
+	.name = "pause",
+	.args = "ID",
+	.summary = "hold a running task before its next step",
+	.help = "The task finishes the step under way (its action included) and holds before\n"
+		"the next one, keeping its model session; its status is paused. `holoctl\n"
+		"resume ID` hands it back. A task that is not running is refused (exit 1).\n",
+	.run = pause_run,
 };
 
 const struct cli_command cli_cmd_resume = {
-        .name = "resume",
-        .args = "ID",
-        .summary = "hand a paused task back: it looks at the screen again and goes on",
-        .help = "The task takes a new screenshot and goes on from the same session state.\n"
-                "A task that is not paused is refused (exit 1).\n",
-        .run = resume_run,
+	.name = "resume",
+	.args = "ID",
+	.summary = "hand a paused task back: it looks at the screen again and goes on",
+	.help = "The task takes a new screenshot and goes on from the same session state.\n"
+		"A task that is not paused is refused (exit 1).\n",
+	.run = resume_run,
 };

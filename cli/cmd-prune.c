@@ -21,11 +21,11 @@ enum {
 };
 
 static const struct option prune_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"older-than", required_argument, NULL, OPT_OLDER_THAN},
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"yes", no_argument, NULL, OPT_YES},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"older-than", required_argument, NULL, OPT_OLDER_THAN},
+	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	{"yes", no_argument, NULL, OPT_YES},
+	{0},
 };
 
 /* Longest answer read to the question: "yes" and a newline, with room to tell a longer one. */
@@ -75,18 +75,19 @@ static void print_preview(struct cli_context *ctx, json_t *answer, const char *a
 	{
 		char id[24];
 		snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
-		         json_integer_value(json_object_get(task, "id")));
+			 json_integer_value(json_object_get(task, "id")));
 		const char *row[] = {id, json_string_value(json_object_get(task, "status")),
-		                     json_string_value(json_object_get(task, "finished_at"))};
+				     json_string_value(json_object_get(task, "finished_at"))};
 		cli_table_add_row(t, row);
 	}
 	cli_table_print(t, ctx->out);
 	cli_table_destroy(t);
 	if ((json_int_t)json_array_size(list) < count)
 		fprintf(ctx->out, "(the newest %zu of them listed)\n", json_array_size(list));
-	fprintf(ctx->out, "would prune %" JSON_INTEGER_FORMAT " task(s) finished over %s ago, "
-	                  "with %" JSON_INTEGER_FORMAT " bytes of screenshots (%.1f MiB)\n",
-	        count, age, bytes, (double)bytes / (1024.0 * 1024.0));
+	fprintf(ctx->out,
+		"would prune %" JSON_INTEGER_FORMAT " task(s) finished over %s ago, "
+		"with %" JSON_INTEGER_FORMAT " bytes of screenshots (%.1f MiB)\n",
+		count, age, bytes, (double)bytes / (1024.0 * 1024.0));
 }
 
 /* Asks on the terminal; true for "y" or "yes". */
@@ -94,8 +95,10 @@ static bool confirm(struct cli_context *ctx, json_int_t count)
 {
 	char answer[PRUNE_MAX_ANSWER];
 
-	fprintf(ctx->out, "remove these %" JSON_INTEGER_FORMAT " task(s), their steps and "
-	                  "screenshots? [y/N] ", count);
+	fprintf(ctx->out,
+		"remove these %" JSON_INTEGER_FORMAT " task(s), their steps and "
+		"screenshots? [y/N] ",
+		count);
 	fflush(ctx->out);
 	if (!fgets(answer, sizeof(answer), ctx->in))
 		return false;
@@ -114,8 +117,7 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "y", prune_options, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "y", prune_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_OLDER_THAN:
 			age = optarg;
@@ -138,18 +140,18 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 		return cli_usage_error(ctx, &cli_cmd_prune, "unexpected argument '%s'", argv[optind]);
 	if (!age)
 		return cli_usage_error(ctx, &cli_cmd_prune,
-		                       "give --older-than AGE (e.g. 30d; nothing is pruned without it)");
+				       "give --older-than AGE (e.g. 30d; nothing is pruned without it)");
 	if (cli_parse_age(age, &seconds) < 0)
 		return cli_usage_error(ctx, &cli_cmd_prune,
-		                       "--older-than '%s' is not an age such as 90s, 15m, 12h, 30d "
-		                       "or 8w (at most ten years)",
-		                       age);
+				       "--older-than '%s' is not an age such as 90s, 15m, 12h, 30d "
+				       "or 8w (at most ten years)",
+				       age);
 	/* Nobody to ask: refuse before anything is sent, saying how to go on. */
 	if (!dry_run && !yes && !isatty(fileno(ctx->in)))
 		return cli_usage_error(ctx, &cli_cmd_prune,
-		                       "will not remove tasks without asking, and standard input is "
-		                       "not a terminal to ask on: give --yes to prune, or --dry-run "
-		                       "to list what would go");
+				       "will not remove tasks without asking, and standard input is "
+				       "not a terminal to ask on: give --yes to prune, or --dry-run "
+				       "to list what would go");
 	if (dry_run || !yes) {
 		path = xasprintf(IPC_API_PREFIX "/prune?older_than=%ld&dry_run=true", seconds);
 		r = cli_api_json(ctx, "POST", path, NULL, &answer);
@@ -188,26 +190,27 @@ static int prune_run(struct cli_context *ctx, int argc, char **argv)
 	if (r != 0 || ctx->json)
 		goto cleanup;
 	json_int_t bytes = json_integer_value(json_object_get(answer, "bytes_freed"));
-	fprintf(ctx->out, "pruned %" JSON_INTEGER_FORMAT " task(s) finished over %s ago; "
-	                  "%" JSON_INTEGER_FORMAT " bytes of screenshots freed (%.1f MiB)\n",
-	        json_integer_value(json_object_get(answer, "tasks")), age, bytes,
-	        (double)bytes / (1024.0 * 1024.0));
+	fprintf(ctx->out,
+		"pruned %" JSON_INTEGER_FORMAT " task(s) finished over %s ago; "
+		"%" JSON_INTEGER_FORMAT " bytes of screenshots freed (%.1f MiB)\n",
+		json_integer_value(json_object_get(answer, "tasks")), age, bytes,
+		(double)bytes / (1024.0 * 1024.0));
 cleanup:
 	json_decref(answer);
 	return r;
 }
 
 const struct cli_command cli_cmd_prune = {
-        .name = "prune",
-        .args = "--older-than AGE [--dry-run | --yes]",
-        .summary = "remove tasks that finished more than AGE ago",
-        .help = "Removes the tasks that finished more than AGE ago (90s, 15m, 12h, 30d, 8w), with\n"
-                "their steps and screenshots, in one journal transaction, and prints how many\n"
-                "and the bytes freed. Queued and running tasks are never removed. holod can do\n"
-                "this by itself after each task: --prune-days / prune-days in holod.conf.\n"
-                "On a terminal it lists the tasks that would go and asks first; with standard\n"
-                "input not a terminal (a script, cron) it refuses unless given --yes.\n"
-                "  --dry-run   list what would go (id, status, finished) and remove nothing\n"
-                "  -y, --yes   remove without asking\n",
-        .run = prune_run,
+	.name = "prune",
+	.args = "--older-than AGE [--dry-run | --yes]",
+	.summary = "remove tasks that finished more than AGE ago",
+	.help = "Removes the tasks that finished more than AGE ago (90s, 15m, 12h, 30d, 8w), with\n"
+		"their steps and screenshots, in one journal transaction, and prints how many\n"
+		"and the bytes freed. Queued and running tasks are never removed. holod can do\n"
+		"this by itself after each task: --prune-days / prune-days in holod.conf.\n"
+		"On a terminal it lists the tasks that would go and asks first; with standard\n"
+		"input not a terminal (a script, cron) it refuses unless given --yes.\n"
+		"  --dry-run   list what would go (id, status, finished) and remove nothing\n"
+		"  -y, --yes   remove without asking\n",
+	.run = prune_run,
 };

@@ -17,12 +17,12 @@ enum { OPT_DRY_RUN = CLI_OPT_FIRST_COMMAND_OPTION, OPT_FROM, OPT_CHECK, OPT_THRE
 #define REPLAY_DEFAULT_THRESHOLD 0.01
 
 static const struct option replay_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"from", required_argument, NULL, OPT_FROM},
-        {"check", no_argument, NULL, OPT_CHECK},
-        {"threshold", required_argument, NULL, OPT_THRESHOLD},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	{"from", required_argument, NULL, OPT_FROM},
+	{"check", no_argument, NULL, OPT_CHECK},
+	{"threshold", required_argument, NULL, OPT_THRESHOLD},
+	{0},
 };
 
 static void set_pixel(json_t *action, json_t *pixels, const char *from, const char *to)
@@ -32,8 +32,8 @@ static void set_pixel(json_t *action, json_t *pixels, const char *from, const ch
 		json_object_set(action, to, v);
 }
 
-json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run,
-                          double check_threshold, size_t *ret_n)
+json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_run, double check_threshold,
+			  size_t *ret_n)
 {
 	json_t *script = json_array(), *indices = json_array(), *step;
 	size_t i;
@@ -69,12 +69,11 @@ json_t *cli_replay_script(json_t *steps, long long task_id, long from, bool dry_
 		json_decref(indices);
 		return NULL;
 	}
-	json_t *body = json_pack("{s:o, s:s, s:I, s:b}", "script", script, "coords", "pixels",
-	                         "replay_of", (json_int_t)task_id, "dry_run", dry_run);
+	json_t *body = json_pack("{s:o, s:s, s:I, s:b}", "script", script, "coords", "pixels", "replay_of",
+				 (json_int_t)task_id, "dry_run", dry_run);
 	if (body && check_threshold >= 0)
 		json_object_set_new(body, "check",
-		                    json_pack("{s:f, s:O}", "threshold", check_threshold, "steps",
-		                              indices));
+				    json_pack("{s:f, s:O}", "threshold", check_threshold, "steps", indices));
 	json_decref(indices);
 	return body;
 }
@@ -114,8 +113,8 @@ static int replay_run(struct cli_context *ctx, int argc, char **argv)
 		if (c == OPT_FROM) {
 			if (cli_parse_int(optarg, 0, IPC_MAX_TASK_STEPS, &from) < 0)
 				return cli_usage_error(ctx, &cli_cmd_replay,
-				                       "--from '%s' is not a step index (0..%d)",
-				                       optarg, IPC_MAX_TASK_STEPS);
+						       "--from '%s' is not a step index (0..%d)", optarg,
+						       IPC_MAX_TASK_STEPS);
 			continue;
 		}
 		if (c == OPT_CHECK) {
@@ -125,9 +124,9 @@ static int replay_run(struct cli_context *ctx, int argc, char **argv)
 		if (c == OPT_THRESHOLD) {
 			if (parse_threshold(optarg, &threshold) < 0)
 				return cli_usage_error(ctx, &cli_cmd_replay,
-				                       "--threshold '%s' is not a fraction of the pixels "
-				                       "(0 to 1, or 0%% to 100%%)",
-				                       optarg);
+						       "--threshold '%s' is not a fraction of the pixels "
+						       "(0 to 1, or 0%% to 100%%)",
+						       optarg);
 			continue;
 		}
 		r = cli_common_option(ctx, &cli_cmd_replay, c, argv);
@@ -152,17 +151,17 @@ static int replay_run(struct cli_context *ctx, int argc, char **argv)
 	ctx->json = json;
 	if (r != 0)
 		goto cleanup;
-	body = cli_replay_script(json_object_get(steps, "steps"), id, from, dry_run,
-	                         check ? threshold : -1, &n);
+	body = cli_replay_script(json_object_get(steps, "steps"), id, from, dry_run, check ? threshold : -1,
+				 &n);
 	if (!body) {
-		r = cli_error(ctx, "task %ld has no executed step from step %ld on to replay", id,
-		              from);
+		r = cli_error(ctx, "task %ld has no executed step from step %ld on to replay", id, from);
 		goto cleanup;
 	}
 	if (n > IPC_MAX_SCRIPT_ACTIONS) {
-		r = cli_error(ctx, "task %ld has %zu actions to replay, over the %d of one script; "
-		                   "replay it in parts with --from",
-		              id, n, IPC_MAX_SCRIPT_ACTIONS);
+		r = cli_error(ctx,
+			      "task %ld has %zu actions to replay, over the %d of one script; "
+			      "replay it in parts with --from",
+			      id, n, IPC_MAX_SCRIPT_ACTIONS);
 		goto cleanup;
 	}
 	text = json_dumps(body, JSON_COMPACT);
@@ -176,11 +175,12 @@ static int replay_run(struct cli_context *ctx, int argc, char **argv)
 	}
 	if (!ctx->json) {
 		fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " replays task %ld: %zu actions%s",
-		        json_integer_value(new_id), id, n, dry_run ? " (dry run)" : "");
+			json_integer_value(new_id), id, n, dry_run ? " (dry run)" : "");
 		if (check)
-			fprintf(ctx->out, ", each screen checked (at most %g%% of the pixels may "
-			                  "differ)",
-			        100 * threshold);
+			fprintf(ctx->out,
+				", each screen checked (at most %g%% of the pixels may "
+				"differ)",
+				100 * threshold);
 		fputc('\n', ctx->out);
 		fflush(ctx->out);
 	}
@@ -195,19 +195,19 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_replay = {
-        .name = "replay",
-        .args = "[--dry-run] [--from N] [--check [--threshold T]] ID",
-        .summary = "run a task's recorded actions again, at the same pixels",
-        .help = "Re-runs the actions task ID executed (a script or an instruction task's model\n"
-                "steps) as a new script task on the current screen, with the original pixel\n"
-                "coordinates, and follows it like `run --follow` (same exit statuses). The new\n"
-                "task records the one it replays (\"replay_of\" in its spec).\n"
-                "  --dry-run   journal the steps and screenshots, inject nothing\n"
-                "  --from N    start at step N\n"
-                "  --check     before each action, compare the screen with the step's recorded\n"
-                "              screenshot and stop at the first that differs, saying by how\n"
-                "              much (the fraction of differing pixels and their mean difference)\n"
-                "  --threshold T  the fraction of pixels that may differ (0.05 or 5%; default\n"
-                "              1%)\n",
-        .run = replay_run,
+	.name = "replay",
+	.args = "[--dry-run] [--from N] [--check [--threshold T]] ID",
+	.summary = "run a task's recorded actions again, at the same pixels",
+	.help = "Re-runs the actions task ID executed (a script or an instruction task's model\n"
+		"steps) as a new script task on the current screen, with the original pixel\n"
+		"coordinates, and follows it like `run --follow` (same exit statuses). The new\n"
+		"task records the one it replays (\"replay_of\" in its spec).\n"
+		"  --dry-run   journal the steps and screenshots, inject nothing\n"
+		"  --from N    start at step N\n"
+		"  --check     before each action, compare the screen with the step's recorded\n"
+		"              screenshot and stop at the first that differs, saying by how\n"
+		"              much (the fraction of differing pixels and their mean difference)\n"
+		"  --threshold T  the fraction of pixels that may differ (0.05 or 5%; default\n"
+		"              1%)\n",
+	.run = replay_run,
 };

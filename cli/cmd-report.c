@@ -25,21 +25,21 @@
 enum { OPT_EXTERNAL_IMAGES = CLI_OPT_FIRST_COMMAND_OPTION, OPT_INCLUDE_SENSITIVE };
 
 static const struct option report_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"output", required_argument, NULL, 'o'},
-        {"external-images", no_argument, NULL, OPT_EXTERNAL_IMAGES},
-        {"include-sensitive", no_argument, NULL, OPT_INCLUDE_SENSITIVE},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"output", required_argument, NULL, 'o'},
+	{"external-images", no_argument, NULL, OPT_EXTERNAL_IMAGES},
+	{"include-sensitive", no_argument, NULL, OPT_INCLUDE_SENSITIVE},
+	{0},
 };
 
 struct report {
 	struct cli_context *ctx;
 	long id;
 	FILE *f;
-	bool external;        /* images in <dir>/<N>-<which>.png beside the page */
+	bool external;		/* images in <dir>/<N>-<which>.png beside the page */
 	bool include_sensitive; /* also the screenshots of steps that typed a secret */
-	char *image_dir;      /* the folder, as written to disk */
-	char *image_dir_href; /* the same, relative to the page */
+	char *image_dir;	/* the folder, as written to disk */
+	char *image_dir_href;	/* the same, relative to the page */
 	unsigned long long image_bytes;
 };
 
@@ -47,12 +47,23 @@ static void html_text(FILE *f, const char *s)
 {
 	for (; s && *s; s++) {
 		switch (*s) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '"': fputs("&quot;", f); break;
-		case '\'': fputs("&#39;", f); break;
-		default: fputc(*s, f);
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		case '\'':
+			fputs("&#39;", f);
+			break;
+		default:
+			fputc(*s, f);
 		}
 	}
 }
@@ -104,8 +115,7 @@ static int write_all_file(const char *path, const char *data, size_t size)
 
 /* Writes the <img> of one screenshot (embedded or beside the page); false when the step has
  * none or it cannot be fetched (said in the page). */
-static bool write_image(struct report *rp, json_t *step, const char *which, char *err,
-                        size_t errlen)
+static bool write_image(struct report *rp, json_t *step, const char *which, char *err, size_t errlen)
 {
 	long long index = 0;
 	char *path, *png = NULL, *sha = NULL, hex[65];
@@ -117,13 +127,14 @@ static bool write_image(struct report *rp, json_t *step, const char *which, char
 		return false;
 	}
 	if (!rp->include_sensitive && json_is_true(json_object_get(step, "sensitive"))) {
-		snprintf(err, errlen, "the %s screenshot is left out: this step typed a secret "
-		         "(holoctl report --include-sensitive shows it)", which);
+		snprintf(err, errlen,
+			 "the %s screenshot is left out: this step typed a secret "
+			 "(holoctl report --include-sensitive shows it)",
+			 which);
 		return false;
 	}
 	int_of(step, "index", &index);
-	path = xasprintf(IPC_API_PREFIX "/tasks/%ld/steps/%lld/screenshot?which=%s", rp->id, index,
-	                 which);
+	path = xasprintf(IPC_API_PREFIX "/tasks/%ld/steps/%lld/screenshot?which=%s", rp->id, index, which);
 	r = cli_api_raw(rp->ctx, "GET", path, NULL, &png, &size, &sha);
 	free(path);
 	if (r != 0) {
@@ -137,7 +148,7 @@ static bool write_image(struct report *rp, json_t *step, const char *which, char
 	}
 	if (rp->image_bytes + size > REPORT_MAX_IMAGE_BYTES) {
 		snprintf(err, errlen, "left out: the report's screenshots passed %llu bytes",
-		         REPORT_MAX_IMAGE_BYTES);
+			 REPORT_MAX_IMAGE_BYTES);
 		goto fail;
 	}
 	rp->image_bytes += size;
@@ -146,8 +157,7 @@ static bool write_image(struct report *rp, json_t *step, const char *which, char
 		r = write_all_file(file, png, size);
 		free(file);
 		if (r < 0) {
-			snprintf(err, errlen, "cannot write the %s screenshot: %s", which,
-			         strerror(-r));
+			snprintf(err, errlen, "cannot write the %s screenshot: %s", which, strerror(-r));
 			goto fail;
 		}
 	}
@@ -190,16 +200,18 @@ static void write_markers(FILE *f, json_t *step)
 	double cx = (double)(x - mx) * sx, cy = (double)(y - my) * sy;
 	double r = (w > h ? w : h) / 80.0 + 6;
 
-	fprintf(f, "<svg class=\"overlay\" viewBox=\"0 0 %lld %lld\" preserveAspectRatio=\"none\" "
-	           "aria-hidden=\"true\">",
-	        w, h);
+	fprintf(f,
+		"<svg class=\"overlay\" viewBox=\"0 0 %lld %lld\" preserveAspectRatio=\"none\" "
+		"aria-hidden=\"true\">",
+		w, h);
 	if (strcmp(tool, "drag") == 0 && int_of(px, "x2", &x2) && int_of(px, "y2", &y2)) {
 		double ex = (double)(x2 - mx) * sx, ey = (double)(y2 - my) * sy;
-		fprintf(f, "<line class=\"marker drag\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
-		           "y2=\"%.0f\" marker-end=\"url(#arrow)\"/>",
-		        cx, cy, ex, ey);
-		fprintf(f, "<circle class=\"marker drag-end\" cx=\"%.0f\" cy=\"%.0f\" r=\"%.0f\"/>",
-		        ex, ey, r / 2);
+		fprintf(f,
+			"<line class=\"marker drag\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
+			"y2=\"%.0f\" marker-end=\"url(#arrow)\"/>",
+			cx, cy, ex, ey);
+		fprintf(f, "<circle class=\"marker drag-end\" cx=\"%.0f\" cy=\"%.0f\" r=\"%.0f\"/>", ex, ey,
+			r / 2);
 	}
 	if (strcmp(tool, "scroll") == 0) {
 		const char *d = str(call, "direction");
@@ -212,22 +224,26 @@ static void write_markers(FILE *f, json_t *step)
 			dx = -1;
 		else if (d && strcmp(d, "right") == 0)
 			dx = 1;
-		fprintf(f, "<line class=\"marker scroll\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
-		           "y2=\"%.0f\" marker-end=\"url(#arrow)\"/>",
-		        cx, cy, cx + dx * r * 4, cy + dy * r * 4);
+		fprintf(f,
+			"<line class=\"marker scroll\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
+			"y2=\"%.0f\" marker-end=\"url(#arrow)\"/>",
+			cx, cy, cx + dx * r * 4, cy + dy * r * 4);
 	}
-	fprintf(f, "<circle class=\"marker %s\" data-x=\"%lld\" data-y=\"%lld\" cx=\"%.0f\" "
-	           "cy=\"%.0f\" r=\"%.0f\"/>",
-	        strcmp(tool, "click") == 0 ? "click" : strcmp(tool, "double_click") == 0 ? "double" :
-	        strcmp(tool, "triple_click") == 0                                        ? "triple" :
-	                                                                                   "point",
-	        x, y, cx, cy, r);
+	fprintf(f,
+		"<circle class=\"marker %s\" data-x=\"%lld\" data-y=\"%lld\" cx=\"%.0f\" "
+		"cy=\"%.0f\" r=\"%.0f\"/>",
+		strcmp(tool, "click") == 0	  ? "click" :
+		strcmp(tool, "double_click") == 0 ? "double" :
+		strcmp(tool, "triple_click") == 0 ? "triple" :
+						    "point",
+		x, y, cx, cy, r);
 	if (strcmp(tool, "double_click") == 0 || strcmp(tool, "triple_click") == 0)
-		fprintf(f, "<circle class=\"marker ring\" cx=\"%.0f\" cy=\"%.0f\" r=\"%.0f\"/>", cx,
-		        cy, r * 1.6);
-	fprintf(f, "<line class=\"cross\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>"
-	           "<line class=\"cross\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/></svg>",
-	        cx - r / 2, cy, cx + r / 2, cy, cx, cy - r / 2, cx, cy + r / 2);
+		fprintf(f, "<circle class=\"marker ring\" cx=\"%.0f\" cy=\"%.0f\" r=\"%.0f\"/>", cx, cy,
+			r * 1.6);
+	fprintf(f,
+		"<line class=\"cross\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>"
+		"<line class=\"cross\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/></svg>",
+		cx - r / 2, cy, cx + r / 2, cy, cx, cy - r / 2, cx, cy + r / 2);
 }
 
 /* The typed text, keys or answer of a step, as a caption. */
@@ -265,10 +281,10 @@ static void row(FILE *f, const char *key, const char *value)
 
 static void write_timings(FILE *f, json_t *timings)
 {
-	static const char *const phases[][2] = {
-	        {"capture", "capture"}, {"preprocess", "preprocess"}, {"encode", "vision"},
-	        {"prefill", "prefill"}, {"decode", "decode"},         {"map", "map"},
-	        {"inject", "inject"},   {"settle", "settle"},         {"capture_after", "capture after"}};
+	static const char *const phases[][2] =
+		{{"capture", "capture"}, {"preprocess", "preprocess"}, {"encode", "vision"},
+		 {"prefill", "prefill"}, {"decode", "decode"},	       {"map", "map"},
+		 {"inject", "inject"},	 {"settle", "settle"},	       {"capture_after", "capture after"}};
 	long long v;
 	char buf[32];
 
@@ -307,17 +323,16 @@ static void held_row(FILE *f, json_t *held)
 		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", gmtime_r(&sec, &tm));
 	}
 	if (json_is_integer(uid))
-		snprintf(line, sizeof(line), "%s by uid %" JSON_INTEGER_FORMAT " (pid %"
-			 JSON_INTEGER_FORMAT ")%s%s%s%s%s", decision ? decision : "?",
-			 json_integer_value(uid), json_integer_value(pid), when,
+		snprintf(line, sizeof(line),
+			 "%s by uid %" JSON_INTEGER_FORMAT " (pid %" JSON_INTEGER_FORMAT ")%s%s%s%s%s",
+			 decision ? decision : "?", json_integer_value(uid), json_integer_value(pid), when,
 			 denial ? ": " : "", denial ? denial : "", reason ? "; held because " : "",
 			 reason ? reason : "");
 	else
-		snprintf(line, sizeof(line), "%s (nobody answered)%s%s",
-			 decision ? decision : "?", reason ? "; held because " : "",
-			 reason ? reason : "");
-	row(f, str(held, "waited_for") && strcmp(str(held, "waited_for"), "reply") == 0
-		       ? "reply" : "approval", line);
+		snprintf(line, sizeof(line), "%s (nobody answered)%s%s", decision ? decision : "?",
+			 reason ? "; held because " : "", reason ? reason : "");
+	row(f, str(held, "waited_for") && strcmp(str(held, "waited_for"), "reply") == 0 ? "reply" : "approval",
+	    line);
 }
 
 static void write_step(struct report *rp, json_t *step, size_t n)
@@ -361,45 +376,45 @@ static void write_step(struct report *rp, json_t *step, size_t n)
 }
 
 static const char style[] =
-        "body{font:15px/1.45 system-ui,sans-serif;margin:0;background:#f4f4f2;color:#1c1c1c}"
-        "header,section{max-width:1800px;margin:0 auto;padding:12px 20px}"
-        "header{background:#fff;border-bottom:1px solid #ccc}"
-        "h1{font-size:20px;margin:4px 0}h2{font-size:17px;margin:6px 0}"
-        "h4{margin:6px 0 2px;font-size:13px;color:#555;text-transform:uppercase}"
-        "section.step{border-bottom:1px solid #ccc;scroll-margin-top:36px}"
-        "section.step.current{background:#fffbe6}"
-        ".shots{display:grid;grid-template-columns:1fr 1fr;gap:12px}"
-        "@media (max-width:1100px){.shots{grid-template-columns:1fr}}"
-        "figure{margin:0}.frame{position:relative;line-height:0}"
-        ".frame img{width:100%;height:auto;border:1px solid #999}"
-        "svg.overlay{position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none}"
-        ".marker{fill:none;stroke:#e6007e;stroke-width:4}.marker.ring{stroke-width:3}"
-        ".marker.drag,.marker.scroll{stroke-width:5}.cross{stroke:#e6007e;stroke-width:2}"
-        "figcaption{font-size:12px;color:#555;line-height:1.6}"
-        ".action{font-size:16px}.at,.status{color:#555;font-weight:normal}"
-        "pre{white-space:pre-wrap;word-break:break-word;background:#fff;padding:6px;"
-        "border:1px solid #ddd;max-height:20em;overflow:auto}"
-        "table.kv th{text-align:left;padding-right:12px;color:#555;font-weight:normal;"
-        "vertical-align:top}"
-        ".timings span{margin-right:10px;color:#555}.missing{color:#a00;line-height:1.4}"
-        "nav{position:sticky;top:0;background:#333;color:#fff;padding:6px 20px;font-size:13px;"
-        "z-index:1}";
+	"body{font:15px/1.45 system-ui,sans-serif;margin:0;background:#f4f4f2;color:#1c1c1c}"
+	"header,section{max-width:1800px;margin:0 auto;padding:12px 20px}"
+	"header{background:#fff;border-bottom:1px solid #ccc}"
+	"h1{font-size:20px;margin:4px 0}h2{font-size:17px;margin:6px 0}"
+	"h4{margin:6px 0 2px;font-size:13px;color:#555;text-transform:uppercase}"
+	"section.step{border-bottom:1px solid #ccc;scroll-margin-top:36px}"
+	"section.step.current{background:#fffbe6}"
+	".shots{display:grid;grid-template-columns:1fr 1fr;gap:12px}"
+	"@media (max-width:1100px){.shots{grid-template-columns:1fr}}"
+	"figure{margin:0}.frame{position:relative;line-height:0}"
+	".frame img{width:100%;height:auto;border:1px solid #999}"
+	"svg.overlay{position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none}"
+	".marker{fill:none;stroke:#e6007e;stroke-width:4}.marker.ring{stroke-width:3}"
+	".marker.drag,.marker.scroll{stroke-width:5}.cross{stroke:#e6007e;stroke-width:2}"
+	"figcaption{font-size:12px;color:#555;line-height:1.6}"
+	".action{font-size:16px}.at,.status{color:#555;font-weight:normal}"
+	"pre{white-space:pre-wrap;word-break:break-word;background:#fff;padding:6px;"
+	"border:1px solid #ddd;max-height:20em;overflow:auto}"
+	"table.kv th{text-align:left;padding-right:12px;color:#555;font-weight:normal;"
+	"vertical-align:top}"
+	".timings span{margin-right:10px;color:#555}.missing{color:#a00;line-height:1.4}"
+	"nav{position:sticky;top:0;background:#333;color:#fff;padding:6px 20px;font-size:13px;"
+	"z-index:1}";
 
 /* Moves between steps: n/j/right arrow next, p/k/left arrow previous, Home/End. */
 static const char script[] =
-        "(function(){var s=document.querySelectorAll('section.step'),i=-1;"
-        "var pos=document.getElementById('pos');"
-        "document.body.setAttribute('data-steps',String(s.length));"
-        "function go(n){if(!s.length)return;i=Math.max(0,Math.min(s.length-1,n));"
-        "for(var k=0;k<s.length;k++)s[k].classList.toggle('current',k===i);"
-        "s[i].scrollIntoView({block:'start'});pos.textContent='step '+(i+1)+' / '+s.length;}"
-        "document.addEventListener('keydown',function(e){if(e.altKey||e.ctrlKey||e.metaKey)"
-        "return;var k=e.key;if(k==='ArrowRight'||k==='n'||k==='j'){go(i+1);}"
-        "else if(k==='ArrowLeft'||k==='p'||k==='k'){go(i-1);}else if(k==='Home'){go(0);}"
-        "else if(k==='End'){go(s.length-1);}else{return;}e.preventDefault();});"
-        "window.addEventListener('load',function(){var n=0,im=document.images;"
-        "for(var k=0;k<im.length;k++)if(im[k].complete&&im[k].naturalWidth>0)n++;"
-        "document.body.setAttribute('data-images-loaded',String(n));});})();";
+	"(function(){var s=document.querySelectorAll('section.step'),i=-1;"
+	"var pos=document.getElementById('pos');"
+	"document.body.setAttribute('data-steps',String(s.length));"
+	"function go(n){if(!s.length)return;i=Math.max(0,Math.min(s.length-1,n));"
+	"for(var k=0;k<s.length;k++)s[k].classList.toggle('current',k===i);"
+	"s[i].scrollIntoView({block:'start'});pos.textContent='step '+(i+1)+' / '+s.length;}"
+	"document.addEventListener('keydown',function(e){if(e.altKey||e.ctrlKey||e.metaKey)"
+	"return;var k=e.key;if(k==='ArrowRight'||k==='n'||k==='j'){go(i+1);}"
+	"else if(k==='ArrowLeft'||k==='p'||k==='k'){go(i-1);}else if(k==='Home'){go(0);}"
+	"else if(k==='End'){go(s.length-1);}else{return;}e.preventDefault();});"
+	"window.addEventListener('load',function(){var n=0,im=document.images;"
+	"for(var k=0;k<im.length;k++)if(im[k].complete&&im[k].naturalWidth>0)n++;"
+	"document.body.setAttribute('data-images-loaded',String(n));});})();";
 
 static void write_page(struct report *rp, json_t *task, json_t *steps, const char *nonce)
 {
@@ -409,23 +424,25 @@ static void write_page(struct report *rp, json_t *task, json_t *steps, const cha
 	char *prov = json_dumps(json_object_get(task, "provenance"), JSON_INDENT(1) | JSON_SORT_KEYS);
 	size_t i, n = json_array_size(steps);
 
-	fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-	           "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-	           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-	           "img-src data: 'self'; style-src 'unsafe-inline'; script-src 'nonce-%s'\">"
-	           "<title>holod task %ld</title><style>%s</style></head><body>\n",
-	        nonce, rp->id, style);
-	fprintf(f, "<nav><span id=\"pos\">%zu steps</span> &middot; keys: n/&rarr; next, "
-	           "p/&larr; previous, Home, End</nav>",
-	        n);
+	fprintf(f,
+		"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+		"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+		"<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+		"img-src data: 'self'; style-src 'unsafe-inline'; script-src 'nonce-%s'\">"
+		"<title>holod task %ld</title><style>%s</style></head><body>\n",
+		nonce, rp->id, style);
+	fprintf(f,
+		"<nav><span id=\"pos\">%zu steps</span> &middot; keys: n/&rarr; next, "
+		"p/&larr; previous, Home, End</nav>",
+		n);
 	fprintf(f, "<header><h1>Task %ld: ", rp->id);
 	if (instruction)
 		html_text(f, instruction);
 	else
 		fprintf(f, "script of %zu actions", json_array_size(json_object_get(spec, "script")));
 	fputs("</h1><table class=\"kv\">", f);
-	static const char *const fields[] = {"status",      "kind",   "display", "created_at",
-	                                     "started_at",  "finished_at", "result", "error"};
+	static const char *const fields[] = {"status",	   "kind",	  "display", "created_at",
+					     "started_at", "finished_at", "result",  "error"};
 	for (size_t k = 0; k < ARRAY_SIZE(fields); k++)
 		row(f, fields[k], str(task, fields[k]));
 	char buf[32];
@@ -448,8 +465,7 @@ static void write_page(struct report *rp, json_t *task, json_t *steps, const cha
 	      "orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#e6007e\"/></marker></defs>"
 	      "</svg>\n",
 	      f);
-	json_array_foreach(steps, i, step)
-		write_step(rp, step, n);
+	json_array_foreach(steps, i, step) write_step(rp, step, n);
 	if (n == 0)
 		fputs("<section><p>This task has no steps.</p></section>", f);
 	fprintf(f, "<script nonce=\"%s\">%s</script></body></html>\n", nonce, script);
@@ -477,8 +493,7 @@ static int report_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "o:", report_options, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "o:", report_options, NULL)) != -1) {
 		if (c == 'o') {
 			output = optarg;
 			continue;
@@ -507,7 +522,7 @@ static int report_run(struct cli_context *ctx, int argc, char **argv)
 		output = default_output;
 	if (rp.external && strcmp(output, "-") == 0) {
 		r = cli_usage_error(ctx, &cli_cmd_report,
-		                    "--external-images needs a file: the images go beside it");
+				    "--external-images needs a file: the images go beside it");
 		goto cleanup;
 	}
 
@@ -523,8 +538,7 @@ static int report_run(struct cli_context *ctx, int argc, char **argv)
 		goto cleanup;
 	json_t *arr = json_is_array(steps) ? steps : json_object_get(steps, "steps");
 	if (!json_is_array(arr)) {
-		r = cli_error(ctx, "holod's answer for the steps of task %ld has no \"steps\" array",
-		              rp.id);
+		r = cli_error(ctx, "holod's answer for the steps of task %ld has no \"steps\" array", rp.id);
 		goto cleanup;
 	}
 	if (rp.external) {
@@ -561,7 +575,7 @@ static int report_run(struct cli_context *ctx, int argc, char **argv)
 		goto cleanup;
 	}
 	fprintf(ctx->out, "%s: task %ld, %zu steps%s%s\n", output, rp.id, json_array_size(arr),
-	        rp.external ? ", images in " : "", rp.external ? rp.image_dir : "");
+		rp.external ? ", images in " : "", rp.external ? rp.image_dir : "");
 	r = CLI_EXIT_OK;
 
 cleanup:
@@ -575,19 +589,19 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_report = {
-        .name = "report",
-        .args = "[-o FILE.html] [--external-images] [--include-sensitive] ID",
-        .summary = "write a task's review page (self-contained HTML)",
-        .help = "Writes one HTML page that opens in any browser without a server: the task\n"
-                "(instruction or script, provenance, outcome, steps used), then per step the\n"
-                "before screenshot with the action drawn on it (click and double-click markers,\n"
-                "the drag path, the scroll direction; typed text and keys as a caption), the\n"
-                "after screenshot, the model's thought, note and raw output, and the timings.\n"
-                "Keys in the page: n or right arrow next step, p or left arrow previous.\n"
-                "  -o FILE             where to write it (default task-ID.html; - for stdout)\n"
-                "  --external-images   screenshots as PNG files in FILE-images/ beside the page\n"
-                "                      instead of embedded in it\n"
-                "  --include-sensitive also the screenshots of steps that typed a secret (left\n"
-                "                      out by default)\n",
-        .run = report_run,
+	.name = "report",
+	.args = "[-o FILE.html] [--external-images] [--include-sensitive] ID",
+	.summary = "write a task's review page (self-contained HTML)",
+	.help = "Writes one HTML page that opens in any browser without a server: the task\n"
+		"(instruction or script, provenance, outcome, steps used), then per step the\n"
+		"before screenshot with the action drawn on it (click and double-click markers,\n"
+		"the drag path, the scroll direction; typed text and keys as a caption), the\n"
+		"after screenshot, the model's thought, note and raw output, and the timings.\n"
+		"Keys in the page: n or right arrow next step, p or left arrow previous.\n"
+		"  -o FILE             where to write it (default task-ID.html; - for stdout)\n"
+		"  --external-images   screenshots as PNG files in FILE-images/ beside the page\n"
+		"                      instead of embedded in it\n"
+		"  --include-sensitive also the screenshots of steps that typed a secret (left\n"
+		"                      out by default)\n",
+	.run = report_run,
 };

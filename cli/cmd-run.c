@@ -38,30 +38,30 @@ enum {
 };
 
 static const struct option run_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"script", required_argument, NULL, OPT_SCRIPT},
-        {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
-        {"max-seconds", required_argument, NULL, OPT_MAX_SECONDS},
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
-        {"coords", required_argument, NULL, OPT_COORDS},
-        {"follow", no_argument, NULL, 'f'},
-        {"history", required_argument, NULL, OPT_HISTORY},
-        {"window", required_argument, NULL, OPT_WINDOW},
-        {"max-tiles", required_argument, NULL, OPT_MAX_TILES},
-        {"display", required_argument, NULL, OPT_DISPLAY},
-        {"temperature", required_argument, NULL, OPT_TEMPERATURE},
-        {"top-p", required_argument, NULL, OPT_TOP_P},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"thinking", required_argument, NULL, OPT_THINKING},
-        {"thinking-tokens", required_argument, NULL, OPT_THINKING_TOKENS},
-        {"policy-format", required_argument, NULL, OPT_POLICY_FORMAT},
-        {"stuck-warn", required_argument, NULL, OPT_STUCK_WARN},
-        {"stuck-stop", required_argument, NULL, OPT_STUCK_STOP},
-        {"approve", required_argument, NULL, OPT_APPROVE},
-        {"takeover", required_argument, NULL, OPT_TAKEOVER},
-        {"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"script", required_argument, NULL, OPT_SCRIPT},
+	{"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+	{"max-seconds", required_argument, NULL, OPT_MAX_SECONDS},
+	{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+	{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+	{"coords", required_argument, NULL, OPT_COORDS},
+	{"follow", no_argument, NULL, 'f'},
+	{"history", required_argument, NULL, OPT_HISTORY},
+	{"window", required_argument, NULL, OPT_WINDOW},
+	{"max-tiles", required_argument, NULL, OPT_MAX_TILES},
+	{"display", required_argument, NULL, OPT_DISPLAY},
+	{"temperature", required_argument, NULL, OPT_TEMPERATURE},
+	{"top-p", required_argument, NULL, OPT_TOP_P},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"thinking", required_argument, NULL, OPT_THINKING},
+	{"thinking-tokens", required_argument, NULL, OPT_THINKING_TOKENS},
+	{"policy-format", required_argument, NULL, OPT_POLICY_FORMAT},
+	{"stuck-warn", required_argument, NULL, OPT_STUCK_WARN},
+	{"stuck-stop", required_argument, NULL, OPT_STUCK_STOP},
+	{"approve", required_argument, NULL, OPT_APPROVE},
+	{"takeover", required_argument, NULL, OPT_TAKEOVER},
+	{"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
+	{0},
 };
 
 /* A number written whole (its range is the request parser's to check). */
@@ -102,9 +102,9 @@ static int script_file_argument(struct cli_context *ctx, const char *arg)
 		if (!json_name)
 			return 0;
 		cli_usage_error(ctx, &cli_cmd_run,
-		                "'%s' looks like a script file but is not one (%s): give --script "
-		                "FILE to run a script, or an instruction in words",
-		                arg, err ? strerror(err) : "not a regular file");
+				"'%s' looks like a script file but is not one (%s): give --script "
+				"FILE to run a script, or an instruction in words",
+				arg, err ? strerror(err) : "not a regular file");
 		return -1;
 	}
 	f = fopen(arg, "r");
@@ -115,14 +115,16 @@ static int script_file_argument(struct cli_context *ctx, const char *arg)
 	while (i < n && strchr(" \t\r\n", head[i]))
 		i++;
 	if (json_name || (i < n && (head[i] == '[' || head[i] == '{'))) {
-		fprintf(ctx->err, "holoctl run: '%s' is a file: running it as a script (as with "
-		                  "--script %s)\n", arg, arg);
+		fprintf(ctx->err,
+			"holoctl run: '%s' is a file: running it as a script (as with "
+			"--script %s)\n",
+			arg, arg);
 		return 1;
 	}
 	cli_usage_error(ctx, &cli_cmd_run,
-	                "'%s' is a file but not a JSON script: give --script FILE for a script, or "
-	                "an instruction that is not a file's name",
-	                arg);
+			"'%s' is a file but not a JSON script: give --script FILE for a script, or "
+			"an instruction that is not a file's name",
+			arg);
 	return -1;
 }
 
@@ -144,8 +146,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "f", run_options, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS "f", run_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_SCRIPT:
 			script = optarg;
@@ -153,22 +154,20 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		case OPT_MAX_STEPS:
 			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_STEPS, &max_steps) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--max-steps must be from 1 to %d, not '%s'",
-				                       IPC_MAX_TASK_STEPS, optarg);
+						       "--max-steps must be from 1 to %d, not '%s'",
+						       IPC_MAX_TASK_STEPS, optarg);
 			break;
 		case OPT_MAX_SECONDS:
 			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_SECONDS, &max_seconds) < 0)
-				return cli_usage_error(
-				        ctx, &cli_cmd_run,
-				        "--max-seconds must be from 1 to %d, not '%s'",
-				        IPC_MAX_TASK_SECONDS, optarg);
+				return cli_usage_error(ctx, &cli_cmd_run,
+						       "--max-seconds must be from 1 to %d, not '%s'",
+						       IPC_MAX_TASK_SECONDS, optarg);
 			break;
 		case OPT_ASK_TIMEOUT:
 			if (cli_parse_int(optarg, 1, IPC_MAX_TASK_SECONDS, &ask_timeout) < 0)
-				return cli_usage_error(
-				        ctx, &cli_cmd_run,
-				        "--ask-timeout must be from 1 to %d seconds, not '%s'",
-				        IPC_MAX_TASK_SECONDS, optarg);
+				return cli_usage_error(ctx, &cli_cmd_run,
+						       "--ask-timeout must be from 1 to %d seconds, not '%s'",
+						       IPC_MAX_TASK_SECONDS, optarg);
 			break;
 		case OPT_DRY_RUN:
 			dry_run = true;
@@ -176,14 +175,13 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		case OPT_SETTLE_MS:
 			if (cli_parse_int(optarg, 0, IPC_MAX_SETTLE_MS, &settle_ms) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--settle-ms must be from 0 to %d, not '%s'",
-				                       IPC_MAX_SETTLE_MS, optarg);
+						       "--settle-ms must be from 0 to %d, not '%s'",
+						       IPC_MAX_SETTLE_MS, optarg);
 			break;
 		case OPT_COORDS:
 			if (ipc_coords_from_string(optarg) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--coords must be pixels or model, not '%s'",
-				                       optarg);
+						       "--coords must be pixels or model, not '%s'", optarg);
 			coords = optarg;
 			break;
 		case 'f':
@@ -192,9 +190,9 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		case OPT_TAKEOVER:
 			if (ipc_takeover_from_string(optarg) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--takeover must be pause, ignore or cancel, not "
-				                       "'%s'",
-				                       optarg);
+						       "--takeover must be pause, ignore or cancel, not "
+						       "'%s'",
+						       optarg);
 			takeover = optarg;
 			break;
 		case OPT_DISPLAY:
@@ -203,76 +201,76 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		case OPT_APPROVE:
 			if (ipc_approve_from_string(optarg) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--approve must be none, risky or all, not '%s'",
-				                       optarg);
+						       "--approve must be none, risky or all, not '%s'",
+						       optarg);
 			approve = optarg;
 			break;
 		case OPT_HISTORY:
 			if (ipc_history_from_string(optarg) < 0)
-				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--history must be rolling, persistent or window, not '%s'",
-				                       optarg);
+				return cli_usage_error(
+					ctx, &cli_cmd_run,
+					"--history must be rolling, persistent or window, not '%s'", optarg);
 			history = optarg;
 			break;
 		case OPT_POLICY_FORMAT:
 			if (ipc_policy_format_from_string(optarg) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--policy-format must be holo3 or holo-nano, not '%s'",
-				                       optarg);
+						       "--policy-format must be holo3 or holo-nano, not '%s'",
+						       optarg);
 			policy_format = optarg;
 			break;
 		case OPT_WINDOW:
 			if (cli_parse_int(optarg, 1, IPC_MAX_HISTORY_WINDOW, &window) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--window must be from 1 to %d, not '%s'",
-				                       IPC_MAX_HISTORY_WINDOW, optarg);
+						       "--window must be from 1 to %d, not '%s'",
+						       IPC_MAX_HISTORY_WINDOW, optarg);
 			break;
 		case OPT_MAX_TILES:
 			if (cli_parse_int(optarg, 1, IPC_MAX_TILES, &max_tiles) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--max-tiles must be from 1 to %d, not '%s'",
-				                       IPC_MAX_TILES, optarg);
+						       "--max-tiles must be from 1 to %d, not '%s'",
+						       IPC_MAX_TILES, optarg);
 			break;
 		case OPT_TEMPERATURE:
 			if (parse_real(optarg, &temperature) < 0 || temperature < 0 ||
 			    temperature > IPC_MAX_TEMPERATURE)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--temperature must be from 0 (greedy) to %g, "
-				                       "not '%s'",
-				                       IPC_MAX_TEMPERATURE, optarg);
+						       "--temperature must be from 0 (greedy) to %g, "
+						       "not '%s'",
+						       IPC_MAX_TEMPERATURE, optarg);
 			break;
 		case OPT_TOP_P:
 			if (parse_real(optarg, &top_p) < 0 || top_p <= 0 || top_p > 1)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--top-p must be above 0 and at most 1, not '%s'",
-				                       optarg);
+						       "--top-p must be above 0 and at most 1, not '%s'",
+						       optarg);
 			break;
 		case OPT_SEED:
 			if (cli_parse_int(optarg, 0, (long)IPC_MAX_SEED, &seed) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--seed must be from 0 to %llu, not '%s'",
-				                       (unsigned long long)IPC_MAX_SEED, optarg);
+						       "--seed must be from 0 to %llu, not '%s'",
+						       (unsigned long long)IPC_MAX_SEED, optarg);
 			break;
 		case OPT_THINKING:
 			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--thinking must be on or off, not '%s'", optarg);
+						       "--thinking must be on or off, not '%s'", optarg);
 			thinking = strcmp(optarg, "on") == 0;
 			break;
 		case OPT_THINKING_TOKENS:
 			if (cli_parse_int(optarg, 1, IPC_MAX_THINKING_TOKENS, &thinking_tokens) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--thinking-tokens must be from 1 to %d, not '%s'",
-				                       IPC_MAX_THINKING_TOKENS, optarg);
+						       "--thinking-tokens must be from 1 to %d, not '%s'",
+						       IPC_MAX_THINKING_TOKENS, optarg);
 			break;
 		case OPT_STUCK_WARN:
 		case OPT_STUCK_STOP:
 			if (cli_parse_int(optarg, 0, IPC_MAX_STUCK_STEPS,
-			                  c == OPT_STUCK_WARN ? &stuck_warn : &stuck_stop) < 0)
+					  c == OPT_STUCK_WARN ? &stuck_warn : &stuck_stop) < 0)
 				return cli_usage_error(ctx, &cli_cmd_run,
-				                       "--stuck-%s must be from 0 (off) to %d, not '%s'",
-				                       c == OPT_STUCK_WARN ? "warn" : "stop",
-				                       IPC_MAX_STUCK_STEPS, optarg);
+						       "--stuck-%s must be from 0 (off) to %d, not '%s'",
+						       c == OPT_STUCK_WARN ? "warn" : "stop",
+						       IPC_MAX_STUCK_STEPS, optarg);
 			break;
 		default:
 			r = cli_common_option(ctx, &cli_cmd_run, c, argv);
@@ -296,22 +294,21 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 			script = argv[optind++];
 	}
 	if (script && optind < argc)
-		return cli_usage_error(
-		        ctx, &cli_cmd_run,
-		        "give either --script FILE or an instruction, not both ('%s')",
-		        argv[optind]);
+		return cli_usage_error(ctx, &cli_cmd_run,
+				       "give either --script FILE or an instruction, not both ('%s')",
+				       argv[optind]);
 	if (!script && optind >= argc)
 		return cli_usage_error(
-		        ctx, &cli_cmd_run,
-		        "what should holod do? give --script FILE (- for stdin) or an instruction");
+			ctx, &cli_cmd_run,
+			"what should holod do? give --script FILE (- for stdin) or an instruction");
 
-	if (script && (history || window || max_tiles || temperature >= 0 || top_p >= 0 ||
-	               seed >= 0 || thinking >= 0 || thinking_tokens || policy_format ||
-	               stuck_warn >= 0 || stuck_stop >= 0))
+	if (script &&
+	    (history || window || max_tiles || temperature >= 0 || top_p >= 0 || seed >= 0 || thinking >= 0 ||
+	     thinking_tokens || policy_format || stuck_warn >= 0 || stuck_stop >= 0))
 		return cli_usage_error(ctx, &cli_cmd_run,
-		                       "--history, --window, --max-tiles, --temperature, --top-p, "
-		                       "--seed, --thinking, --thinking-tokens, --policy-format, "
-		                       "--stuck-warn and --stuck-stop apply to instructions only");
+				       "--history, --window, --max-tiles, --temperature, --top-p, "
+				       "--seed, --thinking, --thinking-tokens, --policy-format, "
+				       "--stuck-warn and --stuck-stop apply to instructions only");
 	if (script) {
 		if (cli_script_read(script, ctx->in, &body, err, sizeof(err)) < 0)
 			return cli_usage_error(ctx, &cli_cmd_run, "%s", err);
@@ -319,8 +316,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 			json_object_set_new(body, "coords", json_string(coords));
 	} else {
 		if (coords)
-			return cli_usage_error(ctx, &cli_cmd_run,
-			                       "--coords applies to scripts only");
+			return cli_usage_error(ctx, &cli_cmd_run, "--coords applies to scripts only");
 		/* Several words are one instruction: `holoctl run open the settings`. */
 		size_t len = 0;
 		for (int i = optind; i < argc; i++)
@@ -335,8 +331,7 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 		body = json_pack("{s:s}", "instruction", instruction);
 		free(instruction);
 		if (!body)
-			return cli_usage_error(ctx, &cli_cmd_run,
-			                       "the instruction is not valid UTF-8");
+			return cli_usage_error(ctx, &cli_cmd_run, "the instruction is not valid UTF-8");
 	}
 	/* Options on the command line override those of the script file. */
 	if (max_steps)
@@ -385,9 +380,9 @@ int cli_run_parse(struct cli_context *ctx, int argc, char **argv, struct cli_run
 	if (strlen(text) > IPC_MAX_BODY_BYTES) {
 		free(text);
 		return cli_usage_error(ctx, &cli_cmd_run,
-		                       "the task is larger than holod accepts (%d bytes as compact "
-		                       "JSON); split the script",
-		                       IPC_MAX_BODY_BYTES);
+				       "the task is larger than holod accepts (%d bytes as compact "
+				       "JSON); split the script",
+				       IPC_MAX_BODY_BYTES);
 	}
 	r = ipc_task_request_parse(text, strlen(text), &check, err, sizeof(err));
 	if (r < 0) {
@@ -408,9 +403,9 @@ struct follow {
 	char *final_error;
 	long long steps;
 	long long events; /* event lines handled so far */
-	long long skip;   /* a stream opened again repeats what was handled: skip that many */
-	bool midline;     /* a streamed thought is being printed: its line is not ended yet */
-	char shown[32];   /* the last status printed ("task N queued"); "" none yet */
+	long long skip;	  /* a stream opened again repeats what was handled: skip that many */
+	bool midline;	  /* a streamed thought is being printed: its line is not ended yet */
+	char shown[32];	  /* the last status printed ("task N queued"); "" none yet */
 	int thought_step, thought_attempt; /* whose */
 };
 
@@ -436,10 +431,9 @@ static void print_progress(struct follow *f, json_t *event)
 		return;
 	if (json_is_integer(stepj))
 		snprintf(head, sizeof(head), "step %" JSON_INTEGER_FORMAT " [+%.1fs]",
-		         json_integer_value(stepj), json_integer_value(ms) / 1000.0);
+			 json_integer_value(stepj), json_integer_value(ms) / 1000.0);
 	else
-		snprintf(head, sizeof(head), "task %lld [+%.1fs]", id,
-		         json_integer_value(ms) / 1000.0);
+		snprintf(head, sizeof(head), "task %lld [+%.1fs]", id, json_integer_value(ms) / 1000.0);
 #define N(key) json_integer_value(json_object_get(event, key))
 	if (strcmp(phase, "decode") == 0) {
 		const char *text = json_string_value(json_object_get(event, "thought"));
@@ -461,12 +455,12 @@ static void print_progress(struct follow *f, json_t *event)
 		long long ahead = N("ahead");
 		if (ahead > 0)
 			fprintf(out, "task %lld queued behind %lld task%s\n", id, ahead,
-			        ahead == 1 ? "" : "s");
+				ahead == 1 ? "" : "s");
 		else
 			fprintf(out, "task %lld queued, next to run\n", id);
 	} else if (strcmp(phase, "loading") == 0) {
 		fprintf(out, "task %lld waits for the model to load: %.1f of %.1f MiB\n", id,
-		        N("bytes") / 1048576.0, N("total") / 1048576.0);
+			N("bytes") / 1048576.0, N("total") / 1048576.0);
 	} else if (strcmp(phase, "admission") == 0) {
 		fprintf(out, "task %lld waits for model memory: position %lld\n", id, N("position"));
 	} else if (strcmp(phase, "admitted") == 0) {
@@ -477,8 +471,8 @@ static void print_progress(struct follow *f, json_t *event)
 		fprintf(out, "%s vision: tile %lld of %lld\n", head, N("tile"), N("tiles"));
 	} else if (strcmp(phase, "prefill") == 0) {
 		const char *what = json_string_value(json_object_get(event, "what"));
-		fprintf(out, "%s prefill (%s): %lld of %lld tokens\n", head, what ? what : "?",
-		        N("done"), N("total"));
+		fprintf(out, "%s prefill (%s): %lld of %lld tokens\n", head, what ? what : "?", N("done"),
+			N("total"));
 	} else if (strcmp(phase, "retry") == 0) {
 		const char *e = json_string_value(json_object_get(event, "error"));
 		fprintf(out, "%s retry (attempt %lld): %s\n", head, N("attempt"), e ? e : "");
@@ -492,11 +486,11 @@ static void print_progress(struct follow *f, json_t *event)
 		fprintf(out, "%s %s: %s\n", head, r ? "done" : "failed", r ? r : e ? e : "");
 	} else if (strcmp(phase, "interrupted") == 0) {
 		const char *why = json_string_value(json_object_get(event, "why"));
-		fprintf(out, "%s decode interrupted (%s): the step is decided again once resumed\n",
-		        head, why ? why : "?");
+		fprintf(out, "%s decode interrupted (%s): the step is decided again once resumed\n", head,
+			why ? why : "?");
 	} else if (strcmp(phase, "dropped") == 0) {
-		fprintf(out, "task %lld: %lld progress events dropped (holoctl read too slowly)\n",
-		        id, N("events"));
+		fprintf(out, "task %lld: %lld progress events dropped (holoctl read too slowly)\n", id,
+			N("events"));
 	}
 #undef N
 }
@@ -522,9 +516,9 @@ static int follow_line(const char *line, size_t len, void *userdata)
 	if (!json_is_object(event)) {
 		json_decref(event);
 		cli_error(ctx,
-		          "holod sent an event that is not a JSON object (%s); the task goes on: "
-		          "`holoctl show %lld`",
-		          jerr.text, f->task_id);
+			  "holod sent an event that is not a JSON object (%s); the task goes on: "
+			  "`holoctl show %lld`",
+			  jerr.text, f->task_id);
 		return -ECANCELED;
 	}
 	const char *kind = json_string_value(json_object_get(event, "event"));
@@ -615,9 +609,9 @@ static int follow_stream(struct cli_context *ctx, struct follow *f)
 		if (!cancelled) {
 			if (follow_interrupts < 2)
 				fprintf(ctx->err,
-				        "holoctl: cancelling task %lld (Ctrl-C again to stop following "
-				        "it)\n",
-				        f->task_id);
+					"holoctl: cancelling task %lld (Ctrl-C again to stop following "
+					"it)\n",
+					f->task_id);
 			char *cancel = xasprintf(IPC_API_PREFIX "/tasks/%lld/cancel", f->task_id);
 			char *body = NULL;
 			size_t size;
@@ -631,9 +625,9 @@ static int follow_stream(struct cli_context *ctx, struct follow *f)
 		/* A second Ctrl-C, also one pressed while the cancel was sent, stops following. */
 		if (follow_interrupts >= 2) {
 			fprintf(ctx->err,
-			        "holoctl: stopped following task %lld; it runs on until it stops at "
-			        "its next safe point (see `holoctl show %lld`)\n",
-			        f->task_id, f->task_id);
+				"holoctl: stopped following task %lld; it runs on until it stops at "
+				"its next safe point (see `holoctl show %lld`)\n",
+				f->task_id, f->task_id);
 			break;
 		}
 		ctx->interrupt_seen = 1;
@@ -661,9 +655,9 @@ int cli_follow_task(struct cli_context *ctx, long long id, const char *shown)
 	}
 	if (r == -ECONNRESET) {
 		fprintf(ctx->err,
-		        "holoctl: lost holod while following task %lld; its outcome is unknown "
-		        "(see `holoctl show %lld` once holod runs again)\n",
-		        id, id);
+			"holoctl: lost holod while following task %lld; its outcome is unknown "
+			"(see `holoctl show %lld` once holod runs again)\n",
+			id, id);
 		r = CLI_EXIT_TASK_UNKNOWN;
 		goto cleanup;
 	}
@@ -673,16 +667,16 @@ int cli_follow_task(struct cli_context *ctx, long long id, const char *shown)
 		end_line(&f);
 	if (!f.final_status) {
 		fprintf(ctx->err,
-		        "holoctl: the event stream of task %lld ended without its final status "
-		        "(see `holoctl show %lld`)\n",
-		        id, id);
+			"holoctl: the event stream of task %lld ended without its final status "
+			"(see `holoctl show %lld`)\n",
+			id, id);
 		r = CLI_EXIT_TASK_UNKNOWN;
 		goto cleanup;
 	}
 	if (!ctx->json)
-		fprintf(ctx->out, "task %lld %s after %lld step%s%s%s\n", id, f.final_status,
-		        f.steps, f.steps == 1 ? "" : "s", f.final_error ? ": " : "",
-		        f.final_error ? f.final_error : "");
+		fprintf(ctx->out, "task %lld %s after %lld step%s%s%s\n", id, f.final_status, f.steps,
+			f.steps == 1 ? "" : "s", f.final_error ? ": " : "",
+			f.final_error ? f.final_error : "");
 	r = cli_exit_for_task_status(f.final_status);
 
 cleanup:
@@ -711,20 +705,18 @@ static int run_run(struct cli_context *ctx, int argc, char **argv)
 	if (!ctx->json) {
 		const char *status = json_string_value(json_object_get(answer, "status"));
 		if (a.follow)
-			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s\n",
-			        json_integer_value(id), status ? status : "created");
+			fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT " %s\n", json_integer_value(id),
+				status ? status : "created");
 		else
 			fprintf(ctx->out,
-			        "task %" JSON_INTEGER_FORMAT
-			        " %s (see its steps with `holoctl show %" JSON_INTEGER_FORMAT
-			        "`)\n",
-			        json_integer_value(id), status ? status : "created",
-			        json_integer_value(id));
+				"task %" JSON_INTEGER_FORMAT
+				" %s (see its steps with `holoctl show %" JSON_INTEGER_FORMAT "`)\n",
+				json_integer_value(id), status ? status : "created", json_integer_value(id));
 		fflush(ctx->out);
 	}
 	if (a.follow)
 		r = cli_follow_task(ctx, (long long)json_integer_value(id),
-		                    json_string_value(json_object_get(answer, "status")));
+				    json_string_value(json_object_get(answer, "status")));
 
 cleanup:
 	json_decref(answer);
@@ -733,70 +725,70 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_run = {
-        .name = "run",
-        .args = "[options] (--script FILE | FILE.json | INSTRUCTION)",
-        .summary = "start a task from a script of actions or an instruction",
-        .help = "A script is a JSON array of actions, or an object {\"actions\": [...], options}\n"
-                "with the options of the API (max_steps, max_seconds, settle_ms, dry_run, "
-                "coords).\n"
-                "One action per tool call, as the model writes them, for example:\n"
-                "  [{\"tool_name\": \"click\", \"x\": 640, \"y\": 400},\n"
-                "   {\"tool_name\": \"write\", \"content\": \"hello\", \"press_enter\": true},\n"
-                "   {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]}]\n"
-                "The script is checked before it is sent; errors name the action and field.\n"
-                "A lone argument that names a file (FILE.json, or a file starting with [ or {)\n"
-                "runs that file as a script, as --script FILE does, and says so; a *.json name\n"
-                "that is no file, or a file that is no JSON, is refused: an instruction never is\n"
-                "a file's name.\n"
-                "An instruction needs a model loaded in holod.\n"
-                "\n"
-                "Options:\n"
-                "  --script FILE          the script to run (- reads it from stdin)\n"
-                "  -f, --follow           print each step as it happens and exit with the task's\n"
-                "                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 "
-                "interrupted,\n"
-                "                         6 the stream ended without a final status (holod lost),\n"
-                "                         7 stuck (--stuck-stop)\n"
-                "  --max-steps N          stop after N steps (1..10000)\n"
-                "  --max-seconds N        stop after N seconds (1..86400)\n"
-                "  --settle-ms N          wait N ms after each action before the screenshot\n"
-                "  --dry-run              journal the steps without injecting anything\n"
-                "  --coords pixels|model  how the script's x/y are read (default pixels)\n"
-                "  --history MODE         instruction: rolling (the last --window screenshots,\n"
-                "                         older ones evicted into a snapshot), persistent (one\n"
-                "                         resident session) or window (the last --window\n"
-                "                         screenshots re-sent); default: holod's --history\n"
-                "  --window K             instruction: screenshots kept in the prompt (1..64)\n"
-                "  --max-tiles N          instruction: image tiles per screenshot (1..48)\n"
-                "  --temperature T        instruction: sampling temperature, 0 (greedy)..2\n"
-                "  --top-p P              instruction: nucleus mass, above 0 up to 1\n"
-                "  --seed N               instruction: the sampling's seed (0..4294967295); the\n"
-                "                         seed a task ran with is in `holoctl show`: passing it\n"
-                "                         again samples the same steps\n"
-                "  --thinking on|off      instruction: the model thinks before each step\n"
-                "                         (default: holod's --thinking)\n"
-                "  --thinking-tokens N    instruction: most tokens of that thinking per step\n"
-                "  --stuck-warn N         instruction: after N steps in a row that left the\n"
-                "                         screen unchanged or repeated one action, the model\n"
-                "                         is told so (0: never; default: holod's, 3)\n"
-                "  --stuck-stop N         instruction: after N such steps the task ends with\n"
-                "                         status stuck (0: never; default: holod's, 6)\n"
-                "  --display NAME         run on this display of holod's (see `holoctl "
-                "status`);\n"
-                "                         default: the first that is free\n"
-                "  --approve MODE         which actions wait for `holoctl approve` or `deny`:\n"
-                "                         none, risky (holod's approval rules) or all;\n"
-                "                         default: holod's --approve\n"
-                "  --takeover MODE        what input of a person on the display does to the\n"
-                "                         task: pause (at once; `holoctl resume` hands it\n"
-                "                         back), ignore or cancel; default: holod's --takeover\n"
-                "  --ask-timeout S        how long a question of the task's (ask_user) waits\n"
-                "                         for `holoctl reply` before the task fails (1..86400);\n"
-                "                         default: holod's --ask-timeout\n"
-                "Options given here override those in the script file. Ctrl-C during --follow\n"
-                "cancels the task and follows it to its end; a second Ctrl-C stops following\n"
-                "(exit status 130) and leaves the task to stop on its own.\n"
-                "With --json: the created task, then (--follow) each event line as holod sends "
-                "it.\n",
-        .run = run_run,
+	.name = "run",
+	.args = "[options] (--script FILE | FILE.json | INSTRUCTION)",
+	.summary = "start a task from a script of actions or an instruction",
+	.help = "A script is a JSON array of actions, or an object {\"actions\": [...], options}\n"
+		"with the options of the API (max_steps, max_seconds, settle_ms, dry_run, "
+		"coords).\n"
+		"One action per tool call, as the model writes them, for example:\n"
+		"  [{\"tool_name\": \"click\", \"x\": 640, \"y\": 400},\n"
+		"   {\"tool_name\": \"write\", \"content\": \"hello\", \"press_enter\": true},\n"
+		"   {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]}]\n"
+		"The script is checked before it is sent; errors name the action and field.\n"
+		"A lone argument that names a file (FILE.json, or a file starting with [ or {)\n"
+		"runs that file as a script, as --script FILE does, and says so; a *.json name\n"
+		"that is no file, or a file that is no JSON, is refused: an instruction never is\n"
+		"a file's name.\n"
+		"An instruction needs a model loaded in holod.\n"
+		"\n"
+		"Options:\n"
+		"  --script FILE          the script to run (- reads it from stdin)\n"
+		"  -f, --follow           print each step as it happens and exit with the task's\n"
+		"                         outcome: 0 succeeded, 3 failed, 4 cancelled, 5 "
+		"interrupted,\n"
+		"                         6 the stream ended without a final status (holod lost),\n"
+		"                         7 stuck (--stuck-stop)\n"
+		"  --max-steps N          stop after N steps (1..10000)\n"
+		"  --max-seconds N        stop after N seconds (1..86400)\n"
+		"  --settle-ms N          wait N ms after each action before the screenshot\n"
+		"  --dry-run              journal the steps without injecting anything\n"
+		"  --coords pixels|model  how the script's x/y are read (default pixels)\n"
+		"  --history MODE         instruction: rolling (the last --window screenshots,\n"
+		"                         older ones evicted into a snapshot), persistent (one\n"
+		"                         resident session) or window (the last --window\n"
+		"                         screenshots re-sent); default: holod's --history\n"
+		"  --window K             instruction: screenshots kept in the prompt (1..64)\n"
+		"  --max-tiles N          instruction: image tiles per screenshot (1..48)\n"
+		"  --temperature T        instruction: sampling temperature, 0 (greedy)..2\n"
+		"  --top-p P              instruction: nucleus mass, above 0 up to 1\n"
+		"  --seed N               instruction: the sampling's seed (0..4294967295); the\n"
+		"                         seed a task ran with is in `holoctl show`: passing it\n"
+		"                         again samples the same steps\n"
+		"  --thinking on|off      instruction: the model thinks before each step\n"
+		"                         (default: holod's --thinking)\n"
+		"  --thinking-tokens N    instruction: most tokens of that thinking per step\n"
+		"  --stuck-warn N         instruction: after N steps in a row that left the\n"
+		"                         screen unchanged or repeated one action, the model\n"
+		"                         is told so (0: never; default: holod's, 3)\n"
+		"  --stuck-stop N         instruction: after N such steps the task ends with\n"
+		"                         status stuck (0: never; default: holod's, 6)\n"
+		"  --display NAME         run on this display of holod's (see `holoctl "
+		"status`);\n"
+		"                         default: the first that is free\n"
+		"  --approve MODE         which actions wait for `holoctl approve` or `deny`:\n"
+		"                         none, risky (holod's approval rules) or all;\n"
+		"                         default: holod's --approve\n"
+		"  --takeover MODE        what input of a person on the display does to the\n"
+		"                         task: pause (at once; `holoctl resume` hands it\n"
+		"                         back), ignore or cancel; default: holod's --takeover\n"
+		"  --ask-timeout S        how long a question of the task's (ask_user) waits\n"
+		"                         for `holoctl reply` before the task fails (1..86400);\n"
+		"                         default: holod's --ask-timeout\n"
+		"Options given here override those in the script file. Ctrl-C during --follow\n"
+		"cancels the task and follows it to its end; a second Ctrl-C stops following\n"
+		"(exit status 130) and leaves the task to stop on its own.\n"
+		"With --json: the created task, then (--follow) each event line as holod sends "
+		"it.\n",
+	.run = run_run,
 };

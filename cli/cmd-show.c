@@ -15,10 +15,10 @@ enum {
 };
 
 static const struct option show_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"steps", required_argument, NULL, OPT_STEPS},
-        {"wide", no_argument, NULL, OPT_WIDE},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"steps", required_argument, NULL, OPT_STEPS},
+	{"wide", no_argument, NULL, OPT_WIDE},
+	{0},
 };
 
 /* --steps A-B, A- or A: the range of step indices shown (inclusive). */
@@ -51,8 +51,7 @@ static json_t *steps_in_range(json_t *steps, long from, long to)
 	json_array_foreach(steps, i, step)
 	{
 		json_t *idx = json_object_get(step, "index");
-		if (json_is_integer(idx) && json_integer_value(idx) >= from &&
-		    json_integer_value(idx) <= to)
+		if (json_is_integer(idx) && json_integer_value(idx) >= from && json_integer_value(idx) <= to)
 			json_array_append(out, step);
 	}
 	return out;
@@ -68,9 +67,9 @@ static void add_provenance_rows(struct cli_table *t, json_t *p)
 	if (json_is_object(model)) {
 		const char *sha = json_string_value(json_object_get(model, "sha256"));
 		snprintf(buf, sizeof(buf), "%s (sha256 %.12s) on %s, %s",
-		         json_string_value(json_object_get(model, "name")) ?: "?", sha ? sha : "-",
-		         json_string_value(json_object_get(model, "backend")) ?: "?",
-		         json_string_value(json_object_get(model, "precision")) ?: "?");
+			 json_string_value(json_object_get(model, "name")) ?: "?", sha ? sha : "-",
+			 json_string_value(json_object_get(model, "backend")) ?: "?",
+			 json_string_value(json_object_get(model, "precision")) ?: "?");
 		const char *row[] = {"model", buf};
 		cli_table_add_row(t, row);
 	}
@@ -79,19 +78,20 @@ static void add_provenance_rows(struct cli_table *t, json_t *p)
 		char tp[32] = "";
 		if (json_is_number(top_p))
 			snprintf(tp, sizeof(tp), ", top_p %g", json_number_value(top_p));
-		snprintf(buf, sizeof(buf), "temperature %g%s, seed %" JSON_INTEGER_FORMAT
-		         ", %s history (window %" JSON_INTEGER_FORMAT ")",
-		         json_number_value(json_object_get(sampling, "temperature")), tp,
-		         json_integer_value(json_object_get(sampling, "seed")),
-		         json_string_value(json_object_get(p, "history")) ?: "?",
-		         json_integer_value(json_object_get(p, "window")));
+		snprintf(buf, sizeof(buf),
+			 "temperature %g%s, seed %" JSON_INTEGER_FORMAT
+			 ", %s history (window %" JSON_INTEGER_FORMAT ")",
+			 json_number_value(json_object_get(sampling, "temperature")), tp,
+			 json_integer_value(json_object_get(sampling, "seed")),
+			 json_string_value(json_object_get(p, "history")) ?: "?",
+			 json_integer_value(json_object_get(p, "window")));
 		const char *row[] = {"sampling", buf};
 		cli_table_add_row(t, row);
 	}
 	if (json_is_object(screen)) {
 		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT "x%" JSON_INTEGER_FORMAT,
-		         json_integer_value(json_object_get(screen, "width")),
-		         json_integer_value(json_object_get(screen, "height")));
+			 json_integer_value(json_object_get(screen, "width")),
+			 json_integer_value(json_object_get(screen, "height")));
 		const char *row[] = {"screen", buf};
 		cli_table_add_row(t, row);
 	}
@@ -110,16 +110,16 @@ static json_t *steps_array(json_t *answer)
 
 static void print_task(struct cli_context *ctx, json_t *task, unsigned width)
 {
-	static const char *const fields[] = {"status",     "kind",        "display", "created_at",
-	                                     "started_at", "finished_at", "result",  "error"};
+	static const char *const fields[] = {"status",	   "kind",	  "display", "created_at",
+					     "started_at", "finished_at", "result",  "error"};
 	static const char *const headers[] = {"FIELD", "VALUE"};
 	json_t *spec = json_object_get(task, "spec");
 	const char *instruction = json_string_value(json_object_get(spec, "instruction"));
 	struct cli_table *t = cli_table_create(2, headers);
 
 	fprintf(ctx->out, "task %" JSON_INTEGER_FORMAT "%s%s\n",
-	        json_integer_value(json_object_get(task, "id")), instruction ? ": " : "",
-	        instruction ? instruction : "");
+		json_integer_value(json_object_get(task, "id")), instruction ? ": " : "",
+		instruction ? instruction : "");
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
 		const char *v = json_string_value(json_object_get(task, fields[i]));
 		if (!v)
@@ -133,11 +133,10 @@ static void print_task(struct cli_context *ctx, json_t *task, unsigned width)
 		json_t *steps = json_object_get(stuck, "steps");
 		const char *reason = json_string_value(json_object_get(stuck, "reason"));
 		const char *sha = json_string_value(json_object_get(stuck, "screen_sha256"));
-		char *ev = xasprintf("%s, steps %" JSON_INTEGER_FORMAT " to %" JSON_INTEGER_FORMAT
-		                     "%s%.12s", reason ? reason : "?",
-		                     json_integer_value(json_array_get(steps, 0)),
-		                     json_integer_value(json_array_get(steps, 1)),
-		                     sha ? ", screen " : "", sha ? sha : "");
+		char *ev = xasprintf("%s, steps %" JSON_INTEGER_FORMAT " to %" JSON_INTEGER_FORMAT "%s%.12s",
+				     reason ? reason : "?", json_integer_value(json_array_get(steps, 0)),
+				     json_integer_value(json_array_get(steps, 1)), sha ? ", screen " : "",
+				     sha ? sha : "");
 		const char *row[] = {"stuck", ev};
 		cli_table_add_row(t, row);
 		free(ev);
@@ -151,8 +150,7 @@ static void print_task(struct cli_context *ctx, json_t *task, unsigned width)
 	cli_table_destroy(t);
 	json_t *waiting = json_object_get(task, "waiting");
 	if (json_is_object(waiting))
-		cli_print_waiting(ctx, (long long)json_integer_value(json_object_get(task, "id")),
-				  waiting);
+		cli_print_waiting(ctx, (long long)json_integer_value(json_object_get(task, "id")), waiting);
 }
 
 static int show_run(struct cli_context *ctx, int argc, char **argv)
@@ -169,9 +167,9 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 		if (c == OPT_STEPS) {
 			if (parse_range(optarg, &from, &to) < 0)
 				return cli_usage_error(ctx, &cli_cmd_show,
-				                       "--steps '%s' is not a range of step indices "
-				                       "(A-B, A- or A, with A <= B)",
-				                       optarg);
+						       "--steps '%s' is not a range of step indices "
+						       "(A-B, A- or A, with A <= B)",
+						       optarg);
 			continue;
 		}
 		if (c == OPT_WIDE) {
@@ -200,8 +198,7 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 		goto cleanup;
 
 	if (!json_is_array(steps_array(steps))) {
-		r = cli_error(
-		        ctx, "holod's answer for the steps of task %ld has no \"steps\" array", id);
+		r = cli_error(ctx, "holod's answer for the steps of task %ld has no \"steps\" array", id);
 		goto cleanup;
 	}
 	width = wide ? 0 : cli_output_width(ctx->out);
@@ -216,7 +213,7 @@ static int show_run(struct cli_context *ctx, int argc, char **argv)
 		fprintf(ctx->out, "no steps yet\n");
 	} else if (json_array_size(shown) == 0) {
 		fprintf(ctx->out, "no steps in the range %ld-%ld (the task has %zu)\n", from, to,
-		        json_array_size(steps_array(steps)));
+			json_array_size(steps_array(steps)));
 	} else if (cli_print_steps_table(ctx, shown, width) < 0) {
 		r = CLI_EXIT_ERROR;
 	} else {
@@ -231,21 +228,21 @@ cleanup:
 }
 
 const struct cli_command cli_cmd_show = {
-        .name = "show",
-        .args = "[--steps A-B] [--wide] ID",
-        .summary = "show a task and the table of its steps",
-        .help = "Prints the task (status, times, result or error, and what produced it: model,\n"
-                "sampling, screen, holod version) and one row per step: index, tool, arguments,\n"
-                "target in model space (0..1000) and in pixels, status, the time of each phase\n"
-                "(capture; for instruction tasks the model's preprocess, vision, prefill and\n"
-                "decode; inject, settle) and in total, and the result or error. For instruction\n"
-                "tasks the model's decode counts (tokens decoded, forced by jump-forward,\n"
-                "forwards), thought and note follow per step, wrapped to the terminal\n"
-                "($COLUMNS when not a terminal).\n"
-                "On a terminal (or with $COLUMNS set) the arguments, results and errors are cut\n"
-                "with \"...\" so that each row fits its width; into a pipe or a file they print whole.\n"
-                "  --steps A-B   only steps A to B (A- from A on, A only A)\n"
-                "  --wide        never cut: every argument, result and error whole\n"
-                "With --json: the task object and the steps answer, one JSON document per line.\n",
-        .run = show_run,
+	.name = "show",
+	.args = "[--steps A-B] [--wide] ID",
+	.summary = "show a task and the table of its steps",
+	.help = "Prints the task (status, times, result or error, and what produced it: model,\n"
+		"sampling, screen, holod version) and one row per step: index, tool, arguments,\n"
+		"target in model space (0..1000) and in pixels, status, the time of each phase\n"
+		"(capture; for instruction tasks the model's preprocess, vision, prefill and\n"
+		"decode; inject, settle) and in total, and the result or error. For instruction\n"
+		"tasks the model's decode counts (tokens decoded, forced by jump-forward,\n"
+		"forwards), thought and note follow per step, wrapped to the terminal\n"
+		"($COLUMNS when not a terminal).\n"
+		"On a terminal (or with $COLUMNS set) the arguments, results and errors are cut\n"
+		"with \"...\" so that each row fits its width; into a pipe or a file they print whole.\n"
+		"  --steps A-B   only steps A to B (A- from A on, A only A)\n"
+		"  --wide        never cut: every argument, result and error whole\n"
+		"With --json: the task object and the steps answer, one JSON document per line.\n",
+	.run = show_run,
 };

@@ -49,21 +49,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define VIEW_TOKEN_BYTES 24          /* random bytes of the URL's token (48 hex digits) */
-#define VIEW_MAX_CONNECTIONS 32      /* connections served at once; beyond: 503 */
-#define VIEW_REQUEST_TIMEOUT_S 15    /* a request's head and body must arrive within this */
-#define VIEW_POLL_MS 500             /* how often the accept loop looks at the signals */
-#define VIEW_COPY_BYTES (64 * 1024)  /* one read of holod's answer */
+#define VIEW_TOKEN_BYTES 24	    /* random bytes of the URL's token (48 hex digits) */
+#define VIEW_MAX_CONNECTIONS 32	    /* connections served at once; beyond: 503 */
+#define VIEW_REQUEST_TIMEOUT_S 15   /* a request's head and body must arrive within this */
+#define VIEW_POLL_MS 500	    /* how often the accept loop looks at the signals */
+#define VIEW_COPY_BYTES (64 * 1024) /* one read of holod's answer */
 /* A request's line and headers: holod's header limit beside a request line. */
 #define VIEW_MAX_HEAD_BYTES (IPC_MAX_HEADER_BYTES + 1024)
 
 struct view {
 	char token[2 * VIEW_TOKEN_BYTES + 1];
-	char host[32];    /* "127.0.0.1:PORT", the Host a request must name */
-	char origin[40];  /* "http://127.0.0.1:PORT" */
+	char host[32];	 /* "127.0.0.1:PORT", the Host a request must name */
+	char origin[40]; /* "http://127.0.0.1:PORT" */
 	char *socket_path;
 	long task_id;
-	char *display;    /* the task's display (GET /v1/tasks/ID at start), or NULL */
+	char *display; /* the task's display (GET /v1/tasks/ID at start), or NULL */
 	atomic_int conns;
 };
 
@@ -83,10 +83,10 @@ static void view_signal(int sig)
 enum { VIEW_OPT_PORT = CLI_OPT_FIRST_COMMAND_OPTION, VIEW_OPT_OPEN };
 
 static const struct option view_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"port", required_argument, NULL, VIEW_OPT_PORT},
-        {"open", no_argument, NULL, VIEW_OPT_OPEN},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"port", required_argument, NULL, VIEW_OPT_PORT},
+	{"open", no_argument, NULL, VIEW_OPT_OPEN},
+	{0},
 };
 
 /* ---- one connection ------------------------------------------------------------------------- */
@@ -115,9 +115,9 @@ static void send_error(int fd, int status, const char *reason, const char *code,
 	if (!body)
 		return;
 	char *head = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-	                       "Content-Length: %zu\r\nConnection: close\r\n"
-	                       "Cache-Control: no-store\r\n\r\n",
-	                       status, reason, strlen(body) + 1);
+			       "Content-Length: %zu\r\nConnection: close\r\n"
+			       "Cache-Control: no-store\r\n\r\n",
+			       status, reason, strlen(body) + 1);
 	if (send_all(fd, head, strlen(head)) == 0 && send_all(fd, body, strlen(body)) == 0)
 		send_all(fd, "\n", 1);
 	free(head);
@@ -141,9 +141,9 @@ static int peer_uid(int fd, uid_t *ret_uid)
 		return -EAFNOSUPPORT;
 	/* The kernel prints the address as the 32-bit word it stores (network order) in hex. */
 	snprintf(want_local, sizeof(want_local), "%08X:%04X", (unsigned)peer.sin_addr.s_addr,
-	         (unsigned)ntohs(peer.sin_port));
+		 (unsigned)ntohs(peer.sin_port));
 	snprintf(want_rem, sizeof(want_rem), "%08X:%04X", (unsigned)self.sin_addr.s_addr,
-	         (unsigned)ntohs(self.sin_port));
+		 (unsigned)ntohs(self.sin_port));
 	FILE *f = fopen("/proc/net/tcp", "re");
 	if (!f)
 		return -errno;
@@ -223,8 +223,7 @@ static bool display_query(const char *query, const char *display)
 }
 
 /* True for the requests the page makes for task `id` on `display` (path without the query). */
-static bool allowed(const char *method, const char *path, const char *query, long id,
-		    const char *display)
+static bool allowed(const char *method, const char *path, const char *query, long id, const char *display)
 {
 	static const char *const posts[] = {"pause", "resume", "cancel", "reply", "approve", "deny"};
 	const char *tasks = IPC_API_PREFIX "/tasks/";
@@ -248,8 +247,7 @@ static bool allowed(const char *method, const char *path, const char *query, lon
 	}
 	if (strcmp(method, "GET") != 0)
 		return false;
-	if (!*p || strcmp(p, "/view") == 0 || strcmp(p, "/events") == 0 ||
-	    strcmp(p, "/steps") == 0)
+	if (!*p || strcmp(p, "/view") == 0 || strcmp(p, "/events") == 0 || strcmp(p, "/steps") == 0)
 		return !query;
 	if (strncmp(p, "/steps/", 7) != 0)
 		return false;
@@ -337,13 +335,13 @@ static void serve(struct view *v, int fd)
 	int r = peer_uid(fd, &uid);
 	if (r < 0 || uid != geteuid()) {
 		send_error(fd, 403, "Forbidden", IPC_ERR_FORBIDDEN,
-		           "only the user running holoctl view may connect");
+			   "only the user running holoctl view may connect");
 		goto out;
 	}
 	while (!(end = len >= 4 ? memmem(buf, len, "\r\n\r\n", 4) : NULL)) {
 		if (len == max_head) {
 			send_error(fd, 431, "Request Header Fields Too Large", IPC_ERR_HEADERS_TOO_LARGE,
-			           "request line and headers over 9 KiB");
+				   "request line and headers over 9 KiB");
 			goto out;
 		}
 		ssize_t got = recv_by(fd, buf + len, max_head - len, deadline);
@@ -370,7 +368,7 @@ static void serve(struct view *v, int fd)
 	char method[8], target[2048], version[16];
 	if (n_lines == ARRAY_SIZE(lines)) {
 		send_error(fd, 431, "Request Header Fields Too Large", IPC_ERR_HEADERS_TOO_LARGE,
-		           "more than 127 request header lines");
+			   "more than 127 request header lines");
 		goto out;
 	}
 	if (sscanf(lines[0], "%7[A-Z] %2047[^ ] %15s", method, target, version) != 3 ||
@@ -381,7 +379,7 @@ static void serve(struct view *v, int fd)
 	/* holod's answers (an event stream's chunks) go through as they are: HTTP/1.1's */
 	if (strcmp(version, "HTTP/1.1") != 0) {
 		send_error(fd, 505, "HTTP Version Not Supported", IPC_ERR_BAD_REQUEST,
-		           "holoctl view speaks HTTP/1.1 only");
+			   "holoctl view speaks HTTP/1.1 only");
 		goto out;
 	}
 	/* "/TOKEN/v1/...": anything else is not here, whatever it is. */
@@ -389,7 +387,7 @@ static void serve(struct view *v, int fd)
 	if (target[0] != '/' || strlen(target) < tl + 2 || !token_equal(target + 1, v->token, tl) ||
 	    target[tl + 1] != '/') {
 		send_error(fd, 404, "Not Found", IPC_ERR_NOT_FOUND,
-		           "no such page: use the address holoctl view printed");
+			   "no such page: use the address holoctl view printed");
 		goto out;
 	}
 	char *path = target + tl + 1, *query = strchr(path, '?');
@@ -397,8 +395,8 @@ static void serve(struct view *v, int fd)
 		*query++ = '\0';
 	if (!allowed(method, path, query, v->task_id, v->display)) {
 		char *msg = xasprintf("holoctl view serves task %ld's page and what it asks for, "
-		                      "not %s %s%s",
-		                      v->task_id, method, path, query ? " with that query" : "");
+				      "not %s %s%s",
+				      v->task_id, method, path, query ? " with that query" : "");
 		send_error(fd, 404, "Not Found", IPC_ERR_NOT_FOUND, msg);
 		free(msg);
 		goto out;
@@ -406,19 +404,19 @@ static void serve(struct view *v, int fd)
 	const char *host = header(lines + 1, n_lines - 1, "Host", &count);
 	if (count != 1 || strcmp(host, v->host) != 0) {
 		send_error(fd, 403, "Forbidden", IPC_ERR_FORBIDDEN,
-		           "the Host header must be the address holoctl view printed");
+			   "the Host header must be the address holoctl view printed");
 		goto out;
 	}
 	const char *origin = header(lines + 1, n_lines - 1, "Origin", &count);
 	if (count > 1 || (origin && strcmp(origin, v->origin) != 0)) {
 		send_error(fd, 403, "Forbidden", IPC_ERR_FORBIDDEN,
-		           "a request from another origin than holoctl view's page");
+			   "a request from another origin than holoctl view's page");
 		goto out;
 	}
 	header(lines + 1, n_lines - 1, "Transfer-Encoding", &count);
 	if (count) {
 		send_error(fd, 400, "Bad Request", IPC_ERR_BAD_REQUEST,
-		           "Transfer-Encoding in a request is not supported: send Content-Length");
+			   "Transfer-Encoding in a request is not supported: send Content-Length");
 		goto out;
 	}
 	const char *cl = header(lines + 1, n_lines - 1, "Content-Length", &count);
@@ -429,7 +427,7 @@ static void serve(struct view *v, int fd)
 	}
 	if (body_len > IPC_MAX_BODY_BYTES) {
 		send_error(fd, 413, "Payload Too Large", IPC_ERR_PAYLOAD_TOO_LARGE,
-		           "body over 1 MiB (IPC_MAX_BODY_BYTES)");
+			   "body over 1 MiB (IPC_MAX_BODY_BYTES)");
 		goto out;
 	}
 	/* The body: what came with the head, then the rest. */
@@ -449,15 +447,14 @@ static void serve(struct view *v, int fd)
 	strncpy(sa.sun_path, v->socket_path, sizeof(sa.sun_path) - 1);
 	daemon = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (daemon < 0 || connect(daemon, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		char *msg = xasprintf("cannot connect to holod at %s: %s", v->socket_path,
-		                      strerror(errno));
+		char *msg = xasprintf("cannot connect to holod at %s: %s", v->socket_path, strerror(errno));
 		send_error(fd, 502, "Bad Gateway", "unreachable", msg);
 		free(msg);
 		goto out;
 	}
 	char *req = xasprintf("%s %s%s%s HTTP/1.1\r\nHost: holod\r\nConnection: close\r\n"
-	                      "Content-Type: application/json\r\nContent-Length: %ld\r\n\r\n",
-	                      method, path, query ? "?" : "", query ? query : "", body_len);
+			      "Content-Type: application/json\r\nContent-Length: %ld\r\n\r\n",
+			      method, path, query ? "?" : "", query ? query : "", body_len);
 	r = send_all(daemon, req, strlen(req));
 	free(req);
 	if (r == 0 && body_len > 0)
@@ -492,8 +489,8 @@ static void open_browser(struct cli_context *ctx, const char *url)
 	pid_t pid = fork();
 	if (pid == 0) {
 		execlp(browser, browser, url, (char *)NULL);
-		fprintf(stderr, "holoctl view: cannot start %s: %s (open the address yourself)\n",
-		        browser, strerror(errno));
+		fprintf(stderr, "holoctl view: cannot start %s: %s (open the address yourself)\n", browser,
+			strerror(errno));
 		_exit(127);
 	}
 	if (pid < 0)
@@ -515,7 +512,7 @@ static int view_run(struct cli_context *ctx, int argc, char **argv)
 		case VIEW_OPT_PORT:
 			if (cli_parse_int(optarg, 0, 65535, &port) < 0)
 				return cli_usage_error(ctx, cmd, "--port: expected 0..65535, not '%s'",
-				                       optarg);
+						       optarg);
 			break;
 		case VIEW_OPT_OPEN:
 			open = true;
@@ -559,8 +556,9 @@ static int view_run(struct cli_context *ctx, int argc, char **argv)
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(v->token + 2 * i, 3, "%02x", raw[i]);
 
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0 ||
@@ -583,9 +581,9 @@ static int view_run(struct cli_context *ctx, int argc, char **argv)
 	} else {
 		fprintf(ctx->out, "%s\n", url);
 		fprintf(ctx->err,
-		        "holoctl view: task %ld's live page, served on 127.0.0.1 until Ctrl-C; the "
-		        "address is its key: do not share it\n",
-		        id);
+			"holoctl view: task %ld's live page, served on 127.0.0.1 until Ctrl-C; the "
+			"address is its key: do not share it\n",
+			id);
 	}
 	fflush(ctx->out);
 	if (open)
@@ -607,7 +605,7 @@ static int view_run(struct cli_context *ctx, int argc, char **argv)
 			continue;
 		if (atomic_fetch_add(&v->conns, 1) >= VIEW_MAX_CONNECTIONS) {
 			send_error(fd, 503, "Service Unavailable", IPC_ERR_TOO_MANY,
-			           "holoctl view serves 32 connections at once");
+				   "holoctl view serves 32 connections at once");
 			close(fd);
 			atomic_fetch_sub(&v->conns, 1);
 			continue;
@@ -641,17 +639,17 @@ out:
 }
 
 const struct cli_command cli_cmd_view = {
-        .name = "view",
-        .args = "[--port N] [--open] ID",
-        .summary = "watch a task live in a browser: its screen, steps and controls",
-        .help = "Prints the address of task ID's live page and serves it until Ctrl-C: the\n"
-                "screen of its display refreshed at a rate the page sets, the model's thought\n"
-                "as it is decoded, each step's action and result, and buttons to pause,\n"
-                "take over, resume, cancel, answer its question, approve or deny a held step.\n"
-                "The page comes from holod through holoctl, which listens on 127.0.0.1 only,\n"
-                "for connections of its own user whose address holds the printed token.\n"
-                "  --port N   listen on port N (default 0: one the kernel picks)\n"
-                "  --open     open the address in a browser ($BROWSER, else xdg-open)\n"
-                "With --json, prints {\"url\": ..., \"task_id\": ...} instead.\n",
-        .run = view_run,
+	.name = "view",
+	.args = "[--port N] [--open] ID",
+	.summary = "watch a task live in a browser: its screen, steps and controls",
+	.help = "Prints the address of task ID's live page and serves it until Ctrl-C: the\n"
+		"screen of its display refreshed at a rate the page sets, the model's thought\n"
+		"as it is decoded, each step's action and result, and buttons to pause,\n"
+		"take over, resume, cancel, answer its question, approve or deny a held step.\n"
+		"The page comes from holod through holoctl, which listens on 127.0.0.1 only,\n"
+		"for connections of its own user whose address holds the printed token.\n"
+		"  --port N   listen on port N (default 0: one the kernel picks)\n"
+		"  --open     open the address in a browser ($BROWSER, else xdg-open)\n"
+		"With --json, prints {\"url\": ..., \"task_id\": ...} instead.\n",
+	.run = view_run,
 };

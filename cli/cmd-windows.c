@@ -13,9 +13,9 @@
 enum { OPT_DISPLAY = CLI_OPT_FIRST_COMMAND_OPTION };
 
 static const struct option windows_options[] = {
-        CLI_COMMON_LONG_OPTIONS,
-        {"display", required_argument, NULL, OPT_DISPLAY},
-        {0},
+	CLI_COMMON_LONG_OPTIONS,
+	{"display", required_argument, NULL, OPT_DISPLAY},
+	{0},
 };
 
 /* A member as text: the string, the integer in decimal, or "-" for null or absent. */
@@ -33,8 +33,7 @@ static void member_text(json_t *o, const char *name, char *buf, size_t size)
 
 void cli_print_windows(FILE *out, json_t *answer, unsigned width)
 {
-	static const char *const headers[] = {"", "ID", "DESKTOP", "PID", "CLASS", "GEOMETRY",
-	                                      "TITLE"};
+	static const char *const headers[] = {"", "ID", "DESKTOP", "PID", "CLASS", "GEOMETRY", "TITLE"};
 	json_t *windows = json_object_get(answer, "windows"), *w;
 	json_t *pointer = json_object_get(answer, "pointer");
 	size_t i;
@@ -53,7 +52,7 @@ void cli_print_windows(FILE *out, json_t *answer, unsigned width)
 			char id[24], desktop[24], pid[24], geometry[96], *cls;
 			json_t *desk = json_object_get(w, "desktop");
 			snprintf(id, sizeof(id), "0x%08llx",
-			         (unsigned long long)json_integer_value(json_object_get(w, "id")));
+				 (unsigned long long)json_integer_value(json_object_get(w, "id")));
 			/* wmctrl's -1 for a window on every desktop. */
 			if (json_is_integer(desk) && json_integer_value(desk) < 0)
 				snprintf(desktop, sizeof(desktop), "all");
@@ -61,22 +60,22 @@ void cli_print_windows(FILE *out, json_t *answer, unsigned width)
 				member_text(w, "desktop", desktop, sizeof(desktop));
 			member_text(w, "pid", pid, sizeof(pid));
 			snprintf(geometry, sizeof(geometry),
-			         "%" JSON_INTEGER_FORMAT "x%" JSON_INTEGER_FORMAT "%+" JSON_INTEGER_FORMAT
-			         "%+" JSON_INTEGER_FORMAT,
-			         json_integer_value(json_object_get(w, "width")),
-			         json_integer_value(json_object_get(w, "height")),
-			         json_integer_value(json_object_get(w, "x")),
-			         json_integer_value(json_object_get(w, "y")));
+				 "%" JSON_INTEGER_FORMAT "x%" JSON_INTEGER_FORMAT "%+" JSON_INTEGER_FORMAT
+				 "%+" JSON_INTEGER_FORMAT,
+				 json_integer_value(json_object_get(w, "width")),
+				 json_integer_value(json_object_get(w, "height")),
+				 json_integer_value(json_object_get(w, "x")),
+				 json_integer_value(json_object_get(w, "y")));
 			const char *inst = json_string_value(json_object_get(w, "instance"));
 			const char *klass = json_string_value(json_object_get(w, "class"));
 			cls = xasprintf("%s.%s", inst ? inst : "", klass ? klass : "");
 			const char *row[] = {json_is_true(json_object_get(w, "focused")) ? "*" : "",
-			                     id,
-			                     desktop,
-			                     pid,
-			                     cls,
-			                     geometry,
-			                     json_string_value(json_object_get(w, "title"))};
+					     id,
+					     desktop,
+					     pid,
+					     cls,
+					     geometry,
+					     json_string_value(json_object_get(w, "title"))};
 			cli_table_add_row(t, row);
 			free(cls);
 		}
@@ -85,8 +84,8 @@ void cli_print_windows(FILE *out, json_t *answer, unsigned width)
 	}
 	if (json_is_object(pointer))
 		fprintf(out, "pointer at %" JSON_INTEGER_FORMAT ",%" JSON_INTEGER_FORMAT "\n",
-		        json_integer_value(json_object_get(pointer, "x")),
-		        json_integer_value(json_object_get(pointer, "y")));
+			json_integer_value(json_object_get(pointer, "x")),
+			json_integer_value(json_object_get(pointer, "y")));
 	else
 		fprintf(out, "pointer on another screen\n");
 	if (json_array_size(windows) > 0 && json_is_null(json_object_get(answer, "focus")))
@@ -100,18 +99,17 @@ static int windows_run(struct cli_context *ctx, int argc, char **argv)
 	int c, r;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, windows_options, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT_OPTIONS, windows_options, NULL)) != -1) {
 		if (c == OPT_DISPLAY) {
 			/* Sent in the query string as it is: only the characters of display
 			 * names. */
 			if (!optarg[0] || strlen(optarg) > IPC_MAX_DISPLAY_NAME_BYTES ||
 			    strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-			                   "0123456789:._-") != strlen(optarg))
+					   "0123456789:._-") != strlen(optarg))
 				return cli_usage_error(ctx, &cli_cmd_windows,
-				                       "--display takes a display name such as :1, not "
-				                       "'%s'",
-				                       optarg);
+						       "--display takes a display name such as :1, not "
+						       "'%s'",
+						       optarg);
 			display = optarg;
 			continue;
 		}
@@ -120,11 +118,10 @@ static int windows_run(struct cli_context *ctx, int argc, char **argv)
 			return r;
 	}
 	if (optind < argc)
-		return cli_usage_error(ctx, &cli_cmd_windows, "unexpected argument '%s'",
-		                       argv[optind]);
+		return cli_usage_error(ctx, &cli_cmd_windows, "unexpected argument '%s'", argv[optind]);
 
-	char *path = xasprintf(IPC_API_PREFIX "/windows%s%s", display ? "?display=" : "",
-	                       display ? display : "");
+	char *path =
+		xasprintf(IPC_API_PREFIX "/windows%s%s", display ? "?display=" : "", display ? display : "");
 	r = cli_api_json(ctx, "GET", path, NULL, &answer);
 	free(path);
 	if (r == 0 && !ctx->json) {
@@ -138,14 +135,14 @@ static int windows_run(struct cli_context *ctx, int argc, char **argv)
 }
 
 const struct cli_command cli_cmd_windows = {
-        .name = "windows",
-        .args = "[--display NAME]",
-        .summary = "list the windows on the screen and the pointer's position",
-        .help = "Lists the client windows of a display holod drives, topmost first, as wmctrl\n"
-                "-lpGx does: a * for the one with the keyboard focus, the window id, its\n"
-                "virtual desktop (all: every desktop; -: no window manager says), its process\n"
-                "id, instance.class (WM_CLASS: what --class matches), geometry WxH+X+Y in root\n"
-                "pixels, and title; then where the pointer is.\n"
-                "  --display NAME   this display of holod's (default: its first)\n",
-        .run = windows_run,
+	.name = "windows",
+	.args = "[--display NAME]",
+	.summary = "list the windows on the screen and the pointer's position",
+	.help = "Lists the client windows of a display holod drives, topmost first, as wmctrl\n"
+		"-lpGx does: a * for the one with the keyboard focus, the window id, its\n"
+		"virtual desktop (all: every desktop; -: no window manager says), its process\n"
+		"id, instance.class (WM_CLASS: what --class matches), geometry WxH+X+Y in root\n"
+		"pixels, and title; then where the pointer is.\n"
+		"  --display NAME   this display of holod's (default: its first)\n",
+	.run = windows_run,
 };

@@ -28,11 +28,11 @@ int cli_exit_for_task_status(const char *status)
 		const char *status;
 		int code;
 	} map[] = {
-	        {"succeeded", CLI_EXIT_OK},
-	        {"failed", CLI_EXIT_TASK_FAILED},
-	        {"cancelled", CLI_EXIT_TASK_CANCELLED},
-	        {"interrupted", CLI_EXIT_TASK_INTERRUPTED},
-	        {"stuck", CLI_EXIT_TASK_STUCK},
+		{"succeeded", CLI_EXIT_OK},
+		{"failed", CLI_EXIT_TASK_FAILED},
+		{"cancelled", CLI_EXIT_TASK_CANCELLED},
+		{"interrupted", CLI_EXIT_TASK_INTERRUPTED},
+		{"stuck", CLI_EXIT_TASK_STUCK},
 	};
 
 	if (status)
@@ -48,7 +48,6 @@ void cli_print_raw(struct cli_context *ctx, const char *body, size_t size)
 	if (size == 0 || body[size - 1] != '\n')
 		fputc('\n', ctx->out);
 }
-
 
 unsigned cli_terminal_width(FILE *f)
 {
@@ -100,8 +99,7 @@ static unsigned put_char(const char *text, size_t *i, char *line, size_t *len)
 	return 1;
 }
 
-void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent,
-		       unsigned width)
+void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned indent, unsigned width)
 {
 	/* A line holds at most `width` columns; a column is at most 4 bytes (\xNN, UTF-8). */
 	size_t cap = (size_t)width * 4 + 8, len = 0;
@@ -111,8 +109,7 @@ void cli_print_wrapped(FILE *f, const char *label, const char *text, unsigned in
 	bool first = true;
 
 	fprintf(f, "%*s%s", (int)indent, "", label);
-	avail = width > indent + (unsigned)strlen(label) + 8 ? width - indent - (unsigned)strlen(label)
-							     : 8;
+	avail = width > indent + (unsigned)strlen(label) + 8 ? width - indent - (unsigned)strlen(label) : 8;
 	while (text[i]) {
 		if (text[i] == '\n') {
 			i++;

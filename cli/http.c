@@ -33,14 +33,14 @@ struct sink {
 	void *userdata;
 	bool streaming; /* decided at the first chunk from the HTTP status */
 	bool decided;
-	int error; /* why the callback stopped the transfer */
+	int error;			  /* why the callback stopped the transfer */
 	volatile sig_atomic_t *interrupt; /* other than interrupt_seen: abort (-EINTR) */
 	sig_atomic_t interrupt_seen;
 };
 
 /* curl calls it as data moves and about once a second while none does. */
 static int xferinfo_cb(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow)
+		       curl_off_t ulnow)
 {
 	struct sink *s = userdata;
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
@@ -221,17 +221,17 @@ static int translate_curl(struct cli_http *h, CURLcode code)
 }
 
 static int perform(struct cli_http *h, const char *method, const char *path, const char *body,
-                   cli_http_line_fn line_fn, void *userdata, volatile sig_atomic_t *interrupt,
-                   sig_atomic_t seen, struct cli_http_response *ret)
+		   cli_http_line_fn line_fn, void *userdata, volatile sig_atomic_t *interrupt,
+		   sig_atomic_t seen, struct cli_http_response *ret)
 {
 	struct sockaddr_un sun;
 	struct curl_slist *headers = NULL;
 	struct sink s = {.curl = h->curl,
-	                 .limit = CLI_HTTP_MAX_BODY,
-	                 .line_fn = line_fn,
-	                 .userdata = userdata,
-	                 .interrupt = interrupt,
-	                 .interrupt_seen = seen};
+			 .limit = CLI_HTTP_MAX_BODY,
+			 .line_fn = line_fn,
+			 .userdata = userdata,
+			 .interrupt = interrupt,
+			 .interrupt_seen = seen};
 	struct cli_http_response resp = {0};
 	char *url = NULL, *ct = NULL;
 	CURLcode code;
@@ -270,8 +270,7 @@ static int perform(struct cli_http *h, const char *method, const char *path, con
 			curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, method);
 		}
 		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, body ? body : "");
-		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE_LARGE,
-		                 (curl_off_t)(body ? strlen(body) : 0));
+		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? strlen(body) : 0));
 	}
 	if (body)
 		headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -336,14 +335,13 @@ cleanup_url:
 }
 
 int cli_http_request(struct cli_http *h, const char *method, const char *path, const char *body,
-                     struct cli_http_response *ret)
+		     struct cli_http_response *ret)
 {
 	return perform(h, method, path, body, NULL, NULL, NULL, 0, ret);
 }
 
 int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_fn, void *userdata,
-                    volatile sig_atomic_t *interrupt, sig_atomic_t seen,
-                    struct cli_http_response *ret)
+		    volatile sig_atomic_t *interrupt, sig_atomic_t seen, struct cli_http_response *ret)
 {
 	return perform(h, "GET", path, NULL, line_fn, userdata, interrupt, seen, ret);
 }
@@ -356,70 +354,68 @@ const char *cli_http_strerror(const struct cli_http *h, int err, char *buf, size
 	switch (-err) {
 	case ENOENT:
 		snprintf(buf, size,
-		         "cannot connect to %s: no such file (is holod running? start it with "
-		         "`holod`, or pick another daemon with --socket PATH)",
-		         p);
+			 "cannot connect to %s: no such file (is holod running? start it with "
+			 "`holod`, or pick another daemon with --socket PATH)",
+			 p);
 		break;
 	case ECONNREFUSED:
 		/* connect() refuses a regular file or a directory the same way as a socket nobody
 		 * listens on: only the first is a stale socket. */
 		if (stat(p, &st) == 0 && !S_ISSOCK(st.st_mode)) {
 			snprintf(buf, size,
-			         "cannot connect to %s: it is not a socket but a %s (check --socket "
-			         "and $HOLOD_SOCKET)",
-			         p,
-			         S_ISDIR(st.st_mode)   ? "directory"
-			         : S_ISREG(st.st_mode) ? "regular file"
-			                               : "special file");
+				 "cannot connect to %s: it is not a socket but a %s (check --socket "
+				 "and $HOLOD_SOCKET)",
+				 p,
+				 S_ISDIR(st.st_mode) ? "directory" :
+				 S_ISREG(st.st_mode) ? "regular file" :
+						       "special file");
 			break;
 		}
 		snprintf(buf, size,
-		         "cannot connect to %s: connection refused (a stale socket: holod is not "
-		         "running; start it with `holod`)",
-		         p);
+			 "cannot connect to %s: connection refused (a stale socket: holod is not "
+			 "running; start it with `holod`)",
+			 p);
 		break;
 	case EACCES:
 	case EPERM:
 		snprintf(buf, size,
-		         "cannot connect to %s: permission denied (holod only serves the user that "
-		         "runs it; run holoctl as that user)",
-		         p);
+			 "cannot connect to %s: permission denied (holod only serves the user that "
+			 "runs it; run holoctl as that user)",
+			 p);
 		break;
 	case ENOTDIR:
 		snprintf(buf, size,
-		         "cannot connect to %s: a path component is not a directory (check "
-		         "--socket)",
-		         p);
+			 "cannot connect to %s: a path component is not a directory (check "
+			 "--socket)",
+			 p);
 		break;
 	case ENAMETOOLONG:
 		snprintf(buf, size,
-		         "socket path %s is too long for a Unix socket (use a shorter --socket "
-		         "path)",
-		         p);
+			 "socket path %s is too long for a Unix socket (use a shorter --socket "
+			 "path)",
+			 p);
 		break;
 	case ETIMEDOUT:
 		snprintf(buf, size,
-		         "holod at %s did not accept the connection in time (is it stuck? check "
-		         "its log)",
-		         p);
+			 "holod at %s did not accept the connection in time (is it stuck? check "
+			 "its log)",
+			 p);
 		break;
 	case ECONNRESET:
 		snprintf(buf, size,
-		         "holod at %s closed the connection without a complete answer (check "
-		         "holod's log)",
-		         p);
+			 "holod at %s closed the connection without a complete answer (check "
+			 "holod's log)",
+			 p);
 		break;
 	case EPROTO:
-		snprintf(
-		        buf, size,
-		        "%s answered with a malformed HTTP response (is it really holod's socket?)",
-		        p);
+		snprintf(buf, size,
+			 "%s answered with a malformed HTTP response (is it really holod's socket?)", p);
 		break;
 	case EMSGSIZE:
 		snprintf(buf, size,
-		         "holod at %s sent more than holoctl accepts (%u bytes per response, %u "
-		         "per event line)",
-		         p, CLI_HTTP_MAX_BODY, CLI_HTTP_MAX_EVENT_LINE);
+			 "holod at %s sent more than holoctl accepts (%u bytes per response, %u "
+			 "per event line)",
+			 p, CLI_HTTP_MAX_BODY, CLI_HTTP_MAX_EVENT_LINE);
 		break;
 	default:
 		snprintf(buf, size, "cannot talk to holod at %s: %s", p, strerror(-err));

@@ -27,8 +27,8 @@ struct cli_http_response {
 	char *body;  /* NUL-terminated (the NUL is not counted in size); owned by the response */
 	size_t size;
 	char *content_type; /* NULL when the daemon sent none */
-	char *sha256;       /* X-Holod-SHA256 (64 lowercase hex digits, the journaled hash of a
-	                       screenshot); NULL when absent or malformed */
+	char *sha256;	    /* X-Holod-SHA256 (64 lowercase hex digits, the journaled hash of a
+			       screenshot); NULL when absent or malformed */
 };
 
 int cli_http_global_init(void);
@@ -43,7 +43,7 @@ const char *cli_http_socket_path(const struct cli_http *h);
  * On success *ret holds the response (any HTTP status); release it with cli_http_response_finish().
  * -EMSGSIZE when the body exceeds CLI_HTTP_MAX_BODY, -EPROTO for a malformed response. */
 int cli_http_request(struct cli_http *h, const char *method, const char *path, const char *body,
-                     struct cli_http_response *ret);
+		     struct cli_http_response *ret);
 void cli_http_response_finish(struct cli_http_response *r);
 
 /* Called once per complete line of a streamed response (without the newline, NUL-terminated).
@@ -57,8 +57,7 @@ typedef int (*cli_http_line_fn)(const char *line, size_t len, void *userdata);
  * when `*interrupt` (may be NULL; a signal handler's counter) differs from `seen`: it is looked
  * at as data arrives and at least once a second while none does. */
 int cli_http_stream(struct cli_http *h, const char *path, cli_http_line_fn line_fn, void *userdata,
-                    volatile sig_atomic_t *interrupt, sig_atomic_t seen,
-                    struct cli_http_response *ret);
+		    volatile sig_atomic_t *interrupt, sig_atomic_t seen, struct cli_http_response *ret);
 
 /* A sentence for a negative errno returned by this module, naming the cause and the fix, e.g.
  * "cannot connect to /run/user/1000/holod/holod.sock: no such file (is holod running? start it

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const mcp_protocol_versions[] = {"2024-11-05", "2025-03-26", "2025-06-18",
-                                             "2025-11-25"};
+const char *const mcp_protocol_versions[] = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"};
 const size_t mcp_protocol_versions_count = ARRAY_SIZE(mcp_protocol_versions);
 
 /* The first revision with the tasks utility. */
@@ -38,14 +37,13 @@ json_t *mcp_error_response(json_t *id, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
-	                 "error", "code", code, "message", msg);
+	return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+			 "code", code, "message", msg);
 }
 
 json_t *mcp_result_response(json_t *id, json_t *result)
 {
-	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result",
-	                 result);
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", result);
 }
 
 /* An id the specification allows: a string (bounded here) or an integer. */
@@ -98,31 +96,29 @@ int mcp_message_parse(const char *line, size_t len, struct mcp_message *ret, jso
 	*ret_error = NULL;
 	if (len > MCP_MAX_LINE_BYTES) {
 		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
-		                                "message of %zu bytes, over the limit of %u bytes "
-		                                "(MCP_MAX_LINE_BYTES)",
-		                                len, MCP_MAX_LINE_BYTES);
+						"message of %zu bytes, over the limit of %u bytes "
+						"(MCP_MAX_LINE_BYTES)",
+						len, MCP_MAX_LINE_BYTES);
 		return MCP_ERR_INVALID_REQUEST;
 	}
 	/* JSON_REJECT_DUPLICATES: one meaning per member; JSON_ALLOW_NUL is left off, so a string
 	 * holding U+0000 is refused before it can be cut short. */
 	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		*ret_error = mcp_error_response(NULL, MCP_ERR_PARSE,
-		                                "invalid JSON at line %d column %d: %s", jerr.line,
-		                                jerr.column, jerr.text);
+		*ret_error = mcp_error_response(NULL, MCP_ERR_PARSE, "invalid JSON at line %d column %d: %s",
+						jerr.line, jerr.column, jerr.text);
 		return MCP_ERR_PARSE;
 	}
 	if (json_is_array(root)) {
 		json_decref(root);
 		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
-		                                "JSON-RPC batches are not part of MCP since "
-		                                "2025-06-18: send one message per line");
+						"JSON-RPC batches are not part of MCP since "
+						"2025-06-18: send one message per line");
 		return MCP_ERR_INVALID_REQUEST;
 	}
 	if (!json_is_object(root)) {
 		json_decref(root);
-		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST,
-		                                "a message is a JSON object");
+		*ret_error = mcp_error_response(NULL, MCP_ERR_INVALID_REQUEST, "a message is a JSON object");
 		return MCP_ERR_INVALID_REQUEST;
 	}
 	id = json_object_get(root, "id");
@@ -138,8 +134,8 @@ int mcp_message_parse(const char *line, size_t len, struct mcp_message *ret, jso
 	else if (depth_of(root, 0) > MCP_MAX_DEPTH)
 		why = "the message nests deeper than 64 levels (MCP_MAX_DEPTH)";
 	else if (id && !valid_id(id))
-		why = json_is_string(id) ? "\"id\" is longer than 256 bytes (MCP_MAX_ID_BYTES)"
-		                         : "\"id\" must be a string or an integer";
+		why = json_is_string(id) ? "\"id\" is longer than 256 bytes (MCP_MAX_ID_BYTES)" :
+					   "\"id\" must be a string or an integer";
 	else if (method && !json_is_string(method))
 		why = "\"method\" must be a string";
 	else if (method && json_string_length(method) > MCP_MAX_METHOD_BYTES)
@@ -161,9 +157,9 @@ int mcp_message_parse(const char *line, size_t len, struct mcp_message *ret, jso
 	ret->params = json_is_object(params) ? params : NULL;
 	if (json_is_array(params)) {
 		/* By position: no MCP method takes that. */
-		*ret_error = id ? mcp_error_response(id, MCP_ERR_INVALID_PARAMS,
-		                                     "\"params\" must be an object")
-		                : NULL;
+		*ret_error =
+			id ? mcp_error_response(id, MCP_ERR_INVALID_PARAMS, "\"params\" must be an object") :
+			     NULL;
 		mcp_message_finish(ret);
 		return MCP_ERR_INVALID_PARAMS;
 	}
@@ -175,38 +171,37 @@ int mcp_message_parse(const char *line, size_t len, struct mcp_message *ret, jso
 
 json_t *mcp_initialize_result(const char *version)
 {
-	json_t *caps = json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0,
-	                         "resources", "subscribe", 0, "listChanged", 0);
+	json_t *caps = json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0, "resources",
+				 "subscribe", 0, "listChanged", 0);
 	if (strcmp(version, MCP_TASKS_VERSION) >= 0)
 		json_object_set_new(caps, "tasks",
-		                    json_pack("{s:{}, s:{}, s:{s:{s:{}}}}", "list", "cancel",
-		                              "requests", "tools", "call"));
-	return json_pack(
-	        "{s:s, s:o, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version, "capabilities",
-	        caps, "serverInfo", "name", "holod", "title", "holod (through holoctl mcp)",
-	        "version", HOLOD_VERSION, "instructions",
-	        "Drives the X11 desktop that holod owns. Take a screenshot first; act with the "
-	        "action tools (pixel coordinates of the screenshot unless coords is \"model\", "
-	        "0..1000 over the primary monitor), or hand a whole job to holod's own model with "
-	        "run_task. Every action is journaled as a holod task: holod://tasks/ID resources "
-	        "hold the task, its steps and a review page.");
+				    json_pack("{s:{}, s:{}, s:{s:{s:{}}}}", "list", "cancel", "requests",
+					      "tools", "call"));
+	return json_pack("{s:s, s:o, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version, "capabilities",
+			 caps, "serverInfo", "name", "holod", "title", "holod (through holoctl mcp)",
+			 "version", HOLOD_VERSION, "instructions",
+			 "Drives the X11 desktop that holod owns. Take a screenshot first; act with the "
+			 "action tools (pixel coordinates of the screenshot unless coords is \"model\", "
+			 "0..1000 over the primary monitor), or hand a whole job to holod's own model with "
+			 "run_task. Every action is journaled as a holod task: holod://tasks/ID resources "
+			 "hold the task, its steps and a review page.");
 }
 
 /* ---- tools ------------------------------------------------------------------------------------ */
 
 /* Options every screen tool takes: they go to the task, not into the action. */
 static const char common_props[] =
-        "{\"coords\": {\"type\": \"string\", \"enum\": [\"pixels\", \"model\"], \"description\": "
-        "\"pixels (default): root-window pixels of the screenshot; model: 0..1000 over the "
-        "primary monitor\"},"
-        "\"dry_run\": {\"type\": \"boolean\", \"description\": \"journal the step, inject "
-        "nothing\"},"
-        "\"settle_ms\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 10000, "
-        "\"description\": \"pause after the action before the after-screenshot\"},"
-        "\"display\": {\"type\": \"string\", \"maxLength\": 64, \"description\": \"one of the "
-        "displays holod drives (status tool); default the first free one\"},"
-        "\"require_focus\": {\"type\": \"boolean\", \"description\": \"fail when no window "
-        "has the keyboard focus\"}}";
+	"{\"coords\": {\"type\": \"string\", \"enum\": [\"pixels\", \"model\"], \"description\": "
+	"\"pixels (default): root-window pixels of the screenshot; model: 0..1000 over the "
+	"primary monitor\"},"
+	"\"dry_run\": {\"type\": \"boolean\", \"description\": \"journal the step, inject "
+	"nothing\"},"
+	"\"settle_ms\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 10000, "
+	"\"description\": \"pause after the action before the after-screenshot\"},"
+	"\"display\": {\"type\": \"string\", \"maxLength\": 64, \"description\": \"one of the "
+	"displays holod drives (status tool); default the first free one\"},"
+	"\"require_focus\": {\"type\": \"boolean\", \"description\": \"fail when no window "
+	"has the keyboard focus\"}}";
 
 enum tool_kind { T_RUN, T_ACTION, T_LOCATE, T_SCREENSHOT, T_WINDOWS, T_STATUS, T_CANCEL, T_REPLY };
 
@@ -221,60 +216,59 @@ struct mcp_tool {
 /* holoctl mcp's own tools; the action tools come from ipc's action-tool table, in its order,
  * where the T_ACTION entry stands. */
 static const struct mcp_tool tools[] = {
-        {"run_task", "Run a holod task",
-         "Runs a task on the desktop and waits for its end: an instruction for holod's own "
-         "model (needs holod --model) or a script of actions (the action tools' objects with "
-         "their tool_name). Progress notifications follow its steps when a progressToken is "
-         "given; cancelling the request cancels the task. Members are POST /v1/tasks's "
-         "(docs/api.md): budgets max_steps and max_seconds, settle_ms, coords, display, "
-         "dry_run, and the model's options.",
-         "{\"instruction\": {\"type\": \"string\", \"maxLength\": 8192},"
-         "\"script\": {\"type\": \"array\", \"minItems\": 1, \"maxItems\": 1000, \"items\": "
-         "{\"type\": \"object\", \"required\": [\"tool_name\"]}},"
-         "\"max_steps\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10000},"
-         "\"max_seconds\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 86400},"
-         "\"require_focus\": {\"type\": \"boolean\"},"
-         "\"history\": {\"type\": \"string\", \"enum\": [\"rolling\", \"persistent\", "
-         "\"window\"]},"
-         "\"policy_format\": {\"type\": \"string\", \"enum\": [\"holo3\", \"holo-nano\"]},"
-         "\"window\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 64},"
-         "\"max_tiles\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 48},"
-         "\"temperature\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 2},"
-         "\"top_p\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 1},"
-         "\"seed\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4294967295},"
-         "\"thinking\": {\"type\": \"boolean\"},"
-         "\"thinking_tokens\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 65536},"
-         "\"stuck_warn\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 1000},"
-         "\"stuck_stop\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 1000}}",
-         NULL, T_RUN, false},
-        {"screenshot", "Screenshot", "The whole screen now, as a PNG image.",
-         "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_SCREENSHOT, true},
-        {"locate", "Locate on the screen",
-         "Finds a described target on the primary monitor with holod's model (one grounded "
-         "step, nothing is clicked) and answers its point in pixels and in 0..1000 model "
-         "coordinates. Needs holod --model.",
-         "{\"target\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 512},"
-         "\"display\": {\"type\": \"string\", \"maxLength\": 64}}",
-         "[\"target\"]", T_LOCATE, true},
-        /* here: the action tools of ipc's table (ipc_tool_info's client member) */
-        {NULL, NULL, NULL, NULL, NULL, T_ACTION, false},
-        {"windows", "List windows",
-         "The client windows on the screen, topmost first (id, desktop, pid, class, geometry, "
-         "title, which has the keyboard focus), and the pointer's position (GET /v1/windows).",
-         "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_WINDOWS, true},
-        {"status", "holod's status",
-         "holod's state: model, displays, the running task and the queue (GET /v1/status).",
-         "{}", NULL, T_STATUS, true},
-        {"cancel_task", "Cancel a task", "Cancels a queued or running holod task by its id.",
-         "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1}}", "[\"task_id\"]", T_CANCEL,
-         false},
-        {"reply_task", "Answer a task's question",
-         "Answers the question a waiting task asked its user (an ask_user step: the task is "
-         "waiting_for_user, and run_task's progress says so); the text becomes the step's "
-         "result, which the model reads.",
-         "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1},"
-         "\"text\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 4096}}",
-         "[\"task_id\", \"text\"]", T_REPLY, false},
+	{"run_task", "Run a holod task",
+	 "Runs a task on the desktop and waits for its end: an instruction for holod's own "
+	 "model (needs holod --model) or a script of actions (the action tools' objects with "
+	 "their tool_name). Progress notifications follow its steps when a progressToken is "
+	 "given; cancelling the request cancels the task. Members are POST /v1/tasks's "
+	 "(docs/api.md): budgets max_steps and max_seconds, settle_ms, coords, display, "
+	 "dry_run, and the model's options.",
+	 "{\"instruction\": {\"type\": \"string\", \"maxLength\": 8192},"
+	 "\"script\": {\"type\": \"array\", \"minItems\": 1, \"maxItems\": 1000, \"items\": "
+	 "{\"type\": \"object\", \"required\": [\"tool_name\"]}},"
+	 "\"max_steps\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10000},"
+	 "\"max_seconds\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 86400},"
+	 "\"require_focus\": {\"type\": \"boolean\"},"
+	 "\"history\": {\"type\": \"string\", \"enum\": [\"rolling\", \"persistent\", "
+	 "\"window\"]},"
+	 "\"policy_format\": {\"type\": \"string\", \"enum\": [\"holo3\", \"holo-nano\"]},"
+	 "\"window\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 64},"
+	 "\"max_tiles\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 48},"
+	 "\"temperature\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 2},"
+	 "\"top_p\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 1},"
+	 "\"seed\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4294967295},"
+	 "\"thinking\": {\"type\": \"boolean\"},"
+	 "\"thinking_tokens\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 65536},"
+	 "\"stuck_warn\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 1000},"
+	 "\"stuck_stop\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 1000}}",
+	 NULL, T_RUN, false},
+	{"screenshot", "Screenshot", "The whole screen now, as a PNG image.",
+	 "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_SCREENSHOT, true},
+	{"locate", "Locate on the screen",
+	 "Finds a described target on the primary monitor with holod's model (one grounded "
+	 "step, nothing is clicked) and answers its point in pixels and in 0..1000 model "
+	 "coordinates. Needs holod --model.",
+	 "{\"target\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 512},"
+	 "\"display\": {\"type\": \"string\", \"maxLength\": 64}}",
+	 "[\"target\"]", T_LOCATE, true},
+	/* here: the action tools of ipc's table (ipc_tool_info's client member) */
+	{NULL, NULL, NULL, NULL, NULL, T_ACTION, false},
+	{"windows", "List windows",
+	 "The client windows on the screen, topmost first (id, desktop, pid, class, geometry, "
+	 "title, which has the keyboard focus), and the pointer's position (GET /v1/windows).",
+	 "{\"display\": {\"type\": \"string\", \"maxLength\": 64}}", NULL, T_WINDOWS, true},
+	{"status", "holod's status",
+	 "holod's state: model, displays, the running task and the queue (GET /v1/status).", "{}", NULL,
+	 T_STATUS, true},
+	{"cancel_task", "Cancel a task", "Cancels a queued or running holod task by its id.",
+	 "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1}}", "[\"task_id\"]", T_CANCEL, false},
+	{"reply_task", "Answer a task's question",
+	 "Answers the question a waiting task asked its user (an ask_user step: the task is "
+	 "waiting_for_user, and run_task's progress says so); the text becomes the step's "
+	 "result, which the model reads.",
+	 "{\"task_id\": {\"type\": \"integer\", \"minimum\": 1},"
+	 "\"text\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 4096}}",
+	 "[\"task_id\", \"text\"]", T_REPLY, false},
 };
 
 /* The action tool t as an MCP tool; false when ipc's table offers it to no client. */
@@ -285,12 +279,12 @@ static bool action_tool(enum ipc_tool t, struct mcp_tool *ret)
 	if (!info || !info->client.title)
 		return false;
 	*ret = (struct mcp_tool){info->name,
-	                         info->client.title,
-	                         info->client.description,
-	                         info->client.properties,
-	                         info->client.required,
-	                         T_ACTION,
-	                         info->client.read_only};
+				 info->client.title,
+				 info->client.description,
+				 info->client.properties,
+				 info->client.required,
+				 T_ACTION,
+				 info->client.read_only};
 	return true;
 }
 
@@ -333,10 +327,10 @@ static json_t *tool_schema(const struct mcp_tool *t)
 
 static json_t *tool_entry(const struct mcp_tool *t, const char *version)
 {
-	json_t *tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b}}", "name", t->name,
-	                         "title", t->title, "description", t->description, "inputSchema",
-	                         tool_schema(t), "annotations", "title", t->title, "readOnlyHint",
-	                         t->read_only, "openWorldHint", 0);
+	json_t *tool =
+		json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b}}", "name", t->name, "title", t->title,
+			  "description", t->description, "inputSchema", tool_schema(t), "annotations",
+			  "title", t->title, "readOnlyHint", t->read_only, "openWorldHint", 0);
 	if (t->kind == T_RUN && (!version || strcmp(version, MCP_TASKS_VERSION) >= 0))
 		json_object_set_new(tool, "execution", json_pack("{s:s}", "taskSupport", "optional"));
 	return tool;
@@ -361,8 +355,7 @@ json_t *mcp_tools_list(const char *version)
 }
 
 /* Task options that stay out of an action. */
-static const char *const task_options[] = {"coords", "dry_run", "settle_ms", "display",
-                                           "require_focus"};
+static const char *const task_options[] = {"coords", "dry_run", "settle_ms", "display", "require_focus"};
 
 static bool is_task_option(const char *key)
 {
@@ -382,7 +375,7 @@ static int validate_body(const char *body, bool action, char *err, size_t errlen
 
 	if (strlen(body) > IPC_MAX_BODY_BYTES) {
 		snprintf(err, errlen, "the task is %zu bytes of JSON, over holod's limit of %d bytes",
-		         strlen(body), IPC_MAX_BODY_BYTES);
+			 strlen(body), IPC_MAX_BODY_BYTES);
 		return -E2BIG;
 	}
 	r = ipc_task_request_parse(body, strlen(body), &req, buf, sizeof(buf));
@@ -422,15 +415,14 @@ static int display_arg(json_t *args, char **ret, char *err, size_t errlen)
 	if (!json_is_string(d) || json_string_length(d) == 0 ||
 	    json_string_length(d) > IPC_MAX_DISPLAY_NAME_BYTES) {
 		snprintf(err, errlen, "display: expected an X display name of 1..%d bytes",
-		         IPC_MAX_DISPLAY_NAME_BYTES);
+			 IPC_MAX_DISPLAY_NAME_BYTES);
 		return -EINVAL;
 	}
 	*ret = xstrdup(json_string_value(d));
 	return 0;
 }
 
-static int only_members(json_t *args, const char *const *names, size_t n, char *err,
-                        size_t errlen)
+static int only_members(json_t *args, const char *const *names, size_t n, char *err, size_t errlen)
 {
 	const char *key;
 	json_t *v;
@@ -465,8 +457,7 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 		return MCP_ERR_INVALID_PARAMS;
 	}
 	if (!tool_find(json_string_value(name), &found)) {
-		snprintf(err, errlen, "unknown tool '%.64s' (tools/list names them)",
-		         json_string_value(name));
+		snprintf(err, errlen, "unknown tool '%.64s' (tools/list names them)", json_string_value(name));
 		return MCP_ERR_INVALID_PARAMS;
 	}
 	if (args && !json_is_object(args) && !json_is_null(args)) {
@@ -475,10 +466,10 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 	}
 	if (task && (!json_is_object(task) || t->kind != T_RUN)) {
 		snprintf(err, errlen,
-		         t->kind == T_RUN ? "\"task\" must be an object"
-		                          : "tool '%s' cannot run as an MCP task (execution."
-		                            "taskSupport is forbidden); call it without \"task\"",
-		         t->name);
+			 t->kind == T_RUN ? "\"task\" must be an object" :
+					    "tool '%s' cannot run as an MCP task (execution."
+					    "taskSupport is forbidden); call it without \"task\"",
+			 t->name);
 		return MCP_ERR_INVALID_PARAMS;
 	}
 	if (!json_is_object(args))
@@ -530,8 +521,8 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 			goto out;
 		}
 		/* A dry-run move: the model locates the target, nothing is injected. */
-		body = json_pack("{s:[{s:s, s:O}], s:b}", "script", "tool_name", "move", "target",
-		                 target, "dry_run", 1);
+		body = json_pack("{s:[{s:s, s:O}], s:b}", "script", "tool_name", "move", "target", target,
+				 "dry_run", 1);
 		if (json_object_get(args, "display"))
 			json_object_set(body, "display", json_object_get(args, "display"));
 		ret->kind = MCP_PLAN_LOCATE;
@@ -564,7 +555,7 @@ int mcp_plan_tool_call(json_t *params, struct mcp_plan *ret, char *err, size_t e
 			if (!json_is_string(text) || json_string_length(text) == 0 ||
 			    json_string_length(text) > IPC_MAX_REPLY_BYTES) {
 				snprintf(err, errlen, "text: expected the answer, 1..%d bytes",
-				         IPC_MAX_REPLY_BYTES);
+					 IPC_MAX_REPLY_BYTES);
 				r = json_string_length(text) > IPC_MAX_REPLY_BYTES ? -E2BIG : -EINVAL;
 				goto out;
 			}
@@ -594,22 +585,21 @@ out:
 
 json_t *mcp_resource_templates(void)
 {
-	return json_pack(
-	        "{s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s},"
-	        " {s:s, s:s, s:s, s:s}]}",
-	        "resourceTemplates", "uriTemplate", "holod://tasks/{id}", "name", "task",
-	        "description", "A holod task: its request, status, result or error, provenance",
-	        "mimeType", "application/json", "uriTemplate", "holod://tasks/{id}/steps", "name",
-	        "steps", "description",
-	        "The task's steps: actions, points in both spaces, results, timings, the model's "
-	        "thoughts",
-	        "mimeType", "application/json", "uriTemplate", "holod://tasks/{id}/report", "name",
-	        "report", "description",
-	        "The task's review page (holoctl report): self-contained HTML, screenshots "
-	        "embedded",
-	        "mimeType", "text/html", "uriTemplate",
-	        "holod://tasks/{id}/steps/{n}/screenshot/{which}", "name", "step-screenshot",
-	        "description", "The PNG before or after (which) step n", "mimeType", "image/png");
+	return json_pack("{s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s},"
+			 " {s:s, s:s, s:s, s:s}]}",
+			 "resourceTemplates", "uriTemplate", "holod://tasks/{id}", "name", "task",
+			 "description", "A holod task: its request, status, result or error, provenance",
+			 "mimeType", "application/json", "uriTemplate", "holod://tasks/{id}/steps", "name",
+			 "steps", "description",
+			 "The task's steps: actions, points in both spaces, results, timings, the model's "
+			 "thoughts",
+			 "mimeType", "application/json", "uriTemplate", "holod://tasks/{id}/report", "name",
+			 "report", "description",
+			 "The task's review page (holoctl report): self-contained HTML, screenshots "
+			 "embedded",
+			 "mimeType", "text/html", "uriTemplate",
+			 "holod://tasks/{id}/steps/{n}/screenshot/{which}", "name", "step-screenshot",
+			 "description", "The PNG before or after (which) step n", "mimeType", "image/png");
 }
 
 /* A decimal number from 0 (no sign, no leading zero but 0 itself) ending at a '/' or the end;

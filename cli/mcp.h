@@ -22,18 +22,19 @@
 #include <stddef.h>
 
 /* Named limits on what the client sends. */
-#define MCP_MAX_LINE_BYTES (2u * 1024u * 1024u) /* one message: a task body (IPC_MAX_BODY_BYTES)
-                                                   and the envelope around it */
-#define MCP_MAX_ID_BYTES 256                    /* a string request id */
-#define MCP_MAX_METHOD_BYTES 128                /* a method name */
-#define MCP_MAX_TOKEN_BYTES 256                 /* a string progressToken */
-#define MCP_MAX_URI_BYTES 512                   /* a resource URI */
-#define MCP_MAX_CURSOR_BYTES 20                 /* a pagination cursor (an offset) */
-#define MCP_MAX_TASK_ID_BYTES 20                /* a taskId (holod's task id) */
-#define MCP_MAX_REASON_BYTES 200                /* of a cancellation's reason, logged */
-#define MCP_MAX_INFLIGHT 16                     /* requests handled at once */
-#define MCP_MAX_DEPTH 64                        /* nesting of the message's JSON */
-#define MCP_MAX_MESSAGE 1024                    /* one error message we write */
+#define MCP_MAX_LINE_BYTES                                                                                   \
+	(2u * 1024u * 1024u)	 /* one message: a task body (IPC_MAX_BODY_BYTES)                            \
+				    and the envelope around it */
+#define MCP_MAX_ID_BYTES 256	 /* a string request id */
+#define MCP_MAX_METHOD_BYTES 128 /* a method name */
+#define MCP_MAX_TOKEN_BYTES 256	 /* a string progressToken */
+#define MCP_MAX_URI_BYTES 512	 /* a resource URI */
+#define MCP_MAX_CURSOR_BYTES 20	 /* a pagination cursor (an offset) */
+#define MCP_MAX_TASK_ID_BYTES 20 /* a taskId (holod's task id) */
+#define MCP_MAX_REASON_BYTES 200 /* of a cancellation's reason, logged */
+#define MCP_MAX_INFLIGHT 16	 /* requests handled at once */
+#define MCP_MAX_DEPTH 64	 /* nesting of the message's JSON */
+#define MCP_MAX_MESSAGE 1024	 /* one error message we write */
 
 /* How many tasks resources/list names per page (newest first). */
 #define MCP_RESOURCE_PAGE 20
@@ -65,10 +66,10 @@ enum mcp_kind {
 
 struct mcp_message {
 	enum mcp_kind kind;
-	json_t *root;       /* owned */
-	json_t *id;         /* borrowed from root; requests and responses */
+	json_t *root;	    /* owned */
+	json_t *id;	    /* borrowed from root; requests and responses */
 	const char *method; /* borrowed; requests and notifications */
-	json_t *params;     /* borrowed: an object, or NULL when absent */
+	json_t *params;	    /* borrowed: an object, or NULL when absent */
 };
 
 /* Classifies one line (without its newline). Returns 0 and fills *ret (release it with
@@ -78,8 +79,7 @@ int mcp_message_parse(const char *line, size_t len, struct mcp_message *ret, jso
 void mcp_message_finish(struct mcp_message *m);
 
 /* {"jsonrpc":"2.0","id":id,"error":{"code","message"}}; id NULL gives null. */
-json_t *mcp_error_response(json_t *id, int code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+json_t *mcp_error_response(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* {"jsonrpc":"2.0","id":id,"result":result}, stealing result. */
 json_t *mcp_result_response(json_t *id, json_t *result);
 
@@ -94,24 +94,24 @@ json_t *mcp_resource_templates(void);
 
 /* What a tools/call asks of holod, checked without a daemon. */
 enum mcp_plan_kind {
-	MCP_PLAN_TASK,       /* POST body, then follow the task to its end: run_task */
+	MCP_PLAN_TASK,	     /* POST body, then follow the task to its end: run_task */
 	MCP_PLAN_ACTION,     /* the same for a one-action script; the answer is the step's */
 	MCP_PLAN_LOCATE,     /* a dry-run move to a target; the answer is the point located */
 	MCP_PLAN_SCREENSHOT, /* GET /v1/screenshot */
 	MCP_PLAN_WINDOWS,    /* GET /v1/windows */
 	MCP_PLAN_STATUS,     /* GET /v1/status */
 	MCP_PLAN_CANCEL,     /* POST /v1/tasks/ID/cancel */
-	MCP_PLAN_REPLY,      /* POST /v1/tasks/ID/reply with body: a task's user answers */
+	MCP_PLAN_REPLY,	     /* POST /v1/tasks/ID/reply with body: a task's user answers */
 };
 
 struct mcp_plan {
 	enum mcp_plan_kind kind;
-	const char *tool; /* the tool's name (static) */
-	char *body;       /* TASK, ACTION, LOCATE: the POST /v1/tasks body, validated by ipc;
-	                     REPLY: the reply's body */
-	char *display;    /* SCREENSHOT: the display asked for, or NULL */
-	long long task_id;  /* CANCEL, REPLY */
-	bool wants_task;    /* run_task: the client asked for an MCP task (2025-11-25) */
+	const char *tool;  /* the tool's name (static) */
+	char *body;	   /* TASK, ACTION, LOCATE: the POST /v1/tasks body, validated by ipc;
+			      REPLY: the reply's body */
+	char *display;	   /* SCREENSHOT: the display asked for, or NULL */
+	long long task_id; /* CANCEL, REPLY */
+	bool wants_task;   /* run_task: the client asked for an MCP task (2025-11-25) */
 };
 
 /* Plans tools/call's params. Returns 0, or MCP_ERR_INVALID_PARAMS for a call that names no
@@ -132,8 +132,8 @@ enum mcp_resource_kind {
 struct mcp_resource {
 	enum mcp_resource_kind kind;
 	long long task_id;
-	long long step;    /* MCP_RES_SCREENSHOT */
-	bool before;       /* MCP_RES_SCREENSHOT: "before", else "after" */
+	long long step; /* MCP_RES_SCREENSHOT */
+	bool before;	/* MCP_RES_SCREENSHOT: "before", else "after" */
 };
 /* 0, or -EINVAL when uri is not one of those forms (the answer is MCP_ERR_RESOURCE_NOT_FOUND). */
 int mcp_resource_parse(const char *uri, struct mcp_resource *ret);

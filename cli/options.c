@@ -80,13 +80,11 @@ int cli_common_option(struct cli_context *ctx, const struct cli_command *cmd, in
 	}
 }
 
-int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s,
-                      long *ret)
+int cli_parse_task_id(struct cli_context *ctx, const struct cli_command *cmd, const char *s, long *ret)
 {
 	long v;
 	if (cli_parse_int(s, 1, LONG_MAX, &v) < 0)
-		return cli_usage_error(ctx, cmd,
-		                       "'%s' is not a task ID (a number, see `holoctl list`)", s);
+		return cli_usage_error(ctx, cmd, "'%s' is not a task ID (a number, see `holoctl list`)", s);
 	*ret = v;
 	return 0;
 }

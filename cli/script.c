@@ -42,8 +42,7 @@ static int read_all(FILE *f, size_t limit, char **ret, size_t *ret_len)
 	return 0;
 }
 
-int cli_script_parse(const char *name, const char *text, size_t len, json_t **ret, char *err,
-                     size_t errlen)
+int cli_script_parse(const char *name, const char *text, size_t len, json_t **ret, char *err, size_t errlen)
 {
 	struct ipc_task_request *req = NULL;
 	json_error_t jerr;
@@ -56,7 +55,7 @@ int cli_script_parse(const char *name, const char *text, size_t len, json_t **re
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!root) {
 		snprintf(err, errlen, "%s: invalid JSON at line %d column %d: %s", name, jerr.line,
-		         jerr.column, jerr.text);
+			 jerr.column, jerr.text);
 		return -EINVAL;
 	}
 	if (json_is_array(root)) {
@@ -65,23 +64,22 @@ int cli_script_parse(const char *name, const char *text, size_t len, json_t **re
 		json_t *actions = json_object_get(root, "actions");
 		if (json_object_get(root, "instruction")) {
 			snprintf(err, errlen,
-			         "%s: a script file holds actions; run an instruction with "
-			         "`holoctl run \"INSTRUCTION\"`",
-			         name);
+				 "%s: a script file holds actions; run an instruction with "
+				 "`holoctl run \"INSTRUCTION\"`",
+				 name);
 			r = -EINVAL;
 			goto cleanup;
 		}
 		if (actions && json_object_get(root, "script")) {
-			snprintf(err, errlen, "%s: has both \"actions\" and \"script\"; keep one",
-			         name);
+			snprintf(err, errlen, "%s: has both \"actions\" and \"script\"; keep one", name);
 			r = -EINVAL;
 			goto cleanup;
 		}
 		if (!actions && !json_object_get(root, "script")) {
 			snprintf(err, errlen,
-			         "%s: no \"actions\" list (a script is a JSON array of actions, or "
-			         "an object {\"actions\": [...], options})",
-			         name);
+				 "%s: no \"actions\" list (a script is a JSON array of actions, or "
+				 "an object {\"actions\": [...], options})",
+				 name);
 			r = -EINVAL;
 			goto cleanup;
 		}
@@ -93,9 +91,9 @@ int cli_script_parse(const char *name, const char *text, size_t len, json_t **re
 		}
 	} else {
 		snprintf(err, errlen,
-		         "%s: a script is a JSON array of actions, or an object {\"actions\": "
-		         "[...], options}",
-		         name);
+			 "%s: a script is a JSON array of actions, or an object {\"actions\": "
+			 "[...], options}",
+			 name);
 		r = -EINVAL;
 		goto cleanup;
 	}
@@ -144,8 +142,8 @@ int cli_script_read(const char *path, FILE *stdin_file, json_t **ret, char *err,
 	if (!is_stdin)
 		fclose(f);
 	if (r == -EFBIG) {
-		snprintf(err, errlen, "%s: larger than %u bytes; split it into several scripts",
-		         name, CLI_MAX_SCRIPT_BYTES);
+		snprintf(err, errlen, "%s: larger than %u bytes; split it into several scripts", name,
+			 CLI_MAX_SCRIPT_BYTES);
 		return r;
 	}
 	if (r < 0) {

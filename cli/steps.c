@@ -34,11 +34,11 @@ void cli_format_point(json_t *p, char *buf, size_t size)
 	}
 	if (json_is_integer(x2) && json_is_integer(y2))
 		snprintf(buf, size, "%lld,%lld->%lld,%lld", (long long)json_integer_value(x),
-		         (long long)json_integer_value(y), (long long)json_integer_value(x2),
-		         (long long)json_integer_value(y2));
+			 (long long)json_integer_value(y), (long long)json_integer_value(x2),
+			 (long long)json_integer_value(y2));
 	else
 		snprintf(buf, size, "%lld,%lld", (long long)json_integer_value(x),
-		         (long long)json_integer_value(y));
+			 (long long)json_integer_value(y));
 }
 
 void cli_format_tool_args(json_t *call, char *buf, size_t size)
@@ -52,15 +52,15 @@ void cli_format_tool_args(json_t *call, char *buf, size_t size)
 		return;
 	if (strcmp(tool, "write") == 0 || strcmp(tool, "answer") == 0) {
 		snprintf(buf, size, "\"%s\"%s%s",
-		         str_member(call, "content") ? str_member(call, "content") : "",
-		         json_is_true(json_object_get(call, "press_enter")) ? " +enter" : "",
-		         json_is_true(json_object_get(call, "overwrite")) ? " overwrite" : "");
+			 str_member(call, "content") ? str_member(call, "content") : "",
+			 json_is_true(json_object_get(call, "press_enter")) ? " +enter" : "",
+			 json_is_true(json_object_get(call, "overwrite")) ? " overwrite" : "");
 	} else if (strcmp(tool, "hotkey") == 0) {
 		size_t o = 0, i;
 		json_array_foreach(json_object_get(call, "keys"), i, v)
 		{
 			int n = snprintf(buf + o, size - o, "%s%s", i ? "+" : "",
-			                 json_string_value(v) ? json_string_value(v) : "?");
+					 json_string_value(v) ? json_string_value(v) : "?");
 			if (n < 0 || (size_t)n >= size - o)
 				break;
 			o += (size_t)n;
@@ -74,12 +74,12 @@ void cli_format_tool_args(json_t *call, char *buf, size_t size)
 		snprintf(buf, size, "%g s", json_is_number(v) ? json_number_value(v) : 0.0);
 	} else if (strcmp(tool, "scroll") == 0) {
 		snprintf(buf, size, "%s %lld",
-		         str_member(call, "direction") ? str_member(call, "direction") : "?",
-		         int_member(call, "scroll_size"));
+			 str_member(call, "direction") ? str_member(call, "direction") : "?",
+			 int_member(call, "scroll_size"));
 	} else if (strcmp(tool, "click") == 0 && str_member(call, "button") &&
-	           strcmp(str_member(call, "button"), "left") != 0) {
+		   strcmp(str_member(call, "button"), "left") != 0) {
 		snprintf(buf, size, "%s%s%s", str_member(call, "button"), element ? " " : "",
-		         element ? element : "");
+			 element ? element : "");
 	} else if (element) {
 		snprintf(buf, size, "%s", element);
 	}
@@ -96,16 +96,16 @@ bool cli_format_step_tokens(json_t *agent, char *buf, size_t size)
 	if (forced < 0 || forwards < 0) /* a remote server's step, or one journaled before 11 */
 		snprintf(buf, size, "%lld decoded", decoded);
 	else
-		snprintf(buf, size, "%lld decoded, %lld forced (jump-forward), %lld forwards",
-		         decoded, forced, forwards);
+		snprintf(buf, size, "%lld decoded, %lld forced (jump-forward), %lld forwards", decoded,
+			 forced, forwards);
 	return true;
 }
 
 /* Total time of a step: the sum of its phases (null phases count as 0); -1 when unknown. */
 static long long step_total_us(json_t *timings)
 {
-	static const char *const phases[] = {"capture", "preprocess", "encode", "prefill", "decode",
-					     "map",     "inject",     "settle", "capture_after"};
+	static const char *const phases[] = {"capture", "preprocess", "encode", "prefill",	"decode",
+					     "map",	"inject",     "settle", "capture_after"};
 	long long total = 0;
 	bool any = false;
 
@@ -132,8 +132,7 @@ static bool step_warned_no_focus(json_t *step)
 	const char *status = str_member(step, "status");
 	const char *result = str_member(step, "result");
 
-	return status && strcmp(status, "ok") == 0 && result &&
-	       strstr(result, "(" IPC_NO_FOCUS_WARNING ")");
+	return status && strcmp(status, "ok") == 0 && result && strstr(result, "(" IPC_NO_FOCUS_WARNING ")");
 }
 
 /* The status a person reads: "warning" for a step that ran but whose keys went nowhere. */
@@ -148,9 +147,7 @@ static bool any_agent_step(json_t *steps)
 	json_t *step;
 	size_t i;
 
-	json_array_foreach(steps, i, step)
-		if (json_is_object(json_object_get(step, "agent")))
-			return true;
+	json_array_foreach(steps, i, step) if (json_is_object(json_object_get(step, "agent"))) return true;
 	return false;
 }
 
@@ -161,12 +158,12 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps, unsigned width
 {
 	/* Capture, then the model's phases (instruction tasks), then inject and settle: the
 	 * order a step runs them in. */
-	static const char *const script_headers[] = {"#",      "TOOL",   "ARGS",    "MODEL",
+	static const char *const script_headers[] = {"#",      "TOOL",	 "ARGS",    "MODEL",
 						     "PIXELS", "STATUS", "CAPTURE", "INJECT",
-						     "SETTLE", "TOTAL",  "RESULT"};
-	static const char *const agent_headers[] = {
-		"#",       "TOOL",    "ARGS",   "MODEL",  "PIXELS", "STATUS", "CAPTURE", "PREPROC",
-		"VISION",  "PREFILL", "DECODE", "INJECT", "SETTLE", "TOTAL",  "RESULT"};
+						     "SETTLE", "TOTAL",	 "RESULT"};
+	static const char *const agent_headers[] = {"#",      "TOOL",	 "ARGS",    "MODEL",  "PIXELS",
+						    "STATUS", "CAPTURE", "PREPROC", "VISION", "PREFILL",
+						    "DECODE", "INJECT",	 "SETTLE",  "TOTAL",  "RESULT"};
 	static const char *const model_phases[] = {"preprocess", "encode", "prefill", "decode"};
 	bool agent = any_agent_step(steps);
 	const char *const *headers = agent ? agent_headers : script_headers;
@@ -186,8 +183,8 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps, unsigned width
 	cli_table_set_width(t, width);
 	json_array_foreach(steps, i, step)
 	{
-		char idx[24], model[64], pixels[64], capture[32], phases[4][32],
-		        inject[32], settle[32], total[32];
+		char idx[24], model[64], pixels[64], capture[32], phases[4][32], inject[32], settle[32],
+			total[32];
 		json_t *call = json_object_get(step, "tool_call");
 		json_t *timings = json_object_get(step, "timings_us");
 		const char *row[ARRAY_SIZE(agent_headers)];
@@ -210,7 +207,7 @@ int cli_print_steps_table(struct cli_context *ctx, json_t *steps, unsigned width
 		row[n++] = capture;
 		for (size_t p = 0; agent && p < ARRAY_SIZE(model_phases); p++) {
 			cli_format_duration_us(int_member(timings, model_phases[p]), phases[p],
-			                       sizeof(phases[p]));
+					       sizeof(phases[p]));
 			row[n++] = phases[p];
 		}
 		row[n++] = inject;
@@ -246,8 +243,7 @@ void cli_print_step_texts(struct cli_context *ctx, json_t *steps, unsigned width
 			if (k == 2 && (!text || !text[0]))
 				continue; /* the think block, when thinking was on */
 			snprintf(label, sizeof(label), "%s: ", said[k]);
-			cli_print_wrapped(ctx->out, label, text && text[0] ? text : "(none)", 2,
-			                  width);
+			cli_print_wrapped(ctx->out, label, text && text[0] ? text : "(none)", 2, width);
 		}
 	}
 }
@@ -267,17 +263,14 @@ void cli_print_step_line(struct cli_context *ctx, json_t *step)
 	/* " @ 80,60", or with model coordinates " @ 80,60 (model 100,100)". */
 	where[0] = '\0';
 	if (strcmp(pixels, "-") != 0)
-		snprintf(where, sizeof(where), " @ %s%s%s%s", pixels,
-		         strcmp(model, "-") ? " (model " : "", strcmp(model, "-") ? model : "",
-		         strcmp(model, "-") ? ")" : "");
-	cli_format_duration_us(step_total_us(json_object_get(step, "timings_us")), total,
-	                       sizeof(total));
+		snprintf(where, sizeof(where), " @ %s%s%s%s", pixels, strcmp(model, "-") ? " (model " : "",
+			 strcmp(model, "-") ? model : "", strcmp(model, "-") ? ")" : "");
+	cli_format_duration_us(step_total_us(json_object_get(step, "timings_us")), total, sizeof(total));
 	shown_args = cli_table_render_cell(args);
 	shown_outcome = cli_table_render_cell(outcome);
 	fprintf(ctx->out, "step %lld  %s%s%s%s  %s  %s%s%s\n", int_member(step, "index"),
-	        str_member(call, "tool_name") ? str_member(call, "tool_name") : "?",
-	        args[0] ? " " : "", shown_args, where, status ? status : "?", total,
-	        outcome[0] ? ": " : "", shown_outcome);
+		str_member(call, "tool_name") ? str_member(call, "tool_name") : "?", args[0] ? " " : "",
+		shown_args, where, status ? status : "?", total, outcome[0] ? ": " : "", shown_outcome);
 	free(shown_args);
 	free(shown_outcome);
 	free(args);
@@ -308,14 +301,14 @@ int cli_print_action_answer(struct cli_context *ctx, json_t *answer)
 	if (json_is_object(step))
 		cli_print_step_line(ctx, step);
 	if (json_is_object(step) && step_warned_no_focus(step))
-		fprintf(ctx->err, "holoctl: warning: %s; activate a window first (holoctl do activate "
-		                  "--title RE), or give --require-focus to fail instead\n",
-		        IPC_NO_FOCUS_WARNING);
+		fprintf(ctx->err,
+			"holoctl: warning: %s; activate a window first (holoctl do activate "
+			"--title RE), or give --require-focus to fail instead\n",
+			IPC_NO_FOCUS_WARNING);
 	status = str_member(task, "status");
 	error = str_member(task, "error");
 	if (status && strcmp(status, "succeeded") != 0)
-		return cli_error(ctx, "the action %s%s%s", status, error ? ": " : "",
-		                 error ? error : "");
+		return cli_error(ctx, "the action %s%s%s", status, error ? ": " : "", error ? error : "");
 	if (!json_is_object(step) && !status)
 		return cli_error(ctx, "holod's answer has neither the step nor a status");
 	return CLI_EXIT_OK;

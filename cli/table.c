@@ -127,8 +127,7 @@ void cli_table_add_row(struct cli_table *t, const char *const *cells)
 		t->cells = xreallocarray(t->cells, t->alloc_rows * t->ncolumns, sizeof(char *));
 	}
 	for (size_t i = 0; i < t->ncolumns; i++)
-		t->cells[t->rows * t->ncolumns + i] =
-		        cli_table_render_cell(cells[i] ? cells[i] : "-");
+		t->cells[t->rows * t->ncolumns + i] = cli_table_render_cell(cells[i] ? cells[i] : "-");
 	t->rows++;
 }
 

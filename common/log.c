@@ -12,8 +12,8 @@ static const char *program_name;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = {
-	[LOG_LEVEL_ERROR] = "error",   [LOG_LEVEL_WARNING] = "warning", [LOG_LEVEL_NOTICE] = "notice",
-	[LOG_LEVEL_INFO] = "info",     [LOG_LEVEL_DEBUG] = "debug",
+	[LOG_LEVEL_ERROR] = "error", [LOG_LEVEL_WARNING] = "warning", [LOG_LEVEL_NOTICE] = "notice",
+	[LOG_LEVEL_INFO] = "info",   [LOG_LEVEL_DEBUG] = "debug",
 };
 
 void log_set_max_level(enum log_level level)

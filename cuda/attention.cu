@@ -13,8 +13,7 @@
 
 /* Reduction over the block (blockDim.x a multiple of 32); every thread gets the result.
  * red: 33 floats of shared memory; consecutive calls may share it. */
-template <bool MAX>
-static __device__ float block_reduce(float v, float *red)
+template <bool MAX> static __device__ float block_reduce(float v, float *red)
 {
 	v = MAX ? gpu_warp_max(v) : gpu_warp_sum(v);
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -144,8 +143,8 @@ static __global__ void attn_rows_kernel(const float *__restrict__ q, size_t ldq,
 /* One block per (query head, row): o = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M), 0 for a
  * row whose splits are all empty. */
 template <typename OutT>
-static __global__ void attn_combine_kernel(const float *__restrict__ part, int dh, int splits, OutT *__restrict__ o,
-					   size_t ldo)
+static __global__ void attn_combine_kernel(const float *__restrict__ part, int dh, int splits,
+					   OutT *__restrict__ o, size_t ldo)
 {
 	const int h = blockIdx.x, t = blockIdx.y;
 	const size_t stride = (size_t)dh + 2;
@@ -173,9 +172,9 @@ static __global__ void attn_combine_kernel(const float *__restrict__ part, int d
 
 /* ---- flash-style WMMA path (bf16 cache) ------------------------------------------------------ */
 
-static constexpr int WM_WARPS = 2;            /* each warp owns 16 query rows */
-static constexpr int WM_QT = 16 * WM_WARPS;   /* query rows per block */
-static constexpr int WM_KT = 32;              /* keys per tile: one per lane in the softmax */
+static constexpr int WM_WARPS = 2;	    /* each warp owns 16 query rows */
+static constexpr int WM_QT = 16 * WM_WARPS; /* query rows per block */
+static constexpr int WM_KT = 32;	    /* keys per tile: one per lane in the softmax */
 
 /* Shared memory of the WMMA kernel for a head dim padded to dhp (a multiple of 16); every region
  * starts 32-byte aligned, as WMMA loads and stores need. */
@@ -207,10 +206,10 @@ static __host__ __device__ inline wm_layout wm_layout_of(int dhp)
  * and sum l (online softmax, fp32), rescales its fp32 output rows by exp(m_old - m_new) and adds
  * P V with P rounded to bf16. Rows past `rows` compute like the last row and are not stored. */
 template <typename OutT>
-static __global__ void attn_wmma_kernel(const float *__restrict__ q, size_t ldq, const __nv_bfloat16 *__restrict__ k,
-					const __nv_bfloat16 *__restrict__ v, int group, int hkv, int dh, int dhp,
-					int rows, const int32_t *__restrict__ pos, int n0_arg, float scale,
-					OutT *__restrict__ o, size_t ldo)
+static __global__ void
+attn_wmma_kernel(const float *__restrict__ q, size_t ldq, const __nv_bfloat16 *__restrict__ k,
+		 const __nv_bfloat16 *__restrict__ v, int group, int hkv, int dh, int dhp, int rows,
+		 const int32_t *__restrict__ pos, int n0_arg, float scale, OutT *__restrict__ o, size_t ldo)
 {
 	GPU_DYNAMIC_SHARED(unsigned char, smem);
 	const wm_layout L = wm_layout_of(dhp);
@@ -230,7 +229,8 @@ static __global__ void attn_wmma_kernel(const float *__restrict__ q, size_t ldq,
 
 	for (int i = threadIdx.x; i < WM_QT * dhp; i += blockDim.x) {
 		int r = i / dhp, d = i % dhp, t = t0 + r;
-		qs[i] = __float2bfloat16_rn(t < rows && d < dh ? q[(size_t)t * ldq + (size_t)h * dh + d] : 0.0f);
+		qs[i] = __float2bfloat16_rn(t < rows && d < dh ? q[(size_t)t * ldq + (size_t)h * dh + d] :
+								 0.0f);
 	}
 	for (int i = lane; i < 16 * dhp; i += 32)
 		O[i] = 0.0f;
@@ -300,11 +300,11 @@ static void launch_split(const float *q, size_t ldq, const void *k, const void *
 	const dim3 grid(hq, rows, splits);
 	if (kv_dtype == GPU_DTYPE_BF16)
 		klaunch(attn_split_kernel<__nv_bfloat16>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq,
-			(const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, group, hkv, dh, pos, n0, splits, scale,
-			scratch);
+			(const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, group, hkv, dh, pos, n0, splits,
+			scale, scratch);
 	else
-		klaunch(attn_split_kernel<float>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, (const float *)k,
-			(const float *)v, group, hkv, dh, pos, n0, splits, scale, scratch);
+		klaunch(attn_split_kernel<float>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq,
+			(const float *)k, (const float *)v, group, hkv, dh, pos, n0, splits, scale, scratch);
 	int threads = (dh + 31) / 32 * 32;
 	klaunch(attn_combine_kernel<OutT>, dim3(hq, rows), dim3(threads < 256 ? threads : 256), 0, s,
 		(const float *)scratch, dh, splits, o, ldo);
@@ -316,8 +316,8 @@ static void launch_wmma(const float *q, size_t ldq, const void *k, const void *v
 {
 	const int dhp = (dh + 15) / 16 * 16;
 	klaunch(attn_wmma_kernel<OutT>, dim3(hq, (rows + WM_QT - 1) / WM_QT), dim3(32 * WM_WARPS),
-		wm_layout_of(dhp).total, s, q, ldq, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, hq / hkv,
-		hkv, dh, dhp, rows, pos, n0, 1.0f / sqrtf((float)dh), o, ldo);
+		wm_layout_of(dhp).total, s, q, ldq, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v,
+		hq / hkv, hkv, dh, dhp, rows, pos, n0, 1.0f / sqrtf((float)dh), o, ldo);
 }
 
 extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void *k, const void *v,
@@ -335,8 +335,8 @@ extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, 
 	if (rows == 0)
 		return 0;
 	cudaStream_t s = (cudaStream_t)g->stream;
-	const bool wmma_path = kv_dtype == GPU_DTYPE_BF16 && rows >= 16 && dh % 16 == 0 &&
-			       dh <= GPU_ATTN_WMMA_MAX_HEAD_DIM;
+	const bool wmma_path =
+		kv_dtype == GPU_DTYPE_BF16 && rows >= 16 && dh % 16 == 0 && dh <= GPU_ATTN_WMMA_MAX_HEAD_DIM;
 	if (wmma_path) {
 		if (o_dtype == GPU_DTYPE_BF16)
 			launch_wmma(q, ldq, k, v, hq, hkv, dh, rows, pos, n0, (__nv_bfloat16 *)o, ldo, s);
@@ -346,11 +346,11 @@ extern "C" int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, 
 		if (!scratch)
 			return -EINVAL;
 		if (o_dtype == GPU_DTYPE_BF16)
-			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len, (__nv_bfloat16 *)o,
-				     ldo, scratch, s);
+			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len,
+				     (__nv_bfloat16 *)o, ldo, scratch, s);
 		else
-			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len, (float *)o, ldo,
-				     scratch, s);
+			launch_split(q, ldq, k, v, kv_dtype, hq, hkv, dh, rows, pos, n0, max_len, (float *)o,
+				     ldo, scratch, s);
 	}
 	return GPU_CHECK(cudaGetLastError());
 }
@@ -374,15 +374,16 @@ extern "C" int gpu_attention_rows(struct gpu_context *g, const float *q, size_t 
 	const size_t smem = (2 * (size_t)dh + GPU_ATTN_SPLIT + 33) * sizeof(float);
 	const dim3 grid(hq, rows, splits);
 	if (kv_dtype == GPU_DTYPE_BF16)
-		klaunch(attn_rows_kernel<__nv_bfloat16>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, group, hkv,
-			dh, seq, layer, splits, scale, scratch);
+		klaunch(attn_rows_kernel<__nv_bfloat16>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, group,
+			hkv, dh, seq, layer, splits, scale, scratch);
 	else
-		klaunch(attn_rows_kernel<float>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, group, hkv, dh, seq,
-			layer, splits, scale, scratch);
+		klaunch(attn_rows_kernel<float>, grid, dim3(SPLIT_THREADS), smem, s, q, ldq, group, hkv, dh,
+			seq, layer, splits, scale, scratch);
 	int threads = (dh + 31) / 32 * 32;
 	if (o_dtype == GPU_DTYPE_BF16)
-		klaunch(attn_combine_kernel<__nv_bfloat16>, dim3(hq, rows), dim3(threads < 256 ? threads : 256), 0,
-			s, (const float *)scratch, dh, splits, (__nv_bfloat16 *)o, ldo);
+		klaunch(attn_combine_kernel<__nv_bfloat16>, dim3(hq, rows),
+			dim3(threads < 256 ? threads : 256), 0, s, (const float *)scratch, dh, splits,
+			(__nv_bfloat16 *)o, ldo);
 	else
 		klaunch(attn_combine_kernel<float>, dim3(hq, rows), dim3(threads < 256 ? threads : 256), 0, s,
 			(const float *)scratch, dh, splits, (float *)o, ldo);

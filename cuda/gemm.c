@@ -154,10 +154,11 @@ static void describe(const struct gemm_key *k, char *buf, size_t len)
 		 "a GEMM of %lld rows x %lld in -> %lld out (%s weights, %s out, ldx %lld, ldy %lld%s; "
 		 "w, x, y aligned to %u, %u, %u bytes)",
 		 (long long)k->rows, (long long)k->in, (long long)k->out,
-		 k->fp8 ? "fp8 e4m3 x e4m3" : k->w_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
-		 k->y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32",
-		 (long long)k->ldx, (long long)k->ldy, k->accumulate ? ", accumulating" : "", k->align_w,
-		 k->align_x, k->align_y);
+		 k->fp8			      ? "fp8 e4m3 x e4m3" :
+		 k->w_dtype == GPU_DTYPE_BF16 ? "bf16" :
+						"fp32",
+		 k->y_dtype == GPU_DTYPE_BF16 ? "bf16" : "fp32", (long long)k->ldx, (long long)k->ldy,
+		 k->accumulate ? ", accumulating" : "", k->align_w, k->align_x, k->align_y);
 }
 
 /* The largest power of two up to 256 dividing the address (cuBLASLt's alignment preference). */
@@ -174,30 +175,32 @@ static int entry_build(struct gpu_blas *gm, struct gemm_entry *e, const struct g
 {
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-	cudaDataType_t in_type = k->fp8 ? CUDA_R_8F_E4M3 : lt_type(k->w_dtype), out_type = lt_type(k->y_dtype);
+	cudaDataType_t in_type = k->fp8 ? CUDA_R_8F_E4M3 : lt_type(k->w_dtype),
+		       out_type = lt_type(k->y_dtype);
 	size_t ws = GPU_BLAS_WORKSPACE_BYTES;
 	memset(e, 0, sizeof(*e));
 	int r = LT_CHECK(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	if (r >= 0)
-		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-							    &trans_a, sizeof(trans_a)));
+		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
+							    sizeof(trans_a)));
 	if (r >= 0)
-		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-							    &trans_b, sizeof(trans_b)));
+		r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b,
+							    sizeof(trans_b)));
 	if (r >= 0)
 		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->a, in_type, (uint64_t)k->in, (uint64_t)k->out,
 							k->fp8 ? k->ldw : k->in));
 	if (r >= 0)
-		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->b, in_type, (uint64_t)k->in,
-							(uint64_t)k->rows, k->ldx));
+		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->b, in_type, (uint64_t)k->in, (uint64_t)k->rows,
+							k->ldx));
 	if (r >= 0)
-		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->d, out_type, (uint64_t)k->out,
-							(uint64_t)k->rows, k->ldy));
+		r = LT_CHECK(cublasLtMatrixLayoutCreate(&e->d, out_type, (uint64_t)k->out, (uint64_t)k->rows,
+							k->ldy));
 	if (r >= 0)
 		r = LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
 	if (r >= 0)
-		r = LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-			pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+		r = LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref,
+								  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+								  &ws, sizeof(ws)));
 	const struct {
 		cublasLtMatmulPreferenceAttributes_t attr;
 		uint32_t value;
@@ -280,14 +283,15 @@ static int gemm_run(struct gpu_blas *gm, const struct gemm_key *kp, const void *
 		int r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
 								&sw, sizeof(sw)));
 		if (r >= 0)
-			r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-								    &sx, sizeof(sx)));
+			r = LT_CHECK(cublasLtMatmulDescSetAttribute(e->desc,
+								    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx,
+								    sizeof(sx)));
 		if (r < 0)
 			return r;
 	}
 	for (;;) {
-		cublasStatus_t st = cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y,
-						   e->d, y, e->d, &e->algos[e->cur], gm->workspace,
+		cublasStatus_t st = cublasLtMatmul(gm->lt, e->desc, &alpha, w, e->a, x, e->b, &beta, y, e->d,
+						   y, e->d, &e->algos[e->cur], gm->workspace,
 						   GPU_BLAS_WORKSPACE_BYTES, (cudaStream_t)gm->g->stream);
 		if (st == CUBLAS_STATUS_SUCCESS)
 			return 0;
@@ -327,9 +331,8 @@ static void key_init(struct gemm_key *key, int out, int in, int rows, size_t ldx
 	key->align_y = alignment_of(y);
 }
 
-int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
-	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
-	     bool accumulate)
+int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in, const void *x,
+	     size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy, bool accumulate)
 {
 	if (rows == 0 && gm && w && x && y)
 		return 0;

@@ -40,11 +40,12 @@ int gpu_translate_error(int err, const char *file, int line, const char *what)
 		return 0;
 	int none = cudaSuccess;
 	if (is_sticky(e) && atomic_compare_exchange_strong(&device_fault, &none, (int)e))
-		log_error("%s:%d: %s: %s: the CUDA context is unusable until the device is reset",
-			  file, line, what, cudaGetErrorString(e));
-	int r = e == cudaErrorMemoryAllocation ? -ENOMEM
-		: (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice) ? -ENODEV
-		: -EIO;
+		log_error("%s:%d: %s: %s: the CUDA context is unusable until the device is reset", file, line,
+			  what, cudaGetErrorString(e));
+	int r = e == cudaErrorMemoryAllocation ? -ENOMEM :
+		(e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice) ?
+						 -ENODEV :
+						 -EIO;
 	log_debug("%s:%d: %s: %s", file, line, what, cudaGetErrorString(e));
 	return r;
 }
@@ -87,8 +88,7 @@ int gpu_device_count_why(char *why, size_t len)
 			 "the NVIDIA driver is too old for this build: it supports CUDA %d.%d, the CUDA "
 			 "runtime holod was built with is %d.%d%s%s%s",
 			 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
-			 series ? " (it needs driver " : "", series ? series : "",
-			 series ? " or newer)" : "");
+			 series ? " (it needs driver " : "", series ? series : "", series ? " or newer)" : "");
 	} else if (e == cudaSuccess || e == cudaErrorNoDevice) {
 		snprintf(why, len, "no CUDA device is present");
 	} else if (e == cudaErrorInsufficientDriver) {
@@ -207,8 +207,8 @@ void gpu_context_destroy(struct gpu_context *g)
 	free(g);
 }
 
-int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,
-		    int cols, float eps)
+int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows, int cols,
+		    float eps)
 {
 	GPU_BIND_OR_RETURN(g);
 	size_t n;

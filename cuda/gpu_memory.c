@@ -68,8 +68,8 @@ void gpu_host_free(struct gpu_context *g, void *ptr)
 	(void)GPU_CHECK(cudaFreeHost(ptr));
 }
 
-static int copy(struct gpu_context *g, void *dst, const void *src, size_t bytes,
-		enum cudaMemcpyKind kind, bool wait)
+static int copy(struct gpu_context *g, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+		bool wait)
 {
 	if (bytes == 0)
 		return 0;

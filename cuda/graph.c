@@ -15,8 +15,7 @@ int gpu_graph_begin(struct gpu_context *g)
 {
 	GPU_BIND_OR_RETURN(g);
 	/* ThreadLocal: other threads' CUDA calls (another context's copies) do not break it */
-	return GPU_CHECK(cudaStreamBeginCapture((cudaStream_t)g->stream,
-						cudaStreamCaptureModeThreadLocal));
+	return GPU_CHECK(cudaStreamBeginCapture((cudaStream_t)g->stream, cudaStreamCaptureModeThreadLocal));
 }
 
 int gpu_graph_end(struct gpu_context *g, struct gpu_graph **ret)

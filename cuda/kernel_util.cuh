@@ -5,12 +5,24 @@
 #include <cuda_runtime.h>
 
 /* Reads an fp32 or bf16 element as fp32. */
-static __device__ inline float gpu_load_f32(float v) { return v; }
-static __device__ inline float gpu_load_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ inline float gpu_load_f32(float v)
+{
+	return v;
+}
+static __device__ inline float gpu_load_f32(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
 
 /* Stores v as the output's type: fp32 as is, bf16 rounded to nearest even. */
-static __device__ inline void gpu_store(float *p, float v) { *p = v; }
-static __device__ inline void gpu_store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static __device__ inline void gpu_store(float *p, float v)
+{
+	*p = v;
+}
+static __device__ inline void gpu_store(__nv_bfloat16 *p, float v)
+{
+	*p = __float2bfloat16_rn(v);
+}
 
 /* Sum and maximum over the warp; every lane gets the result. */
 static __device__ inline float gpu_warp_sum(float v)

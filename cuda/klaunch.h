@@ -8,8 +8,8 @@
  *
  * GPU_DYNAMIC_SHARED(T, name) declares `T *const name`, the block's dynamic shared memory (32-byte
  * aligned, what WMMA's loads and stores need: more would pad a kernel's static shared memory up
- * to it; the emulation hands out exactly 32), inside a kernel body: the `extern __shared__` array under nvcc, the running block's
- * buffer under the emulation.
+ * to it; the emulation hands out exactly 32), inside a kernel body: the `extern __shared__` array under nvcc,
+ * the running block's buffer under the emulation.
  */
 #pragma once
 
@@ -20,8 +20,8 @@
 
 /* One untyped array for every kernel: nvcc rejects `extern __shared__ T name[]` declared with
  * two element types in one translation unit (templates instantiated for float and bf16). */
-#define GPU_DYNAMIC_SHARED(T, name)                                              \
-	extern __shared__ __align__(32) unsigned char gpu_dynamic_shared_bytes_[]; \
+#define GPU_DYNAMIC_SHARED(T, name)                                                                          \
+	extern __shared__ __align__(32) unsigned char gpu_dynamic_shared_bytes_[];                           \
 	T *const name = reinterpret_cast<T *>(gpu_dynamic_shared_bytes_)
 
 template <typename... KArgs, typename... Args>

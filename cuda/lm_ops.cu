@@ -12,10 +12,10 @@
 
 static constexpr int ROW_THREADS = 256;
 
-
 template <typename T>
-static __global__ void embed_kernel(const T *__restrict__ table, int vocab, int d, const int32_t *__restrict__ ids,
-			     const float *__restrict__ spliced, int n_spliced, float *__restrict__ h)
+static __global__ void embed_kernel(const T *__restrict__ table, int vocab, int d,
+				    const int32_t *__restrict__ ids, const float *__restrict__ spliced,
+				    int n_spliced, float *__restrict__ h)
 {
 	int32_t id = ids[blockIdx.x];
 	float *hr = h + (size_t)blockIdx.x * d;
@@ -35,7 +35,7 @@ static __global__ void embed_kernel(const T *__restrict__ table, int vocab, int 
 
 template <typename OutT>
 static __global__ void add_rmsnorm_kernel(float *__restrict__ h, const float *__restrict__ delta,
-				   const float *__restrict__ w, int d, float eps, OutT *out, size_t ldo)
+					  const float *__restrict__ w, int d, float eps, OutT *out, size_t ldo)
 {
 	__shared__ float partial[33];
 	float *hr = h + (size_t)blockIdx.x * d;
@@ -58,10 +58,10 @@ static __global__ void add_rmsnorm_kernel(float *__restrict__ h, const float *__
 		gpu_store(o + c, w[c] * (hr[c] * scale));
 }
 
-template <typename OutT>
-static __global__ void relu2_kernel(const float *u, OutT *out, size_t n)
+template <typename OutT> static __global__ void relu2_kernel(const float *u, OutT *out, size_t n)
 {
-	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
 		float v = u[i];
 		float r = v > 0.0f ? v : (v != v ? v : 0.0f);
 		gpu_store(out + i, r * r);
@@ -69,8 +69,9 @@ static __global__ void relu2_kernel(const float *u, OutT *out, size_t n)
 }
 
 template <typename T>
-static __global__ void kv_append_kernel(const T *__restrict__ k_new, const T *__restrict__ v_new, T *__restrict__ k_cache,
-				 T *__restrict__ v_cache, int kv_dim, const int32_t *__restrict__ pos)
+static __global__ void kv_append_kernel(const T *__restrict__ k_new, const T *__restrict__ v_new,
+					T *__restrict__ k_cache, T *__restrict__ v_cache, int kv_dim,
+					const int32_t *__restrict__ pos)
 {
 	size_t dst = ((size_t)*pos + blockIdx.x) * kv_dim, src = (size_t)blockIdx.x * kv_dim;
 	for (int c = threadIdx.x; c < kv_dim; c += blockDim.x) {
@@ -105,8 +106,8 @@ extern "C" int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtyp
 		klaunch(embed_kernel<__nv_bfloat16>, dim3(rows), dim3(row_threads(d)), 0, s,
 			(const __nv_bfloat16 *)table, vocab, d, ids, spliced, n_spliced, h);
 	else
-		klaunch(embed_kernel<float>, dim3(rows), dim3(row_threads(d)), 0, s, (const float *)table, vocab,
-			d, ids, spliced, n_spliced, h);
+		klaunch(embed_kernel<float>, dim3(rows), dim3(row_threads(d)), 0, s, (const float *)table,
+			vocab, d, ids, spliced, n_spliced, h);
 	return GPU_CHECK(cudaGetLastError());
 }
 
@@ -122,11 +123,11 @@ extern "C" int gpu_add_rmsnorm(struct gpu_context *g, float *h, const float *del
 		return 0;
 	cudaStream_t s = (cudaStream_t)g->stream;
 	if (out_dtype == GPU_DTYPE_BF16)
-		klaunch(add_rmsnorm_kernel<__nv_bfloat16>, dim3(rows), dim3(row_threads(d)), 0, s, h, delta, w, d,
-			eps, (__nv_bfloat16 *)out, ldo);
+		klaunch(add_rmsnorm_kernel<__nv_bfloat16>, dim3(rows), dim3(row_threads(d)), 0, s, h, delta,
+			w, d, eps, (__nv_bfloat16 *)out, ldo);
 	else
-		klaunch(add_rmsnorm_kernel<float>, dim3(rows), dim3(row_threads(d)), 0, s, h, delta, w, d, eps,
-			(float *)out, ldo);
+		klaunch(add_rmsnorm_kernel<float>, dim3(rows), dim3(row_threads(d)), 0, s, h, delta, w, d,
+			eps, (float *)out, ldo);
 	return GPU_CHECK(cudaGetLastError());
 }
 
@@ -145,7 +146,8 @@ extern "C" int gpu_relu2(struct gpu_context *g, const float *u, void *out, enum 
 		klaunch(relu2_kernel<__nv_bfloat16>, dim3((unsigned)blocks), dim3(ROW_THREADS), 0, s, u,
 			(__nv_bfloat16 *)out, n);
 	else
-		klaunch(relu2_kernel<float>, dim3((unsigned)blocks), dim3(ROW_THREADS), 0, s, u, (float *)out, n);
+		klaunch(relu2_kernel<float>, dim3((unsigned)blocks), dim3(ROW_THREADS), 0, s, u, (float *)out,
+			n);
 	return GPU_CHECK(cudaGetLastError());
 }
 
@@ -164,16 +166,17 @@ extern "C" int gpu_kv_append(struct gpu_context *g, const void *k_new, const voi
 			(const __nv_bfloat16 *)k_new, (const __nv_bfloat16 *)v_new, (__nv_bfloat16 *)k_cache,
 			(__nv_bfloat16 *)v_cache, kv_dim, pos);
 	else
-		klaunch(kv_append_kernel<float>, dim3(rows), dim3(row_threads(kv_dim)), 0, s, (const float *)k_new,
-			(const float *)v_new, (float *)k_cache, (float *)v_cache, kv_dim, pos);
+		klaunch(kv_append_kernel<float>, dim3(rows), dim3(row_threads(kv_dim)), 0, s,
+			(const float *)k_new, (const float *)v_new, (float *)k_cache, (float *)v_cache,
+			kv_dim, pos);
 	return GPU_CHECK(cudaGetLastError());
 }
 
 /* One block per row: row r's K and V rows to attention layer `layer` of sequence seq[r] at its
  * position (nothing for an inactive row). */
 template <typename T>
-static __global__ void kv_append_rows_kernel(const T *__restrict__ k_new, const T *__restrict__ v_new, int kv_dim,
-				      const struct gpu_seq_row *__restrict__ seq, int layer)
+static __global__ void kv_append_rows_kernel(const T *__restrict__ k_new, const T *__restrict__ v_new,
+					     int kv_dim, const struct gpu_seq_row *__restrict__ seq, int layer)
 {
 	const struct gpu_seq_row sr = seq[blockIdx.x];
 	if (sr.pos < 0)

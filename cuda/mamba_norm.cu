@@ -27,9 +27,9 @@ static __device__ __forceinline__ float gated(const float *y, const float *z, in
 
 // grid (T, G)
 template <typename O>
-static __global__ void
-mamba_gated_rmsnorm_kernel(const float *y, size_t ld_y, const float *__restrict__ z, size_t ld_z,
-                           const float *__restrict__ w, float eps, O *out, size_t ld_out, int gs)
+static __global__ void mamba_gated_rmsnorm_kernel(const float *y, size_t ld_y, const float *__restrict__ z,
+						  size_t ld_z, const float *__restrict__ w, float eps, O *out,
+						  size_t ld_out, int gs)
 {
 	size_t t = blockIdx.x, c0 = (size_t)blockIdx.y * gs;
 	const float *yr = y + t * ld_y + c0, *zr = z + t * ld_z + c0;
@@ -62,18 +62,17 @@ mamba_gated_rmsnorm_kernel(const float *y, size_t ld_y, const float *__restrict_
 }
 
 extern "C" int gpu_launch_mamba_gated_rmsnorm(void *stream, int T, int d_in, int G, const float *y,
-                                              size_t ld_y, const float *z, size_t ld_z,
-                                              const float *w, float eps, void *out, size_t ld_out,
-                                              int out_bf16)
+					      size_t ld_y, const float *z, size_t ld_z, const float *w,
+					      float eps, void *out, size_t ld_out, int out_bf16)
 {
 	int gs = d_in / G;
 	dim3 grid((unsigned)T, (unsigned)G), block(NORM_THREADS);
 	cudaStream_t s = (cudaStream_t)stream;
 	if (out_bf16)
-		klaunch(mamba_gated_rmsnorm_kernel<__nv_bfloat16>, grid, block, 0, s, y, ld_y, z,
-		        ld_z, w, eps, (__nv_bfloat16 *)out, ld_out, gs);
+		klaunch(mamba_gated_rmsnorm_kernel<__nv_bfloat16>, grid, block, 0, s, y, ld_y, z, ld_z, w,
+			eps, (__nv_bfloat16 *)out, ld_out, gs);
 	else
-		klaunch(mamba_gated_rmsnorm_kernel<float>, grid, block, 0, s, y, ld_y, z, ld_z, w,
-		        eps, (float *)out, ld_out, gs);
+		klaunch(mamba_gated_rmsnorm_kernel<float>, grid, block, 0, s, y, ld_y, z, ld_z, w, eps,
+			(float *)out, ld_out, gs);
 	return GPU_CHECK(cudaGetLastError());
 }

@@ -34,9 +34,8 @@ static __device__ __forceinline__ float softplus_clamp(float r, float lo, float 
 
 // grid (nc * H), one warp: a warp-wide inclusive scan per 32 positions, carried along the chunk.
 static __global__ void mamba_ssd_cumsum_kernel(struct ssd_args a, const float *__restrict__ dt_raw,
-                                               size_t ld_dt, const float *__restrict__ dt_bias,
-                                               const float *__restrict__ a_log, float dt_min,
-                                               float dt_max)
+					       size_t ld_dt, const float *__restrict__ dt_bias,
+					       const float *__restrict__ a_log, float dt_min, float dt_max)
 {
 	int c = blockIdx.x / a.H, h = blockIdx.x % a.H, lane = threadIdx.x;
 	int t0 = c * a.Q, L = min(a.Q, a.T - t0);
@@ -46,8 +45,7 @@ static __global__ void mamba_ssd_cumsum_kernel(struct ssd_args a, const float *_
 		int i = base + lane;
 		float v = 0.0f;
 		if (i < L) {
-			float d = softplus_clamp(dt_raw[(size_t)(t0 + i) * ld_dt + h] + bias,
-			                         dt_min, dt_max);
+			float d = softplus_clamp(dt_raw[(size_t)(t0 + i) * ld_dt + h] + bias, dt_min, dt_max);
 			dtw[i] = d;
 			v = d * A;
 		}
@@ -124,8 +122,7 @@ static __global__ void mamba_ssd_states_kernel(struct ssd_args a)
 		__syncthreads();
 		for (int i = threadIdx.x; i < TILE * TILE; i += TILE_THREADS) {
 			int r = i / TILE, k = i % TILE, s = s0 + r;
-			Xs[r][k] = s < L && p0 + k < a.P ? coef[r] * X[(size_t)s * a.ld + p0 + k]
-			                                 : 0.0f;
+			Xs[r][k] = s < L && p0 + k < a.P ? coef[r] * X[(size_t)s * a.ld + p0 + k] : 0.0f;
 			Bs[r][k] = s < L && n0 + k < a.N ? B[(size_t)s * a.ld + n0 + k] : 0.0f;
 		}
 		__syncthreads();
@@ -170,7 +167,7 @@ static __global__ void mamba_ssd_pass_kernel(struct ssd_args a, S_t *__restrict_
 
 // grid (nc * H, tiles over L x P): the outputs of one chunk and head.
 static __global__ void mamba_ssd_scan_kernel(struct ssd_args a, const float *__restrict__ d_skip,
-                                             float *__restrict__ y, size_t ld_y)
+					     float *__restrict__ y, size_t ld_y)
 {
 	int c = blockIdx.x / a.H, h = blockIdx.x % a.H, g = h / a.ngh;
 	int tiles_p = (a.P + TILE - 1) / TILE;
@@ -215,9 +212,9 @@ static __global__ void mamba_ssd_scan_kernel(struct ssd_args a, const float *__r
 		for (int i = threadIdx.x; i < TILE * TILE; i += TILE_THREADS) {
 			int r = i / TILE, k = i % TILE;
 			int l = l0 + r, s = s0 + k;
-			As[r][k] = l < L && s <= l ? cb[(size_t)l * a.Q + s] *
-			                                     expf(cum[l] - cum[s]) * dtw[s]
-			                           : 0.0f;
+			As[r][k] = l < L && s <= l ?
+					   cb[(size_t)l * a.Q + s] * expf(cum[l] - cum[s]) * dtw[s] :
+					   0.0f;
 			int sx = s0 + r;
 			Bs[r][k] = sx < L && p0 + k < a.P ? X[(size_t)sx * a.ld + p0 + k] : 0.0f;
 		}
@@ -237,7 +234,7 @@ static __global__ void mamba_ssd_scan_kernel(struct ssd_args a, const float *__r
 		int l = l0 + ty + 8 * i, p = p0 + tx;
 		if (l < L && p < a.P)
 			y[(size_t)(t0 + l) * ld_y + (size_t)h * a.P + p] =
-			        acc[i] + D * X[(size_t)l * a.ld + p];
+				acc[i] + D * X[(size_t)l * a.ld + p];
 	}
 }
 
@@ -249,8 +246,7 @@ static size_t align_floats(size_t n)
 extern "C" size_t gpu_mamba_ssd_layout(int T, int H, int P, int N, int G, int Q, size_t off[4])
 {
 	size_t q = (size_t)Q, nc = ((size_t)T + q - 1) / q, Tp = nc * q;
-	size_t sizes[4] = {(size_t)H * Tp, (size_t)H * Tp, nc * (size_t)G * q * q,
-	                   nc * (size_t)H * P * N};
+	size_t sizes[4] = {(size_t)H * Tp, (size_t)H * Tp, nc * (size_t)G * q * q, nc * (size_t)H * P * N};
 	size_t at = 0;
 	for (int i = 0; i < 4; i++) {
 		off[i] = at;
@@ -259,11 +255,10 @@ extern "C" size_t gpu_mamba_ssd_layout(int T, int H, int P, int N, int G, int Q,
 	return at;
 }
 
-extern "C" int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, int G, int Q,
-                                    const float *xbc, size_t ld_xbc, const float *dt_raw,
-                                    size_t ld_dt, const float *dt_bias, const float *a_log,
-                                    const float *d_skip, float dt_min, float dt_max, void *state,
-                                    int state_bf16, float *y, size_t ld_y, float *workspace)
+extern "C" int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, int G, int Q, const float *xbc,
+				    size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
+				    const float *a_log, const float *d_skip, float dt_min, float dt_max,
+				    void *state, int state_bf16, float *y, size_t ld_y, float *workspace)
 {
 	size_t off[4];
 	gpu_mamba_ssd_layout(T, H, P, N, G, Q, off);
@@ -278,12 +273,11 @@ extern "C" int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, in
 	unsigned nch = (unsigned)a.nc * (unsigned)H, tq = (unsigned)((Q + TILE - 1) / TILE);
 	unsigned tp = (unsigned)((P + TILE - 1) / TILE), tn = (unsigned)((N + TILE - 1) / TILE);
 	int r;
-	klaunch(mamba_ssd_cumsum_kernel, dim3(nch), dim3(32), 0, s, a, dt_raw, ld_dt, dt_bias,
-	        a_log, dt_min, dt_max);
+	klaunch(mamba_ssd_cumsum_kernel, dim3(nch), dim3(32), 0, s, a, dt_raw, ld_dt, dt_bias, a_log, dt_min,
+		dt_max);
 	if ((r = GPU_CHECK(cudaGetLastError())) < 0)
 		return r;
-	klaunch(mamba_ssd_cb_kernel, dim3((unsigned)a.nc * (unsigned)G, tq * tq),
-	        dim3(TILE_THREADS), 0, s, a);
+	klaunch(mamba_ssd_cb_kernel, dim3((unsigned)a.nc * (unsigned)G, tq * tq), dim3(TILE_THREADS), 0, s, a);
 	if ((r = GPU_CHECK(cudaGetLastError())) < 0)
 		return r;
 	klaunch(mamba_ssd_states_kernel, dim3(nch, tp * tn), dim3(TILE_THREADS), 0, s, a);
@@ -293,12 +287,11 @@ extern "C" int gpu_launch_mamba_ssd(void *stream, int T, int H, int P, int N, in
 	dim3 pass_grid((unsigned)((pn + 255) / 256), (unsigned)H);
 	if (state_bf16)
 		klaunch(mamba_ssd_pass_kernel<__nv_bfloat16>, pass_grid, dim3(256), 0, s, a,
-		        (__nv_bfloat16 *)state);
+			(__nv_bfloat16 *)state);
 	else
 		klaunch(mamba_ssd_pass_kernel<float>, pass_grid, dim3(256), 0, s, a, (float *)state);
 	if ((r = GPU_CHECK(cudaGetLastError())) < 0)
 		return r;
-	klaunch(mamba_ssd_scan_kernel, dim3(nch, tq * tp), dim3(TILE_THREADS), 0, s, a, d_skip, y,
-	        ld_y);
+	klaunch(mamba_ssd_scan_kernel, dim3(nch, tq * tp), dim3(TILE_THREADS), 0, s, a, d_skip, y, ld_y);
 	return GPU_CHECK(cudaGetLastError());
 }

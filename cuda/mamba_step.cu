@@ -15,9 +15,9 @@
 template <typename S_t>
 static __global__ void
 mamba_ssm_step_kernel(const float *__restrict__ xbc, const float *__restrict__ dt_raw,
-                      const float *__restrict__ dt_bias, const float *__restrict__ a_log,
-                      const float *__restrict__ d_skip, float dt_min, float dt_max,
-                      S_t *__restrict__ state, float *__restrict__ y, int H, int P, int N, int G)
+		      const float *__restrict__ dt_bias, const float *__restrict__ a_log,
+		      const float *__restrict__ d_skip, float dt_min, float dt_max, S_t *__restrict__ state,
+		      float *__restrict__ y, int H, int P, int N, int G)
 {
 	int h = blockIdx.x, p = blockIdx.y * STEP_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
 	if (p >= P)
@@ -42,19 +42,18 @@ mamba_ssm_step_kernel(const float *__restrict__ xbc, const float *__restrict__ d
 }
 
 extern "C" int gpu_launch_mamba_ssm_step(void *stream, int H, int P, int N, int G, const float *xbc,
-                                         const float *dt_raw, const float *dt_bias,
-                                         const float *a_log, const float *d_skip, float dt_min,
-                                         float dt_max, void *state, int state_bf16, float *y)
+					 const float *dt_raw, const float *dt_bias, const float *a_log,
+					 const float *d_skip, float dt_min, float dt_max, void *state,
+					 int state_bf16, float *y)
 {
 	dim3 grid((unsigned)H, (unsigned)((P + STEP_WARPS - 1) / STEP_WARPS));
 	if (state_bf16)
 		klaunch(mamba_ssm_step_kernel<__nv_bfloat16>, grid, dim3(32 * STEP_WARPS), 0,
-		        (cudaStream_t)stream, xbc, dt_raw, dt_bias, a_log, d_skip, dt_min, dt_max,
-		        (__nv_bfloat16 *)state, y, H, P, N, G);
+			(cudaStream_t)stream, xbc, dt_raw, dt_bias, a_log, d_skip, dt_min, dt_max,
+			(__nv_bfloat16 *)state, y, H, P, N, G);
 	else
-		klaunch(mamba_ssm_step_kernel<float>, grid, dim3(32 * STEP_WARPS), 0,
-		        (cudaStream_t)stream, xbc, dt_raw, dt_bias, a_log, d_skip, dt_min, dt_max,
-		        (float *)state, y, H, P, N, G);
+		klaunch(mamba_ssm_step_kernel<float>, grid, dim3(32 * STEP_WARPS), 0, (cudaStream_t)stream,
+			xbc, dt_raw, dt_bias, a_log, d_skip, dt_min, dt_max, (float *)state, y, H, P, N, G);
 	return GPU_CHECK(cudaGetLastError());
 }
 
@@ -62,12 +61,11 @@ extern "C" int gpu_launch_mamba_ssm_step(void *stream, int H, int P, int N, int 
 // the activations and the state of sequence seq[r] (at ssm_off floats into its fixed block).
 template <typename S_t>
 static __global__ void
-mamba_ssm_step_rows_kernel(const float *__restrict__ xbc_all, size_t ld_xbc,
-                           const float *__restrict__ dt_all, size_t ld_dt,
-                           const float *__restrict__ dt_bias, const float *__restrict__ a_log,
-                           const float *__restrict__ d_skip, float dt_min, float dt_max,
-                           const struct gpu_seq_row *__restrict__ seq, size_t ssm_off,
-                           float *__restrict__ y_all, size_t ld_y, int H, int P, int N, int G)
+mamba_ssm_step_rows_kernel(const float *__restrict__ xbc_all, size_t ld_xbc, const float *__restrict__ dt_all,
+			   size_t ld_dt, const float *__restrict__ dt_bias, const float *__restrict__ a_log,
+			   const float *__restrict__ d_skip, float dt_min, float dt_max,
+			   const struct gpu_seq_row *__restrict__ seq, size_t ssm_off,
+			   float *__restrict__ y_all, size_t ld_y, int H, int P, int N, int G)
 {
 	int h = blockIdx.x, p = blockIdx.y * STEP_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
 	int row = blockIdx.z;
@@ -100,21 +98,20 @@ mamba_ssm_step_rows_kernel(const float *__restrict__ xbc_all, size_t ld_xbc,
 }
 
 extern "C" int gpu_launch_mamba_ssm_step_rows(void *stream, int rows, int H, int P, int N, int G,
-                                              const float *xbc, size_t ld_xbc,
-                                              const float *dt_raw, size_t ld_dt,
-                                              const float *dt_bias, const float *a_log,
-                                              const float *d_skip, float dt_min, float dt_max,
-                                              const struct gpu_seq_row *seq, size_t ssm_off,
-                                              int state_bf16, float *y, size_t ld_y)
+					      const float *xbc, size_t ld_xbc, const float *dt_raw,
+					      size_t ld_dt, const float *dt_bias, const float *a_log,
+					      const float *d_skip, float dt_min, float dt_max,
+					      const struct gpu_seq_row *seq, size_t ssm_off, int state_bf16,
+					      float *y, size_t ld_y)
 {
 	dim3 grid((unsigned)H, (unsigned)((P + STEP_WARPS - 1) / STEP_WARPS), (unsigned)rows);
 	if (state_bf16)
 		klaunch(mamba_ssm_step_rows_kernel<__nv_bfloat16>, grid, dim3(32 * STEP_WARPS), 0,
-		        (cudaStream_t)stream, xbc, ld_xbc, dt_raw, ld_dt, dt_bias, a_log, d_skip,
-		        dt_min, dt_max, seq, ssm_off, y, ld_y, H, P, N, G);
+			(cudaStream_t)stream, xbc, ld_xbc, dt_raw, ld_dt, dt_bias, a_log, d_skip, dt_min,
+			dt_max, seq, ssm_off, y, ld_y, H, P, N, G);
 	else
 		klaunch(mamba_ssm_step_rows_kernel<float>, grid, dim3(32 * STEP_WARPS), 0,
-		        (cudaStream_t)stream, xbc, ld_xbc, dt_raw, ld_dt, dt_bias, a_log, d_skip,
-		        dt_min, dt_max, seq, ssm_off, y, ld_y, H, P, N, G);
+			(cudaStream_t)stream, xbc, ld_xbc, dt_raw, ld_dt, dt_bias, a_log, d_skip, dt_min,
+			dt_max, seq, ssm_off, y, ld_y, H, P, N, G);
 	return GPU_CHECK(cudaGetLastError());
 }

@@ -78,8 +78,8 @@ static __device__ inline unsigned byte_of(const uint4 &v, int i)
 
 template <int FMT, typename XT, typename YT>
 static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t row_bytes, int out, int in,
-				    const XT *__restrict__ x, size_t ldx, int rows, YT *__restrict__ y, size_t ldy,
-				    int accumulate)
+				    const XT *__restrict__ x, size_t ldx, int rows, YT *__restrict__ y,
+				    size_t ldy, int accumulate)
 {
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int o = blockIdx.x * QGEMV_WARPS + warp;
@@ -107,7 +107,8 @@ static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t 
 #pragma unroll
 				for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
 					if (t < rows)
-						acc[t] = fmaf(wv, gpu_load_f32(x[(size_t)t * ldx + c0 + i]), acc[t]);
+						acc[t] = fmaf(wv, gpu_load_f32(x[(size_t)t * ldx + c0 + i]),
+							      acc[t]);
 			}
 		} else if (FMT == GPU_QUANT_Q8) {
 			/* 16 codes: columns off .. off + 15 of block off / 32 */
@@ -121,7 +122,8 @@ static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t 
 #pragma unroll
 				for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
 					if (t < rows)
-						acc[t] = fmaf(wv, gpu_load_f32(x[(size_t)t * ldx + c0 + i]), acc[t]);
+						acc[t] = fmaf(wv, gpu_load_f32(x[(size_t)t * ldx + c0 + i]),
+							      acc[t]);
 			}
 		} else {
 			/* one block of 32 columns: byte i holds column i (low nibble) and i + 16 (high) */
@@ -137,14 +139,18 @@ static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t 
 #pragma unroll
 				for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
 					if (t < rows)
-						acc[t] = fmaf(lo, gpu_load_f32(x[(size_t)t * ldx + c0 + i]), acc[t]);
+						acc[t] = fmaf(lo, gpu_load_f32(x[(size_t)t * ldx + c0 + i]),
+							      acc[t]);
 				if (i + 16 < n) {
 					const float hi = fmaf(d, (float)(c >> 4), m);
 #pragma unroll
 					for (int t = 0; t < GPU_QGEMV_TOKENS; t++)
 						if (t < rows)
-							acc[t] = fmaf(hi, gpu_load_f32(x[(size_t)t * ldx + c0 + 16 + i]),
-								      acc[t]);
+							acc[t] =
+								fmaf(hi,
+								     gpu_load_f32(
+									     x[(size_t)t * ldx + c0 + 16 + i]),
+								     acc[t]);
 				}
 			}
 		}
@@ -218,20 +224,20 @@ static void launch_qgemv(cudaStream_t s, dim3 grid, const unsigned char *w, size
 			 enum gpu_dtype y_dtype, size_t ldy, int acc)
 {
 	if (x_dtype == GPU_DTYPE_BF16)
-		launch_qgemv_x<FMT, __nv_bfloat16>(s, grid, w, rb, out, in, x, ldx, rows, y, y_dtype, ldy, acc);
+		launch_qgemv_x<FMT, __nv_bfloat16>(s, grid, w, rb, out, in, x, ldx, rows, y, y_dtype, ldy,
+						   acc);
 	else
 		launch_qgemv_x<FMT, float>(s, grid, w, rb, out, in, x, ldx, rows, y, y_dtype, ldy, acc);
 }
 
-extern "C" int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in, const void *x,
-			 enum gpu_dtype x_dtype, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
-			 bool accumulate)
+extern "C" int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f, int out, int in,
+			 const void *x, enum gpu_dtype x_dtype, size_t ldx, int rows, void *y,
+			 enum gpu_dtype y_dtype, size_t ldy, bool accumulate)
 {
 	GPU_BIND_OR_RETURN(g);
 	size_t rb = gpu_quant_row_bytes(f, in);
 	if (!g || !w || rb == 0 || out < 1 || !x || !dtype_ok(x_dtype) || ldx < (size_t)in || rows < 0 ||
-	    rows > GPU_MAX_ROWS || !y || !dtype_ok(y_dtype) || ldy < (size_t)out ||
-	    ((uintptr_t)w & 15) != 0)
+	    rows > GPU_MAX_ROWS || !y || !dtype_ok(y_dtype) || ldy < (size_t)out || ((uintptr_t)w & 15) != 0)
 		return -EINVAL;
 	cudaStream_t s = (cudaStream_t)g->stream;
 	dim3 grid((unsigned)((out + QGEMV_WARPS - 1) / QGEMV_WARPS));
@@ -241,14 +247,14 @@ extern "C" int gpu_qgemv(struct gpu_context *g, const void *w, enum gpu_quant f,
 		const void *xr = (const char *)x + (size_t)r0 * ldx * xb;
 		void *yr = (char *)y + (size_t)r0 * ldy * yb;
 		if (f == GPU_QUANT_FP8)
-			launch_qgemv<GPU_QUANT_FP8>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype,
-						    ldx, n, yr, y_dtype, ldy, accumulate);
+			launch_qgemv<GPU_QUANT_FP8>(s, grid, (const unsigned char *)w, rb, out, in, xr,
+						    x_dtype, ldx, n, yr, y_dtype, ldy, accumulate);
 		else if (f == GPU_QUANT_Q8)
-			launch_qgemv<GPU_QUANT_Q8>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype, ldx,
-						   n, yr, y_dtype, ldy, accumulate);
+			launch_qgemv<GPU_QUANT_Q8>(s, grid, (const unsigned char *)w, rb, out, in, xr,
+						   x_dtype, ldx, n, yr, y_dtype, ldy, accumulate);
 		else
-			launch_qgemv<GPU_QUANT_Q4>(s, grid, (const unsigned char *)w, rb, out, in, xr, x_dtype, ldx,
-						   n, yr, y_dtype, ldy, accumulate);
+			launch_qgemv<GPU_QUANT_Q4>(s, grid, (const unsigned char *)w, rb, out, in, xr,
+						   x_dtype, ldx, n, yr, y_dtype, ldy, accumulate);
 		int r = GPU_CHECK(cudaGetLastError());
 		if (r < 0)
 			return r;
@@ -268,25 +274,25 @@ extern "C" int gpu_dequant(struct gpu_context *g, const void *w, enum gpu_quant 
 	int threads = in < DEQUANT_THREADS ? (in + 31) / 32 * 32 : DEQUANT_THREADS;
 	if (f == GPU_QUANT_FP8) {
 		if (dtype == GPU_DTYPE_BF16)
-			klaunch(dequant_kernel<GPU_QUANT_FP8, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0,
-				s, wb, rb, in, (__nv_bfloat16 *)dst);
+			klaunch(dequant_kernel<GPU_QUANT_FP8, __nv_bfloat16>, dim3((unsigned)out),
+				dim3(threads), 0, s, wb, rb, in, (__nv_bfloat16 *)dst);
 		else
-			klaunch(dequant_kernel<GPU_QUANT_FP8, float>, dim3((unsigned)out), dim3(threads), 0, s, wb,
-				rb, in, (float *)dst);
+			klaunch(dequant_kernel<GPU_QUANT_FP8, float>, dim3((unsigned)out), dim3(threads), 0,
+				s, wb, rb, in, (float *)dst);
 	} else if (f == GPU_QUANT_Q8) {
 		if (dtype == GPU_DTYPE_BF16)
-			klaunch(dequant_kernel<GPU_QUANT_Q8, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0, s,
-				wb, rb, in, (__nv_bfloat16 *)dst);
+			klaunch(dequant_kernel<GPU_QUANT_Q8, __nv_bfloat16>, dim3((unsigned)out),
+				dim3(threads), 0, s, wb, rb, in, (__nv_bfloat16 *)dst);
 		else
-			klaunch(dequant_kernel<GPU_QUANT_Q8, float>, dim3((unsigned)out), dim3(threads), 0, s, wb, rb,
-				in, (float *)dst);
+			klaunch(dequant_kernel<GPU_QUANT_Q8, float>, dim3((unsigned)out), dim3(threads), 0, s,
+				wb, rb, in, (float *)dst);
 	} else {
 		if (dtype == GPU_DTYPE_BF16)
-			klaunch(dequant_kernel<GPU_QUANT_Q4, __nv_bfloat16>, dim3((unsigned)out), dim3(threads), 0, s,
-				wb, rb, in, (__nv_bfloat16 *)dst);
+			klaunch(dequant_kernel<GPU_QUANT_Q4, __nv_bfloat16>, dim3((unsigned)out),
+				dim3(threads), 0, s, wb, rb, in, (__nv_bfloat16 *)dst);
 		else
-			klaunch(dequant_kernel<GPU_QUANT_Q4, float>, dim3((unsigned)out), dim3(threads), 0, s, wb, rb,
-				in, (float *)dst);
+			klaunch(dequant_kernel<GPU_QUANT_Q4, float>, dim3((unsigned)out), dim3(threads), 0, s,
+				wb, rb, in, (float *)dst);
 	}
 	return GPU_CHECK(cudaGetLastError());
 }
@@ -363,7 +369,8 @@ static __global__ void fp8_rowmax_kernel(const XT *__restrict__ x, size_t ldx, i
 }
 
 /* one block: the tensor's scale from the rows' amax */
-static __global__ void fp8_tensor_scale_kernel(const float *__restrict__ ws, int rows, float *__restrict__ scales)
+static __global__ void fp8_tensor_scale_kernel(const float *__restrict__ ws, int rows,
+					       float *__restrict__ scales)
 {
 	__shared__ float partial[33];
 	float m = 0.0f;
@@ -375,8 +382,9 @@ static __global__ void fp8_tensor_scale_kernel(const float *__restrict__ ws, int
 }
 
 template <typename XT>
-static __global__ void fp8_quant_kernel(const XT *__restrict__ x, size_t ldx, int in, unsigned char *__restrict__ q,
-					size_t ldq, const float *__restrict__ scales, int per_token)
+static __global__ void fp8_quant_kernel(const XT *__restrict__ x, size_t ldx, int in,
+					unsigned char *__restrict__ q, size_t ldq,
+					const float *__restrict__ scales, int per_token)
 {
 	const float s = scales[per_token ? blockIdx.x : 0];
 	const XT *row = x + (size_t)blockIdx.x * ldx;
@@ -395,15 +403,16 @@ static void launch_fp8_quantize(cudaStream_t s, const void *x, size_t ldx, int r
 		klaunch(fp8_rowmax_kernel<XT>, dim3((unsigned)rows), dim3(FP8_ACT_THREADS), 0, s, xt, ldx, in,
 			per_token, scales, ws);
 		if (!per_token)
-			klaunch(fp8_tensor_scale_kernel, dim3(1), dim3(FP8_ACT_THREADS), 0, s, (const float *)ws, rows,
-				scales);
+			klaunch(fp8_tensor_scale_kernel, dim3(1), dim3(FP8_ACT_THREADS), 0, s,
+				(const float *)ws, rows, scales);
 	}
 	klaunch(fp8_quant_kernel<XT>, dim3((unsigned)rows), dim3(FP8_ACT_THREADS), 0, s, xt, ldx, in, q, ldq,
 		(const float *)scales, per_token);
 }
 
-extern "C" int gpu_fp8_quantize(struct gpu_context *g, const void *x, enum gpu_dtype x_dtype, size_t ldx, int rows,
-				int in, void *q, size_t ldq, float *scales, enum gpu_fp8_scaling mode, float *ws)
+extern "C" int gpu_fp8_quantize(struct gpu_context *g, const void *x, enum gpu_dtype x_dtype, size_t ldx,
+				int rows, int in, void *q, size_t ldq, float *scales,
+				enum gpu_fp8_scaling mode, float *ws)
 {
 	GPU_BIND_OR_RETURN(g);
 	if (!g || !x || !dtype_ok(x_dtype) || in < 1 || ldx < (size_t)in || rows < 1 || rows > GPU_MAX_ROWS ||
@@ -413,7 +422,8 @@ extern "C" int gpu_fp8_quantize(struct gpu_context *g, const void *x, enum gpu_d
 		return -EINVAL;
 	cudaStream_t s = (cudaStream_t)g->stream;
 	if (x_dtype == GPU_DTYPE_BF16)
-		launch_fp8_quantize<__nv_bfloat16>(s, x, ldx, rows, in, (unsigned char *)q, ldq, scales, mode, ws);
+		launch_fp8_quantize<__nv_bfloat16>(s, x, ldx, rows, in, (unsigned char *)q, ldq, scales, mode,
+						   ws);
 	else
 		launch_fp8_quantize<float>(s, x, ldx, rows, in, (unsigned char *)q, ldq, scales, mode, ws);
 	return GPU_CHECK(cudaGetLastError());

@@ -32,8 +32,8 @@ static __global__ void rmsnorm_f32_kernel(const float *__restrict__ x, const flo
 		yr[c] = xr[c] * inv * w[c];
 }
 
-extern "C" int gpu_launch_rmsnorm_f32(void *stream, const float *x, const float *w, float *out,
-				      int rows, int cols, float eps)
+extern "C" int gpu_launch_rmsnorm_f32(void *stream, const float *x, const float *w, float *out, int rows,
+				      int cols, float eps)
 {
 	klaunch(rmsnorm_f32_kernel, dim3(rows), dim3(256), 0, (cudaStream_t)stream, x, w, out, cols, eps);
 	return GPU_CHECK(cudaGetLastError());

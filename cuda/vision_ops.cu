@@ -13,8 +13,8 @@
 #include <math.h>
 
 static constexpr int VIS_THREADS = 256;
-static constexpr int ATT_WARPS = 4;   /* query rows per attention block, one per warp */
-static constexpr int ATT_KEYS = 32;   /* keys staged in shared memory at a time, one per lane */
+static constexpr int ATT_WARPS = 4; /* query rows per attention block, one per warp */
+static constexpr int ATT_KEYS = 32; /* keys staged in shared memory at a time, one per lane */
 static constexpr int ATT_ACC = GPU_VISION_MAX_HEAD_DIM / 32;
 
 /* One block per patch (blockIdx.x = tile * rows * cols + patch). */
@@ -44,7 +44,8 @@ static __global__ void vis_tokens_kernel(const float *__restrict__ emb, const fl
 		for (int c = threadIdx.x; c < d; c += blockDim.x)
 			o[c] = prefix[(size_t)t * d + c];
 	} else {
-		const float *e = emb + ((size_t)tile * n + (t - n_prefix)) * d, *q = pos + (size_t)(t - n_prefix) * d;
+		const float *e = emb + ((size_t)tile * n + (t - n_prefix)) * d,
+			    *q = pos + (size_t)(t - n_prefix) * d;
 		for (int c = threadIdx.x; c < d; c += blockDim.x)
 			o[c] = e[c] + q[c];
 	}
@@ -52,9 +53,9 @@ static __global__ void vis_tokens_kernel(const float *__restrict__ emb, const fl
 
 /* One block per row: two passes (mean, then the centred sum of squares) in fp32. */
 template <typename OutT>
-static __global__ void vis_layernorm_kernel(const float *__restrict__ x, size_t ldx, const float *__restrict__ gamma,
-					    const float *__restrict__ beta, int d, float eps, OutT *__restrict__ out,
-					    size_t ldo)
+static __global__ void vis_layernorm_kernel(const float *__restrict__ x, size_t ldx,
+					    const float *__restrict__ gamma, const float *__restrict__ beta,
+					    int d, float eps, OutT *__restrict__ out, size_t ldo)
 {
 	__shared__ float partial[33];
 	const float *xr = x + (size_t)blockIdx.x * ldx;
@@ -163,9 +164,9 @@ static __global__ void vis_attention_kernel(const float *__restrict__ qkv, int L
 
 /* One block per output token (blockIdx.x = tile * orow * ocol + token). */
 template <typename OutT>
-static __global__ void vis_shuffle_norm_kernel(const float *__restrict__ feat, size_t tile_stride, int rows, int cols,
-					       int d, int s, const float *__restrict__ gamma, float eps,
-					       OutT *__restrict__ out)
+static __global__ void vis_shuffle_norm_kernel(const float *__restrict__ feat, size_t tile_stride, int rows,
+					       int cols, int d, int s, const float *__restrict__ gamma,
+					       float eps, OutT *__restrict__ out)
 {
 	__shared__ float partial[33];
 	int ocol = cols / s, n = (rows / s) * ocol, tile = blockIdx.x / n, tok = blockIdx.x % n;
@@ -209,20 +210,20 @@ extern "C" int gpu_vision_patchify(struct gpu_context *g, const float *pixels, i
 	cudaStream_t st = (cudaStream_t)g->stream;
 	unsigned blocks = (unsigned)(tiles * rows * cols);
 	if (dtype == GPU_DTYPE_BF16)
-		klaunch(vis_patchify_kernel<__nv_bfloat16>, dim3(blocks), dim3(vis_threads(3 * p * p)), 0, st, pixels,
-			rows, cols, p, (__nv_bfloat16 *)patches);
+		klaunch(vis_patchify_kernel<__nv_bfloat16>, dim3(blocks), dim3(vis_threads(3 * p * p)), 0, st,
+			pixels, rows, cols, p, (__nv_bfloat16 *)patches);
 	else
-		klaunch(vis_patchify_kernel<float>, dim3(blocks), dim3(vis_threads(3 * p * p)), 0, st, pixels, rows,
-			cols, p, (float *)patches);
+		klaunch(vis_patchify_kernel<float>, dim3(blocks), dim3(vis_threads(3 * p * p)), 0, st, pixels,
+			rows, cols, p, (float *)patches);
 	return GPU_CHECK(cudaGetLastError());
 }
 
-extern "C" int gpu_vision_tokens(struct gpu_context *g, const float *emb, const float *pos, const float *prefix,
-				 int tiles, int n, int n_prefix, int d, float *x)
+extern "C" int gpu_vision_tokens(struct gpu_context *g, const float *emb, const float *pos,
+				 const float *prefix, int tiles, int n, int n_prefix, int d, float *x)
 {
 	GPU_BIND_OR_RETURN(g);
-	if (!g || !emb || !pos || (n_prefix > 0 && !prefix) || !x || tiles < 0 || n < 1 || n_prefix < 0 || d < 1 ||
-	    (int64_t)tiles * (n + n_prefix) > GPU_MAX_ROWS)
+	if (!g || !emb || !pos || (n_prefix > 0 && !prefix) || !x || tiles < 0 || n < 1 || n_prefix < 0 ||
+	    d < 1 || (int64_t)tiles * (n + n_prefix) > GPU_MAX_ROWS)
 		return -EINVAL;
 	if (tiles == 0)
 		return 0;
@@ -232,32 +233,33 @@ extern "C" int gpu_vision_tokens(struct gpu_context *g, const float *emb, const 
 }
 
 extern "C" int gpu_layernorm(struct gpu_context *g, const float *x, size_t ldx, const float *gamma,
-			     const float *beta, int rows, int d, float eps, void *out, enum gpu_dtype out_dtype,
-			     size_t ldo)
+			     const float *beta, int rows, int d, float eps, void *out,
+			     enum gpu_dtype out_dtype, size_t ldo)
 {
 	GPU_BIND_OR_RETURN(g);
-	if (!g || !x || !gamma || !beta || !out || !vis_dtype_ok(out_dtype) || rows < 0 || rows > GPU_MAX_ROWS ||
-	    d < 1 || ldx < (size_t)d || ldo < (size_t)d || !(eps >= 0) ||
+	if (!g || !x || !gamma || !beta || !out || !vis_dtype_ok(out_dtype) || rows < 0 ||
+	    rows > GPU_MAX_ROWS || d < 1 || ldx < (size_t)d || ldo < (size_t)d || !(eps >= 0) ||
 	    (out == (const void *)x && (out_dtype != GPU_DTYPE_F32 || ldo != ldx)))
 		return -EINVAL;
 	if (rows == 0)
 		return 0;
 	cudaStream_t st = (cudaStream_t)g->stream;
 	if (out_dtype == GPU_DTYPE_BF16)
-		klaunch(vis_layernorm_kernel<__nv_bfloat16>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx, gamma,
-			beta, d, eps, (__nv_bfloat16 *)out, ldo);
+		klaunch(vis_layernorm_kernel<__nv_bfloat16>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx,
+			gamma, beta, d, eps, (__nv_bfloat16 *)out, ldo);
 	else
-		klaunch(vis_layernorm_kernel<float>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx, gamma, beta, d,
-			eps, (float *)out, ldo);
+		klaunch(vis_layernorm_kernel<float>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx, gamma,
+			beta, d, eps, (float *)out, ldo);
 	return GPU_CHECK(cudaGetLastError());
 }
 
-extern "C" int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, const float *b, int rows, int d,
-			    enum gpu_act act, void *out, enum gpu_dtype out_dtype, size_t ldo)
+extern "C" int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, const float *b, int rows,
+			    int d, enum gpu_act act, void *out, enum gpu_dtype out_dtype, size_t ldo)
 {
 	GPU_BIND_OR_RETURN(g);
-	if (!g || !x || !b || !out || !vis_dtype_ok(out_dtype) || (act != GPU_ACT_NONE && act != GPU_ACT_GELU_ERF) ||
-	    rows < 0 || rows > GPU_MAX_ROWS || d < 1 || ldx < (size_t)d || ldo < (size_t)d ||
+	if (!g || !x || !b || !out || !vis_dtype_ok(out_dtype) ||
+	    (act != GPU_ACT_NONE && act != GPU_ACT_GELU_ERF) || rows < 0 || rows > GPU_MAX_ROWS || d < 1 ||
+	    ldx < (size_t)d || ldo < (size_t)d ||
 	    (out == (const void *)x && (out_dtype != GPU_DTYPE_F32 || ldo != ldx)))
 		return -EINVAL;
 	if (rows == 0)
@@ -265,11 +267,11 @@ extern "C" int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, c
 	cudaStream_t st = (cudaStream_t)g->stream;
 	int gelu = act == GPU_ACT_GELU_ERF;
 	if (out_dtype == GPU_DTYPE_BF16)
-		klaunch(vis_bias_act_kernel<__nv_bfloat16>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx, b, d,
-			gelu, (__nv_bfloat16 *)out, ldo);
+		klaunch(vis_bias_act_kernel<__nv_bfloat16>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx,
+			b, d, gelu, (__nv_bfloat16 *)out, ldo);
 	else
-		klaunch(vis_bias_act_kernel<float>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx, b, d, gelu,
-			(float *)out, ldo);
+		klaunch(vis_bias_act_kernel<float>, dim3(rows), dim3(vis_threads(d)), 0, st, x, ldx, b, d,
+			gelu, (float *)out, ldo);
 	return GPU_CHECK(cudaGetLastError());
 }
 
@@ -279,9 +281,9 @@ extern "C" int gpu_bias_act(struct gpu_context *g, const float *x, size_t ldx, c
  * computes S = Q K^T for its 16 rows with WMMA (Q, K in bf16, fp32 accumulation), keeps its
  * rows' running max and sum (online softmax, fp32), rescales its fp32 output rows and adds P V
  * with P and V in bf16. Rows past L compute like row L - 1 and are not stored. hd % 16 == 0. */
-static constexpr int VW_WARPS = 2;          /* each warp owns 16 query rows */
+static constexpr int VW_WARPS = 2;	    /* each warp owns 16 query rows */
 static constexpr int VW_QT = 16 * VW_WARPS; /* query rows per block */
-static constexpr int VW_KT = 32;            /* keys per tile: one per lane in the softmax */
+static constexpr int VW_KT = 32;	    /* keys per tile: one per lane in the softmax */
 
 struct vw_layout {
 	size_t q, k, v, s, p, o, ml, total;
@@ -307,8 +309,8 @@ static __host__ __device__ inline vw_layout vw_layout_of(int hd)
 	return l;
 }
 
-static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, int L, int D, int hd, float scale,
-						 __nv_bfloat16 *__restrict__ out)
+static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, int L, int D, int hd,
+						 float scale, __nv_bfloat16 *__restrict__ out)
 {
 	GPU_DYNAMIC_SHARED(unsigned char, smem);
 	const vw_layout ly = vw_layout_of(hd);
@@ -347,8 +349,7 @@ static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, 
 
 		gpu_wmma_scores<VW_KT>(qs + (size_t)warp * 16 * hd, ks, S, hd);
 		/* key kb < L for every tile, so the running max is finite */
-		gpu_wmma_softmax_tile<VW_KT>(S, P, O, ml, hd, kb, scale,
-					     [&](int, int j) { return j < L; });
+		gpu_wmma_softmax_tile<VW_KT>(S, P, O, ml, hd, kb, scale, [&](int, int j) { return j < L; });
 		gpu_wmma_pv<VW_KT>(P, vs, O, hd);
 		__syncthreads(); /* the next tile overwrites ks and vs */
 	}
@@ -364,8 +365,8 @@ static __global__ void vis_attention_wmma_kernel(const float *__restrict__ qkv, 
 	}
 }
 
-extern "C" int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int L, int D, int heads,
-				    void *out, enum gpu_dtype out_dtype)
+extern "C" int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int L, int D,
+				    int heads, void *out, enum gpu_dtype out_dtype)
 {
 	GPU_BIND_OR_RETURN(g);
 	if (!g || !qkv || !out || !vis_dtype_ok(out_dtype) || tiles < 0 || L < 1 || D < 1 || heads < 1 ||
@@ -375,40 +376,44 @@ extern "C" int gpu_vision_attention(struct gpu_context *g, const float *qkv, int
 	if (tiles == 0)
 		return 0;
 	int hd = D / heads;
-	size_t smem = sizeof(float) * ((size_t)ATT_KEYS * (hd + 1) + (size_t)ATT_KEYS * hd + (size_t)ATT_WARPS * hd);
+	size_t smem = sizeof(float) *
+		      ((size_t)ATT_KEYS * (hd + 1) + (size_t)ATT_KEYS * hd + (size_t)ATT_WARPS * hd);
 	dim3 grid((unsigned)((L + ATT_WARPS - 1) / ATT_WARPS), (unsigned)heads, (unsigned)tiles);
 	float scale = 1.0f / sqrtf((float)hd);
 	cudaStream_t st = (cudaStream_t)g->stream;
 	if (out_dtype == GPU_DTYPE_BF16 && hd % 16 == 0)
-		klaunch(vis_attention_wmma_kernel, dim3((unsigned)((L + VW_QT - 1) / VW_QT), (unsigned)heads, (unsigned)tiles),
-			dim3(32 * VW_WARPS), vw_layout_of(hd).total, st, qkv, L, D, hd, scale, (__nv_bfloat16 *)out);
-	else if (out_dtype == GPU_DTYPE_BF16)
-		klaunch(vis_attention_kernel<__nv_bfloat16>, grid, dim3(32 * ATT_WARPS), smem, st, qkv, L, D, hd, scale,
+		klaunch(vis_attention_wmma_kernel,
+			dim3((unsigned)((L + VW_QT - 1) / VW_QT), (unsigned)heads, (unsigned)tiles),
+			dim3(32 * VW_WARPS), vw_layout_of(hd).total, st, qkv, L, D, hd, scale,
 			(__nv_bfloat16 *)out);
+	else if (out_dtype == GPU_DTYPE_BF16)
+		klaunch(vis_attention_kernel<__nv_bfloat16>, grid, dim3(32 * ATT_WARPS), smem, st, qkv, L, D,
+			hd, scale, (__nv_bfloat16 *)out);
 	else
-		klaunch(vis_attention_kernel<float>, grid, dim3(32 * ATT_WARPS), smem, st, qkv, L, D, hd, scale,
-			(float *)out);
+		klaunch(vis_attention_kernel<float>, grid, dim3(32 * ATT_WARPS), smem, st, qkv, L, D, hd,
+			scale, (float *)out);
 	return GPU_CHECK(cudaGetLastError());
 }
 
-extern "C" int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t tile_stride, int tiles,
-				       int rows, int cols, int d, int s, const float *gamma, float eps, void *out,
-				       enum gpu_dtype out_dtype)
+extern "C" int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t tile_stride,
+				       int tiles, int rows, int cols, int d, int s, const float *gamma,
+				       float eps, void *out, enum gpu_dtype out_dtype)
 {
 	GPU_BIND_OR_RETURN(g);
-	if (!g || !features || !gamma || !out || !vis_dtype_ok(out_dtype) || tiles < 0 || rows < 1 || cols < 1 ||
-	    d < 1 || s < 1 || rows % s != 0 || cols % s != 0 || tile_stride < (size_t)rows * cols * d ||
-	    (int64_t)d * s * s > GPU_VISION_MAX_DIM || (int64_t)tiles * rows * cols > GPU_MAX_ROWS || !(eps >= 0))
+	if (!g || !features || !gamma || !out || !vis_dtype_ok(out_dtype) || tiles < 0 || rows < 1 ||
+	    cols < 1 || d < 1 || s < 1 || rows % s != 0 || cols % s != 0 ||
+	    tile_stride < (size_t)rows * cols * d || (int64_t)d * s * s > GPU_VISION_MAX_DIM ||
+	    (int64_t)tiles * rows * cols > GPU_MAX_ROWS || !(eps >= 0))
 		return -EINVAL;
 	if (tiles == 0)
 		return 0;
 	unsigned blocks = (unsigned)(tiles * (rows / s) * (cols / s));
 	cudaStream_t st = (cudaStream_t)g->stream;
 	if (out_dtype == GPU_DTYPE_BF16)
-		klaunch(vis_shuffle_norm_kernel<__nv_bfloat16>, dim3(blocks), dim3(vis_threads(d * s * s)), 0, st,
-			features, tile_stride, rows, cols, d, s, gamma, eps, (__nv_bfloat16 *)out);
+		klaunch(vis_shuffle_norm_kernel<__nv_bfloat16>, dim3(blocks), dim3(vis_threads(d * s * s)), 0,
+			st, features, tile_stride, rows, cols, d, s, gamma, eps, (__nv_bfloat16 *)out);
 	else
-		klaunch(vis_shuffle_norm_kernel<float>, dim3(blocks), dim3(vis_threads(d * s * s)), 0, st, features,
-			tile_stride, rows, cols, d, s, gamma, eps, (float *)out);
+		klaunch(vis_shuffle_norm_kernel<float>, dim3(blocks), dim3(vis_threads(d * s * s)), 0, st,
+			features, tile_stride, rows, cols, d, s, gamma, eps, (float *)out);
 	return GPU_CHECK(cudaGetLastError());
 }

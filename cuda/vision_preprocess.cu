@@ -13,9 +13,10 @@ static constexpr int PRE_THREADS = 256;
 /* Width pass: rgb [in_h][in_w][3] bytes to tmp [3][in_h][n_out] floats, value / 255 (ToTensor)
  * filtered as the CPU's apply_tap() does (first product, then fused multiply-adds).
  * Grid (ceil(n_out / PRE_THREADS), in_h, 3). */
-static __global__ void pre_resize_w_kernel(const uint8_t *__restrict__ rgb, int in_w, int in_h, int n_out, int taps,
-					   const int32_t *__restrict__ first, const int32_t *__restrict__ count,
-					   const float *__restrict__ w, float *__restrict__ tmp)
+static __global__ void pre_resize_w_kernel(const uint8_t *__restrict__ rgb, int in_w, int in_h, int n_out,
+					   int taps, const int32_t *__restrict__ first,
+					   const int32_t *__restrict__ count, const float *__restrict__ w,
+					   float *__restrict__ tmp)
 {
 	int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y, c = blockIdx.z;
 	if (x >= n_out)
@@ -36,8 +37,9 @@ static __global__ void pre_resize_w_kernel(const uint8_t *__restrict__ rgb, int 
  * of ts-pixel tiles, out [cols * rows][3][ts][ts], (v - mean) / std. Grid (ceil(out_w /
  * PRE_THREADS), out_h, 3). */
 static __global__ void pre_resize_h_kernel(const float *__restrict__ tmp, int in_h, int out_w, int taps,
-					   const int32_t *__restrict__ first, const int32_t *__restrict__ count,
-					   const float *__restrict__ w, int ts, int cols, struct gpu_image_norm norm,
+					   const int32_t *__restrict__ first,
+					   const int32_t *__restrict__ count, const float *__restrict__ w,
+					   int ts, int cols, struct gpu_image_norm norm,
 					   float *__restrict__ out)
 {
 	int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y, c = blockIdx.z;
@@ -63,8 +65,9 @@ static bool axis_ok(const struct gpu_resize_axis *a, int n_in)
 }
 
 extern "C" int gpu_image_resize_tiles(struct gpu_context *g, const uint8_t *rgb, int in_w, int in_h,
-				      const struct gpu_resize_axis *ax_w, const struct gpu_resize_axis *ax_h, int ts,
-				      int cols, int rows, const struct gpu_image_norm *norm, float *tmp, float *out)
+				      const struct gpu_resize_axis *ax_w, const struct gpu_resize_axis *ax_h,
+				      int ts, int cols, int rows, const struct gpu_image_norm *norm,
+				      float *tmp, float *out)
 {
 	GPU_BIND_OR_RETURN(g);
 	if (!g || !rgb || !norm || !tmp || !out || in_w < 1 || in_h < 1 || in_w > GPU_IMAGE_MAX_SIDE ||
@@ -76,15 +79,16 @@ extern "C" int gpu_image_resize_tiles(struct gpu_context *g, const uint8_t *rgb,
 		if (!(norm->std[c] != 0.0f))
 			return -EINVAL;
 	cudaStream_t st = (cudaStream_t)g->stream;
-	klaunch(pre_resize_w_kernel, dim3((unsigned)((ax_w->n_out + PRE_THREADS - 1) / PRE_THREADS), (unsigned)in_h, 3),
-		dim3(PRE_THREADS), 0, st, rgb, in_w, in_h, ax_w->n_out, ax_w->taps, ax_w->first, ax_w->count, ax_w->w,
-		tmp);
+	klaunch(pre_resize_w_kernel,
+		dim3((unsigned)((ax_w->n_out + PRE_THREADS - 1) / PRE_THREADS), (unsigned)in_h, 3),
+		dim3(PRE_THREADS), 0, st, rgb, in_w, in_h, ax_w->n_out, ax_w->taps, ax_w->first, ax_w->count,
+		ax_w->w, tmp);
 	int r = GPU_CHECK(cudaGetLastError());
 	if (r < 0)
 		return r;
 	klaunch(pre_resize_h_kernel,
 		dim3((unsigned)((ax_w->n_out + PRE_THREADS - 1) / PRE_THREADS), (unsigned)ax_h->n_out, 3),
-		dim3(PRE_THREADS), 0, st, tmp, in_h, ax_w->n_out, ax_h->taps, ax_h->first, ax_h->count, ax_h->w, ts,
-		cols, *norm, out);
+		dim3(PRE_THREADS), 0, st, tmp, in_h, ax_w->n_out, ax_h->taps, ax_h->first, ax_h->count,
+		ax_h->w, ts, cols, *norm, out);
 	return GPU_CHECK(cudaGetLastError());
 }

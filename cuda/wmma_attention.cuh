@@ -12,8 +12,7 @@
 
 /* S[16][KT] = the warp's queries q[16][d] times the tile's keys k[KT][d] transposed. */
 template <int KT>
-static __device__ inline void gpu_wmma_scores(const __nv_bfloat16 *q, const __nv_bfloat16 *k,
-					      float *S, int d)
+static __device__ inline void gpu_wmma_scores(const __nv_bfloat16 *q, const __nv_bfloat16 *k, float *S, int d)
 {
 	using namespace nvcuda;
 	for (int nb = 0; nb < KT / 16; nb++) {
@@ -36,9 +35,8 @@ static __device__ inline void gpu_wmma_scores(const __nv_bfloat16 *q, const __nv
  * sum). valid(r, j): whether row r sees key j; every row must see some key of the first tile, so
  * that the running max is finite from then on. */
 template <int KT, typename Valid>
-static __device__ inline void gpu_wmma_softmax_tile(const float *S, __nv_bfloat16 *P, float *O,
-						    float *ml, int d, int kb, float scale,
-						    Valid valid)
+static __device__ inline void gpu_wmma_softmax_tile(const float *S, __nv_bfloat16 *P, float *O, float *ml,
+						    int d, int kb, float scale, Valid valid)
 {
 	int lane = threadIdx.x % 32;
 	for (int r = 0; r < 16; r++) {
@@ -62,8 +60,7 @@ static __device__ inline void gpu_wmma_softmax_tile(const float *S, __nv_bfloat1
 
 /* O[16][d] += P[16][KT] times the tile's values v[KT][d]. */
 template <int KT>
-static __device__ inline void gpu_wmma_pv(const __nv_bfloat16 *P, const __nv_bfloat16 *v,
-					  float *O, int d)
+static __device__ inline void gpu_wmma_pv(const __nv_bfloat16 *P, const __nv_bfloat16 *v, float *O, int d)
 {
 	using namespace nvcuda;
 	for (int nb = 0; nb < d / 16; nb++) {

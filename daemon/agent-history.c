@@ -20,8 +20,8 @@ size_t agent_history_limits(bool rebuild, long long context_tokens, long long st
 }
 
 int agent_history_fit(size_t index, long long limit,
-		      int (*size)(void *userdata, size_t first, long long *ret_size),
-		      void *userdata, size_t *ret_first)
+		      int (*size)(void *userdata, size_t first, long long *ret_size), void *userdata,
+		      size_t *ret_first)
 {
 	/* lo..hi brackets the answer; hi == index + 1 means none fits yet. */
 	size_t lo = 0, hi = index + 1;
@@ -65,8 +65,7 @@ char *agent_text_valid_utf8(const char *text, size_t len)
 	return out;
 }
 
-char *agent_prompt_text(const struct policy_piece *piece, const struct policy_piece *close,
-			size_t cap)
+char *agent_prompt_text(const struct policy_piece *piece, const struct policy_piece *close, size_t cap)
 {
 	static const char image[] = "<image>";
 	const size_t n_image = sizeof(image) - 1;

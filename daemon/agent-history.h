@@ -28,8 +28,8 @@ size_t agent_history_limits(bool rebuild, long long context_tokens, long long st
  * search, so size is called O(log index) times. *ret_first = index + 1 when none fits. Returns
  * 0, or size's negative errno. */
 int agent_history_fit(size_t index, long long limit,
-		      int (*size)(void *userdata, size_t first, long long *ret_size),
-		      void *userdata, size_t *ret_first);
+		      int (*size)(void *userdata, size_t first, long long *ret_size), void *userdata,
+		      size_t *ret_first);
 
 /* A copy of len bytes of text that is valid UTF-8 (what JSON and the journal's readers need):
  * every byte of an invalid sequence, and NUL, becomes U+FFFD. The model's raw output is sampled
@@ -39,5 +39,4 @@ char *agent_text_valid_utf8(const char *text, size_t len);
 /* The text of what a step appended, for the journal: the pieces' text (close may be NULL) with
  * each image's run of <image> tokens written once with its count ("<image>x12"), cut at
  * `cap` bytes with "[...]" after the cut, valid UTF-8 (a cut may split a character). */
-char *agent_prompt_text(const struct policy_piece *piece, const struct policy_piece *close,
-			size_t cap);
+char *agent_prompt_text(const struct policy_piece *piece, const struct policy_piece *close, size_t cap);

@@ -53,8 +53,7 @@ static void journal_unrun(struct agent *a, size_t index, const struct journal_ag
 	};
 	struct journal_step_timing tm = {0};
 	if (journal_step_begin(a->run.env->journal, &s) >= 0)
-		journal_step_finish(a->run.env->journal, &s, "error", NULL, error, time_real_us(),
-				    &tm);
+		journal_step_finish(a->run.env->journal, &s, "error", NULL, error, time_real_us(), &tm);
 	a->run.env->progress(a->run.env->userdata);
 }
 
@@ -113,8 +112,7 @@ static uint32_t draw_seed(int64_t task_id)
 	uint32_t s;
 	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) == (ssize_t)sizeof(s))
 		return s;
-	return (uint32_t)agent_step_seed((uint32_t)time_real_us() ^ (uint32_t)getpid(),
-					 (size_t)task_id);
+	return (uint32_t)agent_step_seed((uint32_t)time_real_us() ^ (uint32_t)getpid(), (size_t)task_id);
 }
 
 uint64_t agent_step_seed(uint32_t task_seed, size_t index)
@@ -126,20 +124,19 @@ uint64_t agent_step_seed(uint32_t task_seed, size_t index)
 	return z ^ (z >> 31);
 }
 
-struct provider_sampling agent_sampling(const struct agent_config *cfg,
-					const struct policy_format *fmt,
+struct provider_sampling agent_sampling(const struct agent_config *cfg, const struct policy_format *fmt,
 					const struct ipc_task_options *o, int64_t task_id)
 {
 	struct provider_sampling s = {
-		.temperature = o->has_temperature ? o->temperature
-			       : cfg->temperature >= 0 ? cfg->temperature
-						       : fmt->sampling.temperature,
-		.top_p = o->has_top_p ? o->top_p
-			 : cfg->top_p > 0 ? cfg->top_p
-					  : fmt->sampling.top_p,
-		.seed = o->has_seed ? o->seed
-			: cfg->seed >= 0 ? (uint32_t)cfg->seed
-					 : draw_seed(task_id),
+		.temperature = o->has_temperature    ? o->temperature :
+			       cfg->temperature >= 0 ? cfg->temperature :
+						       fmt->sampling.temperature,
+		.top_p = o->has_top_p	? o->top_p :
+			 cfg->top_p > 0 ? cfg->top_p :
+					  fmt->sampling.top_p,
+		.seed = o->has_seed    ? o->seed :
+			cfg->seed >= 0 ? (uint32_t)cfg->seed :
+					 draw_seed(task_id),
 	};
 	return s;
 }
@@ -148,13 +145,11 @@ json_t *agent_sampling_defaults(const struct agent_config *cfg, const struct pol
 {
 	struct ipc_task_options none = {0};
 	struct provider_sampling s = agent_sampling(cfg, fmt, &none, 0);
-	return json_pack("{s:s, s:f, s:f, s:o}", "format", fmt->name, "temperature",
-			 s.temperature, "top_p", s.top_p, "seed",
-			 cfg->seed >= 0 ? json_integer(cfg->seed) : json_null());
+	return json_pack("{s:s, s:f, s:f, s:o}", "format", fmt->name, "temperature", s.temperature, "top_p",
+			 s.top_p, "seed", cfg->seed >= 0 ? json_integer(cfg->seed) : json_null());
 }
 
-const struct policy_format *agent_format(const struct agent_config *cfg,
-					 const struct ipc_task_options *o)
+const struct policy_format *agent_format(const struct agent_config *cfg, const struct ipc_task_options *o)
 {
 	const struct policy_format *f = NULL;
 	if (o->policy_format != IPC_POLICY_FORMAT_DEFAULT)
@@ -164,9 +159,8 @@ const struct policy_format *agent_format(const struct agent_config *cfg,
 	return f ? f : &policy_format_holo3;
 }
 
-void agent_run(const struct agent_config *cfg, const struct executor_env *env,
-	       struct x11_display **d, const char *display_name, const struct executor_task *t,
-	       struct executor_outcome *ret)
+void agent_run(const struct agent_config *cfg, const struct executor_env *env, struct x11_display **d,
+	       const char *display_name, const struct executor_task *t, struct executor_outcome *ret)
 {
 	const struct ipc_task_options *o = &t->req->options;
 	struct provider *p = cfg->provider;
@@ -185,13 +179,13 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		.format = fmt,
 		.window = o->window ? o->window : cfg->window,
 		.max_tiles = (int)(o->max_tiles ? o->max_tiles : cfg->max_tiles),
-		.thinking = o->thinking == IPC_THINKING_DEFAULT ? cfg->thinking
-							       : o->thinking == IPC_THINKING_ON,
+		.thinking =
+			o->thinking == IPC_THINKING_DEFAULT ? cfg->thinking : o->thinking == IPC_THINKING_ON,
 		/* within step_tokens, which counts them: at most half, so the step keeps room */
 		.thinking_tokens = MIN(o->thinking_tokens ? o->thinking_tokens : cfg->thinking_tokens,
 				       cfg->step_tokens / 2),
-		.jump_forward = o->jump_forward == IPC_SWITCH_DEFAULT ? cfg->jump_forward
-								     : o->jump_forward == IPC_SWITCH_ON,
+		.jump_forward = o->jump_forward == IPC_SWITCH_DEFAULT ? cfg->jump_forward :
+									o->jump_forward == IPC_SWITCH_ON,
 		.date = date,
 		/* the task's format's defaults apply */
 		.sampling = agent_sampling(cfg, fmt, o, t->id),
@@ -203,22 +197,23 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	}
 	enum provider_state ps = p->ops->wait_ready(p);
 	/* What produced the task (docs/journal.md): the model is null when none is loaded. */
-	json_t *prov = json_pack(
-	        "{s:s, s:o, s:{s:f, s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "provider",
-	        p->ops->name, "model", p->ops->provenance(p), "sampling", "temperature",
-	        args.sampling.temperature, "top_p", args.sampling.top_p, "seed",
-	        (json_int_t)args.sampling.seed, "history",
-	        ipc_history_to_string(args.history), "window", (json_int_t)args.window,
-	        "max_tiles", (json_int_t)args.max_tiles, "context_tokens",
-	        (json_int_t)cfg->context_tokens, "step_tokens", (json_int_t)cfg->step_tokens,
-	        "step_retries", (json_int_t)cfg->step_retries, "constrained", !cfg->unconstrained);
+	json_t *prov =
+		json_pack("{s:s, s:o, s:{s:f, s:f, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "provider",
+			  p->ops->name, "model", p->ops->provenance(p), "sampling", "temperature",
+			  args.sampling.temperature, "top_p", args.sampling.top_p, "seed",
+			  (json_int_t)args.sampling.seed, "history", ipc_history_to_string(args.history),
+			  "window", (json_int_t)args.window, "max_tiles", (json_int_t)args.max_tiles,
+			  "context_tokens", (json_int_t)cfg->context_tokens, "step_tokens",
+			  (json_int_t)cfg->step_tokens, "step_retries", (json_int_t)cfg->step_retries,
+			  "constrained", !cfg->unconstrained);
 	if (prov) {
 		/* the format, and whose system text: holo-nano's published one (the user's verified
 		 * copy) or holod's own (docs/policy.md) */
 		json_object_set_new(prov, "policy_format", json_string(fmt->name));
 		json_object_set_new(prov, "system_text",
-				    json_string(fmt == &policy_format_holo_nano && cfg->published
-							? "published" : "holod"));
+				    json_string(fmt == &policy_format_holo_nano && cfg->published ?
+							"published" :
+							"holod"));
 		json_object_set_new(prov, "thinking", json_boolean(args.thinking));
 		json_object_set_new(prov, "thinking_tokens", json_integer(args.thinking_tokens));
 		json_object_set_new(prov, "jump_forward", json_boolean(args.jump_forward));
@@ -227,8 +222,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		const char *e = p->ops->error(p);
 		executor_record_provenance(env, display_name, t, NULL, prov);
 		json_decref(prov);
-		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: %s",
-		                     e ? e : "none loaded");
+		executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "no model: %s", e ? e : "none loaded");
 		return;
 	}
 	/* stuck steps (stuck.h): the task's numbers, else holod's */
@@ -236,9 +230,9 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 	stuck_init(&stuck, o->stuck_warn >= 0 ? (unsigned)o->stuck_warn : cfg->stuck_warn,
 		   o->stuck_stop >= 0 ? (unsigned)o->stuck_stop : cfg->stuck_stop);
 	if (prov)
-		json_object_set_new(prov, "stuck", json_pack("{s:I, s:I}", "warn",
-							     (json_int_t)stuck.warn, "stop",
-							     (json_int_t)stuck.stop));
+		json_object_set_new(prov, "stuck",
+				    json_pack("{s:I, s:I}", "warn", (json_int_t)stuck.warn, "stop",
+					      (json_int_t)stuck.stop));
 	r = executor_begin(env, d, display_name, t, prov, &a.run, err, sizeof(err));
 	json_decref(prov);
 	/* a dry run injects nothing: its screen never changes, only its actions count */
@@ -285,14 +279,13 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		}
 		if (index >= t->max_steps) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_steps budget (%u) reached without an answer",
-			                     t->max_steps);
+					     "max_steps budget (%u) reached without an answer", t->max_steps);
 			goto release;
 		}
 		if (time_mono_us() >= a.run.deadline_us) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_seconds budget (%u s) exhausted after %zu steps",
-			                     t->max_seconds, index);
+					     "max_seconds budget (%u s) exhausted after %zu steps",
+					     t->max_seconds, index);
 			goto release;
 		}
 		history_grow(&a, index);
@@ -303,9 +296,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		a.run.step_t0_us = t0;
 		feed_progress(env->feed, t->id, (int)index, t0, "capture", NULL);
 		if ((r = x11_capture(a.run.d, &a.run.monitor, &frame)) < 0) {
-			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "step %zu: screenshot failed: %s", index,
-			                     x11_strerror(r));
+			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: screenshot failed: %s",
+					     index, x11_strerror(r));
 			goto release;
 		}
 		uint64_t capture_us = time_mono_us() - t0;
@@ -335,7 +327,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 				       secrets_redact(cfg->secrets, &ps_.step.action.element);
 			if (red)
 				log_info("task %lld step %zu: %zu secret value(s) in the model's output "
-					 "replaced by their placeholder", (long long)t->id, index, red);
+					 "replaced by their placeholder",
+					 (long long)t->id, index, red);
 		}
 		struct journal_agent_step as = ps_.as;
 		as.thought = r == 0 ? ps_.step.thought : NULL;
@@ -354,8 +347,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		if (r == -ETIME) {
 			provider_step_finish(&ps_);
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_seconds budget (%u s) exhausted during step %zu",
-			                     t->max_seconds, index);
+					     "max_seconds budget (%u s) exhausted during step %zu",
+					     t->max_seconds, index);
 			goto release;
 		}
 		if (r == -EINTR) {
@@ -363,10 +356,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			 * journaled; the step is decided again once the task resumes, on a new
 			 * screenshot, from the state a never-paused step starts from. */
 			log_info("task %lld step %zu: paused during its decode (%lld tokens); the "
-				 "step is decided again once resumed", (long long)t->id, index,
-				 ps_.as.tokens_decoded);
-			feed_progress(env->feed, t->id, (int)index, t0, "interrupted", "{s:s}",
-				      "why", "paused");
+				 "step is decided again once resumed",
+				 (long long)t->id, index, ps_.as.tokens_decoded);
+			feed_progress(env->feed, t->id, (int)index, t0, "interrupted", "{s:s}", "why",
+				      "paused");
 			provider_step_finish(&ps_);
 			x11_frame_destroy(frame);
 			frame = NULL;
@@ -374,9 +367,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			continue;
 		}
 		if (r < 0) {
-			char *e0 = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s",
-					     index, ps_.err[0] ? ps_.err : strerror(-r),
-					     ps_.as.attempts, ps_.raw);
+			char *e0 = xasprintf("step %zu: %s after %d attempt(s); raw output: %.300s", index,
+					     ps_.err[0] ? ps_.err : strerror(-r), ps_.as.attempts, ps_.raw);
 			/* %.300s may have cut a character in two. */
 			char *e = agent_text_valid_utf8(e0, strlen(e0));
 			free(e0);
@@ -397,9 +389,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			char *call = ipc_action_to_json(&ps_.step.action);
 			json_t *cj = call ? json_loads(call, 0, NULL) : NULL;
 			free(call);
-			feed_progress(env->feed, t->id, (int)index, t0, "action", "{s:o, s:s?}",
-				      "tool_call", cj ? cj : json_null(), "thought",
-				      ps_.step.thought);
+			feed_progress(env->feed, t->id, (int)index, t0, "action", "{s:o, s:s?}", "tool_call",
+				      cj ? cj : json_null(), "thought", ps_.step.thought);
 		}
 		if (env->taken_over && env->taken_over(env->userdata, t)) {
 			/* a person took over while the step was decided: its action is not run;
@@ -408,8 +399,8 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 				 index, what);
 			/* its acted event before its journaled step (feed.h) */
 			feed_order_begin(env->feed);
-			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok",
-				      false, "error", AGENT_TAKEOVER_SKIPPED);
+			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok", false,
+				      "error", AGENT_TAKEOVER_SKIPPED);
 			journal_skipped(&a, index, &as, &ps_.step.action);
 			feed_order_end(env->feed);
 			x11_frame_destroy(frame);
@@ -420,14 +411,13 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 			provider_step_finish(&ps_);
 			history_grow(&a, index + 1);
 			a.result_texts[index + 1] = xstrdup(AGENT_TAKEOVER_SKIPPED);
-			a.results[index + 1] = (struct policy_tool_result){
-				.tool = a.steps[index].action.tool, .error = true,
-				.text = a.result_texts[index + 1]};
+			a.results[index + 1] = (struct policy_tool_result){.tool = a.steps[index].action.tool,
+									   .error = true,
+									   .text = a.result_texts[index + 1]};
 			continue;
 		}
-		r = executor_step(&a.run, (int)index, &ps_.step.action, IPC_COORDS_MODEL, frame,
-				  capture_us, &as, result, sizeof(result), &answer, &action_failed,
-				  err, sizeof(err));
+		r = executor_step(&a.run, (int)index, &ps_.step.action, IPC_COORDS_MODEL, frame, capture_us,
+				  &as, result, sizeof(result), &answer, &action_failed, err, sizeof(err));
 		frame = NULL; /* its acted event was fed before it was journaled */
 		a.steps[index] = ps_.step;
 		a.n_steps = index + 1;
@@ -443,13 +433,13 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		}
 		if (r == -ETIME) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_seconds budget (%u s) exhausted during step %zu",
-			                     t->max_seconds, index);
+					     "max_seconds budget (%u s) exhausted during step %zu",
+					     t->max_seconds, index);
 			goto release;
 		}
 		if (r < 0 && (!action_failed || executor_connection_lost(r))) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", index,
-			                     ipc_tool_to_string(a.steps[index].action.tool), err);
+					     ipc_tool_to_string(a.steps[index].action.tool), err);
 			goto release;
 		}
 		/* The next user turn tells the model what its action did (or why it failed), and
@@ -462,8 +452,10 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		if (sv != STUCK_NONE) {
 			int jr = journal_step_stuck(env->journal, t->id, (int)index, warning);
 			if (jr < 0)
-				log_warning_errno(jr, "task %lld step %zu: cannot journal its stuck "
-						  "warning", (long long)t->id, index);
+				log_warning_errno(jr,
+						  "task %lld step %zu: cannot journal its stuck "
+						  "warning",
+						  (long long)t->id, index);
 			log_info("task %lld step %zu: %s", (long long)t->id, index, warning);
 		}
 		if (sv == STUCK_STOP) {
@@ -498,18 +490,19 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env,
 		char *told = NULL;
 		if (fmt->model_result(&a.steps[index].action, r < 0, etext,
 				      r == 0 && strstr(etext, EXECUTOR_NO_FOCUS_WARNING) ?
-					      EXECUTOR_NO_FOCUS_WARNING : NULL,
+					      EXECUTOR_NO_FOCUS_WARNING :
+					      NULL,
 				      &told) < 0)
 			told = xstrdup(etext);
 		if (sv != STUCK_NONE) {
-			char *w = xasprintf("%s%s%s", told ? told : "", told && told[0] ? " " : "",
-					    warning);
+			char *w = xasprintf("%s%s%s", told ? told : "", told && told[0] ? " " : "", warning);
 			free(told);
 			told = w;
 		}
 		a.result_texts[index + 1] = told;
-		a.results[index + 1] = (struct policy_tool_result){
-			.tool = a.steps[index].action.tool, .error = r < 0, .text = told};
+		a.results[index + 1] = (struct policy_tool_result){.tool = a.steps[index].action.tool,
+								   .error = r < 0,
+								   .text = told};
 		r = 0;
 	}
 

@@ -35,11 +35,31 @@ struct approval_rules {
  * the common X terminal emulators' classes, and launch (a program of the model's choosing). */
 static const char *const default_hotkeys[] = {"alt+f4", "ctrl+alt+delete", "ctrl+w", "ctrl+q"};
 static const char *const default_terminals[] = {
-	"xterm",          "uxterm",         "rxvt",      "urxvt",       "gnome-terminal",
-	"gnome-terminal-server", "konsole", "xfce4-terminal", "lxterminal", "mate-terminal",
-	"terminator",     "tilix",          "alacritty", "kitty",       "foot",
-	"wezterm",        "st",             "st-256color", "sakura",    "terminology",
-	"qterminal",      "deepin-terminal", "kgx",      "ptyxis",      "ghostty",
+	"xterm",
+	"uxterm",
+	"rxvt",
+	"urxvt",
+	"gnome-terminal",
+	"gnome-terminal-server",
+	"konsole",
+	"xfce4-terminal",
+	"lxterminal",
+	"mate-terminal",
+	"terminator",
+	"tilix",
+	"alacritty",
+	"kitty",
+	"foot",
+	"wezterm",
+	"st",
+	"st-256color",
+	"sakura",
+	"terminology",
+	"qterminal",
+	"deepin-terminal",
+	"kgx",
+	"ptyxis",
+	"ghostty",
 };
 
 /* Letters compare without case (a combination written "ctrl+W" is ctrl+w). */
@@ -81,8 +101,7 @@ static struct approval_rules *rules_new(void)
 		(void)e;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(default_terminals); i++)
-		snprintf(r->terminals[r->n_terminals++], APPROVAL_MAX_NAME_BYTES, "%s",
-			 default_terminals[i]);
+		snprintf(r->terminals[r->n_terminals++], APPROVAL_MAX_NAME_BYTES, "%s", default_terminals[i]);
 	r->tools[IPC_TOOL_LAUNCH] = true;
 	return r;
 }
@@ -109,15 +128,15 @@ static int list_of(const json_t *v, const char *member, char *err, size_t errlen
 		return -EINVAL;
 	}
 	if (json_array_size(v) > APPROVAL_MAX_RULES) {
-		snprintf(err, errlen, "%s: %zu entries exceed the limit of %d", member,
-			 json_array_size(v), APPROVAL_MAX_RULES);
+		snprintf(err, errlen, "%s: %zu entries exceed the limit of %d", member, json_array_size(v),
+			 APPROVAL_MAX_RULES);
 		return -E2BIG;
 	}
 	return 0;
 }
 
-static int string_at(const json_t *v, const char *member, size_t i, size_t max, const char **ret,
-		     char *err, size_t errlen)
+static int string_at(const json_t *v, const char *member, size_t i, size_t max, const char **ret, char *err,
+		     size_t errlen)
 {
 	if (!json_is_string(v) || json_string_length(v) == 0) {
 		snprintf(err, errlen, "%s[%zu]: expected a non-empty string", member, i);
@@ -144,13 +163,16 @@ static int parse_rules(struct approval_rules *r, const json_t *root, char *err, 
 		snprintf(err, errlen, "expected an object {\"hotkeys\": [...], ...}");
 		return -EINVAL;
 	}
-	json_object_foreach((json_t *)root, key, v) {
+	json_object_foreach((json_t *)root, key, v)
+	{
 		bool known = false;
 		for (size_t k = 0; k < ARRAY_SIZE(members); k++)
 			known |= strcmp(key, members[k]) == 0;
 		if (!known) {
-			snprintf(err, errlen, "%s: unknown member (expected hotkeys, terminals, tools "
-				 "or windows)", key);
+			snprintf(err, errlen,
+				 "%s: unknown member (expected hotkeys, terminals, tools "
+				 "or windows)",
+				 key);
 			return -EINVAL;
 		}
 		if ((rc = list_of(v, key, err, errlen)) < 0)
@@ -158,10 +180,10 @@ static int parse_rules(struct approval_rules *r, const json_t *root, char *err, 
 	}
 	if ((v = json_object_get(root, "hotkeys"))) {
 		r->n_hotkeys = 0;
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			char why[512];
-			if ((rc = string_at(e, "hotkeys", i, APPROVAL_MAX_NAME_BYTES, &s, err,
-					    errlen)) < 0)
+			if ((rc = string_at(e, "hotkeys", i, APPROVAL_MAX_NAME_BYTES, &s, err, errlen)) < 0)
 				return rc;
 			if ((rc = combo_parse(s, &r->hotkeys[r->n_hotkeys], why, sizeof(why))) < 0) {
 				snprintf(err, errlen, "hotkeys[%zu]: %s", i, why);
@@ -172,52 +194,61 @@ static int parse_rules(struct approval_rules *r, const json_t *root, char *err, 
 	}
 	if ((v = json_object_get(root, "terminals"))) {
 		r->n_terminals = 0;
-		json_array_foreach(v, i, e) {
-			if ((rc = string_at(e, "terminals", i, APPROVAL_MAX_NAME_BYTES, &s, err,
-					    errlen)) < 0)
+		json_array_foreach(v, i, e)
+		{
+			if ((rc = string_at(e, "terminals", i, APPROVAL_MAX_NAME_BYTES, &s, err, errlen)) < 0)
 				return rc;
 			snprintf(r->terminals[r->n_terminals++], APPROVAL_MAX_NAME_BYTES, "%s", s);
 		}
 	}
 	if ((v = json_object_get(root, "tools"))) {
 		memset(r->tools, 0, sizeof(r->tools));
-		json_array_foreach(v, i, e) {
-			if ((rc = string_at(e, "tools", i, APPROVAL_MAX_NAME_BYTES, &s, err, errlen)) <
-			    0)
+		json_array_foreach(v, i, e)
+		{
+			if ((rc = string_at(e, "tools", i, APPROVAL_MAX_NAME_BYTES, &s, err, errlen)) < 0)
 				return rc;
 			int t = ipc_tool_from_string(s);
 			if (t < 0 || !approval_acts((enum ipc_tool)t)) {
-				snprintf(err, errlen, "tools[%zu]: '%s' is not a tool that acts on the "
-					 "desktop", i, s);
+				snprintf(err, errlen,
+					 "tools[%zu]: '%s' is not a tool that acts on the "
+					 "desktop",
+					 i, s);
 				return -EINVAL;
 			}
 			r->tools[t] = true;
 		}
 	}
 	if ((v = json_object_get(root, "windows"))) {
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			static const char *const fields[] = {"title", "class", "instance"};
 			struct ipc_window_match m = {0};
 			const char *f;
 			json_t *fv;
 			if (!json_is_object(e)) {
-				snprintf(err, errlen, "windows[%zu]: expected an object {\"title\": "
-					 "\"regex\", \"class\": ..., \"instance\": ...}", i);
+				snprintf(err, errlen,
+					 "windows[%zu]: expected an object {\"title\": "
+					 "\"regex\", \"class\": ..., \"instance\": ...}",
+					 i);
 				return -EINVAL;
 			}
-			json_object_foreach(e, f, fv) {
+			json_object_foreach(e, f, fv)
+			{
 				size_t k = 0;
 				while (k < ARRAY_SIZE(fields) && strcmp(f, fields[k]) != 0)
 					k++;
 				if (k == ARRAY_SIZE(fields)) {
-					snprintf(err, errlen, "windows[%zu].%s: unknown member (expected "
-						 "title, class or instance)", i, f);
+					snprintf(err, errlen,
+						 "windows[%zu].%s: unknown member (expected "
+						 "title, class or instance)",
+						 i, f);
 					return -EINVAL;
 				}
-				if (!json_is_string(fv) ||
-				    json_string_length(fv) > IPC_MAX_MATCH_BYTES) {
-					snprintf(err, errlen, "windows[%zu].%s: expected a regex of at "
-						 "most %d bytes", i, f, IPC_MAX_MATCH_BYTES);
+				if (!json_is_string(fv) || json_string_length(fv) > IPC_MAX_MATCH_BYTES) {
+					snprintf(err, errlen,
+						 "windows[%zu].%s: expected a regex of at "
+						 "most %d bytes",
+						 i, f, IPC_MAX_MATCH_BYTES);
 					return -EINVAL;
 				}
 				char **slot = k == 0 ? &m.title : k == 1 ? &m.class_name : &m.instance;
@@ -233,8 +264,7 @@ static int parse_rules(struct approval_rules *r, const json_t *root, char *err, 
 				snprintf(err, errlen, "windows[%zu].%s", i, why);
 				return -errno;
 			}
-			ipc_window_match_describe(&m, r->window_text[r->n_windows],
-						  sizeof(r->window_text[0]));
+			ipc_window_match_describe(&m, r->window_text[r->n_windows], sizeof(r->window_text[0]));
 			r->windows[r->n_windows++] = mt;
 		}
 	}
@@ -266,8 +296,8 @@ struct approval_rules *approval_rules_load(const char *path, char *err, size_t e
 	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
 	fclose(f);
 	if (!root) {
-		snprintf(err, errlen, "the approval rules %s: invalid JSON at line %d column %d: %s",
-			 path, je.line, je.column, je.text);
+		snprintf(err, errlen, "the approval rules %s: invalid JSON at line %d column %d: %s", path,
+			 je.line, je.column, je.text);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -306,8 +336,7 @@ static uint32_t sym_of(const char *name)
 
 void approval_held_note(struct approval_held *h, const struct ipc_action *a)
 {
-	uint32_t sym = a->tool == IPC_TOOL_KEY_DOWN || a->tool == IPC_TOOL_KEY_UP ? sym_of(a->key)
-										    : 0;
+	uint32_t sym = a->tool == IPC_TOOL_KEY_DOWN || a->tool == IPC_TOOL_KEY_UP ? sym_of(a->key) : 0;
 	if (!sym)
 		return;
 	size_t i = 0;
@@ -361,8 +390,7 @@ static bool is_terminal(const struct approval_rules *r, const struct approval_wi
 /* Whether action `a` presses every key of c, counting the keys `held` holds down (NULL:
  * none): a hotkey's keys, hold_and_tap_key's hold keys with one tap key, a key_down's key,
  * or one character (or the Enter) of a write. */
-static bool action_presses(const struct combo *c, const struct ipc_action *a,
-			   const struct approval_held *held)
+static bool action_presses(const struct combo *c, const struct ipc_action *a, const struct approval_held *held)
 {
 	switch (a->tool) {
 	case IPC_TOOL_HOTKEY:
@@ -396,9 +424,9 @@ static bool presses_keys(enum ipc_tool t)
 	       t == IPC_TOOL_WRITE;
 }
 
-bool approval_check(const struct approval_rules *r, enum ipc_approve mode,
-		    const struct ipc_action *a, const struct approval_window *w,
-		    const struct approval_held *held, char *why, size_t whylen)
+bool approval_check(const struct approval_rules *r, enum ipc_approve mode, const struct ipc_action *a,
+		    const struct approval_window *w, const struct approval_held *held, char *why,
+		    size_t whylen)
 {
 	const char *tool = ipc_tool_to_string(a->tool);
 
@@ -413,20 +441,24 @@ bool approval_check(const struct approval_rules *r, enum ipc_approve mode,
 		return true;
 	}
 	if (held && held->overflow && presses_keys(a->tool)) {
-		snprintf(why, whylen, "%s presses keys while more than %d keys are held down by "
-			 "earlier steps", tool, APPROVAL_MAX_HELD_KEYS);
+		snprintf(why, whylen,
+			 "%s presses keys while more than %d keys are held down by "
+			 "earlier steps",
+			 tool, APPROVAL_MAX_HELD_KEYS);
 		return true;
 	}
 	for (size_t i = 0; i < r->n_hotkeys; i++) {
 		const struct combo *c = &r->hotkeys[i];
 		if (action_presses(c, a, NULL)) {
-			snprintf(why, whylen, "%s presses %s, one of the approval rules' hotkeys",
-				 tool, c->text);
+			snprintf(why, whylen, "%s presses %s, one of the approval rules' hotkeys", tool,
+				 c->text);
 			return true;
 		}
 		if (held && held->n && action_presses(c, a, held)) {
-			snprintf(why, whylen, "%s presses %s with the key(s) held down by an earlier "
-				 "key_down, one of the approval rules' hotkeys", tool, c->text);
+			snprintf(why, whylen,
+				 "%s presses %s with the key(s) held down by an earlier "
+				 "key_down, one of the approval rules' hotkeys",
+				 tool, c->text);
 			return true;
 		}
 	}
@@ -447,8 +479,7 @@ bool approval_check(const struct approval_rules *r, enum ipc_approve mode,
 char *approval_png_data_url(const unsigned char *png, size_t n)
 {
 	static const char prefix[] = "data:image/png;base64,";
-	static const char b64[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	size_t out = sizeof(prefix) - 1 + (n + 2) / 3 * 4;
 	char *s = xmalloc(out + 1), *p = s + sizeof(prefix) - 1;
 	memcpy(s, prefix, sizeof(prefix) - 1);

@@ -25,7 +25,7 @@
 
 /* Named limits of a rule file. */
 #define APPROVAL_MAX_FILE_BYTES (64 * 1024)
-#define APPROVAL_MAX_RULES 64 /* entries of each list */
+#define APPROVAL_MAX_RULES 64	    /* entries of each list */
 #define APPROVAL_MAX_NAME_BYTES 128 /* a terminal class, a hotkey combination */
 
 struct approval_rules;
@@ -66,9 +66,9 @@ bool approval_acts(enum ipc_tool tool);
  * acts; RISKY: those the rules name), with the reason a person reads in `why` (e.g. "hotkey
  * presses alt+f4, one of the approval rules' hotkeys"). `w` and `held` (the keys earlier steps
  * hold down) may be NULL. */
-bool approval_check(const struct approval_rules *r, enum ipc_approve mode,
-		    const struct ipc_action *a, const struct approval_window *w,
-		    const struct approval_held *held, char *why, size_t whylen);
+bool approval_check(const struct approval_rules *r, enum ipc_approve mode, const struct ipc_action *a,
+		    const struct approval_window *w, const struct approval_held *held, char *why,
+		    size_t whylen);
 
 /* data:image/png;base64,... of `png` (malloc'd), for a held step's target crop. */
 char *approval_png_data_url(const unsigned char *png, size_t n);

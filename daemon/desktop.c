@@ -26,8 +26,8 @@ struct x11_frame *desktop_crop(const struct x11_frame *frame, const struct x11_r
 			       const struct x11_rect *area)
 {
 	int x = area->x - origin->x, y = area->y - origin->y;
-	if (x < 0 || y < 0 || area->width <= 0 || area->height <= 0 ||
-	    x + area->width > frame->width || y + area->height > frame->height)
+	if (x < 0 || y < 0 || area->width <= 0 || area->height <= 0 || x + area->width > frame->width ||
+	    y + area->height > frame->height)
 		return NULL;
 	struct x11_frame *f = x11_frame_create(area->width, area->height);
 	if (!f)
@@ -74,9 +74,8 @@ static bool id_set_has(const struct id_set *set, uint64_t id)
 }
 
 /* The topmost window matching mt in the list and not in `old` (may be NULL), or NULL. */
-static const struct x11_window *find(const struct ipc_window_matcher *mt,
-				     const struct x11_window *w, size_t n,
-				     const struct id_set *old)
+static const struct x11_window *find(const struct ipc_window_matcher *mt, const struct x11_window *w,
+				     size_t n, const struct id_set *old)
 {
 	for (size_t k = n; k-- > 0;)
 		if (!id_set_has(old, w[k].id) &&
@@ -100,9 +99,9 @@ static int display_error(int r, char *err, size_t errlen)
 
 /* Waits for a matching window to be mapped (want_present) or gone; on success the found
  * window's title and class go into result, and its id into *ret_id (may be NULL). */
-static int wait_window(struct executor_run *run, const struct ipc_window_match *m,
-		       bool want_present, const struct id_set *old, uint32_t timeout_ms,
-		       uint64_t *ret_id, char *found, size_t flen, char *err, size_t errlen)
+static int wait_window(struct executor_run *run, const struct ipc_window_match *m, bool want_present,
+		       const struct id_set *old, uint32_t timeout_ms, uint64_t *ret_id, char *found,
+		       size_t flen, char *err, size_t errlen)
 {
 	char desc[IPC_MAX_MATCH_BYTES * 3 + 64], what[sizeof(desc) + 64];
 	struct ipc_window_matcher *mt = ipc_window_matcher_create(m, err, errlen);
@@ -113,7 +112,9 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 		return -errno;
 	ipc_window_match_describe(m, desc, sizeof(desc));
 	snprintf(what, sizeof(what), "%s %s",
-		 !want_present ? "no window with" : old ? "a new window with" : "a window with",
+		 !want_present ? "no window with" :
+		 old	       ? "a new window with" :
+				 "a window with",
 		 desc);
 	for (;;) {
 		struct x11_window *w = NULL;
@@ -140,12 +141,15 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 			char seen[1024];
 			if (want_present) {
 				describe_windows(w, n, seen, sizeof(seen));
-				snprintf(err, errlen, "timed out after %.3g s waiting for %s; windows "
-					 "on the screen: %s", timeout_ms / 1000.0, what, seen);
+				snprintf(err, errlen,
+					 "timed out after %.3g s waiting for %s; windows "
+					 "on the screen: %s",
+					 timeout_ms / 1000.0, what, seen);
 			} else {
-				snprintf(err, errlen, "timed out after %.3g s waiting for %s; still "
-					 "there: \"%.200s\" (%s)", timeout_ms / 1000.0, what,
-					 hit->title, hit->class_name);
+				snprintf(err, errlen,
+					 "timed out after %.3g s waiting for %s; still "
+					 "there: \"%.200s\" (%s)",
+					 timeout_ms / 1000.0, what, hit->title, hit->class_name);
 			}
 			x11_windows_free(w, n);
 			r = -ETIMEDOUT;
@@ -162,8 +166,7 @@ static int wait_window(struct executor_run *run, const struct ipc_window_match *
 }
 
 /* The focused client window's title (and class), or "" with *ret_focused false. */
-static int focus_info(struct executor_run *run, bool *ret_focused, uint64_t *ret_id, char *title,
-		      size_t tlen)
+static int focus_info(struct executor_run *run, bool *ret_focused, uint64_t *ret_id, char *title, size_t tlen)
 {
 	uint64_t id;
 	int r = x11_focus_window(run->d, &id);
@@ -224,9 +227,8 @@ static int wait_focus(struct executor_run *run, const struct ipc_window_match *m
 				break;
 			}
 			for (size_t k = 0; k < n && !ok; k++)
-				ok = w[k].id == fid && ipc_window_matcher_test(mt, w[k].title,
-									       w[k].class_name,
-									       w[k].instance);
+				ok = w[k].id == fid &&
+				     ipc_window_matcher_test(mt, w[k].title, w[k].class_name, w[k].instance);
 			x11_windows_free(w, n);
 		}
 		if (ok) {
@@ -251,8 +253,8 @@ static int wait_focus(struct executor_run *run, const struct ipc_window_match *m
 	return r;
 }
 
-static int wait_stable(struct executor_run *run, const struct ipc_action *a, char *result,
-		       size_t rlen, char *err, size_t errlen)
+static int wait_stable(struct executor_run *run, const struct ipc_action *a, char *result, size_t rlen,
+		       char *err, size_t errlen)
 {
 	uint64_t start = time_mono_us(), end = start + a->timeout_ms * 1000ull;
 	uint64_t changed = start;
@@ -288,9 +290,10 @@ static int wait_stable(struct executor_run *run, const struct ipc_action *a, cha
 			break;
 		}
 		if (now >= end) {
-			snprintf(err, errlen, "timed out after %.3g s waiting for %s; it last changed "
-				 "%.0f ms before the timeout", a->timeout_ms / 1000.0, what,
-				 (now - changed) / 1e3);
+			snprintf(err, errlen,
+				 "timed out after %.3g s waiting for %s; it last changed "
+				 "%.0f ms before the timeout",
+				 a->timeout_ms / 1000.0, what, (now - changed) / 1e3);
 			r = -ETIMEDOUT;
 			break;
 		}
@@ -299,21 +302,21 @@ static int wait_stable(struct executor_run *run, const struct ipc_action *a, cha
 	return r;
 }
 
-static int wait_region(struct executor_run *run, const struct ipc_action *a,
-		       const struct x11_frame *before, char *result, size_t rlen, char *err,
-		       size_t errlen)
+static int wait_region(struct executor_run *run, const struct ipc_action *a, const struct x11_frame *before,
+		       char *result, size_t rlen, char *err, size_t errlen)
 {
 	const struct x11_rect area = {a->rx, a->ry, a->rw, a->rh};
 	uint64_t start = time_mono_us(), end = start + a->timeout_ms * 1000ull;
 	char what[128];
 	int r;
 
-	snprintf(what, sizeof(what), "the region %dx%d at (%d,%d) to change", a->rw, a->rh, a->rx,
-		 a->ry);
+	snprintf(what, sizeof(what), "the region %dx%d at (%d,%d) to change", a->rw, a->rh, a->rx, a->ry);
 	if (!before) {
-		snprintf(err, errlen, "the region %dx%d at (%d,%d) is not inside the captured "
-			 "monitor (%dx%d at (%d,%d))", a->rw, a->rh, a->rx, a->ry,
-			 run->monitor.width, run->monitor.height, run->monitor.x, run->monitor.y);
+		snprintf(err, errlen,
+			 "the region %dx%d at (%d,%d) is not inside the captured "
+			 "monitor (%dx%d at (%d,%d))",
+			 a->rw, a->rh, a->rx, a->ry, run->monitor.width, run->monitor.height, run->monitor.x,
+			 run->monitor.y);
 		return -ERANGE;
 	}
 	for (;;) {
@@ -328,8 +331,10 @@ static int wait_region(struct executor_run *run, const struct ipc_action *a,
 			return 0;
 		}
 		if (time_mono_us() >= end) {
-			snprintf(err, errlen, "timed out after %.3g s waiting for %s; it stayed as in "
-				 "the step's before-screenshot", a->timeout_ms / 1000.0, what);
+			snprintf(err, errlen,
+				 "timed out after %.3g s waiting for %s; it stayed as in "
+				 "the step's before-screenshot",
+				 a->timeout_ms / 1000.0, what);
 			return -ETIMEDOUT;
 		}
 		if ((r = executor_sleep(run, DESKTOP_POLL_US)) < 0)
@@ -344,8 +349,8 @@ int desktop_wait_for(struct executor_run *run, const struct ipc_action *a,
 	switch (a->wait_kind) {
 	case IPC_WAIT_WINDOW:
 	case IPC_WAIT_WINDOW_GONE:
-		return wait_window(run, &a->match, a->wait_kind == IPC_WAIT_WINDOW, NULL,
-				   a->timeout_ms, NULL, result, rlen, err, errlen);
+		return wait_window(run, &a->match, a->wait_kind == IPC_WAIT_WINDOW, NULL, a->timeout_ms, NULL,
+				   result, rlen, err, errlen);
 	case IPC_WAIT_FOCUS:
 		return wait_focus(run, &a->match, 0, a->timeout_ms, result, rlen, err, errlen);
 	case IPC_WAIT_SCREEN_STABLE:
@@ -357,8 +362,8 @@ int desktop_wait_for(struct executor_run *run, const struct ipc_action *a,
 	return -EINVAL;
 }
 
-int desktop_activate(struct executor_run *run, const struct ipc_action *a, char *result,
-		     size_t rlen, char *err, size_t errlen)
+int desktop_activate(struct executor_run *run, const struct ipc_action *a, char *result, size_t rlen,
+		     char *err, size_t errlen)
 {
 	char desc[IPC_MAX_MATCH_BYTES * 3 + 64], seen[1024], found[400];
 	struct ipc_window_matcher *mt = ipc_window_matcher_create(&a->match, err, errlen);
@@ -376,8 +381,7 @@ int desktop_activate(struct executor_run *run, const struct ipc_action *a, char 
 	const struct x11_window *hit = find(mt, w, n, NULL);
 	if (!hit) {
 		describe_windows(w, n, seen, sizeof(seen));
-		snprintf(err, errlen, "no window with %s to activate; windows on the screen: %s",
-			 desc, seen);
+		snprintf(err, errlen, "no window with %s to activate; windows on the screen: %s", desc, seen);
 		r = -ENOENT;
 		goto free_list;
 	}
@@ -389,10 +393,10 @@ int desktop_activate(struct executor_run *run, const struct ipc_action *a, char 
 			 r == -ENOENT ? "it went away" : x11_strerror(r));
 		goto free_list;
 	}
-	const char *how = r == 1 ? "through the window manager" : "by direct focus (no window "
-								  "manager)";
-	if ((r = wait_focus(run, &a->match, id, a->timeout_ms, found, sizeof(found), err, errlen)) <
-	    0)
+	const char *how = r == 1 ? "through the window manager" :
+				   "by direct focus (no window "
+				   "manager)";
+	if ((r = wait_focus(run, &a->match, id, a->timeout_ms, found, sizeof(found), err, errlen)) < 0)
 		goto free_list;
 	snprintf(result, rlen, "activated %s %s; %s", title, how, found);
 free_list:
@@ -402,8 +406,8 @@ free_matcher:
 	return r;
 }
 
-int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *result,
-		   size_t rlen, char *err, size_t errlen)
+int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *result, size_t rlen, char *err,
+		   size_t errlen)
 {
 	const char *dir = run->env->state_dir ? run->env->state_dir : ".";
 	char *logs = xasprintf("%s/logs", dir);
@@ -432,20 +436,19 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 			old.ids[old.n++] = w[k].id;
 		x11_windows_free(w, n);
 	}
-	if ((r = launch_spawn(a->argv, run->display_name ? run->display_name :
-				 x11_display_name(run->d), log_path, &pid, err, errlen)) < 0)
+	if ((r = launch_spawn(a->argv, run->display_name ? run->display_name : x11_display_name(run->d),
+			      log_path, &pid, err, errlen)) < 0)
 		goto free_paths;
-	int off = snprintf(result, rlen, "started %.100s (pid %d, output in %s)", a->argv[0],
-			   (int)pid, log_path);
+	int off = snprintf(result, rlen, "started %.100s (pid %d, output in %s)", a->argv[0], (int)pid,
+			   log_path);
 	if (a->has_match) {
 		uint64_t id = 0;
-		if ((r = wait_window(run, &a->match, true, &old, a->timeout_ms, &id, found,
-				     sizeof(found), err, errlen)) < 0) {
+		if ((r = wait_window(run, &a->match, true, &old, a->timeout_ms, &id, found, sizeof(found),
+				     err, errlen)) < 0) {
 			/* The program runs on: say which one the timeout is about. */
 			char why[512];
 			snprintf(why, sizeof(why), "%s", err);
-			snprintf(err, errlen, "started %.100s (pid %d) but %s", a->argv[0], (int)pid,
-				 why);
+			snprintf(err, errlen, "started %.100s (pid %d) but %s", a->argv[0], (int)pid, why);
 			goto free_paths;
 		}
 		/* No window manager gives a new window the focus: without this the next keys
@@ -454,8 +457,10 @@ int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *r
 		if (!x11_has_window_manager(run->d)) {
 			int fr = x11_window_activate(run->d, id);
 			if (fr < 0 && fr != -ENOENT) {
-				snprintf(err, errlen, "started %.100s (pid %d) but cannot focus its "
-					 "%s: %s", a->argv[0], (int)pid, found, x11_strerror(fr));
+				snprintf(err, errlen,
+					 "started %.100s (pid %d) but cannot focus its "
+					 "%s: %s",
+					 a->argv[0], (int)pid, found, x11_strerror(fr));
 				r = fr;
 				goto free_paths;
 			}

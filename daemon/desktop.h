@@ -16,14 +16,14 @@
 /* Each returns 0 with a short factual result, or -errno with a sentence in err: -ETIMEDOUT
  * (the condition did not hold within the step's timeout; err says what was seen instead),
  * -ECANCELED / -ETIME (the task was stopped or ran out of max_seconds while waiting), others. */
-int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *result,
-		   size_t rlen, char *err, size_t errlen);
+int desktop_launch(struct executor_run *run, const struct ipc_action *a, char *result, size_t rlen, char *err,
+		   size_t errlen);
 /* region_before: wait_for.region_changed's region cut from the step's before-screenshot. */
 int desktop_wait_for(struct executor_run *run, const struct ipc_action *a,
 		     const struct x11_frame *region_before, char *result, size_t rlen, char *err,
 		     size_t errlen);
-int desktop_activate(struct executor_run *run, const struct ipc_action *a, char *result,
-		     size_t rlen, char *err, size_t errlen);
+int desktop_activate(struct executor_run *run, const struct ipc_action *a, char *result, size_t rlen,
+		     char *err, size_t errlen);
 
 /* Whether a client window has the keyboard focus; its title into `title` when it has (may be
  * cut). 0 or -errno. */

@@ -39,8 +39,9 @@ int executor_sleep(struct executor_run *run, uint64_t usec)
 
 static enum x11_button to_x11_button(enum ipc_button b)
 {
-	return b == IPC_BUTTON_RIGHT ? X11_BUTTON_RIGHT :
-	       b == IPC_BUTTON_MIDDLE ? X11_BUTTON_MIDDLE : X11_BUTTON_LEFT;
+	return b == IPC_BUTTON_RIGHT  ? X11_BUTTON_RIGHT :
+	       b == IPC_BUTTON_MIDDLE ? X11_BUTTON_MIDDLE :
+					X11_BUTTON_LEFT;
 }
 
 static enum x11_scroll to_x11_scroll(enum ipc_direction d)
@@ -65,13 +66,12 @@ static int map_point(struct executor_run *run, const struct journal_step *s, int
 	if (s->coords == IPC_COORDS_MODEL) {
 		r = x11_map_model_point(&run->monitor, s->image_w, s->image_h, x, y, px, py);
 		if (r < 0)
-			snprintf(err, errlen, "cannot map model point (%d,%d): %s", x, y,
-				 x11_strerror(r));
+			snprintf(err, errlen, "cannot map model point (%d,%d): %s", x, y, x11_strerror(r));
 		return r;
 	}
 	if (x >= run->root_w || y >= run->root_h) {
-		snprintf(err, errlen, "point (%d,%d) is outside the screen (%dx%d pixels)", x, y,
-			 run->root_w, run->root_h);
+		snprintf(err, errlen, "point (%d,%d) is outside the screen (%dx%d pixels)", x, y, run->root_w,
+			 run->root_h);
 		return -ERANGE;
 	}
 	*px = x;
@@ -96,7 +96,8 @@ static int check_focus(struct executor_run *run, const char **ret_note, char *er
 	if (focused)
 		return 0;
 	if (run->t->req->options.require_focus) {
-		snprintf(err, errlen, "no window has the keyboard focus (the keys would go to the "
+		snprintf(err, errlen,
+			 "no window has the keyboard focus (the keys would go to the "
 			 "root window; require_focus is set): activate a window first");
 		return -ENOTCONN;
 	}
@@ -105,8 +106,7 @@ static int check_focus(struct executor_run *run, const char **ret_note, char *er
 }
 
 static int inject(struct executor_run *run, const struct ipc_action *a, const struct journal_step *s,
-		  const struct x11_frame *region_before, char *result, size_t rlen, char *err,
-		  size_t errlen)
+		  const struct x11_frame *region_before, char *result, size_t rlen, char *err, size_t errlen)
 {
 	struct x11_display *d = run->d;
 	const char *note = "";
@@ -124,8 +124,9 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 		int count = a->tool == IPC_TOOL_CLICK ? 1 : a->tool == IPC_TOOL_DOUBLE_CLICK ? 2 : 3;
 		r = x11_click(d, s->px, s->py, to_x11_button(a->button), count);
 		snprintf(result, rlen, "clicked %s x%d at (%d,%d)",
-			 a->button == IPC_BUTTON_RIGHT ? "right" :
-			 a->button == IPC_BUTTON_MIDDLE ? "middle" : "left",
+			 a->button == IPC_BUTTON_RIGHT	? "right" :
+			 a->button == IPC_BUTTON_MIDDLE ? "middle" :
+							  "left",
 			 count, s->px, s->py);
 		break;
 	}
@@ -145,8 +146,7 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 	}
 	case IPC_TOOL_SCROLL:
 		r = x11_scroll(d, s->px, s->py, to_x11_scroll(a->direction), a->scroll_size);
-		snprintf(result, rlen, "scrolled %d notches at (%d,%d)", a->scroll_size, s->px,
-			 s->py);
+		snprintf(result, rlen, "scrolled %d notches at (%d,%d)", a->scroll_size, s->px, s->py);
 		break;
 	case IPC_TOOL_WRITE: {
 		/* {{secret:NAME}} becomes the value only here, in a buffer wiped after typing;
@@ -155,8 +155,7 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 		char *text = NULL;
 		size_t n_secrets = 0;
 		if (secrets_has_placeholder(a->content)) {
-			r = secrets_expand(run->env->secrets, a->content, &text, &n_secrets, err,
-					   errlen);
+			r = secrets_expand(run->env->secrets, a->content, &text, &n_secrets, err, errlen);
 			if (r < 0)
 				return r;
 		}
@@ -182,11 +181,10 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 		{
 			size_t off = (size_t)snprintf(result, rlen, "pressed ");
 			for (size_t i = 0; i < a->n_keys && off < rlen; i++)
-				off += (size_t)snprintf(result + off, rlen - off, "%s%s",
-							i ? "+" : "", a->keys[i]);
+				off += (size_t)snprintf(result + off, rlen - off, "%s%s", i ? "+" : "",
+							a->keys[i]);
 			if (a->repeat_count > 1 && off < rlen)
-				off += (size_t)snprintf(result + off, rlen - off, " x%d",
-							a->repeat_count);
+				off += (size_t)snprintf(result + off, rlen - off, " x%d", a->repeat_count);
 			if (off < rlen)
 				snprintf(result + off, rlen - off, "%s", note);
 		}
@@ -211,8 +209,8 @@ static int inject(struct executor_run *run, const struct ipc_action *a, const st
 			off += (size_t)snprintf(result + off, rlen - off, "%s%s", i ? "+" : "",
 						a->hold_keys[i]);
 		for (size_t i = 0; i < a->n_tap_keys && off < rlen; i++)
-			off += (size_t)snprintf(result + off, rlen - off, "%s%s",
-						i ? "," : ", tapped ", a->tap_keys[i]);
+			off += (size_t)snprintf(result + off, rlen - off, "%s%s", i ? "," : ", tapped ",
+						a->tap_keys[i]);
 		if (off < rlen)
 			snprintf(result + off, rlen - off, "%s", note);
 		break;
@@ -262,8 +260,7 @@ const char *executor_wait_kind_to_string(enum executor_wait_kind k)
 }
 
 /* Who answered a wait and when, as the journal's `held` object (docs/journal.md). */
-static char *held_json(const struct executor_wait *w, const char *decision, uint64_t since_us,
-		       json_t *extra)
+static char *held_json(const struct executor_wait *w, const char *decision, uint64_t since_us, json_t *extra)
 {
 	json_t *o = json_pack("{s:s, s:s, s:I}", "waited_for", executor_wait_kind_to_string(w->kind),
 			      "decision", decision, "since_us", (json_int_t)since_us);
@@ -282,8 +279,8 @@ static char *held_json(const struct executor_wait *w, const char *decision, uint
 /* ask_user: the question goes to the user (status, event stream), the reply is the result, the
  * next tool output the model reads. No reply within --ask-timeout fails the step (and the
  * task); a stop ends the wait. *ret_held: the journal's record of the answer. */
-static int ask_user(struct executor_run *run, const struct ipc_action *a, int index,
-		    char *result, size_t rlen, char **ret_held, char *err, size_t errlen)
+static int ask_user(struct executor_run *run, const struct ipc_action *a, int index, char *result,
+		    size_t rlen, char **ret_held, char *err, size_t errlen)
 {
 	const struct executor_env *env = run->env;
 	const struct executor_task *t = run->t;
@@ -297,8 +294,7 @@ static int ask_user(struct executor_run *run, const struct ipc_action *a, int in
 	struct executor_wait w = {
 		.kind = EXECUTOR_WAIT_REPLY,
 		.details = json_pack("{s:i, s:s, s:I}", "step", index, "question",
-				     a->content ? a->content : "", "timeout_s",
-				     (json_int_t)t->ask_timeout_s),
+				     a->content ? a->content : "", "timeout_s", (json_int_t)t->ask_timeout_s),
 		.timeout_us = t->ask_timeout_s * 1000000ull,
 		.deadline_us = run->deadline_us,
 	};
@@ -306,8 +302,8 @@ static int ask_user(struct executor_run *run, const struct ipc_action *a, int in
 		snprintf(err, errlen, "cannot show the question");
 		return -ENOMEM;
 	}
-	log_info("task %lld step %d: asks the user (holoctl reply %lld TEXT): %.200s",
-		 (long long)t->id, index, (long long)t->id, a->content ? a->content : "");
+	log_info("task %lld step %d: asks the user (holoctl reply %lld TEXT): %.200s", (long long)t->id,
+		 index, (long long)t->id, a->content ? a->content : "");
 	r = env->wait_user(env->userdata, t, &w);
 	json_decref(w.details);
 	if (r == 0) {
@@ -328,9 +324,8 @@ static int ask_user(struct executor_run *run, const struct ipc_action *a, int in
 
 /* The window an action acts on: the topmost one under its point, or for keys the focused one.
  * *ret_list (freed with x11_windows_free) owns what *ret_w points into; *ret_w NULL: none. */
-static void target_window(struct executor_run *run, const struct ipc_action *a,
-			  const struct journal_step *s, struct x11_window **ret_list,
-			  size_t *ret_n, const struct x11_window **ret_w)
+static void target_window(struct executor_run *run, const struct ipc_action *a, const struct journal_step *s,
+			  struct x11_window **ret_list, size_t *ret_n, const struct x11_window **ret_w)
 {
 	struct x11_window *list = NULL;
 	size_t n = 0;
@@ -339,18 +334,17 @@ static void target_window(struct executor_run *run, const struct ipc_action *a,
 	*ret_list = NULL;
 	*ret_n = 0;
 	*ret_w = NULL;
-	bool keys = a->tool == IPC_TOOL_WRITE || a->tool == IPC_TOOL_HOTKEY ||
-		    a->tool == IPC_TOOL_KEY_DOWN || a->tool == IPC_TOOL_KEY_UP ||
-		    a->tool == IPC_TOOL_HOLD_AND_TAP_KEY;
+	bool keys = a->tool == IPC_TOOL_WRITE || a->tool == IPC_TOOL_HOTKEY || a->tool == IPC_TOOL_KEY_DOWN ||
+		    a->tool == IPC_TOOL_KEY_UP || a->tool == IPC_TOOL_HOLD_AND_TAP_KEY;
 	if ((!s->has_point && !keys) || x11_windows_list(run->d, &list, &n) < 0)
 		return;
 	if (keys && x11_focus_window(run->d, &focus) < 0)
 		focus = 0;
 	for (size_t i = n; i-- > 0 && !*ret_w;) {
 		const struct x11_rect *r = &list[i].rect;
-		if (keys ? list[i].id == focus
-			 : s->px >= r->x && s->py >= r->y && s->px < r->x + r->width &&
-				   s->py < r->y + r->height)
+		if (keys ? list[i].id == focus :
+			   s->px >= r->x && s->py >= r->y && s->px < r->x + r->width &&
+				    s->py < r->y + r->height)
 			*ret_w = &list[i];
 	}
 	*ret_list = list;
@@ -396,9 +390,8 @@ static char *target_crop(const struct executor_run *run, const struct journal_st
  * nobody answers within --approve-timeout (-ETIMEDOUT: the step fails closed). 0 at once when the
  * step is not held. -ECANCELED / -ETIME when the task is stopped while it waits. *ret_held: the
  * journal's record. */
-static int approve_step(struct executor_run *run, const struct ipc_action *a,
-			const struct journal_step *s, const struct x11_frame *frame,
-			char **ret_held, char *err, size_t errlen)
+static int approve_step(struct executor_run *run, const struct ipc_action *a, const struct journal_step *s,
+			const struct x11_frame *frame, char **ret_held, char *err, size_t errlen)
 {
 	const struct executor_env *env = run->env;
 	const struct executor_task *t = run->t;
@@ -408,16 +401,15 @@ static int approve_step(struct executor_run *run, const struct ipc_action *a,
 	size_t n;
 	int r;
 
-	if (t->approve == IPC_APPROVE_NONE || t->approve == IPC_APPROVE_DEFAULT ||
-	    !approval_acts(a->tool))
+	if (t->approve == IPC_APPROVE_NONE || t->approve == IPC_APPROVE_DEFAULT || !approval_acts(a->tool))
 		return 0;
 	target_window(run, a, s, &list, &n, &tw);
 	struct approval_window aw = {tw ? tw->title : NULL, tw ? tw->class_name : NULL,
 				     tw ? tw->instance : NULL};
 	bool held;
 	if (env->approval_rules) {
-		held = approval_check(env->approval_rules, t->approve, a, tw ? &aw : NULL,
-				      &run->held_keys, why, sizeof(why));
+		held = approval_check(env->approval_rules, t->approve, a, tw ? &aw : NULL, &run->held_keys,
+				      why, sizeof(why));
 	} else {
 		held = true; /* no rules to say it is safe: fail closed */
 		snprintf(why, sizeof(why), "no approval rules are loaded");
@@ -428,8 +420,7 @@ static int approve_step(struct executor_run *run, const struct ipc_action *a,
 	}
 	if (!env->wait_user) {
 		x11_windows_free(list, n);
-		snprintf(err, errlen, "not run: it needs approval (%s) and nobody can give it here",
-			 why);
+		snprintf(err, errlen, "not run: it needs approval (%s) and nobody can give it here", why);
 		return -EPERM;
 	}
 	uint64_t since = time_real_us();
@@ -441,14 +432,13 @@ static int approve_step(struct executor_run *run, const struct ipc_action *a,
 		.details = json_pack("{s:i, s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "step", s->index,
 				     "action", action ? action : json_null(), "reason", why, "mode",
 				     ipc_approve_to_string(t->approve), "thought",
-				     ag && ag->thought ? json_string(ag->thought) : json_null(),
-				     "point",
-				     s->has_point ? json_pack("{s:i, s:i}", "x", s->px, "y", s->py)
-						  : json_null(),
+				     ag && ag->thought ? json_string(ag->thought) : json_null(), "point",
+				     s->has_point ? json_pack("{s:i, s:i}", "x", s->px, "y", s->py) :
+						    json_null(),
 				     "target",
 				     tw ? json_pack("{s:s?, s:s?, s:s?}", "title", tw->title, "class",
-						    tw->class_name, "instance", tw->instance)
-					: json_null(),
+						    tw->class_name, "instance", tw->instance) :
+					  json_null(),
 				     "crop", crop ? json_string(crop) : json_null(), "timeout_s",
 				     (json_int_t)t->approve_timeout_s),
 		.timeout_us = t->approve_timeout_s * 1000000ull,
@@ -460,20 +450,18 @@ static int approve_step(struct executor_run *run, const struct ipc_action *a,
 		snprintf(err, errlen, "not run: cannot show it for approval");
 		return -ENOMEM;
 	}
-	log_info("task %lld step %d: %s waits for approval (holoctl approve %lld): %s",
-		 (long long)t->id, s->index, s->tool_name, (long long)t->id, why);
+	log_info("task %lld step %d: %s waits for approval (holoctl approve %lld): %s", (long long)t->id,
+		 s->index, s->tool_name, (long long)t->id, why);
 	r = env->wait_user(env->userdata, t, &w);
 	json_decref(w.details);
-	json_t *extra = json_pack("{s:s, s:s}", "mode", ipc_approve_to_string(t->approve),
-				  "reason", why);
+	json_t *extra = json_pack("{s:s, s:s}", "mode", ipc_approve_to_string(t->approve), "reason", why);
 	if (r == 0 && w.approved) {
 		*ret_held = held_json(&w, "approved", since, extra);
 	} else if (r == 0) {
 		if (extra && w.text)
 			json_object_set_new(extra, "denial", json_string(w.text));
 		*ret_held = held_json(&w, "denied", since, extra);
-		snprintf(err, errlen, "denied by the user%s%s", w.text ? ": " : "",
-			 w.text ? w.text : "");
+		snprintf(err, errlen, "denied by the user%s%s", w.text ? ": " : "", w.text ? w.text : "");
 		r = -EPERM;
 	} else if (r == -ETIMEDOUT) {
 		*ret_held = held_json(&w, "timed_out", since, extra);
@@ -499,9 +487,8 @@ static int capture(struct executor_run *run, struct x11_frame **ret, char *err, 
 
 /* Asks the model for the point(s) of a grounded action; writes them to s->model_* and what
  * was located, with the time taken, to `located`. */
-static int ground(struct executor_run *run, const struct ipc_action *a,
-		  const struct x11_frame *frame, struct journal_step *s, char *located, size_t llen,
-		  char *err, size_t errlen)
+static int ground(struct executor_run *run, const struct ipc_action *a, const struct x11_frame *frame,
+		  struct journal_step *s, char *located, size_t llen, char *err, size_t errlen)
 {
 	const struct executor_env *env = run->env;
 	const char *targets[2] = {a->target, a->target2};
@@ -509,7 +496,8 @@ static int ground(struct executor_run *run, const struct ipc_action *a,
 	size_t off = 0;
 
 	if (!env->ground) {
-		snprintf(err, errlen, "a target needs a model to locate it, and holod runs without "
+		snprintf(err, errlen,
+			 "a target needs a model to locate it, and holod runs without "
 			 "one (--model)");
 		return -ENODEV;
 	}
@@ -517,22 +505,23 @@ static int ground(struct executor_run *run, const struct ipc_action *a,
 		if (!targets[i])
 			continue;
 		uint64_t t0 = time_mono_us();
-		int r = env->ground(env->ground_ctx, run->t, run->deadline_us, frame, targets[i],
-				    xs[i], ys[i], err, errlen);
+		int r = env->ground(env->ground_ctx, run->t, run->deadline_us, frame, targets[i], xs[i],
+				    ys[i], err, errlen);
 		if (r < 0)
 			return r;
-		int n = snprintf(located + off, llen - off, "%s\"%s\" located at (%d,%d) of 1000 in "
-				 "%.0f ms", off ? "; " : "", targets[i], *xs[i], *ys[i],
-				 (time_mono_us() - t0) / 1e3);
+		int n = snprintf(located + off, llen - off,
+				 "%s\"%s\" located at (%d,%d) of 1000 in "
+				 "%.0f ms",
+				 off ? "; " : "", targets[i], *xs[i], *ys[i], (time_mono_us() - t0) / 1e3);
 		off = n < 0 ? off : MIN(llen - 1, off + (size_t)n);
 	}
 	return 0;
 }
 
-int executor_step(struct executor_run *run, int index, const struct ipc_action *a,
-		  enum ipc_coords coords, struct x11_frame *before, uint64_t capture_us,
-		  const struct journal_agent_step *agent, char *result, size_t rlen,
-		  char **ret_answer, bool *ret_action_failed, char *err, size_t errlen)
+int executor_step(struct executor_run *run, int index, const struct ipc_action *a, enum ipc_coords coords,
+		  struct x11_frame *before, uint64_t capture_us, const struct journal_agent_step *agent,
+		  char *result, size_t rlen, char **ret_answer, bool *ret_action_failed, char *err,
+		  size_t errlen)
 {
 	const struct ipc_task_request *req = run->t->req;
 	const bool dry = req->options.dry_run;
@@ -610,8 +599,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 
 	if ((r = journal_step_begin(run->env->journal, &s)) < 0) {
 		x11_frame_destroy(frame);
-		snprintf(err, errlen, "not run: cannot journal it in %s: %s",
-			 journal_path(run->env->journal), strerror(-r));
+		snprintf(err, errlen, "not run: cannot journal it in %s: %s", journal_path(run->env->journal),
+			 strerror(-r));
 		goto free_call;
 	}
 	/* Held for approval before anything happens (the frame is still ours: its crop is shown). */
@@ -656,8 +645,8 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	tm.inject_us = t3 - t2;
 
 	unsigned settle = run->t->settle_ms;
-	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER &&
-	    a->tool != IPC_TOOL_UPDATE_PLAN && a->tool != IPC_TOOL_ASK_USER) {
+	if (r >= 0 && !dry && settle && a->tool != IPC_TOOL_ANSWER && a->tool != IPC_TOOL_UPDATE_PLAN &&
+	    a->tool != IPC_TOOL_ASK_USER) {
 		int sr = executor_sleep(run, settle * 1000ull);
 		/* A stop during the settle pause is noticed at the next step; this one is done. */
 		(void)sr;
@@ -683,15 +672,18 @@ int executor_step(struct executor_run *run, int index, const struct ipc_action *
 	struct feed *feed = agent ? run->env->feed : NULL;
 	feed_order_begin(feed);
 	if (agent && (r >= 0 || *ret_action_failed))
-		feed_progress(feed, s.task_id, run->step, run->step_t0_us, "acted", "{s:b, s:s}",
-			      "ok", r >= 0, r >= 0 ? "result" : "error", r >= 0 ? result : err);
-	int jr = journal_step_finish(run->env->journal, &s, r < 0 ? "error" : dry ? "dry_run" : "ok",
+		feed_progress(feed, s.task_id, run->step, run->step_t0_us, "acted", "{s:b, s:s}", "ok",
+			      r >= 0, r >= 0 ? "result" : "error", r >= 0 ? result : err);
+	int jr = journal_step_finish(run->env->journal, &s,
+				     r < 0 ? "error" :
+				     dry   ? "dry_run" :
+					     "ok",
 				     r < 0 ? NULL : result, r < 0 ? err : NULL, time_real_us(), &tm);
 	feed_order_end(feed);
 	if (jr < 0 && r >= 0) {
 		r = jr;
-		snprintf(err, errlen, "cannot journal its end in %s: %s",
-			 journal_path(run->env->journal), strerror(-jr));
+		snprintf(err, errlen, "cannot journal its end in %s: %s", journal_path(run->env->journal),
+			 strerror(-jr));
 		*ret_action_failed = false;
 	}
 	run->env->progress(run->env->userdata);
@@ -706,7 +698,7 @@ free_call:
 }
 
 void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status status, char *result,
-                          const char *format, ...)
+			  const char *format, ...)
 {
 	ret->status = status;
 	ret->result = result;
@@ -721,14 +713,13 @@ void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status sta
 }
 
 void executor_outcome_stopped(struct executor_outcome *ret, const struct executor_task *t,
-                              const char *cancelled, ...)
+			      const char *cancelled, ...)
 {
 	va_list ap;
 
 	switch (atomic_load(t->stop)) {
 	case EXECUTOR_KILL:
-		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s",
-		                     EXECUTOR_KILL_SWITCH_ERROR);
+		executor_outcome_set(ret, IPC_TASK_CANCELLED, NULL, "%s", EXECUTOR_KILL_SWITCH_ERROR);
 		break;
 	case EXECUTOR_SHUTDOWN:
 		/* The scheduler fills in the reason holod gave for stopping. */
@@ -749,8 +740,7 @@ bool executor_connection_lost(int r)
 }
 
 void executor_record_provenance(const struct executor_env *env, const char *display_name,
-				const struct executor_task *t, const struct x11_display *d,
-				json_t *extra)
+				const struct executor_task *t, const struct x11_display *d, json_t *extra)
 {
 	const char *display = display_name ? display_name : getenv("DISPLAY");
 	json_t *screen = json_null();
@@ -760,12 +750,11 @@ void executor_record_provenance(const struct executor_env *env, const char *disp
 		x11_display_size(d, &w, &h);
 		screen = json_pack("{s:i, s:i}", "width", w, "height", h);
 	}
-	json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "holod_version",
-			      HOLOD_VERSION, "display", display ? json_string(display) : json_null(),
-			      "screen", screen ? screen : json_null(), "budgets", "max_steps",
-			      (json_int_t)t->max_steps, "max_seconds", (json_int_t)t->max_seconds,
-			      "settle_ms", (json_int_t)t->settle_ms, "ask_timeout",
-			      (json_int_t)t->ask_timeout_s);
+	json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "holod_version", HOLOD_VERSION,
+			      "display", display ? json_string(display) : json_null(), "screen",
+			      screen ? screen : json_null(), "budgets", "max_steps", (json_int_t)t->max_steps,
+			      "max_seconds", (json_int_t)t->max_seconds, "settle_ms",
+			      (json_int_t)t->settle_ms, "ask_timeout", (json_int_t)t->ask_timeout_s);
 	if (o && extra && json_object_update(o, extra) < 0) {
 		json_decref(o);
 		o = NULL;
@@ -778,9 +767,9 @@ void executor_record_provenance(const struct executor_env *env, const char *disp
 	json_decref(o);
 }
 
-int executor_begin(const struct executor_env *env, struct x11_display **d,
-		   const char *display_name, const struct executor_task *t, json_t *provenance,
-		   struct executor_run *ret, char *err, size_t errlen)
+int executor_begin(const struct executor_env *env, struct x11_display **d, const char *display_name,
+		   const struct executor_task *t, json_t *provenance, struct executor_run *ret, char *err,
+		   size_t errlen)
 {
 	struct executor_run run = {.env = env, .t = t};
 
@@ -827,19 +816,19 @@ struct screen_diff {
  * filled (a different size counts every pixel as differing); -errno with err filled when the
  * recording cannot be read. */
 static int compare_recorded(const struct executor_run *run, int64_t task, uint32_t step,
-			    const struct x11_frame *frame, struct screen_diff *ret, char *err,
-			    size_t errlen)
+			    const struct x11_frame *frame, struct screen_diff *ret, char *err, size_t errlen)
 {
 	char *rel = NULL, *sha = NULL, why[256];
 	int r;
 
 	if (!run->env->state_dir) {
-		snprintf(err, errlen, "holod has no state directory to read task %lld's screenshots "
-			 "from", (long long)task);
+		snprintf(err, errlen,
+			 "holod has no state directory to read task %lld's screenshots "
+			 "from",
+			 (long long)task);
 		return -ENOENT;
 	}
-	if ((r = journal_screenshot_get(run->env->journal, task, (int)step, "before", &rel,
-					&sha)) < 0) {
+	if ((r = journal_screenshot_get(run->env->journal, task, (int)step, "before", &rel, &sha)) < 0) {
 		snprintf(err, errlen, "task %lld has no screenshot of step %u to compare with%s",
 			 (long long)task, step, r == -ENOENT ? "" : ": the journal cannot be read");
 		return r;
@@ -851,8 +840,8 @@ static int compare_recorded(const struct executor_run *run, int64_t task, uint32
 	free(sha);
 	if (!img) {
 		r = -errno;
-		snprintf(err, errlen, "cannot read task %lld's screenshot of step %u: %s",
-			 (long long)task, step, why);
+		snprintf(err, errlen, "cannot read task %lld's screenshot of step %u: %s", (long long)task,
+			 step, why);
 		return r;
 	}
 	int w = engine_image_width(img), h = engine_image_height(img);
@@ -910,10 +899,9 @@ static void journal_not_run(struct executor_run *run, int index, const struct ip
 		return;
 	}
 	shotwriter_submit(run->env->writer, s.task_id, index, "before", frame);
-	if ((r = journal_step_finish(run->env->journal, &s, "error", NULL, error, time_real_us(),
-				     &tm)) < 0)
-		log_warning("task %lld step %d: cannot journal why it was not run: %s",
-			    (long long)run->t->id, index, strerror(-r));
+	if ((r = journal_step_finish(run->env->journal, &s, "error", NULL, error, time_real_us(), &tm)) < 0)
+		log_warning("task %lld step %d: cannot journal why it was not run: %s", (long long)run->t->id,
+			    index, strerror(-r));
 	run->env->progress(run->env->userdata);
 	free(tool_call);
 }
@@ -941,24 +929,23 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 		/* holoctl pause: a script holds between two actions too */
 		uint64_t held_us = 0;
 		bool took = false;
-		if (i > 0 && env->pause_point &&
-		    env->pause_point(env->userdata, t, &held_us, &took) != 0)
+		if (i > 0 && env->pause_point && env->pause_point(env->userdata, t, &held_us, &took) != 0)
 			run.deadline_us += held_us;
 		if (atomic_load(t->stop) != EXECUTOR_RUN) {
 			executor_outcome_stopped(ret, t, "cancelled after %zu of %zu steps", i,
-			                         req->n_actions);
+						 req->n_actions);
 			goto release;
 		}
 		if (i >= t->max_steps) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_steps budget (%u) reached with %zu actions left",
-			                     t->max_steps, req->n_actions - i);
+					     "max_steps budget (%u) reached with %zu actions left",
+					     t->max_steps, req->n_actions - i);
 			goto release;
 		}
 		if (time_mono_us() >= run.deadline_us) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_seconds budget (%u s) exhausted after %zu steps",
-			                     t->max_seconds, i);
+					     "max_seconds budget (%u s) exhausted after %zu steps",
+					     t->max_seconds, i);
 			goto release;
 		}
 		err[0] = '\0';
@@ -971,59 +958,56 @@ void executor_run(const struct executor_env *env, struct x11_display **d, const 
 			uint64_t t0 = time_mono_us();
 			if ((r = x11_capture(run.d, &run.monitor, &before)) < 0) {
 				executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-				                     "step %zu: screenshot failed: %s", i,
-				                     x11_strerror(r));
+						     "step %zu: screenshot failed: %s", i, x11_strerror(r));
 				goto release;
 			}
 			capture_us = time_mono_us() - t0;
-			if ((r = compare_recorded(&run, req->replay_of, req->check_steps[i], before,
-			                          &diff, err, sizeof(err))) < 0) {
+			if ((r = compare_recorded(&run, req->replay_of, req->check_steps[i], before, &diff,
+						  err, sizeof(err))) < 0) {
 				x11_frame_destroy(before);
 				executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", i, err);
 				goto release;
 			}
 			if (diff.differing > req->check_threshold) {
 				snprintf(err, sizeof(err),
-				         "the screen differs from step %u of task %lld: %.2f%% of the "
-				         "pixels differ (mean absolute difference %.2f of 255), above the "
-				         "threshold of %.2f%%",
-				         req->check_steps[i], (long long)req->replay_of,
-				         100.0 * diff.differing, diff.mean_abs,
-				         100.0 * req->check_threshold);
+					 "the screen differs from step %u of task %lld: %.2f%% of the "
+					 "pixels differ (mean absolute difference %.2f of 255), above the "
+					 "threshold of %.2f%%",
+					 req->check_steps[i], (long long)req->replay_of,
+					 100.0 * diff.differing, diff.mean_abs, 100.0 * req->check_threshold);
 				char *why = xasprintf("not run: %s", err);
 				journal_not_run(&run, (int)i, &req->actions[i], req->coords, before,
-				                capture_us, why);
+						capture_us, why);
 				free(why);
 				executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu: %s", i, err);
 				r = 0;
 				goto release;
 			}
 			log_info("task %lld step %zu: the screen matches step %u of task %lld (%.2f%% "
-			         "of the pixels differ)",
-			         (long long)t->id, i, req->check_steps[i], (long long)req->replay_of,
-			         100.0 * diff.differing);
+				 "of the pixels differ)",
+				 (long long)t->id, i, req->check_steps[i], (long long)req->replay_of,
+				 100.0 * diff.differing);
 		}
-		r = executor_step(&run, (int)i, &req->actions[i], req->coords, before, capture_us,
-				  NULL, result, sizeof(result), &answer, &action_failed, err,
-				  sizeof(err));
+		r = executor_step(&run, (int)i, &req->actions[i], req->coords, before, capture_us, NULL,
+				  result, sizeof(result), &answer, &action_failed, err, sizeof(err));
 		if (r == 1) {
 			executor_outcome_set(ret, IPC_TASK_SUCCEEDED, answer, NULL);
 			goto release;
 		}
 		if (r == -ECANCELED) {
 			executor_outcome_stopped(ret, t, "cancelled during step %zu (%s)", i,
-			                         ipc_tool_to_string(req->actions[i].tool));
+						 ipc_tool_to_string(req->actions[i].tool));
 			goto release;
 		}
 		if (r == -ETIME) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL,
-			                     "max_seconds budget (%u s) exhausted during step %zu",
-			                     t->max_seconds, i);
+					     "max_seconds budget (%u s) exhausted during step %zu",
+					     t->max_seconds, i);
 			goto release;
 		}
 		if (r < 0) {
 			executor_outcome_set(ret, IPC_TASK_FAILED, NULL, "step %zu (%s): %s", i,
-			                     ipc_tool_to_string(req->actions[i].tool), err);
+					     ipc_tool_to_string(req->actions[i].tool), err);
 			goto release;
 		}
 	}

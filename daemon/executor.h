@@ -21,20 +21,19 @@ enum executor_stop {
 	EXECUTOR_RUN = 0,
 	EXECUTOR_CANCEL,   /* the user cancelled the task */
 	EXECUTOR_SHUTDOWN, /* holod is stopping */
-	EXECUTOR_KILL,     /* the kill switch fired (Escape pressed twice on a real keyboard) */
+	EXECUTOR_KILL,	   /* the kill switch fired (Escape pressed twice on a real keyboard) */
 };
 
-#define EXECUTOR_KILL_SWITCH_ERROR \
-	"stopped by the kill switch (Escape pressed twice on the keyboard)"
+#define EXECUTOR_KILL_SWITCH_ERROR "stopped by the kill switch (Escape pressed twice on the keyboard)"
 
 struct executor_task {
 	int64_t id;
 	const struct ipc_task_request *req;
 	unsigned settle_ms, max_steps, max_seconds; /* effective values */
-	unsigned ask_timeout_s;                     /* an ask_user step's wait for the reply */
-	enum ipc_approve approve;                   /* the task's approval mode (not DEFAULT) */
-	unsigned approve_timeout_s;                 /* a held action's wait for approval */
-	atomic_int *stop;                           /* enum executor_stop, polled at safe points */
+	unsigned ask_timeout_s;			    /* an ask_user step's wait for the reply */
+	enum ipc_approve approve;		    /* the task's approval mode (not DEFAULT) */
+	unsigned approve_timeout_s;		    /* a held action's wait for approval */
+	atomic_int *stop;			    /* enum executor_stop, polled at safe points */
 	/* holoctl pause (or a takeover) asked, read between decoded tokens: a step's decode then
 	 * stops and the step is decided again after the pause (agent.c); NULL: never */
 	const atomic_bool *pause;
@@ -43,7 +42,7 @@ struct executor_task {
 /* What a step waits for from the task's user (docs/api.md, "The user in the loop"). */
 enum executor_wait_kind {
 	EXECUTOR_WAIT_REPLY = 1, /* ask_user: the text of `holoctl reply` */
-	EXECUTOR_WAIT_APPROVAL,  /* a held action: `holoctl approve` or `deny` */
+	EXECUTOR_WAIT_APPROVAL,	 /* a held action: `holoctl approve` or `deny` */
 };
 
 /* "reply", "approval". */
@@ -53,17 +52,17 @@ const char *executor_wait_kind_to_string(enum executor_wait_kind k);
  * answering thread (HTTP) fills the answer under the scheduler's lock. */
 struct executor_wait {
 	enum executor_wait_kind kind;
-	json_t *details;       /* what the user is shown: the question, or the held action (owned
-				  by the step; the scheduler shows a copy) */
-	uint64_t timeout_us;   /* no answer within it: -ETIMEDOUT */
-	uint64_t deadline_us;  /* the task's max_seconds deadline (monotonic): -ETIME */
+	json_t *details;      /* what the user is shown: the question, or the held action (owned
+				 by the step; the scheduler shows a copy) */
+	uint64_t timeout_us;  /* no answer within it: -ETIMEDOUT */
+	uint64_t deadline_us; /* the task's max_seconds deadline (monotonic): -ETIME */
 	/* The answer. */
-	bool approved;         /* EXECUTOR_WAIT_APPROVAL: approve (true) or deny */
-	char *text;            /* the reply, or the denial's reason (NULL: none); malloc'd, the
-				  waiter frees it */
-	unsigned uid;          /* who answered: the peer's uid and pid on the socket */
+	bool approved; /* EXECUTOR_WAIT_APPROVAL: approve (true) or deny */
+	char *text;    /* the reply, or the denial's reason (NULL: none); malloc'd, the
+			  waiter frees it */
+	unsigned uid;  /* who answered: the peer's uid and pid on the socket */
 	int pid;
-	uint64_t answered_us;  /* when (real time) */
+	uint64_t answered_us; /* when (real time) */
 };
 
 struct secrets;
@@ -83,8 +82,8 @@ struct executor_env {
 	 * 0, -ECANCELED / -ETIME (stopped), or -errno with a sentence in err. Called on the
 	 * executor thread. */
 	int (*ground)(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
-		      const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
-		      char *err, size_t errlen);
+		      const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my, char *err,
+		      size_t errlen);
 	void *ground_ctx;
 	/* Shows `w` as what task `t` waits for (status, event stream) and blocks until it is
 	 * answered (0, w's answer filled), w->timeout_us passes (-ETIMEDOUT), the task is stopped
@@ -118,12 +117,12 @@ struct executor_outcome {
 /* Fills *ret: `result` is taken over (malloc'd or NULL); `format` (NULL: no error) is the
  * error text. */
 void executor_outcome_set(struct executor_outcome *ret, enum ipc_task_status status, char *result,
-                          const char *format, ...) __attribute__((format(printf, 4, 5)));
+			  const char *format, ...) __attribute__((format(printf, 4, 5)));
 
 /* The outcome of a task its stop flag ended: the kill switch's error, 'interrupted' for a
  * shutdown, or 'cancelled' with the printf-style `cancelled` message. */
 void executor_outcome_stopped(struct executor_outcome *ret, const struct executor_task *t,
-                              const char *cancelled, ...) __attribute__((format(printf, 3, 4)));
+			      const char *cancelled, ...) __attribute__((format(printf, 3, 4)));
 
 /* One task's use of the display, between executor_begin and executor_end. */
 struct executor_run {
@@ -131,9 +130,9 @@ struct executor_run {
 	const struct executor_task *t;
 	struct x11_display *d;
 	const char *display_name; /* for launched programs' DISPLAY */
-	struct x11_rect monitor; /* the primary monitor: what is captured and mapped against */
+	struct x11_rect monitor;  /* the primary monitor: what is captured and mapped against */
 	int root_w, root_h;
-	uint64_t deadline_us;    /* monotonic, from max_seconds */
+	uint64_t deadline_us; /* monotonic, from max_seconds */
 	/* Set by the caller: executor_step hashes the step's screens (stuck.h) into
 	 * screen_before / screen_after ("" when not captured). */
 	bool hash_screens;
@@ -152,15 +151,14 @@ struct executor_run {
  * screen size (null when d is NULL), the effective budgets, and the members of `extra` (may be
  * NULL; not taken). A failure to journal it is logged, not fatal. */
 void executor_record_provenance(const struct executor_env *env, const char *display_name,
-				const struct executor_task *t, const struct x11_display *d,
-				json_t *extra);
+				const struct executor_task *t, const struct x11_display *d, json_t *extra);
 
 /* Opens the display if needed (*d NULL), records the task's provenance with `provenance`'s
  * members added (see executor_record_provenance) and fills *ret. -errno with err filled on
  * failure. */
-int executor_begin(const struct executor_env *env, struct x11_display **d,
-		   const char *display_name, const struct executor_task *t, json_t *provenance,
-		   struct executor_run *ret, char *err, size_t errlen);
+int executor_begin(const struct executor_env *env, struct x11_display **d, const char *display_name,
+		   const struct executor_task *t, json_t *provenance, struct executor_run *ret, char *err,
+		   size_t errlen);
 /* Releases every held key and button; closes *d when that fails or when last_error says the
  * connection was lost, so the next task reconnects. */
 void executor_end(struct executor_run *run, struct x11_display **d, int last_error);
@@ -180,10 +178,10 @@ int executor_sleep(struct executor_run *run, uint64_t usec);
  * *ret_action_failed tells a failure of the action itself (mapping, injection) from one of the
  * machinery (capture, journal). An agent's step (`agent` set) that ran its action, or whose
  * action failed, feeds its "acted" progress event before it is journaled (feed.h). */
-int executor_step(struct executor_run *run, int index, const struct ipc_action *a,
-		  enum ipc_coords coords, struct x11_frame *before, uint64_t capture_us,
-		  const struct journal_agent_step *agent, char *result, size_t rlen,
-		  char **ret_answer, bool *ret_action_failed, char *err, size_t errlen);
+int executor_step(struct executor_run *run, int index, const struct ipc_action *a, enum ipc_coords coords,
+		  struct x11_frame *before, uint64_t capture_us, const struct journal_agent_step *agent,
+		  char *result, size_t rlen, char **ret_answer, bool *ret_action_failed, char *err,
+		  size_t errlen);
 
 /* Runs `t` on display `*d` (opened lazily here from `display_name` when *d is NULL, and closed
  * again when the connection fails so the next task reconnects). */

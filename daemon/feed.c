@@ -109,8 +109,8 @@ static void append(char **buf, size_t *len, const char *line, size_t n)
 
 static void queue_event(struct feed *f, int64_t task, json_t *o);
 
-void feed_progress(struct feed *f, int64_t task, int step, uint64_t step_t0_us,
-		   const char *phase, const char *fmt, ...)
+void feed_progress(struct feed *f, int64_t task, int step, uint64_t step_t0_us, const char *phase,
+		   const char *fmt, ...)
 {
 	if (!feed_wanted(f, task))
 		return;
@@ -123,8 +123,8 @@ void feed_progress(struct feed *f, int64_t task, int step, uint64_t step_t0_us,
 	if (step_t0_us) {
 		uint64_t now = time_mono_us();
 		json_object_set_new(o, "elapsed_ms",
-				    json_integer(now > step_t0_us ? (json_int_t)((now - step_t0_us) / 1000)
-								  : 0));
+				    json_integer(now > step_t0_us ? (json_int_t)((now - step_t0_us) / 1000) :
+								    0));
 	}
 	if (fmt) {
 		va_list ap;
@@ -145,8 +145,9 @@ void feed_status(struct feed *f, int64_t task, const char *status)
 {
 	if (!feed_wanted(f, task))
 		return;
-	queue_event(f, task, json_pack("{s:s, s:I, s:s}", "event", "status", "task_id",
-				       (json_int_t)task, "status", status));
+	queue_event(f, task,
+		    json_pack("{s:s, s:I, s:s}", "event", "status", "task_id", (json_int_t)task, "status",
+			      status));
 }
 
 /* Queues o (taken) for the task's followers. */

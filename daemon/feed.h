@@ -55,8 +55,8 @@ bool feed_wanted(struct feed *f, int64_t task);
  * "phase": phase, "elapsed_ms": since step_t0_us (time_mono_us(); omitted when 0), members
  * of json_pack(fmt, ...)} for each follower of the task; builds nothing when there is none.
  * fmt NULL: no more members. f NULL: nothing. */
-void feed_progress(struct feed *f, int64_t task, int step, uint64_t step_t0_us,
-		   const char *phase, const char *fmt, ...);
+void feed_progress(struct feed *f, int64_t task, int step, uint64_t step_t0_us, const char *phase,
+		   const char *fmt, ...);
 
 /* Queues {"event": "status", "task_id": task, "status": status} for the task's followers: a
  * change of a task's status that its "end" event does not tell (running, paused), sent by

@@ -31,10 +31,10 @@ struct ground_job {
 	const struct agent_config *cfg;
 	struct engine_session *session; /* fresh, this job's */
 	const struct policy_piece *prefix;
-	struct encode_job *enc;   /* the screenshot, encoded by the job itself */
-	int n_tiles;              /* what ground_locate rendered the turn (and admitted) for */
+	struct encode_job *enc;		  /* the screenshot, encoded by the job itself */
+	int n_tiles;			  /* what ground_locate rendered the turn (and admitted) for */
 	const struct policy_piece *piece; /* the screenshot turn */
-	bool err_whole;           /* err is the whole message, not why the target was not found */
+	bool err_whole;			  /* err is the whole message, not why the target was not found */
 	const atomic_int *stop;
 	uint64_t deadline_us;
 	int x, y;
@@ -69,8 +69,8 @@ static int ground_logits(void *userdata, float *logits, int vocab)
 	if (r < 0)
 		return r;
 	if (policy_masker_apply(j->mk, &j->m, logits) <= 0) {
-		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
-			 GROUND_MAX_TOKENS, j->raw);
+		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s", GROUND_MAX_TOKENS,
+			 j->raw);
 		return -EBADMSG;
 	}
 	return 0;
@@ -93,8 +93,7 @@ static int ground_token(void *userdata, int32_t id)
 		j->error = -EBADMSG;
 		return 1;
 	}
-	if (engine_tokenizer_token_bytes(j->tok, id, &bytes, &len) == 0 &&
-	    j->raw_len + len < sizeof(j->raw)) {
+	if (engine_tokenizer_token_bytes(j->tok, id, &bytes, &len) == 0 && j->raw_len + len < sizeof(j->raw)) {
 		memcpy(j->raw + j->raw_len, bytes, len);
 		j->raw_len += len;
 		j->raw[j->raw_len] = '\0';
@@ -139,8 +138,7 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 		if (local_stopped(r))
 			return ground_finish(j, r);
 		if (r < 0) {
-			snprintf(j->err, sizeof(j->err), "%s",
-				 j->enc->err[0] ? j->enc->err : strerror(-r));
+			snprintf(j->err, sizeof(j->err), "%s", j->enc->err[0] ? j->enc->err : strerror(-r));
 			j->err_whole = true;
 			return ground_finish(j, r);
 		}
@@ -158,8 +156,10 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 		model_worker_account(j->cfg->worker, 1, 0);
 		j->logits = xmalloc((size_t)engine_session_vocab(j->session) * sizeof(*j->logits));
 		j->phase = GROUND_PREFIX;
-		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = j->session,
-						.ids = j->prefix->ids, .n = j->prefix->n_ids,
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
+						.session = j->session,
+						.ids = j->prefix->ids,
+						.n = j->prefix->n_ids,
 						.want = ENGINE_LOGITS_NONE};
 		return 1;
 	case GROUND_PREFIX:
@@ -175,13 +175,16 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 			j->refs = xcalloc(p->n_ids, sizeof(*j->refs));
 			for (size_t k = 0; k < p->n_images; k++)
 				for (size_t i = 0; i < p->images[k].n_tokens; i++)
-					j->refs[p->images[k].offset + i] = (struct engine_row_ref){
-						.rows = j->enc->rows, .row = i};
+					j->refs[p->images[k].offset + i] =
+						(struct engine_row_ref){.rows = j->enc->rows, .row = i};
 			j->phase = GROUND_PIECE;
 			*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
-							.session = j->session, .ids = p->ids,
-							.refs = j->refs, .n = p->n_ids,
-							.want = ENGINE_LOGITS_LAST, .logits = j->logits};
+							.session = j->session,
+							.ids = p->ids,
+							.refs = j->refs,
+							.n = p->n_ids,
+							.want = ENGINE_LOGITS_LAST,
+							.logits = j->logits};
 			return 1;
 		}
 		/* built with the model (a trie over the whole vocabulary: ~0.1 s at 131k ids, which
@@ -200,8 +203,8 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 		if (!j->gen)
 			return ground_finish(j, -errno);
 		j->phase = GROUND_DECODE;
-		*ret_work = (struct model_work){.kind = MODEL_WORK_DECODE, .session = j->session,
-						.gen = j->gen};
+		*ret_work =
+			(struct model_work){.kind = MODEL_WORK_DECODE, .session = j->session, .gen = j->gen};
 		return 1;
 	case GROUND_DECODE:
 		break;
@@ -209,8 +212,8 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 	if (r == 0 && j->error < 0)
 		r = j->error;
 	if (r == 0 && !j->complete) {
-		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s",
-			 GROUND_MAX_TOKENS, j->raw);
+		snprintf(j->err, sizeof(j->err), "no point within %d tokens: %.100s", GROUND_MAX_TOKENS,
+			 j->raw);
 		r = -EBADMSG;
 	}
 	if (r < 0) {
@@ -226,8 +229,8 @@ static int ground_next(struct worker_ctx *ctx, void *arg, int r, struct model_wo
 }
 
 int ground_locate(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
-		  const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
-		  char *err, size_t errlen)
+		  const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my, char *err,
+		  size_t errlen)
 {
 	const struct agent_config *cfg = ground_ctx;
 	struct policy_piece prefix = {0}, piece = {0};
@@ -239,20 +242,22 @@ int ground_locate(void *ground_ctx, const struct executor_task *t, uint64_t dead
 
 	if (model_worker_wait_loaded(cfg->worker) != MODEL_WORKER_READY) {
 		const char *e = model_worker_error(cfg->worker);
-		snprintf(err, errlen, "a target needs a model to locate it: %s",
-			 e ? e : "none is loaded");
+		snprintf(err, errlen, "a target needs a model to locate it: %s", e ? e : "none is loaded");
 		return -ENODEV;
 	}
 	/* The task's format (holod's --policy-format for a script): its system text, task turn
 	 * and observation wrapper, and its sentence for the target (docs/policy.md) */
-	const struct policy_format *fmt = t->req ? agent_format(cfg, &t->req->options)
-				       : cfg->format ? cfg->format : &policy_format_holo3;
+	const struct policy_format *fmt = t->req      ? agent_format(cfg, &t->req->options) :
+					  cfg->format ? cfg->format :
+							&policy_format_holo3;
 	char date[16];
 	time_t now = time(NULL);
 	struct tm tmv;
 	strftime(date, sizeof(date), "%Y-%m-%d", gmtime_r(&now, &tmv));
-	struct policy_env penv = {.screen_width = frame->width, .screen_height = frame->height,
-				  .date = date, .max_steps = t->max_steps,
+	struct policy_env penv = {.screen_width = frame->width,
+				  .screen_height = frame->height,
+				  .date = date,
+				  .max_steps = t->max_steps,
 				  .max_time_s = t->max_seconds,
 				  .published = fmt == &policy_format_holo_nano ? cfg->published : NULL,
 				  .secret_names = cfg->secret_names};
@@ -269,15 +274,14 @@ int ground_locate(void *ground_ctx, const struct executor_task *t, uint64_t dead
 		snprintf(err, errlen, "cannot write the target's prompt: %s", strerror(-r));
 		goto finish;
 	}
-	log_info("task %lld: locating \"%.200s\" in the %s format", (long long)t->id, target,
-		 fmt->name);
+	log_info("task %lld: locating \"%.200s\" in the %s format", (long long)t->id, target, fmt->name);
 	if ((r = policy_render_prefix(renderer, task, &prefix)) < 0) {
 		snprintf(err, errlen, "cannot render the target into a prompt%s",
 			 r == -EINVAL ? ": it contains one of the model's special tokens" : "");
 		goto finish;
 	}
-	struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
-							 frame->stride, frame->pixels);
+	struct engine_image *img =
+		engine_image_from_rgb(frame->width, frame->height, frame->stride, frame->pixels);
 	if (!img) {
 		r = -errno;
 		snprintf(err, errlen, "%s", strerror(-r));
@@ -295,14 +299,14 @@ int ground_locate(void *ground_ctx, const struct executor_task *t, uint64_t dead
 	struct engine_vision_grid grid;
 	engine_vision_get_preprocess(model_worker_vision(cfg->worker), &pp);
 	if ((r = engine_vision_select_grid(frame->width, frame->height, pp.tile_size,
-					   ej.max_tiles > 0 ? ej.max_tiles : pp.max_tiles,
-					   pp.use_thumbnail, &grid)) < 0) {
-		snprintf(err, errlen, "cannot tile a %dx%d screenshot: %s", frame->width,
-			 frame->height, strerror(-r));
+					   ej.max_tiles > 0 ? ej.max_tiles : pp.max_tiles, pp.use_thumbnail,
+					   &grid)) < 0) {
+		snprintf(err, errlen, "cannot tile a %dx%d screenshot: %s", frame->width, frame->height,
+			 strerror(-r));
 		goto finish;
 	}
-	if ((r = policy_render_step(renderer, &(struct policy_observation){.n_tiles = grid.n_tiles},
-				    false, &piece)) < 0) {
+	if ((r = policy_render_step(renderer, &(struct policy_observation){.n_tiles = grid.n_tiles}, false,
+				    &piece)) < 0) {
 		snprintf(err, errlen, "cannot render the screenshot turn: %s", strerror(-r));
 		goto finish;
 	}
@@ -316,18 +320,22 @@ int ground_locate(void *ground_ctx, const struct executor_task *t, uint64_t dead
 		goto finish;
 	}
 	char why[512];
-	r = model_worker_admit(cfg->worker, (long long)t->id, (int)need, 1, 0, t->stop,
-			       deadline_us, &reserved, why, sizeof(why));
+	r = model_worker_admit(cfg->worker, (long long)t->id, (int)need, 1, 0, t->stop, deadline_us,
+			       &reserved, why, sizeof(why));
 	if (r < 0) {
 		snprintf(err, errlen, "cannot locate \"%.200s\": %s", target,
 			 r == -EFBIG ? why : strerror(-r));
 		goto finish;
 	}
-	struct ground_job gj = {.cfg = cfg, .prefix = &prefix, .enc = &ej, .n_tiles = grid.n_tiles,
-				.piece = &piece, .stop = t->stop, .deadline_us = deadline_us};
-	r = model_worker_run(cfg->worker, &(struct model_seq_job){.next = ground_next,
-								 .check = ground_check,
-								 .arg = &gj});
+	struct ground_job gj = {.cfg = cfg,
+				.prefix = &prefix,
+				.enc = &ej,
+				.n_tiles = grid.n_tiles,
+				.piece = &piece,
+				.stop = t->stop,
+				.deadline_us = deadline_us};
+	r = model_worker_run(cfg->worker,
+			     &(struct model_seq_job){.next = ground_next, .check = ground_check, .arg = &gj});
 	if (r < 0 && gj.err_whole) {
 		snprintf(err, errlen, "%s", gj.err);
 		goto finish;

@@ -17,5 +17,5 @@ struct x11_frame;
  * stopped, -E2BIG when the prompt and screenshot pass --context-tokens, else -errno; err says
  * why. */
 int ground_locate(void *ground_ctx, const struct executor_task *t, uint64_t deadline_us,
-		  const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my,
-		  char *err, size_t errlen);
+		  const struct x11_frame *frame, const char *target, int *ret_mx, int *ret_my, char *err,
+		  size_t errlen);

@@ -52,29 +52,30 @@
 #include "view-page.h"
 #include "x11.h"
 
-#define HTTP_CONNECTION_MEMORY (128 * 1024) /* libmicrohttpd's per-connection pool; headers
-					       beyond it get its own 431 */
-#define HTTP_IDLE_TIMEOUT_S 30     /* no byte either way for this long: closed (libmicrohttpd) */
-#define HTTP_REQUEST_TIMEOUT_S 15  /* a whole request must arrive within this (the reaper) */
+#define HTTP_CONNECTION_MEMORY                                                                               \
+	(128 * 1024)		  /* libmicrohttpd's per-connection pool; headers                            \
+				     beyond it get its own 431 */
+#define HTTP_IDLE_TIMEOUT_S 30	  /* no byte either way for this long: closed (libmicrohttpd) */
+#define HTTP_REQUEST_TIMEOUT_S 15 /* a whole request must arrive within this (the reaper) */
 #define HTTP_REAPER_PERIOD_MS 500
 #define HTTP_STREAM_POLL_MS 1000
 /* While a followed task waits for the model's load or for admission, which move without
  * waking the scheduler's waiters: how often its stream looks. */
 #define HTTP_STREAM_FAST_POLL_MS 250
-#define HTTP_STREAM_KEEPALIVE_MS 10000 /* well below the idle timeout */
+#define HTTP_STREAM_KEEPALIVE_MS 10000		/* well below the idle timeout */
 #define HTTP_MAX_PNG_BYTES (512u * 1024 * 1024) /* a journaled screenshot we agree to serve */
-#define HTTP_MAX_CONNECTIONS 256   /* one thread each; a request beyond gets 503 */
-#define HTTP_OVERFLOW_CONNECTIONS 64 /* accepted beyond it to be told so; more are reset */
-#define HTTP_MAX_STREAMS 128       /* event streams, within HTTP_MAX_CONNECTIONS */
-#define HTTP_DRAIN_TIMEOUT_US (3 * 1000000ull) /* at shutdown, for answers being sent */
+#define HTTP_MAX_CONNECTIONS 256		/* one thread each; a request beyond gets 503 */
+#define HTTP_OVERFLOW_CONNECTIONS 64		/* accepted beyond it to be told so; more are reset */
+#define HTTP_MAX_STREAMS 128			/* event streams, within HTTP_MAX_CONNECTIONS */
+#define HTTP_DRAIN_TIMEOUT_US (3 * 1000000ull)	/* at shutdown, for answers being sent */
 
 /* One per connection (libmicrohttpd's socket context); fields under http_server.conns_lock. */
 struct conn {
 	struct http_server *s;
 	struct conn *prev, *next;
-	int fd;            /* a dup of the connection's socket, for the reaper */
+	int fd;		   /* a dup of the connection's socket, for the reaper */
 	uint64_t since_us; /* when the connection opened or its previous answer was sent */
-	bool reading;      /* its request is not complete yet (or not begun) */
+	bool reading;	   /* its request is not complete yet (or not begun) */
 	bool reaped;
 };
 
@@ -101,12 +102,12 @@ struct request {
 };
 
 struct route_args {
-	int64_t id;  /* first numeric segment */
-	int64_t n;   /* second numeric segment */
+	int64_t id; /* first numeric segment */
+	int64_t n;  /* second numeric segment */
 };
 
-typedef enum MHD_Result (*handler_fn)(struct http_server *s, struct MHD_Connection *c,
-				      struct request *req, const struct route_args *a);
+typedef enum MHD_Result (*handler_fn)(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				      const struct route_args *a);
 
 /* ---- connections -------------------------------------------------------------------------- */
 
@@ -114,8 +115,7 @@ typedef enum MHD_Result (*handler_fn)(struct http_server *s, struct MHD_Connecti
  * now; !reading: holod has the request and answers it. */
 static void conn_set_reading(struct MHD_Connection *c, bool reading)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct conn *cn = ci ? ci->socket_context : NULL;
 
 	if (!cn)
@@ -193,8 +193,8 @@ static void *reaper_main(void *arg)
 			n++;
 		}
 		if (n)
-			log_info("closed %u connection(s) that sent no complete request within %d s",
-				 n, HTTP_REQUEST_TIMEOUT_S);
+			log_info("closed %u connection(s) that sent no complete request within %d s", n,
+				 HTTP_REQUEST_TIMEOUT_S);
 	}
 	pthread_mutex_unlock(&s->conns_lock);
 	return NULL;
@@ -233,8 +233,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
 	char *body = xrealloc(text, n + 2);
 	body[n] = '\n';
 	body[n + 1] = '\0';
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(n + 1, body, MHD_RESPMEM_MUST_FREE);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(n + 1, body, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(body);
 		return MHD_NO;
@@ -245,9 +244,8 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
 	return queue(c, status, resp);
 }
 
-static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code,
-				    bool close, const char *format, va_list ap)
-	__attribute__((format(printf, 5, 0)));
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code, bool close,
+				    const char *format, va_list ap) __attribute__((format(printf, 5, 0)));
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *code,
 				  const char *format, ...) __attribute__((format(printf, 4, 5)));
@@ -263,12 +261,11 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 }
 
 /* The same, and the connection is closed after the answer. */
-static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned status,
-					const char *code, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned status, const char *code,
+					const char *format, ...) __attribute__((format(printf, 4, 5)));
 
-static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned status,
-					const char *code, const char *format, ...)
+static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned status, const char *code,
+					const char *format, ...)
 {
 	va_list ap;
 	va_start(ap, format);
@@ -277,8 +274,8 @@ static enum MHD_Result send_error_close(struct MHD_Connection *c, unsigned statu
 	return r;
 }
 
-static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code,
-				    bool close, const char *format, va_list ap)
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code, bool close,
+				    const char *format, va_list ap)
 {
 	char msg[1024];
 	vsnprintf(msg, sizeof(msg), format, ap);
@@ -310,8 +307,8 @@ static enum MHD_Result send_journal_error(struct http_server *s, struct MHD_Conn
 	const char *path = journal_path(s->ctx.journal);
 
 	log_error_errno(err, "%s: journal %s", what, path);
-	return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, IPC_ERR_INTERNAL, "%s: journal %s: %s",
-			  what, path, strerror(err < 0 ? -err : err));
+	return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, IPC_ERR_INTERNAL, "%s: journal %s: %s", what,
+			  path, strerror(err < 0 ? -err : err));
 }
 
 /* ---- query parameters ------------------------------------------------------------------------ */
@@ -321,8 +318,7 @@ struct query_check {
 	const char *bad;
 };
 
-static enum MHD_Result query_iter(void *cls, enum MHD_ValueKind kind, const char *key,
-				  const char *value)
+static enum MHD_Result query_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct query_check *q = cls;
 	for (const char *const *a = q->allowed; a && *a; a++)
@@ -360,8 +356,8 @@ static int parse_uint_arg(const char *s, unsigned max, unsigned *ret)
 
 /* ---- handlers -------------------------------------------------------------------------------- */
 
-static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
-				struct request *req, const struct route_args *a)
+static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				const struct route_args *a)
 {
 	enum MHD_Result ret;
 	if (!check_query(c, NULL, &ret))
@@ -374,17 +370,15 @@ static enum MHD_Result h_status(struct http_server *s, struct MHD_Connection *c,
 	json_t *first = json_array_get(json_object_get(snap, "displays"), 0);
 	json_t *model = model_worker_status(s->ctx.worker);
 	json_t *prov = s->ctx.provider ? s->ctx.provider->ops->status(s->ctx.provider) : NULL;
-	json_t *o = json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:O, s:s, s:s}",
-			      "version", HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid",
-			      (json_int_t)getpid(), "display",
-			      s->ctx.display ? json_string(s->ctx.display) : json_null(),
-			      "virtual_display", s->ctx.virtual_display, "model",
-			      model ? model : json_null(), "running",
-			      json_object_get(first, "running"), "queue",
-			      json_object_get(snap, "queue"), "display_connected",
-			      json_object_get(first, "connected"), "displays",
-			      json_object_get(snap, "displays"), "socket", s->ctx.socket_path,
-			      "state_dir", s->ctx.state_dir);
+	json_t *o =
+		json_pack("{s:s, s:i, s:I, s:o, s:b, s:o, s:O, s:O, s:O, s:O, s:s, s:s}", "version",
+			  HOLOD_VERSION, "api_version", IPC_API_VERSION, "pid", (json_int_t)getpid(),
+			  "display", s->ctx.display ? json_string(s->ctx.display) : json_null(),
+			  "virtual_display", s->ctx.virtual_display, "model", model ? model : json_null(),
+			  "running", json_object_get(first, "running"), "queue",
+			  json_object_get(snap, "queue"), "display_connected",
+			  json_object_get(first, "connected"), "displays", json_object_get(snap, "displays"),
+			  "socket", s->ctx.socket_path, "state_dir", s->ctx.state_dir);
 	if (o)
 		json_object_set_new(o, "provider", prov ? prov : json_pack("{s:s}", "name", "local"));
 	else
@@ -417,19 +411,18 @@ static void waiting_overlay(struct http_server *s, json_t *task, int64_t id)
 	}
 	const char *kind = json_string_value(json_object_get(w, "for"));
 	json_object_set_new(task, "status",
-			    json_string(kind && strcmp(kind, "reply") == 0 ? "waiting_for_user"
-									   : "waiting_for_approval"));
+			    json_string(kind && strcmp(kind, "reply") == 0 ? "waiting_for_user" :
+									     "waiting_for_approval"));
 	json_object_set_new(task, "waiting", w);
 }
 
-static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection *c,
-				    unsigned status, int64_t id)
+static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection *c, unsigned status,
+				    int64_t id)
 {
 	json_t *task;
 	int r = api_json_read_task(s->ctx.journal, id, &task);
 	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
-				  (long long)id);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)id);
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
 	/* waiting for the model's admission (model-worker.h): its place in that queue */
@@ -443,8 +436,7 @@ static enum MHD_Result respond_task(struct http_server *s, struct MHD_Connection
 static enum MHD_Result parse_error(struct MHD_Connection *c, int r, const char *msg)
 {
 	if (r == -E2BIG)
-		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE, "%s",
-				  msg);
+		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE, "%s", msg);
 	return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST, "%s", msg);
 }
 
@@ -457,7 +449,8 @@ static enum MHD_Result send_no_such_display(struct http_server *s, struct MHD_Co
 	size_t i, off = 0;
 	json_t *d;
 
-	json_array_foreach(json_object_get(snap, "displays"), i, d) {
+	json_array_foreach(json_object_get(snap, "displays"), i, d)
+	{
 		const char *name = json_string_value(json_object_get(d, "name"));
 		int n = snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
 				 name ? name : "$DISPLAY");
@@ -469,17 +462,15 @@ static enum MHD_Result send_no_such_display(struct http_server *s, struct MHD_Co
 	}
 	json_decref(snap);
 	return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
-			  "display: holod does not drive display %.64s (it drives %s)", display,
-			  names);
+			  "display: holod does not drive display %.64s (it drives %s)", display, names);
 }
 
 /* A script whose action has a "target" needs a model to locate it: refused with 400 (the
  * request cannot succeed as sent) when none is loaded or its load failed; a model still
  * loading accepts it, as an instruction. Returns true when the request may go on, else
  * destroys it and answers. `prefix` names the actions' field path ("script" or "action"). */
-static bool grounding_possible(struct http_server *s, struct MHD_Connection *c,
-			       struct ipc_task_request *tr, const char *prefix,
-			       enum MHD_Result *ret)
+static bool grounding_possible(struct http_server *s, struct MHD_Connection *c, struct ipc_task_request *tr,
+			       const char *prefix, enum MHD_Result *ret)
 {
 	for (size_t i = 0; i < tr->n_actions; i++) {
 		if (!ipc_action_is_grounded(&tr->actions[i]))
@@ -495,13 +486,14 @@ static bool grounding_possible(struct http_server *s, struct MHD_Connection *c,
 			snprintf(path, sizeof(path), "script[%zu].%s", i,
 				 tr->actions[i].target ? "target" : "target2");
 		*ret = es == MODEL_WORKER_FAILED ?
-			send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
-				   "%s: a target needs a model to locate it, and the model failed "
-				   "to load (%s); give x and y instead", path,
-				   model_worker_error(s->ctx.worker)) :
-			send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
-				   "%s: a target needs a model to locate it, and holod was started "
-				   "without one (--model); give x and y instead", path);
+			       send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+					  "%s: a target needs a model to locate it, and the model failed "
+					  "to load (%s); give x and y instead",
+					  path, model_worker_error(s->ctx.worker)) :
+			       send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
+					  "%s: a target needs a model to locate it, and holod was started "
+					  "without one (--model); give x and y instead",
+					  path);
 		ipc_task_request_destroy(tr);
 		return false;
 	}
@@ -514,8 +506,8 @@ static bool remote_provider(const struct http_server *s)
 	return s->ctx.provider && strcmp(s->ctx.provider->ops->name, "remote") == 0;
 }
 
-static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connection *c,
-				      struct request *req, const struct route_args *a)
+static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				      const struct route_args *a)
 {
 	struct ipc_task_request *tr;
 	char msg[512];
@@ -561,8 +553,8 @@ static enum MHD_Result h_tasks_create(struct http_server *s, struct MHD_Connecti
 	return respond_task(s, c, MHD_HTTP_CREATED, id);
 }
 
-static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection *c,
-				    struct request *req, const struct route_args *a)
+static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				    const struct route_args *a)
 {
 	static const char *const allowed[] = {"status", "limit", "offset", NULL};
 	unsigned limit = IPC_DEFAULT_LIST_LIMIT, offset = 0;
@@ -591,7 +583,8 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 		return send_internal(c, r, "cannot list tasks");
 	size_t i;
 	json_t *t;
-	json_array_foreach(json_object_get(list, "tasks"), i, t) {
+	json_array_foreach(json_object_get(list, "tasks"), i, t)
+	{
 		const char *st = json_string_value(json_object_get(t, "status"));
 		if (st && strcmp(st, "running") == 0)
 			waiting_overlay(s, t, json_integer_value(json_object_get(t, "id")));
@@ -602,8 +595,7 @@ static enum MHD_Result h_tasks_list(struct http_server *s, struct MHD_Connection
 /* ?dry_run=true: what would go, removing nothing (at most IPC_MAX_PRUNE_LISTED tasks listed),
  * and the cutoff it used ("before", microseconds since the epoch): a prune given it as
  * ?before= removes what was listed (or less), however long the user took to confirm. */
-static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connection *c,
-				     uint64_t before_us)
+static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connection *c, uint64_t before_us)
 {
 	struct journal_prune_task *tasks = NULL;
 	size_t n = 0;
@@ -611,29 +603,28 @@ static enum MHD_Result prune_preview(struct http_server *s, struct MHD_Connectio
 	uint64_t bytes;
 	char when[64];
 
-	int r = journal_prune_preview(s->ctx.journal, before_us, IPC_MAX_PRUNE_LISTED, &tasks, &n,
-				      &count, &bytes);
+	int r = journal_prune_preview(s->ctx.journal, before_us, IPC_MAX_PRUNE_LISTED, &tasks, &n, &count,
+				      &bytes);
 	if (r < 0)
 		return send_journal_error(s, c, r, "cannot read the journal");
 	json_t *list = json_array();
 	for (size_t i = 0; list && i < n; i++)
-		json_array_append_new(list, json_pack("{s:I, s:s, s:s}", "id",
-						      (json_int_t)tasks[i].id, "status",
-						      tasks[i].status, "finished_at",
-						      time_format_rfc3339(tasks[i].finished_us,
-									  when, sizeof(when))));
+		json_array_append_new(list, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)tasks[i].id,
+						      "status", tasks[i].status, "finished_at",
+						      time_format_rfc3339(tasks[i].finished_us, when,
+									  sizeof(when))));
 	free(tasks);
-	json_t *o = list ? json_pack("{s:b, s:I, s:i, s:I, s:o}", "dry_run", 1, "before",
-				     (json_int_t)before_us, "tasks", count, "bytes_freed",
-				     (json_int_t)bytes, "would_prune", list)
-			 : NULL;
+	json_t *o =
+		list ? json_pack("{s:b, s:I, s:i, s:I, s:o}", "dry_run", 1, "before", (json_int_t)before_us,
+				 "tasks", count, "bytes_freed", (json_int_t)bytes, "would_prune", list) :
+		       NULL;
 	if (!o)
 		return send_internal(c, -ENOMEM, "cannot answer");
 	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
-static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
-			       struct request *req, const struct route_args *a)
+static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			       const struct route_args *a)
 {
 	static const char *const allowed[] = {"older_than", "before", "dry_run", NULL};
 	enum MHD_Result ret;
@@ -663,8 +654,8 @@ static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
 		before_us = u;
 	} else if (!v || parse_uint_arg(v, IPC_MAX_PRUNE_AGE_S, &older_than) < 0) {
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
-				  "older_than: '%s' is not a number of seconds in 0..%d",
-				  v ? v : "", IPC_MAX_PRUNE_AGE_S);
+				  "older_than: '%s' is not a number of seconds in 0..%d", v ? v : "",
+				  IPC_MAX_PRUNE_AGE_S);
 	} else {
 		uint64_t age = (uint64_t)older_than * 1000000u;
 		before_us = now > age ? now - age : 0;
@@ -678,17 +669,16 @@ static enum MHD_Result h_prune(struct http_server *s, struct MHD_Connection *c,
 	int r = journal_prune(s->ctx.journal, s->ctx.state_dir, before_us, &tasks, &bytes);
 	if (r < 0)
 		return send_journal_error(s, c, r, "cannot prune the journal");
-	log_info("pruned %d task(s) finished over %llu s ago: %llu bytes of screenshots freed",
-		 tasks, (unsigned long long)((now - before_us) / 1000000u),
-		 (unsigned long long)bytes);
+	log_info("pruned %d task(s) finished over %llu s ago: %llu bytes of screenshots freed", tasks,
+		 (unsigned long long)((now - before_us) / 1000000u), (unsigned long long)bytes);
 	json_t *o = json_pack("{s:i, s:I}", "tasks", tasks, "bytes_freed", (json_int_t)bytes);
 	if (!o)
 		return send_internal(c, -ENOMEM, "cannot answer");
 	return send_json(c, MHD_HTTP_OK, o, false);
 }
 
-static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *c,
-				  struct request *req, const struct route_args *a)
+static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				  const struct route_args *a)
 {
 	enum MHD_Result ret;
 	if (!check_query(c, NULL, &ret))
@@ -701,8 +691,8 @@ static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *
  * nothing once that browser leaves. The policy lets the page load nothing from anywhere else
  * (no CDN, no inline content from the model runs as code: the page writes it as text) and
  * refuses to be framed, as its buttons act. */
-static enum MHD_Result h_view(struct http_server *s, struct MHD_Connection *c,
-			      struct request *req, const struct route_args *a)
+static enum MHD_Result h_view(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			      const struct route_args *a)
 {
 	enum MHD_Result ret;
 	enum ipc_task_status st;
@@ -710,12 +700,11 @@ static enum MHD_Result h_view(struct http_server *s, struct MHD_Connection *c,
 		return ret;
 	int r = journal_task_status(s->ctx.journal, a->id, &st);
 	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
-				  (long long)a->id);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		view_page_size, (void *)view_page, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(view_page_size, (void *)view_page, MHD_RESPMEM_PERSISTENT);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
@@ -730,8 +719,8 @@ static enum MHD_Result h_view(struct http_server *s, struct MHD_Connection *c,
 	return queue(c, MHD_HTTP_OK, resp);
 }
 
-static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c,
-			       struct request *req, const struct route_args *a)
+static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			       const struct route_args *a)
 {
 	enum MHD_Result ret;
 	enum ipc_task_status st;
@@ -741,16 +730,15 @@ static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c,
 		return ret;
 	int r = journal_task_status(s->ctx.journal, a->id, &st);
 	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
-				  (long long)a->id);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
 	if (r < 0 || (r = api_json_read_steps(s->ctx.journal, a->id, 0, false, &steps)) < 0)
 		return send_internal(c, r, "cannot read the steps");
 	return send_json(c, MHD_HTTP_OK,
 			 json_pack("{s:I, s:o}", "task_id", (json_int_t)a->id, "steps", steps), false);
 }
 
-static enum MHD_Result h_step_screenshot(struct http_server *s, struct MHD_Connection *c,
-					 struct request *req, const struct route_args *a)
+static enum MHD_Result h_step_screenshot(struct http_server *s, struct MHD_Connection *c, struct request *req,
+					 const struct route_args *a)
 {
 	static const char *const allowed[] = {"which", NULL};
 	enum MHD_Result ret;
@@ -765,8 +753,7 @@ static enum MHD_Result h_step_screenshot(struct http_server *s, struct MHD_Conne
 		return send_error(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 				  "which: unknown value '%s' (expected before or after)", which);
 	if (a->n > INT32_MAX)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no step %lld",
-				  (long long)a->n);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no step %lld", (long long)a->n);
 	int r = journal_screenshot_get(s->ctx.journal, a->id, (int)a->n, which, &rel, &sha);
 	if (r == -ENOENT)
 		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND,
@@ -785,8 +772,7 @@ static enum MHD_Result h_step_screenshot(struct http_server *s, struct MHD_Conne
 		if (fd >= 0)
 			close(fd);
 		ret = send_error(c, MHD_HTTP_GONE, IPC_ERR_NOT_FOUND,
-				 "screenshot file %s is missing or unreadable: %s", path,
-				 strerror(-r));
+				 "screenshot file %s is missing or unreadable: %s", path, strerror(-r));
 		goto free_paths;
 	}
 	struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
@@ -805,22 +791,20 @@ free_paths:
 	return ret;
 }
 
-static enum MHD_Result h_cancel(struct http_server *s, struct MHD_Connection *c,
-				struct request *req, const struct route_args *a)
+static enum MHD_Result h_cancel(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				const struct route_args *a)
 {
 	enum MHD_Result ret;
 	if (!check_query(c, NULL, &ret))
 		return ret;
 	int r = scheduler_cancel(s->ctx.scheduler, a->id);
 	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
-				  (long long)a->id);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
 	if (r == -EALREADY) {
 		enum ipc_task_status st = IPC_TASK_SUCCEEDED;
 		journal_task_status(s->ctx.journal, a->id, &st);
-		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
-				  "task %lld already finished (%s)", (long long)a->id,
-				  ipc_task_status_to_string(st));
+		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT, "task %lld already finished (%s)",
+				  (long long)a->id, ipc_task_status_to_string(st));
 	}
 	if (r < 0)
 		return send_internal(c, r, "cannot cancel the task");
@@ -837,25 +821,22 @@ static enum MHD_Result h_pause_resume(struct http_server *s, struct MHD_Connecti
 	enum MHD_Result ret;
 	if (!check_query(c, NULL, &ret))
 		return ret;
-	int r = pause ? scheduler_pause(s->ctx.scheduler, a->id)
-		      : scheduler_resume(s->ctx.scheduler, a->id);
+	int r = pause ? scheduler_pause(s->ctx.scheduler, a->id) : scheduler_resume(s->ctx.scheduler, a->id);
 	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
-				  (long long)a->id);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
 	if (r == -EALREADY) {
 		enum ipc_task_status st = IPC_TASK_SUCCEEDED;
 		journal_task_status(s->ctx.journal, a->id, &st);
 		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
-				  "task %lld already finished (%s): there is nothing to %s",
-				  (long long)a->id, ipc_task_status_to_string(st),
-				  pause ? "pause" : "resume");
+				  "task %lld already finished (%s): there is nothing to %s", (long long)a->id,
+				  ipc_task_status_to_string(st), pause ? "pause" : "resume");
 	}
 	if (r == -EBUSY)
 		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
 				  "task %lld is queued, not running: %s", (long long)a->id,
 				  pause ? "only a running task pauses (pause it once it runs, or "
-					  "cancel it)"
-					: "it is not paused");
+					  "cancel it)" :
+					  "it is not paused");
 	if (r == -EINVAL)
 		return send_error(c, MHD_HTTP_CONFLICT, IPC_ERR_CONFLICT,
 				  "task %lld is not paused (it runs): there is nothing to resume",
@@ -863,27 +844,26 @@ static enum MHD_Result h_pause_resume(struct http_server *s, struct MHD_Connecti
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
 	log_info("task %lld: %s", (long long)a->id,
-		 pause ? (r == 1 ? "pausing before its next step" : "pause asked again")
-		       : "resume requested");
+		 pause ? (r == 1 ? "pausing before its next step" : "pause asked again") : "resume requested");
 	/* pause: 202 while the step under way finishes, 200 once it holds */
 	return respond_task(s, c, pause && r == 1 ? MHD_HTTP_ACCEPTED : MHD_HTTP_OK, a->id);
 }
 
-static enum MHD_Result h_pause(struct http_server *s, struct MHD_Connection *c,
-			       struct request *req, const struct route_args *a)
+static enum MHD_Result h_pause(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			       const struct route_args *a)
 {
 	return h_pause_resume(s, c, a, true);
 }
 
-static enum MHD_Result h_resume(struct http_server *s, struct MHD_Connection *c,
-				struct request *req, const struct route_args *a)
+static enum MHD_Result h_resume(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				const struct route_args *a)
 {
 	return h_pause_resume(s, c, a, false);
 }
 
 /* Every queued and running task at once: what `holoctl cancel --all` sends. */
-static enum MHD_Result h_cancel_all(struct http_server *s, struct MHD_Connection *c,
-				    struct request *req, const struct route_args *a)
+static enum MHD_Result h_cancel_all(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				    const struct route_args *a)
 {
 	json_t *cancelled, *stopping;
 	enum MHD_Result ret;
@@ -902,15 +882,13 @@ static enum MHD_Result h_cancel_all(struct http_server *s, struct MHD_Connection
 	log_info("cancel all: %zu queued task(s) cancelled, %zu running task(s) stopping",
 		 json_array_size(cancelled), json_array_size(stopping));
 	return send_json(c, MHD_HTTP_OK,
-			 json_pack("{s:o, s:o}", "cancelled", cancelled, "stopping", stopping),
-			 false);
+			 json_pack("{s:o, s:o}", "cancelled", cancelled, "stopping", stopping), false);
 }
 
 /* The uid and pid of the peer (who answered a task: the journal keeps them). */
 static void peer_cred(struct MHD_Connection *c, unsigned *ret_uid, int *ret_pid)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	struct ucred cred = {.uid = geteuid(), .pid = 0};
 	socklen_t len = sizeof(cred);
 	if (ci)
@@ -920,9 +898,8 @@ static void peer_cred(struct MHD_Connection *c, unsigned *ret_uid, int *ret_pid)
 }
 
 /* reply, approve, deny: the answer to what a running task waits for. */
-static enum MHD_Result answer(struct http_server *s, struct MHD_Connection *c, struct request *req,
-			      int64_t id, enum executor_wait_kind kind, bool approve,
-			      const char *member, bool required)
+static enum MHD_Result answer(struct http_server *s, struct MHD_Connection *c, struct request *req, int64_t id,
+			      enum executor_wait_kind kind, bool approve, const char *member, bool required)
 {
 	char msg[512], *text = NULL;
 	unsigned uid;
@@ -931,9 +908,9 @@ static enum MHD_Result answer(struct http_server *s, struct MHD_Connection *c, s
 
 	if (!check_query(c, NULL, &ret))
 		return ret;
-	int r = member ? ipc_answer_parse(req->body ? req->body : "", req->len, member, required,
-					  &text, msg, sizeof(msg))
-		       : 0;
+	int r = member ? ipc_answer_parse(req->body ? req->body : "", req->len, member, required, &text, msg,
+					  sizeof(msg)) :
+			 0;
 	if (r < 0)
 		return parse_error(c, r, msg);
 	if (!member && req->len > 0) {
@@ -948,7 +925,9 @@ static enum MHD_Result answer(struct http_server *s, struct MHD_Connection *c, s
 	r = scheduler_answer(s->ctx.scheduler, id, kind, approve, text, uid, pid, msg, sizeof(msg));
 	if (r == 0)
 		log_info("task %lld: %s by uid %u (pid %d)%s%.200s", (long long)id,
-			 kind == EXECUTOR_WAIT_REPLY ? "answered" : approve ? "approved" : "denied",
+			 kind == EXECUTOR_WAIT_REPLY ? "answered" :
+			 approve		     ? "approved" :
+						       "denied",
 			 uid, pid, text ? ": " : "", text ? text : "");
 	free(text);
 	if (r == -ENOENT)
@@ -960,20 +939,20 @@ static enum MHD_Result answer(struct http_server *s, struct MHD_Connection *c, s
 	return respond_task(s, c, MHD_HTTP_OK, id);
 }
 
-static enum MHD_Result h_reply(struct http_server *s, struct MHD_Connection *c,
-			       struct request *req, const struct route_args *a)
+static enum MHD_Result h_reply(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			       const struct route_args *a)
 {
 	return answer(s, c, req, a->id, EXECUTOR_WAIT_REPLY, false, "text", true);
 }
 
-static enum MHD_Result h_approve(struct http_server *s, struct MHD_Connection *c,
-				 struct request *req, const struct route_args *a)
+static enum MHD_Result h_approve(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				 const struct route_args *a)
 {
 	return answer(s, c, req, a->id, EXECUTOR_WAIT_APPROVAL, true, NULL, false);
 }
 
-static enum MHD_Result h_deny(struct http_server *s, struct MHD_Connection *c,
-			      struct request *req, const struct route_args *a)
+static enum MHD_Result h_deny(struct http_server *s, struct MHD_Connection *c, struct request *req,
+			      const struct route_args *a)
 {
 	return answer(s, c, req, a->id, EXECUTOR_WAIT_APPROVAL, false, "reason", false);
 }
@@ -982,8 +961,7 @@ static enum MHD_Result h_deny(struct http_server *s, struct MHD_Connection *c,
 
 static int connection_fd(struct MHD_Connection *c)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	return ci ? ci->connect_fd : -1;
 }
 
@@ -1006,10 +984,10 @@ struct stream {
 	uint64_t wait_sent_us; /* the last wait sent (its since_us) */
 	struct feed_sub *sub;  /* the task's progress events (feed.h) */
 	uint64_t journal_seen; /* scheduler_journal_progress() when the journal was last read */
-	int ahead;             /* queued: the tasks before it last told; -1 none */
-	int position;          /* waiting for admission: the position last told; 0 none */
+	int ahead;	       /* queued: the tasks before it last told; -1 none */
+	int position;	       /* waiting for admission: the position last told; 0 none */
 	long long load_bytes;  /* waiting for the model's load: the bytes last told; -1 none */
-	bool poll;             /* one of the last two moves on its own: look again soon */
+	bool poll;	       /* one of the last two moves on its own: look again soon */
 	char *buf;
 	size_t len, off;
 	uint64_t sent_us; /* when a line last went out */
@@ -1032,8 +1010,8 @@ static void stream_line(struct stream *st, json_t *o)
 
 static void stream_append(struct stream *st, const char *event, const char *key, json_t *value)
 {
-	stream_line(st, json_pack("{s:s, s:I, s:o}", "event", event, "task_id", (json_int_t)st->id,
-				  key, value));
+	stream_line(st,
+		    json_pack("{s:s, s:I, s:o}", "event", event, "task_id", (json_int_t)st->id, key, value));
 }
 
 /* What the task waits for before its first step: its turn in the queue, the model's load,
@@ -1046,9 +1024,8 @@ static void stream_waiting(struct stream *st, enum ipc_task_status status)
 	if (status == IPC_TASK_QUEUED) {
 		int ahead = scheduler_queue_position(st->s->ctx.scheduler, st->id);
 		if (ahead >= 0 && ahead != st->ahead)
-			stream_line(st, json_pack("{s:s, s:I, s:s, s:i}", "event", "progress",
-						  "task_id", (json_int_t)st->id, "phase", "queued",
-						  "ahead", ahead));
+			stream_line(st, json_pack("{s:s, s:I, s:s, s:i}", "event", "progress", "task_id",
+						  (json_int_t)st->id, "phase", "queued", "ahead", ahead));
 		st->ahead = ahead;
 		return;
 	}
@@ -1060,10 +1037,9 @@ static void stream_waiting(struct stream *st, enum ipc_task_status status)
 		long long bytes = json_integer_value(json_object_get(load, "bytes"));
 		if (json_is_object(load) && bytes != st->load_bytes) {
 			st->load_bytes = bytes;
-			stream_line(st, json_pack("{s:s, s:I, s:s, s:I, s:O}", "event", "progress",
-						  "task_id", (json_int_t)st->id, "phase", "loading",
-						  "bytes", (json_int_t)bytes, "total",
-						  json_object_get(load, "total")));
+			stream_line(st, json_pack("{s:s, s:I, s:s, s:I, s:O}", "event", "progress", "task_id",
+						  (json_int_t)st->id, "phase", "loading", "bytes",
+						  (json_int_t)bytes, "total", json_object_get(load, "total")));
 		}
 		json_decref(ms);
 		st->poll = true;
@@ -1073,9 +1049,9 @@ static void stream_waiting(struct stream *st, enum ipc_task_status status)
 	if (position > 0) {
 		st->poll = true;
 		if (position != st->position)
-			stream_line(st, json_pack("{s:s, s:I, s:s, s:i}", "event", "progress",
-						  "task_id", (json_int_t)st->id, "phase",
-						  "admission", "position", position));
+			stream_line(st, json_pack("{s:s, s:I, s:s, s:i}", "event", "progress", "task_id",
+						  (json_int_t)st->id, "phase", "admission", "position",
+						  position));
 	}
 	st->position = position;
 }
@@ -1115,7 +1091,8 @@ static bool stream_collect(struct stream *st)
 	feed_order_end(feed);
 	size_t i;
 	json_t *step;
-	json_array_foreach(steps, i, step) {
+	json_array_foreach(steps, i, step)
+	{
 		st->next_index = (int)json_integer_value(json_object_get(step, "index")) + 1;
 		stream_append(st, "step", "step", json_incref(step));
 	}
@@ -1190,8 +1167,8 @@ static void stream_free(void *cls)
 	free(st);
 }
 
-static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
-				struct request *req, const struct route_args *a)
+static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				const struct route_args *a)
 {
 	enum MHD_Result ret;
 	enum ipc_task_status status;
@@ -1200,8 +1177,7 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 		return ret;
 	int r = journal_task_status(s->ctx.journal, a->id, &status);
 	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld",
-				  (long long)a->id);
+		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
 	if (r < 0)
 		return send_internal(c, r, "cannot read the task");
 	if (atomic_fetch_add(&s->n_streams, 1) >= HTTP_MAX_STREAMS) {
@@ -1221,8 +1197,7 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 	/* before the first read of the journal: no event falls between the two */
 	st->sub = feed_subscribe(scheduler_feed(s->ctx.scheduler), a->id);
 	struct MHD_Response *resp =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
-						  stream_free);
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
 	if (!resp) {
 		stream_free(st);
 		return MHD_NO;
@@ -1234,8 +1209,8 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 
 /* ---- one action now, and the screen now --------------------------------------------------------- */
 
-static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c,
-				 struct request *req, const struct route_args *a)
+static enum MHD_Result h_actions(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				 const struct route_args *a)
 {
 	struct ipc_task_request *tr;
 	enum ipc_task_status status;
@@ -1305,7 +1280,8 @@ static bool query_display(struct http_server *s, struct MHD_Connection *c, const
 	json_t *dj;
 	size_t i;
 	bool found = false;
-	json_array_foreach(json_object_get(snap, "displays"), i, dj) {
+	json_array_foreach(json_object_get(snap, "displays"), i, dj)
+	{
 		const char *name = json_string_value(json_object_get(dj, "name"));
 		if (name && strcmp(name, want) == 0)
 			found = true;
@@ -1319,8 +1295,8 @@ static bool query_display(struct http_server *s, struct MHD_Connection *c, const
 	return true;
 }
 
-static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection *c,
-				    struct request *req, const struct route_args *a)
+static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				    const struct route_args *a)
 {
 	enum MHD_Result ret;
 	struct x11_frame *frame = NULL;
@@ -1359,7 +1335,6 @@ static enum MHD_Result h_screenshot(struct http_server *s, struct MHD_Connection
 	return queue(c, MHD_HTTP_OK, resp);
 }
 
-
 /* The client windows, topmost first, the focused one marked, and the pointer (docs/api.md). */
 static json_t *windows_json(struct x11_display *d, const char *display, int *ret_err)
 {
@@ -1376,22 +1351,21 @@ static json_t *windows_json(struct x11_display *d, const char *display, int *ret
 	int pr = x11_pointer_position(d, &x, &y);
 	json_t *list = json_array();
 	for (size_t i = n; list && i-- > 0;) {
-		json_t *o = json_pack("{s:I, s:o, s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b}",
-				      "id", (json_int_t)w[i].id, "desktop",
-				      w[i].desktop == X11_DESKTOP_NONE ? json_null()
-								       : json_integer(w[i].desktop),
-				      "pid", w[i].pid ? json_integer(w[i].pid) : json_null(),
-				      "class", w[i].class_name, "instance", w[i].instance, "title",
-				      w[i].title, "x", w[i].rect.x, "y", w[i].rect.y, "width",
-				      w[i].rect.width, "height", w[i].rect.height, "focused",
-				      focus != 0 && w[i].id == focus);
+		json_t *o =
+			json_pack("{s:I, s:o, s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b}", "id",
+				  (json_int_t)w[i].id, "desktop",
+				  w[i].desktop == X11_DESKTOP_NONE ? json_null() : json_integer(w[i].desktop),
+				  "pid", w[i].pid ? json_integer(w[i].pid) : json_null(), "class",
+				  w[i].class_name, "instance", w[i].instance, "title", w[i].title, "x",
+				  w[i].rect.x, "y", w[i].rect.y, "width", w[i].rect.width, "height",
+				  w[i].rect.height, "focused", focus != 0 && w[i].id == focus);
 		/* A title that is not UTF-8 fails the pack: list it without. */
 		if (!o)
 			o = json_pack("{s:I, s:n, s:n, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b}", "id",
-				      (json_int_t)w[i].id, "desktop", "pid", "class", "?",
-				      "instance", "?", "title", "?", "x", w[i].rect.x, "y",
-				      w[i].rect.y, "width", w[i].rect.width, "height",
-				      w[i].rect.height, "focused", focus != 0 && w[i].id == focus);
+				      (json_int_t)w[i].id, "desktop", "pid", "class", "?", "instance", "?",
+				      "title", "?", "x", w[i].rect.x, "y", w[i].rect.y, "width",
+				      w[i].rect.width, "height", w[i].rect.height, "focused",
+				      focus != 0 && w[i].id == focus);
 		if (!o || json_array_append_new(list, o) < 0) {
 			json_decref(list);
 			list = NULL;
@@ -1399,18 +1373,17 @@ static json_t *windows_json(struct x11_display *d, const char *display, int *ret
 	}
 	x11_windows_free(w, n);
 	json_t *o = list ? json_pack("{s:o, s:o, s:o, s:o}", "display",
-				     display ? json_string(display) : json_null(), "windows", list,
-				     "focus", focus ? json_integer((json_int_t)focus) : json_null(),
-				     "pointer", pr == 0 ? json_pack("{s:i, s:i}", "x", x, "y", y)
-							: json_null())
-			 : NULL;
+				     display ? json_string(display) : json_null(), "windows", list, "focus",
+				     focus ? json_integer((json_int_t)focus) : json_null(), "pointer",
+				     pr == 0 ? json_pack("{s:i, s:i}", "x", x, "y", y) : json_null()) :
+			   NULL;
 	if (!o)
 		*ret_err = -ENOMEM;
 	return o;
 }
 
-static enum MHD_Result h_windows(struct http_server *s, struct MHD_Connection *c,
-				 struct request *req, const struct route_args *a)
+static enum MHD_Result h_windows(struct http_server *s, struct MHD_Connection *c, struct request *req,
+				 const struct route_args *a)
 {
 	static const char *const allowed[] = {"display", NULL};
 	enum MHD_Result ret;
@@ -1519,8 +1492,8 @@ static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *c,
 		json_decref(o);
 		if (!text)
 			return MHD_NO;
-		struct MHD_Response *resp = MHD_create_response_from_buffer(
-			strlen(text), text, MHD_RESPMEM_MUST_FREE);
+		struct MHD_Response *resp =
+			MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 		if (!resp) {
 			free(text);
 			return MHD_NO;
@@ -1530,19 +1503,18 @@ static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *c,
 		return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
 	}
 	return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND,
-			  "no such endpoint: %s %s (see docs/api.md; the API lives under %s/)",
-			  method, url, IPC_API_PREFIX);
+			  "no such endpoint: %s %s (see docs/api.md; the API lives under %s/)", method, url,
+			  IPC_API_PREFIX);
 }
 
 /* ---- the access handler -------------------------------------------------------------------------- */
 
 struct header_scan {
-	size_t total;         /* bytes of names and values, as a client sent them */
-	int content_lengths;  /* Content-Length headers */
+	size_t total;	     /* bytes of names and values, as a client sent them */
+	int content_lengths; /* Content-Length headers */
 };
 
-static enum MHD_Result header_iter(void *cls, enum MHD_ValueKind kind, const char *key,
-				   const char *value)
+static enum MHD_Result header_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct header_scan *h = cls;
 	h->total += strlen(key) + (value ? strlen(value) : 0) + 4;
@@ -1554,8 +1526,7 @@ static enum MHD_Result header_iter(void *cls, enum MHD_ValueKind kind, const cha
 /* Only holod's own user may talk to it (the socket's directory and mode say the same). */
 static bool peer_allowed(struct MHD_Connection *c)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
@@ -1572,9 +1543,8 @@ static bool peer_allowed(struct MHD_Connection *c)
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
-				      const char *method, const char *version,
-				      const char *upload_data, size_t *upload_data_size,
-				      void **con_cls)
+				      const char *method, const char *version, const char *upload_data,
+				      size_t *upload_data_size, void **con_cls)
 {
 	struct http_server *s = cls;
 	struct request *req = *con_cls;
@@ -1606,8 +1576,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 			return send_error_close(c, MHD_HTTP_BAD_REQUEST, IPC_ERR_BAD_REQUEST,
 						"the request has %d Content-Length headers; send one",
 						h.content_lengths);
-		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *cl =
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > IPC_MAX_BODY_BYTES)
 			return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, IPC_ERR_PAYLOAD_TOO_LARGE,
 					  "request body of %s bytes exceeds the limit of %d", cl,
@@ -1685,18 +1655,17 @@ struct http_server *http_server_create(int listen_fd, const struct http_context 
 		return NULL;
 	}
 	s->reaper_started = true;
-	s->mhd = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-			MHD_USE_ITC | MHD_USE_ERROR_LOG,
-		0, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-		MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
-		MHD_OPTION_NOTIFY_CONNECTION, connection_notify, s,
-		MHD_OPTION_URI_LOG_CALLBACK, uri_seen, s,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
-		MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)(HTTP_MAX_CONNECTIONS + HTTP_OVERFLOW_CONNECTIONS),
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	s->mhd =
+		MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+					 MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+				 0, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+				 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
+				 MHD_OPTION_NOTIFY_CONNECTION, connection_notify, s,
+				 MHD_OPTION_URI_LOG_CALLBACK, uri_seen, s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+				 (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
+				 (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+				 (unsigned)(HTTP_MAX_CONNECTIONS + HTTP_OVERFLOW_CONNECTIONS),
+				 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!s->mhd) {
 		http_server_destroy(s);
 		errno = EIO;

@@ -15,13 +15,13 @@ struct http_server;
 struct http_context {
 	struct scheduler *scheduler;
 	struct journal *journal;
-	struct model_worker *worker; /* the local model: /v1/status, grounding */
-	struct provider *provider;   /* instruction tasks' steps; NULL: the local model's */
+	struct model_worker *worker;	  /* the local model: /v1/status, grounding */
+	struct provider *provider;	  /* instruction tasks' steps; NULL: the local model's */
 	const struct agent_config *agent; /* instruction tasks' defaults (/v1/status); or NULL */
-	const char *state_dir;   /* screenshot paths in the journal are relative to it */
-	const char *display;     /* for GET /v1/screenshot and /v1/status; NULL: $DISPLAY */
-	const char *socket_path; /* for /v1/status */
-	bool virtual_display;    /* holod owns the display (--virtual) */
+	const char *state_dir;		  /* screenshot paths in the journal are relative to it */
+	const char *display;		  /* for GET /v1/screenshot and /v1/status; NULL: $DISPLAY */
+	const char *socket_path;	  /* for /v1/status */
+	bool virtual_display;		  /* holod owns the display (--virtual) */
 };
 
 /* Serves on `listen_fd` (which stays owned by the caller) until http_server_destroy. The

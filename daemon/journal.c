@@ -172,8 +172,8 @@ static int sqlite_errno(int rc)
 }
 
 /* Translate at the edge: an SQLite failure becomes -errno plus a debug line with its message. */
-#define db_fail(j, rc, what)                                                                       \
-	log_debug_errno(sqlite_errno(rc) ? sqlite_errno(rc) : -EIO, "sqlite %s: %s (%d)", (what),  \
+#define db_fail(j, rc, what)                                                                                 \
+	log_debug_errno(sqlite_errno(rc) ? sqlite_errno(rc) : -EIO, "sqlite %s: %s (%d)", (what),            \
 			sqlite3_errmsg((j)->db), (rc))
 
 static int exec_locked(struct journal *j, const char *sql)
@@ -225,8 +225,7 @@ static void reserve_take(struct journal *j)
 		r = errno;
 	close(fd);
 	if (r != 0) {
-		log_debug_errno(-r, "cannot reserve %d bytes in %s", JOURNAL_RESERVE_BYTES,
-				j->reserve_path);
+		log_debug_errno(-r, "cannot reserve %d bytes in %s", JOURNAL_RESERVE_BYTES, j->reserve_path);
 		unlink(j->reserve_path);
 	}
 }
@@ -242,8 +241,7 @@ static int step_update_closing(struct journal *j, sqlite3_stmt *st)
 		log_debug_errno(-errno, "no reserve to give back in %s", j->reserve_path);
 		return r;
 	}
-	log_debug("journal %s: the disk is full; recording a task's end in the reserved space",
-		  j->path);
+	log_debug("journal %s: the disk is full; recording a task's end in the reserved space", j->path);
 	sqlite3_reset(st);
 	return step_update_one(j, st);
 }
@@ -299,8 +297,8 @@ struct journal *journal_open(const char *path)
 	pthread_mutex_init(&j->lock, NULL);
 	j->path = xstrdup(path);
 	j->reserve_path = xasprintf("%s.reserve", path);
-	rc = sqlite3_open_v2(path, &j->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
+	rc = sqlite3_open_v2(path, &j->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+			     NULL);
 	if (rc != SQLITE_OK) {
 		r = j->db ? db_fail(j, rc, "open") : -ENOMEM;
 		goto destroy;
@@ -378,11 +376,12 @@ int journal_recover(struct journal *j, uint64_t now_us)
 	pthread_mutex_lock(&j->lock);
 	if ((r = exec_locked(j, "BEGIN IMMEDIATE;")) < 0)
 		goto unlock;
-	if ((r = prepare(j, "UPDATE tasks SET status = 'interrupted', finished_us = ?1,"
-			    " error = CASE status WHEN 'running'"
-			    "   THEN 'holod stopped while the task was running'"
-			    "   ELSE 'holod stopped before the task started' END"
-			    " WHERE status IN ('running', 'queued')",
+	if ((r = prepare(j,
+			 "UPDATE tasks SET status = 'interrupted', finished_us = ?1,"
+			 " error = CASE status WHEN 'running'"
+			 "   THEN 'holod stopped while the task was running'"
+			 "   ELSE 'holod stopped before the task started' END"
+			 " WHERE status IN ('running', 'queued')",
 			 &st)) < 0)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)now_us);
@@ -413,8 +412,9 @@ int journal_task_insert(struct journal *j, enum ipc_task_kind kind, const char *
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "INSERT INTO tasks (kind, spec, status, display, created_us)"
-			    " VALUES (?1, ?2, 'queued', ?3, ?4)",
+	if ((r = prepare(j,
+			 "INSERT INTO tasks (kind, spec, status, display, created_us)"
+			 " VALUES (?1, ?2, 'queued', ?3, ?4)",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_text(st, 1, ipc_task_kind_to_string(kind), -1, SQLITE_STATIC);
@@ -437,8 +437,9 @@ int journal_task_start(struct journal *j, int64_t id, const char *display, uint6
 
 	pthread_mutex_lock(&j->lock);
 	reserve_take(j);
-	if ((r = prepare(j, "UPDATE tasks SET status = 'running', started_us = ?2, "
-			    "display = COALESCE(?3, display) WHERE id = ?1",
+	if ((r = prepare(j,
+			 "UPDATE tasks SET status = 'running', started_us = ?2, "
+			 "display = COALESCE(?3, display) WHERE id = ?1",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
@@ -452,15 +453,16 @@ unlock:
 	return r;
 }
 
-int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,
-			uint64_t finished_us, const char *result, const char *error)
+int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status, uint64_t finished_us,
+			const char *result, const char *error)
 {
 	sqlite3_stmt *st;
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "UPDATE tasks SET status = ?2, finished_us = ?3, result = ?4,"
-			    " error = ?5 WHERE id = ?1",
+	if ((r = prepare(j,
+			 "UPDATE tasks SET status = ?2, finished_us = ?3, result = ?4,"
+			 " error = ?5 WHERE id = ?1",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, id);
@@ -496,8 +498,7 @@ unlock:
 
 int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json)
 {
-	return task_set_json(j, "UPDATE tasks SET provenance = ?2 WHERE id = ?1", id,
-			     provenance_json);
+	return task_set_json(j, "UPDATE tasks SET provenance = ?2 WHERE id = ?1", id, provenance_json);
 }
 
 int journal_task_prompt(struct journal *j, int64_t id, const char *prompt_json)
@@ -516,8 +517,7 @@ int journal_step_stuck(struct journal *j, int64_t task_id, int index, const char
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "UPDATE steps SET stuck = ?3 WHERE task_id = ?1 AND idx = ?2",
-			 &st)) < 0)
+	if ((r = prepare(j, "UPDATE steps SET stuck = ?3 WHERE task_id = ?1 AND idx = ?2", &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, task_id);
 	sqlite3_bind_int(st, 2, index);
@@ -533,8 +533,7 @@ static char *col_str(sqlite3_stmt *st, int col)
 {
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
 		return NULL;
-	return xstrndup((const char *)sqlite3_column_text(st, col),
-			(size_t)sqlite3_column_bytes(st, col));
+	return xstrndup((const char *)sqlite3_column_text(st, col), (size_t)sqlite3_column_bytes(st, col));
 }
 
 static int64_t col_i64(sqlite3_stmt *st, int col)
@@ -551,8 +550,8 @@ static uint64_t col_time_us(sqlite3_stmt *st, int col)
 	return (uint64_t)sqlite3_column_int64(st, col);
 }
 
-#define TASK_COLUMNS                                                                               \
-	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"   \
+#define TASK_COLUMNS                                                                                         \
+	"id, kind, spec, status, display, created_us, started_us, finished_us, result, error,"               \
 	" (SELECT count(*) FROM steps s WHERE s.task_id = tasks.id), provenance, prompt, stuck"
 
 static void task_row(sqlite3_stmt *st, struct journal_task_row *row)
@@ -654,12 +653,12 @@ int journal_task_list(struct journal *j, int status, unsigned limit, unsigned of
 	int r, rc = SQLITE_DONE;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "SELECT " TASK_COLUMNS " FROM tasks WHERE ?1 IS NULL OR status = ?1"
-			    " ORDER BY id DESC LIMIT ?2 OFFSET ?3",
+	if ((r = prepare(j,
+			 "SELECT " TASK_COLUMNS " FROM tasks WHERE ?1 IS NULL OR status = ?1"
+			 " ORDER BY id DESC LIMIT ?2 OFFSET ?3",
 			 &st)) < 0)
 		goto finish;
-	if ((r = prepare(j, "SELECT count(*) FROM tasks WHERE ?1 IS NULL OR status = ?1",
-			 &count)) < 0)
+	if ((r = prepare(j, "SELECT count(*) FROM tasks WHERE ?1 IS NULL OR status = ?1", &count)) < 0)
 		goto finish;
 	if (status >= 0) {
 		sqlite3_bind_text(st, 1, ipc_task_status_to_string(status), -1, SQLITE_STATIC);
@@ -726,11 +725,12 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	/* The agent's columns are written in the same transaction as the row. */
 	if (s->agent && (r = exec_locked(j, "BEGIN IMMEDIATE;")) < 0)
 		goto unlock;
-	if ((r = prepare(j, "INSERT INTO steps (task_id, idx, tool_name, tool_call, coords,"
-			    " model_x, model_y, model_x2, model_y2, mon_x, mon_y, mon_w, mon_h,"
-			    " image_w, image_h, status, started_us)"
-			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-			    " 'running', ?16)",
+	if ((r = prepare(j,
+			 "INSERT INTO steps (task_id, idx, tool_name, tool_call, coords,"
+			 " model_x, model_y, model_x2, model_y2, mon_x, mon_y, mon_w, mon_h,"
+			 " image_w, image_h, status, started_us)"
+			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+			 " 'running', ?16)",
 			 &st)) < 0)
 		goto rollback;
 	sqlite3_bind_int64(st, 1, s->task_id);
@@ -752,15 +752,16 @@ int journal_step_begin(struct journal *j, const struct journal_step *s)
 	if ((r = step_done(j, st)) < 0 || !s->agent)
 		goto finalize;
 	sqlite3_finalize(st);
-	if ((r = prepare(j, "UPDATE steps SET thought = ?3, note = ?4, raw_output = ?5,"
-			    " attempts = ?6, tiles = ?7, prompt = ?8, tokens_appended = ?9,"
-			    " tokens_decoded = ?10, session_tokens = ?11, preprocess_us = ?12,"
-			    " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16,"
-			    " user_turn = ?17, prompt_sha256 = ?18, provider = ?19,"
-			    " remote_model = ?20, prompt_tokens = ?21, completion_tokens = ?22,"
-			    " server_us = ?23, reasoning = ?24, tokens_forced = ?25,"
-			    " decode_forwards = ?26"
-			    " WHERE task_id = ?1 AND idx = ?2",
+	if ((r = prepare(j,
+			 "UPDATE steps SET thought = ?3, note = ?4, raw_output = ?5,"
+			 " attempts = ?6, tiles = ?7, prompt = ?8, tokens_appended = ?9,"
+			 " tokens_decoded = ?10, session_tokens = ?11, preprocess_us = ?12,"
+			 " encode_us = ?13, prefill_us = ?14, decode_us = ?15, prompt_text = ?16,"
+			 " user_turn = ?17, prompt_sha256 = ?18, provider = ?19,"
+			 " remote_model = ?20, prompt_tokens = ?21, completion_tokens = ?22,"
+			 " server_us = ?23, reasoning = ?24, tokens_forced = ?25,"
+			 " decode_forwards = ?26"
+			 " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto rollback;
 	const struct journal_agent_step *a = s->agent;
@@ -814,12 +815,13 @@ int journal_step_finish(struct journal *j, const struct journal_step *s, const c
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "UPDATE steps SET status = ?3, result = ?4, error = ?5,"
-			    " finished_us = ?6, capture_us = ?7, map_us = ?8, inject_us = ?9,"
-			    " settle_us = ?10, capture_after_us = ?11, px = ?12, py = ?13,"
-			    " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17, held = ?18,"
-			    " sensitive = ?19"
-			    " WHERE task_id = ?1 AND idx = ?2",
+	if ((r = prepare(j,
+			 "UPDATE steps SET status = ?3, result = ?4, error = ?5,"
+			 " finished_us = ?6, capture_us = ?7, map_us = ?8, inject_us = ?9,"
+			 " settle_us = ?10, capture_after_us = ?11, px = ?12, py = ?13,"
+			 " px2 = ?14, py2 = ?15, image_w = ?16, image_h = ?17, held = ?18,"
+			 " sensitive = ?19"
+			 " WHERE task_id = ?1 AND idx = ?2",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, s->task_id);
@@ -866,11 +868,10 @@ static void agent_row(sqlite3_stmt *st, int col, struct journal_step_row *row)
 	row->is_agent = sqlite3_column_type(st, col + 3) != SQLITE_NULL;
 	if (!row->is_agent) {
 		row->attempts = row->tiles = row->tokens_appended = row->tokens_decoded =
-			row->session_tokens = row->preprocess_us = row->encode_us =
-				row->prefill_us = row->decode_us = row->prompt_tokens =
-					row->completion_tokens = row->server_us =
-						row->tokens_forced = row->decode_forwards =
-							JOURNAL_NONE;
+			row->session_tokens = row->preprocess_us = row->encode_us = row->prefill_us =
+				row->decode_us = row->prompt_tokens = row->completion_tokens =
+					row->server_us = row->tokens_forced = row->decode_forwards =
+						JOURNAL_NONE;
 		return;
 	}
 	row->thought = col_str(st, col);
@@ -982,27 +983,28 @@ int journal_steps_get(struct journal *j, int64_t task_id, int from_index, bool f
 	int r, rc;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "SELECT s.idx, s.tool_call, s.status, s.coords,"
-			    " s.model_x, s.model_y, s.model_x2, s.model_y2,"
-			    " s.px, s.py, s.px2, s.py2, s.mon_x, s.mon_y, s.mon_w, s.mon_h,"
-			    " s.image_w, s.image_h, s.result, s.error, s.started_us, s.finished_us,"
-			    " s.capture_us, s.map_us, s.inject_us, s.settle_us, s.capture_after_us,"
-			    " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes,"
-			    " s.thought, s.note, s.raw_output, s.attempts, s.tiles, s.prompt,"
-			    " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
-			    " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
-			    " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
-			    " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning,"
-			    " s.stuck,"
-			    " s.held, s.sensitive, s.tokens_forced, s.decode_forwards"
-			    " FROM steps s"
-			    " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
-			    "   AND b.which = 'before'"
-			    " LEFT JOIN screenshots a ON a.task_id = s.task_id AND a.idx = s.idx"
-			    "   AND a.which = 'after'"
-			    " WHERE s.task_id = ?1 AND s.idx >= ?2"
-			    "   AND (?3 = 0 OR s.status != 'running')"
-			    " ORDER BY s.idx",
+	if ((r = prepare(j,
+			 "SELECT s.idx, s.tool_call, s.status, s.coords,"
+			 " s.model_x, s.model_y, s.model_x2, s.model_y2,"
+			 " s.px, s.py, s.px2, s.py2, s.mon_x, s.mon_y, s.mon_w, s.mon_h,"
+			 " s.image_w, s.image_h, s.result, s.error, s.started_us, s.finished_us,"
+			 " s.capture_us, s.map_us, s.inject_us, s.settle_us, s.capture_after_us,"
+			 " b.path, b.sha256, b.bytes, a.path, a.sha256, a.bytes,"
+			 " s.thought, s.note, s.raw_output, s.attempts, s.tiles, s.prompt,"
+			 " s.tokens_appended, s.tokens_decoded, s.session_tokens,"
+			 " s.preprocess_us, s.encode_us, s.prefill_us, s.decode_us, s.prompt_text,"
+			 " s.user_turn, s.prompt_sha256, s.provider, s.remote_model,"
+			 " s.prompt_tokens, s.completion_tokens, s.server_us, s.reasoning,"
+			 " s.stuck,"
+			 " s.held, s.sensitive, s.tokens_forced, s.decode_forwards"
+			 " FROM steps s"
+			 " LEFT JOIN screenshots b ON b.task_id = s.task_id AND b.idx = s.idx"
+			 "   AND b.which = 'before'"
+			 " LEFT JOIN screenshots a ON a.task_id = s.task_id AND a.idx = s.idx"
+			 "   AND a.which = 'after'"
+			 " WHERE s.task_id = ?1 AND s.idx >= ?2"
+			 "   AND (?3 = 0 OR s.status != 'running')"
+			 " ORDER BY s.idx",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, task_id);
@@ -1134,7 +1136,8 @@ int journal_prune_preview(struct journal *j, uint64_t before_us, size_t max,
 	if ((r = exec_locked(j, "BEGIN;")) < 0)
 		goto unlock;
 	sql = xasprintf("SELECT count(*), (SELECT coalesce(sum(bytes), 0) FROM screenshots"
-			" WHERE task_id IN (SELECT id%s))%s", where, where);
+			" WHERE task_id IN (SELECT id%s))%s",
+			where, where);
 	r = prepare(j, sql, &st);
 	free(sql);
 	if (r < 0)
@@ -1191,9 +1194,10 @@ int journal_screenshot_insert(struct journal *j, int64_t task_id, int index, con
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "INSERT OR REPLACE INTO screenshots (task_id, idx, which, path, sha256,"
-			    " bytes, width, height, encode_us, write_us)"
-			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	if ((r = prepare(j,
+			 "INSERT OR REPLACE INTO screenshots (task_id, idx, which, path, sha256,"
+			 " bytes, width, height, encode_us, write_us)"
+			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, task_id);
@@ -1220,8 +1224,9 @@ int journal_screenshot_get(struct journal *j, int64_t task_id, int index, const 
 	int r;
 
 	pthread_mutex_lock(&j->lock);
-	if ((r = prepare(j, "SELECT path, sha256 FROM screenshots"
-			    " WHERE task_id = ?1 AND idx = ?2 AND which = ?3",
+	if ((r = prepare(j,
+			 "SELECT path, sha256 FROM screenshots"
+			 " WHERE task_id = ?1 AND idx = ?2 AND which = ?3",
 			 &st)) < 0)
 		goto unlock;
 	sqlite3_bind_int64(st, 1, task_id);

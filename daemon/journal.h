@@ -49,8 +49,8 @@ int journal_task_insert(struct journal *j, enum ipc_task_kind kind, const char *
 int journal_task_start(struct journal *j, int64_t id, const char *display, uint64_t started_us);
 /* Final status; result and error may be NULL. On a full disk (SQLITE_FULL) it gives back the
  * reserved space and retries once; -ENOSPC when even that was not enough. */
-int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status,
-			uint64_t finished_us, const char *result, const char *error);
+int journal_task_finish(struct journal *j, int64_t id, enum ipc_task_status status, uint64_t finished_us,
+			const char *result, const char *error);
 /* Records what produced the task (a JSON object, docs/journal.md); -ENOENT unknown id. */
 int journal_task_provenance(struct journal *j, int64_t id, const char *provenance_json);
 /* Records what an instruction task's session prefilled first, and how its turns are written (a
@@ -71,12 +71,12 @@ int journal_step_stuck(struct journal *j, int64_t task_id, int index, const char
 struct journal_task_row {
 	int64_t id;
 	char *kind, *status, *display;
-	char *spec;                /* the request, JSON text */
+	char *spec; /* the request, JSON text */
 	uint64_t created_us, started_us, finished_us;
 	char *result, *error;
 	int64_t n_steps;
 	char *provenance, *prompt; /* JSON text */
-	char *stuck;               /* JSON text: why it ended `stuck`, or NULL */
+	char *stuck;		   /* JSON text: why it ended `stuck`, or NULL */
 };
 void journal_task_row_finish(struct journal_task_row *row);
 void journal_task_rows_free(struct journal_task_row *rows, size_t n);
@@ -91,20 +91,21 @@ int journal_task_list(struct journal *j, int status, unsigned limit, unsigned of
 /* What the model did in an agent step (instruction tasks); strings may be NULL. */
 struct journal_agent_step {
 	const char *thought, *note;
-	const char *raw_output;   /* the decoded text of the last attempt, as sampled */
-	const char *reasoning;    /* its think block's text, or NULL: thinking off */
-	const char *prompt_text;  /* the tokens appended, as text (image runs collapsed) */
-	const char *user_turn;    /* the observation's user turn text, "<image>" placeholder */
+	const char *raw_output;	   /* the decoded text of the last attempt, as sampled */
+	const char *reasoning;	   /* its think block's text, or NULL: thinking off */
+	const char *prompt_text;   /* the tokens appended, as text (image runs collapsed) */
+	const char *user_turn;	   /* the observation's user turn text, "<image>" placeholder */
 	const char *prompt_sha256; /* of the ids prefilled this step (provider-local.c: prefill_sha256) */
-	int attempts;             /* decode attempts (1 + invalid-step retries) */
-	int tiles;                /* image tiles sent for this step's observation */
-	const char *prompt;       /* "persistent", "window", "rolling" or "rebuild" (persistent or rolling, rebuilt) */
+	int attempts;		   /* decode attempts (1 + invalid-step retries) */
+	int tiles;		   /* image tiles sent for this step's observation */
+	const char
+		*prompt; /* "persistent", "window", "rolling" or "rebuild" (persistent or rolling, rebuilt) */
 	long long tokens_appended; /* prompt tokens prefilled this step (observation + result) */
 	long long tokens_decoded;  /* tokens fed back for the step (all attempts): sampled + forced */
 	/* Local provider (-1, or a remote one: not journaled): of tokens_decoded, those
 	 * jump-forward appended without sampling them, and the forwards the decode ran. */
 	long long tokens_forced, decode_forwards;
-	long long session_tokens;  /* session length after the step was decoded */
+	long long session_tokens; /* session length after the step was decoded */
 	uint64_t preprocess_us, encode_us, prefill_us, decode_us;
 	/* Which provider answered ("local", "remote"; NULL: local) and, from a remote server,
 	 * the model name it answered with, its usage (all attempts; -1: not told) and the time
@@ -177,9 +178,9 @@ struct journal_step_row {
 	char *provider, *remote_model;
 	int64_t prompt_tokens, completion_tokens, server_us;
 	int64_t tokens_forced, decode_forwards; /* local steps of schema 11 on; else JOURNAL_NONE */
-	char *stuck; /* the stuck warning the step gave the model, or NULL */
-	char *held; /* JSON text, NULL: the step did not wait for its user */
-	bool sensitive; /* it typed a secret */
+	char *stuck;				/* the stuck warning the step gave the model, or NULL */
+	char *held;				/* JSON text, NULL: the step did not wait for its user */
+	bool sensitive;				/* it typed a secret */
 };
 void journal_step_rows_free(struct journal_step_row *rows, size_t n);
 

@@ -74,8 +74,8 @@ static void exec_child(char *const argv[], char **env, int log_fd, int null_fd, 
 	_exit(127);
 }
 
-int launch_spawn(char *const argv[], const char *display, const char *log_path, pid_t *ret_pid,
-		 char *err, size_t errlen)
+int launch_spawn(char *const argv[], const char *display, const char *log_path, pid_t *ret_pid, char *err,
+		 size_t errlen)
 {
 	char *display_kv = xasprintf("DISPLAY=%s", display ? display : "");
 	char **env = make_env(display_kv);
@@ -131,8 +131,7 @@ int launch_spawn(char *const argv[], const char *display, const char *log_path, 
 	if (e != 0) {
 		r = -e;
 		if (e == ENOENT)
-			snprintf(err, errlen, "cannot start '%s': no such program (looked in PATH)",
-				 argv[0]);
+			snprintf(err, errlen, "cannot start '%s': no such program (looked in PATH)", argv[0]);
 		else
 			snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(e));
 		goto close_fds;

@@ -14,5 +14,5 @@
 /* Starts argv[0] (searched in PATH) with `argv` (NULL-terminated) and DISPLAY=display, output
  * appended to log_path (created 0600). 0 with *ret_pid, or -errno with a sentence in err: the
  * program not found (-ENOENT), not executable (-EACCES), the log not writable. */
-int launch_spawn(char *const argv[], const char *display, const char *log_path, pid_t *ret_pid,
-		 char *err, size_t errlen);
+int launch_spawn(char *const argv[], const char *display, const char *log_path, pid_t *ret_pid, char *err,
+		 size_t errlen);

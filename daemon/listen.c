@@ -131,8 +131,7 @@ int listen_socket_open(struct listen_socket *ls, const char *path)
 	if (flock(ls->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		r = -errno;
 		if (r == -EWOULDBLOCK) {
-			log_error("another holod is running on %s; stop it first or use --socket",
-				  path);
+			log_error("another holod is running on %s; stop it first or use --socket", path);
 			r = -EADDRINUSE;
 		} else {
 			log_error_errno(r, "cannot lock %s", ls->lock_path);

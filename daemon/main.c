@@ -55,8 +55,7 @@ static void announce_ready(const struct holod_config *cfg, char *const *displays
 	char list[256] = "";
 	size_t off = 0;
 	for (size_t i = 0; i < n && off < sizeof(list); i++)
-		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
-					displays[i]);
+		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "", displays[i]);
 	log_info("holod %s ready on %s (display%s %s, state %s)", HOLOD_VERSION, cfg->socket_path,
 		 n > 1 ? "s" : "", n ? list : "none", cfg->state_dir);
 	notify_send("READY=1");
@@ -74,7 +73,8 @@ static int check_before_start(const struct holod_config *cfg)
 		if (!d) {
 			r = -errno;
 			log_error("cannot open display %s (%s): %s; start its X server first, or "
-				  "give --virtual WxH for a display of holod's own", cfg->displays[i],
+				  "give --virtual WxH for a display of holod's own",
+				  cfg->displays[i],
 				  cfg->display_cmdline ? "--display" : "$DISPLAY or the config file",
 				  x11_strerror(r));
 			return r;
@@ -216,8 +216,8 @@ int main(int argc, char **argv)
 			free(vault);
 			vault = p;
 		}
-		r = vault ? secrets_load_file(secrets, vault, cfg.secrets_file != NULL, serr,
-					      sizeof(serr)) : 0;
+		r = vault ? secrets_load_file(secrets, vault, cfg.secrets_file != NULL, serr, sizeof(serr)) :
+			    0;
 		free(vault);
 		if (r >= 0 && cfg.secret_env)
 			r = secrets_load_env(secrets, cfg.secret_env, serr, sizeof(serr));
@@ -312,10 +312,9 @@ int main(int argc, char **argv)
 					    XVFB_AUTO_WM, x->display);
 			else if (r < 0)
 				log_warning("the window manager (%s) on %s does not manage the "
-					    "display after %d s: %s", XVFB_AUTO_WM, x->display,
-					    XVFB_WM_START_TIMEOUT_MS / 1000,
-					    r == -ETIMEDOUT ? "going on without waiting" :
-					    x11_strerror(r));
+					    "display after %d s: %s",
+					    XVFB_AUTO_WM, x->display, XVFB_WM_START_TIMEOUT_MS / 1000,
+					    r == -ETIMEDOUT ? "going on without waiting" : x11_strerror(r));
 			else
 				log_info("window manager %s runs on %s", XVFB_AUTO_WM, x->display);
 		}
@@ -346,14 +345,12 @@ int main(int argc, char **argv)
 		char perr[PROVIDER_MAX_ERROR] = "";
 		bool images = strcmp(cfg.remote_images, "png") == 0;
 		if (!images && strcmp(cfg.remote_images, "none") != 0) {
-			log_error("--remote-images: \"%s\" is neither png nor none",
-				  cfg.remote_images);
+			log_error("--remote-images: \"%s\" is neither png nor none", cfg.remote_images);
 			goto destroy_worker;
 		}
 		int server = provider_remote_server_from_string(cfg.remote_server);
 		if (server < 0) {
-			log_error("--remote-server: \"%s\" is not auto, vllm or openai",
-				  cfg.remote_server);
+			log_error("--remote-server: \"%s\" is not auto, vllm or openai", cfg.remote_server);
 			goto destroy_worker;
 		}
 		struct provider_remote_config rc = {
@@ -395,12 +392,13 @@ int main(int argc, char **argv)
 				 cfg.published_dir);
 		else
 			log_warning("holo-nano: the published copy is not used (holod's own system "
-				    "text): %s", perr);
+				    "text): %s",
+				    perr);
 	}
 	/* --approve risky's rules: a bad file stops holod here, naming what is wrong */
 	char rerr[1024];
-	rules = cfg.approve_rules ? approval_rules_load(cfg.approve_rules, rerr, sizeof(rerr))
-				  : approval_rules_default();
+	rules = cfg.approve_rules ? approval_rules_load(cfg.approve_rules, rerr, sizeof(rerr)) :
+				    approval_rules_default();
 	if (!rules) {
 		log_error("%s", cfg.approve_rules ? rerr : "cannot build the approval rules");
 		goto destroy_provider;
@@ -419,29 +417,30 @@ int main(int argc, char **argv)
 		.approval_rules = rules,
 		.state_dir = cfg.state_dir,
 		.prune_days = cfg.prune_days,
-		.agent = {
-			.provider = provider,
-			.worker = worker,
-			.history = (enum ipc_history)ipc_history_from_string(cfg.history),
-			.window = cfg.window,
-			.max_tiles = cfg.max_tiles,
-			.context_tokens = cfg.context_tokens,
-			.step_tokens = cfg.step_tokens,
-			.step_retries = cfg.step_retries,
-			.temperature = cfg.temperature,
-			.top_p = cfg.top_p,
-			.thinking = strcmp(cfg.thinking, "on") == 0,
-			.thinking_tokens = cfg.thinking_tokens,
-			.secrets = secrets,
-			.secret_names = secret_names,
-			.jump_forward = strcmp(cfg.jump_forward, "on") == 0,
-			.stuck_warn = cfg.stuck_warn,
-			.stuck_stop = cfg.stuck_stop,
-			.seed = cfg.seed,
-			.unconstrained = cfg.debug_unconstrained,
-			.format = policy_format_find(cfg.policy_format),
-			.published = have_published ? &published : NULL,
-		},
+		.agent =
+			{
+				.provider = provider,
+				.worker = worker,
+				.history = (enum ipc_history)ipc_history_from_string(cfg.history),
+				.window = cfg.window,
+				.max_tiles = cfg.max_tiles,
+				.context_tokens = cfg.context_tokens,
+				.step_tokens = cfg.step_tokens,
+				.step_retries = cfg.step_retries,
+				.temperature = cfg.temperature,
+				.top_p = cfg.top_p,
+				.thinking = strcmp(cfg.thinking, "on") == 0,
+				.thinking_tokens = cfg.thinking_tokens,
+				.secrets = secrets,
+				.secret_names = secret_names,
+				.jump_forward = strcmp(cfg.jump_forward, "on") == 0,
+				.stuck_warn = cfg.stuck_warn,
+				.stuck_stop = cfg.stuck_stop,
+				.seed = cfg.seed,
+				.unconstrained = cfg.debug_unconstrained,
+				.format = policy_format_find(cfg.policy_format),
+				.published = have_published ? &published : NULL,
+			},
 	};
 	sched = scheduler_create(&sc, journal, writer);
 	if (!sched) {
@@ -469,12 +468,13 @@ int main(int argc, char **argv)
 	bool await_model = cfg.require_model && cfg.model_dir;
 	if (await_model)
 		log_info("waiting for the model %s to load before reporting ready "
-			 "(--require-model)", cfg.model_dir);
+			 "(--require-model)",
+			 cfg.model_dir);
 	else
 		announce_ready(&cfg, cfg.displays, cfg.n_displays);
 
-	r = wait_for_stop(xvfbs, n_xvfb, await_model ? worker : NULL, &cfg, cfg.displays,
-			  cfg.n_displays, reason, sizeof(reason));
+	r = wait_for_stop(xvfbs, n_xvfb, await_model ? worker : NULL, &cfg, cfg.displays, cfg.n_displays,
+			  reason, sizeof(reason));
 	if (r == 0)
 		ret = 0;
 	notify_send("STOPPING=1");

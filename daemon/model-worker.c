@@ -25,9 +25,9 @@ struct job {
 struct active {
 	struct job *j;
 	struct model_work w;
-	size_t done;  /* prefill: positions appended so far */
-	size_t take;  /* prefill: positions in this forward */
-	bool fresh;   /* its work item was set during this forward's preparation */
+	size_t done; /* prefill: positions appended so far */
+	size_t take; /* prefill: positions in this forward */
+	bool fresh;  /* its work item was set during this forward's preparation */
 };
 
 /* A task waiting for admission. */
@@ -37,7 +37,7 @@ struct waiter {
 };
 
 struct model_worker {
-	char *dir; /* NULL: no model */
+	char *dir;			       /* NULL: no model */
 	struct engine_backend_options backend; /* as given; resolved by the load */
 
 	pthread_mutex_t lock;
@@ -120,8 +120,10 @@ static void admission_setup(struct model_worker *et)
 		full = engine_session_state_bytes_at(probe, ENGINE_SESSION_MAX_TOKENS);
 		engine_session_destroy(probe);
 	} else {
-		log_warning_errno(-errno, "the model %s: cannot size its sessions; tasks are "
-					  "admitted without a memory budget", et->dir);
+		log_warning_errno(-errno,
+				  "the model %s: cannot size its sessions; tasks are "
+				  "admitted without a memory budget",
+				  et->dir);
 	}
 	engine_backend_get_info(et->ctx.backend, &bi);
 	uint64_t budget = bi.state_limit;
@@ -175,8 +177,7 @@ static int hash_part(FILE *f, const char *name, uint64_t size, char **buf, size_
 	return 0;
 }
 
-static int hash_file(const char *dir, const char *name, bool safetensors_header, char **buf,
-		     size_t *len)
+static int hash_file(const char *dir, const char *name, bool safetensors_header, char **buf, size_t *len)
 {
 	char *path = path_join(dir, name);
 	FILE *f = fopen(path, "rbe");
@@ -276,8 +277,7 @@ static void load(struct model_worker *et)
 	log_info("loading the model %s", et->dir);
 	ctx->model = engine_model_load(et->dir, err, sizeof(err));
 	if (!ctx->model) {
-		set_failed(et, "cannot load the model %s: %s", et->dir,
-			   err[0] ? err : strerror(errno));
+		set_failed(et, "cannot load the model %s: %s", et->dir, err[0] ? err : strerror(errno));
 		goto fail;
 	}
 	engine_model_get_info(ctx->model, &et->info);
@@ -288,8 +288,10 @@ static void load(struct model_worker *et)
 		goto fail;
 	}
 	if ((r = model_content_hash(et->dir, et->content_sha256)) < 0) {
-		log_warning_errno(r, "the model %s: cannot hash config.json and its weights index; "
-				     "tasks record no content hash", et->dir);
+		log_warning_errno(r,
+				  "the model %s: cannot hash config.json and its weights index; "
+				  "tasks record no content hash",
+				  et->dir);
 		et->content_sha256[0] = '\0';
 	}
 	char why[256];
@@ -314,8 +316,10 @@ static void load(struct model_worker *et)
 	ctx->vision = engine_vision_create(ctx->model, err, sizeof(err));
 	if (!ctx->vision) {
 		if (errno == ENOENT)
-			set_failed(et, "the model %s has no vision tower (vision_model.*, mlp1.*): "
-				       "the agent needs a vision-language checkpoint", et->dir);
+			set_failed(et,
+				   "the model %s has no vision tower (vision_model.*, mlp1.*): "
+				   "the agent needs a vision-language checkpoint",
+				   et->dir);
 		else
 			set_failed(et, "the model %s: vision tower: %s", et->dir,
 				   err[0] ? err : strerror(errno));
@@ -324,9 +328,10 @@ static void load(struct model_worker *et)
 	int32_t image_id = engine_tokenizer_token_id(ctx->tok, "<image>");
 	int32_t declared = engine_vision_image_token(ctx->vision);
 	if (image_id < 0 || (declared >= 0 && declared != image_id)) {
-		set_failed(et, "the model %s: the tokenizer's <image> id (%d) differs from "
-			       "config.json's img_context_token_id (%d)", et->dir, (int)image_id,
-			   (int)declared);
+		set_failed(et,
+			   "the model %s: the tokenizer's <image> id (%d) differs from "
+			   "config.json's img_context_token_id (%d)",
+			   et->dir, (int)image_id, (int)declared);
 		goto fail;
 	}
 	et->tokens_per_tile = engine_vision_tokens_per_tile(ctx->vision);
@@ -342,40 +347,35 @@ static void load(struct model_worker *et)
 		if (id >= 0)
 			ctx->stop_ids[ctx->n_stop_ids++] = id;
 	}
-	if (ctx->n_stop_ids == 0 || ctx->stop_ids[0] != engine_tokenizer_token_id(ctx->tok,
-										 "<SPECIAL_12>")) {
-		set_failed(et, "the model %s: its tokenizer has no <SPECIAL_12> end-of-turn token",
-			   et->dir);
+	if (ctx->n_stop_ids == 0 || ctx->stop_ids[0] != engine_tokenizer_token_id(ctx->tok, "<SPECIAL_12>")) {
+		set_failed(et, "the model %s: its tokenizer has no <SPECIAL_12> end-of-turn token", et->dir);
 		goto fail;
 	}
-	ctx->masker = policy_masker_create(ctx->grammar, ctx->tok, (size_t)et->info.vocab,
-					   ctx->stop_ids, ctx->n_stop_ids);
+	ctx->masker = policy_masker_create(ctx->grammar, ctx->tok, (size_t)et->info.vocab, ctx->stop_ids,
+					   ctx->n_stop_ids);
 	if (!ctx->masker) {
-		set_failed(et, "the model %s: cannot build the token masks: %s", et->dir,
-			   strerror(errno));
+		set_failed(et, "the model %s: cannot build the token masks: %s", et->dir, strerror(errno));
 		goto fail;
 	}
 	ctx->nano_grammar = policy_grammar_create_holo_nano();
-	ctx->nano_masker = ctx->nano_grammar
-				   ? policy_masker_create(ctx->nano_grammar, ctx->tok,
-							  (size_t)et->info.vocab, ctx->stop_ids,
-							  ctx->n_stop_ids)
-				   : NULL;
+	ctx->nano_masker = ctx->nano_grammar ?
+				   policy_masker_create(ctx->nano_grammar, ctx->tok, (size_t)et->info.vocab,
+							ctx->stop_ids, ctx->n_stop_ids) :
+				   NULL;
 	if (!ctx->nano_masker) {
-		set_failed(et, "the model %s: cannot build the holo-nano step's token masks: %s",
-			   et->dir, strerror(errno));
+		set_failed(et, "the model %s: cannot build the holo-nano step's token masks: %s", et->dir,
+			   strerror(errno));
 		goto fail;
 	}
 	/* Grounding's: built here once, not on the worker between two forwards per grounding. */
 	ctx->point_grammar = policy_grammar_create_point();
-	ctx->point_masker = ctx->point_grammar
-				    ? policy_masker_create(ctx->point_grammar, ctx->tok,
-							   (size_t)et->info.vocab, ctx->stop_ids,
-							   ctx->n_stop_ids)
-				    : NULL;
+	ctx->point_masker = ctx->point_grammar ?
+				    policy_masker_create(ctx->point_grammar, ctx->tok, (size_t)et->info.vocab,
+							 ctx->stop_ids, ctx->n_stop_ids) :
+				    NULL;
 	if (!ctx->point_masker) {
-		set_failed(et, "the model %s: cannot build the point grammar's token masks: %s",
-			   et->dir, strerror(errno));
+		set_failed(et, "the model %s: cannot build the point grammar's token masks: %s", et->dir,
+			   strerror(errno));
 		goto fail;
 	}
 
@@ -389,10 +389,10 @@ static void load(struct model_worker *et)
 	engine_backend_get_info(ctx->backend, &bi);
 	log_info("model %s loaded in %.1f s: %.1fM parameters, %d layers (%s), vision %d "
 		 "tokens per tile; language model on %s (%s), %s, weights %s (%.1f MiB), SSM "
-		 "state %s", et->dir,
-		 et->load_us / 1e6, et->info.n_params / 1e6, et->info.n_layers, et->info.pattern,
-		 et->tokens_per_tile, bi.name, bi.device, engine_precision_name(bi.precision),
-		 bi.weights, (double)bi.weight_bytes / (1 << 20), engine_precision_name(bi.ssm_state));
+		 "state %s",
+		 et->dir, et->load_us / 1e6, et->info.n_params / 1e6, et->info.n_layers, et->info.pattern,
+		 et->tokens_per_tile, bi.name, bi.device, engine_precision_name(bi.precision), bi.weights,
+		 (double)bi.weight_bytes / (1 << 20), engine_precision_name(bi.ssm_state));
 	return;
 fail:
 	unload(ctx);
@@ -432,8 +432,7 @@ static void recreate_backend(struct model_worker *et)
 		log_error("%s; instruction tasks are refused, scripts still work", et->error);
 	} else {
 		et->state = MODEL_WORKER_READY;
-		log_notice("the model %s: backend recreated in %.1f s", et->dir,
-			   (time_mono_us() - t0) / 1e6);
+		log_notice("the model %s: backend recreated in %.1f s", et->dir, (time_mono_us() - t0) / 1e6);
 	}
 	pthread_cond_broadcast(&et->done);
 }
@@ -450,11 +449,12 @@ static void finish_job(struct model_worker *et, struct job *j, int r)
  * it until their sessions are gone, then the backend is recreated. */
 static void check_fault(struct model_worker *et)
 {
-	if (!et->device_failed && engine_backend_fault(et->ctx.backend, et->device_error,
-						       sizeof(et->device_error))) {
+	if (!et->device_failed &&
+	    engine_backend_fault(et->ctx.backend, et->device_error, sizeof(et->device_error))) {
 		et->device_failed = true;
 		log_error("the model %s: its device failed: %s; the backend is recreated once the "
-			  "tasks using it have ended", et->dir, et->device_error);
+			  "tasks using it have ended",
+			  et->dir, et->device_error);
 	}
 }
 
@@ -551,11 +551,12 @@ static void tick(struct model_worker *et)
 		a->take = MIN(a->w.n - a->done, budget);
 		budget -= a->take;
 		bool last = a->done + a->take == a->w.n;
-		e[n_e] = (struct engine_batch_entry){
-			.session = a->w.session, .tokens = a->w.ids + a->done, .n = a->take,
-			.refs = a->w.refs ? a->w.refs + a->done : NULL,
-			.want = last ? a->w.want : ENGINE_LOGITS_NONE,
-			.ret_logits = last ? a->w.logits : NULL};
+		e[n_e] = (struct engine_batch_entry){.session = a->w.session,
+						     .tokens = a->w.ids + a->done,
+						     .n = a->take,
+						     .refs = a->w.refs ? a->w.refs + a->done : NULL,
+						     .want = last ? a->w.want : ENGINE_LOGITS_NONE,
+						     .ret_logits = last ? a->w.logits : NULL};
 		of[n_e++] = a;
 	}
 	et->rr = (et->rr + 1) % n;
@@ -667,14 +668,12 @@ static void *worker_main(void *userdata)
 	return NULL;
 }
 
-struct model_worker *model_worker_create(const char *model_dir,
-					const struct engine_backend_options *backend)
+struct model_worker *model_worker_create(const char *model_dir, const struct engine_backend_options *backend)
 {
 	struct model_worker *et = xcalloc(1, sizeof(*et));
 	int r;
 
-	et->backend = backend ? *backend
-			      : (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
+	et->backend = backend ? *backend : (struct engine_backend_options){.kind = ENGINE_BACKEND_AUTO};
 	et->dir = model_dir ? xstrdup(model_dir) : NULL;
 	et->state = model_dir ? MODEL_WORKER_LOADING : MODEL_WORKER_NONE;
 	pthread_mutex_init(&et->lock, NULL);
@@ -790,13 +789,13 @@ json_t *model_worker_provenance(struct model_worker *et)
 	const char *slash = strrchr(et->dir, '/');
 	struct engine_backend_info bi;
 	engine_backend_get_info(et->ctx.backend, &bi);
-	json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I}", "path", et->dir,
-			      "name", slash && slash[1] ? slash + 1 : et->dir, "sha256",
-			      et->content_sha256[0] ? json_string(et->content_sha256) : json_null(),
-			      "backend", bi.name, "device", bi.device, "precision",
-			      engine_precision_name(bi.precision), "ssm_state",
-			      engine_precision_name(bi.ssm_state), "weights", bi.weights,
-			      "device_weight_bytes", (json_int_t)bi.weight_bytes);
+	json_t *o =
+		json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:I}", "path", et->dir, "name",
+			  slash && slash[1] ? slash + 1 : et->dir, "sha256",
+			  et->content_sha256[0] ? json_string(et->content_sha256) : json_null(), "backend",
+			  bi.name, "device", bi.device, "precision", engine_precision_name(bi.precision),
+			  "ssm_state", engine_precision_name(bi.ssm_state), "weights", bi.weights,
+			  "device_weight_bytes", (json_int_t)bi.weight_bytes);
 	pthread_mutex_unlock(&et->lock);
 	return o;
 }
@@ -806,13 +805,12 @@ static json_t *plan_json(const struct engine_memory_plan *p)
 {
 	return json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:I, "
 			 "s:I, s:I, s:i}",
-			 "weights", p->weights, "weights_by_part", "layers", (json_int_t)p->layers,
-			 "lm_head", (json_int_t)p->head, "embeddings", (json_int_t)p->embeddings,
-			 "other", (json_int_t)p->other, "weight_bytes", (json_int_t)p->weight_bytes,
-			 "vision_bytes", (json_int_t)p->vision, "sessions", p->sessions,
-			 "context_tokens", p->context, "session_bytes", (json_int_t)p->session,
-			 "scratch_bytes", (json_int_t)p->scratch, "workspace_bytes",
-			 (json_int_t)p->workspace, "reserve_bytes", (json_int_t)p->reserve,
+			 "weights", p->weights, "weights_by_part", "layers", (json_int_t)p->layers, "lm_head",
+			 (json_int_t)p->head, "embeddings", (json_int_t)p->embeddings, "other",
+			 (json_int_t)p->other, "weight_bytes", (json_int_t)p->weight_bytes, "vision_bytes",
+			 (json_int_t)p->vision, "sessions", p->sessions, "context_tokens", p->context,
+			 "session_bytes", (json_int_t)p->session, "scratch_bytes", (json_int_t)p->scratch,
+			 "workspace_bytes", (json_int_t)p->workspace, "reserve_bytes", (json_int_t)p->reserve,
 			 "total_bytes", (json_int_t)p->total, "free_bytes", (json_int_t)p->free,
 			 "sessions_fit", p->sessions_fit);
 }
@@ -826,38 +824,41 @@ json_t *model_worker_status(struct model_worker *et)
 	char name[NAME_MAX + 1];
 	snprintf(name, sizeof(name), "%s", slash && slash[1] ? slash + 1 : et->dir);
 	bool ready = et->state == MODEL_WORKER_READY;
-	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:i, s:s, s:i}", "path", et->dir,
-			      "name", name, "state", state_name(et->state), "error",
-			      et->state == MODEL_WORKER_FAILED ? json_string(et->error) :
-								  json_null(),
-			      "backend", engine_backend_kind_name(et->backend.kind), "threads",
-			      engine_get_threads(), "kernels",
-			      engine_cpu_kernels(), "sessions", et->sessions);
+	json_t *o =
+		json_pack("{s:s, s:s, s:s, s:o, s:s, s:i, s:s, s:i}", "path", et->dir, "name", name, "state",
+			  state_name(et->state), "error",
+			  et->state == MODEL_WORKER_FAILED ? json_string(et->error) : json_null(), "backend",
+			  engine_backend_kind_name(et->backend.kind), "threads", engine_get_threads(),
+			  "kernels", engine_cpu_kernels(), "sessions", et->sessions);
 	if (o) {
 		json_object_set_new(o, "state_bytes", json_integer(et->state_bytes));
 		if (et->load_t0) {
 			uint64_t end = et->load_end ? et->load_end : time_mono_us();
 			double s = (double)(end - et->load_t0) / 1e6;
-			json_object_set_new(o, "load", json_pack("{s:I, s:I, s:I, s:b}", "bytes",
-				(json_int_t)et->load_done, "total", (json_int_t)et->load_total,
-				"bytes_per_second", (json_int_t)(s > 0 ? (double)et->load_done / s : 0),
-				"done", et->load_end != 0));
+			json_object_set_new(o, "load",
+					    json_pack("{s:I, s:I, s:I, s:b}", "bytes",
+						      (json_int_t)et->load_done, "total",
+						      (json_int_t)et->load_total, "bytes_per_second",
+						      (json_int_t)(s > 0 ? (double)et->load_done / s : 0),
+						      "done", et->load_end != 0));
 		}
 		json_object_set_new(o, "device_resets", json_integer(et->device_resets));
 		json_t *waiting = json_array();
 		for (size_t i = 0; waiting && i < et->n_waiters; i++)
-			json_array_append_new(waiting, json_pack("{s:I, s:I}", "task",
-				(json_int_t)et->waiters[i].task, "position", (json_int_t)(i + 1)));
-		json_object_set_new(o, "batching", json_pack(
-			"{s:i, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:o, s:I, s:o}", "prefill_chunk",
-			(int)et->prefill_chunk, "batches", (json_int_t)et->batches, "sequences",
-			(json_int_t)et->n_sequences, "queued", (json_int_t)et->n_queued,
-			"largest_batch", (json_int_t)et->largest_batch,
-			"vision_slice", (int)et->vision_slice, "vision", (json_int_t)et->n_vision,
-			"vision_slices", (json_int_t)et->vision_slices, "budget_bytes",
-			et->budget ? json_integer((json_int_t)et->budget) : json_null(),
-			"reserved_bytes", (json_int_t)et->reserved, "waiting",
-			waiting ? waiting : json_array()));
+			json_array_append_new(waiting,
+					      json_pack("{s:I, s:I}", "task", (json_int_t)et->waiters[i].task,
+							"position", (json_int_t)(i + 1)));
+		json_object_set_new(o, "batching",
+				    json_pack("{s:i, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:o, s:I, s:o}",
+					      "prefill_chunk", (int)et->prefill_chunk, "batches",
+					      (json_int_t)et->batches, "sequences",
+					      (json_int_t)et->n_sequences, "queued", (json_int_t)et->n_queued,
+					      "largest_batch", (json_int_t)et->largest_batch, "vision_slice",
+					      (int)et->vision_slice, "vision", (json_int_t)et->n_vision,
+					      "vision_slices", (json_int_t)et->vision_slices, "budget_bytes",
+					      et->budget ? json_integer((json_int_t)et->budget) : json_null(),
+					      "reserved_bytes", (json_int_t)et->reserved, "waiting",
+					      waiting ? waiting : json_array()));
 		if (ready) {
 			json_object_set_new(o, "parameters", json_integer((json_int_t)et->info.n_params));
 			json_object_set_new(o, "weight_bytes",
@@ -876,14 +877,16 @@ json_t *model_worker_status(struct model_worker *et)
 			json_object_set_new(o, "precision", json_string(engine_precision_name(bi.precision)));
 			json_object_set_new(o, "ssm_state", json_string(engine_precision_name(bi.ssm_state)));
 			json_object_set_new(o, "weights", json_string(bi.weights));
-			json_object_set_new(o, "device_weight_bytes", json_integer((json_int_t)bi.weight_bytes));
+			json_object_set_new(o, "device_weight_bytes",
+					    json_integer((json_int_t)bi.weight_bytes));
 			json_object_set_new(o, "device_state_bytes", json_integer((json_int_t)bi.state_bytes));
 			json_object_set_new(o, "device_memory_total",
-					    bi.memory_total ? json_integer((json_int_t)bi.memory_total) : json_null());
+					    bi.memory_total ? json_integer((json_int_t)bi.memory_total) :
+							      json_null());
 			json_object_set_new(o, "device_memory_free",
-					    bi.memory_free ? json_integer((json_int_t)bi.memory_free) : json_null());
-			json_object_set_new(o, "device_plan", bi.has_plan ? plan_json(&bi.plan)
-									 : json_null());
+					    bi.memory_free ? json_integer((json_int_t)bi.memory_free) :
+							     json_null());
+			json_object_set_new(o, "device_plan", bi.has_plan ? plan_json(&bi.plan) : json_null());
 		}
 	}
 	pthread_mutex_unlock(&et->lock);
@@ -892,8 +895,7 @@ json_t *model_worker_status(struct model_worker *et)
 
 static int submit(struct model_worker *et, struct job *j);
 
-int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg),
-		      void *arg)
+int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg), void *arg)
 {
 	struct job j = {.fn = fn, .arg = arg};
 	return submit(et, &j);
@@ -907,8 +909,7 @@ static int submit(struct model_worker *et, struct job *j)
 	pthread_mutex_lock(&et->lock);
 	while (et->state == MODEL_WORKER_LOADING && !et->stopping)
 		pthread_cond_wait(&et->done, &et->lock);
-	while (!et->stopping && et->state == MODEL_WORKER_READY &&
-	       et->n_queued == MODEL_WORKER_QUEUE_MAX)
+	while (!et->stopping && et->state == MODEL_WORKER_READY && et->n_queued == MODEL_WORKER_QUEUE_MAX)
 		pthread_cond_wait(&et->done, &et->lock);
 	if (et->stopping) {
 		r = -ESHUTDOWN;
@@ -986,9 +987,9 @@ static void drop_waiter(struct model_worker *et, long long task)
 	pthread_cond_broadcast(&et->admitted);
 }
 
-int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies,
-		       int prefix_tokens, const atomic_int *stop, uint64_t deadline_us,
-		       uint64_t *ret_bytes, char *err, size_t errlen)
+int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies, int prefix_tokens,
+		       const atomic_int *stop, uint64_t deadline_us, uint64_t *ret_bytes, char *err,
+		       size_t errlen)
 {
 	int r = 0;
 
@@ -999,14 +1000,15 @@ int model_worker_admit(struct model_worker *et, long long task, int max_tokens, 
 		*ret_bytes = 0;
 		goto unlock;
 	}
-	uint64_t bytes = (uint64_t)MAX(copies, 1) * state_at(et, max_tokens) +
-			 state_at(et, prefix_tokens);
+	uint64_t bytes = (uint64_t)MAX(copies, 1) * state_at(et, max_tokens) + state_at(et, prefix_tokens);
 	if (bytes > et->budget) {
-		snprintf(err, errlen, "the task's model session needs %.1f MiB (a context of %d "
-			 "tokens, its snapshots and its prefix), more than the %.1f MiB the sessions may hold "
-			 "(--state-limit, or the device's free memory): lower --context-tokens or "
-			 "raise the limit", (double)bytes / (1 << 20), max_tokens,
-			 (double)et->budget / (1 << 20));
+		snprintf(
+			err, errlen,
+			"the task's model session needs %.1f MiB (a context of %d "
+			"tokens, its snapshots and its prefix), more than the %.1f MiB the sessions may hold "
+			"(--state-limit, or the device's free memory): lower --context-tokens or "
+			"raise the limit",
+			(double)bytes / (1 << 20), max_tokens, (double)et->budget / (1 << 20));
 		r = -EFBIG;
 		goto unlock;
 	}
@@ -1029,8 +1031,8 @@ int model_worker_admit(struct model_worker *et, long long task, int max_tokens, 
 		}
 		if (!logged) {
 			log_info("task %lld waits for the model: its session (%.1f MiB) does not fit "
-				 "beside the %.1f MiB reserved of %.1f MiB", task,
-				 (double)bytes / (1 << 20), (double)et->reserved / (1 << 20),
+				 "beside the %.1f MiB reserved of %.1f MiB",
+				 task, (double)bytes / (1 << 20), (double)et->reserved / (1 << 20),
 				 (double)et->budget / (1 << 20));
 			logged = true;
 		}
@@ -1047,7 +1049,8 @@ int model_worker_admit(struct model_worker *et, long long task, int max_tokens, 
 	et->reserved += bytes;
 	*ret_bytes = bytes;
 	log_info("task %lld: model session admitted, %llu bytes reserved (%.1f of the %.1f MiB "
-		 "budget in use)", task, (unsigned long long)bytes, (double)et->reserved / (1 << 20),
+		 "budget in use)",
+		 task, (unsigned long long)bytes, (double)et->reserved / (1 << 20),
 		 (double)et->budget / (1 << 20));
 unlock:
 	pthread_mutex_unlock(&et->lock);

@@ -57,10 +57,10 @@
 #define MODEL_WORKER_MAX_ERROR 512
 
 enum model_worker_state {
-	MODEL_WORKER_NONE,    /* holod runs without a model */
+	MODEL_WORKER_NONE, /* holod runs without a model */
 	MODEL_WORKER_LOADING,
 	MODEL_WORKER_READY,
-	MODEL_WORKER_FAILED,  /* the load failed: see the error; scripts still work */
+	MODEL_WORKER_FAILED, /* the load failed: see the error; scripts still work */
 };
 
 /* What a job sees. Valid on the model worker, during the job. */
@@ -84,8 +84,7 @@ struct model_worker;
 /* Starts the thread; when model_dir is non-NULL it begins loading it at once, with a backend
  * made from `backend` (NULL: auto; checked with engine_backend_resolve() by the caller, so a
  * backend that cannot run the model fails the load with its sentence). NULL + errno. */
-struct model_worker *model_worker_create(const char *model_dir,
-					const struct engine_backend_options *backend);
+struct model_worker *model_worker_create(const char *model_dir, const struct engine_backend_options *backend);
 /* Joins the thread and frees the model. No job may be in flight. Accepts NULL. */
 void model_worker_destroy(struct model_worker *et);
 
@@ -129,8 +128,7 @@ json_t *model_worker_provenance(struct model_worker *et);
 
 /* Runs fn(ctx, arg) on the model worker and returns its result. -ENODEV when no model is
  * loaded (NONE or FAILED; waits for a load in progress), -ESHUTDOWN when stopping. */
-int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg),
-		      void *arg);
+int model_worker_call(struct model_worker *et, int (*fn)(struct worker_ctx *ctx, void *arg), void *arg);
 
 /* Prefill positions one batched forward takes at most (--batch-prefill-chunk). */
 #define MODEL_WORKER_DEFAULT_PREFILL_CHUNK 256
@@ -169,7 +167,8 @@ struct model_work {
  * result (0; the generator's error; the forward's error; the encoder's error; check()'s
  * error). It fills *ret_work and returns 1 to go on, or returns the job's result (0 or a
  * negative errno). check(), when set, runs before every prefill chunk and every vision slice:
- * a negative errno (a stop, a deadline) ends the item with it. The ids, refs and generator of a work item stay valid until next() is called. */
+ * a negative errno (a stop, a deadline) ends the item with it. The ids, refs and generator of a work item
+ * stay valid until next() is called. */
 struct model_seq_job {
 	int (*next)(struct worker_ctx *ctx, void *arg, int r, struct model_work *ret_work);
 	int (*check)(void *arg);
@@ -194,9 +193,8 @@ unsigned long long model_worker_vision_slices(struct model_worker *et);
  * model_worker_release()); -ECANCELED when stopped; -ETIME past the deadline; -ENODEV without a
  * model; -EFBIG when it cannot fit even alone (err says how much it needs and what the budget
  * is). Called from the task's thread, never the worker. */
-int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies,
-		       int prefix_tokens, const atomic_int *stop,
-		       uint64_t deadline_us, uint64_t *ret_bytes, char *err,
+int model_worker_admit(struct model_worker *et, long long task, int max_tokens, int copies, int prefix_tokens,
+		       const atomic_int *stop, uint64_t deadline_us, uint64_t *ret_bytes, char *err,
 		       size_t errlen);
 void model_worker_release(struct model_worker *et, uint64_t bytes);
 /* Task `task`'s position among the sessions waiting for admission (1: next), or 0. */

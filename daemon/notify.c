@@ -40,8 +40,7 @@ int notify_send(const char *state)
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return log_warning_errno(-errno, "sd_notify socket");
-	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n +
-				    (path[0] == '/' ? 1 : 0));
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (path[0] == '/' ? 1 : 0));
 	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, len) < 0)
 		r = log_warning_errno(-errno, "sd_notify %s", state);
 	close(fd);

@@ -17,25 +17,25 @@
 #include "policy.h"
 
 enum option_type {
-	OPT_PATH,   /* a file system path, taken as given */
+	OPT_PATH, /* a file system path, taken as given */
 	OPT_STRING,
 	OPT_UINT,
-	OPT_SIZE,   /* WxH[@:N] */
-	OPT_DISPLAYS, /* display names, comma-separated; repeated on the command line */
-	OPT_LEVEL,  /* log level name */
-	OPT_FLAG,   /* command line only, no value */
-	OPT_HISTORY, /* an instruction task's history mode */
-	OPT_TAKEOVER, /* what a person's input on the display does to its task */
-	OPT_TEMPERATURE, /* a sampling temperature, 0..IPC_MAX_TEMPERATURE, or "format" (-1) */
-	OPT_TOP_P,       /* a nucleus mass, (0, 1], or "format" (-1) */
-	OPT_SEED,        /* a seed, 0..IPC_MAX_SEED, or "random" (-1) */
-	OPT_BACKEND,     /* an engine backend kind name */
-	OPT_PRECISION,   /* an engine precision name */
-	OPT_SSM_STATE,   /* the SSM state's storage: an engine precision name */
-	OPT_WEIGHTS,     /* the linear layers' format: an engine weights name */
-	OPT_ONOFF,       /* "on" or "off" */
+	OPT_SIZE,	   /* WxH[@:N] */
+	OPT_DISPLAYS,	   /* display names, comma-separated; repeated on the command line */
+	OPT_LEVEL,	   /* log level name */
+	OPT_FLAG,	   /* command line only, no value */
+	OPT_HISTORY,	   /* an instruction task's history mode */
+	OPT_TAKEOVER,	   /* what a person's input on the display does to its task */
+	OPT_TEMPERATURE,   /* a sampling temperature, 0..IPC_MAX_TEMPERATURE, or "format" (-1) */
+	OPT_TOP_P,	   /* a nucleus mass, (0, 1], or "format" (-1) */
+	OPT_SEED,	   /* a seed, 0..IPC_MAX_SEED, or "random" (-1) */
+	OPT_BACKEND,	   /* an engine backend kind name */
+	OPT_PRECISION,	   /* an engine precision name */
+	OPT_SSM_STATE,	   /* the SSM state's storage: an engine precision name */
+	OPT_WEIGHTS,	   /* the linear layers' format: an engine weights name */
+	OPT_ONOFF,	   /* "on" or "off" */
 	OPT_POLICY_FORMAT, /* a policy format's name */
-	OPT_APPROVE,       /* an approval mode: none, risky, all */
+	OPT_APPROVE,	   /* an approval mode: none, risky, all */
 };
 
 /* Tokens a session must leave for the prompt besides one step's decode budget. */
@@ -52,88 +52,98 @@ struct option_def {
 	const char *def;   /* default as text; NULL: derived (see resolve_defaults) or unset */
 	const char *metavar;
 	const char *help;
-	bool in_file;      /* may appear in the config file */
+	bool in_file; /* may appear in the config file */
 };
 
 #define OFF(m) offsetof(struct holod_config, m)
 
 static const struct option_def options[] = {
 	{"config", "HOLOD_CONFIG", OPT_PATH, OFF(config_path), 0, 0, NULL, "PATH",
-	 "config file (default $XDG_CONFIG_HOME/holod/holod.conf; a missing default file is fine)",
-	 false},
+	 "config file (default $XDG_CONFIG_HOME/holod/holod.conf; a missing default file is fine)", false},
 	{"socket", IPC_SOCKET_ENV, OPT_PATH, OFF(socket_path), 0, 0, NULL, "PATH",
 	 "Unix socket of the API (default $XDG_RUNTIME_DIR/holod/holod.sock)", true},
 	{"state-dir", "HOLOD_STATE_DIR", OPT_PATH, OFF(state_dir), 0, 0, NULL, "DIR",
 	 "journal database and screenshots (default $XDG_STATE_HOME/holod)", true},
 	{"display", "DISPLAY", OPT_DISPLAYS, OFF(display), 0, 0, NULL, "NAME",
 	 "X display to drive (default $DISPLAY); repeat it, or list names with commas, to drive "
-	 "several at once", true},
+	 "several at once",
+	 true},
 	{"virtual", "HOLOD_VIRTUAL", OPT_SIZE, OFF(virtual_size), 0, 0, NULL, "WxH[@:N]",
 	 "start and own private Xvfbs of this size instead of using --display (@:N: the first one "
-	 "is display :N, the next :N+1...; default: free numbers)", true},
+	 "is display :N, the next :N+1...; default: free numbers)",
+	 true},
 	{"displays", "HOLOD_DISPLAYS", OPT_UINT, OFF(n_virtual), 1, HOLOD_MAX_DISPLAYS, "1", "N",
 	 "how many Xvfbs --virtual starts; each display runs its own tasks", true},
 	{"session", "HOLOD_SESSION", OPT_STRING, OFF(session), 0, 0, "auto", "auto|none|CMD",
 	 "with --virtual: what runs on each virtual display once it is up: auto (a window manager, "
-	 "openbox, when it is installed), none, or CMD run through /bin/sh", true},
+	 "openbox, when it is installed), none, or CMD run through /bin/sh",
+	 true},
 	{"settle-ms", "HOLOD_SETTLE_MS", OPT_UINT, OFF(settle_ms), 0, IPC_MAX_SETTLE_MS, "100", "MS",
 	 "default pause after each action before the 'after' screenshot", true},
-	{"max-steps", "HOLOD_MAX_STEPS", OPT_UINT, OFF(max_steps), 1, IPC_MAX_TASK_STEPS, "200",
-	 "N", "default step budget of a task", true},
-	{"max-seconds", "HOLOD_MAX_SECONDS", OPT_UINT, OFF(max_seconds), 1, IPC_MAX_TASK_SECONDS,
-	 "600", "S", "default wall-time budget of a task", true},
-	{"kill-switch-ms", "HOLOD_KILL_SWITCH_MS", OPT_UINT, OFF(kill_switch_ms), 0, 5000, "600",
-	 "MS", "two Escape presses on a real keyboard within MS stop the running task (0: off)",
-	 true},
-	{"ask-timeout", "HOLOD_ASK_TIMEOUT", OPT_UINT, OFF(ask_timeout_s), 1, IPC_MAX_TASK_SECONDS,
-	 "600", "S",
+	{"max-steps", "HOLOD_MAX_STEPS", OPT_UINT, OFF(max_steps), 1, IPC_MAX_TASK_STEPS, "200", "N",
+	 "default step budget of a task", true},
+	{"max-seconds", "HOLOD_MAX_SECONDS", OPT_UINT, OFF(max_seconds), 1, IPC_MAX_TASK_SECONDS, "600", "S",
+	 "default wall-time budget of a task", true},
+	{"kill-switch-ms", "HOLOD_KILL_SWITCH_MS", OPT_UINT, OFF(kill_switch_ms), 0, 5000, "600", "MS",
+	 "two Escape presses on a real keyboard within MS stop the running task (0: off)", true},
+	{"ask-timeout", "HOLOD_ASK_TIMEOUT", OPT_UINT, OFF(ask_timeout_s), 1, IPC_MAX_TASK_SECONDS, "600", "S",
 	 "how long a task whose model asks the user a question (ask_user) waits for `holoctl "
-	 "reply`; then the task fails saying so (the task's max_seconds still applies)", true},
+	 "reply`; then the task fails saying so (the task's max_seconds still applies)",
+	 true},
 	{"approve", "HOLOD_APPROVE", OPT_APPROVE, OFF(approve), 0, 0, "none", "MODE",
 	 "default of every task (scripts, instructions, holoctl do): which actions wait for "
 	 "`holoctl approve` or `deny` before they run: none, risky (what the approval rules name: "
-	 "--approve-rules) or all", true},
+	 "--approve-rules) or all",
+	 true},
 	{"approve-timeout", "HOLOD_APPROVE_TIMEOUT", OPT_UINT, OFF(approve_timeout_s), 1,
 	 IPC_MAX_TASK_SECONDS, "300", "S",
 	 "how long a held action waits for approval; then the step fails without acting, and the "
-	 "task with it", true},
+	 "task with it",
+	 true},
 	{"approve-rules", "HOLOD_APPROVE_RULES", OPT_PATH, OFF(approve_rules), 0, 0, NULL, "FILE",
 	 "the approval rules of --approve risky (JSON: hotkeys, terminals, tools, windows; "
-	 "docs/api.md); default: holod's built-in rules", true},
-	{"prune-days", "HOLOD_PRUNE_DAYS", OPT_UINT, OFF(prune_days), 0, IPC_MAX_PRUNE_AGE_S / 86400,
-	 "0", "D",
+	 "docs/api.md); default: holod's built-in rules",
+	 true},
+	{"prune-days", "HOLOD_PRUNE_DAYS", OPT_UINT, OFF(prune_days), 0, IPC_MAX_PRUNE_AGE_S / 86400, "0", "D",
 	 "remove tasks (steps, screenshots) that finished more than D days ago, at start-up and "
-	 "after each task (0: keep everything)", true},
+	 "after each task (0: keep everything)",
+	 true},
 	{"model", "HOLOD_MODEL", OPT_PATH, OFF(model_dir), 0, 0, NULL, "DIR",
 	 "model checkpoint to load at start-up (config.json, safetensors, tokenizer.json); "
-	 "without one only scripts run", true},
+	 "without one only scripts run",
+	 true},
 	{"backend", "HOLOD_BACKEND", OPT_BACKEND, OFF(backend), 0, 0, "auto", "B",
 	 "where the language model runs: auto, cpu or cuda (auto: cuda when a device can run it, "
-	 "else the cpu; a backend that cannot is refused at start-up)", true},
+	 "else the cpu; a backend that cannot is refused at start-up)",
+	 true},
 	{"device", "HOLOD_DEVICE", OPT_UINT, OFF(device), 0, OPT_MAX_DEVICE, "0", "N",
 	 "CUDA device the language model runs on (--backend cuda or auto)", true},
 	{"precision", "HOLOD_PRECISION", OPT_PRECISION, OFF(precision), 0, 0, "default", "P",
 	 "precision of the language model: default, bf16 or fp32 (default: bf16 on cuda, and on "
-	 "the cpu for a bf16 checkpoint; fp32 on the cpu otherwise)", true},
+	 "the cpu for a bf16 checkpoint; fp32 on the cpu otherwise)",
+	 true},
 	{"weights", "HOLOD_WEIGHTS", OPT_WEIGHTS, OFF(weights), 0, 0, "default", "W",
 	 "format of the language model's linear layers: default (as stored), bf16, q8 (int8, "
 	 "about half of bf16's bytes) or q4 (4-bit, about a third), quantized at load, on the "
-	 "cpu or cuda; or fp8, the cpu only (docs/quantization.md)", true},
+	 "cpu or cuda; or fp8, the cpu only (docs/quantization.md)",
+	 true},
 	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
 	 "storage of each session's Mamba SSM state: fp32 or bf16 (half the state memory and "
-	 "traffic, so about twice the sessions fit; every update still computes in fp32)", true},
-	{"takeover", "HOLOD_TAKEOVER", OPT_TAKEOVER, OFF(takeover), 0, 0, "pause",
-	 "pause|ignore|cancel", "what input of a person on a task's display (a key, a button or "
+	 "traffic, so about twice the sessions fit; every update still computes in fp32)",
+	 true},
+	{"takeover", "HOLOD_TAKEOVER", OPT_TAKEOVER, OFF(takeover), 0, 0, "pause", "pause|ignore|cancel",
+	 "what input of a person on a task's display (a key, a button or "
 	 "a pointer motion of a real device; holod's own never counts) does to the running task: "
 	 "pause it at once (holoctl resume hands it back), ignore it, or cancel it; a task's "
-	 "\"takeover\" overrides it", true},
+	 "\"takeover\" overrides it",
+	 true},
 	{"history", "HOLOD_HISTORY", OPT_HISTORY, OFF(history), 0, 0, "rolling", "MODE",
 	 "default history mode of instruction tasks: rolling (the last K screenshots, older "
 	 "observations evicted into a snapshot: K screenshots prefilled a step), persistent (every "
 	 "screenshot, one resident session) or window (the last K re-prefilled from the prefix)",
 	 true},
-	{"policy-format", "HOLOD_POLICY_FORMAT", OPT_POLICY_FORMAT, OFF(policy_format), 0, 0,
-	 "holo3", POLICY_FORMAT_NAMES,
+	{"policy-format", "HOLOD_POLICY_FORMAT", OPT_POLICY_FORMAT, OFF(policy_format), 0, 0, "holo3",
+	 POLICY_FORMAT_NAMES,
 	 "default policy format of instruction tasks (docs/policy.md): holo3 (H Company's agent "
 	 "loop) or holo-nano (the published holo-nano harness: its tools, system text and turns)",
 	 true},
@@ -143,7 +153,8 @@ static const struct option_def options[] = {
 	 true},
 	{"window", "HOLOD_WINDOW", OPT_UINT, OFF(window), 1, IPC_MAX_HISTORY_WINDOW, "3", "K",
 	 "default number of recent observations sent with their screenshot (rolling and window "
-	 "modes, and when a persistent session is rebuilt)", true},
+	 "modes, and when a persistent session is rebuilt)",
+	 true},
 	{"max-tiles", "HOLOD_MAX_TILES", OPT_UINT, OFF(max_tiles), 0, IPC_MAX_TILES, "0", "N",
 	 "default image tile budget per observation (0: the checkpoint's)", true},
 	{"context-tokens", "HOLOD_CONTEXT_TOKENS", OPT_UINT, OFF(context_tokens), 1024,
@@ -151,92 +162,104 @@ static const struct option_def options[] = {
 	 "session size of an instruction task; a persistent or rolling session is rebuilt before "
 	 "it is full",
 	 true},
-	{"state-limit", "HOLOD_STATE_LIMIT", OPT_UINT, OFF(state_limit_kib), 0, UINT32_MAX, "0",
-	 "KIB", "KiB of model session state (recurrent state and KV caches of every task) the "
+	{"state-limit", "HOLOD_STATE_LIMIT", OPT_UINT, OFF(state_limit_kib), 0, UINT32_MAX, "0", "KIB",
+	 "KiB of model session state (recurrent state and KV caches of every task) the "
 	 "model may hold; a task whose session would pass it waits for others to end (0: no limit "
-	 "on the cpu, the free device memory on cuda)", true},
+	 "on the cpu, the free device memory on cuda)",
+	 true},
 	{"batch-prefill-chunk", "HOLOD_BATCH_PREFILL_CHUNK", OPT_UINT, OFF(batch_prefill_chunk), 1,
 	 MODEL_WORKER_MAX_PREFILL_CHUNK, "256", "N",
 	 "prefill tokens one batched forward of the model takes at most, so that a long prefill "
-	 "delays the other tasks' decoding by one such forward", true},
+	 "delays the other tasks' decoding by one such forward",
+	 true},
 	{"batch-vision-slice", "HOLOD_BATCH_VISION_SLICE", OPT_UINT, OFF(batch_vision_slice), 1,
 	 MODEL_WORKER_MAX_VISION_SLICE, "1", "N",
 	 "vision encoder steps (on the cpu a ViT block or half the projector of one tile; on cuda a "
 	 "tile) run between two batched forwards, so that a screenshot delays the other tasks' "
-	 "decoding by one such slice", true},
+	 "decoding by one such slice",
+	 true},
 	{"step-tokens", "HOLOD_STEP_TOKENS", OPT_UINT, OFF(step_tokens), 16, 65536, "4096", "N",
 	 "most tokens decoded for one step (a longer step is invalid)", true},
 	{"step-retries", "HOLOD_STEP_RETRIES", OPT_UINT, OFF(step_retries), 0, 10, "2", "N",
 	 "invalid steps retried (sampled again) before the task fails", true},
 	{"thinking", "HOLOD_THINKING", OPT_ONOFF, OFF(thinking), 0, 0, "on", "on|off",
 	 "default of instruction tasks: the model thinks (a free <think> block) before each step, "
-	 "which is dropped from the history afterwards", true},
-	{"thinking-tokens", "HOLOD_THINKING_TOKENS", OPT_UINT, OFF(thinking_tokens), 1, 65536,
-	 "1024", "N",
+	 "which is dropped from the history afterwards",
+	 true},
+	{"thinking-tokens", "HOLOD_THINKING_TOKENS", OPT_UINT, OFF(thinking_tokens), 1, 65536, "1024", "N",
 	 "default most tokens of a step's think block (and at most half of --step-tokens, which "
-	 "counts them); then the block is closed and the step decoded", true},
+	 "counts them); then the block is closed and the step decoded",
+	 true},
 	{"secrets", "HOLOD_SECRETS", OPT_PATH, OFF(secrets_file), 0, 0, NULL, "FILE",
 	 "the secrets `write` types for {{secret:NAME}}: NAME=value lines, mode 0600 and the "
 	 "user's own (default $XDG_CONFIG_HOME/holod/secrets; a missing default file is fine)",
 	 true},
 	{"secret-env", "HOLOD_SECRET_ENV", OPT_STRING, OFF(secret_env), 0, 0, NULL, "NAME[,NAME]",
 	 "environment variables that are secrets of the same name (taken out of holod's "
-	 "environment once read)", true},
+	 "environment once read)",
+	 true},
 	{"jump-forward", "HOLOD_JUMP_FORWARD", OPT_ONOFF, OFF(jump_forward), 0, 0, "on", "on|off",
 	 "default of instruction tasks: the tokens the step grammar forces after a sampled one "
 	 "(JSON keys, the tool name's rest...) are appended in one forward instead of one forward "
-	 "each (off: one forward per token, for comparison)", true},
-	{"stuck-warn", "HOLOD_STUCK_WARN", OPT_UINT, OFF(stuck_warn), 0, IPC_MAX_STUCK_STEPS, "3",
-	 "N", "default of instruction tasks: after N steps in a row that left the screen unchanged "
-	 "or repeated one action, the model's next tool output says so (0: never)", true},
-	{"stuck-stop", "HOLOD_STUCK_STOP", OPT_UINT, OFF(stuck_stop), 0, IPC_MAX_STUCK_STEPS, "6",
-	 "N", "default of instruction tasks: after N such steps in a row the task ends with status "
-	 "stuck and the evidence (0: never)", true},
+	 "each (off: one forward per token, for comparison)",
+	 true},
+	{"stuck-warn", "HOLOD_STUCK_WARN", OPT_UINT, OFF(stuck_warn), 0, IPC_MAX_STUCK_STEPS, "3", "N",
+	 "default of instruction tasks: after N steps in a row that left the screen unchanged "
+	 "or repeated one action, the model's next tool output says so (0: never)",
+	 true},
+	{"stuck-stop", "HOLOD_STUCK_STOP", OPT_UINT, OFF(stuck_stop), 0, IPC_MAX_STUCK_STEPS, "6", "N",
+	 "default of instruction tasks: after N such steps in a row the task ends with status "
+	 "stuck and the evidence (0: never)",
+	 true},
 	{"temperature", "HOLOD_TEMPERATURE", OPT_TEMPERATURE, OFF(temperature), 0, 0, "format", "T",
 	 "default sampling temperature of the model's steps, 0..2 (0: greedy; format: the policy "
-	 "format's, 0.8 for holo3); always under the step grammar", true},
+	 "format's, 0.8 for holo3); always under the step grammar",
+	 true},
 	{"top-p", "HOLOD_TOP_P", OPT_TOP_P, OFF(top_p), 0, 0, "format", "P",
 	 "default nucleus mass of the sampling, above 0 up to 1 (1: off; format: the policy "
-	 "format's, 0.95 for holo3)", true},
+	 "format's, 0.95 for holo3)",
+	 true},
 	{"seed", "HOLOD_SEED", OPT_SEED, OFF(seed), 0, 0, "random", "N",
 	 "default seed of an instruction task's sampling, 0..4294967295 (random: one drawn per "
-	 "task); the task's seed is recorded, and the same seed samples the same steps", true},
+	 "task); the task's seed is recorded, and the same seed samples the same steps",
+	 true},
 	{"remote", "HOLOD_REMOTE", OPT_STRING, OFF(remote), 0, 0, NULL, "URL",
 	 "take instruction tasks' steps from an OpenAI-compatible server (vLLM, SGLang, llama.cpp) "
-	 "at URL, e.g. http://host:8000/v1, instead of the local model", true},
+	 "at URL, e.g. http://host:8000/v1, instead of the local model",
+	 true},
 	{"remote-model", "HOLOD_REMOTE_MODEL", OPT_STRING, OFF(remote_model), 0, 0, NULL, "NAME",
 	 "model name sent to the --remote server (default: the first it lists)", true},
-	{"remote-key-file", "HOLOD_REMOTE_KEY_FILE", OPT_PATH, OFF(remote_key_file), 0, 0, NULL,
-	 "FILE", "bearer key of the --remote server: the file's first line (keep it mode 0600)",
-	 true},
-	{"remote-connect-timeout", "HOLOD_REMOTE_CONNECT_TIMEOUT", OPT_UINT,
-	 OFF(remote_connect_timeout), 1, 600, "10", "S",
-	 "seconds to connect to the --remote server", true},
-	{"remote-timeout", "HOLOD_REMOTE_TIMEOUT", OPT_UINT, OFF(remote_timeout), 1, 3600, "300",
-	 "S", "seconds one request to the --remote server may take, its streamed answer included",
-	 true},
+	{"remote-key-file", "HOLOD_REMOTE_KEY_FILE", OPT_PATH, OFF(remote_key_file), 0, 0, NULL, "FILE",
+	 "bearer key of the --remote server: the file's first line (keep it mode 0600)", true},
+	{"remote-connect-timeout", "HOLOD_REMOTE_CONNECT_TIMEOUT", OPT_UINT, OFF(remote_connect_timeout), 1,
+	 600, "10", "S", "seconds to connect to the --remote server", true},
+	{"remote-timeout", "HOLOD_REMOTE_TIMEOUT", OPT_UINT, OFF(remote_timeout), 1, 3600, "300", "S",
+	 "seconds one request to the --remote server may take, its streamed answer included", true},
 	{"remote-retries", "HOLOD_REMOTE_RETRIES", OPT_UINT, OFF(remote_retries), 0, 10, "3", "N",
 	 "retries of a request the --remote server answers with HTTP 429 or 5xx (exponential "
-	 "backoff, Retry-After honoured)", true},
-	{"remote-images", "HOLOD_REMOTE_IMAGES", OPT_STRING, OFF(remote_images), 0, 0, "png",
-	 "png|none", "screenshots sent to the --remote server: png (data URLs), or none (the "
-	 "text-only layout, for servers without vision)", true},
+	 "backoff, Retry-After honoured)",
+	 true},
+	{"remote-images", "HOLOD_REMOTE_IMAGES", OPT_STRING, OFF(remote_images), 0, 0, "png", "png|none",
+	 "screenshots sent to the --remote server: png (data URLs), or none (the "
+	 "text-only layout, for servers without vision)",
+	 true},
 	{"remote-server", "HOLOD_REMOTE_SERVER", OPT_STRING, OFF(remote_server), 0, 0, "auto",
-	 "auto|vllm|openai", "what the --remote server is: vllm gets the step schema as "
+	 "auto|vllm|openai",
+	 "what the --remote server is: vllm gets the step schema as "
 	 "structured_outputs and each screenshot's placeholder inside its text, openai (any other) "
 	 "response_format and the parts in order; auto: vllm when its /models says owned_by vllm",
 	 true},
 	{"require-model", NULL, OPT_FLAG, OFF(require_model), 0, 0, NULL, NULL,
 	 "exit non-zero when the configured model cannot be loaded (readiness waits for the load) "
-	 "instead of serving scripts only", false},
+	 "instead of serving scripts only",
+	 false},
 	{"debug-unconstrained", NULL, OPT_FLAG, OFF(debug_unconstrained), 0, 0, NULL, NULL,
 	 "debug: decode steps without the step grammar (invalid steps become possible)", false},
 	{"log-level", "HOLOD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0, "info", "LEVEL",
 	 "error, warning, notice, info or debug", true},
 	{"dump-config", NULL, OPT_FLAG, OFF(dump_config), 0, 0, NULL, NULL,
 	 "print the effective configuration as a config file and exit", false},
-	{"version", NULL, OPT_FLAG, OFF(version), 0, 0, NULL, NULL, "print the version and exit",
-	 false},
+	{"version", NULL, OPT_FLAG, OFF(version), 0, 0, NULL, NULL, "print the version and exit", false},
 	{"help", NULL, OPT_FLAG, OFF(help), 0, 0, NULL, NULL, "show this help and exit", false},
 };
 
@@ -284,8 +307,7 @@ static bool display_name_ok(const char *name, size_t len)
 }
 
 /* Splits a comma-separated list of display names; -EINVAL names the bad entry. */
-static int split_displays(const char *list, char ***ret, size_t *ret_n, const char *where,
-			  const char *option)
+static int split_displays(const char *list, char ***ret, size_t *ret_n, const char *where, const char *option)
 {
 	char **v = NULL;
 	size_t n = 0;
@@ -295,8 +317,9 @@ static int split_displays(const char *list, char ***ret, size_t *ret_n, const ch
 		const char *comma = strchrnul(p, ',');
 		size_t len = (size_t)(comma - p);
 		if (!display_name_ok(p, len)) {
-			fprintf(stderr, "holod: %s: --%s: '%.*s' is not a display name (like :1; at "
-					"most %d bytes, no spaces)\n",
+			fprintf(stderr,
+				"holod: %s: --%s: '%.*s' is not a display name (like :1; at "
+				"most %d bytes, no spaces)\n",
 				where, option, (int)MIN(len, 80), p, IPC_MAX_DISPLAY_NAME_BYTES);
 			goto fail;
 		}
@@ -357,8 +380,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		errno = 0;
 		unsigned long v = strtoul(value, &end, 10);
 		if (errno || end == value || *end || value[0] == '-' || v < o->min || v > o->max) {
-			fprintf(stderr, "holod: %s: --%s: '%s' is not an integer in %u..%u\n", where,
-				o->name, value, o->min, o->max);
+			fprintf(stderr, "holod: %s: --%s: '%s' is not an integer in %u..%u\n", where, o->name,
+				value, o->min, o->max);
 			return -EINVAL;
 		}
 		*(unsigned *)base = (unsigned)v;
@@ -367,8 +390,9 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	case OPT_SIZE: {
 		int w, h, number;
 		if (parse_size(value, &w, &h, &number) < 0) {
-			fprintf(stderr, "holod: %s: --%s: '%s' is not a size WxH with both sides in "
-					"64..16384, optionally followed by @:N (N in 0..%d)\n",
+			fprintf(stderr,
+				"holod: %s: --%s: '%s' is not a size WxH with both sides in "
+				"64..16384, optionally followed by @:N (N in 0..%d)\n",
 				where, o->name, value, HOLOD_MAX_DISPLAY_NUMBER);
 			return -EINVAL;
 		}
@@ -401,8 +425,9 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	}
 	case OPT_LEVEL:
 		if (log_level_from_string(value) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown level '%s' (error, warning, notice, "
-					"info, debug)\n",
+			fprintf(stderr,
+				"holod: %s: --%s: unknown level '%s' (error, warning, notice, "
+				"info, debug)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}
@@ -424,9 +449,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		double v = strtod(value, &end);
 		if (errno || end == value || *end ||
 		    !(t ? v >= 0.0 && v <= IPC_MAX_TEMPERATURE : v > 0.0 && v <= 1.0)) {
-			fprintf(stderr, "holod: %s: --%s: '%s' is not 'format' or a number %s\n",
-				where, o->name, value,
-				t ? "in 0..2" : "above 0 up to 1");
+			fprintf(stderr, "holod: %s: --%s: '%s' is not 'format' or a number %s\n", where,
+				o->name, value, t ? "in 0..2" : "above 0 up to 1");
 			return -EINVAL;
 		}
 		*(double *)base = v;
@@ -441,8 +465,9 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		errno = 0;
 		unsigned long long v = strtoull(value, &end, 10);
 		if (errno || end == value || *end || value[0] == '-' || v > IPC_MAX_SEED) {
-			fprintf(stderr, "holod: %s: --%s: '%s' is not 'random' or an integer in "
-					"0..%llu\n",
+			fprintf(stderr,
+				"holod: %s: --%s: '%s' is not 'random' or an integer in "
+				"0..%llu\n",
 				where, o->name, value, (unsigned long long)IPC_MAX_SEED);
 			return -EINVAL;
 		}
@@ -451,8 +476,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	}
 	case OPT_BACKEND:
 		if (engine_backend_kind_parse(value, &cfg->engine_backend.kind) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown backend '%s' (auto, cpu, cuda)\n",
-				where, o->name, value);
+			fprintf(stderr, "holod: %s: --%s: unknown backend '%s' (auto, cpu, cuda)\n", where,
+				o->name, value);
 			return -EINVAL;
 		}
 		free(*(char **)base);
@@ -460,8 +485,9 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	case OPT_PRECISION:
 		if (engine_precision_parse(value, &cfg->engine_backend.precision) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown precision '%s' (default, bf16, "
-					"fp32)\n",
+			fprintf(stderr,
+				"holod: %s: --%s: unknown precision '%s' (default, bf16, "
+				"fp32)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}
@@ -470,8 +496,9 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	case OPT_WEIGHTS:
 		if (engine_weights_parse(value, &cfg->engine_backend.weights) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown weight format '%s' (default, bf16, "
-					"q8, q4, fp8)\n",
+			fprintf(stderr,
+				"holod: %s: --%s: unknown weight format '%s' (default, bf16, "
+				"q8, q4, fp8)\n",
 				where, o->name, value);
 			return -EINVAL;
 		}
@@ -481,8 +508,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	case OPT_SSM_STATE: {
 		enum engine_precision t;
 		if (engine_precision_parse(value, &t) < 0 || t == ENGINE_PRECISION_DEFAULT) {
-			fprintf(stderr, "holod: %s: --%s: unknown SSM state type '%s' (fp32, bf16)\n",
-				where, o->name, value);
+			fprintf(stderr, "holod: %s: --%s: unknown SSM state type '%s' (fp32, bf16)\n", where,
+				o->name, value);
 			return -EINVAL;
 		}
 		cfg->engine_backend.ssm_state = t;
@@ -492,8 +519,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 	}
 	case OPT_ONOFF:
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) {
-			fprintf(stderr, "holod: %s: --%s: expected on or off, not '%s'\n", where,
-				o->name, value);
+			fprintf(stderr, "holod: %s: --%s: expected on or off, not '%s'\n", where, o->name,
+				value);
 			return -EINVAL;
 		}
 		free(*(char **)base);
@@ -501,8 +528,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	case OPT_POLICY_FORMAT:
 		if (!policy_format_find(value)) {
-			fprintf(stderr, "holod: %s: --%s: unknown policy format '%s' (%s)\n", where,
-				o->name, value, POLICY_FORMAT_NAMES);
+			fprintf(stderr, "holod: %s: --%s: unknown policy format '%s' (%s)\n", where, o->name,
+				value, POLICY_FORMAT_NAMES);
 			return -EINVAL;
 		}
 		free(*(char **)base);
@@ -510,8 +537,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	case OPT_APPROVE:
 		if (ipc_approve_from_string(value) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (none, risky, all)\n",
-				where, o->name, value);
+			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (none, risky, all)\n", where,
+				o->name, value);
 			return -EINVAL;
 		}
 		free(*(char **)base);
@@ -519,8 +546,8 @@ static int set_value(struct holod_config *cfg, const struct option_def *o, const
 		return 0;
 	case OPT_TAKEOVER:
 		if (ipc_takeover_from_string(value) < 0) {
-			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (pause, ignore, cancel)\n",
-				where, o->name, value);
+			fprintf(stderr, "holod: %s: --%s: unknown mode '%s' (pause, ignore, cancel)\n", where,
+				o->name, value);
 			return -EINVAL;
 		}
 		free(*(char **)base);
@@ -567,31 +594,29 @@ static int expand_path(const char *value, char **ret, const char *where, const c
 	char *out = xmalloc(cap);
 	const char *p = value;
 
-#define PUT(src, len)                                                                           \
-	do {                                                                                    \
-		size_t _l = (len);                                                              \
-		if (n + _l + 1 > HOLOD_MAX_CONFIG_PATH)                                         \
-			goto too_long;                                                          \
-		if (n + _l + 1 > cap) {                                                         \
-			cap = n + _l + 1;                                                       \
-			out = xrealloc(out, cap);                                               \
-		}                                                                               \
-		memcpy(out + n, (src), _l);                                                     \
-		n += _l;                                                                        \
+#define PUT(src, len)                                                                                        \
+	do {                                                                                                 \
+		size_t _l = (len);                                                                           \
+		if (n + _l + 1 > HOLOD_MAX_CONFIG_PATH)                                                      \
+			goto too_long;                                                                       \
+		if (n + _l + 1 > cap) {                                                                      \
+			cap = n + _l + 1;                                                                    \
+			out = xrealloc(out, cap);                                                            \
+		}                                                                                            \
+		memcpy(out + n, (src), _l);                                                                  \
+		n += _l;                                                                                     \
 	} while (0)
 
 	if (p[0] == '~' && (p[1] == '/' || p[1] == '\0')) {
 		const char *home = getenv("HOME");
 		if (!home || !home[0]) {
-			fprintf(stderr, "holod: %s: --%s: '~' needs $HOME, which is not set\n", where,
-				option);
+			fprintf(stderr, "holod: %s: --%s: '~' needs $HOME, which is not set\n", where, option);
 			goto fail;
 		}
 		PUT(home, strlen(home));
 		p++;
 	} else if (p[0] == '~') {
-		fprintf(stderr, "holod: %s: --%s: '~user' is not expanded; write the path\n", where,
-			option);
+		fprintf(stderr, "holod: %s: --%s: '~user' is not expanded; write the path\n", where, option);
 		goto fail;
 	}
 	while (*p) {
@@ -606,15 +631,16 @@ static int expand_path(const char *value, char **ret, const char *where, const c
 		       (e > name && *e >= '0' && *e <= '9'))
 			e++;
 		if (e == name || (braced && *e != '}')) {
-			fprintf(stderr, "holod: %s: --%s: '$' must start a variable ($NAME or "
-					"${NAME})\n",
+			fprintf(stderr,
+				"holod: %s: --%s: '$' must start a variable ($NAME or "
+				"${NAME})\n",
 				where, option);
 			goto fail;
 		}
 		char var[128];
 		if ((size_t)(e - name) >= sizeof(var)) {
-			fprintf(stderr, "holod: %s: --%s: variable name longer than %zu bytes\n",
-				where, option, sizeof(var) - 1);
+			fprintf(stderr, "holod: %s: --%s: variable name longer than %zu bytes\n", where,
+				option, sizeof(var) - 1);
 			goto fail;
 		}
 		memcpy(var, name, (size_t)(e - name));
@@ -632,8 +658,8 @@ static int expand_path(const char *value, char **ret, const char *where, const c
 	*ret = out;
 	return 0;
 too_long:
-	fprintf(stderr, "holod: %s: --%s: the path is longer than %d bytes once expanded\n", where,
-		option, HOLOD_MAX_CONFIG_PATH);
+	fprintf(stderr, "holod: %s: --%s: the path is longer than %d bytes once expanded\n", where, option,
+		HOLOD_MAX_CONFIG_PATH);
 fail:
 	free(out);
 	return -EINVAL;
@@ -656,8 +682,7 @@ static int read_config_file(struct holod_config *cfg, const char *path, bool mus
 		char where[PATH_MAX + 32];
 		snprintf(where, sizeof(where), "%s:%d", path, lineno);
 		if (!strchr(line, '\n') && !feof(f)) {
-			fprintf(stderr, "holod: %s: line longer than %zu bytes\n", where,
-				sizeof(line) - 1);
+			fprintf(stderr, "holod: %s: line longer than %zu bytes\n", where, sizeof(line) - 1);
 			r = -EINVAL;
 			break;
 		}
@@ -728,8 +753,7 @@ static int find_default_model(struct holod_config *cfg)
 	}
 	closedir(d);
 	if (n > 1) {
-		fprintf(stderr, "holod: %zu checkpoints in %s: choose one with --model DIR\n", n,
-			base);
+		fprintf(stderr, "holod: %zu checkpoints in %s: choose one with --model DIR\n", n, base);
 		free(found);
 		free(base);
 		return -EINVAL;
@@ -755,14 +779,16 @@ static int resolve_defaults(struct holod_config *cfg)
 		return -EINVAL;
 	}
 	if (cfg->context_tokens < cfg->step_tokens + OPT_MIN_PROMPT_ROOM) {
-		fprintf(stderr, "holod: --context-tokens (%u) must exceed --step-tokens (%u) by at "
-				"least %u tokens for the prompt\n",
+		fprintf(stderr,
+			"holod: --context-tokens (%u) must exceed --step-tokens (%u) by at "
+			"least %u tokens for the prompt\n",
 			cfg->context_tokens, cfg->step_tokens, OPT_MIN_PROMPT_ROOM);
 		return -EINVAL;
 	}
 	if (!cfg->virtual_size && cfg->n_virtual > 1) {
-		fprintf(stderr, "holod: --displays %u starts virtual displays: give --virtual WxH "
-				"too (or name existing displays with --display, repeated)\n",
+		fprintf(stderr,
+			"holod: --displays %u starts virtual displays: give --virtual WxH "
+			"too (or name existing displays with --display, repeated)\n",
 			cfg->n_virtual);
 		return -EINVAL;
 	}
@@ -789,8 +815,9 @@ static int resolve_defaults(struct holod_config *cfg)
 	if (cfg->model_dir) {
 		char msg[256];
 		if ((r = engine_backend_resolve(&cfg->engine_backend, msg, sizeof(msg))) < 0) {
-			fprintf(stderr, "holod: --backend %s --precision %s --weights %s --ssm-state "
-					"%s: %s\n",
+			fprintf(stderr,
+				"holod: --backend %s --precision %s --weights %s --ssm-state "
+				"%s: %s\n",
 				cfg->backend, cfg->precision, cfg->weights, cfg->ssm_state, msg);
 			return r;
 		}
@@ -815,8 +842,7 @@ int options_parse(struct holod_config *cfg, int argc, char **argv)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->virtual_number = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-		if (options[i].def && (r = set_value(cfg, &options[i], options[i].def,
-						     "default")) < 0)
+		if (options[i].def && (r = set_value(cfg, &options[i], options[i].def, "default")) < 0)
 			return r;
 
 	/* The config file's own path: command line, then environment, then XDG. */
@@ -886,9 +912,10 @@ int options_parse(struct holod_config *cfg, int argc, char **argv)
 
 void options_print_help(FILE *f, const char *argv0)
 {
-	fprintf(f, "Usage: %s [OPTIONS]\n\n"
-		   "holod drives an X11 desktop for scripted and model-driven tasks and serves\n"
-		   "its API (HTTP/1.1 + JSON, docs/api.md) on a Unix socket.\n\nOptions:\n",
+	fprintf(f,
+		"Usage: %s [OPTIONS]\n\n"
+		"holod drives an X11 desktop for scripted and model-driven tasks and serves\n"
+		"its API (HTTP/1.1 + JSON, docs/api.md) on a Unix socket.\n\nOptions:\n",
 		argv0);
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
 		const struct option_def *o = &options[i];
@@ -938,8 +965,7 @@ void options_dump(FILE *f, const struct holod_config *cfg)
 			if (*(const double *)base < 0)
 				fprintf(f, "%s = format\n", o->name);
 			else
-				fprintf(f, "%s = %.*g\n", o->name,
-					shortest_digits(*(const double *)base),
+				fprintf(f, "%s = %.*g\n", o->name, shortest_digits(*(const double *)base),
 					*(const double *)base);
 			break;
 		case OPT_SEED:

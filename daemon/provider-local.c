@@ -81,11 +81,11 @@ struct local_task {
 	size_t window;
 	int max_tiles;
 	struct provider_sampling sampling;
-	bool thinking;            /* a think block before each step */
+	bool thinking;		  /* a think block before each step */
 	unsigned thinking_tokens; /* its budget */
-	bool jump_forward;        /* forced tokens appended in one forward (attempt_forced) */
+	bool jump_forward;	  /* forced tokens appended in one forward (attempt_forced) */
 	int tokens_per_tile, hidden, vocab;
-	const struct provider_history *h; /* during a step */
+	const struct provider_history *h;	     /* during a step */
 	uint64_t last_preprocess_us, last_encode_us; /* of the observation being answered */
 
 	/* Model worker objects: touched by jobs only. */
@@ -93,7 +93,7 @@ struct local_task {
 	struct engine_snapshot *prefix;
 	struct engine_snapshot *rolling; /* rolling: the prefix and the evicted turns held;
 					  * NULL: the prefix snapshot is the base */
-	int rolling_tokens;              /* its length (the prefix's while it is NULL) */
+	int rolling_tokens;		 /* its length (the prefix's while it is NULL) */
 	/* Rolling: the base holds the evicted turns of obs[roll_first .. roll_first + roll_held);
 	 * roll_lost: a step dropped it and could not replace it (the next one rebuilds). */
 	size_t roll_first, roll_held;
@@ -116,19 +116,17 @@ struct local_task {
 
 /* A progress event of the task's step under way for its followers (feed.h); nothing is built
  * when nobody follows. The executor thread waits for the job meanwhile, so its run is stable. */
-#define progress(a, phase, ...)                                                              \
-	feed_progress((a)->run->env->feed, (a)->t->id, (a)->run->step, (a)->run->step_t0_us,   \
-		      phase, __VA_ARGS__)
+#define progress(a, phase, ...)                                                                              \
+	feed_progress((a)->run->env->feed, (a)->t->id, (a)->run->step, (a)->run->step_t0_us, phase,          \
+		      __VA_ARGS__)
 
 /* The step grammar and its masker of format fmt, built at load (model-worker.c). */
-static const struct policy_grammar *step_grammar(const struct worker_ctx *ctx,
-						 const struct policy_format *fmt)
+static const struct policy_grammar *step_grammar(const struct worker_ctx *ctx, const struct policy_format *fmt)
 {
 	return fmt == &policy_format_holo_nano ? ctx->nano_grammar : ctx->grammar;
 }
 
-static struct policy_masker *step_masker(const struct worker_ctx *ctx,
-					 const struct policy_format *fmt)
+static struct policy_masker *step_masker(const struct worker_ctx *ctx, const struct policy_format *fmt)
 {
 	return fmt == &policy_format_holo_nano ? ctx->nano_masker : ctx->masker;
 }
@@ -167,8 +165,7 @@ static int open_check(void *arg)
 	struct open_job *j = arg;
 	if (j->a->session)
 		progress(j->a, "prefill", "{s:s, s:i, s:I}", "what", "prompt", "done",
-			 engine_session_n_tokens(j->a->session), "total",
-			 (json_int_t)j->prefix->n_ids);
+			 engine_session_n_tokens(j->a->session), "total", (json_int_t)j->prefix->n_ids);
 	return local_stop_check(j->stop, j->deadline_us);
 }
 
@@ -187,8 +184,10 @@ static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		model_worker_account(a->cfg->worker, 1, 0);
 		a->hidden = engine_session_hidden(a->session);
 		a->vocab = engine_session_vocab(a->session);
-		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
-						.ids = j->prefix->ids, .n = j->prefix->n_ids,
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
+						.session = a->session,
+						.ids = j->prefix->ids,
+						.n = j->prefix->n_ids,
 						.want = ENGINE_LOGITS_NONE};
 		return 1;
 	}
@@ -202,8 +201,8 @@ static int open_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 	a->rolling_tokens = a->prefix_tokens;
 	j->prefill_us = time_mono_us() - j->t0;
 	account(a);
-	progress(a, "prefill", "{s:s, s:I, s:I}", "what", "prompt", "done",
-		 (json_int_t)j->prefix->n_ids, "total", (json_int_t)j->prefix->n_ids);
+	progress(a, "prefill", "{s:s, s:I, s:I}", "what", "prompt", "done", (json_int_t)j->prefix->n_ids,
+		 "total", (json_int_t)j->prefix->n_ids);
 	return 0;
 }
 
@@ -226,8 +225,7 @@ static int job_close(struct worker_ctx *ctx, void *arg)
 	return 0;
 }
 
-int local_encode_prepare(struct model_worker *w, struct engine_image *img, int max_tiles,
-			 struct encode_job *j)
+int local_encode_prepare(struct model_worker *w, struct engine_image *img, int max_tiles, struct encode_job *j)
 {
 	const struct engine_vision *v = model_worker_vision(w);
 	struct engine_vision_preprocess pp;
@@ -262,8 +260,7 @@ static int encode_check(void *arg)
 	return local_stop_check(j->stop, UINT64_MAX);
 }
 
-int local_encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
-		      struct model_work *ret_work)
+int local_encode_step(struct worker_ctx *ctx, struct encode_job *j, int r, struct model_work *ret_work)
 {
 	char why[256];
 
@@ -275,10 +272,9 @@ int local_encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
 		j->redo = NULL;
 		j->t0 = time_mono_us();
 		struct engine_vision_grid grid;
-		if ((r = engine_vision_encode_begin_image(ctx->backend, ctx->vision, j->img,
-							  j->max_tiles, &grid, &j->vj)) < 0) {
-			snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s",
-				 strerror(-r));
+		if ((r = engine_vision_encode_begin_image(ctx->backend, ctx->vision, j->img, j->max_tiles,
+							  &grid, &j->vj)) < 0) {
+			snprintf(j->err, sizeof(j->err), "image preprocessing failed: %s", strerror(-r));
 			return r;
 		}
 		j->n_tiles = grid.n_tiles;
@@ -315,14 +311,14 @@ struct attempt;
 
 struct step_job {
 	struct local_task *a;
-	bool restore_prefix;           /* window, or a rebuild of a persistent session */
-	bool restore_rolling;          /* rolling: the rolling snapshot (or the prefix's) */
+	bool restore_prefix;  /* window, or a rebuild of a persistent session */
+	bool restore_rolling; /* rolling: the rolling snapshot (or the prefix's) */
 	/* rolling: prefilled first, then the session becomes the new rolling base (rebase) */
 	const struct policy_piece *evict;
 	bool rebase;
 	const struct policy_piece *piece;
 	struct engine_rows *const *slot_rows; /* one per image of the piece */
-	const struct policy_piece *close; /* appended after a valid step; NULL in window mode */
+	const struct policy_piece *close;     /* appended after a valid step; NULL in window mode */
 	/* thinking: each attempt decodes a think block first (at most think_budget tokens); in a
 	 * persistent session the valid step's turn is then rewritten without it: the session goes
 	 * back to its generation prompt and gets "</think>" + the step + `close` (think_close) */
@@ -348,8 +344,8 @@ struct step_job {
 	int attempts;
 	long long decoded;
 	uint64_t forwards, forced; /* all attempts: decode forwards, ids jumped over (forced) */
-	bool closed; /* `close` was appended */
-	bool dropped, rebased; /* the old rolling base was destroyed; the new one replaced it */
+	bool closed;		   /* `close` was appended */
+	bool dropped, rebased;	   /* the old rolling base was destroyed; the new one replaced it */
 	uint64_t prefill_us, decode_us;
 	char err[512];
 	/* the state machine (a sequence job of the worker) */
@@ -362,7 +358,7 @@ struct step_job {
 	float *logits0;
 	struct engine_snapshot *before_decode;
 	struct engine_generator *gen;
-	struct attempt *at;      /* the generator's callbacks' state */
+	struct attempt *at;	 /* the generator's callbacks' state */
 	long long tokens_before; /* the session's length before the attempt */
 	uint64_t t0, t1;
 };
@@ -384,8 +380,8 @@ struct attempt {
 	bool constrained;
 	unsigned think_tokens; /* sampled inside the think block */
 	unsigned tokens;       /* sampled in all */
-	bool complete; /* a stop id ended a step the grammar accepts (or, unconstrained, any) */
-	int error;     /* why a callback stopped the loop: -EBADMSG; 0 */
+	bool complete;	       /* a stop id ended a step the grammar accepts (or, unconstrained, any) */
+	int error;	       /* why a callback stopped the loop: -EBADMSG; 0 */
 };
 
 /* Before each sample: the stop flag and the deadline, then the grammar's mask. */
@@ -406,8 +402,7 @@ static int attempt_logits(void *userdata, float *logits, int vocab)
 	/* the thinking budget spent: the block may only close, then the step follows */
 	if (at->constrained && j->thinking && at->think_tokens >= j->think_budget)
 		policy_matcher_close_thinking(&at->m);
-	if (at->constrained &&
-	    policy_masker_apply(step_masker(at->ctx, at->j->a->fmt), &at->m, logits) <= 0) {
+	if (at->constrained && policy_masker_apply(step_masker(at->ctx, at->j->a->fmt), &at->m, logits) <= 0) {
 		snprintf(j->err, sizeof(j->err), "the step grammar allows no token after %zu bytes",
 			 j->raw_len);
 		return -EBADMSG;
@@ -472,8 +467,7 @@ static void stream_decode(struct attempt *at)
 	if (!o)
 		return;
 	if (think_to > think_from)
-		json_object_set_new(o, "thinking",
-				    json_stringn(j->raw + think_from, think_to - think_from));
+		json_object_set_new(o, "thinking", json_stringn(j->raw + think_from, think_to - think_from));
 	if (n)
 		json_object_set_new(o, "thought", json_stringn(out, n));
 	progress(a, "decode", "O", o);
@@ -543,8 +537,8 @@ static int attempt_forced(void *userdata, int32_t *ids, size_t cap)
  * sampled id), which the step appends with its prompt rather than sampling them one forward
  * each; none with jump-forward off, unconstrained or thinking (the think block comes first).
  * Worker thread (the masker). */
-static size_t step_lead(struct worker_ctx *ctx, const struct local_task *a, bool thinking,
-			int32_t *ids, size_t cap)
+static size_t step_lead(struct worker_ctx *ctx, const struct local_task *a, bool thinking, int32_t *ids,
+			size_t cap)
 {
 	struct policy_matcher m;
 
@@ -569,12 +563,12 @@ enum step_phase {
 static void prefill_progress(struct step_job *j, bool whole)
 {
 	const struct policy_piece *p = j->phase == STEP_EVICT ? j->evict : j->piece;
-	long long done = whole ? (long long)p->n_ids
-			       : engine_session_n_tokens(j->a->session) - j->prefill_base;
+	long long done =
+		whole ? (long long)p->n_ids : engine_session_n_tokens(j->a->session) - j->prefill_base;
 	done = MIN(done, (long long)p->n_ids); /* the step's lead after the piece */
 	progress(j->a, "prefill", "{s:s, s:I, s:I}", "what",
-		 j->phase == STEP_EVICT ? "evicted" : "observation", "done", (json_int_t)done,
-		 "total", (json_int_t)p->n_ids);
+		 j->phase == STEP_EVICT ? "evicted" : "observation", "done", (json_int_t)done, "total",
+		 (json_int_t)p->n_ids);
 }
 
 static int step_check(void *arg)
@@ -629,8 +623,7 @@ static int attempt_start(struct worker_ctx *ctx, struct step_job *j, struct mode
 	j->gen = engine_generator_create(a->session, NULL, &p, j->logits0);
 	if (!j->gen)
 		return -errno;
-	*ret_work = (struct model_work){.kind = MODEL_WORK_DECODE, .session = a->session,
-					.gen = j->gen};
+	*ret_work = (struct model_work){.kind = MODEL_WORK_DECODE, .session = a->session, .gen = j->gen};
 	return 1;
 }
 
@@ -654,20 +647,17 @@ static int attempt_end(struct step_job *j, int r)
 	if (j->at->error < 0)
 		return j->at->error;
 	if (!j->at->complete) {
-		snprintf(j->err, sizeof(j->err), "no complete step within %u tokens",
-			 a->cfg->step_tokens);
+		snprintf(j->err, sizeof(j->err), "no complete step within %u tokens", a->cfg->step_tokens);
 		return -EBADMSG;
 	}
 	char perr[256];
 	j->think_len = j->step_at = 0;
-	if (j->thinking &&
-	    policy_split_thinking(j->raw, j->raw_len, &j->think_len, &j->step_at) < 0) {
-		snprintf(j->err, sizeof(j->err), "invalid step: no %s ends the thinking",
-			 POLICY_THINK_CLOSE);
+	if (j->thinking && policy_split_thinking(j->raw, j->raw_len, &j->think_len, &j->step_at) < 0) {
+		snprintf(j->err, sizeof(j->err), "invalid step: no %s ends the thinking", POLICY_THINK_CLOSE);
 		return -EBADMSG;
 	}
-	if (a->fmt->step_parse(j->raw + j->step_at, j->raw_len - j->step_at, &j->step, perr,
-			       sizeof(perr)) < 0) {
+	if (a->fmt->step_parse(j->raw + j->step_at, j->raw_len - j->step_at, &j->step, perr, sizeof(perr)) <
+	    0) {
 		snprintf(j->err, sizeof(j->err), "invalid step: %s", perr);
 		return -EBADMSG;
 	}
@@ -707,8 +697,7 @@ static int drop_thinking(struct worker_ctx *ctx, struct step_job *j)
 	int r;
 
 	if ((r = engine_session_restore(j->a->session, j->before_decode)) < 0) {
-		snprintf(j->err, sizeof(j->err), "cannot restore the generation prompt: %s",
-			 strerror(-r));
+		snprintf(j->err, sizeof(j->err), "cannot restore the generation prompt: %s", strerror(-r));
 		free(text);
 		return r;
 	}
@@ -768,10 +757,11 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			if (j->evict && j->evict->n_ids) {
 				j->phase = STEP_EVICT;
 				j->prefill_base = engine_session_n_tokens(a->session);
-				*ret_work = (struct model_work){
-					.kind = MODEL_WORK_PREFILL, .session = a->session,
-					.ids = j->evict->ids, .n = j->evict->n_ids,
-					.want = ENGINE_LOGITS_NONE};
+				*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
+								.session = a->session,
+								.ids = j->evict->ids,
+								.n = j->evict->n_ids,
+								.want = ENGINE_LOGITS_NONE};
 				return 1;
 			}
 		}
@@ -797,8 +787,8 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 			j->refs = xcalloc(p->n_ids + j->n_lead, sizeof(*j->refs));
 			for (size_t k = 0; k < p->n_images; k++)
 				for (size_t i = 0; i < p->images[k].n_tokens; i++)
-					j->refs[p->images[k].offset + i] = (struct engine_row_ref){
-						.rows = j->slot_rows[k], .row = i};
+					j->refs[p->images[k].offset + i] =
+						(struct engine_row_ref){.rows = j->slot_rows[k], .row = i};
 		}
 		const int32_t *ids = p->ids;
 		if (j->n_lead) {
@@ -809,9 +799,13 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		}
 		j->phase = STEP_PREFILL;
 		j->prefill_base = engine_session_n_tokens(a->session);
-		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
-						.ids = ids, .refs = j->refs, .n = p->n_ids + j->n_lead,
-						.want = ENGINE_LOGITS_LAST, .logits = j->logits0};
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
+						.session = a->session,
+						.ids = ids,
+						.refs = j->refs,
+						.n = p->n_ids + j->n_lead,
+						.want = ENGINE_LOGITS_LAST,
+						.logits = j->logits0};
 		return 1;
 	case STEP_PREFILL:
 		if (r < 0) {
@@ -834,10 +828,9 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 	case STEP_DECODE:
 		r = attempt_end(j, r);
 		if (r == -EBADMSG && j->attempts <= (int)a->cfg->step_retries) {
-			log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id,
-				 j->err, j->attempts + 1, a->cfg->step_retries + 1);
-			progress(a, "retry", "{s:i, s:s}", "attempt", j->attempts + 1, "error",
-				 j->err);
+			log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)a->t->id, j->err,
+				 j->attempts + 1, a->cfg->step_retries + 1);
+			progress(a, "retry", "{s:i, s:s}", "attempt", j->attempts + 1, "error", j->err);
 			if ((r = engine_session_restore(a->session, j->before_decode)) < 0)
 				return step_finish(j, r);
 			j->attempts++;
@@ -847,9 +840,9 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		}
 		j->decode_us = time_mono_us() - j->t1;
 		log_debug("task %lld: %d attempt(s), %llu decode forwards, %llu forced tokens "
-			  "(jump-forward %s)", (long long)a->t->id, j->attempts,
-			  (unsigned long long)j->forwards, (unsigned long long)j->forced,
-			  a->jump_forward ? "on" : "off");
+			  "(jump-forward %s)",
+			  (long long)a->t->id, j->attempts, (unsigned long long)j->forwards,
+			  (unsigned long long)j->forced, a->jump_forward ? "on" : "off");
 		if (r < 0 && r != -EBADMSG && r != -EINTR && !local_stopped(r))
 			snprintf(j->err, sizeof(j->err), "decoding failed: %s",
 				 engine_backend_strerror(ctx->backend, r, why, sizeof(why)));
@@ -858,8 +851,10 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
 		if (j->thinking && (r = drop_thinking(ctx, j)) < 0)
 			return step_finish(j, r);
 		j->phase = STEP_CLOSE;
-		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = a->session,
-						.ids = j->close->ids, .n = j->close->n_ids,
+		*ret_work = (struct model_work){.kind = MODEL_WORK_PREFILL,
+						.session = a->session,
+						.ids = j->close->ids,
+						.n = j->close->n_ids,
 						.want = ENGINE_LOGITS_NONE};
 		return 1;
 	case STEP_CLOSE:
@@ -879,15 +874,13 @@ static int step_next(struct worker_ctx *ctx, void *arg, int r, struct model_work
  * elsewhere can be checked against it (docs/journal.md). A digest rather than the ids: a
  * window step re-prefills its whole history, thousands of ids per step, all of which the
  * exported turns already determine. */
-static void prefill_sha256(const struct policy_piece *piece, const struct policy_piece *close,
-			   char ret[65])
+static void prefill_sha256(const struct policy_piece *piece, const struct policy_piece *close, char ret[65])
 {
 	size_t n = piece->n_ids + (close ? close->n_ids : 0);
 	uint8_t *bytes = xmalloc(n * 4 + 1);
 
 	for (size_t i = 0; i < n; i++) {
-		uint32_t v = (uint32_t)(i < piece->n_ids ? piece->ids[i]
-							 : close->ids[i - piece->n_ids]);
+		uint32_t v = (uint32_t)(i < piece->n_ids ? piece->ids[i] : close->ids[i - piece->n_ids]);
 		for (int b = 0; b < 4; b++)
 			bytes[i * 4 + (size_t)b] = (uint8_t)(v >> (8 * b));
 	}
@@ -904,24 +897,22 @@ static void journal_prompt(struct local_task *a, const struct policy_piece *pref
 	int r;
 
 	if ((r = policy_prefix_text(a->renderer, a->t->req->instruction, &system, &user)) < 0) {
-		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,
-			 strerror(-r));
+		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id, strerror(-r));
 		return;
 	}
 	prefill_sha256(prefix, NULL, sha);
 	char *obs = policy_format_observation_text(a->fmt, false);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s?, s:b, s:I, s:s}", "format",
-			      a->fmt->name, "system_text", a->penv.published ? "published" : "holod",
-			      "system", system, "user", user,
-			      "tokens_per_tile", a->tokens_per_tile, "reasoning", reasoning, "evicted",
-			      a->fmt->turns.evicted, "observation", obs, "result_turn",
-			      a->fmt->turns.result_own_turn, "tokens", (json_int_t)prefix->n_ids,
-			      "sha256", sha);
+	json_t *o =
+		json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s?, s:b, s:I, s:s}", "format", a->fmt->name,
+			  "system_text", a->penv.published ? "published" : "holod", "system", system, "user",
+			  user, "tokens_per_tile", a->tokens_per_tile, "reasoning", reasoning, "evicted",
+			  a->fmt->turns.evicted, "observation", obs, "result_turn",
+			  a->fmt->turns.result_own_turn, "tokens", (json_int_t)prefix->n_ids, "sha256", sha);
 	free(obs);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (!text || (r = journal_task_prompt(a->run->env->journal, a->t->id, text)) < 0)
 		log_warning("task %lld: cannot journal its prompt: %s", (long long)a->t->id,
-			 strerror(text ? -r : ENOMEM));
+			    strerror(text ? -r : ENOMEM));
 	free(text);
 	json_decref(o);
 	free(system);
@@ -944,10 +935,10 @@ static int render_history(struct local_task *a, size_t first, size_t index, size
 		const struct policy_tool_result *res = &a->h->results[first + i];
 		obs[i].result = res->text ? res : NULL;
 	}
-	int r = ret_evicted ? policy_render_rolling(a->renderer, obs, a->h->steps + first, n - 1,
-						    a->window, held, ret_evicted, ret)
-			    : policy_render_window(a->renderer, obs, a->h->steps + first, n - 1,
-						   a->window, ret);
+	int r = ret_evicted ?
+			policy_render_rolling(a->renderer, obs, a->h->steps + first, n - 1, a->window, held,
+					      ret_evicted, ret) :
+			policy_render_window(a->renderer, obs, a->h->steps + first, n - 1, a->window, ret);
 	free(obs);
 	if (r < 0)
 		return r;
@@ -995,21 +986,20 @@ static int history_size(void *userdata, size_t first, long long *ret_size)
 /* The step's prompt: persistent -> this observation's turn (or a rebuild near the cap);
  * window -> the history that fits. */
 static int build_prompt(struct local_task *a, size_t index, struct policy_piece *ret,
-			struct engine_rows ***ret_slots, bool *ret_restore, const char **ret_mode,
-			char *err, size_t errlen)
+			struct engine_rows ***ret_slots, bool *ret_restore, const char **ret_mode, char *err,
+			size_t errlen)
 {
 	long long limits[AGENT_HISTORY_MAX_LIMITS];
 	bool rebuild = a->history == IPC_HISTORY_PERSISTENT;
-	size_t n_limits = agent_history_limits(rebuild, a->cfg->context_tokens,
-					       a->cfg->step_tokens, CLOSE_TOKENS_MAX,
-					       a->prefix_tokens, limits);
+	size_t n_limits = agent_history_limits(rebuild, a->cfg->context_tokens, a->cfg->step_tokens,
+					       CLOSE_TOKENS_MAX, a->prefix_tokens, limits);
 	struct obs_rec *o = &a->obs[index];
 	int r;
 
 	if (a->history == IPC_HISTORY_PERSISTENT) {
 		struct policy_observation obs = {.n_tiles = o->n_tiles,
-						 .result = a->h->results[index].text ?
-								   &a->h->results[index] : NULL};
+						 .result = a->h->results[index].text ? &a->h->results[index] :
+										       NULL};
 		if ((r = policy_render_step(a->renderer, &obs, false, ret)) < 0) {
 			snprintf(err, errlen, "cannot render the observation: %s", strerror(-r));
 			return r;
@@ -1044,8 +1034,10 @@ static int build_prompt(struct local_task *a, size_t index, struct policy_piece 
 		*ret_restore = true;
 		return 0;
 	}
-	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
-		 "(--context-tokens)", a->cfg->context_tokens);
+	snprintf(err, errlen,
+		 "the observation does not fit the context of %u tokens "
+		 "(--context-tokens)",
+		 a->cfg->context_tokens);
 	return -ENOSPC;
 }
 
@@ -1062,9 +1054,8 @@ static size_t evicted_after(const struct local_task *a, size_t first, size_t ind
  * recent history that fits half the room after the prefix (else the whole budget), its evicted
  * part snapshotted as the new base. *ret_first and *ret_held: the base after the step. */
 static int build_rolling(struct local_task *a, size_t index, struct policy_piece *ret_evicted,
-			 struct policy_piece *ret, struct engine_rows ***ret_slots,
-			 struct step_job *sj, size_t *ret_first, size_t *ret_held,
-			 const char **ret_mode, char *err, size_t errlen)
+			 struct policy_piece *ret, struct engine_rows ***ret_slots, struct step_job *sj,
+			 size_t *ret_first, size_t *ret_held, const char **ret_mode, char *err, size_t errlen)
 {
 	long long limits[AGENT_HISTORY_MAX_LIMITS];
 	size_t n_limits = agent_history_limits(true, a->cfg->context_tokens, a->cfg->step_tokens,
@@ -1072,15 +1063,13 @@ static int build_rolling(struct local_task *a, size_t index, struct policy_piece
 	int r;
 
 	if (!a->roll_lost) {
-		r = render_history(a, a->roll_first, index, a->roll_held, ret_evicted, ret,
-				   ret_slots);
+		r = render_history(a, a->roll_first, index, a->roll_held, ret_evicted, ret, ret_slots);
 		if (r < 0) {
 			snprintf(err, errlen, "cannot render the history: %s", strerror(-r));
 			return r;
 		}
 		/* The last limit is the whole budget. */
-		if (a->rolling_tokens + (long long)(ret_evicted->n_ids + ret->n_ids) <=
-		    limits[n_limits - 1]) {
+		if (a->rolling_tokens + (long long)(ret_evicted->n_ids + ret->n_ids) <= limits[n_limits - 1]) {
 			sj->restore_rolling = true;
 			sj->rebase = ret_evicted->n_ids > 0;
 			*ret_first = a->roll_first;
@@ -1111,8 +1100,10 @@ static int build_rolling(struct local_task *a, size_t index, struct policy_piece
 		*ret_mode = "rebuild";
 		return 0;
 	}
-	snprintf(err, errlen, "the observation does not fit the context of %u tokens "
-		 "(--context-tokens)", a->cfg->context_tokens);
+	snprintf(err, errlen,
+		 "the observation does not fit the context of %u tokens "
+		 "(--context-tokens)",
+		 a->cfg->context_tokens);
 	return -ENOSPC;
 }
 
@@ -1199,13 +1190,14 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	a->fmt = args->format ? args->format : &policy_format_holo3;
 	a->penv = (struct policy_env){.screen_width = a->run->monitor.width,
 				      .screen_height = a->run->monitor.height,
-				      .date = args->date, .reasoning = args->thinking,
-				      .max_steps = t->max_steps, .max_time_s = t->max_seconds,
-				      .published = a->fmt == &policy_format_holo_nano
-							   ? a->cfg->published : NULL,
+				      .date = args->date,
+				      .reasoning = args->thinking,
+				      .max_steps = t->max_steps,
+				      .max_time_s = t->max_seconds,
+				      .published =
+					      a->fmt == &policy_format_holo_nano ? a->cfg->published : NULL,
 				      .secret_names = a->cfg->secret_names};
-	a->renderer = policy_renderer_create(a->fmt,
-					     model_worker_tokenizer(lp->worker), &a->penv,
+	a->renderer = policy_renderer_create(a->fmt, model_worker_tokenizer(lp->worker), &a->penv,
 					     a->tokens_per_tile);
 	if (!a->renderer) {
 		r = -errno;
@@ -1224,28 +1216,25 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 			snprintf(err, errlen, "cannot render the prompt: %s", strerror(-r));
 		goto close_task;
 	}
-	struct open_job oj = {
-		.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
+	struct open_job oj = {.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
 	/* admission: the session waits until what it may grow to fits the state budget */
 	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
 			       /* the snapshot before decoding: retries, and a persistent
 				* session's thinking (drop_thinking) go back to it */
 			       (a->cfg->step_retries > 0 ||
-						(a->thinking && a->history == IPC_HISTORY_PERSISTENT)
-					? 2
-					: 1) +
+						(a->thinking && a->history == IPC_HISTORY_PERSISTENT) ?
+					2 :
+					1) +
 				       (a->history == IPC_HISTORY_ROLLING ? 1 : 0),
-			       (int)prefix.n_ids, t->stop,
-			       UINT64_MAX, &a->reserved, err, errlen);
+			       (int)prefix.n_ids, t->stop, UINT64_MAX, &a->reserved, err, errlen);
 	if (r == -ENODEV)
 		snprintf(err, errlen, "the model is not loaded: %s",
 			 model_worker_error(lp->worker) ? model_worker_error(lp->worker) : "none");
 	if (r < 0)
 		goto close_task;
 	progress(a, "admitted", NULL);
-	r = model_worker_run(lp->worker, &(struct model_seq_job){.next = open_next,
-								 .check = open_check,
-								 .arg = &oj});
+	r = model_worker_run(lp->worker,
+			     &(struct model_seq_job){.next = open_next, .check = open_check, .arg = &oj});
 	if (r == -ETIME) {
 		snprintf(err, errlen,
 			 "max_seconds budget (%u s) exhausted while prefilling the prompt "
@@ -1256,16 +1245,14 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	if (r < 0 && r != -ECANCELED) {
 		char why[512];
 		snprintf(err, errlen, "cannot prefill the prompt (%zu tokens): %s", prefix.n_ids,
-			 engine_backend_strerror(engine_session_backend(a->session), r, why,
-						 sizeof(why)));
+			 engine_backend_strerror(engine_session_backend(a->session), r, why, sizeof(why)));
 		goto close_task;
 	}
 	if (r < 0)
 		goto close_task;
 	journal_prompt(a, &prefix, a->penv.reasoning);
-	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms",
-		 (long long)t->id, ipc_history_to_string(a->history), a->window, a->prefix_tokens,
-		 oj.prefill_us / 1000.0);
+	log_info("task %lld: %s history (window %zu), prompt prefix %d tokens in %.1f ms", (long long)t->id,
+		 ipc_history_to_string(a->history), a->window, a->prefix_tokens, oj.prefill_us / 1000.0);
 	policy_piece_finish(&prefix);
 	*ret = &a->base;
 	return 0;
@@ -1286,15 +1273,15 @@ static void obs_grow(struct local_task *a, size_t index)
 	a->cap = cap;
 }
 
-static int local_observe(struct provider_task *pt, size_t index, const struct x11_frame *frame,
-			 char *err, size_t errlen)
+static int local_observe(struct provider_task *pt, size_t index, const struct x11_frame *frame, char *err,
+			 size_t errlen)
 {
 	struct local_task *a = (struct local_task *)pt;
 	int r;
 
 	obs_grow(a, index);
-	struct engine_image *img = engine_image_from_rgb(frame->width, frame->height,
-							 frame->stride, frame->pixels);
+	struct engine_image *img =
+		engine_image_from_rgb(frame->width, frame->height, frame->stride, frame->pixels);
 	if (!img) {
 		r = -errno;
 		snprintf(err, errlen, "%s", strerror(-r));
@@ -1309,8 +1296,9 @@ static int local_observe(struct provider_task *pt, size_t index, const struct x1
 		}
 		ej.redo = a->obs[index].rows;
 		a->obs[index].rows = NULL;
-		r = model_worker_run(a->cfg->worker, &(struct model_seq_job){
-			.next = encode_next, .check = encode_check, .arg = &ej});
+		r = model_worker_run(a->cfg->worker, &(struct model_seq_job){.next = encode_next,
+									     .check = encode_check,
+									     .arg = &ej});
 		/* a job that never ran (the worker stopping) leaves the rows for job_close */
 		if (ej.drop)
 			a->obs[index - a->window].rows = ej.drop;
@@ -1342,8 +1330,11 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	struct engine_rows **slots = NULL;
 	size_t roll_first = 0, roll_held = 0;
 	const bool rolling = a->history == IPC_HISTORY_ROLLING;
-	struct step_job sj = {.a = a, .stop = a->t->stop, .deadline_us = a->run->deadline_us,
-			      .seed = seed, .thinking = a->thinking,
+	struct step_job sj = {.a = a,
+			      .stop = a->t->stop,
+			      .deadline_us = a->run->deadline_us,
+			      .seed = seed,
+			      .thinking = a->thinking,
 			      .think_budget = a->thinking_tokens,
 			      .pause = a->history != IPC_HISTORY_PERSISTENT ? a->t->pause : NULL};
 	const char *mode = NULL;
@@ -1356,15 +1347,14 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	ret->as.preprocess_us = a->last_preprocess_us;
 	ret->as.encode_us = a->last_encode_us;
 	if (rolling)
-		r = build_rolling(a, index, &evicted, &piece, &slots, &sj, &roll_first, &roll_held,
-				  &mode, ret->err, sizeof(ret->err));
+		r = build_rolling(a, index, &evicted, &piece, &slots, &sj, &roll_first, &roll_held, &mode,
+				  ret->err, sizeof(ret->err));
 	else
 		r = build_prompt(a, index, &piece, &slots, &sj.restore_prefix, &mode, ret->err,
 				 sizeof(ret->err));
 	if (r < 0)
 		goto finish;
-	if (a->history == IPC_HISTORY_PERSISTENT &&
-	    (r = policy_render_close(a->renderer, &close)) < 0) {
+	if (a->history == IPC_HISTORY_PERSISTENT && (r = policy_render_close(a->renderer, &close)) < 0) {
 		snprintf(ret->err, sizeof(ret->err), "cannot render: %s", strerror(-r));
 		goto finish;
 	}
@@ -1381,9 +1371,8 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	sj.piece = &piece;
 	sj.slot_rows = slots;
 	sj.close = a->history == IPC_HISTORY_PERSISTENT ? &close : NULL;
-	r = model_worker_run(a->cfg->worker, &(struct model_seq_job){.next = step_next,
-								     .check = step_check,
-								     .arg = &sj});
+	r = model_worker_run(a->cfg->worker,
+			     &(struct model_seq_job){.next = step_next, .check = step_check, .arg = &sj});
 	if (rolling) {
 		/* The base follows what the worker made of it. */
 		if (sj.rebased) {
@@ -1408,8 +1397,7 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	}
 	ret->raw = agent_text_valid_utf8(sj.raw ? sj.raw : "", sj.raw ? sj.raw_len : 0);
 	size_t think_len, step_at;
-	if (a->thinking && sj.raw &&
-	    policy_split_thinking(sj.raw, sj.raw_len, &think_len, &step_at) == 0)
+	if (a->thinking && sj.raw && policy_split_thinking(sj.raw, sj.raw_len, &think_len, &step_at) == 0)
 		ret->reasoning = agent_text_valid_utf8(sj.raw, think_len);
 	else if (a->thinking && sj.raw) /* cut by the budget of step_tokens: all of it */
 		ret->reasoning = agent_text_valid_utf8(sj.raw, sj.raw_len);
@@ -1417,14 +1405,14 @@ static int local_step(struct provider_task *pt, const struct provider_history *h
 	const struct policy_piece *head = rolling ? &evicted : &piece;
 	const struct policy_piece *tail = rolling ? &piece : sj.closed ? sj.close : NULL;
 	ret->prompt_text = agent_prompt_text(head, tail, AGENT_MAX_PROMPT_TEXT_BYTES);
-	struct policy_observation this_obs = {
-		.n_tiles = ob->n_tiles, .result = h->results[index].text ? &h->results[index] : NULL};
+	struct policy_observation this_obs = {.n_tiles = ob->n_tiles,
+					      .result = h->results[index].text ? &h->results[index] : NULL};
 	ret->user_turn = policy_format_user_text(a->fmt, &this_obs, false);
 	prefill_sha256(head, tail, ret->prompt_sha256);
 	ret->prompt_mode = mode;
 	ret->as.attempts = sj.attempts;
-	ret->as.tokens_appended = (long long)(evicted.n_ids + piece.n_ids) +
-				  (sj.closed ? (long long)sj.close->n_ids : 0);
+	ret->as.tokens_appended =
+		(long long)(evicted.n_ids + piece.n_ids) + (sj.closed ? (long long)sj.close->n_ids : 0);
 	ret->as.tokens_decoded = sj.decoded;
 	ret->as.tokens_forced = (long long)sj.forced;
 	ret->as.decode_forwards = (long long)sj.forwards;

@@ -19,11 +19,11 @@ struct local_task;
  * backend has one, then the tiles), one slice between two batched forwards
  * (MODEL_WORK_VISION), so the other tasks keep decoding. */
 struct encode_job {
-	struct local_task *a;     /* whose progress events; NULL: none (grounding) */
-	int tile;                 /* the tile the last one named */
+	struct local_task *a; /* whose progress events; NULL: none (grounding) */
+	int tile;	      /* the tile the last one named */
 	const atomic_int *stop;
 	struct engine_image *img; /* the job's, read by the worker while the caller waits */
-	int max_tiles;            /* 0 or within the checkpoint's budget */
+	int max_tiles;		  /* 0 or within the checkpoint's budget */
 	int n_tiles;
 	size_t n_rows;
 	struct engine_rows *drop; /* the rows of an observation that left the window */
@@ -45,8 +45,7 @@ int local_encode_prepare(struct model_worker *w, struct engine_image *img, int m
  * (err says why, unless stopped). encode_us is the time from its first slice (the
  * preprocessing) to its last, the other tasks' forwards between them included; preprocess_us
  * is the preprocessing slice's. */
-int local_encode_step(struct worker_ctx *ctx, struct encode_job *j, int r,
-		      struct model_work *ret_work);
+int local_encode_step(struct worker_ctx *ctx, struct encode_job *j, int r, struct model_work *ret_work);
 /* The image, and what the job left when it ended early (the worker stopping: its device's
  * tiles and rows then go as a failed job_close leaves an observation's rows). The rows stay
  * the caller's. */

@@ -78,21 +78,21 @@
 
 struct remote_provider {
 	struct provider base;
-	char *url;        /* chat completions, as configured (may hold userinfo) */
+	char *url;	  /* chat completions, as configured (may hold userinfo) */
 	char *models_url; /* GET: the served models */
-	char *endpoint;   /* the base URL without userinfo, query or fragment */
-	char *model;      /* --remote-model; NULL: the server's first */
-	char *auth;       /* "Authorization: Bearer KEY", or NULL */
-	char *schema;     /* the step's JSON Schema, compact */
+	char *endpoint;	  /* the base URL without userinfo, query or fragment */
+	char *model;	  /* --remote-model; NULL: the server's first */
+	char *auth;	  /* "Authorization: Bearer KEY", or NULL */
+	char *schema;	  /* the step's JSON Schema, compact */
 	unsigned connect_timeout_s, timeout_s, retries;
 	bool images;
 	enum provider_remote_server server; /* --remote-server */
 
 	pthread_mutex_t lock; /* guards what follows */
 	bool probed;
-	bool vllm;            /* structured_outputs and the one-text-part layout (above) */
-	bool json_object;     /* the server refused "json_schema": {"type":"json_object","schema"} */
-	char *served_model;   /* from GET /models */
+	bool vllm;	    /* structured_outputs and the one-text-part layout (above) */
+	bool json_object;   /* the server refused "json_schema": {"type":"json_object","schema"} */
+	char *served_model; /* from GET /models */
 };
 
 struct remote_task {
@@ -102,20 +102,20 @@ struct remote_task {
 	const struct executor_task *t;
 	struct executor_run *run;
 	enum ipc_history history;
-	size_t keep;      /* observations sent with their image */
+	size_t keep; /* observations sent with their image */
 	struct provider_sampling sampling;
 	const struct policy_format *fmt; /* the task's format: its turns, schema and parser */
-	bool thinking;    /* the server is asked for a think block before each step */
-	bool no_think_fields; /* the server refused chat_template_kwargs, reasoning_effort or
-			       * thinking_token_budget (HTTP 400): this task asks without them */
-	unsigned thinking_tokens; /* its budget: vLLM's thinking_token_budget */
-	char *system;     /* the system turn */
-	char *schema;     /* the step's JSON Schema, as the system turn shows it */
-	char *task_text;  /* "Task: ..." */
-	char *model;      /* the name sent */
+	bool thinking;			 /* the server is asked for a think block before each step */
+	bool no_think_fields;		 /* the server refused chat_template_kwargs, reasoning_effort or
+					  * thinking_token_budget (HTTP 400): this task asks without them */
+	unsigned thinking_tokens;	 /* its budget: vLLM's thinking_token_budget */
+	char *system;			 /* the system turn */
+	char *schema;			 /* the step's JSON Schema, as the system turn shows it */
+	char *task_text;		 /* "Task: ..." */
+	char *model;			 /* the name sent */
 	bool vllm, json_object;
-	char **pngs;      /* pngs[i]: observation i's data URL (NULL once out of reach) */
-	uint64_t png_us;  /* encoding the last observation's PNG */
+	char **pngs;	 /* pngs[i]: observation i's data URL (NULL once out of reach) */
+	uint64_t png_us; /* encoding the last observation's PNG */
 	size_t cap;
 };
 
@@ -123,8 +123,7 @@ struct remote_task {
 
 static char *base64_data_url(const uint8_t *data, size_t n)
 {
-	static const char tab[] =
-	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	static const char prefix[] = "data:image/png;base64,";
 	size_t plen = sizeof(prefix) - 1;
 	char *out = xmalloc(plen + (n + 2) / 3 * 4 + 1), *o = out + plen;
@@ -259,11 +258,14 @@ static int transfer(struct remote_provider *rp, const struct remote_task *rt, co
 			snprintf(err, errlen, "%s", rep->err);
 		} else if (cc == CURLE_OPERATION_TIMEDOUT && !connected(e)) {
 			r = -ETIMEDOUT;
-			snprintf(err, errlen, "cannot connect to the model server at %s within %u s "
-				 "(--remote-connect-timeout)", rp->endpoint, rp->connect_timeout_s);
+			snprintf(err, errlen,
+				 "cannot connect to the model server at %s within %u s "
+				 "(--remote-connect-timeout)",
+				 rp->endpoint, rp->connect_timeout_s);
 		} else if (cc == CURLE_OPERATION_TIMEDOUT) {
 			r = -ETIMEDOUT;
-			snprintf(err, errlen, "the model server at %s did not answer within %u s "
+			snprintf(err, errlen,
+				 "the model server at %s did not answer within %u s "
 				 "(--remote-timeout %u, --remote-connect-timeout %u)",
 				 rp->endpoint, rp->timeout_s, rp->timeout_s, rp->connect_timeout_s);
 		} else if (cc != CURLE_OK) {
@@ -312,7 +314,8 @@ static int probe(struct remote_provider *rp, struct remote_task *rt, char *err, 
 	}
 	if (rep.status != 200)
 		log_info("the model server at %s answered GET /models with HTTP %ld; using "
-			 "--remote-model as given", rp->endpoint, rep.status);
+			 "--remote-model as given",
+			 rp->endpoint, rep.status);
 	pthread_mutex_lock(&rp->lock);
 	if (!rp->probed) {
 		rp->probed = true;
@@ -321,9 +324,11 @@ static int probe(struct remote_provider *rp, struct remote_task *rt, char *err, 
 			rp->vllm = vllm;
 		served = NULL;
 		log_info("model server %s: model %s, %s", rp->endpoint,
-			 rp->model ? rp->model : rp->served_model ? rp->served_model : "(unnamed)",
-			 rp->vllm ? "vLLM (structured_outputs, the image inside the text part)"
-				  : "OpenAI-compatible (response_format)");
+			 rp->model	  ? rp->model :
+			 rp->served_model ? rp->served_model :
+					    "(unnamed)",
+			 rp->vllm ? "vLLM (structured_outputs, the image inside the text part)" :
+				    "OpenAI-compatible (response_format)");
 	}
 	pthread_mutex_unlock(&rp->lock);
 	free(served);
@@ -372,9 +377,9 @@ static json_t *remote_provenance(struct provider *p)
 	struct remote_provider *rp = remote_of(p);
 	pthread_mutex_lock(&rp->lock);
 	json_t *o = json_pack("{s:s, s:s?, s:s?, s:b, s:s, s:s}", "endpoint", rp->endpoint, "name",
-			      rp->model ? rp->model : rp->served_model, "served", rp->served_model,
-			      "images", rp->images, "server", rp->vllm ? "vllm" : "openai",
-			      "structured_output", remote_structured_name(rp->vllm, rp->json_object));
+			      rp->model ? rp->model : rp->served_model, "served", rp->served_model, "images",
+			      rp->images, "server", rp->vllm ? "vllm" : "openai", "structured_output",
+			      remote_structured_name(rp->vllm, rp->json_object));
 	pthread_mutex_unlock(&rp->lock);
 	return o;
 }
@@ -386,8 +391,10 @@ static json_t *remote_status(struct provider *p)
 		json_object_set_new(o, "name", json_string("remote"));
 	struct remote_provider *rp = remote_of(p);
 	pthread_mutex_lock(&rp->lock);
-	json_object_set_new(o, "model", rp->model ? json_string(rp->model) :
-				rp->served_model ? json_string(rp->served_model) : json_null());
+	json_object_set_new(o, "model",
+			    rp->model	     ? json_string(rp->model) :
+			    rp->served_model ? json_string(rp->served_model) :
+					       json_null());
 	pthread_mutex_unlock(&rp->lock);
 	return o;
 }
@@ -430,8 +437,10 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	const struct policy_published *pub = nano ? args->cfg->published : NULL;
 	struct policy_env penv = {.screen_width = args->run->monitor.width,
 				  .screen_height = args->run->monitor.height,
-				  .date = args->date, .max_steps = args->t->max_steps,
-				  .max_time_s = args->t->max_seconds, .published = pub,
+				  .date = args->date,
+				  .max_steps = args->t->max_steps,
+				  .max_time_s = args->t->max_seconds,
+				  .published = pub,
 				  .secret_names = args->cfg->secret_names};
 	rt->system = rt->fmt->system_text(&penv);
 	/* The schema the system text shows is the one the server constrains with: holo3's, or
@@ -447,14 +456,14 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	}
 	if ((r = probe(rp, rt, err, errlen)) < 0) {
 		if (r == -ETIME)
-			snprintf(err, errlen, "max_seconds budget (%u s) exhausted while asking the "
-				 "model server at %s for its models", args->t->max_seconds,
-				 rp->endpoint);
+			snprintf(err, errlen,
+				 "max_seconds budget (%u s) exhausted while asking the "
+				 "model server at %s for its models",
+				 args->t->max_seconds, rp->endpoint);
 		goto close_task;
 	}
 	pthread_mutex_lock(&rp->lock);
-	rt->model = xstrdup(rp->model ? rp->model : rp->served_model ? rp->served_model :
-			    "default");
+	rt->model = xstrdup(rp->model ? rp->model : rp->served_model ? rp->served_model : "default");
 	rt->vllm = rp->vllm;
 	rt->json_object = rp->json_object;
 	pthread_mutex_unlock(&rp->lock);
@@ -469,11 +478,10 @@ static int remote_task_open(struct provider *p, const struct provider_task_args 
 	}
 	/* What the chat export reads (docs/journal.md, `prompt`). */
 	char *obs = policy_format_observation_text(rt->fmt, false);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:b, s:s, s:s}", "format",
-			      rt->fmt->name, "system_text", pub ? "published" : "holod", "system",
-			      rt->system, "user", rt->task_text, "evicted",
-			      rt->fmt->turns.evicted, "observation", obs, "result_turn",
-			      rt->fmt->turns.result_own_turn, "reasoning", rt->thinking,
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:b, s:s, s:s}", "format", rt->fmt->name,
+			      "system_text", pub ? "published" : "holod", "system", rt->system, "user",
+			      rt->task_text, "evicted", rt->fmt->turns.evicted, "observation", obs,
+			      "result_turn", rt->fmt->turns.result_own_turn, "reasoning", rt->thinking,
 			      "provider", "remote", "endpoint", rp->endpoint);
 	free(obs);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -491,8 +499,8 @@ close_task:
 	return r;
 }
 
-static int remote_observe(struct provider_task *pt, size_t index, const struct x11_frame *frame,
-			  char *err, size_t errlen)
+static int remote_observe(struct provider_task *pt, size_t index, const struct x11_frame *frame, char *err,
+			  size_t errlen)
 {
 	struct remote_task *rt = (struct remote_task *)pt;
 
@@ -526,15 +534,14 @@ static int remote_observe(struct provider_task *pt, size_t index, const struct x
 
 /* One observation's user turn: only text, or for vLLM the text with its "<image>" placeholder
  * and the image part, else text parts around the image part (the file's comment says why). */
-static json_t *observation_content(const struct remote_task *rt, const struct provider_history *h,
-				   size_t i, char **ret_text)
+static json_t *observation_content(const struct remote_task *rt, const struct provider_history *h, size_t i,
+				   char **ret_text)
 {
 	bool image = rt->pngs[i] && i + rt->keep > h->index;
 	struct policy_observation obs = {.result = h->results[i].text ? &h->results[i] : NULL};
 	/* the result is in this turn unless the format gives it one of its own */
-	char *text = rt->fmt->turns.result_own_turn ?
-			     policy_format_observation_text(rt->fmt, !image) :
-			     policy_format_user_text(rt->fmt, &obs, !image);
+	char *text = rt->fmt->turns.result_own_turn ? policy_format_observation_text(rt->fmt, !image) :
+						      policy_format_user_text(rt->fmt, &obs, !image);
 
 	if (!text)
 		return NULL;
@@ -545,15 +552,15 @@ static json_t *observation_content(const struct remote_task *rt, const struct pr
 	json_t *parts = json_array();
 	if (rt->vllm) {
 		json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text));
-		json_array_append_new(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url",
-						       "image_url", "url", rt->pngs[i]));
+		json_array_append_new(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url",
+						       "url", rt->pngs[i]));
 		return parts;
 	}
 	if (at > text)
 		json_array_append_new(parts, json_pack("{s:s, s:s%}", "type", "text", "text", text,
 						       (size_t)(at - text)));
-	json_array_append_new(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url",
-					       "url", rt->pngs[i]));
+	json_array_append_new(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url", "url",
+					       rt->pngs[i]));
 	if (at[7])
 		json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", at + 7));
 	return parts;
@@ -581,18 +588,15 @@ static void prompt_text_add(struct remote_buf *pt, const char *role, const char 
 }
 
 /* The request body of a step and its text for the journal (images as "<image>"). */
-static char *build_request(struct remote_task *rt, const struct provider_history *h,
-			   double temperature, uint64_t seed, char **ret_prompt_text,
-			   char **ret_user_turn)
+static char *build_request(struct remote_task *rt, const struct provider_history *h, double temperature,
+			   uint64_t seed, char **ret_prompt_text, char **ret_user_turn)
 {
 	json_t *msgs = json_array();
 	struct remote_buf pt = {.max = REMOTE_MAX_RESPONSE_BYTES};
 	char *req = NULL;
 
-	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
-					      rt->system));
-	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content",
-					      rt->task_text));
+	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", rt->system));
+	json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", rt->task_text));
 	for (size_t i = 0; i <= h->index; i++) {
 		const struct policy_tool_result *res = h->results[i].text ? &h->results[i] : NULL;
 		char *text = NULL;
@@ -602,8 +606,7 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 			char *rtext = policy_format_result_text(rt->fmt, res);
 			if (!rtext)
 				goto finish;
-			json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user",
-							      "content", rtext));
+			json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", rtext));
 			prompt_text_add(&pt, "User: ", rtext);
 			free(rtext);
 		}
@@ -625,17 +628,15 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 		char *step = rt->fmt->step_to_json(&h->steps[i]);
 		if (!step)
 			goto finish;
-		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content",
-						      step));
+		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", step));
 		prompt_text_add(&pt, "Assistant: ", step);
 		free(step);
 	}
 	json_t *schema = json_loads(rt->schema, 0, NULL);
-	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:f, s:I}", "model", rt->model,
-			      "messages", msgs, "stream", 1, "stream_options", "include_usage", 1,
-			      "max_tokens", (json_int_t)rt->cfg->step_tokens, "temperature",
-			      temperature, "top_p", rt->sampling.top_p, "seed",
-			      (json_int_t)(seed & 0x7fffffff));
+	json_t *o = json_pack("{s:s, s:O, s:b, s:{s:b}, s:I, s:f, s:f, s:I}", "model", rt->model, "messages",
+			      msgs, "stream", 1, "stream_options", "include_usage", 1, "max_tokens",
+			      (json_int_t)rt->cfg->step_tokens, "temperature", temperature, "top_p",
+			      rt->sampling.top_p, "seed", (json_int_t)(seed & 0x7fffffff));
 	/* Thinking as both references ask for it (docs/policy.md, item 12): the templates that
 	 * read it (vLLM, SGLang and llama.cpp's server pass chat_template_kwargs on) and the
 	 * effort; the server's reasoning parser answers the block apart from the step. Sent only
@@ -643,15 +644,13 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 	 * no more once this task's server refused them (post()). */
 	bool think_fields = rt->thinking && !rt->no_think_fields;
 	if (o && think_fields)
-		json_object_set_new(o, "chat_template_kwargs",
-				    json_pack("{s:b}", "enable_thinking", 1));
+		json_object_set_new(o, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 1));
 	if (o && think_fields)
 		json_object_set_new(o, "reasoning_effort", json_string(REMOTE_REASONING_EFFORT));
 	/* vLLM closes the block after this many tokens (with a reasoning parser configured);
 	 * other servers have no such field: max_tokens bounds block and step together there */
 	if (o && think_fields && rt->vllm)
-		json_object_set_new(o, "thinking_token_budget",
-				    json_integer((json_int_t)rt->thinking_tokens));
+		json_object_set_new(o, "thinking_token_budget", json_integer((json_int_t)rt->thinking_tokens));
 	/* vLLM's own field; the OpenAI form, or the json_object form a server asked for */
 	if (o && rt->vllm)
 		json_object_set_new(o, "structured_outputs", json_pack("{s:O}", "json", schema));
@@ -662,10 +661,9 @@ static char *build_request(struct remote_task *rt, const struct provider_history
 		json_object_set_new(o, "response_format",
 				    json_pack("{s:s, s:{s:s, s:b, s:O}}", "type", "json_schema",
 					      "json_schema", "name",
-					      rt->fmt == &policy_format_holo3 ? "holo3_step"
-									      : "holo_nano_step",
-					      "strict", 1,
-					      "schema", schema));
+					      rt->fmt == &policy_format_holo3 ? "holo3_step" :
+										"holo_nano_step",
+					      "strict", 1, "schema", schema));
 	req = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	json_decref(schema);
@@ -678,8 +676,7 @@ finish:
 
 /* One request with its retries on 429/5xx. 0 with rep filled by a 200; -ECANCELED, -ETIME;
  * else -errno with err filled. */
-static int post(struct remote_task *rt, const char *body, struct remote_reply *rep, char *err,
-		size_t errlen)
+static int post(struct remote_task *rt, const char *body, struct remote_reply *rep, char *err, size_t errlen)
 {
 	struct remote_provider *rp = rt->rp;
 	int r;
@@ -707,11 +704,12 @@ static int post(struct remote_task *rt, const char *body, struct remote_reply *r
 		 * takes {"type":"json_object","schema":S}) says so in a 400, a 422 or (that one)
 		 * a 500: asked again at once in the other form, not retried as a failure. */
 		if (!rt->vllm && !rt->json_object &&
-		    (rep->status == 400 || rep->status == 422 || rep->status == 500) &&
-		    rep->body.data &&
+		    (rep->status == 400 || rep->status == 422 || rep->status == 500) && rep->body.data &&
 		    (strstr(rep->body.data, "response_format") || strstr(rep->body.data, "json_schema"))) {
-			snprintf(err, errlen, "the model server at %s refused the json_schema "
-				 "response_format (HTTP %ld%s)", rp->endpoint, rep->status, detail);
+			snprintf(err, errlen,
+				 "the model server at %s refused the json_schema "
+				 "response_format (HTTP %ld%s)",
+				 rp->endpoint, rep->status, detail);
 			return -ENOPROTOOPT;
 		}
 		/* A strict server refuses the thinking fields it does not know (HTTP 400 naming
@@ -720,13 +718,15 @@ static int post(struct remote_task *rt, const char *body, struct remote_reply *r
 		    (strstr(rep->body.data, "chat_template_kwargs") ||
 		     strstr(rep->body.data, "reasoning_effort") ||
 		     strstr(rep->body.data, "thinking_token_budget"))) {
-			snprintf(err, errlen, "the model server at %s refused the thinking "
-				 "arguments (HTTP %ld%s)", rp->endpoint, rep->status, detail);
+			snprintf(err, errlen,
+				 "the model server at %s refused the thinking "
+				 "arguments (HTTP %ld%s)",
+				 rp->endpoint, rep->status, detail);
 			return -EOPNOTSUPP;
 		}
 		if (!transient || attempt >= rp->retries) {
-			snprintf(err, errlen, "the model server at %s answered HTTP %ld%s%s",
-				 rp->endpoint, rep->status, detail,
+			snprintf(err, errlen, "the model server at %s answered HTTP %ld%s%s", rp->endpoint,
+				 rep->status, detail,
 				 transient ? " (retries exhausted, --remote-retries)" : "");
 			return -EPROTO;
 		}
@@ -735,8 +735,7 @@ static int post(struct remote_task *rt, const char *body, struct remote_reply *r
 			ms = (uint64_t)rep->retry_after_s * 1000;
 		ms = MIN(ms, (uint64_t)REMOTE_MAX_BACKOFF_MS);
 		log_info("task %lld: the model server answered HTTP %ld; retry %u of %u in %llu ms",
-			 (long long)rt->t->id, rep->status, attempt + 1, rp->retries,
-			 (unsigned long long)ms);
+			 (long long)rt->t->id, rep->status, attempt + 1, rp->retries, (unsigned long long)ms);
 		if ((r = wait_ms(rt, ms)) < 0)
 			return r;
 	}
@@ -788,8 +787,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 		if (ret->as.attempts > 1 && temp <= 0.0)
 			temp = RETRY_TEMPERATURE;
 		char *ptext = NULL, *uturn = NULL;
-		char *body = build_request(rt, h, temp, seed + (uint64_t)ret->as.attempts, &ptext,
-					   &uturn);
+		char *body = build_request(rt, h, temp, seed + (uint64_t)ret->as.attempts, &ptext, &uturn);
 		if (!body) {
 			free(ptext);
 			free(uturn);
@@ -806,7 +804,8 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 		free(body);
 		if (r == -ENOPROTOOPT) {
 			log_info("task %lld: %s; asking with {\"type\": \"json_object\", \"schema\"} "
-				 "instead", (long long)rt->t->id, ret->err);
+				 "instead",
+				 (long long)rt->t->id, ret->err);
 			rt->json_object = true;
 			pthread_mutex_lock(&rt->rp->lock);
 			rt->rp->json_object = true;
@@ -825,8 +824,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 		}
 		ret->as.server_us += time_mono_us() - t0;
 		free(ret->raw);
-		ret->raw = agent_text_valid_utf8(rep.content.data ? rep.content.data : "",
-						 rep.content.len);
+		ret->raw = agent_text_valid_utf8(rep.content.data ? rep.content.data : "", rep.content.len);
 		const char *step_text = rep.content.data ? rep.content.data : "";
 		size_t step_len = rep.content.len;
 		free(ret->reasoning);
@@ -838,8 +836,7 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 		if (rep.prompt_tokens >= 0)
 			ret->as.prompt_tokens = MAX(ret->as.prompt_tokens, 0) + rep.prompt_tokens;
 		if (rep.completion_tokens >= 0)
-			ret->as.completion_tokens =
-				MAX(ret->as.completion_tokens, 0) + rep.completion_tokens;
+			ret->as.completion_tokens = MAX(ret->as.completion_tokens, 0) + rep.completion_tokens;
 		if (rep.model[0]) {
 			free(ret->remote_model);
 			ret->remote_model = xstrdup(rep.model);
@@ -855,8 +852,8 @@ static int remote_step(struct provider_task *pt, const struct provider_history *
 		r = -EBADMSG;
 		if (ret->as.attempts > (int)cfg->step_retries)
 			break;
-		log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)rt->t->id,
-			 ret->err, ret->as.attempts + 1, cfg->step_retries + 1);
+		log_info("task %lld: %s; retrying (attempt %d of %u)", (long long)rt->t->id, ret->err,
+			 ret->as.attempts + 1, cfg->step_retries + 1);
 	}
 	ret->as.decode_us = ret->as.server_us;
 	ret->as.remote_model = ret->remote_model;
@@ -916,8 +913,8 @@ static int read_key(const char *path, char **ret, char *err, size_t errlen)
 		goto close_fd;
 	}
 	if (st.st_mode & 077)
-		log_warning("the key file %s can be read by other users (mode %03o); chmod 600 it",
-			    path, (unsigned)(st.st_mode & 0777));
+		log_warning("the key file %s can be read by other users (mode %03o); chmod 600 it", path,
+			    (unsigned)(st.st_mode & 0777));
 	ssize_t n = read(fd, buf, sizeof(buf));
 	if (n < 0) {
 		r = -errno;
@@ -926,8 +923,7 @@ static int read_key(const char *path, char **ret, char *err, size_t errlen)
 	}
 	if (n > REMOTE_MAX_KEY_BYTES) {
 		r = -E2BIG;
-		snprintf(err, errlen, "the key file %s is over %d bytes", path,
-			 REMOTE_MAX_KEY_BYTES);
+		snprintf(err, errlen, "the key file %s is over %d bytes", path, REMOTE_MAX_KEY_BYTES);
 		goto close_fd;
 	}
 	size_t len = 0;
@@ -941,8 +937,10 @@ static int read_key(const char *path, char **ret, char *err, size_t errlen)
 	for (size_t i = start; i < len; i++)
 		if ((unsigned char)buf[i] < 0x21 || (unsigned char)buf[i] > 0x7e) {
 			r = -EINVAL;
-			snprintf(err, errlen, "the key in %s holds a character that is not printable "
-				 "ASCII", path);
+			snprintf(err, errlen,
+				 "the key in %s holds a character that is not printable "
+				 "ASCII",
+				 path);
 			goto close_fd;
 		}
 	if (start == len) {
@@ -983,8 +981,8 @@ static int parse_url(struct remote_provider *rp, const char *url, char *err, siz
 		plen -= sizeof(cc) - 1;
 	while (plen && path[plen - 1] == '/')
 		plen--;
-	rp->endpoint = xasprintf("%s://%s%s%s%.*s", scheme, host, port ? ":" : "",
-				 port ? port : "", (int)plen, path ? path : "");
+	rp->endpoint = xasprintf("%s://%s%s%s%.*s", scheme, host, port ? ":" : "", port ? port : "",
+				 (int)plen, path ? path : "");
 	/* The requests keep the URL's userinfo (basic auth) but no query or fragment. */
 	char *full = NULL;
 	curl_url_set(u, CURLUPART_QUERY, NULL, 0);
@@ -1021,8 +1019,7 @@ int provider_remote_server_from_string(const char *s)
 	return -EINVAL;
 }
 
-struct provider *provider_remote_create(const struct provider_remote_config *c, char *err,
-					size_t errlen)
+struct provider *provider_remote_create(const struct provider_remote_config *c, char *err, size_t errlen)
 {
 	struct remote_provider *rp = xcalloc(1, sizeof(*rp));
 	int r;

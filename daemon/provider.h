@@ -11,9 +11,9 @@
  *
  * DESIGN (threads): a provider is created by main.c before the executors start and destroyed
  * after they stopped; its non-task ops may be called from any
- * thread ( state, wait_ready, error, provenance, status). A provider_task belongs to the executor thread that runs its task: every task op is
- * called from it only. Each op that waits polls the task's stop flag (cancel, kill switch,
- * shutdown) and its deadline, so a stop ends it at once. */
+ * thread ( state, wait_ready, error, provenance, status). A provider_task belongs to the executor thread that
+ * runs its task: every task op is called from it only. Each op that waits polls the task's stop flag (cancel,
+ * kill switch, shutdown) and its deadline, so a stop ends it at once. */
 #pragma once
 
 #include <jansson.h>
@@ -36,10 +36,10 @@ struct provider_task;
 #define PROVIDER_MAX_ERROR 512
 
 enum provider_state {
-	PROVIDER_NONE,    /* no model: instruction tasks are refused */
+	PROVIDER_NONE,	  /* no model: instruction tasks are refused */
 	PROVIDER_LOADING, /* tasks wait in the queue */
 	PROVIDER_READY,
-	PROVIDER_FAILED,  /* provider_error says why */
+	PROVIDER_FAILED, /* provider_error says why */
 };
 
 /* How a task's steps are sampled, resolved by the agent (the task's fields, else holod's
@@ -48,7 +48,7 @@ enum provider_state {
  * step index (agent.c), so the same seed samples the same steps. */
 struct provider_sampling {
 	double temperature; /* 0..IPC_MAX_TEMPERATURE */
-	double top_p;       /* (0, 1] */
+	double top_p;	    /* (0, 1] */
 	uint32_t seed;
 };
 
@@ -56,15 +56,15 @@ struct provider_sampling {
 struct provider_task_args {
 	const struct agent_config *cfg;
 	const struct executor_task *t;
-	struct executor_run *run;  /* the journal, the monitor, the deadline */
-	enum ipc_history history;  /* resolved: rolling, persistent or window */
+	struct executor_run *run;	    /* the journal, the monitor, the deadline */
+	enum ipc_history history;	    /* resolved: rolling, persistent or window */
 	const struct policy_format *format; /* resolved: the prompt's and the steps' format */
-	size_t window;             /* observations sent with their image */
-	int max_tiles;             /* 0: the model's own budget */
-	bool thinking;             /* resolved: a think block before each step */
-	unsigned thinking_tokens;  /* resolved: its budget, within cfg->step_tokens */
-	bool jump_forward;         /* resolved: forced tokens appended in one forward (local) */
-	const char *date;          /* of the system prompt */
+	size_t window;			    /* observations sent with their image */
+	int max_tiles;			    /* 0: the model's own budget */
+	bool thinking;			    /* resolved: a think block before each step */
+	unsigned thinking_tokens;	    /* resolved: its budget, within cfg->step_tokens */
+	bool jump_forward;		    /* resolved: forced tokens appended in one forward (local) */
+	const char *date;		    /* of the system prompt */
 	struct provider_sampling sampling;
 };
 
@@ -79,15 +79,15 @@ struct provider_history {
 
 /* What one step returns. All strings are owned by it (provider_step_finish). */
 struct provider_step {
-	struct policy_step step;  /* valid when the op returned 0 */
-	char *raw;                /* the last attempt's output, valid UTF-8; never NULL after an op */
-	char *reasoning;          /* its think block's text (valid UTF-8), or NULL without one */
-	char *prompt_text;        /* what this step sent, as text (journal) */
-	char *user_turn;          /* the observation's user turn, "<image>" placeholder */
-	char prompt_sha256[65];   /* "" when not applicable */
-	const char *prompt_mode;  /* "persistent", "window", "rolling" or "rebuild": static */
+	struct policy_step step;      /* valid when the op returned 0 */
+	char *raw;		      /* the last attempt's output, valid UTF-8; never NULL after an op */
+	char *reasoning;	      /* its think block's text (valid UTF-8), or NULL without one */
+	char *prompt_text;	      /* what this step sent, as text (journal) */
+	char *user_turn;	      /* the observation's user turn, "<image>" placeholder */
+	char prompt_sha256[65];	      /* "" when not applicable */
+	const char *prompt_mode;      /* "persistent", "window", "rolling" or "rebuild": static */
 	struct journal_agent_step as; /* counts and timings; strings set by the agent */
-	char *remote_model;       /* the model name the server answered with (remote) */
+	char *remote_model;	      /* the model name the server answered with (remote) */
 	char err[PROVIDER_MAX_ERROR];
 };
 
@@ -110,8 +110,8 @@ struct provider_ops {
 			 struct provider_task **ret, char *err, size_t errlen);
 	/* Takes observation `index`'s screenshot (local: encodes it; remote: the PNG). 0,
 	 * -ECANCELED, or -errno with err filled. */
-	int (*observe)(struct provider_task *pt, size_t index, const struct x11_frame *frame,
-		       char *err, size_t errlen);
+	int (*observe)(struct provider_task *pt, size_t index, const struct x11_frame *frame, char *err,
+		       size_t errlen);
 	/* Asks for the step answering observation h->index, retrying an invalid answer up to
 	 * cfg->step_retries times. 0 with ret->step parsed; -ECANCELED, -ETIME (the deadline);
 	 * -EINTR: the task's pause flag (executor_task.pause) stopped the decode, nothing was
@@ -145,7 +145,7 @@ struct provider *provider_local_create(struct model_worker *worker);
  * field and the observation's image placeholder inside its text part, any other server
  * response_format and the parts in order (provider-remote.c). */
 enum provider_remote_server {
-	PROVIDER_REMOTE_AUTO,   /* vLLM when GET /models says "owned_by": "vllm" */
+	PROVIDER_REMOTE_AUTO, /* vLLM when GET /models says "owned_by": "vllm" */
 	PROVIDER_REMOTE_VLLM,
 	PROVIDER_REMOTE_OPENAI, /* any other OpenAI-compatible server */
 };
@@ -155,20 +155,19 @@ int provider_remote_server_from_string(const char *s);
 
 /* The remote provider's configuration (holod's --remote options). */
 struct provider_remote_config {
-	const char *url;       /* the server's base URL (.../v1) or its chat completions URL */
-	const char *model;     /* the model name sent; NULL: the first the server lists */
-	const char *key_file;  /* the bearer key's file (first line), or NULL */
+	const char *url;      /* the server's base URL (.../v1) or its chat completions URL */
+	const char *model;    /* the model name sent; NULL: the first the server lists */
+	const char *key_file; /* the bearer key's file (first line), or NULL */
 	unsigned connect_timeout_s, timeout_s; /* connection; whole request */
-	unsigned retries;      /* retries of HTTP 429/5xx */
-	bool images;           /* false: the text-only layout (no screenshots sent) */
+	unsigned retries;		       /* retries of HTTP 429/5xx */
+	bool images;			       /* false: the text-only layout (no screenshots sent) */
 	enum provider_remote_server server;
 };
 
 /* An OpenAI-compatible server (provider-remote.c). Checks the URL and reads the key file (a
  * key file others can read is warned about). NULL + errno with err filled (a sentence that
  * never holds the key or the URL's credentials). */
-struct provider *provider_remote_create(const struct provider_remote_config *c, char *err,
-					size_t errlen);
+struct provider *provider_remote_create(const struct provider_remote_config *c, char *err, size_t errlen);
 
 /* Accepts NULL. */
 void provider_destroy(struct provider *p);

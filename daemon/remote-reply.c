@@ -28,7 +28,9 @@ int remote_buf_add(struct remote_buf *b, const char *p, size_t n)
 
 void remote_reply_init(struct remote_reply *rep, bool stream, size_t body_max)
 {
-	*rep = (struct remote_reply){.stream = stream, .retry_after_s = -1, .prompt_tokens = -1,
+	*rep = (struct remote_reply){.stream = stream,
+				     .retry_after_s = -1,
+				     .prompt_tokens = -1,
 				     .completion_tokens = -1};
 	rep->line.max = REMOTE_MAX_SSE_LINE;
 	rep->body.max = body_max;
@@ -99,8 +101,8 @@ static int take_line(struct remote_reply *rep, char *line, size_t len)
 		line[--len] = '\0';
 	if (strncmp(line, "data:", 5) != 0) {
 		/* Not an event: a server that ignored "stream" sends its JSON body as is. */
-		if (!rep->saw_event && (remote_buf_add(&rep->body, line, len) < 0 ||
-					remote_buf_add(&rep->body, "\n", 1) < 0)) {
+		if (!rep->saw_event &&
+		    (remote_buf_add(&rep->body, line, len) < 0 || remote_buf_add(&rep->body, "\n", 1) < 0)) {
 			snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes",
 				 REMOTE_MAX_RESPONSE_BYTES);
 			return -E2BIG;
@@ -118,8 +120,10 @@ static int take_line(struct remote_reply *rep, char *line, size_t len)
 	json_error_t je;
 	json_t *o = json_loads(data, 0, &je);
 	if (!o) {
-		snprintf(rep->err, sizeof(rep->err), "the model server sent an event that is not "
-			 "JSON: %s", je.text);
+		snprintf(rep->err, sizeof(rep->err),
+			 "the model server sent an event that is not "
+			 "JSON: %s",
+			 je.text);
 		return -EPROTO;
 	}
 	int r = take_completion(rep, o, true);
@@ -130,8 +134,7 @@ static int take_line(struct remote_reply *rep, char *line, size_t len)
 int remote_reply_feed(struct remote_reply *rep, const char *p, size_t len)
 {
 	if (len > REMOTE_MAX_RESPONSE_BYTES - rep->total) {
-		snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes",
-			 REMOTE_MAX_RESPONSE_BYTES);
+		snprintf(rep->err, sizeof(rep->err), "the answer is over %d bytes", REMOTE_MAX_RESPONSE_BYTES);
 		return -E2BIG;
 	}
 	rep->total += len;
@@ -142,8 +145,7 @@ int remote_reply_feed(struct remote_reply *rep, const char *p, size_t len)
 		if (rep->status != 200)
 			len = rep->body.len >= cap ? 0 : MIN(len, cap - rep->body.len);
 		if (remote_buf_add(&rep->body, p, len) < 0) {
-			snprintf(rep->err, sizeof(rep->err), "the answer is over %zu bytes",
-				 rep->body.max);
+			snprintf(rep->err, sizeof(rep->err), "the answer is over %zu bytes", rep->body.max);
 			return -E2BIG;
 		}
 		return 0;
@@ -152,8 +154,7 @@ int remote_reply_feed(struct remote_reply *rep, const char *p, size_t len)
 		if (p[i] != '\n') {
 			if (remote_buf_add(&rep->line, p + i, 1) < 0) {
 				snprintf(rep->err, sizeof(rep->err),
-					 "an event line of the answer is over %d bytes",
-					 REMOTE_MAX_SSE_LINE);
+					 "an event line of the answer is over %d bytes", REMOTE_MAX_SSE_LINE);
 				return -E2BIG;
 			}
 			continue;
@@ -210,8 +211,10 @@ int remote_reply_end(struct remote_reply *rep)
 		json_error_t je;
 		json_t *o = json_loads(rep->body.data, 0, &je);
 		if (!o) {
-			snprintf(rep->err, sizeof(rep->err), "the model server's answer is neither an "
-				 "event stream nor JSON: %s", je.text);
+			snprintf(rep->err, sizeof(rep->err),
+				 "the model server's answer is neither an "
+				 "event stream nor JSON: %s",
+				 je.text);
 			return -EPROTO;
 		}
 		r = take_completion(rep, o, false);
@@ -221,4 +224,3 @@ int remote_reply_end(struct remote_reply *rep)
 	}
 	return 0;
 }
-

@@ -33,19 +33,19 @@ struct remote_buf {
 int remote_buf_add(struct remote_buf *b, const char *p, size_t n);
 
 struct remote_reply {
-	bool stream;           /* an event stream is expected (a POST with "stream": true) */
-	long status;           /* of the last status line; 0 before it */
-	long retry_after_s;    /* Retry-After in seconds (capped); -1: none */
-	size_t total;          /* bytes of the body so far */
-	struct remote_buf line;    /* the event line being read */
-	struct remote_buf body;    /* a non-streamed body, or an error body (cut) */
-	struct remote_buf content; /* the answer's text */
+	bool stream;		     /* an event stream is expected (a POST with "stream": true) */
+	long status;		     /* of the last status line; 0 before it */
+	long retry_after_s;	     /* Retry-After in seconds (capped); -1: none */
+	size_t total;		     /* bytes of the body so far */
+	struct remote_buf line;	     /* the event line being read */
+	struct remote_buf body;	     /* a non-streamed body, or an error body (cut) */
+	struct remote_buf content;   /* the answer's text */
 	struct remote_buf reasoning; /* its reasoning, from a server that parses it out of the
 				      * text ("reasoning_content" or "reasoning"; AGENT_MAX_RAW_BYTES) */
-	bool saw_event, done;  /* a "data:" line came; "[DONE]" came */
+	bool saw_event, done;	     /* a "data:" line came; "[DONE]" came */
 	long long prompt_tokens, completion_tokens; /* the usage; -1: not told */
-	char model[REMOTE_MAX_MODEL_NAME + 1]; /* the model the answer names; "" */
-	char err[512];         /* why feed or end failed */
+	char model[REMOTE_MAX_MODEL_NAME + 1];	    /* the model the answer names; "" */
+	char err[512];				    /* why feed or end failed */
 };
 
 /* body_max bounds a non-streamed body (REMOTE_MAX_RESPONSE_BYTES for a completion). */

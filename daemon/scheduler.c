@@ -36,9 +36,9 @@ struct task {
 struct lane {
 	struct scheduler *s;
 	size_t index;
-	char *display;        /* NULL: $DISPLAY at connect time */
+	char *display;	      /* NULL: $DISPLAY at connect time */
 	struct task *running; /* under the scheduler's lock */
-	bool connected;       /* the executor holds an X connection (under the lock) */
+	bool connected;	      /* the executor holds an X connection (under the lock) */
 	pthread_t thread;
 	bool started;
 };
@@ -58,15 +58,15 @@ struct scheduler {
 	struct shotwriter *writer;
 
 	pthread_mutex_t lock;
-	pthread_cond_t wake;    /* executors: work queued or stopping (broadcast: a task may be
+	pthread_cond_t wake;	/* executors: work queued or stopping (broadcast: a task may be
 				   for one display only) */
 	pthread_cond_t changed; /* waiters: progress counter moved or stopping */
 	struct task *head, *tail;
 	uint64_t progress;
 	uint64_t journal_progress; /* the part of `progress` that the journal or the queue moved */
-	struct feed *feed;         /* the running tasks' progress events (feed.h) */
+	struct feed *feed;	   /* the running tasks' progress events (feed.h) */
 	bool stopping;
-	bool stopped;   /* the executors have been joined: every task is final */
+	bool stopped; /* the executors have been joined: every task is final */
 	char *stop_reason;
 };
 
@@ -142,8 +142,8 @@ void scheduler_takeover(struct scheduler *s, size_t index)
 		mode = s->takeover == IPC_TAKEOVER_DEFAULT ? IPC_TAKEOVER_PAUSE : s->takeover;
 	if (t && mode == IPC_TAKEOVER_PAUSE && !t->pause) {
 		log_warning("input of a person on %s: pausing task %lld (holoctl resume %lld "
-			    "hands it back)", l->display ? l->display : "$DISPLAY",
-			    (long long)t->id, (long long)t->id);
+			    "hands it back)",
+			    l->display ? l->display : "$DISPLAY", (long long)t->id, (long long)t->id);
 		t->pause = t->takeover = true;
 		atomic_store(&t->pause_asked, true);
 		bump_locked(s);
@@ -178,8 +178,7 @@ static void arm_kill_switch(struct lane *l, struct x11_killswitch **ks, bool *un
 		return;
 	/* the same listener sees a person's input for takeover, whose mode is per task */
 	*ks = x11_killswitch_create_input(l->display, s->kill_switch_ms,
-					  s->kill_switch_ms ? kill_switch_fired : NULL,
-					  takeover_input, l);
+					  s->kill_switch_ms ? kill_switch_fired : NULL, takeover_input, l);
 	if (*ks && s->kill_switch_ms) {
 		log_info("kill switch armed on %s: press Escape twice within %u ms to stop a task",
 			 l->display ? l->display : "$DISPLAY", s->kill_switch_ms);
@@ -199,8 +198,7 @@ static void arm_kill_switch(struct lane *l, struct x11_killswitch **ks, bool *un
  * then marks the task interrupted). The queue waits; the HTTP threads keep serving. */
 static int finish_task(struct scheduler *s, int64_t id, const struct executor_outcome *out)
 {
-	int r = journal_task_finish(s->journal, id, out->status, time_real_us(), out->result,
-				    out->error);
+	int r = journal_task_finish(s->journal, id, out->status, time_real_us(), out->result, out->error);
 	if (r != -ENOSPC)
 		return r;
 	log_error_errno(r, "task %lld: cannot journal its end in %s; retrying until there is space",
@@ -212,8 +210,7 @@ static int finish_task(struct scheduler *s, int64_t id, const struct executor_ou
 		if (stopping)
 			return r;
 		time_sleep_us(FINISH_RETRY_US);
-		r = journal_task_finish(s->journal, id, out->status, time_real_us(), out->result,
-					out->error);
+		r = journal_task_finish(s->journal, id, out->status, time_real_us(), out->result, out->error);
 		if (r != -ENOSPC)
 			return r;
 	}
@@ -229,11 +226,11 @@ void scheduler_prune_old(struct journal *j, const char *state_dir, unsigned days
 		return;
 	int r = journal_prune(j, state_dir, now > age ? now - age : 0, &tasks, &bytes);
 	if (r < 0)
-		log_warning_errno(r, "cannot prune tasks older than %u days from %s", days,
-				  journal_path(j));
+		log_warning_errno(r, "cannot prune tasks older than %u days from %s", days, journal_path(j));
 	else if (tasks > 0)
 		log_info("pruned %d task(s) finished over %u days ago: %llu bytes of screenshots "
-			 "freed", tasks, days, (unsigned long long)bytes);
+			 "freed",
+			 tasks, days, (unsigned long long)bytes);
 }
 
 /* The running task `id` (under the lock), or NULL. */
@@ -444,9 +441,8 @@ static void *executor_main(void *userdata)
 				 l->display ? l->display : "$DISPLAY", o->dry_run ? " (dry run)" : "");
 			agent_run(&s->agent, &env, &d, l->display, &et, &out);
 		} else {
-			log_info("task %lld: running %zu actions on %s%s", (long long)t->id,
-				 t->req->n_actions, l->display ? l->display : "$DISPLAY",
-				 o->dry_run ? " (dry run)" : "");
+			log_info("task %lld: running %zu actions on %s%s", (long long)t->id, t->req->n_actions,
+				 l->display ? l->display : "$DISPLAY", o->dry_run ? " (dry run)" : "");
 			executor_run(&env, &d, l->display, &et, &out);
 		}
 		if (!d && ks) {
@@ -493,8 +489,7 @@ static void *executor_main(void *userdata)
 	return NULL;
 }
 
-struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct journal *j,
-				   struct shotwriter *w)
+struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct journal *j, struct shotwriter *w)
 {
 	struct scheduler *s;
 	int r;
@@ -542,8 +537,7 @@ struct scheduler *scheduler_create(const struct scheduler_config *cfg, struct jo
 	pthread_cond_init(&s->changed, &ca);
 	pthread_condattr_destroy(&ca);
 	for (size_t i = 0; i < s->n_lanes; i++) {
-		if ((r = pthread_create(&s->lanes[i].thread, NULL, executor_main, &s->lanes[i])) !=
-		    0) {
+		if ((r = pthread_create(&s->lanes[i].thread, NULL, executor_main, &s->lanes[i])) != 0) {
 			scheduler_destroy(s);
 			errno = r;
 			return NULL;
@@ -639,8 +633,7 @@ int scheduler_submit(struct scheduler *s, struct ipc_task_request *req, int64_t 
 	}
 	/* Journal and enqueue under one lock hold: a task is never 'queued' in the journal
 	 * without being in the queue, so cancel can trust what it finds. */
-	if ((r = journal_task_insert(s->journal, req->kind, spec, display, time_real_us(), &id)) <
-	    0)
+	if ((r = journal_task_insert(s->journal, req->kind, spec, display, time_real_us(), &id)) < 0)
 		goto unlock;
 	struct task *t = xcalloc(1, sizeof(*t));
 	t->id = id;
@@ -742,8 +735,8 @@ static json_t *waiting_locked(const struct task *t)
 {
 	if (!t->wait)
 		return NULL;
-	json_t *o = json_pack("{s:s, s:I}", "for", executor_wait_kind_to_string(t->wait->kind),
-			      "since_us", (json_int_t)t->wait_since_us);
+	json_t *o = json_pack("{s:s, s:I}", "for", executor_wait_kind_to_string(t->wait->kind), "since_us",
+			      (json_int_t)t->wait_since_us);
 	if (o && t->wait->details)
 		json_object_update(o, t->wait->details);
 	return o;
@@ -780,31 +773,31 @@ int scheduler_answer(struct scheduler *s, int64_t id, enum executor_wait_kind ki
 	}
 	if (t && t->wait && t->answered) {
 		snprintf(why, whylen, "task %lld was already %s", (long long)id,
-			 t->wait->kind == EXECUTOR_WAIT_REPLY ? "answered"
-			 : t->wait->approved ? "approved" : "denied");
+			 t->wait->kind == EXECUTOR_WAIT_REPLY ? "answered" :
+			 t->wait->approved		      ? "approved" :
+								"denied");
 		pthread_mutex_unlock(&s->lock);
 		return -EALREADY;
 	}
 	if (t) {
 		snprintf(why, whylen, "task %lld is not waiting for %s%s", (long long)id, want,
-			 !t->wait ? " (it is running)"
-			 : t->wait->kind == EXECUTOR_WAIT_REPLY ? " (it waits for a reply: holoctl reply)"
-								 : " (it waits for an approval: "
-								   "holoctl approve or deny)");
+			 !t->wait			      ? " (it is running)" :
+			 t->wait->kind == EXECUTOR_WAIT_REPLY ? " (it waits for a reply: holoctl reply)" :
+								" (it waits for an approval: "
+								"holoctl approve or deny)");
 		pthread_mutex_unlock(&s->lock);
 		return -EBUSY;
 	}
 	for (struct task *q = s->head; q; q = q->next)
 		if (q->id == id) {
-			snprintf(why, whylen, "task %lld is not waiting for %s (it is queued)",
-				 (long long)id, want);
+			snprintf(why, whylen, "task %lld is not waiting for %s (it is queued)", (long long)id,
+				 want);
 			pthread_mutex_unlock(&s->lock);
 			return -EBUSY;
 		}
 	pthread_mutex_unlock(&s->lock);
 	if ((r = journal_task_status(s->journal, id, &status)) < 0) {
-		snprintf(why, whylen, r == -ENOENT ? "no task %lld" : "cannot read task %lld",
-			 (long long)id);
+		snprintf(why, whylen, r == -ENOENT ? "no task %lld" : "cannot read task %lld", (long long)id);
 		return r;
 	}
 	snprintf(why, whylen, "task %lld is not waiting for %s (it %s %s)", (long long)id, want,
@@ -827,13 +820,12 @@ json_t *scheduler_snapshot(struct scheduler *s)
 	for (size_t i = 0; i < s->n_lanes; i++) {
 		const struct lane *l = &s->lanes[i];
 		json_t *waiting = l->running ? waiting_locked(l->running) : NULL;
-		json_array_append_new(
-			displays,
-			json_pack("{s:o, s:o, s:b, s:o}", "name",
-				  l->display ? json_string(l->display) : json_null(), "running",
-				  l->running ? json_integer(l->running->id) : json_null(),
-				  "connected", l->connected, "waiting",
-				  waiting ? waiting : json_null()));
+		json_array_append_new(displays,
+				      json_pack("{s:o, s:o, s:b, s:o}", "name",
+						l->display ? json_string(l->display) : json_null(), "running",
+						l->running ? json_integer(l->running->id) : json_null(),
+						"connected", l->connected, "waiting",
+						waiting ? waiting : json_null()));
 	}
 	pthread_mutex_unlock(&s->lock);
 	return json_pack("{s:o, s:o}", "queue", queue, "displays", displays);

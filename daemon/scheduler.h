@@ -45,19 +45,19 @@ struct scheduler_config {
 	 * (n_displays 0): one executor on $DISPLAY at connect time. */
 	const char *const *displays;
 	size_t n_displays;
-	unsigned settle_ms;    /* defaults for requests that leave them unset */
+	unsigned settle_ms; /* defaults for requests that leave them unset */
 	unsigned max_steps;
 	unsigned max_seconds;
 	unsigned kill_switch_ms; /* double-Escape window; 0: no kill switch */
 	/* what a person's input on a display does to its running task, for tasks that leave it
 	 * unset (IPC_TAKEOVER_DEFAULT here: pause) */
 	enum ipc_takeover takeover;
-	unsigned ask_timeout_s;  /* an ask_user step's wait for its reply */
-	enum ipc_approve approve; /* the tasks' default approval mode (not DEFAULT) */
-	unsigned approve_timeout_s; /* a held action's wait for approval */
+	unsigned ask_timeout_s;			     /* an ask_user step's wait for its reply */
+	enum ipc_approve approve;		     /* the tasks' default approval mode (not DEFAULT) */
+	unsigned approve_timeout_s;		     /* a held action's wait for approval */
 	const struct approval_rules *approval_rules; /* outlives the scheduler */
-	const char *state_dir;   /* screenshot paths of the journal are relative to it */
-	unsigned prune_days;     /* automatic retention after each task; 0: off */
+	const char *state_dir;			     /* screenshot paths of the journal are relative to it */
+	unsigned prune_days;			     /* automatic retention after each task; 0: off */
 	struct agent_config agent; /* instruction tasks (agent.worker may run without a model) */
 };
 

@@ -82,10 +82,10 @@ static int add(struct secrets *s, const char *name, size_t len, const char *valu
 	       const char *where, char *err, size_t errlen)
 {
 	if (len == 0 || len > SECRETS_MAX_NAME_BYTES || name_len(name, len) != len) {
-		snprintf(err, errlen, "%s: '%.*s' is not a secret name (letters, digits and '_', "
-			 "not starting with a digit, at most %d bytes)", where,
-			 (int)MIN(len, (size_t)SECRETS_MAX_NAME_BYTES), name,
-			 SECRETS_MAX_NAME_BYTES);
+		snprintf(err, errlen,
+			 "%s: '%.*s' is not a secret name (letters, digits and '_', "
+			 "not starting with a digit, at most %d bytes)",
+			 where, (int)MIN(len, (size_t)SECRETS_MAX_NAME_BYTES), name, SECRETS_MAX_NAME_BYTES);
 		return -EINVAL;
 	}
 	if (find(s, name, len)) {
@@ -97,24 +97,25 @@ static int add(struct secrets *s, const char *name, size_t len, const char *valu
 		return -E2BIG;
 	}
 	if (vlen == 0 || vlen > SECRETS_MAX_VALUE_BYTES) {
-		snprintf(err, errlen, "%s: the secret %.*s is %s (at most %d bytes)", where, (int)len,
-			 name, vlen ? "too long" : "empty", SECRETS_MAX_VALUE_BYTES);
+		snprintf(err, errlen, "%s: the secret %.*s is %s (at most %d bytes)", where, (int)len, name,
+			 vlen ? "too long" : "empty", SECRETS_MAX_VALUE_BYTES);
 		return vlen ? -E2BIG : -EINVAL;
 	}
 	char *v = xstrndup(value, vlen);
 	/* keys_text_validate's sentence may quote a character: not repeated here */
 	if (strlen(v) != vlen || keys_text_validate(v, NULL, 0) < 0) {
 		wipe_free(v, vlen);
-		snprintf(err, errlen, "%s: the secret %.*s cannot be typed (invalid UTF-8, a NUL or "
-			 "a control character other than tab and newline)", where, (int)len, name);
+		snprintf(err, errlen,
+			 "%s: the secret %.*s cannot be typed (invalid UTF-8, a NUL or "
+			 "a control character other than tab and newline)",
+			 where, (int)len, name);
 		return -EINVAL;
 	}
 	s->v[s->n++] = (struct secret){.name = xstrndup(name, len), .value = v, .len = vlen};
 	return 0;
 }
 
-int secrets_load_file(struct secrets *s, const char *path, bool must_exist, char *err,
-		      size_t errlen)
+int secrets_load_file(struct secrets *s, const char *path, bool must_exist, char *err, size_t errlen)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -141,15 +142,18 @@ int secrets_load_file(struct secrets *s, const char *path, bool must_exist, char
 		goto close;
 	}
 	if (st.st_uid != getuid()) {
-		snprintf(err, errlen, "the secrets file %s belongs to uid %u, not to holod's user "
-			 "(uid %u): refused", path, (unsigned)st.st_uid, (unsigned)getuid());
+		snprintf(err, errlen,
+			 "the secrets file %s belongs to uid %u, not to holod's user "
+			 "(uid %u): refused",
+			 path, (unsigned)st.st_uid, (unsigned)getuid());
 		r = -EPERM;
 		goto close;
 	}
 	if (st.st_mode & 077) {
-		snprintf(err, errlen, "the secrets file %s is mode %04o: other users may read or "
-			 "change it, refused (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777),
-			 path);
+		snprintf(err, errlen,
+			 "the secrets file %s is mode %04o: other users may read or "
+			 "change it, refused (chmod 600 %s)",
+			 path, (unsigned)(st.st_mode & 07777), path);
 		r = -EPERM;
 		goto close;
 	}
@@ -166,8 +170,7 @@ int secrets_load_file(struct secrets *s, const char *path, bool must_exist, char
 			continue;
 		if (n < 0) {
 			r = -errno;
-			snprintf(err, errlen, "cannot read the secrets file %s: %s", path,
-				 strerror(-r));
+			snprintf(err, errlen, "cannot read the secrets file %s: %s", path, strerror(-r));
 			goto close;
 		}
 		if (n == 0)
@@ -270,8 +273,7 @@ size_t secrets_redact(const struct secrets *s, char **text)
 	for (const char *p = in; *p;) {
 		const struct secret *best = NULL;
 		for (size_t i = 0; i < s->n; i++)
-			if (strncmp(p, s->v[i].value, s->v[i].len) == 0 &&
-			    (!best || s->v[i].len > best->len))
+			if (strncmp(p, s->v[i].value, s->v[i].len) == 0 && (!best || s->v[i].len > best->len))
 				best = &s->v[i];
 		const char *add = p;
 		size_t alen = 1;
@@ -308,8 +310,8 @@ bool secrets_has_placeholder(const char *text)
 	return text && strstr(text, SECRETS_PLACEHOLDER_OPEN);
 }
 
-int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t *ret_n,
-		   char *err, size_t errlen)
+int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t *ret_n, char *err,
+		   size_t errlen)
 {
 	const size_t olen = strlen(SECRETS_PLACEHOLDER_OPEN), clen = strlen(SECRETS_PLACEHOLDER_CLOSE);
 	size_t cap = strlen(text) + 1, len = 0, n = 0;
@@ -321,7 +323,8 @@ int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t
 		size_t nl = name_len(name, SECRETS_MAX_NAME_BYTES + 1);
 		if (nl == 0 || nl > SECRETS_MAX_NAME_BYTES ||
 		    strncmp(name + nl, SECRETS_PLACEHOLDER_CLOSE, clen) != 0) {
-			snprintf(err, errlen, "a secret placeholder must be {{secret:NAME}} with NAME "
+			snprintf(err, errlen,
+				 "a secret placeholder must be {{secret:NAME}} with NAME "
 				 "letters, digits and '_' (at most %d bytes): '%.40s' is not",
 				 SECRETS_MAX_NAME_BYTES, o);
 			wipe_free(out, cap);
@@ -331,8 +334,10 @@ int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t
 		if (!sec) {
 			char *known = secrets_names_text(s);
 			snprintf(err, errlen, "unknown secret '%.*s' (%s%s)", (int)nl, name,
-				 known[0] ? "holod has: " : "holod has no secrets: see --secrets and "
-				 "--secret-env", known);
+				 known[0] ? "holod has: " :
+					    "holod has no secrets: see --secrets and "
+					    "--secret-env",
+				 known);
 			free(known);
 			wipe_free(out, cap);
 			return -ENOKEY;

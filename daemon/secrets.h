@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SECRETS_MAX 64                    /* names holod keeps */
-#define SECRETS_MAX_NAME_BYTES 64         /* [A-Za-z_][A-Za-z0-9_]* */
+#define SECRETS_MAX 64		  /* names holod keeps */
+#define SECRETS_MAX_NAME_BYTES 64 /* [A-Za-z_][A-Za-z0-9_]* */
 #define SECRETS_MAX_VALUE_BYTES 4096
 #define SECRETS_MAX_FILE_BYTES (256 * 1024)
 #define SECRETS_PLACEHOLDER_OPEN "{{secret:"
@@ -33,8 +33,7 @@ void secrets_destroy(struct secrets *s);
  * owner (mode & 077); -EINVAL for a line that is not NAME=value, a bad name, a name defined
  * twice, an empty or untypable value; -E2BIG over the limits. err names the file, the line and
  * the name, never the value. */
-int secrets_load_file(struct secrets *s, const char *path, bool must_exist, char *err,
-		      size_t errlen);
+int secrets_load_file(struct secrets *s, const char *path, bool must_exist, char *err, size_t errlen);
 /* Adds each environment variable of the comma-separated `names` as a secret of the same name
  * and removes it from the environment. -ENOENT for one that is not set; as above otherwise. */
 int secrets_load_env(struct secrets *s, const char *names, char *err, size_t errlen);
@@ -51,8 +50,8 @@ bool secrets_has_placeholder(const char *text);
  * secrets_text_free); *ret_n: how many were replaced. -ENOKEY for an unknown NAME, -EINVAL for a
  * placeholder that does not close or whose name is not one, with err naming the name (s may
  * be NULL: no secrets). */
-int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t *ret_n,
-		   char *err, size_t errlen);
+int secrets_expand(const struct secrets *s, const char *text, char **ret, size_t *ret_n, char *err,
+		   size_t errlen);
 /* Wipes and frees a text secrets_expand() returned. Accepts NULL. */
 void secrets_text_free(char *text);
 /* Replaces, in place, every value found in *text (a malloc'd string, may be NULL) by its

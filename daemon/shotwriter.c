@@ -128,9 +128,8 @@ static void write_one(struct shotwriter *w, struct shot_job *job)
 	}
 	ipc_sha256_hex(png, size, hex);
 	uint64_t t2 = time_mono_us();
-	r = journal_screenshot_insert(w->journal, job->task_id, job->index, job->which, relpath,
-				      hex, size, job->frame->width, job->frame->height, t1 - t0,
-				      t2 - t1);
+	r = journal_screenshot_insert(w->journal, job->task_id, job->index, job->which, relpath, hex, size,
+				      job->frame->width, job->frame->height, t1 - t0, t2 - t1);
 	if (r < 0) {
 		/* Without its row the file is an orphan nobody can find: give its space back. */
 		unlink(path);
@@ -202,8 +201,7 @@ static void remove_partial_pngs(const char *state_dir)
 	while ((te = readdir(top))) {
 		if (te->d_name[0] == '.' || strspn(te->d_name, "0123456789") != strlen(te->d_name))
 			continue;
-		int fd = openat(dirfd(top), te->d_name,
-				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int fd = openat(dirfd(top), te->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		DIR *task = fd >= 0 ? fdopendir(fd) : NULL;
 		if (!task) {
 			if (fd >= 0)

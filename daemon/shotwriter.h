@@ -39,4 +39,3 @@ void shotwriter_sync(struct shotwriter *w);
 int shotwriter_task_error(struct shotwriter *w, int64_t task_id, char *err, size_t errlen);
 /* Writes every queued job, then stops the thread. Accepts NULL. */
 void shotwriter_destroy(struct shotwriter *w);
-

@@ -56,8 +56,7 @@ int state_dir_prepare(const char *dir)
 	if (!(st.st_mode & 077))
 		return 0;
 	if (chmod(dir, 0700) < 0)
-		return log_error_errno(-errno, "cannot make the state directory %s private (0700)",
-				       dir);
+		return log_error_errno(-errno, "cannot make the state directory %s private (0700)", dir);
 	log_notice("made the state directory %s private (mode %04o -> 0700): its journal and "
 		   "screenshots hold what tasks typed and saw",
 		   dir, (unsigned)(st.st_mode & 07777));

@@ -31,8 +31,7 @@ static bool point_near(const json_t *a, const json_t *b, const char *x, const ch
 	json_t *bx = json_object_get(b, x), *by = json_object_get(b, y);
 	if (!ax && !bx && !ay && !by)
 		return true;
-	if (!json_is_integer(ax) || !json_is_integer(ay) || !json_is_integer(bx) ||
-	    !json_is_integer(by))
+	if (!json_is_integer(ax) || !json_is_integer(ay) || !json_is_integer(bx) || !json_is_integer(by))
 		return false;
 	return llabs(json_integer_value(ax) - json_integer_value(bx)) <= STUCK_POINT_SLACK &&
 	       llabs(json_integer_value(ay) - json_integer_value(by)) <= STUCK_POINT_SLACK;
@@ -73,7 +72,8 @@ static void describe(const json_t *a, char *buf, size_t len)
 	} else if (json_is_array(keys)) {
 		size_t i;
 		json_t *k;
-		json_array_foreach(keys, i, k) {
+		json_array_foreach(keys, i, k)
+		{
 			n = snprintf(buf + off, len - off, "%s%s", i ? "+" : " ",
 				     json_string_value(k) ? json_string_value(k) : "?");
 			off = n < 0 ? off : MIN(off + (size_t)n, len - 1);
@@ -81,8 +81,7 @@ static void describe(const json_t *a, char *buf, size_t len)
 	}
 }
 
-static void append(char *buf, size_t len, const char *format, ...)
-	__attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *format, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *buf, size_t len, const char *format, ...)
 {
 	size_t off = strlen(buf);
@@ -94,8 +93,8 @@ static void append(char *buf, size_t len, const char *format, ...)
 	va_end(ap);
 }
 
-enum stuck_verdict stuck_step(struct stuck *s, size_t index, const char *action,
-			      const char *before, const char *after, char *warning, size_t wlen)
+enum stuck_verdict stuck_step(struct stuck *s, size_t index, const char *action, const char *before,
+			      const char *after, char *warning, size_t wlen)
 {
 	warning[0] = '\0';
 
@@ -140,9 +139,11 @@ enum stuck_verdict stuck_step(struct stuck *s, size_t index, const char *action,
 	if (s->warn && s->action.n >= s->warn) {
 		char what[160];
 		describe(s->action.action, what, sizeof(what));
-		append(warning, wlen, "%sYou repeated the same action (%s) %zu times in a row "
-		       "(steps %zu to %zu).", warning[0] ? " " : "", what, s->action.n,
-		       s->action.first, s->action.first + s->action.n - 1);
+		append(warning, wlen,
+		       "%sYou repeated the same action (%s) %zu times in a row "
+		       "(steps %zu to %zu).",
+		       warning[0] ? " " : "", what, s->action.n, s->action.first,
+		       s->action.first + s->action.n - 1);
 		v = STUCK_WARN;
 	}
 	if (v == STUCK_WARN)
@@ -162,16 +163,14 @@ json_t *stuck_evidence(const struct stuck *s)
 	bool screen = k == &s->screen;
 	/* the other streak, when it is one (two steps or more) up to the same step, is evidence
 	 * too */
-	bool both_screen = screen || (s->screen.n >= 2 && s->screen.first + s->screen.n ==
-							  s->action.first + s->action.n);
-	bool both_action = !screen || (s->action.n >= 2 && s->action.first + s->action.n ==
-							   s->screen.first + s->screen.n);
+	bool both_screen = screen || (s->screen.n >= 2 &&
+				      s->screen.first + s->screen.n == s->action.first + s->action.n);
+	bool both_action = !screen || (s->action.n >= 2 &&
+				       s->action.first + s->action.n == s->screen.first + s->screen.n);
 	return json_pack("{s:s, s:[I, I], s:I, s:o, s:o, s:I, s:I}", "reason",
-			 screen ? "unchanged_screen" : "repeated_action", "steps",
-			 (json_int_t)k->first, (json_int_t)(k->first + k->n - 1), "count",
-			 (json_int_t)k->n, "screen_sha256",
-			 both_screen && s->screen.n ? json_string(s->screen.screen) : json_null(),
-			 "action",
-			 both_action && s->action.n ? json_deep_copy(s->action.action) : json_null(),
-			 "warn", (json_int_t)s->warn, "stop", (json_int_t)s->stop);
+			 screen ? "unchanged_screen" : "repeated_action", "steps", (json_int_t)k->first,
+			 (json_int_t)(k->first + k->n - 1), "count", (json_int_t)k->n, "screen_sha256",
+			 both_screen && s->screen.n ? json_string(s->screen.screen) : json_null(), "action",
+			 both_action && s->action.n ? json_deep_copy(s->action.action) : json_null(), "warn",
+			 (json_int_t)s->warn, "stop", (json_int_t)s->stop);
 }

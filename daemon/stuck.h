@@ -34,9 +34,9 @@ enum stuck_verdict {
 };
 
 struct stuck_streak {
-	size_t first, n;  /* steps first .. first + n - 1 */
-	char screen[65];  /* the screen streak's SHA-256 */
-	json_t *action;   /* the action streak's first action (owned) */
+	size_t first, n; /* steps first .. first + n - 1 */
+	char screen[65]; /* the screen streak's SHA-256 */
+	json_t *action;	 /* the action streak's first action (owned) */
 };
 
 struct stuck {
@@ -51,9 +51,8 @@ void stuck_finish(struct stuck *s);
 /* Step `index` ran `action` (its JSON form, ipc_action_to_json) on the screen whose pixels hash
  * to `before` and left `after` (either NULL or "": not captured, which ends the screen streak).
  * Writes the sentence for the model into `warning` ("" with STUCK_NONE). */
-enum stuck_verdict stuck_step(struct stuck *s, size_t index, const char *action,
-			      const char *before, const char *after, char *warning,
-			      size_t wlen);
+enum stuck_verdict stuck_step(struct stuck *s, size_t index, const char *action, const char *before,
+			      const char *after, char *warning, size_t wlen);
 
 /* The evidence of a STUCK_STOP as a new JSON object (docs/journal.md, tasks.stuck):
  * {"reason": "unchanged_screen"|"repeated_action", "steps": [first, last], "count": n,

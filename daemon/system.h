@@ -42,8 +42,8 @@ int notify_send(const char *state);
  * PR_SET_PDEATHSIG if holod dies). xvfb_start returns once the server accepts clients. */
 struct xvfb {
 	pid_t pid;
-	char *display;      /* ":N" */
-	pid_t session_pid;  /* --session: its process group leader; 0: none (or reaped) */
+	char *display;	   /* ":N" */
+	pid_t session_pid; /* --session: its process group leader; 0: none (or reaped) */
 };
 int xvfb_start(struct xvfb *x, int width, int height, int number);
 /* Starts `command` through /bin/sh on the display, in its own process group (so that the

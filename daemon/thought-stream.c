@@ -62,8 +62,8 @@ static bool valid_char(const uint8_t *p, size_t len)
 		cp = (uint32_t)(p[0] & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);
 		return cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
 	}
-	cp = (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 |
-	     (uint32_t)(p[2] & 0x3f) << 6 | (p[3] & 0x3f);
+	cp = (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 | (uint32_t)(p[2] & 0x3f) << 6 |
+	     (p[3] & 0x3f);
 	return cp >= 0x10000 && cp <= 0x10ffff;
 }
 
@@ -154,8 +154,7 @@ static size_t thought_byte(struct thought_stream *ts, char c, char *out)
 		}
 		static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
 		const char *p = strchr(from, c);
-		return w + (p && c ? put_byte(ts, (uint8_t)to[p - from], out + w)
-				   : put_cp(0xfffd, out + w));
+		return w + (p && c ? put_byte(ts, (uint8_t)to[p - from], out + w) : put_cp(0xfffd, out + w));
 	}
 	if (c == '\\') { /* a \u escape may follow a high surrogate */
 		ts->escape = true;
@@ -198,8 +197,8 @@ size_t thought_stream_feed(struct thought_stream *ts, const char *bytes, size_t 
 				if (ts->key_string) {
 					ts->key_string = false;
 					ts->expect_key = false;
-					ts->thought_key = ts->key_len == 7 &&
-							  memcmp(ts->key, "thought", 7) == 0;
+					ts->thought_key =
+						ts->key_len == 7 && memcmp(ts->key, "thought", 7) == 0;
 				}
 			} else if (ts->key_string) {
 				if (ts->key_len < sizeof(ts->key))

@@ -9,20 +9,20 @@
 #include <stdint.h>
 
 struct thought_stream {
-	int depth;             /* of objects and arrays; 1: inside the step's object */
+	int depth; /* of objects and arrays; 1: inside the step's object */
 	bool in_string, escape;
-	bool expect_key;       /* depth 1: the next string is a member name */
-	bool key_string;       /* the string being read is a member name at depth 1 */
-	bool value_next;       /* depth 1: after the ':' of a member */
-	bool thought_key;      /* the last member name at depth 1 was "thought" */
-	bool in_thought;       /* inside the thought's string */
-	bool done;             /* the thought's string ended */
-	char key[8];           /* the member name read so far, when it fits */
+	bool expect_key;  /* depth 1: the next string is a member name */
+	bool key_string;  /* the string being read is a member name at depth 1 */
+	bool value_next;  /* depth 1: after the ':' of a member */
+	bool thought_key; /* the last member name at depth 1 was "thought" */
+	bool in_thought;  /* inside the thought's string */
+	bool done;	  /* the thought's string ended */
+	char key[8];	  /* the member name read so far, when it fits */
 	size_t key_len;
-	char hex[4];           /* a \u escape's digits */
-	int hex_len;           /* -1: not in one */
-	uint32_t high;         /* a high surrogate waiting for its low half, or 0 */
-	uint8_t part[4];       /* a UTF-8 character of the thought not whole yet */
+	char hex[4];	 /* a \u escape's digits */
+	int hex_len;	 /* -1: not in one */
+	uint32_t high;	 /* a high surrogate waiting for its low half, or 0 */
+	uint8_t part[4]; /* a UTF-8 character of the thought not whole yet */
 	size_t part_len;
 };
 

@@ -4,5 +4,5 @@
 
 #include <stddef.h>
 
-extern const char view_page[];       /* NUL-terminated, UTF-8 HTML */
-extern const size_t view_page_size;  /* bytes, without the NUL */
+extern const char view_page[];	    /* NUL-terminated, UTF-8 HTML */
+extern const size_t view_page_size; /* bytes, without the NUL */

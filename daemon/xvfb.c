@@ -50,11 +50,11 @@ int xvfb_start(struct xvfb *x, int width, int height, int number)
 		fcntl(pipefd[1], F_SETFD, fl & ~FD_CLOEXEC);
 		/* With a number, -displayfd still tells when the server is ready. */
 		if (number >= 0)
-			execlp("Xvfb", "Xvfb", name, "-displayfd", fdarg, "-screen", "0", screen,
-			       "-nolisten", "tcp", "-noreset", (char *)NULL);
+			execlp("Xvfb", "Xvfb", name, "-displayfd", fdarg, "-screen", "0", screen, "-nolisten",
+			       "tcp", "-noreset", (char *)NULL);
 		else
-			execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", screen,
-			       "-nolisten", "tcp", "-noreset", (char *)NULL);
+			execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", screen, "-nolisten",
+			       "tcp", "-noreset", (char *)NULL);
 		fprintf(stderr, "holod: cannot run Xvfb: %s\n", strerror(errno));
 		_exit(127);
 	}
@@ -80,9 +80,10 @@ int xvfb_start(struct xvfb *x, int width, int height, int number)
 			continue;
 		if (n <= 0) {
 			if (number >= 0)
-				r = log_error_errno(-EPIPE, "Xvfb could not start display %s (in use "
-							    "by another X server? Xvfb's message is "
-							    "above)",
+				r = log_error_errno(-EPIPE,
+						    "Xvfb could not start display %s (in use "
+						    "by another X server? Xvfb's message is "
+						    "above)",
 						    name);
 			else
 				r = log_error_errno(-EPIPE, "Xvfb exited before reporting a display "
@@ -146,8 +147,7 @@ bool xvfb_program_in_path(const char *program)
 		size_t len = strcspn(path, ":");
 		/* an empty entry (leading, trailing or between two colons) is the current
 		 * directory, as for execvp() */
-		char *file = len ? xasprintf("%.*s/%s", (int)len, path, program)
-				 : xasprintf("./%s", program);
+		char *file = len ? xasprintf("%.*s/%s", (int)len, path, program) : xasprintf("./%s", program);
 		bool ok = access(file, X_OK) == 0;
 		free(file);
 		if (ok)

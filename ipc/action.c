@@ -83,10 +83,11 @@ enum {
 };
 
 static const char *const field_names[] = {
-	"tool_name", "element", "x", "y", "x2", "y2", "button", "direction", "scroll_size",
-	"content", "press_enter", "overwrite", "keys", "repeat_count", "key", "duration",
-	"target", "target2", "command", "wait_window", "timeout", "window", "window_gone", "focus",
-	"screen_stable", "region_changed", "hold_keys", "tap_keys", "goals", "question",
+	"tool_name",	 "element",	   "x",		  "y",	      "x2",	     "y2",
+	"button",	 "direction",	   "scroll_size", "content",  "press_enter", "overwrite",
+	"keys",		 "repeat_count",   "key",	  "duration", "target",	     "target2",
+	"command",	 "wait_window",	   "timeout",	  "window",   "window_gone", "focus",
+	"screen_stable", "region_changed", "hold_keys",	  "tap_keys", "goals",	     "question",
 };
 
 /* The members a tool accepts (the tool table's "fields"), as a bit set over field_names. */
@@ -142,8 +143,7 @@ static const char *at(struct ctx *c, const char *name)
 	return ipc_field_path(c->path, sizeof(c->path), c->prefix, name);
 }
 
-static int get_int(struct ctx *c, const char *name, bool required, int lo, int hi, int def,
-		   int *ret)
+static int get_int(struct ctx *c, const char *name, bool required, int lo, int hi, int def, int *ret)
 {
 	json_t *v = json_object_get(c->obj, name);
 	if (!v) {
@@ -154,13 +154,14 @@ static int get_int(struct ctx *c, const char *name, bool required, int lo, int h
 		return 0;
 	}
 	if (!json_is_integer(v))
-		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name),
-				    "expected an integer, got %s", json_is_real(v) ? "a fraction" :
-				    json_is_string(v) ? "a string" : "another type");
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name), "expected an integer, got %s",
+				    json_is_real(v)   ? "a fraction" :
+				    json_is_string(v) ? "a string" :
+							"another type");
 	json_int_t i = json_integer_value(v);
 	if (i < lo || i > hi)
-		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name),
-				    "%lld is out of range %d..%d", (long long)i, lo, hi);
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name), "%lld is out of range %d..%d",
+				    (long long)i, lo, hi);
 	*ret = (int)i;
 	return 0;
 }
@@ -173,8 +174,7 @@ static int get_bool(struct ctx *c, const char *name, bool *ret)
 		return 0;
 	}
 	if (!json_is_boolean(v))
-		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name),
-				    "expected true or false");
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, name), "expected true or false");
 	*ret = json_is_true(v);
 	return 0;
 }
@@ -187,11 +187,10 @@ static int get_string_at(struct ctx *c, const json_t *v, const char *path, size_
 	size_t n = json_string_length(v);
 	const char *s = json_string_value(v);
 	if (memchr(s, '\0', n))
-		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
-				    "contains a NUL character");
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "contains a NUL character");
 	if (n > max)
-		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path,
-				    "%zu bytes exceed the limit of %zu", n, max);
+		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path, "%zu bytes exceed the limit of %zu",
+				    n, max);
 	*ret = xstrndup(s, n);
 	return 0;
 }
@@ -238,8 +237,8 @@ static int get_enum(struct ctx *c, const char *name, const char *const *names, s
 			    "unknown value '%s' (expected one of %s)", json_string_value(v), expected);
 }
 
-static int check_sub_members(struct ctx *c, const json_t *obj, const char *path,
-			     const char *const *names, size_t n);
+static int check_sub_members(struct ctx *c, const json_t *obj, const char *path, const char *const *names,
+			     size_t n);
 
 static const char *key_name_at(size_t i, void *data)
 {
@@ -256,9 +255,8 @@ static int check_key_name(struct ctx *c, const json_t *v, const char *path, char
 		return r;
 	if (keys_lookup(name, &keysym) < 0) {
 		const char *near = ipc_did_you_mean(name, key_name_at, NULL);
-		r = ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "unknown key name '%s'%s%s%s",
-				 name, near ? ": did you mean '" : "", near ? near : "",
-				 near ? "'?" : "");
+		r = ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "unknown key name '%s'%s%s%s", name,
+				 near ? ": did you mean '" : "", near ? near : "", near ? "'?" : "");
 		free(name);
 		return r;
 	}
@@ -275,14 +273,14 @@ static int get_key_list(struct ctx *c, const char *name, size_t max, char **keys
 
 	snprintf(path, sizeof(path), "%s", at(c, name));
 	if (!v)
-		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
-				    "missing (required for '%s')", c->tool);
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "missing (required for '%s')",
+				    c->tool);
 	if (!json_is_array(v) || json_array_size(v) == 0)
 		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
 				    "expected a non-empty array of key names");
 	if (json_array_size(v) > max)
-		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path,
-				    "%zu keys exceed the limit of %zu", json_array_size(v), max);
+		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path, "%zu keys exceed the limit of %zu",
+				    json_array_size(v), max);
 	for (size_t i = 0; i < json_array_size(v); i++) {
 		char kp[300];
 		snprintf(kp, sizeof(kp), "%s[%zu]", path, i);
@@ -310,9 +308,8 @@ static int get_goals(struct ctx *c, struct ipc_action *a)
 				    "expected a non-empty array of goals such as "
 				    "{\"title\": \"Open the settings\", \"status\": \"running\"}");
 	if (json_array_size(v) > IPC_MAX_PLAN_GOALS)
-		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path,
-				    "%zu goals exceed the limit of %d", json_array_size(v),
-				    IPC_MAX_PLAN_GOALS);
+		return ipc_error_at(c->errbuf, c->errlen, -E2BIG, path, "%zu goals exceed the limit of %d",
+				    json_array_size(v), IPC_MAX_PLAN_GOALS);
 	a->goals = xcalloc(json_array_size(v), sizeof(*a->goals));
 	for (size_t i = 0; i < json_array_size(v); i++) {
 		json_t *g = json_array_get(v, i);
@@ -358,8 +355,7 @@ static int get_timeout(struct ctx *c, uint32_t def_ms, uint32_t *ret_ms)
 	double ms = round(s * 1000.0);
 	if (!(ms >= 1.0 && ms <= IPC_MAX_WAIT_FOR_MS))
 		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, "timeout"),
-				    "%g seconds is out of range 0.001..%d", s,
-				    IPC_MAX_WAIT_FOR_MS / 1000);
+				    "%g seconds is out of range 0.001..%d", s, IPC_MAX_WAIT_FOR_MS / 1000);
 	*ret_ms = (uint32_t)ms;
 	return 0;
 }
@@ -381,8 +377,7 @@ static char **match_slot(struct ipc_window_match *m, size_t i)
 }
 
 /* Compiles one regex of a match; NULL with errbuf filled ("<path>: invalid regex ..."). */
-static pcre2_code *compile_regex(const char *pattern, const char *path, char *errbuf,
-				 size_t errlen)
+static pcre2_code *compile_regex(const char *pattern, const char *path, char *errbuf, size_t errlen)
 {
 	int code;
 	PCRE2_SIZE offset;
@@ -392,15 +387,14 @@ static pcre2_code *compile_regex(const char *pattern, const char *path, char *er
 		PCRE2_UCHAR why[160];
 		if (pcre2_get_error_message(code, why, sizeof(why)) < 0)
 			snprintf((char *)why, sizeof(why), "error %d", code);
-		ipc_error_at(errbuf, errlen, -EINVAL, path, "invalid regex at offset %zu: %s",
-			     (size_t)offset, (const char *)why);
+		ipc_error_at(errbuf, errlen, -EINVAL, path, "invalid regex at offset %zu: %s", (size_t)offset,
+			     (const char *)why);
 	}
 	return re;
 }
 
 /* A window match object at `path`: {"title": RE, "class": RE, "instance": RE}, at least one. */
-static int get_match(struct ctx *c, const json_t *v, const char *path,
-		     struct ipc_window_match *ret)
+static int get_match(struct ctx *c, const json_t *v, const char *path, struct ipc_window_match *ret)
 {
 	struct ipc_window_match m = {0};
 	char sub[320];
@@ -412,7 +406,8 @@ static int get_match(struct ctx *c, const json_t *v, const char *path,
 		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
 				    "expected a window match such as {\"title\": \"Save\", "
 				    "\"class\": \"Mousepad\", \"instance\": \"mousepad\"}");
-	json_object_foreach((json_t *)v, key, val) {
+	json_object_foreach((json_t *)v, key, val)
+	{
 		size_t i;
 		for (i = 0; i < ARRAY_SIZE(match_names); i++)
 			if (strcmp(key, match_names[i]) == 0)
@@ -459,8 +454,8 @@ static int get_command(struct ctx *c, struct ipc_action *a)
 	a->argv = xcalloc(json_array_size(v) + 1, sizeof(*a->argv));
 	for (size_t i = 0; i < json_array_size(v); i++) {
 		snprintf(sub, sizeof(sub), "%s[%zu]", at(c, "command"), i);
-		if ((r = get_string_at(c, json_array_get(v, i), sub, IPC_MAX_LAUNCH_ARG_BYTES,
-				       &a->argv[i])) < 0)
+		if ((r = get_string_at(c, json_array_get(v, i), sub, IPC_MAX_LAUNCH_ARG_BYTES, &a->argv[i])) <
+		    0)
 			return r;
 		a->argc++;
 	}
@@ -471,8 +466,8 @@ static int get_command(struct ctx *c, struct ipc_action *a)
 }
 
 /* A non-negative integer member of a nested object. */
-static int get_sub_int(struct ctx *c, const json_t *obj, const char *path, const char *name,
-		       int lo, int hi, int *ret)
+static int get_sub_int(struct ctx *c, const json_t *obj, const char *path, const char *name, int lo, int hi,
+		       int *ret)
 {
 	char sub[320];
 	snprintf(sub, sizeof(sub), "%s.%s", path, name);
@@ -483,19 +478,20 @@ static int get_sub_int(struct ctx *c, const json_t *obj, const char *path, const
 		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "expected an integer");
 	json_int_t i = json_integer_value(v);
 	if (i < lo || i > hi)
-		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub,
-				    "%lld is out of range %d..%d", (long long)i, lo, hi);
+		return ipc_error_at(c->errbuf, c->errlen, -EINVAL, sub, "%lld is out of range %d..%d",
+				    (long long)i, lo, hi);
 	*ret = (int)i;
 	return 0;
 }
 
 /* Refuses members of a nested object other than `names`. */
-static int check_sub_members(struct ctx *c, const json_t *obj, const char *path,
-			     const char *const *names, size_t n)
+static int check_sub_members(struct ctx *c, const json_t *obj, const char *path, const char *const *names,
+			     size_t n)
 {
 	const char *key;
 	json_t *val;
-	json_object_foreach((json_t *)obj, key, val) {
+	json_object_foreach((json_t *)obj, key, val)
+	{
 		size_t i;
 		for (i = 0; i < n && strcmp(key, names[i]) != 0; i++)
 			;
@@ -516,8 +512,7 @@ static int get_wait_condition(struct ctx *c, struct ipc_action *a)
 		if (!json_object_get(c->obj, ipc_wait_kind_names[k]))
 			continue;
 		if (found >= 0)
-			return ipc_error_at(c->errbuf, c->errlen, -EINVAL,
-					    at(c, ipc_wait_kind_names[k]),
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, at(c, ipc_wait_kind_names[k]),
 					    "one condition per wait_for step ('%s' is given too)",
 					    ipc_wait_kind_names[found]);
 		found = (int)k;
@@ -543,11 +538,9 @@ static int get_wait_condition(struct ctx *c, struct ipc_action *a)
 		static const char *const names[] = {"ms"};
 		int ms;
 		if (!json_is_object(v))
-			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path,
-					    "expected {\"ms\": N}");
+			return ipc_error_at(c->errbuf, c->errlen, -EINVAL, path, "expected {\"ms\": N}");
 		if ((r = check_sub_members(c, v, path, names, ARRAY_SIZE(names))) < 0 ||
-		    (r = get_sub_int(c, v, path, "ms", IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS,
-				     &ms)) < 0)
+		    (r = get_sub_int(c, v, path, "ms", IPC_MIN_STABLE_MS, IPC_MAX_STABLE_MS, &ms)) < 0)
 			return r;
 		a->stable_ms = (uint32_t)ms;
 		return 0;
@@ -571,8 +564,7 @@ static int get_wait_condition(struct ctx *c, struct ipc_action *a)
 }
 
 /* A grounded point: "target" instead of x and y (or "target2" instead of x2 and y2). */
-static int get_target(struct ctx *c, const char *name, const char *xn, const char *yn,
-		      char **ret)
+static int get_target(struct ctx *c, const char *name, const char *xn, const char *yn, char **ret)
 {
 	int r = get_string(c, name, false, IPC_MAX_TARGET_BYTES, ret);
 	if (r < 0 || !*ret)
@@ -602,27 +594,27 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 	if (!tn)
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"), "missing");
 	if (!json_is_string(tn))
-		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
-				    "expected a string");
+		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"), "expected a string");
 	r = ipc_tool_from_string(json_string_value(tn));
 	if (r < 0) {
 		char expected[512] = "", hint[96] = "";
 		for (size_t t = 0; t < IPC_TOOL_COUNT_; t++)
-			snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected),
-				 "%s%s", t ? ", " : "", ipc_tool_to_string((enum ipc_tool)t));
+			snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected), "%s%s",
+				 t ? ", " : "", ipc_tool_to_string((enum ipc_tool)t));
 		const char *near = ipc_did_you_mean(json_string_value(tn), tool_name_at, NULL);
 		if (near)
 			snprintf(hint, sizeof(hint), ": did you mean '%s'?", near);
 		return ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "tool_name"),
-				    "unknown tool '%s'%s (expected one of %s)", json_string_value(tn),
-				    hint, expected);
+				    "unknown tool '%s'%s (expected one of %s)", json_string_value(tn), hint,
+				    expected);
 	}
 	a.tool = (enum ipc_tool)r;
 	c.tool = ipc_tool_to_string(a.tool);
 
 	const char *key;
 	json_t *val;
-	json_object_foreach((json_t *)obj, key, val) {
+	json_object_foreach((json_t *)obj, key, val)
+	{
 		int idx = field_index(key);
 		if (idx < 0 || !(tool_fields(a.tool) & (1u << idx))) {
 			const char *near = ipc_did_you_mean(key, field_name_at, &a.tool);
@@ -636,8 +628,7 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 	int cmax = coords == IPC_COORDS_MODEL ? IPC_MODEL_COORD_MAX : IPC_MAX_PIXEL_COORD;
 	unsigned f = tool_fields(a.tool);
 
-	if (f & F_ELEMENT && (r = get_string(&c, "element", false, IPC_MAX_ELEMENT_BYTES,
-					     &a.element)) < 0)
+	if (f & F_ELEMENT && (r = get_string(&c, "element", false, IPC_MAX_ELEMENT_BYTES, &a.element)) < 0)
 		goto error;
 	if (f & F_TARGET && (r = get_target(&c, "target", "x", "y", &a.target)) < 0)
 		goto error;
@@ -673,8 +664,7 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		char path[300];
 		snprintf(path, sizeof(path), "%s", at(&c, "window"));
 		if (!w) {
-			r = ipc_error_at(errbuf, errlen, -EINVAL, path,
-					 "missing (required for 'activate')");
+			r = ipc_error_at(errbuf, errlen, -EINVAL, path, "missing (required for 'activate')");
 			goto error;
 		}
 		if ((r = get_match(&c, w, path, &a.match)) < 0)
@@ -698,11 +688,9 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 	if (f & F_SCROLL_SIZE && (r = get_int(&c, "scroll_size", false, 1, IPC_MAX_SCROLL_SIZE,
 					      IPC_DEFAULT_SCROLL_SIZE, &a.scroll_size)) < 0)
 		goto error;
-	if (f & F_CONTENT &&
-	    (r = get_string(&c, "content", true, IPC_MAX_CONTENT_BYTES, &a.content)) < 0)
+	if (f & F_CONTENT && (r = get_string(&c, "content", true, IPC_MAX_CONTENT_BYTES, &a.content)) < 0)
 		goto error;
-	if (f & F_QUESTION &&
-	    (r = get_string(&c, "question", true, IPC_MAX_QUESTION_BYTES, &a.content)) < 0)
+	if (f & F_QUESTION && (r = get_string(&c, "question", true, IPC_MAX_QUESTION_BYTES, &a.content)) < 0)
 		goto error;
 	if (f & F_PRESS_ENTER && (r = get_bool(&c, "press_enter", &a.press_enter)) < 0)
 		goto error;
@@ -734,16 +722,16 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 			a.n_keys++;
 		}
 	}
-	if (f & F_HOLD_KEYS && (r = get_key_list(&c, "hold_keys", IPC_MAX_HOLD_KEYS, a.hold_keys,
-						 &a.n_hold_keys)) < 0)
+	if (f & F_HOLD_KEYS &&
+	    (r = get_key_list(&c, "hold_keys", IPC_MAX_HOLD_KEYS, a.hold_keys, &a.n_hold_keys)) < 0)
 		goto error;
-	if (f & F_TAP_KEYS && (r = get_key_list(&c, "tap_keys", IPC_MAX_TAP_KEYS, a.tap_keys,
-						&a.n_tap_keys)) < 0)
+	if (f & F_TAP_KEYS &&
+	    (r = get_key_list(&c, "tap_keys", IPC_MAX_TAP_KEYS, a.tap_keys, &a.n_tap_keys)) < 0)
 		goto error;
 	if (f & F_GOALS && (r = get_goals(&c, &a)) < 0)
 		goto error;
-	if (f & F_REPEAT && (r = get_int(&c, "repeat_count", false, 1, IPC_MAX_HOTKEY_REPEAT, 1,
-					 &a.repeat_count)) < 0)
+	if (f & F_REPEAT &&
+	    (r = get_int(&c, "repeat_count", false, 1, IPC_MAX_HOTKEY_REPEAT, 1, &a.repeat_count)) < 0)
 		goto error;
 	if (f & F_KEY) {
 		json_t *k = json_object_get(obj, "key");
@@ -773,8 +761,7 @@ int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *
 		double ms = round(s * 1000.0);
 		if (!(ms >= 1.0 && ms <= IPC_MAX_WAIT_MS)) {
 			r = ipc_error_at(errbuf, errlen, -EINVAL, at(&c, "duration"),
-					 "%g seconds is out of range 0.001..%d", s,
-					 IPC_MAX_WAIT_MS / 1000);
+					 "%g seconds is out of range 0.001..%d", s, IPC_MAX_WAIT_MS / 1000);
 			goto error;
 		}
 		a.duration_ms = (uint32_t)ms;
@@ -877,17 +864,17 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 			r |= json_array_append_new(arr, json_string(a->argv[i]));
 	}
 	if ((f & (F_WAIT_WINDOW | F_WINDOW)) && a->has_match) {
-		const char *member = a->tool == IPC_TOOL_LAUNCH ? "wait_window" :
-				   a->tool == IPC_TOOL_WAIT_FOR ? ipc_wait_kind_to_string(a->wait_kind) :
-				   "window";
+		const char *member = a->tool == IPC_TOOL_LAUNCH	  ? "wait_window" :
+				     a->tool == IPC_TOOL_WAIT_FOR ? ipc_wait_kind_to_string(a->wait_kind) :
+								    "window";
 		r |= set_new(o, member, match_to_json(&a->match));
 	}
 	if (a->tool == IPC_TOOL_WAIT_FOR && a->wait_kind == IPC_WAIT_SCREEN_STABLE)
 		r |= set_new(o, "screen_stable", json_pack("{s:I}", "ms", (json_int_t)a->stable_ms));
 	if (a->tool == IPC_TOOL_WAIT_FOR && a->wait_kind == IPC_WAIT_REGION_CHANGED)
-		r |= set_new(o, "region_changed", json_pack("{s:i, s:i, s:i, s:i}", "x", a->rx, "y",
-							    a->ry, "width", a->rw, "height",
-							    a->rh));
+		r |= set_new(o, "region_changed",
+			     json_pack("{s:i, s:i, s:i, s:i}", "x", a->rx, "y", a->ry, "width", a->rw,
+				       "height", a->rh));
 	if (f & F_TIMEOUT)
 		r |= set_new(o, "timeout", json_real(a->timeout_ms / 1000.0));
 	if (f & F_BUTTON && (unsigned)a->button < ARRAY_SIZE(ipc_button_names))
@@ -928,7 +915,8 @@ json_t *ipc_action_to_json_value(const struct ipc_action *a)
 		for (size_t i = 0; arr && i < a->n_goals; i++) {
 			const char *st = ipc_goal_status_to_string(a->goals[i].status);
 			r |= st ? json_array_append_new(arr, json_pack("{s:s, s:s}", "title",
-					a->goals[i].title, "status", st)) : -1;
+								       a->goals[i].title, "status", st)) :
+				  -1;
 		}
 	}
 	if (f & F_REPEAT)
@@ -975,8 +963,8 @@ void ipc_window_matcher_destroy(struct ipc_window_matcher *mt)
 	free(mt);
 }
 
-struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_match *m,
-						     char *errbuf, size_t errlen)
+struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_match *m, char *errbuf,
+						     size_t errlen)
 {
 	struct ipc_window_matcher *mt = xcalloc(1, sizeof(*mt));
 	for (size_t i = 0; i < ARRAY_SIZE(match_names); i++) {
@@ -999,8 +987,8 @@ struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_mat
 	return mt;
 }
 
-bool ipc_window_matcher_test(const struct ipc_window_matcher *mt, const char *title,
-			     const char *class_name, const char *instance)
+bool ipc_window_matcher_test(const struct ipc_window_matcher *mt, const char *title, const char *class_name,
+			     const char *instance)
 {
 	const char *values[] = {title, class_name, instance};
 	for (size_t i = 0; i < ARRAY_SIZE(mt->re); i++) {

@@ -14,8 +14,8 @@ int ipc_error_at(char *errbuf, size_t errlen, int err, const char *path, const c
 const char *ipc_field_path(char *buf, size_t size, const char *prefix, const char *name);
 
 /* Validates one action object found at `path` (for messages). */
-int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *path,
-			 struct ipc_action *ret, char *errbuf, size_t errlen);
+int ipc_action_from_json(const json_t *obj, enum ipc_coords coords, const char *path, struct ipc_action *ret,
+			 char *errbuf, size_t errlen);
 /* New reference, NULL on OOM. */
 json_t *ipc_action_to_json_value(const struct ipc_action *a);
 /* Loads a JSON document, turning jansson's error into "invalid JSON at line L column C: ...". */

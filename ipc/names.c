@@ -8,12 +8,9 @@
 #include "json-internal.h"
 
 static const char *const task_status_names[] = {
-	[IPC_TASK_QUEUED] = "queued",
-	[IPC_TASK_RUNNING] = "running",
-	[IPC_TASK_SUCCEEDED] = "succeeded",
-	[IPC_TASK_FAILED] = "failed",
-	[IPC_TASK_CANCELLED] = "cancelled",
-	[IPC_TASK_INTERRUPTED] = "interrupted",
+	[IPC_TASK_QUEUED] = "queued",	    [IPC_TASK_RUNNING] = "running",
+	[IPC_TASK_SUCCEEDED] = "succeeded", [IPC_TASK_FAILED] = "failed",
+	[IPC_TASK_CANCELLED] = "cancelled", [IPC_TASK_INTERRUPTED] = "interrupted",
 	[IPC_TASK_STUCK] = "stuck",
 };
 
@@ -141,8 +138,7 @@ static const char *const approve_names[] = {
 
 const char *ipc_approve_to_string(enum ipc_approve a)
 {
-	return a > IPC_APPROVE_DEFAULT && (unsigned)a < ARRAY_SIZE(approve_names) ? approve_names[a]
-										 : NULL;
+	return a > IPC_APPROVE_DEFAULT && (unsigned)a < ARRAY_SIZE(approve_names) ? approve_names[a] : NULL;
 }
 
 int ipc_approve_from_string(const char *s)

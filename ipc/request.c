@@ -21,12 +21,12 @@ void ipc_task_request_destroy(struct ipc_task_request *req)
 	free(req);
 }
 
-static int check_members(const json_t *root, const char *const *allowed, size_t n, char *errbuf,
-			 size_t errlen)
+static int check_members(const json_t *root, const char *const *allowed, size_t n, char *errbuf, size_t errlen)
 {
 	const char *key;
 	json_t *val;
-	json_object_foreach((json_t *)root, key, val) {
+	json_object_foreach((json_t *)root, key, val)
+	{
 		bool ok = false;
 		for (size_t i = 0; i < n && !ok; i++)
 			ok = strcmp(key, allowed[i]) == 0;
@@ -59,8 +59,8 @@ static int get_uint(const json_t *root, const char *name, uint32_t lo, uint32_t 
  * not a failed step later. The model's own steps are not checked here: their failure is
  * reported back to the model as the action's error. */
 /* "check": {"threshold": T, "steps": [...]}, one recorded step per action of the script. */
-static int parse_check(const json_t *root, struct ipc_task_request *req, size_t n_actions,
-		       char *errbuf, size_t errlen)
+static int parse_check(const json_t *root, struct ipc_task_request *req, size_t n_actions, char *errbuf,
+		       size_t errlen)
 {
 	static const char *const members[] = {"threshold", "steps"};
 	json_t *check = json_object_get(root, "check");
@@ -83,8 +83,7 @@ static int parse_check(const json_t *root, struct ipc_task_request *req, size_t 
 				    "expected a number from 0 to 1");
 	if (!json_is_array(steps) || json_array_size(steps) != n_actions)
 		return ipc_error_at(errbuf, errlen, -EINVAL, "check.steps",
-				    "expected an array of %zu step indices, one per action",
-				    n_actions);
+				    "expected an array of %zu step indices, one per action", n_actions);
 	req->check_steps = xcalloc(n_actions, sizeof(*req->check_steps));
 	for (size_t i = 0; i < n_actions; i++) {
 		json_t *v = json_array_get(steps, i);
@@ -92,8 +91,8 @@ static int parse_check(const json_t *root, struct ipc_task_request *req, size_t 
 		    json_integer_value(v) >= IPC_MAX_TASK_STEPS) {
 			char path[32];
 			snprintf(path, sizeof(path), "check.steps[%zu]", i);
-			return ipc_error_at(errbuf, errlen, -EINVAL, path,
-					    "expected a step index 0..%d", IPC_MAX_TASK_STEPS - 1);
+			return ipc_error_at(errbuf, errlen, -EINVAL, path, "expected a step index 0..%d",
+					    IPC_MAX_TASK_STEPS - 1);
 		}
 		req->check_steps[i] = (uint32_t)json_integer_value(v);
 	}
@@ -101,8 +100,7 @@ static int parse_check(const json_t *root, struct ipc_task_request *req, size_t 
 	return 0;
 }
 
-static int check_typeable(const struct ipc_action *a, const char *prefix, char *errbuf,
-			  size_t errlen)
+static int check_typeable(const struct ipc_action *a, const char *prefix, char *errbuf, size_t errlen)
 {
 	char why[160], path[64];
 	int r;
@@ -114,8 +112,7 @@ static int check_typeable(const struct ipc_action *a, const char *prefix, char *
 }
 
 /* coords, max_steps, max_seconds, settle_ms, dry_run: common to both request kinds. */
-static int parse_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
-			 size_t errlen)
+static int parse_options(const json_t *root, struct ipc_task_request *req, char *errbuf, size_t errlen)
 {
 	uint32_t u = 0;
 	bool present;
@@ -134,23 +131,19 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 					    "expected \"pixels\" or \"model\"");
 		req->coords = (enum ipc_coords)r;
 	}
-	if ((r = get_uint(root, "max_steps", 1, IPC_MAX_TASK_STEPS, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "max_steps", 1, IPC_MAX_TASK_STEPS, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.max_steps = u;
-	if ((r = get_uint(root, "max_seconds", 1, IPC_MAX_TASK_SECONDS, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "max_seconds", 1, IPC_MAX_TASK_SECONDS, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.max_seconds = u;
-	if ((r = get_uint(root, "settle_ms", 0, IPC_MAX_SETTLE_MS, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "settle_ms", 0, IPC_MAX_SETTLE_MS, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.settle_ms = (int32_t)u;
-	if ((r = get_uint(root, "ask_timeout", 1, IPC_MAX_TASK_SECONDS, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "ask_timeout", 1, IPC_MAX_TASK_SECONDS, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.ask_timeout = u;
@@ -165,14 +158,12 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 	json_t *d = json_object_get(root, "dry_run");
 	if (d) {
 		if (!json_is_boolean(d))
-			return ipc_error_at(errbuf, errlen, -EINVAL, "dry_run",
-					    "expected true or false");
+			return ipc_error_at(errbuf, errlen, -EINVAL, "dry_run", "expected true or false");
 		req->options.dry_run = json_is_true(d);
 	}
 	json_t *to = json_object_get(root, "takeover");
 	if (to) {
-		int t = json_is_string(to) ? ipc_takeover_from_string(json_string_value(to))
-					   : -EINVAL;
+		int t = json_is_string(to) ? ipc_takeover_from_string(json_string_value(to)) : -EINVAL;
 		if (t < 0)
 			return ipc_error_at(errbuf, errlen, -EINVAL, "takeover",
 					    "expected \"pause\", \"ignore\" or \"cancel\"");
@@ -186,8 +177,7 @@ static int parse_options(const json_t *root, struct ipc_task_request *req, char 
 		size_t n = json_string_length(disp);
 		if (n > IPC_MAX_DISPLAY_NAME_BYTES)
 			return ipc_error_at(errbuf, errlen, -E2BIG, "display",
-					    "%zu bytes exceed the limit of %d", n,
-					    IPC_MAX_DISPLAY_NAME_BYTES);
+					    "%zu bytes exceed the limit of %d", n, IPC_MAX_DISPLAY_NAME_BYTES);
 		const char *v = json_string_value(disp);
 		for (size_t i = 0; i < n; i++)
 			if ((unsigned char)v[i] <= ' ' || v[i] == 0x7f)
@@ -268,8 +258,8 @@ int ipc_policy_format_from_string(const char *s)
 }
 
 /* A number lo..hi (lo itself excluded when lo_open) into *ret, or absent. */
-static int get_real(const json_t *root, const char *name, double lo, bool lo_open, double hi,
-		    double *ret, bool *ret_present, char *errbuf, size_t errlen)
+static int get_real(const json_t *root, const char *name, double lo, bool lo_open, double hi, double *ret,
+		    bool *ret_present, char *errbuf, size_t errlen)
 {
 	json_t *v = json_object_get(root, name);
 	*ret_present = false;
@@ -288,8 +278,7 @@ static int get_real(const json_t *root, const char *name, double lo, bool lo_ope
 
 /* history, policy_format, window, max_tiles, temperature, top_p, seed, thinking,
  * thinking_tokens, stuck_warn, stuck_stop: instruction tasks only. */
-static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf,
-			       size_t errlen)
+static int parse_agent_options(const json_t *root, struct ipc_task_request *req, char *errbuf, size_t errlen)
 {
 	uint32_t u = 0;
 	bool present = false; /* written by get_uint; gcc -O3 cannot see that through its errors */
@@ -305,15 +294,13 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 	}
 	json_t *pf = json_object_get(root, "policy_format");
 	if (pf) {
-		r = json_is_string(pf) ? ipc_policy_format_from_string(json_string_value(pf))
-				       : -EINVAL;
+		r = json_is_string(pf) ? ipc_policy_format_from_string(json_string_value(pf)) : -EINVAL;
 		if (r < 0)
 			return ipc_error_at(errbuf, errlen, -EINVAL, "policy_format",
 					    "expected \"holo3\" or \"holo-nano\"");
 		req->options.policy_format = (enum ipc_policy_format)r;
 	}
-	if ((r = get_uint(root, "window", 1, IPC_MAX_HISTORY_WINDOW, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "window", 1, IPC_MAX_HISTORY_WINDOW, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.window = u;
@@ -321,15 +308,13 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 		return r;
 	if (present)
 		req->options.max_tiles = u;
-	if ((r = get_real(root, "temperature", 0.0, false, IPC_MAX_TEMPERATURE,
-			  &req->options.temperature, &req->options.has_temperature, errbuf,
+	if ((r = get_real(root, "temperature", 0.0, false, IPC_MAX_TEMPERATURE, &req->options.temperature,
+			  &req->options.has_temperature, errbuf, errlen)) < 0)
+		return r;
+	if ((r = get_real(root, "top_p", 0.0, true, 1.0, &req->options.top_p, &req->options.has_top_p, errbuf,
 			  errlen)) < 0)
 		return r;
-	if ((r = get_real(root, "top_p", 0.0, true, 1.0, &req->options.top_p,
-			  &req->options.has_top_p, errbuf, errlen)) < 0)
-		return r;
-	if ((r = get_uint(root, "seed", 0, (uint32_t)IPC_MAX_SEED, &u, &present, errbuf, errlen)) <
-	    0)
+	if ((r = get_uint(root, "seed", 0, (uint32_t)IPC_MAX_SEED, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	req->options.has_seed = present;
 	if (present)
@@ -337,15 +322,13 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 	json_t *th = json_object_get(root, "thinking");
 	if (th) {
 		if (!json_is_boolean(th))
-			return ipc_error_at(errbuf, errlen, -EINVAL, "thinking",
-					    "expected true or false");
+			return ipc_error_at(errbuf, errlen, -EINVAL, "thinking", "expected true or false");
 		req->options.thinking = json_is_true(th) ? IPC_THINKING_ON : IPC_THINKING_OFF;
 	}
 	json_t *jf = json_object_get(root, "jump_forward");
 	if (jf) {
 		if (!json_is_boolean(jf))
-			return ipc_error_at(errbuf, errlen, -EINVAL, "jump_forward",
-					    "expected true or false");
+			return ipc_error_at(errbuf, errlen, -EINVAL, "jump_forward", "expected true or false");
 		req->options.jump_forward = json_is_true(jf) ? IPC_SWITCH_ON : IPC_SWITCH_OFF;
 	}
 	if ((r = get_uint(root, "thinking_tokens", 1, IPC_MAX_THINKING_TOKENS, &u, &present, errbuf,
@@ -353,33 +336,32 @@ static int parse_agent_options(const json_t *root, struct ipc_task_request *req,
 		return r;
 	if (present)
 		req->options.thinking_tokens = u;
-	if ((r = get_uint(root, "stuck_warn", 0, IPC_MAX_STUCK_STEPS, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "stuck_warn", 0, IPC_MAX_STUCK_STEPS, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.stuck_warn = (int32_t)u;
-	if ((r = get_uint(root, "stuck_stop", 0, IPC_MAX_STUCK_STEPS, &u, &present, errbuf,
-			  errlen)) < 0)
+	if ((r = get_uint(root, "stuck_stop", 0, IPC_MAX_STUCK_STEPS, &u, &present, errbuf, errlen)) < 0)
 		return r;
 	if (present)
 		req->options.stuck_stop = (int32_t)u;
 	return 0;
 }
 
-int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
-			   char *errbuf, size_t errlen)
+int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret, char *errbuf,
+			   size_t errlen)
 {
-	static const char *const script_members[] = {"script",      "coords",    "max_steps",
-						     "max_seconds", "settle_ms", "dry_run",
-						     "replay_of",   "display",   "check",
-						     "require_focus", "approve", "takeover",
+	static const char *const script_members[] = {"script",	      "coords",	   "max_steps",
+						     "max_seconds",   "settle_ms", "dry_run",
+						     "replay_of",     "display",   "check",
+						     "require_focus", "approve",   "takeover",
 						     "ask_timeout"};
-	static const char *const instruction_members[] = {
-		"instruction", "max_steps", "max_seconds", "settle_ms", "dry_run",
-		"history",     "window",    "max_tiles",   "display",  "temperature",
-		"top_p",       "seed",      "thinking",    "thinking_tokens", "policy_format",
-		"stuck_warn",  "stuck_stop", "approve", "jump_forward", "takeover",
-		"ask_timeout"};
+	static const char *const instruction_members[] = {"instruction",  "max_steps",	     "max_seconds",
+							  "settle_ms",	  "dry_run",	     "history",
+							  "window",	  "max_tiles",	     "display",
+							  "temperature",  "top_p",	     "seed",
+							  "thinking",	  "thinking_tokens", "policy_format",
+							  "stuck_warn",	  "stuck_stop",	     "approve",
+							  "jump_forward", "takeover",	     "ask_timeout"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -404,10 +386,9 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 
 	req = xcalloc(1, sizeof(*req));
 	req->kind = script ? IPC_TASK_KIND_SCRIPT : IPC_TASK_KIND_INSTRUCTION;
-	if ((r = script ? check_members(root, script_members, ARRAY_SIZE(script_members), errbuf,
-					errlen)
-			: check_members(root, instruction_members,
-					ARRAY_SIZE(instruction_members), errbuf, errlen)) < 0)
+	if ((r = script ? check_members(root, script_members, ARRAY_SIZE(script_members), errbuf, errlen) :
+			  check_members(root, instruction_members, ARRAY_SIZE(instruction_members), errbuf,
+					errlen)) < 0)
 		goto finish;
 	if ((r = parse_options(root, req, errbuf, errlen)) < 0)
 		goto finish;
@@ -420,22 +401,19 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 		size_t n = json_array_size(script);
 		if (n > IPC_MAX_SCRIPT_ACTIONS) {
 			r = ipc_error_at(errbuf, errlen, -E2BIG, "script",
-					 "%zu actions exceed the limit of %d", n,
-					 IPC_MAX_SCRIPT_ACTIONS);
+					 "%zu actions exceed the limit of %d", n, IPC_MAX_SCRIPT_ACTIONS);
 			goto finish;
 		}
 		uint32_t id = 0;
 		bool present;
-		if ((r = get_uint(root, "replay_of", 1, INT32_MAX, &id, &present, errbuf, errlen)) <
-		    0)
+		if ((r = get_uint(root, "replay_of", 1, INT32_MAX, &id, &present, errbuf, errlen)) < 0)
 			goto finish;
 		req->replay_of = present ? id : 0;
 		if ((r = parse_check(root, req, n, errbuf, errlen)) < 0)
 			goto finish;
 		json_t *rf = json_object_get(root, "require_focus");
 		if (rf && !json_is_boolean(rf)) {
-			r = ipc_error_at(errbuf, errlen, -EINVAL, "require_focus",
-					 "expected true or false");
+			r = ipc_error_at(errbuf, errlen, -EINVAL, "require_focus", "expected true or false");
 			goto finish;
 		}
 		req->options.require_focus = rf && json_is_true(rf);
@@ -462,13 +440,11 @@ int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request
 		size_t n = json_string_length(instr);
 		if (n > IPC_MAX_INSTRUCTION_BYTES) {
 			r = ipc_error_at(errbuf, errlen, -E2BIG, "instruction",
-					 "%zu bytes exceed the limit of %d", n,
-					 IPC_MAX_INSTRUCTION_BYTES);
+					 "%zu bytes exceed the limit of %d", n, IPC_MAX_INSTRUCTION_BYTES);
 			goto finish;
 		}
 		if (memchr(json_string_value(instr), '\0', n)) {
-			r = ipc_error_at(errbuf, errlen, -EINVAL, "instruction",
-					 "contains a NUL character");
+			r = ipc_error_at(errbuf, errlen, -EINVAL, "instruction", "contains a NUL character");
 			goto finish;
 		}
 		req->instruction = xstrndup(json_string_value(instr), n);
@@ -483,11 +459,11 @@ finish:
 	return r;
 }
 
-int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
-			     char *errbuf, size_t errlen)
+int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret, char *errbuf,
+			     size_t errlen)
 {
-	static const char *const members[] = {"action",  "coords",       "dry_run", "settle_ms",
-					      "display", "require_focus"};
+	static const char *const members[] = {"action",	   "coords",  "dry_run",
+					      "settle_ms", "display", "require_focus"};
 	struct ipc_task_request *req = NULL;
 	json_t *root;
 	int r;
@@ -496,8 +472,7 @@ int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_reque
 	if (!root)
 		return -EINVAL;
 	if (!json_is_object(root)) {
-		r = ipc_error_at(errbuf, errlen, -EINVAL, NULL,
-				 "expected an object {\"action\": {...}}");
+		r = ipc_error_at(errbuf, errlen, -EINVAL, NULL, "expected an object {\"action\": {...}}");
 		goto finish;
 	}
 	if ((r = check_members(root, members, ARRAY_SIZE(members), errbuf, errlen)) < 0)
@@ -518,8 +493,7 @@ int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_reque
 	}
 	req->options.require_focus = rf && json_is_true(rf);
 	req->actions = xcalloc(1, sizeof(*req->actions));
-	if ((r = ipc_action_from_json(action, req->coords, "action", &req->actions[0], errbuf,
-				      errlen)) < 0)
+	if ((r = ipc_action_from_json(action, req->coords, "action", &req->actions[0], errbuf, errlen)) < 0)
 		goto finish;
 	req->n_actions = 1;
 	if ((r = check_typeable(&req->actions[0], "action", errbuf, errlen)) < 0)
@@ -564,18 +538,16 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 			json_t *a = ipc_action_to_json_value(&req->actions[i]);
 			r |= a ? json_array_append_new(arr, a) : -1;
 		}
-		r |= json_object_set_new(o, "coords",
-					 json_string(ipc_coords_to_string(req->coords)));
+		r |= json_object_set_new(o, "coords", json_string(ipc_coords_to_string(req->coords)));
 		if (req->replay_of)
 			r |= json_object_set_new(o, "replay_of", json_integer(req->replay_of));
 		if (req->check_steps) {
 			json_t *steps = json_array();
 			for (size_t i = 0; steps && i < req->n_actions; i++)
-				r |= json_array_append_new(steps,
-							   json_integer(req->check_steps[i]));
+				r |= json_array_append_new(steps, json_integer(req->check_steps[i]));
 			r |= json_object_set_new(o, "check",
-						 json_pack("{s:f, s:o}", "threshold",
-							   req->check_threshold, "steps", steps));
+						 json_pack("{s:f, s:o}", "threshold", req->check_threshold,
+							   "steps", steps));
 		}
 		if (req->options.require_focus)
 			r |= json_object_set_new(o, "require_focus", json_true());
@@ -602,8 +574,7 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 					 json_string(ipc_history_to_string(req->options.history)));
 	if (req->options.policy_format != IPC_POLICY_FORMAT_DEFAULT)
 		r |= json_object_set_new(o, "policy_format",
-					 json_string(ipc_policy_format_to_string(
-						 req->options.policy_format)));
+					 json_string(ipc_policy_format_to_string(req->options.policy_format)));
 	if (req->options.window)
 		r |= json_object_set_new(o, "window", json_integer(req->options.window));
 	if (req->options.max_tiles)
@@ -621,8 +592,7 @@ char *ipc_task_request_to_json(const struct ipc_task_request *req)
 		r |= json_object_set_new(o, "jump_forward",
 					 json_boolean(req->options.jump_forward == IPC_SWITCH_ON));
 	if (req->options.thinking_tokens)
-		r |= json_object_set_new(o, "thinking_tokens",
-					 json_integer(req->options.thinking_tokens));
+		r |= json_object_set_new(o, "thinking_tokens", json_integer(req->options.thinking_tokens));
 	if (req->options.stuck_warn >= 0)
 		r |= json_object_set_new(o, "stuck_warn", json_integer(req->options.stuck_warn));
 	if (req->options.stuck_stop >= 0)
@@ -641,12 +611,12 @@ char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coo
 		errno = EINVAL;
 		return NULL;
 	}
-	return dump(json_pack("{s:o, s:s, s:b}", "action", action, "coords",
-			      ipc_coords_to_string(coords), "dry_run", dry_run));
+	return dump(json_pack("{s:o, s:s, s:b}", "action", action, "coords", ipc_coords_to_string(coords),
+			      "dry_run", dry_run));
 }
 
-int ipc_answer_parse(const char *json, size_t len, const char *member, bool required,
-		     char **ret, char *errbuf, size_t errlen)
+int ipc_answer_parse(const char *json, size_t len, const char *member, bool required, char **ret,
+		     char *errbuf, size_t errlen)
 {
 	json_t *root = NULL;
 	char *text = NULL;
@@ -683,8 +653,8 @@ int ipc_answer_parse(const char *json, size_t len, const char *member, bool requ
 		goto finish;
 	}
 	if (n > IPC_MAX_REPLY_BYTES) {
-		r = ipc_error_at(errbuf, errlen, -E2BIG, member, "%zu bytes exceed the limit of %d",
-				 n, IPC_MAX_REPLY_BYTES);
+		r = ipc_error_at(errbuf, errlen, -E2BIG, member, "%zu bytes exceed the limit of %d", n,
+				 IPC_MAX_REPLY_BYTES);
 		goto finish;
 	}
 	if (required && n == 0) {

@@ -48,8 +48,7 @@ struct policy_grammar *policy_grammar_create_holo_nano(void)
 	return policy_grammar_build(IPC_POLICY_FORMAT_HOLO_NANO);
 }
 
-static int check_args(const struct ipc_model_tool *t, const json_t *tc, char *errbuf,
-		      size_t errlen)
+static int check_args(const struct ipc_model_tool *t, const json_t *tc, char *errbuf, size_t errlen)
 {
 	int r;
 	for (size_t i = 0; i < t->layout.n_args; i++) {
@@ -59,32 +58,28 @@ static int check_args(const struct ipc_model_tool *t, const json_t *tc, char *er
 		snprintf(field, sizeof(field), "tool_call.%s", a->name);
 		if (!v) {
 			if (a->required)
-				return policy_fail(errbuf, errlen, -EINVAL,
-				                   "%s: missing (required for '%s')", field,
-				                   t->name);
+				return policy_fail(errbuf, errlen, -EINVAL, "%s: missing (required for '%s')",
+						   field, t->name);
 			continue;
 		}
 		if (a->type == IPC_ARG_STRING &&
 		    (r = policy_check_string(v, field, a->max, errbuf, errlen)) < 0)
 			return r;
 		if (a->type == IPC_ARG_INT && !json_is_integer(v))
-			return policy_fail(errbuf, errlen, -EINVAL, "%s: expected an integer",
-			                   field);
-		if (a->type == IPC_ARG_INT &&
-		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi))
-			return policy_fail(errbuf, errlen, -EINVAL,
-			                   "%s: %lld is out of range %d..%d", field,
-			                   (long long)json_integer_value(v), a->lo, a->hi);
+			return policy_fail(errbuf, errlen, -EINVAL, "%s: expected an integer", field);
+		if (a->type == IPC_ARG_INT && (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi))
+			return policy_fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d", field,
+					   (long long)json_integer_value(v), a->lo, a->hi);
 		if (a->type == IPC_ARG_GOALS && json_is_array(v)) {
 			size_t k;
 			json_t *g;
-			json_array_foreach(v, k, g) {
+			json_array_foreach(v, k, g)
+			{
 				json_t *title = json_is_object(g) ? json_object_get(g, "title") : NULL;
 				char gf[96];
 				snprintf(gf, sizeof(gf), "tool_call.goals[%zu].title", k);
-				if (title &&
-				    (r = policy_check_string(title, gf, IPC_MAX_GOAL_TITLE_BYTES,
-				                             errbuf, errlen)) < 0)
+				if (title && (r = policy_check_string(title, gf, IPC_MAX_GOAL_TITLE_BYTES,
+								      errbuf, errlen)) < 0)
 					return r;
 			}
 		}
@@ -92,22 +87,20 @@ static int check_args(const struct ipc_model_tool *t, const json_t *tc, char *er
 	return 0;
 }
 
-static bool key_list_ok(char *const *keys, size_t n, const char *field, char *errbuf,
-			size_t errlen)
+static bool key_list_ok(char *const *keys, size_t n, const char *field, char *errbuf, size_t errlen)
 {
 	for (size_t k = 0; k < n; k++)
 		if (!policy_key_name_ok(keys[k])) {
 			policy_fail(errbuf, errlen, -EINVAL,
-			            "tool_call.%s[%zu]: '%s' is not a key name of "
-			            "the schema",
-			            field, k, keys[k]);
+				    "tool_call.%s[%zu]: '%s' is not a key name of "
+				    "the schema",
+				    field, k, keys[k]);
 			return false;
 		}
 	return true;
 }
 
-int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
-			   size_t errlen)
+int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf, size_t errlen)
 {
 	struct policy_step s = {0};
 	json_t *root = NULL, *call_obj = NULL;
@@ -119,8 +112,7 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 	/* The published schema: note optional (default null), thought and tool_call required. */
 	json_t *note = json_object_get(root, "note");
 	if (note && !json_is_null(note)) {
-		if ((r = policy_check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) <
-		    0)
+		if ((r = policy_check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) < 0)
 			goto out;
 		s.note = xstrdup(json_string_value(note));
 	}
@@ -129,43 +121,40 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 		r = policy_fail(errbuf, errlen, -EINVAL, "thought: missing");
 		goto out;
 	}
-	if ((r = policy_check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf,
-	                             errlen)) < 0)
+	if ((r = policy_check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf, errlen)) < 0)
 		goto out;
 	s.thought = xstrdup(json_string_value(thought));
 
 	json_t *tc = json_object_get(root, "tool_call");
 	if (!tc || !json_is_object(tc)) {
 		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call: %s",
-		                tc ? "expected an object" : "missing");
+				tc ? "expected an object" : "missing");
 		goto out;
 	}
 	json_t *tn = json_object_get(tc, "tool_name");
 	if (!tn || !json_is_string(tn)) {
 		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: %s",
-		                tn ? "expected a string" : "missing");
+				tn ? "expected a string" : "missing");
 		goto out;
 	}
 	const struct ipc_model_tool *t = by_name(json_string_value(tn));
 	if (!t) {
 		char names[512] = "";
 		for (size_t i = 0; nano_tool(i); i++)
-			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
-				 i ? ", " : "", nano_tool(i)->name);
-		r = policy_fail(errbuf, errlen, -EINVAL,
-		                "tool_call.tool_name: unknown tool '%s' (one of %s)",
-		                json_string_value(tn), names);
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+				 nano_tool(i)->name);
+		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: unknown tool '%s' (one of %s)",
+				json_string_value(tn), names);
 		goto out;
 	}
 	if ((r = check_args(t, tc, errbuf, errlen)) < 0)
 		goto out;
 	/* ipc's action: the tool renamed, the published defaults written where ipc's differ. */
 	call_obj = json_deep_copy(tc);
-	if (!call_obj || json_object_set_new(call_obj, "tool_name",
-					     json_string(ipc_tool_to_string(t->tool))) < 0 ||
+	if (!call_obj ||
+	    json_object_set_new(call_obj, "tool_name", json_string(ipc_tool_to_string(t->tool))) < 0 ||
 	    (t->tool == IPC_TOOL_SCROLL && !json_object_get(call_obj, "scroll_size") &&
-	     json_object_set_new(call_obj, "scroll_size",
-				 json_integer(POLICY_NANO_DEFAULT_SCROLL_SIZE)) < 0)) {
+	     json_object_set_new(call_obj, "scroll_size", json_integer(POLICY_NANO_DEFAULT_SCROLL_SIZE)) < 0)) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -188,8 +177,7 @@ int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret
 	}
 	if (s.action.key && !policy_key_name_ok(s.action.key)) {
 		r = policy_fail(errbuf, errlen, -EINVAL,
-		                "tool_call.key: '%s' is not a key name of the schema",
-		                s.action.key);
+				"tool_call.key: '%s' is not a key name of the schema", s.action.key);
 		goto out;
 	}
 	*ret = s;
@@ -221,28 +209,27 @@ static json_t *arg_value(const struct ipc_tool_arg *arg, const struct ipc_action
 	const char *name = arg->name;
 	switch (arg->type) {
 	case IPC_ARG_STRING:
-		return json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "")
-								 : (a->content ? a->content : ""));
+		return json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "") :
+								  (a->content ? a->content : ""));
 	case IPC_ARG_INT:
-		return json_integer(strcmp(name, "x") == 0 ? a->x
-				    : strcmp(name, "y") == 0 ? a->y
-				    : strcmp(name, "scroll_size") == 0 ? a->scroll_size
-				    : a->repeat_count);
+		return json_integer(strcmp(name, "x") == 0	     ? a->x :
+				    strcmp(name, "y") == 0	     ? a->y :
+				    strcmp(name, "scroll_size") == 0 ? a->scroll_size :
+								       a->repeat_count);
 	case IPC_ARG_BOOL:
-		return json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter
-								    : a->overwrite);
+		return json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter : a->overwrite);
 	case IPC_ARG_BUTTON:
-		return ipc_button_to_string(a->button) ? json_string(ipc_button_to_string(a->button))
-						       : NULL;
+		return ipc_button_to_string(a->button) ? json_string(ipc_button_to_string(a->button)) : NULL;
 	case IPC_ARG_DIRECTION:
 		return ipc_direction_to_string(a->direction) ?
-			       json_string(ipc_direction_to_string(a->direction)) : NULL;
+			       json_string(ipc_direction_to_string(a->direction)) :
+			       NULL;
 	case IPC_ARG_KEYS:
-		return strcmp(name, "hold_keys") == 0 ? key_array(a->hold_keys, a->n_hold_keys,
-								   IPC_MAX_HOLD_KEYS)
-		       : strcmp(name, "tap_keys") == 0 ? key_array(a->tap_keys, a->n_tap_keys,
-								  IPC_MAX_TAP_KEYS)
-		       : key_array(a->keys, a->n_keys, IPC_MAX_HOTKEY_KEYS);
+		return strcmp(name, "hold_keys") == 0 ?
+			       key_array(a->hold_keys, a->n_hold_keys, IPC_MAX_HOLD_KEYS) :
+		       strcmp(name, "tap_keys") == 0 ?
+			       key_array(a->tap_keys, a->n_tap_keys, IPC_MAX_TAP_KEYS) :
+			       key_array(a->keys, a->n_keys, IPC_MAX_HOTKEY_KEYS);
 	case IPC_ARG_KEY:
 		return a->key ? json_string(a->key) : NULL;
 	case IPC_ARG_GOALS: {
@@ -251,9 +238,9 @@ static json_t *arg_value(const struct ipc_tool_arg *arg, const struct ipc_action
 		json_t *arr = json_array();
 		for (size_t k = 0; arr && k < a->n_goals; k++) {
 			const char *st = ipc_goal_status_to_string(a->goals[k].status);
-			json_t *g = st && a->goals[k].title ?
-					    json_pack("{s:s, s:s}", "title", a->goals[k].title,
-						      "status", st) : NULL;
+			json_t *g = st && a->goals[k].title ? json_pack("{s:s, s:s}", "title",
+									a->goals[k].title, "status", st) :
+							      NULL;
 			if (!g || json_array_append_new(arr, g) < 0) {
 				json_decref(arr);
 				return NULL;
@@ -325,8 +312,7 @@ static void put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 /* Where the sentence holding byte `at` of line-structured text starts (after the ". " that
  * ends the previous sentence on its line, at that space) and ends (its final '.', or the end
  * of the line). */
-static void sentence_around(const char *t, size_t len, size_t at, size_t *ret_start,
-			    size_t *ret_end)
+static void sentence_around(const char *t, size_t len, size_t at, size_t *ret_start, size_t *ret_end)
 {
 	size_t s = at;
 	while (s > 0 && t[s - 1] != '\n' && !(s >= 2 && t[s - 2] == '.' && t[s - 1] == ' '))
@@ -334,8 +320,8 @@ static void sentence_around(const char *t, size_t len, size_t at, size_t *ret_st
 	if (s >= 2 && t[s - 2] == '.' && t[s - 1] == ' ')
 		s--; /* the space before the sentence goes with it */
 	size_t e = at;
-	while (e < len && t[e] != '\n' && !(t[e] == '.' && (e + 1 == len || t[e + 1] == '\n' ||
-							     t[e + 1] == ' ')))
+	while (e < len && t[e] != '\n' &&
+	       !(t[e] == '.' && (e + 1 == len || t[e + 1] == '\n' || t[e + 1] == ' ')))
 		e++;
 	if (e < len && t[e] == '.')
 		e++;
@@ -344,8 +330,7 @@ static void sentence_around(const char *t, size_t len, size_t at, size_t *ret_st
 }
 
 int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, size_t slen,
-			    const struct policy_nano_env *env, char **ret, char *errbuf,
-			    size_t errlen)
+			    const struct policy_nano_env *env, char **ret, char *errbuf, size_t errlen)
 {
 	char *buf = NULL, num[24];
 	size_t len = 0, cap = 0, skip_to = 0;
@@ -353,14 +338,13 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 	if (!tmpl || !schema || !env || !env->date || !env->os_name || env->max_steps == 0 ||
 	    env->max_time_s == 0)
 		return policy_fail(errbuf, errlen, -EINVAL,
-		                   "system text: a template, a schema, the date, "
-		                   "the OS name and both budgets are needed");
+				   "system text: a template, a schema, the date, "
+				   "the OS name and both budgets are needed");
 	if (tlen > POLICY_NANO_MAX_TEMPLATE_BYTES || slen > POLICY_NANO_MAX_SCHEMA_BYTES)
 		return policy_fail(errbuf, errlen, -E2BIG,
-		                   "system text: the template (%zu bytes) or the "
-		                   "schema (%zu bytes) exceeds its limit (%d, %d)",
-		                   tlen, slen, POLICY_NANO_MAX_TEMPLATE_BYTES,
-		                   POLICY_NANO_MAX_SCHEMA_BYTES);
+				   "system text: the template (%zu bytes) or the "
+				   "schema (%zu bytes) exceeds its limit (%d, %d)",
+				   tlen, slen, POLICY_NANO_MAX_TEMPLATE_BYTES, POLICY_NANO_MAX_SCHEMA_BYTES);
 	put(&buf, &len, &cap, "", 0);
 	for (size_t i = 0; i < tlen;) {
 		const char *c = tmpl + i;
@@ -373,7 +357,7 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 		if (*c == '}') {
 			free(buf);
 			return policy_fail(errbuf, errlen, -EINVAL,
-			                   "system template: a single '}' at byte %zu", i);
+					   "system template: a single '}' at byte %zu", i);
 		}
 		if (*c != '{') {
 			if (i >= skip_to)
@@ -406,10 +390,9 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 				if (memchr(tmpl + s, '{', i - s) || memchr(tmpl + s, '}', i - s) ||
 				    i - s > len) {
 					free(buf);
-					return policy_fail(
-					        errbuf, errlen, -EINVAL,
-					        "system template: the "
-					        "sentence of {password} holds another field");
+					return policy_fail(errbuf, errlen, -EINVAL,
+							   "system template: the "
+							   "sentence of {password} holds another field");
 				}
 				len -= i - s;
 				buf[len] = '\0';
@@ -419,12 +402,11 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 			}
 		} else {
 			free(buf);
-			return policy_fail(
-			        errbuf, errlen, -EINVAL,
-			        "system template: unknown field '%.*s' at "
-			        "byte %zu (known: start_time, max_steps, max_time_s, os_name, "
-			        "password)",
-			        close ? (int)MIN(n, 64) : 16, field, i);
+			return policy_fail(errbuf, errlen, -EINVAL,
+					   "system template: unknown field '%.*s' at "
+					   "byte %zu (known: start_time, max_steps, max_time_s, os_name, "
+					   "password)",
+					   close ? (int)MIN(n, 64) : 16, field, i);
 		}
 		if (i >= skip_to)
 			put(&buf, &len, &cap, value, strlen(value));
@@ -440,8 +422,8 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 
 /* ---- holod's own text, the schema and the format ------------------------------------------------ */
 
-/* The Step schema generated from the tool table's holo-nano view (the grammar's table, so the two copies agree): note
- * optional (string or null), thought and tool_call required, tool_call one of the thirteen with
+/* The Step schema generated from the tool table's holo-nano view (the grammar's table, so the two copies
+ * agree): note optional (string or null), thought and tool_call required, tool_call one of the thirteen with
  * its tool_name const; json.dumps' default separators (", ", ": "). malloc'd; NULL + errno. */
 char *policy_nano_json_schema(void)
 {
@@ -465,16 +447,15 @@ char *policy_nano_json_schema(void)
 			if (l->args[i].required)
 				json_array_append_new(req, json_string(l->args[i].name));
 		}
-		json_array_append_new(tools, json_pack("{s:s, s:o, s:o, s:b}", "type", "object",
-						       "properties", props, "required", req,
-						       "additionalProperties", 0));
+		json_array_append_new(tools, json_pack("{s:s, s:o, s:o, s:b}", "type", "object", "properties",
+						       props, "required", req, "additionalProperties", 0));
 	}
-	json_t *schema = json_pack(
-	        "{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}], s:n}, s:{s:s}, s:{s:o}}, s:[s,s], s:b}",
-	        "$defs", "key", policy_key_enum_schema(), "type", "object", "properties", "note",
-	        "anyOf", "type", "string", "type", "null", "default", "thought", "type", "string",
-	        "tool_call", "anyOf", tools, "required", "thought", "tool_call",
-	        "additionalProperties", 0);
+	json_t *schema =
+		json_pack("{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}], s:n}, s:{s:s}, s:{s:o}}, s:[s,s], s:b}",
+			  "$defs", "key", policy_key_enum_schema(), "type", "object", "properties", "note",
+			  "anyOf", "type", "string", "type", "null", "default", "thought", "type", "string",
+			  "tool_call", "anyOf", tools, "required", "thought", "tool_call",
+			  "additionalProperties", 0);
 	if (schema)
 		text = json_dumps(schema, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	json_decref(schema);
@@ -491,7 +472,8 @@ static char *nano_own_text(const struct policy_env *env)
 	char *buf = NULL, line[1024];
 	size_t len = 0, cap = 0;
 
-	snprintf(line, sizeof(line), "You are a computer-use agent working on a local Linux desktop "
+	snprintf(line, sizeof(line),
+		 "You are a computer-use agent working on a local Linux desktop "
 		 "to complete the user's task.");
 	put(&buf, &len, &cap, line, strlen(line));
 	if (env->date && env->date[0]) {
@@ -499,8 +481,8 @@ static char *nano_own_text(const struct policy_env *env)
 		put(&buf, &len, &cap, line, strlen(line));
 	}
 	if (env->max_steps && env->max_time_s) {
-		snprintf(line, sizeof(line), " You have at most %u steps or %u seconds.",
-			 env->max_steps, env->max_time_s);
+		snprintf(line, sizeof(line), " You have at most %u steps or %u seconds.", env->max_steps,
+			 env->max_time_s);
 		put(&buf, &len, &cap, line, strlen(line));
 	}
 	snprintf(line, sizeof(line),
@@ -513,9 +495,8 @@ static char *nano_own_text(const struct policy_env *env)
 		 "top-left corner, (%d, %d) its bottom-right corner.\n",
 		 IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX);
 	put(&buf, &len, &cap, line, strlen(line));
-	static const char rules[] =
-		"- Keep a plan with update_plan for tasks of several parts.\n"
-		"- Check on the screen that the task is done before you answer.\n";
+	static const char rules[] = "- Keep a plan with update_plan for tasks of several parts.\n"
+				    "- Check on the screen that the task is done before you answer.\n";
 	put(&buf, &len, &cap, rules, sizeof(rules) - 1);
 	char rule[POLICY_MAX_SECRETS_RULE];
 	policy_secrets_rule(env, rule, sizeof(rule));
@@ -531,8 +512,11 @@ static char *nano_own_text(const struct policy_env *env)
 			const struct ipc_tool_arg *a = &l->args[i];
 			char def[24] = "";
 			if (!a->required)
-				snprintf(def, sizeof(def), a->type == IPC_ARG_BOOL ? "=false"
-					 : a->type == IPC_ARG_BUTTON ? "=\"left\"" : "=%d", a->def);
+				snprintf(def, sizeof(def),
+					 a->type == IPC_ARG_BOOL   ? "=false" :
+					 a->type == IPC_ARG_BUTTON ? "=\"left\"" :
+								     "=%d",
+					 a->def);
 			snprintf(line, sizeof(line), "%s%s%s", i ? ", " : "", a->name, def);
 			put(&buf, &len, &cap, line, strlen(line));
 		}
@@ -596,8 +580,8 @@ static const char *nano_tool_name(enum ipc_tool tool)
  * success (here the executor's warning, if any), "error: ..." on a failure (the harness wraps
  * output starting so in <error>); nothing at all after update_plan or answer. ask_user's result
  * is the user's reply, said as it is. */
-static int nano_model_result(const struct ipc_action *a, bool failed, const char *text,
-			     const char *warning, char **ret)
+static int nano_model_result(const struct ipc_action *a, bool failed, const char *text, const char *warning,
+			     char **ret)
 {
 	if (!a || !text || !ret)
 		return -EINVAL;
@@ -620,8 +604,8 @@ static char *nano_ground_text(const char *target)
 {
 	return xasprintf("Locate this element on the screen: %s. Answer with the point to act on "
 			 "as {\"x\":X,\"y\":Y}, where x and y are integers in [0, %d], normalized "
-			 "against the screenshot; the origin is its top-left corner.", target,
-			 IPC_MODEL_COORD_MAX);
+			 "against the screenshot; the origin is its top-left corner.",
+			 target, IPC_MODEL_COORD_MAX);
 }
 
 const struct policy_format policy_format_holo_nano = {
@@ -635,21 +619,22 @@ const struct policy_format policy_format_holo_nano = {
 	.tool_name = nano_tool_name,
 	.model_result = nano_model_result,
 	.ground_text = nano_ground_text,
-	.turns = {
-		.observation_open = "<observation>\n",
-		.observation_close = "\n</observation>",
-		.evicted = "[Image omitted by context cleaning]",
-		.result_own_turn = true,
-		.result_newlines = true,
-		.result_max_chars = 2000,
-	},
+	.turns =
+		{
+			.observation_open = "<observation>\n",
+			.observation_close = "\n</observation>",
+			.evicted = "[Image omitted by context cleaning]",
+			.result_own_turn = true,
+			.result_newlines = true,
+			.result_max_chars = 2000,
+		},
 };
 
 /* ---- the published copy --------------------------------------------------------------------- */
 
 /* Reads dir/name whole (at most max bytes) and checks its SHA-256. */
-static int read_verified(const char *dir, const char *name, size_t max, const char *sha,
-			 char **ret, size_t *ret_len, char *errbuf, size_t errlen)
+static int read_verified(const char *dir, const char *name, size_t max, const char *sha, char **ret,
+			 size_t *ret_len, char *errbuf, size_t errlen)
 {
 	char *path = xasprintf("%s/%s", dir, name), got[65];
 	FILE *f = fopen(path, "rb");
@@ -666,14 +651,14 @@ static int read_verified(const char *dir, const char *name, size_t max, const ch
 	fclose(f);
 	if (bad || n > max) {
 		r = policy_fail(errbuf, errlen, bad ? -EIO : -E2BIG,
-		                bad ? "%s: read error" : "%s: over %zu bytes", path, max);
+				bad ? "%s: read error" : "%s: over %zu bytes", path, max);
 		goto out;
 	}
 	buf[n] = '\0';
 	ipc_sha256_hex(buf, n, got);
 	if (strcmp(got, sha) != 0) {
-		r = policy_fail(errbuf, errlen, -EBADMSG, "%s: SHA-256 %s, not the published %s",
-		                path, got, sha);
+		r = policy_fail(errbuf, errlen, -EBADMSG, "%s: SHA-256 %s, not the published %s", path, got,
+				sha);
 		goto out;
 	}
 	*ret = buf;
@@ -686,8 +671,7 @@ out:
 	return r;
 }
 
-int policy_published_load(const char *dir, struct policy_published *ret, char *errbuf,
-			  size_t errlen)
+int policy_published_load(const char *dir, struct policy_published *ret, char *errbuf, size_t errlen)
 {
 	char *tmpl = NULL, *schema = NULL;
 	size_t tlen = 0, slen = 0;
@@ -703,8 +687,10 @@ int policy_published_load(const char *dir, struct policy_published *ret, char *e
 		free(tmpl);
 		return r;
 	}
-	*ret = (struct policy_published){.nano_template = tmpl, .nano_template_len = tlen,
-					 .nano_schema = schema, .nano_schema_len = slen};
+	*ret = (struct policy_published){.nano_template = tmpl,
+					 .nano_template_len = tlen,
+					 .nano_schema = schema,
+					 .nano_schema_len = slen};
 	return 0;
 }
 

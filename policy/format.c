@@ -49,8 +49,11 @@ static const char *direction_name(int i)
 static void spellings(struct strbuf *b, const char *(*name)(int), const char *first_suffix)
 {
 	for (int i = 0; name(i); i++)
-		sb_add(b, "%s\"%s\"%s", i == 0 ? "" : name(i + 1) ? ", " : " or ", name(i),
-		       i == 0 ? first_suffix : "");
+		sb_add(b, "%s\"%s\"%s",
+		       i == 0	   ? "" :
+		       name(i + 1) ? ", " :
+				     " or ",
+		       name(i), i == 0 ? first_suffix : "");
 }
 
 static void arg_type(struct strbuf *b, const struct ipc_tool_arg *a)
@@ -88,14 +91,16 @@ static void arg_type(struct strbuf *b, const struct ipc_tool_arg *a)
 void policy_secrets_rule(const struct policy_env *env, char *buf, size_t len)
 {
 	if (env && env->secret_names && env->secret_names[0])
-		snprintf(buf, len, "- Secrets you can type without seeing them: %s. To type one, "
+		snprintf(buf, len,
+			 "- Secrets you can type without seeing them: %s. To type one, "
 			 "write {{secret:NAME}} in a write action's content (e.g. "
 			 "{{secret:%.*s}}); it is typed for you and never shown to you. Never invent "
 			 "other passwords, keys or secrets: when one is needed and not given, answer "
-			 "that it is missing.\n", env->secret_names,
-			 (int)strcspn(env->secret_names, ","), env->secret_names);
+			 "that it is missing.\n",
+			 env->secret_names, (int)strcspn(env->secret_names, ","), env->secret_names);
 	else
-		snprintf(buf, len, "- Never invent passwords, keys or other secrets: when one is "
+		snprintf(buf, len,
+			 "- Never invent passwords, keys or other secrets: when one is "
 			 "needed and not given, answer that it is missing.\n");
 }
 
@@ -106,20 +111,23 @@ static char *holo3_system_text(const struct policy_env *env)
 		errno = EINVAL;
 		return NULL;
 	}
-	sb_add(&b, "You are an agent that operates a Linux desktop (X11) to complete the user's "
-		   "task. The screen is %dx%d pixels.", env->screen_width, env->screen_height);
+	sb_add(&b,
+	       "You are an agent that operates a Linux desktop (X11) to complete the user's "
+	       "task. The screen is %dx%d pixels.",
+	       env->screen_width, env->screen_height);
 	if (env->date && env->date[0])
 		sb_add(&b, " Today is %s.", env->date);
-	sb_add(&b, "\n\nEach step you see the screen in an <observation> block, after the result of "
-		   "your previous action in a <tool_output> or <error> block. Answer with one step.\n\n"
-		   "Rules:\n"
-		   "- Take exactly one action per step.\n"
-		   "- Keep durable facts (what you found, what is done) in \"note\": it is your memory "
-		   "across steps. Use null when there is nothing new to keep.\n"
-		   "- \"thought\" is one short line: what you do now and why.\n"
-		   "- x and y are integers from 0 to %d relative to the screenshot: (0, 0) is its "
-		   "top-left corner, (%d, %d) its bottom-right corner.\n"
-		   "- Check on the screen that the task is done before you answer.\n",
+	sb_add(&b,
+	       "\n\nEach step you see the screen in an <observation> block, after the result of "
+	       "your previous action in a <tool_output> or <error> block. Answer with one step.\n\n"
+	       "Rules:\n"
+	       "- Take exactly one action per step.\n"
+	       "- Keep durable facts (what you found, what is done) in \"note\": it is your memory "
+	       "across steps. Use null when there is nothing new to keep.\n"
+	       "- \"thought\" is one short line: what you do now and why.\n"
+	       "- x and y are integers from 0 to %d relative to the screenshot: (0, 0) is its "
+	       "top-left corner, (%d, %d) its bottom-right corner.\n"
+	       "- Check on the screen that the task is done before you answer.\n",
 	       IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX, IPC_MODEL_COORD_MAX);
 	char rule[POLICY_MAX_SECRETS_RULE];
 	policy_secrets_rule(env, rule, sizeof(rule));
@@ -154,8 +162,8 @@ static char *holo3_system_text(const struct policy_env *env)
 
 /* holo3: the executor's text, except that the tools with a point say it in the model's
  * coordinates (the ones the step wrote), not in the root pixels the executor names. */
-static int holo3_model_result(const struct ipc_action *a, bool failed, const char *text,
-			      const char *warning, char **ret)
+static int holo3_model_result(const struct ipc_action *a, bool failed, const char *text, const char *warning,
+			      char **ret)
 {
 	(void)warning; /* the executor's text says it */
 	if (!a || !text || !ret)
@@ -169,7 +177,9 @@ static int holo3_model_result(const struct ipc_action *a, bool failed, const cha
 	case IPC_TOOL_DOUBLE_CLICK:
 	case IPC_TOOL_TRIPLE_CLICK:
 		*ret = xasprintf("clicked %s x%d at (%d,%d)", ipc_button_to_string(a->button),
-				 a->tool == IPC_TOOL_CLICK ? 1 : a->tool == IPC_TOOL_DOUBLE_CLICK ? 2 : 3,
+				 a->tool == IPC_TOOL_CLICK	  ? 1 :
+				 a->tool == IPC_TOOL_DOUBLE_CLICK ? 2 :
+								    3,
 				 a->x, a->y);
 		break;
 	case IPC_TOOL_MOVE:
@@ -196,8 +206,8 @@ static int holo3_model_result(const struct ipc_action *a, bool failed, const cha
 static char *holo3_ground_text(const char *target)
 {
 	return xasprintf("Locate this on the screen: %s. Answer with the point to act on as "
-			 "{\"x\":X,\"y\":Y}, each from 0 to %d across the screenshot.", target,
-			 IPC_MODEL_COORD_MAX);
+			 "{\"x\":X,\"y\":Y}, each from 0 to %d across the screenshot.",
+			 target, IPC_MODEL_COORD_MAX);
 }
 
 const struct policy_format policy_format_holo3 = {
@@ -216,17 +226,17 @@ const struct policy_format policy_format_holo3 = {
 	 * its own before the observation, newline-padded in <tool_output tool="NAME">, an evicted
 	 * observation keeping its wrapper. A failed action's result says <error tool="NAME">
 	 * (holod's, which H does not forbid); the result is not cut (H states no limit). */
-	.turns = {
-		.observation_open = "<observation>\n",
-		.observation_close = "\n</observation>",
-		.evicted = POLICY_EVICTED_TEXT,
-		.result_own_turn = true,
-		.result_newlines = true,
-	},
+	.turns =
+		{
+			.observation_open = "<observation>\n",
+			.observation_close = "\n</observation>",
+			.evicted = POLICY_EVICTED_TEXT,
+			.result_own_turn = true,
+			.result_newlines = true,
+		},
 };
 
-static const struct policy_format *const formats[] = {&policy_format_holo3,
-						      &policy_format_holo_nano};
+static const struct policy_format *const formats[] = {&policy_format_holo3, &policy_format_holo_nano};
 
 const struct policy_format *policy_format_find(const char *name)
 {

@@ -39,13 +39,14 @@ const struct ipc_tool_layout *policy_tool_layout(enum ipc_tool tool)
  * could spell a name x11 does not know. Each name is checked against keys_lookup() when a
  * grammar is created; the keys module's table stays the one mapping to keysyms. */
 static const char *const key_names[] = {
-	"enter", "return", "esc", "escape", "tab", "space", "backspace", "delete", "insert",
-	"home", "end", "pageup", "pagedown", "left", "right", "up", "down", "ctrl", "control",
-	"shift", "alt", "altgr", "cmd", "super", "win", "meta", "capslock", "numlock",
-	"scrolllock", "printscreen", "pause", "menu", "minus", "plus", "equal", "comma", "period",
-	"slash", "backslash", "semicolon", "apostrophe", "grave", "bracketleft", "bracketright",
-	"arrowleft", "arrowright", "arrowup", "arrowdown", "volumeup", "volumedown", "volumemute",
-	"playpause",
+	"enter",       "return",       "esc",	    "escape",	  "tab",       "space",	     "backspace",
+	"delete",      "insert",       "home",	    "end",	  "pageup",    "pagedown",   "left",
+	"right",       "up",	       "down",	    "ctrl",	  "control",   "shift",	     "alt",
+	"altgr",       "cmd",	       "super",	    "win",	  "meta",      "capslock",   "numlock",
+	"scrolllock",  "printscreen",  "pause",	    "menu",	  "minus",     "plus",	     "equal",
+	"comma",       "period",       "slash",	    "backslash",  "semicolon", "apostrophe", "grave",
+	"bracketleft", "bracketright", "arrowleft", "arrowright", "arrowup",   "arrowdown",  "volumeup",
+	"volumedown",  "volumemute",   "playpause",
 };
 
 const char *policy_key_name(size_t i)
@@ -61,8 +62,8 @@ bool policy_key_name_ok(const char *name)
 	for (size_t i = 0; i < ARRAY_SIZE(key_names); i++)
 		if (strcasecmp(name, key_names[i]) == 0)
 			return true;
-	if ((n == 2 || n == 3) && (name[0] == 'f' || name[0] == 'F') && name[1] >= '1' &&
-	    name[1] <= '9' && (n == 2 || (name[2] >= '0' && name[2] <= '9')))
+	if ((n == 2 || n == 3) && (name[0] == 'f' || name[0] == 'F') && name[1] >= '1' && name[1] <= '9' &&
+	    (n == 2 || (name[2] >= '0' && name[2] <= '9')))
 		return atoi(name + 1) <= 24;
 	return false;
 }
@@ -307,9 +308,9 @@ static bool think_step(struct policy_matcher *m, const struct gnode *n, uint8_t 
 		}
 		if (!ok)
 			return false;
-		m->utf8 = m->utf8 == U8_C3 || m->utf8 == U8_F0 || m->utf8 == U8_F4 ? U8_C2
-			  : m->utf8 == U8_C1				   ? U8_NONE
-									   : U8_C1;
+		m->utf8 = m->utf8 == U8_C3 || m->utf8 == U8_F0 || m->utf8 == U8_F4 ? U8_C2 :
+			  m->utf8 == U8_C1					   ? U8_NONE :
+										     U8_C1;
 		return true;
 	}
 	if (m->val) {
@@ -590,8 +591,7 @@ static int key_name_trie(struct builder *b, uint32_t *ret_root)
 	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(key_names); i++) {
-		if (keys_lookup(key_names[i], &keysym) < 0 ||
-		    strlen(key_names[i]) > IPC_MAX_KEY_NAME_BYTES)
+		if (keys_lookup(key_names[i], &keysym) < 0 || strlen(key_names[i]) > IPC_MAX_KEY_NAME_BYTES)
 			return -EINVAL;
 		snprintf(w, sizeof(w), "\"%s\"", key_names[i]);
 		if ((r = trie_add(b, root, w, strlen(w), GNODE_DEFAULT)) < 0)
@@ -666,8 +666,8 @@ static uint32_t value_node(struct builder *b, const struct roots *rt, const stru
 		*ret_open = "\"";
 		return string_node(b, arg->max, next);
 	case IPC_ARG_INT:
-		return new_node(b, (struct gnode){.kind = GNODE_INT, .lo = arg->lo, .hi = arg->hi,
-						  .next = next});
+		return new_node(b,
+				(struct gnode){.kind = GNODE_INT, .lo = arg->lo, .hi = arg->hi, .next = next});
 	case IPC_ARG_BOOL:
 		return trie_node(b, rt->boolean, next);
 	case IPC_ARG_BUTTON:
@@ -681,9 +681,11 @@ static uint32_t value_node(struct builder *b, const struct roots *rt, const stru
 	}
 	case IPC_ARG_KEYS: {
 		*ret_open = "[";
-		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP, .keeps_count = true,
+		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP,
+							  .keeps_count = true,
 							  .max = arg->hi > 0 ? (uint32_t)arg->hi :
-							  IPC_MAX_HOTKEY_KEYS, .next = next});
+									       IPC_MAX_HOTKEY_KEYS,
+							  .next = next});
 		uint32_t t = trie_node(b, rt->keys, sep);
 		b->g->nodes[t].fold_case = true;
 		b->g->nodes[t].keeps_count = true;
@@ -694,14 +696,15 @@ static uint32_t value_node(struct builder *b, const struct roots *rt, const stru
 		/* [{"title":"...","status":"todo"},...]: the separator loops to the next goal's
 		 * opening, every node in between keeping the count of goals. */
 		*ret_open = "[";
-		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP, .keeps_count = true,
-							  .max = IPC_MAX_PLAN_GOALS, .next = next});
+		uint32_t sep = new_node(b, (struct gnode){.kind = GNODE_KEYSEP,
+							  .keeps_count = true,
+							  .max = IPC_MAX_PLAN_GOALS,
+							  .next = next});
 		uint32_t status = trie_node(b, rt->goal_status, sep);
 		uint32_t status_key = trie_node(b, new_trie_node(b, 0), status);
 		uint32_t title = string_node(b, IPC_MAX_GOAL_TITLE_BYTES, status_key);
 		uint32_t open = trie_node(b, new_trie_node(b, 0), title);
-		if (trie_add(b, b->g->nodes[status_key].root, ",\"status\":", 10,
-			     GNODE_DEFAULT) < 0 ||
+		if (trie_add(b, b->g->nodes[status_key].root, ",\"status\":", 10, GNODE_DEFAULT) < 0 ||
 		    trie_add(b, b->g->nodes[open].root, "{\"title\":\"", 10, GNODE_DEFAULT) < 0)
 			return UINT32_MAX;
 		b->g->nodes[status].keeps_count = b->g->nodes[status_key].keeps_count = true;
@@ -817,8 +820,8 @@ struct policy_grammar *policy_grammar_build(enum ipc_policy_format f)
 	if ((r = literal(&b, "{\"note\":", note, &b.g->start)) < 0)
 		goto fail;
 	/* the think block a thinking matcher starts in, then the gap, then the step */
-	node = new_node(&b, (struct gnode){.kind = GNODE_SPACE, .max = POLICY_THINK_MAX_GAP,
-					   .next = b.g->start});
+	node = new_node(&b,
+			(struct gnode){.kind = GNODE_SPACE, .max = POLICY_THINK_MAX_GAP, .next = b.g->start});
 	b.g->think = new_node(&b, (struct gnode){.kind = GNODE_THINK, .next = node});
 	return b.g;
 
@@ -840,12 +843,10 @@ struct policy_grammar *policy_grammar_create_point(void)
 	uint32_t close = 0;
 	if ((r = literal(&b, "}", end, &close)) < 0)
 		goto fail;
-	y = new_node(&b, (struct gnode){.kind = GNODE_INT, .lo = 0, .hi = IPC_MODEL_COORD_MAX,
-					.next = close});
+	y = new_node(&b, (struct gnode){.kind = GNODE_INT, .lo = 0, .hi = IPC_MODEL_COORD_MAX, .next = close});
 	if ((r = literal(&b, ",\"y\":", y, &y_key)) < 0)
 		goto fail;
-	x = new_node(&b, (struct gnode){.kind = GNODE_INT, .lo = 0, .hi = IPC_MODEL_COORD_MAX,
-					.next = y_key});
+	x = new_node(&b, (struct gnode){.kind = GNODE_INT, .lo = 0, .hi = IPC_MODEL_COORD_MAX, .next = y_key});
 	if ((r = literal(&b, "{\"x\":", x, &b.g->start)) < 0)
 		goto fail;
 	return b.g;

@@ -47,12 +47,12 @@ struct policy_masker {
 	size_t n_tokens, n_words;
 	const uint8_t **bytes; /* per id, NULL when never allowed */
 	uint32_t *lens;
-	uint8_t *owned;        /* the bytes of a raw vocabulary */
-	int32_t *same_next;    /* ids with the same bytes, chained (in the trie of all tokens) */
+	uint8_t *owned;		    /* the bytes of a raw vocabulary */
+	int32_t *same_next;	    /* ids with the same bytes, chained (in the trie of all tokens) */
 	int32_t *same_next_special; /* the same in the trie of tokens that are not plain */
 	int32_t *stops;
 	size_t n_stops;
-	uint8_t *is_stop;      /* per id */
+	uint8_t *is_stop; /* per id */
 
 	struct vtrie_node *trie;
 	size_t n_trie, cap_trie;
@@ -64,10 +64,10 @@ struct policy_masker {
 	struct frame {
 		uint32_t node, child;
 		struct policy_matcher m;
-	} *stack;
+	} * stack;
 
 	struct cache_slot slots[CACHE_SLOTS];
-	uint32_t *masks; /* POLICY_MASK_CACHE_ENTRIES x n_words */
+	uint32_t *masks;   /* POLICY_MASK_CACHE_ENTRIES x n_words */
 	uint32_t *scratch; /* the mask of an uncached state */
 	int32_t *counts;
 	size_t n_entries;
@@ -85,8 +85,8 @@ static uint32_t vtrie_new(struct policy_masker *mk, uint8_t byte)
 }
 
 /* The root's children are found through this table while building (256 siblings otherwise). */
-static void vtrie_insert(struct policy_masker *mk, uint32_t root, uint32_t *root_child,
-			 int32_t id, int32_t *same_next)
+static void vtrie_insert(struct policy_masker *mk, uint32_t root, uint32_t *root_child, int32_t id,
+			 int32_t *same_next)
 {
 	const uint8_t *p = mk->bytes[id];
 	uint32_t len = mk->lens[id], cur;
@@ -215,8 +215,7 @@ static struct policy_masker *masker_new(const struct policy_grammar *g, size_t n
 	mk->masks = malloc(mask_bytes);
 	mk->scratch = calloc(words, sizeof(*mk->scratch));
 	if (!mk->scratch || !mk->bytes || !mk->lens || !mk->same_next || !mk->same_next_special ||
-	    !mk->plain_bits || !mk->is_stop || !mk->stops ||
-	    !mk->counts || !mk->stack || !mk->masks)
+	    !mk->plain_bits || !mk->is_stop || !mk->stops || !mk->counts || !mk->stack || !mk->masks)
 		goto oom;
 	for (size_t i = 0; i < n_stop; i++) {
 		mk->stops[i] = stop_ids[i];
@@ -256,8 +255,7 @@ static struct policy_masker *masker_finish(struct policy_masker *mk)
 			mk->plain_bits[id / 32] |= 1u << (id % 32);
 			mk->plain_count++;
 		} else {
-			vtrie_insert(mk, mk->root_special, special, (int32_t)id,
-				     mk->same_next_special);
+			vtrie_insert(mk, mk->root_special, special, (int32_t)id, mk->same_next_special);
 		}
 		mk->max_token_len = MAX(mk->max_token_len, mk->lens[id]);
 	}
@@ -266,9 +264,8 @@ static struct policy_masker *masker_finish(struct policy_masker *mk)
 	return mk;
 }
 
-struct policy_masker *policy_masker_create(const struct policy_grammar *g,
-					   const struct engine_tokenizer *tok, size_t n_logits,
-					   const int32_t *stop_ids, size_t n_stop)
+struct policy_masker *policy_masker_create(const struct policy_grammar *g, const struct engine_tokenizer *tok,
+					   size_t n_logits, const int32_t *stop_ids, size_t n_stop)
 {
 	if (!tok) {
 		errno = EINVAL;
@@ -293,9 +290,8 @@ struct policy_masker *policy_masker_create(const struct policy_grammar *g,
 	return masker_finish(mk);
 }
 
-struct policy_masker *policy_masker_create_raw(const struct policy_grammar *g,
-					       const uint8_t *const *bytes, const size_t *lens,
-					       size_t n_tokens, const int32_t *stop_ids,
+struct policy_masker *policy_masker_create_raw(const struct policy_grammar *g, const uint8_t *const *bytes,
+					       const size_t *lens, size_t n_tokens, const int32_t *stop_ids,
 					       size_t n_stop)
 {
 	size_t total = 0, off = 0;
@@ -339,8 +335,12 @@ void policy_masker_stats(const struct policy_masker *mk, uint64_t *ret_hits, uin
 
 static struct cache_key key_of(const struct policy_masker *mk, const struct policy_matcher *m)
 {
-	struct cache_key k = {.node = m->node, .sub = m->sub, .val = m->val, .count = m->count,
-			      .esc = m->esc, .utf8 = m->utf8};
+	struct cache_key k = {.node = m->node,
+			      .sub = m->sub,
+			      .val = m->val,
+			      .count = m->count,
+			      .esc = m->esc,
+			      .utf8 = m->utf8};
 	const struct gnode *n = &mk->g->nodes[m->node];
 	if (n->kind == GNODE_STRING) {
 		/* Within a token at most max_token_len bytes are read, and a unit (escape, UTF-8
@@ -415,8 +415,7 @@ static int walk(struct policy_masker *mk, const struct policy_matcher *m, uint32
 		return count;
 	}
 	const struct gnode *n = &mk->g->nodes[m->node];
-	if (n->kind == GNODE_STRING && m->esc == 0 && m->utf8 == 0 &&
-	    n->max - m->len >= mk->max_token_len) {
+	if (n->kind == GNODE_STRING && m->esc == 0 && m->utf8 == 0 && n->max - m->len >= mk->max_token_len) {
 		memcpy(bits, mk->plain_bits, mk->n_words * sizeof(*bits));
 		return mk->plain_count + walk_trie(mk, mk->root_special, mk->same_next_special, m, bits);
 	}
@@ -464,8 +463,7 @@ static int lookup(struct policy_masker *mk, const struct policy_matcher *m, cons
 	return mk->counts[e];
 }
 
-int policy_masker_compute(struct policy_masker *mk, const struct policy_matcher *m,
-			  uint32_t *ret_bits)
+int policy_masker_compute(struct policy_masker *mk, const struct policy_matcher *m, uint32_t *ret_bits)
 {
 	const uint32_t *bits;
 	int n = lookup(mk, m, &bits);

@@ -36,12 +36,12 @@ struct gtrie_node {
 
 struct gnode {
 	enum gnode_kind kind;
-	bool fold_case;   /* TRIE: A-Z match as a-z */
+	bool fold_case;	  /* TRIE: A-Z match as a-z */
 	bool keeps_count; /* entering this node keeps matcher.count (hotkey list) */
-	uint32_t root;    /* TRIE: trie root; KEYSEP: the key-name TRIE node to loop to */
-	uint32_t next;    /* TRIE: default next; STRING/INT/KEYSEP: node after */
-	uint32_t max;     /* STRING: byte limit; KEYSEP: most keys */
-	int32_t lo, hi;   /* INT */
+	uint32_t root;	  /* TRIE: trie root; KEYSEP: the key-name TRIE node to loop to */
+	uint32_t next;	  /* TRIE: default next; STRING/INT/KEYSEP: node after */
+	uint32_t max;	  /* STRING: byte limit; KEYSEP: most keys */
+	int32_t lo, hi;	  /* INT */
 };
 
 struct policy_grammar {
@@ -83,8 +83,7 @@ size_t policy_written_len(const char *s, size_t n);
 
 /* v is a JSON string without NUL whose written form fits max bytes; else a clear error naming
  * field (-EINVAL, -E2BIG). */
-int policy_check_string(const json_t *v, const char *field, size_t max, char *errbuf,
-			size_t errlen);
+int policy_check_string(const json_t *v, const char *field, size_t max, char *errbuf, size_t errlen);
 
 /* A step's text parsed as a JSON object holding only note, thought and tool_call (the size
  * checked against POLICY_MAX_STEP_BYTES, duplicate keys refused): *ret owns it. The formats'

@@ -21,7 +21,7 @@
 
 struct policy_renderer {
 	const struct policy_format *fmt;
-	struct policy_env env; /* a copy; its strings are the caller's */
+	struct policy_env env;	    /* a copy; its strings are the caller's */
 	struct engine_chat *chat;   /* the state after the last piece rendered */
 	struct engine_chat *prefix; /* the state after the prefix; NULL until one is rendered */
 	int32_t stop_id;
@@ -44,8 +44,8 @@ static void to_piece(struct engine_chat_tokens *t, struct policy_piece *ret)
 
 	p.images = xcalloc(t->n_images + 1, sizeof(*p.images));
 	for (size_t k = 0; k < t->n_images; k++)
-		p.images[k] = (struct policy_image_slot){.offset = t->images[k].begin,
-							 .n_tokens = t->images[k].n};
+		p.images[k] =
+			(struct policy_image_slot){.offset = t->images[k].begin, .n_tokens = t->images[k].n};
 	p.n_images = t->n_images;
 	p.ids = t->ids ? t->ids : xmalloc(sizeof(*p.ids));
 	p.n_ids = t->n_ids;
@@ -58,8 +58,8 @@ static void to_piece(struct engine_chat_tokens *t, struct policy_piece *ret)
 
 /* Ends a render on `work` (a copy of a renderer state): on success the renderer continues from
  * it and *ret gets the tokens; on failure nothing changes. Frees or keeps work and t. */
-static int done(struct policy_renderer *r, struct engine_chat *work, struct engine_chat_tokens *t,
-		int err, struct policy_piece *ret)
+static int done(struct policy_renderer *r, struct engine_chat *work, struct engine_chat_tokens *t, int err,
+		struct policy_piece *ret)
 {
 	if (err < 0) {
 		engine_chat_destroy(work);
@@ -114,11 +114,10 @@ int32_t policy_renderer_stop_id(const struct policy_renderer *r)
 	return r->stop_id;
 }
 
-static int append(struct engine_chat *c, enum engine_chat_role role, const char *text,
-		  const int *tiles, size_t n_images, struct engine_chat_tokens *t)
+static int append(struct engine_chat *c, enum engine_chat_role role, const char *text, const int *tiles,
+		  size_t n_images, struct engine_chat_tokens *t)
 {
-	struct engine_chat_message m = {
-		.role = role, .text = text, .image_tiles = tiles, .n_images = n_images};
+	struct engine_chat_message m = {.role = role, .text = text, .image_tiles = tiles, .n_images = n_images};
 
 	return engine_chat_append(c, &m, t, NULL, 0);
 }
@@ -128,8 +127,7 @@ static char *task_text(const char *task)
 	return xasprintf("Task: %s", task);
 }
 
-int policy_prefix_text(const struct policy_renderer *r, const char *task, char **ret_system,
-		       char **ret_user)
+int policy_prefix_text(const struct policy_renderer *r, const char *task, char **ret_system, char **ret_user)
 {
 	if (!task)
 		return -EINVAL;
@@ -176,8 +174,7 @@ int policy_render_prefix(struct policy_renderer *r, const char *task, struct pol
 	return err;
 }
 
-char *policy_format_result_text(const struct policy_format *fmt,
-				const struct policy_tool_result *res)
+char *policy_format_result_text(const struct policy_format *fmt, const struct policy_tool_result *res)
 {
 	const char *name = fmt->tool_name(res->tool);
 	const char *tag = res->error ? "error" : "tool_output";
@@ -193,8 +190,7 @@ char *policy_format_result_text(const struct policy_format *fmt,
 		/* characters, as Python's slicing counts them: UTF-8 lead bytes */
 		size_t chars = 0, i = 0;
 		for (; i < n; i++)
-			if (((unsigned char)text[i] & 0xc0) != 0x80 &&
-			    chars++ == fmt->turns.result_max_chars)
+			if (((unsigned char)text[i] & 0xc0) != 0x80 && chars++ == fmt->turns.result_max_chars)
 				break;
 		n = i;
 	}
@@ -203,8 +199,8 @@ char *policy_format_result_text(const struct policy_format *fmt,
 
 char *policy_format_observation_text(const struct policy_format *fmt, bool evicted)
 {
-	return xasprintf("%s%s%s", fmt->turns.observation_open,
-			 evicted ? fmt->turns.evicted : "<image>", fmt->turns.observation_close);
+	return xasprintf("%s%s%s", fmt->turns.observation_open, evicted ? fmt->turns.evicted : "<image>",
+			 fmt->turns.observation_close);
 }
 
 /* One observation's user turn: the previous action's result, then the screenshot (or its
@@ -231,8 +227,7 @@ char *policy_format_user_text(const struct policy_format *fmt, const struct poli
 }
 
 static int user_turn(const struct policy_renderer *r, struct engine_chat *c,
-		     const struct policy_observation *obs, bool evicted,
-		     struct engine_chat_tokens *t)
+		     const struct policy_observation *obs, bool evicted, struct engine_chat_tokens *t)
 {
 	char *text;
 	int err;
@@ -275,8 +270,8 @@ static int assistant_turn(const struct policy_renderer *r, struct engine_chat *c
 	return err;
 }
 
-int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs,
-		       bool evicted, struct policy_piece *ret)
+int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs, bool evicted,
+		       struct policy_piece *ret)
 {
 	struct engine_chat_tokens t = {0};
 	struct engine_chat *work = engine_chat_dup(r->chat);
@@ -312,8 +307,7 @@ int policy_render_assistant(struct policy_renderer *r, const struct policy_step 
 }
 
 int policy_render_window(struct policy_renderer *r, const struct policy_observation *obs,
-			 const struct policy_step *steps, size_t n_done, size_t keep,
-			 struct policy_piece *ret)
+			 const struct policy_step *steps, size_t n_done, size_t keep, struct policy_piece *ret)
 {
 	struct engine_chat_tokens t = {0};
 	struct engine_chat *work;
@@ -339,9 +333,8 @@ int policy_render_window(struct policy_renderer *r, const struct policy_observat
 }
 
 int policy_render_rolling(struct policy_renderer *r, const struct policy_observation *obs,
-			  const struct policy_step *steps, size_t n_done, size_t keep,
-			  size_t n_held, struct policy_piece *ret_evicted,
-			  struct policy_piece *ret_window)
+			  const struct policy_step *steps, size_t n_done, size_t keep, size_t n_held,
+			  struct policy_piece *ret_evicted, struct policy_piece *ret_window)
 {
 	struct engine_chat_tokens held = {0}, ev = {0}, t = {0};
 	struct engine_chat *work;

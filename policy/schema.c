@@ -54,30 +54,26 @@ json_t *policy_arg_json_schema(const struct ipc_tool_arg *a)
 			return json_pack("{s:s}", "type", "string");
 		return json_pack("{s:s, s:I}", "type", "string", "maxLength", (json_int_t)a->max);
 	case IPC_ARG_INT:
-		return json_pack("{s:s, s:i, s:i}", "type", "integer", "minimum", a->lo, "maximum",
-				 a->hi);
+		return json_pack("{s:s, s:i, s:i}", "type", "integer", "minimum", a->lo, "maximum", a->hi);
 	case IPC_ARG_BOOL:
 		return json_pack("{s:s}", "type", "boolean");
 	case IPC_ARG_BUTTON:
-		return json_pack("{s:s, s:[s,s,s]}", "type", "string", "enum", "left", "right",
-				 "middle");
+		return json_pack("{s:s, s:[s,s,s]}", "type", "string", "enum", "left", "right", "middle");
 	case IPC_ARG_DIRECTION:
-		return json_pack("{s:s, s:[s,s,s,s]}", "type", "string", "enum", "up", "down",
-				 "left", "right");
+		return json_pack("{s:s, s:[s,s,s,s]}", "type", "string", "enum", "up", "down", "left",
+				 "right");
 	case IPC_ARG_KEYS:
-		return json_pack("{s:s, s:{s:s}, s:i, s:i}", "type", "array", "items", "$ref",
-				 KEY_REF, "minItems", 1, "maxItems",
-				 a->hi ? a->hi : IPC_MAX_HOTKEY_KEYS);
+		return json_pack("{s:s, s:{s:s}, s:i, s:i}", "type", "array", "items", "$ref", KEY_REF,
+				 "minItems", 1, "maxItems", a->hi ? a->hi : IPC_MAX_HOTKEY_KEYS);
 	case IPC_ARG_KEY:
 		return json_pack("{s:s}", "$ref", KEY_REF);
 	case IPC_ARG_GOALS: /* holo-nano's update_plan */
 		return json_pack("{s:s, s:{s:s, s:{s:{s:s, s:i}, s:{s:s, s:[s,s,s,s]}}, s:[s,s], s:b}, "
 				 "s:i, s:i}",
-				 "type", "array", "items", "type", "object", "properties", "title",
-				 "type", "string", "maxLength", IPC_MAX_GOAL_TITLE_BYTES, "status",
-				 "type", "string", "enum", "todo", "running", "done", "failed",
-				 "required", "title", "status", "additionalProperties", 0, "minItems",
-				 1, "maxItems", IPC_MAX_PLAN_GOALS);
+				 "type", "array", "items", "type", "object", "properties", "title", "type",
+				 "string", "maxLength", IPC_MAX_GOAL_TITLE_BYTES, "status", "type", "string",
+				 "enum", "todo", "running", "done", "failed", "required", "title", "status",
+				 "additionalProperties", 0, "minItems", 1, "maxItems", IPC_MAX_PLAN_GOALS);
 	}
 	return NULL;
 }
@@ -90,29 +86,28 @@ char *policy_step_json_schema(void)
 	const struct ipc_model_tool *tool;
 	for (size_t t = 0; (tool = ipc_model_tool(IPC_POLICY_FORMAT_HOLO3, t)); t++) {
 		const struct ipc_tool_layout *l = &tool->layout;
-		json_t *props = json_pack("{s:{s:s, s:s}}", "tool_name", "type", "string", "const",
-					  tool->name);
+		json_t *props =
+			json_pack("{s:{s:s, s:s}}", "tool_name", "type", "string", "const", tool->name);
 		json_t *req = json_pack("[s]", "tool_name");
 		for (size_t i = 0; i < l->n_args; i++) {
 			json_object_set_new(props, l->args[i].name, policy_arg_json_schema(&l->args[i]));
 			if (l->args[i].required)
 				json_array_append_new(req, json_string(l->args[i].name));
 		}
-		json_array_append_new(tools, json_pack("{s:s, s:o, s:o, s:b}", "type", "object",
-						       "properties", props, "required", req,
-						       "additionalProperties", 0));
+		json_array_append_new(tools, json_pack("{s:s, s:o, s:o, s:b}", "type", "object", "properties",
+						       props, "required", req, "additionalProperties", 0));
 	}
 	/* note and thought (1024 bytes) are past SCHEMA_MAX_LENGTH; "type": ["string", "null"]
 	 * would also lose a maxLength in llama.cpp's converter, so note is an anyOf. */
 	static_assert(POLICY_MAX_NOTE_BYTES > SCHEMA_MAX_LENGTH &&
 			      POLICY_MAX_THOUGHT_BYTES > SCHEMA_MAX_LENGTH,
 		      "note and thought would need a maxLength");
-	json_t *schema = json_pack(
-	        "{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}]}, s:{s:s}, s:{s:o}}, s:[s,s,s], s:b}",
-	        "$defs", "key", policy_key_enum_schema(), "type", "object", "properties", "note",
-	        "anyOf", "type",
-	        "string", "type", "null", "thought", "type", "string", "tool_call", "anyOf", tools,
-	        "required", "note", "thought", "tool_call", "additionalProperties", 0);
+	json_t *schema =
+		json_pack("{s:{s:o}, s:s, s:{s:{s:[{s:s}, {s:s}]}, s:{s:s}, s:{s:o}}, s:[s,s,s], s:b}",
+			  "$defs", "key", policy_key_enum_schema(), "type", "object", "properties", "note",
+			  "anyOf", "type", "string", "type", "null", "thought", "type", "string", "tool_call",
+			  "anyOf", tools, "required", "note", "thought", "tool_call", "additionalProperties",
+			  0);
 	if (schema)
 		text = json_dumps(schema, JSON_PRESERVE_ORDER);
 	json_decref(schema);

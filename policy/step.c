@@ -42,8 +42,7 @@ size_t policy_written_len(const char *s, size_t n)
 	size_t len = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' ||
-		    c == '\t')
+		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
 			len += 2;
 		else if (c < 0x20)
 			len += 6;
@@ -63,8 +62,8 @@ int policy_check_string(const json_t *v, const char *field, size_t max, char *er
 		return policy_fail(errbuf, errlen, -EINVAL, "%s: contains a NUL character", field);
 	size_t w = policy_written_len(s, n);
 	if (w > max)
-		return policy_fail(errbuf, errlen, -E2BIG, "%s: %zu bytes exceed the limit of %zu",
-		                   field, w, max);
+		return policy_fail(errbuf, errlen, -E2BIG, "%s: %zu bytes exceed the limit of %zu", field, w,
+				   max);
 	return 0;
 }
 
@@ -77,24 +76,24 @@ int policy_step_load(const char *text, size_t len, json_t **ret, char *errbuf, s
 	if (!text)
 		return policy_fail(errbuf, errlen, -EINVAL, "no step text");
 	if (len > POLICY_MAX_STEP_BYTES)
-		return policy_fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d",
-		                   len, POLICY_MAX_STEP_BYTES);
+		return policy_fail(errbuf, errlen, -E2BIG, "step: %zu bytes exceed the limit of %d", len,
+				   POLICY_MAX_STEP_BYTES);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		return policy_fail(errbuf, errlen, -EINVAL, "invalid JSON at line %d column %d: %s",
-		                   jerr.line, jerr.column, jerr.text);
+				   jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root)) {
 		int r = policy_fail(errbuf, errlen, -EINVAL,
-		                    "expected a step object {\"note\", \"thought\", "
-		                    "\"tool_call\"}");
+				    "expected a step object {\"note\", \"thought\", "
+				    "\"tool_call\"}");
 		json_decref(root);
 		return r;
 	}
 	const char *key;
 	json_t *val;
-	json_object_foreach(root, key, val) {
-		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 &&
-		    strcmp(key, "tool_call") != 0) {
+	json_object_foreach(root, key, val)
+	{
+		if (strcmp(key, "note") != 0 && strcmp(key, "thought") != 0 && strcmp(key, "tool_call") != 0) {
 			int r = policy_fail(errbuf, errlen, -EINVAL, "%s: unknown field", key);
 			json_decref(root);
 			return r;
@@ -104,8 +103,7 @@ int policy_step_load(const char *text, size_t len, json_t **ret, char *errbuf, s
 	return 0;
 }
 
-int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
-		      size_t errlen)
+int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf, size_t errlen)
 {
 	struct policy_step s = {0};
 	json_t *root = NULL;
@@ -121,8 +119,7 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		goto out;
 	}
 	if (!json_is_null(note)) {
-		if ((r = policy_check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) <
-		    0)
+		if ((r = policy_check_string(note, "note", POLICY_MAX_NOTE_BYTES, errbuf, errlen)) < 0)
 			goto out;
 		s.note = xstrdup(json_string_value(note));
 	}
@@ -131,15 +128,14 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		r = policy_fail(errbuf, errlen, -EINVAL, "thought: missing");
 		goto out;
 	}
-	if ((r = policy_check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf,
-	                             errlen)) < 0)
+	if ((r = policy_check_string(thought, "thought", POLICY_MAX_THOUGHT_BYTES, errbuf, errlen)) < 0)
 		goto out;
 	s.thought = xstrdup(json_string_value(thought));
 
 	json_t *tc = json_object_get(root, "tool_call");
 	if (!tc || !json_is_object(tc)) {
 		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call: %s",
-		                tc ? "expected an object" : "missing");
+				tc ? "expected an object" : "missing");
 		goto out;
 	}
 	/* What ipc's scripts allow but the model's schema does not. */
@@ -153,9 +149,8 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		snprintf(field, sizeof(field), "tool_call.%s", a->name);
 		if (!v) {
 			if (a->required) {
-				r = policy_fail(errbuf, errlen, -EINVAL,
-				                "%s: missing (required for '%s')", field,
-				                json_string_value(tn));
+				r = policy_fail(errbuf, errlen, -EINVAL, "%s: missing (required for '%s')",
+						field, json_string_value(tn));
 				goto out;
 			}
 			continue;
@@ -169,8 +164,8 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 		}
 		if (a->type == IPC_ARG_INT &&
 		    (json_integer_value(v) < a->lo || json_integer_value(v) > a->hi)) {
-			r = policy_fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d",
-			                field, (long long)json_integer_value(v), a->lo, a->hi);
+			r = policy_fail(errbuf, errlen, -EINVAL, "%s: %lld is out of range %d..%d", field,
+					(long long)json_integer_value(v), a->lo, a->hi);
 			goto out;
 		}
 	}
@@ -188,23 +183,21 @@ int policy_step_parse(const char *text, size_t len, struct policy_step *ret, cha
 	/* The script-only tools are not the model's to use (a "target" is refused above: the
 	 * layout requires x and y, and ipc refuses a target beside them). */
 	if (s.action.tool >= IPC_TOOL_MODEL_COUNT) {
-		r = policy_fail(errbuf, errlen, -EINVAL,
-		                "tool_call.tool_name: '%s' is a script-only tool",
-		                ipc_tool_to_string(s.action.tool));
+		r = policy_fail(errbuf, errlen, -EINVAL, "tool_call.tool_name: '%s' is a script-only tool",
+				ipc_tool_to_string(s.action.tool));
 		goto out;
 	}
 	for (size_t k = 0; k < s.action.n_keys; k++)
 		if (!policy_key_name_ok(s.action.keys[k])) {
 			r = policy_fail(errbuf, errlen, -EINVAL,
-			                "tool_call.keys[%zu]: '%s' is not a key name of "
-			                "the schema",
-			                k, s.action.keys[k]);
+					"tool_call.keys[%zu]: '%s' is not a key name of "
+					"the schema",
+					k, s.action.keys[k]);
 			goto out;
 		}
 	if (s.action.key && !policy_key_name_ok(s.action.key)) {
 		r = policy_fail(errbuf, errlen, -EINVAL,
-		                "tool_call.key: '%s' is not a key name of the schema",
-		                s.action.key);
+				"tool_call.key: '%s' is not a key name of the schema", s.action.key);
 		goto out;
 	}
 	*ret = s;
@@ -247,18 +240,18 @@ char *policy_step_to_json(const struct policy_step *step)
 		json_t *v = NULL, *arr;
 		switch (l->args[i].type) {
 		case IPC_ARG_STRING:
-			v = json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "")
-								      : (a->content ? a->content : ""));
+			v = json_string(strcmp(name, "element") == 0 ? (a->element ? a->element : "") :
+								       (a->content ? a->content : ""));
 			break;
 		case IPC_ARG_INT: {
-			int x = strcmp(name, "x") == 0 ? a->x
-				: strcmp(name, "y") == 0 ? a->y
-				: strcmp(name, "x2") == 0 ? a->x2
-				: strcmp(name, "y2") == 0 ? a->y2
-				: strcmp(name, "scroll_size") == 0 ? a->scroll_size
-				: strcmp(name, "repeat_count") == 0 ? a->repeat_count
-				: strcmp(name, "duration") == 0 ? (int)(a->duration_ms / 1000)
-				: -1;
+			int x = strcmp(name, "x") == 0		  ? a->x :
+				strcmp(name, "y") == 0		  ? a->y :
+				strcmp(name, "x2") == 0		  ? a->x2 :
+				strcmp(name, "y2") == 0		  ? a->y2 :
+				strcmp(name, "scroll_size") == 0  ? a->scroll_size :
+				strcmp(name, "repeat_count") == 0 ? a->repeat_count :
+				strcmp(name, "duration") == 0	  ? (int)(a->duration_ms / 1000) :
+								    -1;
 			if (strcmp(name, "duration") == 0 && a->duration_ms % 1000 != 0) {
 				errno = EINVAL; /* the schema has whole seconds only */
 				goto fail;
@@ -267,8 +260,7 @@ char *policy_step_to_json(const struct policy_step *step)
 			break;
 		}
 		case IPC_ARG_BOOL:
-			v = json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter
-									   : a->overwrite);
+			v = json_boolean(strcmp(name, "press_enter") == 0 ? a->press_enter : a->overwrite);
 			break;
 		case IPC_ARG_BUTTON:
 			if (!ipc_button_to_string(a->button))

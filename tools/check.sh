@@ -21,6 +21,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 ./tools/install-deps.sh
+# 0. the sources are formatted as .clang-format says (tools/format.sh rewrites them)
+./tools/format.sh --check
 # The remote suite's server (llama-cpp-python in tools/.venv-remote; the first run builds
 # llama.cpp, docs/remote-server.md).
 ./tools/remote-server/setup.sh

@@ -11,7 +11,7 @@ libboost-context-dev
 libdnnl-dev
 cmake python3-venv
 xvfb xauth x11-utils xterm openbox mousepad curl sqlite3 util-linux passwd
-chromium"
+chromium clang-format"
 
 missing=""
 for p in $PKGS; do

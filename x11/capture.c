@@ -76,8 +76,8 @@ static int shm_prepare(struct x11_display *d, int w, int h)
 	if (d->shm_image && d->shm_w == w && d->shm_h == h)
 		return 0;
 	x11_capture_release(d);
-	img = XShmCreateImage(d->dpy, vis, (unsigned)depth, ZPixmap, NULL, &d->shm_info,
-	                      (unsigned)w, (unsigned)h);
+	img = XShmCreateImage(d->dpy, vis, (unsigned)depth, ZPixmap, NULL, &d->shm_info, (unsigned)w,
+			      (unsigned)h);
 	if (!img)
 		goto unavailable;
 	size = (size_t)img->bytes_per_line * (size_t)img->height;
@@ -162,8 +162,7 @@ static void row_bgrx_portable(const uint8_t *src, uint8_t *dst, int width)
 
 /* SSSE3: one shuffle turns four BGRX pixels into twelve RGB bytes. The 16-byte store writes four
  * bytes past them, so it runs only while at least six pixels (18 bytes) remain in the row. */
-__attribute__((target("ssse3"))) static void row_bgrx_ssse3(const uint8_t *src, uint8_t *dst,
-                                                            int width)
+__attribute__((target("ssse3"))) static void row_bgrx_ssse3(const uint8_t *src, uint8_t *dst, int width)
 {
 	const __m128i shuf = _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
 	int x = 0;
@@ -254,8 +253,8 @@ static int grab(struct x11_display *d, const struct x11_rect *r, struct x11_fram
 		d->shm_available = false;
 	}
 	x11_trap_begin();
-	img = XGetImage(d->dpy, d->root, r->x, r->y, (unsigned)r->width, (unsigned)r->height,
-	                AllPlanes, ZPixmap);
+	img = XGetImage(d->dpy, d->root, r->x, r->y, (unsigned)r->width, (unsigned)r->height, AllPlanes,
+			ZPixmap);
 	int xerr = x11_trap_peek();
 	if (d->lost) {
 		if (img)

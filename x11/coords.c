@@ -12,8 +12,8 @@ static int map_axis(int mon_pos, int mon_size, int sent, int v)
 	return mon_pos + (int)CLAMP(px, 0, (int64_t)mon_size - 1);
 }
 
-int x11_map_model_point(const struct x11_rect *monitor, int sent_w, int sent_h, int mx, int my,
-                        int *ret_px, int *ret_py)
+int x11_map_model_point(const struct x11_rect *monitor, int sent_w, int sent_h, int mx, int my, int *ret_px,
+			int *ret_py)
 {
 	if (!monitor || monitor->width <= 0 || monitor->height <= 0 || sent_w <= 0 || sent_h <= 0)
 		return -EINVAL;

@@ -166,7 +166,7 @@ int x11_display_monitors(struct x11_display *d, struct x11_rect *ret, size_t max
 				continue;
 			if (out < max)
 				ret[out] = (struct x11_rect){mons[i].x, mons[i].y, mons[i].width,
-				                             mons[i].height};
+							     mons[i].height};
 			out++;
 		}
 	XRRFreeMonitors(mons);

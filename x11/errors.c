@@ -14,8 +14,8 @@ static int error_handler(Display *dpy, XErrorEvent *ev)
 	/* Keep the first error: later ones are usually consequences of it. */
 	if (!trapped_error)
 		trapped_error = ev->error_code;
-	log_debug("X error %d (request %d.%d) on %s", ev->error_code, ev->request_code,
-	          ev->minor_code, DisplayString(dpy));
+	log_debug("X error %d (request %d.%d) on %s", ev->error_code, ev->request_code, ev->minor_code,
+		  DisplayString(dpy));
 	return 0;
 }
 

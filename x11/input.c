@@ -83,8 +83,8 @@ static int fake_button(struct x11_display *d, unsigned button, bool press, uint3
 {
 	if (d->lost)
 		return -ECONNRESET;
-	int r = press ? xdo_mouse_down(d->xdo, CURRENTWINDOW, (int)button)
-	              : xdo_mouse_up(d->xdo, CURRENTWINDOW, (int)button);
+	int r = press ? xdo_mouse_down(d->xdo, CURRENTWINDOW, (int)button) :
+			xdo_mouse_up(d->xdo, CURRENTWINDOW, (int)button);
 
 	if (r != 0)
 		return -EIO;
@@ -205,15 +205,14 @@ int x11_drag_to(struct x11_display *d, int x, int y, int *ret_x1, int *ret_y1)
 int x11_scroll(struct x11_display *d, int x, int y, enum x11_scroll direction, int notches)
 {
 	static const unsigned buttons[] = {
-	        [X11_SCROLL_UP] = 4,
-	        [X11_SCROLL_DOWN] = 5,
-	        [X11_SCROLL_LEFT] = 6,
-	        [X11_SCROLL_RIGHT] = 7,
+		[X11_SCROLL_UP] = 4,
+		[X11_SCROLL_DOWN] = 5,
+		[X11_SCROLL_LEFT] = 6,
+		[X11_SCROLL_RIGHT] = 7,
 	};
 	int r;
 
-	if ((unsigned)direction >= ARRAY_SIZE(buttons) || notches < 1 ||
-	    notches > X11_MAX_SCROLL_NOTCHES)
+	if ((unsigned)direction >= ARRAY_SIZE(buttons) || notches < 1 || notches > X11_MAX_SCROLL_NOTCHES)
 		return -EINVAL;
 	r = x11_move(d, x, y);
 	if (r < 0)

@@ -15,7 +15,7 @@ int x11_keymap_load(struct x11_display *d, struct x11_keymap *km)
 		return -ECONNRESET;
 	XDisplayKeycodes(d->dpy, &km->min_keycode, &km->max_keycode);
 	km->syms = XGetKeyboardMapping(d->dpy, (KeyCode)km->min_keycode,
-	                               km->max_keycode - km->min_keycode + 1, &per);
+				       km->max_keycode - km->min_keycode + 1, &per);
 	if (!km->syms || per <= 0) {
 		if (km->syms)
 			XFree(km->syms);
@@ -57,8 +57,7 @@ void x11_keymap_unbind(struct x11_display *d, unsigned keycode)
 	XSync(d->dpy, False);
 }
 
-static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
-                      unsigned *ret_keycode)
+static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t keysym, unsigned *ret_keycode)
 {
 	/* Both columns: the keysym must come out with or without Shift held. */
 	KeySym syms[2] = {keysym, keysym};
@@ -78,8 +77,8 @@ static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t key
 		if (now)
 			XFree(now);
 		if (!took) {
-			log_debug("binding keycode %d to keysym 0x%x did not take (X error %d)", kc,
-			          keysym, xerr);
+			log_debug("binding keycode %d to keysym 0x%x did not take (X error %d)", kc, keysym,
+				  xerr);
 			x11_keymap_unbind(d, (unsigned)kc);
 			return -EIO;
 		}
@@ -94,8 +93,7 @@ static int bind_spare(struct x11_display *d, struct x11_keymap *km, uint32_t key
 	return -ENOSPC;
 }
 
-int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
-                       struct x11_keypos *ret)
+int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym, struct x11_keypos *ret)
 {
 	unsigned kc;
 	int r;

@@ -150,10 +150,10 @@ static void handle_raw(struct x11_killswitch *k, const XIRawEvent *re)
 	const struct ks_device *via = find_device(k, re->deviceid);
 	const struct ks_device *src = find_device(k, re->sourceid);
 	struct x11_ks_event ev = {
-	        .device_name = src ? src->name : NULL,
-	        .device_is_master = via ? via->is_master : false,
-	        .is_repeat = (re->flags & XIKeyRepeat) != 0,
-	        .time_ms = re->time,
+		.device_name = src ? src->name : NULL,
+		.device_is_master = via ? via->is_master : false,
+		.is_repeat = (re->flags & XIKeyRepeat) != 0,
+		.time_ms = re->time,
 	};
 
 	if (ev.device_is_master)
@@ -179,8 +179,8 @@ static void *listener(void *arg)
 {
 	struct x11_killswitch *k = arg;
 	struct pollfd fds[2] = {
-	        {.fd = ConnectionNumber(k->dpy), .events = POLLIN},
-	        {.fd = k->stop_pipe[0], .events = POLLIN},
+		{.fd = ConnectionNumber(k->dpy), .events = POLLIN},
+		{.fd = k->stop_pipe[0], .events = POLLIN},
 	};
 
 	x11_errors_install();
@@ -194,8 +194,7 @@ static void *listener(void *arg)
 					load_escape_keycodes(k);
 				continue;
 			}
-			if (ev.xcookie.type != GenericEvent ||
-			    ev.xcookie.extension != k->xi_opcode ||
+			if (ev.xcookie.type != GenericEvent || ev.xcookie.extension != k->xi_opcode ||
 			    !XGetEventData(k->dpy, &ev.xcookie))
 				continue;
 			if (ev.xcookie.evtype == XI_RawKeyPress)
@@ -219,15 +218,14 @@ static void *listener(void *arg)
 }
 
 struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned window_ms,
-                                             void (*fn)(void *userdata), void *userdata)
+					     void (*fn)(void *userdata), void *userdata)
 {
 	return x11_killswitch_create_input(display_name, window_ms, fn, NULL, userdata);
 }
 
 struct x11_killswitch *x11_killswitch_create_input(const char *display_name, unsigned window_ms,
 						   void (*fn)(void *userdata),
-						   void (*input_fn)(void *userdata),
-						   void *userdata)
+						   void (*input_fn)(void *userdata), void *userdata)
 {
 	unsigned char mask_bits[XIMaskLen(XI_LASTEVENT)] = {0};
 	XIEventMask mask = {XIAllDevices, sizeof(mask_bits), mask_bits};

@@ -83,9 +83,8 @@ static int encode(const struct x11_frame *f, struct membuf *m, FILE *file)
 		png_init_io(png, file);
 	png_set_compression_level(png, PNG_LEVEL);
 	png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
-	png_set_IHDR(png, info, (png_uint_32)f->width, (png_uint_32)f->height, 8,
-	             PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_BASE,
-	             PNG_FILTER_TYPE_BASE);
+	png_set_IHDR(png, info, (png_uint_32)f->width, (png_uint_32)f->height, 8, PNG_COLOR_TYPE_RGB,
+		     PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_BASE, PNG_FILTER_TYPE_BASE);
 	png_write_info(png, info);
 	for (int y = 0; y < f->height; y++)
 		png_write_row(png, f->pixels + (size_t)y * f->stride);

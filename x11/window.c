@@ -34,8 +34,7 @@ static char *latin1_to_utf8(const unsigned char *s, size_t n)
 
 /* A property of 8-bit items of `type` (AnyPropertyType: any), malloc'd and NUL-terminated, cut
  * at X11_MAX_TITLE_BYTES; NULL when absent. */
-static char *get_text_property(struct x11_display *d, Window w, Atom prop, Atom type,
-			       Atom *ret_type)
+static char *get_text_property(struct x11_display *d, Window w, Atom prop, Atom type, Atom *ret_type)
 {
 	Atom actual;
 	int format;
@@ -43,8 +42,9 @@ static char *get_text_property(struct x11_display *d, Window w, Atom prop, Atom 
 	unsigned char *data = NULL;
 	char *out = NULL;
 
-	if (XGetWindowProperty(d->dpy, w, prop, 0, X11_MAX_TITLE_BYTES / 4, False, type, &actual,
-			       &format, &n, &after, &data) != Success || !data)
+	if (XGetWindowProperty(d->dpy, w, prop, 0, X11_MAX_TITLE_BYTES / 4, False, type, &actual, &format, &n,
+			       &after, &data) != Success ||
+	    !data)
 		return NULL;
 	if (format == 8 && actual != None) {
 		out = xstrndup((const char *)data, n);
@@ -80,11 +80,11 @@ static bool get_cardinal(struct x11_display *d, Window w, const char *name, uint
 	unsigned char *data = NULL;
 	bool found = false;
 
-	if (XGetWindowProperty(d->dpy, w, XInternAtom(d->dpy, name, False), 0, 1, False,
-			       XA_CARDINAL, &actual, &format, &n, &after, &data) == Success && data &&
-	    n == 1 && format == 32) {
+	if (XGetWindowProperty(d->dpy, w, XInternAtom(d->dpy, name, False), 0, 1, False, XA_CARDINAL, &actual,
+			       &format, &n, &after, &data) == Success &&
+	    data && n == 1 && format == 32) {
 		/* Xlib hands 32-bit items as longs. */
-		*ret = (uint32_t)*(unsigned long *)data;
+		*ret = (uint32_t) * (unsigned long *)data;
 		found = true;
 	}
 	if (data)
@@ -117,8 +117,9 @@ static int read_client(struct x11_display *d, Window w, struct x11_window *ret)
 		.class_name = xstrdup(hint.res_class ? hint.res_class : ""),
 		.instance = xstrdup(hint.res_name ? hint.res_name : ""),
 		.rect = {x, y, wa.width, wa.height},
-		.desktop = !has_desktop ? X11_DESKTOP_NONE
-			   : desktop == 0xFFFFFFFFu ? X11_DESKTOP_ALL : (int64_t)desktop,
+		.desktop = !has_desktop		  ? X11_DESKTOP_NONE :
+			   desktop == 0xFFFFFFFFu ? X11_DESKTOP_ALL :
+						    (int64_t)desktop,
 		.pid = pid,
 	};
 	XFree(hint.res_name);
@@ -217,8 +218,7 @@ int x11_focus_window(struct x11_display *d, uint64_t *ret_id)
 		 * WM_STATE property it reads on every call.) */
 		Window w = focus;
 		client = focus;
-		for (int depth = 0; depth <= X11_WINDOW_DEPTH && w != None && w != d->root;
-		     depth++) {
+		for (int depth = 0; depth <= X11_WINDOW_DEPTH && w != None && w != d->root; depth++) {
 			XClassHint hint = {0};
 			if (XGetClassHint(d->dpy, w, &hint)) {
 				XFree(hint.res_name);
@@ -252,16 +252,17 @@ bool x11_has_window_manager(struct x11_display *d)
 	bool found = false;
 
 	x11_trap_begin();
-	if (XGetWindowProperty(d->dpy, d->root, check, 0, 1, False, XA_WINDOW, &actual, &format,
-			       &n, &after, &data) == Success && data && n == 1 && format == 32) {
+	if (XGetWindowProperty(d->dpy, d->root, check, 0, 1, False, XA_WINDOW, &actual, &format, &n, &after,
+			       &data) == Success &&
+	    data && n == 1 && format == 32) {
 		/* The check window must exist and point at itself: a WM that died leaves a stale
 		 * property on the root. */
 		Window w = (Window)((unsigned long *)data)[0];
 		XFree(data);
 		data = NULL;
-		if (XGetWindowProperty(d->dpy, w, check, 0, 1, False, XA_WINDOW, &actual, &format,
-				       &n, &after, &data) == Success && data && n == 1 &&
-		    format == 32)
+		if (XGetWindowProperty(d->dpy, w, check, 0, 1, False, XA_WINDOW, &actual, &format, &n, &after,
+				       &data) == Success &&
+		    data && n == 1 && format == 32)
 			found = (Window)((unsigned long *)data)[0] == w;
 	}
 	if (data)

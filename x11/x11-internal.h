@@ -32,7 +32,7 @@
 
 struct x11_held {
 	bool is_button;
-	unsigned code;     /* keycode or button number */
+	unsigned code;	   /* keycode or button number */
 	bool temp_binding; /* keycode was bound by us for this key: unbind on release */
 };
 
@@ -57,7 +57,7 @@ struct x11_display {
 
 	/* input */
 	uint32_t key_delay_us;
-	uint32_t rebind_settle_us; /* x11_input_set_rebind_settle_us */
+	uint32_t rebind_settle_us;   /* x11_input_set_rebind_settle_us */
 	const atomic_int *interrupt; /* x11_input_set_interrupt; NULL: none */
 	struct x11_held held[X11_MAX_HELD];
 	size_t n_held;
@@ -111,7 +111,7 @@ struct x11_keypos {
 
 struct x11_keymap {
 	int min_keycode, max_keycode, per_code;
-	KeySym *syms; /* (max - min + 1) * per_code, from XGetKeyboardMapping */
+	KeySym *syms;			       /* (max - min + 1) * per_code, from XGetKeyboardMapping */
 	unsigned bound[X11_MAX_TEMP_BINDINGS]; /* keycodes we bound, to restore */
 	size_t n_bound;
 };
@@ -121,8 +121,7 @@ int x11_keymap_load(struct x11_display *d, struct x11_keymap *km);
 /* Looks `keysym` up in the map; if absent, binds a spare keycode (one with no symbols) to it,
  * verifies the server took it, and records it in km->bound. -ENOSPC when no spare keycode is
  * left, -EIO when the server did not take the binding. */
-int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym,
-                       struct x11_keypos *ret);
+int x11_keymap_resolve(struct x11_display *d, struct x11_keymap *km, uint32_t keysym, struct x11_keypos *ret);
 /* Restores every keycode in km->bound to no symbols (after d->rebind_settle_us when any was
  * used) and frees the map. */
 void x11_keymap_finish(struct x11_display *d, struct x11_keymap *km);
@@ -140,10 +139,10 @@ int x11_fake_key(struct x11_display *d, unsigned keycode, bool press, uint32_t d
 
 struct x11_ks_event {
 	const char *device_name; /* name of the XI2 source device (sourceid) */
-	bool device_is_master;   /* delivered through a master (deviceid): a duplicate */
-	bool is_escape;          /* the keycode maps to Escape */
-	bool is_repeat;          /* XIKeyRepeat set */
-	uint64_t time_ms;        /* server timestamp */
+	bool device_is_master;	 /* delivered through a master (deviceid): a duplicate */
+	bool is_escape;		 /* the keycode maps to Escape */
+	bool is_repeat;		 /* XIKeyRepeat set */
+	uint64_t time_ms;	 /* server timestamp */
 };
 
 struct x11_ks_state {

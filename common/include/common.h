@@ -37,7 +37,8 @@ void log_set_program_name(const char *name);
 int log_internal(enum log_level level, int err, const char *file, int line, const char *func,
 		 const char *format, ...) __attribute__((format(printf, 6, 7)));
 
-#define log_full_errno(level, err, ...) log_internal((level), (err), __FILE__, __LINE__, __func__, __VA_ARGS__)
+#define log_full_errno(level, err, ...)                                                                      \
+	log_internal((level), (err), __FILE__, __LINE__, __func__, __VA_ARGS__)
 #define log_full(level, ...) ((void)log_full_errno((level), 0, __VA_ARGS__))
 
 #define log_debug(...) log_full(LOG_LEVEL_DEBUG, __VA_ARGS__)
@@ -77,10 +78,10 @@ bool size_add_ok(size_t a, size_t b, size_t *ret);
 
 enum path_kind {
 	PATH_RUNTIME, /* $XDG_RUNTIME_DIR, else /run/user/<uid> if it exists, else /tmp/runtime-<uid> (0700, ours) */
-	PATH_STATE,   /* $XDG_STATE_HOME, else ~/.local/state */
-	PATH_CONFIG,  /* $XDG_CONFIG_HOME, else ~/.config */
-	PATH_DATA,    /* $XDG_DATA_HOME, else ~/.local/share */
-	PATH_CACHE,   /* $XDG_CACHE_HOME, else ~/.cache */
+	PATH_STATE,  /* $XDG_STATE_HOME, else ~/.local/state */
+	PATH_CONFIG, /* $XDG_CONFIG_HOME, else ~/.config */
+	PATH_DATA,   /* $XDG_DATA_HOME, else ~/.local/share */
+	PATH_CACHE,  /* $XDG_CACHE_HOME, else ~/.cache */
 };
 
 /* Returns "<base>/<app>" (app may be NULL for the base alone) in *ret (caller frees).

@@ -45,7 +45,7 @@
 extern const char gpu_emu_resource_budget[]; /* cuda/resource-budget.txt, embedded by the build */
 
 static const int REGISTER_FILE = 65536; /* 32-bit registers per SM (and per block) on sm_80..sm_90 */
-static const int REGISTER_UNIT = 8;     /* per-thread counts are allocated in steps of 8 per lane */
+static const int REGISTER_UNIT = 8;	/* per-thread counts are allocated in steps of 8 per lane */
 
 struct budget_line {
 	std::string kernel, arch, origin;
@@ -72,9 +72,10 @@ static void parse_budget(const char *text, const std::string &origin)
 		if (first == std::string::npos || line[first] == '#')
 			continue;
 		if (line.size() >= sizeof(kernel) ||
-		    sscanf(line.c_str(), "%511s %63s %d %d", kernel, arch, &regs, &smem) != 4 || regs < 1 || regs > 255)
-			gpu_emu_die("%s:%d: expected KERNEL ARCH REGISTERS SMEM (registers 1 to 255): %s", origin.c_str(),
-				    lineno, line.c_str());
+		    sscanf(line.c_str(), "%511s %63s %d %d", kernel, arch, &regs, &smem) != 4 || regs < 1 ||
+		    regs > 255)
+			gpu_emu_die("%s:%d: expected KERNEL ARCH REGISTERS SMEM (registers 1 to 255): %s",
+				    origin.c_str(), lineno, line.c_str());
 		budget->push_back({kernel, arch, origin + ":" + std::to_string(lineno), regs});
 	}
 }
@@ -191,14 +192,16 @@ static std::vector<std::string> kernel_names(const void *kernel, std::string *wh
 			size_t count = sh[s].sh_size / sizeof(ElfW(Sym));
 			const char *str = reinterpret_cast<const char *>(base + strs->sh_offset);
 			for (size_t i = 0; i < count; i++)
-				if (ELF64_ST_TYPE(sym[i].st_info) == STT_FUNC && sym[i].st_shndx != SHN_UNDEF &&
-				    sym[i].st_value + o.bias == o.addr && sym[i].st_name < strs->sh_size)
+				if (ELF64_ST_TYPE(sym[i].st_info) == STT_FUNC &&
+				    sym[i].st_shndx != SHN_UNDEF && sym[i].st_value + o.bias == o.addr &&
+				    sym[i].st_name < strs->sh_size)
 					names.push_back(budget_name(str + sym[i].st_name));
 		}
 	}
 	munmap(map, size);
 	if (names.empty())
-		*where += valid ? ": no function symbol at that address (a stripped binary?)" : ": not an ELF file";
+		*where += valid ? ": no function symbol at that address (a stripped binary?)" :
+				  ": not an ELF file";
 	return names;
 }
 
@@ -220,25 +223,30 @@ static int kernel_registers(const void *kernel, int arch_major)
 	std::string where;
 	std::vector<std::string> names = kernel_names(kernel, &where);
 	if (names.empty())
-		gpu_emu_die("a kernel launch at %p: cannot name the kernel to find its register budget (%s)", kernel,
-			    where.c_str());
+		gpu_emu_die("a kernel launch at %p: cannot name the kernel to find its register budget (%s)",
+			    kernel, where.c_str());
 	for (const std::string &name : names)
 		for (const budget_line &b : *budget)
-			if (fnmatch(b.kernel.c_str(), name.c_str(), 0) == 0 && fnmatch(b.arch.c_str(), arch, 0) == 0) {
+			if (fnmatch(b.kernel.c_str(), name.c_str(), 0) == 0 &&
+			    fnmatch(b.arch.c_str(), arch, 0) == 0) {
 				(*known)[{kernel, arch_major}] = b.registers;
 				pthread_mutex_unlock(&budget_lock);
 				return b.registers;
 			}
-	gpu_emu_die("kernel '%s' (%s) has no line in cuda/resource-budget.txt%s%s, so its registers are unknown "
-		    "and the nvcc build would fail too; add one: <pattern> %s <max registers> <max static smem bytes>",
-		    names[0].c_str(), arch, getenv("HOLOD_GPU_EMU_BUDGET") ? " or $HOLOD_GPU_EMU_BUDGET=" : "",
-		    getenv("HOLOD_GPU_EMU_BUDGET") ? getenv("HOLOD_GPU_EMU_BUDGET") : "", arch);
+	gpu_emu_die(
+		"kernel '%s' (%s) has no line in cuda/resource-budget.txt%s%s, so its registers are unknown "
+		"and the nvcc build would fail too; add one: <pattern> %s <max registers> <max static smem "
+		"bytes>",
+		names[0].c_str(), arch, getenv("HOLOD_GPU_EMU_BUDGET") ? " or $HOLOD_GPU_EMU_BUDGET=" : "",
+		getenv("HOLOD_GPU_EMU_BUDGET") ? getenv("HOLOD_GPU_EMU_BUDGET") : "", arch);
 }
 
 cudaError_t gpu_emu_check_registers(const void *kernel, unsigned long long threads, int arch_major)
 {
 	int regs = kernel_registers(kernel, arch_major);
-	unsigned long long per_warp = (unsigned long long)((regs + REGISTER_UNIT - 1) / REGISTER_UNIT * REGISTER_UNIT) * 32;
+	unsigned long long per_warp =
+		(unsigned long long)((regs + REGISTER_UNIT - 1) / REGISTER_UNIT * REGISTER_UNIT) * 32;
 	unsigned long long warps = (threads + 31) / 32;
-	return warps * per_warp > (unsigned long long)REGISTER_FILE ? cudaErrorLaunchOutOfResources : cudaSuccess;
+	return warps * per_warp > (unsigned long long)REGISTER_FILE ? cudaErrorLaunchOutOfResources :
+								      cudaSuccess;
 }

@@ -128,16 +128,17 @@
 #include <type_traits>
 #include <initializer_list>
 
-namespace {
+namespace
+{
 
 /* cuBLASLt documents rows and columns as "usually only values that fit int32_t". */
 constexpr uint64_t LT_MAX_DIM = INT32_MAX;
 /* The most bytes one operand may span (all batches): far beyond any device's memory. */
 constexpr uint64_t LT_MAX_EXTENT = (uint64_t)1 << 48;
-constexpr uint32_t LT_HANDLE_MAGIC = 0x4c74486e;  /* "LtHn" */
-constexpr uint32_t LT_DESC_MAGIC = 0x4c744d64;    /* "LtMd" */
-constexpr uint32_t LT_LAYOUT_MAGIC = 0x4c744c79;  /* "LtLy" */
-constexpr uint32_t LT_PREF_MAGIC = 0x4c745066;    /* "LtPf" */
+constexpr uint32_t LT_HANDLE_MAGIC = 0x4c74486e;     /* "LtHn" */
+constexpr uint32_t LT_DESC_MAGIC = 0x4c744d64;	     /* "LtMd" */
+constexpr uint32_t LT_LAYOUT_MAGIC = 0x4c744c79;     /* "LtLy" */
+constexpr uint32_t LT_PREF_MAGIC = 0x4c745066;	     /* "LtPf" */
 constexpr uint64_t LT_ALGO_TAG = 0x686f6c6f2d656d75; /* "holo-emu": our algorithms */
 /* The heuristic offers this many algorithms (data[1]: 0, 1, ...), which compute alike; the
  * first $HOLOD_GPU_EMU_LT_REFUSE of them are refused at run time (CUBLAS_STATUS_NOT_SUPPORTED),
@@ -153,7 +154,7 @@ constexpr size_t LT_WS_GRANULE = 256;
  * preference; each computes the same numbers, they differ in what they need (DESIGN above). */
 enum algo_kind : uint64_t {
 	ALGO_SPLITK_WS = 1, /* vectorised, split-K partial sums in the workspace */
-	ALGO_VEC_A,         /* vectorised, no workspace: two tile shapes */
+	ALGO_VEC_A,	    /* vectorised, no workspace: two tile shapes */
 	ALGO_VEC_B,
 	ALGO_ELEM_A, /* any element-aligned operand, no workspace: three tile shapes */
 	ALGO_ELEM_B,
@@ -186,7 +187,7 @@ struct matmul_desc {
 	int32_t transa, transb;
 	uint32_t epilogue;
 	const void *bias;
-	int32_t bias_type; /* -1: the type of D */
+	int32_t bias_type;	       /* -1: the type of D */
 	const void *a_scale, *b_scale; /* FP8: device fp32 scalars, or NULL (1) */
 };
 
@@ -259,8 +260,7 @@ template <typename T> cublasStatus_t set_attr(T &field, const void *buf, size_t 
 }
 
 /* sizeInBytes 0 asks for the size through sizeWritten. */
-template <typename T>
-cublasStatus_t get_attr(const T &field, void *buf, size_t size, size_t *written)
+template <typename T> cublasStatus_t get_attr(const T &field, void *buf, size_t size, size_t *written)
 {
 	if (size == 0) {
 		if (!written)
@@ -313,8 +313,7 @@ bool layout_extent(const matrix_layout *l, size_t *ret)
 	uint64_t batches, cols, elems, bytes;
 	if (__builtin_mul_overflow((uint64_t)(l->batch_count - 1), (uint64_t)l->batch_stride, &batches) ||
 	    __builtin_mul_overflow(l->cols - 1, (uint64_t)l->ld, &cols) ||
-	    __builtin_add_overflow(batches, cols, &elems) ||
-	    __builtin_add_overflow(elems, l->rows, &elems) ||
+	    __builtin_add_overflow(batches, cols, &elems) || __builtin_add_overflow(elems, l->rows, &elems) ||
 	    __builtin_mul_overflow(elems, (uint64_t)type_size(l->type), &bytes) || bytes > LT_MAX_EXTENT)
 		return false;
 	*ret = (size_t)bytes;
@@ -332,7 +331,7 @@ struct problem {
 	int64_t stride_a, stride_b, stride_c, stride_d;
 	const matrix_layout *a, *b, *c, *d;
 	size_t ext_a, ext_b, ext_c, ext_d; /* layout_extent() of each operand */
-	const void *a_scale, *b_scale;     /* FP8's scale pointers (NULL: 1) */
+	const void *a_scale, *b_scale;	   /* FP8's scale pointers (NULL: 1) */
 };
 
 /* The one place that decides what is supported: the heuristic and the matmul both ask it. */
@@ -511,8 +510,8 @@ void pack(const T *x, int64_t ld, bool across, int64_t count, int64_t k, int w, 
 	}
 }
 
-void pack_any(const void *x, uint32_t type, int64_t ld, bool across, int64_t count, int64_t k,
-	      int w, float *panel)
+void pack_any(const void *x, uint32_t type, int64_t ld, bool across, int64_t count, int64_t k, int w,
+	      float *panel)
 {
 	switch (type) {
 	case CUDA_R_8F_E4M3:
@@ -535,8 +534,7 @@ void pack_any(const void *x, uint32_t type, int64_t ld, bool across, int64_t cou
 typedef float vf4 __attribute__((vector_size(16)));
 static_assert(MR == 8 && NR == 4, "the inner kernel is written for an 8 x 4 tile");
 
-void micro_kernel(const float *__restrict a, const float *__restrict b, int64_t k,
-		  float acc[NR][MR])
+void micro_kernel(const float *__restrict a, const float *__restrict b, int64_t k, float acc[NR][MR])
 {
 	vf4 t[NR][2] = {};
 	for (int64_t p = 0; p < k; p++) {
@@ -657,8 +655,7 @@ bool workspace_need(uint64_t kind, const problem &pb, size_t *ret)
 	}
 	if (__builtin_mul_overflow((uint64_t)k_splits(pb.m, pb.n, pb.k), (uint64_t)pb.m, &bytes) ||
 	    __builtin_mul_overflow(bytes, (uint64_t)pb.n, &bytes) ||
-	    __builtin_mul_overflow(bytes, (uint64_t)pb.batch * sizeof(float), &bytes) ||
-	    bytes > LT_MAX_EXTENT)
+	    __builtin_mul_overflow(bytes, (uint64_t)pb.batch * sizeof(float), &bytes) || bytes > LT_MAX_EXTENT)
 		return false;
 	*ret = (size_t)((bytes + LT_WS_GRANULE - 1) / LT_WS_GRANULE * LT_WS_GRANULE);
 	return true;
@@ -754,14 +751,16 @@ cublasStatus_t run(const problem &pb, const operands &o)
 			for (int64_t js = 0; js < nstrips; js++) {
 				for (int64_t is = i0; is < i1; is++) {
 					float acc[NR][MR];
-					split_kernel(ap + (is - i0) * k * MR, bp + js * k * NR, k, splits, acc);
+					split_kernel(ap + (is - i0) * k * MR, bp + js * k * NR, k, splits,
+						     acc);
 					for (int cc = 0; cc < NR && js * NR + cc < n; cc++) {
 						int64_t j = js * NR + cc;
 						for (int r = 0; r < MR && is * MR + r < m; r++) {
 							int64_t i = is * MR + r;
 							float v = o.alpha * (ab_scale * acc[cc][r]);
 							if (o.beta != 0.0f)
-								v += o.beta * load(c, i + j * pb.ldc, pb.cd_type);
+								v += o.beta *
+								     load(c, i + j * pb.ldc, pb.cd_type);
 							if (bias)
 								v += load(o.bias, i, pb.bias_type);
 							if (relu)
@@ -874,8 +873,7 @@ const char *CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status)
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
-						     cublasComputeType_t computeType,
-						     cudaDataType_t scaleType)
+						     cublasComputeType_t computeType, cudaDataType_t scaleType)
 {
 	if (!matmulDesc)
 		return CUBLAS_STATUS_INVALID_VALUE;
@@ -943,9 +941,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
-							   cublasLtMatmulDescAttributes_t attr,
-							   void *buf, size_t sizeInBytes,
-							   size_t *sizeWritten)
+							   cublasLtMatmulDescAttributes_t attr, void *buf,
+							   size_t sizeInBytes, size_t *sizeWritten)
 {
 	const matmul_desc *d = as_desc(matmulDesc);
 	if (!d)
@@ -976,9 +973,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t 
 	}
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout,
-						       cudaDataType type, uint64_t rows,
-						       uint64_t cols, int64_t ld)
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
+						       uint64_t rows, uint64_t cols, int64_t ld)
 {
 	if (!matLayout)
 		return CUBLAS_STATUS_INVALID_VALUE;
@@ -1029,9 +1025,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayou
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
-							     cublasLtMatrixLayoutAttribute_t attr,
-							     void *buf, size_t sizeInBytes,
-							     size_t *sizeWritten)
+							     cublasLtMatrixLayoutAttribute_t attr, void *buf,
+							     size_t sizeInBytes, size_t *sizeWritten)
 {
 	const matrix_layout *l = as_layout(matLayout);
 	if (!l)
@@ -1077,9 +1072,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPrefer
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
-	cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
-	size_t sizeInBytes)
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+								 cublasLtMatmulPreferenceAttributes_t attr,
+								 const void *buf, size_t sizeInBytes)
 {
 	matmul_pref *p = as_pref(pref);
 	if (!p)
@@ -1100,9 +1095,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
 	return set_attr(p->max_workspace, buf, sizeInBytes);
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(
-	cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, void *buf,
-	size_t sizeInBytes, size_t *sizeWritten)
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
+								 cublasLtMatmulPreferenceAttributes_t attr,
+								 void *buf, size_t sizeInBytes,
+								 size_t *sizeWritten)
 {
 	const matmul_pref *p = as_pref(pref);
 	if (!p)
@@ -1119,9 +1115,9 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceGetAttribute(
  * aligned as the preference says within its workspace (pick_algos()); CUBLAS_STATUS_NOT_SUPPORTED
  * and none when no algorithm does, as cuBLASLt answers then. */
 cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
-	cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
-	cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
-	cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+	cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
+	cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+	cublasLtMatmulPreference_t preference, int requestedAlgoCount,
 	cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
 {
 	if (!returnAlgoCount)
@@ -1160,14 +1156,12 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
-					   cublasLtMatmulDesc_t computeDesc, const void *alpha,
-					   const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
-					   cublasLtMatrixLayout_t Bdesc, const void *beta,
+cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+					   const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+					   const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
 					   const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
 					   cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
-					   void *workspace, size_t workspaceSizeInBytes,
-					   cudaStream_t stream)
+					   void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream)
 {
 	if (!as_ctx(lightHandle))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -1209,8 +1203,15 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	}
 	if (need && !gpu_emu_is_device_range(workspace, need))
 		return CUBLAS_STATUS_INVALID_VALUE;
-	operands o{*static_cast<const float *>(alpha), *static_cast<const float *>(beta), A, B, C, D,
-		   op->bias, static_cast<const float *>(pb.a_scale), static_cast<const float *>(pb.b_scale)};
+	operands o{*static_cast<const float *>(alpha),
+		   *static_cast<const float *>(beta),
+		   A,
+		   B,
+		   C,
+		   D,
+		   op->bias,
+		   static_cast<const float *>(pb.a_scale),
+		   static_cast<const float *>(pb.b_scale)};
 	/* the scales are device floats (a GPU would fault on anything else) */
 	for (const void *sp : {pb.a_scale, pb.b_scale})
 		if (sp && ((uintptr_t)sp % sizeof(float) || !gpu_emu_is_device_range(sp, sizeof(float))))
@@ -1224,8 +1225,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 		return CUBLAS_STATUS_INVALID_VALUE;
 	/* What a GPU would fault on: host memory, or an operand running past its allocation. */
 	if (!gpu_emu_is_device_range(A, ext_a) || !gpu_emu_is_device_range(B, ext_b) ||
-	    !gpu_emu_is_device_range(D, ext_d) ||
-	    (o.beta != 0.0f && !gpu_emu_is_device_range(C, ext_c)) ||
+	    !gpu_emu_is_device_range(D, ext_d) || (o.beta != 0.0f && !gpu_emu_is_device_range(C, ext_c)) ||
 	    (has_bias(pb.epilogue) &&
 	     !gpu_emu_is_device_range(op->bias, (size_t)pb.m * type_size(pb.bias_type))))
 		return CUBLAS_STATUS_INVALID_VALUE;
@@ -1235,8 +1235,12 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	int dev = gpu_emu_stream_device(stream);
 	if (dev != gpu_emu_current_device())
 		return CUBLAS_STATUS_EXECUTION_FAILED;
-	const void *on_device[] = {A, B, D, o.beta != 0.0f ? C : nullptr,
-				   has_bias(pb.epilogue) ? op->bias : nullptr, need ? workspace : nullptr};
+	const void *on_device[] = {A,
+				   B,
+				   D,
+				   o.beta != 0.0f ? C : nullptr,
+				   has_bias(pb.epilogue) ? op->bias : nullptr,
+				   need ? workspace : nullptr};
 	for (size_t i = 0; i < sizeof(on_device) / sizeof(on_device[0]); i++)
 		if (on_device[i] && gpu_emu_device_of(on_device[i]) != dev)
 			gpu_emu_die("cublasLtMatmul: operand %zu (A, B, D, C, bias, workspace) is in device "
@@ -1248,8 +1252,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	/* Lazy loading: each algorithm kind is one kernel of the library's, loaded at its first
 	 * run; first run inside a capture, it fails the capture as a kernel does (runtime.cc). */
 	static const char lt_kernels[ALGO_ELEM_C + 1] = {};
-	if (!gpu_emu_module_use(&lt_kernels[kind], capture != cudaStreamCaptureStatusNone,
-				"cublasLtMatmul", __FILE__, __LINE__)) {
+	if (!gpu_emu_module_use(&lt_kernels[kind], capture != cudaStreamCaptureStatusNone, "cublasLtMatmul",
+				__FILE__, __LINE__)) {
 		gpu_emu_invalidate_capture(stream);
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	}
@@ -1259,8 +1263,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
 	auto *r = new (std::nothrow) recorded_matmul{pb, o};
 	if (!r)
 		return CUBLAS_STATUS_ALLOC_FAILED;
-	gpu_emu_kernel_call call = {nullptr,	    replay_matmul, clone_matmul, destroy_matmul, r,
-				    "cublasLtMatmul", __FILE__,	   __LINE__};
+	gpu_emu_kernel_call call = {nullptr, replay_matmul,    clone_matmul, destroy_matmul,
+				    r,	     "cublasLtMatmul", __FILE__,     __LINE__};
 	gpu_emu_capture_host_work(&call, stream);
 	return CUBLAS_STATUS_SUCCESS;
 }

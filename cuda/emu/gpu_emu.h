@@ -154,11 +154,11 @@ static inline T gpu_emu_shfl(enum gpu_emu_warp_kind k, unsigned mask, T v, int a
 #define __shfl_up_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL_UP, mask, v, __VA_ARGS__)
 #define __shfl_down_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL_DOWN, mask, v, __VA_ARGS__)
 #define __shfl_xor_sync(mask, v, ...) GPU_EMU_SHFL_(GPU_EMU_WARP_SHFL_XOR, mask, v, __VA_ARGS__)
-#define __ballot_sync(mask, p) \
+#define __ballot_sync(mask, p)                                                                               \
 	((unsigned)gpu_emu_warp(GPU_EMU_WARP_BALLOT, mask, (p) != 0, 0, 32, __FILE__, __LINE__))
 #define __any_sync(mask, p) ((int)gpu_emu_warp(GPU_EMU_WARP_ANY, mask, (p) != 0, 0, 32, __FILE__, __LINE__))
 #define __all_sync(mask, p) ((int)gpu_emu_warp(GPU_EMU_WARP_ALL, mask, (p) != 0, 0, 32, __FILE__, __LINE__))
-#define __syncwarp(...) \
+#define __syncwarp(...)                                                                                       \
 	((void)gpu_emu_warp(GPU_EMU_WARP_SYNC, gpu_emu_syncwarp_mask(__VA_ARGS__ + 0u, #__VA_ARGS__[0] == 0), \
 			    0, 0, 32, __FILE__, __LINE__))
 static inline unsigned gpu_emu_syncwarp_mask(unsigned mask, bool absent)
@@ -167,7 +167,8 @@ static inline unsigned gpu_emu_syncwarp_mask(unsigned mask, bool absent)
 }
 #define __activemask() gpu_emu_activemask(__FILE__, __LINE__)
 /* Aborts naming the call: WMMA needs 256-bit aligned pointers and a 16-byte multiple stride. */
-[[noreturn]] void gpu_emu_wmma_misuse(const char *what, const void *p, unsigned ldm, const char *file, int line);
+[[noreturn]] void gpu_emu_wmma_misuse(const char *what, const void *p, unsigned ldm, const char *file,
+				      int line);
 /* The layout of WMMA fragment type `type` (nvcuda::wmma::fragment::gpu_emu_type) this run, each
  * lane holding `per_lane` elements: lane l's x[i] is element element[l * per_lane + i] of the tile
  * (row * cols + col), and slot[e] is a slot l * per_lane + i that holds element e. Fragment types
@@ -223,7 +224,8 @@ template <typename T> static inline T atomicMin(T *p, typename gpu_emu_same<T>::
 	*p = v < old ? v : old;
 	return old;
 }
-template <typename T> static inline T atomicCAS(T *p, typename gpu_emu_same<T>::type compare, typename gpu_emu_same<T>::type v)
+template <typename T>
+static inline T atomicCAS(T *p, typename gpu_emu_same<T>::type compare, typename gpu_emu_same<T>::type v)
 {
 	T old = *p;
 	if (old == compare)
@@ -258,27 +260,84 @@ static inline unsigned atomicInc(unsigned *p, unsigned limit)
 /* ---- intrinsics NVIDIA's headers keep device-only ----------------------------------------- */
 
 /* Exact here, approximate on the GPU: compare with tolerances (gpu-testing.md). */
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rsqrtf(float x)
+{
+	return 1.0f / sqrtf(x);
+}
+static inline double rsqrt(double x)
+{
+	return 1.0 / sqrt(x);
+}
 /* __expf, __logf, __sinf, __cosf, __powf: glibc's math.h declares them (its own names of expf,
  * logf, ...), so they need no definition here. */
-static inline float __fdividef(float x, float y) { return x / y; }
-static inline float __frcp_rn(float x) { return 1.0f / x; }
-static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float __saturatef(float x) { return x > 1.0f ? 1.0f : x > 0.0f ? x : 0.0f; } /* NaN -> 0 */
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline int __float_as_int(float x) { return gpu_emu_from_bits<int>(gpu_emu_to_bits(x)); }
-static inline unsigned __float_as_uint(float x) { return gpu_emu_from_bits<unsigned>(gpu_emu_to_bits(x)); }
-static inline float __int_as_float(int x) { return gpu_emu_from_bits<float>(gpu_emu_to_bits(x)); }
-static inline float __uint_as_float(unsigned x) { return gpu_emu_from_bits<float>(gpu_emu_to_bits(x)); }
-static inline int __popc(unsigned x) { return __builtin_popcount(x); }
-static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
-static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
-static inline int __ffs(int x) { return __builtin_ffs(x); }
-static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline float __fdividef(float x, float y)
+{
+	return x / y;
+}
+static inline float __frcp_rn(float x)
+{
+	return 1.0f / x;
+}
+static inline float __fsqrt_rn(float x)
+{
+	return sqrtf(x);
+}
+static inline float __saturatef(float x)
+{
+	return x > 1.0f ? 1.0f : x > 0.0f ? x : 0.0f;
+} /* NaN -> 0 */
+static inline float __fmaf_rn(float a, float b, float c)
+{
+	return fmaf(a, b, c);
+}
+static inline float __fadd_rn(float a, float b)
+{
+	return a + b;
+}
+static inline float __fmul_rn(float a, float b)
+{
+	return a * b;
+}
+static inline int __float_as_int(float x)
+{
+	return gpu_emu_from_bits<int>(gpu_emu_to_bits(x));
+}
+static inline unsigned __float_as_uint(float x)
+{
+	return gpu_emu_from_bits<unsigned>(gpu_emu_to_bits(x));
+}
+static inline float __int_as_float(int x)
+{
+	return gpu_emu_from_bits<float>(gpu_emu_to_bits(x));
+}
+static inline float __uint_as_float(unsigned x)
+{
+	return gpu_emu_from_bits<float>(gpu_emu_to_bits(x));
+}
+static inline int __popc(unsigned x)
+{
+	return __builtin_popcount(x);
+}
+static inline int __popcll(unsigned long long x)
+{
+	return __builtin_popcountll(x);
+}
+static inline int __clz(int x)
+{
+	return x ? __builtin_clz((unsigned)x) : 32;
+}
+static inline int __clzll(long long x)
+{
+	return x ? __builtin_clzll((unsigned long long)x) : 64;
+}
+static inline int __ffs(int x)
+{
+	return __builtin_ffs(x);
+}
+static inline int __ffsll(long long x)
+{
+	return __builtin_ffsll(x);
+}
 static inline unsigned __brev(unsigned x)
 {
 	unsigned r = 0;
@@ -286,23 +345,68 @@ static inline unsigned __brev(unsigned x)
 		r = (r << 1) | (x & 1u);
 	return r;
 }
-template <typename T> static inline T __ldg(const T *p) { return *p; }
-template <typename T> static inline T __ldcs(const T *p) { return *p; }
-template <typename T> static inline void __stcs(T *p, T v) { *p = v; }
+template <typename T> static inline T __ldg(const T *p)
+{
+	return *p;
+}
+template <typename T> static inline T __ldcs(const T *p)
+{
+	return *p;
+}
+template <typename T> static inline void __stcs(T *p, T v)
+{
+	*p = v;
+}
 
 /* Device min/max: CUDA has overloads for every arithmetic type in the global namespace. */
-static inline int min(int a, int b) { return a < b ? a : b; }
-static inline int max(int a, int b) { return a > b ? a : b; }
-static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-static inline long long min(long long a, long long b) { return a < b ? a : b; }
-static inline long long max(long long a, long long b) { return a > b ? a : b; }
-static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-static inline float min(float a, float b) { return fminf(a, b); }
-static inline float max(float a, float b) { return fmaxf(a, b); }
-static inline double min(double a, double b) { return fmin(a, b); }
-static inline double max(double a, double b) { return fmax(a, b); }
+static inline int min(int a, int b)
+{
+	return a < b ? a : b;
+}
+static inline int max(int a, int b)
+{
+	return a > b ? a : b;
+}
+static inline unsigned min(unsigned a, unsigned b)
+{
+	return a < b ? a : b;
+}
+static inline unsigned max(unsigned a, unsigned b)
+{
+	return a > b ? a : b;
+}
+static inline long long min(long long a, long long b)
+{
+	return a < b ? a : b;
+}
+static inline long long max(long long a, long long b)
+{
+	return a > b ? a : b;
+}
+static inline unsigned long long min(unsigned long long a, unsigned long long b)
+{
+	return a < b ? a : b;
+}
+static inline unsigned long long max(unsigned long long a, unsigned long long b)
+{
+	return a > b ? a : b;
+}
+static inline float min(float a, float b)
+{
+	return fminf(a, b);
+}
+static inline float max(float a, float b)
+{
+	return fmaxf(a, b);
+}
+static inline double min(double a, double b)
+{
+	return fmin(a, b);
+}
+static inline double max(double a, double b)
+{
+	return fmax(a, b);
+}
 
 /* half and bf16: computed in fp32 and rounded once, as the hardware does for these. */
 static inline __half __hfma(__half a, __half b, __half c)
@@ -313,11 +417,26 @@ static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat
 {
 	return __float2bfloat16(fmaf(__bfloat162float(a), __bfloat162float(b), __bfloat162float(c)));
 }
-static inline __half hexp(__half a) { return __float2half(expf(__half2float(a))); }
-static inline __half hsqrt(__half a) { return __float2half(sqrtf(__half2float(a))); }
-static inline __half hrsqrt(__half a) { return __float2half(1.0f / sqrtf(__half2float(a))); }
-static inline __nv_bfloat16 hexp(__nv_bfloat16 a) { return __float2bfloat16(expf(__bfloat162float(a))); }
-static inline __nv_bfloat16 hsqrt(__nv_bfloat16 a) { return __float2bfloat16(sqrtf(__bfloat162float(a))); }
+static inline __half hexp(__half a)
+{
+	return __float2half(expf(__half2float(a)));
+}
+static inline __half hsqrt(__half a)
+{
+	return __float2half(sqrtf(__half2float(a)));
+}
+static inline __half hrsqrt(__half a)
+{
+	return __float2half(1.0f / sqrtf(__half2float(a)));
+}
+static inline __nv_bfloat16 hexp(__nv_bfloat16 a)
+{
+	return __float2bfloat16(expf(__bfloat162float(a)));
+}
+static inline __nv_bfloat16 hsqrt(__nv_bfloat16 a)
+{
+	return __float2bfloat16(sqrtf(__bfloat162float(a)));
+}
 static inline __nv_bfloat16 hrsqrt(__nv_bfloat16 a)
 {
 	return __float2bfloat16(1.0f / sqrtf(__bfloat162float(a)));
@@ -354,14 +473,21 @@ static inline int __half2int_rn(__half a)
  * Each lane loads and stores its own elements; mma_sync hands every lane's operands to the last
  * lane to arrive, which computes the warp's product (in fp32, k ascending, whatever the layout:
  * the same bits under every layout) into every lane's d. */
-namespace nvcuda {
-namespace wmma {
+namespace nvcuda
+{
+namespace wmma
+{
 
-struct row_major {};
-struct col_major {};
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
+struct row_major {
+};
+struct col_major {
+};
+struct matrix_a {
+};
+struct matrix_b {
+};
+struct accumulator {
+};
 enum layout_t { mem_row_major, mem_col_major };
 
 template <typename Use, int M, int N, int K> struct gpu_emu_shape;
@@ -381,18 +507,23 @@ template <typename L> struct gpu_emu_layout {
 	enum { index = std::is_same<L, row_major>::value ? 0 : std::is_same<L, col_major>::value ? 1 : 2 };
 };
 
-template <typename Use, int M, int N, int K, typename T, typename Layout = void> class fragment {
-	static_assert(M == 16 && N == 16 && K == 16, "the CUDA emulation implements the m16n16k16 WMMA shape");
-	static_assert(std::is_same<Use, accumulator>::value ? std::is_same<T, float>::value
-							    : std::is_same<T, __half>::value ||
-								      std::is_same<T, __nv_bfloat16>::value,
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> class fragment
+{
+	static_assert(M == 16 && N == 16 && K == 16,
+		      "the CUDA emulation implements the m16n16k16 WMMA shape");
+	static_assert(std::is_same<Use, accumulator>::value ?
+			      std::is_same<T, float>::value :
+			      std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
 		      "the CUDA emulation implements bf16 and half inputs with fp32 accumulators");
 
-public:
+      public:
 	typedef T element_type;
 	typedef T storage_element_type;
 	/* per lane, as in NVIDIA's mma.h */
-	enum { num_elements = !std::is_same<Use, accumulator>::value && std::is_same<T, __half>::value ? 16 : 8 };
+	enum {
+		num_elements =
+			!std::is_same<Use, accumulator>::value && std::is_same<T, __half>::value ? 16 : 8
+	};
 	T x[num_elements];
 	/* the emulation's: the tile's shape and the index of this type's layout */
 	enum {
@@ -421,8 +552,8 @@ template <typename F> static inline const struct gpu_emu_wmma_map *gpu_emu_map(v
 	return gpu_emu_wmma_layout(F::gpu_emu_type, F::num_elements);
 }
 
-static inline void gpu_emu_wmma_enter(const char *what, const void *p, unsigned ldm, size_t elem, const char *file,
-				      int line)
+static inline void gpu_emu_wmma_enter(const char *what, const void *p, unsigned ldm, size_t elem,
+				      const char *file, int line)
 {
 	if ((uintptr_t)p % 32 != 0 || (ldm * elem) % 16 != 0)
 		gpu_emu_wmma_misuse(what, p, ldm, file, line);
@@ -442,8 +573,8 @@ static inline void gpu_emu_load(fragment<Use, M, N, K, T, L> &f, const T *p, uns
 }
 
 template <typename Use, int M, int N, int K, typename T, typename L>
-static inline void load_matrix_sync_at(const char *file, int line, fragment<Use, M, N, K, T, L> &f, const T *p,
-				       unsigned ldm)
+static inline void load_matrix_sync_at(const char *file, int line, fragment<Use, M, N, K, T, L> &f,
+				       const T *p, unsigned ldm)
 {
 	static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load names its layout_t");
 	gpu_emu_wmma_enter("wmma::load_matrix_sync", p, ldm, sizeof(T), file, line);
@@ -459,8 +590,9 @@ static inline void load_matrix_sync_at(const char *file, int line, fragment<accu
 }
 
 template <int M, int N, int K, typename T>
-static inline void store_matrix_sync_at(const char *file, int line, T *p, const fragment<accumulator, M, N, K, T> &f,
-					unsigned ldm, layout_t layout)
+static inline void store_matrix_sync_at(const char *file, int line, T *p,
+					const fragment<accumulator, M, N, K, T> &f, unsigned ldm,
+					layout_t layout)
 {
 	typedef fragment<accumulator, M, N, K, T> F;
 	gpu_emu_wmma_enter("wmma::store_matrix_sync", p, ldm, sizeof(T), file, line);
@@ -506,13 +638,17 @@ static void gpu_emu_mma_compute(const struct gpu_emu_mma_operands *const *peers)
 
 template <int M, int N, int K, typename T, typename LA, typename LB>
 static inline void mma_sync_at(const char *file, int line, fragment<accumulator, M, N, K, float> &d,
-			       const fragment<matrix_a, M, N, K, T, LA> &a, const fragment<matrix_b, M, N, K, T, LB> &b,
+			       const fragment<matrix_a, M, N, K, T, LA> &a,
+			       const fragment<matrix_b, M, N, K, T, LB> &b,
 			       const fragment<accumulator, M, N, K, float> &c)
 {
 	struct gpu_emu_mma_operands mine = {
 		gpu_emu_mma_compute<fragment<matrix_a, M, N, K, T, LA>, fragment<matrix_b, M, N, K, T, LB>,
 				    fragment<accumulator, M, N, K, float>>,
-		&a, &b, &c, &d,
+		&a,
+		&b,
+		&c,
+		&d,
 	};
 	gpu_emu_warp(GPU_EMU_WARP_WMMA, 0xffffffffu, (uint64_t)(uintptr_t)&mine, 0, 32, file, line);
 }
@@ -546,8 +682,8 @@ void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, siz
 #define GPU_EMU_MAX_DEVICES 8
 /* Aborts naming the launch when kernel argument `index`, a pointer, points into the memory of
  * another device than the one the kernel runs on (the stream's). */
-void gpu_emu_check_kernel_pointer(const void *p, int index, cudaStream_t stream, const char *file,
-				  int line, const char *text);
+void gpu_emu_check_kernel_pointer(const void *p, int index, cudaStream_t stream, const char *file, int line,
+				  const char *text);
 template <typename T>
 static inline void gpu_emu_check_arg(const T &v, int index, cudaStream_t stream, const char *file, int line,
 				     const char *text)
@@ -564,8 +700,14 @@ template <typename Tuple, typename... KArgs> struct gpu_emu_thunk {
 		Tuple t = *static_cast<const Tuple *>(args);
 		std::apply([kernel](auto, auto... a) { kernel(a...); }, t);
 	}
-	static void *clone(const void *args) { return new Tuple(*static_cast<const Tuple *>(args)); }
-	static void destroy(void *args) { delete static_cast<Tuple *>(args); }
+	static void *clone(const void *args)
+	{
+		return new Tuple(*static_cast<const Tuple *>(args));
+	}
+	static void destroy(void *args)
+	{
+		delete static_cast<Tuple *>(args);
+	}
 };
 
 /* Copy-initialisation, as when nvcc passes an argument to a kernel parameter: an explicit-only
@@ -583,9 +725,14 @@ static inline void gpu_emu_klaunch(const char *text, const char *file, int line,
 	typedef std::tuple<void (*)(KArgs...), std::decay_t<KArgs>...> Tuple;
 	typedef gpu_emu_thunk<Tuple, KArgs...> Thunk;
 	struct gpu_emu_kernel_call call = {
-		(const void *)kernel, Thunk::run, Thunk::clone, Thunk::destroy,
+		(const void *)kernel,
+		Thunk::run,
+		Thunk::clone,
+		Thunk::destroy,
 		new Tuple(kernel, gpu_emu_implicit<std::decay_t<KArgs>>(std::forward<Args>(args))...),
-		text, file, line,
+		text,
+		file,
+		line,
 	};
 	std::apply(
 		[&](auto, const auto &...a) {
@@ -597,7 +744,8 @@ static inline void gpu_emu_klaunch(const char *text, const char *file, int line,
 }
 /* cuda_runtime.h declares its C++ overloads that take a kernel only for nvcc. */
 template <typename... KArgs>
-static inline cudaError_t cudaFuncSetAttribute(void (*kernel)(KArgs...), enum cudaFuncAttribute attr, int value)
+static inline cudaError_t cudaFuncSetAttribute(void (*kernel)(KArgs...), enum cudaFuncAttribute attr,
+					       int value)
 {
 	return ::cudaFuncSetAttribute((const void *)kernel, attr, value);
 }
@@ -617,8 +765,9 @@ static inline cudaError_t cudaMemcpyToSymbol(const T &symbol, const void *src, s
 	return ::cudaMemcpyToSymbol((const void *)&symbol, src, count, offset, kind);
 }
 template <typename T>
-static inline cudaError_t cudaMemcpyToSymbolAsync(const T &symbol, const void *src, size_t count, size_t offset,
-						  enum cudaMemcpyKind kind, cudaStream_t stream = 0)
+static inline cudaError_t cudaMemcpyToSymbolAsync(const T &symbol, const void *src, size_t count,
+						  size_t offset, enum cudaMemcpyKind kind,
+						  cudaStream_t stream = 0)
 {
 	return ::cudaMemcpyToSymbolAsync((const void *)&symbol, src, count, offset, kind, stream);
 }

@@ -7,13 +7,13 @@
  * kernel launched into a stream of another device than the current one fails
  * (cudaErrorInvalidResourceHandle), as does a graph launch or an event record across devices,
  * while a kernel argument that points into another device's memory aborts with the launch's
- * source line (a real GPU faults with an illegal address). Device memory is host memory of exactly the requested size, filled with
- * 0xFF bytes (NaN for fp32, bf16 and half) so that a read before any write shows up; the total is
- * capped (HOLOD_GPU_EMU_MEMORY, default 80G) so that out-of-memory paths can be tested. Every
- * operation on a stream runs at once on the calling thread (kernels on the emulation thread, which
- * the caller waits for), so stream order is kept trivially; a stream that is capturing records
- * launches, copies, memsets and event records into a graph instead, and cudaGraphLaunch replays
- * them. Functions the engine does not use are not defined here: a link error names them.
+ * source line (a real GPU faults with an illegal address). Device memory is host memory of exactly the
+ * requested size, filled with 0xFF bytes (NaN for fp32, bf16 and half) so that a read before any write shows
+ * up; the total is capped (HOLOD_GPU_EMU_MEMORY, default 80G) so that out-of-memory paths can be tested.
+ * Every operation on a stream runs at once on the calling thread (kernels on the emulation thread, which the
+ * caller waits for), so stream order is kept trivially; a stream that is capturing records launches, copies,
+ * memsets and event records into a graph instead, and cudaGraphLaunch replays them. Functions the engine does
+ * not use are not defined here: a link error names them.
  *
  * A device fault can be injected (HOLOD_GPU_EMU_FAULT, below): the context is then broken as a
  * kernel's illegal address breaks a real one, until cudaDeviceReset(). So can an old driver
@@ -55,16 +55,16 @@ struct emu_alloc {
 	int device;
 };
 static std::map<uintptr_t, struct emu_alloc> *device_allocs; /* by address, under table_lock */
-static std::map<const void *, int> *kernel_max_dyn_smem; /* under table_lock */
-static std::map<uintptr_t, size_t> *pinned_allocs; /* cudaMallocHost blocks, under table_lock */
+static std::map<const void *, int> *kernel_max_dyn_smem;     /* under table_lock */
+static std::map<uintptr_t, size_t> *pinned_allocs;	     /* cudaMallocHost blocks, under table_lock */
 /* Lazy loading (gpu_emu_module_use): the kernels (and library stand-in functions) each device has
  * loaded, under table_lock; capture_load_fails: HOLOD_GPU_EMU_CAPTURE_LOAD=fail|allow. */
 static std::set<std::pair<int, const void *>> *modules_loaded;
 static bool capture_load_fails;
 static size_t mem_used[GPU_EMU_MAX_DEVICES], mem_limit; /* the limit is per device */
-static int n_devices; /* HOLOD_GPU_EMU_DEVICES; 0 until read */
-static thread_local int current_device; /* cudaSetDevice's, per host thread as in CUDA */
-static int arch_major; /* 9 or 8; 0 until read from HOLOD_GPU_EMU_ARCH */
+static int n_devices;					/* HOLOD_GPU_EMU_DEVICES; 0 until read */
+static thread_local int current_device;			/* cudaSetDevice's, per host thread as in CUDA */
+static int arch_major;					/* 9 or 8; 0 until read from HOLOD_GPU_EMU_ARCH */
 static int arch_minor; /* 0, or 6 / 9 for sm_86 (RTX 3090) and sm_89 (RTX 4090, L4) */
 
 static cudaError_t fail(cudaError_t e)
@@ -76,10 +76,10 @@ static cudaError_t fail(cudaError_t e)
 /* Strict capture (below): true, with the error recorded and the captures invalidated, when a
  * potentially unsafe call `what` is made while a capture forbids it. */
 static bool unsafe_in_capture(const char *what);
-#define RETURN_IF_UNSAFE_IN_CAPTURE(what)                                                          \
-	do {                                                                                       \
-		if (unsafe_in_capture(what))                                                       \
-			return cudaErrorStreamCaptureUnsupported;                                  \
+#define RETURN_IF_UNSAFE_IN_CAPTURE(what)                                                                    \
+	do {                                                                                                 \
+		if (unsafe_in_capture(what))                                                                 \
+			return cudaErrorStreamCaptureUnsupported;                                            \
 	} while (0)
 
 /* ---- injected device faults ----------------------------------------------------------------
@@ -93,7 +93,7 @@ static bool unsafe_in_capture(const char *what);
 static std::atomic<bool> broken{false};
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static unsigned long long fault_after = ULLONG_MAX; /* grids before the fault */
-static char *fault_file;                             /* or: the trigger file */
+static char *fault_file;			    /* or: the trigger file */
 static std::atomic<unsigned long long> grids_seen{0};
 static std::atomic<bool> fault_fired{false};
 
@@ -141,11 +141,11 @@ static bool broken_now(cudaError_t *ret)
 	return true;
 }
 
-#define RETURN_IF_BROKEN()                                                                         \
-	do {                                                                                       \
-		cudaError_t broken_e_;                                                             \
-		if (broken_now(&broken_e_))                                                        \
-			return broken_e_;                                                          \
+#define RETURN_IF_BROKEN()                                                                                   \
+	do {                                                                                                 \
+		cudaError_t broken_e_;                                                                       \
+		if (broken_now(&broken_e_))                                                                  \
+			return broken_e_;                                                                    \
 	} while (0)
 
 cudaError_t cudaDeviceReset(void)
@@ -205,7 +205,8 @@ static void config_locked(void)
 	else
 		gpu_emu_die("HOLOD_GPU_EMU_CAPTURE_LOAD=%s: expected fail or allow", cl);
 	if (!mem_limit)
-		mem_limit = gpu_emu_parse_size(getenv("HOLOD_GPU_EMU_MEMORY"), (size_t)80 << 30, "HOLOD_GPU_EMU_MEMORY");
+		mem_limit = gpu_emu_parse_size(getenv("HOLOD_GPU_EMU_MEMORY"), (size_t)80 << 30,
+					       "HOLOD_GPU_EMU_MEMORY");
 	if (!arch_major) {
 		const char *a = getenv("HOLOD_GPU_EMU_ARCH");
 		if (!a || !*a || !strcmp(a, "sm_90"))
@@ -288,7 +289,8 @@ static const struct {
 	{cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
 	{cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
 	{cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
-	{cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+	{cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+	 "invalid copy direction for memcpy"},
 	{cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
 	{cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
 	{cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
@@ -303,7 +305,8 @@ static const struct {
 	{cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in this state"},
 	{cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
 	{cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
-	{cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
+	{cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
+	 "too many resources requested for launch"},
 };
 
 const char *cudaGetErrorName(cudaError_t e)
@@ -544,7 +547,6 @@ int gpu_emu_device_of(const void *p)
 	return d;
 }
 
-
 cudaError_t cudaMemGetInfo(size_t *ret_free, size_t *ret_total)
 {
 	if (!ret_free || !ret_total)
@@ -645,11 +647,11 @@ struct CUgraphExec_st : CUgraph_st {
 
 struct CUstream_st {
 	unsigned flags;
-	struct CUgraph_st *capture; /* non-NULL while capturing */
-	std::atomic<bool> invalidated; /* an operation failed during capture (any thread sets it) */
-	int device; /* current at creation; -1: the default stream, every device's own */
+	struct CUgraph_st *capture;	 /* non-NULL while capturing */
+	std::atomic<bool> invalidated;	 /* an operation failed during capture (any thread sets it) */
+	int device;			 /* current at creation; -1: the default stream, every device's own */
 	enum cudaStreamCaptureMode mode; /* while capturing */
-	pthread_t owner;                 /* the thread that began the capture */
+	pthread_t owner;		 /* the thread that began the capture */
 };
 
 struct CUevent_st {
@@ -680,8 +682,8 @@ static bool unsafe_in_capture(const char *what)
 	bool hit = false;
 	pthread_mutex_lock(&table_lock);
 	for (struct CUstream_st *st : *captures) {
-		if (st->mode == cudaStreamCaptureModeGlobal ||
-		    (st->mode == cudaStreamCaptureModeThreadLocal && pthread_equal(st->owner, pthread_self()))) {
+		if (st->mode == cudaStreamCaptureModeGlobal || (st->mode == cudaStreamCaptureModeThreadLocal &&
+								pthread_equal(st->owner, pthread_self()))) {
 			st->invalidated = true;
 			hit = true;
 		}
@@ -872,7 +874,8 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 
 /* ---- copies ------------------------------------------------------------------------------- */
 
-static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
+static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+			     cudaStream_t s)
 {
 	if ((unsigned)kind > (unsigned)cudaMemcpyDefault)
 		return fail(cudaErrorInvalidMemcpyDirection);
@@ -883,8 +886,10 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cuda
 		return fail(cudaErrorInvalidValue);
 	struct CUstream_st *st = stream_of(s);
 	if (st->capture) {
-		bool dst_host = kind == cudaMemcpyDeviceToHost || (kind == cudaMemcpyDefault && !gpu_emu_is_device_range(dst, count));
-		bool src_host = kind == cudaMemcpyHostToDevice || (kind == cudaMemcpyDefault && !gpu_emu_is_device_range(src, count));
+		bool dst_host = kind == cudaMemcpyDeviceToHost ||
+				(kind == cudaMemcpyDefault && !gpu_emu_is_device_range(dst, count));
+		bool src_host = kind == cudaMemcpyHostToDevice ||
+				(kind == cudaMemcpyDefault && !gpu_emu_is_device_range(src, count));
 		if (kind == cudaMemcpyHostToHost || (dst_host && !is_pinned(dst, count)) ||
 		    (src_host && !is_pinned(src, count))) {
 			st->invalidated = true;
@@ -916,14 +921,15 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 	return memcpy_on(dst, src, count, kind, s);
 }
 
-cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-			 enum cudaMemcpyKind kind)
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+			 size_t height, enum cudaMemcpyKind kind)
 {
 	if (width > dpitch || width > spitch)
 		return fail(cudaErrorInvalidValue);
 	RETURN_IF_UNSAFE_IN_CAPTURE("cudaMemcpy2D");
 	for (size_t r = 0; r < height; r++) {
-		cudaError_t e = memcpy_on((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, nullptr);
+		cudaError_t e = memcpy_on((char *)dst + r * dpitch, (const char *)src + r * spitch, width,
+					  kind, nullptr);
 		if (e != cudaSuccess)
 			return e;
 	}
@@ -948,7 +954,8 @@ cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t 
 	return memcpy_on((char *)symbol + offset, src, count, kind, s);
 }
 
-cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+				 enum cudaMemcpyKind kind)
 {
 	if (!symbol)
 		return fail(cudaErrorInvalidValue);
@@ -1033,7 +1040,8 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
 	attr->ptxVersion = attr->binaryVersion = arch_major * 10 + arch_minor;
 	pthread_mutex_lock(&table_lock);
 	auto it = kernel_max_dyn_smem->find(func);
-	attr->maxDynamicSharedSizeBytes = it == kernel_max_dyn_smem->end() ? (int)SMEM_DEFAULT_MAX : it->second;
+	attr->maxDynamicSharedSizeBytes =
+		it == kernel_max_dyn_smem->end() ? (int)SMEM_DEFAULT_MAX : it->second;
 	pthread_mutex_unlock(&table_lock);
 	return cudaSuccess;
 }
@@ -1083,8 +1091,8 @@ static cudaError_t check_launch(const void *kernel, dim3 grid, dim3 block, size_
 	return gpu_emu_check_registers(kernel, threads, arch); /* the register file (budget.cc) */
 }
 
-void gpu_emu_check_kernel_pointer(const void *p, int index, cudaStream_t stream, const char *file,
-				  int line, const char *text)
+void gpu_emu_check_kernel_pointer(const void *p, int index, cudaStream_t stream, const char *file, int line,
+				  const char *text)
 {
 	int on = stream_device(stream_of(stream));
 	if (on != current_device) /* the launch fails: cudaErrorInvalidResourceHandle */
@@ -1104,8 +1112,8 @@ void gpu_emu_launch(struct gpu_emu_kernel_call *call, dim3 grid, dim3 block, siz
 	 * current device" (CUDA programming guide, stream and event behavior) */
 	if (e == cudaSuccess && stream_device(st) != current_device)
 		e = cudaErrorInvalidResourceHandle;
-	if (e == cudaSuccess && !gpu_emu_module_use(call->kernel, st->capture != nullptr, call->text,
-						    call->file, call->line)) {
+	if (e == cudaSuccess &&
+	    !gpu_emu_module_use(call->kernel, st->capture != nullptr, call->text, call->file, call->line)) {
 		st->invalidated = true;
 		e = cudaErrorStreamCaptureUnsupported;
 	}
@@ -1189,9 +1197,9 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *
 	if (!ret)
 		return fail(cudaErrorInvalidValue);
 	struct CUstream_st *st = stream_of(s);
-	*ret = !st->capture ? cudaStreamCaptureStatusNone
-	       : st->invalidated ? cudaStreamCaptureStatusInvalidated
-				 : cudaStreamCaptureStatusActive;
+	*ret = !st->capture    ? cudaStreamCaptureStatusNone :
+	       st->invalidated ? cudaStreamCaptureStatusInvalidated :
+				 cudaStreamCaptureStatusActive;
 	return cudaSuccess;
 }
 

@@ -119,7 +119,7 @@ static struct {
 	const char *bar_file;
 	int bar_line;
 	struct fiber *bar_first;
-	void *dyn_smem;  /* the running launch's dynamic shared memory, inside dyn_block */
+	void *dyn_smem; /* the running launch's dynamic shared memory, inside dyn_block */
 	void *dyn_block;
 	uint64_t rng;
 	const void *sched_stack_bottom;
@@ -222,7 +222,7 @@ enum { WMMA_TYPES = 27 };
 static struct {
 	bool set, random;
 	unsigned long long seed;
-	const char *origin; /* where the seed came from, for the failure report */
+	const char *origin;	  /* where the seed came from, for the failure report */
 	int per_lane[WMMA_TYPES]; /* 0: not drawn yet */
 	struct gpu_emu_wmma_map maps[WMMA_TYPES];
 } wmma;
@@ -234,7 +234,8 @@ static void wmma_report_layout(void)
 {
 	if (wmma_random_used.load())
 		fprintf(stderr,
-			"gpu-emu: this run drew its WMMA fragment layouts (which element each lane's x[i] holds) "
+			"gpu-emu: this run drew its WMMA fragment layouts (which element each lane's x[i] "
+			"holds) "
 			"from seed %llu: HOLOD_GPU_EMU_WMMA_LAYOUT=random:%llu repeats them\n",
 			wmma_used_seed.load(), wmma_used_seed.load());
 }
@@ -364,15 +365,24 @@ static void kernel_name(char *buf, size_t size)
 static const char *warp_kind_name(enum gpu_emu_warp_kind k)
 {
 	switch (k) {
-	case GPU_EMU_WARP_SYNC: return "__syncwarp";
-	case GPU_EMU_WARP_SHFL: return "__shfl_sync";
-	case GPU_EMU_WARP_SHFL_UP: return "__shfl_up_sync";
-	case GPU_EMU_WARP_SHFL_DOWN: return "__shfl_down_sync";
-	case GPU_EMU_WARP_SHFL_XOR: return "__shfl_xor_sync";
-	case GPU_EMU_WARP_BALLOT: return "__ballot_sync";
-	case GPU_EMU_WARP_ANY: return "__any_sync";
-	case GPU_EMU_WARP_ALL: return "__all_sync";
-	case GPU_EMU_WARP_WMMA: return "a wmma::*_sync call";
+	case GPU_EMU_WARP_SYNC:
+		return "__syncwarp";
+	case GPU_EMU_WARP_SHFL:
+		return "__shfl_sync";
+	case GPU_EMU_WARP_SHFL_UP:
+		return "__shfl_up_sync";
+	case GPU_EMU_WARP_SHFL_DOWN:
+		return "__shfl_down_sync";
+	case GPU_EMU_WARP_SHFL_XOR:
+		return "__shfl_xor_sync";
+	case GPU_EMU_WARP_BALLOT:
+		return "__ballot_sync";
+	case GPU_EMU_WARP_ANY:
+		return "__any_sync";
+	case GPU_EMU_WARP_ALL:
+		return "__all_sync";
+	case GPU_EMU_WARP_WMMA:
+		return "a wmma::*_sync call";
 	}
 	return "a warp collective";
 }
@@ -404,17 +414,22 @@ static const char *warp_kind_name(enum gpu_emu_warp_kind k)
 			}
 		}
 		if (f->state == FIBER_BARRIER)
-			fprintf(stderr, "gpu-emu:   %d thread(s) wait in __syncthreads at %s:%d (first: thread (%u,%u,%u))\n",
+			fprintf(stderr,
+				"gpu-emu:   %d thread(s) wait in __syncthreads at %s:%d (first: thread "
+				"(%u,%u,%u))\n",
 				count, f->file, f->line, f->tid.x, f->tid.y, f->tid.z);
 		else
 			fprintf(stderr,
-				"gpu-emu:   %d lane(s) of warp %d wait in %s at %s:%d with mask 0x%08x (first: thread (%u,%u,%u))\n",
-				count, f->linear / 32, warp_kind_name(f->kind), f->file, f->line, f->mask, f->tid.x,
-				f->tid.y, f->tid.z);
+				"gpu-emu:   %d lane(s) of warp %d wait in %s at %s:%d with mask 0x%08x "
+				"(first: thread (%u,%u,%u))\n",
+				count, f->linear / 32, warp_kind_name(f->kind), f->file, f->line, f->mask,
+				f->tid.x, f->tid.y, f->tid.z);
 	}
 	free(seen);
-	gpu_emu_die("  %d of %d thread(s) have exited; a barrier or a warp collective waits for a thread that "
-		    "never arrives", done, emu.nthreads);
+	gpu_emu_die(
+		"  %d of %d thread(s) have exited; a barrier or a warp collective waits for a thread that "
+		"never arrives",
+		done, emu.nthreads);
 }
 
 /* ---- fibers --------------------------------------------------------------------------------- */
@@ -474,8 +489,8 @@ static transfer_t jump_to(struct fiber *to, fcontext_t *slot, void **fake_stack_
  * switch comes back to `from`. */
 static void switch_to(struct fiber *from, struct fiber *to)
 {
-	transfer_t t = from ? jump_to(to, &from->ctx, &from->fake_stack)
-			    : jump_to(to, &emu.sched_ctx, &emu.sched_fake_stack);
+	transfer_t t = from ? jump_to(to, &from->ctx, &from->fake_stack) :
+			      jump_to(to, &emu.sched_ctx, &emu.sched_fake_stack);
 	switched_in(t, from ? from->fake_stack : emu.sched_fake_stack);
 }
 
@@ -581,16 +596,17 @@ static void ensure_fibers(int n)
 
 /* ---- collectives (called on fibers) --------------------------------------------------------- */
 
-[[noreturn]] __attribute__((noinline, cold)) static void die_divergent(const struct fiber *f, const char *file,
-									int line)
+[[noreturn]] __attribute__((noinline, cold)) static void die_divergent(const struct fiber *f,
+								       const char *file, int line)
 {
 	char name[256];
 	kernel_name(name, sizeof(name));
 	const struct fiber *g = emu.bar_first;
-	gpu_emu_die("divergent __syncthreads in " WHERE_FMT ": thread (%u,%u,%u) waits at %s:%d while thread (%u,%u,%u) "
+	gpu_emu_die("divergent __syncthreads in " WHERE_FMT
+		    ": thread (%u,%u,%u) waits at %s:%d while thread (%u,%u,%u) "
 		    "reached %s:%d",
-		    WHERE_ARGS(name), g->tid.x, g->tid.y, g->tid.z, emu.bar_file, emu.bar_line, f->tid.x, f->tid.y,
-		    f->tid.z, file, line);
+		    WHERE_ARGS(name), g->tid.x, g->tid.y, g->tid.z, emu.bar_file, emu.bar_line, f->tid.x,
+		    f->tid.y, f->tid.z, file, line);
 }
 
 int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, int line)
@@ -616,10 +632,14 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 	yield_to_next();
 	unsigned count = (unsigned)f->result, arrived = (unsigned)(f->result >> 32);
 	switch (kind) {
-	case GPU_EMU_BAR_SYNC: return 0;
-	case GPU_EMU_BAR_COUNT: return (int)count;
-	case GPU_EMU_BAR_AND: return count == arrived;
-	case GPU_EMU_BAR_OR: return count > 0;
+	case GPU_EMU_BAR_SYNC:
+		return 0;
+	case GPU_EMU_BAR_COUNT:
+		return (int)count;
+	case GPU_EMU_BAR_AND:
+		return count == arrived;
+	case GPU_EMU_BAR_OR:
+		return count > 0;
 	}
 	return 0;
 }
@@ -631,9 +651,11 @@ int gpu_emu_syncthreads(enum gpu_emu_bar_kind kind, int pred, const char *file, 
 {
 	char name[256];
 	kernel_name(name, sizeof(name));
-	gpu_emu_die("mismatched wmma calls in " WHERE_FMT ": lane 0 is in %s at %s:%d while lane %d is in %s at %s:%d",
-		    WHERE_ARGS(name), lanes[0].value ? "mma_sync" : "a load or store", lanes[0].file, lanes[0].line, l,
-		    lanes[l].value ? "mma_sync" : "a load or store", lanes[l].file, lanes[l].line);
+	gpu_emu_die("mismatched wmma calls in " WHERE_FMT
+		    ": lane 0 is in %s at %s:%d while lane %d is in %s at %s:%d",
+		    WHERE_ARGS(name), lanes[0].value ? "mma_sync" : "a load or store", lanes[0].file,
+		    lanes[0].line, l, lanes[l].value ? "mma_sync" : "a load or store", lanes[l].file,
+		    lanes[l].line);
 }
 
 static void wmma_complete(const struct fiber *lanes)
@@ -661,10 +683,10 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 				if (lanes[l].value)
 					ballot |= 1u << l;
 			}
-		uint64_t r = kind == GPU_EMU_WARP_BALLOT ? ballot
-			     : kind == GPU_EMU_WARP_ANY	 ? ballot != 0
-			     : kind == GPU_EMU_WARP_ALL	 ? ballot == mask
-							 : 0;
+		uint64_t r = kind == GPU_EMU_WARP_BALLOT ? ballot :
+			     kind == GPU_EMU_WARP_ANY	 ? ballot != 0 :
+			     kind == GPU_EMU_WARP_ALL	 ? ballot == mask :
+							   0;
 		if (kind == GPU_EMU_WARP_WMMA && mask == 0xffffffffu)
 			wmma_complete(lanes);
 		for (unsigned m = mask; m; m &= m - 1) {
@@ -696,7 +718,8 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 				if (src > (seg | (w - 1)))
 					src = l;
 				break;
-			default: break;
+			default:
+				break;
 			}
 			/* A source lane outside the mask is undefined on the GPU: all-ones bytes (NaN
 			 * for floating types) make that visible. */
@@ -709,25 +732,29 @@ static void complete_warp(int base, unsigned mask, enum gpu_emu_warp_kind kind)
 
 /* The error paths of the collectives, out of line: a local name buffer in the hot functions costs
  * an ASan frame setup on every call. */
-[[noreturn]] __attribute__((noinline, cold)) static void die_warp(const struct fiber *f, enum gpu_emu_warp_kind kind,
-								   const char *file, int line, const char *what,
-								   unsigned mask, int width)
+[[noreturn]] __attribute__((noinline, cold)) static void die_warp(const struct fiber *f,
+								  enum gpu_emu_warp_kind kind,
+								  const char *file, int line,
+								  const char *what, unsigned mask, int width)
 {
 	char name[256];
 	kernel_name(name, sizeof(name));
 	if (!strcmp(what, "mask"))
-		gpu_emu_die("%s:%d: %s in " WHERE_FMT ": lane %d of warp %d passes mask 0x%08x, which does not name it",
-			    file, line, warp_kind_name(kind), WHERE_ARGS(name), f->linear & 31, f->linear / 32, mask);
+		gpu_emu_die("%s:%d: %s in " WHERE_FMT
+			    ": lane %d of warp %d passes mask 0x%08x, which does not name it",
+			    file, line, warp_kind_name(kind), WHERE_ARGS(name), f->linear & 31,
+			    f->linear / 32, mask);
 	gpu_emu_die("%s:%d: %s in " WHERE_FMT ": width %d is not a power of two from 1 to 32", file, line,
 		    warp_kind_name(kind), WHERE_ARGS(name), width);
 }
 
-[[noreturn]] __attribute__((noinline, cold)) static void die_mismatch(const struct fiber *f, const struct fiber *g,
-								       int l)
+[[noreturn]] __attribute__((noinline, cold)) static void die_mismatch(const struct fiber *f,
+								      const struct fiber *g, int l)
 {
 	char name[256];
 	kernel_name(name, sizeof(name));
-	gpu_emu_die("mismatched warp collectives in " WHERE_FMT ": lane %d calls %s at %s:%d while lane %d calls %s at "
+	gpu_emu_die("mismatched warp collectives in " WHERE_FMT
+		    ": lane %d calls %s at %s:%d while lane %d calls %s at "
 		    "%s:%d with the same mask 0x%08x",
 		    WHERE_ARGS(name), l, warp_kind_name(g->kind), g->file, g->line, f->linear & 31,
 		    warp_kind_name(f->kind), f->file, f->line, f->mask);
@@ -795,7 +822,8 @@ void gpu_emu_wmma_misuse(const char *what, const void *p, unsigned ldm, const ch
 {
 	char name[256];
 	kernel_name(name, sizeof(name));
-	gpu_emu_die("%s:%d: %s in " WHERE_FMT ": pointer %p must be 32-byte aligned and ldm %u a multiple of 16 "
+	gpu_emu_die("%s:%d: %s in " WHERE_FMT
+		    ": pointer %p must be 32-byte aligned and ldm %u a multiple of 16 "
 		    "bytes",
 		    file, line, what, WHERE_ARGS(name), p, ldm);
 }
@@ -937,10 +965,11 @@ static void segv_handler(int sig, siginfo_t *si, void *ucontext)
 	if (f && a >= f->stack - page_size && a < f->stack) {
 		char name[256], msg[768];
 		kernel_name(name, sizeof(name));
-		int n = snprintf(msg, sizeof(msg),
-				 "gpu-emu: thread (%u,%u,%u) overflowed its %zu KiB fiber stack in " WHERE_FMT
-				 "; set HOLOD_GPU_EMU_STACK to more (e.g. 1M) or shrink the kernel's local arrays\n",
-				 f->tid.x, f->tid.y, f->tid.z, STACK_SIZE >> 10, WHERE_ARGS(name));
+		int n = snprintf(
+			msg, sizeof(msg),
+			"gpu-emu: thread (%u,%u,%u) overflowed its %zu KiB fiber stack in " WHERE_FMT
+			"; set HOLOD_GPU_EMU_STACK to more (e.g. 1M) or shrink the kernel's local arrays\n",
+			f->tid.x, f->tid.y, f->tid.z, STACK_SIZE >> 10, WHERE_ARGS(name));
 		if (n > 0 && write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1) < 0)
 			n = 0;
 		signal(SIGABRT, SIG_DFL);
@@ -971,8 +1000,8 @@ static void *worker_main(void *arg)
 	page_size = (size_t)sysconf(_SC_PAGESIZE);
 	STACK_SIZE = gpu_emu_parse_size(getenv("HOLOD_GPU_EMU_STACK"), STACK_DEFAULT, "HOLOD_GPU_EMU_STACK");
 	if (STACK_SIZE < STACK_MIN || STACK_SIZE > STACK_MAX)
-		gpu_emu_die("HOLOD_GPU_EMU_STACK=%zu: a fiber stack must be from %zu KiB to %zu MiB", STACK_SIZE,
-			    STACK_MIN >> 10, STACK_MAX >> 20);
+		gpu_emu_die("HOLOD_GPU_EMU_STACK=%zu: a fiber stack must be from %zu KiB to %zu MiB",
+			    STACK_SIZE, STACK_MIN >> 10, STACK_MAX >> 20);
 	STACK_SIZE = (STACK_SIZE + page_size - 1) / page_size * page_size;
 #if !EMU_ASAN
 	install_overflow_handler();

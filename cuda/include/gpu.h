@@ -61,8 +61,8 @@ void gpu_context_destroy(struct gpu_context *g);
 /* RMSNorm over rows: out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, fp32 in and out,
  * host buffers (copied to and from the device). Tested against the CPU backend's own
  * cpu_rmsnorm_rows (tests/gpu/test-gpu-rmsnorm.c). */
-int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows,
-		    int cols, float eps);
+int gpu_rmsnorm_f32(struct gpu_context *g, const float *x, const float *w, float *out, int rows, int cols,
+		    float eps);
 
 /* ---- device memory (gpu_memory.c) ----
  * Device pointers are opaque `void *` here; they are valid only on the context's device and
@@ -169,9 +169,8 @@ void gpu_blas_destroy(struct gpu_blas *gm);
  * y_dtype. fp32 W: fp32 x and y (exact fp32 products, no TF32). bf16 W: bf16 x, y fp32 or bf16
  * (fp32 accumulation, y rounded once). y must not overlap W or x. rows == 0 does nothing.
  * Returns 0, -EINVAL, -EIO. */
-int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in,
-	     const void *x, size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy,
-	     bool accumulate);
+int gpu_gemm(struct gpu_blas *gm, const void *w, enum gpu_dtype w_dtype, int out, int in, const void *x,
+	     size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy, bool accumulate);
 
 /* The prefill's FP8 product (gemm.c: cuBLASLt's FP8 matmul, e4m3 x e4m3, fp32 sums): y[r]
  * (+)= sw sx W x[r], W `out` rows of e4m3 codes ldw bytes apart (fp8 records: ldw =
@@ -235,8 +234,8 @@ int gpu_fp8_quantize(struct gpu_context *g, const void *x, enum gpu_dtype x_dtyp
  * ids[r] < 0: the rows a caller splices in place of token embeddings (image features). ids is
  * a device array; an id outside both ranges fills its row with NaN (callers validate ids, so
  * this only makes an engine bug visible instead of reading out of bounds). h is fp32 [rows][d]. */
-int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtype table_dtype, int vocab,
-	      int d, const int32_t *ids, int rows, const float *spliced, int n_spliced, float *h);
+int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtype table_dtype, int vocab, int d,
+	      const int32_t *ids, int rows, const float *spliced, int n_spliced, float *h);
 
 /* The pre-norm of every block and the final norm, with the residual add fused: for each of
  * `rows` rows of d floats, first h[r] += delta[r] when delta is not NULL (h updated in place),
@@ -244,8 +243,8 @@ int gpu_embed(struct gpu_context *g, const void *table, enum gpu_dtype table_dty
  * sum of squares, 1 / sqrtf, the product in that order). h and delta have row stride d, out
  * [rows][ldo] of out_dtype (bf16 to feed a bf16 GEMM directly); out may equal h only for fp32
  * with ldo == d. w is fp32 [d]. */
-int gpu_add_rmsnorm(struct gpu_context *g, float *h, const float *delta, const float *w, int rows,
-		    int d, float eps, void *out, enum gpu_dtype out_dtype, size_t ldo);
+int gpu_add_rmsnorm(struct gpu_context *g, float *h, const float *delta, const float *w, int rows, int d,
+		    float eps, void *out, enum gpu_dtype out_dtype, size_t ldo);
 
 /* ReLU² of the MLP: out[i] = max(u[i], 0)^2 for i in [0, n), u fp32, out of out_dtype; out may
  * equal u for fp32 (in place). NaN stays NaN. */
@@ -255,8 +254,8 @@ int gpu_relu2(struct gpu_context *g, const float *u, void *out, enum gpu_dtype o
  * graph stays valid as the sequence grows: for r in [0, rows), k_cache[*pos + r] = k_new[r] and
  * v_cache[*pos + r] = v_new[r], rows of kv_dim elements of `dtype`, contiguous. The caller
  * guarantees *pos + rows <= the caches' capacity. */
-int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, void *k_cache,
-		  void *v_cache, enum gpu_dtype dtype, int kv_dim, int rows, const int32_t *pos);
+int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, void *k_cache, void *v_cache,
+		  enum gpu_dtype dtype, int kv_dim, int rows, const int32_t *pos);
 
 /* Causal GQA attention without positions (attention.cu), the device form of
  * lm_attention_heads(): `rows` new positions, whose K and V rows are already in the caches,
@@ -284,8 +283,8 @@ int gpu_kv_append(struct gpu_context *g, const void *k_new, const void *v_new, v
 #define GPU_ATTN_MAX_SPLITS 64
 size_t gpu_attention_scratch_floats(int rows, int max_len, int hq, int dh);
 int gpu_attention(struct gpu_context *g, const float *q, size_t ldq, const void *k, const void *v,
-		  enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos,
-		  int n0, int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
+		  enum gpu_dtype kv_dtype, int hq, int hkv, int dh, int rows, const int32_t *pos, int n0,
+		  int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
 
 /* ---- the Mamba-2 mixer (mamba.c; kernels in mamba_conv.cu, _ssd, _step, _norm) ----
  * Kernels of model.md 2.5 steps 2-6, queued on the context's stream; every pointer is device
@@ -319,9 +318,9 @@ struct gpu_mamba_dims {
  * [conv_dim] fp32, or NULL for none; conv_state: [K-1][conv_dim] fp32, replaced by the last K-1
  * rows of u; out: [T][ld_out] fp32, overlapping neither raw nor conv_state. T = 1 is the decode
  * step. Needs 1 <= K <= GPU_MAMBA_MAX_CONV_K. */
-int gpu_mamba_conv_silu(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,
-			const float *raw, size_t ld_raw, const void *w, enum gpu_dtype w_dtype,
-			const float *bias, float *conv_state, float *out, size_t ld_out);
+int gpu_mamba_conv_silu(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T, const float *raw,
+			size_t ld_raw, const void *w, enum gpu_dtype w_dtype, const float *bias,
+			float *conv_state, float *out, size_t ld_out);
 
 /* Device bytes of workspace gpu_mamba_ssd() needs for T positions (0 on a bad shape). */
 size_t gpu_mamba_ssd_workspace_bytes(const struct gpu_mamba_dims *dm, int T);
@@ -336,24 +335,24 @@ size_t gpu_mamba_ssd_workspace_bytes(const struct gpu_mamba_dims *dm, int T);
  * columns), overlapping no input; workspace: gpu_mamba_ssd_workspace_bytes(dm, T) device bytes
  * (256-byte aligned), contents undefined and not kept. */
 int gpu_mamba_ssd(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T, const float *xbc,
-		  size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
-		  const float *a_log, const float *d_skip, float dt_min, float dt_max, void *state,
-		  float *y, size_t ld_y, void *workspace);
+		  size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias, const float *a_log,
+		  const float *d_skip, float dt_min, float dt_max, void *state, float *y, size_t ld_y,
+		  void *workspace);
 
 /* The same recurrence for one position (decode), one fused kernel: xbc [conv_dim], dt_raw
  * [n_heads], y [d_in]; state updated in place. */
 int gpu_mamba_ssm_step(struct gpu_context *g, const struct gpu_mamba_dims *dm, const float *xbc,
-		       const float *dt_raw, const float *dt_bias, const float *a_log,
-		       const float *d_skip, float dt_min, float dt_max, void *state, float *y);
+		       const float *dt_raw, const float *dt_bias, const float *a_log, const float *d_skip,
+		       float dt_min, float dt_max, void *state, float *y);
 
 /* Gated grouped RMSNorm over T rows: u = y * silu(z), then per group of d_in / groups channels
  *   out = w * (u / sqrt(mean(u^2) + eps))
  * y: [T][ld_y] fp32; z: [T][ld_z] fp32; w: [d_in] fp32; out: [T][ld_out] in out_dtype (bf16
  * rounds to nearest even), which may be y itself (fp32, same ld) but must not overlap it
  * otherwise. */
-int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T,
-			    const float *y, size_t ld_y, const float *z, size_t ld_z, const float *w,
-			    float eps, void *out, size_t ld_out, enum gpu_dtype out_dtype);
+int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *dm, int T, const float *y,
+			    size_t ld_y, const float *z, size_t ld_z, const float *w, float eps, void *out,
+			    size_t ld_out, enum gpu_dtype out_dtype);
 
 /* ---- decode rows of several sequences at once (issue 16) ----
  * One decode position of each of `rows` sequences in one launch: row r of the activations belongs
@@ -363,12 +362,12 @@ int gpu_mamba_gated_rmsnorm(struct gpu_context *g, const struct gpu_mamba_dims *
  * nor written and its outputs are zeros. Otherwise the row is the sequence's position `pos`; the
  * caller guarantees pos < kv_cap where the sequence has attention layers.
  * State layout: `fixed` holds each Mamba layer's fp32 conv window [K-1][conv_dim] and SSM state
- * [H][P][N] (of the dims' state_dtype) at float offsets the caller passes per layer; `kv` holds [attention layer][K, V]
- * [kv_cap][kv_dim] elements of the KV dtype. Same rules as the single-sequence kernels above. */
+ * [H][P][N] (of the dims' state_dtype) at float offsets the caller passes per layer; `kv` holds [attention
+ * layer][K, V] [kv_cap][kv_dim] elements of the KV dtype. Same rules as the single-sequence kernels above. */
 struct gpu_seq_row {
-	float *fixed;   /* conv windows and SSM states, or NULL without Mamba layers */
-	void *kv;       /* KV caches, or NULL without attention layers */
-	int32_t pos;    /* the position this row computes (tokens held before it); < 0: inactive */
+	float *fixed;	/* conv windows and SSM states, or NULL without Mamba layers */
+	void *kv;	/* KV caches, or NULL without attention layers */
+	int32_t pos;	/* the position this row computes (tokens held before it); < 0: inactive */
 	int32_t kv_cap; /* positions each K or V cache in kv holds */
 };
 
@@ -376,30 +375,28 @@ struct gpu_seq_row {
  * conv window at seq[r].fixed + conv_off (floats). */
 int gpu_mamba_conv_silu_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
 			     const float *raw, size_t ld_raw, const void *w, enum gpu_dtype w_dtype,
-			     const float *bias, const struct gpu_seq_row *seq, size_t conv_off,
-			     float *out, size_t ld_out);
+			     const float *bias, const struct gpu_seq_row *seq, size_t conv_off, float *out,
+			     size_t ld_out);
 
 /* gpu_mamba_ssm_step for each row: xbc [rows][ld_xbc], dt_raw [rows][ld_dt], y [rows][ld_y],
  * row r's state at seq[r].fixed + ssm_off (floats: a bf16 state starts on a float boundary). */
-int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows,
-			    const float *xbc, size_t ld_xbc, const float *dt_raw, size_t ld_dt,
-			    const float *dt_bias, const float *a_log, const float *d_skip,
-			    float dt_min, float dt_max, const struct gpu_seq_row *seq,
-			    size_t ssm_off, float *y, size_t ld_y);
+int gpu_mamba_ssm_step_rows(struct gpu_context *g, const struct gpu_mamba_dims *dm, int rows, const float *xbc,
+			    size_t ld_xbc, const float *dt_raw, size_t ld_dt, const float *dt_bias,
+			    const float *a_log, const float *d_skip, float dt_min, float dt_max,
+			    const struct gpu_seq_row *seq, size_t ssm_off, float *y, size_t ld_y);
 
 /* gpu_kv_append of one row per sequence into attention layer `layer`'s caches at its pos:
  * k_new, v_new [rows][kv_dim] of dtype. */
-int gpu_kv_append_rows(struct gpu_context *g, const void *k_new, const void *v_new,
-		       enum gpu_dtype dtype, int kv_dim, int rows, const struct gpu_seq_row *seq,
-		       int layer);
+int gpu_kv_append_rows(struct gpu_context *g, const void *k_new, const void *v_new, enum gpu_dtype dtype,
+		       int kv_dim, int rows, const struct gpu_seq_row *seq, int layer);
 
 /* gpu_attention of one row per sequence over attention layer `layer`'s caches: row r attends
  * to positions 0..seq[r].pos of its own sequence (its K and V rows already appended). max_len
  * bounds every pos + 1 the call will see (it sizes the grid, as in gpu_attention); the split
  * path only. scratch: gpu_attention_scratch_floats(rows, max_len, hq, dh) floats. */
-int gpu_attention_rows(struct gpu_context *g, const float *q, size_t ldq, enum gpu_dtype kv_dtype,
-		       int hq, int hkv, int dh, int rows, const struct gpu_seq_row *seq, int layer,
-		       int max_len, void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
+int gpu_attention_rows(struct gpu_context *g, const float *q, size_t ldq, enum gpu_dtype kv_dtype, int hq,
+		       int hkv, int dh, int rows, const struct gpu_seq_row *seq, int layer, int max_len,
+		       void *o, enum gpu_dtype o_dtype, size_t ldo, float *scratch);
 
 /* ---- vision operations (issue 12; vision_ops.cu) ----
  * The RADIO ViT and the mlp1 projector over all tiles of an observation at once. Same rules as
@@ -416,8 +413,8 @@ int gpu_attention_rows(struct gpu_context *g, const float *q, size_t ldq, enum g
 /* Patches of `tiles` images pixels [tiles][3][rows * p][cols * p] to patches [tiles * rows *
  * cols][3 * p * p] of dtype (channel, then row, then column inside a patch; patches of a tile
  * row-major), as vision_patchify() lays them out. */
-int gpu_vision_patchify(struct gpu_context *g, const float *pixels, int tiles, int rows, int cols,
-			int p, void *patches, enum gpu_dtype dtype);
+int gpu_vision_patchify(struct gpu_context *g, const float *pixels, int tiles, int rows, int cols, int p,
+			void *patches, enum gpu_dtype dtype);
 
 /* The token rows of `tiles` tiles of n_prefix + n tokens each, x [tiles][n_prefix + n][d]:
  * x[t][i] = prefix[i] for i < n_prefix (prefix [n_prefix][d], the cls and register tokens),
@@ -429,9 +426,8 @@ int gpu_vision_tokens(struct gpu_context *g, const float *emb, const float *pos,
 /* LayerNorm with bias over rows of d: out[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta
  * (fp32, the mean first, then the centred sum of squares), x [rows][ldx], out [rows][ldo] of
  * out_dtype; out may equal x only for fp32 with ldo == ldx. gamma, beta fp32 [d]. */
-int gpu_layernorm(struct gpu_context *g, const float *x, size_t ldx, const float *gamma,
-		  const float *beta, int rows, int d, float eps, void *out, enum gpu_dtype out_dtype,
-		  size_t ldo);
+int gpu_layernorm(struct gpu_context *g, const float *x, size_t ldx, const float *gamma, const float *beta,
+		  int rows, int d, float eps, void *out, enum gpu_dtype out_dtype, size_t ldo);
 
 enum gpu_act {
 	GPU_ACT_NONE,
@@ -457,9 +453,9 @@ int gpu_vision_attention(struct gpu_context *g, const float *qkv, int tiles, int
  * [rows][cols][d] (tile t at features + t * tile_stride), the (rows/s) * (cols/s) tokens
  * out[(t * rows/s + i) * cols/s + j] = concat over di (outer), dj (inner) of F[s*i + di][s*j + dj],
  * scaled by 1 / sqrt(mean square + eps) (fp32) and by gamma [d * s * s]; out of out_dtype. */
-int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t tile_stride,
-			    int tiles, int rows, int cols, int d, int s, const float *gamma, float eps,
-			    void *out, enum gpu_dtype out_dtype);
+int gpu_vision_shuffle_norm(struct gpu_context *g, const float *features, size_t tile_stride, int tiles,
+			    int rows, int cols, int d, int s, const float *gamma, float eps, void *out,
+			    enum gpu_dtype out_dtype);
 
 /* ---- image preprocessing (issue 12; vision_preprocess.cu) ---- */
 
@@ -487,9 +483,8 @@ struct gpu_image_norm {
  * * ax_w->n_out floats) then the height pass, cut into the cols x rows grid of ts x ts tiles
  * (row-major) and normalised: out [cols * rows][3][ts][ts] fp32. rows * ts <= 65535. */
 int gpu_image_resize_tiles(struct gpu_context *g, const uint8_t *rgb, int in_w, int in_h,
-			   const struct gpu_resize_axis *ax_w, const struct gpu_resize_axis *ax_h,
-			   int ts, int cols, int rows, const struct gpu_image_norm *norm, float *tmp,
-			   float *out);
+			   const struct gpu_resize_axis *ax_w, const struct gpu_resize_axis *ax_h, int ts,
+			   int cols, int rows, const struct gpu_image_norm *norm, float *tmp, float *out);
 
 #ifdef __cplusplus
 }

@@ -29,11 +29,8 @@ static const char *const precision_names[] = {
 };
 
 static const char *const weights_names[] = {
-	[ENGINE_WEIGHTS_DEFAULT] = "default",
-	[ENGINE_WEIGHTS_BF16] = "bf16",
-	[ENGINE_WEIGHTS_Q8] = "q8",
-	[ENGINE_WEIGHTS_Q4] = "q4",
-	[ENGINE_WEIGHTS_FP8] = "fp8",
+	[ENGINE_WEIGHTS_DEFAULT] = "default", [ENGINE_WEIGHTS_BF16] = "bf16", [ENGINE_WEIGHTS_Q8] = "q8",
+	[ENGINE_WEIGHTS_Q4] = "q4",	      [ENGINE_WEIGHTS_FP8] = "fp8",
 };
 
 const char *engine_weights_name(enum engine_weights w)
@@ -111,7 +108,8 @@ static int check_cuda_device(const struct engine_backend_options *opts, char *ms
 			    opts->device, n, n == 1 ? " is" : "s are");
 	return 0;
 #else
-	return fail(ENODEV, msg, msglen, "this build has no CUDA backend (nvcc was not found when it was built)");
+	return fail(ENODEV, msg, msglen,
+		    "this build has no CUDA backend (nvcc was not found when it was built)");
 #endif
 }
 
@@ -146,7 +144,8 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 		int r = check_cuda_device(opts, why, sizeof(why));
 		if (r == 0) {
 			if (cuda_emulated())
-				fail(0, msg, msglen, "the CUDA device is the CPU emulation of a test build: using the CPU");
+				fail(0, msg, msglen,
+				     "the CUDA device is the CPU emulation of a test build: using the CPU");
 			else
 				opts->kind = ENGINE_BACKEND_CUDA;
 		} else if (r == -ENXIO) {
@@ -169,9 +168,9 @@ static int resolve(struct engine_backend_options *opts, char *msg, size_t msglen
 
 enum engine_precision engine_model_cpu_precision(const struct engine_model *model)
 {
-	return model && model->embeddings.dtype == TENSOR_BF16 && cpu_dnnl_bf16_supported()
-		       ? ENGINE_PRECISION_BF16
-		       : ENGINE_PRECISION_FP32;
+	return model && model->embeddings.dtype == TENSOR_BF16 && cpu_dnnl_bf16_supported() ?
+		       ENGINE_PRECISION_BF16 :
+		       ENGINE_PRECISION_FP32;
 }
 
 int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_t msglen)
@@ -188,14 +187,15 @@ int engine_backend_resolve(struct engine_backend_options *opts, char *msg, size_
 
 /* A holod-quantized checkpoint (quantized.h) runs as stored on either backend: --weights default
  * or its own format (the CPU backend says the same). */
-static struct engine_backend *refuse_cuda_requantize(const struct engine_model *model,
-						     enum engine_weights w, char *errbuf,
-						     size_t errlen)
+static struct engine_backend *refuse_cuda_requantize(const struct engine_model *model, enum engine_weights w,
+						     char *errbuf, size_t errlen)
 {
 	const char *f = quant_format_desc((enum quant_format)model_quant_format(model))->name;
-	fail(EINVAL, errbuf, errlen, "--weights %s: the checkpoint's linear layers were quantized to "
+	fail(EINVAL, errbuf, errlen,
+	     "--weights %s: the checkpoint's linear layers were quantized to "
 	     "%s by holo-quantize and load as they are (use --weights default or %s, or load the "
-	     "source checkpoint)", weights_names[w], f, f);
+	     "source checkpoint)",
+	     weights_names[w], f, f);
 	errno = EINVAL;
 	return NULL;
 }
@@ -216,7 +216,8 @@ static bool cuda_widens_fp8(const struct engine_model *m, enum engine_weights w)
 
 static struct engine_backend *refuse_cuda_widen(char *errbuf, size_t errlen)
 {
-	fail(EINVAL, errbuf, errlen, "--weights bf16: the checkpoint's linear layers are fp8 "
+	fail(EINVAL, errbuf, errlen,
+	     "--weights bf16: the checkpoint's linear layers are fp8 "
 	     "(NVIDIA ModelOpt) and the CUDA backend does not widen them: use --weights "
 	     "default (fp8), q8 or q4, or --backend cpu");
 	errno = EINVAL;
@@ -224,8 +225,8 @@ static struct engine_backend *refuse_cuda_widen(char *errbuf, size_t errlen)
 }
 
 struct engine_backend *engine_backend_create(const struct engine_model *model,
-					     const struct engine_backend_options *opts,
-					     char *errbuf, size_t errlen)
+					     const struct engine_backend_options *opts, char *errbuf,
+					     size_t errlen)
 {
 	if (!model || !opts) {
 		errno = EINVAL;
@@ -255,12 +256,11 @@ struct engine_backend *engine_backend_create(const struct engine_model *model,
 		if (!b && errbuf && errlen && errbuf[0])
 			return NULL; /* backend_cpu_create() said why */
 		if (!b)
-			fail(errno, errbuf, errlen, errno == EINVAL
-				    ? "the model's tensors do not match its config"
-				    : errno == ENOTSUP
-				    ? "oneDNN refused this model's bf16 products on this CPU: use "
-				      "--precision fp32"
-				    : "out of memory creating the CPU backend");
+			fail(errno, errbuf, errlen,
+			     errno == EINVAL  ? "the model's tensors do not match its config" :
+			     errno == ENOTSUP ? "oneDNN refused this model's bf16 products on this CPU: use "
+						"--precision fp32" :
+						"out of memory creating the CPU backend");
 		else if (o.progress && !backend_cpu_quantized(b))
 			o.progress(o.progress_arg, b->weight_bytes, b->weight_bytes);
 		return b;
@@ -310,8 +310,7 @@ bool engine_backend_fault(const struct engine_backend *b, char *buf, size_t len)
 	return false;
 }
 
-const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf,
-				    size_t len)
+const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf, size_t len)
 {
 	struct engine_backend_info info;
 
@@ -322,15 +321,17 @@ const char *engine_backend_strerror(const struct engine_backend *b, int err, cha
 	}
 	char fault[160];
 	if (err == -EIO && engine_backend_fault(b, fault, sizeof(fault)))
-		snprintf(buf, len, "the CUDA device %d (%s) failed: %s", b->device, info.device,
-			 fault);
+		snprintf(buf, len, "the CUDA device %d (%s) failed: %s", b->device, info.device, fault);
 	else if (err == -EIO)
-		snprintf(buf, len, "the CUDA device %d (%s) failed (see the debug log for the CUDA "
-			 "error)", b->device, info.device);
+		snprintf(buf, len,
+			 "the CUDA device %d (%s) failed (see the debug log for the CUDA "
+			 "error)",
+			 b->device, info.device);
 	else
-		snprintf(buf, len, "out of device memory on CUDA device %d (%s): %llu of %llu MiB "
-			 "free, sessions hold %llu MiB", b->device, info.device,
-			 (unsigned long long)(info.memory_free >> 20),
+		snprintf(buf, len,
+			 "out of device memory on CUDA device %d (%s): %llu of %llu MiB "
+			 "free, sessions hold %llu MiB",
+			 b->device, info.device, (unsigned long long)(info.memory_free >> 20),
 			 (unsigned long long)(info.memory_total >> 20),
 			 (unsigned long long)(info.state_bytes >> 20));
 	return buf;
@@ -397,13 +398,14 @@ int backend_ops_check(const struct backend_ops *ops, char *err, size_t errlen)
 	}
 	const bool rows = ops->rows_alloc && ops->rows_read && ops->rows_free;
 	if (!rows && (ops->rows_alloc || ops->rows_read || ops->rows_free)) {
-		snprintf(err, errlen, "backend %s: rows_alloc, rows_read and rows_free come together",
-			 name);
+		snprintf(err, errlen, "backend %s: rows_alloc, rows_read and rows_free come together", name);
 		return -EINVAL;
 	}
 	if (ops->vision.device && !rows) {
-		snprintf(err, errlen, "backend %s: its vision runs in device memory but it has no "
-			 "rows_alloc, rows_read, rows_free", name);
+		snprintf(err, errlen,
+			 "backend %s: its vision runs in device memory but it has no "
+			 "rows_alloc, rows_read, rows_free",
+			 name);
 		return -EINVAL;
 	}
 	if (ops->vision.max_tiles < 1 || ops->vision.max_tiles > VISION_MAX_ENCODE_TILES) {
@@ -411,8 +413,7 @@ int backend_ops_check(const struct backend_ops *ops, char *err, size_t errlen)
 			 ops->vision.max_tiles, VISION_MAX_ENCODE_TILES);
 		return -EINVAL;
 	}
-	if (ops->vision.step != BACKEND_VISION_STEP_TILE &&
-	    ops->vision.step != BACKEND_VISION_STEP_LAYER) {
+	if (ops->vision.step != BACKEND_VISION_STEP_TILE && ops->vision.step != BACKEND_VISION_STEP_LAYER) {
 		snprintf(err, errlen, "backend %s: vision.step %d is no step kind", name,
 			 (int)ops->vision.step);
 		return -EINVAL;
@@ -424,14 +425,13 @@ int backend_ops_check(const struct backend_ops *ops, char *err, size_t errlen)
 	return 0;
 }
 
-int backend_vision_steps_per_tile(const struct backend_vision_desc *d,
-				  const struct engine_vision *v)
+int backend_vision_steps_per_tile(const struct backend_vision_desc *d, const struct engine_vision *v)
 {
 	return d->step == BACKEND_VISION_STEP_LAYER ? engine_vision_weights(v)->depth + 3 : 1;
 }
 
-int backend_init(struct engine_backend *b, const struct backend_ops *ops,
-		 const struct engine_model *m, const struct engine_backend_options *opts)
+int backend_init(struct engine_backend *b, const struct backend_ops *ops, const struct engine_model *m,
+		 const struct engine_backend_options *opts)
 {
 	char err[160];
 	int r = backend_ops_check(ops, err, sizeof(err));
@@ -444,16 +444,19 @@ int backend_init(struct engine_backend *b, const struct backend_ops *ops,
 	b->kind = opts->kind;
 	b->device = opts->device;
 	b->precision = opts->precision;
-	b->ssm_state = opts->ssm_state == ENGINE_PRECISION_BF16 ? ENGINE_PRECISION_BF16
-								 : ENGINE_PRECISION_FP32;
+	b->ssm_state =
+		opts->ssm_state == ENGINE_PRECISION_BF16 ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
 	b->state_limit = opts->state_limit;
 	/* as stored: the linear layers' dtype (the CPU backend names its quantized format) */
 	const struct tensor *mats[4];
-	enum tensor_dtype dt = m->cfg.n_layers > 0 && lm_layer_matrices(&m->layers[0], mats) > 0
-				       ? mats[0]->dtype
-				       : m->embeddings.dtype;
+	enum tensor_dtype dt = m->cfg.n_layers > 0 && lm_layer_matrices(&m->layers[0], mats) > 0 ?
+				       mats[0]->dtype :
+				       m->embeddings.dtype;
 	snprintf(b->weights, sizeof(b->weights), "%s",
-		 dt == TENSOR_BF16 ? "bf16" : dt == TENSOR_F16 ? "f16" : dt == TENSOR_F8_E4M3 ? "fp8" : "f32");
+		 dt == TENSOR_BF16    ? "bf16" :
+		 dt == TENSOR_F16     ? "f16" :
+		 dt == TENSOR_F8_E4M3 ? "fp8" :
+					"f32");
 	atomic_init(&b->state_bytes, 0);
 	return 0;
 }

@@ -46,7 +46,7 @@ struct vision_gemms;
 struct backend_seq {
 	struct engine_backend *backend;
 	int max_tokens; /* positions it may hold (1..ENGINE_SESSION_MAX_TOKENS) */
-	int n_tokens;   /* positions it holds; forward() advances it */
+	int n_tokens;	/* positions it holds; forward() advances it */
 };
 
 /* The positions of one sequence in a batch: batch positions [first, first + n). */
@@ -57,19 +57,19 @@ struct backend_span {
 
 struct backend_batch {
 	size_t n_pos;
-	const int32_t *tokens;        /* [n_pos] ids in [0, vocab) */
-	const float *const *embeds;   /* NULL, or [n_pos]: non-NULL rows of `hidden` floats replace
-				       * the token embedding */
+	const int32_t *tokens;		   /* [n_pos] ids in [0, vocab) */
+	const float *const *embeds;	   /* NULL, or [n_pos]: non-NULL rows of `hidden` floats replace
+					    * the token embedding */
 	const float *const *device_embeds; /* NULL, or [n_pos]: the same for rows in this
 					    * backend's device memory (engine_rows); a position
 					    * has at most one of the two. Only for a backend
 					    * with rows_alloc. */
-	float *const *logits;         /* NULL (none), or [n_pos]: where forward() writes the
-				       * logits[vocab] of each position (NULL: not wanted). A run of
-				       * consecutive wanted positions of one sequence should have
-				       * consecutive rows (the CPU then computes them in one pass). */
-	const struct backend_span *spans; /* n_spans spans covering [0, n_pos) in order, one per
-					   * sequence */
+	float *const *logits;		   /* NULL (none), or [n_pos]: where forward() writes the
+					    * logits[vocab] of each position (NULL: not wanted). A run of
+					    * consecutive wanted positions of one sequence should have
+					    * consecutive rows (the CPU then computes them in one pass). */
+	const struct backend_span *spans;  /* n_spans spans covering [0, n_pos) in order, one per
+					    * sequence */
 	size_t n_spans;
 };
 
@@ -77,8 +77,8 @@ struct backend_batch {
  * conformance checks compare states across backends. Arrays are malloc'ed; free with
  * backend_seq_state_finish(). */
 struct backend_layer_state {
-	float *conv; /* Mamba: [K-1][conv_dim] */
-	float *ssm;  /* Mamba: [H][P][N] (a bf16-stored state widened; import rounds it again) */
+	float *conv;  /* Mamba: [K-1][conv_dim] */
+	float *ssm;   /* Mamba: [H][P][N] (a bf16-stored state widened; import rounds it again) */
 	float *k, *v; /* attention: [n_tokens][Hkv*Dh] */
 };
 struct backend_seq_state {
@@ -116,8 +116,7 @@ struct backend_vision_cursor {
 };
 
 /* Steps of a tile in a resumable encode of v on a backend of that granularity. */
-int backend_vision_steps_per_tile(const struct backend_vision_desc *d,
-				  const struct engine_vision *v);
+int backend_vision_steps_per_tile(const struct backend_vision_desc *d, const struct engine_vision *v);
 
 /* The members of a backend's ops table are mandatory unless their comment starts OPTIONAL;
  * backend_init() refuses a table that lacks a mandatory one (backend_ops_check()). */
@@ -171,11 +170,10 @@ struct backend_ops {
 	 * the last step is done, or at a call with max_steps 0 (the caller abandons the encode). */
 	struct backend_vision_desc vision;
 	int (*vision_preprocess)(struct engine_backend *b, const struct engine_vision *v,
-				 const struct engine_image *img,
-				 const struct engine_vision_preprocess *p, int n_tiles, float *pix);
-	int (*vision_encode_tiles)(struct engine_backend *b, const struct engine_vision *v,
-				   const float *pix, int n_tiles, float *out,
-				   struct backend_vision_cursor *cur, int max_steps);
+				 const struct engine_image *img, const struct engine_vision_preprocess *p,
+				 int n_tiles, float *pix);
+	int (*vision_encode_tiles)(struct engine_backend *b, const struct engine_vision *v, const float *pix,
+				   int n_tiles, float *out, struct backend_vision_cursor *cur, int max_steps);
 	/* OPTIONAL (all three, or none; mandatory with vision.device): device memory for
 	 * embedding rows (struct engine_rows.device); NULL on a backend without a device.
 	 * rows_alloc: n floats, copied from `host` when it is non-NULL (0, -ENOMEM,
@@ -194,12 +192,12 @@ struct engine_backend {
 	int device;
 	enum engine_precision precision;
 	enum engine_precision ssm_state; /* FP32 or BF16 (engine_backend_options) */
-	uint64_t weight_bytes;       /* weights held by the device for this backend */
-	char weights[8];             /* engine_backend_info.weights */
-	uint64_t state_limit;        /* 0: none */
-	_Atomic uint64_t state_bytes; /* sequence memory allocated (capacity), all sequences */
-	struct backend_vision *vision; /* CUDA: the device encoder of the vision handle used last
-					* (backend_cuda_vision.c); NULL until its first vision op */
+	uint64_t weight_bytes;		 /* weights held by the device for this backend */
+	char weights[8];		 /* engine_backend_info.weights */
+	uint64_t state_limit;		 /* 0: none */
+	_Atomic uint64_t state_bytes;	 /* sequence memory allocated (capacity), all sequences */
+	struct backend_vision *vision;	 /* CUDA: the device encoder of the vision handle used last
+					  * (backend_cuda_vision.c); NULL until its first vision op */
 };
 
 /* Embedding rows (engine.h): in host memory, or in the device memory of `backend`. */
@@ -213,8 +211,8 @@ struct engine_rows {
 
 /* A handle over rows already made: host (malloc'ed) or device (b's rows_alloc()) memory, which
  * the handle then owns. NULL + errno (EINVAL, ENOMEM); the memory is not freed then. */
-struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, float *device,
-				      size_t n_rows, int dim);
+struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, float *device, size_t n_rows,
+				      int dim);
 
 /* Charges `bytes` of sequence memory to the backend; -ENOMEM when that would pass the state
  * limit (nothing charged then). backend_uncharge() gives it back. */
@@ -232,8 +230,8 @@ const struct backend_ops *backend_host_vision_ops(void);
 
 /* Fills the common fields of a new instance after backend_ops_check(ops): -EINVAL (logged with
  * its sentence) for a table that lacks a mandatory member, else 0. */
-int backend_init(struct engine_backend *b, const struct backend_ops *ops,
-		  const struct engine_model *m, const struct engine_backend_options *opts);
+int backend_init(struct engine_backend *b, const struct backend_ops *ops, const struct engine_model *m,
+		 const struct engine_backend_options *opts);
 
 /* The CPU backend (backend_cpu.c). NULL + errno (EINVAL for a model the CPU code cannot run,
  * a weight the quantizer refuses or --weights bf16 on weights stored otherwise; ENOMEM), with
@@ -241,16 +239,14 @@ int backend_init(struct engine_backend *b, const struct backend_ops *ops,
  * opts->weights Q8/Q4 the linear layers are quantized here, progress reported through
  * opts->progress as they are. */
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
-					  const struct engine_backend_options *opts, char *err,
-					  size_t errlen);
+					  const struct engine_backend_options *opts, char *err, size_t errlen);
 /* The same with lm_prepare()'s quantization hooks (lm.h; NULL: none), for a tool measuring
  * other quantizers through the same forward (holo-bench quant-error). opts is taken as
  * resolved: kind CPU, ssm_state not DEFAULT. */
 struct lm_quant_hooks;
 struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 						 const struct engine_backend_options *opts,
-						 const struct lm_quant_hooks *hooks, char *err,
-						 size_t errlen);
+						 const struct lm_quant_hooks *hooks, char *err, size_t errlen);
 /* Whether b (a CPU backend) holds quantized layers (it reported its progress itself). */
 bool backend_cpu_quantized(const struct engine_backend *b);
 
@@ -287,8 +283,8 @@ void backend_cuda_vision_finish(struct engine_backend *b);
 /* vision_preprocess() and vision_encode_tiles() (whole tiles) of the CUDA backend
  * (backend_cuda_vision.c), called under the backend's lock. */
 int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
-				   const struct engine_image *img,
-				   const struct engine_vision_preprocess *p, int n_tiles, float *pix);
+				   const struct engine_image *img, const struct engine_vision_preprocess *p,
+				   int n_tiles, float *pix);
 int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
 				     const float *pix, int n_tiles, float *out);
 /* rows_alloc(), rows_read() and rows_free() of the CUDA backend (backend_cuda_vision.c), called

@@ -44,12 +44,12 @@
 struct engine_chat {
 	const struct engine_tokenizer *tok;
 	int32_t id_system, id_turn, id_end, id_eos; /* id_eos -1 when the tokenizer has no </s> */
-	int32_t id_bos;                             /* -1 when the tokenizer has no <s> */
-	int32_t id_img, id_image, id_img_end;       /* -1 without vision */
-	int tokens_per_tile;                        /* 0 without vision */
+	int32_t id_bos;				    /* -1 when the tokenizer has no <s> */
+	int32_t id_img, id_image, id_img_end;	    /* -1 without vision */
+	int tokens_per_tile;			    /* 0 without vision */
 	bool reasoning_default;
 	bool reasoning; /* what the next generation prompt opens */
-	bool started;   /* a turn was rendered: a system turn may no longer come */
+	bool started;	/* a turn was rendered: a system turn may no longer come */
 };
 
 /* A growable byte string; every helper returns 0 or -ENOMEM. */
@@ -109,8 +109,7 @@ static size_t count(const char *s, size_t len, const char *needle)
 }
 
 /* out = s.replace(needle, with): non-overlapping, left to right. out must not alias s. */
-static int replace_all(struct sbuf *out, const char *s, size_t len, const char *needle,
-		       const char *with)
+static int replace_all(struct sbuf *out, const char *s, size_t len, const char *needle, const char *with)
 {
 	size_t n = strlen(needle);
 	const char *p;
@@ -154,8 +153,8 @@ static int clean(struct sbuf *out, const char *s, size_t len)
 static bool py_space(uint32_t c)
 {
 	return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-	       c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-	       c == 0x202f || c == 0x205f || c == 0x3000;
+	       c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+	       c == 0x205f || c == 0x3000;
 }
 
 /* The code point at s[0..len) and its length (the caller checked the text is valid UTF-8;
@@ -205,22 +204,21 @@ void engine_chat_tokens_finish(struct engine_chat_tokens *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static int32_t marker(const struct engine_chat *c, const char *s, bool required, char *errbuf,
-		      size_t errlen, int *r)
+static int32_t marker(const struct engine_chat *c, const char *s, bool required, char *errbuf, size_t errlen,
+		      int *r)
 {
 	int32_t id = engine_tokenizer_token_id(c->tok, s);
 
 	if (id < 0 && required && *r == 0)
-		*r = st_errorf(errbuf, errlen, -EINVAL, "the tokenizer has no token '%s' (chat format of model.md 5.2)",
-			       s);
+		*r = st_errorf(errbuf, errlen, -EINVAL,
+			       "the tokenizer has no token '%s' (chat format of model.md 5.2)", s);
 	return id < 0 ? -1 : id;
 }
 
 /* images: the image markers are required; config_image_token: the vision config's id of
  * <image> (-1: none to check). */
-static struct engine_chat *create(const struct engine_tokenizer *tok, bool images,
-				  int tokens_per_tile, int32_t config_image_token, bool reasoning,
-				  char *errbuf, size_t errlen)
+static struct engine_chat *create(const struct engine_tokenizer *tok, bool images, int tokens_per_tile,
+				  int32_t config_image_token, bool reasoning, char *errbuf, size_t errlen)
 {
 	struct engine_chat *c;
 	int r = 0;
@@ -248,9 +246,10 @@ static struct engine_chat *create(const struct engine_tokenizer *tok, bool image
 		c->id_img_end = marker(c, MARK_IMG_END, true, errbuf, errlen, &r);
 		c->tokens_per_tile = tokens_per_tile;
 		if (r == 0 && config_image_token >= 0 && config_image_token != c->id_image)
-			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "config.json's img_context_token_id %d is not the tokenizer's '<image>' (%d)",
-				      (int)config_image_token, (int)c->id_image);
+			r = st_errorf(
+				errbuf, errlen, -EINVAL,
+				"config.json's img_context_token_id %d is not the tokenizer's '<image>' (%d)",
+				(int)config_image_token, (int)c->id_image);
 		if (r == 0 && c->tokens_per_tile < 1)
 			r = st_errorf(errbuf, errlen, -EINVAL, "the vision encoder gives no tokens per tile");
 	}
@@ -263,9 +262,8 @@ static struct engine_chat *create(const struct engine_tokenizer *tok, bool image
 	return c;
 }
 
-struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
-				       const struct engine_vision *vision, bool reasoning,
-				       char *errbuf, size_t errlen)
+struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok, const struct engine_vision *vision,
+				       bool reasoning, char *errbuf, size_t errlen)
 {
 	return create(tok, vision != NULL, vision ? engine_vision_tokens_per_tile(vision) : 0,
 		      vision ? engine_vision_image_token(vision) : -1, reasoning, errbuf, errlen);
@@ -346,9 +344,10 @@ static int emit(struct engine_chat *c, const struct sbuf *text, const int *tiles
 	for (size_t i = 0; i < n; i++)
 		n_special += engine_tokenizer_is_special(c->tok, ids[i]);
 	if (n_special != want_special) {
-		r = st_errorf(errbuf, errlen, -EINVAL,
-			      "the message text contains special tokens (%zu found where the format puts %zu)",
-			      n_special, want_special);
+		r = st_errorf(
+			errbuf, errlen, -EINVAL,
+			"the message text contains special tokens (%zu found where the format puts %zu)",
+			n_special, want_special);
 		goto out;
 	}
 	grown_ids = realloc(out->ids, sizeof(*ids) * (out->n_ids + n + 1));
@@ -384,8 +383,8 @@ static int emit(struct engine_chat *c, const struct sbuf *text, const int *tiles
 			r = st_errorf(errbuf, errlen, -EINVAL, "image placeholders do not match the images");
 			goto out;
 		}
-		out->images[out->n_images + k] = (struct engine_chat_image){
-			.begin = out->n_ids + i, .n = j - i, .n_tiles = tiles[k]};
+		out->images[out->n_images + k] =
+			(struct engine_chat_image){.begin = out->n_ids + i, .n = j - i, .n_tiles = tiles[k]};
 		k++;
 		i = j;
 	}
@@ -416,8 +415,8 @@ static int expand_images(const struct engine_chat *c, struct sbuf *b, const char
 		r = sbuf_add(b, s, (size_t)(p - s));
 		if (r == 0)
 			r = sbuf_str(b, MARK_IMG);
-		for (size_t i = 0; r == 0 && k < n_images &&
-				   i < (size_t)tiles[k] * (size_t)c->tokens_per_tile; i++)
+		for (size_t i = 0;
+		     r == 0 && k < n_images && i < (size_t)tiles[k] * (size_t)c->tokens_per_tile; i++)
 			r = sbuf_str(b, MARK_IMAGE);
 		if (r == 0)
 			r = sbuf_str(b, MARK_IMG_END);
@@ -477,16 +476,17 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 				 ENGINE_CHAT_MAX_IMAGES);
 	if (m->role == ENGINE_CHAT_SYSTEM && c->started)
 		return st_errorf(errbuf, errlen, -EINVAL, "a system turn can only be the first turn");
-	if (m->role != ENGINE_CHAT_SYSTEM && m->role != ENGINE_CHAT_USER &&
-	    m->role != ENGINE_CHAT_ASSISTANT)
+	if (m->role != ENGINE_CHAT_SYSTEM && m->role != ENGINE_CHAT_USER && m->role != ENGINE_CHAT_ASSISTANT)
 		return st_errorf(errbuf, errlen, -EINVAL, "unknown role %d", (int)m->role);
 	if (m->n_images && m->role != ENGINE_CHAT_USER)
 		return st_errorf(errbuf, errlen, -EINVAL, "only user turns may hold images");
 	if (m->n_images && c->tokens_per_tile == 0)
-		return st_errorf(errbuf, errlen, -EINVAL, "images need a renderer created with the vision encoder");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "images need a renderer created with the vision encoder");
 	for (size_t i = 0; i < m->n_images; i++) {
 		if (m->image_tiles[i] < 1 || m->image_tiles[i] > ENGINE_VISION_MAX_TILES + 1)
-			return st_errorf(errbuf, errlen, -EINVAL, "image %zu has %d tiles", i, m->image_tiles[i]);
+			return st_errorf(errbuf, errlen, -EINVAL, "image %zu has %d tiles", i,
+					 m->image_tiles[i]);
 		total_tiles += (size_t)m->image_tiles[i];
 	}
 
@@ -509,7 +509,8 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 				if (m->n_images == 1)
 					r = sbuf_str(&content, MARK_IMAGE);
 				else {
-					snprintf(tag, sizeof(tag), "%s<image %zu>" MARK_IMAGE, i ? " " : "", i + 1);
+					snprintf(tag, sizeof(tag), "%s<image %zu>" MARK_IMAGE, i ? " " : "",
+						 i + 1);
 					r = sbuf_str(&content, tag);
 				}
 			}
@@ -539,7 +540,8 @@ int engine_chat_append(struct engine_chat *c, const struct engine_chat_message *
 	len = m->role == ENGINE_CHAT_USER ? cleaned.len : content.len;
 	strip(body, len, &b, &e);
 	if (count(body + b, e - b, MARK_IMAGE) != m->n_images) {
-		r = st_errorf(errbuf, errlen, -EINVAL, "the text has %zu '<image>' placeholders for %zu images",
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "the text has %zu '<image>' placeholders for %zu images",
 			      count(body + b, e - b, MARK_IMAGE), m->n_images);
 		goto out;
 	}
@@ -615,8 +617,9 @@ int engine_chat_generation_prompt(struct engine_chat *c, struct engine_chat_toke
 		want += opening(c, &text, &r) + engine_tokenizer_is_special(c->tok, c->id_turn);
 		r = r ? r : sbuf_str(&text, "\n" MARK_TURN "User\n\n");
 	}
-	r = r ? r : sbuf_str(&text, c->reasoning ? MARK_TURN "Assistant\n" THINK_OPEN "\n"
-						 : MARK_TURN "Assistant\n" THINK_OPEN THINK_CLOSE);
+	r = r ? r :
+		sbuf_str(&text, c->reasoning ? MARK_TURN "Assistant\n" THINK_OPEN "\n" :
+					       MARK_TURN "Assistant\n" THINK_OPEN THINK_CLOSE);
 	want += engine_tokenizer_is_special(c->tok, c->id_turn) +
 		engine_tokenizer_is_special(c->tok, id_open) +
 		(c->reasoning ? 0 : engine_tokenizer_is_special(c->tok, id_close));
@@ -639,8 +642,7 @@ int engine_chat_close_content(struct engine_chat *c, struct engine_chat_tokens *
 }
 
 int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *msgs, size_t n,
-		       bool add_generation_prompt, struct engine_chat_tokens *out, char *errbuf,
-		       size_t errlen)
+		       bool add_generation_prompt, struct engine_chat_tokens *out, char *errbuf, size_t errlen)
 {
 	size_t n_ids = out->n_ids, n_images = out->n_images, text_len = out->text_len;
 	bool turns = false;
@@ -653,8 +655,8 @@ int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *
 	}
 	/* the template renders an empty user turn when the system turn is all there is */
 	if (r == 0 && n && !turns)
-		r = engine_chat_append(c, &(struct engine_chat_message){ENGINE_CHAT_USER, "", NULL, 0},
-				       out, errbuf, errlen);
+		r = engine_chat_append(c, &(struct engine_chat_message){ENGINE_CHAT_USER, "", NULL, 0}, out,
+				       errbuf, errlen);
 	if (r == 0 && add_generation_prompt)
 		r = engine_chat_generation_prompt(c, out);
 	if (r < 0) {
@@ -670,17 +672,16 @@ int engine_chat_render(struct engine_chat *c, const struct engine_chat_message *
 
 /* ---- the checkpoint's template ----------------------------------------------------------------- */
 
-int engine_chat_check_template(const char *name, const char *source, size_t len, char *msg,
-			       size_t msglen)
+int engine_chat_check_template(const char *name, const char *source, size_t len, char *msg, size_t msglen)
 {
 	static const char *const markers[] = {
-		MARK_SYSTEM "System", MARK_TURN "User", MARK_TURN "Assistant", MARK_END, THINK_OPEN,
-		"bos_token", /* the prompt opens with BOS (model.md 5.2) */
+		MARK_SYSTEM "System", MARK_TURN "User", MARK_TURN "Assistant", MARK_END,
+		THINK_OPEN,	      "bos_token", /* the prompt opens with BOS (model.md 5.2) */
 	};
 	/* markers of other chat formats, named when present */
 	static const char *const foreign[] = {
-		"<|im_start|>", "<|start_header_id|>", "[INST]", "<start_of_turn>", "<|user|>",
-		"<|assistant|>", "<extra_id_1>",
+		"<|im_start|>", "<|start_header_id|>", "[INST]",       "<start_of_turn>",
+		"<|user|>",	"<|assistant|>",       "<extra_id_1>",
 	};
 	struct sbuf s = {0};
 	size_t n_missing = 0, n_foreign = 0;
@@ -715,8 +716,7 @@ int engine_chat_check_template(const char *name, const char *source, size_t len,
 }
 
 /* Reads dir/name whole; -ENOENT when absent. */
-static int read_file(const char *dir, const char *name, char **ret, size_t *ret_len, char *msg,
-		     size_t msglen)
+static int read_file(const char *dir, const char *name, char **ret, size_t *ret_len, char *msg, size_t msglen)
 {
 	char *path = path_join(dir, name), *buf = NULL;
 	struct stat st;
@@ -803,7 +803,8 @@ int engine_chat_check_model(const struct engine_model *model, char *msg, size_t 
 		const json_t *pick = NULL, *e;
 		size_t i;
 
-		json_array_foreach(tmpl, i, e) {
+		json_array_foreach(tmpl, i, e)
+		{
 			const json_t *nm = json_object_get(e, "name");
 
 			if (!pick || (json_is_string(nm) && strcmp(json_string_value(nm), "default") == 0))

@@ -90,8 +90,7 @@ int model_config_load_json(const char *text, size_t len, json_t **ret, char *err
 	return model_json_load("config.json", text, len, ret, errbuf, errlen);
 }
 
-int model_json_load(const char *name, const char *text, size_t len, json_t **ret, char *errbuf,
-		    size_t errlen)
+int model_json_load(const char *name, const char *text, size_t len, json_t **ret, char *errbuf, size_t errlen)
 {
 	json_error_t jerr;
 	json_t *root;
@@ -99,8 +98,8 @@ int model_json_load(const char *name, const char *text, size_t len, json_t **ret
 	char *buf;
 
 	if (len > MODEL_CONFIG_MAX_BYTES)
-		return st_errorf(errbuf, errlen, -EFBIG, "%s: %zu bytes, more than the limit of %u", name, len,
-				 MODEL_CONFIG_MAX_BYTES);
+		return st_errorf(errbuf, errlen, -EFBIG, "%s: %zu bytes, more than the limit of %u", name,
+				 len, MODEL_CONFIG_MAX_BYTES);
 	/* Each rewrite adds 9 bytes to a token of at least 3: the copy stays under 4 * len. */
 	n = rewrite_nonfinite(text, len, NULL);
 	buf = xmalloc(n + 1);
@@ -109,8 +108,8 @@ int model_json_load(const char *name, const char *text, size_t len, json_t **ret
 	root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr);
 	free(buf);
 	if (!root)
-		return st_errorf(errbuf, errlen, -EINVAL, "%s: malformed JSON at line %d: %s", name, jerr.line,
-				 jerr.text);
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: malformed JSON at line %d: %s", name,
+				 jerr.line, jerr.text);
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return st_errorf(errbuf, errlen, -EINVAL, "%s: the top level is not a JSON object", name);
@@ -183,8 +182,8 @@ static int get_int(const json_t *obj, const char *const *keys, long long min, lo
 		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not an integer", key);
 	x = json_integer_value(v);
 	if (x < min || x > max)
-		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' = %lld is outside [%lld, %lld]", key,
-				 (long long)x, min, max);
+		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' = %lld is outside [%lld, %lld]",
+				 key, (long long)x, min, max);
 	*out = (int)x;
 	return 0;
 }
@@ -203,8 +202,8 @@ static int get_bool(const json_t *obj, const char *const *keys, bool *out, char 
 }
 
 /* A string field that, when present, must equal `want`. */
-static int check_string(const json_t *obj, const char *key, const char *want, const char *what,
-			char *errbuf, size_t errlen)
+static int check_string(const json_t *obj, const char *key, const char *want, const char *what, char *errbuf,
+			size_t errlen)
 {
 	const json_t *v = json_object_get(obj, key);
 
@@ -213,8 +212,9 @@ static int check_string(const json_t *obj, const char *key, const char *want, co
 	if (!json_is_string(v))
 		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not a string", key);
 	if (strcmp(json_string_value(v), want) != 0)
-		return st_errorf(errbuf, errlen, -EINVAL, "config.json: %s '%.64s' is not supported (expected '%s')",
-				 what, json_string_value(v), want);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "config.json: %s '%.64s' is not supported (expected '%s')", what,
+				 json_string_value(v), want);
 	return 0;
 }
 
@@ -232,8 +232,8 @@ static int get_token_id(const json_t *obj, const char *key, int *out, char *errb
 	if (json_is_array(v) && json_array_size(v) > 0)
 		v = json_array_get(v, 0);
 	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= MODEL_MAX_VOCAB)
-		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not a token id in [0, %d)", key,
-				 MODEL_MAX_VOCAB);
+		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not a token id in [0, %d)",
+				 key, MODEL_MAX_VOCAB);
 	*out = (int)json_integer_value(v);
 	return 0;
 }
@@ -244,8 +244,9 @@ static int layer_kind(const char *name)
 		const char *name;
 		char kind;
 	} kinds[] = {
-		{"mamba", 'M'}, {"linear_attention", 'M'}, {"attention", '*'},
-		{"full_attention", '*'}, {"mlp", '-'}, {"moe", 'E'},
+		{"mamba", 'M'},	    {"linear_attention", 'M'},
+		{"attention", '*'}, {"full_attention", '*'},
+		{"mlp", '-'},	    {"moe", 'E'},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
@@ -257,34 +258,39 @@ static int layer_kind(const char *name)
 static int parse_pattern(const json_t *text, struct lm_config *lm, char *errbuf, size_t errlen)
 {
 	const char *key = NULL;
-	const json_t *v = get_alias(text, KEYS("hybrid_override_pattern", "layers_block_type", "layer_types"), &key);
+	const json_t *v =
+		get_alias(text, KEYS("hybrid_override_pattern", "layers_block_type", "layer_types"), &key);
 	size_t n, i;
 
 	if (!v)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "config.json: no layer pattern ('hybrid_override_pattern' or 'layers_block_type')");
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"config.json: no layer pattern ('hybrid_override_pattern' or 'layers_block_type')");
 	if (json_is_string(v)) {
 		n = json_string_length(v);
 		if (n == 0 || n > MODEL_MAX_LAYERS)
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' has %zu layers (1 to %d supported)",
-					 key, n, MODEL_MAX_LAYERS);
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: '%s' has %zu layers (1 to %d supported)", key, n,
+					 MODEL_MAX_LAYERS);
 		memcpy(lm->pattern, json_string_value(v), n);
 	} else if (json_is_array(v)) {
 		n = json_array_size(v);
 		if (n == 0 || n > MODEL_MAX_LAYERS)
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' has %zu layers (1 to %d supported)",
-					 key, n, MODEL_MAX_LAYERS);
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: '%s' has %zu layers (1 to %d supported)", key, n,
+					 MODEL_MAX_LAYERS);
 		for (i = 0; i < n; i++) {
 			const json_t *e = json_array_get(v, i);
 			int k = json_is_string(e) ? layer_kind(json_string_value(e)) : -1;
 
 			if (k < 0)
-				return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s'[%zu] is not a known layer type",
-						 key, i);
+				return st_errorf(errbuf, errlen, -EINVAL,
+						 "config.json: '%s'[%zu] is not a known layer type", key, i);
 			lm->pattern[i] = (char)k;
 		}
 	} else {
-		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is neither a string nor a list", key);
+		return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is neither a string nor a list",
+				 key);
 	}
 	lm->pattern[n] = '\0';
 	lm->n_layers = (int)n;
@@ -292,12 +298,13 @@ static int parse_pattern(const json_t *text, struct lm_config *lm, char *errbuf,
 		char c = lm->pattern[i];
 
 		if (c == 'E')
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: layer %zu is a MoE layer ('E'), which is not supported",
-					 i);
+			return st_errorf(
+				errbuf, errlen, -EINVAL,
+				"config.json: layer %zu is a MoE layer ('E'), which is not supported", i);
 		if (c != 'M' && c != '*' && c != '-')
 			return st_errorf(errbuf, errlen, -EINVAL,
-					 "config.json: layer %zu has type '%c' in '%s' (expected M, * or -)", i,
-					 (c >= 0x20 && c < 0x7f) ? c : '?', key);
+					 "config.json: layer %zu has type '%c' in '%s' (expected M, * or -)",
+					 i, (c >= 0x20 && c < 0x7f) ? c : '?', key);
 	}
 	return 0;
 }
@@ -320,24 +327,35 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 		return r;
 	if (n_layers && n_layers != lm->n_layers)
 		return st_errorf(errbuf, errlen, -EINVAL,
-				 "config.json: num_hidden_layers is %d but the layer pattern has %d layers", n_layers,
-				 lm->n_layers);
+				 "config.json: num_hidden_layers is %d but the layer pattern has %d layers",
+				 n_layers, lm->n_layers);
 
 	if (!json_object_get(text, "hidden_size"))
 		return st_errorf(errbuf, errlen, -EINVAL, "config.json: 'hidden_size' is missing");
 	if ((r = get_int(text, KEYS("hidden_size"), 1, MODEL_MAX_DIM, &lm->hidden, errbuf, errlen)) < 0 ||
 	    (r = get_int(text, KEYS("vocab_size"), 1, MODEL_MAX_VOCAB, &c->vocab_size, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("intermediate_size"), 1, MODEL_MAX_DIM, &lm->intermediate, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("num_attention_heads"), 1, MODEL_MAX_HEADS, &lm->n_heads, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("num_key_value_heads"), 1, MODEL_MAX_HEADS, &lm->n_kv_heads, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("head_dim", "attention_head_dim"), 1, MODEL_MAX_DIM, &lm->head_dim, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("mamba_num_heads"), 1, MODEL_MAX_HEADS, &lm->m_heads, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("mamba_head_dim"), 1, MODEL_MAX_DIM, &lm->m_head_dim, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("ssm_state_size", "mamba_d_state"), 1, MODEL_MAX_DIM, &lm->m_state, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("n_groups", "mamba_n_groups"), 1, MODEL_MAX_HEADS, &lm->m_groups, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("conv_kernel", "mamba_d_conv"), 1, MODEL_MAX_KERNEL, &lm->m_conv_kernel, errbuf, errlen)) < 0 ||
-	    (r = get_int(text, KEYS("chunk_size", "mamba_chunk_size"), 1, MODEL_MAX_CHUNK, &lm->m_chunk, errbuf, errlen)) < 0 ||
-	    (r = get_bool(text, KEYS("use_conv_bias", "mamba_conv_bias"), &c->use_conv_bias, errbuf, errlen)) < 0 ||
+	    (r = get_int(text, KEYS("intermediate_size"), 1, MODEL_MAX_DIM, &lm->intermediate, errbuf,
+			 errlen)) < 0 ||
+	    (r = get_int(text, KEYS("num_attention_heads"), 1, MODEL_MAX_HEADS, &lm->n_heads, errbuf,
+			 errlen)) < 0 ||
+	    (r = get_int(text, KEYS("num_key_value_heads"), 1, MODEL_MAX_HEADS, &lm->n_kv_heads, errbuf,
+			 errlen)) < 0 ||
+	    (r = get_int(text, KEYS("head_dim", "attention_head_dim"), 1, MODEL_MAX_DIM, &lm->head_dim,
+			 errbuf, errlen)) < 0 ||
+	    (r = get_int(text, KEYS("mamba_num_heads"), 1, MODEL_MAX_HEADS, &lm->m_heads, errbuf, errlen)) <
+		    0 ||
+	    (r = get_int(text, KEYS("mamba_head_dim"), 1, MODEL_MAX_DIM, &lm->m_head_dim, errbuf, errlen)) <
+		    0 ||
+	    (r = get_int(text, KEYS("ssm_state_size", "mamba_d_state"), 1, MODEL_MAX_DIM, &lm->m_state,
+			 errbuf, errlen)) < 0 ||
+	    (r = get_int(text, KEYS("n_groups", "mamba_n_groups"), 1, MODEL_MAX_HEADS, &lm->m_groups, errbuf,
+			 errlen)) < 0 ||
+	    (r = get_int(text, KEYS("conv_kernel", "mamba_d_conv"), 1, MODEL_MAX_KERNEL, &lm->m_conv_kernel,
+			 errbuf, errlen)) < 0 ||
+	    (r = get_int(text, KEYS("chunk_size", "mamba_chunk_size"), 1, MODEL_MAX_CHUNK, &lm->m_chunk,
+			 errbuf, errlen)) < 0 ||
+	    (r = get_bool(text, KEYS("use_conv_bias", "mamba_conv_bias"), &c->use_conv_bias, errbuf,
+			  errlen)) < 0 ||
 	    (r = get_bool(text, KEYS("tie_word_embeddings"), &c->tie_word_embeddings, errbuf, errlen)) < 0)
 		return r;
 	if (lm->n_kv_heads && !lm->n_heads)
@@ -346,20 +364,22 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 	if (lm->n_heads && !lm->n_kv_heads)
 		lm->n_kv_heads = lm->n_heads;
 	if (lm->n_heads && lm->n_heads % lm->n_kv_heads != 0)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d",
-				 lm->n_heads, lm->n_kv_heads);
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+			lm->n_heads, lm->n_kv_heads);
 	if (strchr(lm->pattern, '*') && !lm->n_heads)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "config.json: the pattern has attention layers but 'num_attention_heads' is missing");
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"config.json: the pattern has attention layers but 'num_attention_heads' is missing");
 
 	/* Unsupported variants of the architecture: refuse rather than compute something else. */
 	if ((r = check_string(text, "mlp_hidden_act", "relu2", "mlp_hidden_act", errbuf, errlen)) < 0 ||
 	    (r = check_string(text, "mamba_hidden_act", "silu", "mamba_hidden_act", errbuf, errlen)) < 0)
 		return r;
 	{
-		static const char *const no_bias[] = {"use_bias", "mamba_proj_bias", "attention_bias", "mlp_bias",
-						      "residual_in_fp32"};
+		static const char *const no_bias[] = {"use_bias", "mamba_proj_bias", "attention_bias",
+						      "mlp_bias", "residual_in_fp32"};
 
 		for (size_t i = 0; i < ARRAY_SIZE(no_bias); i++) {
 			bool b = false;
@@ -368,7 +388,8 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 			if (r < 0)
 				return r;
 			if (b)
-				return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is true, which is not supported",
+				return st_errorf(errbuf, errlen, -EINVAL,
+						 "config.json: '%s' is true, which is not supported",
 						 no_bias[i]);
 		}
 	}
@@ -381,7 +402,8 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not a number", key);
 		/* checked as the float the compute code gets: 1e-85 would round to 0 */
 		if (!((float)eps > 0 && (float)eps < 1))
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' = %g is outside (0, 1) as a float",
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: '%s' = %g is outside (0, 1) as a float",
 					 key ? key : "layer_norm_epsilon", eps);
 		lm->eps = (float)eps;
 	}
@@ -394,7 +416,8 @@ static int parse_text_config(const json_t *text, struct model_config *c, char *e
 		double lo, hi;
 
 		if (!json_is_array(v) || json_array_size(v) != 2)
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: '%s' is not a list of 2 numbers", key);
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: '%s' is not a list of 2 numbers", key);
 		lo = elem_number(json_array_get(v, 0), &ok0);
 		hi = elem_number(json_array_get(v, 1), &ok1);
 		if (!ok0 || !ok1 || isnan(lo) || isnan(hi) || lo > hi || lo < 0)
@@ -434,17 +457,22 @@ int model_config_from_json(const json_t *root, struct model_config *ret, char *e
 		text = json_object_get(root, "text_config");
 	if (text) {
 		if (!json_is_object(text))
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: 'llm_config' is not an object");
-		if (json_object_get(root, "vision_config") && !json_is_object(json_object_get(root, "vision_config")))
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: 'vision_config' is not an object");
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: 'llm_config' is not an object");
+		if (json_object_get(root, "vision_config") &&
+		    !json_is_object(json_object_get(root, "vision_config")))
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: 'vision_config' is not an object");
 		c.vlm = true;
 	} else {
 		if (mt && strcmp(json_string_value(mt), "NemotronH_Nano_VL_V2") == 0)
 			return st_errorf(errbuf, errlen, -EINVAL,
-					 "config.json: model_type NemotronH_Nano_VL_V2 without 'llm_config' or 'text_config'");
+					 "config.json: model_type NemotronH_Nano_VL_V2 without 'llm_config' "
+					 "or 'text_config'");
 		if (mt && strcmp(json_string_value(mt), "nemotron_h") != 0)
 			return st_errorf(errbuf, errlen, -EINVAL,
-					 "config.json: model_type '%.64s' is not supported (expected nemotron_h or NemotronH_Nano_VL_V2)",
+					 "config.json: model_type '%.64s' is not supported (expected "
+					 "nemotron_h or NemotronH_Nano_VL_V2)",
 					 json_string_value(mt));
 		text = root;
 	}

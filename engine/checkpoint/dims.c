@@ -54,7 +54,7 @@ static bool dims_fit(const struct lm_config *c)
 	int64_t gn2 = 2 * (int64_t)c->m_groups * c->m_state;
 	int64_t derived[] = {
 		d_in,
-		d_in + gn2,                  /* conv_dim */
+		d_in + gn2,		     /* conv_dim */
 		2 * d_in + gn2 + c->m_heads, /* in_proj rows */
 		(int64_t)c->n_heads * c->head_dim,
 		(int64_t)c->n_kv_heads * c->head_dim,

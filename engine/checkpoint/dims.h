@@ -16,8 +16,8 @@
 struct lm_dims {
 	int d, vocab;
 	int H, P, N, G, K, d_in, conv_dim, in_rows; /* Mamba */
-	int hq, hkv, dh, q_dim, kv_dim;             /* attention */
-	int inter;                                  /* MLP */
+	int hq, hkv, dh, q_dim, kv_dim;		    /* attention */
+	int inter;				    /* MLP */
 	int chunk;
 };
 void lm_dims_init(struct lm_dims *dm, const struct lm_config *cfg);

@@ -141,7 +141,8 @@ static int add_shard(struct model_files *files, const char *dir, const char *nam
 
 	path = path_join(dir, name);
 	files->shards = xreallocarray(files->shards, files->n_shards + 1, sizeof(*files->shards));
-	files->shard_names = xreallocarray(files->shard_names, files->n_shards + 1, sizeof(*files->shard_names));
+	files->shard_names =
+		xreallocarray(files->shard_names, files->n_shards + 1, sizeof(*files->shard_names));
 	r = st_file_open(path, &files->shards[files->n_shards], errbuf, errlen);
 	free(path);
 	if (r < 0)
@@ -173,7 +174,8 @@ static int open_sharded(struct model_files *files, const char *dir, char *errbuf
 		return r;
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		r = st_errorf(errbuf, errlen, -EINVAL, "%s: malformed JSON at line %d: %s", iname, jerr.line, jerr.text);
+		r = st_errorf(errbuf, errlen, -EINVAL, "%s: malformed JSON at line %d: %s", iname, jerr.line,
+			      jerr.text);
 		goto out;
 	}
 	map = json_object_get(root, "weight_map");
@@ -187,14 +189,16 @@ static int open_sharded(struct model_files *files, const char *dir, char *errbuf
 		goto out;
 	}
 	files->index = xcalloc(json_object_size(map), sizeof(*files->index));
-	json_object_foreach(map, key, value) {
+	json_object_foreach(map, key, value)
+	{
 		const struct st_entry *e;
 		const char *shard;
 		size_t s;
 
 		if (!json_is_string(value) || !shard_name_ok(json_string_value(value))) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "%s: weight_map entry '%.200s' does not name a .safetensors file in the directory",
+				      "%s: weight_map entry '%.200s' does not name a .safetensors file in "
+				      "the directory",
 				      iname, key);
 			goto out;
 		}
@@ -204,12 +208,14 @@ static int open_sharded(struct model_files *files, const char *dir, char *errbuf
 				break;
 		if (s == files->n_shards) {
 			if (files->n_shards >= MODEL_MAX_SHARDS) {
-				r = st_errorf(errbuf, errlen, -EFBIG, "%s: more than %d shards", iname, MODEL_MAX_SHARDS);
+				r = st_errorf(errbuf, errlen, -EFBIG, "%s: more than %d shards", iname,
+					      MODEL_MAX_SHARDS);
 				goto out;
 			}
 			if (!file_exists(dir, shard)) {
 				r = st_errorf(errbuf, errlen, -ENOENT,
-					      "%s: shard '%s' (holding '%.200s') is missing", iname, shard, key);
+					      "%s: shard '%s' (holding '%.200s') is missing", iname, shard,
+					      key);
 				goto out;
 			}
 			r = add_shard(files, dir, shard, errbuf, errlen);
@@ -219,8 +225,8 @@ static int open_sharded(struct model_files *files, const char *dir, char *errbuf
 		e = st_file_find(files->shards[s], key);
 		if (!e) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "%s: tensor '%.200s' is not in shard '%s' where weight_map puts it", iname, key,
-				      shard);
+				      "%s: tensor '%.200s' is not in shard '%s' where weight_map puts it",
+				      iname, key, shard);
 			goto out;
 		}
 		files->index[files->n_index++] = e;
@@ -233,7 +239,8 @@ static int open_sharded(struct model_files *files, const char *dir, char *errbuf
 
 			if (!m || strcmp(json_string_value(m), files->shard_names[i]) != 0) {
 				r = st_errorf(errbuf, errlen, -EINVAL,
-					      "%s: shard '%s' holds tensor '%s' that weight_map does not assign to it",
+					      "%s: shard '%s' holds tensor '%s' that weight_map does not "
+					      "assign to it",
 					      iname, files->shard_names[i], e->name);
 				goto out;
 			}
@@ -279,8 +286,8 @@ static int check_checkpoint_dir(const char *dir, char *errbuf, size_t errlen)
 	if (!S_ISDIR(st.st_mode))
 		return st_errorf(errbuf, errlen, -ENOTDIR, "%s is not a directory; %s", dir, expected);
 	bool config = file_exists(dir, "config.json");
-	bool weights = file_exists(dir, "model.safetensors") ||
-		       file_exists(dir, "model.safetensors.index.json");
+	bool weights =
+		file_exists(dir, "model.safetensors") || file_exists(dir, "model.safetensors.index.json");
 	if (!config && !weights)
 		return st_errorf(errbuf, errlen, -ENOENT,
 				 "%s is not a model checkpoint: it has neither config.json nor "
@@ -298,9 +305,10 @@ int engine_model_check_files(const char *dir, char *errbuf, size_t errlen)
 	if (r < 0)
 		return r;
 	if (!file_exists(dir, "model.safetensors") && !file_exists(dir, "model.safetensors.index.json"))
-		return st_errorf(errbuf, errlen, -ENOENT, "%s has config.json but no weights "
-				 "(model.safetensors or model.safetensors.index.json); %s", dir,
-				 checkpoint_expected);
+		return st_errorf(errbuf, errlen, -ENOENT,
+				 "%s has config.json but no weights "
+				 "(model.safetensors or model.safetensors.index.json); %s",
+				 dir, checkpoint_expected);
 	if (!file_exists(dir, "tokenizer.json"))
 		return st_errorf(errbuf, errlen, -ENOENT, "%s has no tokenizer.json; %s", dir,
 				 checkpoint_expected);
@@ -412,8 +420,7 @@ size_t model_files_shard_count(const struct model_files *files)
 	return files->n_shards;
 }
 
-const struct st_file *model_files_shard(const struct model_files *files, size_t i,
-					const char **ret_name)
+const struct st_file *model_files_shard(const struct model_files *files, size_t i, const char **ret_name)
 {
 	if (i >= files->n_shards)
 		return NULL;
@@ -441,7 +448,7 @@ bool model_files_mapped(const struct model_files *files, const void *p, size_t n
 struct claim {
 	const struct model_files *files;
 	const char *prefix; /* "language_model." or "" */
-	bool *claimed;      /* per index entry */
+	bool *claimed;	    /* per index entry */
 	char *errbuf;
 	size_t errlen;
 };
@@ -468,8 +475,8 @@ static bool matrix_name(const char *name)
 	if (strcmp(name, "lm_head.weight") == 0 || strcmp(name, "language_model.lm_head.weight") == 0)
 		return true;
 	static const char *const suffix[] = {
-		".mixer.in_proj.weight", ".mixer.out_proj.weight", ".mixer.q_proj.weight",
-		".mixer.k_proj.weight",	 ".mixer.v_proj.weight",   ".mixer.o_proj.weight",
+		".mixer.in_proj.weight", ".mixer.out_proj.weight",  ".mixer.q_proj.weight",
+		".mixer.k_proj.weight",	 ".mixer.v_proj.weight",    ".mixer.o_proj.weight",
 		".mixer.up_proj.weight", ".mixer.down_proj.weight",
 	};
 	size_t n = strlen(name);
@@ -515,13 +522,13 @@ static int claim_tensor(struct claim *cl, struct tensor *out, bool optional, int
 	if (!match) {
 		format_shape(have_s, sizeof(have_s), t->ndim, t->shape);
 		format_shape(want_s, sizeof(want_s), ndim, want);
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "tensor '%s' has shape %s, expected %s", name, have_s,
-				 want_s);
+		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "tensor '%s' has shape %s, expected %s",
+				 name, have_s, want_s);
 	}
 	if (quantized_dtype_format(t->dtype) >= 0 && !matrix_name(name))
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
-				 "tensor '%s' is quantized, but only the language model's linear layers may be",
-				 name);
+		return st_errorf(
+			cl->errbuf, cl->errlen, -EINVAL,
+			"tensor '%s' is quantized, but only the language model's linear layers may be", name);
 	cl->claimed[i] = true;
 	*out = *t;
 	return 0;
@@ -529,7 +536,8 @@ static int claim_tensor(struct claim *cl, struct tensor *out, bool optional, int
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define NDIM(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define CLAIM(cl, out, optional, shape, ...) claim_tensor((cl), (out), (optional), NDIM shape, SHAPE shape, __VA_ARGS__)
+#define CLAIM(cl, out, optional, shape, ...)                                                                 \
+	claim_tensor((cl), (out), (optional), NDIM shape, SHAPE shape, __VA_ARGS__)
 
 static int64_t want(int v)
 {
@@ -547,8 +555,9 @@ static int derive_mamba(struct claim *cl, struct lm_config *c, int l)
 	if (r < 0)
 		return r;
 	if (t.shape[0] < 1 || t.shape[0] > MODEL_MAX_HEADS)
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "layer %d: %lld Mamba heads (1 to %d supported)", l,
-				 (long long)t.shape[0], MODEL_MAX_HEADS);
+		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
+				 "layer %d: %lld Mamba heads (1 to %d supported)", l, (long long)t.shape[0],
+				 MODEL_MAX_HEADS);
 	c->m_heads = (int)t.shape[0];
 
 	r = CLAIM(cl, &t, false, (c->m_head_dim ? (int64_t)c->m_heads * c->m_head_dim : ANY),
@@ -557,9 +566,10 @@ static int derive_mamba(struct claim *cl, struct lm_config *c, int l)
 		return r;
 	d_in = t.shape[0];
 	if (d_in < 1 || d_in > MODEL_MAX_DIM || d_in % c->m_heads != 0)
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
-				 "layer %d: d_inner %lld (mixer.norm.weight) is not a multiple of the %d Mamba heads", l,
-				 (long long)d_in, c->m_heads);
+		return st_errorf(
+			cl->errbuf, cl->errlen, -EINVAL,
+			"layer %d: d_inner %lld (mixer.norm.weight) is not a multiple of the %d Mamba heads",
+			l, (long long)d_in, c->m_heads);
 	c->m_head_dim = (int)(d_in / c->m_heads);
 
 	r = CLAIM(cl, &t, false, (ANY, c->hidden), "backbone.layers.%d.mixer.in_proj.weight", l);
@@ -572,26 +582,30 @@ static int derive_mamba(struct claim *cl, struct lm_config *c, int l)
 
 		if (rows != expect)
 			return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
-					 "layer %d: in_proj has %lld rows but 2*d_inner + 2*n_groups*state + heads = %lld",
+					 "layer %d: in_proj has %lld rows but 2*d_inner + 2*n_groups*state + "
+					 "heads = %lld",
 					 l, (long long)rows, (long long)expect);
 	} else {
 		if (gn2 <= 0 || gn2 % (2 * c->m_state) != 0)
 			return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
-					 "layer %d: in_proj rows %lld minus 2*d_inner + heads is not a positive multiple of 2*state (%d)",
+					 "layer %d: in_proj rows %lld minus 2*d_inner + heads is not a "
+					 "positive multiple of 2*state (%d)",
 					 l, (long long)rows, 2 * c->m_state);
 		c->m_groups = (int)(gn2 / (2 * c->m_state));
 	}
 	if (c->m_heads % c->m_groups != 0)
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "layer %d: %d Mamba heads do not split into %d groups", l,
-				 c->m_heads, c->m_groups);
+		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
+				 "layer %d: %d Mamba heads do not split into %d groups", l, c->m_heads,
+				 c->m_groups);
 
 	r = CLAIM(cl, &t, false, (d_in + 2 * (int64_t)c->m_groups * c->m_state, 1, want(c->m_conv_kernel)),
 		  "backbone.layers.%d.mixer.conv1d.weight", l);
 	if (r < 0)
 		return r;
 	if (t.shape[2] < 1 || t.shape[2] > MODEL_MAX_KERNEL)
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "layer %d: conv kernel %lld (1 to %d supported)", l,
-				 (long long)t.shape[2], MODEL_MAX_KERNEL);
+		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
+				 "layer %d: conv kernel %lld (1 to %d supported)", l, (long long)t.shape[2],
+				 MODEL_MAX_KERNEL);
 	c->m_conv_kernel = (int)t.shape[2];
 	return 0;
 }
@@ -620,12 +634,14 @@ static int derive_mlp(struct claim *cl, struct lm_config *c, int l)
 	struct tensor t;
 	int r;
 
-	r = CLAIM(cl, &t, false, (want(c->intermediate), c->hidden), "backbone.layers.%d.mixer.up_proj.weight", l);
+	r = CLAIM(cl, &t, false, (want(c->intermediate), c->hidden),
+		  "backbone.layers.%d.mixer.up_proj.weight", l);
 	if (r < 0)
 		return r;
 	if (t.shape[0] < 1 || t.shape[0] > MODEL_MAX_DIM)
-		return st_errorf(cl->errbuf, cl->errlen, -EINVAL, "layer %d: intermediate size %lld (1 to %d supported)",
-				 l, (long long)t.shape[0], MODEL_MAX_DIM);
+		return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
+				 "layer %d: intermediate size %lld (1 to %d supported)", l,
+				 (long long)t.shape[0], MODEL_MAX_DIM);
 	c->intermediate = (int)t.shape[0];
 	return 0;
 }
@@ -644,29 +660,37 @@ static int claim_layer(struct claim *cl, const struct lm_config *c, bool conv_bi
 		return r;
 	switch (L->kind) {
 	case LM_LAYER_MAMBA:
-		if ((r = CLAIM(cl, &L->mamba.in_proj, false, (2 * d_in + 2 * (int64_t)c->m_groups * c->m_state + c->m_heads, c->hidden),
+		if ((r = CLAIM(cl, &L->mamba.in_proj, false,
+			       (2 * d_in + 2 * (int64_t)c->m_groups * c->m_state + c->m_heads, c->hidden),
 			       "%s%d.mixer.in_proj.weight", p, l)) < 0 ||
-		    (r = CLAIM(cl, &L->mamba.conv_w, false, (conv_dim, 1, c->m_conv_kernel), "%s%d.mixer.conv1d.weight", p, l)) < 0 ||
-		    (conv_bias && (r = CLAIM(cl, &L->mamba.conv_b, false, (conv_dim), "%s%d.mixer.conv1d.bias", p, l)) < 0) ||
+		    (r = CLAIM(cl, &L->mamba.conv_w, false, (conv_dim, 1, c->m_conv_kernel),
+			       "%s%d.mixer.conv1d.weight", p, l)) < 0 ||
+		    (conv_bias && (r = CLAIM(cl, &L->mamba.conv_b, false, (conv_dim),
+					     "%s%d.mixer.conv1d.bias", p, l)) < 0) ||
 		    (r = CLAIM(cl, &L->mamba.dt_bias, false, (c->m_heads), "%s%d.mixer.dt_bias", p, l)) < 0 ||
 		    (r = CLAIM(cl, &L->mamba.a_log, false, (c->m_heads), "%s%d.mixer.A_log", p, l)) < 0 ||
 		    (r = CLAIM(cl, &L->mamba.d, false, (c->m_heads), "%s%d.mixer.D", p, l)) < 0 ||
 		    (r = CLAIM(cl, &L->mamba.norm, false, (d_in), "%s%d.mixer.norm.weight", p, l)) < 0 ||
-		    (r = CLAIM(cl, &L->mamba.out_proj, false, (c->hidden, d_in), "%s%d.mixer.out_proj.weight", p, l)) < 0)
+		    (r = CLAIM(cl, &L->mamba.out_proj, false, (c->hidden, d_in), "%s%d.mixer.out_proj.weight",
+			       p, l)) < 0)
 			return r;
 		/* With use_conv_bias false a bias tensor is claimed by nobody and reported as extra;
 		 * conv_b stays zeroed (data NULL). */
 		break;
 	case LM_LAYER_ATTENTION:
 		if ((r = CLAIM(cl, &L->attn.q, false, (q, c->hidden), "%s%d.mixer.q_proj.weight", p, l)) < 0 ||
-		    (r = CLAIM(cl, &L->attn.k, false, (kv, c->hidden), "%s%d.mixer.k_proj.weight", p, l)) < 0 ||
-		    (r = CLAIM(cl, &L->attn.v, false, (kv, c->hidden), "%s%d.mixer.v_proj.weight", p, l)) < 0 ||
+		    (r = CLAIM(cl, &L->attn.k, false, (kv, c->hidden), "%s%d.mixer.k_proj.weight", p, l)) <
+			    0 ||
+		    (r = CLAIM(cl, &L->attn.v, false, (kv, c->hidden), "%s%d.mixer.v_proj.weight", p, l)) <
+			    0 ||
 		    (r = CLAIM(cl, &L->attn.o, false, (c->hidden, q), "%s%d.mixer.o_proj.weight", p, l)) < 0)
 			return r;
 		break;
 	case LM_LAYER_MLP:
-		if ((r = CLAIM(cl, &L->mlp.up, false, (c->intermediate, c->hidden), "%s%d.mixer.up_proj.weight", p, l)) < 0 ||
-		    (r = CLAIM(cl, &L->mlp.down, false, (c->hidden, c->intermediate), "%s%d.mixer.down_proj.weight", p, l)) < 0)
+		if ((r = CLAIM(cl, &L->mlp.up, false, (c->intermediate, c->hidden),
+			       "%s%d.mixer.up_proj.weight", p, l)) < 0 ||
+		    (r = CLAIM(cl, &L->mlp.down, false, (c->hidden, c->intermediate),
+			       "%s%d.mixer.down_proj.weight", p, l)) < 0)
 			return r;
 		break;
 	}
@@ -683,7 +707,7 @@ static const char *const fp8_mlp[] = {"up_proj", "down_proj"};
 /* Whether `name` is a layer's linear matrix, the one place an F8_E4M3 tensor may be. */
 static bool fp8_matrix_name(const char *name)
 {
-	static const char *const all[] = {"in_proj", "out_proj", "q_proj", "k_proj",
+	static const char *const all[] = {"in_proj", "out_proj", "q_proj",  "k_proj",
 					  "v_proj",  "o_proj",	 "up_proj", "down_proj"};
 	const char *p = strstr(name, "backbone.layers.");
 	if (!p)
@@ -715,7 +739,9 @@ static void claim_any(struct claim *cl, struct tensor *out, const char *name)
  * L->fp8_scale[i]; with an FP8 KV cache, the attention's k_scale/v_scale checked. */
 static int claim_fp8_layer(struct claim *cl, const struct modelopt_quant *mq, int l, struct lm_layer *L)
 {
-	const char *const *names = L->kind == LM_LAYER_MAMBA ? fp8_mamba : L->kind == LM_LAYER_ATTENTION ? fp8_attn : fp8_mlp;
+	const char *const *names = L->kind == LM_LAYER_MAMBA	 ? fp8_mamba :
+				   L->kind == LM_LAYER_ATTENTION ? fp8_attn :
+								   fp8_mlp;
 	const struct tensor *mats[4] = {0};
 	int n = 0;
 	switch (L->kind) {
@@ -723,7 +749,8 @@ static int claim_fp8_layer(struct claim *cl, const struct modelopt_quant *mq, in
 		mats[n++] = &L->mamba.in_proj, mats[n++] = &L->mamba.out_proj;
 		break;
 	case LM_LAYER_ATTENTION:
-		mats[n++] = &L->attn.q, mats[n++] = &L->attn.k, mats[n++] = &L->attn.v, mats[n++] = &L->attn.o;
+		mats[n++] = &L->attn.q, mats[n++] = &L->attn.k, mats[n++] = &L->attn.v,
+		mats[n++] = &L->attn.o;
 		break;
 	case LM_LAYER_MLP:
 		mats[n++] = &L->mlp.up, mats[n++] = &L->mlp.down;
@@ -737,10 +764,12 @@ static int claim_fp8_layer(struct claim *cl, const struct modelopt_quant *mq, in
 		if (mats[i]->dtype != TENSOR_F8_E4M3)
 			continue;
 		if (!mq->fp8)
-			return st_errorf(cl->errbuf, cl->errlen, -EINVAL,
-					 "tensor '%s' is F8_E4M3, but the checkpoint declares no FP8 quantization "
-					 "(NVIDIA ModelOpt's hf_quant_config.json or config.json's quantization_config)",
-					 full);
+			return st_errorf(
+				cl->errbuf, cl->errlen, -EINVAL,
+				"tensor '%s' is F8_E4M3, but the checkpoint declares no FP8 quantization "
+				"(NVIDIA ModelOpt's hf_quant_config.json or config.json's "
+				"quantization_config)",
+				full);
 		claim_any(cl, &L->fp8_scale[i], strcat(strcpy(full, name), ".weight_scale"));
 		claim_any(cl, &is, strcat(strcpy(full, name), ".input_scale"));
 		snprintf(full, sizeof(full), "%s%s.weight", cl->prefix, name);
@@ -751,7 +780,8 @@ static int claim_fp8_layer(struct claim *cl, const struct modelopt_quant *mq, in
 	for (int i = 0; mq->kv_fp8 && L->kind == LM_LAYER_ATTENTION && i < 2; i++) {
 		char name[ST_MAX_NAME_BYTES];
 		struct tensor t;
-		snprintf(name, sizeof(name), "backbone.layers.%d.mixer.%s", l, i ? "v_proj.v_scale" : "k_proj.k_scale");
+		snprintf(name, sizeof(name), "backbone.layers.%d.mixer.%s", l,
+			 i ? "v_proj.v_scale" : "k_proj.k_scale");
 		claim_any(cl, &t, name);
 		if (t.data) {
 			int r = modelopt_check_kv_scale(name, &t, cl->errbuf, cl->errlen);
@@ -769,10 +799,11 @@ static int check_fp8_elsewhere(const struct model_files *files, char *errbuf, si
 	for (size_t i = 0; i < files->n_index; i++) {
 		const struct st_entry *e = files->index[i];
 		if (e->t.dtype == TENSOR_F8_E4M3 && !fp8_matrix_name(e->name))
-			return st_errorf(errbuf, errlen, -EINVAL,
-					 "tensor '%s' is F8_E4M3: holod reads fp8 weights only in the language "
-					 "model's linear layers (in_proj, out_proj, q/k/v/o_proj, up/down_proj)",
-					 e->name);
+			return st_errorf(
+				errbuf, errlen, -EINVAL,
+				"tensor '%s' is F8_E4M3: holod reads fp8 weights only in the language "
+				"model's linear layers (in_proj, out_proj, q/k/v/o_proj, up/down_proj)",
+				e->name);
 	}
 	return 0;
 }
@@ -863,9 +894,11 @@ static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 	if (r < 0)
 		goto out;
 	if (mc->tie_word_embeddings && quantized_dtype_format(lm_head.dtype) >= 0) {
-		r = st_errorf(errbuf, errlen, -EINVAL,
-			      "tensor '%slm_head.weight' is quantized, but config.json ties the lm_head to the "
-			      "embeddings (holo-quantize writes no records for a tied head)", cl.prefix);
+		r = st_errorf(
+			errbuf, errlen, -EINVAL,
+			"tensor '%slm_head.weight' is quantized, but config.json ties the lm_head to the "
+			"embeddings (holo-quantize writes no records for a tied head)",
+			cl.prefix);
 		goto out;
 	}
 	m->lm_head = mc->tie_word_embeddings ? m->embeddings : lm_head;
@@ -876,8 +909,9 @@ static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 		if (cl.claimed[i] || (mc->vlm && vision_tensor(name) &&
 				      quantized_dtype_format(m->files->index[i]->t.dtype) < 0))
 			continue;
-		r = st_errorf(errbuf, errlen, -EINVAL, "unexpected tensor '%s' (not part of a %d-layer '%s' model)",
-			      name, c.n_layers, c.pattern);
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "unexpected tensor '%s' (not part of a %d-layer '%s' model)", name, c.n_layers,
+			      c.pattern);
 		goto out;
 	}
 	r = check_quantized_layers(m->files, &c, m->layers, errbuf, errlen);
@@ -885,9 +919,10 @@ static int load_lm(struct engine_model *m, char *errbuf, size_t errlen)
 		goto out;
 
 	if (c.bos_id >= c.vocab || c.eos_id >= c.vocab || c.pad_id >= c.vocab) {
-		r = st_errorf(errbuf, errlen, -EINVAL,
-			      "config.json: token ids bos %d / eos %d / pad %d do not fit the %d embedding rows",
-			      c.bos_id, c.eos_id, c.pad_id, c.vocab);
+		r = st_errorf(
+			errbuf, errlen, -EINVAL,
+			"config.json: token ids bos %d / eos %d / pad %d do not fit the %d embedding rows",
+			c.bos_id, c.eos_id, c.pad_id, c.vocab);
 		goto out;
 	}
 	m->cfg = c;
@@ -938,7 +973,8 @@ struct engine_model *engine_model_load(const char *dir, char *errbuf, size_t err
 		n = engine_tokenizer_vocab_size(m->tokenizer);
 		if (n > (size_t)m->cfg.vocab) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "tokenizer.json has %zu ids but the embedding only %d rows", n, m->cfg.vocab);
+				      "tokenizer.json has %zu ids but the embedding only %d rows", n,
+				      m->cfg.vocab);
 			goto fail;
 		}
 	}

@@ -22,13 +22,13 @@
 
 /* Limits on what a safetensors file may declare. */
 #define ST_MAX_HEADER_BYTES (100u << 20) /* JSON header length */
-#define ST_MAX_TENSORS (1u << 20)        /* entries in one header */
-#define ST_MAX_NAME_BYTES 1024u          /* one tensor name */
+#define ST_MAX_TENSORS (1u << 20)	 /* entries in one header */
+#define ST_MAX_NAME_BYTES 1024u		 /* one tensor name */
 
 struct st_entry {
-	const char *name;  /* owned by the st_file */
-	struct tensor t;   /* t.data points into the buffer the file was parsed from */
-	uint64_t begin;    /* data_offsets, relative to the start of the data section */
+	const char *name; /* owned by the st_file */
+	struct tensor t;  /* t.data points into the buffer the file was parsed from */
+	uint64_t begin;	  /* data_offsets, relative to the start of the data section */
 	uint64_t end;
 };
 
@@ -67,21 +67,21 @@ const struct st_entry *st_file_find(const struct st_file *f, const char *name);
 /* ---- config.json (config.c) --------------------------------------------------------------- */
 
 #define MODEL_CONFIG_MAX_BYTES (16u << 20) /* config.json size */
-#define MODEL_MAX_LAYERS 511               /* struct lm_config.pattern holds one char per layer */
-#define MODEL_MAX_DIM (1 << 20)            /* hidden, intermediate, d_inner, conv_dim, ... */
-#define MODEL_MAX_HEADS 4096               /* attention and Mamba heads */
-#define MODEL_MAX_KERNEL 64                /* conv kernel width */
-#define MODEL_MAX_CHUNK (1 << 16)          /* SSD chunk_size */
-#define MODEL_MAX_VOCAB (1 << 22)          /* embedding rows */
+#define MODEL_MAX_LAYERS 511		   /* struct lm_config.pattern holds one char per layer */
+#define MODEL_MAX_DIM (1 << 20)		   /* hidden, intermediate, d_inner, conv_dim, ... */
+#define MODEL_MAX_HEADS 4096		   /* attention and Mamba heads */
+#define MODEL_MAX_KERNEL 64		   /* conv kernel width */
+#define MODEL_MAX_CHUNK (1 << 16)	   /* SSD chunk_size */
+#define MODEL_MAX_VOCAB (1 << 22)	   /* embedding rows */
 
 /* What config.json says, before it is checked against the tensors. Sizes the config does not
  * give are 0 and are taken from the tensors by the loader. */
 struct model_config {
-	struct lm_config lm;      /* n_layers, pattern, eps, dt limits, token ids always set */
-	bool vlm;                 /* NemotronH_Nano_VL_V2 layout: tensors under `language_model.` */
+	struct lm_config lm; /* n_layers, pattern, eps, dt limits, token ids always set */
+	bool vlm;	     /* NemotronH_Nano_VL_V2 layout: tensors under `language_model.` */
 	bool tie_word_embeddings;
 	bool use_conv_bias;
-	int vocab_size;           /* as declared (0 if absent); the embedding rows are what count */
+	int vocab_size; /* as declared (0 if absent); the embedding rows are what count */
 };
 
 struct json_t;
@@ -90,21 +90,18 @@ struct json_t;
  * configs: the bare tokens `Infinity`, `-Infinity` and `NaN` outside strings are accepted and
  * read back by model_config_from_json() as numbers. Duplicate keys are rejected. *ret is a new
  * jansson reference (json_decref it). */
-int model_config_load_json(const char *text, size_t len, struct json_t **ret, char *errbuf,
-			   size_t errlen);
+int model_config_load_json(const char *text, size_t len, struct json_t **ret, char *errbuf, size_t errlen);
 /* The same for another JSON file of the checkpoint; errors name it `name`. */
-int model_json_load(const char *name, const char *text, size_t len, struct json_t **ret,
-		    char *errbuf, size_t errlen);
+int model_json_load(const char *name, const char *text, size_t len, struct json_t **ret, char *errbuf,
+		    size_t errlen);
 /* Reads a config.json root object: the VLM layout (`llm_config` or `text_config` holding a
  * nemotron_h config) or a bare `nemotron_h` config; field aliases as model.md 1.2. */
-int model_config_from_json(const struct json_t *root, struct model_config *ret, char *errbuf,
-			   size_t errlen);
+int model_config_from_json(const struct json_t *root, struct model_config *ret, char *errbuf, size_t errlen);
 /* A number field of a config object (integer, real, or Infinity/-Infinity/NaN as written in
  * the file). Returns 0, -ENOENT when absent, -EINVAL when not a number. */
 int model_config_number(const struct json_t *obj, const char *key, double *ret);
 /* Both of the above. */
-int model_config_parse(const char *text, size_t len, struct model_config *ret, char *errbuf,
-		       size_t errlen);
+int model_config_parse(const char *text, size_t len, struct model_config *ret, char *errbuf, size_t errlen);
 
 /* ---- checkpoint directory (loader.c) ------------------------------------------------------ */
 
@@ -139,7 +136,6 @@ size_t model_files_count(const struct model_files *files);
 /* The safetensors files, in the order they were opened (holo-quantize writes the same shards):
  * their count, and file i with its name in the directory (NULL past the count). */
 size_t model_files_shard_count(const struct model_files *files);
-const struct st_file *model_files_shard(const struct model_files *files, size_t i,
-					const char **ret_name);
+const struct st_file *model_files_shard(const struct model_files *files, size_t i, const char **ret_name);
 /* Whether [p, p + n) lies inside one of the files' read-only maps (not memory a test built). */
 bool model_files_mapped(const struct model_files *files, const void *p, size_t n);

@@ -18,7 +18,7 @@ enum tensor_dtype {
 	TENSOR_F32,
 	TENSOR_F16,
 	TENSOR_BF16,
-	TENSOR_U8,  /* raw bytes: a holod-quantized checkpoint's row records as stored (quantized.c) */
+	TENSOR_U8, /* raw bytes: a holod-quantized checkpoint's row records as stored (quantized.c) */
 	/* A linear layer's matrix of a holod-quantized checkpoint (docs/quantization.md): shape
 	 * [rows, cols] as the weight it stands for, data the rows' records (quant.h) in the map,
 	 * nbytes = rows x quant_row_bytes(cols). Only the loader makes them (quantized.c). */
@@ -48,13 +48,13 @@ struct lm_layer {
 	struct tensor norm; /* [hidden] pre-norm of the block */
 	union {
 		struct {
-			struct tensor in_proj;  /* [2*d_inner + 2*G*N + H, hidden] */
-			struct tensor conv_w;   /* [conv_dim, 1, K] */
-			struct tensor conv_b;   /* [conv_dim] (data NULL when use_conv_bias is false) */
-			struct tensor dt_bias;  /* [H] */
-			struct tensor a_log;    /* [H] */
-			struct tensor d;        /* [H] */
-			struct tensor norm;     /* [d_inner] gated group RMSNorm weight */
+			struct tensor in_proj;	/* [2*d_inner + 2*G*N + H, hidden] */
+			struct tensor conv_w;	/* [conv_dim, 1, K] */
+			struct tensor conv_b;	/* [conv_dim] (data NULL when use_conv_bias is false) */
+			struct tensor dt_bias;	/* [H] */
+			struct tensor a_log;	/* [H] */
+			struct tensor d;	/* [H] */
+			struct tensor norm;	/* [d_inner] gated group RMSNorm weight */
 			struct tensor out_proj; /* [hidden, d_inner] */
 		} mamba;
 		struct {
@@ -75,16 +75,16 @@ struct lm_config {
 	int n_layers;
 	char pattern[512]; /* one char per layer, NUL-terminated */
 	int hidden;
-	int vocab;         /* rows of the embedding (from the tensor shape) */
-	int intermediate;  /* MLP hidden */
+	int vocab;	  /* rows of the embedding (from the tensor shape) */
+	int intermediate; /* MLP hidden */
 	int n_heads, n_kv_heads, head_dim;
-	int m_heads;       /* H */
-	int m_head_dim;    /* P */
-	int m_groups;      /* G */
-	int m_state;       /* N */
-	int m_conv_kernel; /* K */
-	int m_chunk;       /* SSD chunk size */
-	float eps;         /* every RMSNorm of the LM */
+	int m_heads;	      /* H */
+	int m_head_dim;	      /* P */
+	int m_groups;	      /* G */
+	int m_state;	      /* N */
+	int m_conv_kernel;    /* K */
+	int m_chunk;	      /* SSD chunk size */
+	float eps;	      /* every RMSNorm of the LM */
 	float dt_min, dt_max; /* time_step_limit (max may be INFINITY) */
 	int bos_id, eos_id, pad_id;
 };
@@ -92,8 +92,8 @@ struct lm_config {
 struct engine_model {
 	struct lm_config cfg;
 	struct tensor embeddings; /* [vocab, hidden] */
-	struct tensor norm_f;     /* [hidden] */
-	struct tensor lm_head;    /* [vocab, hidden] (== embeddings when tied) */
+	struct tensor norm_f;	  /* [hidden] */
+	struct tensor lm_head;	  /* [vocab, hidden] (== embeddings when tied) */
 	struct lm_layer *layers;  /* cfg.n_layers */
 
 	struct engine_tokenizer *tokenizer; /* NULL when the directory has no tokenizer.json */

@@ -47,19 +47,24 @@ static int read_decl(const char *where, const json_t *q, struct modelopt_quant *
 	const json_t *kv = json_object_get(q, "kv_cache_quant_algo");
 	if (kv && !json_is_null(kv)) {
 		if (!json_is_string(kv) || strcasecmp(json_string_value(kv), "FP8") != 0)
-			return st_errorf(errbuf, errlen, -EINVAL,
-					 "%s: kv_cache_quant_algo %s%.40s%s is not supported (null or \"FP8\")",
-					 where, json_is_string(kv) ? "'" : "", json_is_string(kv) ? json_string_value(kv) : "(not a string)",
-					 json_is_string(kv) ? "'" : "");
+			return st_errorf(
+				errbuf, errlen, -EINVAL,
+				"%s: kv_cache_quant_algo %s%.40s%s is not supported (null or \"FP8\")", where,
+				json_is_string(kv) ? "'" : "",
+				json_is_string(kv) ? json_string_value(kv) : "(not a string)",
+				json_is_string(kv) ? "'" : "");
 		ret->kv_fp8 = true;
 	}
 	const json_t *scheme = json_object_get(q, "kv_cache_scheme");
 	if (scheme && !json_is_null(scheme)) {
-		const json_t *type = json_object_get(scheme, "type"), *bits = json_object_get(scheme, "num_bits");
-		if (!json_is_object(scheme) || !json_is_string(type) || strcmp(json_string_value(type), "float") != 0 ||
-		    !json_is_integer(bits) || json_integer_value(bits) != 8)
+		const json_t *type = json_object_get(scheme, "type"),
+			     *bits = json_object_get(scheme, "num_bits");
+		if (!json_is_object(scheme) || !json_is_string(type) ||
+		    strcmp(json_string_value(type), "float") != 0 || !json_is_integer(bits) ||
+		    json_integer_value(bits) != 8)
 			return st_errorf(errbuf, errlen, -EINVAL,
-					 "%s: kv_cache_scheme is not supported (null, or {\"type\": \"float\", \"num_bits\": 8})",
+					 "%s: kv_cache_scheme is not supported (null, or {\"type\": "
+					 "\"float\", \"num_bits\": 8})",
 					 where);
 		ret->kv_fp8 = true;
 	}
@@ -72,12 +77,13 @@ static int read_decl(const char *where, const json_t *q, struct modelopt_quant *
 		if (!json_is_array(l))
 			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s is not a list", where, lists[i]);
 		if (json_array_size(l) > MODELOPT_MAX_EXCLUDES)
-			return st_errorf(errbuf, errlen, -EFBIG, "%s: %s has %zu entries, more than the limit of %d",
-					 where, lists[i], json_array_size(l), MODELOPT_MAX_EXCLUDES);
-		json_array_foreach(l, k, v)
-			if (!json_is_string(v))
-				return st_errorf(errbuf, errlen, -EINVAL, "%s: %s[%zu] is not a string", where,
-						 lists[i], k);
+			return st_errorf(errbuf, errlen, -EFBIG,
+					 "%s: %s has %zu entries, more than the limit of %d", where, lists[i],
+					 json_array_size(l), MODELOPT_MAX_EXCLUDES);
+		json_array_foreach(l, k,
+				   v) if (!json_is_string(v)) return st_errorf(errbuf, errlen, -EINVAL,
+									       "%s: %s[%zu] is not a string",
+									       where, lists[i], k);
 	}
 	return 0;
 }
@@ -92,26 +98,31 @@ static int read_object(const char *where, const json_t *q, bool needs_method, st
 	const json_t *method = json_object_get(q, "quant_method");
 	if (needs_method || method) {
 		if (!json_is_string(method))
-			return st_errorf(errbuf, errlen, -EINVAL, "%s has no string quant_method; %s", where, supported);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s has no string quant_method; %s", where,
+					 supported);
 		if (strncasecmp(json_string_value(method), "modelopt", 8) != 0)
-			return st_errorf(errbuf, errlen, -EINVAL, "%s: quant_method '%.64s' is not supported; %s",
-					 where, json_string_value(method), supported);
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "%s: quant_method '%.64s' is not supported; %s", where,
+					 json_string_value(method), supported);
 	}
 	const json_t *producer = json_object_get(q, "producer"), *pname;
-	if (producer && (!json_is_object(producer) || !json_is_string(pname = json_object_get(producer, "name")) ||
-			 strcasecmp(json_string_value(pname), "modelopt") != 0))
-		return st_errorf(errbuf, errlen, -EINVAL, "%s: the producer is not ModelOpt; %s", where, supported);
+	if (producer &&
+	    (!json_is_object(producer) || !json_is_string(pname = json_object_get(producer, "name")) ||
+	     strcasecmp(json_string_value(pname), "modelopt") != 0))
+		return st_errorf(errbuf, errlen, -EINVAL, "%s: the producer is not ModelOpt; %s", where,
+				 supported);
 	const json_t *inner = json_object_get(q, "quantization");
 	if (inner) {
 		if (!json_is_object(inner))
-			return st_errorf(errbuf, errlen, -EINVAL, "%s: 'quantization' is not an object", where);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: 'quantization' is not an object",
+					 where);
 		return read_decl(where, inner, ret, errbuf, errlen);
 	}
 	return read_decl(where, q, ret, errbuf, errlen);
 }
 
-int modelopt_config_read(const char *dir, const json_t *config_root, struct modelopt_quant *ret,
-			 char *errbuf, size_t errlen)
+int modelopt_config_read(const char *dir, const json_t *config_root, struct modelopt_quant *ret, char *errbuf,
+			 size_t errlen)
 {
 	struct modelopt_quant a = {0}, b = {0};
 	bool have_a = false, have_b = false;
@@ -127,7 +138,8 @@ int modelopt_config_read(const char *dir, const json_t *config_root, struct mode
 		}
 		if ((uint64_t)st.st_size > MODELOPT_CONFIG_MAX_BYTES) {
 			fclose(f);
-			return st_errorf(errbuf, errlen, -EFBIG, "hf_quant_config.json: %llu bytes, more than the limit of %u",
+			return st_errorf(errbuf, errlen, -EFBIG,
+					 "hf_quant_config.json: %llu bytes, more than the limit of %u",
 					 (unsigned long long)st.st_size, MODELOPT_CONFIG_MAX_BYTES);
 		}
 		char *text = xmalloc((size_t)st.st_size + 1);
@@ -199,29 +211,33 @@ int modelopt_check_scales(const char *name, const struct tensor *w, const struct
 	bool per_row = (ws->ndim == 1 && ws->shape[0] == rows) ||
 		       (ws->ndim == 2 && ws->shape[0] == rows && ws->shape[1] == 1);
 	if (!per_tensor && !per_row)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "tensor '%s_scale' has shape %s: expected [] or [1] (one scale) or [%lld] or "
-				 "[%lld, 1] (one per output row)",
-				 name, s, (long long)rows, (long long)rows);
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"tensor '%s_scale' has shape %s: expected [] or [1] (one scale) or [%lld] or "
+			"[%lld, 1] (one per output row)",
+			name, s, (long long)rows, (long long)rows);
 	int64_t n = elements(ws);
 	for (int64_t i = 0; i < n; i++) {
 		float v = f32_at(ws, i);
 		if (!quant_fp8_scale_ok(v))
-			return st_errorf(errbuf, errlen, -EINVAL,
-					 "tensor '%s_scale'[%lld] is %g: an fp8 scale must be finite and within "
-					 "[%g, %g]",
-					 name, (long long)i, (double)v, (double)QUANT_FP8_MIN_SCALE,
-					 (double)QUANT_FP8_MAX_SCALE);
+			return st_errorf(
+				errbuf, errlen, -EINVAL,
+				"tensor '%s_scale'[%lld] is %g: an fp8 scale must be finite and within "
+				"[%g, %g]",
+				name, (long long)i, (double)v, (double)QUANT_FP8_MIN_SCALE,
+				(double)QUANT_FP8_MAX_SCALE);
 	}
 	if (is && is->data) {
 		shape_str(is, s, sizeof(s));
 		if (is->dtype != TENSOR_F32 || elements(is) != 1 || is->ndim > 1)
 			return st_errorf(errbuf, errlen, -EINVAL,
-					 "the input_scale of '%s' has shape %s: it must be one F32 value", name, s);
+					 "the input_scale of '%s' has shape %s: it must be one F32 value",
+					 name, s);
 		float v = f32_at(is, 0);
 		if (!(isfinite(v) && v > 0))
 			return st_errorf(errbuf, errlen, -EINVAL,
-					 "the input_scale of '%s' is %g: it must be finite and > 0", name, (double)v);
+					 "the input_scale of '%s' is %g: it must be finite and > 0", name,
+					 (double)v);
 	}
 	return 0;
 }
@@ -232,8 +248,8 @@ int modelopt_check_kv_scale(const char *name, const struct tensor *t, char *errb
 		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s' must be one F32 value", name);
 	float v = f32_at(t, 0);
 	if (!(isfinite(v) && v > 0))
-		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s' is %g: it must be finite and > 0", name,
-				 (double)v);
+		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s' is %g: it must be finite and > 0",
+				 name, (double)v);
 	return 0;
 }
 

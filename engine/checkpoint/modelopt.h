@@ -31,15 +31,15 @@
 #include "model.h"
 
 #define MODELOPT_CONFIG_MAX_BYTES (1u << 20) /* hf_quant_config.json */
-#define MODELOPT_MAX_EXCLUDES 65536	    /* entries of exclude_modules / ignore */
+#define MODELOPT_MAX_EXCLUDES 65536	     /* entries of exclude_modules / ignore */
 
 struct json_t;
 
 struct modelopt_quant {
-	bool fp8;	   /* a ModelOpt FP8 checkpoint */
-	bool per_channel;  /* quant_algo FP8_PER_CHANNEL_PER_TOKEN: weight_scale per output row */
-	bool kv_fp8;	   /* kv_cache_quant_algo FP8: k_scale/v_scale tensors may be present */
-	char algo[32];	   /* the quant_algo as declared */
+	bool fp8;	  /* a ModelOpt FP8 checkpoint */
+	bool per_channel; /* quant_algo FP8_PER_CHANNEL_PER_TOKEN: weight_scale per output row */
+	bool kv_fp8;	  /* kv_cache_quant_algo FP8: k_scale/v_scale tensors may be present */
+	char algo[32];	  /* the quant_algo as declared */
 };
 
 /* Reads `dir`/hf_quant_config.json (if present) and config.json's quantization_config (root).

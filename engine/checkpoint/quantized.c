@@ -60,8 +60,7 @@ static bool int_field(const json_t *v, int64_t lo, int64_t hi, int64_t *ret)
 	return true;
 }
 
-int quantized_config_format(const json_t *root, enum quant_format *ret_format, char *errbuf,
-			    size_t errlen)
+int quantized_config_format(const json_t *root, enum quant_format *ret_format, char *errbuf, size_t errlen)
 {
 	const json_t *q = json_object_get(root, QCKPT_KEY);
 	const json_t *v;
@@ -74,7 +73,8 @@ int quantized_config_format(const json_t *root, enum quant_format *ret_format, c
 	if (json_object_get(root, "quantization_config"))
 		return st_errorf(errbuf, errlen, -EINVAL,
 				 "config.json has both '%s' (holo-quantize) and 'quantization_config': a "
-				 "checkpoint is quantized one way or the other", QCKPT_KEY);
+				 "checkpoint is quantized one way or the other",
+				 QCKPT_KEY);
 	v = json_object_get(q, "version");
 	if (!json_is_integer(v))
 		return st_errorf(errbuf, errlen, -EINVAL, "config.json: %s.version is not an integer",
@@ -118,8 +118,8 @@ static ssize_t index_pos(const struct st_entry **index, size_t n, const char *na
 }
 
 int quantized_index_adopt(const json_t *root, const struct st_entry **index, size_t n,
-			  struct st_entry **ret_entries, size_t *ret_n, int *ret_format,
-			  char *errbuf, size_t errlen)
+			  struct st_entry **ret_entries, size_t *ret_n, int *ret_format, char *errbuf,
+			  size_t errlen)
 {
 	enum quant_format f;
 	const json_t *tensors, *v;
@@ -147,7 +147,8 @@ int quantized_index_adopt(const json_t *root, const struct st_entry **index, siz
 	cap = json_object_size(tensors);
 	out = xcalloc(cap, sizeof(*out));
 	pos = xcalloc(cap, sizeof(*pos));
-	json_object_foreach((json_t *)tensors, name, v) {
+	json_object_foreach((json_t *)tensors, name, v)
+	{
 		char rname[ST_MAX_NAME_BYTES + 16];
 		int64_t rows, cols, row_bytes;
 		size_t want_row, want_total;
@@ -155,8 +156,9 @@ int quantized_index_adopt(const json_t *root, const struct st_entry **index, siz
 		ssize_t i;
 
 		if (strlen(name) + strlen(QCKPT_SUFFIX) > ST_MAX_NAME_BYTES) {
-			r = st_errorf(errbuf, errlen, -EINVAL, "config.json: %s.tensors has a name longer than %u bytes",
-				      QCKPT_KEY, ST_MAX_NAME_BYTES - (unsigned)strlen(QCKPT_SUFFIX));
+			r = st_errorf(errbuf, errlen, -EINVAL,
+				      "config.json: %s.tensors has a name longer than %u bytes", QCKPT_KEY,
+				      ST_MAX_NAME_BYTES - (unsigned)strlen(QCKPT_SUFFIX));
 			goto fail;
 		}
 		snprintf(rname, sizeof(rname), "%s%s", name, QCKPT_SUFFIX);
@@ -165,59 +167,72 @@ int quantized_index_adopt(const json_t *root, const struct st_entry **index, siz
 		    !int_field(json_array_get(v, 1), 1, QUANT_MAX_COLS, &cols) ||
 		    !int_field(json_array_get(v, 2), 1, INT64_MAX, &row_bytes)) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "config.json: %s.tensors['%.200s'] is not [rows, cols, row_bytes] with 1 <= rows "
-				      "<= %lld and 1 <= cols <= %lld", QCKPT_KEY, name, (long long)QUANT_MAX_ROWS,
-				      (long long)QUANT_MAX_COLS);
+				      "config.json: %s.tensors['%.200s'] is not [rows, cols, row_bytes] with "
+				      "1 <= rows "
+				      "<= %lld and 1 <= cols <= %lld",
+				      QCKPT_KEY, name, (long long)QUANT_MAX_ROWS, (long long)QUANT_MAX_COLS);
 			goto fail;
 		}
 		if ((r = quant_row_bytes(f, cols, &want_row)) < 0 ||
 		    (r = quant_tensor_bytes(f, rows, cols, &want_total)) < 0) {
-			st_errorf(errbuf, errlen, r, "tensor '%.200s': %lld x %lld %s records are past a size limit",
-				  rname, (long long)rows, (long long)cols, quant_format_desc(f)->name);
+			st_errorf(errbuf, errlen, r,
+				  "tensor '%.200s': %lld x %lld %s records are past a size limit", rname,
+				  (long long)rows, (long long)cols, quant_format_desc(f)->name);
 			goto fail;
 		}
 		if ((uint64_t)row_bytes != want_row) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "tensor '%.200s': row_bytes %lld, but a %s row of %lld columns takes %zu bytes",
-				      rname, (long long)row_bytes, quant_format_desc(f)->name, (long long)cols, want_row);
+				      "tensor '%.200s': row_bytes %lld, but a %s row of %lld columns takes "
+				      "%zu bytes",
+				      rname, (long long)row_bytes, quant_format_desc(f)->name,
+				      (long long)cols, want_row);
 			goto fail;
 		}
 		i = index_pos(index, n, rname);
 		if (i < 0) {
-			r = st_errorf(errbuf, errlen, -EINVAL, "missing tensor '%.200s' (listed in config.json's %s)",
-				      rname, QCKPT_KEY);
+			r = st_errorf(errbuf, errlen, -EINVAL,
+				      "missing tensor '%.200s' (listed in config.json's %s)", rname,
+				      QCKPT_KEY);
 			goto fail;
 		}
 		if (index_pos(index, n, name) >= 0) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "tensor '%.200s' is stored both plain and as quantized records '%s'", name, rname);
+				      "tensor '%.200s' is stored both plain and as quantized records '%s'",
+				      name, rname);
 			goto fail;
 		}
 		e = index[i];
 		if (e->t.dtype != TENSOR_U8 || e->t.ndim != 2 || e->t.shape[0] != rows ||
 		    e->t.shape[1] != row_bytes) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "tensor '%.200s' is not U8 [%lld, %lld] (%lld rows of %lld-byte %s records): the "
-				      "file is corrupt or truncated", rname, (long long)rows, (long long)row_bytes,
-				      (long long)rows, (long long)row_bytes, quant_format_desc(f)->name);
+				      "tensor '%.200s' is not U8 [%lld, %lld] (%lld rows of %lld-byte %s "
+				      "records): the "
+				      "file is corrupt or truncated",
+				      rname, (long long)rows, (long long)row_bytes, (long long)rows,
+				      (long long)row_bytes, quant_format_desc(f)->name);
 			goto fail;
 		}
 		if (e->t.nbytes != want_total) {
-			r = st_errorf(errbuf, errlen, -EINVAL, "tensor '%.200s' holds %zu bytes, %s records of %lld x "
-				      "%lld take %zu", rname, e->t.nbytes, quant_format_desc(f)->name,
-				      (long long)rows, (long long)cols, want_total);
+			r = st_errorf(errbuf, errlen, -EINVAL,
+				      "tensor '%.200s' holds %zu bytes, %s records of %lld x "
+				      "%lld take %zu",
+				      rname, e->t.nbytes, quant_format_desc(f)->name, (long long)rows,
+				      (long long)cols, want_total);
 			goto fail;
 		}
 		if ((uintptr_t)e->t.data % QUANT_ALIGN != 0) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "tensor '%.200s': its records are not %d-byte aligned in the file", rname,
-				      QUANT_ALIGN);
+				      "tensor '%.200s': its records are not %d-byte aligned in the file",
+				      rname, QUANT_ALIGN);
 			goto fail;
 		}
 		out[n_out] = (struct st_entry){
 			.name = xstrdup(name),
-			.t = {.data = e->t.data, .dtype = quantized_format_dtype(f), .ndim = 2,
-			      .shape = {rows, cols}, .nbytes = want_total},
+			.t = {.data = e->t.data,
+			      .dtype = quantized_format_dtype(f),
+			      .ndim = 2,
+			      .shape = {rows, cols},
+			      .nbytes = want_total},
 			.begin = e->begin,
 			.end = e->end,
 		};
@@ -329,7 +344,7 @@ static int fill_buf(int fd, void *arg)
 struct shard_arg {
 	const char *header; /* padded */
 	size_t hlen;
-	struct wtensor *t;  /* in data order */
+	struct wtensor *t; /* in data order */
 	size_t n;
 };
 
@@ -388,8 +403,8 @@ static int wtensor_cmp(const void *a, const void *b)
 
 /* The quantized copy of source matrix data `p` (a layer's, or the lm_head's unless it is tied
  * to the embeddings: a tied head is the embeddings, stored plain), or NULL. */
-static const struct quant_tensor *find_quantized(const struct engine_model *m,
-						 const struct lm_prepared *prep, const void *p)
+static const struct quant_tensor *find_quantized(const struct engine_model *m, const struct lm_prepared *prep,
+						 const void *p)
 {
 	if (p && p == m->lm_head.data && m->lm_head.data != m->embeddings.data && prep->head_q.data)
 		return &prep->head_q;
@@ -406,10 +421,9 @@ static const struct quant_tensor *find_quantized(const struct engine_model *m,
 
 /* Writes one shard like the source's `f`, the layers' matrices as records. Adds each record
  * tensor to `qtensors` (the config entry) and every tensor to `weight_map`. */
-static int write_shard(const struct writer *w, const struct engine_model *m,
-		       const struct lm_prepared *prep, const char *tmp, const char *sname,
-		       const struct st_file *f, json_t *qtensors, json_t *weight_map,
-		       uint64_t *total_size)
+static int write_shard(const struct writer *w, const struct engine_model *m, const struct lm_prepared *prep,
+		       const char *tmp, const char *sname, const struct st_file *f, json_t *qtensors,
+		       json_t *weight_map, uint64_t *total_size)
 {
 	struct wtensor *t = xcalloc(f->n_entries ? f->n_entries : 1, sizeof(*t));
 	json_t *root = json_object(), *meta = json_object();
@@ -423,9 +437,11 @@ static int write_shard(const struct writer *w, const struct engine_model *m,
 
 		if (q) {
 			t[i] = (struct wtensor){.name = xasprintf("%s%s", e->name, QCKPT_SUFFIX),
-						.dtype = st_dtype_name(TENSOR_U8), .ndim = 2,
+						.dtype = st_dtype_name(TENSOR_U8),
+						.ndim = 2,
 						.shape = {q->rows, (int64_t)q->row_bytes},
-						.data = q->data, .nbytes = (size_t)q->rows * q->row_bytes};
+						.data = q->data,
+						.nbytes = (size_t)q->rows * q->row_bytes};
 			json_object_set_new(qtensors, e->name,
 					    json_pack("[III]", (json_int_t)q->rows, (json_int_t)q->cols,
 						      (json_int_t)q->row_bytes));
@@ -433,13 +449,19 @@ static int write_shard(const struct writer *w, const struct engine_model *m,
 		} else {
 			size_t es = st_dtype_size(e->t.dtype);
 
-			t[i] = (struct wtensor){.name = xstrdup(e->name), .dtype = st_dtype_name(e->t.dtype),
-						.ndim = e->t.ndim, .data = e->t.data, .nbytes = e->t.nbytes,
-						.order = es >= 4 ? 1 : es == 2 ? 2 : 3};
+			t[i] = (struct wtensor){.name = xstrdup(e->name),
+						.dtype = st_dtype_name(e->t.dtype),
+						.ndim = e->t.ndim,
+						.data = e->t.data,
+						.nbytes = e->t.nbytes,
+						.order = es >= 4 ? 1 :
+							 es == 2 ? 2 :
+								   3};
 			memcpy(t[i].shape, e->t.shape, sizeof(t[i].shape));
 			if (!t[i].dtype) {
 				r = st_errorf(w->errbuf, w->errlen, -EINVAL,
-					      "tensor '%s' of %s has a dtype holo-quantize cannot write", e->name, sname);
+					      "tensor '%s' of %s has a dtype holo-quantize cannot write",
+					      e->name, sname);
 				goto out;
 			}
 		}
@@ -455,7 +477,8 @@ static int write_shard(const struct writer *w, const struct engine_model *m,
 			json_array_append_new(shape, json_integer(t[i].shape[d]));
 		json_object_set_new(root, t[i].name,
 				    json_pack("{s:s, s:o, s:[II]}", "dtype", t[i].dtype, "shape", shape,
-					      "data_offsets", (json_int_t)off, (json_int_t)(off + t[i].nbytes)));
+					      "data_offsets", (json_int_t)off,
+					      (json_int_t)(off + t[i].nbytes)));
 		off += t[i].nbytes;
 		if (weight_map)
 			json_object_set_new(weight_map, t[i].name, json_string(sname));
@@ -675,12 +698,14 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 
 	if (!m || !m->files || !out_arg || !*out_arg || !o ||
 	    (o->format != QUANT_Q8 && o->format != QUANT_Q4)) {
-		r = st_errorf(errbuf, errlen, -EINVAL, "holo-quantize needs a model loaded from a checkpoint "
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "holo-quantize needs a model loaded from a checkpoint "
 			      "directory, an output directory and the format q8 or q4");
 		goto out;
 	}
 	if (model_quant_format(m) >= 0) {
-		r = st_errorf(errbuf, errlen, -EINVAL, "the checkpoint is already quantized to %s by "
+		r = st_errorf(errbuf, errlen, -EINVAL,
+			      "the checkpoint is already quantized to %s by "
 			      "holo-quantize: quantize its source instead",
 			      quant_format_desc((enum quant_format)model_quant_format(m))->name);
 		goto out;
@@ -692,8 +717,10 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 		for (int i = 0; i < n; i++)
 			if (mats[i]->dtype != TENSOR_BF16 && mats[i]->dtype != TENSOR_F16 &&
 			    mats[i]->dtype != TENSOR_F32) {
-				r = st_errorf(errbuf, errlen, -EINVAL, "layer %d's linear layers are not stored in "
-					      "bf16, f16 or f32: holo-quantize quantizes plain checkpoints", l);
+				r = st_errorf(errbuf, errlen, -EINVAL,
+					      "layer %d's linear layers are not stored in "
+					      "bf16, f16 or f32: holo-quantize quantizes plain checkpoints",
+					      l);
 				goto out;
 			}
 	}
@@ -717,7 +744,8 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 	rsrc = realpath(src, NULL);
 	rout = realpath(out, NULL);
 	if (rsrc && rout && strcmp(rsrc, rout) == 0) {
-		r = st_errorf(errbuf, errlen, -EINVAL, "%s is the source checkpoint: write elsewhere", out_arg);
+		r = st_errorf(errbuf, errlen, -EINVAL, "%s is the source checkpoint: write elsewhere",
+			      out_arg);
 		goto out;
 	}
 	state = dir_state(out);
@@ -751,7 +779,8 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 	}
 
 	/* the layers quantized by the CPU backend's code, on the pool, the map read once */
-	struct lm_prepare_opts po = {.quant = (int)o->format, .progress = o->progress,
+	struct lm_prepare_opts po = {.quant = (int)o->format,
+				     .progress = o->progress,
 				     .progress_arg = o->progress_arg};
 	if ((r = lm_prepare(m, &po, &prep, errbuf, errlen)) < 0) {
 		if (r == -ENOMEM && errbuf && errlen && !errbuf[0])
@@ -779,8 +808,8 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 		char *text = json_dumps(idx, JSON_INDENT(2) | JSON_SORT_KEYS);
 		struct buf_arg b = {text, text ? strlen(text) : 0};
 
-		r = text ? write_file(&w, tmp, "model.safetensors.index.json", fill_buf, &b)
-			 : st_errorf(errbuf, errlen, -ENOMEM, "out of memory writing the index");
+		r = text ? write_file(&w, tmp, "model.safetensors.index.json", fill_buf, &b) :
+			   st_errorf(errbuf, errlen, -ENOMEM, "out of memory writing the index");
 		free(text);
 		json_decref(idx);
 		if (r < 0)
@@ -804,7 +833,8 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 		old = xasprintf("%s/.%s.holo-quantize-old-XXXXXX", parent, base);
 		if (!mkdtemp(old) || rmdir(old) < 0 || rename(out, old) < 0) {
 			r = -errno;
-			st_errorf(errbuf, errlen, r, "cannot move the old %s aside: %s", out_arg, strerror(-r));
+			st_errorf(errbuf, errlen, r, "cannot move the old %s aside: %s", out_arg,
+				  strerror(-r));
 			free(old);
 			old = NULL;
 			goto out;
@@ -812,7 +842,8 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 	}
 	if (rename(tmp, out) < 0) {
 		r = -errno;
-		st_errorf(errbuf, errlen, r, "cannot rename the new checkpoint to %s: %s", out_arg, strerror(-r));
+		st_errorf(errbuf, errlen, r, "cannot rename the new checkpoint to %s: %s", out_arg,
+			  strerror(-r));
 		if (old)
 			(void)rename(old, out);
 		goto out;

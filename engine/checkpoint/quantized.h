@@ -49,8 +49,8 @@ struct json_t;
 /* The format a holod-quantized checkpoint's config root declares: 0 and *ret_format, -ENOENT
  * when the config has no QCKPT_KEY, or -EINVAL (unknown version or format, a malformed entry;
  * the sentence names it). */
-int quantized_config_format(const struct json_t *root, enum quant_format *ret_format,
-			    char *errbuf, size_t errlen);
+int quantized_config_format(const struct json_t *root, enum quant_format *ret_format, char *errbuf,
+			    size_t errlen);
 
 /* Loader side (see DESIGN): with QCKPT_KEY in `root`, replaces each listed record tensor of the
  * name index (n entries, sorted by name; the caller sorts again after) by an owned entry of
@@ -60,8 +60,8 @@ int quantized_config_format(const struct json_t *root, enum quant_format *ret_fo
  * quant_row_bytes(format, cols), sizes past QUANT_MAX_ROWS/QUANT_MAX_COLS, data not
  * QUANT_ALIGN-aligned, or the weight also present unquantized. */
 int quantized_index_adopt(const struct json_t *root, const struct st_entry **index, size_t n,
-			  struct st_entry **ret_entries, size_t *ret_n, int *ret_format,
-			  char *errbuf, size_t errlen);
+			  struct st_entry **ret_entries, size_t *ret_n, int *ret_format, char *errbuf,
+			  size_t errlen);
 
 /* TENSOR_Q8/TENSOR_Q4 <-> enum quant_format; -1 for any other dtype. */
 int quantized_dtype_format(enum tensor_dtype dtype);

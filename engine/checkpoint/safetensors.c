@@ -36,10 +36,8 @@ static const struct {
 	enum tensor_dtype dtype;
 	size_t size;
 } supported_dtypes[] = {
-	{"BF16", TENSOR_BF16, 2},
-	{"F16", TENSOR_F16, 2},
-	{"F32", TENSOR_F32, 4},
-	{"U8", TENSOR_U8, 1}, /* a holod-quantized checkpoint's row records (quantized.c) */
+	{"BF16", TENSOR_BF16, 2},	{"F16", TENSOR_F16, 2}, {"F32", TENSOR_F32, 4},
+	{"U8", TENSOR_U8, 1},		/* a holod-quantized checkpoint's row records (quantized.c) */
 	{"F8_E4M3", TENSOR_F8_E4M3, 1}, /* NVIDIA ModelOpt FP8 weights (modelopt.h) */
 };
 
@@ -127,7 +125,8 @@ static int parse_entry(const char *name, const json_t *obj, uint64_t data_len, s
 	offsets = json_object_get(obj, "data_offsets");
 	if (!json_is_string(dtype) || !json_is_array(shape) || !json_is_array(offsets))
 		return st_errorf(errbuf, errlen, -EINVAL,
-				 "tensor '%s': header entry needs a string 'dtype', an array 'shape' and an array 'data_offsets'",
+				 "tensor '%s': header entry needs a string 'dtype', an array 'shape' and an "
+				 "array 'data_offsets'",
 				 name);
 
 	dname = json_string_value(dtype);
@@ -139,13 +138,15 @@ static int parse_entry(const char *name, const json_t *obj, uint64_t data_len, s
 		}
 	}
 	if (esize == 0)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "tensor '%s' has unsupported dtype '%.32s' (supported: BF16, F16, F32, U8, F8_E4M3)", name,
-				 dname);
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"tensor '%s' has unsupported dtype '%.32s' (supported: BF16, F16, F32, U8, F8_E4M3)",
+			name, dname);
 
 	if (json_array_size(shape) > TENSOR_MAX_DIMS)
-		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s' has %zu dimensions (at most %d supported)",
-				 name, json_array_size(shape), TENSOR_MAX_DIMS);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "tensor '%s' has %zu dimensions (at most %d supported)", name,
+				 json_array_size(shape), TENSOR_MAX_DIMS);
 	e->t.ndim = (int)json_array_size(shape);
 	for (i = 0; i < (size_t)e->t.ndim; i++) {
 		uint64_t d;
@@ -153,30 +154,35 @@ static int parse_entry(const char *name, const json_t *obj, uint64_t data_len, s
 		/* A dimension larger than the file cannot be backed by data unless another one is 0;
 		 * data_len also bounds it well below INT64_MAX. */
 		if (!json_u64(json_array_get(shape, i), data_len > 0 ? data_len : 1, &d))
-			return st_errorf(errbuf, errlen, -EINVAL,
-					 "tensor '%s': shape[%zu] is not an integer between 0 and the data size %llu",
-					 name, i, (unsigned long long)data_len);
+			return st_errorf(
+				errbuf, errlen, -EINVAL,
+				"tensor '%s': shape[%zu] is not an integer between 0 and the data size %llu",
+				name, i, (unsigned long long)data_len);
 		e->t.shape[i] = (int64_t)d;
 		if (!size_mul_ok(n_elems, (size_t)d, &n_elems))
-			return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': element count overflows", name);
+			return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': element count overflows",
+					 name);
 	}
 	if (!size_mul_ok(n_elems, esize, &nbytes))
 		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': byte size overflows", name);
 
 	if (json_array_size(offsets) != 2)
-		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': data_offsets must have 2 elements", name);
+		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': data_offsets must have 2 elements",
+				 name);
 	if (!json_u64(json_array_get(offsets, 0), UINT64_MAX, &e->begin) ||
 	    !json_u64(json_array_get(offsets, 1), UINT64_MAX, &e->end))
-		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': data_offsets are not non-negative integers",
-				 name);
-	if (e->end > data_len || e->begin > data_len)
 		return st_errorf(errbuf, errlen, -EINVAL,
-				 "tensor '%s': data_offsets [%llu, %llu] go beyond the data section (%llu bytes)",
-				 name, (unsigned long long)e->begin, (unsigned long long)e->end,
-				 (unsigned long long)data_len);
+				 "tensor '%s': data_offsets are not non-negative integers", name);
+	if (e->end > data_len || e->begin > data_len)
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"tensor '%s': data_offsets [%llu, %llu] go beyond the data section (%llu bytes)",
+			name, (unsigned long long)e->begin, (unsigned long long)e->end,
+			(unsigned long long)data_len);
 	if (e->begin > e->end)
-		return st_errorf(errbuf, errlen, -EINVAL, "tensor '%s': data_offsets [%llu, %llu] are reversed",
-				 name, (unsigned long long)e->begin, (unsigned long long)e->end);
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "tensor '%s': data_offsets [%llu, %llu] are reversed", name,
+				 (unsigned long long)e->begin, (unsigned long long)e->end);
 	if (e->end - e->begin != nbytes)
 		return st_errorf(errbuf, errlen, -EINVAL,
 				 "tensor '%s': data_offsets span %llu bytes but shape and dtype %s need %zu",
@@ -207,9 +213,10 @@ int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, si
 		return st_errorf(errbuf, errlen, -EFBIG, "header length %llu exceeds the limit of %u bytes",
 				 (unsigned long long)hlen, ST_MAX_HEADER_BYTES);
 	if (hlen > len - 8)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "file is truncated: header length %llu goes beyond the end of the file (%zu bytes)",
-				 (unsigned long long)hlen, len);
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"file is truncated: header length %llu goes beyond the end of the file (%zu bytes)",
+			(unsigned long long)hlen, len);
 	if (hlen < 2 || p[8] != '{')
 		return st_errorf(errbuf, errlen, -EINVAL, "header is not a JSON object");
 	data_len = len - 8 - hlen;
@@ -226,8 +233,8 @@ int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, si
 	}
 	n = json_object_size(root);
 	if (n > ST_MAX_TENSORS + 1) {
-		r = st_errorf(errbuf, errlen, -EFBIG, "header lists %zu tensors, more than the limit of %u", n,
-			      ST_MAX_TENSORS);
+		r = st_errorf(errbuf, errlen, -EFBIG, "header lists %zu tensors, more than the limit of %u",
+			      n, ST_MAX_TENSORS);
 		goto out;
 	}
 
@@ -235,7 +242,8 @@ int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, si
 	f->base = p;
 	f->size = len;
 	f->entries = xcalloc(n ? n : 1, sizeof(*f->entries));
-	json_object_foreach(root, key, value) {
+	json_object_foreach(root, key, value)
+	{
 		struct st_entry *e;
 		size_t klen = strlen(key);
 
@@ -243,7 +251,8 @@ int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, si
 			continue;
 		if (!name_ok(key, klen)) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "header has a tensor name that is empty, longer than %u bytes or contains control characters",
+				      "header has a tensor name that is empty, longer than %u bytes or "
+				      "contains control characters",
 				      ST_MAX_NAME_BYTES);
 			goto out;
 		}
@@ -256,7 +265,8 @@ int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, si
 		 * reads elements through typed pointers, so a misaligned tensor is rejected here. */
 		if ((8 + hlen + e->begin) % st_dtype_size(e->t.dtype) != 0) {
 			r = st_errorf(errbuf, errlen, -EINVAL,
-				      "tensor '%s': data at file offset %llu is not aligned to its %zu-byte elements",
+				      "tensor '%s': data at file offset %llu is not aligned to its %zu-byte "
+				      "elements",
 				      e->name, (unsigned long long)(8 + hlen + e->begin),
 				      st_dtype_size(e->t.dtype));
 			f->n_entries++;
@@ -282,9 +292,10 @@ int st_parse(const void *buf, size_t len, struct st_file **ret, char *errbuf, si
 				continue;
 			if (prev && e->begin < prev->end) {
 				r = st_errorf(errbuf, errlen, -EINVAL,
-					      "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap", prev->name,
-					      (unsigned long long)prev->begin, (unsigned long long)prev->end,
-					      e->name, (unsigned long long)e->begin, (unsigned long long)e->end);
+					      "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
+					      prev->name, (unsigned long long)prev->begin,
+					      (unsigned long long)prev->end, e->name,
+					      (unsigned long long)e->begin, (unsigned long long)e->end);
 				goto out;
 			}
 			prev = e;

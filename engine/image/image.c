@@ -85,8 +85,7 @@ const uint8_t *engine_image_rgb(const struct engine_image *img)
 	return img->rgb;
 }
 
-struct engine_image *engine_image_from_rgb(int width, int height, size_t stride,
-					   const uint8_t *pixels)
+struct engine_image *engine_image_from_rgb(int width, int height, size_t stride, const uint8_t *pixels)
 {
 	struct engine_image *img;
 	size_t row;
@@ -145,8 +144,8 @@ static void png_read_fn(png_structp png, png_bytep out, size_t n)
 }
 
 /* Decodes `data`; `name` prefixes error messages ("PNG" for buffers, the path for files). */
-static struct engine_image *decode_png(const uint8_t *data, size_t len, const char *name,
-				       char *errbuf, size_t errlen)
+static struct engine_image *decode_png(const uint8_t *data, size_t len, const char *name, char *errbuf,
+				       size_t errlen)
 {
 	struct png_source src = {.data = data, .len = len};
 	png_structp png = NULL;
@@ -158,8 +157,8 @@ static struct engine_image *decode_png(const uint8_t *data, size_t len, const ch
 	int bit_depth, color_type;
 
 	if (len > ENGINE_IMAGE_MAX_PNG_BYTES) {
-		set_error(errbuf, errlen, "%s: PNG of %zu bytes is larger than the limit of %u bytes",
-			  name, len, ENGINE_IMAGE_MAX_PNG_BYTES);
+		set_error(errbuf, errlen, "%s: PNG of %zu bytes is larger than the limit of %u bytes", name,
+			  len, ENGINE_IMAGE_MAX_PNG_BYTES);
 		errno = EFBIG;
 		return NULL;
 	}
@@ -192,8 +191,7 @@ static struct engine_image *decode_png(const uint8_t *data, size_t len, const ch
 	    (uint64_t)width * height > ENGINE_IMAGE_MAX_PIXELS) {
 		set_error(errbuf, errlen,
 			  "%s: image of %ux%u pixels is over the limit (%u per side, %u in all)", name,
-			  (unsigned)width, (unsigned)height, ENGINE_IMAGE_MAX_DIM,
-			  ENGINE_IMAGE_MAX_PIXELS);
+			  (unsigned)width, (unsigned)height, ENGINE_IMAGE_MAX_DIM, ENGINE_IMAGE_MAX_PIXELS);
 		err = EFBIG;
 		goto fail;
 	}
@@ -242,8 +240,7 @@ fail:
 	return NULL;
 }
 
-struct engine_image *engine_image_decode_png(const void *data, size_t len, char *errbuf,
-					     size_t errlen)
+struct engine_image *engine_image_decode_png(const void *data, size_t len, char *errbuf, size_t errlen)
 {
 	if (!data) {
 		set_error(errbuf, errlen, "PNG: no data");
@@ -280,8 +277,8 @@ struct engine_image *engine_image_load_png(const char *path, char *errbuf, size_
 	}
 	if ((uint64_t)st.st_size > ENGINE_IMAGE_MAX_PNG_BYTES) {
 		err = EFBIG;
-		set_error(errbuf, errlen, "%s: file of %lld bytes is larger than the limit of %u bytes",
-			  path, (long long)st.st_size, ENGINE_IMAGE_MAX_PNG_BYTES);
+		set_error(errbuf, errlen, "%s: file of %lld bytes is larger than the limit of %u bytes", path,
+			  (long long)st.st_size, ENGINE_IMAGE_MAX_PNG_BYTES);
 		goto out;
 	}
 	len = (size_t)st.st_size;

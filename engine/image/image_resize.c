@@ -89,7 +89,8 @@ int image_resize_axis_init(struct image_resize_axis *ax, int n_in, int n_out)
 
 /* out[i] = sum_j in[(first_i + j) * stride] * w_ij, accumulated as torch does. Always inlined
  * so that it is compiled for the caller's target clone. */
-static inline __attribute__((always_inline)) float apply_tap(const struct image_resize_axis *ax, int i, const float *in, size_t stride)
+static inline __attribute__((always_inline)) float apply_tap(const struct image_resize_axis *ax, int i,
+							     const float *in, size_t stride)
 {
 	const float *w = ax->w + (size_t)i * (size_t)ax->taps;
 	const float *p = in + (size_t)ax->first[i] * stride;
@@ -113,8 +114,9 @@ typedef const float *row_fn_t(const void *ctx, int c, int y, float *buf);
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("fma", "default")))
 #endif
-static int resize_planes(row_fn_t *row_fn, const void *ctx, int channels, int in_h, int in_w,
-			 float *dst, int out_h, int out_w)
+static int
+resize_planes(row_fn_t *row_fn, const void *ctx, int channels, int in_h, int in_w, float *dst, int out_h,
+	      int out_w)
 {
 	struct image_resize_axis ax_w = {0}, ax_h = {0};
 	float *tmp = NULL, *rowbuf = NULL;
@@ -183,8 +185,7 @@ static const float *planar_row(const void *ctx, int c, int y, float *buf)
 	return s->data + ((size_t)c * (size_t)s->h + (size_t)y) * (size_t)s->w;
 }
 
-int image_resize_f32(const float *src, int channels, int in_h, int in_w, float *dst, int out_h,
-		     int out_w)
+int image_resize_f32(const float *src, int channels, int in_h, int in_w, float *dst, int out_h, int out_w)
 {
 	struct planar_src s = {.data = src, .h = in_h, .w = in_w};
 
@@ -228,8 +229,8 @@ int image_resize_rgb8(const struct engine_image *img, float *dst, int out_h, int
  * ENGINE_VISION_MAX_TILES some other grid is strictly closer there (checked exhaustively with
  * exact fractions). Grids with different counts keep the reference's ascending order, which is
  * what the equal-ratio rule depends on. */
-int engine_vision_select_grid(int width, int height, int tile_size, int max_tiles,
-			      bool use_thumbnail, struct engine_vision_grid *ret_grid)
+int engine_vision_select_grid(int width, int height, int tile_size, int max_tiles, bool use_thumbnail,
+			      struct engine_vision_grid *ret_grid)
 {
 	double aspect, area, best_diff = INFINITY;
 	int best_i = 1, best_j = 1;
@@ -288,8 +289,7 @@ static void normalize_tile(float *tile, size_t plane, const struct engine_vision
 	}
 }
 
-int image_vision_preprocess_to(const struct engine_image *img,
-			       const struct engine_vision_preprocess *p,
+int image_vision_preprocess_to(const struct engine_image *img, const struct engine_vision_preprocess *p,
 			       const struct engine_vision_grid *grid, float *pixels)
 {
 	const size_t ts = (size_t)p->tile_size, plane = ts * ts, tile_floats = 3 * plane;
@@ -335,8 +335,7 @@ int image_vision_preprocess_to(const struct engine_image *img,
 	return 0;
 }
 
-int engine_vision_preprocess(const struct engine_image *img,
-			     const struct engine_vision_preprocess *p,
+int engine_vision_preprocess(const struct engine_image *img, const struct engine_vision_preprocess *p,
 			     struct engine_vision_grid *ret_grid, float **ret_pixels)
 {
 	struct engine_vision_grid grid;
@@ -349,8 +348,8 @@ int engine_vision_preprocess(const struct engine_image *img,
 	for (int c = 0; c < 3; c++)
 		if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
 			return -EINVAL;
-	r = engine_vision_select_grid(img->width, img->height, p->tile_size, p->max_tiles,
-				      p->use_thumbnail, &grid);
+	r = engine_vision_select_grid(img->width, img->height, p->tile_size, p->max_tiles, p->use_thumbnail,
+				      &grid);
 	if (r < 0)
 		return r;
 

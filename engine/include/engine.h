@@ -48,12 +48,12 @@ struct engine_model_info {
 	int n_layers;
 	int n_mamba, n_attention, n_mlp;
 	int hidden;
-	int vocab;                 /* embedding rows */
-	int eos_id;                /* config.json's eos_token_id (the first of a list), -1 when null */
-	uint64_t n_params;         /* language-model parameters (a tied head counted once) */
-	uint64_t weight_bytes;     /* bytes of those parameters in the checkpoint */
+	int vocab;	       /* embedding rows */
+	int eos_id;	       /* config.json's eos_token_id (the first of a list), -1 when null */
+	uint64_t n_params;     /* language-model parameters (a tied head counted once) */
+	uint64_t weight_bytes; /* bytes of those parameters in the checkpoint */
 	bool tied_embeddings;
-	bool vlm;                  /* NemotronH_Nano_VL_V2 layout (vision tensors may be present) */
+	bool vlm; /* NemotronH_Nano_VL_V2 layout (vision tensors may be present) */
 	char pattern[ENGINE_MODEL_MAX_PATTERN]; /* one of M * - per layer */
 };
 
@@ -75,11 +75,11 @@ struct engine_tokenizer *engine_model_tokenizer(const struct engine_model *model
  * of threads may encode/decode with it at once. A streaming decoder belongs to one thread. */
 
 /* Limits on what a tokenizer.json may contain; larger files fail to load with -EFBIG/-E2BIG. */
-#define ENGINE_TOKENIZER_MAX_FILE_BYTES (256u << 20)   /* tokenizer.json size */
-#define ENGINE_TOKENIZER_MAX_VOCAB (1u << 21)          /* ids (model vocab + added tokens) */
+#define ENGINE_TOKENIZER_MAX_FILE_BYTES (256u << 20) /* tokenizer.json size */
+#define ENGINE_TOKENIZER_MAX_VOCAB (1u << 21)	     /* ids (model vocab + added tokens) */
 #define ENGINE_TOKENIZER_MAX_MERGES (1u << 22)
-#define ENGINE_TOKENIZER_MAX_TOKEN_BYTES 4096u         /* one token's string */
-#define ENGINE_TOKENIZER_MAX_PATTERN_BYTES 65536u      /* one pre-tokenizer regex */
+#define ENGINE_TOKENIZER_MAX_TOKEN_BYTES 4096u	  /* one token's string */
+#define ENGINE_TOKENIZER_MAX_PATTERN_BYTES 65536u /* one pre-tokenizer regex */
 /* Largest text engine_tokenizer_encode() accepts (-E2BIG above). */
 #define ENGINE_TOKENIZER_MAX_INPUT_BYTES (64u << 20)
 
@@ -116,8 +116,8 @@ int32_t engine_tokenizer_token_id(const struct engine_tokenizer *tok, const char
 size_t engine_tokenizer_vocab_size(const struct engine_tokenizer *tok);
 /* The bytes `id` contributes to decoded text (byte-level mapping undone; for added tokens
  * their content), valid as long as the tokenizer. Not NUL-terminated. Returns 0 or -ENOENT. */
-int engine_tokenizer_token_bytes(const struct engine_tokenizer *tok, int32_t id,
-				 const uint8_t **ret_bytes, size_t *ret_len);
+int engine_tokenizer_token_bytes(const struct engine_tokenizer *tok, int32_t id, const uint8_t **ret_bytes,
+				 size_t *ret_len);
 /* The token's vocabulary string (NUL-terminated, owned by the tokenizer) or NULL. */
 const char *engine_tokenizer_token_str(const struct engine_tokenizer *tok, int32_t id);
 /* True for added tokens marked "special" (what skip_special drops). */
@@ -179,7 +179,7 @@ enum engine_backend_kind {
 enum engine_precision {
 	ENGINE_PRECISION_DEFAULT, /* the backend's own: bf16 on CUDA; on the CPU what
 				   * engine_model_cpu_precision() says */
-	ENGINE_PRECISION_BF16,    /* bf16 weights and matrix-product inputs, fp32 accumulation and
+	ENGINE_PRECISION_BF16,	  /* bf16 weights and matrix-product inputs, fp32 accumulation and
 				   * SSM state; on CUDA also a bf16 KV cache */
 	ENGINE_PRECISION_FP32,
 };
@@ -192,8 +192,8 @@ enum engine_weights {
 	/* as stored, which must be bf16 (else the backend refuses it); an FP8 checkpoint's layers
 	 * are widened to bf16 at creation (the CPU) */
 	ENGINE_WEIGHTS_BF16,
-	ENGINE_WEIGHTS_Q8,      /* int8, an fp16 scale per block of 32: quantized at backend creation */
-	ENGINE_WEIGHTS_Q4,      /* 4-bit, fp16 scale and minimum per block of 32: likewise */
+	ENGINE_WEIGHTS_Q8, /* int8, an fp16 scale per block of 32: quantized at backend creation */
+	ENGINE_WEIGHTS_Q4, /* 4-bit, fp16 scale and minimum per block of 32: likewise */
 	/* e4m3 with an fp32 scale per matrix or row (NVIDIA ModelOpt's FP8): an FP8 checkpoint's
 	 * as stored (its default), another's quantized at creation with one scale max|w| / 448 */
 	ENGINE_WEIGHTS_FP8,
@@ -201,7 +201,7 @@ enum engine_weights {
 
 struct engine_backend_options {
 	enum engine_backend_kind kind;
-	int device;                /* CUDA device index */
+	int device; /* CUDA device index */
 	enum engine_precision precision;
 	/* The linear layers' format. The CPU quantizes q8/q4 from the memory map at creation
 	 * (progress reports the source bytes quantized) and runs their decode rows on the quantized
@@ -210,8 +210,8 @@ struct engine_backend_options {
 	 * records (docs/quantization.md "On CUDA"), fp8 too on a device of sm_89 or newer (EINVAL
 	 * below, naming the architecture). */
 	enum engine_weights weights;
-	uint64_t state_limit;      /* bytes of session state (all sessions and snapshots) the
-				    * backend may allocate; 0: no limit but memory itself */
+	uint64_t state_limit; /* bytes of session state (all sessions and snapshots) the
+			       * backend may allocate; 0: no limit but memory itself */
 	/* How the Mamba SSM state (the largest per-session state) is stored: FP32 (DEFAULT), or
 	 * BF16, which halves its memory and traffic: every update loads it, computes in fp32 and
 	 * stores it rounded to nearest even. The conv window and the KV cache are unaffected. */
@@ -270,8 +270,8 @@ struct engine_backend;
  * for the weights, naming the bytes needed and free), ENOTSUP (oneDNN refused a bf16 product
  * of the model), EIO (a device failure). */
 struct engine_backend *engine_backend_create(const struct engine_model *model,
-					     const struct engine_backend_options *opts,
-					     char *errbuf, size_t errlen);
+					     const struct engine_backend_options *opts, char *errbuf,
+					     size_t errlen);
 /* Accepts NULL. Every session and snapshot of the backend must be destroyed first. */
 void engine_backend_destroy(struct engine_backend *b);
 
@@ -279,42 +279,42 @@ void engine_backend_destroy(struct engine_backend *b);
  * its sessions need on the device, computed from the shapes before anything is allocated. Every
  * figure is in bytes. */
 struct engine_memory_plan {
-	char weights[8];      /* the linear layers' format: "bf16", "f32", "q8", "q4", "fp8" */
-	uint64_t layers;      /* the linear layers' matrices in that format */
-	uint64_t head;        /* the lm_head's own copy (0: a tied head reads the embeddings) */
-	uint64_t embeddings;  /* the embedding matrix (bf16, or fp32 in fp32 precision) */
-	uint64_t other;       /* norms, conv taps and biases, A, D, dt_bias */
+	char weights[8];       /* the linear layers' format: "bf16", "f32", "q8", "q4", "fp8" */
+	uint64_t layers;       /* the linear layers' matrices in that format */
+	uint64_t head;	       /* the lm_head's own copy (0: a tied head reads the embeddings) */
+	uint64_t embeddings;   /* the embedding matrix (bf16, or fp32 in fp32 precision) */
+	uint64_t other;	       /* norms, conv taps and biases, A, D, dt_bias */
 	uint64_t weight_bytes; /* the weight block: the four above, each tensor 256-aligned */
-	uint64_t vision;      /* the vision tower and projector: weights and a batch's activations */
-	int sessions;         /* sessions planned ... */
-	int context;          /* ... of this many tokens each */
-	uint64_t session;     /* one such session: Mamba state and KV cache */
-	uint64_t scratch;     /* activations of one pass, the prefill's dequantized slice and the
-			       * batched decode block */
-	uint64_t workspace;   /* cuBLASLt's */
-	uint64_t reserve;     /* CUDA graphs, the driver's own allocations, fragmentation */
-	uint64_t total;       /* everything above, sessions x session included */
-	uint64_t free;        /* the device's free memory when planned (0: not planned on one) */
-	int sessions_fit;     /* sessions of `context` tokens that fit beside the rest in `free` */
+	uint64_t vision;       /* the vision tower and projector: weights and a batch's activations */
+	int sessions;	       /* sessions planned ... */
+	int context;	       /* ... of this many tokens each */
+	uint64_t session;      /* one such session: Mamba state and KV cache */
+	uint64_t scratch;      /* activations of one pass, the prefill's dequantized slice and the
+				* batched decode block */
+	uint64_t workspace;    /* cuBLASLt's */
+	uint64_t reserve;      /* CUDA graphs, the driver's own allocations, fragmentation */
+	uint64_t total;	       /* everything above, sessions x session included */
+	uint64_t free;	       /* the device's free memory when planned (0: not planned on one) */
+	int sessions_fit;      /* sessions of `context` tokens that fit beside the rest in `free` */
 };
 
 struct engine_backend_info {
-	enum engine_backend_kind kind;   /* CPU or CUDA */
-	const char *name;                /* "cpu", "cuda" */
-	char device[256];                /* e.g. "NVIDIA H100 80GB HBM3", "x86_64, avx2 kernels" */
+	enum engine_backend_kind kind;	 /* CPU or CUDA */
+	const char *name;		 /* "cpu", "cuda" */
+	char device[256];		 /* e.g. "NVIDIA H100 80GB HBM3", "x86_64, avx2 kernels" */
 	enum engine_precision precision; /* BF16 or FP32 */
 	enum engine_precision ssm_state; /* the SSM state's storage: BF16 or FP32 */
 	/* the linear layers' format: "q8", "q4", or the checkpoint's dtype as stored ("bf16",
 	 * "f32", "f16") */
 	char weights[8];
-	bool runs_model;                 /* false: sessions exist but computing is -EOPNOTSUPP */
-	uint64_t weight_bytes;           /* weights held for this backend (on the CPU the map's
-					  * tensors it reads plus what it prepared: quantized
-					  * layers replace their bf16 source's bytes) */
-	uint64_t state_bytes;            /* memory of its live sessions and snapshots */
-	uint64_t state_limit;            /* 0: none */
+	bool runs_model;		    /* false: sessions exist but computing is -EOPNOTSUPP */
+	uint64_t weight_bytes;		    /* weights held for this backend (on the CPU the map's
+					     * tensors it reads plus what it prepared: quantized
+					     * layers replace their bf16 source's bytes) */
+	uint64_t state_bytes;		    /* memory of its live sessions and snapshots */
+	uint64_t state_limit;		    /* 0: none */
 	uint64_t memory_total, memory_free; /* of the device (host RAM on the CPU); 0: unknown */
-	bool has_plan;                   /* the CUDA backend: the plan it was created by */
+	bool has_plan;			    /* the CUDA backend: the plan it was created by */
 	struct engine_memory_plan plan;
 };
 /* Fills *ret. Any thread may call it while others compute. Returns 0 or -EINVAL. */
@@ -330,8 +330,7 @@ bool engine_backend_fault(const struct engine_backend *b, char *buf, size_t len)
  * returns buf: -ENOMEM names the device and its memory, e.g. "out of device memory on CUDA
  * device 0 (NVIDIA H100 80GB HBM3): 1234 of 81559 MiB free, sessions hold 512 MiB", -EIO says
  * the device failed; other errors are strerror(). b may be NULL (then strerror() alone). */
-const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf,
-				    size_t len);
+const char *engine_backend_strerror(const struct engine_backend *b, int err, char *buf, size_t len);
 
 /* Profiling (`--profile`): while on, the backend times every kernel launch and GEMM call its
  * forward makes, per call site (on the CUDA backend; decode then runs its launches one by one
@@ -390,9 +389,8 @@ enum engine_logits {
  * session would exceed max_tokens; -ENOMEM; -EOPNOTSUPP on a backend that cannot compute
  * (engine_backend_info.runs_model). On error the session is unchanged (-EIO, a device failure,
  * leaves it undefined: reset or destroy it). */
-int engine_session_append(struct engine_session *s, const int32_t *tokens,
-			  const float *const *embeds, size_t n, enum engine_logits want,
-			  float *ret_logits);
+int engine_session_append(struct engine_session *s, const int32_t *tokens, const float *const *embeds,
+			  size_t n, enum engine_logits want, float *ret_logits);
 /* ---- embedding rows ----
  * Rows of floats that replace token embeddings in an append (the image rows of the vision path,
  * model.md 4.8), held where the backend's forward reads them: host memory without a backend or
@@ -406,8 +404,7 @@ struct engine_rows;
 /* A copy of n_rows rows of dim floats (host memory) on backend b (NULL: on the host). Returns
  * NULL and sets errno: EINVAL (n_rows or dim 0, or n_rows * dim above ENGINE_ROWS_MAX_FLOATS),
  * ENOMEM (host or device memory), EIO. */
-struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows,
-				       size_t n_rows, int dim);
+struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows, size_t n_rows, int dim);
 /* A handle over host rows the caller malloc'ed: the handle owns `rows` from then on (on
  * success only). NULL + errno (EINVAL as above, ENOMEM). */
 struct engine_rows *engine_rows_from_host(float *rows, size_t n_rows, int dim);
@@ -457,8 +454,7 @@ struct engine_batch_entry {
 	const struct engine_row_ref *refs;
 };
 #define ENGINE_BATCH_MAX_SESSIONS 1024
-int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries,
-			 size_t n_entries);
+int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries, size_t n_entries);
 
 /* A deep copy that continues exactly as the original would. NULL + errno (ENOMEM) on failure. */
 struct engine_session *engine_session_copy(const struct engine_session *s);
@@ -481,10 +477,10 @@ int engine_snapshot_n_tokens(const struct engine_snapshot *snap);
 
 struct engine_sampling {
 	float temperature; /* <= 0: greedy (argmax, lowest id on ties) */
-	int top_k;         /* keep the k most likely ids; <= 0: off */
-	float top_p;       /* in (0, 1): keep the smallest set with probability mass >= top_p;
+	int top_k;	   /* keep the k most likely ids; <= 0: off */
+	float top_p;	   /* in (0, 1): keep the smallest set with probability mass >= top_p;
 			    * otherwise off */
-	uint64_t seed;     /* the sampler's own PRNG: same seed, same logits -> same ids */
+	uint64_t seed;	   /* the sampler's own PRNG: same seed, same logits -> same ids */
 };
 
 struct engine_sampler;
@@ -500,7 +496,7 @@ int32_t engine_sampler_sample(struct engine_sampler *sm, const float *logits, in
 
 struct engine_generate_params {
 	struct engine_sampling sampling;
-	int max_new_tokens;     /* > 0 */
+	int max_new_tokens;	 /* > 0 */
 	const int32_t *stop_ids; /* generation ends after emitting one of these (it is returned) */
 	size_t n_stop_ids;
 	/* Optional. Decoded text as it becomes complete (needs a tokenizer; special tokens and ids
@@ -537,9 +533,8 @@ struct engine_generate_params {
  * on_text is NULL. *ret_ids (malloc'ed, caller frees) / *ret_n receive the generated ids.
  * Returns 0 or a negative errno (from the session, the sampler, the streaming decoder or the
  * logits hook). */
-int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok,
-		    const int32_t *prompt, size_t n_prompt, const struct engine_generate_params *p,
-		    int32_t **ret_ids, size_t *ret_n);
+int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok, const int32_t *prompt,
+		    size_t n_prompt, const struct engine_generate_params *p, int32_t **ret_ids, size_t *ret_n);
 
 /* ---- stepping generators ----
  * The loop of engine_generate() one token at a time, so that the generations of several
@@ -554,10 +549,8 @@ struct engine_generator;
 /* A generator over session s whose first id is sampled from logits[vocab] (copied): the
  * logits of the session's last position. p as for engine_generate() (start_logits is
  * ignored; tok may be NULL without on_text). NULL + errno (EINVAL, ENOMEM). */
-struct engine_generator *engine_generator_create(struct engine_session *s,
-						 const struct engine_tokenizer *tok,
-						 const struct engine_generate_params *p,
-						 const float *logits);
+struct engine_generator *engine_generator_create(struct engine_session *s, const struct engine_tokenizer *tok,
+						 const struct engine_generate_params *p, const float *logits);
 /* Accepts NULL. */
 void engine_generator_destroy(struct engine_generator *g);
 /* The two halves of a step, for a caller that puts other appends (prefill chunks) into the
@@ -570,8 +563,7 @@ int engine_generator_sample(struct engine_generator *g, struct engine_batch_entr
 int engine_generator_fed(struct engine_generator *g, int err);
 /* Forwards the generator ran (appends fed back) and ids it appended without sampling them
  * (the forced callback's), since creation. */
-void engine_generator_stats(const struct engine_generator *g, uint64_t *ret_forwards,
-			    uint64_t *ret_forced);
+void engine_generator_stats(const struct engine_generator *g, uint64_t *ret_forwards, uint64_t *ret_forced);
 /* 0 while running, 1 finished, or the negative errno it failed with. */
 int engine_generator_status(const struct engine_generator *g);
 /* The ids generated so far (the last one, which ended the generation, is not appended to the
@@ -581,15 +573,14 @@ const int32_t *engine_generator_ids(const struct engine_generator *g, size_t *re
  * all that continue. Returns how many are still running, or a negative errno: -EINVAL (a NULL
  * generator, one of another backend), -ENOMEM, or the forward's error, with which every
  * generator fed in this step fails. */
-int engine_generators_step(struct engine_backend *b, struct engine_generator *const *gens,
-			   size_t n);
+int engine_generators_step(struct engine_backend *b, struct engine_generator *const *gens, size_t n);
 
 /* ==== vision (vision_*.c, image*.c) ====================================================== */
 
 /* Images enter as 8-bit RGB: decoded from PNG or copied from a frame in memory. Sizes from a
  * file or a client are checked against these limits before anything is allocated (EFBIG). */
-#define ENGINE_IMAGE_MAX_DIM 16384u            /* width and height, each */
-#define ENGINE_IMAGE_MAX_PIXELS (64u << 20)     /* width * height */
+#define ENGINE_IMAGE_MAX_DIM 16384u		/* width and height, each */
+#define ENGINE_IMAGE_MAX_PIXELS (64u << 20)	/* width * height */
 #define ENGINE_IMAGE_MAX_PNG_BYTES (256u << 20) /* a PNG file or buffer */
 
 struct engine_image;
@@ -603,13 +594,11 @@ struct engine_image;
  * errbuf (may be NULL when errlen is 0), e.g. "shot.png: corrupt PNG: IDAT: invalid distance
  * too far back"; buffers are named "PNG". */
 struct engine_image *engine_image_load_png(const char *path, char *errbuf, size_t errlen);
-struct engine_image *engine_image_decode_png(const void *data, size_t len, char *errbuf,
-					     size_t errlen);
+struct engine_image *engine_image_decode_png(const void *data, size_t len, char *errbuf, size_t errlen);
 /* Copies a packed 8-bit RGB frame: `height` rows of `width` R,G,B triplets, rows `stride`
  * bytes apart (stride >= 3 * width). Returns NULL with errno EINVAL (bad geometry), EFBIG
  * (limits) or ENOMEM. */
-struct engine_image *engine_image_from_rgb(int width, int height, size_t stride,
-					   const uint8_t *pixels);
+struct engine_image *engine_image_from_rgb(int width, int height, size_t stride, const uint8_t *pixels);
 /* Accepts NULL. */
 void engine_image_destroy(struct engine_image *img);
 int engine_image_width(const struct engine_image *img);
@@ -621,21 +610,21 @@ const uint8_t *engine_image_rgb(const struct engine_image *img);
  * among every grid of at most max_tiles tiles as the one whose aspect ratio is closest to the
  * image's; on equal ratios a larger grid wins only if the image has more than half its pixels.
  * A thumbnail of the whole image follows the tiles when there is more than one. */
-#define ENGINE_VISION_MAX_TILES 48        /* largest tile budget accepted */
-#define ENGINE_VISION_MAX_TILE_SIZE 2048  /* largest tile side in pixels */
+#define ENGINE_VISION_MAX_TILES 48	 /* largest tile budget accepted */
+#define ENGINE_VISION_MAX_TILE_SIZE 2048 /* largest tile side in pixels */
 
 struct engine_vision_grid {
-	int cols;       /* tiles across: the target width is cols * tile_size */
-	int rows;       /* tiles down */
+	int cols;	/* tiles across: the target width is cols * tile_size */
+	int rows;	/* tiles down */
 	bool thumbnail; /* a whole-image thumbnail follows the cols * rows tiles */
-	int n_tiles;    /* cols * rows + thumbnail */
+	int n_tiles;	/* cols * rows + thumbnail */
 };
 
 /* The reference's grid choice for a width x height image, bit for bit. Pure.
  * Returns 0, or -EINVAL for a dimension < 1, a tile size outside 1..ENGINE_VISION_MAX_TILE_SIZE
  * or max_tiles outside 1..ENGINE_VISION_MAX_TILES. */
-int engine_vision_select_grid(int width, int height, int tile_size, int max_tiles,
-			      bool use_thumbnail, struct engine_vision_grid *ret_grid);
+int engine_vision_select_grid(int width, int height, int tile_size, int max_tiles, bool use_thumbnail,
+			      struct engine_vision_grid *ret_grid);
 
 /* What the checkpoint's preprocessor config says (force_image_size, max_num_tiles,
  * use_thumbnail, norm_mean, norm_std). max_tiles may be lowered per request to trade accuracy
@@ -656,8 +645,7 @@ void engine_vision_preprocess_defaults(struct engine_vision_preprocess *p);
  * thumbnail last, (x - mean) / std per channel. *ret_pixels receives
  * [n_tiles][3][tile_size][tile_size] floats (malloc'ed, caller frees). Returns 0, -EINVAL for
  * bad options, -ENOMEM. */
-int engine_vision_preprocess(const struct engine_image *img,
-			     const struct engine_vision_preprocess *p,
+int engine_vision_preprocess(const struct engine_image *img, const struct engine_vision_preprocess *p,
 			     struct engine_vision_grid *ret_grid, float **ret_pixels);
 
 /* The vision encoder of a loaded NemotronH_Nano_VL_V2 checkpoint (model.md 4.2-4.7): RADIO ViT
@@ -673,23 +661,21 @@ struct engine_vision;
  * sentence in errbuf) for missing or mis-shaped vision tensors or unsupported settings
  * (ps_version other than "v2", a projector width other than the LM's hidden size), EFBIG for a
  * size over a limit, ENOMEM. */
-struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf,
-					   size_t errlen);
+struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf, size_t errlen);
 /* Accepts NULL. */
 void engine_vision_destroy(struct engine_vision *v);
 /* The checkpoint's preprocessing: config.json's force_image_size, max_num_tiles, use_thumbnail,
  * norm_mean, norm_std, with the defaults of engine_vision_preprocess_defaults() for what it
  * does not say. */
-void engine_vision_get_preprocess(const struct engine_vision *v,
-				  struct engine_vision_preprocess *ret);
+void engine_vision_get_preprocess(const struct engine_vision *v, struct engine_vision_preprocess *ret);
 /* Applies the checkpoint's preprocessor_config.json (image_size, max_num_tiles, use_thumbnail,
  * norm_mean, norm_std) over config.json's values. The directory is the caller's (the model
  * does not keep it); call right after engine_vision_create(), before the handle is shared.
  * Returns 0; -ENOENT/-EACCES from the file system, -EINVAL (one sentence in errbuf) for a
  * malformed file or an image_size other than config.json's force_image_size, -EFBIG above
  * 1 MiB. On error the handle is unchanged. */
-int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path,
-					   char *errbuf, size_t errlen);
+int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path, char *errbuf,
+					   size_t errlen);
 /* The `<image>` token id config.json declares (img_context_token_id, or the older
  * image_context_token_id), or -ENOENT when it declares none. The prompt builder should check it
  * against the tokenizer's id for "<image>". */
@@ -703,24 +689,22 @@ int engine_vision_embed_dim(const struct engine_vision *v);
  * settings) into n_tiles * tokens_per_tile rows of embed_dim floats at `out` (caller-allocated),
  * tile by tile in order, each tile's rows in row-major (i, j) order: the rows that replace the
  * `<image>` positions (model.md 4.8). Returns 0, -EINVAL, -ENOMEM. */
-int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
-			 float *out);
+int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles, float *out);
 /* The same on backend b, a backend of the handle's model: b NULL and the CPU backend in fp32
  * run engine_vision_encode() itself, the CPU backend in bf16 its bf16 steps (oneDNN products,
- * bf16 row kernels; rows within cosine 0.999 of fp32's); a CUDA backend runs the ViT and the projector on its device in
- * its precision, all tiles in one batch, and copies the rows to `out` (for tests and tools:
+ * bf16 row kernels; rows within cosine 0.999 of fp32's); a CUDA backend runs the ViT and the projector on its
+ * device in its precision, all tiles in one batch, and copies the rows to `out` (for tests and tools:
  * engine_vision_encode_image_on() keeps them on the device for the prefill). Uses the
  * backend's thread rules (CUDA: the thread that owns its device). Returns 0, -EINVAL (n_tiles beyond
  * ENGINE_VISION_MAX_TILES + 1), -ENOMEM, -EIO. */
-int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v,
-			    const float *pixels, int n_tiles, float *out);
+int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
+			    int n_tiles, float *out);
 /* Preprocesses and encodes one image. max_tiles: 0 for the checkpoint's budget, or a smaller
  * per-request budget (1..budget; fewer tiles = fewer image tokens, faster, less detail).
  * *ret_embeds (malloc'ed, caller frees) receives *ret_rows = n_tiles * tokens_per_tile rows.
  * Returns 0, -EINVAL (bad max_tiles), -ENOMEM. */
-int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
-			       int max_tiles, struct engine_vision_grid *ret_grid,
-			       float **ret_embeds, size_t *ret_rows);
+int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img, int max_tiles,
+			       struct engine_vision_grid *ret_grid, float **ret_embeds, size_t *ret_rows);
 
 /* Preprocesses and encodes one image on backend b into an engine_rows handle of *ret_rows =
  * n_tiles * tokens_per_tile rows, the handle's rows held where b's prefill reads them. The CPU
@@ -739,15 +723,15 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
  * slices that the caller runs when it chooses (the daemon's model worker, one slice between two
  * batched forwards, so that a screenshot does not stall the other sessions' decoding). A step
  * is, on the CPU backend (and b NULL), a tile's patch embedding, one ViT block of a tile, its
- * final norm with the projector's first product, or the projector's second product, each with the backend's products: the rows are
- * engine_vision_encode_on()'s bit for bit however the steps are sliced. On a backend with a
- * device a step is one tile, encoded as engine_vision_encode_on(b, v, tile, 1) encodes it. */
+ * final norm with the projector's first product, or the projector's second product, each with the backend's
+ * products: the rows are engine_vision_encode_on()'s bit for bit however the steps are sliced. On a backend
+ * with a device a step is one tile, encoded as engine_vision_encode_on(b, v, tile, 1) encodes it. */
 struct engine_vision_job;
 
 /* Begins the encode of n_tiles (1..ENGINE_VISION_MAX_TILES + 1) preprocessed tiles; `pixels`
  * is borrowed until the job is destroyed. Runs nothing yet. Returns 0, -EINVAL, -ENOMEM. */
-int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v,
-			       const float *pixels, int n_tiles, struct engine_vision_job **ret_job);
+int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
+			       int n_tiles, struct engine_vision_job **ret_job);
 /* Begins the encode of one image as engine_vision_encode_image_on(b, v, img, max_tiles) encodes
  * it; `img` is borrowed until the job is destroyed. Chooses the grid (*ret_grid) and runs
  * nothing else yet, touching no backend state. The first step preprocesses: on a backend with a
@@ -762,8 +746,7 @@ int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vis
  * or image), -ENOMEM. */
 int engine_vision_encode_begin_image(struct engine_backend *b, const struct engine_vision *v,
 				     const struct engine_image *img, int max_tiles,
-				     struct engine_vision_grid *ret_grid,
-				     struct engine_vision_job **ret_job);
+				     struct engine_vision_grid *ret_grid, struct engine_vision_job **ret_job);
 /* Microseconds the preprocessing step of an image-begun job took (its device work waited for),
  * 0 before it ran or for a job begun from pixels. */
 uint64_t engine_vision_encode_preprocess_us(const struct engine_vision_job *j);
@@ -788,8 +771,7 @@ void engine_vision_job_destroy(struct engine_vision_job *j);
  * otherwise returns -EINVAL and writes one sentence to errbuf (may be NULL when errlen is 0)
  * naming both counts. embeds (n entries) is caller-allocated and points into `rows`. */
 int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
-			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
-			 size_t errlen);
+			 size_t n_rows, size_t dim, const float **embeds, char *errbuf, size_t errlen);
 /* The same with the rows of n_images handles, image after image: refs (n entries,
  * caller-allocated) is the `refs` argument of engine_session_append_rows(). The same errors. */
 int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_token,
@@ -818,8 +800,8 @@ int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_tok
  * are rendered as given, thinking included (the caller drops what the history should not hold).
  * Each `<image>` placeholder in a user turn becomes <img> + <image> x (tokens_per_tile x
  * tiles) + </img>; a user turn with images but no placeholder gets "<image>\n" in front of its
- * text for one image, "<image 1><image> <image 2><image>\n" for more (the template's). The rendered text is then tokenized as HF
- * `tokenizer.encode(text, add_special_tokens=False)` does, so the ids equal those of the
+ * text for one image, "<image 1><image> <image 2><image>\n" for more (the template's). The rendered text is
+ * then tokenized as HF `tokenizer.encode(text, add_special_tokens=False)` does, so the ids equal those of the
  * reference template + processor + tokenizer. Marker ids come from the tokenizer, never from
  * constants. Message text may not contain special tokens of its own (-EINVAL): a task text
  * cannot forge a turn.
@@ -830,7 +812,7 @@ int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_tok
  * turn was rendered, the reasoning switch); it is used by one thread at a time. */
 
 #define ENGINE_CHAT_MAX_TEXT_BYTES (4u << 20) /* one message's text */
-#define ENGINE_CHAT_MAX_IMAGES 64             /* images in one message */
+#define ENGINE_CHAT_MAX_IMAGES 64	      /* images in one message */
 
 enum engine_chat_role {
 	ENGINE_CHAT_SYSTEM,
@@ -840,9 +822,9 @@ enum engine_chat_role {
 
 struct engine_chat_message {
 	enum engine_chat_role role;
-	const char *text;        /* UTF-8, NUL-terminated */
-	const int *image_tiles;  /* tiles (engine_vision_grid.n_tiles) of each image, in order */
-	size_t n_images;         /* user turns only */
+	const char *text;	/* UTF-8, NUL-terminated */
+	const int *image_tiles; /* tiles (engine_vision_grid.n_tiles) of each image, in order */
+	size_t n_images;	/* user turns only */
 };
 
 /* Where one image's <image> positions are in engine_chat_tokens.ids. */
@@ -859,7 +841,7 @@ struct engine_chat_tokens {
 	size_t n_ids;
 	struct engine_chat_image *images;
 	size_t n_images;
-	char *text;      /* the rendered text the ids encode, NUL-terminated (NULL when empty) */
+	char *text; /* the rendered text the ids encode, NUL-terminated (NULL when empty) */
 	size_t text_len;
 };
 void engine_chat_tokens_finish(struct engine_chat_tokens *t);
@@ -871,9 +853,8 @@ struct engine_chat;
  * image token must be the tokenizer's "<image>". `reasoning` is the default of the generation
  * prompt. Returns NULL and sets errno: EINVAL with one sentence in errbuf when the tokenizer
  * lacks a marker of the format (e.g. "the tokenizer has no token '<SPECIAL_11>'"), ENOMEM. */
-struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok,
-				       const struct engine_vision *vision, bool reasoning,
-				       char *errbuf, size_t errlen);
+struct engine_chat *engine_chat_create(const struct engine_tokenizer *tok, const struct engine_vision *vision,
+				       bool reasoning, char *errbuf, size_t errlen);
 /* The same over a tokenizer alone, for a renderer that knows the vision encoder's tokens per tile
  * without holding it (the agent's prompt builder): each image tile expands to tokens_per_tile
  * <image> ids; 0 renders text only. Same errors, and EINVAL for tokens_per_tile outside
@@ -926,8 +907,8 @@ int32_t engine_chat_image_token(const struct engine_chat *c);
 
 /* The chat template a checkpoint ships, compared with the format rendered here. */
 enum engine_chat_template {
-	ENGINE_CHAT_TEMPLATE_KNOWN,     /* it has every marker of model.md 5.2 */
-	ENGINE_CHAT_TEMPLATE_NONE,      /* the checkpoint ships none: the built-in format is used */
+	ENGINE_CHAT_TEMPLATE_KNOWN,	/* it has every marker of model.md 5.2 */
+	ENGINE_CHAT_TEMPLATE_NONE,	/* the checkpoint ships none: the built-in format is used */
 	ENGINE_CHAT_TEMPLATE_DIFFERENT, /* a different format: the prompts rendered here may not be
 					 * what the model was trained on */
 };
@@ -935,8 +916,7 @@ enum engine_chat_template {
  * for DIFFERENT, writes one sentence to msg naming the markers it lacks and any foreign chat
  * markers it has, e.g. "the chat template lacks '<SPECIAL_11>User', '<SPECIAL_12>' and uses
  * '<|im_start|>'". `name` (e.g. the file) starts the sentence when non-NULL. */
-int engine_chat_check_template(const char *name, const char *source, size_t len, char *msg,
-			       size_t msglen);
+int engine_chat_check_template(const char *name, const char *source, size_t len, char *msg, size_t msglen);
 /* Checks the model directory's chat_template.jinja and tokenizer_config.json `chat_template`
  * (a string, or a list of {name, template} of which "default" or else the first is used).
  * Returns an enum engine_chat_template (msg says which file and what differs; for NONE it says

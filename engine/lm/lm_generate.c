@@ -14,13 +14,13 @@ struct engine_generator {
 	struct engine_generate_params p;
 	struct engine_sampler *sm;
 	struct engine_detok *detok;
-	float *logits;   /* [vocab]: what the next id is sampled from; the feed-back writes here */
+	float *logits; /* [vocab]: what the next id is sampled from; the feed-back writes here */
 	int vocab;
-	int32_t *ids;    /* [max_new_tokens] */
+	int32_t *ids; /* [max_new_tokens] */
 	size_t n;
 	uint64_t forwards, forced; /* engine_generator_stats() */
 	bool in_flight;
-	int status;      /* 0 running, 1 finished, < 0 failed */
+	int status; /* 0 running, 1 finished, < 0 failed */
 };
 
 static bool is_stop(const struct engine_generate_params *p, int32_t id)
@@ -31,10 +31,8 @@ static bool is_stop(const struct engine_generate_params *p, int32_t id)
 	return false;
 }
 
-struct engine_generator *engine_generator_create(struct engine_session *s,
-						 const struct engine_tokenizer *tok,
-						 const struct engine_generate_params *p,
-						 const float *logits)
+struct engine_generator *engine_generator_create(struct engine_session *s, const struct engine_tokenizer *tok,
+						 const struct engine_generate_params *p, const float *logits)
 {
 	if (!s || !p || !logits || p->max_new_tokens <= 0 || (p->on_text && !tok) ||
 	    (p->n_stop_ids && !p->stop_ids)) {
@@ -154,8 +152,10 @@ int engine_generator_sample(struct engine_generator *g, struct engine_batch_entr
 			return finish(g, 0) < 0 ? g->status : 0;
 	}
 	g->in_flight = true;
-	*ret_entry = (struct engine_batch_entry){.session = g->s, .tokens = g->ids + at,
-						 .n = 1 + n_forced, .want = ENGINE_LOGITS_LAST,
+	*ret_entry = (struct engine_batch_entry){.session = g->s,
+						 .tokens = g->ids + at,
+						 .n = 1 + n_forced,
+						 .want = ENGINE_LOGITS_LAST,
 						 .ret_logits = g->logits};
 	return 1;
 }
@@ -173,8 +173,7 @@ int engine_generator_fed(struct engine_generator *g, int err)
 	return 0;
 }
 
-void engine_generator_stats(const struct engine_generator *g, uint64_t *ret_forwards,
-			    uint64_t *ret_forced)
+void engine_generator_stats(const struct engine_generator *g, uint64_t *ret_forwards, uint64_t *ret_forced)
 {
 	*ret_forwards = g ? g->forwards : 0;
 	*ret_forced = g ? g->forced : 0;
@@ -191,8 +190,7 @@ const int32_t *engine_generator_ids(const struct engine_generator *g, size_t *re
 	return g->ids;
 }
 
-int engine_generators_step(struct engine_backend *b, struct engine_generator *const *gens,
-			   size_t n)
+int engine_generators_step(struct engine_backend *b, struct engine_generator *const *gens, size_t n)
 {
 	if (!b || (n && !gens) || n > ENGINE_BATCH_MAX_SESSIONS)
 		return -EINVAL;
@@ -224,13 +222,12 @@ free_arrays:
 	return r < 0 ? r : (int)running;
 }
 
-int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok,
-		    const int32_t *prompt, size_t n_prompt, const struct engine_generate_params *p,
-		    int32_t **ret_ids, size_t *ret_n)
+int engine_generate(struct engine_session *s, const struct engine_tokenizer *tok, const int32_t *prompt,
+		    size_t n_prompt, const struct engine_generate_params *p, int32_t **ret_ids, size_t *ret_n)
 {
 	if (!s || !p || (p->start_logits ? n_prompt != 0 : !prompt || n_prompt == 0) ||
-	    p->max_new_tokens <= 0 || (p->on_text && !tok) || (p->n_stop_ids && !p->stop_ids) ||
-	    !ret_ids || !ret_n)
+	    p->max_new_tokens <= 0 || (p->on_text && !tok) || (p->n_stop_ids && !p->stop_ids) || !ret_ids ||
+	    !ret_n)
 		return -EINVAL;
 
 	int vocab = engine_session_vocab(s);

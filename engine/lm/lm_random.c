@@ -104,8 +104,8 @@ static int fill_at(struct tensor *t, void *p, enum tensor_dtype dt, int ndim, co
 	return 0;
 }
 
-static int fill(struct tensor *t, enum tensor_dtype dt, int ndim, const int64_t *shape, uint64_t *s,
-		float lo, float hi, float (*fn)(float))
+static int fill(struct tensor *t, enum tensor_dtype dt, int ndim, const int64_t *shape, uint64_t *s, float lo,
+		float hi, float (*fn)(float))
 {
 	return fill_at(t, NULL, dt, ndim, shape, s, lo, hi, fn);
 }
@@ -272,15 +272,14 @@ struct arena {
 	uint64_t s;
 };
 
-static void take(struct arena *a, struct tensor *t, int ndim, const int64_t *shape, float center,
-		 float scale)
+static void take(struct arena *a, struct tensor *t, int ndim, const int64_t *shape, float center, float scale)
 {
 	size_t n = 1;
 	for (int i = 0; i < ndim; i++)
 		n *= (size_t)shape[i];
 	if (a->base) /* (cannot fail: the memory is there) */
-		fill_at(t, a->base + a->used, TENSOR_BF16, ndim, shape, &a->s, center - scale,
-			center + scale, NULL);
+		fill_at(t, a->base + a->used, TENSOR_BF16, ndim, shape, &a->s, center - scale, center + scale,
+			NULL);
 	a->used += (n * 2 + 63) & ~(size_t)63;
 }
 
@@ -292,8 +291,7 @@ static void build_tower(struct arena *a, const struct lm_random_vision_spec *sp,
 	const float sd = 1.0f / sqrtf((float)D), sm = 1.0f / sqrtf((float)M);
 
 	take(a, &w->embedder, 2, M2(D, in), 0, 1.0f / sqrtf((float)in));
-	take(a, &w->pos_embed, 3, ((const int64_t[]){1, (int64_t)sp->pos_grid * sp->pos_grid, D}), 0,
-	     0.5f);
+	take(a, &w->pos_embed, 3, ((const int64_t[]){1, (int64_t)sp->pos_grid * sp->pos_grid, D}), 0, 0.5f);
 	take(a, &w->cls_token, 2, M2(sp->n_prefix, D), 0, 0.5f);
 	for (int i = 0; i < sp->depth; i++) {
 		struct vision_block *b = &w->blocks[i];
@@ -320,16 +318,17 @@ struct engine_vision *lm_random_vision_create(const struct engine_model *m,
 					      size_t errlen)
 {
 	if (!m || !sp || sp->depth < 1 || sp->depth > VISION_MAX_DEPTH || sp->width < 1 ||
-	    sp->width > VISION_MAX_DIM || sp->mlp < 1 || sp->mlp > VISION_MAX_DIM ||
-	    sp->patch < 1 || sp->patch > VISION_MAX_PATCH || sp->n_prefix < 1 ||
-	    sp->n_prefix > VISION_MAX_PREFIX || sp->pos_grid < 1 ||
-	    sp->pos_grid > VISION_MAX_POS_GRID || sp->shuffle < 1 || sp->shuffle > 8 ||
+	    sp->width > VISION_MAX_DIM || sp->mlp < 1 || sp->mlp > VISION_MAX_DIM || sp->patch < 1 ||
+	    sp->patch > VISION_MAX_PATCH || sp->n_prefix < 1 || sp->n_prefix > VISION_MAX_PREFIX ||
+	    sp->pos_grid < 1 || sp->pos_grid > VISION_MAX_POS_GRID || sp->shuffle < 1 || sp->shuffle > 8 ||
 	    sp->proj_hidden < 1 || sp->proj_hidden > VISION_MAX_DIM) {
 		errno = EINVAL;
 		st_errorf(errbuf, errlen, -EINVAL, "random vision tower: a size is out of range");
 		return NULL;
 	}
-	struct vision_weights w = {.heads = sp->heads, .depth = sp->depth, .patch = sp->patch,
+	struct vision_weights w = {.heads = sp->heads,
+				   .depth = sp->depth,
+				   .patch = sp->patch,
 				   .shuffle = sp->shuffle};
 	struct arena a = {.s = sp->seed};
 	w.blocks = calloc((size_t)sp->depth, sizeof(*w.blocks));
@@ -345,6 +344,6 @@ struct engine_vision *lm_random_vision_create(const struct engine_model *m,
 	}
 	a.used = 0;
 	build_tower(&a, sp, m->cfg.hidden, &w);
-	return vision_create_from_weights(&w, a.base, &sp->pre, sp->image_token, m->cfg.hidden,
-					  errbuf, errlen);
+	return vision_create_from_weights(&w, a.base, &sp->pre, sp->image_token, m->cfg.hidden, errbuf,
+					  errlen);
 }

@@ -24,8 +24,8 @@ static struct engine_rows *rows_new(size_t n_rows, int dim)
 	return r;
 }
 
-struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, float *device,
-				      size_t n_rows, int dim)
+struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, float *device, size_t n_rows,
+				      int dim)
 {
 	struct engine_rows *r = rows_new(n_rows, dim);
 	if (!r)
@@ -45,8 +45,7 @@ struct engine_rows *engine_rows_from_host(float *rows, size_t n_rows, int dim)
 	return backend_rows_wrap(NULL, rows, NULL, n_rows, dim);
 }
 
-struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows,
-				       size_t n_rows, int dim)
+struct engine_rows *engine_rows_create(struct engine_backend *b, const float *rows, size_t n_rows, int dim)
 {
 	if (!rows) {
 		errno = EINVAL;

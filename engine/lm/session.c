@@ -113,8 +113,8 @@ int backend_session_export(const struct engine_session *s, struct backend_seq_st
 
 int backend_session_import(struct engine_session *s, const struct backend_seq_state *st)
 {
-	if (!st || !st->layers || st->n_layers != s->backend->model->cfg.n_layers ||
-	    st->n_tokens < 0 || st->n_tokens > s->seq->max_tokens)
+	if (!st || !st->layers || st->n_layers != s->backend->model->cfg.n_layers || st->n_tokens < 0 ||
+	    st->n_tokens > s->seq->max_tokens)
 		return -EINVAL;
 	return s->backend->ops->seq_import(s->seq, st);
 }
@@ -158,8 +158,8 @@ static int run_batch(struct engine_backend *b, const struct backend_batch *batch
 }
 
 /* Points logits[first..first+n) at an entry's rows as `want` asks. */
-static void set_logits(float **logits, size_t first, size_t n, enum engine_logits want,
-		       float *ret_logits, size_t vocab)
+static void set_logits(float **logits, size_t first, size_t n, enum engine_logits want, float *ret_logits,
+		       size_t vocab)
 {
 	for (size_t i = 0; i < n; i++)
 		logits[first + i] = NULL;
@@ -172,8 +172,7 @@ static void set_logits(float **logits, size_t first, size_t n, enum engine_logit
 
 /* One append after check_append(), with host and device rows as the batch takes them. */
 static int append(struct engine_session *s, const int32_t *tokens, const float *const *embeds,
-		  const float *const *device_embeds, size_t n, enum engine_logits want,
-		  float *ret_logits)
+		  const float *const *device_embeds, size_t n, enum engine_logits want, float *ret_logits)
 {
 	float **logits = NULL;
 	int r;
@@ -198,9 +197,8 @@ static int append(struct engine_session *s, const int32_t *tokens, const float *
 	return r;
 }
 
-int engine_session_append(struct engine_session *s, const int32_t *tokens,
-			  const float *const *embeds, size_t n, enum engine_logits want,
-			  float *ret_logits)
+int engine_session_append(struct engine_session *s, const int32_t *tokens, const float *const *embeds,
+			  size_t n, enum engine_logits want, float *ret_logits)
 {
 	int r = check_append(s, tokens, n, want, ret_logits);
 	if (r < 0)
@@ -210,8 +208,8 @@ int engine_session_append(struct engine_session *s, const int32_t *tokens,
 
 /* Checks refs[0..n) against session s: Returns 0 or -EINVAL; *any_host / *any_device say
  * which kinds of rows they name (or'ed in). */
-static int check_refs(const struct engine_session *s, const struct engine_row_ref *refs,
-		      size_t n, bool *any_host, bool *any_device)
+static int check_refs(const struct engine_session *s, const struct engine_row_ref *refs, size_t n,
+		      bool *any_host, bool *any_device)
 {
 	const int hidden = s->backend->model->cfg.hidden;
 	for (size_t i = 0; i < n; i++) {
@@ -229,8 +227,8 @@ static int check_refs(const struct engine_session *s, const struct engine_row_re
 
 /* Points embeds[i] / device_embeds[i] at the rows refs[i] names (arrays as check_refs() said
  * they are needed; the others are left alone). */
-static void resolve_refs(const struct engine_session *s, const struct engine_row_ref *refs,
-			 size_t n, const float **embeds, const float **device_embeds)
+static void resolve_refs(const struct engine_session *s, const struct engine_row_ref *refs, size_t n,
+			 const float **embeds, const float **device_embeds)
 {
 	const int hidden = s->backend->model->cfg.hidden;
 	for (size_t i = 0; i < n; i++) {
@@ -272,8 +270,7 @@ int engine_session_decode(struct engine_session *s, int32_t token, float *ret_lo
 	return engine_session_append(s, &token, NULL, 1, ENGINE_LOGITS_LAST, ret_logits);
 }
 
-int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries,
-			 size_t n_entries)
+int engine_forward_batch(struct engine_backend *b, const struct engine_batch_entry *entries, size_t n_entries)
 {
 	if (!b || !entries || n_entries == 0 || n_entries > ENGINE_BATCH_MAX_SESSIONS)
 		return -EINVAL;
@@ -289,9 +286,8 @@ int engine_forward_batch(struct engine_backend *b, const struct engine_batch_ent
 		int r = check_append(e->session, e->tokens, e->n, e->want, e->ret_logits);
 		if (r < 0)
 			return r;
-		if (e->refs && (e->embeds ||
-				(r = check_refs(e->session, e->refs, e->n, &any_embeds,
-						&any_device)) < 0))
+		if (e->refs &&
+		    (e->embeds || (r = check_refs(e->session, e->refs, e->n, &any_embeds, &any_device)) < 0))
 			return r < 0 ? r : -EINVAL;
 		/* each n is at most ENGINE_SESSION_MAX_TOKENS, so the sum cannot wrap */
 		total += e->n;

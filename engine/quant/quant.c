@@ -6,11 +6,20 @@
 #include <string.h>
 
 static const struct quant_format_desc descs[QUANT_FORMAT_COUNT] = {
-	[QUANT_Q8] = {.name = "q8", .block = QUANT_BLOCK, .code_bytes = 32, .scale_bytes = 2,
+	[QUANT_Q8] = {.name = "q8",
+		      .block = QUANT_BLOCK,
+		      .code_bytes = 32,
+		      .scale_bytes = 2,
 		      .bits_per_weight = 8.5},
-	[QUANT_Q4] = {.name = "q4", .block = QUANT_BLOCK, .code_bytes = 16, .scale_bytes = 4,
+	[QUANT_Q4] = {.name = "q4",
+		      .block = QUANT_BLOCK,
+		      .code_bytes = 16,
+		      .scale_bytes = 4,
 		      .bits_per_weight = 5.0},
-	[QUANT_FP8] = {.name = "fp8", .block = QUANT_BLOCK, .code_bytes = 32, .scale_bytes = 0,
+	[QUANT_FP8] = {.name = "fp8",
+		       .block = QUANT_BLOCK,
+		       .code_bytes = 32,
+		       .scale_bytes = 0,
 		       .bits_per_weight = 8.0},
 };
 
@@ -78,7 +87,8 @@ uint16_t quant_f32_to_f16(float f)
 	if (exp < 102) /* below 2^-25: rounds to zero (exactly 2^-25 is a tie to even zero too) */
 		return sign;
 	man |= 0x800000u;
-	uint32_t shift = 126 - exp, h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+	uint32_t shift = 126 - exp, h = man >> shift, rem = man & ((1u << shift) - 1),
+		 half = 1u << (shift - 1);
 	if (rem > half || (rem == half && (h & 1u)))
 		h++;
 	return sign | (uint16_t)h;
@@ -263,7 +273,10 @@ int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *
 	int64_t nb = quant_blocks(cols);
 	float lo, hi, amax = 0;
 	for (int64_t b = 0; b < nb; b++) {
-		r = block_range(w + b * QUANT_BLOCK, (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK), &lo, &hi);
+		r = block_range(w + b * QUANT_BLOCK,
+				(int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK :
+									     QUANT_BLOCK),
+				&lo, &hi);
 		if (r < 0)
 			return r;
 		amax = fmaxf(amax, fmaxf(fabsf(lo), fabsf(hi)));
@@ -337,8 +350,8 @@ int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, vo
 	return 0;
 }
 
-static int tensor_from(enum quant_format f, const void *w, bool bf16, int64_t rows, int64_t cols,
-		       size_t ld, void *dst, struct quant_tensor *ret)
+static int tensor_from(enum quant_format f, const void *w, bool bf16, int64_t rows, int64_t cols, size_t ld,
+		       void *dst, struct quant_tensor *ret)
 {
 	size_t total, rb;
 	int r = quant_tensor_bytes(f, rows, cols, &total);
@@ -349,8 +362,8 @@ static int tensor_from(enum quant_format f, const void *w, bool bf16, int64_t ro
 	rb = total / (size_t)rows;
 	for (int64_t i = 0; i < rows; i++) {
 		char *row = (char *)dst + (size_t)i * rb;
-		r = bf16 ? quant_row_from_bf16(f, (const uint16_t *)w + (size_t)i * ld, cols, row)
-			 : quant_row_from_f32(f, (const float *)w + (size_t)i * ld, cols, row);
+		r = bf16 ? quant_row_from_bf16(f, (const uint16_t *)w + (size_t)i * ld, cols, row) :
+			   quant_row_from_f32(f, (const float *)w + (size_t)i * ld, cols, row);
 		if (r < 0)
 			return r;
 	}
@@ -358,14 +371,14 @@ static int tensor_from(enum quant_format f, const void *w, bool bf16, int64_t ro
 	return 0;
 }
 
-int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int64_t cols,
-			  size_t ld, void *dst, struct quant_tensor *ret)
+int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int64_t cols, size_t ld,
+			  void *dst, struct quant_tensor *ret)
 {
 	return tensor_from(f, w, false, rows, cols, ld, dst, ret);
 }
 
-int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols,
-			   size_t ld, void *dst, struct quant_tensor *ret)
+int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols, size_t ld,
+			   void *dst, struct quant_tensor *ret)
 {
 	return tensor_from(f, w, true, rows, cols, ld, dst, ret);
 }
@@ -494,8 +507,7 @@ int quant_fp8_row_from_f32(const float *w, int64_t cols, float scale, void *row)
 	return 0;
 }
 
-int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row,
-			     int64_t *ret_col)
+int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row, int64_t *ret_col)
 {
 	size_t rb;
 	int r = quant_row_bytes(QUANT_FP8, cols, &rb);
@@ -517,8 +529,7 @@ int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, vo
 
 /* ---- tiles (quant.h) ---------------------------------------------------------------------- */
 
-void quant_tile_from_records(enum quant_format f, int64_t cols, const void *recs, size_t row_bytes,
-			     void *tile)
+void quant_tile_from_records(enum quant_format f, int64_t cols, const void *recs, size_t row_bytes, void *tile)
 {
 	const int64_t nb = quant_blocks(cols);
 	char *o = tile;
@@ -586,7 +597,8 @@ const void *quant_tensor_row(const struct quant_tensor *q, int64_t r, void *buf)
 {
 	if (r >= quant_tiled_rows(q))
 		return (const char *)q->data + (size_t)r * q->row_bytes;
-	const char *tile = (const char *)q->data + (size_t)(r / QUANT_TILE_ROWS) * QUANT_TILE_ROWS * q->row_bytes;
+	const char *tile =
+		(const char *)q->data + (size_t)(r / QUANT_TILE_ROWS) * QUANT_TILE_ROWS * q->row_bytes;
 	quant_tile_row_record(q->format, q->cols, tile, (int)(r % QUANT_TILE_ROWS), buf);
 	return buf;
 }

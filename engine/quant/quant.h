@@ -63,12 +63,12 @@ enum quant_format {
 #define QUANT_FP8_MAX 448.0f /* e4m3's largest finite value */
 
 struct quant_format_desc {
-	const char *name;	 /* "q8", "q4", "fp8": the --weights names */
-	int block;		 /* QUANT_BLOCK */
-	int code_bytes;		 /* bytes of codes per block (32, 16, 32) */
-	int scale_bytes;	 /* bytes of scales per block (2: d; 4: d and m; fp8: 0, one fp32
-				  * scale per row in its own 64 bytes) */
-	double bits_per_weight;	 /* (code_bytes + scale_bytes) * 8 / block, padding aside */
+	const char *name;	/* "q8", "q4", "fp8": the --weights names */
+	int block;		/* QUANT_BLOCK */
+	int code_bytes;		/* bytes of codes per block (32, 16, 32) */
+	int scale_bytes;	/* bytes of scales per block (2: d; 4: d and m; fp8: 0, one fp32
+				 * scale per row in its own 64 bytes) */
+	double bits_per_weight; /* (code_bytes + scale_bytes) * 8 / block, padding aside */
 };
 
 /* NULL for a value outside the enum. */
@@ -110,10 +110,10 @@ int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *
 int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, void *row);
 /* Every row of a rows x cols fp32 matrix (rows `ld` values apart) into dst (quant_tensor_bytes()
  * bytes); fills *ret (data = dst). Errors as quant_row_from_f32 and quant_tensor_bytes. */
-int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int64_t cols,
-			  size_t ld, void *dst, struct quant_tensor *ret);
-int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols,
-			   size_t ld, void *dst, struct quant_tensor *ret);
+int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int64_t cols, size_t ld,
+			  void *dst, struct quant_tensor *ret);
+int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols, size_t ld,
+			   void *dst, struct quant_tensor *ret);
 
 /* The row's `cols` weights as fp32, exactly: d * q (q8), fmaf(d, q, m) (q4), e4m3(c) * s (fp8,
  * one fp32 product). */
@@ -153,8 +153,7 @@ int quant_fp8_row_from_f32(const float *w, int64_t cols, float scale, void *row)
 /* An fp8 row from a checkpoint's `cols` e4m3 codes as they are and the row's scale: the codes
  * copied, the scale stored. 0, -EINVAL (cols out of range; a NaN code: *ret_col is its column),
  * -ERANGE (a bad scale). */
-int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row,
-			     int64_t *ret_col);
+int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row, int64_t *ret_col);
 
 /* ---- the layout, for the kernels --------------------------------------------------------- */
 

@@ -31,7 +31,7 @@
 #include "tokenizer_internal.h"
 
 struct token {
-	char *str;      /* vocabulary string, NUL-terminated; NULL: no token has this id */
+	char *str;	/* vocabulary string, NUL-terminated; NULL: no token has this id */
 	uint8_t *bytes; /* what the token decodes to (same allocation as str) */
 	uint32_t str_len, n_bytes;
 	bool added, special, lstrip, rstrip, single_word;
@@ -42,7 +42,7 @@ struct token {
  * tokens are few and share long prefixes ("<SPECIAL_"). */
 struct trie_node {
 	int32_t child, sibling; /* -1: none */
-	int32_t token;          /* id of the token ending here, or -1 */
+	int32_t token;		/* id of the token ending here, or -1 */
 	uint8_t byte;
 };
 
@@ -68,8 +68,8 @@ struct engine_tokenizer {
 	size_t n_ids;
 	struct tok_bpe bpe;
 	struct tok_strmap added; /* added-token content -> id */
-	struct trie trie_raw;    /* added tokens with normalized=false */
-	struct trie trie_norm;   /* added tokens with normalized=true */
+	struct trie trie_raw;	 /* added tokens with normalized=false */
+	struct trie trie_norm;	 /* added tokens with normalized=true */
 	struct tok_pretok *pretok;
 	pcre2_code *word_re; /* word characters, only when some added token is single_word */
 	struct tok_bytelevel bl;
@@ -92,8 +92,7 @@ struct load_ctx {
 };
 
 /* Writes "<path>: <message>" and returns -|err|. */
-static int __attribute__((format(printf, 3, 4))) load_error(struct load_ctx *c, int err,
-							    const char *fmt, ...)
+static int __attribute__((format(printf, 3, 4))) load_error(struct load_ctx *c, int err, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -200,8 +199,8 @@ static int read_file(struct load_ctx *c, char **ret_data, size_t *ret_len)
 		goto close_fd;
 	}
 	if ((uint64_t)st.st_size > ENGINE_TOKENIZER_MAX_FILE_BYTES) {
-		r = load_error(c, EFBIG, "%lld bytes exceeds the limit of %u bytes",
-			       (long long)st.st_size, ENGINE_TOKENIZER_MAX_FILE_BYTES);
+		r = load_error(c, EFBIG, "%lld bytes exceeds the limit of %u bytes", (long long)st.st_size,
+			       ENGINE_TOKENIZER_MAX_FILE_BYTES);
 		goto close_fd;
 	}
 	data = malloc((size_t)st.st_size + 1);
@@ -233,8 +232,8 @@ close_fd:
 	return r;
 }
 
-static int get_bool(struct load_ctx *c, const json_t *obj, const char *where, const char *key,
-		    bool def, bool *ret)
+static int get_bool(struct load_ctx *c, const json_t *obj, const char *where, const char *key, bool def,
+		    bool *ret)
 {
 	const json_t *v = json_object_get(obj, key);
 
@@ -306,9 +305,8 @@ static int check_id(struct load_ctx *c, const json_t *v, const char *what, size_
 		return load_error(c, EINVAL, "%s: id is not an integer", what);
 	id = json_integer_value(v);
 	if (id < 0 || id >= (json_int_t)ENGINE_TOKENIZER_MAX_VOCAB)
-		return load_error(c, id < 0 ? EINVAL : E2BIG,
-				  "%s: id %lld is outside [0, %u)", what, (long long)id,
-				  ENGINE_TOKENIZER_MAX_VOCAB);
+		return load_error(c, id < 0 ? EINVAL : E2BIG, "%s: id %lld is outside [0, %u)", what,
+				  (long long)id, ENGINE_TOKENIZER_MAX_VOCAB);
 	*ret = (size_t)id;
 	return 0;
 }
@@ -318,8 +316,8 @@ static int check_token_string(struct load_ctx *c, size_t len, const char *what)
 	if (len == 0)
 		return load_error(c, EINVAL, "%s: empty token", what);
 	if (len > ENGINE_TOKENIZER_MAX_TOKEN_BYTES)
-		return load_error(c, E2BIG, "%s: token of %zu bytes exceeds the limit of %u", what,
-				  len, ENGINE_TOKENIZER_MAX_TOKEN_BYTES);
+		return load_error(c, E2BIG, "%s: token of %zu bytes exceeds the limit of %u", what, len,
+				  ENGINE_TOKENIZER_MAX_TOKEN_BYTES);
 	return 0;
 }
 
@@ -363,7 +361,8 @@ static int load_merges(struct load_ctx *c, struct engine_tokenizer *tok, const j
 	size_t i;
 	json_t *m;
 
-	json_array_foreach(merges, i, m) {
+	json_array_foreach(merges, i, m)
+	{
 		const char *a, *b;
 		size_t alen, blen;
 		int32_t ia, ib, in;
@@ -374,7 +373,8 @@ static int load_merges(struct load_ctx *c, struct engine_tokenizer *tok, const j
 
 			if (!sp || memchr(sp + 1, ' ', json_string_length(m) - (size_t)(sp + 1 - s)))
 				return load_error(c, EINVAL,
-						  "model.merges[%zu]: \"%.40s\" is not two tokens separated by one space",
+						  "model.merges[%zu]: \"%.40s\" is not two tokens separated "
+						  "by one space",
 						  i, s);
 			a = s;
 			alen = (size_t)(sp - s);
@@ -388,26 +388,29 @@ static int load_merges(struct load_ctx *c, struct engine_tokenizer *tok, const j
 			blen = json_string_length(json_array_get(m, 1));
 		} else {
 			return load_error(c, EINVAL,
-					  "model.merges[%zu] is neither \"a b\" nor an array of two strings", i);
+					  "model.merges[%zu] is neither \"a b\" nor an array of two strings",
+					  i);
 		}
 		if (alen > ENGINE_TOKENIZER_MAX_TOKEN_BYTES || blen > ENGINE_TOKENIZER_MAX_TOKEN_BYTES)
 			return load_error(c, E2BIG, "model.merges[%zu]: token exceeds the limit of %u bytes",
 					  i, ENGINE_TOKENIZER_MAX_TOKEN_BYTES);
 		ia = vocab_id(tok, a, alen);
 		if (ia < 0)
-			return load_error(c, EINVAL, "model.merges[%zu]: token \"%.*s\" is not in the vocabulary",
-					  i, (int)MIN(alen, 40), a);
+			return load_error(c, EINVAL,
+					  "model.merges[%zu]: token \"%.*s\" is not in the vocabulary", i,
+					  (int)MIN(alen, 40), a);
 		ib = vocab_id(tok, b, blen);
 		if (ib < 0)
-			return load_error(c, EINVAL, "model.merges[%zu]: token \"%.*s\" is not in the vocabulary",
-					  i, (int)MIN(blen, 40), b);
+			return load_error(c, EINVAL,
+					  "model.merges[%zu]: token \"%.*s\" is not in the vocabulary", i,
+					  (int)MIN(blen, 40), b);
 		memcpy(joined, a, alen);
 		memcpy(joined + alen, b, blen);
 		in = vocab_id(tok, joined, alen + blen);
 		if (in < 0)
 			return load_error(c, EINVAL,
-					  "model.merges[%zu]: merged token \"%.*s\" is not in the vocabulary", i,
-					  (int)MIN(alen + blen, 40), joined);
+					  "model.merges[%zu]: merged token \"%.*s\" is not in the vocabulary",
+					  i, (int)MIN(alen + blen, 40), joined);
 		if (tok_bpe_add_merge(&tok->bpe, ia, ib, (uint32_t)i, in) < 0)
 			return load_error(c, ENOMEM, "out of memory");
 	}
@@ -434,7 +437,8 @@ static int load_model(struct load_ctx *c, struct engine_tokenizer *tok, const js
 
 	v = json_object_get(model, "dropout");
 	if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0.0))
-		return load_error(c, EINVAL, "model.dropout is set; BPE dropout is not supported at inference");
+		return load_error(c, EINVAL,
+				  "model.dropout is set; BPE dropout is not supported at inference");
 	v = json_object_get(model, "continuing_subword_prefix");
 	if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
 		return load_error(c, EINVAL, "model.continuing_subword_prefix is not supported");
@@ -471,7 +475,8 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 	size_t max_added = 0;
 	json_t *a;
 
-	json_array_foreach(list, i, a) {
+	json_array_foreach(list, i, a)
+	{
 		const json_t *content = json_object_get(a, "content");
 		char what[64];
 		bool normalized = false;
@@ -531,8 +536,7 @@ static int load_added(struct load_ctx *c, struct engine_tokenizer *tok, const js
 		/* Unicode \w as the Rust regex crate defines it (regex_syntax::is_word_character), which
 		 * HF uses for single_word: unlike PCRE2's \w it includes marks and excludes non-decimal
 		 * numbers such as U+00BD. */
-		static const char word_class[] =
-			"[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
+		static const char word_class[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
 		int code;
 		PCRE2_SIZE off;
 
@@ -557,7 +561,8 @@ static int check_normalizer(struct load_ctx *c, const json_t *n, int depth)
 		return load_error(c, EINVAL, "normalizer has no \"type\"");
 	if (strcmp(json_string_value(type), "Sequence") == 0 && depth < 8 &&
 	    json_is_array(json_object_get(n, "normalizers"))) {
-		json_array_foreach(json_object_get(n, "normalizers"), i, child) {
+		json_array_foreach(json_object_get(n, "normalizers"), i, child)
+		{
 			int r = check_normalizer(c, child, depth + 1);
 
 			if (r < 0)
@@ -585,7 +590,8 @@ static int check_decoder(struct load_ctx *c, const json_t *d, int depth)
 	if (strcmp(json_string_value(type), "Sequence") == 0 && depth < 8 &&
 	    json_is_array(json_object_get(d, "decoders")) &&
 	    json_array_size(json_object_get(d, "decoders")) > 0) {
-		json_array_foreach(json_object_get(d, "decoders"), i, child) {
+		json_array_foreach(json_object_get(d, "decoders"), i, child)
+		{
 			int r = check_decoder(c, child, depth + 1);
 
 			if (r < 0)
@@ -617,7 +623,8 @@ static int table_size(struct load_ctx *c, const json_t *vocab, const json_t *add
 		}
 		max = MAX(max, id);
 	}
-	json_array_foreach(added, i, a) {
+	json_array_foreach(added, i, a)
+	{
 		char what[64];
 
 		snprintf(what, sizeof(what), "added_tokens[%zu]", i);
@@ -692,8 +699,8 @@ static int load_json(struct load_ctx *c, struct engine_tokenizer *tok, const jso
 	{
 		char msg[400] = "";
 
-		tok->pretok = tok_pretok_create(json_object_get(root, "pre_tokenizer"), &tok->bl, msg,
-						sizeof(msg));
+		tok->pretok =
+			tok_pretok_create(json_object_get(root, "pre_tokenizer"), &tok->bl, msg, sizeof(msg));
 		if (!tok->pretok)
 			return load_error(c, errno, "%s", msg[0] ? msg : "out of memory");
 	}
@@ -715,8 +722,8 @@ static struct engine_tokenizer *load_buffer(struct load_ctx *c, const char *data
 	/* JSON_ALLOW_NUL: a token may legitimately contain U+0000; lengths are tracked throughout. */
 	root = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
 	if (!root) {
-		r = load_error(c, EINVAL, "invalid JSON at line %d, column %d: %s", jerr.line,
-			       jerr.column, jerr.text);
+		r = load_error(c, EINVAL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+			       jerr.text);
 		goto fail;
 	}
 	tok = calloc(1, sizeof(*tok));
@@ -740,8 +747,8 @@ fail:
 	return NULL;
 }
 
-struct engine_tokenizer *tok_load_buffer(const char *data, size_t len, const char *name,
-					 char *errbuf, size_t errlen)
+struct engine_tokenizer *tok_load_buffer(const char *data, size_t len, const char *name, char *errbuf,
+					 size_t errlen)
 {
 	struct load_ctx c = {.path = name ? name : "tokenizer.json", .errbuf = errbuf, .errlen = errlen};
 
@@ -835,8 +842,8 @@ static bool is_word_char(struct encode_ctx *e, const char *s, size_t len)
 		if (!e->md)
 			return false;
 	}
-	return pcre2_match(e->tok->word_re, (PCRE2_SPTR)s, len, 0,
-			   PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, e->md, NULL) >= 0;
+	return pcre2_match(e->tok->word_re, (PCRE2_SPTR)s, len, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, e->md,
+			   NULL) >= 0;
 }
 
 /* Start of the last character of s[0..end). */
@@ -866,8 +873,7 @@ static bool cp_at_is_space(const char *s, size_t len)
 
 /* Cuts the added tokens of trie `t` out of s and encodes the stretches between them: with the
  * normalized trie next when `raw`, else as plain text (HF AddedVocabulary::find_matches). */
-static int encode_added(struct encode_ctx *e, const struct trie *t, bool raw, const char *s,
-			size_t len)
+static int encode_added(struct encode_ctx *e, const struct trie *t, bool raw, const char *s, size_t len)
 {
 	const uint8_t *u = (const uint8_t *)s;
 	size_t pos = 0, start_offset = 0;
@@ -897,8 +903,8 @@ static int encode_added(struct encode_ctx *e, const struct trie *t, bool raw, co
 		if (tk->single_word) {
 			bool word_before = start > 0 && is_word_char(e, s + char_start_before(s, start),
 								     start - char_start_before(s, start));
-			bool word_after = stop < len &&
-					  is_word_char(e, s + stop, char_len_at(s + stop, len - stop));
+			bool word_after =
+				stop < len && is_word_char(e, s + stop, char_len_at(s + stop, len - stop));
 
 			if (word_before || word_after)
 				continue;
@@ -921,8 +927,8 @@ static int encode_added(struct encode_ctx *e, const struct trie *t, bool raw, co
 		}
 		if (start_offset < start) {
 			r = raw ? encode_added(e, &e->tok->trie_norm, false, s + start_offset,
-					       start - start_offset)
-				: encode_plain(e, s + start_offset, start - start_offset);
+					       start - start_offset) :
+				  encode_plain(e, s + start_offset, start - start_offset);
 			if (r < 0)
 				return r;
 		}
@@ -932,9 +938,8 @@ static int encode_added(struct encode_ctx *e, const struct trie *t, bool raw, co
 		start_offset = stop;
 	}
 	if (start_offset < len)
-		return raw ? encode_added(e, &e->tok->trie_norm, false, s + start_offset,
-					  len - start_offset)
-			   : encode_plain(e, s + start_offset, len - start_offset);
+		return raw ? encode_added(e, &e->tok->trie_norm, false, s + start_offset, len - start_offset) :
+			     encode_plain(e, s + start_offset, len - start_offset);
 	return 0;
 }
 
@@ -1054,8 +1059,7 @@ static int detok_emit(struct engine_detok *d, const uint8_t *bytes, size_t n, bo
 	if (r >= 0)
 		r = tok_buf_append(&d->in, bytes, n);
 	if (r >= 0)
-		r = tok_utf8_lossy_append(&d->out, (const uint8_t *)d->in.data, d->in.len, !flush,
-					  &tail);
+		r = tok_utf8_lossy_append(&d->out, (const uint8_t *)d->in.data, d->in.len, !flush, &tail);
 	if (r >= 0)
 		r = tok_buf_reserve(&d->out, 0);
 	if (r < 0)
@@ -1111,8 +1115,8 @@ size_t engine_tokenizer_vocab_size(const struct engine_tokenizer *tok)
 	return tok ? tok->n_ids : 0;
 }
 
-int engine_tokenizer_token_bytes(const struct engine_tokenizer *tok, int32_t id,
-				 const uint8_t **ret_bytes, size_t *ret_len)
+int engine_tokenizer_token_bytes(const struct engine_tokenizer *tok, int32_t id, const uint8_t **ret_bytes,
+				 size_t *ret_len)
 {
 	const struct token *t = token_of(tok, id);
 

@@ -25,7 +25,7 @@
 struct tok_bpe_symbol {
 	int32_t id;
 	int32_t prev, next; /* -1 at the ends */
-	uint32_t len;       /* bytes of the word covered; 0 once merged into the left neighbour */
+	uint32_t len;	    /* bytes of the word covered; 0 once merged into the left neighbour */
 };
 
 struct tok_bpe_heap_entry {
@@ -60,8 +60,7 @@ static inline size_t pair_hash(uint64_t key)
 	return (size_t)(key ^ (key >> 29));
 }
 
-static struct tok_bpe_merge_slot *merge_find(struct tok_bpe_merge_slot *slots, size_t cap,
-					     uint64_t key)
+static struct tok_bpe_merge_slot *merge_find(struct tok_bpe_merge_slot *slots, size_t cap, uint64_t key)
 {
 	size_t mask = cap - 1;
 
@@ -71,8 +70,7 @@ static struct tok_bpe_merge_slot *merge_find(struct tok_bpe_merge_slot *slots, s
 	}
 }
 
-static const struct tok_bpe_merge_slot *merge_get(const struct tok_bpe *bpe, int32_t left,
-						  int32_t right)
+static const struct tok_bpe_merge_slot *merge_get(const struct tok_bpe *bpe, int32_t left, int32_t right)
 {
 	const struct tok_bpe_merge_slot *s;
 
@@ -101,8 +99,7 @@ static int merges_alloc(struct tok_bpe_merge_slot **ret, size_t *ret_cap, size_t
 	return 0;
 }
 
-int tok_bpe_add_merge(struct tok_bpe *bpe, int32_t left, int32_t right, uint32_t rank,
-		      int32_t new_id)
+int tok_bpe_add_merge(struct tok_bpe *bpe, int32_t left, int32_t right, uint32_t rank, int32_t new_id)
 {
 	uint64_t key = pair_key(left, right);
 	struct tok_bpe_merge_slot *s;
@@ -275,8 +272,7 @@ static struct tok_bpe_heap_entry heap_pop(struct tok_bpe_scratch *s, size_t *n)
 	return top;
 }
 
-static int push_candidate(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, size_t *n,
-			  size_t pos)
+static int push_candidate(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, size_t *n, size_t pos)
 {
 	const struct tok_bpe_symbol *sym = s->symbols;
 	const struct tok_bpe_merge_slot *m;
@@ -286,8 +282,10 @@ static int push_candidate(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, 
 	m = merge_get(bpe, sym[pos].id, sym[sym[pos].next].id);
 	if (!m)
 		return 0;
-	return heap_push(s, n, (struct tok_bpe_heap_entry){.rank = m->rank, .pos = (uint32_t)pos,
-							   .new_id = m->new_id});
+	return heap_push(s, n,
+			 (struct tok_bpe_heap_entry){.rank = m->rank,
+						     .pos = (uint32_t)pos,
+						     .new_id = m->new_id});
 }
 
 static int merge_all(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, size_t n_sym)
@@ -343,8 +341,8 @@ static int add_symbol(struct tok_bpe_scratch *s, size_t *n, int32_t id, size_t l
 		s->symbols = p;
 		s->symbols_cap = cap;
 	}
-	s->symbols[*n] = (struct tok_bpe_symbol){
-		.id = id, .prev = (int32_t)*n - 1, .next = -1, .len = (uint32_t)len};
+	s->symbols[*n] =
+		(struct tok_bpe_symbol){.id = id, .prev = (int32_t)*n - 1, .next = -1, .len = (uint32_t)len};
 	if (*n > 0)
 		s->symbols[*n - 1].next = (int32_t)*n;
 	(*n)++;
@@ -352,8 +350,8 @@ static int add_symbol(struct tok_bpe_scratch *s, size_t *n, int32_t id, size_t l
 }
 
 /* Byte fallback: the <0xXX> tokens spelling one character, if all of them exist. */
-static int add_byte_fallback(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, size_t *n,
-			     const char *c, size_t len, bool *ret_done)
+static int add_byte_fallback(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, size_t *n, const char *c,
+			     size_t len, bool *ret_done)
 {
 	int32_t ids[4];
 	int r;

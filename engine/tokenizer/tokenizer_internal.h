@@ -24,8 +24,8 @@
 
 /* engine_tokenizer_load() for a tokenizer.json already in memory (the fuzz target's entry);
  * `name` stands for the path in error messages. Same contract otherwise. */
-struct engine_tokenizer *tok_load_buffer(const char *data, size_t len, const char *name,
-					 char *errbuf, size_t errlen);
+struct engine_tokenizer *tok_load_buffer(const char *data, size_t len, const char *name, char *errbuf,
+					 size_t errlen);
 
 /* ---- growable buffers (tokenizer_util.c) --------------------------------------------------- */
 
@@ -91,8 +91,7 @@ int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len);
 /* Appends bytes to out replacing ill-formed sequences by U+FFFD, as Rust's
  * String::from_utf8_lossy. With keep_tail, an incomplete sequence at the end is not converted;
  * its length is returned in *ret_tail (0 otherwise). Returns 0 or -ENOMEM. */
-int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, bool keep_tail,
-			  size_t *ret_tail);
+int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, bool keep_tail, size_t *ret_tail);
 /* Rust char::is_whitespace (Unicode White_Space). */
 bool tok_is_whitespace(uint32_t cp);
 
@@ -107,12 +106,10 @@ struct tok_bytelevel {
 
 void tok_bytelevel_init(struct tok_bytelevel *bl);
 /* Appends the mapped form of `len` raw bytes. */
-int tok_bytelevel_map(const struct tok_bytelevel *bl, struct tok_buf *out, const char *s,
-		      size_t len);
+int tok_bytelevel_map(const struct tok_bytelevel *bl, struct tok_buf *out, const char *s, size_t len);
 /* ByteLevel decoder for one token string: if every character maps back to a byte, writes those
  * bytes; otherwise the string's own bytes (HF decoders::ByteLevel). out must hold len bytes. */
-size_t tok_bytelevel_unmap(const struct tok_bytelevel *bl, const char *s, size_t len,
-			   uint8_t *out);
+size_t tok_bytelevel_unmap(const struct tok_bytelevel *bl, const char *s, size_t len, uint8_t *out);
 
 /* ---- pre-tokenizer (tokenizer_pretok.c) ----------------------------------------------------- */
 
@@ -121,14 +118,14 @@ struct tok_pretok;
 /* Builds the pre-tokenizer from the tokenizer.json `pre_tokenizer` node (NULL or json null:
  * none, the text goes to the model whole). On failure returns NULL with errno set and one
  * sentence in err. */
-struct tok_pretok *tok_pretok_create(const json_t *node, const struct tok_bytelevel *bl,
-				     char *err, size_t errlen);
+struct tok_pretok *tok_pretok_create(const json_t *node, const struct tok_bytelevel *bl, char *err,
+				     size_t errlen);
 void tok_pretok_destroy(struct tok_pretok *p);
 /* Splits and transforms text into the model's input words, appended to *out (cleared first).
  * `scratch` is working memory the caller keeps between calls. text must be valid UTF-8.
  * Returns 0, -ENOMEM, or -EIO for a PCRE2 matching failure. */
-int tok_pretok_run(const struct tok_pretok *p, const char *text, size_t len,
-		   struct tok_pieces *out, struct tok_pieces *scratch);
+int tok_pretok_run(const struct tok_pretok *p, const char *text, size_t len, struct tok_pieces *out,
+		   struct tok_pieces *scratch);
 
 /* ---- BPE model (tokenizer_bpe.c) ---------------------------------------------------------- */
 
@@ -161,8 +158,7 @@ int tok_bpe_init(struct tok_bpe *bpe, size_t vocab_expected, size_t merges_expec
 void tok_bpe_finish(struct tok_bpe *bpe);
 /* Adds merge (left, right) -> new_id with the given rank; a repeated pair keeps the later
  * rank, as HF's map construction does. Returns 0 or -ENOMEM. */
-int tok_bpe_add_merge(struct tok_bpe *bpe, int32_t left, int32_t right, uint32_t rank,
-		      int32_t new_id);
+int tok_bpe_add_merge(struct tok_bpe *bpe, int32_t left, int32_t right, uint32_t rank, int32_t new_id);
 /* Tokenizes one pre-tokenized word (in the model's alphabet) and appends the ids.
  * Returns 0 or -ENOMEM. */
 int tok_bpe_word(const struct tok_bpe *bpe, const char *word, size_t len, struct tok_ids *out,

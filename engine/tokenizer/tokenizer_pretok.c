@@ -80,7 +80,9 @@ struct segments {
  * at the edges (its \s also takes U+180E, its \w takes every number and no marks), so \s, \S,
  * \w and \W are spelled out as explicit classes before compiling. Negated ones inside a class
  * ([\S...]) cannot be spelled that way and are left to PCRE2. */
-#define WHITE_SPACE "\\t\\n\\x0B\\f\\r\\x20\\x85\\xA0\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WHITE_SPACE                                                                                          \
+	"\\t\\n\\x0B\\f\\r\\x20\\x85\\xA0\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"   \
+	"\\x{3000}"
 #define WORD "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
 
 static int translate_pattern(const char *p, size_t len, struct tok_buf *out)
@@ -136,8 +138,7 @@ static int translate_pattern(const char *p, size_t len, struct tok_buf *out)
 	return r;
 }
 
-static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *err,
-			   size_t errlen)
+static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *err, size_t errlen)
 {
 	struct tok_buf translated = {0};
 	int code;
@@ -146,8 +147,8 @@ static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *
 
 	/* The pattern as written is compiled first so that errors point into the file's text.
 	 * PCRE2_LITERAL admits no UCP (character classes do not apply to a literal anyway). */
-	re = pcre2_compile((PCRE2_SPTR)pattern, len,
-			   PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &code, &offset, NULL);
+	re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &code,
+			   &offset, NULL);
 	if (re && !literal) {
 		pcre2_code_free(re);
 		re = NULL;
@@ -156,16 +157,16 @@ static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *
 			errno = ENOMEM;
 			return NULL;
 		}
-		re = pcre2_compile((PCRE2_SPTR)translated.data, translated.len, PCRE2_UTF | PCRE2_UCP,
-				   &code, &offset, NULL);
+		re = pcre2_compile((PCRE2_SPTR)translated.data, translated.len, PCRE2_UTF | PCRE2_UCP, &code,
+				   &offset, NULL);
 		tok_buf_finish(&translated);
 	}
 	if (!re) {
 		PCRE2_UCHAR msg[256];
 
 		pcre2_get_error_message(code, msg, sizeof(msg));
-		snprintf(err, errlen, "pre_tokenizer: pattern \"%.60s\": at offset %zu: %s",
-			 pattern, (size_t)offset, (const char *)msg);
+		snprintf(err, errlen, "pre_tokenizer: pattern \"%.60s\": at offset %zu: %s", pattern,
+			 (size_t)offset, (const char *)msg);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -174,8 +175,8 @@ static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *
 	return re;
 }
 
-static int parse_bool(const json_t *obj, const char *key, bool def, bool *ret, const char *what,
-		      char *err, size_t errlen)
+static int parse_bool(const json_t *obj, const char *key, bool def, bool *ret, const char *what, char *err,
+		      size_t errlen)
 {
 	const json_t *v = json_object_get(obj, key);
 
@@ -261,8 +262,7 @@ static int parse_bytelevel(struct tok_pretok *p, const json_t *node, char *err, 
 	int r;
 
 	/* HF's defaults for fields an older file may lack: add_prefix_space and use_regex true. */
-	r = parse_bool(node, "add_prefix_space", true, &st->add_prefix_space, "ByteLevel", err,
-		       errlen);
+	r = parse_bool(node, "add_prefix_space", true, &st->add_prefix_space, "ByteLevel", err, errlen);
 	if (r < 0)
 		return r;
 	r = parse_bool(node, "use_regex", true, &use_regex, "ByteLevel", err, errlen);
@@ -278,8 +278,7 @@ static int parse_bytelevel(struct tok_pretok *p, const json_t *node, char *err, 
 	return 0;
 }
 
-static int parse_node(struct tok_pretok *p, const json_t *node, int depth, char *err,
-		      size_t errlen)
+static int parse_node(struct tok_pretok *p, const json_t *node, int depth, char *err, size_t errlen)
 {
 	const json_t *type = json_object_get(node, "type");
 	const char *name;
@@ -303,7 +302,8 @@ static int parse_node(struct tok_pretok *p, const json_t *node, int depth, char 
 				 PRETOK_MAX_DEPTH);
 			return -E2BIG;
 		}
-		json_array_foreach(list, i, child) {
+		json_array_foreach(list, i, child)
+		{
 			int r = parse_node(p, child, depth + 1, err, errlen);
 
 			if (r < 0)
@@ -323,8 +323,8 @@ static int parse_node(struct tok_pretok *p, const json_t *node, int depth, char 
 	return -EINVAL;
 }
 
-struct tok_pretok *tok_pretok_create(const json_t *node, const struct tok_bytelevel *bl,
-				     char *err, size_t errlen)
+struct tok_pretok *tok_pretok_create(const json_t *node, const struct tok_bytelevel *bl, char *err,
+				     size_t errlen)
 {
 	struct tok_pretok *p = calloc(1, sizeof(*p));
 	int r;
@@ -371,14 +371,12 @@ static int segments_add(struct segments *s, size_t start, size_t end, bool is_ma
 	return 0;
 }
 
-static int match_at(const pcre2_code *re, const char *s, size_t len, size_t pos,
-		    pcre2_match_data *md)
+static int match_at(const pcre2_code *re, const char *s, size_t len, size_t pos, pcre2_match_data *md)
 {
 	int rc = pcre2_match(re, (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, md, NULL);
 
 	if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-		rc = pcre2_match(re, (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
-				 NULL);
+		rc = pcre2_match(re, (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
 	return rc;
 }
 
@@ -503,9 +501,9 @@ static int split_piece(const struct step *st, const char *s, size_t len, pcre2_m
 	return 0;
 }
 
-static int bytelevel_piece(const struct tok_pretok *p, const struct step *st, const char *s,
-			   size_t len, pcre2_match_data *md, struct segments *segs,
-			   struct tok_buf *tmp, struct tok_pieces *out)
+static int bytelevel_piece(const struct tok_pretok *p, const struct step *st, const char *s, size_t len,
+			   pcre2_match_data *md, struct segments *segs, struct tok_buf *tmp,
+			   struct tok_pieces *out)
 {
 	int r;
 
@@ -551,8 +549,8 @@ static int bytelevel_piece(const struct tok_pretok *p, const struct step *st, co
 	return 0;
 }
 
-int tok_pretok_run(const struct tok_pretok *p, const char *text, size_t len,
-		   struct tok_pieces *out, struct tok_pieces *scratch)
+int tok_pretok_run(const struct tok_pretok *p, const char *text, size_t len, struct tok_pieces *out,
+		   struct tok_pieces *scratch)
 {
 	struct tok_pieces *cur = out, *next = scratch, tmp_pieces;
 	struct segments segs = {0};

@@ -161,8 +161,8 @@ void tok_strmap_finish(struct tok_strmap *m)
 	*m = (struct tok_strmap){0};
 }
 
-static struct tok_strmap_slot *strmap_find(const struct tok_strmap *m, const char *key,
-					   size_t len, uint32_t hash)
+static struct tok_strmap_slot *strmap_find(const struct tok_strmap *m, const char *key, size_t len,
+					   uint32_t hash)
 {
 	size_t mask = m->cap - 1;
 
@@ -221,8 +221,7 @@ int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
 
 /* ---- UTF-8 -------------------------------------------------------------------------------- */
 
-int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, bool keep_tail,
-			  size_t *ret_tail)
+int tok_utf8_lossy_append(struct tok_buf *out, const uint8_t *s, size_t len, bool keep_tail, size_t *ret_tail)
 {
 	size_t i = 0, run = 0, tail = 0;
 	uint32_t cp;
@@ -295,8 +294,7 @@ void tok_bytelevel_init(struct tok_bytelevel *bl)
 	}
 }
 
-int tok_bytelevel_map(const struct tok_bytelevel *bl, struct tok_buf *out, const char *s,
-		      size_t len)
+int tok_bytelevel_map(const struct tok_bytelevel *bl, struct tok_buf *out, const char *s, size_t len)
 {
 	size_t need;
 	int r;
@@ -317,8 +315,7 @@ int tok_bytelevel_map(const struct tok_bytelevel *bl, struct tok_buf *out, const
 	return 0;
 }
 
-size_t tok_bytelevel_unmap(const struct tok_bytelevel *bl, const char *s, size_t len,
-			   uint8_t *out)
+size_t tok_bytelevel_unmap(const struct tok_bytelevel *bl, const char *s, size_t len, uint8_t *out)
 {
 	const uint8_t *u = (const uint8_t *)s;
 	size_t i = 0, n = 0;

@@ -27,11 +27,11 @@ struct engine_vision {
 	struct vision_weights w;
 	int32_t image_token; /* config's img_context_token_id, or -ENOENT */
 	struct engine_vision_preprocess pre;
-	int grid;            /* patches per tile side */
+	int grid; /* patches per tile side */
 	int tokens_per_tile;
-	float *pos;          /* position embedding of a grid x grid tile */
-	uint64_t id;         /* unique per handle in the process (engine_vision_id()) */
-	void *owned;         /* the tensors' memory of a tower built in memory, else NULL */
+	float *pos;  /* position embedding of a grid x grid tile */
+	uint64_t id; /* unique per handle in the process (engine_vision_id()) */
+	void *owned; /* the tensors' memory of a tower built in memory, else NULL */
 };
 
 static _Atomic uint64_t next_vision_id = 1;
@@ -55,7 +55,8 @@ static int read_preprocess(const json_t *root, const char *file, const char *siz
 	r = model_config_number(root, size_key, &v);
 	if (r == 0) {
 		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILE_SIZE && v == floor(v)))
-			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s %g is not supported", file, size_key, v);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s %g is not supported", file,
+					 size_key, v);
 		p->tile_size = (int)v;
 	} else if (r != -ENOENT) {
 		return st_errorf(errbuf, errlen, -EINVAL, "%s: %s is not a number", file, size_key);
@@ -63,8 +64,8 @@ static int read_preprocess(const json_t *root, const char *file, const char *siz
 	r = model_config_number(root, "max_num_tiles", &v);
 	if (r == 0) {
 		if (!(v >= 1 && v <= ENGINE_VISION_MAX_TILES && v == floor(v)))
-			return st_errorf(errbuf, errlen, -EINVAL, "%s: max_num_tiles %g is outside 1..%d", file, v,
-					 ENGINE_VISION_MAX_TILES);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: max_num_tiles %g is outside 1..%d",
+					 file, v, ENGINE_VISION_MAX_TILES);
 		p->max_tiles = (int)v;
 	} else if (r != -ENOENT) {
 		return st_errorf(errbuf, errlen, -EINVAL, "%s: max_num_tiles is not a number", file);
@@ -80,7 +81,8 @@ static int read_preprocess(const json_t *root, const char *file, const char *siz
 		if (!a)
 			continue;
 		if (!json_is_array(a) || json_array_size(a) != 3)
-			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s is not 3 numbers", file, vecs[k].key);
+			return st_errorf(errbuf, errlen, -EINVAL, "%s: %s is not 3 numbers", file,
+					 vecs[k].key);
 		for (size_t c = 0; c < 3; c++) {
 			const json_t *e = json_array_get(a, c);
 
@@ -106,7 +108,8 @@ static int config_image_token(const json_t *root, int32_t *ret, char *errbuf, si
 		if (r == -ENOENT)
 			continue;
 		if (r < 0 || !(id >= 0 && id < (double)INT32_MAX && id == floor(id)))
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: %s is not a token id", keys[k]);
+			return st_errorf(errbuf, errlen, -EINVAL, "config.json: %s is not a token id",
+					 keys[k]);
 		*ret = (int32_t)id;
 		return 0;
 	}
@@ -126,8 +129,7 @@ void engine_vision_destroy(struct engine_vision *v)
 
 /* What every handle derives once its weights, preprocessing and image token are set: the
  * projector's width against the LM's, the tile grid and its position embedding, the id. */
-static int vision_finish_create(struct engine_vision *v, int lm_hidden, char *errbuf,
-				size_t errlen)
+static int vision_finish_create(struct engine_vision *v, int lm_hidden, char *errbuf, size_t errlen)
 {
 	if (v->w.out_dim != lm_hidden)
 		return st_errorf(errbuf, errlen, -EINVAL,
@@ -184,8 +186,7 @@ struct engine_vision *vision_create_from_weights(struct vision_weights *w, void 
 	return v;
 }
 
-struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf,
-					   size_t errlen)
+struct engine_vision *engine_vision_create(const struct engine_model *model, char *errbuf, size_t errlen)
 {
 	struct engine_vision *v;
 	int r;
@@ -208,8 +209,8 @@ struct engine_vision *engine_vision_create(const struct engine_model *model, cha
 	if (r < 0)
 		goto fail;
 	engine_vision_preprocess_defaults(&v->pre);
-	r = read_preprocess(model_files_config_json(model->files), "config.json", "force_image_size",
-			    &v->pre, errbuf, errlen);
+	r = read_preprocess(model_files_config_json(model->files), "config.json", "force_image_size", &v->pre,
+			    errbuf, errlen);
 	if (r < 0)
 		goto fail;
 	if (model_files_dir(model->files)) {
@@ -231,8 +232,7 @@ fail:
 	return NULL;
 }
 
-void engine_vision_get_preprocess(const struct engine_vision *v,
-				  struct engine_vision_preprocess *ret)
+void engine_vision_get_preprocess(const struct engine_vision *v, struct engine_vision_preprocess *ret)
 {
 	*ret = v->pre;
 }
@@ -272,14 +272,13 @@ int engine_vision_embed_dim(const struct engine_vision *v)
 	return v->w.out_dim;
 }
 
-int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles,
-			 float *out)
+int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles, float *out)
 {
 	return vision_encode_gemms(v, NULL, pixels, n_tiles, out);
 }
 
-int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms *gm,
-			const float *pixels, int n_tiles, float *out)
+int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms *gm, const float *pixels,
+			int n_tiles, float *out)
 {
 	size_t tile_floats = (size_t)3 * v->pre.tile_size * v->pre.tile_size;
 	size_t rows_out = (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
@@ -292,8 +291,8 @@ int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms
 	if (!feat)
 		return -ENOMEM;
 	for (int t = 0; t < n_tiles && r >= 0; t++) {
-		r = vision_vit_forward_gemms(&v->w, gm, pixels + (size_t)t * tile_floats, v->grid,
-					     v->grid, v->pos, feat);
+		r = vision_vit_forward_gemms(&v->w, gm, pixels + (size_t)t * tile_floats, v->grid, v->grid,
+					     v->pos, feat);
 		if (r >= 0)
 			r = vision_project_gemms(&v->w, gm, feat, v->grid, v->grid,
 						 out + (size_t)t * rows_out);
@@ -349,8 +348,8 @@ static int encode_tiles(struct engine_backend *b, const struct engine_vision *v,
 	return r;
 }
 
-int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v,
-			    const float *pixels, int n_tiles, float *out)
+int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
+			    int n_tiles, float *out)
 {
 	const size_t tile_floats = v ? (size_t)3 * v->pre.tile_size * v->pre.tile_size : 0;
 	float *pix = NULL, *rows = NULL;
@@ -367,17 +366,15 @@ int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision
 	/* the tiles to the device and the rows back */
 	const size_t n_out = (size_t)n_tiles * (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
 	if ((r = vmem_alloc(b, tile_floats * (size_t)n_tiles, pixels, &pix)) == 0 &&
-	    (r = vmem_alloc(b, n_out, NULL, &rows)) == 0 &&
-	    (r = encode_tiles(b, v, pix, n_tiles, rows)) == 0)
+	    (r = vmem_alloc(b, n_out, NULL, &rows)) == 0 && (r = encode_tiles(b, v, pix, n_tiles, rows)) == 0)
 		r = ops_of(b)->rows_read(b, rows, n_out, out);
 	vmem_free(b, rows);
 	vmem_free(b, pix);
 	return r;
 }
 
-int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img,
-			       int max_tiles, struct engine_vision_grid *ret_grid, float **ret_embeds,
-			       size_t *ret_rows)
+int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img, int max_tiles,
+			       struct engine_vision_grid *ret_grid, float **ret_embeds, size_t *ret_rows)
 {
 	struct engine_rows *rows;
 	int r;
@@ -414,14 +411,13 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 	for (int c = 0; c < 3; c++)
 		if (!(p.std[c] != 0.0f) || !isfinite(p.std[c]) || !isfinite(p.mean[c]))
 			return -EINVAL;
-	if ((r = engine_vision_select_grid(img->width, img->height, p.tile_size, p.max_tiles,
-					   p.use_thumbnail, &grid)) < 0)
+	if ((r = engine_vision_select_grid(img->width, img->height, p.tile_size, p.max_tiles, p.use_thumbnail,
+					   &grid)) < 0)
 		return r;
 	if (grid.n_tiles < 1 || grid.n_tiles > VISION_MAX_ENCODE_TILES)
 		return -EINVAL;
 	n_rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
-	if ((r = vmem_alloc(b, (size_t)3 * p.tile_size * p.tile_size * (size_t)grid.n_tiles, NULL,
-			    &pix)) < 0)
+	if ((r = vmem_alloc(b, (size_t)3 * p.tile_size * p.tile_size * (size_t)grid.n_tiles, NULL, &pix)) < 0)
 		return r;
 	if ((r = ops_of(b)->vision_preprocess(b, v, img, &p, grid.n_tiles, pix)) == 0 &&
 	    (r = vmem_alloc(b, n_rows * (size_t)v->w.out_dim, NULL, &data)) == 0)
@@ -432,8 +428,8 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 			vmem_free(b, data);
 		return r;
 	}
-	rows = ops_of(b)->vision.device ? backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim)
-					: backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
+	rows = ops_of(b)->vision.device ? backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim) :
+					  backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
 	if (!rows) {
 		r = -errno;
 		vmem_free(b, data);
@@ -479,8 +475,7 @@ int engine_vision_splice_rows(const int32_t *tokens, size_t n, int32_t image_tok
 }
 
 int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, const float *rows,
-			 size_t n_rows, size_t dim, const float **embeds, char *errbuf,
-			 size_t errlen)
+			 size_t n_rows, size_t dim, const float **embeds, char *errbuf, size_t errlen)
 {
 	size_t used = 0, count = 0;
 
@@ -498,8 +493,8 @@ int engine_vision_splice(const int32_t *tokens, size_t n, int32_t image_token, c
 	return 0;
 }
 
-int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path,
-					   char *errbuf, size_t errlen)
+int engine_vision_read_preprocessor_config(struct engine_vision *v, const char *path, char *errbuf,
+					   size_t errlen)
 {
 	struct engine_vision_preprocess p = v->pre;
 	json_t *root = NULL;

@@ -22,24 +22,24 @@
 #include "vision.h"
 
 struct engine_vision_job {
-	struct engine_backend *b;          /* NULL: no backend */
-	const struct backend_ops *ops;     /* b's, or backend_host_vision_ops() */
+	struct engine_backend *b;      /* NULL: no backend */
+	const struct backend_ops *ops; /* b's, or backend_host_vision_ops() */
 	const struct engine_vision *v;
-	const float *pixels;               /* begin(): the caller's host tiles */
+	const float *pixels; /* begin(): the caller's host tiles */
 	int n_tiles;
 	/* begun from an image: the first step preprocesses img with pre */
 	const struct engine_image *img;
 	struct engine_vision_preprocess pre;
-	int prep;                          /* steps before the first tile's: 1 from an image, else 0 */
-	float *pix;                        /* the tiles the encode reads, in vision.device's memory */
-	bool own_pix;                      /* pix is the job's (else the caller's pixels) */
-	float *out;                        /* all tiles' rows, in vision.device's memory */
+	int prep;     /* steps before the first tile's: 1 from an image, else 0 */
+	float *pix;   /* the tiles the encode reads, in vision.device's memory */
+	bool own_pix; /* pix is the job's (else the caller's pixels) */
+	float *out;   /* all tiles' rows, in vision.device's memory */
 	struct backend_vision_cursor cur;
 	uint64_t preprocess_us;
 	int done, total;
-	size_t tile_floats, tile_out;      /* floats of a tile's pixels and of its rows */
-	int err;                           /* the first step's error: the job is dead */
-	bool taken;                        /* the rows went to finish()'s handle */
+	size_t tile_floats, tile_out; /* floats of a tile's pixels and of its rows */
+	int err;		      /* the first step's error: the job is dead */
+	bool taken;		      /* the rows went to finish()'s handle */
 };
 
 /* n floats in the memory the job's ops work in (copied from host when non-NULL). */
@@ -63,8 +63,8 @@ static void job_free(struct engine_vision_job *j, float *p)
 }
 
 /* A job over n_tiles tiles with `prep` steps before them. */
-static int job_new(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
-		   int n_tiles, int prep, struct engine_vision_job **ret_job)
+static int job_new(struct engine_backend *b, const struct engine_vision *v, const float *pixels, int n_tiles,
+		   int prep, struct engine_vision_job **ret_job)
 {
 	const struct vision_weights *w = engine_vision_weights(v);
 	struct engine_vision_preprocess pre;
@@ -91,8 +91,8 @@ static int job_new(struct engine_backend *b, const struct engine_vision *v, cons
 	return 0;
 }
 
-int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v,
-			       const float *pixels, int n_tiles, struct engine_vision_job **ret_job)
+int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
+			       int n_tiles, struct engine_vision_job **ret_job)
 {
 	if (!v || !pixels || !ret_job || n_tiles < 1 || n_tiles > VISION_MAX_ENCODE_TILES)
 		return -EINVAL;
@@ -101,8 +101,7 @@ int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vis
 
 int engine_vision_encode_begin_image(struct engine_backend *b, const struct engine_vision *v,
 				     const struct engine_image *img, int max_tiles,
-				     struct engine_vision_grid *ret_grid,
-				     struct engine_vision_job **ret_job)
+				     struct engine_vision_grid *ret_grid, struct engine_vision_job **ret_job)
 {
 	struct engine_vision_preprocess pre;
 	struct engine_vision_grid grid;
@@ -178,8 +177,7 @@ int engine_vision_encode_advance(struct engine_vision_job *j, int max_steps)
 		}
 	}
 	if (r == 0 && max_steps > 0 && j->done < j->total) {
-		r = j->ops->vision_encode_tiles(j->b, j->v, j->pix, j->n_tiles, j->out, &j->cur,
-						max_steps);
+		r = j->ops->vision_encode_tiles(j->b, j->v, j->pix, j->n_tiles, j->out, &j->cur, max_steps);
 		j->done = j->prep + j->cur.done;
 	}
 	if (r < 0) {
@@ -200,9 +198,10 @@ int engine_vision_encode_finish(struct engine_vision_job *j, struct engine_rows 
 	if (!j || !ret_rows || j->done != j->total || j->err || j->taken)
 		return -EINVAL;
 	size_t n_rows = (size_t)j->n_tiles * (size_t)engine_vision_tokens_per_tile(j->v);
-	struct engine_rows *rows = j->ops->vision.device
-		? backend_rows_wrap(j->b, NULL, j->out, n_rows, engine_vision_embed_dim(j->v))
-		: engine_rows_from_host(j->out, n_rows, engine_vision_embed_dim(j->v));
+	struct engine_rows *rows =
+		j->ops->vision.device ?
+			backend_rows_wrap(j->b, NULL, j->out, n_rows, engine_vision_embed_dim(j->v)) :
+			engine_rows_from_host(j->out, n_rows, engine_vision_embed_dim(j->v));
 	if (!rows)
 		return -errno;
 	j->out = NULL;

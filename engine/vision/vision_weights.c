@@ -23,8 +23,7 @@ static void shape_str(const struct tensor *t, char *buf, size_t len)
 }
 
 /* Checks that t is present with shape [d0] (d1 < 0) or [d0, d1]. */
-static int want(const struct tensor *t, const char *name, int64_t d0, int64_t d1, char *errbuf,
-		size_t errlen)
+static int want(const struct tensor *t, const char *name, int64_t d0, int64_t d1, char *errbuf, size_t errlen)
 {
 	int ndim = d1 < 0 ? 1 : 2;
 	char got[96];
@@ -73,13 +72,15 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 	w->width = (int)D;
 
 	if (!w->pos_embed.data)
-		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor 'patch_generator.pos_embed' is missing");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor 'patch_generator.pos_embed' is missing");
 	shape_str(&w->pos_embed, got, sizeof(got));
 	if (!((w->pos_embed.ndim == 3 && w->pos_embed.shape[0] == 1 && w->pos_embed.shape[2] == D) ||
 	      (w->pos_embed.ndim == 2 && w->pos_embed.shape[1] == D)))
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "vision tensor 'patch_generator.pos_embed' has shape %s, expected [1, N, %lld]",
-				 got, (long long)D);
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"vision tensor 'patch_generator.pos_embed' has shape %s, expected [1, N, %lld]", got,
+			(long long)D);
 	grid = w->pos_embed.shape[w->pos_embed.ndim - 2];
 	side = (int64_t)llround(sqrt((double)grid));
 	if (side * side != grid)
@@ -92,9 +93,10 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 
 	if (!w->cls_token.data || w->cls_token.ndim != 2 || w->cls_token.shape[1] != D ||
 	    w->cls_token.shape[0] < 1)
-		return st_errorf(errbuf, errlen, -EINVAL,
-				 "vision tensor 'patch_generator.cls_token.token' is missing or not [T, %lld]",
-				 (long long)D);
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"vision tensor 'patch_generator.cls_token.token' is missing or not [T, %lld]",
+			(long long)D);
 	if (w->cls_token.shape[0] > VISION_MAX_PREFIX)
 		return st_errorf(errbuf, errlen, -EFBIG, "%lld prefix tokens are over the limit of %d",
 				 (long long)w->cls_token.shape[0], VISION_MAX_PREFIX);
@@ -120,12 +122,12 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 			const char *suffix;
 			int64_t d0, d1;
 		} checks[] = {
-			{&b->norm1_w, "norm1.weight", D, -1},   {&b->norm1_b, "norm1.bias", D, -1},
+			{&b->norm1_w, "norm1.weight", D, -1},	  {&b->norm1_b, "norm1.bias", D, -1},
 			{&b->qkv_w, "attn.qkv.weight", 3 * D, D}, {&b->qkv_b, "attn.qkv.bias", 3 * D, -1},
-			{&b->proj_w, "attn.proj.weight", D, D}, {&b->proj_b, "attn.proj.bias", D, -1},
-			{&b->norm2_w, "norm2.weight", D, -1},   {&b->norm2_b, "norm2.bias", D, -1},
-			{&b->fc1_w, "mlp.fc1.weight", M, D},    {&b->fc1_b, "mlp.fc1.bias", M, -1},
-			{&b->fc2_w, "mlp.fc2.weight", D, M},    {&b->fc2_b, "mlp.fc2.bias", D, -1},
+			{&b->proj_w, "attn.proj.weight", D, D},	  {&b->proj_b, "attn.proj.bias", D, -1},
+			{&b->norm2_w, "norm2.weight", D, -1},	  {&b->norm2_b, "norm2.bias", D, -1},
+			{&b->fc1_w, "mlp.fc1.weight", M, D},	  {&b->fc1_b, "mlp.fc1.bias", M, -1},
+			{&b->fc2_w, "mlp.fc2.weight", D, M},	  {&b->fc2_b, "mlp.fc2.bias", D, -1},
 		};
 
 		for (size_t k = 0; k < ARRAY_SIZE(checks); k++) {
@@ -136,7 +138,8 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 		}
 	}
 	if (!!w->norm_w.data != !!w->norm_b.data)
-		return st_errorf(errbuf, errlen, -EINVAL, "the final vision norm has only one of weight and bias");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "the final vision norm has only one of weight and bias");
 	if (w->norm_w.data) {
 		if ((r = want(&w->norm_w, "norm.weight", D, -1, errbuf, errlen)) < 0 ||
 		    (r = want(&w->norm_b, "norm.bias", D, -1, errbuf, errlen)) < 0)
@@ -144,17 +147,20 @@ int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen)
 	}
 
 	if (w->shuffle < 1 || w->shuffle > 8)
-		return st_errorf(errbuf, errlen, -EINVAL, "pixel-shuffle factor %d is not supported", w->shuffle);
+		return st_errorf(errbuf, errlen, -EINVAL, "pixel-shuffle factor %d is not supported",
+				 w->shuffle);
 	w->proj_in = (int)D * w->shuffle * w->shuffle;
 	if ((r = want(&w->mlp1_norm, "mlp1.0.weight", w->proj_in, -1, errbuf, errlen)) < 0)
 		return r;
 	if (!w->mlp1_fc1.data || w->mlp1_fc1.ndim != 2 || !dim_ok(w->mlp1_fc1.shape[0], VISION_MAX_DIM))
-		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor 'mlp1.1.weight' is missing or too large");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor 'mlp1.1.weight' is missing or too large");
 	w->proj_hidden = (int)w->mlp1_fc1.shape[0];
 	if ((r = want(&w->mlp1_fc1, "mlp1.1.weight", w->proj_hidden, w->proj_in, errbuf, errlen)) < 0)
 		return r;
 	if (!w->mlp1_fc3.data || w->mlp1_fc3.ndim != 2 || !dim_ok(w->mlp1_fc3.shape[0], VISION_MAX_DIM))
-		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor 'mlp1.3.weight' is missing or too large");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor 'mlp1.3.weight' is missing or too large");
 	w->out_dim = (int)w->mlp1_fc3.shape[0];
 	return want(&w->mlp1_fc3, "mlp1.3.weight", w->out_dim, w->proj_hidden, errbuf, errlen);
 }
@@ -235,8 +241,7 @@ static int find(const struct model_files *files, const char *name, struct tensor
 	return 0;
 }
 
-int vision_weights_load(struct vision_weights *w, const struct model_files *files, char *errbuf,
-			size_t errlen)
+int vision_weights_load(struct vision_weights *w, const struct model_files *files, char *errbuf, size_t errlen)
 {
 	const json_t *root = model_files_config_json(files);
 	struct tensor probe;
@@ -254,8 +259,8 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 		return r;
 	if (model_config_number(root, "patch_size", &patch) == 0) {
 		if (!(patch >= 1 && patch <= VISION_MAX_PATCH && patch == floor(patch)))
-			return st_errorf(errbuf, errlen, -EINVAL, "config.json: patch_size %g is not supported",
-					 patch);
+			return st_errorf(errbuf, errlen, -EINVAL,
+					 "config.json: patch_size %g is not supported", patch);
 		w->patch = (int)patch;
 	}
 
@@ -269,16 +274,19 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 		return st_errorf(errbuf, errlen, -EFBIG, "the vision tower has more than %d blocks",
 				 VISION_MAX_DEPTH);
 	if (depth == 0)
-		return st_errorf(errbuf, errlen, -EINVAL, "vision tensor '" VISION_PREFIX
-				 "blocks.0.norm1.weight' is missing");
+		return st_errorf(errbuf, errlen, -EINVAL,
+				 "vision tensor '" VISION_PREFIX "blocks.0.norm1.weight' is missing");
 	w->depth = depth;
 	w->blocks = calloc((size_t)depth, sizeof(*w->blocks));
 	if (!w->blocks)
 		return st_errorf(errbuf, errlen, -ENOMEM, "out of memory");
 
-	if ((r = find(files, VISION_PREFIX "patch_generator.embedder.weight", &w->embedder, false, errbuf, errlen)) < 0 ||
-	    (r = find(files, VISION_PREFIX "patch_generator.pos_embed", &w->pos_embed, false, errbuf, errlen)) < 0 ||
-	    (r = find(files, VISION_PREFIX "patch_generator.cls_token.token", &w->cls_token, false, errbuf, errlen)) < 0 ||
+	if ((r = find(files, VISION_PREFIX "patch_generator.embedder.weight", &w->embedder, false, errbuf,
+		      errlen)) < 0 ||
+	    (r = find(files, VISION_PREFIX "patch_generator.pos_embed", &w->pos_embed, false, errbuf,
+		      errlen)) < 0 ||
+	    (r = find(files, VISION_PREFIX "patch_generator.cls_token.token", &w->cls_token, false, errbuf,
+		      errlen)) < 0 ||
 	    (r = find(files, VISION_PREFIX "norm.weight", &w->norm_w, true, errbuf, errlen)) < 0 ||
 	    (r = find(files, VISION_PREFIX "norm.bias", &w->norm_b, true, errbuf, errlen)) < 0 ||
 	    (r = find(files, "mlp1.0.weight", &w->mlp1_norm, false, errbuf, errlen)) < 0 ||
@@ -291,12 +299,12 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 			struct tensor *t;
 			const char *suffix;
 		} names[] = {
-			{&b->norm1_w, "norm1.weight"}, {&b->norm1_b, "norm1.bias"},
-			{&b->qkv_w, "attn.qkv.weight"}, {&b->qkv_b, "attn.qkv.bias"},
+			{&b->norm1_w, "norm1.weight"},	  {&b->norm1_b, "norm1.bias"},
+			{&b->qkv_w, "attn.qkv.weight"},	  {&b->qkv_b, "attn.qkv.bias"},
 			{&b->proj_w, "attn.proj.weight"}, {&b->proj_b, "attn.proj.bias"},
-			{&b->norm2_w, "norm2.weight"}, {&b->norm2_b, "norm2.bias"},
-			{&b->fc1_w, "mlp.fc1.weight"}, {&b->fc1_b, "mlp.fc1.bias"},
-			{&b->fc2_w, "mlp.fc2.weight"}, {&b->fc2_b, "mlp.fc2.bias"},
+			{&b->norm2_w, "norm2.weight"},	  {&b->norm2_b, "norm2.bias"},
+			{&b->fc1_w, "mlp.fc1.weight"},	  {&b->fc1_b, "mlp.fc1.bias"},
+			{&b->fc2_w, "mlp.fc2.weight"},	  {&b->fc2_b, "mlp.fc2.bias"},
 		};
 
 		for (size_t k = 0; k < ARRAY_SIZE(names); k++) {

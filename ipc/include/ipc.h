@@ -36,67 +36,67 @@ int ipc_socket_path(char **ret);
 
 /* ---- named limits ------------------------------------------------------------------------- */
 
-#define IPC_MAX_SOCKET_PATH 107               /* sizeof(sun_path) - 1 */
-#define IPC_MAX_BODY_BYTES (1024 * 1024)      /* request body; larger: 413 */
-#define IPC_MAX_HEADER_BYTES (8 * 1024)       /* sum of request header names+values; larger: 431 */
-#define IPC_MAX_SCRIPT_ACTIONS 1000           /* entries in "script"; more: 413 */
+#define IPC_MAX_SOCKET_PATH 107		 /* sizeof(sun_path) - 1 */
+#define IPC_MAX_BODY_BYTES (1024 * 1024) /* request body; larger: 413 */
+#define IPC_MAX_HEADER_BYTES (8 * 1024)	 /* sum of request header names+values; larger: 431 */
+#define IPC_MAX_SCRIPT_ACTIONS 1000	 /* entries in "script"; more: 413 */
 #define IPC_MAX_INSTRUCTION_BYTES (8 * 1024)
-#define IPC_MAX_ELEMENT_BYTES 512             /* the "element" description of pointer actions */
-#define IPC_MAX_CONTENT_BYTES (64 * 1024)     /* write.content and answer.content */
-#define IPC_MAX_QUESTION_BYTES 4096           /* ask_user.question */
-#define IPC_MAX_REPLY_BYTES 4096              /* POST /v1/tasks/ID/reply's "text" */
-#define IPC_MAX_HOTKEY_KEYS 5                 /* hotkey.keys: 1..5 names (agent.md 1.1) */
+#define IPC_MAX_ELEMENT_BYTES 512	  /* the "element" description of pointer actions */
+#define IPC_MAX_CONTENT_BYTES (64 * 1024) /* write.content and answer.content */
+#define IPC_MAX_QUESTION_BYTES 4096	  /* ask_user.question */
+#define IPC_MAX_REPLY_BYTES 4096	  /* POST /v1/tasks/ID/reply's "text" */
+#define IPC_MAX_HOTKEY_KEYS 5		  /* hotkey.keys: 1..5 names (agent.md 1.1) */
 #define IPC_MAX_KEY_NAME_BYTES 32
 /* The widest ranges of the formats' schemas (holo-nano: repeat_count 1..20, scroll_size 1..100;
  * holo3's grammar keeps POLICY_HOLO3_MAX_*). */
 #define IPC_MAX_HOTKEY_REPEAT 20
 #define IPC_MAX_SCROLL_SIZE 100
 #define IPC_DEFAULT_SCROLL_SIZE 5
-#define IPC_MAX_WAIT_MS 30000                 /* wait.duration <= 30 s */
-#define IPC_MODEL_COORD_MAX 1000              /* model space is 0..1000 inclusive */
-#define IPC_MAX_PIXEL_COORD 32767             /* X11 coordinates are 16-bit */
-#define IPC_MAX_TASK_STEPS 10000              /* ceiling for "max_steps" */
-#define IPC_MAX_TASK_SECONDS (24 * 3600)      /* ceiling for "max_seconds" */
-#define IPC_MAX_SETTLE_MS 10000               /* ceiling for "settle_ms" */
-#define IPC_MAX_LIST_LIMIT 500                /* GET /v1/tasks?limit= */
-#define IPC_MAX_PRUNE_AGE_S (3650 * 86400)    /* POST /v1/prune?older_than= (ten years) */
-#define IPC_MAX_PRUNE_LISTED 1000             /* tasks a prune's dry_run lists (newest first) */
+#define IPC_MAX_WAIT_MS 30000		   /* wait.duration <= 30 s */
+#define IPC_MODEL_COORD_MAX 1000	   /* model space is 0..1000 inclusive */
+#define IPC_MAX_PIXEL_COORD 32767	   /* X11 coordinates are 16-bit */
+#define IPC_MAX_TASK_STEPS 10000	   /* ceiling for "max_steps" */
+#define IPC_MAX_TASK_SECONDS (24 * 3600)   /* ceiling for "max_seconds" */
+#define IPC_MAX_SETTLE_MS 10000		   /* ceiling for "settle_ms" */
+#define IPC_MAX_LIST_LIMIT 500		   /* GET /v1/tasks?limit= */
+#define IPC_MAX_PRUNE_AGE_S (3650 * 86400) /* POST /v1/prune?older_than= (ten years) */
+#define IPC_MAX_PRUNE_LISTED 1000	   /* tasks a prune's dry_run lists (newest first) */
 #define IPC_DEFAULT_LIST_LIMIT 50
-#define IPC_MAX_HISTORY_WINDOW 64             /* "window": observations kept with their image */
-#define IPC_MAX_TILES 48                      /* "max_tiles": image tile budget per observation */
-#define IPC_MAX_TEMPERATURE 2.0               /* "temperature": 0 (greedy)..2 */
-#define IPC_MAX_SEED 4294967295ull            /* "seed": 0..2^32-1 */
-#define IPC_MAX_THINKING_TOKENS 65536         /* "thinking_tokens": a step's think block */
-#define IPC_MAX_STUCK_STEPS 1000              /* "stuck_warn", "stuck_stop": 0 (off)..1000 */
-#define IPC_MAX_DISPLAY_NAME_BYTES 64         /* "display": an X display name such as ":1" */
-#define IPC_MAX_HOLD_KEYS 3                   /* hold_and_tap_key.hold_keys: 1..3 names */
-#define IPC_MAX_TAP_KEYS 5                    /* hold_and_tap_key.tap_keys: 1..5 names */
-#define IPC_MAX_PLAN_GOALS 20                 /* update_plan.goals: 1..20 */
-#define IPC_MAX_GOAL_TITLE_BYTES 512          /* update_plan.goals[i].title */
+#define IPC_MAX_HISTORY_WINDOW 64     /* "window": observations kept with their image */
+#define IPC_MAX_TILES 48	      /* "max_tiles": image tile budget per observation */
+#define IPC_MAX_TEMPERATURE 2.0	      /* "temperature": 0 (greedy)..2 */
+#define IPC_MAX_SEED 4294967295ull    /* "seed": 0..2^32-1 */
+#define IPC_MAX_THINKING_TOKENS 65536 /* "thinking_tokens": a step's think block */
+#define IPC_MAX_STUCK_STEPS 1000      /* "stuck_warn", "stuck_stop": 0 (off)..1000 */
+#define IPC_MAX_DISPLAY_NAME_BYTES 64 /* "display": an X display name such as ":1" */
+#define IPC_MAX_HOLD_KEYS 3	      /* hold_and_tap_key.hold_keys: 1..3 names */
+#define IPC_MAX_TAP_KEYS 5	      /* hold_and_tap_key.tap_keys: 1..5 names */
+#define IPC_MAX_PLAN_GOALS 20	      /* update_plan.goals: 1..20 */
+#define IPC_MAX_GOAL_TITLE_BYTES 512  /* update_plan.goals[i].title */
 /* Script-only actions (launch, wait_for, activate, grounded targets). */
-#define IPC_MAX_LAUNCH_ARGS 64                /* launch.command: program + arguments */
-#define IPC_MAX_LAUNCH_ARG_BYTES 4096         /* one of them */
-#define IPC_MAX_MATCH_BYTES 512               /* one title/class/instance regex */
-#define IPC_MAX_TARGET_BYTES 512              /* "target" of a grounded click */
-#define IPC_MAX_WAIT_FOR_MS (600 * 1000)      /* "timeout" of launch, wait_for, activate */
+#define IPC_MAX_LAUNCH_ARGS 64		 /* launch.command: program + arguments */
+#define IPC_MAX_LAUNCH_ARG_BYTES 4096	 /* one of them */
+#define IPC_MAX_MATCH_BYTES 512		 /* one title/class/instance regex */
+#define IPC_MAX_TARGET_BYTES 512	 /* "target" of a grounded click */
+#define IPC_MAX_WAIT_FOR_MS (600 * 1000) /* "timeout" of launch, wait_for, activate */
 #define IPC_DEFAULT_WAIT_FOR_MS (10 * 1000)
-#define IPC_MIN_STABLE_MS 50                  /* wait_for.screen_stable.ms */
+#define IPC_MIN_STABLE_MS 50 /* wait_for.screen_stable.ms */
 #define IPC_MAX_STABLE_MS 60000
 
 /* ---- error codes (the "code" member of an error body) ------------------------------------- */
 
-#define IPC_ERR_BAD_REQUEST "bad_request"             /* 400: malformed JSON, wrong field, ... */
-#define IPC_ERR_FORBIDDEN "forbidden"                 /* 403: peer uid is not holod's */
-#define IPC_ERR_NOT_FOUND "not_found"                 /* 404: unknown route or id */
+#define IPC_ERR_BAD_REQUEST "bad_request"		/* 400: malformed JSON, wrong field, ... */
+#define IPC_ERR_FORBIDDEN "forbidden"			/* 403: peer uid is not holod's */
+#define IPC_ERR_NOT_FOUND "not_found"			/* 404: unknown route or id */
 #define IPC_ERR_METHOD_NOT_ALLOWED "method_not_allowed" /* 405 */
-#define IPC_ERR_CONFLICT "conflict"                   /* 409: e.g. cancelling a finished task */
-#define IPC_ERR_PAYLOAD_TOO_LARGE "payload_too_large" /* 413: body or list over its limit */
-#define IPC_ERR_HEADERS_TOO_LARGE "headers_too_large" /* 431 */
-#define IPC_ERR_INTERNAL "internal"                   /* 500 */
-#define IPC_ERR_NO_MODEL "no_model"                   /* 503: instruction task without a model */
-#define IPC_ERR_NO_DISPLAY "no_display"               /* 503: the X display cannot be opened */
-#define IPC_ERR_SHUTTING_DOWN "shutting_down"         /* 503 */
-#define IPC_ERR_TOO_MANY "too_many_connections"       /* 503: connection or event stream limit */
+#define IPC_ERR_CONFLICT "conflict"			/* 409: e.g. cancelling a finished task */
+#define IPC_ERR_PAYLOAD_TOO_LARGE "payload_too_large"	/* 413: body or list over its limit */
+#define IPC_ERR_HEADERS_TOO_LARGE "headers_too_large"	/* 431 */
+#define IPC_ERR_INTERNAL "internal"			/* 500 */
+#define IPC_ERR_NO_MODEL "no_model"			/* 503: instruction task without a model */
+#define IPC_ERR_NO_DISPLAY "no_display"			/* 503: the X display cannot be opened */
+#define IPC_ERR_SHUTTING_DOWN "shutting_down"		/* 503 */
+#define IPC_ERR_TOO_MANY "too_many_connections"		/* 503: connection or event stream limit */
 
 /* ---- task status -------------------------------------------------------------------------- */
 
@@ -107,8 +107,8 @@ enum ipc_task_status {
 	IPC_TASK_FAILED,
 	IPC_TASK_CANCELLED,
 	IPC_TASK_INTERRUPTED, /* holod stopped or crashed while the task was queued or running */
-	IPC_TASK_STUCK,       /* an instruction task whose steps stopped changing anything
-	                       * (docs/policy.md, "Stuck steps") */
+	IPC_TASK_STUCK,	      /* an instruction task whose steps stopped changing anything
+			       * (docs/policy.md, "Stuck steps") */
 };
 
 /* "queued", "running", ... ; NULL for an out-of-range value. */
@@ -142,8 +142,8 @@ enum ipc_tool {
 	/* The holo-nano harness's actions (docs/policy.md): in scripts, `holoctl do` and the
 	 * holo-nano format's vocabulary, not in holo3's (policy stops at IPC_TOOL_MODEL_COUNT). */
 	IPC_TOOL_HOLD_AND_TAP_KEY, /* hold_keys pressed in order, tap_keys tapped, hold released */
-	IPC_TOOL_DRAG_TO,          /* drag from the pointer's current position to x/y */
-	IPC_TOOL_UPDATE_PLAN,      /* the agent's plan: journaled, nothing done on the screen */
+	IPC_TOOL_DRAG_TO,	   /* drag from the pointer's current position to x/y */
+	IPC_TOOL_UPDATE_PLAN,	   /* the agent's plan: journaled, nothing done on the screen */
 	IPC_TOOL_COUNT_,
 };
 
@@ -181,24 +181,24 @@ int ipc_policy_format_from_string(const char *s);
 
 /* The model's limits of the formats' step layouts, narrower than the parser's (docs/policy.md):
  * strings count the bytes between the quotes as written, escapes included. */
-#define IPC_MODEL_MAX_CONTENT_BYTES 4096      /* write.content, answer.content */
-#define IPC_MODEL_MAX_QUESTION_BYTES 1024     /* ask_user.question */
-#define IPC_HOLO3_MAX_SCROLL_SIZE 50          /* holo3's ranges */
+#define IPC_MODEL_MAX_CONTENT_BYTES 4096  /* write.content, answer.content */
+#define IPC_MODEL_MAX_QUESTION_BYTES 1024 /* ask_user.question */
+#define IPC_HOLO3_MAX_SCROLL_SIZE 50	  /* holo3's ranges */
 #define IPC_HOLO3_MAX_REPEAT_COUNT 10
-#define IPC_NANO_MAX_SCROLL_SIZE 100          /* holo-nano's published ranges and defaults */
+#define IPC_NANO_MAX_SCROLL_SIZE 100 /* holo-nano's published ranges and defaults */
 #define IPC_NANO_DEFAULT_SCROLL_SIZE 10
 #define IPC_NANO_MAX_REPEAT_COUNT 20
 
 /* What one argument of a model's tool call holds. */
 enum ipc_arg_type {
-	IPC_ARG_STRING,    /* at most `max` bytes as written */
-	IPC_ARG_INT,       /* lo..hi; `def` when optional and absent */
-	IPC_ARG_BOOL,      /* default false */
-	IPC_ARG_BUTTON,    /* ipc_button_to_string's spellings, default left */
+	IPC_ARG_STRING, /* at most `max` bytes as written */
+	IPC_ARG_INT,	/* lo..hi; `def` when optional and absent */
+	IPC_ARG_BOOL,	/* default false */
+	IPC_ARG_BUTTON, /* ipc_button_to_string's spellings, default left */
 	IPC_ARG_DIRECTION,
-	IPC_ARG_KEYS,      /* a list of 1..hi key names (hi 0: IPC_MAX_HOTKEY_KEYS) */
+	IPC_ARG_KEYS, /* a list of 1..hi key names (hi 0: IPC_MAX_HOTKEY_KEYS) */
 	IPC_ARG_KEY,
-	IPC_ARG_GOALS,     /* update_plan's 1..IPC_MAX_PLAN_GOALS {"title": ..., "status": ...} */
+	IPC_ARG_GOALS, /* update_plan's 1..IPC_MAX_PLAN_GOALS {"title": ..., "status": ...} */
 };
 
 struct ipc_tool_arg {
@@ -233,13 +233,13 @@ const struct ipc_model_tool *ipc_model_tool(enum ipc_policy_format f, size_t i);
 
 /* How `holoctl do` reads a tool from its command line. */
 struct ipc_tool_cli {
-	const char *args;      /* the usage of its arguments, e.g. "X Y up|down|left|right [NOTCHES]" */
+	const char *args; /* the usage of its arguments, e.g. "X Y up|down|left|right [NOTCHES]" */
 	int min_args, max_args;
 	/* The members its positional arguments fill, in order, space-separated; a last member
 	 * ending in '*' takes every argument left. NULL: the tool reads them its own way
 	 * (wait_for's condition). */
 	const char *fill;
-	const char *help;      /* its lines in `holoctl do --help` ("Actions:") */
+	const char *help; /* its lines in `holoctl do --help` ("Actions:") */
 };
 
 /* How a client that calls tools (holoctl mcp's tools/list and tools/call) offers the tool: its
@@ -247,13 +247,13 @@ struct ipc_tool_cli {
  * format's model ranges. The task's options (coords, dry_run, settle_ms, display,
  * require_focus) are the client's to add. */
 struct ipc_tool_client {
-	const char *title;       /* "Click"; NULL: not offered (answer, ask_user, update_plan: the
+	const char *title;	 /* "Click"; NULL: not offered (answer, ask_user, update_plan: the
 				  * model's own) */
 	const char *description; /* what it does, for the client's model */
-	const char *properties;  /* JSON text of the schema's "properties" object: each member a
+	const char *properties;	 /* JSON text of the schema's "properties" object: each member a
 				  * member of `fields` */
-	const char *required;    /* JSON text of the schema's "required" array, or NULL */
-	bool read_only;          /* changes nothing on the screen (wait_for) */
+	const char *required;	 /* JSON text of the schema's "required" array, or NULL */
+	bool read_only;		 /* changes nothing on the screen (wait_for) */
 };
 
 struct ipc_tool_info {
@@ -271,8 +271,7 @@ bool ipc_tool_has_field(enum ipc_tool t, const char *member);
 /* The candidate closest to `word` by edit distance (insert, delete, replace or swap two
  * neighbours, case ignored) when it is likely what was meant: at most 2 edits and fewer than
  * half of word's length; else NULL. `name(i, data)` returns the candidates, NULL at the end. */
-const char *ipc_did_you_mean(const char *word, const char *(*name)(size_t i, void *data),
-			     void *data);
+const char *ipc_did_you_mean(const char *word, const char *(*name)(size_t i, void *data), void *data);
 
 /* How x/y (and x2/y2) are to be read. */
 enum ipc_coords {
@@ -333,10 +332,10 @@ struct ipc_window_match {
 
 /* The condition of a wait_for step (one per step). */
 enum ipc_wait_kind {
-	IPC_WAIT_WINDOW,         /* a matching window is mapped */
-	IPC_WAIT_WINDOW_GONE,    /* no matching window is mapped */
-	IPC_WAIT_FOCUS,          /* a matching window has the keyboard focus */
-	IPC_WAIT_SCREEN_STABLE,  /* no pixel changed for stable_ms */
+	IPC_WAIT_WINDOW,	 /* a matching window is mapped */
+	IPC_WAIT_WINDOW_GONE,	 /* no matching window is mapped */
+	IPC_WAIT_FOCUS,		 /* a matching window has the keyboard focus */
+	IPC_WAIT_SCREEN_STABLE,	 /* no pixel changed for stable_ms */
 	IPC_WAIT_REGION_CHANGED, /* region differs from the step's before-screenshot */
 };
 
@@ -349,29 +348,29 @@ const char *ipc_wait_kind_to_string(enum ipc_wait_kind k);
  * "element" is optional in scripts (a model always sends it). */
 struct ipc_action {
 	enum ipc_tool tool;
-	char *element;                   /* pointer tools, may be NULL */
-	int x, y;                        /* pointer tools */
-	int x2, y2;                      /* drag */
-	enum ipc_button button;          /* click (default left) */
-	enum ipc_direction direction;    /* scroll */
-	int scroll_size;                 /* scroll: 1..IPC_MAX_SCROLL_SIZE, default 5 */
-	char *content;                   /* write, answer; ask_user's "question" */
-	bool press_enter;                /* write, default false */
-	bool overwrite;                  /* write, default false (true: ctrl+a first) */
+	char *element;			 /* pointer tools, may be NULL */
+	int x, y;			 /* pointer tools */
+	int x2, y2;			 /* drag */
+	enum ipc_button button;		 /* click (default left) */
+	enum ipc_direction direction;	 /* scroll */
+	int scroll_size;		 /* scroll: 1..IPC_MAX_SCROLL_SIZE, default 5 */
+	char *content;			 /* write, answer; ask_user's "question" */
+	bool press_enter;		 /* write, default false */
+	bool overwrite;			 /* write, default false (true: ctrl+a first) */
 	char *keys[IPC_MAX_HOTKEY_KEYS]; /* hotkey: pressed together, released in reverse */
 	size_t n_keys;
-	int repeat_count;                /* hotkey: 1..IPC_MAX_HOTKEY_REPEAT, default 1 */
-	char *key;                       /* key_down, key_up */
+	int repeat_count; /* hotkey: 1..IPC_MAX_HOTKEY_REPEAT, default 1 */
+	char *key;	  /* key_down, key_up */
 	/* hold_and_tap_key: hold_keys pressed in order, each tap key pressed and released in
 	 * order, then the hold keys released in reverse. */
 	char *hold_keys[IPC_MAX_HOLD_KEYS];
 	size_t n_hold_keys;
 	char *tap_keys[IPC_MAX_TAP_KEYS];
 	size_t n_tap_keys;
-	struct ipc_goal *goals;          /* update_plan: 1..IPC_MAX_PLAN_GOALS */
+	struct ipc_goal *goals; /* update_plan: 1..IPC_MAX_PLAN_GOALS */
 	size_t n_goals;
-	uint32_t duration_ms;            /* wait: JSON "duration" in seconds (may be fractional),
-					    0 < duration <= 30 */
+	uint32_t duration_ms; /* wait: JSON "duration" in seconds (may be fractional),
+				 0 < duration <= 30 */
 	/* Grounded pointer actions (click, double_click, move, drag): the model locates `target`
 	 * (and, for drag, `target2`) on the screen instead of x/y (x2/y2), which are then 0. */
 	char *target;
@@ -382,22 +381,22 @@ struct ipc_action {
 	/* wait_for (window, window_gone, focus), activate, launch ("wait_window", optional). */
 	bool has_match;
 	struct ipc_window_match match;
-	enum ipc_wait_kind wait_kind;    /* wait_for */
-	uint32_t stable_ms;              /* wait_for.screen_stable.ms */
-	int rx, ry, rw, rh;              /* wait_for.region_changed, root pixels */
-	uint32_t timeout_ms;             /* launch, wait_for, activate: JSON "timeout" in seconds */
+	enum ipc_wait_kind wait_kind; /* wait_for */
+	uint32_t stable_ms;	      /* wait_for.screen_stable.ms */
+	int rx, ry, rw, rh;	      /* wait_for.region_changed, root pixels */
+	uint32_t timeout_ms;	      /* launch, wait_for, activate: JSON "timeout" in seconds */
 };
 
 /* A window match compiled for testing (PCRE2); immutable, may be shared between threads. */
 struct ipc_window_matcher;
 /* NULL + errno: EINVAL with "title: invalid regex at offset N: <why>" in errbuf for a pattern
  * PCRE2 refuses (ipc_action_parse already refused such a request), ENOMEM. */
-struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_match *m,
-						     char *errbuf, size_t errlen);
+struct ipc_window_matcher *ipc_window_matcher_create(const struct ipc_window_match *m, char *errbuf,
+						     size_t errlen);
 void ipc_window_matcher_destroy(struct ipc_window_matcher *mt);
 /* True when every present regex matches its property (NULL properties count as ""). */
-bool ipc_window_matcher_test(const struct ipc_window_matcher *mt, const char *title,
-			     const char *class_name, const char *instance);
+bool ipc_window_matcher_test(const struct ipc_window_matcher *mt, const char *title, const char *class_name,
+			     const char *instance);
 /* The match as a user reads it, e.g. `title ~ "Save", class ~ "Mousepad"`, into buf. */
 const char *ipc_window_match_describe(const struct ipc_window_match *m, char *buf, size_t size);
 
@@ -442,11 +441,11 @@ int ipc_takeover_from_string(const char *s);
 
 /* How an instruction task keeps its conversation (agent.md 2). */
 enum ipc_history {
-	IPC_HISTORY_DEFAULT,    /* the daemon's default */
+	IPC_HISTORY_DEFAULT,	/* the daemon's default */
 	IPC_HISTORY_PERSISTENT, /* append-only session, only new tokens are prefilled */
-	IPC_HISTORY_WINDOW,     /* every step: prefix snapshot + the last `window` observations */
-	IPC_HISTORY_ROLLING,    /* window's context from a snapshot of the prefix and the evicted
-	                         * observations: each step prefills one evicted turn + the window */
+	IPC_HISTORY_WINDOW,	/* every step: prefix snapshot + the last `window` observations */
+	IPC_HISTORY_ROLLING,	/* window's context from a snapshot of the prefix and the evicted
+				 * observations: each step prefills one evicted turn + the window */
 };
 
 /* "persistent", "window", "rolling"; NULL for IPC_HISTORY_DEFAULT or an out-of-range value. */
@@ -484,23 +483,23 @@ enum ipc_switch {
 
 /* Budgets and options of a task; 0 means "use the daemon's default" for the integers. */
 struct ipc_task_options {
-	uint32_t max_steps;    /* 1..IPC_MAX_TASK_STEPS */
-	uint32_t max_seconds;  /* 1..IPC_MAX_TASK_SECONDS */
-	int32_t settle_ms;     /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
-	bool dry_run;          /* journal the steps, inject nothing */
+	uint32_t max_steps;	  /* 1..IPC_MAX_TASK_STEPS */
+	uint32_t max_seconds;	  /* 1..IPC_MAX_TASK_SECONDS */
+	int32_t settle_ms;	  /* -1: daemon default; 0..IPC_MAX_SETTLE_MS */
+	bool dry_run;		  /* journal the steps, inject nothing */
 	enum ipc_approve approve; /* what waits for the user's approval */
-	uint32_t ask_timeout;  /* an ask_user step's wait for the reply, 1..IPC_MAX_TASK_SECONDS s */
-	char *display;         /* the display to run on (one holod drives); NULL: the first free */
+	uint32_t ask_timeout;	  /* an ask_user step's wait for the reply, 1..IPC_MAX_TASK_SECONDS s */
+	char *display;		  /* the display to run on (one holod drives); NULL: the first free */
 	/* Instruction tasks only: */
 	enum ipc_history history;
 	enum ipc_policy_format policy_format;
-	uint32_t window;       /* 1..IPC_MAX_HISTORY_WINDOW */
-	uint32_t max_tiles;    /* 1..IPC_MAX_TILES */
+	uint32_t window;    /* 1..IPC_MAX_HISTORY_WINDOW */
+	uint32_t max_tiles; /* 1..IPC_MAX_TILES */
 	/* Sampling, each set (has_*) or left to the daemon's default, then the format's. */
 	bool has_temperature, has_top_p, has_seed;
-	double temperature;    /* 0..IPC_MAX_TEMPERATURE; 0: greedy */
-	double top_p;          /* (0, 1]; 1: off */
-	uint32_t seed;         /* 0..IPC_MAX_SEED */
+	double temperature; /* 0..IPC_MAX_TEMPERATURE; 0: greedy */
+	double top_p;	    /* (0, 1]; 1: off */
+	uint32_t seed;	    /* 0..IPC_MAX_SEED */
 	enum ipc_thinking thinking;
 	uint32_t thinking_tokens; /* 1..IPC_MAX_THINKING_TOKENS */
 	/* grammar-forced tokens appended in one forward (docs/policy.md, jump-forward) */
@@ -536,21 +535,21 @@ struct ipc_task_options {
  * Unknown members are rejected. */
 struct ipc_task_request {
 	enum ipc_task_kind kind;
-	char *instruction;             /* kind == INSTRUCTION */
-	enum ipc_coords coords;        /* kind == SCRIPT */
-	struct ipc_action *actions;    /* kind == SCRIPT, n_actions entries, 1..IPC_MAX_SCRIPT_ACTIONS */
+	char *instruction;	    /* kind == INSTRUCTION */
+	enum ipc_coords coords;	    /* kind == SCRIPT */
+	struct ipc_action *actions; /* kind == SCRIPT, n_actions entries, 1..IPC_MAX_SCRIPT_ACTIONS */
 	size_t n_actions;
-	int64_t replay_of;             /* kind == SCRIPT: the task it replays (holoctl replay); 0 */
-	uint32_t *check_steps;         /* with replay_of: n_actions recorded step indices, or NULL */
-	double check_threshold;        /* 0..1: fraction of pixels that may differ */
+	int64_t replay_of;	/* kind == SCRIPT: the task it replays (holoctl replay); 0 */
+	uint32_t *check_steps;	/* with replay_of: n_actions recorded step indices, or NULL */
+	double check_threshold; /* 0..1: fraction of pixels that may differ */
 	struct ipc_task_options options;
 };
 
 /* Parses and validates a task request. Errors: -EINVAL (bad JSON, type, value, unknown member;
  * the message names the field, e.g. "script[2].keys[1]: unknown key name 'ctr'"), -E2BIG (a list
  * or string over its named limit: the daemon answers 413). On success *ret is a new request. */
-int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
-			   char *errbuf, size_t errlen);
+int ipc_task_request_parse(const char *json, size_t len, struct ipc_task_request **ret, char *errbuf,
+			   size_t errlen);
 /* The request as compact JSON (malloc'd); round-trips through ipc_task_request_parse. */
 char *ipc_task_request_to_json(const struct ipc_task_request *req);
 void ipc_task_request_destroy(struct ipc_task_request *req);
@@ -560,14 +559,14 @@ void ipc_task_request_destroy(struct ipc_task_request *req);
  *   {"action": {action}, "coords": "pixels"|"model", "dry_run": bool, "settle_ms": N,
  *    "display": ":1", "require_focus": bool}
  * Parsed into a script request with n_actions == 1. Same errors as ipc_task_request_parse. */
-int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret,
-			     char *errbuf, size_t errlen);
+int ipc_action_request_parse(const char *json, size_t len, struct ipc_task_request **ret, char *errbuf,
+			     size_t errlen);
 /* The body of POST /v1/tasks/ID/reply ({"text": "..."}, required, non-empty) and of
  * .../deny ({"reason": "..."}, optional, and so is the body): `member` holds a string of at most
  * IPC_MAX_REPLY_BYTES bytes without NUL (jansson checks the UTF-8); no other member. *ret: the
  * text (malloc'd), NULL when absent. -EINVAL / -E2BIG with the field named in errbuf. */
-int ipc_answer_parse(const char *json, size_t len, const char *member, bool required,
-		     char **ret, char *errbuf, size_t errlen);
+int ipc_answer_parse(const char *json, size_t len, const char *member, bool required, char **ret,
+		     char *errbuf, size_t errlen);
 /* Builds that body for one action (malloc'd JSON). */
 char *ipc_action_request_to_json(const struct ipc_action *a, enum ipc_coords coords, bool dry_run);
 

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 /* Named limits. */
-#define KEYS_MAX_PER_COMBO 9          /* libxdo's parser breaks at 10 (agent.md 3) */
-#define KEYS_MAX_NAME 32              /* bytes of one key name, with its NUL */
+#define KEYS_MAX_PER_COMBO 9		/* libxdo's parser breaks at 10 (agent.md 3) */
+#define KEYS_MAX_NAME 32		/* bytes of one key name, with its NUL */
 #define KEYS_MAX_TEXT_BYTES (64 * 1024) /* one write action */
 
 /* Maps a model key name ("enter", "esc", "ctrl", "cmd", "pagedown", "arrowleft", "a", "F5",
@@ -29,8 +29,7 @@ const char *keys_name(size_t i);
 /* Splits a "+"-joined combination into at most `max` names copied into `names` (each
  * KEYS_MAX_NAME bytes). "+" itself is written as "ctrl++" or "+". Returns the count, or
  * -EINVAL with a message in errbuf (empty, too many keys, empty or too long name). */
-int keys_combo_split(const char *combo, char names[][KEYS_MAX_NAME], size_t max, char *errbuf,
-		     size_t errlen);
+int keys_combo_split(const char *combo, char names[][KEYS_MAX_NAME], size_t max, char *errbuf, size_t errlen);
 /* Validates a "+"-joined combination; returns the number of keys, or -EINVAL with a message
  * such as "unknown key name 'ctr'" in errbuf. */
 int keys_combo_validate(const char *combo, char *errbuf, size_t errlen);

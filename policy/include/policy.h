@@ -30,7 +30,8 @@
 #define POLICY_MAX_THOUGHT_BYTES 1024
 #define POLICY_MAX_ELEMENT_BYTES IPC_MAX_ELEMENT_BYTES
 #define POLICY_MAX_CONTENT_BYTES IPC_MODEL_MAX_CONTENT_BYTES
-#define POLICY_MAX_QUESTION_BYTES IPC_MODEL_MAX_QUESTION_BYTES /* ask_user.question (within IPC_MAX_QUESTION_BYTES) */
+#define POLICY_MAX_QUESTION_BYTES                                                                            \
+	IPC_MODEL_MAX_QUESTION_BYTES /* ask_user.question (within IPC_MAX_QUESTION_BYTES) */
 /* The system texts' rule about secrets, with up to 64 names of 64 bytes. */
 #define POLICY_MAX_SECRETS_RULE 5120
 /* holo3's ranges (docs/policy.md), narrower than ipc's (IPC_MAX_SCROLL_SIZE, IPC_MAX_HOTKEY_REPEAT),
@@ -79,13 +80,13 @@ const char *policy_key_name(size_t i);
  * members are the automaton's; callers only init, feed, copy and read is_complete. */
 struct policy_matcher {
 	const struct policy_grammar *grammar;
-	uint32_t node;  /* grammar node */
-	uint32_t sub;   /* position inside the node (trie node, digit count) */
-	uint32_t val;   /* integer value so far, or \u escape value */
-	uint32_t len;   /* bytes of the current string so far */
+	uint32_t node;	/* grammar node */
+	uint32_t sub;	/* position inside the node (trie node, digit count) */
+	uint32_t val;	/* integer value so far, or \u escape value */
+	uint32_t len;	/* bytes of the current string so far */
 	uint16_t count; /* keys in the current hotkey list, minus one */
-	uint8_t esc;    /* escape sub-state inside a string */
-	uint8_t utf8;   /* UTF-8 sub-state inside a string */
+	uint8_t esc;	/* escape sub-state inside a string */
+	uint8_t utf8;	/* UTF-8 sub-state inside a string */
 };
 
 /* Starts at the beginning of a step. */
@@ -140,14 +141,12 @@ struct policy_masker;
  * vocab_size are never allowed, as are holes and special tokens). stop_ids: the end-of-turn ids
  * (e.g. <SPECIAL_12>, </s>). The grammar and tokenizer must outlive the masker.
  * NULL + errno (EINVAL, ENOMEM). */
-struct policy_masker *policy_masker_create(const struct policy_grammar *g,
-					   const struct engine_tokenizer *tok, size_t n_logits,
-					   const int32_t *stop_ids, size_t n_stop);
+struct policy_masker *policy_masker_create(const struct policy_grammar *g, const struct engine_tokenizer *tok,
+					   size_t n_logits, const int32_t *stop_ids, size_t n_stop);
 /* The same over an explicit vocabulary: token i has bytes[i] of lens[i] bytes (bytes[i] NULL:
  * never allowed). The arrays are copied. */
-struct policy_masker *policy_masker_create_raw(const struct policy_grammar *g,
-					       const uint8_t *const *bytes, const size_t *lens,
-					       size_t n_tokens, const int32_t *stop_ids,
+struct policy_masker *policy_masker_create_raw(const struct policy_grammar *g, const uint8_t *const *bytes,
+					       const size_t *lens, size_t n_tokens, const int32_t *stop_ids,
 					       size_t n_stop);
 /* Accepts NULL. */
 void policy_masker_destroy(struct policy_masker *mk);
@@ -156,8 +155,7 @@ size_t policy_masker_n_tokens(const struct policy_masker *mk);
 /* Writes the allowed-set of matcher state m into ret_bits (bit i of word i/32 = id i allowed;
  * (n_tokens + 31) / 32 words). Returns the number of allowed ids (never 0 for a matcher the
  * grammar reached, given a byte-level vocabulary), -EINVAL for a matcher of another grammar. */
-int policy_masker_compute(struct policy_masker *mk, const struct policy_matcher *m,
-			  uint32_t *ret_bits);
+int policy_masker_compute(struct policy_masker *mk, const struct policy_matcher *m, uint32_t *ret_bits);
 /* Sets logits[id] = -INFINITY for every id the mask forbids (n_logits = n_tokens).
  * Returns the number of allowed ids or a negative errno as above. */
 int policy_masker_apply(struct policy_masker *mk, const struct policy_matcher *m, float *logits);
@@ -184,7 +182,7 @@ void policy_masker_stats(const struct policy_masker *mk, uint64_t *ret_hits, uin
 
 /* One parsed step. Strings are owned (freed by policy_step_finish). */
 struct policy_step {
-	char *note;    /* NULL for JSON null */
+	char *note; /* NULL for JSON null */
 	char *thought;
 	struct ipc_action action; /* model coordinates (IPC_COORDS_MODEL) */
 };
@@ -199,7 +197,7 @@ void policy_step_finish(struct policy_step *s);
 struct policy_published {
 	const char *nano_template; /* the system template (str.format fields) */
 	size_t nano_template_len;
-	const char *nano_schema;   /* the Step schema's json.dumps text */
+	const char *nano_schema; /* the Step schema's json.dumps text */
 	size_t nano_schema_len;
 };
 
@@ -213,17 +211,16 @@ struct policy_published {
 /* Reads both texts from dir and checks their SHA-256s: 0; -ENOENT (or another -errno) when a
  * file cannot be read, -E2BIG over the limits, -EBADMSG when a checksum differs; errbuf names
  * the file and why. */
-int policy_published_load(const char *dir, struct policy_published *ret, char *errbuf,
-			  size_t errlen);
+int policy_published_load(const char *dir, struct policy_published *ret, char *errbuf, size_t errlen);
 /* Frees the texts; accepts a zeroed one. */
 void policy_published_finish(struct policy_published *p);
 
 /* What the system prompt states about the environment. */
 struct policy_env {
 	int screen_width, screen_height; /* the monitor the agent sees, in pixels */
-	const char *date;                /* e.g. "2026-11-21"; NULL: not stated */
-	bool reasoning;                  /* generation prompt opens <think> (default off) */
-	unsigned max_steps, max_time_s;  /* the task's budgets (holo-nano states them); 0: unsaid */
+	const char *date;		 /* e.g. "2026-11-21"; NULL: not stated */
+	bool reasoning;			 /* generation prompt opens <think> (default off) */
+	unsigned max_steps, max_time_s;	 /* the task's budgets (holo-nano states them); 0: unsaid */
 	/* holo-nano: the published texts, or NULL for holod's own system text */
 	const struct policy_published *published;
 	/* The secrets `write` may type, as "A, B" (never their values); NULL or "": none. The
@@ -239,10 +236,10 @@ void policy_secrets_rule(const struct policy_env *env, char *buf, size_t len);
 struct policy_turns {
 	const char *observation_open;  /* before the image */
 	const char *observation_close; /* after it */
-	const char *evicted;           /* where an evicted observation's image was */
-	bool result_own_turn;   /* the tool result is a user turn of its own before the observation */
-	bool result_newlines;   /* <tool_output tool="T">\n{result}\n</tool_output> */
-	unsigned result_max_chars; /* the result is cut at this many characters; 0: not cut */
+	const char *evicted;	       /* where an evicted observation's image was */
+	bool result_own_turn;	       /* the tool result is a user turn of its own before the observation */
+	bool result_newlines;	       /* <tool_output tool="T">\n{result}\n</tool_output> */
+	unsigned result_max_chars;     /* the result is cut at this many characters; 0: not cut */
 };
 
 /* How a format's steps are sampled unless configuration or the task says otherwise: what the
@@ -262,8 +259,7 @@ struct policy_format {
 	/* Parses and validates one step (any JSON layout; text need not be NUL-terminated).
 	 * -EINVAL (bad JSON, type, value, unknown or missing member: errbuf names the field),
 	 * -E2BIG (over a named limit). *ret written only on success. */
-	int (*step_parse)(const char *text, size_t len, struct policy_step *ret, char *errbuf,
-			  size_t errlen);
+	int (*step_parse)(const char *text, size_t len, struct policy_step *ret, char *errbuf, size_t errlen);
 	/* The step in the canonical layout (malloc'd, NUL-terminated); NULL + errno. */
 	char *(*step_to_json)(const struct policy_step *step);
 	/* The system turn's text (malloc'd); NULL + errno. */
@@ -275,8 +271,8 @@ struct policy_format {
 	 * it failed: it may name root pixels, which the journal keeps) and the executor's warning
 	 * (NULL: none; the executor's text holds it too). 0 and *ret (malloc'd), NULL when the
 	 * format sends no result after this tool; -EINVAL. */
-	int (*model_result)(const struct ipc_action *a, bool failed, const char *text,
-			    const char *warning, char **ret);
+	int (*model_result)(const struct ipc_action *a, bool failed, const char *text, const char *warning,
+			    char **ret);
 	/* The task of a grounding (a script's `target`, docs/api.md "Grounded pointer actions"),
 	 * said in the format's words: locate `target` and answer with its point as {"x":X,"y":Y}
 	 * in 0..IPC_MODEL_COORD_MAX (policy_grammar_create_point). malloc'd; NULL + errno. */
@@ -310,8 +306,7 @@ char *policy_step_json_schema(void);
 /* The holo-nano format's parser (the published schema: note optional, the published tool names
  * and ranges, mapped onto ipc's actions with the published defaults: scroll_size 10) and its
  * serializer (model_dump_json's layout: compact, class field order, every default written). */
-int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
-			   size_t errlen);
+int policy_nano_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf, size_t errlen);
 char *policy_nano_step_to_json(const struct policy_step *step);
 /* The holo-nano system text: the published template (holo-nano's system.j2 as the port writes
  * it, tools/policy_published.py) filled as Python's str.format fills it ("{{" and "}}" are
@@ -320,17 +315,16 @@ char *policy_nano_step_to_json(const struct policy_step *step);
 #define POLICY_NANO_MAX_TEMPLATE_BYTES (64 * 1024)
 #define POLICY_NANO_MAX_SCHEMA_BYTES (64 * 1024)
 struct policy_nano_env {
-	const char *date;       /* {start_time}: YYYY-MM-DD */
-	unsigned max_steps;     /* {max_steps}: the task's step budget */
-	unsigned max_time_s;    /* {max_time_s}: the task's time budget in seconds */
-	const char *os_name;    /* {os_name}: "Linux" */
-	const char *password;   /* {password}; NULL: the sentence naming it is left out */
+	const char *date;     /* {start_time}: YYYY-MM-DD */
+	unsigned max_steps;   /* {max_steps}: the task's step budget */
+	unsigned max_time_s;  /* {max_time_s}: the task's time budget in seconds */
+	const char *os_name;  /* {os_name}: "Linux" */
+	const char *password; /* {password}; NULL: the sentence naming it is left out */
 };
 /* 0 and *ret (malloc'd); -EINVAL for a field other than the five, a lone brace, missing
  * values; -E2BIG over the limits; errbuf says which. */
 int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, size_t slen,
-			    const struct policy_nano_env *env, char **ret, char *errbuf,
-			    size_t errlen);
+			    const struct policy_nano_env *env, char **ret, char *errbuf, size_t errlen);
 
 /* What the holo3 system prompt puts around the schema, as H's Agent loop appends it to the
  * prompt: the prompt's text, then OPEN, the schema, CLOSE (the prompt ends there). */
@@ -338,8 +332,7 @@ int policy_nano_system_text(const char *tmpl, size_t tlen, const char *schema, s
 #define POLICY_OUTPUT_FORMAT_CLOSE "\n```\n</output_format>"
 
 /* Convenience wrappers of the holo3 format's parser and serializer. */
-int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf,
-		      size_t errlen);
+int policy_step_parse(const char *text, size_t len, struct policy_step *ret, char *errbuf, size_t errlen);
 char *policy_step_to_json(const struct policy_step *step);
 
 /* ---- prompt rendering ------------------------------------------------------------------------ */
@@ -347,7 +340,7 @@ char *policy_step_to_json(const struct policy_step *step);
 /* A run of prompt tokens to append to a session. images[k] says where the k-th image's
  * <image> positions are (engine_vision_splice() fills them from the vision rows, image-major). */
 struct policy_image_slot {
-	size_t offset;   /* index in ids of the first <image> of this image */
+	size_t offset;	 /* index in ids of the first <image> of this image */
 	size_t n_tokens; /* 256 * tiles */
 };
 
@@ -366,7 +359,7 @@ void policy_piece_finish(struct policy_piece *p);
 /* The result of the previous action, shown to the model in the next user turn. */
 struct policy_tool_result {
 	enum ipc_tool tool;
-	bool error;       /* <error tool=...> instead of <tool_output tool=...> */
+	bool error;	  /* <error tool=...> instead of <tool_output tool=...> */
 	const char *text; /* short factual result */
 };
 
@@ -398,8 +391,7 @@ int32_t policy_renderer_stop_id(const struct policy_renderer *r);
 int policy_render_prefix(struct policy_renderer *r, const char *task, struct policy_piece *ret);
 /* The texts of the prefix's system and user turns as policy_render_prefix renders them (before
  * the chat format strips them), malloc'd: what a chat export records. 0, -EINVAL, -ENOMEM. */
-int policy_prefix_text(const struct policy_renderer *r, const char *task, char **ret_system,
-		       char **ret_user);
+int policy_prefix_text(const struct policy_renderer *r, const char *task, char **ret_system, char **ret_user);
 /* What an evicted observation says where its screenshot was. */
 #define POLICY_EVICTED_TEXT "[screenshot evicted]"
 /* The text of one observation's user turn in format fmt's layout: the previous result, then
@@ -413,14 +405,13 @@ char *policy_format_user_text(const struct policy_format *fmt, const struct poli
  * failed; newline-padded and cut as the format says), NULL + errno EINVAL for a tool the
  * format does not name; and the observation wrapper around "<image>" or the format's eviction
  * text. What a remote request sends as its messages (daemon/provider-remote.c). */
-char *policy_format_result_text(const struct policy_format *fmt,
-				const struct policy_tool_result *res);
+char *policy_format_result_text(const struct policy_format *fmt, const struct policy_tool_result *res);
 char *policy_format_observation_text(const struct policy_format *fmt, bool evicted);
 /* One step's user turn(s) (the previous tool result, in a turn of its own when the format says
  * so, then <observation> with the image) followed by the generation prompt. evicted: the image
  * is replaced by the format's eviction text. */
-int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs,
-		       bool evicted, struct policy_piece *ret);
+int policy_render_step(struct policy_renderer *r, const struct policy_observation *obs, bool evicted,
+		       struct policy_piece *ret);
 /* What closes the assistant turn after the step's tokens were decoded (persistent mode):
  * "\n<SPECIAL_12>\n". The sampled stop id itself is not appended by the caller. */
 int policy_render_close(struct policy_renderer *r, struct policy_piece *ret);
@@ -444,6 +435,5 @@ int policy_render_window(struct policy_renderer *r, const struct policy_observat
  * the held turns, ret_evicted and ret_window, concatenated, are policy_render_window's.
  * -EINVAL also when n_held is more than the observations evicted (n_done + 1 - keep). */
 int policy_render_rolling(struct policy_renderer *r, const struct policy_observation *obs,
-			  const struct policy_step *steps, size_t n_done, size_t keep,
-			  size_t n_held, struct policy_piece *ret_evicted,
-			  struct policy_piece *ret_window);
+			  const struct policy_step *steps, size_t n_done, size_t keep, size_t n_held,
+			  struct policy_piece *ret_evicted, struct policy_piece *ret_window);

@@ -38,11 +38,11 @@ struct step_in {
 	const char *result;    /* the previous action's result in a user turn of its own, or NULL */
 	const char *user;      /* the user turn's text, "<image>" placeholder */
 	const char *image;     /* its screenshot, relative to the export directory */
-	int tiles;             /* recorded tile count */
+	int tiles;	       /* recorded tile count */
 	const char *assistant; /* the model's step; NULL for an invalid one */
 	const char *mode;      /* persistent, window, rolling, rebuild */
 	bool valid;
-	long long tokens;      /* ids prefilled by the step */
+	long long tokens; /* ids prefilled by the step */
 	const char *sha256;
 };
 
@@ -103,11 +103,12 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 	t->prefix_tokens = json_integer_value(json_object_get(prefix, "tokens"));
 	t->prefix_sha256 = str(prefix, "sha256");
 	if (json_array_size(msgs) < 2 || !t->fmt || !t->evicted || !t->prefix_sha256 || t->window < 1 ||
-	    t->tokens_per_tile < 1 || !json_is_array(psteps) ||
-	    !role_is(json_array_get(msgs, 0), "system") ||
+	    t->tokens_per_tile < 1 || !json_is_array(psteps) || !role_is(json_array_get(msgs, 0), "system") ||
 	    !role_is(json_array_get(msgs, 1), "user")) {
-		snprintf(err, errlen, "task %lld: not a chat export line (format, messages, "
-			 "prefill, window, tokens_per_tile, evicted)", t->id);
+		snprintf(err, errlen,
+			 "task %lld: not a chat export line (format, messages, "
+			 "prefill, window, tokens_per_tile, evicted)",
+			 t->id);
 		return -EINVAL;
 	}
 	t->system = str(json_array_get(msgs, 0), "content");
@@ -116,8 +117,7 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 	const char *result = NULL; /* a user message without images: the next step's result */
 	for (size_t i = 2; i < json_array_size(msgs); i++) {
 		json_t *m = json_array_get(msgs, i);
-		if (role_is(m, "user") && !json_object_get(m, "images") && !result &&
-		    str(m, "content")) {
+		if (role_is(m, "user") && !json_object_get(m, "images") && !result && str(m, "content")) {
 			result = str(m, "content");
 		} else if (role_is(m, "user") && t->n_steps < json_array_size(psteps)) {
 			struct step_in *s = &t->steps[t->n_steps++];
@@ -133,12 +133,13 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 			s->tokens = json_integer_value(json_object_get(ps, "tokens"));
 			s->sha256 = str(ps, "sha256");
 			if (!s->user || !s->image || !s->mode || !s->sha256) {
-				snprintf(err, errlen, "task %lld: message %zu lacks its text, image "
-					 "or prefill record", t->id, i);
+				snprintf(err, errlen,
+					 "task %lld: message %zu lacks its text, image "
+					 "or prefill record",
+					 t->id, i);
 				return -EINVAL;
 			}
-		} else if (role_is(m, "assistant") && t->n_steps > 0 &&
-			   !t->steps[t->n_steps - 1].assistant) {
+		} else if (role_is(m, "assistant") && t->n_steps > 0 && !t->steps[t->n_steps - 1].assistant) {
 			t->steps[t->n_steps - 1].assistant = str(m, "content");
 		} else {
 			snprintf(err, errlen, "task %lld: message %zu is out of order", t->id, i);
@@ -146,8 +147,8 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 		}
 	}
 	if (t->n_steps != json_array_size(psteps) || result) {
-		snprintf(err, errlen, "task %lld: %zu user turns for %zu prefilled steps", t->id,
-			 t->n_steps, json_array_size(psteps));
+		snprintf(err, errlen, "task %lld: %zu user turns for %zu prefilled steps", t->id, t->n_steps,
+			 json_array_size(psteps));
 		return -EINVAL;
 	}
 	/* thinking: the raw output is the think block, "</think>", then the step */
@@ -158,8 +159,8 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 		if (!a)
 			continue;
 		if (policy_split_thinking(a, strlen(a), &think_len, &step_at) < 0) {
-			snprintf(err, errlen, "task %lld step %zu: thinking, and no %s in the output",
-				 t->id, k, POLICY_THINK_CLOSE);
+			snprintf(err, errlen, "task %lld step %zu: thinking, and no %s in the output", t->id,
+				 k, POLICY_THINK_CLOSE);
 			return -EINVAL;
 		}
 		t->steps[k].assistant = a + step_at;
@@ -169,8 +170,7 @@ static int parse_task(json_t *line, struct task_in *t, char *err, size_t errlen)
 
 /* What closes a thinking step's turn in a persistent session before the end of turn: the
  * ids of "</think>" + the step (provider-local.c, drop_thinking). */
-static int think_close(const struct engine_tokenizer *tok, const char *step,
-		       struct engine_chat_tokens *out)
+static int think_close(const struct engine_tokenizer *tok, const char *step, struct engine_chat_tokens *out)
 {
 	char *text = xasprintf("%s%s", POLICY_THINK_CLOSE, step);
 	int32_t *ids;
@@ -187,19 +187,17 @@ static int think_close(const struct engine_tokenizer *tok, const char *step,
 	return 0;
 }
 
-static int append(struct engine_chat *c, enum engine_chat_role role, const char *text,
-		  const int *tiles, size_t n_images, struct engine_chat_tokens *out, char *err,
-		  size_t errlen)
+static int append(struct engine_chat *c, enum engine_chat_role role, const char *text, const int *tiles,
+		  size_t n_images, struct engine_chat_tokens *out, char *err, size_t errlen)
 {
-	struct engine_chat_message m = {
-		.role = role, .text = text, .image_tiles = tiles, .n_images = n_images};
+	struct engine_chat_message m = {.role = role, .text = text, .image_tiles = tiles, .n_images = n_images};
 	return engine_chat_append(c, &m, out, err, errlen);
 }
 
 /* A step's user turn(s): the result's of its own, if any, then the observation's; evicted: its
  * "<image>" placeholder becomes the eviction text. */
-static int user_turn(struct engine_chat *c, const struct task_in *t, const struct step_in *s,
-		     bool evicted, struct engine_chat_tokens *out, char *err, size_t errlen)
+static int user_turn(struct engine_chat *c, const struct task_in *t, const struct step_in *s, bool evicted,
+		     struct engine_chat_tokens *out, char *err, size_t errlen)
 {
 	const char *at = strstr(s->user, "<image>");
 	if (s->result) {
@@ -208,19 +206,16 @@ static int user_turn(struct engine_chat *c, const struct task_in *t, const struc
 			return r;
 	}
 	if (!evicted || !at)
-		return append(c, ENGINE_CHAT_USER, s->user, &s->tiles, evicted ? 0 : 1, out, err,
-			      errlen);
-	char *text = xasprintf("%.*s%s%s", (int)(at - s->user), s->user, t->evicted,
-			       at + strlen("<image>"));
+		return append(c, ENGINE_CHAT_USER, s->user, &s->tiles, evicted ? 0 : 1, out, err, errlen);
+	char *text = xasprintf("%.*s%s%s", (int)(at - s->user), s->user, t->evicted, at + strlen("<image>"));
 	int r = append(c, ENGINE_CHAT_USER, text, NULL, 0, out, err, errlen);
 	free(text);
 	return r;
 }
 
 /* A history assistant turn: the step as the agent re-serializes it (canonical layout). */
-static int assistant_turn(struct engine_chat *c, const struct task_in *t,
-			  const struct step_in *s, struct engine_chat_tokens *out, char *err,
-			  size_t errlen)
+static int assistant_turn(struct engine_chat *c, const struct task_in *t, const struct step_in *s,
+			  struct engine_chat_tokens *out, char *err, size_t errlen)
 {
 	struct policy_step step;
 	char perr[160];
@@ -230,8 +225,7 @@ static int assistant_turn(struct engine_chat *c, const struct task_in *t,
 		snprintf(err, errlen, "an invalid step has no assistant turn to carry in a window");
 		return -EINVAL;
 	}
-	if ((r = t->fmt->step_parse(s->assistant, strlen(s->assistant), &step, perr,
-				    sizeof(perr))) < 0) {
+	if ((r = t->fmt->step_parse(s->assistant, strlen(s->assistant), &step, perr, sizeof(perr))) < 0) {
 		snprintf(err, errlen, "the assistant turn is not a valid step: %s", perr);
 		return r;
 	}
@@ -248,9 +242,9 @@ static int assistant_turn(struct engine_chat *c, const struct task_in *t,
  * generation prompt and, for a valid rebuild, the close (with thinking, "</think>" + the step
  * first). *ret_chat gets the state after it. */
 static int render_window(const struct engine_tokenizer *tok, const struct task_in *t,
-			 const struct engine_chat *prefix, size_t first,
-			 size_t k, bool close, struct engine_chat **ret_chat,
-			 struct engine_chat_tokens *out, char *err, size_t errlen)
+			 const struct engine_chat *prefix, size_t first, size_t k, bool close,
+			 struct engine_chat **ret_chat, struct engine_chat_tokens *out, char *err,
+			 size_t errlen)
 {
 	struct engine_chat *c = engine_chat_dup(prefix);
 	size_t first_image = k + 1 > t->window ? k + 1 - t->window : 0;
@@ -276,9 +270,8 @@ static int render_window(const struct engine_tokenizer *tok, const struct task_i
 }
 
 /* The tile grid the model's preprocessing picks for the exported screenshot. */
-static int check_tiles(const char *dir, const struct engine_vision_preprocess *pp,
-		       const struct task_in *t, const struct step_in *s, size_t k, char *err,
-		       size_t errlen)
+static int check_tiles(const char *dir, const struct engine_vision_preprocess *pp, const struct task_in *t,
+		       const struct step_in *s, size_t k, char *err, size_t errlen)
 {
 	char *path = path_join(dir, s->image), perr[512];
 	struct engine_image *img = engine_image_load_png(path, perr, sizeof(perr));
@@ -291,12 +284,14 @@ static int check_tiles(const char *dir, const struct engine_vision_preprocess *p
 		snprintf(err, errlen, "task %lld step %zu: %s", t->id, k, perr);
 		return -errno;
 	}
-	r = engine_vision_select_grid(engine_image_width(img), engine_image_height(img),
-				      pp->tile_size, max_tiles, pp->use_thumbnail, &grid);
+	r = engine_vision_select_grid(engine_image_width(img), engine_image_height(img), pp->tile_size,
+				      max_tiles, pp->use_thumbnail, &grid);
 	if (r == 0 && grid.n_tiles != s->tiles) {
-		snprintf(err, errlen, "task %lld step %zu: %s (%dx%d) makes %d tiles, the step "
-			 "recorded %d", t->id, k, s->image, engine_image_width(img),
-			 engine_image_height(img), grid.n_tiles, s->tiles);
+		snprintf(err, errlen,
+			 "task %lld step %zu: %s (%dx%d) makes %d tiles, the step "
+			 "recorded %d",
+			 t->id, k, s->image, engine_image_width(img), engine_image_height(img), grid.n_tiles,
+			 s->tiles);
 		r = -EBADMSG;
 	}
 	engine_image_destroy(img);
@@ -306,13 +301,12 @@ static int check_tiles(const char *dir, const struct engine_vision_preprocess *p
 /* Re-renders one task. 0 when every count and digest matches; -EBADMSG with err naming the
  * first difference; another -errno for a line the renderer refuses. */
 static int check_task(const struct engine_tokenizer *tok, const struct engine_vision_preprocess *pp,
-		      const char *dir, const struct task_in *t, long long *ret_ids, char *err,
-		      size_t errlen)
+		      const char *dir, const struct task_in *t, long long *ret_ids, char *err, size_t errlen)
 {
 	char cerr[512] = "", sha[65];
 	struct engine_chat_tokens out = {0};
-	struct engine_chat *cur = engine_chat_create_raw(tok, t->tokens_per_tile, t->reasoning,
-							  cerr, sizeof(cerr));
+	struct engine_chat *cur =
+		engine_chat_create_raw(tok, t->tokens_per_tile, t->reasoning, cerr, sizeof(cerr));
 	struct engine_chat *prefix = NULL;
 	int r;
 
@@ -329,9 +323,10 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 	}
 	sha_ids(out.ids, out.n_ids, sha);
 	if ((long long)out.n_ids != t->prefix_tokens || strcmp(sha, t->prefix_sha256) != 0) {
-		snprintf(err, errlen, "task %lld prefix: rendered %zu ids (sha256 %.12s), the session "
-			 "prefilled %lld (sha256 %.12s)", t->id, out.n_ids, sha, t->prefix_tokens,
-			 t->prefix_sha256);
+		snprintf(err, errlen,
+			 "task %lld prefix: rendered %zu ids (sha256 %.12s), the session "
+			 "prefilled %lld (sha256 %.12s)",
+			 t->id, out.n_ids, sha, t->prefix_tokens, t->prefix_sha256);
 		r = -EBADMSG;
 		goto finish;
 	}
@@ -371,14 +366,13 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 				struct engine_chat *work = NULL;
 				engine_chat_tokens_finish(&out);
 				int rr = render_window(tok, t, prefix, first, k,
-						       rebuild && s->valid && !t->rolling, &work,
-						       &out, cerr, sizeof(cerr));
+						       rebuild && s->valid && !t->rolling, &work, &out, cerr,
+						       sizeof(cerr));
 				if ((r = rr) < 0)
 					break;
 				if (suffix && s->tokens >= 0 && (long long)out.n_ids >= s->tokens) {
 					size_t skip = out.n_ids - (size_t)s->tokens;
-					memmove(out.ids, out.ids + skip,
-						(size_t)s->tokens * sizeof(*out.ids));
+					memmove(out.ids, out.ids + skip, (size_t)s->tokens * sizeof(*out.ids));
 					out.n_ids = (size_t)s->tokens;
 				}
 				if ((long long)out.n_ids == s->tokens) {
@@ -390,9 +384,10 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 				engine_chat_destroy(work);
 			}
 			if (r == 0 && !found) {
-				snprintf(err, errlen, "task %lld step %zu (%s): no start of the history "
-					 "renders the %lld ids the session prefilled", t->id, k, s->mode,
-					 s->tokens);
+				snprintf(err, errlen,
+					 "task %lld step %zu (%s): no start of the history "
+					 "renders the %lld ids the session prefilled",
+					 t->id, k, s->mode, s->tokens);
 				r = -EBADMSG;
 				goto finish;
 			}
@@ -404,9 +399,10 @@ static int check_task(const struct engine_tokenizer *tok, const struct engine_vi
 		}
 		sha_ids(out.ids, out.n_ids, sha);
 		if ((long long)out.n_ids != s->tokens || strcmp(sha, s->sha256) != 0) {
-			snprintf(err, errlen, "task %lld step %zu (%s): rendered %zu ids (sha256 "
-				 "%.12s), the session prefilled %lld (sha256 %.12s)", t->id, k,
-				 s->mode, out.n_ids, sha, s->tokens, s->sha256);
+			snprintf(err, errlen,
+				 "task %lld step %zu (%s): rendered %zu ids (sha256 "
+				 "%.12s), the session prefilled %lld (sha256 %.12s)",
+				 t->id, k, s->mode, out.n_ids, sha, s->tokens, s->sha256);
 			r = -EBADMSG;
 			goto finish;
 		}
@@ -466,7 +462,8 @@ int main(int argc, char **argv)
 			r = check_task(tok, &pp, argv[2], &t, &ids, err, sizeof(err));
 		if (r == 0)
 			printf("task %lld: prefix and %zu steps, %lld ids: all match what the "
-			       "session prefilled\n", t.id, t.n_steps, ids);
+			       "session prefilled\n",
+			       t.id, t.n_steps, ids);
 		else
 			printf("%s\n", err);
 		free(t.steps);

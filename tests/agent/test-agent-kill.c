@@ -121,8 +121,7 @@ int main(int argc, char **argv)
 
 	json_t *task = NULL;
 	REQUIRE(api_json_read_task(j, id, &task) == 0);
-	CHECK_STR_EQ(json_string_value(json_object_get(task, "error")),
-		     EXECUTOR_KILL_SWITCH_ERROR);
+	CHECK_STR_EQ(json_string_value(json_object_get(task, "error")), EXECUTOR_KILL_SWITCH_ERROR);
 	CHECK_INT_EQ(json_integer_value(json_object_get(task, "steps")), 0);
 	json_decref(task);
 	/* The session is gone with the task. */

@@ -47,8 +47,7 @@ static float *captured;
 static int captured_n;
 static bool capture;
 
-static int capture_masker_apply(struct policy_masker *mk, const struct policy_matcher *m,
-				float *logits)
+static int capture_masker_apply(struct policy_masker *mk, const struct policy_matcher *m, float *logits)
 {
 	if (capture) {
 		memcpy(captured, logits, (size_t)captured_n * sizeof(float));
@@ -80,8 +79,7 @@ static int fresh_job(struct worker_ctx *ctx, void *arg)
 {
 	struct fresh_job *f = arg;
 	struct local_task *a = f->a;
-	struct engine_session *s = engine_session_create_on(ctx->backend,
-							    (int)a->cfg->context_tokens);
+	struct engine_session *s = engine_session_create_on(ctx->backend, (int)a->cfg->context_tokens);
 	const struct policy_piece *w = f->window;
 	int r;
 
@@ -95,14 +93,12 @@ static int fresh_job(struct worker_ctx *ctx, void *arg)
 	for (size_t k = 0; k < w->n_images; k++) {
 		const struct obs_rec *o = &a->obs[f->index + 1 - w->n_images + k];
 		for (size_t i = 0; i < w->images[k].n_tokens; i++)
-			refs[w->images[k].offset + i] = (struct engine_row_ref){.rows = o->rows,
-										.row = i};
+			refs[w->images[k].offset + i] = (struct engine_row_ref){.rows = o->rows, .row = i};
 	}
-	r = engine_session_append(s, f->prefix->ids, NULL, f->prefix->n_ids, ENGINE_LOGITS_NONE,
-				  NULL);
+	r = engine_session_append(s, f->prefix->ids, NULL, f->prefix->n_ids, ENGINE_LOGITS_NONE, NULL);
 	if (r == 0)
-		r = engine_session_append_rows(s, ids, refs, w->n_ids + f->n_lead,
-					       ENGINE_LOGITS_LAST, f->logits);
+		r = engine_session_append_rows(s, ids, refs, w->n_ids + f->n_lead, ENGINE_LOGITS_LAST,
+					       f->logits);
 	free(refs);
 	free(ids);
 	engine_session_destroy(s);
@@ -137,36 +133,48 @@ static struct x11_frame *pattern(int step)
 
 /* One task of n_steps steps with K = 2, under a context of the prefix and `room` tokens (0: a
  * context of 32768), with jump-forward on or off. Returns the rebuilds it saw. */
-static int run_task(struct provider *p, struct model_worker *w, unsigned room, size_t n_steps,
-		    bool jump)
+static int run_task(struct provider *p, struct model_worker *w, unsigned room, size_t n_steps, bool jump)
 {
 	char err[512] = "";
 	struct ipc_task_request *req = NULL;
 	static const char body[] = "{\"instruction\": \"Click the red block.\"}";
 	REQUIRE(ipc_task_request_parse(body, strlen(body), &req, err, sizeof(err)) == 0);
 	atomic_int stop = EXECUTOR_RUN;
-	struct executor_task t = {.id = 1, .req = req, .max_steps = (unsigned)n_steps,
-				  .max_seconds = 600, .stop = &stop};
+	struct executor_task t = {.id = 1,
+				  .req = req,
+				  .max_steps = (unsigned)n_steps,
+				  .max_seconds = 600,
+				  .stop = &stop};
 	struct executor_env env = {0};
-	struct executor_run run = {.env = &env, .t = &t,
+	struct executor_run run = {.env = &env,
+				   .t = &t,
 				   .monitor = {.x = 0, .y = 0, .width = FRAME_W, .height = FRAME_H},
-				   .root_w = FRAME_W, .root_h = FRAME_H, .deadline_us = UINT64_MAX};
+				   .root_w = FRAME_W,
+				   .root_h = FRAME_H,
+				   .deadline_us = UINT64_MAX};
 	/* The reference renderer: the same format, tokenizer and environment as the task's. */
-	struct policy_env penv = {.screen_width = FRAME_W, .screen_height = FRAME_H,
-				  .date = "2026-11-29"};
-	struct policy_renderer *ref =
-		policy_renderer_create(&policy_format_holo3, model_worker_tokenizer(w), &penv,
-				       model_worker_tokens_per_tile(w));
+	struct policy_env penv = {.screen_width = FRAME_W, .screen_height = FRAME_H, .date = "2026-11-29"};
+	struct policy_renderer *ref = policy_renderer_create(&policy_format_holo3, model_worker_tokenizer(w),
+							     &penv, model_worker_tokens_per_tile(w));
 	REQUIRE(ref);
 	struct policy_piece prefix = {0};
 	REQUIRE(policy_render_prefix(ref, req->instruction, &prefix) == 0);
 	unsigned context_tokens = room ? (unsigned)prefix.n_ids + room : 32768;
-	struct agent_config cfg = {.provider = p, .worker = w, .history = IPC_HISTORY_ROLLING,
-				   .window = K, .context_tokens = context_tokens, .step_tokens = 300,
-				   .step_retries = 0, .temperature = 0.0f};
-	struct provider_task_args args = {.cfg = &cfg, .t = &t, .run = &run,
-					  .history = IPC_HISTORY_ROLLING, .window = K,
-					  .jump_forward = jump, .date = "2026-11-29"};
+	struct agent_config cfg = {.provider = p,
+				   .worker = w,
+				   .history = IPC_HISTORY_ROLLING,
+				   .window = K,
+				   .context_tokens = context_tokens,
+				   .step_tokens = 300,
+				   .step_retries = 0,
+				   .temperature = 0.0f};
+	struct provider_task_args args = {.cfg = &cfg,
+					  .t = &t,
+					  .run = &run,
+					  .history = IPC_HISTORY_ROLLING,
+					  .window = K,
+					  .jump_forward = jump,
+					  .date = "2026-11-29"};
 	struct provider_task *pt = NULL;
 	REQUIRE(p->ops->task_open(p, &args, &pt, err, sizeof(err)) == 0);
 	struct local_task *a = (struct local_task *)pt;
@@ -177,7 +185,7 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 
 	struct policy_step *steps = xcalloc(n_steps, sizeof(*steps));
 	struct policy_tool_result *results = xcalloc(n_steps, sizeof(*results));
-	char (*result_text)[64] = xcalloc(n_steps, sizeof(*result_text));
+	char(*result_text)[64] = xcalloc(n_steps, sizeof(*result_text));
 	struct policy_observation *obs = xcalloc(n_steps, sizeof(*obs));
 	long long *appended = xcalloc(n_steps, sizeof(*appended)), window_ids = 0;
 	int rebuilds = 0;
@@ -191,8 +199,8 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 		if (i > 0) {
 			snprintf(result_text[i], sizeof(result_text[i]), "clicked left x1 at (%zu,%zu)",
 				 10 + i, 20 + 3 * i);
-			results[i] = (struct policy_tool_result){.tool = IPC_TOOL_CLICK,
-								 .text = result_text[i]};
+			results[i] =
+				(struct policy_tool_result){.tool = IPC_TOOL_CLICK, .text = result_text[i]};
 			obs[i].result = &results[i];
 		}
 		obs[i].n_tiles = a->obs[i].n_tiles;
@@ -214,13 +222,11 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 		appended[i] = ps.as.tokens_appended;
 		/* session = snapshot before (the prefix after a rebuild) + appended + decoded; the
 		 * snapshot took the evicted turns; the session stays within the context. */
-		CHECK_INT_EQ(ps.as.session_tokens, before + ps.as.tokens_appended +
-							   ps.as.tokens_decoded);
+		CHECK_INT_EQ(ps.as.session_tokens, before + ps.as.tokens_appended + ps.as.tokens_decoded);
 		CHECK(ps.as.session_tokens <= (long long)cfg.context_tokens);
 		size_t rf = a->roll_first;
 		CHECK_INT_EQ(a->roll_held, i + 1 - rf > K ? i + 1 - rf - K : 0);
-		CHECK(rebuilt || (i - rf < K ? a->rolling_tokens == before
-					     : a->rolling_tokens > before));
+		CHECK(rebuilt || (i - rf < K ? a->rolling_tokens == before : a->rolling_tokens > before));
 
 		/* The same context, prefilled fresh: the prefix and the window's history from the
 		 * first observation the session holds. */
@@ -228,8 +234,12 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 		REQUIRE(policy_render_window(ref, obs + rf, steps + rf, i - rf, K, &win) == 0);
 		CHECK_INT_EQ((long long)win.n_ids,
 			     ps.as.session_tokens - ps.as.tokens_decoded - a->prefix_tokens);
-		struct fresh_job fj = {.a = a, .prefix = &prefix, .window = &win, .index = i,
-				       .lead = jump, .logits = fresh};
+		struct fresh_job fj = {.a = a,
+				       .prefix = &prefix,
+				       .window = &win,
+				       .index = i,
+				       .lead = jump,
+				       .logits = fresh};
 		REQUIRE(model_worker_call(w, fresh_job, &fj) == 0);
 		if (jump) {
 			/* the lead: some of `{"note":`'s ids, decoded (and forced) at the start of
@@ -255,7 +265,8 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 			CHECK_INT_EQ(ps.as.decode_forwards, ps.as.tokens_decoded);
 		}
 		float scale, d = max_diff(captured, fresh, a->vocab, &scale);
-		fprintf(stderr, "step %zu (%s, history from %zu): appended %lld (window %zu), "
+		fprintf(stderr,
+			"step %zu (%s, history from %zu): appended %lld (window %zu), "
 			"snapshot %d tokens, logits max |rolling - fresh| %.2e (max |logit| %.2f)\n",
 			i, ps.prompt_mode, rf, appended[i], win.n_ids, a->rolling_tokens, (double)d,
 			(double)scale);
@@ -271,10 +282,10 @@ static int run_task(struct provider *p, struct model_worker *w, unsigned room, s
 				continue;
 			if (kind == 1 && i < rf + K)
 				continue;
-			REQUIRE((kind == 0 ? policy_render_window(ref, obs + rf, steps + rf, i - rf,
-								  K - 1, &wrong)
-					   : policy_render_window(ref, obs + f0, steps + f0,
-								  i - f0, K, &wrong)) == 0);
+			REQUIRE((kind == 0 ? policy_render_window(ref, obs + rf, steps + rf, i - rf, K - 1,
+								  &wrong) :
+					     policy_render_window(ref, obs + f0, steps + f0, i - f0, K,
+								  &wrong)) == 0);
 			fj.window = &wrong;
 			REQUIRE(model_worker_call(w, fresh_job, &fj) == 0);
 			float dw = max_diff(captured, fresh, a->vocab, &scale);
@@ -325,8 +336,7 @@ int main(void)
 		fprintf(stderr, "skip: AGENT_MODEL is not set\n");
 		return 77;
 	}
-	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
-					    .precision = ENGINE_PRECISION_FP32};
+	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct model_worker *w = model_worker_create(model, &bo);
 	REQUIRE(w);
 	REQUIRE(model_worker_wait_loaded(w) == MODEL_WORKER_READY);

@@ -37,7 +37,8 @@ TEST_DEFINE_GLOBALS;
 static int64_t submit(struct scheduler *s, const char *takeover)
 {
 	char *body = xasprintf("{\"instruction\": \"Click the red block.\", \"max_steps\": 2, "
-			       "\"dry_run\": true, \"takeover\": \"%s\"}", takeover);
+			       "\"dry_run\": true, \"takeover\": \"%s\"}",
+			       takeover);
 	struct ipc_task_request *req;
 	char err[256];
 	int64_t id = 0;
@@ -67,8 +68,7 @@ static enum ipc_task_status wait_final(struct journal *j, int64_t id)
 {
 	enum ipc_task_status st = IPC_TASK_RUNNING;
 	uint64_t end = time_mono_us() + DEADLINE_US;
-	while (journal_task_status(j, id, &st) == 0 && !ipc_task_status_is_final(st) &&
-	       time_mono_us() < end)
+	while (journal_task_status(j, id, &st) == 0 && !ipc_task_status_is_final(st) && time_mono_us() < end)
 		time_sleep_us(5000);
 	return st;
 }
@@ -103,8 +103,12 @@ int main(int argc, char **argv)
 		.max_steps = 100,
 		.max_seconds = 600,
 		.takeover = IPC_TAKEOVER_CANCEL, /* each task below sets its own */
-		.agent = {.provider = prov, .worker = et, .history = IPC_HISTORY_ROLLING,
-			  .window = 3, .context_tokens = 32768, .step_tokens = 256,
+		.agent = {.provider = prov,
+			  .worker = et,
+			  .history = IPC_HISTORY_ROLLING,
+			  .window = 3,
+			  .context_tokens = 32768,
+			  .step_tokens = 256,
 			  .step_retries = 0},
 	};
 	struct scheduler *s = scheduler_create(&sc, j, w);
@@ -126,7 +130,9 @@ int main(int argc, char **argv)
 	CHECK(held_after <= 1);
 	const char *err0 = json_string_value(json_object_get(json_array_get(steps, 0), "error"));
 	fprintf(stderr, "step 0 when taken over: %s\n",
-		held_after == 0 ? "its decode was interrupted" : err0 ? err0 : "its action ran");
+		held_after == 0 ? "its decode was interrupted" :
+		err0		? err0 :
+				  "its action ran");
 	if (err0)
 		CHECK_STR_EQ(err0, AGENT_TAKEOVER_SKIPPED);
 	json_decref(steps);

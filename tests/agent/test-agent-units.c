@@ -207,18 +207,34 @@ static void test_journal_migration(void)
 
 	/* An agent step, written and read back. */
 	int64_t id;
-	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_INSTRUCTION, "{\"instruction\":\"x\"}", NULL,
-				    2, &id) == 0);
-	struct journal_agent_step as = {
-		.thought = "press OK", .note = NULL, .raw_output = "{...}", .prompt_text = "<p>",
-		.reasoning = "The dialog asks; OK closes it.",
-		.user_turn = "<observation><image></observation>",
-		.prompt_sha256 = "0c2d7bc39e6ad4f8c4c1a8c7a4b7dbbb7e84b4a25c8bbf8dfa4a4a1f2b0e3c11",
-		.attempts = 2, .tiles = 3, .prompt = "window", .tokens_appended = 99,
-		.tokens_decoded = 84, .session_tokens = 2320, .preprocess_us = 10, .encode_us = 11,
-		.prefill_us = 12, .decode_us = 13, .tokens_forced = 40, .decode_forwards = 44};
-	struct journal_step s = {.task_id = id, .index = 0, .tool_call = "{\"tool_name\":\"wait\"}",
-				 .tool_name = "wait", .coords = IPC_COORDS_MODEL, .started_us = 3,
+	REQUIRE(journal_task_insert(j, IPC_TASK_KIND_INSTRUCTION, "{\"instruction\":\"x\"}", NULL, 2, &id) ==
+		0);
+	struct journal_agent_step as =
+		{.thought = "press OK",
+		 .note = NULL,
+		 .raw_output = "{...}",
+		 .prompt_text = "<p>",
+		 .reasoning = "The dialog asks; OK closes it.",
+		 .user_turn = "<observation><image></observation>",
+		 .prompt_sha256 = "0c2d7bc39e6ad4f8c4c1a8c7a4b7dbbb7e84b4a25c8bbf8dfa4a4a1f2b0e3c11",
+		 .attempts = 2,
+		 .tiles = 3,
+		 .prompt = "window",
+		 .tokens_appended = 99,
+		 .tokens_decoded = 84,
+		 .session_tokens = 2320,
+		 .preprocess_us = 10,
+		 .encode_us = 11,
+		 .prefill_us = 12,
+		 .decode_us = 13,
+		 .tokens_forced = 40,
+		 .decode_forwards = 44};
+	struct journal_step s = {.task_id = id,
+				 .index = 0,
+				 .tool_call = "{\"tool_name\":\"wait\"}",
+				 .tool_name = "wait",
+				 .coords = IPC_COORDS_MODEL,
+				 .started_us = 3,
 				 .agent = &as};
 	struct journal_step_timing tm = {.inject_us = 5};
 	REQUIRE(journal_step_begin(j, &s) == 0);
@@ -234,8 +250,7 @@ static void test_journal_migration(void)
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "prompt")), "window");
 	CHECK_STR_EQ(json_string_value(json_object_get(a, "user_turn")),
 		     "<observation><image></observation>");
-	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(a, "tokens"),
-							"appended_sha256")),
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(a, "tokens"), "appended_sha256")),
 		     as.prompt_sha256);
 	CHECK_INT_EQ(json_integer_value(json_object_get(a, "attempts")), 2);
 	CHECK_INT_EQ(json_integer_value(json_object_get(a, "tiles")), 3);
@@ -258,8 +273,7 @@ static void test_journal_migration(void)
 	json_decref(task);
 	REQUIRE(journal_task_prompt(j, id, "{\"tokens\":7}") == 0);
 	REQUIRE(api_json_read_task(j, id, &task) == 0);
-	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(task, "prompt"), "tokens")),
-		     7);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(task, "prompt"), "tokens")), 7);
 	json_decref(task);
 	CHECK_INT_EQ(journal_task_prompt(j, id + 100, "{}"), -ENOENT);
 
@@ -270,11 +284,10 @@ static void test_journal_migration(void)
 	REQUIRE(journal_step_begin(j, &s) == 0);
 	REQUIRE(journal_step_finish(j, &s, "ok", "waited 1 s", NULL, 4, &tm) == 0);
 	REQUIRE(api_json_read_steps(j, id, 0, true, &steps) == 0);
-	CHECK_STR_EQ(json_string_value(json_object_get(
-			     json_object_get(json_array_get(steps, 1), "agent"), "prompt")),
+	CHECK_STR_EQ(json_string_value(
+			     json_object_get(json_object_get(json_array_get(steps, 1), "agent"), "prompt")),
 		     "rolling");
-	CHECK(json_is_null(json_object_get(json_object_get(json_array_get(steps, 1), "agent"),
-					   "reasoning")));
+	CHECK(json_is_null(json_object_get(json_object_get(json_array_get(steps, 1), "agent"), "reasoning")));
 	json_decref(steps);
 	/* A remote server's step journals no forced tokens or forwards: null, not 0. */
 	as.provider = "remote";

@@ -107,13 +107,15 @@ static int next(struct worker_ctx *ctx, void *arg, int r, struct model_work *w)
 	}
 	q->started = true;
 	if (!q->decoder) {
-		*w = (struct model_work){.kind = MODEL_WORK_PREFILL, .session = q->s, .ids = q->ids,
-					 .n = q->n_ids, .want = ENGINE_LOGITS_LAST,
+		*w = (struct model_work){.kind = MODEL_WORK_PREFILL,
+					 .session = q->s,
+					 .ids = q->ids,
+					 .n = q->n_ids,
+					 .want = ENGINE_LOGITS_LAST,
 					 .logits = q->logits};
 		return 1;
 	}
-	struct engine_generate_params p = {.max_new_tokens = N_NEW, .logits_hook = hook,
-					   .userdata = q};
+	struct engine_generate_params p = {.max_new_tokens = N_NEW, .logits_hook = hook, .userdata = q};
 	q->gen = engine_generator_create(q->s, NULL, &p, q->logits);
 	if (!q->gen)
 		return -errno;
@@ -149,8 +151,7 @@ static void *run(void *arg)
 	pthread_barrier_wait(&start);
 	while (!atomic_load(&gate_open))
 		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-	q->result = model_worker_run(et, &(struct model_seq_job){.next = next, .check = check,
-								 .arg = q});
+	q->result = model_worker_run(et, &(struct model_seq_job){.next = next, .check = check, .arg = q});
 	return NULL;
 }
 
@@ -250,8 +251,8 @@ int main(void)
 		for (size_t k = 0; k < d->n_at; k++)
 			overlapped += d->at[k] >= pf_first && d->at[k] <= pf_last;
 	}
-	fprintf(stderr, "prefill in forwards %llu..%llu, %zu decode tokens sampled meanwhile\n",
-		pf_first, pf_last, overlapped);
+	fprintf(stderr, "prefill in forwards %llu..%llu, %zu decode tokens sampled meanwhile\n", pf_first,
+		pf_last, overlapped);
 	CHECK(overlapped >= (size_t)N_DEC * 10);
 
 	/* each as alone */
@@ -261,8 +262,7 @@ int main(void)
 		if (!q[i].decoder)
 			CHECK(memcmp(al.logits, q[i].logits, (size_t)q[i].vocab * sizeof(float)) == 0);
 		else if (!q[i].cancel_at)
-			CHECK(al.n == q[i].n_out &&
-			      memcmp(al.ids, q[i].out, al.n * sizeof(*al.ids)) == 0);
+			CHECK(al.n == q[i].n_out && memcmp(al.ids, q[i].out, al.n * sizeof(*al.ids)) == 0);
 		free(al.ids);
 		free(al.logits);
 	}

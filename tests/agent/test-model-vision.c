@@ -83,8 +83,8 @@ static int hook(void *userdata, float *logits, int vocab)
 		atomic_fetch_add(&decoding, 1);
 	if (!d->vision_seen && d->slices[d->n_at - 1] > 0) {
 		json_t *st = model_worker_status(et);
-		d->vision_seen = json_integer_value(
-			json_object_get(json_object_get(st, "batching"), "vision"));
+		d->vision_seen =
+			json_integer_value(json_object_get(json_object_get(st, "batching"), "vision"));
 		json_decref(st);
 	}
 	return 0;
@@ -97,8 +97,7 @@ static int dec_next(struct worker_ctx *ctx, void *arg, int r, struct model_work 
 	if (d->started)
 		return r;
 	d->started = true;
-	struct engine_generate_params p = {.max_new_tokens = MAX_SAMPLES, .logits_hook = hook,
-					   .userdata = d};
+	struct engine_generate_params p = {.max_new_tokens = MAX_SAMPLES, .logits_hook = hook, .userdata = d};
 	d->gen = engine_generator_create(d->s, NULL, &p, d->logits);
 	if (!d->gen)
 		return -errno;
@@ -167,8 +166,7 @@ static int job_reference(struct worker_ctx *ctx, void *arg)
 	struct engine_rows *rows = NULL;
 	int r = engine_vision_encode_image_on(ctx->backend, ctx->vision, e->img, 0, &grid, &rows);
 	if (r == 0)
-		r = engine_rows_count(rows) * (size_t)engine_vision_embed_dim(ctx->vision) ==
-				    e->n_floats ?
+		r = engine_rows_count(rows) * (size_t)engine_vision_embed_dim(ctx->vision) == e->n_floats ?
 			    engine_rows_read(rows, 0, engine_rows_count(rows), e->want) :
 			    -EPROTO;
 	engine_rows_destroy(rows);
@@ -193,10 +191,12 @@ static void ground(struct ground *g)
 {
 	struct ipc_task_request req = {.kind = IPC_TASK_KIND_SCRIPT}; /* holod's format */
 	struct executor_task t = {.id = 1, .req = &req, .stop = &g->stop};
-	struct x11_frame frame = {.width = SCREEN_W, .height = SCREEN_H,
-				  .stride = (size_t)SCREEN_W * 3, .pixels = &screen[0][0][0]};
-	g->r = ground_locate((void *)g->cfg, &t, UINT64_MAX, &frame, "the Save button", &g->x,
-			     &g->y, g->err, sizeof(g->err));
+	struct x11_frame frame = {.width = SCREEN_W,
+				  .height = SCREEN_H,
+				  .stride = (size_t)SCREEN_W * 3,
+				  .pixels = &screen[0][0][0]};
+	g->r = ground_locate((void *)g->cfg, &t, UINT64_MAX, &frame, "the Save button", &g->x, &g->y, g->err,
+			     sizeof(g->err));
 }
 
 /* Tokens of a grounding's prompt and screenshot turn in format fmt, rendered as agent_ground
@@ -213,8 +213,7 @@ static size_t ground_prompt_tokens(const struct policy_format *fmt, int n_tiles)
 	char *task = fmt->ground_text("the Save button");
 	struct policy_piece prefix = {0}, piece = {0};
 	REQUIRE(r && task && policy_render_prefix(r, task, &prefix) == 0 &&
-		policy_render_step(r, &(struct policy_observation){.n_tiles = n_tiles}, false,
-				   &piece) == 0);
+		policy_render_step(r, &(struct policy_observation){.n_tiles = n_tiles}, false, &piece) == 0);
 	size_t n = prefix.n_ids + piece.n_ids;
 	policy_piece_finish(&prefix);
 	policy_piece_finish(&piece);
@@ -239,10 +238,11 @@ static void ground_formats(int n_tiles)
 		REQUIRE((at = strstr(g.err, "its prompt and screenshot take ")) &&
 			sscanf(at, "its prompt and screenshot take %zu tokens", &said[i]) == 1);
 	}
-	size_t want[2] = {ground_prompt_tokens(fmts[0], n_tiles),
-			  ground_prompt_tokens(fmts[1], n_tiles)};
-	fprintf(stderr, "grounding's prompt + screenshot turn + point: holo3 %zu tokens, holo-nano "
-		"%zu\n", said[0], said[1]);
+	size_t want[2] = {ground_prompt_tokens(fmts[0], n_tiles), ground_prompt_tokens(fmts[1], n_tiles)};
+	fprintf(stderr,
+		"grounding's prompt + screenshot turn + point: holo3 %zu tokens, holo-nano "
+		"%zu\n",
+		said[0], said[1]);
 	CHECK(want[0] != want[1]);
 	CHECK(said[0] - want[0] == said[1] - want[1]); /* the same bound on the point */
 }
@@ -281,8 +281,8 @@ static void run_on(const char *model, enum engine_precision precision)
 	e.img = engine_image_from_rgb(SCREEN_W, SCREEN_H, (size_t)SCREEN_W * 3, &screen[0][0][0]);
 	REQUIRE(e.img);
 	engine_vision_get_preprocess(v, &pp);
-	REQUIRE(engine_vision_select_grid(SCREEN_W, SCREEN_H, pp.tile_size, pp.max_tiles,
-					  pp.use_thumbnail, &grid) == 0);
+	REQUIRE(engine_vision_select_grid(SCREEN_W, SCREEN_H, pp.tile_size, pp.max_tiles, pp.use_thumbnail,
+					  &grid) == 0);
 	e.n_tiles = grid.n_tiles;
 	REQUIRE(e.n_tiles >= 3);
 	e.n_floats = (size_t)e.n_tiles * (size_t)engine_vision_tokens_per_tile(v) *
@@ -336,8 +336,10 @@ static void run_on(const char *model, enum engine_precision precision)
 		REQUIRE(d[i].n_at >= 2);
 		for (size_t k = 1; k < d[i].n_at; k++) {
 			if (d[i].at[k] != d[i].at[k - 1] + 1 || d[i].slices[k] > d[i].slices[k - 1] + 1)
-				fprintf(stderr, "decoder %zu, token %zu: %llu forwards, %llu slices "
-					"since the last\n", i, k, d[i].at[k] - d[i].at[k - 1],
+				fprintf(stderr,
+					"decoder %zu, token %zu: %llu forwards, %llu slices "
+					"since the last\n",
+					i, k, d[i].at[k] - d[i].at[k - 1],
 					d[i].slices[k] - d[i].slices[k - 1]);
 			CHECK(d[i].at[k] == d[i].at[k - 1] + 1);
 			CHECK(d[i].slices[k] <= d[i].slices[k - 1] + 1);
@@ -346,9 +348,11 @@ static void run_on(const char *model, enum engine_precision precision)
 		CHECK(d[i].slices[d[i].n_at - 1] - d[i].slices[0] >= 2 * (unsigned long long)e.steps - 2);
 		CHECK(d[i].vision_seen >= 1);
 	}
-	fprintf(stderr, "%s: %d tiles in %d steps (twice), %llu slices in all, %zu tokens per "
-		"decoder meanwhile, %.1f ms per forward + slice\n", engine_precision_name(precision),
-		e.n_tiles, e.steps, slices, d[0].n_at, (double)wall_us / 1000.0 / (double)d[0].n_at);
+	fprintf(stderr,
+		"%s: %d tiles in %d steps (twice), %llu slices in all, %zu tokens per "
+		"decoder meanwhile, %.1f ms per forward + slice\n",
+		engine_precision_name(precision), e.n_tiles, e.steps, slices, d[0].n_at,
+		(double)wall_us / 1000.0 / (double)d[0].n_at);
 	CHECK(slices == 3 * (unsigned long long)e.steps); /* the encode, and two groundings */
 
 	json_t *st = model_worker_status(et);

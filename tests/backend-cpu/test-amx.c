@@ -113,8 +113,8 @@ static double error_vs_reference(const struct problem *p, const float *y)
 				mag += fabs(wv * xv);
 			}
 			double y0 = p->acc ? p->y0[(size_t)t * p->ldy + r] : 0;
-			double d = fabs((double)y[(size_t)t * p->ldy + r] - (s + y0)) /
-				   (mag + fabs(y0) + 1e-30);
+			double d =
+				fabs((double)y[(size_t)t * p->ldy + r] - (s + y0)) / (mag + fabs(y0) + 1e-30);
 			if (!(d <= worst))
 				worst = d;
 		}
@@ -140,8 +140,7 @@ static void check_problem(struct problem *p)
 		bool ok = err < 1e-5 && same;
 		if (!ok && failures_reported++ < 10)
 			fprintf(stderr, "amx rows %d in %d T %d acc %d threads %d: error %g%s\n", p->rows,
-				p->in, p->T, p->acc, threads, err,
-				same ? "" : ", differs from one thread");
+				p->in, p->T, p->acc, threads, err, same ? "" : ", differs from one thread");
 		CHECK(ok);
 		if (first)
 			free(y);
@@ -155,14 +154,16 @@ static void test_shapes(void)
 {
 	/* rows, in: one tile and less, row tails after 16- and 32-row blocks, column tails,
 	 * ranges split across threads */
-	static const int shapes[][2] = {{1, 1},   {5, 31},   {15, 33},  {16, 32},  {17, 64},
-					{31, 7},  {32, 100}, {33, 65},  {48, 32},  {70, 129},
+	static const int shapes[][2] = {{1, 1},	   {5, 31},   {15, 33}, {16, 32}, {17, 64},
+					{31, 7},   {32, 100}, {33, 65}, {48, 32}, {70, 129},
 					{97, 300}, {130, 96}, {257, 40}};
 	static const int Ts[] = {1, 2, 3, 5, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40};
 	int n = 0;
 	for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
 		for (size_t t = 0; t < ARRAY_SIZE(Ts); t++, n++) {
-			struct problem p = {.rows = shapes[s][0], .in = shapes[s][1], .T = Ts[t],
+			struct problem p = {.rows = shapes[s][0],
+					    .in = shapes[s][1],
+					    .T = Ts[t],
 					    .acc = (n & 1) != 0};
 			problem_init(&p);
 			check_problem(&p);

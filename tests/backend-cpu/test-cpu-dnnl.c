@@ -5,10 +5,9 @@
  *   MLP up/down; a few tokens, to keep the ASan build fast) and on odd ones (1 row or column,
  *   sizes off every block, a strided y, accumulation), with plain and reordered weights, bf16
  *   and f32 tensors (a reordered weight into a strided y may be refused, -ENOTSUP, leaving y
- *   alone: the forward never asks for one): within the fp32 summation bound of a float64 reference, as cpu_matmul()
- *   is on the same rounded inputs. Both multiply the same bf16 values exactly, so the bound is
- *   (K + 2) 2^-24 sum |x w| for any order of the sums: a wrong layout or a lost tail is far
- *   outside it.
+ *   alone: the forward never asks for one): within the fp32 summation bound of a float64 reference, as
+ * cpu_matmul() is on the same rounded inputs. Both multiply the same bf16 values exactly, so the bound is (K
+ * + 2) 2^-24 sum |x w| for any order of the sums: a wrong layout or a lost tail is far outside it.
  * - the ReLU^2 epilogue (cpu_dnnl_matmul_act) on the same products: bit for bit cpu_relu2() of
  *   the plain product (both compute max(y, 0)^2 in fp32 on the same y).
  */
@@ -46,8 +45,8 @@ static float bits_f32(uint32_t u)
 static void check_rounding(void)
 {
 	/* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1); 1 + 3*2^-8 rounds up */
-	float in[] = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f, INFINITY, -INFINITY, 0.0f,
-		      bits_f32(0x7f800001u), 3.0e38f, 1e-40f};
+	float in[] = {1.0f,	 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,	-2.5f,	 INFINITY,
+		      -INFINITY, 0.0f,		 bits_f32(0x7f800001u), 3.0e38f, 1e-40f};
 	uint16_t want[] = {0x3f80, 0x3f80, 0x3f82, 0xc020, 0x7f80, 0xff80, 0x0000, 0, 0x7f62, 0x0001};
 	size_t n = ARRAY_SIZE(in);
 	uint16_t got[ARRAY_SIZE(in)];
@@ -126,7 +125,10 @@ static void check_shape(const struct shape *sh)
 	memcpy(yd, y0, (size_t)T * ldy * sizeof(float));
 	memcpy(yp, y0, (size_t)T * ldy * sizeof(float));
 
-	struct tensor w = {.data = wdata, .dtype = sh->dtype, .ndim = 2, .shape = {out, in},
+	struct tensor w = {.data = wdata,
+			   .dtype = sh->dtype,
+			   .ndim = 2,
+			   .shape = {out, in},
 			   .nbytes = (size_t)in * out * esz};
 	struct cpu_dnnl_weight *dw = NULL;
 	REQUIRE(cpu_dnnl_weight_create(&w, sh->layout, &dw) == 0);
@@ -169,7 +171,10 @@ static void check_shape(const struct shape *sh)
 	uint16_t *wb = malloc((size_t)in * out * sizeof(uint16_t));
 	REQUIRE(wb);
 	cpu_f32_to_bf16(wf, wb, (size_t)in * out);
-	struct tensor wt = {.data = wb, .dtype = TENSOR_BF16, .ndim = 2, .shape = {out, in},
+	struct tensor wt = {.data = wb,
+			    .dtype = TENSOR_BF16,
+			    .ndim = 2,
+			    .shape = {out, in},
 			    .nbytes = (size_t)in * out * 2};
 	CHECK_INT_EQ(cpu_matmul(&wt, x, ldx, T, yp, ldy, sh->accumulate), 0);
 
@@ -196,9 +201,10 @@ static void check_shape(const struct shape *sh)
 	}
 	CHECK_INT_EQ(bad, 0);
 	if (bad || getenv("LM_TEST_VERBOSE"))
-		fprintf(stderr, "T %d in %d out %d ldy %zu acc %d %s %s: worst |err|/bound onednn %.3g "
-			"portable %.3g (%s)\n", T, in, out, ldy, sh->accumulate,
-			sh->dtype == TENSOR_F32 ? "f32" : "bf16",
+		fprintf(stderr,
+			"T %d in %d out %d ldy %zu acc %d %s %s: worst |err|/bound onednn %.3g "
+			"portable %.3g (%s)\n",
+			T, in, out, ldy, sh->accumulate, sh->dtype == TENSOR_F32 ? "f32" : "bf16",
 			sh->layout == CPU_DNNL_REORDERED ? "reordered" : "plain", worst_d, worst_p,
 			cpu_dnnl_impl_name());
 	if (sh->dtype == TENSOR_BF16 && sh->layout == CPU_DNNL_PLAIN)

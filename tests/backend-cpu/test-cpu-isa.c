@@ -63,8 +63,8 @@ static void check_families(enum cpu_isa in_use, const char *how)
 	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
 		enum cpu_isa got = families[f].isa(), want = families[f].expect[in_use];
 		if (got != want)
-			fprintf(stderr, "%s: %s runs %s, want %s\n", how, families[f].name,
-				cpu_isa_name(got), cpu_isa_name(want));
+			fprintf(stderr, "%s: %s runs %s, want %s\n", how, families[f].name, cpu_isa_name(got),
+				cpu_isa_name(want));
 		CHECK(got == want);
 	}
 	/* the names the engine reports agree */
@@ -98,8 +98,7 @@ int main(void)
 	enum cpu_isa cap = CPU_ISA_AMX, top = best();
 	char err[256] = "";
 	bool known = !env || !*env || cpu_isa_parse(env, &cap) == 0;
-	printf("HOLOD_CPU_KERNELS=%s, this CPU runs up to %s\n", env ? env : "(unset)",
-	       cpu_isa_name(top));
+	printf("HOLOD_CPU_KERNELS=%s, this CPU runs up to %s\n", env ? env : "(unset)", cpu_isa_name(top));
 	if (known) {
 		CHECK_INT_EQ(cpu_isa_check_env(err, sizeof(err)), 0);
 	} else {

@@ -10,8 +10,8 @@
  * element, row or channel is off by O(1)). Attention (a weighted mean of values in [-1, 1]):
  * 2e-5 absolute with fp32 products; with bf16 products, against float64 with the values
  * rounded to bf16, 2^-9 + 1e-4 (the softmax's weights rounded to bf16, the scores' error),
- * while one key too many or too few moves a row with few keys by O(1). ReLU^2, dt and the conv's state: bit for bit (the same arithmetic), and the norms' bf16 copies
- * are the rounding of their fp32 results. */
+ * while one key too many or too few moves a row with few keys by O(1). ReLU^2, dt and the conv's state: bit
+ * for bit (the same arithmetic), and the norms' bf16 copies are the rounding of their fp32 results. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -70,7 +70,8 @@ static void test_rmsnorm(int T, int d)
 	float *want = malloc((size_t)T * d * sizeof(float)), *got = malloc((size_t)T * d * sizeof(float));
 	REQUIRE(want && got);
 	cpu_rmsnorm_rows(x, want, w, T, d, 1e-5f);
-	uint16_t *gotb = malloc((size_t)T * d * sizeof(uint16_t)), *wantb = malloc((size_t)T * d * sizeof(uint16_t));
+	uint16_t *gotb = malloc((size_t)T * d * sizeof(uint16_t)),
+		 *wantb = malloc((size_t)T * d * sizeof(uint16_t));
 	REQUIRE(gotb && wantb);
 	cpu_rows_rmsnorm(x, got, w, T, d, 1e-5f, gotb);
 	double e = excess(got, want, (size_t)T * d, 1e-5, 1e-6);
@@ -96,7 +97,8 @@ static void test_gated(int T, int groups, int gs, size_t ldz)
 	z[0] = -100.0f, z[ldz > 1 ? 1 : 0] = 95.0f;
 	float *want = copy_buf(y, (size_t)T * n), *got = copy_buf(y, (size_t)T * n);
 	lm_gated_rmsnorm(&dm, T, want, z, ldz, w, 1e-5f);
-	uint16_t *gotb = malloc((size_t)T * n * sizeof(uint16_t)), *wantb = malloc((size_t)T * n * sizeof(uint16_t));
+	uint16_t *gotb = malloc((size_t)T * n * sizeof(uint16_t)),
+		 *wantb = malloc((size_t)T * n * sizeof(uint16_t));
 	REQUIRE(gotb && wantb);
 	cpu_rows_gated_rmsnorm(got, (size_t)n, z, ldz, w, T, groups, gs, 1e-5f, gotb);
 	double e = excess(got, want, (size_t)T * n, 1e-5, 1e-6);
@@ -123,7 +125,8 @@ static void test_conv(int K, int cd, int H, int T1, int T2)
 	float *st_want = rand_buf(st_n + 1, 2.0f), *st_got = copy_buf(st_want, st_n + 1);
 	float *cbuf = malloc(((size_t)K - 1 + T) * cd * sizeof(float));
 	float *want = malloc((size_t)T * cd * sizeof(float)), *got = malloc((size_t)T * cd * sizeof(float));
-	float *dt_want = malloc((size_t)T * H * sizeof(float)), *dt_got = malloc((size_t)T * H * sizeof(float));
+	float *dt_want = malloc((size_t)T * H * sizeof(float)),
+	      *dt_got = malloc((size_t)T * H * sizeof(float));
 	REQUIRE(cbuf && want && got && dt_want && dt_got);
 	const float lo = 0.001f, hi = 10.0f;
 	for (int part = 0; part < 2; part++) {
@@ -131,11 +134,24 @@ static void test_conv(int K, int cd, int H, int T1, int T2)
 		const float *r = raw + (size_t)t0 * ldr;
 		lm_conv_silu(&dm, n, r, ldr, wt, bias, st_want, cbuf, want + (size_t)t0 * cd);
 		lm_dt_softplus(&dm, n, r + cd, ldr, dtb, lo, hi, dt_want + (size_t)t0 * H);
-		struct cpu_conv_args ca = {.T = n, .K = K, .channels = cd, .raw = r, .ldr = ldr, .wt = wt,
-					   .bias = bias, .state = st_got, .out = got + (size_t)t0 * cd,
+		struct cpu_conv_args ca = {.T = n,
+					   .K = K,
+					   .channels = cd,
+					   .raw = r,
+					   .ldr = ldr,
+					   .wt = wt,
+					   .bias = bias,
+					   .state = st_got,
+					   .out = got + (size_t)t0 * cd,
 					   .ldo = (size_t)cd};
-		struct cpu_dt_args da = {.T = n, .H = H, .raw = r + cd, .ldr = ldr, .bias = dtb, .lo = lo,
-					 .hi = hi, .dt = dt_got + (size_t)t0 * H};
+		struct cpu_dt_args da = {.T = n,
+					 .H = H,
+					 .raw = r + cd,
+					 .ldr = ldr,
+					 .bias = dtb,
+					 .lo = lo,
+					 .hi = hi,
+					 .dt = dt_got + (size_t)t0 * H};
 		cpu_rows_conv_dt(&ca, &da);
 	}
 	double e = excess(got, want, (size_t)T * cd, 1e-5, 1e-6);
@@ -248,8 +264,8 @@ static void test_attention(int hq, int hkv, int dh, int n0, int T)
 		attention_f64(&dm, T, n0, q, k, v, want);
 	e = excess(got, want, (size_t)T * dm.q_dim, 0, ran ? 0x1p-9 + 1e-4 : 2e-5);
 	if (e > 0)
-		fprintf(stderr, "attention bf16 hq=%d hkv=%d dh=%d n0=%d T=%d: excess %g\n", hq, hkv, dh,
-			n0, T, e);
+		fprintf(stderr, "attention bf16 hq=%d hkv=%d dh=%d n0=%d T=%d: excess %g\n", hq, hkv, dh, n0,
+			T, e);
 	CHECK(e == 0);
 	free(q), free(k), free(v), free(want), free(got);
 }
@@ -293,7 +309,8 @@ int main(void)
 			int r = cpu_isa_select(name);
 			CHECK(r == 0 || r == -ENOTSUP);
 			if (threads == 1)
-				printf("row kernels %s: %s\n", name, r == 0 ? "tested" : "skipped (this CPU lacks it)");
+				printf("row kernels %s: %s\n", name,
+				       r == 0 ? "tested" : "skipped (this CPU lacks it)");
 			if (r == 0)
 				run_all();
 		}

@@ -40,7 +40,8 @@ static float frand(void)
 
 /* the variants that quantize activations their own way */
 #if defined(__x86_64__) && defined(__GNUC__)
-static const struct cpu_gemv_variant *const variants[] = {&cpu_gemv_avx2, &cpu_gemv_avx512, &cpu_gemv_avx512bf16};
+static const struct cpu_gemv_variant *const variants[] = {&cpu_gemv_avx2, &cpu_gemv_avx512,
+							  &cpu_gemv_avx512bf16};
 static const enum cpu_isa variant_isa[] = {CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_AVX512BF16};
 #else
 static const struct cpu_gemv_variant *const variants[] = {&cpu_gemv_portable};
@@ -109,7 +110,8 @@ static void test_quantize_x(void)
 				ok &= memcmp(vq, xq, ld) == 0;
 				if (!ok)
 					fprintf(stderr, "quantize_x %s in %d: variant %s's bytes differ\n",
-						quant_format_desc((enum quant_format)f)->name, in, variants[v]->name);
+						quant_format_desc((enum quant_format)f)->name, in,
+						variants[v]->name);
 				x[0] = 0.5f;
 				cpu_gemv_quantize_x((enum quant_format)f, x, (size_t)in, T, in, xq, ld);
 				free(vq);
@@ -129,21 +131,28 @@ static void test_quantize_x(void)
 						ok &= c[i] != -128;
 						/* a nearest code */
 						if (i < n && d > 0)
-							ok &= fabs((double)x[(size_t)t * in + 32 * b + i] / d - c[i]) <= 0.5 + 1e-5;
+							ok &= fabs((double)x[(size_t)t * in + 32 * b + i] / d -
+								   c[i]) <= 0.5 + 1e-5;
 					}
-					const char *g = xt + (size_t)(b / 4) * (f == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES);
+					const char *g =
+						xt + (size_t)(b / 4) * (f == QUANT_Q8 ? CPU_XQ_Q8_BYTES :
+											CPU_XQ_Q4_BYTES);
 					int j = (int)(b % 4);
 					if (f == QUANT_Q8) {
 						const int32_t *corr = (const int32_t *)(g + 128);
 						const float *dl = (const float *)(g + 256);
 						for (int l = 0; l < 8; l++) {
-							ok &= corr[8 * j + l] == -128 * (c[4 * l] + c[4 * l + 1] + c[4 * l + 2] + c[4 * l + 3]);
+							ok &= corr[8 * j + l] ==
+							      -128 * (c[4 * l] + c[4 * l + 1] + c[4 * l + 2] +
+								      c[4 * l + 3]);
 							ok &= dl[8 * j + l] == d;
 						}
 					} else {
-						const float *dl = (const float *)(g + 128), *sl = (const float *)(g + 192);
+						const float *dl = (const float *)(g + 128),
+							    *sl = (const float *)(g + 192);
 						for (int l = 0; l < 4; l++)
-							ok &= dl[4 * j + l] == d && sl[4 * j + l] == d * (float)sum * 0.25f;
+							ok &= dl[4 * j + l] == d &&
+							      sl[4 * j + l] == d * (float)sum * 0.25f;
 					}
 				}
 			}
@@ -166,7 +175,7 @@ struct problem {
 	int rows, in, row0, nrows, T;
 	bool acc;
 	bool tiled; /* q8, q4: the whole tiles laid out as quant.h's tiles */
-	float *wq; /* dequantized weights */
+	float *wq;  /* dequantized weights */
 	void *data;
 	struct quant_tensor qt;
 	float *x, *y0;
@@ -196,8 +205,8 @@ static void problem_init(struct problem *p)
 		/* the scales' padding past the last block NaN (0xffff): the kernels must not use it */
 		if (p->fmt != QUANT_Q8 && p->fmt != QUANT_Q4)
 			continue;
-		char *s = p->fmt == QUANT_Q8 ? (char *)quant_q8_scales(row, p->in) + 2 * nb
-					     : (char *)quant_q4_dm(row, p->in) + 4 * nb;
+		char *s = p->fmt == QUANT_Q8 ? (char *)quant_q8_scales(row, p->in) + 2 * nb :
+					       (char *)quant_q4_dm(row, p->in) + 4 * nb;
 		memset(s, 0xff, (size_t)(row + p->qt.row_bytes - s));
 	}
 	if (p->tiled && quant_tile_supported(p->fmt) && p->rows >= QUANT_TILE_ROWS) {
@@ -208,7 +217,8 @@ static void problem_init(struct problem *p)
 		REQUIRE(quant_tensor_tile_range(&p->qt, p->data, 0, p->rows / QUANT_TILE_ROWS, tmp) == 0);
 		free(tmp);
 		p->qt.tiled = true;
-		const size_t tb = QUANT_TILE_ROWS * p->qt.row_bytes, used = quant_tile_used_bytes(p->fmt, p->in);
+		const size_t tb = QUANT_TILE_ROWS * p->qt.row_bytes,
+			     used = quant_tile_used_bytes(p->fmt, p->in);
 		for (int t = 0; t < p->rows / QUANT_TILE_ROWS; t++)
 			memset((char *)p->data + (size_t)t * tb + used, 0xff, tb - used);
 	}
@@ -232,7 +242,8 @@ static float *run(const struct problem *p)
 	float *y = malloc((size_t)p->T * p->ldy * sizeof(float));
 	REQUIRE(y);
 	memcpy(y, p->y0, (size_t)p->T * p->ldy * sizeof(float));
-	CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p->qt, p->row0, p->nrows, p->x, p->ldx, p->T, y, p->ldy, p->acc), 0);
+	CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p->qt, p->row0, p->nrows, p->x, p->ldx, p->T, y, p->ldy, p->acc),
+		     0);
 	return y;
 }
 
@@ -298,11 +309,13 @@ static void check_problem(struct problem *p)
 				double ref[3], exact = 0, emag = 0;
 				reference(p, p->row0 + r, t, ref);
 				for (int k = 0; k < p->in; k++) {
-					double wx = (double)p->wq[(size_t)(p->row0 + r) * p->in + k] * p->x[(size_t)t * p->ldx + k];
+					double wx = (double)p->wq[(size_t)(p->row0 + r) * p->in + k] *
+						    p->x[(size_t)t * p->ldx + k];
 					exact += wx;
 					emag += fabs(wx);
 				}
-				double y0 = p->acc ? p->y0[(size_t)t * p->ldy + r] : 0, v = y[(size_t)t * p->ldy + r];
+				double y0 = p->acc ? p->y0[(size_t)t * p->ldy + r] : 0,
+				       v = y[(size_t)t * p->ldy + r];
 				double tol = 3 * (p->in + 64) * 0x1p-24 * (ref[1] + fabs(y0)) + 1e-30;
 				double etol = tol + ref[2] + (p->in + 64) * 0x1p-24 * emag;
 				double d[3] = {fabs(v - (ref[0] + y0)) / tol, fabs(v - (exact + y0)) / etol,
@@ -319,10 +332,12 @@ static void check_problem(struct problem *p)
 		}
 		bool ok = e[0] <= 1 && e[1] <= 1 && e[2] <= 1;
 		if (!ok && reported++ < 10)
-			fprintf(stderr, "gemv i8 %s %s%s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
-					"(codes' product), %.3g (dequantized weights), %.3g (portable) of the tolerances\n",
-				name, quant_format_desc(p->fmt)->name, p->qt.tiled ? " tiled" : "", p->rows, p->in,
-				p->row0, p->nrows, p->T, p->acc, e[0], e[1], e[2]);
+			fprintf(stderr,
+				"gemv i8 %s %s%s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
+				"(codes' product), %.3g (dequantized weights), %.3g (portable) of the "
+				"tolerances\n",
+				name, quant_format_desc(p->fmt)->name, p->qt.tiled ? " tiled" : "", p->rows,
+				p->in, p->row0, p->nrows, p->T, p->acc, e[0], e[1], e[2]);
 		CHECK(ok);
 		if (y != py)
 			free(y);
@@ -332,10 +347,9 @@ static void check_problem(struct problem *p)
 
 static void test_shapes(void)
 {
-	static const int shapes[][2] = {{1, 1},	   {3, 7},     {9, 31},	    {8, 32},   {17, 33},
-					{5, 47},   {16, 64},   {13, 95},    {40, 100}, {7, 129},
-					{9, 160},  {64, 257},  {300, 96},   {100, 1000}, {37, 1100},
-					{48, 20},  {35, 130}};
+	static const int shapes[][2] = {{1, 1},	   {3, 7},	{9, 31},    {8, 32},  {17, 33}, {5, 47},
+					{16, 64},  {13, 95},	{40, 100},  {7, 129}, {9, 160}, {64, 257},
+					{300, 96}, {100, 1000}, {37, 1100}, {48, 20}, {35, 130}};
 	int n = 0;
 	/* q8, q4, then both tiled (whole tiles, tiles in part at both ends of a range, rows past
 	 * the last tile) */
@@ -343,8 +357,11 @@ static void test_shapes(void)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int T = 1; T <= 6; T++, n++) {
 				struct problem p = {.fmt = f % 2 ? QUANT_Q4 : QUANT_Q8,
-						    .rows = shapes[s][0], .in = shapes[s][1], .T = T,
-						    .acc = (n & 1) != 0, .tiled = f >= 2};
+						    .rows = shapes[s][0],
+						    .in = shapes[s][1],
+						    .T = T,
+						    .acc = (n & 1) != 0,
+						    .tiled = f >= 2};
 				p.row0 = (n & 2) && p.rows > 2 ? (p.rows > 16 ? 1 + (n & 4) : 1) : 0;
 				int tail = (n & 2) && p.rows > 3 ? 1 + (p.rows > 24 ? (n & 8) : 0) : 0;
 				p.nrows = p.rows - p.row0 - tail;
@@ -359,8 +376,12 @@ static void test_shapes(void)
 static void test_tokens(void)
 {
 	for (int f = 0; f < 4; f++) {
-		struct problem p = {.fmt = f % 2 ? QUANT_Q4 : QUANT_Q8, .rows = 300,
-				    .in = 333, .nrows = 300, .T = 7, .tiled = f >= 2};
+		struct problem p = {.fmt = f % 2 ? QUANT_Q4 : QUANT_Q8,
+				    .rows = 300,
+				    .in = 333,
+				    .nrows = 300,
+				    .T = 7,
+				    .tiled = f >= 2};
 		problem_init(&p);
 		for (int i = 0; cpu_gemv_variant_name(i); i++) {
 			if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
@@ -369,17 +390,20 @@ static void test_tokens(void)
 			REQUIRE(one);
 			bool same = true;
 			for (int t = 0; t < p.T; t++) {
-				CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p.qt, 0, p.nrows, p.x + (size_t)t * p.ldx, p.ldx, 1,
-								    one, p.ldy, false),
+				CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p.qt, 0, p.nrows, p.x + (size_t)t * p.ldx,
+								    p.ldx, 1, one, p.ldy, false),
 					     0);
-				same &= memcmp(one, all + (size_t)t * p.ldy, (size_t)p.nrows * sizeof(float)) == 0;
+				same &= memcmp(one, all + (size_t)t * p.ldy,
+					       (size_t)p.nrows * sizeof(float)) == 0;
 			}
 			CHECK(same);
 			/* without integer kernels: the exact kernels' results, bit for bit */
 			if (!cpu_gemv_quant_has_i8()) {
 				float *ex = malloc((size_t)p.T * p.ldy * sizeof(float));
 				REQUIRE(ex);
-				CHECK_INT_EQ(cpu_gemv_quant_rows(&p.qt, 0, p.nrows, p.x, p.ldx, p.T, ex, p.ldy, false), 0);
+				CHECK_INT_EQ(cpu_gemv_quant_rows(&p.qt, 0, p.nrows, p.x, p.ldx, p.T, ex,
+								 p.ldy, false),
+					     0);
 				bool eq = true;
 				for (int t = 0; t < p.T; t++)
 					eq &= memcmp(ex + (size_t)t * p.ldy, all + (size_t)t * p.ldy,
@@ -417,8 +441,12 @@ static void test_tile_records(void)
 	static const int ins[] = {1, 31, 33, 64, 100, 1000, 1056};
 	for (int f = QUANT_Q8; f <= QUANT_Q4; f++)
 		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
-			struct problem p = {.fmt = (enum quant_format)f, .rows = 16, .in = ins[k], .nrows = 16,
-					    .T = 1, .tiled = true};
+			struct problem p = {.fmt = (enum quant_format)f,
+					    .rows = 16,
+					    .in = ins[k],
+					    .nrows = 16,
+					    .T = 1,
+					    .tiled = true};
 			problem_init(&p);
 			const size_t rb = p.qt.row_bytes;
 			char *want = malloc(16 * rb), *got = malloc(16 * rb + 64);
@@ -434,8 +462,8 @@ static void test_tile_records(void)
 				for (size_t e = 16 * rb; e < 16 * rb + 64; e++)
 					same &= got[e] == 0x5a;
 				if (!same)
-					fprintf(stderr, "tile_records %s %s in %d: bytes differ\n", variants[v]->name,
-						quant_format_desc(p.fmt)->name, p.in);
+					fprintf(stderr, "tile_records %s %s in %d: bytes differ\n",
+						variants[v]->name, quant_format_desc(p.fmt)->name, p.in);
 				CHECK(same);
 			}
 			free(want);
@@ -452,9 +480,13 @@ static void test_rows_to_bf16(void)
 		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
 			/* and q8 and q4 tiled: rows 2..5 of a tile */
 			const bool tiled = f >= QUANT_FORMAT_COUNT;
-			struct problem p = {.fmt = !tiled ? (enum quant_format)f
-						   : f == QUANT_FORMAT_COUNT ? QUANT_Q4 : QUANT_Q8,
-					    .rows = tiled ? 20 : 7, .in = ins[k], .T = 1, .tiled = tiled};
+			struct problem p = {.fmt = !tiled		   ? (enum quant_format)f :
+						   f == QUANT_FORMAT_COUNT ? QUANT_Q4 :
+									     QUANT_Q8,
+					    .rows = tiled ? 20 : 7,
+					    .in = ins[k],
+					    .T = 1,
+					    .tiled = tiled};
 			p.nrows = p.rows;
 			problem_init(&p);
 			uint16_t *want = malloc((size_t)p.rows * p.in * sizeof(uint16_t));
@@ -470,17 +502,20 @@ static void test_rows_to_bf16(void)
 				if (tiled) {
 					/* a whole tile (its records gathered at once) and the rows past it */
 					CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 0, p.rows, got), 0);
-					same &= memcmp(got, want, (size_t)p.rows * p.in * sizeof(uint16_t)) == 0;
+					same &= memcmp(got, want, (size_t)p.rows * p.in * sizeof(uint16_t)) ==
+						0;
 					memset(got, 0x77, (size_t)(p.rows + 1) * p.in * sizeof(uint16_t));
 				}
 				CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, 2, 4, got), 0);
-				same &= memcmp(got, want + 2 * (size_t)p.in, 4 * (size_t)p.in * sizeof(uint16_t)) == 0;
+				same &= memcmp(got, want + 2 * (size_t)p.in,
+					       4 * (size_t)p.in * sizeof(uint16_t)) == 0;
 				/* nothing written past the rows asked */
 				for (size_t e = 4 * (size_t)p.in; e < 5 * (size_t)p.in; e++)
 					same &= got[e] == 0x7777;
 				if (!same)
-					fprintf(stderr, "rows_to_bf16 %s %s in %d: bits differ\n", cpu_gemv_variant_name(i),
-						quant_format_desc(p.fmt)->name, p.in);
+					fprintf(stderr, "rows_to_bf16 %s %s in %d: bits differ\n",
+						cpu_gemv_variant_name(i), quant_format_desc(p.fmt)->name,
+						p.in);
 				CHECK(same);
 			}
 			CHECK_INT_EQ(cpu_quant_rows_to_bf16(&p.qt, p.rows - 2, 3, got), -EINVAL);
@@ -496,9 +531,9 @@ int main(void)
 		const char *name = cpu_gemv_variant_name(i);
 		int r = cpu_isa_select(name);
 		printf("gemv variant %s: %s\n", name,
-		       r < 0 ? "skipped (this CPU lacks it)"
-		       : cpu_gemv_quant_has_i8() ? "integer kernels tested"
-						 : "no integer kernels: checked to give the exact ones'");
+		       r < 0		       ? "skipped (this CPU lacks it)" :
+		       cpu_gemv_quant_has_i8() ? "integer kernels tested" :
+						 "no integer kernels: checked to give the exact ones'");
 	}
 	test_quantize_x();
 	test_tile_records();

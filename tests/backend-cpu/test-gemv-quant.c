@@ -36,8 +36,8 @@ struct problem {
 	enum quant_format fmt;
 	int rows, in, row0, nrows, T;
 	bool acc;
-	float *w;  /* original weights */
-	float *wq; /* dequantized */
+	float *w;	/* original weights */
+	float *wq;	/* dequantized */
 	double *wbound; /* per element: its block's error bound */
 	void *data;
 	struct quant_tensor qt;
@@ -155,17 +155,19 @@ static void check_problem(struct problem *p)
 					mag += fabs((double)p->wq[o + k] * p->x[(size_t)t * p->ldx + k]);
 				if (p->acc)
 					mag += fabs(p->y0[(size_t)t * p->ldy + r]);
-				double d = fabs((double)y[(size_t)t * p->ldy + r] - py[(size_t)t * p->ldy + r]) /
-					   (2 * (p->in + 64) * 0x1p-24 * mag + 1e-30);
+				double d =
+					fabs((double)y[(size_t)t * p->ldy + r] - py[(size_t)t * p->ldy + r]) /
+					(2 * (p->in + 64) * 0x1p-24 * mag + 1e-30);
 				if (!(d <= vs_portable))
 					vs_portable = d;
 			}
 		bool ok = e[0] <= 1 && e[1] <= 1 && vs_portable <= 1;
 		if (!ok && reported++ < 10)
-			fprintf(stderr, "gemv %s %s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
-					"(dequantized), %.3g (original), %.3g (portable) of the tolerances\n",
-				name, quant_format_desc(p->fmt)->name, p->rows, p->in, p->row0, p->nrows, p->T,
-				p->acc, e[0], e[1], vs_portable);
+			fprintf(stderr,
+				"gemv %s %s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g "
+				"(dequantized), %.3g (original), %.3g (portable) of the tolerances\n",
+				name, quant_format_desc(p->fmt)->name, p->rows, p->in, p->row0, p->nrows,
+				p->T, p->acc, e[0], e[1], vs_portable);
 		CHECK(ok);
 		if (y != py)
 			free(y);
@@ -175,15 +177,18 @@ static void check_problem(struct problem *p)
 
 static void test_shapes(void)
 {
-	static const int shapes[][2] = {{1, 1},	 {3, 7},    {9, 31},   {8, 32},	  {17, 33},
-					{5, 47}, {16, 64},  {13, 95},  {40, 100}, {7, 129},
+	static const int shapes[][2] = {{1, 1},	   {3, 7},    {9, 31},	   {8, 32},   {17, 33},
+					{5, 47},   {16, 64},  {13, 95},	   {40, 100}, {7, 129},
 					{64, 257}, {300, 96}, {100, 1000}, {37, 1100}};
 	int n = 0;
 	for (int f = 0; f < QUANT_FORMAT_COUNT; f++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 			for (int T = 1; T <= 6; T++, n++) {
-				struct problem p = {.fmt = (enum quant_format)f, .rows = shapes[s][0],
-						    .in = shapes[s][1], .T = T, .acc = (n & 1) != 0};
+				struct problem p = {.fmt = (enum quant_format)f,
+						    .rows = shapes[s][0],
+						    .in = shapes[s][1],
+						    .T = T,
+						    .acc = (n & 1) != 0};
 				p.row0 = (n & 2) && p.rows > 2 ? 1 : 0;
 				p.nrows = p.rows - p.row0 - ((n & 2) && p.rows > 3 ? 1 : 0);
 				problem_init(&p);
@@ -205,10 +210,11 @@ static void test_tokens_independent(void)
 			REQUIRE(one);
 			bool same = true;
 			for (int t = 0; t < p.T; t++) {
-				CHECK_INT_EQ(cpu_gemv_quant_rows(&p.qt, 0, p.nrows, p.x + (size_t)t * p.ldx, p.ldx, 1,
-								 one, p.ldy, false),
+				CHECK_INT_EQ(cpu_gemv_quant_rows(&p.qt, 0, p.nrows, p.x + (size_t)t * p.ldx,
+								 p.ldx, 1, one, p.ldy, false),
 					     0);
-				same &= memcmp(one, all + (size_t)t * p.ldy, (size_t)p.nrows * sizeof(float)) == 0;
+				same &= memcmp(one, all + (size_t)t * p.ldy,
+					       (size_t)p.nrows * sizeof(float)) == 0;
 			}
 			CHECK(same);
 			free(one);

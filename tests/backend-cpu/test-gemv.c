@@ -91,8 +91,7 @@ static float *run(const struct problem *p)
 	REQUIRE(y);
 	memcpy(y, p->y0, (size_t)p->T * p->ldy * sizeof(float));
 	struct tensor w = {.data = p->wd, .dtype = p->dt, .ndim = 2, .shape = {p->rows, p->in}};
-	CHECK_INT_EQ(cpu_gemv_rows(&w, p->row0, p->nrows, p->x, p->ldx, p->T, y, p->ldy, p->acc,
-				   p->bf16_act),
+	CHECK_INT_EQ(cpu_gemv_rows(&w, p->row0, p->nrows, p->x, p->ldx, p->T, y, p->ldy, p->acc, p->bf16_act),
 		     0);
 	return y;
 }
@@ -113,7 +112,8 @@ static double error_vs_reference(const struct problem *p, const float *y)
 				mag += fabs((double)wr[k] * xv);
 			}
 			double y0 = p->acc ? p->y0[(size_t)t * p->ldy + r] : 0;
-			double d = fabs((double)y[(size_t)t * p->ldy + r] - (s + y0)) / (mag + fabs(y0) + 1e-30);
+			double d =
+				fabs((double)y[(size_t)t * p->ldy + r] - (s + y0)) / (mag + fabs(y0) + 1e-30);
 			if (!(d <= worst))
 				worst = d;
 		}
@@ -183,9 +183,9 @@ static void report_variants(void)
 static void test_shapes(void)
 {
 	/* rows, in: below and around the vector widths (8, 16, 32), odd, large enough to split */
-	static const int shapes[][2] = {{1, 1},   {3, 7},    {9, 15},    {8, 16},   {17, 31},
-					{16, 32}, {33, 33},  {13, 47},   {40, 64},  {31, 100},
-					{7, 129}, {64, 257}, {300, 96},  {1000, 70}, {517, 200}};
+	static const int shapes[][2] = {{1, 1},	  {3, 7},    {9, 15},	{8, 16},    {17, 31},
+					{16, 32}, {33, 33},  {13, 47},	{40, 64},   {31, 100},
+					{7, 129}, {64, 257}, {300, 96}, {1000, 70}, {517, 200}};
 	static const enum tensor_dtype dts[] = {TENSOR_BF16, TENSOR_F16, TENSOR_F32};
 	int n = 0;
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
@@ -223,11 +223,18 @@ static void test_tokens_independent(void)
 		for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
 			for (int k = 0; k < 2 * (int)(sizeof(Ts) / sizeof(Ts[0])); k++, n++) {
 				int T = Ts[k / 2];
-				struct problem p = {.dt = dts[d], .rows = shapes[s][0], .in = shapes[s][1],
-						    .nrows = shapes[s][0], .T = T, .acc = (n & 1) != 0,
+				struct problem p = {.dt = dts[d],
+						    .rows = shapes[s][0],
+						    .in = shapes[s][1],
+						    .nrows = shapes[s][0],
+						    .T = T,
+						    .acc = (n & 1) != 0,
 						    .bf16_act = (k & 1) != 0};
 				problem_init(&p);
-				struct tensor w = {.data = p.wd, .dtype = p.dt, .ndim = 2, .shape = {p.rows, p.in}};
+				struct tensor w = {.data = p.wd,
+						   .dtype = p.dt,
+						   .ndim = 2,
+						   .shape = {p.rows, p.in}};
 				for (int i = 0; cpu_gemv_variant_name(i); i++) {
 					if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
 						continue;
@@ -238,15 +245,18 @@ static void test_tokens_independent(void)
 					bool same = true;
 					for (int t = 0; t < T; t++) {
 						memcpy(one, p.y0 + (size_t)t * p.ldy, p.ldy * sizeof(float));
-						CHECK_INT_EQ(cpu_gemv_rows(&w, 0, p.nrows, p.x + (size_t)t * p.ldx,
-									   p.ldx, 1, one, p.ldy, p.acc, p.bf16_act),
+						CHECK_INT_EQ(cpu_gemv_rows(&w, 0, p.nrows,
+									   p.x + (size_t)t * p.ldx, p.ldx, 1,
+									   one, p.ldy, p.acc, p.bf16_act),
 							     0);
 						same &= memcmp(one, all + (size_t)t * p.ldy,
 							       (size_t)p.nrows * sizeof(float)) == 0;
 					}
 					if (!same)
-						fprintf(stderr, "gemv %s dtype %d rows %d in %d T %d: a token's results "
-								"depend on the others\n",
+						fprintf(stderr,
+							"gemv %s dtype %d rows %d in %d T %d: a token's "
+							"results "
+							"depend on the others\n",
 							cpu_gemv_variant_name(i), (int)p.dt, p.rows, p.in, T);
 					CHECK(same);
 					free(one);

@@ -332,8 +332,7 @@ static void check_smalls(void)
 		{64, 80, 1032, 0, 0, 0, true, false},  /* RADIO-H scores */
 		{8, 80, 1032, 0, 0, 0, true, false},   /* the last block of 1032 rows */
 		{64, 1032, 80, 0, 0, 0, false, false}, /* RADIO-H weighted sum */
-		{1, 1, 1, 0, 0, 0, false, false},
-		{5, 17, 3, 3, 2, 1, true, true},
+		{1, 1, 1, 0, 0, 0, false, false},      {5, 17, 3, 3, 2, 1, true, true},
 		{33, 7, 65, 1, 5, 3, false, true},
 	};
 	struct cpu_dnnl_small *p = NULL;
@@ -382,7 +381,10 @@ static void check_matmul_bf16(void)
 	for (int i = 0; i < T * in; i++)
 		x[i] = frand();
 	cpu_f32_to_bf16(x, xb, (size_t)T * in);
-	struct tensor w = {.data = wb, .dtype = TENSOR_BF16, .ndim = 2, .shape = {out, in},
+	struct tensor w = {.data = wb,
+			   .dtype = TENSOR_BF16,
+			   .ndim = 2,
+			   .shape = {out, in},
 			   .nbytes = sizeof(uint16_t) * in * out};
 	struct cpu_dnnl_weight *dw = NULL;
 	int r = cpu_dnnl_weight_create(&w, CPU_DNNL_PLAIN, &dw);
@@ -447,8 +449,8 @@ static void check_attention(int L, int D, int heads)
 		double cs = dot / sqrt(na * nb + 1e-300);
 		min_cos = fmin(min_cos, cs != cs ? -1 : cs);
 	}
-	printf("attention L=%d D=%d heads=%d: min row cosine %.6f, max |diff| %.4f (max |v| %.2f)\n", L,
-	       D, heads, min_cos, worst, vmax);
+	printf("attention L=%d D=%d heads=%d: min row cosine %.6f, max |diff| %.4f (max |v| %.2f)\n", L, D,
+	       heads, min_cos, worst, vmax);
 	CHECK(min_cos >= 0.9995);
 	CHECK(worst <= 0.02 * vmax);
 	free(qkv);
@@ -519,7 +521,8 @@ static void check_tower(void)
 		double cf = min_row_cosine(f16, f32, (size_t)grid * grid, (size_t)D);
 		double cp = min_row_cosine(p16, p32, np / (size_t)w.out_dim, (size_t)w.out_dim);
 		printf("tiny tower, 1032 tokens, row kernels %s: bf16 against fp32: min cosine features "
-		       "%.6f, projector rows %.6f\n", name, cf, cp);
+		       "%.6f, projector rows %.6f\n",
+		       name, cf, cp);
 		CHECK(cf >= 0.999);
 		CHECK(cp >= 0.999);
 		/* the profile saw every step that ran */

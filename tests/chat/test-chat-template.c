@@ -40,21 +40,23 @@ static void conv_load(const json_t *messages, struct conv *cv)
 
 	memset(cv, 0, sizeof(*cv));
 	REQUIRE(json_array_size(messages) <= MAX_MSGS);
-	json_array_foreach(messages, i, m) {
+	json_array_foreach(messages, i, m)
+	{
 		const char *role = json_string_value(json_object_get(m, "role"));
 		const json_t *content = json_object_get(m, "content"), *p;
 		struct engine_chat_message *msg = &cv->msgs[i];
 		size_t k;
 
-		msg->role = strcmp(role, "system") == 0 ? ENGINE_CHAT_SYSTEM
-			    : strcmp(role, "user") == 0 ? ENGINE_CHAT_USER
-							: ENGINE_CHAT_ASSISTANT;
+		msg->role = strcmp(role, "system") == 0 ? ENGINE_CHAT_SYSTEM :
+			    strcmp(role, "user") == 0	? ENGINE_CHAT_USER :
+							  ENGINE_CHAT_ASSISTANT;
 		if (json_is_string(content)) {
 			cv->texts[i] = strdup(json_string_value(content));
 		} else {
 			cv->texts[i] = strdup("");
 			msg->image_tiles = cv->tiles + cv->n_images;
-			json_array_foreach(content, k, p) {
+			json_array_foreach(content, k, p)
+			{
 				const json_t *t = json_object_get(p, "text");
 
 				if (json_is_string(t)) {
@@ -142,12 +144,13 @@ static void check_model(const char *fixture)
 	/* the checkpoint's template is the one the renderer follows */
 	CHECK_INT_EQ(engine_chat_check_model(model, err, sizeof(err)), ENGINE_CHAT_TEMPLATE_KNOWN);
 
-	json_array_foreach(json_object_get(golden, "cases"), i, c) {
+	json_array_foreach(json_object_get(golden, "cases"), i, c)
+	{
 		const char *name = json_string_value(json_object_get(c, "name"));
 		const char *want_text = json_string_value(json_object_get(c, "text"));
 		const json_t *want_ids = json_object_get(c, "ids");
-		struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision,
-							      false, err, sizeof(err));
+		struct engine_chat *chat =
+			engine_chat_create(engine_model_tokenizer(model), vision, false, err, sizeof(err));
 		struct engine_chat_tokens whole = {0}, steps = {0};
 		bool reasoning, only_system = true;
 		struct conv cv;
@@ -158,8 +161,8 @@ static void check_model(const char *fixture)
 		err[0] = 0;
 		CHECK_INT_EQ(engine_chat_render(chat, cv.msgs, cv.n, true, &whole, err, sizeof(err)), 0);
 		if (!whole.text || strcmp(whole.text, want_text) != 0)
-			fprintf(stderr, "%s/%s: text differs (%s):\n%s\n---- transformers:\n%s\n", fixture, name,
-				err, whole.text ? whole.text : "(null)", want_text);
+			fprintf(stderr, "%s/%s: text differs (%s):\n%s\n---- transformers:\n%s\n", fixture,
+				name, err, whole.text ? whole.text : "(null)", want_text);
 		CHECK(whole.text && strcmp(whole.text, want_text) == 0);
 		CHECK(ids_equal(whole.ids, whole.n_ids, want_ids));
 		CHECK_INT_EQ(whole.n_images, cv.n_images);
@@ -173,7 +176,8 @@ static void check_model(const char *fixture)
 			only_system &= cv.msgs[k].role == ENGINE_CHAT_SYSTEM;
 		}
 		if (only_system) /* what engine_chat_render() adds: the template's empty user turn */
-			CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, ""},
+			CHECK_INT_EQ(engine_chat_append(chat,
+							&(struct engine_chat_message){ENGINE_CHAT_USER, ""},
 							&steps, err, sizeof(err)),
 				     0);
 		CHECK_INT_EQ(engine_chat_generation_prompt(chat, &steps), 0);
@@ -188,8 +192,7 @@ static void check_model(const char *fixture)
 			size_t k;
 
 			REQUIRE(got);
-			json_array_foreach(ids, k, e)
-				got[k] = (int32_t)json_integer_value(e);
+			json_array_foreach(ids, k, e) got[k] = (int32_t)json_integer_value(e);
 			CHECK(json_is_string(json_object_get(hi, "text")) &&
 			      strcmp(json_string_value(json_object_get(hi, "text")), want_text) == 0);
 			CHECK(ids_equal(got, json_array_size(ids), want_ids));

@@ -70,8 +70,8 @@ static void load_fails(const char *dir, const char *want)
 	}
 }
 
-static int write_q(const struct engine_model *m, const char *out, enum quant_format f, bool force,
-		   char *err, size_t errlen)
+static int write_q(const struct engine_model *m, const char *out, enum quant_format f, bool force, char *err,
+		   size_t errlen)
 {
 	struct quantized_write_opts o = {.format = f, .force = force};
 	err[0] = '\0';
@@ -95,7 +95,8 @@ static struct engine_backend *cpu_backend(const struct engine_model *m, enum eng
 					  struct calls *calls, char *err, size_t errlen)
 {
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
-					   .precision = ENGINE_PRECISION_FP32, .weights = w,
+					   .precision = ENGINE_PRECISION_FP32,
+					   .weights = w,
 					   .progress = calls ? count_progress : NULL,
 					   .progress_arg = calls};
 	err[0] = '\0';
@@ -175,8 +176,8 @@ static void check_records(const struct engine_model *q, const struct tensor *s, 
 	REQUIRE(ref);
 	struct quant_tensor qt;
 	REQUIRE(s->dtype == TENSOR_BF16);
-	REQUIRE(quant_tensor_from_bf16(f, s->data, s->shape[0], s->shape[1], (size_t)s->shape[1], ref,
-				       &qt) == 0);
+	REQUIRE(quant_tensor_from_bf16(f, s->data, s->shape[0], s->shape[1], (size_t)s->shape[1], ref, &qt) ==
+		0);
 	CHECK(t->nbytes == bytes && memcmp(ref, t->data, bytes) == 0);
 	free(ref);
 }
@@ -211,10 +212,12 @@ static void check_prepared(const struct engine_model *q, enum quant_format f, bo
 	if (quant_tile_supported(f)) {
 		CHECK(!p.quant_mapped && !p.head_mapped);
 		CHECK(t->tiled == (t->rows >= QUANT_TILE_ROWS) && p.head_q.tiled);
-		CHECK(!model_files_mapped(q->files, t->data, 1) && !model_files_mapped(q->files, p.head_q.data, 1));
+		CHECK(!model_files_mapped(q->files, t->data, 1) &&
+		      !model_files_mapped(q->files, p.head_q.data, 1));
 		bool same = true;
 		for (int64_t i = 0; i < t->rows; i++)
-			same &= memcmp(quant_tensor_row(t, i, rec), orig + (size_t)i * t->row_bytes, t->row_bytes) == 0;
+			same &= memcmp(quant_tensor_row(t, i, rec), orig + (size_t)i * t->row_bytes,
+				       t->row_bytes) == 0;
 		CHECK(same);
 	} else {
 		/* a format without tiles: nothing changes */
@@ -298,8 +301,8 @@ static void check_roundtrip(const char *name, enum quant_format f)
 	free(a);
 	free(b);
 	/* asking it as stored in its own name works; another format, bf16, or CUDA is refused */
-	struct engine_backend *same = cpu_backend(q, f == QUANT_Q8 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4,
-						  NULL, err, sizeof(err));
+	struct engine_backend *same =
+		cpu_backend(q, f == QUANT_Q8 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4, NULL, err, sizeof(err));
 	CHECK(same != NULL);
 	engine_backend_destroy(same);
 	enum engine_weights other = f == QUANT_Q8 ? ENGINE_WEIGHTS_Q4 : ENGINE_WEIGHTS_Q8;
@@ -487,7 +490,8 @@ static void check_corrupt(void)
 	d = variant(good, "not-listed", in0, "\"backbone.layers.0.mixer.in_proj.weightX\":[200,64,128]");
 	load_fails(d, "missing tensor 'backbone.layers.0.mixer.in_proj.weightX.qweight'");
 	free(d);
-	d = variant(good, "both-kinds", "{", "{\"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\"},");
+	d = variant(good, "both-kinds", "{",
+		    "{\"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\"},");
 	load_fails(d, "has both 'holod_quantization' (holo-quantize) and 'quantization_config'");
 	free(d);
 
@@ -517,7 +521,8 @@ static void check_corrupt(void)
 		REQUIRE(pwrite(fd, &nan16, 2, off + 5 * 128 + 64) == 2);
 		close(fd);
 		struct engine_model *q = load(d);
-		CHECK(cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err)) == NULL && errno == EINVAL);
+		CHECK(cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err)) == NULL &&
+		      errno == EINVAL);
 		CHECK_STR_EQ(err, "layer 0's mixer.in_proj: row 5 of its q8 records has a NaN or infinite "
 				  "scale (the checkpoint is corrupt)");
 		engine_model_destroy(q);
@@ -547,7 +552,8 @@ static void check_corrupt(void)
 		REQUIRE(pwrite(fd, &inf16, 2, off + 7 * 128 + 64) == 2);
 		close(fd);
 		struct engine_model *q = load(d);
-		CHECK(cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err)) == NULL && errno == EINVAL);
+		CHECK(cpu_backend(q, ENGINE_WEIGHTS_DEFAULT, NULL, err, sizeof(err)) == NULL &&
+		      errno == EINVAL);
 		CHECK_STR_EQ(err, "the lm_head: row 7 of its q8 records has a NaN or infinite scale (the "
 				  "checkpoint is corrupt)");
 		engine_model_destroy(q);
@@ -573,8 +579,7 @@ static void check_old_layout(void)
 	char *text, cfg[1024], with_comma[128];
 	snprintf(cfg, sizeof(cfg), "%s/config.json", good);
 	text = read_text(cfg);
-	snprintf(with_comma, sizeof(with_comma), strstr(text, "],\"lm_head.weight\"") ? ",%s" : "%s,",
-		 entry);
+	snprintf(with_comma, sizeof(with_comma), strstr(text, "],\"lm_head.weight\"") ? ",%s" : "%s,", entry);
 	free(text);
 	char *d = variant(good, "old-layout", with_comma, "");
 	size_t bytes;
@@ -756,8 +761,10 @@ static void check_resident(void)
 	/* exactly those pages, unless the kernel reclaimed a few of them meanwhile */
 	CHECK(before - after <= (long)(inner >> 10) && before - after >= (long)(inner >> 10) * 9 / 10);
 	if (before - after != (long)(inner >> 10))
-		fprintf(stderr, "resident pages of the map fell by %ld KiB, the layers' whole pages are "
-			"%ld KiB\n", before - after, (long)(inner >> 10));
+		fprintf(stderr,
+			"resident pages of the map fell by %ld KiB, the layers' whole pages are "
+			"%ld KiB\n",
+			before - after, (long)(inner >> 10));
 	engine_backend_destroy(b);
 	engine_model_destroy(m);
 	free(src);

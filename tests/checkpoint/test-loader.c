@@ -169,20 +169,20 @@ static void edit_config(const char *dir, void (*edit)(json_t *text, void *ctx), 
 }
 
 /* Expects engine_model_load(dir) to fail with errno `err` and a message containing `needle`. */
-#define CHECK_LOAD_FAILS(dir, err, needle)                                                        \
-	do {                                                                                       \
-		struct engine_model *_m;                                                           \
-		errbuf[0] = '\0';                                                                  \
-		errno = 0;                                                                         \
-		_m = engine_model_load((dir), errbuf, sizeof(errbuf));                             \
-		CHECK(_m == NULL);                                                                 \
-		CHECK_INT_EQ(errno, (err));                                                        \
-		if (!strstr(errbuf, (needle))) {                                                   \
-			fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, \
-				errbuf, (needle));                                                 \
-			test_failures++;                                                           \
-		}                                                                                  \
-		engine_model_destroy(_m);                                                          \
+#define CHECK_LOAD_FAILS(dir, err, needle)                                                                   \
+	do {                                                                                                 \
+		struct engine_model *_m;                                                                     \
+		errbuf[0] = '\0';                                                                            \
+		errno = 0;                                                                                   \
+		_m = engine_model_load((dir), errbuf, sizeof(errbuf));                                       \
+		CHECK(_m == NULL);                                                                           \
+		CHECK_INT_EQ(errno, (err));                                                                  \
+		if (!strstr(errbuf, (needle))) {                                                             \
+			fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, errbuf,  \
+				(needle));                                                                   \
+			test_failures++;                                                                     \
+		}                                                                                            \
+		engine_model_destroy(_m);                                                                    \
 	} while (0)
 
 /* ---- loading the fixtures ----------------------------------------------------------------- */
@@ -415,7 +415,9 @@ static void test_fixtures(void)
 	/* Vision extras of the VLM layout are reachable by name; the LM's tensors by full name. */
 	CHECK_INT_EQ(model_files_find(vl->files, "mlp1.1.weight", &t), 0);
 	check_shape(&t, 2, 128, 64, 0);
-	CHECK_INT_EQ(model_files_find(vl->files, "vision_model.radio_model.model.patch_generator.embedder.weight", &t), 0);
+	CHECK_INT_EQ(model_files_find(vl->files,
+				      "vision_model.radio_model.model.patch_generator.embedder.weight", &t),
+		     0);
 	check_shape(&t, 2, 16, 768, 0);
 	CHECK_INT_EQ(t.dtype, TENSOR_BF16);
 	CHECK_INT_EQ(model_files_find(vl->files, "language_model.backbone.norm_f.weight", &t), 0);
@@ -445,7 +447,11 @@ static void test_fixtures(void)
 		static const uint16_t emb[4 * 2];
 		struct engine_model fake = {0};
 
-		fake.embeddings = (struct tensor){.data = emb, .dtype = TENSOR_BF16, .ndim = 2, .shape = {4, 2}, .nbytes = sizeof(emb)};
+		fake.embeddings = (struct tensor){.data = emb,
+						  .dtype = TENSOR_BF16,
+						  .ndim = 2,
+						  .shape = {4, 2},
+						  .nbytes = sizeof(emb)};
 		fake.lm_head = fake.embeddings;
 		fake.cfg.vocab = 4;
 		REQUIRE(engine_model_get_info(&fake, &info) == 0);
@@ -503,7 +509,9 @@ static void delete_tensor(json_t *hdr, void *ctx)
 
 static void add_empty_tensor(json_t *hdr, void *ctx)
 {
-	json_object_set_new(hdr, ctx, json_pack("{s:s, s:[i], s:[i,i]}", "dtype", "BF16", "shape", 0, "data_offsets", 0, 0));
+	json_object_set_new(hdr, ctx,
+			    json_pack("{s:s, s:[i], s:[i,i]}", "dtype", "BF16", "shape", 0, "data_offsets", 0,
+				      0));
 }
 
 static void copy_offsets(json_t *hdr, void *ctx)
@@ -586,7 +594,9 @@ static void test_bad_safetensors(void)
 	dir = copy_fixture("tiny-mamba");
 	e = (struct hdr_edit){"backbone.layers.0.mixer.D", "dtype", json_string("I64")};
 	edit_header(dir, "model.safetensors", set_field, &e);
-	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.layers.0.mixer.D' has unsupported dtype 'I64' (supported: BF16, F16, F32, U8, F8_E4M3)");
+	CHECK_LOAD_FAILS(dir, EINVAL,
+			 "tensor 'backbone.layers.0.mixer.D' has unsupported dtype 'I64' (supported: BF16, "
+			 "F16, F32, U8, F8_E4M3)");
 	drop_fixture(dir);
 
 	/* Size != product(shape) * dtype size. */
@@ -594,7 +604,8 @@ static void test_bad_safetensors(void)
 	e = (struct hdr_edit){"backbone.embeddings.weight", "dtype", json_string("F32")};
 	edit_header(dir, "model.safetensors", set_field, &e);
 	CHECK_LOAD_FAILS(dir, EINVAL,
-			 "tensor 'backbone.embeddings.weight': data_offsets span 32768 bytes but shape and dtype F32 need 65536");
+			 "tensor 'backbone.embeddings.weight': data_offsets span 32768 bytes but shape and "
+			 "dtype F32 need 65536");
 	drop_fixture(dir);
 
 	/* Overlapping tensors (same size, same bytes). */
@@ -644,7 +655,8 @@ static void test_bad_safetensors(void)
 		memcpy(buf + 8, hdr, hl);
 		memset(buf + 8 + hl, ' ', pad);
 		CHECK_INT_EQ(st_parse(buf, total, &f, errbuf, sizeof(errbuf)), -EINVAL);
-		CHECK(strstr(errbuf, "tensor 'a': data at file offset") && strstr(errbuf, "not aligned to its 4-byte elements"));
+		CHECK(strstr(errbuf, "tensor 'a': data at file offset") &&
+		      strstr(errbuf, "not aligned to its 4-byte elements"));
 		/* The same header with aligned offsets parses, and st_file_find sees the tensor. */
 		memcpy(strstr((char *)buf + 8, "[2,6]"), "[4,8]", 5);
 		CHECK_INT_EQ(st_parse(buf, total, &f, errbuf, sizeof(errbuf)), 0);
@@ -679,22 +691,22 @@ static void set_json(json_t *tc, void *ctx)
 	json_object_set_new(tc, kv->key, json_loads(kv->json, JSON_DECODE_ANY, NULL));
 }
 
-#define WITH_INT(dir, k, val)                                                                    \
-	do {                                                                                       \
-		struct {                                                                           \
-			const char *key;                                                           \
-			long long v;                                                               \
-		} _kv = {(k), (val)};                                                              \
-		edit_config((dir), set_int, &_kv);                                                 \
+#define WITH_INT(dir, k, val)                                                                                \
+	do {                                                                                                 \
+		struct {                                                                                     \
+			const char *key;                                                                     \
+			long long v;                                                                         \
+		} _kv = {(k), (val)};                                                                        \
+		edit_config((dir), set_int, &_kv);                                                           \
 	} while (0)
 
-#define WITH_JSON(dir, k, val)                                                                   \
-	do {                                                                                       \
-		struct {                                                                           \
-			const char *key;                                                           \
-			const char *json;                                                          \
-		} _kv = {(k), (val)};                                                              \
-		edit_config((dir), set_json, &_kv);                                                \
+#define WITH_JSON(dir, k, val)                                                                               \
+	do {                                                                                                 \
+		struct {                                                                                     \
+			const char *key;                                                                     \
+			const char *json;                                                                    \
+		} _kv = {(k), (val)};                                                                        \
+		edit_config((dir), set_json, &_kv);                                                          \
 	} while (0)
 
 static void test_bad_model(void)
@@ -717,7 +729,9 @@ static void test_bad_model(void)
 	/* Extra tensors: a bias the architecture does not have, vision tensors in a text model. */
 	dir = copy_fixture("tiny-mamba");
 	edit_header(dir, "model.safetensors", add_empty_tensor, "backbone.layers.3.mixer.q_proj.bias");
-	CHECK_LOAD_FAILS(dir, EINVAL, "unexpected tensor 'backbone.layers.3.mixer.q_proj.bias' (not part of a 6-layer 'M-M*-M' model)");
+	CHECK_LOAD_FAILS(dir, EINVAL,
+			 "unexpected tensor 'backbone.layers.3.mixer.q_proj.bias' (not part of a 6-layer "
+			 "'M-M*-M' model)");
 	drop_fixture(dir);
 	dir = copy_fixture("tiny-mamba");
 	edit_header(dir, "model.safetensors", add_empty_tensor, "mlp1.0.weight");
@@ -727,7 +741,8 @@ static void test_bad_model(void)
 	/* A wrong prefix: the VLM layout's tensors in a bare config. */
 	dir = copy_fixture("tiny-vl");
 	{
-		char *path = xasprintf("%s/config.json", dir), *bare = xasprintf("%s/tiny-mamba/config.json", fixtures);
+		char *path = xasprintf("%s/config.json", dir),
+		     *bare = xasprintf("%s/tiny-mamba/config.json", fixtures);
 		size_t len;
 		void *text = read_file(bare, &len);
 
@@ -747,15 +762,19 @@ static void test_bad_model(void)
 	drop_fixture(dir);
 
 	dir = copy_fixture("tiny-mamba");
-	e = (struct hdr_edit){"backbone.layers.4.mixer.down_proj.weight", "shape", json_pack("[i,i]", 128, 64)};
+	e = (struct hdr_edit){"backbone.layers.4.mixer.down_proj.weight", "shape",
+			      json_pack("[i,i]", 128, 64)};
 	edit_header(dir, "model.safetensors", set_field, &e);
-	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.layers.4.mixer.down_proj.weight' has shape [128, 64], expected [64, 128]");
+	CHECK_LOAD_FAILS(
+		dir, EINVAL,
+		"tensor 'backbone.layers.4.mixer.down_proj.weight' has shape [128, 64], expected [64, 128]");
 	drop_fixture(dir);
 
 	/* Config disagreeing with the tensors. */
 	dir = copy_fixture("tiny-mamba");
 	WITH_INT(dir, "n_groups", 4);
-	CHECK_LOAD_FAILS(dir, EINVAL, "layer 0: in_proj has 200 rows but 2*d_inner + 2*n_groups*state + heads = 264");
+	CHECK_LOAD_FAILS(dir, EINVAL,
+			 "layer 0: in_proj has 200 rows but 2*d_inner + 2*n_groups*state + heads = 264");
 	drop_fixture(dir);
 
 	dir = copy_fixture("tiny-mamba");
@@ -765,17 +784,22 @@ static void test_bad_model(void)
 
 	dir = copy_fixture("tiny-mamba");
 	WITH_INT(dir, "num_attention_heads", 8);
-	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.layers.3.mixer.q_proj.weight' has shape [64, 64], expected [128, 64]");
+	CHECK_LOAD_FAILS(
+		dir, EINVAL,
+		"tensor 'backbone.layers.3.mixer.q_proj.weight' has shape [64, 64], expected [128, 64]");
 	drop_fixture(dir);
 
 	dir = copy_fixture("tiny-mamba");
 	WITH_INT(dir, "conv_kernel", 3);
-	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.layers.0.mixer.conv1d.weight' has shape [128, 1, 4], expected [128, 1, 3]");
+	CHECK_LOAD_FAILS(
+		dir, EINVAL,
+		"tensor 'backbone.layers.0.mixer.conv1d.weight' has shape [128, 1, 4], expected [128, 1, 3]");
 	drop_fixture(dir);
 
 	dir = copy_fixture("tiny-mamba");
 	WITH_INT(dir, "hidden_size", 32);
-	CHECK_LOAD_FAILS(dir, EINVAL, "tensor 'backbone.embeddings.weight' has shape [256, 64], expected [?, 32]");
+	CHECK_LOAD_FAILS(dir, EINVAL,
+			 "tensor 'backbone.embeddings.weight' has shape [256, 64], expected [?, 32]");
 	drop_fixture(dir);
 
 	/* The pattern decides membership: swap two layers' kinds. */
@@ -795,7 +819,8 @@ static void test_bad_model(void)
 	WITH_JSON(dir, "use_conv_bias", "false");
 	for (int l = 0; l < 6; l++)
 		if ("M-M*-M"[l] == 'M')
-			edit_header(dir, "model.safetensors", delete_tensor, fmt("backbone.layers.%d.mixer.conv1d.bias", l));
+			edit_header(dir, "model.safetensors", delete_tensor,
+				    fmt("backbone.layers.%d.mixer.conv1d.bias", l));
 	{
 		struct engine_model *m = engine_model_load(dir, errbuf, sizeof(errbuf));
 		struct engine_model_info info;
@@ -857,9 +882,10 @@ static void test_bad_model(void)
 	CHECK_LOAD_FAILS(dir, ENOENT, "no model.safetensors or model.safetensors.index.json");
 	unlink(fmt("%s/config.json", dir));
 	/* A directory that is no checkpoint says what one holds. */
-	CHECK_LOAD_FAILS(dir, ENOENT, "is not a model checkpoint: it has neither config.json nor "
-				      "safetensors weights; expected a Hugging Face checkpoint directory "
-				      "holding config.json, model.safetensors");
+	CHECK_LOAD_FAILS(dir, ENOENT,
+			 "is not a model checkpoint: it has neither config.json nor "
+			 "safetensors weights; expected a Hugging Face checkpoint directory "
+			 "holding config.json, model.safetensors");
 	drop_fixture(dir);
 	dir = copy_fixture("tiny-mamba");
 	unlink(fmt("%s/config.json", dir));
@@ -868,8 +894,7 @@ static void test_bad_model(void)
 	CHECK_LOAD_FAILS("/nonexistent/holod/model", ENOENT,
 			 "/nonexistent/holod/model: No such file or directory; expected a Hugging "
 			 "Face checkpoint directory");
-	CHECK_LOAD_FAILS(fmt("%s/tiny-mamba/config.json", fixtures), ENOTDIR,
-			 "is not a directory; expected");
+	CHECK_LOAD_FAILS(fmt("%s/tiny-mamba/config.json", fixtures), ENOTDIR, "is not a directory; expected");
 	CHECK_LOAD_FAILS(NULL, EINVAL, "no model directory");
 
 	/* A bad config.json through the loader. */
@@ -908,7 +933,8 @@ static void test_bad_sharded(void)
 
 	dir = copy_fixture("tiny-sharded");
 	unlink(fmt("%s/model-00002-of-00003.safetensors", dir));
-	CHECK_LOAD_FAILS(dir, ENOENT, "model.safetensors.index.json: shard 'model-00002-of-00003.safetensors'");
+	CHECK_LOAD_FAILS(dir, ENOENT,
+			 "model.safetensors.index.json: shard 'model-00002-of-00003.safetensors'");
 	CHECK_LOAD_FAILS(dir, ENOENT, "is missing");
 	drop_fixture(dir);
 
@@ -923,14 +949,17 @@ static void test_bad_sharded(void)
 		index_text = read_file(fmt("%s/model.safetensors.index.json", dir), &len);
 		index = json_loads(index_text, 0, NULL);
 		REQUIRE(index);
-		shard = json_string_value(json_object_get(json_object_get(index, "weight_map"), "backbone.norm_f.weight"));
+		shard = json_string_value(
+			json_object_get(json_object_get(index, "weight_map"), "backbone.norm_f.weight"));
 		REQUIRE(shard);
-		other = strcmp(shard, "model-00001-of-00003.safetensors") ? "model-00001-of-00003.safetensors"
-									  : "model-00002-of-00003.safetensors";
+		other = strcmp(shard, "model-00001-of-00003.safetensors") ?
+				"model-00001-of-00003.safetensors" :
+				"model-00002-of-00003.safetensors";
 		kv[0] = "backbone.norm_f.weight";
 		kv[1] = other;
 		edit_index(dir, set_map, kv);
-		CHECK_LOAD_FAILS(dir, EINVAL, fmt("tensor 'backbone.norm_f.weight' is not in shard '%s'", other));
+		CHECK_LOAD_FAILS(dir, EINVAL,
+				 fmt("tensor 'backbone.norm_f.weight' is not in shard '%s'", other));
 		json_decref(index);
 		free(index_text);
 	}
@@ -974,15 +1003,15 @@ static int parse(const char *text, struct model_config *c)
 	return model_config_parse(text, strlen(text), c, errbuf, sizeof(errbuf));
 }
 
-#define CHECK_CONFIG_FAILS(text, needle)                                                          \
-	do {                                                                                       \
-		struct model_config _c;                                                            \
-		CHECK_INT_EQ(parse((text), &_c), -EINVAL);                                         \
-		if (!strstr(errbuf, (needle))) {                                                   \
-			fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, \
-				errbuf, (needle));                                                 \
-			test_failures++;                                                           \
-		}                                                                                  \
+#define CHECK_CONFIG_FAILS(text, needle)                                                                     \
+	do {                                                                                                 \
+		struct model_config _c;                                                                      \
+		CHECK_INT_EQ(parse((text), &_c), -EINVAL);                                                   \
+		if (!strstr(errbuf, (needle))) {                                                             \
+			fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, errbuf,  \
+				(needle));                                                                   \
+			test_failures++;                                                                     \
+		}                                                                                            \
 	} while (0)
 
 static void test_config(void)
@@ -1006,7 +1035,8 @@ static void test_config(void)
 
 	/* Python-JSON non-finite numbers, outside strings only. */
 	REQUIRE(parse("{" BASE_CONFIG ", \"time_step_limit\": [0.001,Infinity], \"x\": NaN, \"y\": -Infinity,"
-		      "\"note\": \"Infinity NaN -Infinity\"}", &c) == 0);
+		      "\"note\": \"Infinity NaN -Infinity\"}",
+		      &c) == 0);
 	CHECK_NEAR(c.lm.dt_min, 0.001, 1e-9);
 	CHECK(isinf(c.lm.dt_max) && c.lm.dt_max > 0);
 	{
@@ -1032,17 +1062,24 @@ static void test_config(void)
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"x\": Infinityy}", "malformed JSON");
 	REQUIRE(parse("{" BASE_CONFIG ", \"NaN\": 1}", &c) == 0);
 
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"layer_norm_epsilon\": NaN}", "'layer_norm_epsilon' = nan is outside (0, 1)");
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"layer_norm_epsilon\": 1e-85}", "'layer_norm_epsilon' = 1e-85 is outside (0, 1) as a float");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"layer_norm_epsilon\": NaN}",
+			   "'layer_norm_epsilon' = nan is outside (0, 1)");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"layer_norm_epsilon\": 1e-85}",
+			   "'layer_norm_epsilon' = 1e-85 is outside (0, 1) as a float");
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"rms_norm_eps\": 1}", "'rms_norm_eps' = 1 is outside");
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"time_step_limit\": [-Infinity, 1]}", "'time_step_limit' must be [min, max]");
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"time_step_limit\": [1, 0.5]}", "'time_step_limit' must be [min, max]");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"time_step_limit\": [-Infinity, 1]}",
+			   "'time_step_limit' must be [min, max]");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"time_step_limit\": [1, 0.5]}",
+			   "'time_step_limit' must be [min, max]");
 
 	/* Aliases. */
-	REQUIRE(parse("{\"hidden_size\": 64, \"layers_block_type\": [\"mamba\", \"linear_attention\", \"mlp\", \"attention\", "
-		      "\"full_attention\"], \"num_attention_heads\": 4, \"mamba_n_groups\": 2, \"mamba_d_conv\": 3, "
+	REQUIRE(parse("{\"hidden_size\": 64, \"layers_block_type\": [\"mamba\", \"linear_attention\", "
+		      "\"mlp\", \"attention\", "
+		      "\"full_attention\"], \"num_attention_heads\": 4, \"mamba_n_groups\": 2, "
+		      "\"mamba_d_conv\": 3, "
 		      "\"mamba_chunk_size\": 16, \"mamba_conv_bias\": false, \"rms_norm_eps\": 1e-6, "
-		      "\"mamba_dt_limit\": [0.0, 0.5], \"attention_head_dim\": 32, \"eos_token_id\": [12, 2]}",
+		      "\"mamba_dt_limit\": [0.0, 0.5], \"attention_head_dim\": 32, \"eos_token_id\": [12, "
+		      "2]}",
 		      &c) == 0);
 	CHECK_STR_EQ(c.lm.pattern, "MM-**");
 	CHECK_INT_EQ(c.lm.m_groups, 2);
@@ -1056,31 +1093,45 @@ static void test_config(void)
 
 	/* VLM layout, both names of the nested config. */
 	REQUIRE(parse("{\"model_type\": \"NemotronH_Nano_VL_V2\", \"vision_config\": {}, \"llm_config\": {"
-		      "\"model_type\": \"nemotron_h\", " BASE_CONFIG "}}", &c) == 0);
+		      "\"model_type\": \"nemotron_h\", " BASE_CONFIG "}}",
+		      &c) == 0);
 	CHECK(c.vlm);
-	REQUIRE(parse("{\"model_type\": \"NemotronH_Nano_VL_V2\", \"text_config\": {" BASE_CONFIG "}}", &c) == 0);
+	REQUIRE(parse("{\"model_type\": \"NemotronH_Nano_VL_V2\", \"text_config\": {" BASE_CONFIG "}}", &c) ==
+		0);
 	CHECK(c.vlm);
-	CHECK_CONFIG_FAILS("{\"model_type\": \"NemotronH_Nano_VL_V2\", " BASE_CONFIG "}", "without 'llm_config'");
+	CHECK_CONFIG_FAILS("{\"model_type\": \"NemotronH_Nano_VL_V2\", " BASE_CONFIG "}",
+			   "without 'llm_config'");
 	CHECK_CONFIG_FAILS("{\"llm_config\": [1]}", "'llm_config' is not an object");
-	CHECK_CONFIG_FAILS("{\"model_type\": \"llama\", " BASE_CONFIG "}", "model_type 'llama' is not supported");
-	CHECK_CONFIG_FAILS("{\"llm_config\": {\"model_type\": \"mamba2\", " BASE_CONFIG "}}", "language model_type 'mamba2' is not supported");
+	CHECK_CONFIG_FAILS("{\"model_type\": \"llama\", " BASE_CONFIG "}",
+			   "model_type 'llama' is not supported");
+	CHECK_CONFIG_FAILS("{\"llm_config\": {\"model_type\": \"mamba2\", " BASE_CONFIG "}}",
+			   "language model_type 'mamba2' is not supported");
 
 	/* Structure and ranges. */
 	CHECK_CONFIG_FAILS("[1, 2]", "the top level is not a JSON object");
 	CHECK_CONFIG_FAILS("{\"a\": 1, \"a\": 2}", "duplicate");
 	CHECK_CONFIG_FAILS("{\"hidden_size\": 64}", "no layer pattern");
 	CHECK_CONFIG_FAILS("{\"hybrid_override_pattern\": \"M\"}", "'hidden_size' is missing");
-	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"M-E\"}", "layer 2 is a MoE layer ('E')");
-	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"M-x\"}", "layer 2 has type 'x'");
+	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"M-E\"}",
+			   "layer 2 is a MoE layer ('E')");
+	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"M-x\"}",
+			   "layer 2 has type 'x'");
 	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"\"}", "has 0 layers");
-	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"layers_block_type\": [\"mamba\", \"conv\"]}", "'layers_block_type'[1] is not a known layer type");
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"num_hidden_layers\": 4}", "num_hidden_layers is 4 but the layer pattern has 3 layers");
-	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"M*\"}", "'num_attention_heads' is missing");
-	CHECK_CONFIG_FAILS("{\"hidden_size\": 1e3, \"hybrid_override_pattern\": \"M\"}", "'hidden_size' is not an integer");
-	CHECK_CONFIG_FAILS("{\"hidden_size\": 4294967296, \"hybrid_override_pattern\": \"M\"}", "'hidden_size' = 4294967296 is outside [1, 1048576]");
+	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"layers_block_type\": [\"mamba\", \"conv\"]}",
+			   "'layers_block_type'[1] is not a known layer type");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"num_hidden_layers\": 4}",
+			   "num_hidden_layers is 4 but the layer pattern has 3 layers");
+	CHECK_CONFIG_FAILS("{\"hidden_size\": 64, \"hybrid_override_pattern\": \"M*\"}",
+			   "'num_attention_heads' is missing");
+	CHECK_CONFIG_FAILS("{\"hidden_size\": 1e3, \"hybrid_override_pattern\": \"M\"}",
+			   "'hidden_size' is not an integer");
+	CHECK_CONFIG_FAILS("{\"hidden_size\": 4294967296, \"hybrid_override_pattern\": \"M\"}",
+			   "'hidden_size' = 4294967296 is outside [1, 1048576]");
 	CHECK_CONFIG_FAILS("{\"hidden_size\": -1, \"hybrid_override_pattern\": \"M\"}", "is outside");
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"num_key_value_heads\": 3}", "num_attention_heads 4 is not a multiple of num_key_value_heads 3");
-	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"mlp_hidden_act\": \"gelu\"}", "mlp_hidden_act 'gelu' is not supported (expected 'relu2')");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"num_key_value_heads\": 3}",
+			   "num_attention_heads 4 is not a multiple of num_key_value_heads 3");
+	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"mlp_hidden_act\": \"gelu\"}",
+			   "mlp_hidden_act 'gelu' is not supported (expected 'relu2')");
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"attention_bias\": true}", "'attention_bias' is true");
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"use_conv_bias\": 1}", "'use_conv_bias' is not a boolean");
 	CHECK_CONFIG_FAILS("{" BASE_CONFIG ", \"bos_token_id\": -3}", "'bos_token_id' is not a token id");
@@ -1105,7 +1156,6 @@ static void test_config(void)
 	}
 }
 
-
 /* ---- the real Nano-12B-v2 shapes ---------------------------------------------------------- */
 
 struct big_tensor {
@@ -1115,10 +1165,10 @@ struct big_tensor {
 	int64_t shape[3];
 };
 
-static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim, int64_t d0, int64_t d1, int64_t d2,
-		    const char *format, ...) __attribute__((format(printf, 8, 9)));
-static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim, int64_t d0, int64_t d1, int64_t d2,
-		    const char *format, ...)
+static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim, int64_t d0, int64_t d1,
+		    int64_t d2, const char *format, ...) __attribute__((format(printf, 8, 9)));
+static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim, int64_t d0, int64_t d1,
+		    int64_t d2, const char *format, ...)
 {
 	va_list ap;
 
@@ -1141,8 +1191,8 @@ static void big_add(struct big_tensor *t, size_t *n, const char *dtype, int ndim
 static void test_real_shapes(void)
 {
 	static const char pattern[] = "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-";
-	const int64_t d = 5120, V = 131072, H = 128, P = 80, N = 128, G = 8, K = 4, Hq = 40, Hkv = 8, Dh = 128,
-		      I = 20480, din = H * P, conv = din + 2 * G * N;
+	const int64_t d = 5120, V = 131072, H = 128, P = 80, N = 128, G = 8, K = 4, Hq = 40, Hkv = 8,
+		      Dh = 128, I = 20480, din = H * P, conv = din + 2 * G * N;
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	char *dir = xasprintf("%s/holod-test-loader-XXXXXX", tmp);
 	struct big_tensor *t = xcalloc(1024, sizeof(*t));
@@ -1161,7 +1211,8 @@ static void test_real_shapes(void)
 	for (int l = 0; l < 62; l++) {
 		big_add(t, &n, "BF16", 1, d, 0, 0, "%s.%d.norm.weight", lp, l);
 		if (pattern[l] == 'M') {
-			big_add(t, &n, "BF16", 2, 2 * din + 2 * G * N + H, d, 0, "%s.%d.mixer.in_proj.weight", lp, l);
+			big_add(t, &n, "BF16", 2, 2 * din + 2 * G * N + H, d, 0, "%s.%d.mixer.in_proj.weight",
+				lp, l);
 			big_add(t, &n, "BF16", 3, conv, 1, K, "%s.%d.mixer.conv1d.weight", lp, l);
 			big_add(t, &n, "BF16", 1, conv, 0, 0, "%s.%d.mixer.conv1d.bias", lp, l);
 			big_add(t, &n, "F32", 1, H, 0, 0, "%s.%d.mixer.dt_bias", lp, l);
@@ -1196,8 +1247,8 @@ static void test_real_shapes(void)
 		if (strncmp(t[i].name, "language_model.", 15) == 0)
 			expect_params += elems;
 		json_object_set_new(hdr, t[i].name,
-				    json_pack("{s:s, s:o, s:[I,I]}", "dtype", t[i].dtype, "shape", shape, "data_offsets",
-					      (json_int_t)off, (json_int_t)(off + nbytes)));
+				    json_pack("{s:s, s:o, s:[I,I]}", "dtype", t[i].dtype, "shape", shape,
+					      "data_offsets", (json_int_t)off, (json_int_t)(off + nbytes)));
 		off += nbytes;
 	}
 	text = json_dumps(hdr, JSON_COMPACT);
@@ -1216,20 +1267,24 @@ static void test_real_shapes(void)
 		REQUIRE(fflush(f) == 0);
 		if (ftruncate(fileno(f), (off_t)(8 + padded + off)) != 0 || fstat(fileno(f), &sb) != 0 ||
 		    (uint64_t)sb.st_blocks * 512 > (64u << 20)) {
-			fprintf(stderr, "test_real_shapes: skipped, %s cannot hold a sparse %llu-byte file\n", tmp,
-				(unsigned long long)off);
+			fprintf(stderr, "test_real_shapes: skipped, %s cannot hold a sparse %llu-byte file\n",
+				tmp, (unsigned long long)off);
 			fclose(f);
 			goto out;
 		}
 	}
 	REQUIRE(fclose(f) == 0);
-	config = xasprintf("{\"model_type\": \"NemotronH_Nano_VL_V2\", \"vision_config\": {}, \"llm_config\": {"
-			   "\"model_type\": \"nemotron_h\", \"hybrid_override_pattern\": \"%s\", \"num_hidden_layers\": 62, "
-			   "\"hidden_size\": 5120, \"num_attention_heads\": 40, \"num_key_value_heads\": 8, "
-			   "\"mamba_num_heads\": 128, \"ssm_state_size\": 128, \"chunk_size\": 128, \"vocab_size\": 131072, "
-			   "\"layer_norm_epsilon\": 1e-05, \"mlp_hidden_act\": \"relu2\", \"time_step_limit\": [0.0, Infinity], "
-			   "\"tie_word_embeddings\": false, \"eos_token_id\": 2}}",
-			   pattern);
+	config = xasprintf(
+		"{\"model_type\": \"NemotronH_Nano_VL_V2\", \"vision_config\": {}, \"llm_config\": {"
+		"\"model_type\": \"nemotron_h\", \"hybrid_override_pattern\": \"%s\", \"num_hidden_layers\": "
+		"62, "
+		"\"hidden_size\": 5120, \"num_attention_heads\": 40, \"num_key_value_heads\": 8, "
+		"\"mamba_num_heads\": 128, \"ssm_state_size\": 128, \"chunk_size\": 128, \"vocab_size\": "
+		"131072, "
+		"\"layer_norm_epsilon\": 1e-05, \"mlp_hidden_act\": \"relu2\", \"time_step_limit\": [0.0, "
+		"Infinity], "
+		"\"tie_word_embeddings\": false, \"eos_token_id\": 2}}",
+		pattern);
 	write_file(fmt("%s/config.json", dir), config, strlen(config));
 	free(config);
 

@@ -106,7 +106,8 @@ static void write_st(const char *dir, struct ent *e, size_t n, size_t lie)
 		}
 		json_object_set_new(o, "dtype", json_string(e[i].dtype));
 		json_object_set_new(o, "shape", shape);
-		json_object_set_new(o, "data_offsets", json_pack("[I, I]", (json_int_t)off, (json_int_t)(off + len)));
+		json_object_set_new(o, "data_offsets",
+				    json_pack("[I, I]", (json_int_t)off, (json_int_t)(off + len)));
 		json_object_set_new(h, e[i].name, o);
 		off += len;
 	}
@@ -306,7 +307,8 @@ static void test_refusals(void)
 		expect_refused("a bad weight_scale", "out_proj.weight_scale'[0] is", "finite");
 	}
 	variant(input_scale_nan, 0, FP8_QC, NULL);
-	expect_refused("a NaN input_scale", "input_scale of 'backbone.layers.2.mixer.in_proj.weight' is nan", NULL);
+	expect_refused("a NaN input_scale", "input_scale of 'backbone.layers.2.mixer.in_proj.weight' is nan",
+		       NULL);
 	variant(drop_scale, 0, FP8_QC, NULL);
 	expect_refused("no weight_scale", "up_proj.weight' is F8_E4M3 but", "weight_scale' is missing");
 	variant(NULL, 3, FP8_QC, NULL);
@@ -317,15 +319,16 @@ static void test_refusals(void)
 	expect_refused("NVFP4", "quant_algo 'NVFP4' is not supported", "FP8");
 	variant(NULL, 0, "{\"quant_method\": \"gptq\", \"bits\": 4}", NULL);
 	expect_refused("gptq", "quant_method 'gptq' is not supported", "ModelOpt");
-	variant(NULL, 0, NULL,
-		"{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": \"W4A16_AWQ\"}}");
+	variant(NULL, 0,
+		NULL, "{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": \"W4A16_AWQ\"}}");
 	expect_refused("W4A16_AWQ", "hf_quant_config.json: quant_algo 'W4A16_AWQ' is not supported", NULL);
 	variant(NULL, 0, FP8_QC,
 		"{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": "
 		"\"FP8_PER_CHANNEL_PER_TOKEN\"}}");
 	expect_refused("configs disagreeing", "disagree", NULL);
 	variant(NULL, 0, NULL, NULL);
-	expect_refused("F8 without a declared quantization", "is F8_E4M3, but the checkpoint declares no FP8", NULL);
+	expect_refused("F8 without a declared quantization", "is F8_E4M3, but the checkpoint declares no FP8",
+		       NULL);
 	variant(NULL, 0, "{\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\", \"ignore\": 3}", NULL);
 	expect_refused("ignore not a list", "ignore is not a list", NULL);
 
@@ -368,7 +371,8 @@ static void test_fixtures(void)
 		const struct tensor *s = &m->layers[0].fp8_scale[0];
 		CHECK(s->data && s->dtype == TENSOR_F32);
 		CHECK_INT_EQ(s->ndim, i == 0 ? 0 : 1);
-		struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
+		struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
+						   .precision = ENGINE_PRECISION_FP32};
 		struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 		REQUIRE(b);
 		struct engine_backend_info info;

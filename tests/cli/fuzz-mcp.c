@@ -43,12 +43,11 @@ static void check_error(json_t *e)
 	json_int_t code = json_integer_value(json_object_get(err, "code"));
 
 	check(json_is_object(err), "an error response has an error");
-	check(code == MCP_ERR_PARSE || code == MCP_ERR_INVALID_REQUEST ||
-	              code == MCP_ERR_INVALID_PARAMS,
+	check(code == MCP_ERR_PARSE || code == MCP_ERR_INVALID_REQUEST || code == MCP_ERR_INVALID_PARAMS,
 	      "the error code is JSON-RPC's");
 	check(json_string_length(json_object_get(err, "message")) > 0, "the error says why");
 	check(json_is_null(json_object_get(e, "id")) || json_is_string(json_object_get(e, "id")) ||
-	              json_is_integer(json_object_get(e, "id")),
+		      json_is_integer(json_object_get(e, "id")),
 	      "the error's id is null or the request's");
 	char *s = json_dumps(e, JSON_COMPACT);
 	check(s && !strchr(s, '\n'), "the answer is one line");
@@ -106,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool ok = true;
 	if (m.kind == MCP_MSG_REQUEST && strcmp(m.method, "initialize") == 0) {
 		const char *v = mcp_negotiate_version(
-		        json_string_value(json_object_get(m.params, "protocolVersion")));
+			json_string_value(json_object_get(m.params, "protocolVersion")));
 		json_t *res = mcp_initialize_result(v);
 		check(json_is_object(res), "initialize answers");
 		json_decref(res);
@@ -169,9 +168,8 @@ static const struct seed seeds[] = {
 	{"ok-read-screenshot",
 	 "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"resources/read\",\"params\":{\"uri\":"
 	 "\"holod://tasks/7/steps/0/screenshot/before\"}}"},
-	{"ok-read-report",
-	 "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"resources/read\",\"params\":{\"uri\":"
-	 "\"holod://tasks/7/report\"}}"},
+	{"ok-read-report", "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"resources/read\",\"params\":{\"uri\":"
+			   "\"holod://tasks/7/report\"}}"},
 	{"bad-not-json", "{\"jsonrpc\":\"2.0\",\"id\":1,"},
 	{"bad-batch", "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]"},
 	{"bad-version", "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}"},
@@ -184,8 +182,8 @@ static const struct seed seeds[] = {
 	{"bad-duplicate-member", "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}"},
 	{"bad-nul", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pi\\u0000ng\"}"},
 	{"bad-deep", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"a\":"
-	             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-	             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"},
+		     "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+		     "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"},
 	{"bad-call-unknown-tool",
 	 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"fly\"}}"},
 	{"bad-call-no-name", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}}"},
@@ -200,12 +198,12 @@ static const struct seed seeds[] = {
 	 "\"arguments\":{\"x\":1,\"y\":1},\"task\":{}}}"},
 	{"bad-call-display-long",
 	 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"screenshot\","
-	 "\"arguments\":{\"display\":\"0123456789012345678901234567890123456789012345678901234567890123456789\"}}}"},
+	 "\"arguments\":{\"display\":"
+	 "\"0123456789012345678901234567890123456789012345678901234567890123456789\"}}}"},
 	{"bad-call-run-empty",
 	 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"run_task\"}}"},
-	{"bad-read-uri",
-	 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{\"uri\":"
-	 "\"holod://tasks/0\"}}"},
+	{"bad-read-uri", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{\"uri\":"
+			 "\"holod://tasks/0\"}}"},
 	{"bad-read-uri-overflow",
 	 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{\"uri\":"
 	 "\"holod://tasks/99999999999999999999999/steps\"}}"},

@@ -19,21 +19,21 @@
 TEST_DEFINE_GLOBALS;
 
 enum variant {
-	V_INTERRUPTED,     /* the task event stream ends with status interrupted */
+	V_INTERRUPTED,	   /* the task event stream ends with status interrupted */
 	V_SUCCEEDED_SPLIT, /* ... succeeded, every line split across chunks */
-	V_NO_END,          /* the stream stops before the task's final status */
-	V_LONG_LINE,       /* one event line longer than CLI_HTTP_MAX_EVENT_LINE */
-	V_BAD_LINE,        /* an event line that is not JSON */
-	V_CLOSE,           /* every connection is closed without an answer */
-	V_HTML_500,        /* errors come as HTML */
-	V_NOT_PNG,         /* the screenshot is a GIF */
-	V_SHOT_HASH,       /* a step's screenshot with its journaled hash */
+	V_NO_END,	   /* the stream stops before the task's final status */
+	V_LONG_LINE,	   /* one event line longer than CLI_HTTP_MAX_EVENT_LINE */
+	V_BAD_LINE,	   /* an event line that is not JSON */
+	V_CLOSE,	   /* every connection is closed without an answer */
+	V_HTML_500,	   /* errors come as HTML */
+	V_NOT_PNG,	   /* the screenshot is a GIF */
+	V_SHOT_HASH,	   /* a step's screenshot with its journaled hash */
 	V_SHOT_BAD_HASH,   /* ... with a hash that does not match */
 };
 
 /* The smallest PNG prefix holoctl reads (signature and IHDR: 1280x720), and its sha256. */
 static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13,
-                                      'I',  'H', 'D', 'R', 0,    0,    5,    0,    0, 0, 2, 0xD0};
+				      'I',  'H', 'D', 'R', 0,	 0,    5,    0,	   0, 0, 2, 0xD0};
 
 static void write_all(int fd, const void *p, size_t n)
 {
@@ -42,7 +42,7 @@ static void write_all(int fd, const void *p, size_t n)
 		ssize_t w = write(fd, c, n);
 		if (w <= 0)
 			_exit(0); /* the client went away: nothing more to serve on this connection
-			           */
+				   */
 		c += w;
 		n -= (size_t)w;
 	}
@@ -71,27 +71,26 @@ static void split_line(int fd, const char *line)
 }
 
 static const char *const ev_task =
-        "{\"event\":\"task\",\"task_id\":7,\"task\":{\"id\":7,\"status\":\"running\"}}\n";
+	"{\"event\":\"task\",\"task_id\":7,\"task\":{\"id\":7,\"status\":\"running\"}}\n";
 static const char *const ev_step =
-        "{\"event\":\"step\",\"task_id\":7,\"step\":{\"index\":0,\"tool_call\":{\"tool_name\":"
-        "\"click\","
-        "\"x\":5,\"y\":6,\"button\":\"left\"},\"status\":\"ok\",\"pixels\":{\"x\":5,\"y\":6},"
-        "\"result\":\"clicked\",\"timings_us\":{\"capture\":1000,\"inject\":2000}}}\n";
+	"{\"event\":\"step\",\"task_id\":7,\"step\":{\"index\":0,\"tool_call\":{\"tool_name\":"
+	"\"click\","
+	"\"x\":5,\"y\":6,\"button\":\"left\"},\"status\":\"ok\",\"pixels\":{\"x\":5,\"y\":6},"
+	"\"result\":\"clicked\",\"timings_us\":{\"capture\":1000,\"inject\":2000}}}\n";
 
 static void serve_events(int fd, enum variant v)
 {
 	write_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
-	              "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+		      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
 	switch (v) {
 	case V_INTERRUPTED:
 		chunk(fd, ev_task, strlen(ev_task));
 		chunk(fd, ev_step, strlen(ev_step));
 		/* Two lines in one chunk, and a keep-alive empty line. */
 		{
-			char *two =
-			        xasprintf("\n{\"event\":\"end\",\"task_id\":7,\"task\":{\"id\":7,"
-			                  "\"status\":\"interrupted\",\"error\":\"holod received "
-			                  "SIGTERM\"}}\n");
+			char *two = xasprintf("\n{\"event\":\"end\",\"task_id\":7,\"task\":{\"id\":7,"
+					      "\"status\":\"interrupted\",\"error\":\"holod received "
+					      "SIGTERM\"}}\n");
 			chunk(fd, two, strlen(two));
 			free(two);
 		}
@@ -102,7 +101,7 @@ static void serve_events(int fd, enum variant v)
 		/* The last line without its newline. */
 		{
 			const char *end = "{\"event\":\"end\",\"task_id\":7,\"task\":{\"id\":7,"
-			                  "\"status\":\"succeeded\"}}";
+					  "\"status\":\"succeeded\"}}";
 			split_line(fd, end);
 		}
 		break;
@@ -133,9 +132,9 @@ static void respond_json(int fd, int status, const char *reason, const char *bod
 {
 	char head[256];
 	snprintf(head, sizeof(head),
-	         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-	         "Connection: close\r\n\r\n",
-	         status, reason, strlen(body));
+		 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+		 "Connection: close\r\n\r\n",
+		 status, reason, strlen(body));
 	write_str(fd, head);
 	write_str(fd, body);
 }
@@ -174,26 +173,25 @@ static void serve_connection(int fd, enum variant v)
 		serve_events(fd, v);
 	} else if (strncmp(req, "GET /v1/screenshot ", 19) == 0 && v == V_NOT_PNG) {
 		write_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: image/gif\r\nContent-Length: 6\r\n"
-		              "Connection: close\r\n\r\nGIF89a");
+			      "Connection: close\r\n\r\nGIF89a");
 	} else if (strncmp(req, "GET /v1/tasks/7/steps/0/screenshot?which=before ", 48) == 0 &&
-	           (v == V_SHOT_HASH || v == V_SHOT_BAD_HASH)) {
+		   (v == V_SHOT_HASH || v == V_SHOT_BAD_HASH)) {
 		char sha[65], head[256];
 		ipc_sha256_hex(png, sizeof(png), sha);
 		if (v == V_SHOT_BAD_HASH)
 			sha[0] = sha[0] == '0' ? '1' : '0';
 		snprintf(head, sizeof(head),
-		         "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %zu\r\n"
-		         "X-Holod-SHA256: %s\r\nConnection: close\r\n\r\n",
-		         sizeof(png), sha);
+			 "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %zu\r\n"
+			 "X-Holod-SHA256: %s\r\nConnection: close\r\n\r\n",
+			 sizeof(png), sha);
 		write_str(fd, head);
 		write_all(fd, png, sizeof(png));
 	} else if (v == V_HTML_500) {
-		write_str(fd,
-		          "HTTP/1.1 500 Oops\r\nContent-Type: text/html\r\nContent-Length: 13\r\n"
-		          "Connection: close\r\n\r\n<h1>oops</h1>");
+		write_str(fd, "HTTP/1.1 500 Oops\r\nContent-Type: text/html\r\nContent-Length: 13\r\n"
+			      "Connection: close\r\n\r\n<h1>oops</h1>");
 	} else {
 		respond_json(fd, 404, "Not Found",
-		             "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
+			     "{\"error\":{\"code\":\"not_found\",\"message\":\"no such route\"}}");
 	}
 }
 
@@ -290,17 +288,17 @@ static void test_follow(void)
 	CHECK_INT_EQ(follow(V_INTERRUPTED, &out, &err), CLI_EXIT_TASK_INTERRUPTED);
 	/* the task event says it runs: "queued" is not left standing (issue 32) */
 	CHECK_STR_EQ(out, "task 7 queued\n"
-	                  "task 7 running\n"
-	                  "step 0  click @ 5,6  ok  3 ms: clicked\n"
-	                  "task 7 interrupted after 1 step: holod received SIGTERM\n");
+			  "task 7 running\n"
+			  "step 0  click @ 5,6  ok  3 ms: clicked\n"
+			  "task 7 interrupted after 1 step: holod received SIGTERM\n");
 	free(out), free(err);
 
 	/* Lines split across chunks and a last line without a newline read the same. */
 	CHECK_INT_EQ(follow(V_SUCCEEDED_SPLIT, &out, &err), CLI_EXIT_OK);
 	CHECK_STR_EQ(out, "task 7 queued\n"
-	                  "task 7 running\n"
-	                  "step 0  click @ 5,6  ok  3 ms: clicked\n"
-	                  "task 7 succeeded after 1 step\n");
+			  "task 7 running\n"
+			  "step 0  click @ 5,6  ok  3 ms: clicked\n"
+			  "task 7 succeeded after 1 step\n");
 	free(out), free(err);
 
 	CHECK_INT_EQ(follow(V_NO_END, &out, &err), CLI_EXIT_TASK_UNKNOWN);
@@ -348,8 +346,7 @@ static void test_errors(void)
 	REQUIRE(fd >= 0);
 	close(fd);
 	unlink(path);
-	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "-o", path, NULL),
-	             CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "-o", path, NULL), CLI_EXIT_ERROR);
 	CHECK(strstr(err, "not a PNG image (6 bytes)") != NULL);
 	CHECK(access(path, F_OK) != 0); /* nothing written */
 	free(out), free(err);
@@ -369,19 +366,19 @@ static void test_step_screenshot(void)
 	ipc_sha256_hex(png, sizeof(png), sha);
 
 	fake_start(&f, V_SHOT_HASH);
-	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0",
-	                     "--which", "before", "-o", path, NULL),
-	             0);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0", "--which",
+			     "before", "-o", path, NULL),
+		     0);
 	expected = xasprintf("wrote %s (1280x720, 24 bytes, sha256 matches the journal)\n", path);
 	CHECK_STR_EQ(out, expected);
 	free(expected);
 	free(out), free(err);
-	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "--json", "screenshot", "--task", "7", "--step",
-	                     "0", "--which", "before", "-o", path, NULL),
-	             0);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "--json", "screenshot", "--task", "7", "--step", "0",
+			     "--which", "before", "-o", path, NULL),
+		     0);
 	expected = xasprintf("{\"path\":\"%s\",\"bytes\":24,\"width\":1280,\"height\":720,"
-	                     "\"sha256\":\"%s\",\"verified\":true}\n",
-	                     path, sha);
+			     "\"sha256\":\"%s\",\"verified\":true}\n",
+			     path, sha);
 	CHECK_STR_EQ(out, expected);
 	free(expected);
 	free(out), free(err);
@@ -390,9 +387,9 @@ static void test_step_screenshot(void)
 
 	/* A hash that does not match: an error, and no file. */
 	fake_start(&f, V_SHOT_BAD_HASH);
-	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0",
-	                     "--which", "before", "-o", path, NULL),
-	             CLI_EXIT_ERROR);
+	CHECK_INT_EQ(holoctl(&f, stdin, &out, &err, "screenshot", "--task", "7", "--step", "0", "--which",
+			     "before", "-o", path, NULL),
+		     CLI_EXIT_ERROR);
 	CHECK(strstr(err, "does not match the journal's") != NULL);
 	CHECK(access(path, F_OK) != 0);
 	free(out), free(err);

@@ -112,9 +112,9 @@ static void test_do_mapping(void)
 	json_decref(b);
 
 	/* Options anywhere after the tool, and the shared ones set on the context. */
-	CHECK_INT_EQ(build_do(&b, "click", "--button", "middle", "5", "6", "--element", "OK",
-	                      "--coords", "model", "--dry-run", "--settle-ms", "250", NULL),
-	             0);
+	CHECK_INT_EQ(build_do(&b, "click", "--button", "middle", "5", "6", "--element", "OK", "--coords",
+			      "model", "--dry-run", "--settle-ms", "250", NULL),
+		     0);
 	CHECK_STR_EQ(str_at(action_of(b), "button"), "middle");
 	CHECK_STR_EQ(str_at(action_of(b), "element"), "OK");
 	CHECK_STR_EQ(str_at(b, "coords"), "model");
@@ -218,7 +218,7 @@ static void expect_do_error(const char *needle, ...)
 	capture_flush(&c);
 	if (r != CLI_EXIT_USAGE || body || !c.err || !strstr(c.err, needle)) {
 		fprintf(stderr, "do %s ...: status %d, stderr \"%s\", wanted \"%s\"\n",
-		        argv[1] ? argv[1] : "", r, c.err ? c.err : "", needle);
+			argv[1] ? argv[1] : "", r, c.err ? c.err : "", needle);
 		test_failures++;
 	}
 	free(body);
@@ -254,10 +254,10 @@ static void test_do_nano(void)
 	json_decref(b);
 
 	expect_do_error("usage: holoctl do hold_and_tap_key", "hold_and_tap_key", "ctrl", NULL);
-	expect_do_error("hold_and_tap_key holds at most 3 keys", "hold_and_tap_key",
-	                "ctrl+alt+shift+super", "a", NULL);
-	expect_do_error("action.tap_keys[0]: unknown key name 'tabb'", "hold_and_tap_key", "alt",
-	                "tabb", NULL);
+	expect_do_error("hold_and_tap_key holds at most 3 keys", "hold_and_tap_key", "ctrl+alt+shift+super",
+			"a", NULL);
+	expect_do_error("action.tap_keys[0]: unknown key name 'tabb'", "hold_and_tap_key", "alt", "tabb",
+			NULL);
 	expect_do_error("usage: holoctl do drag_to X Y", "drag_to", "1", NULL);
 	expect_do_error("a goal is STATUS:TITLE", "update_plan", "Open it", NULL);
 	expect_do_error("a goal is STATUS:TITLE", "update_plan", "started:Open it", NULL);
@@ -268,8 +268,9 @@ static void test_do_desktop(void)
 {
 	json_t *b, *a, *m;
 
-	CHECK_INT_EQ(build_do(&b, "launch", "--class", "^Mousepad$", "--timeout", "2.5", "--",
-	                      "mousepad", "-q", "/tmp/x y", NULL), 0);
+	CHECK_INT_EQ(build_do(&b, "launch", "--class", "^Mousepad$", "--timeout", "2.5", "--", "mousepad",
+			      "-q", "/tmp/x y", NULL),
+		     0);
 	a = action_of(b);
 	CHECK_STR_EQ(str_at(a, "tool_name"), "launch");
 	CHECK_INT_EQ(json_array_size(json_object_get(a, "command")), 3);
@@ -310,26 +311,20 @@ static void test_do_desktop(void)
 
 	expect_do_error("invalid regex at offset 1", "activate", "--title", "(", NULL);
 	expect_do_error("activate needs --title, --class or --instance", "activate", NULL);
-	expect_do_error("usage: holoctl do wait_for screen_stable MS", "wait_for", "screen_stable",
-	                NULL);
-	expect_do_error("usage: holoctl do wait_for window|window_gone|focus", "wait_for", "focus",
-	                NULL);
+	expect_do_error("usage: holoctl do wait_for screen_stable MS", "wait_for", "screen_stable", NULL);
+	expect_do_error("usage: holoctl do wait_for window|window_gone|focus", "wait_for", "focus", NULL);
 	expect_do_error("wait_for takes window, window_gone", "wait_for", "dialog", NULL);
-	expect_do_error("screen_stable takes milliseconds from 50", "wait_for", "screen_stable",
-	                "10", NULL);
-	expect_do_error("--timeout takes seconds", "wait_for", "focus", "--title", "a", "--timeout",
-	                "0", NULL);
-	expect_do_error("--timeout applies to launch, wait_for and activate", "click", "1", "2",
-	                "--timeout", "3", NULL);
-	expect_do_error("--title, --class and --instance apply to", "write", "x", "--title", "a",
-	                NULL);
-	expect_do_error("--target applies to click, double_click, move and drag", "scroll",
-	                "--target", "a", NULL);
-	expect_do_error("give either --target or coordinates", "click", "--target", "a", "1", "2",
-	                NULL);
+	expect_do_error("screen_stable takes milliseconds from 50", "wait_for", "screen_stable", "10", NULL);
+	expect_do_error("--timeout takes seconds", "wait_for", "focus", "--title", "a", "--timeout", "0",
+			NULL);
+	expect_do_error("--timeout applies to launch, wait_for and activate", "click", "1", "2", "--timeout",
+			"3", NULL);
+	expect_do_error("--title, --class and --instance apply to", "write", "x", "--title", "a", NULL);
+	expect_do_error("--target applies to click, double_click, move and drag", "scroll", "--target", "a",
+			NULL);
+	expect_do_error("give either --target or coordinates", "click", "--target", "a", "1", "2", NULL);
 	expect_do_error("--target2 applies to drag only", "click", "--target2", "a", NULL);
-	expect_do_error("action.target2: missing: a drag takes both ends", "drag", "--target", "a",
-	                NULL);
+	expect_do_error("action.target2: missing: a drag takes both ends", "drag", "--target", "a", NULL);
 	expect_do_error("usage: holoctl do launch", "launch", NULL);
 }
 
@@ -339,15 +334,13 @@ static void test_do_papercuts(void)
 {
 	json_t *b;
 
-	expect_do_error("X must be an integer from 0 to 32767, not '-5'", "click", "-5", "10",
-	                NULL);
-	expect_do_error("Y must be an integer from 0 to 32767, not '-1.5'", "move", "3", "-1.5",
-	                NULL);
-	expect_do_error("scroll notches must be from 1 to 100, not '-3'", "scroll", "1", "2", "up",
-	                "-3", NULL);
+	expect_do_error("X must be an integer from 0 to 32767, not '-5'", "click", "-5", "10", NULL);
+	expect_do_error("Y must be an integer from 0 to 32767, not '-1.5'", "move", "3", "-1.5", NULL);
+	expect_do_error("scroll notches must be from 1 to 100, not '-3'", "scroll", "1", "2", "up", "-3",
+			NULL);
 	/* an option's value stays the option's */
-	expect_do_error("--settle-ms must be from 0 to 10000, not '-1'", "click", "1", "2",
-	                "--settle-ms", "-1", NULL);
+	expect_do_error("--settle-ms must be from 0 to 10000, not '-1'", "click", "1", "2", "--settle-ms",
+			"-1", NULL);
 	CHECK_INT_EQ(build_do(&b, "write", "-5", NULL), 0);
 	CHECK_STR_EQ(str_at(action_of(b), "content"), "-5");
 	json_decref(b);
@@ -357,9 +350,10 @@ static void test_do_papercuts(void)
 	expect_do_error("unknown option '-x'", "write", "-x", NULL);
 
 	expect_do_error("unknown action 'clik': did you mean 'click'? (one of click, right_click, "
-	                "middle_click, double_click,", "clik", "1", "2", NULL);
-	expect_do_error("unknown action 'rigth_click': did you mean 'right_click'?", "rigth_click",
-	                "1", "2", NULL);
+			"middle_click, double_click,",
+			"clik", "1", "2", NULL);
+	expect_do_error("unknown action 'rigth_click': did you mean 'right_click'?", "rigth_click", "1", "2",
+			NULL);
 	expect_do_error("unknown action 'teleport' (one of", "teleport", NULL);
 	expect_do_error("unknown key name 'ctr': did you mean 'ctrl'?", "hotkey", "ctr+s", NULL);
 	expect_do_error("unknown key name 'pgdwn': did you mean 'pgdn'?", "key_down", "pgdwn", NULL);
@@ -407,22 +401,16 @@ static void test_do_errors(void)
 	expect_do_error("at most 5 keys", "hotkey", "a+b+c+d+e+f", NULL);
 	expect_do_error("--repeat must be from 1 to 20", "hotkey", "a", "--repeat", "21", NULL);
 	expect_do_error("--button applies to click only", "write", "x", "--button", "left", NULL);
-	expect_do_error("--button applies to click only", "right_click", "1", "2", "--button",
-	                "left", NULL);
-	expect_do_error("--button must be left, right or middle", "click", "1", "2", "--button",
-	                "up", NULL);
-	expect_do_error("--enter and --overwrite apply to write only", "click", "1", "2", "--enter",
-	                NULL);
-	expect_do_error("--element applies to pointer actions only", "wait", "1", "--element", "x",
-	                NULL);
+	expect_do_error("--button applies to click only", "right_click", "1", "2", "--button", "left", NULL);
+	expect_do_error("--button must be left, right or middle", "click", "1", "2", "--button", "up", NULL);
+	expect_do_error("--enter and --overwrite apply to write only", "click", "1", "2", "--enter", NULL);
+	expect_do_error("--element applies to pointer actions only", "wait", "1", "--element", "x", NULL);
 	expect_do_error("scroll direction must be", "scroll", "1", "2", "sideways", NULL);
-	expect_do_error("scroll notches must be from 1 to 100", "scroll", "1", "2", "up", "101",
-	                NULL);
+	expect_do_error("scroll notches must be from 1 to 100", "scroll", "1", "2", "up", "101", NULL);
 	expect_do_error("wait takes seconds", "wait", "31", NULL);
 	expect_do_error("wait takes seconds", "wait", "0", NULL);
 	expect_do_error("wait takes seconds", "wait", "soon", NULL);
-	expect_do_error("--coords must be pixels or model", "click", "1", "2", "--coords", "inches",
-	                NULL);
+	expect_do_error("--coords must be pixels or model", "click", "1", "2", "--coords", "inches", NULL);
 	expect_do_error("--settle-ms must be from 0", "click", "1", "2", "--settle-ms", "-1", NULL);
 	/* Model space ends at 1000: checked by the ipc module, named by field. */
 	expect_do_error("action.x", "click", "1001", "2", "--coords", "model", NULL);
@@ -468,9 +456,9 @@ static void test_run_parse(void)
 
 	/* A bare array from stdin. */
 	CHECK_INT_EQ(parse_run("[{\"tool_name\":\"click\",\"x\":1,\"y\":2},"
-	                       " {\"tool_name\":\"write\",\"content\":\"hi\"}]",
-	                       &a, &err, "--script", "-", "--follow", NULL),
-	             0);
+			       " {\"tool_name\":\"write\",\"content\":\"hi\"}]",
+			       &a, &err, "--script", "-", "--follow", NULL),
+		     0);
 	CHECK(a.follow);
 	body = json_loads(a.body ? a.body : "", 0, NULL);
 	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 2);
@@ -482,10 +470,10 @@ static void test_run_parse(void)
 
 	/* An object with options; the command line overrides them. */
 	CHECK_INT_EQ(parse_run("{\"actions\":[{\"tool_name\":\"wait\",\"duration\":1}],"
-	                       " \"max_steps\": 5, \"settle_ms\": 10}",
-	                       &a, &err, "--script", "-", "--max-steps", "7", "--max-seconds", "9",
-	                       "--dry-run", "--coords", "model", NULL),
-	             0);
+			       " \"max_steps\": 5, \"settle_ms\": 10}",
+			       &a, &err, "--script", "-", "--max-steps", "7", "--max-seconds", "9",
+			       "--dry-run", "--coords", "model", NULL),
+		     0);
 	CHECK(!a.follow);
 	body = json_loads(a.body ? a.body : "", 0, NULL);
 	CHECK_INT_EQ(json_array_size(json_object_get(body, "script")), 1);
@@ -501,17 +489,15 @@ static void test_run_parse(void)
 	free(err);
 
 	/* The API's own {"script": [...]} form is a valid file too. */
-	CHECK_INT_EQ(
-	        parse_run("{\"script\":[{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}]}", &a,
-	                  &err, "--script", "-", NULL),
-	        0);
+	CHECK_INT_EQ(parse_run("{\"script\":[{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}]}", &a,
+			       &err, "--script", "-", NULL),
+		     0);
 	cli_run_args_finish(&a);
 	CHECK_STR_EQ(err, ""); /* nothing printed on success */
 	free(err);
 
 	/* An instruction: several words are one. */
-	CHECK_INT_EQ(parse_run("", &a, &err, "open", "the", "settings", "--max-steps", "3", NULL),
-	             0);
+	CHECK_INT_EQ(parse_run("", &a, &err, "open", "the", "settings", "--max-steps", "3", NULL), 0);
 	body = json_loads(a.body ? a.body : "", 0, NULL);
 	CHECK_STR_EQ(str_at(body, "instruction"), "open the settings");
 	CHECK_INT_EQ(int_at(body, "max_steps"), 3);
@@ -543,8 +529,8 @@ static void expect_run_error(const char *stdin_text, const char *needle, ...)
 	int r = cli_run_parse(&c.ctx, argc, argv, &a);
 	capture_flush(&c);
 	if (r != CLI_EXIT_USAGE || a.body || !c.err || !strstr(c.err, needle)) {
-		fprintf(stderr, "run: status %d, stderr \"%s\", wanted \"%s\"\n", r,
-		        c.err ? c.err : "", needle);
+		fprintf(stderr, "run: status %d, stderr \"%s\", wanted \"%s\"\n", r, c.err ? c.err : "",
+			needle);
 		test_failures++;
 	}
 	cli_run_args_finish(&a);
@@ -556,25 +542,22 @@ static void test_run_errors(void)
 {
 	expect_run_error("", "give --script FILE", NULL);
 	expect_run_error("[]", "not both", "--script", "-", "extra", NULL);
-	expect_run_error("[{\"tool_name\":\"click\",\"x\":1,\n\"y\":}]",
-	                 "(stdin): invalid JSON at line 2", "--script", "-", NULL);
-	expect_run_error("[{\"tool_name\":\"jump\"}]", "(stdin): script[0].tool_name", "--script",
-	                 "-", NULL);
+	expect_run_error("[{\"tool_name\":\"click\",\"x\":1,\n\"y\":}]", "(stdin): invalid JSON at line 2",
+			 "--script", "-", NULL);
+	expect_run_error("[{\"tool_name\":\"jump\"}]", "(stdin): script[0].tool_name", "--script", "-", NULL);
 	/* Errors name the field as the file spells it. */
 	expect_run_error("{\"actions\":[{\"tool_name\":\"wait\",\"duration\":1},"
-	                 "{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}]}",
-	                 "actions[1].keys[0]: unknown key name 'ctr'", "--script", "-", NULL);
+			 "{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}]}",
+			 "actions[1].keys[0]: unknown key name 'ctr'", "--script", "-", NULL);
 	expect_run_error("{\"steps\":[]}", "no \"actions\" list", "--script", "-", NULL);
 	expect_run_error("42", "a script is a JSON array", "--script", "-", NULL);
-	expect_run_error("{\"instruction\":\"x\"}", "a script file holds actions", "--script", "-",
-	                 NULL);
+	expect_run_error("{\"instruction\":\"x\"}", "a script file holds actions", "--script", "-", NULL);
 	expect_run_error("[]", "(stdin): script", "--script", "-", NULL);
-	expect_run_error("[{\"tool_name\":\"wait\",\"duration\":1}]", "unknown", "--script", "-",
-	                 "--bogus", NULL);
-	expect_run_error("", "cannot open the script /nonexistent/s.json", "--script",
-	                 "/nonexistent/s.json", NULL);
-	expect_run_error("", "--coords applies to scripts only", "do", "it", "--coords", "model",
-	                 NULL);
+	expect_run_error("[{\"tool_name\":\"wait\",\"duration\":1}]", "unknown", "--script", "-", "--bogus",
+			 NULL);
+	expect_run_error("", "cannot open the script /nonexistent/s.json", "--script", "/nonexistent/s.json",
+			 NULL);
+	expect_run_error("", "--coords applies to scripts only", "do", "it", "--coords", "model", NULL);
 	expect_run_error("", "--max-steps must be from 1", "x", "--max-steps", "0", NULL);
 	expect_run_error("", "--max-seconds must be from 1", "x", "--max-seconds", "lots", NULL);
 }
@@ -589,13 +572,11 @@ static void test_script_file(void)
 	char *path = path_join(dir, "script.json");
 	FILE *f = fopen(path, "w");
 	REQUIRE(f);
-	fputs("{\"actions\": [{\"tool_name\": \"move\", \"x\": 3, \"y\": 4}], \"dry_run\": true}\n",
-	      f);
+	fputs("{\"actions\": [{\"tool_name\": \"move\", \"x\": 3, \"y\": 4}], \"dry_run\": true}\n", f);
 	fclose(f);
 	CHECK_INT_EQ(cli_script_read(path, stdin, &body, err, sizeof(err)), 0);
 	CHECK(json_is_true(json_object_get(body, "dry_run")));
-	CHECK_STR_EQ(str_at(json_array_get(json_object_get(body, "script"), 0), "tool_name"),
-	             "move");
+	CHECK_STR_EQ(str_at(json_array_get(json_object_get(body, "script"), 0), "tool_name"), "move");
 	json_decref(body);
 
 	/* Over the size limit: refused before parsing, with the limit named. */
@@ -647,8 +628,7 @@ static void test_script_file(void)
 	CHECK(a.body == NULL);
 	free(msg);
 	CHECK_INT_EQ(parse_run("", &a, &msg, missing, NULL), CLI_EXIT_USAGE);
-	CHECK(strstr(msg, "looks like a script file but is not one (No such file or directory)") !=
-	      NULL);
+	CHECK(strstr(msg, "looks like a script file but is not one (No such file or directory)") != NULL);
 	CHECK(a.body == NULL);
 	free(msg);
 	/* Words stay an instruction. */
@@ -694,15 +674,15 @@ static void test_table(void)
 	CHECK_INT_EQ(cli_table_rows(t), 3);
 	s = print_table(t);
 	CHECK_STR_EQ(s, " #  TOOL   RESULT\n"
-	                " 0  click  ok\n"
-	                "10  write  -\n"
-	                "11  héllo  two\\nlines\n");
+			" 0  click  ok\n"
+			"10  write  -\n"
+			"11  héllo  two\\nlines\n");
 	free(s);
 	cli_table_hide_header(t);
 	s = print_table(t);
 	CHECK_STR_EQ(s, " 0  click  ok\n"
-	                "10  write  -\n"
-	                "11  héllo  two\\nlines\n");
+			"10  write  -\n"
+			"11  héllo  two\\nlines\n");
 	free(s);
 	cli_table_destroy(t);
 
@@ -714,8 +694,8 @@ static void test_table(void)
 	cli_table_add_row(t, (const char *const[]){"2", "", ""});
 	s = print_table(t);
 	CHECK_STR_EQ(s, "#  TOOL  RESULT\n"
-	                "1  wait\n"
-	                "2\n");
+			"1  wait\n"
+			"2\n");
 	free(s);
 	cli_table_destroy(t);
 
@@ -746,15 +726,17 @@ static void test_table(void)
 	t = cli_table_create(3, h3);
 	cli_table_set_flexible(t, 1);
 	cli_table_set_flexible(t, 2);
-	cli_table_add_row(t, (const char *const[]){"123456789012345678901234567890", "open the "
-	                  "settings and turn the volume down", "short"});
+	cli_table_add_row(t, (const char *const[]){"123456789012345678901234567890",
+						   "open the "
+						   "settings and turn the volume down",
+						   "short"});
 	s = print_table(t);
 	CHECK(strstr(s, "turn the volume down") != NULL); /* no width: whole */
 	free(s);
 	cli_table_set_width(t, 60);
 	s = print_table(t);
 	CHECK_STR_EQ(s, "ID                              TASK                   ERROR\n"
-	                "123456789012345678901234567890  open the settings ...  short\n");
+			"123456789012345678901234567890  open the settings ...  short\n");
 	free(s);
 	/* Narrower than the fixed columns allow: flexible ones stop at CLI_TABLE_MIN_CUT. */
 	cli_table_set_width(t, 20);
@@ -770,8 +752,10 @@ static void test_table(void)
 	cli_table_add_row(t, (const char *const[]){"7", longtext, longtext});
 	s = print_table(t);
 	char want[128];
-	snprintf(want, sizeof(want), "ID  TASK                    ERROR\n"
-	                             "7   %.19s...  %.19s...\n", longtext, longtext);
+	snprintf(want, sizeof(want),
+		 "ID  TASK                    ERROR\n"
+		 "7   %.19s...  %.19s...\n",
+		 longtext, longtext);
 	CHECK_STR_EQ(s, want);
 	free(s);
 	cli_table_destroy(t);
@@ -817,24 +801,21 @@ static void test_format(void)
 	json_decref(p);
 
 	json_t *call = json_pack("{s:s, s:[s,s], s:i}", "tool_name", "hotkey", "keys", "ctrl", "s",
-	                         "repeat_count", 2);
+				 "repeat_count", 2);
 	cli_format_tool_args(call, buf, sizeof(buf));
 	CHECK_STR_EQ(buf, "ctrl+s x2");
 	json_decref(call);
-	call = json_pack("{s:s, s:s, s:b}", "tool_name", "write", "content", "hi", "press_enter",
-	                 1);
+	call = json_pack("{s:s, s:s, s:b}", "tool_name", "write", "content", "hi", "press_enter", 1);
 	cli_format_tool_args(call, buf, sizeof(buf));
 	CHECK_STR_EQ(buf, "\"hi\" +enter");
 	json_decref(call);
-	call = json_pack("{s:s, s:s, s:i}", "tool_name", "scroll", "direction", "down",
-	                 "scroll_size", 3);
+	call = json_pack("{s:s, s:s, s:i}", "tool_name", "scroll", "direction", "down", "scroll_size", 3);
 	cli_format_tool_args(call, buf, sizeof(buf));
 	CHECK_STR_EQ(buf, "down 3");
 	json_decref(call);
 
-	static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n',
-	                                      0,    0,   0,   13,  'I',  'H',  'D',  'R',
-	                                      0,    0,   5,   0,   0,    0,    2,    0xD0};
+	static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13,
+					      'I',  'H', 'D', 'R', 0,	 0,    5,    0,	   0, 0, 2, 0xD0};
 	uint32_t w = 0, h = 0;
 	CHECK_INT_EQ(cli_png_size(png, sizeof(png), &w, &h), 0);
 	CHECK_INT_EQ(w, 1280);
@@ -852,8 +833,7 @@ static void test_format(void)
 	CHECK(strstr(msg, "holoctl run --script") != NULL);
 	e = "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"holod has 300\"}}";
 	cli_format_api_error(503, e, strlen(e), msg, sizeof(msg));
-	CHECK(strstr(msg, "(HTTP 503 too_many_connections); something holds many connections") !=
-	      NULL);
+	CHECK(strstr(msg, "(HTTP 503 too_many_connections); something holds many connections") != NULL);
 	cli_format_api_error(502, "<html>", 6, msg, sizeof(msg));
 	CHECK(strstr(msg, "HTTP 502 without an error message") != NULL);
 }
@@ -912,8 +892,10 @@ static void test_wrap(void)
 	CHECK_STR_EQ(s, "n: \\x1b[2Jé ok\n");
 	free(s);
 	/* Every printed line fits, whatever the text. */
-	s = wrapped("thought: ", "aa bbb cccc ddddd eeeeee fffffff gggggggg hhhhhhhhh iiiiiiiiii "
-				 "jjjjjjjjjjj kkkkkkkkkkkk", 4, 40);
+	s = wrapped("thought: ",
+		    "aa bbb cccc ddddd eeeeee fffffff gggggggg hhhhhhhhh iiiiiiiiii "
+		    "jjjjjjjjjjj kkkkkkkkkkkk",
+		    4, 40);
 	for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
 		CHECK(strlen(line) <= 40);
 	free(s);
@@ -951,37 +933,36 @@ static char *status_summary(const char *json)
 static void test_status_summary(void)
 {
 	char *s = status_summary(
-	        "{\"version\": \"0.1.0\", \"api_version\": 1, \"pid\": 4242, \"display\": \":0\","
-	        " \"model\": {\"path\": \"/m/holotron-12b\", \"name\": \"holotron-12b\","
-	        " \"state\": \"ready\", \"error\": null, \"backend\": \"cuda\", \"sessions\": 1,"
-	        " \"precision\": \"bf16\", \"weights\": \"fp8\", \"weight_bytes\": 24600000000,"
-	        " \"device_weight_bytes\": 13421772800, \"device_state_bytes\": 536870912,"
-	        " \"device_memory_total\": 150323855360, \"device_memory_free\": 107374182400,"
-	        " \"batching\": {\"batches\": 18234}},"
-	        " \"running\": 7, \"queue\": [8, 9],"
-	        " \"displays\": [{\"name\": \":0\", \"running\": 7, \"connected\": true},"
-	        " {\"name\": \":1\", \"running\": null, \"connected\": false}],"
-	        " \"provider\": {\"name\": \"local\"}}");
+		"{\"version\": \"0.1.0\", \"api_version\": 1, \"pid\": 4242, \"display\": \":0\","
+		" \"model\": {\"path\": \"/m/holotron-12b\", \"name\": \"holotron-12b\","
+		" \"state\": \"ready\", \"error\": null, \"backend\": \"cuda\", \"sessions\": 1,"
+		" \"precision\": \"bf16\", \"weights\": \"fp8\", \"weight_bytes\": 24600000000,"
+		" \"device_weight_bytes\": 13421772800, \"device_state_bytes\": 536870912,"
+		" \"device_memory_total\": 150323855360, \"device_memory_free\": 107374182400,"
+		" \"batching\": {\"batches\": 18234}},"
+		" \"running\": 7, \"queue\": [8, 9],"
+		" \"displays\": [{\"name\": \":0\", \"running\": 7, \"connected\": true},"
+		" {\"name\": \":1\", \"running\": null, \"connected\": false}],"
+		" \"provider\": {\"name\": \"local\"}}");
 	CHECK_STR_EQ(s, "holod     0.1.0 (pid 4242)\n"
-	                "model     holotron-12b ready on cuda, bf16, fp8 weights\n"
-	                "memory    12.5 GiB weights, 0.5 GiB sessions (1); 100.0 GiB free of 140.0 GiB\n"
-	                "displays  :0: running task 7\n"
-	                "          :1: idle (not connected yet)\n"
-	                "tasks     1 running, 2 queued (8, 9)\n");
+			"model     holotron-12b ready on cuda, bf16, fp8 weights\n"
+			"memory    12.5 GiB weights, 0.5 GiB sessions (1); 100.0 GiB free of 140.0 GiB\n"
+			"displays  :0: running task 7\n"
+			"          :1: idle (not connected yet)\n"
+			"tasks     1 running, 2 queued (8, 9)\n");
 	free(s);
 	/* No model: why, and what still works. */
 	s = status_summary("{\"version\": \"0.1.0\", \"pid\": 1, \"model\": null, \"queue\": [],"
-	                   " \"displays\": [{\"name\": null, \"running\": null}],"
-	                   " \"provider\": {\"name\": \"local\"}}");
+			   " \"displays\": [{\"name\": null, \"running\": null}],"
+			   " \"provider\": {\"name\": \"local\"}}");
 	CHECK(strstr(s, "model     none: holod was started without --model") != NULL);
 	CHECK(strstr(s, "displays  $DISPLAY: idle\n") != NULL);
 	CHECK(strstr(s, "tasks     0 running, 0 queued\n") != NULL);
 	free(s);
 	/* A model that failed says why. */
 	s = status_summary("{\"model\": {\"name\": \"x\", \"state\": \"failed\", \"error\":"
-	                   " \"cannot load the model /m/x: tokenizer.json: No such file\"}}");
-	CHECK(strstr(s, "model     x failed to load: cannot load the model /m/x: tokenizer.json") !=
-	      NULL);
+			   " \"cannot load the model /m/x: tokenizer.json: No such file\"}}");
+	CHECK(strstr(s, "model     x failed to load: cannot load the model /m/x: tokenizer.json") != NULL);
 	free(s);
 }
 
@@ -1016,9 +997,9 @@ static void test_mcp_tools(void)
 	for (int t = 0; t < IPC_TOOL_COUNT_; t++) {
 		const struct ipc_tool_info *info = ipc_tool_info((enum ipc_tool)t);
 		json_t *found = NULL;
-		json_array_foreach(json_object_get(list, "tools"), i, tool)
-			if (strcmp(json_string_value(json_object_get(tool, "name")), info->name) == 0)
-				found = tool;
+		json_array_foreach(json_object_get(list, "tools"), i,
+				   tool) if (strcmp(json_string_value(json_object_get(tool, "name")),
+						    info->name) == 0) found = tool;
 		if (!info->client.title) {
 			CHECK(found == NULL);
 			continue;
@@ -1027,24 +1008,22 @@ static void test_mcp_tools(void)
 		REQUIRE(found != NULL);
 		CHECK_STR_EQ(json_string_value(json_object_get(found, "title")), info->client.title);
 		CHECK_STR_EQ(json_string_value(json_object_get(found, "description")),
-		             info->client.description);
-		CHECK(json_is_true(json_object_get(json_object_get(found, "annotations"),
-		                                   "readOnlyHint")) == info->client.read_only);
+			     info->client.description);
+		CHECK(json_is_true(json_object_get(json_object_get(found, "annotations"), "readOnlyHint")) ==
+		      info->client.read_only);
 		props = json_object_get(json_object_get(found, "inputSchema"), "properties");
 		want = json_loads(info->client.properties, 0, NULL);
-		json_object_foreach(want, key, v)
-			CHECK(json_equal(json_object_get(props, key), v));
+		json_object_foreach(want, key, v) CHECK(json_equal(json_object_get(props, key), v));
 		CHECK(json_object_get(props, "coords") && json_object_get(props, "require_focus"));
 		CHECK_INT_EQ(json_object_size(props), json_object_size(want) + 5);
 		json_decref(want);
 		want = info->client.required ? json_loads(info->client.required, 0, NULL) : NULL;
-		CHECK(json_equal(json_object_get(json_object_get(found, "inputSchema"), "required"),
-		                 want) || (!want && !json_object_get(json_object_get(found,
-		                                                                     "inputSchema"),
-		                                                     "required")));
+		CHECK(json_equal(json_object_get(json_object_get(found, "inputSchema"), "required"), want) ||
+		      (!want && !json_object_get(json_object_get(found, "inputSchema"), "required")));
 		json_decref(want);
 	}
-	json_array_foreach(json_object_get(list, "tools"), i, tool) {
+	json_array_foreach(json_object_get(list, "tools"), i, tool)
+	{
 		const char *name = json_string_value(json_object_get(tool, "name"));
 		int t = ipc_tool_from_string(name);
 		if (t >= 0)
@@ -1057,11 +1036,11 @@ static void test_mcp_tools(void)
 	/* a call of a tool the table offers (drag_to, which holoctl mcp never spelled) plans it */
 	struct mcp_plan plan;
 	char err[256];
-	json_t *params = json_pack("{s:s, s:{s:i, s:i, s:b}}", "name", "drag_to", "arguments", "x",
-	                           40, "y", 50, "dry_run", 1);
+	json_t *params = json_pack("{s:s, s:{s:i, s:i, s:b}}", "name", "drag_to", "arguments", "x", 40, "y",
+				   50, "dry_run", 1);
 	CHECK_INT_EQ(mcp_plan_tool_call(params, &plan, err, sizeof(err)), 0);
-	CHECK(plan.kind == MCP_PLAN_ACTION && plan.body &&
-	      strstr(plan.body, "\"tool_name\":\"drag_to\"") && strstr(plan.body, "\"dry_run\":true"));
+	CHECK(plan.kind == MCP_PLAN_ACTION && plan.body && strstr(plan.body, "\"tool_name\":\"drag_to\"") &&
+	      strstr(plan.body, "\"dry_run\":true"));
 	mcp_plan_finish(&plan);
 	json_decref(params);
 	/* and one it does not offer is unknown */
@@ -1100,9 +1079,8 @@ static void test_main(void)
 	/* ... and refuses an unknown option as a usage error; neither path leaks what the command
 	 * takes before it reads its options (LeakSanitizer checks it in the ASan build). */
 	for (size_t i = 0; i < cli_commands_count; i++) {
-		CHECK_INT_EQ(run_main(&out, &err, cli_commands[i]->name, "--no-such-option", "1",
-		                      NULL),
-		             CLI_EXIT_USAGE);
+		CHECK_INT_EQ(run_main(&out, &err, cli_commands[i]->name, "--no-such-option", "1", NULL),
+			     CLI_EXIT_USAGE);
 		CHECK(strstr(err, "no-such-option") != NULL);
 		free(out), free(err);
 	}
@@ -1127,8 +1105,7 @@ static void test_main(void)
 	CHECK_INT_EQ(run_main(&out, &err, "screenshot", NULL), CLI_EXIT_USAGE);
 	CHECK(strstr(err, "give -o FILE") != NULL);
 	free(out), free(err);
-	CHECK_INT_EQ(run_main(&out, &err, "screenshot", "-o", "x.png", "--task", "3", NULL),
-	             CLI_EXIT_USAGE);
+	CHECK_INT_EQ(run_main(&out, &err, "screenshot", "-o", "x.png", "--task", "3", NULL), CLI_EXIT_USAGE);
 	CHECK(strstr(err, "--task and --step go together") != NULL);
 	free(out), free(err);
 	CHECK_INT_EQ(run_main(&out, &err, "list", "--status", "done", NULL), CLI_EXIT_USAGE);
@@ -1175,8 +1152,7 @@ static void test_main(void)
 	free(out), free(err);
 
 	/* Usage errors are found before any connection is tried. */
-	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "do", "hotkey", "ctr", NULL),
-	             CLI_EXIT_USAGE);
+	CHECK_INT_EQ(run_main(&out, &err, "--socket", sock, "do", "hotkey", "ctr", NULL), CLI_EXIT_USAGE);
 	CHECK(strstr(err, "is holod running") == NULL);
 	free(out), free(err);
 

@@ -97,8 +97,7 @@ static void test_time(void)
 	uint64_t b = time_mono_us();
 	CHECK(b - a >= 2000);
 	char buf[64];
-	CHECK_STR_EQ(time_format_rfc3339(1700000000123456ull, buf, sizeof(buf)),
-		     "2023-11-14T22:13:20.123Z");
+	CHECK_STR_EQ(time_format_rfc3339(1700000000123456ull, buf, sizeof(buf)), "2023-11-14T22:13:20.123Z");
 }
 
 /* utf8_decode() on one input: the length it takes (0: rejected) and the code point. */
@@ -163,8 +162,11 @@ static void test_utf8(void)
 		bool scalar = cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
 
 		if (scalar ? n == 0 || utf8_decode(buf, n, &back) != n || back != cp ||
-				     n != (size_t)(cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4)
-			   : n != 0)
+				     n != (size_t)(cp < 0x80	? 1 :
+						   cp < 0x800	? 2 :
+						   cp < 0x10000 ? 3 :
+								  4) :
+			     n != 0)
 			bad++;
 	}
 	CHECK_INT_EQ((long long)bad, 0);

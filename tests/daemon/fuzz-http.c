@@ -51,7 +51,7 @@ static struct {
 	struct http_server *http;
 } srv = {.listen_fd = -1};
 
-static int last_status; /* of the first answer; 0: none */
+static int last_status;		 /* of the first answer; 0: none */
 static const uint8_t *cur_reply; /* what the server sent, shown when an invariant fails */
 static size_t cur_reply_len;
 
@@ -300,7 +300,7 @@ static const struct {
 	{"ok-task-script", "POST /v1/tasks HTTP/1.1\r\nHost: h\r\nContent-Length: 63\r\n\r\n"
 			   "{\"script\":[{\"tool_name\":\"wait\",\"duration\":0.1}],\"dry_run\":true}"},
 	{"bad-task-instruction-no-model", "POST /v1/tasks HTTP/1.1\r\nHost: h\r\nContent-Length: 25\r\n\r\n"
-				"{\"instruction\":\"open it\"}"},
+					  "{\"instruction\":\"open it\"}"},
 	{"ok-task-chunked", "POST /v1/tasks HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
 			    "3f\r\n{\"script\":[{\"tool_name\":\"wait\",\"duration\":0.1}],"
 			    "\"dry_run\":true}\r\n0\r\n\r\n"},
@@ -322,8 +322,9 @@ static const struct {
 			   "{\"action\":{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}}"},
 	{"bad-screenshot-no-display", "GET /v1/screenshot HTTP/1.1\r\nHost: h\r\n\r\n"},
 	{"bad-screenshot-other-display", "GET /v1/screenshot?display=:9 HTTP/1.1\r\nHost: h\r\n\r\n"},
-	{"bad-task-other-display", "POST /v1/tasks HTTP/1.1\r\nHost: h\r\nContent-Length: 63\r\n\r\n"
-				   "{\"script\":[{\"tool_name\":\"wait\",\"duration\":0.1}],\"display\":\":9\"}"},
+	{"bad-task-other-display",
+	 "POST /v1/tasks HTTP/1.1\r\nHost: h\r\nContent-Length: 63\r\n\r\n"
+	 "{\"script\":[{\"tool_name\":\"wait\",\"duration\":0.1}],\"display\":\":9\"}"},
 	{"ok-cancel-all", "POST /v1/tasks/cancel HTTP/1.1\r\nHost: h\r\n\r\n"},
 	{"bad-garbage", "\x01\x02 nothing like HTTP\r\n\r\n"},
 	{"bad-no-version", "GET /v1/status\r\n\r\n"},

@@ -85,7 +85,9 @@ static void test_text(void)
 	char *s = agent_text_valid_utf8("a\xc3\xa9z", 4);
 	CHECK_STR_EQ(s, "a\xc3\xa9z");
 	free(s);
-	s = agent_text_valid_utf8("a\xff" "b\xe2\x82", 5);
+	s = agent_text_valid_utf8("a\xff"
+				  "b\xe2\x82",
+				  5);
 	CHECK_STR_EQ(s, "a" UTF8_REPLACEMENT "b" UTF8_REPLACEMENT UTF8_REPLACEMENT);
 	CHECK(utf8_valid(s, strlen(s)));
 	free(s);

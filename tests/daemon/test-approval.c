@@ -28,8 +28,8 @@ static struct ipc_action act(const char *json)
 }
 
 /* Whether `json` is held under `mode` on window `w` (class; title "Doc"). */
-static bool held(const struct approval_rules *r, enum ipc_approve mode, const char *json,
-		 const char *cls, char *why, size_t whylen)
+static bool held(const struct approval_rules *r, enum ipc_approve mode, const char *json, const char *cls,
+		 char *why, size_t whylen)
 {
 	struct ipc_action a = act(json);
 	struct approval_window w = {"Doc", cls, cls};
@@ -45,56 +45,54 @@ static void test_defaults(void)
 	char why[512];
 	REQUIRE(r);
 	/* hotkeys that close or kill, in any order, case and with more keys */
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"alt\",\"F4\"]}",
-		   NULL, why, sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"alt\",\"F4\"]}", NULL, why,
+		   sizeof(why)));
 	CHECK_STR_EQ(why, "hotkey presses alt+f4, one of the approval rules' hotkeys");
 	CHECK(held(r, IPC_APPROVE_RISKY,
 		   "{\"tool_name\":\"hotkey\",\"keys\":[\"delete\",\"control\",\"alt\"]}", NULL, why,
 		   sizeof(why)));
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"W\"]}",
-		   NULL, why, sizeof(why)));
-	CHECK(held(r, IPC_APPROVE_RISKY,
-		   "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"shift\",\"q\"]}", NULL, why,
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"W\"]}", NULL, why,
 		   sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"shift\",\"q\"]}",
+		   NULL, why, sizeof(why)));
 	CHECK(held(r, IPC_APPROVE_RISKY,
 		   "{\"tool_name\":\"hold_and_tap_key\",\"hold_keys\":[\"alt\"],"
-		   "\"tap_keys\":[\"tab\",\"f4\"]}", NULL, why, sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"c\"]}",
-		    NULL, why, sizeof(why)));
+		   "\"tap_keys\":[\"tab\",\"f4\"]}",
+		   NULL, why, sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"c\"]}", NULL, why,
+		    sizeof(why)));
 	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"w\"]}", NULL, why,
 		    sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"f4\"]}", NULL,
-		    why, sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"f4\"]}", NULL, why,
+		    sizeof(why)));
 	/* write into a terminal, by class or instance, whatever the case */
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"rm -rf ~\"}",
-		   "XTerm", why, sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"rm -rf ~\"}", "XTerm", why,
+		   sizeof(why)));
 	CHECK_STR_EQ(why, "write types into a terminal (window class XTerm)");
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"ls\"}",
-		   "Alacritty", why, sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"hello\"}",
-		    "Mousepad", why, sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"hello\"}", NULL,
-		    why, sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"ls\"}", "Alacritty", why,
+		   sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"hello\"}", "Mousepad", why,
+		    sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"hello\"}", NULL, why,
+		    sizeof(why)));
 	/* a click into a terminal is not a write */
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", "XTerm",
-		    why, sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", "XTerm", why,
+		    sizeof(why)));
 	/* launch */
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"launch\",\"command\":[\"xterm\"]}",
-		   NULL, why, sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"launch\",\"command\":[\"xterm\"]}", NULL, why,
+		   sizeof(why)));
 	CHECK_STR_EQ(why, "launch is in the approval rules' tools");
 	/* all: everything that acts; none: nothing; never what does not act */
-	CHECK(held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", NULL, why,
-		   sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", NULL, why, sizeof(why)));
 	CHECK(!held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"answer\",\"content\":\"x\"}", NULL, why,
 		    sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"ask_user\",\"question\":\"x\"}", NULL,
-		    why, sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"wait\",\"duration\":1}", NULL, why,
+	CHECK(!held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"ask_user\",\"question\":\"x\"}", NULL, why,
 		    sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_NONE, "{\"tool_name\":\"hotkey\",\"keys\":[\"alt\",\"f4\"]}",
-		    NULL, why, sizeof(why)));
-	CHECK(!held(r, IPC_APPROVE_DEFAULT, "{\"tool_name\":\"launch\",\"command\":[\"xterm\"]}",
-		    NULL, why, sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_ALL, "{\"tool_name\":\"wait\",\"duration\":1}", NULL, why, sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_NONE, "{\"tool_name\":\"hotkey\",\"keys\":[\"alt\",\"f4\"]}", NULL, why,
+		    sizeof(why)));
+	CHECK(!held(r, IPC_APPROVE_DEFAULT, "{\"tool_name\":\"launch\",\"command\":[\"xterm\"]}", NULL, why,
+		    sizeof(why)));
 	approval_rules_destroy(r);
 }
 
@@ -120,18 +118,17 @@ static void test_file(void)
 		fprintf(stderr, "%s\n", err);
 	REQUIRE(r);
 	/* hotkeys replaced: alt+f4 no longer, ctrl+s now */
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"alt\",\"f4\"]}",
-		    NULL, why, sizeof(why)));
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}",
-		   NULL, why, sizeof(why)));
-	/* tools replaced: launch no longer */
-	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"launch\",\"command\":[\"xterm\"]}",
-		    NULL, why, sizeof(why)));
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", NULL, why,
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"alt\",\"f4\"]}", NULL, why,
+		    sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"]}", NULL, why,
 		   sizeof(why)));
+	/* tools replaced: launch no longer */
+	CHECK(!held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"launch\",\"command\":[\"xterm\"]}", NULL, why,
+		    sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", NULL, why, sizeof(why)));
 	/* terminals kept (the file leaves them out) */
-	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"x\"}", "xterm",
-		   why, sizeof(why)));
+	CHECK(held(r, IPC_APPROVE_RISKY, "{\"tool_name\":\"write\",\"content\":\"x\"}", "xterm", why,
+		   sizeof(why)));
 	/* user regexes on the window acted on: any action */
 	struct ipc_action a = act("{\"tool_name\":\"scroll\",\"x\":1,\"y\":2,\"direction\":\"up\"}");
 	struct approval_window online = {"My BANK - Chromium", "Chromium", "chromium"};
@@ -139,7 +136,7 @@ static void test_file(void)
 	struct approval_window other = {"Checkout", "Chromium", "chromium"};
 	CHECK(approval_check(r, IPC_APPROVE_RISKY, &a, &online, NULL, why, sizeof(why)));
 	CHECK(strstr(why, "scroll acts on a window the approval rules name (title ~ \"(?i)bank|"
-		     "password\")") != NULL);
+			  "password\")") != NULL);
 	CHECK(approval_check(r, IPC_APPROVE_RISKY, &a, &shop, NULL, why, sizeof(why)));
 	CHECK(!approval_check(r, IPC_APPROVE_RISKY, &a, &other, NULL, why, sizeof(why)));
 	CHECK(!approval_check(r, IPC_APPROVE_RISKY, &a, NULL, NULL, why, sizeof(why)));
@@ -152,8 +149,7 @@ static void test_file(void)
 		const char *text, *msg;
 		int err;
 	} bad[] = {
-		{"{\"hotkeys\": [\"ctrl+ctr\"]}", "hotkeys[0]: 'ctrl+ctr': unknown key name 'ctr'",
-		 EINVAL},
+		{"{\"hotkeys\": [\"ctrl+ctr\"]}", "hotkeys[0]: 'ctrl+ctr': unknown key name 'ctr'", EINVAL},
 		{"{\"hotkey\": []}", "hotkey: unknown member", EINVAL},
 		{"{\"tools\": [\"answer\"]}", "tools[0]: 'answer' is not a tool that acts", EINVAL},
 		{"{\"tools\": [\"fly\"]}", "tools[0]: 'fly' is not a tool that acts", EINVAL},
@@ -221,8 +217,8 @@ static void ran(struct approval_held *h, const char *json)
 }
 
 /* Whether `json` is held under --approve risky while `h` holds keys down. */
-static bool held_with(const struct approval_rules *r, const struct approval_held *h,
-		      const char *json, char *why, size_t whylen)
+static bool held_with(const struct approval_rules *r, const struct approval_held *h, const char *json,
+		      char *why, size_t whylen)
 {
 	struct ipc_action a = act(json);
 	why[0] = '\0';
@@ -245,22 +241,21 @@ static void test_held_keys(void)
 	CHECK(h.n == 1);
 	CHECK(held_with(r, &h, w, why, sizeof(why)));
 	CHECK_STR_EQ(why, "hotkey presses ctrl+w with the key(s) held down by an earlier key_down, "
-		     "one of the approval rules' hotkeys");
+			  "one of the approval rules' hotkeys");
 	/* without what the earlier step holds, the same step is not held */
 	CHECK(!held_with(r, NULL, w, why, sizeof(why)));
-	CHECK(!held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"c\"]}", why,
-			 sizeof(why)));
+	CHECK(!held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"c\"]}", why, sizeof(why)));
 	/* another name of the same key, typed text, a second key_down, hold_and_tap_key */
 	CHECK(held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"Q\"]}", why, sizeof(why)));
-	CHECK(held_with(r, &h, "{\"tool_name\":\"write\",\"content\":\"new window\"}", why,
-			sizeof(why)));
+	CHECK(held_with(r, &h, "{\"tool_name\":\"write\",\"content\":\"new window\"}", why, sizeof(why)));
 	CHECK_STR_EQ(why, "write presses ctrl+w with the key(s) held down by an earlier key_down, "
-		     "one of the approval rules' hotkeys");
-	CHECK(!held_with(r, &h, "{\"tool_name\":\"write\",\"content\":\"abc\"}", why,
-			 sizeof(why)));
+			  "one of the approval rules' hotkeys");
+	CHECK(!held_with(r, &h, "{\"tool_name\":\"write\",\"content\":\"abc\"}", why, sizeof(why)));
 	CHECK(held_with(r, &h, "{\"tool_name\":\"key_down\",\"key\":\"w\"}", why, sizeof(why)));
-	CHECK(held_with(r, &h, "{\"tool_name\":\"hold_and_tap_key\",\"hold_keys\":[\"shift\"],"
-			"\"tap_keys\":[\"q\"]}", why, sizeof(why)));
+	CHECK(held_with(r, &h,
+			"{\"tool_name\":\"hold_and_tap_key\",\"hold_keys\":[\"shift\"],"
+			"\"tap_keys\":[\"q\"]}",
+			why, sizeof(why)));
 	/* alt held, then f4 pressed down: alt+f4 */
 	ran(&h, "{\"tool_name\":\"key_down\",\"key\":\"alt\"}");
 	CHECK(held_with(r, &h, "{\"tool_name\":\"key_down\",\"key\":\"F4\"}", why, sizeof(why)));
@@ -279,8 +274,7 @@ static void test_held_keys(void)
 		free(j);
 	}
 	CHECK(h.overflow);
-	CHECK(held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"x\"]}", why,
-			sizeof(why)));
+	CHECK(held_with(r, &h, "{\"tool_name\":\"hotkey\",\"keys\":[\"x\"]}", why, sizeof(why)));
 	CHECK(!held_with(r, &h, "{\"tool_name\":\"click\",\"x\":1,\"y\":2}", why, sizeof(why)));
 	approval_rules_destroy(r);
 }

@@ -141,7 +141,9 @@ static void test_thought_stream(void)
 		json_decref(o);
 	}
 	/* a lone surrogate and a broken character become U+FFFD */
-	check_stream("{\"thought\":\"a\\ud800b\xe2\x82z\"}", 1, "a\xef\xbf\xbd" "b\xef\xbf\xbdz");
+	check_stream("{\"thought\":\"a\\ud800b\xe2\x82z\"}", 1,
+		     "a\xef\xbf\xbd"
+		     "b\xef\xbf\xbdz");
 }
 
 int main(void)

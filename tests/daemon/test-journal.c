@@ -40,8 +40,9 @@ static void test_fresh_schema(void)
 	REQUIRE(sqlite3_step(st) == SQLITE_ROW);
 	CHECK_STR_EQ((const char *)sqlite3_column_text(st, 0), "wal");
 	sqlite3_finalize(st);
-	REQUIRE(sqlite3_prepare_v2(db, "SELECT group_concat(name) FROM (SELECT name FROM"
-				       " sqlite_master WHERE type = 'table' ORDER BY name)",
+	REQUIRE(sqlite3_prepare_v2(db,
+				   "SELECT group_concat(name) FROM (SELECT name FROM"
+				   " sqlite_master WHERE type = 'table' ORDER BY name)",
 				   -1, &st, NULL) == SQLITE_OK);
 	REQUIRE(sqlite3_step(st) == SQLITE_ROW);
 	CHECK_STR_EQ((const char *)sqlite3_column_text(st, 0), "screenshots,sqlite_sequence,steps,tasks");
@@ -72,26 +73,27 @@ static void test_migrate_from_2(void)
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
 	/* Back to version 2: without the columns of versions 3, 4, 5, 7, 8, 9, 10 and 11, and the
 	 * tasks' status CHECK as version 1 wrote it. */
-	REQUIRE(sqlite3_exec(db, "ALTER TABLE steps DROP COLUMN tokens_forced;"
-				 "ALTER TABLE steps DROP COLUMN decode_forwards;"
-				 "ALTER TABLE steps DROP COLUMN held;"
-				 "ALTER TABLE steps DROP COLUMN reasoning;"
-				 "ALTER TABLE steps DROP COLUMN stuck;"
-				 "ALTER TABLE steps DROP COLUMN sensitive;"
-				 "ALTER TABLE tasks DROP COLUMN stuck;"
-				 "PRAGMA writable_schema = ON;"
-				 "UPDATE sqlite_schema SET sql = replace(sql, ', ''stuck'')', ')')"
-				 " WHERE type = 'table' AND name = 'tasks';"
-				 "PRAGMA writable_schema = RESET;"
-				 "ALTER TABLE steps DROP COLUMN provider;"
-				 "ALTER TABLE steps DROP COLUMN remote_model;"
-				 "ALTER TABLE steps DROP COLUMN prompt_tokens;"
-				 "ALTER TABLE steps DROP COLUMN completion_tokens;"
-				 "ALTER TABLE steps DROP COLUMN server_us;"
-				 "ALTER TABLE tasks DROP COLUMN provenance;"
-				 "ALTER TABLE tasks DROP COLUMN prompt;"
-				 "ALTER TABLE steps DROP COLUMN user_turn;"
-				 "ALTER TABLE steps DROP COLUMN prompt_sha256; PRAGMA user_version = 2",
+	REQUIRE(sqlite3_exec(db,
+			     "ALTER TABLE steps DROP COLUMN tokens_forced;"
+			     "ALTER TABLE steps DROP COLUMN decode_forwards;"
+			     "ALTER TABLE steps DROP COLUMN held;"
+			     "ALTER TABLE steps DROP COLUMN reasoning;"
+			     "ALTER TABLE steps DROP COLUMN stuck;"
+			     "ALTER TABLE steps DROP COLUMN sensitive;"
+			     "ALTER TABLE tasks DROP COLUMN stuck;"
+			     "PRAGMA writable_schema = ON;"
+			     "UPDATE sqlite_schema SET sql = replace(sql, ', ''stuck'')', ')')"
+			     " WHERE type = 'table' AND name = 'tasks';"
+			     "PRAGMA writable_schema = RESET;"
+			     "ALTER TABLE steps DROP COLUMN provider;"
+			     "ALTER TABLE steps DROP COLUMN remote_model;"
+			     "ALTER TABLE steps DROP COLUMN prompt_tokens;"
+			     "ALTER TABLE steps DROP COLUMN completion_tokens;"
+			     "ALTER TABLE steps DROP COLUMN server_us;"
+			     "ALTER TABLE tasks DROP COLUMN provenance;"
+			     "ALTER TABLE tasks DROP COLUMN prompt;"
+			     "ALTER TABLE steps DROP COLUMN user_turn;"
+			     "ALTER TABLE steps DROP COLUMN prompt_sha256; PRAGMA user_version = 2",
 			     NULL, NULL, NULL) == SQLITE_OK);
 	sqlite3_close(db);
 
@@ -118,8 +120,8 @@ static void test_migrate_from_2(void)
 	/* Version 6 widened the steps' prompt CHECK to 'rolling', nothing else. */
 	REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
 	sqlite3_stmt *st;
-	REQUIRE(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_schema WHERE name = 'steps'", -1,
-				   &st, NULL) == SQLITE_OK);
+	REQUIRE(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_schema WHERE name = 'steps'", -1, &st, NULL) ==
+		SQLITE_OK);
 	REQUIRE(sqlite3_step(st) == SQLITE_ROW);
 	CHECK(strstr((const char *)sqlite3_column_text(st, 0),
 		     "CHECK (prompt IN ('persistent', 'window', 'rebuild', 'rolling'))") != NULL);
@@ -250,8 +252,11 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(journal_task_start(j, 999, NULL, 10), -ENOENT);
 
 	struct journal_step s0 = step(a, 0);
-	struct journal_step_timing tm = {.capture_us = 11, .map_us = 1, .inject_us = 22,
-					 .settle_us = 33, .capture_after_us = 44};
+	struct journal_step_timing tm = {.capture_us = 11,
+					 .map_us = 1,
+					 .inject_us = 22,
+					 .settle_us = 33,
+					 .capture_after_us = 44};
 	CHECK_INT_EQ(journal_step_begin(j, &s0), 0);
 	CHECK_INT_EQ(journal_step_begin(j, &s0), -EINVAL); /* same (task, index) twice */
 	/* Who approved the step, and when (held, schema 8). */
@@ -261,13 +266,12 @@ static void test_rows_and_recovery(void)
 	CHECK_INT_EQ(journal_step_begin(j, &s1), 0); /* left 'running' by the "crash" */
 
 	const char *hex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
-	CHECK_INT_EQ(journal_screenshot_insert(j, a, 0, "before", "screenshots/1/0-before.png", hex,
-					       123, 800, 600, 5, 6), 0);
+	CHECK_INT_EQ(journal_screenshot_insert(j, a, 0, "before", "screenshots/1/0-before.png", hex, 123, 800,
+					       600, 5, 6),
+		     0);
 	/* A screenshot must belong to a step (foreign key). */
-	CHECK_INT_EQ(journal_screenshot_insert(j, a, 7, "after", "x.png", hex, 1, 1, 1, 0, 0),
-		     -EINVAL);
-	CHECK_INT_EQ(journal_screenshot_insert(j, a, 0, "middle", "x.png", hex, 1, 1, 1, 0, 0),
-		     -EINVAL);
+	CHECK_INT_EQ(journal_screenshot_insert(j, a, 7, "after", "x.png", hex, 1, 1, 1, 0, 0), -EINVAL);
+	CHECK_INT_EQ(journal_screenshot_insert(j, a, 0, "middle", "x.png", hex, 1, 1, 1, 0, 0), -EINVAL);
 
 	char *rel = NULL, *sha = NULL;
 	CHECK_INT_EQ(journal_screenshot_get(j, a, 0, "before", &rel, &sha), 0);
@@ -284,19 +288,17 @@ static void test_rows_and_recovery(void)
 	CHECK_STR_EQ(json_string_value(json_object_get(s, "status")), "ok");
 	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "model"), "x")), 500);
 	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "pixels"), "y")), 150);
-	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "monitor"), "width")),
-		     800);
-	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "timings_us"),
-							 "capture_after")),
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "monitor"), "width")), 800);
+	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "timings_us"), "capture_after")),
 		     44);
-	CHECK_STR_EQ(json_string_value(json_object_get(
-			     json_object_get(json_object_get(s, "screenshots"), "before"), "sha256")),
+	CHECK_STR_EQ(json_string_value(
+			     json_object_get(json_object_get(json_object_get(s, "screenshots"), "before"),
+					     "sha256")),
 		     hex);
 	CHECK(json_is_null(json_object_get(json_object_get(s, "screenshots"), "after")));
 	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "tool_call"), "tool_name")),
 		     "click");
-	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "held"), "decision")),
-		     "approved");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(s, "held"), "decision")), "approved");
 	CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(s, "held"), "uid")), 1000);
 	json_decref(o);
 	REQUIRE(api_json_read_steps(j, a, 0, false, &o) == 0);
@@ -305,12 +307,15 @@ static void test_rows_and_recovery(void)
 	json_decref(o);
 
 	/* Provenance: recorded when a task starts, read back as an object; null when absent. */
-	CHECK_INT_EQ(journal_task_provenance(j, a, "{\"holod_version\":\"0.1.0\",\"screen\":"
-						    "{\"width\":800,\"height\":600}}"), 0);
+	CHECK_INT_EQ(journal_task_provenance(j, a,
+					     "{\"holod_version\":\"0.1.0\",\"screen\":"
+					     "{\"width\":800,\"height\":600}}"),
+		     0);
 	CHECK_INT_EQ(journal_task_provenance(j, 999, "{}"), -ENOENT);
 	REQUIRE(api_json_read_task(j, a, &o) == 0);
-	CHECK_INT_EQ(json_integer_value(json_object_get(
-			     json_object_get(json_object_get(o, "provenance"), "screen"), "width")),
+	CHECK_INT_EQ(json_integer_value(
+			     json_object_get(json_object_get(json_object_get(o, "provenance"), "screen"),
+					     "width")),
 		     800);
 	json_decref(o);
 	REQUIRE(api_json_read_task(j, b, &o) == 0);
@@ -339,12 +344,10 @@ static void test_rows_and_recovery(void)
 	CHECK(json_is_array(json_object_get(json_object_get(o, "spec"), "script")));
 	json_decref(o);
 	REQUIRE(api_json_read_task(j, b, &o) == 0);
-	CHECK_STR_EQ(json_string_value(json_object_get(o, "error")),
-		     "holod stopped before the task started");
+	CHECK_STR_EQ(json_string_value(json_object_get(o, "error")), "holod stopped before the task started");
 	json_decref(o);
 	REQUIRE(api_json_read_steps(j, a, 1, false, &o) == 0);
-	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(o, 0), "status")),
-		     "interrupted");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(o, 0), "status")), "interrupted");
 	json_decref(o);
 	CHECK_INT_EQ(journal_recover(j, 101), 0);
 
@@ -352,8 +355,9 @@ static void test_rows_and_recovery(void)
 	REQUIRE(api_json_read_task_list(j, -1, 2, 0, &o) == 0);
 	CHECK_INT_EQ(json_integer_value(json_object_get(o, "total")), 3);
 	CHECK_INT_EQ(json_array_size(json_object_get(o, "tasks")), 2);
-	CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(json_object_get(o, "tasks"),
-									  0), "id")), c);
+	CHECK_INT_EQ(json_integer_value(
+			     json_object_get(json_array_get(json_object_get(o, "tasks"), 0), "id")),
+		     c);
 	json_decref(o);
 	REQUIRE(api_json_read_task_list(j, -1, 2, 2, &o) == 0);
 	CHECK_INT_EQ(json_array_size(json_object_get(o, "tasks")), 1);

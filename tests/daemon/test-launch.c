@@ -46,7 +46,8 @@ int main(void)
 	snprintf(log, sizeof(log), "%s/task.log", dir);
 
 	/* A program that runs: its pid, its own process group, DISPLAY, its output in the log. */
-	char *ok_argv[] = {"sh", "-c", "echo \"display=$DISPLAY pgid=$(cut -d' ' -f5 /proc/$$/stat) pid=$$\"", NULL};
+	char *ok_argv[] = {"sh", "-c", "echo \"display=$DISPLAY pgid=$(cut -d' ' -f5 /proc/$$/stat) pid=$$\"",
+			   NULL};
 	err[0] = '\0';
 	CHECK_INT_EQ(launch_spawn(ok_argv, ":42", log, &pid, err, sizeof(err)), 0);
 	CHECK(pid > 0);
@@ -61,9 +62,8 @@ int main(void)
 		pid = 0;
 		err[0] = '\0';
 		int r = launch_spawn(missing_argv, ":42", log, &pid, err, sizeof(err));
-		if (r != -ENOENT ||
-		    strcmp(err, "cannot start 'holod-no-such-program-xyz': no such program "
-				"(looked in PATH)") != 0) {
+		if (r != -ENOENT || strcmp(err, "cannot start 'holod-no-such-program-xyz': no such program "
+						"(looked in PATH)") != 0) {
 			if (!bad++)
 				fprintf(stderr, "attempt %d: r=%d err=%s\n", i, r, err);
 		}

@@ -48,7 +48,7 @@ int main(void)
 	unsetenv("HOLOD_MODEL");
 	unsetenv("HOLOD_DISPLAYS");
 	unsetenv("HOLOD_SESSION");
-	unsetenv("HOLOD_PRECISION"); /* the test environment sets it (tests/meson.build) */
+	unsetenv("HOLOD_PRECISION");   /* the test environment sets it (tests/meson.build) */
 	unsetenv("HOLOD_TEMPERATURE"); /* so does it this one */
 	unsetenv("HOLOD_TOP_P");
 	unsetenv("HOLOD_SEED");
@@ -129,8 +129,8 @@ int main(void)
 	options_finish(&cfg);
 	write_file(conf, "remote = http://gpu:8000/v1\nremote-model = holo\nremote-retries = 5\n");
 	setenv("HOLOD_CONFIG", conf, 1);
-	REQUIRE(parse(&cfg, (char *[]){"holod", "--remote-timeout", "30", "--remote-images",
-				      "none", "--remote-server", "vllm", NULL}) == 0);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--remote-timeout", "30", "--remote-images", "none",
+				       "--remote-server", "vllm", NULL}) == 0);
 	CHECK_STR_EQ(cfg.remote_server, "vllm");
 	CHECK_STR_EQ(cfg.remote, "http://gpu:8000/v1");
 	CHECK_STR_EQ(cfg.remote_model, "holo");
@@ -155,8 +155,7 @@ int main(void)
 	REQUIRE(parse(&cfg, (char *[]){"holod", NULL}) == 0);
 	CHECK_INT_EQ(cfg.settle_ms, 6);
 	options_finish(&cfg);
-	REQUIRE(parse(&cfg, (char *[]){"holod", "--settle-ms", "8", "--socket=/tmp/s.sock", NULL}) ==
-		0);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--settle-ms", "8", "--socket=/tmp/s.sock", NULL}) == 0);
 	CHECK_INT_EQ(cfg.settle_ms, 8);
 	CHECK_STR_EQ(cfg.socket_path, "/tmp/s.sock");
 	options_finish(&cfg);
@@ -192,8 +191,8 @@ int main(void)
 	REQUIRE(parse(&cfg, (char *[]){"holod", "--config", dump, NULL}) == 0);
 	CHECK(cfg.temperature == 0.0 && cfg.top_p == 0.9 && cfg.seed == 4294967295ll);
 	options_finish(&cfg);
-	REQUIRE(parse(&cfg, (char *[]){"holod", "--temperature", "0.7", "--temperature", "format",
-				       "--seed", "3", "--seed", "random", NULL}) == 0);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--temperature", "0.7", "--temperature", "format", "--seed",
+				       "3", "--seed", "random", NULL}) == 0);
 	CHECK(cfg.temperature < 0 && cfg.seed == -1);
 	f = fopen(dump, "w");
 	REQUIRE(f);
@@ -241,8 +240,8 @@ int main(void)
 	CHECK_STR_EQ(cfg.ssm_state, "fp32");
 	CHECK_INT_EQ(cfg.engine_backend.ssm_state, ENGINE_PRECISION_FP32);
 	options_finish(&cfg);
-	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", "--ssm-state",
-				       "bf16", NULL}) == 0);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", "--ssm-state", "bf16",
+				       NULL}) == 0);
 	CHECK_INT_EQ(cfg.engine_backend.ssm_state, ENGINE_PRECISION_BF16);
 	options_finish(&cfg);
 	setenv("HOLOD_SSM_STATE", "bf16", 1);
@@ -260,8 +259,8 @@ int main(void)
 	CHECK_STR_EQ(cfg.weights, "default");
 	CHECK_INT_EQ(cfg.engine_backend.weights, ENGINE_WEIGHTS_DEFAULT);
 	options_finish(&cfg);
-	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", "--weights",
-				       "q8", NULL}) == 0);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", "--weights", "q8",
+				       NULL}) == 0);
 	CHECK_STR_EQ(cfg.weights, "q8");
 	CHECK_INT_EQ(cfg.engine_backend.weights, ENGINE_WEIGHTS_Q8);
 	options_finish(&cfg);
@@ -284,17 +283,17 @@ int main(void)
 	fflush(stderr);
 	int saved = dup(2);
 	REQUIRE(saved >= 0 && freopen(errlog, "w", stderr));
-	int r_bf16 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu",
-					    "--precision", "bf16", NULL});
+	int r_bf16 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cpu", "--precision",
+					    "bf16", NULL});
 	enum engine_precision p_bf16 = cfg.engine_backend.precision;
 	options_finish(&cfg);
-	int r_cuda = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda",
-					    "--device", "63", NULL});
+	int r_cuda = parse(&cfg,
+			   (char *[]){"holod", "--model", "/m", "--backend", "cuda", "--device", "63", NULL});
 	options_finish(&cfg);
 	int r_q2 = parse(&cfg, (char *[]){"holod", "--weights", "q2", NULL});
 	options_finish(&cfg);
-	int r_cuda_fp8 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda",
-						"--device", "63", "--weights", "fp8", NULL});
+	int r_cuda_fp8 = parse(&cfg, (char *[]){"holod", "--model", "/m", "--backend", "cuda", "--device",
+						"63", "--weights", "fp8", NULL});
 	options_finish(&cfg);
 	fflush(stderr);
 	REQUIRE(dup2(saved, 2) == 2);
@@ -359,8 +358,8 @@ int main(void)
 	CHECK(parse(&cfg, (char *[]){"holod", "--display", ":1 :2", NULL}) < 0);
 	options_finish(&cfg);
 	/* --virtual WxH@:N --displays K: K Xvfbs from :N; the names come when they run. */
-	REQUIRE(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:40", "--displays", "3",
-				       "--session", "openbox", NULL}) == 0);
+	REQUIRE(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:40", "--displays", "3", "--session",
+				       "openbox", NULL}) == 0);
 	CHECK_INT_EQ(cfg.virtual_width, 640);
 	CHECK_INT_EQ(cfg.virtual_number, 40);
 	CHECK_INT_EQ(cfg.n_virtual, 3);
@@ -386,11 +385,9 @@ int main(void)
 	options_finish(&cfg);
 	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:", NULL}) < 0);
 	options_finish(&cfg);
-	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:9999", "--displays", "2",
-				     NULL}) < 0);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480@:9999", "--displays", "2", NULL}) < 0);
 	options_finish(&cfg);
-	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480", "--displays", "17",
-				     NULL}) < 0);
+	CHECK(parse(&cfg, (char *[]){"holod", "--virtual", "640x480", "--displays", "17", NULL}) < 0);
 	options_finish(&cfg);
 	setenv("DISPLAY", ":77", 1);
 

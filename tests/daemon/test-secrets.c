@@ -47,20 +47,22 @@ static int load(const char *text, unsigned mode, const char *want)
 
 static void test_vault(void)
 {
-	CHECK_INT_EQ(load("A=VALUE1\n", 0644, "is mode 0644: other users may read or change it, "
-			  "refused (chmod 600 "), -EPERM);
+	CHECK_INT_EQ(load("A=VALUE1\n", 0644,
+			  "is mode 0644: other users may read or change it, "
+			  "refused (chmod 600 "),
+		     -EPERM);
 	CHECK_INT_EQ(load("A=VALUE1\n", 0640, "is mode 0640"), -EPERM);
 	CHECK_INT_EQ(load("A=VALUE1\n", 0600, NULL), 0);
 	CHECK_INT_EQ(load("A=VALUE1\n", 0400, NULL), 0);
-	CHECK_INT_EQ(load("# comment\n\nA=VALUE1\nnot a line\n", 0600, "secrets:4: expected "
-			  "NAME=value"), -EINVAL);
+	CHECK_INT_EQ(load("# comment\n\nA=VALUE1\nnot a line\n", 0600,
+			  "secrets:4: expected "
+			  "NAME=value"),
+		     -EINVAL);
 	CHECK_INT_EQ(load("1A=VALUE1\n", 0600, "secrets:1: '1A' is not a secret name"), -EINVAL);
 	CHECK_INT_EQ(load("A B=VALUE1\n", 0600, "'A B' is not a secret name"), -EINVAL);
-	CHECK_INT_EQ(load("A=VALUE1\nA=VALUE2\n", 0600, "secrets:2: the secret A is defined twice"),
-		     -EINVAL);
+	CHECK_INT_EQ(load("A=VALUE1\nA=VALUE2\n", 0600, "secrets:2: the secret A is defined twice"), -EINVAL);
 	CHECK_INT_EQ(load("A=\n", 0600, "secrets:1: the secret A is empty"), -EINVAL);
-	CHECK_INT_EQ(load("A=VALUE\001\n", 0600, "secrets:1: the secret A cannot be typed"),
-		     -EINVAL);
+	CHECK_INT_EQ(load("A=VALUE\001\n", 0600, "secrets:1: the secret A cannot be typed"), -EINVAL);
 	char big[SECRETS_MAX_VALUE_BYTES + 16];
 	memset(big, 'x', sizeof(big));
 	memcpy(big, "A=", 2);
@@ -106,8 +108,8 @@ static void test_env_and_expand(void)
 
 	CHECK(!secrets_has_placeholder("plain {{text}}"));
 	CHECK(secrets_has_placeholder("a {{secret:X}}"));
-	REQUIRE(secrets_expand(s, "{{secret:USER}}:{{secret:PASS}} {{secret:HOLO_TEST_TOKEN}}!",
-			       &out, &n, err, sizeof(err)) == 0);
+	REQUIRE(secrets_expand(s, "{{secret:USER}}:{{secret:PASS}} {{secret:HOLO_TEST_TOKEN}}!", &out, &n,
+			       err, sizeof(err)) == 0);
 	CHECK_STR_EQ(out, "alice:p4ss word t0ken!");
 	CHECK_INT_EQ(n, 3);
 	secrets_text_free(out);
@@ -137,11 +139,11 @@ static void test_env_and_expand(void)
 	struct policy_env env = {.secret_names = "PASS, USER"};
 	policy_secrets_rule(&env, rule, sizeof(rule));
 	CHECK(strstr(rule, "Secrets you can type without seeing them: PASS, USER. To type one, "
-		      "write {{secret:NAME}} in a write action's content (e.g. {{secret:PASS}})"));
+			   "write {{secret:NAME}} in a write action's content (e.g. {{secret:PASS}})"));
 	env.secret_names = NULL;
 	policy_secrets_rule(&env, rule, sizeof(rule));
 	CHECK_STR_EQ(rule, "- Never invent passwords, keys or other secrets: when one is needed "
-		     "and not given, answer that it is missing.\n");
+			   "and not given, answer that it is missing.\n");
 	unlink(p);
 	free(p);
 	secrets_destroy(s);

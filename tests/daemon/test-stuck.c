@@ -62,8 +62,7 @@ static void test_unchanged_screen(void)
 	CHECK_INT_EQ(stuck_step(&s, 5, click(999, 1, ""), A, A, w, sizeof(w)), STUCK_NONE);
 	/* stop 0: never stops, however long */
 	for (size_t i = 6; i < 40; i++)
-		CHECK_INT_EQ(stuck_step(&s, i, click((int)(i * 20), 900, ""), A, A, w, sizeof(w)),
-			     STUCK_WARN);
+		CHECK_INT_EQ(stuck_step(&s, i, click((int)(i * 20), 900, ""), A, A, w, sizeof(w)), STUCK_WARN);
 	CHECK(strstr(w, "last 35 steps (steps 5 to 39)"));
 	stuck_finish(&s);
 }
@@ -77,18 +76,20 @@ static void test_repeated_action(void)
 
 	stuck_init(&s, 3, 4);
 	CHECK_INT_EQ(stuck_step(&s, 0, click(500, 500, "OK"), A, B, w, sizeof(w)), STUCK_NONE);
-	CHECK_INT_EQ(stuck_step(&s, 1, click(505, 495, "the OK button"), B, A, w, sizeof(w)),
-		     STUCK_NONE);
+	CHECK_INT_EQ(stuck_step(&s, 1, click(505, 495, "the OK button"), B, A, w, sizeof(w)), STUCK_NONE);
 	CHECK_INT_EQ(stuck_step(&s, 2, click(510, 490, "OK"), A, B, w, sizeof(w)), STUCK_WARN);
 	CHECK(strstr(w, "You repeated the same action (click at (500,500)) 3 times in a row "
-		     "(steps 0 to 2)."));
+			"(steps 0 to 2)."));
 	CHECK(!strstr(w, "screen"));
 	/* within the slack of the streak's first point, not of the previous one's */
 	CHECK_INT_EQ(stuck_step(&s, 3, click(511, 500, "OK"), B, A, w, sizeof(w)), STUCK_NONE);
 	CHECK_INT_EQ(stuck_step(&s, 4, click(511, 500, "OK"), A, B, w, sizeof(w)), STUCK_NONE);
 	/* another argument: another action */
-	CHECK_INT_EQ(stuck_step(&s, 5, "{\"tool_name\":\"click\",\"element\":\"OK\",\"x\":511,"
-				"\"y\":500,\"button\":\"right\"}", B, A, w, sizeof(w)), STUCK_NONE);
+	CHECK_INT_EQ(stuck_step(&s, 5,
+				"{\"tool_name\":\"click\",\"element\":\"OK\",\"x\":511,"
+				"\"y\":500,\"button\":\"right\"}",
+				B, A, w, sizeof(w)),
+		     STUCK_NONE);
 	/* actions without a point: the whole call */
 	const char *hk = "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"s\"],\"repeat_count\":1}";
 	const char *hk2 = "{\"tool_name\":\"hotkey\",\"keys\":[\"ctrl\",\"o\"],\"repeat_count\":1}";
@@ -103,8 +104,8 @@ static void test_repeated_action(void)
 	CHECK_INT_EQ(json_integer_value(json_array_get(json_object_get(ev, "steps"), 0)), 6);
 	CHECK_INT_EQ(json_integer_value(json_array_get(json_object_get(ev, "steps"), 1)), 9);
 	CHECK(json_is_null(json_object_get(ev, "screen_sha256")));
-	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(ev, "action"),
-						       "tool_name")), "hotkey");
+	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(ev, "action"), "tool_name")),
+		     "hotkey");
 	json_decref(ev);
 	stuck_finish(&s);
 
@@ -138,8 +139,7 @@ static void test_both(void)
 	/* 0 and 0: nothing, ever */
 	stuck_init(&s, 0, 0);
 	for (size_t i = 0; i < 20; i++)
-		CHECK_INT_EQ(stuck_step(&s, i, click(250, 250, "x"), A, A, w, sizeof(w)),
-			     STUCK_NONE);
+		CHECK_INT_EQ(stuck_step(&s, i, click(250, 250, "x"), A, A, w, sizeof(w)), STUCK_NONE);
 	CHECK(!stuck_evidence(&s));
 	stuck_finish(&s);
 }

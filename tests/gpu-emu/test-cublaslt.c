@@ -146,8 +146,7 @@ static float rand_value(void)
 	return (float)(rand() % 257 - 128) / 64.0f;
 }
 
-static void mat_init(struct mat *x, cudaDataType type, int rows, int cols, int pad, int batch,
-		     int64_t stride)
+static void mat_init(struct mat *x, cudaDataType type, int rows, int cols, int pad, int batch, int64_t stride)
 {
 	x->rows = rows, x->cols = cols, x->batch = batch, x->type = type;
 	x->ld = rows + pad;
@@ -206,8 +205,8 @@ static cublasLtMatrixLayout_t layout_of(const struct mat *x)
 	if (batch > 1) {
 		CHECK_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
 							  sizeof(batch)));
-		CHECK_LT(cublasLtMatrixLayoutSetAttribute(
-			l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+		CHECK_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+							  &stride, sizeof(stride)));
 	}
 	return l;
 }
@@ -232,7 +231,7 @@ struct gemm_case {
 	int m, n, k, batch, pad;
 	enum beta_mode beta_mode;
 	bool broadcast_a, broadcast_b, broadcast_c; /* batch stride 0 (C: out of place only) */
-	bool set_bias_type; /* else the default: D's type */
+	bool set_bias_type;			    /* else the default: D's type */
 };
 
 static cublasLtHandle_t lt;
@@ -294,16 +293,15 @@ static void run_case(const struct gemm_case *g)
 		CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_dev,
 							sizeof(bias_dev)));
 		if (g->set_bias_type)
-			CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-								&bt, sizeof(bt)));
+			CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+								sizeof(bt)));
 	}
-	cublasLtMatrixLayout_t la = layout_of(&a), lb = layout_of(&b), lc = layout_of(&c),
-			       ld = layout_of(&d);
+	cublasLtMatrixLayout_t la = layout_of(&a), lb = layout_of(&b), lc = layout_of(&c), ld = layout_of(&d);
 	cublasLtMatmulPreference_t pref;
 	REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
 	uint64_t ws_max = 0;
-	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-						      &ws_max, sizeof(ws_max)));
+	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max,
+						      sizeof(ws_max)));
 	cublasLtMatmulHeuristicResult_t heur;
 	int found = 0;
 	CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, ld, pref, 1, &heur, &found));
@@ -328,8 +326,10 @@ static void run_case(const struct gemm_case *g)
 			for (int i = 0; i < g->m; i++) {
 				double s = 0, sabs = 0;
 				for (int p = 0; p < g->k; p++) {
-					double x = g->ta == CUBLAS_OP_N ? host_at(&a, ba, i, p) : host_at(&a, ba, p, i);
-					double y = g->tb == CUBLAS_OP_N ? host_at(&b, bt, p, j) : host_at(&b, bt, j, p);
+					double x = g->ta == CUBLAS_OP_N ? host_at(&a, ba, i, p) :
+									  host_at(&a, ba, p, i);
+					double y = g->tb == CUBLAS_OP_N ? host_at(&b, bt, p, j) :
+									  host_at(&b, bt, j, p);
 					s += x * y;
 					sabs += fabs(x * y);
 				}
@@ -357,8 +357,8 @@ static void run_case(const struct gemm_case *g)
 		fprintf(stderr,
 			"  in case ab=%d cd=%d bias=%d ta=%d tb=%d epilogue=%d m=%d n=%d k=%d batch=%d "
 			"pad=%d beta_mode=%d broadcast a/b/c=%d/%d/%d\n",
-			g->ab, g->cd, g->bias_type, g->ta, g->tb, g->epilogue, g->m, g->n, g->k,
-			g->batch, g->pad, g->beta_mode, g->broadcast_a, g->broadcast_b, g->broadcast_c);
+			g->ab, g->cd, g->bias_type, g->ta, g->tb, g->epilogue, g->m, g->n, g->k, g->batch,
+			g->pad, g->beta_mode, g->broadcast_a, g->broadcast_b, g->broadcast_c);
 	cases_run++;
 
 	free(got);
@@ -378,7 +378,7 @@ static const cudaDataType type_pairs[][2] = {
 	{CUDA_R_16F, CUDA_R_16F}, {CUDA_R_16F, CUDA_R_32F},
 };
 static const cublasLtEpilogue_t epilogues[] = {
-	CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_BIAS,
+	CUBLASLT_EPILOGUE_DEFAULT,   CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_BIAS,
 	CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU_BIAS,
 };
 static const cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T};
@@ -494,17 +494,16 @@ static void test_attributes(void)
 	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, 2),
 		     CUBLAS_STATUS_INVALID_VALUE);
 	CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-	CHECK_LT(cublasLtMatmulDescGetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &got, sizeof(got),
-						&written));
+	CHECK_LT(cublasLtMatmulDescGetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &got, sizeof(got), &written));
 	CHECK_INT_EQ(got, CUBLAS_OP_T);
 	CHECK_INT_EQ(written, sizeof(got));
 	CHECK_LT(cublasLtMatmulDescGetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, NULL, 0, &written));
 	CHECK_INT_EQ(written, sizeof(int32_t));
 	int64_t stride = 99, stride_got = 0;
-	CHECK_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-						  &stride, sizeof(stride)));
-	CHECK_LT(cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-						  &stride_got, sizeof(stride_got), &written));
+	CHECK_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+						  sizeof(stride)));
+	CHECK_LT(cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_got,
+						  sizeof(stride_got), &written));
 	CHECK_INT_EQ(stride_got, 99);
 	uint64_t rows = 0;
 	CHECK_LT(cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof(rows),
@@ -568,13 +567,11 @@ static void test_graph_capture(void)
 	cudaGraphExec_t exec;
 	/* once eagerly first: with lazy loading a driver before CUDA 12.3 cannot load the
 	 * library's kernel during the capture (the emulation fails such a capture) */
-	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0,
-				stream));
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0, stream));
 	REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
 	REQUIRE(cudaMemset(dd, 0, sizeof(d)) == cudaSuccess);
 	REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
-	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0,
-				stream));
+	CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0, stream));
 	REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
 	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
 	cublasLtMatmulDescDestroy(op);
@@ -606,8 +603,10 @@ static void test_graph_capture(void)
 /* ---- alignment, workspace, the GELU form -------------------------------------------------- */
 
 static const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
-	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
 };
 
 /* The largest power of two up to 256 dividing the address, as cuda/gemm.c tells the heuristic. */
@@ -627,8 +626,8 @@ static cublasStatus_t ask_heuristic(cublasLtMatmulDesc_t op, cublasLtMatrixLayou
 {
 	cublasLtMatmulPreference_t pref;
 	REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
-	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-						      &ws_max, sizeof(ws_max)));
+	CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max,
+						      sizeof(ws_max)));
 	for (int i = 0; align && i < 4; i++)
 		CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &align[i],
 							      sizeof(align[i])));
@@ -651,8 +650,8 @@ static double gelu_erf(double x)
 static void test_gelu_form(void)
 {
 	enum { M = 16 };
-	static const float xs[M] = {-3.25f, -3.0f, -2.75f, -2.625f, -2.5f, -2.25f, -1.5f, -1.25f,
-				    1.25f,  1.5f,  2.25f,  2.5f,   2.625f, 2.75f, 3.0f,	 3.25f};
+	static const float xs[M] = {-3.25f, -3.0f, -2.75f, -2.625f, -2.5f,  -2.25f, -1.5f, -1.25f,
+				    1.25f,  1.5f,  2.25f,  2.5f,    2.625f, 2.75f,  3.0f,  3.25f};
 	float a_host[M], one = 1.0f, bias_host[M], d_host[M];
 	void *a, *b, *bias, *d;
 	REQUIRE(cudaMalloc(&a, sizeof(a_host)) == cudaSuccess);
@@ -669,7 +668,8 @@ static void test_gelu_form(void)
 	REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, 1, M) == CUBLAS_STATUS_SUCCESS);
 	for (int with_bias = 0; with_bias < 2; with_bias++) {
 		cublasLtMatmulDesc_t op;
-		REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+		REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+			CUBLAS_STATUS_SUCCESS);
 		uint32_t epi = with_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
 		CHECK_LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
 		if (with_bias)
@@ -689,7 +689,8 @@ static void test_gelu_form(void)
 			CHECK_NEAR(d_host[i], t, 0.25 * gap);
 		}
 		if (nearer_erf)
-			fprintf(stderr, "GELU%s epilogue: %d of %d points nearer the erf form than the tanh form\n",
+			fprintf(stderr,
+				"GELU%s epilogue: %d of %d points nearer the erf form than the tanh form\n",
 				with_bias ? "_BIAS" : "", nearer_erf, M);
 		cublasLtMatmulDescDestroy(op);
 	}
@@ -816,11 +817,13 @@ static void test_workspace(void)
 			CHECK_INT_EQ(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
 						    &res[r].algo, NULL, 0, 0),
 				     CUBLAS_STATUS_INVALID_VALUE);
-			REQUIRE(cudaMemcpy(d_after, d, sizeof(d_after), cudaMemcpyDeviceToHost) == cudaSuccess);
+			REQUIRE(cudaMemcpy(d_after, d, sizeof(d_after), cudaMemcpyDeviceToHost) ==
+				cudaSuccess);
 			CHECK(memcmp(d_after, d_host, sizeof(d_host)) == 0);
 			CHECK_LT(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
 						&res[r].algo, ws, need, 0));
-			REQUIRE(cudaMemcpy(d_after, d, sizeof(d_after), cudaMemcpyDeviceToHost) == cudaSuccess);
+			REQUIRE(cudaMemcpy(d_after, d, sizeof(d_after), cudaMemcpyDeviceToHost) ==
+				cudaSuccess);
 			for (int j = 0; j < N; j++)
 				for (int i = 0; i < M; i++) {
 					double want = 0; /* small integers: exact in any order */
@@ -879,8 +882,8 @@ static void test_shape_dependent_order(void)
 		REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, M, K, M) == CUBLAS_STATUS_SUCCESS);
 		REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, K, n, K) == CUBLAS_STATUS_SUCCESS);
 		REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, n, M) == CUBLAS_STATUS_SUCCESS);
-		CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL,
-					0, 0));
+		CHECK_LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dd, ld, dd, ld, NULL, NULL, 0,
+					0));
 		REQUIRE(cudaMemcpy(n == 1 ? d1 : d2, dd, sizeof(float) * M * n, cudaMemcpyDeviceToHost) ==
 			cudaSuccess);
 		cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb);
@@ -945,12 +948,12 @@ static void expect_status(struct refusal *r, cublasStatus_t want, int line)
 	int found = -1;
 	float alpha = 1, beta = 0;
 	int before = test_failures;
-	CHECK_INT_EQ(cublasLtMatmulAlgoGetHeuristic(lt, r->op, r->la, r->lb, r->lc, r->ld, r->pref, 1,
-						    &h, &found),
+	CHECK_INT_EQ(cublasLtMatmulAlgoGetHeuristic(lt, r->op, r->la, r->lb, r->lc, r->ld, r->pref, 1, &h,
+						    &found),
 		     want);
 	CHECK_INT_EQ(found, want == CUBLAS_STATUS_SUCCESS ? 1 : 0);
-	CHECK_INT_EQ(cublasLtMatmul(lt, r->op, &alpha, r->a, r->la, r->b, r->lb, &beta, r->d, r->lc,
-				    r->d, r->ld, NULL, NULL, 0, 0),
+	CHECK_INT_EQ(cublasLtMatmul(lt, r->op, &alpha, r->a, r->la, r->b, r->lb, &beta, r->d, r->lc, r->d,
+				    r->ld, NULL, NULL, 0, 0),
 		     want);
 	if (test_failures != before)
 		fprintf(stderr, "  in the refusal case at line %d\n", line);
@@ -1011,12 +1014,11 @@ static void test_refusals(void)
 	CHECK_LT(cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &compute,
 						sizeof(compute)));
 	int32_t mode = CUBLASLT_POINTER_MODE_DEVICE;
-	CHECK_LT(cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode,
-						sizeof(mode)));
+	CHECK_LT(cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
 	EXPECT_STATUS(&r, CUBLAS_STATUS_NOT_SUPPORTED);
 	void *aux = r.d;
-	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-						    &aux, sizeof(aux)),
+	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+						    sizeof(aux)),
 		     CUBLAS_STATUS_NOT_SUPPORTED);
 	refusal_finish(&r);
 
@@ -1036,8 +1038,8 @@ static void test_refusals(void)
 						  sizeof(batch)));
 	{
 		float alpha = 1, beta = 0;
-		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, r.a, r.la, r.b, r.lb, &beta, r.a, r.lc,
-					    r.a, r.ld, NULL, NULL, 0, 0),
+		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, r.a, r.la, r.b, r.lb, &beta, r.a, r.lc, r.a,
+					    r.ld, NULL, NULL, 0, 0),
 			     CUBLAS_STATUS_INVALID_VALUE);
 	}
 	/* Host memory where device memory is due, and an A whose layout runs past its allocation. */
@@ -1046,20 +1048,19 @@ static void test_refusals(void)
 		void *host = malloc(16 * 32 * 2);
 		REQUIRE(host);
 		memset(host, 0, 16 * 32 * 2);
-		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, host, r.la, r.b, r.lb, &beta, r.d, r.lc,
-					    r.d, r.ld, NULL, NULL, 0, 0),
+		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, host, r.la, r.b, r.lb, &beta, r.d, r.lc, r.d,
+					    r.ld, NULL, NULL, 0, 0),
 			     CUBLAS_STATUS_INVALID_VALUE);
 		free(host);
-		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, (char *)r.a + 2, r.la, r.b, r.lb, &beta,
-					    r.d, r.lc, r.d, r.ld, NULL, NULL, 0, 0),
+		CHECK_INT_EQ(cublasLtMatmul(lt, r.op, &alpha, (char *)r.a + 2, r.la, r.b, r.lb, &beta, r.d,
+					    r.lc, r.d, r.ld, NULL, NULL, 0, 0),
 			     CUBLAS_STATUS_INVALID_VALUE);
-		CHECK_LT(cublasLtMatmul(lt, r.op, &alpha, r.a, r.la, r.b, r.lb, &beta, r.d, r.lc, r.d,
-					r.ld, NULL, NULL, 0, 0));
+		CHECK_LT(cublasLtMatmul(lt, r.op, &alpha, r.a, r.la, r.b, r.lb, &beta, r.d, r.lc, r.d, r.ld,
+					NULL, NULL, 0, 0));
 	}
 	/* A leading dimension no buffer could span (its byte extent overflows 64 bits). */
 	int64_t huge_ld = INT64_MAX / 2;
-	CHECK_LT(cublasLtMatrixLayoutSetAttribute(r.la, CUBLASLT_MATRIX_LAYOUT_LD, &huge_ld,
-						  sizeof(huge_ld)));
+	CHECK_LT(cublasLtMatrixLayoutSetAttribute(r.la, CUBLASLT_MATRIX_LAYOUT_LD, &huge_ld, sizeof(huge_ld)));
 	EXPECT_STATUS(&r, CUBLAS_STATUS_INVALID_VALUE);
 	refusal_finish(&r);
 }
@@ -1109,8 +1110,8 @@ static void aligned_run(struct aligned_problem *p, const void *a, cublasLtMatrix
 	float alpha = 1, beta = 0;
 	uint16_t after[16 * 8];
 	int before = test_failures;
-	CHECK_INT_EQ(cublasLtMatmul(lt, p->op, &alpha, a, la, p->b, p->lb, &beta, p->d, p->ld, p->d,
-				    p->ld, h ? &h->algo : NULL, NULL, 0, 0),
+	CHECK_INT_EQ(cublasLtMatmul(lt, p->op, &alpha, a, la, p->b, p->lb, &beta, p->d, p->ld, p->d, p->ld,
+				    h ? &h->algo : NULL, NULL, 0, 0),
 		     want);
 	REQUIRE(cudaMemcpy(after, p->d, sizeof(after), cudaMemcpyDeviceToHost) == cudaSuccess);
 	if (want != CUBLAS_STATUS_SUCCESS)
@@ -1172,7 +1173,8 @@ static void test_alignment_refusals(void)
 		REQUIRE(cublasLtMatrixLayoutCreate(&fd, CUDA_R_32F, 16, 8, 16) == CUBLAS_STATUS_SUCCESS);
 		CHECK_LT(ask_heuristic(p.op, fa, fb, fd, fd, default_align, 0, 1, h, &found));
 		ALIGNED_RUN(&p, p.a, p.la, &h[0], CUBLAS_STATUS_INVALID_VALUE);
-		cublasLtMatrixLayoutDestroy(fa), cublasLtMatrixLayoutDestroy(fb), cublasLtMatrixLayoutDestroy(fd);
+		cublasLtMatrixLayoutDestroy(fa), cublasLtMatrixLayoutDestroy(fb),
+			cublasLtMatrixLayoutDestroy(fd);
 	}
 
 	/* A bias vector under 16 bytes aligned: refused by the heuristic and the matmul; one that
@@ -1197,7 +1199,6 @@ static void test_alignment_refusals(void)
 
 #endif
 
-
 /* ---- FP8 (the prefill's e4m3 x e4m3 products, cuda/gemm.c gpu_gemm_fp8) ------------------- */
 
 /* An e4m3 code's value (OCP FP8 E4M3), exactly. */
@@ -1221,9 +1222,9 @@ static uint8_t rand_code(void)
 struct fp8_problem {
 	int m, n, k, lda;
 	uint8_t *ha, *hb;
-	float *hc;		  /* D's initial values (for beta 1) */
-	void *a, *b, *d;	  /* device */
-	float *scales;		  /* device: sa, sb */
+	float *hc;	 /* D's initial values (for beta 1) */
+	void *a, *b, *d; /* device */
+	float *scales;	 /* device: sa, sb */
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t la, lb, ld;
 	cudaDataType dtype;
@@ -1266,7 +1267,8 @@ static void fp8_init(struct fp8_problem *p, int m, int n, int k, int lda, cudaDa
 
 static void fp8_finish(struct fp8_problem *p)
 {
-	cublasLtMatrixLayoutDestroy(p->la), cublasLtMatrixLayoutDestroy(p->lb), cublasLtMatrixLayoutDestroy(p->ld);
+	cublasLtMatrixLayoutDestroy(p->la), cublasLtMatrixLayoutDestroy(p->lb),
+		cublasLtMatrixLayoutDestroy(p->ld);
 	cublasLtMatmulDescDestroy(p->op);
 	cudaFree(p->a), cudaFree(p->b), cudaFree(p->d), cudaFree(p->scales);
 	free(p->ha), free(p->hb), free(p->hc);
@@ -1285,8 +1287,8 @@ static void fp8_check(struct fp8_problem *p, float beta, const cublasLtMatmulAlg
 	REQUIRE(cudaMemcpy(sc, p->scales, sizeof(sc), cudaMemcpyDeviceToHost) == cudaSuccess);
 	const float alpha = 1.0f;
 	static char ws[1];
-	CHECK_LT(cublasLtMatmul(lt, p->op, &alpha, p->a, p->la, p->b, p->lb, &beta, p->d, p->ld, p->d,
-				p->ld, algo, algo ? NULL : (void *)ws, 0, 0));
+	CHECK_LT(cublasLtMatmul(lt, p->op, &alpha, p->a, p->la, p->b, p->lb, &beta, p->d, p->ld, p->d, p->ld,
+				algo, algo ? NULL : (void *)ws, 0, 0));
 	REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 	REQUIRE(cudaMemcpy(tmp, p->d, eb * n, cudaMemcpyDeviceToHost) == cudaSuccess);
 	decode(p->dtype, tmp, got, n);
@@ -1295,16 +1297,19 @@ static void fp8_check(struct fp8_problem *p, float beta, const cublasLtMatmulAlg
 		for (int i = 0; i < p->m; i++) {
 			double sum = 0, mag = 0;
 			for (int q = 0; q < p->k; q++) {
-				double t = e4m3(p->ha[(size_t)i * p->lda + q]) * e4m3(p->hb[(size_t)j * p->k + q]);
+				double t = e4m3(p->ha[(size_t)i * p->lda + q]) *
+					   e4m3(p->hb[(size_t)j * p->k + q]);
 				sum += t, mag += fabs(t);
 			}
 			double s = (double)sc[0] * sc[1];
 			double want = s * sum + beta * p->hc[(size_t)j * p->m + i];
-			double tol = 0x1p-24 * ((2 * p->k + 8) * s * mag + 4 * fabs(p->hc[(size_t)j * p->m + i])) +
-				     (p->dtype == CUDA_R_16BF ? 0x1p-8 * fabs(want) : 0);
+			double tol =
+				0x1p-24 * ((2 * p->k + 8) * s * mag + 4 * fabs(p->hc[(size_t)j * p->m + i])) +
+				(p->dtype == CUDA_R_16BF ? 0x1p-8 * fabs(want) : 0);
 			double gv = got[(size_t)j * p->m + i];
 			if (!(fabs(gv - want) <= tol) && bad++ < 3)
-				fprintf(stderr, "fp8 %dx%dx%d beta %g: D[%d][%d] = %.9g, want %.9g (tol %.3g)\n",
+				fprintf(stderr,
+					"fp8 %dx%dx%d beta %g: D[%d][%d] = %.9g, want %.9g (tol %.3g)\n",
 					p->m, p->n, p->k, beta, i, j, gv, want, tol);
 		}
 	}
@@ -1353,9 +1358,9 @@ static void test_fp8_refusals(void)
 	int found = 0;
 	const float alpha = 1.0f, beta = 0.0f;
 	fp8_init(&p, 32, 16, 48, 64, CUDA_R_16BF);
-#define FP8_RUN(A, LA, B, LB, ALGO, WANT)                                                               \
-	CHECK_INT_EQ(cublasLtMatmul(lt, p.op, &alpha, (A), (LA), (B), (LB), &beta, p.d, p.ld, p.d, p.ld,  \
-				    (ALGO), NULL, 0, 0),                                                 \
+#define FP8_RUN(A, LA, B, LB, ALGO, WANT)                                                                    \
+	CHECK_INT_EQ(cublasLtMatmul(lt, p.op, &alpha, (A), (LA), (B), (LB), &beta, p.d, p.ld, p.d, p.ld,     \
+				    (ALGO), NULL, 0, 0),                                                     \
 		     (WANT))
 	CHECK_LT(ask_heuristic(p.op, p.la, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found));
 	REQUIRE(found >= 1);
@@ -1379,7 +1384,8 @@ static void test_fp8_refusals(void)
 		     CUBLAS_STATUS_NOT_SUPPORTED);
 	FP8_RUN(p.a, l56, p.b, p.lb, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
 	FP8_RUN(p.a, la40, p.b, lb40, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
-	cublasLtMatrixLayoutDestroy(l56), cublasLtMatrixLayoutDestroy(la40), cublasLtMatrixLayoutDestroy(lb40);
+	cublasLtMatrixLayoutDestroy(l56), cublasLtMatrixLayoutDestroy(la40),
+		cublasLtMatrixLayoutDestroy(lb40);
 	/* any layout but TN: N/N (A described as m x k), T/T (B as n x k), N/T */
 	{
 		cublasLtMatrixLayout_t lan, lbt;
@@ -1392,12 +1398,12 @@ static void test_fp8_refusals(void)
 				{CUBLAS_OP_T, CUBLAS_OP_T, p.la, lbt},
 				{CUBLAS_OP_N, CUBLAS_OP_T, lan, lbt}};
 		for (int i = 0; i < 3; i++) {
-			CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &layouts[i].ta,
-								sizeof(int32_t)));
-			CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &layouts[i].tb,
-								sizeof(int32_t)));
-			CHECK_INT_EQ(ask_heuristic(p.op, layouts[i].la, layouts[i].lb, p.ld, p.ld, NULL, 0, 3, h,
-						   &found),
+			CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA,
+								&layouts[i].ta, sizeof(int32_t)));
+			CHECK_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB,
+								&layouts[i].tb, sizeof(int32_t)));
+			CHECK_INT_EQ(ask_heuristic(p.op, layouts[i].la, layouts[i].lb, p.ld, p.ld, NULL, 0, 3,
+						   h, &found),
 				     CUBLAS_STATUS_NOT_SUPPORTED);
 			CHECK_INT_EQ(found, 0);
 			FP8_RUN(p.a, layouts[i].la, p.b, layouts[i].lb, NULL, CUBLAS_STATUS_NOT_SUPPORTED);
@@ -1419,7 +1425,8 @@ static void test_fp8_refusals(void)
 			     CUBLAS_STATUS_NOT_SUPPORTED);
 		CHECK_INT_EQ(ask_heuristic(p.op, la5, p.lb, p.ld, p.ld, NULL, 0, 3, h, &found),
 			     CUBLAS_STATUS_NOT_SUPPORTED);
-		cublasLtMatrixLayoutDestroy(ld16), cublasLtMatrixLayoutDestroy(lbb), cublasLtMatrixLayoutDestroy(la5);
+		cublasLtMatrixLayoutDestroy(ld16), cublasLtMatrixLayoutDestroy(lbb),
+			cublasLtMatrixLayoutDestroy(la5);
 	}
 	/* a bias epilogue; fast accumulation, scale modes, D's scale: refused when set */
 	uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
@@ -1431,9 +1438,11 @@ static void test_fp8_refusals(void)
 	int8_t fast = 1;
 	int32_t mode = 0;
 	const void *dscale = p.scales;
-	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
+	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+						    sizeof(fast)),
 		     CUBLAS_STATUS_NOT_SUPPORTED);
-	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)),
+	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+						    sizeof(mode)),
 		     CUBLAS_STATUS_NOT_SUPPORTED);
 	CHECK_INT_EQ(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &dscale,
 						    sizeof(dscale)),

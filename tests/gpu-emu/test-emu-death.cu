@@ -15,7 +15,6 @@
 
 #include <mma.h>
 
-
 #include <string>
 
 TEST_DEFINE_GLOBALS;
@@ -168,7 +167,8 @@ static std::string run_child(const char *name)
 	std::string out;
 	int status = test_spawn_self(name, NULL, &out);
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
-		fprintf(stderr, "case %s: the child did not abort (status 0x%x); it said:\n%s\n", name, status, out.c_str());
+		fprintf(stderr, "case %s: the child did not abort (status 0x%x); it said:\n%s\n", name,
+			status, out.c_str());
 		test_failures++;
 	}
 	return out;
@@ -207,9 +207,13 @@ int main(int argc, char **argv)
 
 	out = run_child("mask-disagree");
 	expect(out, "deadlock", "mask-disagree");
-	expect(out, "31 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") + " with mask 0xffffffff",
+	expect(out,
+	       "31 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") +
+		       " with mask 0xffffffff",
 	       "mask-disagree");
-	expect(out, "1 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") + " with mask 0x80000001",
+	expect(out,
+	       "1 lane(s) of warp 0 wait in __ballot_sync at " + site("MARK_DISAGREE") +
+		       " with mask 0x80000001",
 	       "mask-disagree");
 
 	out = run_child("mixed-kinds");
@@ -250,7 +254,8 @@ int main(int argc, char **argv)
 	out = run_child("unbudgeted");
 	if (!budget.empty())
 		setenv("HOLOD_GPU_EMU_BUDGET", budget.c_str(), 1);
-	expect(out, "kernel 'unbudgeted_kernel' (sm_90) has no line in cuda/resource-budget.txt", "unbudgeted");
+	expect(out, "kernel 'unbudgeted_kernel' (sm_90) has no line in cuda/resource-budget.txt",
+	       "unbudgeted");
 
 #if defined(__SANITIZE_ADDRESS__)
 	out = run_child("oob");

@@ -92,7 +92,8 @@ int main(void)
 	CHECK_INT_EQ(cudaMallocAsync(&tmp, 64, s), cudaErrorStreamCaptureUnsupported);
 	CHECK_INT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
 	/* the legacy stream cannot capture */
-	CHECK_INT_EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+	CHECK_INT_EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal),
+		     cudaErrorStreamCaptureUnsupported);
 	cudaGetLastError();
 
 	cudaFree(x);

@@ -55,8 +55,9 @@ static void expect(void (*kernel)(int *), dim3 block, bool fits, const char *wha
 	cudaError_t e = launch(kernel, block, &ran);
 	int threads = (int)(block.x * block.y * block.z);
 	if (e != (fits ? cudaSuccess : cudaErrorLaunchOutOfResources) || ran != (fits ? threads : 0)) {
-		fprintf(stderr, "%s at %u x %u x %u threads: %s, %d threads ran; expected %s\n", what, block.x, block.y,
-			block.z, cudaGetErrorName(e), ran, fits ? "all to run" : "cudaErrorLaunchOutOfResources, none ran");
+		fprintf(stderr, "%s at %u x %u x %u threads: %s, %d threads ran; expected %s\n", what,
+			block.x, block.y, block.z, cudaGetErrorName(e), ran,
+			fits ? "all to run" : "cudaErrorLaunchOutOfResources, none ran");
 		test_failures++;
 	}
 }
@@ -82,7 +83,8 @@ int main(void)
 	CHECK_INT_EQ(cudaPeekAtLastError(), cudaErrorLaunchOutOfResources);
 	CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchOutOfResources);
 	CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
-	CHECK_STR_EQ(cudaGetErrorString(cudaErrorLaunchOutOfResources), "too many resources requested for launch");
+	CHECK_STR_EQ(cudaGetErrorString(cudaErrorLaunchOutOfResources),
+		     "too many resources requested for launch");
 	CHECK_INT_EQ(launch(regs72_kernel, dim3(64), &ran), cudaSuccess);
 	CHECK_INT_EQ(ran, 64);
 	/* the budget line's architecture: 72 registers on sm_90, 64 on sm_80 (1024 x 64 = 65536 fits) */

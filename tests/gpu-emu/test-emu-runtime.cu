@@ -119,10 +119,12 @@ static void test_dynamic_smem_limits(void)
 	CHECK_NEAR(run_dyn(48 * K), 12 * K, 0);
 	CHECK_NEAR(run_dyn(48 * K + 4), -(float)cudaErrorInvalidValue, 0);
 	/* sm_90: opt in to 227 KiB, and not a byte more. */
-	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * K + 4),
+	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					  227 * K + 4),
 		     cudaErrorInvalidValue);
 	CHECK_INT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * K),
+	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					  227 * K),
 		     cudaSuccess);
 	CHECK_NEAR(run_dyn(227 * K), 227 * K / 4, 0);
 	CHECK_NEAR(run_dyn(227 * K + 4), -(float)cudaErrorInvalidValue, 0);
@@ -134,10 +136,12 @@ static void test_dynamic_smem_limits(void)
 	CHECK_INT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
 	CHECK_INT_EQ(p.major, 8);
 	CHECK_INT_EQ(p.sharedMemPerBlockOptin, 163 * K);
-	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 164 * K),
+	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					  164 * K),
 		     cudaErrorInvalidValue);
 	CHECK_INT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 163 * K),
+	CHECK_INT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					  163 * K),
 		     cudaSuccess);
 	CHECK_NEAR(run_dyn(163 * K), 163 * K / 4, 0);
 	CHECK_INT_EQ(gpu_emu_set_arch(9), 0);
@@ -307,7 +311,8 @@ static void test_symbols(void)
 	const int off = 10, zero = 0;
 	CHECK_INT_EQ(cudaMemcpyToSymbol(coeffs, c, sizeof(c)), cudaSuccess);
 	CHECK_INT_EQ(cudaMemcpyToSymbol(offset_c, &off, sizeof(off)), cudaSuccess);
-	CHECK_INT_EQ(cudaMemcpyToSymbolAsync(counter_d, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, 0), cudaSuccess);
+	CHECK_INT_EQ(cudaMemcpyToSymbolAsync(counter_d, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, 0),
+		     cudaSuccess);
 	float *d, h[8];
 	REQUIRE(cudaMalloc((void **)&d, sizeof(h)) == cudaSuccess);
 	klaunch(constant_kernel, dim3(3), dim3(8), 0, 0, d);
@@ -321,7 +326,8 @@ static void test_symbols(void)
 	void *addr = NULL;
 	CHECK_INT_EQ(cudaGetSymbolAddress(&addr, coeffs), cudaSuccess);
 	float third = 0;
-	CHECK_INT_EQ(cudaMemcpy(&third, (float *)addr + 2, sizeof(third), cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK_INT_EQ(cudaMemcpy(&third, (float *)addr + 2, sizeof(third), cudaMemcpyDeviceToHost),
+		     cudaSuccess);
 	CHECK_NEAR(third, 3, 0);
 	cudaFree(d);
 }
@@ -338,7 +344,8 @@ static void test_copies(void)
 	for (int i = 0; i < 64; i++)
 		CHECK_INT_EQ(back[i], (i % 32) * (i % 32));
 	/* 2D: a 4x3 window out of an 8-wide host matrix into a 5-wide device one */
-	CHECK_INT_EQ(cudaMemcpy2D(d, 5 * sizeof(int), h, 8 * sizeof(int), 4 * sizeof(int), 3, cudaMemcpyHostToDevice),
+	CHECK_INT_EQ(cudaMemcpy2D(d, 5 * sizeof(int), h, 8 * sizeof(int), 4 * sizeof(int), 3,
+				  cudaMemcpyHostToDevice),
 		     cudaSuccess);
 	CHECK_INT_EQ(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost), cudaSuccess);
 	for (int r = 0; r < 3; r++)

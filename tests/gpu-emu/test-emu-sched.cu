@@ -92,7 +92,8 @@ static void test_whoami(void)
 	for (unsigned b = 0; b < 12; b++)
 		for (unsigned t = 0; t < 64; t++) {
 			uint4 v = h[b * 64 + t];
-			unsigned tx = t % 8, ty = t / 8 % 4, tz = t / 32, bx = b % 3, by = b / 3 % 2, bz = b / 6;
+			unsigned tx = t % 8, ty = t / 8 % 4, tz = t / 32, bx = b % 3, by = b / 3 % 2,
+				 bz = b / 6;
 			CHECK_INT_EQ(v.x, tx | ty << 10 | tz << 20);
 			CHECK_INT_EQ(v.y, bx | by << 10 | bz << 20);
 			CHECK_INT_EQ(v.z, 64);
@@ -149,13 +150,15 @@ static int run_rotate(bool with_barrier)
 static void test_missing_barrier(void)
 {
 	enum gpu_emu_order saved = gpu_emu_get_order();
-	static const enum gpu_emu_order orders[] = {GPU_EMU_ORDER_FORWARD, GPU_EMU_ORDER_REVERSE, GPU_EMU_ORDER_RANDOM};
+	static const enum gpu_emu_order orders[] = {GPU_EMU_ORDER_FORWARD, GPU_EMU_ORDER_REVERSE,
+						    GPU_EMU_ORDER_RANDOM};
 	int caught = 0;
 	for (size_t i = 0; i < sizeof(orders) / sizeof(orders[0]); i++) {
 		gpu_emu_set_order(orders[i], 42);
 		CHECK_INT_EQ(run_rotate(true), 0);
 		int wrong = run_rotate(false);
-		fprintf(stderr, "order %zu: the kernel without its barrier got %d of 128 outputs wrong\n", i, wrong);
+		fprintf(stderr, "order %zu: the kernel without its barrier got %d of 128 outputs wrong\n", i,
+			wrong);
 		caught += wrong > 0;
 	}
 	CHECK(caught >= 1);
@@ -193,8 +196,8 @@ static void measure_switch(void)
 	double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
 	/* Each thread is resumed once per barrier (and once to start): one switch, from the thread
 	 * before it in the pass, plus the barrier's bookkeeping. */
-	fprintf(stderr, "resumption: %.1f ns (%d threads x %d barriers)\n", ns / ((double)threads * (iters + 1)),
-		threads, iters);
+	fprintf(stderr, "resumption: %.1f ns (%d threads x %d barriers)\n",
+		ns / ((double)threads * (iters + 1)), threads, iters);
 }
 
 int main(void)

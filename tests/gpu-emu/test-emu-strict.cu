@@ -194,7 +194,8 @@ static void check_strict_capture(void)
 		cudaError_t call, end;
 		capture_with(s, cudaStreamCaptureModeThreadLocal, unsafe, dev, &call, &end);
 		if (call != cudaErrorStreamCaptureUnsupported || end != cudaErrorStreamCaptureInvalidated)
-			fprintf(stderr, "unsafe call %d in a ThreadLocal capture: %d, end %d\n", unsafe, call, end);
+			fprintf(stderr, "unsafe call %d in a ThreadLocal capture: %d, end %d\n", unsafe, call,
+				end);
 		CHECK_INT_EQ(call, cudaErrorStreamCaptureUnsupported);
 		CHECK_INT_EQ(end, cudaErrorStreamCaptureInvalidated);
 		capture_with(s, cudaStreamCaptureModeGlobal, unsafe, dev, &call, &end);
@@ -207,8 +208,8 @@ static void check_strict_capture(void)
 
 	/* another thread's cudaMalloc breaks a Global capture, not a ThreadLocal one */
 	for (int global = 0; global < 2; global++) {
-		REQUIRE(cudaStreamBeginCapture(s, global ? cudaStreamCaptureModeGlobal
-							 : cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+		REQUIRE(cudaStreamBeginCapture(s, global ? cudaStreamCaptureModeGlobal :
+							   cudaStreamCaptureModeThreadLocal) == cudaSuccess);
 		struct other_thread o = {cudaSuccess};
 		pthread_t t;
 		REQUIRE(pthread_create(&t, NULL, malloc_on_other_thread, &o) == 0);

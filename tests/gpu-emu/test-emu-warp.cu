@@ -27,16 +27,24 @@ static int want_shuffle(int c, int t)
 {
 	int lane = t % 32, base = t - lane, v = 1000 + t;
 	switch (c) {
-	case SHFL: return 1000 + base + 5;
-	case SHFL_W8: return 1000 + base + (lane & ~7) + 3;
-	case UP: return lane >= 3 ? v - 3 : v;
-	case UP_W8: return lane % 8 >= 2 ? v - 2 : v;
-	case DOWN: return lane + 4 < 32 ? v + 4 : v;
-	case DOWN_W8: return lane % 8 + 1 < 8 ? v + 1 : v;
-	case XOR: return 1000 + base + (lane ^ 7);
+	case SHFL:
+		return 1000 + base + 5;
+	case SHFL_W8:
+		return 1000 + base + (lane & ~7) + 3;
+	case UP:
+		return lane >= 3 ? v - 3 : v;
+	case UP_W8:
+		return lane % 8 >= 2 ? v - 2 : v;
+	case DOWN:
+		return lane + 4 < 32 ? v + 4 : v;
+	case DOWN_W8:
+		return lane % 8 + 1 < 8 ? v + 1 : v;
+	case XOR:
+		return 1000 + base + (lane ^ 7);
 	/* lane ^ 16 leaves the 16-lane segment: a later segment gives the caller's own value, an
 	 * earlier one may be read (CUDA programming guide, __shfl_xor_sync) */
-	case XOR_W16: return lane < 16 ? v : v - 16;
+	case XOR_W16:
+		return lane < 16 ? v : v - 16;
 	}
 	return -1;
 }
@@ -127,7 +135,8 @@ static void test_shuffles(void)
 	for (int c = 0; c < NCASES; c++)
 		for (int t = 0; t < n; t++)
 			if (h[c * n + t] != want_shuffle(c, t)) {
-				fprintf(stderr, "case %d thread %d: got %d, want %d\n", c, t, h[c * n + t], want_shuffle(c, t));
+				fprintf(stderr, "case %d thread %d: got %d, want %d\n", c, t, h[c * n + t],
+					want_shuffle(c, t));
 				test_failures++;
 			}
 	cudaFree(d);

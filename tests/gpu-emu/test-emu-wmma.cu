@@ -31,7 +31,8 @@ static __global__ void gemm_kernel(const T *a, const T *b, float *c, bool c_col)
 {
 	int warp = (threadIdx.x + blockDim.x * threadIdx.y) / 32;
 	int tm = warp / (N / 16), tn = warp % (N / 16);
-	bool a_col = std::is_same<LA, wmma::col_major>::value, b_col = std::is_same<LB, wmma::col_major>::value;
+	bool a_col = std::is_same<LA, wmma::col_major>::value,
+	     b_col = std::is_same<LB, wmma::col_major>::value;
 	wmma::fragment<wmma::matrix_a, 16, 16, 16, T, LA> fa;
 	wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> fb;
 	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -111,25 +112,41 @@ static __global__ void row_sum_kernel(const __nv_bfloat16 *a, const __nv_bfloat1
 }
 
 template <typename T> static float to_f(T v);
-template <> float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> float to_f(__half v) { return __half2float(v); }
+template <> float to_f(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+template <> float to_f(__half v)
+{
+	return __half2float(v);
+}
 template <typename T> static T from_f(float v);
-template <> __nv_bfloat16 from_f(float v) { return __float2bfloat16(v); }
-template <> __half from_f(float v) { return __float2half(v); }
+template <> __nv_bfloat16 from_f(float v)
+{
+	return __float2bfloat16(v);
+}
+template <> __half from_f(float v)
+{
+	return __float2half(v);
+}
 
 /* Runs gemm_kernel and checks C; returns C's bits for comparing layouts. */
-template <typename T, typename LA, typename LB> static std::vector<float> run_gemm(bool c_col, const char *what)
+template <typename T, typename LA, typename LB>
+static std::vector<float> run_gemm(bool c_col, const char *what)
 {
-	bool a_col = std::is_same<LA, wmma::col_major>::value, b_col = std::is_same<LB, wmma::col_major>::value;
+	bool a_col = std::is_same<LA, wmma::col_major>::value,
+	     b_col = std::is_same<LB, wmma::col_major>::value;
 	T *ha = (T *)malloc(sizeof(T) * M * K), *hb = (T *)malloc(sizeof(T) * K * N);
 	float *hc = (float *)malloc(sizeof(float) * M * N);
 	/* logical A(i,k), B(k,j): small values that bf16 and half hold exactly */
 	for (int i = 0; i < M; i++)
 		for (int k = 0; k < K; k++)
-			ha[a_col ? k * M + i : i * K + k] = from_f<T>((float)((i * 7 + k * 3) % 11 - 5) * 0.25f);
+			ha[a_col ? k * M + i : i * K + k] =
+				from_f<T>((float)((i * 7 + k * 3) % 11 - 5) * 0.25f);
 	for (int k = 0; k < K; k++)
 		for (int j = 0; j < N; j++)
-			hb[b_col ? j * K + k : k * N + j] = from_f<T>((float)((k * 5 + j * 2) % 9 - 4) * 0.5f);
+			hb[b_col ? j * K + k : k * N + j] =
+				from_f<T>((float)((k * 5 + j * 2) % 9 - 4) * 0.5f);
 	T *da, *db;
 	float *dc;
 	REQUIRE(cudaMalloc((void **)&da, sizeof(T) * M * K) == cudaSuccess);
@@ -138,8 +155,8 @@ template <typename T, typename LA, typename LB> static std::vector<float> run_ge
 	cudaMemcpy(da, ha, sizeof(T) * M * K, cudaMemcpyHostToDevice);
 	cudaMemcpy(db, hb, sizeof(T) * K * N, cudaMemcpyHostToDevice);
 	/* 6 warps as a 32x6 block: the warp index comes from a 2D thread index. */
-	klaunch(gemm_kernel<T, LA, LB>, dim3(1), dim3(32, (M / 16) * (N / 16)), 0, 0, (const T *)da, (const T *)db, dc,
-		c_col);
+	klaunch(gemm_kernel<T, LA, LB>, dim3(1), dim3(32, (M / 16) * (N / 16)), 0, 0, (const T *)da,
+		(const T *)db, dc, c_col);
 	CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
 	cudaMemcpy(hc, dc, sizeof(float) * M * N, cudaMemcpyDeviceToHost);
 	int bad = 0;
@@ -147,7 +164,8 @@ template <typename T, typename LA, typename LB> static std::vector<float> run_ge
 		for (int j = 0; j < N; j++) {
 			double want = 0;
 			for (int k = 0; k < K; k++)
-				want += (double)to_f(ha[a_col ? k * M + i : i * K + k]) * to_f(hb[b_col ? j * K + k : k * N + j]);
+				want += (double)to_f(ha[a_col ? k * M + i : i * K + k]) *
+					to_f(hb[b_col ? j * K + k : k * N + j]);
 			want = -want * 0.5 + 1.0;
 			float got = hc[c_col ? j * M + i : i * N + j];
 			if (!(fabs(got - want) <= 1e-5 + 1e-5 * fabs(want)))
@@ -289,7 +307,8 @@ static int row_sums_wrong(void)
 	for (int r = 0; r < 16; r++)
 		for (int c = 0; c < 16; c++)
 			for (int k = 0; k < 16; k++)
-				want[r] += (double)__bfloat162float(ha[r * 16 + k]) * __bfloat162float(hb[k * 16 + c]);
+				want[r] += (double)__bfloat162float(ha[r * 16 + k]) *
+					   __bfloat162float(hb[k * 16 + c]);
 	__nv_bfloat16 *da, *db;
 	float *ds, got[16];
 	REQUIRE(cudaMalloc((void **)&da, sizeof(ha)) == cudaSuccess);
@@ -297,7 +316,8 @@ static int row_sums_wrong(void)
 	REQUIRE(cudaMalloc((void **)&ds, sizeof(got)) == cudaSuccess);
 	cudaMemcpy(da, ha, sizeof(ha), cudaMemcpyHostToDevice);
 	cudaMemcpy(db, hb, sizeof(hb), cudaMemcpyHostToDevice);
-	klaunch(row_sum_kernel, dim3(1), dim3(32), 0, 0, (const __nv_bfloat16 *)da, (const __nv_bfloat16 *)db, ds);
+	klaunch(row_sum_kernel, dim3(1), dim3(32), 0, 0, (const __nv_bfloat16 *)da, (const __nv_bfloat16 *)db,
+		ds);
 	CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
 	cudaMemcpy(got, ds, sizeof(got), cudaMemcpyDeviceToHost);
 	cudaFree(da), cudaFree(db), cudaFree(ds);
@@ -333,8 +353,9 @@ static void test_layouts(void)
 		/* the kernel that assumed the identity layout now disagrees with the CPU */
 		int wrong = row_sums_wrong();
 		if (wrong < 8) {
-			fprintf(stderr, "random:%llu: the layout-assuming row sums are wrong in %d of 16 rows only\n", seed,
-				wrong);
+			fprintf(stderr,
+				"random:%llu: the layout-assuming row sums are wrong in %d of 16 rows only\n",
+				seed, wrong);
 			test_failures++;
 		}
 		seen[seed - 1] = acc;
@@ -378,7 +399,8 @@ static std::string run_child(int code, const char *order, const char *layout)
 	std::string out;
 	int status = test_spawn_self(code ? "child-fail" : "child-pass", envp.data(), &out);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != code) {
-		fprintf(stderr, "the child did not exit with %d (status 0x%x); it said:\n%s\n", code, status, out.c_str());
+		fprintf(stderr, "the child did not exit with %d (status 0x%x); it said:\n%s\n", code, status,
+			out.c_str());
 		test_failures++;
 	}
 	return out;
@@ -422,7 +444,8 @@ static void test_failure_report(void)
 	expect_same(probe_of(again), probe_of(first), "the layout of the reported seed");
 	expect_same(seed_of(again), seed, "the seed reported again");
 	/* a random thread order's seed is the layout's too */
-	expect_same(seed_of(run_child(1, "random:7", nullptr)), "7", "the seed under HOLOD_GPU_EMU_ORDER=random:7");
+	expect_same(seed_of(run_child(1, "random:7", nullptr)), "7",
+		    "the seed under HOLOD_GPU_EMU_ORDER=random:7");
 	expect_same(probe_of(run_child(1, "random:7", nullptr)), probe_of(run_child(1, "forward", "random:7")),
 		    "the layout under HOLOD_GPU_EMU_ORDER=random:7");
 	/* a run that passes says nothing; neither does one with the identity layout */

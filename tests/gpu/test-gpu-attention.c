@@ -2,8 +2,8 @@
  * lm_attention_heads(): decode over the KV cache (one row, lengths at and around the chunk of
  * GPU_ATTN_SPLIT positions, splits of several chunks, the length read from device memory with a
  * grid sized for longer) and prefill (rows on both sides of the WMMA tile of 32 and of 16, head
- * dims that are not multiples of 32 or of 16, GQA groups of 1, 2, 3 and 4). Runs on a device (suite `gpu`, 77 without
- * one) and in the CUDA emulation (suite `gpu-emu`, three thread orders).
+ * dims that are not multiples of 32 or of 16, GQA groups of 1, 2, 3 and 4). Runs on a device (suite `gpu`, 77
+ * without one) and in the CUDA emulation (suite `gpu-emu`, three thread orders).
  *
  * The output is a convex combination of value rows, so errors are measured against vmax, the
  * largest |v|:
@@ -147,8 +147,8 @@ static void check_growing_decode(void)
 	for (size_t i = 0; i < ARRAY_SIZE(lens); i++) {
 		int32_t n0 = lens[i];
 		REQUIRE(gpu_copy_to_device(g, dpos, &n0, sizeof(n0)) == 0);
-		CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, dpos, 0, max_len,
-					   dout, GPU_DTYPE_F32, q_dim, scratch),
+		CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, dpos, 0,
+					   max_len, dout, GPU_DTYPE_F32, q_dim, scratch),
 			     0);
 		REQUIRE(gpu_copy_to_host(g, got, dout, (size_t)q_dim * 4) == 0);
 		lm_attention_heads(&dm, 1, n0, q, k, v, want);
@@ -163,16 +163,15 @@ static void check_growing_decode(void)
 	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, 3, dh, 1, NULL, 0, max_len, dout,
 				   GPU_DTYPE_F32, q_dim, scratch),
 		     -EINVAL);
-	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, NULL, max_len, max_len,
-				   dout, GPU_DTYPE_F32, q_dim, scratch),
+	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, NULL, max_len,
+				   max_len, dout, GPU_DTYPE_F32, q_dim, scratch),
 		     -EINVAL);
-	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, NULL, 0, max_len, dout,
-				   GPU_DTYPE_F32, q_dim, NULL),
+	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, 1, NULL, 0, max_len,
+				   dout, GPU_DTYPE_F32, q_dim, NULL),
 		     -EINVAL);
 	/* more rows than one grid's y holds: refused at the call (the launch failed with -EIO) */
-	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh,
-				   GPU_ATTN_MAX_ROWS + 1, NULL, 0, GPU_ATTN_MAX_ROWS + 1, dout,
-				   GPU_DTYPE_F32, q_dim, scratch),
+	CHECK_INT_EQ(gpu_attention(g, dq, q_dim, dk, dv, GPU_DTYPE_F32, hq, hkv, dh, GPU_ATTN_MAX_ROWS + 1,
+				   NULL, 0, GPU_ATTN_MAX_ROWS + 1, dout, GPU_DTYPE_F32, q_dim, scratch),
 		     -EINVAL);
 	CHECK_INT_EQ(gpu_attention_scratch_floats(GPU_ATTN_MAX_ROWS + 1, 1, hq, dh), 0);
 	gpu_free(g, dq), gpu_free(g, dk), gpu_free(g, dv), gpu_free(g, dout), gpu_free(g, scratch);
@@ -194,19 +193,28 @@ static int queue_step(struct gpu_blas *gb, const struct step_bufs *b, int hq, in
 {
 	int r = gpu_kv_append(g, b->kn, b->vn, b->kc, b->vc, GPU_DTYPE_F32, hkv * dh, 1, b->pos);
 	if (r >= 0)
-		r = gpu_attention(g, b->q, (size_t)hq * dh, b->kc, b->vc, GPU_DTYPE_F32, hq, hkv, dh, 1, b->pos, 0,
-				  max_len, b->o, GPU_DTYPE_F32, (size_t)hq * dh, b->scratch);
+		r = gpu_attention(g, b->q, (size_t)hq * dh, b->kc, b->vc, GPU_DTYPE_F32, hq, hkv, dh, 1,
+				  b->pos, 0, max_len, b->o, GPU_DTYPE_F32, (size_t)hq * dh, b->scratch);
 	if (r >= 0)
-		r = gpu_gemm(gb, b->w, GPU_DTYPE_F32, d, hq * dh, b->o, (size_t)hq * dh, 1, b->h, GPU_DTYPE_F32, d,
-			     true);
+		r = gpu_gemm(gb, b->w, GPU_DTYPE_F32, d, hq * dh, b->o, (size_t)hq * dh, 1, b->h,
+			     GPU_DTYPE_F32, d, true);
 	return r;
 }
 
 static void check_decode_graph(void)
 {
-	enum { hq = 6, hkv = 2, dh = 16, d = 40, max_len = GPU_ATTN_SPLIT + 40, q_dim = hq * dh, kv_dim = hkv * dh };
+	enum {
+		hq = 6,
+		hkv = 2,
+		dh = 16,
+		d = 40,
+		max_len = GPU_ATTN_SPLIT + 40,
+		q_dim = hq * dh,
+		kv_dim = hkv * dh
+	};
 	float *k = xmalloc((size_t)max_len * kv_dim * 4), *v = xmalloc((size_t)max_len * kv_dim * 4);
-	float *w = xmalloc((size_t)d * q_dim * 4), *q = xmalloc((size_t)q_dim * 4), *o = xmalloc((size_t)q_dim * 4);
+	float *w = xmalloc((size_t)d * q_dim * 4), *q = xmalloc((size_t)q_dim * 4),
+	      *o = xmalloc((size_t)q_dim * 4);
 	float kn[kv_dim], vn[kv_dim], h0[d], want[d], eager[d], replay[d];
 	for (size_t i = 0; i < (size_t)max_len * kv_dim; i++)
 		k[i] = frand(), v[i] = frand();
@@ -222,10 +230,14 @@ static void check_decode_graph(void)
 	b.pos = dev_from(NULL, sizeof(int32_t));
 	struct gpu_blas *gb = gpu_blas_create(g);
 	REQUIRE(gb);
-	struct tensor wt = {.data = w, .dtype = TENSOR_F32, .ndim = 2, .shape = {d, q_dim},
+	struct tensor wt = {.data = w,
+			    .dtype = TENSOR_F32,
+			    .ndim = 2,
+			    .shape = {d, q_dim},
 			    .nbytes = (size_t)d * q_dim * 4};
 	struct lm_dims dm = {.hq = hq, .hkv = hkv, .dh = dh, .q_dim = q_dim, .kv_dim = kv_dim};
-	REQUIRE(cpu_reserve_scratch(MAX((size_t)max_len * sizeof(float), cpu_matmul_scratch_bytes(q_dim))) == 0);
+	REQUIRE(cpu_reserve_scratch(MAX((size_t)max_len * sizeof(float), cpu_matmul_scratch_bytes(q_dim))) ==
+		0);
 
 	cudaStream_t s = (cudaStream_t)g->stream;
 	cudaGraph_t graph = NULL;
@@ -302,7 +314,8 @@ int main(void)
 		{6, 2, 16, GPU_ATTN_SPLIT, 1, GPU_DTYPE_BF16, GPU_DTYPE_BF16, true, 300},
 		{2, 2, 40, GPU_ATTN_SPLIT + 45, 1, GPU_DTYPE_BF16, GPU_DTYPE_F32, false, 0},
 		/* more than GPU_ATTN_MAX_SPLITS chunks: splits of several chunks each */
-		{1, 1, 8, GPU_ATTN_MAX_SPLITS * GPU_ATTN_SPLIT + 300, 1, GPU_DTYPE_F32, GPU_DTYPE_F32, true, 0},
+		{1, 1, 8, GPU_ATTN_MAX_SPLITS * GPU_ATTN_SPLIT + 300, 1, GPU_DTYPE_F32, GPU_DTYPE_F32, true,
+		 0},
 		/* prefill on the fp32 path */
 		{6, 2, 20, 3, 5, GPU_DTYPE_F32, GPU_DTYPE_F32, false, 0},
 		{4, 4, 8, 0, 17, GPU_DTYPE_F32, GPU_DTYPE_BF16, false, 0},

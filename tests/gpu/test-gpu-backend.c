@@ -86,8 +86,7 @@ static void check_weight(struct engine_backend *b, const struct tensor *t, enum 
 	free(got);
 }
 
-static void check_weights(struct engine_backend *b, const struct engine_model *m,
-			  enum engine_precision p)
+static void check_weights(struct engine_backend *b, const struct engine_model *m, enum engine_precision p)
 {
 	check_weight(b, &m->embeddings, p);
 	check_weight(b, &m->norm_f, p);
@@ -235,7 +234,8 @@ static void test_backend(enum tensor_dtype dt, enum engine_precision p)
 	CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
 	CHECK_INT_EQ(info.state_bytes, 0);
 	engine_backend_destroy(b);
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CUDA, .precision = p,
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CUDA,
+					   .precision = p,
 					   .state_limit = fixed + 1000};
 	char err[512];
 	b = engine_backend_create(m, &o, err, sizeof(err));
@@ -264,8 +264,7 @@ static void test_oom(void)
 {
 	struct engine_model *big = model_of(TENSOR_F32, 512, 2048);
 	char err[512] = "";
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CUDA,
-					   .precision = ENGINE_PRECISION_FP32};
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CUDA, .precision = ENGINE_PRECISION_FP32};
 	errno = 0;
 	CHECK(engine_backend_create(big, &o, err, sizeof(err)) == NULL && errno == ENOMEM);
 	CHECK(strstr(err, "the model's weights need ") != NULL && strstr(err, " bytes free") != NULL);
@@ -390,12 +389,9 @@ static void test_env_backend_choice(void)
 		bool ok;
 		enum engine_precision want;
 	} cases[] = {
-		{"cuda", NULL, true, ENGINE_PRECISION_FP32},
-		{"cuda", "bf16", true, ENGINE_PRECISION_BF16},
-		{"cpu", NULL, true, ENGINE_PRECISION_BF16},
-		{"cpu", "fp32", true, ENGINE_PRECISION_FP32},
-		{"gpu", NULL, false, ENGINE_PRECISION_FP32},
-		{"cuda", "fp16", false, ENGINE_PRECISION_FP32},
+		{"cuda", NULL, true, ENGINE_PRECISION_FP32}, {"cuda", "bf16", true, ENGINE_PRECISION_BF16},
+		{"cpu", NULL, true, ENGINE_PRECISION_BF16},  {"cpu", "fp32", true, ENGINE_PRECISION_FP32},
+		{"gpu", NULL, false, ENGINE_PRECISION_FP32}, {"cuda", "fp16", false, ENGINE_PRECISION_FP32},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct engine_model *m = model_of(TENSOR_BF16, 64, 100);

@@ -90,17 +90,17 @@ static bool close_row(const float *got, const float *want, bool fp32, const char
 	bool tie = test_top_margin(want, VOCAB) <= 2 * tol * mag;
 	bool ok = (tie || argmax(got) == argmax(want)) && rel <= tol && (fp32 || cos >= 0.9999);
 	if (!ok)
-		fprintf(stderr, "%s: session %d differs from alone: relative %.3g, cosine %.9f, "
-				"greedy %d against %d\n",
+		fprintf(stderr,
+			"%s: session %d differs from alone: relative %.3g, cosine %.9f, "
+			"greedy %d against %d\n",
 			what, i, rel, cos, argmax(got), argmax(want));
 	return ok;
 }
 
 /* n sessions prefilled to different lengths (up to `longest`), each with a twin that runs
- * alone; `steps` decode steps batched against alone. Odd steps also prefill `extra` tokens into two more sessions in
- * the same batch (when extra > 0), against their own twins. */
-static void test_decode(struct engine_backend *b, int n, int longest, int steps, int extra,
-			bool fp32)
+ * alone; `steps` decode steps batched against alone. Odd steps also prefill `extra` tokens into two more
+ * sessions in the same batch (when extra > 0), against their own twins. */
+static void test_decode(struct engine_backend *b, int n, int longest, int steps, int extra, bool fp32)
 {
 	char what[64];
 	snprintf(what, sizeof(what), "%s n=%d", fp32 ? "fp32" : "bf16", n);
@@ -129,16 +129,20 @@ static void test_decode(struct engine_backend *b, int n, int longest, int steps,
 	for (int step = 0; step < steps; step++) {
 		int m = n;
 		for (int i = 0; i < n; i++)
-			ent[i] = (struct engine_batch_entry){.session = s[i], .tokens = &next[i], .n = 1,
+			ent[i] = (struct engine_batch_entry){.session = s[i],
+							     .tokens = &next[i],
+							     .n = 1,
 							     .want = ENGINE_LOGITS_LAST,
 							     .ret_logits = got + (size_t)i * VOCAB};
 		if (extra && step % 2) {
 			for (int t = 0; t < extra; t++)
 				prompt[t] = token_at(t + step, 77);
 			for (int j = n; j < n + 2; j++)
-				ent[m++] = (struct engine_batch_entry){
-					.session = s[j], .tokens = prompt, .n = (size_t)(extra - (j - n)),
-					.want = ENGINE_LOGITS_LAST, .ret_logits = got + (size_t)j * VOCAB};
+				ent[m++] = (struct engine_batch_entry){.session = s[j],
+								       .tokens = prompt,
+								       .n = (size_t)(extra - (j - n)),
+								       .want = ENGINE_LOGITS_LAST,
+								       .ret_logits = got + (size_t)j * VOCAB};
 		}
 		CHECK_INT_EQ(engine_forward_batch(b, ent, (size_t)m), 0);
 		for (int i = 0; i < m; i++) {
@@ -191,8 +195,8 @@ static int gemm_calls(struct engine_backend *b, const char *site)
  * each) and of one on the host. Then every session decodes once more in one batch (what the mix
  * left in their states). Each against a twin that ran alone; the mix takes `passes` passes
  * over the weights. */
-static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n_spans,
-		     int spliced, int passes, bool fp32)
+static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n_spans, int spliced,
+		     int passes, bool fp32)
 {
 	enum { MIX_TOKENS = 512 };
 	char what[96];
@@ -200,8 +204,8 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
 	int longest = 0;
 	for (int j = 0; j < n_spans; j++)
 		longest = MAX(longest, lens[j]);
-	snprintf(what, sizeof(what), "%s mix of %d decoders and %d spans", fp32 ? "fp32" : "bf16",
-		 n_dec, n_spans);
+	snprintf(what, sizeof(what), "%s mix of %d decoders and %d spans", fp32 ? "fp32" : "bf16", n_dec,
+		 n_spans);
 	struct engine_session **s = xcalloc((size_t)n, sizeof(*s));
 	struct engine_session **alone = xcalloc((size_t)n, sizeof(*alone));
 	struct engine_batch_entry *ent = xcalloc((size_t)n, sizeof(*ent));
@@ -231,8 +235,7 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
 		int len = i < n_dec ? 1 + (i * 5) % 45 : 3 + 8 * (i - n_dec);
 		for (int t = 0; t < len; t++)
 			prompt[t] = token_at(t, (unsigned)i);
-		CHECK_INT_EQ(engine_session_append(s[i], prompt, NULL, (size_t)len, ENGINE_LOGITS_LAST,
-						   got),
+		CHECK_INT_EQ(engine_session_append(s[i], prompt, NULL, (size_t)len, ENGINE_LOGITS_LAST, got),
 			     0);
 		next[i] = (int32_t)argmax(got);
 		alone[i] = engine_session_copy(s[i]);
@@ -248,14 +251,19 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
 	for (int i = 0; i < n; i++) {
 		int j = i - n_dec;
 		if (j < 0)
-			ent[i] = (struct engine_batch_entry){.session = s[i], .tokens = &next[i], .n = 1,
+			ent[i] = (struct engine_batch_entry){.session = s[i],
+							     .tokens = &next[i],
+							     .n = 1,
 							     .want = ENGINE_LOGITS_LAST,
 							     .ret_logits = got + at[i] * VOCAB};
 		else
-			ent[i] = (struct engine_batch_entry){
-				.session = s[i], .tokens = prompt, .n = (size_t)lens[j],
-				.want = j ? ENGINE_LOGITS_LAST : ENGINE_LOGITS_ALL,
-				.ret_logits = got + at[i] * VOCAB, .refs = j == spliced ? refs : NULL};
+			ent[i] = (struct engine_batch_entry){.session = s[i],
+							     .tokens = prompt,
+							     .n = (size_t)lens[j],
+							     .want = j ? ENGINE_LOGITS_LAST :
+									 ENGINE_LOGITS_ALL,
+							     .ret_logits = got + at[i] * VOCAB,
+							     .refs = j == spliced ? refs : NULL};
 	}
 	/* profiled (eagerly, as a mixed pass always runs): every weight is read once per pass */
 	REQUIRE(engine_backend_profile(b, true) == 0);
@@ -270,8 +278,7 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
 		if (j < 0)
 			CHECK_INT_EQ(engine_session_decode(alone[i], next[i], w), 0);
 		else
-			CHECK_INT_EQ(engine_session_append_rows(alone[i], prompt,
-								j == spliced ? refs : NULL,
+			CHECK_INT_EQ(engine_session_append_rows(alone[i], prompt, j == spliced ? refs : NULL,
 								(size_t)lens[j], ent[i].want, w),
 				     0);
 		size_t rows = j == 0 ? (size_t)lens[0] : 1;
@@ -281,7 +288,9 @@ static void test_mix(struct engine_backend *b, int n_dec, const int *lens, int n
 	}
 	/* the states the mix left: one more step of everyone, decode rows only */
 	for (int i = 0; i < n; i++)
-		ent[i] = (struct engine_batch_entry){.session = s[i], .tokens = &next[i], .n = 1,
+		ent[i] = (struct engine_batch_entry){.session = s[i],
+						     .tokens = &next[i],
+						     .n = 1,
 						     .want = ENGINE_LOGITS_LAST,
 						     .ret_logits = got + (size_t)i * VOCAB};
 	CHECK_INT_EQ(engine_forward_batch(b, ent, (size_t)n), 0);
@@ -329,8 +338,11 @@ static void test_graphs(struct engine_model *m)
 		/* 5 sessions (bucket 8), then 3 (bucket 4), then 5 again */
 		int n = step >= 3 && step < 6 ? 3 : N;
 		for (int i = 0; i < n; i++) {
-			eg[i] = (struct engine_batch_entry){.session = sg[i], .tokens = &next[i], .n = 1,
-							    .want = ENGINE_LOGITS_LAST, .ret_logits = lg[i]};
+			eg[i] = (struct engine_batch_entry){.session = sg[i],
+							    .tokens = &next[i],
+							    .n = 1,
+							    .want = ENGINE_LOGITS_LAST,
+							    .ret_logits = lg[i]};
 			ee[i] = eg[i];
 			ee[i].session = se[i], ee[i].ret_logits = le[i];
 		}

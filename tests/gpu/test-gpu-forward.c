@@ -124,8 +124,8 @@ static int check_rows_fp32(const float *got, const float *want, size_t rows, int
 
 /* A prefill of n tokens (all logits), then the decode of each of ids[0..steps) (its logits in
  * the following rows). */
-static void feed(struct engine_backend *b, const int32_t *tok, int n, const int32_t *ids,
-		 int steps, float *logits, int vocab)
+static void feed(struct engine_backend *b, const int32_t *tok, int n, const int32_t *ids, int steps,
+		 float *logits, int vocab)
 {
 	struct engine_session *s = engine_session_create_on(b, n + steps + 1);
 	REQUIRE(s);
@@ -317,8 +317,8 @@ int main(void)
 		const char *pattern;
 		int hidden, n;
 	} cases[] = {
-		{"M", 40, 1}, {"M", 40, 15}, {"M", 40, 17}, {"*", 36, 9}, {"-", 36, 7},
-		{"M*-", 64, 53}, {"*-M-", 48, 33},
+		{"M", 40, 1}, {"M", 40, 15},   {"M", 40, 17},	 {"*", 36, 9},
+		{"-", 36, 7}, {"M*-", 64, 53}, {"*-M-", 48, 33},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		test_vs_cpu(cases[i].pattern, cases[i].hidden, cases[i].n);

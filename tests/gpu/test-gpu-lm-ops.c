@@ -118,8 +118,8 @@ static void check_gemm(struct gpu_blas *gm, const struct gemm_case *c)
 	} else {
 		REQUIRE(gpu_copy_to_device(g, dy, y0, ny * 4) == 0);
 	}
-	CHECK_INT_EQ(gpu_gemm(gm, dw, bf ? GPU_DTYPE_BF16 : GPU_DTYPE_F32, c->out, c->in, dx, c->ldx,
-			      c->rows, dy, c->y_dtype, c->ldy, c->accumulate),
+	CHECK_INT_EQ(gpu_gemm(gm, dw, bf ? GPU_DTYPE_BF16 : GPU_DTYPE_F32, c->out, c->in, dx, c->ldx, c->rows,
+			      dy, c->y_dtype, c->ldy, c->accumulate),
 		     0);
 	void *got = xmalloc(ny * ysz);
 	to_host(got, dy, ny * ysz);
@@ -141,8 +141,8 @@ static void check_gemm(struct gpu_blas *gm, const struct gemm_case *c)
 				tol += fabs(want[i]) / 256;
 			if (!(fabs(gv - want[i]) <= tol)) {
 				if (bad++ < 5)
-					fprintf(stderr, "gemm %dx%dx%d: y[%d][%zu] = %.9g, cpu %.9g\n", c->out,
-						c->in, c->rows, r, o, gv, want[i]);
+					fprintf(stderr, "gemm %dx%dx%d: y[%d][%zu] = %.9g, cpu %.9g\n",
+						c->out, c->in, c->rows, r, o, gv, want[i]);
 			}
 		}
 	}
@@ -179,7 +179,8 @@ static void test_gemm(void)
 	/* more shapes than the cache holds: the oldest are dropped and rebuilt, answers stay right */
 	for (int pass = 0; pass < 2; pass++) {
 		for (int out = 1; out <= GPU_BLAS_MAX_SHAPES + 20; out += pass ? 37 : 1) {
-			struct gemm_case c = {out, 3, 1, 3, (size_t)out, pass == 1, TENSOR_F32, GPU_DTYPE_F32};
+			struct gemm_case c = {out,	   3,	      1,	  3,
+					      (size_t)out, pass == 1, TENSOR_F32, GPU_DTYPE_F32};
 			if (pass == 0 && out % 64 != 1)
 				c.in = 1, c.ldx = 1; /* cheap: fills the cache */
 			check_gemm(gm, &c);
@@ -187,17 +188,13 @@ static void test_gemm(void)
 	}
 
 	void *d = dev_from(NULL, 4096);
-	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 3, 1, (char *)d + 1024, GPU_DTYPE_F32, 4,
-			      false),
+	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 3, 1, (char *)d + 1024, GPU_DTYPE_F32, 4, false),
 		     -EINVAL); /* ldx < in */
-	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 1, (char *)d + 1024, GPU_DTYPE_BF16,
-			      4, false),
+	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 1, (char *)d + 1024, GPU_DTYPE_BF16, 4, false),
 		     -EINVAL); /* fp32 W with a bf16 y */
-	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 0, 4, d, 4, 1, (char *)d + 1024, GPU_DTYPE_F32, 4,
-			      false),
+	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 0, 4, d, 4, 1, (char *)d + 1024, GPU_DTYPE_F32, 4, false),
 		     -EINVAL);
-	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 0, (char *)d + 1024, GPU_DTYPE_F32, 4,
-			      false),
+	CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 0, (char *)d + 1024, GPU_DTYPE_F32, 4, false),
 		     0); /* no rows: nothing to do */
 	gpu_free(g, d);
 	gpu_blas_destroy(gm);
@@ -298,8 +295,11 @@ static void test_embed(enum tensor_dtype dt)
 	}
 	for (int i = 0; i < n_spliced * d; i++)
 		spl[i] = frand() + 3;
-	struct tensor t = {.data = bf ? (void *)t16 : (void *)t32, .dtype = dt, .ndim = 2,
-			   .shape = {vocab, d}, .nbytes = n * (bf ? 2 : 4)};
+	struct tensor t = {.data = bf ? (void *)t16 : (void *)t32,
+			   .dtype = dt,
+			   .ndim = 2,
+			   .shape = {vocab, d},
+			   .nbytes = n * (bf ? 2 : 4)};
 	/* tokens, the first and last vocabulary rows, spliced rows, and one id out of range */
 	const int32_t ids[] = {3, 0, -1, vocab - 1, -2, 5, vocab};
 	void *dt_ = dev_from(t.data, t.nbytes), *dids = dev_from(ids, sizeof(ids));
@@ -344,7 +344,8 @@ static void test_add_rmsnorm(int rows, int d, bool with_delta, enum gpu_dtype ou
 	void *dh = dev_from(h, n * 4), *dd = dev_from(delta, n * 4), *dw = dev_from(w, (size_t)d * 4);
 	size_t osz = out_dtype == GPU_DTYPE_BF16 ? 2 : 4;
 	void *dout = dev_from(NULL, no * osz);
-	CHECK_INT_EQ(gpu_add_rmsnorm(g, dh, with_delta ? dd : NULL, dw, rows, d, eps, dout, out_dtype, ldo), 0);
+	CHECK_INT_EQ(gpu_add_rmsnorm(g, dh, with_delta ? dd : NULL, dw, rows, d, eps, dout, out_dtype, ldo),
+		     0);
 	/* the CPU forward: the residual add (cpu_matmul accumulating into h), then the norm */
 	if (with_delta)
 		for (size_t i = 0; i < n; i++)
@@ -363,7 +364,8 @@ static void test_add_rmsnorm(int rows, int d, bool with_delta, enum gpu_dtype ou
 			float wv = want[(size_t)r * d + c];
 			double tol = 1e-6 + 2e-6 * fabs(wv) + (osz == 2 ? fabs(wv) / 256 : 0);
 			if (!(fabs(gv - wv) <= tol) && bad++ < 5)
-				fprintf(stderr, "rmsnorm %dx%d: [%d][%d] = %.9g, cpu %.9g\n", rows, d, r, c, gv, wv);
+				fprintf(stderr, "rmsnorm %dx%d: [%d][%d] = %.9g, cpu %.9g\n", rows, d, r, c,
+					gv, wv);
 		}
 	CHECK_INT_EQ(bad, 0);
 	gpu_free(g, dh), gpu_free(g, dd), gpu_free(g, dw), gpu_free(g, dout);
@@ -458,8 +460,8 @@ int main(void)
 		for (int i = 0; i < 64; i++)
 			host[i] = 1.0f;
 		void *d = dev_from(host, sizeof(host));
-		CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 2, (char *)d + 128,
-				      GPU_DTYPE_F32, 4, false),
+		CHECK_INT_EQ(gpu_gemm(gm, d, GPU_DTYPE_F32, 4, 4, d, 4, 2, (char *)d + 128, GPU_DTYPE_F32, 4,
+				      false),
 			     -EIO);
 		to_host(host, d, sizeof(host));
 		for (int i = 32; i < 40; i++)

@@ -88,7 +88,7 @@ static void to_host(void *host, const void *dev, size_t bytes)
 
 /* Counts the elements outside abs + rel * |want| and reports the worst one. */
 static void check_close(const char *what, const float *got, const float *want, size_t n, double abs,
-                        double rel)
+			double rel)
 {
 	size_t bad = 0, worst = 0;
 	double worst_excess = -1;
@@ -100,8 +100,8 @@ static void check_close(const char *what, const float *got, const float *want, s
 			worst_excess = d - tol, worst = i;
 	}
 	if (bad)
-		fprintf(stderr, "%s: %zu of %zu off, worst [%zu] got %.9g want %.9g\n", what, bad,
-		        n, worst, got[worst], want[worst]);
+		fprintf(stderr, "%s: %zu of %zu off, worst [%zu] got %.9g want %.9g\n", what, bad, n, worst,
+			got[worst], want[worst]);
 	CHECK(bad == 0);
 }
 
@@ -116,11 +116,11 @@ static void dims_of(const struct shape *s, struct lm_dims *dm, struct gpu_mamba_
 	dm->d_in = s->H * s->P;
 	dm->conv_dim = dm->d_in + 2 * s->G * s->N;
 	*gm = (struct gpu_mamba_dims){.n_heads = s->H,
-	                              .head_dim = s->P,
-	                              .state = s->N,
-	                              .groups = s->G,
-	                              .conv_k = s->K,
-	                              .chunk = s->chunk};
+				      .head_dim = s->P,
+				      .state = s->N,
+				      .groups = s->G,
+				      .conv_k = s->K,
+				      .chunk = s->chunk};
 }
 
 /* ---- conv1d + SiLU ----------------------------------------------------------------------------
@@ -134,8 +134,7 @@ static void test_conv(const struct shape *s, int T, int T1, bool bf16)
 	dims_of(s, &dm, &gm);
 	int cd = dm.conv_dim, K = dm.K;
 	size_t ldr = (size_t)cd + 5, ldo = (size_t)cd + 2, nst = (size_t)(K - 1) * cd;
-	float *raw = rand_floats((size_t)T * ldr, 1.5f, 0.0f),
-	      *w = rand_floats((size_t)cd * K, 0.6f, 0.0f);
+	float *raw = rand_floats((size_t)T * ldr, 1.5f, 0.0f), *w = rand_floats((size_t)cd * K, 0.6f, 0.0f);
 	float *bias = rand_floats((size_t)cd, 0.3f, 0.0f), *st = rand_floats(nst, 1.0f, 0.0f);
 	uint16_t *wb = xmalloc((size_t)cd * K * sizeof(uint16_t));
 	for (size_t i = 0; i < (size_t)cd * K; i++) {
@@ -155,36 +154,28 @@ static void test_conv(const struct shape *s, int T, int T1, bool bf16)
 	lm_conv_silu(&dm, T, raw, ldr, cwt, bias, want_st, cbuf, want);
 
 	float *draw = dev_from(raw, (size_t)T * ldr * sizeof(float));
-	void *dw = bf16 ? dev_from(wb, (size_t)cd * K * sizeof(uint16_t))
-	                : dev_from(w, (size_t)cd * K * sizeof(float));
-	float *dbias = dev_from(bias, (size_t)cd * sizeof(float)),
-	      *dst = dev_from(st, nst * sizeof(float));
+	void *dw = bf16 ? dev_from(wb, (size_t)cd * K * sizeof(uint16_t)) :
+			  dev_from(w, (size_t)cd * K * sizeof(float));
+	float *dbias = dev_from(bias, (size_t)cd * sizeof(float)), *dst = dev_from(st, nst * sizeof(float));
 	float *dout = dev_from(NULL, (size_t)T * ldo * sizeof(float));
 	enum gpu_dtype wt = bf16 ? GPU_DTYPE_BF16 : GPU_DTYPE_F32;
 	if (T1 > 0 && T1 < T) {
-		CHECK_INT_EQ(
-		        gpu_mamba_conv_silu(g, &gm, T1, draw, ldr, dw, wt, dbias, dst, dout, ldo),
-		        0);
-		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, T - T1, draw + (size_t)T1 * ldr, ldr, dw,
-		                                 wt, dbias, dst, dout + (size_t)T1 * ldo, ldo),
-		             0);
+		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, T1, draw, ldr, dw, wt, dbias, dst, dout, ldo), 0);
+		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, T - T1, draw + (size_t)T1 * ldr, ldr, dw, wt, dbias,
+						 dst, dout + (size_t)T1 * ldo, ldo),
+			     0);
 	} else {
-		CHECK_INT_EQ(
-		        gpu_mamba_conv_silu(g, &gm, T, draw, ldr, dw, wt, dbias, dst, dout, ldo),
-		        0);
+		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, T, draw, ldr, dw, wt, dbias, dst, dout, ldo), 0);
 	}
-	float *out = xmalloc((size_t)T * ldo * sizeof(float)),
-	      *got = xmalloc((size_t)T * cd * sizeof(float));
+	float *out = xmalloc((size_t)T * ldo * sizeof(float)), *got = xmalloc((size_t)T * cd * sizeof(float));
 	to_host(out, dout, (size_t)T * ldo * sizeof(float));
 	for (int t = 0; t < T; t++)
 		memcpy(got + (size_t)t * cd, out + (size_t)t * ldo, (size_t)cd * sizeof(float));
 	char what[96];
-	snprintf(what, sizeof(what), "conv K=%d T=%d split %d %s out", K, T, T1,
-	         bf16 ? "bf16" : "f32");
+	snprintf(what, sizeof(what), "conv K=%d T=%d split %d %s out", K, T, T1, bf16 ? "bf16" : "f32");
 	check_close(what, got, want, (size_t)T * cd, 1e-6, 1e-5);
 	to_host(st, dst, nst * sizeof(float));
-	snprintf(what, sizeof(what), "conv K=%d T=%d split %d %s state", K, T, T1,
-	         bf16 ? "bf16" : "f32");
+	snprintf(what, sizeof(what), "conv K=%d T=%d split %d %s state", K, T, T1, bf16 ? "bf16" : "f32");
 	/* the state is raw input moved around: exact */
 	check_close(what, st, want_st, nst, 0, 0);
 
@@ -291,10 +282,9 @@ static void ssd_run(const struct ssm_case *c, const struct ssm_dev *d, int t0, i
 	/* a workspace full of NaN: the kernels must write everything they read */
 	CHECK_INT_EQ(gpu_memset(g, ws, 0xff, ws_bytes), 0);
 	CHECK_INT_EQ(gpu_mamba_ssd(g, &c->gm, n, d->xbc + (size_t)t0 * c->ldx, c->ldx,
-	                           d->dt_raw + (size_t)t0 * c->ldd, c->ldd, d->dt_bias, d->a_log,
-	                           d->dskip, c->dt_min, c->dt_max, d->state,
-	                           d->y + (size_t)t0 * c->ldy, c->ldy, ws),
-	             0);
+				   d->dt_raw + (size_t)t0 * c->ldd, c->ldd, d->dt_bias, d->a_log, d->dskip,
+				   c->dt_min, c->dt_max, d->state, d->y + (size_t)t0 * c->ldy, c->ldy, ws),
+		     0);
 	gpu_free(g, ws);
 }
 
@@ -311,8 +301,8 @@ static void test_ssd(const struct shape *s, int T, int split)
 		ssd_run(&c, &d, 0, T);
 	}
 	char what[96];
-	snprintf(what, sizeof(what), "ssd H=%d P=%d N=%d G=%d chunk=%d split %d", s->H, s->P, s->N,
-	         s->G, s->chunk, split);
+	snprintf(what, sizeof(what), "ssd H=%d P=%d N=%d G=%d chunk=%d split %d", s->H, s->P, s->N, s->G,
+		 s->chunk, split);
 	ssm_check(what, &c, &d);
 
 	/* the CPU's chunked form agrees with the same scan (so both references hold) */
@@ -340,10 +330,9 @@ static void test_step(const struct shape *s, int T)
 	ssm_dev_init(&d, &c);
 	for (int t = 0; t < T; t++)
 		CHECK_INT_EQ(gpu_mamba_ssm_step(g, &c.gm, d.xbc + (size_t)t * c.ldx,
-		                                d.dt_raw + (size_t)t * c.ldd, d.dt_bias, d.a_log,
-		                                d.dskip, c.dt_min, c.dt_max, d.state,
-		                                d.y + (size_t)t * c.ldy),
-		             0);
+						d.dt_raw + (size_t)t * c.ldd, d.dt_bias, d.a_log, d.dskip,
+						c.dt_min, c.dt_max, d.state, d.y + (size_t)t * c.ldy),
+			     0);
 	char what[96];
 	snprintf(what, sizeof(what), "step H=%d P=%d N=%d G=%d", s->H, s->P, s->N, s->G);
 	ssm_check(what, &c, &d);
@@ -375,19 +364,17 @@ static void test_bf16_state(const struct shape *s, int T, int split, int n_step)
 		int t0 = cuts[i], n = cuts[i + 1] - cuts[i];
 		if (n == 0)
 			continue;
-		lm_ssm_chunked_s16(&c.dm, n, c.xbc + (size_t)t0 * c.ldx, c.ldx,
-		                   c.dt + (size_t)t0 * c.dm.H, c.a, c.dskip, s16,
-		                   want_y + (size_t)t0 * c.dm.d_in, cb);
+		lm_ssm_chunked_s16(&c.dm, n, c.xbc + (size_t)t0 * c.ldx, c.ldx, c.dt + (size_t)t0 * c.dm.H,
+				   c.a, c.dskip, s16, want_y + (size_t)t0 * c.dm.d_in, cb);
 		ssd_run(&c, &d, t0, n);
 	}
 	for (int t = T; t < T + n_step; t++) {
-		lm_ssm_scan_s16(&c.dm, 1, c.xbc + (size_t)t * c.ldx, c.ldx, c.dt + (size_t)t * c.dm.H,
-		                c.a, c.dskip, s16, want_y + (size_t)t * c.dm.d_in);
+		lm_ssm_scan_s16(&c.dm, 1, c.xbc + (size_t)t * c.ldx, c.ldx, c.dt + (size_t)t * c.dm.H, c.a,
+				c.dskip, s16, want_y + (size_t)t * c.dm.d_in);
 		CHECK_INT_EQ(gpu_mamba_ssm_step(g, &c.gm, d.xbc + (size_t)t * c.ldx,
-		                                d.dt_raw + (size_t)t * c.ldd, d.dt_bias, d.a_log,
-		                                d.dskip, c.dt_min, c.dt_max, d.state,
-		                                d.y + (size_t)t * c.ldy),
-		             0);
+						d.dt_raw + (size_t)t * c.ldd, d.dt_bias, d.a_log, d.dskip,
+						c.dt_min, c.dt_max, d.state, d.y + (size_t)t * c.ldy),
+			     0);
 	}
 
 	size_t rows = (size_t)(T + n_step);
@@ -401,11 +388,11 @@ static void test_bf16_state(const struct shape *s, int T, int split, int n_step)
 	for (size_t i = 0; i < c.nstate; i++)
 		got[i] = from_bf16(got16[i]), want[i] = from_bf16(s16[i]);
 	char what[128];
-	snprintf(what, sizeof(what), "bf16 state H=%d P=%d N=%d T=%d split %d, %d steps: y", s->H,
-	         s->P, s->N, T, split, n_step);
+	snprintf(what, sizeof(what), "bf16 state H=%d P=%d N=%d T=%d split %d, %d steps: y", s->H, s->P, s->N,
+		 T, split, n_step);
 	check_close(what, y, want_y, rows * c.dm.d_in, 2e-5, 1.0 / 256);
-	snprintf(what, sizeof(what), "bf16 state H=%d P=%d N=%d T=%d split %d, %d steps: state",
-	         s->H, s->P, s->N, T, split, n_step);
+	snprintf(what, sizeof(what), "bf16 state H=%d P=%d N=%d T=%d split %d, %d steps: state", s->H, s->P,
+		 s->N, T, split, n_step);
 	check_close(what, got, want, c.nstate, 2e-5, 1.0 / 256);
 	/* the fp32 reference is near: the rounding is the only difference */
 	check_close("bf16 state vs the fp32 scan: y", want_y, c.want_y, rows * c.dm.d_in, 5e-2, 5e-2);
@@ -424,8 +411,7 @@ static void test_gated_norm(const struct shape *s, int T)
 	struct gpu_mamba_dims gm;
 	dims_of(s, &dm, &gm);
 	size_t d_in = (size_t)dm.d_in, ldy = d_in + 3, ldz = d_in + 7, ldo = d_in + 1;
-	float *y = rand_floats((size_t)T * ldy, 2.0f, 0.0f),
-	      *z = rand_floats((size_t)T * ldz, 3.0f, 0.0f);
+	float *y = rand_floats((size_t)T * ldy, 2.0f, 0.0f), *z = rand_floats((size_t)T * ldz, 3.0f, 0.0f);
 	float *w = rand_floats(d_in, 0.5f, 1.0f);
 	float eps = 1e-5f;
 	float *want = xmalloc((size_t)T * d_in * sizeof(float));
@@ -439,19 +425,14 @@ static void test_gated_norm(const struct shape *s, int T)
 	float *dw = dev_from(w, d_in * sizeof(float));
 	float *dof = dev_from(NULL, (size_t)T * ldo * sizeof(float));
 	uint16_t *dob = dev_from(NULL, (size_t)T * ldo * sizeof(uint16_t));
-	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, T, dy, ldy, dz, ldz, dw, eps, dof, ldo,
-	                                     GPU_DTYPE_F32),
-	             0);
-	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, T, dy, ldy, dz, ldz, dw, eps, dob, ldo,
-	                                     GPU_DTYPE_BF16),
-	             0);
+	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, T, dy, ldy, dz, ldz, dw, eps, dof, ldo, GPU_DTYPE_F32),
+		     0);
+	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, T, dy, ldy, dz, ldz, dw, eps, dob, ldo, GPU_DTYPE_BF16),
+		     0);
 	/* in place last: it overwrites the input of the two calls above */
-	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, T, dy, ldy, dz, ldz, dw, eps, dy, ldy,
-	                                     GPU_DTYPE_F32),
-	             0);
+	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, T, dy, ldy, dz, ldz, dw, eps, dy, ldy, GPU_DTYPE_F32), 0);
 
-	float *of = xmalloc((size_t)T * ldo * sizeof(float)),
-	      *oi = xmalloc((size_t)T * ldy * sizeof(float));
+	float *of = xmalloc((size_t)T * ldo * sizeof(float)), *oi = xmalloc((size_t)T * ldy * sizeof(float));
 	uint16_t *ob = xmalloc((size_t)T * ldo * sizeof(uint16_t));
 	float *gf = xmalloc((size_t)T * d_in * sizeof(float)),
 	      *gb = xmalloc((size_t)T * d_in * sizeof(float));
@@ -474,8 +455,7 @@ static void test_gated_norm(const struct shape *s, int T)
 	check_close(what, gb, want, (size_t)T * d_in, 1e-5, 1.0 / 256 + 1e-5);
 
 	gpu_free(g, dy), gpu_free(g, dz), gpu_free(g, dw), gpu_free(g, dof), gpu_free(g, dob);
-	free(y), free(z), free(w), free(want), free(of), free(oi), free(ob), free(gf), free(gb),
-	        free(gi);
+	free(y), free(z), free(w), free(want), free(of), free(oi), free(ob), free(gf), free(gb), free(gi);
 }
 
 /* ---- the mixer as the forward chains it --------------------------------------------------------
@@ -496,16 +476,13 @@ static void test_mixer(const struct shape *s, int T0, int n_decode)
 	const float eps = 1e-5f, dt_min = 0.001f, dt_max = 0.5f;
 	float *zx = rand_floats((size_t)T * in_rows, 1.0f, 0.0f),
 	      *w = rand_floats((size_t)cd * K, 0.5f, 0.0f);
-	float *bias = rand_floats((size_t)cd, 0.2f, 0.0f),
-	      *dtb = rand_floats((size_t)H, 0.5f, -1.0f);
-	float *a_log = rand_floats((size_t)H, 0.5f, 0.0f),
-	      *dsk = rand_floats((size_t)H, 1.0f, 0.0f);
+	float *bias = rand_floats((size_t)cd, 0.2f, 0.0f), *dtb = rand_floats((size_t)H, 0.5f, -1.0f);
+	float *a_log = rand_floats((size_t)H, 0.5f, 0.0f), *dsk = rand_floats((size_t)H, 1.0f, 0.0f);
 	float *gw = rand_floats((size_t)d_in, 0.3f, 1.0f);
 	float *conv0 = rand_floats(nconv, 1.0f, 0.0f), *ssm0 = rand_floats(nssm, 0.5f, 0.0f);
 
 	/* the CPU */
-	float *cwt = xmalloc((size_t)cd * K * sizeof(float)),
-	      *a = xmalloc((size_t)H * sizeof(float));
+	float *cwt = xmalloc((size_t)cd * K * sizeof(float)), *a = xmalloc((size_t)H * sizeof(float));
 	for (int c = 0; c < cd; c++)
 		for (int k = 0; k < K; k++)
 			cwt[(size_t)k * cd + c] = w[(size_t)c * K + k];
@@ -515,8 +492,7 @@ static void test_mixer(const struct shape *s, int T0, int n_decode)
 	memcpy(cst, conv0, nconv * sizeof(float));
 	memcpy(sst, ssm0, nssm * sizeof(float));
 	float *cbuf = xmalloc((size_t)(K - 1 + T0) * cd * sizeof(float));
-	float *xc = xmalloc((size_t)T0 * cd * sizeof(float)),
-	      *dt = xmalloc((size_t)T0 * H * sizeof(float));
+	float *xc = xmalloc((size_t)T0 * cd * sizeof(float)), *dt = xmalloc((size_t)T0 * H * sizeof(float));
 	float *want = xmalloc((size_t)T * d_in * sizeof(float));
 	float *cb = xmalloc(lm_ssm_cb_floats(&dm, T0) * sizeof(float));
 	REQUIRE(cpu_reserve_scratch(lm_ssm_scratch_bytes(&dm)) == 0);
@@ -552,21 +528,20 @@ static void test_mixer(const struct shape *s, int T0, int n_decode)
 		int n = t == 0 ? T0 : 1;
 		const float *row = dzx + (size_t)t * in_rows;
 		float *y = dy + (size_t)t * d_in;
-		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, n, row + d_in, in_rows, dw, GPU_DTYPE_F32,
-		                                 dbias, dconv, dxc, (size_t)cd),
-		             0);
+		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &gm, n, row + d_in, in_rows, dw, GPU_DTYPE_F32, dbias,
+						 dconv, dxc, (size_t)cd),
+			     0);
 		if (n == 1)
-			CHECK_INT_EQ(gpu_mamba_ssm_step(g, &gm, dxc, row + d_in + cd, ddtb, dalog,
-			                                ddsk, dt_min, dt_max, dssm, y),
-			             0);
+			CHECK_INT_EQ(gpu_mamba_ssm_step(g, &gm, dxc, row + d_in + cd, ddtb, dalog, ddsk,
+							dt_min, dt_max, dssm, y),
+				     0);
 		else
-			CHECK_INT_EQ(gpu_mamba_ssd(g, &gm, n, dxc, (size_t)cd, row + d_in + cd,
-			                           in_rows, ddtb, dalog, ddsk, dt_min, dt_max, dssm,
-			                           y, (size_t)d_in, ws),
-			             0);
-		CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, n, y, (size_t)d_in, row, in_rows, dgw,
-		                                     eps, y, (size_t)d_in, GPU_DTYPE_F32),
-		             0);
+			CHECK_INT_EQ(gpu_mamba_ssd(g, &gm, n, dxc, (size_t)cd, row + d_in + cd, in_rows, ddtb,
+						   dalog, ddsk, dt_min, dt_max, dssm, y, (size_t)d_in, ws),
+				     0);
+		CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &gm, n, y, (size_t)d_in, row, in_rows, dgw, eps, y,
+						     (size_t)d_in, GPU_DTYPE_F32),
+			     0);
 		t += n;
 	}
 	float *got = xmalloc((size_t)T * d_in * sizeof(float)),
@@ -578,21 +553,16 @@ static void test_mixer(const struct shape *s, int T0, int n_decode)
 	char what[96];
 	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d out", s->P, s->N, T0, n_decode);
 	check_close(what, got, want, (size_t)T * d_in, 2e-5, 2e-5);
-	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d ssm state", s->P, s->N, T0,
-	         n_decode);
+	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d ssm state", s->P, s->N, T0, n_decode);
 	check_close(what, gssm, sst, nssm, 2e-5, 2e-5);
-	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d conv state", s->P, s->N, T0,
-	         n_decode);
+	snprintf(what, sizeof(what), "mixer P=%d N=%d T0=%d + %d conv state", s->P, s->N, T0, n_decode);
 	check_close(what, gconv, cst, nconv, 0, 0);
 
-	gpu_free(g, dzx), gpu_free(g, dw), gpu_free(g, dbias), gpu_free(g, ddtb),
-	        gpu_free(g, dalog);
-	gpu_free(g, ddsk), gpu_free(g, dgw), gpu_free(g, dconv), gpu_free(g, dssm),
-	        gpu_free(g, dxc);
+	gpu_free(g, dzx), gpu_free(g, dw), gpu_free(g, dbias), gpu_free(g, ddtb), gpu_free(g, dalog);
+	gpu_free(g, ddsk), gpu_free(g, dgw), gpu_free(g, dconv), gpu_free(g, dssm), gpu_free(g, dxc);
 	gpu_free(g, dy), gpu_free(g, ws);
 	free(zx), free(w), free(bias), free(dtb), free(a_log), free(dsk), free(gw), free(conv0);
-	free(ssm0), free(cwt), free(a), free(cst), free(sst), free(cbuf), free(xc), free(dt),
-	        free(want);
+	free(ssm0), free(cwt), free(a), free(cst), free(sst), free(cbuf), free(xc), free(dt), free(want);
 	free(cb), free(got), free(gconv), free(gssm);
 }
 
@@ -602,8 +572,8 @@ static void test_mixer(const struct shape *s, int T0, int n_decode)
 static void test_bad_shapes(void)
 {
 	float *d = dev_from(NULL, 4096);
-	struct gpu_mamba_dims ok = {
-	        .n_heads = 4, .head_dim = 4, .state = 4, .groups = 2, .conv_k = 4, .chunk = 8};
+	struct gpu_mamba_dims ok =
+		{.n_heads = 4, .head_dim = 4, .state = 4, .groups = 2, .conv_k = 4, .chunk = 8};
 	struct gpu_mamba_dims bad[] = {ok, ok, ok, ok, ok};
 	bad[0].conv_k = GPU_MAMBA_MAX_CONV_K + 1;
 	bad[1].chunk = 0;
@@ -611,37 +581,27 @@ static void test_bad_shapes(void)
 	bad[3].groups = 3; /* 4 heads in 3 groups */
 	bad[4].state = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		CHECK_INT_EQ(
-		        gpu_mamba_conv_silu(g, &bad[i], 1, d, 64, d, GPU_DTYPE_F32, NULL, d, d, 64),
-		        -EINVAL);
+		CHECK_INT_EQ(gpu_mamba_conv_silu(g, &bad[i], 1, d, 64, d, GPU_DTYPE_F32, NULL, d, d, 64),
+			     -EINVAL);
 		CHECK_INT_EQ(gpu_mamba_ssd_workspace_bytes(&bad[i], 4), 0);
-		CHECK_INT_EQ(
-		        gpu_mamba_ssd(g, &bad[i], 4, d, 64, d, 8, d, d, d, 0.0f, 1.0f, d, d, 16, d),
-		        -EINVAL);
-		CHECK_INT_EQ(gpu_mamba_ssm_step(g, &bad[i], d, d, d, d, d, 0.0f, 1.0f, d, d),
-		             -EINVAL);
+		CHECK_INT_EQ(gpu_mamba_ssd(g, &bad[i], 4, d, 64, d, 8, d, d, d, 0.0f, 1.0f, d, d, 16, d),
+			     -EINVAL);
+		CHECK_INT_EQ(gpu_mamba_ssm_step(g, &bad[i], d, d, d, d, d, 0.0f, 1.0f, d, d), -EINVAL);
 		CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &bad[i], 1, d, 16, d, 16, d, 1e-5f, d, 16,
-		                                     GPU_DTYPE_F32),
-		             -EINVAL);
+						     GPU_DTYPE_F32),
+			     -EINVAL);
 	}
 	/* T = 0 and rows shorter than the shape (conv_dim 32, d_in 16) */
-	CHECK_INT_EQ(gpu_mamba_conv_silu(g, &ok, 0, d, 64, d, GPU_DTYPE_F32, NULL, d, d, 64),
-	             -EINVAL);
-	CHECK_INT_EQ(gpu_mamba_conv_silu(g, &ok, 1, d, 31, d, GPU_DTYPE_F32, NULL, d, d, 64),
-	             -EINVAL);
-	CHECK_INT_EQ(gpu_mamba_ssd(g, &ok, 4, d, 31, d, 8, d, d, d, 0.0f, 1.0f, d, d, 16, d),
-	             -EINVAL);
-	CHECK_INT_EQ(gpu_mamba_ssd(g, &ok, 4, d, 32, d, 3, d, d, d, 0.0f, 1.0f, d, d, 16, d),
-	             -EINVAL);
-	CHECK_INT_EQ(gpu_mamba_ssd(g, &ok, 4, d, 32, d, 4, d, d, d, 0.0f, 1.0f, d, d, 15, d),
-	             -EINVAL);
-	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &ok, 1, d, 16, d, 16, d, 1e-5f, d, 16,
-	                                     (enum gpu_dtype)7),
-	             -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_conv_silu(g, &ok, 0, d, 64, d, GPU_DTYPE_F32, NULL, d, d, 64), -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_conv_silu(g, &ok, 1, d, 31, d, GPU_DTYPE_F32, NULL, d, d, 64), -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_ssd(g, &ok, 4, d, 31, d, 8, d, d, d, 0.0f, 1.0f, d, d, 16, d), -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_ssd(g, &ok, 4, d, 32, d, 3, d, d, d, 0.0f, 1.0f, d, d, 16, d), -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_ssd(g, &ok, 4, d, 32, d, 4, d, d, d, 0.0f, 1.0f, d, d, 15, d), -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_gated_rmsnorm(g, &ok, 1, d, 16, d, 16, d, 1e-5f, d, 16, (enum gpu_dtype)7),
+		     -EINVAL);
 	struct gpu_mamba_dims bad_state = ok;
 	bad_state.state_dtype = (enum gpu_dtype)7;
-	CHECK_INT_EQ(gpu_mamba_ssd(g, &bad_state, 4, d, 32, d, 4, d, d, d, 0.0f, 1.0f, d, d, 16, d),
-	             -EINVAL);
+	CHECK_INT_EQ(gpu_mamba_ssd(g, &bad_state, 4, d, 32, d, 4, d, d, d, 0.0f, 1.0f, d, d, 16, d), -EINVAL);
 	CHECK_INT_EQ(gpu_mamba_ssm_step(g, &bad_state, d, d, d, d, d, 0.0f, 1.0f, d, d), -EINVAL);
 	CHECK_INT_EQ(gpu_synchronize(g), 0);
 	gpu_free(g, d);

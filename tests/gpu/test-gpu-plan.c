@@ -76,24 +76,37 @@ static int run_on(const char *mode, uint64_t bytes)
 
 /* RADIO-H and its projector as Holotron-12B has them (model.md 1.3): 12 tiles and the thumbnail */
 static const struct device_plan_vision radio_h = {
-	.width = 1280, .depth = 32, .mlp = 5120, .patch = 16, .prefix = 8,
-	.shuffle = 2, .proj_hidden = 20480, .out_dim = 5120, .tile = 512, .tiles = 13,
+	.width = 1280,
+	.depth = 32,
+	.mlp = 5120,
+	.patch = 16,
+	.prefix = 8,
+	.shuffle = 2,
+	.proj_hidden = 20480,
+	.out_dim = 5120,
+	.tile = 512,
+	.tiles = 13,
 };
 
 static struct engine_memory_plan plan_12b(const struct model_config *mc, enum engine_weights w,
 					  uint64_t free_b, bool *ret_fits)
 {
 	struct device_plan_args a = {
-		.lm = &mc->lm, .tied = mc->tie_word_embeddings, .conv_bias = mc->use_conv_bias,
-		.weights = w, .precision = ENGINE_PRECISION_BF16, .vision = &radio_h,
-		.sessions = 1, .context = 32768,
+		.lm = &mc->lm,
+		.tied = mc->tie_word_embeddings,
+		.conv_bias = mc->use_conv_bias,
+		.weights = w,
+		.precision = ENGINE_PRECISION_BF16,
+		.vision = &radio_h,
+		.sessions = 1,
+		.context = 32768,
 	};
 	struct engine_memory_plan p;
 	REQUIRE(device_plan_compute(&a, &p) == 0);
 	*ret_fits = device_plan_fit(&p, free_b);
 	char line[512];
-	fprintf(stderr, "Holotron-12B %-4s on %.1f GiB: %s: %s, %d sessions of 32768 tokens fit\n",
-		p.weights, (double)free_b / GIB, device_plan_describe(&p, line, sizeof(line)),
+	fprintf(stderr, "Holotron-12B %-4s on %.1f GiB: %s: %s, %d sessions of 32768 tokens fit\n", p.weights,
+		(double)free_b / GIB, device_plan_describe(&p, line, sizeof(line)),
 		*ret_fits ? "fits" : "does not fit", p.sessions_fit);
 	return p;
 }
@@ -147,8 +160,8 @@ static void test_full_12b(void)
 
 	const struct engine_memory_plan *alts[] = {&q8, &q4, NULL};
 	char msg[1024];
-	device_plan_refusal(&bf16, "Holotron-12B", "CUDA device 0 (NVIDIA GeForce RTX 4090)", alts,
-			    msg, sizeof(msg));
+	device_plan_refusal(&bf16, "Holotron-12B", "CUDA device 0 (NVIDIA GeForce RTX 4090)", alts, msg,
+			    sizeof(msg));
 	fprintf(stderr, "refusal: %s\n", msg);
 	char want[128];
 	snprintf(want, sizeof(want), "Holotron-12B in bf16 needs %.1f GiB of weights (bf16) + ",
@@ -175,12 +188,14 @@ static void test_16g(void)
 	CHECK(!fits);
 }
 
-static struct engine_backend *create(struct engine_model *m, enum engine_weights w, char *err,
-				     size_t len)
+static struct engine_backend *create(struct engine_model *m, enum engine_weights w, char *err, size_t len)
 {
 	struct engine_backend_options o = {
-		.kind = ENGINE_BACKEND_CUDA, .device = test_gpu_device(),
-		.precision = ENGINE_PRECISION_BF16, .weights = w, .plan_sessions = 1,
+		.kind = ENGINE_BACKEND_CUDA,
+		.device = test_gpu_device(),
+		.precision = ENGINE_PRECISION_BF16,
+		.weights = w,
+		.plan_sessions = 1,
 		.plan_context = 32768,
 	};
 	errno = 0;
@@ -202,10 +217,21 @@ static void check_backend(struct engine_backend *b, const char *format)
 
 /* Holotron-12B's widths (tools/bench/holotron-12b-config.json), three layers */
 static const struct lm_random_spec spec_12b_shaped = {
-	.pattern = "M*-", .hidden = 5120, .vocab = 4096, .intermediate = 20480,
-	.n_heads = 40, .n_kv_heads = 8, .head_dim = 128, .m_heads = 128, .m_head_dim = 80,
-	.m_groups = 8, .m_state = 128, .m_conv_kernel = 4, .m_chunk = 128,
-	.dtype = TENSOR_BF16, .seed = 29,
+	.pattern = "M*-",
+	.hidden = 5120,
+	.vocab = 4096,
+	.intermediate = 20480,
+	.n_heads = 40,
+	.n_kv_heads = 8,
+	.head_dim = 128,
+	.m_heads = 128,
+	.m_head_dim = 80,
+	.m_groups = 8,
+	.m_state = 128,
+	.m_conv_kernel = 4,
+	.m_chunk = 128,
+	.dtype = TENSOR_BF16,
+	.seed = 29,
 };
 
 /* The plan of spec_12b_shaped from its shapes alone (lm_random_model_create() gives its Mamba
@@ -214,15 +240,26 @@ static struct engine_memory_plan plan_12b_shaped(enum engine_weights w)
 {
 	const struct lm_random_spec *sp = &spec_12b_shaped;
 	struct lm_config c = {
-		.n_layers = 3, .hidden = sp->hidden, .vocab = sp->vocab,
-		.intermediate = sp->intermediate, .n_heads = sp->n_heads,
-		.n_kv_heads = sp->n_kv_heads, .head_dim = sp->head_dim, .m_heads = sp->m_heads,
-		.m_head_dim = sp->m_head_dim, .m_groups = sp->m_groups, .m_state = sp->m_state,
-		.m_conv_kernel = sp->m_conv_kernel, .m_chunk = sp->m_chunk,
+		.n_layers = 3,
+		.hidden = sp->hidden,
+		.vocab = sp->vocab,
+		.intermediate = sp->intermediate,
+		.n_heads = sp->n_heads,
+		.n_kv_heads = sp->n_kv_heads,
+		.head_dim = sp->head_dim,
+		.m_heads = sp->m_heads,
+		.m_head_dim = sp->m_head_dim,
+		.m_groups = sp->m_groups,
+		.m_state = sp->m_state,
+		.m_conv_kernel = sp->m_conv_kernel,
+		.m_chunk = sp->m_chunk,
 	};
 	snprintf(c.pattern, sizeof(c.pattern), "%s", sp->pattern);
-	struct device_plan_args a = {.lm = &c, .conv_bias = true, .weights = w,
-				     .precision = ENGINE_PRECISION_BF16, .sessions = 1,
+	struct device_plan_args a = {.lm = &c,
+				     .conv_bias = true,
+				     .weights = w,
+				     .precision = ENGINE_PRECISION_BF16,
+				     .sessions = 1,
 				     .context = 32768};
 	struct engine_memory_plan p;
 	REQUIRE(device_plan_compute(&a, &p) == 0);
@@ -281,7 +318,7 @@ static void test_between(void)
 	CHECK(strncmp(err, "the model in bf16 needs ", 24) == 0);
 	CHECK(strstr(err, " GiB of weights (bf16) + 1 session of 32768 tokens (") != NULL);
 	CHECK(strstr(err, " free: use --weights q8 or fp8 or q4") != NULL); /* sm_89 has FP8 */
-	CHECK(device_free() == between); /* nothing was allocated */
+	CHECK(device_free() == between);				    /* nothing was allocated */
 
 	b = create(m, ENGINE_WEIGHTS_Q8, err, sizeof(err));
 	if (!b)

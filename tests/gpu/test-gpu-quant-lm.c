@@ -54,8 +54,7 @@ static struct engine_model *load(const char *name)
 }
 
 static struct engine_backend *create(struct engine_model *m, enum engine_backend_kind kind,
-				     enum engine_precision p, enum engine_weights w, char *err,
-				     size_t errlen)
+				     enum engine_precision p, enum engine_weights w, char *err, size_t errlen)
 {
 	struct engine_backend_options o = {.kind = kind, .precision = p, .weights = w};
 	if (kind != ENGINE_BACKEND_CPU)
@@ -107,8 +106,8 @@ static int argmax(const float *x, int n)
 
 /* Prefill `n` tokens (all logits), then `steps` decodes of ids[] (the CPU's greedy tokens when
  * ids is filled: greedy[] NULL), logits in rows n..n+steps-1. */
-static void run(struct engine_backend *b, const int32_t *tok, int n, int steps, int32_t *ids,
-		bool choose, float *logits, int vocab)
+static void run(struct engine_backend *b, const int32_t *tok, int n, int steps, int32_t *ids, bool choose,
+		float *logits, int vocab)
 {
 	struct engine_session *s = engine_session_create_on(b, n + steps + 1);
 	REQUIRE(s);
@@ -143,7 +142,7 @@ static void test_vs_cpu(const char *model, enum engine_weights w, int n, const c
 	compare(&e, got, want, rows, vocab);
 	/* the figures, for docs/quantization.md */
 	fprintf(stderr, "%s %s n=%d fp32: NMSE %.3g, worst row %.3g, min cosine %.8f\n", model,
-			engine_weights_name(w), n, e.num / e.den, e.worst_row, e.min_cos);
+		engine_weights_name(w), n, e.num / e.den, e.worst_row, e.min_cos);
 	CHECK(e.num / e.den <= 1e-9);
 	CHECK(e.worst_row <= 1e-4);
 	CHECK(e.min_cos >= 0.9999);
@@ -156,8 +155,7 @@ static void test_vs_cpu(const char *model, enum engine_weights w, int n, const c
 	run(b, tok, n, steps, ids, false, got, vocab);
 	e = (struct err){.min_cos = 1};
 	compare(&e, got, want, rows, vocab);
-	fprintf(stderr, "%s %s n=%d bf16: min cosine %.6f\n", model, engine_weights_name(w), n,
-		e.min_cos);
+	fprintf(stderr, "%s %s n=%d bf16: min cosine %.6f\n", model, engine_weights_name(w), n, e.min_cos);
 	CHECK(e.min_cos >= 0.999);
 	engine_backend_destroy(b);
 	engine_backend_destroy(cpu);
@@ -196,9 +194,11 @@ static void test_fp8_gemm(const char *model, enum engine_weights w)
 	compare(&e, got, want, rows, vocab);
 	compare(&ed, deq, want, rows, vocab);
 	compare(&ex, got, deq, rows, vocab);
-	fprintf(stderr, "%s %s bf16, prefill on the FP8 matmul: min cosine %.6f, NMSE %.3g (dequantized "
-		"slices: %.6f, %.3g; FP8 vs dequantized NMSE %.3g)\n", model, engine_weights_name(w),
-		e.min_cos, e.num / e.den, ed.min_cos, ed.num / ed.den, ex.num / ex.den);
+	fprintf(stderr,
+		"%s %s bf16, prefill on the FP8 matmul: min cosine %.6f, NMSE %.3g (dequantized "
+		"slices: %.6f, %.3g; FP8 vs dequantized NMSE %.3g)\n",
+		model, engine_weights_name(w), e.min_cos, e.num / e.den, ed.min_cos, ed.num / ed.den,
+		ex.num / ex.den);
 	CHECK(e.min_cos >= FP8_GEMM_MIN_COS);
 	CHECK(e.num / e.den <= FP8_GEMM_MAX_NMSE);
 	CHECK(ed.min_cos >= 0.999);
@@ -231,7 +231,8 @@ static void test_batch(const char *model, enum engine_weights w)
 		CHECK_INT_EQ(engine_session_append(a[k], tok[k], NULL, n, ENGINE_LOGITS_NONE, NULL), 0);
 		CHECK_INT_EQ(engine_session_append(es[k], tok[k], NULL, n, ENGINE_LOGITS_NONE, NULL), 0);
 	}
-	float *bl = xmalloc(3 * (size_t)vocab * sizeof(float)), *al = xmalloc(3 * (size_t)vocab * sizeof(float));
+	float *bl = xmalloc(3 * (size_t)vocab * sizeof(float)),
+	      *al = xmalloc(3 * (size_t)vocab * sizeof(float));
 	float *el = xmalloc(3 * (size_t)vocab * sizeof(float));
 	uint64_t caps0 = backend_cuda_graph_captures(b);
 	struct err e = {.min_cos = 1};
@@ -240,7 +241,9 @@ static void test_batch(const char *model, enum engine_weights w)
 		struct engine_batch_entry ent[3];
 		for (int k = 0; k < 3; k++) {
 			next[k] = (int32_t)((step * 17u + (unsigned)k * 3u + 1u) % (unsigned)vocab);
-			ent[k] = (struct engine_batch_entry){.session = s[k], .tokens = &next[k], .n = 1,
+			ent[k] = (struct engine_batch_entry){.session = s[k],
+							     .tokens = &next[k],
+							     .n = 1,
 							     .want = ENGINE_LOGITS_LAST,
 							     .ret_logits = bl + (size_t)k * vocab};
 		}
@@ -256,8 +259,8 @@ static void test_batch(const char *model, enum engine_weights w)
 		compare(&e, bl, al, 3, vocab);
 	}
 	if (!(e.num / e.den <= 1e-9))
-		fprintf(stderr, "%s %s batch of three vs alone: NMSE %.3g\n", model,
-			engine_weights_name(w), e.num / e.den);
+		fprintf(stderr, "%s %s batch of three vs alone: NMSE %.3g\n", model, engine_weights_name(w),
+			e.num / e.den);
 	CHECK(e.num / e.den <= 1e-9);
 	/* the batches replayed a captured graph (the 4-row bucket); the eager backend none */
 	CHECK(backend_cuda_graph_captures(b) > caps0);
@@ -292,9 +295,21 @@ static void test_bytes(void)
 static void test_nan(void)
 {
 	struct lm_random_spec sp = {
-		.pattern = "M*-", .hidden = 32, .vocab = 40, .intermediate = 48, .n_heads = 4,
-		.n_kv_heads = 2, .head_dim = 8, .m_heads = 4, .m_head_dim = 8, .m_groups = 2,
-		.m_state = 8, .m_conv_kernel = 4, .m_chunk = 8, .dtype = TENSOR_F32, .seed = 3,
+		.pattern = "M*-",
+		.hidden = 32,
+		.vocab = 40,
+		.intermediate = 48,
+		.n_heads = 4,
+		.n_kv_heads = 2,
+		.head_dim = 8,
+		.m_heads = 4,
+		.m_head_dim = 8,
+		.m_groups = 2,
+		.m_state = 8,
+		.m_conv_kernel = 4,
+		.m_chunk = 8,
+		.dtype = TENSOR_F32,
+		.seed = 3,
 	};
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
@@ -305,28 +320,27 @@ static void test_nan(void)
 	k[3 * 32 + 5] = nanf("");
 	k[12 * 32 + 1] = 1e6f;
 	char err[512] = "";
-	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q4, err,
-		     sizeof(err)) == NULL);
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q4, err, sizeof(err)) ==
+	      NULL);
 	if (!strstr(err, "cannot quantize layer 1's k_proj to q4: row 3 has a NaN or infinite weight"))
 		fprintf(stderr, "got: %s\n", err);
 	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q4: row 3 has a NaN or infinite "
 			  "weight") != NULL);
 	/* fp8 (ModelOpt's per-tensor recipe) looks at the whole matrix first: the NaN's row */
-	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_FP8, err,
-		     sizeof(err)) == NULL);
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_FP8, err, sizeof(err)) ==
+	      NULL);
 	CHECK(strstr(err, "cannot quantize layer 1's k_proj to fp8: row 3 has a NaN or infinite "
 			  "weight") != NULL);
 	k[3 * 32 + 5] = 0.5f; /* now row 12 alone */
-	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_FP8, err,
-		     sizeof(err)) == NULL);
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_FP8, err, sizeof(err)) ==
+	      NULL);
 	if (!strstr(err, "cannot quantize layer 1's k_proj to fp8: its largest weight is past +-65504"))
 		fprintf(stderr, "got: %s\n", err);
 	CHECK(strstr(err, "cannot quantize layer 1's k_proj to fp8: its largest weight is past "
 			  "+-65504") != NULL);
-	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8, err,
-		     sizeof(err)) == NULL);
-	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q8: row 12 has a weight past +-65504") !=
+	CHECK(create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8, err, sizeof(err)) ==
 	      NULL);
+	CHECK(strstr(err, "cannot quantize layer 1's k_proj to q8: row 12 has a weight past +-65504") != NULL);
 	lm_random_model_destroy(m);
 }
 
@@ -353,10 +367,10 @@ static void test_stored(void)
 	int32_t tok[6] = {1, 7, 9, 30, 4, 100}, ids[2] = {5, 6};
 	float *a = xmalloc((size_t)(n + steps) * vocab * sizeof(float));
 	float *c = xmalloc((size_t)(n + steps) * vocab * sizeof(float));
-	struct engine_backend *bs = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32,
-					      ENGINE_WEIGHTS_Q4);
-	struct engine_backend *bq = create_ok(q, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32,
-					      ENGINE_WEIGHTS_DEFAULT);
+	struct engine_backend *bs =
+		create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q4);
+	struct engine_backend *bq =
+		create_ok(q, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_DEFAULT);
 	struct engine_backend_info is, iq;
 	CHECK_INT_EQ(engine_backend_get_info(bs, &is), 0);
 	CHECK_INT_EQ(engine_backend_get_info(bq, &iq), 0);
@@ -404,8 +418,8 @@ int main(int argc, char **argv)
 		CHECK(strstr(err, "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt): fp8 needs a "
 				  "GPU with FP8 tensor cores, compute capability 8.9 or newer") != NULL);
 		CHECK(strstr(err, "is sm_80: use --weights q8 or q4 (requantized at load)") != NULL);
-		struct engine_backend *b = create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32,
-						     ENGINE_WEIGHTS_Q8);
+		struct engine_backend *b =
+			create_ok(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8);
 		struct engine_backend_info info;
 		CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
 		CHECK_STR_EQ(info.weights, "q8");

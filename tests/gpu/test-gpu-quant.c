@@ -7,9 +7,10 @@
  * rows (one launch, a full launch of GPU_QGEMV_TOKENS, more than one), fp32 and bf16 activations
  * and outputs, with and without the residual add; and the FP8 activations of the prefill's FP8
  * GEMM (gpu_fp8_quantize) against quant_f32_to_e4m3(): scales, codes, padding, saturation; and
- * that GEMM (gpu_gemm_fp8: cuBLASLt's FP8 matmul, the stand-in in the emulation) on fp8 records. Runs on a device (suite `gpu`, 77 without one)
- * and in the CUDA emulation (suite `gpu-emu`, three thread orders, and under ASan: x and the
- * records are allocated to their exact sizes, so a read past a row's last column is reported).
+ * that GEMM (gpu_gemm_fp8: cuBLASLt's FP8 matmul, the stand-in in the emulation) on fp8 records. Runs on a
+ * device (suite `gpu`, 77 without one) and in the CUDA emulation (suite `gpu-emu`, three thread orders, and
+ * under ASan: x and the records are allocated to their exact sizes, so a read past a row's last column is
+ * reported).
  *
  * Tolerances:
  * - GEMV: |got - want| <= (in + 64) 2^-24 sum_k |w_k x_k| against a double product of the
@@ -103,8 +104,8 @@ static void *records_of(enum quant_format f, int out, int in, size_t *ret_rb, fl
 	return rec;
 }
 
-static void test_gemv(enum quant_format f, int out, int in, int rows, enum gpu_dtype xt,
-		      enum gpu_dtype yt, bool acc)
+static void test_gemv(enum quant_format f, int out, int in, int rows, enum gpu_dtype xt, enum gpu_dtype yt,
+		      bool acc)
 {
 	size_t rb;
 	float *w;
@@ -124,19 +125,19 @@ static void test_gemv(enum quant_format f, int out, int in, int rows, enum gpu_d
 		y0[i] = yt == GPU_DTYPE_BF16 ? bf16_to_f32(y016[i]) : frand();
 	}
 	void *dw = dev_from(rec, (size_t)out * rb);
-	void *dx = dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16,
-			    (size_t)rows * ldx * xb);
+	void *dx =
+		dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16, (size_t)rows * ldx * xb);
 	void *dy = dev_from(yt == GPU_DTYPE_F32 ? (const void *)y0 : (const void *)y016,
 			    (size_t)rows * ldy * yb);
-	CHECK_INT_EQ(gpu_qgemv(g, dw, gq(f), out, in, dx, xt, ldx, rows, dy, yt, ldy, acc),
-		     0);
+	CHECK_INT_EQ(gpu_qgemv(g, dw, gq(f), out, in, dx, xt, ldx, rows, dy, yt, ldy, acc), 0);
 	void *got = xmalloc((size_t)rows * ldy * yb);
 	to_host(got, dy, (size_t)rows * ldy * yb);
 	size_t bad = 0;
 	for (int r = 0; r < rows; r++) {
 		for (size_t o = 0; o < ldy; o++) {
 			size_t i = (size_t)r * ldy + o;
-			double gv = yt == GPU_DTYPE_F32 ? ((float *)got)[i] : bf16_to_f32(((uint16_t *)got)[i]);
+			double gv =
+				yt == GPU_DTYPE_F32 ? ((float *)got)[i] : bf16_to_f32(((uint16_t *)got)[i]);
 			if (o >= (size_t)out) { /* the padding column is never written */
 				bad += gv != y0[i];
 				continue;
@@ -151,9 +152,12 @@ static void test_gemv(enum quant_format f, int out, int in, int rows, enum gpu_d
 				     (yt == GPU_DTYPE_BF16 ? 0x1p-8 * fabs(want) : 0);
 			if (!(fabs(gv - want) <= tol)) {
 				if (bad < 3)
-					fprintf(stderr, "%s out %d in %d rows %d x %d y %d acc %d: [%d][%zu] %.9g want "
-						"%.9g (tol %.3g)\n", quant_format_desc(f)->name, out, in, rows,
-						xt, yt, acc, r, o, gv, want, tol);
+					fprintf(stderr,
+						"%s out %d in %d rows %d x %d y %d acc %d: [%d][%zu] %.9g "
+						"want "
+						"%.9g (tol %.3g)\n",
+						quant_format_desc(f)->name, out, in, rows, xt, yt, acc, r, o,
+						gv, want, tol);
 				bad++;
 			}
 		}
@@ -186,7 +190,6 @@ static void test_dequant(enum quant_format f, int out, int in, enum gpu_dtype dt
 	free(rec), free(w), free(got);
 }
 
-
 /* The FP8 activations (gpu_fp8_quantize) against quant.h's reference: the scale amax / 448 (per
  * tensor, per token; 1 for a zero row or tensor), read back from the device and equal to the
  * host's fp32 division, every code quant_f32_to_e4m3(x / s) and the columns past `in` zero;
@@ -213,7 +216,8 @@ static void test_fp8_act(int rows, int in, enum gpu_dtype xt, enum gpu_fp8_scali
 			amax_all = fmaxf(amax_all, fabsf(x[(size_t)r * ldx + c]));
 	if (mode == GPU_FP8_GIVEN)
 		given = amax_all / 600.0f; /* the largest values past 448 s */
-	void *dx = dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16, (size_t)rows * ldx * xb);
+	void *dx =
+		dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16, (size_t)rows * ldx * xb);
 	void *dq = dev_from(NULL, (size_t)rows * ldq);
 	float *ds = dev_from(NULL, (size_t)rows * sizeof(float));
 	if (mode == GPU_FP8_GIVEN)
@@ -243,8 +247,10 @@ static void test_fp8_act(int rows, int in, enum gpu_dtype xt, enum gpu_fp8_scali
 			uint8_t got = q[(size_t)r * ldq + c];
 			saturated += c < (size_t)in && (got & 0x7f) == 0x7e;
 			if (got != want && bad++ < 3)
-				fprintf(stderr, "fp8 act rows %d in %d x %d mode %d: [%d][%zu] code 0x%02x want "
-					"0x%02x (x %.9g, s %.9g)\n", rows, in, xt, mode, r, c, got, want,
+				fprintf(stderr,
+					"fp8 act rows %d in %d x %d mode %d: [%d][%zu] code 0x%02x want "
+					"0x%02x (x %.9g, s %.9g)\n",
+					rows, in, xt, mode, r, c, got, want,
 					c < (size_t)in ? x[(size_t)r * ldx + c] : 0.0f, s);
 		}
 	}
@@ -254,7 +260,6 @@ static void test_fp8_act(int rows, int in, enum gpu_dtype xt, enum gpu_fp8_scali
 	gpu_free(g, dx), gpu_free(g, dq), gpu_free(g, ds), gpu_free(g, dws);
 	free(x), free(x16), free(q), free(sc);
 }
-
 
 /* The prefill's FP8 product (gpu_gemm_fp8): fp8 records of one per-tensor scale S times the
  * activations quantized per tensor on the device, through cuBLASLt's FP8 matmul. Held to a double
@@ -280,7 +285,8 @@ static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum g
 	}
 	const size_t ldx = (size_t)in, ldq = ((size_t)in + 15) / 16 * 16, ldy = (size_t)out;
 	const size_t xb = xt == GPU_DTYPE_F32 ? 4 : 2, yb = yt == GPU_DTYPE_F32 ? 4 : 2;
-	float *x = xmalloc((size_t)rows * ldx * sizeof(float)), *y0 = xmalloc((size_t)rows * ldy * sizeof(float));
+	float *x = xmalloc((size_t)rows * ldx * sizeof(float)),
+	      *y0 = xmalloc((size_t)rows * ldy * sizeof(float));
 	uint16_t *x16 = xmalloc((size_t)rows * ldx * 2), *y016 = xmalloc((size_t)rows * ldy * 2);
 	for (size_t i = 0; i < (size_t)rows * ldx; i++) {
 		x16[i] = f32_to_bf16(frand() * 2.0f);
@@ -291,8 +297,10 @@ static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum g
 		y0[i] = yt == GPU_DTYPE_BF16 ? bf16_to_f32(y016[i]) : frand();
 	}
 	void *dw = dev_from(rec, (size_t)out * rb);
-	void *dx = dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16, (size_t)rows * ldx * xb);
-	void *dy = dev_from(yt == GPU_DTYPE_F32 ? (const void *)y0 : (const void *)y016, (size_t)rows * ldy * yb);
+	void *dx =
+		dev_from(xt == GPU_DTYPE_F32 ? (const void *)x : (const void *)x16, (size_t)rows * ldx * xb);
+	void *dy = dev_from(yt == GPU_DTYPE_F32 ? (const void *)y0 : (const void *)y016,
+			    (size_t)rows * ldy * yb);
 	void *dq = dev_from(NULL, (size_t)rows * ldq);
 	const float scales[2] = {S, 0.0f};
 	float *dsc = dev_from(scales, sizeof(scales)), *dws = dev_from(NULL, (size_t)rows * sizeof(float));
@@ -307,13 +315,16 @@ static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum g
 	to_host(got, dy, (size_t)rows * ldy * yb);
 	float *gv_gemv = xmalloc((size_t)rows * ldy * sizeof(float));
 	void *dyg = dev_from(NULL, (size_t)rows * ldy * sizeof(float));
-	CHECK_INT_EQ(gpu_qgemv(g, dw, GPU_QUANT_FP8, out, in, dx, xt, ldx, rows, dyg, GPU_DTYPE_F32, ldy, false), 0);
+	CHECK_INT_EQ(gpu_qgemv(g, dw, GPU_QUANT_FP8, out, in, dx, xt, ldx, rows, dyg, GPU_DTYPE_F32, ldy,
+			       false),
+		     0);
 	to_host(gv_gemv, dyg, (size_t)rows * ldy * sizeof(float));
 	size_t bad = 0;
 	for (int r = 0; r < rows; r++) {
 		for (int o = 0; o < out; o++) {
 			size_t i = (size_t)r * ldy + o;
-			double gv = yt == GPU_DTYPE_F32 ? ((float *)got)[i] : bf16_to_f32(((uint16_t *)got)[i]);
+			double gv =
+				yt == GPU_DTYPE_F32 ? ((float *)got)[i] : bf16_to_f32(((uint16_t *)got)[i]);
 			double codes = acc ? y0[i] : 0, exact = codes, mag = 0, qerr = 0;
 			for (int k = 0; k < in; k++) {
 				double wk = w[(size_t)o * in + k], xk = x[(size_t)r * ldx + k];
@@ -325,16 +336,20 @@ static void test_gemm_fp8(struct gpu_blas *gm, int out, int in, int rows, enum g
 				     (yt == GPU_DTYPE_BF16 ? 0x1p-8 * fabs(codes) : 0);
 			double gemv = gv_gemv[i] + (acc ? y0[i] : 0);
 			if ((!(fabs(gv - codes) <= tol) || !(fabs(gv - exact) <= tol + qerr * 1.001) ||
-			     !(fabs(gv - gemv) <= 2 * tol + (in + 64) * 0x1p-24 * mag + qerr * 1.001)) && bad++ < 3)
-				fprintf(stderr, "gemm fp8 out %d in %d rows %d x %d y %d acc %d: [%d][%d] %.9g want "
-					"%.9g (codes) %.9g (exact) %.9g (GEMV), tol %.3g + %.3g\n", out, in, rows, xt, yt,
-					acc, r, o, gv, codes, exact, gemv, tol, qerr);
+			     !(fabs(gv - gemv) <= 2 * tol + (in + 64) * 0x1p-24 * mag + qerr * 1.001)) &&
+			    bad++ < 3)
+				fprintf(stderr,
+					"gemm fp8 out %d in %d rows %d x %d y %d acc %d: [%d][%d] %.9g want "
+					"%.9g (codes) %.9g (exact) %.9g (GEMV), tol %.3g + %.3g\n",
+					out, in, rows, xt, yt, acc, r, o, gv, codes, exact, gemv, tol, qerr);
 		}
 	}
 	CHECK_INT_EQ(bad, 0);
-	gpu_free(g, dw), gpu_free(g, dx), gpu_free(g, dy), gpu_free(g, dq), gpu_free(g, dsc), gpu_free(g, dws);
+	gpu_free(g, dw), gpu_free(g, dx), gpu_free(g, dy), gpu_free(g, dq), gpu_free(g, dsc),
+		gpu_free(g, dws);
 	gpu_free(g, dyg);
-	free(rec), free(w), free(src), free(x), free(y0), free(x16), free(y016), free(q), free(got), free(gv_gemv);
+	free(rec), free(w), free(src), free(x), free(y0), free(x16), free(y016), free(q), free(got),
+		free(gv_gemv);
 }
 
 int main(void)
@@ -388,9 +403,9 @@ int main(void)
 	}
 	/* what cuBLASLt's FP8 matmul cannot run is said before anything is queued */
 	void *d8 = dev_from(NULL, 8192);
-	CHECK(!gpu_gemm_fp8_ok(40, 128, d8, d8, 48, d8, GPU_DTYPE_F32, 8));	    /* in */
+	CHECK(!gpu_gemm_fp8_ok(40, 128, d8, d8, 48, d8, GPU_DTYPE_F32, 8));		/* in */
 	CHECK(!gpu_gemm_fp8_ok(48, 128, d8, (char *)d8 + 8, 48, d8, GPU_DTYPE_F32, 8)); /* x */
-	CHECK(!gpu_gemm_fp8_ok(48, 128, d8, d8, 48, d8, GPU_DTYPE_BF16, 9));	    /* ldy */
+	CHECK(!gpu_gemm_fp8_ok(48, 128, d8, d8, 48, d8, GPU_DTYPE_BF16, 9));		/* ldy */
 	CHECK_INT_EQ(gpu_gemm_fp8(gm, d8, 128, (float *)d8, 8, 40, d8, 48, (float *)d8, 2, d8, GPU_DTYPE_F32,
 				  8, false),
 		     -EINVAL);
@@ -404,8 +419,7 @@ int main(void)
 	CHECK_INT_EQ(gpu_qgemv(g, d, GPU_QUANT_Q8, 1, 32, d, GPU_DTYPE_F32, 31, 1, (char *)d + 2048,
 			       GPU_DTYPE_F32, 1, false),
 		     -EINVAL);
-	CHECK_INT_EQ(gpu_dequant(g, d, (enum gpu_quant)7, 1, 32, (char *)d + 2048, GPU_DTYPE_F32),
-		     -EINVAL);
+	CHECK_INT_EQ(gpu_dequant(g, d, (enum gpu_quant)7, 1, 32, (char *)d + 2048, GPU_DTYPE_F32), -EINVAL);
 	CHECK_INT_EQ((int)gpu_quant_row_bytes(GPU_QUANT_Q4, 0), 0);
 	gpu_free(g, d);
 	gpu_context_destroy(g);

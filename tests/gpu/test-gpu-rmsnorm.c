@@ -23,7 +23,8 @@ int main(void)
 	for (size_t s = 0; s < ARRAY_SIZE(shapes); s++) {
 		int rows = shapes[s][0], cols = shapes[s][1];
 		float *x = xmalloc(sizeof(float) * rows * cols), *w = xmalloc(sizeof(float) * cols);
-		float *got = xmalloc(sizeof(float) * rows * cols), *want = xmalloc(sizeof(float) * rows * cols);
+		float *got = xmalloc(sizeof(float) * rows * cols),
+		      *want = xmalloc(sizeof(float) * rows * cols);
 		srand(1234 + (unsigned)s);
 		for (int i = 0; i < rows * cols; i++)
 			x[i] = (float)rand() / RAND_MAX * 4.0f - 2.0f;

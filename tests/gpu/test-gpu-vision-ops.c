@@ -130,7 +130,8 @@ static void test_tokens(int tiles, int n, int n_prefix, int d)
 		memcpy(x, prefix, sizeof(float) * n_prefix * d);
 	}
 	void *de = dev_from(emb, (size_t)tiles * n * d * 4), *dpos = dev_from(pos, (size_t)n * d * 4);
-	void *dpre = dev_from(prefix, ((size_t)n_prefix * d + 1) * 4), *dx = dev_from(NULL, (size_t)tiles * L * d * 4);
+	void *dpre = dev_from(prefix, ((size_t)n_prefix * d + 1) * 4),
+	     *dx = dev_from(NULL, (size_t)tiles * L * d * 4);
 	CHECK_INT_EQ(gpu_vision_tokens(g, de, dpos, dpre, tiles, n, n_prefix, d, dx), 0);
 	float *got = download(dx, (size_t)tiles * L * d, GPU_DTYPE_F32);
 	CHECK_INT_EQ(compare("tokens", got, want, (size_t)tiles * L * d, GPU_DTYPE_F32, 0, 0), 0);
@@ -156,18 +157,21 @@ static void test_layernorm(int rows, int d, size_t ldx, size_t ldo, enum gpu_dty
 	CHECK_INT_EQ(gpu_layernorm(g, dx, ldx, dg, db, rows, d, VISION_LN_EPS, dout, dtype, ldo), 0);
 	float *got = download(dout, (size_t)rows * ldo, dtype);
 	for (int r = 0; r < rows; r++)
-		CHECK_INT_EQ(compare("layernorm", got + (size_t)r * ldo, want + (size_t)r * ldo, d, dtype, 1e-5, 1e-5), 0);
+		CHECK_INT_EQ(compare("layernorm", got + (size_t)r * ldo, want + (size_t)r * ldo, d, dtype,
+				     1e-5, 1e-5),
+			     0);
 	/* in place */
 	if (dtype == GPU_DTYPE_F32 && ldo == ldx) {
 		CHECK_INT_EQ(gpu_layernorm(g, dx, ldx, dg, db, rows, d, VISION_LN_EPS, dx, dtype, ldx), 0);
 		float *got2 = download(dx, (size_t)rows * ldx, dtype);
 		for (int r = 0; r < rows; r++)
-			CHECK_INT_EQ(compare("layernorm in place", got2 + (size_t)r * ldx, want + (size_t)r * ldo, d, dtype,
-					     1e-5, 1e-5),
+			CHECK_INT_EQ(compare("layernorm in place", got2 + (size_t)r * ldx,
+					     want + (size_t)r * ldo, d, dtype, 1e-5, 1e-5),
 				     0);
 		free(got2);
 	}
-	CHECK_INT_EQ(gpu_layernorm(g, dx, ldx, dg, db, rows, d, VISION_LN_EPS, dx, GPU_DTYPE_BF16, ldx), -EINVAL);
+	CHECK_INT_EQ(gpu_layernorm(g, dx, ldx, dg, db, rows, d, VISION_LN_EPS, dx, GPU_DTYPE_BF16, ldx),
+		     -EINVAL);
 	gpu_free(g, dx);
 	gpu_free(g, dg);
 	gpu_free(g, db);
@@ -194,7 +198,9 @@ static void test_bias_act(int rows, int d, size_t ld, enum gpu_act act, enum gpu
 	float *got = download(dout, (size_t)rows * ld, dtype);
 	double tol = act == GPU_ACT_GELU_ERF ? 1e-5 : 0;
 	for (int r = 0; r < rows; r++) {
-		CHECK_INT_EQ(compare("bias_act", got + (size_t)r * ld, want + (size_t)r * ld, d, dtype, tol, tol), 0);
+		CHECK_INT_EQ(compare("bias_act", got + (size_t)r * ld, want + (size_t)r * ld, d, dtype, tol,
+				     tol),
+			     0);
 		/* the padding past d is never written (in place: still x) */
 		if (dtype == GPU_DTYPE_F32)
 			for (size_t c = (size_t)d; c < ld; c++)
@@ -221,7 +227,8 @@ static void test_attention(int tiles, int L, int D, int heads, enum gpu_dtype dt
 			qkv[i] *= 3;
 	REQUIRE(cpu_reserve_scratch(cpu_matmul_scratch_bytes(MAX(L, D / heads))) == 0);
 	for (int t = 0; t < tiles; t++)
-		REQUIRE(vision_attention(qkv + (size_t)t * L * 3 * D, want + (size_t)t * L * D, L, D, heads) == 0);
+		REQUIRE(vision_attention(qkv + (size_t)t * L * 3 * D, want + (size_t)t * L * D, L, D,
+					 heads) == 0);
 	void *dq = dev_from(qkv, nq * 4), *dout = dev_from(NULL, no * dsize(dtype));
 	CHECK_INT_EQ(gpu_vision_attention(g, dq, tiles, L, D, heads, dout, dtype), 0);
 	float *got = download(dout, no, dtype);
@@ -242,8 +249,8 @@ static void test_attention(int tiles, int L, int D, int heads, enum gpu_dtype dt
 			double cs = dot / sqrt(gg * ww);
 			worst = cs >= worst ? worst : cs != cs ? -2 : cs;
 		}
-		fprintf(stderr, "%s, bf16 on tensor cores: smallest row cosine %.6f, largest error %.3g\n", what,
-			worst, err);
+		fprintf(stderr, "%s, bf16 on tensor cores: smallest row cosine %.6f, largest error %.3g\n",
+			what, worst, err);
 		CHECK(worst >= 0.999);
 		CHECK(err <= 0.03);
 	} else {
@@ -266,12 +273,13 @@ static void test_shuffle_norm(int tiles, int rows, int cols, int d, int s, size_
 		vision_shuffle_norm(feat + t * stride, rows, cols, d, s, gm, want + t * n);
 	void *df = dev_from(feat, stride * tiles * 4), *dg = dev_from(gm, P * 4);
 	void *dout = dev_from(NULL, n * tiles * dsize(dtype));
-	CHECK_INT_EQ(gpu_vision_shuffle_norm(g, df, stride, tiles, rows, cols, d, s, dg, VISION_RMS_EPS, dout, dtype),
+	CHECK_INT_EQ(gpu_vision_shuffle_norm(g, df, stride, tiles, rows, cols, d, s, dg, VISION_RMS_EPS, dout,
+					     dtype),
 		     0);
 	float *got = download(dout, n * tiles, dtype);
 	CHECK_INT_EQ(compare("shuffle_norm", got, want, n * tiles, dtype, 1e-5, 1e-5), 0);
-	CHECK_INT_EQ(gpu_vision_shuffle_norm(g, df, stride, tiles, rows + 1, cols, d, s, dg, VISION_RMS_EPS, dout,
-					     dtype),
+	CHECK_INT_EQ(gpu_vision_shuffle_norm(g, df, stride, tiles, rows + 1, cols, d, s, dg, VISION_RMS_EPS,
+					     dout, dtype),
 		     -EINVAL);
 	gpu_free(g, df);
 	gpu_free(g, dg);
@@ -311,7 +319,8 @@ int main(void)
 	test_attention(2, 37, 64, 4, GPU_DTYPE_BF16);
 	test_attention(1, 70, 160, 2, GPU_DTYPE_BF16);
 	test_attention(2, 1, 32, 1, GPU_DTYPE_BF16);
-	CHECK_INT_EQ(gpu_vision_attention(g, (const float *)g, 1, 4, 258, 2, (void *)g, GPU_DTYPE_F32), -EINVAL);
+	CHECK_INT_EQ(gpu_vision_attention(g, (const float *)g, 1, 4, 258, 2, (void *)g, GPU_DTYPE_F32),
+		     -EINVAL);
 	test_shuffle_norm(1, 2, 2, 1, 2, 0, GPU_DTYPE_F32);
 	test_shuffle_norm(2, 4, 6, 5, 2, 7, GPU_DTYPE_F32);
 	test_shuffle_norm(3, 6, 3, 8, 3, 0, GPU_DTYPE_BF16);

@@ -101,17 +101,22 @@ static void check_grid(struct gpu_context *g, const struct fixture *f, int grid)
 	const struct vision_weights *w = f->w;
 	const int tiles = f->tiles, per = (grid / w->shuffle) * (grid / w->shuffle);
 	const size_t dim = (size_t)w->out_dim, n_rows = (size_t)tiles * per;
-	const size_t feat_tile = (size_t)grid * grid * w->width, tile_px = (size_t)3 * grid * w->patch * grid * w->patch;
+	const size_t feat_tile = (size_t)grid * grid * w->width,
+		     tile_px = (size_t)3 * grid * w->patch * grid * w->patch;
 	float *pixels = grid * w->patch == f->tile_size ? NULL : crop(f, grid);
 	const float *px = pixels ? pixels : f->pixels;
 	float *pos = xmalloc(sizeof(float) * (size_t)grid * grid * w->width);
-	float *want_rows = xmalloc(n_rows * dim * sizeof(float)), *want_feat = xmalloc(tiles * feat_tile * sizeof(float));
-	float *got_rows = xmalloc(n_rows * dim * sizeof(float)), *got_feat = xmalloc(tiles * feat_tile * sizeof(float));
+	float *want_rows = xmalloc(n_rows * dim * sizeof(float)),
+	      *want_feat = xmalloc(tiles * feat_tile * sizeof(float));
+	float *got_rows = xmalloc(n_rows * dim * sizeof(float)),
+	      *got_feat = xmalloc(tiles * feat_tile * sizeof(float));
 
 	REQUIRE(vision_pos_embed(w, grid, grid, pos) == 0);
 	for (int t = 0; t < tiles; t++) {
-		REQUIRE(vision_vit_forward(w, px + t * tile_px, grid, grid, pos, want_feat + t * feat_tile) == 0);
-		REQUIRE(vision_project(w, want_feat + t * feat_tile, grid, grid, want_rows + (size_t)t * per * dim) == 0);
+		REQUIRE(vision_vit_forward(w, px + t * tile_px, grid, grid, pos, want_feat + t * feat_tile) ==
+			0);
+		REQUIRE(vision_project(w, want_feat + t * feat_tile, grid, grid,
+				       want_rows + (size_t)t * per * dim) == 0);
 	}
 	const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32, ENGINE_PRECISION_BF16};
 	for (size_t k = 0; k < ARRAY_SIZE(precisions); k++) {
@@ -138,20 +143,24 @@ static void check_grid(struct gpu_context *g, const struct fixture *f, int grid)
 		} else {
 			double c1 = min_cosine(again, first, (size_t)per, dim);
 			if (!(c1 >= 0.9999))
-				fprintf(stderr, "grid %d: the thumbnail inside %d tiles vs alone: cosine %.6f\n",
+				fprintf(stderr,
+					"grid %d: the thumbnail inside %d tiles vs alone: cosine %.6f\n",
 					grid, tiles, c1);
 			CHECK(c1 >= 0.9999);
 		}
 		free(first);
 		if (precisions[k] == ENGINE_PRECISION_FP32) {
-			double nf = nmse(got_feat, want_feat, tiles * feat_tile), nr = nmse(got_rows, want_rows, n_rows * dim);
-			fprintf(stderr, "grid %d, %s: features NMSE %.3g, rows NMSE %.3g\n", grid, name, nf, nr);
+			double nf = nmse(got_feat, want_feat, tiles * feat_tile),
+			       nr = nmse(got_rows, want_rows, n_rows * dim);
+			fprintf(stderr, "grid %d, %s: features NMSE %.3g, rows NMSE %.3g\n", grid, name, nf,
+				nr);
 			CHECK(nf <= 1e-9);
 			CHECK(nr <= 1e-9);
 		} else {
 			double cf = min_cosine(got_feat, want_feat, (size_t)tiles * grid * grid, w->width);
 			double cr = min_cosine(got_rows, want_rows, n_rows, dim);
-			fprintf(stderr, "grid %d, %s: smallest row cosine: features %.6f, rows %.6f\n", grid, name, cf, cr);
+			fprintf(stderr, "grid %d, %s: smallest row cosine: features %.6f, rows %.6f\n", grid,
+				name, cf, cr);
 			CHECK(cf >= 0.999);
 			CHECK(cr >= 0.999);
 		}
@@ -192,9 +201,15 @@ static void check_mlp_gelu(struct gpu_context *g, const struct fixture *f)
 			fc2_w[(size_t)d * M + j] = (float)(1 + d % 3);
 	for (int i = 0; i < w.depth; i++) {
 		blocks[i] = f->w->blocks[i];
-		blocks[i].fc1_b = (struct tensor){.data = fc1_b, .dtype = TENSOR_F32, .ndim = 1, .shape = {M},
+		blocks[i].fc1_b = (struct tensor){.data = fc1_b,
+						  .dtype = TENSOR_F32,
+						  .ndim = 1,
+						  .shape = {M},
 						  .nbytes = sizeof(float) * (size_t)M};
-		blocks[i].fc2_w = (struct tensor){.data = fc2_w, .dtype = TENSOR_F32, .ndim = 2, .shape = {D, M},
+		blocks[i].fc2_w = (struct tensor){.data = fc2_w,
+						  .dtype = TENSOR_F32,
+						  .ndim = 2,
+						  .shape = {D, M},
 						  .nbytes = sizeof(float) * (size_t)D * M};
 	}
 	w.blocks = blocks;
@@ -227,12 +242,16 @@ static void check_profile(struct gpu_context *g, const struct fixture *f)
 	float *pixels = crop(f, 4), *pos = xmalloc(sizeof(float) * 16 * w->width);
 	const float *rows;
 	char **lines = NULL, want[128];
-	static const char *const once[] = {"kernel vision_patchify launches=1 ", "gemm vision.embedder calls=1 ",
-					   "kernel vision_tokens launches=1 ", "kernel vision_shuffle_norm launches=1 ",
-					   "gemm mlp1.fc1 calls=1 ", "kernel relu2 launches=1 ", "gemm mlp1.fc3 calls=1 "};
-	static const char *const per_block[] = {"gemm vision.qkv calls=", "kernel vision_attention launches=",
-						"gemm vision.proj calls=", "gemm vision.fc1 calls=",
-						"kernel vision_bias_gelu launches=", "gemm vision.fc2 calls="};
+	static const char *const once[] = {"kernel vision_patchify launches=1 ",
+					   "gemm vision.embedder calls=1 ",
+					   "kernel vision_tokens launches=1 ",
+					   "kernel vision_shuffle_norm launches=1 ",
+					   "gemm mlp1.fc1 calls=1 ",
+					   "kernel relu2 launches=1 ",
+					   "gemm mlp1.fc3 calls=1 "};
+	static const char *const per_block[] =
+		{"gemm vision.qkv calls=", "kernel vision_attention launches=", "gemm vision.proj calls=",
+		 "gemm vision.fc1 calls=", "kernel vision_bias_gelu launches=", "gemm vision.fc2 calls="};
 
 	REQUIRE(vision_pos_embed(w, 4, 4, pos) == 0);
 	struct vision_cuda *vc = vision_cuda_create_grid(g, w, 4, pos, ENGINE_PRECISION_BF16);
@@ -338,7 +357,8 @@ static char *read_text(const char *path)
 }
 
 /* Copies src/name to dir/name with the first `from` replaced by `to`. */
-static void copy_replacing(const char *src, const char *dir, const char *name, const char *from, const char *to)
+static void copy_replacing(const char *src, const char *dir, const char *name, const char *from,
+			   const char *to)
 {
 	char path[4096];
 	REQUIRE((size_t)snprintf(path, sizeof(path), "%s/%s", src, name) < sizeof(path));
@@ -458,8 +478,8 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend *cpu = engine_backend_create(m, &opts, err, sizeof(err));
 	REQUIRE(cpu);
-	CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), want, n_rows, (size_t)dim, embeds,
-					  err, sizeof(err)),
+	CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), want, n_rows, (size_t)dim,
+					  embeds, err, sizeof(err)),
 		     0);
 	float *want_logits = append_logits(cpu, ids, n, NULL, embeds, vocab);
 	struct engine_backend *hosts[] = {NULL, cpu};
@@ -473,8 +493,8 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 		CHECK_INT_EQ(engine_rows_read(rows, 0, n_rows, got), 0);
 		CHECK(memcmp(got, want, n_rows * (size_t)dim * sizeof(float)) == 0);
 		const struct engine_rows *images[] = {rows};
-		CHECK_INT_EQ(engine_vision_splice_rows(ids, n, engine_vision_image_token(v), images, 1, refs, err,
-						       sizeof(err)),
+		CHECK_INT_EQ(engine_vision_splice_rows(ids, n, engine_vision_image_token(v), images, 1, refs,
+						       err, sizeof(err)),
 			     0);
 		float *logits = append_logits(cpu, ids, n, refs, NULL, vocab);
 		CHECK(memcmp(logits, want_logits, n * (size_t)vocab * sizeof(float)) == 0);
@@ -484,7 +504,8 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 
 	const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32, ENGINE_PRECISION_BF16};
 	for (size_t k = 0; k < ARRAY_SIZE(precisions); k++) {
-		opts = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .precision = precisions[k]};
+		opts = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA,
+						       .precision = precisions[k]};
 		struct engine_backend *b = engine_backend_create(m, &opts, err, sizeof(err));
 		REQUIRE(b);
 		struct engine_rows *rows = NULL;
@@ -499,7 +520,8 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 		REQUIRE(rows);
 		/* the image went up (with the resize tables), nothing came back */
 		unsigned long long up = copied_bytes(b, "to_device"), down = copied_bytes(b, "to_host");
-		fprintf(stderr, "rows, %s: encode copied %llu bytes to the device (image %zu), %llu to the host\n",
+		fprintf(stderr,
+			"rows, %s: encode copied %llu bytes to the device (image %zu), %llu to the host\n",
 			engine_precision_name(precisions[k]), up, image_bytes, down);
 		CHECK(up >= image_bytes);
 		CHECK(down == 0);
@@ -507,8 +529,8 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 		CHECK(engine_rows_on_device(rows));
 		CHECK(engine_rows_count(rows) == n_rows);
 		const struct engine_rows *images[] = {rows};
-		CHECK_INT_EQ(engine_vision_splice_rows(ids, n, engine_vision_image_token(v), images, 1, refs, err,
-						       sizeof(err)),
+		CHECK_INT_EQ(engine_vision_splice_rows(ids, n, engine_vision_image_token(v), images, 1, refs,
+						       err, sizeof(err)),
 			     0);
 		REQUIRE(engine_backend_profile(b, true) == 0);
 		float *dev_logits = append_logits(b, ids, n, refs, NULL, vocab);
@@ -516,9 +538,11 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 		up = copied_bytes(b, "to_device");
 		down = copied_bytes(b, "to_host");
 		unsigned long long on = copied_bytes(b, "on_device");
-		fprintf(stderr, "rows, %s: append copied %llu bytes on the device (rows %zu), %llu to the device, "
+		fprintf(stderr,
+			"rows, %s: append copied %llu bytes on the device (rows %zu), %llu to the device, "
 			"%llu to the host (logits %zu)\n",
-			engine_precision_name(precisions[k]), on, rows_bytes, up, down, n * (size_t)vocab * sizeof(float));
+			engine_precision_name(precisions[k]), on, rows_bytes, up, down,
+			n * (size_t)vocab * sizeof(float));
 		CHECK(on == rows_bytes);
 		CHECK(up < rows_bytes);
 		CHECK(down == n * (size_t)vocab * sizeof(float));
@@ -530,8 +554,8 @@ static void check_rows(struct engine_model *m, const struct engine_vision *v, co
 			fprintf(stderr, "rows, fp32: device rows vs CPU NMSE %.3g\n", e);
 			CHECK(e <= 1e-9);
 			/* the same rows through the host: the same logits, bit for bit */
-			CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), got, n_rows, (size_t)dim,
-							  embeds, err, sizeof(err)),
+			CHECK_INT_EQ(engine_vision_splice(ids, n, engine_vision_image_token(v), got, n_rows,
+							  (size_t)dim, embeds, err, sizeof(err)),
 				     0);
 			float *host_logits = append_logits(b, ids, n, NULL, embeds, vocab);
 			CHECK(memcmp(host_logits, dev_logits, n * (size_t)vocab * sizeof(float)) == 0);
@@ -617,7 +641,8 @@ static void check_seam(const char *root, const struct engine_image *img)
 
 	const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32, ENGINE_PRECISION_BF16};
 	for (size_t k = 0; k < ARRAY_SIZE(precisions); k++) {
-		opts = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA, .precision = precisions[k]};
+		opts = (struct engine_backend_options){.kind = ENGINE_BACKEND_CUDA,
+						       .precision = precisions[k]};
 		b = engine_backend_create(m, &opts, err, sizeof(err));
 		if (!b)
 			fprintf(stderr, "cuda backend: %s\n", err);
@@ -629,7 +654,8 @@ static void check_seam(const char *root, const struct engine_image *img)
 			fprintf(stderr, "seam, fp32: rows NMSE %.3g\n", e);
 			CHECK(e <= 1e-9);
 		} else {
-			double c = min_cosine(got, want, n / engine_vision_embed_dim(v), engine_vision_embed_dim(v));
+			double c = min_cosine(got, want, n / engine_vision_embed_dim(v),
+					      engine_vision_embed_dim(v));
 			fprintf(stderr, "seam, bf16: smallest row cosine %.6f\n", c);
 			CHECK(c >= 0.999);
 		}

@@ -35,14 +35,14 @@ static inline struct engine_backend *test_env_backend(const struct engine_model 
 	if ((!cpu && strcmp(kind, "cuda") != 0) ||
 	    (precision && *precision && engine_precision_parse(precision, &o.precision) < 0) ||
 	    (ssm && *ssm && engine_precision_parse(ssm, &o.ssm_state) < 0) ||
-	    (weights && *weights && engine_weights_parse(weights, &o.weights) < 0) ||
-	    (end && *end) || dev < 0 || dev > INT_MAX) {
+	    (weights && *weights && engine_weights_parse(weights, &o.weights) < 0) || (end && *end) ||
+	    dev < 0 || dev > INT_MAX) {
 		fprintf(stderr,
 			"HOLOD_BACKEND=%s HOLOD_PRECISION=%s HOLOD_SSM_STATE=%s HOLOD_WEIGHTS=%s "
 			"HOLOD_DEVICE=%s: expected cpu or cuda, fp32 or bf16, default, bf16, q8 or q4, "
 			"and a device number\n",
-			kind ? kind : "", precision ? precision : "", ssm ? ssm : "",
-			weights ? weights : "", device ? device : "");
+			kind ? kind : "", precision ? precision : "", ssm ? ssm : "", weights ? weights : "",
+			device ? device : "");
 		errno = EINVAL;
 		return NULL;
 	}

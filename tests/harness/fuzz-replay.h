@@ -17,8 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline int fuzz_replay(const char *dir, bool (*one)(const uint8_t *data, size_t size),
-			      int min_files)
+static inline int fuzz_replay(const char *dir, bool (*one)(const uint8_t *data, size_t size), int min_files)
 {
 	struct dirent **names, *e;
 	int failures = 0, files = 0;
@@ -40,8 +39,7 @@ static inline int fuzz_replay(const char *dir, bool (*one)(const uint8_t *data, 
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		f = fopen(path, "rb");
-		if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
-		    fseek(f, 0, SEEK_SET) != 0) {
+		if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
 			fprintf(stderr, "%s: cannot read\n", path);
 			if (f)
 				fclose(f);
@@ -53,8 +51,7 @@ static inline int fuzz_replay(const char *dir, bool (*one)(const uint8_t *data, 
 			fprintf(stderr, "%s: short read\n", path);
 			failures++;
 		} else if (one(buf, (size_t)size) != want_ok) {
-			fprintf(stderr, "%s: expected %s\n", e->d_name,
-				want_ok ? "success" : "rejection");
+			fprintf(stderr, "%s: expected %s\n", e->d_name, want_ok ? "success" : "rejection");
 			failures++;
 		}
 		fclose(f);

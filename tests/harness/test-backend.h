@@ -43,9 +43,8 @@ static inline void test_check_env_weights(const struct engine_backend *b)
 		CHECK_STR_EQ(info.weights, w);
 }
 
-static inline struct engine_backend *test_backend_create(struct engine_model *m,
-							 enum engine_backend_kind kind,
-							 enum engine_precision p)
+static inline struct engine_backend *
+test_backend_create(struct engine_model *m, enum engine_backend_kind kind, enum engine_precision p)
 {
 	char err[512] = "";
 	struct engine_backend_options o = {.kind = kind, .precision = p};
@@ -57,4 +56,3 @@ static inline struct engine_backend *test_backend_create(struct engine_model *m,
 	REQUIRE(b);
 	return b;
 }
-

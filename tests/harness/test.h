@@ -24,8 +24,10 @@ static inline void test_skip_missing(const char *what)
 	const char *ci = getenv("HOLOD_CI");
 
 	if (ci && *ci && strcmp(ci, "0") != 0) {
-		fprintf(stderr, "FAIL: %s (HOLOD_CI is set: the CI machine must have it, see "
-				"tools/install-deps.sh)\n", what);
+		fprintf(stderr,
+			"FAIL: %s (HOLOD_CI is set: the CI machine must have it, see "
+			"tools/install-deps.sh)\n",
+			what);
 		exit(1);
 	}
 	fprintf(stderr, "skip: %s\n", what);
@@ -76,51 +78,51 @@ static inline unsigned long long test_time_limit_us(unsigned long long us)
 
 extern int test_failures;
 
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-			test_failures++;                                                           \
-		}                                                                                  \
+#define CHECK(cond)                                                                                          \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+			test_failures++;                                                                     \
+		}                                                                                            \
 	} while (0)
 
-#define CHECK_INT_EQ(a, b)                                                                         \
-	do {                                                                                       \
-		long long _a = (long long)(a), _b = (long long)(b);                                \
-		if (_a != _b) {                                                                    \
-			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, \
-				#a, #b, _a, _b);                                                   \
-			test_failures++;                                                           \
-		}                                                                                  \
+#define CHECK_INT_EQ(a, b)                                                                                   \
+	do {                                                                                                 \
+		long long _a = (long long)(a), _b = (long long)(b);                                          \
+		if (_a != _b) {                                                                              \
+			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a,    \
+				#b, _a, _b);                                                                 \
+			test_failures++;                                                                     \
+		}                                                                                            \
 	} while (0)
 
-#define CHECK_STR_EQ(a, b)                                                                         \
-	do {                                                                                       \
-		const char *_a = (a), *_b = (b);                                                   \
-		if (!_a || !_b || strcmp(_a, _b) != 0) {                                           \
-			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__,     \
-				__LINE__, #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");         \
-			test_failures++;                                                           \
-		}                                                                                  \
+#define CHECK_STR_EQ(a, b)                                                                                   \
+	do {                                                                                                 \
+		const char *_a = (a), *_b = (b);                                                             \
+		if (!_a || !_b || strcmp(_a, _b) != 0) {                                                     \
+			fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, __LINE__,    \
+				#a, #b, _a ? _a : "(null)", _b ? _b : "(null)");                             \
+			test_failures++;                                                                     \
+		}                                                                                            \
 	} while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                                      \
-	do {                                                                                       \
-		double _a = (double)(a), _b = (double)(b);                                         \
-		if (!(fabs(_a - _b) <= (tol))) {                                                   \
-			fprintf(stderr, "%s:%d: |%s - %s| <= %g failed: %.9g vs %.9g\n", __FILE__, \
-				__LINE__, #a, #b, (double)(tol), _a, _b);                          \
-			test_failures++;                                                           \
-		}                                                                                  \
+#define CHECK_NEAR(a, b, tol)                                                                                \
+	do {                                                                                                 \
+		double _a = (double)(a), _b = (double)(b);                                                   \
+		if (!(fabs(_a - _b) <= (tol))) {                                                             \
+			fprintf(stderr, "%s:%d: |%s - %s| <= %g failed: %.9g vs %.9g\n", __FILE__, __LINE__, \
+				#a, #b, (double)(tol), _a, _b);                                              \
+			test_failures++;                                                                     \
+		}                                                                                            \
 	} while (0)
 
 /* Fatal: stop the test now. */
-#define REQUIRE(cond)                                                                              \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: required: %s\n", __FILE__, __LINE__, #cond);       \
-			exit(1);                                                                   \
-		}                                                                                  \
+#define REQUIRE(cond)                                                                                        \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			fprintf(stderr, "%s:%d: required: %s\n", __FILE__, __LINE__, #cond);                 \
+			exit(1);                                                                             \
+		}                                                                                            \
 	} while (0)
 
 /* Largest |a[i] - b[i]| over n elements; INFINITY as soon as one difference is NaN (fmax()
@@ -163,13 +165,13 @@ static inline double test_top_margin(const float *v, int n)
  * (nearer ties go the way a summation order rounds). Fill in bound; the rest counts. */
 struct test_logits_check {
 	double bound;
-	double worst;  /* the largest |got - want| seen */
-	int rows;      /* rows checked */
-	int compared;  /* of them, rows whose greedy token was compared */
+	double worst; /* the largest |got - want| seen */
+	int rows;     /* rows checked */
+	int compared; /* of them, rows whose greedy token was compared */
 };
 
-static inline void test_check_logits_row(struct test_logits_check *c, const float *got,
-					 const float *want, int n)
+static inline void test_check_logits_row(struct test_logits_check *c, const float *got, const float *want,
+					 int n)
 {
 	double d = test_max_abs_diff(got, want, (size_t)n);
 	if (!(d <= c->worst))

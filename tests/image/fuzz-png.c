@@ -61,8 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	int w = engine_image_width(img), h = engine_image_height(img);
-	check(w >= 1 && h >= 1 && (unsigned)w <= ENGINE_IMAGE_MAX_DIM &&
-		      (unsigned)h <= ENGINE_IMAGE_MAX_DIM &&
+	check(w >= 1 && h >= 1 && (unsigned)w <= ENGINE_IMAGE_MAX_DIM && (unsigned)h <= ENGINE_IMAGE_MAX_DIM &&
 		      (uint64_t)w * (uint64_t)h <= ENGINE_IMAGE_MAX_PIXELS,
 	      "a decoded image is inside the limits");
 	const uint8_t *px = engine_image_rgb(img);
@@ -101,8 +100,10 @@ static struct buf make_png(int width, int height, int type, int depth, bool inte
 	struct buf b = {0};
 	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
 	png_infop info = png_create_info_struct(png);
-	int channels = type == PNG_COLOR_TYPE_RGB ? 3 : type == PNG_COLOR_TYPE_RGBA ? 4 :
-		       type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 : 1;
+	int channels = type == PNG_COLOR_TYPE_RGB	 ? 3 :
+		       type == PNG_COLOR_TYPE_RGBA	 ? 4 :
+		       type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 :
+							   1;
 	size_t row_bytes = ((size_t)width * (size_t)channels * (size_t)depth + 7) / 8;
 	uint8_t *rows = malloc(row_bytes * (size_t)height);
 
@@ -176,13 +177,20 @@ static int write_seeds(const char *dir)
 		int type, depth;
 		const char *name;
 	} layouts[] = {
-		{PNG_COLOR_TYPE_GRAY, 1, "grey1"},        {PNG_COLOR_TYPE_GRAY, 2, "grey2"},
-		{PNG_COLOR_TYPE_GRAY, 4, "grey4"},        {PNG_COLOR_TYPE_GRAY, 8, "grey8"},
-		{PNG_COLOR_TYPE_GRAY, 16, "grey16"},      {PNG_COLOR_TYPE_GRAY_ALPHA, 8, "greya8"},
-		{PNG_COLOR_TYPE_GRAY_ALPHA, 16, "greya16"}, {PNG_COLOR_TYPE_PALETTE, 1, "pal1"},
-		{PNG_COLOR_TYPE_PALETTE, 4, "pal4"},      {PNG_COLOR_TYPE_PALETTE, 8, "pal8"},
-		{PNG_COLOR_TYPE_RGB, 8, "rgb8"},          {PNG_COLOR_TYPE_RGB, 16, "rgb16"},
-		{PNG_COLOR_TYPE_RGBA, 8, "rgba8"},        {PNG_COLOR_TYPE_RGBA, 16, "rgba16"},
+		{PNG_COLOR_TYPE_GRAY, 1, "grey1"},
+		{PNG_COLOR_TYPE_GRAY, 2, "grey2"},
+		{PNG_COLOR_TYPE_GRAY, 4, "grey4"},
+		{PNG_COLOR_TYPE_GRAY, 8, "grey8"},
+		{PNG_COLOR_TYPE_GRAY, 16, "grey16"},
+		{PNG_COLOR_TYPE_GRAY_ALPHA, 8, "greya8"},
+		{PNG_COLOR_TYPE_GRAY_ALPHA, 16, "greya16"},
+		{PNG_COLOR_TYPE_PALETTE, 1, "pal1"},
+		{PNG_COLOR_TYPE_PALETTE, 4, "pal4"},
+		{PNG_COLOR_TYPE_PALETTE, 8, "pal8"},
+		{PNG_COLOR_TYPE_RGB, 8, "rgb8"},
+		{PNG_COLOR_TYPE_RGB, 16, "rgb16"},
+		{PNG_COLOR_TYPE_RGBA, 8, "rgba8"},
+		{PNG_COLOR_TYPE_RGBA, 16, "rgba16"},
 	};
 	char name[64];
 	struct buf b;

@@ -62,9 +62,9 @@ static struct buf write_png(const struct png_spec *s, const uint8_t *samples, si
 	if (setjmp(png_jmpbuf(png)))
 		REQUIRE(!"libpng write failed");
 	png_set_write_fn(png, &b, buf_write, buf_flush);
-	png_set_IHDR(png, info, (png_uint_32)s->width, (png_uint_32)s->height, s->bit_depth,
-		     s->color_type, s->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
-		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+	png_set_IHDR(png, info, (png_uint_32)s->width, (png_uint_32)s->height, s->bit_depth, s->color_type,
+		     s->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+		     PNG_FILTER_TYPE_DEFAULT);
 	if (s->palette)
 		png_set_PLTE(png, info, s->palette, s->n_palette);
 	if (s->trns || s->trans_color)
@@ -503,7 +503,8 @@ static void test_files(void)
 	if (img) {
 		CHECK_INT_EQ(engine_image_width(img), 40);
 		CHECK_INT_EQ(engine_image_height(img), 30);
-		CHECK_INT_EQ(engine_image_rgb(img)[3 * 41 + 2], (uint8_t)((3 * 41 + 2) * 7 + (3 * 41 + 2) / 13));
+		CHECK_INT_EQ(engine_image_rgb(img)[3 * 41 + 2],
+			     (uint8_t)((3 * 41 + 2) * 7 + (3 * 41 + 2) / 13));
 	}
 	engine_image_destroy(img);
 
@@ -575,21 +576,21 @@ static void test_grid(void)
 	 * expected grid comes from the reference's Python code (tools/make_vision_golden.py
 	 * find_closest_aspect_ratio over its candidate list). */
 	static const int cases[][5] = {
-		{1920, 1080, 12, 4, 2}, {1280, 720, 12, 2, 1},  {1024, 768, 12, 4, 3},
-		{512, 512, 12, 1, 1},   {1280, 800, 12, 3, 2},  {2560, 1440, 12, 4, 2},
-		{3840, 2160, 12, 4, 2}, {1366, 768, 12, 4, 2},  {800, 600, 12, 4, 3},
-		{600, 800, 12, 3, 4},   {100, 60, 12, 3, 2},    {100, 60, 2, 2, 1},
-		{700, 300, 12, 5, 2},   {32, 32, 12, 1, 1},     {1, 1000, 12, 1, 12},
-		{1000, 1, 12, 12, 1},   {1024, 1024, 12, 2, 2}, {1025, 1024, 12, 2, 2},
-		{724, 724, 12, 1, 1},   {725, 725, 12, 2, 2},   {1536, 1024, 6, 3, 2},
-		{1920, 1080, 4, 2, 1},  {1920, 1080, 1, 1, 1},  {3000, 1000, 12, 6, 2},
-		{1000, 3000, 12, 2, 6}, {2048, 512, 12, 4, 1},  {5000, 100, 12, 12, 1},
-		{640, 480, 3, 1, 1},    {1200, 1000, 7, 2, 2},  {4096, 2160, 24, 6, 3},
+		{1920, 1080, 12, 4, 2}, {1280, 720, 12, 2, 1},	{1024, 768, 12, 4, 3},
+		{512, 512, 12, 1, 1},	{1280, 800, 12, 3, 2},	{2560, 1440, 12, 4, 2},
+		{3840, 2160, 12, 4, 2}, {1366, 768, 12, 4, 2},	{800, 600, 12, 4, 3},
+		{600, 800, 12, 3, 4},	{100, 60, 12, 3, 2},	{100, 60, 2, 2, 1},
+		{700, 300, 12, 5, 2},	{32, 32, 12, 1, 1},	{1, 1000, 12, 1, 12},
+		{1000, 1, 12, 12, 1},	{1024, 1024, 12, 2, 2}, {1025, 1024, 12, 2, 2},
+		{724, 724, 12, 1, 1},	{725, 725, 12, 2, 2},	{1536, 1024, 6, 3, 2},
+		{1920, 1080, 4, 2, 1},	{1920, 1080, 1, 1, 1},	{3000, 1000, 12, 6, 2},
+		{1000, 3000, 12, 2, 6}, {2048, 512, 12, 4, 1},	{5000, 100, 12, 12, 1},
+		{640, 480, 3, 1, 1},	{1200, 1000, 7, 2, 2},	{4096, 2160, 24, 6, 3},
 		{7680, 4320, 48, 9, 5}, {300, 2000, 48, 2, 13}, {1950, 4855, 9, 1, 3},
-		{1069, 3031, 10, 1, 3}, {3884, 4759, 2, 1, 1},  {4962, 108, 8, 8, 1},
-		{2125, 4513, 4, 1, 2},  {1571, 3853, 9, 1, 3},  {4503, 3903, 7, 2, 2},
-		{1234, 1900, 11, 2, 3}, {1243, 4286, 7, 1, 4},  {125, 525, 3, 1, 3},
-		{4843, 351, 5, 5, 1},   {255, 2208, 8, 1, 8},
+		{1069, 3031, 10, 1, 3}, {3884, 4759, 2, 1, 1},	{4962, 108, 8, 8, 1},
+		{2125, 4513, 4, 1, 2},	{1571, 3853, 9, 1, 3},	{4503, 3903, 7, 2, 2},
+		{1234, 1900, 11, 2, 3}, {1243, 4286, 7, 1, 4},	{125, 525, 3, 1, 3},
+		{4843, 351, 5, 5, 1},	{255, 2208, 8, 1, 8},
 	};
 	struct engine_vision_grid g;
 
@@ -599,8 +600,8 @@ static void test_grid(void)
 		memset(&g, 0, sizeof(g));
 		CHECK_INT_EQ(engine_vision_select_grid(c[0], c[1], 512, c[2], true, &g), 0);
 		if (g.cols != c[3] || g.rows != c[4]) {
-			fprintf(stderr, "grid for %dx%d max %d: got %dx%d, want %dx%d\n", c[0], c[1],
-				c[2], g.cols, g.rows, c[3], c[4]);
+			fprintf(stderr, "grid for %dx%d max %d: got %dx%d, want %dx%d\n", c[0], c[1], c[2],
+				g.cols, g.rows, c[3], c[4]);
 			test_failures++;
 		}
 		CHECK_INT_EQ(g.thumbnail, g.cols * g.rows > 1);
@@ -626,8 +627,7 @@ static void test_grid(void)
 
 	CHECK_INT_EQ(engine_vision_select_grid(0, 10, 512, 12, true, &g), -EINVAL);
 	CHECK_INT_EQ(engine_vision_select_grid(10, 10, 512, 0, true, &g), -EINVAL);
-	CHECK_INT_EQ(engine_vision_select_grid(10, 10, 512, ENGINE_VISION_MAX_TILES + 1, true, &g),
-		     -EINVAL);
+	CHECK_INT_EQ(engine_vision_select_grid(10, 10, 512, ENGINE_VISION_MAX_TILES + 1, true, &g), -EINVAL);
 	CHECK_INT_EQ(engine_vision_select_grid(10, 10, 0, 12, true, &g), -EINVAL);
 }
 

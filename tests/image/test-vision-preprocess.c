@@ -52,8 +52,8 @@ static void test_resize_cases(void)
 		for (size_t i = 0; i < n; i++)
 			golden_diff_add(&d, got[i], ((const float *)eout->t.data)[i], i);
 		printf("resize case %d: %lldx%lld -> %lldx%lld, max |diff| %.3g\n", k,
-		       (long long)ein->t.shape[1], (long long)ein->t.shape[2],
-		       (long long)eout->t.shape[1], (long long)eout->t.shape[2], d.max_abs);
+		       (long long)ein->t.shape[1], (long long)ein->t.shape[2], (long long)eout->t.shape[1],
+		       (long long)eout->t.shape[2], d.max_abs);
 		CHECK(d.max_abs <= RESIZE_TOL);
 		free(got);
 		cases++;
@@ -127,8 +127,8 @@ static void test_case(const char *image, int max_tiles)
 
 			golden_diff_add(&d, px[((t * 3 + c) * ts + y) * ts + x], val[i], i);
 		}
-		printf("%s, max %d tiles: grid %dx%d%s, %zu samples, max |diff| %.3g\n", image,
-		       max_tiles, g.cols, g.rows, g.thumbnail ? " + thumbnail" : "", n, d.max_abs);
+		printf("%s, max %d tiles: grid %dx%d%s, %zu samples, max |diff| %.3g\n", image, max_tiles,
+		       g.cols, g.rows, g.thumbnail ? " + thumbnail" : "", n, d.max_abs);
 		CHECK(d.max_abs <= TILE_TOL);
 	}
 	free(px);

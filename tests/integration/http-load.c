@@ -216,8 +216,7 @@ static int cmd_load(int clients, int reqs, int idle)
 			close(fd);
 		probes++;
 		if (status != 200) {
-			fprintf(stderr, "status probe: %s %d\n", status < 0 ? "no answer" : "HTTP",
-				status);
+			fprintf(stderr, "status probe: %s %d\n", status < 0 ? "no answer" : "HTTP", status);
 			probe_errors++;
 		}
 		if (took > worst)
@@ -262,8 +261,7 @@ static int cmd_slow(int count, int seconds)
 		}
 	for (size_t pos = 0; open_left > 0; pos++) {
 		if (now_ms() - t0 > (uint64_t)seconds * 1000) {
-			printf("%d of %d slow connections still open after %d s\n", open_left, count,
-			       seconds);
+			printf("%d of %d slow connections still open after %d s\n", open_left, count, seconds);
 			return 1;
 		}
 		for (int i = 0; i < count; i++) {
@@ -378,8 +376,8 @@ static int cmd_streams(const char *path, int count)
 			printf("cannot open stream %d: %s\n", i, strerror(errno));
 			return 1;
 		}
-		int status = i < count ? read_status(fd, buf, MAX_ANSWER)
-				       : read_answer(fd, buf, MAX_ANSWER, 5000);
+		int status =
+			i < count ? read_status(fd, buf, MAX_ANSWER) : read_answer(fd, buf, MAX_ANSWER, 5000);
 		if (i < count && status != 200) {
 			printf("stream %d: HTTP %d, expected 200\n", i, status);
 			return 1;

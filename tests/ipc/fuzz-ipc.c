@@ -123,8 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 'A': {
 		struct ipc_task_request *req = NULL;
 
-		r = data[0] == 'T' ? ipc_task_request_parse(json, len, &req, err, sizeof(err))
-				   : ipc_action_request_parse(json, len, &req, err, sizeof(err));
+		r = data[0] == 'T' ? ipc_task_request_parse(json, len, &req, err, sizeof(err)) :
+				     ipc_action_request_parse(json, len, &req, err, sizeof(err));
 		if (r < 0) {
 			check(req == NULL, "nothing is returned on a rejection");
 			check_rejection(r, err);
@@ -214,11 +214,13 @@ static const struct seed seeds[] = {
 	{"bad-task-nul", "T{\"instruction\":\"a\\u0000b\"}"},
 	{"bad-action-request-two", "A{\"action\":{\"tool_name\":\"wait\",\"duration\":1},\"script\":[]}"},
 	{"bad-action-key-name", "p{\"tool_name\":\"hotkey\",\"keys\":[\"ctr\"]}"},
-	{"bad-action-too-many-keys", "p{\"tool_name\":\"hotkey\",\"keys\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\"]}"},
+	{"bad-action-too-many-keys",
+	 "p{\"tool_name\":\"hotkey\",\"keys\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\"]}"},
 	{"bad-action-model-range", "m{\"tool_name\":\"click\",\"x\":1001,\"y\":0}"},
 	{"bad-action-pixel-negative", "p{\"tool_name\":\"click\",\"x\":-1,\"y\":0}"},
 	{"bad-action-wait-long", "p{\"tool_name\":\"wait\",\"duration\":30.001}"},
-	{"bad-action-scroll-size", "p{\"tool_name\":\"scroll\",\"x\":1,\"y\":1,\"direction\":\"up\",\"scroll_size\":51}"},
+	{"bad-action-scroll-size",
+	 "p{\"tool_name\":\"scroll\",\"x\":1,\"y\":1,\"direction\":\"up\",\"scroll_size\":51}"},
 	{"bad-action-tool", "p{\"tool_name\":\"fly\"}"},
 	{"bad-action-float-coord", "p{\"tool_name\":\"click\",\"x\":1.5,\"y\":0}"},
 	{"bad-action-not-object", "p[1,2]"},

@@ -29,8 +29,8 @@ static void expect_error(const char *json, int code, const char *prefix)
 	CHECK_INT_EQ(r, code);
 	CHECK(req == NULL);
 	if (strncmp(err, prefix, strlen(prefix)) != 0) {
-		fprintf(stderr, "for %s\n  expected message starting with: %s\n  got: %s\n", json,
-			prefix, err);
+		fprintf(stderr, "for %s\n  expected message starting with: %s\n  got: %s\n", json, prefix,
+			err);
 		test_failures++;
 	}
 }
@@ -39,7 +39,8 @@ static void test_script_ok(void)
 {
 	const char *json =
 		"{\"script\": ["
-		"{\"tool_name\": \"click\", \"element\": \"OK\", \"x\": 10, \"y\": 20, \"button\": \"right\"},"
+		"{\"tool_name\": \"click\", \"element\": \"OK\", \"x\": 10, \"y\": 20, \"button\": "
+		"\"right\"},"
 		"{\"tool_name\": \"double_click\", \"x\": 1, \"y\": 2},"
 		"{\"tool_name\": \"drag\", \"x\": 1, \"y\": 2, \"x2\": 300, \"y2\": 400},"
 		"{\"tool_name\": \"scroll\", \"x\": 5, \"y\": 6, \"direction\": \"down\"},"
@@ -96,15 +97,16 @@ static void test_replay_of(void)
 {
 	struct ipc_task_request *req = NULL;
 	REQUIRE(parse_task("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
-			   " \"replay_of\": 7}", &req) == 0);
+			   " \"replay_of\": 7}",
+			   &req) == 0);
 	CHECK_INT_EQ(req->replay_of, 7);
 	char *a = ipc_task_request_to_json(req);
 	REQUIRE(a);
 	CHECK(strstr(a, "\"replay_of\": 7") || strstr(a, "\"replay_of\":7"));
 	free(a);
 	ipc_task_request_destroy(req);
-	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"replay_of\": 0}",
-		     -EINVAL, "replay_of:");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"replay_of\": 0}", -EINVAL,
+		     "replay_of:");
 	expect_error("{\"instruction\": \"x\", \"replay_of\": 3}", -EINVAL, "replay_of: unknown field");
 }
 
@@ -114,7 +116,8 @@ static void test_display(void)
 {
 	struct ipc_task_request *req = NULL, *back = NULL;
 	REQUIRE(parse_task("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
-			   " \"display\": \":12\"}", &req) == 0);
+			   " \"display\": \":12\"}",
+			   &req) == 0);
 	CHECK_STR_EQ(req->options.display, ":12");
 	char *a = ipc_task_request_to_json(req);
 	REQUIRE(a);
@@ -138,8 +141,8 @@ static void test_display(void)
 	expect_error("{\"instruction\": \"x\", \"display\": 1}", -EINVAL, "display:");
 	expect_error("{\"instruction\": \"x\", \"display\": \"\"}", -EINVAL, "display:");
 	expect_error("{\"instruction\": \"x\", \"display\": \": 1\"}", -EINVAL, "display:");
-	char *longname = xasprintf("{\"instruction\": \"x\", \"display\": \":%0*d\"}",
-				   IPC_MAX_DISPLAY_NAME_BYTES, 1);
+	char *longname =
+		xasprintf("{\"instruction\": \"x\", \"display\": \":%0*d\"}", IPC_MAX_DISPLAY_NAME_BYTES, 1);
 	expect_error(longname, -E2BIG, "display:");
 	free(longname);
 }
@@ -158,7 +161,8 @@ static void test_sampling(void)
 	ipc_task_request_destroy(req);
 
 	REQUIRE(parse_task("{\"instruction\": \"x\", \"temperature\": 0, \"top_p\": 0.9,"
-			   " \"seed\": 4294967295}", &req) == 0);
+			   " \"seed\": 4294967295}",
+			   &req) == 0);
 	CHECK(req->options.has_temperature && req->options.temperature == 0.0);
 	CHECK(req->options.has_top_p && req->options.top_p == 0.9);
 	CHECK(req->options.has_seed && req->options.seed == 4294967295u);
@@ -171,8 +175,7 @@ static void test_sampling(void)
 	free(a);
 	ipc_task_request_destroy(back);
 	ipc_task_request_destroy(req);
-	REQUIRE(parse_task("{\"instruction\": \"x\", \"temperature\": 2, \"top_p\": 1}", &req) ==
-		0);
+	REQUIRE(parse_task("{\"instruction\": \"x\", \"temperature\": 2, \"top_p\": 1}", &req) == 0);
 	CHECK(req->options.temperature == 2.0 && req->options.top_p == 1.0);
 	ipc_task_request_destroy(req);
 
@@ -181,15 +184,13 @@ static void test_sampling(void)
 	expect_error("{\"instruction\": \"x\", \"temperature\": -0.1}", -EINVAL, "temperature:");
 	expect_error("{\"instruction\": \"x\", \"temperature\": \"hot\"}", -EINVAL,
 		     "temperature: expected a number");
-	expect_error("{\"instruction\": \"x\", \"top_p\": 0}", -EINVAL,
-		     "top_p: 0 is out of range above 0..1");
+	expect_error("{\"instruction\": \"x\", \"top_p\": 0}", -EINVAL, "top_p: 0 is out of range above 0..1");
 	expect_error("{\"instruction\": \"x\", \"top_p\": 1.5}", -EINVAL, "top_p:");
 	expect_error("{\"instruction\": \"x\", \"seed\": -1}", -EINVAL, "seed:");
 	expect_error("{\"instruction\": \"x\", \"seed\": 4294967296}", -EINVAL, "seed:");
-	expect_error("{\"instruction\": \"x\", \"seed\": 1.5}", -EINVAL,
-		     "seed: expected an integer");
-	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"seed\": 1}",
-		     -EINVAL, "seed: unknown field");
+	expect_error("{\"instruction\": \"x\", \"seed\": 1.5}", -EINVAL, "seed: expected an integer");
+	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"seed\": 1}", -EINVAL,
+		     "seed: unknown field");
 }
 
 /* replay --check: one recorded step per action, a threshold 0..1, only with replay_of; it
@@ -235,8 +236,8 @@ static void test_errors(void)
 	expect_error("{}", -EINVAL, "exactly one of");
 	expect_error("{\"script\": [], \"instruction\": \"x\"}", -EINVAL, "exactly one of");
 	expect_error("{\"script\": []}", -EINVAL, "script: expected a non-empty array");
-	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1}], \"bogus\": 1}",
-		     -EINVAL, "bogus: unknown field");
+	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1}], \"bogus\": 1}", -EINVAL,
+		     "bogus: unknown field");
 	expect_error("{\"script\": [{\"tool_name\": \"clik\", \"x\": 1, \"y\": 1}]}", -EINVAL,
 		     "script[0].tool_name: unknown tool 'clik'");
 	expect_error("{\"script\": [{\"x\": 1}]}", -EINVAL, "script[0].tool_name: missing");
@@ -271,8 +272,8 @@ static void test_errors(void)
 			     0);
 		ipc_task_request_destroy(ok);
 	}
-	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}",
-		     -EINVAL, "script[0].key: unknown key name 'hyperdrive'");
+	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}", -EINVAL,
+		     "script[0].key: unknown key name 'hyperdrive'");
 	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": []}]}", -EINVAL,
 		     "script[0].keys: expected a non-empty array");
 	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": [\"a\", \"b\", \"c\","
@@ -290,8 +291,8 @@ static void test_errors(void)
 		     -EINVAL, "script[0].scroll_size: 101 is out of range 1..100");
 	expect_error("{\"script\": [{\"tool_name\": \"scroll\", \"x\": 1, \"y\": 1}]}", -EINVAL,
 		     "script[0].direction: missing");
-	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"a\\u0000b\"}]}",
-		     -EINVAL, "invalid JSON at line 1 column 56: \\u0000 is not allowed");
+	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"a\\u0000b\"}]}", -EINVAL,
+		     "invalid JSON at line 1 column 56: \\u0000 is not allowed");
 	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": 5}]}", -EINVAL,
 		     "script[0].content: expected a string");
 	expect_error("{\"script\": [{\"tool_name\": \"write\", \"content\": \"x\","
@@ -312,11 +313,10 @@ static void test_errors(void)
 	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1}],"
 		     " \"dry_run\": \"yes\"}",
 		     -EINVAL, "dry_run: expected true or false");
-	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1, \"x\": 2}]}",
-		     -EINVAL, "invalid JSON");
+	expect_error("{\"script\": [{\"tool_name\": \"move\", \"x\": 1, \"y\": 1, \"x\": 2}]}", -EINVAL,
+		     "invalid JSON");
 	expect_error("{\"instruction\": \"\"}", -EINVAL, "instruction: expected a non-empty string");
-	expect_error("{\"instruction\": \"x\", \"coords\": \"model\"}", -EINVAL,
-		     "coords: unknown field");
+	expect_error("{\"instruction\": \"x\", \"coords\": \"model\"}", -EINVAL, "coords: unknown field");
 }
 
 static void test_limits(void)
@@ -417,9 +417,7 @@ static void test_names_and_socket(void)
 	for (int i = 0; ipc_button_to_string((enum ipc_button)i); i++)
 		CHECK_INT_EQ(ipc_button_from_string(ipc_button_to_string((enum ipc_button)i)), i);
 	for (int i = 0; ipc_direction_to_string((enum ipc_direction)i); i++)
-		CHECK_INT_EQ(ipc_direction_from_string(
-				     ipc_direction_to_string((enum ipc_direction)i)),
-			     i);
+		CHECK_INT_EQ(ipc_direction_from_string(ipc_direction_to_string((enum ipc_direction)i)), i);
 	CHECK_INT_EQ(ipc_button_from_string("Left"), -EINVAL);
 	CHECK_INT_EQ(ipc_direction_from_string("sideways"), -EINVAL);
 	for (int i = IPC_TASK_QUEUED; i <= IPC_TASK_INTERRUPTED; i++)
@@ -450,13 +448,12 @@ static void test_names_and_socket(void)
  * the memory-safety check of every path through it. */
 static void test_mutations(void)
 {
-	const char *seed =
-		"{\"script\": [{\"tool_name\": \"click\", \"x\": 10, \"y\": 20},"
-		" {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]},"
-		" {\"tool_name\": \"write\", \"content\": \"abc\", \"overwrite\": true},"
-		" {\"tool_name\": \"scroll\", \"x\": 1, \"y\": 2, \"direction\": \"up\"},"
-		" {\"tool_name\": \"wait\", \"duration\": 2}], \"coords\": \"model\","
-		" \"max_steps\": 5}";
+	const char *seed = "{\"script\": [{\"tool_name\": \"click\", \"x\": 10, \"y\": 20},"
+			   " {\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", \"s\"]},"
+			   " {\"tool_name\": \"write\", \"content\": \"abc\", \"overwrite\": true},"
+			   " {\"tool_name\": \"scroll\", \"x\": 1, \"y\": 2, \"direction\": \"up\"},"
+			   " {\"tool_name\": \"wait\", \"duration\": 2}], \"coords\": \"model\","
+			   " \"max_steps\": 5}";
 	const char alphabet[] = "{}[]\",:0123456789.-eE \\tnruxyfalse";
 	size_t n = strlen(seed);
 	char buf[512];
@@ -583,25 +580,27 @@ static void test_desktop_actions(void)
 	ipc_task_request_destroy(req);
 
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"title\": \"(Save\"}}]}",
-		     -EINVAL, "script[0].window.title: invalid regex at offset 5: missing closing parenthesis");
+		     -EINVAL,
+		     "script[0].window.title: invalid regex at offset 5: missing closing parenthesis");
 	expect_error("{\"script\": [{\"tool_name\": \"activate\", \"window\": {\"class\": \"[a\"}}]}",
 		     -EINVAL, "script[0].window.class: invalid regex");
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"timeout\": 3}]}", -EINVAL,
 		     "script[0]: wait_for needs one condition");
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"title\": \"a\"},"
-		     " \"focus\": {\"title\": \"a\"}}]}", -EINVAL,
-		     "script[0].focus: one condition per wait_for step");
+		     " \"focus\": {\"title\": \"a\"}}]}",
+		     -EINVAL, "script[0].focus: one condition per wait_for step");
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {}}]}", -EINVAL,
 		     "script[0].window: expected a window match");
-	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"name\": \"a\"}}]}",
-		     -EINVAL, "script[0].window.name: unknown field");
+	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"window\": {\"name\": \"a\"}}]}", -EINVAL,
+		     "script[0].window.name: unknown field");
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"screen_stable\": {\"ms\": 10}}]}",
 		     -EINVAL, "script[0].screen_stable.ms: 10 is out of range 50..60000");
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"region_changed\": {\"x\": 0,"
 		     " \"y\": 0, \"width\": 0, \"height\": 5}}]}",
 		     -EINVAL, "script[0].region_changed.width: 0 is out of range");
 	expect_error("{\"script\": [{\"tool_name\": \"wait_for\", \"screen_stable\": {\"ms\": 100},"
-		     " \"timeout\": 601}]}", -EINVAL, "script[0].timeout: 601 seconds is out of range");
+		     " \"timeout\": 601}]}",
+		     -EINVAL, "script[0].timeout: 601 seconds is out of range");
 	expect_error("{\"script\": [{\"tool_name\": \"launch\"}]}", -EINVAL,
 		     "script[0].command: missing (required for 'launch')");
 	expect_error("{\"script\": [{\"tool_name\": \"launch\", \"command\": []}]}", -EINVAL,
@@ -613,19 +612,22 @@ static void test_desktop_actions(void)
 	expect_error("{\"script\": [{\"tool_name\": \"activate\"}]}", -EINVAL,
 		     "script[0].window: missing (required for 'activate')");
 	expect_error("{\"script\": [{\"tool_name\": \"click\", \"target\": \"OK\", \"x\": 1,"
-		     " \"y\": 2}]}", -EINVAL, "script[0].target: give either 'target' or 'x' and 'y'");
+		     " \"y\": 2}]}",
+		     -EINVAL, "script[0].target: give either 'target' or 'x' and 'y'");
 	expect_error("{\"script\": [{\"tool_name\": \"click\", \"target\": \"  \"}]}", -EINVAL,
 		     "script[0].target: expected a description");
 	expect_error("{\"script\": [{\"tool_name\": \"drag\", \"target\": \"a\", \"x2\": 1,"
-		     " \"y2\": 1}]}", -EINVAL, "script[0].target2: missing: a drag takes both");
-	expect_error("{\"script\": [{\"tool_name\": \"triple_click\", \"target\": \"a\"}]}",
-		     -EINVAL, "script[0].target: unknown field for tool 'triple_click'");
+		     " \"y2\": 1}]}",
+		     -EINVAL, "script[0].target2: missing: a drag takes both");
+	expect_error("{\"script\": [{\"tool_name\": \"triple_click\", \"target\": \"a\"}]}", -EINVAL,
+		     "script[0].target: unknown field for tool 'triple_click'");
 	expect_error("{\"script\": [{\"tool_name\": \"click\"}]}", -EINVAL,
 		     "script[0].x: missing (required for 'click')");
 	expect_error("{\"instruction\": \"x\", \"require_focus\": true}", -EINVAL,
 		     "require_focus: unknown field");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}],"
-		     " \"require_focus\": 1}", -EINVAL, "require_focus: expected true or false");
+		     " \"require_focus\": 1}",
+		     -EINVAL, "require_focus: expected true or false");
 
 	/* Limits: 413. */
 	char big[IPC_MAX_TARGET_BYTES + 128];
@@ -657,8 +659,8 @@ static void test_takeover(void)
 			struct ipc_task_request *req = NULL, *back = NULL;
 			char *json = xasprintf(
 				script ? "{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
-					 "\"takeover\": \"%s\"}"
-				       : "{\"instruction\": \"x\", \"takeover\": \"%s\"}",
+					 "\"takeover\": \"%s\"}" :
+					 "{\"instruction\": \"x\", \"takeover\": \"%s\"}",
 				names[i]);
 			REQUIRE(parse_task(json, &req) == 0);
 			CHECK_INT_EQ(req->options.takeover, modes[i]);
@@ -717,12 +719,10 @@ static void test_history(void)
 static void test_policy_format(void)
 {
 	static const char *const names[] = {"holo3", "holo-nano"};
-	static const enum ipc_policy_format fmts[] = {IPC_POLICY_FORMAT_HOLO3,
-						      IPC_POLICY_FORMAT_HOLO_NANO};
+	static const enum ipc_policy_format fmts[] = {IPC_POLICY_FORMAT_HOLO3, IPC_POLICY_FORMAT_HOLO_NANO};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		struct ipc_task_request *req = NULL, *back = NULL;
-		char *json = xasprintf("{\"instruction\": \"x\", \"policy_format\": \"%s\"}",
-				       names[i]);
+		char *json = xasprintf("{\"instruction\": \"x\", \"policy_format\": \"%s\"}", names[i]);
 		REQUIRE(parse_task(json, &req) == 0);
 		CHECK_INT_EQ(req->options.policy_format, fmts[i]);
 		CHECK_STR_EQ(ipc_policy_format_to_string(fmts[i]), names[i]);
@@ -741,10 +741,10 @@ static void test_policy_format(void)
 	CHECK(ipc_policy_format_to_string(IPC_POLICY_FORMAT_DEFAULT) == NULL);
 	expect_error("{\"instruction\": \"x\", \"policy_format\": \"holo1\"}", -EINVAL,
 		     "policy_format: expected \"holo3\" or \"holo-nano\"");
-	expect_error("{\"instruction\": \"x\", \"policy_format\": 3}", -EINVAL,
-		     "policy_format: expected");
+	expect_error("{\"instruction\": \"x\", \"policy_format\": 3}", -EINVAL, "policy_format: expected");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
-		     "\"policy_format\": \"holo3\"}", -EINVAL, "policy_format: unknown field");
+		     "\"policy_format\": \"holo3\"}",
+		     -EINVAL, "policy_format: unknown field");
 }
 
 /* "thinking" (true/false, kept as on/off, absent: the daemon's default) and "thinking_tokens"
@@ -759,7 +759,8 @@ static void test_thinking(void)
 	ipc_task_request_destroy(req);
 	for (int on = 0; on < 2; on++) {
 		char *json = xasprintf("{\"instruction\": \"x\", \"thinking\": %s, "
-				       "\"thinking_tokens\": 300}", on ? "true" : "false");
+				       "\"thinking_tokens\": 300}",
+				       on ? "true" : "false");
 		REQUIRE(parse_task(json, &req) == 0);
 		CHECK_INT_EQ(req->options.thinking, on ? IPC_THINKING_ON : IPC_THINKING_OFF);
 		CHECK_INT_EQ(req->options.thinking_tokens, 300);
@@ -774,10 +775,8 @@ static void test_thinking(void)
 	}
 	expect_error("{\"instruction\": \"x\", \"thinking\": \"on\"}", -EINVAL,
 		     "thinking: expected true or false");
-	expect_error("{\"instruction\": \"x\", \"thinking_tokens\": 0}", -EINVAL,
-		     "thinking_tokens");
-	expect_error("{\"instruction\": \"x\", \"thinking_tokens\": 65537}", -EINVAL,
-		     "thinking_tokens");
+	expect_error("{\"instruction\": \"x\", \"thinking_tokens\": 0}", -EINVAL, "thinking_tokens");
+	expect_error("{\"instruction\": \"x\", \"thinking_tokens\": 65537}", -EINVAL, "thinking_tokens");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], \"thinking\": true}",
 		     -EINVAL, "thinking: unknown field");
 }
@@ -794,8 +793,8 @@ static void test_jump_forward(void)
 	free(a);
 	ipc_task_request_destroy(req);
 	for (int on = 0; on < 2; on++) {
-		char *json = xasprintf("{\"instruction\": \"x\", \"jump_forward\": %s}",
-				       on ? "true" : "false");
+		char *json =
+			xasprintf("{\"instruction\": \"x\", \"jump_forward\": %s}", on ? "true" : "false");
 		REQUIRE(parse_task(json, &req) == 0);
 		CHECK_INT_EQ(req->options.jump_forward, on ? IPC_SWITCH_ON : IPC_SWITCH_OFF);
 		a = ipc_task_request_to_json(req);
@@ -809,7 +808,8 @@ static void test_jump_forward(void)
 	expect_error("{\"instruction\": \"x\", \"jump_forward\": 1}", -EINVAL,
 		     "jump_forward: expected true or false");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
-		     "\"jump_forward\": true}", -EINVAL, "jump_forward: unknown field");
+		     "\"jump_forward\": true}",
+		     -EINVAL, "jump_forward: unknown field");
 }
 
 /* "stuck_warn" and "stuck_stop" (0: off, ..IPC_MAX_STUCK_STEPS; absent: -1, the daemon's
@@ -825,8 +825,7 @@ static void test_stuck(void)
 	CHECK(a && !strstr(a, "stuck"));
 	free(a);
 	ipc_task_request_destroy(req);
-	REQUIRE(parse_task("{\"instruction\": \"x\", \"stuck_warn\": 0, \"stuck_stop\": 1000}",
-			   &req) == 0);
+	REQUIRE(parse_task("{\"instruction\": \"x\", \"stuck_warn\": 0, \"stuck_stop\": 1000}", &req) == 0);
 	CHECK_INT_EQ(req->options.stuck_warn, 0);
 	CHECK_INT_EQ(req->options.stuck_stop, 1000);
 	a = ipc_task_request_to_json(req);
@@ -839,7 +838,8 @@ static void test_stuck(void)
 	expect_error("{\"instruction\": \"x\", \"stuck_stop\": 1001}", -EINVAL, "stuck_stop");
 	expect_error("{\"instruction\": \"x\", \"stuck_warn\": -1}", -EINVAL, "stuck_warn");
 	expect_error("{\"script\": [{\"tool_name\": \"wait\", \"duration\": 1}], "
-		     "\"stuck_warn\": 2}", -EINVAL, "stuck_warn: unknown field");
+		     "\"stuck_warn\": 2}",
+		     -EINVAL, "stuck_warn: unknown field");
 	CHECK_STR_EQ(ipc_task_status_to_string(IPC_TASK_STUCK), "stuck");
 	CHECK_INT_EQ(ipc_task_status_from_string("stuck"), IPC_TASK_STUCK);
 	CHECK(ipc_task_status_is_final(IPC_TASK_STUCK));
@@ -909,8 +909,8 @@ static void test_nano_actions(void)
 	ipc_task_request_destroy(req);
 
 	/* Bad input. */
-	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"tap_keys\": [\"a\"]}]}",
-		     -EINVAL, "script[0].hold_keys: missing (required for 'hold_and_tap_key')");
+	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"tap_keys\": [\"a\"]}]}", -EINVAL,
+		     "script[0].hold_keys: missing (required for 'hold_and_tap_key')");
 	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [\"ctrl\"]}]}",
 		     -EINVAL, "script[0].tap_keys: missing (required for 'hold_and_tap_key')");
 	expect_error("{\"script\": [{\"tool_name\": \"hold_and_tap_key\", \"hold_keys\": [],"
@@ -936,14 +936,14 @@ static void test_nano_actions(void)
 	expect_error("{\"script\": [{\"tool_name\": \"drag_to\", \"x\": 1, \"y\": 1001}],"
 		     " \"coords\": \"model\"}",
 		     -EINVAL, "script[0].y: 1001 is out of range 0..1000");
-	expect_error("{\"script\": [{\"tool_name\": \"drag_to\", \"x\": 1, \"y\": 1, \"x2\": 3}]}",
-		     -EINVAL, "script[0].x2: unknown field for tool 'drag_to'");
+	expect_error("{\"script\": [{\"tool_name\": \"drag_to\", \"x\": 1, \"y\": 1, \"x2\": 3}]}", -EINVAL,
+		     "script[0].x2: unknown field for tool 'drag_to'");
 	expect_error("{\"script\": [{\"tool_name\": \"update_plan\"}]}", -EINVAL,
 		     "script[0].goals: missing (required for 'update_plan')");
 	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": []}]}", -EINVAL,
 		     "script[0].goals: expected a non-empty array of goals");
-	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [\"open\"]}]}",
-		     -EINVAL, "script[0].goals[0]: expected a goal");
+	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [\"open\"]}]}", -EINVAL,
+		     "script[0].goals[0]: expected a goal");
 	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"title\": \"a\"}]}]}",
 		     -EINVAL, "script[0].goals[0].status: missing");
 	expect_error("{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [{\"status\": \"todo\"}]}]}",
@@ -959,12 +959,11 @@ static void test_nano_actions(void)
 	char *big = xmalloc(IPC_MAX_GOAL_TITLE_BYTES + 4096);
 	size_t off = (size_t)sprintf(big, "{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": [");
 	for (int i = 0; i < IPC_MAX_PLAN_GOALS + 1; i++)
-		off += (size_t)sprintf(big + off, "%s{\"title\": \"g\", \"status\": \"todo\"}",
-				       i ? ", " : "");
+		off += (size_t)sprintf(big + off, "%s{\"title\": \"g\", \"status\": \"todo\"}", i ? ", " : "");
 	sprintf(big + off, "]}]}");
 	expect_error(big, -E2BIG, "script[0].goals: 21 goals exceed the limit of 20");
 	off = (size_t)sprintf(big, "{\"script\": [{\"tool_name\": \"update_plan\", \"goals\": "
-			      "[{\"status\": \"todo\", \"title\": \"");
+				   "[{\"status\": \"todo\", \"title\": \"");
 	memset(big + off, 'a', IPC_MAX_GOAL_TITLE_BYTES + 1);
 	off += IPC_MAX_GOAL_TITLE_BYTES + 1;
 	sprintf(big + off, "\"}]}]}");
@@ -989,8 +988,7 @@ static void test_tool_table(void)
 			 * value, never "unknown field" */
 			snprintf(json, sizeof(json), "{\"tool_name\": \"%s\", \"%.*s\": {\"\": []}}",
 				 info->name, (int)n, p);
-			int r = ipc_action_parse(json, strlen(json), IPC_COORDS_PIXELS, &a, msg,
-						 sizeof(msg));
+			int r = ipc_action_parse(json, strlen(json), IPC_COORDS_PIXELS, &a, msg, sizeof(msg));
 			if (r == 0)
 				ipc_action_finish(&a);
 			if (strstr(msg, "unknown field for tool")) {
@@ -1062,22 +1060,22 @@ static void test_did_you_mean(void)
 	expect_error("{\"script\": [{\"tool_name\": \"clik\", \"x\": 1, \"y\": 1}]}", -EINVAL,
 		     "script[0].tool_name: unknown tool 'clik': did you mean 'click'? (expected one "
 		     "of click, double_click,");
-	expect_error("{\"script\": [{\"tool_name\": \"dobule_click\", \"x\": 1, \"y\": 1}]}",
-		     -EINVAL,
+	expect_error("{\"script\": [{\"tool_name\": \"dobule_click\", \"x\": 1, \"y\": 1}]}", -EINVAL,
 		     "script[0].tool_name: unknown tool 'dobule_click': did you mean 'double_click'?");
 	expect_error("{\"script\": [{\"tool_name\": \"fly\"}]}", -EINVAL,
 		     "script[0].tool_name: unknown tool 'fly' (expected one of");
 	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1, "
-		     "\"buton\": \"left\"}]}", -EINVAL,
-		     "script[0].buton: unknown field for tool 'click': did you mean 'button'?");
+		     "\"buton\": \"left\"}]}",
+		     -EINVAL, "script[0].buton: unknown field for tool 'click': did you mean 'button'?");
 	/* a member of another tool is no suggestion for this one */
 	expect_error("{\"script\": [{\"tool_name\": \"click\", \"x\": 1, \"y\": 1, "
-		     "\"key\": \"a\"}]}", -EINVAL, "script[0].key: unknown field for tool 'click'");
+		     "\"key\": \"a\"}]}",
+		     -EINVAL, "script[0].key: unknown field for tool 'click'");
 	expect_error("{\"script\": [{\"tool_name\": \"hotkey\", \"keys\": [\"ctrl\", "
-		     "\"escpae\"]}]}", -EINVAL,
-		     "script[0].keys[1]: unknown key name 'escpae': did you mean 'escape'?");
-	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}",
-		     -EINVAL, "script[0].key: unknown key name 'hyperdrive'");
+		     "\"escpae\"]}]}",
+		     -EINVAL, "script[0].keys[1]: unknown key name 'escpae': did you mean 'escape'?");
+	expect_error("{\"script\": [{\"tool_name\": \"key_down\", \"key\": \"hyperdrive\"}]}", -EINVAL,
+		     "script[0].key: unknown key name 'hyperdrive'");
 }
 
 int main(void)

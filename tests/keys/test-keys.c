@@ -89,7 +89,7 @@ static void test_names(void)
 	CHECK_INT_EQ(keys_lookup("\xc3", &k), -EINVAL); /* truncated UTF-8 */
 	CHECK_INT_EQ(keys_lookup("0x41", &k), -EINVAL);
 	CHECK_INT_EQ(keys_lookup("kp_add", &k), -EINVAL); /* X's names are case-sensitive */
-	CHECK_INT_EQ(keys_lookup("U1B", &k), -EINVAL);    /* a control character */
+	CHECK_INT_EQ(keys_lookup("U1B", &k), -EINVAL);	  /* a control character */
 	CHECK_INT_EQ(keys_lookup("UD800", &k), -EINVAL);  /* a surrogate */
 	CHECK_INT_EQ(keys_lookup("U110000", &k), -EINVAL);
 	CHECK_INT_EQ(keys_lookup("U+41", &k), -EINVAL);
@@ -121,8 +121,7 @@ static void test_combos(void)
 	CHECK_INT_EQ(keys_combo_validate("+a", err, sizeof(err)), -EINVAL);
 
 	char names[KEYS_MAX_PER_COMBO][KEYS_MAX_NAME];
-	CHECK_INT_EQ(keys_combo_split("ctrl++", names, KEYS_MAX_PER_COMBO, err, sizeof(err)),
-	             2);
+	CHECK_INT_EQ(keys_combo_split("ctrl++", names, KEYS_MAX_PER_COMBO, err, sizeof(err)), 2);
 	CHECK_STR_EQ(names[0], "ctrl");
 	CHECK_STR_EQ(names[1], "+");
 }

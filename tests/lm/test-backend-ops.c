@@ -65,14 +65,25 @@ int main(void)
 
 	/* registration: backend_init() refuses the table before the instance holds it */
 	struct lm_random_spec sp = {
-		.pattern = "M*", .hidden = 64, .vocab = 96, .intermediate = 96, .n_heads = 4,
-		.n_kv_heads = 2, .head_dim = 16, .m_heads = 8, .m_head_dim = 8, .m_groups = 2,
-		.m_state = 16, .m_conv_kernel = 4, .m_chunk = 8, .dtype = TENSOR_BF16, .seed = 5,
+		.pattern = "M*",
+		.hidden = 64,
+		.vocab = 96,
+		.intermediate = 96,
+		.n_heads = 4,
+		.n_kv_heads = 2,
+		.head_dim = 16,
+		.m_heads = 8,
+		.m_head_dim = 8,
+		.m_groups = 2,
+		.m_state = 16,
+		.m_conv_kernel = 4,
+		.m_chunk = 8,
+		.dtype = TENSOR_BF16,
+		.seed = 5,
 	};
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
-	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU,
-					      .precision = ENGINE_PRECISION_FP32};
+	struct engine_backend_options opts = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend b = {0};
 	o = *cpu, o.vision_encode_tiles = NULL;
 	CHECK_INT_EQ(backend_init(&b, &o, m, &opts), -EINVAL);

@@ -32,10 +32,21 @@ static int32_t next_token(int vocab)
 static struct engine_model *small_model(const char *pattern, uint64_t seed)
 {
 	struct lm_random_spec sp = {
-		.pattern = pattern, .hidden = 64, .vocab = 96, .intermediate = 96,
-		.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .m_heads = 8, .m_head_dim = 8,
-		.m_groups = 2, .m_state = 16, .m_conv_kernel = 4, .m_chunk = 8,
-		.dtype = TENSOR_F32, .seed = seed,
+		.pattern = pattern,
+		.hidden = 64,
+		.vocab = 96,
+		.intermediate = 96,
+		.n_heads = 4,
+		.n_kv_heads = 2,
+		.head_dim = 16,
+		.m_heads = 8,
+		.m_head_dim = 8,
+		.m_groups = 2,
+		.m_state = 16,
+		.m_conv_kernel = 4,
+		.m_chunk = 8,
+		.dtype = TENSOR_F32,
+		.seed = seed,
 	};
 	struct engine_model *m = lm_random_model_create(&sp);
 	REQUIRE(m);
@@ -52,9 +63,9 @@ struct spec {
 	int32_t prompt[MAX_PROMPT];
 	struct engine_sampling sampling;
 	int max_new;
-	int32_t stop;     /* -1: none */
+	int32_t stop; /* -1: none */
 	bool mask_odd;
-	int cancel_at;    /* 0: never */
+	int cancel_at; /* 0: never */
 };
 
 struct hook_state {
@@ -73,8 +84,7 @@ static int hook(void *userdata, float *logits, int vocab)
 	return 0;
 }
 
-static void params_of(const struct spec *sp, struct hook_state *h,
-		      struct engine_generate_params *p)
+static void params_of(const struct spec *sp, struct hook_state *h, struct engine_generate_params *p)
 {
 	*h = (struct hook_state){.sp = sp};
 	*p = (struct engine_generate_params){
@@ -88,8 +98,8 @@ static void params_of(const struct spec *sp, struct hook_state *h,
 }
 
 /* engine_generate() on a fresh session: the reference. */
-static int generate_alone(struct engine_backend *b, const struct spec *sp, int32_t **ret_ids,
-			  size_t *ret_n, int *ret_tokens)
+static int generate_alone(struct engine_backend *b, const struct spec *sp, int32_t **ret_ids, size_t *ret_n,
+			  int *ret_tokens)
 {
 	struct engine_session *s = engine_session_create_on(b, 256);
 	REQUIRE(s);
@@ -105,20 +115,23 @@ static int generate_alone(struct engine_backend *b, const struct spec *sp, int32
 static void test_batched_equals_alone(struct engine_model *m)
 {
 	char err[256];
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
-					   .precision = ENGINE_PRECISION_FP32};
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 	REQUIRE(b);
 	int vocab = 96;
 	struct spec sp[N_GEN] = {
 		{.n_prompt = 1, .max_new = 24, .stop = -1},
-		{.n_prompt = 9, .max_new = 5, .stop = -1},   /* finishes early: leaves the set */
+		{.n_prompt = 9, .max_new = 5, .stop = -1}, /* finishes early: leaves the set */
 		{.n_prompt = 33, .max_new = 24, .stop = -1, .mask_odd = true},
-		{.n_prompt = 17, .max_new = 24, .stop = -1, .sampling = {.temperature = 0.9f,
-									 .top_k = 20, .seed = 5}},
+		{.n_prompt = 17,
+		 .max_new = 24,
+		 .stop = -1,
+		 .sampling = {.temperature = 0.9f, .top_k = 20, .seed = 5}},
 		{.n_prompt = 4, .max_new = 24, .stop = -1, .cancel_at = 7}, /* cancelled mid-way */
-		{.n_prompt = 25, .max_new = 24, .stop = -1, .sampling = {.temperature = 1.3f,
-									 .top_p = 0.9f, .seed = 9}},
+		{.n_prompt = 25,
+		 .max_new = 24,
+		 .stop = -1,
+		 .sampling = {.temperature = 1.3f, .top_p = 0.9f, .seed = 9}},
 	};
 	for (int i = 0; i < N_GEN; i++)
 		for (int k = 0; k < sp[i].n_prompt; k++)
@@ -197,8 +210,9 @@ static void test_batched_equals_alone(struct engine_model *m)
  * failed forward failing the generators fed in it. */
 static void test_sample_fed(struct engine_model *m)
 {
-	struct engine_backend *b = engine_backend_create(
-		m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL, 0);
+	struct engine_backend *b =
+		engine_backend_create(m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL,
+				      0);
 	REQUIRE(b);
 	int vocab = 96;
 	int32_t prompt[12], other[30];
@@ -231,15 +245,17 @@ static void test_sample_fed(struct engine_model *m)
 		struct engine_batch_entry e[2];
 		CHECK_INT_EQ(engine_generator_sample(g, &e[0]), 1);
 		CHECK_INT_EQ(engine_generator_sample(g, &e[1]), -EINVAL); /* one in flight */
-		e[1] = (struct engine_batch_entry){.session = t, .tokens = other + off, .n = 10,
+		e[1] = (struct engine_batch_entry){.session = t,
+						   .tokens = other + off,
+						   .n = 10,
 						   .want = ENGINE_LOGITS_LAST,
 						   .ret_logits = other_logits};
 		CHECK_INT_EQ(engine_forward_batch(b, e, 2), 0);
 		CHECK_INT_EQ(engine_generator_fed(g, 0), 0);
 	}
 	for (int off = 0; off < 30; off += 10)
-		REQUIRE(engine_session_append(u, other + off, NULL, 10, ENGINE_LOGITS_LAST,
-					      alone_logits) == 0);
+		REQUIRE(engine_session_append(u, other + off, NULL, 10, ENGINE_LOGITS_LAST, alone_logits) ==
+			0);
 	CHECK(memcmp(other_logits, alone_logits, (size_t)vocab * sizeof(float)) == 0);
 	while (engine_generators_step(b, &g, 1) > 0)
 		;
@@ -258,14 +274,14 @@ static void test_sample_fed(struct engine_model *m)
 	CHECK_INT_EQ(engine_generator_status(g), -EIO);
 	CHECK_INT_EQ(engine_generators_step(b, &g, 1), 0);
 	/* a generator of another backend is refused before anything runs */
-	struct engine_backend *b2 = engine_backend_create(
-		m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL, 0);
+	struct engine_backend *b2 =
+		engine_backend_create(m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL,
+				      0);
 	REQUIRE(b2);
 	CHECK_INT_EQ(engine_generators_step(b2, &g, 1), -EINVAL);
 	engine_backend_destroy(b2);
 	errno = 0;
-	CHECK(engine_generator_create(s, NULL, &(struct engine_generate_params){0}, logits) ==
-	      NULL);
+	CHECK(engine_generator_create(s, NULL, &(struct engine_generate_params){0}, logits) == NULL);
 	CHECK_INT_EQ(errno, EINVAL);
 
 	engine_generator_destroy(g);
@@ -283,8 +299,9 @@ static void test_sample_fed(struct engine_model *m)
  * a length is what it holds once there. */
 static void test_refs_and_state_at(struct engine_model *m)
 {
-	struct engine_backend *b = engine_backend_create(
-		m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL, 0);
+	struct engine_backend *b =
+		engine_backend_create(m, &(struct engine_backend_options){.kind = ENGINE_BACKEND_CPU}, NULL,
+				      0);
 	REQUIRE(b);
 	int vocab = 96, hidden = 64;
 	float *rows = malloc(3 * (size_t)hidden * sizeof(float));
@@ -305,8 +322,12 @@ static void test_refs_and_state_at(struct engine_model *m)
 	REQUIRE(engine_session_append_rows(s, ids, refs, 6, ENGINE_LOGITS_LAST, a) == 0);
 	CHECK_INT_EQ(engine_session_state_bytes(s), at6);
 	CHECK(at6 > empty); /* the attention layer's K/V */
-	struct engine_batch_entry e = {.session = t, .tokens = ids, .n = 6,
-				       .want = ENGINE_LOGITS_LAST, .ret_logits = c, .refs = refs};
+	struct engine_batch_entry e = {.session = t,
+				       .tokens = ids,
+				       .n = 6,
+				       .want = ENGINE_LOGITS_LAST,
+				       .ret_logits = c,
+				       .refs = refs};
 	CHECK_INT_EQ(engine_forward_batch(b, &e, 1), 0);
 	CHECK(memcmp(a, c, (size_t)vocab * sizeof(float)) == 0);
 	/* a reference out of range, or refs with embeds, is refused */
@@ -314,8 +335,7 @@ static void test_refs_and_state_at(struct engine_model *m)
 	const float *emb[1] = {rows};
 	e = (struct engine_batch_entry){.session = t, .tokens = ids, .n = 1, .refs = bad};
 	CHECK_INT_EQ(engine_forward_batch(b, &e, 1), -EINVAL);
-	e = (struct engine_batch_entry){.session = t, .tokens = ids, .n = 1, .refs = refs,
-					.embeds = emb};
+	e = (struct engine_batch_entry){.session = t, .tokens = ids, .n = 1, .refs = refs, .embeds = emb};
 	CHECK_INT_EQ(engine_forward_batch(b, &e, 1), -EINVAL);
 	CHECK_INT_EQ(engine_session_n_tokens(t), 6);
 	engine_session_destroy(s);
@@ -333,9 +353,9 @@ static void test_refs_and_state_at(struct engine_model *m)
 
 struct jf_state {
 	const int32_t *script;
-	size_t pos;      /* ids of the script generated so far */
-	bool jump;       /* the forced callback gives runs (off: they are sampled one by one) */
-	size_t max_cap;  /* the largest cap the callback was offered */
+	size_t pos;	/* ids of the script generated so far */
+	bool jump;	/* the forced callback gives runs (off: they are sampled one by one) */
+	size_t max_cap; /* the largest cap the callback was offered */
 	int samples;
 };
 
@@ -466,16 +486,20 @@ static void test_jump_forward(struct engine_backend *b)
 			CHECK(e[0].tokens[0] == script[st.pos - e[0].n]);
 			size_t n_e = 1;
 			if (off < 30) {
-				e[n_e++] = (struct engine_batch_entry){
-					.session = t, .tokens = other + off, .n = 10,
-					.want = ENGINE_LOGITS_LAST, .ret_logits = other_logits};
+				e[n_e++] = (struct engine_batch_entry){.session = t,
+								       .tokens = other + off,
+								       .n = 10,
+								       .want = ENGINE_LOGITS_LAST,
+								       .ret_logits = other_logits};
 				off += 10;
 			}
 			for (int k = 0; k < JF_DECODE_ROWS; k++)
-				e[n_e++] = (struct engine_batch_entry){
-					.session = d[k], .tokens = &dec_ids[k][n_dec], .n = 1,
-					.want = ENGINE_LOGITS_LAST,
-					.ret_logits = dec_logits + (size_t)k * vocab};
+				e[n_e++] = (struct engine_batch_entry){.session = d[k],
+								       .tokens = &dec_ids[k][n_dec],
+								       .n = 1,
+								       .want = ENGINE_LOGITS_LAST,
+								       .ret_logits = dec_logits +
+										     (size_t)k * vocab};
 			status = engine_forward_batch(b, e, n_e);
 			REQUIRE(status == 0);
 			n_dec++;
@@ -528,7 +552,8 @@ static void test_jump_forward(struct engine_backend *b)
 	struct engine_session *s = engine_session_create_on(b, 128);
 	REQUIRE(s);
 	REQUIRE(engine_session_append(s, prompt, NULL, 10, ENGINE_LOGITS_LAST, logits) == 0);
-	struct engine_generate_params p = {.sampling = {.temperature = 0}, .max_new_tokens = 4,
+	struct engine_generate_params p = {.sampling = {.temperature = 0},
+					   .max_new_tokens = 4,
 					   .forced = jf_fail};
 	struct engine_generator *g = engine_generator_create(s, NULL, &p, logits);
 	REQUIRE(g);
@@ -556,16 +581,14 @@ int main(void)
 	struct engine_model *m = small_model("M*-M", 57);
 	if (kind == ENGINE_BACKEND_CUDA) {
 		/* fp32: the jumped session within 1e-3 of one-by-one decoding on CUDA too */
-		struct engine_backend *b =
-			test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
+		struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CUDA, ENGINE_PRECISION_FP32);
 		test_jump_forward(b);
 		engine_backend_destroy(b);
 	} else {
 		test_batched_equals_alone(m);
 		test_sample_fed(m);
 		test_refs_and_state_at(m);
-		struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CPU,
-							       ENGINE_PRECISION_FP32);
+		struct engine_backend *b = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_FP32);
 		test_jump_forward(b);
 		engine_backend_destroy(b);
 	}

@@ -38,8 +38,7 @@ static int32_t *make_tokens(int n, int vocab)
 	return t;
 }
 
-static struct engine_model *small_model_dtype(const char *pattern, uint64_t seed,
-					      enum tensor_dtype dtype)
+static struct engine_model *small_model_dtype(const char *pattern, uint64_t seed, enum tensor_dtype dtype)
 {
 	struct lm_random_spec sp = {
 		.pattern = pattern,
@@ -142,14 +141,16 @@ static void test_batch_equals_separate(struct engine_backend *b, struct engine_m
 	prefill(ref, prefix);
 	prefill(bat, prefix);
 	for (int i = 0; i < N_SESS; i++)
-		CHECK_INT_EQ(engine_session_append(ref[i], step[i], NULL, (size_t)step_len[i],
-						   step_want[i], want[i]),
+		CHECK_INT_EQ(engine_session_append(ref[i], step[i], NULL, (size_t)step_len[i], step_want[i],
+						   want[i]),
 			     0);
 
 	struct engine_batch_entry e[N_SESS];
 	for (int i = 0; i < N_SESS; i++)
-		e[i] = (struct engine_batch_entry){.session = bat[i], .tokens = step[i],
-						   .n = (size_t)step_len[i], .want = step_want[i],
+		e[i] = (struct engine_batch_entry){.session = bat[i],
+						   .tokens = step[i],
+						   .n = (size_t)step_len[i],
+						   .want = step_want[i],
 						   .ret_logits = got[i]};
 	CHECK_INT_EQ(engine_forward_batch(b, e, N_SESS), 0);
 	for (int i = 0; i < N_SESS; i++) {
@@ -159,13 +160,16 @@ static void test_batch_equals_separate(struct engine_backend *b, struct engine_m
 	}
 
 	/* a batch of one decode each, in another order, continues them identically */
-	float *la = malloc((size_t)V * sizeof(float) * N_SESS), *lb = malloc((size_t)V * sizeof(float) * N_SESS);
+	float *la = malloc((size_t)V * sizeof(float) * N_SESS),
+	      *lb = malloc((size_t)V * sizeof(float) * N_SESS);
 	REQUIRE(la && lb);
 	int32_t tok[N_SESS] = {3, 50, 91};
 	for (int i = 0; i < N_SESS; i++) {
 		CHECK_INT_EQ(engine_session_decode(ref[i], tok[i], la + (size_t)i * V), 0);
 		int j = N_SESS - 1 - i;
-		e[i] = (struct engine_batch_entry){.session = bat[j], .tokens = &tok[j], .n = 1,
+		e[i] = (struct engine_batch_entry){.session = bat[j],
+						   .tokens = &tok[j],
+						   .n = 1,
 						   .want = ENGINE_LOGITS_LAST,
 						   .ret_logits = lb + (size_t)j * V};
 	}
@@ -173,8 +177,11 @@ static void test_batch_equals_separate(struct engine_backend *b, struct engine_m
 	CHECK(memcmp(la, lb, (size_t)V * sizeof(float) * N_SESS) == 0);
 
 	/* argument errors change nothing */
-	e[0] = (struct engine_batch_entry){.session = bat[0], .tokens = tok, .n = 1,
-					   .want = ENGINE_LOGITS_LAST, .ret_logits = lb};
+	e[0] = (struct engine_batch_entry){.session = bat[0],
+					   .tokens = tok,
+					   .n = 1,
+					   .want = ENGINE_LOGITS_LAST,
+					   .ret_logits = lb};
 	e[1] = e[0];
 	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL); /* the same session twice */
 	CHECK_INT_EQ(engine_forward_batch(b, e, 0), -EINVAL);
@@ -191,8 +198,7 @@ static void test_batch_equals_separate(struct engine_backend *b, struct engine_m
 	int32_t bad = V;
 	e[1] = (struct engine_batch_entry){.session = bat[1], .tokens = &bad, .n = 1};
 	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL);
-	e[1] = (struct engine_batch_entry){.session = bat[1], .tokens = tok, .n = 1,
-					   .want = ENGINE_LOGITS_ALL};
+	e[1] = (struct engine_batch_entry){.session = bat[1], .tokens = tok, .n = 1, .want = ENGINE_LOGITS_ALL};
 	CHECK_INT_EQ(engine_forward_batch(b, e, 2), -EINVAL); /* logits wanted, no buffer */
 	for (int i = 0; i < N_SESS; i++)
 		CHECK(same_state(ref[i], bat[i]));
@@ -253,8 +259,10 @@ static void test_batch_reserve_failure(struct engine_model *m)
 	REQUIRE(logits);
 	struct engine_batch_entry e[N_SESS];
 	for (int i = 0; i < N_SESS; i++)
-		e[i] = (struct engine_batch_entry){.session = lim[i], .tokens = step[i],
-						   .n = (size_t)step_len[i], .want = ENGINE_LOGITS_LAST,
+		e[i] = (struct engine_batch_entry){.session = lim[i],
+						   .tokens = step[i],
+						   .n = (size_t)step_len[i],
+						   .want = ENGINE_LOGITS_LAST,
 						   .ret_logits = logits + (size_t)i * V};
 	CHECK_INT_EQ(engine_forward_batch(b, e, N_SESS), -ENOMEM);
 	for (int i = 0; i < N_SESS; i++) {
@@ -262,8 +270,8 @@ static void test_batch_reserve_failure(struct engine_model *m)
 		CHECK(same_state(ref[i], lim[i]));
 	}
 	/* a single append past the limit fails the same way; a session past it cannot be made */
-	CHECK_INT_EQ(engine_session_append(lim[0], step[0], NULL, (size_t)step_len[0],
-					   ENGINE_LOGITS_NONE, NULL),
+	CHECK_INT_EQ(engine_session_append(lim[0], step[0], NULL, (size_t)step_len[0], ENGINE_LOGITS_NONE,
+					   NULL),
 		     -ENOMEM);
 	errno = 0;
 	struct engine_session *extra[16];
@@ -369,8 +377,7 @@ static void test_info(struct engine_model *m)
 	engine_backend_destroy(NULL);
 }
 
-static enum engine_precision created_precision(const struct engine_model *m,
-					       enum engine_precision asked)
+static enum engine_precision created_precision(const struct engine_model *m, enum engine_precision asked)
 {
 	char msg[256];
 	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = asked};
@@ -387,8 +394,7 @@ static enum engine_precision created_precision(const struct engine_model *m,
 static void test_default_precision(struct engine_model *m)
 {
 	/* (fp32 where oneDNN has no bf16 products: test_no_bf16) */
-	enum engine_precision def =
-		cpu_dnnl_bf16_supported() ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
+	enum engine_precision def = cpu_dnnl_bf16_supported() ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
 	CHECK_INT_EQ(engine_model_cpu_precision(m), def);
 	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_DEFAULT), def);
 	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_FP32), ENGINE_PRECISION_FP32);
@@ -423,8 +429,7 @@ static void test_options(struct engine_model *m)
 	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_DEFAULT);
 	test_default_precision(m);
 	/* bf16 on the CPU: oneDNN's products, and the backend says so */
-	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
-					    .precision = ENGINE_PRECISION_BF16};
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_BF16};
 	CHECK_INT_EQ(engine_backend_resolve(&o, msg, sizeof(msg)), 0);
 	CHECK_INT_EQ(o.precision, ENGINE_PRECISION_BF16);
 	struct engine_backend *b16 = engine_backend_create(m, &o, msg, sizeof(msg));
@@ -515,8 +520,7 @@ static void test_weights(struct engine_model *m)
 	}
 
 	/* as stored, in fp32 (nothing prepared beside the map) */
-	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
-					    .precision = ENGINE_PRECISION_FP32};
+	o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend *b = engine_backend_create(m, &o, msg, sizeof(msg));
 	REQUIRE(b);
 	struct engine_backend_info info;
@@ -540,17 +544,19 @@ static void test_weights(struct engine_model *m)
 			int n = lm_layer_matrices(&m->layers[l], mats);
 			for (int i = 0; i < n; i++) {
 				size_t bytes;
-				CHECK_INT_EQ(quant_tensor_bytes(fmts[f], mats[i]->shape[0],
-								mats[i]->shape[1], &bytes), 0);
+				CHECK_INT_EQ(quant_tensor_bytes(fmts[f], mats[i]->shape[0], mats[i]->shape[1],
+								&bytes),
+					     0);
 				src += mats[i]->nbytes;
 				q += bytes;
 			}
 		}
 		struct qprog qp = {.monotonic = true};
-		o = (struct engine_backend_options){
-			.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32,
-			.weights = f == 0 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4,
-			.progress = on_qprog, .progress_arg = &qp};
+		o = (struct engine_backend_options){.kind = ENGINE_BACKEND_CPU,
+						    .precision = ENGINE_PRECISION_FP32,
+						    .weights = f == 0 ? ENGINE_WEIGHTS_Q8 : ENGINE_WEIGHTS_Q4,
+						    .progress = on_qprog,
+						    .progress_arg = &qp};
 		b = engine_backend_create(m, &o, msg, sizeof(msg));
 		REQUIRE(b);
 		CHECK_INT_EQ(engine_backend_get_info(b, &info), 0);
@@ -688,8 +694,7 @@ int main(int argc, char **argv)
 		return test_exit();
 	}
 	char err[256];
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
-					   .precision = ENGINE_PRECISION_FP32};
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32};
 	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 	REQUIRE(b);
 	test_batch_equals_separate(b, m);

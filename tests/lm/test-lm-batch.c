@@ -20,11 +20,10 @@
  *     row's sums formed as alone, and a longer run's product is the one it has alone.
  *   - bf16: bit-identical below LM_BATCH_AMX_MIN_ROWS decode rows on a CPU with AMX, below
  *     LM_BATCH_DNNL_MIN_ROWS elsewhere (the same GEMV kernels); from there the decode rows'
- *     products run on AMX or through oneDNN, the same bf16 inputs summed in another order, and a rounding of an activation to bf16 may then fall the other
- *     way: 2e-2, the bound the bf16 goldens' cosine >= 0.999 allows an element, and the same
- *     greedy token
- *     wherever the separate call's top-1 leads by more than twice the tolerance (elsewhere the
- *     greedy token of a near-tie is the summation order's, not the engine's). */
+ *     products run on AMX or through oneDNN, the same bf16 inputs summed in another order, and a rounding of
+ * an activation to bf16 may then fall the other way: 2e-2, the bound the bf16 goldens' cosine >= 0.999 allows
+ * an element, and the same greedy token wherever the separate call's top-1 leads by more than twice the
+ * tolerance (elsewhere the greedy token of a near-tie is the summation order's, not the engine's). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -55,7 +54,7 @@ static struct engine_model *model;
 static struct engine_backend *backend;
 static bool exact; /* the CPU in fp32 (or bf16 below the GEMV's last row count, lm.h) */
 static bool is_fp32;
-static bool ssm_bf16; /* the backend stores the SSM state in bf16 */
+static bool ssm_bf16;  /* the backend stores the SSM state in bf16 */
 static bool quantized; /* q8/q4 layers ($HOLOD_WEIGHTS): decode rows always on the GEMV */
 static int V, D;
 
@@ -155,11 +154,11 @@ static void check_close(const char *what, double err, bool same_argmax, bool bit
 {
 	double tol = tolerance();
 	if (bit_exact && err != 0)
-		fprintf(stderr, "%s: differs from the separate calls by %g where it must be exact\n",
-			what, err);
+		fprintf(stderr, "%s: differs from the separate calls by %g where it must be exact\n", what,
+			err);
 	else if (err > tol || (!is_fp32 && !same_argmax))
-		fprintf(stderr, "%s: differs from the separate calls by %g (tolerance %g)%s\n", what,
-			err, tol, same_argmax ? "" : ", another greedy token");
+		fprintf(stderr, "%s: differs from the separate calls by %g (tolerance %g)%s\n", what, err,
+			tol, same_argmax ? "" : ", another greedy token");
 	CHECK(bit_exact ? err == 0 : err <= tol);
 	CHECK(is_fp32 || same_argmax);
 }
@@ -167,8 +166,7 @@ static void check_close(const char *what, double err, bool same_argmax, bool bit
 /* Runs one step: the reference sessions append their parts one by one, the batched ones in one
  * engine_forward_batch() (the sessions in reverse order when `reverse`), then compares logits
  * and states. */
-static void step(const char *name, struct pair *s, int n_sess, const struct part *parts,
-		 bool reverse)
+static void step(const char *name, struct pair *s, int n_sess, const struct part *parts, bool reverse)
 {
 	struct engine_batch_entry e[MAX_SESS];
 	int32_t *tok[MAX_SESS];
@@ -200,9 +198,12 @@ static void step(const char *name, struct pair *s, int n_sess, const struct part
 				emb[k][t] = rows + (size_t)t * D;
 		}
 		decode_rows += p->n <= 4 ? p->n : 0;
-		e[n_e++] = (struct engine_batch_entry){.session = s[k].bat, .tokens = tok[k],
-						       .embeds = emb[k], .n = (size_t)p->n,
-						       .want = p->want, .ret_logits = got[k]};
+		e[n_e++] = (struct engine_batch_entry){.session = s[k].bat,
+						       .tokens = tok[k],
+						       .embeds = emb[k],
+						       .n = (size_t)p->n,
+						       .want = p->want,
+						       .ret_logits = got[k]};
 	}
 	for (int k = 0; k < n_sess; k++)
 		if (parts[k].n)
@@ -256,8 +257,7 @@ static void test_decode(int n)
 	pairs_create(s, n);
 	struct part parts[MAX_SESS];
 	for (int i = 0; i < n; i++)
-		parts[i] = (struct part){.n = i == 0 ? 0 : 1 + 6 * (i - 1) % 23,
-					 .want = ENGINE_LOGITS_NONE};
+		parts[i] = (struct part){.n = i == 0 ? 0 : 1 + 6 * (i - 1) % 23, .want = ENGINE_LOGITS_NONE};
 	step("prefixes", s, n, parts, false);
 	for (int r = 0; r < 3; r++) {
 		for (int i = 0; i < n; i++)
@@ -324,7 +324,9 @@ static void test_all_or_nothing(void)
 	REQUIRE(lg && many);
 	struct engine_batch_entry e[N];
 	for (int i = 0; i < N; i++)
-		e[i] = (struct engine_batch_entry){.session = s[i].bat, .tokens = &tok[i], .n = 1,
+		e[i] = (struct engine_batch_entry){.session = s[i].bat,
+						   .tokens = &tok[i],
+						   .n = 1,
 						   .want = ENGINE_LOGITS_LAST,
 						   .ret_logits = lg + (size_t)i * V};
 	e[2].tokens = many;
@@ -381,9 +383,8 @@ int main(void)
 	exact = info.kind == ENGINE_BACKEND_CPU;
 	quantized = strcmp(info.weights, "q8") == 0 || strcmp(info.weights, "q4") == 0;
 	test_check_env_weights(backend);
-	printf("backend %s, %s, SSM state %s, weights %s\n", info.name,
-	       engine_precision_name(info.precision), engine_precision_name(info.ssm_state),
-	       info.weights);
+	printf("backend %s, %s, SSM state %s, weights %s\n", info.name, engine_precision_name(info.precision),
+	       engine_precision_name(info.ssm_state), info.weights);
 #ifdef HOLOD_HAVE_CUDA
 	/* CUDA cuts spans into runs of 16 positions packed into passes of 32 rows, so spans of a
 	 * few dozen positions take several runs and a mixed step several passes, as spans of

@@ -41,7 +41,8 @@ static const int32_t steps[N_DECODE] = {12, 44, 5, 180};
 static float *run(const struct engine_model *m, enum engine_weights w, const char **ret_weights)
 {
 	char err[512];
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_FP32,
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
+					   .precision = ENGINE_PRECISION_FP32,
 					   .weights = w};
 	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 	if (!b)
@@ -93,9 +94,10 @@ static void dequantized(const struct engine_model *src, struct ref *r, bool bf16
 			REQUIRE(f && r->n < 64 * 4);
 			for (int64_t y = 0; y < rows; y++) {
 				float s = modelopt_row_scale(&L->fp8_scale[i], y);
-				for (int64_t k = 0; k < cols; k++)
-				{
-					f[y * cols + k] = quant_e4m3_to_f32(((const uint8_t *)t->data)[y * cols + k]) * s;
+				for (int64_t k = 0; k < cols; k++) {
+					f[y * cols + k] =
+						quant_e4m3_to_f32(((const uint8_t *)t->data)[y * cols + k]) *
+						s;
 					if (bf16) /* --weights bf16: widened once, rounded to nearest even */
 						f[y * cols + k] = bf16_to_f32(f32_to_bf16(f[y * cols + k]));
 				}
@@ -185,8 +187,8 @@ int main(void)
 		CHECK_STR_EQ(w, "bf16");
 		float *want_bf16 = run(&rb.m, ENGINE_WEIGHTS_DEFAULT, NULL);
 		double eb = max_err(widened, want_bf16, (size_t)ROWS * V);
-		printf("%s --weights bf16: max |logit - widened reference| %.3g, against fp8 %.3g\n", names[i], eb,
-		       max_err(widened, got, (size_t)ROWS * V));
+		printf("%s --weights bf16: max |logit - widened reference| %.3g, against fp8 %.3g\n",
+		       names[i], eb, max_err(widened, got, (size_t)ROWS * V));
 		CHECK(eb <= TOL);
 		free(widened);
 		free(want_bf16);

@@ -128,9 +128,8 @@ static int on_logits(void *ud, const float *logits, int vocab)
 {
 	struct gen_capture *c = ud;
 	const struct golden *g = c->g;
-	const float *want = c->rows < g->n_prompt
-				    ? g->prefill + c->rows * g->vocab
-				    : g->decode + (c->rows - g->n_prompt) * g->vocab;
+	const float *want = c->rows < g->n_prompt ? g->prefill + c->rows * g->vocab :
+						    g->decode + (c->rows - g->n_prompt) * g->vocab;
 	CHECK_INT_EQ(vocab, g->vocab);
 	if (c->rows < g->n_prompt + g->n_gen)
 		c->worst = fmax(c->worst, test_max_abs_diff(want, logits, g->vocab));
@@ -161,8 +160,10 @@ static void check_golden_margins(const struct golden *g, const char *name)
 	for (uint32_t i = 0; i + 1 < g->n_gen; i++)
 		least = fmin(least, test_top_margin(g->decode + (size_t)i * g->vocab, (int)g->vocab));
 	if (!(least > 2 * GOLDEN_TOL))
-		fprintf(stderr, "%s: the golden's greedy path has a near-tie (lead %.3g): its ids are "
-				"no sound check\n", name, least);
+		fprintf(stderr,
+			"%s: the golden's greedy path has a near-tie (lead %.3g): its ids are "
+			"no sound check\n",
+			name, least);
 	CHECK(least > 2 * GOLDEN_TOL);
 }
 
@@ -265,8 +266,8 @@ static void check_model(const char *model_dir, const char *golden_name)
 	engine_session_reset(s);
 	float *after_prompt = malloc((size_t)g.vocab * sizeof(float));
 	REQUIRE(after_prompt);
-	CHECK_INT_EQ(engine_session_append(s, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_LAST,
-					   after_prompt), 0);
+	CHECK_INT_EQ(engine_session_append(s, g.prompt, NULL, g.n_prompt, ENGINE_LOGITS_LAST, after_prompt),
+		     0);
 	p.logits_hook = NULL;
 	p.max_new_tokens = (int)g.n_gen;
 	p.start_logits = after_prompt;
@@ -420,9 +421,8 @@ static double cosine(const float *a, const float *b, size_t n)
  * fails if near-ties leave it checking too few), except where `few_ids`: the quantized
  * formats' bounds leave few rows a margin that wide on these random models (q8: 9 to 47 of 68,
  * q4: none), so there only the rows that have one are checked. */
-static void check_close_to_golden(const char *model_dir, const char *golden_name,
-				  enum engine_precision p, enum engine_weights w, double min_cos,
-				  double logit_err, bool few_ids)
+static void check_close_to_golden(const char *model_dir, const char *golden_name, enum engine_precision p,
+				  enum engine_weights w, double min_cos, double logit_err, bool few_ids)
 {
 	struct golden g;
 	golden_load(golden_name, &g);
@@ -460,10 +460,11 @@ static void check_close_to_golden(const char *model_dir, const char *golden_name
 	CHECK(worst_cos >= min_cos);
 	CHECK(few_ids || c.compared * 2 >= c.rows);
 	if (getenv("LM_TEST_VERBOSE") || !(worst_cos >= min_cos && c.worst <= logit_err))
-		fprintf(stderr, "%s %s, weights %s vs %s golden: min cosine %.6f (bound %.6f), max "
-				"|diff| %.4g (bound %.3g), greedy ids checked on %d of %d rows\n",
-			model_dir, engine_precision_name(p), info.weights, golden_name, worst_cos,
-			min_cos, c.worst, logit_err, c.compared, c.rows);
+		fprintf(stderr,
+			"%s %s, weights %s vs %s golden: min cosine %.6f (bound %.6f), max "
+			"|diff| %.4g (bound %.3g), greedy ids checked on %d of %d rows\n",
+			model_dir, engine_precision_name(p), info.weights, golden_name, worst_cos, min_cos,
+			c.worst, logit_err, c.compared, c.rows);
 	free(logits);
 	engine_session_destroy(s);
 	engine_backend_destroy(b);
@@ -476,16 +477,16 @@ static void check_close_to_golden(const char *model_dir, const char *golden_name
  * backend. */
 static void check_bf16(const char *model_dir, const char *golden_name)
 {
-	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_BF16, ENGINE_WEIGHTS_DEFAULT,
-			      0.999, BF16_LOGIT_ERR, false);
+	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_BF16, ENGINE_WEIGHTS_DEFAULT, 0.999,
+			      BF16_LOGIT_ERR, false);
 }
 
 static void check_quant(const char *model_dir, const char *golden_name)
 {
-	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8,
-			      Q8_MIN_COS, Q8_LOGIT_ERR, true);
-	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q4,
-			      Q4_MIN_COS, Q4_LOGIT_ERR, true);
+	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q8, Q8_MIN_COS,
+			      Q8_LOGIT_ERR, true);
+	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_FP32, ENGINE_WEIGHTS_Q4, Q4_MIN_COS,
+			      Q4_LOGIT_ERR, true);
 	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_BF16, ENGINE_WEIGHTS_Q8,
 			      Q8_BF16_MIN_COS, Q8_BF16_LOGIT_ERR, true);
 	check_close_to_golden(model_dir, golden_name, ENGINE_PRECISION_BF16, ENGINE_WEIGHTS_Q4,

@@ -290,10 +290,10 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 		test_check_logits_row(&ids, l16 + (size_t)t * V, l32 + (size_t)t * V, V);
 	CHECK(ids.compared * 2 >= ids.rows);
 	if (getenv("LM_TEST_VERBOSE") || !(ids.worst <= ids.bound))
-		fprintf(stderr, "%s %s: max |logit diff| %.3g (bound %.3g), greedy tokens compared on "
-				"%d of %d rows\n",
-			model_dir, engine_precision_name(p), ids.worst, ids.bound, ids.compared,
-			ids.rows);
+		fprintf(stderr,
+			"%s %s: max |logit diff| %.3g (bound %.3g), greedy tokens compared on "
+			"%d of %d rows\n",
+			model_dir, engine_precision_name(p), ids.worst, ids.bound, ids.compared, ids.rows);
 
 	CHECK(w_prefill >= COS_MIN);
 	CHECK(w_decode >= COS_MIN);
@@ -304,8 +304,8 @@ static void check_model(const char *model_dir, const char *golden_name, enum eng
 			"%s %s: %s, 1 - min cosine: prefill %.2e, %d decode steps %.2e, second "
 			"prefill %.2e\n",
 			model_dir, engine_precision_name(p),
-			on_cuda ? "CUDA vs CPU bf16 state" : "bf16 vs fp32 state", 1 - w_prefill,
-			N_DECODE, 1 - w_decode, 1 - w_append);
+			on_cuda ? "CUDA vs CPU bf16 state" : "bf16 vs fp32 state", 1 - w_prefill, N_DECODE,
+			1 - w_decode, 1 - w_append);
 
 	/* the charged state grew by the KV cache alone: the SSM part stays at half */
 	CHECK_INT_EQ(engine_session_state_bytes(s16),
@@ -346,7 +346,8 @@ static void check_row_kernel(const char *variant)
 		float x[128], c[128], s0[128];
 		for (int i = 0; i < n; i++) {
 			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-			s0[i] = bf16_to_f32(f32_to_bf16((float)((int64_t)(rng >> 40) - (1 << 23)) / (1 << 21)));
+			s0[i] = bf16_to_f32(
+				f32_to_bf16((float)((int64_t)(rng >> 40) - (1 << 23)) / (1 << 21)));
 			s[i] = f32_to_bf16(s0[i]);
 			x[i] = (float)((rng >> 20) & 0xffff) / 65536.0f - 0.5f;
 			c[i] = (float)((rng >> 4) & 0xffff) / 32768.0f - 1.0f;

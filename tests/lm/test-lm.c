@@ -92,8 +92,8 @@ static void test_matmul_case(enum tensor_dtype dt, int out, int in, int T, bool 
 			worst = d > worst || isnan(d) ? d : worst;
 		}
 	if (!(worst < 1e-4))
-		fprintf(stderr, "matmul dtype %d %dx%d T=%d acc=%d: max diff %g\n", (int)dt, out, in, T,
-			acc, worst);
+		fprintf(stderr, "matmul dtype %d %dx%d T=%d acc=%d: max diff %g\n", (int)dt, out, in, T, acc,
+			worst);
 	CHECK(worst < 1e-4);
 	/* the padding columns of y are untouched */
 	if (!acc)
@@ -110,7 +110,8 @@ static void test_matmul_case(enum tensor_dtype dt, int out, int in, int T, bool 
 static void test_matmul(void)
 {
 	enum tensor_dtype dts[] = {TENSOR_F32, TENSOR_BF16, TENSOR_F16};
-	int shapes[][3] = {{19, 37, 1}, {64, 64, 2}, {35, 70, 5}, {40, 129, 50}, {7, 8, 3}, {33, 17, 97}, {90, 24, 40}};
+	int shapes[][3] = {{19, 37, 1}, {64, 64, 2},  {35, 70, 5}, {40, 129, 50},
+			   {7, 8, 3},	{33, 17, 97}, {90, 24, 40}};
 	for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++)
 		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 			test_matmul_case(dts[i], shapes[s][0], shapes[s][1], shapes[s][2], false);
@@ -277,10 +278,11 @@ static uint64_t model_hash(const struct engine_model *m)
 	h = fnv_bytes(h, m->lm_head.data, m->lm_head.nbytes);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
-		const struct tensor *t[] = {&L->norm, &L->mamba.in_proj, &L->mamba.conv_w,
-					    &L->mamba.conv_b, &L->mamba.d, &L->mamba.norm,
-					    &L->mamba.out_proj, &L->attn.q, &L->attn.k, &L->attn.v,
-					    &L->attn.o, &L->mlp.up, &L->mlp.down};
+		const struct tensor *t[] = {&L->norm,		&L->mamba.in_proj, &L->mamba.conv_w,
+					    &L->mamba.conv_b,	&L->mamba.d,	   &L->mamba.norm,
+					    &L->mamba.out_proj, &L->attn.q,	   &L->attn.k,
+					    &L->attn.v,		&L->attn.o,	   &L->mlp.up,
+					    &L->mlp.down};
 		for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 			if (t[i]->data)
 				h = fnv_bytes(h, t[i]->data, t[i]->nbytes);
@@ -351,8 +353,7 @@ static void test_session_model(const struct engine_model *m, struct engine_backe
 			continue;
 		engine_session_reset(d);
 		CHECK_INT_EQ(engine_session_append(d, tok, NULL, (size_t)a, ENGINE_LOGITS_NONE, NULL), 0);
-		CHECK_INT_EQ(engine_session_append(d, tok + a, NULL, (size_t)(n - a), ENGINE_LOGITS_ALL,
-						   step),
+		CHECK_INT_EQ(engine_session_append(d, tok + a, NULL, (size_t)(n - a), ENGINE_LOGITS_ALL, step),
 			     0);
 		diff = test_max_abs_diff(all + (size_t)a * V, step, (size_t)(n - a) * V);
 		if (!(diff < 2e-4))

@@ -46,7 +46,8 @@ static const char *const corpus_strings[] = {
 	"\"OK button\"",
 	"\"the \\\"Save\\\" button \\\\ path\\/to \\b\\f\\n\\r\\t end\"",
 	"\"caf\\u00e9 \\u00E9 \\uD83D\\uDE00 \\u2028\"",
-	"\"h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x8e\x89 \xe2\x82\xac \xed\x9f\xbf \xf4\x8f\xbf\xbf\"",
+	"\"h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x8e\x89 \xe2\x82\xac \xed\x9f\xbf "
+	"\xf4\x8f\xbf\xbf\"",
 	"\"line one\\nline two\"",
 };
 #define CORPUS_N_STRINGS (sizeof(corpus_strings) / sizeof(corpus_strings[0]))
@@ -121,12 +122,12 @@ static inline void corpus_build(struct corpus *c)
 					if (!present)
 						continue;
 					corpus_value(val, sizeof(val), &l->args[i], variant + (unsigned)i);
-					off += snprintf(call + off, sizeof(call) - (size_t)off,
-							",\"%s\":%s", l->args[i].name, val);
+					off += snprintf(call + off, sizeof(call) - (size_t)off, ",\"%s\":%s",
+							l->args[i].name, val);
 				}
-				const char *note = counter % 3 == 0
-							   ? "null"
-							   : corpus_strings[counter % CORPUS_N_STRINGS];
+				const char *note = counter % 3 == 0 ?
+							   "null" :
+							   corpus_strings[counter % CORPUS_N_STRINGS];
 				corpus_add(c, "{\"note\":%s,\"thought\":%s,\"tool_call\":%s}}", note,
 					   corpus_strings[(counter + 1) % CORPUS_N_STRINGS], call);
 			}

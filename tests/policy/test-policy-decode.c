@@ -22,9 +22,8 @@ TEST_DEFINE_GLOBALS;
 /* Decodes one step from logits (the row after the prompt). Returns the number of tokens fed to
  * the session, the text in *text. */
 static size_t decode_step(struct engine_session *s, const struct engine_tokenizer *tok,
-			  struct policy_masker *mk, const struct policy_grammar *g,
-			  struct engine_sampler *sm, float *logits, int vocab, char *text,
-			  size_t *ret_len)
+			  struct policy_masker *mk, const struct policy_grammar *g, struct engine_sampler *sm,
+			  float *logits, int vocab, char *text, size_t *ret_len)
 {
 	struct policy_matcher m;
 	size_t len = 0, fed = 0;
@@ -98,8 +97,7 @@ int main(void)
 	char *text = malloc(64 * 1024);
 	unsigned tools = 0;
 	for (int run = 0; run < 2; run++) {
-		struct engine_sampling sp = {.temperature = run == 0 ? 0.0f : 1.0f,
-					     .seed = (uint64_t)run};
+		struct engine_sampling sp = {.temperature = run == 0 ? 0.0f : 1.0f, .seed = (uint64_t)run};
 		struct engine_sampler *sm = engine_sampler_create(&sp);
 		REQUIRE(sm);
 		struct engine_session *s = engine_session_create_on(backend, 4 * MAX_STEP_TOKENS);

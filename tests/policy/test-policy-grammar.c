@@ -178,8 +178,7 @@ static void test_rejects(void)
 		bool complete = false;
 		long at = reject_at(text, strlen(text), &complete);
 		if (at != want)
-			fprintf(stderr, "case %zu: rejected at %ld, expected %ld: %s\n", i, at, want,
-				text);
+			fprintf(stderr, "case %zu: rejected at %ld, expected %ld: %s\n", i, at, want, text);
 		CHECK_INT_EQ(at, want);
 		if (want < 0)
 			CHECK(!complete);
@@ -293,8 +292,7 @@ static void test_parser(void)
 		{PRE "\"fly\"}}", -EINVAL, "tool_call.tool_name: unknown tool 'fly'"},
 		{PRE "\"launch\",\"command\":[\"xterm\"]}}", -EINVAL,
 		 "tool_call.tool_name: 'launch' is a script-only tool"},
-		{PRE "\"click\",\"element\":\"e\",\"target\":\"OK\"}}", -EINVAL,
-		 "tool_call.x: missing"},
+		{PRE "\"click\",\"element\":\"e\",\"target\":\"OK\"}}", -EINVAL, "tool_call.x: missing"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bads); i++) {
 		memset(&st, 0x5a, sizeof(st));
@@ -349,8 +347,7 @@ static void test_agrees_with_ipc(void)
 		char err[256];
 		char call[1400];
 		snprintf(call, sizeof(call), "%s}", base);
-		CHECK_INT_EQ(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err,
-					      sizeof(err)), 0);
+		CHECK_INT_EQ(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err, sizeof(err)), 0);
 		ipc_action_finish(&a);
 		/* Every argument of every tool, added to this tool. */
 		for (int u = 0; u < IPC_TOOL_MODEL_COUNT; u++) {
@@ -366,8 +363,7 @@ static void test_agrees_with_ipc(void)
 				if (present)
 					continue;
 				corpus_value(val, sizeof(val), &lu->args[i], 2);
-				snprintf(call, sizeof(call), "%s,\"%s\":%s}", base, lu->args[i].name,
-					 val);
+				snprintf(call, sizeof(call), "%s,\"%s\":%s}", base, lu->args[i].name, val);
 				int r = ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err,
 							 sizeof(err));
 				if ((r == 0) != listed)
@@ -386,8 +382,8 @@ static void test_agrees_with_ipc(void)
 			char *p = strstr(base, l->args[j].name) - 2;
 			char *e = strchr(p + 1, ',');
 			snprintf(call, sizeof(call), "%.*s%s}", (int)(p - base), base, e ? e : "");
-			CHECK(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err,
-					       sizeof(err)) < 0);
+			CHECK(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, err, sizeof(err)) <
+			      0);
 		}
 	}
 	/* ipc's spellings (what the grammar and the serializer use) are what its action parser
@@ -408,8 +404,10 @@ static void test_agrees_with_ipc(void)
 		char call[256];
 		struct ipc_action a;
 		REQUIRE(ipc_direction_to_string((enum ipc_direction)d));
-		snprintf(call, sizeof(call), "{\"tool_name\":\"scroll\",\"x\":1,\"y\":1,\"direction\":"
-					     "\"%s\"}", ipc_direction_to_string((enum ipc_direction)d));
+		snprintf(call, sizeof(call),
+			 "{\"tool_name\":\"scroll\",\"x\":1,\"y\":1,\"direction\":"
+			 "\"%s\"}",
+			 ipc_direction_to_string((enum ipc_direction)d));
 		REQUIRE(ipc_action_parse(call, strlen(call), IPC_COORDS_MODEL, &a, NULL, 0) == 0);
 		CHECK_INT_EQ(a.direction, d);
 		ipc_action_finish(&a);
@@ -437,10 +435,10 @@ static void test_point_grammar(void)
 		const char *text;
 		bool ok;
 	} cases[] = {
-		{"{\"x\":0,\"y\":1000}", true},    {"{\"x\":512,\"y\":7}", true},
-		{"{\"x\":1001,\"y\":0}", false},   {"{\"x\":05,\"y\":0}", false},
-		{"{\"y\":1,\"x\":1}", false},      {"{\"x\":1,\"y\":1,}", false},
-		{"{\"x\": 1,\"y\":1}", false},     {"{\"x\":-1,\"y\":1}", false},
+		{"{\"x\":0,\"y\":1000}", true},	 {"{\"x\":512,\"y\":7}", true},
+		{"{\"x\":1001,\"y\":0}", false}, {"{\"x\":05,\"y\":0}", false},
+		{"{\"y\":1,\"x\":1}", false},	 {"{\"x\":1,\"y\":1,}", false},
+		{"{\"x\": 1,\"y\":1}", false},	 {"{\"x\":-1,\"y\":1}", false},
 		{"{\"x\":1,\"y\":1", false},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -449,16 +447,15 @@ static void test_point_grammar(void)
 		bool ok = policy_matcher_feed(&m, cases[i].text, strlen(cases[i].text)) == 0 &&
 			  policy_matcher_is_complete(&m);
 		if (ok != cases[i].ok)
-			fprintf(stderr, "point grammar: %s %s\n", cases[i].text,
-				ok ? "accepted" : "refused");
+			fprintf(stderr, "point grammar: %s %s\n", cases[i].text, ok ? "accepted" : "refused");
 		CHECK(ok == cases[i].ok);
 	}
 	policy_grammar_destroy(pg);
 }
 
 /* The JSON Schema the holo3 prompt shows and a remote server constrains its output with
- * (policy_step_json_schema): one alternative per tool, each naming the tool and exactly the layout's arguments, required as
- * the grammar requires them, ranges and enums as the grammar's, the same key names. */
+ * (policy_step_json_schema): one alternative per tool, each naming the tool and exactly the layout's
+ * arguments, required as the grammar requires them, ranges and enums as the grammar's, the same key names. */
 static void test_json_schema(void)
 {
 	char *text = policy_step_json_schema();
@@ -468,15 +465,14 @@ static void test_json_schema(void)
 	json_t *req = json_object_get(s, "required");
 	CHECK_INT_EQ(json_array_size(req), 3);
 	CHECK(json_is_false(json_object_get(s, "additionalProperties")));
-	json_t *tools = json_object_get(json_object_get(json_object_get(s, "properties"),
-							"tool_call"), "anyOf");
+	json_t *tools =
+		json_object_get(json_object_get(json_object_get(s, "properties"), "tool_call"), "anyOf");
 	CHECK_INT_EQ(json_array_size(tools), IPC_TOOL_MODEL_COUNT);
 	for (int t = 0; t < IPC_TOOL_MODEL_COUNT; t++) {
 		const struct ipc_tool_layout *l = policy_tool_layout((enum ipc_tool)t);
 		json_t *alt = json_array_get(tools, (size_t)t);
 		json_t *props = json_object_get(alt, "properties");
-		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(props, "tool_name"),
-							       "const")),
+		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(props, "tool_name"), "const")),
 			     ipc_tool_to_string((enum ipc_tool)t));
 		CHECK_INT_EQ(json_object_size(props), l->n_args + 1);
 		size_t n_required = 1;
@@ -484,10 +480,8 @@ static void test_json_schema(void)
 			json_t *a = json_object_get(props, l->args[i].name);
 			CHECK(a != NULL);
 			if (l->args[i].type == IPC_ARG_INT) {
-				CHECK_INT_EQ(json_integer_value(json_object_get(a, "minimum")),
-					     l->args[i].lo);
-				CHECK_INT_EQ(json_integer_value(json_object_get(a, "maximum")),
-					     l->args[i].hi);
+				CHECK_INT_EQ(json_integer_value(json_object_get(a, "minimum")), l->args[i].lo);
+				CHECK_INT_EQ(json_integer_value(json_object_get(a, "maximum")), l->args[i].hi);
 			}
 			n_required += l->args[i].required;
 		}
@@ -496,12 +490,21 @@ static void test_json_schema(void)
 	/* Key names are one "$defs" entry; hotkey.keys' items and key_down/key_up.key refer to
 	 * it. */
 	const char *ref = "#/$defs/key";
-	CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(json_object_get(
-			     json_object_get(json_array_get(tools, IPC_TOOL_HOTKEY), "properties"),
-			     "keys"), "items"), "$ref")), ref);
+	CHECK_STR_EQ(json_string_value(json_object_get(
+			     json_object_get(json_object_get(json_object_get(json_array_get(tools,
+											    IPC_TOOL_HOTKEY),
+									     "properties"),
+							     "keys"),
+					     "items"),
+			     "$ref")),
+		     ref);
 	for (int t = IPC_TOOL_KEY_DOWN; t <= IPC_TOOL_KEY_UP; t++)
-		CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(json_object_get(
-				     json_array_get(tools, (size_t)t), "properties"), "key"), "$ref")),
+		CHECK_STR_EQ(json_string_value(
+				     json_object_get(json_object_get(json_object_get(json_array_get(tools,
+												    (size_t)t),
+										     "properties"),
+								     "key"),
+						     "$ref")),
 			     ref);
 	/* The key names: the grammar's, f1..f24 and single printable characters. */
 	json_t *keys = json_object_get(json_object_get(json_object_get(s, "$defs"), "key"), "enum");
@@ -512,7 +515,8 @@ static void test_json_schema(void)
 	CHECK_INT_EQ(json_array_size(keys), n_names + 24 + 93);
 	size_t i;
 	json_t *k;
-	json_array_foreach(keys, i, k) {
+	json_array_foreach(keys, i, k)
+	{
 		CHECK(policy_key_name_ok(json_string_value(k)));
 		CHECK(strpbrk(json_string_value(k), "\"\\") == NULL);
 	}
@@ -525,8 +529,7 @@ static void test_json_schema(void)
 	free(again);
 	CHECK(strchr(text, '\n') == NULL);
 	/* No maxLength above 1000 anywhere: llama.cpp's grammar parser refuses those rules. */
-	for (const char *p = strstr(text, "\"maxLength\":"); p;
-	     p = strstr(p + 1, "\"maxLength\":"))
+	for (const char *p = strstr(text, "\"maxLength\":"); p; p = strstr(p + 1, "\"maxLength\":"))
 		CHECK(atoi(p + strlen("\"maxLength\":")) <= 1000);
 	json_decref(s);
 	free(text);
@@ -621,8 +624,7 @@ int main(void)
 	CHECK(policy_format_find("holo3") == &policy_format_holo3);
 	CHECK(policy_format_find("holo1") == NULL);
 	/* sampled as the published harnesses sample (docs/policy.md) */
-	CHECK(policy_format_holo3.sampling.temperature == 0.8 &&
-	      policy_format_holo3.sampling.top_p == 0.95);
+	CHECK(policy_format_holo3.sampling.temperature == 0.8 && policy_format_holo3.sampling.top_p == 0.95);
 	test_corpus();
 	test_rejects();
 	test_string_budget();

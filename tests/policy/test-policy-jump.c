@@ -37,8 +37,7 @@ static void test_holo3_runs(void)
 	CHECK_STR_EQ(forced_after(g, "{\"note\":"), ""); /* null or a string */
 	CHECK_STR_EQ(forced_after(g, "{\"note\":n"), "ull,\"thought\":\"");
 	CHECK_STR_EQ(forced_after(g, "{\"note\":\""), ""); /* string content */
-	CHECK_STR_EQ(forced_after(g, "{\"note\":null,\"thought\":\"t\""),
-		     ",\"tool_call\":{\"tool_name\":\"");
+	CHECK_STR_EQ(forced_after(g, "{\"note\":null,\"thought\":\"t\""), ",\"tool_call\":{\"tool_name\":\"");
 	const char *tc = "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"";
 	char p[512];
 	CHECK_STR_EQ(forced_after(g, tc), ""); /* which tool */
@@ -99,8 +98,7 @@ static void test_nano_runs(void)
 	struct policy_grammar *g = policy_grammar_create_holo_nano();
 	REQUIRE(g);
 	CHECK_STR_EQ(forced_after(g, ""), "{\"note\":");
-	CHECK_STR_EQ(forced_after(g, "{\"note\":null,\"thought\":\"t\""),
-		     ",\"tool_call\":{\"tool_name\":\"");
+	CHECK_STR_EQ(forced_after(g, "{\"note\":null,\"thought\":\"t\""), ",\"tool_call\":{\"tool_name\":\"");
 	const char *tc = "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"";
 	char p[512];
 	snprintf(p, sizeof(p), "%sc", tc);
@@ -208,8 +206,7 @@ static void test_tokens(const char *root)
 	REQUIRE(g);
 	int32_t stop = engine_tokenizer_token_id(tok, "<SPECIAL_12>");
 	REQUIRE(stop >= 0);
-	struct policy_masker *mk =
-		policy_masker_create(g, tok, engine_tokenizer_vocab_size(tok), &stop, 1);
+	struct policy_masker *mk = policy_masker_create(g, tok, engine_tokenizer_vocab_size(tok), &stop, 1);
 	REQUIRE(mk);
 
 	const char *tc = "{\"note\":null,\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"";

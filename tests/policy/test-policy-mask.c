@@ -65,8 +65,8 @@ struct stats {
 	size_t states, mismatches;
 };
 
-static void compare_at(const struct vocab *v, struct policy_masker *mk,
-		       const struct policy_matcher *m, struct stats *st)
+static void compare_at(const struct vocab *v, struct policy_masker *mk, const struct policy_matcher *m,
+		       struct stats *st)
 {
 	size_t words = (v->n + 31) / 32;
 	uint32_t *fast = calloc(words, sizeof(*fast)), *slow = calloc(words, sizeof(*slow));
@@ -148,8 +148,7 @@ static void compare_states(const struct vocab *v, struct policy_masker *mk, cons
 		}
 	}
 	free(fill);
-	fprintf(stderr, "%s: %zu states compared, %zu mismatches\n", what, st.states,
-		st.mismatches);
+	fprintf(stderr, "%s: %zu states compared, %zu mismatches\n", what, st.states, st.mismatches);
 	CHECK(st.states > 1000);
 	CHECK_INT_EQ(st.mismatches, 0);
 	uint64_t hits, misses;
@@ -190,8 +189,7 @@ static void compare_thinking(const struct vocab *v, struct policy_masker *mk, co
 
 /* Random logits from a think block whose budget closes it after a few tokens: the block ends
  * in "</think>" and what follows parses as a step. */
-static void thinking_walks(const struct vocab *v, struct policy_masker *mk, int walks,
-			   const char *what)
+static void thinking_walks(const struct vocab *v, struct policy_masker *mk, int walks, const char *what)
 {
 	float *logits = malloc(v->n * sizeof(*logits));
 	char *text = malloc(64 * 1024);
@@ -241,8 +239,7 @@ static void thinking_walks(const struct vocab *v, struct policy_masker *mk, int 
 /* Random logits, sampled by the engine's sampler under the mask, until a stop id: the text
  * always parses. Logits of tokens with a quote or brace get a random boost in half the walks
  * so that strings end early and many tools are reached. */
-static void random_walks(const struct vocab *v, struct policy_masker *mk, int walks,
-			 const char *what)
+static void random_walks(const struct vocab *v, struct policy_masker *mk, int walks, const char *what)
 {
 	float *logits = malloc(v->n * sizeof(*logits));
 	char *text = malloc(64 * 1024);
@@ -295,8 +292,8 @@ static void random_walks(const struct vocab *v, struct policy_masker *mk, int wa
 			policy_step_finish(&st);
 		}
 	}
-	fprintf(stderr, "%s: %d walks, tools seen 0x%x, longest %zu tokens\n", what, walks,
-		tools_seen, max_tokens);
+	fprintf(stderr, "%s: %d walks, tools seen 0x%x, longest %zu tokens\n", what, walks, tools_seen,
+		max_tokens);
 	CHECK(__builtin_popcount(tools_seen) >= 6);
 	free(logits);
 	free(text);
@@ -325,18 +322,93 @@ static void synthetic_vocab(struct vocab *v)
 {
 	size_t cap = 0;
 	static const char *const pieces[] = {
-		"{\"", "\"}", "\"},", "\"}}", "}}", "\":\"", "\":", "\",\"", ",\"", "\":{\"", "null",
-		"true", "false", "\"note", "\"thought\"", "tool_call", "tool_name", "\":null,\"",
-		"click", "double_click", "_click", "element", "scroll", "direction", "\\u", "\\n",
-		"\\\"", "\\\\", "\\ud83d", "\\ude00", "\\u00", "10", "100", "1000", "00", "01", "50",
-		"5", "[\"", "\"]", "\"]}}", "\"]", ",\"repeat_count\":", " the", "\xc3\xa9",
-		"\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x8e\x89", "\xe6\x97", "\x97\xa5", "\xf0\x9f",
-		"\x8e\x89\"", "ctrl", "\"ctrl\"", "enter", "\"f1", "2\"]", "\"},\"", "{\"note\":",
-		"{\"note\":null,\"thought\":\"", "\",\"tool_call\":{\"tool_name\":\"", "\"}}", "e\"",
-		"F", "Shift", "\"left\"}}", "\"down\",\"scroll_size\":", "\":true}}", "\":false,\"",
-		"wait", "\",\"x\":", ",\"y\":", "}} ", "\"\"", "\n", "\"\n",
-		"</think>", "</", "think", "think>", "<", "</think>\n\n", "</think>{\"note\":", ">\n{\"",
-		"k>\n", "th", "ink>", "\n\n",
+		"{\"",
+		"\"}",
+		"\"},",
+		"\"}}",
+		"}}",
+		"\":\"",
+		"\":",
+		"\",\"",
+		",\"",
+		"\":{\"",
+		"null",
+		"true",
+		"false",
+		"\"note",
+		"\"thought\"",
+		"tool_call",
+		"tool_name",
+		"\":null,\"",
+		"click",
+		"double_click",
+		"_click",
+		"element",
+		"scroll",
+		"direction",
+		"\\u",
+		"\\n",
+		"\\\"",
+		"\\\\",
+		"\\ud83d",
+		"\\ude00",
+		"\\u00",
+		"10",
+		"100",
+		"1000",
+		"00",
+		"01",
+		"50",
+		"5",
+		"[\"",
+		"\"]",
+		"\"]}}",
+		"\"]",
+		",\"repeat_count\":",
+		" the",
+		"\xc3\xa9",
+		"\xe6\x97\xa5\xe6\x9c\xac",
+		"\xf0\x9f\x8e\x89",
+		"\xe6\x97",
+		"\x97\xa5",
+		"\xf0\x9f",
+		"\x8e\x89\"",
+		"ctrl",
+		"\"ctrl\"",
+		"enter",
+		"\"f1",
+		"2\"]",
+		"\"},\"",
+		"{\"note\":",
+		"{\"note\":null,\"thought\":\"",
+		"\",\"tool_call\":{\"tool_name\":\"",
+		"\"}}",
+		"e\"",
+		"F",
+		"Shift",
+		"\"left\"}}",
+		"\"down\",\"scroll_size\":",
+		"\":true}}",
+		"\":false,\"",
+		"wait",
+		"\",\"x\":",
+		",\"y\":",
+		"}} ",
+		"\"\"",
+		"\n",
+		"\"\n",
+		"</think>",
+		"</",
+		"think",
+		"think>",
+		"<",
+		"</think>\n\n",
+		"</think>{\"note\":",
+		">\n{\"",
+		"k>\n",
+		"th",
+		"ink>",
+		"\n\n",
 	};
 	add_token(v, &cap, NULL, 0); /* 0: a hole */
 	add_token(v, &cap, NULL, 0); /* 1: stop */
@@ -411,8 +483,7 @@ static void test_tokenizer(void)
 {
 	const char *root = getenv("HOLOD_SOURCE_ROOT");
 	char path[4096], err[256];
-	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json",
-		 root ? root : ".");
+	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json", root ? root : ".");
 	struct engine_tokenizer *tok = engine_tokenizer_load(path, err, sizeof(err));
 	if (!tok)
 		fprintf(stderr, "%s\n", err);
@@ -434,8 +505,8 @@ static void test_tokenizer(void)
 		v.bytes[id] = b;
 		v.lens[id] = len;
 		/* Tokens that cross from a string into the structure, like "\":" or "\",". */
-		if (len > 1 && memchr(b, '"', len) && (memchr(b, ':', len) || memchr(b, ',', len) ||
-						       memchr(b, '}', len) || memchr(b, '{', len)))
+		if (len > 1 && memchr(b, '"', len) &&
+		    (memchr(b, ':', len) || memchr(b, ',', len) || memchr(b, '}', len) || memchr(b, '{', len)))
 			spanning++;
 	}
 	fprintf(stderr, "tekken fixture: %zu ids, %zu tokens span JSON structure\n", n, spanning);
@@ -476,8 +547,7 @@ static void test_special_think_close(void)
 				   "\"lstrip\": false,\n   \"rstrip\": false,\n   \"normalized\": true,\n"
 				   "   \"special\": false";
 	char path[4096], tmp[] = "/tmp/test-policy-mask-XXXXXX", err[256];
-	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json",
-		 root ? root : ".");
+	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json", root ? root : ".");
 	FILE *f = fopen(path, "rb");
 	REQUIRE(f);
 	char *text = malloc(8 << 20);

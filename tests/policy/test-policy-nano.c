@@ -44,7 +44,8 @@ static const struct {
 	enum ipc_tool tool;
 } good[] = {
 	{PRE "\"update_plan\",\"goals\":[{\"title\":\"Open it\",\"status\":\"done\"},"
-	     "{\"title\":\"Save\",\"status\":\"running\"}]}}", IPC_TOOL_UPDATE_PLAN},
+	     "{\"title\":\"Save\",\"status\":\"running\"}]}}",
+	 IPC_TOOL_UPDATE_PLAN},
 	{PRE "\"write_desktop\",\"content\":\"hi\",\"press_enter\":true,\"overwrite\":false}}",
 	 IPC_TOOL_WRITE},
 	{PRE "\"click_desktop\",\"element\":\"OK\",\"x\":10,\"y\":1000,\"button\":\"right\"}}",
@@ -66,8 +67,8 @@ static const struct {
 
 /* Refused by the grammar at the '|'. */
 static const char *const bad[] = {
-	PRE "\"click|\",\"element\":\"OK\",\"x\":1,\"y\":1}}",     /* holo3's name */
-	PRE "\"w|ait\",\"duration\":1}}",                          /* no wait in holo-nano */
+	PRE "\"click|\",\"element\":\"OK\",\"x\":1,\"y\":1}}", /* holo3's name */
+	PRE "\"w|ait\",\"duration\":1}}",		       /* no wait in holo-nano */
 	PRE "\"drag_to_desktop\",\"element\":\"b\",\"x\":1,\"y\":1|,\"x2\":3}}",
 	PRE "\"scroll_desktop\",\"element\":\"l\",\"x\":1,\"y\":2,\"direction\":\"up\","
 	    "\"scroll_size\":10|1}}",
@@ -80,7 +81,7 @@ static const char *const bad[] = {
 	PRE "\"update_plan\",\"goals\":[|]}}",
 	PRE "\"update_plan\",\"goals\":[{\"title\":\"a\",\"status\":\"|started\"}]}}",
 	PRE "\"update_plan\",\"goals\":[{\"|status\":\"todo\",\"title\":\"a\"}]}}",
-	PRE "\"ask_user\",\"|content\":\"which?\"}}",             /* the question's name */
+	PRE "\"ask_user\",\"|content\":\"which?\"}}", /* the question's name */
 };
 
 static void test_grammar(void)
@@ -97,8 +98,8 @@ static void test_grammar(void)
 		bool complete = false;
 		long at = reject_at(text, &complete);
 		if (at != mark - bad[i])
-			fprintf(stderr, "rejected at %ld, expected %ld: %s\n", at,
-				(long)(mark - bad[i]), text);
+			fprintf(stderr, "rejected at %ld, expected %ld: %s\n", at, (long)(mark - bad[i]),
+				text);
 		CHECK_INT_EQ(at, mark - bad[i]);
 	}
 	/* 20 goals, not 21. */
@@ -141,7 +142,7 @@ static void test_parser(void)
 	CHECK_INT_EQ(s.action.scroll_size, POLICY_NANO_DEFAULT_SCROLL_SIZE);
 	char *back = policy_nano_step_to_json(&s);
 	CHECK_STR_EQ(back, PRE "\"scroll_desktop\",\"element\":\"l\",\"x\":1,\"y\":2,"
-			   "\"direction\":\"up\",\"scroll_size\":10}}");
+			       "\"direction\":\"up\",\"scroll_size\":10}}");
 	CHECK(accepts(back));
 	free(back);
 	policy_step_finish(&s);
@@ -149,7 +150,7 @@ static void test_parser(void)
 	REQUIRE(policy_nano_step_parse(t, strlen(t), &s, err, sizeof(err)) == 0);
 	back = policy_nano_step_to_json(&s);
 	CHECK_STR_EQ(back, PRE "\"click_desktop\",\"element\":\"e\",\"x\":1,\"y\":2,"
-			   "\"button\":\"left\"}}");
+			       "\"button\":\"left\"}}");
 	free(back);
 	policy_step_finish(&s);
 	t = PRE "\"hotkey_desktop\",\"keys\":[\"ctrl\",\"s\"]}}";
@@ -191,16 +192,15 @@ static void test_parser(void)
 		{"{\"note\":null,\"tool_call\":{\"tool_name\":\"answer\",\"content\":\"x\"}}",
 		 "thought: missing", -EINVAL},
 		{"{\"thought\":\"t\",\"tool_call\":{\"tool_name\":\"answer\",\"content\":\"x\"},"
-		 "\"plan\":1}", "plan: unknown field", -EINVAL},
+		 "\"plan\":1}",
+		 "plan: unknown field", -EINVAL},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(errs); i++) {
 		err[0] = '\0';
-		int r = policy_nano_step_parse(errs[i].text, strlen(errs[i].text), &s, err,
-					       sizeof(err));
+		int r = policy_nano_step_parse(errs[i].text, strlen(errs[i].text), &s, err, sizeof(err));
 		CHECK_INT_EQ(r, errs[i].code);
 		if (strncmp(err, errs[i].msg, strlen(errs[i].msg)) != 0) {
-			fprintf(stderr, "for %s\n  expected: %s\n  got: %s\n", errs[i].text,
-				errs[i].msg, err);
+			fprintf(stderr, "for %s\n  expected: %s\n  got: %s\n", errs[i].text, errs[i].msg, err);
 			test_failures++;
 		}
 	}
@@ -293,11 +293,26 @@ static void test_sampled(void)
 static void test_masked(void)
 {
 	static const char *const words[] = {
-		"{\"note\":null,\"thought\":\"", "\",\"tool_call\":{\"tool_name\":\"",
-		"update_plan\",\"goals\":[{\"title\":\"", "\",\"status\":\"", "running\"},",
-		"done\"}]}}", "{\"title\":\"", "_desktop\"", "\",\"x\":", ",\"y\":", "}}",
-		"hold_and_tap_key", "\"],\"tap_keys\":[\"", "\",\"", "ctrl", "shift\"",
-		",\"scroll_size\":", "100", "20}}", "\"]}}",
+		"{\"note\":null,\"thought\":\"",
+		"\",\"tool_call\":{\"tool_name\":\"",
+		"update_plan\",\"goals\":[{\"title\":\"",
+		"\",\"status\":\"",
+		"running\"},",
+		"done\"}]}}",
+		"{\"title\":\"",
+		"_desktop\"",
+		"\",\"x\":",
+		",\"y\":",
+		"}}",
+		"hold_and_tap_key",
+		"\"],\"tap_keys\":[\"",
+		"\",\"",
+		"ctrl",
+		"shift\"",
+		",\"scroll_size\":",
+		"100",
+		"20}}",
+		"\"]}}",
 	};
 	enum { N_BYTES = 256, STOP = N_BYTES + ARRAY_SIZE(words), N_TOKENS = STOP + 1 };
 	const uint8_t *bytes[N_TOKENS];
@@ -341,8 +356,10 @@ static void test_masked(void)
 					       policy_matcher_feed(&c, bytes[id], lens[id]) == 0;
 				}
 				if (on != want) {
-					fprintf(stderr, "mask of token %d is %d, grammar says %d after: "
-						"%.*s\n", id, on, want, (int)len, text);
+					fprintf(stderr,
+						"mask of token %d is %d, grammar says %d after: "
+						"%.*s\n",
+						id, on, want, (int)len, text);
 					test_failures++;
 				}
 				if (on)
@@ -422,16 +439,15 @@ static void test_system_text(void)
 		"Budget: {max_steps} steps or {max_time_s}s\nEnvironment: Local desktop ({os_name})\n";
 	struct policy_nano_env env = {"2026-11-21", 7, 120, "Linux", "hunter2"};
 	char err[256] = "", *out = NULL;
-	REQUIRE(policy_nano_system_text(tmpl, strlen(tmpl), "{\"a\": 1}", 8, &env, &out, err,
-					sizeof(err)) == 0);
+	REQUIRE(policy_nano_system_text(tmpl, strlen(tmpl), "{\"a\": 1}", 8, &env, &out, err, sizeof(err)) ==
+		0);
 	CHECK_STR_EQ(out, "Date 2026-11-21. {literal}\n"
 			  "1. **Dialogs**: Handle them. The password is `hunter2` \xe2\x80\x94 use it "
 			  "rarely.\nBudget: 7 steps or 120s\nEnvironment: Local desktop (Linux)\n"
 			  "\n<output_format>\n```json\n{\"a\": 1}\n```\n</output_format>\n");
 	free(out);
 	env.password = NULL;
-	REQUIRE(policy_nano_system_text(tmpl, strlen(tmpl), "{}", 2, &env, &out, err,
-					sizeof(err)) == 0);
+	REQUIRE(policy_nano_system_text(tmpl, strlen(tmpl), "{}", 2, &env, &out, err, sizeof(err)) == 0);
 	CHECK_STR_EQ(out, "Date 2026-11-21. {literal}\n1. **Dialogs**: Handle them.\n"
 			  "Budget: 7 steps or 120s\nEnvironment: Local desktop (Linux)\n"
 			  "\n<output_format>\n```json\n{}\n```\n</output_format>\n");
@@ -445,8 +461,9 @@ static void test_system_text(void)
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad_tmpl); i++) {
 		out = NULL;
-		CHECK_INT_EQ(policy_nano_system_text(bad_tmpl[i].tmpl, strlen(bad_tmpl[i].tmpl), "{}",
-						     2, &env, &out, err, sizeof(err)), -EINVAL);
+		CHECK_INT_EQ(policy_nano_system_text(bad_tmpl[i].tmpl, strlen(bad_tmpl[i].tmpl), "{}", 2,
+						     &env, &out, err, sizeof(err)),
+			     -EINVAL);
 		CHECK(out == NULL);
 		if (strncmp(err, bad_tmpl[i].msg, strlen(bad_tmpl[i].msg)) != 0) {
 			fprintf(stderr, "expected %s\n  got %s\n", bad_tmpl[i].msg, err);
@@ -454,14 +471,13 @@ static void test_system_text(void)
 		}
 	}
 	env.max_steps = 0;
-	CHECK_INT_EQ(policy_nano_system_text(tmpl, strlen(tmpl), "{}", 2, &env, &out, err,
-					     sizeof(err)), -EINVAL);
+	CHECK_INT_EQ(policy_nano_system_text(tmpl, strlen(tmpl), "{}", 2, &env, &out, err, sizeof(err)),
+		     -EINVAL);
 
 	/* The published texts, when a local copy exists. */
 	const char *root = getenv("HOLOD_SOURCE_ROOT");
 	char path[3][1024];
-	static const char *const names[] = {"system-template.txt", "step-schema.json",
-					    "system-prompt.txt"};
+	static const char *const names[] = {"system-template.txt", "step-schema.json", "system-prompt.txt"};
 	char *text[3];
 	size_t len[3];
 	for (int k = 0; k < 3; k++) {
@@ -481,12 +497,11 @@ static void test_system_text(void)
 						sizeof(err)) == 0);
 		CHECK(strstr(out, "password for this machine") == NULL);
 		CHECK(strstr(out, "Handle or dismiss as needed.\n") != NULL);
-		fprintf(stderr, "the published system prompt: %zu bytes, rendered byte for byte\n",
-			len[2]);
+		fprintf(stderr, "the published system prompt: %zu bytes, rendered byte for byte\n", len[2]);
 		free(out);
 	} else {
 		fprintf(stderr, "no local copy of the published texts: the published rendering is "
-			"not compared (tools/policy_published.py)\n");
+				"not compared (tools/policy_published.py)\n");
 	}
 	for (int k = 0; k < 3; k++)
 		free(text[k]);
@@ -503,8 +518,7 @@ static void test_published_load(void)
 	REQUIRE(mkdtemp(dir));
 	CHECK_INT_EQ(policy_published_load(dir, &p, err, sizeof(err)), -ENOENT);
 	CHECK(strstr(err, "system-template.txt"));
-	char *f = xasprintf("%s/system-template.txt", dir), *g2 = xasprintf("%s/step-schema.json",
-									       dir);
+	char *f = xasprintf("%s/system-template.txt", dir), *g2 = xasprintf("%s/step-schema.json", dir);
 	FILE *o = fopen(f, "wb");
 	REQUIRE(o);
 	fputs("You are {os_name}.", o);
@@ -528,8 +542,11 @@ static void test_published_load(void)
 	free(f);
 	free(g2);
 
-	struct policy_env env = {.screen_width = 640, .screen_height = 400, .date = "2026-11-21",
-				 .max_steps = 7, .max_time_s = 120};
+	struct policy_env env = {.screen_width = 640,
+				 .screen_height = 400,
+				 .date = "2026-11-21",
+				 .max_steps = 7,
+				 .max_time_s = 120};
 	char *own = policy_format_holo_nano.system_text(&env);
 	REQUIRE(own);
 	CHECK(strstr(own, "You have at most 7 steps or 120 seconds."));

@@ -93,8 +93,7 @@ static char *read_file(const char *path)
 	return buf;
 }
 
-static const struct policy_env env = {
-	.screen_width = 1920, .screen_height = 1080, .date = "2026-11-21"};
+static const struct policy_env env = {.screen_width = 1920, .screen_height = 1080, .date = "2026-11-21"};
 
 /* The system prompt ends in the <output_format> block of H's Agent loop with the step's JSON
  * Schema in a json fence, and that schema is the text policy_step_json_schema() writes from the
@@ -105,8 +104,7 @@ static void test_output_format(void)
 	char *sys = policy_format_holo3.system_text(&env);
 	char *schema = policy_step_json_schema();
 	REQUIRE(sys && schema);
-	char *tail = xasprintf("%s%s%s", POLICY_OUTPUT_FORMAT_OPEN, schema,
-			       POLICY_OUTPUT_FORMAT_CLOSE);
+	char *tail = xasprintf("%s%s%s", POLICY_OUTPUT_FORMAT_OPEN, schema, POLICY_OUTPUT_FORMAT_CLOSE);
 	size_t n = strlen(sys), m = strlen(tail);
 	REQUIRE(n > m);
 	CHECK_STR_EQ(sys + n - m, tail);
@@ -141,7 +139,8 @@ static void test_prefix(struct policy_renderer *r)
 	/* The template strips the user turn's content ("Task: " + task) as a whole: the task's
 	 * trailing newline goes, its leading spaces after "Task:" stay. */
 	char *want = xasprintf("<s><SPECIAL_10>System\n%s\n<SPECIAL_11>User\nTask:   Open the text "
-			       "editor and type hello\n", golden);
+			       "editor and type hello\n",
+			       golden);
 	CHECK_STR_EQ(p.text, want);
 	CHECK_INT_EQ(p.text_len, strlen(want));
 	CHECK_INT_EQ(p.n_images, 0);
@@ -204,7 +203,8 @@ static void test_step(struct policy_renderer *r)
 	 * between "<observation>\n" and "\n</observation>" */
 	char *want = xasprintf("<SPECIAL_11>User\n<tool_output tool=\"click\">\nclicked at (960, 540)"
 			       "\n</tool_output>\n<SPECIAL_11>User\n<observation>\n%s\n</observation>\n"
-			       "<SPECIAL_11>Assistant\n<think></think>", img);
+			       "<SPECIAL_11>Assistant\n<think></think>",
+			       img);
 	CHECK_STR_EQ(p.text, want);
 	CHECK_INT_EQ(p.n_images, 1);
 	check_image_slot(&p, 0, 2 * TPT);
@@ -219,13 +219,11 @@ static void test_step(struct policy_renderer *r)
 	float *rows = calloc(2 * TPT * dim, sizeof(float));
 	const float **embeds = calloc(p.n_ids, sizeof(*embeds));
 	int32_t image_id = engine_tokenizer_token_id(tok, "<image>");
-	CHECK(engine_vision_splice(p.ids, p.n_ids, image_id, rows, 2 * TPT, dim, embeds, NULL, 0) ==
-	      0);
+	CHECK(engine_vision_splice(p.ids, p.n_ids, image_id, rows, 2 * TPT, dim, embeds, NULL, 0) == 0);
 	CHECK(embeds[p.images[0].offset] == rows);
 	CHECK(embeds[p.images[0].offset + 2 * TPT - 1] == rows + (2 * TPT - 1) * dim);
 	CHECK(embeds[p.images[0].offset - 1] == NULL);
-	CHECK(engine_vision_splice(p.ids, p.n_ids, image_id, rows, 2 * TPT - 1, dim, embeds, NULL,
-				   0) < 0);
+	CHECK(engine_vision_splice(p.ids, p.n_ids, image_id, rows, 2 * TPT - 1, dim, embeds, NULL, 0) < 0);
 	free(rows);
 	free(embeds);
 	free(want);
@@ -233,7 +231,8 @@ static void test_step(struct policy_renderer *r)
 	policy_piece_finish(&p);
 
 	/* An error result, the first step (no result), an evicted screenshot. */
-	struct policy_tool_result fail = {.tool = IPC_TOOL_HOTKEY, .error = true,
+	struct policy_tool_result fail = {.tool = IPC_TOOL_HOTKEY,
+					  .error = true,
 					  .text = "unknown key name 'ctr'"};
 	obs = (struct policy_observation){.n_tiles = 1, .result = &fail};
 	REQUIRE(policy_render_step(r, &obs, true, &p) == 0);
@@ -246,7 +245,8 @@ static void test_step(struct policy_renderer *r)
 	REQUIRE(policy_render_step(r, &obs, false, &p) == 0);
 	img = images_text(TPT);
 	want = xasprintf("<SPECIAL_11>User\n<observation>\n%s\n</observation>\n"
-			 "<SPECIAL_11>Assistant\n<think></think>", img);
+			 "<SPECIAL_11>Assistant\n<think></think>",
+			 img);
 	CHECK_STR_EQ(p.text, want);
 	check_image_slot(&p, 0, TPT);
 	free(want);
@@ -415,8 +415,7 @@ static void test_modes(struct policy_renderer *r)
 	 * text, at step 0 as at step N-1 (results and tool names vary a little). */
 	for (int k = 0; k < N; k++) {
 		size_t image = (size_t)obs[k].n_tiles * TPT + 2;
-		fprintf(stderr, "persistent step %d appends %zu ids (%zu image)\n", k, step_size[k],
-			image);
+		fprintf(stderr, "persistent step %d appends %zu ids (%zu image)\n", k, step_size[k], image);
 		CHECK(step_size[k] > image && step_size[k] < image + 80);
 	}
 	int32_t *whole;
@@ -442,8 +441,7 @@ static void test_modes(struct policy_renderer *r)
 		for (size_t i = 0; i <= k; i++) {
 			struct policy_piece u, a;
 			REQUIRE(policy_render_step(r, &obs[i], i < evicted, &u) == 0);
-			REQUIRE(u.n_ids > gen.n &&
-				ids_equal(u.ids + u.n_ids - gen.n, gen.n, gen.ids, gen.n));
+			REQUIRE(u.n_ids > gen.n && ids_equal(u.ids + u.n_ids - gen.n, gen.n, gen.ids, gen.n));
 			if (i < k) {
 				seq_add(&want, u.ids, u.n_ids - gen.n);
 				REQUIRE(policy_render_assistant(r, &steps[i], &a) == 0);
@@ -493,10 +491,9 @@ static void test_modes(struct policy_renderer *r)
 			CHECK(strstr(ev.text, "Assistant") != NULL);
 		}
 		for (size_t i = 0; i < win.n_images; i++)
-			CHECK_INT_EQ(win.images[i].offset + ev.n_ids + held_ids,
-				     w.images[i].offset);
-		fprintf(stderr, "rolling step %zu prefills %zu + %zu ids (window %zu)\n", k,
-			ev.n_ids, win.n_ids, w.n_ids);
+			CHECK_INT_EQ(win.images[i].offset + ev.n_ids + held_ids, w.images[i].offset);
+		fprintf(stderr, "rolling step %zu prefills %zu + %zu ids (window %zu)\n", k, ev.n_ids,
+			win.n_ids, w.n_ids);
 		held_ids += ev.n_ids;
 		policy_piece_finish(&w);
 		policy_piece_finish(&ev);
@@ -543,9 +540,10 @@ static void test_holo3_conversation(void)
 		{.tool = IPC_TOOL_KEY_UP, .error = true, .text = "the key is not held"},
 		{.tool = IPC_TOOL_WRITE, .text = "typed 8 bytes and Enter"},
 	};
-	struct policy_observation obs[4] = {
-		{.n_tiles = 1}, {.n_tiles = 1, .result = &res[0]}, {.n_tiles = 1, .result = &res[1]},
-		{.n_tiles = 1, .result = &res[2]}};
+	struct policy_observation obs[4] = {{.n_tiles = 1},
+					    {.n_tiles = 1, .result = &res[0]},
+					    {.n_tiles = 1, .result = &res[1]},
+					    {.n_tiles = 1, .result = &res[2]}};
 	REQUIRE(policy_render_window(r, obs, steps, 3, 3, &win) == 0);
 	CHECK_INT_EQ(win.n_images, 3);
 	char *all = xasprintf("%s%s", prefix.text, win.text);
@@ -567,7 +565,8 @@ static void test_holo3_conversation(void)
 	char *want = xasprintf("<SPECIAL_12>\n<SPECIAL_11>User\n<tool_output tool=\"write\">\n"
 			       "typed 8 bytes and Enter\n</tool_output>\n<SPECIAL_11>User\n"
 			       "<observation>\n%s\n</observation>\n<SPECIAL_11>Assistant\n"
-			       "<think></think>", img);
+			       "<think></think>",
+			       img);
 	CHECK(strlen(all) > strlen(want) && strcmp(all + strlen(all) - strlen(want), want) == 0);
 	CHECK(strstr(all, "<SPECIAL_12>\n<SPECIAL_11>User\n<error tool=\"key_up\">\nthe key is not "
 			  "held\n</error>\n<SPECIAL_11>User\n<observation>\n<img>"));
@@ -621,14 +620,14 @@ static void test_nano(void)
 	char *schema = policy_nano_json_schema();
 	REQUIRE(sys && schema);
 	char *block = xasprintf("\n<output_format>\n```json\n%s\n```\n</output_format>\n", schema);
-	CHECK(strlen(sys) > strlen(block) &&
-	      strcmp(sys + strlen(sys) - strlen(block), block) == 0);
+	CHECK(strlen(sys) > strlen(block) && strcmp(sys + strlen(sys) - strlen(block), block) == 0);
 	CHECK(strstr(sys, "at most 50 steps or 1800 seconds"));
 	CHECK(strstr(sys, "hold_and_tap_key_desktop(hold_keys, tap_keys)"));
 	json_error_t je;
 	json_t *js = json_loads(schema, 0, &je);
-	CHECK(js && json_array_size(json_object_get(json_object_get(json_object_get(js,
-			"properties"), "tool_call"), "anyOf")) == 13);
+	CHECK(js &&
+	      json_array_size(json_object_get(json_object_get(json_object_get(js, "properties"), "tool_call"),
+					      "anyOf")) == 13);
 	CHECK(strstr(sys, "ask_user(question): ask the user a question"));
 	json_decref(js);
 
@@ -660,15 +659,15 @@ static void test_nano(void)
 		{.tool = IPC_TOOL_CLICK, .error = true, .text = "error: no window"},
 		{.tool = IPC_TOOL_HOLD_AND_TAP_KEY, .text = long_out},
 	};
-	struct policy_observation obs[4] = {
-		{.n_tiles = 1}, {.n_tiles = 1}, {.n_tiles = 1, .result = &res[1]},
-		{.n_tiles = 1, .result = &res[2]}};
+	struct policy_observation obs[4] = {{.n_tiles = 1},
+					    {.n_tiles = 1},
+					    {.n_tiles = 1, .result = &res[1]},
+					    {.n_tiles = 1, .result = &res[2]}};
 	REQUIRE(policy_render_window(r, obs, steps, 3, 3, &win) == 0);
 	CHECK_INT_EQ(win.n_images, 3);
 	char *all = xasprintf("%s%s", prefix.text, win.text);
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/tests/policy/golden-holo-nano-conversation.txt",
-		 source_root);
+	snprintf(path, sizeof(path), "%s/tests/policy/golden-holo-nano-conversation.txt", source_root);
 	if (getenv("HOLOD_WRITE_GOLDEN")) {
 		FILE *f = fopen(path, "wb");
 		REQUIRE(f);
@@ -692,8 +691,7 @@ static void test_nano(void)
 	memcpy(cut, "\xc3\xa9", 2);
 	memset(cut + 2, 'z', 1999);
 	cut[2001] = '\0';
-	char *want = xasprintf("<tool_output tool=\"hold_and_tap_key_desktop\">\n%s\n</tool_output>",
-			       cut);
+	char *want = xasprintf("<tool_output tool=\"hold_and_tap_key_desktop\">\n%s\n</tool_output>", cut);
 	CHECK(strstr(all, want));
 	CHECK(strstr(all, "\"tool_name\":\"hold_and_tap_key_desktop\",\"hold_keys\":[\"alt\"]"));
 	/* the journal's user turn: the result's then the observation's text */
@@ -756,20 +754,20 @@ static void test_model_result(void)
 	/* no point: the executor's text as it is, its warning included */
 	static const char typed[] = "typed 5 bytes (no window had the keyboard focus: the keys "
 				    "went to the root window)";
-	REQUIRE(h3->model_result(&write, false, typed, "no window had the keyboard focus: the "
-				 "keys went to the root window", &t) == 0);
+	REQUIRE(h3->model_result(&write, false, typed,
+				 "no window had the keyboard focus: the "
+				 "keys went to the root window",
+				 &t) == 0);
 	CHECK_STR_EQ(t, typed);
 	free(t);
-	REQUIRE(h3->model_result(&click, true, "cannot map model point (555,250): bad", NULL, &t) ==
-		0);
+	REQUIRE(h3->model_result(&click, true, "cannot map model point (555,250): bad", NULL, &t) == 0);
 	CHECK_STR_EQ(t, "cannot map model point (555,250): bad");
 	free(t);
 
 	REQUIRE(nano->model_result(&click, false, "clicked left x2 at (1065,270)", NULL, &t) == 0);
 	CHECK_STR_EQ(t, "");
 	free(t);
-	REQUIRE(nano->model_result(&write, false, typed, "no window had the keyboard focus", &t) ==
-		0);
+	REQUIRE(nano->model_result(&write, false, typed, "no window had the keyboard focus", &t) == 0);
 	CHECK_STR_EQ(t, "no window had the keyboard focus");
 	free(t);
 	REQUIRE(nano->model_result(&click, true, "the key is not held", NULL, &t) == 0);
@@ -799,8 +797,7 @@ int main(void)
 	source_root = getenv("HOLOD_SOURCE_ROOT");
 	if (!source_root)
 		source_root = ".";
-	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json",
-		 source_root);
+	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/tekken/tokenizer.json", source_root);
 	tok = engine_tokenizer_load(path, err, sizeof(err));
 	if (!tok)
 		fprintf(stderr, "%s\n", err);

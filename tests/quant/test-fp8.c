@@ -52,7 +52,8 @@ static void test_decode(void)
 		if (line[0] == '#')
 			continue;
 		REQUIRE(sscanf(line, "%x %63s", &c, v) == 2 && c < 256);
-		float want = strcmp(v, "nan") == 0 ? NAN : strtof(v, NULL), got = quant_e4m3_to_f32((uint8_t)c);
+		float want = strcmp(v, "nan") == 0 ? NAN : strtof(v, NULL),
+		      got = quant_e4m3_to_f32((uint8_t)c);
 		bool same = isnan(want) ? isnan(got) : memcmp(&want, &got, sizeof(float)) == 0;
 		if (!same)
 			fprintf(stderr, "e4m3 code %02x: %g, ml_dtypes %g\n", c, got, want);
@@ -186,7 +187,8 @@ static void test_gemv_codes(void)
 		size_t rb;
 		REQUIRE(quant_row_bytes(QUANT_FP8, in, &rb) == 0);
 		unsigned char *data = aligned_alloc(64, rb * rows);
-		float *wq = malloc(sizeof(float) * (size_t)in * rows), *x = malloc(sizeof(float) * (size_t)in * T);
+		float *wq = malloc(sizeof(float) * (size_t)in * rows),
+		      *x = malloc(sizeof(float) * (size_t)in * T);
 		float y[T * 16], y0[T * 16];
 		REQUIRE(data && wq && x);
 		uint8_t *codes = malloc((size_t)in);
@@ -200,14 +202,19 @@ static void test_gemv_codes(void)
 			/* 1 + 2^-8 and 1 + 2^-7 + 2^-8 put the products of some codes exactly
 			 * halfway between two bf16 values (ties: to the even one below, and above),
 			 * 1 + 2^-8 + 2^-12 just past halfway */
-			static const float scales[] = {1.0f, 0.00123f, 3.5f, 0x1.01p0f, 0x1.03p0f, 0x1.011p0f};
+			static const float scales[] = {1.0f,	  0.00123f,  3.5f,
+						       0x1.01p0f, 0x1.03p0f, 0x1.011p0f};
 			float scale = scales[r % 6];
 			REQUIRE(quant_fp8_row_from_codes(codes, in, scale, data + (size_t)r * rb, NULL) == 0);
 			quant_row_to_f32(QUANT_FP8, data + (size_t)r * rb, in, wq + (size_t)r * in);
 		}
 		for (int i = 0; i < in * T; i++)
 			x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-		struct quant_tensor qt = {.format = QUANT_FP8, .rows = rows, .cols = in, .row_bytes = rb, .data = data};
+		struct quant_tensor qt = {.format = QUANT_FP8,
+					  .rows = rows,
+					  .cols = in,
+					  .row_bytes = rb,
+					  .data = data};
 		for (int v = 0; cpu_gemv_variant_name(v); v++) {
 			if (cpu_isa_select(cpu_gemv_variant_name(v)) < 0)
 				continue;
@@ -220,7 +227,8 @@ static void test_gemv_codes(void)
 				for (int r = 0; r < rows; r++) {
 					double s = 0, mag = 0;
 					for (int k = 0; k < in; k++) {
-						double p = (double)wq[(size_t)r * in + k] * x[(size_t)t * in + k];
+						double p = (double)wq[(size_t)r * in + k] *
+							   x[(size_t)t * in + k];
 						s += p;
 						mag += fabs(p);
 					}
@@ -232,7 +240,8 @@ static void test_gemv_codes(void)
 					ok &= y[t * 16 + r] == y0[t * 16 + r];
 			}
 			if (!ok)
-				fprintf(stderr, "fp8 gemv %s in %d: off the exact product\n", cpu_gemv_variant_name(v), in);
+				fprintf(stderr, "fp8 gemv %s in %d: off the exact product\n",
+					cpu_gemv_variant_name(v), in);
 			CHECK(ok);
 			/* the prompt's rows to bf16: the same bits as the dequantized weights rounded
 			 * (no sum: one exact product, one rounding to nearest even) */
@@ -262,7 +271,8 @@ int main(void)
 	test_rows();
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		int r = cpu_isa_select(cpu_gemv_variant_name(i));
-		printf("gemv variant %s: %s\n", cpu_gemv_variant_name(i), r == 0 ? "tested" : "skipped (this CPU lacks it)");
+		printf("gemv variant %s: %s\n", cpu_gemv_variant_name(i),
+		       r == 0 ? "tested" : "skipped (this CPU lacks it)");
 	}
 	test_gemv_codes();
 	return test_exit();

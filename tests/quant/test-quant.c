@@ -86,12 +86,24 @@ static void test_f16(void)
 		float f;
 		uint16_t h;
 	} cases[] = {
-		{0.0f, 0x0000},	      {-0.0f, 0x8000},	       {1.0f, 0x3c00},	      {-2.0f, 0xc000},
-		{65504.0f, 0x7bff},   {65519.0f, 0x7bff},      {65520.0f, 0x7c00},    {1e9f, 0x7c00},
-		{0x1p-14f, 0x0400},   {0x1p-24f, 0x0001},      {0x1p-25f, 0x0000},    {0x1.8p-25f, 0x0001},
-		{0x3p-25f, 0x0002},   {0x5p-25f, 0x0002},      /* ties to even in the subnormals */
-		{1.0f + 0x1p-11f, 0x3c00}, {1.0f + 0x3p-11f, 0x3c02}, /* ties to even */
-		{1.0f + 0x1.1p-11f, 0x3c01}, {0x1.ffep-15f, 0x0400},  /* a carry into the exponent */
+		{0.0f, 0x0000},
+		{-0.0f, 0x8000},
+		{1.0f, 0x3c00},
+		{-2.0f, 0xc000},
+		{65504.0f, 0x7bff},
+		{65519.0f, 0x7bff},
+		{65520.0f, 0x7c00},
+		{1e9f, 0x7c00},
+		{0x1p-14f, 0x0400},
+		{0x1p-24f, 0x0001},
+		{0x1p-25f, 0x0000},
+		{0x1.8p-25f, 0x0001},
+		{0x3p-25f, 0x0002},
+		{0x5p-25f, 0x0002}, /* ties to even in the subnormals */
+		{1.0f + 0x1p-11f, 0x3c00},
+		{1.0f + 0x3p-11f, 0x3c02}, /* ties to even */
+		{1.0f + 0x1.1p-11f, 0x3c01},
+		{0x1.ffep-15f, 0x0400}, /* a carry into the exponent */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint16_t h = quant_f32_to_f16(cases[i].f);
@@ -178,7 +190,8 @@ static void test_ties(void)
 	for (int i = 0; i < 31; i++) {
 		int want = (i % 2 ? -1 : 1) * (i * 4 % 126 + 1);
 		if (quant_q8_codes(row)[i] != want) {
-			fprintf(stderr, "q8 tie %g: code %d, want %d\n", (double)w[i], quant_q8_codes(row)[i], want);
+			fprintf(stderr, "q8 tie %g: code %d, want %d\n", (double)w[i], quant_q8_codes(row)[i],
+				want);
 			away = false;
 		}
 	}
@@ -214,7 +227,8 @@ static void test_round_trips(void)
 					double e = round_trip((enum quant_format)f, w, n, bf16);
 					if (!(e <= 1.0))
 						fprintf(stderr, "%s len %d kind %d bf16 %d: error %.3g of the bound\n",
-							quant_format_desc((enum quant_format)f)->name, n, kind, bf16, e);
+							quant_format_desc((enum quant_format)f)->name, n,
+							kind, bf16, e);
 					CHECK(e <= 1.0);
 					if (e > worst)
 						worst = e;
@@ -293,10 +307,12 @@ static void test_ggml_records(void)
 			for (int kind = 0; kind < 3; kind++) {
 				int n = lens[l];
 				for (int i = 0; i < n; i++)
-					w[i] = kind == 0 ? grand() * 0.02f : kind == 1 ? frand() * 1e-6f
-						 : (i % 5 == 0 ? -0.3f : 0.01f + frand() * 0.02f);
+					w[i] = kind == 0 ? grand() * 0.02f :
+					       kind == 1 ? frand() * 1e-6f :
+							   (i % 5 == 0 ? -0.3f : 0.01f + frand() * 0.02f);
 				for (int b0 = 0; b0 < n; b0 += 32)
-					(f == QUANT_Q8 ? ggml_q8_0 : ggml_q4_0)(w + b0, n - b0 < 32 ? n - b0 : 32,
+					(f == QUANT_Q8 ? ggml_q8_0 : ggml_q4_0)(w + b0,
+										n - b0 < 32 ? n - b0 : 32,
 										want + b0);
 				memset(row, 0x5a, sizeof(row));
 				CHECK_INT_EQ(ggml_ref_row((enum quant_format)f, w, n, row), 0);
@@ -335,7 +351,9 @@ static void test_vs_ggml(int dist)
 	double se[2] = {0, 0}, ge[2] = {0, 0};
 	for (int r = 0; r < rows; r++) {
 		for (int i = 0; i < cols; i++)
-			w[i] = dist == 0 ? grand() * 0.02f : dist == 1 ? frand() * 0.02f : 0.01f + frand() * 0.02f;
+			w[i] = dist == 0 ? grand() * 0.02f :
+			       dist == 1 ? frand() * 0.02f :
+					   0.01f + frand() * 0.02f;
 		for (int f = 0; f < 2; f++) {
 			REQUIRE(quant_row_from_f32((enum quant_format)f, w, cols, row) == 0);
 			quant_row_to_f32((enum quant_format)f, row, cols, out);
@@ -371,68 +389,80 @@ static void test_tiles(void)
 	CHECK(quant_tile_supported(QUANT_Q4) && quant_tile_supported(QUANT_Q8) &&
 	      !quant_tile_supported(QUANT_FP8));
 	for (int fi = 0; fi < 2; fi++)
-	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
-		const enum quant_format f = fi ? QUANT_Q8 : QUANT_Q4;
-		const int in = ins[k], rows = 37;
-		size_t rb = 0, bytes = 0;
-		REQUIRE(quant_row_bytes(f, in, &rb) == 0 && quant_tensor_bytes(f, rows, in, &bytes) == 0);
-		CHECK(quant_tile_used_bytes(f, in) <= QUANT_TILE_ROWS * rb);
-		float *w = malloc((size_t)rows * in * sizeof(float));
-		char *recs = aligned_alloc(64, bytes), *tiled = aligned_alloc(64, bytes);
-		char *tmp = malloc(QUANT_TILE_ROWS * rb), *rec = malloc(rb);
-		REQUIRE(w && recs && tiled && tmp && rec);
-		for (size_t i = 0; i < (size_t)rows * in; i++)
-			w[i] = frand() * 0.1f + (float)(i % 5) * 0.01f;
-		struct quant_tensor q;
-		REQUIRE(quant_tensor_from_f32(f, w, rows, in, in, recs, &q) == 0);
-		memcpy(tiled, recs, bytes);
-		struct quant_tensor t = q;
-		t.data = tiled;
-		CHECK_INT_EQ(quant_tensor_tile_range(&t, tiled, 0, rows / QUANT_TILE_ROWS, tmp), 0);
-		t.tiled = true;
-		CHECK(quant_tiled_rows(&t) == 32 && quant_tiled_rows(&q) == 0);
-		/* the tiles are not the records; the rows past them are */
-		CHECK(memcmp(tiled, recs, 32 * rb) != 0);
-		CHECK(memcmp(tiled + 32 * rb, recs + 32 * rb, 5 * rb) == 0);
-		/* block b of row i: code bytes 4v..4v+3 at 320 b + 64 v + 4 i, d at 256 + 2 i, m at 288 + 2 i */
-		bool placed = true;
-		const int64_t nb = quant_blocks(in);
-		for (int r = 0; r < 32; r++)
-			for (int64_t b = 0; b < nb; b++) {
-				const char *row = recs + (size_t)r * rb;
-				if (f == QUANT_Q8) {
-					/* pairs: codes of 2p, of 2p + 1, then their d; an odd last block alone */
-					const char *tt = tiled + (size_t)(r / 16) * 16 * rb;
-					const size_t co = (size_t)(b / 2) * 1088 + (size_t)(b % 2) * 512;
-					const size_t dof = b / 2 < nb / 2 ? (size_t)(b / 2) * 1088 + 1024 + (size_t)(b % 2) * 32
-									 : (size_t)(b / 2) * 1088 + 512;
-					for (int v = 0; v < 8; v++)
-						placed &= memcmp(tt + co + 64 * v + 4 * (r % 16),
-								 quant_q8_codes(row) + 32 * b + 4 * v, 4) == 0;
-					placed &= memcmp(tt + dof + 2 * (r % 16), quant_q8_scales(row, in) + b, 2) == 0;
-					continue;
+		for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+			const enum quant_format f = fi ? QUANT_Q8 : QUANT_Q4;
+			const int in = ins[k], rows = 37;
+			size_t rb = 0, bytes = 0;
+			REQUIRE(quant_row_bytes(f, in, &rb) == 0 &&
+				quant_tensor_bytes(f, rows, in, &bytes) == 0);
+			CHECK(quant_tile_used_bytes(f, in) <= QUANT_TILE_ROWS * rb);
+			float *w = malloc((size_t)rows * in * sizeof(float));
+			char *recs = aligned_alloc(64, bytes), *tiled = aligned_alloc(64, bytes);
+			char *tmp = malloc(QUANT_TILE_ROWS * rb), *rec = malloc(rb);
+			REQUIRE(w && recs && tiled && tmp && rec);
+			for (size_t i = 0; i < (size_t)rows * in; i++)
+				w[i] = frand() * 0.1f + (float)(i % 5) * 0.01f;
+			struct quant_tensor q;
+			REQUIRE(quant_tensor_from_f32(f, w, rows, in, in, recs, &q) == 0);
+			memcpy(tiled, recs, bytes);
+			struct quant_tensor t = q;
+			t.data = tiled;
+			CHECK_INT_EQ(quant_tensor_tile_range(&t, tiled, 0, rows / QUANT_TILE_ROWS, tmp), 0);
+			t.tiled = true;
+			CHECK(quant_tiled_rows(&t) == 32 && quant_tiled_rows(&q) == 0);
+			/* the tiles are not the records; the rows past them are */
+			CHECK(memcmp(tiled, recs, 32 * rb) != 0);
+			CHECK(memcmp(tiled + 32 * rb, recs + 32 * rb, 5 * rb) == 0);
+			/* block b of row i: code bytes 4v..4v+3 at 320 b + 64 v + 4 i, d at 256 + 2 i, m at
+			 * 288 + 2 i */
+			bool placed = true;
+			const int64_t nb = quant_blocks(in);
+			for (int r = 0; r < 32; r++)
+				for (int64_t b = 0; b < nb; b++) {
+					const char *row = recs + (size_t)r * rb;
+					if (f == QUANT_Q8) {
+						/* pairs: codes of 2p, of 2p + 1, then their d; an odd last
+						 * block alone */
+						const char *tt = tiled + (size_t)(r / 16) * 16 * rb;
+						const size_t co =
+							(size_t)(b / 2) * 1088 + (size_t)(b % 2) * 512;
+						const size_t dof = b / 2 < nb / 2 ?
+									   (size_t)(b / 2) * 1088 + 1024 +
+										   (size_t)(b % 2) * 32 :
+									   (size_t)(b / 2) * 1088 + 512;
+						for (int v = 0; v < 8; v++)
+							placed &= memcmp(tt + co + 64 * v + 4 * (r % 16),
+									 quant_q8_codes(row) + 32 * b + 4 * v,
+									 4) == 0;
+						placed &= memcmp(tt + dof + 2 * (r % 16),
+								 quant_q8_scales(row, in) + b, 2) == 0;
+						continue;
+					}
+					const char *tb = tiled + (size_t)(r / 16) * 16 * rb + 320 * (size_t)b;
+					for (int v = 0; v < 4; v++)
+						placed &=
+							memcmp(tb + 64 * v + 4 * (r % 16),
+							       quant_q4_codes(row) + 16 * b + 4 * v, 4) == 0;
+					placed &= memcmp(tb + 256 + 2 * (r % 16),
+							 quant_q4_dm(row, in) + 2 * b, 2) == 0;
+					placed &= memcmp(tb + 288 + 2 * (r % 16),
+							 quant_q4_dm(row, in) + 2 * b + 1, 2) == 0;
 				}
-				const char *tb = tiled + (size_t)(r / 16) * 16 * rb + 320 * (size_t)b;
-				for (int v = 0; v < 4; v++)
-					placed &= memcmp(tb + 64 * v + 4 * (r % 16), quant_q4_codes(row) + 16 * b + 4 * v, 4) == 0;
-				placed &= memcmp(tb + 256 + 2 * (r % 16), quant_q4_dm(row, in) + 2 * b, 2) == 0;
-				placed &= memcmp(tb + 288 + 2 * (r % 16), quant_q4_dm(row, in) + 2 * b + 1, 2) == 0;
-			}
-		CHECK(placed);
-		bool same = true;
-		for (int r = 0; r < rows; r++)
-			same &= memcmp(quant_tensor_row(&t, r, rec), recs + (size_t)r * rb, rb) == 0;
-		CHECK(same);
-		CHECK(quant_tensor_row(&t, 33, rec) == tiled + 33 * rb);
-		struct quant_tensor f8 = q;
-		f8.format = QUANT_FP8;
-		CHECK_INT_EQ(quant_tensor_tile_range(&f8, tiled, 0, 1, tmp), -EINVAL);
-		free(w);
-		free(recs);
-		free(tiled);
-		free(tmp);
-		free(rec);
-	}
+			CHECK(placed);
+			bool same = true;
+			for (int r = 0; r < rows; r++)
+				same &= memcmp(quant_tensor_row(&t, r, rec), recs + (size_t)r * rb, rb) == 0;
+			CHECK(same);
+			CHECK(quant_tensor_row(&t, 33, rec) == tiled + 33 * rb);
+			struct quant_tensor f8 = q;
+			f8.format = QUANT_FP8;
+			CHECK_INT_EQ(quant_tensor_tile_range(&f8, tiled, 0, 1, tmp), -EINVAL);
+			free(w);
+			free(recs);
+			free(tiled);
+			free(tmp);
+			free(rec);
+		}
 }
 
 int main(void)

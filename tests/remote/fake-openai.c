@@ -157,22 +157,21 @@ static void add_event(char **buf, size_t *len, json_t *o)
 	json_decref(o);
 }
 
-static struct MHD_Response *sse_think(const char *field, const char *why, size_t why_len,
-				      const char *text, size_t prompt_len, bool stall)
+static struct MHD_Response *sse_think(const char *field, const char *why, size_t why_len, const char *text,
+				      size_t prompt_len, bool stall)
 {
 	struct stream *s = calloc(1, sizeof(*s));
 	size_t tlen = strlen(text), chunks = 0;
 
 	add_event(&s->data, &s->len,
 		  json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s}}]}", "id", "c1", "object",
-			    "chat.completion.chunk", "model", "fake-model", "choices", "index", 0,
-			    "delta", "role", "assistant"));
+			    "chat.completion.chunk", "model", "fake-model", "choices", "index", 0, "delta",
+			    "role", "assistant"));
 	for (size_t off = 0; field && off < why_len; off += 5, chunks++)
 		add_event(&s->data, &s->len,
 			  json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s%}}]}", "id", "c1", "object",
-				    "chat.completion.chunk", "model", "fake-model", "choices", "index",
-				    0, "delta", field, why + off,
-				    why_len - off < 5 ? why_len - off : (size_t)5));
+				    "chat.completion.chunk", "model", "fake-model", "choices", "index", 0,
+				    "delta", field, why + off, why_len - off < 5 ? why_len - off : (size_t)5));
 	for (size_t off = 0; off < tlen; off += 5, chunks++) {
 		if (stall && off >= tlen / 2 && !s->stall) {
 			s->stall = true;
@@ -180,21 +179,20 @@ static struct MHD_Response *sse_think(const char *field, const char *why, size_t
 		}
 		add_event(&s->data, &s->len,
 			  json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s%}}]}", "id", "c1", "object",
-				    "chat.completion.chunk", "model", "fake-model", "choices", "index",
-				    0, "delta", "content", text + off,
-				    tlen - off < 5 ? tlen - off : (size_t)5));
+				    "chat.completion.chunk", "model", "fake-model", "choices", "index", 0,
+				    "delta", "content", text + off, tlen - off < 5 ? tlen - off : (size_t)5));
 	}
 	add_event(&s->data, &s->len,
-		  json_pack("{s:s, s:s, s:[{s:i, s:{}, s:s}]}", "id", "c1", "model", "fake-model",
-			    "choices", "index", 0, "delta", "finish_reason", "stop"));
+		  json_pack("{s:s, s:s, s:[{s:i, s:{}, s:s}]}", "id", "c1", "model", "fake-model", "choices",
+			    "index", 0, "delta", "finish_reason", "stop"));
 	add_event(&s->data, &s->len,
-		  json_pack("{s:s, s:s, s:[], s:{s:I, s:I, s:I}}", "id", "c1", "model",
-			    "fake-model", "choices", "usage", "prompt_tokens",
-			    (json_int_t)(prompt_len / 4), "completion_tokens", (json_int_t)chunks,
-			    "total_tokens", (json_int_t)(prompt_len / 4 + chunks)));
+		  json_pack("{s:s, s:s, s:[], s:{s:I, s:I, s:I}}", "id", "c1", "model", "fake-model",
+			    "choices", "usage", "prompt_tokens", (json_int_t)(prompt_len / 4),
+			    "completion_tokens", (json_int_t)chunks, "total_tokens",
+			    (json_int_t)(prompt_len / 4 + chunks)));
 	add(&s->data, &s->len, "data: [DONE]\n\n");
-	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024,
-								    stream_read, s, stream_free);
+	struct MHD_Response *r =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_read, s, stream_free);
 	MHD_add_response_header(r, "Content-Type", "text/event-stream");
 	return r;
 }
@@ -206,8 +204,7 @@ static struct MHD_Response *sse(const char *text, size_t prompt_len, bool stall)
 
 static struct MHD_Response *text_response(const char *type, char *body)
 {
-	struct MHD_Response *r =
-		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", type);
 	return r;
 }
@@ -244,7 +241,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *rq)
 				field = unknown[i];
 		json_decref(o);
 		char *body = NULL;
-		if (field && asprintf(&body, "{\"error\":{\"message\":\"Unrecognized request "
+		if (field && asprintf(&body,
+				      "{\"error\":{\"message\":\"Unrecognized request "
 				      "argument supplied: %s\",\"type\":\"invalid_request_error\"}}",
 				      field) < 0)
 			body = NULL;
@@ -274,10 +272,10 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *rq)
 		usleep((useconds_t)ms * 1000);
 		resp = sse(*end ? end + 1 : "", rq->len, false);
 	} else if (strncmp(line, "plain ", 6) == 0) {
-		json_t *o = json_pack("{s:s, s:s, s:[{s:i, s:{s:s, s:s}, s:s}], s:{s:i, s:i}}", "id",
-				      "c1", "model", "fake-model", "choices", "index", 0, "message",
-				      "role", "assistant", "content", arg, "finish_reason", "stop",
-				      "usage", "prompt_tokens", 7, "completion_tokens", 3);
+		json_t *o = json_pack("{s:s, s:s, s:[{s:i, s:{s:s, s:s}, s:s}], s:{s:i, s:i}}", "id", "c1",
+				      "model", "fake-model", "choices", "index", 0, "message", "role",
+				      "assistant", "content", arg, "finish_reason", "stop", "usage",
+				      "prompt_tokens", 7, "completion_tokens", 3);
 		resp = text_response("application/json", json_dumps(o, JSON_COMPACT));
 		json_decref(o);
 	} else if (strncmp(line, "status ", 7) == 0) {
@@ -304,16 +302,15 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req *rq)
 	return ret;
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
-			      const char *method, const char *version, const char *upload,
-			      size_t *upload_size, void **con_cls)
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+			      const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
 	(void)cls;
 	(void)version;
 	if (strcmp(method, "GET") == 0 && strcmp(url, "/v1/models") == 0) {
 		struct MHD_Response *r = text_response(
-		        "application/json",
-		        strdup("{\"object\":\"list\",\"data\":[{\"id\":\"fake-model\",\"object\":"
+			"application/json",
+			strdup("{\"object\":\"list\",\"data\":[{\"id\":\"fake-model\",\"object\":"
 			       "\"model\",\"owned_by\":\"vllm\"}]}"));
 		enum MHD_Result ret = MHD_queue_response(c, 200, r);
 		MHD_destroy_response(r);
@@ -343,8 +340,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	return answer(c, rq);
 }
 
-static void done(void *cls, struct MHD_Connection *c, void **con_cls,
-		 enum MHD_RequestTerminationCode toe)
+static void done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
 	(void)c;
@@ -375,10 +371,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	struct MHD_Daemon *d = MHD_start_daemon(
-	        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
-	        handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	        MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_END);
+	struct MHD_Daemon *d =
+		MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL,
+				 NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				 MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "fake-openai: cannot listen: %s\n", strerror(errno));
 		return 1;

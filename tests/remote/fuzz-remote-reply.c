@@ -13,8 +13,8 @@
  * "reasoning" / "reasoning_content") keeps within AGENT_MAX_RAW_BYTES too.
  *
  * Built with libFuzzer by tools/fuzz/build.sh (docs/fuzzing.md). Without HOLOD_LIBFUZZER this
- * file builds a replay driver (the `unit` test fuzz-remote-reply-corpus, tests/remote/meson.build): every file of the
- * corpus directory given as argv[1] must have the outcome its name promises (ok-*: accepted,
+ * file builds a replay driver (the `unit` test fuzz-remote-reply-corpus, tests/remote/meson.build): every
+ * file of the corpus directory given as argv[1] must have the outcome its name promises (ok-*: accepted,
  * bad-*: refused). `--write-seeds DIR` writes the seed corpus (the table below) into DIR. */
 #include <errno.h>
 #include <stdbool.h>
@@ -105,16 +105,17 @@ struct seed {
 	const char *text; /* the selector byte, the piece byte, then the body */
 };
 
-#define CHUNK(content)                                                                         \
-	"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":" \
+#define CHUNK(content)                                                                                       \
+	"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":"              \
 	"[{\"index\":0,\"delta\":{\"content\":\"" content "\"}}]}\n\n"
 
 static const struct seed seeds[] = {
-	{"ok-stream", "s\x07"
-		      "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n"
-		      CHUNK("{\\\"note\\\":null,") CHUNK("\\\"thought\\\":\\\"t\\\"}")
-		      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,"
-		      "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"},
+	{"ok-stream",
+	 "s\x07"
+	 "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n" CHUNK(
+		 "{\\\"note\\\":null,")
+		 CHUNK("\\\"thought\\\":\\\"t\\\"}") "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,"
+						     "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"},
 	{"ok-stream-crlf-comments", "s\x00"
 				    ": keep-alive\r\nevent: message\r\n"
 				    "data:{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\r\n\r\n"

@@ -29,7 +29,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char sample[] = "Hello <s> w\xC3\xB6rld <image>\xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 123\r\n\tend";
+static const char sample[] =
+	"Hello <s> w\xC3\xB6rld <image>\xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 123\r\n\tend";
 
 static struct engine_tokenizer *fixture;
 static int last_outcome; /* 1: accepted, 0: rejected */
@@ -91,7 +92,8 @@ static int decode_both(const struct engine_tokenizer *tok, const int32_t *ids, s
 	if (r == 0) {
 		check(utf8_valid((const uint8_t *)text, text_len), "decoded text is valid UTF-8");
 		check(text[text_len] == '\0', "decoded text is NUL-terminated");
-		check(streamed.len == text_len && memcmp(streamed.data ? streamed.data : "", text, text_len) == 0,
+		check(streamed.len == text_len &&
+			      memcmp(streamed.data ? streamed.data : "", text, text_len) == 0,
 		      "streaming decode equals batch decode");
 		*ret_text = text;
 		*ret_len = text_len;
@@ -117,7 +119,8 @@ static int run_encode(const struct engine_tokenizer *tok, const char *text, size
 			continue;
 		}
 		for (size_t i = 0; i < n; i++)
-			check(ids[i] >= 0 && (size_t)ids[i] < engine_tokenizer_vocab_size(tok), "ids in range");
+			check(ids[i] >= 0 && (size_t)ids[i] < engine_tokenizer_vocab_size(tok),
+			      "ids in range");
 		check(decode_both(tok, ids, n, false, &out, &out_len) == 0, "decode of encoded ids");
 		if (lossless && !special && !memmem(text, len, "ref>", 4))
 			check(out_len == len && memcmp(out, text, len) == 0, "round trip is lossless");

@@ -101,7 +101,8 @@ static void test_fixture(const json_t *fx, const char *kind)
 	REQUIRE(tok);
 
 	CHECK_INT_EQ(engine_tokenizer_vocab_size(tok), json_integer_value(json_object_get(fx, "vocab_size")));
-	json_object_foreach((json_t *)names, name, v) {
+	json_object_foreach((json_t *)names, name, v)
+	{
 		CHECK_INT_EQ(engine_tokenizer_token_id(tok, name), json_integer_value(v));
 		CHECK_STR_EQ(engine_tokenizer_token_str(tok, (int32_t)json_integer_value(v)), name);
 	}
@@ -116,15 +117,20 @@ static void test_fixture(const json_t *fx, const char *kind)
 		size_t len;
 
 		/* "Ġ" is the byte-level spelling of a space: it decodes to the byte 0x20. */
-		CHECK_INT_EQ(engine_tokenizer_token_bytes(tok, engine_tokenizer_token_id(tok, "Ġ"), &bytes, &len), 0);
+		CHECK_INT_EQ(engine_tokenizer_token_bytes(tok, engine_tokenizer_token_id(tok, "Ġ"), &bytes,
+							  &len),
+			     0);
 		CHECK(len == 1 && bytes[0] == ' ');
 		CHECK_INT_EQ(engine_tokenizer_token_bytes(tok, 12, &bytes, &len), 0);
 		CHECK(len == 12 && memcmp(bytes, "<SPECIAL_12>", 12) == 0);
-		CHECK_INT_EQ(engine_tokenizer_token_bytes(tok, (int32_t)engine_tokenizer_vocab_size(tok), &bytes, &len), -ENOENT);
+		CHECK_INT_EQ(engine_tokenizer_token_bytes(tok, (int32_t)engine_tokenizer_vocab_size(tok),
+							  &bytes, &len),
+			     -ENOENT);
 		CHECK_INT_EQ(engine_tokenizer_token_bytes(tok, -1, &bytes, &len), -ENOENT);
 	}
 
-	json_array_foreach(cases, i, c) {
+	json_array_foreach(cases, i, c)
+	{
 		const char *text = json_string_value(json_object_get(c, "text"));
 		size_t text_len = json_string_length(json_object_get(c, "text"));
 		const json_t *want = json_object_get(c, "ids");
@@ -144,7 +150,8 @@ static void test_fixture(const json_t *fx, const char *kind)
 		}
 		CHECK_INT_EQ(engine_tokenizer_encode(tok, text, text_len, false, &ids2, &n2), 0);
 		if (!ids_equal(ids2, n2, want_plain)) {
-			fprintf(stderr, "%s case %zu \"%.60s\": ids (special not parsed) differ\n", kind, i, text);
+			fprintf(stderr, "%s case %zu \"%.60s\": ids (special not parsed) differ\n", kind, i,
+				text);
 			print_ids("got     ", ids2, n2);
 			test_failures++;
 		}
@@ -170,7 +177,8 @@ static void test_fixture(const json_t *fx, const char *kind)
 		free(ids2);
 	}
 
-	json_array_foreach(json_object_get(fx, "decode_cases"), i, c) {
+	json_array_foreach(json_object_get(fx, "decode_cases"), i, c)
+	{
 		const char *dec = json_string_value(json_object_get(c, "decoded"));
 		size_t dec_len = json_string_length(json_object_get(c, "decoded")), n, out_len;
 		int32_t *ids = ids_from_json(json_object_get(c, "ids"), &n);
@@ -271,7 +279,10 @@ static void test_streaming_flush(const struct engine_tokenizer *tok)
 	CHECK_INT_EQ(engine_detok_push(d, e4, &chunk, &len), 0);
 	CHECK_INT_EQ(len, 0);
 	CHECK_INT_EQ(engine_detok_push(d, engine_tokenizer_token_id(tok, "a"), &chunk, &len), 0);
-	CHECK(len == 4 && memcmp(chunk, "\xEF\xBF\xBD" "a", 4) == 0);
+	CHECK(len == 4 && memcmp(chunk,
+				 "\xEF\xBF\xBD"
+				 "a",
+				 4) == 0);
 	engine_detok_destroy(d);
 }
 
@@ -292,7 +303,8 @@ static void test_encode_errors(const struct engine_tokenizer *tok)
 	CHECK_INT_EQ(engine_tokenizer_encode(tok, NULL, 0, true, &ids, &n), 0);
 	CHECK(n == 0);
 	free(ids);
-	CHECK_INT_EQ(engine_tokenizer_encode(tok, "x", ENGINE_TOKENIZER_MAX_INPUT_BYTES + 1ul, true, &ids, &n), -E2BIG);
+	CHECK_INT_EQ(engine_tokenizer_encode(tok, "x", ENGINE_TOKENIZER_MAX_INPUT_BYTES + 1ul, true, &ids, &n),
+		     -E2BIG);
 	CHECK_INT_EQ(engine_tokenizer_decode(tok, bad, 2, false, &out, &out_len), -EINVAL);
 	CHECK(out == NULL);
 }
@@ -346,7 +358,8 @@ static void test_variants(const json_t *variants, const char *base_path)
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/holod-tok-XXXXXX");
 	REQUIRE(mkdtemp(tmpdir));
 	snprintf(path, sizeof(path), "%s/variant.json", tmpdir);
-	json_object_foreach((json_t *)variants, name, v) {
+	json_object_foreach((json_t *)variants, name, v)
+	{
 		json_t *doc = json_deep_copy(base), *patch = json_object_get(v, "patch"), *c;
 		struct engine_tokenizer *tok;
 		const char *key;
@@ -355,11 +368,13 @@ static void test_variants(const json_t *variants, const char *base_path)
 		size_t i;
 
 		REQUIRE(doc);
-		json_object_foreach(patch, key, val) {
+		json_object_foreach(patch, key, val)
+		{
 			if (strcmp(key, "model") == 0)
 				json_object_update(json_object_get(doc, "model"), val);
 			else if (strcmp(key, "vocab_add") == 0)
-				json_object_update(json_object_get(json_object_get(doc, "model"), "vocab"), val);
+				json_object_update(json_object_get(json_object_get(doc, "model"), "vocab"),
+						   val);
 			else
 				json_object_set(doc, key, val);
 		}
@@ -371,16 +386,18 @@ static void test_variants(const json_t *variants, const char *base_path)
 			test_failures++;
 			continue;
 		}
-		json_array_foreach(json_object_get(v, "cases"), i, c) {
+		json_array_foreach(json_object_get(v, "cases"), i, c)
+		{
 			const json_t *text = json_object_get(c, "text");
 			int32_t *ids;
 			size_t n;
 
-			CHECK_INT_EQ(engine_tokenizer_encode(tok, json_string_value(text), json_string_length(text),
-							     true, &ids, &n), 0);
+			CHECK_INT_EQ(engine_tokenizer_encode(tok, json_string_value(text),
+							     json_string_length(text), true, &ids, &n),
+				     0);
 			if (!ids_equal(ids, n, json_object_get(c, "ids"))) {
-				fprintf(stderr, "variant %s case %zu \"%s\": ids differ from tokenizers\n", name, i,
-					json_string_value(text));
+				fprintf(stderr, "variant %s case %zu \"%s\": ids differ from tokenizers\n",
+					name, i, json_string_value(text));
 				print_ids("got", ids, n);
 				test_failures++;
 			}
@@ -408,12 +425,53 @@ static uint32_t rng(void)
 static size_t random_text(char *out, size_t cap)
 {
 	static const char *pieces[] = {
-		"a", "Z", "the", " ", "  ", "\t", "\n", "\r\n", "\xC2\x85", "\xC2\xA0", "\xE3\x80\x80",
-		"\xC3\xA9", "e\xCC\x81", "\xE4\xB8\xAD", "\xE6\x96\x87", "\xF0\x9F\x98\x80",
-		"\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9", "\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7", "7",
-		"42", "'s", "'ll", "/", "//", "!", "?", ".", "(", "{", "_", "-", "<s>", "</s>",
-		"<SPECIAL_1", "<SPECIAL_11>", "<image>", "<img>", "</img>", "<think>", "</think>",
-		"<box>", "<", ">", "\xD0\xBF\xD1\x80\xD0\xB8", "\xD9\x85\xD8\xB1", "\x01", "\x7F",
+		"a",
+		"Z",
+		"the",
+		" ",
+		"  ",
+		"\t",
+		"\n",
+		"\r\n",
+		"\xC2\x85",
+		"\xC2\xA0",
+		"\xE3\x80\x80",
+		"\xC3\xA9",
+		"e\xCC\x81",
+		"\xE4\xB8\xAD",
+		"\xE6\x96\x87",
+		"\xF0\x9F\x98\x80",
+		"\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
+		"\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7",
+		"7",
+		"42",
+		"'s",
+		"'ll",
+		"/",
+		"//",
+		"!",
+		"?",
+		".",
+		"(",
+		"{",
+		"_",
+		"-",
+		"<s>",
+		"</s>",
+		"<SPECIAL_1",
+		"<SPECIAL_11>",
+		"<image>",
+		"<img>",
+		"</img>",
+		"<think>",
+		"</think>",
+		"<box>",
+		"<",
+		">",
+		"\xD0\xBF\xD1\x80\xD0\xB8",
+		"\xD9\x85\xD8\xB1",
+		"\x01",
+		"\x7F",
 	};
 	size_t len = 0, n = rng() % 40;
 
@@ -443,7 +501,8 @@ static void test_random_roundtrip(const struct engine_tokenizer *tok)
 			REQUIRE(engine_tokenizer_encode(tok, text, len, special, &ids, &n) == 0);
 			CHECK_INT_EQ(engine_tokenizer_decode(tok, ids, n, false, &out, &out_len), 0);
 			if (!(out_len == len && memcmp(out, text, len) == 0)) {
-				fprintf(stderr, "round trip (special %d) lost \"%s\": got \"%s\"\n", special, text, out);
+				fprintf(stderr, "round trip (special %d) lost \"%s\": got \"%s\"\n", special,
+					text, out);
 				test_failures++;
 			}
 			free(out);
@@ -589,7 +648,8 @@ static void test_threads_and_speed(const struct engine_tokenizer *tok, const jso
 	/* ~2 MB of varied text built from the corpus, leaving out the deliberately huge words
 	 * (they are 90% of the corpus bytes and would measure only the uncached BPE path). */
 	while (corpus.len < (2u << 20)) {
-		json_array_foreach(cases, i, c) {
+		json_array_foreach(cases, i, c)
+		{
 			size_t len = json_string_length(json_object_get(c, "text"));
 
 			if (len > 256)
@@ -608,8 +668,8 @@ static void test_threads_and_speed(const struct engine_tokenizer *tok, const jso
 	t0 = now_s();
 	REQUIRE(engine_tokenizer_encode(tok, corpus.text, corpus.len, true, &ids, &n) == 0);
 	t1 = now_s();
-	fprintf(stderr, "encode: %.2f MB in %.3f s = %.1f MB/s, %zu tokens\n", corpus.len / 1e6,
-		t1 - t0, corpus.len / 1e6 / (t1 - t0), n);
+	fprintf(stderr, "encode: %.2f MB in %.3f s = %.1f MB/s, %zu tokens\n", corpus.len / 1e6, t1 - t0,
+		corpus.len / 1e6 / (t1 - t0), n);
 	/* The second pass is served from the word cache and must agree with the first. */
 	REQUIRE(engine_tokenizer_encode(tok, corpus.text, corpus.len, true, &ids2, &n2) == 0);
 	CHECK(n == n2 && memcmp(ids, ids2, n * sizeof(*ids)) == 0);
@@ -635,8 +695,7 @@ static void test_threads_and_speed(const struct engine_tokenizer *tok, const jso
 
 /* ---- load errors ---------------------------------------------------------------------------- */
 
-static void expect_load_error(const char *name, const char *content, int want_errno,
-			      const char *want_msg)
+static void expect_load_error(const char *name, const char *content, int want_errno, const char *want_msg)
 {
 	char path[256], err[512];
 	struct engine_tokenizer *tok;
@@ -703,9 +762,9 @@ static void test_load_errors(void)
 	snprintf(path, sizeof(path), "%s/addedinvocab.json", tmpdir);
 	f = fopen(path, "w");
 	REQUIRE(f);
-	fputs("{\"added_tokens\":[{\"id\":7,\"content\":\"<x>\",\"special\":true}],\"normalizer\":null,"
-	      MINI_PRE MINI_DEC
-	      "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"<x>\":3},\"merges\":[\"a b\"]}}",
+	fputs("{\"added_tokens\":[{\"id\":7,\"content\":\"<x>\",\"special\":true}],\"normalizer\":"
+	      "null," MINI_PRE MINI_DEC "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"<"
+	      "x>\":3},\"merges\":[\"a b\"]}}",
 	      f);
 	fclose(f);
 	tok = engine_tokenizer_load(path, err, sizeof(err));
@@ -727,8 +786,9 @@ static void test_load_errors(void)
 	f = fopen(path, "w");
 	REQUIRE(f);
 	fputs("{\"added_tokens\":[{\"id\":0,\"content\":\"<s>\",\"special\":true},"
-	      "{\"id\":0,\"content\":\"<s>\",\"special\":false},{\"id\":9,\"content\":\"<t>\"}],"
-	      MINI_PRE MINI_DEC MINI_MODEL, f);
+	      "{\"id\":0,\"content\":\"<s>\",\"special\":false},{\"id\":9,\"content\":\"<t>\"}]," MINI_PRE
+		      MINI_DEC MINI_MODEL,
+	      f);
 	fclose(f);
 	tok = engine_tokenizer_load(path, err, sizeof(err));
 	CHECK(tok != NULL);
@@ -755,43 +815,44 @@ static void test_load_errors(void)
 	expect_load_error("array", "[1, 2]", EINVAL, "the top level is not a JSON object");
 	expect_load_error("nomodel", "{\"added_tokens\":[]}", EINVAL, "\"model\" is missing");
 	expect_load_error("wordpiece",
-			  MINI_HEAD MINI_PRE MINI_DEC "\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}",
+			  MINI_HEAD MINI_PRE MINI_DEC
+			  "\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}",
 			  EINVAL, "model.type \"WordPiece\" is not supported");
 	expect_load_error("badmerge",
-			  MINI_HEAD MINI_PRE MINI_DEC
-			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\",[\"a\",\"zz\"]]}}",
+			  MINI_HEAD MINI_PRE MINI_DEC "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":"
+						      "1,\"ab\":2},\"merges\":[\"a b\",[\"a\",\"zz\"]]}}",
 			  EINVAL, "model.merges[1]: token \"zz\" is not in the vocabulary");
 	expect_load_error("badmerged",
 			  MINI_HEAD MINI_PRE MINI_DEC
 			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}",
 			  EINVAL, "model.merges[0]: merged token \"ab\" is not in the vocabulary");
-	expect_load_error("mergeform",
-			  MINI_HEAD MINI_PRE MINI_DEC
-			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b c\"]}}",
-			  EINVAL, "model.merges[0]: \"a b c\" is not two tokens separated by one space");
+	expect_load_error(
+		"mergeform",
+		MINI_HEAD MINI_PRE MINI_DEC
+		"\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b c\"]}}",
+		EINVAL, "model.merges[0]: \"a b c\" is not two tokens separated by one space");
 	expect_load_error("nfc",
-			  "{\"added_tokens\":[],\"normalizer\":{\"type\":\"NFC\"}," MINI_PRE MINI_DEC MINI_MODEL,
+			  "{\"added_tokens\":[],\"normalizer\":{\"type\":\"NFC\"}," MINI_PRE MINI_DEC
+				  MINI_MODEL,
 			  EINVAL, "normalizer \"NFC\" is not supported");
-	expect_load_error("seqnfkc",
-			  "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"}]}," MINI_PRE
-				  MINI_DEC MINI_MODEL,
-			  EINVAL, "normalizer \"NFKC\" is not supported");
+	expect_load_error(
+		"seqnfkc",
+		"{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"}]}," MINI_PRE
+			MINI_DEC MINI_MODEL,
+		EINVAL, "normalizer \"NFKC\" is not supported");
 	expect_load_error("metaspace",
 			  MINI_HEAD "\"pre_tokenizer\":{\"type\":\"Metaspace\"}," MINI_DEC MINI_MODEL, EINVAL,
 			  "pre_tokenizer type \"Metaspace\" is not supported");
 	expect_load_error("badregex",
-			  MINI_HEAD
-			  "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(ab\"},\"behavior\":\"Isolated\",\"invert\":false},"
-				  MINI_DEC MINI_MODEL,
+			  MINI_HEAD "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(ab\"},"
+				    "\"behavior\":\"Isolated\",\"invert\":false}," MINI_DEC MINI_MODEL,
 			  EINVAL, "pre_tokenizer: pattern \"(ab\": at offset 3:");
 	expect_load_error("badbehavior",
-			  MINI_HEAD
-			  "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Sideways\"},"
-				  MINI_DEC MINI_MODEL,
+			  MINI_HEAD "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" "
+				    "\"},\"behavior\":\"Sideways\"}," MINI_DEC MINI_MODEL,
 			  EINVAL, "behavior \"Sideways\" is not supported");
-	expect_load_error("wpdecoder",
-			  MINI_HEAD MINI_PRE "\"decoder\":{\"type\":\"WordPiece\"}," MINI_MODEL, EINVAL,
-			  "decoder \"WordPiece\" is not supported");
+	expect_load_error("wpdecoder", MINI_HEAD MINI_PRE "\"decoder\":{\"type\":\"WordPiece\"}," MINI_MODEL,
+			  EINVAL, "decoder \"WordPiece\" is not supported");
 	expect_load_error("hugeid",
 			  MINI_HEAD MINI_PRE MINI_DEC
 			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":99999999},\"merges\":[]}}",
@@ -804,10 +865,11 @@ static void test_load_errors(void)
 			  MINI_HEAD MINI_PRE MINI_DEC
 			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]}}",
 			  EINVAL, "id 0 is also");
-	expect_load_error("unk",
-			  MINI_HEAD MINI_PRE MINI_DEC
-			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"unk_token\":\"<unk>\"}}",
-			  EINVAL, "model.unk_token \"<unk>\" is not in the vocabulary");
+	expect_load_error(
+		"unk",
+		MINI_HEAD MINI_PRE MINI_DEC
+		"\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"unk_token\":\"<unk>\"}}",
+		EINVAL, "model.unk_token \"<unk>\" is not in the vocabulary");
 	expect_load_error("dropout",
 			  MINI_HEAD MINI_PRE MINI_DEC
 			  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"dropout\":0.1}}",
@@ -835,8 +897,7 @@ int main(void)
 		json_string_value(json_object_get(expected, "tokenizers_version")));
 	fixtures = json_object_get(expected, "fixtures");
 	REQUIRE(json_object_size(fixtures) == 2);
-	json_object_foreach(fixtures, kind, fx)
-		test_fixture(fx, kind);
+	json_object_foreach(fixtures, kind, fx) test_fixture(fx, kind);
 
 	{
 		char err[512];

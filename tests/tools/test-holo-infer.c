@@ -112,8 +112,8 @@ int main(int argc, char **argv)
 
 	/* --tokenize prints the tokenizer's ids as JSON */
 	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s/tests/fixtures/models/tiny-chat' --prompt 'Hello world' --tokenize",
-		 exe, root());
+		 "'%s' --model '%s/tests/fixtures/models/tiny-chat' --prompt 'Hello world' --tokenize", exe,
+		 root());
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(out[0] == '[' && strstr(out, "]\n") != NULL);
 	snprintf(path, sizeof(path), "%s/tests/fixtures/models/tiny-chat/tokenizer.json", root());
@@ -143,14 +143,13 @@ int main(int argc, char **argv)
 	/* backend options: checked before the model loads, one sentence each; a bad name is a
 	 * usage error */
 	const char *mamba = "tests/fixtures/models/tiny-mamba";
-	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend gpu 2>&1", exe,
-		 root(), mamba);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend gpu 2>&1", exe, root(),
+		 mamba);
 	CHECK_INT_EQ(run(cmd, &out), 2);
 	CHECK(strstr(out, "invalid value 'gpu' for --backend") != NULL);
 	free(out);
-	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s/%s' --prompt-ids 1 --backend cpu --precision bf16 2>&1", exe,
-		 root(), mamba);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend cpu --precision bf16 2>&1",
+		 exe, root(), mamba);
 	/* bf16 on the CPU runs, and says which matrix-product kernels (--precision wins over the
 	 * test environment's HOLOD_PRECISION=fp32) */
 	CHECK_INT_EQ(run(cmd, &out), 0);
@@ -161,14 +160,14 @@ int main(int argc, char **argv)
 	/* $HOLOD_PRECISION as --precision; unset, the fixture's bf16 weights run in bf16 (fp32
 	 * where oneDNN has no bf16 products) */
 	snprintf(cmd, sizeof(cmd),
-		 "HOLOD_PRECISION=fp32 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
-		 root(), mamba);
+		 "HOLOD_PRECISION=fp32 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe, root(),
+		 mamba);
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(strstr(out, "), fp32") != NULL && strstr(out, "gemm=onednn:") == NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
-		 "env -u HOLOD_PRECISION '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
-		 root(), mamba);
+		 "env -u HOLOD_PRECISION '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe, root(),
+		 mamba);
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	if (cpu_dnnl_bf16_supported())
 		CHECK(strstr(out, "gemm=onednn:") != NULL && strstr(out, "), bf16") != NULL);
@@ -176,8 +175,8 @@ int main(int argc, char **argv)
 		CHECK(strstr(out, "gemm=") == NULL && strstr(out, "), fp32") != NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
-		 "HOLOD_PRECISION=fp8 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe,
-		 root(), mamba);
+		 "HOLOD_PRECISION=fp8 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1", exe, root(),
+		 mamba);
 	CHECK_INT_EQ(run(cmd, &out), 2);
 	CHECK(strstr(out, "HOLOD_PRECISION=fp8: expected bf16 or fp32") != NULL);
 	free(out);
@@ -185,23 +184,24 @@ int main(int argc, char **argv)
 	 * bytes held; a bad name is a usage error; CUDA refuses quantized weights in one sentence */
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 2 --backend cpu --weights q8 "
-		 "2>&1 >/dev/null", exe, root(), mamba);
+		 "2>&1 >/dev/null",
+		 exe, root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(strstr(out, "), fp32, weights q8 (") != NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
-		 "HOLOD_WEIGHTS=q4 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1 >/dev/null",
-		 exe, root(), mamba);
+		 "HOLOD_WEIGHTS=q4 '%s' --model '%s/%s' --prompt-ids 1 --backend cpu 2>&1 >/dev/null", exe,
+		 root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(strstr(out, ", weights q4 (") != NULL);
 	free(out);
-	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --weights q3 2>&1", exe,
-		 root(), mamba);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --weights q3 2>&1", exe, root(),
+		 mamba);
 	CHECK_INT_EQ(run(cmd, &out), 2);
 	CHECK(strstr(out, "invalid value 'q3' for --weights") != NULL);
 	free(out);
-	snprintf(cmd, sizeof(cmd), "HOLOD_WEIGHTS=int8 '%s' --model '%s/%s' --prompt-ids 1 2>&1",
-		 exe, root(), mamba);
+	snprintf(cmd, sizeof(cmd), "HOLOD_WEIGHTS=int8 '%s' --model '%s/%s' --prompt-ids 1 2>&1", exe, root(),
+		 mamba);
 	CHECK_INT_EQ(run(cmd, &out), 2);
 	CHECK(strstr(out, "HOLOD_WEIGHTS=int8: expected default, bf16, q8, q4 or fp8") != NULL);
 	free(out);
@@ -210,7 +210,8 @@ int main(int argc, char **argv)
 	 * emulation counts) and is refused only for want of one */
 	snprintf(cmd, sizeof(cmd),
 		 "HOLOD_GPU_EMU_ARCH=sm_80 '%s' --model '%s/%s' --prompt-ids 1 --backend cuda "
-		 "--weights fp8 2>&1", exe, root(), mamba);
+		 "--weights fp8 2>&1",
+		 exe, root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 1);
 	CHECK(strstr(out, "is sm_80: use --weights q8 or q4") != NULL ||
 	      strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL ||
@@ -218,8 +219,8 @@ int main(int argc, char **argv)
 	CHECK(strstr(out, "prefill:") == NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 2 --backend cuda --weights q4 2>&1",
-		 exe, root(), mamba);
+		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 2 --backend cuda --weights q4 2>&1", exe,
+		 root(), mamba);
 	int rc_q4 = run(cmd, &out);
 	if (rc_q4 == 1) {
 		CHECK(strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL ||
@@ -264,12 +265,17 @@ int main(int argc, char **argv)
 		CHECK(strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL ||
 		      strstr(out, "driver is too old") != NULL);
 	} else {
-		static const char *const sites[] = {
-			"kernel vision_patchify launches=1 ", "gemm vision.embedder calls=1 ",
-			"kernel vision_attention launches=2 ", "gemm vision.qkv calls=2 ",
-			"gemm vision.fc2 calls=2 ", "kernel vision_shuffle_norm launches=1 ",
-			"gemm mlp1.fc3 calls=1 ", "kernel embed launches=", "gemm lm_head calls=",
-			"copy on_device calls=1 bytes=3072\n", "copy to_host calls=2 bytes=10240\n"};
+		static const char *const sites[] = {"kernel vision_patchify launches=1 ",
+						    "gemm vision.embedder calls=1 ",
+						    "kernel vision_attention launches=2 ",
+						    "gemm vision.qkv calls=2 ",
+						    "gemm vision.fc2 calls=2 ",
+						    "kernel vision_shuffle_norm launches=1 ",
+						    "gemm mlp1.fc3 calls=1 ",
+						    "kernel embed launches=",
+						    "gemm lm_head calls=",
+						    "copy on_device calls=1 bytes=3072\n",
+						    "copy to_host calls=2 bytes=10240\n"};
 		CHECK_INT_EQ(rc, 0);
 		CHECK(strstr(out, "2x1 tiles + thumbnail, 12 image tokens") != NULL);
 		CHECK(strstr(out, "preprocess: 1 images on the device") != NULL);
@@ -280,26 +286,25 @@ int main(int argc, char **argv)
 		}
 	}
 	free(out);
-	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda --device 7 2>&1",
-		 exe, root(), mamba);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/%s' --prompt-ids 1 --backend cuda --device 7 2>&1", exe,
+		 root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 1);
-	CHECK(strstr(out, "CUDA device 7 does not exist") != NULL ||
-	      strstr(out, "no CUDA device") != NULL || strstr(out, "no CUDA backend") != NULL ||
-	      strstr(out, "driver is too old") != NULL);
+	CHECK(strstr(out, "CUDA device 7 does not exist") != NULL || strstr(out, "no CUDA device") != NULL ||
+	      strstr(out, "no CUDA backend") != NULL || strstr(out, "driver is too old") != NULL);
 	free(out);
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 1 --backend cpu "
-		 "--precision fp32 2>&1 >/dev/null", exe, root(), mamba);
+		 "--precision fp32 2>&1 >/dev/null",
+		 exe, root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 0);
 	CHECK(strstr(out, "backend: cpu (") != NULL && strstr(out, "), fp32") != NULL);
 	free(out);
 	/* --profile times a device's kernels: on the CPU it is refused before anything runs */
 	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 1 --backend cpu --profile 2>&1",
-		 exe, root(), mamba);
+		 "'%s' --model '%s/%s' --prompt-ids 1,2 --max-tokens 1 --backend cpu --profile 2>&1", exe,
+		 root(), mamba);
 	CHECK_INT_EQ(run(cmd, &out), 2);
-	CHECK(strstr(out, "--profile times the kernels of a device, and this run uses the cpu") !=
-	      NULL);
+	CHECK(strstr(out, "--profile times the kernels of a device, and this run uses the cpu") != NULL);
 	CHECK(strstr(out, "prefill:") == NULL);
 	free(out);
 
@@ -316,12 +321,12 @@ int main(int argc, char **argv)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(cmd, sizeof(cmd),
-			 "'%s' --model '%s/tests/fixtures/models/tiny-mamba' --max-tokens 2 %s 2>&1",
-			 exe, root(), bad[i].args);
+			 "'%s' --model '%s/tests/fixtures/models/tiny-mamba' --max-tokens 2 %s 2>&1", exe,
+			 root(), bad[i].args);
 		int st = run(cmd, &out);
 		if (st != 2 || !strstr(out, bad[i].message)) {
-			fprintf(stderr, "holo-infer %s: exit %d, output \"%s\", wanted \"%s\"\n",
-				bad[i].args, st, out, bad[i].message);
+			fprintf(stderr, "holo-infer %s: exit %d, output \"%s\", wanted \"%s\"\n", bad[i].args,
+				st, out, bad[i].message);
 			test_failures++;
 		}
 		free(out);

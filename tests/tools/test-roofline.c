@@ -16,10 +16,21 @@ TEST_DEFINE_GLOBALS;
  *   sum: 1400 FLOPs + 32 per key; lm_head 2*16*8 = 256 per logits row; weights 660 + 16*8 + 8
  *          (lm_head, embedding row) = 796 */
 static const struct roofline_lm lm = {
-	.pattern = "M*-", .hidden = 8, .vocab = 16, .intermediate = 12,
-	.n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
-	.m_heads = 2, .m_head_dim = 4, .m_groups = 1, .m_state = 2, .m_conv_kernel = 3,
-	.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
+	.pattern = "M*-",
+	.hidden = 8,
+	.vocab = 16,
+	.intermediate = 12,
+	.n_heads = 2,
+	.n_kv_heads = 1,
+	.head_dim = 4,
+	.m_heads = 2,
+	.m_head_dim = 4,
+	.m_groups = 1,
+	.m_state = 2,
+	.m_conv_kernel = 3,
+	.weight_bytes = 2,
+	.state_bytes = 4,
+	.kv_bytes = 2,
 };
 
 /* ViT: width 8, 2 blocks, MLP 16, 2-px patches of 8-px tiles (16 patches), 1 prefix token
@@ -29,7 +40,13 @@ static const struct roofline_lm lm = {
  *   projector 2*(16/4)*(8*4*6 + 6*8) = 8*240 = 1920
  *   tile: 3072 + 53312 + 1920 = 58304 FLOPs, (8/2/2)^2 = 4 image tokens */
 static const struct roofline_vit vit = {
-	.width = 8, .depth = 2, .mlp = 16, .patch = 2, .tile = 8, .prefix = 1, .proj_hidden = 6,
+	.width = 8,
+	.depth = 2,
+	.mlp = 16,
+	.patch = 2,
+	.tile = 8,
+	.prefix = 1,
+	.proj_hidden = 6,
 	.shuffle = 2,
 };
 
@@ -115,10 +132,8 @@ int main(void)
 	/* memory-bound on the H100: the run of 3 costs its bytes, little more than one token's
 	 * forward and far less than three */
 	CHECK_NEAR(roofline_forward_seconds(&lm, h100, 5, 3), (1592 + 320 + 336) / 3.35e12, 1e-24);
-	CHECK(roofline_forward_seconds(&lm, h100, 5, 3) <
-	      1.2 * roofline_forward_seconds(&lm, h100, 5, 1));
+	CHECK(roofline_forward_seconds(&lm, h100, 5, 3) < 1.2 * roofline_forward_seconds(&lm, h100, 5, 1));
 	/* compute-bound on a device without FLOPs to spare: k tokens' FLOPs */
-	CHECK_NEAR(roofline_forward_seconds(&lm, &slow, 5, 3),
-		   roofline_prefill_flops(&lm, 5, 3) / 1e3, 1e-9);
+	CHECK_NEAR(roofline_forward_seconds(&lm, &slow, 5, 3), roofline_prefill_flops(&lm, 5, 3) / 1e3, 1e-9);
 	return test_exit();
 }

@@ -54,9 +54,8 @@ static const json_t *golden_case(json_t *golden, const char *name)
 	const json_t *c;
 	size_t i;
 
-	json_array_foreach(json_object_get(golden, "cases"), i, c)
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-			return c;
+	json_array_foreach(json_object_get(golden, "cases"), i,
+			   c) if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) return c;
 	REQUIRE(!"golden case missing");
 	return NULL;
 }
@@ -179,19 +178,17 @@ int main(int argc, char **argv)
 	unlink(npy);
 
 	/* failures name the cause and exit 1 */
-	snprintf(cmd, sizeof(cmd), "'%s' --model '%s' --image '%s/nope.png' --prompt x", argv[1], model,
-		 root);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s' --image '%s/nope.png' --prompt x", argv[1], model, root);
 	CHECK_INT_EQ(run(cmd, &out), 1);
 	CHECK(strstr(out, "nope.png"));
 	free(out);
-	snprintf(cmd, sizeof(cmd),
-		 "'%s' --model '%s/tests/fixtures/models/tiny-chat' --image '%s' --prompt x", argv[1],
-		 root, img);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s/tests/fixtures/models/tiny-chat' --image '%s' --prompt x",
+		 argv[1], root, img);
 	CHECK_INT_EQ(run(cmd, &out), 1);
 	CHECK(strstr(out, "no vision tower"));
 	free(out);
-	snprintf(cmd, sizeof(cmd), "'%s' --model '%s' --image '%s' --max-tiles 13 --prompt x", argv[1],
-		 model, img);
+	snprintf(cmd, sizeof(cmd), "'%s' --model '%s' --image '%s' --max-tiles 13 --prompt x", argv[1], model,
+		 img);
 	CHECK_INT_EQ(run(cmd, &out), 1);
 	CHECK(strstr(out, "above the checkpoint's budget of 12"));
 	free(out);

@@ -50,21 +50,21 @@ static size_t case_messages(const json_t *c, struct engine_chat_message *msgs, i
 	size_t i, n_tiles = 0;
 
 	REQUIRE(json_array_size(arr) <= MAX_MSGS);
-	json_array_foreach(arr, i, m) {
+	json_array_foreach(arr, i, m)
+	{
 		const char *role = json_string_value(json_object_get(m, "role"));
 		const json_t *imgs = json_object_get(m, "images"), *e;
 		size_t k;
 
 		msgs[i] = (struct engine_chat_message){
-			.role = strcmp(role, "system") == 0 ? ENGINE_CHAT_SYSTEM
-				: strcmp(role, "user") == 0 ? ENGINE_CHAT_USER
-							    : ENGINE_CHAT_ASSISTANT,
+			.role = strcmp(role, "system") == 0 ? ENGINE_CHAT_SYSTEM :
+				strcmp(role, "user") == 0   ? ENGINE_CHAT_USER :
+							      ENGINE_CHAT_ASSISTANT,
 			.text = json_string_value(json_object_get(m, "content")),
 			.image_tiles = tiles + n_tiles,
 			.n_images = json_array_size(imgs),
 		};
-		json_array_foreach(imgs, k, e)
-			tiles[n_tiles++] = tiles_of(json_string_value(e));
+		json_array_foreach(imgs, k, e) tiles[n_tiles++] = tiles_of(json_string_value(e));
 	}
 	return json_array_size(arr);
 }
@@ -97,16 +97,15 @@ static const json_t *find_case(const char *name)
 	const json_t *c;
 	size_t i;
 
-	json_array_foreach(json_object_get(golden, "cases"), i, c)
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-			return c;
+	json_array_foreach(json_object_get(golden, "cases"), i,
+			   c) if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) return c;
 	REQUIRE(!"golden case missing");
 	return NULL;
 }
 
 /* Splices rows (n_rows x 64, the images of t in order) and appends t to s. */
-static int append_spliced(struct engine_session *s, const struct engine_chat_tokens *t,
-			  const float *rows, size_t n_rows, enum engine_logits want, float *logits)
+static int append_spliced(struct engine_session *s, const struct engine_chat_tokens *t, const float *rows,
+			  size_t n_rows, enum engine_logits want, float *logits)
 {
 	const float **embeds = malloc(sizeof(*embeds) * (t->n_ids + 1));
 	char err[256];
@@ -139,8 +138,10 @@ static void golden_tokens(const json_t *c, struct engine_chat_tokens *t)
 			j++;
 		if (j > i) {
 			REQUIRE(t->n_images < 16);
-			t->images[t->n_images++] = (struct engine_chat_image){
-				.begin = i, .n = j - i, .n_tiles = (int)((j - i) / 256)};
+			t->images[t->n_images++] =
+				(struct engine_chat_image){.begin = i,
+							   .n = j - i,
+							   .n_tiles = (int)((j - i) / 256)};
 		}
 		i = j > i ? j : i + 1;
 	}
@@ -152,13 +153,13 @@ static void golden_tokens(const json_t *c, struct engine_chat_tokens *t)
 static void test_golden_cases(void)
 {
 	struct st_file *f = golden_open("chat.safetensors");
-	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false,
-						      NULL, 0);
+	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false, NULL, 0);
 	const json_t *c;
 	size_t ci, n_logit_cases = 0;
 
 	REQUIRE(chat);
-	json_array_foreach(json_object_get(golden, "cases"), ci, c) {
+	json_array_foreach(json_object_get(golden, "cases"), ci, c)
+	{
 		const char *name = json_string_value(json_object_get(c, "name"));
 		struct engine_chat_message msgs[MAX_MSGS];
 		struct engine_chat_tokens t = {0}, ref = {0};
@@ -176,8 +177,7 @@ static void test_golden_cases(void)
 		golden_tokens(c, &ref);
 		CHECK_STR_EQ(t.text, json_string_value(json_object_get(c, "text")));
 		CHECK_INT_EQ(t.ids[0], 1); /* BOS */
-		bool same = t.n_ids == ref.n_ids &&
-			    memcmp(t.ids, ref.ids, sizeof(int32_t) * t.n_ids) == 0;
+		bool same = t.n_ids == ref.n_ids && memcmp(t.ids, ref.ids, sizeof(int32_t) * t.n_ids) == 0;
 		if (!same)
 			fprintf(stderr, "%s: holod renders %zu ids, the reference %zu\n", name, t.n_ids,
 				ref.n_ids);
@@ -188,15 +188,16 @@ static void test_golden_cases(void)
 			size_t mi, k, n_rows = 0, n_lrows;
 			float *rows = NULL;
 			json_array_foreach(msgs_j, mi, m)
-				json_array_foreach(json_object_get(m, "images"), k, img) {
-					size_t nr;
-					float *r = encode(json_string_value(img), &nr);
-					rows = realloc(rows, sizeof(float) * (n_rows + nr) * 64);
-					REQUIRE(rows);
-					memcpy(rows + n_rows * 64, r, sizeof(float) * nr * 64);
-					n_rows += nr;
-					free(r);
-				}
+				json_array_foreach(json_object_get(m, "images"), k, img)
+			{
+				size_t nr;
+				float *r = encode(json_string_value(img), &nr);
+				rows = realloc(rows, sizeof(float) * (n_rows + nr) * 64);
+				REQUIRE(rows);
+				memcpy(rows + n_rows * 64, r, sizeof(float) * nr * 64);
+				n_rows += nr;
+				free(r);
+			}
 			const float *rows_f = golden_get(f, key, &n_lrows);
 			snprintf(key, sizeof(key), "%s.logits", name);
 			const float *want = golden_get(f, key, NULL);
@@ -238,8 +239,7 @@ static void test_two_images(void)
 	size_t n = case_messages(c, msgs, tiles), n_sq, n_sm;
 	float *sq = encode("square", &n_sq), *sm = encode("small", &n_sm);
 	float *both = malloc(sizeof(float) * (n_sq + n_sm) * 64);
-	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false,
-						      NULL, 0);
+	struct engine_chat *chat = engine_chat_create(engine_model_tokenizer(model), vision, false, NULL, 0);
 	struct engine_chat_tokens whole = {0}, t1 = {0}, t2 = {0};
 	struct engine_session *s1 = engine_session_create_on(backend, 4096);
 	struct engine_session *s2 = engine_session_create_on(backend, 4096);
@@ -268,7 +268,8 @@ static void test_two_images(void)
 	CHECK_INT_EQ(engine_chat_generation_prompt(chat, &t2), 0);
 	CHECK_INT_EQ(t2.n_images, 1);
 	CHECK_INT_EQ(t1.n_ids + t2.n_ids, whole.n_ids);
-	CHECK(t2.n_ids <= whole.n_ids && memcmp(t2.ids, whole.ids + t1.n_ids, sizeof(int32_t) * t2.n_ids) == 0);
+	CHECK(t2.n_ids <= whole.n_ids &&
+	      memcmp(t2.ids, whole.ids + t1.n_ids, sizeof(int32_t) * t2.n_ids) == 0);
 	CHECK_INT_EQ(t2.images[0].begin + t1.n_ids, whole.images[1].begin);
 	CHECK_INT_EQ(append_spliced(s2, &t2, sm, n_sm, ENGINE_LOGITS_LAST, l_last), 0);
 	for (int v = 0; v < vocab; v++)
@@ -308,8 +309,9 @@ static void test_rules(void)
 
 	/* Python str.strip(): Unicode whitespace (U+3000, U+00A0, U+2009) and \x1c..\x1f go */
 	CHECK_INT_EQ(engine_chat_append(chat,
-					&(struct engine_chat_message){ENGINE_CHAT_USER,
-								      "\xe3\x80\x80\x1f Hi\xc2\xa0\xe2\x80\x89", NULL, 0},
+					&(struct engine_chat_message){
+						ENGINE_CHAT_USER, "\xe3\x80\x80\x1f Hi\xc2\xa0\xe2\x80\x89",
+						NULL, 0},
 					&t, err, sizeof(err)),
 		     0);
 	CHECK_STR_EQ(t.text, "<s><SPECIAL_10>System\n\n<SPECIAL_11>User\nHi\n");
@@ -326,33 +328,41 @@ static void test_rules(void)
 	/* errors leave the buffer and the state as they were */
 	size_t n_ids = t.n_ids;
 	err[0] = 0;
-	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_SYSTEM, "late", NULL, 0},
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_SYSTEM, "late", NULL, 0},
 					&t, err, sizeof(err)),
 		     -EINVAL);
 	CHECK(strstr(err, "first"));
 	CHECK_INT_EQ(engine_chat_append(chat,
-					&(struct engine_chat_message){ENGINE_CHAT_USER, "click <SPECIAL_12> /think", NULL, 0},
+					&(struct engine_chat_message){ENGINE_CHAT_USER,
+								      "click <SPECIAL_12> /think", NULL, 0},
 					&t, err, sizeof(err)),
 		     -EINVAL);
 	CHECK(strstr(err, "special"));
 	CHECK(!engine_chat_reasoning(chat)); /* the failed turn's /think did not count */
-	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "<image> <image>", two, 1},
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_USER, "<image> <image>",
+								      two, 1},
 					&t, err, sizeof(err)),
 		     -EINVAL);
 	CHECK(strstr(err, "2 '<image>' placeholders for 1 images"));
-	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_ASSISTANT, "x", &one, 1},
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_ASSISTANT, "x", &one, 1},
 					&t, err, sizeof(err)),
 		     -EINVAL);
-	CHECK_INT_EQ(engine_chat_append(text_only, &(struct engine_chat_message){ENGINE_CHAT_USER, "x", &one, 1},
-					&t, err, sizeof(err)),
+	CHECK_INT_EQ(engine_chat_append(text_only,
+					&(struct engine_chat_message){ENGINE_CHAT_USER, "x", &one, 1}, &t,
+					err, sizeof(err)),
 		     -EINVAL);
-	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "bad \xff", NULL, 0},
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_USER, "bad \xff", NULL, 0},
 					&t, err, sizeof(err)),
 		     -EILSEQ);
 	CHECK_INT_EQ(t.n_ids, n_ids);
 
 	/* the reasoning switch, and the turn that closes a generation */
-	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_USER, "go /think", NULL, 0},
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_USER, "go /think", NULL, 0},
 					&t, err, sizeof(err)),
 		     0);
 	CHECK(engine_chat_reasoning(chat));
@@ -365,7 +375,8 @@ static void test_rules(void)
 	engine_chat_reset(chat);
 	CHECK(!engine_chat_reasoning(chat));
 	CHECK(engine_chat_reasoning(copy));
-	CHECK_INT_EQ(engine_chat_append(copy, &(struct engine_chat_message){ENGINE_CHAT_SYSTEM, "late", NULL, 0},
+	CHECK_INT_EQ(engine_chat_append(copy,
+					&(struct engine_chat_message){ENGINE_CHAT_SYSTEM, "late", NULL, 0},
 					&t, err, sizeof(err)),
 		     -EINVAL); /* a turn was rendered before the copy */
 	engine_chat_destroy(copy);
@@ -380,7 +391,8 @@ static void test_rules(void)
 	REQUIRE(engine_tokenizer_encode(tok, "\n", 1, false, &nl, &n_nl) == 0 && n_nl == 1);
 	CHECK_INT_EQ(closed.n_ids, 3);
 	CHECK(closed.n_ids == 3 && closed.ids[0] == nl[0] && closed.ids[1] == 12 && closed.ids[2] == nl[0]);
-	CHECK_INT_EQ(engine_chat_append(chat, &(struct engine_chat_message){ENGINE_CHAT_ASSISTANT, "Done.", NULL, 0},
+	CHECK_INT_EQ(engine_chat_append(chat,
+					&(struct engine_chat_message){ENGINE_CHAT_ASSISTANT, "Done.", NULL, 0},
 					&history, err, sizeof(err)),
 		     0);
 	CHECK(history.text_len > closed.text_len &&
@@ -404,9 +416,9 @@ static void test_create_raw(void)
 	struct engine_chat_message msgs[MAX_MSGS];
 	int tiles[16], one = 1;
 	size_t n = case_messages(c, msgs, tiles);
-	struct engine_chat *raw = engine_chat_create_raw(tok, engine_vision_tokens_per_tile(vision),
-							 json_is_true(json_object_get(c, "reasoning")),
-							 NULL, 0);
+	struct engine_chat *raw =
+		engine_chat_create_raw(tok, engine_vision_tokens_per_tile(vision),
+				       json_is_true(json_object_get(c, "reasoning")), NULL, 0);
 	struct engine_chat *text_only = engine_chat_create_raw(tok, 0, false, NULL, 0);
 	struct engine_chat *full = engine_chat_create(tok, vision, false, NULL, 0);
 	struct engine_chat_tokens t = {0}, f = {0};
@@ -419,13 +431,15 @@ static void test_create_raw(void)
 	CHECK(t.text && f.text && strcmp(t.text, f.text) == 0);
 	CHECK_INT_EQ(t.n_images, 2);
 	CHECK_INT_EQ(engine_chat_image_token(raw), 250);
-	CHECK_INT_EQ(engine_chat_append(text_only, &(struct engine_chat_message){ENGINE_CHAT_USER, "<image>", &one, 1},
+	CHECK_INT_EQ(engine_chat_append(text_only,
+					&(struct engine_chat_message){ENGINE_CHAT_USER, "<image>", &one, 1},
 					&t, err, sizeof(err)),
 		     -EINVAL);
 	errno = 0;
 	CHECK(engine_chat_create_raw(tok, -1, false, NULL, 0) == NULL && errno == EINVAL);
 	errno = 0;
-	CHECK(engine_chat_create_raw(tok, ENGINE_CHAT_MAX_TOKENS_PER_TILE + 1, false, err, sizeof(err)) == NULL &&
+	CHECK(engine_chat_create_raw(tok, ENGINE_CHAT_MAX_TOKENS_PER_TILE + 1, false, err, sizeof(err)) ==
+		      NULL &&
 	      errno == EINVAL);
 	CHECK(strstr(err, "tokens per tile"));
 	engine_chat_tokens_finish(&t);
@@ -475,7 +489,8 @@ static void test_template_check(void)
 	/* a checkpoint directory: no template, a different one in each place */
 	REQUIRE(mkdtemp(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(src, sizeof(src), "%s/tests/fixtures/vision/tiny-vlm/%s", golden_source_root(), files[i]);
+		snprintf(src, sizeof(src), "%s/tests/fixtures/vision/tiny-vlm/%s", golden_source_root(),
+			 files[i]);
 		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
 		REQUIRE(symlink(src, dst) == 0);
 	}
@@ -483,19 +498,22 @@ static void test_template_check(void)
 	REQUIRE(m);
 	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_NONE);
 	CHECK(strstr(msg, "no chat template"));
-	put(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"},"
-					  " {\"name\": \"default\", \"template\": \"bos_token <SPECIAL_10>System"
-					  " <SPECIAL_11>User <SPECIAL_11>Assistant <SPECIAL_12> <think>\"}]}");
+	put(dir, "tokenizer_config.json",
+	    "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"},"
+	    " {\"name\": \"default\", \"template\": \"bos_token <SPECIAL_10>System"
+	    " <SPECIAL_11>User <SPECIAL_11>Assistant <SPECIAL_12> <think>\"}]}");
 	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_KNOWN);
-	put(dir, "tokenizer_config.json", "{\"chat_template\": \"bos_token <SPECIAL_10>System "
-					  "<SPECIAL_11>User <SPECIAL_11>Assistant <SPECIAL_12>\"}");
+	put(dir, "tokenizer_config.json",
+	    "{\"chat_template\": \"bos_token <SPECIAL_10>System "
+	    "<SPECIAL_11>User <SPECIAL_11>Assistant <SPECIAL_12>\"}");
 	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_DIFFERENT);
 	printf("no <think>: %s\n", msg);
 	CHECK(strstr(msg, "tokenizer_config.json") && strstr(msg, "'<think>'") && !strstr(msg, "User'") &&
 	      !strstr(msg, "bos_token"));
 	/* a template that writes no BOS renders a different prompt (model.md 5.2) */
-	put(dir, "tokenizer_config.json", "{\"chat_template\": \"<SPECIAL_10>System <SPECIAL_11>User "
-					  "<SPECIAL_11>Assistant <SPECIAL_12> <think>\"}");
+	put(dir, "tokenizer_config.json",
+	    "{\"chat_template\": \"<SPECIAL_10>System <SPECIAL_11>User "
+	    "<SPECIAL_11>Assistant <SPECIAL_12> <think>\"}");
 	CHECK_INT_EQ(engine_chat_check_model(m, msg, sizeof(msg)), ENGINE_CHAT_TEMPLATE_DIFFERENT);
 	CHECK(strstr(msg, "'bos_token'"));
 	put(dir, "chat_template.jinja", chatml);
@@ -513,8 +531,8 @@ static void test_template_check(void)
 	m = engine_model_load(golden_path("../models/tiny-chat"), msg, sizeof(msg));
 	REQUIRE(m);
 	{
-		struct engine_chat *c = engine_chat_create(engine_model_tokenizer(m), NULL, false, msg,
-							   sizeof(msg));
+		struct engine_chat *c =
+			engine_chat_create(engine_model_tokenizer(m), NULL, false, msg, sizeof(msg));
 		CHECK(c != NULL); /* the tekken fixture has <SPECIAL_10..12> */
 		engine_chat_destroy(c);
 		/* tiny-vlm's vision config says <image> is 250; tiny-chat's tokenizer says 1226 */

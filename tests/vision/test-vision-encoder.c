@@ -116,8 +116,8 @@ static double min_row_cosine(const float *a, const float *b, size_t rows, size_t
 	return worst;
 }
 
-static void test_case(const struct engine_vision *v, const struct vision_weights *w,
-		      const char *image, int max_tiles)
+static void test_case(const struct engine_vision *v, const struct vision_weights *w, const char *image,
+		      int max_tiles)
 {
 	char name[64], err[256];
 	struct st_file *f;
@@ -157,8 +157,8 @@ static void test_case(const struct engine_vision *v, const struct vision_weights
 	REQUIRE(feat && pos && out);
 	CHECK_INT_EQ(vision_pos_embed(w, gp, gp, pos), 0);
 	for (int t = 0; t < g.n_tiles; t++) {
-		CHECK_INT_EQ(vision_vit_forward(w, px + (size_t)t * 3 * p.tile_size * p.tile_size, gp,
-						gp, pos, feat),
+		CHECK_INT_EQ(vision_vit_forward(w, px + (size_t)t * 3 * p.tile_size * p.tile_size, gp, gp,
+						pos, feat),
 			     0);
 		for (size_t k = 0; k < n_frows; k++)
 			for (int c = 0; c < w->width; c++)
@@ -166,13 +166,13 @@ static void test_case(const struct engine_vision *v, const struct vision_weights
 					   feats[((size_t)t * n_frows + k) * w->width + c], k);
 		CHECK_INT_EQ(vision_project(w, feat, gp, gp, out + (size_t)t * tpt * dim), 0);
 	}
-	printf("%s, %d tiles: features %zu values, max |diff| %.3g (scaled %.3g)\n", image,
-	       g.n_tiles, (size_t)g.n_tiles * n_frows * w->width, ef.max_abs, ef.worst);
+	printf("%s, %d tiles: features %zu values, max |diff| %.3g (scaled %.3g)\n", image, g.n_tiles,
+	       (size_t)g.n_tiles * n_frows * w->width, ef.max_abs, ef.worst);
 	CHECK(ef.worst <= 1.0);
 	for (size_t k = 0; k < n_proj; k++)
 		scaled_add(&ep, out[k], proj[k], k);
-	printf("%s, %d tiles: projector %zu values, max |diff| %.3g (scaled %.3g)\n", image,
-	       g.n_tiles, n_proj, ep.max_abs, ep.worst);
+	printf("%s, %d tiles: projector %zu values, max |diff| %.3g (scaled %.3g)\n", image, g.n_tiles,
+	       n_proj, ep.max_abs, ep.worst);
 	CHECK(ep.worst <= 1.0);
 	free(feat);
 	free(pos);
@@ -193,8 +193,7 @@ static void test_case(const struct engine_vision *v, const struct vision_weights
 	REQUIRE(out16);
 	CHECK_INT_EQ(engine_vision_encode_on(bf16_backend, v, px, g.n_tiles, out16), 0);
 	double cos16 = min_row_cosine(out16, out, n_proj / (size_t)dim, (size_t)dim);
-	printf("%s, %d tiles: bf16 projector rows, min cosine to fp32 %.6f\n", image, g.n_tiles,
-	       cos16);
+	printf("%s, %d tiles: bf16 projector rows, min cosine to fp32 %.6f\n", image, g.n_tiles, cos16);
 	CHECK(cos16 >= 0.999);
 	free(out16);
 	free(out);
@@ -284,8 +283,9 @@ static void test_preprocessor_config(struct engine_model *m)
 	CHECK_INT_EQ(p.max_tiles, 12);
 	CHECK(p.use_thumbnail);
 	CHECK_NEAR(p.std[2], 0.27577711, 1e-7);
-	CHECK_INT_EQ(engine_vision_read_preprocessor_config(
-			     v, golden_path("tiny-vlm/preprocessor_config.json"), err, sizeof(err)),
+	CHECK_INT_EQ(engine_vision_read_preprocessor_config(v,
+							    golden_path("tiny-vlm/preprocessor_config.json"),
+							    err, sizeof(err)),
 		     0);
 
 	REQUIRE(mkdtemp(dir));
@@ -322,10 +322,21 @@ static void test_preprocessor_config(struct engine_model *m)
  * same rows from the same seed, other weights from another, and the spec's errors refused. */
 static void encode_random(const struct lm_random_vision_spec *vs, float *rows, size_t n_rows)
 {
-	struct lm_random_spec sp = {.pattern = "M*-", .hidden = 32, .vocab = 96, .intermediate = 64,
-				    .n_heads = 2, .n_kv_heads = 1, .head_dim = 16, .m_heads = 4,
-				    .m_head_dim = 8, .m_groups = 1, .m_state = 8, .m_conv_kernel = 4,
-				    .m_chunk = 8, .dtype = TENSOR_BF16, .seed = 1};
+	struct lm_random_spec sp = {.pattern = "M*-",
+				    .hidden = 32,
+				    .vocab = 96,
+				    .intermediate = 64,
+				    .n_heads = 2,
+				    .n_kv_heads = 1,
+				    .head_dim = 16,
+				    .m_heads = 4,
+				    .m_head_dim = 8,
+				    .m_groups = 1,
+				    .m_state = 8,
+				    .m_conv_kernel = 4,
+				    .m_chunk = 8,
+				    .dtype = TENSOR_BF16,
+				    .seed = 1};
 	struct engine_model *m = lm_random_model_create(&sp);
 	char err[256] = "";
 	REQUIRE(m);
@@ -373,9 +384,17 @@ static void encode_random(const struct lm_random_vision_spec *vs, float *rows, s
 
 static void test_random_tower(void)
 {
-	struct lm_random_vision_spec vs = {.width = 32, .depth = 2, .heads = 2, .mlp = 64,
-					   .patch = 16, .n_prefix = 4, .pos_grid = 4, .shuffle = 2,
-					   .proj_hidden = 48, .image_token = 90, .seed = 3};
+	struct lm_random_vision_spec vs = {.width = 32,
+					   .depth = 2,
+					   .heads = 2,
+					   .mlp = 64,
+					   .patch = 16,
+					   .n_prefix = 4,
+					   .pos_grid = 4,
+					   .shuffle = 2,
+					   .proj_hidden = 48,
+					   .image_token = 90,
+					   .seed = 3};
 	engine_vision_preprocess_defaults(&vs.pre);
 	vs.pre.tile_size = 64;
 	vs.pre.max_tiles = 4;
@@ -387,18 +406,31 @@ static void test_random_tower(void)
 	encode_random(&vs, c, 3 * 4 * 32);
 	CHECK(memcmp(a, c, sizeof(a)) != 0);
 
-	struct lm_random_spec sp = {.pattern = "M", .hidden = 32, .vocab = 16, .intermediate = 32,
-				    .n_heads = 2, .n_kv_heads = 1, .head_dim = 16, .m_heads = 4,
-				    .m_head_dim = 8, .m_groups = 1, .m_state = 8, .m_conv_kernel = 4,
-				    .m_chunk = 8, .dtype = TENSOR_BF16, .seed = 1};
+	struct lm_random_spec sp = {.pattern = "M",
+				    .hidden = 32,
+				    .vocab = 16,
+				    .intermediate = 32,
+				    .n_heads = 2,
+				    .n_kv_heads = 1,
+				    .head_dim = 16,
+				    .m_heads = 4,
+				    .m_head_dim = 8,
+				    .m_groups = 1,
+				    .m_state = 8,
+				    .m_conv_kernel = 4,
+				    .m_chunk = 8,
+				    .dtype = TENSOR_BF16,
+				    .seed = 1};
 	struct engine_model *m = lm_random_model_create(&sp);
 	char err[256] = "";
 	REQUIRE(m);
 	struct {
 		const char *what, *message;
 		struct lm_random_vision_spec vs;
-	} bad[] = {{"no position grid", "out of range", vs}, {"3 heads", "heads", vs},
-		   {"a 72-pixel tile", "tile size 72", vs}, {"no tile budget", "tile budget", vs}};
+	} bad[] = {{"no position grid", "out of range", vs},
+		   {"3 heads", "heads", vs},
+		   {"a 72-pixel tile", "tile size 72", vs},
+		   {"no tile budget", "tile budget", vs}};
 	bad[0].vs.pos_grid = 0;
 	bad[1].vs.heads = 3;
 	bad[2].vs.pre.tile_size = 72;
@@ -439,8 +471,7 @@ int main(void)
 	CHECK_INT_EQ(engine_vision_image_token(v), 250);
 	CHECK_INT_EQ(engine_vision_embed_dim(v), 64);
 
-	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
-					    .precision = ENGINE_PRECISION_BF16};
+	struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU, .precision = ENGINE_PRECISION_BF16};
 	bf16_backend = engine_backend_create(model, &bo, err, sizeof(err));
 	REQUIRE(bf16_backend);
 

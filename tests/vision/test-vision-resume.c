@@ -32,8 +32,8 @@ static size_t n_floats_per_tile(const struct engine_vision *v)
  * after `advances` that went on): the job is done, finishes once, and its rows are `want`
  * (on the device when want_rows, NULL or the whole encode's, is). Returns whether they are the
  * same bit for bit (read into got). */
-static bool check_finished(struct engine_vision_job *j, int r, int advances, int slice,
-			   int total, size_t n_rows, size_t dim, const float *want, float *got,
+static bool check_finished(struct engine_vision_job *j, int r, int advances, int slice, int total,
+			   size_t n_rows, size_t dim, const float *want, float *got,
 			   const struct engine_rows *want_rows)
 {
 	struct engine_rows *rows = NULL;
@@ -72,8 +72,8 @@ static bool close_rows(const float *got, const float *want, size_t n_rows, size_
 	return ok;
 }
 
-static void check_backend(struct engine_backend *b, const struct engine_vision *v,
-			  const float *pixels, int n_tiles, bool quick, const char *what)
+static void check_backend(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
+			  int n_tiles, bool quick, const char *what)
 {
 	size_t n_rows = (size_t)n_tiles * (size_t)engine_vision_tokens_per_tile(v);
 	size_t dim = (size_t)engine_vision_embed_dim(v);
@@ -92,8 +92,7 @@ static void check_backend(struct engine_backend *b, const struct engine_vision *
 			REQUIRE(engine_vision_encode_on(b, v, pixels + (size_t)t * tile_px, 1,
 							got + (size_t)t * tile_rows) == 0);
 		printf("%s: tiles alone %s the batch of %d\n", bi.name,
-		       memcmp(got, want, sizeof(float) * n_rows * dim) ? "differ from" : "equal",
-		       n_tiles);
+		       memcmp(got, want, sizeof(float) * n_rows * dim) ? "differ from" : "equal", n_tiles);
 		memcpy(want, got, sizeof(float) * n_rows * dim);
 	}
 
@@ -114,10 +113,9 @@ static void check_backend(struct engine_backend *b, const struct engine_vision *
 		CHECK_INT_EQ(engine_vision_encode_finish(j, &rows), -EINVAL);
 		while ((r = engine_vision_encode_advance(j, slices[s])) == 1)
 			advances++;
-		bool same = check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got,
-					   NULL);
-		printf("%s, %d tiles in %d steps, %d per slice: %s\n", what, n_tiles, total,
-		       slices[s], same ? "bit for bit" : "DIFFERENT");
+		bool same = check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got, NULL);
+		printf("%s, %d tiles in %d steps, %d per slice: %s\n", what, n_tiles, total, slices[s],
+		       same ? "bit for bit" : "DIFFERENT");
 		CHECK(same);
 		engine_vision_job_destroy(j);
 	}
@@ -151,8 +149,7 @@ static void check_image(struct engine_backend *b, const struct engine_vision *v,
 	engine_vision_get_preprocess(v, &pp);
 	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, NULL, max_tiles, &grid, &j), -EINVAL);
 	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, img, -1, &grid, &j), -EINVAL);
-	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, img, pp.max_tiles + 1, &grid, &j),
-		     -EINVAL);
+	CHECK_INT_EQ(engine_vision_encode_begin_image(b, v, img, pp.max_tiles + 1, &grid, &j), -EINVAL);
 	CHECK(j == NULL);
 
 	/* one step per slice (quick: only that), all at once, two (the preprocessing with a step
@@ -184,13 +181,15 @@ static void check_image(struct engine_backend *b, const struct engine_vision *v,
 			advances++;
 			r = engine_vision_encode_advance(j, slices[s]);
 		}
-		bool same = check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got,
-					   want_rows);
+		bool same =
+			check_finished(j, r, advances, slices[s], total, n_rows, dim, want, got, want_rows);
 		bool close = same || (device && close_rows(got, want, n_rows, dim,
 							   bi.precision == ENGINE_PRECISION_BF16));
-		printf("%s, from the image: %d tiles in %d steps, %d per slice: %s\n", what,
-		       grid.n_tiles, total, slices[s],
-		       same ? "bit for bit" : close ? "within the device's bounds" : "DIFFERENT");
+		printf("%s, from the image: %d tiles in %d steps, %d per slice: %s\n", what, grid.n_tiles,
+		       total, slices[s],
+		       same  ? "bit for bit" :
+		       close ? "within the device's bounds" :
+			       "DIFFERENT");
 		CHECK(close);
 		engine_vision_job_destroy(j);
 		j = NULL;
@@ -210,8 +209,7 @@ static void check_image(struct engine_backend *b, const struct engine_vision *v,
  * this build has one. */
 static void check_model(const char *dir, int max_tiles, bool quick, bool cuda)
 {
-	static const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32,
-							   ENGINE_PRECISION_BF16};
+	static const enum engine_precision precisions[] = {ENGINE_PRECISION_FP32, ENGINE_PRECISION_BF16};
 	char path[4096], err[256], what[128];
 	snprintf(path, sizeof(path), "%s/tests/fixtures/%s", golden_source_root(), dir);
 	struct engine_model *m = engine_model_load(path, err, sizeof(err));
@@ -231,14 +229,12 @@ static void check_model(const char *dir, int max_tiles, bool quick, bool cuda)
 	REQUIRE(grid.n_tiles >= 2);
 	/* the screenshot's aspect, so its grid; emulated kernels resize it in a fraction of the
 	 * time */
-	struct engine_image *corner = engine_image_from_rgb(320, 200, (size_t)img->width * 3,
-							    img->rgb);
+	struct engine_image *corner = engine_image_from_rgb(320, 200, (size_t)img->width * 3, img->rgb);
 	REQUIRE(corner && img->width == 1280 && img->height == 800);
 
 	struct engine_vision_job *j = NULL;
 	CHECK_INT_EQ(engine_vision_encode_begin(NULL, v, pixels, 0, &j), -EINVAL);
-	CHECK_INT_EQ(engine_vision_encode_begin(NULL, v, pixels, ENGINE_VISION_MAX_TILES + 2, &j),
-		     -EINVAL);
+	CHECK_INT_EQ(engine_vision_encode_begin(NULL, v, pixels, ENGINE_VISION_MAX_TILES + 2, &j), -EINVAL);
 
 	snprintf(what, sizeof(what), "%s, no backend (fp32)", dir);
 	if (!quick) {
@@ -246,19 +242,16 @@ static void check_model(const char *dir, int max_tiles, bool quick, bool cuda)
 		check_image(NULL, v, corner, max_tiles, quick, what);
 	}
 	for (size_t i = 0; i < 2; i++) {
-		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU,
-						    .precision = precisions[i]};
+		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CPU, .precision = precisions[i]};
 		struct engine_backend *b = engine_backend_create(m, &bo, err, sizeof(err));
 		REQUIRE(b);
-		snprintf(what, sizeof(what), "%s, CPU backend, %s", dir,
-			 engine_precision_name(precisions[i]));
+		snprintf(what, sizeof(what), "%s, CPU backend, %s", dir, engine_precision_name(precisions[i]));
 		check_backend(b, v, pixels, grid.n_tiles, quick, what);
 		check_image(b, v, corner, max_tiles, quick, what);
 		engine_backend_destroy(b);
 	}
 	for (size_t i = 0; cuda && i < 2; i++) {
-		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CUDA,
-						    .precision = precisions[i]};
+		struct engine_backend_options bo = {.kind = ENGINE_BACKEND_CUDA, .precision = precisions[i]};
 		struct engine_backend *b = engine_backend_create(m, &bo, err, sizeof(err));
 		if (!b) {
 			printf("CUDA backend: skipped (%s)\n", err);

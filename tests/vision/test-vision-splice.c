@@ -80,8 +80,7 @@ static void test_golden_logits(void)
 	for (size_t k = 0; k < n_rows; k++)
 		for (int v = 0; v < vocab; v++)
 			golden_diff_add(&d, logits[(size_t)rows_f[k] * vocab + v], want[k * vocab + v], k);
-	printf("spliced prompt of %zu positions: %zu logits rows, max |diff| %.3g\n", n, n_rows,
-	       d.max_abs);
+	printf("spliced prompt of %zu positions: %zu logits rows, max |diff| %.3g\n", n, n_rows, d.max_abs);
 	CHECK(d.max_abs <= LOGITS_TOL);
 
 	/* one <image> too few: the counts are named */
@@ -100,8 +99,8 @@ static void test_golden_logits(void)
 }
 
 /* ids: pre..., 250 x n_img, post... */
-static size_t build_turn(int32_t *ids, const int32_t *pre, size_t n_pre, size_t n_img,
-			 const int32_t *post, size_t n_post)
+static size_t build_turn(int32_t *ids, const int32_t *pre, size_t n_pre, size_t n_img, const int32_t *post,
+			 size_t n_post)
 {
 	size_t n = 0;
 

@@ -57,9 +57,9 @@ static const struct block {
 	int x, y, w, h;
 	unsigned long rgb;
 } blocks[] = {
-        {"red", 10, 10, 50, 50, 0xff0000},     {"green", 70, 10, 50, 50, 0x00ff00},
-        {"blue", 130, 10, 50, 50, 0x0000ff},   {"color", 190, 10, 50, 50, 0x123456},
-        {"button", 10, 80, 100, 30, 0x808080}, {"field", 10, 130, 280, 30, 0xffffff},
+	{"red", 10, 10, 50, 50, 0xff0000},     {"green", 70, 10, 50, 50, 0x00ff00},
+	{"blue", 130, 10, 50, 50, 0x0000ff},   {"color", 190, 10, 50, 50, 0x123456},
+	{"button", 10, 80, 100, 30, 0x808080}, {"field", 10, 130, 280, 30, 0xffffff},
 };
 
 static FILE *logf_;
@@ -79,10 +79,10 @@ static void logline(const char *fmt, ...)
 static unsigned long pixel_for(Display *dpy, unsigned long rgb)
 {
 	XColor c = {
-	        .red = (unsigned short)(((rgb >> 16) & 0xff) * 0x101),
-	        .green = (unsigned short)(((rgb >> 8) & 0xff) * 0x101),
-	        .blue = (unsigned short)((rgb & 0xff) * 0x101),
-	        .flags = DoRed | DoGreen | DoBlue,
+		.red = (unsigned short)(((rgb >> 16) & 0xff) * 0x101),
+		.green = (unsigned short)(((rgb >> 8) & 0xff) * 0x101),
+		.blue = (unsigned short)((rgb & 0xff) * 0x101),
+		.flags = DoRed | DoGreen | DoBlue,
 	};
 
 	XAllocColor(dpy, DefaultColormap(dpy, DefaultScreen(dpy)), &c);
@@ -96,7 +96,7 @@ static void paint(Display *dpy, Window w, GC gc, int width, int height)
 	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
 		XSetForeground(dpy, gc, pixel_for(dpy, blocks[i].rgb));
 		XFillRectangle(dpy, w, gc, blocks[i].x, blocks[i].y, (unsigned)blocks[i].w,
-		               (unsigned)blocks[i].h);
+			       (unsigned)blocks[i].h);
 	}
 	XSetForeground(dpy, gc, pixel_for(dpy, 0x000000));
 	XDrawRectangle(dpy, w, gc, 10, 130, 279, 29);
@@ -142,7 +142,7 @@ static void log_key(Display *dpy, XIC ic, XKeyEvent *ev)
 	if (n == 0)
 		strcpy(hex, "-");
 	logline("key keycode=%u keysym=%s state=0x%x text=%s", ev->keycode,
-	        keysym_name(sym, namebuf, sizeof(namebuf)), ev->state, hex);
+		keysym_name(sym, namebuf, sizeof(namebuf)), ev->state, hex);
 }
 
 static int parse_geometry(const char *s, int *w, int *h, int *x, int *y)
@@ -170,7 +170,7 @@ int main(int argc, char **argv)
 			class_name = argv[++i];
 		else {
 			fprintf(stderr, "usage: holo-test-client --log FILE [--geometry WxH+X+Y] "
-			                "[--no-focus] [--class NAME]\n");
+					"[--no-focus] [--class NAME]\n");
 			return 2;
 		}
 	}
@@ -199,28 +199,25 @@ int main(int argc, char **argv)
 	}
 	int scr = DefaultScreen(dpy);
 	XSetWindowAttributes attrs = {.background_pixel = WhitePixel(dpy, scr)};
-	Window w =
-	        XCreateWindow(dpy, RootWindow(dpy, scr), wx, wy, (unsigned)width, (unsigned)height,
-	                      0, CopyFromParent, InputOutput, CopyFromParent, CWBackPixel, &attrs);
+	Window w = XCreateWindow(dpy, RootWindow(dpy, scr), wx, wy, (unsigned)width, (unsigned)height, 0,
+				 CopyFromParent, InputOutput, CopyFromParent, CWBackPixel, &attrs);
 	XStoreName(dpy, w, "holo-test-client");
-	XSizeHints hints = {
-	        .flags = USPosition | USSize, .x = wx, .y = wy, .width = width, .height = height};
+	XSizeHints hints = {.flags = USPosition | USSize, .x = wx, .y = wy, .width = width, .height = height};
 	XSetWMNormalHints(dpy, w, &hints);
 	if (class_name) {
-		XClassHint class_hint = {.res_name = (char *)class_name,
-		                         .res_class = (char *)class_name};
+		XClassHint class_hint = {.res_name = (char *)class_name, .res_class = (char *)class_name};
 		long pid = (long)getpid();
 		XSetClassHint(dpy, w, &class_hint);
 		XChangeProperty(dpy, w, XInternAtom(dpy, "_NET_WM_PID", False), XA_CARDINAL, 32,
-		                PropModeReplace, (unsigned char *)&pid, 1);
+				PropModeReplace, (unsigned char *)&pid, 1);
 	}
 	XIM im = XOpenIM(dpy, NULL, NULL, NULL);
 	if (!im) {
 		fprintf(stderr, "holo-test-client: XOpenIM failed\n");
 		return 1;
 	}
-	XIC ic = XCreateIC(im, XNInputStyle, XIMPreeditNothing | XIMStatusNothing, XNClientWindow,
-	                   w, XNFocusWindow, w, NULL);
+	XIC ic = XCreateIC(im, XNInputStyle, XIMPreeditNothing | XIMStatusNothing, XNClientWindow, w,
+			   XNFocusWindow, w, NULL);
 	if (!ic) {
 		fprintf(stderr, "holo-test-client: XCreateIC failed\n");
 		return 1;
@@ -228,9 +225,8 @@ int main(int argc, char **argv)
 	long im_mask = 0;
 	XGetICValues(ic, XNFilterEvents, &im_mask, NULL);
 	XSelectInput(dpy, w,
-	             ExposureMask | StructureNotifyMask | KeyPressMask | KeyReleaseMask |
-	                     ButtonPressMask | ButtonReleaseMask | PointerMotionMask |
-	                     FocusChangeMask | im_mask);
+		     ExposureMask | StructureNotifyMask | KeyPressMask | KeyReleaseMask | ButtonPressMask |
+			     ButtonReleaseMask | PointerMotionMask | FocusChangeMask | im_mask);
 	GC gc = XCreateGC(dpy, w, 0, NULL);
 	XMapRaised(dpy, w);
 	XFlush(dpy);
@@ -263,23 +259,21 @@ int main(int argc, char **argv)
 			logline("focus %s", ev.type == FocusIn ? "in" : "out");
 			break;
 		case MotionNotify:
-			logline("motion x=%d y=%d root_x=%d root_y=%d state=0x%x", ev.xmotion.x,
-			        ev.xmotion.y, ev.xmotion.x_root, ev.xmotion.y_root,
-			        ev.xmotion.state);
+			logline("motion x=%d y=%d root_x=%d root_y=%d state=0x%x", ev.xmotion.x, ev.xmotion.y,
+				ev.xmotion.x_root, ev.xmotion.y_root, ev.xmotion.state);
 			break;
 		case ButtonPress:
 		case ButtonRelease: {
 			XButtonEvent *b = &ev.xbutton;
 			bool press = ev.type == ButtonPress;
 			logline("%s button=%u x=%d y=%d root_x=%d root_y=%d state=0x%x "
-			        "time=%lu%s%s",
-			        press ? "press" : "release", b->button, b->x, b->y, b->x_root,
-			        b->y_root, b->state, (unsigned long)b->time,
-			        press ? " target=" : "", press ? target_at(b->x, b->y) : "");
+				"time=%lu%s%s",
+				press ? "press" : "release", b->button, b->x, b->y, b->x_root, b->y_root,
+				b->state, (unsigned long)b->time, press ? " target=" : "",
+				press ? target_at(b->x, b->y) : "");
 			static const char *dirs[] = {"up", "down", "left", "right"};
 			if (press && b->button >= 4 && b->button <= 7)
-				logline("scroll direction=%s x=%d y=%d", dirs[b->button - 4], b->x,
-				        b->y);
+				logline("scroll direction=%s x=%d y=%d", dirs[b->button - 4], b->x, b->y);
 			break;
 		}
 		case KeyPress:
@@ -289,7 +283,7 @@ int main(int argc, char **argv)
 			char namebuf[16];
 			KeySym sym = XLookupKeysym(&ev.xkey, 0);
 			logline("keyrelease keycode=%u keysym=%s state=0x%x", ev.xkey.keycode,
-			        keysym_name(sym, namebuf, sizeof(namebuf)), ev.xkey.state);
+				keysym_name(sym, namebuf, sizeof(namebuf)), ev.xkey.state);
 			break;
 		}
 		default:
@@ -300,8 +294,7 @@ int main(int argc, char **argv)
 				XSetInputFocus(dpy, w, RevertToParent, CurrentTime);
 			XSync(dpy, False);
 			XSetICFocus(ic);
-			logline("ready window=0x%lx x=%d y=%d width=%d height=%d", w, wx, wy, width,
-			        height);
+			logline("ready window=0x%lx x=%d y=%d width=%d height=%d", w, wx, wy, width, height);
 			ready = true;
 		}
 	}

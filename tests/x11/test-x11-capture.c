@@ -22,14 +22,14 @@ static uint32_t px(const struct x11_frame *f, int x, int y)
 	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
 }
 
-#define CHECK_PX(f, x, y, rgb)                                                                     \
-	do {                                                                                       \
-		uint32_t _got = px((f), (x), (y));                                                 \
-		if (_got != (rgb)) {                                                               \
-			fprintf(stderr, "%s:%d: pixel (%d,%d) is #%06x, expected #%06x\n",         \
-			        __FILE__, __LINE__, (x), (y), _got, (unsigned)(rgb));              \
-			test_failures++;                                                           \
-		}                                                                                  \
+#define CHECK_PX(f, x, y, rgb)                                                                               \
+	do {                                                                                                 \
+		uint32_t _got = px((f), (x), (y));                                                           \
+		if (_got != (rgb)) {                                                                         \
+			fprintf(stderr, "%s:%d: pixel (%d,%d) is #%06x, expected #%06x\n", __FILE__,         \
+				__LINE__, (x), (y), _got, (unsigned)(rgb));                                  \
+			test_failures++;                                                                     \
+		}                                                                                            \
 	} while (0)
 
 /* Every painted region of the client, checked at its corners and centre, in root coordinates
@@ -40,9 +40,8 @@ static int check_client(const struct x11_frame *f, int ox, int oy)
 		int x, y, w, h;
 		uint32_t rgb;
 	} regions[] = {
-	        {10, 10, 50, 50, 0xff0000},  {70, 10, 50, 50, 0x00ff00},
-	        {130, 10, 50, 50, 0x0000ff}, {190, 10, 50, 50, 0x123456},
-	        {10, 80, 30, 30, 0x808080},
+		{10, 10, 50, 50, 0xff0000},  {70, 10, 50, 50, 0x00ff00}, {130, 10, 50, 50, 0x0000ff},
+		{190, 10, 50, 50, 0x123456}, {10, 80, 30, 30, 0x808080},
 	};
 	int checked = 0;
 
@@ -78,9 +77,9 @@ static void test_whole_screen(struct x11_display *d, struct x11_frame **ret_shm_
 	CHECK_INT_EQ(f->height, 480);
 	CHECK(f->stride >= 640 * 3);
 	CHECK_INT_EQ(check_client(f, 0, 0), 5);
-	CHECK_PX(f, 0, 0, 0x000000);     /* Xvfb -br: black root */
+	CHECK_PX(f, 0, 0, 0x000000);	 /* Xvfb -br: black root */
 	CHECK_PX(f, 639, 479, 0x000000); /* last pixel */
-	CHECK_PX(f, WX, WY, 0xffffff);   /* window's top-left pixel */
+	CHECK_PX(f, WX, WY, 0xffffff);	 /* window's top-left pixel */
 	*ret_shm_frame = f;
 }
 
@@ -185,8 +184,7 @@ static void test_monitors(struct x11_display *d)
 	CHECK_INT_EQ(mons[0].width, 320);
 	int left = -1;
 	for (int i = 1; i < MIN(n, 4); i++)
-		if (mons[i].x == 0 && mons[i].y == 0 && mons[i].width == 320 &&
-		    mons[i].height == 480)
+		if (mons[i].x == 0 && mons[i].y == 0 && mons[i].width == 320 && mons[i].height == 480)
 			left = i;
 	CHECK(left > 0);
 	/* Fewer slots than monitors: the count is still the total, the slot holds the primary. */
@@ -201,8 +199,7 @@ static void test_monitors(struct x11_display *d)
 		x11_frame_destroy(f);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(defs); i++)
-		XRRDeleteMonitor(dpy, DefaultRootWindow(dpy),
-		                 XInternAtom(dpy, defs[i].name, False));
+		XRRDeleteMonitor(dpy, DefaultRootWindow(dpy), XInternAtom(dpy, defs[i].name, False));
 	XCloseDisplay(dpy);
 }
 

@@ -18,21 +18,21 @@ static uint32_t rgb_at(int x, int y)
 }
 
 /* Builds an image with the given layout; channel positions come from the masks. */
-static XImage make_image(uint8_t *data, int bpp, int byte_order, unsigned long rmask,
-                         unsigned long gmask, unsigned long bmask)
+static XImage make_image(uint8_t *data, int bpp, int byte_order, unsigned long rmask, unsigned long gmask,
+			 unsigned long bmask)
 {
 	XImage img = {
-	        .width = W,
-	        .height = H,
-	        .format = ZPixmap,
-	        .data = (char *)data,
-	        .byte_order = byte_order,
-	        .bits_per_pixel = bpp,
-	        .bytes_per_line = W * bpp / 8 + 5, /* padded rows */
-	        .red_mask = rmask,
-	        .green_mask = gmask,
-	        .blue_mask = bmask,
-	        .depth = 24,
+		.width = W,
+		.height = H,
+		.format = ZPixmap,
+		.data = (char *)data,
+		.byte_order = byte_order,
+		.bits_per_pixel = bpp,
+		.bytes_per_line = W * bpp / 8 + 5, /* padded rows */
+		.red_mask = rmask,
+		.green_mask = gmask,
+		.blue_mask = bmask,
+		.depth = 24,
 	};
 	int bytes = bpp / 8;
 	for (int y = 0; y < H; y++)
@@ -45,8 +45,7 @@ static XImage make_image(uint8_t *data, int bpp, int byte_order, unsigned long r
 				int shift = __builtin_ctzl(m);
 				v |= ((c >> (16 - 8 * ch)) & 0xff) << shift;
 			}
-			uint8_t *p =
-			        data + (size_t)y * (size_t)img.bytes_per_line + (size_t)x * bytes;
+			uint8_t *p = data + (size_t)y * (size_t)img.bytes_per_line + (size_t)x * bytes;
 			for (int b = 0; b < bytes; b++) {
 				int idx = byte_order == LSBFirst ? b : bytes - 1 - b;
 				p[idx] = (uint8_t)(v >> (8 * b));
@@ -67,8 +66,7 @@ static int check_layout(int bpp, int order, unsigned long r, unsigned long g, un
 	for (int y = 0; ret == 0 && y < H; y++)
 		for (int x = 0; x < W; x++) {
 			const uint8_t *p = f->pixels + (size_t)y * f->stride + (size_t)x * 3;
-			wrong +=
-			        ((uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]) != rgb_at(x, y);
+			wrong += ((uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]) != rgb_at(x, y);
 		}
 	x11_frame_destroy(f);
 	return ret < 0 ? ret : wrong;

@@ -90,8 +90,7 @@ static int press_times(const char *prefix, unsigned long *times, int max)
 {
 	char *s = xt_read_file(log_path);
 	int n = 0;
-	for (const char *p = s; p && *p && n < max;
-	     p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+	for (const char *p = s; p && *p && n < max; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
 		if (strncmp(p, prefix, strlen(prefix)) == 0) {
 			const char *t = strstr(p, "time=");
 			times[n++] = t ? strtoul(t + 5, NULL, 10) : 0;
@@ -164,7 +163,7 @@ static void test_move_drag_scroll(struct x11_display *d)
 	int held_motions = 0;
 	for (const char *p = press; p && p < release; p = strchr(p + 1, '\n'))
 		held_motions += strncmp(p, "\nmotion", 7) == 0 && strstr(p, "state=0x100") &&
-		                strstr(p, "state=0x100") < strchr(p + 1, '\n');
+				strstr(p, "state=0x100") < strchr(p + 1, '\n');
 	CHECK(held_motions >= 5);
 	free(s);
 	CHECK_INT_EQ(x11_held_count(d), 0);
@@ -217,8 +216,7 @@ static void test_keys(struct x11_display *d)
 
 	/* Errors: nothing is sent for a combination with an unknown key, or too many, or none. */
 	/* Counted after a first sentinel, so that shift+Tab's releases are in already. */
-	int before = lines_after_sentinel_key(d, "F8", "key "),
-	    before_release = lines_now("keyrelease ");
+	int before = lines_after_sentinel_key(d, "F8", "key "), before_release = lines_now("keyrelease ");
 	CHECK_INT_EQ(x11_key_combo(d, "ctrl+ctr+t"), -EINVAL);
 	CHECK_INT_EQ(x11_key_combo(d, ""), -EINVAL);
 	CHECK_INT_EQ(x11_key_combo(d, "a+b+c+d+e+f+g+h+i+j"), -EINVAL);

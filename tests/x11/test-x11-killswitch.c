@@ -33,8 +33,7 @@ static void on_kill(void *userdata)
 }
 
 /* Polls `get(k)` until it reaches `want` (generous deadline for a loaded machine). */
-static unsigned wait_count(struct x11_killswitch *k, unsigned (*get)(struct x11_killswitch *),
-                           unsigned want)
+static unsigned wait_count(struct x11_killswitch *k, unsigned (*get)(struct x11_killswitch *), unsigned want)
 {
 	for (int i = 0; i < XT_WAIT_MS / 10 && get(k) < want; i++)
 		usleep(10000);

@@ -32,8 +32,8 @@ static void check_decoded(const uint8_t *data, size_t size, const struct x11_fra
 	REQUIRE(png_image_finish_read(&img, NULL, out, 0, NULL));
 	int diff = 0;
 	for (int y = 0; y < f->height; y++)
-		diff += memcmp(out + (size_t)y * (size_t)f->width * 3,
-		               f->pixels + (size_t)y * f->stride, (size_t)f->width * 3) != 0;
+		diff += memcmp(out + (size_t)y * (size_t)f->width * 3, f->pixels + (size_t)y * f->stride,
+			       (size_t)f->width * 3) != 0;
 	CHECK_INT_EQ(diff, 0);
 	free(out);
 }

@@ -65,8 +65,7 @@ static int spare_keycodes(struct x11_display *d)
 	for (int kc = km.min_keycode; kc <= km.max_keycode; kc++) {
 		bool empty = true;
 		for (int i = 0; i < km.per_code; i++)
-			empty &= km.syms[(size_t)(kc - km.min_keycode) * (size_t)km.per_code + i] ==
-			         NoSymbol;
+			empty &= km.syms[(size_t)(kc - km.min_keycode) * (size_t)km.per_code + i] == NoSymbol;
 		n += empty;
 	}
 	x11_keymap_finish(d, &km);
@@ -185,9 +184,9 @@ static void test_client(struct x11_display *d, const char *client_path)
 	int before = xt_count_lines(s, "key ");
 	struct tail_arg sentinel = {strlen(s), "z"};
 	free(s);
-	CHECK_INT_EQ(x11_type(d, "ab\xc3"), -EINVAL);        /* truncated UTF-8 */
+	CHECK_INT_EQ(x11_type(d, "ab\xc3"), -EINVAL);	     /* truncated UTF-8 */
 	CHECK_INT_EQ(x11_type(d, "a\xed\xa0\x80"), -EINVAL); /* surrogate */
-	CHECK_INT_EQ(x11_type(d, "bell\a"), -EINVAL);        /* control character */
+	CHECK_INT_EQ(x11_type(d, "bell\a"), -EINVAL);	     /* control character */
 	CHECK_INT_EQ(x11_type(d, NULL), -EINVAL);
 	char *big = xmalloc(KEYS_MAX_TEXT_BYTES + 2);
 	memset(big, 'x', KEYS_MAX_TEXT_BYTES + 1);
@@ -228,11 +227,9 @@ static void test_xterm(struct x11_display *d)
 	snprintf(ready, sizeof(ready), "%s/xterm.ready", xt_tmpdir());
 	/* Cooked mode with icrnl (xterm sends Return as \r), no flow control; ^D ends the last
 	 * line. */
-	snprintf(cmd, sizeof(cmd), "stty sane icrnl -ixon; echo ok > '%s'; exec cat > '%s'", ready,
-	         out);
+	snprintf(cmd, sizeof(cmd), "stty sane icrnl -ixon; echo ok > '%s'; exec cat > '%s'", ready, out);
 	setenv("LC_ALL", "C.UTF-8", 1);
-	const char *argv[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e",
-	                      "sh",    "-c",  cmd,         NULL};
+	const char *argv[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e", "sh", "-c", cmd, NULL};
 	pid_t xterm = xt_spawn(argv);
 	REQUIRE(xterm > 0);
 	if (!xt_wait_for(ready, "ok", XT_WAIT_MS)) {
@@ -257,8 +254,7 @@ static void test_xterm(struct x11_display *d)
 	CHECK_INT_EQ(x11_key_combo(d, "ctrl+d"), 0);
 	if (!xt_wait_until(out, file_is, (void *)text, XT_WAIT_MS)) {
 		char *got = xt_read_file(out);
-		fprintf(stderr, "xterm wrote    \"%s\"\nexpected       \"%s\"\n",
-		        got ? got : "(none)", text);
+		fprintf(stderr, "xterm wrote    \"%s\"\nexpected       \"%s\"\n", got ? got : "(none)", text);
 		test_failures++;
 		free(got);
 	}

@@ -176,8 +176,7 @@ char *xt_read_file(const char *path)
 	return buf;
 }
 
-bool xt_wait_until(const char *path, bool (*pred)(const char *contents, void *arg), void *arg,
-                   int timeout_ms)
+bool xt_wait_until(const char *path, bool (*pred)(const char *contents, void *arg), void *arg, int timeout_ms)
 {
 	long long deadline = now_ms() + timeout_ms;
 
@@ -246,8 +245,7 @@ char *xt_client_text(const char *contents)
 	return out;
 }
 
-pid_t xt_client_start(const char *client_path, const char *name, const char *geometry,
-                      const char **ret_log)
+pid_t xt_client_start(const char *client_path, const char *name, const char *geometry, const char **ret_log)
 {
 	static char logs[8][300];
 	static int n_logs;

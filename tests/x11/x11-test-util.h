@@ -31,8 +31,7 @@ char *xt_read_file(const char *path);
 /* Polls until the file contains `needle` (true) or timeout_ms passes (false). */
 bool xt_wait_for(const char *path, const char *needle, int timeout_ms);
 /* Polls until `pred(contents, arg)` holds. */
-bool xt_wait_until(const char *path, bool (*pred)(const char *contents, void *arg), void *arg,
-                   int timeout_ms);
+bool xt_wait_until(const char *path, bool (*pred)(const char *contents, void *arg), void *arg, int timeout_ms);
 /* Lines of the log starting with `prefix` (e.g. "press button=1 "). */
 int xt_count_lines(const char *contents, const char *prefix);
 /* The text the client received: the concatenated `text=` of its key lines, Return ("\r") read
@@ -41,5 +40,4 @@ char *xt_client_text(const char *contents);
 
 /* Starts holo-test-client at `geometry` logging to <tmpdir>/<name>.log and waits for "ready".
  * Returns the pid (log path in ret_log, static storage per name) or -1. */
-pid_t xt_client_start(const char *client_path, const char *name, const char *geometry,
-                      const char **ret_log);
+pid_t xt_client_start(const char *client_path, const char *name, const char *geometry, const char **ret_log);

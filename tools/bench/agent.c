@@ -10,17 +10,16 @@
  * source tree, the
  * Nano-12B-v2-VL shapes of docs/design/model.md 1.2-1.3 written out, as Holotron-12B has them).
  * The ViT's depth and MLP width are not in config.json; they come from vision_config.args.model
- * by shapes.c's table (vit_huge_patch16_224: 32 blocks, MLP 5120). Step k of a persistent session starts after
- * prefix + k * (appended + decoded) tokens, at most --context-cap (holod's --context-tokens, whose
- * session is rebuilt before it is full). Weights and the KV cache are bf16, the Mamba state fp32,
- * as the CUDA backend keeps them at bf16 precision. Then one line per --weights format (default
- * all four): the CUDA backend's memory plan of the model (engine/backend/cuda/device_plan.h: the
- * weights in the format, the vision tower for max_num_tiles tiles and the thumbnail, one
- * session of --context-cap tokens, scratch, cuBLASLt workspace, reserve) against the card's
- * memory less CONTEXT_BYTES, `fits` or `does not fit`, how many sessions of --context-cap tokens
- * fit, and the roofline of step A with that format's bytes (decode) and tensor rate (prefill:
- * FP8's for fp8, bf16's otherwise, as q8/q4 dequantize to bf16 for the GEMM); fp8 is refused on
- * a card before sm_89 (no FP8 tensor cores).
+ * by shapes.c's table (vit_huge_patch16_224: 32 blocks, MLP 5120). Step k of a persistent session starts
+ * after prefix + k * (appended + decoded) tokens, at most --context-cap (holod's --context-tokens, whose
+ * session is rebuilt before it is full). Weights and the KV cache are bf16, the Mamba state fp32, as the CUDA
+ * backend keeps them at bf16 precision. Then one line per --weights format (default all four): the CUDA
+ * backend's memory plan of the model (engine/backend/cuda/device_plan.h: the weights in the format, the
+ * vision tower for max_num_tiles tiles and the thumbnail, one session of --context-cap tokens, scratch,
+ * cuBLASLt workspace, reserve) against the card's memory less CONTEXT_BYTES, `fits` or `does not fit`, how
+ * many sessions of --context-cap tokens fit, and the roofline of step A with that format's bytes (decode) and
+ * tensor rate (prefill: FP8's for fp8, bf16's otherwise, as q8/q4 dequantize to bf16 for the GEMM); fp8 is
+ * refused on a card before sm_89 (no FP8 tensor cores).
  *
  *   holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE
  *                    [--precision bf16|fp32] [--screen WxH] [--prefix N] [--text N]
@@ -88,44 +87,43 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: holo-bench agent --device-spec " ROOFLINE_DEVICES " [--config FILE]\n"
-		"                        [--screen WxH] [--max-tiles N] [--prefix N] [--text N]\n"
-		"                        [--decode N] [--context-cap N] [--steps A,B]\n"
-		"                        [--weights bf16,q8,q4,fp8]\n"
-		"       holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE\n"
-		"                        [--precision bf16|fp32] [--screen WxH] [--prefix N]\n"
-		"                        [--text N] [--decode N] [--context-cap N] [--steps N]\n"
-		"                        [--jump-steps N]\n"
-		"  --backend B      measure the steps of DIR's checkpoint on the CPU or CUDA device 0\n"
-		"  --model DIR      the checkpoint the measured steps run (its config.json is --config)\n"
-		"  --random-config FILE  measure random weights of FILE's shapes instead (a config.json,\n"
-		"                   e.g. " DEFAULT_CONFIG ")\n"
-		"  --precision P    the backend's precision (default: the backend's own)\n"
-		"  --device-spec D  the GPU whose peak rates and memory the prediction uses\n"
-		"  --weights LIST   formats the memory plan lines show (default bf16,q8,q4,fp8)\n"
-		"  --config FILE    a checkpoint's config.json (default " DEFAULT_CONFIG ")\n"
-		"  --screen WxH     screenshot size (default 1920x1080)\n"
-		"  --max-tiles N    tile budget (default 12, the checkpoint's)\n"
-		"  --prefix N       tokens of the system prompt and task (default 2000)\n"
-		"  --text N         text tokens of a step's turn besides the image (default 50)\n"
-		"  --decode N       tokens decoded per step (default 60)\n"
-		"  --context-cap N  session size, holod's --context-tokens (default 32768)\n"
-		"  --steps A,B      persistent steps to show (default 2,50); measured: steps to run\n"
-		"                   (default 50), of which 2 and the last are shown\n"
-		"  --jump-steps N   measured with DIR's tokenizer: then N steps (default 4, 0: none)\n"
-		"                   decoded greedily under the holo3 grammar with jump-forward off\n"
-		"                   and on, and their \"jump-forward ...\" summary line; then up to\n"
-		"                   4 scripted click steps (\"jump-forward-click ...\") and their\n"
-		"                   roofline for Holotron-12B (\"jump-forward-predicted ...\")\n"
-		"       holo-bench agent --history --model DIR [--config FILE] [--screen WxH]\n"
-		"                        [--max-tiles N] [--window K] [--context-cap N]\n"
-		"                        [--step-tokens N] [--steps N] [--device-spec D]\n"
-		"  --history        tokens prefilled per step by the persistent, window and rolling\n"
-		"                   histories (steps 2, 10, N), DIR's tokenizer and shapes, then\n"
-		"                   predicted for --config's, with seconds of prefill on this CPU\n"
-		"  --window K       observations kept with their screenshot (default 3)\n"
-		"  --step-tokens N  holod's --step-tokens (default 4096)\n");
+	fprintf(f, "usage: holo-bench agent --device-spec " ROOFLINE_DEVICES " [--config FILE]\n"
+		   "                        [--screen WxH] [--max-tiles N] [--prefix N] [--text N]\n"
+		   "                        [--decode N] [--context-cap N] [--steps A,B]\n"
+		   "                        [--weights bf16,q8,q4,fp8]\n"
+		   "       holo-bench agent --backend cpu|cuda --model DIR | --random-config FILE\n"
+		   "                        [--precision bf16|fp32] [--screen WxH] [--prefix N]\n"
+		   "                        [--text N] [--decode N] [--context-cap N] [--steps N]\n"
+		   "                        [--jump-steps N]\n"
+		   "  --backend B      measure the steps of DIR's checkpoint on the CPU or CUDA device 0\n"
+		   "  --model DIR      the checkpoint the measured steps run (its config.json is --config)\n"
+		   "  --random-config FILE  measure random weights of FILE's shapes instead (a config.json,\n"
+		   "                   e.g. " DEFAULT_CONFIG ")\n"
+		   "  --precision P    the backend's precision (default: the backend's own)\n"
+		   "  --device-spec D  the GPU whose peak rates and memory the prediction uses\n"
+		   "  --weights LIST   formats the memory plan lines show (default bf16,q8,q4,fp8)\n"
+		   "  --config FILE    a checkpoint's config.json (default " DEFAULT_CONFIG ")\n"
+		   "  --screen WxH     screenshot size (default 1920x1080)\n"
+		   "  --max-tiles N    tile budget (default 12, the checkpoint's)\n"
+		   "  --prefix N       tokens of the system prompt and task (default 2000)\n"
+		   "  --text N         text tokens of a step's turn besides the image (default 50)\n"
+		   "  --decode N       tokens decoded per step (default 60)\n"
+		   "  --context-cap N  session size, holod's --context-tokens (default 32768)\n"
+		   "  --steps A,B      persistent steps to show (default 2,50); measured: steps to run\n"
+		   "                   (default 50), of which 2 and the last are shown\n"
+		   "  --jump-steps N   measured with DIR's tokenizer: then N steps (default 4, 0: none)\n"
+		   "                   decoded greedily under the holo3 grammar with jump-forward off\n"
+		   "                   and on, and their \"jump-forward ...\" summary line; then up to\n"
+		   "                   4 scripted click steps (\"jump-forward-click ...\") and their\n"
+		   "                   roofline for Holotron-12B (\"jump-forward-predicted ...\")\n"
+		   "       holo-bench agent --history --model DIR [--config FILE] [--screen WxH]\n"
+		   "                        [--max-tiles N] [--window K] [--context-cap N]\n"
+		   "                        [--step-tokens N] [--steps N] [--device-spec D]\n"
+		   "  --history        tokens prefilled per step by the persistent, window and rolling\n"
+		   "                   histories (steps 2, 10, N), DIR's tokenizer and shapes, then\n"
+		   "                   predicted for --config's, with seconds of prefill on this CPU\n"
+		   "  --window K       observations kept with their screenshot (default 3)\n"
+		   "  --step-tokens N  holod's --step-tokens (default 4096)\n");
 }
 
 static int parse_pair(const char *s, char sep, int *a, int *b)
@@ -182,8 +180,8 @@ static int cpu_rates(const struct engine_model *m, bool bf16, int rows, struct a
 	if (t == 0 || flop <= 0)
 		return -EIO;
 	ret->gemm = flop / t;
-	snprintf(ret->gemm_what, sizeof(ret->gemm_what),
-		 "the model's matrix products for %d tokens, %s", rows, bf16 ? "bf16 (oneDNN)" : "fp32");
+	snprintf(ret->gemm_what, sizeof(ret->gemm_what), "the model's matrix products for %d tokens, %s",
+		 rows, bf16 ? "bf16 (oneDNN)" : "fp32");
 	/* Decode on the CPU reads the weights: its floor is the read bandwidth of the engine's
 	 * threads (machine.c's passes, which sum every word so that no pass can be optimised away;
 	 * a memcpy loop here was elided by the release build and gave petabytes per second). */
@@ -204,9 +202,8 @@ static int cpu_rates(const struct engine_model *m, bool bf16, int rows, struct a
 			rates[k - 1] = tmp;
 		}
 	ret->copy = rates[CPU_COPY_ROUNDS / 2];
-	snprintf(ret->copy_what, sizeof(ret->copy_what),
-		 "read, %d threads, median of %d passes over %zu MiB", cpu_threads(),
-		 CPU_COPY_ROUNDS, CPU_COPY_BYTES >> 20);
+	snprintf(ret->copy_what, sizeof(ret->copy_what), "read, %d threads, median of %d passes over %zu MiB",
+		 cpu_threads(), CPU_COPY_ROUNDS, CPU_COPY_BYTES >> 20);
 	return r;
 }
 
@@ -224,13 +221,12 @@ static int cuda_rates(int device, int hidden, int intermediate, int rows, struct
 		return -errno;
 	bool emu = gpu_devices_emulated();
 	int r = bench_gpu_copy_rate(g, emu ? EMU_COPY_BYTES : GPU_COPY_BYTES,
-			      emu ? EMU_COPY_ROUNDS : GPU_COPY_ROUNDS, &ret->copy);
+				    emu ? EMU_COPY_ROUNDS : GPU_COPY_ROUNDS, &ret->copy);
 	if (r >= 0)
-		r = bench_gpu_gemm_rate(g, intermediate, hidden, rows, emu ? 1 : GPU_GEMM_ROUNDS,
-					&ret->gemm);
+		r = bench_gpu_gemm_rate(g, intermediate, hidden, rows, emu ? 1 : GPU_GEMM_ROUNDS, &ret->gemm);
 	snprintf(ret->gemm_what, sizeof(ret->gemm_what),
-		 "cuBLASLt bf16 %d x %d weight times %d tokens (the MLP up-projection)", intermediate,
-		 hidden, rows);
+		 "cuBLASLt bf16 %d x %d weight times %d tokens (the MLP up-projection)", intermediate, hidden,
+		 rows);
 	snprintf(ret->copy_what, sizeof(ret->copy_what), "device to device, read + write");
 	gpu_context_destroy(g);
 	return r;
@@ -256,7 +252,7 @@ static int32_t text_token(unsigned i, int vocab, int32_t image_token)
 struct agent_measure_args {
 	const char *model_dir;
 	const struct bench_shapes *random; /* instead of model_dir: random weights of its shapes */
-	const char *random_config;         /* its file */
+	const char *random_config;	   /* its file */
 	struct engine_backend_options bopts;
 	int sw, sh, prefix, text, decode, cap, steps;
 	int jump_steps; /* steps decoded under the grammar with jump-forward off and on */
@@ -288,8 +284,8 @@ static int jf_predictions(const struct bench_jf *jf, const struct agent_rates *r
 	}
 	bench_shapes_roofline_lm(&big, &lm);
 	printf("(the click steps' forwards, predicted for %s at bf16 after %d tokens: %.2f GB per "
-	       "decode forward)\n", DEFAULT_CONFIG, JF_PREDICT_CONTEXT,
-	       roofline_forward_bytes(&lm, JF_PREDICT_CONTEXT, 1) / 1e9);
+	       "decode forward)\n",
+	       DEFAULT_CONFIG, JF_PREDICT_CONTEXT, roofline_forward_bytes(&lm, JF_PREDICT_CONTEXT, 1) / 1e9);
 	if (rates) {
 		struct bench_peak peak;
 		int r = bench_bf16_peak(NULL, 0.2, &peak);
@@ -297,10 +293,11 @@ static int jf_predictions(const struct bench_jf *jf, const struct agent_rates *r
 			fprintf(stderr, "holo-bench agent: the CPU's bf16 peak: %s\n", strerror(-r));
 			return r;
 		}
-		struct roofline_device cpu = {.name = "cpu", .flops = peak.flops_per_s,
+		struct roofline_device cpu = {.name = "cpu",
+					      .flops = peak.flops_per_s,
 					      .bandwidth = rates->copy};
-		printf("(cpu: %.2f TFLOP/s bf16 peak (%s), %.1f GB/s read)\n",
-		       peak.flops_per_s / 1e12, peak.unit, rates->copy / 1e9);
+		printf("(cpu: %.2f TFLOP/s bf16 peak (%s), %.1f GB/s read)\n", peak.flops_per_s / 1e12,
+		       peak.unit, rates->copy / 1e9);
 		bench_jf_print_prediction(jf, "holotron-12b", &lm, &cpu, JF_PREDICT_CONTEXT);
 	}
 	static const char *const gpus[] = {"h100", "h200"};
@@ -359,8 +356,7 @@ static int agent_measure(struct agent_measure_args *a)
 	struct engine_vision_grid grid;
 	struct engine_vision_preprocess pp;
 	engine_vision_get_preprocess(v, &pp);
-	r = engine_vision_select_grid(a->sw, a->sh, pp.tile_size, pp.max_tiles, pp.use_thumbnail,
-				      &grid);
+	r = engine_vision_select_grid(a->sw, a->sh, pp.tile_size, pp.max_tiles, pp.use_thumbnail, &grid);
 	if (r < 0) {
 		fprintf(stderr, "holo-bench agent: no tile grid for a %dx%d screenshot\n", a->sw, a->sh);
 		goto out_vision;
@@ -371,8 +367,9 @@ static int agent_measure(struct agent_measure_args *a)
 	if (a->prefix + (double)steps * per_step > a->cap)
 		steps = (a->cap - a->prefix) / per_step;
 	if (steps < 2) {
-		fprintf(stderr, "holo-bench agent: a %d-token prefix and steps of %d tokens leave "
-				"fewer than 2 steps under the context cap %d\n",
+		fprintf(stderr,
+			"holo-bench agent: a %d-token prefix and steps of %d tokens leave "
+			"fewer than 2 steps under the context cap %d\n",
 			a->prefix, per_step, a->cap);
 		goto out_vision;
 	}
@@ -382,11 +379,12 @@ static int agent_measure(struct agent_measure_args *a)
 #ifdef HOLO_BENCH_GPU
 	if (cuda) {
 		r = cuda_rates(a->bopts.device, a->lm.hidden,
-			       a->lm.intermediate > 0 ? a->lm.intermediate : a->lm.hidden, n_turn,
-			       &rates);
+			       a->lm.intermediate > 0 ? a->lm.intermediate : a->lm.hidden, n_turn, &rates);
 		if (r < 0) {
-			fprintf(stderr, "holo-bench agent: the copy or GEMM measurement failed on CUDA "
-					"device %d: %s\n", a->bopts.device, strerror(-r));
+			fprintf(stderr,
+				"holo-bench agent: the copy or GEMM measurement failed on CUDA "
+				"device %d: %s\n",
+				a->bopts.device, strerror(-r));
 			goto out_vision;
 		}
 	}
@@ -417,8 +415,7 @@ static int agent_measure(struct agent_measure_args *a)
 	/* the logits, and one image row when the vision time waits for its rows */
 	logits = malloc(sizeof(*logits) * (size_t)(vocab > a->lm_hidden ? vocab : a->lm_hidden));
 	if (!s || !img || !st || !tok || !refs || !logits) {
-		fprintf(stderr, "holo-bench agent: out of memory for a %d-token session\n",
-			max_tokens);
+		fprintf(stderr, "holo-bench agent: out of memory for a %d-token session\n", max_tokens);
 		goto out_buffers;
 	}
 
@@ -426,19 +423,17 @@ static int agent_measure(struct agent_measure_args *a)
 	       engine_precision_name(bi.precision), a->random ? "random weights of the shapes of " : "",
 	       a->random ? a->random_config : a->model_dir);
 	printf("step: %dx%d synthetic screenshot -> %d x %d tiles%s = %d tiles; %d + %d tokens "
-	       "appended, %d decoded greedily; prefix %d; %d persistent steps\n", a->sw, a->sh,
-	       grid.cols, grid.rows, grid.thumbnail ? " + thumbnail" : "", grid.n_tiles, n_image,
-	       a->text, a->decode, a->prefix, steps);
+	       "appended, %d decoded greedily; prefix %d; %d persistent steps\n",
+	       a->sw, a->sh, grid.cols, grid.rows, grid.thumbnail ? " + thumbnail" : "", grid.n_tiles,
+	       n_image, a->text, a->decode, a->prefix, steps);
 	if (steps < a->steps)
 		printf("(%d steps asked; %d fit under the context cap %d)\n", a->steps, steps, a->cap);
-	printf("GEMM rate: %.3f TFLOP/s (%s)\ncopy bandwidth: %.1f GB/s (%s)\n",
-	       rates.gemm / 1e12, rates.gemm_what, rates.copy / 1e9, rates.copy_what);
+	printf("GEMM rate: %.3f TFLOP/s (%s)\ncopy bandwidth: %.1f GB/s (%s)\n", rates.gemm / 1e12,
+	       rates.gemm_what, rates.copy / 1e9, rates.copy_what);
 
 	for (int i = 0; i < a->prefix; i++)
 		tok[i] = text_token((unsigned)i, vocab, image_token);
-	r = a->prefix ? engine_session_append(s, tok, NULL, (size_t)a->prefix, ENGINE_LOGITS_NONE,
-					      NULL)
-		      : 0;
+	r = a->prefix ? engine_session_append(s, tok, NULL, (size_t)a->prefix, ENGINE_LOGITS_NONE, NULL) : 0;
 	for (int k = 0; k < steps && r >= 0; k++) {
 		struct step_time *t = &st[k];
 		t->context = engine_session_n_tokens(s);
@@ -461,11 +456,9 @@ static int agent_measure(struct agent_measure_args *a)
 		for (int i = h; i < a->text; i++)
 			tok[n++] = text_token((unsigned)(k * 131 + i), vocab, image_token);
 		const struct engine_rows *imgs[1] = {rows};
-		r = engine_vision_splice_rows(tok, (size_t)n, image_token, imgs, 1, refs, err,
-					      sizeof(err));
+		r = engine_vision_splice_rows(tok, (size_t)n, image_token, imgs, 1, refs, err, sizeof(err));
 		if (r >= 0)
-			r = engine_session_append_rows(s, tok, refs, (size_t)n, ENGINE_LOGITS_LAST,
-						       logits);
+			r = engine_session_append_rows(s, tok, refs, (size_t)n, ENGINE_LOGITS_LAST, logits);
 		double t2 = now_s();
 		for (int i = 0; i < a->decode && r >= 0; i++)
 			r = engine_session_decode(s, argmax(logits, vocab), logits);
@@ -482,25 +475,26 @@ static int agent_measure(struct agent_measure_args *a)
 		goto out_buffers;
 	}
 
-	printf("\n%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "step", "context",
-	       "tiles", "vision", "prefill", "decode", "sum", "vision", "prefill", "decode", "sum",
-	       "measured");
-	printf("%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "", "tokens", "",
-	       "ms", "ms", "ms", "ms", "roof ms", "roof ms", "roof ms", "roof ms", "/roof");
+	printf("\n%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "step", "context", "tiles",
+	       "vision", "prefill", "decode", "sum", "vision", "prefill", "decode", "sum", "measured");
+	printf("%-6s %8s %5s %10s %10s %10s %10s | %10s %10s %10s %10s %8s\n", "", "tokens", "", "ms", "ms",
+	       "ms", "ms", "roof ms", "roof ms", "roof ms", "roof ms", "/roof");
 	int shown[2] = {1, steps - 1}, n_shown = steps > 2 ? 2 : 1;
 	double sum[2], roof[2];
 	for (int i = 0; i < n_shown; i++) {
 		const struct step_time *t = &st[shown[i]];
-		struct roofline_step rs = {.context = t->context, .n_tiles = t->tiles,
-					   .text_tokens = a->text, .decoded = a->decode};
+		struct roofline_step rs = {.context = t->context,
+					   .n_tiles = t->tiles,
+					   .text_tokens = a->text,
+					   .decoded = a->decode};
 		roofline_step_count(&a->lm, &a->vit, a->lm_hidden, &rs);
 		double rv = rs.vision_flops / rates.gemm * 1e3, rp = rs.prefill_flops / rates.gemm * 1e3;
 		double rd = rs.decode_bytes / rates.copy * 1e3;
 		sum[i] = t->vision + t->prefill + t->decode;
 		roof[i] = rv + rp + rd;
 		printf("%-6d %8d %5d %10.2f %10.2f %10.2f %10.2f | %10.2f %10.2f %10.2f %10.2f %8.2f\n",
-		       shown[i] + 1, t->context, t->tiles, t->vision, t->prefill, t->decode, sum[i],
-		       rv, rp, rd, roof[i], sum[i] / roof[i]);
+		       shown[i] + 1, t->context, t->tiles, t->vision, t->prefill, t->decode, sum[i], rv, rp,
+		       rd, roof[i], sum[i] / roof[i]);
 	}
 	printf("\n");
 	if (n_shown == 2)
@@ -512,8 +506,11 @@ static int agent_measure(struct agent_measure_args *a)
 		const struct {
 			const char *part;
 			double ms;
-		} parts[] = {{"vision", t->vision}, {"prefill", t->prefill}, {"decode", t->decode},
-			     {"sum", sum[i]}, {"roofline", roof[i]}};
+		} parts[] = {{"vision", t->vision},
+			     {"prefill", t->prefill},
+			     {"decode", t->decode},
+			     {"sum", sum[i]},
+			     {"roofline", roof[i]}};
 		char name[64];
 		for (size_t k = 0; k < ARRAY_SIZE(parts); k++) {
 			snprintf(name, sizeof(name), "agent.step%d.%s", shown[i] + 1, parts[k].part);
@@ -609,15 +606,21 @@ static int plan_lines(const struct bench_shapes *sh, const struct roofline_lm *l
 	struct lm_config cfg = *l;
 	cfg.vocab = sh->mc.vocab_size;
 	struct device_plan_vision pv = {
-		.width = vit->width, .depth = vit->depth, .mlp = vit->mlp, .patch = vit->patch,
-		.prefix = vit->prefix, .shuffle = vit->shuffle, .proj_hidden = vit->proj_hidden,
-		.out_dim = l->hidden, .tile = vit->tile,
+		.width = vit->width,
+		.depth = vit->depth,
+		.mlp = vit->mlp,
+		.patch = vit->patch,
+		.prefix = vit->prefix,
+		.shuffle = vit->shuffle,
+		.proj_hidden = vit->proj_hidden,
+		.out_dim = l->hidden,
+		.tile = vit->tile,
 		.tiles = sh->max_tiles + (sh->use_thumbnail ? 1 : 0),
 	};
 	uint64_t free_b = (uint64_t)dev->memory - CONTEXT_BYTES;
 	printf("\nmemory plan on %s (%s, sm_%d, %.1f GiB; %.1f GiB free: less %llu MiB for the CUDA "
-	       "context), one session of %d tokens, bf16 activations and KV cache:\n", dev->name,
-	       dev->label, dev->sm, dev->memory / (1u << 30), (double)free_b / (1u << 30),
+	       "context), one session of %d tokens, bf16 activations and KV cache:\n",
+	       dev->name, dev->label, dev->sm, dev->memory / (1u << 30), (double)free_b / (1u << 30),
 	       (unsigned long long)(CONTEXT_BYTES >> 20), cap);
 	for (size_t i = 0; i < ARRAY_SIZE(plan_formats); i++) {
 		if (!(formats & (1u << i)))
@@ -626,13 +629,18 @@ static int plan_lines(const struct bench_shapes *sh, const struct roofline_lm *l
 		bool fp8 = plan_formats[i].quant == QUANT_FP8;
 		if (fp8 && !(dev->fp8_flops > 0)) {
 			printf("%s %s: does not run: sm_%d has no FP8 tensor cores (fp8 needs sm_89 or "
-			       "later): use q8 or q4\n", dev->name, f, dev->sm);
+			       "later): use q8 or q4\n",
+			       dev->name, f, dev->sm);
 			continue;
 		}
 		struct device_plan_args a = {
-			.lm = &cfg, .tied = sh->mc.tie_word_embeddings,
-			.conv_bias = sh->mc.use_conv_bias, .weights = plan_formats[i].weights,
-			.precision = ENGINE_PRECISION_BF16, .vision = &pv, .sessions = 1,
+			.lm = &cfg,
+			.tied = sh->mc.tie_word_embeddings,
+			.conv_bias = sh->mc.use_conv_bias,
+			.weights = plan_formats[i].weights,
+			.precision = ENGINE_PRECISION_BF16,
+			.vision = &pv,
+			.sessions = 1,
 			.context = cap,
 		};
 		struct engine_memory_plan p;
@@ -650,8 +658,10 @@ static int plan_lines(const struct bench_shapes *sh, const struct roofline_lm *l
 			lm.weight_bytes = (double)rb / l->hidden;
 			lm.head_bytes = fp8 ? 2 : lm.weight_bytes;
 		}
-		struct roofline_step s = {.context = st->context, .n_tiles = st->n_tiles,
-					  .text_tokens = st->text, .decoded = st->decode};
+		struct roofline_step s = {.context = st->context,
+					  .n_tiles = st->n_tiles,
+					  .text_tokens = st->text,
+					  .decoded = st->decode};
 		roofline_step_count(&lm, vit, l->hidden, &s);
 		double rate = fp8 ? dev->fp8_flops : dev->flops;
 		double tv = roofline_seconds_flops(dev, s.vision_flops) * 1e3;
@@ -659,9 +669,10 @@ static int plan_lines(const struct bench_shapes *sh, const struct roofline_lm *l
 		double td = roofline_seconds_bytes(dev, s.decode_bytes) * 1e3;
 		char what[512];
 		printf("%s %s: %s: %s; %d sessions of %d tokens fit; predicted step %d: %.1f ms "
-		       "(vision %.1f + prefill %.1f + decode %.1f)\n", dev->name, f,
-		       fits ? "fits" : "does not fit", device_plan_describe(&p, what, sizeof(what)),
-		       p.sessions_fit, cap, st->step, tv + tp + td, tv, tp, td);
+		       "(vision %.1f + prefill %.1f + decode %.1f)\n",
+		       dev->name, f, fits ? "fits" : "does not fit",
+		       device_plan_describe(&p, what, sizeof(what)), p.sessions_fit, cap, st->step,
+		       tv + tp + td, tv, tp, td);
 	}
 	return 0;
 }
@@ -669,15 +680,22 @@ static int plan_lines(const struct bench_shapes *sh, const struct roofline_lm *l
 int bench_agent_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"device-spec", required_argument, NULL, 'd'}, {"config", required_argument, NULL, 'c'},
-		{"screen", required_argument, NULL, 's'},      {"max-tiles", required_argument, NULL, 't'},
-		{"prefix", required_argument, NULL, 'p'},      {"text", required_argument, NULL, 'x'},
-		{"decode", required_argument, NULL, 'n'},      {"context-cap", required_argument, NULL, 'C'},
-		{"steps", required_argument, NULL, 'k'},       {"help", no_argument, NULL, 'h'},
-		{"backend", required_argument, NULL, 'b'},     {"model", required_argument, NULL, 'm'},
+		{"device-spec", required_argument, NULL, 'd'},
+		{"config", required_argument, NULL, 'c'},
+		{"screen", required_argument, NULL, 's'},
+		{"max-tiles", required_argument, NULL, 't'},
+		{"prefix", required_argument, NULL, 'p'},
+		{"text", required_argument, NULL, 'x'},
+		{"decode", required_argument, NULL, 'n'},
+		{"context-cap", required_argument, NULL, 'C'},
+		{"steps", required_argument, NULL, 'k'},
+		{"help", no_argument, NULL, 'h'},
+		{"backend", required_argument, NULL, 'b'},
+		{"model", required_argument, NULL, 'm'},
 		{"precision", required_argument, NULL, 'P'},
 		{"random-config", required_argument, NULL, 'R'},
-		{"history", no_argument, NULL, 'H'},           {"window", required_argument, NULL, 'K'},
+		{"history", no_argument, NULL, 'H'},
+		{"window", required_argument, NULL, 'K'},
 		{"step-tokens", required_argument, NULL, 'S'},
 		{"weights", required_argument, NULL, 'W'},
 		{"jump-steps", required_argument, NULL, 'J'},
@@ -793,8 +811,7 @@ int bench_agent_main(int argc, char **argv)
 	}
 	if (optind != argc || measure != !dev || measure != (!!model_dir + !!random_config == 1) ||
 	    (measure && run_steps < 2) || (model_dir && random_config) || (measure && formats)) {
-		fprintf(stderr, "holo-bench agent: name the GPU with --device-spec " ROOFLINE_DEVICES
-				" (the "
+		fprintf(stderr, "holo-bench agent: name the GPU with --device-spec " ROOFLINE_DEVICES " (the "
 				"prediction from the model's FLOP and byte counts), or measure with "
 				"--backend cpu|cuda, --model DIR or --random-config FILE, and --steps of at "
 				"least 2\n");
@@ -825,8 +842,10 @@ int bench_agent_main(int argc, char **argv)
 		return 1;
 	}
 	if (random_config && shapes.pos_grid < 1) {
-		fprintf(stderr, "holo-bench agent: %s: no vision_config.args.cpe_max_size for the random "
-				"tower's position grid\n", config);
+		fprintf(stderr,
+			"holo-bench agent: %s: no vision_config.args.cpe_max_size for the random "
+			"tower's position grid\n",
+			config);
 		return 1;
 	}
 	const struct roofline_vit vit = shapes.vit;
@@ -840,10 +859,21 @@ int bench_agent_main(int argc, char **argv)
 	bench_shapes_roofline_lm(&shapes, &lm);
 	if (measure) {
 		struct agent_measure_args ma = {
-			.model_dir = model_dir, .random = random_config ? &shapes : NULL,
-			.random_config = random_config, .bopts = bopts, .sw = sw, .sh = sh, .prefix = prefix,
-			.text = text, .decode = decode, .cap = cap, .steps = run_steps, .lm = lm,
-			.vit = vit, .lm_hidden = l->hidden, .jump_steps = jump_steps,
+			.model_dir = model_dir,
+			.random = random_config ? &shapes : NULL,
+			.random_config = random_config,
+			.bopts = bopts,
+			.sw = sw,
+			.sh = sh,
+			.prefix = prefix,
+			.text = text,
+			.decode = decode,
+			.cap = cap,
+			.steps = run_steps,
+			.lm = lm,
+			.vit = vit,
+			.lm_hidden = l->hidden,
+			.jump_steps = jump_steps,
 		};
 		return agent_measure(&ma);
 	}
@@ -853,38 +883,42 @@ int bench_agent_main(int argc, char **argv)
 	printf("holo-bench agent: roofline prediction for %s (%.0f TFLOP/s dense bf16, %.2f TB/s)\n",
 	       dev->name, dev->flops / 1e12, dev->bandwidth / 1e12);
 	printf("model: %s: %d layers (%s), hidden %d, vocab %d; ViT %d x %d (MLP %d), %d-px tiles, "
-	       "%d image tokens per tile\n", config, l->n_layers, l->pattern, l->hidden,
-	       shapes.mc.vocab_size, vit.depth, vit.width, vit.mlp, vit.tile, tile_tokens);
+	       "%d image tokens per tile\n",
+	       config, l->n_layers, l->pattern, l->hidden, shapes.mc.vocab_size, vit.depth, vit.width,
+	       vit.mlp, vit.tile, tile_tokens);
 	printf("step: %dx%d screenshot -> %d x %d tiles%s = %d tiles; %d + %d tokens appended, %d "
-	       "decoded; prefix %d, context cap %d\n", sw, sh, grid.cols, grid.rows,
-	       grid.thumbnail ? " + thumbnail" : "", grid.n_tiles, grid.n_tiles * tile_tokens, text,
-	       decode, prefix, cap);
-	printf("decode bytes per token at an empty context: %.2f GB\n\n",
-	       roofline_decode_bytes(&lm, 0) / 1e9);
-	printf("%-6s %8s %10s %10s %10s %10s %10s %10s %11s\n", "step", "context", "vision",
-	       "prefill", "decode", "vision", "prefill", "decode", "roofline");
-	printf("%-6s %8s %10s %10s %10s %10s %10s %10s %11s\n", "", "tokens", "TFLOP", "TFLOP", "GB",
-	       "ms", "ms", "ms", "sum ms");
+	       "decoded; prefix %d, context cap %d\n",
+	       sw, sh, grid.cols, grid.rows, grid.thumbnail ? " + thumbnail" : "", grid.n_tiles,
+	       grid.n_tiles * tile_tokens, text, decode, prefix, cap);
+	printf("decode bytes per token at an empty context: %.2f GB\n\n", roofline_decode_bytes(&lm, 0) / 1e9);
+	printf("%-6s %8s %10s %10s %10s %10s %10s %10s %11s\n", "step", "context", "vision", "prefill",
+	       "decode", "vision", "prefill", "decode", "roofline");
+	printf("%-6s %8s %10s %10s %10s %10s %10s %10s %11s\n", "", "tokens", "TFLOP", "TFLOP", "GB", "ms",
+	       "ms", "ms", "sum ms");
 	double sums[2];
 	for (int i = 0; i < 2; i++) {
 		double ctx = prefix + steps[i] * per_step;
 		bool capped = ctx + per_step > cap;
 		struct roofline_step s = {.context = capped ? fmax(cap - per_step, prefix) : ctx,
-					  .n_tiles = grid.n_tiles, .text_tokens = text,
+					  .n_tiles = grid.n_tiles,
+					  .text_tokens = text,
 					  .decoded = decode};
 		roofline_step_count(&lm, &vit, l->hidden, &s);
 		double tv = roofline_seconds_flops(dev, s.vision_flops) * 1e3;
 		double tp = roofline_seconds_flops(dev, s.prefill_flops) * 1e3;
 		double td = roofline_seconds_bytes(dev, s.decode_bytes) * 1e3;
 		sums[i] = tv + tp + td;
-		printf("%-6d %8.0f %10.2f %10.2f %10.1f %10.1f %10.1f %10.1f %11.1f%s\n", steps[i],
-		       s.context, s.vision_flops / 1e12, s.prefill_flops / 1e12, s.decode_bytes / 1e9,
-		       tv, tp, td, sums[i], capped ? "  (at the cap)" : "");
+		printf("%-6d %8.0f %10.2f %10.2f %10.1f %10.1f %10.1f %10.1f %11.1f%s\n", steps[i], s.context,
+		       s.vision_flops / 1e12, s.prefill_flops / 1e12, s.decode_bytes / 1e9, tv, tp, td,
+		       sums[i], capped ? "  (at the cap)" : "");
 	}
-	printf("\nstep %d / step %d: %.3f (goal <= 1.1 in persistent mode up to the context cap)\n",
-	       steps[1], steps[0], sums[1] / sums[0]);
-	struct plan_step ps = {.context = prefix + steps[0] * per_step, .step = steps[0],
-			       .n_tiles = grid.n_tiles, .text = text, .decode = decode};
+	printf("\nstep %d / step %d: %.3f (goal <= 1.1 in persistent mode up to the context cap)\n", steps[1],
+	       steps[0], sums[1] / sums[0]);
+	struct plan_step ps = {.context = prefix + steps[0] * per_step,
+			       .step = steps[0],
+			       .n_tiles = grid.n_tiles,
+			       .text = text,
+			       .decode = decode};
 	if (ps.context + per_step > cap)
 		ps.context = fmax(cap - per_step, prefix);
 	return plan_lines(&shapes, &lm, &vit, dev, cap, &ps, formats ? formats : ~0u) < 0 ? 1 : 0;

@@ -40,9 +40,10 @@
 #define AH_CLOSE_TOKENS 8 /* holod's CLOSE_TOKENS_MAX */
 #define AH_GEMM_ROWS 512
 #define AH_TASK "Open the text editor, type the meeting notes and save them as notes.txt."
-#define AH_STEP "{\"note\":null,\"thought\":\"Click the Save button in the toolbar.\"," \
-		"\"tool_call\":{\"tool_name\":\"click\",\"element\":\"Save button\",\"x\":512," \
-		"\"y\":48}}"
+#define AH_STEP                                                                                              \
+	"{\"note\":null,\"thought\":\"Click the Save button in the toolbar.\","                              \
+	"\"tool_call\":{\"tool_name\":\"click\",\"element\":\"Save button\",\"x\":512,"                      \
+	"\"y\":48}}"
 
 enum { AH_PERSISTENT, AH_WINDOW, AH_ROLLING, AH_MODES };
 static const char *const mode_names[AH_MODES] = {"persistent", "window", "rolling"};
@@ -51,7 +52,7 @@ struct ah {
 	struct policy_renderer *r;
 	struct policy_observation *obs;
 	struct policy_step *steps;
-	size_t k;    /* keep */
+	size_t k; /* keep */
 	long long prefix, decoded, close;
 	long long cap, step_tokens;
 	size_t index; /* for history_size */
@@ -60,8 +61,7 @@ struct ah {
 static int window_size(struct ah *h, size_t first, size_t index, long long *ret)
 {
 	struct policy_piece p = {0};
-	int r = policy_render_window(h->r, h->obs + first, h->steps + first, index - first, h->k,
-				     &p);
+	int r = policy_render_window(h->r, h->obs + first, h->steps + first, index - first, h->k, &p);
 	if (r < 0)
 		return r;
 	*ret = (long long)p.n_ids;
@@ -84,8 +84,7 @@ static int history_size(void *userdata, size_t first, long long *ret_size)
 static int fit(struct ah *h, size_t index, bool rebuild, size_t *ret_first)
 {
 	long long limits[AGENT_HISTORY_MAX_LIMITS];
-	size_t n = agent_history_limits(rebuild, h->cap, h->step_tokens, AH_CLOSE_TOKENS,
-					h->prefix, limits);
+	size_t n = agent_history_limits(rebuild, h->cap, h->step_tokens, AH_CLOSE_TOKENS, h->prefix, limits);
 	h->index = index;
 	for (size_t l = 0; l < n; l++) {
 		int r = agent_history_fit(index, limits[l], history_size, h, ret_first);
@@ -122,8 +121,7 @@ static int simulate(struct ah *h, size_t n, long long *ret[AH_MODES], int rebuil
 			session += step + h->decoded + h->close;
 		} else {
 			long long w;
-			if ((r = fit(h, i, true, &first)) < 0 ||
-			    (r = window_size(h, first, i, &w)) < 0)
+			if ((r = fit(h, i, true, &first)) < 0 || (r = window_size(h, first, i, &w)) < 0)
 				break;
 			ret[AH_PERSISTENT][i] = w + h->close;
 			session = h->prefix + w + h->decoded + h->close;
@@ -136,8 +134,8 @@ static int simulate(struct ah *h, size_t n, long long *ret[AH_MODES], int rebuil
 		ret[AH_WINDOW][i] = w;
 		/* rolling */
 		size_t evicted = i + 1 - rf > h->k ? i + 1 - rf - h->k : 0;
-		if ((r = policy_render_rolling(h->r, h->obs + rf, h->steps + rf, i - rf, h->k, rh, &ev,
-					       &p)) < 0)
+		if ((r = policy_render_rolling(h->r, h->obs + rf, h->steps + rf, i - rf, h->k, rh, &ev, &p)) <
+		    0)
 			break;
 		long long e = (long long)ev.n_ids, win = (long long)p.n_ids;
 		policy_piece_finish(&ev);
@@ -147,8 +145,8 @@ static int simulate(struct ah *h, size_t n, long long *ret[AH_MODES], int rebuil
 			rh = evicted;
 		} else {
 			if ((r = fit(h, i, true, &first)) < 0 ||
-			    (r = policy_render_rolling(h->r, h->obs + first, h->steps + first,
-						       i - first, h->k, 0, &ev, &p)) < 0)
+			    (r = policy_render_rolling(h->r, h->obs + first, h->steps + first, i - first,
+						       h->k, 0, &ev, &p)) < 0)
 				break;
 			e = (long long)ev.n_ids;
 			win = (long long)p.n_ids;
@@ -165,10 +163,10 @@ static int simulate(struct ah *h, size_t n, long long *ret[AH_MODES], int rebuil
 }
 
 /* One table: tokens per step, and with lm (the prediction) seconds per step. */
-static int table(const char *what, const struct engine_tokenizer *tok, int tokens_per_tile,
-		 int n_tiles, int sw, int sh, size_t k, long long cap, long long step_tokens,
-		 size_t n_steps, const int *shown, size_t n_shown, const struct roofline_lm *lm,
-		 double cpu_flops, const struct roofline_device *dev, const char *figure)
+static int table(const char *what, const struct engine_tokenizer *tok, int tokens_per_tile, int n_tiles,
+		 int sw, int sh, size_t k, long long cap, long long step_tokens, size_t n_steps,
+		 const int *shown, size_t n_shown, const struct roofline_lm *lm, double cpu_flops,
+		 const struct roofline_device *dev, const char *figure)
 {
 	struct policy_env env = {.screen_width = sw, .screen_height = sh, .date = "2026-11-29"};
 	struct ah h = {.k = k, .cap = cap, .step_tokens = step_tokens};
@@ -187,13 +185,11 @@ static int table(const char *what, const struct engine_tokenizer *tok, int token
 		tokens[m] = xcalloc(n_steps, sizeof(**tokens));
 	for (size_t i = 0; i < n_steps; i++) {
 		h.obs[i] = (struct policy_observation){.n_tiles = n_tiles, .result = i ? &res : NULL};
-		if ((r = policy_step_parse(AH_STEP, strlen(AH_STEP), &h.steps[i], perr,
-					   sizeof(perr))) < 0)
+		if ((r = policy_step_parse(AH_STEP, strlen(AH_STEP), &h.steps[i], perr, sizeof(perr))) < 0)
 			goto out;
 	}
 	if ((r = policy_render_prefix(h.r, AH_TASK, &prefix)) < 0 ||
-	    (r = policy_render_assistant(h.r, &h.steps[0], &a)) < 0 ||
-	    (r = policy_render_close(h.r, &c)) < 0)
+	    (r = policy_render_assistant(h.r, &h.steps[0], &a)) < 0 || (r = policy_render_close(h.r, &c)) < 0)
 		goto out;
 	h.prefix = (long long)prefix.n_ids;
 	h.close = (long long)c.n_ids;
@@ -203,8 +199,8 @@ static int table(const char *what, const struct engine_tokenizer *tok, int token
 		goto out;
 
 	printf("%s: %d tiles x %d tokens per screenshot, prefix %lld tokens, a step decodes %lld, "
-	       "K = %zu, --context-tokens %lld, --step-tokens %lld\n", what, n_tiles,
-	       tokens_per_tile, h.prefix, h.decoded, k, cap, step_tokens);
+	       "K = %zu, --context-tokens %lld, --step-tokens %lld\n",
+	       what, n_tiles, tokens_per_tile, h.prefix, h.decoded, k, cap, step_tokens);
 	printf("  %-11s", "step");
 	for (size_t s = 0; s < n_shown; s++)
 		printf(" %9d", shown[s]);
@@ -219,8 +215,8 @@ static int table(const char *what, const struct engine_tokenizer *tok, int token
 		printf(" %9.0f %9d   tokens prefilled\n", (double)sum / (double)n_steps, rebuilds[m]);
 		for (size_t s = 0; s < n_shown && figure; s++) {
 			char name[96];
-			snprintf(name, sizeof(name), "agent.history.%s.%s.step%d", figure,
-				 mode_names[m], shown[s]);
+			snprintf(name, sizeof(name), "agent.history.%s.%s.step%d", figure, mode_names[m],
+				 shown[s]);
 			bench_figure(name, (double)tokens[m][shown[s] - 1], "tokens", NULL, 0);
 		}
 		if (!lm)
@@ -237,12 +233,11 @@ static int table(const char *what, const struct engine_tokenizer *tok, int token
 				printf(" %9.1f", d == 0 ? f / cpu_flops : f / dev->flops * 1e3);
 			}
 			for (size_t i = 0; i < n_steps; i++)
-				mean += roofline_prefill_flops(lm, (double)h.prefix,
-							       (double)tokens[m][i]);
+				mean += roofline_prefill_flops(lm, (double)h.prefix, (double)tokens[m][i]);
 			mean /= (double)n_steps;
-			printf(" %9.1f %9s   %s\n", d == 0 ? mean / cpu_flops : mean / dev->flops * 1e3,
-			       "", d == 0 ? "s of prefill at the CPU's measured GEMM rate"
-					  : "ms of prefill at the GPU's peak (roofline)");
+			printf(" %9.1f %9s   %s\n", d == 0 ? mean / cpu_flops : mean / dev->flops * 1e3, "",
+			       d == 0 ? "s of prefill at the CPU's measured GEMM rate" :
+					"ms of prefill at the GPU's peak (roofline)");
 		}
 	}
 	printf("\n");
@@ -280,8 +275,8 @@ static double cpu_gemm_rate(const struct bench_shapes *sh)
 	return t > 0 && flop > 0 ? flop / t : -EIO;
 }
 
-int bench_agent_history(const char *model_dir, const char *config, int sw, int sh, int max_tiles,
-			size_t k, long long cap, long long step_tokens, size_t n_steps,
+int bench_agent_history(const char *model_dir, const char *config, int sw, int sh, int max_tiles, size_t k,
+			long long cap, long long step_tokens, size_t n_steps,
 			const struct roofline_device *dev)
 {
 	char err[512] = "";
@@ -289,8 +284,7 @@ int bench_agent_history(const char *model_dir, const char *config, int sw, int s
 	size_t n_shown = n_steps > 10 ? 3 : n_steps >= 2 ? 1 : 0;
 
 	if (n_steps < 2 || n_steps > AH_MAX_STEPS || k < 1) {
-		fprintf(stderr, "holo-bench agent --history: --steps must be 2 to %d\n",
-			AH_MAX_STEPS);
+		fprintf(stderr, "holo-bench agent --history: --steps must be 2 to %d\n", AH_MAX_STEPS);
 		return 2;
 	}
 	if (n_shown == 1)
@@ -316,37 +310,37 @@ int bench_agent_history(const char *model_dir, const char *config, int sw, int s
 		goto out;
 	}
 	engine_vision_get_preprocess(v, &pp);
-	if (engine_vision_select_grid(sw, sh, pp.tile_size, MIN(max_tiles, pp.max_tiles),
-				      pp.use_thumbnail, &grid) < 0 ||
-	    engine_vision_select_grid(sw, sh, shapes.vit.tile, max_tiles, shapes.use_thumbnail,
-				      &pgrid) < 0) {
+	if (engine_vision_select_grid(sw, sh, pp.tile_size, MIN(max_tiles, pp.max_tiles), pp.use_thumbnail,
+				      &grid) < 0 ||
+	    engine_vision_select_grid(sw, sh, shapes.vit.tile, max_tiles, shapes.use_thumbnail, &pgrid) < 0) {
 		fprintf(stderr, "holo-bench agent --history: no tile grid for %dx%d\n", sw, sh);
 		goto out;
 	}
 	printf("holo-bench agent --history: tokens prefilled per step by each history mode, "
-	       "%zu steps of a %dx%d screen, holod's rendering and fitting\n", n_steps, sw, sh);
+	       "%zu steps of a %dx%d screen, holod's rendering and fitting\n",
+	       n_steps, sw, sh);
 	bench_print_load();
 	printf("\n");
-	if (table(model_dir, tok, engine_vision_tokens_per_tile(v), grid.n_tiles, sw, sh, k, cap,
-		  step_tokens, n_steps, shown, n_shown, NULL, 0, NULL, "model") < 0)
+	if (table(model_dir, tok, engine_vision_tokens_per_tile(v), grid.n_tiles, sw, sh, k, cap, step_tokens,
+		  n_steps, shown, n_shown, NULL, 0, NULL, "model") < 0)
 		goto out;
 	struct roofline_lm lm;
 	bench_shapes_roofline_lm(&shapes, &lm);
 	double rate = cpu_gemm_rate(&shapes);
 	if (rate > 0)
 		printf("CPU %s GEMM rate at %s's MLP shapes (%d x %d, %d rows, %d threads): "
-		       "%.1f GFLOP/s\n", cpu_dnnl_bf16_supported() ? "bf16" : "fp32 (no oneDNN bf16 here)",
-		       config, shapes.mc.lm.intermediate, shapes.mc.lm.hidden, AH_GEMM_ROWS,
-		       cpu_threads(), rate / 1e9);
+		       "%.1f GFLOP/s\n",
+		       cpu_dnnl_bf16_supported() ? "bf16" : "fp32 (no oneDNN bf16 here)", config,
+		       shapes.mc.lm.intermediate, shapes.mc.lm.hidden, AH_GEMM_ROWS, cpu_threads(),
+		       rate / 1e9);
 	else
 		printf("CPU GEMM rate: not measured (%s)\n", strerror((int)-rate));
 	if (dev)
 		printf("GPU: %s, %.0f TFLOP/s dense bf16\n", dev->name, dev->flops / 1e12);
 	char what[600];
-	snprintf(what, sizeof(what), "predicted for %s (text counted by %s's tokenizer)", config,
-		 model_dir);
-	if (table(what, tok, roofline_tile_tokens(&shapes.vit), pgrid.n_tiles, sw, sh, k, cap,
-		  step_tokens, n_steps, shown, n_shown, &lm, rate, dev, "predicted") < 0)
+	snprintf(what, sizeof(what), "predicted for %s (text counted by %s's tokenizer)", config, model_dir);
+	if (table(what, tok, roofline_tile_tokens(&shapes.vit), pgrid.n_tiles, sw, sh, k, cap, step_tokens,
+		  n_steps, shown, n_shown, &lm, rate, dev, "predicted") < 0)
 		goto out;
 	code = 0;
 out:

@@ -23,8 +23,7 @@ void bench_print_load(void);
  * and units without spaces):
  *   figure name=NAME value=V unit=UNIT [goal=OPX]
  * OP is ">=" or "<=" (goal_op NULL: no goal), X the goal in the same unit. */
-void bench_figure(const char *name, double value, const char *unit, const char *goal_op,
-		  double goal);
+void bench_figure(const char *name, double value, const char *unit, const char *goal_op, double goal);
 
 /* engine.c: the default random model of holo-bench engine (a ~0.7B bf16 Nemotron-H), and
  * --random's key=value list over it (spec is cut up; sp->pattern may point into it). 0 or
@@ -37,8 +36,7 @@ int bench_engine_parse_spec(char *spec, struct lm_random_spec *sp);
  * bf16 (oneDNN) or fp32, after a warm-up pass; their flops in *ret_flop. -errno on failure,
  * -EOPNOTSUPP for a holo-quantize checkpoint (its matrices are q8/q4 records). */
 struct engine_model;
-double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt,
-			       double *ret_flop);
+double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt, double *ret_flop);
 
 /* gpu.c (builds with CUDA): bytes per second a device-to-device copy of `bytes` moves (read +
  * write, `rounds` copies after a warm-up), and flops per second of the bf16 product
@@ -50,6 +48,6 @@ int bench_gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int ro
 /* agent_history.c: holo-bench agent --history (the tokens each history mode prefills per step,
  * with DIR's shapes and predicted for config's; dev may be NULL). Returns the exit code. */
 struct roofline_device;
-int bench_agent_history(const char *model_dir, const char *config, int sw, int sh, int max_tiles,
-			size_t k, long long cap, long long step_tokens, size_t n_steps,
+int bench_agent_history(const char *model_dir, const char *config, int sw, int sh, int max_tiles, size_t k,
+			long long cap, long long step_tokens, size_t n_steps,
 			const struct roofline_device *dev);

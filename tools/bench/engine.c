@@ -113,11 +113,16 @@ int bench_engine_parse_spec(char *spec, struct lm_random_spec *sp)
 			const char *name;
 			int *field;
 		} keys[] = {
-			{"hidden", &sp->hidden},       {"vocab", &sp->vocab},
-			{"intermediate", &sp->intermediate}, {"heads", &sp->n_heads},
-			{"kv_heads", &sp->n_kv_heads}, {"head_dim", &sp->head_dim},
-			{"m_heads", &sp->m_heads},     {"m_head_dim", &sp->m_head_dim},
-			{"m_groups", &sp->m_groups},   {"m_state", &sp->m_state},
+			{"hidden", &sp->hidden},
+			{"vocab", &sp->vocab},
+			{"intermediate", &sp->intermediate},
+			{"heads", &sp->n_heads},
+			{"kv_heads", &sp->n_kv_heads},
+			{"head_dim", &sp->head_dim},
+			{"m_heads", &sp->m_heads},
+			{"m_head_dim", &sp->m_head_dim},
+			{"m_groups", &sp->m_groups},
+			{"m_state", &sp->m_state},
 			{"chunk", &sp->m_chunk},
 		};
 		size_t i;
@@ -171,9 +176,9 @@ static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, b
 	for (int k = 0; k < GEMV_ROUNDS && r == 0; k++) {
 		b[k] = bench_bw_pass(bw);
 		uint64_t t0 = time_mono_ns();
-		r = !q.data ? cpu_gemv_rows(w, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false, bf16_act)
-		    : bf16_act ? cpu_gemv_quant_rows_i8(&q, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false)
-			       : cpu_gemv_quant_rows(&q, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false);
+		r = !q.data  ? cpu_gemv_rows(w, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false, bf16_act) :
+		    bf16_act ? cpu_gemv_quant_rows_i8(&q, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false) :
+			       cpu_gemv_quant_rows(&q, 0, rows, x, (size_t)in, 1, y, (size_t)rows, false);
 		g[k] = (double)w->nbytes / ((double)(time_mono_ns() - t0) / 1e9);
 	}
 	free(x);
@@ -183,9 +188,12 @@ static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, b
 	double gm = median(g, GEMV_ROUNDS), bm = median(b, GEMV_ROUNDS);
 	printf("gemv alone (%s, the lm head %d x %d%s%s, %s activations): median %.2f GB/s, %.0f%% of "
 	       "the median read bandwidth of the same rounds (%.2f GB/s)\n",
-	       cpu_gemv_name(), rows, in, q.data ? " in " : "", q.data ? quant_format_desc(q.format)->name : "",
-	       !q.data ? (bf16_act ? "bf16" : "fp32") : bf16_act ? "int8" : "fp32", gm / 1e9,
-	       100.0 * gm / bm, bm / 1e9);
+	       cpu_gemv_name(), rows, in, q.data ? " in " : "",
+	       q.data ? quant_format_desc(q.format)->name : "",
+	       !q.data	? (bf16_act ? "bf16" : "fp32") :
+	       bf16_act ? "int8" :
+			  "fp32",
+	       gm / 1e9, 100.0 * gm / bm, bm / 1e9);
 	return 0;
 }
 
@@ -194,8 +202,8 @@ static double matrix_bytes(const struct tensor *t, enum engine_weights w)
 {
 	size_t q;
 	if ((w == ENGINE_WEIGHTS_Q8 || w == ENGINE_WEIGHTS_Q4) &&
-	    quant_tensor_bytes(w == ENGINE_WEIGHTS_Q8 ? QUANT_Q8 : QUANT_Q4, t->shape[0], t->shape[1],
-			       &q) == 0)
+	    quant_tensor_bytes(w == ENGINE_WEIGHTS_Q8 ? QUANT_Q8 : QUANT_Q4, t->shape[0], t->shape[1], &q) ==
+		    0)
 		return (double)q;
 	/* fp8 rows: asked for, or an FP8 checkpoint's as stored (not widened by --weights bf16) */
 	if ((w == ENGINE_WEIGHTS_FP8 || (t->dtype == TENSOR_F8_E4M3 && w != ENGINE_WEIGHTS_BF16)) &&
@@ -211,9 +219,9 @@ static double matrix_bytes(const struct tensor *t, enum engine_weights w)
  * keeps it as stored; one embedding row is negligible). */
 static double decode_weight_bytes(const struct engine_model *m, enum engine_weights w)
 {
-	double b = (double)m->norm_f.nbytes +
-		   (w == ENGINE_WEIGHTS_Q8 || w == ENGINE_WEIGHTS_Q4 ? matrix_bytes(&m->lm_head, w)
-								       : (double)m->lm_head.nbytes);
+	double b = (double)m->norm_f.nbytes + (w == ENGINE_WEIGHTS_Q8 || w == ENGINE_WEIGHTS_Q4 ?
+						       matrix_bytes(&m->lm_head, w) :
+						       (double)m->lm_head.nbytes);
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct lm_layer *L = &m->layers[l];
 		b += (double)L->norm.nbytes;
@@ -221,8 +229,8 @@ static double decode_weight_bytes(const struct engine_model *m, enum engine_weig
 		case LM_LAYER_MAMBA:
 			b += matrix_bytes(&L->mamba.in_proj, w) + matrix_bytes(&L->mamba.out_proj, w) +
 			     (double)(L->mamba.conv_w.nbytes + L->mamba.conv_b.nbytes +
-				      L->mamba.dt_bias.nbytes + L->mamba.a_log.nbytes +
-				      L->mamba.d.nbytes + L->mamba.norm.nbytes);
+				      L->mamba.dt_bias.nbytes + L->mamba.a_log.nbytes + L->mamba.d.nbytes +
+				      L->mamba.norm.nbytes);
 			break;
 		case LM_LAYER_ATTENTION:
 			b += matrix_bytes(&L->attn.q, w) + matrix_bytes(&L->attn.k, w) +
@@ -291,12 +299,17 @@ static long peak_rss_kib(void)
 int bench_engine_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"model", required_argument, NULL, 'm'},  {"random", required_argument, NULL, 'r'},
-		{"prompt", required_argument, NULL, 'p'}, {"decode", required_argument, NULL, 'd'},
-		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-		{"backend", required_argument, NULL, 'b'}, {"precision", required_argument, NULL, 'P'},
+		{"model", required_argument, NULL, 'm'},
+		{"random", required_argument, NULL, 'r'},
+		{"prompt", required_argument, NULL, 'p'},
+		{"decode", required_argument, NULL, 'd'},
+		{"threads", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{"backend", required_argument, NULL, 'b'},
+		{"precision", required_argument, NULL, 'P'},
 		{"device", required_argument, NULL, 'D'},
-		{"profile", no_argument, NULL, 'F'}, {"ssm-state", required_argument, NULL, 'X'},
+		{"profile", no_argument, NULL, 'F'},
+		{"ssm-state", required_argument, NULL, 'X'},
 		{"weights", required_argument, NULL, 'W'},
 		{0},
 	};
@@ -308,16 +321,17 @@ int bench_engine_main(int argc, char **argv)
 	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	const char *env_precision = getenv("HOLOD_PRECISION");
-	if (env_precision && *env_precision &&
-	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+	if (env_precision && *env_precision && engine_precision_parse(env_precision, &bopts.precision) < 0) {
 		fprintf(stderr, "holo-bench engine: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
 			env_precision);
 		return 2;
 	}
 	const char *env_weights = getenv("HOLOD_WEIGHTS");
 	if (env_weights && *env_weights && engine_weights_parse(env_weights, &bopts.weights) < 0) {
-		fprintf(stderr, "holo-bench engine: HOLOD_WEIGHTS=%s: expected default, bf16, q8, "
-				"q4 or fp8\n", env_weights);
+		fprintf(stderr,
+			"holo-bench engine: HOLOD_WEIGHTS=%s: expected default, bf16, q8, "
+			"q4 or fp8\n",
+			env_weights);
 		return 2;
 	}
 
@@ -365,8 +379,10 @@ int bench_engine_main(int argc, char **argv)
 			break;
 		case 'W':
 			if (engine_weights_parse(optarg, &bopts.weights) < 0) {
-				fprintf(stderr, "holo-bench engine: invalid weight format '%s' (default, "
-						"bf16, q8, q4, fp8)\n", optarg);
+				fprintf(stderr,
+					"holo-bench engine: invalid weight format '%s' (default, "
+					"bf16, q8, q4, fp8)\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -407,8 +423,9 @@ int bench_engine_main(int argc, char **argv)
 		return 1;
 	}
 	if (profile && bopts.kind != ENGINE_BACKEND_CUDA) {
-		fprintf(stderr, "holo-bench engine: --profile times the kernels of a device, and this "
-				"run uses the %s: add --backend cuda\n",
+		fprintf(stderr,
+			"holo-bench engine: --profile times the kernels of a device, and this "
+			"run uses the %s: add --backend cuda\n",
 			engine_backend_kind_name(bopts.kind));
 		return 2;
 	}
@@ -442,7 +459,9 @@ int bench_engine_main(int argc, char **argv)
 		       "mamba H %d P %d G %d N %d, chunk %d, dtype %s\n",
 		       sp.pattern, sp.hidden, sp.vocab, sp.intermediate, sp.n_heads, sp.n_kv_heads,
 		       sp.head_dim, sp.m_heads, sp.m_head_dim, sp.m_groups, sp.m_state, sp.m_chunk,
-		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
+		       sp.dtype == TENSOR_BF16 ? "bf16" :
+		       sp.dtype == TENSOR_F16  ? "f16" :
+						 "f32");
 	}
 	double wbytes = decode_weight_bytes(m, bopts.weights);
 	printf("parameters %.3f B (%.0f), weight bytes read per decode token %.1f MB\n",
@@ -461,8 +480,8 @@ int bench_engine_main(int argc, char **argv)
 	struct engine_backend_info binfo;
 	engine_backend_get_info(backend, &binfo);
 	printf("backend %s (%s), %s, SSM state %s, weights %s %.1f MB\n", binfo.name, binfo.device,
-	       engine_precision_name(binfo.precision), engine_precision_name(binfo.ssm_state),
-	       binfo.weights, (double)binfo.weight_bytes / 1e6);
+	       engine_precision_name(binfo.precision), engine_precision_name(binfo.ssm_state), binfo.weights,
+	       (double)binfo.weight_bytes / 1e6);
 
 	int V = m->cfg.vocab;
 	s = engine_session_create_on(backend, n_prompt + n_decode + 1);
@@ -484,9 +503,10 @@ int bench_engine_main(int argc, char **argv)
 	/* The GEMM-only rate first: it also creates the oneDNN primitives the prefill reuses. On
 	 * the CPU the prefill is profiled per operation (cheap: a clock read per operation). */
 	bool on_cpu = binfo.kind == ENGINE_BACKEND_CPU;
-	double gemm_flop = 0, gemm_s = on_cpu ? bench_gemm_only_seconds(
-					      m, binfo.precision == ENGINE_PRECISION_BF16, n_prompt, &gemm_flop)
-				     : 0;
+	double gemm_flop = 0,
+	       gemm_s = on_cpu ? bench_gemm_only_seconds(m, binfo.precision == ENGINE_PRECISION_BF16,
+							 n_prompt, &gemm_flop) :
+				 0;
 	/* not measured on a holo-quantize checkpoint's records (its prefill dequantizes them) */
 	const bool gemm_measured = gemm_s != -EOPNOTSUPP;
 	if (gemm_s < 0 && gemm_measured) {
@@ -531,8 +551,7 @@ int bench_engine_main(int argc, char **argv)
 	}
 
 	/* peak RSS of the engine alone, before the bandwidth buffer exists */
-	printf("peak RSS after prefill: %.1f MB (model, session, scratch)\n",
-	       (double)peak_rss_kib() / 1024.0);
+	printf("peak RSS after prefill: %.1f MB (model, session, scratch)\n", (double)peak_rss_kib() / 1024.0);
 	bw = bench_bw_create((size_t)1 << 30);
 	if (!bw) {
 		fprintf(stderr, "holo-bench engine: out of memory\n");
@@ -578,8 +597,7 @@ int bench_engine_main(int argc, char **argv)
 	printf("decode: %d tokens in %.3f s: %.2f tok/s\n", n_decode, dec_s, decode_tps);
 	printf("read bandwidth (%d threads, %.0f MB passes interleaved with the decode rounds): min "
 	       "%.2f, median %.2f, max %.2f GB/s over %d passes\n",
-	       nthreads, (double)bench_bw_bytes(bw) / 1e6, bw_min / 1e9, bw_med / 1e9, bw_max / 1e9,
-	       rounds);
+	       nthreads, (double)bench_bw_bytes(bw) / 1e6, bw_min / 1e9, bw_med / 1e9, bw_max / 1e9, rounds);
 	printf("decode ceiling: %.2f tok/s (%.1f MB per token at the median %.2f GB/s): decode at "
 	       "%.0f%% of the read bandwidth\n",
 	       ceiling, wbytes / 1e6, bw_med / 1e9, 100.0 * decode_tps / ceiling);

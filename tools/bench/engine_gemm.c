@@ -15,8 +15,8 @@
 #include "quantized.h"
 
 /* One pass over every product of an n_prompt-token prefill; the flops it did in *flop. */
-static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n_prompt, float *x,
-		float *y, double *flop)
+static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n_prompt, float *x, float *y,
+		double *flop)
 {
 	*flop = 0;
 	for (int p = 0; p < n_prompt; p += LM_MAX_BATCH) {
@@ -26,9 +26,10 @@ static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n
 			int n = lm_layer_matrices(&m->layers[l], mats);
 			for (int k = 0; k < n; k++, i++) {
 				int in = (int)mats[k]->shape[1], out = (int)mats[k]->shape[0];
-				int r = dw && T >= CPU_DNNL_MIN_T
-						? cpu_dnnl_matmul(dw[i], x, (size_t)in, T, y, (size_t)out, false)
-						: cpu_matmul(mats[k], x, (size_t)in, T, y, (size_t)out, false);
+				int r = dw && T >= CPU_DNNL_MIN_T ?
+						cpu_dnnl_matmul(dw[i], x, (size_t)in, T, y, (size_t)out,
+								false) :
+						cpu_matmul(mats[k], x, (size_t)in, T, y, (size_t)out, false);
 				if (r < 0)
 					return r;
 				*flop += 2.0 * T * in * out;
@@ -36,12 +37,11 @@ static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n
 		}
 	}
 	*flop += 2.0 * (double)m->lm_head.shape[0] * (double)m->lm_head.shape[1];
-	return cpu_matmul(&m->lm_head, x, (size_t)m->lm_head.shape[1], 1, y,
-			  (size_t)m->lm_head.shape[0], false);
+	return cpu_matmul(&m->lm_head, x, (size_t)m->lm_head.shape[1], 1, y, (size_t)m->lm_head.shape[0],
+			  false);
 }
 
-double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt,
-			       double *ret_flop)
+double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt, double *ret_flop)
 {
 	/* a holo-quantize checkpoint's records: no plain products to time (its prefill
 	 * dequantizes them, lm_forward.c) */
@@ -69,8 +69,8 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 		x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
 	if (bf16) {
 		const char *v = getenv("HOLOD_CPU_GEMM_WEIGHTS");
-		enum cpu_dnnl_layout layout = v && strcmp(v, "reordered") == 0 ? CPU_DNNL_REORDERED
-										 : CPU_DNNL_PLAIN;
+		enum cpu_dnnl_layout layout =
+			v && strcmp(v, "reordered") == 0 ? CPU_DNNL_REORDERED : CPU_DNNL_PLAIN;
 		cpu_round_bf16_rows(x, max_in, (int)rows, (int)max_in);
 		for (int l = 0, i = 0; l < m->cfg.n_layers; l++) {
 			const struct tensor *mats[4];

@@ -74,8 +74,8 @@ static int quantize(enum quant_format fmt, const uint16_t *w, int64_t rows, int6
 	char *dst = aligned_alloc(64, bytes);
 	if (!dst)
 		return -ENOMEM;
-	struct quantize_job j = {.fmt = fmt, .w = w, .rows = rows, .cols = cols, .row_bytes = rb,
-				 .dst = dst, .chunk = 64};
+	struct quantize_job j =
+		{.fmt = fmt, .w = w, .rows = rows, .cols = cols, .row_bytes = rb, .dst = dst, .chunk = 64};
 	uint64_t t0 = time_mono_ns();
 	cpu_parallel_for((int)((rows + j.chunk - 1) / j.chunk), quantize_task, &j);
 	double s = (double)(time_mono_ns() - t0) / 1e9;
@@ -114,7 +114,13 @@ int bench_gemv_main(int argc, char **argv)
 		if (c != 'h') {
 			v = strtol(optarg, &end, 10);
 			if (*end || v < 1) {
-				fprintf(stderr, "holo-bench gemv: bad --%s '%s'\n", opts[c == 'r' ? 0 : c == 'c' ? 1 : c == 'n' ? 2 : 3].name, optarg);
+				fprintf(stderr, "holo-bench gemv: bad --%s '%s'\n",
+					opts[c == 'r' ? 0 :
+					     c == 'c' ? 1 :
+					     c == 'n' ? 2 :
+							3]
+						.name,
+					optarg);
 				return 2;
 			}
 		}
@@ -147,7 +153,8 @@ int bench_gemv_main(int argc, char **argv)
 	int all = threads ? (int)threads : cpu_threads();
 	size_t n = (size_t)rows * (size_t)cols;
 	uint16_t *wb = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
-	float *x = malloc((size_t)cols * sizeof(float)), *y = aligned_alloc(64, ((size_t)rows + 15) / 16 * 64);
+	float *x = malloc((size_t)cols * sizeof(float)),
+	      *y = aligned_alloc(64, ((size_t)rows + 15) / 16 * 64);
 	struct bench_bw *bw = bench_bw_create((size_t)512 << 20);
 	struct quant_tensor q[QUANT_FORMAT_COUNT] = {0}, qt[QUANT_FORMAT_COUNT] = {0};
 	int ret = 1;
@@ -198,7 +205,7 @@ int bench_gemv_main(int argc, char **argv)
 	 * activations: bf16 precision's decode) and its exact ones (fp32 activations: fp32
 	 * precision); -rows only with tiles */
 	enum { KINDS = 7 };
-	static const char *const names[KINDS] = {"bf16",     "q8",      "q4",     "q8-exact",
+	static const char *const names[KINDS] = {"bf16",     "q8",	"q4",	  "q8-exact",
 						 "q4-exact", "q8-rows", "q4-rows"};
 	static const int fmt[KINDS] = {-1, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4};
 	const int kinds = tiles ? KINDS : KINDS - 2;
@@ -207,7 +214,8 @@ int bench_gemv_main(int argc, char **argv)
 	double bytes[KINDS];
 	for (int f = 0; f < KINDS; f++)
 		bytes[f] = fmt[f] < 0 ? (double)n * 2 : (double)qk[f]->rows * qk[f]->row_bytes;
-	printf("matrix %ld x %ld, 1 token, gemv variant %s (integer kernels: %s; q8/q4 %s): weight bytes bf16 "
+	printf("matrix %ld x %ld, 1 token, gemv variant %s (integer kernels: %s; q8/q4 %s): weight bytes "
+	       "bf16 "
 	       "%.1f MB, q8 %.1f MB, q4 %.1f MB\n",
 	       rows, cols, cpu_gemv_name(), cpu_gemv_quant_has_i8() ? "yes" : "no, q8/q4 are the exact ones",
 	       tiles ? "in 16-row tiles, as the CPU backend holds them (-rows: the records)" : "records",
@@ -224,7 +232,8 @@ int bench_gemv_main(int argc, char **argv)
 			for (int f = 0; f < kinds; f++) {
 				uint64_t t0 = time_mono_ns();
 				if (fmt[f] < 0)
-					cpu_gemv_rows(&w, 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows, false, true);
+					cpu_gemv_rows(&w, 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows,
+						      false, true);
 				else if (f < 3 || f >= 5)
 					cpu_gemv_quant_rows_i8(qk[f], 0, (int)rows, x, (size_t)cols, 1, y,
 							       (size_t)rows, false);
@@ -240,7 +249,8 @@ int bench_gemv_main(int argc, char **argv)
 		       counts[ci] > 1 ? "s" : "", bm / 1e9, rounds, (double)bench_bw_bytes(bw) / 1e6);
 		for (int f = 0; f < kinds; f++) {
 			gm[f] = median(g[f], (int)rounds);
-			printf("  %-8s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms per token "
+			printf("  %-8s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms "
+			       "per token "
 			       "(%.2fx bf16's rate)\n",
 			       names[f], gm[f] / 1e9, 100 * gm[f] / bm, bytes[f] / gm[f] * 1e3,
 			       (bytes[0] / gm[0]) / (bytes[f] / gm[f]));

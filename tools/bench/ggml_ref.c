@@ -48,7 +48,8 @@ int ggml_ref_row(enum quant_format f, const float *w, int64_t cols, void *row)
 	memset(row, 0, bytes);
 	const int64_t nb = quant_blocks(cols);
 	for (int64_t b = 0; b < nb; b++) {
-		const int n = (int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
+		const int n =
+			(int)(cols - b * QUANT_BLOCK < QUANT_BLOCK ? cols - b * QUANT_BLOCK : QUANT_BLOCK);
 		const float *x = w + b * QUANT_BLOCK;
 		uint16_t d;
 		if (f == QUANT_Q8) {

@@ -22,7 +22,7 @@ void ggml_ref_q4_0_block(const float *x, int n, uint8_t q[QUANT_BLOCK], uint16_t
 
 /* A row of `cols` values as Q8_0 (f = QUANT_Q8) or Q4_0 (QUANT_Q4) written as one record of
  * that format (quant_row_bytes() bytes, padding zero): quant_row_to_f32() of it gives GGML's
- * dequantized values exactly (GGML's Q4_0 gives -0 for a zero code times a negative d). The refusals of quant_row_from_f32(): -EINVAL for a NaN or
- * infinite value, cols out of range or another format, -ERANGE for |w| > QUANT_MAX_ABS (row
- * untouched). */
+ * dequantized values exactly (GGML's Q4_0 gives -0 for a zero code times a negative d). The refusals of
+ * quant_row_from_f32(): -EINVAL for a NaN or infinite value, cols out of range or another format, -ERANGE for
+ * |w| > QUANT_MAX_ABS (row untouched). */
 int ggml_ref_row(enum quant_format f, const float *w, int64_t cols, void *row);

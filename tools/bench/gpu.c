@@ -157,8 +157,8 @@ static double bytes_per_param(enum engine_precision p)
 
 /* One prefill of n_prompt tokens and n_decode decode steps on a fresh session state: the
  * seconds of each. */
-static int run_lm(struct engine_session *s, const int32_t *tok, int n_prompt, int n_decode,
-		  float *logits, double *ret_prefill, double *ret_decode)
+static int run_lm(struct engine_session *s, const int32_t *tok, int n_prompt, int n_decode, float *logits,
+		  double *ret_prefill, double *ret_decode)
 {
 	engine_session_reset(s);
 	double t0 = now_s();
@@ -174,8 +174,8 @@ static int run_lm(struct engine_session *s, const int32_t *tok, int n_prompt, in
 
 /* The screenshot's encode on the device: one untimed (the tower's upload, kernels, GEMM
  * algorithms), then the best of VISION_ROUNDS, each until one row has come back. */
-static int run_vision(struct engine_backend *b, const struct engine_vision *v,
-		      const struct engine_image *img, int *ret_tiles, double *ret_s)
+static int run_vision(struct engine_backend *b, const struct engine_vision *v, const struct engine_image *img,
+		      int *ret_tiles, double *ret_s)
 {
 	float row[1 << 14];
 	int r = 0;
@@ -216,10 +216,14 @@ static void usage(FILE *f)
 int bench_gpu_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"prompt", required_argument, NULL, 'p'}, {"decode", required_argument, NULL, 'd'},
-		{"precision", required_argument, NULL, 'P'}, {"profile", no_argument, NULL, 'f'},
-		{"config", required_argument, NULL, 'c'}, {"emulated", no_argument, NULL, 'e'},
-		{"help", no_argument, NULL, 'h'}, {0},
+		{"prompt", required_argument, NULL, 'p'},
+		{"decode", required_argument, NULL, 'd'},
+		{"precision", required_argument, NULL, 'P'},
+		{"profile", no_argument, NULL, 'f'},
+		{"config", required_argument, NULL, 'c'},
+		{"emulated", no_argument, NULL, 'e'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
 	};
 	int n_prompt = 0, n_decode = 0;
 	bool profile = false, emulated = false;
@@ -227,10 +231,8 @@ int bench_gpu_main(int argc, char **argv)
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_CUDA,
 					       .precision = ENGINE_PRECISION_BF16};
 	const char *env_precision = getenv("HOLOD_PRECISION");
-	if (env_precision && *env_precision &&
-	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
-		fprintf(stderr, "holo-bench gpu: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
-			env_precision);
+	if (env_precision && *env_precision && engine_precision_parse(env_precision, &bopts.precision) < 0) {
+		fprintf(stderr, "holo-bench gpu: HOLOD_PRECISION=%s: expected bf16 or fp32\n", env_precision);
 		return 2;
 	}
 	optind = 1;
@@ -368,8 +370,8 @@ int bench_gpu_main(int argc, char **argv)
 	char name[96];
 	printf("model: random %.2fB parameters (%zu matrix parameters per token), %s, the shapes of "
 	       "%s (built in %.1f s)\n",
-	       (double)info.weight_bytes / (bytes_per_param(info.precision) * 1e9), params, fmt,
-	       config, built);
+	       (double)info.weight_bytes / (bytes_per_param(info.precision) * 1e9), params, fmt, config,
+	       built);
 	printf("prefill: %d tokens, %.0f tok/s = %.1f%% of the GEMM rate (%.0f tok/s) [goal >= 60%%]\n",
 	       n_prompt, prefill, 100.0 * prefill / prefill_ceiling, prefill_ceiling);
 	printf("decode: %d tokens, %.1f tok/s = %.1f%% of the roofline (%.1f tok/s at %.1f MB per "
@@ -413,9 +415,8 @@ int bench_gpu_main(int argc, char **argv)
 		printf("vision: random ViT of width %d, %d blocks, MLP %d, %d-px tiles: a %dx%d "
 		       "screenshot = %d tiles in %.2f ms: %.2f ms/tile = %.1f%% of the GEMM rate "
 		       "(%.2f ms/tile)\n",
-		       sh.vit.width, sh.vit.depth, sh.vit.mlp, sh.vit.tile, SCREEN_W,
-		       SCREEN_H, tiles, t_vision * 1e3, per_tile * 1e3, 100.0 * roof / per_tile,
-		       roof * 1e3);
+		       sh.vit.width, sh.vit.depth, sh.vit.mlp, sh.vit.tile, SCREEN_W, SCREEN_H, tiles,
+		       t_vision * 1e3, per_tile * 1e3, 100.0 * roof / per_tile, roof * 1e3);
 		snprintf(name, sizeof(name), "gpu.%s.vision", fmt);
 		bench_figure(name, per_tile * 1e3, "ms/tile", NULL, 0);
 		snprintf(name, sizeof(name), "gpu.%s.vision_of_gemm", fmt);

@@ -20,20 +20,26 @@ static const struct command commands[] = {
 #endif
 #ifdef HOLO_BENCH_ENGINE
 	{"engine", bench_engine_main, "prefill/decode tokens/s, peak RSS, memory bandwidth ceiling"},
-	{"gemv", bench_gemv_main, "decode GEMV on bf16, q8 and q4 weights (12B-like matrix) vs the read bandwidth"},
-	{"quant-error", bench_quant_error_main, "logits error of each weight format vs fp32, beside GGML's Q8_0 and Q4_0"},
+	{"gemv", bench_gemv_main,
+	 "decode GEMV on bf16, q8 and q4 weights (12B-like matrix) vs the read bandwidth"},
+	{"quant-error", bench_quant_error_main,
+	 "logits error of each weight format vs fp32, beside GGML's Q8_0 and Q4_0"},
 #endif
 #ifdef HOLO_BENCH_VISION
 	{"vision", bench_vision_main, "vision encoder + projector ms/tile (RADIO-H), prompt tokens per step"},
 #endif
 #ifdef HOLO_BENCH_GPU
-	{"gpu", bench_gpu_main, "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate, vision per tile (CUDA)"},
+	{"gpu", bench_gpu_main,
+	 "LM decode vs the copy-bandwidth roofline, prefill vs the bf16 GEMM rate, vision per tile (CUDA)"},
 #endif
 #ifdef HOLO_BENCH_AGENT
-	{"agent", bench_agent_main, "one agent step's roofline on a GPU from the real shapes (--device-spec rtx4090, h100...; --weights: what fits)"},
+	{"agent", bench_agent_main,
+	 "one agent step's roofline on a GPU from the real shapes (--device-spec rtx4090, h100...; "
+	 "--weights: what fits)"},
 #endif
 #ifdef HOLO_BENCH_SERVE
-	{"serve", bench_serve_main, "aggregate decode tokens/s of 1..16 sessions batched, 12B roofline at 100"},
+	{"serve", bench_serve_main,
+	 "aggregate decode tokens/s of 1..16 sessions batched, 12B roofline at 100"},
 #endif
 #ifdef HOLO_BENCH_POLICY
 	{"policy", bench_policy_main, "constrained-decoding mask cost per token (131072-id vocabulary)"},
@@ -58,8 +64,7 @@ void bench_print_load(void)
 		printf("load average: unknown\n");
 }
 
-void bench_figure(const char *name, double value, const char *unit, const char *goal_op,
-		  double goal)
+void bench_figure(const char *name, double value, const char *unit, const char *goal_op, double goal)
 {
 	printf("figure name=%s value=%.6g unit=%s", name, value, unit);
 	if (goal_op)

@@ -75,16 +75,15 @@ static int script_mask(struct jf_decode *d, float *logits, int vocab)
 
 	if (!left)
 		return 0;
-	if (engine_tokenizer_encode(d->tok, rest, left, false, &ids, &n) == 0 && n &&
-	    ids[0] >= 0 && ids[0] < vocab && logits[ids[0]] != -INFINITY)
+	if (engine_tokenizer_encode(d->tok, rest, left, false, &ids, &n) == 0 && n && ids[0] >= 0 &&
+	    ids[0] < vocab && logits[ids[0]] != -INFINITY)
 		want = ids[0];
 	free(ids);
 	for (int i = 0; want < 0 && i < vocab; i++) {
 		const uint8_t *b;
 		size_t len;
-		if (logits[i] == -INFINITY ||
-		    engine_tokenizer_token_bytes(d->tok, i, &b, &len) < 0 || len > left ||
-		    len <= best || memcmp(b, rest, len) != 0)
+		if (logits[i] == -INFINITY || engine_tokenizer_token_bytes(d->tok, i, &b, &len) < 0 ||
+		    len > left || len <= best || memcmp(b, rest, len) != 0)
 			continue;
 		best = len;
 		want = i;
@@ -139,15 +138,14 @@ static bool is_stop(int32_t id, const int32_t *stops, size_t n)
 }
 
 /* Appends text's ids' bytes to text (size text_size, '|' between tokens, cut when full). */
-static void add_tokens(const struct engine_tokenizer *tok, const int32_t *ids, size_t n,
-		       char *text, size_t text_size)
+static void add_tokens(const struct engine_tokenizer *tok, const int32_t *ids, size_t n, char *text,
+		       size_t text_size)
 {
 	size_t len = strlen(text);
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *tb;
 		size_t bl;
-		if (engine_tokenizer_token_bytes(tok, ids[i], &tb, &bl) < 0 ||
-		    len + bl + 2 > text_size)
+		if (engine_tokenizer_token_bytes(tok, ids[i], &tb, &bl) < 0 || len + bl + 2 > text_size)
 			break;
 		if (len)
 			text[len++] = '|';
@@ -161,8 +159,8 @@ static void add_tokens(const struct engine_tokenizer *tok, const int32_t *ids, s
  * lead (n_lead ids, appended with the prompt). */
 static int decode_step(struct engine_backend *b, struct engine_session *s, const float *logits,
 		       struct jf_decode *d, size_t n_lead, const int32_t *stops, size_t n_stops,
-		       uint64_t *ret_tokens, uint64_t *ret_forwards, uint64_t *ret_forced,
-		       double *ret_ms, bool *ret_complete, char *text, size_t text_size)
+		       uint64_t *ret_tokens, uint64_t *ret_forwards, uint64_t *ret_forced, double *ret_ms,
+		       bool *ret_complete, char *text, size_t text_size)
 {
 	d->complete = false;
 	d->error = 0;
@@ -192,8 +190,7 @@ static int decode_step(struct engine_backend *b, struct engine_session *s, const
 	uint64_t forwards, forced;
 	const int32_t *ids = engine_generator_ids(gen, &n);
 	if (text)
-		add_tokens(d->tok, ids, n && is_stop(ids[n - 1], stops, n_stops) ? n - 1 : n, text,
-			   text_size);
+		add_tokens(d->tok, ids, n && is_stop(ids[n - 1], stops, n_stops) ? n - 1 : n, text, text_size);
 	engine_generator_stats(gen, &forwards, &forced);
 	/* the stop id that ended a complete step is not a token of it; the lead is */
 	*ret_tokens += n_lead + (d->complete ? n - 1 : n);
@@ -214,12 +211,11 @@ struct jf_counts {
 /* Steps k = 0..steps-1 from the snapshot: the observation of step k, then the step decoded
  * with jump-forward off and on (scripts[k] when scripts is set, else greedily); the forwards of
  * the steps with it on into runs. */
-static int run_steps(struct engine_backend *b, struct engine_session *s,
-		     const struct engine_snapshot *snap, struct jf_decode *d,
-		     const struct policy_grammar *g, const int32_t *stops, size_t n_stops,
-		     const char *const *scripts, int steps, const struct jf_counts mode[2],
-		     int *ret_incomplete, int *ret_lead, uint16_t *runs, size_t max_runs,
-		     size_t *ret_n_runs, float *logits, char *err, size_t errlen)
+static int run_steps(struct engine_backend *b, struct engine_session *s, const struct engine_snapshot *snap,
+		     struct jf_decode *d, const struct policy_grammar *g, const int32_t *stops,
+		     size_t n_stops, const char *const *scripts, int steps, const struct jf_counts mode[2],
+		     int *ret_incomplete, int *ret_lead, uint16_t *runs, size_t max_runs, size_t *ret_n_runs,
+		     float *logits, char *err, size_t errlen)
 {
 	int32_t *ids = NULL, *with_lead = NULL, lead[BENCH_JF_MAX_LEAD];
 	size_t n_ids = 0;
@@ -229,7 +225,8 @@ static int run_steps(struct engine_backend *b, struct engine_session *s,
 		char obs[128];
 		snprintf(obs, sizeof(obs),
 			 "<SPECIAL_11>User\n<observation>screen %d</observation><SPECIAL_12>\n"
-			 "<SPECIAL_11>Assistant\n", k + 1);
+			 "<SPECIAL_11>Assistant\n",
+			 k + 1);
 		free(ids);
 		ids = NULL;
 		if ((r = engine_tokenizer_encode(d->tok, obs, strlen(obs), true, &ids, &n_ids)) < 0) {
@@ -274,25 +271,24 @@ static int run_steps(struct engine_backend *b, struct engine_session *s,
 				add_tokens(d->tok, lead, n_lead, text, BENCH_JF_TEXT);
 			}
 			if ((r = engine_session_restore(s, snap)) < 0 ||
-			    (r = engine_session_append(s, with_lead, NULL, n_ids + n_lead,
-						       ENGINE_LOGITS_LAST, logits)) < 0) {
+			    (r = engine_session_append(s, with_lead, NULL, n_ids + n_lead, ENGINE_LOGITS_LAST,
+						       logits)) < 0) {
 				snprintf(err, errlen, "cannot append step %d's observation: %s", k + 1,
 					 strerror(-r));
 				goto out;
 			}
 			r = decode_step(b, s, logits, d, n_lead, stops, n_stops, mode[on].tokens,
-					mode[on].forwards, mode[on].forced, mode[on].ms, &complete,
-					text, BENCH_JF_TEXT);
+					mode[on].forwards, mode[on].forced, mode[on].ms, &complete, text,
+					BENCH_JF_TEXT);
 			if (r < 0) {
 				snprintf(err, errlen, "%s step %d (jump-forward %s) failed: %s",
-					 scripts ? "click" : "greedy", k + 1, on ? "on" : "off",
-					 strerror(-r));
+					 scripts ? "click" : "greedy", k + 1, on ? "on" : "off", strerror(-r));
 				goto out;
 			}
 			if (scripts && complete && d->pos != strlen(scripts[k])) {
 				r = -EBADMSG;
-				snprintf(err, errlen, "click step %d ended after %zu of its %zu bytes",
-					 k + 1, d->pos, strlen(scripts[k]));
+				snprintf(err, errlen, "click step %d ended after %zu of its %zu bytes", k + 1,
+					 d->pos, strlen(scripts[k]));
 				goto out;
 			}
 			*ret_incomplete += !complete;
@@ -313,8 +309,8 @@ out:
 	return r;
 }
 
-int bench_jump_forward(struct engine_backend *b, const struct engine_tokenizer *tok, int vocab,
-		       int steps, struct bench_jf *ret, char *err, size_t errlen)
+int bench_jump_forward(struct engine_backend *b, const struct engine_tokenizer *tok, int vocab, int steps,
+		       struct bench_jf *ret, char *err, size_t errlen)
 {
 	static const char prompt[] =
 		"<SPECIAL_11>System\nYou operate a Linux desktop. Answer with one JSON step."
@@ -374,9 +370,8 @@ int bench_jump_forward(struct engine_backend *b, const struct engine_tokenizer *
 		{&c->tokens, &c->forwards_on, &c->forced, &c->decode_ms_on, NULL},
 	};
 	int lead = 0;
-	r = run_steps(b, s, snap, &d, g, stops, n_stops, click_steps, c->steps, click,
-		      &c->incomplete, &lead, c->runs, BENCH_JF_MAX_RUNS, &c->n_runs, logits, err,
-		      errlen);
+	r = run_steps(b, s, snap, &d, g, stops, n_stops, click_steps, c->steps, click, &c->incomplete, &lead,
+		      c->runs, BENCH_JF_MAX_RUNS, &c->n_runs, logits, err, errlen);
 out:
 	free(ids);
 	free(logits);
@@ -391,10 +386,10 @@ void bench_jf_print(const struct bench_jf *jf)
 {
 	const struct bench_jf_click *c = &jf->click;
 	printf("jump-forward steps=%d tokens=%llu forced=%llu forwards_off=%llu forwards_on=%llu "
-	       "decode_ms_off=%.2f decode_ms_on=%.2f\n", jf->steps,
-	       (unsigned long long)jf->tokens, (unsigned long long)jf->forced,
-	       (unsigned long long)jf->forwards_off, (unsigned long long)jf->forwards_on,
-	       jf->decode_ms_off, jf->decode_ms_on);
+	       "decode_ms_off=%.2f decode_ms_on=%.2f\n",
+	       jf->steps, (unsigned long long)jf->tokens, (unsigned long long)jf->forced,
+	       (unsigned long long)jf->forwards_off, (unsigned long long)jf->forwards_on, jf->decode_ms_off,
+	       jf->decode_ms_on);
 	printf("(greedy steps under the holo3 grammar, each decoded from the same state with "
 	       "jump-forward off (%llu tokens) and on, its first %d ids (the lead) appended with "
 	       "the observation; %d incomplete)\n",
@@ -404,10 +399,10 @@ void bench_jf_print(const struct bench_jf *jf)
 	if (!c->steps)
 		return;
 	printf("jump-forward-click steps=%d tokens=%llu forced=%llu forwards_off=%llu "
-	       "forwards_on=%llu decode_ms_off=%.2f decode_ms_on=%.2f\n", c->steps,
-	       (unsigned long long)c->tokens, (unsigned long long)c->forced,
-	       (unsigned long long)c->forwards_off, (unsigned long long)c->forwards_on,
-	       c->decode_ms_off, c->decode_ms_on);
+	       "forwards_on=%llu decode_ms_off=%.2f decode_ms_on=%.2f\n",
+	       c->steps, (unsigned long long)c->tokens, (unsigned long long)c->forced,
+	       (unsigned long long)c->forwards_off, (unsigned long long)c->forwards_on, c->decode_ms_off,
+	       c->decode_ms_on);
 	printf("(scripted click steps of 100-190 bytes, each sample the first id of the canonical "
 	       "encoding of the rest: %.0f%% fewer forwards with jump-forward; off %llu tokens; "
 	       "%d incomplete)\n",
@@ -416,8 +411,7 @@ void bench_jf_print(const struct bench_jf *jf)
 }
 
 void bench_jf_predict(const struct bench_jf *jf, const struct roofline_lm *lm,
-		      const struct roofline_device *d, double context, double *ret_ms_off,
-		      double *ret_ms_on)
+		      const struct roofline_device *d, double context, double *ret_ms_off, double *ret_ms_on)
 {
 	const struct bench_jf_click *c = &jf->click;
 	double off = 0, on = 0;
@@ -436,9 +430,8 @@ void bench_jf_predict(const struct bench_jf *jf, const struct roofline_lm *lm,
 	*ret_ms_on = on * 1e3 / c->steps;
 }
 
-void bench_jf_print_prediction(const struct bench_jf *jf, const char *model,
-			       const struct roofline_lm *lm, const struct roofline_device *d,
-			       double context)
+void bench_jf_print_prediction(const struct bench_jf *jf, const char *model, const struct roofline_lm *lm,
+			       const struct roofline_device *d, double context)
 {
 	const struct bench_jf_click *c = &jf->click;
 	double off, on;
@@ -447,7 +440,7 @@ void bench_jf_print_prediction(const struct bench_jf *jf, const char *model,
 		return;
 	bench_jf_predict(jf, lm, d, context, &off, &on);
 	printf("jump-forward-predicted model=%s device=%s context=%.0f forwards_off=%.1f "
-	       "forwards_on=%.1f step_ms_off=%.1f step_ms_on=%.1f saved=%.0f%%\n", model, d->name,
-	       context, (double)c->forwards_off / c->steps, (double)c->forwards_on / c->steps, off,
-	       on, off > 0 ? 100.0 * (1.0 - on / off) : 0.0);
+	       "forwards_on=%.1f step_ms_off=%.1f step_ms_on=%.1f saved=%.0f%%\n",
+	       model, d->name, context, (double)c->forwards_off / c->steps, (double)c->forwards_on / c->steps,
+	       off, on, off > 0 ? 100.0 * (1.0 - on / off) : 0.0);
 }

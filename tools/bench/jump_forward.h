@@ -25,15 +25,15 @@ struct bench_jf_click {
 };
 
 struct bench_jf {
-	int steps;              /* steps decoded in each mode */
-	uint64_t tokens;        /* tokens of the steps with jump-forward (sampled + forced) */
-	uint64_t tokens_off;    /* tokens of the steps without it */
-	uint64_t forced;        /* of `tokens`, appended without sampling (the lead included) */
-	uint64_t forwards_off;  /* decode forwards without it */
-	uint64_t forwards_on;   /* with it */
+	int steps;	       /* steps decoded in each mode */
+	uint64_t tokens;       /* tokens of the steps with jump-forward (sampled + forced) */
+	uint64_t tokens_off;   /* tokens of the steps without it */
+	uint64_t forced;       /* of `tokens`, appended without sampling (the lead included) */
+	uint64_t forwards_off; /* decode forwards without it */
+	uint64_t forwards_on;  /* with it */
 	double decode_ms_off, decode_ms_on;
-	int incomplete;         /* steps that hit the token limit (either mode) */
-	int lead;               /* ids appended with the observation before the first sample */
+	int incomplete; /* steps that hit the token limit (either mode) */
+	int lead;	/* ids appended with the observation before the first sample */
 	/* the first step's text in each mode, its tokens separated by '|' (cut at the size) */
 	char first_off[BENCH_JF_TEXT], first_on[BENCH_JF_TEXT];
 	struct bench_jf_click click;
@@ -51,8 +51,8 @@ struct bench_jf {
  * under the holo3 grammar's masks, once with jump-forward off and once on, from the same state;
  * then min(steps, 4) scripted click steps the same way (ret->click). 0, or a negative errno with
  * a sentence in err. */
-int bench_jump_forward(struct engine_backend *b, const struct engine_tokenizer *tok, int vocab,
-		       int steps, struct bench_jf *ret, char *err, size_t errlen);
+int bench_jump_forward(struct engine_backend *b, const struct engine_tokenizer *tok, int vocab, int steps,
+		       struct bench_jf *ret, char *err, size_t errlen);
 
 /* The summary line: "jump-forward steps=N tokens=T forced=F forwards_off=A forwards_on=B
  * decode_ms_off=X decode_ms_on=Y", its note and first steps, then the click steps' line
@@ -65,10 +65,8 @@ void bench_jf_print(const struct bench_jf *jf);
  * about one token's forward while the weights' bytes bind). Milliseconds per step into
  * ret_ms_off and ret_ms_on. */
 void bench_jf_predict(const struct bench_jf *jf, const struct roofline_lm *lm,
-		      const struct roofline_device *d, double context, double *ret_ms_off,
-		      double *ret_ms_on);
+		      const struct roofline_device *d, double context, double *ret_ms_off, double *ret_ms_on);
 /* "jump-forward-predicted model=M device=D context=C forwards_off=A forwards_on=B
  * step_ms_off=X step_ms_on=Y saved=Z%" (per click step). */
-void bench_jf_print_prediction(const struct bench_jf *jf, const char *model,
-			       const struct roofline_lm *lm, const struct roofline_device *d,
-			       double context);
+void bench_jf_print_prediction(const struct bench_jf *jf, const char *model, const struct roofline_lm *lm,
+			       const struct roofline_device *d, double context);

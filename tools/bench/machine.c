@@ -140,13 +140,11 @@ uint64_t bench_bw_last_sum(const struct bench_bw *bw)
 static const char *amx_refusal(void)
 {
 	unsigned int eax, ebx, ecx, edx;
-	if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 22)) ||
-	    !(edx & (1u << 24)))
+	if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 22)) || !(edx & (1u << 24)))
 		return "the CPU has no AMX-BF16";
 	unsigned long mask = 0;
 	if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0 ||
-	    syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &mask) != 0 ||
-	    !(mask & (1ul << XFEATURE_XTILEDATA)))
+	    syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &mask) != 0 || !(mask & (1ul << XFEATURE_XTILEDATA)))
 		return "the kernel refused the AMX tile state";
 	return NULL;
 }
@@ -201,18 +199,19 @@ __attribute__((target("amx-tile,amx-bf16"))) static double amx_kernel(long iters
 	return (double)iters * 4 * (16.0 * 16 * 32 * 2);
 }
 
-#define CHAINS_DECL(T, init) T a0 = init, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, \
-	a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
-#define CHAINS_STEP(OP)                                                                            \
-	a0 = OP(a0), a1 = OP(a1), a2 = OP(a2), a3 = OP(a3), a4 = OP(a4), a5 = OP(a5);              \
+#define CHAINS_DECL(T, init)                                                                                 \
+	T a0 = init, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,        \
+	  a10 = a0, a11 = a0;
+#define CHAINS_STEP(OP)                                                                                      \
+	a0 = OP(a0), a1 = OP(a1), a2 = OP(a2), a3 = OP(a3), a4 = OP(a4), a5 = OP(a5);                        \
 	a6 = OP(a6), a7 = OP(a7), a8 = OP(a8), a9 = OP(a9), a10 = OP(a10), a11 = OP(a11);
 /* keeps every chain live: the compiler may not drop a chain whose value is never used */
-#define CHAINS_SUM(ADD) ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), \
-			    ADD(ADD(a8, a9), ADD(a10, a11)))
+#define CHAINS_SUM(ADD)                                                                                      \
+	ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))),                               \
+	    ADD(ADD(a8, a9), ADD(a10, a11)))
 
 /* 12 vdpbf16ps per iteration on 32 bf16 pairs; each lane gains 2 per instruction */
-__attribute__((target("avx512f,avx512bf16"))) static double avx512bf16_kernel(long iters,
-									     float *ret_acc)
+__attribute__((target("avx512f,avx512bf16"))) static double avx512bf16_kernel(long iters, float *ret_acc)
 {
 	__m512bh one = (__m512bh)_mm512_set1_epi16(0x3f80);
 	CHAINS_DECL(__m512, _mm512_setzero_ps())
@@ -252,9 +251,9 @@ static const char *refusal(const char *unit)
 	if (strcmp(unit, "avx512bf16") == 0)
 		return has_avx512bf16() ? NULL : "the CPU has no AVX512-BF16";
 	if (strcmp(unit, "fma") == 0)
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-			       ? NULL
-			       : "the CPU has no AVX2 FMA";
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ?
+			       NULL :
+			       "the CPU has no AVX2 FMA";
 #endif
 	return "not an x86-64 CPU this build knows";
 }

@@ -102,10 +102,11 @@ static size_t utf8_put(uint8_t *p, uint32_t cp)
 static void synthetic_vocab(struct vocab *v, size_t n)
 {
 	static const char *const pieces[] = {
-		"{\"", "\"}", "\"},", "\"}}", "}}", "\":\"", "\":", "\",\"", ",\"", "\":{\"", "null",
-		"true", "false", "note", "thought", "tool", "_call", "_name", "click", "element",
-		"scroll", "direction", "content", "\\n", "\\\"", "\\u", "[\"", "\"]", "\"],", "\":[\"",
-		"\":null,\"", "\":true", "\":false", "},\"", "\"}}\n", "\n", "\n\n", "  ", "    ",
+		"{\"",	    "\"}",    "\"},",	"\"}}",	   "}}",     "\":\"",	  "\":",	"\",\"",
+		",\"",	    "\":{\"", "null",	"true",	   "false",  "note",	  "thought",	"tool",
+		"_call",    "_name",  "click",	"element", "scroll", "direction", "content",	"\\n",
+		"\\\"",	    "\\u",    "[\"",	"\"]",	   "\"],",   "\":[\"",	  "\":null,\"", "\":true",
+		"\":false", "},\"",   "\"}}\n", "\n",	   "\n\n",   "  ",	  "    ",
 	};
 	static const char consonants[] = "bcdfghjklmnprstvwxyz", vowels[] = "aeiouy";
 	v->table_size = 4 * n + 1;
@@ -145,7 +146,7 @@ static void synthetic_vocab(struct vocab *v, size_t n)
 			for (size_t c = 0; c < chars; c++)
 				len += utf8_put(t + len, bases[rng() % 4] + (uint32_t)(rng() % 200));
 			if (rng() % 4 == 0)
-				len--; /* a partial character, as byte-level BPE has */
+				len--;	/* a partial character, as byte-level BPE has */
 		} else if (kind < 95) { /* punctuation runs around JSON */
 			static const char punct[] = "{}[]\":,.;!?()-_/\\'*#@&%+=<>|~`";
 			size_t k = 1 + rng() % 4;
@@ -202,15 +203,16 @@ static double now_us(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: holo-bench policy [--vocab N] [--steps N] [--model DIR] [--decode N]\n"
-		   "                         [--seed N]\n"
-		   "  --vocab N   synthetic vocabulary size (default %d)\n"
-		   "  --steps N   step texts decoded under the mask (default 50)\n"
-		   "  --model DIR time decode steps of this checkpoint (its tokenizer, if any,\n"
-		   "              replaces the synthetic vocabulary); default: a small random model\n"
-		   "              with the same vocabulary\n"
-		   "  --decode N  decode steps timed (default 16)\n",
-		   DEFAULT_VOCAB);
+	fprintf(f,
+		"usage: holo-bench policy [--vocab N] [--steps N] [--model DIR] [--decode N]\n"
+		"                         [--seed N]\n"
+		"  --vocab N   synthetic vocabulary size (default %d)\n"
+		"  --steps N   step texts decoded under the mask (default 50)\n"
+		"  --model DIR time decode steps of this checkpoint (its tokenizer, if any,\n"
+		"              replaces the synthetic vocabulary); default: a small random model\n"
+		"              with the same vocabulary\n"
+		"  --decode N  decode steps timed (default 16)\n",
+		DEFAULT_VOCAB);
 }
 
 /* Mean milliseconds of n decode steps of m (after one warm-up step). */
@@ -240,9 +242,12 @@ static int time_decode(const struct engine_model *m, int n, double *ret_ms)
 int bench_policy_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"vocab", required_argument, NULL, 'v'}, {"steps", required_argument, NULL, 's'},
-		{"model", required_argument, NULL, 'm'}, {"decode", required_argument, NULL, 'd'},
-		{"seed", required_argument, NULL, 'S'},  {"help", no_argument, NULL, 'h'},
+		{"vocab", required_argument, NULL, 'v'},
+		{"steps", required_argument, NULL, 's'},
+		{"model", required_argument, NULL, 'm'},
+		{"decode", required_argument, NULL, 'd'},
+		{"seed", required_argument, NULL, 'S'},
+		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	size_t n_vocab = DEFAULT_VOCAB;
@@ -327,9 +332,9 @@ int bench_policy_main(int argc, char **argv)
 	struct policy_grammar *g = policy_grammar_create_holo3();
 	double t_grammar = now_us() - t0;
 	t0 = now_us();
-	struct policy_masker *mk = tok ? policy_masker_create(g, tok, n_vocab, stops, 2)
-				       : policy_masker_create_raw(g, (const uint8_t *const *)v.bytes,
-								  v.lens, v.n, stops, 2);
+	struct policy_masker *mk =
+		tok ? policy_masker_create(g, tok, n_vocab, stops, 2) :
+		      policy_masker_create_raw(g, (const uint8_t *const *)v.bytes, v.lens, v.n, stops, 2);
 	double t_masker = now_us() - t0;
 	if (!g || !mk) {
 		fprintf(stderr, "holo-bench policy: cannot build the grammar or masker: %s\n",
@@ -340,10 +345,9 @@ int bench_policy_main(int argc, char **argv)
 	t0 = now_us();
 	struct policy_grammar *pg = policy_grammar_create_point();
 	struct policy_masker *pmk =
-		!pg ? NULL
-		: tok ? policy_masker_create(pg, tok, n_vocab, stops, 2)
-		      : policy_masker_create_raw(pg, (const uint8_t *const *)v.bytes, v.lens, v.n,
-						 stops, 2);
+		!pg ? NULL :
+		tok ? policy_masker_create(pg, tok, n_vocab, stops, 2) :
+		      policy_masker_create_raw(pg, (const uint8_t *const *)v.bytes, v.lens, v.n, stops, 2);
 	double t_point = now_us() - t0;
 	if (!pmk) {
 		fprintf(stderr, "holo-bench policy: cannot build the point grammar's masker: %s\n",
@@ -354,10 +358,9 @@ int bench_policy_main(int argc, char **argv)
 	t0 = now_us();
 	struct policy_grammar *ng = policy_grammar_create_holo_nano();
 	struct policy_masker *nmk =
-		!ng ? NULL
-		: tok ? policy_masker_create(ng, tok, n_vocab, stops, 2)
-		      : policy_masker_create_raw(ng, (const uint8_t *const *)v.bytes, v.lens, v.n,
-						 stops, 2);
+		!ng ? NULL :
+		tok ? policy_masker_create(ng, tok, n_vocab, stops, 2) :
+		      policy_masker_create_raw(ng, (const uint8_t *const *)v.bytes, v.lens, v.n, stops, 2);
 	double t_nano = now_us() - t0;
 	if (!nmk) {
 		fprintf(stderr, "holo-bench policy: cannot build the holo-nano step's masker: %s\n",
@@ -432,8 +435,7 @@ int bench_policy_main(int argc, char **argv)
 	       tok ? "the checkpoint's tokenizer" : "synthetic byte-level");
 	printf("  grammar build       %.2f ms\n", t_grammar / 1000.0);
 	printf("  masker build (trie) %.1f ms\n", t_masker / 1000.0);
-	printf("  point grammar + masker build %.1f ms (grounding's, once per model)\n",
-	       t_point / 1000.0);
+	printf("  point grammar + masker build %.1f ms (grounding's, once per model)\n", t_point / 1000.0);
 	printf("  holo-nano grammar + masker build %.1f ms (once per model)\n", t_nano / 1000.0);
 	printf("  decoded             %d steps, %zu tokens, %d failures\n", steps, n_tok, failures);
 	printf("  mask per token      mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", mean,
@@ -447,10 +449,21 @@ int bench_policy_main(int argc, char **argv)
 	 * vocabulary. */
 	double decode_ms = 0;
 	struct lm_random_spec sp = {
-		.pattern = "M-*M-", .hidden = 1024, .vocab = (int)n_vocab, .intermediate = 2048,
-		.n_heads = 8, .n_kv_heads = 2, .head_dim = 128, .m_heads = 32, .m_head_dim = 64,
-		.m_groups = 8, .m_state = 128, .m_conv_kernel = 4, .m_chunk = 128,
-		.dtype = TENSOR_BF16, .seed = 1,
+		.pattern = "M-*M-",
+		.hidden = 1024,
+		.vocab = (int)n_vocab,
+		.intermediate = 2048,
+		.n_heads = 8,
+		.n_kv_heads = 2,
+		.head_dim = 128,
+		.m_heads = 32,
+		.m_head_dim = 64,
+		.m_groups = 8,
+		.m_state = 128,
+		.m_conv_kernel = 4,
+		.m_chunk = 128,
+		.dtype = TENSOR_BF16,
+		.seed = 1,
 	};
 	struct engine_model *ref = model ? model : lm_random_model_create(&sp);
 	if (!ref || time_decode(ref, n_decode, &decode_ms) < 0) {
@@ -473,10 +486,9 @@ int bench_policy_main(int argc, char **argv)
 		struct engine_backend *b = test_env_backend(model);
 		struct engine_session *s = b ? engine_session_create_on(b, 8) : NULL;
 		struct bench_jf jf;
-		if (!s || bench_jump_forward(engine_session_backend(s), tok,
-					     engine_session_vocab(s), 4, &jf, err, sizeof(err)) < 0) {
-			fprintf(stderr, "holo-bench policy: jump-forward: %s\n",
-				s ? err : strerror(errno));
+		if (!s || bench_jump_forward(engine_session_backend(s), tok, engine_session_vocab(s), 4, &jf,
+					     err, sizeof(err)) < 0) {
+			fprintf(stderr, "holo-bench policy: jump-forward: %s\n", s ? err : strerror(errno));
 			failures++;
 		} else {
 			bench_jf_print(&jf);

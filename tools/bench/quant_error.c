@@ -61,9 +61,9 @@
 #include "quant.h"
 #include "shapes.h"
 
-#define QE_MAX_TOKENS 4096                  /* --tokens */
-#define QE_MAX_DECODE 1024                  /* --decode */
-#define QE_MAX_PATTERN 64                   /* --pattern's layers */
+#define QE_MAX_TOKENS 4096		      /* --tokens */
+#define QE_MAX_DECODE 1024		      /* --decode */
+#define QE_MAX_PATTERN 64		      /* --pattern's layers */
 #define QE_MAX_LOGITS_BYTES ((size_t)1 << 30) /* one run's logits: tokens x vocab x 4 */
 #define QE_MAX_ROWS 64
 #define QE_DEFAULT_PATTERN "M-M*-"
@@ -81,18 +81,18 @@ struct weight_error {
 };
 
 struct variant {
-	char name[16];     /* "stored", "q8", "Q8_0" */
-	bool ggml;         /* GGML's format (ggml_ref_row) */
+	char name[16]; /* "stored", "q8", "Q8_0" */
+	bool ggml;     /* GGML's format (ggml_ref_row) */
 	enum engine_weights weights;
 	enum engine_precision precision;
-	int head;          /* -1 or the enum quant_format of the lm_head */
-	int bits;          /* code bits (8, 4), 0 unknown */
-	bool blocks;       /* scaled per block of 32 (q8, q4: GGML's class), not per row (fp8) */
+	int head;    /* -1 or the enum quant_format of the lm_head */
+	int bits;    /* code bits (8, 4), 0 unknown */
+	bool blocks; /* scaled per block of 32 (q8, q4: GGML's class), not per row (fp8) */
 	bool ran;
 	char err[256];
 	double seconds;
 	struct metrics m;
-	double w_nmse;     /* of the quantized matrices, -1 for none */
+	double w_nmse; /* of the quantized matrices, -1 for none */
 };
 
 static void usage(FILE *f)
@@ -226,11 +226,13 @@ static int measured_row(void *arg, enum quant_format f, const float *w, int64_t 
 
 /* One run of the token sequence on a backend of variant v: T positions of prefill, then D
  * decode steps of one token; logits [T + D][V]. */
-static int run(const struct engine_model *m, struct variant *v, const int32_t *tokens, int T,
-	       int D, int V, float *logits)
+static int run(const struct engine_model *m, struct variant *v, const int32_t *tokens, int T, int D, int V,
+	       float *logits)
 {
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = v->precision,
-					   .weights = v->weights, .ssm_state = ENGINE_PRECISION_FP32};
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
+					   .precision = v->precision,
+					   .weights = v->weights,
+					   .ssm_state = ENGINE_PRECISION_FP32};
 	struct weight_error we = {.lock = PTHREAD_MUTEX_INITIALIZER, .ggml = v->ggml};
 	struct lm_quant_hooks h = {.quantize_row = measured_row, .arg = &we, .head = v->head};
 	double t0 = now_s();
@@ -242,8 +244,7 @@ static int run(const struct engine_model *m, struct variant *v, const int32_t *t
 		return -1;
 	}
 	struct engine_session *s = engine_session_create_on(b, T + D);
-	int r = s ? engine_session_append(s, tokens, NULL, (size_t)T, ENGINE_LOGITS_ALL, logits)
-		  : -errno;
+	int r = s ? engine_session_append(s, tokens, NULL, (size_t)T, ENGINE_LOGITS_ALL, logits) : -errno;
 	for (int i = 0; r == 0 && i < D; i++)
 		r = engine_session_append(s, tokens + T + i, NULL, 1, ENGINE_LOGITS_LAST,
 					  logits + (size_t)(T + i) * V);
@@ -275,13 +276,17 @@ static const struct variant *partner(const struct variant *rows, int n, const st
 	return NULL;
 }
 
-static void add(struct variant *rows, int *n, const char *name, bool ggml,
-		enum engine_weights w, enum engine_precision p, int head, int bits, bool blocks)
+static void add(struct variant *rows, int *n, const char *name, bool ggml, enum engine_weights w,
+		enum engine_precision p, int head, int bits, bool blocks)
 {
 	if (*n >= QE_MAX_ROWS)
 		return;
 	struct variant *v = &rows[(*n)++];
-	*v = (struct variant){.ggml = ggml, .weights = w, .precision = p, .head = head, .bits = bits,
+	*v = (struct variant){.ggml = ggml,
+			      .weights = w,
+			      .precision = p,
+			      .head = head,
+			      .bits = bits,
 			      .blocks = blocks};
 	snprintf(v->name, sizeof(v->name), "%s", name);
 }
@@ -341,10 +346,9 @@ int bench_quant_error_main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},   {"random-config", required_argument, NULL, 'r'},
 		{"pattern", required_argument, NULL, 'p'}, {"tokens", required_argument, NULL, 'T'},
-		{"decode", required_argument, NULL, 'D'},
-		{"seed", required_argument, NULL, 's'},    {"threads", required_argument, NULL, 't'},
-		{"no-head", no_argument, NULL, 'H'},       {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"decode", required_argument, NULL, 'D'},  {"seed", required_argument, NULL, 's'},
+		{"threads", required_argument, NULL, 't'}, {"no-head", no_argument, NULL, 'H'},
+		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
 	const char *model_dir = NULL, *config = NULL, *pattern = NULL;
 	long T = 256, D = 16, seed = 1, threads = 0;
@@ -364,29 +368,37 @@ int bench_quant_error_main(int argc, char **argv)
 			break;
 		case 'T':
 			if (parse_long(optarg, 1, QE_MAX_TOKENS, &T) < 0) {
-				fprintf(stderr, "holo-bench quant-error: --tokens '%s' is not a count from "
-						"1 to %d\n", optarg, QE_MAX_TOKENS);
+				fprintf(stderr,
+					"holo-bench quant-error: --tokens '%s' is not a count from "
+					"1 to %d\n",
+					optarg, QE_MAX_TOKENS);
 				return 2;
 			}
 			break;
 		case 'D':
 			if (parse_long(optarg, 0, QE_MAX_DECODE, &D) < 0) {
-				fprintf(stderr, "holo-bench quant-error: --decode '%s' is not a count from "
-						"0 to %d\n", optarg, QE_MAX_DECODE);
+				fprintf(stderr,
+					"holo-bench quant-error: --decode '%s' is not a count from "
+					"0 to %d\n",
+					optarg, QE_MAX_DECODE);
 				return 2;
 			}
 			break;
 		case 's':
 			if (parse_long(optarg, 0, INT32_MAX, &seed) < 0) {
-				fprintf(stderr, "holo-bench quant-error: --seed '%s' is not a number from "
-						"0 to %d\n", optarg, INT32_MAX);
+				fprintf(stderr,
+					"holo-bench quant-error: --seed '%s' is not a number from "
+					"0 to %d\n",
+					optarg, INT32_MAX);
 				return 2;
 			}
 			break;
 		case 't':
 			if (parse_long(optarg, 1, 1024, &threads) < 0) {
-				fprintf(stderr, "holo-bench quant-error: --threads '%s' is not a count from "
-						"1 to 1024\n", optarg);
+				fprintf(stderr,
+					"holo-bench quant-error: --threads '%s' is not a count from "
+					"1 to 1024\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -423,8 +435,10 @@ int bench_quant_error_main(int argc, char **argv)
 		pattern = QE_DEFAULT_PATTERN;
 	size_t plen = strlen(pattern);
 	if (plen < 1 || plen > QE_MAX_PATTERN || strspn(pattern, "M*-") != plen) {
-		fprintf(stderr, "holo-bench quant-error: --pattern '%s' is not 1 to %d layers of M, * "
-				"and -\n", pattern, QE_MAX_PATTERN);
+		fprintf(stderr,
+			"holo-bench quant-error: --pattern '%s' is not 1 to %d layers of M, * "
+			"and -\n",
+			pattern, QE_MAX_PATTERN);
 		return 2;
 	}
 	if (threads && engine_set_threads((int)threads) < 0) {
@@ -447,8 +461,10 @@ int bench_quant_error_main(int argc, char **argv)
 		sp.seed = (uint64_t)seed;
 		m = lm_random_model_create(&sp);
 		if (!m) {
-			fprintf(stderr, "holo-bench quant-error: cannot build the random model of %s's "
-					"shapes: %s\n", config, strerror(errno));
+			fprintf(stderr,
+				"holo-bench quant-error: cannot build the random model of %s's "
+				"shapes: %s\n",
+				config, strerror(errno));
 			return 1;
 		}
 	} else {
@@ -466,9 +482,10 @@ int bench_quant_error_main(int argc, char **argv)
 	int32_t *tokens = NULL;
 	const long N = T + D;
 	if ((size_t)N * (size_t)V * sizeof(float) > QE_MAX_LOGITS_BYTES) {
-		fprintf(stderr, "holo-bench quant-error: %ld positions x %d vocabulary entries of "
-				"logits pass %zu MiB per run: use fewer --tokens or --decode\n", N, V,
-			QE_MAX_LOGITS_BYTES >> 20);
+		fprintf(stderr,
+			"holo-bench quant-error: %ld positions x %d vocabulary entries of "
+			"logits pass %zu MiB per run: use fewer --tokens or --decode\n",
+			N, V, QE_MAX_LOGITS_BYTES >> 20);
 		ret = 2;
 		goto out;
 	}
@@ -493,11 +510,13 @@ int bench_quant_error_main(int argc, char **argv)
 	else
 		printf("model: %s (%s weights), pattern %s\n", model_dir, dtype, info.pattern);
 	printf("%.3f B parameters, hidden %d, vocab %d; %ld positions of prefill and %ld decode "
-	       "steps (token ids seeded %ld), %d threads, %s kernels\n", (double)info.n_params / 1e9,
-	       info.hidden, V, T, D, seed, engine_get_threads(), engine_cpu_kernels());
+	       "steps (token ids seeded %ld), %d threads, %s kernels\n",
+	       (double)info.n_params / 1e9, info.hidden, V, T, D, seed, engine_get_threads(),
+	       engine_cpu_kernels());
 	bench_print_load();
 
-	struct variant base = {.weights = ENGINE_WEIGHTS_DEFAULT, .precision = ENGINE_PRECISION_FP32,
+	struct variant base = {.weights = ENGINE_WEIGHTS_DEFAULT,
+			       .precision = ENGINE_PRECISION_FP32,
 			       .head = -1};
 	if (run(m, &base, tokens, (int)T, (int)D, V, ref) < 0) {
 		fprintf(stderr, "holo-bench quant-error: the reference run failed: %s\n", base.err);
@@ -505,9 +524,9 @@ int bench_quant_error_main(int argc, char **argv)
 	}
 	printf("reference: the weights as stored, fp32 precision (%.1f s); every row against it\n\n",
 	       base.seconds);
-	printf("%-7s %-9s %-7s %9s %9s %10s %10s %7s  %9s  %9s %10s %9s %7s\n", "weights",
-	       "precision", "lm_head", "cos_mean", "cos_min", "nmse", "kl_mean", "top1", "nmse/ggml",
-	       "kl/ggml", "w_nmse", "w/ggml", "seconds");
+	printf("%-7s %-9s %-7s %9s %9s %10s %10s %7s  %9s  %9s %10s %9s %7s\n", "weights", "precision",
+	       "lm_head", "cos_mean", "cos_min", "nmse", "kl_mean", "top1", "nmse/ggml", "kl/ggml", "w_nmse",
+	       "w/ggml", "seconds");
 	fflush(stdout);
 
 	struct variant rows[QE_MAX_ROWS];
@@ -529,8 +548,8 @@ int bench_quant_error_main(int argc, char **argv)
 			continue;
 		}
 		v->ran = true;
-		printf(" %9.6f %9.6f %10.3e %10.3e %7.4f", v->m.cos_mean, v->m.cos_min, v->m.nmse,
-		       v->m.kl, v->m.top1);
+		printf(" %9.6f %9.6f %10.3e %10.3e %7.4f", v->m.cos_mean, v->m.cos_min, v->m.nmse, v->m.kl,
+		       v->m.top1);
 		const struct variant *g = partner(rows, i, v);
 		if (g && g->ran) {
 			print_ratio(v->m.nmse, g->m.nmse);
@@ -562,15 +581,17 @@ int bench_quant_error_main(int argc, char **argv)
 		       g->name, g->head >= 0 ? " with its lm_head" : "",
 		       g->m.nmse > 0 ? v->m.nmse / g->m.nmse : 1.0, g->m.kl > 0 ? v->m.kl / g->m.kl : 1.0,
 		       v->w_nmse >= 0 && g->w_nmse > 0 ? v->w_nmse / g->w_nmse : NAN,
-		       holds ? "holds" : weights ? "holds for the weights, not the logits"
-						 : "does not hold");
+		       holds   ? "holds" :
+		       weights ? "holds for the weights, not the logits" :
+				 "does not hold");
 	}
 	for (int i = 0; i < n; i++) {
 		const struct variant *v = &rows[i];
 		if (v->ran && strcmp(v->name, "fp8") == 0 && v->head < 0)
 			printf("goal fp8 logits cosine >= 0.999 (%s precision): least row %.6f, mean "
-			       "%.6f: %s\n", engine_precision_name(v->precision), v->m.cos_min,
-			       v->m.cos_mean, v->m.cos_min >= 0.999 ? "holds" : "does not hold");
+			       "%.6f: %s\n",
+			       engine_precision_name(v->precision), v->m.cos_min, v->m.cos_mean,
+			       v->m.cos_min >= 0.999 ? "holds" : "does not hold");
 	}
 	ret = failed ? 1 : 0;
 out:

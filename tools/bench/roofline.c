@@ -54,12 +54,12 @@ double roofline_tile_flops(const struct roofline_vit *v, int lm_hidden)
 }
 
 struct per_token {
-	double flops;     /* everything but attention's key-dependent part and the lm_head */
+	double flops;	  /* everything but attention's key-dependent part and the lm_head */
 	double attn_keys; /* FLOPs per attended key, summed over attention layers */
-	double weights;   /* matrix elements read per token (the embedding row included) */
-	double head;      /* the lm_head's elements */
+	double weights;	  /* matrix elements read per token (the embedding row included) */
+	double head;	  /* the lm_head's elements */
 	double ssm, conv; /* Mamba state elements (SSM, conv), read once and written once */
-	double kv_row;    /* KV elements per position, summed over attention layers (K and V) */
+	double kv_row;	  /* KV elements per position, summed over attention layers (K and V) */
 };
 
 static struct per_token per_token(const struct roofline_lm *m)
@@ -88,8 +88,8 @@ static struct per_token per_token(const struct roofline_lm *m)
 			p.weights += 2 * d * m->intermediate;
 		}
 	}
-	p.weights += d;                      /* the embedding row */
-	p.head = (double)m->vocab * d;       /* the lm_head */
+	p.weights += d;		       /* the embedding row */
+	p.head = (double)m->vocab * d; /* the lm_head */
 	return p;
 }
 
@@ -103,8 +103,7 @@ static double state_bytes(const struct roofline_lm *m, const struct per_token *p
 /* Bytes of every matrix once, the lm_head at its own bytes per element */
 static double head_and_weights(const struct roofline_lm *m, const struct per_token *p)
 {
-	return p->weights * m->weight_bytes + p->head * (m->head_bytes > 0 ? m->head_bytes
-									      : m->weight_bytes);
+	return p->weights * m->weight_bytes + p->head * (m->head_bytes > 0 ? m->head_bytes : m->weight_bytes);
 }
 
 double roofline_prefill_flops(const struct roofline_lm *m, double context, double n)
@@ -123,8 +122,7 @@ double roofline_decode_flops(const struct roofline_lm *m, double context)
 double roofline_decode_bytes(const struct roofline_lm *m, double context)
 {
 	struct per_token p = per_token(m);
-	return head_and_weights(m, &p) + 2 * state_bytes(m, &p) +
-	       (context + 1) * p.kv_row * m->kv_bytes;
+	return head_and_weights(m, &p) + 2 * state_bytes(m, &p) + (context + 1) * p.kv_row * m->kv_bytes;
 }
 
 double roofline_forward_bytes(const struct roofline_lm *m, double context, int k)
@@ -141,16 +139,15 @@ double roofline_forward_flops(const struct roofline_lm *m, double context, int k
 	return roofline_prefill_flops(m, context, k);
 }
 
-double roofline_forward_seconds(const struct roofline_lm *m, const struct roofline_device *d,
-				double context, int k)
+double roofline_forward_seconds(const struct roofline_lm *m, const struct roofline_device *d, double context,
+				int k)
 {
 	double b = roofline_seconds_bytes(d, roofline_forward_bytes(m, context, k));
 	double f = roofline_seconds_flops(d, roofline_forward_flops(m, context, k));
 	return b > f ? b : f;
 }
 
-void roofline_serve_step(const struct roofline_lm *m, int sessions, double context,
-			 struct roofline_serve *ret)
+void roofline_serve_step(const struct roofline_lm *m, int sessions, double context, struct roofline_serve *ret)
 {
 	struct per_token p = per_token(m);
 	ret->weight_bytes = head_and_weights(m, &p);

@@ -34,17 +34,17 @@ struct roofline_lm {
 	int m_heads, m_head_dim, m_groups, m_state, m_conv_kernel;
 	double weight_bytes; /* per matrix element: 2 for bf16, 1.0625 for q8 on 5120-wide rows */
 	double head_bytes;   /* per lm_head element; 0: weight_bytes (fp8 keeps the head bf16) */
-	int state_bytes;  /* per conv state element, and SSM element without ssm_state_bytes: 4 */
+	int state_bytes;     /* per conv state element, and SSM element without ssm_state_bytes: 4 */
 	int ssm_state_bytes; /* per SSM state element: 4 (fp32) or 2 (bf16); 0: state_bytes */
-	int kv_bytes;     /* per KV cache element: 2 (bf16) or 4 */
+	int kv_bytes;	     /* per KV cache element: 2 (bf16) or 4 */
 };
 
 struct roofline_vit {
 	int width, depth, mlp;
 	int patch, tile;
-	int prefix;      /* class and register tokens in front of the patches */
+	int prefix;	 /* class and register tokens in front of the patches */
 	int proj_hidden; /* mlp1's hidden size */
-	int shuffle;     /* pixel-shuffle factor: 1 / downsample_ratio (2) */
+	int shuffle;	 /* pixel-shuffle factor: 1 / downsample_ratio (2) */
 };
 
 /* FLOPs of one tile through the ViT and the projector into rows of lm_hidden. */
@@ -67,8 +67,8 @@ double roofline_decode_bytes(const struct roofline_lm *m, double context);
 double roofline_forward_bytes(const struct roofline_lm *m, double context, int k);
 double roofline_forward_flops(const struct roofline_lm *m, double context, int k);
 struct roofline_device;
-double roofline_forward_seconds(const struct roofline_lm *m, const struct roofline_device *d,
-				double context, int k);
+double roofline_forward_seconds(const struct roofline_lm *m, const struct roofline_device *d, double context,
+				int k);
 
 /* One agent step: n_tiles tiles, the new turn's text tokens besides the image tokens, and the
  * tokens decoded, after `context` cached tokens. */
@@ -76,7 +76,7 @@ struct roofline_step {
 	double context;
 	int n_tiles, text_tokens, decoded;
 	/* results */
-	double appended;       /* image + text tokens prefilled */
+	double appended; /* image + text tokens prefilled */
 	double vision_flops, prefill_flops, decode_flops, decode_bytes;
 };
 void roofline_step_count(const struct roofline_lm *m, const struct roofline_vit *v, int lm_hidden,
@@ -87,7 +87,7 @@ struct roofline_serve {
 	double weight_bytes; /* every matrix once, for all sessions */
 	double state_bytes;  /* every session's SSM and conv state, read and written */
 	double kv_bytes;     /* every session's K and V rows read, the new one written */
-	double flops;        /* sessions x one decode token's */
+	double flops;	     /* sessions x one decode token's */
 };
 void roofline_serve_step(const struct roofline_lm *m, int sessions, double context,
 			 struct roofline_serve *ret);
@@ -95,11 +95,11 @@ void roofline_serve_step(const struct roofline_lm *m, int sessions, double conte
 /* A device's peak rates and memory. */
 struct roofline_device {
 	const char *name;
-	double flops;      /* dense bf16 tensor-core FLOP/s (fp32 accumulate) */
+	double flops;	   /* dense bf16 tensor-core FLOP/s (fp32 accumulate) */
 	double bandwidth;  /* memory bytes/s */
 	double fp8_flops;  /* dense fp8 (e4m3) tensor-core FLOP/s; 0: no FP8 (before sm_89) */
-	double memory;     /* bytes, as the driver reports the total */
-	int sm;            /* compute capability x 10: 86, 89, 90, 120 */
+	double memory;	   /* bytes, as the driver reports the total */
+	int sm;		   /* compute capability x 10: 86, 89, 90, 120 */
 	const char *label; /* e.g. "NVIDIA GeForce RTX 4090" */
 };
 /* "rtx3090", "rtx4090", "rtx5090", "l4", "h100" or "h200" (case-insensitive); NULL for another
@@ -118,8 +118,7 @@ static inline double roofline_seconds_bytes(const struct roofline_device *d, dou
 	return bytes / d->bandwidth;
 }
 /* Seconds of a serve step: its bytes at the bandwidth or its FLOPs at the GEMM rate, the longer. */
-static inline double roofline_serve_seconds(const struct roofline_device *d,
-					    const struct roofline_serve *s)
+static inline double roofline_serve_seconds(const struct roofline_device *d, const struct roofline_serve *s)
 {
 	double b = roofline_seconds_bytes(d, s->weight_bytes + s->state_bytes + s->kv_bytes);
 	double f = roofline_seconds_flops(d, s->flops);

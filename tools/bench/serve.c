@@ -26,8 +26,8 @@
  * code does with its cores to itself). Each count's X and Z are also figure lines (bench_figure():
  * serve.sessionsN.tok_s, serve.sessionsN.step_ms); --reference R gives the largest count's
  * tok/s the goal >= R (e.g. 8900: vLLM's published rate for this model at 100 sessions on one
- * H100), printed beside it as "reference=R ratio=X/R". Then the roofline (roofline.h) of one batched decode step
- * of the --config shapes (default: holotron-12b-config.json beside this file) with
+ * H100), printed beside it as "reference=R ratio=X/R". Then the roofline (roofline.h) of one batched decode
+ * step of the --config shapes (default: holotron-12b-config.json beside this file) with
  * --roofline-sessions sessions (default 100) at --context cached tokens each (default 4096),
  * bf16 weights and KV, an fp32 conv window, and the SSM state in fp32 then in bf16 (a line
  * per state type and device; --profile first adds one more round per count with the backend's
@@ -40,7 +40,8 @@
  *
  * (a session created for --context tokens; a snapshot of the first session taken and restored).
  *
- *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C bound=memory ssm_state=fp32
+ *   roofline device=h200 sessions=100 context=4096 tok/s=X step_ms=Y weights_GB=A state_GB=B kv_GB=C
+ * bound=memory ssm_state=fp32
  *
  * --mixed N (before the roofline): for each count, a prefill chunk of N tokens (one more session,
  * emptied before each step) beside the count's decode steps, every other step in the same
@@ -152,7 +153,7 @@ struct serve {
 	struct engine_session **sessions;
 	struct engine_batch_entry *entries;
 	int32_t *tokens; /* [sessions][prompt]: each session's prompt, then its next token at [0] */
-	float *logits;   /* [sessions][vocab] */
+	float *logits;	 /* [sessions][vocab] */
 	/* --mixed: the chunk's session, tokens and logits */
 	int chunk;
 	struct engine_session *chunk_session;
@@ -162,8 +163,7 @@ struct serve {
 
 /* Prefills `n` sessions in one batch and times `steps` batched decode steps: wall and CPU
  * seconds of the forward calls (profiled when `profile`: the profile starts after the prefill). */
-static int run_count(struct serve *sv, int n, int steps, bool profile, double *ret_s,
-		     double *ret_cpu)
+static int run_count(struct serve *sv, int n, int steps, bool profile, double *ret_s, double *ret_cpu)
 {
 	size_t V = (size_t)sv->vocab;
 	for (int i = 0; i < n; i++) {
@@ -171,9 +171,11 @@ static int run_count(struct serve *sv, int n, int steps, bool profile, double *r
 		int32_t *t = sv->tokens + (size_t)i * sv->prompt;
 		for (int k = 0; k < sv->prompt; k++)
 			t[k] = (int32_t)(((uint64_t)k * 7919 + (uint64_t)i * 104729 + 13) % V);
-		sv->entries[i] = (struct engine_batch_entry){
-			.session = sv->sessions[i], .tokens = t, .n = (size_t)sv->prompt,
-			.want = ENGINE_LOGITS_LAST, .ret_logits = sv->logits + (size_t)i * V};
+		sv->entries[i] = (struct engine_batch_entry){.session = sv->sessions[i],
+							     .tokens = t,
+							     .n = (size_t)sv->prompt,
+							     .want = ENGINE_LOGITS_LAST,
+							     .ret_logits = sv->logits + (size_t)i * V};
 	}
 	int r = engine_forward_batch(sv->backend, sv->entries, (size_t)n);
 	if (r == 0 && profile)
@@ -217,9 +219,11 @@ static int run_mixed(struct serve *sv, int n, int steps, double *ret_together, d
 			sv->entries[i].n = 1;
 		}
 		engine_session_reset(sv->chunk_session);
-		sv->entries[n] = (struct engine_batch_entry){
-			.session = sv->chunk_session, .tokens = sv->chunk_tokens, .n = (size_t)sv->chunk,
-			.want = ENGINE_LOGITS_LAST, .ret_logits = sv->chunk_logits};
+		sv->entries[n] = (struct engine_batch_entry){.session = sv->chunk_session,
+							     .tokens = sv->chunk_tokens,
+							     .n = (size_t)sv->chunk,
+							     .want = ENGINE_LOGITS_LAST,
+							     .ret_logits = sv->chunk_logits};
 		uint64_t t0 = time_mono_ns();
 		if (s % 2 == 0) {
 			r = engine_forward_batch(sv->backend, sv->entries, (size_t)n + 1);
@@ -263,8 +267,9 @@ static int print_state_costs(struct serve *sv, int context)
 		restore = fmin(restore, (double)(t3 - t2) / 1e6);
 	}
 	printf("state session_create_ms=%.2f context=%d snapshot_ms=%.2f restore_ms=%.2f "
-	       "snapshot_MiB=%.1f tokens=%d\n", create, context, snap, restore,
-	       (double)bytes / (1 << 20), engine_session_n_tokens(sv->sessions[0]));
+	       "snapshot_MiB=%.1f tokens=%d\n",
+	       create, context, snap, restore, (double)bytes / (1 << 20),
+	       engine_session_n_tokens(sv->sessions[0]));
 	return 0;
 }
 
@@ -293,9 +298,9 @@ static int print_roofline(const char *config, int sessions, int context)
 		for (size_t i = 0; i < ARRAY_SIZE(devices); i++) {
 			const struct roofline_device *d = roofline_device_find(devices[i]);
 			double s = roofline_serve_seconds(d, &st);
-			bool compute = roofline_seconds_flops(d, st.flops) >=
-				       roofline_seconds_bytes(d, st.weight_bytes + st.state_bytes +
-								     st.kv_bytes);
+			bool compute =
+				roofline_seconds_flops(d, st.flops) >=
+				roofline_seconds_bytes(d, st.weight_bytes + st.state_bytes + st.kv_bytes);
 			printf("roofline device=%s sessions=%d context=%d tok/s=%.0f step_ms=%.2f "
 			       "weights_GB=%.2f state_GB=%.2f kv_GB=%.2f bound=%s ssm_state=%s\n",
 			       d->name, sessions, context, sessions / s, s * 1e3, st.weight_bytes / 1e9,
@@ -309,16 +314,26 @@ static int print_roofline(const char *config, int sessions, int context)
 int bench_serve_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"model", required_argument, NULL, 'm'},     {"random", required_argument, NULL, 'r'},
-		{"sessions", required_argument, NULL, 's'},  {"prompt", required_argument, NULL, 'p'},
-		{"decode", required_argument, NULL, 'd'},    {"rounds", required_argument, NULL, 'R'},
-		{"threads", required_argument, NULL, 't'},   {"backend", required_argument, NULL, 'b'},
-		{"device", required_argument, NULL, 'D'},    {"precision", required_argument, NULL, 'P'},
-		{"config", required_argument, NULL, 'c'},    {"roofline-sessions", required_argument, NULL, 'S'},
-		{"context", required_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
-		{"profile", no_argument, NULL, 'F'},         {"ssm-state", required_argument, NULL, 'X'},
-		{"mixed", required_argument, NULL, 'M'},     {"random-config", required_argument, NULL, 'Q'},
-		{"reference", required_argument, NULL, 'V'}, {0},
+		{"model", required_argument, NULL, 'm'},
+		{"random", required_argument, NULL, 'r'},
+		{"sessions", required_argument, NULL, 's'},
+		{"prompt", required_argument, NULL, 'p'},
+		{"decode", required_argument, NULL, 'd'},
+		{"rounds", required_argument, NULL, 'R'},
+		{"threads", required_argument, NULL, 't'},
+		{"backend", required_argument, NULL, 'b'},
+		{"device", required_argument, NULL, 'D'},
+		{"precision", required_argument, NULL, 'P'},
+		{"config", required_argument, NULL, 'c'},
+		{"roofline-sessions", required_argument, NULL, 'S'},
+		{"context", required_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
+		{"profile", no_argument, NULL, 'F'},
+		{"ssm-state", required_argument, NULL, 'X'},
+		{"mixed", required_argument, NULL, 'M'},
+		{"random-config", required_argument, NULL, 'Q'},
+		{"reference", required_argument, NULL, 'V'},
+		{0},
 	};
 	struct lm_random_spec sp;
 	bench_engine_default_spec(&sp);
@@ -332,8 +347,7 @@ int bench_serve_main(int argc, char **argv)
 	bool profile = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	const char *env_precision = getenv("HOLOD_PRECISION");
-	if (env_precision && *env_precision &&
-	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+	if (env_precision && *env_precision && engine_precision_parse(env_precision, &bopts.precision) < 0) {
 		fprintf(stderr, "holo-bench serve: HOLOD_PRECISION=%s: expected bf16 or fp32\n",
 			env_precision);
 		return 2;
@@ -459,7 +473,9 @@ int bench_serve_main(int argc, char **argv)
 		printf("random model%s%s: pattern %s, hidden %d, vocab %d, intermediate %d, dtype %s\n",
 		       random_config ? " of the shapes of " : "", random_config ? random_config : "",
 		       sp.pattern, sp.hidden, sp.vocab, sp.intermediate,
-		       sp.dtype == TENSOR_BF16 ? "bf16" : sp.dtype == TENSOR_F16 ? "f16" : "f32");
+		       sp.dtype == TENSOR_BF16 ? "bf16" :
+		       sp.dtype == TENSOR_F16  ? "f16" :
+						 "f32");
 	}
 	sv.backend = engine_backend_create(m, &bopts, msg, sizeof(msg));
 	if (!sv.backend) {
@@ -484,8 +500,8 @@ int bench_serve_main(int argc, char **argv)
 	}
 	for (int i = 0; i < max_n; i++)
 		/* --mixed takes at least two steps, one of each kind */
-		if (!(sv.sessions[i] = engine_session_create_on(sv.backend,
-								prompt + (chunk ? MAX(decode, 2) : decode)))) {
+		if (!(sv.sessions[i] = engine_session_create_on(sv.backend, prompt + (chunk ? MAX(decode, 2) :
+											      decode)))) {
 			r = -errno;
 			goto fail;
 		}
@@ -533,8 +549,8 @@ int bench_serve_main(int argc, char **argv)
 		if (k == 0)
 			base = tps;
 		bool last = k == n_counts - 1;
-		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f", counts[k],
-		       tps, tps / base, w / decode * 1e3, c > 0 ? tokens / (c / nthreads) : 0.0);
+		printf("sessions=%d tok/s=%.2f speedup=%.2f step_ms=%.3f cpu_tok/s=%.2f", counts[k], tps,
+		       tps / base, w / decode * 1e3, c > 0 ? tokens / (c / nthreads) : 0.0);
 		if (last && reference)
 			printf(" reference=%d ratio=%.3f", reference, tps / reference);
 		printf("\n");
@@ -573,8 +589,8 @@ int bench_serve_main(int argc, char **argv)
 		    (r = run_mixed(&sv, counts[k], steps, &together, &apart)) < 0)
 			goto fail;
 		together /= (steps + 1) / 2, apart /= steps / 2;
-		printf("mixed sessions=%d chunk=%d together_ms=%.3f apart_ms=%.3f speedup=%.2f\n",
-		       counts[k], chunk, together * 1e3, apart * 1e3, apart / together);
+		printf("mixed sessions=%d chunk=%d together_ms=%.3f apart_ms=%.3f speedup=%.2f\n", counts[k],
+		       chunk, together * 1e3, apart * 1e3, apart / together);
 	}
 	if (print_roofline(config, roof_sessions, context) < 0)
 		goto out;

@@ -53,8 +53,7 @@ static int vit_from_config(const json_t *root, struct bench_shapes *s, char *err
 		snprintf(err, errlen, "ViT '%s' has no known depth and MLP width", model);
 		return -EINVAL;
 	}
-	*v = (struct roofline_vit){.width = vits[i].width, .depth = vits[i].depth,
-				   .mlp = vits[i].mlp};
+	*v = (struct roofline_vit){.width = vits[i].width, .depth = vits[i].depth, .mlp = vits[i].mlp};
 	s->vit_heads = vits[i].heads;
 	if (json_object_get(vc, "num_attention_heads") &&
 	    get_int(vc, "num_attention_heads", &s->vit_heads) < 0) {
@@ -63,28 +62,27 @@ static int vit_from_config(const json_t *root, struct bench_shapes *s, char *err
 	}
 	int width, reg = 1, cpe = 0;
 	if (get_int(root, "vit_hidden_size", &width) < 0 || width != v->width ||
-	    get_int(root, "force_image_size", &v->tile) < 0 ||
-	    get_int(root, "patch_size", &v->patch) < 0 ||
+	    get_int(root, "force_image_size", &v->tile) < 0 || get_int(root, "patch_size", &v->patch) < 0 ||
 	    get_int(root, "projector_hidden_size", &v->proj_hidden) < 0 ||
 	    model_config_number(root, "downsample_ratio", &ratio) < 0 || ratio <= 0 || ratio > 1) {
-		snprintf(err, errlen, "vit_hidden_size (%d for %s), force_image_size, patch_size, "
+		snprintf(err, errlen,
+			 "vit_hidden_size (%d for %s), force_image_size, patch_size, "
 			 "projector_hidden_size or downsample_ratio missing or out of range",
 			 v->width, model);
 		return -EINVAL;
 	}
 	v->shuffle = (int)lround(1 / ratio);
 	if (v->tile % (v->patch * v->shuffle)) {
-		snprintf(err, errlen, "tile %d is not a multiple of patch %d x shuffle %d", v->tile,
-			 v->patch, v->shuffle);
+		snprintf(err, errlen, "tile %d is not a multiple of patch %d x shuffle %d", v->tile, v->patch,
+			 v->shuffle);
 		return -EINVAL;
 	}
 	/* a class token per teacher (or one), padded with registers to register_multiple */
 	const json_t *teachers = json_object_get(args, "teachers");
-	int n_cls = json_is_true(json_object_get(args, "cls_token_per_teacher")) && teachers
-			    ? (int)json_array_size(teachers)
-			    : 1;
-	if (json_object_get(args, "register_multiple") &&
-	    get_int(args, "register_multiple", &reg) < 0) {
+	int n_cls = json_is_true(json_object_get(args, "cls_token_per_teacher")) && teachers ?
+			    (int)json_array_size(teachers) :
+			    1;
+	if (json_object_get(args, "register_multiple") && get_int(args, "register_multiple", &reg) < 0) {
 		snprintf(err, errlen, "vision_config.args.register_multiple is not a count");
 		return -EINVAL;
 	}
@@ -92,8 +90,10 @@ static int vit_from_config(const json_t *root, struct bench_shapes *s, char *err
 	/* the position grid RADIO's CPE interpolates from (only a random tower needs it) */
 	if (json_object_get(args, "cpe_max_size") &&
 	    (get_int(args, "cpe_max_size", &cpe) < 0 || cpe % v->patch)) {
-		snprintf(err, errlen, "vision_config.args.cpe_max_size is not a multiple of the "
-			 "patch %d", v->patch);
+		snprintf(err, errlen,
+			 "vision_config.args.cpe_max_size is not a multiple of the "
+			 "patch %d",
+			 v->patch);
 		return -EINVAL;
 	}
 	s->pos_grid = cpe / v->patch;
@@ -130,8 +130,7 @@ int bench_shapes_read(const char *path, struct bench_shapes *ret, char *err, siz
 	if (r >= 0 && ret->mc.vocab_size < 1)
 		r = -EINVAL, snprintf(why, sizeof(why), "no vocab_size");
 	if (r >= 0)
-		ret->has_vision = vit_from_config(root, ret, ret->vision_err,
-						  sizeof(ret->vision_err)) == 0;
+		ret->has_vision = vit_from_config(root, ret, ret->vision_err, sizeof(ret->vision_err)) == 0;
 	if (r < 0)
 		snprintf(err, errlen, "%s: %s", path, why[0] ? why : strerror(-r));
 	json_decref(root);
@@ -143,11 +142,21 @@ void bench_shapes_roofline_lm(const struct bench_shapes *s, struct roofline_lm *
 {
 	const struct lm_config *l = &s->mc.lm;
 	*ret = (struct roofline_lm){
-		.pattern = l->pattern, .hidden = l->hidden, .vocab = s->mc.vocab_size,
-		.intermediate = l->intermediate, .n_heads = l->n_heads, .n_kv_heads = l->n_kv_heads,
-		.head_dim = l->head_dim, .m_heads = l->m_heads, .m_head_dim = l->m_head_dim,
-		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
-		.weight_bytes = 2, .state_bytes = 4, .kv_bytes = 2,
+		.pattern = l->pattern,
+		.hidden = l->hidden,
+		.vocab = s->mc.vocab_size,
+		.intermediate = l->intermediate,
+		.n_heads = l->n_heads,
+		.n_kv_heads = l->n_kv_heads,
+		.head_dim = l->head_dim,
+		.m_heads = l->m_heads,
+		.m_head_dim = l->m_head_dim,
+		.m_groups = l->m_groups,
+		.m_state = l->m_state,
+		.m_conv_kernel = l->m_conv_kernel,
+		.weight_bytes = 2,
+		.state_bytes = 4,
+		.kv_bytes = 2,
 	};
 }
 
@@ -155,21 +164,38 @@ void bench_shapes_lm_spec(const struct bench_shapes *s, struct lm_random_spec *r
 {
 	const struct lm_config *l = &s->mc.lm;
 	*ret = (struct lm_random_spec){
-		.pattern = l->pattern, .hidden = l->hidden, .vocab = s->mc.vocab_size,
-		.intermediate = l->intermediate, .n_heads = l->n_heads, .n_kv_heads = l->n_kv_heads,
-		.head_dim = l->head_dim, .m_heads = l->m_heads, .m_head_dim = l->m_head_dim,
-		.m_groups = l->m_groups, .m_state = l->m_state, .m_conv_kernel = l->m_conv_kernel,
-		.m_chunk = l->m_chunk, .dtype = TENSOR_BF16, .seed = 1,
+		.pattern = l->pattern,
+		.hidden = l->hidden,
+		.vocab = s->mc.vocab_size,
+		.intermediate = l->intermediate,
+		.n_heads = l->n_heads,
+		.n_kv_heads = l->n_kv_heads,
+		.head_dim = l->head_dim,
+		.m_heads = l->m_heads,
+		.m_head_dim = l->m_head_dim,
+		.m_groups = l->m_groups,
+		.m_state = l->m_state,
+		.m_conv_kernel = l->m_conv_kernel,
+		.m_chunk = l->m_chunk,
+		.dtype = TENSOR_BF16,
+		.seed = 1,
 	};
 }
 
 void bench_shapes_vision_spec(const struct bench_shapes *s, struct lm_random_vision_spec *ret)
 {
 	*ret = (struct lm_random_vision_spec){
-		.width = s->vit.width, .depth = s->vit.depth, .heads = s->vit_heads, .mlp = s->vit.mlp,
-		.patch = s->vit.patch, .n_prefix = s->vit.prefix, .pos_grid = s->pos_grid,
-		.shuffle = s->vit.shuffle, .proj_hidden = s->vit.proj_hidden,
-		.image_token = s->image_token, .seed = 2,
+		.width = s->vit.width,
+		.depth = s->vit.depth,
+		.heads = s->vit_heads,
+		.mlp = s->vit.mlp,
+		.patch = s->vit.patch,
+		.n_prefix = s->vit.prefix,
+		.pos_grid = s->pos_grid,
+		.shuffle = s->vit.shuffle,
+		.proj_hidden = s->vit.proj_hidden,
+		.image_token = s->image_token,
+		.seed = 2,
 	};
 	engine_vision_preprocess_defaults(&ret->pre);
 	ret->pre.tile_size = s->vit.tile;

@@ -27,8 +27,8 @@ struct bench_shapes {
 	char vision_err[160];
 	struct roofline_vit vit;
 	int vit_heads;
-	int pos_grid;      /* position grid side: vision_config.args.cpe_max_size / patch (0: none) */
-	int max_tiles;     /* max_num_tiles (default 12) */
+	int pos_grid;  /* position grid side: vision_config.args.cpe_max_size / patch (0: none) */
+	int max_tiles; /* max_num_tiles (default 12) */
 	bool use_thumbnail;
 	int32_t image_token; /* img_context_token_id, or -ENOENT */
 };

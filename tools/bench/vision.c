@@ -46,9 +46,8 @@
 
 static const char STEP_SYSTEM[] =
 	"You are a GUI agent. You see the screen and answer with one action as JSON.";
-static const char STEP_USER[] =
-	"Task: open the settings and turn on dark mode.\n"
-	"Previous action: click(640, 400).\nWhat is the next action?";
+static const char STEP_USER[] = "Task: open the settings and turn on dark mode.\n"
+				"Previous action: click(640, 400).\nWhat is the next action?";
 
 static void usage(FILE *f)
 {
@@ -103,8 +102,8 @@ static int random_radio_h(struct vision_weights *w, int depth, void ***pool, siz
 	w->patch = RADIO_H_PATCH;
 	w->shuffle = 2;
 	w->embedder = rand_tensor(pool, n_pool, 0, 1.0f / sqrtf((float)in), 2, D, in, 0);
-	w->pos_embed = rand_tensor(pool, n_pool, 0, 0.5f, 3, 1,
-				   (int64_t)RADIO_H_POS_GRID * RADIO_H_POS_GRID, D);
+	w->pos_embed =
+		rand_tensor(pool, n_pool, 0, 0.5f, 3, 1, (int64_t)RADIO_H_POS_GRID * RADIO_H_POS_GRID, D);
 	w->cls_token = rand_tensor(pool, n_pool, 0, 0.5f, 2, RADIO_H_PREFIX, D, 0);
 	w->blocks = xcalloc((size_t)depth, sizeof(*w->blocks));
 	for (int i = 0; i < depth; i++) {
@@ -125,8 +124,8 @@ static int random_radio_h(struct vision_weights *w, int depth, void ***pool, siz
 	}
 	w->mlp1_norm = rand_tensor(pool, n_pool, 1, 0.1f, 1, 4 * D, 0, 0);
 	w->mlp1_fc1 = rand_tensor(pool, n_pool, 0, 1.0f / sqrtf(4.0f * (float)D), 2, PROJ_HIDDEN, 4 * D, 0);
-	w->mlp1_fc3 = rand_tensor(pool, n_pool, 0, 1.0f / sqrtf((float)PROJ_HIDDEN), 2, LM_HIDDEN,
-				  PROJ_HIDDEN, 0);
+	w->mlp1_fc3 =
+		rand_tensor(pool, n_pool, 0, 1.0f / sqrtf((float)PROJ_HIDDEN), 2, LM_HIDDEN, PROJ_HIDDEN, 0);
 	r = vision_weights_check(w, err, sizeof(err));
 	if (r < 0)
 		fprintf(stderr, "holo-bench vision: random RADIO-H: %s\n", err);
@@ -163,9 +162,8 @@ static int bench_gemms_create(const struct vision_weights *w, struct vision_gemm
 
 /* Seconds of the best of `reps` runs of depth-`depth` ViT over n tiles, and of the projector;
  * the time per operation of the fastest run, per tile. */
-static int time_random(struct vision_weights *w, int depth, const float *px, int n, int reps,
-		       double *ret_vit, double *ret_proj, double *ret_vit_cpu,
-		       struct vision_profile *ret_prof)
+static int time_random(struct vision_weights *w, int depth, const float *px, int n, int reps, double *ret_vit,
+		       double *ret_proj, double *ret_vit_cpu, struct vision_profile *ret_prof)
 {
 	const int grid = TILE / RADIO_H_PATCH;
 	size_t feat_n = (size_t)grid * grid * RADIO_H_WIDTH;
@@ -188,8 +186,8 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 			uint64_t t0 = time_mono_ns();
 			double c0 = bench_cpu_seconds();
 
-			r = vision_vit_forward_profile(w, gm, px + (size_t)t * 3 * TILE * TILE, grid,
-						       grid, pos, feat, &prof);
+			r = vision_vit_forward_profile(w, gm, px + (size_t)t * 3 * TILE * TILE, grid, grid,
+						       pos, feat, &prof);
 			uint64_t t1 = time_mono_ns();
 			cpu += bench_cpu_seconds() - c0;
 			if (r == 0)
@@ -221,8 +219,8 @@ static int time_random(struct vision_weights *w, int depth, const float *px, int
 
 /* The time per operation of one tile through `blocks` blocks and the projector (the fastest
  * timed run); the blocks' steps also per block. */
-static void print_split(const struct vision_profile *prof, const struct vision_weights *w,
-			int grid, int blocks)
+static void print_split(const struct vision_profile *prof, const struct vision_weights *w, int grid,
+			int blocks)
 {
 	const double L = (double)grid * grid + w->n_prefix, D = w->width, M = w->mlp;
 	const double n_proj = (double)(grid / w->shuffle) * (grid / w->shuffle);
@@ -236,16 +234,16 @@ static void print_split(const struct vision_profile *prof, const struct vision_w
 	printf("per operation, one tile through %d block%s and the projector (%.0f ms):\n", blocks,
 	       blocks == 1 ? "" : "s", (double)total / 1e6);
 	for (int op = 0; op < VISION_OP_COUNT; op++) {
-		bool per_block = op == VISION_OP_GEMM || op == VISION_OP_BIAS ||
-				 op == VISION_OP_ATTENTION || op == VISION_OP_GELU;
+		bool per_block = op == VISION_OP_GEMM || op == VISION_OP_BIAS || op == VISION_OP_ATTENTION ||
+				 op == VISION_OP_GELU;
 
 		printf("  vision cpu %-30s %8.1f ms %5.1f%%", vision_op_name((enum vision_op)op),
 		       (double)prof->ns[op] / 1e6, total ? 100.0 * (double)prof->ns[op] / (double)total : 0.0);
 		if (per_block)
 			printf("  (%.2f ms per block)", (double)prof->ns[op] / 1e6 / blocks);
 		if ((op == VISION_OP_GEMM || op == VISION_OP_PROJ_GEMM) && prof->ns[op])
-			printf("  %.0f GFLOP/s",
-			       (op == VISION_OP_GEMM ? blocks * block_flop : proj_flop) / (double)prof->ns[op]);
+			printf("  %.0f GFLOP/s", (op == VISION_OP_GEMM ? blocks * block_flop : proj_flop) /
+							 (double)prof->ns[op]);
 		printf("\n");
 	}
 }
@@ -254,8 +252,8 @@ static void print_split(const struct vision_profile *prof, const struct vision_w
  * is the embedding, one block, the final norm with the projector's first product, or its
  * second product): the longest step is the slice holod's model worker runs between two
  * forwards at --batch-vision-slice 1. */
-static int print_steps(const struct vision_weights *w, const struct vision_gemms *gm,
-		       const float *px, const float *pos, int grid)
+static int print_steps(const struct vision_weights *w, const struct vision_gemms *gm, const float *px,
+		       const float *pos, int grid)
 {
 	struct vision_vit_run run;
 	float *feat = xmalloc((size_t)grid * grid * w->width * sizeof(float));
@@ -289,8 +287,8 @@ static int print_steps(const struct vision_weights *w, const struct vision_gemms
 	if (r == 0)
 		printf("resumable encode steps (one tile, --batch-vision-slice 1): embedding %.1f ms, "
 		       "%d blocks %.1f ms each on average (longest %.1f ms), final norm + projector "
-		       "%.1f + %.1f ms: the longest slice %.1f ms\n", embed, w->depth,
-		       block_sum / w->depth, block_max, first, second,
+		       "%.1f + %.1f ms: the longest slice %.1f ms\n",
+		       embed, w->depth, block_sum / w->depth, block_max, first, second,
 		       fmax(fmax(embed, block_max), fmax(first, second)));
 	vision_vit_run_finish(&run);
 	free(feat);
@@ -314,9 +312,8 @@ static int bench_random(int blocks, int n_tiles)
 		goto out;
 	printf("random C-RADIOv2-H: width %d, %d heads, MLP %d, %d prefix tokens, %dx%d position grid, "
 	       "projector %d -> %d -> %d, bf16; %d distinct blocks built in %.1f s\n",
-	       RADIO_H_WIDTH, RADIO_H_HEADS, RADIO_H_MLP, RADIO_H_PREFIX, RADIO_H_POS_GRID,
-	       RADIO_H_POS_GRID, 4 * RADIO_H_WIDTH, PROJ_HIDDEN, LM_HIDDEN, blocks,
-	       (double)(time_mono_ns() - t0) / 1e9);
+	       RADIO_H_WIDTH, RADIO_H_HEADS, RADIO_H_MLP, RADIO_H_PREFIX, RADIO_H_POS_GRID, RADIO_H_POS_GRID,
+	       4 * RADIO_H_WIDTH, PROJ_HIDDEN, LM_HIDDEN, blocks, (double)(time_mono_ns() - t0) / 1e9);
 	if (blocks == RADIO_H_DEPTH) {
 		r = time_random(&w, blocks, px, n_tiles, 1, &vit32, &projn, &cpun, &prof);
 		if (r < 0)
@@ -481,11 +478,10 @@ static int step_tokens(const struct engine_tokenizer *tok, const struct engine_v
 int bench_vision_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"model", required_argument, NULL, 'm'},   {"blocks", required_argument, NULL, 'b'},
-		{"tiles", required_argument, NULL, 'n'},   {"threads", required_argument, NULL, 't'},
+		{"model", required_argument, NULL, 'm'},     {"blocks", required_argument, NULL, 'b'},
+		{"tiles", required_argument, NULL, 'n'},     {"threads", required_argument, NULL, 't'},
 		{"tokenizer", required_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
-		{"precision", required_argument, NULL, 'P'},
-		{0},
+		{"precision", required_argument, NULL, 'P'}, {0},
 	};
 	const char *model_dir = NULL, *tok_path = NULL;
 	int blocks = RADIO_H_DEPTH, n_tiles = 1, threads = 0, ret = 1;
@@ -547,12 +543,12 @@ int bench_vision_main(int argc, char **argv)
 	}
 	/* where oneDNN has no bf16 products (AVX2 alone) the backend's bf16 encode runs the fp32
 	 * products (cpu_vision_steps()), and so does this */
-	printf("threads %d, kernels %s, precision %s%s%s\n", engine_get_threads(),
-	       engine_cpu_kernels(),
-	       !bench_bf16 ? "fp32"
-	       : cpu_dnnl_bf16_supported()
-		       ? "bf16 (oneDNN products, vision row kernels "
-		       : "bf16 (oneDNN has no bf16 products on this CPU: fp32 products, vision row kernels ",
+	printf("threads %d, kernels %s, precision %s%s%s\n", engine_get_threads(), engine_cpu_kernels(),
+	       !bench_bf16 ?
+		       "fp32" :
+	       cpu_dnnl_bf16_supported() ?
+		       "bf16 (oneDNN products, vision row kernels " :
+		       "bf16 (oneDNN has no bf16 products on this CPU: fp32 products, vision row kernels ",
 	       bench_bf16 ? vision_rows()->name : "", bench_bf16 ? ")" : "");
 	if (model_dir) {
 		m = engine_model_load(model_dir, err, sizeof(err));
@@ -579,8 +575,16 @@ int bench_vision_main(int argc, char **argv)
 		}
 		tok = own_tok;
 	}
-	if (step_tokens(tok, v, tok_path ? tok_path : model_dir ? model_dir : "", 1280, 800) < 0 ||
-	    step_tokens(tok, v, tok_path ? tok_path : model_dir ? model_dir : "", 1920, 1080) < 0)
+	if (step_tokens(tok, v,
+			tok_path  ? tok_path :
+			model_dir ? model_dir :
+				    "",
+			1280, 800) < 0 ||
+	    step_tokens(tok, v,
+			tok_path  ? tok_path :
+			model_dir ? model_dir :
+				    "",
+			1920, 1080) < 0)
 		goto out;
 	ret = 0;
 out:

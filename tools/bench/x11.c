@@ -60,16 +60,15 @@ static pid_t start_xvfb(char *name, size_t size)
 		dup2(devnull, 1);
 		dup2(devnull, 2);
 		snprintf(fdarg, sizeof(fdarg), "%d", fds[1]);
-		execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", "1920x1080x24",
-		       "-nolisten", "tcp", "-noreset", (char *)NULL);
+		execlp("Xvfb", "Xvfb", "-displayfd", fdarg, "-screen", "0", "1920x1080x24", "-nolisten",
+		       "tcp", "-noreset", (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
 	/* Xvfb writes the number and the newline separately, and dies if the pipe is closed in
 	 * between: read up to the newline. */
 	struct pollfd p = {fds[0], POLLIN, 0};
-	while ((size_t)got < sizeof(buf) - 1 && !memchr(buf, '\n', (size_t)got) &&
-	       poll(&p, 1, 20000) > 0) {
+	while ((size_t)got < sizeof(buf) - 1 && !memchr(buf, '\n', (size_t)got) && poll(&p, 1, 20000) > 0) {
 		ssize_t r = read(fds[0], buf + got, sizeof(buf) - 1 - (size_t)got);
 		if (r <= 0)
 			break;
@@ -90,8 +89,7 @@ static pid_t start_xvfb(char *name, size_t size)
 static Window paint_desktop(Display *dpy)
 {
 	int scr = DefaultScreen(dpy);
-	Window w = XCreateSimpleWindow(dpy, RootWindow(dpy, scr), 0, 0, BENCH_W, BENCH_H, 0, 0,
-	                               0xf0f0f0);
+	Window w = XCreateSimpleWindow(dpy, RootWindow(dpy, scr), 0, 0, BENCH_W, BENCH_H, 0, 0, 0xf0f0f0);
 	XSetWindowAttributes attrs = {.override_redirect = True};
 	XChangeWindowAttributes(dpy, w, CWOverrideRedirect, &attrs);
 	XSelectInput(dpy, w, ButtonPressMask | ExposureMask);
@@ -109,7 +107,7 @@ static Window paint_desktop(Display *dpy)
 	}
 	XSetForeground(dpy, gc, 0x202020);
 	static const char line[] = "The quick brown fox jumps over the lazy dog 0123456789 -- "
-	                           "holod benchmark text, a screen full of it like a document.";
+				   "holod benchmark text, a screen full of it like a document.";
 	for (int y = 220, i = 0; y < BENCH_H; y += 16, i++)
 		XDrawString(dpy, w, gc, 320 + (i % 7) * 3, y, line + (i % 13), (int)sizeof(line) - 14);
 	for (int y = 60, i = 0; y < BENCH_H; y += 24, i++)
@@ -141,8 +139,8 @@ static int wait_press(Display *dpy)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench x11 [--display NAME] [--iterations N]\n"
-	           "  --display NAME   use this X display (default: start a 1920x1080 Xvfb)\n"
-	           "  --iterations N   samples per measurement (default 50)\n");
+		   "  --display NAME   use this X display (default: start a 1920x1080 Xvfb)\n"
+		   "  --iterations N   samples per measurement (default 50)\n");
 }
 
 int bench_x11_main(int argc, char **argv)
@@ -196,8 +194,7 @@ int bench_x11_main(int argc, char **argv)
 	Display *listener = XOpenDisplay(display);
 	struct x11_display *d = x11_display_open(display);
 	if (!d || !listener) {
-		fprintf(stderr, "holo-bench x11: cannot open %s: %s\n", display,
-		        x11_strerror(-errno));
+		fprintf(stderr, "holo-bench x11: cannot open %s: %s\n", display, x11_strerror(-errno));
 		goto close_displays;
 	}
 	paint_desktop(listener);
@@ -279,20 +276,19 @@ int bench_x11_main(int argc, char **argv)
 	double click_ms = median_ms(ns, n);
 
 	printf("                          median          min\n");
-	printf("  capture MIT-SHM       %8.3f ms  %8.3f ms  (%.2fx / %.2fx memcpy)\n", cap_ms[1],
-	       shm_min, cap_ms[1] / memcpy_ms, shm_min / memcpy_min);
-	printf("  capture XGetImage     %8.3f ms  %8.3f ms  (%.2fx / %.2fx memcpy)\n", cap_ms[0],
-	       plain_min, cap_ms[0] / memcpy_ms, plain_min / memcpy_min);
-	printf("  memcpy %.1f MB        %8.3f ms  %8.3f ms  (reference)\n", bytes / 1048576.0,
-	       memcpy_ms, memcpy_min);
+	printf("  capture MIT-SHM       %8.3f ms  %8.3f ms  (%.2fx / %.2fx memcpy)\n", cap_ms[1], shm_min,
+	       cap_ms[1] / memcpy_ms, shm_min / memcpy_min);
+	printf("  capture XGetImage     %8.3f ms  %8.3f ms  (%.2fx / %.2fx memcpy)\n", cap_ms[0], plain_min,
+	       cap_ms[0] / memcpy_ms, plain_min / memcpy_min);
+	printf("  memcpy %.1f MB        %8.3f ms  %8.3f ms  (reference)\n", bytes / 1048576.0, memcpy_ms,
+	       memcpy_min);
 	printf("  PNG encode            %8.3f ms  %8.3f ms  (%zu bytes, level 1, filter sub; %d "
 	       "samples)\n",
 	       png_ms, min_ms(ns_png), png_size, png_n);
-	printf("  click round trip      %8.3f ms  %8.3f ms  (x11_click until ButtonPress)\n",
-	       click_ms, min_ms(ns));
+	printf("  click round trip      %8.3f ms  %8.3f ms  (x11_click until ButtonPress)\n", click_ms,
+	       min_ms(ns));
 	printf("  goal SHM/memcpy < 3x: %s (median), %s (min)\n",
-	       cap_ms[1] / memcpy_ms < 3 ? "met" : "NOT met",
-	       shm_min / memcpy_min < 3 ? "met" : "NOT met");
+	       cap_ms[1] / memcpy_ms < 3 ? "met" : "NOT met", shm_min / memcpy_min < 3 ? "met" : "NOT met");
 	ret = 0;
 
 close_displays:

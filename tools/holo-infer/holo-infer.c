@@ -59,7 +59,7 @@ struct chat_run {
 	struct engine_chat *chat;
 	struct engine_chat_tokens prompt;
 	struct engine_rows *images[ENGINE_CHAT_MAX_IMAGES]; /* each image's embedding rows, where
-							      * the backend's prefill reads them */
+							     * the backend's prefill reads them */
 	size_t n_images, n_rows;
 	struct engine_row_ref *refs; /* per prompt position: an image row or none */
 	int n_tiles;
@@ -79,43 +79,42 @@ struct run {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: holo-infer --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3)\n"
-		"                  [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
-		"                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
-		"                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
-		"                  [--think] [--max-tiles N] [--backend B] [--device N]\n"
-		"                  [--precision P] [--weights W] [--profile]\n"
-		"       holo-infer --model DIR --render (--messages F | --prompt TEXT | --prompt-file F)\n"
-		"                  [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]\n"
-		"\n"
-		"  --render         print the chat prompt (text, ids, image runs) as JSON and exit\n"
-		"  --messages F     with --render: a JSON conversation in transformers' messages form;\n"
-		"                   an image part is {\"type\": \"image\", \"tiles\": N}\n"
-		"  --tokenize       print the prompt's ids as a JSON array and exit\n"
-		"  --max-tokens N   tokens to generate (default 64)\n"
-		"  --temp T         sampling temperature; 0 = greedy (default 0)\n"
-		"  --top-k K        keep the K most likely tokens (default off)\n"
-		"  --top-p P        nucleus sampling mass in (0, 1]; 1 keeps every token (default)\n"
-		"  --seed S         seed of the sampler's PRNG (default 0)\n"
-		"  --stop ID        stop after generating ID (repeatable; the model's eos id is added\n"
-		"                   unless --ignore-eos)\n"
-		"  --threads N      CPU threads (default: all available, or $HOLOD_THREADS)\n"
-		"  --dump-logits F  write every computed logits row as float32 .npy [rows, vocab]\n"
-		"  --image F        a PNG for the user turn (repeatable; chat mode); `<image>` in the\n"
-		"                   prompt marks where each goes, else they go in front\n"
-		"  --system TEXT    a system turn (chat mode)\n"
-		"  --think          open the answer with reasoning (<think>\\n; default off)\n"
-		"  --max-tiles N    tile budget per image, below the checkpoint's (default: its own)\n"
-		"  --backend B      auto, cpu or cuda (default auto: cuda when a device can run the\n"
-		"                   model, else the cpu)\n"
-		"  --device N       CUDA device index (default 0)\n"
-		"  --precision P    bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
-		"                   the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
-		"  --weights W      the linear layers' format: default (as stored), bf16, q8, q4 or\n"
-		"                   fp8 (quantized at load; fp8 on the cpu only; default\n"
-		"                   $HOLOD_WEIGHTS)\n"
-		"  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
+	fprintf(f, "usage: holo-infer --model DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids 1,2,3)\n"
+		   "                  [--tokenize] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
+		   "                  [--seed S] [--stop ID]... [--ignore-eos] [--threads N]\n"
+		   "                  [--dump-logits FILE.npy] [--image FILE.png]... [--system TEXT]\n"
+		   "                  [--think] [--max-tiles N] [--backend B] [--device N]\n"
+		   "                  [--precision P] [--weights W] [--profile]\n"
+		   "       holo-infer --model DIR --render (--messages F | --prompt TEXT | --prompt-file F)\n"
+		   "                  [--image FILE.png]... [--system TEXT] [--think] [--max-tiles N]\n"
+		   "\n"
+		   "  --render         print the chat prompt (text, ids, image runs) as JSON and exit\n"
+		   "  --messages F     with --render: a JSON conversation in transformers' messages form;\n"
+		   "                   an image part is {\"type\": \"image\", \"tiles\": N}\n"
+		   "  --tokenize       print the prompt's ids as a JSON array and exit\n"
+		   "  --max-tokens N   tokens to generate (default 64)\n"
+		   "  --temp T         sampling temperature; 0 = greedy (default 0)\n"
+		   "  --top-k K        keep the K most likely tokens (default off)\n"
+		   "  --top-p P        nucleus sampling mass in (0, 1]; 1 keeps every token (default)\n"
+		   "  --seed S         seed of the sampler's PRNG (default 0)\n"
+		   "  --stop ID        stop after generating ID (repeatable; the model's eos id is added\n"
+		   "                   unless --ignore-eos)\n"
+		   "  --threads N      CPU threads (default: all available, or $HOLOD_THREADS)\n"
+		   "  --dump-logits F  write every computed logits row as float32 .npy [rows, vocab]\n"
+		   "  --image F        a PNG for the user turn (repeatable; chat mode); `<image>` in the\n"
+		   "                   prompt marks where each goes, else they go in front\n"
+		   "  --system TEXT    a system turn (chat mode)\n"
+		   "  --think          open the answer with reasoning (<think>\\n; default off)\n"
+		   "  --max-tiles N    tile budget per image, below the checkpoint's (default: its own)\n"
+		   "  --backend B      auto, cpu or cuda (default auto: cuda when a device can run the\n"
+		   "                   model, else the cpu)\n"
+		   "  --device N       CUDA device index (default 0)\n"
+		   "  --precision P    bf16 or fp32 (default $HOLOD_PRECISION, else bf16 on cuda and on\n"
+		   "                   the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
+		   "  --weights W      the linear layers' format: default (as stored), bf16, q8, q4 or\n"
+		   "                   fp8 (quantized at load; fp8 on the cpu only; default\n"
+		   "                   $HOLOD_WEIGHTS)\n"
+		   "  --profile        print the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
 static int write_npy_header(FILE *f, uint64_t rows, int vocab)
@@ -234,8 +233,8 @@ static void chat_run_finish(struct chat_run *c)
 
 /* Loads, preprocesses and encodes one image into c->images[c->n_images]: on a device, both on
  * it (the preprocessing then counts in the vision time), else on the CPU. */
-static int chat_encode_image(struct chat_run *c, struct engine_backend *b, const char *path,
-			     int max_tiles, int *ret_tiles)
+static int chat_encode_image(struct chat_run *c, struct engine_backend *b, const char *path, int max_tiles,
+			     int *ret_tiles)
 {
 	struct engine_vision_preprocess pre;
 	struct engine_vision_grid grid;
@@ -306,9 +305,8 @@ done:
 	c->n_rows += rows;
 	c->n_tiles += grid.n_tiles;
 	*ret_tiles = grid.n_tiles;
-	fprintf(stderr, "image %s: %dx%d, %dx%d tiles%s, %zu image tokens\n", path,
-		engine_image_width(img), engine_image_height(img), grid.cols, grid.rows,
-		grid.thumbnail ? " + thumbnail" : "", rows);
+	fprintf(stderr, "image %s: %dx%d, %dx%d tiles%s, %zu image tokens\n", path, engine_image_width(img),
+		engine_image_height(img), grid.cols, grid.rows, grid.thumbnail ? " + thumbnail" : "", rows);
 out:
 	free(rows_data);
 	free(pixels);
@@ -342,8 +340,8 @@ static int open_backend(const struct engine_model *model, const struct engine_ba
  * preprocessed for its tile count) with the generation prompt and prints it. Returns the exit
  * status. */
 static int render_run(const struct engine_model *model, const char *messages, const char *system,
-		      const char *prompt, const char *prompt_file, const char *const *images,
-		      size_t n_images, int max_tiles, bool think)
+		      const char *prompt, const char *prompt_file, const char *const *images, size_t n_images,
+		      int max_tiles, bool think)
 {
 	struct render_conversation conv = {0};
 	struct engine_chat_message msgs[2];
@@ -385,8 +383,10 @@ static int render_run(const struct engine_model *model, const char *messages, co
 		}
 		if (system)
 			msgs[n++] = (struct engine_chat_message){.role = ENGINE_CHAT_SYSTEM, .text = system};
-		msgs[n++] = (struct engine_chat_message){
-			.role = ENGINE_CHAT_USER, .text = text, .image_tiles = tiles, .n_images = n_images};
+		msgs[n++] = (struct engine_chat_message){.role = ENGINE_CHAT_USER,
+							 .text = text,
+							 .image_tiles = tiles,
+							 .n_images = n_images};
 	}
 	if (n_img) {
 		vision = engine_vision_create(model, err, sizeof(err));
@@ -408,8 +408,8 @@ static int render_run(const struct engine_model *model, const char *messages, co
 		}
 		engine_vision_get_preprocess(vision, &pre);
 		if (max_tiles > pre.max_tiles) {
-			log_error("--max-tiles %d is above the checkpoint's budget of %d tiles",
-				  max_tiles, pre.max_tiles);
+			log_error("--max-tiles %d is above the checkpoint's budget of %d tiles", max_tiles,
+				  pre.max_tiles);
 			engine_image_destroy(img);
 			goto out;
 		}
@@ -448,9 +448,9 @@ out:
 }
 
 /* Chat mode: encodes the images, renders system + user + generation prompt and splices. */
-static int chat_prepare(struct chat_run *c, const struct engine_model *model,
-			struct engine_backend *b, const char *system, const char *user,
-			const char *const *images, size_t n_images, int max_tiles, bool think)
+static int chat_prepare(struct chat_run *c, const struct engine_model *model, struct engine_backend *b,
+			const char *system, const char *user, const char *const *images, size_t n_images,
+			int max_tiles, bool think)
 {
 	int tiles[ENGINE_CHAT_MAX_IMAGES];
 	char err[512];
@@ -465,7 +465,8 @@ static int chat_prepare(struct chat_run *c, const struct engine_model *model,
 		c->vision = engine_vision_create(model, err, sizeof(err));
 		if (!c->vision) {
 			r = -errno;
-			log_error("vision encoder: %s", errno == ENOENT ? "the checkpoint has no vision tower" : err);
+			log_error("vision encoder: %s",
+				  errno == ENOENT ? "the checkpoint has no vision tower" : err);
 			return r;
 		}
 	}
@@ -486,8 +487,10 @@ static int chat_prepare(struct chat_run *c, const struct engine_model *model,
 		if (r < 0)
 			goto fail;
 	}
-	struct engine_chat_message m = {
-		.role = ENGINE_CHAT_USER, .text = user, .image_tiles = tiles, .n_images = n_images};
+	struct engine_chat_message m = {.role = ENGINE_CHAT_USER,
+					.text = user,
+					.image_tiles = tiles,
+					.n_images = n_images};
 	r = engine_chat_append(c->chat, &m, &c->prompt, err, sizeof(err));
 	if (r < 0)
 		goto fail;
@@ -498,10 +501,9 @@ static int chat_prepare(struct chat_run *c, const struct engine_model *model,
 		c->refs = malloc(sizeof(*c->refs) * c->prompt.n_ids);
 		if (!c->refs)
 			return log_error_errno(-ENOMEM, "chat prompt");
-		r = engine_vision_splice_rows(c->prompt.ids, c->prompt.n_ids,
-					      engine_chat_image_token(c->chat),
-					      (const struct engine_rows *const *)c->images,
-					      c->n_images, c->refs, err, sizeof(err));
+		r = engine_vision_splice_rows(c->prompt.ids, c->prompt.n_ids, engine_chat_image_token(c->chat),
+					      (const struct engine_rows *const *)c->images, c->n_images,
+					      c->refs, err, sizeof(err));
 		if (r < 0)
 			goto fail;
 	}
@@ -514,10 +516,30 @@ fail:
 int main(int argc, char **argv)
 {
 	enum {
-		OPT_PROMPT = 256, OPT_PROMPT_FILE, OPT_PROMPT_IDS, OPT_TOKENIZE, OPT_MAX, OPT_TEMP,
-		OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_DUMP,
-		OPT_IMAGE, OPT_SYSTEM, OPT_THINK, OPT_MAX_TILES, OPT_BACKEND, OPT_PRECISION,
-		OPT_DEVICE, OPT_PROFILE, OPT_WEIGHTS, OPT_RENDER, OPT_MESSAGES,
+		OPT_PROMPT = 256,
+		OPT_PROMPT_FILE,
+		OPT_PROMPT_IDS,
+		OPT_TOKENIZE,
+		OPT_MAX,
+		OPT_TEMP,
+		OPT_TOPK,
+		OPT_TOPP,
+		OPT_SEED,
+		OPT_STOP,
+		OPT_IGNORE_EOS,
+		OPT_THREADS,
+		OPT_DUMP,
+		OPT_IMAGE,
+		OPT_SYSTEM,
+		OPT_THINK,
+		OPT_MAX_TILES,
+		OPT_BACKEND,
+		OPT_PRECISION,
+		OPT_DEVICE,
+		OPT_PROFILE,
+		OPT_WEIGHTS,
+		OPT_RENDER,
+		OPT_MESSAGES,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
@@ -566,8 +588,7 @@ int main(int argc, char **argv)
 	log_setup_from_env();
 	/* $HOLOD_PRECISION as --precision (which overrides it): the variable holod reads too */
 	const char *env_precision = getenv("HOLOD_PRECISION");
-	if (env_precision && *env_precision &&
-	    engine_precision_parse(env_precision, &bopts.precision) < 0) {
+	if (env_precision && *env_precision && engine_precision_parse(env_precision, &bopts.precision) < 0) {
 		log_error("HOLOD_PRECISION=%s: expected bf16 or fp32", env_precision);
 		return 2;
 	}
@@ -602,10 +623,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TEMP:
 			sampling.temperature = strtof(optarg, &end);
-			if (*end || errno || !isfinite(sampling.temperature) ||
-			    sampling.temperature < 0) {
+			if (*end || errno || !isfinite(sampling.temperature) || sampling.temperature < 0) {
 				log_error("--temp: '%s' is not a temperature: expected a finite number, "
-					  "0 (greedy) or more", optarg);
+					  "0 (greedy) or more",
+					  optarg);
 				return 2;
 			}
 			break;
@@ -613,7 +634,8 @@ int main(int argc, char **argv)
 			sampling.top_k = (int)strtol(optarg, &end, 10);
 			if (*end || errno || sampling.top_k < 0) {
 				log_error("--top-k: '%s' is not a token count: expected an integer, 0 "
-					  "(off) or more", optarg);
+					  "(off) or more",
+					  optarg);
 				return 2;
 			}
 			break;
@@ -621,7 +643,8 @@ int main(int argc, char **argv)
 			sampling.top_p = strtof(optarg, &end);
 			if (*end || errno || !(sampling.top_p > 0 && sampling.top_p <= 1)) {
 				log_error("--top-p: '%s' is outside (0, 1]: it is the probability mass "
-					  "of the tokens kept", optarg);
+					  "of the tokens kept",
+					  optarg);
 				return 2;
 			}
 			break;
@@ -707,8 +730,7 @@ int main(int argc, char **argv)
 		log_error("invalid value '%s' for --%s", optarg, opts[c == 'm' ? 0 : c - 255].name);
 		return 2;
 	}
-	if (!model_dir || optind != argc ||
-	    (!!prompt + !!prompt_file + !!prompt_ids + !!messages) != 1) {
+	if (!model_dir || optind != argc || (!!prompt + !!prompt_file + !!prompt_ids + !!messages) != 1) {
 		usage(stderr);
 		return 2;
 	}
@@ -764,8 +786,8 @@ int main(int argc, char **argv)
 			log_error("%s has no tokenizer.json: nothing to render with", model_dir);
 			goto out;
 		}
-		ret = render_run(model, messages, system, prompt, prompt_file, images, n_images,
-				 max_tiles, think);
+		ret = render_run(model, messages, system, prompt, prompt_file, images, n_images, max_tiles,
+				 think);
 		goto out;
 	}
 
@@ -807,8 +829,8 @@ int main(int argc, char **argv)
 			/* images are encoded on the backend, whose prefill reads their rows */
 			if (n_images && !tokenize && open_backend(model, &bopts, profile, &backend) < 0)
 				goto out;
-			if (chat_prepare(&chat, model, backend, system, text, images, n_images,
-					 max_tiles, think) < 0)
+			if (chat_prepare(&chat, model, backend, system, text, images, n_images, max_tiles,
+					 think) < 0)
 				goto out;
 			ids = xmalloc(sizeof(*ids) * chat.prompt.n_ids);
 			memcpy(ids, chat.prompt.ids, sizeof(*ids) * chat.prompt.n_ids);
@@ -861,10 +883,9 @@ int main(int argc, char **argv)
 		/* prefill only */
 		float *logits = malloc((size_t)n_ids * (size_t)run.vocab * sizeof(float));
 		int r = logits ? engine_session_append_rows(s, ids, chat.refs, n_ids,
-							    dump ? ENGINE_LOGITS_ALL
-								 : ENGINE_LOGITS_LAST,
-							    logits)
-			       : -ENOMEM;
+							    dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_LAST,
+							    logits) :
+				 -ENOMEM;
 		for (size_t i = 0; r == 0 && dump && i < n_ids; i++)
 			on_logits(&run, logits + i * (size_t)run.vocab, run.vocab);
 		free(logits);
@@ -891,12 +912,13 @@ int main(int argc, char **argv)
 			/* engine_generate() takes plain ids: the spliced part goes in first; the
 			 * generation prompt's last id (never an image position) starts the loop */
 			n_pre = n_ids - 1;
-			float *logits = dump ? malloc((size_t)n_pre * (size_t)run.vocab * sizeof(float)) : NULL;
-			r = dump && !logits ? -ENOMEM
-					    : engine_session_append_rows(s, ids, chat.refs, n_pre,
-									 dump ? ENGINE_LOGITS_ALL
-									      : ENGINE_LOGITS_NONE,
-									 logits);
+			float *logits =
+				dump ? malloc((size_t)n_pre * (size_t)run.vocab * sizeof(float)) : NULL;
+			r = dump && !logits ?
+				    -ENOMEM :
+				    engine_session_append_rows(s, ids, chat.refs, n_pre,
+							       dump ? ENGINE_LOGITS_ALL : ENGINE_LOGITS_NONE,
+							       logits);
 			for (size_t i = 0; r == 0 && dump && i < n_pre; i++)
 				on_logits(&run, logits + i * (size_t)run.vocab, run.vocab);
 			free(logits);
@@ -926,14 +948,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "preprocess: %zu images in %.3f s\n", n_images,
 			(double)chat.preprocess_us / 1e6);
 	if (chat.n_tiles)
-		fprintf(stderr, "vision: %d tiles in %.3f s (%.1f ms/tile), %zu image tokens\n",
-			chat.n_tiles, (double)chat.vision_us / 1e6,
-			(double)chat.vision_us / 1e3 / chat.n_tiles, chat.n_rows);
+		fprintf(stderr, "vision: %d tiles in %.3f s (%.1f ms/tile), %zu image tokens\n", chat.n_tiles,
+			(double)chat.vision_us / 1e6, (double)chat.vision_us / 1e3 / chat.n_tiles,
+			chat.n_rows);
 	struct engine_backend_info binfo;
 	engine_backend_get_info(backend, &binfo);
 	fprintf(stderr, "backend: %s (%s), %s, weights %s (%.1f MiB)\n", binfo.name, binfo.device,
-		engine_precision_name(binfo.precision), binfo.weights,
-		(double)binfo.weight_bytes / (1 << 20));
+		engine_precision_name(binfo.precision), binfo.weights, (double)binfo.weight_bytes / (1 << 20));
 	if (profile) {
 		char **lines = NULL;
 		int n = engine_backend_profile_report(backend, &lines);
@@ -957,8 +978,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		run.npy = NULL;
-		fprintf(stderr, "logits: %" PRIu64 " x %d rows written to %s\n", run.rows, run.vocab,
-			dump);
+		fprintf(stderr, "logits: %" PRIu64 " x %d rows written to %s\n", run.rows, run.vocab, dump);
 	}
 	ret = 0;
 out:

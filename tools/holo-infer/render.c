@@ -62,11 +62,12 @@ static int read_content(const json_t *content, size_t k, struct engine_chat_mess
 	}
 	if (!json_is_array(content))
 		return errorf(err, errlen, -EINVAL,
-				 "message %zu: content is neither a string nor a list of parts", k);
+			      "message %zu: content is neither a string nor a list of parts", k);
 	if (json_array_size(content) > RENDER_MAX_PARTS)
 		return errorf(err, errlen, -EINVAL, "message %zu: more than %d content parts", k,
-				 RENDER_MAX_PARTS);
-	json_array_foreach(content, i, part) {
+			      RENDER_MAX_PARTS);
+	json_array_foreach(content, i, part)
+	{
 		const char *type = json_string_value(json_object_get(part, "type"));
 		const json_t *t = json_object_get(part, "text");
 
@@ -76,18 +77,19 @@ static int read_content(const json_t *content, size_t k, struct engine_chat_mess
 			n_images++;
 		else
 			return errorf(err, errlen, -EINVAL,
-					 "message %zu part %zu: expected {\"type\": \"text\", \"text\": ...} "
-					 "or {\"type\": \"image\", \"tiles\": N}",
-					 k, i);
+				      "message %zu part %zu: expected {\"type\": \"text\", \"text\": ...} "
+				      "or {\"type\": \"image\", \"tiles\": N}",
+				      k, i);
 	}
 	if (n_images > ENGINE_CHAT_MAX_IMAGES)
 		return errorf(err, errlen, -EINVAL, "message %zu: more than %d images", k,
-				 ENGINE_CHAT_MAX_IMAGES);
+			      ENGINE_CHAT_MAX_IMAGES);
 	text = xmalloc(len + 1);
 	tiles = xmalloc(sizeof(*tiles) * (n_images + 1));
 	len = 0;
 	n_images = 0;
-	json_array_foreach(content, i, part) {
+	json_array_foreach(content, i, part)
+	{
 		const json_t *t = json_object_get(part, "text"), *nt = json_object_get(part, "tiles");
 
 		if (json_is_string(t)) {
@@ -100,8 +102,8 @@ static int read_content(const json_t *content, size_t k, struct engine_chat_mess
 			free(text);
 			free(tiles);
 			return errorf(err, errlen, -EINVAL,
-					 "message %zu part %zu: an image needs \"tiles\": 1..%d", k, i,
-					 ENGINE_VISION_MAX_TILES + 1);
+				      "message %zu part %zu: an image needs \"tiles\": 1..%d", k, i,
+				      ENGINE_VISION_MAX_TILES + 1);
 		}
 		tiles[n_images++] = (int)json_integer_value(nt);
 	}
@@ -112,8 +114,7 @@ static int read_content(const json_t *content, size_t k, struct engine_chat_mess
 	return 0;
 }
 
-int render_conversation_load(const char *path, struct render_conversation *conv, char *err,
-			     size_t errlen)
+int render_conversation_load(const char *path, struct render_conversation *conv, char *err, size_t errlen)
 {
 	json_error_t jerr;
 	json_t *root, *arr, *msg;
@@ -134,7 +135,8 @@ int render_conversation_load(const char *path, struct render_conversation *conv,
 		goto out;
 	}
 	conv->msgs = xcalloc(json_array_size(arr), sizeof(*conv->msgs));
-	json_array_foreach(arr, i, msg) {
+	json_array_foreach(arr, i, msg)
+	{
 		const char *role = json_string_value(json_object_get(msg, "role"));
 		struct engine_chat_message *m = &conv->msgs[i];
 		size_t k;
@@ -144,7 +146,7 @@ int render_conversation_load(const char *path, struct render_conversation *conv,
 				break;
 		if (k == ARRAY_SIZE(role_name)) {
 			r = errorf(err, errlen, -EINVAL,
-				      "%s: message %zu: role must be system, user or assistant", path, i);
+				   "%s: message %zu: role must be system, user or assistant", path, i);
 			goto out;
 		}
 		m->role = (enum engine_chat_role)k;
@@ -170,9 +172,10 @@ int render_print(FILE *f, const struct engine_chat_tokens *t, bool reasoning)
 	for (size_t i = 0; i < t->n_ids; i++)
 		json_array_append_new(ids, json_integer(t->ids[i]));
 	for (size_t i = 0; i < t->n_images; i++)
-		json_array_append_new(imgs, json_pack("{s:I, s:I, s:i}", "begin", (json_int_t)t->images[i].begin,
-						      "n", (json_int_t)t->images[i].n, "tiles",
-						      t->images[i].n_tiles));
+		json_array_append_new(imgs,
+				      json_pack("{s:I, s:I, s:i}", "begin", (json_int_t)t->images[i].begin,
+						"n", (json_int_t)t->images[i].n, "tiles",
+						t->images[i].n_tiles));
 	json_object_set_new(o, "text", json_stringn(t->text ? t->text : "", t->text_len));
 	json_object_set_new(o, "ids", ids);
 	json_object_set_new(o, "images", imgs);

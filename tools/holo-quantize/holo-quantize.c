@@ -50,29 +50,31 @@ static void on_note(void *arg, const char *line)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: holo-quantize --model DIR --weights q8|q4 --out DIR2 [--force] [--threads N]\n"
-		"\n"
-		"Writes DIR's checkpoint to DIR2 with the language model's linear layers quantized\n"
-		"(q8: int8 with an fp16 scale per block of 32; q4: 4-bit with an fp16 scale and minimum\n"
-		"per block of 32), every other tensor and file as in DIR. holod, holo-infer and\n"
-		"holo-bench then load DIR2 with no quantizing (--weights default), on the CPU or CUDA\n"
-		"backend.\n"
-		"\n"
-		"  --model DIR     a bf16, f16 or f32 Hugging Face checkpoint directory\n"
-		"  --weights FMT   q8 or q4\n"
-		"  --out DIR2      the directory to write (refused if it exists and is not empty)\n"
-		"  --force         replace a non-empty DIR2\n"
-		"  --threads N     CPU threads to quantize with (default: every CPU, or $HOLOD_THREADS)\n"
-		"  -h, --help      this text\n");
+	fprintf(f, "usage: holo-quantize --model DIR --weights q8|q4 --out DIR2 [--force] [--threads N]\n"
+		   "\n"
+		   "Writes DIR's checkpoint to DIR2 with the language model's linear layers quantized\n"
+		   "(q8: int8 with an fp16 scale per block of 32; q4: 4-bit with an fp16 scale and minimum\n"
+		   "per block of 32), every other tensor and file as in DIR. holod, holo-infer and\n"
+		   "holo-bench then load DIR2 with no quantizing (--weights default), on the CPU or CUDA\n"
+		   "backend.\n"
+		   "\n"
+		   "  --model DIR     a bf16, f16 or f32 Hugging Face checkpoint directory\n"
+		   "  --weights FMT   q8 or q4\n"
+		   "  --out DIR2      the directory to write (refused if it exists and is not empty)\n"
+		   "  --force         replace a non-empty DIR2\n"
+		   "  --threads N     CPU threads to quantize with (default: every CPU, or $HOLOD_THREADS)\n"
+		   "  -h, --help      this text\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"model", required_argument, NULL, 'm'}, {"weights", required_argument, NULL, 'w'},
-		{"out", required_argument, NULL, 'o'},	 {"force", no_argument, NULL, 'f'},
-		{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+		{"model", required_argument, NULL, 'm'},
+		{"weights", required_argument, NULL, 'w'},
+		{"out", required_argument, NULL, 'o'},
+		{"force", no_argument, NULL, 'f'},
+		{"threads", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *model_dir = NULL, *out = NULL, *weights = NULL;
@@ -102,7 +104,8 @@ int main(int argc, char **argv)
 		case 't':
 			threads = (int)strtol(optarg, &end, 10);
 			if (*end || threads < 1) {
-				fprintf(stderr, "holo-quantize: --threads %s: expected a positive number\n", optarg);
+				fprintf(stderr, "holo-quantize: --threads %s: expected a positive number\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -115,8 +118,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc || !model_dir || !out || !weights) {
-		fprintf(stderr, "holo-quantize: %s\n", optind < argc ? "unexpected argument"
-						       : "--model, --weights and --out are needed");
+		fprintf(stderr, "holo-quantize: %s\n",
+			optind < argc ? "unexpected argument" : "--model, --weights and --out are needed");
 		usage(stderr);
 		return 2;
 	}

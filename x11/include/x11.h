@@ -28,8 +28,8 @@
 
 /* Errors specific to this module (besides ordinary errnos). */
 #define X11_ERR_WAYLAND EPROTONOSUPPORT /* WAYLAND_DISPLAY set but no X server reachable */
-#define X11_ERR_NO_DISPLAY EHOSTDOWN    /* no $DISPLAY, or the server refused the connection */
-#define X11_ERR_NO_XTEST ENOTSUP        /* server lacks the XTEST extension */
+#define X11_ERR_NO_DISPLAY EHOSTDOWN	/* no $DISPLAY, or the server refused the connection */
+#define X11_ERR_NO_XTEST ENOTSUP	/* server lacks the XTEST extension */
 
 struct x11_display;
 struct x11_killswitch;
@@ -154,15 +154,15 @@ int x11_type(struct x11_display *d, const char *utf8);
 
 /* ---- windows ---------------------------------------------------------------------------- */
 
-#define X11_MAX_WINDOWS 1024        /* client windows listed at most */
-#define X11_MAX_TITLE_BYTES 1024    /* longer titles are cut */
+#define X11_MAX_WINDOWS 1024	 /* client windows listed at most */
+#define X11_MAX_TITLE_BYTES 1024 /* longer titles are cut */
 
 /* A client window (one that carries WM_CLASS), as listed by x11_windows_list. */
 struct x11_window {
 	uint64_t id;
-	char *title;      /* _NET_WM_NAME, else WM_NAME (Latin-1 converted), UTF-8; "" if none */
-	char *class_name; /* WM_CLASS class, e.g. "Mousepad"; "" if none */
-	char *instance;   /* WM_CLASS instance, e.g. "mousepad" */
+	char *title;	      /* _NET_WM_NAME, else WM_NAME (Latin-1 converted), UTF-8; "" if none */
+	char *class_name;     /* WM_CLASS class, e.g. "Mousepad"; "" if none */
+	char *instance;	      /* WM_CLASS instance, e.g. "mousepad" */
 	struct x11_rect rect; /* root coordinates */
 	/* _NET_WM_DESKTOP: the virtual desktop, X11_DESKTOP_ALL on every one (sticky),
 	 * X11_DESKTOP_NONE when the window does not say (no EWMH window manager). */
@@ -191,8 +191,8 @@ int x11_window_activate(struct x11_display *d, uint64_t id);
 /* Model space (0..1000 over the image of sent_w x sent_h that the model saw) to root pixels of
  * `monitor`, as agent.md 3: px = mon_x + clamp(round(x/1000*W_sent) * W_mon / W_sent, 0, W_mon-1).
  * -ERANGE when x or y is outside 0..1000, -EINVAL for empty sizes. */
-int x11_map_model_point(const struct x11_rect *monitor, int sent_w, int sent_h, int mx, int my,
-			int *ret_px, int *ret_py);
+int x11_map_model_point(const struct x11_rect *monitor, int sent_w, int sent_h, int mx, int my, int *ret_px,
+			int *ret_py);
 
 /* ---- kill switch ------------------------------------------------------------------------ */
 
@@ -208,6 +208,5 @@ struct x11_killswitch *x11_killswitch_create(const char *display_name, unsigned 
  * double Escape; window_ms is then unused); one of the two must be set. */
 struct x11_killswitch *x11_killswitch_create_input(const char *display_name, unsigned window_ms,
 						   void (*fn)(void *userdata),
-						   void (*input_fn)(void *userdata),
-						   void *userdata);
+						   void (*input_fn)(void *userdata), void *userdata);
 void x11_killswitch_destroy(struct x11_killswitch *k);

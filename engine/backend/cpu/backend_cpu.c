@@ -203,14 +203,17 @@ static int cpu_seq_copy(struct backend_seq *bdst, const struct backend_seq *bsrc
 		case LM_LAYER_MAMBA:
 			memcpy(dst->layers[l].conv, src->layers[l].conv, conv_floats(&dm) * sizeof(float));
 			if (src->layers[l].ssm16)
-				memcpy(dst->layers[l].ssm16, src->layers[l].ssm16, ssm_bytes(bdst->backend, &dm));
+				memcpy(dst->layers[l].ssm16, src->layers[l].ssm16,
+				       ssm_bytes(bdst->backend, &dm));
 			else
 				memcpy(dst->layers[l].ssm, src->layers[l].ssm, ssm_bytes(bdst->backend, &dm));
 			break;
 		case LM_LAYER_ATTENTION:
 			if (n > 0) {
-				memcpy(dst->layers[l].k, src->layers[l].k, (size_t)n * dm.kv_dim * sizeof(float));
-				memcpy(dst->layers[l].v, src->layers[l].v, (size_t)n * dm.kv_dim * sizeof(float));
+				memcpy(dst->layers[l].k, src->layers[l].k,
+				       (size_t)n * dm.kv_dim * sizeof(float));
+				memcpy(dst->layers[l].v, src->layers[l].v,
+				       (size_t)n * dm.kv_dim * sizeof(float));
 			}
 			break;
 		case LM_LAYER_MLP:
@@ -307,8 +310,7 @@ static int cpu_seq_import(struct backend_seq *bs, const struct backend_seq_state
  * positions, cut as a separate append cuts them. lm_forward_batch() writes the logits of all
  * rows of a run, contiguously, or of its last row: a run takes all rows when every one is wanted
  * into consecutive rows, and otherwise ends at its first wanted row. */
-static void next_run(const struct backend_batch *batch, size_t p, size_t end, size_t vocab,
-		     struct lm_run *ret)
+static void next_run(const struct backend_batch *batch, size_t p, size_t end, size_t vocab, struct lm_run *ret)
 {
 	size_t T = MIN(end - p, (size_t)LM_MAX_BATCH);
 	float *const *dst = batch->logits;
@@ -534,8 +536,8 @@ static int cpu_vision_steps(struct engine_backend *b, const struct engine_vision
 /* The tile in progress of a resumable encode (backend_vision_cursor.state). */
 struct cpu_vision_run {
 	struct vision_vit_run run; /* the tile's residual stream (w NULL until its first step) */
-	float *features;           /* a tile's ViT output */
-	float *hidden;             /* a tile's projector between its halves */
+	float *features;	   /* a tile's ViT output */
+	float *hidden;		   /* a tile's projector between its halves */
 };
 
 static void cpu_vision_run_free(struct backend_vision_cursor *cur)
@@ -595,11 +597,10 @@ static int cpu_encode_steps(const struct vision_gemms *gm, void *arg)
 		} else if (k == w->depth + 1) {
 			r = vision_vit_run_final(&st->run, st->features, NULL);
 			if (r == 0)
-				r = vision_project_first(w, gm, st->features, grid, grid, st->hidden,
-							 NULL);
+				r = vision_project_first(w, gm, st->features, grid, grid, st->hidden, NULL);
 		} else {
-			r = vision_project_second(w, gm, st->hidden, tokens,
-						  e->out + (size_t)t * tile_out, NULL);
+			r = vision_project_second(w, gm, st->hidden, tokens, e->out + (size_t)t * tile_out,
+						  NULL);
 		}
 		if (r < 0)
 			return r;
@@ -618,9 +619,8 @@ static int cpu_encode_all(const struct vision_gemms *gm, void *arg)
 
 /* vision_encode_tiles: the whole tiles in one call (vision_encode_gemms()), or a resumable
  * encode's steps, each with the products of cpu_vision_steps() (b NULL: no backend, fp32). */
-static int cpu_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
-				   const float *pix, int n_tiles, float *out,
-				   struct backend_vision_cursor *cur, int max_steps)
+static int cpu_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v, const float *pix,
+				   int n_tiles, float *out, struct backend_vision_cursor *cur, int max_steps)
 {
 	struct cpu_encode e = {v, pix, n_tiles, out, cur, max_steps};
 	if (!cur)
@@ -634,8 +634,8 @@ static int cpu_vision_encode_tiles(struct engine_backend *b, const struct engine
 
 /* vision_preprocess: engine_vision_preprocess() into the host tiles at pix. */
 static int cpu_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
-				 const struct engine_image *img,
-				 const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+				 const struct engine_image *img, const struct engine_vision_preprocess *p,
+				 int n_tiles, float *pix)
 {
 	struct engine_vision_grid grid;
 	int r;
@@ -678,8 +678,7 @@ static const struct backend_ops cpu_ops = {
 	.profile = cpu_profile,
 	.profile_report = cpu_profile_report,
 	/* host tiles and rows; a resumable encode steps through a tile's layers */
-	.vision = {.device = false, .max_tiles = VISION_MAX_ENCODE_TILES,
-		   .step = BACKEND_VISION_STEP_LAYER},
+	.vision = {.device = false, .max_tiles = VISION_MAX_ENCODE_TILES, .step = BACKEND_VISION_STEP_LAYER},
 	.vision_preprocess = cpu_vision_preprocess,
 	.vision_encode_tiles = cpu_vision_encode_tiles,
 };
@@ -704,9 +703,9 @@ static void quant_progress(void *arg, uint64_t done, uint64_t total)
 	if (tenths > qp->logged && total >= ((uint64_t)64 << 20)) {
 		qp->logged = tenths;
 		log_info("quantizing the language model's linear layers to %s: %llu of %llu MiB "
-			 "(%.1f s)", engine_weights_name(qp->opts->weights),
-			 (unsigned long long)(done >> 20), (unsigned long long)(total >> 20),
-			 (double)(time_mono_ns() - qp->t0) * 1e-9);
+			 "(%.1f s)",
+			 engine_weights_name(qp->opts->weights), (unsigned long long)(done >> 20),
+			 (unsigned long long)(total >> 20), (double)(time_mono_ns() - qp->t0) * 1e-9);
 	}
 	if (qp->opts->progress)
 		qp->opts->progress(qp->opts->progress_arg, done, total);
@@ -721,33 +720,31 @@ bool backend_cpu_quantized(const struct engine_backend *b)
 /* A holod-quantized checkpoint (quantized.h) runs as stored: --weights default or its own
  * format. Another format would mean dequantizing and quantizing again, which loses accuracy
  * twice: the sentence says to quantize the source instead. */
-static int check_stored_quant(const struct engine_model *m, enum engine_weights w, char *err,
-			      size_t errlen)
+static int check_stored_quant(const struct engine_model *m, enum engine_weights w, char *err, size_t errlen)
 {
 	const int f = model_quant_format(m);
 	if (f < 0 || w == ENGINE_WEIGHTS_DEFAULT || (w == ENGINE_WEIGHTS_Q8 && f == QUANT_Q8) ||
 	    (w == ENGINE_WEIGHTS_Q4 && f == QUANT_Q4))
 		return 0;
 	if (err && errlen)
-		snprintf(err, errlen, "--weights %s: the checkpoint's linear layers were quantized to %s "
+		snprintf(err, errlen,
+			 "--weights %s: the checkpoint's linear layers were quantized to %s "
 			 "by holo-quantize and load as they are (use --weights default or %s, or load "
-			 "the source checkpoint)", engine_weights_name(w),
-			 quant_format_desc((enum quant_format)f)->name,
+			 "the source checkpoint)",
+			 engine_weights_name(w), quant_format_desc((enum quant_format)f)->name,
 			 quant_format_desc((enum quant_format)f)->name);
 	return -EINVAL;
 }
 
 struct engine_backend *backend_cpu_create(const struct engine_model *m,
-					  const struct engine_backend_options *opts, char *err,
-					  size_t errlen)
+					  const struct engine_backend_options *opts, char *err, size_t errlen)
 {
 	return backend_cpu_create_hooked(m, opts, NULL, err, errlen);
 }
 
 struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 						 const struct engine_backend_options *opts,
-						 const struct lm_quant_hooks *hooks, char *err,
-						 size_t errlen)
+						 const struct lm_quant_hooks *hooks, char *err, size_t errlen)
 {
 	if (err && errlen)
 		err[0] = '\0';
@@ -782,10 +779,12 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	    ((lm_layer_matrices(&m->layers[0], mats) > 0 && mats[0]->dtype != TENSOR_BF16) ||
 	     model_has_fp8(m))) {
 		if (err && errlen)
-			snprintf(err, errlen, "--weights bf16: the checkpoint's weights are %s, not bf16 "
+			snprintf(err, errlen,
+				 "--weights bf16: the checkpoint's weights are %s, not bf16 "
 				 "(use --weights default, fp8, q8 or q4)",
-				 model_has_fp8(m) ? "fp8 (NVIDIA ModelOpt)"
-				 : mats[0]->dtype == TENSOR_F16 ? "f16" : "f32");
+				 model_has_fp8(m)	      ? "fp8 (NVIDIA ModelOpt)" :
+				 mats[0]->dtype == TENSOR_F16 ? "f16" :
+								"f32");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -800,11 +799,13 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	struct lm_prepare_opts po = {
 		.bf16 = precision == ENGINE_PRECISION_BF16,
 		.layout = cpu_gemm_layout(),
-		.quant = stored_quant >= 0 ? stored_quant
-			 : opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
-			 : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
+		.quant = stored_quant >= 0		    ? stored_quant :
+			 opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8 :
+			 opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
 			 /* an FP8 checkpoint's layers are fp8 by default (lm_fp8.c) */
-			 : opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8 : -1,
+			 :
+			 opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8 :
+										   -1,
 		.progress = quant_progress,
 		.progress_arg = &qp,
 		.hooks = hooks,
@@ -850,8 +851,8 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 	struct engine_model_info info;
 	engine_model_get_info(m, &info);
 	/* the quantized layers replace their source's bytes, which this backend no longer reads */
-	b->weight_bytes = info.weight_bytes - cb->prep.quant_source_bytes + cb->prep.quant_bytes +
-			  cb->prep.gemm_bytes;
+	b->weight_bytes =
+		info.weight_bytes - cb->prep.quant_source_bytes + cb->prep.quant_bytes + cb->prep.gemm_bytes;
 	if (cb->quant_stored) {
 		snprintf(b->weights, sizeof(b->weights), "%s",
 			 quant_format_desc((enum quant_format)stored_quant)->name);
@@ -861,14 +862,13 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 			 "lm_head %s: %llu MiB of records, checked in %.1f s, %llu MiB of weights held",
 			 b->weights, cb->head_stored ? "too" : "quantized at load",
 			 (unsigned long long)(cb->prep.quant_bytes >> 20),
-			 (double)(time_mono_ns() - qp.t0) * 1e-9,
-			 (unsigned long long)(b->weight_bytes >> 20));
+			 (double)(time_mono_ns() - qp.t0) * 1e-9, (unsigned long long)(b->weight_bytes >> 20));
 	} else if (cb->prep.quant) {
 		snprintf(b->weights, sizeof(b->weights), "%s",
 			 quant_format_desc((enum quant_format)cb->prep.quant_format)->name);
 		log_info("quantized the language model's linear layers to %s in %.1f s: %llu MiB "
-			 "(from %llu MiB), %llu MiB of weights held", b->weights,
-			 (double)(time_mono_ns() - qp.t0) * 1e-9,
+			 "(from %llu MiB), %llu MiB of weights held",
+			 b->weights, (double)(time_mono_ns() - qp.t0) * 1e-9,
 			 (unsigned long long)(cb->prep.quant_bytes >> 20),
 			 (unsigned long long)(cb->prep.quant_source_bytes >> 20),
 			 (unsigned long long)(b->weight_bytes >> 20));

@@ -56,8 +56,8 @@ int cpu_matmul(const struct tensor *w, const float *x, size_t ldx, int T, float 
 /* Per-thread scratch bytes cpu_matmul() needs for a weight with `in` columns. */
 size_t cpu_matmul_scratch_bytes(int in);
 /* Same, for rows [row0, row0 + nrows) of W only (y columns 0..nrows-1). */
-int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
-		    float *y, size_t ldy, bool accumulate);
+int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T, float *y,
+		    size_t ldy, bool accumulate);
 
 /* Decode products, y[t, 0:nrows] (+)= W[row0 + r, :] . x[t, :] for t < T, the rows split into one
  * contiguous range per pool thread (cpu_gemv.c). Any T >= 1: the kernels take up to 4 tokens at
@@ -68,28 +68,28 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
  * rounded to bf16 (bf16 precision: bf16 weights then run on vdpbf16ps where the CPU has it; x
  * itself is not written); otherwise the products are fp32. Sums are fp32. cpu_matmul*() call it
  * for T <= CPU_GEMV_T. Returns 0. */
-int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
-		  float *y, size_t ldy, bool accumulate, bool bf16_act);
+int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T, float *y,
+		  size_t ldy, bool accumulate, bool bf16_act);
 /* cpu_gemv_rows() on quantized weights (quant.h: q8, q4): rows [row0, row0 + nrows) of w, fp32
  * activations, the weights dequantized exactly in registers, fp32 products and sums, so a result
  * differs from the double product of quant_row_to_f32()'s weights by fp32 summation alone. The
  * same split, token groups and per-token independence as cpu_gemv_rows(). Returns 0, or -EINVAL
  * for rows outside w. */
 struct quant_tensor;
-int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x,
-			size_t ldx, int T, float *y, size_t ldy, bool accumulate);
+int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+			float *y, size_t ldy, bool accumulate);
 /* cpu_gemv_quant_rows() with the activations quantized to int8 per block of 32 (GGML's Q8_0 of
  * them, as llama.cpp multiplies its Q8_0/Q4 weights; cpu_gemv.h) and each block's code products
  * summed as integers (AVX512-VNNI vpdpbusd; AVX2 vpmaddubsw), then scaled and summed in fp32:
  * bf16 precision's decode on quantized weights, ~2x fewer instructions per weight than widening
  * the codes. For fp8 weights, or a variant without integer kernels (cpu_gemv_quant_has_i8();
- * every variant has them now, the portable one in C), it is cpu_gemv_quant_rows(). Results are the same bits for a token alone or in a batch. Returns 0,
- * -EINVAL (rows outside w), -ENOMEM (the quantized activations). */
-int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x,
-			   size_t ldx, int T, float *y, size_t ldy, bool accumulate);
+ * every variant has them now, the portable one in C), it is cpu_gemv_quant_rows(). Results are the same bits
+ * for a token alone or in a batch. Returns 0, -EINVAL (rows outside w), -ENOMEM (the quantized activations). */
+int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx,
+			   int T, float *y, size_t ldy, bool accumulate);
 bool cpu_gemv_quant_has_i8(void);
-/* Whether the variant in use has tile kernels for `format` (an enum quant_format) (quant.h's tiles; the AVX512-BF16
- * variant's q4): the CPU backend then tiles its f matrices at load (lm_prepared_tile). A tiled
+/* Whether the variant in use has tile kernels for `format` (an enum quant_format) (quant.h's tiles; the
+ * AVX512-BF16 variant's q4): the CPU backend then tiles its f matrices at load (lm_prepared_tile). A tiled
  * matrix runs on every variant (those without tile kernels gather each tile's records). */
 bool cpu_gemv_quant_tiles(int format);
 /* Rows [r0, r0 + n) of q dequantized (quant_row_to_f32(): exact) and rounded to bf16 (nearest
@@ -125,8 +125,8 @@ bool cpu_amx_enabled(void);
 /* Single-threaded fp32 C[T][N] (+)= A[T][K] . B[K][N] for small products inside a task (the SSD
  * chunk scan). B is row-major [K][N], or given as its transpose [N][K] when b_trans. `pack` is
  * caller scratch of cpu_gemm_pack_floats(K) floats, 64-byte aligned. */
-void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b_trans, int T, int K,
-		  int N, float *c, size_t ldc, bool accumulate, float *pack);
+void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b_trans, int T, int K, int N,
+		  float *c, size_t ldc, bool accumulate, float *pack);
 size_t cpu_gemm_pack_floats(int K);
 
 /* The RMSNorm every norm of the language model runs (lm_forward.c): for each of T rows of d

@@ -61,8 +61,15 @@ int cpu_amx_rows(const struct tensor *w, const float *x, size_t ldx, int T, floa
 		return -ENOMEM;
 	cpu_amx_pack(x, ldx, T, in, xv);
 	struct amx_job j = {
-		.a = {.w = w->data, .ldw = (size_t)in, .in = in, .nrows = nrows, .T = T, .xv = xv,
-		      .y = y, .ldy = ldy, .accumulate = accumulate},
+		.a = {.w = w->data,
+		      .ldw = (size_t)in,
+		      .in = in,
+		      .nrows = nrows,
+		      .T = T,
+		      .xv = xv,
+		      .y = y,
+		      .ldy = ldy,
+		      .accumulate = accumulate},
 	};
 	int tasks = cpu_threads();
 	int per = (nrows + tasks - 1) / tasks;

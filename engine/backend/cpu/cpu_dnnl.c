@@ -80,7 +80,7 @@ static struct {
 	int init_error; /* 0 or -ENOTSUP */
 	dnnl_engine_t engine;
 	dnnl_stream_t streams[CPU_MAX_THREADS]; /* per pool thread, created on first use */
-	void *scratch[CPU_MAX_THREADS];          /* per pool thread: the primitives' scratchpads */
+	void *scratch[CPU_MAX_THREADS];		/* per pool thread: the primitives' scratchpads */
 	size_t scratch_size[CPU_MAX_THREADS];
 	struct cache_entry cache[CACHE_SIZE];
 	int n_cache;
@@ -119,8 +119,8 @@ static inline uint16_t bf16_round(float f)
 }
 
 #ifdef HAVE_X86
-__attribute__((target("avx512f,avx512bw"))) static void to_bf16_avx512(const float *src,
-									 uint16_t *dst, size_t n)
+__attribute__((target("avx512f,avx512bw"))) static void to_bf16_avx512(const float *src, uint16_t *dst,
+								       size_t n)
 {
 	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
 	const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
@@ -129,8 +129,9 @@ __attribute__((target("avx512f,avx512bw"))) static void to_bf16_avx512(const flo
 	for (; i + 16 <= n; i += 16) {
 		__m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
 		__m512i hi = _mm512_srli_epi32(u, 16);
-		__m512i r = _mm512_srli_epi32(
-			_mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(hi, one)), 16);
+		__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, bias),
+							       _mm512_and_si512(hi, one)),
+					      16);
 		__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
 		r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
 		_mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(r));
@@ -211,8 +212,8 @@ static int status_errno(dnnl_status_t s)
 }
 
 /* The matmul of T rows against n columns of layout wmd (format `any` to let oneDNN choose). */
-static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t ldy,
-		     bool accumulate, enum cpu_dnnl_act act, dnnl_primitive_desc_t *ret)
+static int matmul_pd(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t ldy, bool accumulate,
+		     enum cpu_dnnl_act act, dnnl_primitive_desc_t *ret)
 {
 	dnnl_memory_desc_t src, dst;
 	dnnl_dims_t sdims = {T, in}, ddims = {T, n}, dstrides = {(dnnl_dim_t)ldy, 1};
@@ -266,8 +267,7 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 	for (int i = 0; i < g.n_cache; i++) {
 		struct cache_entry *e = &g.cache[i];
 		if (e->T == T && e->in == w->in && e->n == sl->n && e->ldy == ldy &&
-		    e->accumulate == accumulate && e->act == act &&
-		    dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
+		    e->accumulate == accumulate && e->act == act && dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
 			e->used = ++g.clock;
 			*ret = e;
 			return 0;
@@ -287,8 +287,8 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 	/* oneDNN's reference matmul (what it falls back to for a weight layout its fast kernels
 	 * do not take at this row count) is far slower than cpu_matmul(): refused */
 	const char *impl = NULL;
-	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
-	    !impl || strncmp(impl, "ref", 3) == 0) {
+	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
+	    strncmp(impl, "ref", 3) == 0) {
 		dnnl_primitive_desc_destroy(pd);
 		r = -ENOTSUP;
 		goto drop;
@@ -355,8 +355,7 @@ static void bf16_probe(void)
 	dnnl_memory_desc_t md;
 	dnnl_dims_t dims = {64, 64}, strides = {1, 64};
 	dnnl_primitive_desc_t pd;
-	if (init() < 0 ||
-	    dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_bf16, strides) != dnnl_success ||
+	if (init() < 0 || dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_bf16, strides) != dnnl_success ||
 	    matmul_pd(REF_T, 64, 64, &md, 64, false, CPU_DNNL_ACT_NONE, &pd) < 0)
 		return;
 	dnnl_primitive_desc_destroy(pd);
@@ -389,8 +388,8 @@ static int reorder_slice(struct slice *sl, const dnnl_memory_desc_t *plain_md, c
 	dnnl_primitive_desc_t rpd;
 	dnnl_primitive_t rp = NULL;
 	dnnl_memory_t from = NULL, to = NULL;
-	dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, plain_md, g.engine, &sl->md,
-							     g.engine, NULL);
+	dnnl_status_t s =
+		dnnl_reorder_primitive_desc_create(&rpd, plain_md, g.engine, &sl->md, g.engine, NULL);
 	if (s != dnnl_success)
 		return status_errno(s);
 	s = dnnl_primitive_create(&rp, rpd);
@@ -419,8 +418,7 @@ static int slice_prepare(struct cpu_dnnl_weight *w, struct slice *sl, const uint
 	dnnl_memory_desc_t plain_md, any_md;
 	dnnl_dims_t dims = {w->in, sl->n}, strides = {1, w->in};
 	if (dnnl_memory_desc_init_by_strides(&plain_md, 2, dims, dnnl_bf16, strides) != dnnl_success ||
-	    dnnl_memory_desc_init_by_tag(&any_md, 2, dims, dnnl_bf16, dnnl_format_tag_any) !=
-		    dnnl_success)
+	    dnnl_memory_desc_init_by_tag(&any_md, 2, dims, dnnl_bf16, dnnl_format_tag_any) != dnnl_success)
 		return -ENOTSUP;
 	const uint16_t *rows = plain + (size_t)sl->n0 * w->in;
 	dnnl_primitive_desc_t pd;
@@ -443,8 +441,7 @@ static int slice_prepare(struct cpu_dnnl_weight *w, struct slice *sl, const uint
 	return 0;
 }
 
-int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout,
-			   struct cpu_dnnl_weight **ret)
+int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout, struct cpu_dnnl_weight **ret)
 {
 	if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[0] > INT_MAX ||
 	    t->shape[1] > INT_MAX)
@@ -538,7 +535,7 @@ const char *cpu_dnnl_impl_name(void)
 struct product {
 	const struct cpu_dnnl_weight *w;
 	struct cache_entry **e; /* per task */
-	int T, rows;            /* rows per task (the last may have fewer) */
+	int T, rows;		/* rows per task (the last may have fewer) */
 	const float *x;
 	const uint16_t *xb; /* bf16 rows `in` apart, read in place; NULL: x, converted */
 	size_t ldx;
@@ -587,8 +584,8 @@ static void product_task(void *ctx, int i, int thread)
 		dnnl_memory_destroy(src);
 }
 
-static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_t *xb, size_t ldx,
-		  int T, float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_t *xb, size_t ldx, int T,
+		  float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	if (T <= 0)
 		return 0;
@@ -635,8 +632,8 @@ static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_
 			g.scratch_size[t] = MAX(scratch, 64);
 		}
 	}
-	struct product p = {.w = w, .e = entries, .T = T, .rows = rows, .x = x, .xb = xb,
-			    .ldx = ldx, .y = y, .ldy = ldy};
+	struct product p =
+		{.w = w, .e = entries, .T = T, .rows = rows, .x = x, .xb = xb, .ldx = ldx, .y = y, .ldy = ldy};
 	atomic_init(&p.err, 0);
 	cpu_parallel_for(n_tasks, product_task, &p);
 	r = atomic_load(&p.err);
@@ -645,26 +642,26 @@ unlock:
 	return r;
 }
 
-int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
-		    size_t ldy, bool accumulate)
+int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+		    bool accumulate)
 {
 	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
-int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
-			 size_t ldy, bool accumulate)
+int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y, size_t ldy,
+			 bool accumulate)
 {
 	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, CPU_DNNL_ACT_NONE);
 }
 
-int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T,
-			float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
+			size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	return matmul(w, x, NULL, ldx, T, y, ldy, accumulate, act);
 }
 
-int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
-			     size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y, size_t ldy,
+			     bool accumulate, enum cpu_dnnl_act act)
 {
 	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, act);
 }

@@ -33,7 +33,7 @@
 #define CPU_DNNL_MIN_T 16
 
 enum cpu_dnnl_layout {
-	CPU_DNNL_PLAIN,     /* the bf16 rows as stored */
+	CPU_DNNL_PLAIN,	    /* the bf16 rows as stored */
 	CPU_DNNL_REORDERED, /* a copy in oneDNN's blocked layout */
 };
 
@@ -48,8 +48,7 @@ bool cpu_dnnl_bf16_supported(void);
 /* Prepares the 2-D weight w ([out][in], any dtype; anything but bf16 is converted to a bf16
  * copy). The tensor's data must outlive the result. Returns 0, -ENOMEM, -EINVAL (not 2-D, or a
  * dimension beyond INT_MAX) or -ENOTSUP (oneDNN has no matmul for it on this CPU). */
-int cpu_dnnl_weight_create(const struct tensor *w, enum cpu_dnnl_layout layout,
-			   struct cpu_dnnl_weight **ret);
+int cpu_dnnl_weight_create(const struct tensor *w, enum cpu_dnnl_layout layout, struct cpu_dnnl_weight **ret);
 /* Accepts NULL. */
 void cpu_dnnl_weight_destroy(struct cpu_dnnl_weight *w);
 /* Bytes the weight allocated (0 when it reads the tensor in place). */
@@ -60,13 +59,13 @@ size_t cpu_dnnl_weight_bytes(const struct cpu_dnnl_weight *w);
  * or -ENOTSUP, y untouched, where oneDNN has no fast kernel for the product (its reference
  * matmul is refused: e.g. a reordered weight into a y with ldy > out). Callable from any thread
  * but not from a pool task. */
-int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
-		    size_t ldy, bool accumulate);
+int cpu_dnnl_matmul(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y, size_t ldy,
+		    bool accumulate);
 
 /* The same for activations already in bf16: x is T dense rows of `in` bf16 values, read in
  * place (no conversion pass). */
-int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
-			 size_t ldy, bool accumulate);
+int cpu_dnnl_matmul_bf16(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y, size_t ldy,
+			 bool accumulate);
 
 /* What a product's epilogue applies to each result (after the accumulation, if any). */
 enum cpu_dnnl_act {
@@ -75,10 +74,10 @@ enum cpu_dnnl_act {
 };
 /* cpu_dnnl_matmul() and cpu_dnnl_matmul_bf16() with the epilogue `act`, so the results are
  * written once. */
-int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T,
-			float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act);
-int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y,
-			     size_t ldy, bool accumulate, enum cpu_dnnl_act act);
+int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t ldx, int T, float *y,
+			size_t ldy, bool accumulate, enum cpu_dnnl_act act);
+int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y, size_t ldy,
+			     bool accumulate, enum cpu_dnnl_act act);
 
 /* The oneDNN implementation the weights' matmul runs (e.g. "brg:avx512_core_amx_bf16"), known
  * once a weight was created; "none" before. */

@@ -74,8 +74,8 @@ static void entry_destroy(struct cpu_dnnl_small *p)
 	free(p);
 }
 
-static struct cpu_dnnl_small *entry_create(int M, int K, int N, size_t lda, size_t ldb,
-					   bool b_trans, size_t ldc, bool accumulate, int *ret_err)
+static struct cpu_dnnl_small *entry_create(int M, int K, int N, size_t lda, size_t ldb, bool b_trans,
+					   size_t ldc, bool accumulate, int *ret_err)
 {
 	struct cpu_dnnl_small *p = calloc(1, sizeof(*p));
 	dnnl_primitive_attr_t attr = NULL;
@@ -85,8 +85,14 @@ static struct cpu_dnnl_small *entry_create(int M, int K, int N, size_t lda, size
 
 	if (!p)
 		goto fail;
-	*p = (struct cpu_dnnl_small){.M = M, .K = K, .N = N, .lda = lda, .ldb = ldb, .ldc = ldc,
-				     .b_trans = b_trans, .accumulate = accumulate};
+	*p = (struct cpu_dnnl_small){.M = M,
+				     .K = K,
+				     .N = N,
+				     .lda = lda,
+				     .ldb = ldb,
+				     .ldc = ldc,
+				     .b_trans = b_trans,
+				     .accumulate = accumulate};
 	dnnl_dims_t ad = {M, K}, as = {(dnnl_dim_t)lda, 1};
 	dnnl_dims_t bd = {K, N}, bs_plain = {(dnnl_dim_t)ldb, 1}, bs_trans = {1, (dnnl_dim_t)ldb};
 	dnnl_dims_t cd = {M, N}, cs = {(dnnl_dim_t)ldc, 1};
@@ -119,8 +125,8 @@ static struct cpu_dnnl_small *entry_create(int M, int K, int N, size_t lda, size
 	}
 	/* the reference matmul is far slower than the callers' own loops */
 	const char *impl = NULL;
-	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
-	    !impl || strncmp(impl, "ref", 3) == 0) {
+	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
+	    strncmp(impl, "ref", 3) == 0) {
 		r = -ENOTSUP;
 		goto fail;
 	}
@@ -150,8 +156,8 @@ fail:
 	return NULL;
 }
 
-int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans, size_t ldc,
-		       bool accumulate, struct cpu_dnnl_small **ret)
+int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans, size_t ldc, bool accumulate,
+		       struct cpu_dnnl_small **ret)
 {
 	if (M < 1 || K < 1 || N < 1 || M > CPU_DNNL_SMALL_MAX_DIM || K > CPU_DNNL_SMALL_MAX_DIM ||
 	    N > CPU_DNNL_SMALL_MAX_DIM || lda < (size_t)K || ldb < (size_t)(b_trans ? K : N) ||
@@ -171,8 +177,8 @@ int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans
 				free_slot = i;
 			continue;
 		}
-		if (e->M == M && e->K == K && e->N == N && e->lda == lda && e->ldb == ldb &&
-		    e->ldc == ldc && e->b_trans == b_trans && e->accumulate == accumulate) {
+		if (e->M == M && e->K == K && e->N == N && e->lda == lda && e->ldb == ldb && e->ldc == ldc &&
+		    e->b_trans == b_trans && e->accumulate == accumulate) {
 			e->refs++;
 			e->used = ++g.clock;
 			*ret = e;
@@ -218,8 +224,8 @@ const char *cpu_dnnl_small_impl(const struct cpu_dnnl_small *p)
 	return p->impl;
 }
 
-int cpu_dnnl_small_run(const struct cpu_dnnl_small *p, int thread, const uint16_t *a,
-		       const uint16_t *b, float *c)
+int cpu_dnnl_small_run(const struct cpu_dnnl_small *p, int thread, const uint16_t *a, const uint16_t *b,
+		       float *c)
 {
 	if (thread < 0 || thread >= CPU_MAX_THREADS)
 		return -EINVAL;

@@ -31,13 +31,13 @@ struct cpu_dnnl_small;
 /* A reference to the prepared product of this shape. Not callable from a pool task. Returns
  * 0, -EINVAL (a dimension < 1 or over CPU_DNNL_SMALL_MAX_DIM, a leading dimension too small),
  * -ENOMEM, -ENOTSUP (oneDNN has no fast kernel for it on this CPU). */
-int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans, size_t ldc,
-		       bool accumulate, struct cpu_dnnl_small **ret);
+int cpu_dnnl_small_get(int M, int K, int N, size_t lda, size_t ldb, bool b_trans, size_t ldc, bool accumulate,
+		       struct cpu_dnnl_small **ret);
 /* Gives the reference back; accepts NULL. */
 void cpu_dnnl_small_put(struct cpu_dnnl_small *p);
 /* Runs the product on the calling pool task's thread (`thread` as cpu_task_fn gets it).
  * Returns 0, -ENOMEM (the thread's stream or scratchpad) or -EIO (oneDNN failed). */
-int cpu_dnnl_small_run(const struct cpu_dnnl_small *p, int thread, const uint16_t *a,
-		       const uint16_t *b, float *c);
+int cpu_dnnl_small_run(const struct cpu_dnnl_small *p, int thread, const uint16_t *a, const uint16_t *b,
+		       float *c);
 /* The implementation oneDNN chose (e.g. "brg:avx512_core_amx_bf16"). */
 const char *cpu_dnnl_small_impl(const struct cpu_dnnl_small *p);

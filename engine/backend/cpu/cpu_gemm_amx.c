@@ -59,19 +59,19 @@ void cpu_amx_pack(const float *x, size_t ldx, int T, int in, uint16_t *xv)
 	const int steps = ksteps(in);
 	memset(xv, 0, cpu_amx_packed_elems(T, in) * sizeof(*xv));
 	/* pair p of a 32-column block goes to row p of the tile: dword p * 16 + token */
-	const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
-								 5, 4, 3, 2, 1, 0),
-						_mm512_set1_epi32(CPU_AMX_TILE));
+	const __m512i rows =
+		_mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+				   _mm512_set1_epi32(CPU_AMX_TILE));
 	for (int t = 0; t < T; t++) {
 		const float *xr = x + (size_t)t * ldx;
-		uint32_t *tile = (uint32_t *)(xv + (size_t)(t / CPU_AMX_TILE) * steps * B_ELEMS) +
-				 t % CPU_AMX_TILE;
+		uint32_t *tile =
+			(uint32_t *)(xv + (size_t)(t / CPU_AMX_TILE) * steps * B_ELEMS) + t % CPU_AMX_TILE;
 		for (int s = 0; s < steps; s++) {
 			int i = s * CPU_AMX_K, n = in - i;
 			__mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1u);
-			__m512bh v = _mm512_cvtne2ps_pbh(
-				_mm512_maskz_loadu_ps((__mmask16)(m >> 16), xr + i + 16),
-				_mm512_maskz_loadu_ps((__mmask16)m, xr + i));
+			__m512bh v =
+				_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), xr + i + 16),
+						    _mm512_maskz_loadu_ps((__mmask16)m, xr + i));
 			_mm512_i32scatter_epi32(tile + (size_t)s * (B_ELEMS / 2), rows, (__m512i)v, 4);
 		}
 	}
@@ -83,8 +83,8 @@ INL void copy_edge(uint16_t *buf, const uint16_t *w, size_t ldw, int rows, int c
 	__mmask32 m = cols >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << cols) - 1u);
 	for (int q = 0; q < CPU_AMX_TILE; q++)
 		_mm512_storeu_si512(buf + q * CPU_AMX_K,
-				    q < rows ? _mm512_maskz_loadu_epi16(m, w + (size_t)q * ldw)
-					     : _mm512_setzero_si512());
+				    q < rows ? _mm512_maskz_loadu_epi16(m, w + (size_t)q * ldw) :
+					       _mm512_setzero_si512());
 }
 
 /* One step: A tiles 0 (and 1) loaded, B tiles from b0 (and b1) times them into the C tiles. */
@@ -150,10 +150,10 @@ static void store_c(const struct cpu_amx_args *a, const float *c, int r, int q0,
 }
 
 /* Rows [r, r + 16 NA) of W against tokens [t0, t0 + 16 NB) of the packed x (B tiles b0, b1),
- * writing outputs [r + q0, r + 16 NA) (of the first tile's, those below r + edge). `edge`: W holds only `edge` < 16 rows from r (NA 1);
- * 16 otherwise. Prefetches up to row `pf_end`. */
-INL void block(const struct cpu_amx_args *a, int r, int q0, int t0, const int NA, const int NB,
-	       int edge, int pf_end)
+ * writing outputs [r + q0, r + 16 NA) (of the first tile's, those below r + edge). `edge`: W holds only
+ * `edge` < 16 rows from r (NA 1); 16 otherwise. Prefetches up to row `pf_end`. */
+INL void block(const struct cpu_amx_args *a, int r, int q0, int t0, const int NA, const int NB, int edge,
+	       int pf_end)
 {
 	const size_t ldw = a->ldw, stride = ldw * sizeof(uint16_t);
 	const int in = a->in, steps = in / CPU_AMX_K, tail = in % CPU_AMX_K, all = ksteps(in);

@@ -101,8 +101,8 @@ static void portable_quant(const struct cpu_gemv_args *a, int r0, int r1, enum q
 			float wb[4][QUANT_BLOCK];
 			for (int q = 0; q < nr; q++) {
 				const char *row = (const char *)a->w + (size_t)(r + q) * a->ldw;
-				const uint16_t *sc = fmt == QUANT_Q8 ? quant_q8_scales(row, a->in)
-								     : quant_q4_dm(row, a->in);
+				const uint16_t *sc = fmt == QUANT_Q8 ? quant_q8_scales(row, a->in) :
+								       quant_q4_dm(row, a->in);
 				for (int i = 0; i < n; i++) {
 					if (fmt == QUANT_FP8) {
 						/* one fp32 product, as quant_row_to_f32() */
@@ -113,7 +113,8 @@ static void portable_quant(const struct cpu_gemv_args *a, int r0, int r1, enum q
 							   (float)quant_q8_codes(row)[k0 + i];
 					} else {
 						uint8_t c = quant_q4_codes(row)[b * 16 + (i & 15)];
-						float d = quant_f16_to_f32(sc[2 * b]), m = quant_f16_to_f32(sc[2 * b + 1]);
+						float d = quant_f16_to_f32(sc[2 * b]),
+						      m = quant_f16_to_f32(sc[2 * b + 1]);
 						/* exact product: fmaf(d, q, m) */
 						wb[q][i] = d * (float)(i < 16 ? c & 15 : c >> 4) + m;
 					}
@@ -206,7 +207,8 @@ void cpu_gemv_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int 
 				float *dl = (float *)(g + 256);
 				memcpy(g + 32 * j, c, QUANT_BLOCK);
 				for (int i = 0; i < 8; i++)
-					corr[8 * j + i] = -128 * (c[4 * i] + c[4 * i + 1] + c[4 * i + 2] + c[4 * i + 3]);
+					corr[8 * j + i] = -128 * (c[4 * i] + c[4 * i + 1] + c[4 * i + 2] +
+								  c[4 * i + 3]);
 				for (int i = 0; i < 8; i++)
 					dl[8 * j + i] = d;
 			} else {
@@ -238,7 +240,8 @@ static void portable_i8(const struct cpu_gemv_args *a, int r0, int r1, enum quan
 				int j = (int)(b & 3);
 				int32_t sum = 0;
 				if (fmt == QUANT_Q8) {
-					const int8_t *cw = quant_q8_codes(row) + b * 32, *cx = (const int8_t *)g + 32 * j;
+					const int8_t *cw = quant_q8_codes(row) + b * 32,
+						     *cx = (const int8_t *)g + 32 * j;
 					for (int i = 0; i < 32; i++)
 						sum += cw[i] * cx[i];
 					float dw = quant_f16_to_f32(quant_q8_scales(row, a->in)[b]);
@@ -246,13 +249,15 @@ static void portable_i8(const struct cpu_gemv_args *a, int r0, int r1, enum quan
 					s += dw * dx * (float)sum;
 				} else {
 					const uint8_t *cw = quant_q4_codes(row) + b * 16;
-					const int8_t *lo = (const int8_t *)g + 16 * j, *hi = (const int8_t *)g + 64 + 16 * j;
+					const int8_t *lo = (const int8_t *)g + 16 * j,
+						     *hi = (const int8_t *)g + 64 + 16 * j;
 					for (int i = 0; i < 16; i++)
 						sum += (cw[i] & 15) * lo[i] + (cw[i] >> 4) * hi[i];
 					const uint16_t *dm = quant_q4_dm(row, a->in) + 2 * b;
 					float dx = ((const float *)(g + 128))[4 * j];
 					float sx = ((const float *)(g + 192))[4 * j] * 4.0f;
-					s += quant_f16_to_f32(dm[0]) * dx * (float)sum + quant_f16_to_f32(dm[1]) * sx;
+					s += quant_f16_to_f32(dm[0]) * dx * (float)sum +
+					     quant_f16_to_f32(dm[1]) * sx;
 				}
 			}
 			float *p = a->y + (size_t)t * a->ldy + (size_t)r;
@@ -361,8 +366,8 @@ static void gemv_task(void *ctx, int task, int thread)
 	}
 }
 
-int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
-		  float *y, size_t ldy, bool accumulate, bool bf16_act)
+int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T, float *y,
+		  size_t ldy, bool accumulate, bool bf16_act)
 {
 	if (nrows <= 0 || T <= 0)
 		return 0;
@@ -406,8 +411,7 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 	int tasks = cpu_threads();
 	int per = (nrows + tasks - 1) / tasks;
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
-	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j,
-			      (double)nrows * in * T);
+	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j, (double)nrows * in * T);
 	free(xb);
 	return 0;
 }
@@ -416,12 +420,12 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 
 struct tiled_job {
 	const struct quant_tensor *q;
-	cpu_gemv_fn *fn;      /* the variant's row kernel (records) */
-	cpu_gemv_fn *tile_fn; /* its tile kernel, or NULL: each tile's records gathered for fn */
+	cpu_gemv_fn *fn;	/* the variant's row kernel (records) */
+	cpu_gemv_fn *tile_fn;	/* its tile kernel, or NULL: each tile's records gathered for fn */
 	struct cpu_gemv_args a; /* x, xq and their strides; y and T as asked */
 	int row0, nrows;
 	int base, chunk; /* task k: rows [base + k chunk, + chunk) of the tensor, within the range */
-	char *gbufs;     /* without tile_fn: a tile's records gathered, QUANT_TILE_ROWS row_bytes
+	char *gbufs;	 /* without tile_fn: a tile's records gathered, QUANT_TILE_ROWS row_bytes
 			  * per pool thread */
 };
 
@@ -469,8 +473,9 @@ static void tiled_part(const struct tiled_job *j, struct cpu_gemv_args g, int r0
 			j->tile_fn(&tg, t, t + 1);
 		} else {
 			for (int i = 0; i < QUANT_TILE_ROWS; i++)
-				quant_tile_row_record(q->format, q->cols, (const char *)q->data + (size_t)t * tstride,
-						      i, gbuf + (size_t)i * q->row_bytes);
+				quant_tile_row_record(q->format, q->cols,
+						      (const char *)q->data + (size_t)t * tstride, i,
+						      gbuf + (size_t)i * q->row_bytes);
 			tg.w = gbuf;
 			tg.ldw = q->row_bytes;
 			/* only the rows wanted, as the records would run them */
@@ -542,8 +547,8 @@ static int tiled_rows(const struct quant_tensor *w, int row0, int nrows, int T, 
 	return 0;
 }
 
-static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx,
-		      int T, float *y, size_t ldy, bool accumulate, bool i8)
+static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+		      float *y, size_t ldy, bool accumulate, bool i8)
 {
 	if (nrows <= 0 || T <= 0)
 		return 0;
@@ -562,14 +567,21 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 	}
 	if (quant_tiled_rows(w) > 0) {
 		int r = tiled_rows(w, row0, nrows, T, y, ldy, accumulate,
-				   xq ? ifn : w->format == QUANT_Q8 ? v->q8 : v->q4,
-				   !xq ? NULL : w->format == QUANT_Q4 ? v->q4_tile_i8 : v->q8_tile_i8,
+				   xq			 ? ifn :
+				   w->format == QUANT_Q8 ? v->q8 :
+							   v->q4,
+				   !xq			 ? NULL :
+				   w->format == QUANT_Q4 ? v->q4_tile_i8 :
+							   v->q8_tile_i8,
 				   &(struct cpu_gemv_args){.x = x, .ldx = ldx, .xq = xq, .ldxq = ldxq});
 		free(xq);
 		return r;
 	}
 	struct gemv_job j = {
-		.fn = xq ? ifn : w->format == QUANT_Q8 ? v->q8 : w->format == QUANT_Q4 ? v->q4 : v->fp8,
+		.fn = xq		    ? ifn :
+		      w->format == QUANT_Q8 ? v->q8 :
+		      w->format == QUANT_Q4 ? v->q4 :
+					      v->fp8,
 		.a =
 			{
 				.w = (const char *)w->data + (size_t)row0 * w->row_bytes,
@@ -587,7 +599,8 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 		.nrows = nrows,
 		.group_t = CPU_GEMV_KERNEL_T,
 	};
-	j.block_rows = (int)MAX(8, MIN((size_t)GROUP_BLOCK_BYTES / w->row_bytes, (size_t)1 << 20) & ~(size_t)7);
+	j.block_rows =
+		(int)MAX(8, MIN((size_t)GROUP_BLOCK_BYTES / w->row_bytes, (size_t)1 << 20) & ~(size_t)7);
 	int tasks = cpu_threads();
 	int per = (nrows + tasks - 1) / tasks;
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
@@ -596,14 +609,14 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 	return 0;
 }
 
-int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x,
-			size_t ldx, int T, float *y, size_t ldy, bool accumulate)
+int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
+			float *y, size_t ldy, bool accumulate)
 {
 	return quant_rows(w, row0, nrows, x, ldx, T, y, ldy, accumulate, false);
 }
 
-int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x,
-			   size_t ldx, int T, float *y, size_t ldy, bool accumulate)
+int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx,
+			   int T, float *y, size_t ldy, bool accumulate)
 {
 	return quant_rows(w, row0, nrows, x, ldx, T, y, ldy, accumulate, true);
 }
@@ -623,8 +636,9 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
 	if (r0 < 0 || n < 0 || r0 + n > q->rows)
 		return -EINVAL;
 	const struct cpu_gemv_variant *v = variant();
-	cpu_row_bf16_fn *fn = q->format == QUANT_Q8 ? v->q8_to_bf16
-			      : q->format == QUANT_Q4 ? v->q4_to_bf16 : v->fp8_to_bf16;
+	cpu_row_bf16_fn *fn = q->format == QUANT_Q8 ? v->q8_to_bf16 :
+			      q->format == QUANT_Q4 ? v->q4_to_bf16 :
+						      v->fp8_to_bf16;
 	float *row = NULL;
 	/* tiled rows: a whole tile's 16 records gathered at once (the variant's transposes, else
 	 * quant.h's loop), a tile in part row by row */
@@ -640,7 +654,8 @@ int cpu_quant_rows_to_bf16(const struct quant_tensor *q, int64_t r0, int64_t n, 
 			rec = quant_tensor_row(q, a, NULL);
 		} else if (t == in_tile || (a % QUANT_TILE_ROWS == 0 && a + QUANT_TILE_ROWS <= r0 + n)) {
 			if (t != in_tile) {
-				const char *tile = (const char *)q->data + (size_t)t * QUANT_TILE_ROWS * q->row_bytes;
+				const char *tile =
+					(const char *)q->data + (size_t)t * QUANT_TILE_ROWS * q->row_bytes;
 				if (v->tile_records)
 					v->tile_records(q->format, q->cols, tile, gathered, q->row_bytes);
 				else

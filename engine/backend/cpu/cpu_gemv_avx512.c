@@ -61,8 +61,8 @@ INL float scalar_x(const struct cpu_gemv_args *a, int t, int i, bool xbf)
 	return xbf ? bf16_to_f32(f32_to_bf16(v)) : v;
 }
 
-INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
-	       const enum tensor_dtype dt, const bool xbf)
+INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, const enum tensor_dtype dt,
+	       const bool xbf)
 {
 	const size_t esz = dt == TENSOR_F32 ? 4 : 2;
 	const char *w = (const char *)a->w;
@@ -79,7 +79,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
 			xv[t] = load_x(a, t, i, xbf);
 		if (esz == 4 || (i & 31) == 0)
 			for (int q = 0; q < NR; q++)
-				_mm_prefetch(w + (base + ahead + (size_t)q * ldw + (size_t)i) * esz, _MM_HINT_T0);
+				_mm_prefetch(w + (base + ahead + (size_t)q * ldw + (size_t)i) * esz,
+					     _MM_HINT_T0);
 		for (int q = 0; q < NR; q++) {
 			__m512 wv = load_w(w, base + (size_t)q * ldw + (size_t)i, dt);
 			for (int t = 0; t < T; t++)
@@ -90,7 +91,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T,
 		for (int t = 0; t < T; t++) {
 			float s = _mm512_reduce_add_ps(acc[q][t]);
 			for (int k = i; k < n; k++)
-				s += scalar_w(w, base + (size_t)q * ldw + (size_t)k, dt) * scalar_x(a, t, k, xbf);
+				s += scalar_w(w, base + (size_t)q * ldw + (size_t)k, dt) *
+				     scalar_x(a, t, k, xbf);
 			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
 			*p = a->accumulate ? *p + s : s;
 		}
@@ -107,39 +109,39 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 }
 
 /* rows in flight per block: 8 for one token, 4 with more (16 accumulators of 32 registers) */
-#define INSTANCES(suffix, dt, xbf)                                                                 \
-	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 8, 1, dt, xbf);                                                    \
-	}                                                                                          \
-	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 2, dt, xbf);                                                    \
-	}                                                                                          \
-	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 3, dt, xbf);                                                    \
-	}                                                                                          \
-	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 4, dt, xbf);                                                    \
-	}                                                                                          \
-	static void gemv_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                   \
-	{                                                                                          \
-		switch (a->T) {                                                                    \
-		case 1:                                                                            \
-			t1_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 2:                                                                            \
-			t2_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 3:                                                                            \
-			t3_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		default:                                                                           \
-			t4_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		}                                                                                  \
+#define INSTANCES(suffix, dt, xbf)                                                                           \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 8, 1, dt, xbf);                                                              \
+	}                                                                                                    \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 2, dt, xbf);                                                              \
+	}                                                                                                    \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 3, dt, xbf);                                                              \
+	}                                                                                                    \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 4, dt, xbf);                                                              \
+	}                                                                                                    \
+	static void gemv_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                             \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			t1_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 2:                                                                                      \
+			t2_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 3:                                                                                      \
+			t3_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		default:                                                                                     \
+			t4_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		}                                                                                            \
 	}
 
 INSTANCES(bf16, TENSOR_BF16, false)

@@ -7,11 +7,11 @@
  * so a thread's range is one sequential stream the hardware's prefetchers follow (as in
  * cpu_gemv_quant_vnni.c, where the A/B is told): 8 rows interleaved with the next 8 prefetched
  * read 8 short streams at once and stayed well below one row's rate on the lm head's shape
- * (docs/benchmarks.md, "Figures behind the code's constants"). Two to four tokens: NR consecutive rows against T tokens, one accumulator
- * per (row, token), the next block's rows prefetched. The activations are rounded to bf16 in
- * registers (vcvtne2ps2bf16: nearest even; it reads fp32 denormals as zero, as vdpbf16ps does).
- * The column tail is a masked load (zeros add nothing). fp32 activations take the AVX-512F
- * code, and so do f16 and f32 weights.
+ * (docs/benchmarks.md, "Figures behind the code's constants"). Two to four tokens: NR consecutive rows
+ * against T tokens, one accumulator per (row, token), the next block's rows prefetched. The activations are
+ * rounded to bf16 in registers (vcvtne2ps2bf16: nearest even; it reads fp32 denormals as zero, as vdpbf16ps
+ * does). The column tail is a masked load (zeros add nothing). fp32 activations take the AVX-512F code, and
+ * so do f16 and f32 weights.
  *
  * More tokens (the decode rows of several sessions): cpu_gemv.c rounds the activations once per
  * product (round_x, the same instruction on the same 32-column blocks, so the same bf16 values)
@@ -62,8 +62,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, 
 						    _mm512_maskz_loadu_ps((__mmask16)m, x));
 		}
 		for (int q = 0; q < NR; q++) {
-			__m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(
-				m, w + base + (size_t)q * ldw + (size_t)i);
+			__m512bh wv =
+				(__m512bh)_mm512_maskz_loadu_epi16(m, w + base + (size_t)q * ldw + (size_t)i);
 			for (int t = 0; t < T; t++)
 				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);
 		}
@@ -117,8 +117,8 @@ static void round_x(const float *x, size_t ldx, int T, int in, uint16_t *xb, siz
 {
 	for (int t = 0; t < T; t++)
 		for (int i = 0; i < in; i += 32) {
-			__mmask32 m = in - i >= 32 ? (__mmask32)0xffffffffu
-						   : (__mmask32)((1u << (in - i)) - 1u);
+			__mmask32 m =
+				in - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (in - i)) - 1u);
 			_mm512_mask_storeu_epi16(xb + (size_t)t * ldxb + (size_t)i, m,
 						 (__m512i)round_block(x + (size_t)t * ldx + (size_t)i, m));
 		}
@@ -144,8 +144,7 @@ INL void block_pre(const struct cpu_gemv_args *a, int r, const int NR, const int
 			wv[q] = (__m512bh)_mm512_loadu_si512(w + base + (size_t)q * ldw + (size_t)i);
 		}
 		for (int t = 0; t < T; t++) {
-			__m512bh xv = (__m512bh)_mm512_loadu_si512(a->xb + (size_t)t * a->ldxb +
-								   (size_t)i);
+			__m512bh xv = (__m512bh)_mm512_loadu_si512(a->xb + (size_t)t * a->ldxb + (size_t)i);
 			for (int q = 0; q < NR; q++)
 				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv[q], xv);
 		}
@@ -154,11 +153,10 @@ INL void block_pre(const struct cpu_gemv_args *a, int r, const int NR, const int
 		__mmask32 m = (__mmask32)((1u << (n - i)) - 1u);
 		__m512bh wv[4];
 		for (int q = 0; q < NR; q++)
-			wv[q] = (__m512bh)_mm512_maskz_loadu_epi16(
-				m, w + base + (size_t)q * ldw + (size_t)i);
+			wv[q] = (__m512bh)_mm512_maskz_loadu_epi16(m, w + base + (size_t)q * ldw + (size_t)i);
 		for (int t = 0; t < T; t++) {
-			__m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(
-				m, a->xb + (size_t)t * a->ldxb + (size_t)i);
+			__m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, a->xb + (size_t)t * a->ldxb +
+										    (size_t)i);
 			for (int q = 0; q < NR; q++)
 				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv[q], xv);
 		}
@@ -181,10 +179,10 @@ INL void rows_pre(const struct cpu_gemv_args *a, int r0, int r1, const int NR, c
 }
 
 /* 4 rows up to 6 tokens, 3 rows for 7 and 8 (24 accumulators, 3 weights and x in 28 zmm) */
-#define PRE(T, NR)                                                       \
-	NOINL void p##T(const struct cpu_gemv_args *a, int r0, int r1) \
-	{                                                                \
-		rows_pre(a, r0, r1, NR, T);                              \
+#define PRE(T, NR)                                                                                           \
+	NOINL void p##T(const struct cpu_gemv_args *a, int r0, int r1)                                       \
+	{                                                                                                    \
+		rows_pre(a, r0, r1, NR, T);                                                                  \
 	}
 PRE(1, 4)
 PRE(2, 4)

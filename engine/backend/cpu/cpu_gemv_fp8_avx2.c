@@ -54,7 +54,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T)
 			__m256 x[CPU_GEMV_KERNEL_T];
 			for (int t = 0; t < T; t++) {
 				const float *p = a->x + (size_t)t * a->ldx + k + 8 * j;
-				x[t] = rem >= 32 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask8(rem - 8 * j));
+				x[t] = rem >= 32 ? _mm256_loadu_ps(p) :
+						   _mm256_maskload_ps(p, mask8(rem - 8 * j));
 			}
 			for (int q = 0; q < NR; q++) {
 				const uint8_t *c = (const uint8_t *)(w + (size_t)q * ldw) + k + 8 * j;
@@ -66,7 +67,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T)
 	}
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++) {
-			__m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]), _mm256_extractf128_ps(acc[q][t], 1));
+			__m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]),
+					      _mm256_extractf128_ps(acc[q][t], 1));
 			h = _mm_add_ps(h, _mm_movehl_ps(h, h));
 			h = _mm_add_ss(h, _mm_movehdup_ps(h));
 			float v = _mm_cvtss_f32(h);
@@ -132,7 +134,8 @@ void cpu_gemv_avx2_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out)
 	const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
 	for (int64_t k = 0; k < cols; k += 8) {
 		__m256i u = _mm256_castps_si256(_mm256_mul_ps(widen8(c + k), s));
-		u = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+		u = _mm256_add_epi32(u,
+				     _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
 		u = _mm256_srli_epi32(u, 16); /* 0..0xffff: packus keeps them */
 		__m128i h = _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
 		if (cols - k >= 8) {

@@ -142,7 +142,8 @@ void cpu_gemv_avx512_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *ou
 	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
 	for (int64_t k = 0; k < cols; k += 16) {
 		__m512i u = _mm512_castps_si512(_mm512_mul_ps(widen16(c + k), s));
-		u = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+		u = _mm512_add_epi32(u,
+				     _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
 		__m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
 		if (cols - k >= 16) {
 			_mm256_storeu_si256((__m256i *)(out + k), h);

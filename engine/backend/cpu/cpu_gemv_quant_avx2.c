@@ -54,19 +54,22 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, 
 			__m256 x[CPU_GEMV_KERNEL_T];
 			for (int t = 0; t < T; t++) {
 				const float *p = a->x + (size_t)t * a->ldx + k + 8 * j;
-				x[t] = rem >= 32 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask8(rem - 8 * j));
+				x[t] = rem >= 32 ? _mm256_loadu_ps(p) :
+						   _mm256_maskload_ps(p, mask8(rem - 8 * j));
 			}
 			for (int q = 0; q < NR; q++) {
 				const char *row = w + (size_t)q * ldw;
 				__m256 wv;
 				if (fmt == QUANT_Q8) {
-					__m128i c = _mm_loadl_epi64((const __m128i *)(row + (size_t)k + 8 * (size_t)j));
+					__m128i c = _mm_loadl_epi64(
+						(const __m128i *)(row + (size_t)k + 8 * (size_t)j));
 					wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), d[q]);
 				} else {
-					__m128i c = _mm_loadl_epi64(
-						(const __m128i *)(row + (size_t)b * 16 + 8 * (size_t)(j & 1)));
+					__m128i c = _mm_loadl_epi64((const __m128i *)(row + (size_t)b * 16 +
+										      8 * (size_t)(j & 1)));
 					__m256i v = _mm256_cvtepu8_epi32(c);
-					v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) : _mm256_srli_epi32(v, 4);
+					v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) :
+						    _mm256_srli_epi32(v, 4);
 					wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d[q], m[q]);
 				}
 				for (int t = 0; t < T; t++)
@@ -76,7 +79,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, 
 	}
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++) {
-			__m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]), _mm256_extractf128_ps(acc[q][t], 1));
+			__m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]),
+					      _mm256_extractf128_ps(acc[q][t], 1));
 			h = _mm_add_ps(h, _mm_movehl_ps(h, h));
 			h = _mm_add_ss(h, _mm_movehdup_ps(h));
 			float s = _mm_cvtss_f32(h);
@@ -95,39 +99,39 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 		block(a, r, 1, T, fmt);
 }
 
-#define INSTANCES(suffix, fmt)                                                                     \
-	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 1, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 2, 2, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 2, 3, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 2, 4, fmt);                                                        \
-	}                                                                                          \
-	void cpu_gemv_avx2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                 \
-	{                                                                                          \
-		switch (a->T) {                                                                    \
-		case 1:                                                                            \
-			t1_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 2:                                                                            \
-			t2_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 3:                                                                            \
-			t3_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		default:                                                                           \
-			t4_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		}                                                                                  \
+#define INSTANCES(suffix, fmt)                                                                               \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 1, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 2, 2, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 2, 3, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 2, 4, fmt);                                                                  \
+	}                                                                                                    \
+	void cpu_gemv_avx2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                           \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			t1_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 2:                                                                                      \
+			t2_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 3:                                                                                      \
+			t3_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		default:                                                                                     \
+			t4_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		}                                                                                            \
 	}
 
 INSTANCES(q8, QUANT_Q8)
@@ -154,7 +158,8 @@ INL void istore(const struct cpu_gemv_args *a, int r, const int NR, const int T,
 {
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++) {
-			__m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]), _mm256_extractf128_ps(acc[q][t], 1));
+			__m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[q][t]),
+					      _mm256_extractf128_ps(acc[q][t], 1));
 			s = _mm_add_ps(s, _mm_movehl_ps(s, s));
 			s = _mm_add_ss(s, _mm_movehdup_ps(s));
 			float v = _mm_cvtss_f32(s);
@@ -188,7 +193,8 @@ INL void iblock_q8(const struct cpu_gemv_args *a, int r, const int NR, const int
 				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
 				__m256i x = _mm256_load_si256((const __m256i *)(xt + 32 * j));
 				__m256i s = dot_u8s8(u, _mm256_sign_epi8(x, c));
-				__m256 sc = _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xt + 256) + 8 * j));
+				__m256 sc =
+					_mm256_mul_ps(dw, _mm256_load_ps((const float *)(xt + 256) + 8 * j));
 				acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[q][t]);
 			}
 		}
@@ -219,21 +225,31 @@ INL void iblock_q4(const struct cpu_gemv_args *a, int r, const int NR, const int
 		for (int q = 0; q < NR; q++) {
 			const char *row = w + (size_t)q * ldw;
 			__m256i v = _mm256_loadu_si256((const __m256i *)(row + 32 * (size_t)h));
-			__m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+			__m256i lo = _mm256_and_si256(v, nib),
+				hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
 			/* (d, m) of the two blocks; the second's zero past the last block */
 			const uint16_t *dm = (const uint16_t *)(row + soff) + 4 * h;
-			__m128i dm4 = two ? _mm_loadl_epi64((const __m128i *)dm) : _mm_cvtsi32_si128(*(const int32_t *)dm);
+			__m128i dm4 = two ? _mm_loadl_epi64((const __m128i *)dm) :
+					    _mm_cvtsi32_si128(*(const int32_t *)dm);
 			__m256 f = _mm256_castps128_ps256(_mm_cvtph_ps(dm4));
 			__m256 dw = _mm256_permutevar8x32_ps(f, di), mw = _mm256_permutevar8x32_ps(f, mi);
 			for (int t = 0; t < T; t++) {
 				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
 				__m256i s = _mm256_madd_epi16(
-					_mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)(xt + 32 * k))),
-							 _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(xt + 64 + 32 * k)))),
+					_mm256_add_epi16(
+						_mm256_maddubs_epi16(lo,
+								     _mm256_load_si256(
+									     (const __m256i *)(xt + 32 * k))),
+						_mm256_maddubs_epi16(hi, _mm256_load_si256(
+										 (const __m256i *)(xt + 64 +
+												   32 * k)))),
 					_mm256_set1_epi16(1));
-				__m256 sc = _mm256_mul_ps(dw, _mm256_load_ps((const float *)(xt + 128) + 8 * k));
+				__m256 sc =
+					_mm256_mul_ps(dw, _mm256_load_ps((const float *)(xt + 128) + 8 * k));
 				acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[q][t]);
-				acc[q][t] = _mm256_fmadd_ps(mw, _mm256_load_ps((const float *)(xt + 192) + 8 * k), acc[q][t]);
+				acc[q][t] =
+					_mm256_fmadd_ps(mw, _mm256_load_ps((const float *)(xt + 192) + 8 * k),
+							acc[q][t]);
 			}
 		}
 	}
@@ -251,39 +267,39 @@ INL void irows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, cons
 }
 
 /* 4 rows for one token, 2 with more (16 registers) */
-#define IINSTANCES(suffix, fmt)                                                                    \
-	NOINL void i1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		irows(a, r0, r1, 4, 1, fmt);                                                       \
-	}                                                                                          \
-	NOINL void i2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		irows(a, r0, r1, 2, 2, fmt);                                                       \
-	}                                                                                          \
-	NOINL void i3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		irows(a, r0, r1, 2, 3, fmt);                                                       \
-	}                                                                                          \
-	NOINL void i4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		irows(a, r0, r1, 2, 4, fmt);                                                       \
-	}                                                                                          \
-	void cpu_gemv_avx2_##suffix##_i8(const struct cpu_gemv_args *a, int r0, int r1)            \
-	{                                                                                          \
-		switch (a->T) {                                                                    \
-		case 1:                                                                            \
-			i1_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 2:                                                                            \
-			i2_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 3:                                                                            \
-			i3_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		default:                                                                           \
-			i4_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		}                                                                                  \
+#define IINSTANCES(suffix, fmt)                                                                              \
+	NOINL void i1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		irows(a, r0, r1, 4, 1, fmt);                                                                 \
+	}                                                                                                    \
+	NOINL void i2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		irows(a, r0, r1, 2, 2, fmt);                                                                 \
+	}                                                                                                    \
+	NOINL void i3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		irows(a, r0, r1, 2, 3, fmt);                                                                 \
+	}                                                                                                    \
+	NOINL void i4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		irows(a, r0, r1, 2, 4, fmt);                                                                 \
+	}                                                                                                    \
+	void cpu_gemv_avx2_##suffix##_i8(const struct cpu_gemv_args *a, int r0, int r1)                      \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			i1_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 2:                                                                                      \
+			i2_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 3:                                                                                      \
+			i3_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		default:                                                                                     \
+			i4_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		}                                                                                            \
 	}
 
 IINSTANCES(q8, QUANT_Q8)

@@ -45,8 +45,12 @@ INL void weights(const char *row, size_t soff, int b, const enum quant_format fm
 	if (fmt == QUANT_Q8) {
 		const int8_t *c = (const int8_t *)row + (size_t)b * 32;
 		__m512 d = _mm512_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
-		*w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)c))), d);
-		*w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 16)))), d);
+		*w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(
+					    _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)c))),
+				    d);
+		*w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(
+					    _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(c + 16)))),
+				    d);
 	} else {
 		const uint8_t *c = (const uint8_t *)row + (size_t)b * 16;
 		const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
@@ -105,39 +109,39 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 }
 
 /* rows in flight per block: 8 for one token, 4 with more (16 accumulators of 32 registers) */
-#define INSTANCES(suffix, fmt)                                                                     \
-	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 8, 1, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 2, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 3, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 4, fmt);                                                        \
-	}                                                                                          \
-	void cpu_gemv_avx512_##suffix(const struct cpu_gemv_args *a, int r0, int r1)               \
-	{                                                                                          \
-		switch (a->T) {                                                                    \
-		case 1:                                                                            \
-			t1_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 2:                                                                            \
-			t2_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 3:                                                                            \
-			t3_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		default:                                                                           \
-			t4_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		}                                                                                  \
+#define INSTANCES(suffix, fmt)                                                                               \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 8, 1, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 2, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 3, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 4, fmt);                                                                  \
+	}                                                                                                    \
+	void cpu_gemv_avx512_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                         \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			t1_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 2:                                                                                      \
+			t2_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 3:                                                                                      \
+			t3_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		default:                                                                                     \
+			t4_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		}                                                                                            \
 	}
 
 INSTANCES(q8, QUANT_Q8)

@@ -24,9 +24,9 @@
  * range is one sequential stream, which the hardware's stream prefetchers follow at the read
  * bandwidth (llama.cpp's vec_dot walks rows the same way). Eight rows interleaved (with the
  * rows eight ahead prefetched, as before) read eight short streams at once (a 1024-column q8
- * row is 17 lines) and stayed far below the bandwidth (the in-process A/B: docs/benchmarks.md, "Figures behind the code's constants").
- * More tokens (the merged decode rows of several sessions): NR = 4 consecutive rows against T
- * tokens, the rows NR ahead prefetched (codes and then scales), each weight vector loaded once
+ * row is 17 lines) and stayed far below the bandwidth (the in-process A/B: docs/benchmarks.md, "Figures
+ * behind the code's constants"). More tokens (the merged decode rows of several sessions): NR = 4 consecutive
+ * rows against T tokens, the rows NR ahead prefetched (codes and then scales), each weight vector loaded once
  * for T tokens. One 16-lane accumulator per (row, token) either way. Scales of blocks past the
  * last column are masked to zero on load (their codes and the
  * activations' are zero: the padding of quant.h's records is not trusted to hold finite fp16).
@@ -94,13 +94,15 @@ INL void block_q8(const struct cpu_gemv_args *a, int r, const int NR, const int 
 			const char *row = w + (size_t)q * ldw;
 			__m128 d4 = _mm_cvtph_ps(_mm_maskz_loadu_epi16(sm, row + soff + 4 * (size_t)p));
 			for (int h = 0; h < 2 && p + h < np; h++) {
-				__m512i wu = _mm512_xor_si512(_mm512_loadu_si512(row + 64 * (size_t)(p + h)), flip);
+				__m512i wu = _mm512_xor_si512(_mm512_loadu_si512(row + 64 * (size_t)(p + h)),
+							      flip);
 				__m512 dw = _mm512_permutexvar_ps(h ? hi2 : lo2, _mm512_castps128_ps512(d4));
 				for (int t = 0; t < T; t++) {
 					const char *xt = a->xq + (size_t)t * a->ldxq + xo + 64 * h;
 					__m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(xt + 128), wu,
 									_mm512_load_si512(xt));
-					__m512 sc = _mm512_mul_ps(dw, _mm512_load_ps((const float *)(xt + 256)));
+					__m512 sc =
+						_mm512_mul_ps(dw, _mm512_load_ps((const float *)(xt + 256)));
 					acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[q][t]);
 				}
 			}
@@ -139,11 +141,13 @@ INL void block_q4(const struct cpu_gemv_args *a, int r, const int NR, const int 
 			__m512 mw = _mm512_permutexvar_ps(mi, _mm512_castps256_ps512(dm));
 			for (int t = 0; t < T; t++) {
 				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
-				__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xt));
+				__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
+								_mm512_load_si512(xt));
 				s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(xt + 64));
 				__m512 sc = _mm512_mul_ps(dw, _mm512_load_ps((const float *)(xt + 128)));
 				acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[q][t]);
-				acc[q][t] = _mm512_fmadd_ps(mw, _mm512_load_ps((const float *)(xt + 192)), acc[q][t]);
+				acc[q][t] = _mm512_fmadd_ps(mw, _mm512_load_ps((const float *)(xt + 192)),
+							    acc[q][t]);
 			}
 		}
 	}
@@ -160,39 +164,39 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 		fmt == QUANT_Q8 ? block_q8(a, r, 1, T) : block_q4(a, r, 1, T);
 }
 
-#define INSTANCES(suffix, fmt, NR1)                                                                \
-	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, NR1, 1, fmt);                                                      \
-	}                                                                                          \
-	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 2, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 3, fmt);                                                        \
-	}                                                                                          \
-	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                      \
-	{                                                                                          \
-		rows(a, r0, r1, 4, 4, fmt);                                                        \
-	}                                                                                          \
-	void cpu_gemv_vnni_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                 \
-	{                                                                                          \
-		switch (a->T) {                                                                    \
-		case 1:                                                                            \
-			t1_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 2:                                                                            \
-			t2_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		case 3:                                                                            \
-			t3_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		default:                                                                           \
-			t4_##suffix(a, r0, r1);                                                    \
-			break;                                                                     \
-		}                                                                                  \
+#define INSTANCES(suffix, fmt, NR1)                                                                          \
+	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, NR1, 1, fmt);                                                                \
+	}                                                                                                    \
+	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 2, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t3_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 3, fmt);                                                                  \
+	}                                                                                                    \
+	NOINL void t4_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
+	{                                                                                                    \
+		rows(a, r0, r1, 4, 4, fmt);                                                                  \
+	}                                                                                                    \
+	void cpu_gemv_vnni_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                           \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			t1_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 2:                                                                                      \
+			t2_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		case 3:                                                                                      \
+			t3_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		default:                                                                                     \
+			t4_##suffix(a, r0, r1);                                                              \
+			break;                                                                               \
+		}                                                                                            \
 	}
 
 INSTANCES(q8, QUANT_Q8, 1)
@@ -235,8 +239,10 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			int32_t xl[4], xh[4];
 			memcpy(xl, xt + 16 * j, 16);
 			memcpy(xh, xt + 64 + 16 * j, 16);
-			__m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], _mm512_set1_epi32(xl[0]));
-			__m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[1], _mm512_set1_epi32(xl[1]));
+			__m512i s0 =
+				_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], _mm512_set1_epi32(xl[0]));
+			__m512i s1 =
+				_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[1], _mm512_set1_epi32(xl[1]));
 			s0 = _mm512_dpbusd_epi32(s0, hi[0], _mm512_set1_epi32(xh[0]));
 			s1 = _mm512_dpbusd_epi32(s1, hi[1], _mm512_set1_epi32(xh[1]));
 			s0 = _mm512_dpbusd_epi32(s0, lo[2], _mm512_set1_epi32(xl[2]));
@@ -275,15 +281,18 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 		__m512i w[8];
 		for (int v = 0; v < 8; v++)
 			w[v] = _mm512_xor_si512(_mm512_load_si512(c + 64 * v), flip);
-		const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tile + quant_q8_tile_d(b, nb))));
+		const __m512 d =
+			_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tile + quant_q8_tile_d(b, nb))));
 		for (int k = 0; k < T; k++) {
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 			int32_t xc[8], cr[8];
 			memcpy(xc, xt + 32 * j, 32);
 			memcpy(cr, xt + 128 + 32 * j, 32);
 			const int32_t corr = cr[0] + cr[1] + cr[2] + cr[3] + cr[4] + cr[5] + cr[6] + cr[7];
-			__m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr), w[0], _mm512_set1_epi32(xc[0]));
-			__m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_set1_epi32(xc[1]));
+			__m512i s0 =
+				_mm512_dpbusd_epi32(_mm512_set1_epi32(corr), w[0], _mm512_set1_epi32(xc[0]));
+			__m512i s1 =
+				_mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_set1_epi32(xc[1]));
 			for (int v = 2; v < 8; v += 2) {
 				s0 = _mm512_dpbusd_epi32(s0, w[v], _mm512_set1_epi32(xc[v]));
 				s1 = _mm512_dpbusd_epi32(s1, w[v + 1], _mm512_set1_epi32(xc[v + 1]));
@@ -299,33 +308,33 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 	}
 }
 
-#define TILE_INSTANCE(F, T)                                                                        \
-	NOINL void tile_##F##_t##T(const struct cpu_gemv_args *a, int t0, int t1)                  \
-	{                                                                                          \
-		for (int t = t0; t < t1; t++)                                                      \
-			tile_##F(a, t, a->y + (size_t)(t - t0) * QUANT_TILE_ROWS, T);              \
+#define TILE_INSTANCE(F, T)                                                                                  \
+	NOINL void tile_##F##_t##T(const struct cpu_gemv_args *a, int t0, int t1)                            \
+	{                                                                                                    \
+		for (int t = t0; t < t1; t++)                                                                \
+			tile_##F(a, t, a->y + (size_t)(t - t0) * QUANT_TILE_ROWS, T);                        \
 	}
-#define TILE_FORMAT(F)                                                                             \
-	TILE_INSTANCE(F, 1)                                                                        \
-	TILE_INSTANCE(F, 2)                                                                        \
-	TILE_INSTANCE(F, 3)                                                                        \
-	TILE_INSTANCE(F, 4)                                                                        \
-	void cpu_gemv_vnni_##F##_tile(const struct cpu_gemv_args *a, int t0, int t1)               \
-	{                                                                                          \
-		switch (a->T) {                                                                    \
-		case 1:                                                                            \
-			tile_##F##_t1(a, t0, t1);                                                  \
-			break;                                                                     \
-		case 2:                                                                            \
-			tile_##F##_t2(a, t0, t1);                                                  \
-			break;                                                                     \
-		case 3:                                                                            \
-			tile_##F##_t3(a, t0, t1);                                                  \
-			break;                                                                     \
-		default:                                                                           \
-			tile_##F##_t4(a, t0, t1);                                                  \
-			break;                                                                     \
-		}                                                                                  \
+#define TILE_FORMAT(F)                                                                                       \
+	TILE_INSTANCE(F, 1)                                                                                  \
+	TILE_INSTANCE(F, 2)                                                                                  \
+	TILE_INSTANCE(F, 3)                                                                                  \
+	TILE_INSTANCE(F, 4)                                                                                  \
+	void cpu_gemv_vnni_##F##_tile(const struct cpu_gemv_args *a, int t0, int t1)                         \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			tile_##F##_t1(a, t0, t1);                                                            \
+			break;                                                                               \
+		case 2:                                                                                      \
+			tile_##F##_t2(a, t0, t1);                                                            \
+			break;                                                                               \
+		case 3:                                                                                      \
+			tile_##F##_t3(a, t0, t1);                                                            \
+			break;                                                                               \
+		default:                                                                                     \
+			tile_##F##_t4(a, t0, t1);                                                            \
+			break;                                                                               \
+		}                                                                                            \
 	}
 TILE_FORMAT(q4)
 TILE_FORMAT(q8)
@@ -395,8 +404,10 @@ void cpu_gemv_vnni_tile_records(enum quant_format f, int64_t cols, const void *t
 INL int xq_block(const float *x, int n, float *ret_d, __m128i *c0, __m128i *c1)
 {
 	__m512 v0 = _mm512_maskz_loadu_ps(n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1), x);
-	__m512 v1 = _mm512_maskz_loadu_ps(n >= 32 ? (__mmask16)0xffff
-					  : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1), x + 16);
+	__m512 v1 = _mm512_maskz_loadu_ps(n >= 32 ? (__mmask16)0xffff :
+					  n <= 16 ? (__mmask16)0 :
+						    (__mmask16)((1u << (n - 16)) - 1),
+					  x + 16);
 	__m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
 	const __m512 big = _mm512_set1_ps(3.40282347e38f);
 	*c0 = *c1 = _mm_setzero_si128();
@@ -440,8 +451,11 @@ void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx,
 				/* -128 x each 4 codes' sum: vpdpbusd of ones and the codes */
 				__m128i s0 = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, c0);
 				__m128i s1 = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, c1);
-				__m256i corr = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
-						_mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1)), 7);
+				__m256i corr = _mm256_slli_epi32(
+					_mm256_sub_epi32(_mm256_setzero_si256(),
+							 _mm256_inserti128_si256(_mm256_castsi128_si256(s0),
+										 s1, 1)),
+					7);
 				_mm256_store_si256((__m256i *)(g + 128 + 32 * j), corr);
 				_mm256_store_ps((float *)(g + 256) + 8 * j, _mm256_set1_ps(d));
 			} else {

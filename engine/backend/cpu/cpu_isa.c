@@ -19,11 +19,8 @@
 #endif
 
 static const char *const isa_names[CPU_ISA_COUNT] = {
-	[CPU_ISA_PORTABLE] = "portable",
-	[CPU_ISA_AVX2] = "avx2",
-	[CPU_ISA_AVX512] = "avx512",
-	[CPU_ISA_AVX512BF16] = "avx512bf16",
-	[CPU_ISA_AMX] = "amx",
+	[CPU_ISA_PORTABLE] = "portable",     [CPU_ISA_AVX2] = "avx2", [CPU_ISA_AVX512] = "avx512",
+	[CPU_ISA_AVX512BF16] = "avx512bf16", [CPU_ISA_AMX] = "amx",
 };
 
 const char *cpu_isa_name(enum cpu_isa isa)
@@ -54,8 +51,8 @@ static bool amx_usable(void)
 	if (u >= 0)
 		return u;
 	unsigned int eax, ebx, ecx, edx;
-	u = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)) &&
-	    (edx & (1u << 24)) && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_OSXSAVE);
+	u = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)) && (edx & (1u << 24)) &&
+	    __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_OSXSAVE);
 	if (u) {
 		unsigned int lo, hi;
 		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));

@@ -41,10 +41,10 @@
 /* from the least to the most capable; each set includes the ones before it */
 enum cpu_isa {
 	CPU_ISA_PORTABLE,   /* C the compiler vectorizes as it can */
-	CPU_ISA_AVX2,       /* AVX2 with FMA and F16C */
-	CPU_ISA_AVX512,     /* AVX-512F and BW (every AVX-512 CPU but the Xeon Phi) */
+	CPU_ISA_AVX2,	    /* AVX2 with FMA and F16C */
+	CPU_ISA_AVX512,	    /* AVX-512F and BW (every AVX-512 CPU but the Xeon Phi) */
 	CPU_ISA_AVX512BF16, /* AVX-512F, BW, VL, VNNI and BF16 */
-	CPU_ISA_AMX,        /* AVX512-BF16 and the AMX tiles with their BF16 products (the OS
+	CPU_ISA_AMX,	    /* AVX512-BF16 and the AMX tiles with their BF16 products (the OS
 			     * saves the tile data and lets this process use it) */
 	CPU_ISA_COUNT
 };

@@ -102,8 +102,7 @@ static void f16_row_generic(const uint16_t *src, float *dst, int n)
 }
 
 /* out[r][t] = dot(w row r, x row t) for 4 rows x 3 tokens, all fp32. */
-static void mk4x3_generic(const float *w, size_t ldw, const float *x, size_t ldx, int n,
-			  float out[4][3])
+static void mk4x3_generic(const float *w, size_t ldw, const float *x, size_t ldx, int n, float out[4][3])
 {
 	for (int r = 0; r < 4; r++)
 		for (int t = 0; t < 3; t++)
@@ -151,7 +150,7 @@ AVX2 static void axpby_avx2(float *restrict y, float a, float b, const float *re
 	int i = 0;
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(y + i),
-						       _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
+							_mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
 	for (; i < n; i++)
 		y[i] = a * y[i] + b * x[i];
 }
@@ -195,7 +194,8 @@ AVX2 static void mul_silu_avx2(float *y, const float *z, int n)
 {
 	int i = 0;
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), silu256(_mm256_loadu_ps(z + i))));
+		_mm256_storeu_ps(y + i,
+				 _mm256_mul_ps(_mm256_loadu_ps(y + i), silu256(_mm256_loadu_ps(z + i))));
 	for (; i < n; i++)
 		y[i] *= z[i] / (1.0f + expf(-z[i]));
 }
@@ -228,8 +228,7 @@ AVX2 static void f16_row_avx2(const uint16_t *src, float *dst, int n)
 		dst[i] = cpu_f16_to_f32(src[i]);
 }
 
-AVX2 static void mk4x3_avx2(const float *w, size_t ldw, const float *x, size_t ldx, int n,
-			    float out[4][3])
+AVX2 static void mk4x3_avx2(const float *w, size_t ldw, const float *x, size_t ldx, int n, float out[4][3])
 {
 	const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
 	const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx;
@@ -266,7 +265,6 @@ AVX2 static void mk4x3_avx2(const float *w, size_t ldw, const float *x, size_t l
 				out[r][t] += w[(size_t)r * ldw + i] * x[(size_t)t * ldx + i];
 }
 
-
 /* Prefill micro-kernels over a packed block of ROW_BLOCK = 32 weight rows (wp[k*32 + r],
  * k-major): each accumulator holds consecutive outputs of one token, so there is no horizontal
  * reduction, and one pass over the block's weights feeds several tokens' FMAs. Rows past the
@@ -277,30 +275,31 @@ static inline void store_block(float *y, const float *v, int nr, bool acc)
 		y[r] = acc ? y[r] + v[r] : v[r];
 }
 
-#define G2_DECL(i)                                                                                 \
-	__m256 a##i = _mm256_setzero_ps(), b##i = a##i, c##i = a##i, d##i = a##i;
-#define G2_FMA(i)                                                                                  \
-	{                                                                                          \
-		__m256 xv = _mm256_broadcast_ss(xp + (size_t)(i) * ldx + k);                       \
-		a##i = _mm256_fmadd_ps(w0, xv, a##i);                                              \
-		b##i = _mm256_fmadd_ps(w1, xv, b##i);                                              \
-		c##i = _mm256_fmadd_ps(w2, xv, c##i);                                              \
-		d##i = _mm256_fmadd_ps(w3, xv, d##i);                                              \
+#define G2_DECL(i) __m256 a##i = _mm256_setzero_ps(), b##i = a##i, c##i = a##i, d##i = a##i;
+#define G2_FMA(i)                                                                                            \
+	{                                                                                                    \
+		__m256 xv = _mm256_broadcast_ss(xp + (size_t)(i)*ldx + k);                                   \
+		a##i = _mm256_fmadd_ps(w0, xv, a##i);                                                        \
+		b##i = _mm256_fmadd_ps(w1, xv, b##i);                                                        \
+		c##i = _mm256_fmadd_ps(w2, xv, c##i);                                                        \
+		d##i = _mm256_fmadd_ps(w3, xv, d##i);                                                        \
 	}
-#define G2_STORE(i)                                                                                \
-	{                                                                                          \
-		float tmp[32];                                                                     \
-		_mm256_storeu_ps(tmp, a##i);                                                       \
-		_mm256_storeu_ps(tmp + 8, b##i);                                                   \
-		_mm256_storeu_ps(tmp + 16, c##i);                                                  \
-		_mm256_storeu_ps(tmp + 24, d##i);                                                  \
-		store_block(y + (size_t)(t + (i)) * ldy, tmp, nr, acc);                            \
+#define G2_STORE(i)                                                                                          \
+	{                                                                                                    \
+		float tmp[32];                                                                               \
+		_mm256_storeu_ps(tmp, a##i);                                                                 \
+		_mm256_storeu_ps(tmp + 8, b##i);                                                             \
+		_mm256_storeu_ps(tmp + 16, c##i);                                                            \
+		_mm256_storeu_ps(tmp + 24, d##i);                                                            \
+		store_block(y + (size_t)(t + (i)) * ldy, tmp, nr, acc);                                      \
 	}
-#define G2_LOADW                                                                                   \
-	__m256 w0 = _mm256_load_ps(wp + (size_t)k * 32), w1 = _mm256_load_ps(wp + (size_t)k * 32 + 8); \
-	__m256 w2 = _mm256_load_ps(wp + (size_t)k * 32 + 16);                                      \
+#define G2_LOADW                                                                                             \
+	__m256 w0 = _mm256_load_ps(wp + (size_t)k * 32), w1 = _mm256_load_ps(wp + (size_t)k * 32 + 8);       \
+	__m256 w2 = _mm256_load_ps(wp + (size_t)k * 32 + 16);                                                \
 	__m256 w3 = _mm256_load_ps(wp + (size_t)k * 32 + 24);
 
+/* statement macros in rows, which clang-format cannot lay out stably: */
+/* clang-format off */
 AVX2 static void gemm32_avx2(const float *wp, int in, const float *x, size_t ldx, int T, float *y,
 			     size_t ldy, int nr, bool acc)
 {
@@ -325,6 +324,8 @@ AVX2 static void gemm32_avx2(const float *wp, int in, const float *x, size_t ldx
 	}
 }
 
+/* clang-format on */
+
 /* ---- AVX-512F --------------------------------------------------------------------------- */
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 
@@ -340,7 +341,7 @@ AVX512 static void axpby_avx512(float *restrict y, float a, float b, const float
 	int i = 0;
 	for (; i + 16 <= n; i += 16)
 		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(y + i),
-						       _mm512_mul_ps(vb, _mm512_loadu_ps(x + i))));
+							_mm512_mul_ps(vb, _mm512_loadu_ps(x + i))));
 	if (i < n) {
 		__mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
 		__m512 v = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, y + i),
@@ -358,8 +359,7 @@ AVX512 static void bf16_row_avx512(const uint16_t *src, float *dst, int n)
 		dst[i] = bf16_to_f32(src[i]);
 }
 
-AVX512 static void mk4x3_avx512(const float *w, size_t ldw, const float *x, size_t ldx, int n,
-				float out[4][3])
+AVX512 static void mk4x3_avx512(const float *w, size_t ldw, const float *x, size_t ldx, int n, float out[4][3])
 {
 	const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
 	const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx;
@@ -399,26 +399,28 @@ AVX512 static void mk4x3_avx512(const float *w, size_t ldw, const float *x, size
 }
 
 #define G5_DECL(i) __m512 c##i = _mm512_setzero_ps(), e##i = c##i;
-#define G5_FMA(i)                                                                                  \
-	{                                                                                          \
-		__m512 xv = _mm512_set1_ps(xp[(size_t)(i) * ldx + k]);                             \
-		c##i = _mm512_fmadd_ps(w0, xv, c##i);                                              \
-		e##i = _mm512_fmadd_ps(w1, xv, e##i);                                              \
+#define G5_FMA(i)                                                                                            \
+	{                                                                                                    \
+		__m512 xv = _mm512_set1_ps(xp[(size_t)(i)*ldx + k]);                                         \
+		c##i = _mm512_fmadd_ps(w0, xv, c##i);                                                        \
+		e##i = _mm512_fmadd_ps(w1, xv, e##i);                                                        \
 	}
-#define G5_STORE(i)                                                                                \
-	{                                                                                          \
-		float *yp = y + (size_t)(t + (i)) * ldy;                                           \
-		__m512 v = c##i, u = e##i;                                                         \
-		if (acc) {                                                                         \
-			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, yp));                       \
-			u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m1, yp + 16));                  \
-		}                                                                                  \
-		_mm512_mask_storeu_ps(yp, m0, v);                                                  \
-		_mm512_mask_storeu_ps(yp + 16, m1, u);                                             \
+#define G5_STORE(i)                                                                                          \
+	{                                                                                                    \
+		float *yp = y + (size_t)(t + (i)) * ldy;                                                     \
+		__m512 v = c##i, u = e##i;                                                                   \
+		if (acc) {                                                                                   \
+			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m0, yp));                                 \
+			u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m1, yp + 16));                            \
+		}                                                                                            \
+		_mm512_mask_storeu_ps(yp, m0, v);                                                            \
+		_mm512_mask_storeu_ps(yp + 16, m1, u);                                                       \
 	}
-#define G5_LOADW                                                                                   \
+#define G5_LOADW                                                                                             \
 	__m512 w0 = _mm512_load_ps(wp + (size_t)k * 32), w1 = _mm512_load_ps(wp + (size_t)k * 32 + 16);
 
+/* statement macros in rows, which it cannot lay out stably: */
+/* clang-format off */
 AVX512 static void gemm32_avx512(const float *wp, int in, const float *x, size_t ldx, int T,
 				 float *y, size_t ldy, int nr, bool acc)
 {
@@ -456,6 +458,7 @@ AVX512 static void gemm32_avx512(const float *wp, int in, const float *x, size_t
 		G5_STORE(0)
 	}
 }
+/* clang-format on */
 #endif /* HAVE_X86 */
 
 /* ---- dispatch --------------------------------------------------------------------------- */
@@ -475,20 +478,17 @@ struct kernels {
 };
 
 static const struct kernels kernels_generic = {
-	"generic",        dot_generic,       bf16_row_generic, f16_row_generic,
-	mk4x3_generic,
-	axpby_generic, silu_generic, mul_silu_generic, vfma_generic, NULL,
+	"generic",     dot_generic,  bf16_row_generic, f16_row_generic, mk4x3_generic,
+	axpby_generic, silu_generic, mul_silu_generic, vfma_generic,	NULL,
 };
 #ifdef HAVE_X86
 static const struct kernels kernels_avx2 = {
-	"avx2",         dot_avx2,       bf16_row_avx2,  f16_row_avx2,
-	mk4x3_avx2,
-	axpby_avx2, silu_avx2, mul_silu_avx2, vfma_avx2, gemm32_avx2,
+	"avx2",	    dot_avx2,  bf16_row_avx2, f16_row_avx2, mk4x3_avx2,
+	axpby_avx2, silu_avx2, mul_silu_avx2, vfma_avx2,    gemm32_avx2,
 };
 static const struct kernels kernels_avx512 = {
-	"avx512",         dot_avx2,         bf16_row_avx512,  f16_row_avx2,
-	mk4x3_avx512,
-	axpby_avx512, silu_avx2, mul_silu_avx2, vfma_avx2, gemm32_avx512,
+	"avx512",     dot_avx2,	 bf16_row_avx512, f16_row_avx2, mk4x3_avx512,
+	axpby_avx512, silu_avx2, mul_silu_avx2,	  vfma_avx2,	gemm32_avx512,
 };
 #endif
 
@@ -555,8 +555,7 @@ void cpu_vfma(float *y, const float *a, const float *b, int n)
 	kern()->vfma(y, a, b, n);
 }
 
-static void rows_to_f32(const struct kernels *k, enum tensor_dtype dt, const void *src, float *dst,
-			int n)
+static void rows_to_f32(const struct kernels *k, enum tensor_dtype dt, const void *src, float *dst, int n)
 {
 	switch (dt) {
 	case TENSOR_F32:
@@ -589,8 +588,8 @@ struct matmul_job {
 	const struct kernels *k;
 	const char *w; /* row row0 of W */
 	enum tensor_dtype dtype;
-	size_t ldw;    /* elements between rows of W (= in) */
-	int in, out;   /* out = rows of this call */
+	size_t ldw;  /* elements between rows of W (= in) */
+	int in, out; /* out = rows of this call */
 	const float *x;
 	size_t ldx;
 	int T;
@@ -677,8 +676,8 @@ size_t cpu_gemm_pack_floats(int K)
 	return (size_t)K * ROW_BLOCK;
 }
 
-void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b_trans, int T, int K,
-		  int N, float *c, size_t ldc, bool accumulate, float *pack)
+void cpu_gemm_f32(const float *a, size_t lda, const float *b, size_t ldb, bool b_trans, int T, int K, int N,
+		  float *c, size_t ldc, bool accumulate, float *pack)
 {
 	const struct kernels *k = kern();
 	if (!k->gemm) {
@@ -715,8 +714,8 @@ size_t cpu_matmul_scratch_bytes(int in)
 	return (size_t)(2 * ROW_BLOCK) * (size_t)in * sizeof(float);
 }
 
-int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T,
-		    float *y, size_t ldy, bool accumulate)
+int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x, size_t ldx, int T, float *y,
+		    size_t ldy, bool accumulate)
 {
 	int in = (int)w->shape[w->ndim - 1];
 	if (nrows <= 0 || T <= 0)
@@ -740,8 +739,7 @@ int cpu_matmul_rows(const struct tensor *w, int row0, int nrows, const float *x,
 		.ldy = ldy,
 		.accumulate = accumulate,
 	};
-	cpu_parallel_for_work((nrows + ROW_BLOCK - 1) / ROW_BLOCK, matmul_task, &j,
-			 (double)nrows * in * T);
+	cpu_parallel_for_work((nrows + ROW_BLOCK - 1) / ROW_BLOCK, matmul_task, &j, (double)nrows * in * T);
 	return 0;
 }
 

@@ -41,8 +41,7 @@ static void portable_rmsnorm(const float *x, float *out, const float *w, int n, 
 		out[i] = w[i] * (x[i] * scale);
 }
 
-static void portable_gated_rmsnorm(float *y, const float *z, const float *w, int groups, int gs,
-				   float eps)
+static void portable_gated_rmsnorm(float *y, const float *z, const float *w, int groups, int gs, float eps)
 {
 	for (int g = 0; g < groups; g++) {
 		float *u = y + (size_t)g * gs;
@@ -67,8 +66,8 @@ static void portable_conv_silu(const struct cpu_conv_args *a, int c0, int c1)
 			o[c] = a->bias[c];
 		for (int k = 0; k < K; k++) {
 			int s = t - (K - 1) + k;
-			const float *in = s < 0 ? a->state + (size_t)(K - 1 + s) * cd
-					       : a->raw + (size_t)s * a->ldr;
+			const float *in =
+				s < 0 ? a->state + (size_t)(K - 1 + s) * cd : a->raw + (size_t)s * a->ldr;
 			const float *wk = a->wt + (size_t)k * cd;
 			for (int c = c0; c < c1; c++)
 				o[c] += wk[c] * in[c];
@@ -205,15 +204,23 @@ static void rmsnorm_task(void *ctx, int task, int thread)
 	}
 }
 
-void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps,
-		      uint16_t *out_bf16)
+void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps, uint16_t *out_bf16)
 {
 	if (T <= 0)
 		return;
 	size_t chunk;
 	int tasks = split((size_t)T, 1, &chunk);
-	struct norm_job j = {.v = cpu_rows(), .x = x, .w = w, .out = out, .outb = out_bf16, .ldx = (size_t)d,
-			     .ldo = (size_t)d, .T = T, .d = d, .chunk = (int)chunk, .eps = eps};
+	struct norm_job j = {.v = cpu_rows(),
+			     .x = x,
+			     .w = w,
+			     .out = out,
+			     .outb = out_bf16,
+			     .ldx = (size_t)d,
+			     .ldo = (size_t)d,
+			     .T = T,
+			     .d = d,
+			     .chunk = (int)chunk,
+			     .eps = eps};
 	cpu_parallel_for_work(tasks, rmsnorm_task, &j, 2.0 * T * d);
 }
 
@@ -238,8 +245,18 @@ void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, co
 		return;
 	size_t chunk;
 	int tasks = split((size_t)T, 1, &chunk);
-	struct norm_job j = {.v = cpu_rows(), .z = z, .w = w, .out = y, .outb = out_bf16, .ldz = ldz, .ldo = ldy,
-			     .T = T, .groups = groups, .gs = gs, .chunk = (int)chunk, .eps = eps};
+	struct norm_job j = {.v = cpu_rows(),
+			     .z = z,
+			     .w = w,
+			     .out = y,
+			     .outb = out_bf16,
+			     .ldz = ldz,
+			     .ldo = ldy,
+			     .T = T,
+			     .groups = groups,
+			     .gs = gs,
+			     .chunk = (int)chunk,
+			     .eps = eps};
 	/* the SiLU's exp counts as ~8 multiply-adds */
 	cpu_parallel_for_work(tasks, gated_task, &j, 10.0 * T * groups * gs);
 }
@@ -279,7 +296,10 @@ void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args
 		return;
 	size_t chunk;
 	int tasks = split((size_t)conv->channels, ALIGN, &chunk);
-	struct conv_job j = {.v = cpu_rows(), .conv = conv, .dt = dt, .conv_chunk = (int)chunk,
+	struct conv_job j = {.v = cpu_rows(),
+			     .conv = conv,
+			     .dt = dt,
+			     .conv_chunk = (int)chunk,
 			     .dt_chunk = (dt->T + tasks - 1) / tasks};
 	cpu_parallel_for_work(tasks, conv_task, &j,
 			      (double)conv->T * conv->channels * (conv->K + 8) + 30.0 * dt->T * dt->H);

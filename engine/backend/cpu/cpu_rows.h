@@ -35,8 +35,8 @@ struct cpu_conv_args {
 	size_t ldr;
 	const float *wt;   /* [K][channels] */
 	const float *bias; /* [channels] */
-	float *state;      /* [K-1][channels] */
-	float *out;        /* [T][ldo] */
+	float *state;	   /* [K-1][channels] */
+	float *out;	   /* [T][ldo] */
 	size_t ldo;
 };
 
@@ -89,8 +89,7 @@ const char *cpu_rows_variant_name(int i);
  * results rounded to bf16 (cpu_f32_to_bf16, cpu_dnnl.h) there, dense rows, while each row is
  * still in cache: the input the next oneDNN product reads in place (cpu_dnnl_matmul_bf16). */
 /* T rows of d: out = w * (x / sqrt(mean(x^2) + eps)) (out may equal x, else no overlap) */
-void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps,
-		      uint16_t *out_bf16);
+void cpu_rows_rmsnorm(const float *x, float *out, const float *w, int T, int d, float eps, uint16_t *out_bf16);
 /* T rows of groups * gs floats ldy apart, in place: y *= silu(z) (z rows ldz apart), then the
  * RMSNorm of each group with weight w */
 void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, const float *w, int T,

@@ -74,8 +74,9 @@ static void scale_by(const float *x, float *out, const float *w, int n, float sc
 							_mm256_mul_ps(_mm256_loadu_ps(x + i), s)));
 	if (i < n) {
 		__m256i m = tail_mask(n - i);
-		_mm256_maskstore_ps(out + i, m, _mm256_mul_ps(_mm256_maskload_ps(w + i, m),
-							      _mm256_mul_ps(_mm256_maskload_ps(x + i, m), s)));
+		_mm256_maskstore_ps(out + i, m,
+				    _mm256_mul_ps(_mm256_maskload_ps(w + i, m),
+						  _mm256_mul_ps(_mm256_maskload_ps(x + i, m), s)));
 	}
 }
 
@@ -93,7 +94,8 @@ static void gated_rmsnorm(float *y, const float *z, const float *w, int groups, 
 		__m256 s0 = _mm256_setzero_ps();
 		for (int i = 0; i < gs; i += 8) {
 			__m256i m = lanes(gs - i);
-			__m256 a = _mm256_mul_ps(_mm256_maskload_ps(u + i, m), silu(_mm256_maskload_ps(zg + i, m)));
+			__m256 a = _mm256_mul_ps(_mm256_maskload_ps(u + i, m),
+						 silu(_mm256_maskload_ps(zg + i, m)));
 			_mm256_maskstore_ps(u + i, m, a);
 			s0 = _mm256_fmadd_ps(a, a, s0);
 		}

@@ -59,8 +59,9 @@ static void scale_by(const float *x, float *out, const float *w, int n, float sc
 							_mm512_mul_ps(_mm512_loadu_ps(x + i), s)));
 	if (i < n) {
 		__mmask16 m = tail_mask(n - i);
-		_mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i),
-							       _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+		_mm512_mask_storeu_ps(out + i, m,
+				      _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i),
+						    _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
 	}
 }
 
@@ -79,7 +80,8 @@ static void gated_rmsnorm(float *y, const float *z, const float *w, int groups, 
 		int i = 0;
 		for (; i + 32 <= gs; i += 32) {
 			__m512 a = _mm512_mul_ps(_mm512_loadu_ps(u + i), silu(_mm512_loadu_ps(zg + i)));
-			__m512 b = _mm512_mul_ps(_mm512_loadu_ps(u + i + 16), silu(_mm512_loadu_ps(zg + i + 16)));
+			__m512 b = _mm512_mul_ps(_mm512_loadu_ps(u + i + 16),
+						 silu(_mm512_loadu_ps(zg + i + 16)));
 			_mm512_storeu_ps(u + i, a);
 			_mm512_storeu_ps(u + i + 16, b);
 			s0 = _mm512_fmadd_ps(a, a, s0);

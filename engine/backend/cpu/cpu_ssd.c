@@ -11,8 +11,8 @@
  * product rounded). S is kept transposed, [N][heads of the group x P], so that every product
  * reads its operands in the layout they were packed in: only B and the state at both ends get
  * transposed. A span's xbc is read once and y written once: the scan's time is in these passes
- * (packing, decays, rounding), not in its products. The caller's state is written after every task succeeded, so
- * a product that fails leaves it as it was.
+ * (packing, decays, rounding), not in its products. The caller's state is written after every task succeeded,
+ * so a product that fails leaves it as it was.
  *
  * The row kernels (packing, decays, rounding, the combine) sit behind one table
  * (struct cpu_ssd_kernels): the portable loops here, cpu_ssd_avx512.c for AVX-512 and
@@ -55,21 +55,21 @@ size_t cpu_ssd_work_floats(const struct lm_dims *dm, int T)
 
 /* A thread's scratch, every region 64-byte aligned. */
 struct scratch {
-	uint16_t *b16;   /* [L][N] */
-	uint16_t *bt16;  /* [N][L] */
-	uint16_t *c16;   /* [L][N] */
-	uint16_t *x16;   /* [H/G][L][P] */
-	uint16_t *m16;   /* [L][L], one head */
-	uint16_t *xc16;  /* [L][H/G * P] */
-	uint16_t *st16;  /* [N][H/G * P]: st rounded */
-	float *cb;       /* [L][L] */
-	float *yd;       /* [H/G][L][P] */
-	float *yo;       /* [L][H/G * P] */
-	float *sl;       /* [N][H/G * P]: the chunk's own end state */
-	float *st;       /* [N][H/G * P]: the state */
-	float *cum;      /* [H/G][L] */
-	float *dth;      /* [H/G][L] */
-	float *coef;     /* [H/G][L], then [L] for the mask */
+	uint16_t *b16;	/* [L][N] */
+	uint16_t *bt16; /* [N][L] */
+	uint16_t *c16;	/* [L][N] */
+	uint16_t *x16;	/* [H/G][L][P] */
+	uint16_t *m16;	/* [L][L], one head */
+	uint16_t *xc16; /* [L][H/G * P] */
+	uint16_t *st16; /* [N][H/G * P]: st rounded */
+	float *cb;	/* [L][L] */
+	float *yd;	/* [H/G][L][P] */
+	float *yo;	/* [L][H/G * P] */
+	float *sl;	/* [N][H/G * P]: the chunk's own end state */
+	float *st;	/* [N][H/G * P]: the state */
+	float *cum;	/* [H/G][L] */
+	float *dth;	/* [H/G][L] */
+	float *coef;	/* [H/G][L], then [L] for the mask */
 };
 
 static size_t scratch_at(const struct lm_dims *dm, void *base, struct scratch *s)
@@ -77,13 +77,13 @@ static size_t scratch_at(const struct lm_dims *dm, void *base, struct scratch *s
 	size_t L = (size_t)dm->chunk, N = (size_t)dm->N, P = (size_t)dm->P;
 	size_t hpg = (size_t)(dm->H / dm->G), hp = hpg * P;
 	/* sizes in bytes */
-	size_t sz[] = {L * N * 2,  N * L * 2,  L * N * 2,  hp * L * 2,  L * L * 2,
-		       L * hp * 2, N * hp * 2, L * L * 4,  hp * L * 4,  L * hp * 4,
+	size_t sz[] = {L * N * 2,  N * L * 2,  L * N * 2,   hp * L * 2,	 L * L * 2,
+		       L * hp * 2, N * hp * 2, L * L * 4,   hp * L * 4,	 L * hp * 4,
 		       N * hp * 4, N * hp * 4, hpg * L * 4, hpg * L * 4, (hpg + 1) * L * 4};
-	void **ptr[] = {(void **)&s->b16,  (void **)&s->bt16, (void **)&s->c16, (void **)&s->x16,
-			(void **)&s->m16,  (void **)&s->xc16, (void **)&s->st16, (void **)&s->cb,
-			(void **)&s->yd,   (void **)&s->yo,   (void **)&s->sl,   (void **)&s->st,
-			(void **)&s->cum,  (void **)&s->dth,  (void **)&s->coef};
+	void **ptr[] = {(void **)&s->b16, (void **)&s->bt16, (void **)&s->c16,	(void **)&s->x16,
+			(void **)&s->m16, (void **)&s->xc16, (void **)&s->st16, (void **)&s->cb,
+			(void **)&s->yd,  (void **)&s->yo,   (void **)&s->sl,	(void **)&s->st,
+			(void **)&s->cum, (void **)&s->dth,  (void **)&s->coef};
 	size_t off = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(sz); i++) {
 		if (base)
@@ -117,8 +117,7 @@ static void decay_c(float *out, float base, const float *cum, const float *dth, 
 		out[s] = expf(base - cum[s]) * dth[s];
 }
 
-static void mask_c(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L,
-		   float *tmp)
+static void mask_c(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L, float *tmp)
 {
 	(void)tmp;
 	for (int l = 0; l < L; l++) {
@@ -145,8 +144,7 @@ static void round_bf16_c(uint16_t *dst, const float *src, int n)
 		dst[i] = bf16_of(src[i]);
 }
 
-static void combine_c(float *o, const float *yd, float e, const float *yo, float dk,
-		      const float *x, int n)
+static void combine_c(float *o, const float *yd, float e, const float *yo, float dk, const float *x, int n)
 {
 	for (int i = 0; i < n; i++)
 		o[i] = yd[i] + e * yo[i] + dk * x[i];
@@ -160,22 +158,22 @@ static void decay_add_c(float *st, float e, const float *sl, int n)
 
 /* dst[c][r] = src[r][c] for r < rows, c < cols, in 16 x 16 blocks: the rows here are 2^k
  * floats apart, and a whole column's worth of lines would thrash a few L1 sets */
-#define TRANSPOSE(name, type)                                                                      \
-	__attribute__((noinline)) static void name(type *dst, size_t ldd, const type *src,       \
-						   size_t lds, int rows, int cols)               \
-	{                                                                                          \
-		for (int r0 = 0; r0 < rows; r0 += 16) {                                            \
-			int r1 = MIN(r0 + 16, rows);                                               \
-			for (int c0 = 0; c0 < cols; c0 += 16) {                                    \
-				int c1 = MIN(c0 + 16, cols);                                       \
-				for (int r = r0; r < r1; r++) {                                    \
-					const type *sp = src + (size_t)r * lds;                    \
-					type *dp = dst + r;                                        \
-					for (int c = c0; c < c1; c++)                              \
-						dp[(size_t)c * ldd] = sp[c];                       \
-				}                                                                  \
-			}                                                                          \
-		}                                                                                  \
+#define TRANSPOSE(name, type)                                                                                \
+	__attribute__((noinline)) static void name(type *dst, size_t ldd, const type *src, size_t lds,       \
+						   int rows, int cols)                                       \
+	{                                                                                                    \
+		for (int r0 = 0; r0 < rows; r0 += 16) {                                                      \
+			int r1 = MIN(r0 + 16, rows);                                                         \
+			for (int c0 = 0; c0 < cols; c0 += 16) {                                              \
+				int c1 = MIN(c0 + 16, cols);                                                 \
+				for (int r = r0; r < r1; r++) {                                              \
+					const type *sp = src + (size_t)r * lds;                              \
+					type *dp = dst + r;                                                  \
+					for (int c = c0; c < c1; c++)                                        \
+						dp[(size_t)c * ldd] = sp[c];                                 \
+				}                                                                            \
+			}                                                                                    \
+		}                                                                                            \
 	}
 TRANSPOSE(transpose_c, float)
 TRANSPOSE(transpose16, uint16_t)
@@ -231,10 +229,9 @@ struct ssd_job {
 	const float *dt, *a, *dskip;
 	float *state, *y;
 	uint16_t *state16; /* the caller's state when it is stored in bf16 (state NULL then) */
-	float *fin; /* [G][N][H/G * P]: the state after the span */
+	float *fin;	   /* [G][N][H/G * P]: the state after the span */
 	_Atomic int err;
 };
-
 
 /* One chunk of L positions from t0 for group g; sc.st holds the state entering it (and sc.st16
  * its rounding) and the state after it on return. Returns 0 or a product's -errno. */
@@ -272,8 +269,7 @@ static int group_chunk(struct ssd_job *j, int g, int t0, int L, int thread, stru
 	/* X per head, and X o coef for the group's heads side by side (the chunk's own state) */
 	for (int s = 0; s < L; s++)
 		for (int i = 0; i < hpg; i++)
-			k->pack_x(sc->x16 + ((size_t)i * L + s) * P,
-				  sc->xc16 + (size_t)s * hp + (size_t)i * P,
+			k->pack_x(sc->x16 + ((size_t)i * L + s) * P, sc->xc16 + (size_t)s * hp + (size_t)i * P,
 				  row0 + (size_t)s * j->ldx + (size_t)(g * hpg + i) * P,
 				  sc->coef[(size_t)i * L + s], P);
 	for (int i = 0; i < hpg; i++) {
@@ -320,8 +316,8 @@ static void group_task(void *ctx, int g, int thread)
 	for (int i = 0; i < j->hpg; i++) {
 		size_t h = (size_t)(g * j->hpg + i);
 		if (!j->state16) {
-			j->k->transpose(sc.st + (size_t)i * P, (size_t)hp, j->state + h * P * N,
-					(size_t)N, P, N);
+			j->k->transpose(sc.st + (size_t)i * P, (size_t)hp, j->state + h * P * N, (size_t)N, P,
+					N);
 			continue;
 		}
 		const uint16_t *src = j->state16 + h * P * N;
@@ -354,8 +350,7 @@ static void store_task(void *ctx, int g, int thread)
 	for (int i = 0; i < j->hpg; i++) {
 		size_t h = (size_t)(g * j->hpg + i);
 		if (!j->state16) {
-			j->k->transpose(j->state + h * P * N, (size_t)N, S + (size_t)i * P, (size_t)hp,
-					N, P);
+			j->k->transpose(j->state + h * P * N, (size_t)N, S + (size_t)i * P, (size_t)hp, N, P);
 			continue;
 		}
 		uint16_t *dst = j->state16 + h * P * N;
@@ -371,15 +366,14 @@ static int get_products(const struct lm_dims *dm, int hpg, int L, struct cpu_dnn
 {
 	int hp = hpg * dm->P;
 	const int shape[SHAPES_PER_L][3] = {
-		[SHAPE_CB] = {L, dm->N, L},        /* C B^T */
-		[SHAPE_Y] = {L, L, dm->P},         /* masked decays X */
-		[SHAPE_STATE] = {dm->N, L, hp},    /* B^T (X o coef) */
-		[SHAPE_YOFF] = {L, dm->N, hp},     /* C S */
+		[SHAPE_CB] = {L, dm->N, L},	/* C B^T */
+		[SHAPE_Y] = {L, L, dm->P},	/* masked decays X */
+		[SHAPE_STATE] = {dm->N, L, hp}, /* B^T (X o coef) */
+		[SHAPE_YOFF] = {L, dm->N, hp},	/* C S */
 	};
 	for (int i = 0; i < SHAPES_PER_L; i++) {
 		int M = shape[i][0], K = shape[i][1], N = shape[i][2];
-		int r = cpu_dnnl_small_get(M, K, N, (size_t)K, (size_t)N, false, (size_t)N, false,
-					   &prod[i]);
+		int r = cpu_dnnl_small_get(M, K, N, (size_t)K, (size_t)N, false, (size_t)N, false, &prod[i]);
 		if (r < 0) {
 			while (i-- > 0)
 				cpu_dnnl_small_put(prod[i]);
@@ -390,8 +384,7 @@ static int get_products(const struct lm_dims *dm, int hpg, int L, struct cpu_dnn
 }
 
 static int scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
-		const float *a, const float *dskip, float *state, uint16_t *state16, float *y,
-		float *work)
+		const float *a, const float *dskip, float *state, uint16_t *state16, float *y, float *work)
 {
 	if (T < 1)
 		return 0;
@@ -444,16 +437,14 @@ put:
 	return r;
 }
 
-int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-		      const float *dt, const float *a, const float *dskip, float *state, float *y,
-		      float *work)
+int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		      const float *a, const float *dskip, float *state, float *y, float *work)
 {
 	return scan(dm, T, xbc, ldx, dt, a, dskip, state, NULL, y, work);
 }
 
-int cpu_ssd_scan_bf16_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-			  const float *dt, const float *a, const float *dskip, uint16_t *state,
-			  float *y, float *work)
+int cpu_ssd_scan_bf16_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+			  const float *a, const float *dskip, uint16_t *state, float *y, float *work)
 {
 	return scan(dm, T, xbc, ldx, dt, a, dskip, NULL, state, y, work);
 }

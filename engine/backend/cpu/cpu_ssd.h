@@ -27,8 +27,7 @@ struct cpu_ssd_kernels {
 	 * dth[s]) for s <= l, 0 for l < s < L, rows L apart (dst and cb); cum non-increasing (dt >=
 	 * 0, A <= 0), so that exp(cum[l] - cum[s]) may be taken as the product of two factors
 	 * <= 1. tmp: L floats. */
-	void (*mask)(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L,
-		     float *tmp);
+	void (*mask)(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L, float *tmp);
 	/* dst[c][r] = src[r][c] for r < rows, c < cols */
 	void (*transpose)(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols);
 	/* x16[i] = bf16(x[i]), xc16[i] = bf16(x[i] k) for i < n */
@@ -36,8 +35,7 @@ struct cpu_ssd_kernels {
 	/* dst[i] = bf16(src[i]) for i < n */
 	void (*round_bf16)(uint16_t *dst, const float *src, int n);
 	/* o[i] = yd[i] + e yo[i] + dk x[i] for i < n */
-	void (*combine)(float *o, const float *yd, float e, const float *yo, float dk,
-			const float *x, int n);
+	void (*combine)(float *o, const float *yd, float e, const float *yo, float dk, const float *x, int n);
 	/* st[i] = e st[i] + sl[i] for i < n */
 	void (*decay_add)(float *st, float e, const float *sl, int n);
 };
@@ -60,14 +58,12 @@ size_t cpu_ssd_scratch_bytes(const struct lm_dims *dm);
  * [H][P][N] carried in and out, y [T][d_in]) with bf16 products, for dt >= 0 and a <= 0 (as the
  * model makes them: dt a clamped softplus). Returns 0, or -ENOMEM / -ENOTSUP (oneDNN has no fast
  * kernel for a shape on this CPU) / -EINVAL (a dt or a of the wrong sign) with the state
- * untouched and y unspecified: the caller then runs lm_ssm_chunked(). Runs pool jobs: not callable from a pool
- * task. */
-int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-		      const float *dt, const float *a, const float *dskip, float *state, float *y,
-		      float *work);
+ * untouched and y unspecified: the caller then runs lm_ssm_chunked(). Runs pool jobs: not callable from a
+ * pool task. */
+int cpu_ssd_scan_bf16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		      const float *a, const float *dskip, float *state, float *y, float *work);
 /* The same with the state stored in bf16 (the backend's bf16 SSM state): it is widened to fp32
  * once at the start, carried in fp32 from chunk to chunk, and rounded to nearest even once at
  * the end. */
-int cpu_ssd_scan_bf16_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-			  const float *dt, const float *a, const float *dskip, uint16_t *state,
-			  float *y, float *work);
+int cpu_ssd_scan_bf16_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+			  const float *a, const float *dskip, uint16_t *state, float *y, float *work);

@@ -64,8 +64,7 @@ static void decay(float *out, float base, const float *cum, const float *dth, in
  * cum[s]), both factors <= 1 for s < b0 <= l (cum does not increase), so the columns left of the
  * block take one exp per column per block instead of one per element; the 16 x 16 block on the
  * diagonal takes its exps directly (there the second factor would exceed 1). */
-static void mask(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L,
-		 float *tmp)
+static void mask(uint16_t *dst, const float *cb, const float *cum, const float *dth, int L, float *tmp)
 {
 	for (int b0 = 0; b0 < L; b0 += 16) {
 		int b1 = b0 + 16 < L ? b0 + 16 : L;
@@ -73,7 +72,8 @@ static void mask(uint16_t *dst, const float *cb, const float *cum, const float *
 		/* tmp[s] = exp(cum[b0] - cum[s]) dt[s] for s < b0 */
 		for (int s = 0; s < b0; s += 16)
 			_mm512_storeu_ps(tmp + s,
-					 _mm512_mul_ps(cpu_vexp512(_mm512_sub_ps(vb, _mm512_loadu_ps(cum + s))),
+					 _mm512_mul_ps(cpu_vexp512(
+							       _mm512_sub_ps(vb, _mm512_loadu_ps(cum + s))),
 						       _mm512_loadu_ps(dth + s)));
 		for (int l = b0; l < b1; l++) {
 			uint16_t *d = dst + (size_t)l * L;
@@ -85,10 +85,11 @@ static void mask(uint16_t *dst, const float *cb, const float *cum, const float *
 								 _mm512_loadu_ps(tmp + s))),
 					   16);
 			__mmask16 m = first(l + 1 - b0);
-			__m512 e = cpu_vexp512(_mm512_sub_ps(_mm512_set1_ps(cum[l]),
-							     _mm512_maskz_loadu_ps(m, cum + b0)));
+			__m512 e = cpu_vexp512(
+				_mm512_sub_ps(_mm512_set1_ps(cum[l]), _mm512_maskz_loadu_ps(m, cum + b0)));
 			e = _mm512_mul_ps(e, _mm512_maskz_loadu_ps(m, dth + b0));
-			store_bf16(d + b0, bf16x16(_mm512_maskz_mul_ps(m, _mm512_maskz_loadu_ps(m, c + b0), e)),
+			store_bf16(d + b0,
+				   bf16x16(_mm512_maskz_mul_ps(m, _mm512_maskz_loadu_ps(m, c + b0), e)),
 				   L - b0);
 			for (int s = b0 + 16; s < L; s += 16)
 				store_bf16(d + s, _mm256_setzero_si256(), L - s);
@@ -113,7 +114,8 @@ static void transpose(float *dst, size_t ldd, const float *src, size_t lds, int 
 			/* a[4g + k], lane q: column 4q + k of rows 4g..4g+3 */
 			for (int g = 0; g < 4; g++) {
 				__m512d x0 = _mm512_castps_pd(t[4 * g]), x1 = _mm512_castps_pd(t[4 * g + 1]);
-				__m512d x2 = _mm512_castps_pd(t[4 * g + 2]), x3 = _mm512_castps_pd(t[4 * g + 3]);
+				__m512d x2 = _mm512_castps_pd(t[4 * g + 2]),
+					x3 = _mm512_castps_pd(t[4 * g + 3]);
 				a[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
 				a[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x2));
 				a[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
@@ -153,8 +155,7 @@ static void round_bf16(uint16_t *dst, const float *src, int n)
 		store_bf16(dst + i, bf16x16(_mm512_maskz_loadu_ps(first(n - i), src + i)), n - i);
 }
 
-static void combine(float *o, const float *yd, float e, const float *yo, float dk, const float *x,
-		    int n)
+static void combine(float *o, const float *yd, float e, const float *yo, float dk, const float *x, int n)
 {
 	const __m512 ve = _mm512_set1_ps(e), vd = _mm512_set1_ps(dk);
 	for (int i = 0; i < n; i += 16) {

@@ -16,25 +16,25 @@
 
 #include <stdint.h>
 
-#define CPU_VEXP_DEFINE(name, VF, VI)                                                             \
-	static inline VF name(VF x)                                                                \
-	{                                                                                          \
-		const VF lo = (VF){0} + -87.0f, hi = (VF){0} + 88.0f;                              \
-		x = (VF)(((VI)x & (VI)(x > lo)) | ((VI)lo & ~(VI)(x > lo)));                       \
-		x = (VF)(((VI)x & (VI)(x < hi)) | ((VI)hi & ~(VI)(x < hi)));                       \
-		/* round to nearest by the 1.5 * 2^23 trick: |x / ln 2| < 2^22 */                  \
-		VF n = x * 1.44269504088896341f + 12582912.0f;                                     \
-		n = n - 12582912.0f;                                                               \
-		VF r = x - n * 0.693359375f;                                                       \
-		r = r - n * -2.12194440e-4f;                                                       \
-		VF p = (VF){0} + 1.9875691500e-4f;                                                 \
-		p = p * r + 1.3981999507e-3f;                                                      \
-		p = p * r + 8.3334519073e-3f;                                                      \
-		p = p * r + 4.1665795894e-2f;                                                      \
-		p = p * r + 1.6666665459e-1f;                                                      \
-		p = p * r + 5.0000001201e-1f;                                                      \
-		p = p * r * r + r + 1.0f;                                                          \
-		return (VF)((VI)p + (__builtin_convertvector(n, VI) << 23));                       \
+#define CPU_VEXP_DEFINE(name, VF, VI)                                                                        \
+	static inline VF name(VF x)                                                                          \
+	{                                                                                                    \
+		const VF lo = (VF){0} + -87.0f, hi = (VF){0} + 88.0f;                                        \
+		x = (VF)(((VI)x & (VI)(x > lo)) | ((VI)lo & ~(VI)(x > lo)));                                 \
+		x = (VF)(((VI)x & (VI)(x < hi)) | ((VI)hi & ~(VI)(x < hi)));                                 \
+		/* round to nearest by the 1.5 * 2^23 trick: |x / ln 2| < 2^22 */                            \
+		VF n = x * 1.44269504088896341f + 12582912.0f;                                               \
+		n = n - 12582912.0f;                                                                         \
+		VF r = x - n * 0.693359375f;                                                                 \
+		r = r - n * -2.12194440e-4f;                                                                 \
+		VF p = (VF){0} + 1.9875691500e-4f;                                                           \
+		p = p * r + 1.3981999507e-3f;                                                                \
+		p = p * r + 8.3334519073e-3f;                                                                \
+		p = p * r + 4.1665795894e-2f;                                                                \
+		p = p * r + 1.6666665459e-1f;                                                                \
+		p = p * r + 5.0000001201e-1f;                                                                \
+		p = p * r * r + r + 1.0f;                                                                    \
+		return (VF)((VI)p + (__builtin_convertvector(n, VI) << 23));                                 \
 	}
 
 #if defined(__AVX512F__) || defined(__AVX2__)

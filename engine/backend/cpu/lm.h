@@ -21,10 +21,10 @@
 #include "quant.h"
 
 struct lm_layer_state {
-	float *conv;  /* Mamba: [K-1][conv_dim] raw (pre-conv) xBC of the last K-1 positions, oldest first */
-	float *ssm;   /* Mamba: [H][P][N] fp32, or NULL when the state is stored in bf16: */
+	float *conv; /* Mamba: [K-1][conv_dim] raw (pre-conv) xBC of the last K-1 positions, oldest first */
+	float *ssm;  /* Mamba: [H][P][N] fp32, or NULL when the state is stored in bf16: */
 	uint16_t *ssm16; /* Mamba: [H][P][N] bf16 (the backend's ssm_state BF16), else NULL */
-	float *k, *v; /* attention: [kv_cap][Hkv*Dh] */
+	float *k, *v;	 /* attention: [kv_cap][Hkv*Dh] */
 };
 
 /* What the CPU backend prepares once from the model's small tensors, so that no forward call
@@ -33,10 +33,10 @@ struct lm_layer_state {
  * weight, all fp32. The matrices are read from the memory map as they are (cpu_matmul), or
  * from their quantized copies (q[] below). */
 struct lm_prepared_layer {
-	float *norm;             /* [hidden] */
+	float *norm;		 /* [hidden] */
 	float *conv_wt, *conv_b; /* Mamba: [K][conv_dim], [conv_dim] */
-	float *dt_bias, *a, *d;  /* Mamba: [H] */
-	float *gnorm;            /* Mamba: [d_in] */
+	float *dt_bias, *a, *d;	 /* Mamba: [H] */
+	float *gnorm;		 /* Mamba: [d_in] */
 	/* bf16 precision: the layer's matrices prepared for oneDNN (cpu_dnnl.h), in the order
 	 * in_proj, out_proj | q, k, v, o | up, down; NULL in fp32 */
 	struct cpu_dnnl_weight *gemm[4];
@@ -47,12 +47,12 @@ struct lm_prepared_layer {
 /* Time per operation of the forward calls while `on` (the CPU backend's profile): summed
  * over every session of the backend, in ns. */
 enum lm_op {
-	LM_OP_GEMM,      /* the matrix products (lm_head included) */
-	LM_OP_SSM,       /* the Mamba scan (chunked or recurrent) */
-	LM_OP_CONV,      /* conv1d + SiLU and dt's softplus */
+	LM_OP_GEMM,	 /* the matrix products (lm_head included) */
+	LM_OP_SSM,	 /* the Mamba scan (chunked or recurrent) */
+	LM_OP_CONV,	 /* conv1d + SiLU and dt's softplus */
 	LM_OP_ATTENTION, /* scores, softmax and the weighted sum */
-	LM_OP_NORM,      /* RMSNorms and the gated norm */
-	LM_OP_OTHER,     /* embeddings, ReLU^2 */
+	LM_OP_NORM,	 /* RMSNorms and the gated norm */
+	LM_OP_OTHER,	 /* embeddings, ReLU^2 */
 	LM_OP_COUNT,
 };
 struct lm_profile {
@@ -64,12 +64,12 @@ const char *lm_op_name(enum lm_op op);
 
 struct lm_prepared {
 	struct lm_profile *prof; /* the backend's, written by forward calls */
-	float *norm_f; /* [hidden] */
+	float *norm_f;		 /* [hidden] */
 	struct lm_prepared_layer *layers;
 	int n_layers;
-	bool bf16;                          /* activations rounded to bf16 at every matrix product */
-	struct cpu_dnnl_weight *lm_head;    /* bf16: always plain (read in place when bf16) */
-	uint64_t gemm_bytes;                /* what the prepared matrices allocated */
+	bool bf16;			 /* activations rounded to bf16 at every matrix product */
+	struct cpu_dnnl_weight *lm_head; /* bf16: always plain (read in place when bf16) */
+	uint64_t gemm_bytes;		 /* what the prepared matrices allocated */
 	/* The layers' matrices quantized (lm_prepared_layer.q, docs/quantization.md): decode rows
 	 * (runs of fewer than LM_QUANT_GEMV_MAX_T positions) and the merged decode rows of a batch run on
 	 * cpu_gemv_quant_rows() (fp32 precision) or cpu_gemv_quant_rows_i8() (bf16: int8
@@ -79,7 +79,7 @@ struct lm_prepared {
 	 * in another order). The merged decode rows never take AMX or oneDNN, so a batch's rows
 	 * are bit for bit those of each sequence alone in either precision. */
 	bool quant;
-	int quant_format;                   /* enum quant_format */
+	int quant_format; /* enum quant_format */
 	/* the lm_head quantized, else data NULL: in the layers' format with --weights q8|q4
 	 * (counted in quant_bytes, its source's pages released unless tied to the embeddings), or
 	 * as a tool's hooks ask (lm_quant_hooks.head, not counted); the logits products run on it
@@ -88,8 +88,8 @@ struct lm_prepared {
 	/* head_q is a holod-quantized checkpoint's lm_head records in the map (quantized.h: an
 	 * untied head), checked and run as they are (nothing quantized, copied or freed) */
 	bool head_mapped;
-	uint64_t quant_bytes;               /* of every lm_prepared_layer.q */
-	uint64_t quant_source_bytes;        /* the map's bytes they replace */
+	uint64_t quant_bytes;	     /* of every lm_prepared_layer.q */
+	uint64_t quant_source_bytes; /* the map's bytes they replace */
 	/* a holod-quantized checkpoint (quantized.h): lm_prepared_layer.q are its records in the
 	 * map, checked and run as they are (nothing quantized, nothing copied, nothing freed) */
 	bool quant_mapped;
@@ -102,8 +102,8 @@ struct lm_prepared {
 /* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): bf16 bytes
  * of rows dequantized per oneDNN matmul call (at least 64 rows; a multiple of 32 rows), and the
  * rows per pool task of that dequantization. 32 MiB: fewer oneDNN calls bring q8's prefill to
- * about bf16's where 8 MiB blocks stayed below (docs/benchmarks.md, "Figures behind the code's constants"); a transient
- * buffer, at most 32 MiB whatever the model. */
+ * about bf16's where 8 MiB blocks stayed below (docs/benchmarks.md, "Figures behind the code's constants"); a
+ * transient buffer, at most 32 MiB whatever the model. */
 #define LM_QUANT_PREFILL_BF16_BYTES ((size_t)32 << 20)
 /* Runs of fewer positions than this on quantized weights take the GEMV (as decode rows do)
  * rather than a dequantized block product: below it, dequantizing every weight per product
@@ -130,9 +130,9 @@ struct lm_quant_hooks {
 
 /* What lm_prepare() does beyond the small tensors. */
 struct lm_prepare_opts {
-	bool bf16;                      /* bf16 precision: oneDNN's matrices in `layout` */
+	bool bf16; /* bf16 precision: oneDNN's matrices in `layout` */
 	enum cpu_dnnl_layout layout;
-	int quant;                      /* -1, or the enum quant_format the matrices are held in */
+	int quant; /* -1, or the enum quant_format the matrices are held in */
 	/* quantization progress: source bytes done of total (the last call has done == total) */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
@@ -143,8 +143,8 @@ struct lm_prepare_opts {
  * map read once, nothing else of it held). Returns 0, -ENOMEM, -ENOTSUP (no oneDNN matmul on
  * this CPU) or the quantizer's -EINVAL (a NaN or infinite weight) / -ERANGE (|w| past
  * QUANT_MAX_ABS), with the tensor named in err. */
-int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o,
-	       struct lm_prepared *ret, char *err, size_t errlen);
+int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o, struct lm_prepared *ret,
+	       char *err, size_t errlen);
 /* The CPU backend's decode layout: the quantized matrices in a format with tiles (quant.h: q4)
  * tiled, the map's records copied as they are tiled (their pages released, every matrix owned
  * from then on: quant_mapped and head_mapped false). Call after lm_prepare() where the GEMV has
@@ -171,7 +171,7 @@ struct lm_seq {
 	struct backend_seq base;
 	const struct engine_model *model;
 	const struct lm_prepared *prep; /* the backend's */
-	int kv_cap; /* positions the K/V caches can hold now */
+	int kv_cap;			/* positions the K/V caches can hold now */
 	struct lm_layer_state *layers;
 
 	/* activation scratch, not part of the state (per sequence, so sequences used by different
@@ -195,10 +195,10 @@ int lm_reserve_kv(struct lm_seq *s, int positions);
  * oneDNN's, the same bf16 products summed in another order (within bf16's tolerance,
  * tests/lm/test-lm-batch.c). */
 struct lm_run {
-	struct lm_seq *seq;         /* one run per sequence in a batch */
-	const int32_t *tokens;      /* [T] */
+	struct lm_seq *seq;	    /* one run per sequence in a batch */
+	const int32_t *tokens;	    /* [T] */
 	const float *const *embeds; /* NULL, or [T] as in lm_forward_batch() */
-	int T;                      /* 1..LM_MAX_BATCH positions following what seq holds */
+	int T;			    /* 1..LM_MAX_BATCH positions following what seq holds */
 	enum engine_logits want;    /* ALL: T rows into logits, consecutive; LAST: the last row */
 	float *logits;
 	int row; /* the run's first row among the batch's activations (lm_forward_batch sets it) */
@@ -248,12 +248,10 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
  * to fp32, computes as above and rounds the result to nearest even when it stores it (the scan:
  * cpu_ssm_row_bf16(), y from the unrounded state); the chunked form carries the state in fp32
  * from chunk to chunk and rounds it once at the end. */
-void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-			const float *dt, const float *a, const float *dskip, uint16_t *state,
-			float *y, float *cb_work);
-void lm_ssm_scan_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-		     const float *dt, const float *a, const float *dskip, uint16_t *state,
-		     float *y);
+void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+			const float *a, const float *dskip, uint16_t *state, float *y, float *cb_work);
+void lm_ssm_scan_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		     const float *a, const float *dskip, uint16_t *state, float *y);
 size_t lm_ssm_scratch_bytes(const struct lm_dims *dm);
 /* Floats of cb_work lm_ssm_chunked() needs for T positions. */
 size_t lm_ssm_cb_floats(const struct lm_dims *dm, int T);
@@ -289,10 +287,10 @@ size_t lm_attention_blocked_scratch_bytes(const struct lm_dims *dm);
  * the G groups of d_in/G channels (step 6); z: [T][ldz]. */
 void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *cwt,
 		  const float *cbias, float *conv_state, float *cbuf, float *out);
-void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ldr,
-		    const float *dt_bias, float dt_min, float dt_max, float *dt);
-void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z, size_t ldz,
-		      const float *w, float eps);
+void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *dt_bias,
+		    float dt_min, float dt_max, float *dt);
+void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z, size_t ldz, const float *w,
+		      float eps);
 
 /* ---- an in-memory model with random weights (lm_random.c) ----
  * For tests and benchmarks that need no files: the tensors are malloc'ed instead of
@@ -317,16 +315,16 @@ void lm_random_model_destroy(struct engine_model *m);
  * position grid, shuffle 2, projector hidden 20480. No final norm. */
 struct lm_random_vision_spec {
 	int width, depth, heads, mlp, patch;
-	int n_prefix;    /* class and register tokens */
-	int pos_grid;    /* side of the position-embedding grid */
-	int shuffle;     /* pixel-shuffle factor (1 / downsample_ratio) */
-	int proj_hidden; /* mlp1's hidden size */
+	int n_prefix;			     /* class and register tokens */
+	int pos_grid;			     /* side of the position-embedding grid */
+	int shuffle;			     /* pixel-shuffle factor (1 / downsample_ratio) */
+	int proj_hidden;		     /* mlp1's hidden size */
 	struct engine_vision_preprocess pre; /* tile size, tile budget, thumbnail, mean and std */
-	int32_t image_token; /* engine_vision_image_token()'s answer */
+	int32_t image_token;		     /* engine_vision_image_token()'s answer */
 	uint64_t seed;
 };
 /* The handle owns its weights (engine_vision_destroy() frees them) and keeps nothing of m.
  * NULL + errno (EINVAL, EFBIG with one sentence in errbuf, ENOMEM). */
 struct engine_vision *lm_random_vision_create(const struct engine_model *m,
-					      const struct lm_random_vision_spec *spec,
-					      char *errbuf, size_t errlen);
+					      const struct lm_random_vision_spec *spec, char *errbuf,
+					      size_t errlen);

@@ -183,7 +183,8 @@ static void task(void *ctx, int i, int thread)
 				memset(srow + valid, 0, (size_t)(kb - valid) * sizeof(float));
 			if (bf16) {
 				cpu_f32_to_bf16(srow, sc.pb + (size_t)r * KB, (size_t)valid);
-				memset(sc.pb + (size_t)r * KB + valid, 0, (size_t)(KB - valid) * sizeof(uint16_t));
+				memset(sc.pb + (size_t)r * KB + valid, 0,
+				       (size_t)(KB - valid) * sizeof(uint16_t));
 			}
 			/* the first block of every row has valid >= 1 and m = -inf: alpha = 0, on O = 0 */
 			float alpha = expf(sc.m[r] - mnew);
@@ -210,8 +211,15 @@ bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *
 {
 	if (T <= 0)
 		return false;
-	struct job j = {.dm = dm, .rows = cpu_rows(), .T = T, .n0 = n0,
-			.nblocks = (T + QB - 1) / QB, .q = q, .keys = k, .values = v, .o = o};
+	struct job j = {.dm = dm,
+			.rows = cpu_rows(),
+			.T = T,
+			.n0 = n0,
+			.nblocks = (T + QB - 1) / QB,
+			.q = q,
+			.keys = k,
+			.values = v,
+			.o = o};
 	struct cpu_dnnl_small *qk = NULL, *pv = NULL;
 	const int R = (int)rows_per_task(dm), dh = dm->dh;
 	if (bf16 &&

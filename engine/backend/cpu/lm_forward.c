@@ -198,9 +198,9 @@ static void ssm_scan_head_task(void *ctx, int h, int thread)
 	}
 }
 
-static void ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-			const float *dt, const float *a, const float *dskip, float *state,
-			uint16_t *state16, float *y, float *cb_work)
+static void ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+			const float *a, const float *dskip, float *state, uint16_t *state16, float *y,
+			float *cb_work)
 {
 	struct ssm_job j = {
 		.dm = dm,
@@ -216,15 +216,13 @@ static void ssm_chunked(const struct lm_dims *dm, int T, const float *xbc, size_
 		.y = y,
 		.cb = cb_work,
 	};
-	cpu_parallel_for_work(dm->G * j.nchunks, ssm_cb_task, &j,
-			 (double)dm->G * T * dm->chunk * dm->N / 2);
+	cpu_parallel_for_work(dm->G * j.nchunks, ssm_cb_task, &j, (double)dm->G * T * dm->chunk * dm->N / 2);
 	cpu_parallel_for_work(dm->H, ssm_chunk_head_task, &j,
-			 (double)dm->H * T * dm->P * (2.0 * dm->N + dm->chunk / 2));
+			      (double)dm->H * T * dm->P * (2.0 * dm->N + dm->chunk / 2));
 }
 
-static void ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-		     const float *dt, const float *a, const float *dskip, float *state,
-		     uint16_t *state16, float *y)
+static void ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		     const float *a, const float *dskip, float *state, uint16_t *state16, float *y)
 {
 	struct ssm_job j = {
 		.dm = dm,
@@ -253,16 +251,14 @@ void lm_ssm_scan(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, 
 	ssm_scan(dm, T, xbc, ldx, dt, a, dskip, state, NULL, y);
 }
 
-void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-			const float *dt, const float *a, const float *dskip, uint16_t *state,
-			float *y, float *cb_work)
+void lm_ssm_chunked_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+			const float *a, const float *dskip, uint16_t *state, float *y, float *cb_work)
 {
 	ssm_chunked(dm, T, xbc, ldx, dt, a, dskip, NULL, state, y, cb_work);
 }
 
-void lm_ssm_scan_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx,
-		     const float *dt, const float *a, const float *dskip, uint16_t *state,
-		     float *y)
+void lm_ssm_scan_s16(const struct lm_dims *dm, int T, const float *xbc, size_t ldx, const float *dt,
+		     const float *a, const float *dskip, uint16_t *state, float *y)
 {
 	ssm_scan(dm, T, xbc, ldx, dt, a, dskip, NULL, state, y);
 }
@@ -286,8 +282,7 @@ static float *f32_copy(const struct tensor *t, size_t n)
 	return p;
 }
 
-static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layout,
-			 struct lm_prepared *p)
+static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layout, struct lm_prepared *p)
 {
 	/* a quantized lm_head (lm_prepared.head_q) runs on its records */
 	int r = p->head_q.data ? 0 : cpu_dnnl_weight_create(&m->lm_head, CPU_DNNL_PLAIN, &p->lm_head);
@@ -342,8 +337,8 @@ static void quantize_task(void *ctx, int task, int thread)
 			e = quant_row_from_bf16(f, (const uint16_t *)w->data + (size_t)(r * in), in, dst);
 		} else {
 			cpu_tensor_to_f32(w, (size_t)(r * in), (size_t)in, row);
-			e = qh ? qh->quantize_row(qh->arg, f, row, in, dst)
-			       : quant_row_from_f32(f, row, in, dst);
+			e = qh ? qh->quantize_row(qh->arg, f, row, in, dst) :
+				 quant_row_from_f32(f, row, in, dst);
 		}
 		if (e < 0) {
 			int zero = 0;
@@ -358,8 +353,8 @@ static void quantize_task(void *ctx, int task, int thread)
 /* Quantizes w into q (allocated here) with the reference quantizers, or hooks->quantize_row.
  * The map's pages of w are then only read again by another backend of the model: they are
  * marked cold (MADV_COLD) so the kernel reclaims them first. */
-static int quantize_matrix(const struct tensor *w, enum quant_format f,
-			   const struct lm_quant_hooks *hooks, struct quant_tensor *q, int64_t *bad_row)
+static int quantize_matrix(const struct tensor *w, enum quant_format f, const struct lm_quant_hooks *hooks,
+			   struct quant_tensor *q, int64_t *bad_row)
 {
 	size_t bytes;
 	int r = quant_tensor_bytes(f, w->shape[0], w->shape[1], &bytes);
@@ -370,8 +365,11 @@ static int quantize_matrix(const struct tensor *w, enum quant_format f,
 		return -ENOMEM;
 	size_t row_bytes;
 	quant_row_bytes(f, w->shape[1], &row_bytes);
-	*q = (struct quant_tensor){.format = f, .rows = w->shape[0], .cols = w->shape[1],
-				   .row_bytes = row_bytes, .data = data};
+	*q = (struct quant_tensor){.format = f,
+				   .rows = w->shape[0],
+				   .cols = w->shape[1],
+				   .row_bytes = row_bytes,
+				   .data = data};
 	struct quantize_job j = {.w = w, .q = q, .hooks = hooks};
 	atomic_init(&j.err, 0);
 	atomic_init(&j.bad_row, -1);
@@ -429,24 +427,27 @@ static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_
 		for (int i = 0; i < n; i++) {
 			int64_t bad = -1;
 			/* fp8, or an FP8 checkpoint's matrix (lm_fp8.c) */
-			int r = mats[i]->dtype == TENSOR_F8_E4M3 || o->quant == QUANT_FP8
-					? lm_fp8_matrix(mats[i], &L->fp8_scale[i], (enum quant_format)o->quant,
-							&p->layers[l].q[i], &bad)
-					: quantize_matrix(mats[i], (enum quant_format)o->quant, o->hooks,
-							  &p->layers[l].q[i], &bad);
+			int r = mats[i]->dtype == TENSOR_F8_E4M3 || o->quant == QUANT_FP8 ?
+					lm_fp8_matrix(mats[i], &L->fp8_scale[i], (enum quant_format)o->quant,
+						      &p->layers[l].q[i], &bad) :
+					quantize_matrix(mats[i], (enum quant_format)o->quant, o->hooks,
+							&p->layers[l].q[i], &bad);
 			if (r < 0) {
-				const char *name = matrix_names[L->kind == LM_LAYER_MAMBA ? 0
-							       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i];
+				const char *name = matrix_names[L->kind == LM_LAYER_MAMBA     ? 0 :
+								L->kind == LM_LAYER_ATTENTION ? 1 :
+												2][i];
 				if (err && errlen)
 					snprintf(err, errlen,
-						 r == -ENOMEM ? "out of memory quantizing layer %d's %s to %s"
-						 : r == -ERANGE
-						 ? "cannot quantize layer %d's %s to %s: row %lld has a weight "
-						   "past +-65504 (fp16 scales)"
-						 : r == -EINVAL
-						 ? "cannot quantize layer %d's %s to %s: row %lld has a NaN or "
-						   "infinite weight"
-						 : "cannot quantize layer %d's %s to %s (size past a limit)",
+						 r == -ENOMEM ?
+							 "out of memory quantizing layer %d's %s to %s" :
+						 r == -ERANGE ? "cannot quantize layer %d's %s to %s: row "
+								"%lld has a weight "
+								"past +-65504 (fp16 scales)" :
+						 r == -EINVAL ? "cannot quantize layer %d's %s to %s: row "
+								"%lld has a NaN or "
+								"infinite weight" :
+								"cannot quantize layer %d's %s to %s (size "
+								"past a limit)",
 						 l, name, quant_format_desc((enum quant_format)o->quant)->name,
 						 (long long)bad);
 				return r;
@@ -482,8 +483,8 @@ static void records_task(void *ctx, int task, int thread)
 	const int64_t nb = quant_blocks(q->cols);
 	for (int64_t r = r0; r < r1; r++) {
 		const void *row = (const char *)q->data + (size_t)r * q->row_bytes;
-		const uint16_t *s = q->format == QUANT_Q8 ? quant_q8_scales(row, q->cols)
-							  : quant_q4_dm(row, q->cols);
+		const uint16_t *s =
+			q->format == QUANT_Q8 ? quant_q8_scales(row, q->cols) : quant_q4_dm(row, q->cols);
 		const int64_t n = q->format == QUANT_Q8 ? nb : 2 * nb;
 		uint16_t bad = 0;
 		for (int64_t k = 0; k < n; k++)
@@ -516,7 +517,8 @@ static int adopt_head(const struct engine_model *m, struct lm_prepared *p, char 
 	size_t row_bytes = 0, bytes = 0;
 	if (!p->quant_mapped || f != p->quant_format) {
 		if (err && errlen)
-			snprintf(err, errlen, "the checkpoint's lm_head is stored as %s records, but its "
+			snprintf(err, errlen,
+				 "the checkpoint's lm_head is stored as %s records, but its "
 				 "linear layers are not: the checkpoint is corrupt",
 				 quant_format_desc((enum quant_format)f)->name);
 		return -EINVAL;
@@ -535,9 +537,10 @@ static int adopt_head(const struct engine_model *m, struct lm_prepared *p, char 
 	const int64_t bad = records_bad_row(q);
 	if (bad >= 0) {
 		if (err && errlen)
-			snprintf(err, errlen, "the lm_head: row %lld of its %s records has a NaN or "
-				 "infinite scale (the checkpoint is corrupt)", (long long)bad,
-				 quant_format_desc((enum quant_format)f)->name);
+			snprintf(err, errlen,
+				 "the lm_head: row %lld of its %s records has a NaN or "
+				 "infinite scale (the checkpoint is corrupt)",
+				 (long long)bad, quant_format_desc((enum quant_format)f)->name);
 		return -EINVAL;
 	}
 	p->quant_bytes += bytes;
@@ -554,10 +557,13 @@ static int adopt_quantized(const struct engine_model *m, const struct lm_prepare
 	const int f = model_quant_format(m);
 	if (o->quant != f) {
 		if (err && errlen)
-			snprintf(err, errlen, "the checkpoint's linear layers are stored in %s: they cannot "
-				 "be held as %s", quant_format_desc((enum quant_format)f)->name,
-				 quant_format_desc((enum quant_format)o->quant)
-					 ? quant_format_desc((enum quant_format)o->quant)->name : "stored");
+			snprintf(err, errlen,
+				 "the checkpoint's linear layers are stored in %s: they cannot "
+				 "be held as %s",
+				 quant_format_desc((enum quant_format)f)->name,
+				 quant_format_desc((enum quant_format)o->quant) ?
+					 quant_format_desc((enum quant_format)o->quant)->name :
+					 "stored");
 		return -EINVAL;
 	}
 	p->quant_mapped = true;
@@ -566,8 +572,9 @@ static int adopt_quantized(const struct engine_model *m, const struct lm_prepare
 		const struct tensor *mats[4];
 		int n = lm_layer_matrices(L, mats);
 		for (int i = 0; i < n; i++) {
-			const char *name = matrix_names[L->kind == LM_LAYER_MAMBA ? 0
-						       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i];
+			const char *name = matrix_names[L->kind == LM_LAYER_MAMBA     ? 0 :
+							L->kind == LM_LAYER_ATTENTION ? 1 :
+											2][i];
 			struct quant_tensor *q = &p->layers[l].q[i];
 			size_t row_bytes = 0, bytes = 0;
 			quantized_tensor_view(mats[i], q);
@@ -575,16 +582,20 @@ static int adopt_quantized(const struct engine_model *m, const struct lm_prepare
 			    quant_tensor_bytes(q->format, q->rows, q->cols, &bytes) < 0 ||
 			    q->row_bytes != row_bytes || mats[i]->nbytes != bytes || !q->data) {
 				if (err && errlen)
-					snprintf(err, errlen, "layer %d's %s: its %s records do not have the "
-						 "format's sizes", l, name, quant_format_desc((enum quant_format)f)->name);
+					snprintf(err, errlen,
+						 "layer %d's %s: its %s records do not have the "
+						 "format's sizes",
+						 l, name, quant_format_desc((enum quant_format)f)->name);
 				return -EINVAL;
 			}
 			const int64_t bad = records_bad_row(q);
 			if (bad >= 0) {
 				if (err && errlen)
-					snprintf(err, errlen, "layer %d's %s: row %lld of its %s records has a NaN "
-						 "or infinite scale (the checkpoint is corrupt)", l, name,
-						 (long long)bad, quant_format_desc((enum quant_format)f)->name);
+					snprintf(err, errlen,
+						 "layer %d's %s: row %lld of its %s records has a NaN "
+						 "or infinite scale (the checkpoint is corrupt)",
+						 l, name, (long long)bad,
+						 quant_format_desc((enum quant_format)f)->name);
 				return -EINVAL;
 			}
 			p->quant_bytes += bytes;
@@ -594,28 +605,31 @@ static int adopt_quantized(const struct engine_model *m, const struct lm_prepare
 	return 0;
 }
 
-int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
-	       struct lm_prepared *ret, char *err, size_t errlen)
+int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts, struct lm_prepared *ret,
+	       char *err, size_t errlen)
 {
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
-	struct lm_prepared p = {.n_layers = m->cfg.n_layers, .bf16 = opts->bf16,
-				.quant = opts->quant >= 0, .quant_format = opts->quant};
+	struct lm_prepared p = {.n_layers = m->cfg.n_layers,
+				.bf16 = opts->bf16,
+				.quant = opts->quant >= 0,
+				.quant_format = opts->quant};
 	int r;
 	p.norm_f = f32_copy(&m->norm_f, (size_t)dm.d);
 	p.layers = calloc((size_t)p.n_layers, sizeof(*p.layers));
 	if (!p.norm_f || !p.layers)
 		goto oom;
-	if (p.quant && (r = model_quant_format(m) >= 0 ? adopt_quantized(m, opts, &p, err, errlen)
-						       : quantize_gemms(m, opts, &p, err, errlen)) < 0)
+	if (p.quant && (r = model_quant_format(m) >= 0 ? adopt_quantized(m, opts, &p, err, errlen) :
+							 quantize_gemms(m, opts, &p, err, errlen)) < 0)
 		goto fail;
 	/* The lm_head in the layers' format with --weights q8|q4 (a tool's hooks say otherwise):
 	 * decode reads it for every token, so left in bf16 it would be most of what a small model's
 	 * quantized decode reads (the ~0.7B bench model: 268 MB of 536 MB per token in q4). Its
 	 * accuracy cost is measured (docs/quantization.md, holo-bench quant-error). fp8 keeps it as
 	 * ModelOpt does. */
-	int head = opts->hooks ? opts->hooks->head
-		   : p.quant && (opts->quant == QUANT_Q8 || opts->quant == QUANT_Q4) ? opts->quant : -1;
+	int head = opts->hooks							   ? opts->hooks->head :
+		   p.quant && (opts->quant == QUANT_Q8 || opts->quant == QUANT_Q4) ? opts->quant :
+										     -1;
 	/* a holod-quantized checkpoint's head records (an untied head): run from the map, as
 	 * stored whatever the hooks ask (as its layers are) */
 	if (quantized_dtype_format(m->lm_head.dtype) >= 0) {
@@ -628,12 +642,13 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 		if ((r = quantize_matrix(&m->lm_head, (enum quant_format)head, opts->hooks, &p.head_q,
 					 &bad)) < 0) {
 			if (err && errlen)
-				snprintf(err, errlen, r == -ENOMEM ? "out of memory quantizing the lm_head"
-						 : r == -ERANGE ? "cannot quantize the lm_head: row %lld has a "
-								  "weight past +-65504 (fp16 scales)"
-						 : r == -EINVAL ? "cannot quantize the lm_head: row %lld has a "
-								  "NaN or infinite weight"
-								: "cannot quantize the lm_head (size past a limit)",
+				snprintf(err, errlen,
+					 r == -ENOMEM ? "out of memory quantizing the lm_head" :
+					 r == -ERANGE ? "cannot quantize the lm_head: row %lld has a "
+							"weight past +-65504 (fp16 scales)" :
+					 r == -EINVAL ? "cannot quantize the lm_head: row %lld has a "
+							"NaN or infinite weight" :
+							"cannot quantize the lm_head (size past a limit)",
 					 (long long)bad);
 			goto fail;
 		}
@@ -671,8 +686,8 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 		}
 		bool have_cw = cw != NULL;
 		free(cw);
-		o->conv_b = L->mamba.conv_b.data ? f32_copy(&L->mamba.conv_b, (size_t)cd)
-						 : calloc((size_t)cd, sizeof(float));
+		o->conv_b = L->mamba.conv_b.data ? f32_copy(&L->mamba.conv_b, (size_t)cd) :
+						   calloc((size_t)cd, sizeof(float));
 		o->dt_bias = f32_copy(&L->mamba.dt_bias, (size_t)H);
 		o->a = f32_copy(&L->mamba.a_log, (size_t)H);
 		o->d = f32_copy(&L->mamba.d, (size_t)H);
@@ -695,10 +710,10 @@ fail:
 
 struct tile_job {
 	const struct quant_tensor *q;
-	void *data;      /* where the tiles go */
+	void *data;	 /* where the tiles go */
 	const void *src; /* the map's records (tiled into data), or NULL: data tiled in place */
 	int64_t tiles;
-	char *tmp;       /* in place: per pool thread, QUANT_TILE_ROWS row_bytes */
+	char *tmp; /* in place: per pool thread, QUANT_TILE_ROWS row_bytes */
 };
 
 #define TILE_TASK_TILES 64
@@ -710,8 +725,9 @@ static void tile_task(void *ctx, int task, int thread)
 	int64_t t0 = (int64_t)task * TILE_TASK_TILES, t1 = MIN(t0 + TILE_TASK_TILES, j->tiles);
 	if (j->src)
 		for (int64_t t = t0; t < t1; t++)
-			quant_tile_from_records(j->q->format, j->q->cols, (const char *)j->src + (size_t)t * tb,
-						j->q->row_bytes, (char *)j->data + (size_t)t * tb);
+			quant_tile_from_records(j->q->format, j->q->cols,
+						(const char *)j->src + (size_t)t * tb, j->q->row_bytes,
+						(char *)j->data + (size_t)t * tb);
 	else
 		quant_tensor_tile_range(j->q, j->data, t0, t1, j->tmp + (size_t)thread * tb);
 }
@@ -743,7 +759,8 @@ int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p)
 	/* every allocation first, so that running out of memory changes nothing */
 	for (int i = 0; i < k; i++) {
 		max_tb = MAX(max_tb, QUANT_TILE_ROWS * qs[i]->row_bytes);
-		if (mapped[i] && posix_memalign(&fresh[i], QUANT_ALIGN, (size_t)qs[i]->rows * qs[i]->row_bytes) != 0)
+		if (mapped[i] &&
+		    posix_memalign(&fresh[i], QUANT_ALIGN, (size_t)qs[i]->rows * qs[i]->row_bytes) != 0)
 			goto out;
 	}
 	if (!(tmp = malloc((size_t)cpu_threads() * max_tb)))
@@ -752,14 +769,17 @@ int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p)
 		struct quant_tensor *q = qs[i];
 		const size_t tb = QUANT_TILE_ROWS * q->row_bytes, bytes = (size_t)q->rows * q->row_bytes;
 		const int64_t tiles = q->rows / QUANT_TILE_ROWS;
-		struct tile_job j = {.q = q, .data = mapped[i] ? fresh[i] : (void *)q->data,
-				     .src = mapped[i] ? q->data : NULL, .tiles = tiles, .tmp = tmp};
+		struct tile_job j = {.q = q,
+				     .data = mapped[i] ? fresh[i] : (void *)q->data,
+				     .src = mapped[i] ? q->data : NULL,
+				     .tiles = tiles,
+				     .tmp = tmp};
 		if (mapped[i]) /* the rows past the last tile as they are */
-			memcpy((char *)j.data + (size_t)tiles * tb, (const char *)q->data + (size_t)tiles * tb,
-			       bytes - (size_t)tiles * tb);
+			memcpy((char *)j.data + (size_t)tiles * tb,
+			       (const char *)q->data + (size_t)tiles * tb, bytes - (size_t)tiles * tb);
 		if (tiles > 0)
-			cpu_parallel_for_work((int)((tiles + TILE_TASK_TILES - 1) / TILE_TASK_TILES), tile_task,
-					      &j, (double)tiles * (double)tb);
+			cpu_parallel_for_work((int)((tiles + TILE_TASK_TILES - 1) / TILE_TASK_TILES),
+					      tile_task, &j, (double)tiles * (double)tb);
 		if (mapped[i]) {
 			struct tensor src = {.data = (void *)q->data, .nbytes = bytes};
 			q->data = fresh[i];
@@ -994,8 +1014,7 @@ static size_t xb_floats(const struct lm_dims *dm, int M, bool used)
 	return used ? ((size_t)M * (size_t)MAX(dm->d, dm->d_in) + 1) / 2 : 0;
 }
 
-static size_t batch_work_floats(const struct engine_model *m, bool bf16, const struct lm_run *runs,
-				int n)
+static size_t batch_work_floats(const struct engine_model *m, bool bf16, const struct lm_run *runs, int n)
 {
 	struct lm_dims dm;
 	lm_dims_init(&dm, &m->cfg);
@@ -1074,9 +1093,8 @@ static inline float softplus(float x)
 const char *lm_op_name(enum lm_op op)
 {
 	static const char *const names[LM_OP_COUNT] = {
-		[LM_OP_GEMM] = "matrix products", [LM_OP_SSM] = "mamba scan",
-		[LM_OP_CONV] = "conv+silu, dt", [LM_OP_ATTENTION] = "attention",
-		[LM_OP_NORM] = "norms", [LM_OP_OTHER] = "embed, relu2",
+		[LM_OP_GEMM] = "matrix products", [LM_OP_SSM] = "mamba scan", [LM_OP_CONV] = "conv+silu, dt",
+		[LM_OP_ATTENTION] = "attention",  [LM_OP_NORM] = "norms",     [LM_OP_OTHER] = "embed, relu2",
 	};
 	return (unsigned)op < LM_OP_COUNT ? names[op] : "?";
 }
@@ -1120,7 +1138,8 @@ static void dequant_task(void *ctx, int task, int thread)
 	const struct dequant_job *j = ctx;
 	const struct quant_tensor *q = j->q;
 	quant_row_to_f32(q->format,
-			 quant_tensor_row(q, j->r0 + task, j->rec ? j->rec + (size_t)thread * q->row_bytes : NULL),
+			 quant_tensor_row(q, j->r0 + task,
+					  j->rec ? j->rec + (size_t)thread * q->row_bytes : NULL),
 			 q->cols, j->out + (size_t)task * (size_t)q->cols);
 }
 
@@ -1144,7 +1163,10 @@ static void quant_matmul_rows(const struct quant_tensor *q, int from, const floa
 		int n = (int)MIN((int64_t)rows, q->rows - r0);
 		struct dequant_job j = {q, r0, buf, rec};
 		cpu_parallel_for_work(n, dequant_task, &j, (double)n * (double)in);
-		struct tensor t = {.data = buf, .dtype = TENSOR_F32, .ndim = 2, .shape = {n, (int64_t)in},
+		struct tensor t = {.data = buf,
+				   .dtype = TENSOR_F32,
+				   .ndim = 2,
+				   .shape = {n, (int64_t)in},
 				   .nbytes = (size_t)n * in * sizeof(float)};
 		if (cpu_matmul(&t, x, ldx, T, y + r0, ldy, accumulate) < 0)
 			cpu_gemv_quant_rows(q, r0, n, x, ldx, T, y + r0, ldy, accumulate);
@@ -1180,8 +1202,8 @@ static void dequant_bf16_task(void *ctx, int task, int thread)
  * to bf16 (below half a bf16 step of each, against the format's own error of up to half a step
  * of its block's scale). Returns 0, or < 0 (oneDNN has no bf16 matmul here, memory) with y
  * untouched: the caller takes the fp32 path. */
-static int quant_matmul_bf16(const struct quant_tensor *q, const float *x, size_t ldx, int T,
-			     float *y, size_t ldy, bool accumulate)
+static int quant_matmul_bf16(const struct quant_tensor *q, const float *x, size_t ldx, int T, float *y,
+			     size_t ldy, bool accumulate)
 {
 	const size_t in = (size_t)q->cols;
 	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BF16_BYTES / (in * sizeof(uint16_t)), 64), q->rows);
@@ -1201,7 +1223,10 @@ static int quant_matmul_bf16(const struct quant_tensor *q, const float *x, size_
 		struct dequant_bf16_job j = {q, r0, n, buf};
 		cpu_parallel_for_work((n + LM_QUANT_DEQUANT_TASK_ROWS - 1) / LM_QUANT_DEQUANT_TASK_ROWS,
 				      dequant_bf16_task, &j, (double)n * (double)in);
-		struct tensor t = {.data = buf, .dtype = TENSOR_BF16, .ndim = 2, .shape = {n, (int64_t)in},
+		struct tensor t = {.data = buf,
+				   .dtype = TENSOR_BF16,
+				   .ndim = 2,
+				   .shape = {n, (int64_t)in},
 				   .nbytes = (size_t)n * in * sizeof(uint16_t)};
 		struct cpu_dnnl_weight *dw = NULL;
 		r = cpu_dnnl_weight_create(&t, CPU_DNNL_PLAIN, &dw);
@@ -1220,10 +1245,9 @@ static int quant_matmul_bf16(const struct quant_tensor *q, const float *x, size_
 	return r;
 }
 
-static bool product(const struct lm_prepared *p, const struct tensor *w,
-		    const struct cpu_dnnl_weight *dw, const struct quant_tensor *qw, float *x,
-		    const uint16_t *xb, size_t ldx, int T, float *y, size_t ldy, bool accumulate,
-		    enum cpu_dnnl_act act, bool merged)
+static bool product(const struct lm_prepared *p, const struct tensor *w, const struct cpu_dnnl_weight *dw,
+		    const struct quant_tensor *qw, float *x, const uint16_t *xb, size_t ldx, int T, float *y,
+		    size_t ldy, bool accumulate, enum cpu_dnnl_act act, bool merged)
 {
 	bool applied = false;
 	if (T <= 0)
@@ -1241,7 +1265,8 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 			 * activations quantized to int8 per block, integer products
 			 * (cpu_gemv_quant_rows_i8; -ENOMEM for their buffer: the exact kernels); fp32:
 			 * the weights exact, fp32 products and sums */
-			if (!p->bf16 || cpu_gemv_quant_rows_i8(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate) < 0)
+			if (!p->bf16 ||
+			    cpu_gemv_quant_rows_i8(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate) < 0)
 				cpu_gemv_quant_rows(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate);
 		} else if (!p->bf16 || !cpu_dnnl_bf16_supported() ||
 			   quant_matmul_bf16(qw, x, ldx, T, y, ldy, accumulate) < 0) {
@@ -1258,8 +1283,8 @@ static bool product(const struct lm_prepared *p, const struct tensor *w,
 		 * of x; the rounding in place is for the other paths */
 		enum merged_path mp = merged ? merged_path(dnnl_layers(p), T) : MERGED_GEMV;
 		if (dw && (merged ? mp == MERGED_DNNL : T >= CPU_DNNL_MIN_T) &&
-		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act)
-			: cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
+		    (xb ? cpu_dnnl_matmul_bf16_act(dw, xb, T, y, ldy, accumulate, act) :
+			  cpu_dnnl_matmul_act(dw, x, ldx, T, y, ldy, accumulate, act)) == 0) {
 			applied = true;
 			goto done;
 		}
@@ -1302,8 +1327,8 @@ void lm_conv_silu(const struct lm_dims *dm, int T, const float *raw, size_t ldr,
 		memcpy(conv_state, cbuf + (size_t)T * cd, (size_t)(K - 1) * cd * sizeof(float));
 }
 
-void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ldr,
-		    const float *dt_bias, float dt_min, float dt_max, float *dt)
+void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ldr, const float *dt_bias,
+		    float dt_min, float dt_max, float *dt)
 {
 	const int H = dm->H;
 	for (int t = 0; t < T; t++) {
@@ -1315,8 +1340,8 @@ void lm_dt_softplus(const struct lm_dims *dm, int T, const float *raw, size_t ld
 	}
 }
 
-void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z, size_t ldz,
-		      const float *w, float eps)
+void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z, size_t ldz, const float *w,
+		      float eps)
 {
 	int gs = dm->d_in / dm->G;
 	for (int t = 0; t < T; t++) {
@@ -1336,8 +1361,8 @@ void lm_gated_rmsnorm(const struct lm_dims *dm, int T, float *y, const float *z,
 
 /* bf16 precision runs the row kernels of cpu_rows.h (vectorized, on the pool's threads); fp32
  * keeps the reference functions of this file, bit for bit. */
-static void norm_rows(const struct lm_prepared *p, const float *x, float *out, const float *w,
-		      int T, int d, float eps, uint16_t *out_bf16)
+static void norm_rows(const struct lm_prepared *p, const float *x, float *out, const float *w, int T, int d,
+		      float eps, uint16_t *out_bf16)
 {
 	if (p->bf16)
 		cpu_rows_rmsnorm(x, out, w, T, d, eps, out_bf16);
@@ -1363,9 +1388,9 @@ struct batch {
 /* y (+)= W x over every row of the batch: the merged decode rows [0, Mp) as one product, then
  * each longer run's rows as the product that run would be alone. `act` (the MLP's ReLU^2) is
  * applied to every row, in oneDNN's epilogue or after. */
-static void batch_product(const struct batch *b, const struct tensor *w,
-			  const struct cpu_dnnl_weight *dw, const struct quant_tensor *qw, float *x, const uint16_t *xb, size_t ldx,
-			  float *y, size_t ldy, bool accumulate, enum cpu_dnnl_act act)
+static void batch_product(const struct batch *b, const struct tensor *w, const struct cpu_dnnl_weight *dw,
+			  const struct quant_tensor *qw, float *x, const uint16_t *xb, size_t ldx, float *y,
+			  size_t ldy, bool accumulate, enum cpu_dnnl_act act)
 {
 	int first = 0, rows = b->shape.Mp;
 	for (int i = -1; i < b->n; i++) {
@@ -1430,17 +1455,17 @@ static void mamba_layer(const struct batch *b, int l)
 	const struct lm_config *c = &b->m->cfg;
 	const struct lm_dims *dm = &b->dm;
 	const int K = dm->K, cd = dm->conv_dim, H = dm->H, M = b->shape.M;
-	float *zx = b->wk.mix;                          /* [M][in_rows] */
-	float *xc = zx + (size_t)M * dm->in_rows;        /* [M][conv_dim] */
-	float *dt = xc + (size_t)M * cd;                 /* [M][H] */
-	float *y = dt + (size_t)M * H;                   /* [M][d_in] */
-	float *cbuf = y + (size_t)M * dm->d_in;          /* [K-1+T][conv_dim], one run at a time */
+	float *zx = b->wk.mix;			  /* [M][in_rows] */
+	float *xc = zx + (size_t)M * dm->in_rows; /* [M][conv_dim] */
+	float *dt = xc + (size_t)M * cd;	  /* [M][H] */
+	float *y = dt + (size_t)M * H;		  /* [M][d_in] */
+	float *cbuf = y + (size_t)M * dm->d_in;	  /* [K-1+T][conv_dim], one run at a time */
 	float *cb = cbuf + (size_t)(b->shape.Tmax + K - 1) * cd;
-	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a,
-		    *dsk = P->d, *gw = P->gnorm;
+	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a, *dsk = P->d,
+		    *gw = P->gnorm;
 
-	batch_product(b, &L->mamba.in_proj, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, zx, dm->in_rows, false,
-		      CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->mamba.in_proj, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, zx,
+		      dm->in_rows, false, CPU_DNNL_ACT_NONE);
 
 	/* the conv window is each sequence's own: one run at a time */
 	for (int i = 0; i < b->n; i++) {
@@ -1451,12 +1476,24 @@ static void mamba_layer(const struct batch *b, int l)
 		float *rdt = dt + (size_t)r->row * H;
 		uint64_t t0 = prof_start(b->p);
 		if (b->p->bf16) {
-			struct cpu_conv_args ca = {.T = T, .K = K, .channels = cd, .raw = rzx + dm->d_in,
-						   .ldr = dm->in_rows, .wt = cwt, .bias = cbias,
-						   .state = st->conv, .out = rxc, .ldo = cd};
-			struct cpu_dt_args da = {.T = T, .H = H, .raw = rzx + dm->d_in + cd,
-						 .ldr = dm->in_rows, .bias = dtb, .lo = c->dt_min,
-						 .hi = c->dt_max, .dt = rdt};
+			struct cpu_conv_args ca = {.T = T,
+						   .K = K,
+						   .channels = cd,
+						   .raw = rzx + dm->d_in,
+						   .ldr = dm->in_rows,
+						   .wt = cwt,
+						   .bias = cbias,
+						   .state = st->conv,
+						   .out = rxc,
+						   .ldo = cd};
+			struct cpu_dt_args da = {.T = T,
+						 .H = H,
+						 .raw = rzx + dm->d_in + cd,
+						 .ldr = dm->in_rows,
+						 .bias = dtb,
+						 .lo = c->dt_min,
+						 .hi = c->dt_max,
+						 .dt = rdt};
 			cpu_rows_conv_dt(&ca, &da);
 		} else {
 			lm_conv_silu(dm, T, rzx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, rxc);
@@ -1470,10 +1507,9 @@ static void mamba_layer(const struct batch *b, int l)
 	 * at a time */
 	uint64_t t0 = prof_start(b->p);
 	if (b->shape.Ms) {
-		struct scan_runs_job sj = {.dm = dm, .runs = b->runs, .l = l, .xc = xc, .dt = dt,
-					   .a = a, .dskip = dsk, .y = y};
-		cpu_parallel_for_work(b->n * H, scan_runs_task, &sj,
-				      2.0 * b->shape.Ms * H * dm->P * dm->N);
+		struct scan_runs_job sj =
+			{.dm = dm, .runs = b->runs, .l = l, .xc = xc, .dt = dt, .a = a, .dskip = dsk, .y = y};
+		cpu_parallel_for_work(b->n * H, scan_runs_task, &sj, 2.0 * b->shape.Ms * H * dm->P * dm->N);
 	}
 	for (int i = 0; i < b->n; i++) {
 		const struct lm_run *r = &b->runs[i];
@@ -1486,10 +1522,9 @@ static void mamba_layer(const struct batch *b, int l)
 		/* bf16: the products on oneDNN; lm_ssm_chunked() where it refuses (cpu_ssd.h) */
 		bool done = false;
 		if (b->p->bf16 && T >= CPU_SSD_MIN_T)
-			done = (st->ssm16 ? cpu_ssd_scan_bf16_s16(dm, T, rxc, cd, rdt, a, dsk, st->ssm16,
-								  ry, cb)
-					  : cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry,
-							      cb)) == 0;
+			done = (st->ssm16 ?
+					cpu_ssd_scan_bf16_s16(dm, T, rxc, cd, rdt, a, dsk, st->ssm16, ry, cb) :
+					cpu_ssd_scan_bf16(dm, T, rxc, cd, rdt, a, dsk, st->ssm, ry, cb)) == 0;
 		if (!done)
 			ssm_chunked(dm, T, rxc, cd, rdt, a, dsk, st->ssm, st->ssm16, ry, cb);
 	}
@@ -1499,13 +1534,13 @@ static void mamba_layer(const struct batch *b, int l)
 
 	t0 = prof_start(b->p);
 	if (b->p->bf16)
-		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, M, dm->G, dm->d_in / dm->G,
-				       c->eps, b->wk.xb);
+		cpu_rows_gated_rmsnorm(y, dm->d_in, zx, dm->in_rows, gw, M, dm->G, dm->d_in / dm->G, c->eps,
+				       b->wk.xb);
 	else
 		lm_gated_rmsnorm(dm, M, y, zx, dm->in_rows, gw, c->eps);
 	prof_end(b->p, LM_OP_NORM, t0);
-	batch_product(b, &L->mamba.out_proj, P->gemm[1], QW(b->p, P, 1), y, b->wk.xb, dm->d_in, b->wk.h, dm->d, true,
-		      CPU_DNNL_ACT_NONE);
+	batch_product(b, &L->mamba.out_proj, P->gemm[1], QW(b->p, P, 1), y, b->wk.xb, dm->d_in, b->wk.h,
+		      dm->d, true, CPU_DNNL_ACT_NONE);
 }
 
 struct attn_job {
@@ -1540,8 +1575,7 @@ static void attn_head_task(void *ctx, int i, int thread)
 		memset(o, 0, (size_t)dm->dh * sizeof(float));
 		float inv = 1.0f / sum;
 		for (int s = 0; s < n; s++)
-			cpu_axpy(o, p[s] * inv, j->v + (size_t)s * dm->kv_dim + (size_t)kvh * dm->dh,
-				 dm->dh);
+			cpu_axpy(o, p[s] * inv, j->v + (size_t)s * dm->kv_dim + (size_t)kvh * dm->dh, dm->dh);
 	}
 }
 
@@ -1570,8 +1604,12 @@ static void attn_runs_task(void *ctx, int task, int thread)
 	if (r->T != 1)
 		return;
 	const struct lm_layer_state *st = &r->seq->layers[j->l];
-	struct attn_job one = {.dm = dm, .T = 1, .n0 = r->seq->base.n_tokens,
-			       .q = j->q + (size_t)r->row * dm->q_dim, .k = st->k, .v = st->v,
+	struct attn_job one = {.dm = dm,
+			       .T = 1,
+			       .n0 = r->seq->base.n_tokens,
+			       .q = j->q + (size_t)r->row * dm->q_dim,
+			       .k = st->k,
+			       .v = st->v,
 			       .o = j->o + (size_t)r->row * dm->q_dim};
 	attn_head_task(&one, task % dm->hq, thread);
 }
@@ -1633,8 +1671,8 @@ static void mlp_layer(const struct batch *b, int l)
 	const struct lm_dims *dm = &b->dm;
 	float *u = b->wk.mix;
 	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
-	batch_product(b, &L->mlp.up, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, u, dm->inter, false,
-		      CPU_DNNL_ACT_RELU2);
+	batch_product(b, &L->mlp.up, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, u, dm->inter,
+		      false, CPU_DNNL_ACT_RELU2);
 	batch_product(b, &L->mlp.down, P->gemm[1], QW(b->p, P, 1), u, NULL, dm->inter, b->wk.h, dm->d, true,
 		      CPU_DNNL_ACT_NONE);
 }
@@ -1658,8 +1696,8 @@ static void batch_logits(const struct batch *b)
 		if (!rows || !run_is_small(r))
 			continue;
 		uint64_t t0 = prof_start(p);
-		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn + (size_t)at * d,
-			  p->norm_f, rows, dm->d, b->m->cfg.eps, NULL);
+		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn + (size_t)at * d, p->norm_f,
+			  rows, dm->d, b->m->cfg.eps, NULL);
 		prof_end(p, LM_OP_NORM, t0);
 		at += rows;
 		direct = r->logits;
@@ -1693,7 +1731,8 @@ static void batch_logits(const struct batch *b)
 		norm_rows(p, b->wk.h + (size_t)(r->row + r->T - rows) * d, xn, p->norm_f, rows, dm->d,
 			  b->m->cfg.eps, NULL);
 		prof_end(p, LM_OP_NORM, t0);
-		product(p, head, p->lm_head, hq, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE, false);
+		product(p, head, p->lm_head, hq, xn, NULL, d, rows, r->logits, V, false, CPU_DNNL_ACT_NONE,
+			false);
 	}
 }
 
@@ -1713,10 +1752,10 @@ void lm_forward_batch(struct lm_seq *lead, struct lm_run *runs, int n)
 	b.wk.h = lead->work;
 	b.wk.xn = b.wk.h + (size_t)M * d;
 	b.wk.mix = b.wk.xn + (size_t)M * d;
-	b.wk.xb = batch_uses_dnnl(runs, n, dnnl_layers(b.p), &b.shape)
-			  ? (uint16_t *)(b.wk.mix + mix_floats(b.m, &b.dm, M, b.shape.Tmax,
-							       logit_scratch_rows(&b.shape)))
-			  : NULL;
+	b.wk.xb = batch_uses_dnnl(runs, n, dnnl_layers(b.p), &b.shape) ?
+			  (uint16_t *)(b.wk.mix + mix_floats(b.m, &b.dm, M, b.shape.Tmax,
+							     logit_scratch_rows(&b.shape))) :
+			  NULL;
 
 	uint64_t t0 = prof_start(b.p);
 	for (int i = 0; i < n; i++)

@@ -30,8 +30,8 @@
 struct fp8_job {
 	const struct tensor *w, *scale; /* scale: the F8_E4M3 matrix's weight_scale */
 	struct quant_tensor *q;
-	float tensor_scale;		/* bf16/f16/f32 -> fp8: the matrix's scale */
-	float amax[CPU_MAX_THREADS];	/* pass 1 of bf16/f16/f32 -> fp8, per thread */
+	float tensor_scale;	     /* bf16/f16/f32 -> fp8: the matrix's scale */
+	float amax[CPU_MAX_THREADS]; /* pass 1 of bf16/f16/f32 -> fp8, per thread */
 	_Atomic int err;
 	_Atomic int64_t bad_row;
 };
@@ -125,8 +125,11 @@ int lm_fp8_matrix(const struct tensor *w, const struct tensor *scale, enum quant
 	void *data = NULL;
 	if (posix_memalign(&data, QUANT_ALIGN, bytes) != 0)
 		return -ENOMEM;
-	*q = (struct quant_tensor){.format = f, .rows = w->shape[0], .cols = w->shape[1],
-				   .row_bytes = row_bytes, .data = data};
+	*q = (struct quant_tensor){.format = f,
+				   .rows = w->shape[0],
+				   .cols = w->shape[1],
+				   .row_bytes = row_bytes,
+				   .data = data};
 	struct fp8_job *j = calloc(1, sizeof(*j));
 	if (!j) {
 		free(data);
@@ -236,23 +239,33 @@ struct engine_model *lm_fp8_bf16_model(const struct engine_model *m, char *err, 
 			if (t->dtype != TENSOR_F8_E4M3)
 				continue;
 			size_t count = (size_t)t->shape[0] * (size_t)t->shape[1];
-			struct widen_job j = {.w = t, .scale = &L->fp8_scale[i], .out = malloc(count * sizeof(uint16_t))};
+			struct widen_job j = {.w = t,
+					      .scale = &L->fp8_scale[i],
+					      .out = malloc(count * sizeof(uint16_t))};
 			atomic_init(&j.bad_row, -1);
 			if (!j.out) {
 				lm_fp8_bf16_model_free(&b->m);
 				errno = ENOMEM;
 				return NULL;
 			}
-			cpu_parallel_for((int)((t->shape[0] + FP8_TASK_ROWS - 1) / FP8_TASK_ROWS), widen_task, &j);
+			cpu_parallel_for((int)((t->shape[0] + FP8_TASK_ROWS - 1) / FP8_TASK_ROWS), widen_task,
+					 &j);
 			/* the copy's matrix is the bf16 one from here on (freed with the copy) */
-			*t = (struct tensor){.data = j.out, .dtype = TENSOR_BF16, .ndim = 2,
-					     .shape = {t->shape[0], t->shape[1]}, .nbytes = count * sizeof(uint16_t)};
+			*t = (struct tensor){.data = j.out,
+					     .dtype = TENSOR_BF16,
+					     .ndim = 2,
+					     .shape = {t->shape[0], t->shape[1]},
+					     .nbytes = count * sizeof(uint16_t)};
 			memset(&L->fp8_scale[i], 0, sizeof(L->fp8_scale[i]));
 			if (atomic_load(&j.bad_row) >= 0) {
 				if (err && errlen)
-					snprintf(err, errlen, "cannot widen layer %d's %s to bf16: row %lld has a "
-						 "NaN code", l, names[L->kind == LM_LAYER_MAMBA ? 0
-								      : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i],
+					snprintf(err, errlen,
+						 "cannot widen layer %d's %s to bf16: row %lld has a "
+						 "NaN code",
+						 l,
+						 names[L->kind == LM_LAYER_MAMBA     ? 0 :
+						       L->kind == LM_LAYER_ATTENTION ? 1 :
+										       2][i],
 						 (long long)atomic_load(&j.bad_row));
 				lm_fp8_bf16_model_free(&b->m);
 				errno = EINVAL;

@@ -48,8 +48,8 @@ static void layernorm_task(void *ctx, int task, int thread)
 	(void)thread;
 	int r1 = MIN((task + 1) * ROWS_PER_TASK, j->rows);
 	for (int r = task * ROWS_PER_TASK; r < r1; r++)
-		j->k->layernorm_bf16(j->x + (size_t)r * j->ldx, j->add, j->g, j->b, j->cols,
-				     VISION_LN_EPS, j->out + (size_t)r * j->cols);
+		j->k->layernorm_bf16(j->x + (size_t)r * j->ldx, j->add, j->g, j->b, j->cols, VISION_LN_EPS,
+				     j->out + (size_t)r * j->cols);
 }
 
 static void gelu_task(void *ctx, int task, int thread)
@@ -58,8 +58,7 @@ static void gelu_task(void *ctx, int task, int thread)
 	(void)thread;
 	int r1 = MIN((task + 1) * ROWS_PER_TASK, j->rows);
 	for (int r = task * ROWS_PER_TASK; r < r1; r++)
-		j->k->bias_gelu_bf16(j->x + (size_t)r * j->ldx, j->b, j->cols,
-				     j->out + (size_t)r * j->cols);
+		j->k->bias_gelu_bf16(j->x + (size_t)r * j->ldx, j->b, j->cols, j->out + (size_t)r * j->cols);
 }
 
 static void bias_task(void *ctx, int task, int thread)
@@ -77,19 +76,17 @@ static void rows_run(cpu_task_fn *fn, struct rows_job *j)
 	cpu_parallel_for((j->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, fn, j);
 }
 
-void vision_layernorm_bf16_rows(float *x, size_t ldx, const float *add, int rows, int cols,
-				const float *g, const float *b, uint16_t *out)
+void vision_layernorm_bf16_rows(float *x, size_t ldx, const float *add, int rows, int cols, const float *g,
+				const float *b, uint16_t *out)
 {
-	struct rows_job j = {.x = x, .ldx = ldx, .add = add, .g = g, .b = b, .rows = rows,
-			     .cols = cols, .out = out};
+	struct rows_job j =
+		{.x = x, .ldx = ldx, .add = add, .g = g, .b = b, .rows = rows, .cols = cols, .out = out};
 	rows_run(layernorm_task, &j);
 }
 
-void vision_bias_gelu_bf16_rows(const float *x, size_t ldx, int rows, int cols, const float *b,
-				uint16_t *out)
+void vision_bias_gelu_bf16_rows(const float *x, size_t ldx, int rows, int cols, const float *b, uint16_t *out)
 {
-	struct rows_job j = {.x = (float *)x, .ldx = ldx, .b = b, .rows = rows, .cols = cols,
-			     .out = out};
+	struct rows_job j = {.x = (float *)x, .ldx = ldx, .b = b, .rows = rows, .cols = cols, .out = out};
 	rows_run(gelu_task, &j);
 }
 
@@ -119,17 +116,24 @@ static void shuffle_task(void *ctx, int task, int thread)
 	for (int di = 0; di < j->s; di++)
 		for (int dj = 0; dj < j->s; dj++)
 			memcpy(t + (size_t)(di * j->s + dj) * j->D,
-			       j->features + ((size_t)(j->s * i + di) * j->cols + (size_t)(j->s * jj + dj)) * j->D,
+			       j->features +
+				       ((size_t)(j->s * i + di) * j->cols + (size_t)(j->s * jj + dj)) * j->D,
 			       sizeof(float) * (size_t)j->D);
 	j->k->rmsnorm_bf16(t, j->g, P, VISION_RMS_EPS, j->out + (size_t)task * P);
 }
 
-int vision_shuffle_norm_bf16(const float *features, int rows, int cols, int D, int s,
-			     const float *g, uint16_t *out)
+int vision_shuffle_norm_bf16(const float *features, int rows, int cols, int D, int s, const float *g,
+			     uint16_t *out)
 {
 	const int P = D * s * s;
-	struct shuffle_job j = {.k = vision_rows(), .features = features, .g = g, .cols = cols,
-				.D = D, .s = s, .ocol = cols / s, .out = out};
+	struct shuffle_job j = {.k = vision_rows(),
+				.features = features,
+				.g = g,
+				.cols = cols,
+				.D = D,
+				.s = s,
+				.ocol = cols / s,
+				.out = out};
 
 	j.gather = malloc(sizeof(float) * (size_t)P * (size_t)cpu_threads());
 	if (!j.gather)
@@ -156,8 +160,8 @@ void vision_relu2_bf16_rows(const float *x, size_t ldx, int rows, int cols, uint
 
 /* ---- products ------------------------------------------------------------------------------------ */
 
-int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, const uint16_t *x,
-		     int T, float *y, size_t ldy, bool accumulate)
+int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, const uint16_t *x, int T,
+		     float *y, size_t ldy, bool accumulate)
 {
 	int r = cpu_dnnl_matmul_bf16(dw, x, T, y, ldy, accumulate);
 	if (r != -ENOTSUP)
@@ -179,9 +183,9 @@ int vision_gemm_bf16(const struct cpu_dnnl_weight *dw, const struct tensor *w, c
 struct attn_job {
 	const struct vision_rows_variant *k;
 	const float *qkv, *bias;
-	int L, D, heads, hd, blocks; /* blocks: of ATTN_ROWS query rows per head */
-	uint16_t *qkv_b;             /* [3][heads][L][hd]: q, k, v of each head, dense */
-	uint16_t *out;               /* [L][D] */
+	int L, D, heads, hd, blocks;		   /* blocks: of ATTN_ROWS query rows per head */
+	uint16_t *qkv_b;			   /* [3][heads][L][hd]: q, k, v of each head, dense */
+	uint16_t *out;				   /* [L][D] */
 	struct cpu_dnnl_small *scores[2], *sum[2]; /* full block, last block */
 	float *scratch;
 	size_t scratch_floats; /* per thread */
@@ -198,8 +202,7 @@ static void attn_pack_task(void *ctx, int task, int thread)
 		for (int part = 0; part < 3; part++)
 			for (int h = 0; h < j->heads; h++) {
 				size_t col = (size_t)part * j->D + (size_t)h * j->hd;
-				uint16_t *dst = j->qkv_b +
-						(((size_t)part * j->heads + h) * j->L + t) * j->hd;
+				uint16_t *dst = j->qkv_b + (((size_t)part * j->heads + h) * j->L + t) * j->hd;
 				j->k->bias_bf16(j->qkv + (size_t)t * 3 * j->D + col, j->bias + col, j->hd,
 						dst);
 			}
@@ -240,8 +243,7 @@ fail:
 
 /* Where oneDNN has no fast kernel for the products: vision_attention()'s fp32 path on q, k and v
  * with their biases, rounded to bf16 at the end. */
-static int attention_fallback(const float *qkv, const float *qkv_bias, int L, int D, int heads,
-			      uint16_t *out)
+static int attention_fallback(const float *qkv, const float *qkv_bias, int L, int D, int heads, uint16_t *out)
 {
 	const size_t n = (size_t)L * 3 * D;
 	float *x = malloc(sizeof(float) * n), *att = malloc(sizeof(float) * (size_t)L * D);
@@ -263,8 +265,8 @@ out:
  * in floats, a multiple of 16 (64 bytes) */
 static size_t attn_thread_floats(int L, int hd)
 {
-	size_t n = (size_t)ATTN_ROWS * L + (size_t)ATTN_ROWS * hd + ATTN_ROWS +
-		   ((size_t)ATTN_ROWS * L + 1) / 2;
+	size_t n =
+		(size_t)ATTN_ROWS * L + (size_t)ATTN_ROWS * hd + ATTN_ROWS + ((size_t)ATTN_ROWS * L + 1) / 2;
 	return (n + 15) / 16 * 16;
 }
 
@@ -282,29 +284,35 @@ size_t vision_attention_bf16_scratch(int L, int D, int heads)
 	       sizeof(float) * attn_thread_floats(L, D / heads) * (size_t)cpu_threads();
 }
 
-int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D, int heads,
-			  void *scratch, uint16_t *out)
+int vision_attention_bf16(const float *qkv, const float *qkv_bias, int L, int D, int heads, void *scratch,
+			  uint16_t *out)
 {
 	if (L < 1 || heads < 1 || D % heads != 0 || !scratch)
 		return -EINVAL;
 	const int hd = D / heads, blocks = (L + ATTN_ROWS - 1) / ATTN_ROWS;
 	const int tail = L - (blocks - 1) * ATTN_ROWS;
-	struct attn_job j = {.k = vision_rows(), .qkv = qkv, .bias = qkv_bias, .L = L, .D = D,
-			     .heads = heads, .hd = hd, .blocks = blocks, .out = out,
+	struct attn_job j = {.k = vision_rows(),
+			     .qkv = qkv,
+			     .bias = qkv_bias,
+			     .L = L,
+			     .D = D,
+			     .heads = heads,
+			     .hd = hd,
+			     .blocks = blocks,
+			     .out = out,
 			     .scratch_floats = attn_thread_floats(L, hd)};
 	int r;
 
 	j.qkv_b = scratch;
 	j.scratch = (float *)((char *)scratch + attn_copies_bytes(L, D));
 	atomic_init(&j.err, 0);
-	r = cpu_dnnl_small_get(ATTN_ROWS, hd, L, (size_t)hd, (size_t)hd, true, (size_t)L, false,
-			       &j.scores[0]);
+	r = cpu_dnnl_small_get(ATTN_ROWS, hd, L, (size_t)hd, (size_t)hd, true, (size_t)L, false, &j.scores[0]);
 	if (r == 0)
 		r = cpu_dnnl_small_get(tail, hd, L, (size_t)hd, (size_t)hd, true, (size_t)L, false,
 				       &j.scores[1]);
 	if (r == 0)
-		r = cpu_dnnl_small_get(ATTN_ROWS, L, hd, (size_t)L, (size_t)hd, false, (size_t)hd,
-				       false, &j.sum[0]);
+		r = cpu_dnnl_small_get(ATTN_ROWS, L, hd, (size_t)L, (size_t)hd, false, (size_t)hd, false,
+				       &j.sum[0]);
 	if (r == 0)
 		r = cpu_dnnl_small_get(tail, L, hd, (size_t)L, (size_t)hd, false, (size_t)hd, false,
 				       &j.sum[1]);

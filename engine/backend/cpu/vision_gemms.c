@@ -22,8 +22,7 @@ void vision_gemms_destroy(struct vision_gemms *g)
 	free(g);
 }
 
-int vision_gemms_create(const struct vision_weights *w, enum cpu_dnnl_layout layout,
-			struct vision_gemms **ret)
+int vision_gemms_create(const struct vision_weights *w, enum cpu_dnnl_layout layout, struct vision_gemms **ret)
 {
 	struct vision_gemms *g = calloc(1, sizeof(*g));
 	if (!g)
@@ -55,8 +54,8 @@ int vision_gemms_create(const struct vision_weights *w, enum cpu_dnnl_layout lay
 	return 0;
 }
 
-int vision_gemm(const struct cpu_dnnl_weight *dw, const struct tensor *w, float *x, size_t ldx,
-		int T, float *y, size_t ldy, bool accumulate)
+int vision_gemm(const struct cpu_dnnl_weight *dw, const struct tensor *w, float *x, size_t ldx, int T,
+		float *y, size_t ldy, bool accumulate)
 {
 	if (dw) {
 		cpu_round_bf16_rows(x, ldx, T, (int)w->shape[1]);

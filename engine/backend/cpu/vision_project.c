@@ -8,8 +8,7 @@
 #include "cpu.h"
 #include "vision.h"
 
-void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s, const float *g,
-			 float *out)
+void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s, const float *g, float *out)
 {
 	const int orow = rows / s, ocol = cols / s, P = D * s * s;
 
@@ -24,7 +23,9 @@ void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s
 			for (int di = 0; di < s; di++)
 				for (int dj = 0; dj < s; dj++)
 					memcpy(t + (size_t)(di * s + dj) * D,
-					       features + ((size_t)(s * i + di) * cols + (size_t)(s * j + dj)) * D,
+					       features +
+						       ((size_t)(s * i + di) * cols + (size_t)(s * j + dj)) *
+							       D,
 					       sizeof(float) * (size_t)D);
 			for (int c = 0; c < P; c++)
 				sq += (double)t[c] * t[c];
@@ -43,23 +44,21 @@ void vision_relu2(float *h, size_t n)
 	}
 }
 
-int vision_project(const struct vision_weights *w, const float *features, int rows, int cols,
-		   float *out)
+int vision_project(const struct vision_weights *w, const float *features, int rows, int cols, float *out)
 {
 	return vision_project_gemms(w, NULL, features, rows, cols, out);
 }
 
-int vision_project_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
-			 const float *features, int rows, int cols, float *out)
+int vision_project_gemms(const struct vision_weights *w, const struct vision_gemms *gm, const float *features,
+			 int rows, int cols, float *out)
 {
 	return vision_project_profile(w, gm, features, rows, cols, out, NULL);
 }
 
 /* The projector's first half: pixel shuffle, RMSNorm, mlp1's first product into h [n][H]
  * (bf16: the norm writes the product's bf16 input, vision_bf16.c). */
-int vision_project_first(const struct vision_weights *w, const struct vision_gemms *gm,
-			 const float *features, int rows, int cols, float *h,
-			 struct vision_profile *prof)
+int vision_project_first(const struct vision_weights *w, const struct vision_gemms *gm, const float *features,
+			 int rows, int cols, float *h, struct vision_profile *prof)
 {
 	const int s = w->shuffle, D = w->width, P = w->proj_in, H = w->proj_hidden;
 	const int n = (rows / s) * (cols / s);
@@ -97,8 +96,8 @@ out:
 
 /* The second half: ReLU^2 of h (in place in fp32; bf16: into the product's bf16 input) and
  * mlp1's second product into out. */
-int vision_project_second(const struct vision_weights *w, const struct vision_gemms *gm,
-			  float *h, int n, float *out, struct vision_profile *prof)
+int vision_project_second(const struct vision_weights *w, const struct vision_gemms *gm, float *h, int n,
+			  float *out, struct vision_profile *prof)
 {
 	const int H = w->proj_hidden;
 	uint16_t *hb = NULL;
@@ -115,8 +114,7 @@ int vision_project_second(const struct vision_weights *w, const struct vision_ge
 	vision_prof_end(prof, VISION_OP_PROJ_ROWS, t0);
 	t0 = vision_prof_start(prof);
 	if (gm)
-		r = vision_gemm_bf16(gm->mlp1_fc3, &w->mlp1_fc3, hb, n, out, (size_t)w->out_dim,
-				     false);
+		r = vision_gemm_bf16(gm->mlp1_fc3, &w->mlp1_fc3, hb, n, out, (size_t)w->out_dim, false);
 	else
 		r = vision_gemm(NULL, &w->mlp1_fc3, h, (size_t)H, n, out, (size_t)w->out_dim, false);
 	vision_prof_end(prof, VISION_OP_PROJ_GEMM, t0);
@@ -125,8 +123,7 @@ int vision_project_second(const struct vision_weights *w, const struct vision_ge
 }
 
 int vision_project_profile(const struct vision_weights *w, const struct vision_gemms *gm,
-			   const float *features, int rows, int cols, float *out,
-			   struct vision_profile *prof)
+			   const float *features, int rows, int cols, float *out, struct vision_profile *prof)
 {
 	const int s = w->shuffle, n = (rows / s) * (cols / s);
 	int r;

@@ -26,8 +26,8 @@ struct vision_rows_variant {
 	const char *name;
 	/* x[i] += add[i] (stored back, when add is not NULL), then
 	 * out[i] = bf16((x[i] - mean) / sqrt(var + eps) * g[i] + b[i]); fp32 sums */
-	void (*layernorm_bf16)(float *x, const float *add, const float *g, const float *b, int n,
-			       float eps, uint16_t *out);
+	void (*layernorm_bf16)(float *x, const float *add, const float *g, const float *b, int n, float eps,
+			       uint16_t *out);
 	/* out[i] = bf16(x[i] * g[i] / sqrt(mean(x^2) + eps)); fp32 sum of squares */
 	void (*rmsnorm_bf16)(const float *x, const float *g, int n, float eps, uint16_t *out);
 	/* out[i] = bf16(gelu(x[i] + b[i])), the exact (erf) GELU */

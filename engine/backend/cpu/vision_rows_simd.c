@@ -146,8 +146,8 @@ static inline void store_bf16_tail(uint16_t *dst, int n, vf v)
 	memcpy(dst, t, sizeof(uint16_t) * (size_t)n);
 }
 
-static void layernorm_bf16(float *x, const float *add, const float *g, const float *b, int n,
-			   float eps, uint16_t *out)
+static void layernorm_bf16(float *x, const float *add, const float *g, const float *b, int n, float eps,
+			   uint16_t *out)
 {
 	const int nv = n / W * W, tail = n - nv;
 	vf s = splat(0.0f);
@@ -206,7 +206,8 @@ static void rmsnorm_bf16(const float *x, const float *g, int n, float eps, uint1
 	for (i = 0; i < nv; i += W)
 		store_bf16(out + i, load(x + i) * rms * load(g + i));
 	if (tail)
-		store_bf16_tail(out + i, tail, load_tail(x + i, tail, 0.0f) * rms * load_tail(g + i, tail, 0.0f));
+		store_bf16_tail(out + i, tail,
+				load_tail(x + i, tail, 0.0f) * rms * load_tail(g + i, tail, 0.0f));
 }
 
 static inline vf gelu(vf v)
@@ -222,7 +223,8 @@ static void bias_gelu_bf16(const float *x, const float *b, int n, uint16_t *out)
 	for (i = 0; i < nv; i += W)
 		store_bf16(out + i, gelu(load(x + i) + load(b + i)));
 	if (tail)
-		store_bf16_tail(out + i, tail, gelu(load_tail(x + i, tail, 0.0f) + load_tail(b + i, tail, 0.0f)));
+		store_bf16_tail(out + i, tail,
+				gelu(load_tail(x + i, tail, 0.0f) + load_tail(b + i, tail, 0.0f)));
 }
 
 static void bias_bf16(const float *x, const float *b, int n, uint16_t *out)
@@ -234,7 +236,8 @@ static void bias_bf16(const float *x, const float *b, int n, uint16_t *out)
 		store_bf16(out + i, b ? load(x + i) + load(b + i) : load(x + i));
 	if (tail)
 		store_bf16_tail(out + i, tail,
-				load_tail(x + i, tail, 0.0f) + (b ? load_tail(b + i, tail, 0.0f) : splat(0.0f)));
+				load_tail(x + i, tail, 0.0f) +
+					(b ? load_tail(b + i, tail, 0.0f) : splat(0.0f)));
 }
 
 static float softmax_bf16(const float *s, int n, float scale, uint16_t *out)

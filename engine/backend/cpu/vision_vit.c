@@ -155,16 +155,16 @@ static void row_task(void *ctx, int task, int thread)
 	}
 }
 
-static void rows_run(enum row_op op, const float *in, size_t ld_in, float *out, size_t ld_out,
-		     int n_rows, int n_cols, const float *g, const float *b)
+static void rows_run(enum row_op op, const float *in, size_t ld_in, float *out, size_t ld_out, int n_rows,
+		     int n_cols, const float *g, const float *b)
 {
 	struct row_job j = {op, in, out, n_rows, n_cols, ld_in, ld_out, g, b, 1.0f};
 
 	cpu_parallel_for((n_rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, row_task, &j);
 }
 
-void vision_layernorm_rows(const float *in, size_t ld_in, float *out, size_t ld_out, int rows,
-			   int cols, const float *g, const float *b)
+void vision_layernorm_rows(const float *in, size_t ld_in, float *out, size_t ld_out, int rows, int cols,
+			   const float *g, const float *b)
 {
 	rows_run(ROW_LAYERNORM, in, ld_in, out, ld_out, rows, cols, g, b);
 }
@@ -191,11 +191,21 @@ int vision_attention(const float *qkv, float *out, int L, int D, int heads)
 	float *vt = malloc(sizeof(float) * (size_t)hd * L);
 	float *ot = malloc(sizeof(float) * (size_t)hd * L);
 	float *s = malloc(sizeof(float) * (size_t)L * L);
-	struct tensor tk = {.data = k, .dtype = TENSOR_F32, .ndim = 2, .shape = {L, hd},
+	struct tensor tk = {.data = k,
+			    .dtype = TENSOR_F32,
+			    .ndim = 2,
+			    .shape = {L, hd},
 			    .nbytes = sizeof(float) * (size_t)L * hd};
-	struct tensor ts = {.data = s, .dtype = TENSOR_F32, .ndim = 2, .shape = {L, L},
+	struct tensor ts = {.data = s,
+			    .dtype = TENSOR_F32,
+			    .ndim = 2,
+			    .shape = {L, L},
 			    .nbytes = sizeof(float) * (size_t)L * L};
-	struct row_job soft = {.op = ROW_SOFTMAX, .out = s, .n_rows = L, .n_cols = L, .ld_out = (size_t)L,
+	struct row_job soft = {.op = ROW_SOFTMAX,
+			       .out = s,
+			       .n_rows = L,
+			       .n_cols = L,
+			       .ld_out = (size_t)L,
 			       .scale = 1.0f / sqrtf((float)hd)};
 	int r = -ENOMEM;
 
@@ -208,7 +218,8 @@ int vision_attention(const float *qkv, float *out, int L, int D, int heads)
 			memcpy(k + (size_t)t * hd, qkv + (size_t)t * ld + D + (size_t)h * hd,
 			       sizeof(float) * (size_t)hd);
 			for (int d = 0; d < hd; d++)
-				vt[(size_t)d * L + t] = qkv[(size_t)t * ld + 2 * (size_t)D + (size_t)h * hd + d];
+				vt[(size_t)d * L + t] =
+					qkv[(size_t)t * ld + 2 * (size_t)D + (size_t)h * hd + d];
 		}
 		if ((r = cpu_matmul(&tk, q, ld, L, s, (size_t)L, false)) < 0)
 			goto out;
@@ -240,7 +251,8 @@ void vision_patchify(const float *pixels, int rows, int cols, int p, float *patc
 		for (int px = 0; px < cols; px++)
 			for (int c = 0; c < 3; c++)
 				for (int yy = 0; yy < p; yy++)
-					memcpy(patches + ((size_t)(py * cols + px) * 3 + c) * pp + (size_t)yy * p,
+					memcpy(patches + ((size_t)(py * cols + px) * 3 + c) * pp +
+						       (size_t)yy * p,
 					       pixels + ((size_t)c * img_h + (size_t)(py * p + yy)) * img_w +
 						       (size_t)px * p,
 					       sizeof(float) * (size_t)p);
@@ -284,14 +296,13 @@ const char *vision_op_name(enum vision_op op)
 }
 
 int vision_vit_forward_gemms(const struct vision_weights *w, const struct vision_gemms *gm,
-			     const float *pixels, int rows, int cols, const float *pos,
-			     float *features)
+			     const float *pixels, int rows, int cols, const float *pos, float *features)
 {
 	return vision_vit_forward_profile(w, gm, pixels, rows, cols, pos, features, NULL);
 }
 
 /* floats of a block's vectors: 9 of the width, one of the MLP */
-#define VECS_FLOATS(D, M) ((size_t)(D) * 9 + (size_t)(M))
+#define VECS_FLOATS(D, M) ((size_t)(D)*9 + (size_t)(M))
 
 static void block_vecs_load(const struct vision_block *b, float *vecs, struct block_vecs *bv)
 {
@@ -323,8 +334,8 @@ void vision_vit_run_finish(struct vision_vit_run *run)
 	*run = (struct vision_vit_run){0};
 }
 
-int vision_vit_run_init(struct vision_vit_run *run, const struct vision_weights *w, bool bf16,
-			int rows, int cols)
+int vision_vit_run_init(struct vision_vit_run *run, const struct vision_weights *w, bool bf16, int rows,
+			int cols)
 {
 	const int D = w->width, M = w->mlp, pp = w->patch * w->patch;
 	const int N = rows * cols, L = w->n_prefix + N;
@@ -352,8 +363,8 @@ int vision_vit_run_init(struct vision_vit_run *run, const struct vision_weights 
 	return 0;
 }
 
-int vision_vit_run_embed(struct vision_vit_run *run, const struct vision_gemms *gm,
-			 const float *pixels, const float *pos, struct vision_profile *prof)
+int vision_vit_run_embed(struct vision_vit_run *run, const struct vision_gemms *gm, const float *pixels,
+			 const float *pos, struct vision_profile *prof)
 {
 	const struct vision_weights *w = run->w;
 	const int D = w->width, T = w->n_prefix, p = w->patch, N = run->rows * run->cols;
@@ -363,8 +374,8 @@ int vision_vit_run_embed(struct vision_vit_run *run, const struct vision_gemms *
 		return -EINVAL;
 	uint64_t t0 = vision_prof_start(prof);
 	vision_patchify(pixels, run->rows, run->cols, p, run->patches);
-	if ((r = vision_gemm(gm ? gm->embedder : NULL, &w->embedder, run->patches,
-			     (size_t)3 * p * p, N, run->x + (size_t)T * D, (size_t)D, false)) < 0)
+	if ((r = vision_gemm(gm ? gm->embedder : NULL, &w->embedder, run->patches, (size_t)3 * p * p, N,
+			     run->x + (size_t)T * D, (size_t)D, false)) < 0)
 		return r;
 	for (size_t k = 0; k < (size_t)N * D; k++)
 		run->x[(size_t)T * D + k] += pos[k];
@@ -409,13 +420,12 @@ static int block_bf16(struct vision_vit_run *run, const struct vision_gemms *gm,
 	vision_layernorm_bf16_rows(x, D, run->pending, L, D, bv.n1w, bv.n1b, run->a_b);
 	vision_prof_end(prof, VISION_OP_NORM, t0);
 	t0 = vision_prof_start(prof);
-	if ((r = vision_gemm_bf16(gm->blocks[i].m[0], &b->qkv_w, run->a_b, L, run->qkv,
-				  (size_t)3 * D, false)) < 0)
+	if ((r = vision_gemm_bf16(gm->blocks[i].m[0], &b->qkv_w, run->a_b, L, run->qkv, (size_t)3 * D,
+				  false)) < 0)
 		return r;
 	vision_prof_end(prof, VISION_OP_GEMM, t0);
 	t0 = vision_prof_start(prof);
-	if ((r = vision_attention_bf16(run->qkv, bv.qkvb, L, D, w->heads, run->att_scratch,
-				       run->att_b)) < 0)
+	if ((r = vision_attention_bf16(run->qkv, bv.qkvb, L, D, w->heads, run->att_scratch, run->att_b)) < 0)
 		return r;
 	vision_prof_end(prof, VISION_OP_ATTENTION, t0);
 	t0 = vision_prof_start(prof);
@@ -427,8 +437,7 @@ static int block_bf16(struct vision_vit_run *run, const struct vision_gemms *gm,
 	vision_layernorm_bf16_rows(x, D, bv.projb, L, D, bv.n2w, bv.n2b, run->a_b);
 	vision_prof_end(prof, VISION_OP_NORM, t0);
 	t0 = vision_prof_start(prof);
-	if ((r = vision_gemm_bf16(gm->blocks[i].m[2], &b->fc1_w, run->a_b, L, run->hid, M,
-				  false)) < 0)
+	if ((r = vision_gemm_bf16(gm->blocks[i].m[2], &b->fc1_w, run->a_b, L, run->hid, M, false)) < 0)
 		return r;
 	vision_prof_end(prof, VISION_OP_GEMM, t0);
 	t0 = vision_prof_start(prof);
@@ -537,8 +546,8 @@ int vision_vit_run_final(struct vision_vit_run *run, float *features, struct vis
 }
 
 int vision_vit_forward_profile(const struct vision_weights *w, const struct vision_gemms *gm,
-			       const float *pixels, int rows, int cols, const float *pos,
-			       float *features, struct vision_profile *prof)
+			       const float *pixels, int rows, int cols, const float *pos, float *features,
+			       struct vision_profile *prof)
 {
 	struct vision_vit_run run;
 	int r = vision_vit_run_init(&run, w, gm != NULL, rows, cols);

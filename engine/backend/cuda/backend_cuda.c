@@ -98,13 +98,13 @@
 
 struct cuda_weight {
 	const struct tensor *src; /* the model's tensor */
-	size_t offset;            /* in the weight block */
+	size_t offset;		  /* in the weight block */
 	enum tensor_dtype dtype;  /* on the device: TENSOR_BF16, TENSOR_F32, or TENSOR_Q8/Q4, or
 				   * TENSOR_F8_E4M3 for fp8 records */
 	size_t elems;
-	size_t row_bytes;         /* quantized: quant_row_bytes() of a row (else 0) */
+	size_t row_bytes;	    /* quantized: quant_row_bytes() of a row (else 0) */
 	const struct tensor *scale; /* an F8_E4M3 source's weight_scale (lm_layer.fp8_scale) */
-	float fp8_scale;            /* fp8 records of one scale for every row: it (else 0) */
+	float fp8_scale;	    /* fp8 records of one scale for every row: it (else 0) */
 };
 
 /* Rows of a quantized matrix dequantized per prefill GEMM call (backend_cuda.c DESIGN: at least
@@ -160,22 +160,22 @@ struct cuda_layer_w {
  * allocated by the first reserve(); act is the precision's GEMM input type. */
 struct cuda_scratch {
 	void *block;
-	int32_t *pos;       /* [CUDA_MAX_ROWS]: run i's first position (struct cuda_pass) */
-	int32_t *ids;       /* [CUDA_MAX_ROWS]: row t's id, or -1 - i for spliced row i; directly
+	int32_t *pos;	    /* [CUDA_MAX_ROWS]: run i's first position (struct cuda_pass) */
+	int32_t *ids;	    /* [CUDA_MAX_ROWS]: row t's id, or -1 - i for spliced row i; directly
 			     * after pos, so both go up in one copy */
-	float *spliced;     /* [R][d] */
-	float *h;           /* [R][d] the residual stream */
-	void *xn;           /* [R][d] of act: the normed rows a GEMM reads */
-	float *logits;      /* [CUDA_LOGIT_ROWS][vocab] */
+	float *spliced;	    /* [R][d] */
+	float *h;	    /* [R][d] the residual stream */
+	void *xn;	    /* [R][d] of act: the normed rows a GEMM reads */
+	float *logits;	    /* [CUDA_LOGIT_ROWS][vocab] */
 	float *zx, *xc, *y; /* Mamba: in_proj out [R][in_rows], conv out [R][conv_dim], [R][d_in] */
-	void *yn;           /* Mamba: gated norm out [R][d_in] of act */
+	void *yn;	    /* Mamba: gated norm out [R][d_in] of act */
 	void *ssd_ws;
-	float *q;              /* attention: [R][q_dim] */
+	float *q;	       /* attention: [R][q_dim] */
 	void *knew, *vnew, *o; /* attention: [R][kv_dim] x 2, [R][q_dim] of act */
 	float *attn_ws;
-	float *u;  /* MLP: [R][inter] */
-	void *u2;  /* MLP: [R][inter] of act */
-	void *wdq; /* quantized weights: a dequantized slice of rows in act (dequant_bytes) */
+	float *u;   /* MLP: [R][inter] */
+	void *u2;   /* MLP: [R][inter] of act */
+	void *wdq;  /* quantized weights: a dequantized slice of rows in act (dequant_bytes) */
 	void *xq;   /* the FP8 GEMM: [R][fp8_ldq] e4m3 activations */
 	float *xs;  /* ... their scale */
 	float *xws; /* ... [R] the rows' amax */
@@ -198,7 +198,7 @@ struct cuda_run {
 struct cuda_pass {
 	int n_rows, n_dec, dec_max_len;
 	const int32_t *ids; /* device: every row's id (scratch.ids, or dec.ids for a bucket) */
-	int n_spliced;      /* rows of scratch.spliced the ids name */
+	int n_spliced;	    /* rows of scratch.spliced the ids name */
 	int n_runs;
 	struct cuda_run *runs;
 };
@@ -207,13 +207,13 @@ struct cuda_pass {
  * graphs, which read the rows' descriptors and ids written before each launch: so a graph serves
  * any sequences, however their KV blocks move, and is captured again only when the block moves. */
 struct cuda_decode {
-	void *block;              /* rows [cap], then ids [cap], then logits [cap][vocab] */
-	int cap;                  /* rows the block holds: 0 or a bucket */
+	void *block;		  /* rows [cap], then ids [cap], then logits [cap][vocab] */
+	int cap;		  /* rows the block holds: 0 or a bucket */
 	struct gpu_seq_row *rows; /* per row: its sequence's state and position; pos -1: padding */
-	int32_t *ids;             /* per row: the token (0 for padding) */
+	int32_t *ids;		  /* per row: the token (0 for padding) */
 	float *logits;
 	struct gpu_graph *graph[CUDA_DECODE_BUCKETS + 1]; /* [log2(bucket)] */
-	bool warm[CUDA_DECODE_BUCKETS + 1]; /* the bucket's pass has run eagerly once */
+	bool warm[CUDA_DECODE_BUCKETS + 1];		  /* the bucket's pass has run eagerly once */
 	unsigned char staging[CUDA_MAX_DECODE * (sizeof(struct gpu_seq_row) + sizeof(int32_t))];
 };
 
@@ -223,15 +223,15 @@ struct cuda_backend {
 	char device_name[256];
 	uint64_t memory_total;
 	uint64_t memory_free_after_upload; /* what the device had free once the weights were up */
-	struct engine_memory_plan plan;    /* device_plan_compute() at creation */
-	void *weights;                     /* device block */
+	struct engine_memory_plan plan;	   /* device_plan_compute() at creation */
+	void *weights;			   /* device block */
 	struct cuda_weight *table;
 	size_t n_weights;
-	int quant;            /* -1, or the enum quant_format of the linear layers and lm_head */
-	size_t dequant_bytes; /* the prefill's dequantized slice (scratch.wdq), 0 without quant */
+	int quant;	       /* -1, or the enum quant_format of the linear layers and lm_head */
+	size_t dequant_bytes;  /* the prefill's dequantized slice (scratch.wdq), 0 without quant */
 	size_t fp8_scales_off; /* fp8: the per-tensor scales' table in the weight block, one per
 				* table entry */
-	size_t fp8_ldq;        /* the FP8 GEMM's activation row (scratch.xq), 0: no FP8 GEMM */
+	size_t fp8_ldq;	       /* the FP8 GEMM's activation row (scratch.xq), 0: no FP8 GEMM */
 	struct lm_dims dm;
 	int n_mamba, n_attn, n_mlp;
 	size_t kv_elem; /* bytes of one K/V element */
@@ -251,15 +251,15 @@ struct cuda_backend {
 	/* a forward's pass being built, and its host staging (mirrors scratch.pos, then ids) */
 	struct cuda_run runs[CUDA_MAX_ROWS];
 	int32_t io[2 * CUDA_MAX_ROWS];
-	bool graphs;             /* decode through captured graphs (tests turn it off) */
-	bool fp8_gemm;           /* fp8 prefill on cuBLASLt's FP8 matmul where it can (tests: off) */
+	bool graphs;   /* decode through captured graphs (tests turn it off) */
+	bool fp8_gemm; /* fp8 prefill on cuBLASLt's FP8 matmul where it can (tests: off) */
 	/* positions of one run of a span, and rows a pass packs runs into (tests lower them) */
 	int run_len, pass_rows;
 	/* Serialises every op that queues work on the stream: the scratch is shared, and a
 	 * capture must see no other thread's work on the stream. */
 	pthread_mutex_t lock;
 	uint64_t graph_captures; /* graphs captured so far (tests) */
-	bool lone_warm;          /* a lone decode step has run eagerly once */
+	bool lone_warm;		 /* a lone decode step has run eagerly once */
 };
 
 struct cuda_seq {
@@ -349,8 +349,7 @@ static void plan_weight(struct cuda_backend *b, const struct tensor *t, size_t *
 	struct cuda_weight *w = &b->table[b->n_weights++];
 	w->src = t;
 	w->elems = tensor_elems(t);
-	w->dtype = t->ndim == 1 || b->base.precision == ENGINE_PRECISION_FP32 ? TENSOR_F32
-									      : TENSOR_BF16;
+	w->dtype = t->ndim == 1 || b->base.precision == ENGINE_PRECISION_FP32 ? TENSOR_F32 : TENSOR_BF16;
 	w->offset = *offset;
 	*offset += align_up(weight_size(w));
 }
@@ -359,8 +358,8 @@ static void plan_weight(struct cuda_backend *b, const struct tensor *t, size_t *
  * --weights q8|q4|fp8, a holod-quantized or an FP8 checkpoint, quantized at upload or its records
  * copied (its slice counted in dequant_bytes), else as plan_weight(). fp8 keeps the lm_head as
  * stored, as the CPU does (docs/quantization.md "fp8"). */
-static void plan_matrix(struct cuda_backend *b, const struct tensor *t, const struct tensor *scale,
-			bool head, size_t *offset)
+static void plan_matrix(struct cuda_backend *b, const struct tensor *t, const struct tensor *scale, bool head,
+			size_t *offset)
 {
 	if (!t->data || b->quant < 0 || (head && b->quant == QUANT_FP8)) {
 		plan_weight(b, t, offset);
@@ -429,7 +428,8 @@ static size_t plan_weights(struct cuda_backend *b)
 		offset += align_up(b->n_weights * sizeof(float));
 		for (size_t i = 0; b->base.precision == ENGINE_PRECISION_BF16 && i < b->n_weights; i++)
 			if (b->table[i].dtype == TENSOR_F8_E4M3)
-				b->fp8_ldq = MAX(b->fp8_ldq, (size_t)(b->table[i].src->shape[1] + 15) / 16 * 16);
+				b->fp8_ldq =
+					MAX(b->fp8_ldq, (size_t)(b->table[i].src->shape[1] + 15) / 16 * 16);
 	}
 	return offset;
 }
@@ -472,8 +472,8 @@ static int quantize_rows(const struct cuda_weight *w, enum quant_format f, int64
 			/* a holod-quantized checkpoint's record, as stored: every scale (and q4
 			 * minimum) a finite fp16, or the logits would be NaN */
 			memcpy(dst, (const char *)t->data + (size_t)r * w->row_bytes, w->row_bytes);
-			const uint16_t *sc = t->dtype == TENSOR_Q8 ? quant_q8_scales(dst, in)
-								   : quant_q4_dm(dst, in);
+			const uint16_t *sc =
+				t->dtype == TENSOR_Q8 ? quant_q8_scales(dst, in) : quant_q4_dm(dst, in);
 			int64_t k = quant_blocks(in) * (t->dtype == TENSOR_Q8 ? 1 : 2);
 			for (int64_t i = 0; i < k && e == 0; i++)
 				if ((sc[i] & 0x7c00u) == 0x7c00u)
@@ -501,7 +501,7 @@ struct quantize_job {
 	enum quant_format f;
 	int64_t first, n;
 	void *staging;
-	_Atomic int err;         /* -ENOMEM */
+	_Atomic int err;	 /* -ENOMEM */
 	_Atomic int64_t bad_row; /* the lowest refused row, or -1 */
 };
 
@@ -517,15 +517,14 @@ static void quantize_task(void *ctx, int task, int thread)
 		return;
 	}
 	int64_t bad = -1;
-	int e = quantize_rows(j->w, j->f, j->first + r0, n,
-			      (char *)j->staging + (size_t)r0 * j->w->row_bytes, row, &bad);
+	int e = quantize_rows(j->w, j->f, j->first + r0, n, (char *)j->staging + (size_t)r0 * j->w->row_bytes,
+			      row, &bad);
 	free(row);
 	if (e < 0) {
 		/* the lowest bad row wins (its error is taken again after the job), so the
 		 * message does not depend on the threads */
 		int64_t cur = atomic_load(&j->bad_row);
-		while ((cur < 0 || bad < cur) &&
-		       !atomic_compare_exchange_weak(&j->bad_row, &cur, bad))
+		while ((cur < 0 || bad < cur) && !atomic_compare_exchange_weak(&j->bad_row, &cur, bad))
 			;
 	}
 }
@@ -533,8 +532,8 @@ static void quantize_task(void *ctx, int task, int thread)
 /* fp8 records of an fp8 target, or of an FP8 checkpoint's matrix in any format: made whole on
  * the host by lm_fp8_matrix() (on the pool: the CPU backend's own records, which needs the whole
  * matrix for ModelOpt's per-tensor scale), uploaded, freed. */
-static int upload_fp8(struct cuda_backend *b, const struct cuda_weight *w, int64_t *bad_row,
-		      uint64_t *done, uint64_t total, const struct engine_backend_options *opts)
+static int upload_fp8(struct cuda_backend *b, const struct cuda_weight *w, int64_t *bad_row, uint64_t *done,
+		      uint64_t total, const struct engine_backend_options *opts)
 {
 	struct quant_tensor q;
 	int r = lm_fp8_matrix(w->src, w->scale, (enum quant_format)b->quant, &q, bad_row);
@@ -574,12 +573,15 @@ static int upload_quantized(struct cuda_backend *b, const struct cuda_weight *w,
 	const int64_t per = (int64_t)(staging_bytes / w->row_bytes);
 	for (int64_t first = 0; first < rows; first += per) {
 		int64_t n = MIN(per, rows - first);
-		struct quantize_job j = {.w = w, .f = (enum quant_format)b->quant, .first = first,
-					 .n = n, .staging = staging};
+		struct quantize_job j = {.w = w,
+					 .f = (enum quant_format)b->quant,
+					 .first = first,
+					 .n = n,
+					 .staging = staging};
 		atomic_init(&j.err, 0);
 		atomic_init(&j.bad_row, -1);
-		cpu_parallel_for((int)((n + CUDA_QUANT_TASK_ROWS - 1) / CUDA_QUANT_TASK_ROWS),
-				 quantize_task, &j);
+		cpu_parallel_for((int)((n + CUDA_QUANT_TASK_ROWS - 1) / CUDA_QUANT_TASK_ROWS), quantize_task,
+				 &j);
 		int r = atomic_load(&j.err);
 		*bad_row = atomic_load(&j.bad_row);
 		if (r == 0 && *bad_row >= 0) {
@@ -592,8 +594,7 @@ static int upload_quantized(struct cuda_backend *b, const struct cuda_weight *w,
 		}
 		if (r < 0)
 			return r;
-		r = gpu_copy_to_device(b->gpu, (char *)b->weights + w->offset +
-						       (size_t)first * w->row_bytes,
+		r = gpu_copy_to_device(b->gpu, (char *)b->weights + w->offset + (size_t)first * w->row_bytes,
 				       staging, (size_t)n * w->row_bytes);
 		if (r < 0)
 			return r;
@@ -625,8 +626,7 @@ static int upload_weights(struct cuda_backend *b, void *staging, size_t staging_
 		const struct cuda_weight *w = &b->table[i];
 		if (w->row_bytes) {
 			*bad = i;
-			int r = upload_quantized(b, w, staging, staging_bytes, bad_row, &done, total,
-						 opts);
+			int r = upload_quantized(b, w, staging, staging_bytes, bad_row, &done, total, opts);
 			if (r < 0)
 				return r;
 			continue;
@@ -694,8 +694,7 @@ static size_t ssm_bytes(const struct cuda_backend *b)
 {
 	if (b->base.ssm_state != ENGINE_PRECISION_BF16)
 		return ssm_floats(&b->dm) * sizeof(float);
-	return (ssm_floats(&b->dm) * sizeof(uint16_t) + sizeof(float) - 1) / sizeof(float) *
-	       sizeof(float);
+	return (ssm_floats(&b->dm) * sizeof(uint16_t) + sizeof(float) - 1) / sizeof(float) * sizeof(float);
 }
 
 /* Bytes of one Mamba layer's part of the fixed block (a multiple of sizeof(float)). */
@@ -903,14 +902,12 @@ static int upload_f32(struct cuda_backend *b, void *dst, const float *src, size_
 /* One layer's SSM state, in its storage type (--ssm-state). */
 static int download_ssm(struct cuda_backend *b, const void *src, float *out)
 {
-	return download_f32(b, src, ssm_floats(&b->dm),
-			    b->base.ssm_state == ENGINE_PRECISION_BF16, out);
+	return download_f32(b, src, ssm_floats(&b->dm), b->base.ssm_state == ENGINE_PRECISION_BF16, out);
 }
 
 static int upload_ssm(struct cuda_backend *b, void *dst, const float *src)
 {
-	return upload_f32(b, dst, src, ssm_floats(&b->dm),
-			  b->base.ssm_state == ENGINE_PRECISION_BF16);
+	return upload_f32(b, dst, src, ssm_floats(&b->dm), b->base.ssm_state == ENGINE_PRECISION_BF16);
 }
 
 /* Downloads one K or V cache of n positions as floats. */
@@ -952,7 +949,8 @@ static int cuda_seq_export(const struct backend_seq *bs, struct backend_seq_stat
 				goto fail;
 			r = 0;
 			if (kv) {
-				r = download_kv(b, kv_at(b, s->kv, s->kv_cap, ai, 0), (size_t)bs->n_tokens, o->k);
+				r = download_kv(b, kv_at(b, s->kv, s->kv_cap, ai, 0), (size_t)bs->n_tokens,
+						o->k);
 				if (r >= 0)
 					r = download_kv(b, kv_at(b, s->kv, s->kv_cap, ai, 1),
 							(size_t)bs->n_tokens, o->v);
@@ -1055,13 +1053,12 @@ static int linear(struct cuda_backend *b, const struct cuda_mat *W, int out, int
 		  size_t ldx, int rows, void *y, enum gpu_dtype y_dtype, size_t ldy, bool accumulate)
 {
 	if (W->quant < 0)
-		return gpu_gemm(b->blas, W->p, b->act, out, in, x, ldx, rows, y, y_dtype, ldy,
-				accumulate);
+		return gpu_gemm(b->blas, W->p, b->act, out, in, x, ldx, rows, y, y_dtype, ldy, accumulate);
 	if (rows == 0)
 		return 0;
 	if (rows <= CUDA_QGEMV_MAX_ROWS)
-		return gpu_qgemv(b->gpu, W->p, (enum gpu_quant)W->quant, out, in, x, b->act, ldx, rows,
-				 y, y_dtype, ldy, accumulate);
+		return gpu_qgemv(b->gpu, W->p, (enum gpu_quant)W->quant, out, in, x, b->act, ldx, rows, y,
+				 y_dtype, ldy, accumulate);
 	const size_t rb = gpu_quant_row_bytes((enum gpu_quant)W->quant, in);
 	/* fp8 of one scale, bf16 precision: cuBLASLt's FP8 matmul on the records as they are, the
 	 * activations quantized per tensor on the device (DESIGN) */
@@ -1070,16 +1067,17 @@ static int linear(struct cuda_backend *b, const struct cuda_mat *W, int out, int
 	    gpu_gemm_fp8_ok(in, rb, W->p, b->scratch.xq, ldq, y, y_dtype, ldy)) {
 		int r = gpu_fp8_quantize(b->gpu, x, b->act, ldx, rows, in, b->scratch.xq, ldq, b->scratch.xs,
 					 GPU_FP8_PER_TENSOR, b->scratch.xws);
-		return r < 0 ? r : gpu_gemm_fp8(b->blas, W->p, rb, W->scale, out, in, b->scratch.xq, ldq,
-						b->scratch.xs, rows, y, y_dtype, ldy, accumulate);
+		return r < 0 ? r :
+			       gpu_gemm_fp8(b->blas, W->p, rb, W->scale, out, in, b->scratch.xq, ldq,
+					    b->scratch.xs, rows, y, y_dtype, ldy, accumulate);
 	}
 	const size_t yb = y_dtype == GPU_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
 	const int slice = (int)MIN((int64_t)out, dequant_slice_rows(in, b->act_bytes));
 	int r = 0;
 	for (int r0 = 0; r0 < out && r >= 0; r0 += slice) {
 		int n = MIN(slice, out - r0);
-		r = gpu_dequant(b->gpu, (const char *)W->p + (size_t)r0 * rb, (enum gpu_quant)W->quant, n,
-				in, b->scratch.wdq, b->act);
+		r = gpu_dequant(b->gpu, (const char *)W->p + (size_t)r0 * rb, (enum gpu_quant)W->quant, n, in,
+				b->scratch.wdq, b->act);
 		if (r >= 0)
 			r = gpu_gemm(b->blas, b->scratch.wdq, b->act, n, in, x, ldx, rows,
 				     (char *)y + (size_t)r0 * yb, y_dtype, ldy, accumulate);
@@ -1159,16 +1157,16 @@ static int scratch_reserve(struct cuda_backend *b)
 }
 
 /* Runs one call site, timed when profiling is on. */
-#define SITE(kind, name, call)                                                          \
-	do {                                                                            \
-		if (r >= 0)                                                             \
-			r = gpu_profile_begin(g, GPU_PROFILE_##kind, name);             \
-		if (r >= 0) {                                                           \
-			r = (call);                                                     \
-			int r_end_ = gpu_profile_end(g);                                \
-			if (r >= 0)                                                     \
-				r = r_end_;                                             \
-		}                                                                       \
+#define SITE(kind, name, call)                                                                               \
+	do {                                                                                                 \
+		if (r >= 0)                                                                                  \
+			r = gpu_profile_begin(g, GPU_PROFILE_##kind, name);                                  \
+		if (r >= 0) {                                                                                \
+			r = (call);                                                                          \
+			int r_end_ = gpu_profile_end(g);                                                     \
+			if (r >= 0)                                                                          \
+				r = r_end_;                                                                  \
+		}                                                                                            \
 	} while (0)
 
 /* Bytes from the start of an act buffer of row stride ld to row `row`. */
@@ -1191,24 +1189,25 @@ static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 	const int T = ps->n_rows, nd = ps->n_dec;
 	int r = 0;
 
-	SITE(KERNEL, "embed", gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d, ps->ids, T,
-				       ps->n_spliced ? sc->spliced : NULL, ps->n_spliced, sc->h));
+	SITE(KERNEL, "embed",
+	     gpu_embed(g, b->lw_embed, b->embed_dtype, dm->vocab, dm->d, ps->ids, T,
+		       ps->n_spliced ? sc->spliced : NULL, ps->n_spliced, sc->h));
 	for (int l = 0; l < c->n_layers && r >= 0; l++) {
 		const struct cuda_layer_w *L = &b->lw[l];
-		SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h, NULL, L->norm, T, dm->d, c->eps,
-							    sc->xn, act, dm->d));
+		SITE(KERNEL, "add_rmsnorm",
+		     gpu_add_rmsnorm(g, sc->h, NULL, L->norm, T, dm->d, c->eps, sc->xn, act, dm->d));
 		switch (m->layers[l].kind) {
 		case LM_LAYER_MAMBA: {
 			size_t st_off = mamba_offset(b, mamba_index(m, l)) / sizeof(float);
 			const float *dt_raw = sc->zx + dm->d_in + dm->conv_dim;
-			SITE(GEMM, "mamba.in_proj", linear(b, &L->in_proj, dm->in_rows, dm->d,
-							     sc->xn, dm->d, T, sc->zx, GPU_DTYPE_F32,
-							     dm->in_rows, false));
+			SITE(GEMM, "mamba.in_proj",
+			     linear(b, &L->in_proj, dm->in_rows, dm->d, sc->xn, dm->d, T, sc->zx,
+				    GPU_DTYPE_F32, dm->in_rows, false));
 			if (nd) {
 				SITE(KERNEL, "mamba_conv_silu_rows",
 				     gpu_mamba_conv_silu_rows(g, &b->md, nd, sc->zx + dm->d_in, dm->in_rows,
-							      L->conv_w, w, L->conv_b, rows, st_off,
-							      sc->xc, dm->conv_dim));
+							      L->conv_w, w, L->conv_b, rows, st_off, sc->xc,
+							      dm->conv_dim));
 				SITE(KERNEL, "mamba_ssm_step_rows",
 				     gpu_mamba_ssm_step_rows(g, &b->md, nd, sc->xc, dm->conv_dim, dt_raw,
 							     dm->in_rows, L->dt_bias, L->a_log, L->d,
@@ -1223,39 +1222,40 @@ static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 				const float *dt = dt_raw + row * dm->in_rows;
 				SITE(KERNEL, "mamba_conv_silu",
 				     gpu_mamba_conv_silu(g, &b->md, run->T,
-							 sc->zx + row * dm->in_rows + dm->d_in,
-							 dm->in_rows, L->conv_w, w, L->conv_b, st, xc,
-							 dm->conv_dim));
+							 sc->zx + row * dm->in_rows + dm->d_in, dm->in_rows,
+							 L->conv_w, w, L->conv_b, st, xc, dm->conv_dim));
 				if (run->T == 1)
 					SITE(KERNEL, "mamba_ssm_step",
-					     gpu_mamba_ssm_step(g, &b->md, xc, dt, L->dt_bias, L->a_log,
-								L->d, c->dt_min, c->dt_max, ssm, y));
+					     gpu_mamba_ssm_step(g, &b->md, xc, dt, L->dt_bias, L->a_log, L->d,
+								c->dt_min, c->dt_max, ssm, y));
 				else
 					SITE(KERNEL, "mamba_ssd",
 					     gpu_mamba_ssd(g, &b->md, run->T, xc, dm->conv_dim, dt,
-							   dm->in_rows, L->dt_bias, L->a_log, L->d,
-							   c->dt_min, c->dt_max, ssm, y, dm->d_in,
-							   sc->ssd_ws));
+							   dm->in_rows, L->dt_bias, L->a_log, L->d, c->dt_min,
+							   c->dt_max, ssm, y, dm->d_in, sc->ssd_ws));
 			}
 			SITE(KERNEL, "mamba_gated_rmsnorm",
 			     gpu_mamba_gated_rmsnorm(g, &b->md, T, sc->y, dm->d_in, sc->zx, dm->in_rows,
 						     L->gnorm, c->eps, sc->yn, dm->d_in, act));
-			SITE(GEMM, "mamba.out_proj", linear(b, &L->out_proj, dm->d, dm->d_in,
-							      sc->yn, dm->d_in, T, sc->h,
-							      GPU_DTYPE_F32, dm->d, true));
+			SITE(GEMM, "mamba.out_proj",
+			     linear(b, &L->out_proj, dm->d, dm->d_in, sc->yn, dm->d_in, T, sc->h,
+				    GPU_DTYPE_F32, dm->d, true));
 			break;
 		}
 		case LM_LAYER_ATTENTION: {
 			int ai = attn_index(m, l);
-			SITE(GEMM, "attn.q_proj", linear(b, &L->q, dm->q_dim, dm->d, sc->xn, dm->d,
-							   T, sc->q, GPU_DTYPE_F32, dm->q_dim, false));
-			SITE(GEMM, "attn.k_proj", linear(b, &L->k, dm->kv_dim, dm->d, sc->xn,
-							   dm->d, T, sc->knew, act, dm->kv_dim, false));
-			SITE(GEMM, "attn.v_proj", linear(b, &L->v, dm->kv_dim, dm->d, sc->xn,
-							   dm->d, T, sc->vnew, act, dm->kv_dim, false));
+			SITE(GEMM, "attn.q_proj",
+			     linear(b, &L->q, dm->q_dim, dm->d, sc->xn, dm->d, T, sc->q, GPU_DTYPE_F32,
+				    dm->q_dim, false));
+			SITE(GEMM, "attn.k_proj",
+			     linear(b, &L->k, dm->kv_dim, dm->d, sc->xn, dm->d, T, sc->knew, act, dm->kv_dim,
+				    false));
+			SITE(GEMM, "attn.v_proj",
+			     linear(b, &L->v, dm->kv_dim, dm->d, sc->xn, dm->d, T, sc->vnew, act, dm->kv_dim,
+				    false));
 			if (nd) {
-				SITE(KERNEL, "kv_append_rows", gpu_kv_append_rows(g, sc->knew, sc->vnew, act,
-										 dm->kv_dim, nd, rows, ai));
+				SITE(KERNEL, "kv_append_rows",
+				     gpu_kv_append_rows(g, sc->knew, sc->vnew, act, dm->kv_dim, nd, rows, ai));
 				SITE(KERNEL, "attention_rows",
 				     gpu_attention_rows(g, sc->q, dm->q_dim, act, dm->hq, dm->hkv, dm->dh, nd,
 							rows, ai, ps->dec_max_len, sc->o, act, dm->q_dim,
@@ -1272,22 +1272,24 @@ static int queue_layers(struct cuda_backend *b, const struct cuda_pass *ps)
 						   kc, vc, act, dm->kv_dim, run->T, sc->pos + i));
 				SITE(KERNEL, "attention",
 				     gpu_attention(g, sc->q + (size_t)run->row * dm->q_dim, dm->q_dim, kc, vc,
-						   act, dm->hq, dm->hkv, dm->dh, run->T, sc->pos + i,
-						   run->n0, run->max_len,
+						   act, dm->hq, dm->hkv, dm->dh, run->T, sc->pos + i, run->n0,
+						   run->max_len,
 						   (char *)sc->o + act_at(b, run->row, dm->q_dim), act,
 						   dm->q_dim, sc->attn_ws));
 			}
-			SITE(GEMM, "attn.o_proj", linear(b, &L->o, dm->d, dm->q_dim, sc->o,
-							   dm->q_dim, T, sc->h, GPU_DTYPE_F32, dm->d,
-							   true));
+			SITE(GEMM, "attn.o_proj",
+			     linear(b, &L->o, dm->d, dm->q_dim, sc->o, dm->q_dim, T, sc->h, GPU_DTYPE_F32,
+				    dm->d, true));
 			break;
 		}
 		case LM_LAYER_MLP:
-			SITE(GEMM, "mlp.up", linear(b, &L->up, dm->inter, dm->d, sc->xn, dm->d, T,
-						      sc->u, GPU_DTYPE_F32, dm->inter, false));
+			SITE(GEMM, "mlp.up",
+			     linear(b, &L->up, dm->inter, dm->d, sc->xn, dm->d, T, sc->u, GPU_DTYPE_F32,
+				    dm->inter, false));
 			SITE(KERNEL, "relu2", gpu_relu2(g, sc->u, sc->u2, act, (size_t)T * dm->inter));
-			SITE(GEMM, "mlp.down", linear(b, &L->down, dm->d, dm->inter, sc->u2,
-							dm->inter, T, sc->h, GPU_DTYPE_F32, dm->d, true));
+			SITE(GEMM, "mlp.down",
+			     linear(b, &L->down, dm->d, dm->inter, sc->u2, dm->inter, T, sc->h, GPU_DTYPE_F32,
+				    dm->d, true));
 			break;
 		}
 	}
@@ -1302,11 +1304,12 @@ static int queue_logits_to(struct cuda_backend *b, int first, int n, float *logi
 	struct cuda_scratch *sc = &b->scratch;
 	struct gpu_context *g = b->gpu;
 	int r = 0;
-	SITE(KERNEL, "add_rmsnorm", gpu_add_rmsnorm(g, sc->h + (size_t)first * dm->d, NULL,
-						    b->lw_norm_f, n, dm->d, b->base.model->cfg.eps,
-						    sc->xn, b->act, dm->d));
-	SITE(GEMM, "lm_head", linear(b, &b->lw_lm_head, dm->vocab, dm->d, sc->xn,
-				       dm->d, n, logits, GPU_DTYPE_F32, dm->vocab, false));
+	SITE(KERNEL, "add_rmsnorm",
+	     gpu_add_rmsnorm(g, sc->h + (size_t)first * dm->d, NULL, b->lw_norm_f, n, dm->d,
+			     b->base.model->cfg.eps, sc->xn, b->act, dm->d));
+	SITE(GEMM, "lm_head",
+	     linear(b, &b->lw_lm_head, dm->vocab, dm->d, sc->xn, dm->d, n, logits, GPU_DTYPE_F32, dm->vocab,
+		    false));
 	return r;
 }
 
@@ -1484,8 +1487,8 @@ static int decode_reserve(struct cuda_backend *b, int rows)
 
 /* Fills the host staging of dec (rows [cap], then ids [cap]) for the decode rows of n sequences,
  * spans[idx[i]] of the batch, padded with inactive rows up to `rows`. */
-static void stage_decode(struct cuda_backend *b, const struct backend_batch *batch,
-			 const size_t *idx, int n, int rows)
+static void stage_decode(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx, int n,
+			 int rows)
 {
 	struct gpu_seq_row *d = (struct gpu_seq_row *)b->dec.staging;
 	int32_t *ids = (int32_t *)(d + b->dec.cap);
@@ -1497,15 +1500,17 @@ static void stage_decode(struct cuda_backend *b, const struct backend_batch *bat
 		}
 		const struct backend_span *sp = &batch->spans[idx[i]];
 		struct cuda_seq *s = (struct cuda_seq *)sp->seq;
-		d[i] = (struct gpu_seq_row){.fixed = s->fixed, .kv = s->kv, .pos = s->base.n_tokens,
+		d[i] = (struct gpu_seq_row){.fixed = s->fixed,
+					    .kv = s->kv,
+					    .pos = s->base.n_tokens,
 					    .kv_cap = s->kv_cap};
 		ids[i] = batch->tokens[sp->first];
 	}
 }
 
 /* Copies each wanted logits row of the n decode rows (in dec.logits) to the host. */
-static int copy_decode_logits(struct cuda_backend *b, const struct backend_batch *batch,
-			      const size_t *idx, int n)
+static int copy_decode_logits(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
+			      int n)
 {
 	int r = 0;
 	for (int i = 0; i < n && r >= 0 && batch->logits; i++) {
@@ -1526,8 +1531,8 @@ static void advance_decoders(const struct backend_batch *batch, const size_t *id
 
 /* Queues the logits of the n decode rows (rows [0, n) of scratch.h) into dec.logits and copies
  * each wanted one to the host. */
-static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batch *batch,
-			       const size_t *idx, int n)
+static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
+			       int n)
 {
 	bool any = false;
 	for (int i = 0; i < n && batch->logits; i++)
@@ -1549,8 +1554,7 @@ static int fetch_decode_logits(struct cuda_backend *b, const struct backend_batc
  * inactive rows; then the bucket's graph (captured on its second use, the first running
  * eagerly: decode_graph's warm-up) or, profiling or with graphs off, the same work eagerly; then
  * each wanted logits row comes down. */
-static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx,
-		       int n)
+static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch, const size_t *idx, int n)
 {
 	int k, bucket = bucket_of(n, &k), cap = b->dec.cap;
 	stage_decode(b, batch, idx, n, bucket);
@@ -1558,8 +1562,10 @@ static int decode_rows(struct cuda_backend *b, const struct backend_batch *batch
 				   (size_t)cap * (sizeof(struct gpu_seq_row) + sizeof(int32_t)));
 	if (r < 0)
 		return r;
-	const struct cuda_pass ps = {.n_rows = bucket, .n_dec = bucket,
-				     .dec_max_len = CUDA_DECODE_MAX_LEN, .ids = b->dec.ids};
+	const struct cuda_pass ps = {.n_rows = bucket,
+				     .n_dec = bucket,
+				     .dec_max_len = CUDA_DECODE_MAX_LEN,
+				     .ids = b->dec.ids};
 	if (b->graphs && !gpu_profile_enabled(b->gpu) && b->dec.warm[k]) {
 		if (!b->dec.graph[k]) {
 			r = gpu_graph_begin(b->gpu);
@@ -1625,8 +1631,8 @@ static int run_pass(struct cuda_backend *b, const struct backend_batch *batch, s
 		return r;
 	ps->ids = b->scratch.ids;
 	const struct cuda_run *one = &ps->runs[0];
-	if (ps->n_dec == 0 && ps->n_runs == 1 && one->T == 1 && ps->n_spliced == 0 && dst &&
-	    dst[one->p] && b->graphs && !gpu_profile_enabled(b->gpu)) {
+	if (ps->n_dec == 0 && ps->n_runs == 1 && one->T == 1 && ps->n_spliced == 0 && dst && dst[one->p] &&
+	    b->graphs && !gpu_profile_enabled(b->gpu)) {
 		r = decode_graph(b, one->s, one->n0);
 		if (r >= 0)
 			r = gpu_copy_to_host(b->gpu, dst[one->p], b->scratch.logits,
@@ -1651,10 +1657,12 @@ static int run_pass(struct cuda_backend *b, const struct backend_batch *batch, s
  * positions [k * run_len, (k + 1) * run_len), as the span is cut alone), a step's runs packed
  * in span order into passes of at most pass_rows rows (a run that would not fit starts the next
  * pass, even when the pass so far holds only decode rows). */
-static int run_spans(struct cuda_backend *b, const struct backend_batch *batch, bool rows,
-		     const size_t *idx, int n_dec)
+static int run_spans(struct cuda_backend *b, const struct backend_batch *batch, bool rows, const size_t *idx,
+		     int n_dec)
 {
-	struct cuda_pass ps = {.n_rows = n_dec, .n_dec = n_dec, .dec_max_len = CUDA_DECODE_MAX_LEN,
+	struct cuda_pass ps = {.n_rows = n_dec,
+			       .n_dec = n_dec,
+			       .dec_max_len = CUDA_DECODE_MAX_LEN,
 			       .runs = b->runs};
 	for (size_t k = 0;; k++) {
 		bool more = false;
@@ -1673,8 +1681,11 @@ static int run_spans(struct cuda_backend *b, const struct backend_batch *batch, 
 			}
 			struct cuda_seq *s = (struct cuda_seq *)sp->seq;
 			int n0 = s->base.n_tokens;
-			b->runs[ps.n_runs++] = (struct cuda_run){.s = s, .p = sp->first + off,
-								 .row = ps.n_rows, .T = T, .n0 = n0,
+			b->runs[ps.n_runs++] = (struct cuda_run){.s = s,
+								 .p = sp->first + off,
+								 .row = ps.n_rows,
+								 .T = T,
+								 .n0 = n0,
 								 .max_len = n0 + T};
 			ps.n_rows += T;
 		}
@@ -1775,12 +1786,11 @@ static void forward_init(struct cuda_backend *b)
 		.groups = dm->G,
 		.conv_k = dm->K,
 		.chunk = dm->chunk,
-		.state_dtype = b->base.ssm_state == ENGINE_PRECISION_BF16 ? GPU_DTYPE_BF16
-									   : GPU_DTYPE_F32,
+		.state_dtype = b->base.ssm_state == ENGINE_PRECISION_BF16 ? GPU_DTYPE_BF16 : GPU_DTYPE_F32,
 	};
 	if (b->n_attn)
-		b->attn_ws_floats = gpu_attention_scratch_floats(CUDA_MAX_RUN, ENGINE_SESSION_MAX_TOKENS,
-								 dm->hq, dm->dh);
+		b->attn_ws_floats =
+			gpu_attention_scratch_floats(CUDA_MAX_RUN, ENGINE_SESSION_MAX_TOKENS, dm->hq, dm->dh);
 	b->graphs = true;
 	b->run_len = CUDA_MAX_RUN;
 	b->pass_rows = CUDA_MAX_ROWS;
@@ -1875,7 +1885,7 @@ static void cuda_destroy(struct engine_backend *base)
 }
 
 /* The ops as the engine calls them: each under the backend's lock. */
-static struct backend_seq * locked_seq_create(struct engine_backend *b, int max_tokens)
+static struct backend_seq *locked_seq_create(struct engine_backend *b, int max_tokens)
 {
 	struct cuda_backend *cb = cb_of(b);
 	pthread_mutex_lock(&cb->lock);
@@ -1966,8 +1976,8 @@ static int locked_profile_report(struct engine_backend *b, char ***ret_lines)
 }
 
 static int locked_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
-				    const struct engine_image *img,
-				    const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+				    const struct engine_image *img, const struct engine_vision_preprocess *p,
+				    int n_tiles, float *pix)
 {
 	struct cuda_backend *cb = cb_of(b);
 	pthread_mutex_lock(&cb->lock);
@@ -1994,13 +2004,11 @@ static int locked_vision_encode_tiles(struct engine_backend *b, const struct eng
 	struct engine_vision_preprocess pre;
 	engine_vision_get_preprocess(v, &pre);
 	const size_t tile_floats = (size_t)3 * pre.tile_size * pre.tile_size,
-		     tile_out = (size_t)engine_vision_tokens_per_tile(v) *
-				(size_t)engine_vision_embed_dim(v);
+		     tile_out = (size_t)engine_vision_tokens_per_tile(v) * (size_t)engine_vision_embed_dim(v);
 	for (int n = 0; r == 0 && n < max_steps && cur->done < n_tiles; n++) {
 		const size_t t = (size_t)cur->done;
 		pthread_mutex_lock(&cb->lock);
-		r = backend_cuda_vision_encode_tiles(b, v, pix + t * tile_floats, 1,
-						     out + t * tile_out);
+		r = backend_cuda_vision_encode_tiles(b, v, pix + t * tile_floats, 1, out + t * tile_out);
 		pthread_mutex_unlock(&cb->lock);
 		if (r == 0)
 			cur->done++;
@@ -2049,8 +2057,7 @@ static const struct backend_ops cuda_ops = {
 	.profile = locked_profile,
 	.profile_report = locked_profile_report,
 	/* tiles and rows in device memory; a resumable encode's step is a tile */
-	.vision = {.device = true, .max_tiles = VISION_CUDA_MAX_TILES,
-		   .step = BACKEND_VISION_STEP_TILE},
+	.vision = {.device = true, .max_tiles = VISION_CUDA_MAX_TILES, .step = BACKEND_VISION_STEP_TILE},
 	.vision_preprocess = locked_vision_preprocess,
 	.vision_encode_tiles = locked_vision_encode_tiles,
 	.rows_alloc = locked_rows_alloc,
@@ -2077,8 +2084,9 @@ static void tensor_name(const struct engine_model *m, const struct tensor *t, ch
 		for (int i = 0; i < k; i++)
 			if (mats[i] == t)
 				snprintf(out, n, "layer %d's %s", l,
-					 names[L->kind == LM_LAYER_MAMBA ? 0
-					       : L->kind == LM_LAYER_ATTENTION ? 1 : 2][i]);
+					 names[L->kind == LM_LAYER_MAMBA     ? 0 :
+					       L->kind == LM_LAYER_ATTENTION ? 1 :
+									       2][i]);
 	}
 }
 
@@ -2109,8 +2117,13 @@ static bool plan_vision_of(const struct engine_model *m, struct device_plan_visi
 		(void)model_config_number(root, "max_num_tiles", &tiles);
 	}
 	*ret = (struct device_plan_vision){
-		.width = w.width, .depth = w.depth, .mlp = w.mlp, .patch = w.patch,
-		.prefix = w.n_prefix, .shuffle = w.shuffle, .proj_hidden = w.proj_hidden,
+		.width = w.width,
+		.depth = w.depth,
+		.mlp = w.mlp,
+		.patch = w.patch,
+		.prefix = w.n_prefix,
+		.shuffle = w.shuffle,
+		.proj_hidden = w.proj_hidden,
 		.out_dim = w.out_dim,
 		.tile = tile >= 1 && tile <= 4096 ? (int)tile : 512,
 		/* the tiles and the thumbnail */
@@ -2129,9 +2142,14 @@ static int plan_of(const struct engine_model *m, const struct engine_backend_opt
 	for (int l = 0; l < m->cfg.n_layers; l++)
 		conv_bias |= m->layers[l].kind == LM_LAYER_MAMBA && m->layers[l].mamba.conv_b.data;
 	struct device_plan_args a = {
-		.lm = &m->cfg, .tied = m->lm_head.data == m->embeddings.data, .conv_bias = conv_bias,
-		.weights = weights, .precision = opts->precision, .ssm_state = opts->ssm_state,
-		.vision = vision, .sessions = MAX(opts->plan_sessions, 0),
+		.lm = &m->cfg,
+		.tied = m->lm_head.data == m->embeddings.data,
+		.conv_bias = conv_bias,
+		.weights = weights,
+		.precision = opts->precision,
+		.ssm_state = opts->ssm_state,
+		.vision = vision,
+		.sessions = MAX(opts->plan_sessions, 0),
 		.context = opts->plan_context,
 	};
 	return device_plan_compute(&a, ret);
@@ -2161,11 +2179,12 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		b->n_attn += m->layers[l].kind == LM_LAYER_ATTENTION;
 	}
 	b->kv_elem = opts->precision == ENGINE_PRECISION_BF16 ? sizeof(uint16_t) : sizeof(float);
-	b->quant = opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8
-		   : opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
+	b->quant = opts->weights == ENGINE_WEIGHTS_Q8 ? QUANT_Q8 :
+		   opts->weights == ENGINE_WEIGHTS_Q4 ? QUANT_Q4
 		   /* an FP8 checkpoint's layers are fp8 by default, as on the CPU */
-		   : opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8
-									      : -1;
+		   :
+		   opts->weights == ENGINE_WEIGHTS_FP8 || model_has_fp8(m) ? QUANT_FP8 :
+									     -1;
 	/* a holod-quantized checkpoint runs as stored (engine_backend_create() refused another
 	 * --weights); its plain lm_head, if any, is quantized at upload as on the CPU */
 	if (model_quant_format(m) >= 0)
@@ -2177,8 +2196,7 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	struct gpu_device_info di;
 	r = gpu_device_info(opts->device, &di);
 	if (r < 0) {
-		r = fail(-r, errbuf, errlen, "cannot query CUDA device %d (%s)", opts->device,
-			 strerror(-r));
+		r = fail(-r, errbuf, errlen, "cannot query CUDA device %d (%s)", opts->device, strerror(-r));
 		goto destroy;
 	}
 	snprintf(b->device_name, sizeof(b->device_name), "%s", di.name);
@@ -2188,16 +2206,16 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 			 "%s: fp8 needs a GPU with FP8 tensor cores, compute capability 8.9 or newer "
 			 "(sm_89: Ada, sm_90: Hopper), but CUDA device %d (%s) is sm_%d%d: use "
 			 "--weights q8 or q4%s",
-			 model_has_fp8(m) ? "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt)"
-					  : "--weights fp8",
+			 model_has_fp8(m) ? "the checkpoint's linear layers are fp8 (NVIDIA ModelOpt)" :
+					    "--weights fp8",
 			 opts->device, di.name, di.compute_major, di.compute_minor,
 			 model_has_fp8(m) ? " (requantized at load), or --backend cpu" : "");
 		goto destroy;
 	}
 	b->gpu = gpu_context_create(opts->device);
 	if (!b->gpu) {
-		r = fail(errno, errbuf, errlen, "cannot open CUDA device %d (%s): %s", opts->device,
-			 di.name, strerror(errno));
+		r = fail(errno, errbuf, errlen, "cannot open CUDA device %d (%s): %s", opts->device, di.name,
+			 strerror(errno));
 		goto destroy;
 	}
 
@@ -2206,23 +2224,23 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	b->base.weight_bytes = need;
 	r = gpu_memory_info(b->gpu, &free_b, &total_b);
 	if (r < 0) {
-		r = fail(-r, errbuf, errlen, "cannot read the memory of CUDA device %d (%s)",
-			 opts->device, di.name);
+		r = fail(-r, errbuf, errlen, "cannot read the memory of CUDA device %d (%s)", opts->device,
+			 di.name);
 		goto destroy;
 	}
 	b->memory_total = total_b;
 	/* the plan, from the shapes (its weights are plan_weights()'s block, byte for byte) */
-	const enum engine_weights fmt = b->quant == QUANT_Q8    ? ENGINE_WEIGHTS_Q8
-					: b->quant == QUANT_Q4  ? ENGINE_WEIGHTS_Q4
-					: b->quant == QUANT_FP8 ? ENGINE_WEIGHTS_FP8
-								: ENGINE_WEIGHTS_BF16;
+	const enum engine_weights fmt = b->quant == QUANT_Q8  ? ENGINE_WEIGHTS_Q8 :
+					b->quant == QUANT_Q4  ? ENGINE_WEIGHTS_Q4 :
+					b->quant == QUANT_FP8 ? ENGINE_WEIGHTS_FP8 :
+								ENGINE_WEIGHTS_BF16;
 	struct device_plan_vision pv;
-	const struct device_plan_vision *vision = opts->plan_vision && plan_vision_of(m, &pv) ? &pv
-											       : NULL;
+	const struct device_plan_vision *vision = opts->plan_vision && plan_vision_of(m, &pv) ? &pv : NULL;
 	if (plan_of(m, opts, fmt, vision, &b->plan) < 0 || b->plan.weight_bytes != need) {
-		r = fail(EINVAL, errbuf, errlen, "the memory plan of the model's %zu bytes of weights "
-			 "came to %llu bytes (a bug: please report it)", need,
-			 (unsigned long long)b->plan.weight_bytes);
+		r = fail(EINVAL, errbuf, errlen,
+			 "the memory plan of the model's %zu bytes of weights "
+			 "came to %llu bytes (a bug: please report it)",
+			 need, (unsigned long long)b->plan.weight_bytes);
 		goto destroy;
 	}
 	bool fits = device_plan_fit(&b->plan, free_b);
@@ -2242,16 +2260,14 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 			r = fail(ENOMEM, errbuf, errlen,
 				 "the model's weights need %zu bytes of device memory in %s, but CUDA "
 				 "device %d (%s) has %zu bytes free",
-				 need, engine_precision_name(opts->precision), opts->device, di.name,
-				 free_b);
+				 need, engine_precision_name(opts->precision), opts->device, di.name, free_b);
 			goto destroy;
 		}
 	} else if (!fits) {
 		char name[160], dev[320], msg[1024];
 		const char *dir = m->files ? model_files_dir(m->files) : NULL;
 		const char *slash = dir ? strrchr(dir, '/') : NULL;
-		snprintf(name, sizeof(name), "%s",
-			 !dir ? "the model" : slash && slash[1] ? slash + 1 : dir);
+		snprintf(name, sizeof(name), "%s", !dir ? "the model" : slash && slash[1] ? slash + 1 : dir);
 		snprintf(dev, sizeof(dev), "CUDA device %d (%s)", opts->device, di.name);
 		/* the formats this backend could hold a plain checkpoint in instead (fp8 where the
 		 * device has FP8 tensor cores) */
@@ -2275,8 +2291,9 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 	}
 	r = gpu_alloc(b->gpu, need, &b->weights);
 	if (r < 0) {
-		r = fail(-r, errbuf, errlen, "cannot allocate %zu bytes of device memory for the "
-					     "weights on CUDA device %d (%s)",
+		r = fail(-r, errbuf, errlen,
+			 "cannot allocate %zu bytes of device memory for the "
+			 "weights on CUDA device %d (%s)",
 			 need, opts->device, di.name);
 		goto destroy;
 	}
@@ -2293,19 +2310,23 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		const struct tensor *bt = b->table[bad].src;
 		tensor_name(m, bt, name, sizeof(name));
 		if (bt->dtype == TENSOR_Q8 || bt->dtype == TENSOR_Q4)
-			r = fail(EINVAL, errbuf, errlen, "%s: row %lld of its %s records has a NaN or "
-				 "infinite scale", name, (long long)bad_row, b->base.weights);
+			r = fail(EINVAL, errbuf, errlen,
+				 "%s: row %lld of its %s records has a NaN or "
+				 "infinite scale",
+				 name, (long long)bad_row, b->base.weights);
 		else if (bt->dtype == TENSOR_F8_E4M3)
-			r = fail(EINVAL, errbuf, errlen, "%s: row %lld of its fp8 codes has a NaN code",
-				 name, (long long)bad_row);
+			r = fail(EINVAL, errbuf, errlen, "%s: row %lld of its fp8 codes has a NaN code", name,
+				 (long long)bad_row);
 		else if (b->quant == QUANT_FP8 && r == -ERANGE)
-			r = fail(ERANGE, errbuf, errlen, "cannot quantize %s to fp8: its largest weight "
-				 "is past +-65504 (the largest fp8 scale, 65504 / 448)", name);
+			r = fail(ERANGE, errbuf, errlen,
+				 "cannot quantize %s to fp8: its largest weight "
+				 "is past +-65504 (the largest fp8 scale, 65504 / 448)",
+				 name);
 		else
 			r = fail(-r, errbuf, errlen,
 				 r == -ERANGE ? "cannot quantize %s to %s: row %lld has a weight past "
-						"+-65504 (fp16 scales)"
-					      : "cannot quantize %s to %s: row %lld has a NaN or infinite "
+						"+-65504 (fp16 scales)" :
+						"cannot quantize %s to %s: row %lld has a NaN or infinite "
 						"weight",
 				 name, b->base.weights, (long long)bad_row);
 		goto destroy;

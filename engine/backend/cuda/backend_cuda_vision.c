@@ -34,8 +34,8 @@ void backend_cuda_vision_finish(struct engine_backend *b)
 /* The device encoder of v, created (replacing the cached one) when v is another handle. */
 static int encoder_of(struct engine_backend *b, const struct engine_vision *v)
 {
-	enum engine_precision p = b->precision == ENGINE_PRECISION_FP32 ? ENGINE_PRECISION_FP32
-									 : ENGINE_PRECISION_BF16;
+	enum engine_precision p =
+		b->precision == ENGINE_PRECISION_FP32 ? ENGINE_PRECISION_FP32 : ENGINE_PRECISION_BF16;
 	int r;
 
 	if (!b->vision || b->vision->vision_id != engine_vision_id(v)) {
@@ -57,8 +57,8 @@ static int encoder_of(struct engine_backend *b, const struct engine_vision *v)
 }
 
 int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
-				   const struct engine_image *img,
-				   const struct engine_vision_preprocess *p, int n_tiles, float *pix)
+				   const struct engine_image *img, const struct engine_vision_preprocess *p,
+				   int n_tiles, float *pix)
 {
 	int r = encoder_of(b, v);
 

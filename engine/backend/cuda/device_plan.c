@@ -22,9 +22,9 @@ static uint64_t carve(uint64_t n)
 
 struct planner {
 	const struct device_plan_args *a;
-	int quant;        /* the quant_format of the layers, or -1 */
-	uint64_t plain;   /* bytes of a plain matrix element */
-	uint64_t act;     /* bytes of an activation (GEMM input) */
+	int quant;	  /* the quant_format of the layers, or -1 */
+	uint64_t plain;	  /* bytes of a plain matrix element */
+	uint64_t act;	  /* bytes of an activation (GEMM input) */
 	uint64_t dequant; /* the largest dequantized slice */
 	uint64_t tensors; /* tensors in the weight block (fp8's scale table has one float each) */
 	uint64_t fp8_ldq; /* the FP8 GEMM's activation row: the widest fp8 matrix's, 16-aligned */
@@ -61,20 +61,18 @@ static uint64_t matrix(struct planner *pl, int64_t rows, int64_t cols, bool head
 
 /* backend_cuda.c's scratch_layout() with the attention and SSD workspaces of cuda/, then the
  * batched decode block of DEVICE_PLAN_MAX_DECODE rows. */
-static uint64_t scratch(const struct planner *pl, const struct lm_dims *dm, int n_mamba,
-			int n_attn, int n_mlp)
+static uint64_t scratch(const struct planner *pl, const struct lm_dims *dm, int n_mamba, int n_attn, int n_mlp)
 {
 	const uint64_t R = DEVICE_PLAN_MAX_ROWS, f = 4, a = pl->act;
-	uint64_t s = carve(2 * R * 4) + carve(R * dm->d * f) + carve(R * dm->d * f) +
-		     carve(R * dm->d * a) + carve((uint64_t)DEVICE_PLAN_LOGIT_ROWS * dm->vocab * f);
+	uint64_t s = carve(2 * R * 4) + carve(R * dm->d * f) + carve(R * dm->d * f) + carve(R * dm->d * a) +
+		     carve((uint64_t)DEVICE_PLAN_LOGIT_ROWS * dm->vocab * f);
 	if (n_mamba) {
-		s += carve(R * dm->in_rows * f) + carve(R * dm->conv_dim * f) +
-		     carve(R * dm->d_in * f) + carve(R * dm->d_in * a);
+		s += carve(R * dm->in_rows * f) + carve(R * dm->conv_dim * f) + carve(R * dm->d_in * f) +
+		     carve(R * dm->d_in * a);
 		/* gpu_mamba_ssd_layout(): four arrays of floats, each 64-float aligned */
 		uint64_t q = (uint64_t)dm->chunk, T = DEVICE_PLAN_MAX_RUN, nc = (T + q - 1) / q;
 		uint64_t parts[4] = {(uint64_t)dm->H * nc * q, (uint64_t)dm->H * nc * q,
-				     nc * (uint64_t)dm->G * q * q,
-				     nc * (uint64_t)dm->H * dm->P * dm->N};
+				     nc * (uint64_t)dm->G * q * q, nc * (uint64_t)dm->H * dm->P * dm->N};
 		uint64_t fl = 0;
 		for (int i = 0; i < 4; i++)
 			fl += (parts[i] + 63) & ~(uint64_t)63;
@@ -88,8 +86,7 @@ static uint64_t scratch(const struct planner *pl, const struct lm_dims *dm, int 
 		uint64_t cap = MAX(DEVICE_PLAN_ATTN_MAX_SPLITS / rows, 1);
 		splits = MIN(splits, cap);
 		s += carve(R * dm->q_dim * f) + carve(R * dm->kv_dim * a) + carve(R * dm->kv_dim * a) +
-		     carve(R * dm->q_dim * a) +
-		     carve(rows * dm->hq * splits * ((uint64_t)dm->dh + 2) * f);
+		     carve(R * dm->q_dim * a) + carve(rows * dm->hq * splits * ((uint64_t)dm->dh + 2) * f);
 	}
 	if (n_mlp)
 		s += carve(R * dm->inter * f) + carve(R * dm->inter * a);
@@ -111,16 +108,14 @@ static uint64_t vision(struct planner *pl, const struct device_plan_vision *v)
 	uint64_t w = plain(pl, D * 3 * p * p, false) + plain(pl, ph * pin, false) +
 		     plain(pl, out * ph, false) + plain(pl, (uint64_t)v->prefix * D, true) +
 		     plain(pl, pin, true) + 2 * plain(pl, D, true) + plain(pl, n * D, true);
-	uint64_t block = plain(pl, 3 * D * D, false) + plain(pl, D * D, false) +
-			 plain(pl, M * D, false) + plain(pl, D * M, false) + 4 * plain(pl, D, true) +
-			 plain(pl, 3 * D, true) + plain(pl, D, true) + plain(pl, M, true) +
-			 plain(pl, D, true);
+	uint64_t block = plain(pl, 3 * D * D, false) + plain(pl, D * D, false) + plain(pl, M * D, false) +
+			 plain(pl, D * M, false) + 4 * plain(pl, D, true) + plain(pl, 3 * D, true) +
+			 plain(pl, D, true) + plain(pl, M, true) + plain(pl, D, true);
 	w += (uint64_t)v->depth * block;
 	const uint64_t t = v->tiles, rows = t * (v->prefix + n), pr = t * n, tr = t * (n / s2);
 	uint64_t act = 4 * pr * 3 * p * p + dsz * pr * 3 * p * p + 4 * pr * D + 4 * rows * D +
-		       dsz * rows * D + 4 * rows * 3 * D + dsz * rows * D + 4 * rows * M +
-		       dsz * rows * M + 4 * rows * D + dsz * tr * pin + 4 * tr * ph + dsz * tr * ph +
-		       4 * tr * out;
+		       dsz * rows * D + 4 * rows * 3 * D + dsz * rows * D + 4 * rows * M + dsz * rows * M +
+		       4 * rows * D + dsz * tr * pin + 4 * tr * ph + dsz * tr * ph + 4 * tr * out;
 	return w + act;
 }
 
@@ -128,8 +123,8 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 {
 	const struct lm_config *c = a->lm;
 	memset(ret, 0, sizeof(*ret));
-	if (!c || c->n_layers < 1 || c->hidden < 1 || c->vocab < 1 || a->sessions < 0 ||
-	    a->context < 0 || a->context > ENGINE_SESSION_MAX_TOKENS ||
+	if (!c || c->n_layers < 1 || c->hidden < 1 || c->vocab < 1 || a->sessions < 0 || a->context < 0 ||
+	    a->context > ENGINE_SESSION_MAX_TOKENS ||
 	    (a->precision != ENGINE_PRECISION_BF16 && a->precision != ENGINE_PRECISION_FP32))
 		return -EINVAL;
 	struct lm_dims dm;
@@ -147,14 +142,13 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 	    (n_attn && (dm.hq < 1 || dm.hkv < 1 || dm.dh < 1)) || (n_mlp && dm.inter < 1))
 		return -EINVAL;
 	const struct device_plan_vision *v = a->vision;
-	if (v && (v->width < 1 || v->depth < 1 || v->mlp < 1 || v->patch < 1 || v->prefix < 0 ||
-		  v->shuffle < 1 || v->proj_hidden < 1 || v->out_dim < 1 || v->tile < v->patch ||
-		  v->tiles < 1))
+	if (v &&
+	    (v->width < 1 || v->depth < 1 || v->mlp < 1 || v->patch < 1 || v->prefix < 0 || v->shuffle < 1 ||
+	     v->proj_hidden < 1 || v->out_dim < 1 || v->tile < v->patch || v->tiles < 1))
 		return -EINVAL;
 
 	bool fp32 = a->precision == ENGINE_PRECISION_FP32;
-	struct planner pl = {.a = a, .quant = -1, .plain = fp32 ? 4 : 2, .act = fp32 ? 4 : 2,
-			     .p = ret};
+	struct planner pl = {.a = a, .quant = -1, .plain = fp32 ? 4 : 2, .act = fp32 ? 4 : 2, .p = ret};
 	switch (a->weights) {
 	case ENGINE_WEIGHTS_Q8:
 		pl.quant = QUANT_Q8;
@@ -169,8 +163,9 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 		break;
 	}
 	snprintf(ret->weights, sizeof(ret->weights), "%s",
-		 pl.quant >= 0 ? quant_format_desc((enum quant_format)pl.quant)->name
-			       : fp32 ? "f32" : "bf16");
+		 pl.quant >= 0 ? quant_format_desc((enum quant_format)pl.quant)->name :
+		 fp32	       ? "f32" :
+				 "bf16");
 
 	const int64_t d = dm.d;
 	ret->embeddings = plain(&pl, (uint64_t)dm.vocab * (uint64_t)d, false);
@@ -182,8 +177,7 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 		ret->other += plain(&pl, (uint64_t)d, true);
 		switch (c->pattern[l]) {
 		case 'M':
-			ret->layers += matrix(&pl, dm.in_rows, d, false) +
-				       matrix(&pl, d, dm.d_in, false);
+			ret->layers += matrix(&pl, dm.in_rows, d, false) + matrix(&pl, d, dm.d_in, false);
 			ret->other += plain(&pl, (uint64_t)dm.conv_dim * dm.K, false) +
 				      (a->conv_bias ? plain(&pl, (uint64_t)dm.conv_dim, true) : 0) +
 				      3 * plain(&pl, (uint64_t)dm.H, true) +
@@ -191,12 +185,10 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 			break;
 		case '*':
 			ret->layers += matrix(&pl, dm.q_dim, d, false) +
-				       2 * matrix(&pl, dm.kv_dim, d, false) +
-				       matrix(&pl, d, dm.q_dim, false);
+				       2 * matrix(&pl, dm.kv_dim, d, false) + matrix(&pl, d, dm.q_dim, false);
 			break;
 		case '-':
-			ret->layers += matrix(&pl, dm.inter, d, false) +
-				       matrix(&pl, d, dm.inter, false);
+			ret->layers += matrix(&pl, dm.inter, d, false) + matrix(&pl, d, dm.inter, false);
 			break;
 		}
 	}
@@ -211,16 +203,15 @@ int device_plan_compute(const struct device_plan_args *a, struct engine_memory_p
 	uint64_t ssm = (uint64_t)dm.H * dm.P * dm.N;
 	ssm = a->ssm_state == ENGINE_PRECISION_BF16 ? (ssm * 2 + 3) / 4 * 4 : ssm * 4;
 	uint64_t fixed = (uint64_t)n_mamba * ((uint64_t)(dm.K - 1) * dm.conv_dim * 4 + ssm);
-	uint64_t kv = 2 * (uint64_t)n_attn * (uint64_t)a->context * (uint64_t)dm.kv_dim *
-		      (fp32 ? 4 : 2);
+	uint64_t kv = 2 * (uint64_t)n_attn * (uint64_t)a->context * (uint64_t)dm.kv_dim * (fp32 ? 4 : 2);
 	ret->sessions = a->sessions;
 	ret->context = a->context;
 	ret->session = fixed + kv;
 	ret->scratch = scratch(&pl, &dm, n_mamba, n_attn, n_mlp);
 	ret->workspace = DEVICE_PLAN_WORKSPACE;
 	ret->reserve = DEVICE_PLAN_RESERVE;
-	ret->total = ret->weight_bytes + ret->vision + (uint64_t)a->sessions * ret->session +
-		     ret->scratch + ret->workspace + ret->reserve;
+	ret->total = ret->weight_bytes + ret->vision + (uint64_t)a->sessions * ret->session + ret->scratch +
+		     ret->workspace + ret->reserve;
 	return 0;
 }
 
@@ -242,26 +233,25 @@ static double gib(uint64_t b)
 const char *device_plan_describe(const struct engine_memory_plan *p, char *buf, size_t len)
 {
 	size_t n = 0;
-#define ADD(...)                                                                          \
-	do {                                                                              \
-		if (n < len)                                                              \
-			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);             \
+#define ADD(...)                                                                                             \
+	do {                                                                                                 \
+		if (n < len)                                                                                 \
+			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                                \
 	} while (0)
 	ADD("%.1f GiB of weights (%s)", gib(p->weight_bytes), p->weights);
 	if (p->vision)
 		ADD(" + %.1f GiB of vision tower", gib(p->vision));
 	if (p->sessions)
-		ADD(" + %d session%s of %d tokens (%.2f GiB each)", p->sessions,
-		    p->sessions == 1 ? "" : "s", p->context, gib(p->session));
+		ADD(" + %d session%s of %d tokens (%.2f GiB each)", p->sessions, p->sessions == 1 ? "" : "s",
+		    p->context, gib(p->session));
 	ADD(" + %.2f GiB of scratch and cuBLASLt workspace + %.1f GiB reserve = %.1f GiB",
 	    gib(p->scratch + p->workspace), gib(p->reserve), gib(p->total));
 #undef ADD
 	return buf;
 }
 
-const char *device_plan_refusal(const struct engine_memory_plan *p, const char *model,
-				const char *device, const struct engine_memory_plan *const *alternatives,
-				char *buf, size_t len)
+const char *device_plan_refusal(const struct engine_memory_plan *p, const char *model, const char *device,
+				const struct engine_memory_plan *const *alternatives, char *buf, size_t len)
 {
 	char what[320], fits[64] = "";
 	device_plan_describe(p, what, sizeof(what));
@@ -276,10 +266,10 @@ const char *device_plan_refusal(const struct engine_memory_plan *p, const char *
 		k++;
 	}
 	uint64_t base = p->total - (uint64_t)p->sessions * p->session;
-	const char *advice = k ? "use --weights " : base <= p->free && p->sessions
-					 ? "fewer sessions or a shorter --context-tokens"
-					 : "a GPU with more memory";
-	snprintf(buf, len, "%s in %s needs %s of device memory; %s has %.1f GiB free: %s%s", model, p->weights, what,
-		 device, gib(p->free), advice, k ? fits : "");
+	const char *advice = k				    ? "use --weights " :
+			     base <= p->free && p->sessions ? "fewer sessions or a shorter --context-tokens" :
+							      "a GPU with more memory";
+	snprintf(buf, len, "%s in %s needs %s of device memory; %s has %.1f GiB free: %s%s", model,
+		 p->weights, what, device, gib(p->free), advice, k ? fits : "");
 	return buf;
 }

@@ -34,15 +34,15 @@
 #include "model.h"
 
 /* backend_cuda.c's bounds (it asserts them against its own use) */
-#define DEVICE_PLAN_MAX_RUN 256          /* CUDA_MAX_RUN: positions of one run (LM_MAX_BATCH) */
-#define DEVICE_PLAN_MAX_DECODE 128       /* CUDA_MAX_DECODE: the largest decode bucket */
+#define DEVICE_PLAN_MAX_RUN 256	   /* CUDA_MAX_RUN: positions of one run (LM_MAX_BATCH) */
+#define DEVICE_PLAN_MAX_DECODE 128 /* CUDA_MAX_DECODE: the largest decode bucket */
 #define DEVICE_PLAN_MAX_ROWS (DEVICE_PLAN_MAX_DECODE + DEVICE_PLAN_MAX_RUN) /* a pass's rows */
-#define DEVICE_PLAN_LOGIT_ROWS 16        /* CUDA_LOGIT_ROWS */
-#define DEVICE_PLAN_DEQUANT_BYTES ((uint64_t)64 << 20) /* CUDA_DEQUANT_BYTES */
-#define DEVICE_PLAN_ALIGN 256u           /* every tensor and scratch buffer */
-#define DEVICE_PLAN_SEQ_ROW_BYTES 24     /* sizeof(struct gpu_seq_row) */
-#define DEVICE_PLAN_ATTN_SPLIT 256       /* gpu.h GPU_ATTN_SPLIT */
-#define DEVICE_PLAN_ATTN_MAX_SPLITS 64   /* gpu.h GPU_ATTN_MAX_SPLITS */
+#define DEVICE_PLAN_LOGIT_ROWS 16					    /* CUDA_LOGIT_ROWS */
+#define DEVICE_PLAN_DEQUANT_BYTES ((uint64_t)64 << 20)			    /* CUDA_DEQUANT_BYTES */
+#define DEVICE_PLAN_ALIGN 256u			   /* every tensor and scratch buffer */
+#define DEVICE_PLAN_SEQ_ROW_BYTES 24		   /* sizeof(struct gpu_seq_row) */
+#define DEVICE_PLAN_ATTN_SPLIT 256		   /* gpu.h GPU_ATTN_SPLIT */
+#define DEVICE_PLAN_ATTN_MAX_SPLITS 64		   /* gpu.h GPU_ATTN_MAX_SPLITS */
 #define DEVICE_PLAN_WORKSPACE ((uint64_t)32 << 20) /* gpu.h GPU_BLAS_WORKSPACE_BYTES */
 #define DEVICE_PLAN_RESERVE ((uint64_t)512 << 20)
 
@@ -56,14 +56,14 @@ struct device_plan_vision {
 
 struct device_plan_args {
 	const struct lm_config *lm;
-	bool tied;      /* the lm_head is the embeddings' tensor */
+	bool tied;	/* the lm_head is the embeddings' tensor */
 	bool conv_bias; /* the Mamba layers have a conv bias */
 	/* DEFAULT or BF16: the precision's dtype; Q8, Q4, FP8 */
 	enum engine_weights weights;
-	enum engine_precision precision; /* BF16 or FP32: activations, KV cache, plain matrices */
-	enum engine_precision ssm_state; /* BF16 or FP32 (DEFAULT: FP32) */
+	enum engine_precision precision;	 /* BF16 or FP32: activations, KV cache, plain matrices */
+	enum engine_precision ssm_state;	 /* BF16 or FP32 (DEFAULT: FP32) */
 	const struct device_plan_vision *vision; /* NULL: none on the device */
-	int sessions, context; /* sessions of context tokens each (0 sessions: none) */
+	int sessions, context;			 /* sessions of context tokens each (0 sessions: none) */
 };
 
 /* Fills *ret (free 0, sessions_fit 0). -EINVAL for shapes a model cannot have (a dimension < 1
@@ -84,6 +84,5 @@ const char *device_plan_describe(const struct engine_memory_plan *p, char *buf, 
  * --weights q8 or q4" naming the formats in `alternatives` (NULL-terminated plans of the same
  * model, in order) that fit, or "...: fewer sessions or a shorter --context-tokens" when the
  * weights fit without the sessions, or "a larger GPU" when none fits. Returns buf. */
-const char *device_plan_refusal(const struct engine_memory_plan *p, const char *model,
-				const char *device, const struct engine_memory_plan *const *alternatives,
-				char *buf, size_t len);
+const char *device_plan_refusal(const struct engine_memory_plan *p, const char *model, const char *device,
+				const struct engine_memory_plan *const *alternatives, char *buf, size_t len);

@@ -40,9 +40,9 @@ struct vision_cuda {
 	const struct vision_weights *w; /* borrowed; not read by vision_cuda_destroy() */
 	int depth;
 	enum gpu_dtype dt; /* GEMM inputs and matrices */
-	int grid, n;       /* patches per tile side, patches per tile */
-	int L;             /* tokens per tile: prefix + patches */
-	int tokens;        /* projector rows per tile */
+	int grid, n;	   /* patches per tile side, patches per tile */
+	int L;		   /* tokens per tile: prefix + patches */
+	int tokens;	   /* projector rows per tile */
 	/* weights */
 	void *embedder, *fc1, *fc3;
 	float *pos, *prefix, *norm_w, *norm_b, *mlp1_norm;
@@ -92,8 +92,8 @@ static int upload_f32(struct vision_cuda *vc, const struct tensor *t, float **re
 
 static void free_buffers(struct vision_cuda *vc)
 {
-	void *bufs[] = {vc->pix, vc->emb, vc->x, vc->qkv, vc->hid, vc->feat, vc->h, vc->rows,
-			vc->patches, vc->a, vc->att, vc->hidb, vc->px, vc->hb};
+	void *bufs[] = {vc->pix,  vc->emb,     vc->x, vc->qkv, vc->hid,	 vc->feat, vc->h,
+			vc->rows, vc->patches, vc->a, vc->att, vc->hidb, vc->px,   vc->hb};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bufs); i++)
 		gpu_free(vc->g, bufs[i]);
@@ -113,8 +113,8 @@ void vision_cuda_destroy(struct vision_cuda *vc)
 	if (vc->blocks) {
 		for (int i = 0; i < vc->depth; i++) {
 			struct vc_block *b = &vc->blocks[i];
-			void *p[] = {b->qkv_w, b->proj_w, b->fc1_w, b->fc2_w, b->n1w, b->n1b,
-				     b->qkvb, b->projb, b->n2w, b->n2b, b->fc1b, b->fc2b};
+			void *p[] = {b->qkv_w, b->proj_w, b->fc1_w, b->fc2_w, b->n1w,  b->n1b,
+				     b->qkvb,  b->projb,  b->n2w,   b->n2b,   b->fc1b, b->fc2b};
 
 			for (size_t k = 0; k < ARRAY_SIZE(p); k++)
 				gpu_free(vc->g, p[k]);
@@ -183,15 +183,14 @@ struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct engin
 				       engine_vision_pos_grid(v), precision);
 }
 
-struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w,
-					    int grid, const float *pos, enum engine_precision precision)
+struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w, int grid,
+					    const float *pos, enum engine_precision precision)
 {
 	struct vision_cuda *vc;
 	int r;
 
-	if (!g || !w || !pos || grid < 1 || grid % w->shuffle != 0 ||
-	    w->head_dim > GPU_VISION_MAX_HEAD_DIM || w->patch > GPU_VISION_MAX_PATCH ||
-	    w->proj_in > GPU_VISION_MAX_DIM ||
+	if (!g || !w || !pos || grid < 1 || grid % w->shuffle != 0 || w->head_dim > GPU_VISION_MAX_HEAD_DIM ||
+	    w->patch > GPU_VISION_MAX_PATCH || w->proj_in > GPU_VISION_MAX_DIM ||
 	    (precision != ENGINE_PRECISION_BF16 && precision != ENGINE_PRECISION_FP32)) {
 		errno = EINVAL;
 		return NULL;
@@ -229,7 +228,8 @@ static int alloc_buffers(struct vision_cuda *vc, int tiles)
 {
 	const struct vision_weights *w = vc->w;
 	const size_t D = (size_t)w->width, M = (size_t)w->mlp, p = (size_t)w->patch;
-	const size_t rows = (size_t)tiles * vc->L, pr = (size_t)tiles * vc->n, tr = (size_t)tiles * vc->tokens;
+	const size_t rows = (size_t)tiles * vc->L, pr = (size_t)tiles * vc->n,
+		     tr = (size_t)tiles * vc->tokens;
 	const size_t dsz = dt_size(vc->dt);
 	struct {
 		void **ptr;
@@ -267,15 +267,15 @@ static int alloc_buffers(struct vision_cuda *vc, int tiles)
 /* Runs `call` (an operation queued on the context's stream, returning 0 or -errno) as the
  * profile site `name` (gpu.h: a no-op while profiling is off); returns from the caller on an
  * error. */
-#define STEP(kind, name, call)                                         \
-	do {                                                           \
-		int e_;                                                \
-		if ((r = gpu_profile_begin(g, kind, name)) < 0)        \
-			return r;                                      \
-		r = (call);                                            \
-		e_ = gpu_profile_end(g);                               \
-		if (r < 0 || (r = e_) < 0)                             \
-			return r;                                      \
+#define STEP(kind, name, call)                                                                               \
+	do {                                                                                                 \
+		int e_;                                                                                      \
+		if ((r = gpu_profile_begin(g, kind, name)) < 0)                                              \
+			return r;                                                                            \
+		r = (call);                                                                                  \
+		e_ = gpu_profile_end(g);                                                                     \
+		if (r < 0 || (r = e_) < 0)                                                                   \
+			return r;                                                                            \
 	} while (0)
 #define KERNEL(name, call) STEP(GPU_PROFILE_KERNEL, name, call)
 #define GEMM(name, call) STEP(GPU_PROFILE_GEMM, name, call)
@@ -308,20 +308,23 @@ static int run(struct vision_cuda *vc, int tiles, const float *pix, float *out)
 
 		KERNEL("vision_layernorm",
 		       gpu_layernorm(g, vc->x, D, b->n1w, b->n1b, rows, D, VISION_LN_EPS, vc->a, dt, D));
-		GEMM("vision.qkv",
-		     gpu_gemm(bl, b->qkv_w, dt, 3 * D, D, vc->a, D, rows, vc->qkv, f32, (size_t)3 * D, false));
-		KERNEL("vision_bias", gpu_bias_act(g, vc->qkv, (size_t)3 * D, b->qkvb, rows, 3 * D, GPU_ACT_NONE,
-						   vc->qkv, f32, (size_t)3 * D));
-		KERNEL("vision_attention", gpu_vision_attention(g, vc->qkv, tiles, L, D, w->heads, vc->att, dt));
+		GEMM("vision.qkv", gpu_gemm(bl, b->qkv_w, dt, 3 * D, D, vc->a, D, rows, vc->qkv, f32,
+					    (size_t)3 * D, false));
+		KERNEL("vision_bias", gpu_bias_act(g, vc->qkv, (size_t)3 * D, b->qkvb, rows, 3 * D,
+						   GPU_ACT_NONE, vc->qkv, f32, (size_t)3 * D));
+		KERNEL("vision_attention",
+		       gpu_vision_attention(g, vc->qkv, tiles, L, D, w->heads, vc->att, dt));
 		GEMM("vision.proj", gpu_gemm(bl, b->proj_w, dt, D, D, vc->att, D, rows, vc->x, f32, D, true));
-		KERNEL("vision_bias", gpu_bias_act(g, vc->x, D, b->projb, rows, D, GPU_ACT_NONE, vc->x, f32, D));
+		KERNEL("vision_bias",
+		       gpu_bias_act(g, vc->x, D, b->projb, rows, D, GPU_ACT_NONE, vc->x, f32, D));
 		KERNEL("vision_layernorm",
 		       gpu_layernorm(g, vc->x, D, b->n2w, b->n2b, rows, D, VISION_LN_EPS, vc->a, dt, D));
 		GEMM("vision.fc1", gpu_gemm(bl, b->fc1_w, dt, M, D, vc->a, D, rows, vc->hid, f32, M, false));
 		KERNEL("vision_bias_gelu",
 		       gpu_bias_act(g, vc->hid, M, b->fc1b, rows, M, GPU_ACT_GELU_ERF, hidb, dt, M));
 		GEMM("vision.fc2", gpu_gemm(bl, b->fc2_w, dt, D, M, hidb, M, rows, vc->x, f32, D, true));
-		KERNEL("vision_bias", gpu_bias_act(g, vc->x, D, b->fc2b, rows, D, GPU_ACT_NONE, vc->x, f32, D));
+		KERNEL("vision_bias",
+		       gpu_bias_act(g, vc->x, D, b->fc2b, rows, D, GPU_ACT_NONE, vc->x, f32, D));
 	}
 	if (vc->norm_w) {
 		KERNEL("vision_layernorm", gpu_layernorm(g, vc->x, D, vc->norm_w, vc->norm_b, rows, D,
@@ -379,8 +382,7 @@ int vision_cuda_download(struct vision_cuda *vc, int n_tiles, float *rows, float
 
 /* The host's weight table for n_in -> n_out on the device (the identity when the size stays, as
  * the CPU then skips the axis). *ret_mem is the one allocation holding it. */
-static int upload_axis(struct gpu_context *g, int n_in, int n_out, struct gpu_resize_axis *ret,
-		       void **ret_mem)
+static int upload_axis(struct gpu_context *g, int n_in, int n_out, struct gpu_resize_axis *ret, void **ret_mem)
 {
 	struct image_resize_axis ax = {0};
 	size_t ints, bytes;
@@ -423,7 +425,9 @@ static int upload_axis(struct gpu_context *g, int n_in, int n_out, struct gpu_re
 		gpu_free(g, dev);
 		goto out;
 	}
-	*ret = (struct gpu_resize_axis){.n_out = n_out, .taps = ax.taps, .first = (const int32_t *)dev,
+	*ret = (struct gpu_resize_axis){.n_out = n_out,
+					.taps = ax.taps,
+					.first = (const int32_t *)dev,
 					.count = (const int32_t *)(dev + ints),
 					.w = (const float *)(dev + 2 * ints)};
 	*ret_mem = dev;
@@ -435,8 +439,8 @@ out:
 
 /* The image on the device resized to cols x rows tiles at out (engine_vision_preprocess()'s
  * resize, cut and normalisation). */
-static int resize_tiles(struct vision_cuda *vc, const uint8_t *rgb, const struct engine_image *img,
-			int ts, int cols, int rows, const struct gpu_image_norm *norm, float *out)
+static int resize_tiles(struct vision_cuda *vc, const uint8_t *rgb, const struct engine_image *img, int ts,
+			int cols, int rows, const struct gpu_image_norm *norm, float *out)
 {
 	struct gpu_resize_axis aw, ah;
 	void *mw = NULL, *mh = NULL;
@@ -448,8 +452,8 @@ static int resize_tiles(struct vision_cuda *vc, const uint8_t *rgb, const struct
 	    (r = gpu_alloc(vc->g, sizeof(float) * 3 * (size_t)img->height * (size_t)cols * ts,
 			   (void **)&tmp)) < 0)
 		goto out;
-	r = gpu_image_resize_tiles(vc->g, rgb, img->width, img->height, &aw, &ah, ts, cols, rows, norm,
-				   tmp, out);
+	r = gpu_image_resize_tiles(vc->g, rgb, img->width, img->height, &aw, &ah, ts, cols, rows, norm, tmp,
+				   out);
 out:
 	gpu_free(vc->g, tmp);
 	gpu_free(vc->g, mw);
@@ -460,8 +464,8 @@ out:
 /* Uploads img and resizes, cuts and normalises its grid's tiles into pix (device, grid->n_tiles
  * tiles). */
 static int preprocess_into(struct vision_cuda *vc, const struct engine_image *img,
-			   const struct engine_vision_preprocess *p,
-			   const struct engine_vision_grid *grid, float *pix)
+			   const struct engine_vision_preprocess *p, const struct engine_vision_grid *grid,
+			   float *pix)
 {
 	const int ts = vc->grid * vc->w->patch;
 	const size_t rgb_bytes = (size_t)img->width * (size_t)img->height * 3;
@@ -513,8 +517,7 @@ static int preprocess_grid(struct vision_cuda *vc, const struct engine_image *im
 	for (int c = 0; c < 3; c++)
 		if (!(p->std[c] != 0.0f) || !isfinite(p->std[c]) || !isfinite(p->mean[c]))
 			return -EINVAL;
-	return engine_vision_select_grid(img->width, img->height, ts, p->max_tiles, p->use_thumbnail,
-					 ret);
+	return engine_vision_select_grid(img->width, img->height, ts, p->max_tiles, p->use_thumbnail, ret);
 }
 
 int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *img,
@@ -525,8 +528,7 @@ int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *im
 
 	if (!ret_grid)
 		return -EINVAL;
-	if ((r = preprocess_grid(vc, img, p, &grid)) < 0 ||
-	    (r = alloc_buffers(vc, grid.n_tiles)) < 0 ||
+	if ((r = preprocess_grid(vc, img, p, &grid)) < 0 || (r = alloc_buffers(vc, grid.n_tiles)) < 0 ||
 	    (r = preprocess_into(vc, img, p, &grid, vc->pix)) < 0)
 		return r;
 	vc->n_pix = grid.n_tiles;

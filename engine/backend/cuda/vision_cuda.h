@@ -25,16 +25,15 @@ struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct engin
 /* The same for tiles of grid x grid patches (a multiple of the shuffle factor) with the
  * position grid pos [grid * grid][width] (vision_pos_embed()): what tests use for tiles smaller
  * than the checkpoint's. */
-struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w,
-					    int grid, const float *pos, enum engine_precision precision);
+struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w, int grid,
+					    const float *pos, enum engine_precision precision);
 void vision_cuda_destroy(struct vision_cuda *vc);
 /* Encodes n_tiles preprocessed tiles (host pixels, as engine_vision_encode() takes them):
  * *ret_rows is the device buffer of n_tiles * tokens_per_tile rows of embed_dim floats, in
  * engine_vision_encode()'s order, queued on the context's stream and valid until the next call
  * or vision_cuda_destroy(); the LM's prefill reads it in place (gpu_embed's spliced rows).
  * Returns 0, -EINVAL, -ENOMEM, -EIO. */
-int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles,
-		       const float **ret_rows);
+int vision_cuda_encode(struct vision_cuda *vc, const float *pixels, int n_tiles, const float **ret_rows);
 /* Copies the last encode's results to the host (waiting for them): rows as
  * engine_vision_encode() writes them, and features (NULL: not wanted) as vision_vit_forward()
  * writes them, tile after tile. n_tiles at most the last encode's. Returns 0, -EINVAL, -EIO. */
