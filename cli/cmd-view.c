@@ -185,17 +185,6 @@ static bool take_id(const char **p, long *ret)
 	return true;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* True when `query` is "display=" and `display` percent-encoded (the page's
  * encodeURIComponent; any byte may be encoded, none of "&=+%" left bare). */
 static bool display_query(const char *query, const char *display)

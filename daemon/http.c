@@ -686,6 +686,19 @@ static enum MHD_Result h_task_get(struct http_server *s, struct MHD_Connection *
 	return respond_task(s, c, MHD_HTTP_OK, a->id);
 }
 
+/* Whether task `id` is in the journal; if not (or the journal cannot say), *ret is the error
+ * response queued on c: 404 for no such task, 500 when the journal cannot be read. */
+static bool task_or_error(struct http_server *s, struct MHD_Connection *c, int64_t id, enum MHD_Result *ret)
+{
+	enum ipc_task_status st;
+	int r = journal_task_status(s->ctx.journal, id, &st);
+	if (r == -ENOENT)
+		*ret = send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)id);
+	else if (r < 0)
+		*ret = send_internal(c, r, "cannot read the task");
+	return r >= 0;
+}
+
 /* The live view (view.html): one static page for any task; its script reads the task, its
  * events and the screen through the API, so it costs nothing until a browser opens it and
  * nothing once that browser leaves. The policy lets the page load nothing from anywhere else
@@ -695,14 +708,8 @@ static enum MHD_Result h_view(struct http_server *s, struct MHD_Connection *c, s
 			      const struct route_args *a)
 {
 	enum MHD_Result ret;
-	enum ipc_task_status st;
-	if (!check_query(c, NULL, &ret))
+	if (!check_query(c, NULL, &ret) || !task_or_error(s, c, a->id, &ret))
 		return ret;
-	int r = journal_task_status(s->ctx.journal, a->id, &st);
-	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
-	if (r < 0)
-		return send_internal(c, r, "cannot read the task");
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer(view_page_size, (void *)view_page, MHD_RESPMEM_PERSISTENT);
 	if (!resp)
@@ -723,15 +730,12 @@ static enum MHD_Result h_steps(struct http_server *s, struct MHD_Connection *c, 
 			       const struct route_args *a)
 {
 	enum MHD_Result ret;
-	enum ipc_task_status st;
 	json_t *steps;
 
-	if (!check_query(c, NULL, &ret))
+	if (!check_query(c, NULL, &ret) || !task_or_error(s, c, a->id, &ret))
 		return ret;
-	int r = journal_task_status(s->ctx.journal, a->id, &st);
-	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
-	if (r < 0 || (r = api_json_read_steps(s->ctx.journal, a->id, 0, false, &steps)) < 0)
+	int r = api_json_read_steps(s->ctx.journal, a->id, 0, false, &steps);
+	if (r < 0)
 		return send_internal(c, r, "cannot read the steps");
 	return send_json(c, MHD_HTTP_OK,
 			 json_pack("{s:I, s:o}", "task_id", (json_int_t)a->id, "steps", steps), false);
@@ -1171,15 +1175,9 @@ static enum MHD_Result h_events(struct http_server *s, struct MHD_Connection *c,
 				const struct route_args *a)
 {
 	enum MHD_Result ret;
-	enum ipc_task_status status;
 
-	if (!check_query(c, NULL, &ret))
+	if (!check_query(c, NULL, &ret) || !task_or_error(s, c, a->id, &ret))
 		return ret;
-	int r = journal_task_status(s->ctx.journal, a->id, &status);
-	if (r == -ENOENT)
-		return send_error(c, MHD_HTTP_NOT_FOUND, IPC_ERR_NOT_FOUND, "no task %lld", (long long)a->id);
-	if (r < 0)
-		return send_internal(c, r, "cannot read the task");
 	if (atomic_fetch_add(&s->n_streams, 1) >= HTTP_MAX_STREAMS) {
 		atomic_fetch_sub(&s->n_streams, 1);
 		return send_error_close(c, MHD_HTTP_SERVICE_UNAVAILABLE, IPC_ERR_TOO_MANY,

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "common.h"
+
 void thought_stream_init(struct thought_stream *ts)
 {
 	memset(ts, 0, sizeof(*ts));
@@ -91,17 +93,6 @@ static size_t put_byte(struct thought_stream *ts, uint8_t b, char *out)
 	return w;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* A \uXXXX escape of the thought: surrogate pairs joined, a lone half U+FFFD. */
 static size_t put_escape_u(struct thought_stream *ts, uint32_t u, char *out)
 {
@@ -135,7 +126,7 @@ static size_t thought_byte(struct thought_stream *ts, char c, char *out)
 		uint32_t u = 0;
 		bool ok = true;
 		for (int i = 0; i < 4; i++) {
-			int v = hexval(ts->hex[i]);
+			int v = hex_digit(ts->hex[i]);
 			ok = ok && v >= 0;
 			u = u << 4 | (uint32_t)(v < 0 ? 0 : v);
 		}

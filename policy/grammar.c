@@ -97,17 +97,6 @@ enum {
 	U8_F4, /* 80..8F, then 2 more */
 };
 
-static int hex_value(uint8_t b)
-{
-	if (b >= '0' && b <= '9')
-		return b - '0';
-	if (b >= 'a' && b <= 'f')
-		return b - 'a' + 10;
-	if (b >= 'A' && b <= 'F')
-		return b - 'A' + 10;
-	return -1;
-}
-
 static void enter(struct policy_matcher *m, uint32_t node)
 {
 	const struct gnode *n = &m->grammar->nodes[node];
@@ -226,7 +215,7 @@ static bool string_step(struct policy_matcher *m, const struct gnode *n, uint8_t
 	case ESC_HEX2:
 	case ESC_HEX3:
 	case ESC_HEX4: {
-		int h = hex_value(b);
+		int h = hex_digit(b);
 		if (h < 0)
 			return false;
 		uint32_t v = m->val * 16 + (uint32_t)h;
@@ -265,7 +254,7 @@ static bool string_step(struct policy_matcher *m, const struct gnode *n, uint8_t
 	case ESC_LOW2:
 	case ESC_LOW3:
 	case ESC_LOW4: {
-		int h = hex_value(b);
+		int h = hex_digit(b);
 		if (h < 0)
 			return false;
 		if (m->esc == ESC_LOW1 && h != 0xd)

@@ -103,6 +103,20 @@ void time_sleep_us(uint64_t usec);
 /* Formats a wall-clock time (us since epoch) as RFC 3339 UTC with milliseconds into buf. */
 char *time_format_rfc3339(uint64_t real_us, char *buf, size_t size);
 
+/* ---- hexadecimal ----------------------------------------------------------------------- */
+
+/* The value (0 to 15) of one hexadecimal digit, either case; -1 for any other byte. */
+static inline int hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
 
 /* Well-formed UTF-8 as Unicode defines it (Table 3-7): overlong forms, surrogates

@@ -114,6 +114,22 @@ static void check_decode(const char *s, size_t len, size_t want_n, uint32_t want
 	CHECK(utf8_valid(s, len) == (want_n == len));
 }
 
+static void test_hex(void)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		CHECK(hex_digit(digits[i]) == i);
+		if (i >= 10)
+			CHECK(hex_digit(digits[i] - 'a' + 'A') == i);
+	}
+	for (int c = -128; c < 256; c++) {
+		bool is_hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+		if (!is_hex)
+			CHECK(hex_digit(c) == -1);
+	}
+	CHECK(hex_digit((char)0xC3) == -1); /* a byte of UTF-8, whatever char's sign */
+}
+
 static void test_utf8(void)
 {
 	/* The shortest and longest code point of each length. */
@@ -190,5 +206,6 @@ int main(void)
 	test_paths();
 	test_time();
 	test_utf8();
+	test_hex();
 	return test_exit();
 }
