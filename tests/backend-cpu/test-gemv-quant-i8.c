@@ -1,5 +1,6 @@
-/* The integer kernels on quantized weights (cpu_gemv_quant_rows_i8, engine/backend/cpu/cpu_gemv.c and
- * cpu_gemv_quant_vnni.c): the activations' quantization (cpu_gemv_quantize_x) against its
+/* The integer kernels on quantized weights (cpu_gemv_quant_rows_i8, engine/backend/cpu/cpu_gemv.c,
+ * cpu_gemv_quant_vnni.c, and the tile kernels without VNNI: cpu_gemv_quant_tile_avx2.c and
+ * cpu_gemv_quant_tile_avx512.c): the activations' quantization (cpu_gemv_quantize_x) against its
  * definition, then every variant with integer kernels against a double product of the quantized
  * weights and activations, against the portable variant, and against the exact product of the
  * dequantized weights within the activations' rounding; odd `in` (tails inside a block, groups
@@ -435,7 +436,8 @@ static void test_tokens(void)
 	problem_free(&p);
 }
 
-/* each variant's tile_records: a tile's 16 records, the bytes of quant_tile_row_record() */
+/* each variant's tile_records (AVX2, AVX-512F, VNNI): a tile's 16 records, the bytes of
+ * quant_tile_row_record() */
 static void test_tile_records(void)
 {
 	static const int ins[] = {1, 31, 33, 64, 100, 1000, 1056};
@@ -530,11 +532,28 @@ int main(void)
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
 		const char *name = cpu_gemv_variant_name(i);
 		int r = cpu_isa_select(name);
-		printf("gemv variant %s: %s\n", name,
+		printf("gemv variant %s: %s%s\n", name,
 		       r < 0		       ? "skipped (this CPU lacks it)" :
 		       cpu_gemv_quant_has_i8() ? "integer kernels tested" :
-						 "no integer kernels: checked to give the exact ones'");
+						 "no integer kernels: checked to give the exact ones'",
+		       r < 0 ? "" :
+		       cpu_gemv_quant_tiles(QUANT_Q8) && cpu_gemv_quant_tiles(QUANT_Q4) ?
+			       ", on records and on q8/q4 tiles" :
+			       ", on records (tiles gathered to records)");
 	}
+#if defined(__x86_64__) && defined(__GNUC__)
+	/* every x86-64 variant runs q8 and q4 tiles on its own tile kernels (so the CPU backend
+	 * tiles the matrices at load there), with its own tile_records */
+	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		bool has = variants[v]->q8_tile_i8 && variants[v]->q4_tile_i8 && variants[v]->tile_records;
+		if (!has)
+			fprintf(stderr, "variant %s lacks tile kernels\n", variants[v]->name);
+		CHECK(has);
+		if (cpu_isa_select(variants[v]->name) == 0)
+			CHECK(cpu_gemv_quant_tiles(QUANT_Q8) && cpu_gemv_quant_tiles(QUANT_Q4));
+	}
+	CHECK_INT_EQ(cpu_isa_select(NULL), 0);
+#endif
 	test_quantize_x();
 	test_tile_records();
 	test_rows_to_bf16();

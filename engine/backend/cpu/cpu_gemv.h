@@ -99,8 +99,9 @@ struct cpu_gemv_variant {
 	/* NULL, or the integer kernels on q4 / q8 tiles (quant.h): a->w is tile 0, a->ldw the bytes
 	 * between tiles (QUANT_TILE_ROWS row_bytes); computes tiles [t0, t1), row i of tile t into
 	 * y[tok * ldy + (t - t0) * QUANT_TILE_ROWS + i]. Each (row, token) sum is formed the same way
-	 * whatever T. A variant without one runs a tiled matrix on its row kernels, each tile's
-	 * records gathered first (cpu_gemv.c): the same bits as on the records. */
+	 * whatever T. Every x86-64 variant has them (VNNI's vpdpbusd, AVX2's and AVX-512F's
+	 * vpmaddubsw); a variant without one (the portable C) runs a tiled matrix on its row
+	 * kernels, each tile's records gathered first (cpu_gemv.c): the same bits as on the records. */
 	cpu_gemv_fn *q4_tile_i8;
 	cpu_gemv_fn *q8_tile_i8;
 	/* cpu_gemv_quantize_x() in this variant's instructions, the same bytes (NULL: that one) */
@@ -146,6 +147,17 @@ void cpu_gemv_avx512_q4_to_bf16(const void *row, int64_t cols, uint16_t *out);
  * variants */
 void cpu_gemv_avx2_q8_i8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx2_q4_i8(const struct cpu_gemv_args *a, int r0, int r1);
+/* the integer kernels on q4 / q8 tiles without VNNI: vpmaddubsw + vpmaddwd on AVX2
+ * (cpu_gemv_quant_tile_avx2.c) and on AVX-512F/BW (cpu_gemv_quant_tile_avx512.c), with each
+ * instruction set's tile_records */
+void cpu_gemv_avx2_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
+void cpu_gemv_avx2_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
+void cpu_gemv_avx2_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
+				size_t row_bytes);
+void cpu_gemv_avx512_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
+void cpu_gemv_avx512_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
+void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
+				  size_t row_bytes);
 /* the integer kernels on AVX512-VNNI (cpu_gemv_quant_vnni.c), in the AVX512-BF16 variant (every
  * CPU with AVX512-BF16 has AVX512-VNNI, and cpu_isa requires both) */
 void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);

@@ -199,4 +199,7 @@ const struct cpu_gemv_variant cpu_gemv_avx2 = {
 	.q4 = cpu_gemv_avx2_q4,
 	.q8_i8 = cpu_gemv_avx2_q8_i8,
 	.q4_i8 = cpu_gemv_avx2_q4_i8,
+	.q4_tile_i8 = cpu_gemv_avx2_q4_tile,
+	.q8_tile_i8 = cpu_gemv_avx2_q8_tile,
+	.tile_records = cpu_gemv_avx2_tile_records,
 };

@@ -195,4 +195,7 @@ const struct cpu_gemv_variant cpu_gemv_avx512 = {
 	.q4 = cpu_gemv_avx512_q4,
 	.q8_i8 = cpu_gemv_avx2_q8_i8,
 	.q4_i8 = cpu_gemv_avx2_q4_i8,
+	.q4_tile_i8 = cpu_gemv_avx512_q4_tile,
+	.q8_tile_i8 = cpu_gemv_avx512_q8_tile,
+	.tile_records = cpu_gemv_avx512_tile_records,
 };
