@@ -161,7 +161,16 @@ static bool stopped(const struct remote_task *rt)
 	return rt && atomic_load(rt->t->stop) != EXECUTOR_RUN;
 }
 
-/* Sleeps ms in slices: 0, -ECANCELED, -ETIME. */
+/* holoctl pause (or a takeover) asked while a step's request is under way: the request is
+ * dropped (the server's answer would be for a screen the person is about to change) and the
+ * step is asked again once the task resumes (provider.h's -EINTR); a remote step keeps no state
+ * on the server, so the request asked again is the one a never-paused task sends. */
+static bool paused(const struct remote_task *rt)
+{
+	return rt && rt->t->pause && atomic_load(rt->t->pause);
+}
+
+/* Sleeps ms in slices (a wait before a request is retried): 0, -ECANCELED, -ETIME, -EINTR. */
 static int wait_ms(const struct remote_task *rt, uint64_t ms)
 {
 	uint64_t end = time_mono_us() + ms * 1000;
@@ -169,6 +178,8 @@ static int wait_ms(const struct remote_task *rt, uint64_t ms)
 		uint64_t now = time_mono_us();
 		if (stopped(rt))
 			return -ECANCELED;
+		if (paused(rt))
+			return -EINTR;
 		if (rt && now >= rt->run->deadline_us)
 			return -ETIME;
 		if (now >= end)
@@ -184,8 +195,8 @@ static bool connected(CURL *e)
 }
 
 /* One transfer: GET (body NULL) or POST of a JSON body. Returns 0 with rep->status set (any
- * HTTP status), -ECANCELED, -ETIME (the task's deadline), or -errno with err filled (no
- * connection, the total timeout, a limit). */
+ * HTTP status), -ECANCELED, -ETIME (the task's deadline), -EINTR (a POST, the task paused:
+ * paused()), or -errno with err filled (no connection, the total timeout, a limit). */
 static int transfer(struct remote_provider *rp, const struct remote_task *rt, const char *url,
 		    const char *body, struct remote_reply *rep, char *err, size_t errlen)
 {
@@ -232,6 +243,10 @@ static int transfer(struct remote_provider *rp, const struct remote_task *rt, co
 	while (running) {
 		if (stopped(rt)) {
 			r = -ECANCELED;
+			break;
+		}
+		if (body && paused(rt)) {
+			r = -EINTR;
 			break;
 		}
 		if (rt && time_mono_us() >= rt->run->deadline_us) {
@@ -526,6 +541,7 @@ static int remote_observe(struct provider_task *pt, size_t index, const struct x
 		snprintf(err, errlen, "cannot encode the screenshot as PNG: %s", strerror(-r));
 		return r;
 	}
+	free(rt->pngs[index]); /* observed again: its step paused during its request */
 	rt->pngs[index] = base64_data_url(png, n);
 	free(png);
 	rt->png_us = time_mono_us() - t0;
@@ -674,8 +690,8 @@ finish:
 	return req;
 }
 
-/* One request with its retries on 429/5xx. 0 with rep filled by a 200; -ECANCELED, -ETIME;
- * else -errno with err filled. */
+/* One request with its retries on 429/5xx. 0 with rep filled by a 200; -ECANCELED, -ETIME,
+ * -EINTR (paused, during the request or a wait before a retry); else -errno with err filled. */
 static int post(struct remote_task *rt, const char *body, struct remote_reply *rep, char *err, size_t errlen)
 {
 	struct remote_provider *rp = rt->rp;
