@@ -1,4 +1,4 @@
-/* holo-bench gemv: the decode GEMV on bf16, q8 and q4 weights (engine/backend/cpu/cpu_gemv*.c,
+/* holo-bench gemv: the decode GEMV on bf16, q8, q4 and fp8 weights (engine/backend/cpu/cpu_gemv*.c,
  * engine/quant/quant.h) on one 12B-like matrix, one token, single-threaded and on every thread
  * of the pool, as GB/s of weight bytes read and as a fraction of the read bandwidth measured in
  * the same rounds (bench_bw: the pool's threads streaming a 512 MB buffer).
@@ -13,7 +13,9 @@
  * weights are random (uniform, +-0.05), quantized from the bf16 matrix on the pool, and the
  * quantization's own rate is printed too (the load-time cost a 12B model would pay). q8 and q4
  * run on the layout the CPU backend holds them in: 16-row tiles where the variant has tile
- * kernels (quant.h), with `q8-rows` / `q4-rows` (the stored records on the row kernels) beside. */
+ * kernels (quant.h), with `q8-rows` / `q4-rows` (the stored records on the row kernels) beside.
+ * fp8 (e4m3 codes, a per-row scale: an FP8 checkpoint's layers) runs the one kernel decode runs
+ * on it at either precision: the codes widened to fp32 in registers (cpu_gemv_fp8_*.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -93,10 +95,11 @@ static int quantize(enum quant_format fmt, const uint16_t *w, int64_t rows, int6
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: holo-bench gemv [--rows R] [--cols C] [--rounds N] [--threads N]\n"
-		   "The decode GEMV (1 token) on bf16, q8 and q4 weights of R x C (default 20480 x 5120),\n"
-		   "GB/s of weight bytes read and the fraction of the read bandwidth of the same rounds,\n"
-		   "on 1 thread and on N (default: the pool's, every CPU).\n");
+	fprintf(f,
+		"usage: holo-bench gemv [--rows R] [--cols C] [--rounds N] [--threads N]\n"
+		"The decode GEMV (1 token) on bf16, q8, q4 and fp8 weights of R x C (default 20480 x 5120),\n"
+		"GB/s of weight bytes read and the fraction of the read bandwidth of the same rounds,\n"
+		"on 1 thread and on N (default: the pool's, every CPU).\n");
 }
 
 int bench_gemv_main(int argc, char **argv)
@@ -172,7 +175,7 @@ int bench_gemv_main(int argc, char **argv)
 	bench_print_load();
 	if (cpu_set_threads(all) < 0)
 		goto out;
-	for (int f = QUANT_Q8; f <= QUANT_Q4; f++) {
+	for (int f = QUANT_Q8; f <= QUANT_FP8; f++) {
 		int r = quantize((enum quant_format)f, wb, rows, cols, &q[f]);
 		if (r < 0) {
 			fprintf(stderr, "holo-bench gemv: quantize: %s\n", strerror(-r));
@@ -203,23 +206,25 @@ int bench_gemv_main(int argc, char **argv)
 	}
 	/* the products measured: bf16 (bf16 activations), each format's integer kernels (int8
 	 * activations: bf16 precision's decode) and its exact ones (fp32 activations: fp32
-	 * precision); -rows only with tiles */
-	enum { KINDS = 7 };
-	static const char *const names[KINDS] = {"bf16",     "q8",	"q4",	  "q8-exact",
-						 "q4-exact", "q8-rows", "q4-rows"};
-	static const int fmt[KINDS] = {-1, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4, QUANT_Q8, QUANT_Q4};
+	 * precision), fp8's one kernel; -rows only with tiles */
+	enum { KINDS = 8 };
+	static const char *const names[KINDS] = {"bf16",     "q8",  "q4",      "q8-exact",
+						 "q4-exact", "fp8", "q8-rows", "q4-rows"};
+	static const int fmt[KINDS] = {-1,	 QUANT_Q8,  QUANT_Q4, QUANT_Q8,
+				       QUANT_Q4, QUANT_FP8, QUANT_Q8, QUANT_Q4};
+	static const bool i8[KINDS] = {false, true, true, false, false, false, true, true};
 	const int kinds = tiles ? KINDS : KINDS - 2;
 	const struct quant_tensor *qk[KINDS] = {NULL,	       &qt[QUANT_Q8], &qt[QUANT_Q4], &qt[QUANT_Q8],
-						&qt[QUANT_Q4], &q[QUANT_Q8],  &q[QUANT_Q4]};
+						&qt[QUANT_Q4], &q[QUANT_FP8], &q[QUANT_Q8],  &q[QUANT_Q4]};
 	double bytes[KINDS];
 	for (int f = 0; f < KINDS; f++)
 		bytes[f] = fmt[f] < 0 ? (double)n * 2 : (double)qk[f]->rows * qk[f]->row_bytes;
 	printf("matrix %ld x %ld, 1 token, gemv variant %s (integer kernels: %s; q8/q4 %s): weight bytes "
 	       "bf16 "
-	       "%.1f MB, q8 %.1f MB, q4 %.1f MB\n",
+	       "%.1f MB, q8 %.1f MB, q4 %.1f MB, fp8 %.1f MB\n",
 	       rows, cols, cpu_gemv_name(), cpu_gemv_quant_has_i8() ? "yes" : "no, q8/q4 are the exact ones",
 	       tiles ? "in 16-row tiles, as the CPU backend holds them (-rows: the records)" : "records",
-	       bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6);
+	       bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6, bytes[5] / 1e6);
 	int counts[2] = {1, all};
 	for (int ci = 0; ci < (all > 1 ? 2 : 1); ci++) {
 		if (cpu_set_threads(counts[ci]) < 0)
@@ -234,7 +239,7 @@ int bench_gemv_main(int argc, char **argv)
 				if (fmt[f] < 0)
 					cpu_gemv_rows(&w, 0, (int)rows, x, (size_t)cols, 1, y, (size_t)rows,
 						      false, true);
-				else if (f < 3 || f >= 5)
+				else if (i8[f])
 					cpu_gemv_quant_rows_i8(qk[f], 0, (int)rows, x, (size_t)cols, 1, y,
 							       (size_t)rows, false);
 				else
