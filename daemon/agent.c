@@ -63,12 +63,13 @@ static void journal_invalid(struct agent *a, size_t index, const struct journal_
 	journal_unrun(a, index, as, NULL, "invalid", error);
 }
 
-/* A step decided but not run: a person took over the display meanwhile. */
+/* A step decided but not run (why: AGENT_TAKEOVER_SKIPPED or AGENT_PAUSE_SKIPPED): a person
+ * took over the display, or paused the task, meanwhile. */
 static void journal_skipped(struct agent *a, size_t index, const struct journal_agent_step *as,
-			    const struct ipc_action *act)
+			    const struct ipc_action *act, const char *why)
 {
 	char *call = ipc_action_to_json(act);
-	journal_unrun(a, index, as, call, ipc_tool_to_string(act->tool), AGENT_TAKEOVER_SKIPPED);
+	journal_unrun(a, index, as, call, ipc_tool_to_string(act->tool), why);
 	free(call);
 }
 
@@ -392,16 +393,21 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env, s
 			feed_progress(env->feed, t->id, (int)index, t0, "action", "{s:o, s:s?}", "tool_call",
 				      cj ? cj : json_null(), "thought", ps_.step.thought);
 		}
-		if (env->taken_over && env->taken_over(env->userdata, t)) {
-			/* a person took over while the step was decided: its action is not run;
+		const bool took_over = env->taken_over && env->taken_over(env->userdata, t);
+		const char *skip = took_over			     ? AGENT_TAKEOVER_SKIPPED :
+				   t->pause && atomic_load(t->pause) ? AGENT_PAUSE_SKIPPED :
+								       NULL;
+		if (skip) {
+			/* a person took over, or paused the task, while the step was decided (a
+			 * decode that could not stop: provider.h's -EINTR): its action is not run;
 			 * the task holds at the top of the loop, and the model reads why */
-			log_info("task %lld step %zu: %s not run: the user took over", (long long)t->id,
-				 index, what);
+			log_info("task %lld step %zu: %s not run: %s", (long long)t->id, index, what,
+				 took_over ? "the user took over" : "the task was paused");
 			/* its acted event before its journaled step (feed.h) */
 			feed_order_begin(env->feed);
 			feed_progress(env->feed, t->id, (int)index, t0, "acted", "{s:b, s:s}", "ok", false,
-				      "error", AGENT_TAKEOVER_SKIPPED);
-			journal_skipped(&a, index, &as, &ps_.step.action);
+				      "error", skip);
+			journal_skipped(&a, index, &as, &ps_.step.action, skip);
 			feed_order_end(env->feed);
 			x11_frame_destroy(frame);
 			frame = NULL;
@@ -410,7 +416,7 @@ void agent_run(const struct agent_config *cfg, const struct executor_env *env, s
 			ps_.step = (struct policy_step){0};
 			provider_step_finish(&ps_);
 			history_grow(&a, index + 1);
-			a.result_texts[index + 1] = xstrdup(AGENT_TAKEOVER_SKIPPED);
+			a.result_texts[index + 1] = xstrdup(skip);
 			a.results[index + 1] = (struct policy_tool_result){.tool = a.steps[index].action.tool,
 									   .error = true,
 									   .text = a.result_texts[index + 1]};

@@ -21,6 +21,10 @@
 #define AGENT_TAKEOVER_SKIPPED                                                                               \
 	"not executed: the user took over the screen (input from a real keyboard or mouse)"
 #define AGENT_TAKEOVER_NOTE "the user took over the screen and handed it back: it may have changed"
+/* holoctl pause while a step was decided whose decode could not stop (a persistent session
+ * keeps no state from before the step's prompt, so its decode runs to its end): the action is
+ * not run, the session keeps the step, and the model reads this as its result. */
+#define AGENT_PAUSE_SKIPPED "not executed: the task was paused while this step was decided"
 
 /* Bytes of a step's decoded text kept (raw output in the journal). */
 #define AGENT_MAX_RAW_BYTES (64 * 1024)

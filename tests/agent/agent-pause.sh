@@ -75,6 +75,36 @@ ROWS_B=$(sqlite3 "$DB" "SELECT idx, prompt_sha256, prompt, tokens_appended, toke
 	fail "paused and resumed differs from never paused: '$ROWS_A' vs '$ROWS_B'"
 echo "$ROWS_A"
 
+# ---- a persistent session: its decode cannot stop (no state from before the step's prompt is
+# kept), so it runs to its end, but the step decided is not acted: journaled "not executed",
+# and the model reads that as the step's result once resumed (the next step's user turn)
+submit '{"instruction": "Click the red block.", "max_steps": 3, "dry_run": true,
+	"history": "persistent", "thinking": true, "thinking_tokens": 300, "temperature": 0}'
+P=$TASK
+EV="$T/events-p.ndjson"
+curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$P/events" >"$EV" &
+CURL=$!
+wait_until 120 grep -q '"step":1,"phase":"decode"' "$EV" || fail "persistent: step 1 never decoded"
+api POST "/v1/tasks/$P/pause"
+expect_code "persistent: pause while decoding" 202
+paused_p() { [ "$(task_status "$P")" = paused ]; }
+wait_until 120 paused_p || fail "task $P never paused: $(task_status "$P")"
+api GET "/v1/tasks/$P"
+expect_json "persistent: step 1 journaled" .steps 2
+[ "$(sqlite3 "$DB" "SELECT status || ': ' || error FROM steps WHERE task_id = $P AND idx = 1")" = \
+	"error: not executed: the task was paused while this step was decided" ] ||
+	fail "persistent: step 1: $(sqlite3 "$DB" "SELECT status, error FROM steps WHERE task_id = $P AND idx = 1")"
+jq -s -e 'map(select(.step == 1 and .phase == "interrupted")) | length == 0' "$EV" >/dev/null ||
+	fail "persistent: the decode was interrupted"
+jq -s -e 'map(select(.step == 1 and .phase == "acted" and .ok == false)) | length == 1' "$EV" >/dev/null ||
+	fail "persistent: no acted event with ok false for step 1"
+"$HOLOCTL" resume "$P" >"$T/resume-p.out" 2>&1 || fail "holoctl resume: $(cat "$T/resume-p.out")"
+wait_task "$P" failed 240
+wait "$CURL"
+sqlite3 "$DB" "SELECT user_turn FROM steps WHERE task_id = $P AND idx = 2" | \
+	grep -q "not executed: the task was paused while this step was decided" ||
+	fail "persistent: step 2's turn does not say step 1 was not run: $(sqlite3 "$DB" "SELECT user_turn FROM steps WHERE task_id = $P AND idx = 2")"
+
 # ---- bad input
 api POST "/v1/tasks/$B/pause"
 expect_error "pause a finished task" 409 conflict \
