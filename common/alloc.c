@@ -1,9 +1,13 @@
 /* Checked allocation for small, program-sized objects: OOM there is not recoverable. */
 #include "common.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static void oom(size_t size)
 {
@@ -87,4 +91,46 @@ bool size_add_ok(size_t a, size_t b, size_t *ret)
 		return false;
 	*ret = r;
 	return true;
+}
+
+void *alloc_huge(size_t bytes)
+{
+	const size_t align = bytes >= HUGE_PAGE_BYTES ? HUGE_PAGE_BYTES : 64;
+	void *p = NULL;
+	if (posix_memalign(&p, align, bytes ? bytes : 1) != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+#ifdef MADV_HUGEPAGE
+	/* the whole pages of the buffer; the kernel maps 2 MiB pages over the aligned 2 MiB
+	 * ranges inside it (EINVAL where it has no THP: nothing to do) */
+	long page = sysconf(_SC_PAGESIZE);
+	if (align == HUGE_PAGE_BYTES && page > 0)
+		(void)madvise(p, (bytes + (size_t)page - 1) & ~((size_t)page - 1), MADV_HUGEPAGE);
+#endif
+	return p;
+}
+
+long long huge_bytes_in(const void *p, size_t bytes)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return -1;
+	const uintptr_t a = (uintptr_t)p, e = a + bytes;
+	char line[512];
+	bool in = false;
+	long long total = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		long long kib;
+		/* a mapping's first line: "lo-hi perms offset dev inode path" */
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = lo < e && hi > a;
+			continue;
+		}
+		if (in && sscanf(line, "AnonHugePages: %lld kB", &kib) == 1)
+			total += kib * 1024;
+	}
+	fclose(f);
+	return total;
 }

@@ -65,6 +65,18 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
+/* Large buffers the CPU streams front to back at the memory's read bandwidth (weights, the
+ * bench's read pass): aligned to HUGE_PAGE_BYTES when at least that large (else to 64 bytes) and
+ * marked madvise(MADV_HUGEPAGE), so that where transparent huge pages are "madvise" only (the
+ * default of many distributions) the kernel backs them with 2 MiB pages: a 4 KiB-page stream
+ * takes a TLB miss every 4 KiB and the hardware prefetchers stop at each page boundary. Harmless
+ * where THP is off or "always". NULL and errno ENOMEM on failure; free with free(). */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+void *alloc_huge(size_t bytes);
+/* Bytes of the anonymous huge pages (AnonHugePages in /proc/self/smaps) in the mappings that
+ * overlap [p, p + bytes) (NULL, SIZE_MAX: the whole process); -1 where smaps cannot be read. */
+long long huge_bytes_in(const void *p, size_t bytes);
+
 /* Overflow-checked size arithmetic: returns true and writes *ret on success, false on overflow. */
 bool size_mul_ok(size_t a, size_t b, size_t *ret);
 bool size_add_ok(size_t a, size_t b, size_t *ret);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "cpu.h"
 #include "loader.h"
 #include "vision.h"
@@ -89,7 +90,7 @@ static int fill_at(struct tensor *t, void *p, enum tensor_dtype dt, int ndim, co
 	for (int i = 0; i < ndim; i++)
 		n *= (size_t)shape[i];
 	size_t esz = dt == TENSOR_F32 ? 4 : 2;
-	if (!p && !(p = malloc(n * esz)))
+	if (!p && !(p = alloc_huge(n * esz))) /* weights: in huge pages, as the backends' own */
 		return -ENOMEM;
 	struct fill_job job = {.p = p, .dt = dt, .n = n, .s0 = *s, .lo = lo, .hi = hi, .fn = fn};
 	cpu_parallel_for_work((int)((n + FILL_TASK_VALUES - 1) / FILL_TASK_VALUES), fill_task, &job,

@@ -18,7 +18,10 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
 
+#include "common.h"
 #include "cpu.h"
 #include "engine.h"
 #include "lm.h"
@@ -726,6 +729,75 @@ static void test_sampling(void)
 	engine_sampler_destroy(NULL);
 }
 
+/* The VmFlags of the mapping holding p have "hg" (MADV_HUGEPAGE): 1, 0, or -1 (no smaps). */
+static int vm_hugepage(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return -1;
+	char line[512];
+	bool in = false;
+	int r = -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = lo <= (uintptr_t)p && (uintptr_t)p < hi;
+			continue;
+		}
+		if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			r = strstr(line, " hg") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* The weights decode streams every token are in huge pages where the kernel has them
+ * (common.h alloc_huge): a random model's tensors and the matrices lm_prepare() quantizes at
+ * load, each of 2 MiB or more 2 MiB-aligned and marked MADV_HUGEPAGE, tiled or not. */
+static void check_huge(const void *p, size_t bytes, int *n)
+{
+	if (bytes < HUGE_PAGE_BYTES)
+		return;
+	(*n)++;
+	CHECK((uintptr_t)p % HUGE_PAGE_BYTES == 0);
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0)
+		CHECK_INT_EQ(vm_hugepage(p), 1);
+}
+
+static void test_weights_huge(void)
+{
+	struct lm_random_spec sp = spec_small("-", TENSOR_BF16, 9);
+	sp.hidden = 256;
+	sp.intermediate = 16384; /* up 16384 x 256: 8 MiB in bf16, 5.2 MB in q8, 3.1 MB in q4 */
+	struct engine_model *m = lm_random_model_create(&sp);
+	REQUIRE(m);
+	int n = 0;
+	check_huge(m->layers[0].mlp.up.data, m->layers[0].mlp.up.nbytes, &n);
+	check_huge(m->layers[0].mlp.down.data, m->layers[0].mlp.down.nbytes, &n);
+	CHECK_INT_EQ(n, 2);
+	for (int f = QUANT_Q8; f <= QUANT_Q4; f++) {
+		char err[256] = "";
+		struct lm_prepare_opts po = {.quant = f};
+		struct lm_prepared p;
+		int r = lm_prepare(m, &po, &p, err, sizeof(err));
+		if (r < 0)
+			fprintf(stderr, "lm_prepare: %s\n", err);
+		REQUIRE(r == 0);
+		REQUIRE(lm_prepared_tile(m, &p) == 0);
+		n = 0;
+		for (int i = 0; i < 4; i++) {
+			const struct quant_tensor *q = &p.layers[0].q[i];
+			if (q->data)
+				check_huge(q->data, (size_t)q->rows * q->row_bytes, &n);
+		}
+		CHECK(n >= 1);
+		lm_prepared_finish(&p);
+	}
+	lm_random_model_destroy(m);
+}
+
 int main(void)
 {
 	test_skip_without_env_backend();
@@ -734,6 +806,7 @@ int main(void)
 	test_matmul();
 	test_vector_kernels();
 	test_ssm_chunked_vs_scan();
+	test_weights_huge();
 
 	/* every block type in different orders, mixed dtypes */
 	struct {

@@ -595,9 +595,17 @@ int bench_engine_main(int argc, char **argv)
 	double decode_tps = n_decode / dec_s;
 	double ceiling = bw_med / wbytes;
 	printf("decode: %d tokens in %.3f s: %.2f tok/s\n", n_decode, dec_s, decode_tps);
-	printf("read bandwidth (%d threads, %.0f MB passes interleaved with the decode rounds): min "
+	char pages[96];
+	printf("read bandwidth (%d threads, %.0f MB passes interleaved with the decode rounds, %s): min "
 	       "%.2f, median %.2f, max %.2f GB/s over %d passes\n",
-	       nthreads, (double)bench_bw_bytes(bw) / 1e6, bw_min / 1e9, bw_med / 1e9, bw_max / 1e9, rounds);
+	       nthreads, (double)bench_bw_bytes(bw) / 1e6, bench_bw_pages(bw, pages, sizeof(pages)),
+	       bw_min / 1e9, bw_med / 1e9, bw_max / 1e9, rounds);
+	/* the engine's weights are allocated as the buffer is (alloc_huge): its huge pages beside */
+	long long huge_all = huge_bytes_in(NULL, SIZE_MAX), huge_bw = bench_bw_huge_bytes(bw);
+	if (huge_all >= 0 && huge_bw >= 0)
+		printf("2 MiB pages: %.1f MB of the process's besides the read pass's (the weights, "
+		       "%.1f MB of them read per decode token)\n",
+		       (double)(huge_all - huge_bw) / 1e6, wbytes / 1e6);
 	printf("decode ceiling: %.2f tok/s (%.1f MB per token at the median %.2f GB/s): decode at "
 	       "%.0f%% of the read bandwidth\n",
 	       ceiling, wbytes / 1e6, bw_med / 1e9, 100.0 * decode_tps / ceiling);

@@ -73,7 +73,7 @@ static int quantize(enum quant_format fmt, const uint16_t *w, int64_t rows, int6
 	if (r < 0)
 		return r;
 	quant_row_bytes(fmt, cols, &rb);
-	char *dst = aligned_alloc(64, bytes);
+	char *dst = alloc_huge(bytes); /* as the CPU backend holds weights */
 	if (!dst)
 		return -ENOMEM;
 	struct quantize_job j =
@@ -155,7 +155,7 @@ int bench_gemv_main(int argc, char **argv)
 	}
 	int all = threads ? (int)threads : cpu_threads();
 	size_t n = (size_t)rows * (size_t)cols;
-	uint16_t *wb = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
+	uint16_t *wb = alloc_huge((n * sizeof(uint16_t) + 63) / 64 * 64);
 	float *x = malloc((size_t)cols * sizeof(float)),
 	      *y = aligned_alloc(64, ((size_t)rows + 15) / 16 * 64);
 	struct bench_bw *bw = bench_bw_create((size_t)512 << 20);
@@ -191,7 +191,7 @@ int bench_gemv_main(int argc, char **argv)
 		if (!cpu_gemv_quant_tiles(f) || rows < QUANT_TILE_ROWS)
 			continue;
 		size_t tb = QUANT_TILE_ROWS * q[f].row_bytes, bytes = (size_t)rows * q[f].row_bytes;
-		char *tdata = aligned_alloc(64, bytes), *tmp = malloc(tb);
+		char *tdata = alloc_huge(bytes), *tmp = malloc(tb);
 		if (!tdata || !tmp) {
 			free(tdata);
 			free(tmp);
@@ -250,8 +250,10 @@ int bench_gemv_main(int argc, char **argv)
 			}
 		}
 		double bm = median(b, (int)rounds), gm[KINDS];
-		printf("%d thread%s: read bandwidth %.2f GB/s (median of %ld passes of %.0f MB)\n", counts[ci],
-		       counts[ci] > 1 ? "s" : "", bm / 1e9, rounds, (double)bench_bw_bytes(bw) / 1e6);
+		char pages[96];
+		printf("%d thread%s: read bandwidth %.2f GB/s (median of %ld passes of %.0f MB, %s)\n",
+		       counts[ci], counts[ci] > 1 ? "s" : "", bm / 1e9, rounds,
+		       (double)bench_bw_bytes(bw) / 1e6, bench_bw_pages(bw, pages, sizeof(pages)));
 		for (int f = 0; f < kinds; f++) {
 			gm[f] = median(g[f], (int)rounds);
 			printf("  %-8s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms "

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,9 +81,8 @@ struct bench_bw *bench_bw_create(size_t bytes)
 		return NULL;
 	}
 	struct bench_bw *j = calloc(1, sizeof(*j));
-	uint64_t *buf = NULL;
-	if (posix_memalign((void **)&buf, 64, words * 8) != 0)
-		buf = NULL;
+	/* in huge pages where the kernel has them, as the engine's weights (common.h alloc_huge) */
+	uint64_t *buf = alloc_huge(words * 8);
 	if (!j || !buf) {
 		free(j);
 		free(buf);
@@ -116,6 +116,24 @@ double bench_bw_pass(struct bench_bw *bw)
 	cpu_parallel_for(BW_TASKS, bw_task, bw);
 	uint64_t t1 = time_mono_ns();
 	return (double)bench_bw_bytes(bw) / ((double)(t1 - t0) / 1e9);
+}
+
+long long bench_bw_huge_bytes(const struct bench_bw *bw)
+{
+	return huge_bytes_in(bw->buf, bench_bw_bytes(bw));
+}
+
+const char *bench_bw_pages(const struct bench_bw *bw, char *buf, size_t len)
+{
+	long long h = bench_bw_huge_bytes(bw);
+	if (h < 0)
+		snprintf(buf, len, "pages unknown: no /proc/self/smaps");
+	else if (h == 0)
+		snprintf(buf, len, "in 4 KiB pages");
+	else
+		snprintf(buf, len, "%.0f of %.0f MB in 2 MiB pages", (double)h / 1e6,
+			 (double)bench_bw_bytes(bw) / 1e6);
+	return buf;
 }
 
 uint64_t bench_bw_last_sum(const struct bench_bw *bw)

@@ -16,6 +16,11 @@ void bench_bw_destroy(struct bench_bw *bw);
 size_t bench_bw_bytes(const struct bench_bw *bw);
 /* One timed pass over the whole buffer with every pool thread: bytes/s. */
 double bench_bw_pass(struct bench_bw *bw);
+/* Bytes of the buffer in 2 MiB pages (it is allocated as the engine's weights are, common.h
+ * alloc_huge: whether the kernel backs it with huge pages decides the rate); -1: unknown. */
+long long bench_bw_huge_bytes(const struct bench_bw *bw);
+/* "N of M MB in 2 MiB pages" or "in 4 KiB pages" for the buffer, into buf. */
+const char *bench_bw_pages(const struct bench_bw *bw, char *buf, size_t len);
 /* The sum of the 64-bit words the last pass read (n (n + 1) / 2 for n words when every word
  * was read once). */
 uint64_t bench_bw_last_sum(const struct bench_bw *bw);

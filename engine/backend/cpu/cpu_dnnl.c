@@ -470,8 +470,7 @@ int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout, 
 	/* the plain bf16 rows: the tensor itself, or a converted copy */
 	const uint16_t *plain = t->data;
 	if (t->dtype != TENSOR_BF16) {
-		if (posix_memalign((void **)&w->copy, 64, MAX(n * sizeof(uint16_t), 64)) != 0) {
-			w->copy = NULL;
+		if (!(w->copy = alloc_huge(MAX(n * sizeof(uint16_t), 64)))) {
 			r = -ENOMEM;
 			goto fail;
 		}

@@ -360,8 +360,8 @@ static int quantize_matrix(const struct tensor *w, enum quant_format f, const st
 	int r = quant_tensor_bytes(f, w->shape[0], w->shape[1], &bytes);
 	if (r < 0)
 		return r;
-	void *data = NULL;
-	if (posix_memalign(&data, QUANT_ALIGN, bytes) != 0)
+	void *data = alloc_huge(bytes); /* read at the bandwidth every token: huge pages */
+	if (!data)
 		return -ENOMEM;
 	size_t row_bytes;
 	quant_row_bytes(f, w->shape[1], &row_bytes);
@@ -759,8 +759,7 @@ int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p)
 	/* every allocation first, so that running out of memory changes nothing */
 	for (int i = 0; i < k; i++) {
 		max_tb = MAX(max_tb, QUANT_TILE_ROWS * qs[i]->row_bytes);
-		if (mapped[i] &&
-		    posix_memalign(&fresh[i], QUANT_ALIGN, (size_t)qs[i]->rows * qs[i]->row_bytes) != 0)
+		if (mapped[i] && !(fresh[i] = alloc_huge((size_t)qs[i]->rows * qs[i]->row_bytes)))
 			goto out;
 	}
 	if (!(tmp = malloc((size_t)cpu_threads() * max_tb)))

@@ -122,8 +122,8 @@ int lm_fp8_matrix(const struct tensor *w, const struct tensor *scale, enum quant
 	if (r < 0)
 		return r;
 	quant_row_bytes(f, w->shape[1], &row_bytes);
-	void *data = NULL;
-	if (posix_memalign(&data, QUANT_ALIGN, bytes) != 0)
+	void *data = alloc_huge(bytes); /* read every token: huge pages (common.h) */
+	if (!data)
 		return -ENOMEM;
 	*q = (struct quant_tensor){.format = f,
 				   .rows = w->shape[0],
