@@ -27,9 +27,10 @@ INL __m256i mask8(int n)
 /* 8 e4m3 codes -> their values times 2^-8, as fp32 */
 INL __m256 widen8(const uint8_t *c)
 {
-	__m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)c));
-	__m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(v, _mm_set1_epi16(0x80)), 8),
-				 _mm_slli_epi16(_mm_and_si128(v, _mm_set1_epi16(0x7f)), 7));
+	/* sign-extended and shifted: bits 14 and 15 the sign, 7..13 the magnitude; bit 14 cleared
+	 * (cpu_gemv_fp8_avx512.c's widen16) */
+	__m128i v = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)c));
+	__m128i h = _mm_and_si128(_mm_slli_epi16(v, 7), _mm_set1_epi16((short)0xbfff));
 	return _mm256_cvtph_ps(h);
 }
 
