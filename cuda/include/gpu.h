@@ -402,7 +402,7 @@ int gpu_attention_rows(struct gpu_context *g, const float *q, size_t ldq, enum g
  * The RADIO ViT and the mlp1 projector over all tiles of an observation at once. Same rules as
  * the language-model operations: device pointers, asynchronous on the context's stream, 0,
  * -EINVAL (nothing queued) or -EIO; row-major, every buffer fp32 unless a dtype says otherwise.
- * The CPU references are engine/vision/vision.h's vision_* step functions. */
+ * The CPU references are engine/backend/cpu/vision_cpu.h's vision_* step functions. */
 
 /* Largest head dimension of gpu_vision_attention, patch side of gpu_vision_patchify, and
  * shuffled width (d * s * s) of gpu_vision_shuffle_norm. */

@@ -41,7 +41,7 @@
 #include "model.h"
 
 struct engine_backend;
-struct vision_gemms;
+struct vision_weights;
 
 struct backend_seq {
 	struct engine_backend *backend;
@@ -91,6 +91,24 @@ void backend_seq_state_finish(struct backend_seq_state *st);
 int backend_session_export(const struct engine_session *s, struct backend_seq_state *ret);
 int backend_session_import(struct engine_session *s, const struct backend_seq_state *st);
 
+/* Most tiles one encode on a backend takes: the largest grid plus the thumbnail. */
+#define VISION_MAX_ENCODE_TILES (ENGINE_VISION_MAX_TILES + 1)
+
+/* The vision tower as a backend's vision ops take it: what vision/ holds and derives once for a
+ * handle (struct engine_vision, vision_tower()), valid while the handle lives. The
+ * backends read the tower through this alone, never through the handle, so they sit below
+ * vision/. */
+struct backend_vision_tower {
+	const struct vision_weights *w;		    /* vision_weights.h */
+	uint64_t id;				    /* no other handle of the process has had it:
+						     * caches key on it, not on an address */
+	int grid;				    /* patches per tile side */
+	int tokens_per_tile;			    /* rows of w->out_dim floats a tile gives */
+	const float *pos;			    /* the position embedding of a grid x grid tile,
+						     * [grid * grid][w->width] */
+	const struct engine_vision_preprocess *pre; /* the handle's (its tile size, ...) */
+};
+
 /* What one step of a resumable vision encode (vision_encode_tiles() with a cursor) is. */
 enum backend_vision_step {
 	BACKEND_VISION_STEP_TILE,  /* a whole tile */
@@ -115,8 +133,8 @@ struct backend_vision_cursor {
 	void *state; /* the backend's tile in progress, or NULL */
 };
 
-/* Steps of a tile in a resumable encode of v on a backend of that granularity. */
-int backend_vision_steps_per_tile(const struct backend_vision_desc *d, const struct engine_vision *v);
+/* Steps of a tile in a resumable encode of tower t on a backend of that granularity. */
+int backend_vision_steps_per_tile(const struct backend_vision_desc *d, const struct backend_vision_tower *t);
 
 /* The members of a backend's ops table are mandatory unless their comment starts OPTIONAL;
  * backend_init() refuses a table that lacks a mandatory one (backend_ops_check()). */
@@ -158,7 +176,8 @@ struct backend_ops {
 	 * resumable job all run preprocess, then encode_tiles). Both take and write their buffers
 	 * in the memory `vision.device` names (device memory from rows_alloc(), or host memory)
 	 * and wait for their work; both return 0, -EINVAL, -ENOMEM, -EIO.
-	 * vision_preprocess: img for v with p (engine_vision_preprocess()'s resize, cut and
+	 * Both take the handle's tower t (struct backend_vision_tower).
+	 * vision_preprocess: img for t with p (engine_vision_preprocess()'s resize, cut and
 	 * normalisation into engine_vision_select_grid()'s grid for p, which has n_tiles tiles)
 	 * into the n_tiles tiles at pix (3 * tile_size^2 floats each).
 	 * vision_encode_tiles: the n_tiles tiles at pix into their rows at out
@@ -169,11 +188,12 @@ struct backend_ops {
 	 * the calls fall. The backend keeps its tile in progress in cur->state and frees it when
 	 * the last step is done, or at a call with max_steps 0 (the caller abandons the encode). */
 	struct backend_vision_desc vision;
-	int (*vision_preprocess)(struct engine_backend *b, const struct engine_vision *v,
+	int (*vision_preprocess)(struct engine_backend *b, const struct backend_vision_tower *t,
 				 const struct engine_image *img, const struct engine_vision_preprocess *p,
 				 int n_tiles, float *pix);
-	int (*vision_encode_tiles)(struct engine_backend *b, const struct engine_vision *v, const float *pix,
-				   int n_tiles, float *out, struct backend_vision_cursor *cur, int max_steps);
+	int (*vision_encode_tiles)(struct engine_backend *b, const struct backend_vision_tower *t,
+				   const float *pix, int n_tiles, float *out,
+				   struct backend_vision_cursor *cur, int max_steps);
 	/* OPTIONAL (all three, or none; mandatory with vision.device): device memory for
 	 * embedding rows (struct engine_rows.device); NULL on a backend without a device.
 	 * rows_alloc: n floats, copied from `host` when it is non-NULL (0, -ENOMEM,
@@ -213,6 +233,10 @@ struct engine_rows {
  * the handle then owns. NULL + errno (EINVAL, ENOMEM); the memory is not freed then. */
 struct engine_rows *backend_rows_wrap(struct engine_backend *b, float *host, float *device, size_t n_rows,
 				      int dim);
+
+/* 0 when opts' kind, precision, SSM state type and weight format are values of their enums;
+ * else -EINVAL with one sentence in msg ("unknown precision 7"). */
+int backend_options_check(const struct engine_backend_options *opts, char *msg, size_t msglen);
 
 /* Charges `bytes` of sequence memory to the backend; -ENOMEM when that would pass the state
  * limit (nothing charged then). backend_uncharge() gives it back. */
@@ -282,10 +306,10 @@ uint64_t backend_cuda_scratch_bytes(const struct engine_backend *b);
 void backend_cuda_vision_finish(struct engine_backend *b);
 /* vision_preprocess() and vision_encode_tiles() (whole tiles) of the CUDA backend
  * (backend_cuda_vision.c), called under the backend's lock. */
-int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+int backend_cuda_vision_preprocess(struct engine_backend *b, const struct backend_vision_tower *t,
 				   const struct engine_image *img, const struct engine_vision_preprocess *p,
 				   int n_tiles, float *pix);
-int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct backend_vision_tower *t,
 				     const float *pix, int n_tiles, float *out);
 /* rows_alloc(), rows_read() and rows_free() of the CUDA backend (backend_cuda_vision.c), called
  * under the backend's lock. */

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "lm.h"
+#include "dims.h"
 
 /* Named limits of the config entry (beyond quant.h's sizes). */
 #define QCKPT_MAX_TENSORS 65536 /* listed matrices: MODEL_MAX_LAYERS x 4 at most are used */
@@ -401,29 +401,11 @@ static int wtensor_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* The quantized copy of source matrix data `p` (a layer's, or the lm_head's unless it is tied
- * to the embeddings: a tied head is the embeddings, stored plain), or NULL. */
-static const struct quant_tensor *find_quantized(const struct engine_model *m, const struct lm_prepared *prep,
-						 const void *p)
-{
-	if (p && p == m->lm_head.data && m->lm_head.data != m->embeddings.data && prep->head_q.data)
-		return &prep->head_q;
-	for (int l = 0; p && l < m->cfg.n_layers; l++) {
-		const struct tensor *mats[4];
-		int n = lm_layer_matrices(&m->layers[l], mats);
-
-		for (int i = 0; i < n; i++)
-			if (mats[i]->data == p)
-				return &prep->layers[l].q[i];
-	}
-	return NULL;
-}
-
 /* Writes one shard like the source's `f`, the layers' matrices as records. Adds each record
  * tensor to `qtensors` (the config entry) and every tensor to `weight_map`. */
-static int write_shard(const struct writer *w, const struct engine_model *m, const struct lm_prepared *prep,
-		       const char *tmp, const char *sname, const struct st_file *f, json_t *qtensors,
-		       json_t *weight_map, uint64_t *total_size)
+static int write_shard(const struct writer *w, const struct engine_model *m, const char *tmp,
+		       const char *sname, const struct st_file *f, json_t *qtensors, json_t *weight_map,
+		       uint64_t *total_size)
 {
 	struct wtensor *t = xcalloc(f->n_entries ? f->n_entries : 1, sizeof(*t));
 	json_t *root = json_object(), *meta = json_object();
@@ -433,7 +415,7 @@ static int write_shard(const struct writer *w, const struct engine_model *m, con
 
 	for (size_t i = 0; i < f->n_entries; i++) {
 		const struct st_entry *e = &f->entries[i];
-		const struct quant_tensor *q = find_quantized(m, prep, e->t.data);
+		const struct quant_tensor *q = w->o->layers->find(w->o->layers_arg, e->t.data);
 
 		if (q) {
 			t[i] = (struct wtensor){.name = xasprintf("%s%s", e->name, QCKPT_SUFFIX),
@@ -688,7 +670,7 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 			       const struct quantized_write_opts *o, char *errbuf, size_t errlen)
 {
 	struct writer w = {.o = o, .errbuf = errbuf, .errlen = errlen};
-	struct lm_prepared prep = {0};
+	bool quantized = false;
 	char *out = NULL, *parent = NULL, *base, *tmp = NULL, *old = NULL, *rsrc = NULL, *rout = NULL;
 	json_t *qtensors = json_object(), *weight_map = NULL;
 	const char *src;
@@ -696,7 +678,7 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 	size_t len;
 	int r, state;
 
-	if (!m || !m->files || !out_arg || !*out_arg || !o ||
+	if (!m || !m->files || !out_arg || !*out_arg || !o || !o->layers ||
 	    (o->format != QUANT_Q8 && o->format != QUANT_Q4)) {
 		r = st_errorf(errbuf, errlen, -EINVAL,
 			      "holo-quantize needs a model loaded from a checkpoint "
@@ -778,15 +760,15 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 		(void)chmod(tmp, 0777 & ~mask);
 	}
 
-	/* the layers quantized by the CPU backend's code, on the pool, the map read once */
-	struct lm_prepare_opts po = {.quant = (int)o->format,
-				     .progress = o->progress,
-				     .progress_arg = o->progress_arg};
-	if ((r = lm_prepare(m, &po, &prep, errbuf, errlen)) < 0) {
+	/* the layers quantized by the caller's code (the CPU backend's, on the pool, the map read
+	 * once) */
+	if ((r = o->layers->quantize(o->layers_arg, m, o->format, o->progress, o->progress_arg, errbuf,
+				     errlen)) < 0) {
 		if (r == -ENOMEM && errbuf && errlen && !errbuf[0])
 			st_errorf(errbuf, errlen, r, "out of memory quantizing the model");
 		goto out;
 	}
+	quantized = true;
 
 	{
 		char *ipath = path_join(src, "model.safetensors.index.json");
@@ -799,7 +781,7 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 		const char *sname;
 		const struct st_file *f = model_files_shard(m->files, i, &sname);
 
-		if ((r = write_shard(&w, m, &prep, tmp, sname, f, qtensors, weight_map, &total_size)) < 0)
+		if ((r = write_shard(&w, m, tmp, sname, f, qtensors, weight_map, &total_size)) < 0)
 			goto out;
 	}
 	if (weight_map) {
@@ -857,7 +839,8 @@ int quantized_checkpoint_write(const struct engine_model *m, const char *out_arg
 out:
 	if (tmp)
 		remove_tree(tmp);
-	lm_prepared_finish(&prep);
+	if (quantized)
+		o->layers->release(o->layers_arg);
 	json_decref(qtensors);
 	json_decref(weight_map);
 	free(out);

@@ -76,7 +76,25 @@ void quantized_tensor_view(const struct tensor *w, struct quant_tensor *ret);
 
 /* ---- holo-quantize ------------------------------------------------------------------------- */
 
+/* The quantized copies of a model's linear layers (and of an untied lm_head) that
+ * quantized_checkpoint_write() stores: the caller's code makes them (the CPU backend's,
+ * lm_quantized_layers() in lm.h), so that this folder stays below the backends.
+ * quantize: m's layers in `format`, progress reported as quantized_write_opts says; 0, or a
+ * negative errno with one sentence in errbuf where there is one to say. find: the quantized copy
+ * of the matrix whose data is `src`, or NULL for a tensor stored as it is. release: frees what
+ * quantize made (called once after a quantize that returned 0). */
+struct quantized_layers {
+	int (*quantize)(void *arg, const struct engine_model *m, enum quant_format format,
+			void (*progress)(void *arg, uint64_t done, uint64_t total), void *progress_arg,
+			char *errbuf, size_t errlen);
+	const struct quant_tensor *(*find)(void *arg, const void *src);
+	void (*release)(void *arg);
+};
+
 struct quantized_write_opts {
+	/* the quantizer and its argument (required) */
+	const struct quantized_layers *layers;
+	void *layers_arg;
 	enum quant_format format;
 	bool force; /* replace a non-empty `out` (never the source directory itself) */
 	/* quantizing progress: the source bytes of the linear layers done of total */
@@ -88,13 +106,13 @@ struct quantized_write_opts {
 };
 
 /* Writes `m` (loaded by engine_model_load() from a plain bf16/f16/f32 checkpoint) to the
- * directory `out` with its linear layers quantized to o->format by the CPU backend's own code
- * (lm_prepare on the pool; the source read through the map once, never copied), every other
- * tensor as stored and every other regular file of the source copied (see DESIGN). Writes into
- * a new directory beside `out` and renames it into place, so `out` either appears whole or not
- * at all; every write, fsync and close is checked. Returns 0, -EEXIST (`out` exists and is not
- * an empty directory, without force), -EINVAL (the model is not a plain file checkpoint, `out`
- * is its source, a weight the quantizer refuses), -ENOSPC/-EFBIG/-EIO/-EACCES... (the write's
- * error), -ENOMEM; errbuf says which file or tensor. Nothing is left behind on failure. */
+ * directory `out` with its linear layers quantized to o->format by o->layers (the CPU backend's
+ * lm_prepare on the pool, lm_quantized_layers(); the source read through the map once, never copied), every
+ * other tensor as stored and every other regular file of the source copied (see DESIGN). Writes into a new
+ * directory beside `out` and renames it into place, so `out` either appears whole or not at all; every write,
+ * fsync and close is checked. Returns 0, -EEXIST (`out` exists and is not an empty directory, without force),
+ * -EINVAL (the model is not a plain file checkpoint, `out` is its source, a weight the quantizer refuses),
+ * -ENOSPC/-EFBIG/-EIO/-EACCES... (the write's error), -ENOMEM; errbuf says which file or tensor. Nothing is
+ * left behind on failure. */
 int quantized_checkpoint_write(const struct engine_model *m, const char *out,
 			       const struct quantized_write_opts *o, char *errbuf, size_t errlen);

@@ -20,6 +20,7 @@
 #include "image.h"
 #include "loader.h"
 #include "vision.h"
+#include "vision_cpu.h" /* vision_pos_embed(), on the host once per handle */
 
 #define VISION_PREPROCESSOR_MAX_BYTES (1u << 20) /* preprocessor_config.json size */
 
@@ -29,9 +30,10 @@ struct engine_vision {
 	struct engine_vision_preprocess pre;
 	int grid; /* patches per tile side */
 	int tokens_per_tile;
-	float *pos;  /* position embedding of a grid x grid tile */
-	uint64_t id; /* unique per handle in the process (engine_vision_id()) */
-	void *owned; /* the tensors' memory of a tower built in memory, else NULL */
+	float *pos;			   /* position embedding of a grid x grid tile */
+	uint64_t id;			   /* unique per handle in the process (engine_vision_id()) */
+	void *owned;			   /* the tensors' memory of a tower built in memory, else NULL */
+	struct backend_vision_tower tower; /* what the backends' vision ops read (vision_tower()) */
 };
 
 static _Atomic uint64_t next_vision_id = 1;
@@ -148,6 +150,12 @@ static int vision_finish_create(struct engine_vision *v, int lm_hidden, char *er
 	if (r < 0)
 		return st_errorf(errbuf, errlen, r, "position embedding: %s", strerror(-r));
 	v->id = atomic_fetch_add(&next_vision_id, 1);
+	v->tower = (struct backend_vision_tower){.w = &v->w,
+						 .id = v->id,
+						 .grid = v->grid,
+						 .tokens_per_tile = v->tokens_per_tile,
+						 .pos = v->pos,
+						 .pre = &v->pre};
 	return 0;
 }
 
@@ -237,6 +245,11 @@ void engine_vision_get_preprocess(const struct engine_vision *v, struct engine_v
 	*ret = v->pre;
 }
 
+const struct backend_vision_tower *vision_tower(const struct engine_vision *v)
+{
+	return &v->tower;
+}
+
 const struct vision_weights *engine_vision_weights(const struct engine_vision *v)
 {
 	return &v->w;
@@ -274,31 +287,7 @@ int engine_vision_embed_dim(const struct engine_vision *v)
 
 int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles, float *out)
 {
-	return vision_encode_gemms(v, NULL, pixels, n_tiles, out);
-}
-
-int vision_encode_gemms(const struct engine_vision *v, const struct vision_gemms *gm, const float *pixels,
-			int n_tiles, float *out)
-{
-	size_t tile_floats = (size_t)3 * v->pre.tile_size * v->pre.tile_size;
-	size_t rows_out = (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
-	float *feat;
-	int r = 0;
-
-	if (!pixels || !out || n_tiles < 0)
-		return -EINVAL;
-	feat = malloc(sizeof(float) * (size_t)v->grid * v->grid * v->w.width);
-	if (!feat)
-		return -ENOMEM;
-	for (int t = 0; t < n_tiles && r >= 0; t++) {
-		r = vision_vit_forward_gemms(&v->w, gm, pixels + (size_t)t * tile_floats, v->grid, v->grid,
-					     v->pos, feat);
-		if (r >= 0)
-			r = vision_project_gemms(&v->w, gm, feat, v->grid, v->grid,
-						 out + (size_t)t * rows_out);
-	}
-	free(feat);
-	return r < 0 ? r : 0;
+	return engine_vision_encode_on(NULL, v, pixels, n_tiles, out);
 }
 
 /* The ops vision runs on: b's, or without a backend the host's (the CPU's, fp32). */
@@ -342,7 +331,7 @@ static int encode_tiles(struct engine_backend *b, const struct engine_vision *v,
 
 	for (int t = 0; r == 0 && t < n_tiles; t += ops->vision.max_tiles) {
 		int n = MIN(n_tiles - t, ops->vision.max_tiles);
-		r = ops->vision_encode_tiles(b, v, pix + (size_t)t * tile_floats, n,
+		r = ops->vision_encode_tiles(b, &v->tower, pix + (size_t)t * tile_floats, n,
 					     out + (size_t)t * tile_out, NULL, 0);
 	}
 	return r;
@@ -419,7 +408,7 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 	n_rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
 	if ((r = vmem_alloc(b, (size_t)3 * p.tile_size * p.tile_size * (size_t)grid.n_tiles, NULL, &pix)) < 0)
 		return r;
-	if ((r = ops_of(b)->vision_preprocess(b, v, img, &p, grid.n_tiles, pix)) == 0 &&
+	if ((r = ops_of(b)->vision_preprocess(b, &v->tower, img, &p, grid.n_tiles, pix)) == 0 &&
 	    (r = vmem_alloc(b, n_rows * (size_t)v->w.out_dim, NULL, &data)) == 0)
 		r = encode_tiles(b, v, pix, grid.n_tiles, data);
 	vmem_free(b, pix);

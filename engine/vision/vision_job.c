@@ -78,7 +78,7 @@ static int job_new(struct engine_backend *b, const struct engine_vision *v, cons
 	j->pixels = pixels;
 	j->n_tiles = n_tiles;
 	j->prep = prep;
-	j->total = prep + backend_vision_steps_per_tile(&j->ops->vision, v) * n_tiles;
+	j->total = prep + backend_vision_steps_per_tile(&j->ops->vision, vision_tower(v)) * n_tiles;
 	j->tile_floats = (size_t)3 * pre.tile_size * pre.tile_size;
 	j->tile_out = (size_t)engine_vision_tokens_per_tile(v) * (size_t)w->out_dim;
 	/* host rows up front (a job that cannot hold them fails at once); device ones at the
@@ -143,7 +143,8 @@ static int tiles_step(struct engine_vision_job *j)
 		if ((r = job_alloc(j, n_pix, NULL, &j->pix)) < 0)
 			return r;
 		j->own_pix = true;
-		return j->ops->vision_preprocess(j->b, j->v, j->img, &j->pre, j->n_tiles, j->pix);
+		return j->ops->vision_preprocess(j->b, vision_tower(j->v), j->img, &j->pre, j->n_tiles,
+						 j->pix);
 	}
 	if (!j->ops->vision.device) {
 		j->pix = (float *)j->pixels;
@@ -177,7 +178,8 @@ int engine_vision_encode_advance(struct engine_vision_job *j, int max_steps)
 		}
 	}
 	if (r == 0 && max_steps > 0 && j->done < j->total) {
-		r = j->ops->vision_encode_tiles(j->b, j->v, j->pix, j->n_tiles, j->out, &j->cur, max_steps);
+		r = j->ops->vision_encode_tiles(j->b, vision_tower(j->v), j->pix, j->n_tiles, j->out, &j->cur,
+						max_steps);
 		j->done = j->prep + j->cur.done;
 	}
 	if (r < 0) {
@@ -215,7 +217,7 @@ void engine_vision_job_destroy(struct engine_vision_job *j)
 	if (!j)
 		return;
 	if (j->cur.state) /* an encode abandoned mid-tile */
-		j->ops->vision_encode_tiles(j->b, j->v, j->pix, j->n_tiles, j->out, &j->cur, 0);
+		j->ops->vision_encode_tiles(j->b, vision_tower(j->v), j->pix, j->n_tiles, j->out, &j->cur, 0);
 	if (j->own_pix)
 		job_free(j, j->pix);
 	if (j->out)

@@ -39,6 +39,7 @@
 #include "model.h"
 #include "test.h"
 #include "vision.h"
+#include "vision_cpu.h"
 #include "vision_rows.h"
 
 TEST_DEFINE_GLOBALS;

@@ -73,7 +73,11 @@ static void load_fails(const char *dir, const char *want)
 static int write_q(const struct engine_model *m, const char *out, enum quant_format f, bool force, char *err,
 		   size_t errlen)
 {
-	struct quantized_write_opts o = {.format = f, .force = force};
+	struct lm_quantized lq = {0};
+	struct quantized_write_opts o = {.layers = lm_quantized_layers(),
+					 .layers_arg = &lq,
+					 .format = f,
+					 .force = force};
 	err[0] = '\0';
 	return quantized_checkpoint_write(m, out, &o, err, errlen);
 }

@@ -354,7 +354,10 @@ static void test_stored(void)
 	char out[600];
 	snprintf(out, sizeof(out), "%s/q4", dir);
 	struct engine_model *m = load("tiny-mamba");
-	struct quantized_write_opts o = {.format = QUANT_Q4};
+	struct lm_quantized lq = {0};
+	struct quantized_write_opts o = {.layers = lm_quantized_layers(),
+					 .layers_arg = &lq,
+					 .format = QUANT_Q4};
 	int r = quantized_checkpoint_write(m, out, &o, err, sizeof(err));
 	if (r < 0)
 		fprintf(stderr, "holo-quantize: %s\n", err);

@@ -1,5 +1,5 @@
 /* The vision kernels (cuda/vision_ops.cu) against the CPU vision path's own steps
- * (engine/vision/vision.h): vision_patchify, vision_layernorm_rows, vision_bias_rows,
+ * (engine/backend/cpu/vision_cpu.h): vision_patchify, vision_layernorm_rows, vision_bias_rows,
  * vision_bias_gelu_rows, vision_attention, vision_shuffle_norm, and the token assembly
  * vision_vit_forward() does inline (prefix rows, patch embedding + position grid). Runs on a
  * device (suite `gpu`, 77 without one) and in the CUDA emulation (`gpu-emu`, three thread orders).
@@ -25,6 +25,7 @@
 #include "model.h"
 #include "test.h"
 #include "vision.h"
+#include "vision_cpu.h"
 
 TEST_DEFINE_GLOBALS;
 

@@ -42,6 +42,7 @@
 #include "model.h"
 #include "test.h"
 #include "vision.h"
+#include "vision_cpu.h"
 #include "vision_cuda.h"
 
 TEST_DEFINE_GLOBALS;
@@ -720,11 +721,11 @@ int main(void)
 	/* the checkpoint's own tile */
 	check_grid(g, &f, engine_vision_grid_side(v));
 #endif
-	struct vision_cuda *vc = vision_cuda_create(g, v, ENGINE_PRECISION_BF16);
+	struct vision_cuda *vc = vision_cuda_create(g, vision_tower(v), ENGINE_PRECISION_BF16);
 	REQUIRE(vc);
 	vision_cuda_destroy(vc);
 	errno = 0;
-	CHECK(vision_cuda_create(g, v, ENGINE_PRECISION_DEFAULT) == NULL && errno == EINVAL);
+	CHECK(vision_cuda_create(g, vision_tower(v), ENGINE_PRECISION_DEFAULT) == NULL && errno == EINVAL);
 	check_profile(g, &f);
 	check_preprocess(g, v, root, "small.png", 6);
 	check_preprocess(g, v, root, "wide.png", 12);

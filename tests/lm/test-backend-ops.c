@@ -13,6 +13,7 @@
 #include "lm.h"
 #include "test.h"
 #include "vision.h"
+#include "vision_cpu.h"
 
 TEST_DEFINE_GLOBALS;
 

@@ -21,6 +21,7 @@
 #include "lm.h"
 #include "model.h"
 #include "vision.h"
+#include "vision_cpu.h"
 
 TEST_DEFINE_GLOBALS;
 

@@ -28,6 +28,7 @@
 #include "engine.h"
 #include "model.h"
 #include "vision.h"
+#include "vision_cpu.h"
 #include "vision_rows.h"
 
 /* C-RADIOv2-H and the Nano-VL v2 projector */

@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "engine.h"
+#include "lm.h"
 #include "quantized.h"
 
 struct progress {
@@ -138,6 +139,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct progress p = {.t0 = time_mono_ns(), .tenths = -1, .format = quant_format_desc(fmt)->name};
+	struct lm_quantized lq = {0};
+	wo.layers = lm_quantized_layers();
+	wo.layers_arg = &lq;
 	wo.format = fmt;
 	wo.progress = on_progress;
 	wo.progress_arg = &p;

@@ -30,13 +30,13 @@
 #include "lm.h"
 #include "quantized.h"
 #include "modelopt.h"
-#include "vision.h"
+#include "vision_cpu.h"
 
 struct cpu_backend {
 	struct engine_backend base;
 	struct lm_prepared prep;
 	struct lm_profile prof;
-	/* bf16: the vision handle last encoded (by engine_vision_id()) and its matrices prepared
+	/* bf16: the vision tower last encoded (by backend_vision_tower.id) and its matrices prepared
 	 * for oneDNN, under vision_lock */
 	pthread_mutex_t vision_lock;
 	uint64_t vision_id;
@@ -508,10 +508,10 @@ oom:
 	return -ENOMEM;
 }
 
-/* fn with the products of the vision encode of `v`: bf16, oneDNN's, the handle's matrices
+/* fn with the products of the vision encode of tower t: bf16, oneDNN's, the tower's matrices
  * prepared on its first encode (a different handle replaces them) and locked while fn runs;
  * fp32, or where oneDNN cannot take them, cpu_matmul() (gm NULL). */
-static int cpu_vision_steps(struct engine_backend *b, const struct engine_vision *v,
+static int cpu_vision_steps(struct engine_backend *b, const struct backend_vision_tower *t,
 			    int (*fn)(const struct vision_gemms *gm, void *arg), void *arg)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
@@ -520,12 +520,12 @@ static int cpu_vision_steps(struct engine_backend *b, const struct engine_vision
 		return fn(NULL, arg);
 	pthread_mutex_lock(&cb->vision_lock);
 	int r = 0;
-	if (!cb->vision || cb->vision_id != engine_vision_id(v)) {
+	if (!cb->vision || cb->vision_id != t->id) {
 		vision_gemms_destroy(cb->vision);
 		cb->vision = NULL;
-		r = vision_gemms_create(engine_vision_weights(v), cpu_vision_layout(), &cb->vision);
+		r = vision_gemms_create(t->w, cpu_vision_layout(), &cb->vision);
 		if (r == 0)
-			cb->vision_id = engine_vision_id(v);
+			cb->vision_id = t->id;
 	}
 	if (r == 0)
 		r = fn(cb->vision, arg);
@@ -553,7 +553,7 @@ static void cpu_vision_run_free(struct backend_vision_cursor *cur)
 }
 
 struct cpu_encode {
-	const struct engine_vision *v;
+	const struct backend_vision_tower *t;
 	const float *pix;
 	int n_tiles;
 	float *out;
@@ -566,15 +566,13 @@ struct cpu_encode {
 static int cpu_encode_steps(const struct vision_gemms *gm, void *arg)
 {
 	struct cpu_encode *e = arg;
-	const struct vision_weights *w = engine_vision_weights(e->v);
-	const int grid = engine_vision_grid_side(e->v), tokens = engine_vision_tokens_per_tile(e->v);
+	const struct vision_weights *w = e->t->w;
+	const int grid = e->t->grid, tokens = e->t->tokens_per_tile;
 	const int per_tile = w->depth + 3, total = per_tile * e->n_tiles;
-	struct engine_vision_preprocess pre;
 	struct cpu_vision_run *st = e->cur->state;
 	int r = 0;
 
-	engine_vision_get_preprocess(e->v, &pre);
-	const size_t tile_floats = (size_t)3 * pre.tile_size * pre.tile_size,
+	const size_t tile_floats = (size_t)3 * e->t->pre->tile_size * e->t->pre->tile_size,
 		     tile_out = (size_t)tokens * (size_t)w->out_dim;
 	if (!st) {
 		if (!(st = calloc(1, sizeof(*st))))
@@ -590,8 +588,8 @@ static int cpu_encode_steps(const struct vision_gemms *gm, void *arg)
 	for (int n = 0; n < e->max_steps && e->cur->done < total; n++) {
 		const int t = e->cur->done / per_tile, k = e->cur->done % per_tile;
 		if (k == 0) {
-			r = vision_vit_run_embed(&st->run, gm, e->pix + (size_t)t * tile_floats,
-						 engine_vision_pos_grid(e->v), NULL);
+			r = vision_vit_run_embed(&st->run, gm, e->pix + (size_t)t * tile_floats, e->t->pos,
+						 NULL);
 		} else if (k <= w->depth) {
 			r = vision_vit_run_block(&st->run, gm, NULL);
 		} else if (k == w->depth + 1) {
@@ -614,26 +612,27 @@ static int cpu_encode_steps(const struct vision_gemms *gm, void *arg)
 static int cpu_encode_all(const struct vision_gemms *gm, void *arg)
 {
 	struct cpu_encode *e = arg;
-	return vision_encode_gemms(e->v, gm, e->pix, e->n_tiles, e->out);
+	return vision_encode_gemms(e->t, gm, e->pix, e->n_tiles, e->out);
 }
 
 /* vision_encode_tiles: the whole tiles in one call (vision_encode_gemms()), or a resumable
  * encode's steps, each with the products of cpu_vision_steps() (b NULL: no backend, fp32). */
-static int cpu_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v, const float *pix,
-				   int n_tiles, float *out, struct backend_vision_cursor *cur, int max_steps)
+static int cpu_vision_encode_tiles(struct engine_backend *b, const struct backend_vision_tower *t,
+				   const float *pix, int n_tiles, float *out,
+				   struct backend_vision_cursor *cur, int max_steps)
 {
-	struct cpu_encode e = {v, pix, n_tiles, out, cur, max_steps};
+	struct cpu_encode e = {t, pix, n_tiles, out, cur, max_steps};
 	if (!cur)
-		return b ? cpu_vision_steps(b, v, cpu_encode_all, &e) : cpu_encode_all(NULL, &e);
+		return b ? cpu_vision_steps(b, t, cpu_encode_all, &e) : cpu_encode_all(NULL, &e);
 	if (max_steps == 0) {
 		cpu_vision_run_free(cur);
 		return 0;
 	}
-	return b ? cpu_vision_steps(b, v, cpu_encode_steps, &e) : cpu_encode_steps(NULL, &e);
+	return b ? cpu_vision_steps(b, t, cpu_encode_steps, &e) : cpu_encode_steps(NULL, &e);
 }
 
 /* vision_preprocess: engine_vision_preprocess() into the host tiles at pix. */
-static int cpu_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+static int cpu_vision_preprocess(struct engine_backend *b, const struct backend_vision_tower *t,
 				 const struct engine_image *img, const struct engine_vision_preprocess *p,
 				 int n_tiles, float *pix)
 {
@@ -709,6 +708,14 @@ static void quant_progress(void *arg, uint64_t done, uint64_t total)
 	}
 	if (qp->opts->progress)
 		qp->opts->progress(qp->opts->progress_arg, done, total);
+}
+
+/* (engine.h) the CPU backend's DEFAULT precision for this checkpoint */
+enum engine_precision engine_model_cpu_precision(const struct engine_model *model)
+{
+	return model && model->embeddings.dtype == TENSOR_BF16 && cpu_dnnl_bf16_supported() ?
+		       ENGINE_PRECISION_BF16 :
+		       ENGINE_PRECISION_FP32;
 }
 
 bool backend_cpu_quantized(const struct engine_backend *b)

@@ -153,6 +153,15 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o, st
 int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p);
 /* Accepts a zeroed struct. */
 void lm_prepared_finish(struct lm_prepared *p);
+/* holo-quantize's quantizer (lm_quantize.c): quantized_checkpoint_write()'s o->layers, with a
+ * zeroed struct lm_quantized as o->layers_arg, quantizes through lm_prepare() and hands the
+ * writer the quantized matrices (quantized.h's struct quantized_layers). */
+struct lm_quantized {
+	const struct engine_model *m;
+	struct lm_prepared prep;
+};
+struct quantized_layers;
+const struct quantized_layers *lm_quantized_layers(void);
 /* An fp8 matrix (lm_fp8.c): w F8_E4M3 with its weight_scale `scale` (modelopt.h) into q as
  * format f (fp8: the codes copied into quant.h's records; q8/q4: the rows dequantized exactly,
  * then quantized), or w bf16/f16/f32 into fp8 with one scale max|w| / 448 for the matrix. q->data

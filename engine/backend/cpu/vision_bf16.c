@@ -1,4 +1,4 @@
-/* The ViT's blocks and the projector on the CPU in bf16 precision (vision.h): the matrix
+/* The ViT's blocks and the projector on the CPU in bf16 precision (vision_cpu.h): the matrix
  * products through oneDNN with bf16 activations written by the row kernels (vision_rows.h),
  * attention as oneDNN products per head and block of query rows (cpu_dnnl_small.h).
  *
@@ -23,7 +23,7 @@
 #include "cpu.h"
 #include "cpu_dnnl.h"
 #include "cpu_dnnl_small.h"
-#include "vision.h"
+#include "vision_cpu.h"
 #include "vision_rows.h"
 
 #define ROWS_PER_TASK 16

@@ -1,6 +1,6 @@
-/* The vision encoder's matrices prepared for oneDNN (vision.h's struct vision_gemms), and the
+/* The vision encoder's matrices prepared for oneDNN (vision_cpu.h's struct vision_gemms), and the
  * products the CPU encoder runs through them in bf16 precision. */
-#include "vision.h"
+#include "vision_cpu.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 
 #include "common.h"
 #include "cpu.h"
-#include "vision.h"
+#include "vision_cpu.h"
 
 void vision_shuffle_norm(const float *features, int rows, int cols, int D, int s, const float *g, float *out)
 {
@@ -138,4 +138,28 @@ int vision_project_profile(const struct vision_weights *w, const struct vision_g
 		r = vision_project_second(w, gm, h, n, out, prof);
 	free(h);
 	return r;
+}
+
+int vision_encode_gemms(const struct backend_vision_tower *t, const struct vision_gemms *gm,
+			const float *pixels, int n_tiles, float *out)
+{
+	const struct vision_weights *w = t->w;
+	size_t tile_floats = (size_t)3 * t->pre->tile_size * t->pre->tile_size;
+	size_t rows_out = (size_t)t->tokens_per_tile * (size_t)w->out_dim;
+	float *feat;
+	int r = 0;
+
+	if (!pixels || !out || n_tiles < 0)
+		return -EINVAL;
+	feat = malloc(sizeof(float) * (size_t)t->grid * t->grid * w->width);
+	if (!feat)
+		return -ENOMEM;
+	for (int i = 0; i < n_tiles && r >= 0; i++) {
+		r = vision_vit_forward_gemms(w, gm, pixels + (size_t)i * tile_floats, t->grid, t->grid,
+					     t->pos, feat);
+		if (r >= 0)
+			r = vision_project_gemms(w, gm, feat, t->grid, t->grid, out + (size_t)i * rows_out);
+	}
+	free(feat);
+	return r < 0 ? r : 0;
 }

@@ -13,7 +13,7 @@
 
 #include "common.h"
 #include "cpu.h"
-#include "vision.h"
+#include "vision_cpu.h"
 
 #define ROWS_PER_TASK 16
 

@@ -88,7 +88,7 @@
 #include "quantized.h"
 #include "device_plan.h"
 #include "loader.h"
-#include "vision.h"
+#include "vision_weights.h"
 #include "vision_cuda.h"
 
 /* Host staging of one upload: tensors are converted and sent in pieces of this size. */
@@ -1975,20 +1975,20 @@ static int locked_profile_report(struct engine_backend *b, char ***ret_lines)
 	return r;
 }
 
-static int locked_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+static int locked_vision_preprocess(struct engine_backend *b, const struct backend_vision_tower *t,
 				    const struct engine_image *img, const struct engine_vision_preprocess *p,
 				    int n_tiles, float *pix)
 {
 	struct cuda_backend *cb = cb_of(b);
 	pthread_mutex_lock(&cb->lock);
-	int r = backend_cuda_vision_preprocess(b, v, img, p, n_tiles, pix);
+	int r = backend_cuda_vision_preprocess(b, t, img, p, n_tiles, pix);
 	pthread_mutex_unlock(&cb->lock);
 	return r;
 }
 
 /* vision_encode_tiles: the tiles in one batch, or a resumable encode's steps one tile each
  * (the lock taken per tile, so other work interleaves as between two slices). */
-static int locked_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+static int locked_vision_encode_tiles(struct engine_backend *b, const struct backend_vision_tower *t,
 				      const float *pix, int n_tiles, float *out,
 				      struct backend_vision_cursor *cur, int max_steps)
 {
@@ -1997,18 +1997,16 @@ static int locked_vision_encode_tiles(struct engine_backend *b, const struct eng
 
 	if (!cur) {
 		pthread_mutex_lock(&cb->lock);
-		r = backend_cuda_vision_encode_tiles(b, v, pix, n_tiles, out);
+		r = backend_cuda_vision_encode_tiles(b, t, pix, n_tiles, out);
 		pthread_mutex_unlock(&cb->lock);
 		return r;
 	}
-	struct engine_vision_preprocess pre;
-	engine_vision_get_preprocess(v, &pre);
-	const size_t tile_floats = (size_t)3 * pre.tile_size * pre.tile_size,
-		     tile_out = (size_t)engine_vision_tokens_per_tile(v) * (size_t)engine_vision_embed_dim(v);
+	const size_t tile_floats = (size_t)3 * t->pre->tile_size * t->pre->tile_size,
+		     tile_out = (size_t)t->tokens_per_tile * (size_t)t->w->out_dim;
 	for (int n = 0; r == 0 && n < max_steps && cur->done < n_tiles; n++) {
-		const size_t t = (size_t)cur->done;
+		const size_t i = (size_t)cur->done;
 		pthread_mutex_lock(&cb->lock);
-		r = backend_cuda_vision_encode_tiles(b, v, pix + t * tile_floats, 1, out + t * tile_out);
+		r = backend_cuda_vision_encode_tiles(b, t, pix + i * tile_floats, 1, out + i * tile_out);
 		pthread_mutex_unlock(&cb->lock);
 		if (r == 0)
 			cur->done++;

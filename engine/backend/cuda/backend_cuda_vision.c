@@ -5,7 +5,7 @@
  * until another handle comes or the backend goes.
  *
  * DESIGN (threads): like the rest of the CUDA backend, called only on the thread that owns the
- * backend's context. The cache is keyed on the handle's engine_vision_id(), not its address, so
+ * backend's context. The cache is keyed on the tower's id (backend_vision_tower.id), not its address, so
  * a handle freed and another allocated at the same address is never served the old weights.
  */
 #include <errno.h>
@@ -14,7 +14,6 @@
 
 #include "backend.h"
 #include "gpu.h"
-#include "vision.h"
 #include "vision_cuda.h"
 
 struct backend_vision {
@@ -31,36 +30,36 @@ void backend_cuda_vision_finish(struct engine_backend *b)
 	b->vision = NULL;
 }
 
-/* The device encoder of v, created (replacing the cached one) when v is another handle. */
-static int encoder_of(struct engine_backend *b, const struct engine_vision *v)
+/* The device encoder of t, created (replacing the cached one) when t is another handle's. */
+static int encoder_of(struct engine_backend *b, const struct backend_vision_tower *t)
 {
 	enum engine_precision p =
 		b->precision == ENGINE_PRECISION_FP32 ? ENGINE_PRECISION_FP32 : ENGINE_PRECISION_BF16;
 	int r;
 
-	if (!b->vision || b->vision->vision_id != engine_vision_id(v)) {
+	if (!b->vision || b->vision->vision_id != t->id) {
 		struct backend_vision *bv = calloc(1, sizeof(*bv));
 
 		backend_cuda_vision_finish(b);
 		if (!bv)
 			return -ENOMEM;
-		bv->vc = vision_cuda_create(backend_cuda_context(b), v, p);
+		bv->vc = vision_cuda_create(backend_cuda_context(b), t, p);
 		if (!bv->vc) {
 			r = errno == ENOMEM ? -ENOMEM : errno == EINVAL ? -EINVAL : -EIO;
 			free(bv);
 			return r;
 		}
-		bv->vision_id = engine_vision_id(v);
+		bv->vision_id = t->id;
 		b->vision = bv;
 	}
 	return 0;
 }
 
-int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine_vision *v,
+int backend_cuda_vision_preprocess(struct engine_backend *b, const struct backend_vision_tower *t,
 				   const struct engine_image *img, const struct engine_vision_preprocess *p,
 				   int n_tiles, float *pix)
 {
-	int r = encoder_of(b, v);
+	int r = encoder_of(b, t);
 
 	if (r == 0)
 		r = vision_cuda_preprocess_to(b->vision->vc, img, p, n_tiles, pix);
@@ -69,10 +68,10 @@ int backend_cuda_vision_preprocess(struct engine_backend *b, const struct engine
 	return r;
 }
 
-int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct engine_vision *v,
+int backend_cuda_vision_encode_tiles(struct engine_backend *b, const struct backend_vision_tower *t,
 				     const float *pix, int n_tiles, float *out)
 {
-	int r = encoder_of(b, v);
+	int r = encoder_of(b, t);
 
 	if (r == 0)
 		r = vision_cuda_encode_tiles(b->vision->vc, pix, n_tiles, out);

@@ -8,7 +8,7 @@
  * GELU and ReLU² outputs, the shuffled tokens) are written in bf16 by the kernel before the GEMM,
  * and everything else stays fp32: the residual stream, q/k/v and the softmax.
  *
- * GELU: fc1's bias and the exact (erf) GELU, the CPU's (vision.h, model.md 1.3), run in
+ * GELU: fc1's bias and the exact (erf) GELU, the CPU's (vision_cpu.h, model.md 1.3), run in
  * gpu_bias_act(GPU_ACT_GELU_ERF), never in a cuBLASLt GELU epilogue: that one is the tanh form,
  * up to 4.7e-4 away (docs/design/gpu-testing.md, cuBLASLt semantics; test-gpu-vision's
  * check_mlp_gelu fails with it).
@@ -26,7 +26,7 @@
 #include "cpu.h"
 #include "gpu.h"
 #include "image.h"
-#include "vision.h"
+#include "vision_weights.h"
 #include "vision_cuda.h"
 
 struct vc_block {
@@ -172,15 +172,14 @@ static int upload_weights(struct vision_cuda *vc, const float *pos)
 	return gpu_synchronize(vc->g);
 }
 
-struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct engine_vision *v,
+struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct backend_vision_tower *t,
 				       enum engine_precision precision)
 {
-	if (!v) {
+	if (!t) {
 		errno = EINVAL;
 		return NULL;
 	}
-	return vision_cuda_create_grid(g, engine_vision_weights(v), engine_vision_grid_side(v),
-				       engine_vision_pos_grid(v), precision);
+	return vision_cuda_create_grid(g, t->w, t->grid, t->pos, precision);
 }
 
 struct vision_cuda *vision_cuda_create_grid(struct gpu_context *g, const struct vision_weights *w, int grid,
@@ -575,13 +574,6 @@ int vision_cuda_encode_image(struct vision_cuda *vc, const struct engine_image *
 	*ret_grid = grid;
 	*ret_rows = vc->rows;
 	return 0;
-}
-
-int vision_cuda_encode_preprocessed(struct vision_cuda *vc, int n_tiles, float *out)
-{
-	if (!out || n_tiles < 1 || n_tiles > vc->n_pix)
-		return -EINVAL;
-	return run(vc, n_tiles, vc->pix, out);
 }
 
 int vision_cuda_encode_tiles(struct vision_cuda *vc, const float *pix, int n_tiles, float *out)

@@ -3,14 +3,15 @@
  *
  * Not a public header: only engine/ sources (and white-box tests) include it.
  *
- * The ViT and the projector of an engine_vision handle over all tiles of an observation in one
- * batch, every step on the device: the handle's weights uploaded once at creation (matrices in
- * the precision, vectors in fp32), activations grown to the largest tile count seen. Belongs to
+ * The ViT and the projector of a vision tower (backend.h's struct backend_vision_tower) over all tiles of an
+ * observation in one batch, every step on the device: the handle's weights uploaded once at creation
+ * (matrices in the precision, vectors in fp32), activations grown to the largest tile count seen. Belongs to
  * the thread that owns the gpu_context; must not outlive the handle or the context. */
 #pragma once
 
+#include "backend.h"
 #include "engine.h"
-#include "vision.h"
+#include "vision_weights.h"
 
 struct gpu_context;
 struct vision_cuda;
@@ -20,7 +21,7 @@ struct engine_image;
 
 /* NULL + errno: EINVAL (a precision other than bf16/fp32, or a model whose head dimension, patch
  * or projector width is beyond the kernels' limits), ENOMEM, EIO. */
-struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct engine_vision *v,
+struct vision_cuda *vision_cuda_create(struct gpu_context *g, const struct backend_vision_tower *t,
 				       enum engine_precision precision);
 /* The same for tiles of grid x grid patches (a multiple of the shuffle factor) with the
  * position grid pos [grid * grid][width] (vision_pos_embed()): what tests use for tiles smaller
@@ -48,19 +49,14 @@ int vision_cuda_preprocess(struct vision_cuda *vc, const struct engine_image *im
 /* Copies the first n_tiles tiles of the tile buffer (the last preprocess or encode) to the host
  * (waiting for them). Returns 0, -EINVAL, -EIO. */
 int vision_cuda_download_pixels(struct vision_cuda *vc, int n_tiles, float *pixels);
-/* The encoder on the n_tiles tiles the last vision_cuda_preprocess() left in the tile buffer,
- * its rows written to `out` (device memory of n_tiles * tokens_per_tile rows of embed_dim
- * floats, the caller's: the rows the LM's prefill then reads), queued on the context's stream.
- * Returns 0, -EINVAL (more tiles than were preprocessed), -EIO. */
-int vision_cuda_encode_preprocessed(struct vision_cuda *vc, int n_tiles, float *out);
 /* vision_cuda_preprocess() into `pix` (device memory of n_tiles tiles, the caller's) instead of
  * the encoder's tile buffer; n_tiles must be the grid's tile count (-EINVAL otherwise). Queued
  * on the context's stream. Returns 0, -EINVAL, -ENOMEM, -EIO. */
 int vision_cuda_preprocess_to(struct vision_cuda *vc, const struct engine_image *img,
 			      const struct engine_vision_preprocess *p, int n_tiles, float *pix);
 /* The encoder on n_tiles tiles at `pix` (device memory, vision_cuda_preprocess_to()'s layout),
- * its rows written to `out` (device memory, as vision_cuda_encode_preprocessed()), queued on the
- * context's stream.
+ * its rows written to `out` (device memory of n_tiles * tokens_per_tile rows of embed_dim
+ * floats, the caller's: the rows the LM's prefill then reads), queued on the context's stream.
  * Returns 0, -EINVAL, -ENOMEM, -EIO. */
 int vision_cuda_encode_tiles(struct vision_cuda *vc, const float *pix, int n_tiles, float *out);
 /* vision_cuda_preprocess() then the encoder on its tiles, all on the device: *ret_rows as

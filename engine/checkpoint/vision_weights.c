@@ -9,7 +9,7 @@
 
 #include "common.h"
 #include "loader.h"
-#include "vision.h"
+#include "vision_weights.h"
 
 static void shape_str(const struct tensor *t, char *buf, size_t len)
 {
