@@ -10,9 +10,15 @@
  * + 2) 2^-24 sum |x w| for any order of the sums: a wrong layout or a lost tail is far outside it.
  * - the ReLU^2 epilogue (cpu_dnnl_matmul_act) on the same products: bit for bit cpu_relu2() of
  *   the plain product (both compute max(y, 0)^2 in fp32 on the same y).
+ * - cpu_dnnl_matmul_bf16_fill (the prompt's products on quantized weights): bf16 rows, q8 and q4
+ *   records and tiles made a block at a time, odd token counts (over one call's 256 tokens too),
+ *   short last blocks and blocks ending inside a tile, a strided y, accumulation, on 1, 2 and 3
+ *   threads: within the same bound of a float64 product of the same bf16 weights; every row
+ *   made exactly once, and a block whose fill fails finished by the caller's `rest`.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +27,7 @@
 #include "common.h"
 #include "cpu.h"
 #include "cpu_dnnl.h"
+#include "quant.h"
 #include "test.h"
 
 TEST_DEFINE_GLOBALS;
@@ -221,6 +228,201 @@ static void check_shape(const struct shape *sh)
 	free(yp);
 }
 
+/* ---- cpu_dnnl_matmul_bf16_fill: weights made a block of rows at a time -------------------- */
+
+struct fill_case {
+	int T, in, out, block_rows;
+	size_t extra_ldy;
+	bool accumulate;
+	int fail_block; /* the block whose fill fails (-ENOMEM), or -1 */
+	int quant;	/* -1: bf16 rows; else the enum quant_format made by cpu_quant_rows_to_bf16 */
+	bool tiled;
+};
+
+struct fill_ctx {
+	const struct fill_case *c;
+	const uint16_t *wb; /* the weights in bf16, [out][in] */
+	const struct quant_tensor *q;
+	const float *x; /* rounded to bf16, ldx apart */
+	size_t ldx;
+	float *y;
+	size_t ldy;
+	_Atomic int *made; /* per row: times its weights were made */
+	_Atomic int rests;
+	_Atomic int bad_call;
+};
+
+static int test_fill(void *arg, int r0, int n, uint16_t *w)
+{
+	struct fill_ctx *f = arg;
+	const struct fill_case *c = f->c;
+	if (r0 % c->block_rows != 0 || n < 1 || n > c->block_rows || r0 + n > c->out)
+		atomic_store(&f->bad_call, 1);
+	if (r0 / c->block_rows == c->fail_block)
+		return -ENOMEM;
+	for (int r = r0; r < r0 + n; r++)
+		atomic_fetch_add(&f->made[r], 1);
+	if (f->q)
+		return cpu_quant_rows_to_bf16(f->q, r0, n, w);
+	memcpy(w, f->wb + (size_t)r0 * c->in, (size_t)n * c->in * sizeof(uint16_t));
+	return 0;
+}
+
+/* the rest of a failed block on the portable path: cpu_matmul() on its rows */
+static void test_rest(void *arg, int r0, int n, int t0)
+{
+	struct fill_ctx *f = arg;
+	const struct fill_case *c = f->c;
+	atomic_fetch_add(&f->rests, 1);
+	if (r0 != c->fail_block * c->block_rows || t0 != 0)
+		atomic_store(&f->bad_call, 1);
+	struct tensor t = {.data = (void *)(f->wb + (size_t)r0 * c->in),
+			   .dtype = TENSOR_BF16,
+			   .ndim = 2,
+			   .shape = {n, c->in},
+			   .nbytes = (size_t)n * c->in * 2};
+	CHECK_INT_EQ(cpu_matmul(&t, f->x + (size_t)t0 * f->ldx, f->ldx, c->T - t0,
+				f->y + (size_t)t0 * f->ldy + r0, f->ldy, c->accumulate),
+		     0);
+}
+
+/* y (+)= W x through cpu_dnnl_matmul_bf16_fill() against a float64 product of the same bf16
+ * weights and activations, within the summation bound; every row made once, the stride's gap
+ * untouched, a failing block finished by `rest`. */
+static void check_fill(const struct fill_case *c)
+{
+	const int T = c->T, in = c->in, out = c->out;
+	const size_t ldx = (size_t)in + 3, ldy = (size_t)out + c->extra_ldy;
+	uint16_t *wb = malloc((size_t)in * out * sizeof(uint16_t));
+	float *wf = malloc((size_t)in * out * sizeof(float));
+	float *x = malloc((size_t)T * ldx * sizeof(float));
+	uint16_t *xb = malloc((size_t)T * in * sizeof(uint16_t));
+	float *y0 = malloc((size_t)T * ldy * sizeof(float));
+	float *y = malloc((size_t)T * ldy * sizeof(float));
+	_Atomic int *made = calloc((size_t)out, sizeof(*made));
+	REQUIRE(wb && wf && x && xb && y0 && y && made);
+	for (size_t i = 0; i < (size_t)in * out; i++)
+		wf[i] = frand();
+	struct quant_tensor q = {0};
+	void *qdata = NULL;
+	if (c->quant >= 0) {
+		/* the quantized rows' weights, rounded to bf16 as cpu_quant_rows_to_bf16() does */
+		size_t bytes;
+		REQUIRE(quant_tensor_bytes((enum quant_format)c->quant, out, in, &bytes) == 0);
+		REQUIRE(posix_memalign(&qdata, 64, bytes) == 0);
+		REQUIRE(quant_tensor_from_f32((enum quant_format)c->quant, wf, out, in, (size_t)in, qdata,
+					      &q) == 0);
+		for (int r = 0; r < out; r++)
+			quant_row_to_f32(q.format, quant_tensor_row(&q, r, NULL), in, wf + (size_t)r * in);
+		if (c->tiled) {
+			void *tmp = malloc(QUANT_TILE_ROWS * q.row_bytes);
+			REQUIRE(tmp);
+			REQUIRE(quant_tensor_tile_range(&q, qdata, 0, out / QUANT_TILE_ROWS, tmp) == 0);
+			q.tiled = true;
+			free(tmp);
+		}
+	}
+	cpu_f32_to_bf16(wf, wb, (size_t)in * out);
+	for (size_t i = 0; i < (size_t)in * out; i++)
+		wf[i] = bf16_to_f32(wb[i]);
+	for (size_t i = 0; i < (size_t)T * ldx; i++)
+		x[i] = frand() * 4;
+	cpu_round_bf16_rows(x, ldx, T, in);
+	for (int t = 0; t < T; t++)
+		cpu_f32_to_bf16(x + (size_t)t * ldx, xb + (size_t)t * in, (size_t)in);
+	for (size_t i = 0; i < (size_t)T * ldy; i++)
+		y0[i] = frand();
+	memcpy(y, y0, (size_t)T * ldy * sizeof(float));
+
+	struct fill_ctx f = {.c = c,
+			     .wb = wb,
+			     .q = c->quant >= 0 ? &q : NULL,
+			     .x = x,
+			     .ldx = ldx,
+			     .y = y,
+			     .ldy = ldy,
+			     .made = made};
+	CHECK_INT_EQ(cpu_dnnl_matmul_bf16_fill(out, in, xb, T, y, ldy, c->accumulate, c->block_rows,
+					       test_fill, test_rest, &f),
+		     0);
+	CHECK_INT_EQ(atomic_load(&f.bad_call), 0);
+	CHECK_INT_EQ(atomic_load(&f.rests), c->fail_block >= 0 ? 1 : 0);
+	int made_bad = 0;
+	for (int r = 0; r < out; r++)
+		made_bad += atomic_load(&made[r]) != (r / c->block_rows == c->fail_block ? 0 : 1);
+	CHECK_INT_EQ(made_bad, 0);
+
+	double worst = 0;
+	int bad = 0;
+	for (int t = 0; t < T; t++) {
+		for (int o = 0; o < out; o++) {
+			double ref = c->accumulate ? y0[(size_t)t * ldy + o] : 0, mag = fabs(ref);
+			for (int k = 0; k < in; k++) {
+				double p = (double)x[(size_t)t * ldx + k] * wf[(size_t)o * in + k];
+				ref += p;
+				mag += fabs(p);
+			}
+			double e = fabs(y[(size_t)t * ldy + o] - ref) / ((in + 2) * 0x1p-24 * mag + 1e-30);
+			worst = fmax(worst, e);
+			bad += !(e <= 1.0);
+		}
+		for (size_t o = (size_t)out; o < ldy; o++)
+			CHECK(y[(size_t)t * ldy + o] == y0[(size_t)t * ldy + o]);
+	}
+	CHECK_INT_EQ(bad, 0);
+	if (bad || getenv("LM_TEST_VERBOSE"))
+		fprintf(stderr,
+			"fill: T %d in %d out %d block %d ldy %zu acc %d fail %d quant %d%s, %d threads: "
+			"worst |err|/bound %.3g\n",
+			T, in, out, c->block_rows, ldy, c->accumulate, c->fail_block, c->quant,
+			c->tiled ? " tiled" : "", cpu_threads(), worst);
+	free(qdata);
+	free(made);
+	free(wb);
+	free(wf);
+	free(x);
+	free(xb);
+	free(y0);
+	free(y);
+}
+
+static void check_fills(void)
+{
+	const struct fill_case cases[] = {
+		/* the bench model's MLP up and down at an odd token count: whole blocks and a short
+		 * last one (5120 = 40 x 128; 1024 rows of 32 with 5120 columns) */
+		{17, 1024, 5120, 128, 0, false, -1, -1, false},
+		{19, 5120, 1024, 32, 0, true, -1, -1, false},
+		/* more tokens than one oneDNN call takes (256): a short last run of them */
+		{257, 64, 96, 32, 0, true, -1, -1, false},
+		{300, 129, 65, 64, 7, false, -1, -1, false},
+		/* odd ones: one block larger than the matrix, one row, one column, a strided y */
+		{16, 40, 7, 1000, 2, true, -1, -1, false},
+		{1, 1, 1, 32, 0, false, -1, -1, false},
+		{33, 17, 45, 8, 5, true, -1, -1, false},
+		/* a block whose fill fails: its rows on `rest`, the others unchanged */
+		{23, 100, 130, 32, 3, true, 2, -1, false},
+		{20, 64, 40, 16, 0, false, 0, -1, false},
+		/* quantized rows, as the prompt's products make them: records and tiles, blocks
+		 * ending inside a tile, a short last tile left as records */
+		{21, 100, 70, 32, 0, true, -1, QUANT_Q8, false},
+		{18, 1000, 77, 24, 1, false, -1, QUANT_Q8, true},
+		{17, 33, 83, 40, 0, true, -1, QUANT_Q4, true},
+		{40, 64, 64, 32, 0, false, -1, QUANT_Q4, false},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		check_fill(&cases[i]);
+	/* y narrower than the matrix: refused, nothing made */
+	float y[4] = {0};
+	uint16_t xb[4] = {0};
+	struct fill_case c = {1, 4, 4, 32, 0, false, -1, -1, false};
+	struct fill_ctx f = {.c = &c};
+	CHECK_INT_EQ(cpu_dnnl_matmul_bf16_fill(4, 4, xb, 1, y, 3, false, 32, test_fill, test_rest, &f),
+		     -EINVAL);
+	CHECK_INT_EQ(cpu_dnnl_matmul_bf16_fill(4, 4, xb, 1, y, 4, false, 0, test_fill, test_rest, &f),
+		     -EINVAL);
+}
+
 int main(void)
 {
 	check_rounding();
@@ -253,6 +455,11 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		check_shape(&shapes[i]);
 	CHECK(strcmp(cpu_dnnl_impl_name(), "none") != 0);
+	/* the blocks on one, two and three threads: their order differs, each block's sums not */
+	for (int threads = 1; threads <= 3; threads++) {
+		REQUIRE(cpu_set_threads(threads) == 0);
+		check_fills();
+	}
 
 	/* a non-matrix is refused */
 	struct tensor v = {.data = (uint16_t[4]){0}, .dtype = TENSOR_BF16, .ndim = 1, .shape = {4}};

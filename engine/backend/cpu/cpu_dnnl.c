@@ -16,6 +16,13 @@
  * The reordered layout is the one oneDNN chooses for REF_T rows; every product with that weight
  * then names that layout explicitly, which the brgemm matmul accepts for any row count (if some
  * implementation did not, the product reports -ENOTSUP rather than reorder per call).
+ *
+ * Weights made a block at a time (cpu_dnnl_matmul_bf16_fill, the prompt's products on quantized
+ * weights) split the other way: a task is a block of the weight's rows, made by the caller's
+ * fill into its thread's buffer (sized to stay in the core's L2) and multiplied by every token,
+ * at most FILL_T tokens per call. oneDNN 2.6's brgemm takes only a dense y (a y row stride
+ * wider than the block's columns falls back to its plain jit GEMM), so the block's results go to
+ * a dense per-thread buffer and are stored or added into y's columns by the task.
  */
 #include "cpu_dnnl.h"
 
@@ -41,6 +48,8 @@
 #define CACHE_SIZE 64
 #define REF_T 256
 #define ROW_ALIGN 32
+/* cpu_dnnl_matmul_bf16_fill(): the most tokens one oneDNN call multiplies by a block of weights */
+#define FILL_T 256
 
 /* libgomp's, which libdnnl links: the thread count of the calling thread's parallel regions
  * (declared here because clang's resource directory has no omp.h) */
@@ -87,6 +96,9 @@ static struct {
 	uint64_t clock;
 	uint16_t *xbuf;
 	size_t xbuf_elems;
+	/* per pool thread: cpu_dnnl_matmul_bf16_fill()'s block of weights and its results */
+	void *fill_w[CPU_MAX_THREADS], *fill_y[CPU_MAX_THREADS];
+	size_t fill_w_size[CPU_MAX_THREADS], fill_y_size[CPU_MAX_THREADS];
 	char impl[64];
 } g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -259,15 +271,16 @@ static void entry_clear(struct cache_entry *e)
 	memset(e, 0, sizeof(*e));
 }
 
-/* The cached primitive for slice sl of w, created on a miss. Called with the lock held. */
-static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, int T, size_t ldy,
-		     bool accumulate, enum cpu_dnnl_act act, struct cache_entry **ret)
+/* The cached primitive for T rows against n columns of weights of layout wmd ({in, n}), created
+ * on a miss. Called with the lock held. */
+static int cache_get_md(int T, int in, int n, const dnnl_memory_desc_t *wmd, size_t ldy, bool accumulate,
+			enum cpu_dnnl_act act, struct cache_entry **ret)
 {
 	struct cache_entry *victim = NULL;
 	for (int i = 0; i < g.n_cache; i++) {
 		struct cache_entry *e = &g.cache[i];
-		if (e->T == T && e->in == w->in && e->n == sl->n && e->ldy == ldy &&
-		    e->accumulate == accumulate && e->act == act && dnnl_memory_desc_equal(&e->wmd, &sl->md)) {
+		if (e->T == T && e->in == in && e->n == n && e->ldy == ldy && e->accumulate == accumulate &&
+		    e->act == act && dnnl_memory_desc_equal(&e->wmd, wmd)) {
 			e->used = ++g.clock;
 			*ret = e;
 			return 0;
@@ -281,7 +294,7 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 		entry_clear(victim);
 
 	dnnl_primitive_desc_t pd;
-	int r = matmul_pd(T, w->in, sl->n, &sl->md, ldy, accumulate, act, &pd);
+	int r = matmul_pd(T, in, n, wmd, ldy, accumulate, act, &pd);
 	if (r < 0)
 		goto drop;
 	/* oneDNN's reference matmul (what it falls back to for a weight layout its fast kernels
@@ -304,12 +317,12 @@ static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, in
 		goto drop;
 	}
 	victim->T = T;
-	victim->in = w->in;
-	victim->n = sl->n;
+	victim->in = in;
+	victim->n = n;
 	victim->ldy = ldy;
 	victim->accumulate = accumulate;
 	victim->act = act;
-	victim->wmd = sl->md;
+	victim->wmd = *wmd;
 	victim->used = ++g.clock;
 	*ret = victim;
 	return 0;
@@ -322,6 +335,13 @@ drop:
 	}
 	g.n_cache--;
 	return r;
+}
+
+/* The cached primitive for slice sl of w. Called with the lock held. */
+static int cache_get(const struct cpu_dnnl_weight *w, const struct slice *sl, int T, size_t ldy,
+		     bool accumulate, enum cpu_dnnl_act act, struct cache_entry **ret)
+{
+	return cache_get_md(T, w->in, sl->n, &sl->md, ldy, accumulate, act, ret);
 }
 
 /* Runs p on the calling thread with one OpenMP thread, on stream st. */
@@ -543,6 +563,64 @@ struct product {
 	_Atomic int err;
 };
 
+/* Runs e's primitive on pool thread `thread` (its stream and scratchpad) over the bf16 rows x,
+ * the weights wm, into y. */
+static int exec_entry(const struct cache_entry *e, const uint16_t *x, dnnl_memory_t wm, float *y, int thread)
+{
+	dnnl_memory_t src = NULL, dst = NULL, scr = NULL;
+	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, (void *)x);
+	if (s == dnnl_success)
+		s = dnnl_memory_create(&dst, &e->dst_md, g.engine, y);
+	if (s == dnnl_success)
+		s = dnnl_memory_create(&scr, &e->scratch_md, g.engine, g.scratch[thread]);
+	int r = status_errno(s);
+	if (s == dnnl_success) {
+		dnnl_exec_arg_t args[4] = {
+			{DNNL_ARG_SRC, src},
+			{DNNL_ARG_WEIGHTS, wm},
+			{DNNL_ARG_DST, dst},
+			{DNNL_ARG_SCRATCHPAD, scr},
+		};
+		r = run(g.streams[thread], e->prim, 4, args);
+	}
+	if (scr)
+		dnnl_memory_destroy(scr);
+	if (dst)
+		dnnl_memory_destroy(dst);
+	if (src)
+		dnnl_memory_destroy(src);
+	return r;
+}
+
+/* Grows the 64-byte aligned buffer *b of *size bytes to at least `need`; its contents are lost. */
+static int grow(void **b, size_t *size, size_t need)
+{
+	if (*b && *size >= need)
+		return 0;
+	void *n = NULL;
+	if (posix_memalign(&n, 64, MAX(need, 64)) != 0)
+		return -ENOMEM;
+	free(*b);
+	*b = n;
+	*size = MAX(need, 64);
+	return 0;
+}
+
+/* Every pool thread's stream, and its scratchpad of at least `scratch` bytes. Called with the
+ * lock held. */
+static int threads_ready(size_t scratch)
+{
+	for (int t = 0; t < cpu_threads(); t++) {
+		dnnl_stream_t st;
+		int r = stream_of(t, &st);
+		if (r == 0)
+			r = grow(&g.scratch[t], &g.scratch_size[t], scratch);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 /* Rows [i * rows, ...) of the product, x's rounded to bf16 first, on the thread that takes the
  * task. */
 static void product_task(void *ctx, int i, int thread)
@@ -557,30 +635,9 @@ static void product_task(void *ctx, int i, int thread)
 			cpu_f32_to_bf16(p->x + t * p->ldx, g.xbuf + t * in, in);
 		xb = g.xbuf;
 	}
-	dnnl_memory_t src = NULL, dst = NULL, scr = NULL;
-	dnnl_status_t s = dnnl_memory_create(&src, &e->src_md, g.engine, (void *)(xb + t0 * in));
-	if (s == dnnl_success)
-		s = dnnl_memory_create(&dst, &e->dst_md, g.engine, p->y + t0 * p->ldy);
-	if (s == dnnl_success)
-		s = dnnl_memory_create(&scr, &e->scratch_md, g.engine, g.scratch[thread]);
-	int r = status_errno(s);
-	if (s == dnnl_success) {
-		dnnl_exec_arg_t args[4] = {
-			{DNNL_ARG_SRC, src},
-			{DNNL_ARG_WEIGHTS, sl->mem},
-			{DNNL_ARG_DST, dst},
-			{DNNL_ARG_SCRATCHPAD, scr},
-		};
-		r = run(g.streams[thread], e->prim, 4, args);
-	}
+	int r = exec_entry(e, xb + t0 * in, sl->mem, p->y + t0 * p->ldy, thread);
 	if (r < 0)
 		atomic_store(&p->err, r);
-	if (scr)
-		dnnl_memory_destroy(scr);
-	if (dst)
-		dnnl_memory_destroy(dst);
-	if (src)
-		dnnl_memory_destroy(src);
 }
 
 static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_t *xb, size_t ldx, int T,
@@ -616,21 +673,8 @@ static int matmul(const struct cpu_dnnl_weight *w, const float *x, const uint16_
 			goto unlock;
 		scratch = MAX(scratch, entries[i]->scratch_bytes);
 	}
-	for (int t = 0; t < threads; t++) {
-		dnnl_stream_t st;
-		if ((r = stream_of(t, &st)) < 0)
-			goto unlock;
-		if (!g.scratch[t] || scratch > g.scratch_size[t]) {
-			void *b = NULL;
-			if (posix_memalign(&b, 64, MAX(scratch, 64)) != 0) {
-				r = -ENOMEM;
-				goto unlock;
-			}
-			free(g.scratch[t]);
-			g.scratch[t] = b;
-			g.scratch_size[t] = MAX(scratch, 64);
-		}
-	}
+	if ((r = threads_ready(scratch)) < 0)
+		goto unlock;
 	struct product p =
 		{.w = w, .e = entries, .T = T, .rows = rows, .x = x, .xb = xb, .ldx = ldx, .y = y, .ldy = ldy};
 	atomic_init(&p.err, 0);
@@ -663,4 +707,113 @@ int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x,
 			     bool accumulate, enum cpu_dnnl_act act)
 {
 	return matmul(w, NULL, x, (size_t)w->in, T, y, ldy, accumulate, act);
+}
+
+/* ---- products on weights made a block at a time (cpu_dnnl_matmul_bf16_fill) -------------- */
+
+struct fill_job {
+	int in, out, T, rows, tc; /* rows per block, tokens per call */
+	const uint16_t *x;
+	float *y;
+	size_t ldy;
+	bool accumulate;
+	cpu_dnnl_fill_fn *fill;
+	void *arg;
+	struct cache_entry *e[2][2]; /* [a short last block][a short last run of tokens] */
+	dnnl_memory_desc_t wmd[2];
+	int *done; /* per block: the tokens whose results are in y */
+};
+
+/* Block i of the product on the thread that takes it: its rows made by fill into the thread's
+ * buffer, then multiplied by every run of tc tokens into the thread's results buffer, which is
+ * stored or added into y's columns of the block. */
+static void fill_task(void *ctx, int i, int thread)
+{
+	struct fill_job *j = ctx;
+	const int r0 = i * j->rows, n = MIN(j->rows, j->out - r0), tail = n != j->rows;
+	const size_t in = (size_t)j->in;
+	uint16_t *w = g.fill_w[thread];
+	float *res = g.fill_y[thread];
+	dnnl_memory_t wm = NULL;
+	if (j->fill(j->arg, r0, n, w) < 0 ||
+	    dnnl_memory_create(&wm, &j->wmd[tail], g.engine, w) != dnnl_success)
+		goto out;
+	for (int t0 = 0; t0 < j->T; t0 += j->tc) {
+		const int tn = MIN(j->tc, j->T - t0);
+		if (exec_entry(j->e[tail][tn != j->tc], j->x + (size_t)t0 * in, wm, res, thread) < 0)
+			break;
+		for (int t = 0; t < tn; t++) {
+			float *y = j->y + (size_t)(t0 + t) * j->ldy + r0;
+			const float *v = res + (size_t)t * (size_t)n;
+			if (j->accumulate)
+				for (int k = 0; k < n; k++)
+					y[k] += v[k];
+			else
+				memcpy(y, v, (size_t)n * sizeof(float));
+		}
+		j->done[i] = t0 + tn;
+	}
+out:
+	if (wm)
+		dnnl_memory_destroy(wm);
+}
+
+int cpu_dnnl_matmul_bf16_fill(int out, int in, const uint16_t *x, int T, float *y, size_t ldy, bool accumulate,
+			      int block_rows, cpu_dnnl_fill_fn *fill, cpu_dnnl_rest_fn *rest, void *arg)
+{
+	if (T <= 0)
+		return 0;
+	if (out < 1 || in < 1 || block_rows < 1 || ldy < (size_t)out)
+		return -EINVAL;
+	int r = init();
+	if (r < 0)
+		return r;
+	struct fill_job j = {
+		.in = in,
+		.out = out,
+		.T = T,
+		.rows = MIN(block_rows, out),
+		.tc = MIN(T, FILL_T),
+		.x = x,
+		.y = y,
+		.ldy = ldy,
+		.accumulate = accumulate,
+		.fill = fill,
+		.arg = arg,
+	};
+	const int n_blocks = (out + j.rows - 1) / j.rows;
+	if (!(j.done = calloc((size_t)n_blocks, sizeof(*j.done))))
+		return -ENOMEM;
+	pthread_mutex_lock(&g.lock);
+	/* the primitives: whole blocks and the last one, whole runs of tokens and the last one */
+	const int ns[2] = {j.rows, out - (n_blocks - 1) * j.rows}, ts[2] = {j.tc, T - (T - 1) / j.tc * j.tc};
+	size_t scratch = 0;
+	for (int b = 0; b < 2 && r == 0; b++) {
+		dnnl_dims_t dims = {in, ns[b]}, strides = {1, in};
+		if (dnnl_memory_desc_init_by_strides(&j.wmd[b], 2, dims, dnnl_bf16, strides) != dnnl_success) {
+			r = -ENOTSUP;
+			break;
+		}
+		for (int t = 0; t < 2 && r == 0; t++)
+			if ((r = cache_get_md(ts[t], in, ns[b], &j.wmd[b], (size_t)ns[b], false,
+					      CPU_DNNL_ACT_NONE, &j.e[b][t])) == 0)
+				scratch = MAX(scratch, j.e[b][t]->scratch_bytes);
+	}
+	if (r == 0)
+		r = threads_ready(scratch);
+	for (int t = 0; t < cpu_threads() && r == 0; t++)
+		if (grow(&g.fill_w[t], &g.fill_w_size[t], (size_t)j.rows * (size_t)in * sizeof(uint16_t)) <
+			    0 ||
+		    grow(&g.fill_y[t], &g.fill_y_size[t], (size_t)j.tc * (size_t)j.rows * sizeof(float)) < 0)
+			r = -ENOMEM;
+	if (r == 0)
+		cpu_parallel_for(n_blocks, fill_task, &j);
+	pthread_mutex_unlock(&g.lock);
+	/* y untouched on a failure before the blocks ran; a block that failed (its fill, or oneDNN)
+	 * after some of its tokens were done has the rest of them computed by `rest` */
+	for (int i = 0; i < n_blocks && r == 0; i++)
+		if (j.done[i] < T)
+			rest(arg, i * j.rows, MIN(j.rows, out - i * j.rows), j.done[i]);
+	free(j.done);
+	return r;
 }

@@ -12,6 +12,8 @@
  * tensor is used in place, without a copy: CPU_DNNL_PLAIN) or a copy reordered into the blocked
  * layout oneDNN chooses for the matmul (CPU_DNNL_REORDERED: faster, but a second copy of every
  * weight in memory). Never per call.
+ * Weights held in another format (quantized) are made block by block during the product
+ * instead (cpu_dnnl_matmul_bf16_fill), each block once, in the cache of the thread using it.
  *
  * DESIGN (threads): one set of threads. oneDNN's threading runtime in Debian's build is OpenMP,
  * whose threads would spin between products while the engine pool's workers wait for the rest
@@ -78,6 +80,24 @@ int cpu_dnnl_matmul_act(const struct cpu_dnnl_weight *w, const float *x, size_t 
 			size_t ldy, bool accumulate, enum cpu_dnnl_act act);
 int cpu_dnnl_matmul_bf16_act(const struct cpu_dnnl_weight *w, const uint16_t *x, int T, float *y, size_t ldy,
 			     bool accumulate, enum cpu_dnnl_act act);
+
+/* Rows [r0, r0 + n) of a weight ([out][in]) made in bf16 into w (n dense rows of in), on a pool
+ * thread (no pool job may start there). Returns 0 or < 0. */
+typedef int cpu_dnnl_fill_fn(void *arg, int r0, int n, uint16_t *w);
+/* y[t0..T)'s columns [r0, r0 + n) (+)= those rows of the weight times x[t0..T), by other means,
+ * on the calling thread (a pool job may start there). */
+typedef void cpu_dnnl_rest_fn(void *arg, int r0, int n, int t0);
+
+/* y[t, 0:out] (+)= W x[t, :] for t in [0, T), with x T dense rows of `in` bf16 values and W a
+ * weight no oneDNN weight holds: made block_rows rows at a time by `fill` (e.g. quantized rows
+ * dequantized to bf16) into a buffer of the pool thread that multiplies them, while they are in
+ * its cache, by every row of x (at most 256 rows per oneDNN call) into a dense block of results
+ * that is stored or added into y. One pool job: its tasks are the blocks, so each weight is made
+ * once per product and read from memory once. Returns 0 (a block whose fill or oneDNN call
+ * failed had the rest of its tokens computed by `rest`), or -ENOMEM, -EINVAL or -ENOTSUP (no
+ * fast oneDNN kernel) with y untouched. Callable from any thread but not from a pool task. */
+int cpu_dnnl_matmul_bf16_fill(int out, int in, const uint16_t *x, int T, float *y, size_t ldy, bool accumulate,
+			      int block_rows, cpu_dnnl_fill_fn *fill, cpu_dnnl_rest_fn *rest, void *arg);
 
 /* The oneDNN implementation the weights' matmul runs (e.g. "brg:avx512_core_amx_bf16"), known
  * once a weight was created; "none" before. */

@@ -73,8 +73,9 @@ struct lm_prepared {
 	/* The layers' matrices quantized (lm_prepared_layer.q, docs/quantization.md): decode rows
 	 * (runs of fewer than LM_QUANT_GEMV_MAX_T positions) and the merged decode rows of a batch run on
 	 * cpu_gemv_quant_rows() (fp32 precision) or cpu_gemv_quant_rows_i8() (bf16: int8
-	 * activations); longer runs in bf16 precision dequantize LM_QUANT_PREFILL_BF16_BYTES of rows
-	 * at a time to bf16 for oneDNN's bf16 matmul, in fp32 precision (or without oneDNN's bf16)
+	 * activations); longer runs in bf16 precision are one oneDNN bf16 product per matrix whose
+	 * pool tasks each dequantize LM_QUANT_PREFILL_BLOCK_BYTES of rows to bf16 and multiply them
+	 * from their cache (cpu_dnnl_matmul_bf16_fill), in fp32 precision (or without oneDNN's bf16)
 	 * LM_QUANT_PREFILL_BYTES of rows to fp32 for cpu_matmul() (the same exact weights, the sums
 	 * in another order). The merged decode rows never take AMX or oneDNN, so a batch's rows
 	 * are bit for bit those of each sequence alone in either precision. */
@@ -99,19 +100,19 @@ struct lm_prepared {
  * row of the run from cache, so the prefill costs one extra pass over the weights per product
  * on top of cpu_matmul()'s fp32 product (the fp32 path's speed, not bf16's oneDNN). */
 #define LM_QUANT_PREFILL_BYTES ((size_t)2 << 20)
-/* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): bf16 bytes
- * of rows dequantized per oneDNN matmul call (at least 64 rows; a multiple of 32 rows), and the
- * rows per pool task of that dequantization. 32 MiB: fewer oneDNN calls bring q8's prefill to
- * about bf16's where 8 MiB blocks stayed below (docs/benchmarks.md, "Figures behind the code's constants"); a
- * transient buffer, at most 32 MiB whatever the model. */
-#define LM_QUANT_PREFILL_BF16_BYTES ((size_t)32 << 20)
+/* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): the bf16
+ * bytes of rows one pool task dequantizes and multiplies by every token while they are in its
+ * core's L2 (cpu_dnnl_matmul_bf16_fill; a multiple of 32 rows, at least 32). One oneDNN product
+ * per matrix whose blocks are dequantized once each: q8's prefill went from 0.79x to 0.95x
+ * bf16's, q4's from 0.83x to 0.92x (docs/benchmarks.md, "Figures behind the code's
+ * constants"), where 32 MiB dequantized to memory before one product over all of it left them. */
+#define LM_QUANT_PREFILL_BLOCK_BYTES ((size_t)256 << 10)
 /* Runs of fewer positions than this on quantized weights take the GEMV (as decode rows do)
  * rather than a dequantized block product: below it, dequantizing every weight per product
  * (to fp32, or to bf16 for oneDNN, whose own floor is CPU_DNNL_MIN_T) costs more than the
  * GEMV's passes over each cached block (~0.7B q4 model, an 8-token run, AMD EPYC: the fp32
  * dequantization alone was a third of a 96-token decode run's time). */
 #define LM_QUANT_GEMV_MAX_T 16
-#define LM_QUANT_DEQUANT_TASK_ROWS 32
 
 /* What a tool changes in lm_prepare()'s quantization (holo-bench quant-error measures GGML's
  * formats and a quantized lm_head through the forward users run); the backend passes none. */

@@ -1145,21 +1145,22 @@ static void dequant_task(void *ctx, int task, int thread)
 /* A longer run's product on quantized weights (lm_prepared.quant): LM_QUANT_PREFILL_BYTES of
  * rows at a time dequantized exactly to fp32 (on the pool) and multiplied by cpu_matmul(); where
  * the buffer cannot be had, the GEMV kernels take the product (the same weights). */
-static void quant_matmul_rows(const struct quant_tensor *q, int from, const float *x, size_t ldx, int T,
-			      float *y, size_t ldy, bool accumulate)
+static void quant_matmul_range(const struct quant_tensor *q, int from, int nrows, const float *x, size_t ldx,
+			       int T, float *y, size_t ldy, bool accumulate)
 {
 	const size_t in = (size_t)q->cols;
-	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BYTES / (in * sizeof(float)), 16), q->rows);
+	const int end = from + nrows;
+	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BYTES / (in * sizeof(float)), 16), nrows);
 	float *buf = NULL;
 	char *rec = NULL; /* a tiled matrix's rows are gathered into records first */
 	if (posix_memalign((void **)&buf, 64, (size_t)rows * in * sizeof(float)) != 0 ||
 	    (q->tiled && !(rec = malloc((size_t)cpu_threads() * q->row_bytes)))) {
 		free(buf);
-		cpu_gemv_quant_rows(q, from, (int)q->rows - from, x, ldx, T, y + from, ldy, accumulate);
+		cpu_gemv_quant_rows(q, from, nrows, x, ldx, T, y + from, ldy, accumulate);
 		return;
 	}
-	for (int r0 = from; r0 < q->rows; r0 += rows) {
-		int n = (int)MIN((int64_t)rows, q->rows - r0);
+	for (int r0 = from; r0 < end; r0 += rows) {
+		int n = MIN(rows, end - r0);
 		struct dequant_job j = {q, r0, buf, rec};
 		cpu_parallel_for_work(n, dequant_task, &j, (double)n * (double)in);
 		struct tensor t = {.data = buf,
@@ -1177,70 +1178,60 @@ static void quant_matmul_rows(const struct quant_tensor *q, int from, const floa
 static void quant_matmul(const struct quant_tensor *q, const float *x, size_t ldx, int T, float *y,
 			 size_t ldy, bool accumulate)
 {
-	quant_matmul_rows(q, 0, x, ldx, T, y, ldy, accumulate);
+	quant_matmul_range(q, 0, (int)q->rows, x, ldx, T, y, ldy, accumulate);
 }
 
-struct dequant_bf16_job {
+/* bf16 precision's longer runs on quantized weights: one oneDNN product over the whole matrix
+ * whose weights are made a block of rows at a time (cpu_dnnl_matmul_bf16_fill): each pool task
+ * dequantizes and rounds LM_QUANT_PREFILL_BLOCK_BYTES of rows to bf16 (cpu_quant_rows_to_bf16)
+ * into its thread's buffer and multiplies them, still in its cache, by every row of x rounded to
+ * bf16 once: the products bf16 weights take, on the quantized weights rounded to bf16 (below
+ * half a bf16 step of each, against the format's own error of up to half a step of its block's
+ * scale). A block that fails part way has the rest of its tokens on the fp32 path (on the same
+ * x, rounded to bf16 in place). Returns 0,
+ * or < 0 (oneDNN has no bf16 matmul here, memory) with y untouched: the caller takes the fp32
+ * path. */
+struct fill_arg {
 	const struct quant_tensor *q;
-	int r0, n_rows;
-	uint16_t *out;
+	const float *x;
+	size_t ldx;
+	int T;
+	float *y;
+	size_t ldy;
+	bool accumulate;
 };
 
-static void dequant_bf16_task(void *ctx, int task, int thread)
+static int fill_rows(void *arg, int r0, int n, uint16_t *w)
 {
-	(void)thread;
-	const struct dequant_bf16_job *j = ctx;
-	int64_t r0 = (int64_t)task * LM_QUANT_DEQUANT_TASK_ROWS;
-	int64_t n = MIN(LM_QUANT_DEQUANT_TASK_ROWS, (int64_t)j->n_rows - r0);
-	cpu_quant_rows_to_bf16(j->q, j->r0 + r0, n, j->out + (size_t)r0 * (size_t)j->q->cols);
+	const struct fill_arg *a = arg;
+	return cpu_quant_rows_to_bf16(a->q, r0, n, w);
 }
 
-/* bf16 precision's longer runs on quantized weights: LM_QUANT_PREFILL_BF16_BYTES of rows at a
- * time dequantized and rounded to bf16 (on the pool) and multiplied by oneDNN's bf16 matmul
- * over x rounded to bf16 once: the products bf16 weights take, on the quantized weights rounded
- * to bf16 (below half a bf16 step of each, against the format's own error of up to half a step
- * of its block's scale). Returns 0, or < 0 (oneDNN has no bf16 matmul here, memory) with y
- * untouched: the caller takes the fp32 path. */
-static int quant_matmul_bf16(const struct quant_tensor *q, const float *x, size_t ldx, int T, float *y,
-			     size_t ldy, bool accumulate)
+static void fill_rest(void *arg, int r0, int n, int t0)
+{
+	const struct fill_arg *a = arg;
+	quant_matmul_range(a->q, r0, n, a->x + (size_t)t0 * a->ldx, a->ldx, a->T - t0,
+			   a->y + (size_t)t0 * a->ldy, a->ldy, a->accumulate);
+}
+
+static int quant_matmul_bf16(const struct quant_tensor *q, float *x, size_t ldx, int T, float *y, size_t ldy,
+			     bool accumulate)
 {
 	const size_t in = (size_t)q->cols;
-	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BF16_BYTES / (in * sizeof(uint16_t)), 64), q->rows);
-	rows = rows < q->rows ? rows / 32 * 32 : rows;
-	uint16_t *buf = NULL, *xb = NULL;
-	if (posix_memalign((void **)&buf, 64, (size_t)rows * in * sizeof(uint16_t)) != 0)
+	uint16_t *xb = NULL;
+	if (posix_memalign((void **)&xb, 64, MAX((size_t)T * in * sizeof(uint16_t), 64)) != 0)
 		return -ENOMEM;
-	if (posix_memalign((void **)&xb, 64, MAX((size_t)T * in * sizeof(uint16_t), 64)) != 0) {
-		free(buf);
-		return -ENOMEM;
-	}
+	/* x rounded in place too (idempotent, product()'s inputs), so a block finished on the fp32
+	 * path multiplies the same activations */
+	cpu_round_bf16_rows(x, ldx, T, (int)in);
 	for (int t = 0; t < T; t++)
 		cpu_f32_to_bf16(x + (size_t)t * ldx, xb + (size_t)t * in, in);
-	int r = 0;
-	for (int r0 = 0; r0 < q->rows && r == 0; r0 += rows) {
-		int n = (int)MIN((int64_t)rows, q->rows - r0);
-		struct dequant_bf16_job j = {q, r0, n, buf};
-		cpu_parallel_for_work((n + LM_QUANT_DEQUANT_TASK_ROWS - 1) / LM_QUANT_DEQUANT_TASK_ROWS,
-				      dequant_bf16_task, &j, (double)n * (double)in);
-		struct tensor t = {.data = buf,
-				   .dtype = TENSOR_BF16,
-				   .ndim = 2,
-				   .shape = {n, (int64_t)in},
-				   .nbytes = (size_t)n * in * sizeof(uint16_t)};
-		struct cpu_dnnl_weight *dw = NULL;
-		r = cpu_dnnl_weight_create(&t, CPU_DNNL_PLAIN, &dw);
-		if (r == 0)
-			r = cpu_dnnl_matmul_bf16(dw, xb, T, y + r0, ldy, accumulate);
-		cpu_dnnl_weight_destroy(dw);
-		/* a chunk that failed after others succeeded: finish on the fp32 path */
-		if (r < 0 && r0 > 0) {
-			quant_matmul_rows(q, r0, x, ldx, T, y, ldy, accumulate);
-			r = 0;
-			break;
-		}
-	}
+	/* whole tiles of 16 rows, and 32-row multiples for oneDNN's blocks */
+	int rows = (int)MAX(LM_QUANT_PREFILL_BLOCK_BYTES / (in * sizeof(uint16_t)) / 32 * 32, 32);
+	struct fill_arg a = {q, x, ldx, T, y, ldy, accumulate};
+	int r = cpu_dnnl_matmul_bf16_fill((int)q->rows, (int)in, xb, T, y, ldy, accumulate, rows, fill_rows,
+					  fill_rest, &a);
 	free(xb);
-	free(buf);
 	return r;
 }
 
