@@ -90,6 +90,10 @@ struct model_worker {
 	/* a session's state: fixed (conv, SSM) + per_pos per position held (KV) */
 	uint64_t state_fixed;
 	double state_per_pos;
+	/* the CUDA plan's tasks: as many as run at once, and those whose sessions fit (-1: no
+	 * plan of sessions) */
+	int plan_tasks, plan_tasks_fit;
+	char plan_warning[512]; /* why tasks_fit < tasks, or empty */
 };
 
 static void set_failed(struct model_worker *et, const char *format, ...)
@@ -131,7 +135,44 @@ static void admission_setup(struct model_worker *et)
 	 * scratch and the graphs */
 	if (!budget && bi.kind == ENGINE_BACKEND_CUDA && bi.memory_free)
 		budget = bi.memory_free - bi.memory_free / 10 + bi.state_bytes;
+	/* the plan's tasks (main.c: plan_sessions_min sessions each, as many tasks as displays):
+	 * the budget holds the sessions of the tasks that fit and no more (the plan counts the
+	 * vision tower and the reserve that the device's free memory does not yet show), so the
+	 * others wait for admission instead of running out of device memory */
+	int per = et->backend.plan_sessions_min >= 1 ? et->backend.plan_sessions_min : 1;
+	int tasks = -1, tasks_fit = -1;
+	char warning[sizeof(et->plan_warning)] = "";
+	if (bi.has_plan && bi.plan.sessions >= 1) {
+		tasks = MAX(bi.plan.sessions / per, 1);
+		tasks_fit = MIN(bi.plan.sessions_fit / per, tasks);
+		/* a task reserves at most `per` sessions as admission sizes them */
+		uint64_t at = fixed + (uint64_t)((double)(full - fixed) / ENGINE_SESSION_MAX_TOKENS *
+							 (double)bi.plan.context +
+						 0.5);
+		uint64_t held = (uint64_t)MAX(tasks_fit, 1) * (uint64_t)per * MAX(bi.plan.session, at);
+		if (!bi.state_limit && sized && budget > held)
+			budget = held;
+		if (tasks_fit < tasks) {
+			snprintf(warning, sizeof(warning),
+				 "%s holds the sessions of %d of the %d tasks that may run at once (a "
+				 "task holds %d sessions of %d tokens, %.1f MiB each, beside %.1f MiB of "
+				 "weights): the others wait for admission until one ends; fewer "
+				 "displays, a shorter --context-tokens or smaller --weights would fit "
+				 "them all",
+				 bi.device, tasks_fit, tasks, per, bi.plan.context,
+				 (double)bi.plan.session / (1 << 20),
+				 (double)bi.plan.weight_bytes / (1 << 20));
+			log_warning("%s", warning);
+		} else
+			log_info("%s holds the sessions of the %d task%s that may run at once (%d "
+				 "sessions of %d tokens each, %d fit)",
+				 bi.device, tasks, tasks == 1 ? "" : "s", per, bi.plan.context,
+				 bi.plan.sessions_fit);
+	}
 	pthread_mutex_lock(&et->lock);
+	et->plan_tasks = tasks;
+	et->plan_tasks_fit = tasks_fit;
+	snprintf(et->plan_warning, sizeof(et->plan_warning), "%s", warning);
 	et->budget = sized ? budget : 0;
 	et->state_fixed = fixed;
 	et->state_per_pos = (double)(full - fixed) / ENGINE_SESSION_MAX_TOKENS;
@@ -800,19 +841,27 @@ json_t *model_worker_provenance(struct model_worker *et)
 	return o;
 }
 
-/* The CUDA backend's memory plan (engine.h struct engine_memory_plan), bytes */
-static json_t *plan_json(const struct engine_memory_plan *p)
+/* The CUDA backend's memory plan (engine.h struct engine_memory_plan), bytes, with holod's tasks
+ * (-1: none planned) */
+static json_t *plan_json(const struct engine_memory_plan *p, int tasks, int tasks_fit, const char *warning)
 {
-	return json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:i}",
-			 "weights", p->weights, "weights_by_part", "layers", (json_int_t)p->layers, "lm_head",
-			 (json_int_t)p->head, "embeddings", (json_int_t)p->embeddings, "other",
-			 (json_int_t)p->other, "weight_bytes", (json_int_t)p->weight_bytes, "vision_bytes",
-			 (json_int_t)p->vision, "sessions", p->sessions, "context_tokens", p->context,
-			 "session_bytes", (json_int_t)p->session, "scratch_bytes", (json_int_t)p->scratch,
-			 "workspace_bytes", (json_int_t)p->workspace, "reserve_bytes", (json_int_t)p->reserve,
-			 "total_bytes", (json_int_t)p->total, "free_bytes", (json_int_t)p->free,
-			 "sessions_fit", p->sessions_fit);
+	json_t *o =
+		json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:I, "
+			  "s:I, s:I, s:i}",
+			  "weights", p->weights, "weights_by_part", "layers", (json_int_t)p->layers,
+			  "lm_head", (json_int_t)p->head, "embeddings", (json_int_t)p->embeddings, "other",
+			  (json_int_t)p->other, "weight_bytes", (json_int_t)p->weight_bytes, "vision_bytes",
+			  (json_int_t)p->vision, "sessions", p->sessions, "context_tokens", p->context,
+			  "session_bytes", (json_int_t)p->session, "scratch_bytes", (json_int_t)p->scratch,
+			  "workspace_bytes", (json_int_t)p->workspace, "reserve_bytes",
+			  (json_int_t)p->reserve, "total_bytes", (json_int_t)p->total, "free_bytes",
+			  (json_int_t)p->free, "sessions_fit", p->sessions_fit);
+	if (o) {
+		json_object_set_new(o, "tasks", tasks >= 0 ? json_integer(tasks) : json_null());
+		json_object_set_new(o, "tasks_fit", tasks_fit >= 0 ? json_integer(tasks_fit) : json_null());
+		json_object_set_new(o, "warning", warning[0] ? json_string(warning) : json_null());
+	}
+	return o;
 }
 
 json_t *model_worker_status(struct model_worker *et)
@@ -886,7 +935,10 @@ json_t *model_worker_status(struct model_worker *et)
 			json_object_set_new(o, "device_memory_free",
 					    bi.memory_free ? json_integer((json_int_t)bi.memory_free) :
 							     json_null());
-			json_object_set_new(o, "device_plan", bi.has_plan ? plan_json(&bi.plan) : json_null());
+			json_object_set_new(o, "device_plan",
+					    bi.has_plan ? plan_json(&bi.plan, et->plan_tasks,
+								    et->plan_tasks_fit, et->plan_warning) :
+							  json_null());
 		}
 	}
 	pthread_mutex_unlock(&et->lock);

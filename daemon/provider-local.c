@@ -160,6 +160,20 @@ int local_stop_check(const atomic_int *stop, uint64_t deadline_us)
 	return 0;
 }
 
+/* The states of --context-tokens a task holds at once: its session, the snapshot before decoding
+ * (retries, and a persistent session's thinking, drop_thinking, go back to it) and the rolling
+ * history's snapshot; admission counts its prefix snapshot apart. */
+static int task_copies(unsigned step_retries, bool thinking, enum ipc_history history)
+{
+	return (step_retries > 0 || (thinking && history == IPC_HISTORY_PERSISTENT) ? 2 : 1) +
+	       (history == IPC_HISTORY_ROLLING ? 1 : 0);
+}
+
+int provider_local_task_sessions(unsigned step_retries, bool thinking, enum ipc_history history)
+{
+	return task_copies(step_retries, thinking, history) + 1; /* and the prefix snapshot */
+}
+
 static int open_check(void *arg)
 {
 	struct open_job *j = arg;
@@ -1219,14 +1233,8 @@ static int local_task_open(struct provider *p, const struct provider_task_args *
 	struct open_job oj = {.a = a, .prefix = &prefix, .stop = t->stop, .deadline_us = a->run->deadline_us};
 	/* admission: the session waits until what it may grow to fits the state budget */
 	r = model_worker_admit(lp->worker, (long long)t->id, (int)a->cfg->context_tokens,
-			       /* the snapshot before decoding: retries, and a persistent
-				* session's thinking (drop_thinking) go back to it */
-			       (a->cfg->step_retries > 0 ||
-						(a->thinking && a->history == IPC_HISTORY_PERSISTENT) ?
-					2 :
-					1) +
-				       (a->history == IPC_HISTORY_ROLLING ? 1 : 0),
-			       (int)prefix.n_ids, t->stop, UINT64_MAX, &a->reserved, err, errlen);
+			       task_copies(a->cfg->step_retries, a->thinking, a->history), (int)prefix.n_ids,
+			       t->stop, UINT64_MAX, &a->reserved, err, errlen);
 	if (r == -ENODEV)
 		snprintf(err, errlen, "the model is not loaded: %s",
 			 model_worker_error(lp->worker) ? model_worker_error(lp->worker) : "none");

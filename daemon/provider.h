@@ -141,6 +141,12 @@ struct provider_task {
  * errno. */
 struct provider *provider_local_create(struct model_worker *worker);
 
+/* The model sessions of --context-tokens an agent task of the local provider holds at most at
+ * once (what its admission reserves): its session, the snapshot taken before decoding (with step
+ * retries, or thinking in persistent history) and the rolling history's snapshot, plus the
+ * prefix snapshot (at most a session). holod plans the device for this many per task. */
+int provider_local_task_sessions(unsigned step_retries, bool thinking, enum ipc_history history);
+
 /* What kind of server --remote names (--remote-server): vLLM gets its structured_outputs
  * field and the observation's image placeholder inside its text part, any other server
  * response_format and the parts in order (provider-remote.c). */

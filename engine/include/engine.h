@@ -229,10 +229,13 @@ struct engine_backend_options {
 	 * and the thumbnail at once), plan_sessions sessions of plan_context tokens, the scratch,
 	 * the cuBLASLt workspace and a reserve. With plan_sessions >= 1 creation is refused
 	 * (ENOMEM, naming every size and the formats that would fit) unless all of it fits in the
-	 * device's free memory; with 0 only the weights and the prefill's dequantized slice must
-	 * (the sessions are then admitted against what is left), and the report says how many
-	 * sessions of plan_context tokens fit. */
-	int plan_sessions, plan_context;
+	 * device's free memory with plan_sessions_min of the sessions (1..plan_sessions; 0: all of
+	 * them): a caller that can run with fewer sessions than it plans (holod: its tasks wait
+	 * for admission) is created when they fit, and the report's sessions_fit says how many do;
+	 * with plan_sessions 0 only the weights and the prefill's dequantized slice must fit (the
+	 * sessions are then admitted against what is left), and the report says how many sessions
+	 * of plan_context tokens fit. */
+	int plan_sessions, plan_context, plan_sessions_min;
 	bool plan_vision;
 };
 

@@ -57,26 +57,24 @@ if [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ]; then
 		fail "the script did not click after the CUDA load failed"
 	stop_holod || fail "holod exit status $?"
 
-	# The weights fit a 1 MiB device but a task's session does not: the task fails naming the
-	# device's memory (refused at admission, or out of memory in its prefill), and the next script
-	# still runs.
+	# The model loads but a task's session cannot fit what the sessions may hold (a 64 KiB
+	# --state-limit: a device too small for one task's sessions refuses the load instead,
+	# agent-plan.sh): the task fails at admission before its prefill, naming what it needs and
+	# what the sessions may hold, and the next script still runs.
 	rm -f "$SOCK"
-	HOLOD_GPU_EMU_MEMORY=1M start_agent --backend cuda --precision bf16
+	start_agent --backend cuda --precision bf16 --state-limit 64
 	submit '{"instruction": "Click the red block.", "max_steps": 1}'
 	wait_task "$TASK" failed 60
 	api GET "/v1/tasks/$TASK"
 	E=$(jq -r .error "$BODY")
 	case "$E" in
-	"cannot prefill the prompt ("*" tokens): out of device memory on CUDA device 0 ("*"MiB free"*) ;;
-	# Admission (the model worker as a scheduler): a session that can never fit the device is
-	# refused before its prefill, naming what it needs and what the device can hold.
-	"the task's model session needs "*" MiB "*"more than the "*" MiB the sessions may hold"*"device's free memory"*) ;;
-	*) fail "a session past device memory: '$E'" ;;
+	"the task's model session needs "*" MiB "*"more than the 0.1 MiB the sessions may hold"*"--state-limit"*) ;;
+	*) fail "a session past the state limit: '$E'" ;;
 	esac
 	submit '{"script": [{"tool_name": "click", "x": 40, "y": 40}]}'
 	wait_task "$TASK" succeeded 30
 	wait_until 10 grep -q '^press button=1 .* root_x=40 root_y=40 ' "$CLIENT_LOG" ||
-		fail "the script did not click after the CUDA task ran out of memory"
+		fail "the script did not click after the CUDA task was refused"
 	stop_holod || fail "holod exit status $?"
 
 	# A device fault in the middle of a task (injected: the first kernel after the trigger file

@@ -10,7 +10,10 @@
  *   - a 12B-shaped model with three layers (one Mamba, one attention, one MLP layer of the 12B's
  *     widths; a 4096-token vocabulary to keep it small) planned from its shapes: on a device
  *     between its q8 and bf16 plans, bf16 is refused before anything is allocated with the
- *     plan's sentence, and q8 is created with the plan's weights, scratch and total.
+ *     plan's sentence, and q8 is created with the plan's weights, scratch and total; planned
+ *     for more sessions than fit, q8 is created when plan_sessions_min of them fit (the plan's
+ *     sessions_fit saying how many do) and refused with the sentence of plan_sessions_min
+ *     sessions when fewer fit.
  * The 16 GiB and in-between devices are this program run again with another
  * HOLOD_GPU_EMU_MEMORY (the emulation reads it once per process). */
 #include <errno.h>
@@ -188,18 +191,26 @@ static void test_16g(void)
 	CHECK(!fits);
 }
 
-static struct engine_backend *create(struct engine_model *m, enum engine_weights w, char *err, size_t len)
+/* A backend planned for `sessions` sessions of 32768 tokens of which `least` must fit (0: all). */
+static struct engine_backend *create_n(struct engine_model *m, enum engine_weights w, int sessions, int least,
+				       char *err, size_t len)
 {
 	struct engine_backend_options o = {
 		.kind = ENGINE_BACKEND_CUDA,
 		.device = test_gpu_device(),
 		.precision = ENGINE_PRECISION_BF16,
 		.weights = w,
-		.plan_sessions = 1,
+		.plan_sessions = sessions,
+		.plan_sessions_min = least,
 		.plan_context = 32768,
 	};
 	errno = 0;
 	return engine_backend_create(m, &o, err, len);
+}
+
+static struct engine_backend *create(struct engine_model *m, enum engine_weights w, char *err, size_t len)
+{
+	return create_n(m, w, 1, 0, err, len);
 }
 
 static void check_backend(struct engine_backend *b, const char *format)
@@ -330,6 +341,35 @@ static void test_between(void)
 	struct engine_memory_plan q8 = plan_12b_shaped(ENGINE_WEIGHTS_Q8);
 	CHECK(bi.plan.total == q8.total); /* the shapes' plan is the backend's */
 	engine_backend_destroy(b);
+
+	/* more sessions planned than fit (holod: more tasks than the device holds): created when
+	 * plan_sessions_min of them fit, the plan saying how many do; refused with the sentence of
+	 * plan_sessions_min sessions when fewer fit */
+	const int many = 1000;
+	b = create_n(m, ENGINE_WEIGHTS_Q8, many, 1, err, sizeof(err));
+	if (!b)
+		fprintf(stderr, "%s\n", err);
+	REQUIRE(b);
+	REQUIRE(engine_backend_get_info(b, &bi) == 0);
+	const int fit = bi.plan.sessions_fit;
+	CHECK(bi.plan.sessions == many && fit >= 1 && fit < many);
+	CHECK(bi.plan.total == q8.total + (uint64_t)(many - 1) * q8.session);
+	CHECK(bi.plan.free - (bi.plan.total - (uint64_t)many * q8.session) >= (uint64_t)fit * q8.session);
+	fprintf(stderr, "q8: %d of %d sessions of 32768 tokens fit\n", fit, many);
+	engine_backend_destroy(b);
+	b = create_n(m, ENGINE_WEIGHTS_Q8, many, fit, err, sizeof(err));
+	REQUIRE(b);
+	engine_backend_destroy(b);
+	b = create_n(m, ENGINE_WEIGHTS_Q8, many, fit + 1, err, sizeof(err));
+	CHECK(b == NULL && errno == ENOMEM);
+	fprintf(stderr, "refused as expected: %s\n", err);
+	char want[64];
+	snprintf(want, sizeof(want), " + %d sessions of 32768 tokens (", fit + 1);
+	CHECK(strncmp(err, "the model in q8 needs ", 22) == 0);
+	CHECK(strstr(err, want) != NULL);
+	/* q4's smaller weights leave room for them: it is named */
+	CHECK(strstr(err, " free: use --weights ") != NULL && strstr(err, "q4") != NULL);
+	CHECK(device_free() == between);
 	lm_random_model_destroy(m);
 }
 

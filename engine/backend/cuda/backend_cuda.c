@@ -2131,9 +2131,9 @@ static bool plan_vision_of(const struct engine_model *m, struct device_plan_visi
 	return true;
 }
 
-/* The plan of m's weights in `weights` under opts (its sessions and vision). */
+/* The plan of m's weights in `weights` under opts (its context and vision) with `sessions`. */
 static int plan_of(const struct engine_model *m, const struct engine_backend_options *opts,
-		   enum engine_weights weights, const struct device_plan_vision *vision,
+		   enum engine_weights weights, const struct device_plan_vision *vision, int sessions,
 		   struct engine_memory_plan *ret)
 {
 	bool conv_bias = false;
@@ -2147,7 +2147,7 @@ static int plan_of(const struct engine_model *m, const struct engine_backend_opt
 		.precision = opts->precision,
 		.ssm_state = opts->ssm_state,
 		.vision = vision,
-		.sessions = MAX(opts->plan_sessions, 0),
+		.sessions = MAX(sessions, 0),
 		.context = opts->plan_context,
 	};
 	return device_plan_compute(&a, ret);
@@ -2234,14 +2234,17 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 								ENGINE_WEIGHTS_BF16;
 	struct device_plan_vision pv;
 	const struct device_plan_vision *vision = opts->plan_vision && plan_vision_of(m, &pv) ? &pv : NULL;
-	if (plan_of(m, opts, fmt, vision, &b->plan) < 0 || b->plan.weight_bytes != need) {
+	if (plan_of(m, opts, fmt, vision, opts->plan_sessions, &b->plan) < 0 || b->plan.weight_bytes != need) {
 		r = fail(EINVAL, errbuf, errlen,
 			 "the memory plan of the model's %zu bytes of weights "
 			 "came to %llu bytes (a bug: please report it)",
 			 need, (unsigned long long)b->plan.weight_bytes);
 		goto destroy;
 	}
-	bool fits = device_plan_fit(&b->plan, free_b);
+	device_plan_fit(&b->plan, free_b);
+	/* the sessions that must fit: plan_sessions_min of them (all when 0) */
+	const int must = opts->plan_sessions_min >= 1 ? MIN(opts->plan_sessions_min, opts->plan_sessions) :
+							opts->plan_sessions;
 	if (opts->plan_sessions < 1) {
 		/* no sessions asked for: the weights and the prefill's slice, what a forward needs
 		 * before its scratch (the sessions are then admitted against what is left) */
@@ -2261,8 +2264,13 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 				 need, engine_precision_name(opts->precision), opts->device, di.name, free_b);
 			goto destroy;
 		}
-	} else if (!fits) {
+	} else if (b->plan.sessions_fit < must) {
 		char name[160], dev[320], msg[1024];
+		/* the sentence names what the sessions that must fit need */
+		struct engine_memory_plan least;
+		if (plan_of(m, opts, fmt, vision, must, &least) < 0)
+			least = b->plan;
+		device_plan_fit(&least, free_b);
 		const char *dir = m->files ? model_files_dir(m->files) : NULL;
 		const char *slash = dir ? strrchr(dir, '/') : NULL;
 		snprintf(name, sizeof(name), "%s", !dir ? "the model" : slash && slash[1] ? slash + 1 : dir);
@@ -2277,13 +2285,13 @@ struct engine_backend *backend_cuda_create(const struct engine_model *m,
 		for (int i = 0, n = 0; i < 3 && model_quant_format(m) < 0; i++) {
 			if (others[i] == ENGINE_WEIGHTS_FP8 && !has_fp8)
 				continue;
-			if (plan_of(m, opts, others[i], vision, &alt[n]) < 0)
+			if (plan_of(m, opts, others[i], vision, must, &alt[n]) < 0)
 				continue;
 			device_plan_fit(&alt[n], free_b);
 			alts[n] = &alt[n];
 			n++;
 		}
-		device_plan_refusal(&b->plan, name, dev, alts, msg, sizeof(msg));
+		device_plan_refusal(&least, name, dev, alts, msg, sizeof(msg));
 		r = fail(ENOMEM, errbuf, errlen, "%s", msg);
 		goto destroy;
 	}
