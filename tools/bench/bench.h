@@ -40,10 +40,13 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 
 /* gpu.c (builds with CUDA): bytes per second a device-to-device copy of `bytes` moves (read +
  * write, `rounds` copies after a warm-up), and flops per second of the bf16 product
- * y[rows][out] = W[out][in] x[rows][in] with fp32 output through gpu_gemm (cuBLASLt). -errno. */
+ * y[rows][out] = W[out][in] x[rows][in] with fp32 output through gpu_gemm (cuBLASLt); its FP8
+ * twin through gpu_gemm_fp8 (cuBLASLt's FP8 matmul: e4m3 W and x with device scales, fp32 sums
+ * and output; a device of sm_89 or newer, in, out and rows multiples of 16). -errno. */
 struct gpu_context;
 int bench_gpu_copy_rate(struct gpu_context *g, size_t bytes, int rounds, double *ret);
 int bench_gpu_gemm_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret);
+int bench_gpu_gemm_fp8_rate(struct gpu_context *g, int out, int in, int rows, int rounds, double *ret);
 
 /* agent_history.c: holo-bench agent --history (the tokens each history mode prefills per step,
  * with DIR's shapes and predicted for config's; dev may be NULL). Returns the exit code. */
