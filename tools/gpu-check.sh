@@ -1,8 +1,9 @@
 #!/bin/sh
 # tools/gpu-check.sh: one command that proves a CUDA device and measures it (docs/benchmarks.md,
 # "Real-GPU check"). On a machine with an NVIDIA GPU, its driver and the CUDA toolkit, with
-# nothing downloaded, in one run (at most 8 minutes on a 16-core H100/H200 host; every step has
-# a time cap, below):
+# nothing downloaded, in one run (at most 8 minutes on a 16-core H100/H200 host: every step has
+# a time cap, below, and the caps sum to 480 s: build 120, gpu-suite 60, sanitizer 60,
+# bench-gpu-bf16 45, bench-gpu-q8/q4/fp8 35 each, bench-serve 45, bench-agent 45):
 #   tools     the commands the run needs (awk, timeout; nvidia-smi and compute-sanitizer on a
 #             device; meson, ninja and nvcc only to build, meson for the gpu suite's own runner)
 #   device    nvidia-smi: the GPU, its compute capability, the driver (CUDA 13 needs R580+)
@@ -13,9 +14,12 @@
 #             where it was built, each tests/gpu/test-gpu-* program run directly)
 #   sanitizer compute-sanitizer memcheck, racecheck and synccheck on the kernel tests and one
 #             batched forward (test-gpu-batch short), all runs at once
-#   bench-gpu-FORMAT  holo-bench gpu: random weights of Holotron-12B's shapes and a random RADIO-H
-#             tower: decode vs the copy-bandwidth roofline, prefill vs the cuBLASLt rate, vision
-#             per tile (one step per weight format of FORMATS)
+#   bench-gpu-FORMAT  holo-bench gpu --weights FORMAT: random weights of Holotron-12B's shapes
+#             (the linear layers quantized at load for q8, q4, fp8) and a random RADIO-H tower:
+#             decode vs the roofline of the bytes it reads at the copy bandwidth, prefill vs the
+#             cuBLASLt rate of its products (fp8: the FP8 matmul), vision per tile; one step per
+#             format of FORMATS (bf16 q8 q4 fp8; the quantized ones with 64 decode tokens), fp8
+#             skipped, saying why, on a device below compute capability 8.9 (no FP8 tensor cores)
 #   bench-serve  holo-bench serve at 1, 8, 32 and 100 sessions of the same shapes, the 100
 #             sessions' batched decode against vLLM's published 8,900 tok/s on one H100
 #   bench-agent  holo-bench agent: one persistent 1920x1080 step of the same random model and
@@ -63,17 +67,18 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 : >"$tmp/steps"
 : >"$tmp/figures"
 
-# The weight formats holo-bench gpu measures: bf16 today; the quantized formats join here (and
-# in holo-bench gpu --precision, tools/bench/gpu.c) when the engine has them.
-FORMATS="bf16"
+# The weight formats holo-bench gpu --weights measures, one step each (tools/check.sh's report
+# check, tests/tools/check-gpu-report.sh, expects these four)
+FORMATS="bf16 q8 q4 fp8"
 VLLM_H100_TOK_S=8900 # vLLM, Holotron-12B, 100 sessions, one H100 (issue 31)
 if [ $emulated = 1 ]; then
 	config=$root/tools/bench/tiny-vl-config.json
-	cap_build=600 cap_suite=240 cap_sanitizer=60 cap_gpu=120 cap_serve=120 cap_agent=120
+	cap_build=600 cap_suite=240 cap_sanitizer=60 cap_gpu=120 cap_gpu_quant=120 cap_serve=120 cap_agent=120
 else
 	config=$root/tools/bench/holotron-12b-config.json
-	# the caps sum to 8 minutes (each bench builds the 12B model, 25 GB, and uploads it)
-	cap_build=150 cap_suite=75 cap_sanitizer=75 cap_gpu=60 cap_serve=60 cap_agent=60
+	# the caps sum to 8 minutes (each bench builds the 12B model, 25 GB, and uploads it;
+	# cap_gpu_quant: q8, q4 and fp8 each, quantized at load on the host's cores)
+	cap_build=120 cap_suite=60 cap_sanitizer=60 cap_gpu=45 cap_gpu_quant=35 cap_serve=45 cap_agent=45
 fi
 [ -d /usr/local/cuda/bin ] && PATH="$PATH:/usr/local/cuda/bin" && export PATH
 
@@ -171,7 +176,9 @@ if [ $emulated = 0 ] && command -v nvidia-smi >/dev/null 2>&1; then
 fi
 if [ $emulated = 1 ]; then
 	device_name="CUDA emulation (CPU)"
-	step_end pass "" "the CPU emulation of an emulated build"
+	# the emulated device's architecture (cuda/emu/gpu_emu.h: sm_90 unless told)
+	device_cc=$(printf '%s' "${HOLOD_GPU_EMU_ARCH:-sm_90}" | sed -n 's/^sm_\([0-9]\)\([0-9]\)$/\1.\2/p')
+	step_end pass "" "the CPU emulation of an emulated build${device_cc:+, compute capability $device_cc}"
 elif ! command -v nvidia-smi >/dev/null 2>&1; then
 	step_end fail "nvidia-smi" "nvidia-smi is missing: no NVIDIA driver is installed"
 elif [ $rc != 0 ]; then
@@ -385,11 +392,23 @@ bench_step() { # NAME CAP ARGS...
 		step_end fail "holo-bench $*" "$(why $? "$cap")"
 	fi
 }
+# compute capability as a number (8.9 -> 89; empty when unknown: the bench decides)
+cc_num=$(echo "$device_cc" | awk -F. '/^[0-9]+\.[0-9]+$/ { print $1 * 10 + $2 }')
 for f in $FORMATS; do
+	if [ "$f" = fp8 ] && [ -n "$cc_num" ] && [ "$cc_num" -lt 89 ]; then
+		step_begin "bench-gpu-$f"
+		step_end skip "holo-bench gpu --weights fp8" \
+			"fp8 needs FP8 tensor cores, compute capability 8.9 or newer; the device is $device_cc"
+		continue
+	fi
+	cap=$cap_gpu
+	[ "$f" = bf16 ] || cap=$cap_gpu_quant
 	if [ $emulated = 1 ]; then
-		bench_step "bench-gpu-$f" "$cap_gpu" gpu --emulated --config "$config" --precision "$f"
+		bench_step "bench-gpu-$f" "$cap" gpu --emulated --config "$config" --precision bf16 --weights "$f"
+	elif [ "$f" = bf16 ]; then
+		bench_step "bench-gpu-$f" "$cap" gpu --config "$config" --precision bf16 --weights "$f"
 	else
-		bench_step "bench-gpu-$f" "$cap_gpu" gpu --config "$config" --precision "$f"
+		bench_step "bench-gpu-$f" "$cap" gpu --config "$config" --precision bf16 --weights "$f" --decode 64
 	fi
 done
 if [ $emulated = 1 ]; then

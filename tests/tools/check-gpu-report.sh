@@ -2,9 +2,12 @@
 # Checks a report of tools/gpu-check.sh (its gpu-check.json) against what the script promises:
 # every step in order with pass, fail or skip and its seconds; the failures listed exactly for
 # the steps that failed and the result following them; every figure a number (or null, in a
-# step that failed for it) with a unit and its goal; and each step that passed holding its figures (the benches' names, the goals of the
-# decode and prefill fractions, the vLLM reference at 100 sessions, the agent step's roofline).
-# With `pass`, the run must have passed: every step but the emulation's sanitizer (skipped).
+# step that failed for it) with a unit and its goal; a bench-gpu-FORMAT step for each weight format
+# (bf16, q8, q4, fp8); and each step that passed holding its figures (the benches' names, the
+# weight bytes a decode token reads, fp8's FP8 GEMM rate, the goals of the decode and prefill
+# fractions, the vLLM reference at 100 sessions, the agent step's roofline).
+# With `pass`, the run must have passed: every step but the emulation's sanitizer (skipped) and
+# fp8's bench on a device below compute capability 8.9 (skipped, saying so).
 # Prints each problem; exit 1 when there is one. Needs jq.
 # usage: check-gpu-report.sh REPORT.json emulated|device [pass]
 set -u
@@ -21,15 +24,15 @@ def goal($f; $op; $v): if ($f.goal.op != $op or $f.goal.value != $v) then
 . as $r
 | ["tools", "device", "build", "gpu-suite", "sanitizer"] as $head
 | ["bench-serve", "bench-agent"] as $tail
+| ["bench-gpu-bf16", "bench-gpu-q8", "bench-gpu-q4", "bench-gpu-fp8"] as $formats
 | ($r.steps | map(.name)) as $names
 | (if $r.tool != "tools/gpu-check.sh" or $r.version != 1 then "tool or version wrong" else empty end),
   (if $r.mode != $mode then "mode \($r.mode), expected \($mode)" else empty end),
   (if ($r.date | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T")) | not then "no date" else empty end),
   (if ($r.commit | type) != "string" or $r.commit == "" then "no commit" else empty end),
   (if ($r.seconds | type) != "number" then "no total seconds" else empty end),
-  (if $names[0:5] != $head or $names[-2:] != $tail or ($names | length) < 8
-      or ($names[5:-2] | all(test("^bench-gpu-[a-z0-9]+$")) | not)
-   then "steps \($names), expected \($head) + bench-gpu-FORMAT... + \($tail)" else empty end),
+  (if $names != $head + $formats + $tail
+   then "steps \($names), expected \($head + $formats + $tail)" else empty end),
   ($r.steps[] | select(([.status] | inside(["pass", "fail", "skip"])) | not)
    | "\(.name): status \(.status)"),
   ($r.steps[] | select((.seconds | type) != "number") | "\(.name): no seconds"),
@@ -48,8 +51,9 @@ def goal($f; $op; $v): if ($f.goal.op != $op or $f.goal.value != $v) then
    | if .name == "gpu-suite" then need(.name; ["suite.passed", "suite.failed", "suite.skipped"])
      elif (.name | startswith("bench-gpu-")) then (.name | ltrimstr("bench-gpu-")) as $f
        | need(.name; ["gpu.copy", "gpu.gemm", "gpu.\($f).prefill", "gpu.\($f).prefill_of_gemm",
-                      "gpu.\($f).decode", "gpu.\($f).decode_of_roofline", "gpu.\($f).state",
-                      "gpu.\($f).vision", "gpu.\($f).vision_of_gemm"]),
+                      "gpu.\($f).decode", "gpu.\($f).decode_bytes", "gpu.\($f).decode_of_roofline",
+                      "gpu.\($f).state", "gpu.\($f).vision", "gpu.\($f).vision_of_gemm"]
+                     + (if $f == "fp8" then ["gpu.gemm_fp8"] else [] end)),
          (.figures[] | select(.name == "gpu.\($f).decode_of_roofline") | goal(.; ">="; 85)),
          (.figures[] | select(.name == "gpu.\($f).prefill_of_gemm") | goal(.; ">="; 60))
      elif .name == "bench-serve" then
@@ -64,6 +68,8 @@ def goal($f; $op; $v): if ($f.goal.op != $op or $f.goal.value != $v) then
      (if $r.result != "pass" then "result \($r.result): \($r.failures)" else empty end),
      ($r.steps[] | select(.status != "pass")
       | select(($mode == "emulated" and .name == "sanitizer" and .status == "skip") | not)
+      | select((.name == "bench-gpu-fp8" and .status == "skip"
+                and (.message | test("compute capability 8.9 or newer"))) | not)
       | "\(.name): \(.status), expected pass")
    else empty end)
 ' "$report") || { echo "check-gpu-report: jq failed on $report"; exit 1; }

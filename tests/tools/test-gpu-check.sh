@@ -31,15 +31,19 @@ echo "$*" >>"$STUB_ARGS"
 fig() { echo "figure name=$1 value=$2 unit=$3${4:+ goal=$4}"; }
 case $1 in
 gpu)
+	f=$(echo "$*" | sed -n 's/.*--weights \([a-z0-9]*\).*/\1/p')
+	case $STUB in *"gpu-$f"*) echo "holo-bench gpu: the forward failed: Input/output error" >&2; exit 1 ;; esac
 	fig gpu.copy 3000 GB/s
 	fig gpu.gemm 700 TFLOP/s
-	fig gpu.bf16.prefill 12.5 tok/s
-	fig gpu.bf16.prefill_of_gemm 12.5 % '>=60'
-	fig gpu.bf16.decode 12.5 tok/s
-	fig gpu.bf16.decode_of_roofline 12.5 % '>=85'
-	fig gpu.bf16.state 12.5 MiB
-	fig gpu.bf16.vision 12.5 ms/tile
-	fig gpu.bf16.vision_of_gemm 12.5 % ;;
+	[ "$f" = fp8 ] && fig gpu.gemm_fp8 1400 TFLOP/s
+	fig "gpu.$f.prefill" 12.5 tok/s
+	fig "gpu.$f.prefill_of_gemm" 12.5 % '>=60'
+	fig "gpu.$f.decode" 12.5 tok/s
+	fig "gpu.$f.decode_bytes" 12.5 MB
+	fig "gpu.$f.decode_of_roofline" 12.5 % '>=85'
+	fig "gpu.$f.state" 12.5 MiB
+	fig "gpu.$f.vision" 12.5 ms/tile
+	fig "gpu.$f.vision_of_gemm" 12.5 % ;;
 serve)
 	case $STUB in *serve*) echo "holo-bench serve: out of memory" >&2; exit 1 ;; esac
 	for n in 1 8 32 100; do
@@ -59,6 +63,7 @@ printf '#!/bin/sh\ncase $STUB in *suite*) echo "bad kernel: row 3 differs"; exit
 chmod +x "$build/tools/bench/holo-bench" "$build/tests/gpu/"*
 STUB_ARGS=$tmp/args
 export STUB_ARGS
+unset HOLOD_GPU_EMU_ARCH # the emulation's default, sm_90
 name=gpu-check # the report's files: DIR/gpu-check.json and the Markdown beside it
 
 # run NAME STUB WANT_RC: the check over the stand-in build into $tmp/NAME
@@ -87,9 +92,28 @@ q pass '(.steps[] | select(.name == "bench-serve") | .figures[] | select(.name =
 grep -q '^# GPU check: PASS$' "$tmp/pass/${name}.md" || fail "pass: the report's title"
 grep -q '^| bench-serve | serve.sessions100.tok_s | 8000 | tok/s | >=8900 | \*\*no\*\* |$' "$tmp/pass/${name}.md" ||
 	fail "pass: the figure's line in the report"
-# what each bench was asked for
-grep -qx "gpu --emulated --config $HOLOD_SOURCE_ROOT/tools/bench/tiny-vl-config.json --precision bf16" "$STUB_ARGS" ||
-	fail "gpu's arguments: $(cat "$STUB_ARGS")"
+# what each bench was asked for: one run per weight format
+for f in bf16 q8 q4 fp8; do
+	grep -qx "gpu --emulated --config $HOLOD_SOURCE_ROOT/tools/bench/tiny-vl-config.json --precision bf16 --weights $f" "$STUB_ARGS" ||
+		fail "gpu's arguments for $f: $(cat "$STUB_ARGS")"
+	q pass "(.steps[] | select(.name == \"bench-gpu-$f\")) | .status == \"pass\" and (.figures | map(.name) | index([\"gpu.$f.decode_bytes\"]) != null)"
+done
+q pass '(.steps[] | select(.name == "bench-gpu-fp8") | .figures[] | select(.name == "gpu.fp8.prefill_of_gemm")) | .goal == {"op": ">=", "value": 60}'
+q pass '(.steps[] | select(.name == "bench-gpu-q4") | .figures[] | select(.name == "gpu.q4.decode_of_roofline")) | .goal == {"op": ">=", "value": 85}'
+
+# An emulated sm_80 (no FP8 tensor cores): fp8's step is skipped saying why, not run, and the
+# run still passes; a quantized format's bench failing fails its step alone.
+HOLOD_GPU_EMU_ARCH=sm_80
+export HOLOD_GPU_EMU_ARCH
+run sm80 "gpu-q4" 1
+sh "$checker" "$report" emulated || fail "sm80: check-gpu-report refused a well-formed report"
+q sm80 '[.steps[] | {(.name): .status}] | add | .["bench-gpu-fp8"] == "skip" and .["bench-gpu-q4"] == "fail" and .["bench-gpu-q8"] == "pass"'
+q sm80 '(.steps[] | select(.name == "bench-gpu-fp8")).message | test("compute capability 8.9 or newer; the device is 8.0")'
+q sm80 '.failures == ["bench-gpu-q4: exit status 1: holo-bench gpu: the forward failed: Input/output error"]'
+grep -q -- "--weights fp8" "$STUB_ARGS" && fail "sm80: fp8 was run on an sm_80 device"
+run sm80pass "" 0
+sh "$checker" "$report" emulated pass || fail "sm80pass: check-gpu-report refused fp8's skip on sm_80"
+unset HOLOD_GPU_EMU_ARCH
 grep -q "^serve --backend cuda --random-config [^ ]*/tiny-vl-config.json .*--sessions 1,8,32,100 .*--reference 8900$" "$STUB_ARGS" ||
 	fail "serve's arguments: $(cat "$STUB_ARGS")"
 grep -q "^agent --backend cuda --random-config [^ ]*/tiny-vl-config.json --screen 1920x1080 --steps 2 " "$STUB_ARGS" ||
@@ -100,7 +124,7 @@ grep -q "^agent --backend cuda --random-config [^ ]*/tiny-vl-config.json --scree
 run fails "suite serve agent" 1
 sh "$checker" "$report" emulated || fail "fails: check-gpu-report refused a well-formed report"
 q fails '.result == "fail" and (.failures | length) == 3'
-q fails '[.steps[] | {(.name): .status}] | add == {"tools": "pass", "device": "pass", "build": "pass", "gpu-suite": "fail", "sanitizer": "skip", "bench-gpu-bf16": "pass", "bench-serve": "fail", "bench-agent": "fail"}'
+q fails '[.steps[] | {(.name): .status}] | add == {"tools": "pass", "device": "pass", "build": "pass", "gpu-suite": "fail", "sanitizer": "skip", "bench-gpu-bf16": "pass", "bench-gpu-q8": "pass", "bench-gpu-q4": "pass", "bench-gpu-fp8": "pass", "bench-serve": "fail", "bench-agent": "fail"}'
 q fails '.failures[0] | test("^gpu-suite: 1 passed, 1 failed, 1 skipped: test-gpu-maybe \\(exit status 1: bad kernel: row 3 differs\\);")'
 q fails '.failures | index(["bench-serve: exit status 1: holo-bench serve: out of memory"]) != null'
 q fails '.failures | index(["bench-agent: figure agent.step2.of_roofline is not a number (nan)"]) != null'
@@ -118,7 +142,7 @@ q kind '.failures | length == 1'
 # No build folder: every step that needs it says so.
 rm -rf "$build/tools"
 run none "" 1
-q none '[.steps[] | select(.status == "fail") | .name] == ["build", "gpu-suite", "bench-gpu-bf16", "bench-serve", "bench-agent"]'
+q none '[.steps[] | select(.status == "fail") | .name] == ["build", "gpu-suite", "bench-gpu-bf16", "bench-gpu-q8", "bench-gpu-q4", "bench-gpu-fp8", "bench-serve", "bench-agent"]'
 q none '(.steps[] | select(.name == "bench-serve")).message == "no build"'
 
 # check-gpu-report refuses what the script must never write.
@@ -130,6 +154,12 @@ bad() { # WHAT JQ-EDIT [pass]
 }
 bad "a step missing" '.steps |= map(select(.name != "bench-agent"))'
 bad "a figure missing" '(.steps[] | select(.name == "bench-gpu-bf16") | .figures) |= .[1:]'
+bad "a format missing" '.steps |= map(select(.name != "bench-gpu-q4"))'
+bad "fp8 without its FP8 GEMM rate" '(.steps[] | select(.name == "bench-gpu-fp8") | .figures) |= map(select(.name != "gpu.gemm_fp8"))'
+bad "q8 without its decode bytes" '(.steps[] | select(.name == "bench-gpu-q8") | .figures) |= map(select(.name != "gpu.q8.decode_bytes"))'
+bad "fp8's goal wrong" '(.steps[] | select(.name == "bench-gpu-fp8") | .figures[] | select(.name == "gpu.fp8.prefill_of_gemm") | .goal.value) = 50'
+bad "a format skipped for no reason, asked to pass" '(.steps[] | select(.name == "bench-gpu-q8")) |= (.status = "skip" | .message = "")' pass
+bad "fp8 skipped for no reason, asked to pass" '(.steps[] | select(.name == "bench-gpu-fp8")) |= (.status = "skip" | .message = "")' pass
 bad "a figure not a number" '(.steps[] | select(.name == "bench-serve") | .figures[0].value) = "9"'
 bad "a failed step not listed" '(.steps[] | select(.name == "bench-serve")).status = "fail"'
 bad "the wrong goal" '(.steps[] | select(.name == "bench-gpu-bf16") | .figures[] | select(.name == "gpu.bf16.decode_of_roofline") | .goal.value) = 80'
