@@ -70,7 +70,9 @@ char *xasprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
  * marked madvise(MADV_HUGEPAGE), so that where transparent huge pages are "madvise" only (the
  * default of many distributions) the kernel backs them with 2 MiB pages: a 4 KiB-page stream
  * takes a TLB miss every 4 KiB and the hardware prefetchers stop at each page boundary. Harmless
- * where THP is off or "always". NULL and errno ENOMEM on failure; free with free(). */
+ * where THP is off or "always". Pages the allocator touched before the madvise (memory it
+ * reuses, or all of it under MALLOC_PERTURB_, which meson test sets) stay 4 KiB until the
+ * kernel's khugepaged collapses them. NULL and errno ENOMEM on failure; free with free(). */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 void *alloc_huge(size_t bytes);
 /* Bytes of the anonymous huge pages (AnonHugePages in /proc/self/smaps) in the mappings that

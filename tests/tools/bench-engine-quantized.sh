@@ -14,6 +14,13 @@ trap 'rm -rf "$tmp"' EXIT
 cat "$out"
 grep -Eq "^gemv alone \([^,]*, the lm head 256 x 64 in q4, fp32 activations\): median [0-9.]+ GB/s" "$out"
 grep -q "^prefill GEMM-only rate: not measured (the checkpoint's matrices are holo-quantize records)" "$out"
+# where a decode step's time goes: the profiled steps' operations, the matrix products' read rate
+# against the read pass and the rest's share, and the ceiling counting the session's state
+grep -Eq "^decode cpu matrix products +[0-9.]+ ms \( *[0-9.]+%\), [0-9]+ GFLOP/s, weights q4$" "$out"
+grep -Eq "^decode cpu mamba scan +[0-9.]+ ms" "$out"
+grep -Eq "^decode step [0-9.]+ ms \(8 profiled\): matrix products [0-9.]+ ms, reading the weights at [0-9.]+ GB/s \([0-9]+% of the median read bandwidth\); the other operations and the gaps between them -?[0-9.]+ ms \(-?[0-9]+% of the step\)$" "$out"
+grep -Eq "^decode ceiling counting the session's state \([0-9.]+ MB, read and written each step\) beside the weights: [0-9.]+ tok/s: decode at [0-9]+% of it$" "$out"
+grep -Eq "^read bandwidth \(2 threads, [0-9]+ MB passes interleaved with the decode rounds, ([0-9]+ of [0-9]+ MB in 2 MiB pages|in 4 KiB pages|pages unknown: no /proc/self/smaps)\)" "$out"
 # the same weights as the source's (not the records' bytes / 2)
 "$bench" engine --model "$src" --backend cpu --precision fp32 --prompt 8 --decode 2 --threads 2 \
 	>"$out.src"

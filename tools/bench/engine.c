@@ -39,6 +39,7 @@
 
 /* 0.70B parameters: 22 Mamba, 4 attention and 22 MLP layers of width 1024, 128k vocabulary. */
 #define DECODE_ROUND 4
+#define DECODE_PROFILE_STEPS 8 /* decode steps profiled after the timed ones */
 #define DEFAULT_PATTERN "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-"
 
 void bench_engine_default_spec(struct lm_random_spec *ret)
@@ -484,7 +485,8 @@ int bench_engine_main(int argc, char **argv)
 	       (double)binfo.weight_bytes / 1e6);
 
 	int V = m->cfg.vocab;
-	s = engine_session_create_on(backend, n_prompt + n_decode + 1);
+	/* room for the profiled decode steps after the timed ones (below) */
+	s = engine_session_create_on(backend, n_prompt + n_decode + DECODE_PROFILE_STEPS + 1);
 	tok = malloc((size_t)n_prompt * sizeof(*tok));
 	logits = malloc((size_t)V * sizeof(float));
 	if (!s || !tok || !logits) {
@@ -612,6 +614,48 @@ int bench_engine_main(int argc, char **argv)
 	printf("decode cpu-normalised: %.2f tok/s (%.2f CPUs used)\n", n_decode / (dec_cpu / nthreads),
 	       dec_cpu / dec_s);
 	if (binfo.kind == ENGINE_BACKEND_CPU) {
+		/* where a decode step's time goes: the same steps again with the backend's profile
+		 * on, so that decode below the ceiling says whether its matrix products or the rest
+		 * (norms, the SSM step, attention, the pool's wakeups between them) are short of it */
+		const int steps = DECODE_PROFILE_STEPS;
+		if ((r = engine_backend_profile(backend, true)) < 0)
+			goto fail;
+		t0 = time_mono_ns();
+		for (int i = 0; i < steps && r >= 0; i++) {
+			next = (next * 31 + 7) % V;
+			r = engine_session_decode(s, next, logits);
+		}
+		t1 = time_mono_ns();
+		if (r < 0)
+			goto fail;
+		char **lines = NULL;
+		double gemm_ms = 0;
+		int n = engine_backend_profile_report(backend, &lines);
+		for (int i = 0; i < n; i++) {
+			const char *gemm = lm_op_name(LM_OP_GEMM);
+			printf("decode %s\n", lines[i]);
+			if (strncmp(lines[i], "cpu ", 4) == 0 &&
+			    strncmp(lines[i] + 4, gemm, strlen(gemm)) == 0)
+				sscanf(lines[i] + 4 + strlen(gemm), "%lf", &gemm_ms);
+		}
+		engine_backend_profile_free(lines);
+		engine_backend_profile(backend, false);
+		if (gemm_ms > 0) {
+			double step = (double)(t1 - t0) / 1e9 / steps, gemm = gemm_ms / 1e3 / steps;
+			printf("decode step %.2f ms (%d profiled): matrix products %.2f ms, reading the "
+			       "weights at %.2f GB/s (%.0f%% of the median read bandwidth); the other "
+			       "operations and the gaps between them %.2f ms (%.0f%% of the step)\n",
+			       step * 1e3, steps, gemm * 1e3, wbytes / gemm / 1e9,
+			       100.0 * wbytes / gemm / bw_med, (step - gemm) * 1e3,
+			       100.0 * (step - gemm) / step);
+		}
+		/* the recurrent state is memory a decode step moves too: each Mamba layer's read and
+		 * written once (the K/V rows of this short context are little beside it) */
+		double state = (double)engine_session_state_bytes(s),
+		       with_state = bw_med / (wbytes + 2 * state);
+		printf("decode ceiling counting the session's state (%.1f MB, read and written each step) "
+		       "beside the weights: %.2f tok/s: decode at %.0f%% of it\n",
+		       state / 1e6, with_state, 100.0 * decode_tps / with_state);
 		r = print_gemv_alone(m, bw, binfo.precision == ENGINE_PRECISION_BF16);
 		if (r < 0)
 			goto fail;
