@@ -153,15 +153,18 @@ static void admission_setup(struct model_worker *et)
 		if (!bi.state_limit && sized && budget > held)
 			budget = held;
 		if (tasks_fit < tasks) {
-			snprintf(warning, sizeof(warning),
-				 "%s holds the sessions of %d of the %d tasks that may run at once (a "
-				 "task holds %d sessions of %d tokens, %.1f MiB each, beside %.1f MiB of "
-				 "weights): the others wait for admission until one ends; fewer "
-				 "displays, a shorter --context-tokens or smaller --weights would fit "
-				 "them all",
-				 bi.device, tasks_fit, tasks, per, bi.plan.context,
-				 (double)bi.plan.session / (1 << 20),
-				 (double)bi.plan.weight_bytes / (1 << 20));
+			/* cut short only after a device name of hundreds of bytes */
+			int n = snprintf(
+				warning, sizeof(warning),
+				"%s holds the sessions of %d of the %d tasks that may run at once (a "
+				"task holds %d sessions of %d tokens, %.1f MiB each, beside %.1f MiB of "
+				"weights): the others wait for admission until one ends; fewer "
+				"displays, a shorter --context-tokens or smaller --weights would fit "
+				"them all",
+				bi.device, tasks_fit, tasks, per, bi.plan.context,
+				(double)bi.plan.session / (1 << 20), (double)bi.plan.weight_bytes / (1 << 20));
+			if (n < 0)
+				warning[0] = '\0';
 			log_warning("%s", warning);
 		} else
 			log_info("%s holds the sessions of the %d task%s that may run at once (%d "

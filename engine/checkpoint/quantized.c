@@ -587,9 +587,27 @@ static bool is_shard(const struct model_files *files, const char *name)
 	return false;
 }
 
+/* Whether `name` holds weights in another format (a GGUF, a PyTorch or ONNX file, or a
+ * safetensors file the checkpoint's shards do not list): the written checkpoint has its own,
+ * and a copy would only double the directory. */
+static bool other_weights(const char *name)
+{
+	static const char *const ext[] = {".gguf", ".bin",	   ".pt", ".pth",    ".ckpt",
+					  ".onnx", ".safetensors", ".h5", ".msgpack"};
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t e = strlen(ext[i]);
+		if (n > e && strcmp(name + n - e, ext[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* Every other regular file of the source (tokenizer, preprocessor and chat template files,
- * the vision code's Python, a README, ...), copied; dot files (a download tool's cache) and
- * subdirectories are not, and are named in a note. */
+ * the vision code's Python, a README, ...), copied; dot files (a download tool's cache),
+ * subdirectories and weights in other formats (other_weights()) are not, and are named in a
+ * note. */
 static int copy_others(const struct writer *w, const struct model_files *files, const char *src,
 		       const char *tmp)
 {
@@ -607,6 +625,10 @@ static int copy_others(const struct writer *w, const struct model_files *files, 
 		if (name[0] == '.' || strcmp(name, "config.json") == 0 ||
 		    strcmp(name, "model.safetensors.index.json") == 0 || is_shard(files, name))
 			continue;
+		if (other_weights(name)) {
+			note(w, "not copied: %s (weights in another format)", name);
+			continue;
+		}
 		path = path_join(src, name);
 		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
 			note(w, "not copied: %s (not a regular file)", name);

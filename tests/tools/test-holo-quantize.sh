@@ -29,6 +29,17 @@ check "q8" 0 $? "$tmp/out" "quantizing the linear layers to q8: 100%"
 grep -qF "copied tokenizer.json" "$tmp/out" || { echo "FAIL: tokenizer.json not reported copied"; fail=1; }
 cmp -s "$src/tokenizer.json" "$tmp/q8/tokenizer.json" || { echo "FAIL: tokenizer.json differs"; fail=1; }
 
+# weights in other formats beside the checkpoint (a GGUF, a PyTorch file) are not copied
+mkdir "$tmp/src"
+for f in "$src"/*; do ln -s "$f" "$tmp/src/"; done
+echo gguf >"$tmp/src/model-Q8_0.gguf"
+echo torch >"$tmp/src/pytorch_model.bin"
+"$hq" --model "$tmp/src" --weights q8 --out "$tmp/q8o" >"$tmp/out" 2>&1
+check "q8 beside other weights" 0 $? "$tmp/out" "not copied: model-Q8_0.gguf (weights in another format)"
+grep -qF "not copied: pytorch_model.bin (weights in another format)" "$tmp/out" || { echo "FAIL: pytorch_model.bin not named"; fail=1; }
+[ -e "$tmp/q8o/model-Q8_0.gguf" ] || [ -e "$tmp/q8o/pytorch_model.bin" ] && { echo "FAIL: other weights copied"; fail=1; }
+cmp -s "$src/tokenizer.json" "$tmp/q8o/tokenizer.json" || { echo "FAIL: tokenizer.json not copied beside other weights"; fail=1; }
+
 # the written checkpoint runs as the source quantized at load, with no quantizing
 "$infer" --model "$tmp/q8" --backend cpu --prompt-ids 1,2,3,4,5 --max-tokens 8 >"$tmp/a" 2>"$tmp/a.err"
 check "holo-infer on the written checkpoint" 0 $? "$tmp/a.err" "are q8 as stored (holo-quantize)"
