@@ -93,7 +93,7 @@ struct model_worker {
 	/* the CUDA plan's tasks: as many as run at once, and those whose sessions fit (-1: no
 	 * plan of sessions) */
 	int plan_tasks, plan_tasks_fit;
-	char plan_warning[512]; /* why tasks_fit < tasks, or empty */
+	char plan_warning[1024]; /* why tasks_fit < tasks, or empty */
 };
 
 static void set_failed(struct model_worker *et, const char *format, ...)
