@@ -103,9 +103,10 @@ struct lm_prepared {
 /* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): the bf16
  * bytes of rows one pool task dequantizes and multiplies by every token while they are in its
  * core's L2 (cpu_dnnl_matmul_bf16_fill; a multiple of 32 rows, at least 32). One oneDNN product
- * per matrix whose blocks are dequantized once each: q8's prefill went from 0.79x to 0.95x
- * bf16's, q4's from 0.83x to 0.92x (docs/benchmarks.md, "Figures behind the code's
- * constants"), where 32 MiB dequantized to memory before one product over all of it left them. */
+ * per matrix whose blocks are dequantized once each: q8's prefill went from 0.83x to 0.97x
+ * bf16's, q4's from 0.77x to 1.05x (128 tokens, the same rounds; docs/benchmarks.md, "blocks
+ * dequantized into L2", and "Figures behind the code's constants" for the block size), where
+ * 32 MiB dequantized to memory before one product over all of it left them. */
 #define LM_QUANT_PREFILL_BLOCK_BYTES ((size_t)256 << 10)
 /* Runs of fewer positions than this on quantized weights take the GEMV (as decode rows do)
  * rather than a dequantized block product: below it, dequantizing every weight per product
