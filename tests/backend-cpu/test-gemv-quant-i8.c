@@ -543,11 +543,13 @@ int main(void)
 	}
 #if defined(__x86_64__) && defined(__GNUC__)
 	/* every x86-64 variant runs q8 and q4 tiles on its own tile kernels (so the CPU backend
-	 * tiles the matrices at load there), with its own tile_records */
+	 * tiles the matrices at load there), with its own tile_records and activations'
+	 * quantization (test_quantize_x compares its bytes) */
 	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
-		bool has = variants[v]->q8_tile_i8 && variants[v]->q4_tile_i8 && variants[v]->tile_records;
+		bool has = variants[v]->q8_tile_i8 && variants[v]->q4_tile_i8 && variants[v]->tile_records &&
+			   variants[v]->quant_x;
 		if (!has)
-			fprintf(stderr, "variant %s lacks tile kernels\n", variants[v]->name);
+			fprintf(stderr, "variant %s lacks tile kernels or quant_x\n", variants[v]->name);
 		CHECK(has);
 		if (cpu_isa_select(variants[v]->name) == 0)
 			CHECK(cpu_gemv_quant_tiles(QUANT_Q8) && cpu_gemv_quant_tiles(QUANT_Q4));

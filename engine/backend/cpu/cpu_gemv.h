@@ -158,6 +158,11 @@ void cpu_gemv_avx512_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
 				  size_t row_bytes);
+/* cpu_gemv_quantize_x() in AVX2 and in AVX-512F instructions (the same files; the same bytes) */
+void cpu_gemv_avx2_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			      size_t ldxq);
+void cpu_gemv_avx512_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+				size_t ldxq);
 /* the integer kernels on AVX512-VNNI (cpu_gemv_quant_vnni.c), in the AVX512-BF16 variant (every
  * CPU with AVX512-BF16 has AVX512-VNNI, and cpu_isa requires both) */
 void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);

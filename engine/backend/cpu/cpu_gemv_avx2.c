@@ -202,4 +202,5 @@ const struct cpu_gemv_variant cpu_gemv_avx2 = {
 	.q4_tile_i8 = cpu_gemv_avx2_q4_tile,
 	.q8_tile_i8 = cpu_gemv_avx2_q8_tile,
 	.tile_records = cpu_gemv_avx2_tile_records,
+	.quant_x = cpu_gemv_avx2_quantize_x,
 };

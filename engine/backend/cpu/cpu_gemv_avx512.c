@@ -198,4 +198,5 @@ const struct cpu_gemv_variant cpu_gemv_avx512 = {
 	.q4_tile_i8 = cpu_gemv_avx512_q4_tile,
 	.q8_tile_i8 = cpu_gemv_avx512_q8_tile,
 	.tile_records = cpu_gemv_avx512_tile_records,
+	.quant_x = cpu_gemv_avx512_quantize_x,
 };

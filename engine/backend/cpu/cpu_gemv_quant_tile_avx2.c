@@ -1,5 +1,5 @@
 /* The integer kernels on q8 / q4 tiles (quant.h's tiles; cpu_gemv.h: q8_tile_i8, q4_tile_i8,
- * tile_records), AVX2 variant (compiled with -mavx2 -mfma -mf16c; cpu_gemv.c calls it only where
+ * tile_records) and the activations' quantization for them (quant_x), AVX2 variant (compiled with -mavx2 -mfma -mf16c; cpu_gemv.c calls it only where
  * cpuid says the CPU runs it): the CPUs without AVX512-VNNI most desktops have (Intel Core
  * without AVX-512, AMD Zen 2 and 3).
  *
@@ -224,6 +224,99 @@ void cpu_gemv_avx2_tile_records(enum quant_format f, int64_t cols, const void *t
 		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
 			uint16_t dm[2] = {d[i], m[i]};
 			memcpy(dst[i] + soff + 4 * (size_t)b, dm, 4);
+		}
+	}
+}
+
+/* ---- the activations' quantization (cpu_gemv_quantize_x, the same bytes) ------------------
+ *
+ * The VNNI variant's (cpu_gemv_quant_vnni.c) on 8 lanes: the same IEEE operations as the C
+ * reference (fp32 |x| max, 127 / amax, x * id clamped to +-127, rounded to nearest even by
+ * vcvtps2dq), so the same bits; each 4 codes' sum for q8's correction by vpmaddubsw of ones and
+ * vpmaddwd. Run once per product before the rows are split (one thread), where the C loop took
+ * ~13 us per 5120 columns. */
+INL __m256i mask8(int n)
+{
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* one block of n (1..32) values: d, the 32 codes in column order, and their sum */
+INL int xq_block(const float *x, int n, float *ret_d, __m256i *ret_c)
+{
+	__m256 v[4];
+	for (int k = 0; k < 4; k++)
+		v[k] = n >= 8 * (k + 1) ? _mm256_loadu_ps(x + 8 * k) :
+		       n > 8 * k	? _mm256_maskload_ps(x + 8 * k, mask8(n - 8 * k)) :
+					  _mm256_setzero_ps();
+	const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(3.40282347e38f);
+	__m256 a[4];
+	int bad = 0;
+	for (int k = 0; k < 4; k++) {
+		a[k] = _mm256_andnot_ps(sign, v[k]);
+		bad |= _mm256_movemask_ps(_mm256_cmp_ps(a[k], big, _CMP_NLE_UQ));
+	}
+	*ret_c = _mm256_setzero_si256();
+	if (bad) {
+		*ret_d = __builtin_nanf("");
+		return 0;
+	}
+	__m256 m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	const float amax = _mm_cvtss_f32(h);
+	*ret_d = amax / 127.0f;
+	if (amax == 0)
+		return 0;
+	const __m256 id = _mm256_set1_ps(127.0f / amax), lim = _mm256_set1_ps(127.0f),
+		     nlim = _mm256_set1_ps(-127.0f);
+	__m256i q[4];
+	for (int k = 0; k < 4; k++)
+		q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], id), nlim), lim));
+	/* packs work in 128-bit lanes: the dwords come out as q0 0-3, q1 0-3, q2 0-3, q3 0-3, then
+	 * the 4-7s; the permute puts them in column order */
+	__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+	*ret_c = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	__m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+	__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+	return _mm_cvtsi128_si32(s4);
+}
+
+void cpu_gemv_avx2_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+			      size_t ldxq)
+{
+	const int64_t nb = quant_blocks(in), ng = (nb + 3) / 4;
+	const size_t gbytes = fmt == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES;
+	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	for (int t = 0; t < T; t++) {
+		char *out = xq + (size_t)t * ldxq;
+		const float *xt = x + (size_t)t * ldx;
+		/* the last group's blocks past the end are zero */
+		memset(out + (size_t)(ng - 1) * gbytes, 0, gbytes);
+		for (int64_t b = 0; b < nb; b++) {
+			int k0 = (int)b * QUANT_BLOCK, j = (int)(b & 3);
+			int n = in - k0 < QUANT_BLOCK ? in - k0 : QUANT_BLOCK;
+			char *g = out + (size_t)(b >> 2) * gbytes;
+			__m256i c;
+			float d;
+			int sum = xq_block(xt + k0, n, &d, &c);
+			if (fmt == QUANT_Q8) {
+				_mm256_storeu_si256((__m256i *)(g + 32 * j), c);
+				/* -128 x each 4 codes' sum */
+				__m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, c), ones16);
+				_mm256_storeu_si256((__m256i *)(g + 128 + 32 * j),
+						    _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+										       s4),
+								      7));
+				_mm256_storeu_ps((float *)(g + 256) + 8 * j, _mm256_set1_ps(d));
+			} else {
+				_mm_storeu_si128((__m128i *)(g + 16 * j), _mm256_castsi256_si128(c));
+				_mm_storeu_si128((__m128i *)(g + 64 + 16 * j), _mm256_extracti128_si256(c, 1));
+				_mm_storeu_ps((float *)(g + 128) + 4 * j, _mm_set1_ps(d));
+				_mm_storeu_ps((float *)(g + 192) + 4 * j, _mm_set1_ps(d * (float)sum * 0.25f));
+			}
 		}
 	}
 }

@@ -1,5 +1,5 @@
 /* The integer kernels on q8 / q4 tiles (quant.h's tiles; cpu_gemv.h: q8_tile_i8, q4_tile_i8,
- * tile_records), AVX-512F/BW variant (compiled with -mavx512f -mavx512bw -mfma -mf16c; cpu_gemv.c
+ * tile_records) and the activations' quantization for them (quant_x), AVX-512F/BW variant (compiled with -mavx512f -mavx512bw -mfma -mf16c; cpu_gemv.c
  * calls it only where cpuid says the CPU runs AVX-512F and BW): the AVX-512 CPUs without
  * AVX512-VNNI (Skylake-SP/X, the first AVX-512 Xeons and Core X).
  *
@@ -206,6 +206,77 @@ void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void 
 		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
 			uint16_t dm[2] = {d[i], m[i]};
 			memcpy(dst[i] + soff + 4 * (size_t)b, dm, 4);
+		}
+	}
+}
+
+/* ---- the activations' quantization (cpu_gemv_quantize_x, the same bytes) ------------------
+ *
+ * The VNNI variant's (cpu_gemv_quant_vnni.c) in AVX-512F: the same IEEE operations as the C
+ * reference, so the same bits; each 4 codes' sum for q8's correction by vpmaddubsw of ones and
+ * vpmaddwd where that one has vpdpbusd. */
+INL __mmask16 lanes(int n)
+{
+	return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* one block of n (1..32) values: d and the codes as two 16-byte halves; returns their sum */
+INL int xq_block(const float *x, int n, float *ret_d, __m128i *c0, __m128i *c1)
+{
+	__m512 v0 = _mm512_maskz_loadu_ps(lanes(n), x), v1 = _mm512_maskz_loadu_ps(lanes(n - 16), x + 16);
+	__m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+	const __m512 big = _mm512_set1_ps(3.40282347e38f);
+	*c0 = *c1 = _mm_setzero_si128();
+	if (_mm512_cmp_ps_mask(a0, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, big, _CMP_NLE_UQ)) {
+		*ret_d = __builtin_nanf("");
+		return 0;
+	}
+	float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+	*ret_d = amax / 127.0f;
+	if (amax == 0)
+		return 0;
+	const __m512 id = _mm512_set1_ps(127.0f / amax), lim = _mm512_set1_ps(127.0f);
+	__m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, id), -lim), lim));
+	__m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, id), -lim), lim));
+	*c0 = _mm512_cvtepi32_epi8(q0);
+	*c1 = _mm512_cvtepi32_epi8(q1);
+	return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
+void cpu_gemv_avx512_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
+				size_t ldxq)
+{
+	const int64_t nb = quant_blocks(in), ng = (nb + 3) / 4;
+	const size_t gbytes = fmt == QUANT_Q8 ? CPU_XQ_Q8_BYTES : CPU_XQ_Q4_BYTES;
+	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	for (int t = 0; t < T; t++) {
+		char *out = xq + (size_t)t * ldxq;
+		const float *xt = x + (size_t)t * ldx;
+		/* the last group's blocks past the end are zero */
+		memset(out + (size_t)(ng - 1) * gbytes, 0, gbytes);
+		for (int64_t b = 0; b < nb; b++) {
+			int k0 = (int)b * QUANT_BLOCK, j = (int)(b & 3);
+			int n = in - k0 < QUANT_BLOCK ? in - k0 : QUANT_BLOCK;
+			char *g = out + (size_t)(b >> 2) * gbytes;
+			__m128i c0, c1;
+			float d;
+			int sum = xq_block(xt + k0, n, &d, &c0, &c1);
+			if (fmt == QUANT_Q8) {
+				__m256i c = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+				_mm256_storeu_si256((__m256i *)(g + 32 * j), c);
+				/* -128 x each 4 codes' sum */
+				__m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, c), ones16);
+				_mm256_storeu_si256((__m256i *)(g + 128 + 32 * j),
+						    _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+										       s4),
+								      7));
+				_mm256_storeu_ps((float *)(g + 256) + 8 * j, _mm256_set1_ps(d));
+			} else {
+				_mm_storeu_si128((__m128i *)(g + 16 * j), c0);
+				_mm_storeu_si128((__m128i *)(g + 64 + 16 * j), c1);
+				_mm_storeu_ps((float *)(g + 128) + 4 * j, _mm_set1_ps(d));
+				_mm_storeu_ps((float *)(g + 192) + 4 * j, _mm_set1_ps(d * (float)sum * 0.25f));
+			}
 		}
 	}
 }
