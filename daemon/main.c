@@ -331,13 +331,11 @@ int main(int argc, char **argv)
 	/* Loading runs on the model worker: holod serves scripts while a large model maps. */
 	cfg.engine_backend.state_limit = (uint64_t)cfg.state_limit_kib << 10;
 	/* the CUDA backend's memory plan: the vision tower and the sessions of --context-tokens
-	 * of as many tasks as run at once (one a display, each holding what its admission
-	 * reserves): a device that cannot hold one task's beside the weights refuses the load
-	 * with the plan's sentence; one that holds fewer tasks' loads, and the model worker warns
-	 * (the others wait for admission) */
-	int task_sessions =
-		provider_local_task_sessions(cfg.step_retries, strcmp(cfg.thinking, "on") == 0,
-					     (enum ipc_history)ipc_history_from_string(cfg.history));
+	 * of as many tasks as run at once (one a display, each holding the most its admission
+	 * may reserve: a task picks its own history and thinking): a device that cannot hold one
+	 * task's beside the weights refuses the load with the plan's sentence; one that holds
+	 * fewer tasks' loads, and the model worker warns (the others wait for admission) */
+	int task_sessions = provider_local_task_sessions_max(cfg.step_retries);
 	cfg.engine_backend.plan_sessions = (int)(cfg.n_displays ? cfg.n_displays : 1) * task_sessions;
 	cfg.engine_backend.plan_sessions_min = task_sessions;
 	cfg.engine_backend.plan_context = (int)cfg.context_tokens;

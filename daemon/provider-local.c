@@ -174,6 +174,17 @@ int provider_local_task_sessions(unsigned step_retries, bool thinking, enum ipc_
 	return task_copies(step_retries, thinking, history) + 1; /* and the prefix snapshot */
 }
 
+int provider_local_task_sessions_max(unsigned step_retries)
+{
+	static const enum ipc_history histories[] = {IPC_HISTORY_PERSISTENT, IPC_HISTORY_WINDOW,
+						     IPC_HISTORY_ROLLING};
+	int most = 0;
+	for (size_t i = 0; i < sizeof(histories) / sizeof(histories[0]); i++)
+		for (int thinking = 0; thinking <= 1; thinking++)
+			most = MAX(most, provider_local_task_sessions(step_retries, thinking, histories[i]));
+	return most;
+}
+
 static int open_check(void *arg)
 {
 	struct open_job *j = arg;

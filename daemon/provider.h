@@ -146,6 +146,9 @@ struct provider *provider_local_create(struct model_worker *worker);
  * retries, or thinking in persistent history) and the rolling history's snapshot, plus the
  * prefix snapshot (at most a session). holod plans the device for this many per task. */
 int provider_local_task_sessions(unsigned step_retries, bool thinking, enum ipc_history history);
+/* The most of those any task may ask for (a task chooses its own history and thinking): what
+ * holod plans the device for per task. */
+int provider_local_task_sessions_max(unsigned step_retries);
 
 /* What kind of server --remote names (--remote-server): vLLM gets its structured_outputs
  * field and the observation's image placeholder inside its text part, any other server

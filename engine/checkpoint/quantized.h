@@ -108,7 +108,8 @@ struct quantized_write_opts {
 /* Writes `m` (loaded by engine_model_load() from a plain bf16/f16/f32 checkpoint) to the
  * directory `out` with its linear layers quantized to o->format by o->layers (the CPU backend's
  * lm_prepare on the pool, lm_quantized_layers(); the source read through the map once, never copied), every
- * other tensor as stored and every other regular file of the source copied (see DESIGN). Writes into a new
+ * other tensor as stored and every other regular file of the source copied but weights in other formats
+ * (see DESIGN). Writes into a new
  * directory beside `out` and renames it into place, so `out` either appears whole or not at all; every write,
  * fsync and close is checked. Returns 0, -EEXIST (`out` exists and is not an empty directory, without force),
  * -EINVAL (the model is not a plain file checkpoint, `out` is its source, a weight the quantizer refuses),

@@ -79,7 +79,7 @@ echo "$ROWS_A"
 # kept), so it runs to its end, but the step decided is not acted: journaled "not executed",
 # and the model reads that as the step's result once resumed (the next step's user turn)
 submit '{"instruction": "Click the red block.", "max_steps": 3, "dry_run": true,
-	"history": "persistent", "thinking": true, "thinking_tokens": 300, "temperature": 0}'
+	"history": "persistent", "thinking": true, "thinking_tokens": 4000, "temperature": 0}'
 P=$TASK
 EV="$T/events-p.ndjson"
 curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$P/events" >"$EV" &

@@ -13,8 +13,9 @@
 require_agent
 [ -n "${HOLOD_TEST_GPU_EMULATED:-}" ] || test_skip "the plan is tested on the emulated CUDA device"
 # the tiny model's prefix takes about 5000 tokens: sessions of 8192 keep the plan small
+# (--history window by default: a task may still ask for rolling, which holds the most)
 PLAN_ARGS="--backend cuda --precision bf16 --virtual 640x400 --displays 2 --kill-switch-ms 0
-	--context-tokens 8192 --step-tokens 256"
+	--context-tokens 8192 --step-tokens 256 --history window"
 EMU_TOTAL=$((80 << 30)) # the emulation's default device
 
 # ---- a large device: both tasks fit
@@ -25,7 +26,8 @@ expect_json "plan" '.model.device_plan.tasks' 2
 expect_json "plan" '.model.device_plan.tasks_fit' 2
 expect_json "plan" '.model.device_plan.warning' null
 expect_json "plan" '.model.device_plan.context_tokens' 8192
-# --step-retries 2 and --history rolling (the defaults): the session, two snapshots, the prefix's
+# --step-retries 2 (the default) and a task asking for --history rolling: the session, two
+# snapshots, the prefix's (the window history holds one fewer: planned for the most)
 expect_json "plan" '.model.device_plan.sessions' 8
 expect_json "plan" '.model.device_plan.sessions_fit > 8' true
 PER=4

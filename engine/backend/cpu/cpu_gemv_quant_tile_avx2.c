@@ -1,7 +1,7 @@
 /* The integer kernels on q8 / q4 tiles (quant.h's tiles; cpu_gemv.h: q8_tile_i8, q4_tile_i8,
- * tile_records) and the activations' quantization for them (quant_x), AVX2 variant (compiled with -mavx2 -mfma -mf16c; cpu_gemv.c calls it only where
- * cpuid says the CPU runs it): the CPUs without AVX512-VNNI most desktops have (Intel Core
- * without AVX-512, AMD Zen 2 and 3).
+ * tile_records) and the activations' quantization for them (quant_x), AVX2 variant (compiled with -mavx2
+ * -mfma -mf16c; cpu_gemv.c calls it only where cpuid says the CPU runs it): the CPUs without AVX512-VNNI most
+ * desktops have (Intel Core without AVX-512, AMD Zen 2 and 3).
  *
  * The VNNI tile kernels' arithmetic (cpu_gemv_quant_vnni.c: the lanes are the rows, 4 activation
  * bytes broadcast against a code vector give 4 products to each row's lane) without vpdpbusd:

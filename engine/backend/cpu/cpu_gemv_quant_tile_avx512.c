@@ -1,7 +1,7 @@
 /* The integer kernels on q8 / q4 tiles (quant.h's tiles; cpu_gemv.h: q8_tile_i8, q4_tile_i8,
- * tile_records) and the activations' quantization for them (quant_x), AVX-512F/BW variant (compiled with -mavx512f -mavx512bw -mfma -mf16c; cpu_gemv.c
- * calls it only where cpuid says the CPU runs AVX-512F and BW): the AVX-512 CPUs without
- * AVX512-VNNI (Skylake-SP/X, the first AVX-512 Xeons and Core X).
+ * tile_records) and the activations' quantization for them (quant_x), AVX-512F/BW variant (compiled with
+ * -mavx512f -mavx512bw -mfma -mf16c; cpu_gemv.c calls it only where cpuid says the CPU runs AVX-512F and BW):
+ * the AVX-512 CPUs without AVX512-VNNI (Skylake-SP/X, the first AVX-512 Xeons and Core X).
  *
  * cpu_gemv_quant_tile_avx2.c's kernels on 512 bits: a 64-byte tile vector is one zmm, lane i
  * row i, so each (tile, token) has one accumulator as in the VNNI kernels
