@@ -55,4 +55,12 @@ done
 "$B" agent --device-spec rtx4090 --weights fp16 >"$OUT" 2>&1 && fail "--weights fp16 accepted"
 grep -q "'fp16' is not a valid value" "$OUT" || fail "--weights fp16: $(head -1 "$OUT")"
 "$B" agent --device-spec rtx2080 >"$OUT" 2>&1 && fail "--device-spec rtx2080 accepted"
+# gpu-check's quantized benches run Holotron-12B's first 18 layers (its config beside the
+# whole one): the same shapes, 5.0 GiB of q8 weights (18 of the 62 layers' records, plus the
+# embeddings and the lm_head, which every layer count keeps)
+"$B" agent --device-spec h100 --weights q8 \
+	--config "$(dirname "$0")/../../tools/bench/holotron-12b-18layers-config.json" >"$OUT" 2>&1 ||
+	fail "the 18-layer config: exit $?: $(cat "$OUT")"
+grep -q "^h100 q8: fits: 5.0 GiB of weights (q8) + 2.9 GiB of vision tower + " "$OUT" ||
+	fail "the 18-layer config's plan: $(cat "$OUT")"
 exit 0
