@@ -143,6 +143,9 @@ void cpu_gemv_avx512_q4(const struct cpu_gemv_args *a, int r0, int r1);
  * rounding to nearest even in integers), in both AVX-512 variants */
 void cpu_gemv_avx512_q8_to_bf16(const void *row, int64_t cols, uint16_t *out);
 void cpu_gemv_avx512_q4_to_bf16(const void *row, int64_t cols, uint16_t *out);
+/* the same bits by AVX512-BF16's vcvtne2ps2bf16 (cpu_gemv_quant_avx512.c) */
+void cpu_gemv_avx512bf16_q8_to_bf16(const void *row, int64_t cols, uint16_t *out);
+void cpu_gemv_avx512bf16_q4_to_bf16(const void *row, int64_t cols, uint16_t *out);
 /* the integer kernels on AVX2 (cpu_gemv_quant_avx2.c: vpmaddubsw), in the AVX2 and AVX-512F
  * variants */
 void cpu_gemv_avx2_q8_i8(const struct cpu_gemv_args *a, int r0, int r1);
