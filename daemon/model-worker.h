@@ -30,10 +30,12 @@
  *     failure lands on the session that caused it, and the others go on.
  *   - Admission: a task's session is admitted only while what it may grow to (its context
  *     plus its prefix snapshot) fits the state budget (the backend's state_limit; on CUDA
- *     without one, the device memory free after the weights) beside the sessions admitted
- *     before it; others wait in FIFO order, their position shown by /v1/status and the task
- *     (model_worker_wait_position); one that cannot fit even alone is refused. The executor
- *     threads wait in model_worker_admit(), never the worker.
+ *     without one, the device memory free after the weights, at most the sessions of the
+ *     tasks the load's device plan fits: holod plans one task's sessions per display and
+ *     warns when fewer fit) beside the sessions admitted before it; others wait in FIFO
+ *     order, their position shown by /v1/status and the task (model_worker_wait_position);
+ *     one that cannot fit even alone is refused. The executor threads wait in
+ *     model_worker_admit(), never the worker.
  *   - A device fault (engine_backend_fault(): a CUDA sticky error) fails the job that met it and
  *     every job after it until the sessions on the broken backend are gone (their tasks fail
  *     and close them); then the worker destroys the backend and creates a new one on the same
