@@ -152,7 +152,7 @@ void cpu_gemv_avx2_q8_i8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx2_q4_i8(const struct cpu_gemv_args *a, int r0, int r1);
 /* the integer kernels on q4 / q8 tiles without VNNI: vpmaddubsw + vpmaddwd on AVX2
  * (cpu_gemv_quant_tile_avx2.c) and on AVX-512F/BW (cpu_gemv_quant_tile_avx512.c), with each
- * instruction set's tile_records */
+ * instruction set's tile_records (the AVX512-BF16 variant uses AVX-512F's) */
 void cpu_gemv_avx2_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx2_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx2_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
@@ -172,8 +172,6 @@ void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_vnni_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
-void cpu_gemv_vnni_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
-				size_t row_bytes);
 void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			      size_t ldxq);
 #endif

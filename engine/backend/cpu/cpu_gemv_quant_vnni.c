@@ -339,63 +339,8 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 TILE_FORMAT(q4)
 TILE_FORMAT(q8)
 
-/* ---- a tile's records (the prompt's dequantization reads records) ----------------------------
- *
- * Four code vectors of a tile (16 lanes of 4 bytes: lane i row i) transposed in 128-bit lanes:
- * afterwards 128-bit lane L of vector k holds row 4L + k's 16 bytes, stored to its record.
- * 8 unpacks and 16 stores per 4 vectors, where gathering row by row takes 64 loads and
- * 64 stores. */
-INL void transpose_store(const char *src, char *const *dst, size_t off)
-{
-	__m512i v0 = _mm512_load_si512(src), v1 = _mm512_load_si512(src + 64);
-	__m512i v2 = _mm512_load_si512(src + 128), v3 = _mm512_load_si512(src + 192);
-	__m512i t0 = _mm512_unpacklo_epi32(v0, v1), t1 = _mm512_unpackhi_epi32(v0, v1);
-	__m512i t2 = _mm512_unpacklo_epi32(v2, v3), t3 = _mm512_unpackhi_epi32(v2, v3);
-	__m512i r[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-			_mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
-	for (int k = 0; k < 4; k++) {
-		_mm_storeu_si128((__m128i *)(dst[k] + off), _mm512_castsi512_si128(r[k]));
-		_mm_storeu_si128((__m128i *)(dst[4 + k] + off), _mm512_extracti32x4_epi32(r[k], 1));
-		_mm_storeu_si128((__m128i *)(dst[8 + k] + off), _mm512_extracti32x4_epi32(r[k], 2));
-		_mm_storeu_si128((__m128i *)(dst[12 + k] + off), _mm512_extracti32x4_epi32(r[k], 3));
-	}
-}
-
-void cpu_gemv_vnni_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
-				size_t row_bytes)
-{
-	const int64_t nb = quant_blocks(cols);
-	char *dst[QUANT_TILE_ROWS];
-	for (int i = 0; i < QUANT_TILE_ROWS; i++) {
-		dst[i] = (char *)recs + (size_t)i * row_bytes;
-		memset(dst[i], 0, row_bytes);
-	}
-	const char *t = tile;
-	if (f == QUANT_Q8) {
-		const size_t soff = quant_round_align((size_t)nb * 32);
-		for (int64_t b = 0; b < nb; b++) {
-			const char *c = t + quant_q8_tile_codes(b);
-			transpose_store(c, dst, 32 * (size_t)b);
-			transpose_store(c + 256, dst, 32 * (size_t)b + 16);
-			uint16_t d[QUANT_TILE_ROWS];
-			memcpy(d, t + quant_q8_tile_d(b, nb), sizeof(d));
-			for (int i = 0; i < QUANT_TILE_ROWS; i++)
-				memcpy(dst[i] + soff + 2 * (size_t)b, &d[i], 2);
-		}
-		return;
-	}
-	const size_t soff = quant_round_align((size_t)nb * 16);
-	for (int64_t b = 0; b < nb; b++, t += 320) {
-		transpose_store(t, dst, 16 * (size_t)b);
-		uint16_t d[QUANT_TILE_ROWS], m[QUANT_TILE_ROWS];
-		memcpy(d, t + 256, sizeof(d));
-		memcpy(m, t + 288, sizeof(m));
-		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
-			uint16_t dm[2] = {d[i], m[i]};
-			memcpy(dst[i] + soff + 4 * (size_t)b, dm, 4);
-		}
-	}
-}
+/* A tile's records (the prompt's dequantization): the AVX-512F transposes of
+ * cpu_gemv_quant_tile_avx512.c (cpu_gemv_avx512_tile_records), which this variant's table names. */
 
 /* ---- the activations' quantization (cpu_gemv_quantize_x, the same bytes) ------------------ */
 
