@@ -248,8 +248,9 @@ void backend_uncharge(struct engine_backend *b, uint64_t bytes);
  * -EINVAL with one sentence in err naming the backend and what is missing. */
 int backend_ops_check(const struct backend_ops *ops, char *err, size_t errlen);
 
-/* The ops the vision encode runs without a backend (engine_vision_encode_on(NULL, ...)): the
- * CPU's, in fp32 with cpu_matmul() (engine_vision_encode()), called with b NULL. */
+/* The ops the vision encode runs without a backend (engine_vision_encode_on(NULL, ...), chosen
+ * by select/select_vision.c): the CPU's, in fp32 with cpu_matmul() (engine_vision_encode()),
+ * called with b NULL. */
 const struct backend_ops *backend_host_vision_ops(void);
 
 /* Fills the common fields of a new instance after backend_ops_check(ops): -EINVAL (logged with

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "loader.h"
+#include "quant.h"
 #include "vision_weights.h"
 
 static void shape_str(const struct tensor *t, char *buf, size_t len)
@@ -320,4 +321,82 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 fail:
 	vision_weights_finish(w);
 	return r;
+}
+
+/* ---- position embedding ---------------------------------------------------------------------- */
+
+/* n values of t from element `offset` on, as fp32: F32, BF16 or F16 (each exact). */
+static void tensor_to_f32(const struct tensor *t, size_t offset, size_t n, float *dst)
+{
+	if (t->dtype == TENSOR_BF16) {
+		for (size_t i = 0; i < n; i++)
+			dst[i] = bf16_to_f32(((const uint16_t *)t->data)[offset + i]);
+	} else if (t->dtype == TENSOR_F16) {
+		for (size_t i = 0; i < n; i++)
+			dst[i] = quant_f16_to_f32(((const uint16_t *)t->data)[offset + i]);
+	} else {
+		memcpy(dst, (const float *)t->data + offset, n * sizeof(float));
+	}
+}
+
+/* torch's upsample_bilinear2d (align_corners=False) source index and weight for one axis. */
+static void linear_tap(int n_in, int n_out, int i, int *ret_i0, int *ret_i1, float *ret_l1)
+{
+	float scale = (float)n_in / (float)n_out;
+	float src = scale * ((float)i + 0.5f) - 0.5f;
+	int i0;
+	float l1;
+
+	if (src < 0.0f)
+		src = 0.0f;
+	i0 = MIN((int)floorf(src), n_in - 1);
+	l1 = CLAMP(src - (float)i0, 0.0f, 1.0f);
+	*ret_i0 = i0;
+	*ret_i1 = i0 + (i0 < n_in - 1 ? 1 : 0);
+	*ret_l1 = l1;
+}
+
+int vision_pos_embed(const struct vision_weights *w, int rows, int cols, float *dst)
+{
+	size_t D = (size_t)w->width;
+	int m = MAX(rows, cols);
+	float *cell;
+
+	if (rows < 1 || cols < 1 || !dst)
+		return -EINVAL;
+	if (rows == w->pos_rows && cols == w->pos_cols) {
+		tensor_to_f32(&w->pos_embed, 0, (size_t)rows * (size_t)cols * D, dst);
+		return 0;
+	}
+	cell = malloc(sizeof(float) * 4 * D);
+	if (!cell)
+		return -ENOMEM;
+	/* In CPE mode the grid is resized to m x m and the top-left rows x cols window is kept
+	 * (a final resize to rows x cols would be a no-op then). */
+	for (int i = 0; i < rows; i++) {
+		int y0, y1;
+		float ly;
+
+		linear_tap(w->pos_rows, m, i, &y0, &y1, &ly);
+		for (int j = 0; j < cols; j++) {
+			int x0, x1;
+			float lx;
+			float *o = dst + ((size_t)i * (size_t)cols + (size_t)j) * D;
+
+			linear_tap(w->pos_cols, m, j, &x0, &x1, &lx);
+			tensor_to_f32(&w->pos_embed, ((size_t)y0 * w->pos_cols + x0) * D, D, cell);
+			tensor_to_f32(&w->pos_embed, ((size_t)y0 * w->pos_cols + x1) * D, D, cell + D);
+			tensor_to_f32(&w->pos_embed, ((size_t)y1 * w->pos_cols + x0) * D, D, cell + 2 * D);
+			tensor_to_f32(&w->pos_embed, ((size_t)y1 * w->pos_cols + x1) * D, D, cell + 3 * D);
+			/* torch's order: the width taps inside, then the height taps, multiply-adds fused */
+			for (size_t d = 0; d < D; d++) {
+				float top = fmaf(cell[D + d], lx, cell[d] * (1.0f - lx));
+				float bot = fmaf(cell[3 * D + d], lx, cell[2 * D + d] * (1.0f - lx));
+
+				o[d] = fmaf(bot, ly, top * (1.0f - ly));
+			}
+		}
+	}
+	free(cell);
+	return 0;
 }

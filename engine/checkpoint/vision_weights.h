@@ -74,3 +74,8 @@ int vision_weights_load(struct vision_weights *w, const struct model_files *file
 int vision_weights_check(struct vision_weights *w, char *errbuf, size_t errlen);
 /* Frees the block array; accepts a zeroed struct. */
 void vision_weights_finish(struct vision_weights *w);
+
+/* CPE position embedding for a rows x cols patch grid (model.md 4.3): the grid bilinearly
+ * resized (align_corners=False, no antialias, fp32) to max(rows, cols) squared, then the top-left
+ * rows x cols window. dst receives rows * cols * width floats. Returns 0, -EINVAL, -ENOMEM. */
+int vision_pos_embed(const struct vision_weights *w, int rows, int cols, float *dst);

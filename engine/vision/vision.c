@@ -3,7 +3,8 @@
  *
  * DESIGN (threads): a struct engine_vision is immutable after engine_vision_create() (its
  * position embedding for the tile size is computed there, once); the encode functions allocate
- * their buffers per call and run on the CPU pool, so several threads may encode at once (the
+ * their buffers per call and run the ops they are handed (select/select_vision.c: a backend's,
+ * or the host's, whose work runs on the CPU pool), so several threads may encode at once (the
  * pool serialises their jobs).
  */
 #include <errno.h>
@@ -20,7 +21,6 @@
 #include "image.h"
 #include "loader.h"
 #include "vision.h"
-#include "vision_cpu.h" /* vision_pos_embed(), on the host once per handle */
 
 #define VISION_PREPROCESSOR_MAX_BYTES (1u << 20) /* preprocessor_config.json size */
 
@@ -285,22 +285,11 @@ int engine_vision_embed_dim(const struct engine_vision *v)
 	return v->w.out_dim;
 }
 
-int engine_vision_encode(const struct engine_vision *v, const float *pixels, int n_tiles, float *out)
-{
-	return engine_vision_encode_on(NULL, v, pixels, n_tiles, out);
-}
-
-/* The ops vision runs on: b's, or without a backend the host's (the CPU's, fp32). */
-static const struct backend_ops *ops_of(const struct engine_backend *b)
-{
-	return b ? b->ops : backend_host_vision_ops();
-}
-
 /* n floats in the memory the ops work in (vision.device: the device's), copied from host when
  * non-NULL; vmem_free() gives them back. */
-static int vmem_alloc(struct engine_backend *b, size_t n, const float *host, float **ret)
+static int vmem_alloc(const struct backend_ops *ops, struct engine_backend *b, size_t n, const float *host,
+		      float **ret)
 {
-	const struct backend_ops *ops = ops_of(b);
 	if (ops->vision.device)
 		return ops->rows_alloc(b, n, host, ret);
 	if (!(*ret = malloc(sizeof(float) * n)))
@@ -310,9 +299,8 @@ static int vmem_alloc(struct engine_backend *b, size_t n, const float *host, flo
 	return 0;
 }
 
-static void vmem_free(struct engine_backend *b, float *p)
+static void vmem_free(const struct backend_ops *ops, struct engine_backend *b, float *p)
 {
-	const struct backend_ops *ops = ops_of(b);
 	if (ops->vision.device)
 		ops->rows_free(b, p);
 	else
@@ -321,10 +309,9 @@ static void vmem_free(struct engine_backend *b, float *p)
 
 /* The one encode of whole tiles: n_tiles tiles at pix into rows at out, both in the ops'
  * memory, in calls of at most vision.max_tiles tiles. */
-static int encode_tiles(struct engine_backend *b, const struct engine_vision *v, const float *pix,
-			int n_tiles, float *out)
+static int encode_tiles(const struct backend_ops *ops, struct engine_backend *b,
+			const struct engine_vision *v, const float *pix, int n_tiles, float *out)
 {
-	const struct backend_ops *ops = ops_of(b);
 	const size_t tile_floats = (size_t)3 * v->pre.tile_size * v->pre.tile_size,
 		     tile_out = (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
 	int r = 0;
@@ -337,8 +324,8 @@ static int encode_tiles(struct engine_backend *b, const struct engine_vision *v,
 	return r;
 }
 
-int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
-			    int n_tiles, float *out)
+int vision_encode_on(const struct backend_ops *ops, struct engine_backend *b, const struct engine_vision *v,
+		     const float *pixels, int n_tiles, float *out)
 {
 	const size_t tile_floats = v ? (size_t)3 * v->pre.tile_size * v->pre.tile_size : 0;
 	float *pix = NULL, *rows = NULL;
@@ -350,38 +337,22 @@ int engine_vision_encode_on(struct engine_backend *b, const struct engine_vision
 		return 0;
 	if (b && n_tiles > VISION_MAX_ENCODE_TILES)
 		return -EINVAL;
-	if (!ops_of(b)->vision.device)
-		return encode_tiles(b, v, pixels, n_tiles, out);
+	if (!ops->vision.device)
+		return encode_tiles(ops, b, v, pixels, n_tiles, out);
 	/* the tiles to the device and the rows back */
 	const size_t n_out = (size_t)n_tiles * (size_t)v->tokens_per_tile * (size_t)v->w.out_dim;
-	if ((r = vmem_alloc(b, tile_floats * (size_t)n_tiles, pixels, &pix)) == 0 &&
-	    (r = vmem_alloc(b, n_out, NULL, &rows)) == 0 && (r = encode_tiles(b, v, pix, n_tiles, rows)) == 0)
-		r = ops_of(b)->rows_read(b, rows, n_out, out);
-	vmem_free(b, rows);
-	vmem_free(b, pix);
+	if ((r = vmem_alloc(ops, b, tile_floats * (size_t)n_tiles, pixels, &pix)) == 0 &&
+	    (r = vmem_alloc(ops, b, n_out, NULL, &rows)) == 0 &&
+	    (r = encode_tiles(ops, b, v, pix, n_tiles, rows)) == 0)
+		r = ops->rows_read(b, rows, n_out, out);
+	vmem_free(ops, b, rows);
+	vmem_free(ops, b, pix);
 	return r;
 }
 
-int engine_vision_encode_image(const struct engine_vision *v, const struct engine_image *img, int max_tiles,
-			       struct engine_vision_grid *ret_grid, float **ret_embeds, size_t *ret_rows)
-{
-	struct engine_rows *rows;
-	int r;
-
-	if (!ret_embeds || !ret_rows)
-		return -EINVAL;
-	if ((r = engine_vision_encode_image_on(NULL, v, img, max_tiles, ret_grid, &rows)) < 0)
-		return r;
-	*ret_embeds = rows->host;
-	*ret_rows = rows->n_rows;
-	rows->host = NULL;
-	engine_rows_destroy(rows);
-	return 0;
-}
-
-int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_vision *v,
-				  const struct engine_image *img, int max_tiles,
-				  struct engine_vision_grid *ret_grid, struct engine_rows **ret_rows)
+int vision_encode_image_on(const struct backend_ops *ops, struct engine_backend *b,
+			   const struct engine_vision *v, const struct engine_image *img, int max_tiles,
+			   struct engine_vision_grid *ret_grid, struct engine_rows **ret_rows)
 {
 	struct engine_vision_preprocess p;
 	struct engine_vision_grid grid;
@@ -406,22 +377,23 @@ int engine_vision_encode_image_on(struct engine_backend *b, const struct engine_
 	if (grid.n_tiles < 1 || grid.n_tiles > VISION_MAX_ENCODE_TILES)
 		return -EINVAL;
 	n_rows = (size_t)grid.n_tiles * (size_t)v->tokens_per_tile;
-	if ((r = vmem_alloc(b, (size_t)3 * p.tile_size * p.tile_size * (size_t)grid.n_tiles, NULL, &pix)) < 0)
+	if ((r = vmem_alloc(ops, b, (size_t)3 * p.tile_size * p.tile_size * (size_t)grid.n_tiles, NULL,
+			    &pix)) < 0)
 		return r;
-	if ((r = ops_of(b)->vision_preprocess(b, &v->tower, img, &p, grid.n_tiles, pix)) == 0 &&
-	    (r = vmem_alloc(b, n_rows * (size_t)v->w.out_dim, NULL, &data)) == 0)
-		r = encode_tiles(b, v, pix, grid.n_tiles, data);
-	vmem_free(b, pix);
+	if ((r = ops->vision_preprocess(b, &v->tower, img, &p, grid.n_tiles, pix)) == 0 &&
+	    (r = vmem_alloc(ops, b, n_rows * (size_t)v->w.out_dim, NULL, &data)) == 0)
+		r = encode_tiles(ops, b, v, pix, grid.n_tiles, data);
+	vmem_free(ops, b, pix);
 	if (r < 0) {
 		if (data)
-			vmem_free(b, data);
+			vmem_free(ops, b, data);
 		return r;
 	}
-	rows = ops_of(b)->vision.device ? backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim) :
-					  backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
+	rows = ops->vision.device ? backend_rows_wrap(b, NULL, data, n_rows, v->w.out_dim) :
+				    backend_rows_wrap(NULL, data, NULL, n_rows, v->w.out_dim);
 	if (!rows) {
 		r = -errno;
-		vmem_free(b, data);
+		vmem_free(ops, b, data);
 		return r;
 	}
 	*ret_grid = grid;

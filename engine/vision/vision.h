@@ -34,3 +34,18 @@ const struct vision_weights *engine_vision_weights(const struct engine_vision *v
 uint64_t engine_vision_id(const struct engine_vision *v);
 int engine_vision_grid_side(const struct engine_vision *v);
 const float *engine_vision_pos_grid(const struct engine_vision *v);
+
+/* engine.h's encodes (engine_vision_encode_on(), engine_vision_encode_image_on(),
+ * engine_vision_encode_begin(), engine_vision_encode_begin_image()) on the ops `ops`: b's, or
+ * with b NULL the host's. select/select_vision.c chooses them, so that vision/ names no
+ * backend. */
+int vision_encode_on(const struct backend_ops *ops, struct engine_backend *b, const struct engine_vision *v,
+		     const float *pixels, int n_tiles, float *out);
+int vision_encode_image_on(const struct backend_ops *ops, struct engine_backend *b,
+			   const struct engine_vision *v, const struct engine_image *img, int max_tiles,
+			   struct engine_vision_grid *ret_grid, struct engine_rows **ret_rows);
+int vision_encode_begin(const struct backend_ops *ops, struct engine_backend *b, const struct engine_vision *v,
+			const float *pixels, int n_tiles, struct engine_vision_job **ret_job);
+int vision_encode_begin_image(const struct backend_ops *ops, struct engine_backend *b,
+			      const struct engine_vision *v, const struct engine_image *img, int max_tiles,
+			      struct engine_vision_grid *ret_grid, struct engine_vision_job **ret_job);

@@ -63,8 +63,8 @@ static void job_free(struct engine_vision_job *j, float *p)
 }
 
 /* A job over n_tiles tiles with `prep` steps before them. */
-static int job_new(struct engine_backend *b, const struct engine_vision *v, const float *pixels, int n_tiles,
-		   int prep, struct engine_vision_job **ret_job)
+static int job_new(const struct backend_ops *ops, struct engine_backend *b, const struct engine_vision *v,
+		   const float *pixels, int n_tiles, int prep, struct engine_vision_job **ret_job)
 {
 	const struct vision_weights *w = engine_vision_weights(v);
 	struct engine_vision_preprocess pre;
@@ -73,7 +73,7 @@ static int job_new(struct engine_backend *b, const struct engine_vision *v, cons
 	if (!j)
 		return -ENOMEM;
 	j->b = b;
-	j->ops = b ? b->ops : backend_host_vision_ops();
+	j->ops = ops;
 	j->v = v;
 	j->pixels = pixels;
 	j->n_tiles = n_tiles;
@@ -91,17 +91,17 @@ static int job_new(struct engine_backend *b, const struct engine_vision *v, cons
 	return 0;
 }
 
-int engine_vision_encode_begin(struct engine_backend *b, const struct engine_vision *v, const float *pixels,
-			       int n_tiles, struct engine_vision_job **ret_job)
+int vision_encode_begin(const struct backend_ops *ops, struct engine_backend *b, const struct engine_vision *v,
+			const float *pixels, int n_tiles, struct engine_vision_job **ret_job)
 {
 	if (!v || !pixels || !ret_job || n_tiles < 1 || n_tiles > VISION_MAX_ENCODE_TILES)
 		return -EINVAL;
-	return job_new(b, v, pixels, n_tiles, 0, ret_job);
+	return job_new(ops, b, v, pixels, n_tiles, 0, ret_job);
 }
 
-int engine_vision_encode_begin_image(struct engine_backend *b, const struct engine_vision *v,
-				     const struct engine_image *img, int max_tiles,
-				     struct engine_vision_grid *ret_grid, struct engine_vision_job **ret_job)
+int vision_encode_begin_image(const struct backend_ops *ops, struct engine_backend *b,
+			      const struct engine_vision *v, const struct engine_image *img, int max_tiles,
+			      struct engine_vision_grid *ret_grid, struct engine_vision_job **ret_job)
 {
 	struct engine_vision_preprocess pre;
 	struct engine_vision_grid grid;
@@ -121,7 +121,7 @@ int engine_vision_encode_begin_image(struct engine_backend *b, const struct engi
 	if (grid.n_tiles < 1 || grid.n_tiles > VISION_MAX_ENCODE_TILES)
 		return -EINVAL;
 	struct engine_vision_job *j;
-	if ((r = job_new(b, v, NULL, grid.n_tiles, 1, &j)) < 0)
+	if ((r = job_new(ops, b, v, NULL, grid.n_tiles, 1, &j)) < 0)
 		return r;
 	j->img = img;
 	j->pre = pre;

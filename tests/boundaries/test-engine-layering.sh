@@ -60,6 +60,13 @@ while read -r from to; do
 		fail=1
 	fi
 done <"$tmp/edges"
+# vision/ is device-neutral: it reaches a backend through the seam's ops table only (select/
+# hands it the CPU's table for an encode without a backend)
+if grep -Eq '^vision backend/(cpu|cuda)$' "$tmp/edges"; then
+	echo "FAIL: engine/vision calls a backend directly, not through the seam:" \
+		"$(awk '$1 == "vision" && $2 ~ /^backend\// { printf "%s ", $3 }' "$tmp/calls")"
+	fail=1
+fi
 if ! tsort "$tmp/edges" >/dev/null 2>"$tmp/loops" || [ -s "$tmp/loops" ]; then
 	echo "FAIL: the engine's folders call one another in a cycle:"
 	cat "$tmp/loops"

@@ -18,11 +18,6 @@
 #include "model.h"
 #include "vision_weights.h"
 
-/* CPE position embedding for a rows x cols patch grid (model.md 4.3): the grid bilinearly
- * resized (align_corners=False, no antialias, fp32) to max(rows, cols) squared, then the top-left
- * rows x cols window. dst receives rows * cols * width floats. Returns 0, -EINVAL, -ENOMEM. */
-int vision_pos_embed(const struct vision_weights *w, int rows, int cols, float *dst);
-
 /* The ViT on one image of rows x cols patches: `pixels` [3][rows*patch][cols*patch] normalized;
  * `pos` the matching vision_pos_embed() output. Writes the rows * cols patch-token features
  * (prefix tokens dropped) to features [rows * cols][width]. Threads: runs on the CPU pool.
