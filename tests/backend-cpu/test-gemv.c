@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "cpu_gemv.h"
 #include "test.h"
 
 TEST_DEFINE_GLOBALS;
@@ -266,8 +267,81 @@ static void test_tokens_independent(void)
 			}
 }
 
+/* A variant whose bf16 kernels read the activations rounded once per product (round_x) also
+ * rounds them in registers when there is no memory for that copy: both give the same bits, for
+ * 1..CPU_GEMV_KERNEL_T tokens, whole blocks and tails, stores and accumulation. */
+static void test_rounded_copy_same_bits(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	static const struct cpu_gemv_variant *const vs[] = {&cpu_gemv_avx2, &cpu_gemv_avx512,
+							    &cpu_gemv_avx512bf16};
+	static const char *const names[] = {"avx2", "avx512", "avx512bf16"};
+#else
+	static const struct cpu_gemv_variant *const vs[] = {&cpu_gemv_portable};
+	static const char *const names[] = {"portable"};
+#endif
+	static const int shapes[][2] = {{5, 31}, {9, 32}, {17, 64}, {11, 95}, {37, 130}, {6, 1100}};
+	int tested = 0;
+	for (size_t v = 0; v < sizeof(vs) / sizeof(vs[0]); v++) {
+		if (!vs[v]->round_x || cpu_isa_select(names[v]) < 0)
+			continue;
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+			for (int T = 1; T <= CPU_GEMV_KERNEL_T; T++)
+				for (int acc = 0; acc < 2; acc++) {
+					struct problem p = {.dt = TENSOR_BF16,
+							    .rows = shapes[s][0],
+							    .in = shapes[s][1],
+							    .nrows = shapes[s][0],
+							    .T = T,
+							    .acc = acc,
+							    .bf16_act = true};
+					problem_init(&p);
+					size_t ldxb = ((size_t)p.in + 31) & ~(size_t)31;
+					uint16_t *xb = aligned_alloc(64, (size_t)T * ldxb * sizeof(*xb));
+					float *y1 = malloc((size_t)T * p.ldy * sizeof(float));
+					float *y2 = malloc((size_t)T * p.ldy * sizeof(float));
+					REQUIRE(xb && y1 && y2);
+					vs[v]->round_x(p.x, p.ldx, T, p.in, xb, ldxb);
+					memcpy(y1, p.y0, (size_t)T * p.ldy * sizeof(float));
+					memcpy(y2, p.y0, (size_t)T * p.ldy * sizeof(float));
+					struct cpu_gemv_args a = {.w = p.wd,
+								  .dtype = TENSOR_BF16,
+								  .ldw = (size_t)p.in,
+								  .in = p.in,
+								  .T = T,
+								  .x = p.x,
+								  .ldx = p.ldx,
+								  .y = y1,
+								  .ldy = p.ldy,
+								  .accumulate = acc};
+					vs[v]->bf16(&a, 0, p.rows);
+					a.y = y2;
+					a.xb = xb;
+					a.ldxb = ldxb;
+					vs[v]->bf16(&a, 0, p.rows);
+					bool same = memcmp(y1, y2, (size_t)T * p.ldy * sizeof(float)) == 0;
+					if (!same)
+						fprintf(stderr,
+							"gemv %s rows %d in %d T %d: rounding in registers "
+							"and "
+							"the rounded copy differ\n",
+							names[v], p.rows, p.in, T);
+					CHECK(same);
+					CHECK(error_vs_reference(&p, y2) < 1e-5);
+					free(xb);
+					free(y1);
+					free(y2);
+					problem_free(&p);
+					tested++;
+				}
+	}
+	printf("rounded copy vs rounding in registers: %d cases\n", tested);
+	CHECK_INT_EQ(cpu_isa_select("portable"), 0);
+}
+
 int main(void)
 {
+	test_rounded_copy_same_bits();
 	report_variants();
 	for (int threads = 1; threads <= 3; threads++) {
 		REQUIRE(cpu_set_threads(threads) == 0);

@@ -392,12 +392,12 @@ int cpu_gemv_rows(const struct tensor *w, int row0, int nrows, const float *x, s
 		.nrows = nrows,
 		.group_t = CPU_GEMV_KERNEL_T,
 	};
-	/* past one 4-token pass, bf16 activations rounded once here rather than per weight block
-	 * where the variant has kernels for them (without memory for them, the kernels that round
-	 * in registers give the same bits) */
+	/* bf16 activations rounded once here rather than per weight block where the variant has
+	 * kernels for them (without memory for them, the kernels that round in registers give the
+	 * same bits) */
 	uint16_t *xb = NULL;
 	size_t ldxb = ((size_t)in + 31) & ~(size_t)31;
-	if (bf16_act && w->dtype == TENSOR_BF16 && v->round_x && T > CPU_GEMV_KERNEL_T)
+	if (bf16_act && w->dtype == TENSOR_BF16 && v->round_x)
 		xb = aligned_alloc(64, (size_t)T * ldxb * sizeof(*xb));
 	if (xb) {
 		v->round_x(x, ldx, T, in, xb, ldxb);

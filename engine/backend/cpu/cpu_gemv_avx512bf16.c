@@ -3,22 +3,17 @@
  *
  * With bf16 activations one vdpbf16ps multiplies 32 weight/activation pairs and adds them into 16
  * fp32 lanes, half the instructions of widening the weights and FMA-ing them (the AVX-512F
- * variant). One token (decode): one row at a time, front to back, nothing prefetched by hand,
- * so a thread's range is one sequential stream the hardware's prefetchers follow (as in
- * cpu_gemv_quant_vnni.c, where the A/B is told): 8 rows interleaved with the next 8 prefetched
- * read 8 short streams at once and stayed well below one row's rate on the lm head's shape
- * (docs/benchmarks.md, "Figures behind the code's constants"). Two to four tokens: NR consecutive rows
- * against T tokens, one accumulator per (row, token), the next block's rows prefetched. The activations are
- * rounded to bf16 in registers (vcvtne2ps2bf16: nearest even; it reads fp32 denormals as zero, as vdpbf16ps
- * does). The column tail is a masked load (zeros add nothing). fp32 activations take the AVX-512F code, and
- * so do f16 and f32 weights.
- *
- * More tokens (the decode rows of several sessions): cpu_gemv.c rounds the activations once per
- * product (round_x, the same instruction on the same 32-column blocks, so the same bf16 values)
- * and the kernel loads them as they are: without the conversions, 3 rows x 8 tokens of
- * accumulators fit, each weight vector loaded once for 8 tokens. Every (row, token) sum is still
- * one accumulator over the columns in order: the results are those of the 4-token kernels, bit
- * for bit. */
+ * variant). cpu_gemv.c rounds the activations to bf16 once per product (round_x: vcvtne2ps2bf16,
+ * nearest even, fp32 denormals read as zero as vdpbf16ps does, per 32-column block) and the
+ * kernels load them as they are: rounding them in registers for every row of the weights kept a
+ * one-token product at ~55% of the read bandwidth (three loads and a conversion per weight
+ * vector). One or two tokens (decode): one row at a time, front to back, nothing prefetched by
+ * hand, so a thread's range is one sequential stream; more tokens (the decode rows of several
+ * sessions, compute-bound): a few rows share each activation load. Every (row, token) sums in
+ * the same order in every kernel (block() below), so the results of a token do not depend on
+ * the others of its call, bit for bit. Without memory for the rounded copy the kernels round in
+ * registers, the same bits. fp32 activations take the AVX-512F code, and so do f16 and f32
+ * weights. */
 #include "cpu_gemv.h"
 
 #include <immintrin.h>
@@ -26,87 +21,7 @@
 #define INL static inline __attribute__((always_inline))
 #define NOINL static __attribute__((noinline))
 
-INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, const bool pf)
-{
-	const uint16_t *w = a->w;
-	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)NR * ldw;
-	const int n = a->in;
-	__m512 acc[4][CPU_GEMV_KERNEL_T];
-	for (int q = 0; q < NR; q++)
-		for (int t = 0; t < T; t++)
-			acc[q][t] = _mm512_setzero_ps();
-	int i = 0;
-	/* whole 32-column blocks with plain loads (masked ones cost ~10% at 8 tokens), then the
-	 * tail masked (zeros add nothing): the same sums in the same order */
-	for (; i + 32 <= n; i += 32) {
-		__m512bh xv[CPU_GEMV_KERNEL_T];
-		for (int t = 0; t < T; t++) {
-			const float *x = a->x + (size_t)t * a->ldx + i;
-			xv[t] = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
-		}
-		for (int q = 0; pf && q < NR; q++)
-			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
-				     _MM_HINT_T0);
-		for (int q = 0; q < NR; q++) {
-			__m512bh wv = (__m512bh)_mm512_loadu_si512(w + base + (size_t)q * ldw + (size_t)i);
-			for (int t = 0; t < T; t++)
-				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);
-		}
-	}
-	if (i < n) {
-		__mmask32 m = (__mmask32)((1u << (n - i)) - 1u);
-		__m512bh xv[CPU_GEMV_KERNEL_T];
-		for (int t = 0; t < T; t++) {
-			const float *x = a->x + (size_t)t * a->ldx + i;
-			xv[t] = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 16),
-						    _mm512_maskz_loadu_ps((__mmask16)m, x));
-		}
-		for (int q = 0; q < NR; q++) {
-			__m512bh wv =
-				(__m512bh)_mm512_maskz_loadu_epi16(m, w + base + (size_t)q * ldw + (size_t)i);
-			for (int t = 0; t < T; t++)
-				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);
-		}
-	}
-	for (int q = 0; q < NR; q++)
-		for (int t = 0; t < T; t++) {
-			float s = _mm512_reduce_add_ps(acc[q][t]);
-			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
-			*p = a->accumulate ? *p + s : s;
-		}
-}
-
-INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T)
-{
-	int r = r0;
-	for (; r + NR <= r1; r += NR)
-		block(a, r, NR, T, true);
-	for (; r < r1; r++)
-		block(a, r, 1, T, true);
-}
-
-NOINL void t1(const struct cpu_gemv_args *a, int r0, int r1)
-{
-	for (int r = r0; r < r1; r++)
-		block(a, r, 1, 1, false);
-}
-
-NOINL void t2(const struct cpu_gemv_args *a, int r0, int r1)
-{
-	rows(a, r0, r1, 4, 2);
-}
-
-NOINL void t3(const struct cpu_gemv_args *a, int r0, int r1)
-{
-	rows(a, r0, r1, 4, 3);
-}
-
-NOINL void t4(const struct cpu_gemv_args *a, int r0, int r1)
-{
-	rows(a, r0, r1, 4, 4);
-}
-
-/* one 32-column block of a row of x, rounded as block() rounds it */
+/* one 32-column block of a row of x, rounded to bf16 (the tail's missing columns zero) */
 INL __m512bh round_block(const float *x, __mmask32 m)
 {
 	return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 16),
@@ -124,76 +39,109 @@ static void round_x(const float *x, size_t ldx, int T, int in, uint16_t *xb, siz
 		}
 }
 
-/* block() on pre-rounded activations */
-INL void block_pre(const struct cpu_gemv_args *a, int r, const int NR, const int T)
+/* Adds the 32-column block at column i (m: its columns) of NR rows from r times T tokens into
+ * acc[q][t]: the activations as a->xb holds them (pre) or rounded here from a->x. */
+INL void step(const struct cpu_gemv_args *a, __m512 acc[][CPU_GEMV_KERNEL_T_BF16], int r, int i, __mmask32 m,
+	      const int NR, const int T, const bool pre, const bool full)
 {
 	const uint16_t *w = a->w;
-	const size_t ldw = a->ldw, base = (size_t)r * ldw, ahead = (size_t)NR * ldw;
+	const size_t ldw = a->ldw, base = (size_t)r * ldw;
+	__m512bh xv[CPU_GEMV_KERNEL_T_BF16];
+	for (int t = 0; t < T; t++) {
+		if (pre) {
+			const uint16_t *x = a->xb + (size_t)t * a->ldxb + (size_t)i;
+			xv[t] = (__m512bh)(full ? _mm512_loadu_si512(x) : _mm512_maskz_loadu_epi16(m, x));
+		} else {
+			xv[t] = round_block(a->x + (size_t)t * a->ldx + (size_t)i, m);
+		}
+	}
+	for (int q = 0; q < NR; q++) {
+		const uint16_t *p = w + base + (size_t)q * ldw + (size_t)i;
+		/* more than one row: the next block's rows are read too, as their own streams */
+		if (NR > 1 && full)
+			_mm_prefetch((const char *)(p + (size_t)NR * ldw), _MM_HINT_T0);
+		__m512bh wv = (__m512bh)(full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(m, p));
+		for (int t = 0; t < T; t++)
+			acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);
+	}
+}
+
+/* NR rows from r against T tokens. Each (row, token) sums into two accumulators, the even and
+ * the odd 32-column blocks (two dependency chains: one chain left a row-at-a-time product at
+ * ~80% of the read bandwidth, two at ~100%; AMD EPYC, docs/benchmarks.md), added before the
+ * final reduction: whatever NR and T, every kernel sums each (row, token) in this order, so a
+ * token's results never depend on the others of its call. Whole blocks with plain loads, the
+ * tail masked (zeros add nothing). */
+INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, const bool pre)
+{
 	const int n = a->in;
-	__m512 acc[4][CPU_GEMV_KERNEL_T_BF16];
+	const __mmask32 all = (__mmask32)0xffffffffu;
+	__m512 e[4][CPU_GEMV_KERNEL_T_BF16], o[4][CPU_GEMV_KERNEL_T_BF16];
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
-			acc[q][t] = _mm512_setzero_ps();
+			e[q][t] = o[q][t] = _mm512_setzero_ps();
 	int i = 0;
-	/* as block(): whole blocks with plain loads, the tail masked */
-	for (; i + 32 <= n; i += 32) {
-		__m512bh wv[4];
-		for (int q = 0; q < NR; q++) {
-			_mm_prefetch((const char *)(w + base + ahead + (size_t)q * ldw + (size_t)i),
-				     _MM_HINT_T0);
-			wv[q] = (__m512bh)_mm512_loadu_si512(w + base + (size_t)q * ldw + (size_t)i);
-		}
-		for (int t = 0; t < T; t++) {
-			__m512bh xv = (__m512bh)_mm512_loadu_si512(a->xb + (size_t)t * a->ldxb + (size_t)i);
-			for (int q = 0; q < NR; q++)
-				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv[q], xv);
-		}
+	for (; i + 64 <= n; i += 64) {
+		step(a, e, r, i, all, NR, T, pre, true);
+		step(a, o, r, i + 32, all, NR, T, pre, true);
 	}
-	if (i < n) {
-		__mmask32 m = (__mmask32)((1u << (n - i)) - 1u);
-		__m512bh wv[4];
-		for (int q = 0; q < NR; q++)
-			wv[q] = (__m512bh)_mm512_maskz_loadu_epi16(m, w + base + (size_t)q * ldw + (size_t)i);
-		for (int t = 0; t < T; t++) {
-			__m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, a->xb + (size_t)t * a->ldxb +
-										    (size_t)i);
-			for (int q = 0; q < NR; q++)
-				acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv[q], xv);
-		}
+	if (i + 32 <= n) {
+		step(a, e, r, i, all, NR, T, pre, true);
+		i += 32;
+		if (i < n)
+			step(a, o, r, i, (__mmask32)((1u << (n - i)) - 1u), NR, T, pre, false);
+	} else if (i < n) {
+		step(a, e, r, i, (__mmask32)((1u << (n - i)) - 1u), NR, T, pre, false);
 	}
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++) {
-			float s = _mm512_reduce_add_ps(acc[q][t]);
+			float s = _mm512_reduce_add_ps(_mm512_add_ps(e[q][t], o[q][t]));
 			float *p = a->y + (size_t)t * a->ldy + (size_t)(r + q);
 			*p = a->accumulate ? *p + s : s;
 		}
 }
 
-INL void rows_pre(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T)
+INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const int T, const bool pre)
 {
 	int r = r0;
 	for (; r + NR <= r1; r += NR)
-		block_pre(a, r, NR, T);
+		block(a, r, NR, T, pre);
 	for (; r < r1; r++)
-		block_pre(a, r, 1, T);
+		block(a, r, 1, T, pre);
 }
 
-/* 4 rows up to 6 tokens, 3 rows for 7 and 8 (24 accumulators, 3 weights and x in 28 zmm) */
+/* Rows per block by tokens: one or two tokens, one row at a time, so that a thread's range is
+ * one sequential stream the hardware's prefetchers follow (4 rows interleaved read at ~68% of
+ * one row's rate, docs/benchmarks.md); past that the products are compute-bound and the rows of
+ * a block share each activation load: two rows for 3 to 6 tokens (24 accumulators), one for 7
+ * and 8 (two accumulators a (row, token) leave no room for more). */
 #define PRE(T, NR)                                                                                           \
 	NOINL void p##T(const struct cpu_gemv_args *a, int r0, int r1)                                       \
 	{                                                                                                    \
-		rows_pre(a, r0, r1, NR, T);                                                                  \
+		rows(a, r0, r1, NR, T, true);                                                                \
 	}
-PRE(1, 4)
-PRE(2, 4)
-PRE(3, 4)
-PRE(4, 4)
-PRE(5, 4)
-PRE(6, 4)
-PRE(7, 3)
-PRE(8, 3)
+#define REG(T, NR)                                                                                           \
+	NOINL void x##T(const struct cpu_gemv_args *a, int r0, int r1)                                       \
+	{                                                                                                    \
+		rows(a, r0, r1, NR, T, false);                                                               \
+	}
+PRE(1, 1)
+PRE(2, 1)
+PRE(3, 2)
+PRE(4, 2)
+PRE(5, 2)
+PRE(6, 2)
+PRE(7, 1)
+PRE(8, 1)
+REG(1, 1)
+REG(2, 1)
+REG(3, 2)
+REG(4, 2)
 
 static cpu_gemv_fn *const pre[CPU_GEMV_KERNEL_T_BF16] = {p1, p2, p3, p4, p5, p6, p7, p8};
+/* without the rounded copy (no memory for it): the activations rounded in registers, the same
+ * bits; up to CPU_GEMV_KERNEL_T tokens a call */
+static cpu_gemv_fn *const reg[CPU_GEMV_KERNEL_T] = {x1, x2, x3, x4};
 
 static void gemv_bf16x(const struct cpu_gemv_args *a, int r0, int r1)
 {
@@ -201,24 +149,10 @@ static void gemv_bf16x(const struct cpu_gemv_args *a, int r0, int r1)
 		cpu_gemv_avx512_bf16(a, r0, r1);
 		return;
 	}
-	if (a->xb) {
+	if (a->xb)
 		pre[a->T - 1](a, r0, r1);
-		return;
-	}
-	switch (a->T) {
-	case 1:
-		t1(a, r0, r1);
-		break;
-	case 2:
-		t2(a, r0, r1);
-		break;
-	case 3:
-		t3(a, r0, r1);
-		break;
-	default:
-		t4(a, r0, r1);
-		break;
-	}
+	else
+		reg[a->T - 1](a, r0, r1);
 }
 
 const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
