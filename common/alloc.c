@@ -95,9 +95,17 @@ bool size_add_ok(size_t a, size_t b, size_t *ret)
 
 void *alloc_huge(size_t bytes)
 {
-	const size_t align = bytes >= HUGE_PAGE_BYTES ? HUGE_PAGE_BYTES : 64;
+	const size_t align = bytes >= HUGE_PAGE_MIN_BYTES ? HUGE_PAGE_BYTES : 64;
+	/* from HUGE_PAGE_MIN_BYTES up, whole huge pages (common.h) */
+	size_t whole = bytes;
+	if (align == HUGE_PAGE_BYTES && !size_add_ok(bytes, HUGE_PAGE_BYTES - 1, &whole)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (align == HUGE_PAGE_BYTES)
+		whole &= ~(HUGE_PAGE_BYTES - 1);
 	void *p = NULL;
-	if (posix_memalign(&p, align, bytes ? bytes : 1) != 0) {
+	if (posix_memalign(&p, align, whole ? whole : 1) != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -106,7 +114,7 @@ void *alloc_huge(size_t bytes)
 	 * ranges inside it (EINVAL where it has no THP: nothing to do) */
 	long page = sysconf(_SC_PAGESIZE);
 	if (align == HUGE_PAGE_BYTES && page > 0)
-		(void)madvise(p, (bytes + (size_t)page - 1) & ~((size_t)page - 1), MADV_HUGEPAGE);
+		(void)madvise(p, whole, MADV_HUGEPAGE);
 #endif
 	return p;
 }

@@ -66,14 +66,19 @@ char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
 /* Large buffers the CPU streams front to back at the memory's read bandwidth (weights, the
- * bench's read pass): aligned to HUGE_PAGE_BYTES when at least that large (else to 64 bytes) and
- * marked madvise(MADV_HUGEPAGE), so that where transparent huge pages are "madvise" only (the
- * default of many distributions) the kernel backs them with 2 MiB pages: a 4 KiB-page stream
- * takes a TLB miss every 4 KiB and the hardware prefetchers stop at each page boundary. Harmless
- * where THP is off or "always". Pages the allocator touched before the madvise (memory it
- * reuses, or all of it under MALLOC_PERTURB_, which meson test sets) stay 4 KiB until the
- * kernel's khugepaged collapses them. NULL and errno ENOMEM on failure; free with free(). */
+ * bench's read pass): from HUGE_PAGE_MIN_BYTES up, whole 2 MiB pages (the size rounded up to
+ * HUGE_PAGE_BYTES, aligned to it) marked madvise(MADV_HUGEPAGE), so that where transparent huge
+ * pages are "madvise" only (the default of many distributions) the kernel backs all of them with
+ * 2 MiB pages: a 4 KiB-page stream takes a TLB miss every 4 KiB and the hardware prefetchers
+ * stop at each page boundary (a 1 MiB q8 matrix in 4 KiB pages read at ~60% of the rate of the
+ * same matrix in a 2 MiB page, AMD EPYC, docs/benchmarks.md). The rounding costs under 2 MiB a
+ * buffer: nothing for Holotron-12B's matrices (tens of MiB), up to 4x for a 512 KiB one; smaller
+ * buffers are 64-byte aligned in 4 KiB pages. Harmless where THP is off or "always". Pages the
+ * allocator touched before the madvise (memory it reuses, or all of it under MALLOC_PERTURB_,
+ * which meson test sets) stay 4 KiB until the kernel's khugepaged collapses them. NULL and errno
+ * ENOMEM on failure; free with free(). */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
+#define HUGE_PAGE_MIN_BYTES ((size_t)512 << 10)
 void *alloc_huge(size_t bytes);
 /* Bytes of the anonymous huge pages (AnonHugePages in /proc/self/smaps) in the mappings that
  * overlap [p, p + bytes) (NULL, SIZE_MAX: the whole process); -1 where smaps cannot be read. */

@@ -62,7 +62,8 @@ static int vm_hugepage(const void *p)
 	return r;
 }
 
-/* alloc_huge: large buffers 2 MiB-aligned and marked for huge pages, small ones 64-aligned */
+/* alloc_huge: buffers from HUGE_PAGE_MIN_BYTES up 2 MiB-aligned and marked for huge pages to
+ * the end of their last 2 MiB page (a tail in 4 KiB pages reads slower), small ones 64-aligned */
 static void test_alloc_huge(void)
 {
 	const size_t big = 3 * HUGE_PAGE_BYTES + 4099;
@@ -75,12 +76,25 @@ static void test_alloc_huge(void)
 	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
 		CHECK_INT_EQ(vm_hugepage(p), 1);
 		CHECK_INT_EQ(vm_hugepage(p + 2 * HUGE_PAGE_BYTES), 1);
+		/* the tail's whole 2 MiB page is the buffer's, marked */
+		CHECK_INT_EQ(vm_hugepage(p + 4 * HUGE_PAGE_BYTES - 1), 1);
 		long long h = huge_bytes_in(p, big);
-		CHECK(h >= 0 && h <= (long long)(3 * HUGE_PAGE_BYTES));
+		CHECK(h >= 0 && h <= (long long)(4 * HUGE_PAGE_BYTES));
 		/* whether the kernel found free 2 MiB pages is its business: said, not held */
 		printf("alloc_huge: %lld of %zu bytes in huge pages\n", h, big);
 	}
 	free(p);
+	/* a buffer of less than one huge page but past HUGE_PAGE_MIN_BYTES: one whole huge page */
+	char *m = alloc_huge(HUGE_PAGE_MIN_BYTES + 100);
+	REQUIRE(m);
+	CHECK((uintptr_t)m % HUGE_PAGE_BYTES == 0);
+	memset(m, 3, HUGE_PAGE_MIN_BYTES + 100);
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
+		CHECK_INT_EQ(vm_hugepage(m), 1);
+		CHECK_INT_EQ(vm_hugepage(m + HUGE_PAGE_BYTES - 1), 1);
+	}
+	free(m);
+	CHECK(alloc_huge(SIZE_MAX - 10) == NULL && errno == ENOMEM);
 	char *s = alloc_huge(100);
 	REQUIRE(s);
 	CHECK((uintptr_t)s % 64 == 0);

@@ -755,10 +755,10 @@ static int vm_hugepage(const void *p)
 
 /* The weights decode streams every token are in huge pages where the kernel has them
  * (common.h alloc_huge): a random model's tensors and the matrices lm_prepare() quantizes at
- * load, each of 2 MiB or more 2 MiB-aligned and marked MADV_HUGEPAGE, tiled or not. */
+ * load, each of HUGE_PAGE_MIN_BYTES or more 2 MiB-aligned and marked MADV_HUGEPAGE, tiled or not. */
 static void check_huge(const void *p, size_t bytes, int *n)
 {
-	if (bytes < HUGE_PAGE_BYTES)
+	if (bytes < HUGE_PAGE_MIN_BYTES)
 		return;
 	(*n)++;
 	CHECK((uintptr_t)p % HUGE_PAGE_BYTES == 0);
