@@ -110,15 +110,39 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 		block(a, r, 1, T, pre);
 }
 
+/* 7 or 8 tokens: two rows at a time, the first four tokens and then the rest over the pair's
+ * weights (back from L1/L2): two accumulators a (row, token) leave no room for 2 rows x 8 tokens,
+ * and one row at a time loads 9 vectors for 8 products */
+INL void rows_split(const struct cpu_gemv_args *a, int r0, int r1, const int T)
+{
+	struct cpu_gemv_args hi = *a;
+	hi.xb += 4 * a->ldxb;
+	hi.y += 4 * a->ldy;
+	int r = r0;
+	for (; r + 2 <= r1; r += 2) {
+		block(a, r, 2, 4, true);
+		block(&hi, r, 2, T - 4, true);
+	}
+	if (r < r1) {
+		block(a, r, 1, 4, true);
+		block(&hi, r, 1, T - 4, true);
+	}
+}
+
 /* Rows per block by tokens: one or two tokens, one row at a time, so that a thread's range is
  * one sequential stream the hardware's prefetchers follow (4 rows interleaved read at ~68% of
  * one row's rate, docs/benchmarks.md); past that the products are compute-bound and the rows of
- * a block share each activation load: two rows for 3 to 6 tokens (24 accumulators), one for 7
- * and 8 (two accumulators a (row, token) leave no room for more). */
+ * a block share each activation load: two rows for 3 to 6 tokens (up to 24 accumulators), two
+ * rows in two passes for 7 and 8. */
 #define PRE(T, NR)                                                                                           \
 	NOINL void p##T(const struct cpu_gemv_args *a, int r0, int r1)                                       \
 	{                                                                                                    \
 		rows(a, r0, r1, NR, T, true);                                                                \
+	}
+#define SPLIT(T)                                                                                             \
+	NOINL void p##T(const struct cpu_gemv_args *a, int r0, int r1)                                       \
+	{                                                                                                    \
+		rows_split(a, r0, r1, T);                                                                    \
 	}
 #define REG(T, NR)                                                                                           \
 	NOINL void x##T(const struct cpu_gemv_args *a, int r0, int r1)                                       \
@@ -131,8 +155,8 @@ PRE(3, 2)
 PRE(4, 2)
 PRE(5, 2)
 PRE(6, 2)
-PRE(7, 1)
-PRE(8, 1)
+SPLIT(7)
+SPLIT(8)
 REG(1, 1)
 REG(2, 1)
 REG(3, 2)
