@@ -30,8 +30,8 @@ struct lm_layer_state {
 /* What the CPU backend prepares once from the model's small tensors, so that no forward call
  * converts a weight: every norm weight, the Mamba layers' conv taps transposed to
  * [K][conv_dim], conv bias (zeros without one), dt_bias, A = -exp(A_log), D and the gated norm
- * weight, all fp32. The matrices are read from the memory map as they are (cpu_matmul), or
- * from their quantized copies (q[] below). */
+ * weight, all fp32. The matrices are read from their copies in 2 MiB pages (held[] below), from
+ * the model's tensors as they are (cpu_matmul), or from their quantized copies (q[] below). */
 struct lm_prepared_layer {
 	float *norm;		 /* [hidden] */
 	float *conv_wt, *conv_b; /* Mamba: [K][conv_dim], [conv_dim] */
@@ -43,6 +43,13 @@ struct lm_prepared_layer {
 	/* quantized weights (lm_prepared.quant): the same matrices in that format (data owned,
 	 * QUANT_ALIGN-aligned), which the forward reads instead of the map; gemm[] is then NULL */
 	struct quant_tensor q[4];
+	/* the matrices not quantized, bf16 or f16, that lie in the files' map: copied into 2 MiB
+	 * pages (alloc_huge; data owned) and their source pages released (lm_prepared.held_bytes),
+	 * in the same order; the forward, and gemm[] made from them, read these in place of the
+	 * model's tensors. data NULL where the model's tensor is read: quantized, f32, not in the
+	 * map (a random model's or a test's, already in memory of their own), map_weights, or its
+	 * copy could not be allocated (lm_prepared.held_failed) */
+	struct tensor held[4];
 };
 /* Time per operation of the forward calls while `on` (the CPU backend's profile): summed
  * over every session of the backend, in ns. */
@@ -94,6 +101,20 @@ struct lm_prepared {
 	/* a holod-quantized checkpoint (quantized.h): lm_prepared_layer.q are its records in the
 	 * map, checked and run as they are (nothing quantized, nothing copied, nothing freed) */
 	bool quant_mapped;
+	/* The bf16 (or f16) matrices read as stored (not quantized) are copied out of the files'
+	 * map into 2 MiB pages (lm_prepared_layer.held, head_held), whose pages the map's 4 KiB
+	 * ones are not: decode streams every matrix once per token, and a 4 KiB-page stream takes
+	 * a TLB miss every 4 KiB and stops the prefetchers at each page (the same GEMV over a bf16
+	 * matrix read 19 GB/s from 4 KiB pages, 28-30 GB/s from 2 MiB ones, AMD EPYC). The copy
+	 * runs on the pool, a matrix at a time, each matrix's source pages released as it is done
+	 * (MADV_DONTNEED, as the quantized path's), so the load never holds much more than the
+	 * weights once. The lm_head as the layers' matrices, unless it is tied to the embeddings
+	 * (then it stays in the map, read by every token's lookup too). */
+	struct tensor head_held;
+	uint64_t held_bytes;	    /* of every held copy */
+	uint64_t held_source_bytes; /* the map's bytes they replace (equal: the same dtype) */
+	int held_failed;	    /* matrices left in the map: their copy could not be allocated */
+	uint64_t held_ns;	    /* the copies' time */
 };
 /* fp32 bytes of rows dequantized per cpu_matmul() call of a longer run's product on quantized
  * weights (at least 16 rows): an L2-sized block, dequantized once per product and read by every
@@ -115,8 +136,9 @@ struct lm_prepared {
  * dequantization alone was a third of a 96-token decode run's time). */
 #define LM_QUANT_GEMV_MAX_T 16
 
-/* What a tool changes in lm_prepare()'s quantization (holo-bench quant-error measures GGML's
- * formats and a quantized lm_head through the forward users run); the backend passes none. */
+/* What a tool changes in lm_prepare() (holo-bench quant-error measures GGML's formats and a
+ * quantized lm_head through the forward users run; a test the matrices read from the map);
+ * the backend passes none. */
 struct lm_quant_hooks {
 	/* NULL, or the quantizer of every quantized row in place of the reference ones, called
 	 * on the pool's threads with `arg`: as quant_row_from_f32() it writes one record of format
@@ -128,6 +150,8 @@ struct lm_quant_hooks {
 	 * lm_head as a copy, the embeddings stay as stored). Not counted in the backend's
 	 * weight_bytes: the map's lm_head stays mapped */
 	int head;
+	/* lm_prepare_opts.map_weights: the matrices read from the map, none copied */
+	bool map_weights;
 };
 
 /* What lm_prepare() does beyond the small tensors. */
@@ -139,12 +163,17 @@ struct lm_prepare_opts {
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
 	const struct lm_quant_hooks *hooks; /* NULL: none */
+	/* the matrices read in place from the files' map (4 KiB pages), none copied
+	 * (lm_prepared.head_held): the layout before the copies, for tools and tests */
+	bool map_weights;
 };
 /* Fills *ret for a model that passed lm_model_check(); in bf16 precision also prepares the
  * matrices for oneDNN in `layout`, and with o->quant quantizes them on the pool's threads (the
- * map read once, nothing else of it held). Returns 0, -ENOMEM, -ENOTSUP (no oneDNN matmul on
- * this CPU) or the quantizer's -EINVAL (a NaN or infinite weight) / -ERANGE (|w| past
- * QUANT_MAX_ABS), with the tensor named in err. */
+ * map read once, nothing else of it held), else copies the bf16/f16 ones in the files' map into
+ * 2 MiB pages on the pool's threads (lm_prepared.head_held; not with o->map_weights; a copy
+ * that cannot be allocated leaves its matrix in the map and is counted, never an error). Returns 0, -ENOMEM,
+ * -ENOTSUP (no oneDNN matmul on this CPU) or the quantizer's -EINVAL (a NaN or infinite weight) / -ERANGE
+ * (|w| past QUANT_MAX_ABS), with the tensor named in err. */
 int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *o, struct lm_prepared *ret,
 	       char *err, size_t errlen);
 /* The CPU backend's decode layout: the quantized matrices in a format with tiles (quant.h: q4)

@@ -282,10 +282,25 @@ static float *f32_copy(const struct tensor *t, size_t n)
 	return p;
 }
 
+/* Matrix i of a layer as the forward reads it: its copy in 2 MiB pages (lm_prepared_layer.held),
+ * else the model's tensor w. */
+static const struct tensor *mat(const struct lm_prepared_layer *P, int i, const struct tensor *w)
+{
+	return P->held[i].data ? &P->held[i] : w;
+}
+
+/* The lm_head as the forward reads it (lm_prepared.head_held, else the model's). */
+static const struct tensor *head_mat(const struct lm_prepared *p, const struct engine_model *m)
+{
+	return p->head_held.data ? &p->head_held : &m->lm_head;
+}
+
+/* oneDNN's weights made from the matrices the forward reads (a held copy, where there is one):
+ * the plain layout reads that copy in place. */
 static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layout, struct lm_prepared *p)
 {
 	/* a quantized lm_head (lm_prepared.head_q) runs on its records */
-	int r = p->head_q.data ? 0 : cpu_dnnl_weight_create(&m->lm_head, CPU_DNNL_PLAIN, &p->lm_head);
+	int r = p->head_q.data ? 0 : cpu_dnnl_weight_create(head_mat(p, m), CPU_DNNL_PLAIN, &p->lm_head);
 	if (r < 0)
 		return r;
 	p->gemm_bytes += p->lm_head ? cpu_dnnl_weight_bytes(p->lm_head) : 0;
@@ -296,7 +311,7 @@ static int prepare_gemms(const struct engine_model *m, enum cpu_dnnl_layout layo
 		int n = lm_layer_matrices(&m->layers[l], mats);
 		for (int i = 0; i < n; i++) {
 			struct cpu_dnnl_weight **w = &p->layers[l].gemm[i];
-			if ((r = cpu_dnnl_weight_create(mats[i], layout, w)) < 0)
+			if ((r = cpu_dnnl_weight_create(mat(&p->layers[l], i, mats[i]), layout, w)) < 0)
 				return r;
 			p->gemm_bytes += cpu_dnnl_weight_bytes(*w);
 		}
@@ -408,6 +423,74 @@ static void release_source(const struct engine_model *m, const struct tensor *w)
 	uintptr_t e = ((uintptr_t)w->data + w->nbytes) & ~((uintptr_t)page - 1);
 	if (e > a)
 		(void)madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* ---- the matrices read as stored, held in 2 MiB pages (lm_prepared.head_held) ---------------- */
+
+/* bytes one pool task copies: a few MB, so both cores share even a small model's matrices */
+#define HOLD_TASK_BYTES ((size_t)4 << 20)
+
+struct hold_job {
+	const char *src;
+	char *dst;
+	size_t bytes;
+};
+
+static void hold_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	const struct hold_job *j = ctx;
+	const size_t at = (size_t)task * HOLD_TASK_BYTES;
+	memcpy(j->dst + at, j->src + at, MIN(HOLD_TASK_BYTES, j->bytes - at));
+}
+
+/* w copied into held (2 MiB pages, owned) and its source pages released, where w is a bf16 or
+ * f16 matrix in the files' map: 1; 0 where w is read as it is (another dtype, or memory of its
+ * own: a random model's, a test's, a widened FP8 layer); -ENOMEM where its copy cannot be
+ * allocated (w stays in the map). */
+static int hold_matrix(const struct engine_model *m, const struct tensor *w, struct tensor *held)
+{
+	if ((w->dtype != TENSOR_BF16 && w->dtype != TENSOR_F16) || !w->data || !w->nbytes || !m->files ||
+	    !model_files_mapped(m->files, w->data, w->nbytes))
+		return 0;
+	char *data = alloc_huge(w->nbytes);
+	if (!data)
+		return -ENOMEM;
+	struct hold_job j = {.src = w->data, .dst = data, .bytes = w->nbytes};
+	cpu_parallel_for_work((int)((w->nbytes + HOLD_TASK_BYTES - 1) / HOLD_TASK_BYTES), hold_task, &j,
+			      (double)w->nbytes);
+	*held = *w;
+	held->data = data;
+	release_source(m, w);
+	return 1;
+}
+
+static void hold_one(const struct engine_model *m, const struct tensor *w, struct tensor *held,
+		     struct lm_prepared *p)
+{
+	int r = hold_matrix(m, w, held);
+	if (r < 0)
+		p->held_failed++;
+	if (r <= 0)
+		return;
+	p->held_bytes += held->nbytes;
+	p->held_source_bytes += w->nbytes;
+}
+
+/* Every matrix read as stored (the layers' unless quantized, the lm_head unless quantized or
+ * tied to the embeddings) copied out of the map, before oneDNN's weights are made from them. */
+static void hold_matrices(const struct engine_model *m, struct lm_prepared *p)
+{
+	const uint64_t t0 = time_mono_ns();
+	for (int l = 0; !p->quant && l < p->n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(&m->layers[l], mats);
+		for (int i = 0; i < n; i++)
+			hold_one(m, mats[i], &p->layers[l].held[i], p);
+	}
+	if (!p->head_q.data && m->lm_head.data != m->embeddings.data)
+		hold_one(m, &m->lm_head, &p->head_held, p);
+	p->held_ns = time_mono_ns() - t0;
 }
 
 static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_opts *o,
@@ -662,6 +745,9 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 			}
 		}
 	}
+	/* the layers' matrices read as stored (and their lm_head): into 2 MiB pages */
+	if (!p.quant && !opts->map_weights)
+		hold_matrices(m, &p);
 	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared
 	 * and every product runs on the engine's own kernels with the same bf16-rounded inputs
 	 * (product(): cpu_matmul or the GEMV), as a product oneDNN refuses does */
@@ -814,14 +900,16 @@ void lm_prepared_finish(struct lm_prepared *p)
 		free(o->d);
 		free(o->gnorm);
 		for (int i = 0; i < 4; i++) {
-			cpu_dnnl_weight_destroy(o->gemm[i]);
+			cpu_dnnl_weight_destroy(o->gemm[i]); /* before the held copy it may read */
 			if (!p->quant_mapped)
 				free((void *)o->q[i].data);
+			free((void *)o->held[i].data);
 		}
 	}
 	cpu_dnnl_weight_destroy(p->lm_head);
 	if (!p->head_mapped)
 		free((void *)p->head_q.data);
+	free((void *)p->head_held.data);
 	free(p->layers);
 	free(p->norm_f);
 	memset(p, 0, sizeof(*p));
@@ -1454,8 +1542,8 @@ static void mamba_layer(const struct batch *b, int l)
 	const float *cwt = P->conv_wt, *cbias = P->conv_b, *dtb = P->dt_bias, *a = P->a, *dsk = P->d,
 		    *gw = P->gnorm;
 
-	batch_product(b, &L->mamba.in_proj, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, zx,
-		      dm->in_rows, false, CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 0, &L->mamba.in_proj), P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d,
+		      zx, dm->in_rows, false, CPU_DNNL_ACT_NONE);
 
 	/* the conv window is each sequence's own: one run at a time */
 	for (int i = 0; i < b->n; i++) {
@@ -1529,8 +1617,8 @@ static void mamba_layer(const struct batch *b, int l)
 	else
 		lm_gated_rmsnorm(dm, M, y, zx, dm->in_rows, gw, c->eps);
 	prof_end(b->p, LM_OP_NORM, t0);
-	batch_product(b, &L->mamba.out_proj, P->gemm[1], QW(b->p, P, 1), y, b->wk.xb, dm->d_in, b->wk.h,
-		      dm->d, true, CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 1, &L->mamba.out_proj), P->gemm[1], QW(b->p, P, 1), y, b->wk.xb, dm->d_in,
+		      b->wk.h, dm->d, true, CPU_DNNL_ACT_NONE);
 }
 
 struct attn_job {
@@ -1615,12 +1703,12 @@ static void attention_layer(const struct batch *b, int l)
 	float *q = b->wk.mix, *o = q + (size_t)M * dm->q_dim;
 	float *kn = o + (size_t)M * dm->q_dim, *vn = kn + (size_t)M * dm->kv_dim;
 	const uint16_t *xb = b->wk.xb;
-	batch_product(b, &L->attn.q, P->gemm[0], QW(b->p, P, 0), b->wk.xn, xb, dm->d, q, dm->q_dim, false,
-		      CPU_DNNL_ACT_NONE);
-	batch_product(b, &L->attn.k, P->gemm[1], QW(b->p, P, 1), b->wk.xn, xb, dm->d, kn, dm->kv_dim, false,
-		      CPU_DNNL_ACT_NONE);
-	batch_product(b, &L->attn.v, P->gemm[2], QW(b->p, P, 2), b->wk.xn, xb, dm->d, vn, dm->kv_dim, false,
-		      CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 0, &L->attn.q), P->gemm[0], QW(b->p, P, 0), b->wk.xn, xb, dm->d, q, dm->q_dim,
+		      false, CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 1, &L->attn.k), P->gemm[1], QW(b->p, P, 1), b->wk.xn, xb, dm->d, kn,
+		      dm->kv_dim, false, CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 2, &L->attn.v), P->gemm[2], QW(b->p, P, 2), b->wk.xn, xb, dm->d, vn,
+		      dm->kv_dim, false, CPU_DNNL_ACT_NONE);
 	for (int i = 0; i < b->n; i++) {
 		const struct lm_run *r = &b->runs[i];
 		struct lm_layer_state *st = &r->seq->layers[l];
@@ -1650,8 +1738,8 @@ static void attention_layer(const struct batch *b, int l)
 	}
 	memset(o + (size_t)b->shape.Ms * dm->q_dim, 0,
 	       (size_t)(b->shape.Mp - b->shape.Ms) * dm->q_dim * sizeof(float));
-	batch_product(b, &L->attn.o, P->gemm[3], QW(b->p, P, 3), o, NULL, dm->q_dim, b->wk.h, dm->d, true,
-		      CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 3, &L->attn.o), P->gemm[3], QW(b->p, P, 3), o, NULL, dm->q_dim, b->wk.h,
+		      dm->d, true, CPU_DNNL_ACT_NONE);
 }
 
 static void mlp_layer(const struct batch *b, int l)
@@ -1661,10 +1749,10 @@ static void mlp_layer(const struct batch *b, int l)
 	const struct lm_dims *dm = &b->dm;
 	float *u = b->wk.mix;
 	/* bf16 precision: the ReLU^2 in oneDNN's epilogue where the product runs there */
-	batch_product(b, &L->mlp.up, P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, u, dm->inter,
-		      false, CPU_DNNL_ACT_RELU2);
-	batch_product(b, &L->mlp.down, P->gemm[1], QW(b->p, P, 1), u, NULL, dm->inter, b->wk.h, dm->d, true,
-		      CPU_DNNL_ACT_NONE);
+	batch_product(b, mat(P, 0, &L->mlp.up), P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d, u,
+		      dm->inter, false, CPU_DNNL_ACT_RELU2);
+	batch_product(b, mat(P, 1, &L->mlp.down), P->gemm[1], QW(b->p, P, 1), u, NULL, dm->inter, b->wk.h,
+		      dm->d, true, CPU_DNNL_ACT_NONE);
 }
 
 /* The final norm and lm_head over the rows whose logits are wanted: the merged decode runs'
@@ -1674,7 +1762,7 @@ static void batch_logits(const struct batch *b)
 {
 	const struct lm_dims *dm = &b->dm;
 	const struct lm_prepared *p = b->p;
-	const struct tensor *head = &b->m->lm_head;
+	const struct tensor *head = head_mat(p, b->m);
 	const struct quant_tensor *hq = p->head_q.data ? &p->head_q : NULL;
 	const size_t V = (size_t)dm->vocab, d = (size_t)dm->d;
 	float *xn = b->wk.xn, *lg = b->wk.mix;
