@@ -1,13 +1,14 @@
 /* The CPU backend: the language model of lm_forward.c behind the backend seam (backend.h).
  *
- * Weights: the model's matrices as stored (cpu_matmul reads bf16/f16/f32 directly), the bf16/f16
- * ones copied out of the memory map into 2 MiB pages (lm.h, lm_prepared.head_held), or
- * quantized (--weights q8|q4|fp8); the small tensors (norms, conv taps, SSM parameters) are converted to fp32
- * once at creation (struct lm_prepared), so no forward call converts a weight. Sequences (struct lm_seq): Mamba
- * layers hold the raw fp32 conv window [K-1][conv_dim] and the SSM state [H][P][N], in fp32 or, with the
- * ssm_state option BF16, in bf16 (updated in fp32, rounded when stored); attention layers hold fp32 K/V
- * caches of kv_cap positions, grown on demand up to max_tokens; MLP layers hold nothing. Every byte of that
- * is charged to the backend (backend_charge), which enforces the state limit.
+ * Weights: the model's matrices as stored (cpu_matmul reads bf16/f16/f32 directly), the
+ * bf16/f16 ones copied out of the memory map into 2 MiB pages (lm.h, lm_prepared.head_held), or
+ * quantized (--weights q8|q4|fp8); the small tensors (norms, conv taps, SSM parameters) are
+ * converted to fp32 once at creation (struct lm_prepared), so no forward call converts a weight.
+ * Sequences (struct lm_seq): Mamba layers hold the raw fp32 conv window [K-1][conv_dim] and the
+ * SSM state [H][P][N], in fp32 or, with the ssm_state option BF16, in bf16 (updated in fp32,
+ * rounded when stored); attention layers hold fp32 K/V caches of kv_cap positions, grown on
+ * demand up to max_tokens; MLP layers hold nothing. Every byte of that is charged to the backend
+ * (backend_charge), which enforces the state limit.
  *
  * A batch runs in steps (lm_forward_batch): each step takes the next run of every span (at most
  * LM_MAX_BATCH positions, cut as a separate append cuts them), so the decode tokens of n
@@ -867,11 +868,10 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 		if (cb->prep.held_failed)
 			snprintf(failed, sizeof(failed), ", %d left in the map (no memory for their copies)",
 				 cb->prep.held_failed);
-		log_info("the language model's matrices held in 2 MiB pages (copied from the map): %llu MiB "
-			 "in %.2f s%s, "
-			 "%llu MiB of weights held",
-			 (unsigned long long)(cb->prep.held_bytes >> 20), (double)cb->prep.held_ns * 1e-9,
-			 failed, (unsigned long long)(b->weight_bytes >> 20));
+		log_info("the language model's matrices held in 2 MiB pages (copied from the map): "
+			 "%.1f MiB in %.2f s%s, %llu MiB of weights held",
+			 (double)cb->prep.held_bytes / (1 << 20), (double)cb->prep.held_ns * 1e-9, failed,
+			 (unsigned long long)(b->weight_bytes >> 20));
 	}
 	if (cb->quant_stored) {
 		snprintf(b->weights, sizeof(b->weights), "%s",

@@ -75,7 +75,7 @@ struct lm_prepared {
 	struct lm_prepared_layer *layers;
 	int n_layers;
 	bool bf16;			 /* activations rounded to bf16 at every matrix product */
-	struct cpu_dnnl_weight *lm_head; /* bf16: always plain (read in place when bf16) */
+	struct cpu_dnnl_weight *lm_head; /* bf16: always plain (head_held or the model's, in place) */
 	uint64_t gemm_bytes;		 /* what the prepared matrices allocated */
 	/* The layers' matrices quantized (lm_prepared_layer.q, docs/quantization.md): decode rows
 	 * (runs of fewer than LM_QUANT_GEMV_MAX_T positions) and the merged decode rows of a batch run on

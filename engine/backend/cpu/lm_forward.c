@@ -1,8 +1,9 @@
 /* The Nemotron-H language model on the CPU (model.md 2): embeddings, pre-norm blocks of Mamba-2,
  * attention (GQA, no positions) and ReLU^2 MLP layers, final norm, lm_head.
  *
- * Activations and the residual stream are fp32; weights are read in their stored dtype straight
- * from the memory map (cpu_matmul). Prefill runs the Mamba SSM in the chunked SSD form, decode
+ * Activations and the residual stream are fp32; weights are read in their stored dtype
+ * (cpu_matmul), from copies in 2 MiB pages of the map's bf16/f16 matrices (hold_matrices) or
+ * as the model has them, or quantized (lm.h). Prefill runs the Mamba SSM in the chunked SSD form, decode
  * (one position) in the recurrent form; both equal the per-token scan of model.md 2.5 up to fp32
  * rounding (tests/lm). The dt clamp uses the config's time_step_limit (dt_min, dt_max), never
  * time_step_min (model.md 6.1).
