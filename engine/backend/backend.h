@@ -272,6 +272,11 @@ struct lm_quant_hooks;
 struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 						 const struct engine_backend_options *opts,
 						 const struct lm_quant_hooks *hooks, char *err, size_t errlen);
+/* The tensor b's forward reads for w, a layer matrix or the lm_head of the model b runs: its
+ * copy in 2 MiB pages (lm.h, lm_prepared.head_held) where b (a CPU backend) holds one, else w
+ * itself (also for NULL b or another backend), so a tool times the products on the bytes the
+ * forward streams. Valid as long as b. */
+const struct tensor *backend_cpu_weights(const struct engine_backend *b, const struct tensor *w);
 /* Whether b (a CPU backend) holds quantized layers (it reported its progress itself). */
 bool backend_cpu_quantized(const struct engine_backend *b);
 

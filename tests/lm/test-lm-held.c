@@ -158,6 +158,28 @@ static void check_random(void)
 	lm_random_model_destroy(m);
 }
 
+/* What backend_cpu_weights() (the tools' view of what the forward reads) says of b's matrices:
+ * the held copies, or the model's own tensors with map_weights (and a tied lm_head). */
+static void check_weights(const struct engine_backend *b, const struct engine_model *m, bool map_weights)
+{
+	for (int l = 0; l <= m->cfg.n_layers; l++) {
+		const struct tensor *mats[4] = {&m->lm_head};
+		int n = l < m->cfg.n_layers ? lm_layer_matrices(&m->layers[l], mats) : 1;
+		for (int i = 0; i < n; i++) {
+			const struct tensor *w = backend_cpu_weights(b, mats[i]);
+			if (map_weights || (mats[i] == &m->lm_head && tied(m))) {
+				CHECK(w == mats[i]);
+				continue;
+			}
+			CHECK(w != mats[i] && !model_files_mapped(m->files, w->data, 1));
+			CHECK(w->nbytes == mats[i]->nbytes && memcmp(w->data, mats[i]->data, w->nbytes) == 0);
+		}
+	}
+	struct tensor other = m->lm_head; /* not the model's: as it is */
+	CHECK(backend_cpu_weights(b, &other) == &other);
+	CHECK(backend_cpu_weights(NULL, &m->lm_head) == &m->lm_head);
+}
+
 /* Every prefill row and decode step's logits of a fixed token run on a CPU backend of m, the
  * matrices held (the backend's default) or read from the map; *ret_weight_bytes: what the
  * backend says it holds. */
@@ -177,6 +199,8 @@ static float *run(const struct engine_model *m, enum engine_precision prec, bool
 	struct engine_backend_info info;
 	REQUIRE(engine_backend_get_info(b, &info) == 0);
 	*ret_weight_bytes = info.weight_bytes;
+	if (!fail_bytes)
+		check_weights(b, m, map_weights);
 	struct engine_session *s = engine_session_create_on(b, 64);
 	REQUIRE(s);
 	const int V = m->cfg.vocab;

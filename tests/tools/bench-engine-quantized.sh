@@ -2,7 +2,8 @@
 # holo-bench engine on a holo-quantize checkpoint (q4, the lm_head's records too): the lm head's
 # GEMV alone runs on its records with the quantized GEMV (not read as bf16 past its bytes), the
 # GEMM-only rate, which has no plain products to time, is said not measured, and the parameters
-# are counted from the records' shapes.
+# are counted from the records' shapes; the bf16 source's lm head is timed on the backend's copy
+# in 2 MiB pages.
 # usage: bench-engine-quantized.sh HOLO_QUANTIZE HOLO_BENCH SOURCE_ROOT OUT
 set -eu
 hq=$1 bench=$2 src=$3/tests/fixtures/models/tiny-mamba out=$4
@@ -24,6 +25,9 @@ grep -Eq "^read bandwidth \(2 threads, [0-9]+ MB passes interleaved with the dec
 # the same weights as the source's (not the records' bytes / 2)
 "$bench" engine --model "$src" --backend cpu --precision fp32 --prompt 8 --decode 2 --threads 2 \
 	>"$out.src"
+cat "$out.src"
+# the bf16 source's lm head timed on the copy the backend reads (lm_prepared.head_held)
+grep -Eq "^gemv alone \([^,]*, the lm head 256 x 64 held in 2 MiB pages, fp32 activations\): median [0-9.]+ GB/s" "$out.src"
 want=$(sed -n 's/^parameters [0-9.]* B (\([0-9]*\)).*/\1/p' "$out.src")
 have=$(sed -n 's/^parameters [0-9.]* B (\([0-9]*\)).*/\1/p' "$out")
 [ -n "$want" ] && [ "$want" = "$have" ]

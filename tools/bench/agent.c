@@ -172,9 +172,10 @@ struct agent_rates {
 #define CPU_COPY_BYTES ((size_t)64 << 20)
 #define CPU_COPY_ROUNDS 5
 
-static int cpu_rates(const struct engine_model *m, bool bf16, int rows, struct agent_rates *ret)
+static int cpu_rates(const struct engine_model *m, const struct engine_backend *b, bool bf16, int rows,
+		     struct agent_rates *ret)
 {
-	double flop = 0, t = bench_gemm_only_seconds(m, bf16, rows, &flop);
+	double flop = 0, t = bench_gemm_only_seconds(m, b, bf16, rows, &flop);
 	if (t < 0)
 		return (int)t; /* -EOPNOTSUPP: a holo-quantize checkpoint */
 	if (t == 0 || flop <= 0)
@@ -397,7 +398,7 @@ static int agent_measure(struct agent_measure_args *a)
 	struct engine_backend_info bi;
 	engine_backend_get_info(b, &bi);
 	bf16 = bi.precision == ENGINE_PRECISION_BF16;
-	if (!cuda && (r = cpu_rates(m, bf16, n_turn, &rates)) < 0) {
+	if (!cuda && (r = cpu_rates(m, b, bf16, n_turn, &rates)) < 0) {
 		fprintf(stderr, "holo-bench agent: the CPU GEMM or copy measurement failed: %s\n",
 			strerror(-r));
 		goto out_backend;

@@ -270,7 +270,7 @@ static double cpu_gemm_rate(const struct bench_shapes *sh)
 	struct engine_model *m = lm_random_model_create(&sp);
 	if (!m)
 		return -errno;
-	double flop = 0, t = bench_gemm_only_seconds(m, cpu_dnnl_bf16_supported(), AH_GEMM_ROWS, &flop);
+	double flop = 0, t = bench_gemm_only_seconds(m, NULL, cpu_dnnl_bf16_supported(), AH_GEMM_ROWS, &flop);
 	lm_random_model_destroy(m);
 	return t > 0 && flop > 0 ? flop / t : -EIO;
 }

@@ -33,10 +33,13 @@ void bench_engine_default_spec(struct lm_random_spec *ret);
 int bench_engine_parse_spec(char *spec, struct lm_random_spec *sp);
 
 /* engine_gemm.c: seconds the matrix products of an n_prompt-token prefill of m take alone, in
- * bf16 (oneDNN) or fp32, after a warm-up pass; their flops in *ret_flop. -errno on failure,
- * -EOPNOTSUPP for a holo-quantize checkpoint (its matrices are q8/q4 records). */
+ * bf16 (oneDNN) or fp32, after a warm-up pass, on the matrices b's forward reads (its copies in
+ * 2 MiB pages, backend_cpu_weights(); NULL b: m's own); their flops in *ret_flop. -errno on
+ * failure, -EOPNOTSUPP for a holo-quantize checkpoint (its matrices are q8/q4 records). */
 struct engine_model;
-double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt, double *ret_flop);
+struct engine_backend;
+double bench_gemm_only_seconds(const struct engine_model *m, const struct engine_backend *b, bool bf16,
+			       int n_prompt, double *ret_flop);
 
 /* gpu.c (builds with CUDA): bytes per second a device-to-device copy of `bytes` moves (read +
  * write, `rounds` copies after a warm-up), and flops per second of the bf16 product

@@ -154,12 +154,15 @@ static double median(double *v, int n)
 #define GEMV_ROUNDS 8
 
 /* The decode GEMV alone on the largest weight, one token, in rounds interleaved with bandwidth
- * passes: its read rate against the bandwidth measured beside it. A holo-quantize checkpoint's
- * lm_head (its q8/q4 records, quantized.h) runs on the quantized GEMV decode uses (int8
- * activations in bf16 precision). */
-static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, bool bf16_act)
+ * passes: its read rate against the bandwidth measured beside it, on the lm_head the backend
+ * reads (its copy in 2 MiB pages where it holds one). A holo-quantize checkpoint's lm_head (its
+ * q8/q4 records, quantized.h) runs on the quantized GEMV decode uses (int8 activations in bf16
+ * precision). */
+static int print_gemv_alone(const struct engine_model *m, const struct engine_backend *backend,
+			    struct bench_bw *bw, bool bf16_act)
 {
-	const struct tensor *w = &m->lm_head;
+	const struct tensor *w = backend_cpu_weights(backend, &m->lm_head);
+	const bool held = w != &m->lm_head;
 	struct quant_tensor q = {0};
 	if (quantized_dtype_format(w->dtype) >= 0)
 		quantized_tensor_view(w, &q);
@@ -187,10 +190,10 @@ static int print_gemv_alone(const struct engine_model *m, struct bench_bw *bw, b
 	if (r < 0)
 		return r;
 	double gm = median(g, GEMV_ROUNDS), bm = median(b, GEMV_ROUNDS);
-	printf("gemv alone (%s, the lm head %d x %d%s%s, %s activations): median %.2f GB/s, %.0f%% of "
+	printf("gemv alone (%s, the lm head %d x %d%s%s%s, %s activations): median %.2f GB/s, %.0f%% of "
 	       "the median read bandwidth of the same rounds (%.2f GB/s)\n",
 	       cpu_gemv_name(), rows, in, q.data ? " in " : "",
-	       q.data ? quant_format_desc(q.format)->name : "",
+	       q.data ? quant_format_desc(q.format)->name : "", held ? " held in 2 MiB pages" : "",
 	       !q.data	? (bf16_act ? "bf16" : "fp32") :
 	       bf16_act ? "int8" :
 			  "fp32",
@@ -506,7 +509,7 @@ int bench_engine_main(int argc, char **argv)
 	 * the CPU the prefill is profiled per operation (cheap: a clock read per operation). */
 	bool on_cpu = binfo.kind == ENGINE_BACKEND_CPU;
 	double gemm_flop = 0,
-	       gemm_s = on_cpu ? bench_gemm_only_seconds(m, binfo.precision == ENGINE_PRECISION_BF16,
+	       gemm_s = on_cpu ? bench_gemm_only_seconds(m, backend, binfo.precision == ENGINE_PRECISION_BF16,
 							 n_prompt, &gemm_flop) :
 				 0;
 	/* not measured on a holo-quantize checkpoint's records (its prefill dequantizes them) */
@@ -656,7 +659,7 @@ int bench_engine_main(int argc, char **argv)
 		printf("decode ceiling counting the session's state (%.1f MB, read and written each step) "
 		       "beside the weights: %.2f tok/s: decode at %.0f%% of it\n",
 		       state / 1e6, with_state, 100.0 * decode_tps / with_state);
-		r = print_gemv_alone(m, bw, binfo.precision == ENGINE_PRECISION_BF16);
+		r = print_gemv_alone(m, backend, bw, binfo.precision == ENGINE_PRECISION_BF16);
 		if (r < 0)
 			goto fail;
 		double hot, cold;

@@ -15,8 +15,8 @@
 #include "quantized.h"
 
 /* One pass over every product of an n_prompt-token prefill; the flops it did in *flop. */
-static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n_prompt, float *x, float *y,
-		double *flop)
+static int pass(const struct engine_model *m, const struct engine_backend *b, struct cpu_dnnl_weight **dw,
+		int n_prompt, float *x, float *y, double *flop)
 {
 	*flop = 0;
 	for (int p = 0; p < n_prompt; p += LM_MAX_BATCH) {
@@ -29,7 +29,8 @@ static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n
 				int r = dw && T >= CPU_DNNL_MIN_T ?
 						cpu_dnnl_matmul(dw[i], x, (size_t)in, T, y, (size_t)out,
 								false) :
-						cpu_matmul(mats[k], x, (size_t)in, T, y, (size_t)out, false);
+						cpu_matmul(backend_cpu_weights(b, mats[k]), x, (size_t)in, T,
+							   y, (size_t)out, false);
 				if (r < 0)
 					return r;
 				*flop += 2.0 * T * in * out;
@@ -37,11 +38,12 @@ static int pass(const struct engine_model *m, struct cpu_dnnl_weight **dw, int n
 		}
 	}
 	*flop += 2.0 * (double)m->lm_head.shape[0] * (double)m->lm_head.shape[1];
-	return cpu_matmul(&m->lm_head, x, (size_t)m->lm_head.shape[1], 1, y, (size_t)m->lm_head.shape[0],
-			  false);
+	return cpu_matmul(backend_cpu_weights(b, &m->lm_head), x, (size_t)m->lm_head.shape[1], 1, y,
+			  (size_t)m->lm_head.shape[0], false);
 }
 
-double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_prompt, double *ret_flop)
+double bench_gemm_only_seconds(const struct engine_model *m, const struct engine_backend *b, bool bf16,
+			       int n_prompt, double *ret_flop)
 {
 	/* a holo-quantize checkpoint's records: no plain products to time (its prefill
 	 * dequantizes them, lm_forward.c) */
@@ -76,7 +78,8 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 			const struct tensor *mats[4];
 			int n = lm_layer_matrices(&m->layers[l], mats);
 			for (int k = 0; k < n; k++, i++) {
-				int r = cpu_dnnl_weight_create(mats[k], layout, &dw[i]);
+				int r = cpu_dnnl_weight_create(backend_cpu_weights(b, mats[k]), layout,
+							       &dw[i]);
 				if (r < 0) {
 					secs = r;
 					goto out;
@@ -88,10 +91,10 @@ double bench_gemm_only_seconds(const struct engine_model *m, bool bf16, int n_pr
 	double flop = 0;
 	/* the first pass creates the primitives and faults the weights in */
 	if (r == 0)
-		r = pass(m, dw, n_prompt, x, y, &flop);
+		r = pass(m, b, dw, n_prompt, x, y, &flop);
 	uint64_t t0 = time_mono_ns();
 	if (r == 0)
-		r = pass(m, dw, n_prompt, x, y, &flop);
+		r = pass(m, b, dw, n_prompt, x, y, &flop);
 	secs = r < 0 ? r : (double)(time_mono_ns() - t0) / 1e9;
 	*ret_flop = flop;
 out:

@@ -719,6 +719,24 @@ enum engine_precision engine_model_cpu_precision(const struct engine_model *mode
 		       ENGINE_PRECISION_FP32;
 }
 
+const struct tensor *backend_cpu_weights(const struct engine_backend *b, const struct tensor *w)
+{
+	if (!b || b->kind != ENGINE_BACKEND_CPU || !w)
+		return w;
+	const struct lm_prepared *p = &((const struct cpu_backend *)b)->prep;
+	const struct engine_model *m = b->model;
+	if (w == &m->lm_head)
+		return p->head_held.data ? &p->head_held : w;
+	for (int l = 0; l < p->n_layers; l++) {
+		const struct tensor *mats[4];
+		int n = lm_layer_matrices(&m->layers[l], mats);
+		for (int i = 0; i < n; i++)
+			if (mats[i] == w)
+				return p->layers[l].held[i].data ? &p->layers[l].held[i] : w;
+	}
+	return w;
+}
+
 bool backend_cpu_quantized(const struct engine_backend *b)
 {
 	return b && b->kind == ENGINE_BACKEND_CPU && ((const struct cpu_backend *)b)->prep.quant &&
