@@ -109,7 +109,9 @@ struct lm_prepared {
 	 * runs on the pool, a matrix at a time, each matrix's source pages released as it is done
 	 * (MADV_DONTNEED, as the quantized path's), so the load never holds much more than the
 	 * weights once. The lm_head as the layers' matrices, unless it is tied to the embeddings
-	 * (then it stays in the map, read by every token's lookup too). */
+	 * (then it stays in the map, read by every token's lookup too). oneDNN's weights are made
+	 * from the copies: its plain layout reads them, a reordered one (CPU_DNNL_REORDERED) is
+	 * its own copy made from them, beside which the decode GEMV and the AMX rows read them. */
 	struct tensor head_held;
 	uint64_t held_bytes;	    /* of every held copy */
 	uint64_t held_source_bytes; /* the map's bytes they replace (equal: the same dtype) */
