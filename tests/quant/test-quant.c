@@ -421,15 +421,14 @@ static void test_tiles(void)
 				for (int64_t b = 0; b < nb; b++) {
 					const char *row = recs + (size_t)r * rb;
 					if (f == QUANT_Q8) {
-						/* pairs: codes of 2p, of 2p + 1, then their d; an odd last
-						 * block alone */
+						/* pairs: the d of 2p and of 2p + 1, then the codes of 2p
+						 * and of 2p + 1; an odd last block alone (its d, 32 bytes
+						 * of zero, its codes) */
 						const char *tt = tiled + (size_t)(r / 16) * 16 * rb;
 						const size_t co =
-							(size_t)(b / 2) * 1088 + (size_t)(b % 2) * 512;
-						const size_t dof = b / 2 < nb / 2 ?
-									   (size_t)(b / 2) * 1088 + 1024 +
-										   (size_t)(b % 2) * 32 :
-									   (size_t)(b / 2) * 1088 + 512;
+							(size_t)(b / 2) * 1088 + 64 + (size_t)(b % 2) * 512;
+						const size_t dof =
+							(size_t)(b / 2) * 1088 + (size_t)(b % 2) * 32;
 						for (int v = 0; v < 8; v++)
 							placed &= memcmp(tt + co + 64 * v + 4 * (r % 16),
 									 quant_q8_codes(row) + 32 * b + 4 * v,
