@@ -93,17 +93,23 @@ bool size_add_ok(size_t a, size_t b, size_t *ret)
 	return true;
 }
 
+size_t alloc_huge_bytes(size_t bytes)
+{
+	size_t whole;
+	if (bytes < HUGE_PAGE_MIN_BYTES || !size_add_ok(bytes, HUGE_PAGE_BYTES - 1, &whole))
+		return bytes;
+	return whole & ~(HUGE_PAGE_BYTES - 1);
+}
+
 void *alloc_huge(size_t bytes)
 {
 	const size_t align = bytes >= HUGE_PAGE_MIN_BYTES ? HUGE_PAGE_BYTES : 64;
 	/* from HUGE_PAGE_MIN_BYTES up, whole huge pages (common.h) */
-	size_t whole = bytes;
-	if (align == HUGE_PAGE_BYTES && !size_add_ok(bytes, HUGE_PAGE_BYTES - 1, &whole)) {
-		errno = ENOMEM;
+	if (align == HUGE_PAGE_BYTES && bytes > SIZE_MAX - (HUGE_PAGE_BYTES - 1)) {
+		errno = ENOMEM; /* no whole pages hold it */
 		return NULL;
 	}
-	if (align == HUGE_PAGE_BYTES)
-		whole &= ~(HUGE_PAGE_BYTES - 1);
+	const size_t whole = alloc_huge_bytes(bytes);
 	void *p = NULL;
 	if (posix_memalign(&p, align, whole ? whole : 1) != 0) {
 		errno = ENOMEM;

@@ -80,6 +80,9 @@ char *xasprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 #define HUGE_PAGE_MIN_BYTES ((size_t)512 << 10)
 void *alloc_huge(size_t bytes);
+/* The bytes alloc_huge(bytes) allocates (and, THP granting, holds resident once touched): bytes
+ * rounded up to whole huge pages from HUGE_PAGE_MIN_BYTES, for the accounts of resident memory. */
+size_t alloc_huge_bytes(size_t bytes);
 /* Bytes of the anonymous huge pages (AnonHugePages in /proc/self/smaps) in the mappings that
  * overlap [p, p + bytes) (NULL, SIZE_MAX: the whole process); -1 where smaps cannot be read. */
 long long huge_bytes_in(const void *p, size_t bytes);

@@ -218,9 +218,9 @@ struct engine_backend_options {
 	enum engine_precision ssm_state;
 	/* Weight loading progress: called on the creating thread with the bytes of the
 	 * checkpoint's tensors prepared so far (CUDA: read from the files, converted and sent to
-	 * the device; the CPU reads the memory map, copying the bf16 matrices out of it, and
-	 * reports them all at once, or with q8/q4 weights the linear layers' source bytes as they
-	 * are quantized), of `total`; the last call has done == total. NULL: none. */
+	 * the device; the CPU reads the memory map: the source bytes of the bf16 matrices as they
+	 * are copied out of it, or with q8/q4 weights of the linear layers as they are quantized,
+	 * then all of them at once), of `total`; the last call has done == total. NULL: none. */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
 	/* The CUDA backend's memory plan (docs/quantization.md "Memory plan"), computed from the

@@ -24,6 +24,7 @@
 #include "loader.h"
 #include "quantized.h"
 #include "test.h"
+#include "test-smaps.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -715,24 +716,6 @@ static void check_out(void)
 
 /* The bytes resident in the process: quantizing at load drops the map's pages of the layers'
  * source (their whole pages), so what weight_bytes leaves out is not held either. */
-static long map_rss_kb(const char *file)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	REQUIRE(f);
-	char line[1024], perms[8];
-	bool in = false;
-	long kb = -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long a, b, v;
-		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3) /* a mapping's first line */
-			in = strstr(line, file) != NULL;
-		else if (in && sscanf(line, "Rss: %lu kB", &v) == 1)
-			kb = (kb < 0 ? 0 : kb) + (long)v;
-	}
-	fclose(f);
-	return kb;
-}
-
 static void check_resident(void)
 {
 	char err[512];
@@ -756,12 +739,12 @@ static void check_resident(void)
 		}
 	}
 	(void)sink;
-	long before = map_rss_kb("tiny-mamba/model.safetensors");
+	long before = test_map_rss_kb("tiny-mamba/model.safetensors");
 	REQUIRE(before > 0);
 	REQUIRE(inner >= 16 * (uint64_t)page);
 	struct engine_backend *b = cpu_backend(m, ENGINE_WEIGHTS_Q8, NULL, err, sizeof(err));
 	REQUIRE(b);
-	long after = map_rss_kb("tiny-mamba/model.safetensors");
+	long after = test_map_rss_kb("tiny-mamba/model.safetensors");
 	/* exactly those pages, unless the kernel reclaimed a few of them meanwhile */
 	CHECK(before - after <= (long)(inner >> 10) && before - after >= (long)(inner >> 10) * 9 / 10);
 	if (before - after != (long)(inner >> 10))

@@ -1,5 +1,6 @@
 #include "common.h"
 #include "test.h"
+#include "test-smaps.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -38,30 +39,6 @@ static void test_alloc(void)
 	free(s);
 }
 
-/* The VmFlags of the mapping holding p have "hg" (MADV_HUGEPAGE); -1 where smaps has none. */
-static int vm_hugepage(const void *p)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	if (!f)
-		return -1;
-	char line[512];
-	bool in = false;
-	int r = -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-			in = lo <= (uintptr_t)p && (uintptr_t)p < hi;
-			continue;
-		}
-		if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			r = strstr(line, " hg") != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return r;
-}
-
 /* alloc_huge: buffers from HUGE_PAGE_MIN_BYTES up 2 MiB-aligned and marked for huge pages to
  * the end of their last 2 MiB page (a tail in 4 KiB pages reads slower), small ones 64-aligned */
 static void test_alloc_huge(void)
@@ -74,10 +51,10 @@ static void test_alloc_huge(void)
 	CHECK(p[big - 1] == 1);
 	/* the kernel has THP (the madvise mode is what the default of most distributions needs) */
 	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
-		CHECK_INT_EQ(vm_hugepage(p), 1);
-		CHECK_INT_EQ(vm_hugepage(p + 2 * HUGE_PAGE_BYTES), 1);
+		CHECK_INT_EQ(test_vm_hugepage(p), 1);
+		CHECK_INT_EQ(test_vm_hugepage(p + 2 * HUGE_PAGE_BYTES), 1);
 		/* the tail's whole 2 MiB page is the buffer's, marked */
-		CHECK_INT_EQ(vm_hugepage(p + 4 * HUGE_PAGE_BYTES - 1), 1);
+		CHECK_INT_EQ(test_vm_hugepage(p + 4 * HUGE_PAGE_BYTES - 1), 1);
 		long long h = huge_bytes_in(p, big);
 		CHECK(h >= 0 && h <= (long long)(4 * HUGE_PAGE_BYTES));
 		/* whether the kernel found free 2 MiB pages is its business: said, not held */
@@ -90,11 +67,17 @@ static void test_alloc_huge(void)
 	CHECK((uintptr_t)m % HUGE_PAGE_BYTES == 0);
 	memset(m, 3, HUGE_PAGE_MIN_BYTES + 100);
 	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
-		CHECK_INT_EQ(vm_hugepage(m), 1);
-		CHECK_INT_EQ(vm_hugepage(m + HUGE_PAGE_BYTES - 1), 1);
+		CHECK_INT_EQ(test_vm_hugepage(m), 1);
+		CHECK_INT_EQ(test_vm_hugepage(m + HUGE_PAGE_BYTES - 1), 1);
 	}
 	free(m);
 	CHECK(alloc_huge(SIZE_MAX - 10) == NULL && errno == ENOMEM);
+	/* the accounts' figure: what those calls allocated */
+	CHECK_INT_EQ(alloc_huge_bytes(100), 100);
+	CHECK_INT_EQ(alloc_huge_bytes(HUGE_PAGE_MIN_BYTES - 1), HUGE_PAGE_MIN_BYTES - 1);
+	CHECK_INT_EQ(alloc_huge_bytes(HUGE_PAGE_MIN_BYTES + 100), HUGE_PAGE_BYTES);
+	CHECK_INT_EQ(alloc_huge_bytes(2 * HUGE_PAGE_BYTES), 2 * HUGE_PAGE_BYTES);
+	CHECK_INT_EQ(alloc_huge_bytes(3 * HUGE_PAGE_BYTES + 4099), 4 * HUGE_PAGE_BYTES);
 	char *s = alloc_huge(100);
 	REQUIRE(s);
 	CHECK((uintptr_t)s % 64 == 0);

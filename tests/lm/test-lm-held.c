@@ -24,11 +24,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "cpu_dnnl.h"
 #include "engine.h"
 #include "lm.h"
 #include "loader.h"
 #include "test.h"
+#include "test-smaps.h"
 
 TEST_DEFINE_GLOBALS;
 
@@ -77,21 +79,41 @@ static bool tied(const struct engine_model *m)
 	return m->lm_head.data == m->embeddings.data;
 }
 
+/* lm_prepare_opts.progress: calls, the last figures, whether done ever went down */
+struct progress {
+	int calls;
+	uint64_t done, total;
+	bool backwards;
+};
+
+static void on_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct progress *pr = arg;
+	pr->backwards |= pr->calls > 0 && (done < pr->done || total != pr->total);
+	pr->calls++;
+	pr->done = done;
+	pr->total = total;
+}
+
 /* What lm_prepare() holds of m, a bf16 checkpoint: with map_weights nothing, else every layer
- * matrix and the lm_head unless tied, each a copy of its tensor outside the map. */
+ * matrix and the lm_head unless tied, each a copy of its tensor outside the map, the copies'
+ * progress reported matrix by matrix. */
 static void check_prepared(const struct engine_model *m, bool bf16, bool map_weights)
 {
 	char err[512] = "";
+	struct progress pr = {0};
 	struct lm_prepare_opts po = {.bf16 = bf16,
 				     .layout = CPU_DNNL_PLAIN,
 				     .quant = -1,
-				     .map_weights = map_weights};
+				     .map_weights = map_weights,
+				     .progress = on_progress,
+				     .progress_arg = &pr};
 	struct lm_prepared p;
 	int r = lm_prepare(m, &po, &p, err, sizeof(err));
 	if (r < 0)
 		fprintf(stderr, "lm_prepare: %s\n", err);
 	REQUIRE(r == 0);
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, held_sum = 0;
 	int n_held = 0, n_mats = 0;
 	for (int l = 0; l <= m->cfg.n_layers; l++) {
 		const struct tensor *mats[4] = {&m->lm_head};
@@ -113,6 +135,7 @@ static void check_prepared(const struct engine_model *m, bool bf16, bool map_wei
 				continue;
 			n_held++;
 			bytes += h->nbytes;
+			held_sum += alloc_huge_bytes(h->nbytes); /* whole 2 MiB pages from 512 KiB */
 			CHECK(!model_files_mapped(m->files, h->data, 1));
 			CHECK(h->dtype == w->dtype && h->ndim == w->ndim && h->shape[0] == w->shape[0] &&
 			      h->shape[1] == w->shape[1] && h->nbytes == w->nbytes);
@@ -121,9 +144,14 @@ static void check_prepared(const struct engine_model *m, bool bf16, bool map_wei
 		}
 	}
 	CHECK_INT_EQ(n_held, map_weights ? 0 : n_mats);
-	CHECK_INT_EQ(p.held_bytes, bytes);
+	CHECK_INT_EQ(p.held_bytes, held_sum);
 	CHECK_INT_EQ(p.held_source_bytes, bytes);
 	CHECK_INT_EQ(p.held_failed, 0);
+	/* one call a matrix copied, ending at the sources' total */
+	CHECK_INT_EQ(pr.calls, n_held);
+	CHECK(!pr.backwards);
+	if (n_held)
+		CHECK(pr.done == bytes && pr.total == bytes);
 	lm_prepared_finish(&p); /* frees the copies (ASan: nothing leaks, nothing freed twice) */
 }
 
@@ -176,7 +204,11 @@ static void check_weights(const struct engine_backend *b, const struct engine_mo
 			CHECK(w->nbytes == mats[i]->nbytes && memcmp(w->data, mats[i]->data, w->nbytes) == 0);
 		}
 	}
-	struct tensor other = m->lm_head; /* not the model's: as it is */
+	/* matched by its data (a tool's model may be another struct over the same map) */
+	struct tensor same = m->lm_head;
+	CHECK(backend_cpu_weights(b, &same)->data == backend_cpu_weights(b, &m->lm_head)->data);
+	struct tensor other = m->lm_head; /* other data: as it is */
+	other.data = &same;
 	CHECK(backend_cpu_weights(b, &other) == &other);
 	CHECK(backend_cpu_weights(NULL, &m->lm_head) == &m->lm_head);
 }
@@ -233,25 +265,6 @@ static void check_logits(const struct engine_model *m, enum engine_precision pre
 	free(map);
 }
 
-/* Resident KiB of the mappings of `file` (/proc/self/smaps). */
-static long map_rss_kb(const char *file)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	REQUIRE(f);
-	char line[1024], perms[8];
-	bool in = false;
-	long kb = -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long a, b, v;
-		if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3) /* a mapping's first line */
-			in = strstr(line, file) != NULL;
-		else if (in && sscanf(line, "Rss: %lu kB", &v) == 1)
-			kb = (kb < 0 ? 0 : kb) + (long)v;
-	}
-	fclose(f);
-	return kb;
-}
-
 /* Every page of m's matrices and embeddings in memory; returns the bytes of the whole pages
  * inside the matrices (the lm_head's unless tied). */
 static uint64_t fault_in(const struct engine_model *m)
@@ -292,7 +305,7 @@ static void check_resident(void)
 		const enum engine_precision prec = k == 2 ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
 		char err[512] = "";
 		uint64_t inner = fault_in(m);
-		long before = map_rss_kb("tiny-mamba/model.safetensors");
+		long before = test_map_rss_kb("tiny-mamba/model.safetensors");
 		REQUIRE(before > 0);
 		REQUIRE(inner >= 16 * (uint64_t)sysconf(_SC_PAGESIZE));
 		struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
@@ -303,7 +316,7 @@ static void check_resident(void)
 						   backend_cpu_create_hooked(m, &o, &h, err, sizeof(err)) :
 						   engine_backend_create(m, &o, err, sizeof(err));
 		REQUIRE(b);
-		long after = map_rss_kb("tiny-mamba/model.safetensors");
+		long after = test_map_rss_kb("tiny-mamba/model.safetensors");
 		struct engine_backend_info bi;
 		REQUIRE(engine_backend_get_info(b, &bi) == 0);
 		/* bf16 weights: oneDNN reads them in place (CPU_DNNL_PLAIN), or, with
@@ -336,7 +349,7 @@ static void check_resident(void)
 			CHECK_INT_EQ(engine_session_append(s, tok, NULL, N_PROMPT, ENGINE_LOGITS_LAST, lg), 0);
 			for (int i = 0; i < N_DECODE; i++)
 				CHECK_INT_EQ(engine_session_decode(s, tok[i], lg), 0);
-			long ran = map_rss_kb("tiny-mamba/model.safetensors");
+			long ran = test_map_rss_kb("tiny-mamba/model.safetensors");
 			CHECK(ran <= after); /* nothing faulted back in */
 			if (ran > after)
 				fprintf(stderr, "the forward read %ld KiB of the map\n", ran - after);
@@ -353,14 +366,17 @@ static void check_resident(void)
 static void check_no_memory(void)
 {
 	struct engine_model *m = load("tiny-mamba");
-	size_t head = m->lm_head.nbytes;
-	uint64_t layers = 0;
+	/* the size alloc_huge() asks posix_memalign() for the head's copy */
+	size_t head = alloc_huge_bytes(m->lm_head.nbytes);
+	uint64_t layers = 0, layers_src = 0;
 	for (int l = 0; l < m->cfg.n_layers; l++) {
 		const struct tensor *mats[4];
 		int n = lm_layer_matrices(&m->layers[l], mats);
 		for (int i = 0; i < n; i++) {
-			REQUIRE(mats[i]->nbytes != head); /* the one size failing is the head's */
-			layers += mats[i]->nbytes;
+			/* the one size failing is the head's */
+			REQUIRE(alloc_huge_bytes(mats[i]->nbytes) != head);
+			layers += alloc_huge_bytes(mats[i]->nbytes);
+			layers_src += mats[i]->nbytes;
 		}
 	}
 	char err[512] = "";
@@ -376,8 +392,8 @@ static void check_no_memory(void)
 		CHECK_INT_EQ(p.held_failed, 1);
 		CHECK(p.head_held.data == NULL && p.layers[0].held[0].data != NULL);
 		CHECK_INT_EQ(p.held_bytes, layers);
-		CHECK_INT_EQ(p.held_source_bytes, layers);
-		CHECK(model_files_mapped(m->files, m->lm_head.data, head));
+		CHECK_INT_EQ(p.held_source_bytes, layers_src);
+		CHECK(model_files_mapped(m->files, m->lm_head.data, m->lm_head.nbytes));
 		lm_prepared_finish(&p);
 	}
 	/* through the backend: the same logits as the map's */

@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
+#include "test-smaps.h"
 #include "test-backend.h"
 
 TEST_DEFINE_GLOBALS;
@@ -729,30 +730,6 @@ static void test_sampling(void)
 	engine_sampler_destroy(NULL);
 }
 
-/* The VmFlags of the mapping holding p have "hg" (MADV_HUGEPAGE): 1, 0, or -1 (no smaps). */
-static int vm_hugepage(const void *p)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	if (!f)
-		return -1;
-	char line[512];
-	bool in = false;
-	int r = -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-			in = lo <= (uintptr_t)p && (uintptr_t)p < hi;
-			continue;
-		}
-		if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			r = strstr(line, " hg") != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return r;
-}
-
 /* The weights decode streams every token are in huge pages where the kernel has them
  * (common.h alloc_huge): a random model's tensors and the matrices lm_prepare() quantizes at
  * load, each of HUGE_PAGE_MIN_BYTES or more 2 MiB-aligned and marked MADV_HUGEPAGE, tiled or not. */
@@ -763,7 +740,7 @@ static void check_huge(const void *p, size_t bytes, int *n)
 	(*n)++;
 	CHECK((uintptr_t)p % HUGE_PAGE_BYTES == 0);
 	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0)
-		CHECK_INT_EQ(vm_hugepage(p), 1);
+		CHECK_INT_EQ(test_vm_hugepage(p), 1);
 }
 
 static void test_weights_huge(void)

@@ -688,11 +688,13 @@ const struct backend_ops *backend_host_vision_ops(void)
 	return &cpu_ops;
 }
 
-/* Quantization progress: to the caller's callback, and to the log every 10% */
+/* Quantization's or the bf16 matrices' copying's progress (lm_prepare() does one of them): to
+ * the caller's callback, and to the log every 10% */
 struct quant_progress {
 	const struct engine_backend_options *opts;
 	uint64_t t0;
-	int logged; /* tenths */
+	int logged;   /* tenths */
+	bool copying; /* the matrices copied out of the map, not quantized */
 };
 
 static void quant_progress(void *arg, uint64_t done, uint64_t total)
@@ -702,10 +704,16 @@ static void quant_progress(void *arg, uint64_t done, uint64_t total)
 	/* a small model's few milliseconds get the closing line alone */
 	if (tenths > qp->logged && total >= ((uint64_t)64 << 20)) {
 		qp->logged = tenths;
-		log_info("quantizing the language model's linear layers to %s: %llu of %llu MiB "
-			 "(%.1f s)",
-			 engine_weights_name(qp->opts->weights), (unsigned long long)(done >> 20),
-			 (unsigned long long)(total >> 20), (double)(time_mono_ns() - qp->t0) * 1e-9);
+		if (qp->copying)
+			log_info("copying the language model's matrices into 2 MiB pages: %llu of %llu "
+				 "MiB (%.1f s)",
+				 (unsigned long long)(done >> 20), (unsigned long long)(total >> 20),
+				 (double)(time_mono_ns() - qp->t0) * 1e-9);
+		else
+			log_info("quantizing the language model's linear layers to %s: %llu of %llu "
+				 "MiB (%.1f s)",
+				 engine_weights_name(qp->opts->weights), (unsigned long long)(done >> 20),
+				 (unsigned long long)(total >> 20), (double)(time_mono_ns() - qp->t0) * 1e-9);
 	}
 	if (qp->opts->progress)
 		qp->opts->progress(qp->opts->progress_arg, done, total);
@@ -725,13 +733,14 @@ const struct tensor *backend_cpu_weights(const struct engine_backend *b, const s
 		return w;
 	const struct lm_prepared *p = &((const struct cpu_backend *)b)->prep;
 	const struct engine_model *m = b->model;
-	if (w == &m->lm_head)
+	/* by the data (the backend's model may be a widened copy of the caller's) */
+	if (w->data == m->lm_head.data)
 		return p->head_held.data ? &p->head_held : w;
 	for (int l = 0; l < p->n_layers; l++) {
 		const struct tensor *mats[4];
 		int n = lm_layer_matrices(&m->layers[l], mats);
 		for (int i = 0; i < n; i++)
-			if (mats[i] == w)
+			if (mats[i]->data == w->data)
 				return p->layers[l].held[i].data ? &p->layers[l].held[i] : w;
 	}
 	return w;
@@ -837,6 +846,7 @@ struct engine_backend *backend_cpu_create_hooked(const struct engine_model *m,
 		.hooks = hooks,
 		.map_weights = hooks && hooks->map_weights,
 	};
+	qp.copying = po.quant < 0 && !po.map_weights;
 	r = lm_prepare(m, &po, &cb->prep, err, errlen);
 	if (r < 0) {
 		lm_fp8_bf16_model_free(widened);

@@ -505,7 +505,7 @@ int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout, 
 		}
 		free(row);
 		plain = w->copy;
-		w->owned_bytes = n * sizeof(uint16_t);
+		w->owned_bytes = alloc_huge_bytes(MAX(n * sizeof(uint16_t), 64));
 	}
 	pthread_mutex_lock(&g.lock);
 	for (int i = 0; i < n_slices && r == 0; i++)
@@ -517,7 +517,7 @@ int cpu_dnnl_weight_create(const struct tensor *t, enum cpu_dnnl_layout layout, 
 		/* the slices hold their own copies now */
 		free(w->copy);
 		w->copy = NULL;
-		w->owned_bytes -= n * sizeof(uint16_t);
+		w->owned_bytes -= alloc_huge_bytes(MAX(n * sizeof(uint16_t), 64));
 	}
 	*ret = w;
 	return 0;

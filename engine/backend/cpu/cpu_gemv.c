@@ -16,8 +16,8 @@
  * thread walks its range in blocks of about GROUP_BLOCK_BYTES of weights and runs every group of
  * CPU_GEMV_KERNEL_T tokens over a block before the next, so the block comes from memory for the
  * first group and from the core's cache for the others. A kernel forms each (row, token) sum on
- * its own (one accumulator, columns in order, the same reduction), so splitting the tokens
- * changes no bit of any result.
+ * its own, in an order that depends on the columns alone (each variant's file says which), so
+ * splitting the tokens changes no bit of any result.
  */
 #include "cpu_gemv.h"
 

@@ -29,7 +29,7 @@ struct cpu_gemv_args {
 	enum tensor_dtype dtype; /* bf16, f16 or f32 */
 	size_t ldw;		 /* elements between rows of W (bytes for q8, q4) */
 	int in;			 /* columns */
-	int T;			 /* tokens, 1..CPU_GEMV_KERNEL_T */
+	int T;			 /* tokens, 1..CPU_GEMV_KERNEL_T (..CPU_GEMV_KERNEL_T_BF16 with xb) */
 	const float *x;		 /* activations, rows ldx apart */
 	size_t ldx;
 	float *y;

@@ -16,6 +16,7 @@
  * weights. */
 #include "cpu_gemv.h"
 
+#include <assert.h>
 #include <immintrin.h>
 
 #define INL static inline __attribute__((always_inline))
@@ -173,10 +174,13 @@ static void gemv_bf16x(const struct cpu_gemv_args *a, int r0, int r1)
 		cpu_gemv_avx512_bf16(a, r0, r1);
 		return;
 	}
-	if (a->xb)
+	if (a->xb) {
+		assert(a->T >= 1 && a->T <= CPU_GEMV_KERNEL_T_BF16);
 		pre[a->T - 1](a, r0, r1);
-	else
+	} else {
+		assert(a->T >= 1 && a->T <= CPU_GEMV_KERNEL_T);
 		reg[a->T - 1](a, r0, r1);
+	}
 }
 
 const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {

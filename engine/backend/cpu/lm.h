@@ -111,9 +111,12 @@ struct lm_prepared {
 	 * weights once. The lm_head as the layers' matrices, unless it is tied to the embeddings
 	 * (then it stays in the map, read by every token's lookup too). oneDNN's weights are made
 	 * from the copies: its plain layout reads them, a reordered one (CPU_DNNL_REORDERED) is
-	 * its own copy made from them, beside which the decode GEMV and the AMX rows read them. */
+	 * its own copy made from them, beside which the decode GEMV and the AMX rows read them.
+	 * Another backend of the same model (only tests make one beside a CPU backend: holod
+	 * destroys a model's backend before it makes the next) reads released pages again from
+	 * the file, correct but slower; o->progress reports the copies as they go. */
 	struct tensor head_held;
-	uint64_t held_bytes;	    /* of every held copy */
+	uint64_t held_bytes;	    /* of every held copy, in whole 2 MiB pages (alloc_huge_bytes) */
 	uint64_t held_source_bytes; /* the map's bytes they replace (equal: the same dtype) */
 	int held_failed;	    /* matrices left in the map: their copy could not be allocated */
 	uint64_t held_ns;	    /* the copies' time */

@@ -485,23 +485,38 @@ static void hold_one(const struct engine_model *m, const struct tensor *w, struc
 		p->held_failed++;
 	if (r <= 0)
 		return;
-	p->held_bytes += held->nbytes;
+	p->held_bytes += alloc_huge_bytes(held->nbytes); /* whole 2 MiB pages */
 	p->held_source_bytes += w->nbytes;
 }
 
 /* Every matrix read as stored (the layers' unless quantized, the lm_head unless quantized or
- * tied to the embeddings) copied out of the map, before oneDNN's weights are made from them. */
-static void hold_matrices(const struct engine_model *m, struct lm_prepared *p)
+ * tied to the embeddings) copied out of the map, before oneDNN's weights are made from them;
+ * o->progress told the source bytes done after each (a cold 12B checkpoint reads 24.6 GB here). */
+static void hold_matrices(const struct engine_model *m, const struct lm_prepare_opts *o, struct lm_prepared *p)
 {
 	const uint64_t t0 = time_mono_ns();
-	for (int l = 0; !p->quant && l < p->n_layers; l++) {
-		const struct tensor *mats[4];
-		int n = lm_layer_matrices(&m->layers[l], mats);
-		for (int i = 0; i < n; i++)
-			hold_one(m, mats[i], &p->layers[l].held[i], p);
-	}
-	if (!p->head_q.data && m->lm_head.data != m->embeddings.data)
+	const bool head = !p->head_q.data && m->lm_head.data != m->embeddings.data;
+	uint64_t total = head ? m->lm_head.nbytes : 0, done = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int l = 0; !p->quant && l < p->n_layers; l++) {
+			const struct tensor *mats[4];
+			int n = lm_layer_matrices(&m->layers[l], mats);
+			for (int i = 0; i < n; i++) {
+				if (pass == 0) {
+					total += mats[i]->nbytes;
+					continue;
+				}
+				hold_one(m, mats[i], &p->layers[l].held[i], p);
+				done += mats[i]->nbytes;
+				if (o->progress)
+					o->progress(o->progress_arg, done, total);
+			}
+		}
+	if (head) {
 		hold_one(m, &m->lm_head, &p->head_held, p);
+		if (o->progress)
+			o->progress(o->progress_arg, total, total);
+	}
 	p->held_ns = time_mono_ns() - t0;
 }
 
@@ -547,7 +562,8 @@ static int quantize_gemms(const struct engine_model *m, const struct lm_prepare_
 						 (long long)bad);
 				return r;
 			}
-			p->quant_bytes += (uint64_t)p->layers[l].q[i].rows * p->layers[l].q[i].row_bytes;
+			p->quant_bytes += alloc_huge_bytes((size_t)p->layers[l].q[i].rows *
+							   p->layers[l].q[i].row_bytes);
 			p->quant_source_bytes += mats[i]->nbytes;
 			release_source(m, mats[i]);
 			done += mats[i]->nbytes;
@@ -750,7 +766,7 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 		/* held in place of the map's lm_head, whose pages go as the layers' do, unless it is
 		 * the embeddings too (tied: they stay, read by every token's lookup) */
 		if (!opts->hooks) {
-			p.quant_bytes += (uint64_t)p.head_q.rows * p.head_q.row_bytes;
+			p.quant_bytes += alloc_huge_bytes((size_t)p.head_q.rows * p.head_q.row_bytes);
 			if (m->lm_head.data != m->embeddings.data) {
 				p.quant_source_bytes += m->lm_head.nbytes;
 				release_source(m, &m->lm_head);
@@ -759,7 +775,7 @@ int lm_prepare(const struct engine_model *m, const struct lm_prepare_opts *opts,
 	}
 	/* the layers' matrices read as stored (and their lm_head): into 2 MiB pages */
 	if (!p.quant && !opts->map_weights)
-		hold_matrices(m, &p);
+		hold_matrices(m, opts, &p);
 	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) the weights stay unprepared
 	 * and every product runs on the engine's own kernels with the same bf16-rounded inputs
 	 * (product(): cpu_matmul or the GEMV), as a product oneDNN refuses does */
@@ -879,6 +895,7 @@ int lm_prepared_tile(const struct engine_model *m, struct lm_prepared *p)
 					      tile_task, &j, (double)tiles * (double)tb);
 		if (mapped[i]) {
 			struct tensor src = {.data = (void *)q->data, .nbytes = bytes};
+			p->quant_bytes += alloc_huge_bytes(bytes) - bytes; /* the copy's whole pages */
 			q->data = fresh[i];
 			fresh[i] = NULL;
 			release_source(m, &src);

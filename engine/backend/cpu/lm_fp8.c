@@ -241,7 +241,8 @@ struct engine_model *lm_fp8_bf16_model(const struct engine_model *m, char *err, 
 			size_t count = (size_t)t->shape[0] * (size_t)t->shape[1];
 			struct widen_job j = {.w = t,
 					      .scale = &L->fp8_scale[i],
-					      .out = malloc(count * sizeof(uint16_t))};
+					      /* read every token: huge pages (common.h) */
+					      .out = alloc_huge(count * sizeof(uint16_t))};
 			atomic_init(&j.bad_row, -1);
 			if (!j.out) {
 				lm_fp8_bf16_model_free(&b->m);
