@@ -161,6 +161,39 @@ void cpu_gemv_avx512_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
 				  size_t row_bytes);
+/* A variant's tile kernels for format F (q8, q4) out of its `tile_F(a, t, y, T)` (one tile, T
+ * tokens as a constant after inlining): one instance per token count, and the public
+ * cpu_gemv_ISA_F_tile() running tiles [t0, t1) with a->T tokens (1..CPU_GEMV_KERNEL_T). Expanded
+ * in each variant's own file (its instructions). */
+#define CPU_GEMV_TILE_INSTANCE(F, T)                                                                         \
+	static __attribute__((noinline)) void tile_##F##_t##T(const struct cpu_gemv_args *a, int t0, int t1) \
+	{                                                                                                    \
+		for (int t = t0; t < t1; t++)                                                                \
+			tile_##F(a, t, a->y + (size_t)(t - t0) * QUANT_TILE_ROWS, T);                        \
+	}
+#define CPU_GEMV_TILE_KERNELS(ISA, F)                                                                        \
+	CPU_GEMV_TILE_INSTANCE(F, 1)                                                                         \
+	CPU_GEMV_TILE_INSTANCE(F, 2)                                                                         \
+	CPU_GEMV_TILE_INSTANCE(F, 3)                                                                         \
+	CPU_GEMV_TILE_INSTANCE(F, 4)                                                                         \
+	void cpu_gemv_##ISA##_##F##_tile(const struct cpu_gemv_args *a, int t0, int t1)                      \
+	{                                                                                                    \
+		switch (a->T) {                                                                              \
+		case 1:                                                                                      \
+			tile_##F##_t1(a, t0, t1);                                                            \
+			break;                                                                               \
+		case 2:                                                                                      \
+			tile_##F##_t2(a, t0, t1);                                                            \
+			break;                                                                               \
+		case 3:                                                                                      \
+			tile_##F##_t3(a, t0, t1);                                                            \
+			break;                                                                               \
+		default:                                                                                     \
+			tile_##F##_t4(a, t0, t1);                                                            \
+			break;                                                                               \
+		}                                                                                            \
+	}
+
 /* cpu_gemv_quantize_x() in AVX2 and in AVX-512F instructions (the same files; the same bytes) */
 void cpu_gemv_avx2_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			      size_t ldxq);
@@ -172,6 +205,4 @@ void cpu_gemv_vnni_q8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_vnni_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_vnni_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
-void cpu_gemv_vnni_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
-			      size_t ldxq);
 #endif

@@ -199,5 +199,5 @@ const struct cpu_gemv_variant cpu_gemv_avx512bf16 = {
 	.q4_tile_i8 = cpu_gemv_vnni_q4_tile,
 	.q8_tile_i8 = cpu_gemv_vnni_q8_tile,
 	.tile_records = cpu_gemv_avx512_tile_records, /* AVX-512F's transposes */
-	.quant_x = cpu_gemv_vnni_quantize_x,
+	.quant_x = cpu_gemv_avx512_quantize_x,	      /* AVX-512F's: the same bytes */
 };

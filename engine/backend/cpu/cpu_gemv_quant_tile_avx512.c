@@ -122,36 +122,8 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 	tile_store(a, y, T, acc);
 }
 
-#define TILE_INSTANCE(F, T)                                                                                  \
-	NOINL void tile_##F##_t##T(const struct cpu_gemv_args *a, int t0, int t1)                            \
-	{                                                                                                    \
-		for (int t = t0; t < t1; t++)                                                                \
-			tile_##F(a, t, a->y + (size_t)(t - t0) * QUANT_TILE_ROWS, T);                        \
-	}
-#define TILE_FORMAT(F)                                                                                       \
-	TILE_INSTANCE(F, 1)                                                                                  \
-	TILE_INSTANCE(F, 2)                                                                                  \
-	TILE_INSTANCE(F, 3)                                                                                  \
-	TILE_INSTANCE(F, 4)                                                                                  \
-	void cpu_gemv_avx512_##F##_tile(const struct cpu_gemv_args *a, int t0, int t1)                       \
-	{                                                                                                    \
-		switch (a->T) {                                                                              \
-		case 1:                                                                                      \
-			tile_##F##_t1(a, t0, t1);                                                            \
-			break;                                                                               \
-		case 2:                                                                                      \
-			tile_##F##_t2(a, t0, t1);                                                            \
-			break;                                                                               \
-		case 3:                                                                                      \
-			tile_##F##_t3(a, t0, t1);                                                            \
-			break;                                                                               \
-		default:                                                                                     \
-			tile_##F##_t4(a, t0, t1);                                                            \
-			break;                                                                               \
-		}                                                                                            \
-	}
-TILE_FORMAT(q4)
-TILE_FORMAT(q8)
+CPU_GEMV_TILE_KERNELS(avx512, q4)
+CPU_GEMV_TILE_KERNELS(avx512, q8)
 
 /* ---- a tile's records (the prompt's dequantization reads records) ----------------------------
  *
