@@ -1,5 +1,6 @@
-/* bf16 precision's row kernels (engine/backend/cpu/cpu_rows*.c) and blocked prefill attention
- * (engine/backend/cpu/lm_attention.c) against the fp32 functions the forward runs in fp32 precision
+/* bf16 precision's row kernels (engine/backend/cpu/cpu_rows*.c), blocked prefill attention and
+ * decode attention (engine/backend/cpu/lm_attention.c) against the fp32 functions the forward
+ * runs in fp32 precision
  * (lm_forward.c: cpu_rmsnorm_rows, lm_gated_rmsnorm, lm_conv_silu, lm_dt_softplus, cpu_relu2,
  * lm_attention_heads), for every variant this CPU runs (the test prints which it skipped), on
  * the default model's shapes and on odd sizes with vector tails, on 1, 2 and 3 threads.
@@ -270,6 +271,29 @@ static void test_attention(int hq, int hkv, int dh, int n0, int T)
 	free(q), free(k), free(v), free(want), free(got);
 }
 
+/* decode (one position) in blocks against lm_attention_heads(), fp32 both: 2e-5 absolute, as
+ * the blocked prefill's fp32 products (a key dropped, doubled or from the wrong KV head, a row
+ * of a block's tail or a query head of a group of four missed, moves a row by O(1)) */
+static void test_attention_decode(int hq, int hkv, int dh, int n0)
+{
+	struct lm_dims dm = {.hq = hq, .hkv = hkv, .dh = dh, .q_dim = hq * dh, .kv_dim = hkv * dh};
+	size_t npos = (size_t)n0 + 1;
+	float *q = rand_buf(dm.q_dim, 3.0f);
+	float *k = rand_buf(npos * dm.kv_dim, 3.0f), *v = rand_buf(npos * dm.kv_dim, 1.0f);
+	float *want = malloc((size_t)dm.q_dim * sizeof(float)),
+	      *got = malloc((size_t)dm.q_dim * sizeof(float));
+	REQUIRE(want && got);
+	REQUIRE(cpu_reserve_scratch(MAX(npos * sizeof(float), lm_attention_decode_scratch_bytes(&dm))) == 0);
+	lm_attention_heads(&dm, 1, n0, q, k, v, want);
+	lm_attention_decode(&dm, n0, q, k, v, got);
+	double e = excess(got, want, (size_t)dm.q_dim, 0, 2e-5);
+	if (e > 0)
+		fprintf(stderr, "decode attention %s hq=%d hkv=%d dh=%d n0=%d: excess %g\n", cpu_rows()->name,
+			hq, hkv, dh, n0, e);
+	CHECK(e == 0);
+	free(q), free(k), free(v), free(want), free(got);
+}
+
 static void run_all(void)
 {
 	/* the default model (tools/bench): d 1024, d_in 2048 in G 8, conv 4096 x K 4, H 32,
@@ -298,6 +322,18 @@ static void run_all(void)
 	test_attention(6, 3, 17, 3, 33);
 	test_attention(4, 4, 40, 251, 7);
 	test_attention(2, 1, 64, 0, 300);
+	/* decode: the default model's heads at block edges (256 keys) and past them, four keys
+	 * at a time and their tails, groups of 1..9 query heads (4 per pass), head sizes with
+	 * 16- and 8-lane tails */
+	static const int n0s[] = {0, 1, 3, 4, 254, 255, 256, 700};
+	for (size_t i = 0; i < sizeof(n0s) / sizeof(n0s[0]); i++)
+		test_attention_decode(8, 2, 128, n0s[i]);
+	test_attention_decode(1, 1, 5, 6);
+	test_attention_decode(6, 3, 17, 300);
+	test_attention_decode(5, 1, 40, 9);
+	test_attention_decode(12, 2, 24, 33);
+	test_attention_decode(9, 1, 16, 517);
+	test_attention_decode(40, 8, 128, 130);
 }
 
 int main(void)

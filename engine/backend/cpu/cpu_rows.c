@@ -110,6 +110,33 @@ static void portable_scale(float *y, float a, int n)
 		y[i] *= a;
 }
 
+static void portable_scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s,
+			    size_t lds)
+{
+	for (int r = 0; r < R; r++)
+		for (int i = 0; i < n; i++) {
+			const float *qr = q + (size_t)r * dh, *ki = k + (size_t)i * ldk;
+			float acc = 0;
+			for (int e = 0; e < dh; e++)
+				acc += qr[e] * ki[e];
+			s[(size_t)r * lds + i] = acc;
+		}
+}
+
+static void portable_weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh,
+			   float *o)
+{
+	for (int i = 0; i < n; i++) {
+		const float *vi = v + (size_t)i * ldv;
+		for (int r = 0; r < R; r++) {
+			const float w = p[(size_t)r * ldp + i];
+			float * or = o + (size_t)r * dh;
+			for (int e = 0; e < dh; e++)
+				or [e] += w * vi[e];
+		}
+	}
+}
+
 const struct cpu_rows_variant cpu_rows_portable = {
 	.name = "portable",
 	.rmsnorm = portable_rmsnorm,
@@ -119,6 +146,8 @@ const struct cpu_rows_variant cpu_rows_portable = {
 	.max = portable_max,
 	.exp_sum = portable_exp_sum,
 	.scale = portable_scale,
+	.scores = portable_scores,
+	.weigh = portable_weigh,
 };
 
 void cpu_rows_conv_state(const struct cpu_conv_args *a, int c0, int c1)

@@ -67,6 +67,13 @@ struct cpu_rows_variant {
 	float (*exp_sum)(float *p, int n, float mx);
 	/* y[i] *= a */
 	void (*scale)(float *y, float a, int n);
+	/* decode attention's products over a block of n keys (lm_attention_decode_head): R query
+	 * rows of dh floats (dense) against n key rows ldk floats apart, s[r][i] = q_r . k_i in
+	 * rows lds apart, each key row read once for the R rows */
+	void (*scores)(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds);
+	/* and the weighted values: o[r][e] += sum_i p[r][i] v_i[e] for R rows of p (ldp apart) over n
+	 * value rows ldv floats apart; o dense R x dh; each value row read once per 64 columns */
+	void (*weigh)(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o);
 };
 
 /* The conv's state update for channels [c0, c1), which every variant's conv_silu ends with

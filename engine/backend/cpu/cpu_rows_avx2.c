@@ -179,6 +179,107 @@ static void scale(float *y, float a, int n)
 	}
 }
 
+/* decode attention's rows ahead prefetched: the cache's rows of one KV head are dh floats a
+ * kv_dim stride apart, short runs the stream prefetchers follow badly */
+#define PF_ROWS 8
+
+/* G (1..4) query rows against every key: one accumulator per row, each key vector loaded once */
+INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, float *s, size_t lds, const int G)
+{
+	for (int i = 0; i < n; i++) {
+		const float *ki = k + (size_t)i * ldk;
+		for (int e = 0; e < dh; e += 16)
+			_mm_prefetch((const char *)(ki + PF_ROWS * ldk + e), _MM_HINT_T0);
+		__m256 acc[4];
+		for (int g = 0; g < G; g++)
+			acc[g] = _mm256_setzero_ps();
+		for (int e = 0; e < dh; e += 8) {
+			const __m256i m = lanes(dh - e);
+			const __m256 kv = _mm256_maskload_ps(ki + e, m);
+			for (int g = 0; g < G; g++)
+				acc[g] = _mm256_fmadd_ps(kv, _mm256_maskload_ps(q + (size_t)g * dh + e, m),
+							 acc[g]);
+		}
+		for (int g = 0; g < G; g++)
+			s[(size_t)g * lds + i] = hsum(acc[g]);
+	}
+}
+
+static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds)
+{
+	for (int r = 0; r < R; r += 4) {
+		const float *qr = q + (size_t)r * dh;
+		float *sr = s + (size_t)r * lds;
+		switch (MIN(4, R - r)) {
+		case 1:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 1);
+			break;
+		case 2:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 2);
+			break;
+		case 3:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 3);
+			break;
+		default:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 4);
+			break;
+		}
+	}
+}
+
+/* G (1..4) rows of o, 32 columns at a time held in registers over all n value rows */
+INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, const int G)
+{
+	for (int e0 = 0; e0 < dh; e0 += 32) {
+		__m256i m[4];
+		__m256 acc[4][4];
+		for (int c = 0; c < 4; c++)
+			m[c] = dh - e0 - 8 * c > 0 ? lanes(dh - e0 - 8 * c) : _mm256_setzero_si256();
+		for (int g = 0; g < G; g++)
+			for (int c = 0; c < 4; c++)
+				acc[g][c] = _mm256_maskload_ps(o + (size_t)g * dh + e0 + 8 * c, m[c]);
+		for (int i = 0; i < n; i++) {
+			const float *vi = v + (size_t)i * ldv + e0;
+			_mm_prefetch((const char *)(vi + PF_ROWS * ldv), _MM_HINT_T0);
+			if (e0 + 16 < dh)
+				_mm_prefetch((const char *)(vi + PF_ROWS * ldv + 16), _MM_HINT_T0);
+			__m256 vv[4];
+			for (int c = 0; c < 4; c++)
+				vv[c] = _mm256_maskload_ps(vi + 8 * c, m[c]);
+			for (int g = 0; g < G; g++) {
+				const __m256 w = _mm256_set1_ps(p[(size_t)g * ldp + i]);
+				for (int c = 0; c < 4; c++)
+					acc[g][c] = _mm256_fmadd_ps(w, vv[c], acc[g][c]);
+			}
+		}
+		for (int g = 0; g < G; g++)
+			for (int c = 0; c < 4; c++)
+				_mm256_maskstore_ps(o + (size_t)g * dh + e0 + 8 * c, m[c], acc[g][c]);
+	}
+}
+
+static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o)
+{
+	for (int r = 0; r < R; r += 4) {
+		const float *pr = p + (size_t)r * ldp;
+		float * or = o + (size_t)r * dh;
+		switch (MIN(4, R - r)) {
+		case 1:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 1);
+			break;
+		case 2:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 2);
+			break;
+		case 3:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 3);
+			break;
+		default:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 4);
+			break;
+		}
+	}
+}
+
 const struct cpu_rows_variant cpu_rows_avx2 = {
 	.name = "avx2",
 	.rmsnorm = rmsnorm,
@@ -188,4 +289,6 @@ const struct cpu_rows_variant cpu_rows_avx2 = {
 	.max = vmax,
 	.exp_sum = exp_sum,
 	.scale = scale,
+	.scores = scores,
+	.weigh = weigh,
 };

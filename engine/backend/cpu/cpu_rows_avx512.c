@@ -189,6 +189,152 @@ static void scale(float *y, float a, int n)
 	}
 }
 
+/* decode attention's rows ahead prefetched: the cache's rows of one KV head are dh floats a
+ * kv_dim stride apart, short runs the stream prefetchers follow badly */
+#define PF_ROWS 8
+
+INL __mmask16 lanes(int left)
+{
+	return left >= 16 ? (__mmask16)0xffff : left > 0 ? tail_mask(left) : 0;
+}
+
+/* the four sums of a0..a3's lanes, in order */
+INL __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+	__m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+	__m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+	__m512 u =
+		_mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))),
+			      _mm512_castpd_ps(
+				      _mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))));
+	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(u),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* G (1..4) query rows against every key: four keys at a time, one accumulator per (row, key),
+ * each key vector and query vector loaded once for them, the four sums of a row reduced
+ * together; the last n % 4 keys one at a time */
+INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, float *s, size_t lds, const int G)
+{
+	int i = 0;
+	for (; i + 4 <= n; i += 4) {
+		const float *ki = k + (size_t)i * ldk;
+		for (int j = 0; j < 4; j++)
+			for (int e = 0; e < dh; e += 16)
+				_mm_prefetch((const char *)(ki + (PF_ROWS + j) * ldk + e), _MM_HINT_T0);
+		__m512 acc[4][4];
+		for (int g = 0; g < G; g++)
+			for (int j = 0; j < 4; j++)
+				acc[g][j] = _mm512_setzero_ps();
+		for (int e = 0; e < dh; e += 16) {
+			const __mmask16 m = lanes(dh - e);
+			__m512 kv[4];
+			for (int j = 0; j < 4; j++)
+				kv[j] = _mm512_maskz_loadu_ps(m, ki + (size_t)j * ldk + e);
+			for (int g = 0; g < G; g++) {
+				const __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)g * dh + e);
+				for (int j = 0; j < 4; j++)
+					acc[g][j] = _mm512_fmadd_ps(kv[j], qv, acc[g][j]);
+			}
+		}
+		for (int g = 0; g < G; g++)
+			_mm_storeu_ps(s + (size_t)g * lds + i,
+				      sum4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]));
+	}
+	for (; i < n; i++) {
+		const float *ki = k + (size_t)i * ldk;
+		for (int e = 0; e < dh; e += 16)
+			_mm_prefetch((const char *)(ki + PF_ROWS * ldk + e), _MM_HINT_T0);
+		__m512 acc[4];
+		for (int g = 0; g < G; g++)
+			acc[g] = _mm512_setzero_ps();
+		for (int e = 0; e < dh; e += 16) {
+			const __mmask16 m = lanes(dh - e);
+			const __m512 kv = _mm512_maskz_loadu_ps(m, ki + e);
+			for (int g = 0; g < G; g++)
+				acc[g] = _mm512_fmadd_ps(kv, _mm512_maskz_loadu_ps(m, q + (size_t)g * dh + e),
+							 acc[g]);
+		}
+		for (int g = 0; g < G; g++)
+			s[(size_t)g * lds + i] = _mm512_reduce_add_ps(acc[g]);
+	}
+}
+
+static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds)
+{
+	for (int r = 0; r < R; r += 4) {
+		const float *qr = q + (size_t)r * dh;
+		float *sr = s + (size_t)r * lds;
+		switch (MIN(4, R - r)) {
+		case 1:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 1);
+			break;
+		case 2:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 2);
+			break;
+		case 3:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 3);
+			break;
+		default:
+			scores_g(qr, dh, k, ldk, n, sr, lds, 4);
+			break;
+		}
+	}
+}
+
+/* G (1..4) rows of o, 64 columns at a time held in registers over all n value rows */
+INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, const int G)
+{
+	for (int e0 = 0; e0 < dh; e0 += 64) {
+		__mmask16 m[4];
+		__m512 acc[4][4];
+		for (int c = 0; c < 4; c++)
+			m[c] = lanes(dh - e0 - 16 * c);
+		for (int g = 0; g < G; g++)
+			for (int c = 0; c < 4; c++)
+				acc[g][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)g * dh + e0 + 16 * c);
+		for (int i = 0; i < n; i++) {
+			const float *vi = v + (size_t)i * ldv + e0;
+			for (int c = 0; c < 4 && e0 + 16 * c < dh; c++)
+				_mm_prefetch((const char *)(vi + PF_ROWS * ldv + 16 * c), _MM_HINT_T0);
+			__m512 vv[4];
+			for (int c = 0; c < 4; c++)
+				vv[c] = _mm512_maskz_loadu_ps(m[c], vi + 16 * c);
+			for (int g = 0; g < G; g++) {
+				const __m512 w = _mm512_set1_ps(p[(size_t)g * ldp + i]);
+				for (int c = 0; c < 4; c++)
+					acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);
+			}
+		}
+		for (int g = 0; g < G; g++)
+			for (int c = 0; c < 4; c++)
+				_mm512_mask_storeu_ps(o + (size_t)g * dh + e0 + 16 * c, m[c], acc[g][c]);
+	}
+}
+
+static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o)
+{
+	for (int r = 0; r < R; r += 4) {
+		const float *pr = p + (size_t)r * ldp;
+		float * or = o + (size_t)r * dh;
+		switch (MIN(4, R - r)) {
+		case 1:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 1);
+			break;
+		case 2:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 2);
+			break;
+		case 3:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 3);
+			break;
+		default:
+			weigh_g(pr, ldp, n, v, ldv, dh, or, 4);
+			break;
+		}
+	}
+}
+
 const struct cpu_rows_variant cpu_rows_avx512 = {
 	.name = "avx512",
 	.rmsnorm = rmsnorm,
@@ -198,4 +344,6 @@ const struct cpu_rows_variant cpu_rows_avx512 = {
 	.max = vmax,
 	.exp_sum = exp_sum,
 	.scale = scale,
+	.scores = scores,
+	.weigh = weigh,
 };

@@ -320,6 +320,18 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *q, const float *k,
 			  const float *v, float *o, bool bf16);
 size_t lm_attention_blocked_scratch_bytes(const struct lm_dims *dm);
+/* The attention of one new position (T = 1: decode) in blocks, for bf16 precision's decode: the
+ * hq / hkv query heads of KV head g together, each cached key and value row read once for them,
+ * the scores and weighted values in fp32 (cpu_rows.h), an online softmax over blocks of keys:
+ * equal to lm_attention_heads(dm, 1, n0, ...) up to the order of fp32 sums and a ~1 ulp expf.
+ * _head writes the output columns of KV head g's query heads, on `scratch` of
+ * lm_attention_decode_scratch_bytes() (whatever n0): one task of the caller's pool job.
+ * lm_attention_decode runs all hkv heads as one pool job (needs cpu_reserve_scratch() of it). */
+void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, const float *k,
+			      const float *v, float *o, int g, float *scratch);
+void lm_attention_decode(const struct lm_dims *dm, int n0, const float *q, const float *k, const float *v,
+			 float *o);
+size_t lm_attention_decode_scratch_bytes(const struct lm_dims *dm);
 
 /* The other Mamba-2 steps of the forward (model.md 2.5), one function each so the CUDA kernels are
  * tested against the CPU's own arithmetic.

@@ -22,6 +22,14 @@
  * heads for its positions only, and uses its thread's scratch. Tasks are numbered from the last
  * block of positions (the most keys) to the first, so the pool, which hands out tasks in order,
  * starts the longest first.
+ *
+ * Decode (lm_attention_decode_head: one new position, bf16 precision) takes the same order in
+ * fp32 without the products' packing: per KV head its R = hq / hkv query rows against blocks of
+ * KD keys, the scores and the weighted values by cpu_rows.h's scores and weigh (each key and
+ * value row read once for the R rows, from the cache in place), the online softmax by max and
+ * exp_sum. The reference (lm_attention_heads, fp32 precision's) reads each KV head's cache
+ * once per query head and makes two calls per key; at 3072 cached positions on the default
+ * model it was a quarter of a q4 decode step (docs/benchmarks.md, "decode attention").
  */
 #include "lm.h"
 
@@ -36,6 +44,7 @@
 
 #define QB 32  /* positions per task */
 #define KB 256 /* keys per block */
+#define KD 256 /* keys per block of decode */
 
 static size_t pad16(size_t n)
 {
@@ -233,4 +242,72 @@ bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *
 	cpu_dnnl_small_put(qk);
 	cpu_dnnl_small_put(pv);
 	return j.qk != NULL;
+}
+
+/* Decode's scratch: Q / sqrt(dh) [R][dh], S [R][KD], O [R][dh], m [R], l [R] */
+size_t lm_attention_decode_scratch_bytes(const struct lm_dims *dm)
+{
+	size_t R = (size_t)(dm->hq / dm->hkv), dh = (size_t)dm->dh;
+	return (pad16(R * dh) * 2 + pad16(R * KD) + pad16(R) * 2) * sizeof(float);
+}
+
+void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, const float *k,
+			      const float *v, float *o, int g, float *scratch)
+{
+	const struct cpu_rows_variant *rows = cpu_rows();
+	const int R = dm->hq / dm->hkv, dh = dm->dh, n = n0 + 1;
+	float *qs = scratch, *s = qs + pad16((size_t)R * dh), *acc = s + pad16((size_t)R * KD);
+	float *m = acc + pad16((size_t)R * dh), *l = m + pad16((size_t)R);
+	const float scale = 1.0f / sqrtf((float)dh);
+	for (int r = 0; r < R; r++) {
+		const float *src = q + (size_t)(g * R + r) * dh;
+		for (int e = 0; e < dh; e++)
+			qs[(size_t)r * dh + e] = src[e] * scale;
+		m[r] = -INFINITY;
+		l[r] = 0;
+	}
+	memset(acc, 0, (size_t)R * dh * sizeof(float));
+	for (int s0 = 0; s0 < n; s0 += KD) {
+		const int kb = MIN(KD, n - s0);
+		const size_t at = (size_t)s0 * dm->kv_dim + (size_t)g * dh;
+		rows->scores(qs, R, dh, k + at, (size_t)dm->kv_dim, kb, s, KD);
+		for (int r = 0; r < R; r++) {
+			float *srow = s + (size_t)r * KD;
+			const float mnew = fmaxf(m[r], rows->max(srow, kb));
+			const float sum = rows->exp_sum(srow, kb, mnew);
+			/* the first block: m = -inf, alpha = 0 on O = 0 */
+			const float alpha = expf(m[r] - mnew);
+			if (alpha != 1.0f)
+				rows->scale(acc + (size_t)r * dh, alpha, dh);
+			l[r] = l[r] * alpha + sum;
+			m[r] = mnew;
+		}
+		rows->weigh(s, KD, R, kb, v + at, (size_t)dm->kv_dim, dh, acc);
+	}
+	for (int r = 0; r < R; r++) {
+		float *dst = o + (size_t)(g * R + r) * dh;
+		const float inv = 1.0f / l[r];
+		for (int e = 0; e < dh; e++)
+			dst[e] = acc[(size_t)r * dh + e] * inv;
+	}
+}
+
+struct decode_job {
+	const struct lm_dims *dm;
+	int n0;
+	const float *q, *k, *v;
+	float *o;
+};
+
+static void decode_task(void *ctx, int g, int thread)
+{
+	const struct decode_job *j = ctx;
+	lm_attention_decode_head(j->dm, j->n0, j->q, j->k, j->v, j->o, g, cpu_scratch(thread));
+}
+
+void lm_attention_decode(const struct lm_dims *dm, int n0, const float *q, const float *k, const float *v,
+			 float *o)
+{
+	struct decode_job j = {.dm = dm, .n0 = n0, .q = q, .k = k, .v = v, .o = o};
+	cpu_parallel_for_work(dm->hkv, decode_task, &j, 4.0 * dm->hq * (n0 + 1.0) * dm->dh);
 }

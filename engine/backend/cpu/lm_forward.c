@@ -1037,7 +1037,8 @@ int lm_seq_prepare(struct lm_seq *s, int n)
 	scratch = MAX(scratch, (size_t)(s->base.n_tokens + n) * sizeof(float));
 	scratch = MAX(scratch, (size_t)dm.d * sizeof(float));
 	if (model_has(m, LM_LAYER_ATTENTION))
-		scratch = MAX(scratch, lm_attention_blocked_scratch_bytes(&dm));
+		scratch = MAX(scratch, MAX(lm_attention_blocked_scratch_bytes(&dm),
+					   lm_attention_decode_scratch_bytes(&dm)));
 	return cpu_reserve_scratch(scratch);
 }
 
@@ -1693,12 +1694,15 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 	cpu_parallel_for_work(dm->hq, attn_head_task, &j, 2.0 * dm->hq * T * (n0 + T) * dm->dh);
 }
 
-/* Attention of every one-position run of a batch in one pool job: task = run * hq + head, each
- * the task that run's attention alone has; longer runs' tasks do nothing. */
+/* Attention of every one-position run of a batch in one pool job, each task the task that run's
+ * attention alone has; longer runs' tasks do nothing. bf16 precision: task = run * hkv + KV head
+ * (lm_attention_decode_head: the KV head's query heads together); fp32 precision, the
+ * reference: task = run * hq + head (lm_attention_heads' task). */
 struct attn_runs_job {
 	const struct lm_dims *dm;
 	const struct lm_run *runs;
 	int l;
+	bool blocked; /* lm_attention_decode_head's tasks (bf16 precision), else lm_attention_heads' */
 	const float *q;
 	float *o;
 };
@@ -1707,10 +1711,17 @@ static void attn_runs_task(void *ctx, int task, int thread)
 {
 	const struct attn_runs_job *j = ctx;
 	const struct lm_dims *dm = j->dm;
-	const struct lm_run *r = &j->runs[task / dm->hq];
+	const struct lm_run *r = &j->runs[task / (j->blocked ? dm->hkv : dm->hq)];
 	if (r->T != 1)
 		return;
 	const struct lm_layer_state *st = &r->seq->layers[j->l];
+	if (j->blocked) {
+		/* bf16 precision: task = run * hkv + KV head */
+		lm_attention_decode_head(dm, r->seq->base.n_tokens, j->q + (size_t)r->row * dm->q_dim, st->k,
+					 st->v, j->o + (size_t)r->row * dm->q_dim, task % dm->hkv,
+					 cpu_scratch(thread));
+		return;
+	}
 	struct attn_job one = {.dm = dm,
 			       .T = 1,
 			       .n0 = r->seq->base.n_tokens,
@@ -1758,11 +1769,13 @@ static void attention_layer(const struct batch *b, int l)
 	}
 	if (b->shape.Ms) {
 		uint64_t t0 = prof_start(b->p);
-		struct attn_runs_job aj = {.dm = dm, .runs = b->runs, .l = l, .q = q, .o = o};
+		struct attn_runs_job aj =
+			{.dm = dm, .runs = b->runs, .l = l, .blocked = b->p->bf16, .q = q, .o = o};
 		double keys = 0;
 		for (int i = 0; i < b->n; i++)
 			keys += b->runs[i].T == 1 ? b->runs[i].seq->base.n_tokens + 1 : 0;
-		cpu_parallel_for_work(b->n * dm->hq, attn_runs_task, &aj, 2.0 * dm->hq * keys * dm->dh);
+		cpu_parallel_for_work(b->n * (aj.blocked ? dm->hkv : dm->hq), attn_runs_task, &aj,
+				      2.0 * dm->hq * keys * dm->dh);
 		prof_end(b->p, LM_OP_ATTENTION, t0);
 	}
 	memset(o + (size_t)b->shape.Ms * dm->q_dim, 0,
