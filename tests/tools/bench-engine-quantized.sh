@@ -20,7 +20,7 @@ grep -q "^prefill GEMM-only rate: not measured (the checkpoint's matrices are ho
 grep -Eq "^decode cpu matrix products +[0-9.]+ ms \( *[0-9.]+%\), [0-9]+ GFLOP/s, weights q4$" "$out"
 grep -Eq "^decode cpu mamba scan +[0-9.]+ ms" "$out"
 grep -Eq "^decode step [0-9.]+ ms \(8 profiled\): matrix products [0-9.]+ ms, reading the weights at [0-9.]+ GB/s \([0-9]+% of the median read bandwidth\); the other operations and the gaps between them -?[0-9.]+ ms \(-?[0-9]+% of the step\)$" "$out"
-grep -Eq "^decode ceiling counting the session's state \([0-9.]+ MB, read and written each step\) beside the weights: [0-9.]+ tok/s: decode at [0-9]+% of it$" "$out"
+grep -Eq "^decode ceiling counting the session's state \([0-9.]+ MB recurrent, read and written each step; [0-9.]+ MB of K/V cache, read\) beside the weights: [0-9.]+ tok/s: decode at [0-9]+% of it$" "$out"
 grep -Eq "^read bandwidth \(2 threads, [0-9]+ MB passes interleaved with the decode rounds, ([0-9]+ of [0-9]+ MB in 2 MiB pages|in 4 KiB pages|pages unknown: no /proc/self/smaps)\)" "$out"
 # the same weights as the source's (not the records' bytes / 2)
 "$bench" engine --model "$src" --backend cpu --precision fp32 --prompt 8 --decode 2 --threads 2 \

@@ -652,13 +652,17 @@ int bench_engine_main(int argc, char **argv)
 			       100.0 * wbytes / gemm / bw_med, (step - gemm) * 1e3,
 			       100.0 * (step - gemm) / step);
 		}
-		/* the recurrent state is memory a decode step moves too: each Mamba layer's read and
-		 * written once (the K/V rows of this short context are little beside it) */
+		/* the session's state is memory a decode step moves too: each Mamba layer's
+		 * recurrent state (conv + SSM) read and written once, the attention layers' K/V
+		 * cache read once (the state of a session holding no tokens is the recurrent part) */
 		double state = (double)engine_session_state_bytes(s),
-		       with_state = bw_med / (wbytes + 2 * state);
-		printf("decode ceiling counting the session's state (%.1f MB, read and written each step) "
-		       "beside the weights: %.2f tok/s: decode at %.0f%% of it\n",
-		       state / 1e6, with_state, 100.0 * decode_tps / with_state);
+		       recurrent = (double)engine_session_state_bytes_at(s, 0),
+		       kv = state > recurrent ? state - recurrent : 0,
+		       with_state = bw_med / (wbytes + 2 * recurrent + kv);
+		printf("decode ceiling counting the session's state (%.1f MB recurrent, read and written "
+		       "each step; %.1f MB of K/V cache, read) beside the weights: %.2f tok/s: decode at "
+		       "%.0f%% of it\n",
+		       recurrent / 1e6, kv / 1e6, with_state, 100.0 * decode_tps / with_state);
 		r = print_gemv_alone(m, backend, bw, binfo.precision == ENGINE_PRECISION_BF16);
 		if (r < 0)
 			goto fail;
