@@ -283,15 +283,22 @@ static void test_attention_decode(int hq, int hkv, int dh, int n0)
 	float *want = malloc((size_t)dm.q_dim * sizeof(float)),
 	      *got = malloc((size_t)dm.q_dim * sizeof(float));
 	REQUIRE(want && got);
+	size_t parts = lm_attention_decode_part_floats(&dm, (int)npos);
+	float *part = parts ? malloc(parts * sizeof(float)) : NULL;
+	REQUIRE(!parts || part);
+	CHECK_INT_EQ(lm_attention_decode_chunks(n0),
+		     (int)((npos + LM_ATTN_DECODE_KEYS - 1) / LM_ATTN_DECODE_KEYS));
+	CHECK(parts ==
+	      (npos > LM_ATTN_DECODE_KEYS ? (size_t)lm_attention_decode_chunks(n0) * hq * (dh + 2) : 0));
 	REQUIRE(cpu_reserve_scratch(MAX(npos * sizeof(float), lm_attention_decode_scratch_bytes(&dm))) == 0);
 	lm_attention_heads(&dm, 1, n0, q, k, v, want);
-	lm_attention_decode(&dm, n0, q, k, v, got);
+	lm_attention_decode(&dm, n0, q, k, v, got, part);
 	double e = excess(got, want, (size_t)dm.q_dim, 0, 2e-5);
 	if (e > 0)
 		fprintf(stderr, "decode attention %s hq=%d hkv=%d dh=%d n0=%d: excess %g\n", cpu_rows()->name,
 			hq, hkv, dh, n0, e);
 	CHECK(e == 0);
-	free(q), free(k), free(v), free(want), free(got);
+	free(q), free(k), free(v), free(want), free(got), free(part);
 }
 
 static void run_all(void)
@@ -322,18 +329,22 @@ static void run_all(void)
 	test_attention(6, 3, 17, 3, 33);
 	test_attention(4, 4, 40, 251, 7);
 	test_attention(2, 1, 64, 0, 300);
-	/* decode: the default model's heads at block edges (256 keys) and past them, four keys
-	 * at a time and their tails, groups of 1..9 query heads (4 per pass), head sizes with
-	 * 16- and 8-lane tails */
-	static const int n0s[] = {0, 1, 3, 4, 254, 255, 256, 700};
+	/* decode: the default model's heads at block edges (256 keys), four keys at a time and
+	 * their tails, one task's keys (LM_ATTN_DECODE_KEYS) and the chunks merged past it; groups
+	 * of 1..9 query heads (4 per pass: 1, 2, 3, 4, 4 + 1, 4 + 2, 4 + 3, 4 + 4 + 1), head sizes
+	 * with 16- and 8-lane tails in the first and the second run of columns */
+	static const int n0s[] = {0, 1, 3, 4, 254, 255, 256, 700, 1022, 1023, 1024, 2100};
 	for (size_t i = 0; i < sizeof(n0s) / sizeof(n0s[0]); i++)
 		test_attention_decode(8, 2, 128, n0s[i]);
 	test_attention_decode(1, 1, 5, 6);
 	test_attention_decode(6, 3, 17, 300);
+	test_attention_decode(3, 1, 100, 5);
 	test_attention_decode(5, 1, 40, 9);
 	test_attention_decode(12, 2, 24, 33);
+	test_attention_decode(7, 1, 80, 1100);
+	test_attention_decode(16, 2, 72, 64);
 	test_attention_decode(9, 1, 16, 517);
-	test_attention_decode(40, 8, 128, 130);
+	test_attention_decode(40, 8, 128, 1300);
 }
 
 int main(void)

@@ -113,6 +113,7 @@ static void cpu_seq_destroy(struct backend_seq *bs)
 		backend_uncharge(bs->backend, fixed + per_pos * (uint64_t)s->kv_cap);
 	free_layers(s->model, s->layers);
 	free(s->work);
+	free(s->attn_part);
 	free(s);
 }
 

@@ -130,9 +130,9 @@ static void portable_weigh(const float *p, size_t ldp, int R, int n, const float
 		const float *vi = v + (size_t)i * ldv;
 		for (int r = 0; r < R; r++) {
 			const float w = p[(size_t)r * ldp + i];
-			float * or = o + (size_t)r * dh;
+			float *orow = o + (size_t)r * dh;
 			for (int e = 0; e < dh; e++)
-				or [e] += w * vi[e];
+				orow[e] += w * vi[e];
 		}
 	}
 }

@@ -1,6 +1,7 @@
 /* engine internal: the element-wise and per-row kernels of the language model in bf16 precision
  * (RMSNorm, the Mamba mixer's causal conv + SiLU and dt, its gated RMSNorm, ReLU^2, the softmax
- * steps of prefill attention), vectorized and spread over the pool's threads.
+ * steps of prefill attention, decode attention's scores and weighted values), vectorized and
+ * spread over the pool's threads.
  *
  * Not a public header: only engine/ sources (and white-box tests) include it.
  *
@@ -67,14 +68,34 @@ struct cpu_rows_variant {
 	float (*exp_sum)(float *p, int n, float mx);
 	/* y[i] *= a */
 	void (*scale)(float *y, float a, int n);
-	/* decode attention's products over a block of n keys (lm_attention_decode_head): R query
+	/* decode attention's products over a block of n keys (lm_attention_decode_task): R query
 	 * rows of dh floats (dense) against n key rows ldk floats apart, s[r][i] = q_r . k_i in
-	 * rows lds apart, each key row read once for the R rows */
+	 * rows lds apart, each key row read once for every four of the R rows */
 	void (*scores)(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds);
 	/* and the weighted values: o[r][e] += sum_i p[r][i] v_i[e] for R rows of p (ldp apart) over n
-	 * value rows ldv floats apart; o dense R x dh; each value row read once per 64 columns */
+	 * value rows ldv floats apart; o dense R x dh; each value row read once for every four rows,
+	 * a run of columns at a time (64 on AVX-512, 16 on AVX2) */
 	void (*weigh)(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o);
 };
+
+/* For r = 0, 4, 8, .. < R: CALL(G) with G = MIN(4, R - r) as a constant (1..4), so that a
+ * kernel's per-row accumulators of a group of rows stay in registers (scores, weigh). */
+#define CPU_ROWS_IN_FOURS(R, r, CALL)                                                                        \
+	for (int r = 0; r < (R); r += 4)                                                                     \
+		switch ((R)-r) {                                                                             \
+		case 1:                                                                                      \
+			CALL(1);                                                                             \
+			break;                                                                               \
+		case 2:                                                                                      \
+			CALL(2);                                                                             \
+			break;                                                                               \
+		case 3:                                                                                      \
+			CALL(3);                                                                             \
+			break;                                                                               \
+		default:                                                                                     \
+			CALL(4);                                                                             \
+			break;                                                                               \
+		}
 
 /* The conv's state update for channels [c0, c1), which every variant's conv_silu ends with
  * (after its outputs, which read the old state). */

@@ -207,77 +207,44 @@ INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, flo
 
 static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds)
 {
-	for (int r = 0; r < R; r += 4) {
-		const float *qr = q + (size_t)r * dh;
-		float *sr = s + (size_t)r * lds;
-		switch (MIN(4, R - r)) {
-		case 1:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 1);
-			break;
-		case 2:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 2);
-			break;
-		case 3:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 3);
-			break;
-		default:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 4);
-			break;
-		}
-	}
+#define GROUP(G) scores_g(q + (size_t)r * dh, dh, k, ldk, n, s + (size_t)r * lds, lds, G)
+	CPU_ROWS_IN_FOURS(R, r, GROUP);
+#undef GROUP
 }
 
-/* G (1..4) rows of o, 32 columns at a time held in registers over all n value rows */
+/* G (1..4) rows of o, 16 columns at a time held in registers over all n value rows (4 x 2
+ * accumulators, the value vectors and the weight: 11 of the 16 registers) */
 INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, const int G)
 {
-	for (int e0 = 0; e0 < dh; e0 += 32) {
-		__m256i m[4];
-		__m256 acc[4][4];
-		for (int c = 0; c < 4; c++)
-			m[c] = dh - e0 - 8 * c > 0 ? lanes(dh - e0 - 8 * c) : _mm256_setzero_si256();
-		for (int g = 0; g < G; g++)
-			for (int c = 0; c < 4; c++)
-				acc[g][c] = _mm256_maskload_ps(o + (size_t)g * dh + e0 + 8 * c, m[c]);
+	for (int e0 = 0; e0 < dh; e0 += 16) {
+		const __m256i m0 = lanes(dh - e0), m1 = lanes(dh - e0 - 8);
+		__m256 acc[4][2];
+		for (int g = 0; g < G; g++) {
+			acc[g][0] = _mm256_maskload_ps(o + (size_t)g * dh + e0, m0);
+			acc[g][1] = _mm256_maskload_ps(o + (size_t)g * dh + e0 + 8, m1);
+		}
 		for (int i = 0; i < n; i++) {
 			const float *vi = v + (size_t)i * ldv + e0;
 			_mm_prefetch((const char *)(vi + PF_ROWS * ldv), _MM_HINT_T0);
-			if (e0 + 16 < dh)
-				_mm_prefetch((const char *)(vi + PF_ROWS * ldv + 16), _MM_HINT_T0);
-			__m256 vv[4];
-			for (int c = 0; c < 4; c++)
-				vv[c] = _mm256_maskload_ps(vi + 8 * c, m[c]);
+			const __m256 v0 = _mm256_maskload_ps(vi, m0), v1 = _mm256_maskload_ps(vi + 8, m1);
 			for (int g = 0; g < G; g++) {
 				const __m256 w = _mm256_set1_ps(p[(size_t)g * ldp + i]);
-				for (int c = 0; c < 4; c++)
-					acc[g][c] = _mm256_fmadd_ps(w, vv[c], acc[g][c]);
+				acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+				acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
 			}
 		}
-		for (int g = 0; g < G; g++)
-			for (int c = 0; c < 4; c++)
-				_mm256_maskstore_ps(o + (size_t)g * dh + e0 + 8 * c, m[c], acc[g][c]);
+		for (int g = 0; g < G; g++) {
+			_mm256_maskstore_ps(o + (size_t)g * dh + e0, m0, acc[g][0]);
+			_mm256_maskstore_ps(o + (size_t)g * dh + e0 + 8, m1, acc[g][1]);
+		}
 	}
 }
 
 static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o)
 {
-	for (int r = 0; r < R; r += 4) {
-		const float *pr = p + (size_t)r * ldp;
-		float * or = o + (size_t)r * dh;
-		switch (MIN(4, R - r)) {
-		case 1:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 1);
-			break;
-		case 2:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 2);
-			break;
-		case 3:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 3);
-			break;
-		default:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 4);
-			break;
-		}
-	}
+#define GROUP(G) weigh_g(p + (size_t)r * ldp, ldp, n, v, ldv, dh, o + (size_t)r * dh, G)
+	CPU_ROWS_IN_FOURS(R, r, GROUP);
+#undef GROUP
 }
 
 const struct cpu_rows_variant cpu_rows_avx2 = {

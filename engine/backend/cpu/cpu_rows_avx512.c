@@ -263,24 +263,9 @@ INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, flo
 
 static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds)
 {
-	for (int r = 0; r < R; r += 4) {
-		const float *qr = q + (size_t)r * dh;
-		float *sr = s + (size_t)r * lds;
-		switch (MIN(4, R - r)) {
-		case 1:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 1);
-			break;
-		case 2:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 2);
-			break;
-		case 3:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 3);
-			break;
-		default:
-			scores_g(qr, dh, k, ldk, n, sr, lds, 4);
-			break;
-		}
-	}
+#define GROUP(G) scores_g(q + (size_t)r * dh, dh, k, ldk, n, s + (size_t)r * lds, lds, G)
+	CPU_ROWS_IN_FOURS(R, r, GROUP);
+#undef GROUP
 }
 
 /* G (1..4) rows of o, 64 columns at a time held in registers over all n value rows */
@@ -315,24 +300,9 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 
 static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o)
 {
-	for (int r = 0; r < R; r += 4) {
-		const float *pr = p + (size_t)r * ldp;
-		float * or = o + (size_t)r * dh;
-		switch (MIN(4, R - r)) {
-		case 1:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 1);
-			break;
-		case 2:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 2);
-			break;
-		case 3:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 3);
-			break;
-		default:
-			weigh_g(pr, ldp, n, v, ldv, dh, or, 4);
-			break;
-		}
-	}
+#define GROUP(G) weigh_g(p + (size_t)r * ldp, ldp, n, v, ldv, dh, o + (size_t)r * dh, G)
+	CPU_ROWS_IN_FOURS(R, r, GROUP);
+#undef GROUP
 }
 
 const struct cpu_rows_variant cpu_rows_avx512 = {

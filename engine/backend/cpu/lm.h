@@ -218,6 +218,9 @@ struct lm_seq {
 	const struct lm_prepared *prep; /* the backend's */
 	int kv_cap;			/* positions the K/V caches can hold now */
 	struct lm_layer_state *layers;
+	/* decode attention's per-chunk partials (lm_attention_decode_part_floats(kv_cap)), one
+	 * layer at a time: scratch, not state */
+	float *attn_part;
 
 	/* activation scratch, not part of the state (per sequence, so sequences used by different
 	 * threads never share it): a batched forward uses its lead sequence's */
@@ -321,16 +324,25 @@ bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *
 			  const float *v, float *o, bool bf16);
 size_t lm_attention_blocked_scratch_bytes(const struct lm_dims *dm);
 /* The attention of one new position (T = 1: decode) in blocks, for bf16 precision's decode: the
- * hq / hkv query heads of KV head g together, each cached key and value row read once for them,
- * the scores and weighted values in fp32 (cpu_rows.h), an online softmax over blocks of keys:
+ * hq / hkv query heads of a KV head together, each cached key and value row read once for up
+ * to four of them (cpu_rows.h's scores and weigh, fp32), an online softmax over blocks of keys:
  * equal to lm_attention_heads(dm, 1, n0, ...) up to the order of fp32 sums and a ~1 ulp expf.
- * _head writes the output columns of KV head g's query heads, on `scratch` of
- * lm_attention_decode_scratch_bytes() (whatever n0): one task of the caller's pool job.
- * lm_attention_decode runs all hkv heads as one pool job (needs cpu_reserve_scratch() of it). */
-void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, const float *k,
-			      const float *v, float *o, int g, float *scratch);
+ * The n0 + 1 keys split into lm_attention_decode_chunks(n0) chunks of LM_ATTN_DECODE_KEYS (a
+ * fixed size: the bits never depend on the thread count), one pool task per (KV head, chunk):
+ * _task writes the output columns of KV head g's query heads when there is one chunk, else its
+ * chunk's partial (max, sum, unscaled O) into part, which _combine (one task per KV head, after
+ * every chunk's) merges in chunk order into o. part: lm_attention_decode_part_floats(dm, n0 + 1)
+ * floats (none for one chunk); scratch: lm_attention_decode_scratch_bytes() (cpu_scratch of the
+ * task's thread), whatever n0. lm_attention_decode runs both as pool jobs (cpu_reserve_scratch()
+ * of it first). */
+#define LM_ATTN_DECODE_KEYS 1024
+int lm_attention_decode_chunks(int n0);
+size_t lm_attention_decode_part_floats(const struct lm_dims *dm, int positions);
+void lm_attention_decode_task(const struct lm_dims *dm, int n0, const float *q, const float *k,
+			      const float *v, float *o, float *part, int g, int c, float *scratch);
+void lm_attention_decode_combine(const struct lm_dims *dm, int n0, float *o, const float *part, int g);
 void lm_attention_decode(const struct lm_dims *dm, int n0, const float *q, const float *k, const float *v,
-			 float *o);
+			 float *o, float *part);
 size_t lm_attention_decode_scratch_bytes(const struct lm_dims *dm);
 
 /* The other Mamba-2 steps of the forward (model.md 2.5), one function each so the CUDA kernels are

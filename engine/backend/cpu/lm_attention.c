@@ -1,5 +1,6 @@
-/* Prefill attention in blocks (lm_attention_blocked, lm.h): the flash-attention order on the
- * CPU, so the scores and values are matrix products instead of one dot product per (query, key).
+/* Attention in blocks (lm.h: lm_attention_blocked for prefill, lm_attention_decode_* for decode):
+ * the flash-attention order on the CPU, so the scores and values are matrix products instead of
+ * one dot product per (query, key).
  *
  * A task takes one KV head and a block of QB positions: its R = QB * (hq / hkv) query rows (every
  * query head that shares the KV head, position-major) against blocks of KB keys,
@@ -23,13 +24,16 @@
  * block of positions (the most keys) to the first, so the pool, which hands out tasks in order,
  * starts the longest first.
  *
- * Decode (lm_attention_decode_head: one new position, bf16 precision) takes the same order in
+ * Decode (lm_attention_decode_task: one new position, bf16 precision) takes the same order in
  * fp32 without the products' packing: per KV head its R = hq / hkv query rows against blocks of
  * KD keys, the scores and the weighted values by cpu_rows.h's scores and weigh (each key and
- * value row read once for the R rows, from the cache in place), the online softmax by max and
- * exp_sum. The reference (lm_attention_heads, fp32 precision's) reads each KV head's cache
- * once per query head and makes two calls per key; at 3072 cached positions on the default
- * model it was a quarter of a q4 decode step (docs/benchmarks.md, "decode attention").
+ * value row read once for every four query rows, from the cache in place), the online softmax
+ * by max and exp_sum. A task takes LM_ATTN_DECODE_KEYS keys of one KV head, so a long context
+ * spreads over the threads; with more than one chunk each task leaves its (max, sum, O) in the
+ * sequence's attn_part and a second job merges them in chunk order, so the bits depend on the
+ * context's length only. The reference (lm_attention_heads, fp32 precision's) reads each KV
+ * head's cache once per query head and makes two calls per key; at 3072 cached positions on the
+ * default model it was a quarter of a q4 decode step (docs/benchmarks.md, "decode attention").
  */
 #include "lm.h"
 
@@ -44,7 +48,7 @@
 
 #define QB 32  /* positions per task */
 #define KB 256 /* keys per block */
-#define KD 256 /* keys per block of decode */
+#define KD 256 /* keys per block of decode (LM_ATTN_DECODE_KEYS per task) */
 
 static size_t pad16(size_t n)
 {
@@ -251,13 +255,39 @@ size_t lm_attention_decode_scratch_bytes(const struct lm_dims *dm)
 	return (pad16(R * dh) * 2 + pad16(R * KD) + pad16(R) * 2) * sizeof(float);
 }
 
-void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, const float *k,
-			      const float *v, float *o, int g, float *scratch)
+int lm_attention_decode_chunks(int n0)
+{
+	return n0 / LM_ATTN_DECODE_KEYS + 1;
+}
+
+size_t lm_attention_decode_part_floats(const struct lm_dims *dm, int positions)
+{
+	return positions > LM_ATTN_DECODE_KEYS ? (size_t)lm_attention_decode_chunks(positions - 1) *
+							 (size_t)dm->hq * (size_t)(dm->dh + 2) :
+						 0;
+}
+
+/* one (KV head, chunk) task's partial in part: m [R], l [R], O [R][dh] */
+static float *part_at(const struct lm_dims *dm, float *part, int chunks, int g, int c)
+{
+	const int R = dm->hq / dm->hkv;
+	return part + ((size_t)g * chunks + c) * (size_t)R * (dm->dh + 2);
+}
+
+void lm_attention_decode_task(const struct lm_dims *dm, int n0, const float *q, const float *k,
+			      const float *v, float *o, float *part, int g, int c, float *scratch)
 {
 	const struct cpu_rows_variant *rows = cpu_rows();
-	const int R = dm->hq / dm->hkv, dh = dm->dh, n = n0 + 1;
+	const int R = dm->hq / dm->hkv, dh = dm->dh, chunks = lm_attention_decode_chunks(n0);
+	const int k0 = c * LM_ATTN_DECODE_KEYS, k1 = MIN(n0 + 1, k0 + LM_ATTN_DECODE_KEYS);
 	float *qs = scratch, *s = qs + pad16((size_t)R * dh), *acc = s + pad16((size_t)R * KD);
 	float *m = acc + pad16((size_t)R * dh), *l = m + pad16((size_t)R);
+	if (chunks > 1) {
+		/* the partial goes straight to its place for the combine */
+		m = part_at(dm, part, chunks, g, c);
+		l = m + R;
+		acc = l + R;
+	}
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (int r = 0; r < R; r++) {
 		const float *src = q + (size_t)(g * R + r) * dh;
@@ -267,8 +297,8 @@ void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, 
 		l[r] = 0;
 	}
 	memset(acc, 0, (size_t)R * dh * sizeof(float));
-	for (int s0 = 0; s0 < n; s0 += KD) {
-		const int kb = MIN(KD, n - s0);
+	for (int s0 = k0; s0 < k1; s0 += KD) {
+		const int kb = MIN(KD, k1 - s0);
 		const size_t at = (size_t)s0 * dm->kv_dim + (size_t)g * dh;
 		rows->scores(qs, R, dh, k + at, (size_t)dm->kv_dim, kb, s, KD);
 		for (int r = 0; r < R; r++) {
@@ -284,6 +314,8 @@ void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, 
 		}
 		rows->weigh(s, KD, R, kb, v + at, (size_t)dm->kv_dim, dh, acc);
 	}
+	if (chunks > 1)
+		return;
 	for (int r = 0; r < R; r++) {
 		float *dst = o + (size_t)(g * R + r) * dh;
 		const float inv = 1.0f / l[r];
@@ -292,22 +324,62 @@ void lm_attention_decode_head(const struct lm_dims *dm, int n0, const float *q, 
 	}
 }
 
+void lm_attention_decode_combine(const struct lm_dims *dm, int n0, float *o, const float *part, int g)
+{
+	const int R = dm->hq / dm->hkv, dh = dm->dh, chunks = lm_attention_decode_chunks(n0);
+	for (int r = 0; r < R; r++) {
+		float mx = -INFINITY;
+		for (int c = 0; c < chunks; c++)
+			mx = fmaxf(mx, part_at(dm, (float *)part, chunks, g, c)[r]);
+		float *dst = o + (size_t)(g * R + r) * dh, sum = 0;
+		memset(dst, 0, (size_t)dh * sizeof(float));
+		for (int c = 0; c < chunks; c++) {
+			const float *pm = part_at(dm, (float *)part, chunks, g, c);
+			const float w = expf(pm[r] - mx);
+			sum += pm[R + r] * w;
+			const float *pa = pm + 2 * R + (size_t)r * dh;
+			for (int e = 0; e < dh; e++)
+				dst[e] += pa[e] * w;
+		}
+		const float inv = 1.0f / sum;
+		for (int e = 0; e < dh; e++)
+			dst[e] *= inv;
+	}
+}
+
 struct decode_job {
 	const struct lm_dims *dm;
-	int n0;
+	int n0, chunks;
 	const float *q, *k, *v;
-	float *o;
+	float *o, *part;
 };
 
-static void decode_task(void *ctx, int g, int thread)
+static void decode_task(void *ctx, int i, int thread)
 {
 	const struct decode_job *j = ctx;
-	lm_attention_decode_head(j->dm, j->n0, j->q, j->k, j->v, j->o, g, cpu_scratch(thread));
+	lm_attention_decode_task(j->dm, j->n0, j->q, j->k, j->v, j->o, j->part, i / j->chunks, i % j->chunks,
+				 cpu_scratch(thread));
+}
+
+static void combine_task(void *ctx, int g, int thread)
+{
+	(void)thread;
+	const struct decode_job *j = ctx;
+	lm_attention_decode_combine(j->dm, j->n0, j->o, j->part, g);
 }
 
 void lm_attention_decode(const struct lm_dims *dm, int n0, const float *q, const float *k, const float *v,
-			 float *o)
+			 float *o, float *part)
 {
-	struct decode_job j = {.dm = dm, .n0 = n0, .q = q, .k = k, .v = v, .o = o};
-	cpu_parallel_for_work(dm->hkv, decode_task, &j, 4.0 * dm->hq * (n0 + 1.0) * dm->dh);
+	struct decode_job j = {.dm = dm,
+			       .n0 = n0,
+			       .chunks = lm_attention_decode_chunks(n0),
+			       .q = q,
+			       .k = k,
+			       .v = v,
+			       .o = o,
+			       .part = part};
+	cpu_parallel_for_work(dm->hkv * j.chunks, decode_task, &j, 2.0 * dm->hq * (n0 + 1.0) * dm->dh);
+	if (j.chunks > 1)
+		cpu_parallel_for_work(dm->hkv, combine_task, &j, (double)dm->hq * j.chunks * dm->dh);
 }

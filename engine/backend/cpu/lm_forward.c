@@ -1015,6 +1015,13 @@ int lm_reserve_kv(struct lm_seq *s, int need)
 			goto uncharge;
 		st->v = v;
 	}
+	size_t part = lm_attention_decode_part_floats(&dm, cap);
+	if (part) {
+		float *p = realloc(s->attn_part, part * sizeof(float));
+		if (!p)
+			goto uncharge;
+		s->attn_part = p;
+	}
 	s->kv_cap = cap;
 	return 0;
 uncharge:
@@ -1695,33 +1702,41 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 }
 
 /* Attention of every one-position run of a batch in one pool job, each task the task that run's
- * attention alone has; longer runs' tasks do nothing. bf16 precision: task = run * hkv + KV head
- * (lm_attention_decode_head: the KV head's query heads together); fp32 precision, the
- * reference: task = run * hq + head (lm_attention_heads' task). */
+ * attention alone has; longer runs' tasks do nothing. bf16 precision: the runs' (KV head, chunk)
+ * tasks of lm_attention_decode_task, run i's from first[i] on, then a second job merges the runs
+ * of several chunks (task = run * hkv + KV head); fp32 precision, the reference: task = run * hq
+ * + head (lm_attention_heads' task). */
 struct attn_runs_job {
 	const struct lm_dims *dm;
 	const struct lm_run *runs;
 	int l;
-	bool blocked; /* lm_attention_decode_head's tasks (bf16 precision), else lm_attention_heads' */
+	bool blocked; /* lm_attention_decode_task's tasks (bf16 precision), else lm_attention_heads' */
 	const float *q;
 	float *o;
+	int first[LM_BATCH_MAX_RUNS + 1]; /* blocked: run i's first task */
 };
 
 static void attn_runs_task(void *ctx, int task, int thread)
 {
 	const struct attn_runs_job *j = ctx;
 	const struct lm_dims *dm = j->dm;
-	const struct lm_run *r = &j->runs[task / (j->blocked ? dm->hkv : dm->hq)];
+	if (j->blocked) {
+		int i = 0;
+		while (task >= j->first[i + 1])
+			i++;
+		const struct lm_run *r = &j->runs[i];
+		const int n0 = r->seq->base.n_tokens, chunks = lm_attention_decode_chunks(n0);
+		const int t = task - j->first[i];
+		const struct lm_layer_state *st = &r->seq->layers[j->l];
+		lm_attention_decode_task(dm, n0, j->q + (size_t)r->row * dm->q_dim, st->k, st->v,
+					 j->o + (size_t)r->row * dm->q_dim, r->seq->attn_part, t / chunks,
+					 t % chunks, cpu_scratch(thread));
+		return;
+	}
+	const struct lm_run *r = &j->runs[task / dm->hq];
 	if (r->T != 1)
 		return;
 	const struct lm_layer_state *st = &r->seq->layers[j->l];
-	if (j->blocked) {
-		/* bf16 precision: task = run * hkv + KV head */
-		lm_attention_decode_head(dm, r->seq->base.n_tokens, j->q + (size_t)r->row * dm->q_dim, st->k,
-					 st->v, j->o + (size_t)r->row * dm->q_dim, task % dm->hkv,
-					 cpu_scratch(thread));
-		return;
-	}
 	struct attn_job one = {.dm = dm,
 			       .T = 1,
 			       .n0 = r->seq->base.n_tokens,
@@ -1730,6 +1745,18 @@ static void attn_runs_task(void *ctx, int task, int thread)
 			       .v = st->v,
 			       .o = j->o + (size_t)r->row * dm->q_dim};
 	attn_head_task(&one, task % dm->hq, thread);
+}
+
+static void attn_combine_task(void *ctx, int task, int thread)
+{
+	(void)thread;
+	const struct attn_runs_job *j = ctx;
+	const struct lm_dims *dm = j->dm;
+	const struct lm_run *r = &j->runs[task / dm->hkv];
+	const int n0 = r->seq->base.n_tokens;
+	if (r->T == 1 && lm_attention_decode_chunks(n0) > 1)
+		lm_attention_decode_combine(dm, n0, j->o + (size_t)r->row * dm->q_dim, r->seq->attn_part,
+					    task % dm->hkv);
 }
 
 /* K and V of the new rows go to scratch first (rows of several sequences), then into each
@@ -1772,10 +1799,19 @@ static void attention_layer(const struct batch *b, int l)
 		struct attn_runs_job aj =
 			{.dm = dm, .runs = b->runs, .l = l, .blocked = b->p->bf16, .q = q, .o = o};
 		double keys = 0;
-		for (int i = 0; i < b->n; i++)
-			keys += b->runs[i].T == 1 ? b->runs[i].seq->base.n_tokens + 1 : 0;
-		cpu_parallel_for_work(b->n * (aj.blocked ? dm->hkv : dm->hq), attn_runs_task, &aj,
+		bool merge = false;
+		for (int i = 0; i < b->n; i++) {
+			const int n0 = b->runs[i].seq->base.n_tokens, chunks = lm_attention_decode_chunks(n0);
+			const bool one = b->runs[i].T == 1;
+			keys += one ? n0 + 1 : 0;
+			merge |= one && chunks > 1;
+			aj.first[i + 1] = aj.first[i] + (one ? dm->hkv * chunks : 0);
+		}
+		cpu_parallel_for_work(aj.blocked ? aj.first[b->n] : b->n * dm->hq, attn_runs_task, &aj,
 				      2.0 * dm->hq * keys * dm->dh);
+		if (aj.blocked && merge)
+			cpu_parallel_for_work(b->n * dm->hkv, attn_combine_task, &aj,
+					      (double)dm->hq * keys / LM_ATTN_DECODE_KEYS * dm->dh);
 		prof_end(b->p, LM_OP_ATTENTION, t0);
 	}
 	memset(o + (size_t)b->shape.Ms * dm->q_dim, 0,
