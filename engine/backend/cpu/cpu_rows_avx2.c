@@ -225,7 +225,10 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 		}
 		for (int i = 0; i < n; i++) {
 			const float *vi = v + (size_t)i * ldv + e0;
-			_mm_prefetch((const char *)(vi + PF_ROWS * ldv), _MM_HINT_T0);
+			/* the whole row ahead on the first run of columns: the next runs find it in L2 */
+			if (e0 == 0)
+				for (int e = 0; e < dh; e += 16)
+					_mm_prefetch((const char *)(vi + PF_ROWS * ldv + e), _MM_HINT_T0);
 			const __m256 v0 = _mm256_maskload_ps(vi, m0), v1 = _mm256_maskload_ps(vi + 8, m1);
 			for (int g = 0; g < G; g++) {
 				const __m256 w = _mm256_set1_ps(p[(size_t)g * ldp + i]);

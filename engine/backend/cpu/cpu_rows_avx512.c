@@ -281,8 +281,10 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 				acc[g][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)g * dh + e0 + 16 * c);
 		for (int i = 0; i < n; i++) {
 			const float *vi = v + (size_t)i * ldv + e0;
-			for (int c = 0; c < 4 && e0 + 16 * c < dh; c++)
-				_mm_prefetch((const char *)(vi + PF_ROWS * ldv + 16 * c), _MM_HINT_T0);
+			/* the whole row ahead on the first run of columns: the next runs find it in L2 */
+			if (e0 == 0)
+				for (int e = 0; e < dh; e += 16)
+					_mm_prefetch((const char *)(vi + PF_ROWS * ldv + e), _MM_HINT_T0);
 			__m512 vv[4];
 			for (int c = 0; c < 4; c++)
 				vv[c] = _mm512_maskz_loadu_ps(m[c], vi + 16 * c);
