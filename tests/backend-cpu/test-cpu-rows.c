@@ -333,7 +333,7 @@ static void run_all(void)
 	 * their tails, one task's keys (LM_ATTN_DECODE_KEYS) and the chunks merged past it; groups
 	 * of 1..9 query heads (4 per pass: 1, 2, 3, 4, 4 + 1, 4 + 2, 4 + 3, 4 + 4 + 1), head sizes
 	 * with 16- and 8-lane tails in the first and the second run of columns */
-	static const int n0s[] = {0, 1, 3, 4, 254, 255, 256, 700, 1022, 1023, 1024, 2100};
+	static const int n0s[] = {0, 1, 3, 4, 254, 255, 256, 510, 511, 512, 700, 2100};
 	for (size_t i = 0; i < sizeof(n0s) / sizeof(n0s[0]); i++)
 		test_attention_decode(8, 2, 128, n0s[i]);
 	test_attention_decode(1, 1, 5, 6);
@@ -344,7 +344,9 @@ static void run_all(void)
 	test_attention_decode(7, 1, 80, 1100);
 	test_attention_decode(16, 2, 72, 64);
 	test_attention_decode(9, 1, 16, 517);
+	/* wide caches: blocks of 64 and 32 keys (256 KB of K rows) */
 	test_attention_decode(40, 8, 128, 1300);
+	test_attention_decode(32, 16, 128, 150);
 }
 
 int main(void)

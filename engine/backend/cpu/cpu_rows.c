@@ -111,8 +111,9 @@ static void portable_scale(float *y, float a, int n)
 }
 
 static void portable_scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s,
-			    size_t lds)
+			    size_t lds, int pf)
 {
+	(void)pf;
 	for (int r = 0; r < R; r++)
 		for (int i = 0; i < n; i++) {
 			const float *qr = q + (size_t)r * dh, *ki = k + (size_t)i * ldk;
@@ -124,8 +125,9 @@ static void portable_scores(const float *q, int R, int dh, const float *k, size_
 }
 
 static void portable_weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh,
-			   float *o)
+			   float *o, int pf)
 {
+	(void)pf;
 	for (int i = 0; i < n; i++) {
 		const float *vi = v + (size_t)i * ldv;
 		for (int r = 0; r < R; r++) {

@@ -70,12 +70,16 @@ struct cpu_rows_variant {
 	void (*scale)(float *y, float a, int n);
 	/* decode attention's products over a block of n keys (lm_attention_decode_task): R query
 	 * rows of dh floats (dense) against n key rows ldk floats apart, s[r][i] = q_r . k_i in
-	 * rows lds apart, each key row read once for every four of the R rows */
-	void (*scores)(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds);
+	 * rows lds apart, each key row read once for every four of the R rows; the first pf
+	 * floats of the rows a few keys ahead prefetched (pf: dh, or the cache's whole rows for
+	 * the first KV head of a block, 0 for the next ones) */
+	void (*scores)(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds,
+		       int pf);
 	/* and the weighted values: o[r][e] += sum_i p[r][i] v_i[e] for R rows of p (ldp apart) over n
 	 * value rows ldv floats apart; o dense R x dh; each value row read once for every four rows,
-	 * a run of columns at a time (64 on AVX-512, 16 on AVX2) */
-	void (*weigh)(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o);
+	 * a run of columns at a time (64 on AVX-512, 16 on AVX2); pf as for scores */
+	void (*weigh)(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o,
+		      int pf);
 };
 
 /* For r = 0, 4, 8, .. < R: CALL(G) with G = MIN(4, R - r) as a constant (1..4), so that a

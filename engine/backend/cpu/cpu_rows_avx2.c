@@ -184,11 +184,12 @@ static void scale(float *y, float a, int n)
 #define PF_ROWS 8
 
 /* G (1..4) query rows against every key: one accumulator per row, each key vector loaded once */
-INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, float *s, size_t lds, const int G)
+INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, float *s, size_t lds, int pf,
+		  const int G)
 {
 	for (int i = 0; i < n; i++) {
 		const float *ki = k + (size_t)i * ldk;
-		for (int e = 0; e < dh; e += 16)
+		for (int e = 0; e < pf; e += 16)
 			_mm_prefetch((const char *)(ki + PF_ROWS * ldk + e), _MM_HINT_T0);
 		__m256 acc[4];
 		for (int g = 0; g < G; g++)
@@ -205,16 +206,18 @@ INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, flo
 	}
 }
 
-static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds)
+static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds,
+		   int pf)
 {
-#define GROUP(G) scores_g(q + (size_t)r * dh, dh, k, ldk, n, s + (size_t)r * lds, lds, G)
+#define GROUP(G) scores_g(q + (size_t)r * dh, dh, k, ldk, n, s + (size_t)r * lds, lds, r ? 0 : pf, G)
 	CPU_ROWS_IN_FOURS(R, r, GROUP);
 #undef GROUP
 }
 
 /* G (1..4) rows of o, 16 columns at a time held in registers over all n value rows (4 x 2
  * accumulators, the value vectors and the weight: 11 of the 16 registers) */
-INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, const int G)
+INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, int pf,
+		 const int G)
 {
 	for (int e0 = 0; e0 < dh; e0 += 16) {
 		const __m256i m0 = lanes(dh - e0), m1 = lanes(dh - e0 - 8);
@@ -227,7 +230,7 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 			const float *vi = v + (size_t)i * ldv + e0;
 			/* the whole row ahead on the first run of columns: the next runs find it in L2 */
 			if (e0 == 0)
-				for (int e = 0; e < dh; e += 16)
+				for (int e = 0; e < pf; e += 16)
 					_mm_prefetch((const char *)(vi + PF_ROWS * ldv + e), _MM_HINT_T0);
 			const __m256 v0 = _mm256_maskload_ps(vi, m0), v1 = _mm256_maskload_ps(vi + 8, m1);
 			for (int g = 0; g < G; g++) {
@@ -243,9 +246,10 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 	}
 }
 
-static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o)
+static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o,
+		  int pf)
 {
-#define GROUP(G) weigh_g(p + (size_t)r * ldp, ldp, n, v, ldv, dh, o + (size_t)r * dh, G)
+#define GROUP(G) weigh_g(p + (size_t)r * ldp, ldp, n, v, ldv, dh, o + (size_t)r * dh, r ? 0 : pf, G)
 	CPU_ROWS_IN_FOURS(R, r, GROUP);
 #undef GROUP
 }

@@ -215,13 +215,14 @@ INL __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
 /* G (1..4) query rows against every key: four keys at a time, one accumulator per (row, key),
  * each key vector and query vector loaded once for them, the four sums of a row reduced
  * together; the last n % 4 keys one at a time */
-INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, float *s, size_t lds, const int G)
+INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, float *s, size_t lds, int pf,
+		  const int G)
 {
 	int i = 0;
 	for (; i + 4 <= n; i += 4) {
 		const float *ki = k + (size_t)i * ldk;
 		for (int j = 0; j < 4; j++)
-			for (int e = 0; e < dh; e += 16)
+			for (int e = 0; e < pf; e += 16)
 				_mm_prefetch((const char *)(ki + (PF_ROWS + j) * ldk + e), _MM_HINT_T0);
 		__m512 acc[4][4];
 		for (int g = 0; g < G; g++)
@@ -244,7 +245,7 @@ INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, flo
 	}
 	for (; i < n; i++) {
 		const float *ki = k + (size_t)i * ldk;
-		for (int e = 0; e < dh; e += 16)
+		for (int e = 0; e < pf; e += 16)
 			_mm_prefetch((const char *)(ki + PF_ROWS * ldk + e), _MM_HINT_T0);
 		__m512 acc[4];
 		for (int g = 0; g < G; g++)
@@ -261,15 +262,17 @@ INL void scores_g(const float *q, int dh, const float *k, size_t ldk, int n, flo
 	}
 }
 
-static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds)
+static void scores(const float *q, int R, int dh, const float *k, size_t ldk, int n, float *s, size_t lds,
+		   int pf)
 {
-#define GROUP(G) scores_g(q + (size_t)r * dh, dh, k, ldk, n, s + (size_t)r * lds, lds, G)
+#define GROUP(G) scores_g(q + (size_t)r * dh, dh, k, ldk, n, s + (size_t)r * lds, lds, r ? 0 : pf, G)
 	CPU_ROWS_IN_FOURS(R, r, GROUP);
 #undef GROUP
 }
 
 /* G (1..4) rows of o, 64 columns at a time held in registers over all n value rows */
-INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, const int G)
+INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, int dh, float *o, int pf,
+		 const int G)
 {
 	for (int e0 = 0; e0 < dh; e0 += 64) {
 		__mmask16 m[4];
@@ -283,7 +286,7 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 			const float *vi = v + (size_t)i * ldv + e0;
 			/* the whole row ahead on the first run of columns: the next runs find it in L2 */
 			if (e0 == 0)
-				for (int e = 0; e < dh; e += 16)
+				for (int e = 0; e < pf; e += 16)
 					_mm_prefetch((const char *)(vi + PF_ROWS * ldv + e), _MM_HINT_T0);
 			__m512 vv[4];
 			for (int c = 0; c < 4; c++)
@@ -300,9 +303,10 @@ INL void weigh_g(const float *p, size_t ldp, int n, const float *v, size_t ldv, 
 	}
 }
 
-static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o)
+static void weigh(const float *p, size_t ldp, int R, int n, const float *v, size_t ldv, int dh, float *o,
+		  int pf)
 {
-#define GROUP(G) weigh_g(p + (size_t)r * ldp, ldp, n, v, ldv, dh, o + (size_t)r * dh, G)
+#define GROUP(G) weigh_g(p + (size_t)r * ldp, ldp, n, v, ldv, dh, o + (size_t)r * dh, r ? 0 : pf, G)
 	CPU_ROWS_IN_FOURS(R, r, GROUP);
 #undef GROUP
 }

@@ -328,18 +328,19 @@ size_t lm_attention_blocked_scratch_bytes(const struct lm_dims *dm);
  * to four of them (cpu_rows.h's scores and weigh, fp32), an online softmax over blocks of keys:
  * equal to lm_attention_heads(dm, 1, n0, ...) up to the order of fp32 sums and a ~1 ulp expf.
  * The n0 + 1 keys split into lm_attention_decode_chunks(n0) chunks of LM_ATTN_DECODE_KEYS (a
- * fixed size: the bits never depend on the thread count), one pool task per (KV head, chunk):
- * _task writes the output columns of KV head g's query heads when there is one chunk, else its
- * chunk's partial (max, sum, unscaled O) into part, which _combine (one task per KV head, after
- * every chunk's) merges in chunk order into o. part: lm_attention_decode_part_floats(dm, n0 + 1)
- * floats (none for one chunk); scratch: lm_attention_decode_scratch_bytes() (cpu_scratch of the
- * task's thread), whatever n0. lm_attention_decode runs both as pool jobs (cpu_reserve_scratch()
- * of it first). */
-#define LM_ATTN_DECODE_KEYS 1024
+ * fixed size: the bits never depend on the thread count), one pool task per chunk, which takes
+ * every KV head of a block of keys in turn (the cache's rows whole, not one head's slice of
+ * them): _task writes o when there is one chunk, else its chunk's partials (max, sum, unscaled
+ * O per KV head) into part, which _combine (one task per KV head, after every chunk's) merges
+ * in chunk order into o. part: lm_attention_decode_part_floats(dm, n0 + 1) floats (none for one
+ * chunk); scratch: lm_attention_decode_scratch_bytes() (cpu_scratch of the task's thread),
+ * whatever n0. lm_attention_decode runs both as pool jobs (cpu_reserve_scratch() of it
+ * first). */
+#define LM_ATTN_DECODE_KEYS 512
 int lm_attention_decode_chunks(int n0);
 size_t lm_attention_decode_part_floats(const struct lm_dims *dm, int positions);
 void lm_attention_decode_task(const struct lm_dims *dm, int n0, const float *q, const float *k,
-			      const float *v, float *o, float *part, int g, int c, float *scratch);
+			      const float *v, float *o, float *part, int c, float *scratch);
 void lm_attention_decode_combine(const struct lm_dims *dm, int n0, float *o, const float *part, int g);
 void lm_attention_decode(const struct lm_dims *dm, int n0, const float *q, const float *k, const float *v,
 			 float *o, float *part);

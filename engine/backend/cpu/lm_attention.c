@@ -28,12 +28,16 @@
  * fp32 without the products' packing: per KV head its R = hq / hkv query rows against blocks of
  * KD keys, the scores and the weighted values by cpu_rows.h's scores and weigh (each key and
  * value row read once for every four query rows, from the cache in place), the online softmax
- * by max and exp_sum. A task takes LM_ATTN_DECODE_KEYS keys of one KV head, so a long context
- * spreads over the threads; with more than one chunk each task leaves its (max, sum, O) in the
- * sequence's attn_part and a second job merges them in chunk order, so the bits depend on the
- * context's length only. The reference (lm_attention_heads, fp32 precision's) reads each KV
- * head's cache once per query head and makes two calls per key; at 3072 cached positions on the
- * default model it was a quarter of a q4 decode step (docs/benchmarks.md, "decode attention").
+ * by max and exp_sum. A task takes LM_ATTN_DECODE_KEYS keys, so a long context spreads over the
+ * threads, and every KV head of a block of them in turn: the cache's rows (every KV head's
+ * slice) are read whole, block by block (decode_block(): 256 KB of K rows), where one task per
+ * KV head read the rows' slices a kv_dim stride apart, which ran at about half the rate of
+ * whole rows (the same bytes). With more than one chunk each task leaves its (max, sum, O) per
+ * KV head in the sequence's attn_part and a second job merges them in chunk order, so the bits
+ * depend on the context's length only. The reference (lm_attention_heads, fp32 precision's)
+ * reads each KV head's cache once per query head and makes two calls per key; at 3072 cached
+ * positions on the default model it was a quarter of a q4 decode step (docs/benchmarks.md,
+ * "decode attention").
  */
 #include "lm.h"
 
@@ -48,7 +52,7 @@
 
 #define QB 32  /* positions per task */
 #define KB 256 /* keys per block */
-#define KD 256 /* keys per block of decode (LM_ATTN_DECODE_KEYS per task) */
+#define KD 256 /* keys per block of decode at most (LM_ATTN_DECODE_KEYS per task) */
 
 static size_t pad16(size_t n)
 {
@@ -248,11 +252,19 @@ bool lm_attention_blocked(const struct lm_dims *dm, int T, int n0, const float *
 	return j.qk != NULL;
 }
 
-/* Decode's scratch: Q / sqrt(dh) [R][dh], S [R][KD], O [R][dh], m [R], l [R] */
+/* Decode's scratch: Q / sqrt(dh) [hq][dh], S [R][KD], O [hq][dh], m [hq], l [hq] */
 size_t lm_attention_decode_scratch_bytes(const struct lm_dims *dm)
 {
-	size_t R = (size_t)(dm->hq / dm->hkv), dh = (size_t)dm->dh;
-	return (pad16(R * dh) * 2 + pad16(R * KD) + pad16(R) * 2) * sizeof(float);
+	size_t R = (size_t)(dm->hq / dm->hkv), hq = (size_t)dm->hq, dh = (size_t)dm->dh;
+	return (pad16(hq * dh) * 2 + pad16(R * KD) + pad16(hq) * 2) * sizeof(float);
+}
+
+/* keys per block of decode: the block's K (and V) rows, every KV head's, within 256 KB, so the
+ * heads after the first find them in L2 (a 16-key floor, KD at most) */
+static int decode_block(const struct lm_dims *dm)
+{
+	int kd = (int)((256 << 10) / ((size_t)dm->kv_dim * sizeof(float))) / 16 * 16;
+	return MAX(16, MIN(KD, kd));
 }
 
 int lm_attention_decode_chunks(int n0)
@@ -267,7 +279,7 @@ size_t lm_attention_decode_part_floats(const struct lm_dims *dm, int positions)
 						 0;
 }
 
-/* one (KV head, chunk) task's partial in part: m [R], l [R], O [R][dh] */
+/* one (KV head, chunk)'s partial in part: m [R], l [R], O [R][dh] */
 static float *part_at(const struct lm_dims *dm, float *part, int chunks, int g, int c)
 {
 	const int R = dm->hq / dm->hkv;
@@ -275,52 +287,59 @@ static float *part_at(const struct lm_dims *dm, float *part, int chunks, int g, 
 }
 
 void lm_attention_decode_task(const struct lm_dims *dm, int n0, const float *q, const float *k,
-			      const float *v, float *o, float *part, int g, int c, float *scratch)
+			      const float *v, float *o, float *part, int c, float *scratch)
 {
 	const struct cpu_rows_variant *rows = cpu_rows();
-	const int R = dm->hq / dm->hkv, dh = dm->dh, chunks = lm_attention_decode_chunks(n0);
-	const int k0 = c * LM_ATTN_DECODE_KEYS, k1 = MIN(n0 + 1, k0 + LM_ATTN_DECODE_KEYS);
-	float *qs = scratch, *s = qs + pad16((size_t)R * dh), *acc = s + pad16((size_t)R * KD);
-	float *m = acc + pad16((size_t)R * dh), *l = m + pad16((size_t)R);
-	if (chunks > 1) {
-		/* the partial goes straight to its place for the combine */
-		m = part_at(dm, part, chunks, g, c);
-		l = m + R;
-		acc = l + R;
-	}
+	const int R = dm->hq / dm->hkv, dh = dm->dh, hq = dm->hq, chunks = lm_attention_decode_chunks(n0);
+	const int k0 = c * LM_ATTN_DECODE_KEYS, k1 = MIN(n0 + 1, k0 + LM_ATTN_DECODE_KEYS),
+		  kd = decode_block(dm);
+	float *qs = scratch, *s = qs + pad16((size_t)hq * dh), *acc = s + pad16((size_t)R * KD);
+	float *m = acc + pad16((size_t)hq * dh), *l = m + pad16((size_t)hq);
 	const float scale = 1.0f / sqrtf((float)dh);
-	for (int r = 0; r < R; r++) {
-		const float *src = q + (size_t)(g * R + r) * dh;
-		for (int e = 0; e < dh; e++)
-			qs[(size_t)r * dh + e] = src[e] * scale;
-		m[r] = -INFINITY;
-		l[r] = 0;
+	for (size_t i = 0; i < (size_t)hq * dh; i++)
+		qs[i] = q[i] * scale;
+		/* KV head g's m, l and O: its rows of the scratch's, or its place in part for the combine */
+#define HEAD_STATE(g)                                                                                        \
+	float *mg = chunks > 1 ? part_at(dm, part, chunks, g, c) : m + (size_t)(g)*R;                        \
+	float *lg = chunks > 1 ? mg + R : l + (size_t)(g)*R;                                                 \
+	float *og = chunks > 1 ? lg + R : acc + (size_t)(g)*R * dh
+	for (int g = 0; g < dm->hkv; g++) {
+		HEAD_STATE(g);
+		for (int r = 0; r < R; r++)
+			mg[r] = -INFINITY, lg[r] = 0;
+		memset(og, 0, (size_t)R * dh * sizeof(float));
 	}
-	memset(acc, 0, (size_t)R * dh * sizeof(float));
-	for (int s0 = k0; s0 < k1; s0 += KD) {
-		const int kb = MIN(KD, k1 - s0);
-		const size_t at = (size_t)s0 * dm->kv_dim + (size_t)g * dh;
-		rows->scores(qs, R, dh, k + at, (size_t)dm->kv_dim, kb, s, KD);
-		for (int r = 0; r < R; r++) {
-			float *srow = s + (size_t)r * KD;
-			const float mnew = fmaxf(m[r], rows->max(srow, kb));
-			const float sum = rows->exp_sum(srow, kb, mnew);
-			/* the first block: m = -inf, alpha = 0 on O = 0 */
-			const float alpha = expf(m[r] - mnew);
-			if (alpha != 1.0f)
-				rows->scale(acc + (size_t)r * dh, alpha, dh);
-			l[r] = l[r] * alpha + sum;
-			m[r] = mnew;
+	/* block by block, every KV head's rows of a block while they are in cache */
+	for (int s0 = k0; s0 < k1; s0 += kd) {
+		const int kb = MIN(kd, k1 - s0);
+		for (int g = 0; g < dm->hkv; g++) {
+			HEAD_STATE(g);
+			const size_t at = (size_t)s0 * dm->kv_dim + (size_t)g * dh;
+			/* the first KV head prefetches the rows whole, the next ones find them in L2 */
+			const int pf = g ? 0 : dm->kv_dim;
+			rows->scores(qs + (size_t)g * R * dh, R, dh, k + at, (size_t)dm->kv_dim, kb, s, KD,
+				     pf);
+			for (int r = 0; r < R; r++) {
+				float *srow = s + (size_t)r * KD;
+				const float mnew = fmaxf(mg[r], rows->max(srow, kb));
+				const float sum = rows->exp_sum(srow, kb, mnew);
+				/* the first block: m = -inf, alpha = 0 on O = 0 */
+				const float alpha = expf(mg[r] - mnew);
+				if (alpha != 1.0f)
+					rows->scale(og + (size_t)r * dh, alpha, dh);
+				lg[r] = lg[r] * alpha + sum;
+				mg[r] = mnew;
+			}
+			rows->weigh(s, KD, R, kb, v + at, (size_t)dm->kv_dim, dh, og, pf);
 		}
-		rows->weigh(s, KD, R, kb, v + at, (size_t)dm->kv_dim, dh, acc);
 	}
+#undef HEAD_STATE
 	if (chunks > 1)
 		return;
-	for (int r = 0; r < R; r++) {
-		float *dst = o + (size_t)(g * R + r) * dh;
-		const float inv = 1.0f / l[r];
+	for (int i = 0; i < hq; i++) {
+		const float inv = 1.0f / l[i];
 		for (int e = 0; e < dh; e++)
-			dst[e] = acc[(size_t)r * dh + e] * inv;
+			o[(size_t)i * dh + e] = acc[(size_t)i * dh + e] * inv;
 	}
 }
 
@@ -354,11 +373,10 @@ struct decode_job {
 	float *o, *part;
 };
 
-static void decode_task(void *ctx, int i, int thread)
+static void decode_task(void *ctx, int c, int thread)
 {
 	const struct decode_job *j = ctx;
-	lm_attention_decode_task(j->dm, j->n0, j->q, j->k, j->v, j->o, j->part, i / j->chunks, i % j->chunks,
-				 cpu_scratch(thread));
+	lm_attention_decode_task(j->dm, j->n0, j->q, j->k, j->v, j->o, j->part, c, cpu_scratch(thread));
 }
 
 static void combine_task(void *ctx, int g, int thread)
@@ -379,7 +397,7 @@ void lm_attention_decode(const struct lm_dims *dm, int n0, const float *q, const
 			       .v = v,
 			       .o = o,
 			       .part = part};
-	cpu_parallel_for_work(dm->hkv * j.chunks, decode_task, &j, 2.0 * dm->hq * (n0 + 1.0) * dm->dh);
+	cpu_parallel_for_work(j.chunks, decode_task, &j, 2.0 * dm->hq * (n0 + 1.0) * dm->dh);
 	if (j.chunks > 1)
 		cpu_parallel_for_work(dm->hkv, combine_task, &j, (double)dm->hq * j.chunks * dm->dh);
 }

@@ -1702,8 +1702,8 @@ void lm_attention_heads(const struct lm_dims *dm, int T, int n0, const float *q,
 }
 
 /* Attention of every one-position run of a batch in one pool job, each task the task that run's
- * attention alone has; longer runs' tasks do nothing. bf16 precision: the runs' (KV head, chunk)
- * tasks of lm_attention_decode_task, run i's from first[i] on, then a second job merges the runs
+ * attention alone has; longer runs' tasks do nothing. bf16 precision: the runs' chunks' tasks
+ * (lm_attention_decode_task), run i's from first[i] on, then a second job merges the runs
  * of several chunks (task = run * hkv + KV head); fp32 precision, the reference: task = run * hq
  * + head (lm_attention_heads' task). */
 struct attn_runs_job {
@@ -1725,12 +1725,11 @@ static void attn_runs_task(void *ctx, int task, int thread)
 		while (task >= j->first[i + 1])
 			i++;
 		const struct lm_run *r = &j->runs[i];
-		const int n0 = r->seq->base.n_tokens, chunks = lm_attention_decode_chunks(n0);
-		const int t = task - j->first[i];
+		const int n0 = r->seq->base.n_tokens;
 		const struct lm_layer_state *st = &r->seq->layers[j->l];
 		lm_attention_decode_task(dm, n0, j->q + (size_t)r->row * dm->q_dim, st->k, st->v,
-					 j->o + (size_t)r->row * dm->q_dim, r->seq->attn_part, t / chunks,
-					 t % chunks, cpu_scratch(thread));
+					 j->o + (size_t)r->row * dm->q_dim, r->seq->attn_part,
+					 task - j->first[i], cpu_scratch(thread));
 		return;
 	}
 	const struct lm_run *r = &j->runs[task / dm->hq];
@@ -1805,7 +1804,7 @@ static void attention_layer(const struct batch *b, int l)
 			const bool one = b->runs[i].T == 1;
 			keys += one ? n0 + 1 : 0;
 			merge |= one && chunks > 1;
-			aj.first[i + 1] = aj.first[i] + (one ? dm->hkv * chunks : 0);
+			aj.first[i + 1] = aj.first[i] + (one ? chunks : 0);
 		}
 		cpu_parallel_for_work(aj.blocked ? aj.first[b->n] : b->n * dm->hq, attn_runs_task, &aj,
 				      2.0 * dm->hq * keys * dm->dh);
