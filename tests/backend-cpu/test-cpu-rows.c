@@ -298,7 +298,16 @@ static void test_attention_decode(int hq, int hkv, int dh, int n0)
 		fprintf(stderr, "decode attention %s hq=%d hkv=%d dh=%d n0=%d: excess %g\n", cpu_rows()->name,
 			hq, hkv, dh, n0, e);
 	CHECK(e == 0);
-	free(q), free(k), free(v), free(want), free(got), free(part);
+	/* the same bits on another thread count (fixed chunks, merged in order) */
+	float *other = malloc((size_t)dm.q_dim * sizeof(float));
+	REQUIRE(other);
+	const int threads = cpu_threads();
+	REQUIRE(cpu_set_threads(threads == 1 ? 3 : 1) == 0);
+	REQUIRE(cpu_reserve_scratch(lm_attention_decode_scratch_bytes(&dm)) == 0);
+	lm_attention_decode(&dm, n0, q, k, v, other, part);
+	CHECK(memcmp(other, got, (size_t)dm.q_dim * sizeof(float)) == 0);
+	REQUIRE(cpu_set_threads(threads) == 0);
+	free(q), free(k), free(v), free(want), free(got), free(part), free(other);
 }
 
 static void run_all(void)
@@ -344,9 +353,12 @@ static void run_all(void)
 	test_attention_decode(7, 1, 80, 1100);
 	test_attention_decode(16, 2, 72, 64);
 	test_attention_decode(9, 1, 16, 517);
-	/* wide caches: blocks of 64 and 32 keys (256 KB of K rows) */
+	/* wide caches: blocks of 64, 32, 16 keys (256 KB of K rows) and of 96 (not a divisor of a
+	 * chunk's 512), over several chunks */
 	test_attention_decode(40, 8, 128, 1300);
-	test_attention_decode(32, 16, 128, 150);
+	test_attention_decode(32, 16, 128, 600);
+	test_attention_decode(32, 32, 128, 530);
+	test_attention_decode(10, 5, 128, 700);
 }
 
 int main(void)

@@ -286,6 +286,13 @@ static float *part_at(const struct lm_dims *dm, float *part, int chunks, int g, 
 	return part + ((size_t)g * chunks + c) * (size_t)R * (dm->dh + 2);
 }
 
+/* In lm_attention_decode_task: KV head g's m, l and O, its rows of the scratch's (one chunk) or
+ * its place in part for the combine */
+#define HEAD_STATE(g)                                                                                        \
+	float *mg = chunks > 1 ? part_at(dm, part, chunks, g, c) : m + (size_t)(g)*R;                        \
+	float *lg = chunks > 1 ? mg + R : l + (size_t)(g)*R;                                                 \
+	float *og = chunks > 1 ? lg + R : acc + (size_t)(g)*R * dh
+
 void lm_attention_decode_task(const struct lm_dims *dm, int n0, const float *q, const float *k,
 			      const float *v, float *o, float *part, int c, float *scratch)
 {
@@ -298,11 +305,6 @@ void lm_attention_decode_task(const struct lm_dims *dm, int n0, const float *q, 
 	const float scale = 1.0f / sqrtf((float)dh);
 	for (size_t i = 0; i < (size_t)hq * dh; i++)
 		qs[i] = q[i] * scale;
-		/* KV head g's m, l and O: its rows of the scratch's, or its place in part for the combine */
-#define HEAD_STATE(g)                                                                                        \
-	float *mg = chunks > 1 ? part_at(dm, part, chunks, g, c) : m + (size_t)(g)*R;                        \
-	float *lg = chunks > 1 ? mg + R : l + (size_t)(g)*R;                                                 \
-	float *og = chunks > 1 ? lg + R : acc + (size_t)(g)*R * dh
 	for (int g = 0; g < dm->hkv; g++) {
 		HEAD_STATE(g);
 		for (int r = 0; r < R; r++)
