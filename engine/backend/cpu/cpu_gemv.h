@@ -161,6 +161,26 @@ void cpu_gemv_avx512_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
 				  size_t row_bytes);
+/* The decode kernels read a thread's rows front to back as one stream (q8/q4: its tiles, bf16:
+ * one row at a time for one or two tokens) and ask for the bytes CPU_GEMV_AHEAD past each 64-byte
+ * line they read (one prefetch per line, cpu_gemv_prefetch()): the hardware's prefetchers alone
+ * left one-token products at 65-87% (1 thread) / 76-94% (2 threads) of the read pass on the AMD
+ * EPYC, 8 KiB ahead 91-99% / 93-99% (docs/benchmarks.md, "software prefetch 8 KiB ahead"). Past a
+ * thread's last row it asks for the next thread's first (read there) or, at a matrix's end, for
+ * at most CPU_GEMV_AHEAD bytes nobody reads: a prefetch never faults. */
+#define CPU_GEMV_AHEAD 8192
+static inline void cpu_gemv_prefetch(const void *p, size_t n)
+{
+	for (size_t o = 0; o < n; o += 64)
+		__builtin_prefetch((const void *)((uintptr_t)p + CPU_GEMV_AHEAD + o), 0, 3);
+}
+/* ... for a q8 tile's block b of nb: its codes, and on an even block the pair's scales before
+ * them (quant.h's tile layout) */
+static inline void cpu_gemv_prefetch_q8_tile(const void *tile, int64_t b, int64_t nb)
+{
+	const size_t s0 = b % 2 ? quant_q8_tile_codes(b) : quant_q8_tile_d(b, nb);
+	cpu_gemv_prefetch((const char *)tile + s0, quant_q8_tile_codes(b) + 512 - s0);
+}
 /* A variant's tile kernels for format F (q8, q4) out of its `tile_F(a, t, y, T)` (one tile, T
  * tokens as a constant after inlining): one instance per token count, and the public
  * cpu_gemv_ISA_F_tile() running tiles [t0, t1) with a->T tokens (1..CPU_GEMV_KERNEL_T). Expanded

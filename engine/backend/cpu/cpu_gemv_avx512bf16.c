@@ -61,6 +61,8 @@ INL void step(const struct cpu_gemv_args *a, __m512 acc[][CPU_GEMV_KERNEL_T_BF16
 		/* more than one row: the next block's rows are read too, as their own streams */
 		if (NR > 1 && full)
 			_mm_prefetch((const char *)(p + (size_t)NR * ldw), _MM_HINT_T0);
+		if (NR == 1 && full)
+			cpu_gemv_prefetch(p, 64);
 		__m512bh wv = (__m512bh)(full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(m, p));
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm512_dpbf16_ps(acc[q][t], wv, xv[t]);

@@ -59,6 +59,7 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 	for (int k = 0; k < T; k++)
 		acc[k][0] = acc[k][1] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
+		cpu_gemv_prefetch_q8_tile(tile, b, nb);
 		const char *c = tile + quant_q8_tile_codes(b);
 		const char *ds = tile + quant_q8_tile_d(b, nb);
 		const size_t xo = (size_t)(b >> 2) * CPU_XQ_Q8_BYTES;
@@ -100,6 +101,7 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 	for (int k = 0; k < T; k++)
 		acc[k][0] = acc[k][1] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++, tb += 320) {
+		cpu_gemv_prefetch(tb, 320);
 		const size_t xo = (size_t)(b >> 2) * CPU_XQ_Q4_BYTES;
 		const int j = (int)(b & 3);
 		for (int h = 0; h < 2; h++) {
