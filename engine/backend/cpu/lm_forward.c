@@ -167,6 +167,19 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 		cpu_f32_to_bf16(S, S16, (size_t)P * N);
 }
 
+/* The state rows SSM_STATE_AHEAD bytes past the row the step is at are asked for as it reads
+ * each one (for writing: the step stores them back), beside the hardware's prefetchers: with the
+ * heads in one stretch a thread, 8 rows of 128 fp32 ahead took the step's state read from
+ * ~4.5-5.3 to ~4.0-5.0 ms per 8 steps (docs/benchmarks.md, "the SSM step's state read in one stretch a
+ * thread"). Past a stretch's end the next one's rows (another thread's) or at most SSM_STATE_AHEAD bytes past
+ * the state: a prefetch never faults. */
+#define SSM_STATE_AHEAD 4096
+static inline void prefetch_ahead(const void *row, size_t bytes)
+{
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch((const void *)((uintptr_t)row + SSM_STATE_AHEAD + o), 1, 3);
+}
+
 /* A bf16 state is updated row by row by cpu_ssm_row_bf16(): widened, updated as an fp32 state
  * is, stored rounded; y from the unrounded row. */
 static void ssm_scan_head_task(void *ctx, int h, int thread)
@@ -188,11 +201,13 @@ static void ssm_scan_head_task(void *ctx, int h, int thread)
 		float dt = j->dt[(size_t)t * H + h], dA = expf(dt * A);
 		for (int p = 0; p < P; p++) {
 			if (S16) {
+				prefetch_ahead(S16 + (size_t)p * N, (size_t)N * sizeof(uint16_t));
 				y[p] = cpu_ssm_row_bf16(S16 + (size_t)p * N, dA, dt * x[p], B, C, N) +
 				       Dk * x[p];
 				continue;
 			}
 			float *Sp = S + (size_t)p * N;
+			prefetch_ahead(Sp, (size_t)N * sizeof(float));
 			cpu_axpby(Sp, dA, dt * x[p], B, N);
 			y[p] = cpu_dot(Sp, C, N) + Dk * x[p];
 		}
@@ -1539,13 +1554,19 @@ struct scan_runs_job {
 	int l;
 	const float *xc, *dt, *a, *dskip;
 	float *y;
+	int groups; /* each run's heads in this many tasks of consecutive heads */
 };
 
+/* A decode run's heads in cpu_threads() tasks of consecutive heads, not a task each: a thread
+ * then reads one contiguous stretch of the layer's state (its heads' [P][N] rows are adjacent),
+ * which the prefetchers follow; a head a task, claimed by whichever thread was free, left the
+ * step reading the 24.2 MB fp32 state of the ~0.7B model at ~23-30 GB/s where the read pass ran
+ * at 49-77 GB/s (docs/benchmarks.md, "the SSM step's state read in one stretch a thread"). */
 static void scan_runs_task(void *ctx, int task, int thread)
 {
 	const struct scan_runs_job *j = ctx;
 	const struct lm_dims *dm = j->dm;
-	const struct lm_run *r = &j->runs[task / dm->H];
+	const struct lm_run *r = &j->runs[task / j->groups];
 	if (r->T != 1)
 		return;
 	struct ssm_job one = {
@@ -1560,7 +1581,9 @@ static void scan_runs_task(void *ctx, int task, int thread)
 		.state16 = r->seq->layers[j->l].ssm16,
 		.y = j->y + (size_t)r->row * dm->d_in,
 	};
-	ssm_scan_head_task(&one, task % dm->H, thread);
+	const int g = task % j->groups;
+	for (int h = g * dm->H / j->groups; h < (g + 1) * dm->H / j->groups; h++)
+		ssm_scan_head_task(&one, h, thread);
 }
 
 static void mamba_layer(const struct batch *b, int l)
@@ -1622,9 +1645,18 @@ static void mamba_layer(const struct batch *b, int l)
 	 * at a time */
 	uint64_t t0 = prof_start(b->p);
 	if (b->shape.Ms) {
-		struct scan_runs_job sj =
-			{.dm = dm, .runs = b->runs, .l = l, .xc = xc, .dt = dt, .a = a, .dskip = dsk, .y = y};
-		cpu_parallel_for_work(b->n * H, scan_runs_task, &sj, 2.0 * b->shape.Ms * H * dm->P * dm->N);
+		const int groups = MIN(H, cpu_threads());
+		struct scan_runs_job sj = {.dm = dm,
+					   .runs = b->runs,
+					   .l = l,
+					   .xc = xc,
+					   .dt = dt,
+					   .a = a,
+					   .dskip = dsk,
+					   .y = y,
+					   .groups = groups};
+		cpu_parallel_for_work(b->n * groups, scan_runs_task, &sj,
+				      2.0 * b->shape.Ms * H * dm->P * dm->N);
 	}
 	for (int i = 0; i < b->n; i++) {
 		const struct lm_run *r = &b->runs[i];
