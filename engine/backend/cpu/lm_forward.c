@@ -170,9 +170,9 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 /* The state rows SSM_STATE_AHEAD bytes past the row the step is at are asked for as it reads
  * each one (for writing: the step stores them back), beside the hardware's prefetchers: with the
  * heads in one stretch a thread, 8 rows of 128 fp32 ahead took the step's state read from
- * ~4.5-5.3 to ~4.0-5.0 ms per 8 steps (docs/benchmarks.md, "the SSM step's state read in one stretch a
- * thread"). Past a stretch's end the next one's rows (another thread's) or at most SSM_STATE_AHEAD bytes past
- * the state: a prefetch never faults. */
+ * ~4.5-5.3 to ~4.0-5.0 ms per 8 steps (docs/benchmarks.md, "the SSM step's state read in one
+ * stretch a thread"). Past a stretch's end it asks for the next one's rows (another thread's),
+ * or for at most SSM_STATE_AHEAD bytes past the state: a prefetch never faults. */
 #define SSM_STATE_AHEAD 4096
 static inline void prefetch_ahead(const void *row, size_t bytes)
 {
