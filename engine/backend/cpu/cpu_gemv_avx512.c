@@ -4,10 +4,10 @@
  * Each block streams NR consecutive weight rows against the T activation rows: one 16-lane fp32
  * accumulator per (row, token), so every weight byte is loaded once per call and the NR * T
  * multiply-add chains are independent. The rows of a block lie back to back in memory, and the
- * prefetch runs one block ahead on every row, so a thread's whole contiguous range is one
- * stream. Per row and token the sum is the 16-lane accumulator reduced, then the columns past the
- * last multiple of 16 in order: the order the previous dot4 kernel used, so fp32 results of a
- * single token are unchanged. */
+ * prefetch runs one block ahead on every row (one row at a time, one token: CPU_GEMV_AHEAD bytes
+ * ahead of it), so a thread's whole contiguous range is one stream. Per row and token the sum is the 16-lane
+ * accumulator reduced, then the columns past the last multiple of 16 in order: the order the previous dot4
+ * kernel used, so fp32 results of a single token are unchanged. */
 #include "cpu_gemv.h"
 
 #include <immintrin.h>
@@ -77,10 +77,12 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, 
 		__m512 xv[CPU_GEMV_KERNEL_T];
 		for (int t = 0; t < T; t++)
 			xv[t] = load_x(a, t, i, xbf);
-		if (esz == 4 || (i & 31) == 0)
+		if (NR > 1 && (esz == 4 || (i & 31) == 0))
 			for (int q = 0; q < NR; q++)
 				_mm_prefetch(w + (base + ahead + (size_t)q * ldw + (size_t)i) * esz,
 					     _MM_HINT_T0);
+		if (NR == 1 && (esz == 4 || (i & 31) == 0))
+			cpu_gemv_prefetch(w + (base + (size_t)i) * esz, 64);
 		for (int q = 0; q < NR; q++) {
 			__m512 wv = load_w(w, base + (size_t)q * ldw + (size_t)i, dt);
 			for (int t = 0; t < T; t++)
@@ -108,11 +110,16 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 		block(a, r, 1, T, dt, xbf);
 }
 
-/* rows in flight per block: 8 for one token, 4 with more (16 accumulators of 32 registers) */
+/* rows in flight per block: one for one token (a thread's range one stream, asked for
+ * CPU_GEMV_AHEAD bytes ahead: bf16 weights, 65536 x 1024, read at 84-94% of the read pass on 2
+ * threads where 8 rows interleaved with the next 8 prefetched read at 72-78%, AMD EPYC capped to
+ * this variant, docs/benchmarks.md "software prefetch 8 KiB ahead"; each row sums in the same
+ * order whatever the rows in flight, so the bits did not change), 4 with more tokens (16
+ * accumulators of 32 registers) */
 #define INSTANCES(suffix, dt, xbf)                                                                           \
 	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
 	{                                                                                                    \
-		rows(a, r0, r1, 8, 1, dt, xbf);                                                              \
+		rows(a, r0, r1, 1, 1, dt, xbf);                                                              \
 	}                                                                                                    \
 	NOINL void t2_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
 	{                                                                                                    \
