@@ -825,6 +825,18 @@ int main(void)
 	test_threads(m, b);
 	engine_backend_destroy(b);
 	lm_random_model_destroy(m);
+	/* fewer SSM heads than threads: the decode step's heads in min(heads, threads) groups
+	 * (lm_forward.c scan_runs_task), each head once */
+	sp = spec_small("M*-", TENSOR_BF16, 78);
+	sp.m_heads = 2;
+	sp.m_groups = 1;
+	m = lm_random_model_create(&sp);
+	REQUIRE(m);
+	b = test_env_backend(m);
+	REQUIRE(b);
+	test_session_model(m, b, 40);
+	engine_backend_destroy(b);
+	lm_random_model_destroy(m);
 	test_matmul_case(TENSOR_BF16, 100, 130, 9, true);
 	CHECK_INT_EQ(engine_set_threads(1), 0);
 	test_matmul_case(TENSOR_F16, 100, 130, 9, false);

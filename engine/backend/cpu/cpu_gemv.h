@@ -161,11 +161,12 @@ void cpu_gemv_avx512_q4_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_q8_tile(const struct cpu_gemv_args *a, int t0, int t1);
 void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void *tile, void *recs,
 				  size_t row_bytes);
-/* The decode kernels read a thread's rows front to back as one stream (q8/q4: its tiles, bf16:
- * one row at a time for one or two tokens) and ask for the bytes CPU_GEMV_AHEAD past each 64-byte
- * line they read (one prefetch per line, cpu_gemv_prefetch()): the hardware's prefetchers alone
- * left one-token products at 65-87% (1 thread) / 76-94% (2 threads) of the read pass on the AMD
- * EPYC, 8 KiB ahead 91-99% / 93-99% (docs/benchmarks.md, "software prefetch 8 KiB ahead"). Past a
+/* The decode kernels read a thread's rows front to back as one stream (q8/q4: its tiles; bf16 on
+ * AVX512-BF16: one row at a time for one or two tokens; the AVX-512F variant: one row at a time
+ * for one token) and ask for the bytes CPU_GEMV_AHEAD past each 64-byte line they read (one
+ * prefetch per line, cpu_gemv_prefetch()): the hardware's prefetchers alone left one-token q8/q4
+ * products at 65-86% (1 thread) / 76-96% (2 threads) of the read pass on the AMD EPYC, 8 KiB
+ * ahead 91-99% / 93-99% (docs/benchmarks.md, "software prefetch 8 KiB ahead"). Past a
  * thread's last row it asks for the next thread's first (read there) or, at a matrix's end, for
  * at most CPU_GEMV_AHEAD bytes nobody reads: a prefetch never faults. */
 #define CPU_GEMV_AHEAD 8192

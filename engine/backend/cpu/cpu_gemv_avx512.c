@@ -111,11 +111,12 @@ INL void rows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, const
 }
 
 /* rows in flight per block: one for one token (a thread's range one stream, asked for
- * CPU_GEMV_AHEAD bytes ahead: bf16 weights, 65536 x 1024, read at 84-94% of the read pass on 2
- * threads where 8 rows interleaved with the next 8 prefetched read at 72-78%, AMD EPYC capped to
- * this variant, docs/benchmarks.md "software prefetch 8 KiB ahead"; each row sums in the same
- * order whatever the rows in flight, so the bits did not change), 4 with more tokens (16
- * accumulators of 32 registers) */
+ * CPU_GEMV_AHEAD bytes ahead; bf16 weights, the AMD EPYC capped to this variant,
+ * docs/benchmarks.md "software prefetch 8 KiB ahead": `holo-bench gemv` 65536 x 1024 on one
+ * thread 77% -> 87-89% of the read pass where 8 rows interleaved with the next 8 prefetched
+ * were, on 2 threads 76-77% -> 69-85%, and bf16 decode 66-73% -> 75-76%; f16 and f32 weights
+ * take the same path, not measured; each row sums in the same order whatever the rows in
+ * flight, so the bits did not change), 4 with more tokens (16 accumulators of 32 registers) */
 #define INSTANCES(suffix, dt, xbf)                                                                           \
 	NOINL void t1_##suffix(const struct cpu_gemv_args *a, int r0, int r1)                                \
 	{                                                                                                    \

@@ -7,8 +7,9 @@
  * nearest even, fp32 denormals read as zero as vdpbf16ps does, per 32-column block) and the
  * kernels load them as they are: rounding them in registers for every row of the weights kept a
  * one-token product at ~55% of the read bandwidth (three loads and a conversion per weight
- * vector). One or two tokens (decode): one row at a time, front to back, nothing prefetched by
- * hand, so a thread's range is one sequential stream; more tokens (the decode rows of several
+ * vector). One or two tokens (decode): one row at a time, front to back, each line's bytes
+ * CPU_GEMV_AHEAD ahead asked for (cpu_gemv.h), so a thread's range is one sequential stream;
+ * more tokens (the decode rows of several
  * sessions, compute-bound): a few rows share each activation load. Every (row, token) sums in
  * the same order in every kernel (block() below), so the results of a token do not depend on
  * the others of its call, bit for bit. Without memory for the rounded copy the kernels round in
@@ -133,8 +134,8 @@ INL void rows_split(const struct cpu_gemv_args *a, int r0, int r1, const int T)
 }
 
 /* Rows per block by tokens: one or two tokens, one row at a time, so that a thread's range is
- * one sequential stream the hardware's prefetchers follow (4 rows interleaved read at ~68% of
- * one row's rate, docs/benchmarks.md); past that the products are compute-bound and the rows of
+ * one sequential stream, asked for ahead (4 rows interleaved read at ~68% of one row's rate
+ * before the prefetch, docs/benchmarks.md); past that the products are compute-bound and the rows of
  * a block share each activation load: two rows for 3 to 6 tokens (up to 24 accumulators), two
  * rows in two passes for 7 and 8. */
 #define PRE(T, NR)                                                                                           \

@@ -334,7 +334,7 @@ void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args
 			     .dt_chunk = (dt->T + tasks - 1) / tasks};
 	/* the work: the multiply-adds, and the conv state and taps, read from memory each step
 	 * (2K - 1 rows of channels; a decode step's conv is bound by them, not by its arithmetic:
-	 * split over 2 threads it took 1.7-1.8 -> 1.2-1.3 ms per 8 steps of the ~0.7B model,
+	 * split over 2 threads it took 1.7-2.0 -> 1.2-1.4 ms per 8 steps of the ~0.7B model,
 	 * docs/benchmarks.md, "the conv in parallel") at ~4 multiply-adds a float */
 	cpu_parallel_for_work(tasks, conv_task, &j,
 			      (double)conv->T * conv->channels * (conv->K + 8) + 30.0 * dt->T * dt->H +

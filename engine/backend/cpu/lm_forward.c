@@ -1545,9 +1545,10 @@ static void batch_product(const struct batch *b, const struct tensor *w, const s
 	}
 }
 
-/* The recurrent scan of every one-position run of a batch in one pool job: task = run * H +
- * head, each the task a scan of that run alone has (so the same arithmetic); longer runs' tasks
- * do nothing (they take the chunked form, run by run). */
+/* The recurrent scan of every one-position run of a batch in one pool job: task = run * groups +
+ * group, a group being consecutive heads, each head the arithmetic a scan of that run alone
+ * gives it (ssm_scan_head_task); longer runs' tasks do nothing (they take the chunked form, run
+ * by run). */
 struct scan_runs_job {
 	const struct lm_dims *dm;
 	const struct lm_run *runs;
@@ -1557,7 +1558,7 @@ struct scan_runs_job {
 	int groups; /* each run's heads in this many tasks of consecutive heads */
 };
 
-/* A decode run's heads in cpu_threads() tasks of consecutive heads, not a task each: a thread
+/* A decode run's heads in min(H, threads) tasks of consecutive heads, not a task each: a thread
  * then reads one contiguous stretch of the layer's state (its heads' [P][N] rows are adjacent),
  * which the prefetchers follow; a head a task, claimed by whichever thread was free, left the
  * step reading the 24.2 MB fp32 state of the ~0.7B model at ~23-30 GB/s where the read pass ran
