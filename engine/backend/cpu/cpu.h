@@ -29,6 +29,15 @@ int cpu_threads(void);
 int cpu_set_threads(int n);
 #define CPU_MAX_THREADS 256
 
+/* Asks for the n bytes `ahead` bytes past p, one prefetch per 64-byte line (the decode kernels'
+ * streams: cpu_gemv.h, the SSM step's state), the address formed as an integer: it may lie past
+ * the object, and a prefetch never faults. */
+static inline void cpu_prefetch_ahead(const void *p, size_t n, size_t ahead)
+{
+	for (size_t o = 0; o < n; o += 64)
+		__builtin_prefetch((const void *)((uintptr_t)p + ahead + o), 0, 3);
+}
+
 /* Makes every thread's scratch buffer at least `bytes` long (64-byte aligned). Call it before
  * cpu_parallel_for(); -ENOMEM on failure. */
 int cpu_reserve_scratch(size_t bytes);

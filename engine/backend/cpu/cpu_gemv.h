@@ -172,8 +172,7 @@ void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void 
 #define CPU_GEMV_AHEAD 8192
 static inline void cpu_gemv_prefetch(const void *p, size_t n)
 {
-	for (size_t o = 0; o < n; o += 64)
-		__builtin_prefetch((const void *)((uintptr_t)p + CPU_GEMV_AHEAD + o), 0, 3);
+	cpu_prefetch_ahead(p, n, CPU_GEMV_AHEAD);
 }
 /* ... for a q8 tile's block b of nb: its codes, and on an even block the pair's scales before
  * them (quant.h's tile layout) */

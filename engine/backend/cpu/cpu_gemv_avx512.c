@@ -5,9 +5,9 @@
  * accumulator per (row, token), so every weight byte is loaded once per call and the NR * T
  * multiply-add chains are independent. The rows of a block lie back to back in memory, and the
  * prefetch runs one block ahead on every row (one row at a time, one token: CPU_GEMV_AHEAD bytes
- * ahead of it), so a thread's whole contiguous range is one stream. Per row and token the sum is the 16-lane
- * accumulator reduced, then the columns past the last multiple of 16 in order: the order the previous dot4
- * kernel used, so fp32 results of a single token are unchanged. */
+ * ahead of it), so a thread's whole contiguous range is one stream. Per row and token the sum is
+ * the 16-lane accumulator reduced, then the columns past the last multiple of 16 in order: the
+ * order the previous dot4 kernel used, so fp32 results of a single token are unchanged. */
 #include "cpu_gemv.h"
 
 #include <immintrin.h>

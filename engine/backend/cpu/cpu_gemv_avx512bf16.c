@@ -9,8 +9,8 @@
  * one-token product at ~55% of the read bandwidth (three loads and a conversion per weight
  * vector). One or two tokens (decode): one row at a time, front to back, each line's bytes
  * CPU_GEMV_AHEAD ahead asked for (cpu_gemv.h), so a thread's range is one sequential stream;
- * more tokens (the decode rows of several
- * sessions, compute-bound): a few rows share each activation load. Every (row, token) sums in
+ * more tokens (the decode rows of several sessions, compute-bound): a few rows share each
+ * activation load. Every (row, token) sums in
  * the same order in every kernel (block() below), so the results of a token do not depend on
  * the others of its call, bit for bit. Without memory for the rounded copy the kernels round in
  * registers, the same bits. fp32 activations take the AVX-512F code, and so do f16 and f32

@@ -168,17 +168,13 @@ static void ssm_chunk_head_task(void *ctx, int h, int thread)
 }
 
 /* The state rows SSM_STATE_AHEAD bytes past the row the step is at are asked for as it reads
- * each one (for writing: the step stores them back), beside the hardware's prefetchers: with the
- * heads in one stretch a thread, 8 rows of 128 fp32 ahead took the step's state read from
- * ~4.5-5.3 to ~4.0-5.0 ms per 8 steps (docs/benchmarks.md, "the SSM step's state read in one
- * stretch a thread"). Past a stretch's end it asks for the next one's rows (another thread's),
- * or for at most SSM_STATE_AHEAD bytes past the state: a prefetch never faults. */
+ * each one (cpu_prefetch_ahead; at the first position only: a head's state stays in cache for
+ * the next ones), beside the hardware's prefetchers: with the heads in one stretch a thread, 8
+ * rows of 128 fp32 ahead took the step's state read from ~4.5-5.3 to ~4.0-5.0 ms per 8 steps
+ * (docs/benchmarks.md, "the SSM step's state read in one stretch a thread"). Past a stretch's end
+ * it asks for the next one's rows (another thread's), or for at most SSM_STATE_AHEAD bytes past
+ * the state. */
 #define SSM_STATE_AHEAD 4096
-static inline void prefetch_ahead(const void *row, size_t bytes)
-{
-	for (size_t o = 0; o < bytes; o += 64)
-		__builtin_prefetch((const void *)((uintptr_t)row + SSM_STATE_AHEAD + o), 1, 3);
-}
 
 /* A bf16 state is updated row by row by cpu_ssm_row_bf16(): widened, updated as an fp32 state
  * is, stored rounded; y from the unrounded row. */
@@ -201,13 +197,16 @@ static void ssm_scan_head_task(void *ctx, int h, int thread)
 		float dt = j->dt[(size_t)t * H + h], dA = expf(dt * A);
 		for (int p = 0; p < P; p++) {
 			if (S16) {
-				prefetch_ahead(S16 + (size_t)p * N, (size_t)N * sizeof(uint16_t));
+				if (t == 0)
+					cpu_prefetch_ahead(S16 + (size_t)p * N, (size_t)N * sizeof(uint16_t),
+							   SSM_STATE_AHEAD);
 				y[p] = cpu_ssm_row_bf16(S16 + (size_t)p * N, dA, dt * x[p], B, C, N) +
 				       Dk * x[p];
 				continue;
 			}
 			float *Sp = S + (size_t)p * N;
-			prefetch_ahead(Sp, (size_t)N * sizeof(float));
+			if (t == 0)
+				cpu_prefetch_ahead(Sp, (size_t)N * sizeof(float), SSM_STATE_AHEAD);
 			cpu_axpby(Sp, dA, dt * x[p], B, N);
 			y[p] = cpu_dot(Sp, C, N) + Dk * x[p];
 		}
