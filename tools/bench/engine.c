@@ -4,11 +4,16 @@
  *
  *   holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N] [--threads N]
  *                     [--backend auto|cpu|cuda] [--device N] [--precision bf16|fp32]
- *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4|fp8] [--profile]
+ *                     [--ssm-state fp32|bf16] [--weights default|bf16|q8|q4|fp8] [--vs-bf16]
+ *                     [--profile]
  *
  * With --weights q8|q4|fp8 the backend (the CPU, or CUDA for q8|q4) quantizes the linear layers at creation
  * (docs/quantization.md): the weight bytes read per decode token, and so the decode ceiling,
- * count those layers in their quantized bytes.
+ * count those layers in their quantized bytes. --vs-bf16 runs a second backend on the same
+ * checkpoint's bf16 weights and decodes the same tokens on it in rounds alternating with this
+ * run's, each pair after the same bandwidth pass: the quantized format's rate against bf16's
+ * under the same machine load (on a VM whose memory bandwidth drifts between runs, two runs'
+ * rates compare the drift as much as the formats), beside the ratio of the bytes read per token.
  *
  * It also measures the machine's limits in the same run (machine.c): the read bandwidth with the
  * pool's threads (min/median/max over passes interleaved with the decode rounds), the decode GEMV
@@ -67,7 +72,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: holo-bench engine [--model DIR | --random SPEC] [--prompt N] [--decode N]\n"
 		   "                         [--threads N] [--backend B] [--device N] [--precision P]\n"
-		   "                         [--ssm-state S] [--weights W] [--profile]\n"
+		   "                         [--ssm-state S] [--weights W] [--vs-bf16] [--profile]\n"
 		   "  --random SPEC  key=value,... over the default ~0.7B bf16 model: pattern, hidden,\n"
 		   "                 vocab, intermediate, heads, kv_heads, head_dim, m_heads, m_head_dim,\n"
 		   "                 m_groups, m_state, chunk, dtype (bf16|f16|f32)\n"
@@ -79,7 +84,9 @@ static void usage(FILE *f)
 		   "                 the cpu for a bf16 checkpoint, fp32 on the cpu otherwise)\n"
 		   "  --ssm-state S  the SSM state's storage, fp32 or bf16 (default fp32)\n"
 		   "  --weights W    the linear layers' format: default (as stored), bf16, q8, q4 or fp8\n"
-		   "                 (quantized at load, the cpu only; default $HOLOD_WEIGHTS)\n"
+		   "                 (quantized at load; default $HOLOD_WEIGHTS)\n"
+		   "  --vs-bf16      also decode on the checkpoint's bf16 weights, in rounds alternating\n"
+		   "                 with these, and print the rate against them\n"
 		   "  --profile      list the device's kernels and GEMM calls after the run (cuda)\n");
 }
 
@@ -302,6 +309,7 @@ static long peak_rss_kib(void)
 
 int bench_engine_main(int argc, char **argv)
 {
+	/* clang-format off */
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, 'm'},
 		{"random", required_argument, NULL, 'r'},
@@ -315,14 +323,16 @@ int bench_engine_main(int argc, char **argv)
 		{"profile", no_argument, NULL, 'F'},
 		{"ssm-state", required_argument, NULL, 'X'},
 		{"weights", required_argument, NULL, 'W'},
+		{"vs-bf16", no_argument, NULL, 'V'},
 		{0},
 	};
+	/* clang-format on */
 	struct lm_random_spec sp;
 	bench_engine_default_spec(&sp);
 	const char *model_dir = NULL;
 	char *spec = NULL;
 	int n_prompt = 512, n_decode = 32, threads = 0;
-	bool profile = false;
+	bool profile = false, vs_bf16 = false;
 	struct engine_backend_options bopts = {.kind = ENGINE_BACKEND_AUTO};
 	const char *env_precision = getenv("HOLOD_PRECISION");
 	if (env_precision && *env_precision && engine_precision_parse(env_precision, &bopts.precision) < 0) {
@@ -381,6 +391,9 @@ int bench_engine_main(int argc, char **argv)
 		case 'F':
 			profile = true;
 			break;
+		case 'V':
+			vs_bf16 = true;
+			break;
 		case 'W':
 			if (engine_weights_parse(optarg, &bopts.weights) < 0) {
 				fprintf(stderr,
@@ -435,12 +448,18 @@ int bench_engine_main(int argc, char **argv)
 	}
 	if (msg[0])
 		printf("%s\n", msg);
+	if (vs_bf16 && (bopts.weights == ENGINE_WEIGHTS_DEFAULT || bopts.weights == ENGINE_WEIGHTS_BF16)) {
+		fprintf(stderr, "holo-bench engine: --vs-bf16 compares a quantized format with bf16: add "
+				"--weights q8, q4 or fp8\n");
+		return 2;
+	}
 
 	int ret = 1;
 	struct bench_bw *bw = NULL;
 	struct engine_model *m = NULL;
-	struct engine_backend *backend = NULL;
-	struct engine_session *s = NULL;
+	struct engine_backend *backend = NULL, *ref = NULL;
+	struct engine_session *s = NULL, *rs = NULL;
+	double *bw_rates = NULL, *ratios = NULL;
 	int32_t *tok = NULL;
 	float *logits = NULL;
 
@@ -487,6 +506,24 @@ int bench_engine_main(int argc, char **argv)
 	       engine_precision_name(binfo.precision), engine_precision_name(binfo.ssm_state), binfo.weights,
 	       (double)binfo.weight_bytes / 1e6);
 
+	/* --vs-bf16: the same checkpoint's bf16 weights on a second backend of the same kind */
+	double ref_wbytes = 0;
+	if (vs_bf16) {
+		struct engine_backend_options ro = bopts;
+		ro.weights = ENGINE_WEIGHTS_BF16;
+		ref = engine_backend_create(m, &ro, msg, sizeof(msg));
+		if (!ref) {
+			fprintf(stderr, "holo-bench engine: --vs-bf16: the bf16 weights: %s\n", msg);
+			goto out;
+		}
+		ref_wbytes = decode_weight_bytes(m, ENGINE_WEIGHTS_BF16);
+		struct engine_backend_info ri;
+		engine_backend_get_info(ref, &ri);
+		printf("reference (--vs-bf16): backend %s, weights %s %.1f MB, %.1f MB read per decode "
+		       "token\n",
+		       ri.name, ri.weights, (double)ri.weight_bytes / 1e6, ref_wbytes / 1e6);
+	}
+
 	int V = m->cfg.vocab;
 	/* room for the profiled decode steps after the timed ones (below) */
 	s = engine_session_create_on(backend, n_prompt + n_decode + DECODE_PROFILE_STEPS + 1);
@@ -504,6 +541,21 @@ int bench_engine_main(int argc, char **argv)
 	if (r < 0)
 		goto fail;
 	engine_session_reset(s);
+	if (ref) {
+		/* the reference's session, warmed up as this one and holding the same prompt */
+		rs = engine_session_create_on(ref, n_prompt + n_decode + 1);
+		if (!rs) {
+			fprintf(stderr, "holo-bench engine: out of memory\n");
+			goto out;
+		}
+		if ((r = engine_session_append(rs, tok, NULL, (size_t)MIN(n_prompt, 8), ENGINE_LOGITS_LAST,
+					       logits)) < 0)
+			goto fail;
+		engine_session_reset(rs);
+		if ((r = engine_session_append(rs, tok, NULL, (size_t)n_prompt, ENGINE_LOGITS_LAST, logits)) <
+		    0)
+			goto fail;
+	}
 
 	/* The GEMM-only rate first: it also creates the oneDNN primitives the prefill reuses. On
 	 * the CPU the prefill is profiled per operation (cheap: a clock read per operation). */
@@ -564,12 +616,15 @@ int bench_engine_main(int argc, char **argv)
 	}
 
 	/* Decode in rounds of DECODE_ROUND steps, each round preceded by one bandwidth pass, so the
-	 * ceiling is measured under the same machine load as the decode it is compared with. */
+	 * ceiling is measured under the same machine load as the decode it is compared with; with
+	 * --vs-bf16 each pass is followed by a round on each backend, the same tokens, the order
+	 * alternating from one round to the next. */
 	int32_t next = 0;
-	double dec_s = 0, dec_cpu = 0;
+	double dec_s = 0, dec_cpu = 0, ref_s = 0;
 	int rounds = 0;
-	double *bw_rates = malloc(((size_t)n_decode / DECODE_ROUND + 1) * sizeof(double));
-	if (!bw_rates) {
+	bw_rates = malloc(((size_t)n_decode / DECODE_ROUND + 1) * sizeof(double));
+	ratios = malloc(((size_t)n_decode / DECODE_ROUND + 1) * sizeof(double));
+	if (!bw_rates || !ratios) {
 		fprintf(stderr, "holo-bench engine: out of memory\n");
 		goto out;
 	}
@@ -577,26 +632,35 @@ int bench_engine_main(int argc, char **argv)
 	for (int done = 0; done < n_decode; rounds++) {
 		bw_rates[rounds] = bench_bw_pass(bw);
 		int steps = MIN(DECODE_ROUND, n_decode - done);
-		uint64_t jobs0 = cpu_parallel_jobs();
-		c0 = bench_cpu_seconds();
-		t0 = time_mono_ns();
-		for (int i = 0; i < steps; i++) {
-			next = (next * 31 + 7) % V;
-			r = engine_session_decode(s, next, logits);
-			if (r < 0) {
-				free(bw_rates);
+		int32_t toks[DECODE_ROUND];
+		for (int i = 0; i < steps; i++)
+			toks[i] = next = (next * 31 + 7) % V;
+		double round_s = 0, round_ref = 0;
+		for (int k = 0; k < (rs ? 2 : 1); k++) {
+			bool on_ref = rs && (k ^ (rounds & 1)) == 1;
+			uint64_t jobs0 = cpu_parallel_jobs();
+			c0 = bench_cpu_seconds();
+			t0 = time_mono_ns();
+			for (int i = 0; i < steps && r >= 0; i++)
+				r = engine_session_decode(on_ref ? rs : s, toks[i], logits);
+			t1 = time_mono_ns();
+			c1 = bench_cpu_seconds();
+			if (r < 0)
 				goto fail;
+			if (on_ref) {
+				round_ref = (double)(t1 - t0) / 1e9;
+				continue;
 			}
+			jobs += cpu_parallel_jobs() - jobs0;
+			round_s = (double)(t1 - t0) / 1e9;
+			dec_cpu += c1 - c0;
 		}
-		t1 = time_mono_ns();
-		c1 = bench_cpu_seconds();
-		jobs += cpu_parallel_jobs() - jobs0;
-		dec_s += (double)(t1 - t0) / 1e9;
-		dec_cpu += c1 - c0;
+		dec_s += round_s;
+		ref_s += round_ref;
+		ratios[rounds] = round_ref / round_s;
 		done += steps;
 	}
 	double bw_med = median(bw_rates, rounds), bw_min = bw_rates[0], bw_max = bw_rates[rounds - 1];
-	free(bw_rates);
 	double decode_tps = n_decode / dec_s;
 	double ceiling = bw_med / wbytes;
 	printf("decode: %d tokens in %.3f s: %.2f tok/s\n", n_decode, dec_s, decode_tps);
@@ -616,6 +680,26 @@ int bench_engine_main(int argc, char **argv)
 	       ceiling, wbytes / 1e6, bw_med / 1e9, 100.0 * decode_tps / ceiling);
 	printf("decode cpu-normalised: %.2f tok/s (%.2f CPUs used)\n", n_decode / (dec_cpu / nthreads),
 	       dec_cpu / dec_s);
+	if (rs) {
+		/* the bytes a step moves besides the weights: each Mamba layer's recurrent state read
+		 * and written, the K/V cache read (as the ceiling counting the state, below) */
+		double state = (double)engine_session_state_bytes(s),
+		       recurrent = (double)engine_session_state_bytes_at(s, 0),
+		       besides = 2 * recurrent + (state > recurrent ? state - recurrent : 0);
+		double ref_tps = n_decode / ref_s, lo = ratios[0], hi = ratios[0];
+		for (int i = 1; i < rounds; i++) {
+			lo = MIN(lo, ratios[i]);
+			hi = MAX(hi, ratios[i]);
+		}
+		printf("decode against bf16 in the same rounds (--vs-bf16): %s %.2f tok/s (%.0f%% of the "
+		       "read bandwidth), bf16 %.2f tok/s (%.0f%%): %.2fx (per round: min %.2fx, median "
+		       "%.2fx, max %.2fx over %d rounds); the bytes read per token give %.2fx, %.2fx "
+		       "counting the session's state\n",
+		       binfo.weights, decode_tps, 100.0 * decode_tps / ceiling, ref_tps,
+		       100.0 * ref_tps / (bw_med / ref_wbytes), decode_tps / ref_tps, lo,
+		       median(ratios, rounds), hi, rounds, ref_wbytes / wbytes,
+		       (ref_wbytes + besides) / (wbytes + besides));
+	}
 	if (binfo.kind == ENGINE_BACKEND_CPU) {
 		/* where a decode step's time goes: the same steps again with the backend's profile
 		 * on, so that decode below the ceiling says whether its matrix products or the rest
@@ -702,6 +786,10 @@ fail:
 out:
 	free(tok);
 	free(logits);
+	free(bw_rates);
+	free(ratios);
+	engine_session_destroy(rs);
+	engine_backend_destroy(ref);
 	engine_session_destroy(s);
 	engine_backend_destroy(backend);
 	if (model_dir)
