@@ -175,11 +175,16 @@ static inline void cpu_gemv_prefetch(const void *p, size_t n)
 	cpu_prefetch_ahead(p, n, CPU_GEMV_AHEAD);
 }
 /* ... for a q8 tile's block b of nb: its codes, and on an even block the pair's scales before
- * them (quant.h's tile layout) */
+ * them (quant.h's tile layout), CPU_GEMV_AHEAD_Q8_TILE ahead: q8 decode against bf16's in the
+ * same rounds (holo-bench engine --weights q8 --vs-bf16, AMD EPYC) went from 1.72-1.73x at 8 KiB
+ * to 1.76-1.77x at 4 KiB, three runs of each alternating (2, 3 and 6 KiB: 1.73-1.76x); q4's tiles
+ * and bf16's rows showed no such difference and keep CPU_GEMV_AHEAD (docs/benchmarks.md,
+ * "q8 tiles asked for 4 KiB ahead"). */
+#define CPU_GEMV_AHEAD_Q8_TILE 4096
 static inline void cpu_gemv_prefetch_q8_tile(const void *tile, int64_t b, int64_t nb)
 {
 	const size_t s0 = b % 2 ? quant_q8_tile_codes(b) : quant_q8_tile_d(b, nb);
-	cpu_gemv_prefetch((const char *)tile + s0, quant_q8_tile_codes(b) + 512 - s0);
+	cpu_prefetch_ahead((const char *)tile + s0, quant_q8_tile_codes(b) + 512 - s0, CPU_GEMV_AHEAD_Q8_TILE);
 }
 /* A variant's tile kernels for format F (q8, q4) out of its `tile_F(a, t, y, T)` (one tile, T
  * tokens as a constant after inlining): one instance per token count, and the public
