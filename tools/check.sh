@@ -75,7 +75,7 @@ for v in amx avx512bf16 avx512 avx2 portable; do
 	echo "$variants" | grep -qx "$v" || echo "check: kernel variant $v skipped: this CPU does not run it"
 done
 # A CPU with AVX2 alone (most desktops): oneDNN has no bf16 products there, so bf16
-# checkpoints default to fp32 and an explicit bf16 runs on the engine's own kernels
+# checkpoints run in bf16 (the default there too) on the engine's own kernels
 if echo "$variants" | grep -qx avx2; then
 	echo "check: the unit suite as on a CPU with AVX2 alone (HOLOD_CPU_KERNELS=avx2 ONEDNN_MAX_CPU_ISA=AVX2)"
 	HOLOD_CPU_KERNELS=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \

@@ -249,10 +249,12 @@ int engine_precision_parse(const char *name, enum engine_precision *ret);
 const char *engine_weights_name(enum engine_weights w);
 int engine_weights_parse(const char *name, enum engine_weights *ret);
 /* The precision the CPU backend runs `model` in when none is asked for: BF16 for a bf16
- * checkpoint (its embedding matrix stored in bf16) on a CPU whose oneDNN has bf16 matrix
- * products (AVX-512 and up), FP32 otherwise (f32 or f16 weights, whose fp32 path rounds
- * nothing; a CPU with AVX2 alone, where an explicit BF16 runs every product on the engine's own
- * kernels: no faster than fp32, and less exact). */
+ * checkpoint (its embedding matrix stored in bf16; a holo-quantize or FP8 one too) on a CPU
+ * whose oneDNN has bf16 matrix products (AVX-512 and up) or that runs the engine's AVX2 kernels
+ * (where BF16 runs every product on those: no slower than fp32, and q8/q4 weights decode on
+ * their integer kernels, about 3x fp32's exact ones for q4), FP32 otherwise (f32 or f16 weights,
+ * whose fp32 path rounds nothing; a CPU without AVX2, or kernels capped below it by
+ * $HOLOD_CPU_KERNELS). */
 enum engine_precision engine_model_cpu_precision(const struct engine_model *model);
 
 /* What a program checks before loading a model: resolves AUTO in opts->kind (and DEFAULT in

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "cpu_dnnl.h"
+#include "cpu_isa.h"
 #include "engine.h"
 #include "lm.h"
 #include "test.h"
@@ -321,9 +322,10 @@ static void test_info(struct engine_model *m)
 	CHECK_INT_EQ(info.kind, ENGINE_BACKEND_CPU);
 	CHECK_STR_EQ(info.name, "cpu");
 	/* the model's weights are bf16, so the CPU's default precision is bf16 where oneDNN has
-	 * bf16 products (fp32 on a CPU with AVX2 alone) */
-	CHECK_INT_EQ(info.precision,
-		     cpu_dnnl_bf16_supported() ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32);
+	 * bf16 products or the kernels are AVX2's or better (fp32 on the portable ones) */
+	CHECK_INT_EQ(info.precision, cpu_dnnl_bf16_supported() || cpu_isa() >= CPU_ISA_AVX2 ?
+					     ENGINE_PRECISION_BF16 :
+					     ENGINE_PRECISION_FP32);
 	CHECK(info.runs_model);
 	CHECK(info.weight_bytes == mi.weight_bytes && info.weight_bytes > 0);
 	CHECK_INT_EQ(info.state_bytes, 0);
@@ -393,8 +395,10 @@ static enum engine_precision created_precision(const struct engine_model *m, enu
  * for f32 ones; an explicit precision wins either way. */
 static void test_default_precision(struct engine_model *m)
 {
-	/* (fp32 where oneDNN has no bf16 products: test_no_bf16) */
-	enum engine_precision def = cpu_dnnl_bf16_supported() ? ENGINE_PRECISION_BF16 : ENGINE_PRECISION_FP32;
+	/* (where oneDNN has no bf16 products the kernels decide: test_no_bf16) */
+	enum engine_precision def = cpu_dnnl_bf16_supported() || cpu_isa() >= CPU_ISA_AVX2 ?
+					    ENGINE_PRECISION_BF16 :
+					    ENGINE_PRECISION_FP32;
 	CHECK_INT_EQ(engine_model_cpu_precision(m), def);
 	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_DEFAULT), def);
 	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_FP32), ENGINE_PRECISION_FP32);
@@ -621,14 +625,22 @@ static void last_logits(struct engine_backend *b, float *ret, int vocab)
 }
 
 /* A CPU whose oneDNN has no bf16 products (AVX2 alone; meson.build runs this with oneDNN
- * capped at AVX2): a bf16 checkpoint runs in fp32 by default (bf16 would be no faster there);
- * an explicit bf16 runs every product on the engine's own kernels, says so, and stays within
- * bf16's cosine of fp32 (holod refused such a checkpoint with "out of memory" before). */
+ * capped at AVX2): a bf16 checkpoint runs in bf16 by default on the AVX2 kernels (no slower than
+ * fp32 there, and q8/q4 weights decode on their integer kernels), in fp32 on the portable ones;
+ * bf16 runs every product on the engine's own kernels, says so, and stays within bf16's cosine
+ * of fp32 (holod refused such a checkpoint with "out of memory" before). */
 static void test_no_bf16(struct engine_model *m)
 {
 	CHECK(!cpu_dnnl_bf16_supported());
+	if (cpu_isa_supported(CPU_ISA_AVX2)) {
+		CHECK_INT_EQ(cpu_isa_select("avx2"), 0);
+		CHECK_INT_EQ(engine_model_cpu_precision(m), ENGINE_PRECISION_BF16);
+		CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_DEFAULT), ENGINE_PRECISION_BF16);
+	}
+	CHECK_INT_EQ(cpu_isa_select("portable"), 0);
 	CHECK_INT_EQ(engine_model_cpu_precision(m), ENGINE_PRECISION_FP32);
 	CHECK_INT_EQ(created_precision(m, ENGINE_PRECISION_DEFAULT), ENGINE_PRECISION_FP32);
+	CHECK_INT_EQ(cpu_isa_select(NULL), 0);
 	struct engine_backend *b16 = test_backend_create(m, ENGINE_BACKEND_CPU, ENGINE_PRECISION_BF16);
 	struct engine_backend_info info;
 	CHECK_INT_EQ(engine_backend_get_info(b16, &info), 0);

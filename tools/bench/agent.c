@@ -181,8 +181,10 @@ static int cpu_rates(const struct engine_model *m, const struct engine_backend *
 	if (t == 0 || flop <= 0)
 		return -EIO;
 	ret->gemm = flop / t;
-	snprintf(ret->gemm_what, sizeof(ret->gemm_what), "the model's matrix products for %d tokens, %s",
-		 rows, bf16 ? "bf16 (oneDNN)" : "fp32");
+	snprintf(ret->gemm_what, sizeof(ret->gemm_what), "the model's matrix products for %d tokens, %s", rows,
+		 !bf16			   ? "fp32" :
+		 cpu_dnnl_bf16_supported() ? "bf16 (oneDNN)" :
+					     "bf16 (the engine's own kernels, as fp32's)");
 	/* Decode on the CPU reads the weights: its floor is the read bandwidth of the engine's
 	 * threads (machine.c's passes, which sum every word so that no pass can be optimised away;
 	 * a memcpy loop here was elided by the release build and gave petabytes per second). */

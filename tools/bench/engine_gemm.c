@@ -49,6 +49,10 @@ double bench_gemm_only_seconds(const struct engine_model *m, const struct engine
 	 * dequantizes them, lm_forward.c) */
 	if (model_quant_format(m) >= 0 || quantized_dtype_format(m->lm_head.dtype) >= 0)
 		return -EOPNOTSUPP;
+	/* where oneDNN has no bf16 products (a CPU with AVX2 alone) bf16 precision runs them on
+	 * cpu_matmul() as fp32 does, on activations rounded to bf16 (lm_forward.c's product()) */
+	if (bf16 && !cpu_dnnl_bf16_supported())
+		bf16 = false;
 	int n_mats = 0;
 	size_t max_in = (size_t)m->lm_head.shape[1], max_out = (size_t)m->lm_head.shape[0];
 	for (int l = 0; l < m->cfg.n_layers; l++) {
