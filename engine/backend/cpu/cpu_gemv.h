@@ -131,6 +131,8 @@ void cpu_gemv_avx512_bf16(const struct cpu_gemv_args *a, int r0, int r1);
 /* the fp8 kernels (cpu_gemv_fp8_avx2.c, cpu_gemv_fp8_avx512.c; AVX512-BF16 shares AVX-512F's) */
 void cpu_gemv_avx2_fp8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx2_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out);
+void cpu_gemv_avx2_q8_to_bf16(const void *row, int64_t cols, uint16_t *out);
+void cpu_gemv_avx2_q4_to_bf16(const void *row, int64_t cols, uint16_t *out);
 void cpu_gemv_avx512_fp8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out);
 /* the quantized kernels (cpu_gemv_quant_avx2.c, cpu_gemv_quant_avx512.c; the AVX512-BF16

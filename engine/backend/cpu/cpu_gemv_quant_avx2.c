@@ -12,6 +12,7 @@
 #include "cpu_gemv.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -304,3 +305,70 @@ INL void irows(const struct cpu_gemv_args *a, int r0, int r1, const int NR, cons
 
 IINSTANCES(q8, QUANT_Q8)
 IINSTANCES(q4, QUANT_Q4)
+
+/* ---- a row dequantized to bf16 (the prompt's products: cpu_quant_rows_to_bf16) ------------ */
+
+/* 8 exact dequantized weights (the kernels' widening above: q8 d * q, q4 fma(d, q, m)) rounded
+ * to bf16, to nearest even in integers as f32_to_bf16() (the weights are finite: no NaN case) */
+INL __m128i round_bf16(__m256 w)
+{
+	__m256i u = _mm256_castps_si256(w);
+	__m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	u = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+	return _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+}
+
+INL void row_to_bf16(const void *row, int64_t cols, uint16_t *out, const enum quant_format fmt)
+{
+	const int nb = (int)quant_blocks(cols);
+	const size_t cb = fmt == QUANT_Q8 ? 32 : 16, soff = quant_round_align((size_t)nb * cb);
+	const char *r = row;
+	for (int b = 0; b < nb; b++) {
+		__m256 d, m = _mm256_setzero_ps();
+		if (fmt == QUANT_Q8) {
+			d = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(r + soff))[b]));
+		} else {
+			const uint16_t *dm = (const uint16_t *)(r + soff) + 2 * (size_t)b;
+			d = _mm256_set1_ps(_cvtsh_ss(dm[0]));
+			m = _mm256_set1_ps(_cvtsh_ss(dm[1]));
+		}
+		__m128i h[4];
+		for (int j = 0; j < 4; j++) {
+			__m256 wv;
+			if (fmt == QUANT_Q8) {
+				__m128i c = _mm_loadl_epi64(
+					(const __m128i *)(r + (size_t)b * 32 + 8 * (size_t)j));
+				wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), d);
+			} else {
+				__m128i c = _mm_loadl_epi64(
+					(const __m128i *)(r + (size_t)b * 16 + 8 * (size_t)(j & 1)));
+				__m256i v = _mm256_cvtepu8_epi32(c);
+				v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) :
+					    _mm256_srli_epi32(v, 4);
+				wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d, m);
+			}
+			h[j] = round_bf16(wv);
+		}
+		const int64_t left = cols - 32 * (int64_t)b;
+		uint16_t *o = out + 32 * (size_t)b;
+		if (left >= 32) {
+			for (int j = 0; j < 4; j++)
+				_mm_storeu_si128((__m128i *)(o + 8 * j), h[j]);
+		} else {
+			uint16_t t[32];
+			for (int j = 0; j < 4; j++)
+				_mm_storeu_si128((__m128i *)(t + 8 * j), h[j]);
+			memcpy(o, t, (size_t)left * sizeof(uint16_t));
+		}
+	}
+}
+
+void cpu_gemv_avx2_q8_to_bf16(const void *row, int64_t cols, uint16_t *out)
+{
+	row_to_bf16(row, cols, out, QUANT_Q8);
+}
+
+void cpu_gemv_avx2_q4_to_bf16(const void *row, int64_t cols, uint16_t *out)
+{
+	row_to_bf16(row, cols, out, QUANT_Q4);
+}

@@ -82,9 +82,10 @@ struct lm_prepared {
 	 * cpu_gemv_quant_rows() (fp32 precision) or cpu_gemv_quant_rows_i8() (bf16: int8
 	 * activations); longer runs in bf16 precision are one oneDNN bf16 product per matrix whose
 	 * pool tasks each dequantize LM_QUANT_PREFILL_BLOCK_BYTES of rows to bf16 and multiply them
-	 * from their cache (cpu_dnnl_matmul_bf16_fill), in fp32 precision (or without oneDNN's bf16)
-	 * LM_QUANT_PREFILL_BYTES of rows to fp32 for cpu_matmul() (the same exact weights, the sums
-	 * in another order). The merged decode rows never take AMX or oneDNN, so a batch's rows
+	 * from their cache (cpu_dnnl_matmul_bf16_fill), in fp32 precision LM_QUANT_PREFILL_BYTES of
+	 * rows to fp32 for cpu_matmul() (the same exact weights, the sums in another order), in bf16
+	 * without oneDNN's bf16 products (AVX2 alone) that many bytes of rows rounded to bf16 for
+	 * cpu_matmul(). The merged decode rows never take AMX or oneDNN, so a batch's rows
 	 * are bit for bit those of each sequence alone in either precision. */
 	bool quant;
 	int quant_format; /* enum quant_format */
@@ -121,10 +122,10 @@ struct lm_prepared {
 	int held_failed;	    /* matrices left in the map: their copy could not be allocated */
 	uint64_t held_ns;	    /* the copies' time */
 };
-/* fp32 bytes of rows dequantized per cpu_matmul() call of a longer run's product on quantized
- * weights (at least 16 rows): an L2-sized block, dequantized once per product and read by every
- * row of the run from cache, so the prefill costs one extra pass over the weights per product
- * on top of cpu_matmul()'s fp32 product (the fp32 path's speed, not bf16's oneDNN). */
+/* Bytes of rows dequantized (fp32, or bf16 off oneDNN's bf16 path) per cpu_matmul() call of a
+ * longer run's product on quantized weights (at least 16 rows): an L2-sized block, dequantized once per
+ * product and read by every row of the run from cache, so the prefill costs one extra pass over the weights
+ * per product on top of cpu_matmul()'s fp32 product (the fp32 path's speed, not bf16's oneDNN). */
 #define LM_QUANT_PREFILL_BYTES ((size_t)2 << 20)
 /* bf16 precision's longer runs on quantized weights (lm_forward.c quant_matmul_bf16): the bf16
  * bytes of rows one pool task dequantizes and multiplies by every token while they are in its

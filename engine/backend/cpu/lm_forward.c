@@ -1281,33 +1281,65 @@ static void dequant_task(void *ctx, int task, int thread)
 			 q->cols, j->out + (size_t)task * (size_t)q->cols);
 }
 
-/* A longer run's product on quantized weights (lm_prepared.quant): LM_QUANT_PREFILL_BYTES of
- * rows at a time dequantized exactly to fp32 (on the pool) and multiplied by cpu_matmul(); where
- * the buffer cannot be had, the GEMV kernels take the product (the same weights). */
-static void quant_matmul_range(const struct quant_tensor *q, int from, int nrows, const float *x, size_t ldx,
-			       int T, float *y, size_t ldy, bool accumulate)
+/* bf16 precision without oneDNN's bf16 products: task i rounds rows [r0 + 16 i, + 16) to bf16
+ * (cpu_quant_rows_to_bf16: the variant's SIMD widening, whole tiles gathered at once) */
+struct dequant16_job {
+	const struct quant_tensor *q;
+	int r0, n;
+	uint16_t *out;
+	_Atomic int err;
+};
+
+static void dequant16_task(void *ctx, int task, int thread)
 {
-	const size_t in = (size_t)q->cols;
+	(void)thread;
+	struct dequant16_job *j = ctx;
+	const int a = task * QUANT_TILE_ROWS, n = MIN(QUANT_TILE_ROWS, j->n - a);
+	int r = cpu_quant_rows_to_bf16(j->q, j->r0 + a, n, j->out + (size_t)a * (size_t)j->q->cols);
+	if (r < 0)
+		atomic_store_explicit(&j->err, r, memory_order_relaxed);
+}
+
+/* A longer run's product on quantized weights (lm_prepared.quant) off oneDNN's bf16 path:
+ * LM_QUANT_PREFILL_BYTES of rows at a time dequantized on the pool and multiplied by
+ * cpu_matmul(): exactly to fp32 (fp32 precision), or with bf16 set (bf16 precision on a CPU whose
+ * oneDNN has no bf16 products: AVX2 alone) rounded to bf16, the weights oneDNN's bf16 path
+ * multiplies, by the variant's SIMD code into half the bytes (docs/benchmarks.md, "bf16 by
+ * default on a CPU with AVX2 alone"). Where the buffer cannot be had, the GEMV kernels take the
+ * product (the same weights). */
+static void quant_matmul_range(const struct quant_tensor *q, int from, int nrows, const float *x, size_t ldx,
+			       int T, float *y, size_t ldy, bool accumulate, bool bf16)
+{
+	const size_t in = (size_t)q->cols, esz = bf16 ? sizeof(uint16_t) : sizeof(float);
 	const int end = from + nrows;
-	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BYTES / (in * sizeof(float)), 16), nrows);
-	float *buf = NULL;
+	int rows = (int)MIN((int64_t)MAX(LM_QUANT_PREFILL_BYTES / (in * esz), 16) / QUANT_TILE_ROWS *
+				    QUANT_TILE_ROWS,
+			    nrows);
+	void *buf = NULL;
 	char *rec = NULL; /* a tiled matrix's rows are gathered into records first */
-	if (posix_memalign((void **)&buf, 64, (size_t)rows * in * sizeof(float)) != 0 ||
-	    (q->tiled && !(rec = malloc((size_t)cpu_threads() * q->row_bytes)))) {
+	if (posix_memalign(&buf, 64, (size_t)rows * in * esz) != 0 ||
+	    (!bf16 && q->tiled && !(rec = malloc((size_t)cpu_threads() * q->row_bytes)))) {
 		free(buf);
 		cpu_gemv_quant_rows(q, from, nrows, x, ldx, T, y + from, ldy, accumulate);
 		return;
 	}
 	for (int r0 = from; r0 < end; r0 += rows) {
-		int n = MIN(rows, end - r0);
-		struct dequant_job j = {q, r0, buf, rec};
-		cpu_parallel_for_work(n, dequant_task, &j, (double)n * (double)in);
+		int n = MIN(rows, end - r0), r = 0;
+		if (bf16) {
+			struct dequant16_job j = {.q = q, .r0 = r0, .n = n, .out = buf};
+			cpu_parallel_for_work((n + QUANT_TILE_ROWS - 1) / QUANT_TILE_ROWS, dequant16_task, &j,
+					      (double)n * (double)in);
+			r = atomic_load(&j.err);
+		} else {
+			struct dequant_job j = {q, r0, buf, rec};
+			cpu_parallel_for_work(n, dequant_task, &j, (double)n * (double)in);
+		}
 		struct tensor t = {.data = buf,
-				   .dtype = TENSOR_F32,
+				   .dtype = bf16 ? TENSOR_BF16 : TENSOR_F32,
 				   .ndim = 2,
 				   .shape = {n, (int64_t)in},
-				   .nbytes = (size_t)n * in * sizeof(float)};
-		if (cpu_matmul(&t, x, ldx, T, y + r0, ldy, accumulate) < 0)
+				   .nbytes = (size_t)n * in * esz};
+		if (r < 0 || cpu_matmul(&t, x, ldx, T, y + r0, ldy, accumulate) < 0)
 			cpu_gemv_quant_rows(q, r0, n, x, ldx, T, y + r0, ldy, accumulate);
 	}
 	free(rec);
@@ -1315,9 +1347,9 @@ static void quant_matmul_range(const struct quant_tensor *q, int from, int nrows
 }
 
 static void quant_matmul(const struct quant_tensor *q, const float *x, size_t ldx, int T, float *y,
-			 size_t ldy, bool accumulate)
+			 size_t ldy, bool accumulate, bool bf16)
 {
-	quant_matmul_range(q, 0, (int)q->rows, x, ldx, T, y, ldy, accumulate);
+	quant_matmul_range(q, 0, (int)q->rows, x, ldx, T, y, ldy, accumulate, bf16);
 }
 
 /* bf16 precision's longer runs on quantized weights: one oneDNN product over the whole matrix
@@ -1350,7 +1382,7 @@ static void fill_rest(void *arg, int r0, int n, int t0)
 {
 	const struct fill_arg *a = arg;
 	quant_matmul_range(a->q, r0, n, a->x + (size_t)t0 * a->ldx, a->ldx, a->T - t0,
-			   a->y + (size_t)t0 * a->ldy, a->ldy, a->accumulate);
+			   a->y + (size_t)t0 * a->ldy, a->ldy, a->accumulate, false);
 }
 
 static int quant_matmul_bf16(const struct quant_tensor *q, float *x, size_t ldx, int T, float *y, size_t ldy,
@@ -1399,11 +1431,12 @@ static bool product(const struct lm_prepared *p, const struct tensor *w, const s
 				cpu_gemv_quant_rows(qw, 0, (int)qw->rows, x, ldx, T, y, ldy, accumulate);
 		} else if (!p->bf16 || !cpu_dnnl_bf16_supported() ||
 			   quant_matmul_bf16(qw, x, ldx, T, y, ldy, accumulate) < 0) {
-			/* fp32 precision or no oneDNN bf16 matmul: the weights exact, fp32 sums (in bf16
-			 * precision on the activations rounded as bf16 weights' are) */
+			/* fp32 precision: the weights exact, fp32 sums; bf16 precision without oneDNN's
+			 * bf16 matmul: the activations and the weights rounded to bf16 as oneDNN's path
+			 * has them, fp32 sums */
 			if (p->bf16)
 				cpu_round_bf16_rows(x, ldx, T, (int)qw->cols);
-			quant_matmul(qw, x, ldx, T, y, ldy, accumulate);
+			quant_matmul(qw, x, ldx, T, y, ldy, accumulate, p->bf16);
 		}
 		goto done;
 	}
