@@ -112,7 +112,7 @@ static void test_loaded(const char *model)
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "name")), "tiny-agent");
 	CHECK_STR_EQ(json_string_value(json_object_get(st, "backend")), "cpu");
 	/* the backend's own figures: the CPU holds the map as it is, and runs this bf16
-	 * checkpoint in bf16 by default (fp32 on a CPU whose oneDNN has no bf16 products: what
+	 * checkpoint in bf16 by default (fp32 on the portable kernels: what
 	 * engine_model_cpu_precision() says) */
 	char err[256];
 	struct engine_model *m = engine_model_load(model, err, sizeof(err));

@@ -41,7 +41,7 @@ have=$(sed -n 's/^parameters [0-9.]* B (\([0-9]*\)).*/\1/p' "$out")
 	>"$out.vs"
 cat "$out.vs"
 grep -Eq "^reference \(--vs-bf16\): backend cpu, weights bf16 [0-9.]+ MB, [0-9.]+ MB read per decode token$" "$out.vs"
-grep -Eq "^decode against bf16 in the same rounds \(--vs-bf16\): q8 [0-9.]+ tok/s \([0-9]+% of the read bandwidth\), bf16 [0-9.]+ tok/s \([0-9]+%\): [0-9.]+x \(per round: min [0-9.]+x, median [0-9.]+x, max [0-9.]+x over 2 rounds\); the bytes read per token give [0-9.]+x, [0-9.]+x counting the session's state$" "$out.vs"
+grep -Eq "^decode against bf16 in the same rounds \(--vs-bf16\): q8 [0-9.]+ tok/s \([0-9]+% of the read bandwidth\), bf16 [0-9.]+ tok/s \([0-9]+%\): [0-9.]+x \(per round: min [0-9.]+x, median [0-9.]+x, max [0-9.]+x over 2 rounds, q8 first in 1\); the bytes read per token give [0-9.]+x, [0-9.]+x counting the session's state$" "$out.vs"
 q8_bytes=$(sed -n 's/^parameters .*, weight bytes read per decode token \([0-9.]*\) MB$/\1/p' "$out.vs")
 bf16_bytes=$(sed -n 's/^reference (--vs-bf16): .*, \([0-9.]*\) MB read per decode token$/\1/p' "$out.vs")
 given=$(sed -n 's/.*; the bytes read per token give \([0-9.]*\)x, .*/\1/p' "$out.vs")

@@ -518,7 +518,11 @@ int bench_engine_main(int argc, char **argv)
 		}
 		ref_wbytes = decode_weight_bytes(m, ENGINE_WEIGHTS_BF16);
 		struct engine_backend_info ri;
-		engine_backend_get_info(ref, &ri);
+		if (engine_backend_get_info(ref, &ri) < 0) {
+			fprintf(stderr,
+				"holo-bench engine: --vs-bf16: the bf16 backend gave no information\n");
+			goto out;
+		}
 		printf("reference (--vs-bf16): backend %s, weights %s %.1f MB, %.1f MB read per decode "
 		       "token\n",
 		       ri.name, ri.weights, (double)ri.weight_bytes / 1e6, ref_wbytes / 1e6);
@@ -608,7 +612,8 @@ int bench_engine_main(int argc, char **argv)
 	}
 
 	/* peak RSS of the engine alone, before the bandwidth buffer exists */
-	printf("peak RSS after prefill: %.1f MB (model, session, scratch)\n", (double)peak_rss_kib() / 1024.0);
+	printf("peak RSS after prefill: %.1f MB (model, session, scratch%s)\n",
+	       (double)peak_rss_kib() / 1024.0, ref ? "; the --vs-bf16 reference's too" : "");
 	bw = bench_bw_create((size_t)1 << 30);
 	if (!bw) {
 		fprintf(stderr, "holo-bench engine: out of memory\n");
@@ -673,19 +678,25 @@ int bench_engine_main(int argc, char **argv)
 	long long huge_all = huge_bytes_in(NULL, SIZE_MAX), huge_bw = bench_bw_huge_bytes(bw);
 	if (huge_all >= 0 && huge_bw >= 0)
 		printf("2 MiB pages: %.1f MB of the process's besides the read pass's (the weights, "
-		       "%.1f MB of them read per decode token)\n",
-		       (double)(huge_all - huge_bw) / 1e6, wbytes / 1e6);
+		       "%.1f MB of them read per decode token%s)\n",
+		       (double)(huge_all - huge_bw) / 1e6, wbytes / 1e6,
+		       ref ? "; the --vs-bf16 reference's among them" : "");
 	printf("decode ceiling: %.2f tok/s (%.1f MB per token at the median %.2f GB/s): decode at "
 	       "%.0f%% of the read bandwidth\n",
 	       ceiling, wbytes / 1e6, bw_med / 1e9, 100.0 * decode_tps / ceiling);
 	printf("decode cpu-normalised: %.2f tok/s (%.2f CPUs used)\n", n_decode / (dec_cpu / nthreads),
 	       dec_cpu / dec_s);
+	/* the session's state is memory a decode step moves too: each Mamba layer's recurrent state
+	 * (conv + SSM) read and written once, the attention layers' K/V cache read once (the state
+	 * of a session holding no tokens is the recurrent part) */
+	const double state = (double)engine_session_state_bytes(s),
+		     recurrent = (double)engine_session_state_bytes_at(s, 0),
+		     kv = state > recurrent ? state - recurrent : 0;
 	if (rs) {
-		/* the bytes a step moves besides the weights: each Mamba layer's recurrent state read
-		 * and written, the K/V cache read (as the ceiling counting the state, below) */
-		double state = (double)engine_session_state_bytes(s),
-		       recurrent = (double)engine_session_state_bytes_at(s, 0),
-		       besides = 2 * recurrent + (state > recurrent ? state - recurrent : 0);
+		const double besides = 2 * recurrent + kv;
+		int first = 0; /* rounds in which the quantized run went first: the even ones */
+		for (int i = 0; i < rounds; i += 2)
+			first++;
 		double ref_tps = n_decode / ref_s, lo = ratios[0], hi = ratios[0];
 		for (int i = 1; i < rounds; i++) {
 			lo = MIN(lo, ratios[i]);
@@ -693,11 +704,11 @@ int bench_engine_main(int argc, char **argv)
 		}
 		printf("decode against bf16 in the same rounds (--vs-bf16): %s %.2f tok/s (%.0f%% of the "
 		       "read bandwidth), bf16 %.2f tok/s (%.0f%%): %.2fx (per round: min %.2fx, median "
-		       "%.2fx, max %.2fx over %d rounds); the bytes read per token give %.2fx, %.2fx "
-		       "counting the session's state\n",
+		       "%.2fx, max %.2fx over %d rounds, %s first in %d); the bytes read per token give "
+		       "%.2fx, %.2fx counting the session's state\n",
 		       binfo.weights, decode_tps, 100.0 * decode_tps / ceiling, ref_tps,
 		       100.0 * ref_tps / (bw_med / ref_wbytes), decode_tps / ref_tps, lo,
-		       median(ratios, rounds), hi, rounds, ref_wbytes / wbytes,
+		       median(ratios, rounds), hi, rounds, binfo.weights, first, ref_wbytes / wbytes,
 		       (ref_wbytes + besides) / (wbytes + besides));
 	}
 	if (binfo.kind == ENGINE_BACKEND_CPU) {
@@ -736,13 +747,8 @@ int bench_engine_main(int argc, char **argv)
 			       100.0 * wbytes / gemm / bw_med, (step - gemm) * 1e3,
 			       100.0 * (step - gemm) / step);
 		}
-		/* the session's state is memory a decode step moves too: each Mamba layer's
-		 * recurrent state (conv + SSM) read and written once, the attention layers' K/V
-		 * cache read once (the state of a session holding no tokens is the recurrent part) */
-		double state = (double)engine_session_state_bytes(s),
-		       recurrent = (double)engine_session_state_bytes_at(s, 0),
-		       kv = state > recurrent ? state - recurrent : 0,
-		       with_state = bw_med / (wbytes + 2 * recurrent + kv);
+		/* the state's bytes as the timed decode left them (above) */
+		double with_state = bw_med / (wbytes + 2 * recurrent + kv);
 		printf("decode ceiling counting the session's state (%.1f MB recurrent, read and written "
 		       "each step; %.1f MB of K/V cache, read) beside the weights: %.2f tok/s: decode at "
 		       "%.0f%% of it\n",

@@ -24,6 +24,32 @@ INL __m256i mask8(int n)
 	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* block b's scale d (and q4's minimum m; zero for q8) of a row, broadcast */
+INL void scales8(const char *row, size_t soff, int b, const enum quant_format fmt, __m256 *d, __m256 *m)
+{
+	if (fmt == QUANT_Q8) {
+		*d = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
+		*m = _mm256_setzero_ps();
+	} else {
+		const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
+		*d = _mm256_set1_ps(_cvtsh_ss(dm[0]));
+		*m = _mm256_set1_ps(_cvtsh_ss(dm[1]));
+	}
+}
+
+/* the exact dequantized weights of chunk j (columns 8j..8j+7) of a row's block b */
+INL __m256 weights8(const char *row, int b, int j, __m256 d, __m256 m, const enum quant_format fmt)
+{
+	if (fmt == QUANT_Q8) {
+		__m128i c = _mm_loadl_epi64((const __m128i *)(row + (size_t)b * 32 + 8 * (size_t)j));
+		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), d);
+	}
+	__m128i c = _mm_loadl_epi64((const __m128i *)(row + (size_t)b * 16 + 8 * (size_t)(j & 1)));
+	__m256i v = _mm256_cvtepu8_epi32(c);
+	v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) : _mm256_srli_epi32(v, 4);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d, m);
+}
+
 INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, const enum quant_format fmt)
 {
 	const int n = a->in, nb = (n + 31) / 32;
@@ -41,16 +67,8 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, 
 			for (int q = 0; q < NR; q++)
 				_mm_prefetch(w + ahead + (size_t)q * ldw + (size_t)b * cb, _MM_HINT_T0);
 		__m256 d[4], m[4];
-		for (int q = 0; q < NR; q++) {
-			const char *row = w + (size_t)q * ldw;
-			if (fmt == QUANT_Q8) {
-				d[q] = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
-			} else {
-				const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
-				d[q] = _mm256_set1_ps(_cvtsh_ss(dm[0]));
-				m[q] = _mm256_set1_ps(_cvtsh_ss(dm[1]));
-			}
-		}
+		for (int q = 0; q < NR; q++)
+			scales8(w + (size_t)q * ldw, soff, b, fmt, &d[q], &m[q]);
 		for (int j = 0; j < 4; j++) {
 			__m256 x[CPU_GEMV_KERNEL_T];
 			for (int t = 0; t < T; t++) {
@@ -59,20 +77,7 @@ INL void block(const struct cpu_gemv_args *a, int r, const int NR, const int T, 
 						   _mm256_maskload_ps(p, mask8(rem - 8 * j));
 			}
 			for (int q = 0; q < NR; q++) {
-				const char *row = w + (size_t)q * ldw;
-				__m256 wv;
-				if (fmt == QUANT_Q8) {
-					__m128i c = _mm_loadl_epi64(
-						(const __m128i *)(row + (size_t)k + 8 * (size_t)j));
-					wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), d[q]);
-				} else {
-					__m128i c = _mm_loadl_epi64((const __m128i *)(row + (size_t)b * 16 +
-										      8 * (size_t)(j & 1)));
-					__m256i v = _mm256_cvtepu8_epi32(c);
-					v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) :
-						    _mm256_srli_epi32(v, 4);
-					wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d[q], m[q]);
-				}
+				const __m256 wv = weights8(w + (size_t)q * ldw, b, j, d[q], m[q], fmt);
 				for (int t = 0; t < T; t++)
 					acc[q][t] = _mm256_fmadd_ps(wv, x[t], acc[q][t]);
 			}
@@ -324,31 +329,11 @@ INL void row_to_bf16(const void *row, int64_t cols, uint16_t *out, const enum qu
 	const size_t cb = fmt == QUANT_Q8 ? 32 : 16, soff = quant_round_align((size_t)nb * cb);
 	const char *r = row;
 	for (int b = 0; b < nb; b++) {
-		__m256 d, m = _mm256_setzero_ps();
-		if (fmt == QUANT_Q8) {
-			d = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(r + soff))[b]));
-		} else {
-			const uint16_t *dm = (const uint16_t *)(r + soff) + 2 * (size_t)b;
-			d = _mm256_set1_ps(_cvtsh_ss(dm[0]));
-			m = _mm256_set1_ps(_cvtsh_ss(dm[1]));
-		}
+		__m256 d, m;
+		scales8(r, soff, b, fmt, &d, &m);
 		__m128i h[4];
-		for (int j = 0; j < 4; j++) {
-			__m256 wv;
-			if (fmt == QUANT_Q8) {
-				__m128i c = _mm_loadl_epi64(
-					(const __m128i *)(r + (size_t)b * 32 + 8 * (size_t)j));
-				wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), d);
-			} else {
-				__m128i c = _mm_loadl_epi64(
-					(const __m128i *)(r + (size_t)b * 16 + 8 * (size_t)(j & 1)));
-				__m256i v = _mm256_cvtepu8_epi32(c);
-				v = j < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(15)) :
-					    _mm256_srli_epi32(v, 4);
-				wv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), d, m);
-			}
-			h[j] = round_bf16(wv);
-		}
+		for (int j = 0; j < 4; j++)
+			h[j] = round_bf16(weights8(r, b, j, d, m, fmt));
 		const int64_t left = cols - 32 * (int64_t)b;
 		uint16_t *o = out + 32 * (size_t)b;
 		if (left >= 32) {

@@ -1303,10 +1303,11 @@ static void dequant16_task(void *ctx, int task, int thread)
 /* A longer run's product on quantized weights (lm_prepared.quant) off oneDNN's bf16 path:
  * LM_QUANT_PREFILL_BYTES of rows at a time dequantized on the pool and multiplied by
  * cpu_matmul(): exactly to fp32 (fp32 precision), or with bf16 set (bf16 precision on a CPU whose
- * oneDNN has no bf16 products: AVX2 alone) rounded to bf16, the weights oneDNN's bf16 path
- * multiplies, by the variant's SIMD code into half the bytes (docs/benchmarks.md, "bf16 by
- * default on a CPU with AVX2 alone"). Where the buffer cannot be had, the GEMV kernels take the
- * product (the same weights). */
+ * oneDNN has no bf16 products: AVX2 alone, or where oneDNN's product failed) rounded to bf16,
+ * the weights oneDNN's bf16 path multiplies, by the variant's SIMD code into half the bytes
+ * (docs/benchmarks.md, "... and a CPU with AVX2 alone in bf16 by default"). Where the buffer
+ * cannot be had, the GEMV kernels take the product (the exact weights: in bf16 mode they differ
+ * from the rounded ones by under half a bf16 step). */
 static void quant_matmul_range(const struct quant_tensor *q, int from, int nrows, const float *x, size_t ldx,
 			       int T, float *y, size_t ldy, bool accumulate, bool bf16)
 {
@@ -1360,8 +1361,8 @@ static void quant_matmul(const struct quant_tensor *q, const float *x, size_t ld
  * half a bf16 step of each, against the format's own error of up to half a step of its block's
  * scale). A block that fails part way has the rest of its tokens on the fp32 path (on the same
  * x, rounded to bf16 in place). Returns 0,
- * or < 0 (oneDNN has no bf16 matmul here, memory) with y untouched: the caller takes the fp32
- * path. */
+ * or < 0 (oneDNN has no bf16 matmul here, memory) with y untouched: the caller runs
+ * quant_matmul() on the weights rounded to bf16 (the same products, without oneDNN). */
 struct fill_arg {
 	const struct quant_tensor *q;
 	const float *x;
@@ -1432,8 +1433,8 @@ static bool product(const struct lm_prepared *p, const struct tensor *w, const s
 		} else if (!p->bf16 || !cpu_dnnl_bf16_supported() ||
 			   quant_matmul_bf16(qw, x, ldx, T, y, ldy, accumulate) < 0) {
 			/* fp32 precision: the weights exact, fp32 sums; bf16 precision without oneDNN's
-			 * bf16 matmul: the activations and the weights rounded to bf16 as oneDNN's path
-			 * has them, fp32 sums */
+			 * bf16 matmul (or where it failed): the activations and the weights rounded to
+			 * bf16 as oneDNN's path has them, fp32 sums */
 			if (p->bf16)
 				cpu_round_bf16_rows(x, ldx, T, (int)qw->cols);
 			quant_matmul(qw, x, ldx, T, y, ldy, accumulate, p->bf16);
