@@ -21,6 +21,9 @@ A=$TASK
 EV="$T/events.ndjson"
 curl -sN --unix-socket "$SOCK" "http://holod/v1/tasks/$A/events" >"$EV" &
 CURL=$!
+# the stream's first line (the task as it is) says it follows the task: a pause sent before
+# that (a loaded machine, curl slow to start) reaches the stream only as the task's status
+wait_until 30 test -s "$EV" || fail "the event stream never began"
 # the request is at the server, which holds its answer for 60 s
 wait_until 30 test -s "$REC/req-0.json" || fail "step 0 was never asked"
 api POST "/v1/tasks/$A/pause"
