@@ -694,9 +694,7 @@ int bench_engine_main(int argc, char **argv)
 		     kv = state > recurrent ? state - recurrent : 0;
 	if (rs) {
 		const double besides = 2 * recurrent + kv;
-		int first = 0; /* rounds in which the quantized run went first: the even ones */
-		for (int i = 0; i < rounds; i += 2)
-			first++;
+		const int first = (rounds + 1) / 2; /* the quantized run went first in the even rounds */
 		double ref_tps = n_decode / ref_s, lo = ratios[0], hi = ratios[0];
 		for (int i = 1; i < rounds; i++) {
 			lo = MIN(lo, ratios[i]);

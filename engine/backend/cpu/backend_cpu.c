@@ -720,14 +720,13 @@ static void quant_progress(void *arg, uint64_t done, uint64_t total)
 		qp->opts->progress(qp->opts->progress_arg, done, total);
 }
 
-/* (engine.h) the CPU backend's DEFAULT precision for this checkpoint */
-/* bf16 wherever the CPU runs its products no slower than fp32's: oneDNN's (AVX-512 on) or the
- * engine's own AVX2 kernels. Measured with oneDNN capped at AVX2 and the AVX2 kernels (AMD EPYC,
- * docs/benchmarks.md, "... and a CPU with AVX2 alone in bf16 by default"): a bf16 checkpoint's
- * prefill 1.06-1.12x and decode 1.03x fp32's, the encoder 1.09x; and q8/q4 weights decode on the
- * integer kernels (int8 activations), q4 at 2.6-3.2x the rate of fp32's exact kernels, which
- * left it at 27-30% of the read bandwidth. An FP8 checkpoint (bf16 embeddings) too: its decode
- * kernel is the same in either precision, its prompt's rows rounded to bf16 (not measured). */
+/* (engine.h) the CPU backend's DEFAULT precision for this checkpoint: bf16 wherever the CPU runs its products
+ * no slower than fp32's: oneDNN's (AVX-512 on) or the engine's own AVX2 kernels. Measured with oneDNN capped
+ * at AVX2 and the AVX2 kernels (AMD EPYC, docs/benchmarks.md, "... and a CPU with AVX2 alone in bf16 by
+ * default"): a bf16 checkpoint's prefill 1.06-1.12x and decode 1.03x fp32's, the encoder 1.09x; and q8/q4
+ * weights decode on the integer kernels (int8 activations), q4 at 2.6-3.2x the rate of fp32's exact kernels,
+ * which left it at 27-30% of the read bandwidth. An FP8 checkpoint (bf16 embeddings) too: its decode kernel
+ * is the same in either precision, its prompt's rows rounded to bf16 (not measured). */
 enum engine_precision engine_model_cpu_precision(const struct engine_model *model)
 {
 	return model && model->embeddings.dtype == TENSOR_BF16 &&

@@ -120,6 +120,19 @@ struct cpu_gemv_variant {
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
+#ifdef __AVX2__
+#include <immintrin.h>
+/* 8 finite fp32 values rounded to bf16, to nearest even in integers (f32_to_bf16()'s bits; no NaN
+ * case), packed: the AVX2 variant's rows to bf16 (fp8, q8, q4) */
+static inline __m128i cpu_gemv_avx2_round8_bf16(__m256 v)
+{
+	__m256i u = _mm256_castps_si256(v);
+	__m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	u = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+	return _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)); /* 0..0xffff */
+}
+#endif
+
 #if defined(__x86_64__) && defined(__GNUC__)
 extern const struct cpu_gemv_variant cpu_gemv_avx2;
 extern const struct cpu_gemv_variant cpu_gemv_avx512;

@@ -132,13 +132,8 @@ void cpu_gemv_avx2_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out)
 {
 	const uint8_t *c = (const uint8_t *)row;
 	const __m256 s = _mm256_set1_ps(*quant_fp8_scale(row, cols) * 256.0f);
-	const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
 	for (int64_t k = 0; k < cols; k += 8) {
-		__m256i u = _mm256_castps_si256(_mm256_mul_ps(widen8(c + k), s));
-		u = _mm256_add_epi32(u,
-				     _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
-		u = _mm256_srli_epi32(u, 16); /* 0..0xffff: packus keeps them */
-		__m128i h = _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+		__m128i h = cpu_gemv_avx2_round8_bf16(_mm256_mul_ps(widen8(c + k), s));
 		if (cols - k >= 8) {
 			_mm_storeu_si128((__m128i *)(out + k), h);
 		} else {

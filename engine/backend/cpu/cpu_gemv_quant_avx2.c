@@ -313,16 +313,7 @@ IINSTANCES(q4, QUANT_Q4)
 
 /* ---- a row dequantized to bf16 (the prompt's products: cpu_quant_rows_to_bf16) ------------ */
 
-/* 8 exact dequantized weights (the kernels' widening above: q8 d * q, q4 fma(d, q, m)) rounded
- * to bf16, to nearest even in integers as f32_to_bf16() (the weights are finite: no NaN case) */
-INL __m128i round_bf16(__m256 w)
-{
-	__m256i u = _mm256_castps_si256(w);
-	__m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-	u = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
-	return _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-}
-
+/* the exact dequantized weights (the kernels' widening above) rounded to bf16 8 at a time */
 INL void row_to_bf16(const void *row, int64_t cols, uint16_t *out, const enum quant_format fmt)
 {
 	const int nb = (int)quant_blocks(cols);
@@ -333,7 +324,7 @@ INL void row_to_bf16(const void *row, int64_t cols, uint16_t *out, const enum qu
 		scales8(r, soff, b, fmt, &d, &m);
 		__m128i h[4];
 		for (int j = 0; j < 4; j++)
-			h[j] = round_bf16(weights8(r, b, j, d, m, fmt));
+			h[j] = cpu_gemv_avx2_round8_bf16(weights8(r, b, j, d, m, fmt));
 		const int64_t left = cols - 32 * (int64_t)b;
 		uint16_t *o = out + 32 * (size_t)b;
 		if (left >= 32) {
