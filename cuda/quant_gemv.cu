@@ -6,8 +6,8 @@
 // each lane loads 16 bytes of codes at a time (a warp 512 contiguous bytes, one coalesced
 // transaction per step; the 64-byte padding of the codes makes every 16-byte load lie whole inside
 // them or wholly past them), widens them in registers to the exact dequantized weights (q8: d q;
-// q4: fmaf(d, q, m); fp8: e4m3(c) s, the code decoded by bit operations (no FP8 instruction, so
-// the emulation runs it), one fp32 product; quant_row_to_f32()'s values bit for bit) and
+// q4: fmaf(d, q, m) with d and m from the block's dz; fp8: e4m3(c) s, the code decoded by bit operations (no
+// FP8 instruction, so the emulation runs it), one fp32 product; quant_row_to_f32()'s values bit for bit) and
 // multiply-adds them in fp32 into
 // one sum per token; the warp's sums are reduced by shuffles. Up to GPU_QGEMV_TOKENS tokens share
 // each weight load (the accumulators are registers: the token loops are unrolled with the token
@@ -69,6 +69,17 @@ static __device__ inline float f16_to_f32(unsigned h)
 	return __int_as_float((int)(s | ((e + 112u) << 23) | (m << 13)));
 }
 
+/* q4's dz (quant.h): d, an fp16 of 6 significant bits in the top 10 bits, and the offset code z
+ * in the low 6; m = d (z * -1/4), exact (quant_q4_d(), quant_q4_m()'s values). */
+static __device__ inline float q4_d(unsigned dz)
+{
+	return f16_to_f32((dz >> 1) & 0x7fe0u);
+}
+static __device__ inline float q4_m(float d, unsigned dz)
+{
+	return d * ((float)(dz & 63u) * -0.25f);
+}
+
 /* Byte i (0..15) of a 16-byte load. */
 static __device__ inline unsigned byte_of(const uint4 &v, int i)
 {
@@ -128,7 +139,7 @@ static __global__ void qgemv_kernel(const unsigned char *__restrict__ w, size_t 
 		} else {
 			/* one block of 32 columns: byte i holds column i (low nibble) and i + 16 (high) */
 			const size_t b = off / 16;
-			const float d = f16_to_f32(sc[2 * b]), m = f16_to_f32(sc[2 * b + 1]);
+			const float d = q4_d(sc[b]), m = q4_m(d, sc[b]);
 			const int c0 = (int)(b * 32), n = in - c0 < 32 ? in - c0 : 32;
 #pragma unroll
 			for (int i = 0; i < 16; i++) {
@@ -184,7 +195,8 @@ static __global__ void dequant_kernel(const unsigned char *__restrict__ w, size_
 		} else {
 			const unsigned byte = row[(size_t)b * 16 + (j & 15)];
 			const unsigned q = j < 16 ? byte & 15u : byte >> 4;
-			v = fmaf(f16_to_f32(sc[2 * b]), (float)q, f16_to_f32(sc[2 * b + 1]));
+			const float d = q4_d(sc[b]);
+			v = fmaf(d, (float)q, q4_m(d, sc[b]));
 		}
 		gpu_store(o + c, v);
 	}
@@ -196,8 +208,8 @@ extern "C" size_t gpu_quant_row_bytes(enum gpu_quant f, int in)
 		return 0;
 	size_t nb = (size_t)(in + 31) / 32;
 	if (f == GPU_QUANT_FP8)
-		return align64(code_bytes(f, in)) + 64; /* one fp32 scale, padded to 64 */
-	return align64(code_bytes(f, in)) + align64(nb * (f == GPU_QUANT_Q8 ? 2 : 4));
+		return align64(code_bytes(f, in)) + 64;	     /* one fp32 scale, padded to 64 */
+	return align64(code_bytes(f, in)) + align64(nb * 2); /* q8: fp16 d; q4: dz */
 }
 
 static bool dtype_ok(enum gpu_dtype t)

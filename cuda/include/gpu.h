@@ -187,7 +187,8 @@ int gpu_gemm_fp8(struct gpu_blas *gm, const void *w, size_t ldw, const float *sw
 /* Quantized weights (quant_gemv.cu, docs/quantization.md "On CUDA"): engine/quant/quant.h's row
  * records as they are, `out` rows of gpu_quant_row_bytes(f, in) bytes each (q8: int8 codes of
  * blocks of 32 columns, padded to 64 bytes, then one fp16 scale per block, padded to 64 bytes;
- * q4: 16 bytes of nibbles per block (byte j: column j low, j + 16 high), then fp16 (d, m) pairs;
+ * q4: 16 bytes of nibbles per block (byte j: column j low, j + 16 high), padded to 64 bytes,
+ * then one uint16 dz per block (quant.h: d's fp16 bits less 5 and the offset code), padded;
  * fp8: one e4m3 code per column, padded to 64 bytes, then the row's fp32 scale in 64 bytes),
  * the first row 16-byte aligned. The values are quant.h's enum quant_format's. */
 enum gpu_quant {

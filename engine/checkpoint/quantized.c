@@ -79,11 +79,12 @@ int quantized_config_format(const json_t *root, enum quant_format *ret_format, c
 	if (!json_is_integer(v))
 		return st_errorf(errbuf, errlen, -EINVAL, "config.json: %s.version is not an integer",
 				 QCKPT_KEY);
-	if (json_integer_value(v) != QCKPT_VERSION)
+	const json_int_t version = json_integer_value(v);
+	if (version != QCKPT_VERSION && version != QCKPT_VERSION_Q8_SINCE)
 		return st_errorf(errbuf, errlen, -EINVAL,
 				 "config.json: unknown holod quantization version %lld (this build reads "
 				 "version %d: quantize the source checkpoint again with this holo-quantize)",
-				 (long long)json_integer_value(v), QCKPT_VERSION);
+				 (long long)version, QCKPT_VERSION);
 	v = json_object_get(q, "format");
 	/* holo-quantize writes q8 and q4 (an FP8 checkpoint is loaded as NVIDIA publishes it) */
 	if (!json_is_string(v) || quant_format_parse(json_string_value(v), ret_format) < 0 ||
@@ -91,6 +92,13 @@ int quantized_config_format(const json_t *root, enum quant_format *ret_format, c
 		return st_errorf(errbuf, errlen, -EINVAL,
 				 "config.json: unknown holod quantization format '%.32s' (q8 or q4)",
 				 json_is_string(v) ? json_string_value(v) : "(not a string)");
+	if (version != QCKPT_VERSION && *ret_format != QUANT_Q8)
+		return st_errorf(
+			errbuf, errlen, -EINVAL,
+			"config.json: a q4 checkpoint of holod quantization version %lld (5 bits "
+			"a weight, written before 2026-11-30): this build's q4 is version %d's "
+			"4.5-bit layout; quantize the source checkpoint again with this holo-quantize",
+			(long long)version, QCKPT_VERSION);
 	if (!int_field(json_object_get(q, "block"), 1, INT_MAX, &x) || x != QUANT_BLOCK ||
 	    !int_field(json_object_get(q, "row_align"), 1, INT_MAX, &x) || x != QUANT_ALIGN)
 		return st_errorf(errbuf, errlen, -EINVAL,

@@ -42,7 +42,11 @@
 
 #define QCKPT_KEY "holod_quantization"
 #define QCKPT_SUFFIX ".qweight"
-#define QCKPT_VERSION 1 /* the one version this build reads and writes */
+/* The version this build writes and reads. Version 1 (before 2026-11-30) held q4 as an fp16 d
+ * and m per block (5 bits a weight): its q8 checkpoints are read as they are (the same layout),
+ * its q4 ones are refused with a sentence (quantize the source again). */
+#define QCKPT_VERSION 2
+#define QCKPT_VERSION_Q8_SINCE 1
 
 struct json_t;
 

@@ -14,8 +14,8 @@ static const struct quant_format_desc descs[QUANT_FORMAT_COUNT] = {
 	[QUANT_Q4] = {.name = "q4",
 		      .block = QUANT_BLOCK,
 		      .code_bytes = 16,
-		      .scale_bytes = 4,
-		      .bits_per_weight = 5.0},
+		      .scale_bytes = 2,
+		      .bits_per_weight = 4.5},
 	[QUANT_FP8] = {.name = "fp8",
 		       .block = QUANT_BLOCK,
 		       .code_bytes = 32,
@@ -177,31 +177,56 @@ static void q8_block(const float *w, int n, float lo, float hi, int8_t *codes, u
 	*ret_d = d16;
 }
 
+/* ---- q4: w = d (q - z / 4), d an fp16 of 6 significant bits, z in [0, 63] ---------------- */
+
 struct q4_fit {
-	uint16_t d16, m16;
+	uint16_t dz;
 	uint8_t q[QUANT_BLOCK];
 	double sse, maxerr;
 };
 
-/* d * q is exact in fp32 (11 bits times 4), so this is fmaf(d, q, m) without libm's fmaf */
+/* d * q and m are exact in fp32 (6 bits times 4; 6 times 6), so this is fmaf(d, q, m) without
+ * libm's fmaf */
 static float q4_value(float d, uint8_t q, float m)
 {
 	return d * (float)q + m;
 }
 
-/* The codes for a stored (d, m) and their errors; false when d or m is not a finite fp16. */
-static bool q4_eval(const float *w, int n, float d_want, float m_want, struct q4_fit *c)
+#define Q4_D_MAX 64512.0f /* the largest fp16 of 6 significant bits: 0x7be0 */
+
+/* want (> 0) to an fp16 of 6 significant bits (5 mantissa bits; below fp16's normal range,
+ * multiples of 2^-19), to nearest or up; its fp16 bits. 0 for want <= 0 or NaN. */
+static uint16_t q4_d_bits(float want, bool up)
 {
-	c->d16 = quant_f32_to_f16(d_want);
-	c->m16 = quant_f32_to_f16(m_want);
-	float d = quant_f16_to_f32(c->d16), m = quant_f16_to_f32(c->m16);
-	if (!isfinite(d) || !isfinite(m))
-		return false;
+	if (!(want > 0))
+		return 0;
+	if (want >= Q4_D_MAX)
+		return quant_f32_to_f16(Q4_D_MAX);
+	int e;
+	frexpf(want, &e); /* want = f 2^e, f in [0.5, 1): its binade is 2^(e - 1) */
+	e = e - 1 < -14 ? -14 : e - 1;
+	const float step = ldexpf(1.0f, e - 5);
+	/* want / step is exact (a power of two) and below 2^7: rintf and ceilf are exact */
+	const float v = (up ? ceilf(want / step) : rintf(want / step)) * step;
+	return quant_f32_to_f16(v > Q4_D_MAX ? Q4_D_MAX : v); /* exact */
+}
+
+static uint16_t q4_dz(uint16_t d16, int z)
+{
+	z = z < 0 ? 0 : z > 63 ? 63 : z;
+	return (uint16_t)((d16 >> 5) << 6 | z);
+}
+
+/* The codes for a stored dz and their errors. */
+static void q4_eval(const float *w, int n, uint16_t dz, struct q4_fit *c)
+{
+	const float d = quant_q4_d(dz), m = quant_q4_m(d, dz), id = d == 0 ? 0 : 1.0f / d;
+	c->dz = dz;
 	double sse = 0, maxerr = 0;
 	/* branch-free: the codes are data, so the branches of a clamp or of the rounding's tie
-	 * mispredicted about every other weight (the quantizer's time, ~6 evaluations a block) */
+	 * mispredicted about every other weight (the quantizer's time, ~10 evaluations a block) */
 	for (int i = 0; i < n; i++) {
-		uint8_t q = (uint8_t)(d == 0 ? 0 : round_clamp((w[i] - m) / d, 0.0f, 15.0f));
+		uint8_t q = (uint8_t)round_clamp((w[i] - m) * id, 0.0f, 15.0f);
 		c->q[i] = q;
 		double e = fabs((double)w[i] - (double)q4_value(d, q, m));
 		sse += e * e;
@@ -209,12 +234,30 @@ static bool q4_eval(const float *w, int n, float d_want, float m_want, struct q4
 	}
 	c->sse = sse;
 	c->maxerr = maxerr;
-	return true;
 }
 
-/* The least-squares (d, m) for c's codes, evaluated; false when the codes do not determine them
- * (all equal) or they do not fit fp16. */
-static bool q4_refit(const float *w, int n, const struct q4_fit *c, struct q4_fit *out)
+/* Evaluates d16 with the offset code nearest -4 m / d and its two neighbours; keeps the best
+ * within limit in *best. */
+static void q4_try(const float *w, int n, uint16_t d16, double m, double limit, struct q4_fit *best)
+{
+	const float d = quant_f16_to_f32(d16);
+	if (d == 0)
+		return;
+	const double zc = -4.0 * m / d;
+	const int z0 = zc < 0 ? 0 : zc > 63 ? 63 : (int)lrint(zc);
+	struct q4_fit c;
+	for (int z = z0 - 1; z <= z0 + 1; z++) {
+		if (z < 0 || z > 63 || q4_dz(d16, z) == best->dz)
+			continue;
+		q4_eval(w, n, q4_dz(d16, z), &c);
+		if (c.maxerr <= limit && c.sse < best->sse)
+			*best = c;
+	}
+}
+
+/* The least-squares (d, m) of w against c's codes, tried as stored; false when the codes do not
+ * determine them (all equal) or d <= 0. */
+static bool q4_refit(const float *w, int n, const struct q4_fit *c, double limit, struct q4_fit *best)
 {
 	double sq = 0, sqq = 0, sw = 0, sqw = 0;
 	for (int i = 0; i < n; i++) {
@@ -227,41 +270,37 @@ static bool q4_refit(const float *w, int n, const struct q4_fit *c, struct q4_fi
 	if (!(det > 0))
 		return false;
 	double d = (n * sqw - sq * sw) / det, m = (sw - d * sq) / n;
-	return q4_eval(w, n, (float)d, (float)m, out);
+	if (!(d > 0))
+		return false;
+	q4_try(w, n, q4_d_bits((float)d, false), m, limit, best);
+	return true;
 }
 
-static void q4_block(const float *w, int n, float lo, float hi, uint8_t *codes, uint16_t *dm)
+static void q4_block(const float *w, int n, float lo, float hi, uint8_t *codes, uint16_t *ret_dz)
 {
-	struct q4_fit best, c, r;
-	/* the min/max grid: every value inside [m, m + 15 d] up to the scales' rounding */
-	q4_eval(w, n, (hi - lo) / 15.0f, lo, &best);
-	double limit = fmax(best.maxerr, ((double)hi - lo) / 15.0);
-	/* GGML Q4_0's grid: the value of largest magnitude at code 0, d = vmax / -8, m = -8 d */
-	float vmax = fabsf(lo) > fabsf(hi) ? lo : hi;
-	struct q4_fit starts[2] = {best, best};
-	int nstarts = 1;
-	if (q4_eval(w, n, vmax / -8.0f, -8.0f * quant_f16_to_f32(quant_f32_to_f16(vmax / -8.0f)), &c)) {
-		starts[nstarts++] = c;
-		if (c.maxerr <= limit && c.sse < best.sse)
-			best = c;
-	}
-	/* two least-squares refits from each start */
-	for (int s = 0; s < nstarts; s++) {
-		c = starts[s];
-		for (int it = 0; it < 2 && q4_refit(w, n, &c, &r); it++) {
-			if (r.maxerr <= limit && r.sse < best.sse)
-				best = r;
-			/* the same codes again: the next refit is this one, so stop (the same result) */
-			if (memcmp(r.q, c.q, (size_t)n) == 0)
-				break;
-			c = r;
-		}
+	struct q4_fit best;
+	/* the min/max grid of the range with 0 in it (the offset is at most 0): d rounded up, so
+	 * [-z d / 4, (15 - z / 4) d] reaches both ends within d / 8 */
+	const float lo0 = fminf(lo, 0), hi0 = fmaxf(hi, 0);
+	const uint16_t d16 = q4_d_bits((hi0 - lo0) / 15.0f, true);
+	const float d = quant_f16_to_f32(d16);
+	q4_eval(w, n, q4_dz(d16, d == 0 ? 0 : (int)lrintf(-4.0f * lo0 / d)), &best);
+	const double limit = fmax(best.maxerr, ((double)hi0 - lo0) / 15.0);
+	q4_try(w, n, d16, lo0, limit, &best);
+	/* GGML Q4_0's grid: the value of largest magnitude at an end, d = |vmax| / 8 */
+	const float vmax = fabsf(lo) > fabsf(hi) ? lo : hi;
+	q4_try(w, n, q4_d_bits(fabsf(vmax) / 8.0f, false), vmax < 0 ? vmax : -7.0 / 8.0 * vmax, limit, &best);
+	/* two least-squares refits of (d, m) from the best codes */
+	for (int it = 0; it < 2; it++) {
+		const uint16_t before = best.dz;
+		struct q4_fit c = best;
+		if (!q4_refit(w, n, &c, limit, &best) || best.dz == before)
+			break;
 	}
 	memset(codes, 0, QUANT_BLOCK / 2);
 	for (int i = 0; i < n; i++)
 		codes[i & 15] |= (uint8_t)(best.q[i] << (i < 16 ? 0 : 4));
-	dm[0] = best.d16;
-	dm[1] = best.m16;
+	*ret_dz = best.dz;
 }
 
 int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *row)
@@ -298,8 +337,8 @@ int quant_row_from_f32(enum quant_format f, const float *w, int64_t cols, void *
 			uint16_t *scales = (uint16_t *)quant_q8_scales(row, cols);
 			scales[b] = d;
 		} else {
-			uint16_t *dm = (uint16_t *)quant_q4_dm(row, cols);
-			q4_block(wb, n, lo, hi, (uint8_t *)row + b * 16, dm + 2 * b);
+			uint16_t *dz = (uint16_t *)quant_q4_dz(row, cols);
+			q4_block(wb, n, lo, hi, (uint8_t *)row + b * 16, dz + b);
 		}
 	}
 	return 0;
@@ -342,7 +381,7 @@ int quant_row_from_bf16(enum quant_format f, const uint16_t *w, int64_t cols, vo
 			((uint16_t *)quant_q8_scales(row, cols))[b] = d;
 		} else {
 			q4_block(buf, n, lo, hi, (uint8_t *)row + b * 16,
-				 (uint16_t *)quant_q4_dm(row, cols) + 2 * b);
+				 (uint16_t *)quant_q4_dz(row, cols) + b);
 		}
 	}
 	if (f == QUANT_FP8)
@@ -400,10 +439,11 @@ void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float 
 			float d = quant_f16_to_f32(quant_q8_scales(row, cols)[b]);
 			out[k] = d * (float)quant_q8_codes(row)[k];
 		} else {
-			const uint16_t *dm = quant_q4_dm(row, cols) + 2 * b;
+			const uint16_t dz = quant_q4_dz(row, cols)[b];
 			uint8_t byte = quant_q4_codes(row)[b * 16 + (i & 15)];
 			uint8_t q = i < 16 ? byte & 15 : byte >> 4;
-			out[k] = q4_value(quant_f16_to_f32(dm[0]), q, quant_f16_to_f32(dm[1]));
+			const float d = quant_q4_d(dz);
+			out[k] = q4_value(d, q, quant_q4_m(d, dz));
 		}
 	}
 }
@@ -417,7 +457,7 @@ double quant_error_bound(enum quant_format f, float lo, float hi)
 	}
 	if (f == QUANT_Q8)
 		return fmax(fabs(l), fabs(h)) / 254.0 * (1 + 0x1p-8) + 0x1p-17;
-	return (h - l) / 15.0 * (1 + 0x1p-8) + (fabs(l) + fabs(h)) * 0x1p-9 + 0x1p-20;
+	return (fmax(h, 0) - fmin(l, 0)) / 15.0 * (1 + 0x1p-8) + (fabs(l) + fabs(h)) * 0x1p-22 + 0x1p-20;
 }
 
 /* ---- fp8 (e4m3) ---------------------------------------------------------------------------- */
@@ -544,12 +584,10 @@ void quant_tile_from_records(enum quant_format f, int64_t cols, const void *recs
 				memcpy(o + quant_q8_tile_d(b, nb) + 2 * i, quant_q8_scales(row, cols) + b, 2);
 				continue;
 			}
-			char *ob = o + 320 * (size_t)b;
-			const uint16_t *dm = quant_q4_dm(row, cols) + 2 * b;
+			char *ob = o + quant_q4_tile_codes(b);
 			for (int v = 0; v < 4; v++)
 				memcpy(ob + 64 * v + 4 * i, quant_q4_codes(row) + 16 * b + 4 * v, 4);
-			memcpy(ob + 256 + 2 * i, &dm[0], 2);
-			memcpy(ob + 288 + 2 * i, &dm[1], 2);
+			memcpy(o + quant_q4_tile_dz(b) + 2 * i, quant_q4_dz(row, cols) + b, 2);
 		}
 }
 
@@ -571,12 +609,11 @@ void quant_tile_row_record(enum quant_format f, int64_t cols, const void *tile, 
 		return;
 	}
 	uint8_t *codes = rec;
-	uint16_t *dm = (uint16_t *)((char *)rec + quant_round_align((size_t)nb * 16));
-	for (int64_t b = 0; b < nb; b++, t += 320) {
+	uint16_t *dz = (uint16_t *)((char *)rec + quant_round_align((size_t)nb * 16));
+	for (int64_t b = 0; b < nb; b++) {
 		for (int v = 0; v < 4; v++)
-			memcpy(codes + 16 * b + 4 * v, t + 64 * v + 4 * i, 4);
-		memcpy(&dm[2 * b], t + 256 + 2 * i, 2);
-		memcpy(&dm[2 * b + 1], t + 288 + 2 * i, 2);
+			memcpy(codes + 16 * b + 4 * v, t + quant_q4_tile_codes(b) + 64 * v + 4 * i, 4);
+		memcpy(&dz[b], t + quant_q4_tile_dz(b) + 2 * i, 2);
 	}
 }
 

@@ -8,9 +8,12 @@
  *
  *   q8: [int8 codes, nb x 32, padded to 64 bytes][fp16 scale d per block, padded to 64 bytes]
  *       w = d * q, q in [-127, 127]                                    (8.5 bits per weight)
- *   q4: [nibbles, nb x 16 bytes, padded to 64][fp16 pairs (d, m) per block, padded to 64]
- *       w = d * q + m, q in [0, 15]; byte j of a block holds column j in its low nibble and
- *       column j + 16 in its high one (GGML's order)                    (5 bits per weight)
+ *   q4: [nibbles, nb x 16 bytes, padded to 64][uint16 dz per block, padded to 64]
+ *       w = d * (q - z / 4), q in [0, 15]; dz's top 10 bits are d's fp16 bits (d >= 0, so
+ *       the sign bit is 0) less its 5 lowest mantissa bits, which are 0 (d an fp16 of 6
+ *       significant bits), and its low 6 the offset code z in [0, 63]; byte j of a block holds
+ *       column j in its low nibble and column j + 16 in its high one (GGML's order)
+ *                                                                       (4.5 bits per weight)
  *   fp8: [e4m3 codes, one byte per column, padded to 64][fp32 scale s of the row, padded to 64]
  *       w = e4m3(c) * s: NVIDIA ModelOpt's FP8 (float8_e4m3fn), its per-tensor or per-channel
  *       weight_scale stored in each row               (8 bits per weight, plus 64 bytes a row)
@@ -21,9 +24,12 @@
  * and unpacks in registers (q4: zero-extend 16 bytes to 16 lanes, the low nibbles by a mask, the
  * high ones by a shift). Reading past the last column inside the record is always safe.
  *
- * The scales are fp16 as in GGML's Q8_0/Q4_1, so a dequantized weight d * q (+ m) is exact in
- * fp32 (an fp16 times a code of at most 8 bits, and one rounding for + m): a kernel that widens
- * the codes and multiplies (fmaf(d, q, m) for q4) holds exactly quant_row_to_f32()'s values.
+ * The scales are fp16 as in GGML's Q8_0, so a dequantized q8 weight d * q is exact in fp32 (an
+ * fp16 times a code of 8 bits). q4's d has 6 significant bits and its minimum m = d * (z * -1/4)
+ * (quant_q4_m()) is exact too, so d * q + m rounds once: a kernel that widens the codes and
+ * forms fmaf(d, q, m) holds exactly quant_row_to_f32()'s values. (q4 was GGML's Q4_1 class, an
+ * fp16 d and m per block, 5 bits a weight, until 2026-11-30: the same accuracy in 10% fewer
+ * bytes, docs/quantization.md.)
  *
  * fp8's dequantized weight e4m3(c) * s is one fp32 product (rounded once); the kernels form the
  * same product (e4m3 -> fp16 bits in registers, exact, times s * 2^8), so they too hold exactly
@@ -66,7 +72,7 @@ struct quant_format_desc {
 	const char *name;	/* "q8", "q4", "fp8": the --weights names */
 	int block;		/* QUANT_BLOCK */
 	int code_bytes;		/* bytes of codes per block (32, 16, 32) */
-	int scale_bytes;	/* bytes of scales per block (2: d; 4: d and m; fp8: 0, one fp32
+	int scale_bytes;	/* bytes of scales per block (2: q8's d, q4's dz; fp8: 0, one fp32
 				 * scale per row in its own 64 bytes) */
 	double bits_per_weight; /* (code_bytes + scale_bytes) * 8 / block, padding aside */
 };
@@ -96,11 +102,13 @@ struct quant_tensor {
 /* Quantizes one row of `cols` values into `row` (quant_row_bytes() bytes, every byte written,
  * padding zero). The reference quantizers (docs/quantization.md):
  *   q8: per block d = fp16(max|w| / 127), q = clamp(round(w / d), -127, 127) (d == 0: q = 0).
- *   q4: per block the (d, m) of least squared error among the min/max grid (d = (max-min)/15,
- *       m = min), GGML Q4_0's grid (d = -vmax/8, m = -8d) and least-squares refits of both,
- *       each evaluated with its fp16-rounded d and m as stored; a candidate whose largest
- *       element error passes max(the min/max grid's, (max-min)/15) is not taken, so
- *       quant_error_bound() holds per element.
+ *   q4: per block the (d, z) of least squared error among the min/max grid of the block's
+ *       range with 0 in it (d = r / 15 rounded up, r = max(hi, 0) - min(lo, 0), z =
+ *       round(-4 min(lo, 0) / d)), GGML Q4_0's grid (d = |vmax| / 8, the value of largest
+ *       magnitude at an end) and two least-squares refits of (d, m) from the best codes, each
+ *       with z and its neighbours, evaluated as stored; a candidate whose largest element error
+ *       passes max(the min/max grid's, r / 15) is not taken, so quant_error_bound() holds per
+ *       element.
  *   fp8: the row's own scale s = max|w| / 448 (1 when every w is 0), c = e4m3(w / s) rounded to
  *       nearest even (quant_fp8_row_from_f32() takes a given scale, e.g. a whole matrix's).
  * Returns 0, -EINVAL for a NaN or infinite value or cols out of range (row untouched), -ERANGE
@@ -115,18 +123,19 @@ int quant_tensor_from_f32(enum quant_format f, const float *w, int64_t rows, int
 int quant_tensor_from_bf16(enum quant_format f, const uint16_t *w, int64_t rows, int64_t cols, size_t ld,
 			   void *dst, struct quant_tensor *ret);
 
-/* The row's `cols` weights as fp32, exactly: d * q (q8), fmaf(d, q, m) (q4), e4m3(c) * s (fp8,
- * one fp32 product). */
+/* The row's `cols` weights as fp32, exactly: d * q (q8), fmaf(d, q, m) with m = quant_q4_m()
+ * (q4), e4m3(c) * s (fp8, one fp32 product). */
 void quant_row_to_f32(enum quant_format f, const void *row, int64_t cols, float *out);
 
 /* The most |w - dequantized w| of any element of a block whose values lie in [lo, hi]
  * (lo <= hi, both within QUANT_MAX_ABS), fp16 rounding of the scales included:
  *   q8: max(|lo|, |hi|) / 254 * (1 + 2^-8) + 2^-17
- *   q4: (hi - lo) / 15 * (1 + 2^-8) + (|lo| + |hi|) * 2^-9 + 2^-20
+ *   q4: (max(hi, 0) - min(lo, 0)) / 15 * (1 + 2^-8) + (|lo| + |hi|) * 2^-22 + 2^-20
  *   fp8: max(|lo|, |hi|) * 2^-4 + s 2^-10 with the row's own scale s = max(|lo|, |hi|) / 448
  *        (quant_fp8_error_bound() for a given scale)
  * The absolute terms are the fp16 scales' spacing where they fall below fp16's normal range
- * (q8: max|w| < 127 * 2^-14), and fp8's subnormal spacing. docs/quantization.md derives them. */
+ * (q8: max|w| < 127 * 2^-14; q4's d: 2^-19), and fp8's subnormal spacing. docs/quantization.md
+ * derives them. */
 double quant_error_bound(enum quant_format f, float lo, float hi);
 
 /* ---- fp8 (e4m3) ---------------------------------------------------------------------------- */
@@ -155,6 +164,11 @@ int quant_fp8_row_from_f32(const float *w, int64_t cols, float scale, void *row)
  * -ERANGE (a bad scale). */
 int quant_fp8_row_from_codes(const uint8_t *codes, int64_t cols, float scale, void *row, int64_t *ret_col);
 
+/* fp16 <-> fp32: exact widening (F16C's vcvtph2ps gives the same bits), and round to nearest
+ * even with overflow to infinity (as vcvtps2ph with rounding mode 0). */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+
 /* ---- the layout, for the kernels --------------------------------------------------------- */
 
 static inline int64_t quant_blocks(int64_t cols)
@@ -177,14 +191,38 @@ static inline const uint16_t *quant_q8_scales(const void *row, int64_t cols)
 	return (const uint16_t *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 32));
 }
 
-/* q4: the 16 code bytes of block b are codes + 16 b; its d and m are dm[2 b], dm[2 b + 1]. */
+/* q4: the 16 code bytes of block b are codes + 16 b; its dz is dz[b]. */
 static inline const uint8_t *quant_q4_codes(const void *row)
 {
 	return (const uint8_t *)row;
 }
-static inline const uint16_t *quant_q4_dm(const void *row, int64_t cols)
+static inline const uint16_t *quant_q4_dz(const void *row, int64_t cols)
 {
 	return (const uint16_t *)((const char *)row + quant_round_align((size_t)quant_blocks(cols) * 16));
+}
+/* a block's dz: its d's fp16 bits (the kernels widen them with vcvtph2ps: one shift, one and),
+ * its offset code z, and d and m = d * (z * -1/4) as fp32 (both exact) */
+#define QUANT_Q4_D_MASK 0x7fe0u
+static inline uint16_t quant_q4_d16(uint16_t dz)
+{
+	return (uint16_t)((dz >> 1) & QUANT_Q4_D_MASK);
+}
+static inline int quant_q4_z(uint16_t dz)
+{
+	return dz & 63;
+}
+/* whether a stored q8 scale (d's fp16 bits) or q4 dz is finite: a corrupt record's check */
+static inline bool quant_scale_finite(enum quant_format f, uint16_t s)
+{
+	return ((f == QUANT_Q4 ? quant_q4_d16(s) : s) & 0x7c00u) != 0x7c00u;
+}
+static inline float quant_q4_d(uint16_t dz)
+{
+	return quant_f16_to_f32(quant_q4_d16(dz));
+}
+static inline float quant_q4_m(float d, uint16_t dz)
+{
+	return d * ((float)quant_q4_z(dz) * -0.25f);
 }
 
 /* fp8: the codes are codes[0..cols) (then zero to the padding); the row's scale is *scale. */
@@ -209,12 +247,14 @@ static inline const float *quant_fp8_scale(const void *row, int64_t cols)
  * (lm_prepared_tile) where the kernels have tile variants; files, CUDA and every other reader
  * see records (quant_tensor_row() gathers one from a tile).
  *
- * q4 tile (QUANT_TILE_ROWS rows r..r+15, nb = quant_blocks(cols) blocks), per block b, 320
- * bytes: four 64-byte code vectors, vector v holding at 4 i the code bytes 4v..4v+3 of row r+i's
- * block b (columns 4v..4v+3 in the low nibbles, 4v+16..4v+19 in the high ones), then the 16 rows'
- * d (fp16) and then their m. Tile t starts where row 16 t's record did (16 row_bytes apart; a
- * tile's nb * 320 bytes fit in them, the rest zero), and rows past the last whole tile stay
- * records in place: tiling moves bytes only inside each tile's own rows.
+ * q4 tile (QUANT_TILE_ROWS rows r..r+15, nb = quant_blocks(cols) blocks), per pair of blocks
+ * (2p, 2p + 1), 576 bytes (every vector on a cache line): block 2p's four 64-byte code vectors,
+ * vector v holding at 4 i the code bytes 4v..4v+3 of row r+i's block (columns 4v..4v+3 in the
+ * low nibbles, 4v+16..4v+19 in the high ones), block 2p + 1's, then the 16 rows' dz of block 2p
+ * and those of 2p + 1 (an odd last block: the same places, the second block's zero). Tile t
+ * starts where row 16 t's record did (16 row_bytes apart; a tile's bytes fit in them, the rest
+ * zero), and rows past the last whole tile stay records in place: tiling moves bytes only inside
+ * each tile's own rows.
  *
  * q8 tile: per pair of blocks (2p, 2p + 1), 1088 bytes: the 16 rows' d of block 2p (fp16) and
  * those of block 2p + 1 (one cache line), then block 2p's eight 64-byte code vectors (vector v
@@ -243,11 +283,22 @@ static inline int64_t quant_tiled_rows(const struct quant_tensor *q)
 {
 	return q->tiled ? q->rows / QUANT_TILE_ROWS * QUANT_TILE_ROWS : 0;
 }
-/* bytes of one tile's blocks (q4: nb * 320; q8: 1088 per pair, 576 for an odd last block) */
+/* q4 tiles: the offsets of block b's code vectors and of its 16 dz */
+static inline size_t quant_q4_tile_codes(int64_t b)
+{
+	return (size_t)(b / 2) * 576 + (size_t)(b % 2) * 256;
+}
+static inline size_t quant_q4_tile_dz(int64_t b)
+{
+	return (size_t)(b / 2) * 576 + 512 + (size_t)(b % 2) * 32;
+}
+/* bytes of one tile's blocks (q4: 576 per pair, an odd last block too; q8: 1088 per pair, 576
+ * for an odd last block) */
 static inline size_t quant_tile_used_bytes(enum quant_format f, int64_t cols)
 {
 	const int64_t nb = quant_blocks(cols);
-	return f == QUANT_Q8 ? (size_t)(nb / 2) * 1088 + (size_t)(nb % 2) * 576 : (size_t)nb * 320;
+	return f == QUANT_Q8 ? (size_t)(nb / 2) * 1088 + (size_t)(nb % 2) * 576 :
+			       (size_t)((nb + 1) / 2) * 576;
 }
 /* 16 records (row_bytes apart, quant_row_bytes()) to one tile at `tile` (16 row_bytes, every byte
  * written); `tile` must not overlap `recs`. */
@@ -261,8 +312,3 @@ void quant_tile_row_record(enum quant_format f, int64_t cols, const void *tile, 
 int quant_tensor_tile_range(const struct quant_tensor *q, void *data, int64_t t0, int64_t t1, void *tmp);
 /* Row r's record: in place for a record, else gathered from its tile into buf (row_bytes). */
 const void *quant_tensor_row(const struct quant_tensor *q, int64_t r, void *buf);
-
-/* fp16 <-> fp32: exact widening (F16C's vcvtph2ps gives the same bits), and round to nearest
- * even with overflow to infinity (as vcvtps2ph with rounding mode 0). */
-float quant_f16_to_f32(uint16_t h);
-uint16_t quant_f32_to_f16(float f);

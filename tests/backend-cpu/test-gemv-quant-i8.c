@@ -207,7 +207,7 @@ static void problem_init(struct problem *p)
 		if (p->fmt != QUANT_Q8 && p->fmt != QUANT_Q4)
 			continue;
 		char *s = p->fmt == QUANT_Q8 ? (char *)quant_q8_scales(row, p->in) + 2 * nb :
-					       (char *)quant_q4_dm(row, p->in) + 4 * nb;
+					       (char *)quant_q4_dz(row, p->in) + 2 * nb;
 		memset(s, 0xff, (size_t)(row + p->qt.row_bytes - s));
 	}
 	if (p->tiled && quant_tile_supported(p->fmt) && p->rows >= QUANT_TILE_ROWS) {
@@ -280,8 +280,8 @@ static void reference(const struct problem *p, int r, int t, double ret[3])
 				cs += c[i];
 				csa += labs((long)c[i]);
 			}
-			const uint16_t *dm = quant_q4_dm(row, p->in) + 2 * b;
-			double dw = quant_f16_to_f32(dm[0]), mw = quant_f16_to_f32(dm[1]);
+			const uint16_t dz = quant_q4_dz(row, p->in)[b];
+			double dw = quant_q4_d(dz), mw = quant_q4_m(quant_q4_d(dz), dz);
 			v += dw * dx * (double)s + mw * dx * (double)cs;
 			mag += fabs(dw * dx) * (double)sa + fabs(mw * dx) * (double)csa;
 		}

@@ -472,9 +472,24 @@ static void check_corrupt(void)
 	engine_model_destroy(m);
 	const char *in0 = "\"backbone.layers.0.mixer.in_proj.weight\":[200,64,128]";
 
-	char *d = variant(good, "bad-version", "\"version\":1", "\"version\":2");
-	load_fails(d, "unknown holod quantization version 2 (this build reads version 1");
+	char *d = variant(good, "bad-version", "\"version\":2", "\"version\":3");
+	load_fails(d, "unknown holod quantization version 3 (this build reads version 2");
 	free(d);
+	/* version 1's q8 is today's layout: read as it is */
+	d = variant(good, "q8-version-1", "\"version\":2", "\"version\":1");
+	struct engine_model *m1 = load(d);
+	CHECK(m1 != NULL);
+	engine_model_destroy(m1);
+	free(d);
+	/* version 1's q4 (an fp16 d and m per block) is not: refused with a sentence */
+	char *good4 = tmp_path("good-q4");
+	m = load(src);
+	REQUIRE(write_q(m, good4, QUANT_Q4, false, err, sizeof(err)) == 0);
+	engine_model_destroy(m);
+	d = variant(good4, "q4-version-1", "\"version\":2", "\"version\":1");
+	load_fails(d, "a q4 checkpoint of holod quantization version 1 (5 bits a weight");
+	free(d);
+	free(good4);
 	d = variant(good, "bad-format", "\"format\":\"q8\"", "\"format\":\"q5\"");
 	load_fails(d, "unknown holod quantization format 'q5'");
 	free(d);

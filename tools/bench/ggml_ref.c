@@ -1,4 +1,4 @@
-/* GGML's Q8_0 and Q4_0 in this project's records (ggml_ref.h). */
+/* GGML's Q8_0 and Q4_0 in this project's q8 records (ggml_ref.h). */
 #include "ggml_ref.h"
 
 #include <errno.h>
@@ -37,7 +37,7 @@ void ggml_ref_q4_0_block(const float *x, int n, uint8_t q[QUANT_BLOCK], uint16_t
 int ggml_ref_row(enum quant_format f, const float *w, int64_t cols, void *row)
 {
 	size_t bytes;
-	if ((f != QUANT_Q8 && f != QUANT_Q4) || quant_row_bytes(f, cols, &bytes) < 0)
+	if ((f != QUANT_Q8 && f != QUANT_Q4) || quant_row_bytes(QUANT_Q8, cols, &bytes) < 0)
 		return -EINVAL;
 	for (int64_t i = 0; i < cols; i++) {
 		if (!isfinite(w[i]))
@@ -57,16 +57,14 @@ int ggml_ref_row(enum quant_format f, const float *w, int64_t cols, void *row)
 			ggml_ref_q8_0_block(x, n, q, &d);
 			/* the padding columns keep zero codes, as the reference quantizer's */
 			memcpy((int8_t *)row + b * QUANT_BLOCK, q, (size_t)n);
-			((uint16_t *)quant_q8_scales(row, cols))[b] = d;
 		} else {
-			uint8_t q[QUANT_BLOCK], *codes = (uint8_t *)row + b * (QUANT_BLOCK / 2);
+			/* d (q - 8) as a q8 code q - 8 in [-8, 7] times the same d */
+			uint8_t q[QUANT_BLOCK];
 			ggml_ref_q4_0_block(x, n, q, &d);
-			for (int j = 0; j < QUANT_BLOCK / 2; j++)
-				codes[j] = (uint8_t)((j < n ? q[j] : 0) | (j + 16 < n ? q[j + 16] : 0) << 4);
-			uint16_t *dm = (uint16_t *)quant_q4_dm(row, cols) + 2 * b;
-			dm[0] = d;
-			dm[1] = quant_f32_to_f16(-8.0f * quant_f16_to_f32(d)); /* exact */
+			for (int j = 0; j < n; j++)
+				((int8_t *)row)[b * QUANT_BLOCK + j] = (int8_t)(q[j] - 8);
 		}
+		((uint16_t *)quant_q8_scales(row, cols))[b] = d;
 	}
 	return 0;
 }

@@ -3,10 +3,12 @@
  * tests/quant/test-quant.c (RMS error per element) and holo-bench quant-error (the logits of a
  * model whose layers hold them).
  *
- * DESIGN: both are this project's formats with other codes (engine/quant/quant.h): Q8_0's
- * w = d q (q in [-127, 127], d fp16) is a q8 record, Q4_0's w = d (q - 8) (q in [0, 15]) a q4
- * record with m = -8 d (exact in fp16, and fmaf(d, q, m) = d (q - 8) exactly), so a model runs
- * on them through the same kernels and the same exact dequantization as on q8 and q4.
+ * DESIGN: both are a q8 record of this project (engine/quant/quant.h) with other codes: Q8_0's
+ * w = d q (q in [-127, 127], d fp16) is one as it is, Q4_0's w = d (q - 8) (q in [0, 15]) is the
+ * code q - 8 in [-8, 7] times the same fp16 d, so a model runs on them through the q8 kernels
+ * and the same exact dequantization (llama.cpp's Q4_0 x Q8_0 product is the same integer sum
+ * of (q - 8) times the activations' codes). q4's records cannot hold Q4_0 (their d has 6
+ * significant bits and is never negative).
  */
 #pragma once
 
@@ -20,8 +22,8 @@
 void ggml_ref_q8_0_block(const float *x, int n, int8_t q[QUANT_BLOCK], uint16_t *d);
 void ggml_ref_q4_0_block(const float *x, int n, uint8_t q[QUANT_BLOCK], uint16_t *d);
 
-/* A row of `cols` values as Q8_0 (f = QUANT_Q8) or Q4_0 (QUANT_Q4) written as one record of
- * that format (quant_row_bytes() bytes, padding zero): quant_row_to_f32() of it gives GGML's
+/* A row of `cols` values as Q8_0 (f = QUANT_Q8) or Q4_0 (QUANT_Q4) written as one q8 record
+ * (quant_row_bytes(QUANT_Q8) bytes, padding zero): quant_row_to_f32(QUANT_Q8) of it gives GGML's
  * dequantized values exactly (GGML's Q4_0 gives -0 for a zero code times a negative d). The refusals of
  * quant_row_from_f32(): -EINVAL for a NaN or infinite value, cols out of range or another format, -ERANGE for
  * |w| > QUANT_MAX_ABS (row untouched). */

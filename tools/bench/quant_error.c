@@ -16,8 +16,9 @@
  *     q4, and whatever is added), in fp32 precision (the weights dequantized exactly, fp32 sums:
  *     the format's own error) and bf16 precision (the kernels users run);
  *   - GGML's Q8_0 and Q4_0 (ggml_ref.c) applied to the same matrices, in both precisions: they
- *     are written as q8 and q4 records (lm_quant_hooks.quantize_row), which dequantize to GGML's
- *     values exactly, so they run through the same forward and kernels;
+ *     are written as q8 records (lm_quant_hooks.quantize_row; Q4_0's codes q - 8 in [-8, 7]),
+ *     which dequantize to GGML's values exactly, so they run through the same forward and the
+ *     q8 kernels;
  *   - with the lm_head quantized too (lm_quant_hooks.head: the logits products on the quantized
  *     head), in both precisions, each format and its GGML counterpart (--no-head: not run); for
  *     q8 and q4 in bf16 precision that is what --weights q8|q4 run.
@@ -77,7 +78,8 @@ struct metrics {
 struct weight_error {
 	pthread_mutex_t lock;
 	bool ggml;
-	double e2, w2; /* sum (dequantized - w)^2, sum w^2 */
+	enum quant_format ggml_format; /* GGML's of these bits: QUANT_Q8 Q8_0, QUANT_Q4 Q4_0 */
+	double e2, w2;		       /* sum (dequantized - w)^2, sum w^2 */
 };
 
 struct variant {
@@ -205,7 +207,7 @@ static void compare(const float *ref, const float *x, int T, int V, struct metri
 static int measured_row(void *arg, enum quant_format f, const float *w, int64_t cols, void *row)
 {
 	struct weight_error *we = arg;
-	int r = we->ggml ? ggml_ref_row(f, w, cols, row) : quant_row_from_f32(f, w, cols, row);
+	int r = we->ggml ? ggml_ref_row(we->ggml_format, w, cols, row) : quant_row_from_f32(f, w, cols, row);
 	float *out = r == 0 ? malloc((size_t)cols * sizeof(float)) : NULL;
 	if (r < 0 || !out)
 		return r < 0 ? r : -ENOMEM;
@@ -233,7 +235,9 @@ static int run(const struct engine_model *m, struct variant *v, const int32_t *t
 					   .precision = v->precision,
 					   .weights = v->weights,
 					   .ssm_state = ENGINE_PRECISION_FP32};
-	struct weight_error we = {.lock = PTHREAD_MUTEX_INITIALIZER, .ggml = v->ggml};
+	struct weight_error we = {.lock = PTHREAD_MUTEX_INITIALIZER,
+				  .ggml = v->ggml,
+				  .ggml_format = v->bits == 4 ? QUANT_Q4 : QUANT_Q8};
 	struct lm_quant_hooks h = {.quantize_row = measured_row, .arg = &we, .head = v->head};
 	double t0 = now_s();
 	v->err[0] = 0;
@@ -261,7 +265,7 @@ static const char *head_name(const struct variant *v)
 {
 	const struct quant_format_desc *d =
 		v->head >= 0 ? quant_format_desc((enum quant_format)v->head) : NULL;
-	return !d ? "stored" : v->ggml ? (v->head == QUANT_Q8 ? "Q8_0" : "Q4_0") : d->name;
+	return !d ? "stored" : v->ggml ? (v->bits == 8 ? "Q8_0" : "Q4_0") : d->name;
 }
 
 /* The GGML row of v's bits in v's precision and lm_head setting, or NULL. */
@@ -299,9 +303,10 @@ static int plan(struct variant *rows, bool with_head)
 	add(rows, &n, "stored", false, ENGINE_WEIGHTS_DEFAULT, ENGINE_PRECISION_FP32, -1, 0, false);
 	add(rows, &n, "stored", false, ENGINE_WEIGHTS_DEFAULT, ENGINE_PRECISION_BF16, -1, 0, false);
 	for (int g = 0; g < 2; g++) {
+		/* both in q8 records (ggml_ref.h) */
 		const char *name = g ? "Q4_0" : "Q8_0";
-		enum engine_weights w = g ? ENGINE_WEIGHTS_Q4 : ENGINE_WEIGHTS_Q8;
-		int qf = g ? QUANT_Q4 : QUANT_Q8, bits = g ? 4 : 8;
+		enum engine_weights w = ENGINE_WEIGHTS_Q8;
+		int qf = QUANT_Q8, bits = g ? 4 : 8;
 		add(rows, &n, name, true, w, ENGINE_PRECISION_FP32, -1, bits, true);
 		add(rows, &n, name, true, w, ENGINE_PRECISION_BF16, -1, bits, true);
 		if (with_head) {

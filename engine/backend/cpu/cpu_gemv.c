@@ -102,7 +102,7 @@ static void portable_quant(const struct cpu_gemv_args *a, int r0, int r1, enum q
 			for (int q = 0; q < nr; q++) {
 				const char *row = (const char *)a->w + (size_t)(r + q) * a->ldw;
 				const uint16_t *sc = fmt == QUANT_Q8 ? quant_q8_scales(row, a->in) :
-								       quant_q4_dm(row, a->in);
+								       quant_q4_dz(row, a->in);
 				for (int i = 0; i < n; i++) {
 					if (fmt == QUANT_FP8) {
 						/* one fp32 product, as quant_row_to_f32() */
@@ -113,8 +113,7 @@ static void portable_quant(const struct cpu_gemv_args *a, int r0, int r1, enum q
 							   (float)quant_q8_codes(row)[k0 + i];
 					} else {
 						uint8_t c = quant_q4_codes(row)[b * 16 + (i & 15)];
-						float d = quant_f16_to_f32(sc[2 * b]),
-						      m = quant_f16_to_f32(sc[2 * b + 1]);
+						float d = quant_q4_d(sc[b]), m = quant_q4_m(d, sc[b]);
 						/* exact product: fmaf(d, q, m) */
 						wb[q][i] = d * (float)(i < 16 ? c & 15 : c >> 4) + m;
 					}
@@ -253,11 +252,11 @@ static void portable_i8(const struct cpu_gemv_args *a, int r0, int r1, enum quan
 						     *hi = (const int8_t *)g + 64 + 16 * j;
 					for (int i = 0; i < 16; i++)
 						sum += (cw[i] & 15) * lo[i] + (cw[i] >> 4) * hi[i];
-					const uint16_t *dm = quant_q4_dm(row, a->in) + 2 * b;
+					const uint16_t dz = quant_q4_dz(row, a->in)[b];
+					const float dw = quant_q4_d(dz);
 					float dx = ((const float *)(g + 128))[4 * j];
 					float sx = ((const float *)(g + 192))[4 * j] * 4.0f;
-					s += quant_f16_to_f32(dm[0]) * dx * (float)sum +
-					     quant_f16_to_f32(dm[1]) * sx;
+					s += dw * dx * (float)sum + quant_q4_m(dw, dz) * sx;
 				}
 			}
 			float *p = a->y + (size_t)t * a->ldy + (size_t)r;

@@ -31,10 +31,19 @@ INL void scales8(const char *row, size_t soff, int b, const enum quant_format fm
 		*d = _mm256_set1_ps(_cvtsh_ss(((const uint16_t *)(row + soff))[b]));
 		*m = _mm256_setzero_ps();
 	} else {
-		const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
-		*d = _mm256_set1_ps(_cvtsh_ss(dm[0]));
-		*m = _mm256_set1_ps(_cvtsh_ss(dm[1]));
+		const uint16_t dz = ((const uint16_t *)(row + soff))[b];
+		const float dd = _cvtsh_ss(quant_q4_d16(dz));
+		*d = _mm256_set1_ps(dd);
+		*m = _mm256_set1_ps(quant_q4_m(dd, dz));
 	}
+}
+
+/* q4: the d and m (quant_q4_d(), quant_q4_m(): the same values) of 8 blocks' dz */
+INL void q4_dz8(__m128i dz, __m256 *d, __m256 *m)
+{
+	*d = _mm256_cvtph_ps(_mm_and_si128(_mm_srli_epi16(dz, 1), _mm_set1_epi16(QUANT_Q4_D_MASK)));
+	const __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_and_si128(dz, _mm_set1_epi16(63))));
+	*m = _mm256_mul_ps(*d, _mm256_mul_ps(z, _mm256_set1_ps(-0.25f)));
 }
 
 /* the exact dequantized weights of chunk j (columns 8j..8j+7) of a row's block b */
@@ -215,8 +224,7 @@ INL void iblock_q4(const struct cpu_gemv_args *a, int r, const int NR, const int
 	const char *w = (const char *)a->w + (size_t)r * ldw;
 	const size_t ahead = (size_t)NR * ldw;
 	const __m256i nib = _mm256_set1_epi8(15);
-	const __m256i di = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
-	const __m256i mi = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
+	const __m256i di = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
 	__m256 acc[4][CPU_GEMV_KERNEL_T];
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
@@ -234,11 +242,12 @@ INL void iblock_q4(const struct cpu_gemv_args *a, int r, const int NR, const int
 			__m256i lo = _mm256_and_si256(v, nib),
 				hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
 			/* (d, m) of the two blocks; the second's zero past the last block */
-			const uint16_t *dm = (const uint16_t *)(row + soff) + 4 * h;
-			__m128i dm4 = two ? _mm_loadl_epi64((const __m128i *)dm) :
-					    _mm_cvtsi32_si128(*(const int32_t *)dm);
-			__m256 f = _mm256_castps128_ps256(_mm_cvtph_ps(dm4));
-			__m256 dw = _mm256_permutevar8x32_ps(f, di), mw = _mm256_permutevar8x32_ps(f, mi);
+			const uint16_t *dzp = (const uint16_t *)(row + soff) + 2 * h;
+			__m128i dz2 =
+				two ? _mm_cvtsi32_si128(*(const int32_t *)dzp) : _mm_cvtsi32_si128(dzp[0]);
+			__m256 fd, fm;
+			q4_dz8(dz2, &fd, &fm);
+			__m256 dw = _mm256_permutevar8x32_ps(fd, di), mw = _mm256_permutevar8x32_ps(fm, di);
 			for (int t = 0; t < T; t++) {
 				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
 				__m256i s = _mm256_madd_epi16(

@@ -53,8 +53,9 @@ INL void weights(const char *row, size_t soff, int b, const enum quant_format fm
 				    d);
 	} else {
 		const uint8_t *c = (const uint8_t *)row + (size_t)b * 16;
-		const uint16_t *dm = (const uint16_t *)(row + soff) + 2 * (size_t)b;
-		__m512 d = _mm512_set1_ps(_cvtsh_ss(dm[0])), m = _mm512_set1_ps(_cvtsh_ss(dm[1]));
+		const uint16_t dz = ((const uint16_t *)(row + soff))[b];
+		const float dd = _cvtsh_ss(quant_q4_d16(dz));
+		__m512 d = _mm512_set1_ps(dd), m = _mm512_set1_ps(quant_q4_m(dd, dz));
 		__m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
 		__m512i lo = _mm512_and_si512(v, _mm512_set1_epi32(15));
 		__m512i hi = _mm512_srli_epi32(v, 4);

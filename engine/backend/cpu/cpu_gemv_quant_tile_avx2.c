@@ -91,17 +91,18 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 }
 
 /* q4: per block four 64-byte code vectors (low nibbles columns 4v..4v+3 of each row, high ones
- * 4v+16..4v+19), then the 16 rows' d and m */
+ * 4v+16..4v+19) and the 16 rows' dz (quant.h's pairs of blocks) */
 INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 {
 	const int64_t nb = quant_blocks(a->in);
-	const char *tb = (const char *)a->w + (size_t)t * a->ldw;
+	const char *tile = (const char *)a->w + (size_t)t * a->ldw;
 	const __m256i nib = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
 	__m256 acc[CPU_GEMV_KERNEL_T][2];
 	for (int k = 0; k < T; k++)
 		acc[k][0] = acc[k][1] = _mm256_setzero_ps();
-	for (int64_t b = 0; b < nb; b++, tb += 320) {
-		cpu_gemv_prefetch(tb, 320);
+	for (int64_t b = 0; b < nb; b++) {
+		cpu_gemv_prefetch_q4_tile(tile, b);
+		const char *tb = tile + quant_q4_tile_codes(b);
 		const size_t xo = (size_t)(b >> 2) * CPU_XQ_Q4_BYTES;
 		const int j = (int)(b & 3);
 		for (int h = 0; h < 2; h++) {
@@ -111,10 +112,8 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 				lo[v] = _mm256_and_si256(w, nib);
 				hi[v] = _mm256_and_si256(_mm256_srli_epi16(w, 4), nib);
 			}
-			const __m256 d =
-				_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tb + 256 + 16 * h)));
-			const __m256 m =
-				_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tb + 288 + 16 * h)));
+			__m256 d, m;
+			cpu_gemv_q4_dz8(tile + quant_q4_tile_dz(b) + 16 * h, &d, &m);
 			for (int k = 0; k < T; k++) {
 				const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 				const char *xl = xt + 16 * j, *xh = xt + 64 + 16 * j;
@@ -190,15 +189,12 @@ void cpu_gemv_avx2_tile_records(enum quant_format f, int64_t cols, const void *t
 		return;
 	}
 	const size_t soff = quant_round_align((size_t)nb * 16);
-	for (int64_t b = 0; b < nb; b++, t += 320) {
-		transpose_store(t, dst, 16 * (size_t)b);
-		uint16_t d[QUANT_TILE_ROWS], m[QUANT_TILE_ROWS];
-		memcpy(d, t + 256, sizeof(d));
-		memcpy(m, t + 288, sizeof(m));
-		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
-			uint16_t dm[2] = {d[i], m[i]};
-			memcpy(dst[i] + soff + 4 * (size_t)b, dm, 4);
-		}
+	for (int64_t b = 0; b < nb; b++) {
+		transpose_store(t + quant_q4_tile_codes(b), dst, 16 * (size_t)b);
+		uint16_t dz[QUANT_TILE_ROWS];
+		memcpy(dz, t + quant_q4_tile_dz(b), sizeof(dz));
+		for (int i = 0; i < QUANT_TILE_ROWS; i++)
+			memcpy(dst[i] + soff + 2 * (size_t)b, &dz[i], 2);
 	}
 }
 

@@ -85,13 +85,14 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 {
 	const int64_t nb = quant_blocks(a->in);
-	const char *tb = (const char *)a->w + (size_t)t * a->ldw;
+	const char *tile = (const char *)a->w + (size_t)t * a->ldw;
 	const __m512i nib = _mm512_set1_epi8(15), ones = _mm512_set1_epi16(1);
 	__m512 acc[CPU_GEMV_KERNEL_T];
 	for (int k = 0; k < T; k++)
 		acc[k] = _mm512_setzero_ps();
-	for (int64_t b = 0; b < nb; b++, tb += 320) {
-		cpu_gemv_prefetch(tb, 320);
+	for (int64_t b = 0; b < nb; b++) {
+		cpu_gemv_prefetch_q4_tile(tile, b);
+		const char *tb = tile + quant_q4_tile_codes(b);
 		const size_t xo = (size_t)(b >> 2) * CPU_XQ_Q4_BYTES;
 		const int j = (int)(b & 3);
 		__m512i lo[4], hi[4];
@@ -100,8 +101,8 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			lo[v] = _mm512_and_si512(w, nib);
 			hi[v] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nib);
 		}
-		const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tb + 256)));
-		const __m512 m = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tb + 288)));
+		__m512 d, m;
+		cpu_gemv_q4_dz16(tile + quant_q4_tile_dz(b), &d, &m);
 		for (int k = 0; k < T; k++) {
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 			const char *xl = xt + 16 * j, *xh = xt + 64 + 16 * j;
@@ -172,15 +173,12 @@ void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void 
 		return;
 	}
 	const size_t soff = quant_round_align((size_t)nb * 16);
-	for (int64_t b = 0; b < nb; b++, t += 320) {
-		transpose_store(t, dst, 16 * (size_t)b);
-		uint16_t d[QUANT_TILE_ROWS], m[QUANT_TILE_ROWS];
-		memcpy(d, t + 256, sizeof(d));
-		memcpy(m, t + 288, sizeof(m));
-		for (int i = 0; i < QUANT_TILE_ROWS; i++) {
-			uint16_t dm[2] = {d[i], m[i]};
-			memcpy(dst[i] + soff + 4 * (size_t)b, dm, 4);
-		}
+	for (int64_t b = 0; b < nb; b++) {
+		transpose_store(t + quant_q4_tile_codes(b), dst, 16 * (size_t)b);
+		uint16_t dz[QUANT_TILE_ROWS];
+		memcpy(dz, t + quant_q4_tile_dz(b), sizeof(dz));
+		for (int i = 0; i < QUANT_TILE_ROWS; i++)
+			memcpy(dst[i] + soff + 2 * (size_t)b, &dz[i], 2);
 	}
 }
 

@@ -119,15 +119,14 @@ INL void block_q4(const struct cpu_gemv_args *a, int r, const int NR, const int 
 	const char *w = (const char *)a->w + (size_t)r * ldw;
 	const char *ahead = w + (size_t)NR * ldw;
 	const __m512i nib = _mm512_set1_epi8(15);
-	const __m512i di = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
-	const __m512i mi = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
+	const __m512i di = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
 	__m512 acc[NR_MAX][CPU_GEMV_KERNEL_T];
 	for (int q = 0; q < NR; q++)
 		for (int t = 0; t < T; t++)
 			acc[q][t] = _mm512_setzero_ps();
 	for (int64_t g = 0; g < ng; g++) {
 		const int64_t left = nb - 4 * g;
-		const __mmask8 sm = left >= 4 ? (__mmask8)0xff : (__mmask8)((1u << (2 * left)) - 1);
+		const __mmask8 sm = left >= 4 ? (__mmask8)0xf : (__mmask8)((1u << left) - 1);
 		const size_t xo = (size_t)g * CPU_XQ_Q4_BYTES;
 		if (T > 1)
 			prefetch(ahead, ldw, NR, (size_t)g, soff, slines);
@@ -136,9 +135,16 @@ INL void block_q4(const struct cpu_gemv_args *a, int r, const int NR, const int 
 			__m512i v = _mm512_loadu_si512(row + 64 * (size_t)g);
 			__m512i lo = _mm512_and_si512(v, nib);
 			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-			__m256 dm = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(sm, row + soff + 16 * (size_t)g));
-			__m512 dw = _mm512_permutexvar_ps(di, _mm512_castps256_ps512(dm));
-			__m512 mw = _mm512_permutexvar_ps(mi, _mm512_castps256_ps512(dm));
+			const __m128i dz = _mm_maskz_loadu_epi16(sm, row + soff + 8 * (size_t)g);
+			__m256 d4 = _mm256_cvtph_ps(
+				_mm_and_si128(_mm_srli_epi16(dz, 1), _mm_set1_epi16(QUANT_Q4_D_MASK)));
+			__m256 m4 =
+				_mm256_mul_ps(d4,
+					      _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(
+								    _mm_and_si128(dz, _mm_set1_epi16(63)))),
+							    _mm256_set1_ps(-0.25f)));
+			__m512 dw = _mm512_permutexvar_ps(di, _mm512_castps256_ps512(d4));
+			__m512 mw = _mm512_permutexvar_ps(di, _mm512_castps256_ps512(m4));
 			for (int t = 0; t < T; t++) {
 				const char *xt = a->xq + (size_t)t * a->ldxq + xo;
 				__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
@@ -218,13 +224,14 @@ INSTANCES(q4, QUANT_Q4, 1)
 INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 {
 	const int64_t nb = quant_blocks(a->in);
-	const char *tb = (const char *)a->w + (size_t)t * a->ldw;
+	const char *tile = (const char *)a->w + (size_t)t * a->ldw;
 	const __m512i nib = _mm512_set1_epi8(15);
 	__m512 acc[CPU_GEMV_KERNEL_T];
 	for (int k = 0; k < T; k++)
 		acc[k] = _mm512_setzero_ps();
-	for (int64_t b = 0; b < nb; b++, tb += 320) {
-		cpu_gemv_prefetch(tb, 320);
+	for (int64_t b = 0; b < nb; b++) {
+		cpu_gemv_prefetch_q4_tile(tile, b);
+		const char *tb = tile + quant_q4_tile_codes(b);
 		const size_t xo = (size_t)(b >> 2) * CPU_XQ_Q4_BYTES;
 		const int j = (int)(b & 3);
 		__m512i lo[4], hi[4];
@@ -233,8 +240,8 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			lo[v] = _mm512_and_si512(w, nib);
 			hi[v] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nib);
 		}
-		const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tb + 256)));
-		const __m512 m = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tb + 288)));
+		__m512 d, m;
+		cpu_gemv_q4_dz16(tile + quant_q4_tile_dz(b), &d, &m);
 		for (int k = 0; k < T; k++) {
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 			int32_t xl[4], xh[4];

@@ -597,8 +597,9 @@ struct records_job {
 	_Atomic int64_t bad_row; /* the first row with a NaN or infinite scale, or -1 */
 };
 
-/* Every scale (q8: d; q4: d and m) of the task's rows is a finite fp16: a corrupt record would
- * otherwise give NaN logits. The codes need no check: every byte value is a finite weight. */
+/* Every scale (q8: d; q4: dz's d) of the task's rows is a finite fp16: a corrupt record would
+ * otherwise give NaN logits. The codes (and q4's offsets) need no check: every value is a
+ * finite weight. */
 static void records_task(void *ctx, int task, int thread)
 {
 	(void)thread;
@@ -609,11 +610,10 @@ static void records_task(void *ctx, int task, int thread)
 	for (int64_t r = r0; r < r1; r++) {
 		const void *row = (const char *)q->data + (size_t)r * q->row_bytes;
 		const uint16_t *s =
-			q->format == QUANT_Q8 ? quant_q8_scales(row, q->cols) : quant_q4_dm(row, q->cols);
-		const int64_t n = q->format == QUANT_Q8 ? nb : 2 * nb;
+			q->format == QUANT_Q8 ? quant_q8_scales(row, q->cols) : quant_q4_dz(row, q->cols);
 		uint16_t bad = 0;
-		for (int64_t k = 0; k < n; k++)
-			bad |= (uint16_t)((s[k] & 0x7c00) == 0x7c00);
+		for (int64_t k = 0; k < nb; k++)
+			bad |= (uint16_t)!quant_scale_finite(q->format, s[k]);
 		if (bad) {
 			int64_t cur = atomic_load(&j->bad_row);
 			while ((cur < 0 || r < cur) && !atomic_compare_exchange_weak(&j->bad_row, &cur, r))

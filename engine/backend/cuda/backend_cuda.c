@@ -469,14 +469,14 @@ static int quantize_rows(const struct cuda_weight *w, enum quant_format f, int64
 		void *dst = (char *)staging + (size_t)(r - first) * w->row_bytes;
 		int e = 0;
 		if (t->dtype == TENSOR_Q8 || t->dtype == TENSOR_Q4) {
-			/* a holod-quantized checkpoint's record, as stored: every scale (and q4
-			 * minimum) a finite fp16, or the logits would be NaN */
+			/* a holod-quantized checkpoint's record, as stored: every scale (q4: its
+			 * dz's d) a finite fp16, or the logits would be NaN */
 			memcpy(dst, (const char *)t->data + (size_t)r * w->row_bytes, w->row_bytes);
-			const uint16_t *sc =
-				t->dtype == TENSOR_Q8 ? quant_q8_scales(dst, in) : quant_q4_dm(dst, in);
-			int64_t k = quant_blocks(in) * (t->dtype == TENSOR_Q8 ? 1 : 2);
+			const enum quant_format qf = t->dtype == TENSOR_Q8 ? QUANT_Q8 : QUANT_Q4;
+			const uint16_t *sc = qf == QUANT_Q8 ? quant_q8_scales(dst, in) : quant_q4_dz(dst, in);
+			int64_t k = quant_blocks(in);
 			for (int64_t i = 0; i < k && e == 0; i++)
-				if ((sc[i] & 0x7c00u) == 0x7c00u)
+				if (!quant_scale_finite(qf, sc[i]))
 					e = -EINVAL;
 		} else if (t->dtype == TENSOR_BF16) {
 			e = quant_row_from_bf16(f, (const uint16_t *)t->data + (size_t)(r * in), in, dst);
