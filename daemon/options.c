@@ -124,7 +124,7 @@ static const struct option_def options[] = {
 	 true},
 	{"weights", "HOLOD_WEIGHTS", OPT_WEIGHTS, OFF(weights), 0, 0, "default", "W",
 	 "format of the language model's linear layers: default (as stored), bf16, q8 (int8, "
-	 "about half of bf16's bytes) or q4 (4-bit, about a third), quantized at load, on the "
+	 "about half of bf16's bytes) or q4 (4.5 bits, about 0.28), quantized at load, on the "
 	 "cpu or cuda; or fp8, the cpu only (docs/quantization.md)",
 	 true},
 	{"ssm-state", "HOLOD_SSM_STATE", OPT_SSM_STATE, OFF(ssm_state), 0, 0, "fp32", "T",
