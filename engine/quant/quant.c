@@ -276,6 +276,70 @@ static bool q4_refit(const float *w, int n, const struct q4_fit *c, double limit
 	return true;
 }
 
+/* The weight of a block's summed error against its squared errors in the q4 quantizer's last
+ * step (q4_balance). A product's error over a block is sum_i e_i x_i; with activations of mean
+ * mu and variance s^2 its expectation is sse s^2 + (sum e)^2 mu^2: relu2's (the MLP's
+ * down_proj) have mu^2 / s^2 = 0.2, a norm's about 0. Least squares with an intercept leaves a
+ * block's errors summing to about zero (the 5-bit q4's fp16 minimum: (sum e)^2 / (32 mean e^2)
+ * 0.24 on normal weights); a minimum in quarter steps leaves 0.69, and the 12B shapes' logits
+ * NMSE was 0.78x Q4_0's where the weights' was 0.73x. Measured on normal weights, 5120 columns,
+ * 6000 rows (the output NMSE of W x against the 5-bit q4's, normal x / relu2 x / the weights'):
+ * no balancing 0.98 / 1.10 / 1.00, 0.05 1.00 / 1.03 / 1.00, 0.1 1.01 / 1.01 / 1.01, 0.2 1.03 /
+ * 1.01 / 1.02; 0.1 keeps all three within 1% of the 5-bit format's. */
+#define Q4_SUM_WEIGHT 0.1
+
+/* Moves single codes one step while that lowers sse + Q4_SUM_WEIGHT x (the errors' sum)^2,
+ * the best move first, never past `limit`. */
+static void q4_balance(const float *w, int n, double limit, struct q4_fit *f)
+{
+	const float d = quant_q4_d(f->dz), m = quant_q4_m(d, f->dz);
+	if (d == 0)
+		return;
+	double r[QUANT_BLOCK], s = 0;
+	for (int i = 0; i < n; i++) {
+		r[i] = (double)w[i] - (double)q4_value(d, f->q[i], m);
+		s += r[i];
+	}
+	bool moved = false;
+	for (int it = 0; it < n; it++) {
+		int best = -1, bstep = 0;
+		double bgain = 0, bnew = 0;
+		for (int i = 0; i < n; i++)
+			for (int st = -1; st <= 1; st += 2) {
+				if ((st > 0 && f->q[i] >= 15) || (st < 0 && f->q[i] == 0))
+					continue;
+				const double nr =
+					(double)w[i] - (double)q4_value(d, (uint8_t)(f->q[i] + st), m);
+				if (fabs(nr) > limit)
+					continue;
+				const double ns = s + nr - r[i];
+				const double gain =
+					(r[i] * r[i] - nr * nr) + Q4_SUM_WEIGHT * (s * s - ns * ns);
+				if (gain > bgain) {
+					best = i;
+					bstep = st;
+					bgain = gain;
+					bnew = nr;
+				}
+			}
+		if (best < 0)
+			break;
+		f->q[best] = (uint8_t)(f->q[best] + bstep);
+		s += bnew - r[best];
+		r[best] = bnew;
+		moved = true;
+	}
+	if (!moved)
+		return;
+	double sse = 0, maxerr = 0;
+	for (int i = 0; i < n; i++) {
+		sse += r[i] * r[i];
+		maxerr = fabs(r[i]) > maxerr ? fabs(r[i]) : maxerr;
+	}
+	f->sse = sse;
+	f->maxerr = maxerr;
+}
+
 static void q4_block(const float *w, int n, float lo, float hi, uint8_t *codes, uint16_t *ret_dz)
 {
 	struct q4_fit best;
@@ -297,6 +361,7 @@ static void q4_block(const float *w, int n, float lo, float hi, uint8_t *codes, 
 		if (!q4_refit(w, n, &c, limit, &best) || best.dz == before)
 			break;
 	}
+	q4_balance(w, n, limit, &best);
 	memset(codes, 0, QUANT_BLOCK / 2);
 	for (int i = 0; i < n; i++)
 		codes[i & 15] |= (uint8_t)(best.q[i] << (i < 16 ? 0 : 4));
