@@ -83,8 +83,9 @@ int quantized_config_format(const json_t *root, enum quant_format *ret_format, c
 	if (version != QCKPT_VERSION && version != QCKPT_VERSION_Q8_SINCE)
 		return st_errorf(errbuf, errlen, -EINVAL,
 				 "config.json: unknown holod quantization version %lld (this build reads "
-				 "version %d: quantize the source checkpoint again with this holo-quantize)",
-				 (long long)version, QCKPT_VERSION);
+				 "version %d, and version %d's q8: quantize the source checkpoint again with "
+				 "this holo-quantize)",
+				 (long long)version, QCKPT_VERSION, QCKPT_VERSION_Q8_SINCE);
 	v = json_object_get(q, "format");
 	/* holo-quantize writes q8 and q4 (an FP8 checkpoint is loaded as NVIDIA publishes it) */
 	if (!json_is_string(v) || quant_format_parse(json_string_value(v), ret_format) < 0 ||

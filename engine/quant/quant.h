@@ -106,9 +106,10 @@ struct quant_tensor {
  *       range with 0 in it (d = r / 15 rounded up, r = max(hi, 0) - min(lo, 0), z =
  *       round(-4 min(lo, 0) / d)), GGML Q4_0's grid (d = |vmax| / 8, the value of largest
  *       magnitude at an end) and two least-squares refits of (d, m) from the best codes, each
- *       with z and its neighbours, evaluated as stored; a candidate whose largest element error
- *       passes max(the min/max grid's, r / 15) is not taken, so quant_error_bound() holds per
- *       element.
+ *       with z and its neighbours, evaluated as stored; then single codes move one step while
+ *       that lowers sse + 0.1 (the block's summed error)^2 (quant.c q4_balance). A candidate or
+ *       a move whose largest element error passes max(the min/max grid's, r / 15) is not
+ *       taken, so quant_error_bound() holds per element.
  *   fp8: the row's own scale s = max|w| / 448 (1 when every w is 0), c = e4m3(w / s) rounded to
  *       nearest even (quant_fp8_row_from_f32() takes a given scale, e.g. a whole matrix's).
  * Returns 0, -EINVAL for a NaN or infinite value or cols out of range (row untouched), -ERANGE

@@ -146,6 +146,19 @@ static double round_trip(enum quant_format f, const float *w, int cols, bool bf1
 	size_t codes_end = quant_round_align((size_t)quant_blocks(cols) * (f == QUANT_Q8 ? 32 : 16));
 	for (size_t i = (used_codes + 15) & ~(size_t)15; i < codes_end && f == QUANT_Q8; i++)
 		pad_zero &= bytes[i] == 0;
+	if (f == QUANT_Q4) {
+		/* the last block's nibbles past the last column, the blocks past it, and the dz
+		 * past the last block */
+		const int64_t nb = quant_blocks(cols);
+		for (int k = cols; k < nb * QUANT_BLOCK; k++) {
+			const int64_t b = k / QUANT_BLOCK, j = k % QUANT_BLOCK;
+			pad_zero &= ((bytes[b * 16 + (j & 15)] >> (j < 16 ? 0 : 4)) & 15) == 0;
+		}
+		for (size_t i = (size_t)nb * 16; i < codes_end; i++)
+			pad_zero &= bytes[i] == 0;
+		for (size_t i = codes_end + (size_t)nb * 2; i < rb; i++)
+			pad_zero &= bytes[i] == 0;
+	}
 	CHECK(pad_zero);
 	quant_row_to_f32(f, row, cols, out);
 	double worst = 0;
@@ -417,8 +430,8 @@ static void test_tiles(void)
 			/* the tiles are not the records; the rows past them are */
 			CHECK(memcmp(tiled, recs, 32 * rb) != 0);
 			CHECK(memcmp(tiled + 32 * rb, recs + 32 * rb, 5 * rb) == 0);
-			/* block b of row i: code bytes 4v..4v+3 at 320 b + 64 v + 4 i, d at 256 + 2 i, m at
-			 * 288 + 2 i */
+			/* q4, block b of row i: code bytes 4v..4v+3 at 576 (b / 2) + 256 (b % 2) + 64 v + 4
+			 * i, its dz at 576 (b / 2) + 512 + 32 (b % 2) + 2 i; q8 below */
 			bool placed = true;
 			const int64_t nb = quant_blocks(in);
 			for (int r = 0; r < 32; r++)
