@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "quant.h"
@@ -255,6 +256,19 @@ static inline void cpu_gemv_q4_dz8(const void *p, __m256 *d, __m256 *m)
 	*m = _mm256_mul_ps(*d, _mm256_mul_ps(z, _mm256_set1_ps(-0.25f)));
 }
 #endif
+/* tile_records' scales: block b's 16 uint16 scales (q8's d, q4's dz) from the tile into the 16
+ * records dst[i] (behind their codes' padded bytes); the codes are each variant's transpose */
+static inline void cpu_gemv_tile_scales_to_records(enum quant_format f, int64_t cols, int64_t b,
+						   const void *tile, char *const *dst)
+{
+	const int64_t nb = quant_blocks(cols);
+	const size_t soff = quant_round_align((size_t)nb * (f == QUANT_Q8 ? 32 : 16));
+	uint16_t s[QUANT_TILE_ROWS];
+	memcpy(s, (const char *)tile + (f == QUANT_Q8 ? quant_q8_tile_d(b, nb) : quant_q4_tile_dz(b)),
+	       sizeof(s));
+	for (int i = 0; i < QUANT_TILE_ROWS; i++)
+		memcpy(dst[i] + soff + 2 * (size_t)b, &s[i], 2);
+}
 static inline void cpu_gemv_prefetch_q4_tile(const char *tile, int64_t b)
 {
 	if ((b & 1) == 0)

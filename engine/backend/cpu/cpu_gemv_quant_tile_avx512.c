@@ -159,26 +159,15 @@ void cpu_gemv_avx512_tile_records(enum quant_format f, int64_t cols, const void 
 		memset(dst[i], 0, row_bytes);
 	}
 	const char *t = tile;
-	if (f == QUANT_Q8) {
-		const size_t soff = quant_round_align((size_t)nb * 32);
-		for (int64_t b = 0; b < nb; b++) {
+	for (int64_t b = 0; b < nb; b++) {
+		if (f == QUANT_Q8) {
 			const char *c = t + quant_q8_tile_codes(b);
 			transpose_store(c, dst, 32 * (size_t)b);
 			transpose_store(c + 256, dst, 32 * (size_t)b + 16);
-			uint16_t d[QUANT_TILE_ROWS];
-			memcpy(d, t + quant_q8_tile_d(b, nb), sizeof(d));
-			for (int i = 0; i < QUANT_TILE_ROWS; i++)
-				memcpy(dst[i] + soff + 2 * (size_t)b, &d[i], 2);
+		} else {
+			transpose_store(t + quant_q4_tile_codes(b), dst, 16 * (size_t)b);
 		}
-		return;
-	}
-	const size_t soff = quant_round_align((size_t)nb * 16);
-	for (int64_t b = 0; b < nb; b++) {
-		transpose_store(t + quant_q4_tile_codes(b), dst, 16 * (size_t)b);
-		uint16_t dz[QUANT_TILE_ROWS];
-		memcpy(dz, t + quant_q4_tile_dz(b), sizeof(dz));
-		for (int i = 0; i < QUANT_TILE_ROWS; i++)
-			memcpy(dst[i] + soff + 2 * (size_t)b, &dz[i], 2);
+		cpu_gemv_tile_scales_to_records(f, cols, b, tile, dst);
 	}
 }
 
