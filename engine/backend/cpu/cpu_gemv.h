@@ -235,12 +235,12 @@ static inline void cpu_gemv_prefetch_q8_tile(const void *tile, int64_t b, int64_
 		}                                                                                            \
 	}
 
-/* q4 tiles: the 16 rows' d and m of a block (quant_q4_d(), quant_q4_m(): the same values) from
- * their dz at p (32-byte aligned), and the prefetch of a pair of blocks (at an even block) */
+/* q4: the d and m (quant_q4_d(), quant_q4_m(): the same values) of 16 or 8 blocks' dz (a tile
+ * block's 16 rows, a record's blocks), and the prefetch of a tile's pair of blocks (at an even
+ * block) */
 #ifdef __AVX512F__
-static inline void cpu_gemv_q4_dz16(const void *p, __m512 *d, __m512 *m)
+static inline void cpu_gemv_q4_dz16(__m256i dz, __m512 *d, __m512 *m)
 {
-	const __m256i dz = _mm256_load_si256((const __m256i *)p);
 	*d = _mm512_cvtph_ps(_mm256_and_si256(_mm256_srli_epi16(dz, 1), _mm256_set1_epi16(QUANT_Q4_D_MASK)));
 	const __m512 z =
 		_mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_and_si256(dz, _mm256_set1_epi16(63))));
@@ -248,9 +248,8 @@ static inline void cpu_gemv_q4_dz16(const void *p, __m512 *d, __m512 *m)
 }
 #endif
 #ifdef __AVX2__
-static inline void cpu_gemv_q4_dz8(const void *p, __m256 *d, __m256 *m)
+static inline void cpu_gemv_q4_dz8(__m128i dz, __m256 *d, __m256 *m)
 {
-	const __m128i dz = _mm_load_si128((const __m128i *)p);
 	*d = _mm256_cvtph_ps(_mm_and_si128(_mm_srli_epi16(dz, 1), _mm_set1_epi16(QUANT_Q4_D_MASK)));
 	const __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_and_si128(dz, _mm_set1_epi16(63))));
 	*m = _mm256_mul_ps(*d, _mm256_mul_ps(z, _mm256_set1_ps(-0.25f)));

@@ -38,14 +38,6 @@ INL void scales8(const char *row, size_t soff, int b, const enum quant_format fm
 	}
 }
 
-/* q4: the d and m (quant_q4_d(), quant_q4_m(): the same values) of 8 blocks' dz */
-INL void q4_dz8(__m128i dz, __m256 *d, __m256 *m)
-{
-	*d = _mm256_cvtph_ps(_mm_and_si128(_mm_srli_epi16(dz, 1), _mm_set1_epi16(QUANT_Q4_D_MASK)));
-	const __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_and_si128(dz, _mm_set1_epi16(63))));
-	*m = _mm256_mul_ps(*d, _mm256_mul_ps(z, _mm256_set1_ps(-0.25f)));
-}
-
 /* the exact dequantized weights of chunk j (columns 8j..8j+7) of a row's block b */
 INL __m256 weights8(const char *row, int b, int j, __m256 d, __m256 m, const enum quant_format fmt)
 {
@@ -246,7 +238,7 @@ INL void iblock_q4(const struct cpu_gemv_args *a, int r, const int NR, const int
 			__m128i dz2 =
 				two ? _mm_cvtsi32_si128(*(const int32_t *)dzp) : _mm_cvtsi32_si128(dzp[0]);
 			__m256 fd, fm;
-			q4_dz8(dz2, &fd, &fm);
+			cpu_gemv_q4_dz8(dz2, &fd, &fm);
 			__m256 dw = _mm256_permutevar8x32_ps(fd, di), mw = _mm256_permutevar8x32_ps(fm, di);
 			for (int t = 0; t < T; t++) {
 				const char *xt = a->xq + (size_t)t * a->ldxq + xo;

@@ -113,7 +113,8 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 				hi[v] = _mm256_and_si256(_mm256_srli_epi16(w, 4), nib);
 			}
 			__m256 d, m;
-			cpu_gemv_q4_dz8(tile + quant_q4_tile_dz(b) + 16 * h, &d, &m);
+			cpu_gemv_q4_dz8(_mm_load_si128((const __m128i *)(tile + quant_q4_tile_dz(b) + 16 * h)),
+					&d, &m);
 			for (int k = 0; k < T; k++) {
 				const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 				const char *xl = xt + 16 * j, *xh = xt + 64 + 16 * j;

@@ -102,7 +102,7 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			hi[v] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nib);
 		}
 		__m512 d, m;
-		cpu_gemv_q4_dz16(tile + quant_q4_tile_dz(b), &d, &m);
+		cpu_gemv_q4_dz16(_mm256_load_si256((const __m256i *)(tile + quant_q4_tile_dz(b))), &d, &m);
 		for (int k = 0; k < T; k++) {
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 			const char *xl = xt + 16 * j, *xh = xt + 64 + 16 * j;

@@ -136,13 +136,8 @@ INL void block_q4(const struct cpu_gemv_args *a, int r, const int NR, const int 
 			__m512i lo = _mm512_and_si512(v, nib);
 			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
 			const __m128i dz = _mm_maskz_loadu_epi16(sm, row + soff + 8 * (size_t)g);
-			__m256 d4 = _mm256_cvtph_ps(
-				_mm_and_si128(_mm_srli_epi16(dz, 1), _mm_set1_epi16(QUANT_Q4_D_MASK)));
-			__m256 m4 =
-				_mm256_mul_ps(d4,
-					      _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(
-								    _mm_and_si128(dz, _mm_set1_epi16(63)))),
-							    _mm256_set1_ps(-0.25f)));
+			__m256 d4, m4;
+			cpu_gemv_q4_dz8(dz, &d4, &m4);
 			__m512 dw = _mm512_permutexvar_ps(di, _mm512_castps256_ps512(d4));
 			__m512 mw = _mm512_permutexvar_ps(di, _mm512_castps256_ps512(m4));
 			for (int t = 0; t < T; t++) {
@@ -241,7 +236,7 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			hi[v] = _mm512_and_si512(_mm512_srli_epi16(w, 4), nib);
 		}
 		__m512 d, m;
-		cpu_gemv_q4_dz16(tile + quant_q4_tile_dz(b), &d, &m);
+		cpu_gemv_q4_dz16(_mm256_load_si256((const __m256i *)(tile + quant_q4_tile_dz(b))), &d, &m);
 		for (int k = 0; k < T; k++) {
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 			int32_t xl[4], xh[4];
