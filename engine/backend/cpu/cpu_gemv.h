@@ -56,13 +56,15 @@ struct cpu_gemv_args {
  *   q8: int8 c[128] in column order; int32 corr[32]: -128 x the sum of c[4i..4i+3] (the
  *       kernels add 128 to the weight codes to multiply them as unsigned bytes and start each
  *       lane's sum at corr[i] to take it off again); float dl[32]: dl[16p + l] = d of block
- *       2p + l / 8 (the scale of lane l of pair p, 16 lanes per 64 codes).
+ *       2p + l / 8 (the scale of lane l of pair p, 16 lanes per 64 codes); int32 ctot[4]: -128 x the
+ *       sum of block j's 32 codes (corr's 8 of it added: the tile kernels' one start), then 48
+ *       bytes of zeros.
  *   q4: int8 lo[64]: block b's columns 0..15 at 16b; int8 hi[64]: its columns 16..31 (the
  *       order of the weights' low and high nibbles); float dl[16]: dl[l] = d of block l / 4;
  *       float sl[16]: d x (the sum of block l / 4's codes) / 4 (the minimum's term, spread
  *       over the block's 4 lanes). */
 #define CPU_XQ_GROUP 128
-#define CPU_XQ_Q8_BYTES 384 /* per group */
+#define CPU_XQ_Q8_BYTES 448 /* per group */
 #define CPU_XQ_Q4_BYTES 256
 /* bytes per token for `in` columns in `fmt`'s layout (a multiple of 64) */
 size_t cpu_gemv_xq_bytes(enum quant_format fmt, int in);

@@ -267,8 +267,9 @@ INL void tile_q4(const struct cpu_gemv_args *a, int t, float *y, const int T)
 
 /* q8 tiles: per block eight code vectors (lane i = row i, 4 codes each), made unsigned by xor
  * 0x80 once for every token; each token's int32 sum starts at -128 x the block's activation
- * code sum (the 8 per-lane corrections of xq added), two chains of four vpdpbusd, then one
- * widen and one fma with the 16 rows' d (in lane order) times d_x. */
+ * code sum (xq's ctot: one load where adding the 8 per-lane corrections took 8 and 7 adds per
+ * block and token), two chains of four vpdpbusd, then one widen and one fma with the 16 rows'
+ * d (in lane order) times d_x. */
 INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 {
 	const int64_t nb = quant_blocks(a->in);
@@ -289,10 +290,9 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(tile + quant_q8_tile_d(b, nb))));
 		for (int k = 0; k < T; k++) {
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
-			int32_t xc[8], cr[8];
+			int32_t xc[8];
 			memcpy(xc, xt + 32 * j, 32);
-			memcpy(cr, xt + 128 + 32 * j, 32);
-			const int32_t corr = cr[0] + cr[1] + cr[2] + cr[3] + cr[4] + cr[5] + cr[6] + cr[7];
+			const int32_t corr = ((const int32_t *)(xt + 384))[j];
 			__m512i s0 =
 				_mm512_dpbusd_epi32(_mm512_set1_epi32(corr), w[0], _mm512_set1_epi32(xc[0]));
 			__m512i s1 =
