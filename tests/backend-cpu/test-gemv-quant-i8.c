@@ -149,8 +149,8 @@ static void test_quantize_x(void)
 							ok &= dl[8 * j + l] == d;
 						}
 						/* the block's total correction, then zeros */
-						ok &= ((const int32_t *)(g + 384))[j] == -128 * sum;
-						for (int i = 400; i < CPU_XQ_Q8_BYTES; i++)
+						ok &= ((const int32_t *)(g + CPU_XQ_Q8_CTOT))[j] == -128 * sum;
+						for (int i = CPU_XQ_Q8_CTOT + 16; i < CPU_XQ_Q8_BYTES; i++)
 							ok &= g[i] == 0;
 					} else {
 						const float *dl = (const float *)(g + 128),

@@ -210,7 +210,7 @@ void cpu_gemv_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int 
 								  c[4 * i + 3]);
 				for (int i = 0; i < 8; i++)
 					dl[8 * j + i] = d;
-				((int32_t *)(g + 384))[j] = -128 * sum;
+				((int32_t *)(g + CPU_XQ_Q8_CTOT))[j] = -128 * sum;
 			} else {
 				float *dl = (float *)(g + 128), *sl = (float *)(g + 192);
 				memcpy(g + 16 * j, c, 16);

@@ -65,6 +65,7 @@ struct cpu_gemv_args {
  *       over the block's 4 lanes). */
 #define CPU_XQ_GROUP 128
 #define CPU_XQ_Q8_BYTES 448 /* per group */
+#define CPU_XQ_Q8_CTOT 384  /* ctot[4] within a group */
 #define CPU_XQ_Q4_BYTES 256
 /* bytes per token for `in` columns in `fmt`'s layout (a multiple of 64) */
 size_t cpu_gemv_xq_bytes(enum quant_format fmt, int in);

@@ -272,8 +272,8 @@ void cpu_gemv_avx2_quantize_x(enum quant_format fmt, const float *x, size_t ldx,
 								      7));
 				_mm256_storeu_ps((float *)(g + 256) + 8 * j, _mm256_set1_ps(d));
 				if (j == 0)
-					memset(g + 384, 0, 64);
-				((int32_t *)(g + 384))[j] = -128 * sum;
+					memset(g + CPU_XQ_Q8_CTOT, 0, CPU_XQ_Q8_BYTES - CPU_XQ_Q8_CTOT);
+				((int32_t *)(g + CPU_XQ_Q8_CTOT))[j] = -128 * sum;
 			} else {
 				_mm_storeu_si128((__m128i *)(g + 16 * j), _mm256_castsi256_si128(c));
 				_mm_storeu_si128((__m128i *)(g + 64 + 16 * j), _mm256_extracti128_si256(c, 1));

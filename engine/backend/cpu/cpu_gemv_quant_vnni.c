@@ -292,7 +292,7 @@ INL void tile_q8(const struct cpu_gemv_args *a, int t, float *y, const int T)
 			const char *xt = a->xq + (size_t)k * a->ldxq + xo;
 			int32_t xc[8];
 			memcpy(xc, xt + 32 * j, 32);
-			const int32_t corr = ((const int32_t *)(xt + 384))[j];
+			const int32_t corr = ((const int32_t *)(xt + CPU_XQ_Q8_CTOT))[j];
 			__m512i s0 =
 				_mm512_dpbusd_epi32(_mm512_set1_epi32(corr), w[0], _mm512_set1_epi32(xc[0]));
 			__m512i s1 =
