@@ -11,7 +11,14 @@
  * Idle workers are never waited for: on a loaded machine a descheduled worker costs nothing,
  * the caller simply runs the tasks itself.
  * Workers spin briefly for the next job (decode issues hundreds of small jobs per token), then
- * sleep on `wake`; the caller broadcasts only when someone sleeps.
+ * sleep on `wake`; the caller broadcasts only when someone sleeps. The caller likewise spins
+ * for the end of its job before it sleeps on `done`, and the last task's finisher signals only
+ * when it does: `sleepers` and `caller_waits` change under `lock` but are read without it, each a
+ * Dekker pair of seq_cst operations (the sleeper stores its flag and then loads the word it
+ * waits on, the other side changes that word and then loads the flag: one of them sees the
+ * other), so a job whose threads all spin never takes `lock` and its cache line never moves
+ * between cores (holo-bench's back-to-back job of two tasks, AMD EPYC: ~220 -> ~130 ns). The
+ * caller publishes a job with task 0 already its own (next = 1) and runs it without a claim.
  */
 #include "cpu.h"
 
@@ -36,8 +43,9 @@ struct cpu_pool {
 	pthread_cond_t wake, done;
 	_Atomic uint64_t claim;
 	atomic_int pending;
-	int sleepers; /* under lock */
-	bool quit;    /* under lock */
+	atomic_int sleepers;	  /* changed under lock */
+	atomic_bool caller_waits; /* changed under lock */
+	bool quit;		  /* under lock */
 	cpu_task_fn *fn;
 	void *ctx;
 	int base;
@@ -76,6 +84,18 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Runs task `task` of the current job (claimed) and counts it done. */
+static void run_task(int task, int thread)
+{
+	pool.fn(pool.ctx, pool.base + task, thread);
+	/* the caller spins before it sleeps: the lock (and its cache line) only when it sleeps */
+	if (atomic_fetch_sub(&pool.pending, 1) == 1 && atomic_load(&pool.caller_waits)) {
+		pthread_mutex_lock(&pool.lock);
+		pthread_cond_signal(&pool.done);
+		pthread_mutex_unlock(&pool.lock);
+	}
+}
+
 /* Claims and runs tasks of the current job until none is left. */
 static void run_tasks(int thread)
 {
@@ -84,12 +104,7 @@ static void run_tasks(int thread)
 		if (!atomic_compare_exchange_weak_explicit(&pool.claim, &v, v + 1, memory_order_acquire,
 							   memory_order_acquire))
 			continue;
-		pool.fn(pool.ctx, pool.base + (int)claim_next(v), thread);
-		if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
-			pthread_mutex_lock(&pool.lock);
-			pthread_cond_signal(&pool.done);
-			pthread_mutex_unlock(&pool.lock);
-		}
+		run_task((int)claim_next(v), thread);
 		v = atomic_load_explicit(&pool.claim, memory_order_acquire);
 	}
 }
@@ -272,12 +287,16 @@ void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
 		pool.base = base;
 		atomic_store_explicit(&pool.pending, n, memory_order_relaxed);
 		uint64_t gen = (atomic_load(&pool.claim) >> 48) + 1;
-		atomic_store_explicit(&pool.claim, (gen << 48) | ((uint64_t)n << 24), memory_order_release);
-		pthread_mutex_lock(&pool.lock);
-		if (pool.sleepers)
+		/* task 0 the caller's as published (next = 1): the workers' claims do not take the
+		 * word back and forth with the caller's own */
+		atomic_store(&pool.claim, (gen << 48) | ((uint64_t)n << 24) | 1);
+		if (atomic_load(&pool.sleepers)) {
+			pthread_mutex_lock(&pool.lock);
 			pthread_cond_broadcast(&pool.wake);
-		pthread_mutex_unlock(&pool.lock);
+			pthread_mutex_unlock(&pool.lock);
+		}
 
+		run_task(0, 0);
 		run_tasks(0);
 
 		int spins = 0;
@@ -286,8 +305,10 @@ void cpu_parallel_for_work(int n_tasks, cpu_task_fn *fn, void *ctx, double work)
 			cpu_relax();
 		if (atomic_load_explicit(&pool.pending, memory_order_acquire) != 0) {
 			pthread_mutex_lock(&pool.lock);
+			atomic_store(&pool.caller_waits, true);
 			while (atomic_load(&pool.pending) != 0)
 				pthread_cond_wait(&pool.done, &pool.lock);
+			atomic_store(&pool.caller_waits, false);
 			pthread_mutex_unlock(&pool.lock);
 		}
 	}
