@@ -24,7 +24,7 @@ TEST_DEFINE_GLOBALS;
 struct job {
 	atomic_int runs[MAX_TASKS];
 	atomic_int bad_thread;
-	int long_task;	/* the task that spins for long_ns, or -1 */
+	int long_task; /* the task that spins for long_ns, or -1 */
 	long long long_ns;
 };
 
