@@ -304,6 +304,14 @@ static inline float softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
+void cpu_rows_dt(const struct cpu_dt_args *d, int t, int h0, int h1)
+{
+	const float *r = d->raw + (size_t)t * d->ldr;
+	float *o = d->dt + (size_t)t * d->H;
+	for (int h = h0; h < h1; h++)
+		o[h] = fminf(fmaxf(softplus(r[h] + d->bias[h]), d->lo), d->hi);
+}
+
 static void conv_task(void *ctx, int task, int thread)
 {
 	const struct conv_job *j = ctx;
@@ -313,12 +321,8 @@ static void conv_task(void *ctx, int task, int thread)
 		j->v->conv_silu(j->conv, c0, c1);
 	const struct cpu_dt_args *d = j->dt;
 	int t1 = MIN(d->T, (task + 1) * j->dt_chunk);
-	for (int t = task * j->dt_chunk; t < t1; t++) {
-		const float *r = d->raw + (size_t)t * d->ldr;
-		float *o = d->dt + (size_t)t * d->H;
-		for (int h = 0; h < d->H; h++)
-			o[h] = fminf(fmaxf(softplus(r[h] + d->bias[h]), d->lo), d->hi);
-	}
+	for (int t = task * j->dt_chunk; t < t1; t++)
+		cpu_rows_dt(d, t, 0, d->H);
 }
 
 void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args *dt)

@@ -128,5 +128,7 @@ void cpu_rows_gated_rmsnorm(float *y, size_t ldy, const float *z, size_t ldz, co
 			    int groups, int gs, float eps, uint16_t *out_bf16);
 /* The conv (channels split across the tasks) and dt (positions split) as one job. */
 void cpu_rows_conv_dt(const struct cpu_conv_args *conv, const struct cpu_dt_args *dt);
+/* dt of position t for heads [h0, h1), in the caller's thread (inside a pool task) */
+void cpu_rows_dt(const struct cpu_dt_args *dt, int t, int h0, int h1);
 /* ReLU^2 of n floats in place */
 void cpu_rows_relu2(float *u, size_t n);

@@ -55,10 +55,11 @@ struct lm_prepared_layer {
  * over every session of the backend, in ns. */
 enum lm_op {
 	LM_OP_GEMM,	 /* the matrix products (lm_head included) */
-	LM_OP_SSM,	 /* the Mamba scan (chunked or recurrent) */
-	LM_OP_CONV,	 /* conv1d + SiLU and dt's softplus */
+	LM_OP_SSM,	 /* the Mamba scan (chunked or recurrent); a bf16 decode step's whole mixer job
+			  * (lm_forward.c mixer_task: conv, dt, scan and gated norm) */
+	LM_OP_CONV,	 /* conv1d + SiLU and dt's softplus (outside the decode mixer job) */
 	LM_OP_ATTENTION, /* scores, softmax and the weighted sum */
-	LM_OP_NORM,	 /* RMSNorms and the gated norm */
+	LM_OP_NORM,	 /* RMSNorms and the gated norm (outside the decode mixer job) */
 	LM_OP_OTHER,	 /* embeddings, ReLU^2 */
 	LM_OP_COUNT,
 };

@@ -1620,6 +1620,96 @@ static void scan_runs_task(void *ctx, int task, int thread)
 		ssm_scan_head_task(&one, h, thread);
 }
 
+/* A decode step's Mamba mixer, from in_proj's output to out_proj's input, in one pool job (bf16
+ * precision, every run of the batch one position, no padding rows). Task run * groups + g owns
+ * the Mamba groups [g G / groups, (g + 1) G / groups) (G % groups == 0) and so their heads, whose
+ * x channels, B and C channels and conv state no other task touches: it runs the conv of exactly
+ * those channels, their dt, their scan and the gated RMSNorm of their channels (whole norm
+ * groups: the norm's groups are the Mamba groups). Nothing crosses between the threads until
+ * out_proj, and the separate conv job and the caller's gated norm go: 22 of a ~0.70B decode
+ * step's 149 pool jobs, each an exchange of activations between the cores (docs/quantization.md,
+ * "The decode step against the read bandwidth"). Every channel, head and group runs the kernel
+ * and order of the separate steps (conv_silu on a channel range, cpu_rows_dt, the recurrent
+ * head, gated_rmsnorm on whole groups): the same bits. */
+struct mixer_job {
+	const struct batch *b;
+	int l, groups;
+	float *zx, *xc, *dt, *y;
+};
+
+static bool mixer_fusable(const struct batch *b, int groups)
+{
+	const struct lm_dims *dm = &b->dm;
+	if (!b->p->bf16 || b->shape.Mp != b->shape.Ms || b->shape.M != b->shape.Ms)
+		return false;
+	for (int i = 0; i < b->n; i++)
+		if (b->runs[i].T != 1)
+			return false;
+	if (groups < 1 || dm->G % groups || dm->H % dm->G || dm->d_in % dm->G)
+		return false;
+	/* conv_silu takes ranges that start at a multiple of 16 channels */
+	const int gpt = dm->G / groups;
+	return (dm->d_in / groups) % 16 == 0 && (gpt * dm->N) % 16 == 0 && dm->d_in % 16 == 0 &&
+	       (dm->G * dm->N) % 16 == 0;
+}
+
+static void mixer_task(void *ctx, int task, int thread)
+{
+	const struct mixer_job *j = ctx;
+	const struct batch *b = j->b;
+	const struct lm_dims *dm = &b->dm;
+	const struct lm_prepared_layer *P = &b->p->layers[j->l];
+	const struct lm_config *c = &b->m->cfg;
+	const struct lm_run *r = &b->runs[task / j->groups];
+	const int cd = dm->conv_dim, gpt = dm->G / j->groups, g0 = task % j->groups * gpt;
+	const int hpg = dm->H / dm->G, h0 = g0 * hpg, h1 = h0 + gpt * hpg, gs = dm->d_in / dm->G;
+	struct lm_layer_state *st = &r->seq->layers[j->l];
+	float *rzx = j->zx + (size_t)r->row * dm->in_rows, *rxc = j->xc + (size_t)r->row * cd;
+	float *rdt = j->dt + (size_t)r->row * dm->H, *ry = j->y + (size_t)r->row * dm->d_in;
+	const struct cpu_rows_variant *v = cpu_rows();
+	struct cpu_conv_args ca = {.T = 1,
+				   .K = dm->K,
+				   .channels = cd,
+				   .raw = rzx + dm->d_in,
+				   .ldr = dm->in_rows,
+				   .wt = P->conv_wt,
+				   .bias = P->conv_b,
+				   .state = st->conv,
+				   .out = rxc,
+				   .ldo = cd};
+	const int bc = dm->d_in + g0 * dm->N, cc = dm->d_in + dm->G * dm->N + g0 * dm->N;
+	v->conv_silu(&ca, h0 * dm->P, h1 * dm->P);
+	v->conv_silu(&ca, bc, bc + gpt * dm->N);
+	v->conv_silu(&ca, cc, cc + gpt * dm->N);
+	struct cpu_dt_args da = {.T = 1,
+				 .H = dm->H,
+				 .raw = rzx + dm->d_in + cd,
+				 .ldr = dm->in_rows,
+				 .bias = P->dt_bias,
+				 .lo = c->dt_min,
+				 .hi = c->dt_max,
+				 .dt = rdt};
+	cpu_rows_dt(&da, 0, h0, h1);
+	struct ssm_job one = {
+		.dm = dm,
+		.T = 1,
+		.xbc = rxc,
+		.ldx = (size_t)cd,
+		.dt = rdt,
+		.a = P->a,
+		.dskip = P->d,
+		.state = st->ssm,
+		.state16 = st->ssm16,
+		.y = ry,
+	};
+	for (int h = h0; h < h1; h++)
+		ssm_scan_head_task(&one, h, thread);
+	float *yg = ry + (size_t)g0 * gs;
+	v->gated_rmsnorm(yg, rzx + (size_t)g0 * gs, P->gnorm + (size_t)g0 * gs, gpt, gs, c->eps);
+	if (b->wk.xb)
+		cpu_f32_to_bf16(yg, b->wk.xb + (size_t)r->row * dm->d_in + (size_t)g0 * gs, (size_t)gpt * gs);
+}
+
 static void mamba_layer(const struct batch *b, int l)
 {
 	const struct lm_layer *L = &b->m->layers[l];
@@ -1638,6 +1728,17 @@ static void mamba_layer(const struct batch *b, int l)
 
 	batch_product(b, mat(P, 0, &L->mamba.in_proj), P->gemm[0], QW(b->p, P, 0), b->wk.xn, b->wk.xb, dm->d,
 		      zx, dm->in_rows, false, CPU_DNNL_ACT_NONE);
+
+	const int groups = MIN(H, cpu_threads());
+	if (mixer_fusable(b, groups)) {
+		uint64_t t0 = prof_start(b->p);
+		struct mixer_job mj = {.b = b, .l = l, .groups = groups, .zx = zx, .xc = xc, .dt = dt, .y = y};
+		cpu_parallel_for_work(b->n * groups, mixer_task, &mj, 2.0 * b->shape.Ms * H * dm->P * dm->N);
+		prof_end(b->p, LM_OP_SSM, t0);
+		batch_product(b, mat(P, 1, &L->mamba.out_proj), P->gemm[1], QW(b->p, P, 1), y, b->wk.xb,
+			      dm->d_in, b->wk.h, dm->d, true, CPU_DNNL_ACT_NONE);
+		return;
+	}
 
 	/* the conv window is each sequence's own: one run at a time */
 	for (int i = 0; i < b->n; i++) {
@@ -1679,7 +1780,6 @@ static void mamba_layer(const struct batch *b, int l)
 	 * at a time */
 	uint64_t t0 = prof_start(b->p);
 	if (b->shape.Ms) {
-		const int groups = MIN(H, cpu_threads());
 		struct scan_runs_job sj = {.dm = dm,
 					   .runs = b->runs,
 					   .l = l,
