@@ -1630,7 +1630,10 @@ static void scan_runs_task(void *ctx, int task, int thread)
  * step's 149 pool jobs, each an exchange of activations between the cores (docs/quantization.md,
  * "The decode step against the read bandwidth"). Every channel, head and group runs the kernel
  * and order of the separate steps (conv_silu on a channel range, cpu_rows_dt, the recurrent
- * head, gated_rmsnorm on whole groups): the same bits. */
+ * head, gated_rmsnorm on whole groups): the same bits. Only where the task count, min(H, threads),
+ * divides G (2, 4 or 8 threads for Holotron's G = 8): with more threads than groups a task would
+ * hold part of a group, whose B and C channels two tasks read, and the separate jobs run (not
+ * measured: whether G tasks alone would keep up on 12 or 16 threads). */
 struct mixer_job {
 	const struct batch *b;
 	int l, groups;
