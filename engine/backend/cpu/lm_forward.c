@@ -1596,6 +1596,53 @@ struct scan_runs_job {
  * which the prefetchers follow; a head a task, claimed by whichever thread was free, left the
  * step reading the 24.2 MB fp32 state of the ~0.7B model at ~23-30 GB/s where the read pass ran
  * at 49-77 GB/s (docs/benchmarks.md, "the SSM step's state read in one stretch a thread"). */
+/* The recurrent step of decode run r (T = 1) in layer l: its rows of xc, dt and y, its state. */
+static struct ssm_job decode_ssm_job(const struct lm_dims *dm, const struct lm_run *r, int l, const float *xc,
+				     const float *dt, const float *a, const float *dskip, float *y)
+{
+	return (struct ssm_job){
+		.dm = dm,
+		.T = 1,
+		.xbc = xc + (size_t)r->row * dm->conv_dim,
+		.ldx = (size_t)dm->conv_dim,
+		.dt = dt + (size_t)r->row * dm->H,
+		.a = a,
+		.dskip = dskip,
+		.state = r->seq->layers[l].ssm,
+		.state16 = r->seq->layers[l].ssm16,
+		.y = y + (size_t)r->row * dm->d_in,
+	};
+}
+
+/* bf16 precision's conv and dt arguments for run r of layer l (P its prepared layer): the
+ * run's rows of in_proj's output zx, of the conv's xc and of dt */
+static void conv_dt_args(const struct batch *b, const struct lm_prepared_layer *P, int l,
+			 const struct lm_run *r, float *zx, float *xc, float *dt, struct cpu_conv_args *ca,
+			 struct cpu_dt_args *da)
+{
+	const struct lm_dims *dm = &b->dm;
+	const struct lm_config *c = &b->m->cfg;
+	const float *rzx = zx + (size_t)r->row * dm->in_rows;
+	*ca = (struct cpu_conv_args){.T = r->T,
+				     .K = dm->K,
+				     .channels = dm->conv_dim,
+				     .raw = rzx + dm->d_in,
+				     .ldr = dm->in_rows,
+				     .wt = P->conv_wt,
+				     .bias = P->conv_b,
+				     .state = r->seq->layers[l].conv,
+				     .out = xc + (size_t)r->row * dm->conv_dim,
+				     .ldo = dm->conv_dim};
+	*da = (struct cpu_dt_args){.T = r->T,
+				   .H = dm->H,
+				   .raw = rzx + dm->d_in + dm->conv_dim,
+				   .ldr = dm->in_rows,
+				   .bias = P->dt_bias,
+				   .lo = c->dt_min,
+				   .hi = c->dt_max,
+				   .dt = dt + (size_t)r->row * dm->H};
+}
+
 static void scan_runs_task(void *ctx, int task, int thread)
 {
 	const struct scan_runs_job *j = ctx;
@@ -1603,18 +1650,7 @@ static void scan_runs_task(void *ctx, int task, int thread)
 	const struct lm_run *r = &j->runs[task / j->groups];
 	if (r->T != 1)
 		return;
-	struct ssm_job one = {
-		.dm = dm,
-		.T = 1,
-		.xbc = j->xc + (size_t)r->row * dm->conv_dim,
-		.ldx = (size_t)dm->conv_dim,
-		.dt = j->dt + (size_t)r->row * dm->H,
-		.a = j->a,
-		.dskip = j->dskip,
-		.state = r->seq->layers[j->l].ssm,
-		.state16 = r->seq->layers[j->l].ssm16,
-		.y = j->y + (size_t)r->row * dm->d_in,
-	};
+	struct ssm_job one = decode_ssm_job(dm, r, j->l, j->xc, j->dt, j->a, j->dskip, j->y);
 	const int g = task % j->groups;
 	for (int h = g * dm->H / j->groups; h < (g + 1) * dm->H / j->groups; h++)
 		ssm_scan_head_task(&one, h, thread);
@@ -1648,12 +1684,11 @@ static bool mixer_fusable(const struct batch *b, int groups)
 	for (int i = 0; i < b->n; i++)
 		if (b->runs[i].T != 1)
 			return false;
-	if (groups < 1 || dm->G % groups || dm->H % dm->G || dm->d_in % dm->G)
+	if (groups < 1 || dm->G % groups || dm->H % dm->G)
 		return false;
-	/* conv_silu takes ranges that start at a multiple of 16 channels */
-	const int gpt = dm->G / groups;
-	return (dm->d_in / groups) % 16 == 0 && (gpt * dm->N) % 16 == 0 && dm->d_in % 16 == 0 &&
-	       (dm->G * dm->N) % 16 == 0;
+	/* conv_silu takes ranges that start at a multiple of 16 channels: a task's x channels (d_in /
+	 * groups of them) and its B and C channels (G / groups groups of N) */
+	return (dm->d_in / groups) % 16 == 0 && (dm->G / groups * dm->N) % 16 == 0;
 }
 
 static void mixer_task(void *ctx, int task, int thread)
@@ -1662,53 +1697,25 @@ static void mixer_task(void *ctx, int task, int thread)
 	const struct batch *b = j->b;
 	const struct lm_dims *dm = &b->dm;
 	const struct lm_prepared_layer *P = &b->p->layers[j->l];
-	const struct lm_config *c = &b->m->cfg;
 	const struct lm_run *r = &b->runs[task / j->groups];
-	const int cd = dm->conv_dim, gpt = dm->G / j->groups, g0 = task % j->groups * gpt;
+	const int gpt = dm->G / j->groups, g0 = task % j->groups * gpt;
 	const int hpg = dm->H / dm->G, h0 = g0 * hpg, h1 = h0 + gpt * hpg, gs = dm->d_in / dm->G;
-	struct lm_layer_state *st = &r->seq->layers[j->l];
-	float *rzx = j->zx + (size_t)r->row * dm->in_rows, *rxc = j->xc + (size_t)r->row * cd;
-	float *rdt = j->dt + (size_t)r->row * dm->H, *ry = j->y + (size_t)r->row * dm->d_in;
 	const struct cpu_rows_variant *v = cpu_rows();
-	struct cpu_conv_args ca = {.T = 1,
-				   .K = dm->K,
-				   .channels = cd,
-				   .raw = rzx + dm->d_in,
-				   .ldr = dm->in_rows,
-				   .wt = P->conv_wt,
-				   .bias = P->conv_b,
-				   .state = st->conv,
-				   .out = rxc,
-				   .ldo = cd};
+	struct cpu_conv_args ca;
+	struct cpu_dt_args da;
+	conv_dt_args(b, P, j->l, r, j->zx, j->xc, j->dt, &ca, &da);
 	const int bc = dm->d_in + g0 * dm->N, cc = dm->d_in + dm->G * dm->N + g0 * dm->N;
 	v->conv_silu(&ca, h0 * dm->P, h1 * dm->P);
 	v->conv_silu(&ca, bc, bc + gpt * dm->N);
 	v->conv_silu(&ca, cc, cc + gpt * dm->N);
-	struct cpu_dt_args da = {.T = 1,
-				 .H = dm->H,
-				 .raw = rzx + dm->d_in + cd,
-				 .ldr = dm->in_rows,
-				 .bias = P->dt_bias,
-				 .lo = c->dt_min,
-				 .hi = c->dt_max,
-				 .dt = rdt};
 	cpu_rows_dt(&da, 0, h0, h1);
-	struct ssm_job one = {
-		.dm = dm,
-		.T = 1,
-		.xbc = rxc,
-		.ldx = (size_t)cd,
-		.dt = rdt,
-		.a = P->a,
-		.dskip = P->d,
-		.state = st->ssm,
-		.state16 = st->ssm16,
-		.y = ry,
-	};
+	struct ssm_job one = decode_ssm_job(dm, r, j->l, j->xc, j->dt, P->a, P->d, j->y);
 	for (int h = h0; h < h1; h++)
 		ssm_scan_head_task(&one, h, thread);
-	float *yg = ry + (size_t)g0 * gs;
-	v->gated_rmsnorm(yg, rzx + (size_t)g0 * gs, P->gnorm + (size_t)g0 * gs, gpt, gs, c->eps);
+	/* the gate z: in_proj's first d_in rows */
+	const float *z = j->zx + (size_t)r->row * dm->in_rows;
+	float *yg = one.y + (size_t)g0 * gs;
+	v->gated_rmsnorm(yg, z + (size_t)g0 * gs, P->gnorm + (size_t)g0 * gs, gpt, gs, b->m->cfg.eps);
 	if (b->wk.xb)
 		cpu_f32_to_bf16(yg, b->wk.xb + (size_t)r->row * dm->d_in + (size_t)g0 * gs, (size_t)gpt * gs);
 }
@@ -1752,24 +1759,9 @@ static void mamba_layer(const struct batch *b, int l)
 		float *rdt = dt + (size_t)r->row * H;
 		uint64_t t0 = prof_start(b->p);
 		if (b->p->bf16) {
-			struct cpu_conv_args ca = {.T = T,
-						   .K = K,
-						   .channels = cd,
-						   .raw = rzx + dm->d_in,
-						   .ldr = dm->in_rows,
-						   .wt = cwt,
-						   .bias = cbias,
-						   .state = st->conv,
-						   .out = rxc,
-						   .ldo = cd};
-			struct cpu_dt_args da = {.T = T,
-						 .H = H,
-						 .raw = rzx + dm->d_in + cd,
-						 .ldr = dm->in_rows,
-						 .bias = dtb,
-						 .lo = c->dt_min,
-						 .hi = c->dt_max,
-						 .dt = rdt};
+			struct cpu_conv_args ca;
+			struct cpu_dt_args da;
+			conv_dt_args(b, P, l, r, zx, xc, dt, &ca, &da);
 			cpu_rows_conv_dt(&ca, &da);
 		} else {
 			lm_conv_silu(dm, T, rzx + dm->d_in, dm->in_rows, cwt, cbias, st->conv, cbuf, rxc);
