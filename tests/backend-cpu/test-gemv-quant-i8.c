@@ -201,6 +201,11 @@ static void problem_init(struct problem *p)
 	REQUIRE(w && p->wq && p->data && p->x && p->y0);
 	for (size_t i = 0; i < n; i++)
 		w[i] = frand() * 0.05f + (i % 97 == 0 ? 0.3f : 0.0f) + (p->fmt == QUANT_Q4 ? 0.02f : 0.0f);
+	/* fp8: some weights far below the row's largest, so e4m3's subnormal codes (|w| / s below
+	 * 2^-6, s ~ 0.35 / 448) are among the products */
+	if (p->fmt == QUANT_FP8)
+		for (size_t i = 0; i < n; i += 5)
+			w[i] = frand() * 2e-5f;
 	REQUIRE(quant_tensor_from_f32(p->fmt, w, p->rows, p->in, p->in, p->data, &p->qt) == 0);
 	free(w);
 	int64_t nb = quant_blocks(p->in);
@@ -531,6 +536,231 @@ static void test_rows_to_bf16(void)
 		}
 }
 
+/* ---- fp8 in bf16 precision (cpu_gemv_fp8_vbmi.c on AVX512-BF16 with VBMI) ----------------
+ *
+ * cpu_gemv_quant_rows_i8 on fp8 weights: where the variant in use has fp8_bf16 and the CPU runs
+ * it, the activations rounded to bf16 (nearest even) times the codes' exact values, summed in
+ * fp32, each row's sum times its scale. Against the double sum of e4m3(c) bf16(x) times s: each
+ * product is exact in fp32 (4 significant bits times 8), the fp32 sums chain at most in + 64
+ * roundings of terms bounded by mag = s sum |e4m3(c) bf16(x)| (+ |y0|), the scale and y0 one
+ * each: within 3 (in + 64) u mag. Against the exact product of the dequantized weights and the
+ * fp32 activations (every variant, whichever kernel it runs) add sum |w| |x - bf16(x)| <= 2^-8
+ * sum |w x| and the dequantized weights' own rounding (u per weight). */
+
+static float bf16_round(float v)
+{
+	return bf16_to_f32(f32_to_bf16(v));
+}
+
+static bool fp8_bf16_in_use(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	return strcmp(cpu_gemv_name(), "avx512bf16") == 0 && cpu_gemv_fp8_bf16_ok(&cpu_gemv_avx512bf16);
+#else
+	return false;
+#endif
+}
+
+static void check_fp8(struct problem *p, const char *name, const float *y, bool bf)
+{
+	double e[2] = {0, 0};
+	for (int t = 0; t < p->T; t++) {
+		const float *x = p->x + (size_t)t * p->ldx;
+		for (int r = 0; r < p->nrows; r++) {
+			const char *row = (const char *)p->data + (size_t)(p->row0 + r) * p->qt.row_bytes;
+			const uint8_t *c = quant_fp8_codes(row);
+			const double s = *quant_fp8_scale(row, p->in);
+			const float *wq = p->wq + (size_t)(p->row0 + r) * p->in;
+			double v = 0, mag = 0, exact = 0, emag = 0;
+			for (int k = 0; k < p->in; k++) {
+				double cx = (double)quant_e4m3_to_f32(c[k]) * bf16_round(x[k]);
+				v += cx;
+				mag += fabs(cx);
+				exact += (double)wq[k] * x[k];
+				emag += fabs((double)wq[k] * x[k]);
+			}
+			const double y0 = p->acc ? p->y0[(size_t)t * p->ldy + r] : 0,
+				     got = y[(size_t)t * p->ldy + r];
+			const double tol = 3 * (p->in + 64) * 0x1p-24 * (fabs(s) * mag + fabs(y0)) + 1e-30;
+			const double etol = tol + (0x1p-8 + (p->in + 64) * 0x1p-24) * emag;
+			const double d[2] = {bf ? fabs(got - (v * s + y0)) / tol : 0,
+					     fabs(got - (exact + y0)) / etol};
+			for (int k = 0; k < 2; k++)
+				if (!(d[k] <= e[k]))
+					e[k] = d[k];
+		}
+		for (size_t r = (size_t)p->nrows; r < p->ldy; r++) {
+			float g = y[(size_t)t * p->ldy + r], g0 = p->y0[(size_t)t * p->ldy + r];
+			if (!(isnan(g) && isnan(g0)) && g != g0)
+				e[0] = NAN;
+		}
+	}
+	bool ok = e[0] <= 1 && e[1] <= 1;
+	if (!ok && reported++ < 10)
+		fprintf(stderr,
+			"gemv fp8 %s%s rows %d in %d row0 %d nrows %d T %d acc %d: errors %.3g (bf16 "
+			"activations' product), %.3g (exact product) of the tolerances\n",
+			name, bf ? " (bf16 activations)" : "", p->rows, p->in, p->row0, p->nrows, p->T,
+			p->acc, e[0], e[1]);
+	CHECK(ok);
+}
+
+static void test_fp8_shapes(void)
+{
+	static const int shapes[][2] = {{1, 1},	  {3, 7},   {9, 31},   {8, 32},	    {17, 33},
+					{5, 47},  {16, 64}, {13, 95},  {40, 100},   {7, 128},
+					{7, 129}, {9, 160}, {64, 257}, {100, 1000}, {37, 1100}};
+	int n = 0;
+	for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++)
+		for (int T = 1; T <= 6; T++, n++) {
+			struct problem p = {.fmt = QUANT_FP8,
+					    .rows = shapes[sh][0],
+					    .in = shapes[sh][1],
+					    .T = T,
+					    .acc = (n & 1) != 0};
+			p.row0 = (n & 2) && p.rows > 2 ? 1 : 0;
+			p.nrows = p.rows - p.row0 - ((n & 2) && p.rows > 3 ? 1 : 0);
+			problem_init(&p);
+			for (int i = 0; cpu_gemv_variant_name(i); i++) {
+				if (cpu_isa_select(cpu_gemv_variant_name(i)) < 0)
+					continue;
+				float *y = run(&p);
+				check_fp8(&p, cpu_gemv_variant_name(i), y, fp8_bf16_in_use());
+				free(y);
+			}
+			problem_free(&p);
+		}
+}
+
+/* fp8_round_x's bytes: each 64-column group's bf16 (nearest even) in the kernel's order, zeros
+ * past `in` to the group's end, nothing past the rows; then a token's results the same bits
+ * alone as among 7 (and the kernel called directly, so the product above ran on it), a NaN
+ * activation NaN for its token only */
+static void test_fp8_tokens(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	const struct cpu_gemv_variant *v = &cpu_gemv_avx512bf16;
+	if (!cpu_isa_supported(CPU_ISA_AVX512BF16) || !cpu_gemv_fp8_bf16_ok(v)) {
+		printf("fp8 with bf16 activations: skipped (this CPU lacks AVX512-BF16 or VBMI)\n");
+		return;
+	}
+	static const int ins[] = {1, 63, 64, 65, 200, 333};
+	for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); k++) {
+		const int in = ins[k], T = 3;
+		const size_t ldx = (size_t)in + 5, ldxb = cpu_gemv_fp8_ldxb(in);
+		CHECK(ldxb % 64 == 0 && ldxb >= (size_t)in && ldxb < (size_t)in + 64);
+		float *x = malloc((size_t)T * ldx * sizeof(float));
+		uint16_t *xb = malloc(((size_t)T * ldxb + 64) * sizeof(uint16_t));
+		REQUIRE(x && xb);
+		for (size_t i = 0; i < (size_t)T * ldx; i++)
+			x[i] = frand() * 4.0f;
+		memset(xb, 0x5a, ((size_t)T * ldxb + 64) * sizeof(uint16_t));
+		v->fp8_round_x(x, ldx, T, in, xb, ldxb);
+		bool same = true;
+		for (int t = 0; t < T; t++)
+			for (size_t i = 0; i < ldxb; i++) {
+				const size_t g = i / 64 * 64, j = i % 64;
+				const size_t col = g + 16 * (j % 32 / 8) + j % 8 + (j >= 32 ? 8 : 0);
+				const uint16_t want =
+					col < (size_t)in ? f32_to_bf16(x[(size_t)t * ldx + col]) : 0;
+				same &= xb[(size_t)t * ldxb + i] == want;
+			}
+		for (size_t i = (size_t)T * ldxb; i < (size_t)T * ldxb + 64; i++)
+			same &= xb[i] == 0x5a5a;
+		if (!same)
+			fprintf(stderr, "fp8_round_x in %d: bits differ\n", in);
+		CHECK(same);
+		free(x);
+		free(xb);
+	}
+	CHECK_INT_EQ(cpu_isa_select("avx512bf16"), 0);
+	/* every code's value, exactly: row c holds code c in every column (scale 1), token t is 1 at
+	 * one column (every position of a 64-column group over the 254 rows, both step parities),
+	 * so y = e4m3(c); NaN codes (0x7f, 0xff) give NaN */
+	{
+		enum { IN = 128, TT = 4 };
+		size_t rb;
+		REQUIRE(quant_row_bytes(QUANT_FP8, IN, &rb) == 0);
+		char *w = aligned_alloc(64, 256 * rb);
+		float *x = calloc(TT * IN, sizeof(float)), *y = malloc(TT * 256 * sizeof(float));
+		REQUIRE(w && x && y);
+		memset(w, 0, 256 * rb);
+		for (int c = 0; c < 256; c++) {
+			char *row = w + (size_t)c * rb;
+			memset(row, c, IN);
+			const float one = 1.0f;
+			memcpy((char *)quant_fp8_scale(row, IN), &one, sizeof(one));
+		}
+		struct quant_tensor q = {.format = QUANT_FP8,
+					 .rows = 256,
+					 .cols = IN,
+					 .row_bytes = rb,
+					 .data = w};
+		bool exact = true;
+		for (int shift = 0; shift < 64; shift += 7) {
+			memset(x, 0, TT * IN * sizeof(float));
+			for (int t = 0; t < TT; t++)
+				x[t * IN + (shift + 37 * t) % IN] = 1.0f;
+			CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&q, 0, 256, x, IN, TT, y, 256, false), 0);
+			for (int t = 0; t < TT; t++)
+				for (int c = 0; c < 256; c++) {
+					const float want = quant_e4m3_to_f32((uint8_t)c),
+						    got = y[t * 256 + c];
+					exact &= (c & 0x7f) == 0x7f ? isnan(got) : got == want;
+				}
+		}
+		if (!exact)
+			fprintf(stderr, "fp8 with bf16 activations: a code's value is not exact\n");
+		CHECK(exact);
+		free(w);
+		free(x);
+		free(y);
+	}
+	struct problem p = {.fmt = QUANT_FP8, .rows = 300, .in = 333, .nrows = 300, .T = 7};
+	problem_init(&p);
+	float *all = run(&p), *one = malloc(p.ldy * sizeof(float)), *direct = malloc(p.ldy * sizeof(float));
+	uint16_t *xb = aligned_alloc(64, cpu_gemv_fp8_ldxb(p.in) * sizeof(uint16_t));
+	REQUIRE(one && direct && xb);
+	bool same = true;
+	for (int t = 0; t < p.T; t++) {
+		CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&p.qt, 0, p.nrows, p.x + (size_t)t * p.ldx, p.ldx, 1, one,
+						    p.ldy, false),
+			     0);
+		same &= memcmp(one, all + (size_t)t * p.ldy, (size_t)p.nrows * sizeof(float)) == 0;
+		v->fp8_round_x(p.x + (size_t)t * p.ldx, p.ldx, 1, p.in, xb, cpu_gemv_fp8_ldxb(p.in));
+		struct cpu_gemv_args a = {.w = p.qt.data,
+					  .ldw = p.qt.row_bytes,
+					  .in = p.in,
+					  .T = 1,
+					  .x = p.x + (size_t)t * p.ldx,
+					  .ldx = p.ldx,
+					  .y = direct,
+					  .ldy = p.ldy,
+					  .xb = xb,
+					  .ldxb = cpu_gemv_fp8_ldxb(p.in)};
+		v->fp8_bf16(&a, 0, p.nrows);
+		same &= memcmp(direct, one, (size_t)p.nrows * sizeof(float)) == 0;
+	}
+	CHECK(same);
+	p.x[2 * p.ldx + 40] = NAN;
+	float *yn = run(&p);
+	bool nan_ok = true;
+	for (int t = 0; t < p.T; t++)
+		for (int r = 0; r < p.nrows; r++) {
+			float g = yn[(size_t)t * p.ldy + r];
+			nan_ok &= t == 2 ? isnan(g) : g == all[(size_t)t * p.ldy + r];
+		}
+	CHECK(nan_ok);
+	free(yn);
+	free(xb);
+	free(direct);
+	free(one);
+	free(all);
+	problem_free(&p);
+	CHECK_INT_EQ(cpu_isa_select(NULL), 0);
+#endif
+}
+
 int main(void)
 {
 	for (int i = 0; cpu_gemv_variant_name(i); i++) {
@@ -567,6 +797,8 @@ int main(void)
 		REQUIRE(cpu_set_threads(threads) == 0);
 		test_shapes();
 		test_tokens();
+		test_fp8_shapes();
+		test_fp8_tokens();
 	}
 	return test_exit();
 }

@@ -15,7 +15,7 @@
  *     whose batched GEMMs sum in another order (1e-7), a state entry stored in bf16 may round
  *     one ulp the other way: 2^-8, one bf16 ulp of the largest entry (measured in the
  *     emulation: 2.0e-4).
- *   - quantized weights ($HOLOD_WEIGHTS=q8|q4, lm.h: lm_prepared.quant): on the CPU bit-identical
+ *   - quantized weights ($HOLOD_WEIGHTS=q8|q4|fp8, lm.h: lm_prepared.quant): on the CPU bit-identical
  *     in fp32 and bf16 alike: the merged decode rows always run on the quantized GEMV, each
  *     row's sums formed as alone, and a longer run's product is the one it has alone.
  *   - bf16: bit-identical below LM_BATCH_AMX_MIN_ROWS decode rows on a CPU with AMX, below
@@ -55,7 +55,7 @@ static struct engine_backend *backend;
 static bool exact; /* the CPU in fp32 (or bf16 below the GEMV's last row count, lm.h) */
 static bool is_fp32;
 static bool ssm_bf16;  /* the backend stores the SSM state in bf16 */
-static bool quantized; /* q8/q4 layers ($HOLOD_WEIGHTS): decode rows always on the GEMV */
+static bool quantized; /* q8/q4/fp8 layers ($HOLOD_WEIGHTS): decode rows always on the GEMV */
 static int V, D;
 
 /* One session's part of a step: n tokens (n = 0: not in this batch), embedded rows at the
@@ -381,7 +381,8 @@ int main(void)
 	is_fp32 = info.precision == ENGINE_PRECISION_FP32;
 	ssm_bf16 = info.ssm_state == ENGINE_PRECISION_BF16;
 	exact = info.kind == ENGINE_BACKEND_CPU;
-	quantized = strcmp(info.weights, "q8") == 0 || strcmp(info.weights, "q4") == 0;
+	quantized = strcmp(info.weights, "q8") == 0 || strcmp(info.weights, "q4") == 0 ||
+		    strcmp(info.weights, "fp8") == 0;
 	test_check_env_weights(backend);
 	printf("backend %s, %s, SSM state %s, weights %s\n", info.name, engine_precision_name(info.precision),
 	       engine_precision_name(info.ssm_state), info.weights);

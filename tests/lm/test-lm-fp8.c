@@ -13,7 +13,8 @@
  * reference holds, so the runs differ by fp32 summation order only, as test-lm's prefill and
  * decode do: |logit error| <= 2e-4 (logits ~1-5). A wrong code, scale or row moves logits by
  * far more (a weight's whole e4m3 step, >= 2^-4 relative). Run under each kernel variant
- * (meson.build), at fp32 precision. */
+ * (meson.build), at fp32 precision; and once in bf16 precision against the dequantized
+ * reference in bf16 precision (below, 2e-2 of a row's largest logit). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,12 +39,11 @@ static const int32_t prompt[N_PROMPT] = {1, 5, 9, 33, 2, 7, 100, 201, 17, 64, 3,
 static const int32_t steps[N_DECODE] = {12, 44, 5, 180};
 
 /* every prefill row and each decode step's logits: rows x vocab */
-static float *run(const struct engine_model *m, enum engine_weights w, const char **ret_weights)
+static float *run_in(const struct engine_model *m, enum engine_weights w, enum engine_precision prec,
+		     const char **ret_weights)
 {
 	char err[512];
-	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU,
-					   .precision = ENGINE_PRECISION_FP32,
-					   .weights = w};
+	struct engine_backend_options o = {.kind = ENGINE_BACKEND_CPU, .precision = prec, .weights = w};
 	struct engine_backend *b = engine_backend_create(m, &o, err, sizeof(err));
 	if (!b)
 		fprintf(stderr, "backend: %s\n", err);
@@ -65,6 +65,26 @@ static float *run(const struct engine_model *m, enum engine_weights w, const cha
 	engine_session_destroy(s);
 	engine_backend_destroy(b);
 	return lg;
+}
+
+static float *run(const struct engine_model *m, enum engine_weights w, const char **ret_weights)
+{
+	return run_in(m, w, ENGINE_PRECISION_FP32, ret_weights);
+}
+
+/* the largest |a - b| of each row over the row's largest |b|, the worst row */
+static double max_row_rel(const float *a, const float *b, int rows, int V)
+{
+	double worst = 0;
+	for (int r = 0; r < rows; r++) {
+		double e = 0, m = 0;
+		for (int k = 0; k < V; k++) {
+			e = fmax(e, fabs((double)a[r * V + k] - b[r * V + k]));
+			m = fmax(m, fabs((double)b[r * V + k]));
+		}
+		worst = fmax(worst, e / m);
+	}
+	return worst;
 }
 
 /* a copy of m whose F8_E4M3 matrices are f32 ones of their exact dequantized weights */
@@ -190,6 +210,23 @@ int main(void)
 		printf("%s --weights bf16: max |logit - widened reference| %.3g, against fp8 %.3g\n",
 		       names[i], eb, max_err(widened, got, (size_t)ROWS * V));
 		CHECK(eb <= TOL);
+		/* bf16 precision: decode on the fp8 GEMV with the activations rounded to bf16
+		 * (cpu_gemv_quant_rows_i8; vdpbf16ps on the codes' values where the CPU has
+		 * AVX512-BF16 and VBMI), prefill on the weights rounded to bf16, against the same
+		 * weights as f32 matrices in bf16 precision: the same products of the same bf16
+		 * activations up to fp32 summation order, where an activation's rounding to bf16 may
+		 * fall the other way downstream: 2e-2 of the row's largest logit, test-lm-batch's
+		 * bound for such runs */
+		float *got16 = run_in(m, ENGINE_WEIGHTS_DEFAULT, ENGINE_PRECISION_BF16, &w);
+		CHECK_STR_EQ(w, "fp8");
+		float *want16 = run_in(&r.m, ENGINE_WEIGHTS_DEFAULT, ENGINE_PRECISION_BF16, NULL);
+		double e16 = max_row_rel(got16, want16, ROWS, V);
+		printf("%s in bf16 precision: max |logit - dequantized reference| %.3g of the row's "
+		       "largest (bound 2e-2); row cosine to fp32 precision's >= %.6f\n",
+		       names[i], e16, min_cosine(got16, got, ROWS, V));
+		CHECK(e16 <= 2e-2);
+		free(got16);
+		free(want16);
 		free(widened);
 		free(want_bf16);
 		ref_free(&rb);

@@ -14,8 +14,10 @@
  * quantization's own rate is printed too (the load-time cost a 12B model would pay). q8 and q4
  * run on the layout the CPU backend holds them in: 16-row tiles where the variant has tile
  * kernels (quant.h), with `q8-rows` / `q4-rows` (the stored records on the row kernels) beside.
- * fp8 (e4m3 codes, a per-row scale: an FP8 checkpoint's layers) runs the one kernel decode runs
- * on it at either precision: the codes widened to fp32 in registers (cpu_gemv_fp8_*.c). */
+ * fp8 (e4m3 codes, a per-row scale: an FP8 checkpoint's layers) runs bf16 precision's decode
+ * product (activations rounded to bf16, vdpbf16ps on the codes' bf16 values where the CPU has
+ * AVX512-BF16 and VBMI: cpu_gemv_fp8_vbmi.c; elsewhere the exact kernel), and `fp8-exact` fp32
+ * precision's (the codes widened to fp32 in registers, fp32 activations: cpu_gemv_fp8_*.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -206,16 +208,17 @@ int bench_gemv_main(int argc, char **argv)
 	}
 	/* the products measured: bf16 (bf16 activations), each format's integer kernels (int8
 	 * activations: bf16 precision's decode) and its exact ones (fp32 activations: fp32
-	 * precision), fp8's one kernel; -rows only with tiles */
-	enum { KINDS = 8 };
-	static const char *const names[KINDS] = {"bf16",     "q8",  "q4",      "q8-exact",
-						 "q4-exact", "fp8", "q8-rows", "q4-rows"};
-	static const int fmt[KINDS] = {-1,	 QUANT_Q8,  QUANT_Q4, QUANT_Q8,
-				       QUANT_Q4, QUANT_FP8, QUANT_Q8, QUANT_Q4};
-	static const bool i8[KINDS] = {false, true, true, false, false, false, true, true};
+	 * precision), fp8's two alike (bf16 and fp32 activations); -rows only with tiles */
+	enum { KINDS = 9 };
+	static const char *const names[KINDS] = {"bf16", "q8",	      "q4",	 "q8-exact", "q4-exact",
+						 "fp8",	 "fp8-exact", "q8-rows", "q4-rows"};
+	static const int fmt[KINDS] = {-1,	  QUANT_Q8,  QUANT_Q4, QUANT_Q8, QUANT_Q4,
+				       QUANT_FP8, QUANT_FP8, QUANT_Q8, QUANT_Q4};
+	static const bool i8[KINDS] = {false, true, true, false, false, true, false, true, true};
 	const int kinds = tiles ? KINDS : KINDS - 2;
-	const struct quant_tensor *qk[KINDS] = {NULL,	       &qt[QUANT_Q8], &qt[QUANT_Q4], &qt[QUANT_Q8],
-						&qt[QUANT_Q4], &q[QUANT_FP8], &q[QUANT_Q8],  &q[QUANT_Q4]};
+	const struct quant_tensor *qk[KINDS] = {NULL,	       &qt[QUANT_Q8], &qt[QUANT_Q4],
+						&qt[QUANT_Q8], &qt[QUANT_Q4], &q[QUANT_FP8],
+						&q[QUANT_FP8], &q[QUANT_Q8],  &q[QUANT_Q4]};
 	double bytes[KINDS];
 	for (int f = 0; f < KINDS; f++)
 		bytes[f] = fmt[f] < 0 ? (double)n * 2 : (double)qk[f]->rows * qk[f]->row_bytes;
@@ -256,7 +259,7 @@ int bench_gemv_main(int argc, char **argv)
 		       (double)bench_bw_bytes(bw) / 1e6, bench_bw_pages(bw, pages, sizeof(pages)));
 		for (int f = 0; f < kinds; f++) {
 			gm[f] = median(g[f], (int)rounds);
-			printf("  %-8s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms "
+			printf("  %-9s gemv: %6.2f GB/s of weights, %3.0f%% of the read bandwidth, %7.2f ms "
 			       "per token "
 			       "(%.2fx bf16's rate)\n",
 			       names[f], gm[f] / 1e9, 100 * gm[f] / bm, bytes[f] / gm[f] * 1e3,

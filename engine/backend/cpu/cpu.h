@@ -91,9 +91,13 @@ int cpu_gemv_quant_rows(const struct quant_tensor *w, int row0, int nrows, const
  * them, as llama.cpp multiplies its Q8_0/Q4 weights; cpu_gemv.h) and each block's code products
  * summed as integers (AVX512-VNNI vpdpbusd; AVX2 vpmaddubsw), then scaled and summed in fp32:
  * bf16 precision's decode on quantized weights, ~2x fewer instructions per weight than widening
- * the codes. For fp8 weights, or a variant without integer kernels (cpu_gemv_quant_has_i8();
- * every variant has them now, the portable one in C), it is cpu_gemv_quant_rows(). Results are the same bits
- * for a token alone or in a batch. Returns 0, -EINVAL (rows outside w), -ENOMEM (the quantized activations). */
+ * the codes. For fp8 weights the activations are rounded to bf16 instead (nearest even) and
+ * multiplied by the codes' exact bf16 values in vdpbf16ps, each row's sum then times its scale,
+ * where the variant has that kernel and the CPU runs it (AVX512-BF16 with VBMI:
+ * cpu_gemv_fp8_vbmi.c); elsewhere fp8, and a variant without integer kernels
+ * (cpu_gemv_quant_has_i8(); every variant has them now, the portable one in C), is
+ * cpu_gemv_quant_rows(). Results are the same bits for a token alone or in a batch. Returns 0,
+ * -EINVAL (rows outside w), -ENOMEM (the quantized or rounded activations). */
 int cpu_gemv_quant_rows_i8(const struct quant_tensor *w, int row0, int nrows, const float *x, size_t ldx,
 			   int T, float *y, size_t ldy, bool accumulate);
 bool cpu_gemv_quant_has_i8(void);

@@ -314,6 +314,18 @@ static const struct cpu_gemv_variant *variant(void)
 	return variants[cpu_isa_pick(isas, ARRAY_SIZE(isas))];
 }
 
+bool cpu_gemv_fp8_bf16_ok(const struct cpu_gemv_variant *v)
+{
+	if (!v->fp8_bf16 || !v->fp8_round_x)
+		return false;
+#ifdef HAVE_X86
+	/* the AVX512-BF16 variant's is AVX512-VBMI code too (cpu_gemv_fp8_vbmi.c) */
+	if (v == &cpu_gemv_avx512bf16)
+		return __builtin_cpu_supports("avx512vbmi");
+#endif
+	return true;
+}
+
 const char *cpu_gemv_name(void)
 {
 	return variant()->name;
@@ -558,6 +570,15 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 	cpu_gemv_fn *ifn = w->format == QUANT_Q8 ? v->q8_i8 : w->format == QUANT_Q4 ? v->q4_i8 : NULL;
 	char *xq = NULL;
 	size_t ldxq = 0;
+	/* fp8 in bf16 precision: the activations rounded to bf16 once, in the kernel's order */
+	uint16_t *xb = NULL;
+	size_t ldxb = 0;
+	if (i8 && w->format == QUANT_FP8 && cpu_gemv_fp8_bf16_ok(v)) {
+		ldxb = cpu_gemv_fp8_ldxb((int)w->cols);
+		if (!(xb = aligned_alloc(64, (size_t)T * ldxb * sizeof(*xb))))
+			return -ENOMEM;
+		v->fp8_round_x(x, ldx, T, (int)w->cols, xb, ldxb);
+	}
 	if (i8 && ifn) {
 		ldxq = cpu_gemv_xq_bytes(w->format, (int)w->cols);
 		xq = aligned_alloc(64, (size_t)T * ldxq);
@@ -575,10 +596,12 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 							   v->q8_tile_i8,
 				   &(struct cpu_gemv_args){.x = x, .ldx = ldx, .xq = xq, .ldxq = ldxq});
 		free(xq);
+		free(xb);
 		return r;
 	}
 	struct gemv_job j = {
 		.fn = xq		    ? ifn :
+		      xb		    ? v->fp8_bf16 :
 		      w->format == QUANT_Q8 ? v->q8 :
 		      w->format == QUANT_Q4 ? v->q4 :
 					      v->fp8,
@@ -595,6 +618,8 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 				.accumulate = accumulate,
 				.xq = xq,
 				.ldxq = ldxq,
+				.xb = xb,
+				.ldxb = ldxb,
 			},
 		.nrows = nrows,
 		.group_t = CPU_GEMV_KERNEL_T,
@@ -606,6 +631,7 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 	j.chunk = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 	cpu_parallel_for_work((nrows + j.chunk - 1) / j.chunk, gemv_task, &j, (double)nrows * w->cols * T);
 	free(xq);
+	free(xb);
 	return 0;
 }
 

@@ -74,6 +74,13 @@ size_t cpu_gemv_xq_bytes(enum quant_format fmt, int in);
 void cpu_gemv_quantize_x(enum quant_format fmt, const float *x, size_t ldx, int T, int in, char *xq,
 			 size_t ldxq);
 
+/* the elements between the rows of fp8_round_x's activations: `in` rounded up to whole groups
+ * of 64 columns (zeros past `in`), as the fp8 records' codes are (QUANT_ALIGN) */
+static inline size_t cpu_gemv_fp8_ldxb(int in)
+{
+	return ((size_t)in + 63) & ~(size_t)63;
+}
+
 typedef void cpu_gemv_fn(const struct cpu_gemv_args *a, int r0, int r1);
 typedef void cpu_row_bf16_fn(const void *row, int64_t cols, uint16_t *out);
 
@@ -90,6 +97,13 @@ struct cpu_gemv_variant {
 	/* fp8 weights (quant.h's QUANT_FP8: e4m3 codes, a per-row fp32 scale), fp32 activations:
 	 * the codes widened to e4m3(c) * s in registers (cpu_gemv_fp8_*.c), fp32 sums */
 	cpu_gemv_fn *fp8;
+	/* NULL, or fp8 weights times activations rounded to bf16 (bf16 precision's fp8 decode:
+	 * cpu_gemv_quant_rows_i8): fp8_round_x rounds x's T rows into xb in the kernel's column
+	 * order, rows cpu_gemv_fp8_ldxb(in) apart, and fp8_bf16 reads them (a->xb, a->ldxb), up to
+	 * CPU_GEMV_KERNEL_T tokens; cpu_gemv.c uses them only where fp8_isa_ok() says the CPU runs
+	 * them (the AVX512-BF16 variant's also need AVX512-VBMI) */
+	cpu_gemv_fn *fp8_bf16;
+	void (*fp8_round_x)(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb);
 	/* quantized weights (quant.h's q8 and q4), fp32 activations (a->x): each block's codes
 	 * widened in registers to exactly quant_row_to_f32()'s weights, fp32 products and sums */
 	cpu_gemv_fn *q8;
@@ -124,6 +138,8 @@ struct cpu_gemv_variant {
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
+/* whether v has fp8_bf16 and this CPU runs it (the AVX512-BF16 variant's needs AVX512-VBMI) */
+bool cpu_gemv_fp8_bf16_ok(const struct cpu_gemv_variant *v);
 #ifdef __AVX2__
 #include <immintrin.h>
 /* 8 finite fp32 values rounded to bf16, to nearest even in integers (f32_to_bf16()'s bits; no NaN
@@ -152,6 +168,10 @@ void cpu_gemv_avx2_q8_to_bf16(const void *row, int64_t cols, uint16_t *out);
 void cpu_gemv_avx2_q4_to_bf16(const void *row, int64_t cols, uint16_t *out);
 void cpu_gemv_avx512_fp8(const struct cpu_gemv_args *a, int r0, int r1);
 void cpu_gemv_avx512_fp8_row_to_bf16(const void *row, int64_t cols, uint16_t *out);
+/* fp8 weights times bf16 activations on AVX512-BF16 with VBMI (cpu_gemv_fp8_vbmi.c): the rows
+ * of xb, cpu_gemv_fp8_ldxb(in) apart, in the kernel's order of each 64 columns */
+void cpu_gemv_vbmi_fp8(const struct cpu_gemv_args *a, int r0, int r1);
+void cpu_gemv_vbmi_fp8_round_x(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb);
 /* the quantized kernels (cpu_gemv_quant_avx2.c, cpu_gemv_quant_avx512.c; the AVX512-BF16
  * variant shares the AVX-512F ones) */
 void cpu_gemv_avx2_q8(const struct cpu_gemv_args *a, int r0, int r1);

@@ -19,7 +19,8 @@
  *
  *   family (file)                    portable  avx2      avx512    avx512bf16  amx
  *   GEMV bf16/f32, q8/q4, fp8        portable  avx2      avx512    avx512bf16  avx512bf16
- *     (cpu_gemv.c; the integer q8/q4 kernels on VNNI are the avx512bf16 variant's)
+ *     (cpu_gemv.c; the integer q8/q4 kernels on VNNI are the avx512bf16 variant's, and so is
+ *     bf16 precision's fp8 kernel, which also needs AVX512-VBMI: without it, AVX-512F's fp8)
  *   matmul, dot/axpy/silu rows,      portable  avx2      avx512    avx512      avx512
  *     relu2 (cpu_matmul.c, cpu_relu2 in lm_forward.c; cpu_kernel_name() says "generic" for
  *     portable)
