@@ -31,9 +31,11 @@
  * fp16 d and m per block, 5 bits a weight, until 2026-11-30: the same accuracy in 10% fewer
  * bytes, docs/quantization.md.)
  *
- * fp8's dequantized weight e4m3(c) * s is one fp32 product (rounded once); the kernels form the
- * same product (e4m3 -> fp16 bits in registers, exact, times s * 2^8), so they too hold exactly
- * quant_row_to_f32()'s values. e4m3 (OCP FP8 E4M3, float8_e4m3fn): 1 sign bit, 4 exponent bits
+ * fp8's dequantized weight e4m3(c) * s is one fp32 product (rounded once); the fp32-activation
+ * kernels form the same product (e4m3 -> fp16 bits in registers, exact, times s * 2^8), so they
+ * too hold exactly quant_row_to_f32()'s values (bf16 precision's kernel on AVX512-BF16 with VBMI
+ * multiplies the codes' exact values and scales each row's sum once instead:
+ * engine/backend/cpu/cpu_gemv_fp8_vbmi.c). e4m3 (OCP FP8 E4M3, float8_e4m3fn): 1 sign bit, 4 exponent bits
  * of bias 7, 3 mantissa bits, subnormals, no infinities, 0x7f and 0xff NaN, largest 448.
  *
  * Everything here is pure and thread-safe; no function allocates.

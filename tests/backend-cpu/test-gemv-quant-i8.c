@@ -552,10 +552,14 @@ static float bf16_round(float v)
 	return bf16_to_f32(f32_to_bf16(v));
 }
 
+/* whether the variant in use runs fp8_bf16, from cpuid here rather than from
+ * cpu_gemv_fp8_bf16_ok() (checked against it in test_fp8_tokens), so a gate that wrongly said no
+ * fails */
 static bool fp8_bf16_in_use(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	return strcmp(cpu_gemv_name(), "avx512bf16") == 0 && cpu_gemv_fp8_bf16_ok(&cpu_gemv_avx512bf16);
+	return strcmp(cpu_gemv_name(), "avx512bf16") == 0 && cpu_isa_supported(CPU_ISA_AVX512BF16) &&
+	       __builtin_cpu_supports("avx512vbmi");
 #else
 	return false;
 #endif
@@ -640,7 +644,10 @@ static void test_fp8_tokens(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
 	const struct cpu_gemv_variant *v = &cpu_gemv_avx512bf16;
-	if (!cpu_isa_supported(CPU_ISA_AVX512BF16) || !cpu_gemv_fp8_bf16_ok(v)) {
+	const bool has = cpu_isa_supported(CPU_ISA_AVX512BF16) && __builtin_cpu_supports("avx512vbmi");
+	CHECK(cpu_gemv_fp8_bf16_ok(v) == (bool)__builtin_cpu_supports("avx512vbmi"));
+	CHECK(v->fp8_bf16 && v->fp8_round_x);
+	if (!has) {
 		printf("fp8 with bf16 activations: skipped (this CPU lacks AVX512-BF16 or VBMI)\n");
 		return;
 	}
@@ -674,39 +681,48 @@ static void test_fp8_tokens(void)
 		free(xb);
 	}
 	CHECK_INT_EQ(cpu_isa_select("avx512bf16"), 0);
-	/* every code's value, exactly: row c holds code c in every column (scale 1), token t is 1 at
-	 * one column (every position of a 64-column group over the 254 rows, both step parities),
-	 * so y = e4m3(c); NaN codes (0x7f, 0xff) give NaN */
+	/* every code's value at every column, exactly: row c < 256 holds code(c + k) at column k
+	 * (scale 1; code(i) = i & 0xff, or 0 where that is a NaN code: a NaN anywhere in a row
+	 * makes the row NaN), token t is 1 at column shift + 32 t, so y = e4m3(code(c + column)):
+	 * over the shifts every column of both 64-column steps, every code at each; rows 256 and
+	 * 257 hold the NaN codes 0x7f and 0xff in every column, and give NaN */
 	{
-		enum { IN = 128, TT = 4 };
+		enum { IN = 128, TT = 4, ROWS = 258 };
 		size_t rb;
 		REQUIRE(quant_row_bytes(QUANT_FP8, IN, &rb) == 0);
-		char *w = aligned_alloc(64, 256 * rb);
-		float *x = calloc(TT * IN, sizeof(float)), *y = malloc(TT * 256 * sizeof(float));
+		char *w = aligned_alloc(64, ROWS * rb);
+		float *x = calloc(TT * IN, sizeof(float)), *y = malloc(TT * ROWS * sizeof(float));
 		REQUIRE(w && x && y);
-		memset(w, 0, 256 * rb);
-		for (int c = 0; c < 256; c++) {
+		memset(w, 0, ROWS * rb);
+		for (int c = 0; c < ROWS; c++) {
 			char *row = w + (size_t)c * rb;
-			memset(row, c, IN);
+			for (int k = 0; k < IN; k++) {
+				const uint8_t code = (uint8_t)((c + k) & 0xff);
+				row[k] = (char)(c >= 256	      ? (c == 256 ? 0x7f : 0xff) :
+						(code & 0x7f) == 0x7f ? 0 :
+									code);
+			}
 			const float one = 1.0f;
 			memcpy((char *)quant_fp8_scale(row, IN), &one, sizeof(one));
 		}
 		struct quant_tensor q = {.format = QUANT_FP8,
-					 .rows = 256,
+					 .rows = ROWS,
 					 .cols = IN,
 					 .row_bytes = rb,
 					 .data = w};
 		bool exact = true;
-		for (int shift = 0; shift < 64; shift += 7) {
+		for (int shift = 0; shift < 32; shift++) {
 			memset(x, 0, TT * IN * sizeof(float));
 			for (int t = 0; t < TT; t++)
-				x[t * IN + (shift + 37 * t) % IN] = 1.0f;
-			CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&q, 0, 256, x, IN, TT, y, 256, false), 0);
+				x[t * IN + shift + 32 * t] = 1.0f;
+			CHECK_INT_EQ(cpu_gemv_quant_rows_i8(&q, 0, ROWS, x, IN, TT, y, ROWS, false), 0);
 			for (int t = 0; t < TT; t++)
-				for (int c = 0; c < 256; c++) {
-					const float want = quant_e4m3_to_f32((uint8_t)c),
-						    got = y[t * 256 + c];
-					exact &= (c & 0x7f) == 0x7f ? isnan(got) : got == want;
+				for (int c = 0; c < ROWS; c++) {
+					uint8_t code = (uint8_t)((c + shift + 32 * t) & 0xff);
+					if ((code & 0x7f) == 0x7f)
+						code = 0;
+					const float got = y[t * ROWS + c];
+					exact &= c >= 256 ? isnan(got) : got == quant_e4m3_to_f32(code);
 				}
 		}
 		if (!exact)

@@ -13,7 +13,7 @@
  * reference holds, so the runs differ by fp32 summation order only, as test-lm's prefill and
  * decode do: |logit error| <= 2e-4 (logits ~1-5). A wrong code, scale or row moves logits by
  * far more (a weight's whole e4m3 step, >= 2^-4 relative). Run under each kernel variant
- * (meson.build), at fp32 precision; and once in bf16 precision against the dequantized
+ * (meson.build), at fp32 precision; and in bf16 precision too against the dequantized
  * reference in bf16 precision (below, 2e-2 of a row's largest logit). */
 #include <errno.h>
 #include <math.h>
@@ -213,10 +213,11 @@ int main(void)
 		/* bf16 precision: decode on the fp8 GEMV with the activations rounded to bf16
 		 * (cpu_gemv_quant_rows_i8; vdpbf16ps on the codes' values where the CPU has
 		 * AVX512-BF16 and VBMI), prefill on the weights rounded to bf16, against the same
-		 * weights as f32 matrices in bf16 precision: the same products of the same bf16
-		 * activations up to fp32 summation order, where an activation's rounding to bf16 may
-		 * fall the other way downstream: 2e-2 of the row's largest logit, test-lm-batch's
-		 * bound for such runs */
+		 * weights as f32 matrices in bf16 precision: the same bf16 activations times the
+		 * same weights (the kernel scales each row's sum where the reference holds e4m3(c) s
+		 * per weight: fp32 rounding apart), summed in another order, where an activation's
+		 * rounding to bf16 may fall the other way downstream: 2e-2 of the row's largest
+		 * logit, test-lm-batch's bound for such runs */
 		float *got16 = run_in(m, ENGINE_WEIGHTS_DEFAULT, ENGINE_PRECISION_BF16, &w);
 		CHECK_STR_EQ(w, "fp8");
 		float *want16 = run_in(&r.m, ENGINE_WEIGHTS_DEFAULT, ENGINE_PRECISION_BF16, NULL);

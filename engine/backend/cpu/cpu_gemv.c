@@ -570,15 +570,6 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 	cpu_gemv_fn *ifn = w->format == QUANT_Q8 ? v->q8_i8 : w->format == QUANT_Q4 ? v->q4_i8 : NULL;
 	char *xq = NULL;
 	size_t ldxq = 0;
-	/* fp8 in bf16 precision: the activations rounded to bf16 once, in the kernel's order */
-	uint16_t *xb = NULL;
-	size_t ldxb = 0;
-	if (i8 && w->format == QUANT_FP8 && cpu_gemv_fp8_bf16_ok(v)) {
-		ldxb = cpu_gemv_fp8_ldxb((int)w->cols);
-		if (!(xb = aligned_alloc(64, (size_t)T * ldxb * sizeof(*xb))))
-			return -ENOMEM;
-		v->fp8_round_x(x, ldx, T, (int)w->cols, xb, ldxb);
-	}
 	if (i8 && ifn) {
 		ldxq = cpu_gemv_xq_bytes(w->format, (int)w->cols);
 		xq = aligned_alloc(64, (size_t)T * ldxq);
@@ -596,8 +587,19 @@ static int quant_rows(const struct quant_tensor *w, int row0, int nrows, const f
 							   v->q8_tile_i8,
 				   &(struct cpu_gemv_args){.x = x, .ldx = ldx, .xq = xq, .ldxq = ldxq});
 		free(xq);
-		free(xb);
 		return r;
+	}
+	/* fp8 (records only: quant_tile_supported()) in bf16 precision: the activations rounded to
+	 * bf16 once, in the kernel's order */
+	uint16_t *xb = NULL;
+	size_t ldxb = 0;
+	if (i8 && w->format == QUANT_FP8 && cpu_gemv_fp8_bf16_ok(v)) {
+		ldxb = cpu_gemv_fp8_ldxb((int)w->cols);
+		if (!(xb = aligned_alloc(64, (size_t)T * ldxb * sizeof(*xb)))) {
+			free(xq);
+			return -ENOMEM;
+		}
+		v->fp8_round_x(x, ldx, T, (int)w->cols, xb, ldxb);
 	}
 	struct gemv_job j = {
 		.fn = xq		    ? ifn :

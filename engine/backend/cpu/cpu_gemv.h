@@ -30,7 +30,8 @@ struct cpu_gemv_args {
 	enum tensor_dtype dtype; /* bf16, f16 or f32 */
 	size_t ldw;		 /* elements between rows of W (bytes for q8, q4) */
 	int in;			 /* columns */
-	int T;			 /* tokens, 1..CPU_GEMV_KERNEL_T (..CPU_GEMV_KERNEL_T_BF16 with xb) */
+	int T;			 /* tokens, 1..CPU_GEMV_KERNEL_T (bf16 weights with xb:
+				  * ..CPU_GEMV_KERNEL_T_BF16) */
 	const float *x;		 /* activations, rows ldx apart */
 	size_t ldx;
 	float *y;
@@ -38,7 +39,8 @@ struct cpu_gemv_args {
 	bool accumulate;
 	/* NULL, or x rounded to bf16 once for the whole product by the variant's round_x (rows
 	 * ldxb apart): its bf16 kernel then reads these instead of x, and takes up to
-	 * CPU_GEMV_KERNEL_T_BF16 tokens */
+	 * CPU_GEMV_KERNEL_T_BF16 tokens; or, for fp8_bf16, by fp8_round_x in that kernel's order
+	 * (up to CPU_GEMV_KERNEL_T tokens) */
 	const uint16_t *xb;
 	size_t ldxb;
 	/* the integer kernels (q8_i8, q4_i8): x quantized per block by cpu_gemv_quantize_x() for
@@ -100,8 +102,8 @@ struct cpu_gemv_variant {
 	/* NULL, or fp8 weights times activations rounded to bf16 (bf16 precision's fp8 decode:
 	 * cpu_gemv_quant_rows_i8): fp8_round_x rounds x's T rows into xb in the kernel's column
 	 * order, rows cpu_gemv_fp8_ldxb(in) apart, and fp8_bf16 reads them (a->xb, a->ldxb), up to
-	 * CPU_GEMV_KERNEL_T tokens; cpu_gemv.c uses them only where fp8_isa_ok() says the CPU runs
-	 * them (the AVX512-BF16 variant's also need AVX512-VBMI) */
+	 * CPU_GEMV_KERNEL_T tokens; cpu_gemv.c uses them only where cpu_gemv_fp8_bf16_ok() says
+	 * the CPU runs them (the AVX512-BF16 variant's also need AVX512-VBMI) */
 	cpu_gemv_fn *fp8_bf16;
 	void (*fp8_round_x)(const float *x, size_t ldx, int T, int in, uint16_t *xb, size_t ldxb);
 	/* quantized weights (quant.h's q8 and q4), fp32 activations (a->x): each block's codes

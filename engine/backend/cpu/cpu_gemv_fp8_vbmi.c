@@ -29,6 +29,7 @@
  * the loader refuses) would read as a bf16 NaN, as quant_row_to_f32() gives it. */
 #include "cpu_gemv.h"
 
+#include <assert.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -154,6 +155,7 @@ TOKENS(4)
 
 void cpu_gemv_vbmi_fp8(const struct cpu_gemv_args *a, int r0, int r1)
 {
+	assert(a->T >= 1 && a->T <= CPU_GEMV_KERNEL_T && a->xb);
 	switch (a->T) {
 	case 1:
 		t1(a, r0, r1);
