@@ -645,7 +645,7 @@ static void test_fp8_tokens(void)
 #if defined(__x86_64__) && defined(__GNUC__)
 	const struct cpu_gemv_variant *v = &cpu_gemv_avx512bf16;
 	const bool has = cpu_isa_supported(CPU_ISA_AVX512BF16) && __builtin_cpu_supports("avx512vbmi");
-	CHECK(cpu_gemv_fp8_bf16_ok(v) == (bool)__builtin_cpu_supports("avx512vbmi"));
+	CHECK(cpu_gemv_fp8_bf16_ok(v) == has);
 	CHECK(v->fp8_bf16 && v->fp8_round_x);
 	if (!has) {
 		printf("fp8 with bf16 activations: skipped (this CPU lacks AVX512-BF16 or VBMI)\n");

@@ -321,7 +321,7 @@ bool cpu_gemv_fp8_bf16_ok(const struct cpu_gemv_variant *v)
 #ifdef HAVE_X86
 	/* the AVX512-BF16 variant's is AVX512-VBMI code too (cpu_gemv_fp8_vbmi.c) */
 	if (v == &cpu_gemv_avx512bf16)
-		return __builtin_cpu_supports("avx512vbmi");
+		return cpu_isa_supported(CPU_ISA_AVX512BF16) && __builtin_cpu_supports("avx512vbmi");
 #endif
 	return true;
 }

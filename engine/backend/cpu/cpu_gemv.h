@@ -140,7 +140,8 @@ struct cpu_gemv_variant {
 };
 
 extern const struct cpu_gemv_variant cpu_gemv_portable;
-/* whether v has fp8_bf16 and this CPU runs it (the AVX512-BF16 variant's needs AVX512-VBMI) */
+/* whether v has fp8_bf16 and this CPU runs it: the variant's own instruction set and, for the
+ * AVX512-BF16 variant's, AVX512-VBMI too */
 bool cpu_gemv_fp8_bf16_ok(const struct cpu_gemv_variant *v);
 #ifdef __AVX2__
 #include <immintrin.h>
