@@ -262,8 +262,8 @@ static inline void cpu_gemv_prefetch_q8_tile(const void *tile, int64_t b, int64_
 	}
 
 /* q4: the d and m (quant_q4_d(), quant_q4_m(): the same values) of 16 or 8 blocks' dz (a tile
- * block's 16 rows, a record's blocks), and the prefetch of a tile's pair of blocks (at an even
- * block) */
+ * block's 16 rows, a record's blocks), and the prefetch of a tile's blocks (each its share of its
+ * pair's bytes) */
 #ifdef __AVX512F__
 static inline void cpu_gemv_q4_dz16(__m256i dz, __m512 *d, __m512 *m)
 {
@@ -294,10 +294,16 @@ static inline void cpu_gemv_tile_scales_to_records(enum quant_format f, int64_t 
 	for (int i = 0; i < QUANT_TILE_ROWS; i++)
 		memcpy(dst[i] + soff + 2 * (size_t)b, &s[i], 2);
 }
+/* q4 tiles: every block asks for its share of the pair's 576 bytes, CPU_GEMV_AHEAD ahead (the
+ * even block its codes' 4 lines, the odd one its 4 and the pair's dz line), so the prefetches
+ * run evenly with the loads; asking for the pair's 9 lines at once on the even block left a
+ * one-token q4 decode at 81-83% of the read pass where this gives 84-86% (steady mode, AMD EPYC,
+ * docs/benchmarks.md "q4 tiles' prefetch spread over the blocks"). An odd last block (alone in
+ * its 576 bytes) asks for 4 of its 9 lines: a gap at each tile's end where the block count is
+ * odd. */
 static inline void cpu_gemv_prefetch_q4_tile(const char *tile, int64_t b)
 {
-	if ((b & 1) == 0)
-		cpu_gemv_prefetch(tile + quant_q4_tile_codes(b), 576);
+	cpu_gemv_prefetch(tile + quant_q4_tile_codes(b), (b & 1) ? 320 : 256);
 }
 
 /* cpu_gemv_quantize_x() in AVX2 and in AVX-512F instructions (the same files; the same bytes) */
