@@ -155,19 +155,7 @@ TOKENS(4)
 
 void cpu_gemv_vbmi_fp8(const struct cpu_gemv_args *a, int r0, int r1)
 {
+	static cpu_gemv_fn *const by_tokens[CPU_GEMV_KERNEL_T] = {t1, t2, t3, t4};
 	assert(a->T >= 1 && a->T <= CPU_GEMV_KERNEL_T && a->xb);
-	switch (a->T) {
-	case 1:
-		t1(a, r0, r1);
-		break;
-	case 2:
-		t2(a, r0, r1);
-		break;
-	case 3:
-		t3(a, r0, r1);
-		break;
-	default:
-		t4(a, r0, r1);
-		break;
-	}
+	by_tokens[a->T - 1](a, r0, r1);
 }

@@ -1578,24 +1578,6 @@ static void batch_product(const struct batch *b, const struct tensor *w, const s
 	}
 }
 
-/* The recurrent scan of every one-position run of a batch in one pool job: task = run * groups +
- * group, a group being consecutive heads, each head the arithmetic a scan of that run alone
- * gives it (ssm_scan_head_task); longer runs' tasks do nothing (they take the chunked form, run
- * by run). */
-struct scan_runs_job {
-	const struct lm_dims *dm;
-	const struct lm_run *runs;
-	int l;
-	const float *xc, *dt, *a, *dskip;
-	float *y;
-	int groups; /* each run's heads in this many tasks of consecutive heads */
-};
-
-/* A decode run's heads in min(H, threads) tasks of consecutive heads, not a task each: a thread
- * then reads one contiguous stretch of the layer's state (its heads' [P][N] rows are adjacent),
- * which the prefetchers follow; a head a task, claimed by whichever thread was free, left the
- * step reading the 24.2 MB fp32 state of the ~0.7B model at ~23-30 GB/s where the read pass ran
- * at 49-77 GB/s (docs/benchmarks.md, "the SSM step's state read in one stretch a thread"). */
 /* The recurrent step of decode run r (T = 1) in layer l: its rows of xc, dt and y, its state. */
 static struct ssm_job decode_ssm_job(const struct lm_dims *dm, const struct lm_run *r, int l, const float *xc,
 				     const float *dt, const float *a, const float *dskip, float *y)
@@ -1643,6 +1625,24 @@ static void conv_dt_args(const struct batch *b, const struct lm_prepared_layer *
 				   .dt = dt + (size_t)r->row * dm->H};
 }
 
+/* The recurrent scan of every one-position run of a batch in one pool job: task = run * groups +
+ * group, a group being consecutive heads, each head the arithmetic a scan of that run alone
+ * gives it (ssm_scan_head_task); longer runs' tasks do nothing (they take the chunked form, run
+ * by run). */
+struct scan_runs_job {
+	const struct lm_dims *dm;
+	const struct lm_run *runs;
+	int l;
+	const float *xc, *dt, *a, *dskip;
+	float *y;
+	int groups; /* each run's heads in this many tasks of consecutive heads */
+};
+
+/* A decode run's heads in min(H, threads) tasks of consecutive heads, not a task each: a thread
+ * then reads one contiguous stretch of the layer's state (its heads' [P][N] rows are adjacent),
+ * which the prefetchers follow; a head a task, claimed by whichever thread was free, left the
+ * step reading the 24.2 MB fp32 state of the ~0.7B model at ~23-30 GB/s where the read pass ran
+ * at 49-77 GB/s (docs/benchmarks.md, "the SSM step's state read in one stretch a thread"). */
 static void scan_runs_task(void *ctx, int task, int thread)
 {
 	const struct scan_runs_job *j = ctx;
